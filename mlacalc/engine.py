@@ -1,0 +1,440 @@
+"""Exact numeric evaluation of the attention formulas (no sympy import).
+
+Every number here comes from the functions generated out of the symbolic
+formulas (:mod:`mlacalc._generated`), evaluated with Python integers (and
+:class:`fractions.Fraction` for sub-byte element sizes), so results are exact at
+any size. Conventions (DESIGN.md, ``docs/conventions.md``):
+
+- ``seq_len = S`` is the number of keys the last query attends, new tokens included.
+  ``prefill`` has ``q = S`` new tokens, ``decode`` ``q = 1``, ``chunk`` ``q = q_len``.
+- FLOPs are matmul FLOPs, ``2*m*n*k``; by default every (query, key) pair a dense
+  kernel computes is counted (``q * S`` per head); ``causal=True`` counts only the
+  pairs a causal kernel needs.
+- A sliding window ``W`` caps the keys each query attends at ``W`` (its own token
+  included) and the tokens each layer's cache keeps at ``min(S, W)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from . import _generated as gen
+from .config import ModelConfig, load_model
+from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "PHASES",
+    "MLA_IMPLEMENTATIONS",
+    "OpCost",
+    "AttentionCost",
+    "KVCache",
+    "attention_cost",
+    "attention_flops",
+    "kv_cache",
+    "kv_cache_bytes",
+    "attended_pairs",
+    "resolve_impl",
+]
+
+PHASES = ("prefill", "decode", "chunk")
+MLA_IMPLEMENTATIONS = ("naive", "compressed", "absorbed", "absorbed_merged")
+STAGES = ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj")
+
+
+# ----------------------------------------------------------------------------------
+# argument checking
+
+def _model(model: "ModelConfig | str") -> ModelConfig:
+    return model if isinstance(model, ModelConfig) else load_model(model)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np  # only for numpy integer scalars passed in
+
+            if isinstance(value, np.integer):
+                value = int(value)
+            else:
+                raise TypeError
+        except (ImportError, TypeError):
+            raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}") from None
+    if value <= 0:
+        raise InvalidArgumentError(name, f"must be a positive integer, got {value}")
+    return value
+
+
+def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None) -> str:
+    """The implementation a call means.
+
+    MHA/GQA/MQA have one (``"standard"``). For MLA, ``impl=None`` means what
+    serving engines run: K/V expanded from the latent for the new tokens in
+    prefill and chunk (``"naive"`` FLOPs) and ``"absorbed"`` in decode; the cache
+    is the compressed latent in every case (see :func:`kv_cache_bytes`).
+    """
+    if not model.is_mla:
+        if impl not in (None, "standard"):
+            raise InvalidArgumentError("impl", f"{model.label} uses {model.variant.upper()}, which has one "
+                                       f"implementation ('standard'); got {impl!r}")
+        return "standard"
+    if impl is None:
+        return "absorbed" if phase in (None, "decode") else "naive"
+    if impl not in MLA_IMPLEMENTATIONS:
+        raise InvalidArgumentError("impl", f"unknown MLA implementation {impl!r}; use one of "
+                                   + ", ".join(MLA_IMPLEMENTATIONS))
+    return impl
+
+
+def _phase_lengths(phase: str, seq_len: int, q_len: int | None) -> int:
+    if phase not in PHASES:
+        raise InvalidArgumentError("phase", f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
+    if phase == "prefill":
+        if q_len not in (None, seq_len):
+            raise InvalidArgumentError("q_len", f"prefill processes all {seq_len} tokens; leave q_len unset "
+                                       "or use phase='chunk'")
+        return seq_len
+    if phase == "decode":
+        if q_len not in (None, 1):
+            raise InvalidArgumentError("q_len", "decode adds one token; use phase='chunk' for more")
+        return 1
+    if q_len is None:
+        raise InvalidArgumentError("q_len", "phase='chunk' needs q_len, the new tokens per sequence")
+    q_len = _positive_int("q_len", q_len)
+    if q_len > seq_len:
+        raise InvalidArgumentError("q_len", f"{q_len} new tokens cannot exceed seq_len {seq_len}")
+    return q_len
+
+
+def attended_pairs(q: int, seq_len: int, window: int | None = None, causal: bool = False) -> int:
+    """(query, key) pairs per sequence and head for ``q`` new tokens, the last at key ``seq_len``.
+
+    Non-causal: ``q * min(S, W)`` (every pair a dense kernel computes). Causal: the
+    query at 1-based position ``j`` (``j = S-q+1 .. S``) attends ``min(j, W)`` keys,
+    summed exactly; without a window that is ``q (2S - q + 1) / 2``.
+
+    Examples
+    --------
+    >>> attended_pairs(4, 4), attended_pairs(4, 4, causal=True), attended_pairs(1, 10, causal=True)
+    (16, 10, 10)
+    """
+    keys = seq_len if window is None else min(seq_len, window)
+    if not causal:
+        return q * keys
+    lo, hi = seq_len - q + 1, seq_len           # 1-based positions of the new tokens
+
+    def tri(a: int, c: int) -> int:             # sum of j for j in [a, c]
+        return (a + c) * (c - a + 1) // 2 if c >= a else 0
+
+    if window is None or hi <= window:
+        return tri(lo, hi)
+    if lo >= window:
+        return q * window
+    return tri(lo, window) + (hi - window) * window
+
+
+# ----------------------------------------------------------------------------------
+# symbol values for a model
+
+def _layer_key(model: ModelConfig, impl: str) -> str:
+    if not model.is_mla:
+        return "mha"
+    return f"mla_{impl}_{'qlora' if model.q_lora_rank else 'noqlora'}"
+
+
+def _model_dims(model: ModelConfig) -> dict[str, int]:
+    if model.is_mla:
+        bias = int(model.attention_bias)
+        return dict(d=model.hidden_size, n_h=model.num_attention_heads, d_c=model.kv_lora_rank,
+                    d_cq=model.q_lora_rank or 0, d_nope=model.qk_nope_head_dim,
+                    d_rope=model.qk_rope_head_dim, d_v=model.v_head_dim, beta_qkv=bias, beta_o=bias)
+    qkv = int(model.attention_bias or model.qkv_bias or model.bias)
+    out = int(model.attention_bias or model.bias)
+    rope = 0 if model.family == "gpt2" else 1
+    return dict(d=model.hidden_size, n_h=model.num_attention_heads, n_kv=model.num_key_value_heads,
+                d_h=model.head_dim, beta_qkv=qkv, beta_o=out, rho=rope)
+
+
+def _call(fn, names, values):
+    return fn(*[values[n] for n in names])
+
+
+def attention_params(model: "ModelConfig | str") -> dict[str, int]:
+    """Parameters of each attention projection of one layer (reference-implementation names)."""
+    model = _model(model)
+    names, _, _, params_fn = gen.LAYERS[_layer_key(model, "absorbed")]
+    values = dict.fromkeys(names, 0)
+    values.update(_model_dims(model))
+    out = _call(params_fn, names, values)
+    if model.family == "falcon":   # one fused query_key_value matrix
+        out = {"query_key_value": out["q_proj"] + out["k_proj"] + out["v_proj"], "dense": out["o_proj"]}
+    elif model.family == "gpt2":   # Conv1D c_attn (q, k, v fused) and c_proj
+        out = {"c_attn": out["q_proj"] + out["k_proj"] + out["v_proj"], "c_proj": out["o_proj"]}
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# KV cache
+
+@dataclass(frozen=True)
+class KVCache:
+    """KV-cache size of a whole model, with its breakdown.
+
+    ``row_bytes`` is one token of one layer; ``tokens_per_layer`` the tokens each
+    layer keeps (``min(seq_len, sliding_window)``); ``total_bytes`` =
+    ``layers * batch * tokens_per_layer * row_bytes``.
+    """
+
+    model: str
+    variant: str
+    impl: str
+    layout: str
+    row_elements: int
+    row_bytes: int
+    layers: int
+    batch: int
+    seq_len: int
+    tokens_per_layer: int
+    total_bytes: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token adds across all layers."""
+        return self.row_bytes * self.layers
+
+    @property
+    def elements_per_token(self) -> int:
+        return self.row_elements * self.layers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "variant": self.variant, "impl": self.impl, "kv_layout": self.layout,
+            "elements_per_token_per_layer": self.row_elements, "bytes_per_token_per_layer": self.row_bytes,
+            "bytes_per_token": self.bytes_per_token, "layers": self.layers, "batch": self.batch,
+            "seq_len": self.seq_len, "tokens_per_layer": self.tokens_per_layer, "total_bytes": self.total_bytes,
+        }
+
+
+def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
+    dims = _model_dims(model)
+    names, _, row_fn, _ = gen.LAYERS[_layer_key(model, impl)]
+    values = dict.fromkeys(names, 0)
+    values.update(dims)
+    elements = _call(row_fn, names, values)
+    if model.is_mla and impl != "naive":
+        return elements, layout.row_bytes(model.kv_lora_rank, model.qk_rope_head_dim)
+    return elements, layout.row_bytes(elements)
+
+
+def kv_cache(model: "ModelConfig | str", seq_len: int, batch: int = 1, kv_dtype: "str | int | KVLayout" = "bf16",
+             impl: str | None = None, include_mtp: bool = False) -> KVCache:
+    """The KV cache holding ``seq_len`` tokens for ``batch`` sequences, all layers.
+
+    ``impl`` only matters for MLA: ``"naive"`` caches the expanded per-head K and V;
+    every other implementation (and ``None``) caches the latent ``c_kv`` plus the
+    shared RoPE key. ``include_mtp`` adds the MTP modules' layers (DeepSeek-V3: 62
+    cache layers instead of 61).
+    """
+    model = _model(model)
+    seq_len = _positive_int("seq_len", seq_len)
+    batch = _positive_int("batch", batch)
+    impl = resolve_impl(model, impl, None)
+    layout = resolve_kv_layout(kv_dtype)
+    elements, row_bytes = _row(model, impl, layout)
+    layers = model.num_hidden_layers + (model.num_nextn_predict_layers if include_mtp else 0)
+    tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
+    return KVCache(model=model.name, variant=model.variant, impl=impl, layout=layout.name,
+                   row_elements=elements, row_bytes=row_bytes, layers=layers, batch=batch, seq_len=seq_len,
+                   tokens_per_layer=tokens, total_bytes=layers * batch * tokens * row_bytes)
+
+
+def kv_cache_bytes(model: "ModelConfig | str", seq_len: int, batch: int = 1,
+                   kv_dtype: "str | int | KVLayout" = "bf16", impl: str | None = None,
+                   include_mtp: bool = False) -> int:
+    """Exact bytes of the KV cache of all layers holding ``seq_len`` tokens per sequence.
+
+    Examples
+    --------
+    >>> kv_cache_bytes("deepseek-v3", seq_len=1)          # (512 + 64) x 2 B x 61 layers
+    70272
+    >>> kv_cache_bytes("deepseek-v3", seq_len=1, kv_dtype="fp8_ds_mla")   # 656 B x 61
+    40016
+    """
+    return kv_cache(model, seq_len, batch, kv_dtype, impl, include_mtp).total_bytes
+
+
+# ----------------------------------------------------------------------------------
+# FLOPs and bytes
+
+@dataclass(frozen=True)
+class OpCost:
+    """One kernel of one attention layer: FLOPs and the bytes it reads and writes."""
+
+    name: str
+    stage: str
+    kind: str
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    weight_bytes: int
+    cache_bytes_read: int
+    cache_bytes_written: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "stage": self.stage, "kind": self.kind, "flops": self.flops,
+                "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+                "weight_bytes": self.weight_bytes, "cache_bytes_read": self.cache_bytes_read,
+                "cache_bytes_written": self.cache_bytes_written}
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    """Cost of the attention blocks of a model for one step.
+
+    Whole-model figures (``flops``, ``stage_flops``, ``elementwise_flops``,
+    ``unfused_bytes``, ``fused_bytes``) cover all ``layers``; ``ops`` lists one
+    layer's kernels in the unfused order the microbenchmark runs them.
+    """
+
+    model: str
+    variant: str
+    impl: str
+    phase: str
+    seq_len: int
+    q_len: int
+    batch: int
+    causal: bool
+    layers: int
+    pairs_per_head: int
+    ops: tuple[OpCost, ...]
+    stage_flops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def flops(self) -> int:
+        """Matmul FLOPs of all layers (projections + core + output projection)."""
+        return sum(self.stage_flops.values())
+
+    @property
+    def layer_flops(self) -> int:
+        return self.flops // self.layers
+
+    @property
+    def elementwise_flops(self) -> int:
+        """Nominal element-wise FLOPs (softmax, RoPE, norms), all layers, reported apart."""
+        return self.layers * sum(o.flops for o in self.ops if o.kind != "matmul")
+
+    @property
+    def unfused_bytes(self) -> int:
+        """Bytes moved by the op-by-op sequence, all layers."""
+        return self.layers * sum(o.bytes for o in self.ops)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.layers * sum(o.weight_bytes for o in self.ops)
+
+    fused_layer_bytes: int = 0
+
+    @property
+    def fused_bytes(self) -> int:
+        """Ideal fused lower bound, all layers: weights, input and output once, the
+        cache rows of the attended keys read once and the new rows written once."""
+        return self.layers * self.fused_layer_bytes
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """Matmul FLOPs per byte of the fused lower bound."""
+        return self.flops / self.fused_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "variant": self.variant, "impl": self.impl, "phase": self.phase,
+            "seq_len": self.seq_len, "q_len": self.q_len, "batch": self.batch, "causal": self.causal,
+            "layers": self.layers, "pairs_per_head": self.pairs_per_head, "flops": self.flops,
+            "stage_flops": dict(self.stage_flops), "elementwise_flops": self.elementwise_flops,
+            "unfused_bytes": self.unfused_bytes, "fused_bytes": self.fused_bytes,
+            "weight_bytes": self.weight_bytes,
+            "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
+            "ops_per_layer": [o.to_dict() for o in self.ops],
+        }
+
+
+def _ceil(x) -> int:
+    return x if isinstance(x, int) else math.ceil(x)
+
+
+def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: int = 1,
+                   q_len: int | None = None, impl: str | None = None, causal: bool = False,
+                   kv_dtype: "str | int | KVLayout" = "bf16", weight_dtype: str | None = None,
+                   act_dtype: str = "bf16") -> AttentionCost:
+    """FLOPs by stage and bytes by op of the attention blocks of all layers for one step.
+
+    Parameters
+    ----------
+    phase
+        ``"prefill"`` (``seq_len`` new tokens), ``"decode"`` (one new token attending
+        ``seq_len`` keys) or ``"chunk"`` (``q_len`` new tokens, the last attending
+        ``seq_len`` keys).
+    impl
+        MLA implementation; see :func:`resolve_impl` for ``None``.
+    causal
+        Count only the (query, key) pairs a causal kernel needs.
+    kv_dtype, weight_dtype, act_dtype
+        Element sizes for the byte counts (``weight_dtype`` defaults to the model's).
+    """
+    model = _model(model)
+    seq_len = _positive_int("seq_len", seq_len)
+    batch = _positive_int("batch", batch)
+    if not isinstance(causal, bool):
+        raise InvalidArgumentError("causal", f"must be True or False, got {causal!r}")
+    q = _phase_lengths(phase, seq_len, q_len)
+    impl = resolve_impl(model, impl, phase)
+    layout = resolve_kv_layout(kv_dtype)
+    elements, row_bytes = _row(model, impl, layout)
+    w_bits = dtype_bits(weight_dtype or model.weights_dtype)
+    a_bits = dtype_bits(act_dtype)
+    window = model.sliding_window
+    keys = seq_len if window is None else min(seq_len, window)
+    values = dict(_model_dims(model), B=batch, q=q, S=keys,
+                  P=attended_pairs(q, seq_len, window, causal),
+                  b=Fraction(row_bytes, elements), b_w=Fraction(w_bits, 8), b_a=Fraction(a_bits, 8))
+    names, ops_fn, _, _ = gen.LAYERS[_layer_key(model, impl)]
+    ops = []
+    for name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w in _call(ops_fn, names, values):
+        ops.append(OpCost(name=name, stage=stage, kind=kind, flops=_ceil(flops),
+                          bytes_read=_ceil(a_r + w_r + c_r), bytes_written=_ceil(a_w + c_w),
+                          weight_bytes=_ceil(w_r), cache_bytes_read=_ceil(c_r), cache_bytes_written=_ceil(c_w)))
+    layers = model.num_hidden_layers
+    stage_flops = dict.fromkeys(STAGES, 0)
+    for op in ops:
+        if op.kind == "matmul":
+            stage_flops[op.stage] += layers * op.flops
+    weights = sum(o.weight_bytes for o in ops)
+    io = 2 * batch * q * model.hidden_size * a_bits // 8
+    fused = weights + io + batch * keys * row_bytes + batch * q * row_bytes
+    return AttentionCost(model=model.name, variant=model.variant, impl=impl, phase=phase, seq_len=seq_len,
+                         q_len=q, batch=batch, causal=causal, layers=layers,
+                         pairs_per_head=values["P"], ops=tuple(ops), stage_flops=stage_flops,
+                         fused_layer_bytes=fused)
+
+
+def attention_flops(model: "ModelConfig | str", phase: str, seq_len: int, batch: int = 1,
+                    q_len: int | None = None, impl: str | None = None, causal: bool = False) -> int:
+    """Exact matmul FLOPs of the attention blocks of all layers for one step.
+
+    Examples
+    --------
+    >>> attention_flops("llama-2-7b", "decode", seq_len=1)   # 32 layers x 4 x 2 x 4096^2 + core
+    4295000064
+    """
+    return attention_cost(model, phase, seq_len, batch, q_len, impl, causal).flops

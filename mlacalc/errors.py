@@ -1,0 +1,99 @@
+"""The exceptions mlacalc raises.
+
+Every error a user can cause derives from :class:`MlacalcError`, and each one
+says in one line what was wrong, where, and how to fix it. They also subclass
+the matching built-in (``ValueError``, ``KeyError``) so that generic handlers
+keep working.
+"""
+
+from __future__ import annotations
+
+from difflib import get_close_matches
+
+__all__ = [
+    "MlacalcError",
+    "ConfigError",
+    "UnknownModelError",
+    "UnknownDtypeError",
+    "InvalidArgumentError",
+]
+
+
+class MlacalcError(Exception):
+    """Base class of every error raised by mlacalc."""
+
+
+class ConfigError(ValueError, MlacalcError):
+    """A model configuration is missing a field, has a wrong value, or cannot be read.
+
+    Parameters
+    ----------
+    message
+        What is wrong, in words.
+    source
+        The file (or ``"<dict>"``) the configuration came from.
+    field
+        The offending field, if one can be named.
+    fix
+        How to fix it.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None,
+                 fix: str | None = None):
+        self.message = message
+        self.source = source
+        self.field = field
+        self.fix = fix
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.source:
+            where.append(self.source)
+        if self.field:
+            where.append(f"field '{self.field}'")
+        head = ": ".join(where)
+        text = f"{head}: {self.message}" if head else self.message
+        if self.fix:
+            text += f" ({self.fix})"
+        return text
+
+
+class UnknownModelError(KeyError, MlacalcError):
+    """A model name that is neither shipped nor an existing file."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        close = get_close_matches(self.name.lower(), self.known, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        return (f"unknown model '{self.name}'.{hint} Known models: {', '.join(self.known)}; "
+                "or pass the path of a YAML file or a Hugging Face config.json.")
+
+
+class UnknownDtypeError(ValueError, MlacalcError):
+    """A dtype or KV-cache layout name mlacalc does not know."""
+
+    def __init__(self, name: object, known: list[str], what: str = "dtype"):
+        self.name = name
+        self.known = list(known)
+        self.what = what
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"unknown {self.what} '{self.name}'; use one of: {', '.join(self.known)}"
+
+
+class InvalidArgumentError(ValueError, MlacalcError):
+    """An argument of an API call is out of range or of the wrong kind."""
+
+    def __init__(self, argument: str, message: str):
+        self.argument = argument
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.argument}: {self.message}"
