@@ -434,7 +434,7 @@ def attention_flops(model: "ModelConfig | str", phase: str, seq_len: int, batch:
 
     Examples
     --------
-    >>> attention_flops("llama-2-7b", "decode", seq_len=1)   # 32 layers x 4 x 2 x 4096^2 + core
-    4295000064
+    >>> attention_flops("llama-2-7b", "decode", seq_len=1)   # 32 x (4 x 2 x 4096^2 + 4 x 32 x 128)
+    4295491584
     """
     return attention_cost(model, phase, seq_len, batch, q_len, impl, causal).flops

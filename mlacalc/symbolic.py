@@ -1,0 +1,118 @@
+"""User-facing symbolic formulas (imports sympy on first call only).
+
+>>> from mlacalc import formula
+>>> formula("kv_cache_elements", "mla")
+d_c + d_rope
+>>> formula("kv_cache_elements", "gqa")
+2*d_h*n_kv
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InvalidArgumentError
+
+__all__ = ["formula", "QUANTITIES", "VARIANTS"]
+
+#: quantity -> what the expression gives
+QUANTITIES = {
+    "kv_cache_elements": "cached elements per token per layer",
+    "kv_cache_bytes": "cache bytes of all L layers for B sequences of S tokens (b bytes per element)",
+    "attention_params": "parameters of one attention layer (biases off unless bias=True)",
+    "attention_flops": "matmul FLOPs of the attention blocks of all L layers for one step",
+    "elementwise_flops": "nominal element-wise FLOPs (softmax, RoPE, norms) of all L layers",
+    "unfused_bytes": "bytes the op-by-op sequence reads and writes, all L layers",
+    "fused_bytes": "ideal fused lower bound of bytes moved, all L layers",
+}
+VARIANTS = ("mha", "gqa", "mqa", "mla")
+
+
+def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
+    from .formulas import mha, mla
+
+    if variant == "mla":
+        if impl is None:
+            impl = "absorbed" if phase in (None, "decode") else "naive"
+        if impl not in mla.IMPLEMENTATIONS:
+            raise InvalidArgumentError("impl", f"unknown MLA implementation {impl!r}; use one of "
+                                       + ", ".join(mla.IMPLEMENTATIONS))
+        return mla.layer(impl, q_lora)
+    if impl not in (None, "standard"):
+        raise InvalidArgumentError("impl", f"{variant.upper()} has one implementation ('standard')")
+    return mha.layer()
+
+
+def formula(quantity: str, variant: str, impl: str | None = None, *, phase: str | None = None,
+            stage: str | None = None, causal: bool = False, q_lora: bool = True, bias: bool = False,
+            rope: bool = True) -> Any:
+    """The sympy expression of a quantity for an attention variant.
+
+    Parameters
+    ----------
+    quantity
+        One of :data:`QUANTITIES`.
+    variant
+        ``"mha"`` (``n_kv = n_h``), ``"gqa"``, ``"mqa"`` (``n_kv = 1``) or ``"mla"``.
+    impl
+        MLA implementation (``naive``, ``compressed``, ``absorbed``, ``absorbed_merged``);
+        ``None`` follows the serving default (absorbed in decode, expanded otherwise).
+    phase
+        For FLOPs and bytes: ``"prefill"`` (``q = S``), ``"decode"`` (``q = 1``) or
+        ``"chunk"`` (``q`` stays a symbol). ``None`` keeps ``q`` and the pair count
+        ``P`` as symbols.
+    stage
+        Restrict ``attention_flops`` to one stage (``q_proj``, ``kv_proj``, ``kv_up``,
+        ``absorb``, ``core``, ``o_proj``).
+    causal
+        Count only the pairs a causal kernel needs: ``P = q (2 S - q + 1) / 2``.
+    q_lora
+        MLA with query compression (``d_cq``) or a plain ``W_Q``.
+
+    Examples
+    --------
+    >>> formula("attention_flops", "mla", "absorbed", phase="decode", stage="core")
+    2*B*L*S*n_h*(2*d_c + d_rope)
+    """
+    import sympy as sp
+
+    from . import symbols as s
+
+    if quantity not in QUANTITIES:
+        raise InvalidArgumentError("quantity", f"unknown quantity {quantity!r}; use one of " + ", ".join(QUANTITIES))
+    if variant not in VARIANTS:
+        raise InvalidArgumentError("variant", f"unknown variant {variant!r}; use one of " + ", ".join(VARIANTS))
+    if phase not in (None, "prefill", "decode", "chunk"):
+        raise InvalidArgumentError("phase", f"unknown phase {phase!r}; use prefill, decode or chunk")
+    layer = _layer(variant, impl, phase, q_lora)
+
+    if quantity == "kv_cache_elements":
+        expr = layer.kv_row_elements
+    elif quantity == "kv_cache_bytes":
+        expr = s.L * s.B * s.S * layer.kv_row_bytes
+    elif quantity == "attention_params":
+        expr = sp.Add(*layer.params.values())
+    elif quantity == "attention_flops":
+        if stage is not None and stage not in ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"):
+            raise InvalidArgumentError("stage", f"unknown stage {stage!r}")
+        expr = s.L * layer.matmul_flops(stage)
+    elif quantity == "elementwise_flops":
+        expr = s.L * layer.elementwise_flops()
+    elif quantity == "unfused_bytes":
+        expr = s.L * layer.unfused_bytes()
+    else:
+        expr = s.L * layer.fused_bytes()
+
+    subs: dict = {s.beta_qkv: int(bias), s.beta_o: int(bias), s.rho: int(rope)}
+    if variant == "mha":
+        subs[s.n_kv] = s.n_h
+    elif variant == "mqa":
+        subs[s.n_kv] = 1
+    expr = expr.subs(subs)
+    pairs = s.q * (2 * s.S - s.q + 1) / 2 if causal else s.q * s.S
+    expr = expr.subs(s.P, pairs)
+    if phase == "prefill":
+        expr = expr.subs(s.q, s.S)
+    elif phase == "decode":
+        expr = expr.subs(s.q, 1)
+    return sp.factor(expr)
