@@ -316,9 +316,6 @@ def _validate(cfg: ModelConfig) -> None:
         if not 0 < cfg.num_experts_per_tok <= cfg.n_routed_experts:
             _fail(cfg, "num_experts_per_tok",
                   f"must be between 1 and n_routed_experts ({cfg.n_routed_experts}), got {cfg.num_experts_per_tok}")
-        if cfg.first_k_dense_replace > cfg.num_hidden_layers:
-            _fail(cfg, "first_k_dense_replace", f"{cfg.first_k_dense_replace} exceeds the "
-                  f"{cfg.num_hidden_layers} layers")
     elif cfg.model_type == "mixtral":
         _fail(cfg, "n_routed_experts", "a mixtral model needs its experts", "set n_routed_experts (num_local_experts)")
     elif cfg.n_shared_experts or cfg.num_experts_per_tok:
