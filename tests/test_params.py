@@ -1,0 +1,138 @@
+"""Parameter counts against what the real implementations hold and what papers publish."""
+
+from decimal import Decimal
+
+import pytest
+
+import mlacalc
+
+# Exact totals: the number of parameters the Hugging Face implementation holds.
+EXACT_TOTALS = [
+    pytest.param("gpt2", 124_439_808, id="gpt2-HF-GPT2LMHeadModel-124439808"),
+    pytest.param("llama-2-7b", 6_738_415_616, id="llama-2-7b-PEFT-all-params-6738415616"),
+    pytest.param("llama-3-8b", 8_030_261_248, id="llama-3-8b-safetensors-8030261248"),
+    pytest.param("qwen2.5-7b", 7_615_616_512, id="qwen2.5-7b-HF-API-7615616512"),
+    pytest.param("mixtral-8x7b", 46_702_792_704, id="mixtral-8x7b-46702792704"),
+]
+
+
+@pytest.mark.parametrize("name,expected", EXACT_TOTALS)
+def test_exact_totals(name, expected):
+    assert mlacalc.param_counts(name).total == expected
+
+
+# Exact recounts from the reference configs (published-facts.md A.5, marked [derived]).
+DERIVED_TOTALS = {
+    "llama-2-70b": 68_976_648_192, "llama-3-70b": 70_553_706_496, "llama-3.1-405b": 405_853_388_800,
+    "mistral-7b": 7_241_732_096, "qwen2.5-72b": 72_706_203_648, "falcon-7b": 6_921_720_704,
+    "gemma-2b": 2_506_172_416, "deepseek-v2-lite": 15_706_484_224, "deepseek-v2": 235_741_434_880,
+    "deepseek-v3": 671_026_419_200, "kimi-k2": 1_026_408_232_448, "minicpm3-4b": 4_073_875_968,
+}
+
+
+@pytest.mark.parametrize("name,expected", sorted(DERIVED_TOTALS.items()))
+def test_derived_totals(name, expected):
+    assert mlacalc.param_counts(name).total == expected
+
+
+def agrees(value: int, published: str) -> bool:
+    """Does an exact count agree with a published figure such as '2.4B' or '1T'?
+
+    Published counts are rounded or truncated to their last digit, so a figure
+    ``v`` with last-digit unit ``u`` covers ``[v - u/2, v + u)``.
+    """
+    scale = {"B": 10**9, "T": 10**12}[published[-1]]
+    digits = published[:-1]
+    unit = Decimal(1).scaleb(Decimal(digits).as_tuple().exponent) * scale
+    v = Decimal(digits) * scale
+    return v - unit / 2 <= value < v + unit
+
+
+PUBLISHED_MOE = [
+    pytest.param("deepseek-v3", "671B", "37B", id="deepseek-v3-README-s3"),
+    pytest.param("deepseek-v2", "236B", "21B", id="deepseek-v2-tech-report-s3.1.2"),
+    pytest.param("deepseek-v2-lite", "15.7B", "2.4B", id="deepseek-v2-lite-tech-report-B.1"),
+    pytest.param("kimi-k2", "1T", "32B", id="kimi-k2-README-s2"),
+]
+
+
+@pytest.mark.parametrize("name,total,active", PUBLISHED_MOE)
+def test_published_moe_counts(name, total, active):
+    counts = mlacalc.param_counts(name)
+    assert agrees(counts.total, total)
+    assert agrees(counts.active, active)
+
+
+def test_agrees_rule():
+    assert agrees(2_451_435_008, "2.4B")        # V2-Lite: 2.45B, published truncated
+    assert not agrees(2_500_000_000, "2.4B")
+    assert not agrees(2_340_000_000, "2.4B")
+    assert agrees(36_625_618_432, "37B") and not agrees(36_400_000_000, "37B")
+
+
+def test_deepseek_v3_active_convention(v3):
+    """Active = all but unused routed experts and the input embedding (output head counts)."""
+    c = mlacalc.param_counts(v3)
+    assert c.active == 36_625_618_432
+    # + the input embedding gives the 37.55B of the 'embedding and head both counted' rule
+    assert c.active + c.embedding == 37_552_297_472
+
+
+def test_deepseek_v3_mtp(v3):
+    c = mlacalc.param_counts(v3)
+    assert c.mtp == 11_610_068_224
+    assert c.total_with_mtp == 682_636_487_424
+    # the Hugging Face checkpoint also stores the MTP layer's copies of embed_tokens and the head
+    assert c.total + c.mtp + 2 * c.embedding == 684_489_845_504       # "685B on HF"
+
+
+def test_mtp_zero_where_none():
+    assert mlacalc.param_counts("deepseek-v2").mtp == 0
+    assert mlacalc.param_counts("llama-3-8b").mtp == 0
+
+
+def test_gemma_non_embedding_matches_paper_table_2():
+    c = mlacalc.param_counts("gemma-2b")
+    assert c.non_embedding == 1_981_884_416
+    assert c.embedding == 256_000 * 2048       # the paper's 524,550,144 uses a 256,128-token vocabulary
+
+
+def test_qwen_non_embedding_matches_card():
+    c = mlacalc.param_counts("qwen2.5-7b")
+    assert agrees(c.total, "7.61B") and agrees(c.non_embedding, "6.53B")
+
+
+def test_active_of_dense_models():
+    gpt2 = mlacalc.param_counts("gpt2")
+    assert gpt2.active == gpt2.total - 1024 * 768      # tied wte does the head matmul; wpe is a lookup
+    llama = mlacalc.param_counts("llama-2-7b")
+    assert llama.active == llama.total - 32000 * 4096  # untied: the input table is a lookup
+    assert mlacalc.param_counts("minicpm3-4b").active == mlacalc.param_counts("minicpm3-4b").total
+
+
+def test_mixtral_active():
+    c = mlacalc.param_counts("mixtral-8x7b")
+    assert c.active == 12_879_925_248 - 32000 * 4096   # HF card 12.9B counts the input embedding
+
+
+def test_breakdown_sums_to_total():
+    for name in mlacalc.shipped_models():
+        c = mlacalc.param_counts(name)
+        assert sum(c.breakdown.values()) == c.total
+        assert sum(c.attention_breakdown.values()) == c.attention_per_layer
+        assert c.to_dict()["total"] == c.total
+
+
+def test_deepseek_v3_attention_breakdown(v3):
+    # seed 002 section 2.4.1 lists the projection shapes of DeepSeek-V3
+    a = mlacalc.param_counts(v3).attention_breakdown
+    assert a == {"q_a_proj": 7168 * 1536, "q_a_layernorm": 1536, "q_b_proj": 1536 * 128 * (128 + 64),
+                 "kv_a_proj_with_mqa": 7168 * (512 + 64), "kv_a_layernorm": 512,
+                 "kv_b_proj": 512 * 128 * (128 + 128), "o_proj": 128 * 128 * 7168}
+
+
+def test_weight_bytes():
+    assert mlacalc.weight_bytes("deepseek-v3") == 671_026_419_200          # fp8: one byte each
+    assert mlacalc.weight_bytes("deepseek-v3", "bf16") == 2 * 671_026_419_200
+    assert mlacalc.weight_bytes("llama-2-7b", "int4") == 6_738_415_616 // 2
+    assert mlacalc.weight_bytes("deepseek-v3", "fp8", include_mtp=True) == 682_636_487_424
