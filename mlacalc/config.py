@@ -331,7 +331,8 @@ def _validate(cfg: ModelConfig) -> None:
 # -----------------------------------------------------------------------------------
 # building configs from mappings
 
-def model_from_dict(data: Any, origin: str = "<dict>", *, strict: bool = True) -> ModelConfig:
+def model_from_dict(data: Any, origin: str = "<dict>", *, strict: bool = True,
+                    derived: tuple[str, ...] = ()) -> ModelConfig:
     """Validate a mapping of schema fields and return a :class:`ModelConfig`.
 
     ``strict`` rejects keys the schema does not know (YAML files are strict; a
@@ -385,7 +386,7 @@ def model_from_dict(data: Any, origin: str = "<dict>", *, strict: bool = True) -
     if data.get("model_type") not in MODEL_TYPES:
         raise ConfigError(f"unsupported model_type {data.get('model_type')!r}", source=origin,
                           field="model_type", fix="use one of: " + ", ".join(MODEL_TYPES))
-    derived = tuple(data.pop("derived", ()))
+    derived = tuple(derived)
     defaults = _family_defaults(data)
     for key, (value, why) in defaults.items():
         if key not in data:
@@ -457,6 +458,9 @@ def import_hf_config(data: Any, origin: str = "config.json") -> ModelConfig:
     if "hidden_size" not in raw or "num_attention_heads" not in raw:
         missing = "hidden_size" if "hidden_size" not in raw else "num_attention_heads"
         raise ConfigError("is missing", source=origin, field=missing)
+    if family in ("gpt2", "falcon") and isinstance(raw["num_attention_heads"], int) and raw["num_attention_heads"] > 0:
+        default("head_dim", raw["hidden_size"] // raw["num_attention_heads"],
+                f"{model_type}: head_dim = hidden_size / heads")
     if family == "gpt2":
         default("intermediate_size", 4 * raw["hidden_size"] if isinstance(raw["hidden_size"], int) else None,
                 "GPT-2: n_inner null means 4 x n_embd")
@@ -521,8 +525,7 @@ def import_hf_config(data: Any, origin: str = "config.json") -> ModelConfig:
             raw.pop(key, None)
     elif model_type == "mixtral":
         default("moe_intermediate_size", raw.get("intermediate_size"), "Mixtral experts use intermediate_size")
-    raw["derived"] = derived
-    return model_from_dict(raw, origin, strict=True)
+    return model_from_dict(raw, origin, strict=True, derived=tuple(derived))
 
 
 # -----------------------------------------------------------------------------------

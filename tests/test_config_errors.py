@@ -1,0 +1,228 @@
+"""Bad input: one clear line naming the file, the field and the fix; never a silent number."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import mlacalc
+from mlacalc import ConfigError, InvalidArgumentError, UnknownDtypeError, UnknownModelError
+
+SHIPPED_DIR = Path(mlacalc.__file__).resolve().parent / "model_configs"
+
+
+def base_yaml(name="llama-2-7b") -> dict:
+    return yaml.safe_load((SHIPPED_DIR / f"{name}.yaml").read_text())
+
+
+def write(tmp_path, data, name="model.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def error_for(tmp_path, data, name="model.yaml") -> ConfigError:
+    path = write(tmp_path, data, name)
+    with pytest.raises(ConfigError) as info:
+        mlacalc.load_model(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    return info.value
+
+
+def changed(name="llama-2-7b", **changes):
+    data = base_yaml(name)
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key)
+        else:
+            data[key] = value
+    return data
+
+
+def test_every_shipped_file_loads():
+    for name in mlacalc.shipped_models():
+        model = mlacalc.load_model(name)
+        assert model.name == name and model.source
+
+
+def test_missing_field(tmp_path):
+    err = error_for(tmp_path, changed(hidden_size=...))
+    assert err.field == "hidden_size" and "is missing" in str(err) and "add it" in str(err)
+
+
+def test_missing_mla_field(tmp_path):
+    err = error_for(tmp_path, changed("deepseek-v3", qk_rope_head_dim=...))
+    assert err.field == "qk_rope_head_dim"
+
+
+def test_missing_head_dim_for_gqa(tmp_path):
+    err = error_for(tmp_path, changed(head_dim=...))
+    assert err.field == "head_dim" and "required" in str(err)
+
+
+@pytest.mark.parametrize("value", ["4096", 4096.0, True, [4096]])
+def test_mistyped_field(tmp_path, value):
+    err = error_for(tmp_path, changed(hidden_size=value))
+    assert err.field == "hidden_size" and "positive integer" in str(err)
+
+
+def test_misspelled_field_suggests_the_right_one(tmp_path):
+    data = changed()
+    data["num_attention_head"] = data.pop("num_attention_heads")
+    err = error_for(tmp_path, data)
+    assert err.field == "num_attention_head" and "num_attention_heads" in str(err)
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim",
+                                   "vocab_size", "intermediate_size"])
+@pytest.mark.parametrize("value", [0, -8])
+def test_zero_or_negative_dimension(tmp_path, field, value):
+    err = error_for(tmp_path, changed(**{field: value}))
+    assert err.field == field and str(value) in str(err)
+
+
+def test_mla_dimension_zero(tmp_path):
+    err = error_for(tmp_path, changed("deepseek-v3", kv_lora_rank=0))
+    assert err.field == "kv_lora_rank" and "null" in str(err)
+
+
+def test_heads_not_divisible(tmp_path):
+    err = error_for(tmp_path, changed(num_key_value_heads=5))
+    assert err.field == "num_key_value_heads" and "not divisible" in str(err)
+
+
+def test_more_kv_heads_than_heads(tmp_path):
+    err = error_for(tmp_path, changed(num_key_value_heads=64))
+    assert err.field == "num_key_value_heads" and "exceed" in str(err)
+
+
+def test_odd_rope_dimension(tmp_path):
+    err = error_for(tmp_path, changed("deepseek-v3", qk_rope_head_dim=63))
+    assert err.field == "qk_rope_head_dim" and "odd" in str(err)
+    err = error_for(tmp_path, changed(head_dim=127))
+    assert err.field == "head_dim" and "odd" in str(err)
+
+
+def test_unknown_weights_dtype(tmp_path):
+    err = error_for(tmp_path, changed(weights_dtype="fp7"))
+    assert err.field == "weights_dtype" and "bf16" in str(err)
+
+
+def test_unknown_model_type(tmp_path):
+    err = error_for(tmp_path, changed(model_type="mamba"))
+    assert err.field == "model_type" and "deepseek_v3" in str(err)
+
+
+def test_mla_field_without_kv_lora_rank(tmp_path):
+    err = error_for(tmp_path, changed(q_lora_rank=1536))
+    assert err.field == "q_lora_rank" and "kv_lora_rank" in str(err)
+
+
+def test_moe_without_expert_width(tmp_path):
+    err = error_for(tmp_path, changed("deepseek-v3", moe_intermediate_size=...))
+    assert err.field == "moe_intermediate_size"
+
+
+def test_experts_per_token_out_of_range(tmp_path):
+    err = error_for(tmp_path, changed("deepseek-v3", num_experts_per_tok=300))
+    assert err.field == "num_experts_per_tok"
+
+
+def test_missing_source(tmp_path):
+    err = error_for(tmp_path, changed(source=...))
+    assert err.field == "source"
+
+
+def test_malformed_yaml(tmp_path):
+    err = error_for(tmp_path, "name: x\nhidden_size: [1, 2\n")
+    assert "not valid YAML" in str(err) and "line" in str(err)
+
+
+def test_yaml_tag_is_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    text = f"!!python/object/apply:os.system ['touch {marker}']\n"
+    err = error_for(tmp_path, text)
+    assert "tag" in str(err)
+    assert not marker.exists()
+    text = f"name: x\nhidden_size: !!python/object/apply:os.system ['touch {marker}']\n"
+    error_for(tmp_path, text)
+    assert not marker.exists()
+
+
+def test_empty_file(tmp_path):
+    assert "is empty" in str(error_for(tmp_path, ""))
+    assert "is empty" in str(error_for(tmp_path, "# only a comment\n"))
+
+
+def test_not_a_mapping(tmp_path):
+    assert "mapping" in str(error_for(tmp_path, "- 1\n- 2\n"))
+
+
+def test_file_too_large(tmp_path):
+    err = error_for(tmp_path, "# " + "x" * (1 << 20) + "\n")
+    assert "1 MiB" in str(err)
+
+
+def test_unreadable_path():
+    with pytest.raises(ConfigError) as info:
+        mlacalc.load_model("no/such/model.yaml")
+    assert "no such file" in str(info.value)
+
+
+def test_unknown_model_lists_known_names():
+    with pytest.raises(UnknownModelError) as info:
+        mlacalc.load_model("deepseek-v4")
+    message = str(info.value)
+    assert "deepseek-v3" in message and "Did you mean" in message and "llama-2-7b" in message
+    assert isinstance(info.value, KeyError)
+
+
+def test_names_are_case_insensitive_and_aliases_work(v3):
+    assert mlacalc.load_model("DeepSeek-V3") is v3
+    assert mlacalc.load_model("deepseek-r1") is v3
+
+
+def test_with_changes_validates():
+    with pytest.raises(ConfigError) as info:
+        mlacalc.load_model("llama-3-8b").with_changes(num_key_value_heads=3)
+    assert info.value.field == "num_key_value_heads"
+
+
+@pytest.mark.parametrize("kwargs,argument", [
+    (dict(seq_len=0), "seq_len"), (dict(seq_len=-5), "seq_len"), (dict(seq_len=1.5), "seq_len"),
+    (dict(seq_len=True), "seq_len"), (dict(seq_len=8, batch=0), "batch"),
+])
+def test_bad_lengths(kwargs, argument):
+    with pytest.raises(InvalidArgumentError) as info:
+        mlacalc.kv_cache_bytes("llama-3-8b", **kwargs)
+    assert info.value.argument == argument
+
+
+def test_bad_phase_arguments():
+    with pytest.raises(InvalidArgumentError, match="q_len"):
+        mlacalc.attention_flops("llama-3-8b", "chunk", 100)
+    with pytest.raises(InvalidArgumentError, match="cannot exceed"):
+        mlacalc.attention_flops("llama-3-8b", "chunk", 100, q_len=101)
+    with pytest.raises(InvalidArgumentError, match="phase"):
+        mlacalc.attention_flops("llama-3-8b", "generate", 100)
+    with pytest.raises(InvalidArgumentError, match="decode adds one token"):
+        mlacalc.attention_flops("llama-3-8b", "decode", 100, q_len=4)
+
+
+def test_bad_impl():
+    with pytest.raises(InvalidArgumentError, match="one implementation"):
+        mlacalc.attention_flops("llama-3-8b", "decode", 100, impl="absorbed")
+    with pytest.raises(InvalidArgumentError, match="absorbed_merged"):
+        mlacalc.attention_flops("deepseek-v3", "decode", 100, impl="absorb")
+
+
+def test_unknown_kv_dtype():
+    with pytest.raises(UnknownDtypeError) as info:
+        mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype="fp6")
+    assert "fp8_ds_mla" in str(info.value) and "bf16" in str(info.value)
+
+
+def test_every_error_is_an_mlacalc_error():
+    for exc in (ConfigError, UnknownModelError, UnknownDtypeError, InvalidArgumentError):
+        assert issubclass(exc, mlacalc.MlacalcError)

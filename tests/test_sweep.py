@@ -1,0 +1,58 @@
+"""The vectorised sweep agrees with the exact scalar path."""
+
+import numpy as np
+import pytest
+
+import mlacalc
+from mlacalc import InvalidArgumentError, sweep
+
+
+@pytest.mark.parametrize("name", mlacalc.shipped_models())
+def test_sweep_matches_scalar(name):
+    model = mlacalc.load_model(name)
+    S = np.array([1, 17, 4096, 131072])
+    B = np.array([1, 3, 8, 2])
+    impls = ("naive", "compressed", "absorbed", "absorbed_merged", None) if model.is_mla else (None,)
+    for impl in impls:
+        got = sweep(model, "kv_cache_bytes", seq_len=S, batch=B, impl=impl)
+        assert got.tolist() == [mlacalc.kv_cache_bytes(model, int(s), int(b), impl=impl) for s, b in zip(S, B)]
+        for phase in ("prefill", "decode"):
+            for causal in (False, True):
+                flops = sweep(model, "attention_flops", seq_len=S, batch=B, phase=phase, impl=impl, causal=causal)
+                exact = [mlacalc.attention_flops(model, phase, int(s), int(b), impl=impl, causal=causal)
+                         for s, b in zip(S, B)]
+                np.testing.assert_allclose(flops, exact, rtol=1e-15)
+                costs = [mlacalc.attention_cost(model, phase, int(s), int(b), impl=impl) for s, b in zip(S, B)]
+                np.testing.assert_allclose(sweep(model, "fused_bytes", seq_len=S, batch=B, phase=phase, impl=impl),
+                                           [c.fused_bytes for c in costs], rtol=1e-15)
+                np.testing.assert_allclose(sweep(model, "unfused_bytes", seq_len=S, batch=B, phase=phase, impl=impl),
+                                           [c.unfused_bytes for c in costs], rtol=1e-15)
+
+
+def test_sweep_over_dimensions():
+    ranks = np.array([128, 256, 512, 1024])
+    got = sweep("deepseek-v3", "kv_cache_bytes", seq_len=1, kv_lora_rank=ranks)
+    assert got.tolist() == [61 * (r + 64) * 2 for r in ranks]
+    base = mlacalc.load_model("llama-3-70b")
+    heads = np.array([1, 2, 4, 8, 16, 64])
+    flops = sweep(base, "attention_flops", seq_len=8192, phase="decode", num_key_value_heads=heads)
+    exact = [mlacalc.attention_flops(base.with_changes(num_key_value_heads=int(h)), "decode", 8192) for h in heads]
+    assert flops.tolist() == exact
+
+
+def test_sweep_chunk_and_layouts():
+    S = np.arange(100, 5000, 700)
+    got = sweep("deepseek-v3", "attention_flops", seq_len=S, phase="chunk", q_len=64, impl="absorbed")
+    assert got.tolist() == [mlacalc.attention_flops("deepseek-v3", "chunk", int(s), q_len=64, impl="absorbed")
+                            for s in S]
+    layout = sweep("deepseek-v3", "kv_cache_bytes", seq_len=S, kv_dtype="fp8_ds_mla")
+    assert layout.tolist() == [mlacalc.kv_cache_bytes("deepseek-v3", int(s), kv_dtype="fp8_ds_mla") for s in S]
+
+
+def test_sweep_bad_input():
+    with pytest.raises(InvalidArgumentError):
+        sweep("deepseek-v3", "kv_cache_bytes", seq_len=np.array([0, 5]))
+    with pytest.raises(InvalidArgumentError):
+        sweep("deepseek-v3", "kv_cache_bytes", seq_len=5, n_heads=4)
+    with pytest.raises(InvalidArgumentError):
+        sweep("deepseek-v3", "latency", seq_len=5)
