@@ -293,17 +293,9 @@ def _validate(cfg: ModelConfig) -> None:
         if cfg.family != "gpt2" and cfg.head_dim % 2:
             _fail(cfg, "head_dim", f"RoPE rotates pairs of dimensions; {cfg.head_dim} is odd",
                   "use an even number")
-        if cfg.family in ("deepseek", "minicpm3"):
-            _fail(cfg, "kv_lora_rank", f"model_type {cfg.model_type} is an MLA architecture",
-                  "set kv_lora_rank, q_lora_rank and the MLA head dims")
-    if cfg.family in ("llama", "gpt2", "falcon") and cfg.is_mla:
-        _fail(cfg, "kv_lora_rank", f"model_type {cfg.model_type} has no MLA attention",
-              "use model_type deepseek_v2/deepseek_v3/kimi_k2/minicpm3 for MLA")
-    if cfg.family == "gpt2" and cfg.head_dim * n_h != cfg.hidden_size:
+    if cfg.family == "gpt2" and not cfg.is_mla and cfg.head_dim * n_h != cfg.hidden_size:
         _fail(cfg, "head_dim", f"GPT-2 needs head_dim x heads = hidden_size; {cfg.head_dim} x {n_h} != "
               f"{cfg.hidden_size}")
-    if cfg.family == "gpt2" and n_kv != n_h:
-        _fail(cfg, "num_key_value_heads", "GPT-2 is multi-head attention", f"set num_key_value_heads: {n_h}")
     if cfg.family == "gpt2" and cfg.max_position_embeddings is None:
         _fail(cfg, "max_position_embeddings", "GPT-2 learns a position table of this size; it is required")
 

@@ -169,6 +169,8 @@ def attention_params(model: "ModelConfig | str") -> dict[str, int]:
     values = dict.fromkeys(names, 0)
     values.update(_model_dims(model))
     out = _call(params_fn, names, values)
+    if model.is_mla:
+        return out
     if model.family == "falcon":   # one fused query_key_value matrix
         out = {"query_key_value": out["q_proj"] + out["k_proj"] + out["v_proj"], "dense": out["o_proj"]}
     elif model.family == "gpt2":   # Conv1D c_attn (q, k, v fused) and c_proj

@@ -1,0 +1,68 @@
+"""A model re-expressed with another attention design (what would MHA, GQA, MQA or MLA cost here?).
+
+Everything but the attention stays as it is (FFN, experts, embeddings, layers).
+The rules, also printed by the reports:
+
+- to MHA/GQA/MQA from MLA: ``head_dim = qk_nope_head_dim`` (the per-head width
+  DeepSeek-V2 compares against: ``d_h = 128``);
+- to MLA from MHA/GQA/MQA: DeepSeek-V2's proportions, ``kv_lora_rank = 4 d_h``,
+  ``qk_rope_head_dim = d_h / 2``, ``qk_nope_head_dim = v_head_dim = d_h``, no query
+  compression (each can be overridden).
+"""
+
+from __future__ import annotations
+
+from .config import ModelConfig, load_model
+from .errors import InvalidArgumentError
+
+__all__ = ["as_variant", "EQUIVALENT_VARIANTS"]
+
+EQUIVALENT_VARIANTS = ("mha", "gqa", "mqa", "mla")
+
+_MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def as_variant(model: "ModelConfig | str", variant: str, *, num_key_value_heads: int | None = None,
+               kv_lora_rank: int | None = None, qk_rope_head_dim: int | None = None,
+               q_lora_rank: int | None = None) -> ModelConfig:
+    """The same model with its attention replaced by ``variant``'s equivalent.
+
+    Examples
+    --------
+    >>> as_variant("deepseek-v3", "mha").head_dim, as_variant("llama-3-8b", "mla").kv_lora_rank
+    (128, 512)
+    """
+    m = model if isinstance(model, ModelConfig) else load_model(model)
+    if variant not in EQUIVALENT_VARIANTS:
+        raise InvalidArgumentError("variant", f"unknown variant {variant!r}; use one of "
+                                   + ", ".join(EQUIVALENT_VARIANTS))
+    n_h = m.num_attention_heads
+    d_h = m.head_dim if not m.is_mla else m.qk_nope_head_dim
+    name = f"{m.name}-as-{variant}"
+    label = f"{m.label} as {variant.upper()}"
+    if variant == "mla":
+        if m.is_mla and kv_lora_rank is None and qk_rope_head_dim is None and q_lora_rank is None:
+            return m
+        base = m.qk_nope_head_dim if m.is_mla else d_h
+        rope = qk_rope_head_dim or (m.qk_rope_head_dim if m.is_mla else max(2, base // 2 + base // 2 % 2))
+        changes = dict(kv_lora_rank=kv_lora_rank or (m.kv_lora_rank if m.is_mla else 4 * base),
+                       qk_rope_head_dim=rope, qk_nope_head_dim=base,
+                       v_head_dim=m.v_head_dim if m.is_mla else base,
+                       q_lora_rank=q_lora_rank if q_lora_rank is not None else (m.q_lora_rank if m.is_mla else None),
+                       num_key_value_heads=n_h, head_dim=None, sliding_window=None)
+        return m.with_changes(name=name, display_name=label, **changes)
+    if variant == "mha":
+        n_kv = n_h
+    elif variant == "mqa":
+        n_kv = 1
+    else:
+        if num_key_value_heads is None:
+            choices = [k for k in (8, 4, 2) if n_h % k == 0 and k < n_h]
+            if not choices:
+                raise InvalidArgumentError("num_key_value_heads", f"{n_h} heads have no GQA grouping; name one")
+            num_key_value_heads = choices[0]
+        n_kv = num_key_value_heads
+        if not isinstance(n_kv, int) or n_kv <= 0 or n_h % n_kv:
+            raise InvalidArgumentError("num_key_value_heads", f"must divide the {n_h} heads, got {n_kv!r}")
+    return m.with_changes(name=name, display_name=label, num_key_value_heads=n_kv, head_dim=d_h,
+                          **dict.fromkeys(_MLA_FIELDS))
