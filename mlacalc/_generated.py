@@ -23,6 +23,10 @@ def ops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
     )
 
 
+def matmul_flops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
+    return 4*B*d_h*(P*n_h + d*n_h*q + d*n_kv*q)
+
+
 def kv_row_elements_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
     return 2*d_h*n_kv
 
@@ -53,6 +57,10 @@ def ops_mla_naive_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_
         ('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_v*n_h, B*b_a*d_v*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0),
     )
+
+
+def matmul_flops_mla_naive_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(P*d_nope*n_h + P*d_rope*n_h + P*d_v*n_h + d*d_c*q + d*d_cq*q + d*d_rope*q + d*d_v*n_h*q + d_c*d_nope*n_h*q + d_c*d_v*n_h*q + d_cq*d_nope*n_h*q + d_cq*d_rope*n_h*q)
 
 
 def kv_row_elements_mla_naive_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
@@ -86,6 +94,10 @@ def ops_mla_naive_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope
         ('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_v*n_h, B*b_a*d_v*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0),
     )
+
+
+def matmul_flops_mla_naive_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(P*d_nope*n_h + P*d_rope*n_h + P*d_v*n_h + d*d_c*q + d*d_nope*n_h*q + d*d_rope*n_h*q + d*d_rope*q + d*d_v*n_h*q + d_c*d_nope*n_h*q + d_c*d_v*n_h*q)
 
 
 def kv_row_elements_mla_naive_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
@@ -122,6 +134,10 @@ def ops_mla_compressed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_c
     )
 
 
+def matmul_flops_mla_compressed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(P*d_nope*n_h + P*d_rope*n_h + P*d_v*n_h + S*d_c*d_nope*n_h + S*d_c*d_v*n_h + d*d_c*q + d*d_cq*q + d*d_rope*q + d*d_v*n_h*q + d_cq*d_nope*n_h*q + d_cq*d_rope*n_h*q)
+
+
 def kv_row_elements_mla_compressed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
     return d_c + d_rope
 
@@ -154,6 +170,10 @@ def ops_mla_compressed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d
         ('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*(d_v + q), 0, 0, B*b_a*d_v*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0),
     )
+
+
+def matmul_flops_mla_compressed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(P*d_nope*n_h + P*d_rope*n_h + P*d_v*n_h + S*d_c*d_nope*n_h + S*d_c*d_v*n_h + d*d_c*q + d*d_nope*n_h*q + d*d_rope*n_h*q + d*d_rope*q + d*d_v*n_h*q)
 
 
 def kv_row_elements_mla_compressed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
@@ -191,6 +211,10 @@ def ops_mla_absorbed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq,
     )
 
 
+def matmul_flops_mla_absorbed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + d*d_c*q + d*d_cq*q + d*d_rope*q + d*d_v*n_h*q + d_c*d_nope*n_h*q + d_c*d_v*n_h*q + d_cq*d_nope*n_h*q + d_cq*d_rope*n_h*q)
+
+
 def kv_row_elements_mla_absorbed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
     return d_c + d_rope
 
@@ -226,6 +250,10 @@ def ops_mla_absorbed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_n
     )
 
 
+def matmul_flops_mla_absorbed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + d*d_c*q + d*d_nope*n_h*q + d*d_rope*n_h*q + d*d_rope*q + d*d_v*n_h*q + d_c*d_nope*n_h*q + d_c*d_v*n_h*q)
+
+
 def kv_row_elements_mla_absorbed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
     return d_c + d_rope
 
@@ -256,6 +284,10 @@ def ops_mla_absorbed_merged_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c
         ('pv', 'core', 'matmul', 2*B*P*d_c*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_c, B*b_a*d_c*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_c*n_h*q, B*b_a*d_c*n_h*q, b_w*d*(beta_o + d_c*n_h), 0, B*b_a*d*q, 0),
     )
+
+
+def matmul_flops_mla_absorbed_merged_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + d*d_c*n_h*q + d*d_c*q + d*d_cq*q + d*d_rope*q + d_c*d_cq*n_h*q + d_cq*d_rope*n_h*q)
 
 
 def kv_row_elements_mla_absorbed_merged_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
@@ -290,6 +322,10 @@ def ops_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d
     )
 
 
+def matmul_flops_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + 2*d*d_c*n_h*q + d*d_c*q + d*d_rope*n_h*q + d*d_rope*q)
+
+
 def kv_row_elements_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
     return d_c + d_rope
 
@@ -305,13 +341,13 @@ def params_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d
 
 
 LAYERS = {
-    'mha': (ARGS_mha, ops_mha, kv_row_elements_mha, params_mha),
-    'mla_naive_qlora': (ARGS_mla_naive_qlora, ops_mla_naive_qlora, kv_row_elements_mla_naive_qlora, params_mla_naive_qlora),
-    'mla_naive_noqlora': (ARGS_mla_naive_noqlora, ops_mla_naive_noqlora, kv_row_elements_mla_naive_noqlora, params_mla_naive_noqlora),
-    'mla_compressed_qlora': (ARGS_mla_compressed_qlora, ops_mla_compressed_qlora, kv_row_elements_mla_compressed_qlora, params_mla_compressed_qlora),
-    'mla_compressed_noqlora': (ARGS_mla_compressed_noqlora, ops_mla_compressed_noqlora, kv_row_elements_mla_compressed_noqlora, params_mla_compressed_noqlora),
-    'mla_absorbed_qlora': (ARGS_mla_absorbed_qlora, ops_mla_absorbed_qlora, kv_row_elements_mla_absorbed_qlora, params_mla_absorbed_qlora),
-    'mla_absorbed_noqlora': (ARGS_mla_absorbed_noqlora, ops_mla_absorbed_noqlora, kv_row_elements_mla_absorbed_noqlora, params_mla_absorbed_noqlora),
-    'mla_absorbed_merged_qlora': (ARGS_mla_absorbed_merged_qlora, ops_mla_absorbed_merged_qlora, kv_row_elements_mla_absorbed_merged_qlora, params_mla_absorbed_merged_qlora),
-    'mla_absorbed_merged_noqlora': (ARGS_mla_absorbed_merged_noqlora, ops_mla_absorbed_merged_noqlora, kv_row_elements_mla_absorbed_merged_noqlora, params_mla_absorbed_merged_noqlora),
+    'mha': (ARGS_mha, ops_mha, kv_row_elements_mha, params_mha, matmul_flops_mha),
+    'mla_naive_qlora': (ARGS_mla_naive_qlora, ops_mla_naive_qlora, kv_row_elements_mla_naive_qlora, params_mla_naive_qlora, matmul_flops_mla_naive_qlora),
+    'mla_naive_noqlora': (ARGS_mla_naive_noqlora, ops_mla_naive_noqlora, kv_row_elements_mla_naive_noqlora, params_mla_naive_noqlora, matmul_flops_mla_naive_noqlora),
+    'mla_compressed_qlora': (ARGS_mla_compressed_qlora, ops_mla_compressed_qlora, kv_row_elements_mla_compressed_qlora, params_mla_compressed_qlora, matmul_flops_mla_compressed_qlora),
+    'mla_compressed_noqlora': (ARGS_mla_compressed_noqlora, ops_mla_compressed_noqlora, kv_row_elements_mla_compressed_noqlora, params_mla_compressed_noqlora, matmul_flops_mla_compressed_noqlora),
+    'mla_absorbed_qlora': (ARGS_mla_absorbed_qlora, ops_mla_absorbed_qlora, kv_row_elements_mla_absorbed_qlora, params_mla_absorbed_qlora, matmul_flops_mla_absorbed_qlora),
+    'mla_absorbed_noqlora': (ARGS_mla_absorbed_noqlora, ops_mla_absorbed_noqlora, kv_row_elements_mla_absorbed_noqlora, params_mla_absorbed_noqlora, matmul_flops_mla_absorbed_noqlora),
+    'mla_absorbed_merged_qlora': (ARGS_mla_absorbed_merged_qlora, ops_mla_absorbed_merged_qlora, kv_row_elements_mla_absorbed_merged_qlora, params_mla_absorbed_merged_qlora, matmul_flops_mla_absorbed_merged_qlora),
+    'mla_absorbed_merged_noqlora': (ARGS_mla_absorbed_merged_noqlora, ops_mla_absorbed_merged_noqlora, kv_row_elements_mla_absorbed_merged_noqlora, params_mla_absorbed_merged_noqlora, matmul_flops_mla_absorbed_merged_noqlora),
 }

@@ -165,7 +165,7 @@ def _call(fn, names, values):
 def attention_params(model: "ModelConfig | str") -> dict[str, int]:
     """Parameters of each attention projection of one layer (reference-implementation names)."""
     model = _model(model)
-    names, _, _, params_fn = gen.LAYERS[_layer_key(model, "absorbed")]
+    names, _, _, params_fn, _ = gen.LAYERS[_layer_key(model, "absorbed")]
     values = dict.fromkeys(names, 0)
     values.update(_model_dims(model))
     out = _call(params_fn, names, values)
@@ -222,7 +222,7 @@ class KVCache:
 
 def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
     dims = _model_dims(model)
-    names, _, row_fn, _ = gen.LAYERS[_layer_key(model, impl)]
+    names, _, row_fn, _, _ = gen.LAYERS[_layer_key(model, impl)]
     values = dict.fromkeys(names, 0)
     values.update(dims)
     elements = _call(row_fn, names, values)
@@ -410,7 +410,7 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
     values = dict(_model_dims(model), B=batch, q=q, S=keys,
                   P=attended_pairs(q, seq_len, window, causal),
                   b=Fraction(row_bytes, elements), b_w=Fraction(w_bits, 8), b_a=Fraction(a_bits, 8))
-    names, ops_fn, _, _ = gen.LAYERS[_layer_key(model, impl)]
+    names, ops_fn, _, _, _ = gen.LAYERS[_layer_key(model, impl)]
     ops = []
     for name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w in _call(ops_fn, names, values):
         ops.append(OpCost(name=name, stage=stage, kind=kind, flops=_ceil(flops),

@@ -93,7 +93,7 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
     window = m.sliding_window
     keys = S if window is None else np.minimum(S, window)
     layout = resolve_kv_layout(kv_dtype)
-    names, ops_fn, row_fn, _ = gen.LAYERS[_layer_key(m, impl_name)]
+    names, ops_fn, row_fn, _, flops_fn = gen.LAYERS[_layer_key(m, impl_name)]
     values.setdefault("n_kv", np.float64(0))
     row = row_fn(*[values.get(n, 0.0) for n in names])
     rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
@@ -121,10 +121,11 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
         raise InvalidArgumentError("phase", f"unknown phase {phase!r}")
     values.update(B=B, q=q, S=keys, P=_pairs(q, S, window, causal), b=row_bytes / row,
                   b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8, b_a=dtype_bits(act_dtype) / 8)
-    ops = ops_fn(*[values[n] for n in names])
+    args = [values[n] for n in names]
     if quantity == "attention_flops":
-        total = sum(op[3] for op in ops if op[2] == "matmul")
-    elif quantity == "unfused_bytes":
+        return np.asarray(layers * flops_fn(*args), dtype=np.float64)
+    ops = ops_fn(*args)
+    if quantity == "unfused_bytes":
         total = sum(op[4] + op[5] + op[6] + op[7] + op[8] for op in ops)
     else:
         weights = sum(op[5] for op in ops)

@@ -18,3 +18,16 @@ def test_numeric_path_does_not_import_sympy_or_numpy():
             "print('sympy' in sys.modules, 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_summed_flops_function_equals_sum_of_ops():
+    import mlacalc
+    from mlacalc import _generated as gen
+
+    for name in ("deepseek-v3", "deepseek-v2-lite", "llama-3-8b"):
+        model = mlacalc.load_model(name)
+        for impl in (("naive", "compressed", "absorbed", "absorbed_merged") if model.is_mla else ("standard",)):
+            cost = mlacalc.attention_cost(model, "chunk", 5000, batch=3, q_len=70, impl=None if impl == "standard" else impl)
+            names, _, _, _, flops_fn = gen.LAYERS[mlacalc.engine._layer_key(model, impl)]
+            values = dict(mlacalc.engine._model_dims(model), B=3, q=70, S=5000, P=70 * 5000, b=2, b_w=1, b_a=2)
+            assert flops_fn(*[values.get(n, 0) for n in names]) * model.num_hidden_layers == cost.flops

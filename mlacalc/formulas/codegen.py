@@ -76,6 +76,10 @@ def render() -> str:
         lines.append("    )")
         lines.append("")
         lines.append("")
+        lines.append(f"def matmul_flops_{layer.key}({names}):")
+        lines.append(f"    return {_code(sp.factor(layer.matmul_flops()), args)}")
+        lines.append("")
+        lines.append("")
         lines.append(f"def kv_row_elements_{layer.key}({names}):")
         lines.append(f"    return {_code(layer.kv_row_elements, args)}")
         lines.append("")
@@ -90,7 +94,7 @@ def render() -> str:
         registry.append(layer.key)
     lines.append("LAYERS = {")
     for key in registry:
-        lines.append(f"    {key!r}: (ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}),")
+        lines.append(f"    {key!r}: (ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, matmul_flops_{key}),")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
