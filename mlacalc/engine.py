@@ -400,9 +400,13 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
     if not isinstance(causal, bool):
         raise InvalidArgumentError("causal", f"must be True or False, got {causal!r}")
     q = _phase_lengths(phase, seq_len, q_len)
+    # The serving default (impl=None) runs the expanded op sequence in prefill and chunk
+    # but always keeps the latent cache; the fused bound counts the cache it keeps.
+    cache_impl = "absorbed" if (model.is_mla and impl is None) else None
     impl = resolve_impl(model, impl, phase)
     layout = resolve_kv_layout(kv_dtype)
     elements, row_bytes = _row(model, impl, layout)
+    cache_row_bytes = _row(model, cache_impl or impl, layout)[1]
     w_bits = dtype_bits(weight_dtype or model.weights_dtype)
     a_bits = dtype_bits(act_dtype)
     window = model.sliding_window
@@ -423,7 +427,7 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
             stage_flops[op.stage] += layers * op.flops
     weights = sum(o.weight_bytes for o in ops)
     io = 2 * batch * q * model.hidden_size * a_bits // 8
-    fused = weights + io + batch * keys * row_bytes + batch * q * row_bytes
+    fused = weights + io + batch * keys * cache_row_bytes + batch * q * cache_row_bytes
     return AttentionCost(model=model.name, variant=model.variant, impl=impl, phase=phase, seq_len=seq_len,
                          q_len=q, batch=batch, causal=causal, layers=layers,
                          pairs_per_head=values["P"], ops=tuple(ops), stage_flops=stage_flops,

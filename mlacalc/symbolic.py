@@ -29,11 +29,18 @@ VARIANTS = ("mha", "gqa", "mqa", "mla")
 
 
 def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
+    from dataclasses import replace
+
     from .formulas import mha, mla
 
     if variant == "mla":
         if impl is None:
-            impl = "absorbed" if phase in (None, "decode") else "naive"
+            # serving default: expanded K/V in prefill and chunk, absorbed in decode;
+            # the cache is the latent either way
+            chosen = "absorbed" if phase in (None, "decode") else "naive"
+            layer = mla.layer(chosen, q_lora)
+            latent = mla.layer("absorbed", q_lora)
+            return replace(layer, kv_row_elements=latent.kv_row_elements, kv_row_bytes=latent.kv_row_bytes)
         if impl not in mla.IMPLEMENTATIONS:
             raise InvalidArgumentError("impl", f"unknown MLA implementation {impl!r}; use one of "
                                        + ", ".join(mla.IMPLEMENTATIONS))

@@ -96,14 +96,20 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
     names, ops_fn, row_fn, _, flops_fn = gen.LAYERS[_layer_key(m, impl_name)]
     values.setdefault("n_kv", np.float64(0))
     row = row_fn(*[values.get(n, 0.0) for n in names])
-    rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
-    if m.is_mla and impl_name != "naive":
-        main, rope = values["d_c"], values["d_rope"]
-    else:
-        main, rope = row, 0.0
-    row_bytes = np.ceil(main * layout.bits / 8) + np.ceil(rope * rope_bits / 8)
-    if layout.scale_group:
-        row_bytes = row_bytes + np.ceil(main / layout.scale_group) * layout.scale_bytes
+
+    def layout_bytes(main, rope):
+        rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
+        out = np.ceil(main * layout.bits / 8) + np.ceil(rope * rope_bits / 8)
+        if layout.scale_group:
+            out = out + np.ceil(main / layout.scale_group) * layout.scale_bytes
+        return out
+
+    # bytes of one cached row of the ops' layout, and of the cache the model keeps
+    # (MLA's serving default runs expanded ops in prefill but keeps the latent)
+    latent_cache = m.is_mla and (impl_name != "naive" or impl is None)
+    ops_row_bytes = layout_bytes(values["d_c"], values["d_rope"]) if (m.is_mla and impl_name != "naive") \
+        else layout_bytes(row, 0.0)
+    row_bytes = layout_bytes(values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
     if quantity == "kv_cache_bytes":
         return np.asarray(layers * B * keys * row_bytes, dtype=np.float64)
 
@@ -119,7 +125,7 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
             raise InvalidArgumentError("q_len", "must be between 1 and seq_len")
     else:
         raise InvalidArgumentError("phase", f"unknown phase {phase!r}")
-    values.update(B=B, q=q, S=keys, P=_pairs(q, S, window, causal), b=row_bytes / row,
+    values.update(B=B, q=q, S=keys, P=_pairs(q, S, window, causal), b=ops_row_bytes / row,
                   b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8, b_a=dtype_bits(act_dtype) / 8)
     args = [values[n] for n in names]
     if quantity == "attention_flops":
