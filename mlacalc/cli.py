@@ -43,7 +43,7 @@ class SizeType(click.ParamType):
             number, suffix = match.groups()
             scaled = float(number) * self._scale[suffix.lower()]
             if scaled != int(scaled) or ("." in number and not suffix):
-                self.fail(f"'{value}' is not a whole number of tokens", param, ctx)
+                self.fail(f"'{value}' is not a whole number", param, ctx)
             result = int(scaled) if "." in number else int(number) * self._scale[suffix.lower()]
         if result <= 0:
             self.fail(f"'{value}' must be positive", param, ctx)
@@ -213,19 +213,7 @@ def emit(fmt: str, document: Any, sections: Callable[[], list[Section]], header:
 # the commands
 
 
-class _Group(click.Group):
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except MlacalcError as exc:
-            click.echo(f"mlacalc: error: {exc}", err=True)
-            sys.exit(2)
-        except OSError as exc:
-            click.echo(f"mlacalc: error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="mlacalc", prog_name="mlacalc")
 def cli():
     """mlacalc: what an attention design costs (KV cache, parameters, FLOPs, bytes).
@@ -509,9 +497,11 @@ def import_hf(config, output):
     from .config import load_model
 
     m = load_model(config if config.endswith(".json") or not config.endswith((".yaml", ".yml")) else config)
-    data = {k: v for k, v in m.to_dict().items() if v not in (None, "", []) and k != "aliases"}
+    data = {k: v for k, v in m.to_dict().items()
+            if (v not in (None, "", []) or (k == "q_lora_rank" and m.is_mla)) and k != "aliases"}
+    keep = {"falcon": ("parallel_attn", "bias")}.get(m.family, ())
     for key in ("attention_bias", "qkv_bias", "mlp_bias", "parallel_attn", "new_decoder_architecture", "bias"):
-        if data.get(key) is False:
+        if data.get(key) is False and key not in keep:
             data.pop(key)
     for key in ("n_routed_experts", "n_shared_experts", "num_experts_per_tok", "first_k_dense_replace",
                 "num_nextn_predict_layers"):
@@ -531,9 +521,30 @@ def import_hf(config, output):
         click.echo(text, nl=False)
 
 
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())   # click >= 8.2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; every error is one line on stderr and exit status 2."""
     try:
-        cli.main(args=argv, prog_name="mlacalc", standalone_mode=True)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
+        cli.main(args=argv, prog_name="mlacalc", standalone_mode=False)
+    except _NO_ARGS_IS_HELP as exc:          # plain `mlacalc`: show the help
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        return 0
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "mlacalc"
+        message = exc.format_message().replace("\n", " ")
+        click.echo(f"mlacalc: error: {message} (see '{command} --help')", err=True)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo("mlacalc: aborted", err=True)
+        return 1
+    except MlacalcError as exc:
+        click.echo(f"mlacalc: error: {exc}", err=True)
+        return 2
+    except OSError as exc:
+        click.echo(f"mlacalc: error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
+        return 2
     return 0

@@ -1,0 +1,220 @@
+"""The command line through its real entry point: numbers, formats, errors."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+import mlacalc
+from mlacalc.cli import main
+
+
+@pytest.fixture
+def run(capsys):
+    def _run(*args, code=0):
+        rc = main(list(args))
+        out, err = capsys.readouterr()
+        assert rc == code, (out, err)
+        return out, err
+    return _run
+
+
+def test_console_script_and_module():
+    for cmd in (["mlacalc"], [sys.executable, "-m", "mlacalc"]):
+        done = subprocess.run(cmd + ["report", "deepseek-v3", "--format", "json"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["parameters"]["total"] == 671_026_419_200
+    bad = subprocess.run(["mlacalc", "report", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+# -- report ---------------------------------------------------------------------------
+
+def test_report_json_numbers(run):
+    out, _ = run("report", "deepseek-v3", "--seq-len", "128k", "--batch", "8", "--format", "json")
+    doc = json.loads(out)
+    assert doc["schema"] == "mlacalc.report/1"
+    assert doc["settings"]["seq_len"] == 131072 and doc["settings"]["batch"] == 8
+    kv = {r["impl"]: r for r in doc["kv_cache"]}
+    assert kv["absorbed"]["total_bytes"] == mlacalc.kv_cache_bytes("deepseek-v3", 131072, 8) == 73_685_532_672
+    assert kv["naive"]["total_bytes"] == mlacalc.kv_cache_bytes("deepseek-v3", 131072, 8, impl="naive")
+    assert kv["absorbed"]["bytes_per_token"] == 70_272
+    rows = {(r["phase"], r["impl"], r["default"]): r for r in doc["attention"]}
+    decode = rows[("decode", "absorbed", True)]
+    assert decode["flops"] == mlacalc.attention_flops("deepseek-v3", "decode", 131072, 8)
+    assert decode["stage_flops"]["core"] == 61 * 2 * 8 * 128 * 131072 * 1088
+    assert rows[("prefill", "naive", True)]["flops"] == mlacalc.attention_flops("deepseek-v3", "prefill", 131072, 8)
+    assert doc["parameters"]["mtp"] == 11_610_068_224
+    assert doc["weights"]["total_bytes"] == 671_026_419_200            # fp8 weights
+
+
+REPORT_KEYS = {
+    "top": ["schema", "model", "settings", "parameters", "weights", "kv_cache", "attention"],
+    "settings": ["seq_len", "batch", "kv_dtype", "weight_dtype", "act_dtype", "impl", "causal", "phases", "q_len"],
+    "parameters": ["model", "total", "active", "attention_per_layer", "embedding", "mtp", "mtp_active",
+                   "non_embedding", "breakdown", "attention_breakdown"],
+    "weights": ["dtype", "total_bytes", "mtp_bytes"],
+    "kv_cache": ["impl", "kv_dtype", "elements_per_token_per_layer", "bytes_per_token_per_layer", "bytes_per_token",
+                 "tokens_per_layer", "total_bytes", "ratio_to_smallest"],
+    "attention": ["phase", "impl", "default", "seq_len", "q_len", "batch", "causal", "flops", "stage_flops",
+                  "elementwise_flops", "fused_bytes", "unfused_bytes", "weight_bytes",
+                  "arithmetic_intensity_flops_per_byte"],
+    "stage_flops": ["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"],
+}
+
+
+def test_report_json_schema_is_stable(run):
+    """The README documents these fields; renaming one is a breaking change."""
+    doc = json.loads(run("report", "llama-3-8b", "--format", "json")[0])
+    assert list(doc) == REPORT_KEYS["top"]
+    assert list(doc["settings"]) == REPORT_KEYS["settings"]
+    assert list(doc["parameters"]) == REPORT_KEYS["parameters"]
+    assert list(doc["weights"]) == REPORT_KEYS["weights"]
+    assert list(doc["kv_cache"][0]) == REPORT_KEYS["kv_cache"]
+    assert list(doc["attention"][0]) == REPORT_KEYS["attention"]
+    assert list(doc["attention"][0]["stage_flops"]) == REPORT_KEYS["stage_flops"]
+    assert {"name", "display_name", "model_type", "variant", "source", "derived"} <= set(doc["model"])
+
+
+def test_report_csv_exact(run):
+    out, _ = run("report", "llama-3-70b", "--seq-len", "8192", "--batch", "4", "--format", "csv")
+    rows = dict(csv.reader(io.StringIO(out)))
+    assert rows["kv_cache[0].total_bytes"] == str(mlacalc.kv_cache_bytes("llama-3-70b", 8192, 4))
+    assert rows["parameters.total"] == "70553706496"
+    assert rows["attention[1].phase"] == "decode"
+    assert rows["attention[1].flops"] == str(mlacalc.attention_flops("llama-3-70b", "decode", 8192, 4))
+
+
+def test_report_table_and_markdown(run):
+    out, _ = run("report", "deepseek-v3", "--seq-len", "128k", "--batch", "8")
+    assert "68.62 GiB" in out and "671,026,419,200" in out and "binary units" in out
+    md, _ = run("report", "deepseek-v3", "--format", "markdown", "--phase", "decode")
+    assert md.count("### ") == 5 and "| absorbed (default) |" in md and "binary units" in md
+
+
+def test_report_options(run):
+    doc = json.loads(run("report", "deepseek-v3", "--kv-dtype", "fp8_ds_mla", "--impl", "absorbed",
+                         "--phase", "chunk", "--q-len", "512", "--causal", "--seq-len", "4096", "--format", "json")[0])
+    assert [r["impl"] for r in doc["kv_cache"]] == ["absorbed"]
+    assert doc["kv_cache"][0]["bytes_per_token"] == 40_016
+    assert doc["attention"][0]["flops"] == mlacalc.attention_flops("deepseek-v3", "chunk", 4096, q_len=512,
+                                                                   impl="absorbed", causal=True)
+    doc = json.loads(run("report", "llama-3-8b", "--weight-dtype", "int4", "--format", "json")[0])
+    assert doc["weights"]["total_bytes"] == 8_030_261_248 // 2
+
+
+def test_report_from_files(run, tmp_path):
+    out, _ = run("import-hf", "tests/data/hf/deepseek-v2-lite.config.json", "-o", str(tmp_path / "m.yaml"))
+    doc = json.loads(run("report", str(tmp_path / "m.yaml"), "--format", "json")[0])
+    assert doc["parameters"]["total"] == 15_706_484_224
+    doc = json.loads(run("report", "tests/data/hf/gpt2.config.json", "--format", "json")[0])
+    assert doc["parameters"]["total"] == 124_439_808
+
+
+# -- list, compare, formula, import-hf ---------------------------------------------------
+
+def test_list(run):
+    rows = json.loads(run("list", "--format", "json")[0])
+    by_name = {r["name"]: r for r in rows}
+    assert set(by_name) == set(mlacalc.shipped_models())
+    assert by_name["deepseek-v3"]["variant"] == "mla" and by_name["deepseek-v3"]["kv_bytes_per_token_bf16"] == 70_272
+    assert by_name["falcon-7b"]["variant"] == "mqa"
+    table, _ = run("list")
+    assert "deepseek-v3" in table and "MLA" in table
+    out, _ = run("list", "--format", "csv")
+    assert next(csv.DictReader(io.StringIO(out)))["name"] == "deepseek-v2"
+    assert "| deepseek-v3 | MLA |" in run("list", "--format", "markdown")[0]
+
+
+def test_compare(run):
+    rows = json.loads(run("compare", "llama-3-70b", "deepseek-v2", "--seq-len", "32k", "--format", "json")[0])
+    assert [r["model"] for r in rows] == ["llama-3-70b", "deepseek-v2"]
+    assert rows[0]["kv_total_bytes"] == mlacalc.kv_cache_bytes("llama-3-70b", 32768)
+    assert rows[1]["decode_flops"] == mlacalc.attention_flops("deepseek-v2", "decode", 32768)
+    out, _ = run("compare", "llama-3-70b", "deepseek-v2", "--format", "csv")
+    assert list(csv.DictReader(io.StringIO(out)))[1]["kv_bytes_per_token"] == "69120"
+    assert "Llama-3-70B" in run("compare", "llama-3-70b", "deepseek-v2")[0]
+
+
+def test_compare_as_variants(run):
+    rows = json.loads(run("compare", "deepseek-v3", "--as-variants", "--kv-heads", "8", "--seq-len", "8192",
+                          "--format", "json")[0])
+    variants = [r["variant"] for r in rows]
+    assert variants == ["mla", "mha", "gqa", "mqa"]
+    kv = {r["variant"]: r["kv_bytes_per_token"] for r in rows}
+    assert kv == {"mla": 70_272, "mha": 2 * 128 * 128 * 2 * 61, "gqa": 2 * 8 * 128 * 2 * 61, "mqa": 2 * 128 * 2 * 61}
+    md, _ = run("compare", "llama-3-8b", "--as-variants", "--format", "markdown")
+    assert "as MLA" in md and "d_c = 4 d_h" in md
+
+
+def test_formula(run):
+    assert run("formula", "kv_cache_elements", "--variant", "mla")[0].strip() == "d_c + d_rope"
+    out, _ = run("formula", "attention_flops", "--variant", "mla", "--impl", "absorbed", "--phase", "decode",
+                 "--stage", "core")
+    assert out.strip() == "2*B*L*S*n_h*(2*d_c + d_rope)"
+    assert run("formula", "kv_cache_elements", "--variant", "mla", "--subs", "deepseek-v3")[0].strip() == "576"
+    assert run("formula", "kv_cache_bytes", "--variant", "gqa", "--subs", "llama-3-8b")[0].strip() == "65536*B*S*b"
+    assert "\\left(S + 4 d + 1\\right)" in run("formula", "attention_flops", "--variant", "mha", "--phase",
+                                                "prefill", "--causal", "--latex")[0]
+    assert "d_{c}" in run("formula", "kv_cache_elements", "--variant", "mla", "--latex")[0]
+    assert run("formula", "kv_cache_elements", "--variant", "mqa", "--python")[0].strip() == "2*d_h"
+    assert "2⋅B⋅L⋅dₕ⋅nₕ⋅q" in run("formula", "attention_flops", "--variant", "mha", "--causal", "--pretty")[0]
+
+
+def test_import_hf(run, tmp_path):
+    out, _ = run("import-hf", "tests/data/hf/deepseek-v3.config.json")
+    data = yaml.safe_load(out)
+    assert data["kv_lora_rank"] == 512 and data["weights_dtype"] == "fp8" and "source" in data
+    target = tmp_path / "v3.yaml"
+    _, err = run("import-hf", "tests/data/hf/falcon-7b.config.json", "-o", str(target))
+    assert "MQA" in err and mlacalc.param_counts(mlacalc.load_model(target)).total == 6_921_720_704
+    assert "derived: num_key_value_heads = 1" in target.read_text()
+
+
+# -- bad input: one line on stderr, exit 2 -------------------------------------------------
+
+@pytest.mark.parametrize("args,needle", [
+    (["report", "deepseek-v4"], "Did you mean deepseek-v3"),
+    (["report", "deepseek-v3", "--seq-len", "12x"], "not a size"),
+    (["report", "deepseek-v3", "--seq-len", "0"], "must be positive"),
+    (["report", "deepseek-v3", "--batch", "-3"], "not a size"),
+    (["report", "deepseek-v3", "--kv-dtype", "fp6"], "fp8_ds_mla"),
+    (["report", "deepseek-v3", "--weight-dtype", "fp8_ds_mla"], "unknown dtype"),
+    (["report", "missing/model.yaml"], "no such file"),
+    (["report", "llama-3-8b", "--impl", "absorbed"], "one implementation"),
+    (["report", "deepseek-v3", "--phase", "chunk"], "--q-len"),
+    (["report", "deepseek-v3", "--phase", "chunk", "--q-len", "300k", "--seq-len", "4k"], "cannot exceed"),
+    (["compare", "llama-3-8b", "gpt2", "--as-variants"], "exactly one model"),
+    (["compare", "falcon-7b", "--as-variants"], "no GQA grouping"),
+    (["compare", "llama-3-8b", "--as-variants", "--kv-heads", "5"], "must divide"),
+    (["formula", "flops", "--variant", "mla"], "Invalid value"),
+    (["formula", "kv_cache_bytes", "--variant", "mla", "--subs", "llama-3-8b"], "is GQA"),
+    (["import-hf", "tests/data/hf/nope.json"], "no such file"),
+    (["repot", "deepseek-v3"], "Did you mean 'report'"),
+])
+def test_bad_input(run, args, needle):
+    out, err = run(*args, code=2)
+    assert needle in err and err.count("\n") == 1 and not out
+    assert err.startswith("mlacalc: error: ")
+
+
+def test_bad_config_file(run, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nhidden_size: [\n")
+    _, err = run("report", str(path), code=2)
+    assert str(path) in err and "not valid YAML" in err
+
+
+def test_sizes(run):
+    doc = json.loads(run("report", "gpt2", "--seq-len", "1M", "--batch", "1.5k", "--format", "json")[0])
+    assert doc["settings"]["seq_len"] == 1024**2 and doc["settings"]["batch"] == 1536
+
+
+def test_help_everywhere(run):
+    for cmd in ([], ["list"], ["report"], ["compare"], ["formula"], ["import-hf"]):
+        out, _ = run(*cmd, "--help")
+        assert "Example" in out
