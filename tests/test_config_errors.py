@@ -226,3 +226,9 @@ def test_unknown_kv_dtype():
 def test_every_error_is_an_mlacalc_error():
     for exc in (ConfigError, UnknownModelError, UnknownDtypeError, InvalidArgumentError):
         assert issubclass(exc, mlacalc.MlacalcError)
+
+
+def test_schema_doc_lists_every_field():
+    doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()
+    for field in mlacalc.config.FIELDS:
+        assert f"| `{field}` |" in doc
