@@ -23,6 +23,19 @@ def ops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
     )
 
 
+def shapes_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
+    return (
+        (1, B*q, d_h*n_h, d),
+        (1, B*q, 2*d_h*n_kv, d),
+        None,
+        None,
+        (B*n_kv, n_h*q/n_kv, S, d_h),
+        None,
+        (B*n_kv, n_h*q/n_kv, d_h, S),
+        (1, B*q, d, d_h*n_h),
+    )
+
+
 def matmul_flops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
     return 4*B*d_h*(P*n_h + d*n_h*q + d*n_kv*q)
 
@@ -56,6 +69,23 @@ def ops_mla_naive_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_
         ('softmax', 'softmax', 'elementwise', 5*B*S*n_h*q, B*S*b_a*n_h*q, 0, 0, B*S*b_a*n_h*q, 0),
         ('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_v*n_h, B*b_a*d_v*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0),
+    )
+
+
+def shapes_mla_naive_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, d_cq, d),
+        None,
+        (1, B*q, n_h*(d_nope + d_rope), d_cq),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        (1, B*q, n_h*(d_nope + d_v), d_c),
+        None,
+        (B*n_h, q, S, d_nope + d_rope),
+        None,
+        (B*n_h, q, d_v, S),
+        (1, B*q, d, d_v*n_h),
     )
 
 
@@ -93,6 +123,21 @@ def ops_mla_naive_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope
         ('softmax', 'softmax', 'elementwise', 5*B*S*n_h*q, B*S*b_a*n_h*q, 0, 0, B*S*b_a*n_h*q, 0),
         ('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_v*n_h, B*b_a*d_v*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0),
+    )
+
+
+def shapes_mla_naive_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, n_h*(d_nope + d_rope), d),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        (1, B*q, n_h*(d_nope + d_v), d_c),
+        None,
+        (B*n_h, q, S, d_nope + d_rope),
+        None,
+        (B*n_h, q, d_v, S),
+        (1, B*q, d, d_v*n_h),
     )
 
 
@@ -134,6 +179,24 @@ def ops_mla_compressed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_c
     )
 
 
+def shapes_mla_compressed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, d_cq, d),
+        None,
+        (1, B*q, n_h*(d_nope + d_rope), d_cq),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        None,
+        (1, B*S, n_h*(d_nope + d_v), d_c),
+        None,
+        (B*n_h, q, S, d_nope + d_rope),
+        None,
+        (B*n_h, q, d_v, S),
+        (1, B*q, d, d_v*n_h),
+    )
+
+
 def matmul_flops_mla_compressed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
     return 2*B*(P*d_nope*n_h + P*d_rope*n_h + P*d_v*n_h + S*d_c*d_nope*n_h + S*d_c*d_v*n_h + d*d_c*q + d*d_cq*q + d*d_rope*q + d*d_v*n_h*q + d_cq*d_nope*n_h*q + d_cq*d_rope*n_h*q)
 
@@ -169,6 +232,22 @@ def ops_mla_compressed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d
         ('softmax', 'softmax', 'elementwise', 5*B*S*n_h*q, B*S*b_a*n_h*q, 0, 0, B*S*b_a*n_h*q, 0),
         ('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*(d_v + q), 0, 0, B*b_a*d_v*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0),
+    )
+
+
+def shapes_mla_compressed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, n_h*(d_nope + d_rope), d),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        None,
+        (1, B*S, n_h*(d_nope + d_v), d_c),
+        None,
+        (B*n_h, q, S, d_nope + d_rope),
+        None,
+        (B*n_h, q, d_v, S),
+        (1, B*q, d, d_v*n_h),
     )
 
 
@@ -211,6 +290,25 @@ def ops_mla_absorbed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq,
     )
 
 
+def shapes_mla_absorbed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, d_cq, d),
+        None,
+        (1, B*q, n_h*(d_nope + d_rope), d_cq),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        None,
+        (n_h, B*q, d_c, d_nope),
+        None,
+        (B, n_h*q, S, d_c + d_rope),
+        None,
+        (B, n_h*q, d_c, S),
+        (n_h, B*q, d_v, d_c),
+        (1, B*q, d, d_v*n_h),
+    )
+
+
 def matmul_flops_mla_absorbed_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
     return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + d*d_c*q + d*d_cq*q + d*d_rope*q + d*d_v*n_h*q + d_c*d_nope*n_h*q + d_c*d_v*n_h*q + d_cq*d_nope*n_h*q + d_cq*d_rope*n_h*q)
 
@@ -250,6 +348,23 @@ def ops_mla_absorbed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_n
     )
 
 
+def shapes_mla_absorbed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, n_h*(d_nope + d_rope), d),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        None,
+        (n_h, B*q, d_c, d_nope),
+        None,
+        (B, n_h*q, S, d_c + d_rope),
+        None,
+        (B, n_h*q, d_c, S),
+        (n_h, B*q, d_v, d_c),
+        (1, B*q, d, d_v*n_h),
+    )
+
+
 def matmul_flops_mla_absorbed_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
     return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + d*d_c*q + d*d_nope*n_h*q + d*d_rope*n_h*q + d*d_rope*q + d*d_v*n_h*q + d_c*d_nope*n_h*q + d_c*d_v*n_h*q)
 
@@ -283,6 +398,22 @@ def ops_mla_absorbed_merged_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c
         ('softmax', 'softmax', 'elementwise', 5*B*S*n_h*q, B*S*b_a*n_h*q, 0, 0, B*S*b_a*n_h*q, 0),
         ('pv', 'core', 'matmul', 2*B*P*d_c*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_c, B*b_a*d_c*n_h*q, 0),
         ('o_proj', 'o_proj', 'matmul', 2*B*d*d_c*n_h*q, B*b_a*d_c*n_h*q, b_w*d*(beta_o + d_c*n_h), 0, B*b_a*d*q, 0),
+    )
+
+
+def shapes_mla_absorbed_merged_qlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_cq, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, d_cq, d),
+        None,
+        (1, B*q, n_h*(d_c + d_rope), d_cq),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        None,
+        (B, n_h*q, S, d_c + d_rope),
+        None,
+        (B, n_h*q, d_c, S),
+        (1, B*q, d, d_c*n_h),
     )
 
 
@@ -322,6 +453,20 @@ def ops_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d
     )
 
 
+def shapes_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
+    return (
+        (1, B*q, n_h*(d_c + d_rope), d),
+        (1, B*q, d_c + d_rope, d),
+        None,
+        None,
+        None,
+        (B, n_h*q, S, d_c + d_rope),
+        None,
+        (B, n_h*q, d_c, S),
+        (1, B*q, d, d_c*n_h),
+    )
+
+
 def matmul_flops_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_c, d_nope, d_rope, d_v, n_h, q):
     return 2*B*(2*P*d_c*n_h + P*d_rope*n_h + 2*d*d_c*n_h*q + d*d_c*q + d*d_rope*n_h*q + d*d_rope*q)
 
@@ -341,13 +486,13 @@ def params_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d
 
 
 LAYERS = {
-    'mha': (ARGS_mha, ops_mha, kv_row_elements_mha, params_mha, matmul_flops_mha),
-    'mla_naive_qlora': (ARGS_mla_naive_qlora, ops_mla_naive_qlora, kv_row_elements_mla_naive_qlora, params_mla_naive_qlora, matmul_flops_mla_naive_qlora),
-    'mla_naive_noqlora': (ARGS_mla_naive_noqlora, ops_mla_naive_noqlora, kv_row_elements_mla_naive_noqlora, params_mla_naive_noqlora, matmul_flops_mla_naive_noqlora),
-    'mla_compressed_qlora': (ARGS_mla_compressed_qlora, ops_mla_compressed_qlora, kv_row_elements_mla_compressed_qlora, params_mla_compressed_qlora, matmul_flops_mla_compressed_qlora),
-    'mla_compressed_noqlora': (ARGS_mla_compressed_noqlora, ops_mla_compressed_noqlora, kv_row_elements_mla_compressed_noqlora, params_mla_compressed_noqlora, matmul_flops_mla_compressed_noqlora),
-    'mla_absorbed_qlora': (ARGS_mla_absorbed_qlora, ops_mla_absorbed_qlora, kv_row_elements_mla_absorbed_qlora, params_mla_absorbed_qlora, matmul_flops_mla_absorbed_qlora),
-    'mla_absorbed_noqlora': (ARGS_mla_absorbed_noqlora, ops_mla_absorbed_noqlora, kv_row_elements_mla_absorbed_noqlora, params_mla_absorbed_noqlora, matmul_flops_mla_absorbed_noqlora),
-    'mla_absorbed_merged_qlora': (ARGS_mla_absorbed_merged_qlora, ops_mla_absorbed_merged_qlora, kv_row_elements_mla_absorbed_merged_qlora, params_mla_absorbed_merged_qlora, matmul_flops_mla_absorbed_merged_qlora),
-    'mla_absorbed_merged_noqlora': (ARGS_mla_absorbed_merged_noqlora, ops_mla_absorbed_merged_noqlora, kv_row_elements_mla_absorbed_merged_noqlora, params_mla_absorbed_merged_noqlora, matmul_flops_mla_absorbed_merged_noqlora),
+    'mha': (ARGS_mha, ops_mha, kv_row_elements_mha, params_mha, matmul_flops_mha, shapes_mha),
+    'mla_naive_qlora': (ARGS_mla_naive_qlora, ops_mla_naive_qlora, kv_row_elements_mla_naive_qlora, params_mla_naive_qlora, matmul_flops_mla_naive_qlora, shapes_mla_naive_qlora),
+    'mla_naive_noqlora': (ARGS_mla_naive_noqlora, ops_mla_naive_noqlora, kv_row_elements_mla_naive_noqlora, params_mla_naive_noqlora, matmul_flops_mla_naive_noqlora, shapes_mla_naive_noqlora),
+    'mla_compressed_qlora': (ARGS_mla_compressed_qlora, ops_mla_compressed_qlora, kv_row_elements_mla_compressed_qlora, params_mla_compressed_qlora, matmul_flops_mla_compressed_qlora, shapes_mla_compressed_qlora),
+    'mla_compressed_noqlora': (ARGS_mla_compressed_noqlora, ops_mla_compressed_noqlora, kv_row_elements_mla_compressed_noqlora, params_mla_compressed_noqlora, matmul_flops_mla_compressed_noqlora, shapes_mla_compressed_noqlora),
+    'mla_absorbed_qlora': (ARGS_mla_absorbed_qlora, ops_mla_absorbed_qlora, kv_row_elements_mla_absorbed_qlora, params_mla_absorbed_qlora, matmul_flops_mla_absorbed_qlora, shapes_mla_absorbed_qlora),
+    'mla_absorbed_noqlora': (ARGS_mla_absorbed_noqlora, ops_mla_absorbed_noqlora, kv_row_elements_mla_absorbed_noqlora, params_mla_absorbed_noqlora, matmul_flops_mla_absorbed_noqlora, shapes_mla_absorbed_noqlora),
+    'mla_absorbed_merged_qlora': (ARGS_mla_absorbed_merged_qlora, ops_mla_absorbed_merged_qlora, kv_row_elements_mla_absorbed_merged_qlora, params_mla_absorbed_merged_qlora, matmul_flops_mla_absorbed_merged_qlora, shapes_mla_absorbed_merged_qlora),
+    'mla_absorbed_merged_noqlora': (ARGS_mla_absorbed_merged_noqlora, ops_mla_absorbed_merged_noqlora, kv_row_elements_mla_absorbed_merged_noqlora, params_mla_absorbed_merged_noqlora, matmul_flops_mla_absorbed_merged_noqlora, shapes_mla_absorbed_merged_noqlora),
 }

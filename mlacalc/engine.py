@@ -165,7 +165,7 @@ def _call(fn, names, values):
 def attention_params(model: "ModelConfig | str") -> dict[str, int]:
     """Parameters of each attention projection of one layer (reference-implementation names)."""
     model = _model(model)
-    names, _, _, params_fn, _ = gen.LAYERS[_layer_key(model, "absorbed")]
+    names, _, _, params_fn, _, _ = gen.LAYERS[_layer_key(model, "absorbed")]
     values = dict.fromkeys(names, 0)
     values.update(_model_dims(model))
     out = _call(params_fn, names, values)
@@ -222,7 +222,7 @@ class KVCache:
 
 def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
     dims = _model_dims(model)
-    names, _, row_fn, _, _ = gen.LAYERS[_layer_key(model, impl)]
+    names, _, row_fn, _, _, _ = gen.LAYERS[_layer_key(model, impl)]
     values = dict.fromkeys(names, 0)
     values.update(dims)
     elements = _call(row_fn, names, values)
@@ -284,6 +284,8 @@ class OpCost:
     weight_bytes: int
     cache_bytes_read: int
     cache_bytes_written: int
+    #: (G, M, N, K): G products of [M x K] @ [K x N] (matmul ops only)
+    shape: tuple[int, int, int, int] | None = None
 
     @property
     def bytes(self) -> int:
@@ -297,7 +299,7 @@ class OpCost:
         return {"name": self.name, "stage": self.stage, "kind": self.kind, "flops": self.flops,
                 "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
                 "weight_bytes": self.weight_bytes, "cache_bytes_read": self.cache_bytes_read,
-                "cache_bytes_written": self.cache_bytes_written}
+                "cache_bytes_written": self.cache_bytes_written, "shape": list(self.shape) if self.shape else None}
 
 
 @dataclass(frozen=True)
@@ -414,12 +416,14 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
     values = dict(_model_dims(model), B=batch, q=q, S=keys,
                   P=attended_pairs(q, seq_len, window, causal),
                   b=Fraction(row_bytes, elements), b_w=Fraction(w_bits, 8), b_a=Fraction(a_bits, 8))
-    names, ops_fn, _, _, _ = gen.LAYERS[_layer_key(model, impl)]
+    names, ops_fn, _, _, _, shapes_fn = gen.LAYERS[_layer_key(model, impl)]
     ops = []
-    for name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w in _call(ops_fn, names, values):
+    shapes = _call(shapes_fn, names, values)
+    for (name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w), shape in zip(_call(ops_fn, names, values), shapes):
         ops.append(OpCost(name=name, stage=stage, kind=kind, flops=_ceil(flops),
                           bytes_read=_ceil(a_r + w_r + c_r), bytes_written=_ceil(a_w + c_w),
-                          weight_bytes=_ceil(w_r), cache_bytes_read=_ceil(c_r), cache_bytes_written=_ceil(c_w)))
+                          weight_bytes=_ceil(w_r), cache_bytes_read=_ceil(c_r), cache_bytes_written=_ceil(c_w),
+                          shape=tuple(int(round(x)) for x in shape) if shape else None))
     layers = model.num_hidden_layers
     stage_flops = dict.fromkeys(STAGES, 0)
     for op in ops:

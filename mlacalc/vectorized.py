@@ -93,7 +93,7 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
     window = m.sliding_window
     keys = S if window is None else np.minimum(S, window)
     layout = resolve_kv_layout(kv_dtype)
-    names, ops_fn, row_fn, _, flops_fn = gen.LAYERS[_layer_key(m, impl_name)]
+    names, ops_fn, row_fn, _, flops_fn, _ = gen.LAYERS[_layer_key(m, impl_name)]
     values.setdefault("n_kv", np.float64(0))
     row = row_fn(*[values.get(n, 0.0) for n in names])
 

@@ -75,6 +75,20 @@ def _key_ranges(q: int, S: int, window: int | None, mode: str) -> list[tuple[int
     return out
 
 
+def _append(buf: torch.Tensor, new: torch.Tensor, used: int, dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Put ``new`` after the first ``used`` positions of ``buf`` along ``dim`` (the token axis).
+
+    Written in place when the buffer has room (a preallocated cache, as serving engines
+    and the microbenchmark use); otherwise a grown copy. Returns (buffer, valid part).
+    """
+    q = new.shape[dim]
+    if buf.shape[dim] >= used + q:
+        buf.narrow(dim, used, q).copy_(new)
+        return buf, buf.narrow(dim, 0, used + q)
+    grown = torch.cat([buf.narrow(dim, 0, used), new.to(buf.dtype)], dim)
+    return grown, grown
+
+
 def _mask(q: int, S: int, window: int | None, device) -> torch.Tensor:
     """Boolean [q, S] mask of the keys each query may see (for the dense mode)."""
     pos = torch.arange(S - q, S, device=device)[:, None]
@@ -90,8 +104,13 @@ def _mask(q: int, S: int, window: int | None, device) -> torch.Tensor:
 
 @dataclass
 class MHACache:
-    k: torch.Tensor   # [B, S, n_kv, d_h]
-    v: torch.Tensor   # [B, S, n_kv, d_h]
+    """K and V buffers [B, n_kv, capacity, d_h] (head-major, as serving engines keep them);
+    the first ``used`` positions hold tokens (``None``: all of them). A buffer with spare
+    positions is written in place."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    used: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -99,7 +118,7 @@ class MHACache:
 
     @property
     def length(self) -> int:
-        return self.k.shape[1]
+        return self.k.shape[2] if self.used is None else self.used
 
 
 class MHAReference(nn.Module):
@@ -121,10 +140,12 @@ class MHAReference(nn.Module):
         self.v_proj = nn.Linear(d, n_kv * d_h, bias=qkv_bias)
         self.o_proj = nn.Linear(n_h * d_h, d, bias=o_bias)
 
-    def empty_cache(self, batch: int, dtype=None, device=None) -> MHACache:
+    def empty_cache(self, batch: int, dtype=None, device=None, capacity: int = 0) -> MHACache:
+        """A cache with room for ``capacity`` tokens and none used."""
         dtype = dtype or self.cache_dtype or self.q_proj.weight.dtype
-        shape = (batch, 0, self.n_kv, self.d_h)
-        return MHACache(torch.empty(shape, dtype=dtype, device=device), torch.empty(shape, dtype=dtype, device=device))
+        shape = (batch, self.n_kv, capacity, self.d_h)
+        return MHACache(torch.empty(shape, dtype=dtype, device=device),
+                        torch.empty(shape, dtype=dtype, device=device), used=0)
 
     def forward(self, x: torch.Tensor, cache: MHACache | None = None, *, start: int = 0,
                 mode: str = "dense") -> tuple[torch.Tensor, MHACache]:
@@ -138,14 +159,15 @@ class MHAReference(nn.Module):
         xv = self.v_proj(x).view(B, q, self.n_kv, self.d_h)
         if self.use_rope:
             xq, xk = rope(xq, positions), rope(xk, positions)
-        k_all = torch.cat([cache.k, xk.to(cache.k.dtype)], 1)
-        v_all = torch.cat([cache.v, xv.to(cache.v.dtype)], 1)
-        S = k_all.shape[1]
+        used = cache.length
+        k_buf, k_all = _append(cache.k, xk.transpose(1, 2), used, dim=2)        # [B, n_kv, S, d_h]
+        v_buf, v_all = _append(cache.v, xv.transpose(1, 2), used, dim=2)
+        S = k_all.shape[2]
         g = self.n_h // self.n_kv
         # group the query heads of each KV head so every K/V head is read once
         qg = xq.view(B, q, self.n_kv, g, self.d_h).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, g * q, self.d_h)
-        kt = k_all.to(x.dtype).permute(0, 2, 3, 1)                     # [B, n_kv, d_h, S]
-        vv = v_all.to(x.dtype).permute(0, 2, 1, 3)                     # [B, n_kv, S, d_h]
+        kt = k_all.to(x.dtype).transpose(-1, -2)                       # [B, n_kv, d_h, S] (a view)
+        vv = v_all.to(x.dtype)                                         # [B, n_kv, S, d_h]
         scale = 1.0 / math.sqrt(self.d_h)
         window = self.window
         if mode == "dense":
@@ -155,8 +177,10 @@ class MHAReference(nn.Module):
                     raise ValueError("a prompt longer than the window needs mode='band' or mode='causal'")
                 lo = S - window                                        # decode: the last W keys
             scores = torch.matmul(qg, kt[..., lo:]) * scale           # [B, n_kv, g*q, S - lo]
-            allowed = _mask(q, S - lo, window, x.device).repeat(g, 1)
-            probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+            if q > 1:                                                  # one query sees every key: no mask
+                allowed = _mask(q, S - lo, window, x.device).repeat(g, 1)
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            probs = torch.softmax(scores, -1)
             out = torch.matmul(probs, vv[:, :, lo:])                  # [B, n_kv, g*q, d_h]
         else:
             rows = []
@@ -173,7 +197,9 @@ class MHAReference(nn.Module):
             out = torch.stack(rows, 3).reshape(B, self.n_kv, g * q, self.d_h)
         out = out.view(B, self.n_kv, g, q, self.d_h).permute(0, 3, 1, 2, 4).reshape(B, q, self.n_h * self.d_h)
         keep = S if window is None else min(S, window)
-        return self.o_proj(out), MHACache(k_all[:, S - keep:], v_all[:, S - keep:])
+        if keep < S:
+            return self.o_proj(out), MHACache(k_all[:, :, S - keep:], v_all[:, :, S - keep:])
+        return self.o_proj(out), MHACache(k_buf, v_buf, used=S)
 
 
 # --------------------------------------------------------------------------------------
@@ -181,12 +207,13 @@ class MHAReference(nn.Module):
 
 @dataclass
 class MLACache:
-    """MLA cache: ``latent`` [B, S, d_c + d_rope] (compressed impls) or expanded
-    ``k`` [B, S, n_h, d_nope + d_rope] and ``v`` [B, S, n_h, d_v] (naive)."""
+    """MLA cache: ``latent`` [B, S, d_c + d_rope] (compressed impls) or expanded, head-major
+    ``k`` [B, n_h, S, d_nope + d_rope] and ``v`` [B, n_h, S, d_v] (naive)."""
 
     latent: torch.Tensor | None = None
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
+    used: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -194,7 +221,9 @@ class MLACache:
 
     @property
     def length(self) -> int:
-        return (self.latent if self.latent is not None else self.k).shape[1]
+        if self.used is not None:
+            return self.used
+        return self.latent.shape[1] if self.latent is not None else self.k.shape[2]
 
 
 class MLAReference(nn.Module):
@@ -250,12 +279,15 @@ class MLAReference(nn.Module):
         w_o_merged = torch.einsum("dhv,hvc->dhc", w_o, w_uv).reshape(self.d, self.n_h * self.d_c)
         self._merged = (w_q, b_q, w_o_merged)
 
-    def empty_cache(self, batch: int, dtype=None, device=None) -> MLACache:
+    def empty_cache(self, batch: int, dtype=None, device=None, capacity: int = 0) -> MLACache:
+        """A cache with room for ``capacity`` tokens and none used."""
         dtype = dtype or self.cache_dtype or self.kv_b_proj.weight.dtype
         if self.impl == "naive":
-            return MLACache(k=torch.empty(batch, 0, self.n_h, self.d_nope + self.d_rope, dtype=dtype, device=device),
-                            v=torch.empty(batch, 0, self.n_h, self.d_v, dtype=dtype, device=device))
-        return MLACache(latent=torch.empty(batch, 0, self.d_c + self.d_rope, dtype=dtype, device=device))
+            return MLACache(k=torch.empty(batch, self.n_h, capacity, self.d_nope + self.d_rope, dtype=dtype,
+                                          device=device),
+                            v=torch.empty(batch, self.n_h, capacity, self.d_v, dtype=dtype, device=device), used=0)
+        return MLACache(latent=torch.empty(batch, capacity, self.d_c + self.d_rope, dtype=dtype, device=device),
+                        used=0)
 
     def forward(self, x: torch.Tensor, cache: MLACache | None = None, *, start: int = 0,
                 mode: str = "dense") -> tuple[torch.Tensor, MLACache]:
@@ -288,21 +320,22 @@ class MLAReference(nn.Module):
         if impl == "naive":
             kvb = self.kv_b_proj(c_kv).view(B, q, n_h, d_nope + d_v)
             k_new = torch.cat([kvb[..., :d_nope], k_rope[:, :, None].expand(B, q, n_h, d_rope)], -1)
-            k_all = torch.cat([cache.k, k_new.to(cache.k.dtype)], 1)
-            v_all = torch.cat([cache.v, kvb[..., d_nope:].to(cache.v.dtype)], 1)
-            new_cache = MLACache(k=k_all, v=v_all)
+            used = cache.length
+            k_buf, k_all = _append(cache.k, k_new.transpose(1, 2), used, dim=2)     # [B, n_h, S, dk]
+            v_buf, v_all = _append(cache.v, kvb[..., d_nope:].transpose(1, 2), used, dim=2)
+            new_cache = MLACache(k=k_buf, v=v_buf, used=k_all.shape[2])
             out = self._expanded_core(torch.cat([q_nope, q_rope], -1), k_all.to(x.dtype), v_all.to(x.dtype),
                                       scale, mode)
             return self.o_proj(out), new_cache
 
         latent_new = torch.cat([c_kv, k_rope], -1)
-        latent = torch.cat([cache.latent, latent_new.to(cache.latent.dtype)], 1)     # [B, S, d_c + d_rope]
-        new_cache = MLACache(latent=latent)
+        buf, latent = _append(cache.latent, latent_new, cache.length)                # [B, S, d_c + d_rope]
+        new_cache = MLACache(latent=buf, used=latent.shape[1])
         lat = latent.to(x.dtype)
         S = lat.shape[1]
         if impl == "compressed":
-            kvb = self.kv_b_proj(lat[..., :d_c]).view(B, S, n_h, d_nope + d_v)          # re-expand all S
-            k_all = torch.cat([kvb[..., :d_nope], lat[:, :, None, d_c:].expand(B, S, n_h, d_rope)], -1)
+            kvb = self.kv_b_proj(lat[..., :d_c]).view(B, S, n_h, d_nope + d_v).transpose(1, 2)  # re-expand all S
+            k_all = torch.cat([kvb[..., :d_nope], lat[:, None, :, d_c:].expand(B, n_h, S, d_rope)], -1)
             out = self._expanded_core(torch.cat([q_nope, q_rope], -1), k_all, kvb[..., d_nope:], scale, mode)
             return self.o_proj(out), new_cache
 
@@ -318,13 +351,15 @@ class MLAReference(nn.Module):
 
     # -- attention cores
     def _expanded_core(self, qf, k_all, v_all, scale, mode):
-        """Per-head attention with expanded K [B,S,n_h,dk] and V [B,S,n_h,d_v]."""
+        """Per-head attention with expanded, head-major K [B,n_h,S,dk] and V [B,n_h,S,d_v]."""
         B, q, n_h, _ = qf.shape
-        S = k_all.shape[1]
-        qh, kt, vh = qf.transpose(1, 2), k_all.permute(0, 2, 3, 1), v_all.transpose(1, 2)
+        S = k_all.shape[2]
+        qh, kt, vh = qf.transpose(1, 2), k_all.transpose(-1, -2), v_all
         if mode == "dense":
             s = torch.matmul(qh, kt) * scale                                        # [B, n_h, q, S]
-            p = torch.softmax(s.masked_fill(~_mask(q, S, None, qf.device), float("-inf")), -1)
+            if q > 1:
+                s = s.masked_fill(~_mask(q, S, None, qf.device), float("-inf"))
+            p = torch.softmax(s, -1)
             out = torch.matmul(p, vh)                                               # [B, n_h, q, d_v]
         else:
             rows = []
@@ -341,8 +376,10 @@ class MLAReference(nn.Module):
         n_h = rows_n // q
         if mode == "dense":
             s = torch.matmul(qf, lat.transpose(1, 2)) * scale                       # [B, q*n_h, S]
-            allowed = _mask(q, S, None, qf.device).repeat_interleave(n_h, 0)
-            p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
+            if q > 1:
+                allowed = _mask(q, S, None, qf.device).repeat_interleave(n_h, 0)
+                s = s.masked_fill(~allowed, float("-inf"))
+            p = torch.softmax(s, -1)
             return torch.matmul(p, lat[..., : self.d_c])                             # [B, q*n_h, d_c]
         rows = []
         for i, (lo, hi) in enumerate(_key_ranges(q, S, None, "causal")):

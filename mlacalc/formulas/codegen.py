@@ -45,6 +45,7 @@ def _code(expr: sp.Expr, args: list[sp.Symbol]) -> str:
 def _args(layer: Layer) -> list[sp.Symbol]:
     exprs = [getattr(op, f) for op in layer.ops for f in _FIELDS]
     exprs += [layer.kv_row_elements, *layer.params.values()]
+    exprs += [x for op in layer.ops if op.shape for x in op.shape]
     free = set().union(*(sp.sympify(e).free_symbols for e in exprs))
     return sorted(free, key=lambda s: s.name)
 
@@ -76,6 +77,16 @@ def render() -> str:
         lines.append("    )")
         lines.append("")
         lines.append("")
+        lines.append(f"def shapes_{layer.key}({names}):")
+        lines.append("    return (")
+        for op in layer.ops:
+            if op.shape is None:
+                lines.append("        None,")
+            else:
+                lines.append("        (" + ", ".join(sp.pycode(sp.sympify(x)) for x in op.shape) + "),")
+        lines.append("    )")
+        lines.append("")
+        lines.append("")
         lines.append(f"def matmul_flops_{layer.key}({names}):")
         lines.append(f"    return {_code(sp.factor(layer.matmul_flops()), args)}")
         lines.append("")
@@ -94,7 +105,7 @@ def render() -> str:
         registry.append(layer.key)
     lines.append("LAYERS = {")
     for key in registry:
-        lines.append(f"    {key!r}: (ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, matmul_flops_{key}),")
+        lines.append(f"    {key!r}: (ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, matmul_flops_{key}, shapes_{key}),")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

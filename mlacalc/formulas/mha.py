@@ -30,22 +30,22 @@ def layer() -> Layer:
         "o_proj": n_h * d_h * d + beta_o * d,
     }
     ops = (
-        Op("q_proj", "q_proj", "matmul", 2 * T * d * n_h * d_h,
+        Op("q_proj", "q_proj", "matmul", 2 * T * d * n_h * d_h, shape=(1, T, n_h * d_h, d),
            act_read=T * d * b_a, weight_read=params["q_proj"] * b_w, act_write=T * n_h * d_h * b_a),
-        Op("kv_proj", "kv_proj", "matmul", 2 * T * d * 2 * n_kv * d_h,
+        Op("kv_proj", "kv_proj", "matmul", 2 * T * d * 2 * n_kv * d_h, shape=(1, T, 2 * n_kv * d_h, d),
            act_read=T * d * b_a, weight_read=(params["k_proj"] + params["v_proj"]) * b_w,
            act_write=T * kv_row * b_a),
         Op("rope", "rope", "elementwise", rho * ROPE_FLOPS_PER_ELEMENT * T * (n_h + n_kv) * d_h,
            act_read=rho * T * (n_h + n_kv) * d_h * b_a, act_write=rho * T * (n_h + n_kv) * d_h * b_a),
         Op("cache_write", "cache", "elementwise", 0 * T,
            act_read=T * kv_row * b_a, cache_write=T * kv_row * b),
-        Op("scores", "core", "matmul", 2 * B * n_h * P * d_h,
+        Op("scores", "core", "matmul", 2 * B * n_h * P * d_h, shape=(B * n_kv, n_h / n_kv * q, S, d_h),
            act_read=T * n_h * d_h * b_a, cache_read=B * S * n_kv * d_h * b, act_write=scores * b_a),
         Op("softmax", "softmax", "elementwise", SOFTMAX_FLOPS_PER_ELEMENT * scores,
            act_read=scores * b_a, act_write=scores * b_a),
-        Op("pv", "core", "matmul", 2 * B * n_h * P * d_h,
+        Op("pv", "core", "matmul", 2 * B * n_h * P * d_h, shape=(B * n_kv, n_h / n_kv * q, d_h, S),
            act_read=scores * b_a, cache_read=B * S * n_kv * d_h * b, act_write=T * n_h * d_h * b_a),
-        Op("o_proj", "o_proj", "matmul", 2 * T * n_h * d_h * d,
+        Op("o_proj", "o_proj", "matmul", 2 * T * n_h * d_h * d, shape=(1, T, d, n_h * d_h),
            act_read=T * n_h * d_h * b_a, weight_read=params["o_proj"] * b_w, act_write=T * d * b_a),
     )
     return Layer(key="mha", ops=ops, kv_row_elements=kv_row, kv_row_bytes=kv_row * b, params=params)

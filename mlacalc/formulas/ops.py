@@ -37,11 +37,15 @@ class Op:
     cache_read: sp.Expr = sp.Integer(0)
     act_write: sp.Expr = sp.Integer(0)
     cache_write: sp.Expr = sp.Integer(0)
+    #: (G, M, N, K) of a (batched) matrix product: G products of [M x K] @ [K x N]
+    shape: tuple | None = None
 
     def __post_init__(self):
         stages = MATMUL_STAGES if self.kind == "matmul" else ELEMENTWISE_STAGES
         if self.stage not in stages:
             raise ValueError(f"op {self.name}: stage {self.stage!r} is not one of {stages}")
+        if (self.kind == "matmul") != (self.shape is not None):
+            raise ValueError(f"op {self.name}: matmul ops, and only they, carry a shape")
 
     @property
     def bytes_read(self) -> sp.Expr:

@@ -1,0 +1,426 @@
+"""The companion microbenchmark: time every attention variant, on CUDA when there is one.
+
+For each point (model dimensions, implementation, phase, batch, seq_len) one attention
+layer of :mod:`mlacalc.bench.layers` runs on random inputs and a preallocated cache of
+the right length. Before any timing a numerics gate checks, per model, that the MLA
+implementations agree on shared weights and that step-by-step decode equals prefill;
+an implementation that fails is recorded and not timed. Ceilings (a large matmul per
+dtype, a large copy, the latency of a trivial op) are measured in the same run, for the
+roofline's calibration. Results go to a CSV (one row per point) and a JSON sidecar
+(device, versions, settings, ceilings, numerics); see ``docs/microbenchmark.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from ..config import ModelConfig, load_model
+from ..engine import attention_cost, kv_cache_bytes
+from ..params import param_counts
+from .layers import layer_for_model
+
+__all__ = ["BenchPoint", "PRESETS", "preset_points", "run_benchmark", "device_info", "measure_ceilings",
+           "numerics_gate", "SCHEMA", "CSV_FIELDS"]
+
+SCHEMA = "mlacalc.bench/1"
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: ‖out - ref‖ / ‖ref‖ allowed against a float64 reference, per run dtype
+TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}
+MLA_IMPLS = ("naive", "compressed", "absorbed", "absorbed_merged")
+
+CSV_FIELDS = ("model", "variant", "impl", "phase", "batch", "seq_len", "q_len", "hidden_size", "num_attention_heads",
+              "num_key_value_heads", "head_dim", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
+              "qk_rope_head_dim", "v_head_dim", "dtype", "status", "median_s", "q1_s", "q3_s", "iqr_s",
+              "min_s", "repeats", "warmup", "input_sets", "flops", "note")
+
+
+@dataclass(frozen=True)
+class BenchPoint:
+    model: str
+    impl: str           # "standard" for MHA/GQA/MQA
+    phase: str          # "prefill" or "decode"
+    batch: int
+    seq_len: int
+
+    @property
+    def q_len(self) -> int:
+        return self.seq_len if self.phase == "prefill" else 1
+
+
+def _grid(model: str, impls: Iterable[str], phase: str, batches: Iterable[int], seqs: Iterable[int]):
+    return [BenchPoint(model, impl, phase, b, s) for impl in impls for b in batches for s in seqs]
+
+
+def _model_grid(model: str, decode: tuple, prefill: tuple) -> list[BenchPoint]:
+    m = load_model(model)
+    impls = MLA_IMPLS if m.is_mla else ("standard",)
+    return _grid(model, impls, "decode", *decode) + _grid(model, impls, "prefill", *prefill)
+
+
+def _quick():
+    pts = _model_grid("deepseek-v2-lite", ((1, 4), (512,)), ((1,), (128,)))
+    for name in ("gpt2", "qwen2.5-7b", "gemma-2b"):
+        pts += _model_grid(name, ((1, 4), (512,)), ((1,), (128,)))
+    return pts
+
+
+def _cpu():
+    pts = _model_grid("deepseek-v2-lite", ((1, 8), (512, 2048, 8192)), ((1,), (128, 512)))
+    pts += _model_grid("deepseek-v2", ((1, 4), (1024, 4096)), ((1,), (128,)))
+    pts += _model_grid("llama-3-8b", ((1, 8), (512, 2048, 8192)), ((1,), (128, 512)))
+    pts += _model_grid("llama-2-7b", ((1, 8), (512, 2048)), ((1,), (128, 512)))
+    pts += _model_grid("gemma-2b", ((1, 8), (512, 2048, 8192)), ((1,), (128, 512)))
+    return pts
+
+
+def _full():
+    decode_seqs = (128, 1024, 4096, 16384, 65536, 131072)
+    prefill_seqs = (128, 1024, 4096, 16384)
+    batches = (1, 8, 32, 128)
+    pts = []
+    for name in ("deepseek-v2", "deepseek-v3", "llama-3-70b", "llama-2-7b"):
+        pts += _model_grid(name, (batches, decode_seqs), ((1, 8), prefill_seqs))
+    return pts
+
+
+#: name -> (points, dtype, description)
+PRESETS: dict[str, tuple[Callable[[], list[BenchPoint]], str, str]] = {
+    "quick": (_quick, "fp32", "a minute on a CPU: every variant and MLA implementation at small sizes (CI)"),
+    "cpu": (_cpu, "fp32", "the committed CPU set: V2-Lite and V2 attention, a GQA, an MHA and an MQA model"),
+    "full": (_full, "bf16", "DeepSeek-V2/V3, Llama-3-70B (GQA), Llama-2-7B (MHA); batch 1-128, seq_len to 128K"),
+}
+
+
+def preset_points(name: str) -> list[BenchPoint]:
+    return PRESETS[name][0]()
+
+
+# ------------------------------------------------------------------------------------
+# device, timing and ceilings
+
+def device_info(device: torch.device, threads: int) -> dict:
+    info = {"kind": device.type, "torch_version": torch.__version__, "threads": threads,
+            "python": platform.python_version(), "platform": platform.platform()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(name=torch.cuda.get_device_name(device), cuda_version=torch.version.cuda,
+                    sm_count=props.multi_processor_count, memory_bytes=props.total_memory)
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        info.update(name=f"{name} ({os.cpu_count()} logical CPUs)", cuda_version=None)
+    return info
+
+
+def _sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_fn(fn: Callable[[int], None], device: torch.device, *, warmup: int, repeats: int,
+            max_seconds: float) -> list[float]:
+    """Seconds per call of ``fn(i)`` (``i`` picks the input set): warm-up, then up to
+    ``repeats`` timed calls (at least 3) within ``max_seconds``."""
+    for i in range(warmup):
+        fn(i)
+    _sync(device)
+    times: list[float] = []
+    budget_start = time.perf_counter()
+    for i in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(i)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn(i)
+            times.append(time.perf_counter() - t0)
+        if i >= 2 and time.perf_counter() - budget_start > max_seconds:
+            break
+    return times
+
+
+def _stats(times: list[float]) -> dict:
+    times = sorted(times)
+    if len(times) >= 4:
+        q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    else:
+        q1, q3 = times[0], times[-1]
+    return {"median_s": statistics.median(times), "q1_s": q1, "q3_s": q3, "iqr_s": q3 - q1, "min_s": times[0],
+            "repeats": len(times)}
+
+
+def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
+    """A large matmul per dtype (FLOP/s), a large copy (bytes/s, read + write), a trivial op's latency (s)."""
+    gen = torch.Generator(device="cpu").manual_seed(7)
+    out: dict = {"matmul_flops_per_s": {}, "matmul_n": None}
+    n = 8192 if device.type == "cuda" else 2048
+    out["matmul_n"] = n
+    for dt in dtypes:
+        sets = [(torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]),
+                 torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt])) for _ in range(2)]
+        t = _stats(time_fn(lambda i: torch.matmul(*sets[i % 2]), device, warmup=2, repeats=10, max_seconds=10))
+        out["matmul_flops_per_s"][dt] = 2 * n**3 / t["median_s"]
+    elements = (1 << 29) if device.type == "cuda" else (1 << 26)        # 2 GiB / 256 MiB of fp32
+    src = torch.randn(elements, generator=gen).to(device)
+    dst = torch.empty_like(src)
+    t = _stats(time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=10))
+    out["copy_bytes"] = 2 * src.nbytes
+    out["copy_bytes_per_s"] = 2 * src.nbytes / t["median_s"]
+    del src, dst
+    tiny = torch.ones(8, device=device)
+    calls = 1000
+
+    def many(_):
+        for _ in range(calls):
+            tiny.add_(1.0)
+    t = _stats(time_fn(many, device, warmup=1, repeats=7, max_seconds=5))
+    out["launch_latency_s"] = t["median_s"] / calls
+    return out
+
+
+# ------------------------------------------------------------------------------------
+# inputs and the numerics gate
+
+def _layer(model: ModelConfig, impl: str, dtype: torch.dtype, device: torch.device, seed: int = 0):
+    torch.manual_seed(seed)
+    layer = layer_for_model(model, None if impl == "standard" else impl, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            if name.endswith("weight") and p.dim() == 2:
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[1]))      # keeps activations of order 1
+            elif p.dim() == 1 and "norm" not in name:
+                p.normal_(0.0, 0.02)                             # biases: never zero
+    layer = layer.to(device=device, dtype=dtype)
+    if impl == "absorbed_merged":
+        layer.merge_weights()
+    return layer
+
+
+def _fill_cache(layer, batch: int, capacity: int, used: int, dtype, device, gen):
+    cache = layer.empty_cache(batch, dtype=dtype, device=device, capacity=capacity)
+    for name in ("k", "v", "latent"):
+        t = getattr(cache, name, None)
+        if t is not None and t.numel():
+            t.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
+    cache.used = used
+    return cache
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.double(), ref.double()
+    if not torch.isfinite(out).all():
+        return math.inf
+    return (torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+def numerics_gate(model: ModelConfig, dtype: str, device: torch.device, seq_len: int = 12) -> list[dict]:
+    """Per implementation: error against a float64 naive reference (prefill) and decode-vs-prefill."""
+    impls = MLA_IMPLS if model.is_mla else ("standard",)
+    torch_dtype = TORCH_DTYPES[dtype]
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    x = torch.randn(1, seq_len, model.hidden_size, generator=gen)
+    ref_layer = _layer(model, impls[0], torch.float64, torch.device("cpu"))
+    with torch.no_grad():
+        reference, _ = ref_layer(x.double())
+    results = []
+    for impl in impls:
+        layer = _layer(model, impl, torch_dtype, device)
+        xi = x.to(device, torch_dtype)
+        with torch.no_grad():
+            prefill, _ = layer(xi)
+            cache = layer.empty_cache(1, device=device, capacity=seq_len)
+            steps = []
+            for t in range(seq_len):
+                y, cache = layer(xi[:, t: t + 1], cache, start=t)
+                steps.append(y)
+        err = _rel_err(prefill.cpu(), reference)
+        step_err = _rel_err(torch.cat(steps, 1).cpu(), prefill.cpu())
+        tol = TOLERANCE[dtype]
+        results.append({"model": model.name, "impl": impl, "dtype": dtype, "seq_len": seq_len,
+                        "rel_err_vs_fp64_naive": err, "rel_err_decode_vs_prefill": step_err, "tolerance": tol,
+                        "passed": bool(err <= tol and step_err <= tol)})
+    return results
+
+
+# ------------------------------------------------------------------------------------
+# the sweep
+
+def _estimate_bytes(model: ModelConfig, point: BenchPoint, dtype_bytes: int) -> int:
+    """Weights, cache and the largest op outputs, for a fits-or-skip decision."""
+    m1 = model.with_changes(num_hidden_layers=1)
+    impl = None if point.impl == "standard" else point.impl
+    cost = attention_cost(m1, point.phase, point.seq_len, point.batch, impl=impl, act_dtype="fp32")
+    largest = sorted((o.bytes_written for o in cost.ops), reverse=True)[:3]
+    weights = param_counts(m1).attention_per_layer * dtype_bytes * (2 if point.impl == "absorbed_merged" else 1)
+    cache = kv_cache_bytes(m1, point.seq_len, point.batch, "fp32" if dtype_bytes == 4 else "bf16", impl)
+    return weights + cache + sum(largest) * dtype_bytes // 4
+
+
+def _available_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 << 30
+
+
+def _row(model: ModelConfig, point: BenchPoint, dtype: str, status: str, stats: dict | None, warmup: int,
+         input_sets: int, note: str = "") -> dict:
+    impl = None if point.impl == "standard" else point.impl
+    flops = attention_cost(model.with_changes(num_hidden_layers=1), point.phase, point.seq_len, point.batch,
+                           impl=impl).flops
+    row = {"model": model.name, "variant": model.variant, "impl": point.impl, "phase": point.phase,
+           "batch": point.batch, "seq_len": point.seq_len, "q_len": point.q_len, "hidden_size": model.hidden_size,
+           "num_attention_heads": model.num_attention_heads,
+           "num_key_value_heads": None if model.is_mla else model.num_key_value_heads,
+           "head_dim": model.head_dim, "kv_lora_rank": model.kv_lora_rank, "q_lora_rank": model.q_lora_rank,
+           "qk_nope_head_dim": model.qk_nope_head_dim, "qk_rope_head_dim": model.qk_rope_head_dim,
+           "v_head_dim": model.v_head_dim, "dtype": dtype, "status": status, "warmup": warmup,
+           "input_sets": input_sets, "flops": flops, "note": note}
+    row.update(stats or {"median_s": None, "q1_s": None, "q3_s": None, "iqr_s": None, "min_s": None,
+                         "repeats": 0})
+    return {k: row.get(k) for k in CSV_FIELDS}
+
+
+def time_point(model: ModelConfig, point: BenchPoint, dtype: str, device: torch.device, *, warmup: int,
+               repeats: int, max_seconds: float, cache_bytes_target: int) -> tuple[dict, int]:
+    torch_dtype = TORCH_DTYPES[dtype]
+    layer = _layer(model, point.impl, torch_dtype, device)
+    gen = torch.Generator(device="cpu").manual_seed(point.batch * 1_000_003 + point.seq_len)
+    q = point.q_len
+    used = point.seq_len - q
+    one_set = _estimate_bytes(model, point, torch_dtype.itemsize)
+    sets = max(1, min(4, math.ceil(cache_bytes_target / max(one_set, 1))))
+    inputs = []
+    for _ in range(sets):
+        x = torch.randn(point.batch, q, model.hidden_size, generator=gen).to(device, torch_dtype)
+        cache = _fill_cache(layer, point.batch, point.seq_len, used, torch_dtype, device, gen)
+        inputs.append((x, cache))
+
+    def run(i):
+        x, cache = inputs[i % sets]
+        with torch.no_grad():
+            layer(x, cache, start=used)
+    times = time_fn(run, device, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+    return _stats(times), sets
+
+
+def run_benchmark(points: list[BenchPoint], *, dtype: str = "fp32", device: str = "auto", threads: int | None = None,
+                  warmup: int = 2, repeats: int = 20, max_seconds: float = 3.0, out_dir: str | Path = ".",
+                  name: str | None = None, preset: str = "custom", progress: bool = True,
+                  log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> tuple[Path, Path]:
+    """Run the points, write ``<name>.csv`` and ``<name>.json`` into ``out_dir``; return their paths."""
+    if dtype not in TORCH_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(TORCH_DTYPES)}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        log("mlacalc bench: no CUDA device is available; running on the CPU (results are labelled CPU)")
+        device = "cpu"
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(threads or os.cpu_count() or 1)
+    threads_used = torch.get_num_threads()
+    info = device_info(dev, threads_used)
+    log(f"mlacalc bench: {len(points)} points on {info['name']} ({dtype}, {threads_used} threads)")
+
+    ceiling_dtypes = ["fp32", "bf16"] if dev.type == "cpu" else ["bf16", "fp16", "fp32"]
+    if dtype not in ceiling_dtypes:
+        ceiling_dtypes.append(dtype)
+    ceilings = measure_ceilings(dev, ceiling_dtypes)
+    log("ceilings: " + ", ".join(f"matmul {k} {v / 1e12:.3f} TFLOP/s" for k, v in ceilings["matmul_flops_per_s"].items())
+        + f", copy {ceilings['copy_bytes_per_s'] / 1e9:.1f} GB/s, op latency {ceilings['launch_latency_s'] * 1e6:.1f} us")
+
+    models = {p.model: load_model(p.model) for p in points}
+    numerics, failed = [], set()
+    for model in models.values():
+        for result in numerics_gate(model, dtype, dev):
+            numerics.append(result)
+            if not result["passed"]:
+                failed.add((model.name, result["impl"]))
+                log(f"numerics: {model.name} {result['impl']} disagrees "
+                    f"(err {result['rel_err_vs_fp64_naive']:.2e}, decode {result['rel_err_decode_vs_prefill']:.2e}); "
+                    "not timed")
+
+    cache_target = (100 << 20) if dev.type == "cuda" else (64 << 20)   # > L2 / LLC: rotate input sets
+    rows = []
+    available = _available_bytes(dev)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  disable=not progress, transient=False) as bar:
+        task = bar.add_task("bench", total=len(points))
+        for point in points:
+            model = models[point.model]
+            bar.update(task, description=f"{point.model} {point.impl} {point.phase} B={point.batch} S={point.seq_len}")
+            if (model.name, point.impl) in failed:
+                rows.append(_row(model, point, dtype, "numerics_failed", None, warmup, 0, "failed the numerics gate"))
+            elif _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) > 0.8 * available:
+                rows.append(_row(model, point, dtype, "skipped", None, warmup, 0,
+                                 f"needs about {_estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) / 2**30:.1f}"
+                                 f" GiB, {available / 2**30:.1f} GiB free"))
+            else:
+                try:
+                    stats, sets = time_point(model, point, dtype, dev, warmup=warmup, repeats=repeats,
+                                             max_seconds=max_seconds, cache_bytes_target=cache_target)
+                    rows.append(_row(model, point, dtype, "ok", stats, warmup, sets))
+                except torch.OutOfMemoryError as exc:
+                    rows.append(_row(model, point, dtype, "oom", None, warmup, 0, str(exc).splitlines()[0][:200]))
+                except RuntimeError as exc:
+                    if "out of memory" not in str(exc).lower():
+                        raise
+                    rows.append(_row(model, point, dtype, "oom", None, warmup, 0, str(exc).splitlines()[0][:200]))
+                finally:
+                    if dev.type == "cuda":
+                        torch.cuda.empty_cache()
+            bar.advance(task)
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = "".join(c if c.isalnum() else "-" for c in info["name"].lower()).strip("-")
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    name = name or f"{dev.type}-{slug[:40]}-{preset}-{dtype}"
+    csv_path, json_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
+    import csv
+
+    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    sidecar = {"schema": SCHEMA, "rows_file": csv_path.name, "preset": preset, "dtype": dtype, "device": info,
+               "warmup": warmup, "max_repeats": repeats, "max_seconds_per_point": max_seconds,
+               "statistic": "median of the timed repeats; q1/q3 are the inclusive quartiles",
+               "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
+               "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "ceilings": ceilings, "numerics": numerics,
+               "counts": {s: sum(r["status"] == s for r in rows) for s in ("ok", "skipped", "oom", "numerics_failed")}}
+    json_path.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
+    return csv_path, json_path
