@@ -32,7 +32,11 @@ from .engine import (
 )
 from .errors import ConfigError, InvalidArgumentError, MlacalcError, UnknownDtypeError, UnknownModelError
 from .symbolic import formula
+from .hardware import HardwareSpec, load_hardware
 from .params import ParamCounts, param_counts, weight_bytes
+from .planner import Plan, plan
+from .roofline import Calibration, Prediction, predict_time
+from .validation import validate
 
 try:
     __version__ = _metadata.version("mlacalc")
@@ -66,6 +70,15 @@ __all__ = [
     "attended_pairs",
     "formula",
     "sweep",
+    # hardware, roofline, planning
+    "load_hardware",
+    "HardwareSpec",
+    "predict_time",
+    "Prediction",
+    "Calibration",
+    "plan",
+    "Plan",
+    "validate",
     # errors
     "MlacalcError",
     "ConfigError",

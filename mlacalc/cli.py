@@ -235,14 +235,19 @@ def _load(name: str):
 
 
 @cli.command("list")
+@click.option("--hardware", "show_hardware", is_flag=True,
+              help="List the hardware catalogue (and measured devices) instead of the models.")
 @format_option
-def list_models(fmt):
-    """List the shipped models with their attention variant and size.
+def list_models(show_hardware, fmt):
+    """List the shipped models with their attention variant and size (or, with --hardware, the devices).
 
     \b
-    Example:
+    Examples:
       mlacalc list --format markdown
+      mlacalc list --hardware
     """
+    if show_hardware:
+        return _list_hardware(fmt)
     from .config import load_model, shipped_models
     from .engine import kv_cache
     from .params import param_counts
@@ -519,6 +524,195 @@ def import_hf(config, output):
         click.echo(f"wrote {output} ({m.label}, {m.variant.upper()})", err=True)
     else:
         click.echo(text, nl=False)
+
+
+def _list_hardware(fmt):
+    from .hardware import load_hardware, measured_sets, shipped_hardware
+
+    specs = [load_hardware(n) for n in shipped_hardware()] + [load_hardware(f"measured:{n}") for n in measured_sets()]
+    rows = [{"name": h.name, "display_name": h.display_name, "kind": h.kind, "measured": h.measured,
+             "peak_flops_per_s": h.peak_flops_per_s, "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
+             "memory_bytes": h.memory_bytes, "sm_count": h.sm_count, "ridge_point_flops_per_byte": h.ridge_point}
+            for h in specs]
+
+    def sections():
+        return [Section("Hardware (dense peaks, FP32 accumulate; measured devices: their ceilings)",
+                        ["name", "bf16", "fp8", "bandwidth", "memory", "SMs", "ridge (FLOP/B)"],
+                        [[r["name"], human_si(r["peak_flops_per_s"].get("bf16", 0), "FLOP/s"),
+                          human_si(r["peak_flops_per_s"]["fp8"], "FLOP/s") if "fp8" in r["peak_flops_per_s"] else "-",
+                          human_si(r["memory_bandwidth_bytes_per_s"], "B/s"), human_si(r["memory_bytes"], "B"),
+                          r["sm_count"] or "-", f"{r['ridge_point_flops_per_byte']:,.1f}"] for r in rows],
+                        note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), as datasheets do.")]
+
+    flat = [{**{k: v for k, v in r.items() if k != "peak_flops_per_s"},
+             **{f"peak_{k}_flops_per_s": v for k, v in r["peak_flops_per_s"].items()}} for r in rows]
+    emit(fmt, rows if fmt == "json" else flat, sections, rows_csv=True)
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--hardware", "-H", "hardware", required=True,
+              help="Device: a catalogue name (mlacalc list --hardware), a YAML file or measured:<set>.")
+@click.option("--phase", type=PHASE_CHOICE, default="decode", show_default=True)
+@click.option("--seq-len", "-s", type=SIZE, default="32k", show_default=True)
+@click.option("--batch", "-b", type=SIZE, default=1, show_default=True)
+@click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
+@click.option("--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default).")
+@click.option("--mode", type=click.Choice(["fused", "unfused"]), default="fused", show_default=True,
+              help="fused: ideal kernels; unfused: the op-by-op PyTorch sequence.")
+@click.option("--scope", type=click.Choice(["attention_layer", "model"]), default="attention_layer",
+              show_default=True, help="One attention layer, or a whole forward step.")
+@click.option("--dtype", type=W_DTYPE, default="bf16", show_default=True, help="Compute dtype.")
+@click.option("--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: --dtype).")
+@click.option("--kv-dtype", type=KV_DTYPE, default=None, help="KV dtype or layout (default: --dtype).")
+@click.option("--calibrate", default=None, metavar="JSON",
+              help="A measurement sidecar whose ceilings replace the datasheet peaks.")
+@format_option
+def roofline(model, hardware, phase, seq_len, batch, q_len, impl, mode, scope, dtype, weight_dtype, kv_dtype,
+             calibrate, fmt):
+    """Roofline time of an attention layer or a model step, kernel by kernel, with its bound.
+
+    \b
+    Examples:
+      mlacalc roofline deepseek-v3 --hardware H200 --seq-len 32k --batch 64
+      mlacalc roofline deepseek-v3 --hardware H100-SXM --phase prefill --seq-len 4k --mode unfused
+      mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
+    """
+    from .insight import absorption_crossover, compute_bound_seq_len, ridge_point
+    from .roofline import predict_time
+
+    m = _load(model)
+    phases = _phases(phase)
+    if "chunk" in phases and q_len is None:
+        raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
+    impl = None if impl == "standard" else impl
+    predictions = [predict_time(m, hardware, ph, seq_len, batch, impl, mode, dtype, scope,
+                                q_len=q_len if ph == "chunk" else None, weight_dtype=weight_dtype,
+                                kv_dtype=kv_dtype, calibration=calibrate) for ph in phases]
+    insights = [ridge_point(hardware, dtype)]
+    if m.is_mla:
+        insights += compute_bound_seq_len(m, hardware, batch, dtype, kv_dtype)
+        insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
+    doc = {"predictions": [p.to_dict() for p in predictions], "insights": [i.to_dict() for i in insights]}
+
+    def sections():
+        out = []
+        for p in predictions:
+            rows = [[o.name, o.stage, human_si(o.flops), human_bytes(o.bytes), f"{o.arithmetic_intensity:,.1f}",
+                     o.bound, f"{o.efficiency:.2f}", f"{o.seconds * 1e6:,.1f}"] for o in p.ops]
+            rows.append(["total", "", human_si(p.flops), human_bytes(p.bytes), f"{p.arithmetic_intensity:,.1f}",
+                         p.bound, "", f"{p.seconds * 1e6:,.1f}"])
+            out.append(Section(f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
+                               f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
+                               f"{', calibrated' if p.calibrated else ''})",
+                               ["kernel", "stage", "FLOPs", "bytes", "FLOP/byte", "bound", "tile eff.", "time (us)"],
+                               rows))
+        out.append(Section("Insight", ["quantity", "value", "formula / note"],
+                           [[i.name, "never" if i.value is None else f"{i.value:,.1f}",
+                             f"{i.expression}  ({i.note})" if len(str(i.expression)) < 80 else i.note]
+                            for i in insights]))
+        return out
+
+    emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--hardware", "-H", "hardware", required=True, help="Device (mlacalc list --hardware).")
+@click.option("--gpus", "-g", type=int, default=8, show_default=True, help="GPUs in all.")
+@click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default: all GPUs).")
+@click.option("--dp", type=int, default=None, help="Data-parallel degree (default: gpus / tp).")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree.")
+@click.option("--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's).")
+@click.option("--kv-dtype", type=KV_DTYPE, default="bf16", show_default=True, help="KV dtype or layout.")
+@click.option("--page-size", type=int, default=1, show_default=True, help="Tokens per KV page (block).")
+@click.option("--memory-reserve", type=float, default=0.1, show_default=True,
+              help="Fraction of each GPU's memory kept for activations and workspace.")
+@click.option("--seq-len", "-s", type=SIZE, default="128k", show_default=True, help="Context per sequence.")
+@click.option("--batch", "-b", type=SIZE, default=None, help="Sequences to serve (default: as many as fit).")
+@click.option("--include-mtp", is_flag=True, help="Also hold the MTP modules (speculative decoding).")
+@format_option
+def plan(model, hardware, gpus, tp, dp, ep, weight_dtype, kv_dtype, page_size, memory_reserve, seq_len, batch,
+         include_mtp, fmt):
+    """Capacity plan: what fits on the GPUs, the largest batch and context, tokens/s upper bound.
+
+    \b
+    Examples:
+      mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --seq-len 128k
+      mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --kv-dtype fp8 --batch 4
+      mlacalc plan llama-3-70b --hardware H100-SXM --gpus 4 --weight-dtype fp8 --page-size 16
+    """
+    from .planner import plan as make_plan
+
+    p = make_plan(_load(model), hardware, gpus, tp=tp, dp=dp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                  page_size=page_size, memory_reserve=memory_reserve, seq_len=seq_len, batch=batch,
+                  include_mtp=include_mtp)
+    doc = p.to_dict()
+
+    def sections():
+        rows = [["GPUs", f"{p.gpus} x {p.hardware} (tp {p.tp}, dp {p.dp}, ep {p.ep})"],
+                ["memory per GPU", f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})"],
+                ["usable after reserve", human_bytes(p.usable_per_gpu_bytes)],
+                [f"weights per GPU ({p.weight_dtype})", human_bytes(p.weights_per_gpu_bytes)],
+                ["KV budget per GPU", human_bytes(p.kv_budget_per_gpu_bytes)],
+                [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
+                ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
+                [f"largest batch at {p.seq_len:,} tokens", f"{p.max_batch:,}"]]
+        if p.max_context is not None:
+            rows.append([f"longest context at batch {p.batch:,}", f"{p.max_context:,} tokens"])
+        if p.decode_tokens_per_s is not None:
+            rows.append(["decode step (roofline)", f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound)"])
+            rows.append(["decode tokens/s (upper bound)", f"{p.decode_tokens_per_s:,.0f}"])
+        if p.prefill_s is not None:
+            rows.append([f"prefill of {p.seq_len:,} tokens (roofline)", f"{p.prefill_s:,.2f} s"])
+        rows.append(["binding resource", p.binding])
+        return [Section(f"Plan: {p.model}", ["quantity", "value"], rows,
+                        note="Throughput is a roofline upper bound (no communication, perfect overlap).")]
+
+    emit(fmt, doc, sections)
+
+
+@cli.command()
+@click.argument("files", nargs=-1)
+@click.option("--mode", type=click.Choice(["fused", "unfused"]), default="unfused", show_default=True,
+              help="unfused models the op sequence the microbenchmark runs.")
+@click.option("--rows", "show_rows", is_flag=True, help="Also print every row.")
+@format_option
+def validate(files, mode, show_rows, fmt):
+    """Predicted vs measured: the roofline against the microbenchmark's files (default: the committed sets).
+
+    \b
+    Examples:
+      mlacalc validate
+      mlacalc validate bench-results/cuda-h100-full-bf16.json --rows
+    """
+    from .validation import validate as run_validation
+
+    sets = run_validation(list(files) or None, mode)
+    doc = [s.to_dict() for s in sets]
+
+    def sections():
+        out = []
+        for v in sets:
+            rows = [[k, g["rows"], f"{100 * g['median_abs_error']:.1f}%", f"{100 * g['worst_abs_error']:.1f}%"]
+                    for k, g in v.groups.items()]
+            rows.append(["all", len(v.rows), f"{100 * v.median_abs_error:.1f}%", f"{100 * v.worst_abs_error:.1f}%"])
+            out.append(Section(f"{v.name} ({v.device}), {mode} roofline vs measured", ["implementation / variant",
+                                                                                      "rows", "median |error|",
+                                                                                      "worst |error|"], rows))
+            if show_rows:
+                out.append(Section("rows", ["model", "impl", "phase", "batch", "seq_len", "measured (ms)",
+                                            "predicted (ms)", "error", "bound"],
+                                   [[r.model, r.impl, r.phase, r.batch, r.seq_len, f"{r.measured_s * 1e3:,.3f}",
+                                     f"{r.predicted_s * 1e3:,.3f}", f"{100 * r.error:+.1f}%", r.bound]
+                                    for r in v.rows]))
+        return out
+
+    if fmt == "csv":
+        rows = [{"set": v.name, "device": v.device, **r.to_dict()} for v in sets for r in v.rows]
+        emit(fmt, rows, sections, rows_csv=True)
+    else:
+        emit(fmt, doc, sections)
 
 
 def _size_list(text: str | None) -> list[int] | None:

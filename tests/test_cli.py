@@ -218,3 +218,53 @@ def test_help_everywhere(run):
     for cmd in ([], ["list"], ["report"], ["compare"], ["formula"], ["import-hf"]):
         out, _ = run(*cmd, "--help")
         assert "Example" in out
+
+
+# -- roofline, plan, validate, hardware -------------------------------------------------
+
+def test_list_hardware(run):
+    rows = json.loads(run("list", "--hardware", "--format", "json")[0])
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["H100-SXM"]["peak_flops_per_s"]["bf16"] == 989.5e12
+    assert any(r["measured"] for r in rows)
+    assert "H200" in run("list", "--hardware")[0]
+
+
+def test_roofline_cli(run):
+    doc = json.loads(run("roofline", "deepseek-v3", "--hardware", "H200", "--seq-len", "32k", "--batch", "64",
+                         "--format", "json")[0])
+    p = doc["predictions"][0]
+    from mlacalc.roofline import predict_time
+    expected = predict_time("deepseek-v3", "H200", "decode", 32768, 64)
+    assert p["seconds"] == expected.seconds and p["bound"] == expected.bound and p["impl"] == "absorbed"
+    names = [i["name"] for i in doc["insights"]]
+    assert any("compute-bound" in n for n in names) and any("absorption" in n for n in names)
+    table, _ = run("roofline", "llama-3-70b", "--hardware", "H100-SXM", "--phase", "both", "--scope", "model",
+                   "--weight-dtype", "fp8")
+    assert "prefill" in table and "decode" in table and "routed" not in table and "dense_ffn" in table
+    _, err = run("roofline", "gpt2", "--hardware", "H300", code=2)
+    assert "Did you mean" in err
+
+
+def test_plan_cli(run):
+    doc = json.loads(run("plan", "deepseek-v3", "--hardware", "H200", "--gpus", "8", "--format", "json")[0])
+    assert doc["max_batch"] == 4 and doc["weights_per_gpu_bytes"] == 84_780_357_120
+    doc = json.loads(run("plan", "deepseek-v3", "--hardware", "H200", "--kv-dtype", "fp8", "--batch", "4",
+                         "--format", "json")[0])
+    assert doc["max_batch"] == 9 and doc["decode_tokens_per_s"] > 0 and doc["max_context"] > 131072
+    assert "binding resource" in run("plan", "llama-3-8b", "--hardware", "RTX-4090", "--gpus", "1")[0]
+    _, err = run("plan", "deepseek-v3", "--hardware", "H100-SXM", "--gpus", "1", code=2)
+    assert "does not fit" in err and err.count("\n") == 1
+    _, err = run("plan", "deepseek-v3", "--hardware", "H200", "--gpus", "6", code=2)
+    assert "does not divide the 128 attention heads" in err
+
+
+def test_validate_cli(run):
+    doc = json.loads(run("validate", "--format", "json")[0])
+    assert doc and doc[0]["rows_validated"] >= 20 and "by_impl" in doc[0]
+    out, _ = run("validate", "--rows")
+    assert "median |error|" in out and "deepseek-v2-lite" in out
+    rows = list(csv.DictReader(io.StringIO(run("validate", "--format", "csv")[0])))
+    assert {"measured_s", "predicted_s", "error"} <= set(rows[0])
+    _, err = run("validate", "nope.json", code=2)
+    assert "nope.json" in err

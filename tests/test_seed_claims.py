@@ -305,3 +305,11 @@ def test_datacrunch_table1():
 def test_datacrunch_table3_mla_operator():
     core = attention_cost(one_layer(V3), "decode", 8192, impl="absorbed").stage_flops["core"]
     assert core == 2 * 8192 * 128 * (576 + 512) == 2_281_701_376          # "2.28 GFLOPs"
+
+
+def test_datacrunch_ridge_crossing_at_1394():
+    """'the MLA kernel crosses the ridge at L ~ 1394': their own formulas give 1403.6 on H200."""
+    from mlacalc.insight import compute_bound_seq_len
+
+    core = compute_bound_seq_len(V3, "H200", batch=1)[0]
+    assert round(core.value, 1) == 1403.6

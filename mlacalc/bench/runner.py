@@ -171,7 +171,8 @@ def _stats(times: list[float]) -> dict:
 
 
 def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
-    """A large matmul per dtype (FLOP/s), a large copy (bytes/s, read + write), a trivial op's latency (s)."""
+    """A large matmul per dtype (FLOP/s), a large matrix-vector product per dtype (bytes of the matrix
+    per second), a large copy (bytes/s, read + write) and a trivial op's latency (s)."""
     gen = torch.Generator(device="cpu").manual_seed(7)
     out: dict = {"matmul_flops_per_s": {}, "matmul_n": None}
     n = 8192 if device.type == "cuda" else 2048
@@ -181,6 +182,32 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
                  torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt])) for _ in range(2)]
         t = _stats(time_fn(lambda i: torch.matmul(*sets[i % 2]), device, warmup=2, repeats=10, max_seconds=10))
         out["matmul_flops_per_s"][dt] = 2 * n**3 / t["median_s"]
+    # a matrix-vector product streaming a large matrix: the bandwidth a matmul achieves on its
+    # operand (decode-time projections are such products)
+    out["gemv_bytes_per_s"] = {}
+    side = 16384 if device.type == "cuda" else 8192
+    for dt in dtypes:
+        mats = [torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
+        vec = torch.randn(1, side, generator=gen).to(device, TORCH_DTYPES[dt])
+        t = _stats(time_fn(lambda i: torch.nn.functional.linear(vec, mats[i % 2]), device, warmup=2, repeats=10,
+                           max_seconds=10))
+        out["gemv_bytes_per_s"][dt] = mats[0].nbytes / t["median_s"]
+        del mats
+    # GEMMs [M x n] @ [n x n] from a matrix-vector product to a square-ish product: the time a
+    # projection of M tokens takes, whose skinniness no datasheet peak accounts for
+    out["gemm_m_sweep"] = {}
+    n = 8192 if device.type == "cuda" else 4096
+    ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] + ([1024, 2048, 4096] if device.type == "cuda" else [])
+    for dt in dtypes:
+        mats = [torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
+        seconds = []
+        for m in ms:
+            xs = [torch.randn(m, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
+            t = _stats(time_fn(lambda i: torch.nn.functional.linear(xs[i % 2], mats[i % 2]), device, warmup=2,
+                               repeats=10, max_seconds=3))
+            seconds.append(t["median_s"])
+        out["gemm_m_sweep"][dt] = {"n": n, "m": ms, "seconds": seconds}
+        del mats
     elements = (1 << 29) if device.type == "cuda" else (1 << 26)        # 2 GiB / 256 MiB of fp32
     src = torch.randn(elements, generator=gen).to(device)
     dst = torch.empty_like(src)
@@ -355,7 +382,8 @@ def run_benchmark(points: list[BenchPoint], *, dtype: str = "fp32", device: str 
         ceiling_dtypes.append(dtype)
     ceilings = measure_ceilings(dev, ceiling_dtypes)
     log("ceilings: " + ", ".join(f"matmul {k} {v / 1e12:.3f} TFLOP/s" for k, v in ceilings["matmul_flops_per_s"].items())
-        + f", copy {ceilings['copy_bytes_per_s'] / 1e9:.1f} GB/s, op latency {ceilings['launch_latency_s'] * 1e6:.1f} us")
+        + f", gemv {ceilings['gemv_bytes_per_s'][dtype] / 1e9:.1f} GB/s, copy {ceilings['copy_bytes_per_s'] / 1e9:.1f} GB/s"
+        + f", op latency {ceilings['launch_latency_s'] * 1e6:.1f} us")
 
     models = {p.model: load_model(p.model) for p in points}
     numerics, failed = [], set()

@@ -1,0 +1,129 @@
+"""Predicted against measured: the roofline checked row by row on the microbenchmark's files.
+
+For every ``ok`` row of a measurement set the unfused roofline (the op sequence the
+microbenchmark runs) predicts the time with the ceilings measured in the same run as
+calibration; the error is ``(predicted - measured) / measured``.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import load_model
+from .errors import ConfigError
+from .hardware import hardware_from_measurements, measured_sets, _measurements_dir
+from .roofline import Calibration, _read_sidecar, predict_time
+
+__all__ = ["ValidationRow", "ValidationSet", "validate", "default_measurement_files"]
+
+_REQUIRED_COLUMNS = ("model", "impl", "phase", "batch", "seq_len", "dtype", "status", "median_s")
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    model: str
+    variant: str
+    impl: str
+    phase: str
+    batch: int
+    seq_len: int
+    measured_s: float
+    predicted_s: float
+    bound: str
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured: negative means the roofline is optimistic."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "variant": self.variant, "impl": self.impl, "phase": self.phase,
+                "batch": self.batch, "seq_len": self.seq_len, "measured_s": self.measured_s,
+                "predicted_s": self.predicted_s, "error": self.error, "bound": self.bound}
+
+
+@dataclass(frozen=True)
+class ValidationSet:
+    name: str
+    device: str
+    mode: str
+    rows: tuple[ValidationRow, ...]
+    skipped: int = 0
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def median_abs_error(self) -> float:
+        return statistics.median(abs(r.error) for r in self.rows)
+
+    @property
+    def worst_abs_error(self) -> float:
+        return max(abs(r.error) for r in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "device": self.device, "mode": self.mode, "rows_validated": len(self.rows),
+                "rows_not_ok": self.skipped, "median_abs_error": self.median_abs_error,
+                "worst_abs_error": self.worst_abs_error, "by_impl": self.groups,
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+def default_measurement_files() -> list[Path]:
+    return [_measurements_dir() / f"{name}.json" for name in measured_sets()]
+
+
+def _group(rows: list[ValidationRow]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        key = r.impl if r.variant == "mla" else r.variant
+        groups.setdefault(key, []).append(abs(r.error))
+    return {k: {"rows": len(v), "median_abs_error": statistics.median(v), "worst_abs_error": max(v)}
+            for k, v in groups.items()}
+
+
+def validate_file(json_path: "str | Path", mode: str = "unfused") -> ValidationSet:
+    path = Path(json_path)
+    if path.suffix == ".csv":
+        path = path.with_suffix(".json")
+    meta = _read_sidecar(path)
+    csv_path = path.parent / meta["rows_file"]
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in _REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ConfigError("is not an mlacalc.bench/1 rows file", source=str(csv_path), field=missing[0],
+                                  fix="pass files written by mlacalc bench")
+            raw = list(reader)
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(csv_path)) from None
+    hardware = hardware_from_measurements(path)
+    calibration = Calibration.from_measurements(meta)
+    rows, skipped = [], 0
+    for r in raw:
+        if r["status"] != "ok":
+            skipped += 1
+            continue
+        model = load_model(r["model"])
+        impl = None if r["impl"] == "standard" else r["impl"]
+        p = predict_time(model, hardware, r["phase"], int(r["seq_len"]), int(r["batch"]), impl=impl, mode=mode,
+                         dtype=r["dtype"], calibration=calibration)
+        rows.append(ValidationRow(model=model.name, variant=model.variant, impl=r["impl"], phase=r["phase"],
+                                  batch=int(r["batch"]), seq_len=int(r["seq_len"]), measured_s=float(r["median_s"]),
+                                  predicted_s=p.seconds, bound=p.bound))
+    if not rows:
+        raise ConfigError("has no ok rows to validate", source=str(csv_path))
+    return ValidationSet(name=path.stem, device=meta["device"]["name"], mode=mode, rows=tuple(rows),
+                         skipped=skipped, groups=_group(rows))
+
+
+def validate(files: "list[str | Path] | None" = None, mode: str = "unfused") -> list[ValidationSet]:
+    """Validate the given measurement files (``.json`` sidecars or their ``.csv``), or every
+    committed set when ``files`` is None."""
+    paths = [Path(f) for f in files] if files else default_measurement_files()
+    if not paths:
+        raise ConfigError("no measurement files", source="mlacalc/measurements",
+                          fix="run mlacalc bench, or pass the files to validate")
+    return [validate_file(p, mode) for p in paths]

@@ -1,0 +1,153 @@
+"""The microbenchmark: presets, the numerics gate, honest labels, recorded skips, file schema."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mlacalc  # noqa: E402
+from mlacalc.bench import runner  # noqa: E402
+from mlacalc.bench.runner import CSV_FIELDS, BenchPoint, run_benchmark  # noqa: E402
+from mlacalc.cli import main  # noqa: E402
+
+
+def read(csv_path: Path, json_path: Path):
+    rows = list(csv.DictReader(open(csv_path)))
+    return rows, json.loads(json_path.read_text())
+
+
+def check_files(csv_path, json_path):
+    rows, meta = read(csv_path, json_path)
+    assert list(rows[0]) == list(CSV_FIELDS)
+    assert meta["schema"] == "mlacalc.bench/1" and meta["rows_file"] == csv_path.name
+    for key in ("name", "kind", "torch_version", "threads"):
+        assert meta["device"][key] not in (None, "")
+    ceilings = meta["ceilings"]
+    assert ceilings["copy_bytes_per_s"] > 1e8 and ceilings["launch_latency_s"] > 0
+    assert all(v > 1e8 for v in ceilings["matmul_flops_per_s"].values())
+    for row in rows:
+        assert row["status"] in ("ok", "skipped", "oom", "numerics_failed")
+        if row["status"] == "ok":
+            q1, med, q3 = float(row["q1_s"]), float(row["median_s"]), float(row["q3_s"])
+            assert 0 < q1 <= med <= q3 and int(row["repeats"]) >= 3
+            impl = None if row["impl"] == "standard" else row["impl"]
+            model = mlacalc.load_model(row["model"]).with_changes(num_hidden_layers=1)
+            assert int(row["flops"]) == mlacalc.attention_flops(model, row["phase"], int(row["seq_len"]),
+                                                                int(row["batch"]), impl=impl)
+    return rows, meta
+
+
+def test_quick_preset_through_the_cli(tmp_path, capsys):
+    """What CI runs on every change: the quick preset, then a check of the files it wrote."""
+    assert main(["bench", "--preset", "quick", "--out", str(tmp_path), "--name", "quick", "--no-progress"]) == 0
+    rows, meta = check_files(tmp_path / "quick.csv", tmp_path / "quick.json")
+    assert meta["device"]["kind"] == "cpu" and meta["preset"] == "quick" and meta["dtype"] == "fp32"
+    combos = {(r["model"], r["impl"], r["phase"]) for r in rows if r["status"] == "ok"}
+    for impl in ("naive", "compressed", "absorbed", "absorbed_merged"):
+        assert ("deepseek-v2-lite", impl, "decode") in combos and ("deepseek-v2-lite", impl, "prefill") in combos
+    variants = {r["variant"] for r in rows}
+    assert variants == {"mla", "mha", "gqa", "mqa"}
+    assert all(n["passed"] for n in meta["numerics"])
+    assert meta["device"]["threads"] == torch.get_num_threads()
+
+
+def test_no_cuda_falls_back_to_cpu_and_says_so(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    code = main(["bench", "--model", "gpt2", "--phase", "decode", "--seq-len", "64", "--device", "cuda",
+                 "--repeats", "3", "--out", str(tmp_path), "--name", "x", "--no-progress"])
+    assert code == 0
+    assert "no CUDA device" in capsys.readouterr().err
+    _, meta = check_files(tmp_path / "x.csv", tmp_path / "x.json")
+    assert meta["device"]["kind"] == "cpu" and meta["device"]["cuda_version"] is None
+
+
+def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
+    original = runner._layer
+
+    def broken(model, impl, dtype, device, seed=0):
+        layer = original(model, impl, dtype, device, seed)
+        if impl == "absorbed":
+            with torch.no_grad():
+                layer.kv_b_proj.weight.mul_(1.5)          # absorption now uses other weights than the expansion
+        return layer
+    monkeypatch.setattr(runner, "_layer", broken)
+    points = [BenchPoint("deepseek-v2-lite", impl, "decode", 1, 64) for impl in ("naive", "absorbed")]
+    csv_path, json_path = run_benchmark(points, repeats=3, out_dir=tmp_path, name="b", progress=False, log=lambda s: None)
+    rows, meta = read(csv_path, json_path)
+    status = {r["impl"]: r["status"] for r in rows}
+    assert status == {"naive": "ok", "absorbed": "numerics_failed"}
+    assert rows[1]["median_s"] == ""
+    gate = {n["impl"]: n["passed"] for n in meta["numerics"]}
+    assert gate["absorbed"] is False and gate["naive"] is True
+
+
+def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "_available_bytes", lambda device: 1 << 20)
+    csv_path, json_path = run_benchmark([BenchPoint("gpt2", "standard", "decode", 2, 256)], repeats=3,
+                                        out_dir=tmp_path, name="s", progress=False, log=lambda s: None)
+    rows, meta = read(csv_path, json_path)
+    assert rows[0]["status"] == "skipped" and "GiB" in rows[0]["note"] and meta["counts"]["skipped"] == 1
+
+
+def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch):
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+    monkeypatch.setattr(runner, "time_point", oom)
+    csv_path, json_path = run_benchmark([BenchPoint("gpt2", "standard", "decode", 2, 256)], repeats=3,
+                                        out_dir=tmp_path, name="o", progress=False, log=lambda s: None)
+    rows, _ = read(csv_path, json_path)
+    assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
+
+
+def test_inputs_are_never_zeros():
+    model = mlacalc.load_model("deepseek-v2-lite")
+    layer = runner._layer(model, "absorbed", torch.float32, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(0)
+    cache = runner._fill_cache(layer, 2, 32, 31, torch.float32, torch.device("cpu"), gen)
+    assert cache.used == 31 and (cache.latent != 0).float().mean() > 0.99
+    assert all((p != 0).any() for p in layer.parameters())
+
+
+def test_timer_statistics():
+    stats = runner._stats([5.0, 1.0, 2.0, 3.0, 4.0])
+    assert stats["median_s"] == 3.0 and stats["q1_s"] == 2.0 and stats["q3_s"] == 4.0 and stats["iqr_s"] == 2.0
+    assert stats["repeats"] == 5 and stats["min_s"] == 1.0
+    calls = []
+    times = runner.time_fn(lambda i: calls.append(i), torch.device("cpu"), warmup=2, repeats=6, max_seconds=10)
+    assert len(times) == 6 and calls == [0, 1, 0, 1, 2, 3, 4, 5]
+
+
+def test_preallocated_cache_matches_growing_cache():
+    layer = runner._layer(mlacalc.load_model("deepseek-v2-lite").with_changes(num_hidden_layers=1), "absorbed",
+                          torch.float64, torch.device("cpu"))
+    x = torch.randn(2, 9, 2048, dtype=torch.float64)
+    full, grown = layer(x)
+    cache = layer.empty_cache(2, capacity=9)
+    steps = []
+    for t in range(9):
+        y, cache = layer(x[:, t:t + 1], cache, start=t)
+        steps.append(y)
+    torch.testing.assert_close(torch.cat(steps, 1), full)
+    one_layer = mlacalc.load_model("deepseek-v2-lite").with_changes(num_hidden_layers=1)
+    assert cache.nbytes == grown.nbytes == mlacalc.kv_cache_bytes(one_layer, 9, 2, kv_dtype=64)   # 64-bit elements
+
+
+def test_bench_cli_errors(capsys):
+    assert main(["bench"]) == 2
+    assert "--preset" in capsys.readouterr().err
+    assert main(["bench", "--preset", "quick", "--model", "gpt2"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_committed_measurements_are_well_formed():
+    folder = Path(mlacalc.__file__).parent / "measurements"
+    sidecars = sorted(folder.glob("*.json"))
+    assert sidecars, "no committed measurement set"
+    for json_path in sidecars:
+        meta = json.loads(json_path.read_text())
+        rows, meta = check_files(folder / meta["rows_file"], json_path)
+        assert meta["counts"]["ok"] >= 20
