@@ -661,8 +661,9 @@ def plan(model, hardware, gpus, tp, dp, ep, weight_dtype, kv_dtype, page_size, m
         if p.max_context is not None:
             rows.append([f"longest context at batch {p.batch:,}", f"{p.max_context:,} tokens"])
         if p.decode_tokens_per_s is not None:
-            rows.append(["decode step (roofline)", f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound)"])
-            rows.append(["decode tokens/s (upper bound)", f"{p.decode_tokens_per_s:,.0f}"])
+            rows.append([f"decode step at batch {p.decode_batch:,} (roofline)",
+                         f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound)"])
+            rows.append([f"decode tokens/s at batch {p.decode_batch:,} (upper bound)", f"{p.decode_tokens_per_s:,.0f}"])
         if p.prefill_s is not None:
             rows.append([f"prefill of {p.seq_len:,} tokens (roofline)", f"{p.prefill_s:,.2f} s"])
         rows.append(["binding resource", p.binding])

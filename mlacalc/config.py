@@ -617,6 +617,18 @@ def parse_config_text(text: str, origin: str) -> ModelConfig:
     return model_from_dict(data, origin)
 
 
+def parse_upload(raw: bytes, filename: str, limit: int = _YAML_LIMIT) -> ModelConfig:
+    """A model from the bytes of an uploaded YAML file or config.json: parsed in memory with the
+    safe loader, never written to disk or executed; over ``limit`` bytes is refused."""
+    if len(raw) > limit:
+        raise ConfigError(f"is {len(raw):,} bytes; model files are at most {limit:,} bytes", source=filename)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("is not UTF-8 text", source=filename) from None
+    return parse_config_text(text, filename)
+
+
 def load_model(name_or_path: "str | os.PathLike | ModelConfig") -> ModelConfig:
     """Load a validated model configuration.
 

@@ -61,6 +61,7 @@ class Plan:
     max_batch: int
     max_context: int | None
     max_position_embeddings: int | None
+    decode_batch: int | None
     decode_step_s: float | None
     decode_tokens_per_s: float | None
     decode_bound: str | None
@@ -167,15 +168,15 @@ def plan(model: "ModelConfig | str", hardware: "HardwareSpec | str", gpus: int =
         max_context = (tokens_per_gpu // per_replica) // page_size * page_size
     step = tokens_s = prefill_s = None
     bound = None
-    run_batch = batch if batch is not None else max_batch
-    if run_batch and run_batch > 0:
+    # throughput at the requested batch, or at the largest that fits when it does not
+    run_batch = max_batch if batch is None else min(batch, max_batch)
+    if run_batch > 0:
         replica_batch = math.ceil(run_batch / dp)
-        if per_replica_seqs >= replica_batch:
-            p = predict_time(m, hw, "decode", seq_len, replica_batch, scope="model", dtype="bf16",
-                             weight_dtype=w_dtype, kv_dtype=layout)
-            step = p.seconds / tp
-            tokens_s = run_batch / step
-            bound = p.bound
+        p = predict_time(m, hw, "decode", seq_len, replica_batch, scope="model", dtype="bf16",
+                         weight_dtype=w_dtype, kv_dtype=layout)
+        step = p.seconds / tp
+        tokens_s = run_batch / step
+        bound = p.bound
     if per_replica_seqs >= 1:
         prefill_s = predict_time(m, hw, "prefill", seq_len, 1, scope="model", dtype="bf16", weight_dtype=w_dtype,
                                  kv_dtype=layout).seconds / tp
@@ -188,5 +189,6 @@ def plan(model: "ModelConfig | str", hardware: "HardwareSpec | str", gpus: int =
                 usable_per_gpu_bytes=usable, weights_per_gpu_bytes=weights, kv_budget_per_gpu_bytes=budget,
                 kv_bytes_per_token_per_gpu=per_token, kv_tokens_per_gpu=tokens_per_gpu, seq_len=seq_len,
                 batch=batch, max_batch=max_batch, max_context=max_context,
-                max_position_embeddings=m.max_position_embeddings, decode_step_s=step, decode_tokens_per_s=tokens_s,
+                max_position_embeddings=m.max_position_embeddings, decode_batch=run_batch if run_batch > 0 else None,
+                decode_step_s=step, decode_tokens_per_s=tokens_s,
                 decode_bound=bound, prefill_s=prefill_s, binding=binding)

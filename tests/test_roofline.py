@@ -262,7 +262,9 @@ def test_plan_pages_batch_and_throughput():
     assert p.max_context == (p.kv_tokens_per_gpu // 8) // 16 * 16
     assert p.decode_tokens_per_s > 0 and p.binding in ("memory bandwidth", "compute")
     too_many = plan("llama-3-8b", "H100-SXM", 1, seq_len=131072, batch=10_000)
-    assert too_many.binding == "kv capacity" and too_many.decode_tokens_per_s is None
+    assert too_many.binding == "kv capacity" and too_many.decode_batch == too_many.max_batch
+    at_max = plan("llama-3-8b", "H100-SXM", 1, seq_len=131072, batch=too_many.max_batch)
+    assert at_max.decode_tokens_per_s == too_many.decode_tokens_per_s
 
 
 def test_plan_bad_input():

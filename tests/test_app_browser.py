@@ -1,0 +1,101 @@
+"""The app in a real browser: streamlit on localhost, headless Chromium, a widget change, a screenshot.
+
+Needs Debian's chromium and chromium-driver (.ci/run installs them). Without them the test is
+skipped on a developer machine and fails in CI (CI=true). Screenshots go to build/screenshots/.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+import mlacalc  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+                             "--server.headless", "true", "--server.address", "127.0.0.1",
+                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if not (CHROMIUM and DRIVER):
+        if os.environ.get("CI"):
+            pytest.fail("CI needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+        pytest.skip("chromium / chromedriver not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+                "--window-size=1600,1400", f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _wait_text(driver, text: str, timeout: float = 60) -> None:
+    WebDriverWait(driver, timeout).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
+
+
+def test_app_in_chromium(server, browser):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.get(server)
+    default = f"{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes"
+    _wait_text(browser, default)
+    browser.save_screenshot(str(SHOTS / "app-default.png"))
+
+    box = browser.find_element(By.CSS_SELECTOR, 'input[aria-label="context length (tokens)"]')
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("4096", Keys.ENTER)
+    changed = f"{mlacalc.kv_cache_bytes('deepseek-v3', 4096, 8):,} bytes"
+    _wait_text(browser, changed)
+    assert "seq_len=4096" in browser.current_url
+    time.sleep(1.0)                                    # let the charts finish drawing
+    browser.save_screenshot(str(SHOTS / "app-seq-4096.png"))
+    assert (SHOTS / "app-seq-4096.png").stat().st_size > 10_000
