@@ -23,30 +23,13 @@ from mlacalc.config import ModelConfig, parse_upload  # noqa: E402
 from mlacalc.hardware import measured_sets, shipped_hardware  # noqa: E402
 from mlacalc.insight import absorption_crossover  # noqa: E402
 from mlacalc.report import compare_rows, model_report  # noqa: E402
+from mlacalc.units import human_bytes, human_si  # noqa: E402
 from mlacalc.variants import as_variant  # noqa: E402
 
 MAX_UPLOAD_BYTES = 1 << 20
 KV_DTYPES = ["bf16", "fp16", "fp8", "fp32", "int8", "int4", "fp8_ds_mla"]
 W_DTYPES = ["bf16", "fp16", "fp8", "fp32", "int8", "int4"]
 MLA_IMPLS = ["naive", "compressed", "absorbed", "absorbed_merged"]
-
-
-def human_bytes(n: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-    value, i = float(n), 0
-    while abs(value) >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    return f"{int(value)} B" if i == 0 else f"{value:,.2f} {units[i]}"
-
-
-def human_si(n: float, unit: str = "") -> str:
-    prefixes = ("", "K", "M", "G", "T", "P", "E")
-    value, i = float(n), 0
-    while abs(value) >= 1000 and i < len(prefixes) - 1:
-        value /= 1000
-        i += 1
-    return (f"{int(value)}" if i == 0 else f"{value:,.2f}") + f" {prefixes[i]}{unit}".rstrip()
 
 
 # ---------------------------------------------------------------------------- cached loaders

@@ -12,12 +12,12 @@ import csv
 import io
 import json
 import re
-import sys
 from typing import Any, Callable
 
 import click
 
 from .errors import MlacalcError
+from .units import human_bytes, human_si
 
 FORMATS = ("table", "markdown", "json", "csv")
 UNITS_NOTE = "Bytes in binary units (KiB = 2^10 B, GiB = 2^30 B); FLOPs and parameters in SI units (G = 10^9)."
@@ -86,25 +86,6 @@ def format_option(f):
 
 # ----------------------------------------------------------------------------------
 # human units
-
-def human_bytes(n: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-    value, i = float(n), 0
-    while abs(value) >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    return f"{int(value)} B" if i == 0 else f"{value:,.2f} {units[i]}"
-
-
-def human_si(n: float, unit: str = "") -> str:
-    prefixes = ("", "K", "M", "G", "T", "P", "E", "Z")
-    value, i = float(n), 0
-    while abs(value) >= 1000 and i < len(prefixes) - 1:
-        value /= 1000
-        i += 1
-    text = f"{int(value)}" if i == 0 else f"{value:,.2f}"
-    return f"{text} {prefixes[i]}{unit}".rstrip()
-
 
 def human_ratio(x: float) -> str:
     return f"{x:,.2f}x"
@@ -751,10 +732,10 @@ def bench(preset, models, impls, phase, batches, seqs, dtype, device, threads, w
       mlacalc bench --preset full --device cuda --out results/
       mlacalc bench --model deepseek-v3 --impl absorbed --impl naive --phase decode --batch 1,8 --seq-len 4k,32k
     """
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise MlacalcError("the microbenchmark needs PyTorch: pip install 'mlacalc[bench]'") from None
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise MlacalcError("the microbenchmark needs PyTorch: pip install 'mlacalc[bench]'")
     from .bench.runner import PRESETS, BenchPoint, preset_points, run_benchmark
 
     if preset and models:

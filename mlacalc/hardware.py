@@ -160,18 +160,27 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         launch_latency_s=latency, origin=origin)
 
 
-def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
-    """The device of a measurement set, with its measured ceilings as peaks."""
-    path = Path(json_path)
+def read_sidecar(path: Path) -> dict:
+    """The JSON sidecar of a measurement set, checked to be an ``mlacalc.bench/1`` file."""
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)) from None
     if not isinstance(meta, dict) or meta.get("schema") != "mlacalc.bench/1":
-        raise ConfigError("is not an mlacalc.bench/1 sidecar", source=str(path), field="schema",
-                          fix="pass the .json written by mlacalc bench")
+        raise ConfigError("is not an mlacalc.bench/1 measurement sidecar", source=str(path), field="schema",
+                          fix="pass the .json that mlacalc bench wrote")
+    for key in ("ceilings", "device", "rows_file"):
+        if key not in meta:
+            raise ConfigError("is missing", source=str(path), field=key)
+    return meta
+
+
+def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
+    """The device of a measurement set, with its measured ceilings as peaks."""
+    path = Path(json_path)
+    meta = read_sidecar(path)
     device, ceilings = meta["device"], meta["ceilings"]
     memory = device.get("memory_bytes")
     if memory is None and device["kind"] == "cpu":

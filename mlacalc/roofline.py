@@ -28,17 +28,16 @@ What a plain roofline misses, and what corrects it here:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import ModelConfig, load_model
+from .config import ModelConfig
 from .dtypes import canonical_dtype, dtype_bits
 from .engine import _layer_key, _model, attention_cost, resolve_impl
-from .errors import ConfigError, InvalidArgumentError
-from .hardware import HardwareSpec, load_hardware
+from .errors import InvalidArgumentError
+from .hardware import HardwareSpec, load_hardware, read_sidecar
 
 __all__ = ["Calibration", "OpTime", "Prediction", "predict_time", "ffn_ops", "LAUNCHES", "TILE"]
 
@@ -79,7 +78,7 @@ class Calibration:
 
     @classmethod
     def from_measurements(cls, json_path: "str | Path | dict") -> "Calibration":
-        meta = json_path if isinstance(json_path, dict) else _read_sidecar(Path(json_path))
+        meta = json_path if isinstance(json_path, dict) else read_sidecar(Path(json_path))
         c = meta["ceilings"]
         return cls(matmul_flops_per_s={canonical_dtype(k): float(v) for k, v in c["matmul_flops_per_s"].items()},
                    copy_bytes_per_s=float(c["copy_bytes_per_s"]), launch_latency_s=float(c["launch_latency_s"]),
@@ -104,22 +103,6 @@ class Calibration:
             frac = (M - ms[i - 1]) / (ms[i] - ms[i - 1])
             per = secs[i - 1] + frac * (secs[i] - secs[i - 1])
         return G * per * (N * K) / (n * n)
-
-
-def _read_sidecar(path: Path) -> dict:
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)) from None
-    if not isinstance(meta, dict) or meta.get("schema") != "mlacalc.bench/1":
-        raise ConfigError("is not an mlacalc.bench/1 measurement sidecar", source=str(path), field="schema",
-                          fix="pass the .json that mlacalc bench wrote")
-    for key in ("ceilings", "device", "rows_file"):
-        if key not in meta:
-            raise ConfigError("is missing", source=str(path), field=key)
-    return meta
 
 
 @dataclass(frozen=True)

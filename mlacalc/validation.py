@@ -15,8 +15,8 @@ from typing import Any
 
 from .config import load_model
 from .errors import ConfigError
-from .hardware import hardware_from_measurements, measured_sets, _measurements_dir
-from .roofline import Calibration, _read_sidecar, predict_time
+from .hardware import _measurements_dir, hardware_from_measurements, measured_sets, read_sidecar
+from .roofline import Calibration, predict_time
 
 __all__ = ["ValidationRow", "ValidationSet", "validate", "default_measurement_files"]
 
@@ -87,7 +87,7 @@ def validate_file(json_path: "str | Path", mode: str = "unfused") -> ValidationS
     path = Path(json_path)
     if path.suffix == ".csv":
         path = path.with_suffix(".json")
-    meta = _read_sidecar(path)
+    meta = read_sidecar(path)
     csv_path = path.parent / meta["rows_file"]
     try:
         with open(csv_path, newline="", encoding="utf-8") as fh:

@@ -5,8 +5,6 @@ query compression, dense and causal kernels, sliding windows, over a grid of sha
 Counts must be equal, not close.
 """
 
-import itertools
-
 import pytest
 
 torch = pytest.importorskip("torch")

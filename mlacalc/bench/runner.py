@@ -192,7 +192,6 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
         t = _stats(time_fn(lambda i: torch.nn.functional.linear(vec, mats[i % 2]), device, warmup=2, repeats=10,
                            max_seconds=10))
         out["gemv_bytes_per_s"][dt] = mats[0].nbytes / t["median_s"]
-        del mats
     # GEMMs [M x n] @ [n x n] from a matrix-vector product to a square-ish product: the time a
     # projection of M tokens takes, whose skinniness no datasheet peak accounts for
     out["gemm_m_sweep"] = {}
@@ -207,14 +206,12 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
                                repeats=10, max_seconds=3))
             seconds.append(t["median_s"])
         out["gemm_m_sweep"][dt] = {"n": n, "m": ms, "seconds": seconds}
-        del mats
     elements = (1 << 29) if device.type == "cuda" else (1 << 26)        # 2 GiB / 256 MiB of fp32
     src = torch.randn(elements, generator=gen).to(device)
     dst = torch.empty_like(src)
     t = _stats(time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=10))
     out["copy_bytes"] = 2 * src.nbytes
     out["copy_bytes_per_s"] = 2 * src.nbytes / t["median_s"]
-    del src, dst
     tiny = torch.ones(8, device=device)
     calls = 1000
 

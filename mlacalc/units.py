@@ -1,0 +1,26 @@
+"""Human-readable units for reports: bytes in binary units, counts and FLOPs in SI units."""
+
+from __future__ import annotations
+
+__all__ = ["human_bytes", "human_si"]
+
+
+def human_bytes(n: float) -> str:
+    """``73685532672`` -> ``'68.62 GiB'`` (KiB = 2^10 B, GiB = 2^30 B)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    value, i = float(n), 0
+    while abs(value) >= 1024 and i < len(units) - 1:
+        value /= 1024
+        i += 1
+    return f"{int(value)} B" if i == 0 else f"{value:,.2f} {units[i]}"
+
+
+def human_si(n: float, unit: str = "") -> str:
+    """``671026419200`` -> ``'671.03 G'`` (G = 10^9), with an optional unit (``'FLOP/s'``)."""
+    prefixes = ("", "K", "M", "G", "T", "P", "E", "Z")
+    value, i = float(n), 0
+    while abs(value) >= 1000 and i < len(prefixes) - 1:
+        value /= 1000
+        i += 1
+    text = f"{int(value)}" if i == 0 else f"{value:,.2f}"
+    return f"{text} {prefixes[i]}{unit}".rstrip()
