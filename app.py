@@ -302,15 +302,16 @@ with roof_tab:
     for pt in points:
         fig.add_trace(go.Scatter(x=[pt["intensity"]], y=[pt["flops_per_s"]], mode="markers",
                                  name=f"{pt['phase']} {pt['impl']}", marker=dict(size=10)))
-    measured_rows = []
     if device.measured:
-        sets = [v for v in validation() if f"measured:{v['name']}" == hardware]
-        for v in sets:
-            for r in v["rows"]:
-                measured_rows.append(r)
-        if measured_rows:
-            st.caption("Measured points of the committed microbenchmark set are on the predicted-vs-measured "
-                       "chart below.")
+        # the committed measurements of this device: attained FLOP/s at the op sequence's intensity
+        rows_here = [r for v in validation() if f"measured:{v['name']}" == hardware for r in v["rows"]]
+        fig.add_trace(go.Scatter(x=[r["flops"] / r["bytes"] for r in rows_here],
+                                 y=[r["flops"] / r["measured_s"] for r in rows_here], mode="markers",
+                                 name="measured (microbenchmark)", marker=dict(symbol="x", size=7, color="gray"),
+                                 text=[f"{r['model']} {r['impl']} {r['phase']} B={r['batch']} S={r['seq_len']}"
+                                       for r in rows_here]))
+    else:
+        st.caption("Pick a measured device (measured:...) to see the microbenchmark's points on its roofline.")
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})")
     fig.update_layout(height=420, margin=dict(t=20))

@@ -34,6 +34,8 @@ class ValidationRow:
     measured_s: float
     predicted_s: float
     bound: str
+    flops: int = 0
+    bytes: int = 0
 
     @property
     def error(self) -> float:
@@ -43,7 +45,8 @@ class ValidationRow:
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "variant": self.variant, "impl": self.impl, "phase": self.phase,
                 "batch": self.batch, "seq_len": self.seq_len, "measured_s": self.measured_s,
-                "predicted_s": self.predicted_s, "error": self.error, "bound": self.bound}
+                "predicted_s": self.predicted_s, "error": self.error, "bound": self.bound, "flops": self.flops,
+                "bytes": self.bytes}
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def validate_file(json_path: "str | Path", mode: str = "unfused") -> ValidationS
                          dtype=r["dtype"], calibration=calibration)
         rows.append(ValidationRow(model=model.name, variant=model.variant, impl=r["impl"], phase=r["phase"],
                                   batch=int(r["batch"]), seq_len=int(r["seq_len"]), measured_s=float(r["median_s"]),
-                                  predicted_s=p.seconds, bound=p.bound))
+                                  predicted_s=p.seconds, bound=p.bound, flops=p.flops, bytes=p.bytes))
     if not rows:
         raise ConfigError("has no ok rows to validate", source=str(csv_path))
     return ValidationSet(name=path.stem, device=meta["device"]["name"], mode=mode, rows=tuple(rows),
