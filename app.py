@@ -259,7 +259,7 @@ with params_tab:
     parts = {k: v for k, v in p["breakdown"].items() if v}
     fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts.keys()), orientation="h"))
     fig.update_layout(xaxis_title="parameters", height=320, margin=dict(t=20, b=40))
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(type="log", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="params_chart")
     st.dataframe([{"projection (one layer)": k, "parameters": v} for k, v in p["attention_breakdown"].items()],
                  hide_index=True, width="stretch")
@@ -279,7 +279,7 @@ with flops_tab:
         fig.add_trace(go.Bar(name=stage, x=[r["impl"] + ("*" if r["default"] else "") for r in shown],
                              y=[r["stage_flops"][stage] for r in shown]))
     fig.update_layout(barmode="stack", yaxis_title=f"{phase} FLOPs, all layers", height=360, margin=dict(t=20))
-    fig.update_yaxes(type="log" if model.is_mla else "linear")
+    fig.update_yaxes(type="log" if model.is_mla else "linear", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="flops_chart")
     if model.is_mla:
         by_impl = {r["impl"]: r for r in shown if not r["default"]}
@@ -313,11 +313,11 @@ with roof_tab:
     else:
         st.caption("Pick a measured device (measured:...) to see the microbenchmark's points on its roofline.")
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
-    fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})")
+    fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})", exponentformat="SI")
     fig.update_layout(height=420, margin=dict(t=20))
     st.plotly_chart(fig, width="stretch", key="roof_chart")
     st.dataframe([{**pt, "seconds": pt["seconds"]} for pt in points], hide_index=True, width="stretch")
-    st.markdown(f"Ridge point of {device.name}: **{device.ridge_point:,.1f} FLOP/byte**")
+    st.markdown(f"Ridge point of {device.name} ({dtype}): **{peak / bw:,.1f} FLOP/byte**")
     st.markdown("**Predicted vs measured** (the unfused roofline on the committed microbenchmark sets)")
     for v in validation():
         st.markdown(f"{v['name']} ({v['device']}): median |error| **{100 * v['median_abs_error']:.1f}%**, "

@@ -42,7 +42,7 @@ def test_default_scenario_every_view():
     m = metrics(at)
     assert m["absorbed / naive attention-core FLOPs"] == "3.40x"
     assert m["total (main model)"] == "671.03 G"
-    assert "Ridge point of H200: **206.2 FLOP/byte**" in text
+    assert "Ridge point of H200 (bf16): **206.2 FLOP/byte**" in text
     assert "median |error|" in text
     assert len(at.tabs) == 5 and len(at.latex) >= 3 and not at.error
 
