@@ -278,8 +278,10 @@ with flops_tab:
     for stage in ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"):
         fig.add_trace(go.Bar(name=stage, x=[r["impl"] + ("*" if r["default"] else "") for r in shown],
                              y=[r["stage_flops"][stage] for r in shown]))
-    fig.update_layout(barmode="stack", yaxis_title=f"{phase} FLOPs, all layers", height=360, margin=dict(t=20))
-    fig.update_yaxes(type="log" if model.is_mla else "linear", exponentformat="SI")
+    flops_log = st.checkbox("log scale (stages side by side)", key="flops_log")
+    fig.update_layout(barmode="group" if flops_log else "stack", yaxis_title=f"{phase} FLOPs, all layers",
+                      height=360, margin=dict(t=20))
+    fig.update_yaxes(type="log" if flops_log else "linear", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="flops_chart")
     if model.is_mla:
         by_impl = {r["impl"]: r for r in shown if not r["default"]}
