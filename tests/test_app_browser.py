@@ -88,9 +88,12 @@ def test_app_in_chromium(server, browser):
     browser.get(server)
     default = f"{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes"
     _wait_text(browser, default)
-    browser.save_screenshot(str(SHOTS / "app-default.png"))
 
-    box = browser.find_element(By.CSS_SELECTOR, 'input[aria-label="context length (tokens)"]')
+    # the text can arrive before the widgets' lazily loaded components: wait for the input itself
+    selector = 'input[aria-label="context length (tokens)"]'
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, selector))
+    box = browser.find_element(By.CSS_SELECTOR, selector)
+    browser.save_screenshot(str(SHOTS / "app-default.png"))
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys("4096", Keys.ENTER)
     changed = f"{mlacalc.kv_cache_bytes('deepseek-v3', 4096, 8):,} bytes"

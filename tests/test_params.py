@@ -136,3 +136,12 @@ def test_weight_bytes():
     assert mlacalc.weight_bytes("deepseek-v3", "bf16") == 2 * 671_026_419_200
     assert mlacalc.weight_bytes("llama-2-7b", "int4") == 6_738_415_616 // 2
     assert mlacalc.weight_bytes("deepseek-v3", "fp8", include_mtp=True) == 682_636_487_424
+
+
+def test_deepseek_v3_mtp_published_11_5b():
+    """README_WEIGHTS: the MTP module has '11.5B unique' parameters. Our 11.61B counts its eh_proj
+    (2d -> d, 102,760,448); without it the module's layer and norms give 11.51B."""
+    c = mlacalc.param_counts("deepseek-v3")
+    eh_proj = 2 * 7168 * 7168
+    assert c.mtp - eh_proj == 11_507_307_776
+    assert agrees(c.mtp - eh_proj, "11.5B") and not agrees(c.mtp, "11.5B")
