@@ -482,7 +482,7 @@ def import_hf(config, output):
 
     from .config import load_model
 
-    m = load_model(config if config.endswith(".json") or not config.endswith((".yaml", ".yml")) else config)
+    m = load_model(config)
     data = {k: v for k, v in m.to_dict().items()
             if (v not in (None, "", []) or (k == "q_lora_rank" and m.is_mla)) and k != "aliases"}
     keep = {"falcon": ("parallel_attn", "bias")}.get(m.family, ())

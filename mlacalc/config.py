@@ -500,8 +500,8 @@ def import_hf_config(data: Any, origin: str = "config.json") -> ModelConfig:
             raw.setdefault("weights_dtype", canonical_dtype(torch_dtype))
         except UnknownDtypeError:
             pass
-    if data.get("quantization_config", {}).get("quant_method") == "fp8" if isinstance(
-            data.get("quantization_config"), dict) else False:
+    quantization = data.get("quantization_config")
+    if isinstance(quantization, dict) and quantization.get("quant_method") == "fp8":
         raw["weights_dtype"] = "fp8"
     if family != "deepseek" and family != "minicpm3":
         for key in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
