@@ -8,6 +8,20 @@ cache_write). Arguments may be Python ints (exact) or numpy arrays (sweeps).
 
 # fmt: off
 
+from typing import Callable, NamedTuple
+
+
+class LayerFunctions(NamedTuple):
+    """The evaluators of one layer; ``args`` names their parameters, in order."""
+
+    args: tuple
+    ops: Callable
+    kv_row_elements: Callable
+    params: Callable
+    matmul_flops: Callable
+    shapes: Callable
+
+
 ARGS_mha = ('B', 'P', 'S', 'b', 'b_a', 'b_w', 'beta_o', 'beta_qkv', 'd', 'd_h', 'n_h', 'n_kv', 'q', 'rho',)
 
 def ops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
@@ -486,13 +500,13 @@ def params_mla_absorbed_merged_noqlora(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d
 
 
 LAYERS = {
-    'mha': (ARGS_mha, ops_mha, kv_row_elements_mha, params_mha, matmul_flops_mha, shapes_mha),
-    'mla_naive_qlora': (ARGS_mla_naive_qlora, ops_mla_naive_qlora, kv_row_elements_mla_naive_qlora, params_mla_naive_qlora, matmul_flops_mla_naive_qlora, shapes_mla_naive_qlora),
-    'mla_naive_noqlora': (ARGS_mla_naive_noqlora, ops_mla_naive_noqlora, kv_row_elements_mla_naive_noqlora, params_mla_naive_noqlora, matmul_flops_mla_naive_noqlora, shapes_mla_naive_noqlora),
-    'mla_compressed_qlora': (ARGS_mla_compressed_qlora, ops_mla_compressed_qlora, kv_row_elements_mla_compressed_qlora, params_mla_compressed_qlora, matmul_flops_mla_compressed_qlora, shapes_mla_compressed_qlora),
-    'mla_compressed_noqlora': (ARGS_mla_compressed_noqlora, ops_mla_compressed_noqlora, kv_row_elements_mla_compressed_noqlora, params_mla_compressed_noqlora, matmul_flops_mla_compressed_noqlora, shapes_mla_compressed_noqlora),
-    'mla_absorbed_qlora': (ARGS_mla_absorbed_qlora, ops_mla_absorbed_qlora, kv_row_elements_mla_absorbed_qlora, params_mla_absorbed_qlora, matmul_flops_mla_absorbed_qlora, shapes_mla_absorbed_qlora),
-    'mla_absorbed_noqlora': (ARGS_mla_absorbed_noqlora, ops_mla_absorbed_noqlora, kv_row_elements_mla_absorbed_noqlora, params_mla_absorbed_noqlora, matmul_flops_mla_absorbed_noqlora, shapes_mla_absorbed_noqlora),
-    'mla_absorbed_merged_qlora': (ARGS_mla_absorbed_merged_qlora, ops_mla_absorbed_merged_qlora, kv_row_elements_mla_absorbed_merged_qlora, params_mla_absorbed_merged_qlora, matmul_flops_mla_absorbed_merged_qlora, shapes_mla_absorbed_merged_qlora),
-    'mla_absorbed_merged_noqlora': (ARGS_mla_absorbed_merged_noqlora, ops_mla_absorbed_merged_noqlora, kv_row_elements_mla_absorbed_merged_noqlora, params_mla_absorbed_merged_noqlora, matmul_flops_mla_absorbed_merged_noqlora, shapes_mla_absorbed_merged_noqlora),
+    'mha': LayerFunctions(ARGS_mha, ops_mha, kv_row_elements_mha, params_mha, matmul_flops_mha, shapes_mha),
+    'mla_naive_qlora': LayerFunctions(ARGS_mla_naive_qlora, ops_mla_naive_qlora, kv_row_elements_mla_naive_qlora, params_mla_naive_qlora, matmul_flops_mla_naive_qlora, shapes_mla_naive_qlora),
+    'mla_naive_noqlora': LayerFunctions(ARGS_mla_naive_noqlora, ops_mla_naive_noqlora, kv_row_elements_mla_naive_noqlora, params_mla_naive_noqlora, matmul_flops_mla_naive_noqlora, shapes_mla_naive_noqlora),
+    'mla_compressed_qlora': LayerFunctions(ARGS_mla_compressed_qlora, ops_mla_compressed_qlora, kv_row_elements_mla_compressed_qlora, params_mla_compressed_qlora, matmul_flops_mla_compressed_qlora, shapes_mla_compressed_qlora),
+    'mla_compressed_noqlora': LayerFunctions(ARGS_mla_compressed_noqlora, ops_mla_compressed_noqlora, kv_row_elements_mla_compressed_noqlora, params_mla_compressed_noqlora, matmul_flops_mla_compressed_noqlora, shapes_mla_compressed_noqlora),
+    'mla_absorbed_qlora': LayerFunctions(ARGS_mla_absorbed_qlora, ops_mla_absorbed_qlora, kv_row_elements_mla_absorbed_qlora, params_mla_absorbed_qlora, matmul_flops_mla_absorbed_qlora, shapes_mla_absorbed_qlora),
+    'mla_absorbed_noqlora': LayerFunctions(ARGS_mla_absorbed_noqlora, ops_mla_absorbed_noqlora, kv_row_elements_mla_absorbed_noqlora, params_mla_absorbed_noqlora, matmul_flops_mla_absorbed_noqlora, shapes_mla_absorbed_noqlora),
+    'mla_absorbed_merged_qlora': LayerFunctions(ARGS_mla_absorbed_merged_qlora, ops_mla_absorbed_merged_qlora, kv_row_elements_mla_absorbed_merged_qlora, params_mla_absorbed_merged_qlora, matmul_flops_mla_absorbed_merged_qlora, shapes_mla_absorbed_merged_qlora),
+    'mla_absorbed_merged_noqlora': LayerFunctions(ARGS_mla_absorbed_merged_noqlora, ops_mla_absorbed_merged_noqlora, kv_row_elements_mla_absorbed_merged_noqlora, params_mla_absorbed_merged_noqlora, matmul_flops_mla_absorbed_merged_noqlora, shapes_mla_absorbed_merged_noqlora),
 }

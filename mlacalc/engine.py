@@ -158,17 +158,17 @@ def _model_dims(model: ModelConfig) -> dict[str, int]:
                 d_h=model.head_dim, beta_qkv=qkv, beta_o=out, rho=rope)
 
 
-def _call(fn, names, values):
-    return fn(*[values[n] for n in names])
+def _call(fns: gen.LayerFunctions, fn, values):
+    return fn(*[values[n] for n in fns.args])
 
 
 def attention_params(model: "ModelConfig | str") -> dict[str, int]:
     """Parameters of each attention projection of one layer (reference-implementation names)."""
     model = _model(model)
-    names, _, _, params_fn, _, _ = gen.LAYERS[_layer_key(model, "absorbed")]
-    values = dict.fromkeys(names, 0)
+    fns = gen.LAYERS[_layer_key(model, "absorbed")]
+    values = dict.fromkeys(fns.args, 0)
     values.update(_model_dims(model))
-    out = _call(params_fn, names, values)
+    out = _call(fns, fns.params, values)
     if model.is_mla:
         return out
     if model.family == "falcon":   # one fused query_key_value matrix
@@ -222,10 +222,10 @@ class KVCache:
 
 def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
     dims = _model_dims(model)
-    names, _, row_fn, _, _, _ = gen.LAYERS[_layer_key(model, impl)]
-    values = dict.fromkeys(names, 0)
+    fns = gen.LAYERS[_layer_key(model, impl)]
+    values = dict.fromkeys(fns.args, 0)
     values.update(dims)
-    elements = _call(row_fn, names, values)
+    elements = _call(fns, fns.kv_row_elements, values)
     if model.is_mla and impl != "naive":
         return elements, layout.row_bytes(model.kv_lora_rank, model.qk_rope_head_dim)
     return elements, layout.row_bytes(elements)
@@ -416,10 +416,10 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
     values = dict(_model_dims(model), B=batch, q=q, S=keys,
                   P=attended_pairs(q, seq_len, window, causal),
                   b=Fraction(row_bytes, elements), b_w=Fraction(w_bits, 8), b_a=Fraction(a_bits, 8))
-    names, ops_fn, _, _, _, shapes_fn = gen.LAYERS[_layer_key(model, impl)]
+    fns = gen.LAYERS[_layer_key(model, impl)]
     ops = []
-    shapes = _call(shapes_fn, names, values)
-    for (name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w), shape in zip(_call(ops_fn, names, values), shapes):
+    shapes = _call(fns, fns.shapes, values)
+    for (name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w), shape in zip(_call(fns, fns.ops, values), shapes):
         ops.append(OpCost(name=name, stage=stage, kind=kind, flops=_ceil(flops),
                           bytes_read=_ceil(a_r + w_r + c_r), bytes_written=_ceil(a_w + c_w),
                           weight_bytes=_ceil(w_r), cache_bytes_read=_ceil(c_r), cache_bytes_written=_ceil(c_w),

@@ -40,6 +40,18 @@ class UnknownHardwareError(KeyError, MlacalcError):
                 "or a YAML file, or measured:<set> for a measured device.")
 
 
+def lookup_peak(peaks: dict[str, float], dtype: str) -> float | None:
+    """The rate for ``dtype`` in a dtype -> FLOP/s table (fp8 variants share ``fp8``; a device
+    without fp8 units runs fp8 weights upcast at its bf16 rate), or None."""
+    key = canonical_dtype(dtype)
+    key = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(key, key)
+    if key in peaks:
+        return peaks[key]
+    if key == "fp8" and "bf16" in peaks:
+        return peaks["bf16"]
+    return None
+
+
 @dataclass(frozen=True)
 class HardwareSpec:
     """A device: dense peak FLOP/s per dtype, bandwidth, capacity.
@@ -66,14 +78,11 @@ class HardwareSpec:
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; fp8 falls back to the bf16 rate where a device has no fp8."""
-        key = canonical_dtype(dtype)
-        key = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(key, key)
-        if key in self.peak_flops_per_s:
-            return self.peak_flops_per_s[key]
-        if key == "fp8" and "bf16" in self.peak_flops_per_s:
-            return self.peak_flops_per_s["bf16"]   # no fp8 units: fp8 weights are upcast
-        raise InvalidArgumentError("dtype", f"{self.name} has no {key} peak; known: "
-                                   + ", ".join(self.peak_flops_per_s))
+        value = lookup_peak(self.peak_flops_per_s, dtype)
+        if value is None:
+            raise InvalidArgumentError("dtype", f"{self.name} has no {canonical_dtype(dtype)} peak; known: "
+                                       + ", ".join(self.peak_flops_per_s))
+        return value
 
     @property
     def ridge_point(self) -> float:

@@ -37,7 +37,7 @@ from .config import ModelConfig
 from .dtypes import canonical_dtype, dtype_bits
 from .engine import _layer_key, _model, attention_cost, resolve_impl
 from .errors import InvalidArgumentError
-from .hardware import HardwareSpec, load_hardware, read_sidecar
+from .hardware import HardwareSpec, load_hardware, lookup_peak, read_sidecar
 
 __all__ = ["Calibration", "OpTime", "Prediction", "predict_time", "ffn_ops", "LAUNCHES", "TILE"]
 
@@ -234,12 +234,9 @@ class _Rates:
 
     def peak(self, dtype: str) -> float:
         if self.cal is not None:
-            key = canonical_dtype(dtype)
-            key = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(key, key)
-            if key in self.cal.matmul_flops_per_s:
-                return self.cal.matmul_flops_per_s[key]
-            if key == "fp8" and "bf16" in self.cal.matmul_flops_per_s:
-                return self.cal.matmul_flops_per_s["bf16"]
+            measured = lookup_peak(self.cal.matmul_flops_per_s, dtype)
+            if measured is not None:
+                return measured
         return self.hw.peak(dtype)
 
     def matmul_peak(self, has_weight: bool) -> float:
@@ -273,7 +270,8 @@ def _matmul_time(rates: _Rates, name, stage, flops, nbytes, shape, has_weight, l
 
 
 def _attention_ops(model: ModelConfig, rates: _Rates, phase, seq_len, batch, q_len, impl, causal, mode,
-                   kv_dtype, layers: int) -> list[OpTime]:
+                   kv_dtype, layers: int) -> tuple[list[OpTime], int]:
+    """The attention kernels of ``layers`` layers, and the new tokens per sequence of the step."""
     cost = attention_cost(model, phase, seq_len, batch, q_len, impl, causal, kv_dtype, rates.weight_dtype,
                           rates.dtype)
     out: list[OpTime] = []
@@ -314,7 +312,7 @@ def _attention_ops(model: ModelConfig, rates: _Rates, phase, seq_len, batch, q_l
         out.append(_matmul_time(rates, "attention", "core", scores.flops + pv.flops, core_bytes, shape, False, 1))
     if layers != 1:
         out = [_scale(o, layers) for o in out]
-    return out
+    return out, cost.q_len
 
 
 def _scale(op: OpTime, n: int) -> OpTime:
@@ -404,14 +402,10 @@ def predict_time(model: "ModelConfig | str", hardware: "HardwareSpec | str", pha
     rates = _Rates(hw, calibration, dtype, weight_dtype, launch_latency_s)
     kv = kv_dtype or dtype
     resolved = resolve_impl(m, impl, phase)
-    if scope == "attention_layer":
-        one = m.with_changes(num_hidden_layers=1)
-        ops = _attention_ops(one, rates, phase, seq_len, batch, q_len, impl, causal, mode, kv, 1)
-        q = ops and attention_cost(one, phase, seq_len, batch, q_len, impl).q_len
-    else:
-        one = m.with_changes(num_hidden_layers=1)
-        ops = _attention_ops(one, rates, phase, seq_len, batch, q_len, impl, causal, mode, kv, m.num_hidden_layers)
-        q = attention_cost(one, phase, seq_len, batch, q_len, impl).q_len
+    one = m.with_changes(num_hidden_layers=1)
+    layers = 1 if scope == "attention_layer" else m.num_hidden_layers
+    ops, q = _attention_ops(one, rates, phase, seq_len, batch, q_len, impl, causal, mode, kv, layers)
+    if scope == "model":
         ops += ffn_ops(m, rates, batch * q, mode)
         ops += _head_ops(m, rates, batch)
     return Prediction(model=m.name, hardware=hw.name, phase=phase, seq_len=seq_len, batch=batch, q_len=q,

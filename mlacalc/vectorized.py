@@ -93,9 +93,9 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
     window = m.sliding_window
     keys = S if window is None else np.minimum(S, window)
     layout = resolve_kv_layout(kv_dtype)
-    names, ops_fn, row_fn, _, flops_fn, _ = gen.LAYERS[_layer_key(m, impl_name)]
+    fns = gen.LAYERS[_layer_key(m, impl_name)]
     values.setdefault("n_kv", np.float64(0))
-    row = row_fn(*[values.get(n, 0.0) for n in names])
+    row = fns.kv_row_elements(*[values.get(n, 0.0) for n in fns.args])
 
     def layout_bytes(main, rope):
         rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
@@ -127,10 +127,10 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
         raise InvalidArgumentError("phase", f"unknown phase {phase!r}")
     values.update(B=B, q=q, S=keys, P=_pairs(q, S, window, causal), b=ops_row_bytes / row,
                   b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8, b_a=dtype_bits(act_dtype) / 8)
-    args = [values[n] for n in names]
+    args = [values[n] for n in fns.args]
     if quantity == "attention_flops":
-        return np.asarray(layers * flops_fn(*args), dtype=np.float64)
-    ops = ops_fn(*args)
+        return np.asarray(layers * fns.matmul_flops(*args), dtype=np.float64)
+    ops = fns.ops(*args)
     if quantity == "unfused_bytes":
         total = sum(op[4] + op[5] + op[6] + op[7] + op[8] for op in ops)
     else:

@@ -28,9 +28,9 @@ def test_summed_flops_function_equals_sum_of_ops():
         model = mlacalc.load_model(name)
         for impl in (("naive", "compressed", "absorbed", "absorbed_merged") if model.is_mla else ("standard",)):
             cost = mlacalc.attention_cost(model, "chunk", 5000, batch=3, q_len=70, impl=None if impl == "standard" else impl)
-            names, _, _, _, flops_fn, _ = gen.LAYERS[mlacalc.engine._layer_key(model, impl)]
+            fns = gen.LAYERS[mlacalc.engine._layer_key(model, impl)]
             values = dict(mlacalc.engine._model_dims(model), B=3, q=70, S=5000, P=70 * 5000, b=2, b_w=1, b_a=2)
-            assert flops_fn(*[values.get(n, 0) for n in names]) * model.num_hidden_layers == cost.flops
+            assert fns.matmul_flops(*[values.get(n, 0) for n in fns.args]) * model.num_hidden_layers == cost.flops
 
 
 def test_matmul_shapes_give_the_flops():

@@ -62,6 +62,20 @@ def render() -> str:
         "",
         "# fmt: off",
         "",
+        "from typing import Callable, NamedTuple",
+        "",
+        "",
+        "class LayerFunctions(NamedTuple):",
+        '    """The evaluators of one layer; ``args`` names their parameters, in order."""',
+        "",
+        "    args: tuple",
+        "    ops: Callable",
+        "    kv_row_elements: Callable",
+        "    params: Callable",
+        "    matmul_flops: Callable",
+        "    shapes: Callable",
+        "",
+        "",
     ]
     registry = []
     for layer in layers():
@@ -105,7 +119,8 @@ def render() -> str:
         registry.append(layer.key)
     lines.append("LAYERS = {")
     for key in registry:
-        lines.append(f"    {key!r}: (ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, matmul_flops_{key}, shapes_{key}),")
+        lines.append(f"    {key!r}: LayerFunctions(ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, "
+                     f"matmul_flops_{key}, shapes_{key}),")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
