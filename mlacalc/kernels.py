@@ -1,0 +1,111 @@
+"""The kernel vocabulary of the time model.
+
+A step of a model, and every row of a measured set, is described as kernels: a kernel class
+(``kind``), the dtype it computes in, its exact FLOPs and minimal HBM bytes, the number of
+kernel calls it stands for, and the shape fields its class needs. Kernels of one class are
+held column-wise in a :class:`KernelBatch` so that a time model predicts thousands of rows
+with one numpy expression; a single :class:`Kernel` is a batch of one.
+
+The classes and the shape fields each one carries:
+
+=====================  ==============================================================
+kind                   shape fields
+=====================  ==============================================================
+``gemm``               ``m``, ``n``, ``k`` (one ``[m, k] @ [k, n]`` product), ``groups``
+                       (independent products of that shape in one call: a batched GEMM)
+``attention_prefill``  ``batch``, ``q_len``, ``kv_len``, ``n_heads``, ``n_kv``,
+                       ``head_dim_qk``, ``head_dim_v``, ``window`` (0 = full), ``causal``
+``attention_decode``   as ``attention_prefill`` (``q_len`` = new tokens per sequence)
+``mla_prefill``        as ``attention_prefill``, expanded MLA heads
+``mla_decode``         as ``attention_prefill``, latent heads (``n_kv`` = 1,
+                       ``head_dim_qk`` = ``d_c + d_rope``, ``head_dim_v`` = ``d_c``)
+``moe``                ``tokens``, ``hidden``, ``inter`` (per expert, local), ``experts``
+                       (local), ``topk``, ``active_experts`` (experts the batch touches
+                       on the rank), ``max_tokens_per_expert``, ``gated`` (1/0)
+``elementwise``        ``elements``
+``quantize``           ``elements``
+``all_reduce``,        ``message_bytes`` (per rank), ``n_gpus``
+``all_gather``,
+``reduce_scatter``,
+``all_to_all``,
+``p2p``
+``dispatch``,          ``tokens`` (per rank), ``hidden``, ``topk``, ``n_gpus``,
+``combine``            ``message_bytes``
+=====================  ==============================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Kernel", "KernelBatch", "KERNEL_KINDS", "batches_of"]
+
+KERNEL_KINDS = (
+    "gemm",
+    "attention_prefill",
+    "attention_decode",
+    "mla_prefill",
+    "mla_decode",
+    "moe",
+    "elementwise",
+    "quantize",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "p2p",
+    "dispatch",
+    "combine",
+)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel call (or ``calls`` identical calls) with exact FLOPs and bytes."""
+
+    name: str
+    kind: str
+    dtype: str
+    flops: int
+    bytes: int
+    calls: int = 1
+    shape: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "flops": self.flops,
+                "bytes": self.bytes, "calls": self.calls, "shape": dict(self.shape)}
+
+
+@dataclass(frozen=True)
+class KernelBatch:
+    """Kernels of one ``kind`` and ``dtype``, column-wise (numpy arrays of equal length)."""
+
+    kind: str
+    dtype: str
+    flops: np.ndarray
+    bytes: np.ndarray
+    calls: np.ndarray
+    shape: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.flops.shape[0])
+
+
+def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
+    """Group single kernels by (kind, dtype) into batches; each with the indices it came from."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, k in enumerate(kernels):
+        groups.setdefault((k.kind, k.dtype), []).append(i)
+    out = []
+    for (kind, dtype), idx in groups.items():
+        ks = [kernels[i] for i in idx]
+        names = sorted({n for k in ks for n in k.shape})
+        shape = {n: np.array([k.shape.get(n, 0) for k in ks], dtype=np.float64) for n in names}
+        out.append((idx, KernelBatch(kind, dtype,
+                                     np.array([k.flops for k in ks], dtype=np.float64),
+                                     np.array([k.bytes for k in ks], dtype=np.float64),
+                                     np.array([k.calls for k in ks], dtype=np.float64), shape)))
+    return out
