@@ -1,16 +1,26 @@
-"""The hardware catalogue: peak FLOP/s per dtype, memory bandwidth and capacity.
+"""The hardware catalogue: what a kernel model needs to know about a device.
 
-One YAML file per device in ``hardware_configs/`` with its ``source``. Peaks are dense
-(no 2:4 sparsity) tensor-core rates with FP32 accumulate unless a file says otherwise;
-units are in the field names (``peak_tflops``, ``memory_bandwidth_gb_per_s``,
-``memory_gb``, decimal: 1 TFLOP/s = 1e12 FLOP/s, 1 GB = 1e9 B). A device the
-microbenchmark measured loads from its sidecar with ``"measured:<set name>"`` (or the
-path of the ``.json``): its peaks are the measured matmul and copy ceilings.
+One YAML file per device in ``hardware_configs/``: dense tensor rates per dtype, HBM
+bandwidth and capacity, SM count, L2 size, the clock of the quoted tensor peak, the
+scale-up link (NVLink, Infinity Fabric or PCIe) and the scale-out network per GPU with
+their latencies, and the GPUs per node. ``source`` cites the device's documents and
+``field_sources`` names the source of every figure. Peaks are dense (no 2:4 sparsity)
+tensor-core rates with FP32 accumulate unless a file says otherwise; units are in the
+field names (decimal: 1 TFLOP/s = 1e12 FLOP/s, 1 GB = 1e9 B; ``l2_mib`` is 2^20 B);
+link bandwidths are per GPU in each direction. A device the microbenchmark measured
+loads from its sidecar with ``"measured:<set name>"`` (or the path of the ``.json``): its
+peaks are the measured matmul and copy ceilings.
+
+Names are case-insensitive. A family name that fits several entries (``"A100"``) is an
+error listing them; a family name with one usual meaning (``"H100"``) resolves to it and
+says so in the spec's ``alias_note``; the systems of the shared measured sets
+(``"h100_sxm"``, ``"a100_sxm"``) resolve to their catalogue devices.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from difflib import get_close_matches
@@ -20,11 +30,24 @@ from typing import Any
 from .dtypes import canonical_dtype
 from .errors import ConfigError, InvalidArgumentError, MlacalcError, UnknownDtypeError
 
-__all__ = ["HardwareSpec", "load_hardware", "shipped_hardware", "measured_sets", "UnknownHardwareError"]
+__all__ = ["AmbiguousHardwareError", "HardwareSpec", "UnknownHardwareError", "load_hardware", "measured_sets",
+           "shipped_hardware"]
 
-_FIELDS = {"name", "display_name", "vendor", "form_factor", "peak_tflops", "accumulate",
-           "memory_bandwidth_gb_per_s", "memory_gb", "sm_count", "source", "notes", "kind", "launch_latency_us"}
+_NUMBER_FIELDS = ("memory_bandwidth_gb_per_s", "memory_gb", "sm_count", "l2_mib", "boost_clock_mhz",
+                  "scale_up_gb_per_s", "scale_up_latency_us", "scale_out_gb_per_s", "scale_out_latency_us",
+                  "gpus_per_node", "launch_latency_us")
+_FIELDS = {"name", "display_name", "vendor", "form_factor", "peak_tflops", "accumulate", "source", "notes",
+           "kind", "scale_up_link", "scale_out_link", "field_sources", *_NUMBER_FIELDS}
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
+
+#: A family name with one usual meaning: the entry it resolves to.
+ALIASES: dict[str, str] = {"h100": "H100-SXM", "h200-sxm": "H200", "h800-sxm": "H800", "b200-hgx": "B200",
+                           "rtx4090": "RTX-4090", "rtx4080": "RTX-4080", "4090": "RTX-4090", "4080": "RTX-4080"}
+#: The systems of aiconfigurator-layout measured sets and the catalogue device each one is.
+MEASURED_SYSTEMS: dict[str, str] = {"h100_sxm": "H100-SXM", "a100_sxm": "A100-SXM-80GB", "h200_sxm": "H200",
+                                    "b200_sxm": "B200", "l40s": "L40S"}
+#: A family name with several entries: it lists them instead of picking one.
+FAMILIES: dict[str, tuple[str, ...]] = {"a100": ("A100-SXM-80GB", "A100-PCIe-40GB")}
 
 
 class UnknownHardwareError(KeyError, MlacalcError):
@@ -38,6 +61,15 @@ class UnknownHardwareError(KeyError, MlacalcError):
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         return (f"unknown hardware '{self.name}'.{hint} Known: {', '.join(self.known)}; "
                 "or a YAML file, or measured:<set> for a measured device.")
+
+
+class AmbiguousHardwareError(InvalidArgumentError):
+    """A family name (``"A100"``) that fits several catalogue entries; lists them."""
+
+    def __init__(self, name: str, candidates: tuple[str, ...]):
+        self.name, self.candidates = name, tuple(candidates)
+        super().__init__("hardware", f"'{name}' names several catalogue entries: {', '.join(candidates)}; "
+                         "give one of them")
 
 
 def lookup_peak(peaks: dict[str, float], dtype: str) -> float | None:
@@ -75,6 +107,31 @@ class HardwareSpec:
     measured: bool = False
     launch_latency_s: float | None = None
     origin: str = field(default="", compare=False)
+    l2_bytes: int | None = None
+    boost_clock_hz: float | None = None
+    scale_up_link: str = ""
+    scale_up_bytes_per_s: float | None = None
+    scale_up_latency_s: float | None = None
+    scale_out_link: str = ""
+    scale_out_bytes_per_s: float | None = None
+    scale_out_latency_s: float | None = None
+    gpus_per_node: int | None = None
+    field_sources: dict[str, str] = field(default_factory=dict, compare=False)
+    alias_note: str = field(default="", compare=False)
+
+    def link(self, n_gpus: int) -> tuple[float, float]:
+        """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
+        scale-up link within a node, the scale-out network across nodes. A missing latency is 0
+        (the time model's fixed cost per call stands for it); a missing bandwidth is an error."""
+        within = self.gpus_per_node is None or n_gpus <= self.gpus_per_node
+        if within or n_gpus <= 1:
+            bw, lat, what = self.scale_up_bytes_per_s, self.scale_up_latency_s, "scale_up_gb_per_s"
+        else:
+            bw, lat, what = self.scale_out_bytes_per_s, self.scale_out_latency_s, "scale_out_gb_per_s"
+        if bw is None:
+            raise InvalidArgumentError("hardware", f"{self.name} has no {what} for a group of {n_gpus} GPUs; "
+                                       f"add it to a hardware file (see docs/hardware.md)")
+        return bw, lat or 0.0
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; fp8 falls back to the bf16 rate where a device has no fp8."""
@@ -96,7 +153,12 @@ class HardwareSpec:
                 "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
                 "memory_bytes": self.memory_bytes, "sm_count": self.sm_count, "accumulate": self.accumulate,
                 "measured": self.measured, "launch_latency_s": self.launch_latency_s, "source": list(self.source),
-                "notes": self.notes}
+                "notes": self.notes, "l2_bytes": self.l2_bytes, "boost_clock_hz": self.boost_clock_hz,
+                "scale_up_link": self.scale_up_link, "scale_up_bytes_per_s": self.scale_up_bytes_per_s,
+                "scale_up_latency_s": self.scale_up_latency_s, "scale_out_link": self.scale_out_link,
+                "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
+                "scale_out_latency_s": self.scale_out_latency_s, "gpus_per_node": self.gpus_per_node,
+                "field_sources": dict(self.field_sources), "alias_note": self.alias_note}
 
 
 def _catalogue_dir() -> Path:
@@ -118,8 +180,9 @@ def measured_sets() -> list[str]:
 
 
 def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"must be a positive number, got {value!r}", source=origin, field=key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"must be a positive finite number, got {value!r}", source=origin, field=key,
+                          fix="give the datasheet figure in the unit the field name says")
     if integer and not isinstance(value, int):
         raise ConfigError(f"must be a positive integer, got {value!r}", source=origin, field=key)
     return value
@@ -158,15 +221,34 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
     kind = data.get("kind", "gpu")
     if kind not in ("gpu", "cpu"):
         raise ConfigError(f"must be gpu or cpu, got {kind!r}", source=origin, field="kind")
+    opt = {k: (_number(origin, k, data[k], integer=k in ("sm_count", "gpus_per_node"))
+               if data.get(k) is not None else None)
+           for k in ("l2_mib", "boost_clock_mhz", "scale_up_gb_per_s", "scale_up_latency_us",
+                     "scale_out_gb_per_s", "scale_out_latency_us", "gpus_per_node")}
+    sources = data.get("field_sources", {}) or {}
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        raise ConfigError("must map field names to the source of each figure", source=origin, field="field_sources")
+    stray = [k for k in sources if k not in _FIELDS]
+    if stray:
+        raise ConfigError("names a field the file does not have", source=origin, field=f"field_sources.{stray[0]}")
+    scaled = lambda k, f: None if opt[k] is None else float(opt[k]) * f
     return HardwareSpec(
         name=str(data["name"]), display_name=str(data.get("display_name", data["name"])), kind=kind,
         peak_flops_per_s=flops,
         memory_bandwidth_bytes_per_s=float(_number(origin, "memory_bandwidth_gb_per_s",
                                                    data["memory_bandwidth_gb_per_s"])) * 1e9,
-        memory_bytes=int(round(float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9)),
+        memory_bytes=round(float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9),
         sm_count=sm, accumulate=str(data.get("accumulate", "fp32")), vendor=str(data.get("vendor", "")),
         form_factor=str(data.get("form_factor", "")), source=source, notes=str(data.get("notes", "")),
-        launch_latency_s=latency, origin=origin)
+        launch_latency_s=latency, origin=origin,
+        l2_bytes=None if opt["l2_mib"] is None else round(opt["l2_mib"] * 2**20),
+        boost_clock_hz=scaled("boost_clock_mhz", 1e6), scale_up_link=str(data.get("scale_up_link", "")),
+        scale_up_bytes_per_s=scaled("scale_up_gb_per_s", 1e9), scale_up_latency_s=scaled("scale_up_latency_us", 1e-6),
+        scale_out_link=str(data.get("scale_out_link", "")),
+        scale_out_bytes_per_s=scaled("scale_out_gb_per_s", 1e9),
+        scale_out_latency_s=scaled("scale_out_latency_us", 1e-6),
+        gpus_per_node=None if opt["gpus_per_node"] is None else int(opt["gpus_per_node"]),
+        field_sources={str(k): v for k, v in sources.items()})
 
 
 def read_sidecar(path: Path) -> dict:
@@ -214,16 +296,27 @@ def _host_memory() -> int | None:
     return None
 
 
-def load_hardware(name_or_path: "str | os.PathLike | HardwareSpec") -> HardwareSpec:
+def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpec:
     """A device spec: a shipped name (``"H100-SXM"``, ``"h200"``), a YAML path,
     ``"measured:<set>"`` for a committed measurement set, or a measurement ``.json``."""
     if isinstance(name_or_path, HardwareSpec):
         return name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise InvalidArgumentError("hardware", f"must be a hardware name or a file path, got {name_or_path!r}")
     text = os.fspath(name_or_path).strip()
     known = {n.lower(): n for n in shipped_hardware()}
-    if text.lower() in known:
-        path = _catalogue_dir() / f"{known[text.lower()]}.yaml"
+    key = text.lower()
+    if key in known:
+        path = _catalogue_dir() / f"{known[key]}.yaml"
         return _load_yaml(path)
+    if key in FAMILIES:
+        raise AmbiguousHardwareError(text, FAMILIES[key])
+    target = ALIASES.get(key) or MEASURED_SYSTEMS.get(key)
+    if target is not None and target.lower() in known:
+        import dataclasses
+
+        spec = _load_yaml(_catalogue_dir() / f"{target}.yaml")
+        return dataclasses.replace(spec, alias_note=f"'{text}' means {target}")
     if text.lower().startswith("measured:"):
         set_name = text.split(":", 1)[1]
         path = _measurements_dir() / f"{set_name}.json"
