@@ -1,0 +1,203 @@
+"""The kernel time model: the time of a kernel on a device, calibrated on measured GPUs.
+
+``predict_batch`` predicts a :class:`~mlacalc.kernels.KernelBatch` (seconds per row, one numpy
+expression per class); ``predict_kernels`` predicts single kernels with their terms, the bound
+and how they were calibrated; ``roofline_seconds`` is the plain roofline (datasheet peak and
+bandwidth, no fixed cost), kept as the ideal. Parameters come from a calibration
+:class:`Profile` (the shipped ``"default"`` profile unless one is given), fitted by
+:func:`calibrate` on measured sets; :mod:`mlacalc.timemodel.model` documents every term.
+
+Examples
+--------
+>>> from mlacalc.kernels import Kernel
+>>> k = Kernel("o_proj", "gemm", "bf16", flops=2 * 64 * 7168 * 16384,
+...            bytes=2 * (64 * 16384 + 16384 * 7168 + 64 * 7168), shape={"m": 64, "n": 7168, "k": 16384})
+>>> t = predict_kernels([k], "H100-SXM")[0]
+>>> t.bound, t.seconds > roofline_seconds(k.flops, k.bytes, "H100-SXM", "bf16")
+('memory', True)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..hardware import HardwareSpec, load_hardware
+from ..kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
+from .device import DeviceFigures, device_figures
+from .model import COMM_KINDS, PARAMS, class_key, kernel_terms
+from .profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
+
+__all__ = [
+    "PARAMS",
+    "DeviceFigures",
+    "KernelTime",
+    "Profile",
+    "batch_terms",
+    "calibrate",
+    "class_key",
+    "device_figures",
+    "load_profile",
+    "predict_batch",
+    "predict_kernels",
+    "roofline_seconds",
+    "shipped_profiles",
+]
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """The predicted time of one kernel (all its ``calls``) and what it is made of."""
+
+    name: str
+    kind: str
+    dtype: str
+    seconds: float
+    compute_s: float
+    memory_s: float
+    fixed_s: float
+    extra_s: float
+    roofline_s: float
+    bound: str
+    calibration: str
+    profile: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "seconds": self.seconds,
+            "compute_s": self.compute_s,
+            "memory_s": self.memory_s,
+            "fixed_s": self.fixed_s,
+            "extra_s": self.extra_s,
+            "roofline_s": self.roofline_s,
+            "bound": self.bound,
+            "calibration": self.calibration,
+            "profile": self.profile,
+        }
+
+
+def _hardware(hardware: HardwareSpec | str) -> HardwareSpec:
+    return hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+
+
+def _check_batch(batch: Any) -> KernelBatch:
+    if not isinstance(batch, KernelBatch):
+        raise InvalidArgumentError("batch", f"expected a KernelBatch, got {type(batch).__name__}")
+    if batch.kind not in KERNEL_KINDS:
+        raise InvalidArgumentError(
+            "batch.kind", f"unknown kernel kind {batch.kind!r}; known: " + ", ".join(KERNEL_KINDS)
+        )
+    return batch
+
+
+def batch_terms(
+    batch: KernelBatch,
+    hardware: HardwareSpec | str,
+    profile: Profile | str | os.PathLike | None = None,
+) -> tuple[dict[str, np.ndarray], str]:
+    """Every term of every row of ``batch`` (see :func:`mlacalc.timemodel.model.kernel_terms`)
+    and how the class was calibrated."""
+    batch = _check_batch(batch)
+    hw = _hardware(hardware)
+    prof = load_profile(profile)
+    params, how = prof.params(hw.name, batch.kind, batch.dtype)
+    return kernel_terms(batch, device_figures(hw), params), how
+
+
+def predict_batch(
+    batch: KernelBatch,
+    hardware: HardwareSpec | str,
+    profile: Profile | str | os.PathLike | None = None,
+) -> np.ndarray:
+    """Seconds per row of ``batch`` on ``hardware`` (all ``calls`` of each row), vectorised."""
+    terms, _ = batch_terms(batch, hardware, profile)
+    return terms["seconds"]
+
+
+def roofline_seconds(
+    flops: float | np.ndarray,
+    nbytes: float | np.ndarray,
+    hardware: HardwareSpec | str,
+    dtype: str = "bf16",
+) -> float | np.ndarray:
+    """The plain roofline: ``max(flops / peak, bytes / bandwidth)`` with datasheet figures, no
+    fixed cost; the ideal no kernel beats."""
+    fig = device_figures(_hardware(hardware))
+    out = np.maximum(
+        np.asarray(flops, dtype=np.float64) / fig.peak(dtype),
+        np.asarray(nbytes, dtype=np.float64) / fig.hbm_bytes_per_s,
+    )
+    return float(out) if out.ndim == 0 else out
+
+
+def _ideal(batch: KernelBatch, hw: HardwareSpec) -> np.ndarray:
+    """The plain roofline of each row (all calls): the link time at the full link bandwidth and
+    no latency for a collective."""
+    if batch.kind in COMM_KINDS:
+        ideal = dict(PARAMS_IDEAL)
+        return kernel_terms(batch, device_figures(hw), ideal)["seconds"]
+    return roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
+
+
+PARAMS_IDEAL = {"link_eff": 1.0, "latency_steps": 0.0, "fixed_s": 0.0}
+
+
+def predict_kernels(
+    kernels: list[Kernel],
+    hardware: HardwareSpec | str,
+    profile: Profile | str | os.PathLike | None = None,
+) -> list[KernelTime]:
+    """The predicted time of each kernel, in order, with its terms and calibration."""
+    hw = _hardware(hardware)
+    prof = load_profile(profile)
+    for i, k in enumerate(kernels):
+        if not isinstance(k, Kernel):
+            raise InvalidArgumentError(
+                f"kernels[{i}]", f"expected a Kernel, got {type(k).__name__}"
+            )
+    out: list[KernelTime | None] = [None] * len(kernels)
+    for idx, batch in batches_of(kernels):
+        terms, how = batch_terms(batch, hw, prof)
+        ideal = _ideal(batch, hw)
+        for j, i in enumerate(idx):
+            k = kernels[i]
+            c, m = float(terms["compute_s"][j]), float(terms["memory_s"][j])
+            fixed, extra = float(terms["fixed_s"][j]), float(terms["extra_s"][j])
+            if k.kind in COMM_KINDS:
+                bound = "link" if m > fixed else "latency"
+            elif fixed + extra > max(c, m):
+                bound = "latency"
+            else:
+                bound = "compute" if c >= m else "memory"
+            out[i] = KernelTime(
+                name=k.name,
+                kind=k.kind,
+                dtype=k.dtype,
+                seconds=float(terms["seconds"][j]),
+                compute_s=c * k.calls,
+                memory_s=m * k.calls,
+                fixed_s=fixed * k.calls,
+                extra_s=extra * k.calls,
+                roofline_s=float(ideal[j]),
+                bound=bound,
+                calibration=how,
+                profile=prof.name,
+            )
+    return [t for t in out if t is not None]
+
+
+def calibrate(measured_sets: Any, **kwargs: Any) -> Profile:
+    """Fit a profile on measured sets (see :func:`mlacalc.timemodel.fit.calibrate`)."""
+    from .fit import calibrate as _calibrate
+
+    return _calibrate(measured_sets, **kwargs)
+
+
+DEFAULT = DEFAULT_PROFILE

@@ -1,0 +1,196 @@
+"""Datasheet figures of a device, as the kernel time model uses them.
+
+Every parameter of a calibration profile is relative to one of these figures (a fraction of
+the tensor rate, of the HBM bandwidth, of the L2 size, of the scale-up link bandwidth), so a
+profile fitted on measured devices predicts any device from its catalogue entry. Figures come
+from the hardware catalogue (:mod:`mlacalc.hardware`); where a catalogue entry lacks one, the
+datasheet value below is used and its source is reported with the prediction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import MlacalcError
+from ..hardware import HardwareSpec, lookup_peak
+
+__all__ = ["DATASHEET_FALLBACK", "DeviceFigures", "device_figures"]
+
+#: Datasheet figures used only where a catalogue entry has no such field:
+#: device -> {field: (value, source)}. Units: l2 bytes, clocks MHz, links bytes/s one way, s.
+DATASHEET_FALLBACK: dict[str, dict[str, tuple[float, str]]] = {
+    "H100-SXM": {
+        "l2_bytes": (50 * 2**20, "NVIDIA Hopper whitepaper: 50 MB L2 (H100 SXM5)"),
+        "link_bytes_per_s": (450e9, "NVIDIA H100 datasheet: NVLink 900 GB/s both ways"),
+        "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us"),
+    },
+    "H200": {
+        "l2_bytes": (50 * 2**20, "NVIDIA H200 (GH100, same L2 as H100 SXM5): 50 MB"),
+        "link_bytes_per_s": (450e9, "NVIDIA H200 datasheet: NVLink 900 GB/s both ways"),
+        "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us"),
+    },
+    "H800": {
+        "l2_bytes": (50 * 2**20, "GH100 die as H100 SXM5: 50 MB L2"),
+        "link_bytes_per_s": (200e9, "NVIDIA H800: NVLink 400 GB/s both ways"),
+        "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us (H800)"),
+    },
+    "H100-PCIe": {
+        "l2_bytes": (50 * 2**20, "NVIDIA Hopper whitepaper: 50 MB L2"),
+        "link_bytes_per_s": (64e9, "PCIe Gen5 x16: 64 GB/s one way"),
+        "link_latency_s": (
+            5e-6,
+            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
+        ),
+    },
+    "A100-SXM-80GB": {
+        "l2_bytes": (40 * 2**20, "NVIDIA Ampere whitepaper: 40 MB L2 (A100)"),
+        "link_bytes_per_s": (300e9, "NVIDIA A100 datasheet: NVLink 600 GB/s both ways"),
+        "link_latency_s": (
+            3.33e-6,
+            "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5)",
+        ),
+    },
+    "A100-PCIe-40GB": {
+        "l2_bytes": (40 * 2**20, "NVIDIA Ampere whitepaper: 40 MB L2 (A100)"),
+        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way"),
+        "link_latency_s": (
+            5e-6,
+            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
+        ),
+    },
+    "B200": {
+        "sm_count": (148, "NVIDIA Blackwell (B200): 148 SMs, two dies"),
+        "l2_bytes": (126 * 2**20, "NVIDIA Blackwell B200: 126 MB L2 (two dies)"),
+        "link_bytes_per_s": (900e9, "NVIDIA B200 datasheet: NVLink 5, 1.8 TB/s both ways"),
+        "link_latency_s": (
+            3.33e-6,
+            "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5)",
+        ),
+    },
+    "L40S": {
+        "l2_bytes": (96 * 2**20, "NVIDIA Ada whitepaper: AD102 96 MB L2"),
+        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way (no NVLink)"),
+        "link_latency_s": (
+            5e-6,
+            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
+        ),
+    },
+    "RTX-4090": {
+        "l2_bytes": (72 * 2**20, "NVIDIA Ada whitepaper: RTX 4090 72 MB L2"),
+        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way (no NVLink)"),
+        "link_latency_s": (
+            5e-6,
+            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
+        ),
+    },
+    "RTX-4080": {
+        "l2_bytes": (64 * 2**20, "NVIDIA Ada whitepaper: RTX 4080 64 MB L2"),
+        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way (no NVLink)"),
+        "link_latency_s": (
+            5e-6,
+            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
+        ),
+    },
+    "MI300X": {
+        "l2_bytes": (256 * 2**20, "AMD CDNA 3 whitepaper: 256 MB Infinity Cache"),
+        "link_bytes_per_s": (
+            448e9,
+            "AMD MI300X datasheet: 7 Infinity Fabric links, 896 GB/s both ways",
+        ),
+        "link_latency_s": (3.33e-6, "taken as NVLink's (no datasheet figure)"),
+    },
+}
+
+#: Last-resort figures for a device neither the catalogue nor the table above describes.
+_GENERIC = {
+    "l2_bytes": (40 * 2**20, "no L2 figure for this device: 40 MB assumed"),
+    "link_bytes_per_s": (32e9, "no link figure for this device: PCIe Gen4 x16 assumed"),
+    "link_latency_s": (5e-6, "no link latency for this device: 5 us assumed"),
+    "sm_count": (108, "no SM count for this device: 108 assumed"),
+}
+
+_ATTRS = {
+    # figure -> (HardwareSpec attribute candidates, scale to the model's unit)
+    "l2_bytes": (("l2_bytes", "l2_mib"), (1.0, 2**20)),
+    "link_bytes_per_s": (("scale_up_bytes_per_s", "scale_up_gb_per_s"), (1.0, 1e9)),
+    "link_latency_s": (("scale_up_latency_s", "scale_up_latency_us"), (1.0, 1e-6)),
+    "sm_count": (("sm_count",), (1.0,)),
+}
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """The datasheet figures of one device the time model reads, with where each came from."""
+
+    name: str
+    kind: str
+    peaks: dict[str, float]
+    hbm_bytes_per_s: float
+    sm_count: int
+    l2_bytes: float
+    link_bytes_per_s: float
+    link_latency_s: float
+    fallbacks: tuple[str, ...] = ()
+
+    def peak(self, dtype: str) -> float:
+        """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device
+        without fp8 units runs fp8 at its bf16 rate)."""
+        key = {
+            "fp8_block": "fp8",
+            "mxfp4": "fp4",
+            "nvfp4": "fp4",
+            "int8_wo": "bf16",
+            "int4_wo": "bf16",
+            "w4a16": "bf16",
+            "w8a16": "bf16",
+            "sq": "int8",
+        }.get(dtype, dtype)
+        try:
+            value = lookup_peak(self.peaks, key)
+        except MlacalcError:  # a dtype name mlacalc does not know: bf16 rate
+            value = None
+        if value is None and key in ("fp4", "int8", "int4"):
+            value = lookup_peak(self.peaks, "fp8")
+        if value is None:
+            value = self.peaks.get("bf16") or self.peaks.get("fp16") or max(self.peaks.values())
+        return float(value)
+
+
+_CACHE: dict[int, tuple[HardwareSpec, DeviceFigures]] = {}
+
+
+def device_figures(hw: HardwareSpec) -> DeviceFigures:
+    """The figures of ``hw``: catalogue fields first, then :data:`DATASHEET_FALLBACK`."""
+    key = id(hw)
+    cached = _CACHE.get(key)
+    if cached is not None and cached[0] is hw:
+        return cached[1]
+    table = DATASHEET_FALLBACK.get(hw.name, {})
+    values: dict[str, float] = {}
+    fallbacks: list[str] = []
+    for figure, (attrs, scales) in _ATTRS.items():
+        value = None
+        for attr, scale in zip(attrs, scales):
+            raw = getattr(hw, attr, None)
+            if raw:
+                value = float(raw) * scale
+                break
+        if value is None:
+            value, source = table.get(figure) or _GENERIC[figure]
+            fallbacks.append(f"{figure} = {value:g} ({source})")
+        values[figure] = value
+    fig = DeviceFigures(
+        name=hw.name,
+        kind=hw.kind,
+        peaks=dict(hw.peak_flops_per_s),
+        hbm_bytes_per_s=float(hw.memory_bandwidth_bytes_per_s),
+        sm_count=int(values["sm_count"]),
+        l2_bytes=values["l2_bytes"],
+        link_bytes_per_s=values["link_bytes_per_s"],
+        link_latency_s=values["link_latency_s"],
+        fallbacks=tuple(fallbacks),
+    )
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    _CACHE[key] = (hw, fig)
+    return fig

@@ -1,0 +1,292 @@
+"""Fitting a calibration profile on measured sets.
+
+For every kernel class, the parameters the model lists in
+:data:`mlacalc.timemodel.model.FIT_PARAMS` are fitted by least squares on the log of
+predicted / measured time, with a robust loss so that the isolated spikes of measured tables
+do not pull the fit. Each parameter is searched inside its physical bounds
+(:data:`~mlacalc.timemodel.model.PARAMS`) through a logistic transform of its logarithm.
+``scipy.optimize.least_squares`` is used when scipy is installed; otherwise a
+Levenberg-Marquardt iteration in numpy with Huber weights does the same job.
+
+Two fits per class: one per measured device (used to predict that device) and one pooled over
+every device, each device weighted equally (used to predict every other device by its
+datasheet figures).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..hardware import load_hardware
+from ..kernels import KernelBatch
+from .device import device_figures
+from .model import PARAMS, class_key, default_params, fit_params, kernel_terms
+from .profile import Profile
+
+__all__ = ["Observations", "calibrate", "error_stats", "fit_class"]
+
+_ZERO_FLOOR = 1e-6  # a lower bound of 0 is searched from hi * this
+_MAX_ROWS = 12000  # rows per (class, device) a fit uses, sampled evenly
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Measured times of single kernels: one class (a batch) on one catalogue device."""
+
+    device: str
+    table: str
+    batch: KernelBatch
+    seconds: np.ndarray
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.batch) != len(np.asarray(self.seconds)):
+            raise InvalidArgumentError(
+                "seconds",
+                f"{len(self.seconds)} times for {len(self.batch)} "
+                "kernels; give one measured time per row",
+            )
+
+
+def error_stats(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
+    """rows, median |error|, signed median error and p90 |error| of predicted / measured - 1."""
+    err = np.asarray(predicted, dtype=np.float64) / np.asarray(measured, dtype=np.float64) - 1.0
+    if err.size == 0:
+        return {
+            "rows": 0,
+            "median_abs_error": math.nan,
+            "signed_median_error": math.nan,
+            "p90_abs_error": math.nan,
+        }
+    return {
+        "rows": int(err.size),
+        "median_abs_error": float(np.median(np.abs(err))),
+        "signed_median_error": float(np.median(err)),
+        "p90_abs_error": float(np.percentile(np.abs(err), 90)),
+    }
+
+
+def _bounds(name: str) -> tuple[float, float]:
+    lo, hi, _ = PARAMS[name]
+    return math.log(max(lo, hi * _ZERO_FLOOR)), math.log(hi)
+
+
+def _to_x(names: tuple[str, ...], values: dict[str, float]) -> np.ndarray:
+    x = []
+    for n in names:
+        lo, hi = _bounds(n)
+        v = min(max(math.log(max(values[n], 1e-300)), lo + 1e-6 * (hi - lo)), hi - 1e-6 * (hi - lo))
+        s = (v - lo) / (hi - lo)
+        x.append(math.log(s / (1 - s)))
+    return np.array(x)
+
+
+def _from_x(names: tuple[str, ...], x: np.ndarray, base: dict[str, float]) -> dict[str, float]:
+    out = dict(base)
+    for n, xi in zip(names, x):
+        lo, hi = _bounds(n)
+        out[n] = math.exp(lo + (hi - lo) / (1.0 + math.exp(-float(np.clip(xi, -40, 40)))))
+    return out
+
+
+def _subsample(n: int, limit: int) -> np.ndarray:
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).astype(np.int64))
+
+
+def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
+    return KernelBatch(
+        batch.kind,
+        batch.dtype,
+        batch.flops[idx],
+        batch.bytes[idx],
+        batch.calls[idx],
+        {k: v[idx] for k, v in batch.shape.items()},
+    )
+
+
+def _lm(fun, x0: np.ndarray, iterations: int = 60) -> np.ndarray:
+    """Levenberg-Marquardt with Huber weights (the numpy route when scipy is missing)."""
+    x, lam = x0.copy(), 1e-2
+    r = fun(x)
+
+    def cost(res):
+        a = np.abs(res)
+        return float(np.sum(np.where(a < 0.05, 0.5 * a * a, 0.05 * (a - 0.025))))
+
+    best = cost(r)
+    for _ in range(iterations):
+        w = np.sqrt(np.minimum(1.0, 0.05 / np.maximum(np.abs(r), 1e-12)))
+        jac = np.empty((r.size, x.size))
+        for j in range(x.size):
+            step = np.zeros_like(x)
+            step[j] = 1e-4
+            jac[:, j] = (fun(x + step) - r) / 1e-4
+        jw, rw = jac * w[:, None], r * w
+        a, g = jw.T @ jw, jw.T @ rw
+        improved = False
+        for _ in range(8):
+            try:
+                dx = -np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-9), g)
+            except np.linalg.LinAlgError:
+                lam *= 10
+                continue
+            r_new = fun(x + dx)
+            c_new = cost(r_new)
+            if c_new < best:
+                x, r, best, lam, improved = x + dx, r_new, c_new, max(lam / 3, 1e-7), True
+                break
+            lam *= 10
+        if not improved or float(np.max(np.abs(dx))) < 1e-6:
+            break
+    return x
+
+
+def fit_class(
+    observations: list[Observations],
+    *,
+    base: dict[str, float] | None = None,
+    use_scipy: bool = True,
+) -> dict[str, float]:
+    """The fitted parameters of one kernel class over ``observations`` (all of one kind and
+    dtype), each device weighted equally."""
+    if not observations:
+        raise InvalidArgumentError("observations", "nothing to fit")
+    kind, dtype = observations[0].batch.kind, observations[0].batch.dtype
+    names = fit_params(kind, dtype)
+    start = dict(base or default_params(kind))
+    parts = []
+    for obs in observations:
+        sec = np.asarray(obs.seconds, dtype=np.float64)
+        ok = np.isfinite(sec) & (sec > 0)
+        idx = _subsample(int(ok.sum()), _MAX_ROWS)
+        keep = np.flatnonzero(ok)[idx]
+        fig = device_figures(load_hardware(obs.device))
+        parts.append((_take(obs.batch, keep), fig, np.log(sec[keep]), obs.device))
+    devices = {p[3] for p in parts}
+    rows_per_device = {d: sum(len(p[0]) for p in parts if p[3] == d) for d in devices}
+    weights = [
+        math.sqrt(1.0 / rows_per_device[p[3]] * max(rows_per_device.values())) for p in parts
+    ]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        prm = _from_x(names, x, start)
+        out = []
+        for (batch, fig, log_meas, _), w in zip(parts, weights):
+            pred = kernel_terms(batch, fig, prm)["seconds"]
+            out.append(w * (np.log(np.maximum(pred, 1e-12)) - log_meas))
+        return np.concatenate(out)
+
+    x0 = _to_x(names, start)
+    x = None
+    if use_scipy:
+        try:
+            from scipy.optimize import least_squares
+        except ImportError:
+            least_squares = None
+        if least_squares is not None:
+            x = least_squares(
+                residuals, x0, loss="soft_l1", f_scale=0.05, x_scale=1.0, max_nfev=400
+            ).x
+    if x is None:
+        x = _lm(residuals, x0)
+    fitted = _from_x(names, x, start)
+    return {n: float(f"{fitted[n]:.6g}") for n in names}
+
+
+def _as_observations(item: Any) -> list[Observations]:
+    if isinstance(item, Observations):
+        return [item]
+    if isinstance(item, (list, tuple)):
+        out: list[Observations] = []
+        for sub in item:
+            out += _as_observations(sub)
+        return out
+    raise InvalidArgumentError(
+        "measured_sets",
+        f"cannot fit on a {type(item).__name__}; give "
+        "Observations (device, table, KernelBatch, measured seconds)",
+    )
+
+
+def calibrate(
+    measured_sets: Iterable[Any],
+    *,
+    name: str = "custom",
+    use_scipy: bool = True,
+    notes: Iterable[str] = (),
+    progress=None,
+) -> Profile:
+    """Fit a profile on measured sets: :class:`Observations`, measured sets read by
+    :func:`mlacalc.measured.load_measured`, or their paths. Records what it was fitted on and
+    the residuals per device and kernel class, with the device's own fit and the pooled one."""
+    obs: list[Observations] = []
+    for item in measured_sets:
+        obs += _as_observations(item)
+    if not obs:
+        raise InvalidArgumentError(
+            "measured_sets",
+            "no kernel rows to fit; give measured sets whose tables map onto single kernels",
+        )
+    by_class: dict[str, list[Observations]] = {}
+    for o in obs:
+        by_class.setdefault(class_key(o.batch.kind, o.batch.dtype), []).append(o)
+    classes: dict[str, dict[str, float]] = {}
+    devices: dict[str, dict[str, dict[str, float]]] = {}
+    residuals: dict[str, dict[str, dict[str, float]]] = {}
+    for key, group in sorted(by_class.items()):
+        if progress:
+            progress(f"fitting {key} on {len(group)} table(s)")
+        pooled = fit_class(group, use_scipy=use_scipy)
+        classes[key] = pooled
+        kind = group[0].batch.kind
+        for device in sorted({o.device for o in group}):
+            mine = [o for o in group if o.device == device]
+            if len({o.device for o in group}) == 1:
+                own = pooled
+            else:
+                start = default_params(kind)
+                start.update(pooled)
+                own = fit_class(mine, base=start, use_scipy=use_scipy)
+            devices.setdefault(device, {})[key] = own
+            pred_own, pred_pool, meas = [], [], []
+            for o in mine:
+                fig = device_figures(load_hardware(o.device))
+                p_own, p_pool = default_params(kind), default_params(kind)
+                p_own.update(own)
+                p_pool.update(pooled)
+                pred_own.append(kernel_terms(o.batch, fig, p_own)["seconds"])
+                pred_pool.append(kernel_terms(o.batch, fig, p_pool)["seconds"])
+                meas.append(np.asarray(o.seconds, dtype=np.float64))
+            stats = error_stats(np.concatenate(pred_own), np.concatenate(meas))
+            stats["pooled_median_abs_error"] = error_stats(
+                np.concatenate(pred_pool), np.concatenate(meas)
+            )["median_abs_error"]
+            residuals.setdefault(device, {})[key] = stats
+    fitted_on = []
+    for device in sorted({o.device for o in obs}):
+        tables: dict[str, int] = {}
+        for o in obs:
+            if o.device == device:
+                tables[o.table] = tables.get(o.table, 0) + len(o.batch)
+        sources = sorted({o.source for o in obs if o.device == device and o.source})
+        fitted_on.append({"device": device, "tables": tables, "sources": sources})
+    extra = []
+    for device in sorted({o.device for o in obs}):
+        for fb in device_figures(load_hardware(device)).fallbacks:
+            extra.append(f"{device}: {fb}")
+    return Profile(
+        name=name,
+        classes=classes,
+        devices=devices,
+        fitted_on=tuple(fitted_on),
+        residuals=residuals,
+        notes=tuple(notes) + tuple(extra),
+    )

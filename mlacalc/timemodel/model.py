@@ -1,0 +1,330 @@
+"""The physical terms of the kernel time model, vectorised over a :class:`KernelBatch`.
+
+A kernel's time on a device is
+
+    fixed + combine(compute, memory) + work-unit terms (+ activation quantization)
+
+- ``compute`` = FLOPs at ``eff_compute`` of the dense tensor rate of its dtype, divided by the
+  share of the SMs its tiles keep busy (wave and tile quantization: ``ceil(tiles / SMs)``
+  waves of whole tiles; a GEMM with fewer tiles than SMs splits K);
+- ``memory`` = HBM bytes at ``eff_memory`` of the datasheet bandwidth, limited when a kernel
+  has too few work units to draw the whole bandwidth (one SM draws ``sm_bandwidth`` times its
+  share); operands under ``l2_share`` of the L2 that a warm replay keeps resident are read at
+  ``l2_speedup`` times the HBM bandwidth;
+- ``combine`` is the p-norm ``(c^p + m^p)^(1/p)`` with ``p = overlap``: a large ``p`` is the
+  roofline's ``max``, ``p = 1`` no overlap at all;
+- attention adds ``block_s`` per 64-token KV block and ``seq_s`` per sequence, both spread over
+  the SMs (the per-block and per-sequence work a roofline has no term for);
+- fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s`` and
+  ``quant_bytes`` passes over it at the HBM rate);
+- collectives: ``fixed + latency_steps x steps x link latency + algorithm bytes at
+  link_eff x link bandwidth``, ring (2(n-1)/n of the message for an all-reduce) against
+  one-shot (every peer's message read directly), whichever is faster.
+
+Every parameter is a fraction or multiple of a datasheet figure, or a time per call (fixed
+costs do not scale with the device), so a profile fitted on measured devices transfers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DTYPE_BITS
+from ..kernels import KernelBatch
+from .device import DeviceFigures
+
+__all__ = ["COMM_KINDS", "DEFAULTS", "FIT_PARAMS", "PARAMS", "class_key", "kernel_terms"]
+
+COMM_KINDS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "p2p",
+    "dispatch",
+    "combine",
+)
+ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode")
+
+#: Every parameter: (lower bound, upper bound, what it is).
+PARAMS: dict[str, tuple[float, float, str]] = {
+    "eff_compute": (0.02, 1.0, "fraction of the dense tensor rate at full occupancy"),
+    "eff_memory": (0.05, 1.0, "fraction of the HBM bandwidth a streaming kernel reaches"),
+    "fixed_s": (1e-7, 2e-4, "fixed cost per call, seconds"),
+    "overlap": (1.0, 16.0, "p of the p-norm combining compute and memory time (16 ~ max)"),
+    "l2_share": (0.01, 1.0, "share of the L2 whose operands stay resident between warm calls"),
+    "l2_speedup": (1.0, 12.0, "L2 read bandwidth in multiples of the HBM bandwidth"),
+    "sm_bandwidth": (0.5, 16.0, "bandwidth one busy SM draws, in multiples of HBM / SMs"),
+    "block_s": (0.0, 2e-6, "seconds per 64-token KV block per SM (attention)"),
+    "seq_s": (0.0, 2e-5, "seconds per sequence per SM (attention)"),
+    "quant_fixed_s": (0.0, 5e-5, "fixed cost of quantizing a GEMM's input, seconds"),
+    "quant_bytes": (0.0, 8.0, "passes over the bf16 input that its quantization makes"),
+    "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
+    "latency_steps": (0.0, 20.0, "link latencies per algorithm step"),
+}
+
+#: Starting values, and the values a kernel class without a calibration uses.
+DEFAULTS: dict[str, float] = {
+    "eff_compute": 0.7,
+    "eff_memory": 0.85,
+    "fixed_s": 3e-6,
+    "overlap": 4.0,
+    "l2_share": 0.2,
+    "l2_speedup": 3.0,
+    "sm_bandwidth": 3.0,
+    "block_s": 0.0,
+    "seq_s": 0.0,
+    "quant_fixed_s": 0.0,
+    "quant_bytes": 0.0,
+    "link_eff": 0.7,
+    "latency_steps": 1.0,
+}
+
+_KIND_DEFAULTS: dict[str, dict[str, float]] = {
+    "attention_prefill": {"fixed_s": 1e-5, "eff_compute": 0.55},
+    "attention_decode": {"fixed_s": 8e-6},
+    "mla_prefill": {"fixed_s": 1e-5, "eff_compute": 0.55},
+    "mla_decode": {"fixed_s": 1e-5, "eff_compute": 0.6},
+    "moe": {"fixed_s": 2e-5, "eff_compute": 0.5},
+    "elementwise": {"fixed_s": 2e-6},
+    "quantize": {"fixed_s": 2e-6},
+}
+
+#: The parameters a fit adjusts, by kind (the others keep their defaults).
+FIT_PARAMS: dict[str, tuple[str, ...]] = {
+    "gemm": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "l2_share",
+        "l2_speedup",
+        "sm_bandwidth",
+    ),
+    "attention_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s"),
+    "mla_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s"),
+    "attention_decode": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "sm_bandwidth",
+        "block_s",
+        "seq_s",
+    ),
+    "mla_decode": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "sm_bandwidth",
+        "block_s",
+        "seq_s",
+    ),
+    "moe": ("eff_compute", "eff_memory", "fixed_s", "overlap", "sm_bandwidth"),
+    "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
+    "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
+    **{k: ("fixed_s", "link_eff", "latency_steps") for k in COMM_KINDS},
+}
+_FP8_QUANT = ("quant_fixed_s", "quant_bytes")
+
+
+def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
+    """The parameters a fit adjusts for one kernel class."""
+    names = FIT_PARAMS.get(kind, ("eff_compute", "eff_memory", "fixed_s"))
+    if kind == "gemm" and dtype.startswith("fp8"):
+        names = names + _FP8_QUANT
+    return names
+
+
+def class_key(kind: str, dtype: str) -> str:
+    """The name of a kernel class in a profile: ``"gemm:fp8_block"``."""
+    return f"{kind}:{dtype}"
+
+
+def default_params(kind: str) -> dict[str, float]:
+    """The uncalibrated starting point of a kernel class."""
+    out = dict(DEFAULTS)
+    out.update(_KIND_DEFAULTS.get(kind, {}))
+    return out
+
+
+def _col(batch: KernelBatch, name: str, default: float) -> np.ndarray:
+    value = batch.shape.get(name)
+    if value is None:
+        return np.full(len(batch), float(default))
+    return np.asarray(value, dtype=np.float64)
+
+
+def _elem_bytes(dtype: str) -> float:
+    base = dtype.split("_")[0] if dtype not in DTYPE_BITS else dtype
+    return DTYPE_BITS.get(base, 16) / 8
+
+
+def _combine(c: np.ndarray, m: np.ndarray, p: float) -> np.ndarray:
+    hi = np.maximum(np.maximum(c, m), 1e-30)
+    return hi * ((c / hi) ** p + (m / hi) ** p) ** (1.0 / p)
+
+
+def _memory_share(units: np.ndarray, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
+    """Share of the HBM bandwidth a kernel with ``units`` concurrent work units can draw."""
+    return np.minimum(1.0, units * prm["sm_bandwidth"] / fig.sm_count)
+
+
+def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
+    m, n, k = _col(batch, "m", 1), _col(batch, "n", 1), _col(batch, "k", 1)
+    groups = _col(batch, "groups", 1)
+    sms = fig.sm_count
+    tm = np.where(m <= 64, 64.0, 128.0)
+    tn = 128.0
+    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
+    splits = np.where(
+        (tiles < sms) & (groups <= 1),
+        np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(k / 512))),
+        1.0,
+    )
+    units = tiles * splits
+    waves = np.ceil(units / sms)
+    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
+    compute = waves * 2.0 * tm * tn * (k / splits) / per_sm
+    bw = prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
+    weight = groups * n * k * _elem_bytes(batch.dtype)
+    warm = _col(batch, "warm_l2", 0) > 0
+    resident_share = np.clip(2.0 - weight / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    resident = np.where(warm, resident_share * np.minimum(weight, batch.bytes), 0.0)
+    memory = (batch.bytes - resident) / bw + resident / (prm["l2_speedup"] * fig.hbm_bytes_per_s)
+    extra = np.zeros(len(batch))
+    if batch.dtype.startswith("fp8"):
+        quantized = _col(batch, "quantize_input", 1) > 0
+        qbytes = groups * m * k * 2.0
+        extra = np.where(
+            quantized,
+            prm["quant_fixed_s"]
+            + prm["quant_bytes"] * qbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
+            0.0,
+        )
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+
+
+def _attention(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    b = _col(batch, "batch", 1)
+    q = _col(batch, "q_len", 1)
+    kv = _col(batch, "kv_len", 1)
+    heads = _col(batch, "n_heads", 1)
+    n_kv = _col(batch, "n_kv", 1)
+    window = _col(batch, "window", 0)
+    kv_eff = np.where(window > 0, np.minimum(kv, window), kv)
+    sms = fig.sm_count
+    if batch.kind.endswith("prefill"):
+        units = b * heads * np.ceil(q / 128.0)
+        blocks = b * n_kv * np.ceil(kv_eff / 64.0)
+    else:
+        if batch.kind == "mla_decode":
+            base = b * np.ceil(heads * q / 64.0)
+        else:
+            base = b * n_kv * np.ceil(heads * q / np.maximum(n_kv, 1) / 64.0)
+        splits = np.where(
+            base < sms,
+            np.clip(np.floor(sms / base), 1.0, np.maximum(1.0, np.ceil(kv_eff / 256.0))),
+            1.0,
+        )
+        units = base * splits
+        blocks = base * np.ceil(kv_eff / 64.0)
+    waves = np.ceil(units / sms)
+    occupancy = units / (waves * sms)
+    compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
+    memory = batch.bytes / (
+        prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
+    )
+    extra = (prm["block_s"] * blocks + prm["seq_s"] * b) / sms
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+
+
+def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
+    hidden = _col(batch, "hidden", 1)
+    inter = _col(batch, "inter", 1)
+    gated = _col(batch, "gated", 1)
+    active = np.maximum(_col(batch, "active_experts", 1), 1.0)
+    mats = np.where(gated > 0, 3.0, 2.0)
+    pairs = batch.flops / (2.0 * hidden * inter * mats)
+    per_expert = np.maximum(pairs / active, 1.0)
+    tm = np.where(per_expert <= 64, 64.0, 128.0)
+    padded = active * np.ceil(per_expert / tm) * tm
+    tiles = active * np.ceil(per_expert / tm) * np.ceil(inter * (mats - 1) / 128.0)
+    sms = fig.sm_count
+    waves = np.ceil(tiles / sms)
+    occupancy = tiles / (waves * sms)
+    compute = (
+        batch.flops
+        * padded
+        / np.maximum(pairs, 1.0)
+        / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
+    )
+    memory = batch.bytes / (
+        prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(tiles, fig, prm)
+    )
+    return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
+
+
+def _streaming(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    units = np.maximum(np.ceil(batch.bytes / 65536.0), 1.0)
+    memory = batch.bytes / (
+        prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
+    )
+    compute = batch.flops / (
+        prm["eff_compute"] * fig.peak("fp32" if "fp32" in fig.peaks else "bf16")
+    )
+    return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
+
+
+def _collective(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=np.float64)
+    n = np.maximum(_col(batch, "n_gpus", 2), 1.0)
+    link = prm["link_eff"] * fig.link_bytes_per_s
+    lat = prm["latency_steps"] * fig.link_latency_s
+    kind = batch.kind
+    if kind == "all_reduce":
+        ring = 2 * (n - 1) * lat + 2 * (n - 1) / n * msg / link
+        one_shot = lat + (n - 1) * msg / link
+        comm = np.minimum(ring, one_shot)
+    elif kind in ("all_gather", "reduce_scatter", "all_to_all", "dispatch", "combine"):
+        comm = (n - 1) * lat + (n - 1) / n * msg / link
+    else:  # p2p
+        comm = lat + msg / link
+    comm = np.where(n <= 1, 0.0, comm)
+    zeros = np.zeros(len(batch))
+    return {"compute_s": zeros, "memory_s": comm, "extra_s": zeros}
+
+
+def kernel_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """The time terms of every kernel of ``batch`` on ``fig`` with parameters ``prm``:
+    ``compute_s``, ``memory_s`` (link time for collectives), ``fixed_s``, ``extra_s`` and
+    ``seconds`` per call (times ``calls``)."""
+    kind = batch.kind
+    if kind == "gemm":
+        terms = _gemm(batch, fig, prm)
+    elif kind in ATTENTION_KINDS:
+        terms = _attention(batch, fig, prm)
+    elif kind == "moe":
+        terms = _moe(batch, fig, prm)
+    elif kind in COMM_KINDS:
+        terms = _collective(batch, fig, prm)
+    else:
+        terms = _streaming(batch, fig, prm)
+    if kind in COMM_KINDS:
+        body = terms["memory_s"]
+    else:
+        body = _combine(terms["compute_s"], terms["memory_s"], prm["overlap"])
+    calls = np.asarray(batch.calls, dtype=np.float64)
+    fixed = np.full(len(batch), prm["fixed_s"])
+    terms["fixed_s"] = fixed
+    terms["seconds"] = (fixed + body + terms["extra_s"]) * calls
+    return terms

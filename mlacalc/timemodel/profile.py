@@ -1,0 +1,205 @@
+"""Calibration profiles: the fitted parameters of the kernel time model, and what they came from.
+
+A profile holds, per kernel class (``"gemm:bf16"``, ``"mla_decode:bf16"``, ...):
+
+- ``classes``: the parameters fitted jointly on every measured device, used to predict any
+  device by its datasheet figures (transfer);
+- ``devices``: the parameters fitted on one measured device, used when predicting that device.
+
+It records which measured sets it was fitted on, the residuals of the fit per device and
+class, and notes (datasheet figures used where the catalogue had none). Profiles are JSON
+(``schema: mlacalc.profile/1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, InvalidArgumentError
+from .model import PARAMS, class_key, default_params
+
+__all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]
+
+SCHEMA = "mlacalc.profile/1"
+DEFAULT_PROFILE = "default"
+_ALIASES = {"fp16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Fitted kernel-model parameters with their provenance and residuals."""
+
+    name: str
+    classes: dict[str, dict[str, float]] = field(default_factory=dict)
+    devices: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    fitted_on: tuple[dict[str, Any], ...] = ()
+    residuals: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    origin: str = field(default="", compare=False)
+
+    @property
+    def fitted_devices(self) -> list[str]:
+        """The devices the profile holds device-specific parameters for."""
+        return sorted(self.devices)
+
+    def _lookup(self, table: dict[str, dict[str, float]], kind: str, dtype: str) -> dict | None:
+        for key in (
+            class_key(kind, dtype),
+            class_key(kind, _ALIASES.get(dtype, dtype)),
+            class_key(kind, "bf16"),
+        ):
+            if key in table:
+                return table[key]
+        same_kind = sorted(k for k in table if k.split(":", 1)[0] == kind)
+        return table[same_kind[0]] if same_kind else None
+
+    def params(self, device: str, kind: str, dtype: str) -> tuple[dict[str, float], str]:
+        """The parameters for one kernel class on ``device``, and how they were obtained."""
+        base = default_params(kind)
+        fitted = self._lookup(self.devices.get(device, {}), kind, dtype)
+        if fitted is not None:
+            base.update(fitted)
+            return base, f"calibrated on {device}"
+        fitted = self._lookup(self.classes, kind, dtype)
+        if fitted is not None:
+            base.update(fitted)
+            on = ", ".join(self.fitted_devices) or self.name
+            return base, f"{device} by datasheet ratios (profile fitted on {on})"
+        return base, f"uncalibrated {class_key(kind, dtype)} (no profile class; datasheet defaults)"
+
+    def describe(self, device: str) -> str:
+        """One line: how a device is predicted with this profile."""
+        on = ", ".join(self.fitted_devices)
+        if not on:
+            return f"profile {self.name}: not fitted; datasheet defaults"
+        if device in self.devices:
+            return f"calibrated on {on}; {device} by its own fit"
+        return f"calibrated on {on}; {device} by datasheet ratios"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "fitted_on": list(self.fitted_on),
+            "notes": list(self.notes),
+            "classes": self.classes,
+            "devices": self.devices,
+            "residuals": self.residuals,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "<dict>") -> Profile:
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ConfigError(
+                f"is not a {SCHEMA} calibration profile",
+                source=origin,
+                field="schema",
+                fix="pass a file written by mlacalc calibrate",
+            )
+        classes = _check_classes(data.get("classes", {}), origin, "classes")
+        devices_raw = data.get("devices", {})
+        if not isinstance(devices_raw, dict):
+            raise ConfigError("must map device names to classes", source=origin, field="devices")
+        devices = {
+            str(d): _check_classes(c, origin, f"devices.{d}") for d, c in devices_raw.items()
+        }
+        return cls(
+            name=str(data.get("name", Path(origin).stem)),
+            classes=classes,
+            devices=devices,
+            fitted_on=tuple(data.get("fitted_on", ())),
+            residuals=dict(data.get("residuals", {})),
+            notes=tuple(data.get("notes", ())),
+            origin=origin,
+        )
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the profile as JSON; returns the path."""
+        out = Path(path)
+        out.write_text(
+            json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n", encoding="utf-8"
+        )
+        return out
+
+
+def _check_classes(raw: Any, origin: str, where: str) -> dict[str, dict[str, float]]:
+    if not isinstance(raw, dict):
+        raise ConfigError("must map kernel classes to parameters", source=origin, field=where)
+    out: dict[str, dict[str, float]] = {}
+    for key, values in raw.items():
+        if not isinstance(values, dict):
+            raise ConfigError(
+                "must map parameter names to numbers", source=origin, field=f"{where}.{key}"
+            )
+        checked = {}
+        for name, value in values.items():
+            if name not in PARAMS:
+                raise ConfigError(
+                    "is not a time-model parameter",
+                    source=origin,
+                    field=f"{where}.{key}.{name}",
+                    fix="known: " + ", ".join(PARAMS),
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(
+                    f"must be a non-negative number, got {value!r}",
+                    source=origin,
+                    field=f"{where}.{key}.{name}",
+                )
+            checked[name] = float(value)
+        out[str(key)] = checked
+    return out
+
+
+def _profiles_dir() -> Path:
+    return Path(__file__).resolve().parent / "profiles"
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles shipped with mlacalc."""
+    return sorted(p.stem for p in _profiles_dir().glob("*.json"))
+
+
+_CACHE: dict[tuple[str, float], Profile] = {}
+
+
+def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Profile:
+    """A calibration profile: a shipped name (``"default"``, fitted on the shared H100-SXM and
+    A100-SXM-80GB sets), a JSON path, or a :class:`Profile` (returned as is)."""
+    if isinstance(name_or_path, Profile):
+        return name_or_path
+    text = DEFAULT_PROFILE if name_or_path is None else os.fspath(name_or_path).strip()
+    path = _profiles_dir() / f"{text}.json"
+    if not path.is_file():
+        path = Path(text).expanduser()
+        if not path.is_file():
+            if text == DEFAULT_PROFILE:
+                return Profile(
+                    name=DEFAULT_PROFILE, notes=("no shipped profile: datasheet defaults",)
+                )
+            raise InvalidArgumentError(
+                "profile",
+                f"no profile {text!r}: give a shipped name "
+                f"({', '.join(shipped_profiles()) or 'none shipped'}) or a JSON file written by "
+                "mlacalc calibrate",
+            )
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        stamp = 0.0
+    key = (str(path), stamp)
+    if key not in _CACHE:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
+            ) from None
+        _CACHE[key] = Profile.from_dict(data, str(path))
+    return _CACHE[key]

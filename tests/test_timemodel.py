@@ -1,0 +1,204 @@
+"""The kernel time model: API, physical terms, profiles and fitting."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mlacalc.errors import ConfigError, InvalidArgumentError
+from mlacalc.hardware import load_hardware
+from mlacalc.kernels import Kernel, KernelBatch, batches_of
+from mlacalc.timemodel import (
+    Profile,
+    calibrate,
+    device_figures,
+    load_profile,
+    predict_batch,
+    predict_kernels,
+    roofline_seconds,
+)
+from mlacalc.timemodel.fit import Observations, error_stats, fit_class
+from mlacalc.timemodel.model import default_params, kernel_terms
+
+
+def gemm(m: int, n: int, k: int, dtype: str = "bf16", warm: int = 0) -> Kernel:
+    w = 1 if dtype.startswith("fp8") else 2
+    return Kernel(
+        f"gemm{m}x{n}x{k}",
+        "gemm",
+        dtype,
+        flops=2 * m * n * k,
+        bytes=2 * m * k + w * n * k + 2 * m * n,
+        shape={"m": m, "n": n, "k": k, "warm_l2": warm},
+    )
+
+
+def gemm_batch(ms, n, k, dtype="bf16", warm=0) -> KernelBatch:
+    ((_, batch),) = batches_of([gemm(int(m), n, k, dtype, warm) for m in ms])
+    return batch
+
+
+def test_batch_equals_single_kernels():
+    ks = [gemm(m, 4096, 7168) for m in (1, 16, 128, 1024, 8192)]
+    ((_, batch),) = batches_of(ks)
+    together = predict_batch(batch, "H100-SXM")
+    alone = [predict_kernels([k], "H100-SXM")[0].seconds for k in ks]
+    assert np.allclose(together, alone, rtol=1e-12)
+
+
+def test_never_faster_than_the_roofline():
+    for hw in ("H100-SXM", "A100-SXM-80GB", "H200", "RTX-4090"):
+        for t, k in zip(
+            predict_kernels([gemm(m, 8192, 8192) for m in (1, 64, 4096)], hw),
+            [gemm(m, 8192, 8192) for m in (1, 64, 4096)],
+        ):
+            assert t.seconds > roofline_seconds(k.flops, k.bytes, hw, "bf16")
+            assert t.roofline_s == pytest.approx(roofline_seconds(k.flops, k.bytes, hw, "bf16"))
+
+
+def test_bounds_follow_intensity():
+    small, big = predict_kernels([gemm(1, 8192, 8192), gemm(8192, 8192, 8192)], "H100-SXM")
+    assert small.bound == "memory"
+    assert big.bound == "compute"
+    tiny = predict_kernels([gemm(1, 64, 64)], "H100-SXM")[0]
+    assert tiny.bound == "latency"
+
+
+def test_calls_scale_time():
+    k = gemm(256, 4096, 4096)
+    k3 = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, calls=3, shape=k.shape)
+    one, three = predict_kernels([k, k3], "H100-SXM")
+    assert three.seconds == pytest.approx(3 * one.seconds)
+
+
+def test_wave_quantization_steps_at_sm_count():
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("gemm")
+    prm["fixed_s"] = 1e-9
+    # 132 SMs: 132 output tiles of 128x128 fill one wave, 133 need two
+    one = gemm_batch([128], 132 * 128, 16384)
+    two = gemm_batch([128], 133 * 128, 16384)
+    c1 = kernel_terms(one, fig, prm)["compute_s"][0]
+    c2 = kernel_terms(two, fig, prm)["compute_s"][0]
+    assert c2 == pytest.approx(2 * c1)
+
+
+def test_warm_l2_speeds_small_weights_only():
+    cold = predict_batch(gemm_batch([1], 1024, 1024, warm=0), "H100-SXM")[0]
+    warm = predict_batch(gemm_batch([1], 1024, 1024, warm=1), "H100-SXM")[0]
+    assert warm < cold
+    big_cold = predict_batch(gemm_batch([1], 16384, 16384, warm=0), "H100-SXM")[0]
+    big_warm = predict_batch(gemm_batch([1], 16384, 16384, warm=1), "H100-SXM")[0]
+    assert big_warm == pytest.approx(big_cold)
+
+
+def test_transfer_by_datasheet_ratio():
+    # a bandwidth-bound kernel runs faster on H200 than H100 by about their HBM ratio
+    h100 = predict_batch(gemm_batch([1], 16384, 16384), "H100-SXM")[0]
+    h200 = predict_batch(gemm_batch([1], 16384, 16384), "H200")[0]
+    ratio = (
+        load_hardware("H200").memory_bandwidth_bytes_per_s
+        / load_hardware("H100-SXM").memory_bandwidth_bytes_per_s
+    )
+    assert h100 / h200 == pytest.approx(ratio, rel=0.05)
+
+
+def test_collectives_link_bound_and_latency():
+    msg = [2**10, 2**30]
+    batch = KernelBatch(
+        "all_reduce",
+        "bf16",
+        np.zeros(2),
+        np.array(msg, float),
+        np.ones(2),
+        {"message_bytes": np.array(msg, float), "n_gpus": np.array([8.0, 8.0])},
+    )
+    small, large = predict_batch(batch, "H100-SXM")
+    link = device_figures(load_hardware("H100-SXM")).link_bytes_per_s
+    assert large > 2 * 7 / 8 * 2**30 / link
+    assert small < 1e-4
+    single = KernelBatch(
+        "all_reduce",
+        "bf16",
+        np.zeros(1),
+        np.array([2.0**20]),
+        np.ones(1),
+        {"message_bytes": np.array([2.0**20]), "n_gpus": np.array([1.0])},
+    )
+    assert predict_batch(single, "H100-SXM")[0] == pytest.approx(
+        default_params("all_reduce")["fixed_s"]
+    )
+
+
+def test_fit_recovers_known_parameters():
+    truth = default_params("gemm")
+    truth.update(eff_compute=0.62, eff_memory=0.8, fixed_s=2.5e-6)
+    fig = device_figures(load_hardware("H100-SXM"))
+    ms = np.unique(np.geomspace(1, 16384, 40).astype(int))
+    batches = [gemm_batch(ms, n, k) for n, k in ((4096, 4096), (16384, 2048), (1024, 8192))]
+    obs = [
+        Observations("H100-SXM", "synthetic", b, kernel_terms(b, fig, truth)["seconds"])
+        for b in batches
+    ]
+    for use_scipy in (True, False):
+        fitted = fit_class(obs, use_scipy=use_scipy)
+        prm = default_params("gemm")
+        prm.update(fitted)
+        for o in obs:
+            pred = kernel_terms(o.batch, fig, prm)["seconds"]
+            assert error_stats(pred, o.seconds)["median_abs_error"] < 0.01
+        assert fitted["eff_compute"] == pytest.approx(0.62, rel=0.05)
+        assert fitted["fixed_s"] == pytest.approx(2.5e-6, rel=0.1)
+
+
+def test_calibrate_records_provenance_and_round_trips(tmp_path):
+    fig = {d: device_figures(load_hardware(d)) for d in ("H100-SXM", "A100-SXM-80GB")}
+    truth = default_params("gemm")
+    truth.update(eff_compute=0.7, fixed_s=3e-6)
+    ms = np.unique(np.geomspace(1, 8192, 30).astype(int))
+    obs = []
+    for d in fig:
+        b = gemm_batch(ms, 4096, 4096)
+        obs.append(
+            Observations(
+                d, "gemm_perf", b, kernel_terms(b, fig[d], truth)["seconds"], source=f"{d}.parquet"
+            )
+        )
+    prof = calibrate(obs, name="test")
+    assert prof.fitted_devices == ["A100-SXM-80GB", "H100-SXM"]
+    assert prof.fitted_on[0]["tables"] == {"gemm_perf": len(ms)}
+    assert prof.residuals["H100-SXM"]["gemm:bf16"]["median_abs_error"] < 0.02
+    path = prof.save(tmp_path / "p.json")
+    again = load_profile(path)
+    assert again.classes == prof.classes and again.devices == prof.devices
+    _, how = again.params("H100-SXM", "gemm", "bf16")
+    assert how == "calibrated on H100-SXM"
+    _, how = again.params("H200", "gemm", "bf16")
+    assert how.startswith("H200 by datasheet ratios")
+    assert "datasheet ratios" in again.describe("H200")
+    t = predict_kernels([gemm(64, 4096, 4096)], "H200", profile=path)[0]
+    assert t.calibration.startswith("H200 by datasheet ratios") and t.profile == "test"
+
+
+def test_bad_input_names_the_argument(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="batch"):
+        predict_batch([gemm(1, 2, 3)], "H100-SXM")
+    with pytest.raises(InvalidArgumentError, match="kernels"):
+        predict_kernels(["gemm"], "H100-SXM")
+    with pytest.raises(InvalidArgumentError, match="profile"):
+        load_profile("no-such-profile")
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"schema": "mlacalc.profile/1", "classes": {"gemm:bf16": {"speed": 1}}})
+    )
+    with pytest.raises(ConfigError, match="speed"):
+        load_profile(bad)
+    bad.write_text("{")
+    with pytest.raises(ConfigError, match="JSON"):
+        load_profile(bad)
+    with pytest.raises(ConfigError, match="schema"):
+        Profile.from_dict({"classes": {}})
+    with pytest.raises(InvalidArgumentError, match="seconds"):
+        Observations("H100-SXM", "t", gemm_batch([1, 2], 64, 64), np.ones(3))
