@@ -1,6 +1,6 @@
 """Report data: what the CLI (and the app) show, as plain dicts of exact numbers.
 
-Formatting lives in :mod:`mlacalc.cli`; here every value is an int (bytes, FLOPs,
+Formatting lives in :mod:`mlacalc.render`; here every value is an int (bytes, FLOPs,
 parameters), a float only for ratios and intensities, and every key carries its
 unit (``*_bytes``, ``*_flops``, ``*_flops_per_byte``). The JSON schema is
 documented in the README and held stable by ``tests/test_cli.py``.

@@ -1,0 +1,115 @@
+"""The ``mlacalc`` command line: capacity questions answered in one command.
+
+Every report takes ``--format table|markdown|json|csv``. JSON and CSV keep exact
+integers and carry units in their field names; table and markdown print bytes in
+binary units (KiB, MiB, GiB) and FLOPs and parameters in SI units (K, M, G, T), and
+say so. Errors print one line on stderr and exit with status 2.
+
+Layout: this module holds the command group, the one-line error handling and
+:func:`main` (the ``mlacalc`` entry point); :mod:`mlacalc.cli.common` the shared
+argument types, options and output; every command lives in its own module of this
+package and defines a :class:`click.Command` named ``command``.
+
+Adding a command is one line: write ``mlacalc/cli/<module>.py`` with
+``@click.command("<name>") ... def command(...)``, then add ``"<name>": "<module>"`` to
+:data:`COMMANDS` below. Command modules are imported only when their command runs (or
+when help lists them), so a command's imports never slow another one down.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+import click
+
+from ..errors import MlacalcError
+
+__all__ = ["COMMANDS", "cli", "main"]
+
+#: Command name -> module of this package that defines it as ``command``.
+COMMANDS: dict[str, str] = {
+    "list": "list_cmd",
+    "report": "report",
+    "compare": "compare",
+    "formula": "formula",
+    "import-hf": "import_hf",
+    "roofline": "roofline",
+    "plan": "plan",
+    "validate": "validate",
+    "bench": "bench",
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported from :data:`COMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        return importlib.import_module(f"{__name__}.{module}").command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = str(args[0]) if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            close = difflib.get_close_matches(name, list(COMMANDS))
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(package_name="mlacalc", prog_name="mlacalc")
+def cli() -> None:
+    """mlacalc: what an attention design costs (KV cache, parameters, FLOPs, bytes).
+
+    \b
+    Examples:
+      mlacalc list
+      mlacalc report deepseek-v3 --seq-len 128k --batch 8 --kv-dtype fp8
+      mlacalc compare llama-3-70b deepseek-v2 --seq-len 32k
+      mlacalc compare deepseek-v3 --as-variants
+      mlacalc formula attention_flops --variant mla --impl absorbed --phase decode
+    """
+
+
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; every error is one line on stderr and exit status 2."""
+    try:
+        cli.main(args=argv, prog_name="mlacalc", standalone_mode=False)
+    except _NO_ARGS_IS_HELP as exc:  # plain `mlacalc`: show the help
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        return 0
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "mlacalc"
+        message = _one_line(exc.format_message())
+        click.echo(f"mlacalc: error: {message} (see '{command} --help')", err=True)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo("mlacalc: aborted", err=True)
+        return 1
+    except MlacalcError as exc:
+        click.echo(f"mlacalc: error: {_one_line(str(exc))}", err=True)
+        return 2
+    except OSError as exc:
+        click.echo(f"mlacalc: error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
+        return 2
+    return 0

@@ -1,0 +1,139 @@
+"""`mlacalc list`: the shipped models, or the hardware catalogue."""
+
+from __future__ import annotations
+
+import click
+
+from ..render import human_bytes, human_si
+from .common import Section, emit, format_option
+
+
+@click.command("list")
+@click.option(
+    "--hardware",
+    "show_hardware",
+    is_flag=True,
+    help="List the hardware catalogue (and measured devices) instead of the models.",
+)
+@format_option
+def command(show_hardware, fmt):
+    """List the shipped models with their attention variant and size (or, with --hardware, the devices).
+
+    \b
+    Examples:
+      mlacalc list --format markdown
+      mlacalc list --hardware
+    """
+    if show_hardware:
+        return _list_hardware(fmt)
+    from ..config import load_model, shipped_models
+    from ..engine import kv_cache
+    from ..params import param_counts
+
+    rows = []
+    for name in shipped_models():
+        m = load_model(name)
+        counts = param_counts(m)
+        rows.append(
+            {
+                "name": m.name,
+                "display_name": m.label,
+                "variant": m.variant,
+                "layers": m.num_hidden_layers,
+                "num_attention_heads": m.num_attention_heads,
+                "num_key_value_heads": None if m.is_mla else m.num_key_value_heads,
+                "kv_lora_rank": m.kv_lora_rank,
+                "total_params": counts.total,
+                "active_params": counts.active,
+                "kv_bytes_per_token_bf16": kv_cache(m, 1).bytes_per_token,
+                "aliases": list(m.aliases),
+            }
+        )
+
+    def sections():
+        return [
+            Section(
+                "Shipped models",
+                [
+                    "name",
+                    "variant",
+                    "layers",
+                    "heads",
+                    "KV heads / d_c",
+                    "total params",
+                    "active params",
+                    "KV per token (bf16)",
+                ],
+                [
+                    [
+                        r["name"],
+                        r["variant"].upper(),
+                        r["layers"],
+                        r["num_attention_heads"],
+                        f"d_c={r['kv_lora_rank']}"
+                        if r["kv_lora_rank"]
+                        else r["num_key_value_heads"],
+                        human_si(r["total_params"]),
+                        human_si(r["active_params"]),
+                        human_bytes(r["kv_bytes_per_token_bf16"]),
+                    ]
+                    for r in rows
+                ],
+            )
+        ]
+
+    emit(fmt, rows, sections, rows_csv=True)
+
+
+def _list_hardware(fmt):
+    from ..hardware import load_hardware, measured_sets, shipped_hardware
+
+    specs = [load_hardware(n) for n in shipped_hardware()] + [
+        load_hardware(f"measured:{n}") for n in measured_sets()
+    ]
+    rows = [
+        {
+            "name": h.name,
+            "display_name": h.display_name,
+            "kind": h.kind,
+            "measured": h.measured,
+            "peak_flops_per_s": h.peak_flops_per_s,
+            "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
+            "memory_bytes": h.memory_bytes,
+            "sm_count": h.sm_count,
+            "ridge_point_flops_per_byte": h.ridge_point,
+        }
+        for h in specs
+    ]
+
+    def sections():
+        return [
+            Section(
+                "Hardware (dense peaks, FP32 accumulate; measured devices: their ceilings)",
+                ["name", "bf16", "fp8", "bandwidth", "memory", "SMs", "ridge (FLOP/B)"],
+                [
+                    [
+                        r["name"],
+                        human_si(r["peak_flops_per_s"].get("bf16", 0), "FLOP/s"),
+                        human_si(r["peak_flops_per_s"]["fp8"], "FLOP/s")
+                        if "fp8" in r["peak_flops_per_s"]
+                        else "-",
+                        human_si(r["memory_bandwidth_bytes_per_s"], "B/s"),
+                        human_si(r["memory_bytes"], "B"),
+                        r["sm_count"] or "-",
+                        f"{r['ridge_point_flops_per_byte']:,.1f}",
+                    ]
+                    for r in rows
+                ],
+                note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), as datasheets do.",
+            )
+        ]
+
+    flat = [
+        {
+            **{k: v for k, v in r.items() if k != "peak_flops_per_s"},
+            **{f"peak_{k}_flops_per_s": v for k, v in r["peak_flops_per_s"].items()},
+        }
+        for r in rows
+    ]
+    emit(fmt, rows if fmt == "json" else flat, sections, rows_csv=True)

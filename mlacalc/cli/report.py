@@ -1,0 +1,204 @@
+"""`mlacalc report`: parameters, weights, KV cache and attention FLOPs of one model."""
+
+from __future__ import annotations
+
+import click
+
+from ..render import human_bytes, human_si, ratio
+from .common import (
+    IMPL_CHOICE,
+    KV_DTYPE,
+    PHASE_CHOICE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    emit,
+    format_option,
+    load,
+    phases,
+)
+
+
+@click.command("report")
+@click.argument("model")
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default="128k",
+    show_default=True,
+    help="Tokens in the cache / keys the last query attends (128k = 131072).",
+)
+@click.option(
+    "--batch", "-b", type=SIZE, default=1, show_default=True, help="Sequences in the batch."
+)
+@click.option(
+    "--kv-dtype",
+    type=KV_DTYPE,
+    default="bf16",
+    show_default=True,
+    help="KV-cache dtype or layout: bf16, fp16, fp8, fp32, int8, int4, fp8_ds_mla.",
+)
+@click.option(
+    "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's)."
+)
+@click.option(
+    "--impl",
+    type=IMPL_CHOICE,
+    default=None,
+    help="MLA implementation (default: every one side by side).",
+)
+@click.option(
+    "--phase", type=PHASE_CHOICE, default="both", show_default=True, help="Phase(s) to cost."
+)
+@click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
+@click.option(
+    "--causal", is_flag=True, help="Count only the (query, key) pairs a causal kernel needs."
+)
+@format_option
+def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, causal, fmt):
+    """Parameters, weights, KV cache and attention FLOPs of one model.
+
+    MODEL is a shipped name (see `mlacalc list`), a YAML model file or a Hugging Face config.json.
+
+    \b
+    Examples:
+      mlacalc report deepseek-v3
+      mlacalc report deepseek-v3 --seq-len 128k --batch 8 --kv-dtype fp8
+      mlacalc report llama-3-70b --phase decode --format json
+      mlacalc report ./config.json --phase chunk --q-len 512
+    """
+    from ..report import model_report
+
+    if phase == "chunk" and q_len is None:
+        raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
+    m = load(model)
+    impl = None if impl == "standard" else impl
+    doc = model_report(
+        m,
+        seq_len=seq_len,
+        batch=batch,
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        impl=impl,
+        phases=phases(phase),
+        causal=causal,
+        q_len=q_len,
+    )
+    header = _report_header(doc)
+    emit(fmt, doc, lambda: _report_sections(doc), header)
+
+
+def _report_header(doc: dict) -> str:
+    m, s = doc["model"], doc["settings"]
+    dims = [
+        f"d={m['hidden_size']}",
+        f"L={m['num_hidden_layers']}",
+        f"n_h={m['num_attention_heads']}",
+    ]
+    if m["variant"] == "mla":
+        dims += [
+            f"d_c={m['kv_lora_rank']}",
+            f"d_cq={m.get('q_lora_rank')}",
+            f"d_nope={m['qk_nope_head_dim']}",
+            f"d_rope={m['qk_rope_head_dim']}",
+            f"d_v={m['v_head_dim']}",
+        ]
+    else:
+        dims += [f"n_kv={m['num_key_value_heads']}", f"d_h={m['head_dim']}"]
+    if m.get("sliding_window"):
+        dims.append(f"window={m['sliding_window']}")
+    lines = [
+        f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
+        f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, weights {s['weight_dtype']}"
+        + (", causal" if s["causal"] else ""),
+    ]
+    for note in m["derived"]:
+        lines.append(f"derived: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _report_sections(doc: dict) -> list[Section]:
+    p, w, s = doc["parameters"], doc["weights"], doc["settings"]
+    params_rows = [
+        ["total (main model)", f"{p['total']:,}", human_si(p["total"])],
+        ["active per token", f"{p['active']:,}", human_si(p["active"])],
+        ["input embedding", f"{p['embedding']:,}", human_si(p["embedding"])],
+        ["non-embedding", f"{p['non_embedding']:,}", human_si(p["non_embedding"])],
+        [
+            "attention per layer",
+            f"{p['attention_per_layer']:,}",
+            human_si(p["attention_per_layer"]),
+        ],
+    ]
+    if p["mtp"]:
+        params_rows.insert(2, ["MTP modules (apart)", f"{p['mtp']:,}", human_si(p["mtp"])])
+    params_rows.append(
+        [f"weights in {w['dtype']}", f"{w['total_bytes']:,} B", human_bytes(w["total_bytes"])]
+    )
+    sections = [
+        Section("Parameters", ["quantity", "exact", "approx."], params_rows),
+        Section(
+            "Parameter breakdown (main model)",
+            ["part", "parameters", "share"],
+            [[k, f"{v:,}", f"{100 * v / p['total']:.2f}%"] for k, v in p["breakdown"].items() if v],
+        ),
+        Section(
+            "Attention projections (one layer)",
+            ["projection", "parameters"],
+            [[k, f"{v:,}"] for k, v in p["attention_breakdown"].items()],
+        ),
+    ]
+    kv_title = f"KV cache at seq_len {s['seq_len']:,} x batch {s['batch']:,} ({s['kv_dtype']})"
+    sections.append(
+        Section(
+            kv_title,
+            [
+                "implementation",
+                "elements/token/layer",
+                "bytes/token (all layers)",
+                "tokens kept per layer",
+                "total",
+                "vs smallest",
+            ],
+            [
+                [
+                    r["impl"],
+                    f"{r['elements_per_token_per_layer']:,}",
+                    human_bytes(r["bytes_per_token"]),
+                    f"{r['tokens_per_layer']:,}",
+                    human_bytes(r["total_bytes"]),
+                    ratio(r["ratio_to_smallest"]),
+                ]
+                for r in doc["kv_cache"]
+            ],
+        )
+    )
+    stage_names = ["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"]
+    rows = []
+    for r in doc["attention"]:
+        label = r["impl"] + (
+            " (default)" if r["default"] and doc["model"]["variant"] == "mla" else ""
+        )
+        rows.append(
+            [r["phase"], label]
+            + [human_si(r["stage_flops"][k]) for k in stage_names]
+            + [
+                human_si(r["flops"]),
+                human_si(r["elementwise_flops"]),
+                human_bytes(r["fused_bytes"]),
+                f"{r['arithmetic_intensity_flops_per_byte']:,.1f}",
+            ]
+        )
+    sections.append(
+        Section(
+            "Attention FLOPs per step, all layers (matmul; element-wise apart)",
+            ["phase", "impl"]
+            + stage_names
+            + ["total FLOPs", "elementwise", "fused bytes", "FLOP/byte"],
+            rows,
+            note="fused bytes: ideal lower bound (weights, input/output and cache once); "
+            "MLA default = expanded K/V in prefill and chunk, absorbed in decode.",
+        )
+    )
+    return sections

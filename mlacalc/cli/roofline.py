@@ -1,0 +1,185 @@
+"""`mlacalc roofline`: roofline time of an attention layer or a model step."""
+
+from __future__ import annotations
+
+import click
+
+from ..render import human_bytes, human_si
+from .common import (
+    IMPL_CHOICE,
+    KV_DTYPE,
+    PHASE_CHOICE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    emit,
+    format_option,
+    load,
+    phases,
+)
+
+
+@click.command("roofline")
+@click.argument("model")
+@click.option(
+    "--hardware",
+    "-H",
+    "hardware",
+    required=True,
+    help="Device: a catalogue name (mlacalc list --hardware), a YAML file or measured:<set>.",
+)
+@click.option("--phase", type=PHASE_CHOICE, default="decode", show_default=True)
+@click.option("--seq-len", "-s", type=SIZE, default="32k", show_default=True)
+@click.option("--batch", "-b", type=SIZE, default=1, show_default=True)
+@click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
+@click.option(
+    "--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default)."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["fused", "unfused"]),
+    default="fused",
+    show_default=True,
+    help="fused: ideal kernels; unfused: the op-by-op PyTorch sequence.",
+)
+@click.option(
+    "--scope",
+    type=click.Choice(["attention_layer", "model"]),
+    default="attention_layer",
+    show_default=True,
+    help="One attention layer, or a whole forward step.",
+)
+@click.option("--dtype", type=W_DTYPE, default="bf16", show_default=True, help="Compute dtype.")
+@click.option("--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: --dtype).")
+@click.option(
+    "--kv-dtype", type=KV_DTYPE, default=None, help="KV dtype or layout (default: --dtype)."
+)
+@click.option(
+    "--calibrate",
+    default=None,
+    metavar="JSON",
+    help="A measurement sidecar whose ceilings replace the datasheet peaks.",
+)
+@format_option
+def command(
+    model,
+    hardware,
+    phase,
+    seq_len,
+    batch,
+    q_len,
+    impl,
+    mode,
+    scope,
+    dtype,
+    weight_dtype,
+    kv_dtype,
+    calibrate,
+    fmt,
+):
+    """Roofline time of an attention layer or a model step, kernel by kernel, with its bound.
+
+    \b
+    Examples:
+      mlacalc roofline deepseek-v3 --hardware H200 --seq-len 32k --batch 64
+      mlacalc roofline deepseek-v3 --hardware H100-SXM --phase prefill --seq-len 4k --mode unfused
+      mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
+    """
+    from ..insight import absorption_crossover, compute_bound_seq_len, ridge_point
+    from ..roofline import predict_time
+
+    m = load(model)
+    wanted = phases(phase)
+    if "chunk" in wanted and q_len is None:
+        raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
+    impl = None if impl == "standard" else impl
+    predictions = [
+        predict_time(
+            m,
+            hardware,
+            ph,
+            seq_len,
+            batch,
+            impl,
+            mode,
+            dtype,
+            scope,
+            q_len=q_len if ph == "chunk" else None,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
+            calibration=calibrate,
+        )
+        for ph in wanted
+    ]
+    insights = [ridge_point(hardware, dtype)]
+    if m.is_mla:
+        insights += compute_bound_seq_len(m, hardware, batch, dtype, kv_dtype)
+        insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
+    doc = {
+        "predictions": [p.to_dict() for p in predictions],
+        "insights": [i.to_dict() for i in insights],
+    }
+
+    def sections():
+        out = []
+        for p in predictions:
+            rows = [
+                [
+                    o.name,
+                    o.stage,
+                    human_si(o.flops),
+                    human_bytes(o.bytes),
+                    f"{o.arithmetic_intensity:,.1f}",
+                    o.bound,
+                    f"{o.efficiency:.2f}",
+                    f"{o.seconds * 1e6:,.1f}",
+                ]
+                for o in p.ops
+            ]
+            rows.append(
+                [
+                    "total",
+                    "",
+                    human_si(p.flops),
+                    human_bytes(p.bytes),
+                    f"{p.arithmetic_intensity:,.1f}",
+                    p.bound,
+                    "",
+                    f"{p.seconds * 1e6:,.1f}",
+                ]
+            )
+            out.append(
+                Section(
+                    f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
+                    f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
+                    f"{', calibrated' if p.calibrated else ''})",
+                    [
+                        "kernel",
+                        "stage",
+                        "FLOPs",
+                        "bytes",
+                        "FLOP/byte",
+                        "bound",
+                        "tile eff.",
+                        "time (us)",
+                    ],
+                    rows,
+                )
+            )
+        out.append(
+            Section(
+                "Insight",
+                ["quantity", "value", "formula / note"],
+                [
+                    [
+                        i.name,
+                        "never" if i.value is None else f"{i.value:,.1f}",
+                        f"{i.expression}  ({i.note})" if len(str(i.expression)) < 80 else i.note,
+                    ]
+                    for i in insights
+                ],
+            )
+        )
+        return out
+
+    emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")

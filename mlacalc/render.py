@@ -1,0 +1,159 @@
+"""Rendering shared by the command line and the app: titled tables, units, CSV and JSON.
+
+A report is a list of :class:`Section` objects (a title, column names, rows of cells and a
+note). :func:`render_table` draws them for a terminal of a given width, :func:`render_markdown`
+as Markdown; :func:`render_csv` writes a document in long ``field,value`` form and
+:func:`render_rows_csv` a list of records in wide form; :func:`render_json` keeps exact
+integers. Cells are formatted by :func:`exact_int` (thousands separators, every digit kept
+beyond 2^53), :func:`ratio`, and the unit formatters re-exported from :mod:`mlacalc.units`
+(bytes in binary units, FLOPs and counts in SI units).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .units import human_bytes, human_si
+
+__all__ = [
+    "UNITS_NOTE",
+    "Section",
+    "exact_int",
+    "flatten",
+    "human_bytes",
+    "human_si",
+    "ratio",
+    "render_csv",
+    "render_json",
+    "render_markdown",
+    "render_rows_csv",
+    "render_table",
+]
+
+UNITS_NOTE = "Bytes in binary units (KiB = 2^10 B, GiB = 2^30 B); FLOPs and parameters in SI units (G = 10^9)."
+
+
+@dataclass
+class Section:
+    """One titled table of a report: column names, rows of cells, an optional note below."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+    #: Columns (by index) that hold text and are aligned left; the first always is.
+    text_columns: tuple[int, ...] = field(default=())
+
+
+def exact_int(n: int) -> str:
+    """``671026419200`` -> ``'671,026,419,200'``: every digit, also beyond 2^53.
+
+    >>> exact_int(2**60 + 1)
+    '1,152,921,504,606,846,977'
+    """
+    return f"{int(n):,}"
+
+
+def ratio(x: float) -> str:
+    """``12.345`` -> ``'12.35x'``."""
+    return f"{x:,.2f}x"
+
+
+def render_table(sections: list[Section], header: str = "", width: int | None = None) -> str:
+    """Plain-text tables (rich, no colour) at ``width`` columns (default: 160)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width or 160,
+        force_terminal=False,
+        color_system=None,
+        highlight=False,
+    )
+    if header:
+        console.print(header)
+    for section in sections:
+        table = Table(title=section.title, title_justify="left", show_lines=False)
+        for i, col in enumerate(section.columns):
+            left = i == 0 or i in section.text_columns
+            table.add_column(col, justify="left" if left else "right", overflow="fold")
+        for row in section.rows:
+            table.add_row(*[str(c) for c in row])
+        console.print(table)
+        if section.note:
+            console.print(section.note)
+    console.print(UNITS_NOTE)
+    return buffer.getvalue()
+
+
+def render_markdown(sections: list[Section], header: str = "") -> str:
+    """GitHub Markdown tables, one ``###`` heading per section."""
+    lines = [header, ""] if header else []
+    for section in sections:
+        lines.append(f"### {section.title}")
+        lines.append("")
+        lines.append("| " + " | ".join(section.columns) + " |")
+        aligns = [
+            "---" if i == 0 or i in section.text_columns else "---:"
+            for i in range(len(section.columns))
+        ]
+        lines.append("|" + "|".join(aligns) + "|")
+        for row in section.rows:
+            lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
+        if section.note:
+            lines += ["", section.note]
+        lines.append("")
+    lines.append(UNITS_NOTE)
+    return "\n".join(lines) + "\n"
+
+
+def flatten(prefix: str, value: Any, out: list[tuple[str, Any]]) -> None:
+    """Append the ``(dotted.path, leaf)`` pairs of a nested document to ``out``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            flatten(f"{prefix}.{k}" if prefix else k, v, out)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for i, v in enumerate(value):
+            flatten(f"{prefix}[{i}]", v, out)
+    elif isinstance(value, list):
+        out.append((prefix, ";".join(str(v) for v in value)))
+    else:
+        out.append((prefix, value))
+
+
+def render_csv(document: dict | list) -> str:
+    """Long format: one ``field,value`` row per leaf; exact integers, units in the names."""
+    rows: list[tuple[str, Any]] = []
+    flatten("", document, rows)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["field", "value"])
+    for key, value in rows:
+        writer.writerow([key, "" if value is None else value])
+    return buffer.getvalue()
+
+
+def render_rows_csv(rows: list[dict]) -> str:
+    """Wide format for record lists: one row per record, the union of keys as columns."""
+    buffer = io.StringIO()
+    columns: list[str] = []
+    for row in rows:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def render_json(document: Any) -> str:
+    """Indented JSON with exact integers (Python ints are written digit for digit)."""
+    return json.dumps(document, indent=2) + "\n"
