@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidArgumentError, UnknownDtypeError
 
-__all__ = ["DTYPE_BITS", "dtype_bits", "KVLayout", "KV_LAYOUTS", "resolve_kv_layout"]
+__all__ = ["DTYPE_BITS", "KV_LAYOUTS", "KVLayout", "dtype_bits", "resolve_kv_layout"]
 
 #: Bits per element of the dtypes mlacalc knows (canonical names first).
 DTYPE_BITS: dict[str, int] = {
@@ -95,16 +95,24 @@ class KVLayout:
         for field_name in ("bits", "scale_group", "scale_bytes"):
             value = getattr(self, field_name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidArgumentError(field_name, f"must be a non-negative integer, got {value!r}")
+                raise InvalidArgumentError(
+                    field_name, f"must be a non-negative integer, got {value!r}"
+                )
         if self.bits == 0:
             raise InvalidArgumentError("bits", "must be positive")
-        if self.rope_bits is not None and (not isinstance(self.rope_bits, int) or self.rope_bits <= 0):
-            raise InvalidArgumentError("rope_bits", f"must be a positive integer, got {self.rope_bits!r}")
+        if self.rope_bits is not None and (
+            not isinstance(self.rope_bits, int) or self.rope_bits <= 0
+        ):
+            raise InvalidArgumentError(
+                "rope_bits", f"must be a positive integer, got {self.rope_bits!r}"
+            )
         if (self.scale_group == 0) != (self.scale_bytes == 0):
-            raise InvalidArgumentError("scale_group", "scale_group and scale_bytes must be both zero or both positive")
+            raise InvalidArgumentError(
+                "scale_group", "scale_group and scale_bytes must be both zero or both positive"
+            )
 
     @classmethod
-    def uniform(cls, dtype: str | int) -> "KVLayout":
+    def uniform(cls, dtype: str | int) -> KVLayout:
         """A layout storing every element in one dtype (a name, or a bit width)."""
         if isinstance(dtype, int) and not isinstance(dtype, bool):
             return cls(name=f"{dtype}bit", bits=dtype)
@@ -131,7 +139,7 @@ KV_LAYOUTS: dict[str, KVLayout] = {
 }
 
 
-def resolve_kv_layout(kv_dtype: "str | int | KVLayout") -> KVLayout:
+def resolve_kv_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
     """Turn a dtype name, bit width, layout name or :class:`KVLayout` into a layout."""
     if isinstance(kv_dtype, KVLayout):
         return kv_dtype
@@ -144,4 +152,6 @@ def resolve_kv_layout(kv_dtype: "str | int | KVLayout") -> KVLayout:
     try:
         return KVLayout.uniform(kv_dtype)
     except UnknownDtypeError:
-        raise UnknownDtypeError(kv_dtype, list(DTYPE_BITS) + list(KV_LAYOUTS), what="KV dtype or layout") from None
+        raise UnknownDtypeError(
+            kv_dtype, list(DTYPE_BITS) + list(KV_LAYOUTS), what="KV dtype or layout"
+        ) from None

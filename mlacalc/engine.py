@@ -25,30 +25,28 @@ from . import _generated as gen
 from .config import ModelConfig, load_model
 from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
 from .errors import InvalidArgumentError
+from .vocab import MLA_IMPLEMENTATIONS, PHASES, STAGES, STANDARD_IMPL, layer_key, serving_impl
 
 __all__ = [
-    "PHASES",
     "MLA_IMPLEMENTATIONS",
-    "OpCost",
+    "PHASES",
     "AttentionCost",
     "KVCache",
+    "OpCost",
+    "attended_pairs",
     "attention_cost",
     "attention_flops",
     "kv_cache",
     "kv_cache_bytes",
-    "attended_pairs",
     "resolve_impl",
 ]
-
-PHASES = ("prefill", "decode", "chunk")
-MLA_IMPLEMENTATIONS = ("naive", "compressed", "absorbed", "absorbed_merged")
-STAGES = ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj")
 
 
 # ----------------------------------------------------------------------------------
 # argument checking
 
-def _model(model: "ModelConfig | str") -> ModelConfig:
+
+def _model(model: ModelConfig | str) -> ModelConfig:
     return model if isinstance(model, ModelConfig) else load_model(model)
 
 
@@ -77,32 +75,43 @@ def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None)
     is the compressed latent in every case (see :func:`kv_cache_bytes`).
     """
     if not model.is_mla:
-        if impl not in (None, "standard"):
-            raise InvalidArgumentError("impl", f"{model.label} uses {model.variant.upper()}, which has one "
-                                       f"implementation ('standard'); got {impl!r}")
-        return "standard"
+        if impl not in (None, STANDARD_IMPL):
+            raise InvalidArgumentError(
+                "impl",
+                f"{model.label} uses {model.variant.upper()}, which has one "
+                f"implementation ('standard'); got {impl!r}",
+            )
+        return STANDARD_IMPL
     if impl is None:
-        return "absorbed" if phase in (None, "decode") else "naive"
+        return serving_impl(phase)
     if impl not in MLA_IMPLEMENTATIONS:
-        raise InvalidArgumentError("impl", f"unknown MLA implementation {impl!r}; use one of "
-                                   + ", ".join(MLA_IMPLEMENTATIONS))
+        raise InvalidArgumentError(
+            "impl",
+            f"unknown MLA implementation {impl!r}; use one of " + ", ".join(MLA_IMPLEMENTATIONS),
+        )
     return impl
 
 
 def _phase_lengths(phase: str, seq_len: int, q_len: int | None) -> int:
     if phase not in PHASES:
-        raise InvalidArgumentError("phase", f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
+        raise InvalidArgumentError(
+            "phase", f"unknown phase {phase!r}; use one of {', '.join(PHASES)}"
+        )
     if phase == "prefill":
         if q_len not in (None, seq_len):
-            raise InvalidArgumentError("q_len", f"prefill processes all {seq_len} tokens; leave q_len unset "
-                                       "or use phase='chunk'")
+            raise InvalidArgumentError(
+                "q_len",
+                f"prefill processes all {seq_len} tokens; leave q_len unset or use phase='chunk'",
+            )
         return seq_len
     if phase == "decode":
         if q_len not in (None, 1):
             raise InvalidArgumentError("q_len", "decode adds one token; use phase='chunk' for more")
         return 1
     if q_len is None:
-        raise InvalidArgumentError("q_len", "phase='chunk' needs q_len, the new tokens per sequence")
+        raise InvalidArgumentError(
+            "q_len", "phase='chunk' needs q_len, the new tokens per sequence"
+        )
     q_len = _positive_int("q_len", q_len)
     if q_len > seq_len:
         raise InvalidArgumentError("q_len", f"{q_len} new tokens cannot exceed seq_len {seq_len}")
@@ -124,9 +133,9 @@ def attended_pairs(q: int, seq_len: int, window: int | None = None, causal: bool
     keys = seq_len if window is None else min(seq_len, window)
     if not causal:
         return q * keys
-    lo, hi = seq_len - q + 1, seq_len           # 1-based positions of the new tokens
+    lo, hi = seq_len - q + 1, seq_len  # 1-based positions of the new tokens
 
-    def tri(a: int, c: int) -> int:             # sum of j for j in [a, c]
+    def tri(a: int, c: int) -> int:  # sum of j for j in [a, c]
         return (a + c) * (c - a + 1) // 2 if c >= a else 0
 
     if window is None or hi <= window:
@@ -139,30 +148,44 @@ def attended_pairs(q: int, seq_len: int, window: int | None = None, causal: bool
 # ----------------------------------------------------------------------------------
 # symbol values for a model
 
+
 def _layer_key(model: ModelConfig, impl: str) -> str:
-    if not model.is_mla:
-        return "mha"
-    return f"mla_{impl}_{'qlora' if model.q_lora_rank else 'noqlora'}"
+    return layer_key(model.is_mla, impl, bool(model.q_lora_rank))
 
 
 def _model_dims(model: ModelConfig) -> dict[str, int]:
     if model.is_mla:
         bias = int(model.attention_bias)
-        return dict(d=model.hidden_size, n_h=model.num_attention_heads, d_c=model.kv_lora_rank,
-                    d_cq=model.q_lora_rank or 0, d_nope=model.qk_nope_head_dim,
-                    d_rope=model.qk_rope_head_dim, d_v=model.v_head_dim, beta_qkv=bias, beta_o=bias)
+        return {
+            "d": model.hidden_size,
+            "n_h": model.num_attention_heads,
+            "d_c": model.kv_lora_rank,
+            "d_cq": model.q_lora_rank or 0,
+            "d_nope": model.qk_nope_head_dim,
+            "d_rope": model.qk_rope_head_dim,
+            "d_v": model.v_head_dim,
+            "beta_qkv": bias,
+            "beta_o": bias,
+        }
     qkv = int(model.attention_bias or model.qkv_bias or model.bias)
     out = int(model.attention_bias or model.bias)
     rope = 0 if model.family == "gpt2" else 1
-    return dict(d=model.hidden_size, n_h=model.num_attention_heads, n_kv=model.num_key_value_heads,
-                d_h=model.head_dim, beta_qkv=qkv, beta_o=out, rho=rope)
+    return {
+        "d": model.hidden_size,
+        "n_h": model.num_attention_heads,
+        "n_kv": model.num_key_value_heads,
+        "d_h": model.head_dim,
+        "beta_qkv": qkv,
+        "beta_o": out,
+        "rho": rope,
+    }
 
 
 def _call(fns: gen.LayerFunctions, fn, values):
     return fn(*[values[n] for n in fns.args])
 
 
-def attention_params(model: "ModelConfig | str") -> dict[str, int]:
+def attention_params(model: ModelConfig | str) -> dict[str, int]:
     """Parameters of each attention projection of one layer (reference-implementation names)."""
     model = _model(model)
     fns = gen.LAYERS[_layer_key(model, "absorbed")]
@@ -171,15 +194,19 @@ def attention_params(model: "ModelConfig | str") -> dict[str, int]:
     out = _call(fns, fns.params, values)
     if model.is_mla:
         return out
-    if model.family == "falcon":   # one fused query_key_value matrix
-        out = {"query_key_value": out["q_proj"] + out["k_proj"] + out["v_proj"], "dense": out["o_proj"]}
-    elif model.family == "gpt2":   # Conv1D c_attn (q, k, v fused) and c_proj
+    if model.family == "falcon":  # one fused query_key_value matrix
+        out = {
+            "query_key_value": out["q_proj"] + out["k_proj"] + out["v_proj"],
+            "dense": out["o_proj"],
+        }
+    elif model.family == "gpt2":  # Conv1D c_attn (q, k, v fused) and c_proj
         out = {"c_attn": out["q_proj"] + out["k_proj"] + out["v_proj"], "c_proj": out["o_proj"]}
     return out
 
 
 # ----------------------------------------------------------------------------------
 # KV cache
+
 
 @dataclass(frozen=True)
 class KVCache:
@@ -213,10 +240,18 @@ class KVCache:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "variant": self.variant, "impl": self.impl, "kv_layout": self.layout,
-            "elements_per_token_per_layer": self.row_elements, "bytes_per_token_per_layer": self.row_bytes,
-            "bytes_per_token": self.bytes_per_token, "layers": self.layers, "batch": self.batch,
-            "seq_len": self.seq_len, "tokens_per_layer": self.tokens_per_layer, "total_bytes": self.total_bytes,
+            "model": self.model,
+            "variant": self.variant,
+            "impl": self.impl,
+            "kv_layout": self.layout,
+            "elements_per_token_per_layer": self.row_elements,
+            "bytes_per_token_per_layer": self.row_bytes,
+            "bytes_per_token": self.bytes_per_token,
+            "layers": self.layers,
+            "batch": self.batch,
+            "seq_len": self.seq_len,
+            "tokens_per_layer": self.tokens_per_layer,
+            "total_bytes": self.total_bytes,
         }
 
 
@@ -231,8 +266,14 @@ def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
     return elements, layout.row_bytes(elements)
 
 
-def kv_cache(model: "ModelConfig | str", seq_len: int, batch: int = 1, kv_dtype: "str | int | KVLayout" = "bf16",
-             impl: str | None = None, include_mtp: bool = False) -> KVCache:
+def kv_cache(
+    model: ModelConfig | str,
+    seq_len: int,
+    batch: int = 1,
+    kv_dtype: str | int | KVLayout = "bf16",
+    impl: str | None = None,
+    include_mtp: bool = False,
+) -> KVCache:
     """The KV cache holding ``seq_len`` tokens for ``batch`` sequences, all layers.
 
     ``impl`` only matters for MLA: ``"naive"`` caches the expanded per-head K and V;
@@ -248,14 +289,29 @@ def kv_cache(model: "ModelConfig | str", seq_len: int, batch: int = 1, kv_dtype:
     elements, row_bytes = _row(model, impl, layout)
     layers = model.num_hidden_layers + (model.num_nextn_predict_layers if include_mtp else 0)
     tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
-    return KVCache(model=model.name, variant=model.variant, impl=impl, layout=layout.name,
-                   row_elements=elements, row_bytes=row_bytes, layers=layers, batch=batch, seq_len=seq_len,
-                   tokens_per_layer=tokens, total_bytes=layers * batch * tokens * row_bytes)
+    return KVCache(
+        model=model.name,
+        variant=model.variant,
+        impl=impl,
+        layout=layout.name,
+        row_elements=elements,
+        row_bytes=row_bytes,
+        layers=layers,
+        batch=batch,
+        seq_len=seq_len,
+        tokens_per_layer=tokens,
+        total_bytes=layers * batch * tokens * row_bytes,
+    )
 
 
-def kv_cache_bytes(model: "ModelConfig | str", seq_len: int, batch: int = 1,
-                   kv_dtype: "str | int | KVLayout" = "bf16", impl: str | None = None,
-                   include_mtp: bool = False) -> int:
+def kv_cache_bytes(
+    model: ModelConfig | str,
+    seq_len: int,
+    batch: int = 1,
+    kv_dtype: str | int | KVLayout = "bf16",
+    impl: str | None = None,
+    include_mtp: bool = False,
+) -> int:
     """Exact bytes of the KV cache of all layers holding ``seq_len`` tokens per sequence.
 
     Examples
@@ -270,6 +326,7 @@ def kv_cache_bytes(model: "ModelConfig | str", seq_len: int, batch: int = 1,
 
 # ----------------------------------------------------------------------------------
 # FLOPs and bytes
+
 
 @dataclass(frozen=True)
 class OpCost:
@@ -296,10 +353,18 @@ class OpCost:
         return self.flops / self.bytes if self.bytes else math.inf
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "stage": self.stage, "kind": self.kind, "flops": self.flops,
-                "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-                "weight_bytes": self.weight_bytes, "cache_bytes_read": self.cache_bytes_read,
-                "cache_bytes_written": self.cache_bytes_written, "shape": list(self.shape) if self.shape else None}
+        return {
+            "name": self.name,
+            "stage": self.stage,
+            "kind": self.kind,
+            "flops": self.flops,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "weight_bytes": self.weight_bytes,
+            "cache_bytes_read": self.cache_bytes_read,
+            "cache_bytes_written": self.cache_bytes_written,
+            "shape": list(self.shape) if self.shape else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -362,11 +427,21 @@ class AttentionCost:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "variant": self.variant, "impl": self.impl, "phase": self.phase,
-            "seq_len": self.seq_len, "q_len": self.q_len, "batch": self.batch, "causal": self.causal,
-            "layers": self.layers, "pairs_per_head": self.pairs_per_head, "flops": self.flops,
-            "stage_flops": dict(self.stage_flops), "elementwise_flops": self.elementwise_flops,
-            "unfused_bytes": self.unfused_bytes, "fused_bytes": self.fused_bytes,
+            "model": self.model,
+            "variant": self.variant,
+            "impl": self.impl,
+            "phase": self.phase,
+            "seq_len": self.seq_len,
+            "q_len": self.q_len,
+            "batch": self.batch,
+            "causal": self.causal,
+            "layers": self.layers,
+            "pairs_per_head": self.pairs_per_head,
+            "flops": self.flops,
+            "stage_flops": dict(self.stage_flops),
+            "elementwise_flops": self.elementwise_flops,
+            "unfused_bytes": self.unfused_bytes,
+            "fused_bytes": self.fused_bytes,
             "weight_bytes": self.weight_bytes,
             "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
             "ops_per_layer": [o.to_dict() for o in self.ops],
@@ -377,10 +452,18 @@ def _ceil(x) -> int:
     return x if isinstance(x, int) else math.ceil(x)
 
 
-def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: int = 1,
-                   q_len: int | None = None, impl: str | None = None, causal: bool = False,
-                   kv_dtype: "str | int | KVLayout" = "bf16", weight_dtype: str | None = None,
-                   act_dtype: str = "bf16") -> AttentionCost:
+def attention_cost(
+    model: ModelConfig | str,
+    phase: str,
+    seq_len: int,
+    batch: int = 1,
+    q_len: int | None = None,
+    impl: str | None = None,
+    causal: bool = False,
+    kv_dtype: str | int | KVLayout = "bf16",
+    weight_dtype: str | None = None,
+    act_dtype: str = "bf16",
+) -> AttentionCost:
     """FLOPs by stage and bytes by op of the attention blocks of all layers for one step.
 
     Parameters
@@ -413,17 +496,36 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
     a_bits = dtype_bits(act_dtype)
     window = model.sliding_window
     keys = seq_len if window is None else min(seq_len, window)
-    values = dict(_model_dims(model), B=batch, q=q, S=keys,
-                  P=attended_pairs(q, seq_len, window, causal),
-                  b=Fraction(row_bytes, elements), b_w=Fraction(w_bits, 8), b_a=Fraction(a_bits, 8))
+    values = dict(
+        _model_dims(model),
+        B=batch,
+        q=q,
+        S=keys,
+        P=attended_pairs(q, seq_len, window, causal),
+        b=Fraction(row_bytes, elements),
+        b_w=Fraction(w_bits, 8),
+        b_a=Fraction(a_bits, 8),
+    )
     fns = gen.LAYERS[_layer_key(model, impl)]
     ops = []
     shapes = _call(fns, fns.shapes, values)
-    for (name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w), shape in zip(_call(fns, fns.ops, values), shapes):
-        ops.append(OpCost(name=name, stage=stage, kind=kind, flops=_ceil(flops),
-                          bytes_read=_ceil(a_r + w_r + c_r), bytes_written=_ceil(a_w + c_w),
-                          weight_bytes=_ceil(w_r), cache_bytes_read=_ceil(c_r), cache_bytes_written=_ceil(c_w),
-                          shape=tuple(int(round(x)) for x in shape) if shape else None))
+    for (name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w), shape in zip(
+        _call(fns, fns.ops, values), shapes
+    ):
+        ops.append(
+            OpCost(
+                name=name,
+                stage=stage,
+                kind=kind,
+                flops=_ceil(flops),
+                bytes_read=_ceil(a_r + w_r + c_r),
+                bytes_written=_ceil(a_w + c_w),
+                weight_bytes=_ceil(w_r),
+                cache_bytes_read=_ceil(c_r),
+                cache_bytes_written=_ceil(c_w),
+                shape=tuple(round(x) for x in shape) if shape else None,
+            )
+        )
     layers = model.num_hidden_layers
     stage_flops = dict.fromkeys(STAGES, 0)
     for op in ops:
@@ -432,14 +534,32 @@ def attention_cost(model: "ModelConfig | str", phase: str, seq_len: int, batch: 
     weights = sum(o.weight_bytes for o in ops)
     io = 2 * batch * q * model.hidden_size * a_bits // 8
     fused = weights + io + batch * keys * cache_row_bytes + batch * q * cache_row_bytes
-    return AttentionCost(model=model.name, variant=model.variant, impl=impl, phase=phase, seq_len=seq_len,
-                         q_len=q, batch=batch, causal=causal, layers=layers,
-                         pairs_per_head=values["P"], ops=tuple(ops), stage_flops=stage_flops,
-                         fused_layer_bytes=fused)
+    return AttentionCost(
+        model=model.name,
+        variant=model.variant,
+        impl=impl,
+        phase=phase,
+        seq_len=seq_len,
+        q_len=q,
+        batch=batch,
+        causal=causal,
+        layers=layers,
+        pairs_per_head=values["P"],
+        ops=tuple(ops),
+        stage_flops=stage_flops,
+        fused_layer_bytes=fused,
+    )
 
 
-def attention_flops(model: "ModelConfig | str", phase: str, seq_len: int, batch: int = 1,
-                    q_len: int | None = None, impl: str | None = None, causal: bool = False) -> int:
+def attention_flops(
+    model: ModelConfig | str,
+    phase: str,
+    seq_len: int,
+    batch: int = 1,
+    q_len: int | None = None,
+    impl: str | None = None,
+    causal: bool = False,
+) -> int:
     """Exact matmul FLOPs of the attention blocks of all layers for one step.
 
     Examples

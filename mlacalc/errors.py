@@ -11,11 +11,11 @@ from __future__ import annotations
 from difflib import get_close_matches
 
 __all__ = [
-    "MlacalcError",
     "ConfigError",
-    "UnknownModelError",
-    "UnknownDtypeError",
     "InvalidArgumentError",
+    "MlacalcError",
+    "UnknownDtypeError",
+    "UnknownModelError",
 ]
 
 
@@ -38,8 +38,14 @@ class ConfigError(ValueError, MlacalcError):
         How to fix it.
     """
 
-    def __init__(self, message: str, *, source: str | None = None, field: str | None = None,
-                 fix: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+    ):
         self.message = message
         self.source = source
         self.field = field
@@ -70,8 +76,10 @@ class UnknownModelError(KeyError, MlacalcError):
     def __str__(self) -> str:
         close = get_close_matches(self.name.lower(), self.known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        return (f"unknown model '{self.name}'.{hint} Known models: {', '.join(self.known)}; "
-                "or pass the path of a YAML file or a Hugging Face config.json.")
+        return (
+            f"unknown model '{self.name}'.{hint} Known models: {', '.join(self.known)}; "
+            "or pass the path of a YAML file or a Hugging Face config.json."
+        )
 
 
 class UnknownDtypeError(ValueError, MlacalcError):

@@ -21,39 +21,55 @@ from .dtypes import dtype_bits
 from .engine import _model
 from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
+from .vocab import MLA_FIELD_SYMBOLS
 
-__all__ = ["Insight", "ridge_point", "compute_bound_seq_len", "absorption_crossover"]
+__all__ = ["Insight", "absorption_crossover", "compute_bound_seq_len", "ridge_point"]
 
 
 @dataclass(frozen=True)
 class Insight:
     name: str
-    expression: Any          # sympy expression (the closed form)
-    value: float | None      # its value for the model and device, None if never reached
+    expression: Any  # sympy expression (the closed form)
+    value: float | None  # its value for the model and device, None if never reached
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "expression": str(self.expression), "value": self.value, "note": self.note}
+        return {
+            "name": self.name,
+            "expression": str(self.expression),
+            "value": self.value,
+            "note": self.note,
+        }
 
 
 def _mla_values(m: ModelConfig) -> dict:
     from . import symbols as s
 
-    return {s.d: m.hidden_size, s.n_h: m.num_attention_heads, s.d_c: m.kv_lora_rank, s.d_cq: m.q_lora_rank or 0,
-            s.d_nope: m.qk_nope_head_dim, s.d_rope: m.qk_rope_head_dim, s.d_v: m.v_head_dim, s.L: 1}
+    values = {s.ALL[sym]: getattr(m, name) or 0 for name, sym in MLA_FIELD_SYMBOLS.items()}
+    values[s.L] = 1
+    return values
 
 
-def ridge_point(hardware: "HardwareSpec | str", dtype: str = "bf16") -> Insight:
+def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
     import sympy as sp
 
     hw = load_hardware(hardware)
     P, W = sp.symbols("P_peak BW", positive=True)
-    return Insight("ridge point (FLOP/byte)", P / W, hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s,
-                   f"{hw.name}: {hw.peak(dtype) / 1e12:.1f} TFLOP/s {dtype} / {hw.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s")
+    return Insight(
+        "ridge point (FLOP/byte)",
+        P / W,
+        hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s,
+        f"{hw.name}: {hw.peak(dtype) / 1e12:.1f} TFLOP/s {dtype} / {hw.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+    )
 
 
-def compute_bound_seq_len(model: "ModelConfig | str", hardware: "HardwareSpec | str", batch: int = 1,
-                          dtype: str = "bf16", kv_dtype: str | None = None) -> list[Insight]:
+def compute_bound_seq_len(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    batch: int = 1,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+) -> list[Insight]:
     """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone and whole layer."""
     import sympy as sp
 
@@ -62,39 +78,69 @@ def compute_bound_seq_len(model: "ModelConfig | str", hardware: "HardwareSpec | 
 
     m = _model(model)
     if not m.is_mla:
-        raise InvalidArgumentError("model", f"{m.label} is {m.variant.upper()}; this insight is for MLA")
+        raise InvalidArgumentError(
+            "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
+        )
     hw = load_hardware(hardware)
     ridge = hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s
     b = sp.Rational(dtype_bits(kv_dtype or dtype), 8)
     a = sp.Rational(dtype_bits(dtype), 8)
-    R = sp.Symbol("R", positive=True)          # the ridge point, FLOP/byte
-    values = {**_mla_values(m), s.B: batch, s.b: b, s.b_a: a, s.b_w: sp.Rational(dtype_bits(m.weights_dtype), 8)}
+    R = sp.Symbol("R", positive=True)  # the ridge point, FLOP/byte
+    values = {
+        **_mla_values(m),
+        s.B: batch,
+        s.b: b,
+        s.b_a: a,
+        s.b_w: sp.Rational(dtype_bits(m.weights_dtype), 8),
+    }
     out = []
     # the attention-core kernel (as FlashMLA runs it): scores + values over the latent cache
     core_flops = 2 * s.B * s.n_h * s.S * (2 * s.d_c + s.d_rope)
     core_bytes = s.b * s.B * s.S * (s.d_c + s.d_rope) + s.b_a * s.B * s.n_h * (2 * s.d_c + s.d_rope)
     for name, flops, nbytes in (
         ("absorbed decode core kernel turns compute-bound at S =", core_flops, core_bytes),
-        ("absorbed decode layer (fused, weights included) turns compute-bound at S =",
-         formula("attention_flops", "mla", "absorbed", phase="decode", q_lora=m.q_lora_rank is not None),
-         formula("fused_bytes", "mla", "absorbed", phase="decode", q_lora=m.q_lora_rank is not None)),
+        (
+            "absorbed decode layer (fused, weights included) turns compute-bound at S =",
+            formula(
+                "attention_flops",
+                "mla",
+                "absorbed",
+                phase="decode",
+                q_lora=m.q_lora_rank is not None,
+            ),
+            formula(
+                "fused_bytes", "mla", "absorbed", phase="decode", q_lora=m.q_lora_rank is not None
+            ),
+        ),
     ):
         solutions = sp.solve(sp.Eq(flops, R * nbytes), s.S)
         expr = solutions[0] if solutions else sp.nan
         value = expr.subs(values).subs(R, ridge) if solutions else None
         limit = sp.limit(flops / nbytes, s.S, sp.oo).subs(values)
         if value is None or not value.is_real or value <= 0:
-            out.append(Insight(name, sp.simplify(expr), None,
-                               f"never: the intensity tends to {float(limit):.1f} FLOP/byte, below the ridge "
-                               f"{ridge:.1f} of {hw.name}"))
+            out.append(
+                Insight(
+                    name,
+                    sp.simplify(expr),
+                    None,
+                    f"never: the intensity tends to {float(limit):.1f} FLOP/byte, below the ridge "
+                    f"{ridge:.1f} of {hw.name}",
+                )
+            )
         else:
-            out.append(Insight(name, sp.simplify(expr), float(value),
-                               f"batch {batch}, {hw.name} ridge {ridge:.1f} FLOP/byte; intensity tends to "
-                               f"{float(limit):.1f} as S grows"))
+            out.append(
+                Insight(
+                    name,
+                    sp.simplify(expr),
+                    float(value),
+                    f"batch {batch}, {hw.name} ridge {ridge:.1f} FLOP/byte; intensity tends to "
+                    f"{float(limit):.1f} as S grows",
+                )
+            )
     return out
 
 
-def absorption_crossover(model: "ModelConfig | str", seq_len: int | None = None) -> Insight:
+def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -> Insight:
     """Query tokens per sequence above which absorbed MLA costs more FLOPs than compressed.
 
     Both keep the same latent cache: ``compressed`` re-expands the ``S`` cached latents through
@@ -110,7 +156,9 @@ def absorption_crossover(model: "ModelConfig | str", seq_len: int | None = None)
 
     m = _model(model)
     if not m.is_mla:
-        raise InvalidArgumentError("model", f"{m.label} is {m.variant.upper()}; this insight is for MLA")
+        raise InvalidArgumentError(
+            "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
+        )
     q_lora = m.q_lora_rank is not None
     absorbed = formula("attention_flops", "mla", "absorbed", phase="chunk", q_lora=q_lora)
     compressed = formula("attention_flops", "mla", "compressed", phase="chunk", q_lora=q_lora)
@@ -119,8 +167,16 @@ def absorption_crossover(model: "ModelConfig | str", seq_len: int | None = None)
     values = _mla_values(m)
     if seq_len is None:
         limit = sp.limit(expr, s.S, sp.oo)
-        return Insight("absorption stops paying above q =", limit, float(limit.subs(values)),
-                       "long-context limit; below it (decode) absorb, above it (prefill) expand")
+        return Insight(
+            "absorption stops paying above q =",
+            limit,
+            float(limit.subs(values)),
+            "long-context limit; below it (decode) absorb, above it (prefill) expand",
+        )
     value = expr.subs(values).subs(s.S, seq_len)
-    return Insight("absorption stops paying above q =", expr, float(value),
-                   f"at S = {seq_len}; below it (decode) absorb, above it (prefill) expand")
+    return Insight(
+        "absorption stops paying above q =",
+        expr,
+        float(value),
+        f"at S = {seq_len}; below it (decode) absorb, above it (prefill) expand",
+    )

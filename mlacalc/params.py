@@ -52,16 +52,24 @@ class ParamCounts:
         return self.total - b["embedding"] - b["position_embedding"] - b["lm_head"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "total": self.total, "active": self.active,
-                "attention_per_layer": self.attention_per_layer, "embedding": self.embedding,
-                "mtp": self.mtp, "mtp_active": self.mtp_active, "non_embedding": self.non_embedding,
-                "breakdown": dict(self.breakdown), "attention_breakdown": dict(self.attention_breakdown)}
+        return {
+            "model": self.model,
+            "total": self.total,
+            "active": self.active,
+            "attention_per_layer": self.attention_per_layer,
+            "embedding": self.embedding,
+            "mtp": self.mtp,
+            "mtp_active": self.mtp_active,
+            "non_embedding": self.non_embedding,
+            "breakdown": dict(self.breakdown),
+            "attention_breakdown": dict(self.attention_breakdown),
+        }
 
 
 def _ffn_dense(m: ModelConfig, width: int) -> int:
     """A dense FFN of the given width."""
     d = m.hidden_size
-    if m.family in ("gpt2", "falcon"):           # up, down (GELU), biases where present
+    if m.family in ("gpt2", "falcon"):  # up, down (GELU), biases where present
         bias = (width + d) if m.bias else 0
         return 2 * d * width + bias
     bias = (2 * width + d) if m.mlp_bias else 0  # gate, up, down (SwiGLU / GeGLU)
@@ -71,11 +79,11 @@ def _ffn_dense(m: ModelConfig, width: int) -> int:
 def _norms_per_layer(m: ModelConfig) -> int:
     d = m.hidden_size
     if m.family == "gpt2":
-        return 2 * 2 * d                         # ln_1, ln_2 with weight and bias
+        return 2 * 2 * d  # ln_1, ln_2 with weight and bias
     if m.family == "falcon":
         count = 2 if (m.new_decoder_architecture or not m.parallel_attn) else 1
-        return count * 2 * d                     # LayerNorm weight and bias
-    return 2 * d                                 # RMSNorm weights
+        return count * 2 * d  # LayerNorm weight and bias
+    return 2 * d  # RMSNorm weights
 
 
 def _final_norm(m: ModelConfig) -> int:
@@ -88,12 +96,16 @@ def _moe_parts(m: ModelConfig) -> dict[str, int]:
     expert = 3 * d * width
     router = m.n_routed_experts * d
     if m.topk_method == "noaux_tc":
-        router += m.n_routed_experts               # e_score_correction_bias
-    return {"expert": expert, "routed": m.n_routed_experts * expert,
-            "shared": 3 * d * width * m.n_shared_experts, "router": router}
+        router += m.n_routed_experts  # e_score_correction_bias
+    return {
+        "expert": expert,
+        "routed": m.n_routed_experts * expert,
+        "shared": 3 * d * width * m.n_shared_experts,
+        "router": router,
+    }
 
 
-def param_counts(model: "ModelConfig | str") -> ParamCounts:
+def param_counts(model: ModelConfig | str) -> ParamCounts:
     """Total, active and per-part parameter counts of a model.
 
     Examples
@@ -125,12 +137,18 @@ def param_counts(model: "ModelConfig | str") -> ParamCounts:
             dense_ffn += _ffn_dense(m, m.intermediate_size)
 
     breakdown = {
-        "embedding": embedding, "position_embedding": position, "lm_head": lm_head,
-        "attention": L * attn_layer, "dense_ffn": dense_ffn, "moe_routed_experts": routed,
-        "moe_shared_experts": shared, "moe_router": router, "norms": norms,
+        "embedding": embedding,
+        "position_embedding": position,
+        "lm_head": lm_head,
+        "attention": L * attn_layer,
+        "dense_ffn": dense_ffn,
+        "moe_routed_experts": routed,
+        "moe_shared_experts": shared,
+        "moe_router": router,
+        "norms": norms,
     }
     total = sum(breakdown.values())
-    lookups = position + (embedding if lm_head else 0)   # a tied table does the output matmul
+    lookups = position + (embedding if lm_head else 0)  # a tied table does the output matmul
     active = total - lookups - inactive
 
     mtp = mtp_active = 0
@@ -138,17 +156,33 @@ def param_counts(model: "ModelConfig | str") -> ParamCounts:
         # DeepSeek-V3 MTP module: enorm, hnorm, eh_proj (2d -> d), one MoE decoder layer,
         # shared_head.norm; embedding and output head are shared with the main model.
         layer = attn_layer + _norms_per_layer(m)
-        layer += (moe["routed"] + moe["shared"] + moe["router"]) if moe else _ffn_dense(m, m.intermediate_size)
+        layer += (
+            (moe["routed"] + moe["shared"] + moe["router"])
+            if moe
+            else _ffn_dense(m, m.intermediate_size)
+        )
         own = 2 * d + 2 * d * d + layer + d
         mtp = m.num_nextn_predict_layers * own
-        per_active = own - ((m.n_routed_experts - m.num_experts_per_tok) * moe["expert"] if moe else 0)
+        per_active = own - (
+            (m.n_routed_experts - m.num_experts_per_tok) * moe["expert"] if moe else 0
+        )
         mtp_active = m.num_nextn_predict_layers * per_active
-    return ParamCounts(model=m.name, total=total, active=active, attention_per_layer=attn_layer,
-                       embedding=embedding, mtp=mtp, mtp_active=mtp_active, breakdown=breakdown,
-                       attention_breakdown=attn)
+    return ParamCounts(
+        model=m.name,
+        total=total,
+        active=active,
+        attention_per_layer=attn_layer,
+        embedding=embedding,
+        mtp=mtp,
+        mtp_active=mtp_active,
+        breakdown=breakdown,
+        attention_breakdown=attn,
+    )
 
 
-def weight_bytes(model: "ModelConfig | str", dtype: str | None = None, include_mtp: bool = False) -> int:
+def weight_bytes(
+    model: ModelConfig | str, dtype: str | None = None, include_mtp: bool = False
+) -> int:
     """Bytes of the model's weights stored in ``dtype`` (default: the model's own)."""
     m = model if isinstance(model, ModelConfig) else load_model(model)
     counts = param_counts(m)

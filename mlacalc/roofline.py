@@ -38,11 +38,10 @@ from .dtypes import canonical_dtype, dtype_bits
 from .engine import _layer_key, _model, attention_cost, resolve_impl
 from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware, lookup_peak, read_sidecar
+from .vocab import MODES, SCOPES
 
 __all__ = ["Calibration", "OpTime", "Prediction", "predict_time", "ffn_ops", "LAUNCHES", "TILE"]
 
-MODES = ("fused", "unfused")
-SCOPES = ("attention_layer", "model")
 TILE = 128
 #: latency assumed per kernel launch when no measurement calibrates it
 DEFAULT_LAUNCH_S = {"gpu": 5e-6, "cpu": 2e-6}

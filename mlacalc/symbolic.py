@@ -12,20 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InvalidArgumentError
+from .vocab import (
+    MLA_IMPLEMENTATIONS,
+    PHASES,
+    QUANTITIES,
+    STAGES,
+    STANDARD_IMPL,
+    VARIANTS,
+    serving_impl,
+)
 
-__all__ = ["formula", "QUANTITIES", "VARIANTS"]
-
-#: quantity -> what the expression gives
-QUANTITIES = {
-    "kv_cache_elements": "cached elements per token per layer",
-    "kv_cache_bytes": "cache bytes of all L layers for B sequences of S tokens (b bytes per element)",
-    "attention_params": "parameters of one attention layer (biases off unless bias=True)",
-    "attention_flops": "matmul FLOPs of the attention blocks of all L layers for one step",
-    "elementwise_flops": "nominal element-wise FLOPs (softmax, RoPE, norms) of all L layers",
-    "unfused_bytes": "bytes the op-by-op sequence reads and writes, all L layers",
-    "fused_bytes": "ideal fused lower bound of bytes moved, all L layers",
-}
-VARIANTS = ("mha", "gqa", "mqa", "mla")
+__all__ = ["QUANTITIES", "VARIANTS", "formula"]
 
 
 def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
@@ -37,22 +34,37 @@ def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
         if impl is None:
             # serving default: expanded K/V in prefill and chunk, absorbed in decode;
             # the cache is the latent either way
-            chosen = "absorbed" if phase in (None, "decode") else "naive"
-            layer = mla.layer(chosen, q_lora)
+            layer = mla.layer(serving_impl(phase), q_lora)
             latent = mla.layer("absorbed", q_lora)
-            return replace(layer, kv_row_elements=latent.kv_row_elements, kv_row_bytes=latent.kv_row_bytes)
-        if impl not in mla.IMPLEMENTATIONS:
-            raise InvalidArgumentError("impl", f"unknown MLA implementation {impl!r}; use one of "
-                                       + ", ".join(mla.IMPLEMENTATIONS))
+            return replace(
+                layer, kv_row_elements=latent.kv_row_elements, kv_row_bytes=latent.kv_row_bytes
+            )
+        if impl not in MLA_IMPLEMENTATIONS:
+            raise InvalidArgumentError(
+                "impl",
+                f"unknown MLA implementation {impl!r}; use one of "
+                + ", ".join(MLA_IMPLEMENTATIONS),
+            )
         return mla.layer(impl, q_lora)
-    if impl not in (None, "standard"):
-        raise InvalidArgumentError("impl", f"{variant.upper()} has one implementation ('standard')")
+    if impl not in (None, STANDARD_IMPL):
+        raise InvalidArgumentError(
+            "impl", f"{variant.upper()} has one implementation ('{STANDARD_IMPL}')"
+        )
     return mha.layer()
 
 
-def formula(quantity: str, variant: str, impl: str | None = None, *, phase: str | None = None,
-            stage: str | None = None, causal: bool = False, q_lora: bool = True, bias: bool = False,
-            rope: bool = True) -> Any:
+def formula(
+    quantity: str,
+    variant: str,
+    impl: str | None = None,
+    *,
+    phase: str | None = None,
+    stage: str | None = None,
+    causal: bool = False,
+    q_lora: bool = True,
+    bias: bool = False,
+    rope: bool = True,
+) -> Any:
     """The sympy expression of a quantity for an attention variant.
 
     Parameters
@@ -86,11 +98,17 @@ def formula(quantity: str, variant: str, impl: str | None = None, *, phase: str 
     from . import symbols as s
 
     if quantity not in QUANTITIES:
-        raise InvalidArgumentError("quantity", f"unknown quantity {quantity!r}; use one of " + ", ".join(QUANTITIES))
+        raise InvalidArgumentError(
+            "quantity", f"unknown quantity {quantity!r}; use one of " + ", ".join(QUANTITIES)
+        )
     if variant not in VARIANTS:
-        raise InvalidArgumentError("variant", f"unknown variant {variant!r}; use one of " + ", ".join(VARIANTS))
-    if phase not in (None, "prefill", "decode", "chunk"):
-        raise InvalidArgumentError("phase", f"unknown phase {phase!r}; use prefill, decode or chunk")
+        raise InvalidArgumentError(
+            "variant", f"unknown variant {variant!r}; use one of " + ", ".join(VARIANTS)
+        )
+    if phase is not None and phase not in PHASES:
+        raise InvalidArgumentError(
+            "phase", f"unknown phase {phase!r}; use one of " + ", ".join(PHASES)
+        )
     layer = _layer(variant, impl, phase, q_lora)
 
     if quantity == "kv_cache_elements":
@@ -100,8 +118,10 @@ def formula(quantity: str, variant: str, impl: str | None = None, *, phase: str 
     elif quantity == "attention_params":
         expr = sp.Add(*layer.params.values())
     elif quantity == "attention_flops":
-        if stage is not None and stage not in ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"):
-            raise InvalidArgumentError("stage", f"unknown stage {stage!r}")
+        if stage is not None and stage not in STAGES:
+            raise InvalidArgumentError(
+                "stage", f"unknown stage {stage!r}; use one of " + ", ".join(STAGES)
+            )
         expr = s.L * layer.matmul_flops(stage)
     elif quantity == "elementwise_flops":
         expr = s.L * layer.elementwise_flops()

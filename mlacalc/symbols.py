@@ -8,36 +8,61 @@ from __future__ import annotations
 
 import sympy as sp
 
-_dim = dict(positive=True, integer=True)
+_dim = {"positive": True, "integer": True}
 
 # model dimensions
-d = sp.Symbol("d", **_dim)             #: hidden size
-L = sp.Symbol("L", **_dim)             #: decoder layers
-n_h = sp.Symbol("n_h", **_dim)         #: query heads
-n_kv = sp.Symbol("n_kv", **_dim)       #: key/value heads (MHA family)
-d_h = sp.Symbol("d_h", **_dim)         #: head width (MHA family)
-d_c = sp.Symbol("d_c", **_dim)         #: MLA latent width (kv_lora_rank)
-d_cq = sp.Symbol("d_cq", **_dim)       #: MLA query latent width (q_lora_rank)
-d_nope = sp.Symbol("d_nope", **_dim)   #: MLA per-head query/key width without RoPE
-d_rope = sp.Symbol("d_rope", **_dim)   #: MLA decoupled RoPE width
-d_v = sp.Symbol("d_v", **_dim)         #: MLA per-head value width
+d = sp.Symbol("d", **_dim)  #: hidden size
+L = sp.Symbol("L", **_dim)  #: decoder layers
+n_h = sp.Symbol("n_h", **_dim)  #: query heads
+n_kv = sp.Symbol("n_kv", **_dim)  #: key/value heads (MHA family)
+d_h = sp.Symbol("d_h", **_dim)  #: head width (MHA family)
+d_c = sp.Symbol("d_c", **_dim)  #: MLA latent width (kv_lora_rank)
+d_cq = sp.Symbol("d_cq", **_dim)  #: MLA query latent width (q_lora_rank)
+d_nope = sp.Symbol("d_nope", **_dim)  #: MLA per-head query/key width without RoPE
+d_rope = sp.Symbol("d_rope", **_dim)  #: MLA decoupled RoPE width
+d_v = sp.Symbol("d_v", **_dim)  #: MLA per-head value width
 
 # workload
-B = sp.Symbol("B", **_dim)             #: batch (sequences)
-S = sp.Symbol("S", **_dim)             #: keys the last query attends (KV length)
-q = sp.Symbol("q", **_dim)             #: new (query) tokens per sequence in this step
-P = sp.Symbol("P", **_dim)             #: (query, key) pairs computed per sequence per head
+B = sp.Symbol("B", **_dim)  #: batch (sequences)
+S = sp.Symbol("S", **_dim)  #: keys the last query attends (KV length)
+q = sp.Symbol("q", **_dim)  #: new (query) tokens per sequence in this step
+P = sp.Symbol("P", **_dim)  #: (query, key) pairs computed per sequence per head
 
 # bytes per element
-b = sp.Symbol("b", positive=True, rational=True)      #: KV-cache bytes per element
+b = sp.Symbol("b", positive=True, rational=True)  #: KV-cache bytes per element
 b_w = sp.Symbol("b_w", positive=True, rational=True)  #: weight bytes per element
 b_a = sp.Symbol("b_a", positive=True, rational=True)  #: activation bytes per element
 
 # 0/1 switches
-beta_qkv = sp.Symbol("beta_qkv", nonnegative=True, integer=True)  #: q/k/v (MLA: q_a, kv_a) biases present
-beta_o = sp.Symbol("beta_o", nonnegative=True, integer=True)      #: output-projection bias present
-rho = sp.Symbol("rho", nonnegative=True, integer=True)            #: RoPE applied (1) or not (0)
+beta_qkv = sp.Symbol(
+    "beta_qkv", nonnegative=True, integer=True
+)  #: q/k/v (MLA: q_a, kv_a) biases present
+beta_o = sp.Symbol("beta_o", nonnegative=True, integer=True)  #: output-projection bias present
+rho = sp.Symbol("rho", nonnegative=True, integer=True)  #: RoPE applied (1) or not (0)
 
 #: Symbols by name, for users who want to substitute values.
-ALL = {s.name: s for s in (d, L, n_h, n_kv, d_h, d_c, d_cq, d_nope, d_rope, d_v, B, S, q, P,
-                           b, b_w, b_a, beta_qkv, beta_o, rho)}
+ALL = {
+    s.name: s
+    for s in (
+        d,
+        L,
+        n_h,
+        n_kv,
+        d_h,
+        d_c,
+        d_cq,
+        d_nope,
+        d_rope,
+        d_v,
+        B,
+        S,
+        q,
+        P,
+        b,
+        b_w,
+        b_a,
+        beta_qkv,
+        beta_o,
+        rho,
+    )
+}

@@ -14,17 +14,24 @@ from __future__ import annotations
 
 from .config import ModelConfig, load_model
 from .errors import InvalidArgumentError
+from .vocab import VARIANTS
 
-__all__ = ["as_variant", "EQUIVALENT_VARIANTS"]
+__all__ = ["EQUIVALENT_VARIANTS", "as_variant"]
 
-EQUIVALENT_VARIANTS = ("mha", "gqa", "mqa", "mla")
+EQUIVALENT_VARIANTS = VARIANTS
 
 _MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
-def as_variant(model: "ModelConfig | str", variant: str, *, num_key_value_heads: int | None = None,
-               kv_lora_rank: int | None = None, qk_rope_head_dim: int | None = None,
-               q_lora_rank: int | None = None) -> ModelConfig:
+def as_variant(
+    model: ModelConfig | str,
+    variant: str,
+    *,
+    num_key_value_heads: int | None = None,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
+    q_lora_rank: int | None = None,
+) -> ModelConfig:
     """The same model with its attention replaced by ``variant``'s equivalent.
 
     Examples
@@ -34,8 +41,9 @@ def as_variant(model: "ModelConfig | str", variant: str, *, num_key_value_heads:
     """
     m = model if isinstance(model, ModelConfig) else load_model(model)
     if variant not in EQUIVALENT_VARIANTS:
-        raise InvalidArgumentError("variant", f"unknown variant {variant!r}; use one of "
-                                   + ", ".join(EQUIVALENT_VARIANTS))
+        raise InvalidArgumentError(
+            "variant", f"unknown variant {variant!r}; use one of " + ", ".join(EQUIVALENT_VARIANTS)
+        )
     n_h = m.num_attention_heads
     d_h = m.head_dim if not m.is_mla else m.qk_nope_head_dim
     name = f"{m.name}-as-{variant}"
@@ -44,12 +52,21 @@ def as_variant(model: "ModelConfig | str", variant: str, *, num_key_value_heads:
         if m.is_mla and kv_lora_rank is None and qk_rope_head_dim is None and q_lora_rank is None:
             return m
         base = m.qk_nope_head_dim if m.is_mla else d_h
-        rope = qk_rope_head_dim or (m.qk_rope_head_dim if m.is_mla else max(2, base // 2 + base // 2 % 2))
-        changes = dict(kv_lora_rank=kv_lora_rank or (m.kv_lora_rank if m.is_mla else 4 * base),
-                       qk_rope_head_dim=rope, qk_nope_head_dim=base,
-                       v_head_dim=m.v_head_dim if m.is_mla else base,
-                       q_lora_rank=q_lora_rank if q_lora_rank is not None else (m.q_lora_rank if m.is_mla else None),
-                       num_key_value_heads=n_h, head_dim=None, sliding_window=None)
+        rope = qk_rope_head_dim or (
+            m.qk_rope_head_dim if m.is_mla else max(2, base // 2 + base // 2 % 2)
+        )
+        changes = {
+            "kv_lora_rank": kv_lora_rank or (m.kv_lora_rank if m.is_mla else 4 * base),
+            "qk_rope_head_dim": rope,
+            "qk_nope_head_dim": base,
+            "v_head_dim": m.v_head_dim if m.is_mla else base,
+            "q_lora_rank": q_lora_rank
+            if q_lora_rank is not None
+            else (m.q_lora_rank if m.is_mla else None),
+            "num_key_value_heads": n_h,
+            "head_dim": None,
+            "sliding_window": None,
+        }
         return m.with_changes(name=name, display_name=label, **changes)
     if variant == "mha":
         n_kv = n_h
@@ -59,10 +76,19 @@ def as_variant(model: "ModelConfig | str", variant: str, *, num_key_value_heads:
         if num_key_value_heads is None:
             choices = [k for k in (8, 4, 2) if n_h % k == 0 and k < n_h]
             if not choices:
-                raise InvalidArgumentError("num_key_value_heads", f"{n_h} heads have no GQA grouping; name one")
+                raise InvalidArgumentError(
+                    "num_key_value_heads", f"{n_h} heads have no GQA grouping; name one"
+                )
             num_key_value_heads = choices[0]
         n_kv = num_key_value_heads
         if not isinstance(n_kv, int) or n_kv <= 0 or n_h % n_kv:
-            raise InvalidArgumentError("num_key_value_heads", f"must divide the {n_h} heads, got {n_kv!r}")
-    return m.with_changes(name=name, display_name=label, num_key_value_heads=n_kv, head_dim=d_h,
-                          **dict.fromkeys(_MLA_FIELDS))
+            raise InvalidArgumentError(
+                "num_key_value_heads", f"must divide the {n_h} heads, got {n_kv!r}"
+            )
+    return m.with_changes(
+        name=name,
+        display_name=label,
+        num_key_value_heads=n_kv,
+        head_dim=d_h,
+        **dict.fromkeys(_MLA_FIELDS),
+    )

@@ -23,24 +23,12 @@ from .config import ModelConfig, load_model
 from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
 from .engine import _layer_key, _model_dims, resolve_impl
 from .errors import InvalidArgumentError
+from .vocab import FIELD_SYMBOLS, SWEEP_QUANTITIES
 
-__all__ = ["sweep", "SWEEP_QUANTITIES", "SWEEP_DIMENSIONS"]
-
-SWEEP_QUANTITIES = ("kv_cache_bytes", "attention_flops", "fused_bytes", "unfused_bytes")
+__all__ = ["SWEEP_DIMENSIONS", "SWEEP_QUANTITIES", "sweep"]
 
 #: config field -> symbol it sets
-SWEEP_DIMENSIONS = {
-    "hidden_size": "d",
-    "num_attention_heads": "n_h",
-    "num_key_value_heads": "n_kv",
-    "head_dim": "d_h",
-    "kv_lora_rank": "d_c",
-    "q_lora_rank": "d_cq",
-    "qk_nope_head_dim": "d_nope",
-    "qk_rope_head_dim": "d_rope",
-    "v_head_dim": "d_v",
-    "num_hidden_layers": "L",
-}
+SWEEP_DIMENSIONS = FIELD_SYMBOLS
 
 
 def _pairs(q, S, window, causal):
@@ -54,14 +42,28 @@ def _pairs(q, S, window, causal):
 
     if window is None:
         return tri(lo, hi)
-    return np.where(hi <= window, tri(lo, hi),
-                    np.where(lo >= window, q * window, tri(lo, window) + (hi - window) * window))
+    return np.where(
+        hi <= window,
+        tri(lo, hi),
+        np.where(lo >= window, q * window, tri(lo, window) + (hi - window) * window),
+    )
 
 
-def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch: Any = 1,
-          phase: str = "decode", q_len: Any = None, impl: str | None = None, causal: bool = False,
-          kv_dtype: "str | int | KVLayout" = "bf16", weight_dtype: str | None = None,
-          act_dtype: str = "bf16", **dimensions: Any) -> np.ndarray:
+def sweep(
+    model: ModelConfig | str,
+    quantity: str,
+    *,
+    seq_len: Any = 1,
+    batch: Any = 1,
+    phase: str = "decode",
+    q_len: Any = None,
+    impl: str | None = None,
+    causal: bool = False,
+    kv_dtype: str | int | KVLayout = "bf16",
+    weight_dtype: str | None = None,
+    act_dtype: str = "bf16",
+    **dimensions: Any,
+) -> np.ndarray:
     """Evaluate a quantity over arrays of ``seq_len``, ``batch``, ``q_len`` or model dimensions.
 
     Arrays broadcast against each other (numpy rules). ``dimensions`` override
@@ -70,11 +72,15 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
     """
     m = model if isinstance(model, ModelConfig) else load_model(model)
     if quantity not in SWEEP_QUANTITIES:
-        raise InvalidArgumentError("quantity", f"unknown sweep quantity {quantity!r}; use one of "
-                                   + ", ".join(SWEEP_QUANTITIES))
+        raise InvalidArgumentError(
+            "quantity",
+            f"unknown sweep quantity {quantity!r}; use one of " + ", ".join(SWEEP_QUANTITIES),
+        )
     unknown = [k for k in dimensions if k not in SWEEP_DIMENSIONS]
     if unknown:
-        raise InvalidArgumentError(unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS))
+        raise InvalidArgumentError(
+            unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
+        )
     impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
     values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in _model_dims(m).items()}
     layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
@@ -107,8 +113,11 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
     # bytes of one cached row of the ops' layout, and of the cache the model keeps
     # (MLA's serving default runs expanded ops in prefill but keeps the latent)
     latent_cache = m.is_mla and (impl_name != "naive" or impl is None)
-    ops_row_bytes = layout_bytes(values["d_c"], values["d_rope"]) if (m.is_mla and impl_name != "naive") \
+    ops_row_bytes = (
+        layout_bytes(values["d_c"], values["d_rope"])
+        if (m.is_mla and impl_name != "naive")
         else layout_bytes(row, 0.0)
+    )
     row_bytes = layout_bytes(values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
     if quantity == "kv_cache_bytes":
         return np.asarray(layers * B * keys * row_bytes, dtype=np.float64)
@@ -125,8 +134,15 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
             raise InvalidArgumentError("q_len", "must be between 1 and seq_len")
     else:
         raise InvalidArgumentError("phase", f"unknown phase {phase!r}")
-    values.update(B=B, q=q, S=keys, P=_pairs(q, S, window, causal), b=ops_row_bytes / row,
-                  b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8, b_a=dtype_bits(act_dtype) / 8)
+    values.update(
+        B=B,
+        q=q,
+        S=keys,
+        P=_pairs(q, S, window, causal),
+        b=ops_row_bytes / row,
+        b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8,
+        b_a=dtype_bits(act_dtype) / 8,
+    )
     args = [values[n] for n in fns.args]
     if quantity == "attention_flops":
         return np.asarray(layers * fns.matmul_flops(*args), dtype=np.float64)
@@ -135,5 +151,10 @@ def sweep(model: "ModelConfig | str", quantity: str, *, seq_len: Any = 1, batch:
         total = sum(op[4] + op[5] + op[6] + op[7] + op[8] for op in ops)
     else:
         weights = sum(op[5] for op in ops)
-        total = (weights + 2 * B * q * values["d"] * values["b_a"] + B * keys * row_bytes + B * q * row_bytes)
+        total = (
+            weights
+            + 2 * B * q * values["d"] * values["b_a"]
+            + B * keys * row_bytes
+            + B * q * row_bytes
+        )
     return np.asarray(layers * total, dtype=np.float64)

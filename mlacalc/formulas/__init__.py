@@ -7,6 +7,6 @@ sympy expressions; :mod:`.codegen` turns them into the plain-Python functions
 of ``mlacalc/_generated.py`` that the numeric path runs without importing sympy.
 """
 
-from .ops import Op, Layer
+from .ops import Layer, Op
 
-__all__ = ["Op", "Layer"]
+__all__ = ["Layer", "Op"]

@@ -97,7 +97,9 @@ def render() -> str:
             if op.shape is None:
                 lines.append("        None,")
             else:
-                lines.append("        (" + ", ".join(sp.pycode(sp.sympify(x)) for x in op.shape) + "),")
+                lines.append(
+                    "        (" + ", ".join(sp.pycode(sp.sympify(x)) for x in op.shape) + "),"
+                )
         lines.append("    )")
         lines.append("")
         lines.append("")
@@ -119,8 +121,10 @@ def render() -> str:
         registry.append(layer.key)
     lines.append("LAYERS = {")
     for key in registry:
-        lines.append(f"    {key!r}: LayerFunctions(ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, "
-                     f"matmul_flops_{key}, shapes_{key}),")
+        lines.append(
+            f"    {key!r}: LayerFunctions(ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, "
+            f"matmul_flops_{key}, shapes_{key}),"
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"
 

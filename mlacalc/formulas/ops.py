@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-#: Stages of the matmul FLOP breakdown (DESIGN: projections, core, output projection).
-MATMUL_STAGES = ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj")
-#: Element-wise work, reported apart from matmul FLOPs.
-ELEMENTWISE_STAGES = ("norm", "rope", "softmax", "cache", "layout")
+from ..vocab import ELEMENTWISE_STAGES, MATMUL_STAGES
+
+_ZERO = sp.Integer(0)
 
 #: Nominal FLOPs per element of the element-wise ops (reported apart, never added to
 #: matmul FLOPs): softmax = max, subtract, exp, sum, divide; RoPE = 2 multiplies +
@@ -32,11 +31,11 @@ class Op:
     stage: str
     kind: str
     flops: sp.Expr
-    act_read: sp.Expr = sp.Integer(0)
-    weight_read: sp.Expr = sp.Integer(0)
-    cache_read: sp.Expr = sp.Integer(0)
-    act_write: sp.Expr = sp.Integer(0)
-    cache_write: sp.Expr = sp.Integer(0)
+    act_read: sp.Expr = _ZERO
+    weight_read: sp.Expr = _ZERO
+    cache_read: sp.Expr = _ZERO
+    act_write: sp.Expr = _ZERO
+    cache_write: sp.Expr = _ZERO
     #: (G, M, N, K) of a (batched) matrix product: G products of [M x K] @ [K x N]
     shape: tuple | None = None
 
@@ -73,7 +72,13 @@ class Layer:
     params: dict[str, sp.Expr]
 
     def matmul_flops(self, stage: str | None = None) -> sp.Expr:
-        return sp.Add(*[o.flops for o in self.ops if o.kind == "matmul" and (stage is None or o.stage == stage)])
+        return sp.Add(
+            *[
+                o.flops
+                for o in self.ops
+                if o.kind == "matmul" and (stage is None or o.stage == stage)
+            ]
+        )
 
     def elementwise_flops(self) -> sp.Expr:
         return sp.Add(*[o.flops for o in self.ops if o.kind != "matmul"])

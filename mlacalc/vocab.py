@@ -1,0 +1,154 @@
+"""The words mlacalc speaks, written once: phases, implementations, stages, variants, quantities.
+
+Every other module (engine, formulas, front ends, validation) takes its names from here, so
+that adding a phase or an implementation is one edit. This module imports nothing from the
+package (and nothing outside the standard library), so any module may import it.
+
+>>> serving_impl("decode"), serving_impl("prefill"), serving_impl(None)
+('absorbed', 'naive', 'absorbed')
+>>> FIELD_SYMBOLS["kv_lora_rank"]
+'d_c'
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "BENCH_SCHEMA",
+    "ELEMENTWISE_STAGES",
+    "FIELD_SYMBOLS",
+    "IMPLEMENTATIONS",
+    "LATENT_CACHE_IMPLS",
+    "MATMUL_STAGES",
+    "MHA_FIELD_SYMBOLS",
+    "MLA_FIELD_SYMBOLS",
+    "MLA_IMPLEMENTATIONS",
+    "MODES",
+    "PHASES",
+    "QUANTITIES",
+    "REPORT_SCHEMA",
+    "SCOPES",
+    "STAGES",
+    "STANDARD_IMPL",
+    "SWEEP_QUANTITIES",
+    "VALIDATE_SCHEMA",
+    "VARIANTS",
+    "Impl",
+    "MlaImpl",
+    "Mode",
+    "Phase",
+    "Scope",
+    "Stage",
+    "Variant",
+    "layer_key",
+    "serving_impl",
+]
+
+# -- phases of a step -------------------------------------------------------------------------
+
+#: ``prefill``: ``q = S`` new tokens; ``decode``: one new token attending ``S`` keys;
+#: ``chunk``: ``q_len`` new tokens, the last attending ``S`` keys.
+Phase = Literal["prefill", "decode", "chunk"]
+PHASES: tuple[Phase, ...] = ("prefill", "decode", "chunk")
+
+# -- implementations ----------------------------------------------------------------------------
+
+#: How an MLA layer runs (what the cache holds and what each step computes).
+MlaImpl = Literal["naive", "compressed", "absorbed", "absorbed_merged"]
+MLA_IMPLEMENTATIONS: tuple[MlaImpl, ...] = ("naive", "compressed", "absorbed", "absorbed_merged")
+#: The one implementation of MHA, GQA and MQA.
+STANDARD_IMPL: Literal["standard"] = "standard"
+Impl = Literal["naive", "compressed", "absorbed", "absorbed_merged", "standard"]
+#: Every implementation name a caller may pass.
+IMPLEMENTATIONS: tuple[Impl, ...] = (*MLA_IMPLEMENTATIONS, STANDARD_IMPL)
+#: MLA implementations whose cache is the latent ``c_kv`` plus the shared RoPE key.
+LATENT_CACHE_IMPLS: tuple[MlaImpl, ...] = ("compressed", "absorbed", "absorbed_merged")
+
+
+def serving_impl(phase: str | None) -> MlaImpl:
+    """The MLA implementation serving engines run when none is named (``impl=None``).
+
+    K and V are expanded from the latent for the new tokens in prefill and chunk
+    (``"naive"`` FLOPs) and attention runs absorbed in decode; the cache is the latent
+    in every case. ``phase=None`` (no step, e.g. a cache size) means decode.
+    """
+    return "absorbed" if phase in (None, "decode") else "naive"
+
+
+def layer_key(is_mla: bool, impl: str, q_lora: bool) -> str:
+    """Name of the generated evaluators of a layer (``mha``, ``mla_absorbed_qlora``, ...)."""
+    if not is_mla:
+        return "mha"
+    return f"mla_{impl}_{'qlora' if q_lora else 'noqlora'}"
+
+
+# -- stages of the FLOP breakdown ---------------------------------------------------------------
+
+Stage = Literal["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"]
+#: Stages of the matmul FLOP breakdown: projections, attention core, output projection.
+MATMUL_STAGES: tuple[Stage, ...] = ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj")
+STAGES = MATMUL_STAGES
+#: Element-wise work of an attention layer, reported apart from matmul FLOPs.
+ELEMENTWISE_STAGES = ("norm", "rope", "softmax", "cache", "layout")
+
+# -- attention variants -------------------------------------------------------------------------
+
+Variant = Literal["mha", "gqa", "mqa", "mla"]
+VARIANTS: tuple[Variant, ...] = ("mha", "gqa", "mqa", "mla")
+
+# -- quantities ---------------------------------------------------------------------------------
+
+#: quantity -> what its symbolic formula gives (:func:`mlacalc.formula`)
+QUANTITIES: dict[str, str] = {
+    "kv_cache_elements": "cached elements per token per layer",
+    "kv_cache_bytes": "cache bytes of all L layers for B sequences of S tokens (b bytes per element)",
+    "attention_params": "parameters of one attention layer (biases off unless bias=True)",
+    "attention_flops": "matmul FLOPs of the attention blocks of all L layers for one step",
+    "elementwise_flops": "nominal element-wise FLOPs (softmax, RoPE, norms) of all L layers",
+    "unfused_bytes": "bytes the op-by-op sequence reads and writes, all L layers",
+    "fused_bytes": "ideal fused lower bound of bytes moved, all L layers",
+}
+#: Quantities :func:`mlacalc.sweep` evaluates over arrays.
+SWEEP_QUANTITIES = ("kv_cache_bytes", "attention_flops", "fused_bytes", "unfused_bytes")
+
+# -- roofline modes and scopes ------------------------------------------------------------------
+
+#: ``fused``: ideal lower bound of kernels a serving engine fuses; ``unfused``: the op-by-op
+#: sequence the microbenchmark runs.
+Mode = Literal["fused", "unfused"]
+MODES: tuple[Mode, ...] = ("fused", "unfused")
+#: ``attention_layer``: one attention layer; ``model``: a whole forward step.
+Scope = Literal["attention_layer", "model"]
+SCOPES: tuple[Scope, ...] = ("attention_layer", "model")
+
+# -- config fields and the formula symbols they set ---------------------------------------------
+
+#: Config field -> the symbol of the formulas it sets (all variants).
+FIELD_SYMBOLS: dict[str, str] = {
+    "hidden_size": "d",
+    "num_attention_heads": "n_h",
+    "num_key_value_heads": "n_kv",
+    "head_dim": "d_h",
+    "kv_lora_rank": "d_c",
+    "q_lora_rank": "d_cq",
+    "qk_nope_head_dim": "d_nope",
+    "qk_rope_head_dim": "d_rope",
+    "v_head_dim": "d_v",
+    "num_hidden_layers": "L",
+}
+_MHA_ONLY = ("num_key_value_heads", "head_dim")
+_MLA_ONLY = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+#: The fields of MHA, GQA and MQA and their symbols.
+MHA_FIELD_SYMBOLS: dict[str, str] = {k: v for k, v in FIELD_SYMBOLS.items() if k not in _MLA_ONLY}
+#: The fields of multi-head latent attention and their symbols.
+MLA_FIELD_SYMBOLS: dict[str, str] = {k: v for k, v in FIELD_SYMBOLS.items() if k not in _MHA_ONLY}
+
+# -- schema strings of the files and documents mlacalc writes -----------------------------------
+
+#: ``mlacalc report --format json`` documents.
+REPORT_SCHEMA = "mlacalc.report/1"
+#: Microbenchmark measurement sets (CSV rows + JSON sidecar).
+BENCH_SCHEMA = "mlacalc.bench/1"
+#: ``mlacalc validate --format json`` documents.
+VALIDATE_SCHEMA = "mlacalc.validate/1"
