@@ -34,7 +34,10 @@ __all__ = [
     "render_table",
 ]
 
-UNITS_NOTE = "Bytes in binary units (KiB = 2^10 B, GiB = 2^30 B); FLOPs and parameters in SI units (G = 10^9)."
+UNITS_NOTE = (
+    "Bytes in binary units (KiB = 2^10 B, GiB = 2^30 B); "
+    "FLOPs and parameters in SI units (G = 10^9)."
+)
 
 
 @dataclass
@@ -139,8 +142,11 @@ def render_csv(document: dict | list) -> str:
     return buffer.getvalue()
 
 
-def render_rows_csv(rows: list[dict]) -> str:
-    """Wide format for record lists: one row per record, the union of keys as columns."""
+def render_rows_csv(rows: list[dict], json_cells: bool = False) -> str:
+    """Wide format for record lists: one row per record, the union of keys as columns.
+
+    With ``json_cells``, dict and list values are written as JSON text.
+    """
     buffer = io.StringIO()
     columns: list[str] = []
     for row in rows:
@@ -150,8 +156,16 @@ def render_rows_csv(rows: list[dict]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow({k: _cell(v, json_cells) for k, v in row.items()})
     return buffer.getvalue()
+
+
+def _cell(value: Any, json_cells: bool) -> Any:
+    if value is None:
+        return ""
+    if json_cells and isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return value
 
 
 def render_json(document: Any) -> str:

@@ -44,7 +44,7 @@ def test_default_scenario_every_view():
     assert m["total (main model)"] == "671.03 G"
     assert "Ridge point of H200 (bf16): **206.2 FLOP/byte**" in text
     assert "median |error|" in text
-    assert len(at.tabs) == 5 and len(at.latex) >= 3 and not at.error
+    assert len(at.tabs) == 6 and len(at.latex) >= 3 and not at.error
 
 
 def test_widgets_drive_the_numbers():

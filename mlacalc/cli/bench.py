@@ -88,7 +88,8 @@ def command(
     Examples:
       mlacalc bench --preset quick
       mlacalc bench --preset full --device cuda --out results/
-      mlacalc bench --model deepseek-v3 --impl absorbed --impl naive --phase decode --batch 1,8 --seq-len 4k,32k
+      mlacalc bench --model deepseek-v3 --impl absorbed --impl naive --phase decode \
+          --batch 1,8 --seq-len 4k,32k
     """
     import importlib.util
 

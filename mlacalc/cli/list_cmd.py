@@ -17,7 +17,7 @@ from .common import Section, emit, format_option
 )
 @format_option
 def command(show_hardware, fmt):
-    """List the shipped models with their attention variant and size (or, with --hardware, the devices).
+    """List the shipped models with their attention variant and size (--hardware: the devices).
 
     \b
     Examples:
@@ -125,7 +125,8 @@ def _list_hardware(fmt):
                     ]
                     for r in rows
                 ],
-                note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), as datasheets do.",
+                note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), "
+                "as datasheets do.",
             )
         ]
 

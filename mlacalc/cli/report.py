@@ -110,8 +110,8 @@ def _report_header(doc: dict) -> str:
         dims.append(f"window={m['sliding_window']}")
     lines = [
         f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
-        f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, weights {s['weight_dtype']}"
-        + (", causal" if s["causal"] else ""),
+        f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
+        f"weights {s['weight_dtype']}" + (", causal" if s["causal"] else ""),
     ]
     for note in m["derived"]:
         lines.append(f"derived: {note}")
@@ -193,9 +193,15 @@ def _report_sections(doc: dict) -> list[Section]:
     sections.append(
         Section(
             "Attention FLOPs per step, all layers (matmul; element-wise apart)",
-            ["phase", "impl"]
-            + stage_names
-            + ["total FLOPs", "elementwise", "fused bytes", "FLOP/byte"],
+            [
+                "phase",
+                "impl",
+                *stage_names,
+                "total FLOPs",
+                "elementwise",
+                "fused bytes",
+                "FLOP/byte",
+            ],
             rows,
             note="fused bytes: ideal lower bound (weights, input/output and cache once); "
             "MLA default = expanded K/V in prefill and chunk, absorbed in decode.",

@@ -19,7 +19,7 @@ from .common import Section, emit, format_option
 @click.option("--rows", "show_rows", is_flag=True, help="Also print every row.")
 @format_option
 def command(files, mode, show_rows, fmt):
-    """Predicted vs measured: the roofline against the microbenchmark's files (default: the committed sets).
+    """Predicted vs measured: the roofline against measured files (default: the committed sets).
 
     \b
     Examples:

@@ -1,0 +1,75 @@
+"""What every view of the app shares: the scenario, cached mlacalc calls, download buttons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+import mlacalc
+from mlacalc.config import ModelConfig, parse_upload
+from mlacalc.hardware import HardwareSpec
+from mlacalc.render import render_json, render_rows_csv
+from mlacalc.report import model_report
+
+from .urlstate import UrlState
+
+MAX_UPLOAD_BYTES = 1 << 20
+
+
+@dataclass
+class Scenario:
+    """The sidebar's choices, as every view reads them."""
+
+    model: ModelConfig
+    shipped_name: str
+    seq_len: int
+    batch: int
+    kv_dtype: str
+    weight_dtype: str
+    hardware: str
+    device: HardwareSpec
+    doc: dict[str, Any]
+    url: UrlState
+
+
+@st.cache_data(show_spinner=False)
+def load_shipped(name: str) -> ModelConfig:
+    return mlacalc.load_model(name)
+
+
+@st.cache_data(show_spinner=False)
+def load_uploaded(raw: bytes, filename: str) -> ModelConfig:
+    return parse_upload(raw, filename, MAX_UPLOAD_BYTES)
+
+
+@st.cache_data(show_spinner=False)
+def report_for(
+    model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, weight_dtype: str
+) -> dict:
+    return model_report(
+        model, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
+    )
+
+
+@st.cache_data(show_spinner=False)
+def validation() -> list[dict]:
+    return [v.to_dict() for v in mlacalc.validate()]
+
+
+def download(rows: dict | list[dict], name: str, key: str) -> None:
+    """CSV and JSON download buttons for a table (exact integers)."""
+    data = rows if isinstance(rows, list) else [rows]
+    c1, c2 = st.columns(2)
+    csv_text = render_rows_csv(data, json_cells=True)
+    c1.download_button("CSV", csv_text, f"{name}.csv", "text/csv", key=f"{key}_csv")
+    c2.download_button(
+        "JSON", render_json(rows), f"{name}.json", "application/json", key=f"{key}_json"
+    )
+
+
+def show_notices(url: UrlState, since: int = 0) -> None:
+    """Show the URL notices collected since index ``since``, one warning each."""
+    for notice in url.notices[since:]:
+        st.warning(notice, icon="🔗")

@@ -1,0 +1,88 @@
+"""FLOPs view: attention FLOPs by stage and implementation, the absorption trade, formulas."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+import mlacalc
+from mlacalc.insight import absorption_crossover
+
+from .common import Scenario, download
+
+TITLE = "FLOPs"
+
+
+@st.cache_data(show_spinner=False)
+def formulas_latex(q_lora: bool, variant: str) -> dict:
+    import sympy as sp
+
+    out = {"KV cache elements per token per layer": mlacalc.formula("kv_cache_elements", variant)}
+    if variant == "mla":
+        out["decode core FLOPs, absorbed"] = mlacalc.formula(
+            "attention_flops", "mla", "absorbed", phase="decode", stage="core", q_lora=q_lora
+        )
+        out["decode core FLOPs, expanded (naive)"] = mlacalc.formula(
+            "attention_flops", "mla", "naive", phase="decode", stage="core", q_lora=q_lora
+        )
+        out["decode FLOPs, absorbed (all stages)"] = mlacalc.formula(
+            "attention_flops", "mla", "absorbed", phase="decode", q_lora=q_lora
+        )
+    else:
+        out["decode FLOPs"] = mlacalc.formula("attention_flops", variant, phase="decode")
+        out["prefill FLOPs, causal"] = mlacalc.formula(
+            "attention_flops", variant, phase="prefill", causal=True
+        )
+    return {k: sp.latex(v) for k, v in out.items()}
+
+
+def render(sc: Scenario) -> None:
+    model = sc.model
+    rows = sc.doc["attention"]
+    phase = st.radio("phase", ["decode", "prefill"], horizontal=True, key="flops_phase")
+    shown = [r for r in rows if r["phase"] == phase]
+    st.dataframe(
+        [
+            {
+                "impl": r["impl"] + (" (default)" if r["default"] else ""),
+                **r["stage_flops"],
+                "total FLOPs": r["flops"],
+                "elementwise": r["elementwise_flops"],
+                "fused bytes": r["fused_bytes"],
+                "FLOP/byte": round(r["arithmetic_intensity_flops_per_byte"], 1),
+            }
+            for r in shown
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+    download(shown, f"{model.name}-{phase}-flops", "dl_flops")
+    fig = go.Figure()
+    for stage in ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"):
+        fig.add_trace(
+            go.Bar(
+                name=stage,
+                x=[r["impl"] + ("*" if r["default"] else "") for r in shown],
+                y=[r["stage_flops"][stage] for r in shown],
+            )
+        )
+    flops_log = st.checkbox("log scale (stages side by side)", key="flops_log")
+    fig.update_layout(
+        barmode="group" if flops_log else "stack",
+        yaxis_title=f"{phase} FLOPs, all layers",
+        height=360,
+        margin=dict(t=20),
+    )
+    fig.update_yaxes(type="log" if flops_log else "linear", exponentformat="SI")
+    st.plotly_chart(fig, width="stretch", key="flops_chart")
+    if model.is_mla:
+        by_impl = {r["impl"]: r for r in shown if not r["default"]}
+        ratio = by_impl["absorbed"]["stage_flops"]["core"] / by_impl["naive"]["stage_flops"]["core"]
+        cross = absorption_crossover(model, sc.seq_len)
+        c1, c2 = st.columns(2)
+        c1.metric("absorbed / naive attention-core FLOPs", f"{ratio:.2f}x")
+        c2.metric("absorption stops paying above", f"{cross.value:,.1f} query tokens")
+    st.markdown("**Formulas** (sympy; symbols as in the docs: B batch, S keys, L layers, ...)")
+    for label, tex in formulas_latex(model.q_lora_rank is not None, model.variant).items():
+        st.caption(label)
+        st.latex(tex)

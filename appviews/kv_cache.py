@@ -1,0 +1,126 @@
+"""KV cache view: bytes per token and in all, by implementation, over context, per design."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+import mlacalc
+from mlacalc.config import ModelConfig
+from mlacalc.report import compare_rows
+from mlacalc.units import human_bytes, human_si
+from mlacalc.variants import as_variant
+
+from .common import Scenario, download
+
+TITLE = "KV cache"
+
+
+@st.cache_data(show_spinner=False)
+def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> dict:
+    impls = ["naive", None] if model.is_mla else [None]
+    xs = np.array(lengths)
+    return {
+        str(impl or "latent" if model.is_mla else model.variant): mlacalc.sweep(
+            model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
+        ).tolist()
+        for impl in impls
+    }
+
+
+@st.cache_data(show_spinner=False)
+def equivalents(
+    model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, kv_heads: int | None
+) -> list[dict]:
+    variants = [
+        as_variant(model, v, num_key_value_heads=kv_heads) for v in ("mha", "gqa", "mqa", "mla")
+    ]
+    return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype)
+
+
+def render(sc: Scenario) -> None:
+    model, device, seq_len, batch, kv_dtype = sc.model, sc.device, sc.seq_len, sc.batch, sc.kv_dtype
+    rows = sc.doc["kv_cache"]
+    smallest = next(r for r in rows if r["impl"] in ("absorbed", "standard"))  # as served
+    c1, c2, c3 = st.columns(3)
+    c1.metric("per token, all layers", human_bytes(smallest["bytes_per_token"]))
+    c2.metric(f"{seq_len:,} tokens x {batch:,}", human_bytes(smallest["total_bytes"]))
+    c3.metric(
+        f"of one {device.name}'s memory",
+        f"{100 * smallest['total_bytes'] / device.memory_bytes:,.1f}%",
+    )
+    label = "latent, as served" if model.is_mla else model.variant.upper()
+    st.markdown(f"KV cache total ({label}): **{smallest['total_bytes']:,} bytes**")
+    st.dataframe(
+        [
+            {
+                "implementation": r["impl"],
+                "elements/token/layer": r["elements_per_token_per_layer"],
+                "bytes/token (all layers)": r["bytes_per_token"],
+                "total bytes": r["total_bytes"],
+                "total": human_bytes(r["total_bytes"]),
+                "x smallest": round(r["ratio_to_smallest"], 2),
+            }
+            for r in rows
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+    download(rows, f"{model.name}-kv-cache", "dl_kv")
+    log_axes = st.checkbox("log axes", value=True, key="kv_log")
+    lengths = tuple(
+        int(x) for x in np.unique(np.geomspace(1024, max(2**20, seq_len), 48).astype(int))
+    )
+    curves = kv_curves(model, batch, kv_dtype, lengths)
+    fig = go.Figure()
+    for label, ys in curves.items():
+        fig.add_trace(
+            go.Scatter(
+                x=lengths,
+                y=[y / 2**30 for y in ys],
+                mode="lines",
+                name=f"{model.variant.upper()} {label}",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[lengths[0], lengths[-1]],
+            y=[device.memory_bytes / 2**30] * 2,
+            mode="lines",
+            name=f"{device.name} memory",
+            line=dict(dash="dash", color="black"),
+        )
+    )
+    fig.update_layout(
+        xaxis_title="context length (tokens)",
+        yaxis_title=f"KV cache, GiB (batch {batch})",
+        height=380,
+        margin=dict(t=30, b=40),
+    )
+    fig.update_yaxes(exponentformat="power")
+    if log_axes:
+        fig.update_xaxes(type="log")
+        fig.update_yaxes(type="log")
+    st.plotly_chart(fig, width="stretch", key="kv_chart")
+    st.markdown("**The same model as MHA, GQA, MQA and MLA** (everything but the attention kept)")
+    kv_heads = None if model.num_attention_heads % 8 else 8
+    try:
+        eq = equivalents(model, seq_len, batch, kv_dtype, kv_heads)
+        st.dataframe(
+            [
+                {
+                    "design": r["display_name"],
+                    "KV bytes / token": r["kv_bytes_per_token"],
+                    "KV total": human_bytes(r["kv_total_bytes"]),
+                    "total params": human_si(r["total_params"]),
+                    "decode FLOPs": human_si(r["decode_flops"]),
+                }
+                for r in eq
+            ],
+            hide_index=True,
+            width="stretch",
+        )
+        download(eq, f"{model.name}-equivalents", "dl_eq")
+    except mlacalc.MlacalcError as exc:
+        st.info(f"No equivalents: {exc}")

@@ -1,0 +1,90 @@
+"""Roofline view: the device's roofline with the attention layer's points, decode and prefill."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+import mlacalc
+from mlacalc.config import ModelConfig
+
+from .common import Scenario, validation
+
+TITLE = "Roofline"
+
+MLA_IMPLS = ["naive", "compressed", "absorbed", "absorbed_merged"]
+
+
+@st.cache_data(show_spinner=False)
+def roofline_points(
+    model: ModelConfig, hardware: str, seq_len: int, batch: int, dtype: str
+) -> list[dict]:
+    impls = MLA_IMPLS if model.is_mla else [None]
+    points = []
+    for phase, b in (("decode", batch), ("prefill", 1)):
+        for impl in impls:
+            p = mlacalc.predict_time(
+                model, hardware, phase, seq_len, b, impl=impl, mode="fused", dtype=dtype
+            )
+            points.append(
+                {
+                    "phase": phase,
+                    "impl": p.impl,
+                    "intensity": p.arithmetic_intensity,
+                    "flops_per_s": p.flops / p.seconds,
+                    "seconds": p.seconds,
+                    "bound": p.bound,
+                }
+            )
+    return points
+
+
+def render(sc: Scenario) -> None:
+    device, hardware = sc.device, sc.hardware
+    dtype = "fp32" if device.kind == "cpu" else "bf16"
+    points = roofline_points(sc.model, hardware, sc.seq_len, sc.batch, dtype)
+    peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s
+    xs = np.geomspace(0.1, 1e5, 200)
+    fig = go.Figure(
+        go.Scatter(x=xs, y=np.minimum(peak, xs * bw), mode="lines", name=f"{device.name} roofline")
+    )
+    for pt in points:
+        fig.add_trace(
+            go.Scatter(
+                x=[pt["intensity"]],
+                y=[pt["flops_per_s"]],
+                mode="markers",
+                name=f"{pt['phase']} {pt['impl']}",
+                marker=dict(size=10),
+            )
+        )
+    if device.measured:
+        # the committed measurements of this device: attained FLOP/s at the op sequence's intensity
+        rows_here = [
+            r for v in validation() if f"measured:{v['name']}" == hardware for r in v["rows"]
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=[r["flops"] / r["bytes"] for r in rows_here],
+                y=[r["flops"] / r["measured_s"] for r in rows_here],
+                mode="markers",
+                name="measured (microbenchmark)",
+                marker=dict(symbol="x", size=7, color="gray"),
+                text=[
+                    f"{r['model']} {r['impl']} {r['phase']} B={r['batch']} S={r['seq_len']}"
+                    for r in rows_here
+                ],
+            )
+        )
+    else:
+        st.caption(
+            "Pick a measured device (measured:...) to see the microbenchmark's points on its "
+            "roofline."
+        )
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
+    fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})", exponentformat="SI")
+    fig.update_layout(height=420, margin=dict(t=20))
+    st.plotly_chart(fig, width="stretch", key="roof_chart")
+    st.dataframe(points, hide_index=True, width="stretch")
+    st.markdown(f"Ridge point of {device.name} ({dtype}): **{peak / bw:,.1f} FLOP/byte**")

@@ -1,0 +1,111 @@
+"""The app's scenario in the URL: every query value checked, a rejected or clamped one noted.
+
+Widgets take their first value from the URL (``?model=llama-3-70b&seq_len=32768``) and the
+app writes the current choices back, so a link reproduces the scenario. A value that does
+not parse, is not among the choices, or lies outside the widget's range never reaches a
+widget: it is replaced (by the default, or clamped to the range) and a notice naming the
+parameter says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Longest URL value read; anything longer is refused before parsing.
+MAX_VALUE_CHARS = 64
+
+
+class UrlState:
+    """Typed, bounded reads of URL query parameters, collecting a notice per rejected value."""
+
+    def __init__(self, params: Mapping[str, Any]):
+        self.params = params
+        self.notices: list[str] = []
+
+    def _raw(self, name: str) -> str | None:
+        value = self.params.get(name)
+        if value is None:
+            return None
+        text = str(value).strip()
+        if len(text) > MAX_VALUE_CHARS:
+            self.notices.append(
+                f"URL parameter '{name}' is longer than {MAX_VALUE_CHARS} characters; ignored."
+            )
+            return None
+        return text
+
+    def integer(self, name: str, default: int, lo: int, hi: int) -> int:
+        """A whole number in [lo, hi]; above ``hi`` is clamped, anything else falls back."""
+        text = self._raw(name)
+        if text is None:
+            return default
+        try:
+            value = int(text.replace("_", "").replace(",", ""), 10)
+        except ValueError:
+            self.notices.append(
+                f"URL parameter '{name}={text}' is not a whole number; using {default:,}."
+            )
+            return default
+        if value < lo:
+            self.notices.append(
+                f"URL parameter '{name}={text}' is below the smallest value {lo:,}; "
+                f"using {default:,}."
+            )
+            return default
+        if value > hi:
+            self.notices.append(
+                f"URL parameter '{name}={text}' is above the largest value {hi:,}; "
+                f"clamped to {hi:,}."
+            )
+            return hi
+        return value
+
+    def number(self, name: str, default: float, lo: float, hi: float) -> float:
+        """A finite number in [lo, hi]; outside it is clamped, a non-number falls back."""
+        text = self._raw(name)
+        if text is None:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if value != value or value in (float("inf"), float("-inf")):
+            self.notices.append(f"URL parameter '{name}={text}' is not a number; using {default}.")
+            return default
+        if not lo <= value <= hi:
+            clamped = min(hi, max(lo, value))
+            self.notices.append(
+                f"URL parameter '{name}={text}' is outside {lo}..{hi}; clamped to {clamped}."
+            )
+            return clamped
+        return value
+
+    def choice(self, name: str, choices: Sequence[T], default: T, what: str = "value") -> T:
+        """One of ``choices`` (compared as text, case-insensitively); otherwise the default."""
+        text = self._raw(name)
+        if text is None:
+            return default
+        for c in choices:
+            if str(c).lower() == text.lower():
+                return c
+        shown = ", ".join(str(c) for c in list(choices)[:12])
+        more = ", ..." if len(choices) > 12 else ""
+        self.notices.append(
+            f"URL parameter '{name}={text}' is not a known {what} ({shown}{more}); using {default}."
+        )
+        return default
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        """``1``/``true``/``yes`` or ``0``/``false``/``no``."""
+        text = self._raw(name)
+        if text is None:
+            return default
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        self.notices.append(f"URL parameter '{name}={text}' is not true or false; using {default}.")
+        return default
