@@ -1,0 +1,762 @@
+"""Every row of a measured table as the kernels it timed.
+
+Each table is mapped exactly as its collector measured it (the reference's TABLES.md says what
+one row holds). A row becomes one kernel of :mod:`mlacalc.kernels`, or for the MLA module
+tables the list of kernels the module runs (a composite), each with exact matmul FLOPs, the
+minimal HBM bytes of one call (every operand read once, every result written once) and its
+shape fields. The measured seconds stay aligned with the rows: a row's prediction is the sum
+of the times of its kernels. Work that the measured call fuses into its main kernel stays in
+that kernel, as a time model sees it: an fp8 GEMM carries its input quantization, an
+attention call its RoPE and cache append.
+
+What each table becomes:
+
+* ``gemm_perf``: one GEMM ``[m,k] @ [k,n]``, bf16 out. ``fp8``: the GEMM carries the dynamic
+  per-tensor quantization of its bf16 input (``quantize_input = 1``, ``quant_group = 0``,
+  ``quant_passes = 2``: an amax pass, then the scaling pass). ``fp8_block``: the 1x128
+  quantize (``quant_group = 128``, one pass) and the block-scaled GEMM, whose bytes include
+  the fp32 scales (one per 1x128 of ``x``, one per 128x128 of the weight). The collector's L2
+  rule: ``c = clamp(ceil(L2 / W), 1, 5)`` copies of the ``W``-byte weight run per graph
+  (A100: always 5), sharing one ``x``, and the latency is divided by ``c``; the kernel carries
+  ``weight_copies = c`` and ``warm_l2 = 1`` (no L2 flush between replays). A100
+  ``int8_wo``/``int4_wo``/``sq`` rows are TensorRT plugin times read from a profiler after
+  other GEMMs of an engine, not one kernel call: not predicted (``trt_plugin_timing``).
+* ``context_attention_perf`` / ``generation_attention_perf``: one attention kernel
+  (``attention_prefill``: causal, ``q_len = kv_len = isl``; ``attention_decode``: ``q_len = 1``,
+  ``kv_len = step + 1``) whose bytes include the QKV preprocessing (fused QKV read, RoPE,
+  Q written, the new K/V rows appended to the 64-token paged cache; ``preprocess_bytes``).
+  No projections. FLOPs count the (query, key) pairs a causal kernel computes, a window
+  capping the keys of each query at ``window``. Head-dim 64 rows carry ``sinks = 1``; fp8 KV
+  halves the cache bytes (``kv_bytes``); decode rows with fp8 KV write fp8 output.
+* ``context_mla_perf`` / ``generation_mla_perf``: DeepSeek-V3 geometry (latent 512, RoPE 64,
+  nope 128, v 128). Context: ``mla_prefill``, causal attention with 192-wide Q/K and 128-wide
+  V per head, plus RoPE and the latent-cache write. Generation: ``mla_decode`` over
+  ``step + 1`` latent tokens (576-wide keys, 512-wide values, one latent head) plus
+  ``mla_rope_generation`` (RoPE, latent append, q quantized to fp8 with an fp8 cache). No
+  projections or absorption BMMs. A100 kernels carry ``kv_split = 0`` (see the quirks).
+* ``mla_context_module_perf`` / ``mla_generation_module_perf``: a composite of every kernel
+  ``self_attn.forward`` runs: fused q_a+kv_a projection (7168 -> 2112), two RMSNorms, q_b, then
+  kv_b and the MLA context kernel, or the pre-BMM, MLA decode kernel and post-BMM, and o_proj.
+  With ``fp8_block`` projections q_a+kv_a, q_b and o_proj are fp8 GEMMs with their quantize;
+  kv_b and the absorption BMMs stay bf16.
+* ``mla_bmm_perf``: a batched GEMM with ``groups = num_heads``: pre ``[T,128] @ [128,512]``,
+  post ``[T,512] @ [512,128]``; fp8 is 1x128 block-scaled with its permute-and-quantize
+  (``quant_permute = 1``).
+* ``moe_perf``: one ``moe`` kernel for the measured rank: ``E/ep`` local experts, local
+  intermediate ``inter/tp``, all ``num_tokens`` entering, loads from
+  :mod:`mlacalc.measured.moe_routing` (balanced, or the power-law straggler rank).
+* ``custom_allreduce_perf``: an all-reduce of ``message_size`` bf16 elements per GPU.
+* ``nccl_perf``: all_reduce / all_gather / reduce_scatter / all_to_all of ``message_size``
+  elements (``half`` 2 bytes, ``int8`` 1) per rank: the full per-rank buffer.
+* ``wideep_deepep_ll_perf`` / ``wideep_deepep_normal_perf``: a dispatch and a combine on 8
+  GPUs per row (two measurements, ``measure`` says which). LL dispatch moves
+  ``tokens * topk`` copies of ``hidden + hidden/32 + 16`` bytes (fp8 payload, an fp32 scale
+  per 128, a 16-byte header; the table's bandwidth column matches this exactly), LL combine
+  ``tokens * topk * hidden * 2``. Normal mode sends a token once per destination rank:
+  ``tokens * r`` copies, ``r`` the expected distinct ranks among its top-k experts.
+* ``scale_matrix_perf``: a static per-tensor quantize of bf16 ``[m,k]`` (one pass, fp8 out);
+  ``computescale_perf``: the amax/scale part alone (one pass, nothing written).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..kernels import KernelBatch
+from .moe_routing import rank_loads
+from .sets import SYSTEM_L2_BYTES, MeasuredTable
+
+__all__ = ["DSV3", "NOT_MODELLED", "KernelPart", "MappedTable", "map_table", "mapped_tables"]
+
+#: DeepSeek-V3 attention geometry of the MLA tables.
+DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64, "v": 128}
+_BLOCK = 128  # fp8 block-scaling group
+_PAGE = 64  # paged-cache block, tokens
+_ROTARY = 128  # rotary dim hard-coded in the attention collector
+
+#: Reasons a row is not predicted, with what they mean.
+NOT_MODELLED: dict[str, str] = {
+    "trt_plugin_timing": "TensorRT plugin time from a profiler inside an engine, not a kernel call",
+    "unknown_dtype": "a dtype the kernel vocabulary has no class for",
+    "zero_time": "a measured time of zero (a difference floored at zero)",
+    "status": "the microbenchmark recorded this row as not ok",
+    "duplicate_key": "repeats the key of another row (quirk rule)",
+    "duplicate_sweep": "the slower of two sweeps of the same key (quirk rule)",
+    "spike": "an isolated spike against both sweep neighbours (quirk rule)",
+    "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
+    "fp8_label_is_bf16": "labelled fp8 but equal to the bf16 row (quirk rule)",
+    "no_time_model": "the time model has no parameters for this kernel class",
+}
+
+
+@dataclass(frozen=True)
+class KernelPart:
+    """Kernels of one class for a subset of rows: ``rows[i]`` is the row of kernel ``i``."""
+
+    name: str
+    rows: np.ndarray
+    batch: KernelBatch
+
+
+@dataclass
+class MappedTable:
+    """A measured table as kernels: parts, the measured seconds, and why rows are left out."""
+
+    table: MeasuredTable
+    parts: list[KernelPart]
+    reason: np.ndarray  # "" where the row is predicted
+    flags: dict[str, np.ndarray] = field(default_factory=dict)
+    rules: list[str] = field(default_factory=list)  # quirk rules applied, in words
+
+    @property
+    def seconds(self) -> np.ndarray:
+        return self.table.seconds
+
+    @property
+    def modelled(self) -> np.ndarray:
+        return self.reason == ""
+
+    def exclude(self, mask: np.ndarray, why: str) -> int:
+        """Mark rows (not already excluded) as not predicted for ``why``; returns how many."""
+        hit = mask & (self.reason == "")
+        self.reason[hit] = why
+        return int(hit.sum())
+
+    def row_totals(self, field_name: str = "flops") -> np.ndarray:
+        """Per-row sum of a kernel field (``flops`` or ``bytes``) times its calls."""
+        out = np.zeros(len(self.table))
+        for p in self.parts:
+            out += np.bincount(
+                p.rows,
+                weights=getattr(p.batch, field_name) * p.batch.calls,
+                minlength=len(self.table),
+            )
+        return out
+
+    def kernels_of_row(self, row: int) -> list[dict]:
+        """The kernels of one row, as dicts (for row-level reports and tests)."""
+        out = []
+        for p in self.parts:
+            for i in np.nonzero(p.rows == row)[0]:
+                b = p.batch
+                out.append(
+                    {
+                        "name": p.name,
+                        "kind": b.kind,
+                        "dtype": b.dtype,
+                        "flops": float(b.flops[i]),
+                        "bytes": float(b.bytes[i]),
+                        "calls": float(b.calls[i]),
+                        "shape": {k: float(v[i]) for k, v in b.shape.items()},
+                    }
+                )
+        return out
+
+
+class _Builder:
+    """Collects kernel parts for a table; every array argument is indexed like ``rows``."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.parts: list[KernelPart] = []
+
+    def add(
+        self, name: str, kind: str, dtype: str, rows: np.ndarray, flops, nbytes, calls=1, **shape
+    ) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return
+        m = rows.shape[0]
+
+        def arr(v):
+            a = np.asarray(v, dtype=np.float64)
+            return np.broadcast_to(a, (m,)).copy() if a.ndim == 0 else a
+
+        self.parts.append(
+            KernelPart(
+                name,
+                rows,
+                KernelBatch(
+                    kind=kind,
+                    dtype=dtype,
+                    flops=arr(flops),
+                    bytes=arr(nbytes),
+                    calls=arr(calls),
+                    shape={k: arr(v) for k, v in shape.items()},
+                ),
+            )
+        )
+
+    def add_by_dtype(
+        self,
+        name: str,
+        kind: str,
+        dtypes: np.ndarray,
+        rows: np.ndarray,
+        flops,
+        nbytes,
+        calls=1,
+        **shape,
+    ) -> None:
+        """Add one batch per distinct dtype among ``rows``."""
+        for dt in np.unique(dtypes):
+            sel = dtypes == dt
+
+            def pick(v, sel=sel):
+                a = np.asarray(v)
+                return a[sel] if a.ndim else a
+
+            self.add(
+                name,
+                kind,
+                str(dt),
+                rows[sel],
+                pick(flops),
+                pick(nbytes),
+                pick(calls),
+                **{k: pick(v) for k, v in shape.items()},
+            )
+
+
+def _f(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64)
+
+
+_DT = {
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float16": "fp16",
+    "fp16": "fp16",
+    "half": "fp16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "int8": "int8",
+    "w4a16_mxfp4": "w4a16_mxfp4",
+}
+
+
+def _canon(col: np.ndarray) -> np.ndarray:
+    """Table dtype labels as kernel dtypes (unknown labels become ``"?<label>"``)."""
+    out = np.empty(col.shape[0], dtype=object)
+    for label in np.unique(col):
+        out[col == label] = _DT.get(str(label), f"?{label}")
+    return out.astype(str)
+
+
+def _elem(dt: np.ndarray) -> np.ndarray:
+    """Bytes per element of a kernel dtype column."""
+    return np.select(
+        [np.isin(dt, ["fp8", "fp8_block", "int8"]), dt == "w4a16_mxfp4"], [1.0, 0.5], 2.0
+    )
+
+
+def _quantize(
+    b: _Builder, name: str, rows, elements, group: int, passes: int, write: int = 1
+) -> None:
+    """A quantize kernel over bf16 ``elements``: ``passes`` reads of the input, fp8 output
+    (when ``write``) and fp32 scales (one per ``group`` elements; 0 = one per tensor)."""
+    e = _f(np.asarray(elements))
+    scales = np.ceil(e / group) * 4 if group else np.full_like(e, 4.0)
+    nbytes = passes * 2 * e + write * (e + scales)
+    b.add(
+        name,
+        "quantize",
+        "fp8",
+        rows,
+        0.0,
+        nbytes,
+        elements=e,
+        group=group,
+        passes=passes,
+        write=write,
+    )
+
+
+def _gemm_kernels(
+    b: _Builder,
+    name: str,
+    rows,
+    dtype: str,
+    m,
+    n,
+    k,
+    groups=1,
+    *,
+    warm_l2=1,
+    weight_copies=1,
+    out_elem=2.0,
+    permute=0,
+) -> None:
+    """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
+    (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling)
+    or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
+    quantize also permutes heads and tokens, as the fp8 MLA BMMs do)."""
+    m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
+    e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0}[dtype]
+    nbytes = g * (m * k * e + k * n * e + m * n * out_elem)
+    quant = {"quantize_input": 0, "quant_group": 0, "quant_passes": 0, "quant_permute": 0}
+    if dtype == "fp8":
+        nbytes = nbytes + 8.0  # the two per-tensor scales
+        quant = {"quantize_input": 1, "quant_group": 0, "quant_passes": 2, "quant_permute": 0}
+    elif dtype == "fp8_block":
+        nbytes = nbytes + 4.0 * g * (
+            m * np.ceil(k / _BLOCK) + np.ceil(n / _BLOCK) * np.ceil(k / _BLOCK)
+        )
+        quant = {
+            "quantize_input": 1,
+            "quant_group": _BLOCK,
+            "quant_passes": 1,
+            "quant_permute": permute,
+        }
+    b.add(
+        name,
+        "gemm",
+        dtype,
+        rows,
+        2.0 * g * m * n * k,
+        nbytes,
+        m=m,
+        n=n,
+        k=k,
+        groups=g,
+        warm_l2=warm_l2,
+        weight_copies=weight_copies,
+        **quant,
+    )
+
+
+# ---------------------------------------------------------------- per table
+
+
+def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    dt = _canon(t.column("gemm_dtype"))
+    m, n, k = _f(t.column("m")), _f(t.column("n")), _f(t.column("k"))
+    rows = np.arange(len(t))
+    plugin = np.isin(t.column("gemm_dtype"), ["int8_wo", "int4_wo", "sq"])
+    reason[plugin] = "trt_plugin_timing"
+    weight = n * k * _elem(dt)
+    l2 = SYSTEM_L2_BYTES.get(t.system)
+    if t.system == "a100_sxm" or l2 is None:
+        copies = np.full(len(t), 5.0)
+    else:
+        copies = np.clip(np.ceil(l2 / weight), 1, 5)
+    for d in ("bf16", "fp16", "fp8", "fp8_block"):
+        sel = (dt == d) & ~plugin
+        if sel.any():
+            _gemm_kernels(
+                b, "gemm", rows[sel], d, m[sel], n[sel], k[sel], weight_copies=copies[sel]
+            )
+    other = ~np.isin(dt, ["bf16", "fp16", "fp8", "fp8_block"]) & ~plugin
+    reason[other] = "unknown_dtype"
+
+
+def _pairs(q_len: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """(query, key) pairs of a causal prompt of ``q_len`` tokens per sequence, window-capped:
+    query ``i`` (1-based) attends ``min(i, w)`` keys."""
+    s = q_len
+    full = s * (s + 1) / 2
+    w = np.where(window > 0, np.minimum(window, s), s)
+    capped = w * (w + 1) / 2 + (s - w) * w
+    return np.where(window > 0, capped, full)
+
+
+def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
+    bs, hq, hkv = (
+        _f(t.column("batch_size")),
+        _f(t.column("num_heads")),
+        _f(t.column("num_key_value_heads")),
+    )
+    hd, win = _f(t.column("head_dim")), _f(t.column("window_size"))
+    attn, kvd = _canon(t.column("attn_dtype")), _canon(t.column("kv_cache_dtype"))
+    rows = np.arange(len(t))
+    kvb = _elem(kvd)
+    if context:
+        q = _f(t.column("isl"))
+        kv = q.copy()
+        # quirk rule: context rows labelled bf16 attention + fp8 KV run the fp8 FMHA (their
+        # latencies match the fp8/fp8 rows), so their FMHA dtype is fp8
+        fmha_dt = np.where((attn == "fp8") | (kvd == "fp8"), "fp8", "bf16")
+    else:
+        q = np.ones(len(t))
+        kv = _f(t.column("step")) + 1.0
+        fmha_dt = attn
+    qb = _elem(fmha_dt)
+    tok = bs * q
+    kv_eff = np.where(win > 0, np.minimum(kv, win), kv)
+    rot = np.minimum(hd, _ROTARY)
+    # QKV preprocessing: fused QKV read, Q written for the attention kernel, K/V rows appended
+    pre_bytes = tok * (hq + 2 * hkv) * hd * 2 + tok * hq * hd * qb + tok * 2 * hkv * hd * kvb
+    out_b = np.where(kvd == "fp8", 1.0, 2.0) if not context else 2.0
+    if context:
+        pairs = bs * _pairs(q, win)
+        kv_read = tok * 2 * hkv * hd * kvb
+        kind = "attention_prefill"
+    else:
+        pairs = bs * kv_eff
+        kv_read = bs * 2 * hkv * kv_eff * hd * kvb
+        kind = "attention_decode"
+    flops = 2.0 * hq * pairs * (hd + hd)
+    nbytes = pre_bytes + tok * hq * hd * qb + kv_read + tok * hq * hd * out_b
+    b.add_by_dtype(
+        "attention" if context else "attention_decode",
+        kind,
+        fmha_dt,
+        rows,
+        flops,
+        nbytes,
+        batch=bs,
+        q_len=q,
+        kv_len=kv,
+        n_heads=hq,
+        n_kv=hkv,
+        head_dim_qk=hd,
+        head_dim_v=hd,
+        window=win,
+        causal=1,
+        sinks=(hd == 64).astype(np.float64),
+        page_size=_PAGE,
+        kv_bytes=kvb,
+        preprocess_bytes=pre_bytes,
+        rope_elements=tok * (hq + hkv) * rot,
+    )
+    bad = np.char.startswith(fmha_dt.astype(str), "?") | np.char.startswith(kvd, "?")
+    reason[bad] = "unknown_dtype"
+
+
+def _mla_core(
+    b: _Builder, rows, bs, h, q, kv, kvd, *, context: bool, a100: bool = False, prefix: str = ""
+) -> None:
+    """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write."""
+    g = DSV3
+    kvb = _elem(kvd)
+    tok = bs * q
+    qk, v, lat = g["nope"] + g["rope"], g["v"], g["kv_lora"] + g["rope"]
+    if context:
+        # RoPE on the rope parts of q and k (read and written), latent read and cache write
+        pre = 2 * 2 * tok * h * g["rope"] * 2 + tok * lat * (2 + kvb)
+        pairs = bs * _pairs(q, np.zeros_like(q))
+        flops = 2.0 * h * pairs * (qk + v)
+        nbytes = pre + tok * h * (qk + qk + v + v) * 2.0
+        b.add(
+            prefix + "mla_context",
+            "mla_prefill",
+            "bf16",
+            rows,
+            flops,
+            nbytes,
+            batch=bs,
+            q_len=q,
+            kv_len=q,
+            n_heads=h,
+            n_kv=h,
+            head_dim_qk=qk,
+            head_dim_v=v,
+            window=0,
+            causal=1,
+            kv_bytes=kvb,
+            preprocess_bytes=pre,
+            rope_elements=tok * (h + 1) * g["rope"],
+        )
+    else:
+        qb = np.where(kvd == "fp8", 1.0, 2.0)
+        # mla_rope_generation: q read and written (fp8 with an fp8 cache), latent appended
+        pre = tok * h * lat * (2 + qb) + tok * lat * (2 + kvb)
+        flops = 2.0 * h * bs * kv * (lat + g["kv_lora"])
+        nbytes = pre + bs * kv * lat * kvb + tok * h * lat * qb + tok * h * g["kv_lora"] * 2
+        b.add_by_dtype(
+            prefix + "mla_decode",
+            "mla_decode",
+            np.where(kvd == "fp8", "fp8", "bf16"),
+            rows,
+            flops,
+            nbytes,
+            batch=bs,
+            q_len=q,
+            kv_len=kv,
+            n_heads=h,
+            n_kv=1,
+            head_dim_qk=lat,
+            head_dim_v=g["kv_lora"],
+            window=0,
+            causal=1,
+            page_size=_PAGE,
+            kv_bytes=kvb,
+            kv_split=0.0 if a100 else 1.0,
+            preprocess_bytes=pre,
+            rope_elements=tok * (h + 1) * g["rope"],
+        )
+
+
+def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
+    bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
+    kvd = _canon(t.column("kv_cache_dtype"))
+    rows = np.arange(len(t))
+    if context:
+        q, kv = _f(t.column("isl")), _f(t.column("isl"))
+    else:
+        q, kv = np.ones(len(t)), _f(t.column("step")) + 1.0
+    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, a100=t.system == "a100_sxm")
+
+
+def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
+    g = DSV3
+    bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
+    kvd, gt = _canon(t.column("kv_cache_dtype")), _canon(t.column("gemm_type"))
+    rows = np.arange(len(t))
+    if context:
+        q, kv = _f(t.column("isl")), _f(t.column("isl"))
+    else:
+        q, kv = np.ones(len(t)), _f(t.column("step")) + 1.0
+    tok = bs * q
+    lat = g["kv_lora"] + g["rope"]
+    for d in ("bf16", "fp8_block"):
+        s = gt == d
+        if not s.any():
+            continue
+        r, tk, hh = rows[s], tok[s], h[s]
+        _gemm_kernels(b, "q_a+kv_a", r, d, tk, g["q_lora"] + lat, g["hidden"])
+        _gemm_kernels(b, "q_b", r, d, tk, hh * (g["nope"] + g["rope"]), g["q_lora"])
+        _gemm_kernels(b, "o_proj", r, d, tk, g["hidden"], hh * g["v"])
+    for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):
+        b.add(
+            name,
+            "elementwise",
+            "bf16",
+            rows,
+            0.0,
+            tok * width * 4 + width * 2,
+            elements=tok * width,
+        )
+    if context:
+        _gemm_kernels(b, "kv_b", rows, "bf16", tok, h * (g["nope"] + g["v"]), g["kv_lora"])
+    else:
+        _gemm_kernels(b, "bmm_pre", rows, "bf16", tok, g["kv_lora"], g["nope"], h)
+        _gemm_kernels(b, "bmm_post", rows, "bf16", tok, g["v"], g["kv_lora"], h)
+    _mla_core(b, rows, bs, h, q, kv, kvd, context=context)
+    reason[np.char.startswith(gt, "?")] = "unknown_dtype"
+
+
+def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    op = t.column("op_name")
+    dt = _canon(t.column("bmm_dtype"))
+    dt = np.where(dt == "fp8", "fp8_block", dt)  # fp8 BMMs are 1x128 block-scaled
+    T, h = _f(t.column("num_tokens")), _f(t.column("num_heads"))
+    rows = np.arange(len(t))
+    pre = op == "mla_gen_pre"
+    n = np.where(pre, DSV3["kv_lora"], DSV3["nope"])
+    k = np.where(pre, DSV3["nope"], DSV3["kv_lora"])
+    for d in ("bf16", "fp8_block"):
+        s = (dt == d) & np.isin(op, ["mla_gen_pre", "mla_gen_post"])
+        if s.any():
+            _gemm_kernels(b, "bmm", rows[s], d, T[s], n[s], k[s], h[s], permute=1)
+    reason[~np.isin(dt, ["bf16", "fp8_block"])] = "unknown_dtype"
+
+
+def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    dt = _canon(t.column("moe_dtype"))
+    T = _f(t.column("num_tokens"))
+    hidden, inter = _f(t.column("hidden_size")), _f(t.column("inter_size"))
+    topk, E = t.column("topk").astype(np.int64), t.column("num_experts").astype(np.int64)
+    tp, ep = _f(t.column("moe_tp_size")), t.column("moe_ep_size").astype(np.int64)
+    dist = t.column("distribution")
+    alpha = np.zeros(len(t))
+    for label in np.unique(dist):
+        if label == "balanced":
+            continue
+        if not str(label).startswith("power_law_"):
+            reason[dist == label] = "unknown_dtype"
+            continue
+        alpha[dist == label] = float(str(label)[len("power_law_") :])
+    loads = rank_loads(T, topk, E, ep, alpha)
+    source = t.columns.get("kernel_source", np.full(len(t), ""))
+    gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
+    mats = np.where(gated > 0, 3.0, 2.0)
+    inter_l = inter / tp
+    flops = 2.0 * loads.assignments * hidden * inter_l * mats
+    wb = _elem(dt)
+    wbytes = loads.active_experts * mats * hidden * inter_l * wb
+    wbytes = wbytes + np.where(
+        dt == "fp8_block",
+        loads.active_experts * mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter_l / _BLOCK),
+        0.0,
+    )
+    wbytes = wbytes + np.where(
+        dt == "w4a16_mxfp4", loads.active_experts * mats * hidden * inter_l / 32, 0.0
+    )
+    nbytes = wbytes + T * hidden * 2 * 2
+    rows = np.arange(len(t))
+    ok = ~np.char.startswith(dt, "?")
+    b.add_by_dtype(
+        "moe",
+        "moe",
+        dt[ok],
+        rows[ok],
+        flops[ok],
+        nbytes[ok],
+        tokens=T[ok],
+        hidden=hidden[ok],
+        inter=inter_l[ok],
+        experts=(E // ep)[ok],
+        topk=topk[ok],
+        active_experts=loads.active_experts[ok],
+        max_tokens_per_expert=loads.max_per_expert[ok],
+        gated=gated[ok],
+        assignments=loads.assignments[ok],
+        alpha=alpha[ok],
+        experts_total=E[ok],
+        ep=ep[ok],
+        tp=tp[ok],
+    )
+    reason[~ok] = "unknown_dtype"
+
+
+def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    msg = _f(t.column("message_size")) * 2.0  # bf16 (A100: fp16) elements per GPU
+    n = _f(t.column("num_gpus"))
+    b.add(
+        "custom_allreduce",
+        "all_reduce",
+        "bf16",
+        np.arange(len(t)),
+        0.0,
+        msg,
+        message_bytes=msg,
+        n_gpus=n,
+    )
+
+
+_NCCL_KIND = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+}
+
+
+def _nccl_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    op, dt = t.column("op_name"), t.column("nccl_dtype")
+    elem = np.where(dt == "int8", 1.0, 2.0)
+    msg = _f(t.column("message_size")) * elem
+    n = _f(t.column("num_gpus"))
+    rows = np.arange(len(t))
+    for name, kind in _NCCL_KIND.items():
+        for d, kd in (("half", "fp16"), ("int8", "int8")):
+            s = (op == name) & (dt == d)
+            b.add(f"nccl_{name}", kind, kd, rows[s], 0.0, msg[s], message_bytes=msg[s], n_gpus=n[s])
+    reason[~np.isin(op, list(_NCCL_KIND)) | ~np.isin(dt, ["half", "int8"])] = "unknown_dtype"
+
+
+def _expected_ranks(experts: np.ndarray, topk: np.ndarray, ranks: int) -> np.ndarray:
+    """Expected distinct ranks among a token's top-k of ``experts`` spread over ``ranks``:
+    ``ranks * (1 - C(E - E/r, k) / C(E, k))`` for uniformly random distinct experts."""
+    out = np.empty(experts.shape[0])
+    for i, (e, k) in enumerate(zip(experts.tolist(), topk.tolist())):
+        miss, other = 1.0, e - e // ranks
+        for j in range(int(k)):
+            miss *= max(other - j, 0) / (e - j)
+        out[i] = ranks * (1.0 - miss)
+    return out
+
+
+def _deepep_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, low_latency: bool) -> None:
+    gpus = 8.0  # one node, EP = 8 (not a column)
+    T, h = _f(t.column("num_token")), _f(t.column("hidden_size"))
+    k, E = t.column("num_topk").astype(np.int64), t.column("num_experts").astype(np.int64)
+    measure = t.column("measure")
+    rows = np.arange(len(t))
+    if low_latency:
+        copies = T * k
+        disp = copies * (h + h / 32 + 16)
+        comb = copies * h * 2
+        sms = np.zeros(len(t))
+    else:
+        keys, inv = np.unique(np.stack([E, k]), axis=1, return_inverse=True)
+        copies = T * _expected_ranks(keys[0], keys[1], int(gpus))[inv.ravel()]
+        disp = copies * (h + h / 32)
+        comb = copies * h * 2
+        sms = np.where(
+            measure == "dispatch", _f(t.column("dispatch_sms")), _f(t.column("combine_sms"))
+        )
+    mode = 1.0 if low_latency else 0.0
+    for name, msg, dtype in (("dispatch", disp, "fp8"), ("combine", comb, "bf16")):
+        s = measure == name
+        b.add(
+            f"deepep_{name}",
+            name,
+            dtype,
+            rows[s],
+            0.0,
+            msg[s],
+            tokens=T[s],
+            hidden=h[s],
+            topk=k[s],
+            n_gpus=gpus,
+            message_bytes=msg[s],
+            copies=copies[s],
+            low_latency=mode,
+            sms=sms[s],
+        )
+
+
+def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_only: bool) -> None:
+    e = _f(t.column("m")) * _f(t.column("k"))
+    rows = np.arange(len(t))
+    if scale_only:
+        _quantize(b, "compute_scale", rows, e, 0, 1, write=0)
+        reason[t.seconds <= 0] = "zero_time"
+    else:
+        _quantize(b, "scale_matrix", rows, e, 0, 1)
+
+
+_MAPPERS = {
+    "gemm_perf": _gemm_table,
+    "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
+    "generation_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=False),
+    "context_mla_perf": lambda t, b, r: _mla_table(t, b, r, context=True),
+    "generation_mla_perf": lambda t, b, r: _mla_table(t, b, r, context=False),
+    "mla_context_module_perf": lambda t, b, r: _mla_module_table(t, b, r, context=True),
+    "mla_generation_module_perf": lambda t, b, r: _mla_module_table(t, b, r, context=False),
+    "mla_bmm_perf": _mla_bmm_table,
+    "moe_perf": _moe_table,
+    "custom_allreduce_perf": _allreduce_table,
+    "nccl_perf": _nccl_table,
+    "wideep_deepep_ll_perf": lambda t, b, r: _deepep_table(t, b, r, low_latency=True),
+    "wideep_deepep_normal_perf": lambda t, b, r: _deepep_table(t, b, r, low_latency=False),
+    "scale_matrix_perf": lambda t, b, r: _quantize_table(t, b, r, scale_only=False),
+    "computescale_perf": lambda t, b, r: _quantize_table(t, b, r, scale_only=True),
+}
+
+
+def mapped_tables() -> list[str]:
+    """Names of the tables :func:`map_table` knows."""
+    return sorted(_MAPPERS)
+
+
+def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
+    """The kernels of every row of ``table``, and the rows left out by reason.
+
+    With ``quirks`` (the default) the quirk rules of :mod:`mlacalc.measured.quirks` mark the
+    rows they exclude; kernels are still built for those rows, so a caller can look at them.
+    """
+    from ..errors import ConfigError
+
+    mapper = _MAPPERS.get(table.table)
+    if mapper is None:
+        raise ConfigError(
+            f"is a table mlacalc cannot map onto kernels (known: {', '.join(sorted(_MAPPERS))})",
+            source=table.source,
+            field=table.table,
+        )
+    reason = np.full(len(table), "", dtype=object)
+    b = _Builder(len(table))
+    mapper(table, b, reason)
+    mapped = MappedTable(table=table, parts=b.parts, reason=reason)
+    bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
+    mapped.exclude(bad_time, "zero_time")
+    if quirks:
+        from .quirks import apply_quirks
+
+        apply_quirks(mapped)
+    return mapped

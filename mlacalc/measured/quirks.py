@@ -1,0 +1,220 @@
+"""The stated rules for the known quirks of the measured tables.
+
+Quirks are handled, never fitted: each rule either excludes rows (they are counted as not
+predicted, by reason) or flags them for the time model. In the order applied:
+
+1. **Duplicated keys** (``duplicate_key``): the A100 MLA tables repeat one local-head key for
+   several ``tp_size`` labels (``tp_size`` is a label only). Of the rows with equal columns
+   apart from ``tp_size`` and the time, the one with the smallest ``tp_size`` is kept.
+2. **NCCL duplicate sweeps** (``duplicate_sweep``): ``nccl_perf`` holds two full sweeps of every
+   key (op, dtype, GPUs, message size). Per key the faster row is kept (interference only adds
+   time; exact duplicates keep the first); the other is excluded.
+3. **A100 "fp8" MLA** (``fp8_label_is_bf16``): A100 MLA rows labelled fp8 KV time the same as
+   the bf16 rows (median ratio 1.000); they carry no fp8 information and are excluded.
+4. **Faster than HBM** (``faster_than_hbm``): a decode-attention row (``generation_attention``)
+   whose K/V read is larger than the L2 and whose time is shorter than that read at the
+   datasheet HBM bandwidth cannot have read all of K and V (the A100 collector's K-only cache
+   layout); it is excluded. Rows whose cache fits in the L2 may legitimately beat HBM.
+5. **Spikes** (``spike``): along each table's sweep axis (tokens, sequence length, message
+   size), with every other column fixed, a row more than :data:`SPIKE_FACTOR` times *both* of
+   its sweep neighbours is an isolated spike and is excluded. End points of a sweep have one
+   neighbour and are never called spikes.
+6. **A100 MLA decode without key splitting** (flag ``non_split_kv``): the A100 generation MLA
+   kernel does not split keys across SMs, so at small batch it leaves SMs idle; its kernels
+   carry ``kv_split = 0`` and the rows are flagged for the time model, not excluded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mapping import MappedTable
+from .sets import SYSTEM_L2_BYTES
+
+__all__ = ["SPIKE_FACTOR", "SWEEPS", "apply_quirks"]
+
+#: A row more than this many times both sweep neighbours is a spike.
+SPIKE_FACTOR = 3.0
+
+#: Table -> (sweep column, columns that stay fixed along a sweep).
+SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gemm_perf": ("m", ("gemm_dtype", "n", "k")),
+    "context_attention_perf": (
+        "isl",
+        (
+            "batch_size",
+            "num_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "window_size",
+            "attn_dtype",
+            "kv_cache_dtype",
+        ),
+    ),
+    "generation_attention_perf": (
+        "step",
+        (
+            "batch_size",
+            "num_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "window_size",
+            "attn_dtype",
+            "kv_cache_dtype",
+        ),
+    ),
+    "context_mla_perf": ("isl", ("kv_cache_dtype", "num_heads", "batch_size", "tp_size")),
+    "generation_mla_perf": ("step", ("kv_cache_dtype", "num_heads", "batch_size", "tp_size")),
+    "mla_context_module_perf": ("isl", ("kv_cache_dtype", "gemm_type", "num_heads", "batch_size")),
+    "mla_generation_module_perf": (
+        "step",
+        ("kv_cache_dtype", "gemm_type", "num_heads", "batch_size"),
+    ),
+    "mla_bmm_perf": ("num_tokens", ("op_name", "bmm_dtype", "num_heads")),
+    "moe_perf": (
+        "num_tokens",
+        (
+            "moe_dtype",
+            "kernel_source",
+            "hidden_size",
+            "inter_size",
+            "topk",
+            "num_experts",
+            "moe_tp_size",
+            "moe_ep_size",
+            "distribution",
+        ),
+    ),
+    "custom_allreduce_perf": ("message_size", ("num_gpus",)),
+    "nccl_perf": ("message_size", ("op_name", "nccl_dtype", "num_gpus")),
+    "wideep_deepep_ll_perf": ("num_token", ("measure", "hidden_size", "num_topk", "num_experts")),
+    "wideep_deepep_normal_perf": (
+        "num_token",
+        ("measure", "hidden_size", "num_topk", "num_experts", "dispatch_sms", "combine_sms"),
+    ),
+    "scale_matrix_perf": ("m", ("k",)),
+    "computescale_perf": ("m", ("k",)),
+}
+
+
+def _group_ids(columns: dict[str, np.ndarray], names: tuple[str, ...], n: int) -> np.ndarray:
+    """One integer per row, equal for rows equal in every column of ``names``."""
+    if not names:
+        return np.zeros(n, dtype=np.int64)
+    codes = [np.unique(columns[c], return_inverse=True)[1].ravel() for c in names if c in columns]
+    if not codes:
+        return np.zeros(n, dtype=np.int64)
+    return np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].ravel()
+
+
+def _first_by(group: np.ndarray, order_key: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Mask of the rows that come first in their group by ``order_key`` (ties: lowest index)."""
+    idx = np.nonzero(candidates)[0]
+    keep = np.zeros(candidates.shape[0], dtype=bool)
+    if idx.size == 0:
+        return keep
+    order = idx[np.lexsort((idx, order_key[idx], group[idx]))]
+    g = group[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    keep[order[first]] = True
+    return keep
+
+
+def spikes(
+    columns: dict[str, np.ndarray],
+    seconds: np.ndarray,
+    sweep: str,
+    fixed: tuple[str, ...],
+    candidates: np.ndarray,
+    factor: float = SPIKE_FACTOR,
+) -> np.ndarray:
+    """Rows more than ``factor`` times both sweep neighbours (among ``candidates``)."""
+    n = seconds.shape[0]
+    out = np.zeros(n, dtype=bool)
+    idx = np.nonzero(candidates)[0]
+    if idx.size < 3 or sweep not in columns:
+        return out
+    group = _group_ids(columns, fixed, n)
+    order = idx[np.lexsort((columns[sweep][idx], group[idx]))]
+    g, t = group[order], seconds[order]
+    mid = np.arange(1, order.size - 1)
+    same = (g[mid - 1] == g[mid]) & (g[mid + 1] == g[mid])
+    hit = same & (t[mid] > factor * t[mid - 1]) & (t[mid] > factor * t[mid + 1])
+    out[order[mid[hit]]] = True
+    return out
+
+
+def apply_quirks(mapped: MappedTable) -> None:
+    """Apply the rules above to ``mapped`` in place (reasons, flags and the rules used)."""
+    t = mapped.table
+    cols, n = t.columns, len(t)
+    a100 = t.system == "a100_sxm"
+
+    if "tp_size" in cols:
+        fixed = tuple(c for c in cols if c not in ("tp_size", "latency"))
+        group = _group_ids(cols, fixed, n)
+        keep = _first_by(group, cols["tp_size"], np.ones(n, dtype=bool))
+        count = mapped.exclude(~keep, "duplicate_key")
+        if count:
+            mapped.rules.append(
+                f"duplicate_key: {count} rows repeat a local-head key under another "
+                "tp_size label; the smallest tp_size is kept"
+            )
+
+    if t.table == "nccl_perf":
+        group = _group_ids(cols, ("op_name", "nccl_dtype", "num_gpus", "message_size"), n)
+        keep = _first_by(group, t.seconds, np.ones(n, dtype=bool))
+        count = mapped.exclude(~keep, "duplicate_sweep")
+        mapped.rules.append(
+            f"duplicate_sweep: {count} rows are the slower of two sweeps of one key"
+        )
+
+    if a100 and t.table in ("context_mla_perf", "generation_mla_perf") and "kv_cache_dtype" in cols:
+        count = mapped.exclude(cols["kv_cache_dtype"] == "fp8", "fp8_label_is_bf16")
+        mapped.rules.append(
+            f"fp8_label_is_bf16: {count} A100 rows labelled fp8 KV equal the bf16 rows"
+        )
+
+    if t.table == "generation_attention_perf":
+        from ..hardware import load_hardware
+
+        bw = load_hardware(t.device).memory_bandwidth_bytes_per_s
+        l2 = SYSTEM_L2_BYTES.get(t.system, 0)
+        kv_read = np.zeros(n)
+        for p in mapped.parts:
+            if p.batch.kind == "attention_decode":
+                kv = (
+                    p.batch.shape["batch"]
+                    * 2
+                    * p.batch.shape["n_kv"]
+                    * p.batch.shape["head_dim_qk"]
+                    * p.batch.shape["kv_bytes"]
+                    * np.where(
+                        p.batch.shape["window"] > 0,
+                        np.minimum(p.batch.shape["kv_len"], p.batch.shape["window"]),
+                        p.batch.shape["kv_len"],
+                    )
+                )
+                kv_read[p.rows] = kv
+        fast = (kv_read > l2) & (t.seconds < kv_read / bw)
+        count = mapped.exclude(fast, "faster_than_hbm")
+        mapped.rules.append(
+            f"faster_than_hbm: {count} rows read a K/V cache larger than L2 faster "
+            "than the datasheet HBM bandwidth allows"
+        )
+
+    if t.table in SWEEPS:
+        sweep, fixed = SWEEPS[t.table]
+        hit = spikes(cols, t.seconds, sweep, fixed, mapped.reason == "")
+        count = mapped.exclude(hit, "spike")
+        mapped.rules.append(
+            f"spike: {count} rows more than {SPIKE_FACTOR:g}x both {sweep} neighbours"
+        )
+
+    if a100 and t.table == "generation_mla_perf":
+        mapped.flags["non_split_kv"] = np.ones(n, dtype=bool)
+        mapped.rules.append(
+            "non_split_kv: the A100 MLA decode kernel does not split keys across SMs "
+            "(kernels carry kv_split = 0)"
+        )
