@@ -30,7 +30,15 @@ from .engine import (
     kv_cache,
     kv_cache_bytes,
 )
-from .errors import ConfigError, InvalidArgumentError, MlacalcError, UnknownDtypeError, UnknownModelError
+from .errors import (
+    ConfigError,
+    DoesNotFitError,
+    InvalidArgumentError,
+    MlacalcError,
+    UnknownDtypeError,
+    UnknownHardwareError,
+    UnknownModelError,
+)
 from .symbolic import formula
 from .hardware import HardwareSpec, load_hardware
 from .params import ParamCounts, param_counts, weight_bytes
@@ -85,6 +93,8 @@ __all__ = [
     "UnknownModelError",
     "UnknownDtypeError",
     "InvalidArgumentError",
+    "UnknownHardwareError",
+    "DoesNotFitError",
 ]
 
 

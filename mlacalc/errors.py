@@ -105,3 +105,25 @@ class InvalidArgumentError(ValueError, MlacalcError):
 
     def __str__(self) -> str:
         return f"{self.argument}: {self.message}"
+
+
+class UnknownHardwareError(KeyError, MlacalcError):
+    """A hardware name that is neither in the catalogue, a YAML file, nor a measured set."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name, self.known = name, sorted(known)
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        upper = [k.upper() for k in self.known]
+        close = get_close_matches(str(self.name).upper(), upper, n=3, cutoff=0.4)
+        close = [k for k in self.known if k.upper() in close]
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        return (
+            f"unknown hardware '{self.name}'.{hint} Known: {', '.join(self.known)}; "
+            "or a YAML file, or measured:<set> for a measured device."
+        )
+
+
+class DoesNotFitError(ValueError, MlacalcError):
+    """The weights alone exceed the memory a GPU has for them."""

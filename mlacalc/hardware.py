@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .dtypes import canonical_dtype
-from .errors import ConfigError, InvalidArgumentError, MlacalcError, UnknownDtypeError
+from .errors import ConfigError, InvalidArgumentError, UnknownDtypeError, UnknownHardwareError
 
 __all__ = ["AmbiguousHardwareError", "HardwareSpec", "UnknownHardwareError", "load_hardware", "measured_sets",
            "shipped_hardware"]
@@ -48,19 +48,6 @@ MEASURED_SYSTEMS: dict[str, str] = {"h100_sxm": "H100-SXM", "a100_sxm": "A100-SX
                                     "b200_sxm": "B200", "l40s": "L40S"}
 #: A family name with several entries: it lists them instead of picking one.
 FAMILIES: dict[str, tuple[str, ...]] = {"a100": ("A100-SXM-80GB", "A100-PCIe-40GB")}
-
-
-class UnknownHardwareError(KeyError, MlacalcError):
-    def __init__(self, name: str, known: list[str]):
-        self.name, self.known = name, sorted(known)
-        super().__init__(name)
-
-    def __str__(self) -> str:
-        close = get_close_matches(self.name.upper(), [k.upper() for k in self.known], n=3, cutoff=0.4)
-        close = [k for k in self.known if k.upper() in close]
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        return (f"unknown hardware '{self.name}'.{hint} Known: {', '.join(self.known)}; "
-                "or a YAML file, or measured:<set> for a measured device.")
 
 
 class AmbiguousHardwareError(InvalidArgumentError):
@@ -335,7 +322,7 @@ _CACHE: dict[tuple[str, str], HardwareSpec] = {}
 
 
 def _load_yaml(path: Path) -> HardwareSpec:
-    from .config import _read_text, parse_yaml_text
+    from .safeio import parse_yaml as parse_yaml_text, read_text as _read_text
 
     text = _read_text(path)
     key = (str(path), text)                  # a file edited in place is read again

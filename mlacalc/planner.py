@@ -27,16 +27,12 @@ from typing import Any
 from .config import ModelConfig
 from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
 from .engine import _model, attention_params, kv_cache
-from .errors import InvalidArgumentError, MlacalcError
+from .errors import DoesNotFitError, InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
 from .params import param_counts
 from .roofline import predict_time
 
 __all__ = ["Plan", "plan", "DoesNotFitError"]
-
-
-class DoesNotFitError(ValueError, MlacalcError):
-    """The weights alone exceed the memory a GPU has for them."""
 
 
 @dataclass(frozen=True)

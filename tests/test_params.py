@@ -115,12 +115,50 @@ def test_mixtral_active():
     assert c.active == 12_879_925_248 - 32000 * 4096   # HF card 12.9B counts the input embedding
 
 
-def test_breakdown_sums_to_total():
-    for name in mlacalc.shipped_models():
-        c = mlacalc.param_counts(name)
-        assert sum(c.breakdown.values()) == c.total
-        assert sum(c.attention_breakdown.values()) == c.attention_per_layer
-        assert c.to_dict()["total"] == c.total
+# Each part recounted by hand from the reference configs (layer shapes of the Hugging Face
+# classes), not from the code under test; the totals are the exact figures above.
+HAND_BREAKDOWNS = {
+    "gpt2": {  # d 768, 12 layers, vocab 50257, 1024 positions, tied head, biases everywhere
+        "embedding": 50257 * 768,
+        "position_embedding": 1024 * 768,
+        "lm_head": 0,
+        "attention": 12 * (768 * 3 * 768 + 3 * 768 + 768 * 768 + 768),
+        "dense_ffn": 12 * (768 * 3072 + 3072 + 3072 * 768 + 768),
+        "norms": 12 * 2 * 2 * 768 + 2 * 768,
+    },
+    "mixtral-8x7b": {  # d 4096, 32 layers, 8 experts of 14336, GQA 32/8 heads of 128
+        "embedding": 32000 * 4096,
+        "lm_head": 32000 * 4096,
+        "attention": 32 * (4096 * 4096 + 2 * 4096 * 1024 + 4096 * 4096),
+        "moe_routed_experts": 32 * 8 * 3 * 4096 * 14336,
+        "moe_router": 32 * 8 * 4096,
+        "norms": 32 * 2 * 4096 + 4096,
+    },
+    "deepseek-v3": {  # d 7168, 61 layers (3 dense), 256 routed + 1 shared experts of 2048
+        "embedding": 129280 * 7168,
+        "lm_head": 129280 * 7168,
+        "attention": 61
+        * (
+            7168 * 1536 + 1536 + 1536 * 128 * 192  # q_a_proj, q_a_layernorm, q_b_proj
+            + 7168 * 576 + 512 + 512 * 128 * 256  # kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj
+            + 128 * 128 * 7168  # o_proj
+        ),
+        "dense_ffn": 3 * 3 * 7168 * 18432,
+        "moe_routed_experts": 58 * 256 * 3 * 7168 * 2048,
+        "moe_shared_experts": 58 * 3 * 7168 * 2048,
+        "moe_router": 58 * (256 * 7168 + 256),  # gate weight and e_score_correction_bias
+        "norms": 61 * 2 * 7168 + 7168,
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_BREAKDOWNS))
+def test_breakdown_matches_a_hand_count(name):
+    c = mlacalc.param_counts(name)
+    expected = dict.fromkeys(c.breakdown, 0) | HAND_BREAKDOWNS[name]
+    assert c.breakdown == expected
+    assert sum(expected.values()) == c.total
+    assert c.to_dict()["total"] == c.total
 
 
 def test_deepseek_v3_attention_breakdown(v3):

@@ -1,0 +1,73 @@
+"""The capacity planner: weights and cache per GPU by hand, parallelism, pages, bad input."""
+
+import pytest
+
+import mlacalc
+from mlacalc import DoesNotFitError, InvalidArgumentError
+from mlacalc.planner import plan
+
+
+def test_plan_deepseek_v3_fp8_on_8_h200_by_hand():
+    """Weights per GPU at tp=8: replicated latent/query down-projections and norms, everything else / 8."""
+    replicated_attn = 11_010_048 + 1_536 + 4_128_768 + 512
+    split_attn = 187_107_328 - replicated_attn
+    per_gpu = (
+        61 * (replicated_attn + split_attn // 8)
+        + 2 * 926_679_040 // 8
+        + 1_189_085_184 // 8
+        + 2_554_331_136 // 8
+        + 106_445_312
+        + 881_664
+        + 653_908_770_816 // 8
+    )
+    assert per_gpu == 84_780_357_120  # bytes: fp8 weights
+    usable = 141 * 10**9 * 9 // 10
+    for kv, per_token, sequences in (
+        ("bf16", 70_272, 4),
+        ("fp8", 35_136, 9),
+        ("fp8_ds_mla", 40_016, 8),
+    ):
+        p = plan("deepseek-v3", "H200", 8, kv_dtype=kv, seq_len=131072)
+        assert p.weights_per_gpu_bytes == per_gpu
+        assert (
+            p.kv_bytes_per_token_per_gpu == per_token
+        )  # the latent is replicated on every TP rank
+        assert p.kv_tokens_per_gpu == (usable - per_gpu) // per_token
+        assert p.max_batch == sequences == (usable - per_gpu) // per_token // 131072
+        assert p.binding == "kv capacity"
+
+
+def test_plan_gqa_kv_split_and_replication():
+    p8 = plan("llama-3-70b", "H100-SXM", 8, weight_dtype="fp8", seq_len=8192)
+    assert p8.kv_bytes_per_token_per_gpu == 327_680 // 8  # one of 8 KV heads per rank
+    p16 = plan("llama-3-70b", "H100-SXM", 16, weight_dtype="fp8", seq_len=8192)
+    assert p16.kv_bytes_per_token_per_gpu == 327_680 // 8  # 16 ranks, 8 heads: replicated
+    dp = plan("llama-3-70b", "H100-SXM", 8, tp=4, dp=2, weight_dtype="fp8", seq_len=8192)
+    assert dp.kv_bytes_per_token_per_gpu == 327_680 // 4 and dp.max_batch % 2 == 0
+
+
+def test_plan_pages_batch_and_throughput():
+    p = plan("llama-3-8b", "H100-SXM", 1, seq_len=1000, page_size=16, batch=8)
+    assert p.kv_tokens_per_gpu // 1008 == p.max_batch  # 1000 tokens occupy 63 pages of 16
+    assert p.max_context == (p.kv_tokens_per_gpu // 8) // 16 * 16
+    assert p.decode_tokens_per_s > 0 and p.binding in ("memory bandwidth", "compute")
+    too_many = plan("llama-3-8b", "H100-SXM", 1, seq_len=131072, batch=10_000)
+    assert too_many.binding == "kv capacity" and too_many.decode_batch == too_many.max_batch
+    at_max = plan("llama-3-8b", "H100-SXM", 1, seq_len=131072, batch=too_many.max_batch)
+    assert at_max.decode_tokens_per_s == too_many.decode_tokens_per_s
+
+
+def test_plan_bad_input():
+    with pytest.raises(InvalidArgumentError, match="does not divide the 128 attention heads"):
+        plan("deepseek-v3", "H200", 3)
+    with pytest.raises(InvalidArgumentError, match="does not divide the 256 routed experts"):
+        plan("deepseek-v3", "H200", 8, ep=3)
+    with pytest.raises(InvalidArgumentError, match="tp x dp"):
+        plan("deepseek-v3", "H200", 8, tp=4, dp=4)
+    with pytest.raises(DoesNotFitError, match="does not fit on 1 x H100-SXM"):
+        plan("deepseek-v3", "H100-SXM", 1)
+    with pytest.raises(InvalidArgumentError, match="no experts"):
+        plan("llama-3-8b", "H100-SXM", 1, ep=2)
+    with pytest.raises(InvalidArgumentError, match="memory_reserve"):
+        plan("llama-3-8b", "H100-SXM", 1, memory_reserve=1.5)
+    assert issubclass(DoesNotFitError, mlacalc.MlacalcError)
