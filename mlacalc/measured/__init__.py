@@ -7,7 +7,14 @@
 * :mod:`~mlacalc.measured.moe_routing` gives the expected expert loads of MoE rows.
 """
 
-from .mapping import NOT_MODELLED, KernelPart, MappedTable, map_table, mapped_tables
+from .mapping import (
+    NOT_MODELLED,
+    KernelPart,
+    MappedTable,
+    map_table,
+    mapped_tables,
+    observations,
+)
 from .sets import (
     SYSTEM_DEVICES,
     MeasuredSet,
@@ -28,5 +35,6 @@ __all__ = [
     "load_measured",
     "map_table",
     "mapped_tables",
+    "observations",
     "read_bench_set",
 ]

@@ -68,7 +68,16 @@ from ..kernels import KernelBatch
 from .moe_routing import rank_loads
 from .sets import SYSTEM_L2_BYTES, MeasuredTable
 
-__all__ = ["DSV3", "NOT_MODELLED", "KernelPart", "MappedTable", "map_table", "mapped_tables"]
+__all__ = [
+    "DSV3",
+    "NOT_MODELLED",
+    "KernelPart",
+    "MappedTable",
+    "map_table",
+    "mapped_tables",
+    "observations",
+    "single_kernel_rows",
+]
 
 #: DeepSeek-V3 attention geometry of the MLA tables.
 DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64, "v": 128}
@@ -760,3 +769,54 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
 
         apply_quirks(mapped)
     return mapped
+
+
+def single_kernel_rows(mapped: MappedTable) -> list[tuple[KernelPart, np.ndarray]]:
+    """For each part, the positions of its kernels that are the whole of a predicted row
+    (rows of one kernel, not excluded): what a per-class fit can use directly."""
+    n = len(mapped.table)
+    count = np.zeros(n, dtype=np.int64)
+    for p in mapped.parts:
+        count += np.bincount(p.rows, minlength=n)
+    usable = (count == 1) & (mapped.reason == "")
+    return [(p, np.nonzero(usable[p.rows])[0]) for p in mapped.parts]
+
+
+def observations(measured) -> list:
+    """Measured sets as the time model's fit input (:class:`mlacalc.timemodel.fit.Observations`):
+    one per kernel class and table, single-kernel rows only, quirk-excluded rows left out.
+
+    ``measured`` is a :class:`~mlacalc.measured.MeasuredSet`, a path or a list of paths.
+    Composite rows (the MLA module tables) and microbenchmark tables are not fit input.
+    """
+    from ..timemodel.fit import Observations
+    from .sets import MeasuredSet, load_measured
+
+    mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
+    out = []
+    for table in mset.tables:
+        if table.table not in _MAPPERS:
+            continue
+        mapped = map_table(table)
+        for part, pos in single_kernel_rows(mapped):
+            if pos.size == 0:
+                continue
+            b = part.batch
+            sub = KernelBatch(
+                b.kind,
+                b.dtype,
+                b.flops[pos],
+                b.bytes[pos],
+                b.calls[pos],
+                {k: v[pos] for k, v in b.shape.items()},
+            )
+            out.append(
+                Observations(
+                    device=table.device,
+                    table=table.table,
+                    batch=sub,
+                    seconds=table.seconds[part.rows[pos]],
+                    source=table.source,
+                )
+            )
+    return out
