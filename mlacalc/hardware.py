@@ -322,7 +322,8 @@ _CACHE: dict[tuple[str, str], HardwareSpec] = {}
 
 
 def _load_yaml(path: Path) -> HardwareSpec:
-    from .safeio import parse_yaml as parse_yaml_text, read_text as _read_text
+    from .safeio import parse_yaml as parse_yaml_text
+    from .safeio import read_text as _read_text
 
     text = _read_text(path)
     key = (str(path), text)                  # a file edited in place is read again

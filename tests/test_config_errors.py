@@ -56,8 +56,12 @@ def test_missing_mla_field(tmp_path):
     assert err.field == "qk_rope_head_dim"
 
 
-def test_missing_head_dim_for_gqa(tmp_path):
-    err = error_for(tmp_path, changed(head_dim=...))
+def test_missing_head_dim_follows_the_hf_rule(tmp_path):
+    # absent head_dim takes LlamaConfig's rule, as a config.json would, and says so
+    model = mlacalc.load_model(write(tmp_path, changed(head_dim=...)))
+    assert model.head_dim == 4096 // 32
+    assert any(d.startswith("head_dim = 128 (LlamaConfig") for d in model.derived)
+    err = error_for(tmp_path, changed(head_dim=None))
     assert err.field == "head_dim" and "required" in str(err)
 
 
@@ -74,8 +78,17 @@ def test_misspelled_field_suggests_the_right_one(tmp_path):
     assert err.field == "num_attention_head" and "num_attention_heads" in str(err)
 
 
-@pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim",
-                                   "vocab_size", "intermediate_size"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "head_dim",
+        "vocab_size",
+        "intermediate_size",
+    ],
+)
 @pytest.mark.parametrize("value", [0, -8])
 def test_zero_or_negative_dimension(tmp_path, field, value):
     err = error_for(tmp_path, changed(**{field: value}))
@@ -129,9 +142,21 @@ def test_experts_per_token_out_of_range(tmp_path):
     assert err.field == "num_experts_per_tok"
 
 
-def test_missing_source(tmp_path):
-    err = error_for(tmp_path, changed(source=...))
-    assert err.field == "source"
+def test_source_is_optional_for_user_files(tmp_path):
+    path = write(tmp_path, changed(source=...))
+    assert mlacalc.load_model(path).source == (f"user file {path}",)
+
+
+def test_shipped_files_need_a_source():
+    from mlacalc.config import parse_config_text
+
+    text = (SHIPPED_DIR / "llama-2-7b.yaml").read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.startswith(("source", "  - ")))
+    with pytest.raises(ConfigError) as info:
+        parse_config_text(body, "llama-2-7b.yaml", shipped=True)
+    assert info.value.field == "source" and "is missing" in str(info.value)
+    for name in mlacalc.shipped_models():
+        assert not any(d.startswith("source") for d in mlacalc.load_model(name).derived)
 
 
 def test_malformed_yaml(tmp_path):
@@ -189,10 +214,16 @@ def test_with_changes_validates():
     assert info.value.field == "num_key_value_heads"
 
 
-@pytest.mark.parametrize("kwargs,argument", [
-    (dict(seq_len=0), "seq_len"), (dict(seq_len=-5), "seq_len"), (dict(seq_len=1.5), "seq_len"),
-    (dict(seq_len=True), "seq_len"), (dict(seq_len=8, batch=0), "batch"),
-])
+@pytest.mark.parametrize(
+    "kwargs,argument",
+    [
+        (dict(seq_len=0), "seq_len"),
+        (dict(seq_len=-5), "seq_len"),
+        (dict(seq_len=1.5), "seq_len"),
+        (dict(seq_len=True), "seq_len"),
+        (dict(seq_len=8, batch=0), "batch"),
+    ],
+)
 def test_bad_lengths(kwargs, argument):
     with pytest.raises(InvalidArgumentError) as info:
         mlacalc.kv_cache_bytes("llama-3-8b", **kwargs)

@@ -1,4 +1,4 @@
-"""Hugging Face config.json import: the variant comes from the fields, counts match the YAML files."""
+"""Hugging Face config.json import: the variant comes from the fields; counts match the YAMLs."""
 
 import json
 import shutil
@@ -21,11 +21,16 @@ def test_import_matches_shipped_yaml(name, tmp_path):
     imported = mlacalc.load_model(path)
     shipped = mlacalc.load_model(name)
     assert imported.variant == shipped.variant
-    assert mlacalc.param_counts(imported).to_dict() | {"model": 0} == mlacalc.param_counts(shipped).to_dict() | {"model": 0}
+    assert mlacalc.param_counts(imported).to_dict() | {"model": 0} == mlacalc.param_counts(
+        shipped
+    ).to_dict() | {"model": 0}
     for impl in (None, "naive") if shipped.is_mla else (None,):
-        assert mlacalc.kv_cache_bytes(imported, 4096, 2, impl=impl) == mlacalc.kv_cache_bytes(shipped, 4096, 2, impl=impl)
-        assert (mlacalc.attention_flops(imported, "prefill", 512, impl=impl)
-                == mlacalc.attention_flops(shipped, "prefill", 512, impl=impl))
+        assert mlacalc.kv_cache_bytes(imported, 4096, 2, impl=impl) == mlacalc.kv_cache_bytes(
+            shipped, 4096, 2, impl=impl
+        )
+        assert mlacalc.attention_flops(
+            imported, "prefill", 512, impl=impl
+        ) == mlacalc.attention_flops(shipped, "prefill", 512, impl=impl)
     # a directory holding config.json loads too
     assert mlacalc.load_model(path.parent).name == imported.name
 
@@ -54,7 +59,7 @@ def test_derived_fields_are_reported():
     minicpm = mlacalc.import_hf_config(json.loads((DATA / "minicpm3-4b.config.json").read_text()))
     assert minicpm.v_head_dim == 64 and any(d.startswith("v_head_dim") for d in minicpm.derived)
     v3 = mlacalc.import_hf_config(json.loads((DATA / "deepseek-v3.config.json").read_text()))
-    assert v3.weights_dtype == "fp8"      # quantization_config says fp8 although torch_dtype is bf16
+    assert v3.weights_dtype == "fp8"  # quantization_config says fp8 although torch_dtype is bf16
 
 
 def test_unsupported_model_type(tmp_path):

@@ -1,0 +1,163 @@
+"""Translate a Hugging Face ``config.json`` mapping into the model schema.
+
+The steps are the same for every family; what differs is read from the family unit:
+check the keys the translation reads (types first, before any arithmetic), rename the
+family's spellings, apply its hook, drop what its architecture does not use, and hand
+the result to the schema, which fills absent fields from the family's defaults and
+reports every problem at once.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from ..dtypes import canonical_dtype
+from ..errors import ConfigError, UnknownDtypeError
+from ._registry import (
+    Family,
+    HFInput,
+    family_of,
+    model_types,
+    nearest_model_type,
+    resolve_model_type,
+)
+
+__all__ = ["import_hf_config"]
+
+# null is a statement for these fields (no query compression, not MLA, no window)
+_NULL_MEANS_NONE = ("q_lora_rank", "kv_lora_rank", "sliding_window")
+_MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_MOE = (
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "topk_method",
+)
+
+# keys every family's translation reads
+_COMMON_INPUTS = {
+    "_name_or_path": HFInput("string", "the repository the file came from (names the model)"),
+    "torch_dtype": HFInput("string", "dtype of the released weights"),
+    "dtype": HFInput("string", "dtype of the released weights"),
+    "quantization_config": HFInput("mapping", "how the released weights are quantized"),
+}
+_PY_KIND = {"boolean": bool, "string": str, "mapping": dict}
+
+
+def import_hf_config(data: Any, origin: str = "config.json") -> Any:
+    """Convert a Hugging Face ``config.json`` mapping into a validated ``ModelConfig``.
+
+    Values the file leaves to the architecture's defaults are filled in by the same
+    rules as the Hugging Face configuration class of its ``model_type``, and each is
+    listed in ``derived``. Every wrong or missing value is reported in one
+    :class:`~mlacalc.errors.ConfigError`.
+    """
+    from ..schema import SPECS, build
+
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"a config.json must hold a JSON object, got {type(data).__name__}", source=origin
+        )
+    unit, model_type = _family(data, origin)
+    problems: list[tuple[str, str, str | None]] = []
+    inputs = {**_COMMON_INPUTS, **unit.inputs}
+    for key, spec in inputs.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, _PY_KIND[spec.kind]) or (
+            spec.kind == "string" and len(value) > 10_000
+        ):
+            problems.append(
+                (
+                    key,
+                    f"must be a {spec.kind}, got {type(value).__name__} ({spec.meaning})",
+                    "write true or false without quotes" if spec.kind == "boolean" else None,
+                )
+            )
+        elif spec.refuse_when is not None and value == spec.refuse_when:
+            problems.append((key, spec.refuse_why, None))
+    bad_inputs = {p[0] for p in problems}
+
+    raw: dict[str, Any] = {}
+    renamed: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            continue
+        if key in SPECS:
+            raw[key] = value
+        elif key in unit.renames:
+            renamed.setdefault(unit.renames[key], value)
+    for key, value in renamed.items():
+        raw.setdefault(key, value)  # the schema's own spelling wins
+    for key in list(raw):
+        if raw[key] is None and key not in _NULL_MEANS_NONE and key != "n_routed_experts":
+            del raw[key]  # null means "the class default"
+    for key in ("name", "source", "aliases", "display_name", "notes", "weights_dtype"):
+        raw.pop(key, None)  # never read from a config.json
+    raw["model_type"] = model_type
+    derived: list[str] = []
+    if unit.translate is not None:
+        unit.translate(
+            {k: v for k, v in data.items() if k not in bad_inputs}, raw, derived, problems
+        )
+    for key in unit.ignored:
+        raw.pop(key, None)
+    if not unit.mla:
+        for key in _MLA:
+            if raw.get(key) is None:
+                raw.pop(key, None)
+    if raw.get("n_routed_experts") is None and "n_routed_experts" in raw:
+        del raw["n_routed_experts"]
+    experts = raw.get("n_routed_experts")
+    no_default = "n_routed_experts" not in unit.defaults_for(model_type)
+    if experts == 0 or (experts is None and no_default and "n_routed_experts" not in unit.required):
+        for key in _MOE:
+            raw.pop(key, None)
+
+    raw["name"] = _name(
+        data.get("_name_or_path") if "_name_or_path" not in bad_inputs else None, origin, model_type
+    )
+    raw["source"] = f"Hugging Face config.json: {origin}"
+    dtype = data.get("torch_dtype") or data.get("dtype")
+    if isinstance(dtype, str):
+        with suppress(UnknownDtypeError):  # "auto" and the like: the schema default
+            raw["weights_dtype"] = canonical_dtype(dtype)
+    quantization = data.get("quantization_config")
+    if isinstance(quantization, dict) and quantization.get("quant_method") == "fp8":
+        raw["weights_dtype"] = "fp8"
+    return build(raw, origin, strict=True, derived=derived, problems=problems)
+
+
+def _family(data: dict, origin: str) -> tuple[Family, str]:
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or not model_type.strip():
+        shown = type(model_type).__name__ if model_type is not None else "nothing"
+        raise ConfigError(
+            f"must be a string naming the architecture, got {shown}",
+            source=origin,
+            field="model_type",
+            fix="supported: " + ", ".join(model_types()),
+        )
+    unit = family_of(model_type[:200])
+    if unit is None:
+        near = nearest_model_type(model_type[:200])
+        hint = f"did you mean '{near}'? " if near else ""
+        raise ConfigError(
+            f"unsupported model_type {model_type[:60]!r}",
+            source=origin,
+            field="model_type",
+            fix=f"{hint}supported: " + ", ".join(model_types()),
+        )
+    return unit, resolve_model_type(model_type)
+
+
+def _name(name_or_path: str | None, origin: str, model_type: str) -> str:
+    stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
+    name = (name_or_path or "").strip().rstrip("/").split("/")[-1] or stem or model_type
+    name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
+    return name or model_type.replace("_", "-")
