@@ -1,0 +1,369 @@
+"""Measured sets: reading aiconfigurator tables, mapping rows onto kernels, quirk rules.
+
+The GPU tables live in the shared reference folder beside the repository
+(``<repo>/../shared/reference/gpu-measured``); tests that need them skip when it is absent.
+Counts are checked against the figures the reference's TABLES.md states, an independent route.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlacalc.errors import ConfigError, MlacalcError
+
+REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
+needs_ref = pytest.mark.skipif(
+    not REF.is_dir(), reason=f"shared measured tables not found at {REF}"
+)
+
+
+@pytest.fixture(scope="module")
+def pq():
+    return pytest.importorskip("pyarrow.parquet")
+
+
+@pytest.fixture(scope="module")
+def h100(pq):
+    if not REF.is_dir():
+        pytest.skip(f"shared measured tables not found at {REF}")
+    from mlacalc.measured import load_measured
+
+    return load_measured(REF / "h100_sxm")
+
+
+@pytest.fixture(scope="module")
+def a100(pq):
+    if not REF.is_dir():
+        pytest.skip(f"shared measured tables not found at {REF}")
+    from mlacalc.measured import load_measured
+
+    return load_measured(REF / "a100_sxm")
+
+
+# ------------------------------------------------------------------ reading
+
+
+def test_h100_tables_have_the_row_counts_of_tables_md(h100):
+    rows = {t.table: len(t) for t in h100.tables}
+    assert rows["gemm_perf"] == 100_668
+    assert rows["context_attention_perf"] == 75_840
+    assert rows["generation_attention_perf"] == 52_033
+    assert rows["context_mla_perf"] == 1_760
+    assert rows["generation_mla_perf"] == 2_896
+    assert rows["mla_context_module_perf"] == 3_866
+    assert rows["mla_generation_module_perf"] == 5_888
+    assert rows["mla_bmm_perf"] == 848
+    assert rows["moe_perf"] == 126_360
+    assert rows["custom_allreduce_perf"] == 69
+    assert rows["nccl_perf"] == 1_008
+    assert rows["wideep_deepep_ll_perf"] == 2 * 176  # one dispatch and one combine per row
+    assert rows["wideep_deepep_normal_perf"] == 2 * 2_484
+    assert {t.device for t in h100.tables} == {"H100-SXM"}
+
+
+def test_a100_maps_to_its_catalogue_device_and_latency_is_seconds(a100, pq):
+    assert {t.device for t in a100.tables} == {"A100-SXM-80GB"}
+    gemm = a100.table("gemm_perf")
+    raw = pq.read_table(REF / "a100_sxm/gemm/trtllm/1.0.0/gemm_perf.parquet").column("latency")
+    assert np.allclose(gemm.seconds, raw.to_numpy() * 1e-3)
+    assert gemm.framework == "trtllm" and gemm.version == "1.0.0" and gemm.provenance == "legacy"
+
+
+def test_one_parquet_file_and_a_folder_below_the_system_read_the_same(pq):
+    if not REF.is_dir():
+        pytest.skip(f"shared measured tables not found at {REF}")
+    from mlacalc.measured import load_measured
+
+    one = load_measured(REF / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet")
+    below = load_measured(REF / "a100_sxm/mla_bmm")
+    assert len(one.tables) == len(below.tables) == 1
+    assert np.array_equal(one.tables[0].seconds, below.tables[0].seconds)
+
+
+def test_system_not_in_the_catalogue_is_an_error_naming_it(pq, tmp_path):
+    if not REF.is_dir():
+        pytest.skip(f"shared measured tables not found at {REF}")
+    from mlacalc.measured import UnknownSystemError, load_measured
+
+    leaf = tmp_path / "gb300_nvl" / "mla_bmm" / "trtllm" / "1.0.0"
+    leaf.mkdir(parents=True)
+    src = REF / "a100_sxm/mla_bmm/trtllm/1.0.0"
+    shutil.copy(src / "mla_bmm_perf.parquet", leaf)
+    shutil.copy(src / "collection_meta.yaml", leaf)
+    with pytest.raises(UnknownSystemError, match="gb300_nvl"):
+        load_measured(tmp_path / "gb300_nvl")
+
+
+def test_bad_paths_and_missing_meta_are_one_line_errors(pq, tmp_path):
+    from mlacalc.measured import load_measured
+
+    with pytest.raises(ConfigError, match="no such file"):
+        load_measured(tmp_path / "nothing")
+    with pytest.raises(ConfigError, match=r"\*\.parquet"):
+        load_measured(tmp_path)
+    if REF.is_dir():
+        leaf = tmp_path / "a100_sxm" / "gemm" / "trtllm" / "1.0.0"
+        leaf.mkdir(parents=True)
+        shutil.copy(REF / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet", leaf)
+        with pytest.raises(ConfigError, match="collection_meta.yaml"):
+            load_measured(tmp_path / "a100_sxm")
+        (leaf / "collection_meta.yaml").write_text("!!python/object:os.system {}\n")
+        with pytest.raises(ConfigError, match="YAML"):
+            load_measured(tmp_path / "a100_sxm")
+
+
+def test_missing_pyarrow_names_the_extra(monkeypatch, tmp_path):
+    from mlacalc.measured import load_measured
+
+    leaf = tmp_path / "h100_sxm" / "gemm" / "trtllm" / "1"
+    leaf.mkdir(parents=True)
+    (leaf / "gemm_perf.parquet").write_bytes(b"PAR1")
+    (leaf / "collection_meta.yaml").write_text("runtime: {framework: trtllm, version: '1'}\n")
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(MlacalcError, match=r"mlacalc\[measured\]"):
+        load_measured(tmp_path)
+
+
+def test_microbenchmark_set_reads_into_the_same_type():
+    from mlacalc.hardware import measured_sets
+    from mlacalc.measured import MeasuredTable, load_measured
+
+    name = measured_sets()[0]
+    path = Path(__file__).resolve().parents[1] / "mlacalc" / "measurements" / f"{name}.json"
+    s = load_measured(path)
+    (t,) = s.tables
+    assert isinstance(t, MeasuredTable) and t.table == "bench"
+    assert t.device == f"measured:{name}"
+    ok = t.columns["status"] == "ok"
+    assert np.array_equal(t.seconds[ok], t.columns["median_s"][ok])
+
+
+def test_whole_h100_set_loads_and_maps_fast(pq):
+    if not REF.is_dir():
+        pytest.skip(f"shared measured tables not found at {REF}")
+    from mlacalc.measured import load_measured, map_table
+
+    start = time.perf_counter()
+    s = load_measured(REF / "h100_sxm")
+    mapped = [map_table(t) for t in s.tables]
+    elapsed = time.perf_counter() - start
+    assert len(s) > 370_000
+    assert sum(len(m.table) for m in mapped) == len(s)
+    assert elapsed < 20.0, f"{elapsed:.1f} s to load and map the H100 set"
+
+
+# ------------------------------------------------------------------ mapping
+
+
+def _row(mapped, **where):
+    cols = mapped.table.columns
+    mask = np.ones(len(mapped.table), dtype=bool)
+    for k, v in where.items():
+        mask &= cols[k] == v
+    idx = np.nonzero(mask)[0]
+    assert idx.size >= 1, where
+    return int(idx[0])
+
+
+def test_gemm_rows_are_exact_gemms_with_the_weight_copy_rule(h100, a100):
+    from mlacalc.measured import map_table
+
+    m = map_table(h100.table("gemm_perf"))
+    i = _row(m, gemm_dtype="bfloat16", m=4096, n=4096, k=4096)
+    (k,) = m.kernels_of_row(i)
+    assert k["kind"] == "gemm" and k["dtype"] == "bf16"
+    assert k["flops"] == 2 * 4096**3
+    assert k["bytes"] == 2 * (3 * 4096 * 4096)
+    # W = 32 MiB: ceil(50 MiB / 32 MiB) = 2 copies
+    assert k["shape"]["weight_copies"] == 2 and k["shape"]["warm_l2"] == 1
+    i = _row(m, gemm_dtype="fp8_block", m=1, n=7168, k=2048)
+    (k,) = m.kernels_of_row(i)
+    assert k["dtype"] == "fp8_block" and k["shape"]["quantize_input"] == 1
+    assert k["shape"]["quant_group"] == 128
+    scales = 4 * (1 * 16 + 56 * 16)
+    assert k["bytes"] == 1 * 2048 + 7168 * 2048 + 2 * 7168 + scales
+    i = _row(m, gemm_dtype="fp8", m=1, n=65536, k=51200)
+    (k,) = m.kernels_of_row(i)
+    assert k["shape"]["weight_copies"] == 1 and k["shape"]["quant_passes"] == 2
+    a = map_table(a100.table("gemm_perf"))
+    assert (a.reason == "trt_plugin_timing").sum() == 3 * 6_048
+    assert set(a.parts[0].batch.shape["weight_copies"]) == {5.0}
+
+
+def _pairs_brute(s, w):
+    return sum(min(i, w) if w else i for i in range(1, s + 1))
+
+
+def test_attention_rows_count_causal_window_pairs_and_decode_reads_the_cache(h100):
+    from mlacalc.measured import map_table
+
+    ctx = map_table(h100.table("context_attention_perf"))
+    for w in (0, 128, 8192):
+        i = _row(ctx, window_size=w, isl=1024, attn_dtype="bfloat16", kv_cache_dtype="bfloat16")
+        (k,) = ctx.kernels_of_row(i)
+        b, h, hd = (ctx.table.columns[c][i] for c in ("batch_size", "num_heads", "head_dim"))
+        assert k["kind"] == "attention_prefill" and k["shape"]["causal"] == 1
+        assert k["flops"] == 2 * b * h * _pairs_brute(1024, w) * 2 * hd
+    # bf16 attention with an fp8 cache runs the fp8 FMHA (quirk rule)
+    i = _row(ctx, attn_dtype="bfloat16", kv_cache_dtype="fp8")
+    assert ctx.kernels_of_row(i)[0]["dtype"] == "fp8"
+
+    gen = map_table(h100.table("generation_attention_perf"))
+    i = _row(gen, step=1023, window_size=0, kv_cache_dtype="bfloat16", head_dim=128)
+    (k,) = gen.kernels_of_row(i)
+    b, h, kv = (gen.table.columns[c][i] for c in ("batch_size", "num_heads", "num_key_value_heads"))
+    assert k["kind"] == "attention_decode" and k["shape"]["kv_len"] == 1024
+    assert k["flops"] == 2 * b * h * 1024 * 2 * 128
+    cache_read = b * 2 * kv * 1024 * 128 * 2
+    pre = k["shape"]["preprocess_bytes"]
+    assert k["bytes"] == pre + cache_read + b * h * 128 * 2 * 2
+    i = _row(gen, head_dim=64)
+    assert gen.kernels_of_row(i)[0]["shape"]["sinks"] == 1
+
+
+def test_mla_rows_use_deepseek_v3_geometry(h100):
+    from mlacalc.measured import map_table
+
+    gen = map_table(h100.table("generation_mla_perf"))
+    i = _row(gen, num_heads=128, batch_size=64, step=4095, kv_cache_dtype="bfloat16")
+    (k,) = gen.kernels_of_row(i)
+    assert k["kind"] == "mla_decode" and k["shape"]["head_dim_qk"] == 576
+    assert k["flops"] == 2 * 128 * 64 * 4096 * (576 + 512)
+    ctx = map_table(h100.table("context_mla_perf"))
+    i = _row(ctx, num_heads=128, batch_size=1, isl=4096, kv_cache_dtype="bfloat16")
+    (k,) = ctx.kernels_of_row(i)
+    assert k["flops"] == 2 * 128 * _pairs_brute(4096, 0) * (192 + 128)
+
+
+def test_mla_module_is_the_list_of_kernels_the_module_runs(h100):
+    from mlacalc.measured import map_table
+
+    gen = map_table(h100.table("mla_generation_module_perf"))
+    i = _row(gen, gemm_type="fp8_block", num_heads=128, batch_size=8, kv_cache_dtype="bfloat16")
+    names = sorted(k["name"] for k in gen.kernels_of_row(i))
+    assert names == sorted(
+        ["q_a+kv_a", "q_b", "o_proj", "q_a_norm", "kv_a_norm", "bmm_pre", "bmm_post", "mla_decode"]
+    )
+    by = {k["name"]: k for k in gen.kernels_of_row(i)}
+    assert by["q_a+kv_a"]["flops"] == 2 * 8 * 2112 * 7168 and by["q_a+kv_a"]["dtype"] == "fp8_block"
+    assert by["bmm_pre"]["dtype"] == "bf16" and by["bmm_pre"]["shape"]["groups"] == 128
+    assert by["o_proj"]["flops"] == 2 * 8 * 7168 * 128 * 128
+    ctx = map_table(h100.table("mla_context_module_perf"))
+    names = {k["name"] for k in ctx.kernels_of_row(0)}
+    assert "kv_b" in names and "mla_context" in names and "bmm_pre" not in names
+
+
+def test_moe_balanced_loads_match_a_round_robin_simulation():
+    from mlacalc.measured.moe_routing import rank_loads
+
+    cases = [(1, 8, 160, 16), (3, 8, 160, 16), (100, 8, 256, 8), (7, 22, 512, 16), (5, 2, 8, 1)]
+    for tokens, k, e, ep in cases:
+        expert = np.arange(tokens * k) % e
+        mine = expert[expert % ep == 0]
+        loads = rank_loads(
+            np.array([tokens]), np.array([k]), np.array([e]), np.array([ep]), np.array([0.0])
+        )
+        assert loads.assignments[0] == mine.size
+        assert loads.active_experts[0] == np.unique(mine).size
+        assert loads.max_per_expert[0] == np.bincount(expert).max()
+
+
+def test_power_law_shares_are_capped_probabilities_summing_to_topk():
+    from mlacalc.measured.moe_routing import power_law_shares
+
+    for e, k, a in ((256, 8, 1.01), (8, 2, 1.2), (512, 22, 1.2), (16, 1, 1.01)):
+        s = power_law_shares(e, k, a)
+        assert s.sum() == pytest.approx(k)
+        assert s.max() <= 1.0 + 1e-12 and np.all(np.diff(s) <= 1e-12)
+
+
+def test_comm_rows_message_semantics(h100):
+    from mlacalc.measured import map_table
+
+    nccl = map_table(h100.table("nccl_perf"))
+    i = _row(nccl, op_name="all_gather", nccl_dtype="half", num_gpus=8)
+    (k,) = nccl.kernels_of_row(i)
+    assert k["kind"] == "all_gather"
+    assert k["shape"]["message_bytes"] == 2 * nccl.table.columns["message_size"][i]
+    ll = h100.table("wideep_deepep_ll_perf")
+    mapped = map_table(ll)
+    disp = mapped.row_totals("bytes")[ll.columns["measure"] == "dispatch"]
+    bw = ll.columns["dispatch_bandwidth_gbps"][ll.columns["measure"] == "dispatch"] * 1e9
+    # the table's own bandwidth column: bytes / time, exactly
+    assert np.allclose(disp / ll.seconds[ll.columns["measure"] == "dispatch"], bw, rtol=1e-6)
+
+
+def test_every_table_maps_every_row_or_says_why(h100, a100):
+    from mlacalc.measured import NOT_MODELLED, map_table
+
+    for t in h100.tables + a100.tables:
+        m = map_table(t)
+        covered = m.row_totals("calls") > 0
+        assert np.all(covered | (m.reason != "")), t.label
+        assert set(m.reason[m.reason != ""]) <= set(NOT_MODELLED), t.label
+
+
+# ------------------------------------------------------------------ quirks
+
+
+def test_quirk_rules_reproduce_the_counts_tables_md_states(h100, a100):
+    from mlacalc.measured import map_table
+
+    def reasons(s, name):
+        r = map_table(s.table(name)).reason
+        return {k: int((r == k).sum()) for k in set(r) if k}
+
+    assert reasons(a100, "context_mla_perf")["duplicate_key"] == 1_044
+    assert reasons(a100, "generation_mla_perf")["duplicate_key"] == 2_172
+    assert reasons(h100, "nccl_perf") == {"duplicate_sweep": 504}
+    h100_mla = reasons(h100, "context_mla_perf").get("spike", 0)
+    h100_mla += reasons(h100, "generation_mla_perf").get("spike", 0)
+    assert h100_mla == 12
+    assert reasons(h100, "moe_perf") == {"spike": 18}
+    assert reasons(h100, "generation_attention_perf").get("faster_than_hbm", 0) == 0
+    assert reasons(a100, "generation_attention_perf")["faster_than_hbm"] > 0
+    assert "fp8_label_is_bf16" in reasons(a100, "generation_mla_perf")
+    gen = map_table(a100.table("generation_mla_perf"))
+    assert gen.flags["non_split_kv"].all()
+    assert set(gen.parts[0].batch.shape["kv_split"]) == {0.0}
+
+
+def test_spike_rule_needs_both_neighbours():
+    from mlacalc.measured.quirks import spikes
+
+    cols = {"x": np.arange(6), "g": np.zeros(6)}
+    t = np.array([1.0, 10.0, 1.2, 1.3, 1.4, 50.0])
+    hit = spikes(cols, t, "x", ("g",), np.ones(6, dtype=bool))
+    assert hit.tolist() == [False, True, False, False, False, False]  # the end point is kept
+
+
+def test_roofline_bound_holds_except_where_tables_md_says_l2_helps(h100):
+    """No row beats the plain roofline except the 57 small-n bf16 GEMMs and the 16 bf16 BMMs
+    that TABLES.md lists as served from L2: an independent check of FLOPs and bytes."""
+    from mlacalc.measured import map_table
+    from mlacalc.timemodel import roofline_seconds
+
+    for name, allowed in (
+        ("gemm_perf", 57),
+        ("mla_bmm_perf", 16),
+        ("generation_mla_perf", 0),
+        ("context_attention_perf", 0),
+        ("mla_generation_module_perf", 0),
+    ):
+        m = map_table(h100.table(name))
+        ideal = np.zeros(len(m.table))
+        for p in m.parts:
+            ideal += np.bincount(
+                p.rows,
+                roofline_seconds(p.batch.flops, p.batch.bytes, "H100-SXM", p.batch.dtype)
+                * p.batch.calls,
+                minlength=len(m.table),
+            )
+        faster = (ideal > m.table.seconds) & (m.reason == "")
+        assert int(faster.sum()) == allowed, name

@@ -1,0 +1,116 @@
+"""validate(measured=...): per-table and overall errors, the JSON of DESIGN.md, and the rule
+that a profile never validates the data it was fitted on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlacalc import validate
+from mlacalc.errors import InvalidArgumentError
+
+REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
+
+_STATS = ("median_abs_error", "signed_median_error", "p90_abs_error")
+_TABLE_KEYS = {
+    "table",
+    "system",
+    "framework",
+    "version",
+    "rows",
+    "predicted",
+    "not_predicted",
+    *_STATS,
+}
+
+
+@pytest.fixture(scope="module")
+def ref():
+    pytest.importorskip("pyarrow.parquet")
+    if not REF.is_dir():
+        pytest.skip(f"shared measured tables not found at {REF}")
+    return REF
+
+
+@pytest.fixture(scope="module")
+def a100_roofline(ref):
+    return validate(measured=ref / "a100_sxm", profile="roofline")
+
+
+def test_json_has_the_fields_design_md_specifies(a100_roofline):
+    doc = json.loads(json.dumps(a100_roofline.to_dict()))
+    assert set(doc["overall"]) == {"rows", "predicted", "not_predicted", *_STATS}
+    for t in doc["tables"]:
+        assert set(t) >= _TABLE_KEYS
+        assert t["rows"] == t["predicted"] + t["not_predicted"]
+        assert sum(t["not_predicted_by_reason"].values()) == t["not_predicted"]
+    assert doc["overall"]["rows"] == sum(t["rows"] for t in doc["tables"])
+    assert doc["overall"]["predicted"] == sum(t["predicted"] for t in doc["tables"])
+    assert "roofline" in doc["profile"]
+
+
+def test_errors_are_fractions_recomputed_from_the_rows(a100_roofline):
+    t = next(t for t in a100_roofline.tables if t.table == "gemm_perf")
+    recs = [r for r in t.row_records() if r["error"] is not None]
+    err = np.array([r["predicted_s"] / r["measured_s"] - 1 for r in recs])
+    s = t.summary()
+    assert s["median_abs_error"] == pytest.approx(np.median(np.abs(err)))
+    assert s["signed_median_error"] == pytest.approx(np.median(err))
+    assert s["p90_abs_error"] == pytest.approx(np.percentile(np.abs(err), 90))
+    # the plain roofline is an ideal: almost every GEMM row is predicted too fast
+    assert s["signed_median_error"] < 0
+    assert s["not_predicted_by_reason"]["trt_plugin_timing"] == 3 * 6_048
+
+
+def test_roofline_has_no_link_term_so_collectives_are_not_predicted(a100_roofline):
+    nccl = next(t for t in a100_roofline.tables if t.table == "nccl_perf")
+    assert nccl.summary()["predicted"] == 0
+    assert nccl.not_predicted_by_reason() == {"no_time_model": 504}
+
+
+def test_a_profile_fitted_on_the_set_is_refused(ref):
+    from mlacalc.timemodel import Profile
+
+    fitted = Profile(
+        name="h100-only",
+        fitted_on=({"device": "H100-SXM", "tables": {"gemm_perf": 10}, "sources": []},),
+    )
+    with pytest.raises(InvalidArgumentError, match="fitted on H100-SXM/gemm_perf"):
+        validate(measured=ref / "h100_sxm" / "gemm", profile=fitted)
+    # the same profile may validate the other device
+    v = validate(measured=ref / "a100_sxm" / "mla_bmm", profile=fitted)
+    assert v.overall["predicted"] == 424
+
+
+def test_time_model_predicts_every_modelled_row(ref):
+    from mlacalc.timemodel import Profile
+
+    v = validate(measured=ref / "a100_sxm" / "comm", profile=Profile(name="datasheet-defaults"))
+    for t in v.tables:
+        assert t.summary()["predicted"] == t.rows - sum(
+            n for k, n in t.not_predicted_by_reason().items() if k != "no_time_model"
+        )
+        assert "no_time_model" not in t.not_predicted_by_reason()
+
+
+def test_microbenchmark_files_keep_working_both_ways():
+    from mlacalc.validation import ValidationSet, default_measurement_files
+
+    sets = validate()
+    assert sets and all(isinstance(s, ValidationSet) for s in sets)
+    path = default_measurement_files()[0]
+    v = validate(measured=path)
+    (t,) = v.tables
+    old = sets[0]
+    assert t.summary()["predicted"] == len(old.rows)
+    assert t.summary()["median_abs_error"] == pytest.approx(old.median_abs_error)
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(InvalidArgumentError, match="profile"):
+        validate(profile="roofline")
+    with pytest.raises(InvalidArgumentError, match="files"):
+        validate(["x.json"], measured="y")
