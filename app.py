@@ -24,6 +24,7 @@ from appviews.common import (
     show_notices,
 )
 from appviews.urlstate import UrlState
+from mlacalc import defaults as D
 from mlacalc.hardware import measured_sets, shipped_hardware
 
 #: The tabs, in order; adding a view is one line here.
@@ -49,7 +50,7 @@ with st.sidebar:
         "Shipped model",
         known_models,
         key="model",
-        index=known_models.index(url.choice("model", known_models, "deepseek-v3", "model")),
+        index=known_models.index(url.choice("model", known_models, D.MODEL, "model")),
     )
     model = load_shipped(shipped_name)
     if source == "Upload a config":
@@ -116,18 +117,18 @@ with st.sidebar:
         "context length (tokens)",
         1,
         16 * 2**20,
-        url.integer("seq_len", 131072, 1, 16 * 2**20),
+        url.integer("seq_len", D.SEQ_LEN, 1, 16 * 2**20),
         step=1024,
         key="seq_len",
     )
     batch = st.number_input(
-        "batch (sequences)", 1, 1 << 20, url.integer("batch", 8, 1, 1 << 20), key="batch"
+        "batch (sequences)", 1, 1 << 20, url.integer("batch", D.APP_BATCH, 1, 1 << 20), key="batch"
     )
     kv_dtype = st.selectbox(
         "KV dtype / layout",
         KV_DTYPES,
         key="kv_dtype",
-        index=KV_DTYPES.index(url.choice("kv", KV_DTYPES, "bf16", "KV dtype")),
+        index=KV_DTYPES.index(url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")),
     )
     model_w = model.weights_dtype if model.weights_dtype in W_DTYPES else "bf16"
     weight_dtype = st.selectbox(
@@ -140,7 +141,7 @@ with st.sidebar:
         "device",
         known_hardware,
         key="hardware",
-        index=known_hardware.index(url.choice("hw", known_hardware, "H200", "device")),
+        index=known_hardware.index(url.choice("hw", known_hardware, D.HARDWARE, "device")),
     )
 
 show_notices(url)

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc import defaults as D
 
 from .common import Scenario, download, show_notices
 
@@ -16,7 +17,9 @@ def render(sc: Scenario) -> None:
     model, seq_len, batch = sc.model, sc.seq_len, sc.batch
     seen = len(sc.url.notices)
     c1, c2, c3, c4 = st.columns(4)
-    gpus = c1.number_input("GPUs", 1, 4096, sc.url.integer("gpus", 8, 1, 4096), key="plan_gpus")
+    gpus = c1.number_input(
+        "GPUs", 1, 4096, sc.url.integer("gpus", D.GPUS, 1, 4096), key="plan_gpus"
+    )
     tp = c2.number_input(
         "tensor parallel",
         1,
@@ -24,10 +27,15 @@ def render(sc: Scenario) -> None:
         min(int(gpus), sc.url.integer("tp", int(gpus), 1, 4096)),
         key="plan_tp",
     )
-    ep = c3.number_input("expert parallel", 1, 4096, 1, key="plan_ep")
-    page = c4.number_input("page size (tokens)", 1, 4096, 16, key="plan_page")
+    ep = c3.number_input("expert parallel", 1, 4096, D.EP, key="plan_ep")
+    page = c4.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
     reserve = st.slider(
-        "memory reserve (activations, workspace)", 0.0, 0.5, 0.1, 0.01, key="plan_reserve"
+        "memory reserve (activations, workspace)",
+        0.0,
+        0.5,
+        D.MEMORY_RESERVE,
+        0.01,
+        key="plan_reserve",
     )
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})

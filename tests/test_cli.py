@@ -5,6 +5,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -268,3 +269,62 @@ def test_validate_cli(run):
     assert {"measured_s", "predicted_s", "error"} <= set(rows[0])
     _, err = run("validate", "nope.json", code=2)
     assert "nope.json" in err
+
+
+# -- every failure one line, nothing a flag says ignored, width, defaults -----------------
+
+@pytest.mark.parametrize("args,needle", [
+    (["plan", "deepseek-v3", "-H", "H200", "--tp", "0"], "--tp"),
+    (["plan", "deepseek-v3", "-H", "H200", "--tp", "3"], "--tp: tp 3 does not divide the 8 GPUs"),
+    (["plan", "deepseek-v3", "-H", "H200", "--dp", "3"], "--dp"),
+    (["plan", "deepseek-v3", "-H", "H200", "--gpus", "0"], "--gpus"),
+    (["plan", "deepseek-v3", "-H", "H200", "--page-size", "0"], "--page-size"),
+    (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "1"], "--memory-reserve"),
+    (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "nan"], "--memory-reserve"),
+    (["report", "deepseek-v3", "--phase", "decode", "--q-len", "5"], "--q-len applies to --phase chunk"),
+    (["roofline", "deepseek-v3", "-H", "H200", "--q-len", "5"], "--q-len applies to --phase chunk"),
+    (["roofline", "deepseek-v3", "-H", "H200", "--impl", "standard"], "--impl: 'standard'"),
+    (["report", "deepseek-v3", "--impl", "standard"], "DeepSeek-V3 is MLA"),
+    (["roofline", "llama-3-8b", "-H", "H200", "--impl", "naive"], "is GQA"),
+])
+def test_flags_are_checked(run, args, needle):
+    out, err = run(*args, code=2)
+    assert needle in err, err
+    assert err.count("\n") == 1 and not out and "Traceback" not in err
+
+
+def test_internal_error_is_one_line(run, monkeypatch):
+    import mlacalc.report
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("integer division or modulo by zero")
+
+    monkeypatch.setattr(mlacalc.report, "model_report", broken)
+    _, err = run("report", "gpt2", code=2)
+    assert err.startswith("mlacalc: internal error: ZeroDivisionError") and err.count("\n") == 1
+    monkeypatch.setenv("MLACALC_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        main(["report", "gpt2"])
+
+
+@pytest.mark.parametrize("columns", [60, 100, 200])
+def test_table_width_follows_the_terminal(columns, monkeypatch):
+    env = {**__import__("os").environ, "COLUMNS": str(columns)}
+    done = subprocess.run(["mlacalc", "report", "deepseek-v3"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    widths = [len(line) for line in done.stdout.splitlines()]
+    assert max(widths) <= columns
+    if columns >= 160:  # the widest table fills 160 columns at most when the terminal allows
+        assert max(widths) > 100
+
+
+def test_one_set_of_defaults(run):
+    from mlacalc import defaults as D
+
+    doc = json.loads(run("plan", "deepseek-v3", "-H", "H200", "--format", "json")[0])
+    assert doc["page_size"] == D.PAGE_SIZE == 16
+    assert doc["gpus"] == D.GPUS and doc["seq_len"] == D.SEQ_LEN
+    report = json.loads(run("report", "gpt2", "--format", "json")[0])["settings"]
+    assert (report["seq_len"], report["batch"], report["kv_dtype"]) == (D.SEQ_LEN, D.BATCH, D.KV_DTYPE)
+    app = (Path(__file__).resolve().parent.parent / "appviews" / "planner.py").read_text()
+    assert "D.PAGE_SIZE" in app and "D.MEMORY_RESERVE" in app

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 
 import click
 
@@ -90,7 +91,12 @@ def _one_line(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; every error is one line on stderr and exit status 2."""
+    """Run the command line; every error is one line on stderr and exit status 2.
+
+    Bad input (a usage error, an :class:`~mlacalc.errors.MlacalcError`, a file that cannot
+    be read) names the option or field at fault. Anything else is a defect of mlacalc and
+    is reported as an internal error, also on one line; ``MLACALC_DEBUG=1`` re-raises it.
+    """
     try:
         cli.main(args=argv, prog_name="mlacalc", standalone_mode=False)
     except _NO_ARGS_IS_HELP as exc:  # plain `mlacalc`: show the help
@@ -111,5 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as exc:
         click.echo(f"mlacalc: error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
+        return 2
+    except Exception as exc:  # a defect, not bad input: still one line, traceback on request
+        if os.environ.get("MLACALC_DEBUG"):
+            raise
+        click.echo(
+            f"mlacalc: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+            "(please report it; MLACALC_DEBUG=1 shows the traceback)",
+            err=True,
+        )
         return 2
     return 0

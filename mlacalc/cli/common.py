@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -19,22 +20,39 @@ from ..render import (
     render_rows_csv,
     render_table,
 )
+from ..vocab import (
+    IMPLEMENTATIONS,
+    MLA_IMPLEMENTATIONS,
+    MODES,
+    PHASES,
+    SCOPES,
+    STANDARD_IMPL,
+    VARIANTS,
+)
 
 __all__ = [
+    "COUNT",
     "FORMATS",
+    "FRACTION",
     "IMPL_CHOICE",
     "KV_DTYPE",
+    "MODE_CHOICE",
     "PHASE_CHOICE",
+    "SCOPE_CHOICE",
     "SIZE",
+    "VARIANT_CHOICE",
     "W_DTYPE",
     "DtypeType",
     "Section",
     "SizeType",
+    "check_impl",
+    "check_q_len",
     "emit",
     "format_option",
     "load",
     "phases",
     "size_list",
+    "size_text",
     "terminal_width",
 ]
 
@@ -68,6 +86,28 @@ class SizeType(click.ParamType):
 SIZE = SizeType()
 
 
+class FractionType(click.ParamType):
+    """A finite fraction in [0, 1): ``0.1`` keeps a tenth of something aside."""
+
+    name = "fraction"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            result = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"'{value}' is not a number; write e.g. 0.1", param, ctx)
+        if not math.isfinite(result) or not 0.0 <= result < 1.0:
+            self.fail(f"'{value}' must be a fraction in [0, 1), e.g. 0.1", param, ctx)
+        return result
+
+
+FRACTION = FractionType()
+#: A count of at least 1 (GPUs, parallel degrees, page size), bounded to keep work finite.
+COUNT = click.IntRange(1, 1 << 20)
+
+
 class DtypeType(click.ParamType):
     """A dtype name (``bf16``, ``fp8``, ...) or, for KV caches, a cache layout."""
 
@@ -92,8 +132,51 @@ class DtypeType(click.ParamType):
 KV_DTYPE = DtypeType(layouts=True)
 W_DTYPE = DtypeType(layouts=False)
 
-IMPL_CHOICE = click.Choice(["naive", "compressed", "absorbed", "absorbed_merged", "standard"])
-PHASE_CHOICE = click.Choice(["prefill", "decode", "chunk", "both"])
+IMPL_CHOICE = click.Choice(list(IMPLEMENTATIONS))
+PHASE_CHOICE = click.Choice([*PHASES, "both"])
+MODE_CHOICE = click.Choice(list(MODES))
+SCOPE_CHOICE = click.Choice(list(SCOPES))
+VARIANT_CHOICE = click.Choice(list(VARIANTS))
+
+
+def size_text(n: int) -> str:
+    """``131072`` -> ``'128k'``, ``1048576`` -> ``'1M'`` (the form ``--seq-len`` reads)."""
+    if n % 1024**2 == 0:
+        return f"{n // 1024**2}M"
+    if n % 1024 == 0:
+        return f"{n // 1024}k"
+    return str(n)
+
+
+def check_impl(m: Any, impl: str | None, flag: str = "--impl") -> str | None:
+    """The implementation to pass on (None = the default), refusing one the model cannot run."""
+    if impl is None:
+        return None
+    if m.is_mla and impl == STANDARD_IMPL:
+        raise click.BadParameter(
+            f"'{impl}' is the implementation of MHA, GQA and MQA; {m.label} is MLA: "
+            f"use one of {', '.join(MLA_IMPLEMENTATIONS)}",
+            param_hint=flag,
+        )
+    if not m.is_mla and impl != STANDARD_IMPL:
+        raise click.BadParameter(
+            f"'{impl}' is an MLA implementation; {m.label} is {m.variant.upper()} "
+            f"(its one implementation is '{STANDARD_IMPL}')",
+            param_hint=flag,
+        )
+    return None if impl == STANDARD_IMPL else impl
+
+
+def check_q_len(wanted: list[str], q_len: int | None) -> None:
+    """``--q-len`` is needed by, and only by, ``--phase chunk``."""
+    if "chunk" in wanted and q_len is None:
+        raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
+    if "chunk" not in wanted and q_len is not None:
+        raise click.BadParameter(
+            f"--q-len applies to --phase chunk only; --phase {'/'.join(wanted)} has "
+            "q = seq_len (prefill) or q = 1 (decode)",
+            param_hint="--q-len",
+        )
 
 
 def format_option(f: Callable) -> Callable:

@@ -4,20 +4,40 @@ from __future__ import annotations
 
 import click
 
+from .. import defaults as D
 from ..render import human_bytes, human_si
-from .common import KV_DTYPE, SIZE, W_DTYPE, Section, emit, format_option, load
+from ..vocab import VARIANTS
+from .common import (
+    KV_DTYPE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    emit,
+    format_option,
+    load,
+    size_text,
+)
 
 
 @click.command("compare")
 @click.argument("models", nargs=-1, required=True)
 @click.option(
-    "--seq-len", "-s", type=SIZE, default="32k", show_default=True, help="Context length."
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.COMPARE_SEQ_LEN),
+    show_default=True,
+    help="Context length.",
 )
 @click.option(
-    "--batch", "-b", type=SIZE, default=1, show_default=True, help="Sequences in the batch."
+    "--batch", "-b", type=SIZE, default=D.BATCH, show_default=True, help="Sequences in the batch."
 )
 @click.option(
-    "--kv-dtype", type=KV_DTYPE, default="bf16", show_default=True, help="KV-cache dtype or layout."
+    "--kv-dtype",
+    type=KV_DTYPE,
+    default=D.KV_DTYPE,
+    show_default=True,
+    help="KV-cache dtype or layout.",
 )
 @click.option(
     "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: each model's)."
@@ -53,7 +73,7 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         base = loaded[0]
         loaded = [base] + [
             as_variant(base, v, num_key_value_heads=kv_heads)
-            for v in ("mha", "gqa", "mqa", "mla")
+            for v in VARIANTS
             if not (v == base.variant and v != "gqa")
         ]
         note = (

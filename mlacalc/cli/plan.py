@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import click
 
+from .. import defaults as D
 from ..render import human_bytes, human_si
-from .common import KV_DTYPE, SIZE, W_DTYPE, Section, emit, format_option, load
+from .common import (
+    COUNT,
+    FRACTION,
+    KV_DTYPE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    emit,
+    format_option,
+    load,
+    size_text,
+)
 
 
 @click.command("plan")
@@ -13,28 +25,37 @@ from .common import KV_DTYPE, SIZE, W_DTYPE, Section, emit, format_option, load
 @click.option(
     "--hardware", "-H", "hardware", required=True, help="Device (mlacalc list --hardware)."
 )
-@click.option("--gpus", "-g", type=int, default=8, show_default=True, help="GPUs in all.")
-@click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default: all GPUs).")
-@click.option("--dp", type=int, default=None, help="Data-parallel degree (default: gpus / tp).")
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree.")
+@click.option("--gpus", "-g", type=COUNT, default=D.GPUS, show_default=True, help="GPUs in all.")
+@click.option("--tp", type=COUNT, default=None, help="Tensor-parallel degree (default: all GPUs).")
+@click.option("--dp", type=COUNT, default=None, help="Data-parallel degree (default: gpus / tp).")
+@click.option("--ep", type=COUNT, default=D.EP, show_default=True, help="Expert-parallel degree.")
 @click.option(
     "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's)."
 )
 @click.option(
-    "--kv-dtype", type=KV_DTYPE, default="bf16", show_default=True, help="KV dtype or layout."
+    "--kv-dtype", type=KV_DTYPE, default=D.KV_DTYPE, show_default=True, help="KV dtype or layout."
 )
 @click.option(
-    "--page-size", type=int, default=1, show_default=True, help="Tokens per KV page (block)."
+    "--page-size",
+    type=COUNT,
+    default=D.PAGE_SIZE,
+    show_default=True,
+    help="Tokens per KV page (block).",
 )
 @click.option(
     "--memory-reserve",
-    type=float,
-    default=0.1,
+    type=FRACTION,
+    default=D.MEMORY_RESERVE,
     show_default=True,
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
 @click.option(
-    "--seq-len", "-s", type=SIZE, default="128k", show_default=True, help="Context per sequence."
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.SEQ_LEN),
+    show_default=True,
+    help="Context per sequence.",
 )
 @click.option(
     "--batch", "-b", type=SIZE, default=None, help="Sequences to serve (default: as many as fit)."
@@ -69,6 +90,12 @@ def command(
     """
     from ..planner import plan as make_plan
 
+    for flag, degree in (("--tp", tp), ("--dp", dp)):
+        if degree is not None and gpus % degree:
+            raise click.BadParameter(
+                f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
+                param_hint=flag,
+            )
     p = make_plan(
         load(model),
         hardware,

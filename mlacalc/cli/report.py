@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from .. import defaults as D
 from ..render import human_bytes, human_si, ratio
+from ..vocab import MATMUL_STAGES
 from .common import (
     IMPL_CHOICE,
     KV_DTYPE,
@@ -12,10 +14,13 @@ from .common import (
     SIZE,
     W_DTYPE,
     Section,
+    check_impl,
+    check_q_len,
     emit,
     format_option,
     load,
     phases,
+    size_text,
 )
 
 
@@ -25,17 +30,17 @@ from .common import (
     "--seq-len",
     "-s",
     type=SIZE,
-    default="128k",
+    default=size_text(D.SEQ_LEN),
     show_default=True,
     help="Tokens in the cache / keys the last query attends (128k = 131072).",
 )
 @click.option(
-    "--batch", "-b", type=SIZE, default=1, show_default=True, help="Sequences in the batch."
+    "--batch", "-b", type=SIZE, default=D.BATCH, show_default=True, help="Sequences in the batch."
 )
 @click.option(
     "--kv-dtype",
     type=KV_DTYPE,
-    default="bf16",
+    default=D.KV_DTYPE,
     show_default=True,
     help="KV-cache dtype or layout: bf16, fp16, fp8, fp32, int8, int4, fp8_ds_mla.",
 )
@@ -70,10 +75,9 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
     """
     from ..report import model_report
 
-    if phase == "chunk" and q_len is None:
-        raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
+    check_q_len(phases(phase), q_len)
     m = load(model)
-    impl = None if impl == "standard" else impl
+    impl = check_impl(m, impl)
     doc = model_report(
         m,
         seq_len=seq_len,
@@ -174,7 +178,7 @@ def _report_sections(doc: dict) -> list[Section]:
             ],
         )
     )
-    stage_names = ["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"]
+    stage_names = list(MATMUL_STAGES)
     rows = []
     for r in doc["attention"]:
         label = r["impl"] + (

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import click
 
+from .. import defaults as D
 from ..render import human_bytes, human_si
 from .common import (
     IMPL_CHOICE,
     KV_DTYPE,
+    MODE_CHOICE,
     PHASE_CHOICE,
+    SCOPE_CHOICE,
     SIZE,
     W_DTYPE,
     Section,
+    check_impl,
+    check_q_len,
     emit,
     format_option,
     load,
     phases,
+    size_text,
 )
 
 
@@ -28,28 +34,34 @@ from .common import (
     required=True,
     help="Device: a catalogue name (mlacalc list --hardware), a YAML file or measured:<set>.",
 )
-@click.option("--phase", type=PHASE_CHOICE, default="decode", show_default=True)
-@click.option("--seq-len", "-s", type=SIZE, default="32k", show_default=True)
-@click.option("--batch", "-b", type=SIZE, default=1, show_default=True)
+@click.option("--phase", type=PHASE_CHOICE, default=D.ROOFLINE_PHASE, show_default=True)
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.ROOFLINE_SEQ_LEN),
+    show_default=True,
+)
+@click.option("--batch", "-b", type=SIZE, default=D.BATCH, show_default=True)
 @click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
 @click.option(
     "--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default)."
 )
 @click.option(
     "--mode",
-    type=click.Choice(["fused", "unfused"]),
-    default="fused",
+    type=MODE_CHOICE,
+    default=D.MODE,
     show_default=True,
     help="fused: ideal kernels; unfused: the op-by-op PyTorch sequence.",
 )
 @click.option(
     "--scope",
-    type=click.Choice(["attention_layer", "model"]),
-    default="attention_layer",
+    type=SCOPE_CHOICE,
+    default=D.SCOPE,
     show_default=True,
     help="One attention layer, or a whole forward step.",
 )
-@click.option("--dtype", type=W_DTYPE, default="bf16", show_default=True, help="Compute dtype.")
+@click.option("--dtype", type=W_DTYPE, default=D.DTYPE, show_default=True, help="Compute dtype.")
 @click.option("--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: --dtype).")
 @click.option(
     "--kv-dtype", type=KV_DTYPE, default=None, help="KV dtype or layout (default: --dtype)."
@@ -90,9 +102,8 @@ def command(
 
     m = load(model)
     wanted = phases(phase)
-    if "chunk" in wanted and q_len is None:
-        raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
-    impl = None if impl == "standard" else impl
+    check_q_len(wanted, q_len)
+    impl = check_impl(m, impl)
     predictions = [
         predict_time(
             m,

@@ -1,0 +1,55 @@
+"""The defaults every front end starts from, written once (command line, app, planner).
+
+A value a user does not give is taken from here, so ``mlacalc plan`` and the app's
+planner size the same deployment, and a report in the terminal matches the page.
+This module imports nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APP_BATCH",
+    "BATCH",
+    "COMPARE_SEQ_LEN",
+    "DTYPE",
+    "EP",
+    "GPUS",
+    "HARDWARE",
+    "KV_DTYPE",
+    "MEMORY_RESERVE",
+    "MODE",
+    "MODEL",
+    "PAGE_SIZE",
+    "ROOFLINE_PHASE",
+    "ROOFLINE_SEQ_LEN",
+    "SCOPE",
+    "SEQ_LEN",
+]
+
+#: Model the app opens on.
+MODEL = "deepseek-v3"
+#: Device the app opens on.
+HARDWARE = "H200"
+#: Tokens in the cache (``report``, ``plan``, the app): 128K.
+SEQ_LEN = 131072
+#: Context of ``compare`` and of ``roofline``: 32K.
+COMPARE_SEQ_LEN = 32768
+ROOFLINE_SEQ_LEN = 32768
+#: Sequences in the batch for one-model reports (``report``, ``compare``, ``roofline``).
+BATCH = 1
+#: Batch the app opens on: a serving batch, so the planner and roofline have work to show.
+APP_BATCH = 8
+#: KV-cache dtype and compute dtype.
+KV_DTYPE = "bf16"
+DTYPE = "bf16"
+#: Phase of ``roofline`` (the decode step is what serving repeats).
+ROOFLINE_PHASE = "decode"
+#: Roofline mode and scope: ideal fused kernels, one attention layer.
+MODE = "fused"
+SCOPE = "attention_layer"
+#: Planner: GPUs in all, expert-parallel degree, tokens per KV page (the block size of
+#: paged-attention servers), fraction of each GPU's memory kept for activations and workspace.
+GPUS = 8
+EP = 1
+PAGE_SIZE = 16
+MEMORY_RESERVE = 0.1
