@@ -111,10 +111,10 @@ def test_bad_paths_and_missing_meta_are_one_line_errors(pq, tmp_path):
         leaf = tmp_path / "a100_sxm" / "gemm" / "trtllm" / "1.0.0"
         leaf.mkdir(parents=True)
         shutil.copy(REF / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet", leaf)
-        with pytest.raises(ConfigError, match="collection_meta.yaml"):
+        with pytest.raises(ConfigError, match=r"collection_meta\.yaml"):
             load_measured(tmp_path / "a100_sxm")
         (leaf / "collection_meta.yaml").write_text("!!python/object:os.system {}\n")
-        with pytest.raises(ConfigError, match="YAML"):
+        with pytest.raises(ConfigError, match="tag"):
             load_measured(tmp_path / "a100_sxm")
 
 

@@ -168,27 +168,10 @@ def _pyarrow():
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
-    """``collection_meta.yaml`` with the safe loader, bounded in size."""
-    try:
-        size = path.stat().st_size
-        if size > _META_LIMIT:
-            raise ConfigError(
-                f"is {size} bytes; a collection_meta.yaml is at most {_META_LIMIT}",
-                source=str(path),
-            )
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError("is not UTF-8 text", source=str(path)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
-    import yaml
+    """``collection_meta.yaml`` through the bounded safe reader (:mod:`mlacalc.safeio`)."""
+    from ..safeio import read_data
 
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"is not valid YAML ({str(exc).splitlines()[0]})", source=str(path)
-        ) from None
+    data = read_data(path, limit=_META_LIMIT, what="collection_meta.yaml files")
     if not isinstance(data, dict):
         raise ConfigError("must hold a mapping (schema_version, runtime, tables)", source=str(path))
     runtime = data.get("runtime")
