@@ -10,8 +10,9 @@ bandwidth, no fixed cost), kept as the ideal. Parameters come from a calibration
 Examples
 --------
 >>> from mlacalc.kernels import Kernel
->>> k = Kernel("o_proj", "gemm", "bf16", flops=2 * 64 * 7168 * 16384,
-...            bytes=2 * (64 * 16384 + 16384 * 7168 + 64 * 7168), shape={"m": 64, "n": 7168, "k": 16384})
+>>> m, n, k = 64, 7168, 16384
+>>> k = Kernel("o_proj", "gemm", "bf16", flops=2 * m * n * k,
+...            bytes=2 * (m * k + k * n + m * n), shape={"m": m, "n": n, "k": k})
 >>> t = predict_kernels([k], "H100-SXM")[0]
 >>> t.bound, t.seconds > roofline_seconds(k.flops, k.bytes, "H100-SXM", "bf16")
 ('memory', True)

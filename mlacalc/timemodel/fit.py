@@ -78,11 +78,13 @@ def _bounds(name: str) -> tuple[float, float]:
 
 
 def _to_x(names: tuple[str, ...], values: dict[str, float]) -> np.ndarray:
+    """Search coordinates of parameter values; a start on a bound is moved inside it (5% of the
+    log range), where the logistic transform still has a gradient."""
     x = []
     for n in names:
         lo, hi = _bounds(n)
-        v = min(max(math.log(max(values[n], 1e-300)), lo + 1e-6 * (hi - lo)), hi - 1e-6 * (hi - lo))
-        s = (v - lo) / (hi - lo)
+        s = (math.log(max(values[n], 1e-300)) - lo) / (hi - lo)
+        s = min(max(s, 0.05), 0.95)
         x.append(math.log(s / (1 - s)))
     return np.array(x)
 
@@ -209,11 +211,9 @@ def _as_observations(item: Any) -> list[Observations]:
         for sub in item:
             out += _as_observations(sub)
         return out
-    raise InvalidArgumentError(
-        "measured_sets",
-        f"cannot fit on a {type(item).__name__}; give "
-        "Observations (device, table, KernelBatch, measured seconds)",
-    )
+    from .sets import observations_of
+
+    return observations_of(item)
 
 
 def calibrate(

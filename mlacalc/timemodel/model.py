@@ -56,9 +56,10 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "l2_speedup": (1.0, 12.0, "L2 read bandwidth in multiples of the HBM bandwidth"),
     "sm_bandwidth": (0.5, 16.0, "bandwidth one busy SM draws, in multiples of HBM / SMs"),
     "block_s": (0.0, 2e-6, "seconds per 64-token KV block per SM (attention)"),
-    "seq_s": (0.0, 2e-5, "seconds per sequence per SM (attention)"),
+    "seq_s": (0.0, 2e-5, "seconds per sequence and head (group) per SM (attention)"),
+    "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
     "quant_fixed_s": (0.0, 5e-5, "fixed cost of quantizing a GEMM's input, seconds"),
-    "quant_bytes": (0.0, 8.0, "passes over the bf16 input that its quantization makes"),
+    "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
     "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step"),
 }
@@ -74,8 +75,9 @@ DEFAULTS: dict[str, float] = {
     "sm_bandwidth": 3.0,
     "block_s": 0.0,
     "seq_s": 0.0,
+    "grouped_unit": 1.0,
     "quant_fixed_s": 0.0,
-    "quant_bytes": 0.0,
+    "quant_bytes": 1.0,
     "link_eff": 0.7,
     "latency_steps": 1.0,
 }
@@ -111,6 +113,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "sm_bandwidth",
         "block_s",
         "seq_s",
+        "grouped_unit",
     ),
     "mla_decode": (
         "eff_compute",
@@ -171,32 +174,49 @@ def _memory_share(units: np.ndarray, fig: DeviceFigures, prm: dict[str, float]) 
     return np.minimum(1.0, units * prm["sm_bandwidth"] / fig.sm_count)
 
 
+#: Output tiles a GEMM library chooses between, with the share of the SM's tensor rate each
+#: reaches: operand reuse falls with the tile's intensity ``tm tn / (tm + tn)`` (64 for
+#: 128x128), as its square root below that. The tile giving the shortest time is taken.
+GEMM_TILES = tuple(
+    (tm, tn, min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5))
+    for tm, tn in ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+)
+
+
 def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
     m, n, k = _col(batch, "m", 1), _col(batch, "n", 1), _col(batch, "k", 1)
     groups = _col(batch, "groups", 1)
     sms = fig.sm_count
-    tm = np.where(m <= 64, 64.0, 128.0)
-    tn = 128.0
-    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
-    splits = np.where(
-        (tiles < sms) & (groups <= 1),
-        np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(k / 512))),
-        1.0,
-    )
-    units = tiles * splits
-    waves = np.ceil(units / sms)
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
-    compute = waves * 2.0 * tm * tn * (k / splits) / per_sm
+    compute = np.full(len(batch), np.inf)
+    units = np.ones(len(batch))
+    for tm, tn, rate in GEMM_TILES:
+        tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
+        splits = np.where(
+            (tiles < sms) & (groups <= 1),
+            np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(k / 512))),
+            1.0,
+        )
+        waves = np.ceil(tiles * splits / sms)
+        c = waves * 2.0 * tm * tn * np.ceil(k / splits) / (per_sm * rate)
+        better = c < compute
+        units = np.where(better, tiles * splits, units)
+        compute = np.where(better, c, compute)
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
     weight = groups * n * k * _elem_bytes(batch.dtype)
+    # a warm replay keeps the weights resident when all the copies the caller cycles through
+    # (``weight_copies``) fit in the share of the L2 a kernel's operands can hold
     warm = _col(batch, "warm_l2", 0) > 0
-    resident_share = np.clip(2.0 - weight / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    footprint = weight * np.maximum(_col(batch, "weight_copies", 1), 1.0)
+    resident_share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
     resident = np.where(warm, resident_share * np.minimum(weight, batch.bytes), 0.0)
     memory = (batch.bytes - resident) / bw + resident / (prm["l2_speedup"] * fig.hbm_bytes_per_s)
     extra = np.zeros(len(batch))
     if batch.dtype.startswith("fp8"):
+        # the quantization of the bf16 input: ``quant_passes`` reads of it (amax, scaling)
         quantized = _col(batch, "quantize_input", 1) > 0
-        qbytes = groups * m * k * 2.0
+        passes = _col(batch, "quant_passes", 1)
+        qbytes = groups * m * k * 2.0 * passes
         extra = np.where(
             quantized,
             prm["quant_fixed_s"]
@@ -213,33 +233,50 @@ def _attention(
     q = _col(batch, "q_len", 1)
     kv = _col(batch, "kv_len", 1)
     heads = _col(batch, "n_heads", 1)
-    n_kv = _col(batch, "n_kv", 1)
+    n_kv = np.maximum(_col(batch, "n_kv", 1), 1.0)
     window = _col(batch, "window", 0)
     kv_eff = np.where(window > 0, np.minimum(kv, window), kv)
     sms = fig.sm_count
-    if batch.kind.endswith("prefill"):
-        units = b * heads * np.ceil(q / 128.0)
-        blocks = b * n_kv * np.ceil(kv_eff / 64.0)
+    group = heads / n_kv
+    if batch.kind == "mla_decode":
+        # latent heads: one work unit per sequence and 64 query heads (every head shares the
+        # latent cache), all of them reading the same cache blocks
+        heads_units = b * np.ceil(heads * q / 64.0)
+        grouped = np.ones(len(batch), dtype=bool)
     else:
-        if batch.kind == "mla_decode":
-            base = b * np.ceil(heads * q / 64.0)
-        else:
-            base = b * n_kv * np.ceil(heads * q / np.maximum(n_kv, 1) / 64.0)
+        # grouped-query kernels give one unit to a KV head and all its query heads (up to 32,
+        # beyond which the query heads run one unit each); MHA one unit per head
+        grouped = (group > 1) & (group <= 32)
+        heads_units = np.where(grouped, b * n_kv, b * heads)
+    if batch.kind.endswith("prefill"):
+        q_tiles = np.ceil(q / 128.0)
+        units = b * heads * q_tiles
+        blocks = units * np.ceil(kv_eff / 128.0)
+        per_unit = b * heads
+    else:
+        can_split = _col(batch, "kv_split", 1) > 0
         splits = np.where(
-            base < sms,
-            np.clip(np.floor(sms / base), 1.0, np.maximum(1.0, np.ceil(kv_eff / 256.0))),
+            can_split & (heads_units < sms),
+            np.clip(np.floor(sms / heads_units), 1.0, np.maximum(1.0, np.ceil(kv_eff / 256.0))),
             1.0,
         )
-        units = base * splits
-        blocks = base * np.ceil(kv_eff / 64.0)
+        units = heads_units * splits
+        blocks = heads_units * np.ceil(kv_eff / 64.0)
+        per_unit = heads_units * np.where(grouped, prm["grouped_unit"], 1.0)
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
-    compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
-    memory = batch.bytes / (
-        prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
+    # per-unit work (loading queries, the final reduction) and per-block work (page lookups,
+    # softmax rescaling) run on the SMs beside the math, overlapping the streaming of the cache
+    compute = (
+        batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
+        + (prm["block_s"] * blocks + prm["seq_s"] * per_unit) / sms
     )
-    extra = (prm["block_s"] * blocks + prm["seq_s"] * b) / sms
-    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+    nbytes = batch.bytes
+    if not batch.kind.startswith("mla"):
+        # beyond 32 query heads per KV head every query head streams the cache itself
+        nbytes = nbytes * np.where(group > 32, group, 1.0)
+    memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm))
+    return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
 
 
 def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:

@@ -1,0 +1,156 @@
+"""Accuracy of the kernel time model on the shared measured sets (H100-SXM, A100-SXM-80GB).
+
+Three figures, per table kind and pooled: the shipped profile on the devices it was fitted on,
+and leave-one-device-out (fit on H100-SXM only and predict A100-SXM-80GB, and the reverse).
+Errors are ``predicted / measured - 1``; rows the mapping cannot model count as not predicted.
+
+    python benchmarks/bench_timemodel.py [--refit] [--write-profile PATH] [--json OUT]
+
+Needs the ``measured`` extra (pyarrow) and the shared sets (``--measured ROOT``, default
+``../shared/reference/gpu-measured``). Targets: fitted device median <= 8% per kind, p90 <= 25%;
+leave-one-out median <= 12% pooled, <= 20% per kind, not predicted <= 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_ROOT = HERE.parent.parent / "shared" / "reference" / "gpu-measured"
+SYSTEMS = {"H100-SXM": "h100_sxm", "A100-SXM-80GB": "a100_sxm"}
+
+
+def kind_of(mapped) -> list[tuple[str, np.ndarray]]:
+    """Table kinds of a mapped table's rows: the table, split by the main kernel's dtype."""
+    n = len(mapped.table)
+    label = np.full(n, mapped.table.table, dtype=object)
+    if mapped.table.table in (
+        "gemm_perf",
+        "mla_bmm_perf",
+        "generation_mla_perf",
+        "context_attention_perf",
+        "moe_perf",
+    ):
+        for p in mapped.parts:
+            if p.batch.kind not in ("quantize", "elementwise"):
+                label[p.rows] = f"{mapped.table.table}:{p.batch.dtype}"
+    return [(k, label == k) for k in sorted(set(label.tolist()))]
+
+
+def stats(pred: np.ndarray, meas: np.ndarray, modelled: np.ndarray) -> dict:
+    ok = modelled & np.isfinite(pred)
+    err = pred[ok] / meas[ok] - 1.0
+    out = {
+        "rows": len(meas),
+        "predicted": int(ok.sum()),
+        "not_predicted": int(len(meas) - ok.sum()),
+    }
+    if err.size:
+        out.update(
+            median_abs_error=float(np.median(np.abs(err))),
+            signed_median_error=float(np.median(err)),
+            p90_abs_error=float(np.percentile(np.abs(err), 90)),
+        )
+    return out
+
+
+def evaluate(mapped_by_device: dict, profile) -> dict:
+    from mlacalc.timemodel.sets import predict_mapped
+
+    out: dict = {}
+    for device, tables in mapped_by_device.items():
+        pooled_p, pooled_m, pooled_ok = [], [], []
+        for mapped in tables:
+            pred = predict_mapped(mapped, device, profile)
+            meas = mapped.table.seconds
+            ok = np.asarray(mapped.modelled, dtype=bool)
+            for kind, sel in kind_of(mapped):
+                out.setdefault(device, {})[kind] = stats(pred[sel], meas[sel], ok[sel])
+            pooled_p.append(pred)
+            pooled_m.append(meas)
+            pooled_ok.append(ok)
+        out[device]["pooled"] = stats(
+            np.concatenate(pooled_p), np.concatenate(pooled_m), np.concatenate(pooled_ok)
+        )
+    return out
+
+
+def show(title: str, result: dict) -> None:
+    print(f"\n## {title}\n")
+    print("| device | table kind | rows | not predicted | median abs | signed median | p90 |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for device, kinds in result.items():
+        for kind, s in kinds.items():
+            if "median_abs_error" not in s:
+                print(f"| {device} | {kind} | {s['rows']} | {s['not_predicted']} | - | - | - |")
+                continue
+            print(
+                f"| {device} | {kind} | {s['rows']} | {s['not_predicted']} | "
+                f"{s['median_abs_error']:.1%} | {s['signed_median_error']:+.1%} | "
+                f"{s['p90_abs_error']:.1%} |"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measured", default=str(DEFAULT_ROOT))
+    ap.add_argument(
+        "--refit",
+        action="store_true",
+        help="fit the two-device profile again instead of reading the shipped one",
+    )
+    ap.add_argument("--write-profile", help="write the two-device profile here")
+    ap.add_argument("--profile", help="evaluate this profile instead of the shipped one")
+    ap.add_argument("--no-loo", action="store_true", help="skip leave-one-device-out")
+    ap.add_argument("--json", help="write every figure as JSON")
+    args = ap.parse_args(argv)
+
+    from mlacalc.measured import load_measured, map_table
+    from mlacalc.timemodel import calibrate, load_profile
+
+    t0 = time.perf_counter()
+    mapped = {}
+    for device, system in SYSTEMS.items():
+        mapped[device] = [map_table(t) for t in load_measured(Path(args.measured) / system).tables]
+    print(
+        f"read and mapped {sum(len(m.table) for v in mapped.values() for m in v)} rows "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    results = {}
+    if args.refit or args.write_profile:
+        t0 = time.perf_counter()
+        both = calibrate(
+            [m for v in mapped.values() for m in v],
+            name="default",
+            progress=lambda s: print(" ", s, file=sys.stderr),
+        )
+        print(f"fitted the two-device profile in {time.perf_counter() - t0:.1f} s")
+        if args.write_profile:
+            both.save(args.write_profile)
+    else:
+        both = load_profile(args.profile or "default")
+    t0 = time.perf_counter()
+    results["fitted"] = evaluate(mapped, both)
+    print(f"predicted every row in {time.perf_counter() - t0:.1f} s")
+    show("Fitted devices (profile fitted on both)", results["fitted"])
+    if not args.no_loo:
+        for train, test in (("H100-SXM", "A100-SXM-80GB"), ("A100-SXM-80GB", "H100-SXM")):
+            prof = calibrate(mapped[train], name=f"{train}-only")
+            results[f"fit {train} -> {test}"] = evaluate({test: mapped[test]}, prof)
+            show(
+                f"Leave one out: fitted on {train}, predicting {test}",
+                results[f"fit {train} -> {test}"],
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

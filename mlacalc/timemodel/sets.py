@@ -1,0 +1,118 @@
+"""Measured sets as fitting observations, and row predictions of mapped tables.
+
+A measured table mapped onto kernels (:func:`mlacalc.measured.map_table`) gives, per row, the
+kernels the row timed. A table whose rows each hold one main kernel (every GEMM, attention,
+MLA, MoE and collective table) is fitted on: its main kernel class is fitted against the
+measured time less the predicted time of the row's minor kernels (quantize, element-wise).
+Composite rows (the MLA module tables: projections, norms, attention) are never fitted on;
+they check the fitted kernels together.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..hardware import HardwareSpec, load_hardware
+from ..kernels import KernelBatch
+from .profile import Profile, load_profile
+
+__all__ = ["MINOR_KINDS", "observations_of", "predict_mapped"]
+
+#: Kernel classes that ride along with a row's main kernel and are predicted, not fitted.
+MINOR_KINDS = ("elementwise", "quantize")
+
+
+def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
+    return KernelBatch(
+        batch.kind,
+        batch.dtype,
+        batch.flops[idx],
+        batch.bytes[idx],
+        batch.calls[idx],
+        {k: v[idx] for k, v in batch.shape.items()},
+    )
+
+
+def predict_mapped(
+    mapped: Any,
+    hardware: HardwareSpec | str | None = None,
+    profile: Profile | str | os.PathLike | None = None,
+) -> np.ndarray:
+    """Predicted seconds of every row of a mapped table (the sum of its kernels); NaN where the
+    row is not predicted. ``hardware`` defaults to the table's device."""
+    from . import predict_batch
+
+    hw = load_hardware(hardware if hardware is not None else mapped.table.device)
+    prof = load_profile(profile)
+    n = len(mapped.table)
+    total = np.zeros(n)
+    for part in mapped.parts:
+        total += np.bincount(part.rows, weights=predict_batch(part.batch, hw, prof), minlength=n)
+    return np.where(mapped.modelled, total, np.nan)
+
+
+def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
+    from . import predict_batch
+    from .fit import Observations
+
+    table = mapped.table
+    modelled = np.asarray(mapped.modelled, dtype=bool)
+    n = len(table)
+    main = [p for p in mapped.parts if p.batch.kind not in MINOR_KINDS]
+    names = {p.name for p in main}
+    if len(names) != 1:
+        return []  # a composite row: validated, not fitted
+    counts = np.bincount(np.concatenate([p.rows for p in main]), minlength=n)
+    if np.any(counts[modelled] != 1):
+        return []
+    hw = load_hardware(table.device)
+    minor = np.zeros(n)
+    for p in mapped.parts:
+        if p.batch.kind in MINOR_KINDS:
+            minor += np.bincount(p.rows, weights=predict_batch(p.batch, hw, profile), minlength=n)
+    out = []
+    for p in main:
+        keep = modelled[p.rows]
+        if not keep.any():
+            continue
+        rows = p.rows[keep]
+        seconds = table.seconds[rows] - minor[rows]
+        ok = seconds > 0
+        if not ok.any():
+            continue
+        out.append(
+            Observations(
+                device=table.device,
+                table=table.table,
+                batch=_take(p.batch, np.flatnonzero(keep)[ok]),
+                seconds=seconds[ok],
+                source=table.source,
+            )
+        )
+    return out
+
+
+def observations_of(item: Any, profile: Profile | None = None) -> list:
+    """Fitting observations of a measured set: a path (or list of paths) that
+    :func:`mlacalc.measured.load_measured` reads, a measured set, a measured table or a mapped
+    table."""
+    from ..measured import MappedTable, MeasuredSet, MeasuredTable, load_measured, map_table
+
+    if isinstance(item, MappedTable):
+        return _mapped_observations(item, profile)
+    if isinstance(item, MeasuredTable):
+        return _mapped_observations(map_table(item), profile)
+    if not isinstance(item, MeasuredSet):
+        item = load_measured(item)
+    out = []
+    for table in item.tables:
+        try:
+            mapped = map_table(table)
+        except ConfigError:  # a table the mapping has no kernels for
+            continue
+        out += _mapped_observations(mapped, profile)
+    return out
