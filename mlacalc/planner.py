@@ -1,42 +1,68 @@
-"""Capacity planning: what fits on a set of GPUs, and how fast it can decode at best.
+"""Capacity planning and serving figures for one deployment.
 
-Parallelism (``gpus = tp x dp``):
+``plan`` answers, for a model on ``gpus`` devices in a parallel layout (tensor, data,
+pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`):
 
-- tensor parallel (``tp``): attention heads, FFN widths, embedding and head split over
-  ``tp`` ranks; MLA's latent projection (``kv_a_proj_with_mqa``) and the norms are
-  replicated; GQA's K/V projections split up to ``n_kv`` ranks and replicate beyond;
-- data parallel (``dp``): ``dp`` replicas, each serving its own sequences;
-- expert parallel (``ep``): routed experts split over ``ep`` GPUs (``ep`` divides the
-  experts and the GPU count); ``ep = 1`` splits each expert over the ``tp`` ranks instead.
+- **what fits**: the weights each GPU holds, the KV cache left for the sequences (pages of
+  ``page_size`` tokens), the largest batch at a context and the longest context at a batch,
+  and what fills each GPU's memory. A deployment that does not fit is an answer
+  (``fits=False`` and ``overflow`` says what overflows), not an error;
+- **how fast**: the decode step of one GPU from its kernel list under the layout,
+  communication included (:mod:`mlacalc.serving.step`), timed by the calibrated kernel model;
+- **serving figures** when a request mix is given (``isl``, ``osl`` and ``concurrency`` or
+  ``request_rate``), in steady-state continuous batching:
 
-KV cache per token per GPU: MLA's latent is replicated on every tensor-parallel rank (it
-is not split by heads); GQA/MQA/MHA keep ``ceil(n_kv / tp)`` KV heads per rank. A page
-(block) of ``page_size`` tokens is the allocation unit, so each sequence's cache is rounded
-up to whole pages. ``memory_reserve`` is the fraction of each GPU's memory kept for
-activations and workspace (0.1, like vLLM's default utilisation of 0.9).
+  - ``tpot_s`` (time per output token, the inter-token latency): the decode step at the
+    running batch with the average context of the output (``isl + osl / 2``), plus, when
+    prefill shares the GPUs (aggregated), the prefill work the step rate brings in
+    (``batch x tokens-per-step / osl`` prompts per step), divided by the tokens one step
+    yields per sequence (``1 + a + a^2 ...`` with MTP at acceptance rate ``a``);
+  - ``ttft_s``: the wait for the running step (half a step on average), then the step that
+    runs the causal prefill of the prompt (batched with the prompts arriving with it) beside
+    the running decode batch, and queueing: with more concurrent requests than fit,
+    the extra wait their turn (Little's law); with an arrival rate, an M/D/1 wait for the
+    prefill server. ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
+    the prompt then takes ``ceil(isl / N)`` steps. Disaggregated serving runs the prompt on a
+    separate prefill pool and adds the KV transfer over the network, and its decode step has
+    no prefill in it;
+  - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user.
 
-Throughput figures are roofline upper bounds: no communication, perfect overlap.
+Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
+takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
+run it) splits each step into two micro-batches whose communication hides behind the other's
+computation; ``"none"`` adds them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .config import ModelConfig
-from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
-from .engine import _model, attention_params, kv_cache
+from .dtypes import KVLayout, canonical_dtype, dtype_bits, resolve_kv_layout
+from .engine import _model, kv_cache
 from .errors import DoesNotFitError, InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
-from .params import param_counts
-from .roofline import predict_time
+from .serving.comm import LINK_EFFICIENCY
+from .serving.layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weight_breakdown
+from .serving.step import StepModel
 
-__all__ = ["Plan", "plan", "DoesNotFitError"]
+__all__ = ["MODES", "OVERLAPS", "DoesNotFitError", "Plan", "plan"]
+
+OVERLAPS = ("none", "tbo")
+MODES = ("aggregated", "disaggregated")
+#: Prompt tokens a prefill pass batches on one attention group (SGLang's and DeepSeek's
+#: prefill runs use 16K tokens per GPU).
+PREFILL_TOKENS = 16384
 
 
 @dataclass(frozen=True)
 class Plan:
+    """One deployment: what fits, the decode step, and the serving figures of a request mix."""
+
     model: str
     hardware: str
     gpus: int
@@ -63,128 +89,505 @@ class Plan:
     decode_bound: str | None
     prefill_s: float | None
     binding: str
+    fits: bool = True
+    overflow: str | None = None
+    pp: int = 1
+    dp_attention: bool = False
+    layout: str = ""
+    memory: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    mode: str = "aggregated"
+    overlap: str = "none"
+    isl: int | None = None
+    osl: int | None = None
+    concurrency: float | None = None
+    request_rate: float | None = None
+    running_batch_per_group: float | None = None
+    queued: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    output_tokens_per_s: float | None = None
+    output_tokens_per_s_per_gpu: float | None = None
+    output_tokens_per_s_per_user: float | None = None
+    tokens_per_step: float = 1.0
+    prefill_gpus: int = 0
+    kv_transfer_s: float | None = None
+    step_compute_s: float | None = None
+    step_comm_s: float | None = None
+    sustainable: bool = True
+    kernels: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus + self.prefill_gpus
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out["memory"] = dict(self.memory)
+        out["warnings"] = list(self.warnings)
+        out["kernels"] = [dict(k) for k in self.kernels]
+        return out
 
 
-def _weights_per_gpu(m: ModelConfig, tp: int, ep: int, include_mtp: bool, bits: int) -> int:
-    counts = param_counts(m)
-    b = counts.breakdown
-    attn = attention_params(m)
-    # attention: replicated pieces stay whole on every rank, head-split pieces divide by tp
-    replicated = sum(v for k, v in attn.items() if k in ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa",
-                                                         "kv_a_layernorm"))
-    if not m.is_mla and m.family not in ("gpt2", "falcon"):
-        kv = attn["k_proj"] + attn["v_proj"]
-        kv_per_rank = kv * math.ceil(m.num_key_value_heads / tp) / m.num_key_value_heads if tp > 1 else kv
-        split = sum(attn.values()) - kv
-        attn_rank = split / tp + kv_per_rank
-    else:
-        attn_rank = replicated + (sum(attn.values()) - replicated) / tp
-    per_gpu = m.num_hidden_layers * attn_rank
-    per_gpu += (b["embedding"] + b["lm_head"] + b["position_embedding"] + b["dense_ffn"] + b["moe_shared_experts"]) / tp
-    per_gpu += b["moe_router"] + b["norms"]                  # small; replicated
-    per_gpu += b["moe_routed_experts"] / (ep if ep > 1 else tp)
-    if include_mtp:
-        per_gpu += counts.mtp / tp
-    return math.ceil(per_gpu * bits / 8)
+def _check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidArgumentError(name, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
-def _kv_per_token_per_gpu(m: ModelConfig, layout: KVLayout, tp: int, include_mtp: bool) -> int:
-    row = kv_cache(m, 1, 1, layout, None, include_mtp).bytes_per_token
-    if m.is_mla:
-        return row                                         # the latent is replicated on every TP rank
-    heads_per_rank = math.ceil(m.num_key_value_heads / tp)
-    return row * heads_per_rank // m.num_key_value_heads
+def _check_number(
+    name: str,
+    value: Any,
+    lo: float,
+    hi: float | None = None,
+    allow_none: bool = True,
+    closed_hi: bool = False,
+) -> float | None:
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < lo
+        or (hi is not None and (value > hi if closed_hi else value >= hi))
+    ):
+        span = f"[{lo}, {hi}{']' if closed_hi else ')'}" if hi is not None else f">= {lo}"
+        raise InvalidArgumentError(name, f"must be a number in {span}, got {value!r}")
+    return float(value)
 
 
-def plan(model: "ModelConfig | str", hardware: "HardwareSpec | str", gpus: int = 8, *, tp: int | None = None,
-         dp: int | None = None, ep: int = 1, weight_dtype: str | None = None,
-         kv_dtype: "str | KVLayout" = "bf16", page_size: int = 1, memory_reserve: float = 0.1,
-         seq_len: int = 131072, batch: int | None = None, include_mtp: bool = False) -> Plan:
-    """Fit a model on ``gpus`` devices and report capacity and roofline throughput.
+def _pages(tokens: int, page_size: int) -> int:
+    return math.ceil(tokens / page_size) * page_size
+
+
+def _bound(
+    hw: HardwareSpec, st_kernels: list[dict[str, Any]], compute_s: float, comm_s: float
+) -> str:
+    """Which roof the step is nearest: communication when links take longer than the kernels,
+    else compute or memory by the step's summed FLOPs and bytes at the datasheet rates."""
+    if comm_s > compute_s:
+        return "communication"
+    flops = sum(float(k["flops"][0]) * k["calls"] for k in st_kernels if not k["communication"])
+    nbytes = sum(float(k["bytes"][0]) * k["calls"] for k in st_kernels if not k["communication"])
+    return (
+        "compute"
+        if flops / hw.peak("bf16") > nbytes / hw.memory_bandwidth_bytes_per_s
+        else "memory"
+    )
+
+
+def _kernel_rows(kernels: list[dict[str, Any]], i: int = 0) -> tuple[dict[str, Any], ...]:
+    rows = []
+    for k in kernels:
+        rows.append(
+            {
+                "name": k["name"],
+                "kind": k["kind"],
+                "dtype": k["dtype"],
+                "part": k["part"],
+                "calls": k["calls"],
+                "flops_per_call": float(k["flops"][i]),
+                "bytes_per_call": float(k["bytes"][i]),
+                "seconds": float(k["seconds"][i]),
+                "communication": k["communication"],
+            }
+        )
+    return tuple(rows)
+
+
+def plan(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    gpus: int = 8,
+    *,
+    tp: int | None = None,
+    dp: int | None = None,
+    ep: int = 1,
+    pp: int = 1,
+    dp_attention: bool = False,
+    weight_dtype: str | None = None,
+    kv_dtype: str | KVLayout = "bf16",
+    page_size: int = 1,
+    memory_reserve: float = 0.1,
+    seq_len: int = 131072,
+    batch: int | None = None,
+    include_mtp: bool = False,
+    isl: int | None = None,
+    osl: int | None = None,
+    concurrency: float | None = None,
+    request_rate: float | None = None,
+    mode: str = "aggregated",
+    prefill_gpus: int | None = None,
+    prefill_tp: int | None = None,
+    prefill_ep: int | None = None,
+    prefill_dp_attention: bool | None = None,
+    chunked_prefill: int | None = None,
+    overlap: str = "none",
+    mtp_tokens: int = 0,
+    mtp_acceptance: float | None = None,
+    routing_imbalance: float = 1.0,
+    profile: Any = None,
+) -> Plan:
+    """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
+    serving figures (see the module docstring).
 
     Examples
     --------
     >>> p = plan("deepseek-v3", "H200", 8, kv_dtype="bf16", seq_len=131072)
-    >>> p.max_batch, p.binding
-    (4, 'kv capacity')
+    >>> p.max_batch, p.binding, p.fits
+    (4, 'kv capacity', True)
+    >>> plan("deepseek-v3", "H100-SXM", 1).fits
+    False
     """
     m = _model(model)
     hw = load_hardware(hardware)
-    for name, value in (("gpus", gpus), ("ep", ep), ("page_size", page_size), ("seq_len", seq_len)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
-    if tp is None and dp is None:
-        tp, dp = gpus, 1
-    elif tp is None:
-        tp = gpus // dp if dp and gpus % dp == 0 else 0
-    elif dp is None:
-        dp = gpus // tp if gpus % tp == 0 else 0
-    for name, value in (("tp", tp), ("dp", dp)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidArgumentError(name, f"tp x dp must equal gpus ({gpus}); got tp={tp}, dp={dp}")
-    if tp * dp != gpus:
-        raise InvalidArgumentError("tp", f"tp x dp must equal gpus: {tp} x {dp} != {gpus}")
-    if m.num_attention_heads % tp:
-        raise InvalidArgumentError("tp", f"tensor parallel degree {tp} does not divide the "
-                                   f"{m.num_attention_heads} attention heads of {m.label}")
-    if ep > 1:
-        if not m.is_moe:
-            raise InvalidArgumentError("ep", f"{m.label} has no experts to spread; use ep=1")
-        if m.n_routed_experts % ep:
-            raise InvalidArgumentError("ep", f"expert parallel degree {ep} does not divide the "
-                                       f"{m.n_routed_experts} routed experts")
-        if gpus % ep:
-            raise InvalidArgumentError("ep", f"expert parallel degree {ep} does not divide the {gpus} GPUs")
-    if not 0 <= memory_reserve < 1:
-        raise InvalidArgumentError("memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}")
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0):
-        raise InvalidArgumentError("batch", f"must be a positive integer, got {batch!r}")
-    w_dtype = weight_dtype or m.weights_dtype
+    for name, value in (("page_size", page_size), ("seq_len", seq_len)):
+        _check_int(name, value, allow_none=False)
+    _check_int("batch", batch)
+    _check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
+    isl = _check_int("isl", isl)
+    osl = _check_int("osl", osl)
+    if (isl is None) != (osl is None):
+        raise InvalidArgumentError(
+            "osl" if osl is None else "isl", "give both isl and osl for serving figures"
+        )
+    concurrency = _check_number("concurrency", concurrency, 1.0)
+    request_rate = _check_number("request_rate", request_rate, 0.0)
+    if request_rate is not None and request_rate <= 0:
+        raise InvalidArgumentError("request_rate", f"must be positive, got {request_rate!r}")
+    if concurrency is not None and request_rate is not None:
+        raise InvalidArgumentError(
+            "request_rate", "give either concurrency or request_rate, not both"
+        )
+    if mode not in MODES:
+        raise InvalidArgumentError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+    if overlap not in OVERLAPS:
+        raise InvalidArgumentError(
+            "overlap", f"must be one of {', '.join(OVERLAPS)}, got {overlap!r}"
+        )
+    chunked_prefill = _check_int("chunked_prefill", chunked_prefill)
+    mtp_tokens = _check_int("mtp_tokens", mtp_tokens, allow_none=False, minimum=0)
+    if mtp_tokens and mtp_acceptance is None:
+        raise InvalidArgumentError(
+            "mtp_acceptance", "give the draft tokens' acceptance rate with mtp_tokens"
+        )
+    acceptance = _check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
+    imbalance = _check_number("routing_imbalance", routing_imbalance, 1.0, allow_none=False)
+    lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention)
+    w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
+    warnings: list[str] = []
 
     memory = hw.memory_bytes
     usable = int(memory * (1 - memory_reserve))
-    weights = _weights_per_gpu(m, tp, ep, include_mtp, dtype_bits(w_dtype))
+    parts = weight_breakdown(m, lay, include_mtp)
+    bits = dtype_bits(w_dtype)
+    weights = math.ceil(sum(parts.values()) * bits / 8)
     budget = usable - weights
+    per_token = kv_bytes_per_token_per_gpu(m, layout, lay, include_mtp)
+    tokens_per_gpu = max(budget, 0) // per_token
+    context = (isl + osl) if isl is not None else seq_len
+    if m.max_position_embeddings and context > m.max_position_embeddings:
+        warnings.append(
+            f"context {context:,} exceeds the model's max_position_embeddings "
+            f"({m.max_position_embeddings:,})"
+        )
+    per_group_seqs = tokens_per_gpu // _pages(context, page_size)
+    max_batch = per_group_seqs * lay.dp
+    overflow = None
     if budget <= 0:
-        raise DoesNotFitError(f"{m.label} does not fit on {gpus} x {hw.name}: the weights need "
-                              f"{weights / 1e9:.1f} GB per GPU in {w_dtype} (tp={tp}, ep={ep}) and "
-                              f"{usable / 1e9:.1f} GB are usable; add GPUs, raise tp/ep or use a smaller weight dtype")
-    per_token = _kv_per_token_per_gpu(m, layout, tp, include_mtp)
-    tokens_per_gpu = budget // per_token
-    pages = lambda s: math.ceil(s / page_size) * page_size   # noqa: E731
-    per_replica_seqs = tokens_per_gpu // pages(seq_len)
-    max_batch = per_replica_seqs * dp
+        overflow = (
+            f"weights: {weights / 1e9:.1f} GB per GPU in {w_dtype} ({lay.describe()}) exceed the "
+            f"{usable / 1e9:.1f} GB usable on {hw.name}; add GPUs, raise tp/ep or use a smaller "
+            "weight dtype"
+        )
+    elif per_group_seqs < 1:
+        overflow = (
+            f"kv cache: one sequence of {context:,} tokens needs "
+            f"{_pages(context, page_size) * per_token / 1e9:.1f} GB per GPU and "
+            f"{budget / 1e9:.1f} GB are left after the weights"
+        )
+    fits = overflow is None
     max_context = None
-    if batch is not None:
-        per_replica = math.ceil(batch / dp)
-        max_context = (tokens_per_gpu // per_replica) // page_size * page_size
-    step = tokens_s = prefill_s = None
-    bound = None
-    # throughput at the requested batch, or at the largest that fits when it does not
-    run_batch = max_batch if batch is None else min(batch, max_batch)
-    if run_batch > 0:
-        replica_batch = math.ceil(run_batch / dp)
-        p = predict_time(m, hw, "decode", seq_len, replica_batch, scope="model", dtype="bf16",
-                         weight_dtype=w_dtype, kv_dtype=layout)
-        step = p.seconds / tp
-        tokens_s = run_batch / step
-        bound = p.bound
-    if per_replica_seqs >= 1:
-        prefill_s = predict_time(m, hw, "prefill", seq_len, 1, scope="model", dtype="bf16", weight_dtype=w_dtype,
-                                 kv_dtype=layout).seconds / tp
-    if batch is None or batch > max_batch:
-        binding = "kv capacity"              # the cache, not speed, limits the batch
+    if batch is not None and fits:
+        per_group = math.ceil(batch / lay.dp)
+        max_context = (tokens_per_gpu // per_group) // page_size * page_size
+    mem = {
+        "weights": weights,
+        "kv_budget": max(budget, 0),
+        "reserve": memory - usable,
+        "memory": memory,
+        **{f"weights_{k}": math.ceil(v * bits / 8) for k, v in parts.items() if v},
+    }
+    common = dict(
+        model=m.name,
+        hardware=hw.name,
+        gpus=gpus,
+        tp=lay.tp,
+        dp=lay.dp,
+        ep=lay.ep,
+        weight_dtype=w_dtype,
+        kv_layout=layout.name,
+        page_size=page_size,
+        memory_per_gpu_bytes=memory,
+        usable_per_gpu_bytes=usable,
+        weights_per_gpu_bytes=weights,
+        kv_budget_per_gpu_bytes=budget,
+        kv_bytes_per_token_per_gpu=per_token,
+        kv_tokens_per_gpu=tokens_per_gpu,
+        seq_len=seq_len,
+        batch=batch,
+        max_batch=max_batch,
+        max_context=max_context,
+        max_position_embeddings=m.max_position_embeddings,
+        pp=lay.pp,
+        dp_attention=lay.dp_attention,
+        layout=lay.describe(),
+        mode=mode,
+        overlap=overlap,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        warnings=tuple(warnings),
+    )
+    if not fits:
+        return Plan(
+            **common,
+            decode_batch=None,
+            decode_step_s=None,
+            decode_tokens_per_s=None,
+            decode_bound=None,
+            prefill_s=None,
+            binding="weights" if budget <= 0 else "kv capacity",
+            fits=False,
+            overflow=overflow,
+            memory=mem,
+            sustainable=False,
+        )
+
+    sm = StepModel(m, lay, w_dtype, layout, hw, profile, imbalance)
+    if isl is None:
+        return _capacity_plan(common, sm, hw, lay, batch, max_batch, seq_len, overlap, mem)
+
+    # ---------------------------------------------------------------- serving figures
+    q = 1 + mtp_tokens
+    tau = 1.0 + sum(acceptance**i for i in range(1, mtp_tokens + 1))
+    S_avg = isl + osl / 2
+    if request_rate is None and concurrency is None:
+        concurrency = float(max_batch)
+    if mode == "disaggregated":
+        p_gpus = _check_int("prefill_gpus", prefill_gpus) or gpus
+        p_lay = make_layout(
+            m,
+            p_gpus,
+            prefill_tp if prefill_tp is not None else (lay.tp if p_gpus % lay.tp == 0 else None),
+            None,
+            1,
+            prefill_ep if prefill_ep is not None else (lay.ep if p_gpus % lay.ep == 0 else 1),
+            lay.dp_attention if prefill_dp_attention is None else prefill_dp_attention,
+        )
+        p_sm = StepModel(m, p_lay, w_dtype, layout, hw, profile, imbalance)
     else:
-        binding = "memory bandwidth" if bound == "memory" else "compute"
-    return Plan(model=m.name, hardware=hw.name, gpus=gpus, tp=tp, dp=dp, ep=ep, weight_dtype=w_dtype,
-                kv_layout=layout.name, page_size=page_size, memory_per_gpu_bytes=memory,
-                usable_per_gpu_bytes=usable, weights_per_gpu_bytes=weights, kv_budget_per_gpu_bytes=budget,
-                kv_bytes_per_token_per_gpu=per_token, kv_tokens_per_gpu=tokens_per_gpu, seq_len=seq_len,
-                batch=batch, max_batch=max_batch, max_context=max_context,
-                max_position_embeddings=m.max_position_embeddings, decode_batch=run_batch if run_batch > 0 else None,
-                decode_step_s=step, decode_tokens_per_s=tokens_s,
-                decode_bound=bound, prefill_s=prefill_s, binding=binding)
+        p_gpus, p_lay, p_sm = 0, lay, sm
+    k_max = max(1, PREFILL_TOKENS // isl)
+    ks = np.arange(1, k_max + 1, dtype=np.float64)
+    t_pf = np.concatenate(
+        [[0.0], p_sm.step(overlap=overlap, pf_N=ks, pf_q=isl).seconds]
+    )  # t_pf[k]: k prompts
+    pf_capacity = p_lay.dp * k_max / t_pf[k_max]  # prompts per second the prefill servers finish
+
+    def prompts(n: float) -> int:
+        """Prompts one prefill pass batches when ``n`` arrive together."""
+        return int(min(max(math.ceil(n - 1e-9), 1), k_max))
+
+    def figures(B: float) -> dict[str, float]:
+        B = max(B, 1.0)
+        dec = sm.step(overlap=overlap, dec_B=B / lay.pp, dec_q=q, dec_S=S_avg)
+        t_step = lay.pp * float(dec.stage_seconds[0])
+        if mtp_tokens:
+            draft = sm.step(dec_B=B / lay.pp, dec_q=1, dec_S=S_avg)
+            one_layer = sum(
+                float(k["seconds_per_call"][0])
+                for k in draft.kernels
+                if k["part"] in ("layer", "moe_ffn" if m.num_moe_layers else "dense_ffn", "head")
+            )
+            t_step += mtp_tokens * one_layer
+        out = {
+            "B": B,
+            "t_dec": t_step,
+            "compute": float(dec.compute_s[0]),
+            "comm": float(dec.comm_s[0]),
+        }
+        if mode == "disaggregated":
+            cycle = t_step
+            arriving = lay.dp * B * tau / cycle / osl / p_lay.dp * t_pf[1]  # prompts per pass
+            ttft = t_pf[prompts(arriving)]
+        elif chunked_prefill:
+            P = B * tau * isl / osl  # prompt tokens each step must carry
+            mix = sm.step(
+                overlap=overlap,
+                dec_B=B / lay.pp,
+                dec_q=q,
+                dec_S=S_avg,
+                pf_N=1 / lay.pp,
+                pf_q=max(P, 1.0),
+                pf_pre=max(isl - P, 0.0) / 2,
+            )
+            cycle = lay.pp * float(mix.stage_seconds[0])
+            ttft = math.ceil(isl / chunked_prefill) * cycle
+            out["prefill_overloaded"] = chunked_prefill < P
+        else:
+            # in-flight batching: k prompts join a step of the running decode batch; a share
+            # n / k of the steps carries them (n prompts arrive per step in steady state)
+            n = B * tau / osl
+            k = prompts(n)
+            mix = sm.step(
+                overlap=overlap, dec_B=B / lay.pp, dec_q=q, dec_S=S_avg, pf_N=k / lay.pp, pf_q=isl
+            )
+            t_mix = lay.pp * float(mix.stage_seconds[0])
+            share = min(n / k, 1.0)
+            cycle = (1 - share) * t_step + share * t_mix
+            if n > k:  # more prompts than one step batches
+                cycle += (n - k) * t_pf[k_max] / k_max
+            # the prompt waits for the running step (half of one on average), then its step
+            ttft = t_step / 2 + t_mix
+        out["t_pf"] = t_pf[prompts(B * tau / osl)]
+        out.update(cycle=cycle, ttft=ttft, tpot=cycle / tau, rate=lay.dp * B * tau / cycle)
+        return out
+
+    kv_transfer = None
+    if mode == "disaggregated":
+        row = kv_cache(m, isl, 1, layout, None, False).total_bytes
+        if hw.scale_out_bytes_per_s:  # the pools talk over the network
+            bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
+        else:
+            bw, lat = hw.link(2)
+        kv_transfer = lat + row / (bw * LINK_EFFICIENCY)
+
+    queue = 0.0
+    queued = 0.0
+    sustainable = True
+    if request_rate is None:
+        running = min(concurrency, float(max_batch))
+        f = figures(running / lay.dp)
+        queued = max(concurrency - max_batch, 0.0)
+        requests_per_s = f["rate"] / osl
+        if mode == "disaggregated":
+            requests_per_s = min(requests_per_s, pf_capacity)
+        if queued:
+            queue = queued / requests_per_s
+    else:
+        # open loop: the running batch is the arrival rate times the time a request stays
+        conc = 1.0
+        for _ in range(40):
+            f = figures(min(conc, max_batch) / lay.dp)
+            latency = f["ttft"] + osl * f["tpot"]
+            new = request_rate * latency
+            if abs(new - conc) < 1e-3 * max(conc, 1.0):
+                break
+            conc = 0.5 * conc + 0.5 * new
+        running = min(conc, float(max_batch))
+        f = figures(running / lay.dp)
+        capacity = (f["rate"] / osl) if mode == "aggregated" else min(f["rate"] / osl, pf_capacity)
+        if conc > max_batch or request_rate >= capacity:
+            sustainable = False
+            warnings.append(
+                f"request rate {request_rate:g}/s exceeds what the deployment sustains "
+                f"({capacity:.3g}/s): the queue grows without bound"
+            )
+            queue = math.inf
+        else:
+            # M/D/1 wait for the prefill server of each attention group
+            k = prompts(request_rate / p_lay.dp * t_pf[1])
+            service = t_pf[k] / k  # per prompt, batched as they arrive
+            rho = min(request_rate * service / p_lay.dp, 0.999)
+            queue = rho / (2 * (1 - rho)) * t_pf[k]
+        concurrency = running
+    if f.get("prefill_overloaded"):
+        warnings.append(
+            f"the prompts need more than {chunked_prefill} tokens per step: "
+            "requests queue for prefill"
+        )
+    if mode == "disaggregated" and f["rate"] / osl > pf_capacity:
+        warnings.append(
+            f"the prefill pool finishes {pf_capacity:.3g} prompts/s, fewer than the decode pool "
+            f"serves ({f['rate'] / osl:.3g}/s): throughput is prefill-bound"
+        )
+    rate = f["rate"]
+    if request_rate is not None and sustainable:
+        rate = request_rate * osl  # every request that arrives is served
+    if mode == "disaggregated":
+        rate = min(rate, pf_capacity * osl)
+    ttft = f["ttft"] + queue + (kv_transfer or 0.0)
+    total_gpus = gpus + p_gpus
+    dec = sm.step(overlap=overlap, dec_B=max(running / lay.dp, 1.0) / lay.pp, dec_q=q, dec_S=S_avg)
+    return Plan(
+        **{**common, "warnings": tuple(warnings), "concurrency": concurrency},
+        decode_batch=round(running),
+        decode_step_s=f["t_dec"],
+        decode_tokens_per_s=lay.dp * f["B"] * tau / f["t_dec"],
+        decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"]),
+        prefill_s=float(t_pf[1]),
+        binding="kv capacity" if queued else _bound(hw, dec.kernels, f["compute"], f["comm"]),
+        fits=True,
+        memory=mem,
+        running_batch_per_group=f["B"],
+        queued=queued,
+        ttft_s=ttft,
+        tpot_s=f["tpot"],
+        output_tokens_per_s=rate,
+        output_tokens_per_s_per_gpu=rate / total_gpus,
+        output_tokens_per_s_per_user=1.0 / f["tpot"],
+        tokens_per_step=tau,
+        prefill_gpus=p_gpus,
+        kv_transfer_s=kv_transfer,
+        step_compute_s=f["compute"],
+        step_comm_s=f["comm"],
+        sustainable=sustainable,
+        kernels=_kernel_rows(dec.kernels),
+    )
+
+
+def _capacity_plan(
+    common: dict[str, Any],
+    sm: StepModel,
+    hw: HardwareSpec,
+    lay: Layout,
+    batch: int | None,
+    max_batch: int,
+    seq_len: int,
+    overlap: str,
+    mem: dict[str, int],
+) -> Plan:
+    """The capacity answer without a request mix: the decode step at ``seq_len`` for the batch
+    asked (or the largest that fits), and the prefill of one ``seq_len`` prompt."""
+    run_batch = max_batch if batch is None else min(batch, max_batch)
+    B = math.ceil(run_batch / lay.dp)
+    dec = sm.step(overlap=overlap, dec_B=B / lay.pp, dec_S=seq_len)
+    step = lay.pp * float(dec.stage_seconds[0])
+    bound = _bound(hw, dec.kernels, float(dec.compute_s[0]), float(dec.comm_s[0]))
+    prefill_s = float(sm.step(overlap=overlap, pf_N=1, pf_q=seq_len).seconds[0])
+    binding = (
+        "kv capacity"
+        if batch is None or batch > max_batch
+        else {"memory": "memory bandwidth"}.get(bound, bound)
+    )
+    return Plan(
+        **common,
+        decode_batch=run_batch,
+        decode_step_s=step,
+        decode_tokens_per_s=run_batch / step,
+        decode_bound=bound,
+        prefill_s=prefill_s,
+        binding=binding,
+        fits=True,
+        memory=mem,
+        running_batch_per_group=float(B),
+        step_compute_s=float(dec.compute_s[0]),
+        step_comm_s=float(dec.comm_s[0]),
+        kernels=_kernel_rows(dec.kernels),
+    )

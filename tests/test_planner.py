@@ -64,10 +64,26 @@ def test_plan_bad_input():
         plan("deepseek-v3", "H200", 8, ep=3)
     with pytest.raises(InvalidArgumentError, match="tp x dp"):
         plan("deepseek-v3", "H200", 8, tp=4, dp=4)
-    with pytest.raises(DoesNotFitError, match="does not fit on 1 x H100-SXM"):
-        plan("deepseek-v3", "H100-SXM", 1)
+    too_big = plan("deepseek-v3", "H100-SXM", 1)  # not fitting is an answer, not an error
+    assert not too_big.fits and too_big.overflow.startswith("weights: 671.0 GB per GPU in fp8")
+    assert too_big.max_batch == 0 and too_big.decode_step_s is None
     with pytest.raises(InvalidArgumentError, match="no experts"):
         plan("llama-3-8b", "H100-SXM", 1, ep=2)
     with pytest.raises(InvalidArgumentError, match="memory_reserve"):
         plan("llama-3-8b", "H100-SXM", 1, memory_reserve=1.5)
+    for kwargs, argument in (
+        ({"tp": 0}, "tp"),
+        ({"tp": "8"}, "tp"),
+        ({"memory_reserve": None}, "memory_reserve"),
+        ({"tp": 3}, "tp"),
+        ({"pp": 3}, "pp"),
+        ({"isl": 100}, "osl"),
+        ({"isl": 10, "osl": 10, "mtp_tokens": 1}, "mtp_acceptance"),
+        ({"overlap": "full"}, "overlap"),
+        ({"mode": "split"}, "mode"),
+        ({"concurrency": float("nan")}, "concurrency"),
+    ):
+        with pytest.raises(InvalidArgumentError) as info:
+            plan("deepseek-v3", "H200", 8, **kwargs)
+        assert info.value.argument == argument, kwargs
     assert issubclass(DoesNotFitError, mlacalc.MlacalcError)

@@ -1,0 +1,111 @@
+"""Communication between GPUs: bytes on the wire and their time over a device's links.
+
+A collective's time is ``steps x link latency + bytes / (LINK_EFFICIENCY x link bandwidth)``
+over the scale-up link (NVLink, Infinity Fabric, PCIe) when the group fits in one node, the
+scale-out network per GPU otherwise (:meth:`mlacalc.hardware.HardwareSpec.link`):
+
+- all-reduce: the faster of a ring (``2 (n-1)`` steps, ``2 (n-1)/n`` of the message on the
+  wire) and one-shot (one step, every peer's message read);
+- all-gather and reduce-scatter: ``n - 1`` steps of one rank's share each;
+- expert-parallel dispatch and combine (DeepEP-style all-to-all): every routed copy of a token
+  leaves in one step (``tokens x top-k x hidden`` elements, fp8 with one 4-byte scale per 128
+  elements for dispatch, bf16 for combine), as DeepEP's published bandwidths count them;
+- point-to-point (pipeline stages): one step, the activations of the step.
+
+``LINK_EFFICIENCY`` = 0.8 is the achieved share of a link that the DeepSeek-V3 ISCA 2025 paper
+(arXiv 2505.09343, sections 4.1 and 4.3) reports for both kinds of link: "use 40GB/s for
+effective bandwidth" of 50 GB/s InfiniBand, and "200GB/s bandwidth (of which about 160GB/s can
+actually be achieved)" on H800 NVLink. It is not fitted to any figure the tests compare with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hardware import HardwareSpec
+
+__all__ = [
+    "COMM_KINDS",
+    "LINK_EFFICIENCY",
+    "combine_bytes",
+    "comm_seconds",
+    "dispatch_bytes",
+    "isca_comm_bound_tpot",
+]
+
+LINK_EFFICIENCY = 0.8
+COMM_KINDS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "p2p",
+    "dispatch",
+    "combine",
+)
+#: fp8 dispatch carries one fp32 scale per 128-element block (DeepEP, DeepGEMM block scaling)
+FP8_SCALE_BLOCK = 128
+
+
+def dispatch_bytes(
+    tokens: float | np.ndarray, topk: int, hidden: int, fp8: bool = True
+) -> float | np.ndarray:
+    """Bytes one GPU sends to dispatch ``tokens`` to their ``topk`` experts."""
+    per = hidden + 4 * (hidden // FP8_SCALE_BLOCK) if fp8 else 2 * hidden
+    return tokens * topk * per
+
+
+def combine_bytes(tokens: float | np.ndarray, topk: int, hidden: int) -> float | np.ndarray:
+    """Bytes one GPU receives to combine its ``tokens``' expert outputs (bf16)."""
+    return tokens * topk * hidden * 2
+
+
+def comm_seconds(
+    kind: str,
+    message_bytes: np.ndarray,
+    n_gpus: int,
+    hw: HardwareSpec,
+    efficiency: float = LINK_EFFICIENCY,
+) -> np.ndarray:
+    """Seconds of one collective of ``kind`` over ``n_gpus`` GPUs, per message (vectorised).
+
+    ``message_bytes`` is one rank's message: its tensor for all-reduce, its share for all-gather
+    and reduce-scatter, everything it sends for dispatch, combine, all-to-all and p2p.
+    """
+    msg = np.asarray(message_bytes, dtype=np.float64)
+    if n_gpus <= 1 and kind != "p2p":
+        return np.zeros_like(msg)
+    bw, lat = hw.link(n_gpus)
+    bw = bw * efficiency
+    n = float(n_gpus)
+    if kind == "all_reduce":
+        ring = 2 * (n - 1) * lat + 2 * (n - 1) / n * msg / bw
+        one_shot = lat + (n - 1) * msg / bw
+        return np.minimum(ring, one_shot)
+    if kind in ("all_gather", "reduce_scatter"):
+        return (n - 1) * lat + (n - 1) * msg / bw
+    return lat + msg / bw  # dispatch, combine, all_to_all, p2p
+
+
+def isca_comm_bound_tpot(
+    tokens: int = 32,
+    experts_per_token: int = 9,
+    hidden: int = 7000,
+    dispatch_bytes_per_element: int = 1,
+    combine_bytes_per_element: int = 2,
+    bandwidth_bytes_per_s: float = 50e9,
+    layers: int = 61,
+) -> float:
+    """The communication-bound time per output token of the DeepSeek-V3 ISCA 2025 paper
+    (section 2.3.2): under two-batch overlap each layer takes two EP rounds, a round moves
+    ``(dispatch + combine bytes) x tokens x experts x hidden`` at the link bandwidth, no
+    latency, no computation. With the paper's own inputs: 14.76 ms (67 tokens/s) at 50 GB/s,
+    0.82 ms at 900 GB/s."""
+    per_round = (
+        (dispatch_bytes_per_element + combine_bytes_per_element)
+        * tokens
+        * experts_per_token
+        * hidden
+        / bandwidth_bytes_per_s
+    )
+    return layers * 2 * per_round

@@ -1,0 +1,240 @@
+"""How a deployment spreads a model over its GPUs, and what each GPU then holds.
+
+A layout is ``gpus = tp x dp x pp``:
+
+- ``pp`` pipeline stages, each holding a contiguous run of layers (the embedding on the
+  first, the output head on the last); a token passes every stage in turn;
+- in each stage, ``dp`` attention groups of ``tp`` GPUs. Tensor parallelism splits the
+  attention heads, the dense and shared-expert FFN widths and the vocabulary over the ``tp``
+  ranks; MLA's latent projection (``kv_a_proj_with_mqa``), the query down-projection and the
+  norms are replicated, and so is the latent cache (every rank reads all of it); GQA splits
+  its K/V heads up to ``n_kv`` ranks and replicates them beyond;
+- the routed experts of a MoE layer are shared by a *MoE group*: the ``tp`` ranks of one
+  attention group, or the whole stage (``tp x dp`` GPUs) under ``dp_attention`` or when
+  ``ep > tp``. In the MoE group, ``ep`` GPUs hold different experts and the remaining
+  ``group / ep`` split each expert's width (MoE tensor parallelism).
+
+``dp_attention`` is how SGLang and DeepSeek serve MLA models: attention data-parallel (each
+group keeps its own sequences' latent, so it is not replicated), experts shared by the stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import ModelConfig
+from ..dtypes import KVLayout, dtype_bits
+from ..engine import attention_params, kv_cache
+from ..errors import InvalidArgumentError
+from ..params import param_counts
+
+__all__ = [
+    "Layout",
+    "kv_bytes_per_token_per_gpu",
+    "make_layout",
+    "weight_breakdown",
+    "weights_per_gpu",
+]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A parallel layout of one serving instance (see the module docstring)."""
+
+    gpus: int
+    tp: int
+    dp: int
+    pp: int
+    ep: int
+    dp_attention: bool
+    moe_group: int  # GPUs sharing the routed experts of one MoE layer
+    moe_tp: int  # ways each routed expert is split (moe_group / ep)
+
+    @property
+    def stage_gpus(self) -> int:
+        return self.tp * self.dp
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp}"]
+        if self.dp > 1:
+            parts.append(f"{'DP-attention' if self.dp_attention else 'DP'}{self.dp}")
+        if self.pp > 1:
+            parts.append(f"PP{self.pp}")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, describe=self.describe())
+
+
+def _int_arg(name: str, value: Any, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
+    if value <= 0:
+        raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def make_layout(
+    m: ModelConfig,
+    gpus: int,
+    tp: int | None = None,
+    dp: int | None = None,
+    pp: int = 1,
+    ep: int = 1,
+    dp_attention: bool = False,
+) -> Layout:
+    """Check a layout against the model and the GPU count; each error names the argument."""
+    gpus = _int_arg("gpus", gpus)
+    pp = _int_arg("pp", pp)
+    ep = _int_arg("ep", ep)
+    tp = _int_arg("tp", tp, allow_none=True)
+    dp = _int_arg("dp", dp, allow_none=True)
+    if not isinstance(dp_attention, bool):
+        raise InvalidArgumentError("dp_attention", f"must be true or false, got {dp_attention!r}")
+    if gpus % pp:
+        raise InvalidArgumentError("pp", f"{pp} pipeline stages do not divide the {gpus} GPUs")
+    stage = gpus // pp
+    if tp is None and dp is None:
+        tp, dp = (1, stage) if dp_attention else (stage, 1)
+    elif tp is None:
+        if stage % dp:
+            raise InvalidArgumentError(
+                "dp", f"tp x dp x pp must equal gpus: dp={dp} does not divide {stage}"
+            )
+        tp = stage // dp
+    elif dp is None:
+        if stage % tp:
+            raise InvalidArgumentError(
+                "tp",
+                f"tp x dp x pp must equal gpus: tp={tp} does not divide "
+                f"the {stage} GPUs of a stage (gpus={gpus}, pp={pp})",
+            )
+        dp = stage // tp
+    if tp * dp * pp != gpus:
+        raise InvalidArgumentError(
+            "tp", f"tp x dp x pp must equal gpus: {tp} x {dp} x {pp} != {gpus}"
+        )
+    if m.num_attention_heads % tp:
+        raise InvalidArgumentError(
+            "tp",
+            f"tensor parallel degree {tp} does not divide the "
+            f"{m.num_attention_heads} attention heads of {m.label}",
+        )
+    if pp > m.num_hidden_layers:
+        raise InvalidArgumentError(
+            "pp", f"{pp} stages exceed the {m.num_hidden_layers} layers of {m.label}"
+        )
+    if ep > 1 and not m.is_moe:
+        raise InvalidArgumentError("ep", f"{m.label} has no experts to spread; use ep=1")
+    if ep > 1 and m.n_routed_experts % ep:
+        raise InvalidArgumentError(
+            "ep",
+            f"expert parallel degree {ep} does not divide the {m.n_routed_experts} routed experts",
+        )
+    if ep > 1 and gpus % ep:
+        raise InvalidArgumentError(
+            "ep", f"expert parallel degree {ep} does not divide the {gpus} GPUs"
+        )
+    group = stage if (dp_attention or ep > tp) else tp
+    if group % ep:
+        raise InvalidArgumentError(
+            "ep",
+            f"expert parallel degree {ep} does not divide the MoE group of "
+            f"{group} GPUs (tp={tp}{', whole stage' if group == stage else ''})",
+        )
+    return Layout(
+        gpus=gpus,
+        tp=tp,
+        dp=dp,
+        pp=pp,
+        ep=ep,
+        dp_attention=dp_attention,
+        moe_group=group,
+        moe_tp=group // ep,
+    )
+
+
+def _attention_per_rank(m: ModelConfig, tp: int) -> float:
+    """Attention parameters one tensor-parallel rank holds, per layer."""
+    attn = attention_params(m)
+    replicated = sum(
+        v
+        for k, v in attn.items()
+        if k in ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
+    )
+    if not m.is_mla and m.family not in ("gpt2", "falcon"):
+        kv = attn["k_proj"] + attn["v_proj"]
+        kv_rank = (
+            kv * math.ceil(m.num_key_value_heads / tp) / m.num_key_value_heads if tp > 1 else kv
+        )
+        return (sum(attn.values()) - kv) / tp + kv_rank
+    return replicated + (sum(attn.values()) - replicated) / tp
+
+
+def _stage_layers(m: ModelConfig, pp: int) -> list[range]:
+    """Contiguous layer ranges of the ``pp`` stages (the first stages take the remainder)."""
+    base, extra = divmod(m.num_hidden_layers, pp)
+    out, start = [], 0
+    for s in range(pp):
+        n = base + (1 if s < extra else 0)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> dict[str, float]:
+    """Parameters one GPU of the fullest stage holds, by part (not yet in bytes)."""
+    counts = param_counts(m)
+    b = counts.breakdown
+    n_dense = m.num_hidden_layers - m.num_moe_layers
+    n_moe = m.num_moe_layers
+    attn = _attention_per_rank(m, lay.tp)
+    norms = b["norms"] / m.num_hidden_layers  # per layer (final norm spread evenly)
+    dense = b["dense_ffn"] / n_dense / lay.tp if n_dense else 0.0
+    moe_rest = (b["moe_shared_experts"] / lay.tp + b["moe_router"]) / n_moe if n_moe else 0.0
+    routed = b["moe_routed_experts"] / n_moe / lay.moe_group if n_moe else 0.0
+    best: dict[str, float] | None = None
+    stages = _stage_layers(m, lay.pp)
+    for s, layers in enumerate(stages):
+        moe_layers = sum(m.is_moe_layer(i) for i in layers)
+        part = {
+            "attention": attn * len(layers),
+            "norms": norms * len(layers),
+            "dense_ffn": dense * (len(layers) - moe_layers),
+            "shared_experts_router": moe_rest * moe_layers,
+            "routed_experts": routed * moe_layers,
+            "embedding_head": ((b["embedding"] + b["position_embedding"]) if s == 0 else 0) / lay.tp
+            + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0),
+            "mtp": counts.mtp / lay.tp if include_mtp and s == len(stages) - 1 else 0.0,
+        }
+        if best is None or sum(part.values()) > sum(best.values()):
+            best = part
+    assert best is not None
+    return best
+
+
+def weights_per_gpu(
+    m: ModelConfig, lay: Layout, weight_dtype: str, include_mtp: bool = False
+) -> int:
+    """Bytes of weights on the fullest GPU."""
+    return math.ceil(
+        sum(weight_breakdown(m, lay, include_mtp).values()) * dtype_bits(weight_dtype) / 8
+    )
+
+
+def kv_bytes_per_token_per_gpu(
+    m: ModelConfig, layout: KVLayout, lay: Layout, include_mtp: bool = False
+) -> int:
+    """Cache bytes one token adds on a GPU of the fullest stage: MLA's latent whole on every
+    tensor-parallel rank, ``ceil(n_kv / tp)`` K/V heads of GQA/MQA/MHA per rank."""
+    row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
+    layers = len(_stage_layers(m, lay.pp)[0]) + (m.num_nextn_predict_layers if include_mtp else 0)
+    if m.is_mla:
+        return row * layers
+    return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads

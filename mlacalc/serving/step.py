@@ -1,0 +1,570 @@
+"""The kernels one GPU runs in a serving step under a layout, and their time.
+
+A step runs ``dec_B`` decoding sequences (``dec_q`` new tokens each: 1, or 1 + the draft
+tokens that MTP verifies, attending ``dec_S`` keys) and ``pf_N`` prefilling sequences
+(``pf_q`` new tokens each after ``pf_prefix`` cached ones, causal) on one attention group;
+every argument may be a numpy array, so one call builds the kernels of many steps (a search
+evaluates every batch size at once). The GPU is a rank of the fullest pipeline stage.
+
+Per layer the GPU runs, in order: the attention projections of its heads (MLA: the
+replicated latent and query down-projections, the absorbed per-head products around the
+latent decode kernel, K/V expanded from the latent for prefill), the attention core, the
+output projection, then the FFN: dense (its ``1/tp`` of the width), or MoE (router,
+shared experts split like a dense FFN, the routed experts it holds as one grouped kernel
+with the tokens the routing sends it), with the communication its layout needs (see
+:mod:`mlacalc.serving.layout` and :mod:`mlacalc.serving.comm`). FLOPs are ``2 m n k`` per
+product; bytes read each weight once and each activation in and out once.
+
+Compute, memory and element-wise kernels are timed by the calibrated kernel model
+(:func:`mlacalc.timemodel.predict_batch`); communication by link bandwidth and latency
+(:func:`mlacalc.serving.comm.comm_seconds`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import ModelConfig
+from ..dtypes import KVLayout, canonical_dtype, dtype_bits
+from ..engine import kv_cache
+from ..hardware import HardwareSpec
+from ..kernels import KernelBatch
+from .comm import combine_bytes, comm_seconds, dispatch_bytes
+from .layout import Layout, _stage_layers
+
+__all__ = ["Spec", "StepModel", "StepTimes"]
+
+ACT = 2  # bytes per activation element (bf16)
+
+
+@dataclass
+class Spec:
+    """One kernel of a layer (or of the head), over the evaluated steps (arrays)."""
+
+    name: str
+    kind: str
+    dtype: str
+    part: str  # "layer", "dense_ffn", "moe_ffn", "head", "p2p"
+    flops: np.ndarray
+    bytes: np.ndarray
+    shape: dict[str, np.ndarray] = field(default_factory=dict)
+    comm: bool = False
+    n_gpus: int = 1
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Times of the evaluated steps (arrays), by part, and the per-kernel breakdown."""
+
+    seconds: np.ndarray  # one token's pass through every stage (a step's latency)
+    stage_seconds: np.ndarray  # the slowest stage (what limits the step rate under PP)
+    compute_s: np.ndarray
+    comm_s: np.ndarray
+    kernels: list[dict[str, Any]]
+
+
+def _arr(x: Any) -> np.ndarray:
+    return np.atleast_1d(np.asarray(x, dtype=np.float64))
+
+
+class StepModel:
+    """The per-GPU kernels of one model under one layout, weight dtype and KV layout."""
+
+    def __init__(
+        self,
+        m: ModelConfig,
+        lay: Layout,
+        weight_dtype: str,
+        kv_layout: KVLayout,
+        hw: HardwareSpec,
+        profile: Any = None,
+        routing_imbalance: float = 1.0,
+        fp8_dispatch: bool | None = None,
+    ):
+        self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
+        self.w_dtype = canonical_dtype(weight_dtype)
+        self.w_bytes = dtype_bits(self.w_dtype) / 8
+        self.gemm_dtype = (
+            "fp8"
+            if self.w_dtype.startswith("fp8")
+            else "fp4"
+            if self.w_dtype in ("fp4", "int4") and "fp4" in hw.peak_flops_per_s
+            else "int8"
+            if self.w_dtype == "int8" and "int8" in hw.peak_flops_per_s
+            else "bf16"
+        )
+        self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
+        self.imbalance = float(routing_imbalance)
+        self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
+        d = m.hidden_size
+        self.d = d
+        self.h = m.num_attention_heads // lay.tp
+        self.d_h = m.head_dim or d // m.num_attention_heads
+        self.kv_r = math.ceil(m.num_key_value_heads / lay.tp)
+        self.gated = m.family not in ("gpt2", "falcon")
+        self.window = m.sliding_window or 0
+        stages = _stage_layers(m, lay.pp)
+        self.stage_counts = [
+            (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
+            for r in stages
+        ]
+
+    # ------------------------------------------------------------------ kernel builders
+    def _gemm(
+        self,
+        out: list[Spec],
+        name: str,
+        part: str,
+        m: np.ndarray,
+        n: int,
+        k: int,
+        groups: int = 1,
+        dtype: str | None = None,
+        weight_bytes: float | None = None,
+    ) -> None:
+        wb = self.w_bytes if weight_bytes is None else weight_bytes
+        flops = 2.0 * m * n * k * groups
+        nbytes = groups * (n * k * wb + (m * k + m * n) * ACT)
+        out.append(
+            Spec(
+                name,
+                "gemm",
+                dtype or self.gemm_dtype,
+                part,
+                flops,
+                nbytes,
+                {
+                    "m": m,
+                    "n": np.full_like(m, n),
+                    "k": np.full_like(m, k),
+                    "groups": np.full_like(m, groups),
+                },
+            )
+        )
+
+    def _elementwise(
+        self, out: list[Spec], name: str, part: str, elements: np.ndarray, passes: float = 3
+    ) -> None:
+        out.append(
+            Spec(
+                name,
+                "elementwise",
+                "bf16",
+                part,
+                elements * 0.0,
+                elements * ACT * passes,
+                {"elements": elements},
+            )
+        )
+
+    def _comm(
+        self, out: list[Spec], name: str, kind: str, part: str, msg: np.ndarray, n: int
+    ) -> None:
+        if n > 1:
+            out.append(
+                Spec(
+                    name,
+                    kind,
+                    "bf16",
+                    part,
+                    msg * 0.0,
+                    msg,
+                    {"message_bytes": msg, "n_gpus": np.full_like(msg, n)},
+                    comm=True,
+                    n_gpus=n,
+                )
+            )
+
+    def _attention(self, out: list[Spec], dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre) -> None:
+        m, lay, d, h = self.m, self.lay, self.d, self.h
+        T = dec_B * dec_q + pf_N * pf_q
+        T_dec = dec_B * dec_q
+        part = "layer"
+        if m.is_mla:
+            d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
+            d_n, d_v = m.qk_nope_head_dim, m.v_head_dim
+            if m.q_lora_rank:
+                self._gemm(out, "q_a_proj (replicated)", part, T, m.q_lora_rank, d)
+                self._gemm(out, "q_b_proj", part, T, h * (d_n + d_r), m.q_lora_rank)
+            else:
+                self._gemm(out, "q_proj", part, T, h * (d_n + d_r), d)
+            self._gemm(out, "kv_a_proj_with_mqa (replicated)", part, T, d_c + d_r, d)
+            self._gemm(out, "absorb W_UK (decode)", part, T_dec, d_c, d_n, groups=h)
+            flops = 2.0 * dec_B * dec_q * dec_S * h * (2 * d_c + d_r)
+            nbytes = dec_B * dec_S * self.kv_row + T_dec * h * (d_c + d_r + d_c) * ACT
+            out.append(
+                Spec(
+                    "MLA latent decode",
+                    "mla_decode",
+                    "bf16",
+                    part,
+                    flops,
+                    nbytes,
+                    self._attn_shape(dec_B, dec_q, dec_S, h, 1, d_c + d_r, d_c),
+                )
+            )
+            self._gemm(out, "absorb W_UV (decode)", part, T_dec, d_v, d_c, groups=h)
+            keys = pf_N * (pf_pre + pf_q)
+            self._gemm(out, "kv_b_proj (prefill K/V from latent)", part, keys, h * (d_n + d_v), d_c)
+            pairs = self._pairs(pf_q, pf_pre)
+            flops = 2.0 * pf_N * pairs * h * (d_n + d_r + d_v)
+            nbytes = (pf_N * pf_q * h * (d_n + d_r + d_v) + keys * h * (d_n + d_r + d_v)) * ACT
+            out.append(
+                Spec(
+                    "MLA prefill attention",
+                    "mla_prefill",
+                    "bf16",
+                    part,
+                    flops,
+                    nbytes,
+                    self._attn_shape(pf_N, pf_q, pf_pre + pf_q, h, h, d_n + d_r, d_v, causal=1),
+                )
+            )
+            self._gemm(out, "o_proj", part, T, d, h * d_v)
+        else:
+            d_h, kv_r = self.d_h, self.kv_r
+            self._gemm(out, "qkv_proj", part, T, (h + 2 * kv_r) * d_h, d)
+            S_eff = np.minimum(dec_S, self.window) if self.window else dec_S
+            flops = 2.0 * dec_B * dec_q * S_eff * h * 2 * d_h
+            row_rank = self.kv_row * kv_r / m.num_key_value_heads
+            nbytes = dec_B * S_eff * row_rank + T_dec * h * 2 * d_h * ACT
+            out.append(
+                Spec(
+                    "decode attention",
+                    "attention_decode",
+                    "bf16",
+                    part,
+                    flops,
+                    nbytes,
+                    self._attn_shape(dec_B, dec_q, dec_S, h, kv_r, d_h, d_h),
+                )
+            )
+            pairs = self._pairs(pf_q, pf_pre)
+            flops = 2.0 * pf_N * pairs * h * 2 * d_h
+            keys = pf_N * (pf_pre + pf_q)
+            nbytes = pf_N * pf_q * h * 2 * d_h * ACT + keys * row_rank
+            out.append(
+                Spec(
+                    "prefill attention",
+                    "attention_prefill",
+                    "bf16",
+                    part,
+                    flops,
+                    nbytes,
+                    self._attn_shape(pf_N, pf_q, pf_pre + pf_q, h, kv_r, d_h, d_h, causal=1),
+                )
+            )
+            self._gemm(out, "o_proj", part, T, d, h * d_h)
+        self._elementwise(out, "norms, residuals, RoPE", part, 2 * T * d, passes=4)
+        self._comm(out, "all_reduce after attention (TP)", "all_reduce", part, T * d * ACT, lay.tp)
+
+    def _attn_shape(self, B, q, S, heads, n_kv, dqk, dv, causal: int = 0) -> dict[str, np.ndarray]:
+        one = np.ones_like(B)
+        return {
+            "batch": B,
+            "q_len": q * one,
+            "kv_len": S * one,
+            "n_heads": heads * one,
+            "n_kv": n_kv * one,
+            "head_dim_qk": dqk * one,
+            "head_dim_v": dv * one,
+            "window": self.window * one,
+            "causal": causal * one,
+        }
+
+    def _pairs(self, q: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+        """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends."""
+        if not self.window:
+            return q * prefix + q * (q + 1) / 2
+        w = self.window
+        c = np.clip(w - prefix, 0, q)  # queries whose keys all fit the window
+        return c * prefix + c * (c + 1) / 2 + (q - c) * w
+
+    def _dense_ffn(
+        self, out: list[Spec], T: np.ndarray, width: int, part: str, name: str = ""
+    ) -> None:
+        inter = width // self.lay.tp
+        self._gemm(
+            out,
+            f"{name}gate_up_proj" if self.gated else f"{name}up_proj",
+            part,
+            T,
+            (2 if self.gated else 1) * inter,
+            self.d,
+        )
+        self._elementwise(out, f"{name}activation", part, T * inter)
+        self._gemm(out, f"{name}down_proj", part, T, self.d, inter)
+
+    def _moe(self, out: list[Spec], T: np.ndarray, decode: bool) -> None:
+        m, lay, d = self.m, self.lay, self.d
+        part = "moe_ffn"
+        E, k = m.n_routed_experts, m.num_experts_per_tok
+        self._gemm(out, "router", part, T, E, d, dtype="bf16", weight_bytes=2)
+        if m.n_shared_experts:
+            self._dense_ffn(
+                out, T, m.moe_intermediate_size * m.n_shared_experts, part, "shared expert "
+            )
+        groups = lay.moe_group // lay.tp  # attention groups feeding the MoE group
+        T_grp = T * groups  # distinct tokens entering the MoE group
+        local = E // lay.ep
+        inter = m.moe_intermediate_size // lay.moe_tp
+        assign = T_grp * k / lay.ep * self.imbalance  # routed copies this GPU computes
+        active = np.minimum(local * (1 - (1 - k / E) ** T_grp), np.maximum(assign, 1.0))
+        mats = 3 if self.gated else 2
+        flops = 2.0 * assign * d * inter * mats
+        nbytes = active * d * inter * mats * self.w_bytes + assign * (2 * d + inter) * ACT
+        out.append(
+            Spec(
+                f"routed experts ({local} local)",
+                "moe",
+                self.gemm_dtype,
+                part,
+                flops,
+                nbytes,
+                {
+                    "tokens": T_grp,
+                    "hidden": np.full_like(T, d),
+                    "inter": np.full_like(T, inter),
+                    "experts": np.full_like(T, local),
+                    "topk": np.full_like(T, k),
+                    "active_experts": active,
+                    "max_tokens_per_expert": np.ceil(assign / np.maximum(active, 1.0)),
+                    "gated": np.full_like(T, 1 if self.gated else 0),
+                },
+            )
+        )
+        if lay.moe_group == lay.tp:
+            self._comm(out, "all_reduce after MoE (TP)", "all_reduce", part, T * d * ACT, lay.tp)
+        else:
+            sent = T / lay.tp  # tp ranks split their group's tokens
+            if lay.ep > 1:
+                mode = "low-latency" if decode else "normal"
+                self._comm(
+                    out,
+                    f"EP dispatch ({mode})",
+                    "dispatch",
+                    part,
+                    dispatch_bytes(sent, k, d, self.fp8_dispatch),
+                    lay.moe_group,
+                )
+                self._comm(
+                    out,
+                    f"EP combine ({mode})",
+                    "combine",
+                    part,
+                    combine_bytes(sent, k, d),
+                    lay.moe_group,
+                )
+            else:
+                self._comm(
+                    out,
+                    "all_gather before MoE (DP-attention)",
+                    "all_gather",
+                    part,
+                    sent * d * ACT,
+                    lay.moe_group,
+                )
+                self._comm(
+                    out,
+                    "reduce_scatter after MoE (DP-attention)",
+                    "reduce_scatter",
+                    part,
+                    sent * d * ACT,
+                    lay.moe_group,
+                )
+            if lay.tp > 1 and m.n_shared_experts:
+                self._comm(
+                    out,
+                    "all_reduce of shared experts (TP)",
+                    "all_reduce",
+                    part,
+                    T * d * ACT,
+                    lay.tp,
+                )
+
+    def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0) -> list[Spec]:
+        """Every kernel of one layer of each kind, the head, and the stage hand-over."""
+        dec_B, pf_N = _arr(dec_B), _arr(pf_N)
+        n = max(len(dec_B), len(pf_N))
+        z = np.zeros(n)
+        dec_B, pf_N = dec_B + z, pf_N + z
+        dec_q, dec_S, pf_q, pf_pre = (_arr(x) + z for x in (dec_q, dec_S, pf_q, pf_pre))
+        T = dec_B * dec_q + pf_N * pf_q
+        decode = bool(np.all(pf_N == 0))
+        out: list[Spec] = []
+        self._attention(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
+        dense_start = len(out)
+        if self.m.num_hidden_layers - self.m.num_moe_layers:
+            self._dense_ffn(out, T, self.m.intermediate_size, "dense_ffn")
+            self._comm(
+                out,
+                "all_reduce after FFN (TP)",
+                "all_reduce",
+                "dense_ffn",
+                T * self.d * ACT,
+                self.lay.tp,
+            )
+        for s in out[dense_start:]:
+            s.part = "dense_ffn"
+        if self.m.num_moe_layers:
+            self._moe(out, T, decode)
+        logits = dec_B * dec_q + pf_N  # prefill needs the last token's logits
+        self._elementwise(out, "embedding lookup, final norm", "head", T * self.d, passes=2)
+        self._gemm(
+            out,
+            "lm_head",
+            "head",
+            logits,
+            self.m.vocab_size // self.lay.tp,
+            self.d,
+            dtype="bf16",
+            weight_bytes=self.w_bytes,
+        )
+        if self.lay.pp > 1:
+            self._comm(out, "p2p to the next stage", "p2p", "p2p", T * self.d * ACT, 2)
+        return out
+
+    # ------------------------------------------------------------------ timing
+    def time_specs(self, specs: list[Spec]) -> list[np.ndarray]:
+        """Seconds of each spec (one call), as arrays."""
+        secs: list[np.ndarray | None] = [None] * len(specs)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, s in enumerate(specs):
+            if s.comm:
+                secs[i] = comm_seconds(
+                    s.kind, s.bytes, self._p2p_group() if s.kind == "p2p" else s.n_gpus, self.hw
+                )
+            else:
+                groups.setdefault((s.kind, s.dtype), []).append(i)
+        for (kind, dtype), idx in groups.items():
+            masks = [
+                (specs[i].bytes > 0) if kind == "elementwise" else (specs[i].flops > 0) for i in idx
+            ]
+            if not any(mk.any() for mk in masks):
+                for i in idx:
+                    secs[i] = np.zeros_like(specs[i].flops)
+                continue
+            names = sorted({k for i in idx for k in specs[i].shape})
+            batch = KernelBatch(
+                kind,
+                dtype,
+                np.concatenate([specs[i].flops[mk] for i, mk in zip(idx, masks)]),
+                np.concatenate([specs[i].bytes[mk] for i, mk in zip(idx, masks)]),
+                np.ones(int(sum(mk.sum() for mk in masks))),
+                {
+                    key: np.concatenate(
+                        [
+                            specs[i].shape.get(key, np.zeros_like(specs[i].flops))[mk]
+                            for i, mk in zip(idx, masks)
+                        ]
+                    )
+                    for key in names
+                },
+            )
+            out = _predict(batch, self.hw, self.profile)
+            pos = 0
+            for i, mk in zip(idx, masks):
+                t = np.zeros_like(specs[i].flops)
+                n = int(mk.sum())
+                t[mk] = out[pos : pos + n]
+                secs[i] = t
+                pos += n
+        return [s if s is not None else np.zeros(1) for s in secs]
+
+    def _p2p_group(self) -> int:
+        """A group size whose link carries the stage hand-over: the network when a stage fills
+        whole nodes, the scale-up link otherwise."""
+        node = self.hw.gpus_per_node
+        return self.lay.gpus if node and self.lay.stage_gpus >= node and self.lay.gpus > node else 2
+
+    def step(self, overlap: str = "none", **kw: Any) -> StepTimes:
+        """The time of the steps ``kw`` describes (see :meth:`specs`); ``overlap="tbo"`` splits
+        the step into two micro-batches whose communication hides behind the other's compute."""
+        if overlap == "tbo":
+            half = dict(kw)
+            for key in ("dec_B", "pf_N"):
+                if key in half:
+                    half[key] = _arr(half[key]) / 2
+            specs = self.specs(**half)
+        else:
+            specs = self.specs(**kw)
+        secs = self.time_specs(specs)
+        parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for s, t in zip(specs, secs):
+            c, k = parts.get(s.part, (0.0, 0.0))
+            parts[s.part] = (c + (0 if s.comm else t), k + (t if s.comm else 0))
+
+        def part(name: str) -> tuple[np.ndarray, np.ndarray]:
+            c, k = parts.get(name, (0.0, 0.0))
+            if overlap == "tbo":  # two micro-batches, comm hidden behind compute
+                return 2 * np.maximum(c, k), 0.0 * c + 0.0
+            return c, k
+
+        lc, lk = part("layer")
+        dc, dk = part("dense_ffn")
+        mc, mk = part("moe_ffn")
+        hc, hk = part("head")
+        pc, pk = part("p2p")
+        stage_times, compute, comm = [], 0.0, 0.0
+        last = len(self.stage_counts) - 1
+        for si, (nd, nm) in enumerate(self.stage_counts):
+            c = nd * (lc + dc) + nm * (lc + mc) + (hc if si in (0, last) else 0)
+            k = nd * (lk + dk) + nm * (lk + mk) + (hk if si in (0, last) else 0)
+            if si < last:
+                c, k = c + pc, k + pk
+            stage_times.append(c + k)
+            compute, comm = compute + c, comm + k
+        zero = np.zeros(len(specs[0].flops)) if specs else np.zeros(1)
+        compute, comm = compute + zero, comm + zero
+        total = compute + comm
+        stage = np.max(
+            np.vstack([np.broadcast_to(x, np.shape(total)) for x in stage_times]), axis=0
+        )
+        counts = {
+            "layer": self.m.num_hidden_layers,
+            "dense_ffn": sum(c[0] for c in self.stage_counts),
+            "moe_ffn": sum(c[1] for c in self.stage_counts),
+            "head": 1,
+            "p2p": self.lay.pp - 1,
+        }
+        kernels = [
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "dtype": s.dtype,
+                "part": s.part,
+                "calls": counts[s.part],
+                "flops": s.flops,
+                "bytes": s.bytes,
+                "seconds_per_call": t,
+                "seconds": t * counts[s.part],
+                "communication": s.comm,
+            }
+            for s, t in zip(specs, secs)
+            if counts[s.part]
+        ]
+        return StepTimes(
+            np.asarray(total, dtype=float),
+            np.asarray(stage, dtype=float),
+            np.asarray(compute, dtype=float),
+            np.asarray(comm, dtype=float),
+            kernels,
+        )
+
+
+def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
+    """Seconds per row from the calibrated kernel model, or the plain roofline (datasheet peak
+    and bandwidth) when the kernel model is not available."""
+    try:
+        from ..timemodel import predict_batch
+    except ImportError:  # pragma: no cover - the model ships with mlacalc
+        peak = hw.peak(batch.dtype if batch.dtype in hw.peak_flops_per_s else "bf16")
+        return (
+            np.maximum(batch.flops / peak, batch.bytes / hw.memory_bandwidth_bytes_per_s)
+            * batch.calls
+        )
+    return np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
