@@ -182,6 +182,8 @@ def _bound(
 def _kernel_rows(kernels: list[dict[str, Any]], i: int = 0) -> tuple[dict[str, Any], ...]:
     rows = []
     for k in kernels:
+        if not float(k["seconds"][i]):
+            continue  # a kernel this step does not run
         rows.append(
             {
                 "name": k["name"],
@@ -532,7 +534,11 @@ def plan(
         decode_tokens_per_s=lay.dp * f["B"] * tau / f["t_dec"],
         decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"]),
         prefill_s=float(t_pf[1]),
-        binding="kv capacity" if queued else _bound(hw, dec.kernels, f["compute"], f["comm"]),
+        binding="kv capacity"
+        if queued
+        else {"memory": "memory bandwidth"}.get(
+            b := _bound(hw, dec.kernels, f["compute"], f["comm"]), b
+        ),
         fits=True,
         memory=mem,
         running_batch_per_group=f["B"],

@@ -1,4 +1,4 @@
-"""`mlacalc plan`: what fits on the GPUs, the largest batch and context, tokens/s."""
+"""`mlacalc plan`: what fits on the GPUs, the per-GPU step, and the serving figures of a mix."""
 
 from __future__ import annotations
 
@@ -20,6 +20,29 @@ from .common import (
 )
 
 
+def layout_options(f):
+    """Options of a parallel layout, shared by ``plan`` and ``search``."""
+    for decorator in reversed(
+        [
+            click.option("--pp", type=COUNT, default=1, show_default=True, help="Pipeline stages."),
+            click.option(
+                "--dp-attention",
+                is_flag=True,
+                help="Attention data-parallel, experts shared by the stage (as SGLang runs MLA).",
+            ),
+            click.option(
+                "--overlap",
+                type=click.Choice(["none", "tbo"]),
+                default="none",
+                show_default=True,
+                help="tbo: two-batch overlap hides communication behind computation.",
+            ),
+        ]
+    ):
+        f = decorator(f)
+    return f
+
+
 @click.command("plan")
 @click.argument("model")
 @click.option(
@@ -29,6 +52,7 @@ from .common import (
 @click.option("--tp", type=COUNT, default=None, help="Tensor-parallel degree (default: all GPUs).")
 @click.option("--dp", type=COUNT, default=None, help="Data-parallel degree (default: gpus / tp).")
 @click.option("--ep", type=COUNT, default=D.EP, show_default=True, help="Expert-parallel degree.")
+@layout_options
 @click.option(
     "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's)."
 )
@@ -55,13 +79,52 @@ from .common import (
     type=SIZE,
     default=size_text(D.SEQ_LEN),
     show_default=True,
-    help="Context per sequence.",
+    help="Context per sequence (without --isl/--osl).",
 )
 @click.option(
     "--batch", "-b", type=SIZE, default=None, help="Sequences to serve (default: as many as fit)."
 )
 @click.option(
     "--include-mtp", is_flag=True, help="Also hold the MTP modules (speculative decoding)."
+)
+@click.option("--isl", type=SIZE, default=None, help="Input (prompt) tokens per request.")
+@click.option("--osl", type=SIZE, default=None, help="Output tokens per request.")
+@click.option(
+    "--concurrency",
+    type=click.FloatRange(1, 1e9),
+    default=None,
+    help="Requests in flight (default: as many as fit).",
+)
+@click.option(
+    "--request-rate",
+    type=click.FloatRange(0, 1e9, min_open=True),
+    default=None,
+    help="Requests per second arriving (instead of --concurrency).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["aggregated", "disaggregated"]),
+    default="aggregated",
+    show_default=True,
+    help="Prefill and decode on the same GPUs, or on separate pools.",
+)
+@click.option("--prefill-gpus", type=COUNT, default=None, help="GPUs of the prefill pool.")
+@click.option(
+    "--chunked-prefill", type=SIZE, default=None, help="Prompt tokens mixed into every step."
+)
+@click.option("--mtp-tokens", type=click.IntRange(0, 16), default=0, help="Draft tokens per step.")
+@click.option(
+    "--mtp-acceptance",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Acceptance rate of each draft token.",
+)
+@click.option(
+    "--routing-imbalance",
+    type=click.FloatRange(1, 100),
+    default=1.0,
+    show_default=True,
+    help="Tokens of the busiest expert GPU over the mean.",
 )
 @format_option
 def command(
@@ -71,6 +134,9 @@ def command(
     tp,
     dp,
     ep,
+    pp,
+    dp_attention,
+    overlap,
     weight_dtype,
     kv_dtype,
     page_size,
@@ -78,15 +144,29 @@ def command(
     seq_len,
     batch,
     include_mtp,
+    isl,
+    osl,
+    concurrency,
+    request_rate,
+    mode,
+    prefill_gpus,
+    chunked_prefill,
+    mtp_tokens,
+    mtp_acceptance,
+    routing_imbalance,
     fmt,
 ):
-    """Capacity plan: what fits on the GPUs, the largest batch and context, tokens/s upper bound.
+    """Capacity plan: what fits on the GPUs, the per-GPU step with its communication, and the
+    serving figures (TTFT, TPOT, tokens/s) of a request mix. A deployment that does not fit is
+    an answer (fits: false, with what overflows), not an error.
 
     \b
     Examples:
       mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --seq-len 128k
       mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --kv-dtype fp8 --batch 4
-      mlacalc plan llama-3-70b --hardware H100-SXM --gpus 4 --weight-dtype fp8 --page-size 16
+      mlacalc plan llama-3-70b --hardware H100-SXM --gpus 4 --isl 467 --osl 256 --request-rate 4
+      mlacalc plan deepseek-v3 -H H100 --gpus 72 --dp-attention --ep 72 --overlap tbo \\
+          --isl 2000 --osl 500 --concurrency 18432 --mode disaggregated --prefill-gpus 32
     """
     from ..planner import plan as make_plan
 
@@ -103,6 +183,8 @@ def command(
         tp=tp,
         dp=dp,
         ep=ep,
+        pp=pp,
+        dp_attention=dp_attention,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         page_size=page_size,
@@ -110,48 +192,111 @@ def command(
         seq_len=seq_len,
         batch=batch,
         include_mtp=include_mtp,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        mode=mode,
+        prefill_gpus=prefill_gpus,
+        chunked_prefill=chunked_prefill,
+        overlap=overlap,
+        mtp_tokens=mtp_tokens,
+        mtp_acceptance=mtp_acceptance,
+        routing_imbalance=routing_imbalance,
     )
     doc = p.to_dict()
+    emit(fmt, doc, lambda: sections(p))
 
-    def sections():
-        rows = [
-            ["GPUs", f"{p.gpus} x {p.hardware} (tp {p.tp}, dp {p.dp}, ep {p.ep})"],
+
+def sections(p) -> list[Section]:
+    """The plan as tables: memory and capacity, serving figures, the step's kernels."""
+    rows = [
+        ["fits", "yes" if p.fits else f"no: {p.overflow}"],
+        ["GPUs", f"{p.gpus} x {p.hardware} ({p.layout})"],
+        [
+            "memory per GPU",
+            f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})",
+        ],
+        ["usable after reserve", human_bytes(p.usable_per_gpu_bytes)],
+        [f"weights per GPU ({p.weight_dtype})", human_bytes(p.weights_per_gpu_bytes)],
+    ]
+    for key, value in p.memory.items():
+        if key.startswith("weights_"):
+            rows.append([f"  {key[8:].replace('_', ' ')}", human_bytes(value)])
+    rows += [
+        ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
+        [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
+        ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
+        [
+            f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens",
+            f"{p.max_batch:,}",
+        ],
+    ]
+    if p.max_context is not None:
+        rows.append([f"longest context at batch {p.batch:,}", f"{p.max_context:,} tokens"])
+    if p.decode_step_s is not None:
+        rows.append(
             [
-                "memory per GPU",
-                f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})",
+                f"decode step at batch {p.decode_batch:,}",
+                f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound; links "
+                f"{p.step_comm_s * 1e3:,.2f} ms)",
+            ]
+        )
+        rows.append(
+            [f"decode tokens/s at batch {p.decode_batch:,}", f"{p.decode_tokens_per_s:,.0f}"]
+        )
+    if p.prefill_s is not None:
+        rows.append(
+            [
+                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal)",
+                f"{p.prefill_s:,.3f} s",
+            ]
+        )
+    rows.append(["binding resource", p.binding])
+    for w in p.warnings:
+        rows.append(["warning", w])
+    out = [
+        Section(
+            f"Plan: {p.model}",
+            ["quantity", "value"],
+            rows,
+            note="Times are the calibrated kernel model's predictions; links at 80% of their "
+            "datasheet bandwidth.",
+        )
+    ]
+    if p.ttft_s is not None:
+        srows = [
+            [
+                "mode",
+                f"{p.mode}" + (f" (+{p.prefill_gpus} prefill GPUs)" if p.prefill_gpus else ""),
             ],
-            ["usable after reserve", human_bytes(p.usable_per_gpu_bytes)],
-            [f"weights per GPU ({p.weight_dtype})", human_bytes(p.weights_per_gpu_bytes)],
-            ["KV budget per GPU", human_bytes(p.kv_budget_per_gpu_bytes)],
-            [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
-            ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
-            [f"largest batch at {p.seq_len:,} tokens", f"{p.max_batch:,}"],
+            ["requests in flight", f"{p.concurrency:,.1f} (queued {p.queued or 0:,.0f})"],
+            ["TTFT", f"{p.ttft_s * 1e3:,.1f} ms"],
+            ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
+            ["output tokens/s", f"{p.output_tokens_per_s:,.0f}"],
+            ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
+            ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
+            ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
         ]
-        if p.max_context is not None:
-            rows.append([f"longest context at batch {p.batch:,}", f"{p.max_context:,} tokens"])
-        if p.decode_tokens_per_s is not None:
-            rows.append(
-                [
-                    f"decode step at batch {p.decode_batch:,} (roofline)",
-                    f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound)",
-                ]
-            )
-            rows.append(
-                [
-                    f"decode tokens/s at batch {p.decode_batch:,} (upper bound)",
-                    f"{p.decode_tokens_per_s:,.0f}",
-                ]
-            )
-        if p.prefill_s is not None:
-            rows.append([f"prefill of {p.seq_len:,} tokens (roofline)", f"{p.prefill_s:,.2f} s"])
-        rows.append(["binding resource", p.binding])
-        return [
+        if p.kv_transfer_s is not None:
+            srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
+        out.append(Section("Serving", ["figure", "value"], srows))
+    if p.kernels:
+        krows = [
+            [
+                k["name"],
+                k["kind"],
+                str(k["calls"]),
+                f"{k['seconds'] * 1e3:,.3f}",
+                "link" if k["communication"] else k["dtype"],
+            ]
+            for k in sorted(p.kernels, key=lambda k: -k["seconds"])
+        ]
+        out.append(
             Section(
-                f"Plan: {p.model}",
-                ["quantity", "value"],
-                rows,
-                note="Throughput is a roofline upper bound (no communication, perfect overlap).",
+                "Decode step of one GPU, by kernel",
+                ["kernel", "kind", "calls", "ms (all calls)", "dtype"],
+                krows,
             )
-        ]
-
-    emit(fmt, doc, sections)
+        )
+    return out
