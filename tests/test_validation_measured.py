@@ -114,3 +114,29 @@ def test_bad_arguments_name_themselves():
         validate(profile="roofline")
     with pytest.raises(InvalidArgumentError, match="files"):
         validate(["x.json"], measured="y")
+
+
+def test_cli_validate_measured_json_and_rows(ref, capsys):
+    from mlacalc.cli import main
+
+    def run(*args):
+        rc = main(list(args))
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    path = str(ref / "a100_sxm" / "mla_bmm")
+    rc, out, _ = run("validate", "--measured", path, "--profile", "roofline", "--format", "json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["overall"]["rows"] == 424 and doc["tables"][0]["table"] == "mla_bmm_perf"
+    rc, out, _ = run("validate", "--measured", path, "--rows", "--format", "csv")
+    lines = out.strip().splitlines()
+    assert (
+        rc == 0 and len(lines) == 1 + 424 and "measured_s" in lines[0] and "num_heads" in lines[0]
+    )
+    rc, out, _ = run("validate", "--measured", path)
+    assert rc == 0 and "mla_bmm_perf" in out and "median |error|" in out
+    rc, _, err = run("validate", "--measured", str(ref / "nope"))
+    assert rc == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = run("validate", "--profile", "roofline")
+    assert rc == 2 and "--measured" in err
