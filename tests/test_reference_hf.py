@@ -1,0 +1,123 @@
+"""Every shared config.json against the Hugging Face implementation built on the meta device.
+
+For each config in ``../shared/reference/hf-configs/`` whose ``model_type`` transformers
+implements, the model is built from the config alone (no weights, every tensor on
+``meta``), and a forward of ``S`` tokens (``S`` in 1, 4096, 32768) on meta tensors
+fills its cache. Checked, to the parameter and to the byte:
+
+- the per-layer pattern (``mlacalc.layers.layer_pattern``) against the reference's
+  cache layer classes, and each layer's cache bytes against ``CacheSpec`` in the
+  reference's convention (a sliding window keeps ``W - 1`` tokens there);
+- ``param_counts(...).total`` and ``kv_cache_bytes`` of every config mlacalc loads;
+  a config it does not load is refused with an error naming its ``model_type``.
+
+Linear-attention models run the 32768-token forward on their first layers only (the
+reference's chunked recurrence on meta tensors costs about a second per layer there):
+a layer's cache does not depend on the layers after it, and the whole-model check at
+1 and 4096 tokens covers every layer.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import hf_reference as ref
+
+import mlacalc
+from mlacalc.errors import ConfigError
+from mlacalc.layers import cache_spec, layer_pattern
+
+NAMES = [p.name.removesuffix(".config.json") for p in ref.config_files()]
+IMPLEMENTED = [n for n in NAMES if ref.implemented(n)]
+SEQ_LENS = (1, 4096, 32768)
+
+# cache layer class of the reference -> attention kinds it holds
+_CLASSES = {
+    "DynamicLayer": {"full", "mla"},
+    "DynamicSlidingWindowLayer": {"sliding", "chunked"},
+    "DynamicIndexedLayer": {"dsa"},
+    "LinearAttentionLayer": {"linear"},
+}
+
+
+def _prefix(name: str, seq_len: int) -> int | None:
+    """Layers to run at ``seq_len``: all, or up to the first full layer of a linear model."""
+    pattern = layer_pattern(ref.raw_config(name))
+    kinds = [k.attention for k in pattern.layers]
+    if seq_len > 4096 and "linear" in kinds:
+        return next(i for i, k in enumerate(kinds) if k != "linear") + 1
+    return None
+
+
+def _text(name: str) -> dict:
+    from mlacalc.layers import text_config
+
+    return text_config(ref.raw_config(name))
+
+
+@pytest.mark.parametrize("name", IMPLEMENTED)
+def test_pattern_matches_reference_cache_layers(name):
+    """Each layer's kind agrees with the cache layer the reference allocates for it."""
+    pattern = layer_pattern(ref.raw_config(name))
+    _, per_layer = ref.cache_bytes(name, 1)
+    assert len(per_layer) == pattern.num_layers
+    for i, ((cls, _), kind) in enumerate(zip(per_layer, pattern.layers)):
+        assert kind.attention in _CLASSES[cls], (name, i, cls, kind)
+
+
+@pytest.mark.parametrize("seq_len", SEQ_LENS)
+@pytest.mark.parametrize("name", IMPLEMENTED)
+def test_layer_cache_bytes_match_reference(name, seq_len):
+    """Per-layer cache bytes, reference convention, equal the reference's tensors' nbytes."""
+    raw = _text(name)
+    pattern = layer_pattern(raw)
+    spec = cache_spec(raw)
+    layers = _prefix(name, seq_len)
+    _, per_layer = ref.cache_bytes(name, seq_len, layers)
+    for i, (_, nbytes) in enumerate(per_layer):
+        assert nbytes == spec.layer_bytes(pattern.layers[i], seq_len, convention="hf"), (name, i)
+
+
+def _loaded(name: str):
+    """The model as mlacalc loads the config, or None where it refuses the model type by name."""
+    path = ref.CONFIG_DIR / f"{name}.config.json"
+    try:
+        return mlacalc.load_model(path)
+    except ConfigError as exc:
+        model_type = ref.raw_config(name).get("model_type")
+        assert model_type in str(exc), f"refusal of {name} does not name {model_type}: {exc}"
+        return None
+
+
+@pytest.mark.parametrize("name", IMPLEMENTED)
+def test_param_counts_match_reference(name):
+    """mlacalc's total equals the reference's parameters (or the type is refused by name)."""
+    model = _loaded(name)
+    if model is None:
+        pytest.skip(f"{name}: model_type not supported yet (refused by name)")
+    assert mlacalc.param_counts(model).total == ref.param_count(name)
+
+
+@pytest.mark.parametrize("seq_len", SEQ_LENS)
+@pytest.mark.parametrize("name", IMPLEMENTED)
+def test_kv_cache_bytes_match_reference(name, seq_len):
+    """mlacalc's KV bytes equal the reference cache's bytes after a forward of seq_len tokens."""
+    model = _loaded(name)
+    if model is None:
+        pytest.skip(f"{name}: model_type not supported yet (refused by name)")
+    raw = _text(name)
+    if _prefix(name, seq_len) is not None:
+        pytest.skip("linear-attention model: whole-model check at 1 and 4096 tokens")
+    total, _ = ref.cache_bytes(name, seq_len)
+    ours = mlacalc.kv_cache_bytes(model, seq_len)
+    pattern = layer_pattern(raw)
+    if not pattern.is_uniform or any(k.window for k in pattern.layers):
+        # product convention keeps W tokens of a sliding layer, the reference W - 1
+        ours = sum(cache_spec(raw).model_bytes(pattern, seq_len, convention="hf").values())
+        assert mlacalc.kv_cache_bytes(model, seq_len) == sum(
+            cache_spec(raw).model_bytes(pattern, seq_len).values()
+        )
+    assert ours == total
