@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "roofline": "roofline",
     "plan": "plan",
     "validate": "validate",
+    "calibrate": "calibrate",
     "bench": "bench",
 }
 

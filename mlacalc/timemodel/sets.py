@@ -22,6 +22,9 @@ from .profile import Profile, load_profile
 
 __all__ = ["MINOR_KINDS", "observations_of", "predict_mapped"]
 
+#: Tables whose rows are not kernel calls (a difference of two timings) and are never fitted on.
+NOT_CALLS = ("computescale_perf",)
+
 #: Kernel classes that ride along with a row's main kernel and are predicted, not fitted.
 MINOR_KINDS = ("elementwise", "quantize")
 
@@ -62,17 +65,16 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
     table = mapped.table
     modelled = np.asarray(mapped.modelled, dtype=bool)
     n = len(table)
-    main = [p for p in mapped.parts if p.batch.kind not in MINOR_KINDS]
-    names = {p.name for p in main}
-    if len(names) != 1:
-        return []  # a composite row: validated, not fitted
+    if table.table in NOT_CALLS or not mapped.parts:
+        return []
+    main = [p for p in mapped.parts if p.batch.kind not in MINOR_KINDS] or list(mapped.parts)
     counts = np.bincount(np.concatenate([p.rows for p in main]), minlength=n)
     if np.any(counts[modelled] != 1):
-        return []
+        return []  # composite rows (several main kernels): validated, not fitted
     hw = load_hardware(table.device)
     minor = np.zeros(n)
     for p in mapped.parts:
-        if p.batch.kind in MINOR_KINDS:
+        if all(p is not q for q in main):
             minor += np.bincount(p.rows, weights=predict_batch(p.batch, hw, profile), minlength=n)
     out = []
     for p in main:
