@@ -32,6 +32,21 @@ kind                   shape fields
 ``dispatch``,          ``tokens`` (per rank), ``hidden``, ``topk``, ``n_gpus``,
 ``combine``            ``message_bytes``
 =====================  ==============================================================
+
+Optional fields a class may carry (a time model uses a default where one is absent; the
+measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was measured):
+
+- ``gemm``: ``warm_l2`` (1 = operands stay in L2 between calls), ``weight_copies`` (distinct
+  weight copies cycled per graph), ``quantize_input`` (1 = an fp8 GEMM that also quantizes
+  its bf16 input), ``quant_group`` (0 = per tensor, 128 = 1x128 blocks), ``quant_passes``
+  (passes over the input), ``quant_permute`` (1 = the quantize also permutes);
+- attention classes: ``kv_bytes`` (bytes per cached element), ``page_size``, ``sinks``,
+  ``preprocess_bytes`` (RoPE and cache-append traffic inside ``bytes``), ``rope_elements``;
+  ``mla_decode`` also ``kv_split`` (0 = keys are not split across SMs);
+- ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
+  exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
+- ``quantize``: ``group``, ``passes``, ``write`` (0 = computes the scale only);
+- ``dispatch``/``combine``: ``copies`` (token copies sent), ``low_latency`` (1/0), ``sms``.
 """
 
 from __future__ import annotations
