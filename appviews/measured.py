@@ -1,18 +1,179 @@
-"""Measured sets view: the time model's predictions against the committed measurements."""
+"""Measured sets view: predicted against measured for any measured set.
+
+Two parts: GPU kernel tables (aiconfigurator's layout, predicted by the kernel time model with
+a calibration profile, or by the plain roofline bound) and the committed microbenchmark sets
+(the unfused roofline with each set's own measured ceilings).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from .common import Scenario, download, validation
+import mlacalc
+from mlacalc.errors import MlacalcError
+
+from .common import Scenario, download, show_table, validation
 
 TITLE = "Measured sets"
 
+#: Points drawn per table in a scatter (evenly sampled; the statistics use every row).
+_MAX_POINTS = 2500
 
-def render(sc: Scenario) -> None:
+_NONE = "(choose a measured set)"
+_OTHER = "other path ..."
+_REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
+
+
+def _default_sets() -> list[str]:
+    """The system folders of the shared reference, when it sits beside the repository."""
+    if not _REFERENCE.is_dir():
+        return []
+    return sorted(str(p) for p in _REFERENCE.iterdir() if p.is_dir())
+
+
+@st.cache_data(show_spinner="predicting every row ...", max_entries=8)
+def _gpu_validation(path: str, profile: str) -> dict[str, Any]:
+    import numpy as np
+
+    v = mlacalc.validate(measured=path, profile=profile)
+    doc = v.to_dict()
+    points = []
+    for t in v.tables:
+        ok = np.nonzero(t.predicted_mask)[0]
+        if ok.size > _MAX_POINTS:
+            ok = ok[np.linspace(0, ok.size - 1, _MAX_POINTS).astype(int)]
+        points.append(
+            {
+                "table": t.table,
+                "system": t.system,
+                "measured_s": t.measured_s[ok].tolist(),
+                "predicted_s": t.predicted_s[ok].tolist(),
+            }
+        )
+    doc["points"] = points
+    return doc
+
+
+def _scatter(points: list[dict[str, Any]], key: str) -> None:
+    fig = go.Figure()
+    lo, hi = float("inf"), 0.0
+    for p in points:
+        if not p["measured_s"]:
+            continue
+        lo = min(lo, min(p["measured_s"]), min(p["predicted_s"]))
+        hi = max(hi, max(p["measured_s"]), max(p["predicted_s"]))
+        fig.add_trace(
+            go.Scattergl(
+                x=p["measured_s"],
+                y=p["predicted_s"],
+                mode="markers",
+                marker={"size": 4, "opacity": 0.6},
+                name=f"{p['system']} {p['table']}",
+            )
+        )
+    if hi <= 0:
+        st.info("No row of this set could be predicted.")
+        return
+    for factor, dash, name in (
+        (1.0, "dash", "predicted = measured"),
+        (1.25, "dot", "+25%"),
+        (0.8, "dot", "-20%"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, hi],
+                y=[lo * factor, hi * factor],
+                mode="lines",
+                name=name,
+                line={"dash": dash, "color": "gray"},
+            )
+        )
+    fig.update_xaxes(type="log", title="measured (s)")
+    fig.update_yaxes(type="log", title="predicted (s)")
+    fig.update_layout(height=460, margin={"t": 20})
+    st.plotly_chart(fig, width="stretch", key=key)
+
+
+def _gpu_section() -> None:
     st.markdown(
-        "**Predicted vs measured** (the unfused roofline on the committed microbenchmark sets)"
+        "**GPU kernel tables** (aiconfigurator layout: a `<system>` folder, a folder "
+        "below it, or one `.parquet`)"
+    )
+    c1, c2 = st.columns([3, 1])
+    pick = c1.selectbox("measured set", [_NONE, *_default_sets(), _OTHER], key="meas_set")
+    path = "" if pick == _NONE else pick
+    if pick == _OTHER:
+        path = c1.text_input("path of a measured set", key="meas_path").strip()
+    profiles = ["default", "roofline"]
+    try:
+        from mlacalc.timemodel import shipped_profiles
+
+        profiles = [*sorted(set(shipped_profiles()) | {"default"}), "roofline"]
+    except (ImportError, MlacalcError):
+        pass
+    profile = c2.selectbox(
+        "profile",
+        profiles,
+        key="meas_profile",
+        help="The calibration profile that predicts every row; 'roofline' is "
+        "the plain roofline bound. A profile fitted on the set is refused.",
+    )
+    if not path:
+        st.caption(
+            "Choose a measured set (or give its path) to compare every row with its prediction."
+        )
+        return
+    try:
+        doc = _gpu_validation(path, profile)
+    except MlacalcError as exc:
+        st.error(str(exc))
+        return
+    o = doc["overall"]
+    med = "-" if o["median_abs_error"] is None else f"{100 * o['median_abs_error']:.1f}%"
+    st.markdown(
+        f"Profile **{doc['profile']}**: {o['predicted']:,} of {o['rows']:,} rows predicted, "
+        f"median |error| **{med}**; not predicted: {o['not_predicted']:,} "
+        "(by reason per table below; quirk rules in docs/measured-sets.md)"
+    )
+    _scatter(doc["points"], key=f"meas_scatter_{path}_{profile}")
+    rows = []
+    for t in doc["tables"]:
+        rows.append(
+            {
+                "system": t["system"],
+                "table": t["table"],
+                "rows": t["rows"],
+                "predicted": t["predicted"],
+                "not predicted": t["not_predicted"],
+                "median |error| %": None
+                if t["median_abs_error"] is None
+                else round(100 * t["median_abs_error"], 1),
+                "signed median %": None
+                if t["signed_median_error"] is None
+                else round(100 * t["signed_median_error"], 1),
+                "p90 |error| %": None
+                if t["p90_abs_error"] is None
+                else round(100 * t["p90_abs_error"], 1),
+                "not predicted by reason": ", ".join(
+                    f"{k} {n}" for k, n in t["not_predicted_by_reason"].items()
+                ),
+            }
+        )
+    show_table(rows, scope="One row per measured table; error = predicted / measured - 1.")
+    download(
+        [{k: v for k, v in t.items() if k != "rules"} for t in doc["tables"]],
+        "validation-measured",
+        "dl_val_measured",
+    )
+
+
+def _bench_section() -> None:
+    st.markdown(
+        "**Microbenchmark sets** (the unfused roofline on the committed microbenchmark sets)"
     )
     for v in validation():
         st.markdown(
@@ -43,12 +204,20 @@ def render(sc: Scenario) -> None:
                 y=[lo, hi],
                 mode="lines",
                 name="predicted = measured",
-                line=dict(dash="dash"),
+                line={"dash": "dash"},
             )
         )
         fig.update_xaxes(type="log", title="measured (s)")
         fig.update_yaxes(type="log", title="predicted (s)")
-        fig.update_layout(height=380, margin=dict(t=20))
+        fig.update_layout(height=380, margin={"t": 20})
         st.plotly_chart(fig, width="stretch", key=f"val_{v['name']}")
-        st.dataframe(v["rows"], hide_index=True, width="stretch")
+        show_table(
+            v["rows"],
+            scope="Per attention layer, as the microbenchmark times it (one layer, one step).",
+        )
         download(v["rows"], f"validation-{v['name']}", f"dl_val_{v['name']}")
+
+
+def render(sc: Scenario) -> None:
+    _gpu_section()
+    _bench_section()
