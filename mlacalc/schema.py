@@ -392,6 +392,8 @@ REQUIRED = (
     "tie_word_embeddings",
 )
 _MLA = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# fields every family fills by a rule when they are absent
+_FAMILY_FILLED = ("head_dim", "num_key_value_heads", "tie_word_embeddings")
 _MOE_REQUIRED = ("moe_intermediate_size", "num_experts_per_tok")
 _MOE_ONLY = (
     "n_shared_experts",
@@ -763,7 +765,7 @@ def build(
 
     unit = registry.family_of(valid["model_type"]) if "model_type" in valid else None
     if unit is not None:
-        _apply_defaults(unit, valid, values, bad, notes)
+        problems += _apply_defaults(unit, valid, values, bad, notes)
     problems += _missing(unit, values, bad)
     if problems:
         have = [k for k in values if k not in bad]
@@ -792,8 +794,10 @@ def _apply_defaults(
     values: dict[str, Any],
     bad: set[str],
     notes: list[str],
-) -> None:
-    """Fill absent fields from the family's rules, in rule order, noting each in ``notes``."""
+) -> list[Problem]:
+    """Fill absent fields from the family's rules, in rule order, noting each in ``notes``;
+    the problems of rules that cannot give a valid value are returned."""
+    problems: list[Problem] = []
     mla = valid.get("kv_lora_rank") is not None
     if "kv_lora_rank" not in values and unit.mla:
         mla = True  # reported missing; no non-MLA default applies
@@ -808,15 +812,23 @@ def _apply_defaults(
             if name in (*_MOE_ONLY, "moe_layer_freq") and not experts:
                 continue
             if any(n not in valid for n in rule.needs):
+                bad.add(name)  # its inputs are reported; "missing" would add nothing
                 continue
             value = rule.resolve(valid)
-            if value is None:
-                continue
             problem = SPECS[name].check(name, value)
-            if problem is not None:  # a rule on out-of-range inputs
+            if problem is not None:  # the rule on these inputs gives no valid value
+                bad.add(name)
+                problems.append(
+                    (
+                        name,
+                        f"is absent, and its rule ({rule.why}) gives {_show(value)}: {problem[1]}",
+                        f"state {name}",
+                    )
+                )
                 continue
             values[name] = valid[name] = value
             notes.append(f"{name} = {value!r} ({rule.why})")
+    return problems
 
 
 def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]) -> list[Problem]:
@@ -830,10 +842,40 @@ def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]
     experts = values.get("n_routed_experts")
     if isinstance(experts, int) and not isinstance(experts, bool) and experts > 0:
         required += list(_MOE_REQUIRED)
-    if unit is None and "model_type" in values and "model_type" not in bad:
-        return []
+    if unit is None:
+        if "model_type" in values and "model_type" not in bad:
+            return []  # an unknown model_type is the one problem worth stating
+        # without a family, the fields its rules would fill are not reported missing
+        required = [n for n in required if n not in _FAMILY_FILLED]
     return [
         (name, "is missing", f"add it: {SPECS[name].doc}")
         for name in required
         if name not in values and name not in bad
     ]
+
+
+def markdown_fields() -> str:
+    """The table of every field (kind, upper bound, meaning, absent) that
+    ``docs/config-schema.md`` shows; a test keeps the page equal to it."""
+    rows = ["| field | kind | at most | meaning | when absent |", "|---|---|---:|---|---|"]
+    defaults = {f.name: f.default for f in fields(ModelConfig)}
+    for name, spec in SPECS.items():
+        if spec.kind in (STR, OPTSTR):
+            bound = f"{spec.hi or MAX_TEXT:,} characters"
+        elif spec.kind in (STRS, NAMES):
+            bound = f"{MAX_ITEMS} entries"
+        else:
+            bound = f"{spec.hi:,}" if spec.hi is not None else ""
+        default = defaults[name]
+        if spec.absent:
+            absent = spec.absent
+        elif default is MISSING:
+            absent = "required"
+        elif default is None:
+            absent = "null"
+        elif default == () or default == "":
+            absent = "empty"
+        else:
+            absent = f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        rows.append(f"| `{name}` | {spec.kind} | {bound} | {spec.doc} | {absent} |")
+    return "\n".join(rows)

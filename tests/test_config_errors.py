@@ -263,3 +263,178 @@ def test_schema_doc_lists_every_field():
     doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()
     for field in mlacalc.config.FIELDS:
         assert f"| `{field}` |" in doc
+
+
+# -- a user's YAML is friendly -------------------------------------------------------
+
+MINIMAL = (
+    "model_type: llama\nhidden_size: 4096\nnum_hidden_layers: 32\nnum_attention_heads: 32\n"
+    "vocab_size: 32000\nintermediate_size: 11008\n"
+)
+
+
+def test_minimal_user_yaml_loads_with_every_default_listed(tmp_path):
+    path = write(tmp_path, MINIMAL, name="My Llama.yaml")
+    model = mlacalc.load_model(path)
+    assert model.name == "my-llama"  # the file's stem
+    assert model.source == (f"user file {path}",)
+    assert (model.head_dim, model.num_key_value_heads, model.tie_word_embeddings) == (
+        128,
+        32,
+        False,
+    )
+    assert [d.split(" = ")[0] for d in model.derived] == [
+        "name",
+        "head_dim",
+        "num_key_value_heads",
+        "tie_word_embeddings",
+    ]
+    # the same model as a Hugging Face config.json gives the same counts
+    shipped = mlacalc.load_model("llama-2-7b")
+    assert mlacalc.param_counts(model).total == mlacalc.param_counts(shipped).total
+
+
+def test_user_yaml_q_lora_rank_follows_the_hf_rule(tmp_path):
+    v3 = base_yaml("deepseek-v3")
+    for key in ("name", "source", "aliases", "display_name", "q_lora_rank", "num_key_value_heads"):
+        v3.pop(key)
+    model = mlacalc.load_model(write(tmp_path, v3))
+    assert (
+        model.q_lora_rank == 1536
+        and "q_lora_rank = 1536 (DeepseekV2/V3Config default)" in model.derived
+    )
+    assert mlacalc.param_counts(model).total == mlacalc.param_counts("deepseek-v3").total
+    v3["q_lora_rank"] = None  # null states "no query compression"
+    assert mlacalc.load_model(write(tmp_path, v3)).q_lora_rank is None
+
+
+def test_one_error_lists_every_missing_and_invalid_field(tmp_path):
+    err = error_for(tmp_path, "hidden_size: 4096\nnum_attention_heads: '32'\nbias: 'false'\n")
+    fields = [p[0] for p in err.problems]
+    assert set(fields) == {
+        "model_type",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "vocab_size",
+        "intermediate_size",
+        "bias",
+    }
+    assert err.field == fields[0]
+    for field in fields:
+        assert f"'{field}'" in str(err)
+
+
+@pytest.mark.parametrize("value", ["false", "no", 0, 1, [], None, "true"])
+def test_booleans_must_be_booleans(tmp_path, value):
+    err = error_for(tmp_path, changed(tie_word_embeddings=value))
+    assert err.field == "tie_word_embeddings" and "true or false" in str(err)
+
+
+@pytest.mark.parametrize(
+    "field,value,bound",
+    [
+        ("num_hidden_layers", 10**30, "10,000"),
+        ("hidden_size", 2**20 + 1, "1,048,576"),
+        ("num_attention_heads", 2**16 + 2, "65,536"),
+        ("vocab_size", 2**24 + 1, "16,777,216"),
+        ("sliding_window", 2**40 + 1, "1,099,511,627,776"),
+    ],
+)
+def test_upper_bounds_are_stated_in_the_error(tmp_path, field, value, bound):
+    err = error_for(tmp_path, changed(**{field: value}))
+    assert err.field == field and bound in str(err)
+
+
+def test_every_bound_is_generous_for_real_models():
+    from mlacalc.schema import BOUNDS
+
+    for name in mlacalc.shipped_models():
+        model = mlacalc.load_model(name)
+        for field, bound in BOUNDS.items():
+            value = getattr(model, field)
+            if isinstance(value, int):
+                assert value * 8 <= bound, (name, field)
+
+
+def test_five_thousand_digit_integer_in_a_file(tmp_path):
+    err = error_for(tmp_path, "model_type: llama\nhidden_size: " + "9" * 5000 + "\n")
+    assert "5,000 digits" in str(err) and "line 2" in str(err)
+
+
+def test_billion_laughs_fails_fast(tmp_path):
+    import time
+
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 9):
+        prev, cur = chr(96 + i), chr(97 + i)
+        lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
+    start = time.perf_counter()
+    err = error_for(tmp_path, "\n".join(lines) + "\n")
+    assert time.perf_counter() - start < 0.5
+    assert "aliases" in str(err) and len(str(err)) < 300
+
+
+def test_deep_nesting_in_a_file(tmp_path):
+    err = error_for(tmp_path, "hidden_size: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert "nests deeper than" in str(err)
+    err = error_for(tmp_path, '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", name="c.json")
+    assert "nests deeper than" in str(err)
+
+
+def test_duplicate_keys_are_an_error(tmp_path):
+    text = (SHIPPED_DIR / "llama-2-7b.yaml").read_text() + "hidden_size: 8192\n"
+    err = error_for(tmp_path, text)
+    assert "hidden_size" in str(err) and "twice" in str(err)
+
+
+def test_with_changes_checks_types_and_names():
+    model = mlacalc.load_model("llama-3-8b")
+    for change in (
+        {"hidden_size": "abc"},
+        {"num_hidden_layers": 10**30},
+        {"tie_word_embeddings": "false"},
+        {"hidden": 3},
+    ):
+        with pytest.raises(ConfigError) as info:
+            model.with_changes(**change)
+        assert info.value.field == next(iter(change))
+
+
+def test_moe_layer_count_in_closed_form_matches_the_per_layer_rule():
+    model = mlacalc.load_model("deepseek-v3")
+    for layers, first, freq in [(61, 3, 1), (61, 0, 2), (10, 3, 4), (5, 9, 1), (27, 1, 3)]:
+        m = model.with_changes(
+            num_hidden_layers=layers, first_k_dense_replace=first, moe_layer_freq=freq
+        )
+        assert m.num_moe_layers == sum(m.is_moe_layer(i) for i in range(layers))
+
+
+# -- the schema is declared once ------------------------------------------------------
+
+
+def test_every_dataclass_field_is_declared_in_the_schema():
+    import dataclasses
+
+    from mlacalc.schema import SPECS, ModelConfig
+
+    names = [f.name for f in dataclasses.fields(ModelConfig)]
+    assert [n for n in names if n not in SPECS] == ["origin", "derived"]
+    assert list(mlacalc.config.FIELDS) == list(SPECS)
+    for name, spec in SPECS.items():
+        if spec.kind in ("positive integer", "non-negative integer", "positive integer or null"):
+            assert spec.hi is not None, name  # every dimension and count is bounded
+
+
+def test_schema_doc_shows_the_generated_tables():
+    from mlacalc import hf, safeio
+    from mlacalc.schema import BOUNDS, markdown_fields
+
+    doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()
+    assert markdown_fields() in doc
+    assert hf.markdown_defaults() in doc and hf.markdown_spellings() in doc
+    table = doc.split("## Every field")[1]
+    for field, bound in BOUNDS.items():
+        assert f"{bound:,}" in table.split(f"| `{field}` |")[1].split("\n")[0], field
+    for limit in (safeio.MAX_NODES, safeio.MAX_DEPTH, safeio.MAX_INT_DIGITS):
+        assert f"{limit:,}" in doc
+    assert ", ".join(hf.model_types()) in doc

@@ -85,3 +85,206 @@ def test_hf_config_with_bad_value(tmp_path):
     with pytest.raises(ConfigError) as info:
         mlacalc.load_model(path)
     assert info.value.field == "num_key_value_heads" and str(path) in str(info.value)
+
+
+def _hf(name: str) -> dict:
+    return json.loads((DATA / f"{name}.config.json").read_text())
+
+
+@pytest.mark.parametrize("value", ["abc", None, [], {}, 1.5, True, "4096"])
+def test_hidden_size_type_is_checked_before_any_arithmetic(value):
+    # the head_dim rule divides hidden_size: a wrong type must be reported, not divided
+    data = _hf("llama-2-7b")
+    data["hidden_size"] = value
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert info.value.field == "hidden_size"
+    assert [p[0] for p in info.value.problems] == ["hidden_size"]  # no follow-on noise
+
+
+@pytest.mark.parametrize("value", [["llama"], {"name": "llama"}, 3, None, ""])
+def test_model_type_must_be_a_string(value):
+    data = _hf("llama-2-7b")
+    data["model_type"] = value
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert info.value.field == "model_type" and "llama" in str(info.value)
+
+
+def test_unknown_model_type_names_the_nearest():
+    data = _hf("mistral-7b")
+    data["model_type"] = "mistrall"
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert "did you mean 'mistral'?" in str(info.value)
+
+
+def test_name_or_path_must_be_a_string():
+    data = _hf("llama-2-7b")
+    data["_name_or_path"] = 1.5
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert info.value.field == "_name_or_path"
+
+
+@pytest.mark.parametrize(
+    "field,digits,bound",
+    [
+        ("num_hidden_layers", 30, "10,000"),
+        ("n_routed_experts", 30, "65,536"),
+        ("hidden_size", 5000, "1,048,576"),
+        ("vocab_size", 0, "16,777,216"),
+    ],
+    ids=["layers-1e30", "experts-1e30", "hidden-5000-digits", "vocab-2^24+1"],
+)
+def test_values_above_the_bound_are_refused_with_the_bound(field, digits, bound):
+    data = _hf("deepseek-v3")
+    data[field] = 10**digits if digits else 2**24 + 1
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert info.value.field == field and bound in str(info.value)
+    assert len(str(info.value)) < 400
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, [], None])
+def test_falcon_multi_query_must_be_a_boolean(value):
+    data = _hf("falcon-7b")
+    data["multi_query"] = value
+    if value is None:  # null is the class default (true): one KV head
+        assert mlacalc.import_hf_config(data).num_key_value_heads == 1
+        return
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert info.value.field == "multi_query" and "true or false" in str(info.value)
+
+
+def test_falcon_multi_query_false_is_multi_head():
+    data = _hf("falcon-7b")
+    data["multi_query"] = False
+    model = mlacalc.import_hf_config(data)
+    assert model.num_key_value_heads == 71 and model.variant == "mha"
+    assert "num_key_value_heads = 71 (multi_query: false)" in model.derived
+
+
+@pytest.mark.parametrize("value", [[], "no", 0])
+def test_qwen2_use_sliding_window_must_be_a_boolean(value):
+    data = _hf("qwen2.5-7b")
+    data["use_sliding_window"] = value
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    assert info.value.field == "use_sliding_window"
+
+
+@pytest.mark.parametrize("field,default", [("first_k_dense_replace", 3), ("n_shared_experts", 1)])
+def test_dropped_deepseek_fields_take_the_hugging_face_default(field, default):
+    # DeepseekV3Config: first_k_dense_replace = 3, n_shared_experts = 1; the real config
+    # states the same values, so dropping either must not change the 671B total
+    full = mlacalc.import_hf_config(_hf("deepseek-v3"))
+    data = _hf("deepseek-v3")
+    data.pop(field)
+    model = mlacalc.import_hf_config(data)
+    assert getattr(model, field) == default
+    assert f"{field} = {default} (DeepseekV3Config default)" in model.derived
+    assert mlacalc.param_counts(model).total == mlacalc.param_counts(full).total == 671_026_419_200
+
+
+def test_every_problem_of_a_config_json_is_reported_at_once():
+    data = _hf("llama-2-7b")
+    for key in ("hidden_size", "vocab_size"):
+        data.pop(key)
+    data["tie_word_embeddings"] = "no"
+    data["num_key_value_heads"] = 0
+    with pytest.raises(ConfigError) as info:
+        mlacalc.import_hf_config(data)
+    fields = {p[0] for p in info.value.problems}
+    assert fields == {"hidden_size", "vocab_size", "tie_word_embeddings", "num_key_value_heads"}
+    assert "\n" not in str(info.value)
+    assert all(f"'{f}'" in str(info.value) for f in fields)
+
+
+def test_every_model_type_has_one_family_unit():
+    from mlacalc import hf
+
+    units = hf.families()
+    covered = [t for unit in units.values() for t in unit.model_types]
+    assert sorted(covered) == sorted(hf.model_types()) and len(set(covered)) == len(covered)
+    assert set(mlacalc.config.MODEL_TYPES) == set(covered)
+    for unit in units.values():
+        assert unit.layout in hf.LAYOUTS
+        for name in list(unit.defaults) + [n for d in unit.defaults_by_type.values() for n in d]:
+            assert name in mlacalc.config.FIELDS, (unit.name, name)
+        for target in unit.renames.values():
+            assert target in mlacalc.config.FIELDS, (unit.name, target)
+
+
+# the Hugging Face configuration class each model_type reads (Kimi-K2 names DeepseekV3Config)
+_HF_CLASS_TYPE = {"kimi_k2": "deepseek_v3"}
+# fields a file must state: the size of a model is never guessed
+_STATED = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "vocab_size",
+    "intermediate_size",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+)
+
+
+@pytest.mark.parametrize("model_type", sorted(mlacalc.config.MODEL_TYPES))
+def test_defaults_follow_the_hugging_face_class(model_type):
+    """An absent field takes the value the transformers configuration class gives it."""
+    pytest.importorskip("transformers")
+    from transformers import CONFIG_MAPPING
+
+    from mlacalc import hf
+
+    unit = hf.family_of(model_type)
+    ref = CONFIG_MAPPING[_HF_CLASS_TYPE.get(model_type, model_type)]()
+    spelled = {field: key for key, field in unit.renames.items()}
+
+    def reference(field):
+        for key in (field, spelled.get(field)):
+            if key and hasattr(ref, key):
+                return True, getattr(ref, key)
+        return False, None
+
+    data = {"model_type": model_type}
+    for field in _STATED:
+        found, value = reference(field)
+        if (
+            found
+            and value is not None
+            and (field in unit.required or field not in unit.defaults_for(model_type))
+        ):
+            data[spelled.get(field, field)] = value
+    if unit.moe and "num_experts_per_tok" not in data and data.get("n_routed_experts"):
+        data["num_experts_per_tok"] = 2  # DeepseekV2Config leaves it null; mlacalc needs it
+    model = mlacalc.import_hf_config(data)
+    compared = 0
+    for field in mlacalc.config.FIELDS:
+        if field in data or field in ("name", "model_type", "source", "weights_dtype"):
+            continue
+        if field == "max_position_embeddings" and unit.layout != "gpt2":
+            continue  # documented: absent means "not stated"
+        if field == "head_dim" and unit.mla:
+            continue  # MLA: HF sets head_dim = qk_rope_head_dim, unused
+        found, expected = reference(field)
+        if not found:
+            continue
+        if field == "num_key_value_heads" and unit.layout == "falcon":
+            expected = 1 if ref.multi_query and not ref.new_decoder_architecture else expected
+        if field == "head_dim" and expected is None:
+            expected = ref.hidden_size // ref.num_attention_heads  # what the modeling code uses
+        if field == "intermediate_size" and expected is None:
+            expected = 4 * ref.hidden_size  # GPT-2: n_inner null means 4 x n_embd
+        if expected is None and field in ("n_routed_experts", "num_experts_per_tok"):
+            expected = 0
+        assert getattr(model, field) == expected, (model_type, field)
+        compared += 1
+    assert compared >= 3
