@@ -231,6 +231,7 @@ def plan(
     mtp_tokens: int = 0,
     mtp_acceptance: float | None = None,
     routing_imbalance: float = 1.0,
+    redundant_experts: int = 0,
     profile: Any = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
@@ -278,7 +279,7 @@ def plan(
         )
     acceptance = _check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
     imbalance = _check_number("routing_imbalance", routing_imbalance, 1.0, allow_none=False)
-    lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention)
+    lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
     warnings: list[str] = []
@@ -389,8 +390,9 @@ def plan(
             prefill_tp if prefill_tp is not None else (lay.tp if p_gpus % lay.tp == 0 else None),
             None,
             1,
-            prefill_ep if prefill_ep is not None else (lay.ep if p_gpus % lay.ep == 0 else 1),
+            prefill_ep if prefill_ep is not None else _largest_ep(m, p_gpus, lay),
             lay.dp_attention if prefill_dp_attention is None else prefill_dp_attention,
+            redundant_experts,
         )
         p_sm = StepModel(m, p_lay, w_dtype, layout, hw, profile, imbalance)
     else:
@@ -555,6 +557,15 @@ def plan(
         step_comm_s=f["comm"],
         sustainable=sustainable,
         kernels=_kernel_rows(dec.kernels),
+    )
+
+
+def _largest_ep(m: ModelConfig, gpus: int, lay: Layout) -> int:
+    """The prefill pool's expert-parallel degree when none is given: the decode pool's, or the
+    largest below it that divides the pool and the expert slots."""
+    slots = m.n_routed_experts + lay.redundant_experts
+    return max(
+        e for e in range(1, min(lay.ep, gpus) + 1) if gpus % e == 0 and (slots % e == 0 or e == 1)
     )
 
 

@@ -9,7 +9,9 @@ scale-out network per GPU otherwise (:meth:`mlacalc.hardware.HardwareSpec.link`)
 - all-gather and reduce-scatter: ``n - 1`` steps of one rank's share each;
 - expert-parallel dispatch and combine (DeepEP-style all-to-all): every routed copy of a token
   leaves in one step (``tokens x top-k x hidden`` elements, fp8 with one 4-byte scale per 128
-  elements for dispatch, bf16 for combine), as DeepEP's published bandwidths count them;
+  elements for dispatch, bf16 for combine), as DeepEP's published bandwidths count them; the
+  low-latency kernels of decode send everything over the NIC (RDMA), the normal kernels of
+  prefill use NVLink within a node;
 - point-to-point (pipeline stages): one step, the activations of the step.
 
 ``LINK_EFFICIENCY`` = 0.8 is the achieved share of a link that the DeepSeek-V3 ISCA 2025 paper
@@ -66,16 +68,22 @@ def comm_seconds(
     n_gpus: int,
     hw: HardwareSpec,
     efficiency: float = LINK_EFFICIENCY,
+    network: bool = False,
 ) -> np.ndarray:
     """Seconds of one collective of ``kind`` over ``n_gpus`` GPUs, per message (vectorised).
 
     ``message_bytes`` is one rank's message: its tensor for all-reduce, its share for all-gather
     and reduce-scatter, everything it sends for dispatch, combine, all-to-all and p2p.
+    ``network=True`` sends over the scale-out NIC even within a node, as DeepEP's low-latency
+    kernels do (pure RDMA).
     """
     msg = np.asarray(message_bytes, dtype=np.float64)
     if n_gpus <= 1 and kind != "p2p":
         return np.zeros_like(msg)
-    bw, lat = hw.link(n_gpus)
+    if network and hw.scale_out_bytes_per_s:
+        bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
+    else:
+        bw, lat = hw.link(n_gpus)
     bw = bw * efficiency
     n = float(n_gpus)
     if kind == "all_reduce":

@@ -12,7 +12,9 @@ A layout is ``gpus = tp x dp x pp``:
 - the routed experts of a MoE layer are shared by a *MoE group*: the ``tp`` ranks of one
   attention group, or the whole stage (``tp x dp`` GPUs) under ``dp_attention`` or when
   ``ep > tp``. In the MoE group, ``ep`` GPUs hold different experts and the remaining
-  ``group / ep`` split each expert's width (MoE tensor parallelism).
+  ``group / ep`` split each expert's width (MoE tensor parallelism). ``redundant_experts``
+  extra replicas of busy experts (DeepSeek's EPLB) take expert slots like the others, so
+  ``ep`` divides ``n_routed_experts + redundant_experts`` (256 + 32 = 288 slots over EP72).
 
 ``dp_attention`` is how SGLang and DeepSeek serve MLA models: attention data-parallel (each
 group keeps its own sequences' latent, so it is not replicated), experts shared by the stage.
@@ -51,6 +53,7 @@ class Layout:
     dp_attention: bool
     moe_group: int  # GPUs sharing the routed experts of one MoE layer
     moe_tp: int  # ways each routed expert is split (moe_group / ep)
+    redundant_experts: int = 0  # extra replicas of busy experts (EPLB), placed like the others
 
     @property
     def stage_gpus(self) -> int:
@@ -88,6 +91,7 @@ def make_layout(
     pp: int = 1,
     ep: int = 1,
     dp_attention: bool = False,
+    redundant_experts: int = 0,
 ) -> Layout:
     """Check a layout against the model and the GPU count; each error names the argument."""
     gpus = _int_arg("gpus", gpus)
@@ -132,10 +136,23 @@ def make_layout(
         )
     if ep > 1 and not m.is_moe:
         raise InvalidArgumentError("ep", f"{m.label} has no experts to spread; use ep=1")
-    if ep > 1 and m.n_routed_experts % ep:
+    if (
+        isinstance(redundant_experts, bool)
+        or not isinstance(redundant_experts, int)
+        or redundant_experts < 0
+    ):
+        raise InvalidArgumentError(
+            "redundant_experts", f"must be an integer >= 0, got {redundant_experts!r}"
+        )
+    if redundant_experts and not m.is_moe:
+        raise InvalidArgumentError("redundant_experts", f"{m.label} has no experts to replicate")
+    slots = m.n_routed_experts + redundant_experts
+    if ep > 1 and slots % ep:
+        extra = f" + {redundant_experts} redundant" if redundant_experts else ""
         raise InvalidArgumentError(
             "ep",
-            f"expert parallel degree {ep} does not divide the {m.n_routed_experts} routed experts",
+            f"expert parallel degree {ep} does not divide the "
+            f"{m.n_routed_experts} routed experts{extra}",
         )
     if ep > 1 and gpus % ep:
         raise InvalidArgumentError(
@@ -157,6 +174,7 @@ def make_layout(
         dp_attention=dp_attention,
         moe_group=group,
         moe_tp=group // ep,
+        redundant_experts=redundant_experts,
     )
 
 
@@ -198,7 +216,8 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
     norms = b["norms"] / m.num_hidden_layers  # per layer (final norm spread evenly)
     dense = b["dense_ffn"] / n_dense / lay.tp if n_dense else 0.0
     moe_rest = (b["moe_shared_experts"] / lay.tp + b["moe_router"]) / n_moe if n_moe else 0.0
-    routed = b["moe_routed_experts"] / n_moe / lay.moe_group if n_moe else 0.0
+    slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if n_moe else 1.0
+    routed = b["moe_routed_experts"] * slots / n_moe / lay.moe_group if n_moe else 0.0
     best: dict[str, float] | None = None
     stages = _stage_layers(m, lay.pp)
     for s, layers in enumerate(stages):

@@ -54,6 +54,7 @@ class Spec:
     shape: dict[str, np.ndarray] = field(default_factory=dict)
     comm: bool = False
     n_gpus: int = 1
+    network: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,14 @@ class StepModel:
         )
 
     def _comm(
-        self, out: list[Spec], name: str, kind: str, part: str, msg: np.ndarray, n: int
+        self,
+        out: list[Spec],
+        name: str,
+        kind: str,
+        part: str,
+        msg: np.ndarray,
+        n: int,
+        network: bool = False,
     ) -> None:
         if n > 1:
             out.append(
@@ -176,6 +184,7 @@ class StepModel:
                     {"message_bytes": msg, "n_gpus": np.full_like(msg, n)},
                     comm=True,
                     n_gpus=n,
+                    network=network,
                 )
             )
 
@@ -303,6 +312,7 @@ class StepModel:
         m, lay, d = self.m, self.lay, self.d
         part = "moe_ffn"
         E, k = m.n_routed_experts, m.num_experts_per_tok
+        slots = E + lay.redundant_experts  # experts placed, replicas included
         self._gemm(out, "router", part, T, E, d, dtype="bf16", weight_bytes=2)
         if m.n_shared_experts:
             self._dense_ffn(
@@ -310,10 +320,10 @@ class StepModel:
             )
         groups = lay.moe_group // lay.tp  # attention groups feeding the MoE group
         T_grp = T * groups  # distinct tokens entering the MoE group
-        local = E // lay.ep
+        local = slots // lay.ep
         inter = m.moe_intermediate_size // lay.moe_tp
         assign = T_grp * k / lay.ep * self.imbalance  # routed copies this GPU computes
-        active = np.minimum(local * (1 - (1 - k / E) ** T_grp), np.maximum(assign, 1.0))
+        active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
         mats = 3 if self.gated else 2
         flops = 2.0 * assign * d * inter * mats
         nbytes = active * d * inter * mats * self.w_bytes + assign * (2 * d + inter) * ACT
@@ -350,6 +360,7 @@ class StepModel:
                     part,
                     dispatch_bytes(sent, k, d, self.fp8_dispatch),
                     lay.moe_group,
+                    network=decode,
                 )
                 self._comm(
                     out,
@@ -358,6 +369,7 @@ class StepModel:
                     part,
                     combine_bytes(sent, k, d),
                     lay.moe_group,
+                    network=decode,
                 )
             else:
                 self._comm(
@@ -435,9 +447,8 @@ class StepModel:
         groups: dict[tuple[str, str], list[int]] = {}
         for i, s in enumerate(specs):
             if s.comm:
-                secs[i] = comm_seconds(
-                    s.kind, s.bytes, self._p2p_group() if s.kind == "p2p" else s.n_gpus, self.hw
-                )
+                n = self._p2p_group() if s.kind == "p2p" else s.n_gpus
+                secs[i] = comm_seconds(s.kind, s.bytes, n, self.hw, network=s.network)
             else:
                 groups.setdefault((s.kind, s.dtype), []).append(i)
         for (kind, dtype), idx in groups.items():

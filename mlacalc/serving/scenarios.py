@@ -1,0 +1,180 @@
+"""Published serving measurements, and the planner's prediction of each.
+
+Each scenario is quoted from its source with everything the source states about it; what the
+source leaves open is set the way the planner always sets it (its defaults), never to make
+one row fit. :func:`compare` predicts every row and returns its errors
+(``predicted / measured - 1``); ``benchmarks/bench_serving.py`` prints them and the tests
+bound them.
+
+- ``TRTLLM_ONLINE``: TensorRT-LLM's online-serving table (``NVIDIA/TensorRT-LLM@258c7540:
+  docs/source/performance/perf-overview.md``, "generated using version 0.14.0, with 500
+  requests and BF16 precision", Triton backend): Llama-3.1 70B at TP4 and 8B at TP1 on H100
+  SXM and H200, mean TTFT, mean ITL and output tokens/s at a fixed request rate. The rows kept
+  are those whose achieved request rate equals the offered one (the server kept up); beyond
+  that the batch limit, which the source does not state, decides the figures.
+- ``SGLANG_EP72``: LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert
+  Parallelism on 96 H100 GPUs" (``lm-sys/lm-sys.github.io@2db4e404:blog/2025-05-05-
+  large-scale-ep.md``): the decode pool of 9 nodes x 8 H100 at EP72 with DP-attention, 32
+  redundant experts, DeepEP low-latency, two-batch overlap, 256 sequences per GPU with 2,000
+  tokens of KV: 22,282 output tokens/s per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SGLANG_EP72", "TRTLLM_ONLINE", "OnlineRow", "compare", "compare_sglang"]
+
+
+@dataclass(frozen=True)
+class OnlineRow:
+    """One row of the TensorRT-LLM online table (times in ms, throughput in output tokens/s)."""
+
+    model: str
+    hardware: str
+    tp: int
+    isl: int
+    osl: int
+    qps: float
+    ttft_ms: float
+    itl_ms: float
+    output_tokens_per_s: float
+
+
+_ROWS = """
+llama-3.1-70b H100-SXM 4 467 256 2 62 21 498
+llama-3.1-70b H100-SXM 4 467 256 4 68 24 973
+llama-3.1-70b H100-SXM 4 467 256 8 92 32 1860
+llama-3.1-70b H100-SXM 4 467 16 2 53 18 28
+llama-3.1-70b H100-SXM 4 467 16 4 58 20 63
+llama-3.1-70b H100-SXM 4 467 16 8 71 24 126
+llama-3.1-70b H100-SXM 4 467 16 16 109 38 248
+llama-3.1-70b H100-SXM 4 202 214 2 48 20 401
+llama-3.1-70b H100-SXM 4 202 214 4 51 22 771
+llama-3.1-8b H100-SXM 1 467 256 2 23 8 504
+llama-3.1-8b H100-SXM 1 467 256 4 24 9 929
+llama-3.1-8b H100-SXM 1 467 256 8 26 9 1959
+llama-3.1-8b H100-SXM 1 467 16 2 19 7 32
+llama-3.1-8b H100-SXM 1 467 16 4 20 7 63
+llama-3.1-8b H100-SXM 1 467 16 8 22 7 126
+llama-3.1-8b H100-SXM 1 467 16 16 24 8 251
+llama-3.1-8b H100-SXM 1 202 214 2 19 7 416
+llama-3.1-8b H100-SXM 1 202 214 4 20 8 816
+llama-3.1-70b H200 4 467 256 2 58 18 499
+llama-3.1-70b H200 4 467 256 4 63 20 980
+llama-3.1-70b H200 4 467 16 2 50 15 32
+llama-3.1-70b H200 4 467 16 4 55 16 63
+llama-3.1-70b H200 4 467 16 8 67 20 126
+llama-3.1-70b H200 4 467 16 16 103 33 248
+llama-3.1-70b H200 4 202 214 2 43 17 408
+llama-3.1-70b H200 4 202 214 4 46 18 784
+llama-3.1-8b H200 1 467 256 2 21 6 504
+llama-3.1-8b H200 1 467 256 4 23 7 1001
+llama-3.1-8b H200 1 467 256 8 24 7 1971
+llama-3.1-8b H200 1 467 16 2 18 5 32
+llama-3.1-8b H200 1 467 16 4 19 6 63
+llama-3.1-8b H200 1 467 16 8 20 6 126
+llama-3.1-8b H200 1 467 16 16 22 7 250
+llama-3.1-8b H200 1 202 214 2 17 6 418
+llama-3.1-8b H200 1 202 214 4 18 6 822
+"""
+
+#: The online rows whose achieved request rate equals the offered one.
+TRTLLM_ONLINE: tuple[OnlineRow, ...] = tuple(
+    OnlineRow(
+        r[0],
+        r[1],
+        int(r[2]),
+        int(r[3]),
+        int(r[4]),
+        float(r[5]),
+        float(r[6]),
+        float(r[7]),
+        float(r[8]),
+    )
+    for r in (line.split() for line in _ROWS.strip().splitlines())
+)
+
+#: The SGLang decode pool: layout, load and the measured output tokens/s per node.
+SGLANG_EP72: dict[str, Any] = {
+    "model": "deepseek-v3",
+    "hardware": "H100-SXM",
+    "gpus": 72,
+    "tp": 1,
+    "ep": 72,
+    "dp_attention": True,
+    "redundant_experts": 32,
+    "overlap": "tbo",
+    "batch_per_gpu": 256,
+    "kv_len": 2000,
+    "gpus_per_node": 8,
+    "output_tokens_per_s_per_node": 22282.0,
+}
+
+
+def _model_name(name: str) -> str:
+    """The shipped config of a published model (Llama-3.1 has Llama-3's shapes)."""
+    return {"llama-3.1-70b": "llama-3-70b", "llama-3.1-8b": "llama-3-8b"}.get(name, name)
+
+
+def compare(
+    rows: tuple[OnlineRow, ...] = TRTLLM_ONLINE, profile: Any = None
+) -> list[dict[str, Any]]:
+    """Predict every online row at its request rate (bf16 weights and cache, as the source ran)."""
+    from ..planner import plan
+
+    out = []
+    for r in rows:
+        p = plan(
+            _model_name(r.model),
+            r.hardware,
+            r.tp,
+            isl=r.isl,
+            osl=r.osl,
+            request_rate=r.qps,
+            weight_dtype="bf16",
+            kv_dtype="bf16",
+            profile=profile,
+        )
+        pred = {
+            "ttft_ms": p.ttft_s * 1e3,
+            "itl_ms": p.tpot_s * 1e3,
+            "output_tokens_per_s": p.output_tokens_per_s,
+        }
+        row = {**r.__dict__, **{f"predicted_{k}": v for k, v in pred.items()}}
+        for k, v in pred.items():
+            row[f"error_{k}"] = v / getattr(r, k) - 1
+        out.append(row)
+    return out
+
+
+def compare_sglang(profile: Any = None) -> dict[str, Any]:
+    """The SGLang EP72 decode node: predicted against measured output tokens/s per node."""
+    from ..planner import plan
+
+    s = SGLANG_EP72
+    p = plan(
+        s["model"],
+        s["hardware"],
+        s["gpus"],
+        tp=s["tp"],
+        ep=s["ep"],
+        dp_attention=s["dp_attention"],
+        redundant_experts=s["redundant_experts"],
+        overlap=s["overlap"],
+        isl=s["kv_len"],
+        osl=1,
+        concurrency=s["batch_per_gpu"] * s["gpus"],
+        mode="disaggregated",
+        profile=profile,
+    )
+    per_node = p.decode_tokens_per_s / s["gpus"] * s["gpus_per_node"]
+    return {
+        "predicted_output_tokens_per_s_per_node": per_node,
+        "measured_output_tokens_per_s_per_node": s["output_tokens_per_s_per_node"],
+        "error": per_node / s["output_tokens_per_s_per_node"] - 1,
+        "decode_step_s": p.decode_step_s,
+        "step_comm_s": p.step_comm_s,
+        "plan": p,
+    }

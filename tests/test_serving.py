@@ -1,0 +1,228 @@
+"""Serving: published analytic figures, measured scenarios, and physical consistency.
+
+Sources: /work/shared/reference/serving-figures.md sections 2.1 (DeepSeek-V3 ISCA 2025 paper,
+arXiv 2505.09343, section 2.3.2), 2.4 (DeepEP README @ebfe47e), 3.1 (LMSYS 96 x H100 blog
+@2db4e404) and 4.3 (TensorRT-LLM perf-overview @258c7540, v0.14 online table).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+import mlacalc
+from mlacalc.dtypes import resolve_kv_layout
+from mlacalc.hardware import hardware_from_dict, load_hardware
+from mlacalc.planner import plan
+from mlacalc.serving import StepModel, make_layout
+from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
+from mlacalc.serving.layout import weights_per_gpu
+from mlacalc.serving.scenarios import compare, compare_sglang
+
+# ------------------------------------------------------------------ analytic figures
+
+
+def _link_only(gb_per_s: float, per_node: int) -> mlacalc.hardware.HardwareSpec:
+    """A device whose only figures that matter are its links (no latency: the paper's premise)."""
+    return hardware_from_dict(
+        {
+            "name": "links",
+            "peak_tflops": {"bf16": 1000},
+            "memory_bandwidth_gb_per_s": 3000,
+            "memory_gb": 80,
+            "source": "test",
+            "scale_up_gb_per_s": gb_per_s,
+            "scale_out_gb_per_s": gb_per_s,
+            "gpus_per_node": per_node,
+        }
+    )
+
+
+def test_isca_comm_bound_tpot_from_its_own_inputs():
+    """14.76 ms / 67 tokens/s on 400 Gb/s IB; 0.82 ms / ~1200 tokens/s at NVL72's 900 GB/s."""
+    tpot = isca_comm_bound_tpot()
+    assert tpot == pytest.approx(14.757e-3, rel=1e-4) and math.floor(1 / tpot) == 67
+    nvl = isca_comm_bound_tpot(bandwidth_bytes_per_s=900e9)
+    assert round(nvl * 1e3, 2) == 0.82 and 1 / nvl == pytest.approx(1219.8, rel=1e-3)
+    # the same figure through the planner's dispatch/combine path: 1-byte dispatch (the paper
+    # counts no scales), bf16 combine, one expert per GPU, two rounds per layer (two-batch overlap)
+    for bw, per_node, expected in ((50, 8, 14.757e-3), (900, 72, 0.8199e-3)):
+        hw = _link_only(bw, per_node)
+        round_s = comm_seconds(
+            "dispatch", np.array([32 * 9 * 7000.0]), 72, hw, efficiency=1.0
+        ) + comm_seconds(
+            "combine", combine_bytes(np.array([32.0]), 9, 7000), 72, hw, efficiency=1.0
+        )
+        assert 61 * 2 * float(round_s[0]) == pytest.approx(expected, rel=1e-3)
+    # with the real hidden size 7168 the paper's method gives 15.11 ms
+    assert isca_comm_bound_tpot(hidden=7168) == pytest.approx(15.11e-3, rel=1e-3)
+
+
+DEEPEP_LOW_LATENCY = {
+    8: (163, 318),
+    16: (173, 329),
+    32: (182, 350),
+    64: (186, 353),
+    128: (192, 369),
+    256: (194, 360),
+}  # EP: (dispatch us, combine us), H800 + CX7 400 Gb/s
+
+
+@pytest.mark.parametrize("ep", sorted(DEEPEP_LOW_LATENCY))
+def test_deepep_low_latency_from_bytes_and_bandwidth(ep):
+    """128 tokens, hidden 7168, top-8, fp8 dispatch with block scales, bf16 combine, over RDMA."""
+    hw = load_hardware("H800")
+    tokens = np.array([128.0])
+    assert float(dispatch_bytes(tokens, 8, 7168)[0]) == 128 * 8 * (7168 + 56 * 4)  # 7.57 MB
+    assert float(combine_bytes(tokens, 8, 7168)[0]) == 128 * 8 * 7168 * 2  # 14.68 MB
+    dispatch = comm_seconds("dispatch", dispatch_bytes(tokens, 8, 7168), ep, hw, network=True)[0]
+    combine = comm_seconds("combine", combine_bytes(tokens, 8, 7168), ep, hw, network=True)[0]
+    measured_d, measured_c = DEEPEP_LOW_LATENCY[ep]
+    assert dispatch * 1e6 == pytest.approx(measured_d, rel=0.25)
+    assert combine * 1e6 == pytest.approx(measured_c, rel=0.25)
+
+
+def test_deepep_normal_mode_bandwidths():
+    """4096 tokens: intranode EP8 over NVLink 153/158 GB/s, internode 43-47 GB/s over RDMA."""
+    hw = load_hardware("H800")
+    tokens = np.array([4096.0])
+    for ep, measured in ((8, (153, 158)), (16, (43, 43)), (32, (44, 47)), (64, (46, 45))):
+        for kind, nbytes, gbs in (
+            ("dispatch", dispatch_bytes(tokens, 8, 7168), measured[0]),
+            ("combine", combine_bytes(tokens, 8, 7168), measured[1]),
+        ):
+            achieved = float(nbytes[0]) / float(comm_seconds(kind, nbytes, ep, hw)[0]) / 1e9
+            assert achieved == pytest.approx(gbs, rel=0.25), (ep, kind)
+
+
+# ------------------------------------------------------------------ measured scenarios
+
+
+def test_sglang_ep72_decode_node():
+    """9 x 8 H100, EP72 + DP-attention, 256 sequences per GPU at 2,000 tokens: 22,282 tok/s/node."""
+    r = compare_sglang()
+    assert r["error"] == pytest.approx(0.0, abs=0.25)
+    assert r["plan"].fits and r["decode_step_s"] == pytest.approx(0.092, rel=0.25)  # ITL ~100 ms
+
+
+def test_trtllm_online_table():
+    """Llama-3.1 70B TP4 and 8B TP1 on H100/H200 at fixed request rates: median |error| <= 25%
+    for TTFT, ITL and output tokens/s; throughput within 25% on every row."""
+    rows = compare()
+    assert len(rows) == 35
+    for key in ("ttft_ms", "itl_ms", "output_tokens_per_s"):
+        assert statistics.median(abs(r[f"error_{key}"]) for r in rows) <= 0.25, key
+    assert all(abs(r["error_output_tokens_per_s"]) <= 0.25 for r in rows)
+
+
+# ------------------------------------------------------------------ physical consistency
+
+DSV3 = mlacalc.load_model("deepseek-v3")
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_tp_rank_mla_decode_never_beats_reading_its_latent(tp):
+    """Every TP rank holds and reads the whole latent: its step is at least that read."""
+    hw = load_hardware("H200")
+    lay = make_layout(DSV3, 8, tp=tp)
+    for kv in ("bf16", "fp8"):
+        sm = StepModel(DSV3, lay, "fp8", resolve_kv_layout(kv), hw)
+        st = sm.step(dec_B=4, dec_S=131072)
+        latent = 4 * 131072 * sm.kv_row * 61
+        assert st.seconds[0] >= latent / hw.memory_bandwidth_bytes_per_s
+        core = next(k for k in st.kernels if k["kind"] == "mla_decode")
+        assert core["seconds"][0] >= 4 * 131072 * sm.kv_row * 61 / hw.memory_bandwidth_bytes_per_s
+    p = plan("deepseek-v3", "H200", 8, seq_len=131072, batch=4)
+    assert p.decode_step_s >= 4 * 131072 * 70272 / 4.8e12  # the issue's 7.7 ms floor
+
+
+def test_fp8_cache_halves_the_cache_term():
+    hw = load_hardware("H200")
+    lay = make_layout(DSV3, 8, tp=8)
+    terms = {}
+    for kv in ("bf16", "fp8"):
+        sm = StepModel(DSV3, lay, "fp8", resolve_kv_layout(kv), hw)
+        spec = next(s for s in sm.specs(dec_B=4, dec_S=131072) if s.kind == "mla_decode")
+        activations = 4 * 128 // 8 * (512 + 64 + 512) * 2
+        terms[kv] = float(spec.bytes[0]) - activations
+    assert terms["bf16"] == 2 * terms["fp8"] == 4 * 131072 * 1152
+    slow = plan("deepseek-v3", "H200", 8, seq_len=131072, batch=4)
+    fast = plan("deepseek-v3", "H200", 8, seq_len=131072, batch=4, kv_dtype="fp8")
+    assert fast.kv_bytes_per_token_per_gpu * 2 == slow.kv_bytes_per_token_per_gpu
+    assert fast.decode_step_s < slow.decode_step_s
+
+
+@pytest.mark.parametrize(
+    "name, layouts",
+    [
+        ("llama-3-70b", [dict(gpus=g, tp=g) for g in (1, 2, 4, 8, 16, 32, 64)]),
+        ("llama-3-70b", [dict(gpus=g, tp=8, pp=g // 8) for g in (8, 16, 32, 64)]),
+        ("deepseek-v3", [dict(gpus=g, tp=1, ep=g, dp_attention=True) for g in (8, 16, 32, 64)]),
+        ("deepseek-v3", [dict(gpus=g, tp=8, ep=g) for g in (8, 16, 32, 64)]),
+        ("mixtral-8x7b", [dict(gpus=g, tp=g) for g in (1, 2, 4, 8)]),
+    ],
+)
+def test_more_gpus_never_more_weights_per_gpu(name, layouts):
+    m = mlacalc.load_model(name)
+    sizes = [weights_per_gpu(m, make_layout(m, **kw), m.weights_dtype) for kw in layouts]
+    assert all(b <= a for a, b in itertools.pairwise(sizes)), sizes
+
+
+def test_disaggregated_ttft_excludes_decode_interference():
+    kw = dict(isl=2000, osl=500, concurrency=64, weight_dtype="fp8")
+    agg = plan("llama-3-70b", "H100-SXM", 8, tp=8, **kw)
+    dis = plan("llama-3-70b", "H100-SXM", 8, tp=8, mode="disaggregated", prefill_gpus=8, **kw)
+    # the prompt alone on the prefill pool, then its KV over the network
+    assert dis.ttft_s == pytest.approx(dis.prefill_s + dis.kv_transfer_s, rel=1e-9)
+    assert agg.ttft_s > agg.prefill_s + agg.decode_step_s  # waits for and shares a step
+    assert dis.tpot_s < agg.tpot_s  # no prompt in its steps
+    assert dis.kv_transfer_s == pytest.approx(2000 * 327_680 / (50e9 * 0.8) + 2.8e-6, rel=1e-9)
+    assert dis.total_gpus == 16 and dis.output_tokens_per_s_per_gpu * 16 == pytest.approx(
+        dis.output_tokens_per_s
+    )
+
+
+def test_mtp_tokens_per_step_and_verify_cost():
+    kw = dict(isl=1000, osl=1000, concurrency=64, dp_attention=True, ep=8)
+    base = plan("deepseek-v3", "H200", 8, **kw)
+    mtp = plan("deepseek-v3", "H200", 8, mtp_tokens=1, mtp_acceptance=0.85, **kw)
+    zero = plan("deepseek-v3", "H200", 8, mtp_tokens=1, mtp_acceptance=0.0, **kw)
+    assert mtp.tokens_per_step == 1.85 and zero.tokens_per_step == 1.0
+    assert zero.tpot_s > base.tpot_s  # verifying and drafting cost, nothing accepted
+    assert 1.3 < base.tpot_s / mtp.tpot_s < 1.85  # DeepSeek reports 1.8x TPS at 85-90% acceptance
+
+
+def test_chunked_prefill_ttft_counts_steps():
+    p = plan("llama-3-8b", "H100-SXM", 1, isl=8000, osl=100, concurrency=16, chunked_prefill=2048)
+    assert p.ttft_s == pytest.approx(
+        4 * p.tpot_s * p.tokens_per_step, rel=1e-9
+    )  # ceil(8000/2048) steps
+
+
+def test_pipeline_stages_split_weights_and_add_handover():
+    one = plan("llama-3-70b", "H100-SXM", 8, tp=8, seq_len=4096, batch=8, weight_dtype="fp8")
+    two = plan("llama-3-70b", "H100-SXM", 16, tp=8, pp=2, seq_len=4096, batch=8, weight_dtype="fp8")
+    assert two.weights_per_gpu_bytes < 0.55 * one.weights_per_gpu_bytes
+    assert any(k["kind"] == "p2p" for k in two.kernels) and two.layout == "TP8 PP2"
+
+
+def test_context_beyond_max_position_is_flagged_and_not_fitting_is_an_answer():
+    p = plan("llama-3-8b", "H100-SXM", 1, isl=8000, osl=1000, concurrency=1)
+    assert any("max_position_embeddings (8,192)" in w for w in p.warnings)
+    big = plan("llama-3-70b", "RTX-4080", 1, isl=100, osl=100)
+    assert not big.fits and big.overflow.startswith("weights") and big.ttft_s is None
+    cache = plan("llama-3-8b", "RTX-4090", 1, isl=1_000_000, osl=1000, weight_dtype="fp8")
+    assert (
+        not cache.fits and cache.overflow.startswith("kv cache") and cache.binding == "kv capacity"
+    )
+
+
+def test_queueing_beyond_capacity_and_overload():
+    p = plan("llama-3-8b", "H100-SXM", 1, isl=2000, osl=500, concurrency=10_000)
+    assert p.queued == 10_000 - p.max_batch and p.ttft_s > 1.0
+    over = plan("llama-3-8b", "H100-SXM", 1, isl=2000, osl=500, request_rate=1000.0)
+    assert not over.sustainable and math.isinf(over.ttft_s)
