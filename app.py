@@ -25,17 +25,66 @@ from appviews.common import (
 )
 from appviews.urlstate import UrlState
 from mlacalc import defaults as D
+from mlacalc.config import ModelConfig
+from mlacalc.dtypes import DTYPE_BITS, KV_LAYOUTS
 from mlacalc.hardware import measured_sets, shipped_hardware
+from mlacalc.vocab import FIELD_SYMBOLS
 
 #: The tabs, in order; adding a view is one line here.
 VIEWS = [kv_cache, parameters, flops, roofline, planner, measured]
 
-KV_DTYPES = ["bf16", "fp16", "fp8", "fp32", "int8", "int4", "fp8_ds_mla"]
-W_DTYPES = ["bf16", "fp16", "fp8", "fp32", "int8", "int4"]
+#: The dtypes mlacalc knows (weights), and the KV layouts on top (KV cache).
+W_DTYPES = list(DTYPE_BITS)
+KV_DTYPES = W_DTYPES + list(KV_LAYOUTS)
+#: What-if widgets: (widget key, config field, label, smallest, largest, step), MLA and others.
+WHATIF_MLA = [
+    ("w_layers", "num_hidden_layers", "layers (L)", 1, 512, 1),
+    ("w_heads", "num_attention_heads", "heads (n_h)", 1, 1024, 1),
+    ("w_dc", "kv_lora_rank", "latent width d_c (kv_lora_rank)", 16, 4096, 16),
+    ("w_rope", "qk_rope_head_dim", "RoPE width d_rope", 2, 512, 2),
+    ("w_dcq", "q_lora_rank", "query latent d_cq (0 = plain W_Q)", 0, 16384, 1),
+]
+WHATIF_MHA = [
+    ("w_layers", "num_hidden_layers", "layers (L)", 1, 512, 1),
+    ("w_heads", "num_attention_heads", "heads (n_h)", 1, 1024, 1),
+    ("w_kv", "num_key_value_heads", "KV heads (n_kv)", 1, 1024, 1),
+    ("w_dh", "head_dim", "head width d_h", 1, 1024, 1),
+]
+#: URL parameters the sidebar writes (the planner adds its own).
+URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "whatif"} | {
+    FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA
+}
 
+state = st.session_state
 url = UrlState(st.query_params)
+first_run = "model" not in state
 known_models = mlacalc.shipped_models()
 known_hardware = shipped_hardware() + [f"measured:{s}" for s in measured_sets()]
+
+
+def _mark_weight_dtype() -> None:
+    """The user picked a weight dtype: it no longer follows the model."""
+    state["w_user"] = state["weight_dtype"] != state.get("w_model_default")
+
+
+def _whatif_fields(m: ModelConfig) -> list[tuple[str, str, str, int, int, int]]:
+    return WHATIF_MLA if m.is_mla else WHATIF_MHA
+
+
+def _field_value(m: ModelConfig, field: str) -> int:
+    return int(getattr(m, field) or 0)
+
+
+if first_run:  # the URL seeds the widgets once; afterwards the widgets are the state
+    state["model"] = url.choice("model", known_models, D.MODEL, "model")
+    state["seq_len"] = url.integer("seq_len", D.SEQ_LEN, 1, 16 * 2**20)
+    state["batch"] = url.integer("batch", D.APP_BATCH, 1, 1 << 20)
+    state["kv_dtype"] = url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")
+    state["hardware"] = url.choice("hw", known_hardware, D.HARDWARE, "device")
+    url_weight = url.choice("w", W_DTYPES, None, "weight dtype")
+    if url_weight is not None:
+        state["weight_dtype"], state["w_user"] = url_weight, True
+    state["whatif"] = url.flag("whatif")
 
 st.title("mlacalc")
 st.caption(
@@ -46,12 +95,7 @@ st.caption(
 with st.sidebar:
     st.header("Model")
     source = st.radio("Source", ["Shipped model", "Upload a config"], key="source", horizontal=True)
-    shipped_name = st.selectbox(
-        "Shipped model",
-        known_models,
-        key="model",
-        index=known_models.index(url.choice("model", known_models, D.MODEL, "model")),
-    )
+    shipped_name = st.selectbox("Shipped model", known_models, key="model")
     model = load_shipped(shipped_name)
     if source == "Upload a config":
         upload = st.file_uploader(
@@ -59,50 +103,37 @@ with st.sidebar:
             type=["yaml", "yml", "json"],
             key="upload",
         )
+        st.caption(
+            "An uploaded file stays in this browser session: a shared link carries the shipped "
+            "model, the workload and what-if edits, not the upload."
+        )
         if upload is not None:
             try:
                 model = load_uploaded(upload.getvalue(), upload.name)
             except mlacalc.MlacalcError as exc:
                 st.error(f"{exc}. Showing {model.label}.")
 
-    with st.expander("What-if dimensions", expanded=False):
+    with st.expander("What-if dimensions", expanded=bool(state.get("whatif"))):
         whatif = st.checkbox("Edit dimensions", key="whatif")
+        base_key = f"{model.name}:{model.variant}"
+        if state.get("whatif_base") != base_key:  # a new model: its own dimensions
+            for key, field, _label, lo, hi, _step in _whatif_fields(model):
+                value = _field_value(model, field)
+                if first_run:
+                    symbol = FIELD_SYMBOLS[field]
+                    value = url.integer(symbol, value, lo, hi)
+                state[key] = min(hi, max(lo, value))
+            state["whatif_base"] = base_key
         changes: dict = {}
         if whatif:
-            changes["num_hidden_layers"] = st.number_input(
-                "layers (L)", 1, 512, model.num_hidden_layers, key="w_layers"
-            )
-            changes["num_attention_heads"] = st.number_input(
-                "heads (n_h)", 1, 1024, model.num_attention_heads, key="w_heads"
-            )
+            for key, field, label, lo, hi, step in _whatif_fields(model):
+                if key in ("w_dc", "w_rope"):
+                    changes[field] = st.slider(label, lo, hi, step=step, key=key)
+                else:
+                    changes[field] = st.number_input(label, lo, hi, step=step, key=key)
             if model.is_mla:
                 changes["num_key_value_heads"] = changes["num_attention_heads"]
-                changes["kv_lora_rank"] = st.slider(
-                    "latent width d_c (kv_lora_rank)",
-                    16,
-                    4096,
-                    model.kv_lora_rank,
-                    step=16,
-                    key="w_dc",
-                )
-                changes["qk_rope_head_dim"] = st.slider(
-                    "RoPE width d_rope", 2, 512, model.qk_rope_head_dim, step=2, key="w_rope"
-                )
-                q_lora = st.number_input(
-                    "query latent d_cq (0 = plain W_Q)",
-                    0,
-                    16384,
-                    model.q_lora_rank or 0,
-                    key="w_dcq",
-                )
-                changes["q_lora_rank"] = q_lora or None
-            else:
-                changes["num_key_value_heads"] = st.number_input(
-                    "KV heads (n_kv)", 1, 1024, model.num_key_value_heads, key="w_kv"
-                )
-                changes["head_dim"] = st.number_input(
-                    "head width d_h", 1, 1024, model.head_dim, key="w_dh"
-                )
+                changes["q_lora_rank"] = changes["q_lora_rank"] or None
             try:
                 model = model.with_changes(
                     name=f"{model.name}-what-if",
@@ -113,48 +144,38 @@ with st.sidebar:
                 st.error(str(exc).split(": ", 1)[-1])
 
     st.header("Workload")
-    seq_len = st.number_input(
-        "context length (tokens)",
-        1,
-        16 * 2**20,
-        url.integer("seq_len", D.SEQ_LEN, 1, 16 * 2**20),
-        step=1024,
-        key="seq_len",
-    )
-    batch = st.number_input(
-        "batch (sequences)", 1, 1 << 20, url.integer("batch", D.APP_BATCH, 1, 1 << 20), key="batch"
-    )
-    kv_dtype = st.selectbox(
-        "KV dtype / layout",
-        KV_DTYPES,
-        key="kv_dtype",
-        index=KV_DTYPES.index(url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")),
-    )
-    model_w = model.weights_dtype if model.weights_dtype in W_DTYPES else "bf16"
+    seq_len = st.number_input("context length (tokens)", 1, 16 * 2**20, step=1024, key="seq_len")
+    batch = st.number_input("batch (sequences)", 1, 1 << 20, key="batch")
+    kv_dtype = st.selectbox("KV dtype / layout", KV_DTYPES, key="kv_dtype")
+    model_weight = model.weights_dtype if model.weights_dtype in W_DTYPES else D.DTYPE
+    state["w_model_default"] = model_weight
+    if not state.get("w_user"):  # follows the model until the user picks one
+        state["weight_dtype"] = model_weight
     weight_dtype = st.selectbox(
-        "weight dtype",
-        W_DTYPES,
-        key="weight_dtype",
-        index=W_DTYPES.index(url.choice("w", W_DTYPES, model_w, "weight dtype")),
+        "weight dtype", W_DTYPES, key="weight_dtype", on_change=_mark_weight_dtype
     )
-    hardware = st.selectbox(
-        "device",
-        known_hardware,
-        key="hardware",
-        index=known_hardware.index(url.choice("hw", known_hardware, D.HARDWARE, "device")),
-    )
+    if weight_dtype != model_weight:
+        st.caption(f"{model.label} ships {model_weight} weights; sized here in {weight_dtype}.")
+    hardware = st.selectbox("device", known_hardware, key="hardware")
 
 show_notices(url)
-st.query_params.update(
-    {
-        "model": shipped_name,
-        "seq_len": str(seq_len),
-        "batch": str(batch),
-        "kv": kv_dtype,
-        "w": weight_dtype,
-        "hw": hardware,
-    }
-)
+query = {
+    "model": shipped_name,
+    "seq_len": str(seq_len),
+    "batch": str(batch),
+    "kv": kv_dtype,
+    "hw": hardware,
+}
+if state.get("w_user"):
+    query["w"] = weight_dtype
+if whatif:
+    query["whatif"] = "1"
+    for _key, field, *_ in _whatif_fields(model):
+        query[FIELD_SYMBOLS[field]] = str(_field_value(model, field))
+stale = [k for k in st.query_params if k not in query and k in URL_KEYS]
+for key in stale:
+    del st.query_params[key]
+st.query_params.update(query)
 
 scenario = Scenario(
     model=model,

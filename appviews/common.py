@@ -10,7 +10,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.config import ModelConfig, parse_upload
 from mlacalc.hardware import HardwareSpec
-from mlacalc.render import render_json, render_rows_csv
+from mlacalc.render import grid_rows, render_json, render_rows_csv
 from mlacalc.report import model_report
 
 from .urlstate import UrlState
@@ -73,3 +73,19 @@ def show_notices(url: UrlState, since: int = 0) -> None:
     """Show the URL notices collected since index ``since``, one warning each."""
     for notice in url.notices[since:]:
         st.warning(notice, icon="🔗")
+
+
+def show_table(rows: list[dict[str, Any]], scope: str = "") -> None:
+    """A data grid: thousands separators, exact text for integers beyond 2^53, a scope line."""
+    shown, kinds = grid_rows(rows)
+    config = {}
+    for column, kind in kinds.items():
+        if kind == "int":
+            config[column] = st.column_config.NumberColumn(format="localized")
+        elif kind == "exact":
+            config[column] = st.column_config.TextColumn(
+                alignment="right", help="exact integer (beyond 2^53, shown as text)"
+            )
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    if scope:
+        st.caption(scope)

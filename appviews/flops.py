@@ -8,7 +8,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.insight import absorption_crossover
 
-from .common import Scenario, download
+from .common import Scenario, download, show_table
 
 TITLE = "FLOPs"
 
@@ -41,7 +41,7 @@ def render(sc: Scenario) -> None:
     rows = sc.doc["attention"]
     phase = st.radio("phase", ["decode", "prefill"], horizontal=True, key="flops_phase")
     shown = [r for r in rows if r["phase"] == phase]
-    st.dataframe(
+    show_table(
         [
             {
                 "impl": r["impl"] + (" (default)" if r["default"] else ""),
@@ -53,8 +53,9 @@ def render(sc: Scenario) -> None:
             }
             for r in shown
         ],
-        hide_index=True,
-        width="stretch",
+        scope=f"Whole model: attention of all {model.num_hidden_layers} layers, one {phase} step "
+        f"of {sc.batch:,} sequences at {sc.seq_len:,} tokens; matmul FLOPs by stage, element-wise "
+        "apart; fused bytes: ideal lower bound.",
     )
     download(shown, f"{model.name}-{phase}-flops", "dl_flops")
     fig = go.Figure()
@@ -63,15 +64,16 @@ def render(sc: Scenario) -> None:
             go.Bar(
                 name=stage,
                 x=[r["impl"] + ("*" if r["default"] else "") for r in shown],
-                y=[r["stage_flops"][stage] for r in shown],
+                y=[float(r["stage_flops"][stage]) for r in shown],  # charts take floats
             )
         )
     flops_log = st.checkbox("log scale (stages side by side)", key="flops_log")
     fig.update_layout(
         barmode="group" if flops_log else "stack",
+        title=f"Attention FLOPs of one {phase} step, all layers, batch {sc.batch:,}",
         yaxis_title=f"{phase} FLOPs, all layers",
         height=360,
-        margin=dict(t=20),
+        margin=dict(t=50),
     )
     fig.update_yaxes(type="log" if flops_log else "linear", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="flops_chart")

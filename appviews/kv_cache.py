@@ -12,7 +12,7 @@ from mlacalc.report import compare_rows
 from mlacalc.units import human_bytes, human_si
 from mlacalc.variants import as_variant
 
-from .common import Scenario, download
+from .common import Scenario, download, show_table
 
 TITLE = "KV cache"
 
@@ -52,7 +52,7 @@ def render(sc: Scenario) -> None:
     )
     label = "latent, as served" if model.is_mla else model.variant.upper()
     st.markdown(f"KV cache total ({label}): **{smallest['total_bytes']:,} bytes**")
-    st.dataframe(
+    show_table(
         [
             {
                 "implementation": r["impl"],
@@ -64,8 +64,8 @@ def render(sc: Scenario) -> None:
             }
             for r in rows
         ],
-        hide_index=True,
-        width="stretch",
+        scope=f"Whole model: all {model.num_hidden_layers} layers, {batch:,} sequences of "
+        f"{seq_len:,} tokens, KV in {kv_dtype}.",
     )
     download(rows, f"{model.name}-kv-cache", "dl_kv")
     log_axes = st.checkbox("log axes", value=True, key="kv_log")
@@ -94,9 +94,10 @@ def render(sc: Scenario) -> None:
     )
     fig.update_layout(
         xaxis_title="context length (tokens)",
-        yaxis_title=f"KV cache, GiB (batch {batch})",
+        title=f"KV cache of the whole model (all layers), batch {batch:,}, {kv_dtype}",
+        yaxis_title="KV cache, GiB",
         height=380,
-        margin=dict(t=30, b=40),
+        margin=dict(t=50, b=40),
     )
     fig.update_yaxes(exponentformat="power")
     if log_axes:
@@ -107,7 +108,7 @@ def render(sc: Scenario) -> None:
     kv_heads = None if model.num_attention_heads % 8 else 8
     try:
         eq = equivalents(model, seq_len, batch, kv_dtype, kv_heads)
-        st.dataframe(
+        show_table(
             [
                 {
                     "design": r["display_name"],
@@ -118,8 +119,8 @@ def render(sc: Scenario) -> None:
                 }
                 for r in eq
             ],
-            hide_index=True,
-            width="stretch",
+            scope=f"Whole model, KV in {kv_dtype}; decode FLOPs: attention of all layers, "
+            f"one step of {batch:,} sequences.",
         )
         download(eq, f"{model.name}-equivalents", "dl_eq")
     except mlacalc.MlacalcError as exc:

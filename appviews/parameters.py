@@ -7,7 +7,7 @@ import streamlit as st
 
 from mlacalc.units import human_si
 
-from .common import Scenario, download
+from .common import Scenario, download, show_table
 
 TITLE = "Parameters"
 
@@ -21,15 +21,19 @@ def render(sc: Scenario) -> None:
     st.markdown(f"Total parameters: **{p['total']:,}**; active: **{p['active']:,}**")
     parts = {k: v for k, v in p["breakdown"].items() if v}
     fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts.keys()), orientation="h"))
-    fig.update_layout(xaxis_title="parameters", height=320, margin=dict(t=20, b=40))
+    fig.update_layout(
+        title="Parameters of the whole model (main model, MTP apart)",
+        xaxis_title="parameters",
+        height=320,
+        margin=dict(t=50, b=40),
+    )
     fig.update_xaxes(type="log", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="params_chart")
-    st.dataframe(
+    show_table(
         [
             {"projection (one layer)": k, "parameters": v}
             for k, v in p["attention_breakdown"].items()
         ],
-        hide_index=True,
-        width="stretch",
+        scope="Per attention layer: the projections of one layer.",
     )
     download(p, f"{sc.model.name}-parameters", "dl_params")

@@ -60,6 +60,10 @@ def render(sc: Scenario) -> None:
     except mlacalc.MlacalcError as exc:
         st.error(str(exc))
         return
+    st.caption(
+        f"Per GPU: {result.gpus} x {result.hardware} (tp {result.tp}, dp {result.dp}, "
+        f"ep {result.ep}); throughput is a roofline upper bound for the whole deployment."
+    )
     c1, c2, c3, c4 = st.columns(4)
     c1.metric(f"largest batch at {seq_len:,} tokens", f"{result.max_batch:,}")
     c2.metric(
@@ -89,6 +93,12 @@ def render(sc: Scenario) -> None:
     fig = go.Figure(
         [go.Bar(name=k, x=[v / 2**30], y=["one GPU"], orientation="h") for k, v in fill.items()]
     )
-    fig.update_layout(barmode="stack", xaxis_title="GiB", height=200, margin=dict(t=20, b=40))
+    fig.update_layout(
+        title="Memory of one GPU",
+        barmode="stack",
+        xaxis_title="GiB",
+        height=230,
+        margin=dict(t=50, b=40),
+    )
     st.plotly_chart(fig, width="stretch", key="plan_chart")
     download(result.to_dict(), f"{model.name}-plan", "dl_plan")

@@ -8,24 +8,40 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.config import ModelConfig
+from mlacalc.vocab import MLA_IMPLEMENTATIONS
 
-from .common import Scenario, validation
+from .common import Scenario, show_table, validation
 
 TITLE = "Roofline"
 
-MLA_IMPLS = ["naive", "compressed", "absorbed", "absorbed_merged"]
+MLA_IMPLS = list(MLA_IMPLEMENTATIONS)
 
 
 @st.cache_data(show_spinner=False)
 def roofline_points(
-    model: ModelConfig, hardware: str, seq_len: int, batch: int, dtype: str
+    model: ModelConfig,
+    hardware: str,
+    seq_len: int,
+    batch: int,
+    dtype: str,
+    weight_dtype: str,
+    kv_dtype: str,
 ) -> list[dict]:
     impls = MLA_IMPLS if model.is_mla else [None]
     points = []
     for phase, b in (("decode", batch), ("prefill", 1)):
         for impl in impls:
             p = mlacalc.predict_time(
-                model, hardware, phase, seq_len, b, impl=impl, mode="fused", dtype=dtype
+                model,
+                hardware,
+                phase,
+                seq_len,
+                b,
+                impl=impl,
+                mode="fused",
+                dtype=dtype,
+                weight_dtype=weight_dtype,
+                kv_dtype=kv_dtype,
             )
             points.append(
                 {
@@ -43,7 +59,14 @@ def roofline_points(
 def render(sc: Scenario) -> None:
     device, hardware = sc.device, sc.hardware
     dtype = "fp32" if device.kind == "cpu" else "bf16"
-    points = roofline_points(sc.model, hardware, sc.seq_len, sc.batch, dtype)
+    points = roofline_points(
+        sc.model, hardware, sc.seq_len, sc.batch, dtype, sc.weight_dtype, sc.kv_dtype
+    )
+    scope = (
+        f"One attention layer (fused kernels): decode of {sc.batch:,} sequences at "
+        f"{sc.seq_len:,} tokens, prefill of one sequence of {sc.seq_len:,} tokens; compute in "
+        f"{dtype}, weights in {sc.weight_dtype}, KV in {sc.kv_dtype}."
+    )
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s
     xs = np.geomspace(0.1, 1e5, 200)
     fig = go.Figure(
@@ -84,7 +107,11 @@ def render(sc: Scenario) -> None:
         )
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})", exponentformat="SI")
-    fig.update_layout(height=420, margin=dict(t=20))
+    fig.update_layout(
+        title=f"Roofline of one {device.name} and one attention layer's kernels",
+        height=420,
+        margin=dict(t=50),
+    )
     st.plotly_chart(fig, width="stretch", key="roof_chart")
-    st.dataframe(points, hide_index=True, width="stretch")
+    show_table(points, scope=scope)
     st.markdown(f"Ridge point of {device.name} ({dtype}): **{peak / bw:,.1f} FLOP/byte**")

@@ -20,10 +20,12 @@ from typing import Any
 from .units import human_bytes, human_si
 
 __all__ = [
+    "EXACT_FLOAT_LIMIT",
     "UNITS_NOTE",
     "Section",
     "exact_int",
     "flatten",
+    "grid_rows",
     "human_bytes",
     "human_si",
     "ratio",
@@ -59,6 +61,49 @@ def exact_int(n: int) -> str:
     '1,152,921,504,606,846,977'
     """
     return f"{int(n):,}"
+
+
+#: Largest integer every float64 (and so every JavaScript number) holds exactly.
+EXACT_FLOAT_LIMIT = 2**53
+
+
+def grid_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Rows ready for a data grid, and the kind of every column.
+
+    A column holding an integer beyond 2^53 in magnitude (which a grid would round to a
+    float, or refuse beyond 2^63) becomes exact text with thousands separators; kinds are
+    ``"int"``, ``"exact"`` (such text), ``"float"`` and ``"text"``.
+
+    >>> rows, kinds = grid_rows([{"n": 2**60 + 1, "k": 3}, {"n": 5, "k": 4}])
+    >>> rows[0]["n"], rows[1]["n"], kinds
+    ('1,152,921,504,606,846,977', '5', {'n': 'exact', 'k': 'int'})
+    """
+    kinds: dict[str, str] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                kind = "text" if value is not None else kinds.get(key, "int")
+            elif isinstance(value, float):
+                kind = "float"
+            else:
+                kind = "exact" if abs(value) > EXACT_FLOAT_LIMIT else "int"
+            order = ("int", "float", "exact", "text")
+            previous = kinds.get(key, "int")
+            kinds[key] = max(previous, kind, key=order.index)
+    exact = [k for k, kind in kinds.items() if kind == "exact"]
+    if not exact:
+        return list(rows), kinds
+    out = []
+    for row in rows:
+        new = dict(row)
+        for key in exact:
+            value = new.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                new[key] = exact_int(value)
+            elif isinstance(value, float):
+                new[key] = f"{value:,.6g}"
+        out.append(new)
+    return out, kinds
 
 
 def ratio(x: float) -> str:

@@ -80,6 +80,72 @@ def test_scenario_from_the_url():
 def test_bad_url_values_fall_back():
     at = run(model="no-such-model", seq_len="-5", batch="x", kv="fp6", hw="H300")
     assert f"**{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes**" in markdown(at)
+    notices = " ".join(w.value for w in at.warning)
+    for name in ("model=no-such-model", "seq_len=-5", "batch=x", "kv=fp6", "hw=H300"):
+        assert f"'{name}'" in notices, (name, notices)
+
+
+def test_issue_examples_from_the_url():
+    at = run(model="nonexistent", kv="fp99", hw="TPU")
+    notices = [w.value for w in at.warning]
+    assert len(notices) == 3 and all("URL parameter" in n for n in notices)
+    at = run(seq_len="99999999999")
+    assert at.number_input(key="seq_len").value == 16 * 2**20
+    assert any("'seq_len=99999999999'" in w.value and "clamped" in w.value for w in at.warning)
+    at = run(batch=str(10**30))
+    assert at.number_input(key="batch").value == 1 << 20
+    assert any("'batch=" in w.value and "clamped" in w.value for w in at.warning)
+    at = run(seq_len="16777216", batch="1048576")   # the widgets' largest values
+    expected = mlacalc.kv_cache_bytes("deepseek-v3", 16777216, 1048576)
+    assert expected > 2**53 and f"**{expected:,} bytes**" in markdown(at) and not at.warning
+
+
+def test_weight_dtype_follows_the_model_until_the_user_picks_one():
+    at = run()
+    assert at.selectbox(key="weight_dtype").value == "fp8"          # DeepSeek-V3 ships fp8
+    at.selectbox(key="model").set_value("llama-3-70b").run()
+    assert at.selectbox(key="weight_dtype").value == "bf16"
+    p = mlacalc.plan("llama-3-70b", "H200", 8, tp=8, weight_dtype="bf16", kv_dtype="bf16",
+                     page_size=16, seq_len=131072, batch=8)
+    assert f"weights per GPU: **{p.weights_per_gpu_bytes:,} bytes**" in markdown(at)
+    assert "w" not in at.query_params
+    at.selectbox(key="weight_dtype").set_value("int4").run()
+    at.selectbox(key="model").set_value("qwen2.5-72b").run()
+    assert at.selectbox(key="weight_dtype").value == "int4"         # the user's choice stays
+    assert at.query_params["w"] == "int4"
+    assert run(w="fp16", model="llama-3-70b").selectbox(key="weight_dtype").value == "fp16"
+
+
+def test_roofline_tab_uses_the_sidebar_dtypes():
+    at = run(w="fp16", kv="fp8", seq_len="8192", batch="4")
+    table = next(d.value for d in at.dataframe if "intensity" in d.value.columns)
+    decode = table[(table["phase"] == "decode") & (table["impl"] == "absorbed")].iloc[0]
+    expected = mlacalc.predict_time("deepseek-v3", "H200", "decode", 8192, 4, impl="absorbed",
+                                    mode="fused", dtype="bf16", weight_dtype="fp16", kv_dtype="fp8")
+    assert decode["seconds"] == pytest.approx(expected.seconds, rel=1e-12)
+    other = mlacalc.predict_time("deepseek-v3", "H200", "decode", 8192, 4, impl="absorbed",
+                                 mode="fused", dtype="bf16")
+    assert other.seconds != expected.seconds
+
+
+def test_what_if_edits_live_in_the_url():
+    at = run(whatif="1", d_c="256", L="30")
+    model = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=256, num_hidden_layers=30)
+    assert f"**{mlacalc.kv_cache_bytes(model, 131072, 8):,} bytes**" in markdown(at)
+    assert at.query_params["d_c"] == "256" and at.query_params["whatif"] == "1"
+    at.slider(key="w_dc").set_value(512).run()
+    assert at.query_params["d_c"] == "512"
+    at.checkbox(key="whatif").uncheck().run()
+    assert "d_c" not in at.query_params and "whatif" not in at.query_params
+    at = run(whatif="1", d_c="999999")
+    assert at.slider(key="w_dc").value == 4096 and any("'d_c=999999'" in w.value for w in at.warning)
+
+
+def test_scopes_are_stated():
+    at = run()
+    captions = " ".join(c.value for c in at.caption)
+    for scope in ("Whole model", "Per attention layer", "One attention layer", "Per GPU"):
+        assert scope in captions, scope
 
 
 def test_what_if_dimensions():
@@ -121,7 +187,9 @@ def test_flops_view_phase_switch():
     assert not at.exception
     table = at.dataframe[3].value
     default = table[table["impl"].str.contains("default")].iloc[0]
-    assert int(default["total FLOPs"]) == mlacalc.attention_flops("deepseek-v3", "prefill", 131072, 8)
+    expected = mlacalc.attention_flops("deepseek-v3", "prefill", 131072, 8)
+    assert expected > 2**53   # beyond a float's exact range: shown as exact text
+    assert default["total FLOPs"] == f"{expected:,}"
 
 
 def test_upload_parsing_is_safe(tmp_path):
