@@ -333,31 +333,42 @@ class MeasuredValidation:
         return doc
 
 
-def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
-    """Refuse a profile fitted on any of the tables it would validate."""
-    fitted = {
+def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
+    """(device, table) pairs a profile was fitted on, from its recorded provenance."""
+    return {
         (str(e.get("device")), str(tab))
         for e in getattr(prof, "fitted_on", ())
         if isinstance(e, dict)
         for tab in (e.get("tables") or {})
     }
-    clash = sorted({f"{t.device}/{t.table}" for t in tables if (t.device, t.table) in fitted})
-    if clash:
-        from .timemodel import load_profile, shipped_profiles
 
+
+def _profiles_not_fitted_on(devices: set[str]) -> list[str]:
+    """Shipped profiles fitted on none of ``devices`` (sorted by name)."""
+    from .timemodel import load_profile, shipped_profiles
+
+    out = []
+    for name in shipped_profiles():
+        try:
+            on = {d for d, _ in _fitted_tables(load_profile(name))}
+        except MlacalcError:
+            continue
+        if on and not on & devices:
+            out.append(name)
+    return out
+
+
+def _clash(prof: Any, tables: list[Any]) -> list[str]:
+    fitted = _fitted_tables(prof)
+    return sorted({f"{t.device}/{t.table}" for t in tables if (t.device, t.table) in fitted})
+
+
+def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
+    """Refuse a profile fitted on any of the tables it would validate."""
+    clash = _clash(prof, tables)
+    if clash:
         devices = {t.device for t in tables}
-        others = []
-        for name in shipped_profiles():
-            try:
-                on = {
-                    str(e.get("device"))
-                    for e in load_profile(name).fitted_on
-                    if isinstance(e, dict)
-                }
-            except MlacalcError:
-                continue
-            if not on & devices:
-                others.append(name)
+        others = _profiles_not_fitted_on(devices)
         hint = (
             f"use a profile not fitted on {', '.join(sorted(devices))}"
             + (f" (shipped: {', '.join(others)})" if others else "")
@@ -369,6 +380,27 @@ def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
             f"{' ...' if len(clash) > 4 else ''}; validating on the data a "
             f"profile was fitted on proves nothing: {hint}",
         )
+
+
+def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
+    """The profile that predicts ``tables``, and its label. With no profile given, the shipped
+    default, or, when that was fitted on these tables, the shipped profile fitted on none of
+    their devices (leave-one-device-out); an explicit profile fitted on them is refused."""
+    from .timemodel import load_profile
+
+    prof = load_profile(profile)
+    if profile is None and _clash(prof, tables):
+        devices = {t.device for t in tables}
+        others = _profiles_not_fitted_on(devices)
+        if others:
+            alt = load_profile(others[0])
+            on = sorted({d for d, _ in _fitted_tables(alt)})
+            return alt, (
+                f"{alt.name} (the default profile was fitted on "
+                f"{', '.join(sorted(devices))}; this one on {', '.join(on)} only)"
+            )
+    _check_not_fitted_on(prof, tables)
+    return prof, prof.name
 
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
@@ -425,9 +457,10 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
 
     ``measured`` is a path (or paths) as :func:`mlacalc.measured.load_measured` reads them, or a
     loaded :class:`~mlacalc.measured.MeasuredSet`. ``profile`` is a calibration profile (name,
-    path or object; ``None`` = the shipped default) or ``"roofline"`` for the plain roofline
-    bound; a profile fitted on any table of the set is refused. Rows the product cannot model
-    or that a quirk rule excludes are counted as not predicted, by reason.
+    path or object) or ``"roofline"`` for the plain roofline bound. ``None`` is the shipped
+    default, or, where that was fitted on these tables, a shipped profile fitted on none of
+    their devices; an explicit profile fitted on any table of the set is refused. Rows the
+    product cannot model or that a quirk rule excludes are counted as not predicted, by reason.
     """
     from .hardware import load_hardware
     from .measured import MeasuredSet, load_measured, map_table
@@ -437,11 +470,7 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
     prof = None
     label = "plain roofline bound (uncalibrated)"
     if gpu_tables and not (isinstance(profile, str) and profile == ROOFLINE):
-        from .timemodel import load_profile
-
-        prof = load_profile(profile)
-        _check_not_fitted_on(prof, gpu_tables)
-        label = prof.name
+        prof, label = _choose_profile(profile, gpu_tables)
     out = []
     for t in mset.tables:
         if t.table == "bench":

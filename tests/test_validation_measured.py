@@ -85,6 +85,20 @@ def test_a_profile_fitted_on_the_set_is_refused(ref):
     assert v.overall["predicted"] == 424
 
 
+def test_default_profile_never_predicts_its_own_fitting_data(ref):
+    from mlacalc.timemodel import load_profile
+    from mlacalc.validation import _fitted_tables
+
+    fitted = _fitted_tables(load_profile(None))
+    if ("H100-SXM", "mla_bmm_perf") not in fitted:
+        pytest.skip("the shipped default profile is not fitted on H100-SXM")
+    v = validate(measured=ref / "h100_sxm" / "mla_bmm")
+    assert "default profile was fitted on H100-SXM" in v.profile
+    assert ("H100-SXM", "mla_bmm_perf") not in _fitted_tables(load_profile(v.profile.split()[0]))
+    with pytest.raises(InvalidArgumentError, match="proves nothing"):
+        validate(measured=ref / "h100_sxm" / "mla_bmm", profile="default")
+
+
 def test_time_model_predicts_every_modelled_row(ref):
     from mlacalc.timemodel import Profile
 
