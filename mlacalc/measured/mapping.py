@@ -4,10 +4,11 @@ Each table is mapped exactly as its collector measured it (the reference's TABLE
 one row holds). A row becomes one kernel of :mod:`mlacalc.kernels`, or for the MLA module
 tables the list of kernels the module runs (a composite), each with exact matmul FLOPs, the
 minimal HBM bytes of one call (every operand read once, every result written once) and its
-shape fields. The measured seconds stay aligned with the rows: a row's prediction is the sum
-of the times of its kernels. Work that the measured call fuses into its main kernel stays in
-that kernel, as a time model sees it: an fp8 GEMM carries its input quantization, an
-attention call its RoPE and cache append.
+shape fields; every kernel carries ``warm_l2 = 1`` (the collectors replay the same inputs
+without flushing the L2). The measured seconds stay aligned with the rows: a row's
+prediction is the sum of the times of its kernels. Work that the measured call fuses into
+its main kernel stays in that kernel, as a time model sees it: an fp8 GEMM carries its input
+quantization, an attention call its RoPE and cache append.
 
 What each table becomes:
 
@@ -177,6 +178,7 @@ class _Builder:
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return
+        shape.setdefault("warm_l2", 1)  # the collectors never flush the L2 between calls
         m = rows.shape[0]
 
         def arr(v):
