@@ -275,30 +275,36 @@ class TableValidation:
     def row_records(self) -> list[dict[str, Any]]:
         """One dict per row: the table's own columns, measured and predicted seconds, error."""
         cols = self.mapped.table.columns if self.mapped is not None else {}
-        keep = [
-            c
-            for c in cols
-            if c not in ("framework", "version", "device", "kernel_source", "latency")
+        skip = ("framework", "version", "device", "kernel_source", "latency")
+        names = [
+            "table",
+            "system",
+            "row",
+            *(c for c in cols if c not in skip),
+            "measured_s",
+            "predicted_s",
+            "error",
+            "not_predicted",
         ]
-        out = []
-        for i in range(self.rows):
-            rec: dict[str, Any] = {"table": self.table, "system": self.system, "row": i}
-            for c in keep:
-                v = cols[c][i]
-                rec[c] = v.item() if hasattr(v, "item") else v
-            p = self.predicted_s[i]
-            rec.update(
-                {
-                    "measured_s": float(self.measured_s[i]),
-                    "predicted_s": None if not np.isfinite(p) else float(p),
-                    "error": (
-                        float(p / self.measured_s[i] - 1.0) if self.reason[i] == "" else None
-                    ),
-                    "not_predicted": str(self.reason[i]) or None,
-                }
-            )
-            out.append(rec)
-        return out
+        ok = self.predicted_mask
+        finite = np.isfinite(self.predicted_s)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = self.predicted_s / self.measured_s - 1.0
+        columns = [
+            [self.table] * self.rows,
+            [self.system] * self.rows,
+            list(range(self.rows)),
+            *(cols[c].tolist() for c in cols if c not in skip),
+            self.measured_s.tolist(),
+            np.where(finite, self.predicted_s, np.nan).astype(object).tolist(),
+            err.astype(object).tolist(),
+            self.reason.astype(str).tolist(),
+        ]
+        pred_i, err_i, why_i = len(names) - 3, len(names) - 2, len(names) - 1
+        columns[pred_i] = [v if f else None for v, f in zip(columns[pred_i], finite.tolist())]
+        columns[err_i] = [v if o else None for v, o in zip(columns[err_i], ok.tolist())]
+        columns[why_i] = [w or None for w in columns[why_i]]
+        return [dict(zip(names, values)) for values in zip(*columns)]
 
 
 @dataclass
