@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "import-hf": "import_hf",
     "roofline": "roofline",
     "plan": "plan",
+    "search": "search",
     "validate": "validate",
     "calibrate": "calibrate",
     "bench": "bench",

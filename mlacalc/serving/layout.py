@@ -195,6 +195,18 @@ def _attention_per_rank(m: ModelConfig, tp: int) -> float:
     return replicated + (sum(attn.values()) - replicated) / tp
 
 
+_MOE_FLAGS: dict[int, tuple[ModelConfig, tuple[bool, ...]]] = {}
+
+
+def _moe_flags(m: ModelConfig) -> tuple[bool, ...]:
+    """Whether each layer is a MoE layer (computed once per model)."""
+    hit = _MOE_FLAGS.get(id(m))
+    if hit is None or hit[0] is not m:
+        hit = (m, tuple(m.is_moe_layer(i) for i in range(m.num_hidden_layers)))
+        _MOE_FLAGS[id(m)] = hit
+    return hit[1]
+
+
 def _stage_layers(m: ModelConfig, pp: int) -> list[range]:
     """Contiguous layer ranges of the ``pp`` stages (the first stages take the remainder)."""
     base, extra = divmod(m.num_hidden_layers, pp)
@@ -221,7 +233,7 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
     best: dict[str, float] | None = None
     stages = _stage_layers(m, lay.pp)
     for s, layers in enumerate(stages):
-        moe_layers = sum(m.is_moe_layer(i) for i in layers)
+        moe_layers = sum(_moe_flags(m)[i] for i in layers)
         part = {
             "attention": attn * len(layers),
             "norms": norms * len(layers),

@@ -443,48 +443,7 @@ class StepModel:
     # ------------------------------------------------------------------ timing
     def time_specs(self, specs: list[Spec]) -> list[np.ndarray]:
         """Seconds of each spec (one call), as arrays."""
-        secs: list[np.ndarray | None] = [None] * len(specs)
-        groups: dict[tuple[str, str], list[int]] = {}
-        for i, s in enumerate(specs):
-            if s.comm:
-                n = self._p2p_group() if s.kind == "p2p" else s.n_gpus
-                secs[i] = comm_seconds(s.kind, s.bytes, n, self.hw, network=s.network)
-            else:
-                groups.setdefault((s.kind, s.dtype), []).append(i)
-        for (kind, dtype), idx in groups.items():
-            masks = [
-                (specs[i].bytes > 0) if kind == "elementwise" else (specs[i].flops > 0) for i in idx
-            ]
-            if not any(mk.any() for mk in masks):
-                for i in idx:
-                    secs[i] = np.zeros_like(specs[i].flops)
-                continue
-            names = sorted({k for i in idx for k in specs[i].shape})
-            batch = KernelBatch(
-                kind,
-                dtype,
-                np.concatenate([specs[i].flops[mk] for i, mk in zip(idx, masks)]),
-                np.concatenate([specs[i].bytes[mk] for i, mk in zip(idx, masks)]),
-                np.ones(int(sum(mk.sum() for mk in masks))),
-                {
-                    key: np.concatenate(
-                        [
-                            specs[i].shape.get(key, np.zeros_like(specs[i].flops))[mk]
-                            for i, mk in zip(idx, masks)
-                        ]
-                    )
-                    for key in names
-                },
-            )
-            out = _predict(batch, self.hw, self.profile)
-            pos = 0
-            for i, mk in zip(idx, masks):
-                t = np.zeros_like(specs[i].flops)
-                n = int(mk.sum())
-                t[mk] = out[pos : pos + n]
-                secs[i] = t
-                pos += n
-        return [s if s is not None else np.zeros(1) for s in secs]
+        return time_jobs([(self, specs)], self.profile)[0]
 
     def _p2p_group(self) -> int:
         """A group size whose link carries the stage hand-over: the network when a stage fills
@@ -495,24 +454,28 @@ class StepModel:
     def step(self, overlap: str = "none", **kw: Any) -> StepTimes:
         """The time of the steps ``kw`` describes (see :meth:`specs`); ``overlap="tbo"`` splits
         the step into two micro-batches whose communication hides behind the other's compute."""
-        if overlap == "tbo":
-            half = dict(kw)
-            for key in ("dec_B", "pf_N"):
-                if key in half:
-                    half[key] = _arr(half[key]) / 2
-            specs = self.specs(**half)
-        else:
-            specs = self.specs(**kw)
-        secs = self.time_specs(specs)
-        parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for s, t in zip(specs, secs):
-            c, k = parts.get(s.part, (0.0, 0.0))
-            parts[s.part] = (c + (0 if s.comm else t), k + (t if s.comm else 0))
+        specs = self.specs(**(halved(kw) if overlap == "tbo" else kw))
+        return self.compose(specs, self.time_specs(specs), overlap)
 
-        def part(name: str) -> tuple[np.ndarray, np.ndarray]:
+    def compose(
+        self,
+        specs: list[Spec],
+        secs: list[np.ndarray],
+        overlap: str = "none",
+        rows: slice = slice(None),
+        breakdown: bool = True,
+    ) -> StepTimes:
+        """Sum the kernels' times (``rows`` of them) into a step through every stage."""
+        parts: dict[str, tuple[Any, Any]] = {}
+        for sp, t in zip(specs, secs):
+            t = t[rows]
+            c, k = parts.get(sp.part, (0.0, 0.0))
+            parts[sp.part] = (c + (0 if sp.comm else t), k + (t if sp.comm else 0))
+
+        def part(name: str) -> tuple[Any, Any]:
             c, k = parts.get(name, (0.0, 0.0))
             if overlap == "tbo":  # two micro-batches, comm hidden behind compute
-                return 2 * np.maximum(c, k), 0.0 * c + 0.0
+                return 2 * np.maximum(c, k), 0.0
             return c, k
 
         lc, lk = part("layer")
@@ -529,7 +492,7 @@ class StepModel:
                 c, k = c + pc, k + pk
             stage_times.append(c + k)
             compute, comm = compute + c, comm + k
-        zero = np.zeros(len(specs[0].flops)) if specs else np.zeros(1)
+        zero = np.zeros(len(specs[0].flops[rows])) if specs else np.zeros(1)
         compute, comm = compute + zero, comm + zero
         total = compute + comm
         stage = np.max(
@@ -544,19 +507,19 @@ class StepModel:
         }
         kernels = [
             {
-                "name": s.name,
-                "kind": s.kind,
-                "dtype": s.dtype,
-                "part": s.part,
-                "calls": counts[s.part],
-                "flops": s.flops,
-                "bytes": s.bytes,
-                "seconds_per_call": t,
-                "seconds": t * counts[s.part],
-                "communication": s.comm,
+                "name": sp.name,
+                "kind": sp.kind,
+                "dtype": sp.dtype,
+                "part": sp.part,
+                "calls": counts[sp.part],
+                "flops": sp.flops[rows],
+                "bytes": sp.bytes[rows],
+                "seconds_per_call": t[rows],
+                "seconds": t[rows] * counts[sp.part],
+                "communication": sp.comm,
             }
-            for s, t in zip(specs, secs)
-            if counts[s.part]
+            for sp, t in zip(specs, secs)
+            if counts[sp.part] and breakdown
         ]
         return StepTimes(
             np.asarray(total, dtype=float),
@@ -565,6 +528,65 @@ class StepModel:
             np.asarray(comm, dtype=float),
             kernels,
         )
+
+
+def halved(kw: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of one of the two micro-batches of a two-batch-overlap step."""
+    out = dict(kw)
+    for key in ("dec_B", "pf_N"):
+        if key in out:
+            out[key] = _arr(out[key]) / 2
+    return out
+
+
+def time_jobs(
+    jobs: list[tuple[StepModel, list[Spec]]], profile: Any = None
+) -> list[list[np.ndarray]]:
+    """Seconds of every spec of every job (a step model and its specs), with one kernel-model
+    call per kernel class and dtype across all jobs of a device."""
+    out: list[list[np.ndarray]] = [[np.zeros(1)] * len(specs) for _, specs in jobs]
+    groups: dict[tuple[int, str, str], list[tuple[int, int]]] = {}
+    hws: dict[int, HardwareSpec] = {}
+    for j, (sm, specs) in enumerate(jobs):
+        for i, sp in enumerate(specs):
+            if sp.comm:
+                n = sm._p2p_group() if sp.kind == "p2p" else sp.n_gpus
+                out[j][i] = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
+            else:
+                hws[id(sm.hw)] = sm.hw
+                groups.setdefault((id(sm.hw), sp.kind, sp.dtype), []).append((j, i))
+    for (hw_id, kind, dtype), idx in groups.items():
+        specs = [jobs[j][1][i] for j, i in idx]
+        masks = [(sp.bytes > 0) if kind == "elementwise" else (sp.flops > 0) for sp in specs]
+        if not any(mk.any() for mk in masks):
+            for (j, i), sp in zip(idx, specs):
+                out[j][i] = np.zeros_like(sp.flops)
+            continue
+        names = sorted({k for sp in specs for k in sp.shape})
+        batch = KernelBatch(
+            kind,
+            dtype,
+            np.concatenate([sp.flops[mk] for sp, mk in zip(specs, masks)]),
+            np.concatenate([sp.bytes[mk] for sp, mk in zip(specs, masks)]),
+            np.ones(int(sum(mk.sum() for mk in masks))),
+            {
+                key: np.concatenate(
+                    [sp.shape.get(key, np.zeros_like(sp.flops))[mk] for sp, mk in zip(specs, masks)]
+                )
+                for key in names
+            },
+        )
+        pred = _predict(
+            batch, hws[hw_id], profile if profile is not None else jobs[idx[0][0]][0].profile
+        )
+        pos = 0
+        for (j, i), sp, mk in zip(idx, specs, masks):
+            t = np.zeros_like(sp.flops)
+            n = int(mk.sum())
+            t[mk] = pred[pos : pos + n]
+            out[j][i] = t
+            pos += n
+    return out
 
 
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:

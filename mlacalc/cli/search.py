@@ -1,0 +1,214 @@
+"""`mlacalc search`: the best deployment for a request mix and latency targets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import click
+
+from .. import defaults as D
+from .common import FRACTION, SIZE, Section, emit, format_option, load, size_list
+
+
+class DurationType(click.ParamType):
+    """A time: ``2s``, ``50ms``, ``800us`` or a number of seconds."""
+
+    name = "duration"
+    _pattern = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|ms|us)?\s*$")
+    _scale: ClassVar[dict[str, float]] = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, (int, float)):
+            result = float(value)
+        else:
+            match = self._pattern.match(str(value))
+            if not match:
+                self.fail(f"'{value}' is not a time; write 2s, 50ms or 800us", param, ctx)
+            result = float(match.group(1)) * self._scale[match.group(2) or "s"]
+        if result <= 0:
+            self.fail(f"'{value}' must be positive", param, ctx)
+        return result
+
+
+DURATION = DurationType()
+_POINT_COLUMNS = (
+    ("gpus", "GPUs"),
+    ("mode", "mode"),
+    ("layout", "layout"),
+    ("overlap", "overlap"),
+    ("weight_dtype", "weights"),
+    ("kv_dtype", "KV"),
+    ("batch_per_group", "batch/group"),
+    ("ttft_s", "TTFT ms"),
+    ("tpot_s", "TPOT ms"),
+    ("output_tokens_per_s_per_gpu", "tok/s/GPU"),
+    ("output_tokens_per_s_per_user", "tok/s/user"),
+)
+
+
+def _cell(key: str, value: Any) -> str:
+    if key in ("ttft_s", "tpot_s"):
+        return f"{value * 1e3:,.1f}"
+    if key.startswith("output_tokens"):
+        return f"{value:,.1f}"
+    return str(value)
+
+
+@click.command("search")
+@click.argument("model")
+@click.option(
+    "--hardware", "-H", "hardware", required=True, help="Device (mlacalc list --hardware)."
+)
+@click.option(
+    "--gpus",
+    "-g",
+    "gpus_text",
+    default=str(D.GPUS),
+    show_default=True,
+    help="GPU counts to consider, e.g. 8,16,32.",
+)
+@click.option("--isl", type=SIZE, required=True, help="Input (prompt) tokens per request.")
+@click.option("--osl", type=SIZE, required=True, help="Output tokens per request.")
+@click.option("--ttft", type=DURATION, default=None, help="Time-to-first-token target, e.g. 2s.")
+@click.option(
+    "--tpot", type=DURATION, default=None, help="Time-per-output-token target, e.g. 50ms."
+)
+@click.option(
+    "--weight-dtypes", default=None, help="Weight dtypes to try (default: the model's, and fp8)."
+)
+@click.option("--kv-dtypes", default="bf16,fp8", show_default=True, help="KV dtypes to try.")
+@click.option(
+    "--modes",
+    default="aggregated,disaggregated",
+    show_default=True,
+    help="aggregated and/or disaggregated prefill/decode.",
+)
+@click.option(
+    "--memory-reserve",
+    type=FRACTION,
+    default=D.MEMORY_RESERVE,
+    show_default=True,
+    help="Fraction of each GPU's memory kept for activations and workspace.",
+)
+@click.option(
+    "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
+)
+@format_option
+def command(
+    model,
+    hardware,
+    gpus_text,
+    isl,
+    osl,
+    ttft,
+    tpot,
+    weight_dtypes,
+    kv_dtypes,
+    modes,
+    memory_reserve,
+    all_points,
+    fmt,
+):
+    """Search layouts, batch sizes, dtypes and aggregated vs disaggregated serving for the
+    deployment with the most output tokens/s per GPU that meets the latency targets; print the
+    Pareto frontier of tokens/s per GPU against tokens/s per user, and why the others lose.
+
+    \b
+    Examples:
+      mlacalc search deepseek-v3 --hardware H200 --gpus 8,16,32 --isl 2000 --osl 500 \\
+          --ttft 2s --tpot 50ms
+      mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
+    """
+    from ..serving.search import FIELDS, search
+
+    gpus = size_list(gpus_text) or []
+    if not gpus:
+        raise click.BadParameter("give at least one GPU count, e.g. 8,16", param_hint="--gpus")
+
+    def split(text: str | None) -> tuple[str, ...] | None:
+        return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
+
+    result = search(
+        load(model),
+        hardware,
+        gpus,
+        isl=isl,
+        osl=osl,
+        ttft=ttft,
+        tpot=tpot,
+        weight_dtypes=split(weight_dtypes),
+        kv_dtypes=split(kv_dtypes),
+        modes=split(modes),
+        memory_reserve=memory_reserve,
+    )
+    if fmt == "csv":
+        rows = (
+            result.rows()
+            if all_points
+            else [{k: p.get(k) for k in FIELDS} for p in result.frontier]
+        )
+        emit(fmt, rows, list, rows_csv=True)
+        return
+    doc = result.to_dict()
+    if all_points:
+        doc["points"] = result.rows()
+    emit(fmt, doc, lambda: sections(result))
+
+
+def sections(result) -> list[Section]:
+    """The best deployment, the frontier and the count of losers by reason."""
+    heads = [title for _, title in _POINT_COLUMNS]
+    out = []
+    targets = (
+        ", ".join(
+            t
+            for t in (
+                f"TTFT <= {result.ttft_target_s * 1e3:,.0f} ms" if result.ttft_target_s else "",
+                f"TPOT <= {result.tpot_target_s * 1e3:,.1f} ms" if result.tpot_target_s else "",
+            )
+            if t
+        )
+        or "no latency targets"
+    )
+    if result.best:
+        out.append(
+            Section(
+                f"Best deployment of {result.model} on {result.hardware} ({targets})",
+                heads,
+                [[_cell(k, result.best[k]) for k, _ in _POINT_COLUMNS]],
+            )
+        )
+    else:
+        out.append(
+            Section(
+                f"No deployment of {result.model} on {result.hardware} meets {targets}",
+                ["reason", "points"],
+                [[k, str(v)] for k, v in sorted(result.reasons.items())],
+            )
+        )
+    out.append(
+        Section(
+            "Pareto frontier: tokens/s per GPU against tokens/s per user",
+            [*heads, "meets targets"],
+            [
+                [
+                    *(_cell(k, p[k]) for k, _ in _POINT_COLUMNS),
+                    "yes" if p["meets_targets"] else "no",
+                ]
+                for p in result.frontier
+            ],
+        )
+    )
+    out.append(
+        Section(
+            f"Why the others lose ({len(result.points):,} points, {result.layouts} layouts, "
+            f"{result.seconds:.2f} s)",
+            ["reason", "points"],
+            [[k, f"{v:,}"] for k, v in sorted(result.reasons.items(), key=lambda kv: -kv[1])],
+            note="; ".join(result.notes),
+        )
+    )
+    return out

@@ -1,0 +1,459 @@
+"""Search deployments: layouts x batch sizes x dtypes x aggregated/disaggregated.
+
+For each GPU count, every layout that divides the model (tensor parallel within a node, data
+parallel beyond; pipeline stages for models that do not fit otherwise; expert parallel and
+DP-attention for MoE models, with redundant experts where the GPU count does not divide the
+experts), each weight and KV dtype, with and without two-batch overlap, is evaluated at every
+batch size that fits, in steady state at the given input and output lengths, the way
+:func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
+in one vectorised call). Disaggregated points pair the decode pool with the smallest prefill
+pool (same GPU counts) whose prompt rate keeps up.
+
+The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
+TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
+meets the latency targets (most tokens/s per GPU), and for the others why they lose: does not
+fit, misses TTFT, misses TPOT, or is beaten on both axes by a frontier point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import ModelConfig
+from ..dtypes import canonical_dtype, resolve_kv_layout
+from ..engine import _model, kv_cache
+from ..errors import InvalidArgumentError, MlacalcError
+from ..hardware import HardwareSpec, load_hardware
+from .comm import LINK_EFFICIENCY
+from .layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weights_per_gpu
+from .step import StepModel, time_jobs
+
+__all__ = ["BATCHES", "SearchResult", "search"]
+
+#: Running sequences per attention group that the search tries.
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: Prompt tokens one prefill pass batches on an attention group (as :mod:`mlacalc.planner`).
+PREFILL_TOKENS = 16384
+
+FIELDS = (
+    "gpus",
+    "decode_gpus",
+    "prefill_gpus",
+    "mode",
+    "layout",
+    "tp",
+    "dp",
+    "pp",
+    "ep",
+    "dp_attention",
+    "overlap",
+    "weight_dtype",
+    "kv_dtype",
+    "batch_per_group",
+    "concurrency",
+    "ttft_s",
+    "tpot_s",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_gpu",
+    "output_tokens_per_s_per_user",
+    "weights_per_gpu_bytes",
+    "kv_per_gpu_bytes",
+    "fits",
+    "meets_targets",
+    "on_frontier",
+    "reason",
+)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Every evaluated deployment, the Pareto frontier, the best one meeting the targets."""
+
+    model: str
+    hardware: str
+    isl: int
+    osl: int
+    ttft_target_s: float | None
+    tpot_target_s: float | None
+    points: list[dict[str, Any]]
+    frontier: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    reasons: dict[str, int]
+    layouts: int
+    seconds: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "hardware": self.hardware,
+            "isl": self.isl,
+            "osl": self.osl,
+            "ttft_target_s": self.ttft_target_s,
+            "tpot_target_s": self.tpot_target_s,
+            "best": self.best,
+            "frontier": self.frontier,
+            "reasons": dict(self.reasons),
+            "layouts": self.layouts,
+            "points": len(self.points),
+            "seconds": self.seconds,
+            "notes": list(self.notes),
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every point as a flat record (for CSV and notebooks)."""
+        return [{k: p.get(k) for k in FIELDS} for p in self.points]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _layouts(
+    m: ModelConfig, hw: HardwareSpec, gpus: int, weight_dtype: str, usable: int
+) -> list[Layout]:
+    """The layouts worth trying on ``gpus`` GPUs (see the module docstring)."""
+    node = hw.gpus_per_node or gpus
+    out: list[Layout] = []
+    seen = set()
+
+    def add(**kw: Any) -> None:
+        try:
+            lay = make_layout(m, gpus, **kw)
+        except MlacalcError:
+            return
+        key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
+        if key not in seen:
+            seen.add(key)
+            out.append(lay)
+
+    tps = [t for t in _divisors(gpus) if t <= node and m.num_attention_heads % t == 0]
+    for tp in tps:
+        add(tp=tp)
+        if m.is_moe:
+            if tp > 1:
+                add(tp=tp, ep=tp)
+            for ep in (gpus,):
+                slots = m.n_routed_experts
+                extra = (-slots) % ep
+                add(tp=tp, ep=ep, dp_attention=True, redundant_experts=extra)
+                add(tp=tp, ep=ep, redundant_experts=extra)
+            add(tp=tp, dp_attention=True)
+    for pp in (2, 4, 8):
+        if gpus % pp == 0 and gpus // pp >= 1:
+            stage = gpus // pp
+            tp = max(t for t in _divisors(stage) if t <= node and m.num_attention_heads % t == 0)
+            add(tp=tp, pp=pp)
+    return [lay for lay in out if weights_per_gpu(m, lay, weight_dtype) < usable]
+
+
+def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Points no other point beats on both tokens/s per GPU and tokens/s per user."""
+    pts = sorted(
+        points,
+        key=lambda p: (-p["output_tokens_per_s_per_user"], -p["output_tokens_per_s_per_gpu"]),
+    )
+    front, best_gpu = [], -math.inf
+    for p in pts:
+        if p["output_tokens_per_s_per_gpu"] > best_gpu:
+            front.append(p)
+            best_gpu = p["output_tokens_per_s_per_gpu"]
+    return front
+
+
+def search(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    gpus: tuple[int, ...] | list[int] = (8,),
+    *,
+    isl: int,
+    osl: int,
+    ttft: float | None = None,
+    tpot: float | None = None,
+    weight_dtypes: tuple[str, ...] | None = None,
+    kv_dtypes: tuple[str, ...] = ("bf16", "fp8"),
+    modes: tuple[str, ...] = ("aggregated", "disaggregated"),
+    overlaps: tuple[str, ...] = ("none", "tbo"),
+    batches: tuple[int, ...] = BATCHES,
+    memory_reserve: float = 0.1,
+    page_size: int = 16,
+    profile: Any = None,
+) -> SearchResult:
+    """Explore deployments of ``model`` on ``gpus`` (each count a separate option) for requests of
+    ``isl`` prompt and ``osl`` output tokens; ``ttft`` and ``tpot`` (seconds) are the targets.
+
+    Examples
+    --------
+    >>> r = search("llama-3-8b", "H100-SXM", [1, 2], isl=1000, osl=200, tpot=0.02)
+    >>> r.best["tpot_s"] <= 0.02 and r.best["fits"]
+    True
+    """
+    import time
+
+    t0 = time.perf_counter()
+    m = _model(model)
+    hw = load_hardware(hardware)
+    if isinstance(gpus, int):
+        gpus = (gpus,)
+    if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g <= 0 for g in gpus):
+        raise InvalidArgumentError("gpus", f"must be positive integers, got {gpus!r}")
+    for name, value in (("isl", isl), ("osl", osl)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
+    for name, value in (("ttft", ttft), ("tpot", tpot)):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise InvalidArgumentError(name, f"must be a positive number of seconds, got {value!r}")
+    for mode in modes:
+        if mode not in ("aggregated", "disaggregated"):
+            raise InvalidArgumentError(
+                "modes", f"unknown mode {mode!r}; use aggregated or disaggregated"
+            )
+    if not 0 <= memory_reserve < 1:
+        raise InvalidArgumentError(
+            "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
+        )
+    if weight_dtypes is None:
+        weight_dtypes = (m.weights_dtype,)
+        if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
+            weight_dtypes += ("fp8",)
+    usable = int(hw.memory_bytes * (1 - memory_reserve))
+    context = isl + osl
+    S_avg = isl + osl / 2
+    notes = []
+    if m.max_position_embeddings and context > m.max_position_embeddings:
+        notes.append(
+            f"context {context:,} exceeds the model's max_position_embeddings "
+            f"({m.max_position_embeddings:,})"
+        )
+    B = np.asarray(batches, dtype=np.float64)
+    k_max = max(1, PREFILL_TOKENS // isl)
+    try:
+        from ..timemodel import load_profile
+
+        profile = load_profile(profile)
+    except ImportError:  # pragma: no cover - the time model ships with mlacalc
+        pass
+    points: list[dict[str, Any]] = []
+    reasons: Counter[str] = Counter()
+    n_layouts = 0
+    # ---- every step of every candidate as rows of one spec list per step model
+    jobs: list[tuple[StepModel, list]] = []
+    plans: list[dict[str, Any]] = []
+    for g in gpus:
+        for w in weight_dtypes:
+            lays = _layouts(m, hw, g, w, usable)
+            if not lays:
+                reasons["does not fit: weights"] += len(kv_dtypes) * len(batches) * len(modes)
+                continue
+            for lay in lays:
+                weights = weights_per_gpu(m, lay, w)
+                for kv in kv_dtypes:
+                    layout = resolve_kv_layout(kv)
+                    per_tok = kv_bytes_per_token_per_gpu(m, layout, lay)
+                    per_group = (
+                        (usable - weights)
+                        // per_tok
+                        // (math.ceil(context / page_size) * page_size)
+                    )
+                    fit = per_group >= B
+                    reasons["does not fit: kv cache"] += int((~fit).sum()) * len(modes)
+                    Bf = B[fit]
+                    comm = lay.tp > 1 or lay.ep > 1 or lay.moe_group > lay.tp or lay.pp > 1
+                    ovs = [o for o in overlaps if comm or o == "none"]
+                    n = Bf / osl
+                    k = np.clip(np.ceil(n - 1e-9), 1, k_max)
+                    dec_B, pf_N, pf_q, slices = [], [], [], {}
+                    pos = 0
+                    for ov in ovs:
+                        f = 0.5 if ov == "tbo" else 1.0
+                        for what, db, pn in (("dec", Bf, 0 * Bf), ("mix", Bf, k)):
+                            dec_B.append(db / lay.pp * f)
+                            pf_N.append(pn / lay.pp * f)
+                            pf_q.append(np.full(len(Bf), float(isl)))
+                            slices[(ov, what)] = slice(pos, pos + len(Bf))
+                            pos += len(Bf)
+                    if lay.pp == 1:
+                        dec_B.append(np.zeros(2))
+                        pf_N.append(np.array([1.0, k_max]))
+                        pf_q.append(np.full(2, float(isl)))
+                        slices[("none", "prefill")] = slice(pos, pos + 2)
+                    sm = StepModel(m, lay, w, layout, hw, profile)
+                    specs = sm.specs(
+                        dec_B=np.concatenate(dec_B),
+                        dec_S=S_avg,
+                        pf_N=np.concatenate(pf_N),
+                        pf_q=np.concatenate(pf_q),
+                    )
+                    jobs.append((sm, specs))
+                    plans.append(
+                        {
+                            "g": g,
+                            "w": w,
+                            "lay": lay,
+                            "kv": layout.name,
+                            "kv_layout": layout,
+                            "weights": weights,
+                            "per_tok": per_tok,
+                            "Bf": Bf,
+                            "k": k,
+                            "n": n,
+                            "ovs": ovs,
+                            "slices": slices,
+                        }
+                    )
+    secs = time_jobs(jobs, profile)
+    # ---- prefill pools: per GPU count, weight and KV dtype, the layout with most prompts/s
+    pools: dict[tuple[int, str, str], tuple[float, float]] = {}
+    for (sm, specs), t, pl in zip(jobs, secs, plans):
+        sl = pl["slices"].get(("none", "prefill"))
+        if sl is None:
+            continue
+        tp_ = sm.compose(specs, t, "none", sl, breakdown=False).seconds
+        rate = pl["lay"].dp * k_max / tp_[1]
+        key = (pl["g"], pl["w"], pl["kv"])
+        if key not in pools or rate > pools[key][0]:
+            pools[key] = (rate, float(tp_[0]))
+    largest = max(gpus)
+    for (sm, specs), t, pl in zip(jobs, secs, plans):
+        lay, g, Bf = pl["lay"], pl["g"], pl["Bf"]
+        if not len(Bf):
+            continue
+        context_bytes = (Bf * context * pl["per_tok"]).astype(np.int64)
+        for ov in pl["ovs"]:
+            n_layouts += 1
+            t_step = (
+                lay.pp * sm.compose(specs, t, ov, pl["slices"][(ov, "dec")], False).stage_seconds
+            )
+            base = {
+                "layout": lay.describe(),
+                "tp": lay.tp,
+                "dp": lay.dp,
+                "pp": lay.pp,
+                "ep": lay.ep,
+                "dp_attention": lay.dp_attention,
+                "overlap": ov,
+                "weight_dtype": pl["w"],
+                "kv_dtype": pl["kv"],
+                "weights_per_gpu_bytes": pl["weights"],
+                "fits": True,
+            }
+            if "aggregated" in modes:
+                t_mix = (
+                    lay.pp
+                    * sm.compose(specs, t, ov, pl["slices"][(ov, "mix")], False).stage_seconds
+                )
+                share = np.minimum(pl["n"] / pl["k"], 1.0)
+                cycle = (1 - share) * t_step + share * t_mix
+                ttft_s = t_step / 2 + t_mix
+                total = lay.dp * Bf / cycle
+                for i, b in enumerate(Bf):
+                    points.append(
+                        {
+                            **base,
+                            "gpus": g,
+                            "mode": "aggregated",
+                            "decode_gpus": g,
+                            "prefill_gpus": 0,
+                            "batch_per_group": int(b),
+                            "concurrency": int(b * lay.dp),
+                            "ttft_s": float(ttft_s[i]),
+                            "tpot_s": float(cycle[i]),
+                            "output_tokens_per_s": float(total[i]),
+                            "output_tokens_per_s_per_gpu": float(total[i]) / g,
+                            "output_tokens_per_s_per_user": 1.0 / float(cycle[i]),
+                            "kv_per_gpu_bytes": int(context_bytes[i]),
+                        }
+                    )
+            if "disaggregated" in modes:
+                total = lay.dp * Bf / t_step
+                demand = total / osl  # prompts per second
+                row = kv_cache(m, isl, 1, pl["kv_layout"], None, False).total_bytes
+                if hw.scale_out_bytes_per_s:
+                    bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
+                else:
+                    bw, lat = hw.link(2)
+                transfer = lat + row / (bw * LINK_EFFICIENCY)
+                for i, b in enumerate(Bf):
+                    pool = next(
+                        (
+                            (pg, pools[(pg, pl["w"], pl["kv"])])
+                            for pg in sorted(gpus)
+                            if (pg, pl["w"], pl["kv"]) in pools
+                            and g + pg <= largest
+                            and pools[(pg, pl["w"], pl["kv"])][0] >= demand[i]
+                        ),
+                        None,
+                    )
+                    if pool is None:
+                        reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
+                        continue
+                    pg, (_, t_one) = pool
+                    points.append(
+                        {
+                            **base,
+                            "mode": "disaggregated",
+                            "gpus": g + pg,
+                            "decode_gpus": g,
+                            "prefill_gpus": pg,
+                            "batch_per_group": int(b),
+                            "concurrency": int(b * lay.dp),
+                            "ttft_s": t_one + transfer,
+                            "tpot_s": float(t_step[i]),
+                            "output_tokens_per_s": float(total[i]),
+                            "output_tokens_per_s_per_gpu": float(total[i]) / (g + pg),
+                            "output_tokens_per_s_per_user": 1.0 / float(t_step[i]),
+                            "kv_per_gpu_bytes": int(context_bytes[i]),
+                        }
+                    )
+    for p in points:
+        misses = []
+        if ttft is not None and p["ttft_s"] > ttft:
+            misses.append("misses TTFT")
+        if tpot is not None and p["tpot_s"] > tpot:
+            misses.append("misses TPOT")
+        p["meets_targets"] = not misses
+        p["reason"] = ", ".join(misses)
+    front = _pareto(points)
+    front_ids = {id(p) for p in front}
+    meeting = [p for p in points if p["meets_targets"]]
+    best = max(
+        meeting,
+        key=lambda p: (p["output_tokens_per_s_per_gpu"], p["output_tokens_per_s_per_user"]),
+        default=None,
+    )
+    for p in points:
+        p["on_frontier"] = id(p) in front_ids
+        if p is best:
+            p["reason"] = "best"
+        elif not p["reason"]:
+            p["reason"] = (
+                "on the frontier, fewer tokens/s per GPU than the best"
+                if p["on_frontier"]
+                else "beaten on tokens/s per GPU and per user by a frontier point"
+            )
+        reasons[p["reason"].split(",")[0] if p is not best else "best"] += 1
+    return SearchResult(
+        model=m.name,
+        hardware=hw.name,
+        isl=isl,
+        osl=osl,
+        ttft_target_s=ttft,
+        tpot_target_s=tpot,
+        points=points,
+        frontier=[dict(p) for p in front],
+        best=dict(best) if best else None,
+        reasons=dict(reasons),
+        layouts=n_layouts,
+        seconds=time.perf_counter() - t0,
+        notes=tuple(notes),
+    )
