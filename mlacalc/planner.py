@@ -36,19 +36,19 @@ computation; ``"none"`` adds them.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .config import ModelConfig
 from .dtypes import KVLayout, canonical_dtype, dtype_bits, resolve_kv_layout
 from .engine import _model, kv_cache
 from .errors import DoesNotFitError, InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
-from .serving.comm import LINK_EFFICIENCY
 from .serving.layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weight_breakdown
-from .serving.step import StepModel
+
+if TYPE_CHECKING:
+    from .serving.step import StepModel
 
 __all__ = ["MODES", "OVERLAPS", "DoesNotFitError", "Plan", "plan"]
 
@@ -132,7 +132,7 @@ class Plan:
 def _check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise InvalidArgumentError(name, f"must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
@@ -371,6 +371,11 @@ def plan(
             memory=mem,
             sustainable=False,
         )
+
+    import numpy as np  # the step model needs numpy; capacity figures alone do not
+
+    from .serving.comm import LINK_EFFICIENCY
+    from .serving.step import StepModel
 
     sm = StepModel(m, lay, w_dtype, layout, hw, profile, imbalance)
     if isl is None:

@@ -3,12 +3,16 @@
 :func:`mlacalc.plan` answers for one deployment; :func:`mlacalc.serving.search.search`
 explores many. The modules: :mod:`~mlacalc.serving.layout` (what each GPU holds),
 :mod:`~mlacalc.serving.step` (its kernels and their time), :mod:`~mlacalc.serving.comm`
-(bytes on the wire and link time).
+(bytes on the wire and link time), :mod:`~mlacalc.serving.scenarios` (published measurements
+to check against). The modules that need numpy load on first use, so that importing
+mlacalc stays fast.
 """
 
-from .comm import LINK_EFFICIENCY, comm_seconds, isca_comm_bound_tpot
+from __future__ import annotations
+
+from typing import Any
+
 from .layout import Layout, make_layout
-from .step import StepModel
 
 __all__ = [
     "LINK_EFFICIENCY",
@@ -17,4 +21,21 @@ __all__ = [
     "comm_seconds",
     "isca_comm_bound_tpot",
     "make_layout",
+    "search",
 ]
+
+_LAZY = {
+    "LINK_EFFICIENCY": "comm",
+    "comm_seconds": "comm",
+    "isca_comm_bound_tpot": "comm",
+    "StepModel": "step",
+    "search": "search",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
