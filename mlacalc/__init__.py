@@ -39,11 +39,11 @@ from .errors import (
     UnknownHardwareError,
     UnknownModelError,
 )
-from .symbolic import formula
 from .hardware import HardwareSpec, load_hardware
 from .params import ParamCounts, param_counts, weight_bytes
 from .planner import Plan, plan
 from .roofline import Calibration, Prediction, predict_time
+from .symbolic import formula
 from .validation import validate
 
 try:
@@ -51,7 +51,7 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
-__all__ = [
+__all__ = [  # noqa: RUF022  (grouped by topic)
     "__version__",
     # configs
     "ModelConfig",

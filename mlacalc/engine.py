@@ -33,11 +33,14 @@ __all__ = [
     "AttentionCost",
     "KVCache",
     "OpCost",
+    "as_model",
     "attended_pairs",
     "attention_cost",
     "attention_flops",
     "kv_cache",
     "kv_cache_bytes",
+    "model_dims",
+    "model_layer_key",
     "resolve_impl",
 ]
 
@@ -46,8 +49,12 @@ __all__ = [
 # argument checking
 
 
-def _model(model: ModelConfig | str) -> ModelConfig:
+def as_model(model: ModelConfig | str) -> ModelConfig:
+    """The model a call means: a :class:`ModelConfig` as is, a name or a path loaded."""
     return model if isinstance(model, ModelConfig) else load_model(model)
+
+
+_model = as_model  # the former private name, kept while other modules move to as_model
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -149,8 +156,17 @@ def attended_pairs(q: int, seq_len: int, window: int | None = None, causal: bool
 # symbol values for a model
 
 
-def _layer_key(model: ModelConfig, impl: str) -> str:
+def model_layer_key(model: ModelConfig, impl: str) -> str:
+    """Name of the generated evaluators of a model's attention layer for ``impl``."""
     return layer_key(model.is_mla, impl, bool(model.q_lora_rank))
+
+
+_layer_key = model_layer_key  # the former private name, kept while other modules move
+
+
+def model_dims(model: ModelConfig) -> dict[str, int]:
+    """Values of the formula symbols a model fixes (dimensions and 0/1 switches)."""
+    return _model_dims(model)
 
 
 def _model_dims(model: ModelConfig) -> dict[str, int]:
@@ -214,7 +230,10 @@ class KVCache:
 
     ``row_bytes`` is one token of one layer; ``tokens_per_layer`` the tokens each
     layer keeps (``min(seq_len, sliding_window)``); ``total_bytes`` =
-    ``layers * batch * tokens_per_layer * row_bytes``.
+    ``layers * batch * tokens_per_layer * row_bytes``. A model whose layers differ
+    (``full_attention_interval``: sliding or chunked layers between full ones) lists
+    ``by_kind`` = ``(label, layers, tokens kept per layer, bytes)`` per kind of layer;
+    ``total_bytes`` is their sum and ``tokens_per_layer`` what a full layer keeps.
     """
 
     model: str
@@ -228,6 +247,7 @@ class KVCache:
     seq_len: int
     tokens_per_layer: int
     total_bytes: int
+    by_kind: tuple[tuple[str, int, int, int], ...] = ()
 
     @property
     def bytes_per_token(self) -> int:
@@ -252,7 +272,16 @@ class KVCache:
             "seq_len": self.seq_len,
             "tokens_per_layer": self.tokens_per_layer,
             "total_bytes": self.total_bytes,
-        }
+        } | (
+            {
+                "by_kind": [
+                    {"kind": k, "layers": n, "tokens_per_layer": t, "bytes": b}
+                    for k, n, t, b in self.by_kind
+                ]
+            }
+            if self.by_kind
+            else {}
+        )
 
 
 def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
@@ -289,6 +318,14 @@ def kv_cache(
     elements, row_bytes = _row(model, impl, layout)
     layers = model.num_hidden_layers + (model.num_nextn_predict_layers if include_mtp else 0)
     tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
+    total = layers * batch * tokens * row_bytes
+    by_kind: tuple[tuple[str, int, int, int], ...] = ()
+    if model.full_attention_interval is not None or model.attention_chunk_size is not None:
+        from .families import kv_by_kind  # layers of different kinds
+
+        by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers)
+        total = sum(b for *_, b in by_kind)
+        tokens = max(t for _, _, t, _ in by_kind)
     return KVCache(
         model=model.name,
         variant=model.variant,
@@ -300,7 +337,8 @@ def kv_cache(
         batch=batch,
         seq_len=seq_len,
         tokens_per_layer=tokens,
-        total_bytes=layers * batch * tokens * row_bytes,
+        total_bytes=total,
+        by_kind=by_kind,
     )
 
 
@@ -373,7 +411,10 @@ class AttentionCost:
 
     Whole-model figures (``flops``, ``stage_flops``, ``elementwise_flops``,
     ``unfused_bytes``, ``fused_bytes``) cover all ``layers``; ``ops`` lists one
-    layer's kernels in the unfused order the microbenchmark runs them.
+    layer's kernels in the unfused order the microbenchmark runs them. A model whose
+    layers differ (sliding or chunked layers between full ones) has one cost per kind
+    of layer in ``groups`` (full layers first); the whole-model figures sum them, and
+    ``ops`` and ``pairs_per_head`` are those of the first group.
     """
 
     model: str
@@ -401,23 +442,33 @@ class AttentionCost:
     @property
     def elementwise_flops(self) -> int:
         """Nominal element-wise FLOPs (softmax, RoPE, norms), all layers, reported apart."""
+        if self.groups:
+            return sum(g.elementwise_flops for g in self.groups)
         return self.layers * sum(o.flops for o in self.ops if o.kind != "matmul")
 
     @property
     def unfused_bytes(self) -> int:
         """Bytes moved by the op-by-op sequence, all layers."""
+        if self.groups:
+            return sum(g.unfused_bytes for g in self.groups)
         return self.layers * sum(o.bytes for o in self.ops)
 
     @property
     def weight_bytes(self) -> int:
+        if self.groups:
+            return sum(g.weight_bytes for g in self.groups)
         return self.layers * sum(o.weight_bytes for o in self.ops)
 
     fused_layer_bytes: int = 0
+    groups: tuple[AttentionCost, ...] = ()
+    group_labels: tuple[str, ...] = ()
 
     @property
     def fused_bytes(self) -> int:
         """Ideal fused lower bound, all layers: weights, input and output once, the
         cache rows of the attended keys read once and the new rows written once."""
+        if self.groups:
+            return sum(g.fused_bytes for g in self.groups)
         return self.layers * self.fused_layer_bytes
 
     @property
@@ -445,7 +496,17 @@ class AttentionCost:
             "weight_bytes": self.weight_bytes,
             "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
             "ops_per_layer": [o.to_dict() for o in self.ops],
-        }
+        } | (
+            {
+                "by_kind": [
+                    {"kind": label, "layers": g.layers, "pairs_per_head": g.pairs_per_head,
+                     "flops": g.flops, "fused_bytes": g.fused_bytes}
+                    for label, g in zip(self.group_labels, self.groups)
+                ]
+            }
+            if self.groups
+            else {}
+        )
 
 
 def _ceil(x) -> int:
@@ -485,6 +546,12 @@ def attention_cost(
     if not isinstance(causal, bool):
         raise InvalidArgumentError("causal", f"must be True or False, got {causal!r}")
     q = _phase_lengths(phase, seq_len, q_len)
+    if model.full_attention_interval is not None:
+        from .families import pattern_cost  # layers of different kinds, summed by kind
+
+        return pattern_cost(
+            model, phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype
+        )
     # The serving default (impl=None) runs the expanded op sequence in prefill and chunk
     # but always keeps the latent cache; the fused bound counts the cache it keeps.
     cache_impl = "absorbed" if (model.is_mla and impl is None) else None
@@ -496,12 +563,17 @@ def attention_cost(
     a_bits = dtype_bits(act_dtype)
     window = model.sliding_window
     keys = seq_len if window is None else min(seq_len, window)
+    pairs = attended_pairs(q, seq_len, window, causal)
+    if model.attention_chunk_size is not None:
+        from .families import chunked_keys_and_pairs
+
+        keys, pairs = chunked_keys_and_pairs(q, seq_len, model.attention_chunk_size, causal)
     values = dict(
         _model_dims(model),
         B=batch,
         q=q,
         S=keys,
-        P=attended_pairs(q, seq_len, window, causal),
+        P=pairs,
         b=Fraction(row_bytes, elements),
         b_w=Fraction(w_bits, 8),
         b_a=Fraction(a_bits, 8),

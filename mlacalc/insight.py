@@ -59,7 +59,8 @@ def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
         "ridge point (FLOP/byte)",
         P / W,
         hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s,
-        f"{hw.name}: {hw.peak(dtype) / 1e12:.1f} TFLOP/s {dtype} / {hw.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+        f"{hw.name}: {hw.peak(dtype) / 1e12:.1f} TFLOP/s {dtype} / "
+        f"{hw.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s",
     )
 
 
@@ -70,7 +71,7 @@ def compute_bound_seq_len(
     dtype: str = "bf16",
     kv_dtype: str | None = None,
 ) -> list[Insight]:
-    """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone and whole layer."""
+    """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone, whole layer."""
     import sympy as sp
 
     from . import symbols as s

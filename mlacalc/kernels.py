@@ -54,7 +54,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 __all__ = ["Kernel", "KernelBatch", "KERNEL_KINDS", "batches_of"]
 
@@ -111,6 +110,7 @@ class KernelBatch:
 
 def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
     """Group single kernels by (kind, dtype) into batches; each with the indices it came from."""
+    import numpy as np  # imported here: a single Kernel needs no numpy
     groups: dict[tuple[str, str], list[int]] = {}
     for i, k in enumerate(kernels):
         groups.setdefault((k.kind, k.dtype), []).append(i)

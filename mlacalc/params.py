@@ -20,7 +20,17 @@ from .config import ModelConfig, load_model
 from .dtypes import dtype_bits
 from .engine import attention_params
 
-__all__ = ["ParamCounts", "param_counts", "weight_bytes"]
+__all__ = [
+    "FFNShape",
+    "ParamCounts",
+    "expert_shape",
+    "ffn_shape",
+    "layer_norms",
+    "param_counts",
+    "router_params",
+    "shared_experts_shape",
+    "weight_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -66,24 +76,88 @@ class ParamCounts:
         }
 
 
+@dataclass(frozen=True)
+class FFNShape:
+    """Shape of one feed-forward block (a dense FFN, one routed expert, or the shared experts).
+
+    Gated blocks (SwiGLU / GeGLU) hold ``gate`` and ``up`` (``hidden -> inter``) and ``down``
+    (``inter -> hidden``); ungated ones (GPT-2, Falcon) ``up`` and ``down`` with a GELU between.
+    """
+
+    hidden: int
+    inter: int
+    gated: bool
+    bias: bool
+
+    @property
+    def matrices(self) -> int:
+        """Weight matrices of the block: 3 gated, 2 ungated."""
+        return 3 if self.gated else 2
+
+    @property
+    def up_width(self) -> int:
+        """Output width of the up projection (gate and up together when gated)."""
+        return (self.matrices - 1) * self.inter
+
+    @property
+    def weights(self) -> int:
+        """Weight-matrix elements of the block."""
+        return self.matrices * self.hidden * self.inter
+
+    @property
+    def biases(self) -> int:
+        """Bias elements of the block (0 without biases)."""
+        return self.up_width + self.hidden if self.bias else 0
+
+    @property
+    def params(self) -> int:
+        return self.weights + self.biases
+
+
+def ffn_shape(m: ModelConfig, width: int | None = None) -> FFNShape:
+    """The dense FFN of a model (``width`` defaults to ``intermediate_size``)."""
+    gated = m.family not in ("gpt2", "falcon")
+    bias = bool(m.mlp_bias) if gated else bool(m.bias)
+    return FFNShape(m.hidden_size, m.intermediate_size if width is None else width, gated, bias)
+
+
+def expert_shape(m: ModelConfig) -> FFNShape:
+    """One routed expert of a MoE layer (gated, no biases)."""
+    return FFNShape(m.hidden_size, m.moe_intermediate_size, True, False)
+
+
+def shared_experts_shape(m: ModelConfig) -> FFNShape:
+    """The shared experts of a MoE layer as one gated block of ``n_shared x moe_intermediate``."""
+    return FFNShape(m.hidden_size, m.n_shared_experts * m.moe_intermediate_size, True, False)
+
+
+def router_params(m: ModelConfig) -> int:
+    """Parameters of a MoE router: the gate weight (and DeepSeek-V3's correction bias)."""
+    router = m.n_routed_experts * m.hidden_size
+    if m.topk_method == "noaux_tc":
+        router += m.n_routed_experts  # e_score_correction_bias
+    return router
+
+
+def layer_norms(m: ModelConfig) -> tuple[int, int]:
+    """Norms of one decoder layer: how many, and the parameters of each."""
+    d = m.hidden_size
+    if m.family == "gpt2":
+        return 2, 2 * d  # ln_1, ln_2: LayerNorm weight and bias
+    if m.family == "falcon":
+        count = 2 if (m.new_decoder_architecture or not m.parallel_attn) else 1
+        return count, 2 * d
+    return 2, d  # RMSNorm weights
+
+
 def _ffn_dense(m: ModelConfig, width: int) -> int:
     """A dense FFN of the given width."""
-    d = m.hidden_size
-    if m.family in ("gpt2", "falcon"):  # up, down (GELU), biases where present
-        bias = (width + d) if m.bias else 0
-        return 2 * d * width + bias
-    bias = (2 * width + d) if m.mlp_bias else 0  # gate, up, down (SwiGLU / GeGLU)
-    return 3 * d * width + bias
+    return ffn_shape(m, width).params
 
 
 def _norms_per_layer(m: ModelConfig) -> int:
-    d = m.hidden_size
-    if m.family == "gpt2":
-        return 2 * 2 * d  # ln_1, ln_2 with weight and bias
-    if m.family == "falcon":
-        count = 2 if (m.new_decoder_architecture or not m.parallel_attn) else 1
-        return count * 2 * d  # LayerNorm weight and bias
-    return 2 * d  # RMSNorm weights
+    count, each = layer_norms(m)
+    return count * each
 
 
 def _final_norm(m: ModelConfig) -> int:
@@ -92,16 +166,12 @@ def _final_norm(m: ModelConfig) -> int:
 
 def _moe_parts(m: ModelConfig) -> dict[str, int]:
     """Parameters of one MoE FFN, split into routed experts, shared experts and router."""
-    d, width = m.hidden_size, m.moe_intermediate_size
-    expert = 3 * d * width
-    router = m.n_routed_experts * d
-    if m.topk_method == "noaux_tc":
-        router += m.n_routed_experts  # e_score_correction_bias
+    expert = expert_shape(m).params
     return {
         "expert": expert,
         "routed": m.n_routed_experts * expert,
-        "shared": 3 * d * width * m.n_shared_experts,
-        "router": router,
+        "shared": shared_experts_shape(m).params if m.n_shared_experts else 0,
+        "router": router_params(m),
     }
 
 
@@ -116,6 +186,10 @@ def param_counts(model: ModelConfig | str) -> ParamCounts:
     6738415616
     """
     m = model if isinstance(model, ModelConfig) else load_model(model)
+    from . import families  # families beyond the base layouts count layer by layer
+
+    if families.arch_of(m) is not None:
+        return families.param_counts(m)
     d, V, L = m.hidden_size, m.vocab_size, m.num_hidden_layers
     attn = attention_params(m)
     attn_layer = sum(attn.values())

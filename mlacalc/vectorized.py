@@ -8,7 +8,8 @@ arrays, so a sweep agrees with :func:`mlacalc.kv_cache_bytes` and
 >>> from mlacalc import sweep
 >>> sweep("deepseek-v3", "kv_cache_bytes", seq_len=np.array([1, 1024])).tolist()
 [70272.0, 71958528.0]
->>> sweep("llama-3-8b", "kv_cache_bytes", seq_len=1, num_key_value_heads=np.array([1, 8, 32])).tolist()
+>>> heads = np.array([1, 8, 32])
+>>> sweep("llama-3-8b", "kv_cache_bytes", seq_len=1, num_key_value_heads=heads).tolist()
 [16384.0, 131072.0, 524288.0]
 """
 

@@ -25,10 +25,13 @@ __all__ = [
     "MLA_FIELD_SYMBOLS",
     "MLA_IMPLEMENTATIONS",
     "MODES",
+    "NORM_FLOPS_PER_ELEMENT",
     "PHASES",
     "QUANTITIES",
     "REPORT_SCHEMA",
+    "ROPE_FLOPS_PER_ELEMENT",
     "SCOPES",
+    "SOFTMAX_FLOPS_PER_ELEMENT",
     "STAGES",
     "STANDARD_IMPL",
     "SWEEP_QUANTITIES",
@@ -92,6 +95,13 @@ STAGES = MATMUL_STAGES
 #: Element-wise work of an attention layer, reported apart from matmul FLOPs.
 ELEMENTWISE_STAGES = ("norm", "rope", "softmax", "cache", "layout")
 
+#: Nominal FLOPs per element of the element-wise ops (reported apart, never added to matmul
+#: FLOPs): softmax = max, subtract, exp, sum, divide; RoPE = 2 multiplies + 1 add per rotated
+#: element; RMSNorm = square, sum, scale, weight.
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+ROPE_FLOPS_PER_ELEMENT = 3
+NORM_FLOPS_PER_ELEMENT = 4
+
 # -- attention variants -------------------------------------------------------------------------
 
 Variant = Literal["mha", "gqa", "mqa", "mla"]
@@ -102,7 +112,9 @@ VARIANTS: tuple[Variant, ...] = ("mha", "gqa", "mqa", "mla")
 #: quantity -> what its symbolic formula gives (:func:`mlacalc.formula`)
 QUANTITIES: dict[str, str] = {
     "kv_cache_elements": "cached elements per token per layer",
-    "kv_cache_bytes": "cache bytes of all L layers for B sequences of S tokens (b bytes per element)",
+    "kv_cache_bytes": (
+        "cache bytes of all L layers for B sequences of S tokens (b bytes per element)"
+    ),
     "attention_params": "parameters of one attention layer (biases off unless bias=True)",
     "attention_flops": "matmul FLOPs of the attention blocks of all L layers for one step",
     "elementwise_flops": "nominal element-wise FLOPs (softmax, RoPE, norms) of all L layers",

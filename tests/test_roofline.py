@@ -6,6 +6,7 @@ import mlacalc
 from mlacalc import InvalidArgumentError, UnknownHardwareError
 from mlacalc.hardware import measured_sets
 from mlacalc.roofline import LAUNCHES, Calibration, predict_time
+from mlacalc.step import step_kernels
 
 
 def test_fused_decode_by_hand():
@@ -73,8 +74,14 @@ def test_model_scope_adds_ffn_and_head():
         "deepseek-v3", "H200", "decode", 4096, 32, scope="model", weight_dtype="fp8"
     )
     names = {o.name for o in model.ops}
-    assert {"routed_experts", "shared_experts", "router", "dense_ffn", "lm_head"} <= names
+    ffn = {"router", "routed_experts", "shared_experts_up", "shared_experts_down"}
+    assert ffn | {"dense_ffn_up", "dense_ffn_down", "lm_head"} <= names
     assert model.seconds > 61 * layer.seconds * 0.5
+    # the model step is the step's kernels (mlacalc.step), element-wise ones fused
+    kernels = step_kernels("deepseek-v3", "decode", 4096, 32, weight_dtype="fp8", act_dtype="bf16")
+    big = [k for k in kernels if k.kind != "elementwise"]
+    assert [o.name for o in model.ops] == [k.name for k in big]
+    assert model.flops == sum(k.flops * k.calls for k in big)
     dense = predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 8, scope="model")
     assert "routed_experts" not in {o.name for o in dense.ops}
 

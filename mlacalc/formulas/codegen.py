@@ -122,8 +122,8 @@ def render() -> str:
     lines.append("LAYERS = {")
     for key in registry:
         lines.append(
-            f"    {key!r}: LayerFunctions(ARGS_{key}, ops_{key}, kv_row_elements_{key}, params_{key}, "
-            f"matmul_flops_{key}, shapes_{key}),"
+            f"    {key!r}: LayerFunctions(ARGS_{key}, ops_{key}, kv_row_elements_{key}, "
+            f"params_{key}, matmul_flops_{key}, shapes_{key}),"
         )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -6,16 +6,23 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ..vocab import ELEMENTWISE_STAGES, MATMUL_STAGES
+from ..vocab import (
+    ELEMENTWISE_STAGES,
+    MATMUL_STAGES,
+    NORM_FLOPS_PER_ELEMENT,
+    ROPE_FLOPS_PER_ELEMENT,
+    SOFTMAX_FLOPS_PER_ELEMENT,
+)
+
+__all__ = [
+    "NORM_FLOPS_PER_ELEMENT",
+    "ROPE_FLOPS_PER_ELEMENT",
+    "SOFTMAX_FLOPS_PER_ELEMENT",
+    "Layer",
+    "Op",
+]
 
 _ZERO = sp.Integer(0)
-
-#: Nominal FLOPs per element of the element-wise ops (reported apart, never added to
-#: matmul FLOPs): softmax = max, subtract, exp, sum, divide; RoPE = 2 multiplies +
-#: 1 add per rotated element; RMSNorm = square, sum, scale, weight.
-SOFTMAX_FLOPS_PER_ELEMENT = 5
-ROPE_FLOPS_PER_ELEMENT = 3
-NORM_FLOPS_PER_ELEMENT = 4
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,455 @@
+"""The cost of one model step as a list of kernels (exact FLOPs and bytes, no time).
+
+A step (prefill, decode or a chunk) of a model runs, per decoder layer, its attention block and
+its FFN (dense or mixture of experts), then the final norm and the output head. This module
+lists the kernels a serving engine runs for it as :class:`mlacalc.kernels.Kernel` records, the
+vocabulary the time layers (:mod:`mlacalc.roofline`, :mod:`mlacalc.timemodel`) turn into
+seconds; nothing here knows a device.
+
+Kernels, per layer kind (``calls`` = the layers of that kind, FLOPs and bytes per call):
+
+- attention block: one ``gemm`` per projection (query, key/value down- and up-projections,
+  the absorbed ``W_UK`` / ``W_UV`` products, output projection; ``m``, ``n``, ``k``,
+  ``groups`` from the engine's op shapes), the attention core as one flash-style kernel
+  (``attention_prefill`` / ``attention_decode`` for MHA/GQA/MQA, ``mla_prefill`` for MLA with
+  expanded heads, ``mla_decode`` for MLA in latent space, whatever the phase), and its norms and
+  RoPE as ``elementwise`` kernels;
+- FFN: a dense FFN as an up (gate and up together) ``gemm``, the activation (``elementwise``)
+  and a down ``gemm``; a MoE layer as its router (``gemm``), the routed experts as one ``moe``
+  kernel and the shared experts like a dense FFN;
+- the layer's two norms, the embedding lookup, the final norm (``elementwise``) and the output
+  head (``gemm`` on one token per sequence, the token that is sampled).
+
+Bytes of a kernel: what it reads and writes once (weights, its input and output activations,
+the cache rows it reads or writes). The new cache rows are written by the key/value
+down-projection that produces them; the attention core reads the cached rows of the attended
+keys once (MLA's latent rows once for scores and values) and never writes the score matrix.
+
+Two byte totals, and which one is "fused": :attr:`mlacalc.AttentionCost.fused_bytes` is the
+*ideal fused lower bound* of an attention layer (each weight once, the layer's input and output
+once, the attended cache rows once, the new rows once): the one figure mlacalc calls fused
+bytes (``docs/conventions.md``). The kernels here move more: each kernel also reads and writes
+the activations it hands to the next one (the query, the absorbed query, the core's output).
+For DeepSeek-V3 decode at 4,096 keys, batch 1, bf16 weights, one layer: 378,963,072 fused
+bytes; the attention GEMMs and core move 379,668,736 bytes (709,760 bytes of activations handed
+between kernels more, less the 4,096 bytes of norm weights the element-wise kernels read), and
+the two latent norms and RoPE 45,312 bytes more. :func:`attention_traffic_bytes` gives these
+figures for any model and step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .config import ModelConfig
+from .dtypes import canonical_dtype, dtype_bits
+from .engine import AttentionCost, OpCost, as_model, attention_cost
+from .errors import InvalidArgumentError
+from .kernels import Kernel
+from .params import (
+    FFNShape,
+    expert_shape,
+    ffn_shape,
+    layer_norms,
+    router_params,
+    shared_experts_shape,
+)
+from .vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Scope
+
+__all__ = [
+    "FFN_ACTIVATION_FLOPS_PER_ELEMENT",
+    "KERNEL_STAGES",
+    "attention_kernels",
+    "attention_traffic_bytes",
+    "kernel_stage",
+    "moe_active_experts",
+    "step_kernels",
+]
+
+#: Nominal FLOPs per element of the FFN activation: SiLU (or GELU) and, gated, the product.
+FFN_ACTIVATION_FLOPS_PER_ELEMENT = 5
+
+#: Kernel name -> the stage of the breakdown it belongs to (attention stages as the engine's).
+KERNEL_STAGES: dict[str, str] = {
+    "q_proj": "q_proj",
+    "q_a_proj": "q_proj",
+    "q_b_proj": "q_proj",
+    "kv_proj": "kv_proj",
+    "kv_a_proj": "kv_proj",
+    "kv_b_proj": "kv_up",
+    "q_absorb": "absorb",
+    "o_absorb": "absorb",
+    "attention": "core",
+    "o_proj": "o_proj",
+    "q_a_layernorm": "norm",
+    "kv_a_layernorm": "norm",
+    "rope": "rope",
+    "embedding": "embedding",
+    "input_norm": "norm",
+    "post_attention_norm": "norm",
+    "final_norm": "norm",
+    "dense_ffn_up": "ffn",
+    "dense_ffn_act": "ffn",
+    "dense_ffn_down": "ffn",
+    "router": "ffn",
+    "routed_experts": "ffn",
+    "shared_experts_up": "ffn",
+    "shared_experts_act": "ffn",
+    "shared_experts_down": "ffn",
+    "lm_head": "head",
+}
+
+#: Attention ops whose work a serving kernel does inside a neighbour (their bytes are counted
+#: there): the cache write (in the key/value projection), the score product, softmax and value
+#: product (in the attention core), layout copies (none in a fused kernel).
+_FUSED_AWAY = ("cache_write", "scores", "softmax", "pv", "q_assemble", "k_assemble")
+
+
+def kernel_stage(name: str) -> str:
+    """The breakdown stage of a kernel of :func:`step_kernels` (``"core"``, ``"ffn"``, ...)."""
+    try:
+        return KERNEL_STAGES[name]
+    except KeyError:
+        raise InvalidArgumentError("name", f"no step kernel is called {name!r}") from None
+
+
+def _gemm_dtype(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
+    """The dtype a GEMM computes in: fp8 weights run fp8 GEMMs (DeepSeek-V3 style), every
+    other product runs in the activation dtype."""
+    if has_weight and weight_dtype.startswith("fp8"):
+        return weight_dtype
+    return act_dtype
+
+
+def _gemm(
+    name: str, dtype: str, flops: int, nbytes: int, shape: tuple[int, ...], calls: int, **extra: int
+) -> Kernel:
+    groups, m, n, k = shape
+    return Kernel(
+        name=name,
+        kind="gemm",
+        dtype=dtype,
+        flops=flops,
+        bytes=nbytes,
+        calls=calls,
+        shape={"m": m, "n": n, "k": k, "groups": groups, **extra},
+    )
+
+
+def _elementwise(
+    name: str, dtype: str, flops: int, nbytes: int, elements: int, calls: int
+) -> Kernel:
+    return Kernel(
+        name=name,
+        kind="elementwise",
+        dtype=dtype,
+        flops=flops,
+        bytes=nbytes,
+        calls=calls,
+        shape={"elements": elements},
+    )
+
+
+def _core_kind(model: ModelConfig, impl: str, phase: str) -> str:
+    if model.is_mla:
+        return "mla_decode" if impl in ("absorbed", "absorbed_merged") else "mla_prefill"
+    return "attention_decode" if phase == "decode" else "attention_prefill"
+
+
+def _core_kernel(
+    model: ModelConfig, cost: AttentionCost, ops: dict[str, OpCost], act_dtype: str, calls: int
+) -> Kernel:
+    """Scores, softmax and values as one flash-style kernel: the query and the attended cache
+    rows read once (MLA's latent once for both products), the output written once, the score
+    matrix never materialised."""
+    scores, pv, softmax = ops["scores"], ops["pv"], ops["softmax"]
+    act_read = (scores.bytes_read - scores.cache_bytes_read) + (
+        pv.bytes_read - pv.cache_bytes_read - softmax.bytes_written
+    )
+    latent = model.is_mla and cost.impl in ("absorbed", "absorbed_merged")
+    cache_read = (
+        max(scores.cache_bytes_read, pv.cache_bytes_read)
+        if latent
+        else scores.cache_bytes_read + pv.cache_bytes_read
+    )
+    if model.is_mla and latent:
+        n_kv, d_qk, d_v = 1, model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
+    elif model.is_mla:
+        n_kv = model.num_attention_heads
+        d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
+    else:
+        n_kv, d_qk, d_v = model.num_key_value_heads, model.head_dim, model.head_dim
+    shape = {
+        "batch": cost.batch,
+        "q_len": cost.q_len,
+        "kv_len": cost.seq_len,
+        "n_heads": model.num_attention_heads,
+        "n_kv": n_kv,
+        "head_dim_qk": d_qk,
+        "head_dim_v": d_v,
+        "window": model.sliding_window or 0,
+        "causal": int(cost.causal),
+    }
+    return Kernel(
+        name="attention",
+        kind=_core_kind(model, cost.impl, cost.phase),
+        dtype=act_dtype,
+        flops=scores.flops + pv.flops,
+        bytes=act_read + cache_read + pv.bytes_written,
+        calls=calls,
+        shape=shape,
+    )
+
+
+def attention_kernels(
+    cost: AttentionCost, model: ModelConfig, act_dtype: str, weight_dtype: str, calls: int = 1
+) -> list[Kernel]:
+    """The serving kernels of one attention layer, from the engine's op costs of that layer.
+
+    ``cost`` is an :func:`mlacalc.attention_cost` of ``model`` (its ``ops`` are one layer's).
+    The order is the order the layer runs them.
+    """
+    ops = {o.name: o for o in cost.ops}
+    cache_writes = sum(o.cache_bytes_written for o in cost.ops)
+    out: list[Kernel] = []
+    first_kv = True
+    core_done = False
+    for op in cost.ops:
+        if op.name in _FUSED_AWAY:
+            if op.name in ("scores",) and not core_done:
+                out.append(_core_kernel(model, cost, ops, act_dtype, calls))
+                core_done = True
+            continue
+        if op.kind != "matmul":
+            if op.bytes:  # (RoPE of a model without it moves nothing)
+                elements = op.bytes_written * 8 // dtype_bits(act_dtype)
+                out.append(_elementwise(op.name, act_dtype, op.flops, op.bytes, elements, calls))
+            continue
+        nbytes = op.bytes
+        if op.stage == "kv_proj" and first_kv:
+            nbytes += cache_writes  # the new cache rows, written once by the kernel making them
+            first_kv = False
+        has_weight = op.weight_bytes > 0
+        out.append(
+            _gemm(
+                op.name,
+                _gemm_dtype(act_dtype, weight_dtype, has_weight),
+                op.flops,
+                nbytes,
+                op.shape,
+                calls,
+            )
+        )
+    return out
+
+
+def attention_traffic_bytes(
+    model: ModelConfig | str, phase: str, seq_len: int, batch: int = 1, **kwargs: Any
+) -> dict[str, int]:
+    """One attention layer's bytes two ways, and what separates them.
+
+    ``fused_bytes``: the ideal fused lower bound (:attr:`mlacalc.AttentionCost.fused_bytes`
+    per layer); ``kernel_bytes``: what the serving kernels of :func:`attention_kernels` move
+    (GEMMs and core; ``norm_rope_bytes`` the element-wise kernels apart); ``handoff_bytes``:
+    the activations kernels hand to each other (``kernel_bytes + norm weights - fused_bytes``).
+    """
+    m = as_model(model)
+    cost = attention_cost(m.with_changes(num_hidden_layers=1), phase, seq_len, batch, **kwargs)
+    w = canonical_dtype(kwargs.get("weight_dtype") or m.weights_dtype)
+    a = canonical_dtype(kwargs.get("act_dtype") or "bf16")
+    kernels = attention_kernels(cost, m, a, w)
+    big = sum(k.bytes for k in kernels if k.kind != "elementwise")
+    small = sum(k.bytes for k in kernels if k.kind == "elementwise")
+    norm_weights = sum(o.weight_bytes for o in cost.ops if o.kind != "matmul")
+    return {
+        "fused_bytes": cost.fused_layer_bytes,
+        "kernel_bytes": big,
+        "norm_rope_bytes": small,
+        "handoff_bytes": big + norm_weights - cost.fused_layer_bytes,
+    }
+
+
+# ------------------------------------------------------------------------------ FFN and head
+
+
+def moe_active_experts(experts: int, topk: int, tokens: int) -> int:
+    """Experts a batch of ``tokens`` touches on average under uniform routing, in whole experts.
+
+    Each token picks ``topk`` of ``experts``; the expected number of distinct experts picked is
+    ``E (1 - (1 - k/E)^T)``, rounded up, and never more than ``min(E, T k)``.
+    """
+    expected = experts * (1.0 - (1.0 - topk / experts) ** tokens)
+    return max(1, min(experts, tokens * topk, math.ceil(expected - 1e-9)))
+
+
+def _bytes(elements: int, bits: int) -> int:
+    return -(-elements * bits // 8)
+
+
+@dataclass(frozen=True)
+class _Dtypes:
+    act: str
+    weight: str
+    a_bits: int
+    w_bits: int
+
+
+def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -> list[Kernel]:
+    """A dense feed-forward block: up (gate and up together), activation, down."""
+    d, up = f.hidden, f.up_width
+    bias = f.bias
+    up_w = d * up + (up if bias else 0)
+    down_w = f.inter * d + (d if bias else 0)
+    dtype = _gemm_dtype(dt.act, dt.weight, True)
+    act_in = up
+    return [
+        _gemm(
+            f"{prefix}_up",
+            dtype,
+            2 * tokens * d * up,
+            _bytes(up_w, dt.w_bits) + _bytes(tokens * (d + up), dt.a_bits),
+            (1, tokens, up, d),
+            calls,
+        ),
+        _elementwise(
+            f"{prefix}_act",
+            dt.act,
+            FFN_ACTIVATION_FLOPS_PER_ELEMENT * tokens * f.inter,
+            _bytes(tokens * (act_in + f.inter), dt.a_bits),
+            tokens * f.inter,
+            calls,
+        ),
+        _gemm(
+            f"{prefix}_down",
+            dtype,
+            2 * tokens * f.inter * d,
+            _bytes(down_w, dt.w_bits) + _bytes(tokens * (f.inter + d), dt.a_bits),
+            (1, tokens, d, f.inter),
+            calls,
+        ),
+    ]
+
+
+def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[Kernel]:
+    E, k, d = m.n_routed_experts, m.num_experts_per_tok, m.hidden_size
+    router = router_params(m)
+    out = [
+        _gemm(
+            "router",
+            _gemm_dtype(dt.act, dt.weight, True),
+            2 * tokens * d * E,
+            _bytes(router, dt.w_bits) + _bytes(tokens * (d + E), dt.a_bits),
+            (1, tokens, E, d),
+            calls,
+        )
+    ]
+    expert = expert_shape(m)
+    active = moe_active_experts(E, k, tokens)
+    out.append(
+        Kernel(
+            name="routed_experts",
+            kind="moe",
+            dtype=_gemm_dtype(dt.act, dt.weight, True),
+            flops=2 * tokens * k * expert.weights,
+            bytes=_bytes(active * expert.params, dt.w_bits) + _bytes(2 * tokens * k * d, dt.a_bits),
+            calls=calls,
+            shape={
+                "tokens": tokens,
+                "hidden": d,
+                "inter": expert.inter,
+                "experts": E,
+                "topk": k,
+                "active_experts": active,
+                "max_tokens_per_expert": -(-tokens * k // active),
+                "gated": int(expert.gated),
+            },
+        )
+    )
+    if m.n_shared_experts:
+        out += _ffn_block("shared_experts", shared_experts_shape(m), tokens, dt, calls)
+    return out
+
+
+def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int) -> Kernel:
+    nbytes = _bytes(2 * tokens * d, dt.a_bits) + _bytes(weights, dt.w_bits)
+    return _elementwise(
+        name, dt.act, NORM_FLOPS_PER_ELEMENT * tokens * d, nbytes, tokens * d, calls
+    )
+
+
+# ------------------------------------------------------------------------------ the step
+
+
+def step_kernels(
+    model: ModelConfig | str,
+    phase: str,
+    seq_len: int,
+    batch: int = 1,
+    q_len: int | None = None,
+    impl: str | None = None,
+    causal: bool = False,
+    weight_dtype: str | None = None,
+    kv_dtype: Any = "bf16",
+    act_dtype: str = "bf16",
+    scope: Scope = "model",
+) -> list[Kernel]:
+    """The kernels of one step of a model, in the order a layer runs them.
+
+    ``scope="model"``: the embedding lookup, every decoder layer (attention block with its
+    norms, dense FFN or MoE; ``calls`` = the layers of each kind), the final norm and the
+    output head. ``scope="attention_layer"``: one attention block alone (what the
+    microbenchmark times). Arguments as :func:`mlacalc.attention_cost`; ``weight_dtype``
+    defaults to the model's.
+
+    Examples
+    --------
+    >>> ks = step_kernels("llama-3-8b", "decode", 4096, scope="attention_layer")
+    >>> [(k.name, k.kind) for k in ks]  # doctest: +NORMALIZE_WHITESPACE
+    [('q_proj', 'gemm'), ('kv_proj', 'gemm'), ('rope', 'elementwise'),
+     ('attention', 'attention_decode'), ('o_proj', 'gemm')]
+    >>> ks[3].bytes == 2 * (4096 + 4096 * 2 * 1024 + 4096)   # q in, K and V of 4096 keys, out
+    True
+    """
+    if scope not in SCOPES:
+        raise InvalidArgumentError(
+            "scope", f"unknown scope {scope!r}; use one of " + ", ".join(SCOPES)
+        )
+    m = as_model(model)
+    w = canonical_dtype(weight_dtype or m.weights_dtype)
+    a = canonical_dtype(act_dtype)
+    dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
+    one = m.with_changes(num_hidden_layers=1)
+    cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    if scope == "attention_layer":
+        return attention_kernels(cost, m, a, w, 1)
+
+    L, d = m.num_hidden_layers, m.hidden_size
+    tokens = batch * cost.q_len
+    n_norms, norm_w = layer_norms(m)
+    out = [_elementwise("embedding", a, 0, _bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
+    out.append(_norm("input_norm", tokens, norm_w, d, dt, L))
+    out += attention_kernels(cost, m, a, w, L)
+    if n_norms > 1:
+        out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
+    moe_layers = m.num_moe_layers
+    dense_layers = L - moe_layers
+    if dense_layers:
+        out += _ffn_block("dense_ffn", ffn_shape(m), tokens, dt, dense_layers)
+    if moe_layers:
+        out += _moe_kernels(m, tokens, dt, moe_layers)
+    final_w = 2 * d if m.family in ("gpt2", "falcon") else d
+    out.append(_norm("final_norm", tokens, final_w, d, dt, 1))
+    V = m.vocab_size
+    out.append(
+        _gemm(
+            "lm_head",
+            _gemm_dtype(a, w, True),
+            2 * batch * d * V,
+            _bytes(V * d, dt.w_bits) + _bytes(batch * (d + V), dt.a_bits),
+            (1, batch, V, d),
+            1,
+        )
+    )
+    return out

@@ -1,0 +1,125 @@
+"""The kernels of a model step (mlacalc.step): exact FLOPs and bytes against hand counts."""
+
+import math
+from fractions import Fraction
+
+import pytest
+
+import mlacalc
+from mlacalc.kernels import KERNEL_KINDS
+from mlacalc.step import (
+    KERNEL_STAGES,
+    attention_traffic_bytes,
+    kernel_stage,
+    moe_active_experts,
+    step_kernels,
+)
+
+ATTENTION_CORE_KINDS = {"attention_prefill", "attention_decode", "mla_prefill", "mla_decode"}
+
+
+def test_deepseek_v3_decode_layer_bytes_by_hand():
+    """One DeepSeek-V3 layer, decode at 4,096 keys, batch 1, bf16 weights and activations.
+
+    The fused bound (each weight once, input and output once, cache rows once) and what the
+    serving kernels move (each also reads and writes what it hands to the next), by hand."""
+    d, n_h, d_cq, d_c, d_rope, d_nope, d_v, S = 7168, 128, 1536, 512, 64, 128, 128, 4096
+    w = {  # weight elements
+        "q_a": d * d_cq,
+        "q_a_ln": d_cq,
+        "q_b": d_cq * n_h * (d_nope + d_rope),
+        "kv_a": d * (d_c + d_rope),
+        "kv_a_ln": d_c,
+        "w_uk": n_h * d_nope * d_c,
+        "w_uv": n_h * d_c * d_v,
+        "o": n_h * d_v * d,
+    }
+    row = 2 * (d_c + d_rope)  # one cached latent row, bf16
+    fused = 2 * sum(w.values()) + 2 * 2 * d + (S + 1) * row
+    assert fused == 378_963_072
+    kernels = (
+        2 * (d + w["q_a"] + d_cq)  # q_a_proj
+        + 2 * (d_cq + w["q_b"] + n_h * (d_nope + d_rope))  # q_b_proj
+        + 2 * (d + w["kv_a"] + d_c + d_rope)
+        + row  # kv_a_proj, writing the new cache row
+        + 2 * (n_h * d_nope + w["w_uk"] + n_h * d_c)  # q_absorb
+        + 2 * n_h * (d_c + d_rope)
+        + S * row
+        + 2 * n_h * d_c  # core: q, the cache once, out
+        + 2 * (n_h * d_c + w["w_uv"] + n_h * d_v)  # o_absorb
+        + 2 * (n_h * d_v + w["o"] + d)  # o_proj
+    )
+    assert kernels == 379_668_736
+    got = attention_traffic_bytes("deepseek-v3", "decode", S, 1, weight_dtype="bf16")
+    assert got["fused_bytes"] == fused and got["kernel_bytes"] == kernels
+    assert got["handoff_bytes"] == kernels + 2 * (d_cq + d_c) - fused
+    cost = mlacalc.attention_cost("deepseek-v3", "decode", S, 1, weight_dtype="bf16")
+    assert cost.fused_bytes == 61 * fused  # the one definition of fused bytes
+
+
+@pytest.mark.parametrize("name", mlacalc.shipped_models())
+@pytest.mark.parametrize("phase,S,B,q", [("decode", 4096, 8, None), ("chunk", 2048, 2, 256)])
+def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S, B, q):
+    m = mlacalc.load_model(name)
+    kernels = step_kernels(m, phase, S, B, q_len=q)
+    for k in kernels:
+        assert k.kind in KERNEL_KINDS and k.name in KERNEL_STAGES
+        assert isinstance(k.flops, int) and isinstance(k.bytes, int) and k.bytes > 0
+        if k.kind == "gemm":
+            f = k.shape
+            assert k.flops == 2 * f["groups"] * f["m"] * f["n"] * f["k"], k.name
+    # the attention kernels of every layer carry exactly the engine's matmul FLOPs
+    attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
+    matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise")
+    assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q)
+    core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS]
+    assert len(core) == 1 and core[0].calls == m.num_hidden_layers
+    ffn_calls = sum(k.calls for k in kernels if k.name in ("dense_ffn_up", "router"))
+    assert ffn_calls == m.num_hidden_layers
+
+
+def test_llama_3_8b_decode_flops_by_hand():
+    """Batch 8, decode: every weight GEMM does 2 FLOPs per weight per token; the head one token
+    per sequence."""
+    d, L, inter, V, kv, T = 4096, 32, 14336, 128256, 1024, 8
+    per_layer = d * d + 2 * d * kv + d * d + 3 * d * inter
+    kernels = step_kernels("llama-3-8b", "decode", 4096, T)
+    weights = sum(k.flops * k.calls for k in kernels if k.kind == "gemm")
+    assert weights == 2 * T * (L * per_layer + V * d)
+    core = next(k for k in kernels if k.name == "attention")
+    assert core.kind == "attention_decode" and core.flops == 2 * 2 * T * 32 * 128 * 4096
+    assert core.shape["n_kv"] == 8 and core.shape["head_dim_qk"] == 128
+
+
+def test_deepseek_v3_moe_kernels():
+    T = 32
+    kernels = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, T)}
+    experts = kernels["routed_experts"]
+    assert experts.kind == "moe" and experts.calls == 58 and kernels["dense_ffn_up"].calls == 3
+    assert experts.flops == 2 * T * 8 * 3 * 7168 * 2048
+    active = experts.shape["active_experts"]
+    expected = 256 * (1 - Fraction(31, 32) ** T)  # 163.3 experts expected, exactly
+    assert active == moe_active_experts(256, 8, T) == math.ceil(expected) == 164
+    assert experts.bytes == active * 3 * 7168 * 2048 + 2 * T * 8 * 7168 * 2  # fp8 weights
+    assert kernels["router"].shape == {"m": T, "n": 256, "k": 7168, "groups": 1}
+    assert kernels["lm_head"].flops == 2 * T * 7168 * 129280
+    assert kernels["attention"].kind == "mla_decode" and kernels["attention"].shape["n_kv"] == 1
+    assert kernels["q_absorb"].dtype == "fp8" and kernels["attention"].dtype == "bf16"
+
+
+def test_moe_active_experts_limits():
+    assert moe_active_experts(256, 8, 1) == 8
+    assert moe_active_experts(256, 8, 10**6) == 256
+    assert moe_active_experts(8, 2, 3) == 5  # 8 (1 - (3/4)^3) = 4.6, in whole experts
+    assert moe_active_experts(1024, 1, 2) == 2  # never more than T k
+    assert moe_active_experts(8, 2, 100) == 8
+
+
+def test_attention_layer_scope_and_bad_input():
+    layer = step_kernels("deepseek-v3", "prefill", 1024, scope="attention_layer", impl="naive")
+    assert {k.calls for k in layer} == {1}
+    assert next(k for k in layer if k.name == "attention").kind == "mla_prefill"
+    with pytest.raises(mlacalc.InvalidArgumentError, match="scope"):
+        step_kernels("gpt2", "decode", 16, scope="gpu")
+    with pytest.raises(mlacalc.InvalidArgumentError, match="name"):
+        kernel_stage("nothing")
