@@ -229,3 +229,44 @@ def test_queueing_beyond_capacity_and_overload():
     assert p.queued == 10_000 - p.max_batch and p.ttft_s > 1.0
     over = plan("llama-3-8b", "H100-SXM", 1, isl=2000, osl=500, request_rate=1000.0)
     assert not over.sustainable and math.isinf(over.ttft_s)
+
+
+# -------------------------------------------------------- seed claims (docs/seed-claims.md)
+
+
+def test_seed002_mla_decode_cannot_use_tensor_parallelism():
+    """Seed 002, 2.5: "In the decoding phase ... MLA cannot utilize tensor parallelism": for the
+    latent cache it holds (every rank keeps and reads all of it); heads and weights still split."""
+    per_token = {
+        tp: plan("deepseek-v3", "H200", 8, tp=tp, ep=8, seq_len=32768).kv_bytes_per_token_per_gpu
+        for tp in (1, 2, 4, 8)
+    }
+    assert set(per_token.values()) == {70_272}
+    tp8 = plan("deepseek-v3", "H200", 8, tp=8, seq_len=32768)
+    dpa = plan("deepseek-v3", "H200", 8, tp=1, dp_attention=True, ep=8, seq_len=32768)
+    assert (tp8.max_batch, dpa.max_batch) == (18, 96)
+    # heads split 8 ways; the replicated latent and query down-projections keep it above 1/8
+    assert (
+        dpa.memory["weights_attention"] / 8
+        < tp8.memory["weights_attention"]
+        < dpa.memory["weights_attention"] / 4
+    )
+
+
+def test_seed002_gqa_groups_must_match_cards():
+    """Seed 002: GQA "requires a strict match between the number of groups and the hardware
+    scale, for example 8 cards for g = 8": not strict; beyond n_kv ranks the K/V heads replicate."""
+    kv = {
+        g: plan("llama-3-70b", "H100-SXM", g, weight_dtype="fp8", seq_len=8192) for g in (4, 8, 16)
+    }
+    assert [kv[g].kv_bytes_per_token_per_gpu for g in (4, 8, 16)] == [81_920, 40_960, 40_960]
+    assert [kv[g].max_batch for g in (4, 8, 16)] == [81, 188, 201]
+
+
+def test_seed002_smaller_cache_bigger_batch_more_throughput():
+    """Seed 002: a smaller KV cache allows a larger batch at the same context and more
+    throughput. DeepSeek-V3 on 8 x H200 at 128K: fp8 latent 9 sequences instead of 4."""
+    bf16 = plan("deepseek-v3", "H200", 8, seq_len=131072)
+    fp8 = plan("deepseek-v3", "H200", 8, seq_len=131072, kv_dtype="fp8")
+    assert (bf16.max_batch, fp8.max_batch) == (4, 9)
+    assert 1.5 < fp8.decode_tokens_per_s / bf16.decode_tokens_per_s < 9 / 4
