@@ -51,6 +51,8 @@ WHATIF_MHA = [
     ("w_dh", "head_dim", "head width d_h", 1, 1024, 1),
 ]
 #: URL parameters the sidebar writes (the planner adds its own).
+#: URL parameters the planner view reads.
+PLANNER_URL_KEYS = {"gpus", "tp"}
 URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "whatif"} | {
     FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA
 }
@@ -84,7 +86,12 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
     url_weight = url.choice("w", W_DTYPES, None, "weight dtype")
     if url_weight is not None:
         state["weight_dtype"], state["w_user"] = url_weight, True
-    state["whatif"] = url.flag("whatif")
+    whatif_symbols = {FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA}
+    state["whatif"] = url.flag("whatif", default=any(k in st.query_params for k in whatif_symbols))
+    for key in st.query_params:
+        if key not in URL_KEYS | PLANNER_URL_KEYS:
+            shown = ", ".join(sorted(URL_KEYS | PLANNER_URL_KEYS))
+            url.notices.append(f"Unknown URL parameter '{key[:64]}' ignored (known: {shown}).")
 
 st.title("mlacalc")
 st.caption(
@@ -123,6 +130,17 @@ with st.sidebar:
                     symbol = FIELD_SYMBOLS[field]
                     value = url.integer(symbol, value, lo, hi)
                 state[key] = min(hi, max(lo, value))
+            if first_run:
+                used = {FIELD_SYMBOLS[field] for _k, field, *_ in _whatif_fields(model)}
+                for _k, field, *_ in WHATIF_MLA + WHATIF_MHA:
+                    symbol = FIELD_SYMBOLS[field]
+                    if symbol in st.query_params and symbol not in used:
+                        url.notices.append(
+                            f"URL parameter {url.describe(symbol)} does not "
+                            f"apply to {model.label} "
+                            f"({model.variant.upper()}); ignored."
+                        )
+                        used.add(symbol)
             state["whatif_base"] = base_key
         changes: dict = {}
         if whatif:

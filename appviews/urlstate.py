@@ -25,6 +25,11 @@ class UrlState:
         self.params = params
         self.notices: list[str] = []
 
+    def describe(self, name: str) -> str:
+        """``'name=value'`` for a notice, or ``'name'`` alone when the value is too long."""
+        text = str(self.params.get(name, "")).strip()
+        return f"'{name}'" if len(text) > MAX_VALUE_CHARS else f"'{name}={text}'"
+
     def _raw(self, name: str) -> str | None:
         value = self.params.get(name)
         if value is None:
