@@ -190,6 +190,10 @@ def param_counts(model: ModelConfig | str) -> ParamCounts:
 
     if families.arch_of(m) is not None:
         return families.param_counts(m)
+    from . import families  # families beyond the base layouts count layer by layer
+
+    if families.arch_of(m) is not None:
+        return families.param_counts(m)
     d, V, L = m.hidden_size, m.vocab_size, m.num_hidden_layers
     attn = attention_params(m)
     attn_layer = sum(attn.values())

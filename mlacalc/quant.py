@@ -204,7 +204,7 @@ def _matches(pattern: str, module: str) -> bool:
 
 
 def _kept(t: Tensor, s: QuantScheme) -> bool:
-    if t.role == "other" or _NEVER.search(t.name):
+    if t.role not in ("linear", "experts") or _NEVER.search(t.name):
         return True
     if s.experts_only and t.role != "experts":
         return True

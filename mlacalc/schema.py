@@ -272,6 +272,19 @@ class ModelConfig:
         hi=MAX_TOKENS,
         default=None,
     )
+    full_attention_interval: int | None = _spec(
+        OPTPOS,
+        "k: layers k, 2k, ... (1-based) use full attention and the others the sliding window "
+        "or the chunk (Gemma 3, GPT-OSS, Llama 4); null: every layer alike",
+        hi=MAX_LAYERS,
+        default=None,
+    )
+    attention_chunk_size: int | None = _spec(
+        OPTPOS,
+        "C: chunked layers attend within chunks of C tokens (Llama 4); null for none",
+        hi=MAX_TOKENS,
+        default=None,
+    )
     max_position_embeddings: int | None = _spec(
         OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
     )
@@ -503,7 +516,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
             out.append(
                 (
                     "num_key_value_heads",
-                    f"{n_kv} KV heads exceed the {n_h} attention heads",
+                    f"{n_kv} KV heads exceed num_attention_heads ({n_h})",
                     "num_key_value_heads must be at most num_attention_heads",
                 )
             )
@@ -539,8 +552,8 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
             out.append(
                 (
                     "head_dim",
-                    "MLA models state qk_nope_head_dim, qk_rope_head_dim and "
-                    "v_head_dim instead of head_dim",
+                    "with kv_lora_rank set (MLA), a model states qk_nope_head_dim, "
+                    "qk_rope_head_dim and v_head_dim instead of head_dim",
                     "remove head_dim",
                 )
             )
@@ -594,8 +607,8 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                 out.append(
                     (
                         "head_dim",
-                        f"GPT-2 needs head_dim x heads = hidden_size; {head_dim} "
-                        f"x {n_h} != {v['hidden_size']}",
+                        f"GPT-2 needs head_dim x num_attention_heads = hidden_size; "
+                        f"{head_dim} x {n_h} != {v['hidden_size']}",
                         None,
                     )
                 )
@@ -767,16 +780,27 @@ def build(
     if unit is not None:
         problems += _apply_defaults(unit, valid, values, bad, notes)
     problems += _missing(unit, values, bad)
+    have = [k for k in values if k not in bad]
+    problems += _relations({k: values[k] for k in have}, set(have))
     if problems:
-        have = [k for k in values if k not in bad]
-        problems += _relations({k: values[k] for k in have}, set(have))
-        raise_problems(origin, problems)
+        raise_problems(origin, _with_notes(problems, notes))
 
     source = values.pop("source")
     values["source"] = (source,) if isinstance(source, str) else tuple(source)
     values["aliases"] = tuple(a.lower() for a in values.get("aliases", ()))
     values["weights_dtype"] = canonical_dtype(values.get("weights_dtype", "bf16"))
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
+
+
+def _with_notes(problems: list[Problem], notes: list[str]) -> list[Problem]:
+    """Say where a value came from when a problem is with a value a rule filled in."""
+    filled = {note.split(" = ", 1)[0]: note for note in notes if " = " in note}
+    out = []
+    for name, message, fix in problems:
+        if name in filled and "is missing" not in message:
+            message = f"{message} [{filled[name]}]"
+        out.append((name, message, fix))
+    return out
 
 
 def _raise_mapping(origin: str, problems: list[Problem]) -> None:

@@ -1,0 +1,374 @@
+"""Architectures beyond the base layouts: what each new model family adds, layer by layer.
+
+The families here follow the Llama layout (RMSNorm, rotary attention with separate
+q/k/v/o projections, gated MLP or routed experts) and add, by a written rule of their
+Hugging Face implementation:
+
+=================  =========================================================================
+``qwen3``          per-head RMSNorm on queries and keys (``q_norm``, ``k_norm``: ``d_h`` each)
+``qwen3_moe``      Qwen3 attention; every layer a MoE of ``num_experts`` (router without bias)
+``glm4_moe``       GLM-4.5/4.7: q/k/v biases when ``attention_bias``; ``first_k_dense_replace``
+                   dense layers, then MoE with shared experts and a router correction bias
+``minimax_m2``     RMSNorm over the whole query and key projections (``n_h d_h``, ``n_kv d_h``);
+                   every layer a MoE, router with a correction bias, no shared expert
+``phi3``           fused ``qkv_proj`` and ``gate_up_proj`` (same counts as separate matrices)
+``gpt_oss``        biases on q/k/v/o, one attention-sink logit per head, router with a bias,
+                   experts with biases; sliding and full layers alternate
+``gemma3_text``    per-head q/k norms, four norms per layer (sandwich), tied head; ``W``-token
+                   sliding layers with every ``full_attention_interval``-th layer full
+``llama4_text``    chunked layers with every ``full_attention_interval``-th layer full and
+                   without RoPE; weightless L2 q/k norms; MoE with one shared expert; dense
+                   layers of ``intermediate_size`` (config.json: ``intermediate_size_mlp``)
+=================  =========================================================================
+
+:func:`layer_pattern` gives a model's per-layer kinds (:mod:`mlacalc.layers`),
+:func:`param_counts` its exact parameters, and :func:`tensors` the checkpoint's weight
+tensors (for quantized byte counts in :mod:`mlacalc.quant`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .layers import LayerKind, LayerPattern
+from .quant import Tensor
+
+if TYPE_CHECKING:
+    from .params import ParamCounts
+    from .schema import ModelConfig
+
+__all__ = ["ARCHS", "Arch", "arch_of", "layer_pattern", "param_counts", "tensors"]
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What a family adds to the Llama layout (each a rule of its reference implementation)."""
+
+    qk_norm: str = ""  # "", "head" (d_h each) or "full" (n_h d_h and n_kv d_h)
+    norms_per_layer: int = 2
+    sinks: bool = False
+    router_bias: bool = False  # a bias on the router's logits (GPT-OSS)
+    correction_bias: bool = False  # a per-expert correction bias on the routing scores
+    expert_bias: bool = False
+    off_pattern: str = "full"  # kind of the layers that are not full: sliding/chunked
+    nope_full: bool = False  # full-attention layers without RoPE (Llama 4)
+
+
+ARCHS: dict[str, Arch] = {
+    "qwen3": Arch(qk_norm="head"),
+    "qwen3_moe": Arch(qk_norm="head"),
+    "glm4_moe": Arch(correction_bias=True),
+    "minimax_m2": Arch(qk_norm="full", correction_bias=True),
+    "phi3": Arch(off_pattern="sliding"),
+    "gpt_oss": Arch(sinks=True, router_bias=True, expert_bias=True, off_pattern="sliding"),
+    "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
+    "llama4_text": Arch(off_pattern="chunked", nope_full=True),
+}
+
+
+def arch_of(model: ModelConfig) -> Arch | None:
+    """The additions of the model's family, or None for a base-layout model."""
+    return ARCHS.get(model.model_type)
+
+
+def layer_pattern(model: ModelConfig) -> LayerPattern:
+    """The model's per-layer kinds, from its fields.
+
+    Without ``full_attention_interval`` every layer is alike: sliding when the model
+    has a ``sliding_window``, chunked with an ``attention_chunk_size``, else full (MLA
+    for an MLA model). With it, layers ``k, 2k, ...`` (1-based) are full and the others
+    sliding or chunked.
+    """
+    arch = arch_of(model) or Arch()
+    n = model.num_hidden_layers
+    interval = getattr(model, "full_attention_interval", None)
+    chunk = getattr(model, "attention_chunk_size", None)
+    if model.sliding_window is not None:
+        off = LayerKind("sliding", window=model.sliding_window)
+    elif chunk is not None:
+        off = LayerKind("chunked", window=chunk)
+    else:
+        off = LayerKind("mla" if model.is_mla else "full")
+    full = LayerKind("mla" if model.is_mla else "full", rope=not arch.nope_full)
+    layers = []
+    for i in range(n):
+        attn = full if interval is not None and (i + 1) % interval == 0 else off
+        ffn = "moe" if model.is_moe_layer(i) else "dense"
+        layers.append(LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope))
+    return LayerPattern(tuple(layers))
+
+
+def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    d, n_h, n_kv, d_h = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    qkv_bias = m.attention_bias or m.qkv_bias
+    out = [
+        Tensor(f"{p}.self_attn.q_proj.weight", (n_h * d_h, d), "linear"),
+        Tensor(f"{p}.self_attn.k_proj.weight", (n_kv * d_h, d), "linear"),
+        Tensor(f"{p}.self_attn.v_proj.weight", (n_kv * d_h, d), "linear"),
+        Tensor(f"{p}.self_attn.o_proj.weight", (d, n_h * d_h), "linear"),
+    ]
+    if qkv_bias:
+        out += [
+            Tensor(f"{p}.self_attn.q_proj.bias", (n_h * d_h,)),
+            Tensor(f"{p}.self_attn.k_proj.bias", (n_kv * d_h,)),
+            Tensor(f"{p}.self_attn.v_proj.bias", (n_kv * d_h,)),
+        ]
+    if m.attention_bias:
+        out.append(Tensor(f"{p}.self_attn.o_proj.bias", (d,)))
+    if arch.qk_norm == "head":
+        out += [
+            Tensor(f"{p}.self_attn.q_norm.weight", (d_h,)),
+            Tensor(f"{p}.self_attn.k_norm.weight", (d_h,)),
+        ]
+    elif arch.qk_norm == "full":
+        out += [
+            Tensor(f"{p}.self_attn.q_norm.weight", (n_h * d_h,)),
+            Tensor(f"{p}.self_attn.k_norm.weight", (n_kv * d_h,)),
+        ]
+    if arch.sinks:
+        out.append(Tensor(f"{p}.self_attn.sinks", (n_h,)))
+    return out
+
+
+def _mlp(p: str, d: int, width: int, bias: bool = False) -> list[Tensor]:
+    out = [
+        Tensor(f"{p}.gate_proj.weight", (width, d), "linear"),
+        Tensor(f"{p}.up_proj.weight", (width, d), "linear"),
+        Tensor(f"{p}.down_proj.weight", (d, width), "linear"),
+    ]
+    if bias:
+        out += [
+            Tensor(f"{p}.gate_proj.bias", (width,)),
+            Tensor(f"{p}.up_proj.bias", (width,)),
+            Tensor(f"{p}.down_proj.bias", (d,)),
+        ]
+    return out
+
+
+def _moe(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    d, e, width = m.hidden_size, m.n_routed_experts, m.moe_intermediate_size
+    out = [
+        Tensor(f"{p}.mlp.experts.gate_proj", (e, width, d), "experts"),
+        Tensor(f"{p}.mlp.experts.up_proj", (e, width, d), "experts"),
+        Tensor(f"{p}.mlp.experts.down_proj", (e, d, width), "experts"),
+    ]
+    if arch.expert_bias:
+        out += [
+            Tensor(f"{p}.mlp.experts.gate_up_proj_bias", (e, 2 * width), "expert_bias"),
+            Tensor(f"{p}.mlp.experts.down_proj_bias", (e, d), "expert_bias"),
+        ]
+    out.append(Tensor(f"{p}.mlp.gate.weight", (e, d)))
+    if arch.router_bias:
+        out.append(Tensor(f"{p}.mlp.gate.bias", (e,)))
+    if arch.correction_bias or m.topk_method == "noaux_tc":
+        out.append(Tensor(f"{p}.mlp.gate.e_score_correction_bias", (e,)))
+    if m.n_shared_experts:
+        out += _mlp(f"{p}.mlp.shared_experts", d, m.n_shared_experts * width)
+    return out
+
+
+def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> list[Tensor]:
+    p, d = f"{prefix}.{i}", m.hidden_size
+    out = _attention_tensors(m, arch, p)
+    if m.is_moe_layer(i):
+        out += _moe(m, arch, p)
+    else:
+        out += _mlp(f"{p}.mlp", d, m.intermediate_size, m.mlp_bias)
+    names = (
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    )[: arch.norms_per_layer]
+    out += [Tensor(f"{p}.{n}.weight", (d,)) for n in names]
+    return out
+
+
+def tensors(model: ModelConfig, include_mtp: bool = False) -> list[Tensor]:
+    """The weight tensors of the model's checkpoint (experts stacked ``[E, out, in]``)."""
+    m, arch = model, arch_of(model) or Arch()
+    d, v = m.hidden_size, m.vocab_size
+    out = [Tensor("model.embed_tokens.weight", (v, d))]
+    for i in range(m.num_hidden_layers):
+        out += _layer(m, arch, i)
+    out.append(Tensor("model.norm.weight", (d,)))
+    if not m.tie_word_embeddings:
+        out.append(Tensor("lm_head.weight", (v, d)))
+    if include_mtp:
+        for j in range(m.num_nextn_predict_layers):
+            p = f"model.layers.{m.num_hidden_layers + j}"
+            out += [
+                Tensor(f"{p}.enorm.weight", (d,)),
+                Tensor(f"{p}.hnorm.weight", (d,)),
+                Tensor(f"{p}.eh_proj.weight", (d, 2 * d), "linear"),
+                Tensor(f"{p}.shared_head.norm.weight", (d,)),
+            ]
+            out += _layer(m, arch, m.num_hidden_layers + j)
+    return out
+
+
+def _part(name: str) -> str:
+    if name.startswith("model.embed_tokens"):
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "lm_head"
+    if "norm" in name and "self_attn" not in name:
+        return "norms"
+    if ".self_attn." in name:
+        return "attention"
+    if ".mlp.experts." in name:
+        return "moe_routed_experts"
+    if ".mlp.shared_experts." in name:
+        return "moe_shared_experts"
+    if ".mlp.gate." in name:
+        return "moe_router"
+    return "dense_ffn"
+
+
+def param_counts(model: ModelConfig) -> ParamCounts:
+    """Exact parameter counts of a model of one of these families (see the module docs)."""
+    from .params import ParamCounts
+
+    m = model
+    parts = dict.fromkeys(
+        (
+            "embedding",
+            "position_embedding",
+            "lm_head",
+            "attention",
+            "dense_ffn",
+            "moe_routed_experts",
+            "moe_shared_experts",
+            "moe_router",
+            "norms",
+        ),
+        0,
+    )
+    inactive = 0
+    for t in tensors(m):
+        parts[_part(t.name)] += t.numel
+        if t.role in ("experts", "expert_bias"):
+            inactive += t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
+    total = sum(parts.values())
+    lookups = parts["embedding"] if parts["lm_head"] else 0
+    attn = {
+        t.name.rsplit(".self_attn.", 1)[1].removesuffix(".weight"): t.numel
+        for t in _attention_tensors(m, arch_of(m) or Arch(), "x")
+    }
+    mtp = mtp_active = 0
+    if m.num_nextn_predict_layers:
+        extra = tensors(m, include_mtp=True)[len(tensors(m)) :]
+        mtp = sum(t.numel for t in extra)
+        unused = sum(
+            t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
+            for t in extra
+            if t.role in ("experts", "expert_bias")
+        )
+        mtp_active = mtp - unused
+    return ParamCounts(
+        model=m.name,
+        total=total,
+        active=total - lookups - inactive,
+        attention_per_layer=sum(attn.values()),
+        embedding=parts["embedding"],
+        mtp=mtp,
+        mtp_active=mtp_active,
+        breakdown=parts,
+        attention_breakdown=attn,
+    )
+
+
+def describe(model: ModelConfig) -> dict[str, Any]:
+    """The pattern of a model for reports: summary line and layers by kind."""
+    return layer_pattern(model).to_dict()
+
+
+def kv_by_kind(
+    model: ModelConfig, seq_len: int, batch: int, row_bytes: int, layers: int
+) -> tuple[tuple[str, int, int, int], ...]:
+    """``(label, layers, tokens kept per layer, bytes)`` per kind of layer, the product's
+    convention (a sliding or chunked layer keeps ``min(S, W)``); MTP layers beyond the
+    main model keep every token."""
+    out: dict[str, list[int]] = {}
+    pattern = layer_pattern(model)
+    kinds = [(k.label, k.tokens_kept(seq_len)) for k in pattern.layers]
+    kinds += [("full", seq_len)] * (layers - len(kinds))
+    for label, tokens in kinds:
+        entry = out.setdefault(label, [0, tokens])
+        entry[0] += 1
+    return tuple((label, n, t, n * batch * t * row_bytes) for label, (n, t) in out.items())
+
+
+def chunked_keys_and_pairs(q: int, seq_len: int, chunk: int, causal: bool) -> tuple[int, int]:
+    """Keys read and (query, key) pairs per sequence and head of a chunked layer.
+
+    The new tokens are positions ``S-q+1 .. S`` (1-based); position ``j`` attends the
+    keys of its own chunk up to itself, ``(j - 1) % C + 1`` of them. Non-causal, each
+    chunk the new tokens touch is a dense block: its new tokens times its keys up to
+    the last new one. Keys read are those of the chunks touched.
+
+    Examples
+    --------
+    >>> chunked_keys_and_pairs(1, 10, 4, False), chunked_keys_and_pairs(10, 10, 4, True)
+    ((2, 2), (10, 23))
+    """
+    lo = seq_len - q + 1
+    keys = seq_len - (lo - 1) // chunk * chunk
+    pairs = 0
+    start = (lo - 1) // chunk * chunk  # keys before the first touched chunk
+    while start < seq_len:
+        a, b = max(lo, start + 1), min(seq_len, start + chunk)
+        if causal:
+            pairs += (a - start + b - start) * (b - a + 1) // 2
+        else:
+            pairs += (b - a + 1) * (b - start)
+        start += chunk
+    return keys, pairs
+
+
+def pattern_cost(
+    model: ModelConfig,
+    phase: str,
+    seq_len: int,
+    batch: int,
+    q_len: int | None,
+    impl: str | None,
+    causal: bool,
+    kv_dtype: Any,
+    weight_dtype: str | None,
+    act_dtype: str,
+) -> Any:
+    """The attention cost of a model whose layers differ: one cost per kind, summed."""
+    from dataclasses import replace
+
+    from .engine import STAGES, attention_cost
+
+    groups: dict[str, tuple[LayerKind, int]] = {}
+    for k in layer_pattern(model).layers:
+        kind, n = groups.get(k.label, (k, 0))
+        groups[k.label] = (kind, n + 1)
+    order = sorted(groups.items(), key=lambda item: item[1][0].window is not None)
+    costs, labels = [], []
+    for label, (kind, n) in order:
+        sub = model.with_changes(
+            num_hidden_layers=n,
+            full_attention_interval=None,
+            sliding_window=kind.window if kind.attention == "sliding" else None,
+            attention_chunk_size=kind.window if kind.attention == "chunked" else None,
+        )
+        costs.append(
+            attention_cost(
+                sub, phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype
+            )
+        )
+        labels.append(label)
+    stage = {s: sum(c.stage_flops.get(s, 0) for c in costs) for s in STAGES}
+    return replace(
+        costs[0],
+        model=model.name,
+        layers=model.num_hidden_layers,
+        stage_flops=stage,
+        groups=tuple(costs),
+        group_labels=tuple(labels),
+    )
