@@ -22,6 +22,9 @@ from mlacalc.timemodel import (
 from mlacalc.timemodel.fit import Observations, error_stats, fit_class
 from mlacalc.timemodel.model import default_params, kernel_terms
 
+#: a profile with no fitted classes: every kernel at the model's starting values
+UNFIT = Profile(name="unfit")
+
 
 def gemm(m: int, n: int, k: int, dtype: str = "bf16", warm: int = 0) -> Kernel:
     w = 1 if dtype.startswith("fp8") else 2
@@ -62,7 +65,7 @@ def test_bounds_follow_intensity():
     small, big = predict_kernels([gemm(1, 8192, 8192), gemm(8192, 8192, 8192)], "H100-SXM")
     assert small.bound == "memory"
     assert big.bound == "compute"
-    tiny = predict_kernels([gemm(1, 64, 64)], "H100-SXM")[0]
+    tiny = predict_kernels([gemm(1, 64, 64)], "H100-SXM", UNFIT)[0]
     assert tiny.bound == "latency"
 
 
@@ -90,11 +93,11 @@ def test_wave_quantization_steps_at_sm_count():
 
 
 def test_warm_l2_speeds_small_weights_only():
-    cold = predict_batch(gemm_batch([1], 1024, 1024, warm=0), "H100-SXM")[0]
-    warm = predict_batch(gemm_batch([1], 1024, 1024, warm=1), "H100-SXM")[0]
+    cold = predict_batch(gemm_batch([1], 1024, 1024, warm=0), "H100-SXM", UNFIT)[0]
+    warm = predict_batch(gemm_batch([1], 1024, 1024, warm=1), "H100-SXM", UNFIT)[0]
     assert warm < cold
-    big_cold = predict_batch(gemm_batch([1], 16384, 16384, warm=0), "H100-SXM")[0]
-    big_warm = predict_batch(gemm_batch([1], 16384, 16384, warm=1), "H100-SXM")[0]
+    big_cold = predict_batch(gemm_batch([1], 16384, 16384, warm=0), "H100-SXM", UNFIT)[0]
+    big_warm = predict_batch(gemm_batch([1], 16384, 16384, warm=1), "H100-SXM", UNFIT)[0]
     assert big_warm == pytest.approx(big_cold)
 
 
@@ -119,7 +122,7 @@ def test_collectives_link_bound_and_latency():
         np.ones(2),
         {"message_bytes": np.array(msg, float), "n_gpus": np.array([8.0, 8.0])},
     )
-    small, large = predict_batch(batch, "H100-SXM")
+    small, large = predict_batch(batch, "H100-SXM", UNFIT)
     link = device_figures(load_hardware("H100-SXM")).link_bytes_per_s
     assert large > 2 * 7 / 8 * 2**30 / link
     assert small < 1e-4
@@ -131,7 +134,7 @@ def test_collectives_link_bound_and_latency():
         np.ones(1),
         {"message_bytes": np.array([2.0**20]), "n_gpus": np.array([1.0])},
     )
-    assert predict_batch(single, "H100-SXM")[0] == pytest.approx(
+    assert predict_batch(single, "H100-SXM", UNFIT)[0] == pytest.approx(
         default_params("all_reduce")["fixed_s"]
     )
 

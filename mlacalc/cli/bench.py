@@ -11,10 +11,11 @@ from .common import IMPL_CHOICE, load, size_list
 @click.command("bench")
 @click.option(
     "--preset",
-    type=click.Choice(["quick", "cpu", "full"]),
+    type=click.Choice(["quick", "cpu", "full", "calibrate"]),
     default=None,
     help="quick: under a minute on a CPU; cpu: the committed CPU set; full: DeepSeek-V2/V3, "
-    "a GQA and an MHA model, batch 1-128, seq_len to 128K (for a GPU).",
+    "a GQA and an MHA model, batch 1-128, seq_len to 128K (for a GPU); calibrate: the time "
+    "model's kernels (GEMM sweep, SDPA decode/prefill, copies) for mlacalc calibrate.",
 )
 @click.option(
     "--model", "models", multiple=True, help="Model(s) for a custom sweep (repeat the option)."
@@ -95,27 +96,30 @@ def command(
 
     if importlib.util.find_spec("torch") is None:
         raise MlacalcError("the microbenchmark needs PyTorch: pip install 'mlacalc[bench]'")
-    from ..bench.runner import PRESETS, BenchPoint, preset_points, run_benchmark
+    from ..bench.runner import PRESETS, custom_points, preset_points, run_benchmark
 
     if preset and models:
         raise click.BadParameter("use --preset or --model, not both", param_hint="--model")
+    if preset == "calibrate":
+        from ..bench.kernel_sweep import run_calibrate
+
+        csv_path, json_path = run_calibrate(
+            dtype=dtype, device=device, threads=threads, warmup=warmup, repeats=repeats,
+            max_seconds=max_seconds, out_dir=out_dir, name=name,
+            log=lambda s: click.echo(s, err=True),
+        )
+        click.echo(f"wrote {csv_path} and {json_path}")
+        return
     if not preset and not models:
         raise click.BadParameter("name a --preset or at least one --model", param_hint="--preset")
     if preset:
         points = preset_points(preset)
         dtype = dtype or PRESETS[preset][1]
     else:
-        points = []
-        for model_name in models:
-            m = load(model_name)
-            choices = [i for i in impls if (i == "standard") != m.is_mla] or (
-                ["naive", "compressed", "absorbed", "absorbed_merged"] if m.is_mla else ["standard"]
-            )
-            for ph in ["prefill", "decode"] if phase == "both" else [phase]:
-                for impl in choices:
-                    for b in size_list(batches):
-                        for s in size_list(seqs):
-                            points.append(BenchPoint(m.name, impl, ph, b, s))
+        wanted = ["prefill", "decode"] if phase == "both" else [phase]
+        points = custom_points(
+            [load(name) for name in models], impls, wanted, size_list(batches), size_list(seqs)
+        )
         dtype = dtype or "fp32"
     csv_path, json_path = run_benchmark(
         points,

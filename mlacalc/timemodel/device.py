@@ -107,6 +107,7 @@ _GENERIC = {
     "link_bytes_per_s": (32e9, "no link figure for this device: PCIe Gen4 x16 assumed"),
     "link_latency_s": (5e-6, "no link latency for this device: 5 us assumed"),
     "sm_count": (108, "no SM count for this device: 108 assumed"),
+    "clock_hz": (1.83e9, "no clock for this device: 1830 MHz (H100 SXM's) assumed"),
 }
 
 _ATTRS = {
@@ -115,6 +116,7 @@ _ATTRS = {
     "link_bytes_per_s": (("scale_up_bytes_per_s", "scale_up_gb_per_s"), (1.0, 1e9)),
     "link_latency_s": (("scale_up_latency_s", "scale_up_latency_us"), (1.0, 1e-6)),
     "sm_count": (("sm_count",), (1.0,)),
+    "clock_hz": (("boost_clock_hz", "boost_clock_mhz"), (1.0, 1e6)),
 }
 
 
@@ -130,6 +132,7 @@ class DeviceFigures:
     l2_bytes: float
     link_bytes_per_s: float
     link_latency_s: float
+    clock_hz: float = 1.83e9
     fallbacks: tuple[str, ...] = ()
 
     def peak(self, dtype: str) -> float:
@@ -175,6 +178,8 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
             if raw:
                 value = float(raw) * scale
                 break
+        if value is None and figure == "sm_count" and hw.kind == "cpu":
+            value = 1.0  # a CPU: no SM tiling, one pool of cores
         if value is None:
             value, source = table.get(figure) or _GENERIC[figure]
             fallbacks.append(f"{figure} = {value:g} ({source})")
@@ -188,6 +193,7 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         l2_bytes=values["l2_bytes"],
         link_bytes_per_s=values["link_bytes_per_s"],
         link_latency_s=values["link_latency_s"],
+        clock_hz=values["clock_hz"],
         fallbacks=tuple(fallbacks),
     )
     if len(_CACHE) > 64:

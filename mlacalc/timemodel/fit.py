@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -186,19 +187,30 @@ def fit_class(
             out.append(w * (np.log(np.maximum(pred, 1e-12)) - log_meas))
         return np.concatenate(out)
 
-    x0 = _to_x(names, start)
-    x = None
+    least_squares = None
     if use_scipy:
         try:
             from scipy.optimize import least_squares
         except ImportError:
             least_squares = None
+
+    def robust_cost(x: np.ndarray) -> float:
+        r = np.abs(residuals(x))
+        return float(np.sum(np.sqrt(1.0 + (r / 0.05) ** 2) - 1.0))
+
+    # two starts: the given values, and the middle of every parameter's range; the better wins
+    best_x, best_cost = None, math.inf
+    for x0 in (_to_x(names, start), np.zeros(len(names))):
         if least_squares is not None:
             x = least_squares(
-                residuals, x0, loss="soft_l1", f_scale=0.05, x_scale=1.0, max_nfev=400
+                residuals, x0, loss="soft_l1", f_scale=0.05, x_scale=1.0, max_nfev=300
             ).x
-    if x is None:
-        x = _lm(residuals, x0)
+        else:
+            x = _lm(residuals, x0)
+        cost = robust_cost(x)
+        if cost < best_cost:
+            best_x, best_cost = x, cost
+    x = best_x
     fitted = _from_x(names, x, start)
     return {n: float(f"{fitted[n]:.6g}") for n in names}
 
@@ -276,7 +288,10 @@ def calibrate(
         for o in obs:
             if o.device == device:
                 tables[o.table] = tables.get(o.table, 0) + len(o.batch)
-        sources = sorted({o.source for o in obs if o.device == device and o.source})
+        # where each table came from, without the local folders above the system folder
+        sources = sorted(
+            {"/".join(Path(o.source).parts[-5:]) for o in obs if o.device == device and o.source}
+        )
         fitted_on.append({"device": device, "tables": tables, "sources": sources})
     extra = []
     for device in sorted({o.device for o in obs}):

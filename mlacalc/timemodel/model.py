@@ -21,8 +21,9 @@ A kernel's time on a device is
   link_eff x link bandwidth``, ring (2(n-1)/n of the message for an all-reduce) against
   one-shot (every peer's message read directly), whichever is faster.
 
-Every parameter is a fraction or multiple of a datasheet figure, or a time per call (fixed
-costs do not scale with the device), so a profile fitted on measured devices transfers.
+Every parameter is a fraction or multiple of a datasheet figure, or a time of work on the SMs
+stated at a reference clock (cycles, scaled by the device's clock; the fixed costs of
+collectives are seconds), so a profile fitted on measured devices transfers.
 """
 
 from __future__ import annotations
@@ -46,18 +47,25 @@ COMM_KINDS = (
 )
 ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode")
 
+#: Times of work done on the SMs (fixed costs, per-unit and per-block work, the fixed cost of
+#: quantizing) are stated at this clock and scale with ``REFERENCE_CLOCK_HZ / clock`` of the
+#: device: they are cycles. Collective fixed costs do not scale.
+REFERENCE_CLOCK_HZ = 1.83e9
+CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s")
+
 #: Every parameter: (lower bound, upper bound, what it is).
 PARAMS: dict[str, tuple[float, float, str]] = {
     "eff_compute": (0.02, 1.0, "fraction of the dense tensor rate at full occupancy"),
     "eff_memory": (0.05, 1.0, "fraction of the HBM bandwidth a streaming kernel reaches"),
-    "fixed_s": (1e-7, 2e-4, "fixed cost per call, seconds"),
+    "fixed_s": (1e-7, 2e-4, "fixed cost per call, seconds at the reference clock"),
     "overlap": (1.0, 16.0, "p of the p-norm combining compute and memory time (16 ~ max)"),
     "l2_share": (0.01, 1.0, "share of the L2 whose operands stay resident between warm calls"),
     "l2_speedup": (1.0, 12.0, "L2 read bandwidth in multiples of the HBM bandwidth"),
     "sm_bandwidth": (0.5, 16.0, "bandwidth one busy SM draws, in multiples of HBM / SMs"),
-    "block_s": (0.0, 2e-6, "seconds per 64-token KV block per SM (attention)"),
-    "seq_s": (0.0, 2e-5, "seconds per sequence and head (group) per SM (attention)"),
+    "block_s": (0.0, 2e-5, "seconds per KV block a work unit walks (attention)"),
+    "seq_s": (0.0, 5e-5, "seconds per work unit: a sequence and head (group) (attention)"),
     "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
+    "fallback_reads": (0.01, 1.0, "share of repeated per-head cache reads that miss the L2"),
     "quant_fixed_s": (0.0, 5e-5, "fixed cost of quantizing a GEMM's input, seconds"),
     "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
     "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
@@ -73,9 +81,10 @@ DEFAULTS: dict[str, float] = {
     "l2_share": 0.2,
     "l2_speedup": 3.0,
     "sm_bandwidth": 3.0,
-    "block_s": 0.0,
-    "seq_s": 0.0,
+    "block_s": 1e-7,
+    "seq_s": 1e-6,
     "grouped_unit": 1.0,
+    "fallback_reads": 0.5,
     "quant_fixed_s": 0.0,
     "quant_bytes": 1.0,
     "link_eff": 0.7,
@@ -103,7 +112,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_speedup",
         "sm_bandwidth",
     ),
-    "attention_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s"),
+    "attention_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s", "block_s"),
     "mla_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s"),
     "attention_decode": (
         "eff_compute",
@@ -114,13 +123,13 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "block_s",
         "seq_s",
         "grouped_unit",
+        "fallback_reads",
     ),
     "mla_decode": (
         "eff_compute",
         "eff_memory",
         "fixed_s",
         "overlap",
-        "sm_bandwidth",
         "block_s",
         "seq_s",
     ),
@@ -202,6 +211,10 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         better = c < compute
         units = np.where(better, tiles * splits, units)
         compute = np.where(better, c, compute)
+    if fig.kind == "cpu":
+        # a CPU has no output tiles to quantize: its cores share the whole product
+        compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype))
+        units = np.full(len(batch), np.inf)
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
     weight = groups * n * k * _elem_bytes(batch.dtype)
     # a warm replay keeps the weights resident when all the copies the caller cycles through
@@ -249,11 +262,15 @@ def _attention(
         grouped = (group > 1) & (group <= 32)
         heads_units = np.where(grouped, b * n_kv, b * heads)
     if batch.kind.endswith("prefill"):
-        q_tiles = np.ceil(q / 128.0)
-        units = b * heads * q_tiles
-        blocks = units * np.ceil(kv_eff / 128.0)
-        per_unit = b * heads
+        # one unit per (sequence, head, 128-query tile), each over its keys in 128-key blocks
+        # (a causal tile sees half the keys on average)
+        units = b * heads * np.ceil(q / 128.0)
+        unit_blocks = np.ceil(kv_eff / 128.0)
+        unit_blocks = np.where(_col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
+        unit_cost = np.ones(len(batch))
     else:
+        # one unit per (sequence, head group), its keys split across idle SMs where the kernel
+        # can (flash-decoding), each part walking its 64-token cache blocks in turn
         can_split = _col(batch, "kv_split", 1) > 0
         splits = np.where(
             can_split & (heads_units < sms),
@@ -261,20 +278,25 @@ def _attention(
             1.0,
         )
         units = heads_units * splits
-        blocks = heads_units * np.ceil(kv_eff / 64.0)
-        per_unit = heads_units * np.where(grouped, prm["grouped_unit"], 1.0)
+        unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)
+        unit_cost = np.where(grouped, prm["grouped_unit"], 1.0)
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
-    # per-unit work (loading queries, the final reduction) and per-block work (page lookups,
-    # softmax rescaling) run on the SMs beside the math, overlapping the streaming of the cache
-    compute = (
-        batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
-        + (prm["block_s"] * blocks + prm["seq_s"] * per_unit) / sms
-    )
+    if fig.kind == "cpu":
+        occupancy = np.ones(len(batch))  # no SM waves on a CPU
+    # every wave of units pays its per-unit work (loading queries, the final reduction) and
+    # walks its blocks (page lookups, softmax rescaling) beside the math, overlapping the
+    # streaming of the cache
+    # (decode units are short and many: the SMs take them as they free up, so their serial
+    # work counts as units / SMs, never less than one unit's)
+    serial = waves if batch.kind.endswith("prefill") else np.maximum(units / sms, 1.0)
+    work = serial * (prm["block_s"] * unit_blocks + prm["seq_s"] * unit_cost)
+    compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy) + work
     nbytes = batch.bytes
     if not batch.kind.startswith("mla"):
-        # beyond 32 query heads per KV head every query head streams the cache itself
-        nbytes = nbytes * np.where(group > 32, group, 1.0)
+        # beyond 32 query heads per KV head every query head streams the cache itself; the
+        # share ``fallback_reads`` of those repeated reads misses the L2
+        nbytes = nbytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm))
     return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
 
@@ -346,6 +368,12 @@ def kernel_terms(
     ``compute_s``, ``memory_s`` (link time for collectives), ``fixed_s``, ``extra_s`` and
     ``seconds`` per call (times ``calls``)."""
     kind = batch.kind
+    if kind not in COMM_KINDS:
+        # cycles of work on the SMs: stated at the reference clock, scaled to the device's
+        scale = REFERENCE_CLOCK_HZ / fig.clock_hz
+        prm = dict(prm)
+        for name in CLOCKED:
+            prm[name] = prm[name] * scale
     if kind == "gemm":
         terms = _gemm(batch, fig, prm)
     elif kind in ATTENTION_KINDS:

@@ -11,6 +11,7 @@ they check the fitted kernels together.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,14 @@ from ..hardware import HardwareSpec, load_hardware
 from ..kernels import KernelBatch
 from .profile import Profile, load_profile
 
-__all__ = ["MINOR_KINDS", "observations_of", "predict_mapped"]
+__all__ = [
+    "MINOR_KINDS",
+    "NOT_CALLS",
+    "kernel_set_device",
+    "observations_of",
+    "predict_mapped",
+    "read_kernel_set",
+]
 
 #: Tables whose rows are not kernel calls (a difference of two timings) and are never fitted on.
 NOT_CALLS = ("computescale_perf",)
@@ -98,6 +106,103 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
     return out
 
 
+#: GPU name fragments (as CUDA reports them) -> catalogue device; the first match wins.
+GPU_NAMES = (
+    (("H100", "PCIE"), "H100-PCIe"), (("H100",), "H100-SXM"), (("H200",), "H200"),
+    (("H800",), "H800"), (("B200",), "B200"), (("A100", "PCIE"), "A100-PCIe-40GB"),
+    (("A100",), "A100-SXM-80GB"), (("L40S",), "L40S"), (("4090",), "RTX-4090"),
+    (("4080",), "RTX-4080"), (("MI300X",), "MI300X"),
+)  # fmt: skip
+
+
+def kernel_set_device(meta: dict, json_path: Path) -> str:
+    """The catalogue device a ``calibrate`` run was taken on (matched by the GPU's name, e.g.
+    ``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else the run's own measured ceilings (the path
+    of its sidecar, which :func:`mlacalc.load_hardware` reads)."""
+    device = meta.get("device", {})
+    name = str(device.get("name", "")).upper()
+    if device.get("kind") == "cuda":
+        for parts, entry in GPU_NAMES:
+            if all(part in name for part in parts):
+                return entry
+    return str(json_path)
+
+
+def read_kernel_set(path: str | os.PathLike) -> list:
+    """Fitting observations of a microbenchmark ``calibrate`` run (``mlacalc bench --preset
+    calibrate``): one per kernel class, rows with status ``ok``."""
+    import csv
+
+    from ..hardware import read_sidecar
+    from .fit import Observations
+
+    p = Path(path)
+    if p.suffix == ".csv":
+        p = p.with_suffix(".json")
+    meta = read_sidecar(p)
+    if meta.get("preset") != "calibrate":
+        raise ConfigError(
+            "is a microbenchmark run of attention layers, not of the kernel vocabulary",
+            source=str(p),
+            field="preset",
+            fix="run mlacalc bench --preset calibrate, or validate it instead",
+        )
+    rows_path = p.parent / str(meta["rows_file"])
+    try:
+        with open(rows_path, newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.DictReader(fh) if r.get("status") == "ok"]
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot be read ({exc.strerror or exc})", source=str(rows_path)
+        ) from None
+    device = kernel_set_device(meta, p)
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["kind"], r["dtype"]), []).append(r)
+    out = []
+    for (kind, dtype), rs in sorted(groups.items()):
+
+        def col(name: str, rs=rs) -> np.ndarray:
+            return np.array([float(r[name]) if r.get(name) not in (None, "") else 0.0 for r in rs])
+
+        shape = {
+            f: col(f)
+            for f in (
+                "m",
+                "n",
+                "k",
+                "groups",
+                "batch",
+                "q_len",
+                "kv_len",
+                "n_heads",
+                "n_kv",
+                "head_dim_qk",
+                "head_dim_v",
+                "window",
+                "causal",
+                "elements",
+                "warm_l2",
+            )
+            if any(r.get(f) not in (None, "") for r in rs)
+        }
+        try:
+            batch = KernelBatch(kind, dtype, col("flops"), col("bytes"), col("calls"), shape)
+            seconds = col("median_s")
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"has a malformed row ({exc})", source=str(rows_path)) from None
+        out.append(
+            Observations(
+                device=device,
+                table=f"calibrate:{kind}",
+                batch=batch,
+                seconds=seconds,
+                source=str(p),
+            )
+        )
+    return out
+
+
 def observations_of(item: Any, profile: Profile | None = None) -> list:
     """Fitting observations of a measured set: a path (or list of paths) that
     :func:`mlacalc.measured.load_measured` reads, a measured set, a measured table or a mapped
@@ -108,6 +213,12 @@ def observations_of(item: Any, profile: Profile | None = None) -> list:
         return _mapped_observations(item, profile)
     if isinstance(item, MeasuredTable):
         return _mapped_observations(map_table(item), profile)
+    if isinstance(item, (str, os.PathLike)) and Path(item).suffix in (".json", ".csv"):
+        from ..hardware import read_sidecar
+
+        json_path = Path(item).with_suffix(".json")
+        if json_path.is_file() and read_sidecar(json_path).get("preset") == "calibrate":
+            return read_kernel_set(json_path)
     if not isinstance(item, MeasuredSet):
         item = load_measured(item)
     out = []

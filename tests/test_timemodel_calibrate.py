@@ -1,0 +1,97 @@
+"""The calibrate preset of the microbenchmark, read back and fitted (CPU, tiny grid)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mlacalc.timemodel import calibrate, load_profile, predict_batch  # noqa: E402
+from mlacalc.timemodel.sets import kernel_set_device, read_kernel_set  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_set(tmp_path_factory):
+    from mlacalc.bench.kernel_sweep import run_calibrate
+
+    out = tmp_path_factory.mktemp("calibrate")
+    csv_path, json_path = run_calibrate(
+        device="cpu",
+        threads=1,
+        tiny=True,
+        out_dir=out,
+        name="tiny",
+        repeats=5,
+        max_seconds=0.5,
+        log=lambda s: None,
+    )
+    return csv_path, json_path
+
+
+def test_rows_carry_exact_counts(tiny_set):
+    csv_path, json_path = tiny_set
+    meta = json.loads(json_path.read_text())
+    assert meta["preset"] == "calibrate" and meta["rows_schema"] == "mlacalc.kernels/1"
+    assert "several GPUs" in meta["collectives"]
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["kind"] for r in rows} == {
+        "gemm",
+        "attention_decode",
+        "attention_prefill",
+        "elementwise",
+    }
+    assert all(r["status"] == "ok" and float(r["median_s"]) > 0 for r in rows)
+    for r in rows:
+        if r["kind"] == "gemm":
+            m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+            # an independent count: torch's FLOP counter on the same product
+            from torch.utils.flop_counter import FlopCounterMode
+
+            x, w = torch.zeros(m, k), torch.zeros(n, k)
+            with FlopCounterMode(display=False) as fc:
+                torch.nn.functional.linear(x, w)
+            assert int(r["flops"]) == fc.get_total_flops()
+            assert int(r["bytes"]) == 4 * (m * k + n * k + m * n)
+        if r["kind"] == "attention_decode":
+            b, s, h, d = (int(r[f]) for f in ("batch", "kv_len", "n_heads", "head_dim_qk"))
+            assert int(r["flops"]) == 4 * b * h * s * d
+
+
+def test_read_back_and_calibrate(tiny_set, tmp_path):
+    _, json_path = tiny_set
+    obs = read_kernel_set(json_path)
+    assert sorted(o.batch.kind for o in obs) == [
+        "attention_decode",
+        "attention_prefill",
+        "elementwise",
+        "gemm",
+    ]
+    assert all(o.device == str(json_path) for o in obs)  # a CPU: its own ceilings
+    prof = calibrate([str(json_path)], name="cpu-tiny")
+    path = prof.save(tmp_path / "cpu.json")
+    again = load_profile(path)
+    assert again.fitted_on[0]["tables"]["calibrate:gemm"] == 3
+    gemm = next(o for o in obs if o.batch.kind == "gemm")
+    pred = predict_batch(gemm.batch, str(json_path), again)
+    assert pred.shape == (3,) and np.all(pred > 0)
+    # the fit orders the GEMMs as measured (larger products take longer)
+    assert list(np.argsort(pred)) == list(np.argsort(gemm.seconds))
+
+
+def test_gpu_names_map_onto_the_catalogue(tmp_path):
+    for name, entry in (
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("NVIDIA A100-SXM4-80GB", "A100-SXM-80GB"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+    ):
+        assert kernel_set_device({"device": {"kind": "cuda", "name": name}}, tmp_path) == entry
+    other = tmp_path / "x.json"
+    unknown = {"device": {"kind": "cuda", "name": "Tesla V100"}}
+    assert kernel_set_device(unknown, other) == str(other)
