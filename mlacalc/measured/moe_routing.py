@@ -10,23 +10,33 @@ many (token, expert) assignments land on its experts and how they are spread:
   ``ceil(A / E)`` on one expert. These loads are exact integers. (The measured latencies
   confirm the interleaving: at one token a rank with 10 local experts reads one expert's
   weights, not eight.)
-* ``power_law_<alpha>``: routing drawn from a power law, the most-loaded rank measured. The
-  expected share of expert ``i`` (1-based, heaviest first) is ``k * i^-alpha / sum_j j^-alpha``,
-  capped at 1 (a token picks an expert at most once) with the excess spread over the uncapped
-  experts in proportion to their shares until none exceeds 1. The shares do not depend on the
-  token count. The straggler rank holds the heaviest expert and ``E/ep - 1`` experts of the
-  average share of the others, ``(k - s_1) / (E - 1)``. A rank's expected number of touched
-  experts counts each expert with probability ``1 - (1 - share)^tokens``. These are expected
-  values, so FLOPs of power-law rows are expectations, not integers.
+* ``power_law_<alpha>``: per routing draw, every expert's load is a sample of a power law with
+  exponent ``alpha`` bounded to ``[1, 0.8 * tokens]`` (``[0.01, 2]`` when
+  ``tokens * k <= E``), the samples scaled to sum to ``A``, each capped at ``tokens`` (a
+  token picks an expert once) with the excess spread over the others, and rounded to
+  integers by largest remainders. Experts sit on ranks in contiguous blocks of
+  ``E/ep``; the measured rank is the most-loaded one (the collector swaps it to rank 0). The
+  loads of a row are the mean over :data:`DRAWS` draws, seeded by the row's routing key, of
+  that rank's assignments, its most-loaded expert and its experts with any token. They are
+  expectations, so FLOPs of these rows are not integers. With this rule the reference's MoE
+  rows respect the plain roofline (the reference notes that no row beats the bandwidth or
+  FLOP bounds) except 100 H100 and 40 A100 power-law rows at 16 tokens or fewer, whose
+  straggler rank touches fewer experts than the rule expects; a Zipf popularity ``i^-alpha``
+  over experts would put every token on the heaviest expert at ``ep >= 64`` and make about
+  1,400 H100 rows beat the roofline.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RankLoad", "power_law_shares", "rank_loads"]
+__all__ = ["DRAWS", "RankLoad", "power_law_draws", "rank_loads"]
+
+#: Routing draws averaged per power-law row (the collector averages five per measurement).
+DRAWS = 32
 
 
 @dataclass(frozen=True)
@@ -38,21 +48,36 @@ class RankLoad:
     active_experts: np.ndarray  # experts of the rank with at least one assignment
 
 
-def power_law_shares(experts: int, topk: int, alpha: float) -> np.ndarray:
-    """Expected per-token share of every expert, heaviest first; sums to ``topk``, each <= 1."""
-    w = np.arange(1, experts + 1, dtype=np.float64) ** -alpha
-    share = topk * w / w.sum()
-    for _ in range(experts):
-        over = share > 1.0
+def power_law_draws(
+    tokens: int, topk: int, experts: int, alpha: float, draws: int = DRAWS
+) -> np.ndarray:
+    """Per-expert loads of ``draws`` power-law routing draws, shape ``(draws, experts)``:
+    integers, each row summing to ``tokens * topk``, every load at most ``tokens``."""
+    a = float(alpha)
+    total = tokens * topk
+    lo, hi = (1.0, 0.8 * tokens) if total > experts else (0.01, 2.0)
+    hi = max(hi, lo * (1 + 1e-9))
+    seed = [tokens, topk, experts, round(a * 1e6)]
+    u = np.random.default_rng(seed).random((draws, experts))
+    if abs(a - 1.0) < 1e-9:
+        x = lo * (hi / lo) ** u
+    else:
+        x = ((hi ** (1 - a) - lo ** (1 - a)) * u + lo ** (1 - a)) ** (1 / (1 - a))
+    loads = x / x.sum(axis=1, keepdims=True) * total
+    for _ in range(experts):  # cap at `tokens`, the excess spread over the others
+        over = np.maximum(loads - tokens, 0.0).sum(axis=1, keepdims=True)
         if not over.any():
             break
-        excess = float((share[over] - 1.0).sum())
-        share[over] = 1.0
-        free = share < 1.0
-        if not free.any():
-            break
-        share[free] += excess * share[free] / share[free].sum()
-    return share
+        loads = np.minimum(loads, tokens)
+        room = np.where(loads < tokens, loads, 0.0)
+        loads = loads + over * room / np.maximum(room.sum(axis=1, keepdims=True), 1e-300)
+    # integers by largest remainders: each row sums to tokens * topk exactly
+    base = np.floor(loads + 1e-9)
+    short = (total - base.sum(axis=1)).astype(np.int64)
+    order = np.argsort(base - loads, axis=1)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(experts)[None, :].repeat(draws, 0), axis=1)
+    return np.minimum(base + (rank < short[:, None]), tokens)
 
 
 def rank_loads(
@@ -75,18 +100,27 @@ def rank_loads(
 
     law = ~bal
     if law.any():
-        keys = np.stack([experts[law], topk[law], alpha[law]], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        s1 = np.empty(len(uniq))
-        for i, (e, k, al) in enumerate(uniq):
-            s1[i] = power_law_shares(int(e), int(k), float(al))[0]
-        first = s1[inv.ravel()]
-        t = tokens[law]
-        e_tot = experts[law].astype(np.float64)
-        e_loc = local[law].astype(np.float64)
-        k = topk[law].astype(np.float64)
-        other = np.where(e_tot > 1, (k - first) / np.maximum(e_tot - 1, 1), 0.0)
-        out_a[law] = t * (first + (e_loc - 1) * other)
-        out_max[law] = t * first
-        out_act[law] = (1 - (1 - first) ** t) + (e_loc - 1) * (1 - (1 - other) ** t)
+        idx = np.nonzero(law)[0]
+        a6 = np.rint(alpha[idx] * 1e6).astype(np.int64)
+        t_i, k_i, e_i, p_i = (
+            tokens[idx].astype(np.int64),
+            topk[idx].astype(np.int64),
+            experts[idx].astype(np.int64),
+            ep[idx].astype(np.int64),
+        )
+        order = np.lexsort((p_i, a6, e_i, k_i, t_i))
+        cols = np.stack([t_i, k_i, e_i, a6, p_i], axis=1)[order]
+        change = np.any(cols[1:] != cols[:-1], axis=1)
+        starts = np.concatenate([[0], np.nonzero(change)[0] + 1, [order.size]])
+        draws_key, loads = None, None
+        for s0, s1 in itertools.pairwise(starts):
+            t, k, e, a_, p = (int(v) for v in cols[s0])
+            if draws_key != (t, k, e, a_):
+                draws_key, loads = (t, k, e, a_), power_law_draws(t, k, e, a_ / 1e6)
+            per_rank = loads.reshape(loads.shape[0], p, e // p)
+            top = per_rank[np.arange(loads.shape[0]), per_rank.sum(axis=2).argmax(axis=1)]
+            sel = idx[order[s0:s1]]
+            out_a[sel] = top.sum(axis=1).mean()
+            out_max[sel] = top.max(axis=1).mean()
+            out_act[sel] = (top > 0).sum(axis=1).mean()
     return RankLoad(out_a, out_max, out_act)

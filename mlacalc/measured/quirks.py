@@ -99,12 +99,15 @@ SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def _group_ids(columns: dict[str, np.ndarray], names: tuple[str, ...], n: int) -> np.ndarray:
     """One integer per row, equal for rows equal in every column of ``names``."""
-    if not names:
-        return np.zeros(n, dtype=np.int64)
-    codes = [np.unique(columns[c], return_inverse=True)[1].ravel() for c in names if c in columns]
-    if not codes:
-        return np.zeros(n, dtype=np.int64)
-    return np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].ravel()
+    key = np.zeros(n, dtype=np.int64)
+    for c in names:
+        if c not in columns:
+            continue
+        values, codes = np.unique(columns[c], return_inverse=True)
+        key = key * len(values) + codes.ravel()
+        if len(values) > 1 and key.max() > 2**40:  # keep the mixed-radix key small
+            key = np.unique(key, return_inverse=True)[1].ravel()
+    return np.unique(key, return_inverse=True)[1].ravel()
 
 
 def _first_by(group: np.ndarray, order_key: np.ndarray, candidates: np.ndarray) -> np.ndarray:
