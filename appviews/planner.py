@@ -1,4 +1,5 @@
-"""Serving / capacity planner view: what fits per GPU, the largest batch, decode tokens/s."""
+"""Serving / capacity planner view: what fits per GPU and what fills it, the per-GPU step with
+its communication, serving figures for a request mix, and a search's Pareto frontier."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ import streamlit as st
 import mlacalc
 from mlacalc import defaults as D
 
-from .common import Scenario, download, show_notices
+from .common import Scenario, download, show_notices, show_table
 
 TITLE = "Capacity planner"
+
+
+@st.cache_data(show_spinner=False)
+def _search(
+    model, hardware: str, gpus: tuple[int, ...], isl: int, osl: int, ttft: float, tpot: float
+):
+    from mlacalc.serving.search import search
+
+    r = search(model, hardware, list(gpus), isl=isl, osl=osl, ttft=ttft, tpot=tpot)
+    return r.points, r.frontier, r.best, r.reasons, r.seconds
 
 
 def render(sc: Scenario) -> None:
@@ -29,6 +40,11 @@ def render(sc: Scenario) -> None:
     )
     ep = c3.number_input("expert parallel", 1, 4096, D.EP, key="plan_ep")
     page = c4.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
+    c1, c2, c3, c4 = st.columns(4)
+    pp = c1.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
+    dp_attention = c2.checkbox("DP-attention (experts shared by the stage)", False, key="plan_dpa")
+    overlap = c3.selectbox("overlap", ["none", "tbo"], key="plan_overlap")
+    mode = c4.selectbox("prefill / decode", ["aggregated", "disaggregated"], key="plan_mode")
     reserve = st.slider(
         "memory reserve (activations, workspace)",
         0.0,
@@ -37,12 +53,23 @@ def render(sc: Scenario) -> None:
         0.01,
         key="plan_reserve",
     )
+    c1, c2, c3 = st.columns(3)
+    isl = c1.number_input(
+        "input tokens per request (0: capacity only)", 0, 1 << 20, 0, key="plan_isl"
+    )
+    osl = c2.number_input("output tokens per request", 1, 1 << 20, 500, key="plan_osl")
+    conc = c3.number_input("requests in flight (0: as many as fit)", 0, 1 << 22, 0, key="plan_conc")
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
+    serving = {}
+    if isl:
+        serving = dict(
+            isl=int(isl), osl=int(osl), concurrency=float(conc) if conc else None, mode=mode
+        )
     try:
-        if gpus % tp:
+        if gpus % (tp * pp):
             raise mlacalc.InvalidArgumentError(
-                "tp", f"tensor parallel {tp} must divide the {gpus} GPUs"
+                "tp", f"tensor parallel {tp} x pipeline stages {pp} must divide the {gpus} GPUs"
             )
         result = mlacalc.plan(
             model,
@@ -50,46 +77,68 @@ def render(sc: Scenario) -> None:
             int(gpus),
             tp=int(tp),
             ep=int(ep),
+            pp=int(pp),
+            dp_attention=bool(dp_attention),
+            overlap=overlap,
             weight_dtype=sc.weight_dtype,
             kv_dtype=sc.kv_dtype,
             page_size=int(page),
             memory_reserve=float(reserve),
             seq_len=seq_len,
             batch=batch,
+            **serving,
         )
     except mlacalc.MlacalcError as exc:
         st.error(str(exc))
         return
     st.caption(
-        f"Per GPU: {result.gpus} x {result.hardware} (tp {result.tp}, dp {result.dp}, "
-        f"ep {result.ep}); throughput is a roofline upper bound for the whole deployment."
+        f"Per GPU: {result.gpus} x {result.hardware} ({result.layout}); times are the calibrated "
+        "kernel model's, communication included."
     )
+    # an answer, not an error: what does not fit is said in an info box
+    for w in result.warnings:
+        st.info(w)
+    if not result.fits:
+        st.info(f"Does not fit: {result.overflow}")
+    elif not isl and batch > result.max_batch:
+        st.info(
+            f"A batch of {batch:,} at {seq_len:,} tokens does not fit: {result.max_batch:,} do. "
+            f"The figures below are for {result.max_batch:,}."
+        )
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric(f"largest batch at {seq_len:,} tokens", f"{result.max_batch:,}")
+    context = (isl + osl) if isl else seq_len
+    c1.metric(f"largest batch at {context:,} tokens", f"{result.max_batch:,}")
     c2.metric(
         f"longest context at batch {batch:,}",
         f"{result.max_context:,}" if result.max_context else "-",
     )
     c3.metric(
-        f"decode tokens/s at batch {result.decode_batch or 0:,} (bound)",
+        f"decode tokens/s at batch {result.decode_batch or 0:,}",
         f"{result.decode_tokens_per_s:,.0f}" if result.decode_tokens_per_s else "nothing fits",
     )
     c4.metric("binding", result.binding)
+    if result.ttft_s is not None:
+        c1, c2, c3, c4 = st.columns(4)
+        c1.metric("TTFT", f"{result.ttft_s * 1e3:,.1f} ms")
+        c2.metric("TPOT", f"{result.tpot_s * 1e3:,.2f} ms")
+        c3.metric("output tokens/s per GPU", f"{result.output_tokens_per_s_per_gpu:,.1f}")
+        c4.metric("output tokens/s per user", f"{result.output_tokens_per_s_per_user:,.1f}")
     st.markdown(
         f"Largest batch: **{result.max_batch:,}** sequences; weights per GPU: "
         f"**{result.weights_per_gpu_bytes:,} bytes**; KV per token per GPU: "
         f"**{result.kv_bytes_per_token_per_gpu:,} bytes**"
     )
+    running = result.running_batch_per_group or 0
     kv_used = min(
-        result.kv_budget_per_gpu_bytes,
-        result.kv_bytes_per_token_per_gpu * seq_len * -(-batch // result.dp),
+        max(result.kv_budget_per_gpu_bytes, 0),
+        int(result.kv_bytes_per_token_per_gpu * context * running),
     )
     fill = {
-        "weights": result.weights_per_gpu_bytes,
-        f"KV ({batch} x {seq_len:,})": kv_used,
-        "reserve": result.memory_per_gpu_bytes - result.usable_per_gpu_bytes,
-        "free": max(0, result.usable_per_gpu_bytes - result.weights_per_gpu_bytes - kv_used),
+        k[8:].replace("_", " "): v for k, v in result.memory.items() if k.startswith("weights_")
     }
+    fill[f"KV ({running:,.0f} x {context:,})"] = kv_used
+    fill["reserve"] = result.memory_per_gpu_bytes - result.usable_per_gpu_bytes
+    fill["free"] = max(0, result.usable_per_gpu_bytes - result.weights_per_gpu_bytes - kv_used)
     fig = go.Figure(
         [go.Bar(name=k, x=[v / 2**30], y=["one GPU"], orientation="h") for k, v in fill.items()]
     )
@@ -97,8 +146,75 @@ def render(sc: Scenario) -> None:
         title="Memory of one GPU",
         barmode="stack",
         xaxis_title="GiB",
-        height=230,
+        height=260,
         margin=dict(t=50, b=40),
     )
     st.plotly_chart(fig, width="stretch", key="plan_chart")
+    if result.kernels:
+        st.markdown("**Decode step of one GPU, by kernel** (all calls of the step)")
+        show_table(
+            [
+                {
+                    "kernel": k["name"],
+                    "kind": k["kind"],
+                    "calls": k["calls"],
+                    "ms": round(k["seconds"] * 1e3, 4),
+                    "link": k["communication"],
+                }
+                for k in sorted(result.kernels, key=lambda k: -k["seconds"])
+            ]
+        )
     download(result.to_dict(), f"{model.name}-plan", "dl_plan")
+    if isl and st.checkbox(
+        "search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"
+    ):
+        c1, c2 = st.columns(2)
+        ttft = c1.number_input("TTFT target (s)", 0.01, 600.0, 2.0, key="plan_ttft")
+        tpot = c2.number_input("TPOT target (ms)", 1.0, 10_000.0, 50.0, key="plan_tpot") / 1e3
+        counts = tuple(sorted({max(1, int(gpus) // 2), int(gpus), int(gpus) * 2}))
+        points, frontier, best, reasons, secs = _search(
+            model, sc.hardware, counts, int(isl), int(osl), float(ttft), float(tpot)
+        )
+        fig = go.Figure()
+        fig.add_scatter(
+            x=[p["output_tokens_per_s_per_user"] for p in points],
+            y=[p["output_tokens_per_s_per_gpu"] for p in points],
+            mode="markers",
+            name="deployments",
+            marker=dict(size=4, opacity=0.35),
+        )
+        fig.add_scatter(
+            x=[p["output_tokens_per_s_per_user"] for p in frontier],
+            y=[p["output_tokens_per_s_per_gpu"] for p in frontier],
+            mode="lines+markers",
+            name="Pareto frontier",
+        )
+        if best:
+            fig.add_scatter(
+                x=[best["output_tokens_per_s_per_user"]],
+                y=[best["output_tokens_per_s_per_gpu"]],
+                mode="markers",
+                name="best meeting the targets",
+                marker=dict(size=14, symbol="star"),
+            )
+        fig.update_layout(
+            title=f"{len(points):,} deployments searched in {secs:.2f} s",
+            xaxis_title="output tokens/s per user",
+            yaxis_title="output tokens/s per GPU",
+            height=420,
+        )
+        st.plotly_chart(fig, width="stretch", key="plan_frontier")
+        if best:
+            st.markdown(
+                f"Best meeting the targets: **{best['gpus']} GPUs, {best['mode']}, "
+                f"{best['layout']}, {best['weight_dtype']} weights, {best['kv_dtype']} cache, "
+                f"batch {best['batch_per_group']}** "
+                f"per group: {best['output_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+                f"TTFT {best['ttft_s'] * 1e3:,.0f} ms, TPOT {best['tpot_s'] * 1e3:,.1f} ms"
+            )
+        else:
+            st.info("No deployment meets the targets.")
+        show_table(
+            [{"reason": k, "points": v} for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])]
+        )
+        download(frontier, f"{model.name}-frontier", "dl_frontier")

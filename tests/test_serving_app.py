@@ -1,0 +1,60 @@
+"""The app's planner view: serving figures, what does not fit, the step breakdown, the search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+import mlacalc
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def _run(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_batch_that_does_not_fit_says_so_and_serving_figures_show():
+    at = _run()
+    # 8 x 128K sequences of DeepSeek-V3 on 8 x H200 at TP8: only 4 fit
+    assert any("A batch of 8 at 131,072 tokens does not fit: 4 do" in i.value for i in at.info)
+    at.number_input(key="plan_isl").set_value(2000).run()
+    assert not at.exception
+    p = mlacalc.plan(
+        "deepseek-v3",
+        "H200",
+        8,
+        tp=8,
+        kv_dtype="bf16",
+        page_size=16,
+        seq_len=131072,
+        batch=8,
+        isl=2000,
+        osl=500,
+    )
+    labels = {m.label: m.value for m in at.metric}
+    assert (
+        labels["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"
+        and labels["TTFT"] == f"{p.ttft_s * 1e3:,.1f} ms"
+    )
+    at.checkbox(key="plan_search").check().run()
+    assert not at.exception
+    assert any("Best meeting the targets" in m.value for m in at.markdown)
+
+
+def test_weights_that_do_not_fit_are_an_answer():
+    at = _run()
+    at.number_input(key="plan_gpus").set_value(1)
+    at.number_input(key="plan_tp").set_value(1)
+    at.run()
+    assert not at.exception
+    assert any(i.value.startswith("Does not fit: weights") for i in at.info) and not at.error
