@@ -28,6 +28,7 @@ __all__ = [
     "grid_rows",
     "human_bytes",
     "human_si",
+    "model_yaml",
     "ratio",
     "render_csv",
     "render_json",
@@ -216,3 +217,51 @@ def _cell(value: Any, json_cells: bool) -> Any:
 def render_json(document: Any) -> str:
     """Indented JSON with exact integers (Python ints are written digit for digit)."""
     return json.dumps(document, indent=2) + "\n"
+
+
+#: Flags written only when true (a false one is the default), except where a family needs it.
+_FLAGS_WHEN_TRUE = (
+    "attention_bias",
+    "qkv_bias",
+    "mlp_bias",
+    "parallel_attn",
+    "new_decoder_architecture",
+    "bias",
+)
+_FAMILY_FLAGS = {"falcon": ("parallel_attn", "bias")}
+#: Mixture-of-experts counts written only when non-zero.
+_COUNTS_WHEN_NONZERO = (
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "first_k_dense_replace",
+    "num_nextn_predict_layers",
+)
+
+
+def model_yaml(m: Any, origin: str = "") -> str:
+    """A model as an mlacalc YAML model file: the fields that matter, derivations as comments.
+
+    Empty fields, false flags and zero expert counts are left out (they are the defaults);
+    ``q_lora_rank`` stays for MLA models (``null`` means a plain query projection).
+    """
+    import yaml
+
+    data = {
+        k: v
+        for k, v in m.to_dict().items()
+        if (v not in (None, "", []) or (k == "q_lora_rank" and m.is_mla)) and k != "aliases"
+    }
+    keep = _FAMILY_FLAGS.get(m.family, ())
+    for key in _FLAGS_WHEN_TRUE:
+        if data.get(key) is False and key not in keep:
+            data.pop(key)
+    for key in _COUNTS_WHEN_NONZERO:
+        if data.get(key) == 0:
+            data.pop(key)
+    if not m.is_moe:
+        data.pop("moe_layer_freq", None)
+    header = [f"# Converted by mlacalc import-hf from {origin}"] if origin else []
+    header.append(f"# attention variant: {m.variant.upper()}")
+    header += [f"# derived: {note}" for note in m.derived]
+    return "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False, width=120)

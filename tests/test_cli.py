@@ -328,3 +328,17 @@ def test_one_set_of_defaults(run):
     assert (report["seq_len"], report["batch"], report["kv_dtype"]) == (D.SEQ_LEN, D.BATCH, D.KV_DTYPE)
     app = (Path(__file__).resolve().parent.parent / "appviews" / "planner.py").read_text()
     assert "D.PAGE_SIZE" in app and "D.MEMORY_RESERVE" in app
+
+
+def test_custom_bench_grid():
+    pytest.importorskip("torch")
+    from mlacalc.bench.runner import custom_points
+
+    models = [mlacalc.load_model("deepseek-v2-lite"), mlacalc.load_model("gpt2")]
+    points = custom_points(models, ["absorbed", "standard", "naive"], ["decode"], [1, 8], [64])
+    assert [(p.model, p.impl, p.batch) for p in points] == [
+        ("deepseek-v2-lite", "absorbed", 1), ("deepseek-v2-lite", "absorbed", 8),
+        ("deepseek-v2-lite", "naive", 1), ("deepseek-v2-lite", "naive", 8),
+        ("gpt2", "standard", 1), ("gpt2", "standard", 8)]
+    everything = custom_points(models[:1], [], ["prefill", "decode"], [1], [64, 128])
+    assert len(everything) == 4 * 2 * 2 and everything[0].phase == "prefill"

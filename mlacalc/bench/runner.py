@@ -28,16 +28,17 @@ import torch
 from ..config import ModelConfig, load_model
 from ..engine import attention_cost, kv_cache_bytes
 from ..params import param_counts
+from ..vocab import BENCH_SCHEMA, MLA_IMPLEMENTATIONS, STANDARD_IMPL
 from .layers import layer_for_model
 
-__all__ = ["BenchPoint", "PRESETS", "preset_points", "run_benchmark", "device_info", "measure_ceilings",
+__all__ = ["BenchPoint", "PRESETS", "custom_points", "preset_points", "run_benchmark", "device_info", "measure_ceilings",
            "numerics_gate", "SCHEMA", "CSV_FIELDS"]
 
-SCHEMA = "mlacalc.bench/1"
+SCHEMA = BENCH_SCHEMA
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: ‖out - ref‖ / ‖ref‖ allowed against a float64 reference, per run dtype
 TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}
-MLA_IMPLS = ("naive", "compressed", "absorbed", "absorbed_merged")
+MLA_IMPLS = MLA_IMPLEMENTATIONS
 
 CSV_FIELDS = ("model", "variant", "impl", "phase", "batch", "seq_len", "q_len", "hidden_size", "num_attention_heads",
               "num_key_value_heads", "head_dim", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
@@ -64,8 +65,29 @@ def _grid(model: str, impls: Iterable[str], phase: str, batches: Iterable[int], 
 
 def _model_grid(model: str, decode: tuple, prefill: tuple) -> list[BenchPoint]:
     m = load_model(model)
-    impls = MLA_IMPLS if m.is_mla else ("standard",)
+    impls = MLA_IMPLS if m.is_mla else (STANDARD_IMPL,)
     return _grid(model, impls, "decode", *decode) + _grid(model, impls, "prefill", *prefill)
+
+
+def custom_points(
+    models: Iterable[ModelConfig],
+    impls: Iterable[str],
+    phases: Iterable[str],
+    batches: Iterable[int],
+    seqs: Iterable[int],
+) -> list[BenchPoint]:
+    """A custom sweep: every model x implementation x phase x batch x seq_len.
+
+    Of ``impls``, each model keeps those it can run (MLA implementations for MLA models,
+    ``standard`` for the others); none left (or none given) means all of its own.
+    """
+    points = []
+    for m in models:
+        own = MLA_IMPLS if m.is_mla else (STANDARD_IMPL,)
+        chosen = [i for i in impls if i in own] or list(own)
+        for phase in phases:
+            points += _grid(m.name, chosen, phase, list(batches), list(seqs))
+    return points
 
 
 def _quick():

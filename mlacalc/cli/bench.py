@@ -104,8 +104,14 @@ def command(
         from ..bench.kernel_sweep import run_calibrate
 
         csv_path, json_path = run_calibrate(
-            dtype=dtype, device=device, threads=threads, warmup=warmup, repeats=repeats,
-            max_seconds=max_seconds, out_dir=out_dir, name=name,
+            dtype=dtype,
+            device=device,
+            threads=threads,
+            warmup=warmup,
+            repeats=repeats,
+            max_seconds=max_seconds,
+            out_dir=out_dir,
+            name=name,
             log=lambda s: click.echo(s, err=True),
         )
         click.echo(f"wrote {csv_path} and {json_path}")
