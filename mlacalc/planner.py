@@ -282,7 +282,7 @@ def plan(
     lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
-    warnings: list[str] = []
+    warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
 
     memory = hw.memory_bytes
     usable = int(memory * (1 - memory_reserve))
@@ -415,10 +415,11 @@ def plan(
 
     def figures(B: float) -> dict[str, float]:
         B = max(B, 1.0)
-        dec = sm.step(overlap=overlap, dec_B=B / lay.pp, dec_q=q, dec_S=S_avg)
+        mb = min(lay.pp, B)  # micro-batches in flight; fewer than pp leave pipeline bubbles
+        dec = sm.step(overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg)
         t_step = lay.pp * float(dec.stage_seconds[0])
         if mtp_tokens:
-            draft = sm.step(dec_B=B / lay.pp, dec_q=1, dec_S=S_avg)
+            draft = sm.step(dec_B=B / mb, dec_q=1, dec_S=S_avg)
             one_layer = sum(
                 float(k["seconds_per_call"][0])
                 for k in draft.kernels
@@ -439,10 +440,10 @@ def plan(
             P = B * tau * isl / osl  # prompt tokens each step must carry
             mix = sm.step(
                 overlap=overlap,
-                dec_B=B / lay.pp,
+                dec_B=B / mb,
                 dec_q=q,
                 dec_S=S_avg,
-                pf_N=1 / lay.pp,
+                pf_N=1 / mb,
                 pf_q=max(P, 1.0),
                 pf_pre=max(isl - P, 0.0) / 2,
             )
@@ -455,7 +456,7 @@ def plan(
             n = B * tau / osl
             k = prompts(n)
             mix = sm.step(
-                overlap=overlap, dec_B=B / lay.pp, dec_q=q, dec_S=S_avg, pf_N=k / lay.pp, pf_q=isl
+                overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg, pf_N=k / mb, pf_q=isl
             )
             t_mix = lay.pp * float(mix.stage_seconds[0])
             share = min(n / k, 1.0)
@@ -533,7 +534,8 @@ def plan(
         rate = min(rate, pf_capacity * osl)
     ttft = f["ttft"] + queue + (kv_transfer or 0.0)
     total_gpus = gpus + p_gpus
-    dec = sm.step(overlap=overlap, dec_B=max(running / lay.dp, 1.0) / lay.pp, dec_q=q, dec_S=S_avg)
+    B_run = max(running / lay.dp, 1.0)
+    dec = sm.step(overlap=overlap, dec_B=B_run / min(lay.pp, B_run), dec_q=q, dec_S=S_avg)
     return Plan(
         **{**common, "warnings": tuple(warnings), "concurrency": concurrency},
         decode_batch=round(running),
@@ -589,7 +591,7 @@ def _capacity_plan(
     asked (or the largest that fits), and the prefill of one ``seq_len`` prompt."""
     run_batch = max_batch if batch is None else min(batch, max_batch)
     B = math.ceil(run_batch / lay.dp)
-    dec = sm.step(overlap=overlap, dec_B=B / lay.pp, dec_S=seq_len)
+    dec = sm.step(overlap=overlap, dec_B=B / min(lay.pp, max(B, 1)), dec_S=seq_len)
     step = lay.pp * float(dec.stage_seconds[0])
     bound = _bound(hw, dec.kernels, float(dec.compute_s[0]), float(dec.comm_s[0]))
     prefill_s = float(sm.step(overlap=overlap, pf_N=1, pf_q=seq_len).seconds[0])

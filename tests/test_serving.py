@@ -270,3 +270,12 @@ def test_seed002_smaller_cache_bigger_batch_more_throughput():
     fp8 = plan("deepseek-v3", "H200", 8, seq_len=131072, kv_dtype="fp8")
     assert (bf16.max_batch, fp8.max_batch) == (4, 9)
     assert 1.5 < fp8.decode_tokens_per_s / bf16.decode_tokens_per_s < 9 / 4
+
+
+def test_pipeline_bubbles_at_small_batch_and_alias_note():
+    """One sequence cannot fill two stages: its token still passes both (a bubble in each)."""
+    kw = dict(isl=1000, osl=100, concurrency=1, weight_dtype="fp8")
+    one = plan("llama-3-70b", "H100-SXM", 8, tp=8, **kw)
+    two = plan("llama-3-70b", "H100-SXM", 16, tp=8, pp=2, **kw)
+    assert two.tpot_s > 0.9 * one.tpot_s
+    assert "hardware 'H100' means H100-SXM" in plan("llama-3-8b", "H100", 1, seq_len=4096).warnings

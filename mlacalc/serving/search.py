@@ -277,8 +277,9 @@ def search(
                     for ov in ovs:
                         f = 0.5 if ov == "tbo" else 1.0
                         for what, db, pn in (("dec", Bf, 0 * Bf), ("mix", Bf, k)):
-                            dec_B.append(db / lay.pp * f)
-                            pf_N.append(pn / lay.pp * f)
+                            mb = np.minimum(lay.pp, db)  # micro-batches in flight
+                            dec_B.append(db / mb * f)
+                            pf_N.append(pn / mb * f)
                             pf_q.append(np.full(len(Bf), float(isl)))
                             slices[(ov, what)] = slice(pos, pos + len(Bf))
                             pos += len(Bf)
