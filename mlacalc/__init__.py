@@ -86,6 +86,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
     "Calibration",
     "plan",
     "Plan",
+    "search",
     "validate",
     # errors
     "MlacalcError",
@@ -104,4 +105,8 @@ def __getattr__(name: str):
         from .vectorized import sweep
 
         return sweep
+    if name == "search":  # the deployment search, numpy-backed like sweep
+        from .serving.search import search
+
+        return search
     raise AttributeError(f"module 'mlacalc' has no attribute {name!r}")
