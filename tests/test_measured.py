@@ -205,7 +205,12 @@ def test_gemm_rows_are_exact_gemms_with_the_weight_copy_rule(h100, a100):
     (k,) = m.kernels_of_row(i)
     assert k["shape"]["weight_copies"] == 1 and k["shape"]["quant_passes"] == 2
     a = map_table(a100.table("gemm_perf"))
-    assert (a.reason == "trt_plugin_timing").sum() == 3 * 6_048
+    plugin = {p.batch.dtype: len(p.batch) for p in a.parts if "plugin" in p.batch.shape}
+    assert plugin == {"w8a16": 6_048, "w4a16": 6_048, "int8": 6_048}
+    i = _row(a, gemm_dtype="int4_wo", m=1, n=65536, k=16384)
+    (k,) = a.kernels_of_row(i)
+    assert k["flops"] == 2 * 65536 * 16384 and k["shape"]["warm_l2"] == 0
+    assert k["bytes"] == 16384 * 2 + 65536 * 16384 // 2 + 65536 * 2 + 2 * 65536
     assert set(a.parts[0].batch.shape["weight_copies"]) == {5.0}
 
 

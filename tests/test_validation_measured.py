@@ -62,7 +62,7 @@ def test_errors_are_fractions_recomputed_from_the_rows(a100_roofline):
     assert s["p90_abs_error"] == pytest.approx(np.percentile(np.abs(err), 90))
     # the plain roofline is an ideal: almost every GEMM row is predicted too fast
     assert s["signed_median_error"] < 0
-    assert s["not_predicted_by_reason"]["trt_plugin_timing"] == 3 * 6_048
+    assert set(s["not_predicted_by_reason"]) == {"spike"}
 
 
 def test_roofline_has_no_link_term_so_collectives_are_not_predicted(a100_roofline):

@@ -20,8 +20,10 @@ What each table becomes:
   rule: ``c = clamp(ceil(L2 / W), 1, 5)`` copies of the ``W``-byte weight run per graph
   (A100: always 5), sharing one ``x``, and the latency is divided by ``c``; the kernel carries
   ``weight_copies = c`` and ``warm_l2 = 1`` (no L2 flush between replays). A100
-  ``int8_wo``/``int4_wo``/``sq`` rows are TensorRT plugin times read from a profiler after
-  other GEMMs of an engine, not one kernel call: not predicted (``trt_plugin_timing``).
+  ``int8_wo``/``int4_wo``/``sq`` rows are TensorRT plugin GEMMs timed by the engine's
+  profiler in one inference after other GEMMs: ``w8a16`` / ``w4a16`` (int8 / int4 weights with
+  per-channel scales, fp16 activations) and ``int8`` (SmoothQuant W8A8) GEMMs with
+  ``warm_l2 = 0`` and ``plugin = 1``.
 * ``context_attention_perf`` / ``generation_attention_perf``: one attention kernel
   (``attention_prefill``: causal, ``q_len = kv_len = isl``; ``attention_decode``: ``q_len = 1``,
   ``kv_len = step + 1``) whose bytes include the QKV preprocessing (fused QKV read, RoPE,
@@ -88,7 +90,6 @@ _ROTARY = 128  # rotary dim hard-coded in the attention collector
 
 #: Reasons a row is not predicted, with what they mean.
 NOT_MODELLED: dict[str, str] = {
-    "trt_plugin_timing": "TensorRT plugin time from a profiler inside an engine, not a kernel call",
     "unknown_dtype": "a dtype the kernel vocabulary has no class for",
     "zero_time": "a measured time of zero (a difference floored at zero)",
     "status": "the microbenchmark recorded this row as not ok",
@@ -345,8 +346,6 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = _canon(t.column("gemm_dtype"))
     m, n, k = _f(t.column("m")), _f(t.column("n")), _f(t.column("k"))
     rows = np.arange(len(t))
-    plugin = np.isin(t.column("gemm_dtype"), ["int8_wo", "int4_wo", "sq"])
-    reason[plugin] = "trt_plugin_timing"
     weight = n * k * _elem(dt)
     l2 = SYSTEM_L2_BYTES.get(t.system)
     if t.system == "a100_sxm" or l2 is None:
@@ -354,12 +353,44 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     else:
         copies = np.clip(np.ceil(l2 / weight), 1, 5)
     for d in ("bf16", "fp16", "fp8", "fp8_block"):
-        sel = (dt == d) & ~plugin
+        sel = dt == d
         if sel.any():
             _gemm_kernels(
                 b, "gemm", rows[sel], d, m[sel], n[sel], k[sel], weight_copies=copies[sel]
             )
-    other = ~np.isin(dt, ["bf16", "fp16", "fp8", "fp8_block"]) & ~plugin
+    # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
+    # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16
+    # activations, the WeightOnlyQuantMatmul plugin) and SmoothQuant W8A8
+    for label, d, w_elem, x_elem in (
+        ("int8_wo", "w8a16", 1.0, 2.0),
+        ("int4_wo", "w4a16", 0.5, 2.0),
+        ("sq", "int8", 1.0, 1.0),
+    ):
+        sel = t.column("gemm_dtype") == label
+        if not sel.any():
+            continue
+        mm, nn, kk = m[sel], n[sel], k[sel]
+        # per-channel weight scales (fp16); SmoothQuant adds per-token and per-channel fp32
+        scales = 4.0 * (mm + nn) if d == "int8" else 2.0 * nn
+        nbytes = mm * kk * x_elem + nn * kk * w_elem + mm * nn * 2.0 + scales
+        b.add(
+            "gemm",
+            "gemm",
+            d,
+            rows[sel],
+            2.0 * mm * nn * kk,
+            nbytes,
+            m=mm,
+            n=nn,
+            k=kk,
+            groups=1,
+            warm_l2=0,
+            weight_copies=1,
+            quantize_input=0,
+            plugin=1,
+        )
+    known = ["bf16", "fp16", "fp8", "fp8_block"]
+    other = ~np.isin(dt, known) & ~np.isin(t.column("gemm_dtype"), ["int8_wo", "int4_wo", "sq"])
     reason[other] = "unknown_dtype"
 
 
