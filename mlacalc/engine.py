@@ -17,6 +17,7 @@ any size. Conventions (DESIGN.md, ``docs/conventions.md``):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from . import _generated as gen
 from .config import ModelConfig, load_model
 from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
-from .errors import InvalidArgumentError
+from .errors import FormulaBindingError, InvalidArgumentError
 from .vocab import MLA_IMPLEMENTATIONS, PHASES, STAGES, STANDARD_IMPL, layer_key, serving_impl
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "attended_pairs",
     "attention_cost",
     "attention_flops",
+    "evaluate",
     "kv_cache",
     "kv_cache_bytes",
     "model_dims",
@@ -197,17 +199,22 @@ def _model_dims(model: ModelConfig) -> dict[str, int]:
     }
 
 
-def _call(fns: gen.LayerFunctions, fn, values):
-    return fn(*[values[n] for n in fns.args])
+def evaluate(evaluator: gen.Evaluator, values: Mapping[str, Any]) -> Any:
+    """Call a generated evaluator with the symbol values it takes, named in ``values``.
+
+    A symbol the evaluator needs and ``values`` lacks is an error (never a silent 0).
+    """
+    try:
+        return evaluator.fn(*[values[name] for name in evaluator.args])
+    except KeyError as missing:
+        raise FormulaBindingError(str(missing.args[0]), evaluator.fn.__name__) from None
 
 
 def attention_params(model: ModelConfig | str) -> dict[str, int]:
     """Parameters of each attention projection of one layer (reference-implementation names)."""
     model = _model(model)
     fns = gen.LAYERS[_layer_key(model, "absorbed")]
-    values = dict.fromkeys(fns.args, 0)
-    values.update(_model_dims(model))
-    out = _call(fns, fns.params, values)
+    out = evaluate(fns.params, _model_dims(model))
     if model.is_mla:
         return out
     if model.family == "falcon":  # one fused query_key_value matrix
@@ -287,9 +294,7 @@ class KVCache:
 def _row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
     dims = _model_dims(model)
     fns = gen.LAYERS[_layer_key(model, impl)]
-    values = dict.fromkeys(fns.args, 0)
-    values.update(dims)
-    elements = _call(fns, fns.kv_row_elements, values)
+    elements = evaluate(fns.kv_row_elements, dims)
     if model.is_mla and impl != "naive":
         return elements, layout.row_bytes(model.kv_lora_rank, model.qk_rope_head_dim)
     return elements, layout.row_bytes(elements)
@@ -499,8 +504,13 @@ class AttentionCost:
         } | (
             {
                 "by_kind": [
-                    {"kind": label, "layers": g.layers, "pairs_per_head": g.pairs_per_head,
-                     "flops": g.flops, "fused_bytes": g.fused_bytes}
+                    {
+                        "kind": label,
+                        "layers": g.layers,
+                        "pairs_per_head": g.pairs_per_head,
+                        "flops": g.flops,
+                        "fused_bytes": g.fused_bytes,
+                    }
                     for label, g in zip(self.group_labels, self.groups)
                 ]
             }
@@ -579,25 +589,21 @@ def attention_cost(
         b_a=Fraction(a_bits, 8),
     )
     fns = gen.LAYERS[_layer_key(model, impl)]
-    ops = []
-    shapes = _call(fns, fns.shapes, values)
-    for (name, stage, kind, flops, a_r, w_r, c_r, a_w, c_w), shape in zip(
-        _call(fns, fns.ops, values), shapes
-    ):
-        ops.append(
-            OpCost(
-                name=name,
-                stage=stage,
-                kind=kind,
-                flops=_ceil(flops),
-                bytes_read=_ceil(a_r + w_r + c_r),
-                bytes_written=_ceil(a_w + c_w),
-                weight_bytes=_ceil(w_r),
-                cache_bytes_read=_ceil(c_r),
-                cache_bytes_written=_ceil(c_w),
-                shape=tuple(round(x) for x in shape) if shape else None,
-            )
+    ops = [
+        OpCost(
+            name=t.name,
+            stage=t.stage,
+            kind=t.kind,
+            flops=_ceil(t.flops),
+            bytes_read=_ceil(t.act_read + t.weight_read + t.cache_read),
+            bytes_written=_ceil(t.act_write + t.cache_write),
+            weight_bytes=_ceil(t.weight_read),
+            cache_bytes_read=_ceil(t.cache_read),
+            cache_bytes_written=_ceil(t.cache_write),
+            shape=tuple(round(x) for x in t.shape) if t.shape else None,
         )
+        for t in evaluate(fns.ops, values)
+    ]
     layers = model.num_hidden_layers
     stage_flops = dict.fromkeys(STAGES, 0)
     for op in ops:

@@ -127,3 +127,18 @@ class UnknownHardwareError(KeyError, MlacalcError):
 
 class DoesNotFitError(ValueError, MlacalcError):
     """The weights alone exceed the memory a GPU has for them."""
+
+
+class FormulaBindingError(KeyError, MlacalcError):
+    """A generated evaluator was called without a symbol it needs: a defect in mlacalc
+    itself (the caller's values miss a dimension), never a user error; please report it."""
+
+    def __init__(self, symbol: str, evaluator: str):
+        self.symbol, self.evaluator = symbol, evaluator
+        super().__init__(symbol)
+
+    def __str__(self) -> str:
+        return (
+            f"internal error: {self.evaluator} needs the symbol '{self.symbol}', which was not "
+            "given a value (please report this)"
+        )

@@ -18,7 +18,7 @@ from typing import Any
 
 from .config import ModelConfig
 from .dtypes import dtype_bits
-from .engine import _model
+from .engine import as_model
 from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
 from .vocab import MLA_FIELD_SYMBOLS
@@ -77,7 +77,7 @@ def compute_bound_seq_len(
     from . import symbols as s
     from .symbolic import formula
 
-    m = _model(model)
+    m = as_model(model)
     if not m.is_mla:
         raise InvalidArgumentError(
             "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
@@ -155,7 +155,7 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
     from . import symbols as s
     from .symbolic import formula
 
-    m = _model(model)
+    m = as_model(model)
     if not m.is_mla:
         raise InvalidArgumentError(
             "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"

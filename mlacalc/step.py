@@ -159,7 +159,12 @@ def _core_kind(model: ModelConfig, impl: str, phase: str) -> str:
 
 
 def _core_kernel(
-    model: ModelConfig, cost: AttentionCost, ops: dict[str, OpCost], act_dtype: str, calls: int
+    model: ModelConfig,
+    cost: AttentionCost,
+    ops: dict[str, OpCost],
+    act_dtype: str,
+    calls: int,
+    window: int | None,
 ) -> Kernel:
     """Scores, softmax and values as one flash-style kernel: the query and the attended cache
     rows read once (MLA's latent once for both products), the output written once, the score
@@ -189,7 +194,7 @@ def _core_kernel(
         "n_kv": n_kv,
         "head_dim_qk": d_qk,
         "head_dim_v": d_v,
-        "window": model.sliding_window or 0,
+        "window": window or 0,
         "causal": int(cost.causal),
     }
     return Kernel(
@@ -204,13 +209,21 @@ def _core_kernel(
 
 
 def attention_kernels(
-    cost: AttentionCost, model: ModelConfig, act_dtype: str, weight_dtype: str, calls: int = 1
+    cost: AttentionCost,
+    model: ModelConfig,
+    act_dtype: str,
+    weight_dtype: str,
+    calls: int = 1,
+    window: int | None = -1,
 ) -> list[Kernel]:
     """The serving kernels of one attention layer, from the engine's op costs of that layer.
 
     ``cost`` is an :func:`mlacalc.attention_cost` of ``model`` (its ``ops`` are one layer's).
-    The order is the order the layer runs them.
+    The order is the order the layer runs them. ``window``: the sliding window of these
+    layers (default: the model's ``sliding_window``).
     """
+    if window == -1:
+        window = model.sliding_window
     ops = {o.name: o for o in cost.ops}
     cache_writes = sum(o.cache_bytes_written for o in cost.ops)
     out: list[Kernel] = []
@@ -219,7 +232,7 @@ def attention_kernels(
     for op in cost.ops:
         if op.name in _FUSED_AWAY:
             if op.name in ("scores",) and not core_done:
-                out.append(_core_kernel(model, cost, ops, act_dtype, calls))
+                out.append(_core_kernel(model, cost, ops, act_dtype, calls, window))
                 core_done = True
             continue
         if op.kind != "matmul":
@@ -382,6 +395,25 @@ def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int)
 # ------------------------------------------------------------------------------ the step
 
 
+def _attention_layers(
+    m: ModelConfig, one: AttentionCost, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a
+) -> list[Kernel]:
+    """The attention kernels of every layer: one set per kind of layer (``calls`` = its
+    layers) when the layers differ (sliding or chunked layers between full ones)."""
+    if m.full_attention_interval is None:
+        return attention_kernels(one, m, a, w, m.num_hidden_layers)
+    from .families import layer_pattern
+
+    cost = attention_cost(m, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    kinds = {k.label: k for k in layer_pattern(m).layers}
+    out: list[Kernel] = []
+    for label, group in zip(cost.group_labels, cost.groups):
+        kind = kinds[label]
+        window = kind.window if kind.attention == "sliding" else None
+        out += attention_kernels(group, m, a, w, group.layers, window)
+    return out
+
+
 def step_kernels(
     model: ModelConfig | str,
     phase: str,
@@ -430,7 +462,7 @@ def step_kernels(
     n_norms, norm_w = layer_norms(m)
     out = [_elementwise("embedding", a, 0, _bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
     out.append(_norm("input_norm", tokens, norm_w, d, dt, L))
-    out += attention_kernels(cost, m, a, w, L)
+    out += _attention_layers(m, cost, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     if n_norms > 1:
         out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
     moe_layers = m.num_moe_layers

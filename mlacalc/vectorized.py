@@ -22,7 +22,7 @@ import numpy as np
 from . import _generated as gen
 from .config import ModelConfig, load_model
 from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
-from .engine import _layer_key, _model_dims, resolve_impl
+from .engine import evaluate, model_dims, model_layer_key, resolve_impl
 from .errors import InvalidArgumentError
 from .vocab import FIELD_SYMBOLS, SWEEP_QUANTITIES
 
@@ -83,7 +83,7 @@ def sweep(
             unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
         )
     impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
-    values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in _model_dims(m).items()}
+    values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
     layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
     for name, value in dimensions.items():
         arr = np.asarray(value, dtype=np.float64)
@@ -100,9 +100,8 @@ def sweep(
     window = m.sliding_window
     keys = S if window is None else np.minimum(S, window)
     layout = resolve_kv_layout(kv_dtype)
-    fns = gen.LAYERS[_layer_key(m, impl_name)]
-    values.setdefault("n_kv", np.float64(0))
-    row = fns.kv_row_elements(*[values.get(n, 0.0) for n in fns.args])
+    fns = gen.LAYERS[model_layer_key(m, impl_name)]
+    row = evaluate(fns.kv_row_elements, values)
 
     def layout_bytes(main, rope):
         rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
@@ -144,14 +143,16 @@ def sweep(
         b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8,
         b_a=dtype_bits(act_dtype) / 8,
     )
-    args = [values[n] for n in fns.args]
     if quantity == "attention_flops":
-        return np.asarray(layers * fns.matmul_flops(*args), dtype=np.float64)
-    ops = fns.ops(*args)
+        return np.asarray(layers * evaluate(fns.matmul_flops, values), dtype=np.float64)
+    ops = evaluate(fns.ops, values)
     if quantity == "unfused_bytes":
-        total = sum(op[4] + op[5] + op[6] + op[7] + op[8] for op in ops)
+        total = sum(
+            op.act_read + op.weight_read + op.cache_read + op.act_write + op.cache_write
+            for op in ops
+        )
     else:
-        weights = sum(op[5] for op in ops)
+        weights = sum(op.weight_read for op in ops)
         total = (
             weights
             + 2 * B * q * values["d"] * values["b_a"]

@@ -36,95 +36,120 @@ def _code(expr: sp.Expr, args: list[sp.Symbol]) -> str:
     expr = sp.sympify(expr)
     if expr == 0:
         return "0"
-    poly = sp.Poly(sp.expand(expr), *args)
-    if not all(c.is_integer for c in poly.coeffs()):
+    poly = sp.Poly(sp.expand(expr), *args) if args else None
+    if poly is not None and not all(c.is_integer for c in poly.coeffs()):
         raise ValueError(f"expression {expr} has non-integer coefficients")
     return sp.pycode(sp.factor_terms(expr))
 
 
-def _args(layer: Layer) -> list[sp.Symbol]:
-    exprs = [getattr(op, f) for op in layer.ops for f in _FIELDS]
-    exprs += [layer.kv_row_elements, *layer.params.values()]
-    exprs += [x for op in layer.ops if op.shape for x in op.shape]
+def _free(exprs) -> list[sp.Symbol]:
+    """The symbols the expressions use, sorted by name: a generated function's parameters."""
     free = set().union(*(sp.sympify(e).free_symbols for e in exprs))
     return sorted(free, key=lambda s: s.name)
 
 
+def _op_exprs(layer: Layer) -> list[sp.Expr]:
+    exprs = [getattr(op, f) for op in layer.ops for f in _FIELDS]
+    return exprs + [x for op in layer.ops if op.shape for x in op.shape]
+
+
+_HEADER = '''"""Numeric evaluators generated from the symbolic formulas. Do not edit.
+
+Regenerate with ``python -m mlacalc.formulas.codegen``; a test checks that this
+file equals what the generator prints. Each layer has four evaluators (an
+:class:`Evaluator`: the generated function and the symbols it takes, in order):
+``ops`` returns one :class:`OpTerms` record per op, ``kv_row_elements`` the cached
+elements per token, ``params`` the parameters by projection, ``matmul_flops`` the
+summed matmul FLOPs. Arguments may be Python ints (exact) or numpy arrays (sweeps).
+"""
+
+# fmt: off
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+
+class OpTerms(NamedTuple):
+    """One op of a layer, evaluated: FLOPs (matmul, or nominal element-wise), the bytes it
+    reads and writes by kind, and the (G, M, N, K) of its product (None off matmuls)."""
+
+    name: str
+    stage: str
+    kind: str
+    flops: Any
+    act_read: Any
+    weight_read: Any
+    cache_read: Any
+    act_write: Any
+    cache_write: Any
+    shape: Any
+
+
+class Evaluator(NamedTuple):
+    """A generated function and the names of the symbols it takes, in order."""
+
+    args: tuple
+    fn: Callable
+
+
+class LayerFunctions(NamedTuple):
+    """The evaluators of one layer."""
+
+    ops: Evaluator
+    kv_row_elements: Evaluator
+    params: Evaluator
+    matmul_flops: Evaluator
+'''
+
+
+def _signature(name: str, args: list[sp.Symbol]) -> list[str]:
+    names = ", ".join(s.name for s in args)
+    return [f"ARGS_{name} = {tuple(s.name for s in args)!r}", "", "", f"def {name}({names}):"]
+
+
+def _shape_code(shape) -> str:
+    if shape is None:
+        return "None"
+    return "(" + ", ".join(sp.pycode(sp.sympify(x)) for x in shape) + ")"
+
+
 def render() -> str:
-    lines = [
-        '"""Numeric evaluators generated from the symbolic formulas. Do not edit.',
-        "",
-        "Regenerate with ``python -m mlacalc.formulas.codegen``; a test checks that this",
-        "file equals what the generator prints. Each ``ops_*`` function returns one tuple",
-        "per op: (name, stage, kind, flops, act_read, weight_read, cache_read, act_write,",
-        "cache_write). Arguments may be Python ints (exact) or numpy arrays (sweeps).",
-        '"""',
-        "",
-        "# fmt: off",
-        "",
-        "from typing import Callable, NamedTuple",
-        "",
-        "",
-        "class LayerFunctions(NamedTuple):",
-        '    """The evaluators of one layer; ``args`` names their parameters, in order."""',
-        "",
-        "    args: tuple",
-        "    ops: Callable",
-        "    kv_row_elements: Callable",
-        "    params: Callable",
-        "    matmul_flops: Callable",
-        "    shapes: Callable",
-        "",
-        "",
-    ]
+    lines = _HEADER.split("\n")
+    lines.append("")
     registry = []
     for layer in layers():
-        args = _args(layer)
-        names = ", ".join(s.name for s in args)
-        lines.append(f"ARGS_{layer.key} = ({', '.join(repr(s.name) for s in args)},)")
-        lines.append("")
-        lines.append(f"def ops_{layer.key}({names}):")
+        key = layer.key
+        args = _free(_op_exprs(layer))
+        lines += _signature(f"ops_{key}", args)
         lines.append("    return (")
         for op in layer.ops:
             vals = ", ".join(_code(getattr(op, f), args) for f in _FIELDS)
-            lines.append(f"        ({op.name!r}, {op.stage!r}, {op.kind!r}, {vals}),")
-        lines.append("    )")
-        lines.append("")
-        lines.append("")
-        lines.append(f"def shapes_{layer.key}({names}):")
-        lines.append("    return (")
-        for op in layer.ops:
-            if op.shape is None:
-                lines.append("        None,")
-            else:
-                lines.append(
-                    "        (" + ", ".join(sp.pycode(sp.sympify(x)) for x in op.shape) + "),"
-                )
-        lines.append("    )")
-        lines.append("")
-        lines.append("")
-        lines.append(f"def matmul_flops_{layer.key}({names}):")
-        lines.append(f"    return {_code(sp.factor(layer.matmul_flops()), args)}")
-        lines.append("")
-        lines.append("")
-        lines.append(f"def kv_row_elements_{layer.key}({names}):")
-        lines.append(f"    return {_code(layer.kv_row_elements, args)}")
-        lines.append("")
-        lines.append("")
-        lines.append(f"def params_{layer.key}({names}):")
+            lines.append(
+                f"        OpTerms({op.name!r}, {op.stage!r}, {op.kind!r}, {vals}, "
+                f"{_shape_code(op.shape)}),"
+            )
+        lines += ["    )", "", ""]
+        flops = sp.factor(layer.matmul_flops())
+        args = _free([flops])
+        lines += _signature(f"matmul_flops_{key}", args)
+        lines += [f"    return {_code(flops, args)}", "", ""]
+        args = _free([layer.kv_row_elements])
+        lines += _signature(f"kv_row_elements_{key}", args)
+        lines += [f"    return {_code(layer.kv_row_elements, args)}", "", ""]
+        args = _free(layer.params.values())
+        lines += _signature(f"params_{key}", args)
         lines.append("    return {")
         for pname, pexpr in layer.params.items():
             lines.append(f"        {pname!r}: {_code(pexpr, args)},")
-        lines.append("    }")
-        lines.append("")
-        lines.append("")
-        registry.append(layer.key)
+        lines += ["    }", "", ""]
+        registry.append(key)
     lines.append("LAYERS = {")
     for key in registry:
-        lines.append(
-            f"    {key!r}: LayerFunctions(ARGS_{key}, ops_{key}, kv_row_elements_{key}, "
-            f"params_{key}, matmul_flops_{key}, shapes_{key}),"
+        evs = ", ".join(
+            f"Evaluator(ARGS_{f}_{key}, {f}_{key})"
+            for f in ("ops", "kv_row_elements", "params", "matmul_flops")
         )
+        lines.append(f"    {key!r}: LayerFunctions({evs}),")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
