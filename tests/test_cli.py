@@ -14,6 +14,12 @@ import mlacalc
 from mlacalc.cli import main
 
 
+def run_plain(*args):
+    done = subprocess.run(["mlacalc", *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, done.stderr
+
+
 @pytest.fixture
 def run(capsys):
     def _run(*args, code=0):
@@ -233,7 +239,7 @@ def test_list_hardware(run):
 
 def test_roofline_cli(run):
     doc = json.loads(run("roofline", "deepseek-v3", "--hardware", "H200", "--seq-len", "32k", "--batch", "64",
-                         "--format", "json")[0])
+                         "--insight", "--format", "json")[0])
     p = doc["predictions"][0]
     from mlacalc.roofline import predict_time
     expected = predict_time("deepseek-v3", "H200", "decode", 32768, 64)
@@ -342,3 +348,16 @@ def test_custom_bench_grid():
         ("gpt2", "standard", 1), ("gpt2", "standard", 8)]
     everything = custom_points(models[:1], [], ["prefill", "decode"], [1], [64, 128])
     assert len(everything) == 4 * 2 * 2 and everything[0].phase == "prefill"
+
+
+def test_roofline_starts_without_sympy():
+    """The plain roofline command never loads sympy (its cold start stays like the others)."""
+    code = ("import sys, io, contextlib\n"
+            "from mlacalc.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    rc = main(['roofline', 'deepseek-v3', '-H', 'H200', '--phase', 'both'])\n"
+            "print(rc, 'sympy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["0", "False"], done.stderr
+    out, _ = run_plain("roofline", "deepseek-v3", "-H", "H200")
+    assert "--insight adds" in out and "Insight" not in out.split("--insight adds")[0][-200:]

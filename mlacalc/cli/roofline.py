@@ -72,6 +72,12 @@ from .common import (
     metavar="JSON",
     help="A measurement sidecar whose ceilings replace the datasheet peaks.",
 )
+@click.option(
+    "--insight",
+    is_flag=True,
+    help="Also solve, symbolically, for the ridge point, the KV length where absorbed MLA decode "
+    "turns compute-bound and the absorption crossover (loads sympy: about a second).",
+)
 @format_option
 def command(
     model,
@@ -87,6 +93,7 @@ def command(
     weight_dtype,
     kv_dtype,
     calibrate,
+    insight,
     fmt,
 ):
     """Roofline time of an attention layer or a model step, kernel by kernel, with its bound.
@@ -96,8 +103,8 @@ def command(
       mlacalc roofline deepseek-v3 --hardware H200 --seq-len 32k --batch 64
       mlacalc roofline deepseek-v3 --hardware H100-SXM --phase prefill --seq-len 4k --mode unfused
       mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
+      mlacalc roofline deepseek-v3 --hardware H200 --insight
     """
-    from ..insight import absorption_crossover, compute_bound_seq_len, ridge_point
     from ..roofline import predict_time
 
     m = load(model)
@@ -122,10 +129,14 @@ def command(
         )
         for ph in wanted
     ]
-    insights = [ridge_point(hardware, dtype)]
-    if m.is_mla:
-        insights += compute_bound_seq_len(m, hardware, batch, dtype, kv_dtype)
-        insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
+    insights = []
+    if insight:  # symbolic: sympy only on request, so the plain command starts fast
+        from ..insight import absorption_crossover, compute_bound_seq_len, ridge_point
+
+        insights = [ridge_point(hardware, dtype)]
+        if m.is_mla:
+            insights += compute_bound_seq_len(m, hardware, batch, dtype, kv_dtype)
+            insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
     doc = {
         "predictions": [p.to_dict() for p in predictions],
         "insights": [i.to_dict() for i in insights],
@@ -177,6 +188,12 @@ def command(
                     rows,
                 )
             )
+        if not insights:
+            out[-1].note = (
+                "--insight adds the ridge point, the KV length where absorbed MLA decode turns "
+                "compute-bound, and the absorption crossover."
+            )
+            return out
         out.append(
             Section(
                 "Insight",
