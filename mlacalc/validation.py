@@ -464,8 +464,9 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
     ``measured`` is a path (or paths) as :func:`mlacalc.measured.load_measured` reads them, or a
     loaded :class:`~mlacalc.measured.MeasuredSet`. ``profile`` is a calibration profile (name,
     path or object) or ``"roofline"`` for the plain roofline bound. ``None`` is the shipped
-    default, or, where that was fitted on these tables, a shipped profile fitted on none of
-    their devices; an explicit profile fitted on any table of the set is refused. Rows the
+    default, or, for a device whose tables that was fitted on, a shipped profile fitted on
+    none of that device's data (leave-one-device-out); an explicit profile fitted on any
+    table of the set is refused. Rows the
     product cannot model or that a quirk rule excludes are counted as not predicted, by reason.
     """
     from .hardware import load_hardware
@@ -473,17 +474,30 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
 
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
     gpu_tables = [t for t in mset.tables if t.table != "bench"]
-    prof = None
     label = "plain roofline bound (uncalibrated)"
+    by_device: dict[str, Any] = {}
     if gpu_tables and not (isinstance(profile, str) and profile == ROOFLINE):
-        prof, label = _choose_profile(profile, gpu_tables)
+        if profile is None:  # each device by a profile not fitted on it
+            labels = []
+            for device in sorted({t.device for t in gpu_tables}):
+                mine = [t for t in gpu_tables if t.device == device]
+                by_device[device], text = _choose_profile(None, mine)
+                labels.append(text)
+            label = (
+                labels[0]
+                if len(set(labels)) == 1
+                else "; ".join(f"{d}: {lab}" for d, lab in zip(sorted(by_device), labels))
+            )
+        else:
+            prof, label = _choose_profile(profile, gpu_tables)
+            by_device = {t.device: prof for t in gpu_tables}
     out = []
     for t in mset.tables:
         if t.table == "bench":
             out.append(_validate_bench_table(t))
             continue
         mapped = map_table(t)
-        pred, how = _predict_mapped(mapped, load_hardware(t.device), prof)
+        pred, how = _predict_mapped(mapped, load_hardware(t.device), by_device.get(t.device))
         reason = mapped.reason.copy()
         bad = (reason == "") & ~(np.isfinite(pred) & (pred > 0))
         reason[bad] = "no_time_model"

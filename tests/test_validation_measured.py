@@ -97,6 +97,13 @@ def test_default_profile_never_predicts_its_own_fitting_data(ref):
     assert ("H100-SXM", "mla_bmm_perf") not in _fitted_tables(load_profile(v.profile.split()[0]))
     with pytest.raises(InvalidArgumentError, match="proves nothing"):
         validate(measured=ref / "h100_sxm" / "mla_bmm", profile="default")
+    # both devices at once: each predicted by a profile not fitted on it
+    both = validate(measured=[ref / "h100_sxm" / "mla_bmm", ref / "a100_sxm" / "mla_bmm"])
+    assert "H100-SXM:" in both.profile and "A100-SXM-80GB:" in both.profile
+    for t in both.tables:
+        assert (
+            "by datasheet ratios" in t.calibration and t.device not in t.calibration.split("(")[1]
+        )
 
 
 def test_time_model_predicts_every_modelled_row(ref):
