@@ -18,7 +18,7 @@ import numpy as np
 
 from mlacalc.hardware import load_hardware
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
-from mlacalc.serving.scenarios import compare, compare_sglang
+from mlacalc.serving.scenarios import compare, compare_sglang, compare_sglang_prefill
 from mlacalc.serving.search import search
 
 DEEPEP = {
@@ -54,6 +54,12 @@ def main() -> None:
         f"{s['predicted_output_tokens_per_s_per_node']:,.0f} tok/s/node vs 22,282 measured "
         f"({s['error']:+.1%}); step {s['decode_step_s'] * 1e3:.1f} ms (two-batch overlap)"
     )
+    for r in compare_sglang_prefill():
+        print(
+            f"    SGLang EP32 prefill, {r['isl']}-token prompts: "
+            f"{r['predicted_tokens_per_s_per_node']:,.0f} tok/s/node vs "
+            f"{r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%})"
+        )
     rows = compare()
     print("(d) TensorRT-LLM v0.14 online table (predicted / measured):")
     print(

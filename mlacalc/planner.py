@@ -280,6 +280,7 @@ def plan(
     acceptance = _check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
     imbalance = _check_number("routing_imbalance", routing_imbalance, 1.0, allow_none=False)
     lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
+    include_mtp = include_mtp or bool(mtp_tokens)  # drafting needs the MTP modules' weights
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
     warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []

@@ -21,7 +21,7 @@ from mlacalc.planner import plan
 from mlacalc.serving import StepModel, make_layout
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
 from mlacalc.serving.layout import weights_per_gpu
-from mlacalc.serving.scenarios import compare, compare_sglang
+from mlacalc.serving.scenarios import compare, compare_sglang, compare_sglang_prefill
 
 # ------------------------------------------------------------------ analytic figures
 
@@ -279,3 +279,12 @@ def test_pipeline_bubbles_at_small_batch_and_alias_note():
     two = plan("llama-3-70b", "H100-SXM", 16, tp=8, pp=2, **kw)
     assert two.tpot_s > 0.9 * one.tpot_s
     assert "hardware 'H100' means H100-SXM" in plan("llama-3-8b", "H100", 1, seq_len=4096).warnings
+
+
+def test_sglang_ep32_prefill_node():
+    """4 x 8 H100 at EP32, 16,384 prompt tokens per GPU per pass: 57,674 / 54,543 / 50,302
+    input tokens/s per node for 1K / 2K / 4K prompts (default EPLB)."""
+    rows = compare_sglang_prefill()
+    assert all(abs(r["error"]) <= 0.25 for r in rows), [r["error"] for r in rows]
+    speeds = [r["predicted_tokens_per_s_per_node"] for r in rows]
+    assert speeds[0] > speeds[1] > speeds[2]  # longer prompts: more attention per token

@@ -120,6 +120,13 @@ def layout_options(f):
     help="Acceptance rate of each draft token.",
 )
 @click.option(
+    "--redundant-experts",
+    type=click.IntRange(0, 4096),
+    default=0,
+    show_default=True,
+    help="Extra expert replicas (EPLB), so that --ep divides the expert slots.",
+)
+@click.option(
     "--routing-imbalance",
     type=click.FloatRange(1, 100),
     default=1.0,
@@ -153,6 +160,7 @@ def command(
     chunked_prefill,
     mtp_tokens,
     mtp_acceptance,
+    redundant_experts,
     routing_imbalance,
     fmt,
 ):
@@ -165,8 +173,9 @@ def command(
       mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --seq-len 128k
       mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --kv-dtype fp8 --batch 4
       mlacalc plan llama-3-70b --hardware H100-SXM --gpus 4 --isl 467 --osl 256 --request-rate 4
-      mlacalc plan deepseek-v3 -H H100 --gpus 72 --dp-attention --ep 72 --overlap tbo \\
-          --isl 2000 --osl 500 --concurrency 18432 --mode disaggregated --prefill-gpus 32
+      mlacalc plan deepseek-v3 -H H100 --gpus 72 --tp 1 --dp-attention --ep 72 \\
+          --redundant-experts 32 --overlap tbo --isl 2000 --osl 500 --concurrency 18432 \\
+          --mode disaggregated --prefill-gpus 32
     """
     from ..planner import plan as make_plan
 
@@ -203,6 +212,7 @@ def command(
         mtp_tokens=mtp_tokens,
         mtp_acceptance=mtp_acceptance,
         routing_imbalance=routing_imbalance,
+        redundant_experts=redundant_experts,
     )
     doc = p.to_dict()
     emit(fmt, doc, lambda: sections(p))

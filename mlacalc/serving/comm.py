@@ -10,8 +10,9 @@ scale-out network per GPU otherwise (:meth:`mlacalc.hardware.HardwareSpec.link`)
 - expert-parallel dispatch and combine (DeepEP-style all-to-all): every routed copy of a token
   leaves in one step (``tokens x top-k x hidden`` elements, fp8 with one 4-byte scale per 128
   elements for dispatch, bf16 for combine), as DeepEP's published bandwidths count them; the
-  low-latency kernels of decode send everything over the NIC (RDMA), the normal kernels of
-  prefill use NVLink within a node;
+  low-latency kernels of decode send every copy over the NIC (RDMA); the normal kernels of
+  prefill use NVLink within a node and, across nodes, send one copy per remote node over RDMA
+  (forwarded to its experts over NVLink), as DeepEP's internode kernels do;
 - point-to-point (pipeline stages): one step, the activations of the step.
 
 ``LINK_EFFICIENCY`` = 0.8 is the achieved share of a link that the DeepSeek-V3 ISCA 2025 paper
@@ -33,6 +34,7 @@ __all__ = [
     "comm_seconds",
     "dispatch_bytes",
     "isca_comm_bound_tpot",
+    "remote_nodes_per_token",
 ]
 
 LINK_EFFICIENCY = 0.8
@@ -49,6 +51,13 @@ COMM_KINDS = (
 FP8_SCALE_BLOCK = 128
 
 
+def remote_nodes_per_token(group: int, per_node: int, topk: int) -> float:
+    """Other nodes a token's ``topk`` experts live on, on average, when its experts spread
+    uniformly over the ``ceil(group / per_node)`` nodes of an expert-parallel group."""
+    nodes = -(-group // per_node)
+    return (nodes - 1) * (1 - (1 - 1 / nodes) ** topk) if nodes > 1 else 0.0
+
+
 def dispatch_bytes(
     tokens: float | np.ndarray, topk: int, hidden: int, fp8: bool = True
 ) -> float | np.ndarray:
@@ -57,7 +66,7 @@ def dispatch_bytes(
     return tokens * topk * per
 
 
-def combine_bytes(tokens: float | np.ndarray, topk: int, hidden: int) -> float | np.ndarray:
+def combine_bytes(tokens: float | np.ndarray, topk: float, hidden: int) -> float | np.ndarray:
     """Bytes one GPU receives to combine its ``tokens``' expert outputs (bf16)."""
     return tokens * topk * hidden * 2
 

@@ -152,7 +152,8 @@ def make_layout(
         raise InvalidArgumentError(
             "ep",
             f"expert parallel degree {ep} does not divide the "
-            f"{m.n_routed_experts} routed experts{extra}",
+            f"{m.n_routed_experts} routed experts{extra}; redundant experts (EPLB replicas) can "
+            "round the slots up to a multiple of ep",
         )
     if ep > 1 and gpus % ep:
         raise InvalidArgumentError(

@@ -33,7 +33,7 @@ from ..dtypes import KVLayout, canonical_dtype, dtype_bits
 from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import KernelBatch
-from .comm import combine_bytes, comm_seconds, dispatch_bytes
+from .comm import combine_bytes, comm_seconds, dispatch_bytes, remote_nodes_per_token
 from .layout import Layout, _stage_layers
 
 __all__ = ["Spec", "StepModel", "StepTimes"]
@@ -352,24 +352,39 @@ class StepModel:
         else:
             sent = T / lay.tp  # tp ranks split their group's tokens
             if lay.ep > 1:
-                mode = "low-latency" if decode else "normal"
+                node = self.hw.gpus_per_node or lay.moe_group
+                if decode or lay.moe_group <= node:
+                    # low-latency kernels: every routed copy over RDMA; within a node: NVLink
+                    mode, copies, network = (
+                        ("low-latency" if decode else "normal"),
+                        float(k),
+                        decode,
+                    )
+                else:
+                    # normal kernels across nodes: one copy per remote node over RDMA, then
+                    # forwarded to its experts over NVLink (concurrently, not counted apart)
+                    mode, copies, network = (
+                        "normal",
+                        remote_nodes_per_token(lay.moe_group, node, k),
+                        True,
+                    )
                 self._comm(
                     out,
                     f"EP dispatch ({mode})",
                     "dispatch",
                     part,
-                    dispatch_bytes(sent, k, d, self.fp8_dispatch),
+                    dispatch_bytes(sent, copies, d, self.fp8_dispatch),
                     lay.moe_group,
-                    network=decode,
+                    network=network,
                 )
                 self._comm(
                     out,
                     f"EP combine ({mode})",
                     "combine",
                     part,
-                    combine_bytes(sent, k, d),
+                    combine_bytes(sent, copies, d),
                     lay.moe_group,
-                    network=decode,
+                    network=network,
                 )
             else:
                 self._comm(
