@@ -236,6 +236,7 @@ class TableValidation:
     rules: list[str]
     calibration: str
     mapped: Any = field(default=None, repr=False)
+    profile: str = ""  # the profile that predicted the table ("" for the plain roofline)
 
     @property
     def rows(self) -> int:
@@ -268,6 +269,7 @@ class TableValidation:
             **_stats(self.errors),
             "device": self.device,
             "calibration": self.calibration,
+            "profile": self.profile,
             "not_predicted_by_reason": self.not_predicted_by_reason(),
             "rules": list(self.rules),
         }
@@ -515,6 +517,7 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
                 list(mapped.rules),
                 how,
                 mapped,
+                getattr(by_device.get(t.device), "name", ""),
             )
         )
     return MeasuredValidation(out, label, mset.paths)

@@ -100,10 +100,8 @@ def test_default_profile_never_predicts_its_own_fitting_data(ref):
     # both devices at once: each predicted by a profile not fitted on it
     both = validate(measured=[ref / "h100_sxm" / "mla_bmm", ref / "a100_sxm" / "mla_bmm"])
     assert "H100-SXM:" in both.profile and "A100-SXM-80GB:" in both.profile
-    for part in both.profile.split("; "):
-        device, name = part.split(": ", 1)
-        used = load_profile(name.split()[0])
-        assert device not in {d for d, _ in _fitted_tables(used)}
+    for t in both.tables:
+        assert t.profile and t.device not in {d for d, _ in _fitted_tables(load_profile(t.profile))}
 
 
 def test_time_model_predicts_every_modelled_row(ref):
