@@ -288,3 +288,19 @@ def test_sglang_ep32_prefill_node():
     assert all(abs(r["error"]) <= 0.25 for r in rows), [r["error"] for r in rows]
     speeds = [r["predicted_tokens_per_s_per_node"] for r in rows]
     assert speeds[0] > speeds[1] > speeds[2]  # longer prompts: more attention per token
+
+
+def test_step_kernels_through_the_kernel_model_give_the_same_time():
+    """The per-GPU kernel list as Kernel records, timed by predict_kernels one by one, sums to
+    the step's compute time (an independent route through the time model's public API)."""
+    from mlacalc.timemodel import predict_kernels
+
+    hw = load_hardware("H200")
+    sm = StepModel(DSV3, make_layout(DSV3, 8, tp=8), "fp8", resolve_kv_layout("bf16"), hw)
+    kernels = sm.kernels(dec_B=16, dec_S=4096)
+    assert {k.kind for k in kernels} >= {"gemm", "mla_decode", "moe", "all_reduce", "elementwise"}
+    assert all(isinstance(k.flops, int) and k.calls in (1, 3, 58, 61) for k in kernels)
+    compute = sum(
+        t.seconds for k, t in zip(kernels, predict_kernels(kernels, hw)) if k.kind != "all_reduce"
+    )
+    assert compute == pytest.approx(float(sm.step(dec_B=16, dec_S=4096).compute_s[0]), rel=1e-6)

@@ -32,7 +32,7 @@ from ..config import ModelConfig
 from ..dtypes import KVLayout, canonical_dtype, dtype_bits
 from ..engine import kv_cache
 from ..hardware import HardwareSpec
-from ..kernels import KernelBatch
+from ..kernels import Kernel, KernelBatch
 from .comm import combine_bytes, comm_seconds, dispatch_bytes, remote_nodes_per_token
 from .layout import Layout, _stage_layers
 
@@ -459,6 +459,34 @@ class StepModel:
     def time_specs(self, specs: list[Spec]) -> list[np.ndarray]:
         """Seconds of each spec (one call), as arrays."""
         return time_jobs([(self, specs)], self.profile)[0]
+
+    def kernels(self, **kw: Any) -> list[Kernel]:
+        """The kernels of one step (the first row of ``kw``) as :class:`mlacalc.kernels.Kernel`
+        records, each with the calls it makes in the whole step (layers of its kind), for the
+        kernel model's :func:`~mlacalc.timemodel.predict_kernels` or any other consumer."""
+        counts = {
+            "layer": self.m.num_hidden_layers,
+            "dense_ffn": sum(c[0] for c in self.stage_counts),
+            "moe_ffn": sum(c[1] for c in self.stage_counts),
+            "head": 1,
+            "p2p": self.lay.pp - 1,
+        }
+        out = []
+        for sp in self.specs(**kw):
+            work = sp.bytes[0] if sp.kind == "elementwise" or sp.comm else sp.flops[0]
+            if counts[sp.part] and work > 0:
+                out.append(
+                    Kernel(
+                        sp.name,
+                        sp.kind,
+                        sp.dtype,
+                        round(float(sp.flops[0])),
+                        round(float(sp.bytes[0])),
+                        counts[sp.part],
+                        {k: round(float(v[0])) for k, v in sp.shape.items()},
+                    )
+                )
+        return out
 
     def _p2p_group(self) -> int:
         """A group size whose link carries the stage hand-over: the network when a stage fills
