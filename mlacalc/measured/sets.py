@@ -331,8 +331,6 @@ def load_measured(paths: str | os.PathLike | list[str | os.PathLike]) -> Measure
 
     A path is an aiconfigurator ``<system>`` folder, any folder below it, one ``*.parquet`` file
     (each with ``collection_meta.yaml`` beside it), or a microbenchmark ``.json``/``.csv``.
-
-    >>> s = load_measured(os.path.join(_REFERENCE, "h100_sxm", "gemm"))  # doctest: +SKIP
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
