@@ -33,6 +33,7 @@ from ..dtypes import KVLayout, canonical_dtype, dtype_bits
 from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch
+from ..params import FFNShape, expert_shape, ffn_shape, shared_experts_shape
 from .comm import combine_bytes, comm_seconds, dispatch_bytes, remote_nodes_per_token
 from .layout import Layout, _stage_layers
 
@@ -106,7 +107,6 @@ class StepModel:
         self.h = m.num_attention_heads // lay.tp
         self.d_h = m.head_dim or d // m.num_attention_heads
         self.kv_r = math.ceil(m.num_key_value_heads / lay.tp)
-        self.gated = m.family not in ("gpt2", "falcon")
         self.window = m.sliding_window or 0
         stages = _stage_layers(m, lay.pp)
         self.stage_counts = [
@@ -294,15 +294,16 @@ class StepModel:
         return c * prefix + c * (c + 1) / 2 + (q - c) * w
 
     def _dense_ffn(
-        self, out: list[Spec], T: np.ndarray, width: int, part: str, name: str = ""
+        self, out: list[Spec], T: np.ndarray, shape: FFNShape, part: str, name: str = ""
     ) -> None:
-        inter = width // self.lay.tp
+        """A dense FFN block (or the shared experts), its width split over the TP ranks."""
+        inter = shape.inter // self.lay.tp
         self._gemm(
             out,
-            f"{name}gate_up_proj" if self.gated else f"{name}up_proj",
+            f"{name}gate_up_proj" if shape.gated else f"{name}up_proj",
             part,
             T,
-            (2 if self.gated else 1) * inter,
+            (shape.matrices - 1) * inter,
             self.d,
         )
         self._elementwise(out, f"{name}activation", part, T * inter)
@@ -315,16 +316,15 @@ class StepModel:
         slots = E + lay.redundant_experts  # experts placed, replicas included
         self._gemm(out, "router", part, T, E, d, dtype="bf16", weight_bytes=2)
         if m.n_shared_experts:
-            self._dense_ffn(
-                out, T, m.moe_intermediate_size * m.n_shared_experts, part, "shared expert "
-            )
+            self._dense_ffn(out, T, shared_experts_shape(m), part, "shared expert ")
         groups = lay.moe_group // lay.tp  # attention groups feeding the MoE group
         T_grp = T * groups  # distinct tokens entering the MoE group
         local = slots // lay.ep
-        inter = m.moe_intermediate_size // lay.moe_tp
+        expert = expert_shape(m)
+        inter = expert.inter // lay.moe_tp
         assign = T_grp * k / lay.ep * self.imbalance  # routed copies this GPU computes
         active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
-        mats = 3 if self.gated else 2
+        mats = expert.matrices
         flops = 2.0 * assign * d * inter * mats
         nbytes = active * d * inter * mats * self.w_bytes + assign * (2 * d + inter) * ACT
         out.append(
@@ -343,7 +343,7 @@ class StepModel:
                     "topk": np.full_like(T, k),
                     "active_experts": active,
                     "max_tokens_per_expert": np.ceil(assign / np.maximum(active, 1.0)),
-                    "gated": np.full_like(T, 1 if self.gated else 0),
+                    "gated": np.full_like(T, 1 if expert.gated else 0),
                 },
             )
         )
@@ -426,7 +426,7 @@ class StepModel:
         self._attention(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
         dense_start = len(out)
         if self.m.num_hidden_layers - self.m.num_moe_layers:
-            self._dense_ffn(out, T, self.m.intermediate_size, "dense_ffn")
+            self._dense_ffn(out, T, ffn_shape(self.m), "dense_ffn")
             self._comm(
                 out,
                 "all_reduce after FFN (TP)",
