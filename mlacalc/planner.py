@@ -299,7 +299,8 @@ def plan(
             f"context {context:,} exceeds the model's max_position_embeddings "
             f"({m.max_position_embeddings:,})"
         )
-    per_group_seqs = tokens_per_gpu // _pages(context, page_size)
+    kept = min(context, m.sliding_window) if m.sliding_window else context  # tokens a layer keeps
+    per_group_seqs = tokens_per_gpu // _pages(kept, page_size)
     max_batch = per_group_seqs * lay.dp
     overflow = None
     if budget <= 0:
@@ -311,7 +312,7 @@ def plan(
     elif per_group_seqs < 1:
         overflow = (
             f"kv cache: one sequence of {context:,} tokens needs "
-            f"{_pages(context, page_size) * per_token / 1e9:.1f} GB per GPU and "
+            f"{_pages(kept, page_size) * per_token / 1e9:.1f} GB per GPU and "
             f"{budget / 1e9:.1f} GB are left after the weights"
         )
     fits = overflow is None

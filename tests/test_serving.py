@@ -304,3 +304,10 @@ def test_step_kernels_through_the_kernel_model_give_the_same_time():
         t.seconds for k, t in zip(kernels, predict_kernels(kernels, hw)) if k.kind != "all_reduce"
     )
     assert compute == pytest.approx(float(sm.step(dec_B=16, dec_S=4096).compute_s[0]), rel=1e-6)
+
+
+def test_sliding_window_caps_the_cache_a_sequence_holds():
+    """Mistral-7B keeps 4,096 tokens per layer: 32K and 128K contexts fit the same batch."""
+    short = plan("mistral-7b", "H100-SXM", 1, isl=30000, osl=2768)
+    long = plan("mistral-7b", "H100-SXM", 1, isl=120000, osl=11072)
+    assert short.max_batch == long.max_batch == short.kv_tokens_per_gpu // 4096

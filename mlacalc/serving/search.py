@@ -228,6 +228,7 @@ def search(
             weight_dtypes += ("fp8",)
     usable = int(hw.memory_bytes * (1 - memory_reserve))
     context = isl + osl
+    kept = min(context, m.sliding_window) if m.sliding_window else context  # tokens a layer keeps
     S_avg = isl + osl / 2
     notes = []
     if m.max_position_embeddings and context > m.max_position_embeddings:
@@ -261,9 +262,7 @@ def search(
                     layout = resolve_kv_layout(kv)
                     per_tok = kv_bytes_per_token_per_gpu(m, layout, lay)
                     per_group = (
-                        (usable - weights)
-                        // per_tok
-                        // (math.ceil(context / page_size) * page_size)
+                        (usable - weights) // per_tok // (math.ceil(kept / page_size) * page_size)
                     )
                     fit = per_group >= B
                     reasons["does not fit: kv cache"] += int((~fit).sum()) * len(modes)
@@ -329,7 +328,7 @@ def search(
         lay, g, Bf = pl["lay"], pl["g"], pl["Bf"]
         if not len(Bf):
             continue
-        context_bytes = (Bf * context * pl["per_tok"]).astype(np.int64)
+        context_bytes = (Bf * kept * pl["per_tok"]).astype(np.int64)
         for ov in pl["ovs"]:
             n_layouts += 1
             t_step = (
