@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     show("Fitted devices (profile fitted on both)", results["fitted"])
     if not args.no_loo:
         for train, test in (("H100-SXM", "A100-SXM-80GB"), ("A100-SXM-80GB", "H100-SXM")):
-            prof = calibrate(mapped[train], name=f"{train}-only")
+            shipped = f"fit-{train.lower()}"
+            prof = calibrate(mapped[train], name=shipped) if args.refit else load_profile(shipped)
             results[f"fit {train} -> {test}"] = evaluate({test: mapped[test]}, prof)
             show(
                 f"Leave one out: fitted on {train}, predicting {test}",

@@ -42,9 +42,20 @@ from .kernels import Kernel
 from .step import attention_kernels, kernel_stage, step_kernels
 from .vocab import MODES, SCOPES
 
-__all__ = ["LAUNCHES", "TILE", "Calibration", "OpTime", "Prediction", "kernel_time", "predict_time"]
+__all__ = [
+    "LAUNCHES",
+    "ROOFLINE",
+    "TILE",
+    "Calibration",
+    "OpTime",
+    "Prediction",
+    "kernel_time",
+    "predict_time",
+]
 
 TILE = 128
+#: ``profile=ROOFLINE`` predicts with the plain roofline bound instead of the kernel time model
+ROOFLINE = "roofline"
 #: latency assumed per kernel launch when no measurement calibrates it
 DEFAULT_LAUNCH_S = {"gpu": 5e-6, "cpu": 2e-6}
 
@@ -141,9 +152,17 @@ class OpTime:
     efficiency: float = 1.0
     #: a matmul's time read off the device's measured GEMM sweep (0 when none): a floor
     measured_floor_s: float = 0.0
+    #: the kernel time model's time of the kernel (0 when the plain roofline predicts it)
+    model_s: float = 0.0
+    #: the plain roofline bound of the kernel: max(FLOPs / peak, bytes / bandwidth), datasheet
+    roofline_s: float = 0.0
+    #: how the kernel's class was calibrated (empty for the plain roofline)
+    calibration: str = ""
 
     @property
     def seconds(self) -> float:
+        if self.model_s:
+            return self.model_s
         return max(self.compute_s, self.memory_s, self.measured_floor_s) + self.launch_s
 
     @property
@@ -169,6 +188,8 @@ class OpTime:
             "launch_s": self.launch_s,
             "efficiency": self.efficiency,
             "measured_floor_s": self.measured_floor_s,
+            "roofline_s": self.roofline_s or max(self.compute_s, self.memory_s),
+            "calibration": self.calibration,
         }
 
 
@@ -190,6 +211,11 @@ class Prediction:
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
     calibrated: bool
+    #: the calibration profile that predicted the kernels ("roofline" for the plain bound)
+    profile: str = ROOFLINE
+    #: how the device is predicted: "calibrated on H100-SXM, A100-SXM-80GB; H200 by datasheet
+    #: ratios", or the plain roofline bound
+    calibration: str = "plain roofline bound"
 
     @property
     def seconds(self) -> float:
@@ -219,6 +245,12 @@ class Prediction:
     @property
     def launch_s(self) -> float:
         return sum(o.launch_s for o in self.ops)
+
+    @property
+    def roofline_s(self) -> float:
+        """The plain roofline bound of the same kernels (datasheet peak and bandwidth, no fixed
+        cost): the ideal the prediction is compared with."""
+        return sum(o.roofline_s or max(o.compute_s, o.memory_s) for o in self.ops)
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -255,6 +287,9 @@ class Prediction:
             "bytes": self.bytes,
             "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
             "launch_s": self.launch_s,
+            "roofline_s": self.roofline_s,
+            "profile": self.profile,
+            "calibration": self.calibration,
             "calibrated": self.calibrated,
             "peak_flops_per_s": self.peak_flops_per_s,
             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
@@ -477,6 +512,97 @@ def _ffn_and_head_ops(
     ]
 
 
+_MATMUL_KINDS = (
+    "gemm",
+    "moe",
+    "attention_prefill",
+    "attention_decode",
+    "mla_prefill",
+    "mla_decode",
+)
+
+
+def _model_ops(
+    kernels: list[Kernel],
+    hw: HardwareSpec,
+    prof: Any,
+    dispatch_s: list[float] | None = None,
+    stages: list[str] | None = None,
+) -> list[OpTime]:
+    """Kernels timed by the kernel time model (one numpy evaluation per kernel class), with the
+    plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
+    kernel's ops; a kernel shorter than that waits on the CPU."""
+    from .kernels import batches_of
+    from .timemodel import batch_terms, roofline_seconds
+
+    out: list[OpTime | None] = [None] * len(kernels)
+    for idx, batch in batches_of(kernels):
+        terms, how = batch_terms(batch, hw, prof)
+        ideal = roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
+        for j, i in enumerate(idx):
+            k = kernels[i]
+            calls = k.calls
+            seconds = float(terms["seconds"][j])
+            if dispatch_s is not None:
+                seconds = max(seconds, dispatch_s[i] * calls)
+            out[i] = OpTime(
+                name=k.name,
+                stage=stages[i] if stages is not None else kernel_stage(k.name),
+                kind="matmul" if k.kind in _MATMUL_KINDS else k.kind,
+                flops=int(k.flops) * calls,
+                bytes=int(k.bytes) * calls,
+                compute_s=float(terms["compute_s"][j]) * calls,
+                memory_s=float(terms["memory_s"][j]) * calls,
+                launch_s=float(terms["fixed_s"][j] + terms["extra_s"][j]) * calls,
+                model_s=seconds,
+                roofline_s=float(ideal[j]),
+                calibration=how,
+            )
+    return [o for o in out if o is not None]
+
+
+def _eager_kernels(
+    cost: Any, model: ModelConfig, dtype: str, weight_dtype: str, latency: float
+) -> tuple[list[Kernel], list[float], list[str]]:
+    """The op-by-op eager PyTorch sequence of one attention layer as kernels (every matmul a
+    GEMM, every other op an element-wise kernel reading its inputs and writing its outputs),
+    and the CPU dispatch time of each (its ATen ops times the per-op launch latency)."""
+    key = model_layer_key(model, cost.impl)
+    rope = not (not model.is_mla and model.family == "gpt2")
+    total = LAUNCHES[(key, rope, cost.q_len == 1)]
+    matmuls = [o for o in cost.ops if o.kind == "matmul"]
+    extra = (total - len(matmuls)) / max(len(cost.ops) - len(matmuls), 1)
+    kernels, dispatch, stages = [], [], []
+    for op in cost.ops:
+        stages.append(op.stage)
+        if op.kind == "matmul" and op.shape is not None:
+            g, m, n, k = op.shape
+            kernels.append(
+                Kernel(
+                    op.name,
+                    "gemm",
+                    weight_dtype if op.weight_bytes > 0 else dtype,
+                    int(op.flops),
+                    int(op.bytes),
+                    shape={"groups": g, "m": m, "n": n, "k": k},
+                )
+            )
+            dispatch.append(latency)
+        else:
+            kernels.append(
+                Kernel(
+                    op.name,
+                    "elementwise",
+                    dtype,
+                    int(op.flops),
+                    int(op.bytes),
+                    shape={"elements": int(op.bytes) // 2},
+                )
+            )
+            dispatch.append(extra * latency)
+    return kernels, dispatch, stages
+
+
 def predict_time(
     model: ModelConfig | str,
     hardware: HardwareSpec | str,
@@ -494,20 +620,33 @@ def predict_time(
     weight_dtype: str | None = None,
     calibration: Calibration | str | Path | None = None,
     launch_latency_s: float | None = None,
+    profile: Any = None,
 ) -> Prediction:
     """Roofline time of one attention layer (``scope="attention_layer"``, what the microbenchmark
     times) or of a whole forward step (``scope="model"``: every layer's attention and FFN/MoE,
     weights read once, plus the output head on one token per sequence).
 
     ``dtype`` is the compute and activation dtype; ``kv_dtype`` and ``weight_dtype`` default to it.
-    ``calibration`` (a :class:`Calibration` or a measurement ``.json``) replaces the datasheet
-    peaks with ceilings measured on the device.
+
+    On a GPU the kernels are timed by the kernel time model (:mod:`mlacalc.timemodel`) with a
+    calibration ``profile`` (the shipped one by default: fitted on the measured H100-SXM and
+    A100-SXM-80GB sets, other devices by their datasheet figures; ``calibration`` on the
+    prediction says which). ``mode="fused"`` is the serving kernels of :mod:`mlacalc.step`;
+    ``mode="unfused"`` the eager op-by-op sequence, each op a calibrated kernel that cannot
+    run faster than the CPU dispatches it (``launch_latency_s`` per ATen op, 5 us by default).
+    ``profile="roofline"`` gives the plain roofline bound instead (``max(FLOPs / peak,
+    bytes / bandwidth)`` per kernel plus a launch latency), which ``roofline_s`` of every
+    prediction also reports. ``calibration`` (a :class:`Calibration` or a microbenchmark
+    ``.json``), and devices loaded from measured ceilings, predict with the roofline on those
+    ceilings: the CPU microbenchmark's check.
 
     Examples
     --------
     >>> p = predict_time("deepseek-v3", "H200", "decode", 32768, batch=64)
-    >>> p.bound, round(p.seconds * 1e6)
-    ('compute', 709)
+    >>> p.bound, p.calibration
+    ('compute', 'calibrated on A100-SXM-80GB, H100-SXM; H200 by datasheet ratios')
+    >>> p.seconds > p.roofline_s
+    True
     """
     m = as_model(model)
     hw = load_hardware(hardware)
@@ -524,6 +663,89 @@ def predict_time(
     rates = _Rates(hw, calibration, dtype, weight_dtype, launch_latency_s)
     kv = kv_dtype or dtype
     resolved = resolve_impl(m, impl, phase)
+    use_model = (
+        not (isinstance(profile, str) and profile == ROOFLINE)
+        and calibration is None
+        and not hw.measured
+        and hw.kind == "gpu"
+    )
+    if use_model:
+        from .timemodel import load_profile
+
+        prof = load_profile(profile)
+        if mode == "unfused":
+            one = m.with_changes(num_hidden_layers=1)
+            cost = attention_cost(
+                one, phase, seq_len, batch, q_len, impl, causal, kv, weight_dtype, dtype
+            )
+            kernels, dispatch, stages = _eager_kernels(
+                cost, one, dtype, weight_dtype, rates.latency
+            )
+            if scope == "model":
+                layers = m.num_hidden_layers
+                kernels = [
+                    Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, k.calls * layers, k.shape)
+                    for k in kernels
+                ]
+                rest = [
+                    k
+                    for k in step_kernels(
+                        m,
+                        phase,
+                        seq_len,
+                        batch,
+                        q_len,
+                        impl,
+                        causal,
+                        weight_dtype,
+                        kv,
+                        dtype,
+                        scope="model",
+                    )
+                    if kernel_stage(k.name) in ("ffn", "head")
+                ]
+                kernels += rest
+                dispatch += [rates.latency] * len(rest)
+                stages += [kernel_stage(k.name) for k in rest]
+            ops = _model_ops(kernels, hw, prof, dispatch, stages)
+            q = cost.q_len
+        else:
+            kernels = step_kernels(
+                m, phase, seq_len, batch, q_len, impl, causal, weight_dtype, kv, dtype, scope=scope
+            )
+            ops = _model_ops(kernels, hw, prof)
+            q = q_len if q_len is not None else (seq_len if phase == "prefill" else 1)
+            if phase == "chunk" or q_len is not None:
+                q = attention_cost(
+                    m.with_changes(num_hidden_layers=1),
+                    phase,
+                    seq_len,
+                    batch,
+                    q_len,
+                    impl,
+                    causal,
+                    kv,
+                    weight_dtype,
+                    dtype,
+                ).q_len
+        return Prediction(
+            model=m.name,
+            hardware=hw.name,
+            phase=phase,
+            seq_len=seq_len,
+            batch=batch,
+            q_len=q,
+            impl=resolved,
+            mode=mode,
+            scope=scope,
+            dtype=dtype,
+            ops=tuple(ops),
+            peak_flops_per_s=rates.peak(dtype),
+            bandwidth_bytes_per_s=rates.copy_bw,
+            calibrated=bool(prof.fitted_devices),
+            profile=prof.name,
+            calibration=prof.describe(hw.name),
+        )
     one = m.with_changes(num_hidden_layers=1)
     layers = 1 if scope == "attention_layer" else m.num_hidden_layers
     ops, q = _attention_ops(

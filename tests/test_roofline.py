@@ -10,8 +10,8 @@ from mlacalc.step import step_kernels
 
 
 def test_fused_decode_by_hand():
-    """Llama-3-8B, one layer, decode at 4096 keys, batch 1 on H100-SXM: every kernel memory-bound."""
-    p = predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 1, mode="fused")
+    """Llama-3-8B, one layer, decode at 4096 keys, batch 1, H100-SXM: every kernel memory-bound."""
+    p = predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 1, mode="fused", profile="roofline")
     bw, lat = 3350e9, 5e-6
     d, kv = 4096, 1024
     weights = 2 * (d * d + 2 * d * kv + d * d)  # bf16 q, k+v, o
@@ -37,8 +37,13 @@ def test_fused_is_faster_than_unfused(name, phase, S, B):
     )
     for hw in ("H100-SXM", "RTX-4090"):
         for impl in impls:
-            fused = predict_time(name, hw, phase, S, B, impl=impl, mode="fused")
-            unfused = predict_time(name, hw, phase, S, B, impl=impl, mode="unfused")
+            # the kernel model is calibrated on the kernels serving engines run (the default
+            # implementation); every implementation keeps the order under the plain roofline
+            profile = None if impl is None else "roofline"
+            fused = predict_time(name, hw, phase, S, B, impl=impl, mode="fused", profile=profile)
+            unfused = predict_time(
+                name, hw, phase, S, B, impl=impl, mode="unfused", profile=profile
+            )
             assert fused.seconds < unfused.seconds and fused.bytes <= unfused.bytes
             assert (
                 fused.flops
@@ -77,25 +82,52 @@ def test_model_scope_adds_ffn_and_head():
     ffn = {"router", "routed_experts", "shared_experts_up", "shared_experts_down"}
     assert ffn | {"dense_ffn_up", "dense_ffn_down", "lm_head"} <= names
     assert model.seconds > 61 * layer.seconds * 0.5
-    # the model step is the step's kernels (mlacalc.step), element-wise ones fused
+    # the model step is the step's kernels (mlacalc.step), each timed by the kernel model
     kernels = step_kernels("deepseek-v3", "decode", 4096, 32, weight_dtype="fp8", act_dtype="bf16")
+    assert [o.name for o in model.ops] == [k.name for k in kernels]
+    assert model.bytes == sum(k.bytes * k.calls for k in kernels)
+    # the plain roofline bound fuses element-wise work into its neighbours
+    plain = predict_time(
+        "deepseek-v3",
+        "H200",
+        "decode",
+        4096,
+        32,
+        scope="model",
+        weight_dtype="fp8",
+        profile="roofline",
+    )
     big = [k for k in kernels if k.kind != "elementwise"]
-    assert [o.name for o in model.ops] == [k.name for k in big]
-    assert model.flops == sum(k.flops * k.calls for k in big)
+    assert [o.name for o in plain.ops] == [k.name for k in big]
+    assert plain.flops == sum(k.flops * k.calls for k in big)
     dense = predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 8, scope="model")
     assert "routed_experts" not in {o.name for o in dense.ops}
 
 
 def test_skinny_products_are_penalised_on_gpus_only():
     batched = predict_time(
-        "deepseek-v3", "H100-SXM", "decode", 4096, 2, impl="absorbed", mode="unfused"
+        "deepseek-v3",
+        "H100-SXM",
+        "decode",
+        4096,
+        2,
+        impl="absorbed",
+        mode="unfused",
+        profile="roofline",
     )
     pv = next(o for o in batched.ops if o.name == "pv")
     assert pv.efficiency == pytest.approx(
         8 / 132
     )  # 2 x [128 x S] @ [S x 512]: 2 x 4 output tiles, no split
     single = predict_time(
-        "deepseek-v3", "H100-SXM", "decode", 4096, 1, impl="absorbed", mode="unfused"
+        "deepseek-v3",
+        "H100-SXM",
+        "decode",
+        4096,
+        1,
+        impl="absorbed",
+        mode="unfused",
+        profile="roofline",
     )
     pv = next(o for o in single.ops if o.name == "pv")
     assert pv.efficiency == pytest.approx(32 / 132)  # one GEMM: split-K by 8 (K = 4096 / 512)
@@ -110,6 +142,35 @@ def test_skinny_products_are_penalised_on_gpus_only():
         dtype="fp32",
     )
     assert all(o.efficiency == 1.0 for o in cpu.ops)
+
+
+def test_kernel_model_by_default_roofline_as_the_ideal():
+    """GPUs are predicted by the calibrated kernel model; the plain bound is kept beside it."""
+    p = predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 1)
+    plain = predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 1, profile="roofline")
+    assert p.profile == "default" and plain.profile == "roofline"
+    assert p.calibration.startswith("calibrated on") and "H100-SXM" in p.calibration
+    # the ideal of the same kernels: every kernel's max(FLOPs / peak, bytes / bandwidth)
+    ideal = sum(max(o.flops / 989.5e12, o.bytes / 3350e9) for o in p.ops)
+    assert p.roofline_s == pytest.approx(ideal, rel=1e-9)
+    assert p.seconds > p.roofline_s
+    assert all(o.seconds >= o.roofline_s for o in p.ops)
+    h200 = predict_time("llama-3-8b", "H200", "decode", 4096, 1)
+    assert "H200 by datasheet ratios" in h200.calibration
+    assert h200.seconds < p.seconds  # more bandwidth, a memory-bound step
+    d = p.to_dict()
+    assert d["profile"] == "default" and d["roofline_s"] == p.roofline_s
+    assert {"roofline_s", "calibration"} <= set(d["ops"][0])
+
+
+def test_unfused_pays_the_dispatch_of_every_op():
+    """Eager mode: each op a calibrated kernel, never shorter than the CPU takes to issue it."""
+    lat = 7e-6
+    p = predict_time("gpt2", "H100-SXM", "decode", 64, 1, mode="unfused", launch_latency_s=lat)
+    fused = predict_time("gpt2", "H100-SXM", "decode", 64, 1)
+    assert p.seconds >= LAUNCHES[("mha", False, True)] * lat * 0.999
+    assert p.seconds > fused.seconds
+    assert p.flops == fused.flops
 
 
 def test_roofline_bad_input():
@@ -127,7 +188,7 @@ def test_launch_counts_match_the_reference_layers():
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from mlacalc.bench.layers import layer_for_model
-    from mlacalc.engine import _layer_key
+    from mlacalc.engine import model_layer_key
 
     views = {
         "view",
@@ -194,5 +255,5 @@ def test_launch_counts_match_the_reference_layers():
                 Count.n = 0
                 with torch.no_grad(), Count():
                     layer(x, cache, start=S - q)
-                key = (_layer_key(model, impl or "standard"), model.family != "gpt2", q == 1)
+                key = (model_layer_key(model, impl or "standard"), model.family != "gpt2", q == 1)
                 assert LAUNCHES[key] == Count.n, key

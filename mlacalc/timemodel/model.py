@@ -192,25 +192,30 @@ GEMM_TILES = tuple(
 )
 
 
+_TILE_M = np.array([t[0] for t in GEMM_TILES], dtype=np.float64)[:, None]
+_TILE_N = np.array([t[1] for t in GEMM_TILES], dtype=np.float64)[:, None]
+_TILE_RATE = np.array([t[2] for t in GEMM_TILES])[:, None]
+
+
 def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
     m, n, k = _col(batch, "m", 1), _col(batch, "n", 1), _col(batch, "k", 1)
     groups = _col(batch, "groups", 1)
     sms = fig.sm_count
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
-    compute = np.full(len(batch), np.inf)
-    units = np.ones(len(batch))
-    for tm, tn, rate in GEMM_TILES:
-        tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
-        splits = np.where(
-            (tiles < sms) & (groups <= 1),
-            np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(k / 512))),
-            1.0,
-        )
-        waves = np.ceil(tiles * splits / sms)
-        c = waves * 2.0 * tm * tn * np.ceil(k / splits) / (per_sm * rate)
-        better = c < compute
-        units = np.where(better, tiles * splits, units)
-        compute = np.where(better, c, compute)
+    # every candidate tile at once: arrays of (tile, row)
+    tm, tn, rate = _TILE_M, _TILE_N, _TILE_RATE
+    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
+    splits = np.where(
+        (tiles < sms) & (groups <= 1),
+        np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(k / 512))),
+        1.0,
+    )
+    waves = np.ceil(tiles * splits / sms)
+    candidates = waves * 2.0 * tm * tn * np.ceil(k / splits) / (per_sm * rate)
+    best = np.argmin(candidates, axis=0)
+    cols = np.arange(len(batch))
+    compute = candidates[best, cols]
+    units = (tiles * splits)[best, cols]
     if fig.kind == "cpu":
         # a CPU has no output tiles to quantize: its cores share the whole product
         compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype))

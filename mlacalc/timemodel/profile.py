@@ -165,6 +165,7 @@ def shipped_profiles() -> list[str]:
 
 
 _CACHE: dict[tuple[str, float], Profile] = {}
+_SHIPPED: dict[str, Profile] = {}
 
 
 def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Profile:
@@ -173,6 +174,9 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
     if isinstance(name_or_path, Profile):
         return name_or_path
     text = DEFAULT_PROFILE if name_or_path is None else os.fspath(name_or_path).strip()
+    shipped = _SHIPPED.get(text)
+    if shipped is not None:  # a shipped profile: read once per process
+        return shipped
     path = _profiles_dir() / f"{text}.json"
     if not path.is_file():
         path = Path(text).expanduser()
@@ -202,4 +206,6 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
                 f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
             ) from None
         _CACHE[key] = Profile.from_dict(data, str(path))
+    if path.parent == _profiles_dir() and path.stem == text:
+        _SHIPPED[text] = _CACHE[key]
     return _CACHE[key]
