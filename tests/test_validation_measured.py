@@ -86,8 +86,8 @@ def test_a_profile_fitted_on_the_set_is_refused(ref):
 
 
 def test_default_profile_never_predicts_its_own_fitting_data(ref):
+    from mlacalc.measured.validation import _fitted_tables
     from mlacalc.timemodel import load_profile
-    from mlacalc.validation import _fitted_tables
 
     fitted = _fitted_tables(load_profile(None))
     if ("H100-SXM", "mla_bmm_perf") not in fitted:
