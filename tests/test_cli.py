@@ -361,3 +361,24 @@ def test_roofline_starts_without_sympy():
     assert done.stdout.split() == ["0", "False"], done.stderr
     out, _ = run_plain("roofline", "deepseek-v3", "-H", "H200")
     assert "--insight adds" in out and "Insight" not in out.split("--insight adds")[0][-200:]
+
+
+@pytest.mark.parametrize("args,warning", [
+    (["formula", "kv_cache_bytes", "--variant", "gqa", "--phase", "decode"], "--phase does not change"),
+    (["formula", "kv_cache_bytes", "--variant", "mla", "--causal"], "--causal does not change"),
+    (["formula", "attention_params", "--variant", "gqa", "--no-q-lora"], "--no-q-lora does not change"),
+    (["formula", "attention_flops", "--variant", "mla", "--phase", "decode", "--causal"], "in decode"),
+    (["report", "gpt2", "--phase", "decode", "--causal"], "--causal changes nothing in decode"),
+])
+def test_flags_without_effect_are_named(run, args, warning):
+    out, err = run(*args)
+    assert out and err.startswith("mlacalc: warning: ") and warning in err and err.count("\n") == 1
+
+
+def test_flags_with_effect_are_quiet(run):
+    for args in (["formula", "attention_flops", "--variant", "mla", "--phase", "prefill", "--causal"],
+                 ["formula", "attention_params", "--variant", "mla", "--no-q-lora"],
+                 ["formula", "attention_flops", "--variant", "mla", "--impl", "absorbed", "--phase", "decode"]):
+        assert run(*args)[1] == ""
+    _, err = run("formula", "kv_cache_bytes", "--variant", "gqa", "--stage", "core", code=2)
+    assert "--stage" in err

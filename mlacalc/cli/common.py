@@ -54,6 +54,7 @@ __all__ = [
     "size_list",
     "size_text",
     "terminal_width",
+    "warn",
 ]
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -221,6 +222,11 @@ def terminal_width(default: int = 160) -> int:
     except (OSError, ValueError, AttributeError):
         pass
     return default
+
+
+def warn(message: str) -> None:
+    """One line on stderr: a flag or value that had no effect, said aloud."""
+    click.echo(f"mlacalc: warning: {message}", err=True)
 
 
 def emit(

@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import click
 
-from .common import IMPL_CHOICE, load
+from ..vocab import (
+    MATMUL_STAGES,
+    MHA_FIELD_SYMBOLS,
+    MLA_FIELD_SYMBOLS,
+    MLA_IMPLEMENTATIONS,
+    PHASES,
+    QUANTITIES,
+    STANDARD_IMPL,
+)
+from .common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
 
 
 @click.command("formula")
 @click.argument(
     "quantity",
-    type=click.Choice(
-        [
-            "kv_cache_elements",
-            "kv_cache_bytes",
-            "attention_params",
-            "attention_flops",
-            "elementwise_flops",
-            "unfused_bytes",
-            "fused_bytes",
-        ]
-    ),
+    type=click.Choice(list(QUANTITIES)),
 )
 @click.option(
     "--variant",
-    type=click.Choice(["mha", "gqa", "mqa", "mla"]),
+    type=VARIANT_CHOICE,
     required=True,
     help="Attention variant.",
 )
@@ -33,13 +32,13 @@ from .common import IMPL_CHOICE, load
 )
 @click.option(
     "--phase",
-    type=click.Choice(["prefill", "decode", "chunk"]),
+    type=click.Choice(list(PHASES)),
     default=None,
     help="Substitute q = S (prefill) or q = 1 (decode); chunk keeps q.",
 )
 @click.option(
     "--stage",
-    type=click.Choice(["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"]),
+    type=click.Choice(list(MATMUL_STAGES)),
     default=None,
     help="One stage of attention_flops.",
 )
@@ -75,36 +74,46 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     from .. import symbols as s
     from ..symbolic import formula as build
 
-    if variant != "mla" and impl not in (None, "standard"):
+    if variant != "mla" and impl not in (None, STANDARD_IMPL):
         raise click.BadParameter(f"{variant.upper()} has one implementation", param_hint="--impl")
-    expr = build(
-        quantity,
-        variant,
-        None if impl == "standard" else impl,
-        phase=phase,
-        stage=stage,
-        causal=causal,
-        q_lora=not no_q_lora,
-    )
+    if variant == "mla" and impl == STANDARD_IMPL:
+        raise click.BadParameter(
+            f"'{STANDARD_IMPL}' is the implementation of MHA, GQA and MQA; MLA has "
+            f"{', '.join(MLA_IMPLEMENTATIONS)}",
+            param_hint="--impl",
+        )
+    if stage is not None and quantity != "attention_flops":
+        raise click.BadParameter(
+            f"stages split attention_flops only, not {quantity}", param_hint="--stage"
+        )
+    settings = {
+        "impl": None if impl == STANDARD_IMPL else impl,
+        "phase": phase,
+        "stage": stage,
+        "causal": causal,
+        "q_lora": not no_q_lora,
+    }
+    expr = build(quantity, variant, **settings)
+    # a flag that leaves the formula as it is was ignored: say so
+    given = {
+        "--phase": ("phase", None),
+        "--causal": ("causal", False),
+        "--no-q-lora": ("q_lora", True),
+    }
+    where = f" in {phase}" if phase else ""
+    for flag, (key, neutral) in given.items():
+        if settings[key] == neutral:
+            continue
+        if build(quantity, variant, **{**settings, key: neutral}) == expr:
+            warn(f"{flag} does not change {quantity} of {variant.upper()}{where}; ignored")
     if subs_model:
         m = load(subs_model)
         if (variant == "mla") != m.is_mla:
             raise click.BadParameter(
                 f"{m.label} is {m.variant.upper()}, not {variant.upper()}", param_hint="--subs"
             )
-        values = {s.L: m.num_hidden_layers, s.d: m.hidden_size, s.n_h: m.num_attention_heads}
-        if m.is_mla:
-            values.update(
-                {
-                    s.d_c: m.kv_lora_rank,
-                    s.d_cq: m.q_lora_rank or 0,
-                    s.d_nope: m.qk_nope_head_dim,
-                    s.d_rope: m.qk_rope_head_dim,
-                    s.d_v: m.v_head_dim,
-                }
-            )
-        else:
-            values.update({s.n_kv: m.num_key_value_heads, s.d_h: m.head_dim})
+        fields = MLA_FIELD_SYMBOLS if m.is_mla else MHA_FIELD_SYMBOLS
+        values = {s.ALL[symbol]: getattr(m, field) or 0 for field, symbol in fields.items()}
         expr = sp.factor(expr.subs(values))
     if style == "latex":
         text = sp.latex(expr)

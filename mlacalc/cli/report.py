@@ -21,6 +21,7 @@ from .common import (
     load,
     phases,
     size_text,
+    warn,
 )
 
 
@@ -76,6 +77,8 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
     from ..report import model_report
 
     check_q_len(phases(phase), q_len)
+    if causal and phase == "decode":
+        warn("--causal changes nothing in decode (the one new token attends every key); ignored")
     m = load(model)
     impl = check_impl(m, impl)
     doc = model_report(
