@@ -128,3 +128,9 @@ def test_search_cli():
     assert len(rows) > len(doc["frontier"]) and {"layout", "ttft_s", "reason"} <= set(rows[0])
     bad = runner.invoke(cli, [*args[:-2], "--tpot", "fast"])
     assert bad.exit_code == 2 and "not a time" in bad.output
+
+
+def test_layouts_that_need_a_missing_network_are_skipped_with_a_reason():
+    result = search("llama-3-70b", "L40S", [8, 16], isl=1000, osl=200, modes=("aggregated",))
+    assert result.reasons["L40S has no network figures (scale_out_gb_per_s)"] > 0
+    assert any(p["gpus"] == 16 and p["dp"] == 2 for p in result.points)  # TP8 DP2 needs no network

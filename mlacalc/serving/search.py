@@ -152,6 +152,14 @@ def _layouts(
     return [lay for lay in out if weights_per_gpu(m, lay, weight_dtype) < usable]
 
 
+def _needs_network(lay: Layout, hw: HardwareSpec) -> bool:
+    """Whether some collective or stage hand-over of the layout crosses nodes."""
+    node = hw.gpus_per_node
+    if node is None or lay.gpus <= node:
+        return False
+    return lay.tp > node or lay.moe_group > node or (lay.pp > 1 and lay.stage_gpus >= node)
+
+
 def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Points no other point beats on both tokens/s per GPU and tokens/s per user."""
     pts = sorted(
@@ -256,6 +264,13 @@ def search(
             if not lays:
                 reasons["does not fit: weights"] += len(kv_dtypes) * len(batches) * len(modes)
                 continue
+            if not hw.scale_out_bytes_per_s:
+                crossing = [lay for lay in lays if _needs_network(lay, hw)]
+                if crossing:
+                    reasons[f"{hw.name} has no network figures (scale_out_gb_per_s)"] += (
+                        len(crossing) * len(kv_dtypes) * len(batches) * len(modes)
+                    )
+                    lays = [lay for lay in lays if not _needs_network(lay, hw)]
             for lay in lays:
                 weights = weights_per_gpu(m, lay, w)
                 for kv in kv_dtypes:
