@@ -10,25 +10,51 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import defaults as D
 from .config import ModelConfig, load_model
 from .dtypes import resolve_kv_layout
-from .engine import MLA_IMPLEMENTATIONS, attention_cost, kv_cache
+from .engine import attention_cost, kv_cache
 from .params import param_counts, weight_bytes
+from .vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
 
-__all__ = ["model_summary", "model_report", "compare_rows", "SCHEMA"]
+__all__ = ["SCHEMA", "compare_rows", "model_report", "model_summary"]
 
-SCHEMA = "mlacalc.report/1"
+SCHEMA = REPORT_SCHEMA
+#: MLA implementations whose caches the report compares (absorbed_merged keeps absorbed's).
+_CACHE_IMPLS = ("naive", "compressed", "absorbed")
 
-_MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-                 "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                 "vocab_size", "intermediate_size", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
-                 "moe_intermediate_size", "first_k_dense_replace", "num_nextn_predict_layers", "sliding_window",
-                 "tie_word_embeddings", "weights_dtype")
+_MODEL_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "vocab_size",
+    "intermediate_size",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "first_k_dense_replace",
+    "num_nextn_predict_layers",
+    "sliding_window",
+    "tie_word_embeddings",
+    "weights_dtype",
+)
 
 
 def model_summary(m: ModelConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": m.name, "display_name": m.label, "model_type": m.model_type,
-                           "variant": m.variant}
+    out: dict[str, Any] = {
+        "name": m.name,
+        "display_name": m.label,
+        "model_type": m.model_type,
+        "variant": m.variant,
+    }
     for key in _MODEL_FIELDS:
         value = getattr(m, key)
         if value is not None and not (key in ("n_routed_experts",) and value == 0):
@@ -43,88 +69,162 @@ def _impls(m: ModelConfig, impl: str | None) -> list[str | None]:
         return [None]
     if impl is not None:
         return [impl]
-    return ["naive", "compressed", "absorbed"]
+    return list(_CACHE_IMPLS)
 
 
-def kv_rows(m: ModelConfig, seq_len: int, batch: int, kv_dtype: str, impl: str | None = None) -> list[dict]:
+def kv_rows(
+    m: ModelConfig, seq_len: int, batch: int, kv_dtype: str, impl: str | None = None
+) -> list[dict]:
     rows = []
     for choice in _impls(m, impl):
         cache = kv_cache(m, seq_len, batch, kv_dtype, choice)
-        rows.append({
-            "impl": cache.impl, "kv_dtype": cache.layout,
-            "elements_per_token_per_layer": cache.row_elements,
-            "bytes_per_token_per_layer": cache.row_bytes,
-            "bytes_per_token": cache.bytes_per_token,
-            "tokens_per_layer": cache.tokens_per_layer,
-            "total_bytes": cache.total_bytes,
-        })
+        rows.append(
+            {
+                "impl": cache.impl,
+                "kv_dtype": cache.layout,
+                "elements_per_token_per_layer": cache.row_elements,
+                "bytes_per_token_per_layer": cache.row_bytes,
+                "bytes_per_token": cache.bytes_per_token,
+                "tokens_per_layer": cache.tokens_per_layer,
+                "total_bytes": cache.total_bytes,
+            }
+        )
     smallest = min(r["total_bytes"] for r in rows)
     for r in rows:
         r["ratio_to_smallest"] = r["total_bytes"] / smallest
     return rows
 
 
-def attention_rows(m: ModelConfig, seq_len: int, batch: int, kv_dtype: str, weight_dtype: str | None,
-                   phases: list[str], impl: str | None, causal: bool, q_len: int | None) -> list[dict]:
+def attention_rows(
+    m: ModelConfig,
+    seq_len: int,
+    batch: int,
+    kv_dtype: str,
+    weight_dtype: str | None,
+    phases: list[str],
+    impl: str | None,
+    causal: bool,
+    q_len: int | None,
+) -> list[dict]:
     rows = []
     for phase in phases:
         impls: list[str | None] = [impl] if (impl or not m.is_mla) else [None, *MLA_IMPLEMENTATIONS]
         for choice in impls:
-            cost = attention_cost(m, phase, seq_len, batch, q_len if phase == "chunk" else None, choice, causal,
-                                  kv_dtype, weight_dtype)
-            rows.append({
-                "phase": phase, "impl": cost.impl, "default": choice is None, "seq_len": seq_len,
-                "q_len": cost.q_len, "batch": batch, "causal": causal,
-                "flops": cost.flops, "stage_flops": dict(cost.stage_flops),
-                "elementwise_flops": cost.elementwise_flops,
-                "fused_bytes": cost.fused_bytes, "unfused_bytes": cost.unfused_bytes,
-                "weight_bytes": cost.weight_bytes,
-                "arithmetic_intensity_flops_per_byte": cost.arithmetic_intensity,
-            })
+            cost = attention_cost(
+                m,
+                phase,
+                seq_len,
+                batch,
+                q_len if phase == "chunk" else None,
+                choice,
+                causal,
+                kv_dtype,
+                weight_dtype,
+            )
+            rows.append(
+                {
+                    "phase": phase,
+                    "impl": cost.impl,
+                    "default": choice is None,
+                    "seq_len": seq_len,
+                    "q_len": cost.q_len,
+                    "batch": batch,
+                    "causal": causal,
+                    "flops": cost.flops,
+                    "stage_flops": dict(cost.stage_flops),
+                    "elementwise_flops": cost.elementwise_flops,
+                    "fused_bytes": cost.fused_bytes,
+                    "unfused_bytes": cost.unfused_bytes,
+                    "weight_bytes": cost.weight_bytes,
+                    "arithmetic_intensity_flops_per_byte": cost.arithmetic_intensity,
+                }
+            )
     return rows
 
 
-def model_report(model: "ModelConfig | str", *, seq_len: int = 131072, batch: int = 1, kv_dtype: str = "bf16",
-                 weight_dtype: str | None = None, impl: str | None = None, phases: list[str] | None = None,
-                 causal: bool = False, q_len: int | None = None) -> dict[str, Any]:
+def model_report(
+    model: ModelConfig | str,
+    *,
+    seq_len: int = D.SEQ_LEN,
+    batch: int = D.BATCH,
+    kv_dtype: str = D.KV_DTYPE,
+    weight_dtype: str | None = None,
+    impl: str | None = None,
+    phases: list[str] | None = None,
+    causal: bool = False,
+    q_len: int | None = None,
+) -> dict[str, Any]:
     """Everything ``mlacalc report`` prints, as one dict."""
     m = model if isinstance(model, ModelConfig) else load_model(model)
     layout = resolve_kv_layout(kv_dtype)
     w_dtype = weight_dtype or m.weights_dtype
     counts = param_counts(m)
-    phases = phases or ["prefill", "decode"]
+    phases = phases or ["prefill", "decode"]  # the two phases of serving, in order
     return {
         "schema": SCHEMA,
         "model": model_summary(m),
-        "settings": {"seq_len": seq_len, "batch": batch, "kv_dtype": layout.name, "weight_dtype": w_dtype,
-                     "act_dtype": "bf16", "impl": impl, "causal": causal, "phases": phases, "q_len": q_len},
+        "settings": {
+            "seq_len": seq_len,
+            "batch": batch,
+            "kv_dtype": layout.name,
+            "weight_dtype": w_dtype,
+            "act_dtype": "bf16",
+            "impl": impl,
+            "causal": causal,
+            "phases": phases,
+            "q_len": q_len,
+        },
         "parameters": counts.to_dict(),
-        "weights": {"dtype": w_dtype, "total_bytes": weight_bytes(m, w_dtype),
-                    "mtp_bytes": weight_bytes(m, w_dtype, include_mtp=True) - weight_bytes(m, w_dtype)},
+        "weights": {
+            "dtype": w_dtype,
+            "total_bytes": weight_bytes(m, w_dtype),
+            "mtp_bytes": weight_bytes(m, w_dtype, include_mtp=True) - weight_bytes(m, w_dtype),
+        },
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
-        "attention": attention_rows(m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len),
+        "attention": attention_rows(
+            m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len
+        ),
     }
 
 
-def compare_rows(models: list[ModelConfig], *, seq_len: int, batch: int, kv_dtype: str,
-                 weight_dtype: str | None = None) -> list[dict[str, Any]]:
+def compare_rows(
+    models: list[ModelConfig],
+    *,
+    seq_len: int,
+    batch: int,
+    kv_dtype: str,
+    weight_dtype: str | None = None,
+) -> list[dict[str, Any]]:
     """One row per model: size, cache and per-step attention cost side by side."""
     rows = []
     for m in models:
         counts = param_counts(m)
         cache = kv_cache(m, seq_len, batch, kv_dtype)
-        decode = attention_cost(m, "decode", seq_len, batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-        prefill = attention_cost(m, "prefill", seq_len, 1, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-        rows.append({
-            "model": m.name, "display_name": m.label, "variant": m.variant,
-            "num_attention_heads": m.num_attention_heads,
-            "num_key_value_heads": m.num_key_value_heads if not m.is_mla else None,
-            "kv_lora_rank": m.kv_lora_rank,
-            "total_params": counts.total, "active_params": counts.active,
-            "attention_params_per_layer": counts.attention_per_layer,
-            "kv_bytes_per_token": cache.bytes_per_token, "kv_total_bytes": cache.total_bytes,
-            "decode_impl": decode.impl, "decode_flops": decode.flops, "decode_fused_bytes": decode.fused_bytes,
-            "decode_arithmetic_intensity_flops_per_byte": decode.arithmetic_intensity,
-            "prefill_impl": prefill.impl, "prefill_flops": prefill.flops,
-        })
+        decode = attention_cost(
+            m, "decode", seq_len, batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
+        )
+        prefill = attention_cost(
+            m, "prefill", seq_len, 1, kv_dtype=kv_dtype, weight_dtype=weight_dtype
+        )
+        rows.append(
+            {
+                "model": m.name,
+                "display_name": m.label,
+                "variant": m.variant,
+                "num_attention_heads": m.num_attention_heads,
+                "num_key_value_heads": m.num_key_value_heads if not m.is_mla else None,
+                "kv_lora_rank": m.kv_lora_rank,
+                "total_params": counts.total,
+                "active_params": counts.active,
+                "attention_params_per_layer": counts.attention_per_layer,
+                "kv_bytes_per_token": cache.bytes_per_token,
+                "kv_total_bytes": cache.total_bytes,
+                "decode_impl": decode.impl,
+                "decode_flops": decode.flops,
+                "decode_fused_bytes": decode.fused_bytes,
+                "decode_arithmetic_intensity_flops_per_byte": decode.arithmetic_intensity,
+                "prefill_impl": prefill.impl,
+                "prefill_flops": prefill.flops,
+            }
+        )
     return rows
