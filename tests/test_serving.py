@@ -311,3 +311,21 @@ def test_sliding_window_caps_the_cache_a_sequence_holds():
     short = plan("mistral-7b", "H100-SXM", 1, isl=30000, osl=2768)
     long = plan("mistral-7b", "H100-SXM", 1, isl=120000, osl=11072)
     assert short.max_batch == long.max_batch == short.kv_tokens_per_gpu // 4096
+
+
+def test_link_model_agrees_with_the_calibrated_all_reduce():
+    """Link bandwidth x 0.8 and the ISCA NVLink latency, against the kernel model's all-reduce
+    fitted on the measured H100 NCCL/TensorRT-LLM tables: within 25% from 16 kB to 64 MB."""
+    from mlacalc.kernels import Kernel
+    from mlacalc.timemodel import predict_kernels
+
+    hw = load_hardware("H100-SXM")
+    for size in (16_000, 147_000, 1_200_000, 7_600_000, 64_000_000):
+        for n in (2, 4, 8):
+            k = Kernel(
+                "ar", "all_reduce", "bf16", 0, size, shape={"message_bytes": size, "n_gpus": n}
+            )
+            calibrated = predict_kernels([k], hw)[0].seconds
+            assert float(comm_seconds("all_reduce", np.array([size]), n, hw)[0]) == pytest.approx(
+                calibrated, rel=0.25
+            ), (size, n)
