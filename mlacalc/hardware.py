@@ -30,22 +30,64 @@ from typing import Any
 from .dtypes import canonical_dtype
 from .errors import ConfigError, InvalidArgumentError, UnknownDtypeError, UnknownHardwareError
 
-__all__ = ["AmbiguousHardwareError", "HardwareSpec", "UnknownHardwareError", "load_hardware", "measured_sets",
-           "shipped_hardware"]
+__all__ = [
+    "AmbiguousHardwareError",
+    "HardwareSpec",
+    "UnknownHardwareError",
+    "load_hardware",
+    "measured_sets",
+    "shipped_hardware",
+]
 
-_NUMBER_FIELDS = ("memory_bandwidth_gb_per_s", "memory_gb", "sm_count", "l2_mib", "boost_clock_mhz",
-                  "scale_up_gb_per_s", "scale_up_latency_us", "scale_out_gb_per_s", "scale_out_latency_us",
-                  "gpus_per_node", "launch_latency_us")
-_FIELDS = {"name", "display_name", "vendor", "form_factor", "peak_tflops", "accumulate", "source", "notes",
-           "kind", "scale_up_link", "scale_out_link", "field_sources", *_NUMBER_FIELDS}
+_NUMBER_FIELDS = (
+    "memory_bandwidth_gb_per_s",
+    "memory_gb",
+    "sm_count",
+    "l2_mib",
+    "boost_clock_mhz",
+    "scale_up_gb_per_s",
+    "scale_up_latency_us",
+    "scale_out_gb_per_s",
+    "scale_out_latency_us",
+    "gpus_per_node",
+    "launch_latency_us",
+)
+_FIELDS = {
+    "name",
+    "display_name",
+    "vendor",
+    "form_factor",
+    "peak_tflops",
+    "accumulate",
+    "source",
+    "notes",
+    "kind",
+    "scale_up_link",
+    "scale_out_link",
+    "field_sources",
+    *_NUMBER_FIELDS,
+}
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
 
 #: A family name with one usual meaning: the entry it resolves to.
-ALIASES: dict[str, str] = {"h100": "H100-SXM", "h200-sxm": "H200", "h800-sxm": "H800", "b200-hgx": "B200",
-                           "rtx4090": "RTX-4090", "rtx4080": "RTX-4080", "4090": "RTX-4090", "4080": "RTX-4080"}
+ALIASES: dict[str, str] = {
+    "h100": "H100-SXM",
+    "h200-sxm": "H200",
+    "h800-sxm": "H800",
+    "b200-hgx": "B200",
+    "rtx4090": "RTX-4090",
+    "rtx4080": "RTX-4080",
+    "4090": "RTX-4090",
+    "4080": "RTX-4080",
+}
 #: The systems of aiconfigurator-layout measured sets and the catalogue device each one is.
-MEASURED_SYSTEMS: dict[str, str] = {"h100_sxm": "H100-SXM", "a100_sxm": "A100-SXM-80GB", "h200_sxm": "H200",
-                                    "b200_sxm": "B200", "l40s": "L40S"}
+MEASURED_SYSTEMS: dict[str, str] = {
+    "h100_sxm": "H100-SXM",
+    "a100_sxm": "A100-SXM-80GB",
+    "h200_sxm": "H200",
+    "b200_sxm": "B200",
+    "l40s": "L40S",
+}
 #: A family name with several entries: it lists them instead of picking one.
 FAMILIES: dict[str, tuple[str, ...]] = {"a100": ("A100-SXM-80GB", "A100-PCIe-40GB")}
 
@@ -55,8 +97,10 @@ class AmbiguousHardwareError(InvalidArgumentError):
 
     def __init__(self, name: str, candidates: tuple[str, ...]):
         self.name, self.candidates = name, tuple(candidates)
-        super().__init__("hardware", f"'{name}' names several catalogue entries: {', '.join(candidates)}; "
-                         "give one of them")
+        super().__init__(
+            "hardware",
+            f"'{name}' names several catalogue entries: {', '.join(candidates)}; give one of them",
+        )
 
 
 def lookup_peak(peaks: dict[str, float], dtype: str) -> float | None:
@@ -81,7 +125,7 @@ class HardwareSpec:
 
     name: str
     display_name: str
-    kind: str                                   # "gpu" or "cpu"
+    kind: str  # "gpu" or "cpu"
     peak_flops_per_s: dict[str, float]
     memory_bandwidth_bytes_per_s: float
     memory_bytes: int
@@ -114,18 +158,28 @@ class HardwareSpec:
         if within or n_gpus <= 1:
             bw, lat, what = self.scale_up_bytes_per_s, self.scale_up_latency_s, "scale_up_gb_per_s"
         else:
-            bw, lat, what = self.scale_out_bytes_per_s, self.scale_out_latency_s, "scale_out_gb_per_s"
+            bw, lat, what = (
+                self.scale_out_bytes_per_s,
+                self.scale_out_latency_s,
+                "scale_out_gb_per_s",
+            )
         if bw is None:
-            raise InvalidArgumentError("hardware", f"{self.name} has no {what} for a group of {n_gpus} GPUs; "
-                                       f"add it to a hardware file (see docs/hardware.md)")
+            raise InvalidArgumentError(
+                "hardware",
+                f"{self.name} has no {what} for a group of {n_gpus} GPUs; "
+                f"add it to a hardware file (see docs/hardware.md)",
+            )
         return bw, lat or 0.0
 
     def peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s for ``dtype``; fp8 falls back to the bf16 rate where a device has no fp8."""
+        """Dense peak FLOP/s for ``dtype`` (fp8 at the bf16 rate on a device without fp8)."""
         value = lookup_peak(self.peak_flops_per_s, dtype)
         if value is None:
-            raise InvalidArgumentError("dtype", f"{self.name} has no {canonical_dtype(dtype)} peak; known: "
-                                       + ", ".join(self.peak_flops_per_s))
+            raise InvalidArgumentError(
+                "dtype",
+                f"{self.name} has no {canonical_dtype(dtype)} peak; known: "
+                + ", ".join(self.peak_flops_per_s),
+            )
         return value
 
     @property
@@ -135,17 +189,31 @@ class HardwareSpec:
         return self.peak(dtype) / self.memory_bandwidth_bytes_per_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "display_name": self.display_name, "kind": self.kind,
-                "peak_flops_per_s": dict(self.peak_flops_per_s),
-                "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
-                "memory_bytes": self.memory_bytes, "sm_count": self.sm_count, "accumulate": self.accumulate,
-                "measured": self.measured, "launch_latency_s": self.launch_latency_s, "source": list(self.source),
-                "notes": self.notes, "l2_bytes": self.l2_bytes, "boost_clock_hz": self.boost_clock_hz,
-                "scale_up_link": self.scale_up_link, "scale_up_bytes_per_s": self.scale_up_bytes_per_s,
-                "scale_up_latency_s": self.scale_up_latency_s, "scale_out_link": self.scale_out_link,
-                "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
-                "scale_out_latency_s": self.scale_out_latency_s, "gpus_per_node": self.gpus_per_node,
-                "field_sources": dict(self.field_sources), "alias_note": self.alias_note}
+        return {
+            "name": self.name,
+            "display_name": self.display_name,
+            "kind": self.kind,
+            "peak_flops_per_s": dict(self.peak_flops_per_s),
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+            "memory_bytes": self.memory_bytes,
+            "sm_count": self.sm_count,
+            "accumulate": self.accumulate,
+            "measured": self.measured,
+            "launch_latency_s": self.launch_latency_s,
+            "source": list(self.source),
+            "notes": self.notes,
+            "l2_bytes": self.l2_bytes,
+            "boost_clock_hz": self.boost_clock_hz,
+            "scale_up_link": self.scale_up_link,
+            "scale_up_bytes_per_s": self.scale_up_bytes_per_s,
+            "scale_up_latency_s": self.scale_up_latency_s,
+            "scale_out_link": self.scale_out_link,
+            "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
+            "scale_out_latency_s": self.scale_out_latency_s,
+            "gpus_per_node": self.gpus_per_node,
+            "field_sources": dict(self.field_sources),
+            "alias_note": self.alias_note,
+        }
 
 
 def _catalogue_dir() -> Path:
@@ -167,9 +235,18 @@ def measured_sets() -> list[str]:
 
 
 def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"must be a positive finite number, got {value!r}", source=origin, field=key,
-                          fix="give the datasheet figure in the unit the field name says")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(
+            f"must be a positive finite number, got {value!r}",
+            source=origin,
+            field=key,
+            fix="give the datasheet figure in the unit the field name says",
+        )
     if integer and not isinstance(value, int):
         raise ConfigError(f"must be a positive integer, got {value!r}", source=origin, field=key)
     return value
@@ -181,15 +258,22 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
     unknown = [k for k in data if k not in _FIELDS]
     if unknown:
         close = get_close_matches(str(unknown[0]), list(_FIELDS), n=1)
-        raise ConfigError("is not a hardware field", source=origin, field=str(unknown[0]),
-                          fix=f"did you mean '{close[0]}'?" if close else "see docs/hardware.md")
+        raise ConfigError(
+            "is not a hardware field",
+            source=origin,
+            field=str(unknown[0]),
+            fix=f"did you mean '{close[0]}'?" if close else "see docs/hardware.md",
+        )
     for key in _REQUIRED:
         if key not in data:
             raise ConfigError("is missing", source=origin, field=key)
     peaks = data["peak_tflops"]
     if not isinstance(peaks, dict) or not peaks:
-        raise ConfigError("must map dtypes to dense TFLOP/s, e.g. {bf16: 989.5}", source=origin,
-                          field="peak_tflops")
+        raise ConfigError(
+            "must map dtypes to dense TFLOP/s, e.g. {bf16: 989.5}",
+            source=origin,
+            field="peak_tflops",
+        )
     flops = {}
     for dtype, value in peaks.items():
         try:
@@ -208,34 +292,67 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
     kind = data.get("kind", "gpu")
     if kind not in ("gpu", "cpu"):
         raise ConfigError(f"must be gpu or cpu, got {kind!r}", source=origin, field="kind")
-    opt = {k: (_number(origin, k, data[k], integer=k in ("sm_count", "gpus_per_node"))
-               if data.get(k) is not None else None)
-           for k in ("l2_mib", "boost_clock_mhz", "scale_up_gb_per_s", "scale_up_latency_us",
-                     "scale_out_gb_per_s", "scale_out_latency_us", "gpus_per_node")}
+    opt = {
+        k: (
+            _number(origin, k, data[k], integer=k in ("sm_count", "gpus_per_node"))
+            if data.get(k) is not None
+            else None
+        )
+        for k in (
+            "l2_mib",
+            "boost_clock_mhz",
+            "scale_up_gb_per_s",
+            "scale_up_latency_us",
+            "scale_out_gb_per_s",
+            "scale_out_latency_us",
+            "gpus_per_node",
+        )
+    }
     sources = data.get("field_sources", {}) or {}
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
-        raise ConfigError("must map field names to the source of each figure", source=origin, field="field_sources")
+        raise ConfigError(
+            "must map field names to the source of each figure",
+            source=origin,
+            field="field_sources",
+        )
     stray = [k for k in sources if k not in _FIELDS]
     if stray:
-        raise ConfigError("names a field the file does not have", source=origin, field=f"field_sources.{stray[0]}")
-    scaled = lambda k, f: None if opt[k] is None else float(opt[k]) * f
+        raise ConfigError(
+            "names a field the file does not have", source=origin, field=f"field_sources.{stray[0]}"
+        )
+
+    def scaled(key: str, factor: float) -> float | None:
+        return None if opt[key] is None else float(opt[key]) * factor
+
     return HardwareSpec(
-        name=str(data["name"]), display_name=str(data.get("display_name", data["name"])), kind=kind,
+        name=str(data["name"]),
+        display_name=str(data.get("display_name", data["name"])),
+        kind=kind,
         peak_flops_per_s=flops,
-        memory_bandwidth_bytes_per_s=float(_number(origin, "memory_bandwidth_gb_per_s",
-                                                   data["memory_bandwidth_gb_per_s"])) * 1e9,
+        memory_bandwidth_bytes_per_s=float(
+            _number(origin, "memory_bandwidth_gb_per_s", data["memory_bandwidth_gb_per_s"])
+        )
+        * 1e9,
         memory_bytes=round(float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9),
-        sm_count=sm, accumulate=str(data.get("accumulate", "fp32")), vendor=str(data.get("vendor", "")),
-        form_factor=str(data.get("form_factor", "")), source=source, notes=str(data.get("notes", "")),
-        launch_latency_s=latency, origin=origin,
+        sm_count=sm,
+        accumulate=str(data.get("accumulate", "fp32")),
+        vendor=str(data.get("vendor", "")),
+        form_factor=str(data.get("form_factor", "")),
+        source=source,
+        notes=str(data.get("notes", "")),
+        launch_latency_s=latency,
+        origin=origin,
         l2_bytes=None if opt["l2_mib"] is None else round(opt["l2_mib"] * 2**20),
-        boost_clock_hz=scaled("boost_clock_mhz", 1e6), scale_up_link=str(data.get("scale_up_link", "")),
-        scale_up_bytes_per_s=scaled("scale_up_gb_per_s", 1e9), scale_up_latency_s=scaled("scale_up_latency_us", 1e-6),
+        boost_clock_hz=scaled("boost_clock_mhz", 1e6),
+        scale_up_link=str(data.get("scale_up_link", "")),
+        scale_up_bytes_per_s=scaled("scale_up_gb_per_s", 1e9),
+        scale_up_latency_s=scaled("scale_up_latency_us", 1e-6),
         scale_out_link=str(data.get("scale_out_link", "")),
         scale_out_bytes_per_s=scaled("scale_out_gb_per_s", 1e9),
         scale_out_latency_s=scaled("scale_out_latency_us", 1e-6),
         gpus_per_node=None if opt["gpus_per_node"] is None else int(opt["gpus_per_node"]),
-        field_sources={str(k): v for k, v in sources.items()})
+        field_sources={str(k): v for k, v in sources.items()},
+    )
 
 
 def read_sidecar(path: Path) -> dict:
@@ -245,10 +362,16 @@ def read_sidecar(path: Path) -> dict:
     except OSError as exc:
         raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)) from None
+        raise ConfigError(
+            f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
+        ) from None
     if not isinstance(meta, dict) or meta.get("schema") != "mlacalc.bench/1":
-        raise ConfigError("is not an mlacalc.bench/1 measurement sidecar", source=str(path), field="schema",
-                          fix="pass the .json that mlacalc bench wrote")
+        raise ConfigError(
+            "is not an mlacalc.bench/1 measurement sidecar",
+            source=str(path),
+            field="schema",
+            fix="pass the .json that mlacalc bench wrote",
+        )
     for key in ("ceilings", "device", "rows_file"):
         if key not in meta:
             raise ConfigError("is missing", source=str(path), field=key)
@@ -264,13 +387,21 @@ def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
     if memory is None and device["kind"] == "cpu":
         memory = _host_memory()
     return HardwareSpec(
-        name=f"measured:{path.stem}", display_name=f"{device['name']} (measured)",
+        name=f"measured:{path.stem}",
+        display_name=f"{device['name']} (measured)",
         kind="gpu" if device["kind"] == "cuda" else "cpu",
-        peak_flops_per_s={canonical_dtype(k): float(v) for k, v in ceilings["matmul_flops_per_s"].items()},
-        memory_bandwidth_bytes_per_s=float(ceilings["copy_bytes_per_s"]), memory_bytes=int(memory or 0),
-        sm_count=device.get("sm_count"), source=(f"measured by mlacalc bench: {path.name}",),
-        notes=f"{device['threads']} threads, torch {device['torch_version']}", measured=True,
-        launch_latency_s=float(ceilings["launch_latency_s"]), origin=str(path))
+        peak_flops_per_s={
+            canonical_dtype(k): float(v) for k, v in ceilings["matmul_flops_per_s"].items()
+        },
+        memory_bandwidth_bytes_per_s=float(ceilings["copy_bytes_per_s"]),
+        memory_bytes=int(memory or 0),
+        sm_count=device.get("sm_count"),
+        source=(f"measured by mlacalc bench: {path.name}",),
+        notes=f"{device['threads']} threads, torch {device['torch_version']}",
+        measured=True,
+        launch_latency_s=float(ceilings["launch_latency_s"]),
+        origin=str(path),
+    )
 
 
 def _host_memory() -> int | None:
@@ -289,7 +420,9 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
     if isinstance(name_or_path, HardwareSpec):
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):
-        raise InvalidArgumentError("hardware", f"must be a hardware name or a file path, got {name_or_path!r}")
+        raise InvalidArgumentError(
+            "hardware", f"must be a hardware name or a file path, got {name_or_path!r}"
+        )
     text = os.fspath(name_or_path).strip()
     known = {n.lower(): n for n in shipped_hardware()}
     key = text.lower()
@@ -308,14 +441,20 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
         set_name = text.split(":", 1)[1]
         path = _measurements_dir() / f"{set_name}.json"
         if not path.is_file():
-            raise UnknownHardwareError(text, [f"measured:{s}" for s in measured_sets()] + shipped_hardware())
+            raise UnknownHardwareError(
+                text, [f"measured:{s}" for s in measured_sets()] + shipped_hardware()
+            )
         return hardware_from_measurements(path)
     path = Path(text).expanduser()
     if path.is_file():
         return hardware_from_measurements(path) if path.suffix == ".json" else _load_yaml(path)
     if os.sep in text or text.endswith((".yaml", ".yml", ".json")):
-        raise ConfigError("no such file", source=text, fix="check the path, or give a shipped hardware name")
-    raise UnknownHardwareError(text, shipped_hardware() + [f"measured:{s}" for s in measured_sets()])
+        raise ConfigError(
+            "no such file", source=text, fix="check the path, or give a shipped hardware name"
+        )
+    raise UnknownHardwareError(
+        text, shipped_hardware() + [f"measured:{s}" for s in measured_sets()]
+    )
 
 
 _CACHE: dict[tuple[str, str], HardwareSpec] = {}
@@ -326,7 +465,7 @@ def _load_yaml(path: Path) -> HardwareSpec:
     from .safeio import read_text as _read_text
 
     text = _read_text(path)
-    key = (str(path), text)                  # a file edited in place is read again
+    key = (str(path), text)  # a file edited in place is read again
     if key not in _CACHE:
         data = parse_yaml_text(text, key[0])
         if data is None:

@@ -5,7 +5,8 @@ import pytest
 from mlacalc import ConfigError, UnknownHardwareError
 from mlacalc.hardware import load_hardware, measured_sets, shipped_hardware
 
-PUBLISHED = {  # name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory GB) -- published-facts D, D.2
+# name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory GB), published-facts D, D.2
+PUBLISHED = {
     "H100-SXM": (989.5, 1979.0, 3350, 80),
     "H100-PCIe": (756.5, 1513.0, 2000, 80),
     "H800": (989.0, 1979.0, 3350, 80),
@@ -80,5 +81,5 @@ def test_measured_device_loads_from_its_sidecar():
 def test_wrong_schema_sidecar(tmp_path):
     path = tmp_path / "x.json"
     path.write_text('{"schema": "something/else"}')
-    with pytest.raises(ConfigError, match="mlacalc.bench/1"):
+    with pytest.raises(ConfigError, match=r"mlacalc\.bench/1"):
         load_hardware(path)

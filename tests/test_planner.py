@@ -8,7 +8,7 @@ from mlacalc.planner import plan
 
 
 def test_plan_deepseek_v3_fp8_on_8_h200_by_hand():
-    """Weights per GPU at tp=8: replicated latent/query down-projections and norms, everything else / 8."""
+    """Weights per GPU at tp=8: replicated latent/query down-projections and norms, the rest / 8."""
     replicated_attn = 11_010_048 + 1_536 + 4_128_768 + 512
     split_attn = 187_107_328 - replicated_attn
     per_gpu = (
