@@ -66,6 +66,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "seq_s": (0.0, 5e-5, "seconds per work unit: a sequence and head (group) (attention)"),
     "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
     "fallback_reads": (0.01, 1.0, "share of repeated per-head cache reads that miss the L2"),
+    "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
     "quant_fixed_s": (0.0, 5e-5, "fixed cost of quantizing a GEMM's input, seconds"),
     "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
     "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
@@ -85,6 +86,7 @@ DEFAULTS: dict[str, float] = {
     "seq_s": 1e-6,
     "grouped_unit": 1.0,
     "fallback_reads": 0.5,
+    "act_passes": 2.0,
     "quant_fixed_s": 0.0,
     "quant_bytes": 1.0,
     "link_eff": 0.7,
@@ -133,7 +135,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "block_s",
         "seq_s",
     ),
-    "moe": ("eff_compute", "eff_memory", "fixed_s", "overlap", "sm_bandwidth"),
+    "moe": ("eff_compute", "eff_memory", "fixed_s", "overlap", "sm_bandwidth", "act_passes"),
     "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
     **{k: ("fixed_s", "link_eff", "latency_steps") for k in COMM_KINDS},
@@ -320,16 +322,30 @@ def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[
     sms = fig.sm_count
     waves = np.ceil(tiles / sms)
     occupancy = tiles / (waves * sms)
+    # rows and intermediate columns padded to whole tiles
+    pad_n = np.ceil(inter / 128.0) * 128.0 / inter
     compute = (
         batch.flops
         * padded
+        * pad_n
         / np.maximum(pairs, 1.0)
         / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
     )
     memory = batch.bytes / (
         prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(tiles, fig, prm)
     )
-    return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
+    # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
+    # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate
+    assignments = _col(batch, "assignments", 0)
+    assignments = np.where(assignments > 0, assignments, pairs)
+    extra = (
+        prm["act_passes"]
+        * assignments
+        * (hidden + inter)
+        * 2.0
+        / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    )
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
 def _streaming(
