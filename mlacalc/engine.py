@@ -23,10 +23,20 @@ from fractions import Fraction
 from typing import Any
 
 from . import _generated as gen
-from .config import ModelConfig, load_model
-from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
+from . import arguments as args
+from .config import ModelConfig
+from .dtypes import KVLayout, dtype_bits
 from .errors import FormulaBindingError, InvalidArgumentError
-from .vocab import MLA_IMPLEMENTATIONS, PHASES, STAGES, STANDARD_IMPL, layer_key, serving_impl
+from .vocab import (
+    MLA_IMPLEMENTATIONS,
+    PHASES,
+    STAGES,
+    STANDARD_IMPL,
+    Impl,
+    Phase,
+    layer_key,
+    serving_impl,
+)
 
 __all__ = [
     "MLA_IMPLEMENTATIONS",
@@ -53,26 +63,14 @@ __all__ = [
 
 def as_model(model: ModelConfig | str) -> ModelConfig:
     """The model a call means: a :class:`ModelConfig` as is, a name or a path loaded."""
-    return model if isinstance(model, ModelConfig) else load_model(model)
+    return args.model(model)
 
 
 _model = as_model  # the former private name, kept while other modules move to as_model
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import numpy as np  # only for numpy integer scalars passed in
-
-            if isinstance(value, np.integer):
-                value = int(value)
-            else:
-                raise TypeError
-        except (ImportError, TypeError):
-            raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}") from None
-    if value <= 0:
-        raise InvalidArgumentError(name, f"must be a positive integer, got {value}")
-    return value
+def _positive_int(name: str, value: Any, hi: int = args.MAX_TOKENS) -> int:
+    return args.count(name, value, hi)
 
 
 def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None) -> str:
@@ -83,6 +81,8 @@ def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None)
     prefill and chunk (``"naive"`` FLOPs) and ``"absorbed"`` in decode; the cache
     is the compressed latent in every case (see :func:`kv_cache_bytes`).
     """
+    if impl is not None and not isinstance(impl, str):
+        raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
     if not model.is_mla:
         if impl not in (None, STANDARD_IMPL):
             raise InvalidArgumentError(
@@ -102,10 +102,9 @@ def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None)
 
 
 def _phase_lengths(phase: str, seq_len: int, q_len: int | None) -> int:
-    if phase not in PHASES:
-        raise InvalidArgumentError(
-            "phase", f"unknown phase {phase!r}; use one of {', '.join(PHASES)}"
-        )
+    args.choice("phase", phase, PHASES)
+    if q_len is not None:
+        q_len = _positive_int("q_len", q_len)
     if phase == "prefill":
         if q_len not in (None, seq_len):
             raise InvalidArgumentError(
@@ -139,6 +138,12 @@ def attended_pairs(q: int, seq_len: int, window: int | None = None, causal: bool
     >>> attended_pairs(4, 4), attended_pairs(4, 4, causal=True), attended_pairs(1, 10, causal=True)
     (16, 10, 10)
     """
+    seq_len = _positive_int("seq_len", seq_len)
+    q = _positive_int("q", q)
+    window = args.optional_count("window", window, args.MAX_TOKENS)
+    causal = args.flag("causal", causal)
+    if q > seq_len:
+        raise InvalidArgumentError("q", f"{q} new tokens cannot exceed seq_len {seq_len}")
     keys = seq_len if window is None else min(seq_len, window)
     if not causal:
         return q * keys
@@ -305,7 +310,7 @@ def kv_cache(
     seq_len: int,
     batch: int = 1,
     kv_dtype: str | int | KVLayout = "bf16",
-    impl: str | None = None,
+    impl: Impl | None = None,
     include_mtp: bool = False,
 ) -> KVCache:
     """The KV cache holding ``seq_len`` tokens for ``batch`` sequences, all layers.
@@ -317,9 +322,10 @@ def kv_cache(
     """
     model = _model(model)
     seq_len = _positive_int("seq_len", seq_len)
-    batch = _positive_int("batch", batch)
+    batch = _positive_int("batch", batch, args.MAX_BATCH)
+    include_mtp = args.flag("include_mtp", include_mtp)
     impl = resolve_impl(model, impl, None)
-    layout = resolve_kv_layout(kv_dtype)
+    layout = args.kv_layout("kv_dtype", kv_dtype)
     elements, row_bytes = _row(model, impl, layout)
     layers = model.num_hidden_layers + (model.num_nextn_predict_layers if include_mtp else 0)
     tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
@@ -352,7 +358,7 @@ def kv_cache_bytes(
     seq_len: int,
     batch: int = 1,
     kv_dtype: str | int | KVLayout = "bf16",
-    impl: str | None = None,
+    impl: Impl | None = None,
     include_mtp: bool = False,
 ) -> int:
     """Exact bytes of the KV cache of all layers holding ``seq_len`` tokens per sequence.
@@ -525,11 +531,11 @@ def _ceil(x) -> int:
 
 def attention_cost(
     model: ModelConfig | str,
-    phase: str,
+    phase: Phase,
     seq_len: int,
     batch: int = 1,
     q_len: int | None = None,
-    impl: str | None = None,
+    impl: Impl | None = None,
     causal: bool = False,
     kv_dtype: str | int | KVLayout = "bf16",
     weight_dtype: str | None = None,
@@ -552,10 +558,14 @@ def attention_cost(
     """
     model = _model(model)
     seq_len = _positive_int("seq_len", seq_len)
-    batch = _positive_int("batch", batch)
-    if not isinstance(causal, bool):
-        raise InvalidArgumentError("causal", f"must be True or False, got {causal!r}")
+    batch = _positive_int("batch", batch, args.MAX_BATCH)
+    causal = args.flag("causal", causal)
     q = _phase_lengths(phase, seq_len, q_len)
+    layout = args.kv_layout("kv_dtype", kv_dtype)
+    weight_dtype = args.dtype("weight_dtype", weight_dtype, allow_none=True)
+    act_dtype = args.dtype("act_dtype", act_dtype)
+    if impl is not None and not isinstance(impl, str):
+        raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
     if model.full_attention_interval is not None:
         from .families import pattern_cost  # layers of different kinds, summed by kind
 
@@ -566,7 +576,6 @@ def attention_cost(
     # but always keeps the latent cache; the fused bound counts the cache it keeps.
     cache_impl = "absorbed" if (model.is_mla and impl is None) else None
     impl = resolve_impl(model, impl, phase)
-    layout = resolve_kv_layout(kv_dtype)
     elements, row_bytes = _row(model, impl, layout)
     cache_row_bytes = _row(model, cache_impl or impl, layout)[1]
     w_bits = dtype_bits(weight_dtype or model.weights_dtype)
@@ -631,11 +640,11 @@ def attention_cost(
 
 def attention_flops(
     model: ModelConfig | str,
-    phase: str,
+    phase: Phase,
     seq_len: int,
     batch: int = 1,
     q_len: int | None = None,
-    impl: str | None = None,
+    impl: Impl | None = None,
     causal: bool = False,
 ) -> int:
     """Exact matmul FLOPs of the attention blocks of all layers for one step.

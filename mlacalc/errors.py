@@ -83,16 +83,24 @@ class UnknownModelError(KeyError, MlacalcError):
 
 
 class UnknownDtypeError(ValueError, MlacalcError):
-    """A dtype or KV-cache layout name mlacalc does not know."""
+    """A dtype or KV-cache layout name mlacalc does not know.
 
-    def __init__(self, name: object, known: list[str], what: str = "dtype"):
+    ``argument`` names the API argument or flag that carried it, where one is known.
+    """
+
+    def __init__(
+        self, name: object, known: list[str], what: str = "dtype", argument: str | None = None
+    ):
         self.name = name
         self.known = list(known)
         self.what = what
+        self.argument = argument
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        return f"unknown {self.what} '{self.name}'; use one of: {', '.join(self.known)}"
+        head = f"{self.argument}: " if self.argument else ""
+        name = self.name if isinstance(self.name, str) else repr(self.name)
+        return f"{head}unknown {self.what} '{name[:40]}'; use one of: {', '.join(self.known)}"
 
 
 class InvalidArgumentError(ValueError, MlacalcError):

@@ -13,9 +13,12 @@ Every function returns the sympy expression and its value for the model.
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
+from . import arguments as args
 from .config import ModelConfig
 from .dtypes import dtype_bits
 from .engine import as_model
@@ -50,10 +53,20 @@ def _mla_values(m: ModelConfig) -> dict:
     return values
 
 
+def _hardware(hardware: Any) -> HardwareSpec:
+    if not isinstance(hardware, (HardwareSpec, str, os.PathLike)) or hardware == "":
+        raise InvalidArgumentError(
+            "hardware", f"must be a HardwareSpec, a catalogue name or a path, got {hardware!r}"
+        )
+    return load_hardware(hardware)
+
+
 def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
+    """FLOPs per byte at which ``hardware`` turns compute-bound in ``dtype``."""
+    dtype = args.dtype("dtype", dtype)
+    hw = _hardware(hardware)
     import sympy as sp
 
-    hw = load_hardware(hardware)
     P, W = sp.symbols("P_peak BW", positive=True)
     return Insight(
         "ridge point (FLOP/byte)",
@@ -64,6 +77,45 @@ def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _ridge() -> Any:
+    """The symbol of a device's ridge point, FLOP/byte (sympy imported on first use)."""
+    import sympy as sp
+
+    return sp.Symbol("R", positive=True)
+
+
+@functools.lru_cache(maxsize=2)
+def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
+    """The closed forms behind :func:`compute_bound_seq_len`, solved once per query layout:
+    (name, the S at which intensity reaches the ridge ``R``, that S simplified for display,
+    the intensity's limit as S grows)."""
+    import sympy as sp
+
+    from . import symbols as s
+    from .symbolic import formula
+
+    # the attention-core kernel (as FlashMLA runs it): scores + values over the latent cache
+    core_flops = 2 * s.B * s.n_h * s.S * (2 * s.d_c + s.d_rope)
+    core_bytes = s.b * s.B * s.S * (s.d_c + s.d_rope) + s.b_a * s.B * s.n_h * (2 * s.d_c + s.d_rope)
+    layer_flops = formula("attention_flops", "mla", "absorbed", phase="decode", q_lora=q_lora)
+    layer_bytes = formula("fused_bytes", "mla", "absorbed", phase="decode", q_lora=q_lora)
+    out = []
+    for name, flops, nbytes in (
+        ("absorbed decode core kernel turns compute-bound at S =", core_flops, core_bytes),
+        (
+            "absorbed decode layer (fused, weights included) turns compute-bound at S =",
+            layer_flops,
+            layer_bytes,
+        ),
+    ):
+        solutions = sp.solve(sp.Eq(flops, _ridge() * nbytes), s.S)
+        expr = solutions[0] if solutions else None
+        shown = sp.simplify(expr) if solutions else sp.nan
+        out.append((name, expr, shown, sp.limit(flops / nbytes, s.S, sp.oo)))
+    return tuple(out)
+
+
 def compute_bound_seq_len(
     model: ModelConfig | str,
     hardware: HardwareSpec | str,
@@ -72,21 +124,22 @@ def compute_bound_seq_len(
     kv_dtype: str | None = None,
 ) -> list[Insight]:
     """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone, whole layer."""
-    import sympy as sp
-
-    from . import symbols as s
-    from .symbolic import formula
-
     m = as_model(model)
+    batch = args.count("batch", batch, args.MAX_BATCH)
+    dtype = args.dtype("dtype", dtype)
+    kv_dtype = args.dtype("kv_dtype", kv_dtype, allow_none=True)
     if not m.is_mla:
         raise InvalidArgumentError(
             "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
         )
-    hw = load_hardware(hardware)
+    hw = _hardware(hardware)
+    import sympy as sp
+
+    from . import symbols as s
+
     ridge = hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s
     b = sp.Rational(dtype_bits(kv_dtype or dtype), 8)
     a = sp.Rational(dtype_bits(dtype), 8)
-    R = sp.Symbol("R", positive=True)  # the ridge point, FLOP/byte
     values = {
         **_mla_values(m),
         s.B: batch,
@@ -95,34 +148,15 @@ def compute_bound_seq_len(
         s.b_w: sp.Rational(dtype_bits(m.weights_dtype), 8),
     }
     out = []
-    # the attention-core kernel (as FlashMLA runs it): scores + values over the latent cache
-    core_flops = 2 * s.B * s.n_h * s.S * (2 * s.d_c + s.d_rope)
-    core_bytes = s.b * s.B * s.S * (s.d_c + s.d_rope) + s.b_a * s.B * s.n_h * (2 * s.d_c + s.d_rope)
-    for name, flops, nbytes in (
-        ("absorbed decode core kernel turns compute-bound at S =", core_flops, core_bytes),
-        (
-            "absorbed decode layer (fused, weights included) turns compute-bound at S =",
-            formula(
-                "attention_flops",
-                "mla",
-                "absorbed",
-                phase="decode",
-                q_lora=m.q_lora_rank is not None,
-            ),
-            formula(
-                "fused_bytes", "mla", "absorbed", phase="decode", q_lora=m.q_lora_rank is not None
-            ),
-        ),
-    ):
-        solutions = sp.solve(sp.Eq(flops, R * nbytes), s.S)
-        expr = solutions[0] if solutions else sp.nan
-        value = expr.subs(values).subs(R, ridge) if solutions else None
-        limit = sp.limit(flops / nbytes, s.S, sp.oo).subs(values)
+    for name, expr, shown, limit_expr in _crossing_forms(m.q_lora_rank is not None):
+        value = expr.subs(values).subs(_ridge(), ridge) if expr is not None else None
+        limit = limit_expr.subs(values)
+        expr = shown
         if value is None or not value.is_real or value <= 0:
             out.append(
                 Insight(
                     name,
-                    sp.simplify(expr),
+                    expr,
                     None,
                     f"never: the intensity tends to {float(limit):.1f} FLOP/byte, below the ridge "
                     f"{ridge:.1f} of {hw.name}",
@@ -132,13 +166,29 @@ def compute_bound_seq_len(
             out.append(
                 Insight(
                     name,
-                    sp.simplify(expr),
+                    expr,
                     float(value),
                     f"batch {batch}, {hw.name} ridge {ridge:.1f} FLOP/byte; intensity tends to "
                     f"{float(limit):.1f} as S grows",
                 )
             )
     return out
+
+
+@functools.lru_cache(maxsize=2)
+def _crossover_forms(q_lora: bool) -> tuple[Any, Any]:
+    """The closed form of :func:`absorption_crossover` and its long-context limit, solved
+    once per query layout."""
+    import sympy as sp
+
+    from . import symbols as s
+    from .symbolic import formula
+
+    absorbed = formula("attention_flops", "mla", "absorbed", phase="chunk", q_lora=q_lora)
+    compressed = formula("attention_flops", "mla", "compressed", phase="chunk", q_lora=q_lora)
+    solutions = [x for x in sp.solve(sp.Eq(absorbed, compressed), s.q) if x != 0]
+    expr = sp.simplify(solutions[0])
+    return expr, sp.limit(expr, s.S, sp.oo)
 
 
 def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -> Insight:
@@ -150,24 +200,17 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
     ``q* = S d_c (d_nope + d_v) / (S (2 d_c - d_nope - d_v) + d_c (d_nope + d_v))``, which tends to
     ``d_c (d_nope + d_v) / (2 d_c - d_nope - d_v)`` for long contexts (170.7 for DeepSeek-V3).
     """
-    import sympy as sp
-
-    from . import symbols as s
-    from .symbolic import formula
-
     m = as_model(model)
+    seq_len = args.optional_count("seq_len", seq_len, args.MAX_TOKENS)
     if not m.is_mla:
         raise InvalidArgumentError(
             "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
         )
-    q_lora = m.q_lora_rank is not None
-    absorbed = formula("attention_flops", "mla", "absorbed", phase="chunk", q_lora=q_lora)
-    compressed = formula("attention_flops", "mla", "compressed", phase="chunk", q_lora=q_lora)
-    solutions = [x for x in sp.solve(sp.Eq(absorbed, compressed), s.q) if x != 0]
-    expr = sp.simplify(solutions[0])
+    from . import symbols as s
+
+    expr, limit = _crossover_forms(m.q_lora_rank is not None)
     values = _mla_values(m)
     if seq_len is None:
-        limit = sp.limit(expr, s.S, sp.oo)
         return Insight(
             "absorption stops paying above q =",
             limit,

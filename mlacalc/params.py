@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ModelConfig, load_model
+from . import arguments as args
+from .config import ModelConfig
 from .dtypes import dtype_bits
 from .engine import attention_params
 
@@ -185,11 +186,7 @@ def param_counts(model: ModelConfig | str) -> ParamCounts:
     >>> param_counts("llama-2-7b").total
     6738415616
     """
-    m = model if isinstance(model, ModelConfig) else load_model(model)
-    from . import families  # families beyond the base layouts count layer by layer
-
-    if families.arch_of(m) is not None:
-        return families.param_counts(m)
+    m = args.model(model)
     from . import families  # families beyond the base layouts count layer by layer
 
     if families.arch_of(m) is not None:
@@ -262,7 +259,9 @@ def weight_bytes(
     model: ModelConfig | str, dtype: str | None = None, include_mtp: bool = False
 ) -> int:
     """Bytes of the model's weights stored in ``dtype`` (default: the model's own)."""
-    m = model if isinstance(model, ModelConfig) else load_model(model)
+    m = args.model(model)
+    dtype = args.dtype("dtype", dtype, allow_none=True)
+    include_mtp = args.flag("include_mtp", include_mtp)
     counts = param_counts(m)
     n = counts.total + (counts.mtp if include_mtp else 0)
     return -(-n * dtype_bits(dtype or m.weights_dtype) // 8)

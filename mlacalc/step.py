@@ -43,6 +43,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from . import arguments as args
 from .config import ModelConfig
 from .dtypes import canonical_dtype, dtype_bits
 from .engine import AttentionCost, OpCost, as_model, attention_cost
@@ -56,7 +57,7 @@ from .params import (
     router_params,
     shared_experts_shape,
 )
-from .vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Scope
+from .vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Impl, Phase, Scope
 
 __all__ = [
     "FFN_ACTIVATION_FLOPS_PER_ELEMENT",
@@ -416,11 +417,11 @@ def _attention_layers(
 
 def step_kernels(
     model: ModelConfig | str,
-    phase: str,
+    phase: Phase,
     seq_len: int,
     batch: int = 1,
     q_len: int | None = None,
-    impl: str | None = None,
+    impl: Impl | None = None,
     causal: bool = False,
     weight_dtype: str | None = None,
     kv_dtype: Any = "bf16",
@@ -444,13 +445,10 @@ def step_kernels(
     >>> ks[3].bytes == 2 * (4096 + 4096 * 2 * 1024 + 4096)   # q in, K and V of 4096 keys, out
     True
     """
-    if scope not in SCOPES:
-        raise InvalidArgumentError(
-            "scope", f"unknown scope {scope!r}; use one of " + ", ".join(SCOPES)
-        )
+    args.choice("scope", scope, SCOPES)
     m = as_model(model)
-    w = canonical_dtype(weight_dtype or m.weights_dtype)
-    a = canonical_dtype(act_dtype)
+    w = args.dtype("weight_dtype", weight_dtype, allow_none=True) or m.weights_dtype
+    a = args.dtype("act_dtype", act_dtype)
     dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
     one = m.with_changes(num_hidden_layers=1)
     cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import arguments as args
 from .errors import InvalidArgumentError
 from .vocab import (
     MLA_IMPLEMENTATIONS,
@@ -19,6 +20,9 @@ from .vocab import (
     STAGES,
     STANDARD_IMPL,
     VARIANTS,
+    Impl,
+    Phase,
+    Variant,
     serving_impl,
 )
 
@@ -55,10 +59,10 @@ def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
 
 def formula(
     quantity: str,
-    variant: str,
-    impl: str | None = None,
+    variant: Variant,
+    impl: Impl | None = None,
     *,
-    phase: str | None = None,
+    phase: Phase | None = None,
     stage: str | None = None,
     causal: bool = False,
     q_lora: bool = True,
@@ -93,22 +97,21 @@ def formula(
     >>> formula("attention_flops", "mla", "absorbed", phase="decode", stage="core")
     2*B*L*S*n_h*(2*d_c + d_rope)
     """
+    args.choice("quantity", quantity, QUANTITIES)
+    args.choice("variant", variant, VARIANTS)
+    args.choice("phase", phase, PHASES, allow_none=True)
+    args.choice("stage", stage, STAGES, allow_none=True)
+    if impl is not None and not isinstance(impl, str):
+        raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
+    causal, q_lora = args.flag("causal", causal), args.flag("q_lora", q_lora)
+    bias, rope = args.flag("bias", bias), args.flag("rope", rope)
+    if stage is not None and quantity != "attention_flops":
+        raise InvalidArgumentError("stage", "only attention_flops is broken down by stage")
+
     import sympy as sp
 
     from . import symbols as s
 
-    if quantity not in QUANTITIES:
-        raise InvalidArgumentError(
-            "quantity", f"unknown quantity {quantity!r}; use one of " + ", ".join(QUANTITIES)
-        )
-    if variant not in VARIANTS:
-        raise InvalidArgumentError(
-            "variant", f"unknown variant {variant!r}; use one of " + ", ".join(VARIANTS)
-        )
-    if phase is not None and phase not in PHASES:
-        raise InvalidArgumentError(
-            "phase", f"unknown phase {phase!r}; use one of " + ", ".join(PHASES)
-        )
     layer = _layer(variant, impl, phase, q_lora)
 
     if quantity == "kv_cache_elements":
@@ -118,10 +121,6 @@ def formula(
     elif quantity == "attention_params":
         expr = sp.Add(*layer.params.values())
     elif quantity == "attention_flops":
-        if stage is not None and stage not in STAGES:
-            raise InvalidArgumentError(
-                "stage", f"unknown stage {stage!r}; use one of " + ", ".join(STAGES)
-            )
         expr = s.L * layer.matmul_flops(stage)
     elif quantity == "elementwise_flops":
         expr = s.L * layer.elementwise_flops()

@@ -12,9 +12,11 @@ The rules, also printed by the reports:
 
 from __future__ import annotations
 
-from .config import ModelConfig, load_model
+from . import arguments as args
+from .config import ModelConfig
 from .errors import InvalidArgumentError
-from .vocab import VARIANTS
+from .schema import BOUNDS
+from .vocab import VARIANTS, Variant
 
 __all__ = ["EQUIVALENT_VARIANTS", "as_variant"]
 
@@ -25,7 +27,7 @@ _MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_
 
 def as_variant(
     model: ModelConfig | str,
-    variant: str,
+    variant: Variant,
     *,
     num_key_value_heads: int | None = None,
     kv_lora_rank: int | None = None,
@@ -39,11 +41,16 @@ def as_variant(
     >>> as_variant("deepseek-v3", "mha").head_dim, as_variant("llama-3-8b", "mla").kv_lora_rank
     (128, 512)
     """
-    m = model if isinstance(model, ModelConfig) else load_model(model)
-    if variant not in EQUIVALENT_VARIANTS:
-        raise InvalidArgumentError(
-            "variant", f"unknown variant {variant!r}; use one of " + ", ".join(EQUIVALENT_VARIANTS)
-        )
+    m = args.model(model)
+    args.choice("variant", variant, EQUIVALENT_VARIANTS)
+    num_key_value_heads = args.optional_count(
+        "num_key_value_heads", num_key_value_heads, BOUNDS["num_key_value_heads"]
+    )
+    kv_lora_rank = args.optional_count("kv_lora_rank", kv_lora_rank, BOUNDS["kv_lora_rank"])
+    qk_rope_head_dim = args.optional_count(
+        "qk_rope_head_dim", qk_rope_head_dim, BOUNDS["qk_rope_head_dim"]
+    )
+    q_lora_rank = args.optional_count("q_lora_rank", q_lora_rank, BOUNDS["q_lora_rank"])
     n_h = m.num_attention_heads
     d_h = m.head_dim if not m.is_mla else m.qk_nope_head_dim
     name = f"{m.name}-as-{variant}"

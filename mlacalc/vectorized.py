@@ -20,16 +20,40 @@ from typing import Any
 import numpy as np
 
 from . import _generated as gen
-from .config import ModelConfig, load_model
-from .dtypes import KVLayout, dtype_bits, resolve_kv_layout
+from . import arguments as args
+from .config import ModelConfig
+from .dtypes import KVLayout, dtype_bits
 from .engine import evaluate, model_dims, model_layer_key, resolve_impl
 from .errors import InvalidArgumentError
-from .vocab import FIELD_SYMBOLS, SWEEP_QUANTITIES
+from .schema import BOUNDS
+from .vocab import FIELD_SYMBOLS, PHASES, SWEEP_QUANTITIES, Impl, Phase
 
 __all__ = ["SWEEP_DIMENSIONS", "SWEEP_QUANTITIES", "sweep"]
 
 #: config field -> symbol it sets
 SWEEP_DIMENSIONS = FIELD_SYMBOLS
+
+
+def _counts(name: str, value: Any, hi: int) -> np.ndarray:
+    """A number or array of whole numbers in ``1 .. hi``, as float64 (exact below 2^53)."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise InvalidArgumentError(
+            name, f"must be a positive integer or an array of them, got {value!r}"
+        )
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(name, "must be a positive integer or an array of them") from None
+    if arr.dtype.kind not in "iuf" or arr.size == 0:
+        raise InvalidArgumentError(
+            name, f"must hold positive integers, got an array of {arr.dtype} with {arr.size} values"
+        )
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr != np.floor(arr)):
+        raise InvalidArgumentError(name, "must hold whole numbers of at least 1")
+    if np.any(arr > hi):
+        raise InvalidArgumentError(name, f"holds a value above the bound of {hi:,}")
+    return arr
 
 
 def _pairs(q, S, window, causal):
@@ -56,9 +80,9 @@ def sweep(
     *,
     seq_len: Any = 1,
     batch: Any = 1,
-    phase: str = "decode",
+    phase: Phase = "decode",
     q_len: Any = None,
-    impl: str | None = None,
+    impl: Impl | None = None,
     causal: bool = False,
     kv_dtype: str | int | KVLayout = "bf16",
     weight_dtype: str | None = None,
@@ -71,35 +95,37 @@ def sweep(
     config fields by their schema names (``num_key_value_heads``, ``kv_lora_rank``,
     ... see :data:`SWEEP_DIMENSIONS`). Returns float64.
     """
-    m = model if isinstance(model, ModelConfig) else load_model(model)
-    if quantity not in SWEEP_QUANTITIES:
-        raise InvalidArgumentError(
-            "quantity",
-            f"unknown sweep quantity {quantity!r}; use one of " + ", ".join(SWEEP_QUANTITIES),
-        )
+    m = args.model(model)
+    args.choice("quantity", quantity, SWEEP_QUANTITIES)
+    args.choice("phase", phase, PHASES)
+    causal = args.flag("causal", causal)
+    layout = args.kv_layout("kv_dtype", kv_dtype)
+    weight_dtype = args.dtype("weight_dtype", weight_dtype, allow_none=True)
+    act_dtype = args.dtype("act_dtype", act_dtype)
     unknown = [k for k in dimensions if k not in SWEEP_DIMENSIONS]
     if unknown:
         raise InvalidArgumentError(
             unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
         )
+    if m.full_attention_interval is not None or m.attention_chunk_size is not None:
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
+            "are alike: use kv_cache_bytes / attention_cost per value (exact)",
+        )
     impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
     values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
     layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
     for name, value in dimensions.items():
-        arr = np.asarray(value, dtype=np.float64)
-        if np.any(arr <= 0):
-            raise InvalidArgumentError(name, "dimensions must be positive")
+        arr = _counts(name, value, BOUNDS.get(name, args.MAX_TOKENS))
         if SWEEP_DIMENSIONS[name] == "L":
             layers = arr
         else:
             values[SWEEP_DIMENSIONS[name]] = arr
-    S = np.asarray(seq_len, dtype=np.float64)
-    B = np.asarray(batch, dtype=np.float64)
-    if np.any(S <= 0) or np.any(B <= 0):
-        raise InvalidArgumentError("seq_len" if np.any(S <= 0) else "batch", "must be positive")
+    S = _counts("seq_len", seq_len, args.MAX_TOKENS)
+    B = _counts("batch", batch, args.MAX_BATCH)
     window = m.sliding_window
     keys = S if window is None else np.minimum(S, window)
-    layout = resolve_kv_layout(kv_dtype)
     fns = gen.LAYERS[model_layer_key(m, impl_name)]
     row = evaluate(fns.kv_row_elements, values)
 
@@ -129,11 +155,9 @@ def sweep(
     elif phase == "chunk":
         if q_len is None:
             raise InvalidArgumentError("q_len", "phase='chunk' needs q_len")
-        q = np.asarray(q_len, dtype=np.float64)
-        if np.any(q > S) or np.any(q <= 0):
+        q = _counts("q_len", q_len, args.MAX_TOKENS)
+        if np.any(q > S):
             raise InvalidArgumentError("q_len", "must be between 1 and seq_len")
-    else:
-        raise InvalidArgumentError("phase", f"unknown phase {phase!r}")
     values.update(
         B=B,
         q=q,
