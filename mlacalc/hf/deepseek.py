@@ -1,6 +1,7 @@
 """DeepSeek-V2, DeepSeek-V3 and Kimi-K2 (``DeepseekV2Config``, ``DeepseekV3Config``): MLA + MoE.
 
-Kimi-K2's ``config.json`` names DeepSeek-V3's configuration class, so it takes V3's defaults.
+Kimi-K2's ``config.json`` names DeepSeek-V3's configuration class, so it takes V3's defaults;
+Kimi-K2.5 (``kimi_k25``) wraps the same language model in ``text_config``.
 """
 
 from ._registry import Default, Family, register
@@ -8,6 +9,11 @@ from ._rules import kv_heads_equal_heads
 
 
 def _translate(data, raw, derived, problems) -> None:
+    if isinstance(data.get("text_config"), dict):  # Kimi-K2.5: the language model is text_config
+        from ._patterns import lift_text_config
+
+        lift_text_config(data, raw, {"num_mtp_layers": "num_nextn_predict_layers"})
+        derived.append("read text_config (the language model of the multimodal checkpoint)")
     if raw.get("q_lora_rank") == 0:
         raw["q_lora_rank"] = None
         derived.append("q_lora_rank = None (0 means no query compression)")
@@ -29,6 +35,7 @@ FAMILY = register(
     Family(
         name="deepseek",
         model_types=("deepseek_v2", "deepseek_v3", "kimi_k2"),
+        aliases={"kimi_k25": "kimi_k2"},
         layout="deepseek",
         hf_class="transformers DeepseekV2Config / DeepseekV3Config",
         renames={"num_mtp_layers": "num_nextn_predict_layers"},
