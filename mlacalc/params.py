@@ -1,6 +1,6 @@
 """Whole-model parameter accounting, exactly as the reference implementations hold weights.
 
-Counting rules (DESIGN.md): every weight and bias the Hugging Face implementation
+Counting rules (``docs/conventions.md``, Parameters): every weight and bias the Hugging Face implementation
 of the architecture holds, norm weights included, MoE routers (and DeepSeek-V3's
 ``e_score_correction_bias``) included, a tied embedding counted once. MTP
 (next-n prediction) modules are reported apart from the main model; they share the

@@ -16,7 +16,8 @@ def test_ridge_point():
 
 def test_compute_bound_seq_len_deepseek_v3_h200():
     core, layer = compute_bound_seq_len("deepseek-v3", "H200", batch=1)
-    # core kernel: 2 n_h S (2 d_c + d_rope) FLOPs over 2 (S (d_c + d_rope) + n_h (2 d_c + d_rope)) bytes = R
+    # core kernel: 2 n_h S (2 d_c + d_rope) FLOPs over
+    # 2 (S (d_c + d_rope) + n_h (2 d_c + d_rope)) bytes = R
     R = Fraction(99000, 480)  # 990 TFLOP/s over 4.8 TB/s
     by_hand = R * 2 * 128 * 1088 / (4 * 512 * 128 + 2 * 64 * 128 - R * 2 * 576)
     assert core.value == pytest.approx(float(by_hand), rel=1e-12) and round(core.value, 1) == 1403.6

@@ -21,12 +21,20 @@ def test_exact_totals(name, expected):
     assert mlacalc.param_counts(name).total == expected
 
 
-# Exact recounts from the reference configs (published-facts.md A.5, marked [derived]).
+# Exact recounts from each model's Hugging Face config (cited in its model_configs/*.yaml `source`).
 DERIVED_TOTALS = {
-    "llama-2-70b": 68_976_648_192, "llama-3-70b": 70_553_706_496, "llama-3.1-405b": 405_853_388_800,
-    "mistral-7b": 7_241_732_096, "qwen2.5-72b": 72_706_203_648, "falcon-7b": 6_921_720_704,
-    "gemma-2b": 2_506_172_416, "deepseek-v2-lite": 15_706_484_224, "deepseek-v2": 235_741_434_880,
-    "deepseek-v3": 671_026_419_200, "kimi-k2": 1_026_408_232_448, "minicpm3-4b": 4_073_875_968,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3-70b": 70_553_706_496,
+    "llama-3.1-405b": 405_853_388_800,
+    "mistral-7b": 7_241_732_096,
+    "qwen2.5-72b": 72_706_203_648,
+    "falcon-7b": 6_921_720_704,
+    "gemma-2b": 2_506_172_416,
+    "deepseek-v2-lite": 15_706_484_224,
+    "deepseek-v2": 235_741_434_880,
+    "deepseek-v3": 671_026_419_200,
+    "kimi-k2": 1_026_408_232_448,
+    "minicpm3-4b": 4_073_875_968,
 }
 
 
@@ -64,7 +72,7 @@ def test_published_moe_counts(name, total, active):
 
 
 def test_agrees_rule():
-    assert agrees(2_451_435_008, "2.4B")        # V2-Lite: 2.45B, published truncated
+    assert agrees(2_451_435_008, "2.4B")  # V2-Lite: 2.45B, published truncated
     assert not agrees(2_500_000_000, "2.4B")
     assert not agrees(2_340_000_000, "2.4B")
     assert agrees(36_625_618_432, "37B") and not agrees(36_400_000_000, "37B")
@@ -83,7 +91,7 @@ def test_deepseek_v3_mtp(v3):
     assert c.mtp == 11_610_068_224
     assert c.total_with_mtp == 682_636_487_424
     # the Hugging Face checkpoint also stores the MTP layer's copies of embed_tokens and the head
-    assert c.total + c.mtp + 2 * c.embedding == 684_489_845_504       # "685B on HF"
+    assert c.total + c.mtp + 2 * c.embedding == 684_489_845_504  # "685B on HF"
 
 
 def test_mtp_zero_where_none():
@@ -94,7 +102,7 @@ def test_mtp_zero_where_none():
 def test_gemma_non_embedding_matches_paper_table_2():
     c = mlacalc.param_counts("gemma-2b")
     assert c.non_embedding == 1_981_884_416
-    assert c.embedding == 256_000 * 2048       # the paper's 524,550,144 uses a 256,128-token vocabulary
+    assert c.embedding == 256_000 * 2048  # the paper's 524,550,144 uses a 256,128-token vocabulary
 
 
 def test_qwen_non_embedding_matches_card():
@@ -104,7 +112,7 @@ def test_qwen_non_embedding_matches_card():
 
 def test_active_of_dense_models():
     gpt2 = mlacalc.param_counts("gpt2")
-    assert gpt2.active == gpt2.total - 1024 * 768      # tied wte does the head matmul; wpe is a lookup
+    assert gpt2.active == gpt2.total - 1024 * 768  # tied wte does the head matmul; wpe is a lookup
     llama = mlacalc.param_counts("llama-2-7b")
     assert llama.active == llama.total - 32000 * 4096  # untied: the input table is a lookup
     assert mlacalc.param_counts("minicpm3-4b").active == mlacalc.param_counts("minicpm3-4b").total
@@ -112,7 +120,7 @@ def test_active_of_dense_models():
 
 def test_mixtral_active():
     c = mlacalc.param_counts("mixtral-8x7b")
-    assert c.active == 12_879_925_248 - 32000 * 4096   # HF card 12.9B counts the input embedding
+    assert c.active == 12_879_925_248 - 32000 * 4096  # HF card 12.9B counts the input embedding
 
 
 # Each part recounted by hand from the reference configs (layer shapes of the Hugging Face
@@ -139,8 +147,12 @@ HAND_BREAKDOWNS = {
         "lm_head": 129280 * 7168,
         "attention": 61
         * (
-            7168 * 1536 + 1536 + 1536 * 128 * 192  # q_a_proj, q_a_layernorm, q_b_proj
-            + 7168 * 576 + 512 + 512 * 128 * 256  # kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj
+            7168 * 1536
+            + 1536
+            + 1536 * 128 * 192  # q_a_proj, q_a_layernorm, q_b_proj
+            + 7168 * 576
+            + 512
+            + 512 * 128 * 256  # kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj
             + 128 * 128 * 7168  # o_proj
         ),
         "dense_ffn": 3 * 3 * 7168 * 18432,
@@ -162,15 +174,21 @@ def test_breakdown_matches_a_hand_count(name):
 
 
 def test_deepseek_v3_attention_breakdown(v3):
-    # seed 002 section 2.4.1 lists the projection shapes of DeepSeek-V3
+    # seed 002 (docs/seed-claims.md, Sources), section 2.4.1, lists DeepSeek-V3's projection shapes
     a = mlacalc.param_counts(v3).attention_breakdown
-    assert a == {"q_a_proj": 7168 * 1536, "q_a_layernorm": 1536, "q_b_proj": 1536 * 128 * (128 + 64),
-                 "kv_a_proj_with_mqa": 7168 * (512 + 64), "kv_a_layernorm": 512,
-                 "kv_b_proj": 512 * 128 * (128 + 128), "o_proj": 128 * 128 * 7168}
+    assert a == {
+        "q_a_proj": 7168 * 1536,
+        "q_a_layernorm": 1536,
+        "q_b_proj": 1536 * 128 * (128 + 64),
+        "kv_a_proj_with_mqa": 7168 * (512 + 64),
+        "kv_a_layernorm": 512,
+        "kv_b_proj": 512 * 128 * (128 + 128),
+        "o_proj": 128 * 128 * 7168,
+    }
 
 
 def test_weight_bytes():
-    assert mlacalc.weight_bytes("deepseek-v3") == 671_026_419_200          # fp8: one byte each
+    assert mlacalc.weight_bytes("deepseek-v3") == 671_026_419_200  # fp8: one byte each
     assert mlacalc.weight_bytes("deepseek-v3", "bf16") == 2 * 671_026_419_200
     assert mlacalc.weight_bytes("llama-2-7b", "int4") == 6_738_415_616 // 2
     assert mlacalc.weight_bytes("deepseek-v3", "fp8", include_mtp=True) == 682_636_487_424

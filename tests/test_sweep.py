@@ -16,21 +16,44 @@ def test_sweep_matches_scalar(name):
             sweep(model, "kv_cache_bytes", seq_len=S)
         return
     B = np.array([1, 3, 8, 2])
-    impls = ("naive", "compressed", "absorbed", "absorbed_merged", None) if model.is_mla else (None,)
+    impls = (
+        ("naive", "compressed", "absorbed", "absorbed_merged", None) if model.is_mla else (None,)
+    )
     for impl in impls:
         got = sweep(model, "kv_cache_bytes", seq_len=S, batch=B, impl=impl)
-        assert got.tolist() == [mlacalc.kv_cache_bytes(model, int(s), int(b), impl=impl) for s, b in zip(S, B)]
+        assert got.tolist() == [
+            mlacalc.kv_cache_bytes(model, int(s), int(b), impl=impl) for s, b in zip(S, B)
+        ]
         for phase in ("prefill", "decode"):
             for causal in (False, True):
-                flops = sweep(model, "attention_flops", seq_len=S, batch=B, phase=phase, impl=impl, causal=causal)
-                exact = [mlacalc.attention_flops(model, phase, int(s), int(b), impl=impl, causal=causal)
-                         for s, b in zip(S, B)]
+                flops = sweep(
+                    model,
+                    "attention_flops",
+                    seq_len=S,
+                    batch=B,
+                    phase=phase,
+                    impl=impl,
+                    causal=causal,
+                )
+                exact = [
+                    mlacalc.attention_flops(model, phase, int(s), int(b), impl=impl, causal=causal)
+                    for s, b in zip(S, B)
+                ]
                 np.testing.assert_allclose(flops, exact, rtol=1e-15)
-                costs = [mlacalc.attention_cost(model, phase, int(s), int(b), impl=impl) for s, b in zip(S, B)]
-                np.testing.assert_allclose(sweep(model, "fused_bytes", seq_len=S, batch=B, phase=phase, impl=impl),
-                                           [c.fused_bytes for c in costs], rtol=1e-15)
-                np.testing.assert_allclose(sweep(model, "unfused_bytes", seq_len=S, batch=B, phase=phase, impl=impl),
-                                           [c.unfused_bytes for c in costs], rtol=1e-15)
+                costs = [
+                    mlacalc.attention_cost(model, phase, int(s), int(b), impl=impl)
+                    for s, b in zip(S, B)
+                ]
+                np.testing.assert_allclose(
+                    sweep(model, "fused_bytes", seq_len=S, batch=B, phase=phase, impl=impl),
+                    [c.fused_bytes for c in costs],
+                    rtol=1e-15,
+                )
+                np.testing.assert_allclose(
+                    sweep(model, "unfused_bytes", seq_len=S, batch=B, phase=phase, impl=impl),
+                    [c.unfused_bytes for c in costs],
+                    rtol=1e-15,
+                )
 
 
 def test_sweep_over_dimensions():
@@ -40,17 +63,26 @@ def test_sweep_over_dimensions():
     base = mlacalc.load_model("llama-3-70b")
     heads = np.array([1, 2, 4, 8, 16, 64])
     flops = sweep(base, "attention_flops", seq_len=8192, phase="decode", num_key_value_heads=heads)
-    exact = [mlacalc.attention_flops(base.with_changes(num_key_value_heads=int(h)), "decode", 8192) for h in heads]
+    exact = [
+        mlacalc.attention_flops(base.with_changes(num_key_value_heads=int(h)), "decode", 8192)
+        for h in heads
+    ]
     assert flops.tolist() == exact
 
 
 def test_sweep_chunk_and_layouts():
     S = np.arange(100, 5000, 700)
-    got = sweep("deepseek-v3", "attention_flops", seq_len=S, phase="chunk", q_len=64, impl="absorbed")
-    assert got.tolist() == [mlacalc.attention_flops("deepseek-v3", "chunk", int(s), q_len=64, impl="absorbed")
-                            for s in S]
+    got = sweep(
+        "deepseek-v3", "attention_flops", seq_len=S, phase="chunk", q_len=64, impl="absorbed"
+    )
+    assert got.tolist() == [
+        mlacalc.attention_flops("deepseek-v3", "chunk", int(s), q_len=64, impl="absorbed")
+        for s in S
+    ]
     layout = sweep("deepseek-v3", "kv_cache_bytes", seq_len=S, kv_dtype="fp8_ds_mla")
-    assert layout.tolist() == [mlacalc.kv_cache_bytes("deepseek-v3", int(s), kv_dtype="fp8_ds_mla") for s in S]
+    assert layout.tolist() == [
+        mlacalc.kv_cache_bytes("deepseek-v3", int(s), kv_dtype="fp8_ds_mla") for s in S
+    ]
 
 
 def test_sweep_bad_input():
