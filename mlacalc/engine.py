@@ -331,10 +331,11 @@ def kv_cache(
     tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
     total = layers * batch * tokens * row_bytes
     by_kind: tuple[tuple[str, int, int, int], ...] = ()
-    if model.full_attention_interval is not None or model.attention_chunk_size is not None:
-        from .families import kv_by_kind  # layers of different kinds
+    layered = model.full_attention_interval is not None or model.attention_chunk_size is not None
+    if layered or model.index_topk is not None:
+        from .families import kv_by_kind  # layers of different kinds; DSA indexer keys
 
-        by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers)
+        by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
         total = sum(b for *_, b in by_kind)
         tokens = max(t for _, _, t, _ in by_kind)
     return KVCache(
@@ -581,6 +582,8 @@ def attention_cost(
     w_bits = dtype_bits(weight_dtype or model.weights_dtype)
     a_bits = dtype_bits(act_dtype)
     window = model.sliding_window
+    if window is None and model.index_topk is not None:
+        window = model.index_topk  # DSA: the core attends the top-k keys the indexer picks
     keys = seq_len if window is None else min(seq_len, window)
     pairs = attended_pairs(q, seq_len, window, causal)
     if model.attention_chunk_size is not None:
@@ -621,6 +624,13 @@ def attention_cost(
     weights = sum(o.weight_bytes for o in ops)
     io = 2 * batch * q * model.hidden_size * a_bits // 8
     fused = weights + io + batch * keys * cache_row_bytes + batch * q * cache_row_bytes
+    if model.index_topk is not None:
+        from .families import indexer_cost  # DSA: the indexer scores every key
+
+        extra, extra_bytes = indexer_cost(model, q, seq_len, batch, causal, layout, w_bits)
+        for stage, flops in extra.items():
+            stage_flops[stage] += layers * flops
+        fused += extra_bytes
     return AttentionCost(
         model=model.name,
         variant=model.variant,

@@ -53,6 +53,7 @@ class Arch:
     expert_bias: bool = False
     off_pattern: str = "full"  # kind of the layers that are not full: sliding/chunked
     nope_full: bool = False  # full-attention layers without RoPE (Llama 4)
+    indexer: bool = False  # DeepSeek sparse attention: MLA plus a lightning indexer
 
 
 ARCHS: dict[str, Arch] = {
@@ -64,6 +65,8 @@ ARCHS: dict[str, Arch] = {
     "gpt_oss": Arch(sinks=True, router_bias=True, expert_bias=True, off_pattern="sliding"),
     "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
     "llama4_text": Arch(off_pattern="chunked", nope_full=True),
+    "deepseek_v32": Arch(correction_bias=True, indexer=True),
+    "glm_moe_dsa": Arch(correction_bias=True, indexer=True),
 }
 
 
@@ -84,13 +87,14 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     n = model.num_hidden_layers
     interval = getattr(model, "full_attention_interval", None)
     chunk = getattr(model, "attention_chunk_size", None)
+    own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")
     if model.sliding_window is not None:
         off = LayerKind("sliding", window=model.sliding_window)
     elif chunk is not None:
         off = LayerKind("chunked", window=chunk)
     else:
-        off = LayerKind("mla" if model.is_mla else "full")
-    full = LayerKind("mla" if model.is_mla else "full", rope=not arch.nope_full)
+        off = LayerKind(own)
+    full = LayerKind(own, rope=not arch.nope_full)
     layers = []
     for i in range(n):
         attn = full if interval is not None and (i + 1) % interval == 0 else off
@@ -99,7 +103,55 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     return LayerPattern(tuple(layers))
 
 
+def _mla_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    """MLA projections (DeepSeek-V3 names), and a DSA layer's indexer."""
+    d, n_h, a = m.hidden_size, m.num_attention_heads, f"{p}.self_attn"
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    bias = m.attention_bias
+    out = []
+    if m.q_lora_rank:
+        out += [
+            Tensor(f"{a}.q_a_proj.weight", (m.q_lora_rank, d), "linear"),
+            Tensor(f"{a}.q_a_layernorm.weight", (m.q_lora_rank,)),
+            Tensor(f"{a}.q_b_proj.weight", (n_h * qk, m.q_lora_rank), "linear"),
+        ]
+        if bias:
+            out.append(Tensor(f"{a}.q_a_proj.bias", (m.q_lora_rank,)))
+    else:
+        out.append(Tensor(f"{a}.q_proj.weight", (n_h * qk, d), "linear"))
+    out += [
+        Tensor(
+            f"{a}.kv_a_proj_with_mqa.weight", (m.kv_lora_rank + m.qk_rope_head_dim, d), "linear"
+        ),
+        Tensor(f"{a}.kv_a_layernorm.weight", (m.kv_lora_rank,)),
+        Tensor(
+            f"{a}.kv_b_proj.weight",
+            (n_h * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank),
+            "linear",
+        ),
+        Tensor(f"{a}.o_proj.weight", (d, n_h * m.v_head_dim), "linear"),
+    ]
+    if bias:
+        out += [
+            Tensor(f"{a}.kv_a_proj_with_mqa.bias", (m.kv_lora_rank + m.qk_rope_head_dim,)),
+            Tensor(f"{a}.o_proj.bias", (d,)),
+        ]
+    if arch.indexer:
+        heads, width = m.index_n_heads, m.index_head_dim
+        source = m.q_lora_rank or d
+        out += [
+            Tensor(f"{a}.indexer.wq_b.weight", (heads * width, source), "linear"),
+            Tensor(f"{a}.indexer.wk.weight", (width, d), "linear"),
+            Tensor(f"{a}.indexer.k_norm.weight", (width,)),
+            Tensor(f"{a}.indexer.k_norm.bias", (width,)),
+            Tensor(f"{a}.indexer.weights_proj.weight", (heads, d), "linear"),
+        ]
+    return out
+
+
 def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    if m.is_mla:
+        return _mla_tensors(m, arch, p)
     d, n_h, n_kv, d_h = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
     qkv_bias = m.attention_bias or m.qkv_bias
     out = [
@@ -285,19 +337,74 @@ def describe(model: ModelConfig) -> dict[str, Any]:
 
 
 def kv_by_kind(
-    model: ModelConfig, seq_len: int, batch: int, row_bytes: int, layers: int
+    model: ModelConfig,
+    seq_len: int,
+    batch: int,
+    row_bytes: int,
+    layers: int,
+    layout: Any = None,
 ) -> tuple[tuple[str, int, int, int], ...]:
     """``(label, layers, tokens kept per layer, bytes)`` per kind of layer, the product's
     convention (a sliding or chunked layer keeps ``min(S, W)``); MTP layers beyond the
-    main model keep every token."""
+    main model are like the main model's full layers. A DSA layer's row adds the
+    indexer key in the cache layout (``index_head_dim`` values; an 8-bit layout adds a
+    float32 scale per 128 values, as DeepSeek's indexer cache keeps it)."""
     out: dict[str, list[int]] = {}
     pattern = layer_pattern(model)
     kinds = [(k.label, k.tokens_kept(seq_len)) for k in pattern.layers]
-    kinds += [("full", seq_len)] * (layers - len(kinds))
+    full = next((k.label for k in pattern.layers if k.window is None), "full")
+    kinds += [(full, seq_len)] * (layers - len(kinds))
     for label, tokens in kinds:
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1
-    return tuple((label, n, t, n * batch * t * row_bytes) for label, (n, t) in out.items())
+    dsa_row = row_bytes + (indexer_row_bytes(model, layout) if model.index_topk else 0)
+    return tuple(
+        (label, n, t, n * batch * t * (dsa_row if label == "dsa" else row_bytes))
+        for label, (n, t) in out.items()
+    )
+
+
+def indexer_row_bytes(model: ModelConfig, layout: Any = None) -> int:
+    """Bytes of one token's indexer key in one DSA layer (bf16 when no layout is given)."""
+    from .dtypes import resolve_kv_layout
+
+    layout = resolve_kv_layout("bf16" if layout is None else layout)
+    if layout.bits == 8 and not layout.scale_group:
+        layout = resolve_kv_layout("fp8_ds_mla")  # fp8 keys with a float32 scale per 128
+    return layout.row_bytes(model.index_head_dim)
+
+
+def indexer_cost(
+    model: ModelConfig,
+    q: int,
+    seq_len: int,
+    batch: int,
+    causal: bool,
+    layout: Any,
+    weight_bits: int,
+) -> tuple[dict[str, int], int]:
+    """Matmul FLOPs by stage and fused bytes of one DSA layer's indexer for one step.
+
+    ``q`` new tokens project an indexer query per head from the query latent
+    (``wq_b``, stage ``q_proj``) and head weights from the hidden state
+    (``weights_proj``, ``q_proj``), a key from the hidden state (``wk``, ``kv_proj``),
+    and score every cached key on every indexer head (``core``: ``2 n_i d_i`` per
+    (query, key) pair, all keys, causal or not as asked). Bytes: its weights once, the
+    indexer keys of the ``seq_len`` tokens read and of the new tokens written.
+    """
+    from .engine import attended_pairs
+
+    d, heads, width = model.hidden_size, model.index_n_heads, model.index_head_dim
+    source = model.q_lora_rank or d
+    tokens = batch * q
+    flops = {
+        "q_proj": 2 * tokens * (source * heads * width + d * heads),
+        "kv_proj": 2 * tokens * d * width,
+        "core": 2 * batch * heads * width * attended_pairs(q, seq_len, None, causal),
+    }
+    weights = (source * heads * width + d * width + d * heads) * weight_bits // 8 + 2 * width * 2
+    row = indexer_row_bytes(model, layout)
+    return flops, weights + batch * (seq_len + q) * row
 
 
 def chunked_keys_and_pairs(q: int, seq_len: int, chunk: int, causal: bool) -> tuple[int, int]:

@@ -285,6 +285,18 @@ class ModelConfig:
         hi=MAX_TOKENS,
         default=None,
     )
+    index_n_heads: int | None = _spec(
+        OPTPOS,
+        "DSA indexer heads (DeepSeek-V3.2, GLM-5); null: no sparse attention",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    index_head_dim: int | None = _spec(
+        OPTPOS, "DSA indexer key width, cached per token and layer", hi=MAX_WIDTH, default=None
+    )
+    index_topk: int | None = _spec(
+        OPTPOS, "DSA: keys each query attends, picked by the indexer", hi=MAX_TOKENS, default=None
+    )
     max_position_embeddings: int | None = _spec(
         OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
     )
