@@ -72,7 +72,7 @@ def download(rows: dict | list[dict], name: str, key: str) -> None:
 def show_notices(url: UrlState, since: int = 0) -> None:
     """Show the URL notices collected since index ``since``, one warning each."""
     for notice in url.notices[since:]:
-        st.warning(notice, icon="🔗")
+        st.warning(notice, icon=":material/link:")
 
 
 def show_table(rows: list[dict[str, Any]], scope: str = "") -> None:

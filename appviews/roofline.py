@@ -8,6 +8,7 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.config import ModelConfig
+from mlacalc.render import human_seconds, human_si
 from mlacalc.vocab import MLA_IMPLEMENTATIONS
 
 from .common import Scenario, show_table, validation
@@ -68,7 +69,8 @@ def render(sc: Scenario) -> None:
         f"{dtype}, weights in {sc.weight_dtype}, KV in {sc.kv_dtype}."
     )
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s
-    xs = np.geomspace(0.1, 1e5, 200)
+    top = max([1e5] + [10 * pt["intensity"] for pt in points])
+    xs = np.geomspace(0.1, top, 200)
     fig = go.Figure(
         go.Scatter(x=xs, y=np.minimum(peak, xs * bw), mode="lines", name=f"{device.name} roofline")
     )
@@ -113,5 +115,19 @@ def render(sc: Scenario) -> None:
         margin=dict(t=50),
     )
     st.plotly_chart(fig, width="stretch", key="roof_chart")
-    show_table(points, scope=scope)
+    show_table(
+        [
+            {
+                "phase": pt["phase"],
+                "impl": pt["impl"],
+                "FLOP/byte": round(pt["intensity"], 1),
+                "attained FLOP/s": human_si(pt["flops_per_s"], "FLOP/s"),
+                "time": human_seconds(pt["seconds"]),
+                "seconds": pt["seconds"],
+                "bound": pt["bound"],
+            }
+            for pt in points
+        ],
+        scope=scope,
+    )
     st.markdown(f"Ridge point of {device.name} ({dtype}): **{peak / bw:,.1f} FLOP/byte**")

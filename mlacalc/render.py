@@ -27,6 +27,7 @@ __all__ = [
     "flatten",
     "grid_rows",
     "human_bytes",
+    "human_seconds",
     "human_si",
     "model_yaml",
     "ratio",
@@ -105,6 +106,18 @@ def grid_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[st
                 new[key] = f"{value:,.6g}"
         out.append(new)
     return out, kinds
+
+
+def human_seconds(t: float) -> str:
+    """``0.0123`` -> ``'12.30 ms'``: seconds in s, ms, us or ns, three significant figures.
+
+    >>> human_seconds(0.1146), human_seconds(9321.6552), human_seconds(3.2e-6)
+    ('114.60 ms', '9,321.66 s', '3.20 us')
+    """
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if abs(t) >= scale:
+            return f"{t / scale:,.2f} {unit}"
+    return f"{t / 1e-9:,.2f} ns"
 
 
 def ratio(x: float) -> str:

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-import mlacalc  # noqa: E402
-from mlacalc.config import parse_upload  # noqa: E402
+import mlacalc
+from mlacalc.config import parse_upload
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -36,7 +36,9 @@ def test_default_scenario_every_view():
     text = markdown(at)
     assert f"**{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes**" in text
     assert f"**{mlacalc.param_counts('deepseek-v3').total:,}**" in text
-    p = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, kv_dtype="bf16", page_size=16, seq_len=131072, batch=8)
+    p = mlacalc.plan(
+        "deepseek-v3", "H200", 8, tp=8, kv_dtype="bf16", page_size=16, seq_len=131072, batch=8
+    )
     assert f"Largest batch: **{p.max_batch:,}** sequences" in text
     assert f"**{p.weights_per_gpu_bytes:,} bytes**" in text
     m = metrics(at)
@@ -72,7 +74,9 @@ def test_other_model_and_equivalents():
 
 def test_scenario_from_the_url():
     at = run(model="mistral-7b", seq_len="10000", batch="2", kv="fp8", hw="RTX-4090")
-    expected = mlacalc.kv_cache_bytes("mistral-7b", 10000, 2, kv_dtype="fp8")     # sliding window: 4096 kept
+    expected = mlacalc.kv_cache_bytes(
+        "mistral-7b", 10000, 2, kv_dtype="fp8"
+    )  # sliding window: 4096 kept
     assert f"**{expected:,} bytes**" in markdown(at)
     assert at.selectbox(key="hardware").value == "RTX-4090"
 
@@ -95,36 +99,56 @@ def test_issue_examples_from_the_url():
     at = run(batch=str(10**30))
     assert at.number_input(key="batch").value == 1 << 20
     assert any("'batch=" in w.value and "clamped" in w.value for w in at.warning)
-    at = run(seq_len="16777216", batch="1048576")   # the widgets' largest values
+    at = run(seq_len="16777216", batch="1048576")  # the widgets' largest values
     expected = mlacalc.kv_cache_bytes("deepseek-v3", 16777216, 1048576)
     assert expected > 2**53 and f"**{expected:,} bytes**" in markdown(at) and not at.warning
 
 
 def test_weight_dtype_follows_the_model_until_the_user_picks_one():
     at = run()
-    assert at.selectbox(key="weight_dtype").value == "fp8"          # DeepSeek-V3 ships fp8
+    assert at.selectbox(key="weight_dtype").value == "fp8"  # DeepSeek-V3 ships fp8
     at.selectbox(key="model").set_value("llama-3-70b").run()
     assert at.selectbox(key="weight_dtype").value == "bf16"
-    p = mlacalc.plan("llama-3-70b", "H200", 8, tp=8, weight_dtype="bf16", kv_dtype="bf16",
-                     page_size=16, seq_len=131072, batch=8)
+    p = mlacalc.plan(
+        "llama-3-70b",
+        "H200",
+        8,
+        tp=8,
+        weight_dtype="bf16",
+        kv_dtype="bf16",
+        page_size=16,
+        seq_len=131072,
+        batch=8,
+    )
     assert f"weights per GPU: **{p.weights_per_gpu_bytes:,} bytes**" in markdown(at)
     assert "w" not in at.query_params
     at.selectbox(key="weight_dtype").set_value("int4").run()
     at.selectbox(key="model").set_value("qwen2.5-72b").run()
-    assert at.selectbox(key="weight_dtype").value == "int4"         # the user's choice stays
+    assert at.selectbox(key="weight_dtype").value == "int4"  # the user's choice stays
     assert at.query_params["w"] == "int4"
     assert run(w="fp16", model="llama-3-70b").selectbox(key="weight_dtype").value == "fp16"
 
 
 def test_roofline_tab_uses_the_sidebar_dtypes():
     at = run(w="fp16", kv="fp8", seq_len="8192", batch="4")
-    table = next(d.value for d in at.dataframe if "intensity" in d.value.columns)
+    table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
     decode = table[(table["phase"] == "decode") & (table["impl"] == "absorbed")].iloc[0]
-    expected = mlacalc.predict_time("deepseek-v3", "H200", "decode", 8192, 4, impl="absorbed",
-                                    mode="fused", dtype="bf16", weight_dtype="fp16", kv_dtype="fp8")
+    expected = mlacalc.predict_time(
+        "deepseek-v3",
+        "H200",
+        "decode",
+        8192,
+        4,
+        impl="absorbed",
+        mode="fused",
+        dtype="bf16",
+        weight_dtype="fp16",
+        kv_dtype="fp8",
+    )
     assert decode["seconds"] == pytest.approx(expected.seconds, rel=1e-12)
-    other = mlacalc.predict_time("deepseek-v3", "H200", "decode", 8192, 4, impl="absorbed",
-                                 mode="fused", dtype="bf16")
+    other = mlacalc.predict_time(
+        "deepseek-v3", "H200", "decode", 8192, 4, impl="absorbed", mode="fused", dtype="bf16"
+    )
     assert other.seconds != expected.seconds
 
 
@@ -138,7 +162,9 @@ def test_what_if_edits_live_in_the_url():
     at.checkbox(key="whatif").uncheck().run()
     assert "d_c" not in at.query_params and "whatif" not in at.query_params
     at = run(whatif="1", d_c="999999")
-    assert at.slider(key="w_dc").value == 4096 and any("'d_c=999999'" in w.value for w in at.warning)
+    assert at.slider(key="w_dc").value == 4096 and any(
+        "'d_c=999999'" in w.value for w in at.warning
+    )
 
 
 def test_scopes_are_stated():
@@ -174,11 +200,21 @@ def test_planner_widgets_and_errors():
     at.number_input(key="plan_ep").set_value(16)
     at.run()
     assert not at.exception
-    p = mlacalc.plan("deepseek-v3", "H200", 16, tp=8, ep=16, kv_dtype="bf16", page_size=16, seq_len=131072, batch=8)
+    p = mlacalc.plan(
+        "deepseek-v3",
+        "H200",
+        16,
+        tp=8,
+        ep=16,
+        kv_dtype="bf16",
+        page_size=16,
+        seq_len=131072,
+        batch=8,
+    )
     assert f"Largest batch: **{p.max_batch:,}** sequences" in markdown(at)
     at.number_input(key="plan_ep").set_value(3).run()
     assert any("expert parallel degree 3" in e.value for e in at.error)
-    assert metrics(at)["per token, all layers"] == "68.62 KiB"          # the other views still render
+    assert metrics(at)["per token, all layers"] == "68.62 KiB"  # the other views still render
 
 
 def test_flops_view_phase_switch():
@@ -188,7 +224,7 @@ def test_flops_view_phase_switch():
     table = at.dataframe[3].value
     default = table[table["impl"].str.contains("default")].iloc[0]
     expected = mlacalc.attention_flops("deepseek-v3", "prefill", 131072, 8)
-    assert expected > 2**53   # beyond a float's exact range: shown as exact text
+    assert expected > 2**53  # beyond a float's exact range: shown as exact text
     assert default["total FLOPs"] == f"{expected:,}"
 
 

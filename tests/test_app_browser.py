@@ -1,4 +1,4 @@
-"""The app in a real browser: streamlit on localhost, headless Chromium, a widget change, a screenshot.
+"""The app in a real browser: streamlit on localhost, headless Chromium, widgets, screenshots.
 
 Needs Debian's chromium and chromium-driver (.ci/run installs them). Without them the test is
 skipped on a developer machine and fails in CI (CI=true). Screenshots go to build/screenshots/.
@@ -38,10 +38,26 @@ def _free_port() -> int:
 @pytest.fixture
 def server():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-                             "--server.headless", "true", "--server.address", "127.0.0.1",
-                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -53,7 +69,9 @@ def server():
             time.sleep(0.5)
     else:
         proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+        pytest.fail(
+            "streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:]
+        )
     yield url
     proc.terminate()
     try:
@@ -66,15 +84,28 @@ def server():
 def browser(tmp_path):
     if not (CHROMIUM and DRIVER):
         if os.environ.get("CI"):
-            pytest.fail("CI needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+            pytest.fail(
+                "CI needs Debian's chromium and chromium-driver "
+                "(apt-get install chromium chromium-driver)"
+            )
         pytest.skip("chromium / chromedriver not installed")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
-                "--window-size=1600,1400", f"--user-data-dir={tmp_path / 'profile'}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--window-size=1600,1400",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    driver = webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=DRIVER), options=options
+    )
     yield driver
     driver.quit()
 
@@ -99,6 +130,75 @@ def test_app_in_chromium(server, browser):
     changed = f"{mlacalc.kv_cache_bytes('deepseek-v3', 4096, 8):,} bytes"
     _wait_text(browser, changed)
     assert "seq_len=4096" in browser.current_url
-    time.sleep(1.0)                                    # let the charts finish drawing
+    time.sleep(1.0)  # let the charts finish drawing
     browser.save_screenshot(str(SHOTS / "app-seq-4096.png"))
     assert (SHOTS / "app-seq-4096.png").stat().st_size > 10_000
+
+
+#: Tab title -> text that only that tab shows once it has rendered.
+TABS = {
+    "KV cache": "KV cache total",
+    "Parameters": "Total parameters:",
+    "FLOPs": "Formulas",
+    "Roofline": "Ridge point of",
+    "Capacity planner": "memory reserve",
+    "Measured sets": "Microbenchmark sets",
+}
+
+
+def _no_exception(driver) -> None:
+    boxes = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    assert not boxes, [b.text[:300] for b in boxes]
+
+
+def _visit_every_tab(driver, prefix: str) -> None:
+    for title, marker in TABS.items():
+        tab = next(
+            t
+            for t in driver.find_elements(By.CSS_SELECTOR, '[role="tab"]')
+            if t.text.strip() == title
+        )
+        tab.click()
+        _wait_text(driver, marker)
+        time.sleep(0.8)  # let the tab's charts draw
+        _no_exception(driver)
+        name = title.lower().replace(" ", "-")
+        driver.save_screenshot(str(SHOTS / f"{prefix}-{name}.png"))
+        assert (SHOTS / f"{prefix}-{name}.png").stat().st_size > 10_000
+
+
+def _select(driver, label: str):
+    return next(
+        f
+        for f in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSelectbox"] input')
+        if f.get_attribute("aria-label") == label
+    )
+
+
+def _pick(driver, label: str, option: str) -> None:
+    field = _select(driver, label)
+    field.click()
+    field.send_keys(option)
+    field.send_keys(Keys.ENTER)
+
+
+def test_every_tab_with_a_bad_url_and_after_a_model_switch(server, browser):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.get(f"{server}/?model=nonexistent&kv=fp99&hw=TPU&seq_len=99999999999&batch=-3")
+    for notice in (
+        "'model=nonexistent'",
+        "'kv=fp99'",
+        "'hw=TPU'",
+        "'seq_len=99999999999'",
+        "'batch=-3'",
+    ):
+        _wait_text(browser, notice)
+    clamped = f"{mlacalc.kv_cache_bytes('deepseek-v3', 16 * 2**20, 8):,} bytes"
+    _wait_text(browser, clamped)  # seq_len clamped to the widget's top
+    _visit_every_tab(browser, "bad-url")
+
+    _pick(browser, "Shipped model", "llama-3-70b")
+    _wait_text(browser, f"{mlacalc.kv_cache_bytes('llama-3-70b', 16 * 2**20, 8):,} bytes")
+    assert "model=llama-3-70b" in browser.current_url and "&w=" not in browser.current_url
+    assert _select(browser, "weight dtype").get_attribute("value") == "bf16"  # was fp8
+    _visit_every_tab(browser, "llama")

@@ -15,19 +15,54 @@ import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
 
-import mlacalc  # noqa: E402
+import mlacalc
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 DEFAULT_KV = f"**{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes**"
 
-JUNK = ["", " ", "abc", "-1", "0", "1e9", "3.5", "NaN", "inf", "None", "[]", "{}", "💥", "x" * 5000,
-        str(10**30), str(-(10**30)), "0x10", "1_000", "١٢٣"]
-KEYS = ["model", "seq_len", "batch", "kv", "w", "hw", "whatif", "L", "n_h", "d_c", "d_rope",
-        "d_cq", "n_kv", "d_h", "gpus", "tp"]
+JUNK = [
+    "",
+    " ",
+    "abc",
+    "-1",
+    "0",
+    "1e9",
+    "3.5",
+    "NaN",
+    "inf",
+    "None",
+    "[]",
+    "{}",
+    "💥",
+    "x" * 5000,
+    str(10**30),
+    str(-(10**30)),
+    "0x10",
+    "1_000",
+    "١٢٣",
+]
+KEYS = [
+    "model",
+    "seq_len",
+    "batch",
+    "kv",
+    "w",
+    "hw",
+    "whatif",
+    "L",
+    "n_h",
+    "d_c",
+    "d_rope",
+    "d_cq",
+    "n_kv",
+    "d_h",
+    "gpus",
+    "tp",
+]
 
 
 def run(query: dict[str, str], upload: tuple[str, bytes] | None = None) -> AppTest:
@@ -54,16 +89,22 @@ def test_every_url_parameter_with_junk(value):
     assert "KV cache total" in text and len(at.tabs) == 6
     shown = notices(at)
     for key in KEYS:
-        if (key, value) in (("whatif", "0"), ("d_cq", "0")):   # valid: no what-if, plain W_Q
+        if (key, value) in (("whatif", "0"), ("d_cq", "0")):  # valid: no what-if, plain W_Q
             continue
         named = f"'{key}'" if len(value) > 64 else f"'{key}={value}'"
         assert named in shown, (key, value, shown)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck),
-          derandomize=True)
-@given(st.dictionaries(st.sampled_from(KEYS), st.one_of(st.sampled_from(JUNK), st.text(max_size=20),
-                       st.integers(-(10**40), 10**40).map(str)), max_size=6))
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    st.dictionaries(
+        st.sampled_from(KEYS),
+        st.one_of(
+            st.sampled_from(JUNK), st.text(max_size=20), st.integers(-(10**40), 10**40).map(str)
+        ),
+        max_size=6,
+    )
+)
 def test_random_url_mutations(query):
     at = run(query)
     assert "KV cache total" in "\n".join(m.value for m in at.markdown)
@@ -73,10 +114,19 @@ def _shipped(name: str) -> bytes:
     return (Path(mlacalc.__file__).parent / "model_configs" / f"{name}.yaml").read_bytes()
 
 
-HF_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61,
-         "num_attention_heads": 128, "kv_lora_rank": 512, "q_lora_rank": 1536,
-         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-         "vocab_size": 129280, "intermediate_size": 18432}
+HF_V3 = {
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+    "intermediate_size": 18432,
+}
 
 
 def _hf(**changes) -> bytes:
@@ -87,20 +137,36 @@ UPLOADS = [
     ("empty.yaml", b""),
     ("list.yaml", b"- 1\n- 2\n"),
     ("bad.yaml", b"name: x\nhidden_size: [\n"),
-    ("laughs.yaml", b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
-                    b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c]\n"
-                    b"e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n"),
+    (
+        "laughs.yaml",
+        b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+        b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c]\n"
+        b"e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n",
+    ),
     ("deep.json", b"[" * 100_000 + b"]" * 100_000),
-    ("bigint.json", _hf(hidden_size=0).replace(b'"hidden_size": 0', b'"hidden_size": ' + b"9" * 5000)),
+    (
+        "bigint.json",
+        _hf(hidden_size=0).replace(b'"hidden_size": 0', b'"hidden_size": ' + b"9" * 5000),
+    ),
     ("layers.json", _hf(num_hidden_layers=10**30)),
     ("experts.json", _hf(n_routed_experts=10**30, num_experts_per_tok=8)),
     ("string.json", _hf(hidden_size="abc")),
     ("null.json", _hf(hidden_size=None)),
     ("typelist.json", _hf(model_type=["deepseek_v3"])),
     ("path.json", _hf(_name_or_path=1.5)),
-    ("falcon.json", json.dumps({"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32,
-                                "num_attention_heads": 71, "multi_query": "false",
-                                "vocab_size": 65024}).encode()),
+    (
+        "falcon.json",
+        json.dumps(
+            {
+                "model_type": "falcon",
+                "hidden_size": 4544,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 71,
+                "multi_query": "false",
+                "vocab_size": 65024,
+            }
+        ).encode(),
+    ),
     ("binary.yaml", b"\xff\xfe\x00\x00"),
     ("evil.yaml", b"!!python/object/apply:os.system ['true']"),
     ("dupe.yaml", _shipped("gpt2") + b"\nhidden_size: 768\n"),
@@ -113,13 +179,14 @@ def test_hostile_uploads(name, raw):
     at = run({}, upload=(name, raw))
     assert any("Showing DeepSeek-V3" in e.value for e in at.error), f"{name}: accepted silently"
     assert all("Traceback" not in e.value for e in at.error)
-    assert DEFAULT_KV in "\n".join(m.value for m in at.markdown)   # still showing DeepSeek-V3
+    assert DEFAULT_KV in "\n".join(m.value for m in at.markdown)  # still showing DeepSeek-V3
 
 
 def test_good_upload_is_used():
     at = run({}, upload=("gpt2.yaml", _shipped("gpt2")))
-    assert not any("Showing" in e.value for e in at.error)   # no upload error (the planner
-    assert "GPT-2" in at.subheader[0].value                  # may still refuse tp 8 for 12 heads)
+    assert not any("Showing" in e.value for e in at.error)  # no upload error (the planner
+    assert "GPT-2" in at.subheader[0].value  # may still refuse tp 8 for 12 heads)
     assert f"**{mlacalc.kv_cache_bytes('gpt2', 131072, 8):,} bytes**" in "\n".join(
-        m.value for m in at.markdown)
+        m.value for m in at.markdown
+    )
     assert any("not the upload" in c.value for c in at.caption)

@@ -27,12 +27,15 @@ def run(capsys):
         out, err = capsys.readouterr()
         assert rc == code, (out, err)
         return out, err
+
     return _run
 
 
 def test_console_script_and_module():
     for cmd in (["mlacalc"], [sys.executable, "-m", "mlacalc"]):
-        done = subprocess.run(cmd + ["report", "deepseek-v3", "--format", "json"], capture_output=True, text=True)
+        done = subprocess.run(
+            [*cmd, "report", "deepseek-v3", "--format", "json"], capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["parameters"]["total"] == 671_026_419_200
     bad = subprocess.run(["mlacalc", "report", "nope"], capture_output=True, text=True)
@@ -41,35 +44,85 @@ def test_console_script_and_module():
 
 # -- report ---------------------------------------------------------------------------
 
+
 def test_report_json_numbers(run):
     out, _ = run("report", "deepseek-v3", "--seq-len", "128k", "--batch", "8", "--format", "json")
     doc = json.loads(out)
     assert doc["schema"] == "mlacalc.report/1"
     assert doc["settings"]["seq_len"] == 131072 and doc["settings"]["batch"] == 8
     kv = {r["impl"]: r for r in doc["kv_cache"]}
-    assert kv["absorbed"]["total_bytes"] == mlacalc.kv_cache_bytes("deepseek-v3", 131072, 8) == 73_685_532_672
-    assert kv["naive"]["total_bytes"] == mlacalc.kv_cache_bytes("deepseek-v3", 131072, 8, impl="naive")
+    assert (
+        kv["absorbed"]["total_bytes"]
+        == mlacalc.kv_cache_bytes("deepseek-v3", 131072, 8)
+        == 73_685_532_672
+    )
+    assert kv["naive"]["total_bytes"] == mlacalc.kv_cache_bytes(
+        "deepseek-v3", 131072, 8, impl="naive"
+    )
     assert kv["absorbed"]["bytes_per_token"] == 70_272
     rows = {(r["phase"], r["impl"], r["default"]): r for r in doc["attention"]}
     decode = rows[("decode", "absorbed", True)]
     assert decode["flops"] == mlacalc.attention_flops("deepseek-v3", "decode", 131072, 8)
     assert decode["stage_flops"]["core"] == 61 * 2 * 8 * 128 * 131072 * 1088
-    assert rows[("prefill", "naive", True)]["flops"] == mlacalc.attention_flops("deepseek-v3", "prefill", 131072, 8)
+    assert rows[("prefill", "naive", True)]["flops"] == mlacalc.attention_flops(
+        "deepseek-v3", "prefill", 131072, 8
+    )
     assert doc["parameters"]["mtp"] == 11_610_068_224
-    assert doc["weights"]["total_bytes"] == 671_026_419_200            # fp8 weights
+    assert doc["weights"]["total_bytes"] == 671_026_419_200  # fp8 weights
 
 
 REPORT_KEYS = {
     "top": ["schema", "model", "settings", "parameters", "weights", "kv_cache", "attention"],
-    "settings": ["seq_len", "batch", "kv_dtype", "weight_dtype", "act_dtype", "impl", "causal", "phases", "q_len"],
-    "parameters": ["model", "total", "active", "attention_per_layer", "embedding", "mtp", "mtp_active",
-                   "non_embedding", "breakdown", "attention_breakdown"],
+    "settings": [
+        "seq_len",
+        "batch",
+        "kv_dtype",
+        "weight_dtype",
+        "act_dtype",
+        "impl",
+        "causal",
+        "phases",
+        "q_len",
+    ],
+    "parameters": [
+        "model",
+        "total",
+        "active",
+        "attention_per_layer",
+        "embedding",
+        "mtp",
+        "mtp_active",
+        "non_embedding",
+        "breakdown",
+        "attention_breakdown",
+    ],
     "weights": ["dtype", "total_bytes", "mtp_bytes"],
-    "kv_cache": ["impl", "kv_dtype", "elements_per_token_per_layer", "bytes_per_token_per_layer", "bytes_per_token",
-                 "tokens_per_layer", "total_bytes", "ratio_to_smallest"],
-    "attention": ["phase", "impl", "default", "seq_len", "q_len", "batch", "causal", "flops", "stage_flops",
-                  "elementwise_flops", "fused_bytes", "unfused_bytes", "weight_bytes",
-                  "arithmetic_intensity_flops_per_byte"],
+    "kv_cache": [
+        "impl",
+        "kv_dtype",
+        "elements_per_token_per_layer",
+        "bytes_per_token_per_layer",
+        "bytes_per_token",
+        "tokens_per_layer",
+        "total_bytes",
+        "ratio_to_smallest",
+    ],
+    "attention": [
+        "phase",
+        "impl",
+        "default",
+        "seq_len",
+        "q_len",
+        "batch",
+        "causal",
+        "flops",
+        "stage_flops",
+        "elementwise_flops",
+        "fused_bytes",
+        "unfused_bytes",
+        "weight_bytes",
+        "arithmetic_intensity_flops_per_byte",
+    ],
     "stage_flops": ["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"],
 }
 
@@ -84,7 +137,9 @@ def test_report_json_schema_is_stable(run):
     assert list(doc["kv_cache"][0]) == REPORT_KEYS["kv_cache"]
     assert list(doc["attention"][0]) == REPORT_KEYS["attention"]
     assert list(doc["attention"][0]["stage_flops"]) == REPORT_KEYS["stage_flops"]
-    assert {"name", "display_name", "model_type", "variant", "source", "derived"} <= set(doc["model"])
+    assert {"name", "display_name", "model_type", "variant", "source", "derived"} <= set(
+        doc["model"]
+    )
 
 
 def test_report_csv_exact(run):
@@ -93,7 +148,9 @@ def test_report_csv_exact(run):
     assert rows["kv_cache[0].total_bytes"] == str(mlacalc.kv_cache_bytes("llama-3-70b", 8192, 4))
     assert rows["parameters.total"] == "70553706496"
     assert rows["attention[1].phase"] == "decode"
-    assert rows["attention[1].flops"] == str(mlacalc.attention_flops("llama-3-70b", "decode", 8192, 4))
+    assert rows["attention[1].flops"] == str(
+        mlacalc.attention_flops("llama-3-70b", "decode", 8192, 4)
+    )
 
 
 def test_report_table_and_markdown(run):
@@ -104,18 +161,36 @@ def test_report_table_and_markdown(run):
 
 
 def test_report_options(run):
-    doc = json.loads(run("report", "deepseek-v3", "--kv-dtype", "fp8_ds_mla", "--impl", "absorbed",
-                         "--phase", "chunk", "--q-len", "512", "--causal", "--seq-len", "4096", "--format", "json")[0])
+    doc = json.loads(
+        run(
+            "report",
+            "deepseek-v3",
+            "--kv-dtype",
+            "fp8_ds_mla",
+            "--impl",
+            "absorbed",
+            "--phase",
+            "chunk",
+            "--q-len",
+            "512",
+            "--causal",
+            "--seq-len",
+            "4096",
+            "--format",
+            "json",
+        )[0]
+    )
     assert [r["impl"] for r in doc["kv_cache"]] == ["absorbed"]
     assert doc["kv_cache"][0]["bytes_per_token"] == 40_016
-    assert doc["attention"][0]["flops"] == mlacalc.attention_flops("deepseek-v3", "chunk", 4096, q_len=512,
-                                                                   impl="absorbed", causal=True)
+    assert doc["attention"][0]["flops"] == mlacalc.attention_flops(
+        "deepseek-v3", "chunk", 4096, q_len=512, impl="absorbed", causal=True
+    )
     doc = json.loads(run("report", "llama-3-8b", "--weight-dtype", "int4", "--format", "json")[0])
     assert doc["weights"]["total_bytes"] == 8_030_261_248 // 2
 
 
 def test_report_from_files(run, tmp_path):
-    out, _ = run("import-hf", "tests/data/hf/deepseek-v2-lite.config.json", "-o", str(tmp_path / "m.yaml"))
+    run("import-hf", "tests/data/hf/deepseek-v2-lite.config.json", "-o", str(tmp_path / "m.yaml"))
     doc = json.loads(run("report", str(tmp_path / "m.yaml"), "--format", "json")[0])
     assert doc["parameters"]["total"] == 15_706_484_224
     doc = json.loads(run("report", "tests/data/hf/gpt2.config.json", "--format", "json")[0])
@@ -124,11 +199,15 @@ def test_report_from_files(run, tmp_path):
 
 # -- list, compare, formula, import-hf ---------------------------------------------------
 
+
 def test_list(run):
     rows = json.loads(run("list", "--format", "json")[0])
     by_name = {r["name"]: r for r in rows}
     assert set(by_name) == set(mlacalc.shipped_models())
-    assert by_name["deepseek-v3"]["variant"] == "mla" and by_name["deepseek-v3"]["kv_bytes_per_token_bf16"] == 70_272
+    assert (
+        by_name["deepseek-v3"]["variant"] == "mla"
+        and by_name["deepseek-v3"]["kv_bytes_per_token_bf16"] == 70_272
+    )
     assert by_name["falcon-7b"]["variant"] == "mqa"
     table, _ = run("list")
     assert "deepseek-v3" in table and "MLA" in table
@@ -138,7 +217,9 @@ def test_list(run):
 
 
 def test_compare(run):
-    rows = json.loads(run("compare", "llama-3-70b", "deepseek-v2", "--seq-len", "32k", "--format", "json")[0])
+    rows = json.loads(
+        run("compare", "llama-3-70b", "deepseek-v2", "--seq-len", "32k", "--format", "json")[0]
+    )
     assert [r["model"] for r in rows] == ["llama-3-70b", "deepseek-v2"]
     assert rows[0]["kv_total_bytes"] == mlacalc.kv_cache_bytes("llama-3-70b", 32768)
     assert rows[1]["decode_flops"] == mlacalc.attention_flops("deepseek-v2", "decode", 32768)
@@ -148,28 +229,74 @@ def test_compare(run):
 
 
 def test_compare_as_variants(run):
-    rows = json.loads(run("compare", "deepseek-v3", "--as-variants", "--kv-heads", "8", "--seq-len", "8192",
-                          "--format", "json")[0])
+    rows = json.loads(
+        run(
+            "compare",
+            "deepseek-v3",
+            "--as-variants",
+            "--kv-heads",
+            "8",
+            "--seq-len",
+            "8192",
+            "--format",
+            "json",
+        )[0]
+    )
     variants = [r["variant"] for r in rows]
     assert variants == ["mla", "mha", "gqa", "mqa"]
     kv = {r["variant"]: r["kv_bytes_per_token"] for r in rows}
-    assert kv == {"mla": 70_272, "mha": 2 * 128 * 128 * 2 * 61, "gqa": 2 * 8 * 128 * 2 * 61, "mqa": 2 * 128 * 2 * 61}
+    assert kv == {
+        "mla": 70_272,
+        "mha": 2 * 128 * 128 * 2 * 61,
+        "gqa": 2 * 8 * 128 * 2 * 61,
+        "mqa": 2 * 128 * 2 * 61,
+    }
     md, _ = run("compare", "llama-3-8b", "--as-variants", "--format", "markdown")
     assert "as MLA" in md and "d_c = 4 d_h" in md
 
 
 def test_formula(run):
     assert run("formula", "kv_cache_elements", "--variant", "mla")[0].strip() == "d_c + d_rope"
-    out, _ = run("formula", "attention_flops", "--variant", "mla", "--impl", "absorbed", "--phase", "decode",
-                 "--stage", "core")
+    out, _ = run(
+        "formula",
+        "attention_flops",
+        "--variant",
+        "mla",
+        "--impl",
+        "absorbed",
+        "--phase",
+        "decode",
+        "--stage",
+        "core",
+    )
     assert out.strip() == "2*B*L*S*n_h*(2*d_c + d_rope)"
-    assert run("formula", "kv_cache_elements", "--variant", "mla", "--subs", "deepseek-v3")[0].strip() == "576"
-    assert run("formula", "kv_cache_bytes", "--variant", "gqa", "--subs", "llama-3-8b")[0].strip() == "65536*B*S*b"
-    assert "\\left(S + 4 d + 1\\right)" in run("formula", "attention_flops", "--variant", "mha", "--phase",
-                                                "prefill", "--causal", "--latex")[0]
+    assert (
+        run("formula", "kv_cache_elements", "--variant", "mla", "--subs", "deepseek-v3")[0].strip()
+        == "576"
+    )
+    assert (
+        run("formula", "kv_cache_bytes", "--variant", "gqa", "--subs", "llama-3-8b")[0].strip()
+        == "65536*B*S*b"
+    )
+    assert (
+        "\\left(S + 4 d + 1\\right)"
+        in run(
+            "formula",
+            "attention_flops",
+            "--variant",
+            "mha",
+            "--phase",
+            "prefill",
+            "--causal",
+            "--latex",
+        )[0]
+    )
     assert "d_{c}" in run("formula", "kv_cache_elements", "--variant", "mla", "--latex")[0]
     assert run("formula", "kv_cache_elements", "--variant", "mqa", "--python")[0].strip() == "2*d_h"
-    assert "2⋅B⋅L⋅dₕ⋅nₕ⋅q" in run("formula", "attention_flops", "--variant", "mha", "--causal", "--pretty")[0]
+    assert (
+        "2⋅B⋅L⋅dₕ⋅nₕ⋅q"
+        in run("formula", "attention_flops", "--variant", "mha", "--causal", "--pretty")[0]
+    )
 
 
 def test_import_hf(run, tmp_path):
@@ -184,25 +311,32 @@ def test_import_hf(run, tmp_path):
 
 # -- bad input: one line on stderr, exit 2 -------------------------------------------------
 
-@pytest.mark.parametrize("args,needle", [
-    (["report", "deepseek-v4"], "Did you mean deepseek-v3"),
-    (["report", "deepseek-v3", "--seq-len", "12x"], "not a size"),
-    (["report", "deepseek-v3", "--seq-len", "0"], "must be positive"),
-    (["report", "deepseek-v3", "--batch", "-3"], "not a size"),
-    (["report", "deepseek-v3", "--kv-dtype", "fp6"], "fp8_ds_mla"),
-    (["report", "deepseek-v3", "--weight-dtype", "fp8_ds_mla"], "unknown dtype"),
-    (["report", "missing/model.yaml"], "no such file"),
-    (["report", "llama-3-8b", "--impl", "absorbed"], "one implementation"),
-    (["report", "deepseek-v3", "--phase", "chunk"], "--q-len"),
-    (["report", "deepseek-v3", "--phase", "chunk", "--q-len", "300k", "--seq-len", "4k"], "cannot exceed"),
-    (["compare", "llama-3-8b", "gpt2", "--as-variants"], "exactly one model"),
-    (["compare", "falcon-7b", "--as-variants"], "no GQA grouping"),
-    (["compare", "llama-3-8b", "--as-variants", "--kv-heads", "5"], "must divide"),
-    (["formula", "flops", "--variant", "mla"], "Invalid value"),
-    (["formula", "kv_cache_bytes", "--variant", "mla", "--subs", "llama-3-8b"], "is GQA"),
-    (["import-hf", "tests/data/hf/nope.json"], "no such file"),
-    (["repot", "deepseek-v3"], "Did you mean 'report'"),
-])
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["report", "deepseek-v4"], "Did you mean deepseek-v3"),
+        (["report", "deepseek-v3", "--seq-len", "12x"], "not a size"),
+        (["report", "deepseek-v3", "--seq-len", "0"], "must be positive"),
+        (["report", "deepseek-v3", "--batch", "-3"], "not a size"),
+        (["report", "deepseek-v3", "--kv-dtype", "fp6"], "fp8_ds_mla"),
+        (["report", "deepseek-v3", "--weight-dtype", "fp8_ds_mla"], "unknown dtype"),
+        (["report", "missing/model.yaml"], "no such file"),
+        (["report", "llama-3-8b", "--impl", "absorbed"], "one implementation"),
+        (["report", "deepseek-v3", "--phase", "chunk"], "--q-len"),
+        (
+            ["report", "deepseek-v3", "--phase", "chunk", "--q-len", "300k", "--seq-len", "4k"],
+            "cannot exceed",
+        ),
+        (["compare", "llama-3-8b", "gpt2", "--as-variants"], "exactly one model"),
+        (["compare", "falcon-7b", "--as-variants"], "no GQA grouping"),
+        (["compare", "llama-3-8b", "--as-variants", "--kv-heads", "5"], "must divide"),
+        (["formula", "flops", "--variant", "mla"], "Invalid value"),
+        (["formula", "kv_cache_bytes", "--variant", "mla", "--subs", "llama-3-8b"], "is GQA"),
+        (["import-hf", "tests/data/hf/nope.json"], "no such file"),
+        (["repot", "deepseek-v3"], "Did you mean 'report'"),
+    ],
+)
 def test_bad_input(run, args, needle):
     out, err = run(*args, code=2)
     assert needle in err and err.count("\n") == 1 and not out
@@ -217,7 +351,9 @@ def test_bad_config_file(run, tmp_path):
 
 
 def test_sizes(run):
-    doc = json.loads(run("report", "gpt2", "--seq-len", "1M", "--batch", "1.5k", "--format", "json")[0])
+    doc = json.loads(
+        run("report", "gpt2", "--seq-len", "1M", "--batch", "1.5k", "--format", "json")[0]
+    )
     assert doc["settings"]["seq_len"] == 1024**2 and doc["settings"]["batch"] == 1536
 
 
@@ -229,6 +365,7 @@ def test_help_everywhere(run):
 
 # -- roofline, plan, validate, hardware -------------------------------------------------
 
+
 def test_list_hardware(run):
     rows = json.loads(run("list", "--hardware", "--format", "json")[0])
     by_name = {r["name"]: r for r in rows}
@@ -238,30 +375,78 @@ def test_list_hardware(run):
 
 
 def test_roofline_cli(run):
-    doc = json.loads(run("roofline", "deepseek-v3", "--hardware", "H200", "--seq-len", "32k", "--batch", "64",
-                         "--insight", "--format", "json")[0])
+    doc = json.loads(
+        run(
+            "roofline",
+            "deepseek-v3",
+            "--hardware",
+            "H200",
+            "--seq-len",
+            "32k",
+            "--batch",
+            "64",
+            "--insight",
+            "--format",
+            "json",
+        )[0]
+    )
     p = doc["predictions"][0]
     from mlacalc.roofline import predict_time
+
     expected = predict_time("deepseek-v3", "H200", "decode", 32768, 64)
-    assert p["seconds"] == expected.seconds and p["bound"] == expected.bound and p["impl"] == "absorbed"
+    assert (
+        p["seconds"] == expected.seconds
+        and p["bound"] == expected.bound
+        and p["impl"] == "absorbed"
+    )
     names = [i["name"] for i in doc["insights"]]
     assert any("compute-bound" in n for n in names) and any("absorption" in n for n in names)
-    table, _ = run("roofline", "llama-3-70b", "--hardware", "H100-SXM", "--phase", "both", "--scope", "model",
-                   "--weight-dtype", "fp8")
-    assert "prefill" in table and "decode" in table and "routed" not in table and "dense_ffn" in table
+    table, _ = run(
+        "roofline",
+        "llama-3-70b",
+        "--hardware",
+        "H100-SXM",
+        "--phase",
+        "both",
+        "--scope",
+        "model",
+        "--weight-dtype",
+        "fp8",
+    )
+    assert (
+        "prefill" in table and "decode" in table and "routed" not in table and "dense_ffn" in table
+    )
     _, err = run("roofline", "gpt2", "--hardware", "H300", code=2)
     assert "Did you mean" in err
 
 
 def test_plan_cli(run):
-    doc = json.loads(run("plan", "deepseek-v3", "--hardware", "H200", "--gpus", "8", "--format", "json")[0])
+    doc = json.loads(
+        run("plan", "deepseek-v3", "--hardware", "H200", "--gpus", "8", "--format", "json")[0]
+    )
     assert doc["max_batch"] == 4 and doc["weights_per_gpu_bytes"] == 84_780_357_120
-    doc = json.loads(run("plan", "deepseek-v3", "--hardware", "H200", "--kv-dtype", "fp8", "--batch", "4",
-                         "--format", "json")[0])
+    doc = json.loads(
+        run(
+            "plan",
+            "deepseek-v3",
+            "--hardware",
+            "H200",
+            "--kv-dtype",
+            "fp8",
+            "--batch",
+            "4",
+            "--format",
+            "json",
+        )[0]
+    )
     assert doc["max_batch"] == 9 and doc["decode_tokens_per_s"] > 0 and doc["max_context"] > 131072
-    assert "binding resource" in run("plan", "llama-3-8b", "--hardware", "RTX-4090", "--gpus", "1")[0]
+    assert (
+        "binding resource" in run("plan", "llama-3-8b", "--hardware", "RTX-4090", "--gpus", "1")[0]
+    )
     out, _ = run("plan", "deepseek-v3", "--hardware", "H100-SXM", "--gpus", "1", "--format", "json")
-    assert json.loads(out)["fits"] is False  # not fitting is an answer (exit 0), saying what overflows
+    assert (
+        json.loads(out)["fits"] is False
+    )  # not fitting is an answer (exit 0), saying what overflows
     _, err = run("plan", "deepseek-v3", "--hardware", "H200", "--gpus", "6", code=2)
     assert "does not divide the 128 attention heads" in err
 
@@ -279,20 +464,33 @@ def test_validate_cli(run):
 
 # -- every failure one line, nothing a flag says ignored, width, defaults -----------------
 
-@pytest.mark.parametrize("args,needle", [
-    (["plan", "deepseek-v3", "-H", "H200", "--tp", "0"], "--tp"),
-    (["plan", "deepseek-v3", "-H", "H200", "--tp", "3"], "--tp: tp 3 does not divide the 8 GPUs"),
-    (["plan", "deepseek-v3", "-H", "H200", "--dp", "3"], "--dp"),
-    (["plan", "deepseek-v3", "-H", "H200", "--gpus", "0"], "--gpus"),
-    (["plan", "deepseek-v3", "-H", "H200", "--page-size", "0"], "--page-size"),
-    (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "1"], "--memory-reserve"),
-    (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "nan"], "--memory-reserve"),
-    (["report", "deepseek-v3", "--phase", "decode", "--q-len", "5"], "--q-len applies to --phase chunk"),
-    (["roofline", "deepseek-v3", "-H", "H200", "--q-len", "5"], "--q-len applies to --phase chunk"),
-    (["roofline", "deepseek-v3", "-H", "H200", "--impl", "standard"], "--impl: 'standard'"),
-    (["report", "deepseek-v3", "--impl", "standard"], "DeepSeek-V3 is MLA"),
-    (["roofline", "llama-3-8b", "-H", "H200", "--impl", "naive"], "is GQA"),
-])
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["plan", "deepseek-v3", "-H", "H200", "--tp", "0"], "--tp"),
+        (
+            ["plan", "deepseek-v3", "-H", "H200", "--tp", "3"],
+            "--tp: tp 3 does not divide the 8 GPUs",
+        ),
+        (["plan", "deepseek-v3", "-H", "H200", "--dp", "3"], "--dp"),
+        (["plan", "deepseek-v3", "-H", "H200", "--gpus", "0"], "--gpus"),
+        (["plan", "deepseek-v3", "-H", "H200", "--page-size", "0"], "--page-size"),
+        (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "1"], "--memory-reserve"),
+        (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "nan"], "--memory-reserve"),
+        (
+            ["report", "deepseek-v3", "--phase", "decode", "--q-len", "5"],
+            "--q-len applies to --phase chunk",
+        ),
+        (
+            ["roofline", "deepseek-v3", "-H", "H200", "--q-len", "5"],
+            "--q-len applies to --phase chunk",
+        ),
+        (["roofline", "deepseek-v3", "-H", "H200", "--impl", "standard"], "--impl: 'standard'"),
+        (["report", "deepseek-v3", "--impl", "standard"], "DeepSeek-V3 is MLA"),
+        (["roofline", "llama-3-8b", "-H", "H200", "--impl", "naive"], "is GQA"),
+    ],
+)
 def test_flags_are_checked(run, args, needle):
     out, err = run(*args, code=2)
     assert needle in err, err
@@ -316,7 +514,9 @@ def test_internal_error_is_one_line(run, monkeypatch):
 @pytest.mark.parametrize("columns", [60, 100, 200])
 def test_table_width_follows_the_terminal(columns, monkeypatch):
     env = {**__import__("os").environ, "COLUMNS": str(columns)}
-    done = subprocess.run(["mlacalc", "report", "deepseek-v3"], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        ["mlacalc", "report", "deepseek-v3"], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr
     widths = [len(line) for line in done.stdout.splitlines()]
     assert max(widths) <= columns
@@ -331,7 +531,11 @@ def test_one_set_of_defaults(run):
     assert doc["page_size"] == D.PAGE_SIZE == 16
     assert doc["gpus"] == D.GPUS and doc["seq_len"] == D.SEQ_LEN
     report = json.loads(run("report", "gpt2", "--format", "json")[0])["settings"]
-    assert (report["seq_len"], report["batch"], report["kv_dtype"]) == (D.SEQ_LEN, D.BATCH, D.KV_DTYPE)
+    assert (report["seq_len"], report["batch"], report["kv_dtype"]) == (
+        D.SEQ_LEN,
+        D.BATCH,
+        D.KV_DTYPE,
+    )
     app = (Path(__file__).resolve().parent.parent / "appviews" / "planner.py").read_text()
     assert "D.PAGE_SIZE" in app and "D.MEMORY_RESERVE" in app
 
@@ -343,42 +547,71 @@ def test_custom_bench_grid():
     models = [mlacalc.load_model("deepseek-v2-lite"), mlacalc.load_model("gpt2")]
     points = custom_points(models, ["absorbed", "standard", "naive"], ["decode"], [1, 8], [64])
     assert [(p.model, p.impl, p.batch) for p in points] == [
-        ("deepseek-v2-lite", "absorbed", 1), ("deepseek-v2-lite", "absorbed", 8),
-        ("deepseek-v2-lite", "naive", 1), ("deepseek-v2-lite", "naive", 8),
-        ("gpt2", "standard", 1), ("gpt2", "standard", 8)]
+        ("deepseek-v2-lite", "absorbed", 1),
+        ("deepseek-v2-lite", "absorbed", 8),
+        ("deepseek-v2-lite", "naive", 1),
+        ("deepseek-v2-lite", "naive", 8),
+        ("gpt2", "standard", 1),
+        ("gpt2", "standard", 8),
+    ]
     everything = custom_points(models[:1], [], ["prefill", "decode"], [1], [64, 128])
     assert len(everything) == 4 * 2 * 2 and everything[0].phase == "prefill"
 
 
 def test_roofline_starts_without_sympy():
     """The plain roofline command never loads sympy (its cold start stays like the others)."""
-    code = ("import sys, io, contextlib\n"
-            "from mlacalc.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    rc = main(['roofline', 'deepseek-v3', '-H', 'H200', '--phase', 'both'])\n"
-            "print(rc, 'sympy' in sys.modules)")
+    code = (
+        "import sys, io, contextlib\n"
+        "from mlacalc.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['roofline', 'deepseek-v3', '-H', 'H200', '--phase', 'both'])\n"
+        "print(rc, 'sympy' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.split() == ["0", "False"], done.stderr
     out, _ = run_plain("roofline", "deepseek-v3", "-H", "H200")
     assert "--insight adds" in out and "Insight" not in out.split("--insight adds")[0][-200:]
 
 
-@pytest.mark.parametrize("args,warning", [
-    (["formula", "kv_cache_bytes", "--variant", "gqa", "--phase", "decode"], "--phase does not change"),
-    (["formula", "kv_cache_bytes", "--variant", "mla", "--causal"], "--causal does not change"),
-    (["formula", "attention_params", "--variant", "gqa", "--no-q-lora"], "--no-q-lora does not change"),
-    (["formula", "attention_flops", "--variant", "mla", "--phase", "decode", "--causal"], "in decode"),
-    (["report", "gpt2", "--phase", "decode", "--causal"], "--causal changes nothing in decode"),
-])
+@pytest.mark.parametrize(
+    "args,warning",
+    [
+        (
+            ["formula", "kv_cache_bytes", "--variant", "gqa", "--phase", "decode"],
+            "--phase does not change",
+        ),
+        (["formula", "kv_cache_bytes", "--variant", "mla", "--causal"], "--causal does not change"),
+        (
+            ["formula", "attention_params", "--variant", "gqa", "--no-q-lora"],
+            "--no-q-lora does not change",
+        ),
+        (
+            ["formula", "attention_flops", "--variant", "mla", "--phase", "decode", "--causal"],
+            "in decode",
+        ),
+        (["report", "gpt2", "--phase", "decode", "--causal"], "--causal changes nothing in decode"),
+    ],
+)
 def test_flags_without_effect_are_named(run, args, warning):
     out, err = run(*args)
     assert out and err.startswith("mlacalc: warning: ") and warning in err and err.count("\n") == 1
 
 
 def test_flags_with_effect_are_quiet(run):
-    for args in (["formula", "attention_flops", "--variant", "mla", "--phase", "prefill", "--causal"],
-                 ["formula", "attention_params", "--variant", "mla", "--no-q-lora"],
-                 ["formula", "attention_flops", "--variant", "mla", "--impl", "absorbed", "--phase", "decode"]):
+    for args in (
+        ["formula", "attention_flops", "--variant", "mla", "--phase", "prefill", "--causal"],
+        ["formula", "attention_params", "--variant", "mla", "--no-q-lora"],
+        [
+            "formula",
+            "attention_flops",
+            "--variant",
+            "mla",
+            "--impl",
+            "absorbed",
+            "--phase",
+            "decode",
+        ],
+    ):
         assert run(*args)[1] == ""
     _, err = run("formula", "kv_cache_bytes", "--variant", "gqa", "--stage", "core", code=2)
     assert "--stage" in err

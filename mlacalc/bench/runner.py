@@ -19,9 +19,9 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import torch
 
@@ -31,8 +31,18 @@ from ..params import param_counts
 from ..vocab import BENCH_SCHEMA, MLA_IMPLEMENTATIONS, STANDARD_IMPL
 from .layers import layer_for_model
 
-__all__ = ["BenchPoint", "PRESETS", "custom_points", "preset_points", "run_benchmark", "device_info", "measure_ceilings",
-           "numerics_gate", "SCHEMA", "CSV_FIELDS"]
+__all__ = [
+    "CSV_FIELDS",
+    "PRESETS",
+    "SCHEMA",
+    "BenchPoint",
+    "custom_points",
+    "device_info",
+    "measure_ceilings",
+    "numerics_gate",
+    "preset_points",
+    "run_benchmark",
+]
 
 SCHEMA = BENCH_SCHEMA
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -40,17 +50,43 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}
 MLA_IMPLS = MLA_IMPLEMENTATIONS
 
-CSV_FIELDS = ("model", "variant", "impl", "phase", "batch", "seq_len", "q_len", "hidden_size", "num_attention_heads",
-              "num_key_value_heads", "head_dim", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
-              "qk_rope_head_dim", "v_head_dim", "dtype", "status", "median_s", "q1_s", "q3_s", "iqr_s",
-              "min_s", "repeats", "warmup", "input_sets", "flops", "note")
+CSV_FIELDS = (
+    "model",
+    "variant",
+    "impl",
+    "phase",
+    "batch",
+    "seq_len",
+    "q_len",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "dtype",
+    "status",
+    "median_s",
+    "q1_s",
+    "q3_s",
+    "iqr_s",
+    "min_s",
+    "repeats",
+    "warmup",
+    "input_sets",
+    "flops",
+    "note",
+)
 
 
 @dataclass(frozen=True)
 class BenchPoint:
     model: str
-    impl: str           # "standard" for MHA/GQA/MQA
-    phase: str          # "prefill" or "decode"
+    impl: str  # "standard" for MHA/GQA/MQA
+    phase: str  # "prefill" or "decode"
     batch: int
     seq_len: int
 
@@ -59,7 +95,9 @@ class BenchPoint:
         return self.seq_len if self.phase == "prefill" else 1
 
 
-def _grid(model: str, impls: Iterable[str], phase: str, batches: Iterable[int], seqs: Iterable[int]):
+def _grid(
+    model: str, impls: Iterable[str], phase: str, batches: Iterable[int], seqs: Iterable[int]
+):
     return [BenchPoint(model, impl, phase, b, s) for impl in impls for b in batches for s in seqs]
 
 
@@ -118,9 +156,21 @@ def _full():
 
 #: name -> (points, dtype, description)
 PRESETS: dict[str, tuple[Callable[[], list[BenchPoint]], str, str]] = {
-    "quick": (_quick, "fp32", "a minute on a CPU: every variant and MLA implementation at small sizes (CI)"),
-    "cpu": (_cpu, "fp32", "the committed CPU set: V2-Lite and V2 attention, a GQA, an MHA and an MQA model"),
-    "full": (_full, "bf16", "DeepSeek-V2/V3, Llama-3-70B (GQA), Llama-2-7B (MHA); batch 1-128, seq_len to 128K"),
+    "quick": (
+        _quick,
+        "fp32",
+        "a minute on a CPU: every variant and MLA implementation at small sizes (CI)",
+    ),
+    "cpu": (
+        _cpu,
+        "fp32",
+        "the committed CPU set: V2-Lite and V2 attention, a GQA, an MHA and an MQA model",
+    ),
+    "full": (
+        _full,
+        "bf16",
+        "DeepSeek-V2/V3, Llama-3-70B (GQA), Llama-2-7B (MHA); batch 1-128, seq_len to 128K",
+    ),
 }
 
 
@@ -131,13 +181,23 @@ def preset_points(name: str) -> list[BenchPoint]:
 # ------------------------------------------------------------------------------------
 # device, timing and ceilings
 
+
 def device_info(device: torch.device, threads: int) -> dict:
-    info = {"kind": device.type, "torch_version": torch.__version__, "threads": threads,
-            "python": platform.python_version(), "platform": platform.platform()}
+    info = {
+        "kind": device.type,
+        "torch_version": torch.__version__,
+        "threads": threads,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        info.update(name=torch.cuda.get_device_name(device), cuda_version=torch.version.cuda,
-                    sm_count=props.multi_processor_count, memory_bytes=props.total_memory)
+        info.update(
+            name=torch.cuda.get_device_name(device),
+            cuda_version=torch.version.cuda,
+            sm_count=props.multi_processor_count,
+            memory_bytes=props.total_memory,
+        )
     else:
         name = platform.processor() or platform.machine()
         try:
@@ -156,8 +216,14 @@ def _sync(device: torch.device):
         torch.cuda.synchronize(device)
 
 
-def time_fn(fn: Callable[[int], None], device: torch.device, *, warmup: int, repeats: int,
-            max_seconds: float) -> list[float]:
+def time_fn(
+    fn: Callable[[int], None],
+    device: torch.device,
+    *,
+    warmup: int,
+    repeats: int,
+    max_seconds: float,
+) -> list[float]:
     """Seconds per call of ``fn(i)`` (``i`` picks the input set): warm-up, then up to
     ``repeats`` timed calls (at least 3) within ``max_seconds``."""
     for i in range(warmup):
@@ -188,47 +254,84 @@ def _stats(times: list[float]) -> dict:
         q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
     else:
         q1, q3 = times[0], times[-1]
-    return {"median_s": statistics.median(times), "q1_s": q1, "q3_s": q3, "iqr_s": q3 - q1, "min_s": times[0],
-            "repeats": len(times)}
+    return {
+        "median_s": statistics.median(times),
+        "q1_s": q1,
+        "q3_s": q3,
+        "iqr_s": q3 - q1,
+        "min_s": times[0],
+        "repeats": len(times),
+    }
 
 
 def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
-    """A large matmul per dtype (FLOP/s), a large matrix-vector product per dtype (bytes of the matrix
-    per second), a large copy (bytes/s, read + write) and a trivial op's latency (s)."""
+    """A large matmul per dtype (FLOP/s), a large matrix-vector product per dtype (bytes of the
+    matrix per second), a large copy (bytes/s, read + write) and a trivial op's latency (s)."""
     gen = torch.Generator(device="cpu").manual_seed(7)
     out: dict = {"matmul_flops_per_s": {}, "matmul_n": None}
     n = 8192 if device.type == "cuda" else 2048
     out["matmul_n"] = n
     for dt in dtypes:
-        sets = [(torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]),
-                 torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt])) for _ in range(2)]
-        t = _stats(time_fn(lambda i: torch.matmul(*sets[i % 2]), device, warmup=2, repeats=10, max_seconds=10))
+        sets = [
+            (
+                torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]),
+                torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]),
+            )
+            for _ in range(2)
+        ]
+        t = _stats(
+            time_fn(
+                lambda i, sets=sets: torch.matmul(*sets[i % 2]),
+                device,
+                warmup=2,
+                repeats=10,
+                max_seconds=10,
+            )
+        )
         out["matmul_flops_per_s"][dt] = 2 * n**3 / t["median_s"]
     # a matrix-vector product streaming a large matrix: the bandwidth a matmul achieves on its
     # operand (decode-time projections are such products)
     out["gemv_bytes_per_s"] = {}
     side = 16384 if device.type == "cuda" else 8192
     for dt in dtypes:
-        mats = [torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
+        mats = [
+            torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)
+        ]
         vec = torch.randn(1, side, generator=gen).to(device, TORCH_DTYPES[dt])
-        t = _stats(time_fn(lambda i: torch.nn.functional.linear(vec, mats[i % 2]), device, warmup=2, repeats=10,
-                           max_seconds=10))
+        t = _stats(
+            time_fn(
+                lambda i, vec=vec, mats=mats: torch.nn.functional.linear(vec, mats[i % 2]),
+                device,
+                warmup=2,
+                repeats=10,
+                max_seconds=10,
+            )
+        )
         out["gemv_bytes_per_s"][dt] = mats[0].nbytes / t["median_s"]
     # GEMMs [M x n] @ [n x n] from a matrix-vector product to a square-ish product: the time a
     # projection of M tokens takes, whose skinniness no datasheet peak accounts for
     out["gemm_m_sweep"] = {}
     n = 8192 if device.type == "cuda" else 4096
-    ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] + ([1024, 2048, 4096] if device.type == "cuda" else [])
+    ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] + (
+        [1024, 2048, 4096] if device.type == "cuda" else []
+    )
     for dt in dtypes:
         mats = [torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
         seconds = []
         for m in ms:
             xs = [torch.randn(m, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
-            t = _stats(time_fn(lambda i: torch.nn.functional.linear(xs[i % 2], mats[i % 2]), device, warmup=2,
-                               repeats=10, max_seconds=3))
+            t = _stats(
+                time_fn(
+                    lambda i, xs=xs, mats=mats: torch.nn.functional.linear(xs[i % 2], mats[i % 2]),
+                    device,
+                    warmup=2,
+                    repeats=10,
+                    max_seconds=3,
+                )
+            )
             seconds.append(t["median_s"])
         out["gemm_m_sweep"][dt] = {"n": n, "m": ms, "seconds": seconds}
-    elements = (1 << 29) if device.type == "cuda" else (1 << 26)        # 2 GiB / 256 MiB of fp32
+    elements = (1 << 29) if device.type == "cuda" else (1 << 26)  # 2 GiB / 256 MiB of fp32
     src = torch.randn(elements, generator=gen).to(device)
     dst = torch.empty_like(src)
     t = _stats(time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=10))
@@ -240,6 +343,7 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
     def many(_):
         for _ in range(calls):
             tiny.add_(1.0)
+
     t = _stats(time_fn(many, device, warmup=1, repeats=7, max_seconds=5))
     out["launch_latency_s"] = t["median_s"] / calls
     return out
@@ -248,15 +352,16 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
 # ------------------------------------------------------------------------------------
 # inputs and the numerics gate
 
+
 def _layer(model: ModelConfig, impl: str, dtype: torch.dtype, device: torch.device, seed: int = 0):
     torch.manual_seed(seed)
     layer = layer_for_model(model, None if impl == "standard" else impl, dtype=torch.float32)
     with torch.no_grad():
         for name, p in layer.named_parameters():
             if name.endswith("weight") and p.dim() == 2:
-                p.normal_(0.0, 1.0 / math.sqrt(p.shape[1]))      # keeps activations of order 1
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[1]))  # keeps activations of order 1
             elif p.dim() == 1 and "norm" not in name:
-                p.normal_(0.0, 0.02)                             # biases: never zero
+                p.normal_(0.0, 0.02)  # biases: never zero
     layer = layer.to(device=device, dtype=dtype)
     if impl == "absorbed_merged":
         layer.merge_weights()
@@ -280,8 +385,10 @@ def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return (torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)).item()
 
 
-def numerics_gate(model: ModelConfig, dtype: str, device: torch.device, seq_len: int = 12) -> list[dict]:
-    """Per implementation: error against a float64 naive reference (prefill) and decode-vs-prefill."""
+def numerics_gate(
+    model: ModelConfig, dtype: str, device: torch.device, seq_len: int = 12
+) -> list[dict]:
+    """Per implementation: error against a float64 naive reference (prefill), decode vs prefill."""
     impls = MLA_IMPLS if model.is_mla else ("standard",)
     torch_dtype = TORCH_DTYPES[dtype]
     gen = torch.Generator(device="cpu").manual_seed(11)
@@ -298,19 +405,29 @@ def numerics_gate(model: ModelConfig, dtype: str, device: torch.device, seq_len:
             cache = layer.empty_cache(1, device=device, capacity=seq_len)
             steps = []
             for t in range(seq_len):
-                y, cache = layer(xi[:, t: t + 1], cache, start=t)
+                y, cache = layer(xi[:, t : t + 1], cache, start=t)
                 steps.append(y)
         err = _rel_err(prefill.cpu(), reference)
         step_err = _rel_err(torch.cat(steps, 1).cpu(), prefill.cpu())
         tol = TOLERANCE[dtype]
-        results.append({"model": model.name, "impl": impl, "dtype": dtype, "seq_len": seq_len,
-                        "rel_err_vs_fp64_naive": err, "rel_err_decode_vs_prefill": step_err, "tolerance": tol,
-                        "passed": bool(err <= tol and step_err <= tol)})
+        results.append(
+            {
+                "model": model.name,
+                "impl": impl,
+                "dtype": dtype,
+                "seq_len": seq_len,
+                "rel_err_vs_fp64_naive": err,
+                "rel_err_decode_vs_prefill": step_err,
+                "tolerance": tol,
+                "passed": bool(err <= tol and step_err <= tol),
+            }
+        )
     return results
 
 
 # ------------------------------------------------------------------------------------
 # the sweep
+
 
 def _estimate_bytes(model: ModelConfig, point: BenchPoint, dtype_bytes: int) -> int:
     """Weights, cache and the largest op outputs, for a fits-or-skip decision."""
@@ -318,8 +435,14 @@ def _estimate_bytes(model: ModelConfig, point: BenchPoint, dtype_bytes: int) -> 
     impl = None if point.impl == "standard" else point.impl
     cost = attention_cost(m1, point.phase, point.seq_len, point.batch, impl=impl, act_dtype="fp32")
     largest = sorted((o.bytes_written for o in cost.ops), reverse=True)[:3]
-    weights = param_counts(m1).attention_per_layer * dtype_bytes * (2 if point.impl == "absorbed_merged" else 1)
-    cache = kv_cache_bytes(m1, point.seq_len, point.batch, "fp32" if dtype_bytes == 4 else "bf16", impl)
+    weights = (
+        param_counts(m1).attention_per_layer
+        * dtype_bytes
+        * (2 if point.impl == "absorbed_merged" else 1)
+    )
+    cache = kv_cache_bytes(
+        m1, point.seq_len, point.batch, "fp32" if dtype_bytes == 4 else "bf16", impl
+    )
     return weights + cache + sum(largest) * dtype_bytes // 4
 
 
@@ -336,26 +459,69 @@ def _available_bytes(device: torch.device) -> int:
     return 8 << 30
 
 
-def _row(model: ModelConfig, point: BenchPoint, dtype: str, status: str, stats: dict | None, warmup: int,
-         input_sets: int, note: str = "") -> dict:
+def _row(
+    model: ModelConfig,
+    point: BenchPoint,
+    dtype: str,
+    status: str,
+    stats: dict | None,
+    warmup: int,
+    input_sets: int,
+    note: str = "",
+) -> dict:
     impl = None if point.impl == "standard" else point.impl
-    flops = attention_cost(model.with_changes(num_hidden_layers=1), point.phase, point.seq_len, point.batch,
-                           impl=impl).flops
-    row = {"model": model.name, "variant": model.variant, "impl": point.impl, "phase": point.phase,
-           "batch": point.batch, "seq_len": point.seq_len, "q_len": point.q_len, "hidden_size": model.hidden_size,
-           "num_attention_heads": model.num_attention_heads,
-           "num_key_value_heads": None if model.is_mla else model.num_key_value_heads,
-           "head_dim": model.head_dim, "kv_lora_rank": model.kv_lora_rank, "q_lora_rank": model.q_lora_rank,
-           "qk_nope_head_dim": model.qk_nope_head_dim, "qk_rope_head_dim": model.qk_rope_head_dim,
-           "v_head_dim": model.v_head_dim, "dtype": dtype, "status": status, "warmup": warmup,
-           "input_sets": input_sets, "flops": flops, "note": note}
-    row.update(stats or {"median_s": None, "q1_s": None, "q3_s": None, "iqr_s": None, "min_s": None,
-                         "repeats": 0})
+    flops = attention_cost(
+        model.with_changes(num_hidden_layers=1), point.phase, point.seq_len, point.batch, impl=impl
+    ).flops
+    row = {
+        "model": model.name,
+        "variant": model.variant,
+        "impl": point.impl,
+        "phase": point.phase,
+        "batch": point.batch,
+        "seq_len": point.seq_len,
+        "q_len": point.q_len,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_key_value_heads": None if model.is_mla else model.num_key_value_heads,
+        "head_dim": model.head_dim,
+        "kv_lora_rank": model.kv_lora_rank,
+        "q_lora_rank": model.q_lora_rank,
+        "qk_nope_head_dim": model.qk_nope_head_dim,
+        "qk_rope_head_dim": model.qk_rope_head_dim,
+        "v_head_dim": model.v_head_dim,
+        "dtype": dtype,
+        "status": status,
+        "warmup": warmup,
+        "input_sets": input_sets,
+        "flops": flops,
+        "note": note,
+    }
+    row.update(
+        stats
+        or {
+            "median_s": None,
+            "q1_s": None,
+            "q3_s": None,
+            "iqr_s": None,
+            "min_s": None,
+            "repeats": 0,
+        }
+    )
     return {k: row.get(k) for k in CSV_FIELDS}
 
 
-def time_point(model: ModelConfig, point: BenchPoint, dtype: str, device: torch.device, *, warmup: int,
-               repeats: int, max_seconds: float, cache_bytes_target: int) -> tuple[dict, int]:
+def time_point(
+    model: ModelConfig,
+    point: BenchPoint,
+    dtype: str,
+    device: torch.device,
+    *,
+    warmup: int,
+    repeats: int,
+    max_seconds: float,
+    cache_bytes_target: int,
+) -> tuple[dict, int]:
     torch_dtype = TORCH_DTYPES[dtype]
     layer = _layer(model, point.impl, torch_dtype, device)
     gen = torch.Generator(device="cpu").manual_seed(point.batch * 1_000_003 + point.seq_len)
@@ -373,21 +539,36 @@ def time_point(model: ModelConfig, point: BenchPoint, dtype: str, device: torch.
         x, cache = inputs[i % sets]
         with torch.no_grad():
             layer(x, cache, start=used)
+
     times = time_fn(run, device, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
     return _stats(times), sets
 
 
-def run_benchmark(points: list[BenchPoint], *, dtype: str = "fp32", device: str = "auto", threads: int | None = None,
-                  warmup: int = 2, repeats: int = 20, max_seconds: float = 3.0, out_dir: str | Path = ".",
-                  name: str | None = None, preset: str = "custom", progress: bool = True,
-                  log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> tuple[Path, Path]:
-    """Run the points, write ``<name>.csv`` and ``<name>.json`` into ``out_dir``; return their paths."""
+def run_benchmark(
+    points: list[BenchPoint],
+    *,
+    dtype: str = "fp32",
+    device: str = "auto",
+    threads: int | None = None,
+    warmup: int = 2,
+    repeats: int = 20,
+    max_seconds: float = 3.0,
+    out_dir: str | Path = ".",
+    name: str | None = None,
+    preset: str = "custom",
+    progress: bool = True,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> tuple[Path, Path]:
+    """Run the points, write ``<name>.csv`` and ``<name>.json`` into ``out_dir``; return both."""
     if dtype not in TORCH_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TORCH_DTYPES)}")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        log("mlacalc bench: no CUDA device is available; running on the CPU (results are labelled CPU)")
+        log(
+            "mlacalc bench: no CUDA device is available; running on the CPU "
+            "(results are labelled CPU)"
+        )
         device = "cpu"
     dev = torch.device(device)
     if dev.type == "cpu":
@@ -400,9 +581,15 @@ def run_benchmark(points: list[BenchPoint], *, dtype: str = "fp32", device: str 
     if dtype not in ceiling_dtypes:
         ceiling_dtypes.append(dtype)
     ceilings = measure_ceilings(dev, ceiling_dtypes)
-    log("ceilings: " + ", ".join(f"matmul {k} {v / 1e12:.3f} TFLOP/s" for k, v in ceilings["matmul_flops_per_s"].items())
-        + f", gemv {ceilings['gemv_bytes_per_s'][dtype] / 1e9:.1f} GB/s, copy {ceilings['copy_bytes_per_s'] / 1e9:.1f} GB/s"
-        + f", op latency {ceilings['launch_latency_s'] * 1e6:.1f} us")
+    log(
+        "ceilings: "
+        + ", ".join(
+            f"matmul {k} {v / 1e12:.3f} TFLOP/s" for k, v in ceilings["matmul_flops_per_s"].items()
+        )
+        + f", gemv {ceilings['gemv_bytes_per_s'][dtype] / 1e9:.1f} GB/s"
+        + f", copy {ceilings['copy_bytes_per_s'] / 1e9:.1f} GB/s"
+        + f", op latency {ceilings['launch_latency_s'] * 1e6:.1f} us"
+    )
 
     models = {p.model: load_model(p.model) for p in points}
     numerics, failed = [], set()
@@ -411,38 +598,105 @@ def run_benchmark(points: list[BenchPoint], *, dtype: str = "fp32", device: str 
             numerics.append(result)
             if not result["passed"]:
                 failed.add((model.name, result["impl"]))
-                log(f"numerics: {model.name} {result['impl']} disagrees "
-                    f"(err {result['rel_err_vs_fp64_naive']:.2e}, decode {result['rel_err_decode_vs_prefill']:.2e}); "
-                    "not timed")
+                log(
+                    f"numerics: {model.name} {result['impl']} disagrees "
+                    f"(err {result['rel_err_vs_fp64_naive']:.2e}, "
+                    f"decode {result['rel_err_decode_vs_prefill']:.2e}); "
+                    "not timed"
+                )
 
-    cache_target = (100 << 20) if dev.type == "cuda" else (64 << 20)   # > L2 / LLC: rotate input sets
+    cache_target = (
+        (100 << 20) if dev.type == "cuda" else (64 << 20)
+    )  # > L2 / LLC: rotate input sets
     rows = []
     available = _available_bytes(dev)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=not progress, transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not progress,
+        transient=False,
+    ) as bar:
         task = bar.add_task("bench", total=len(points))
         for point in points:
             model = models[point.model]
-            bar.update(task, description=f"{point.model} {point.impl} {point.phase} B={point.batch} S={point.seq_len}")
+            bar.update(
+                task,
+                description=f"{point.model} {point.impl} {point.phase} "
+                f"B={point.batch} S={point.seq_len}",
+            )
             if (model.name, point.impl) in failed:
-                rows.append(_row(model, point, dtype, "numerics_failed", None, warmup, 0, "failed the numerics gate"))
+                rows.append(
+                    _row(
+                        model,
+                        point,
+                        dtype,
+                        "numerics_failed",
+                        None,
+                        warmup,
+                        0,
+                        "failed the numerics gate",
+                    )
+                )
             elif _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) > 0.8 * available:
-                rows.append(_row(model, point, dtype, "skipped", None, warmup, 0,
-                                 f"needs about {_estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) / 2**30:.1f}"
-                                 f" GiB, {available / 2**30:.1f} GiB free"))
+                rows.append(
+                    _row(
+                        model,
+                        point,
+                        dtype,
+                        "skipped",
+                        None,
+                        warmup,
+                        0,
+                        "needs about "
+                        f"{_estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) / 2**30:.1f}"
+                        f" GiB, {available / 2**30:.1f} GiB free",
+                    )
+                )
             else:
                 try:
-                    stats, sets = time_point(model, point, dtype, dev, warmup=warmup, repeats=repeats,
-                                             max_seconds=max_seconds, cache_bytes_target=cache_target)
+                    stats, sets = time_point(
+                        model,
+                        point,
+                        dtype,
+                        dev,
+                        warmup=warmup,
+                        repeats=repeats,
+                        max_seconds=max_seconds,
+                        cache_bytes_target=cache_target,
+                    )
                     rows.append(_row(model, point, dtype, "ok", stats, warmup, sets))
                 except torch.OutOfMemoryError as exc:
-                    rows.append(_row(model, point, dtype, "oom", None, warmup, 0, str(exc).splitlines()[0][:200]))
+                    rows.append(
+                        _row(
+                            model,
+                            point,
+                            dtype,
+                            "oom",
+                            None,
+                            warmup,
+                            0,
+                            str(exc).splitlines()[0][:200],
+                        )
+                    )
                 except RuntimeError as exc:
                     if "out of memory" not in str(exc).lower():
                         raise
-                    rows.append(_row(model, point, dtype, "oom", None, warmup, 0, str(exc).splitlines()[0][:200]))
+                    rows.append(
+                        _row(
+                            model,
+                            point,
+                            dtype,
+                            "oom",
+                            None,
+                            warmup,
+                            0,
+                            str(exc).splitlines()[0][:200],
+                        )
+                    )
                 finally:
                     if dev.type == "cuda":
                         torch.cuda.empty_cache()
@@ -462,12 +716,24 @@ def run_benchmark(points: list[BenchPoint], *, dtype: str = "fp32", device: str 
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    sidecar = {"schema": SCHEMA, "rows_file": csv_path.name, "preset": preset, "dtype": dtype, "device": info,
-               "warmup": warmup, "max_repeats": repeats, "max_seconds_per_point": max_seconds,
-               "statistic": "median of the timed repeats; q1/q3 are the inclusive quartiles",
-               "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
-               "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "ceilings": ceilings, "numerics": numerics,
-               "counts": {s: sum(r["status"] == s for r in rows) for s in ("ok", "skipped", "oom", "numerics_failed")}}
+    sidecar = {
+        "schema": SCHEMA,
+        "rows_file": csv_path.name,
+        "preset": preset,
+        "dtype": dtype,
+        "device": info,
+        "warmup": warmup,
+        "max_repeats": repeats,
+        "max_seconds_per_point": max_seconds,
+        "statistic": "median of the timed repeats; q1/q3 are the inclusive quartiles",
+        "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "ceilings": ceilings,
+        "numerics": numerics,
+        "counts": {
+            s: sum(r["status"] == s for r in rows)
+            for s in ("ok", "skipped", "oom", "numerics_failed")
+        },
+    }
     json_path.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
     return csv_path, json_path
