@@ -122,7 +122,12 @@ class Plan:
         return self.gpus + self.prefill_gpus
 
     def to_dict(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
+        """Every field, JSON-safe: an unbounded figure (TTFT when the queue grows without
+        bound) is ``None``, with ``sustainable`` false."""
+        out = {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in self.__dict__.items()
+        }
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
         out["kernels"] = [dict(k) for k in self.kernels]

@@ -229,6 +229,7 @@ def test_queueing_beyond_capacity_and_overload():
     assert p.queued == 10_000 - p.max_batch and p.ttft_s > 1.0
     over = plan("llama-3-8b", "H100-SXM", 1, isl=2000, osl=500, request_rate=1000.0)
     assert not over.sustainable and math.isinf(over.ttft_s)
+    assert over.to_dict()["ttft_s"] is None  # JSON has no infinity
 
 
 # -------------------------------------------------------- seed claims (docs/seed-claims.md)
