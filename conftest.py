@@ -1,20 +1,21 @@
 """Collection rules for ``pytest --doctest-modules`` over the package.
 
-The calculator core needs no optional extra. Modules that import one at their top (the
-microbenchmark needs PyTorch) are left out of doctest collection when that extra is not
-installed, so that a core-only environment collects without errors; their tests skip on
-their own with ``pytest.importorskip``.
+The calculator core needs no optional extra. A package module that imports an optional extra
+at its top (the microbenchmark imports PyTorch) is left out of doctest collection when that
+extra is not installed, so that a core-only environment collects without errors; the tests of
+such modules skip on their own with ``pytest.importorskip``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
+from pathlib import Path
 
-#: package module (relative to this file) -> the optional extra it imports at module level
-_NEEDS = {
-    "mlacalc/bench/layers.py": "torch",
-    "mlacalc/bench/runner.py": "torch",
-}
+#: the optional extras (see pyproject.toml) a package module may import at its top
+OPTIONAL = ("torch", "transformers", "pyarrow", "pandas", "scipy", "streamlit")
+
+_TOP_IMPORT = re.compile(r"^(?:import|from)\s+(" + "|".join(OPTIONAL) + r")\b", re.MULTILINE)
 
 
 def _missing(module: str) -> bool:
@@ -24,4 +25,14 @@ def _missing(module: str) -> bool:
         return True
 
 
-collect_ignore = [path for path, module in _NEEDS.items() if _missing(module)]
+def _needs_missing_extra(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return any(_missing(name) for name in set(_TOP_IMPORT.findall(text)))
+
+
+_ROOT = Path(__file__).resolve().parent
+collect_ignore = [
+    str(path.relative_to(_ROOT))
+    for path in sorted((_ROOT / "mlacalc").rglob("*.py"))
+    if _needs_missing_extra(path)
+]
