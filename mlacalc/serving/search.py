@@ -6,8 +6,9 @@ DP-attention for MoE models, with redundant experts where the GPU count does not
 experts), each weight and KV dtype, with and without two-batch overlap, is evaluated at every
 batch size that fits, in steady state at the given input and output lengths, the way
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
-in one vectorised call). Disaggregated points pair the decode pool with the smallest prefill
-pool (same GPU counts) whose prompt rate keeps up.
+in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
+the same GPU counts, both pools within the largest count) whose prompt rate keeps up; a prompt
+waits for the prefill pool as in an M/D/1 queue at that pool's load.
 
 The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
 TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
@@ -399,37 +400,35 @@ def search(
                     bw, lat = hw.link(2)
                 transfer = lat + row / (bw * LINK_EFFICIENCY)
                 for i, b in enumerate(Bf):
-                    pool = next(
-                        (
-                            (pg, pools[(pg, pl["w"], pl["kv"])])
-                            for pg in sorted(gpus)
-                            if (pg, pl["w"], pl["kv"]) in pools
-                            and g + pg <= largest
-                            and pools[(pg, pl["w"], pl["kv"])][0] >= demand[i]
-                        ),
-                        None,
-                    )
-                    if pool is None:
+                    # every prefill pool (of the GPU counts given) that keeps up, each a point:
+                    # a larger pool queues prompts less (M/D/1 wait on its prompt rate)
+                    found = False
+                    for pg in sorted(gpus):
+                        pool = pools.get((pg, pl["w"], pl["kv"]))
+                        if pool is None or g + pg > largest or pool[0] < demand[i]:
+                            continue
+                        found = True
+                        rho = demand[i] / pool[0]
+                        wait = rho / (2 * (1 - rho)) * pool[1] if rho < 1 else math.inf
+                        points.append(
+                            {
+                                **base,
+                                "mode": "disaggregated",
+                                "gpus": g + pg,
+                                "decode_gpus": g,
+                                "prefill_gpus": pg,
+                                "batch_per_group": int(b),
+                                "concurrency": int(b * lay.dp),
+                                "ttft_s": float(pool[1] + wait + transfer),
+                                "tpot_s": float(t_step[i]),
+                                "output_tokens_per_s": float(total[i]),
+                                "output_tokens_per_s_per_gpu": float(total[i]) / (g + pg),
+                                "output_tokens_per_s_per_user": 1.0 / float(t_step[i]),
+                                "kv_per_gpu_bytes": int(context_bytes[i]),
+                            }
+                        )
+                    if not found:
                         reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
-                        continue
-                    pg, (_, t_one) = pool
-                    points.append(
-                        {
-                            **base,
-                            "mode": "disaggregated",
-                            "gpus": g + pg,
-                            "decode_gpus": g,
-                            "prefill_gpus": pg,
-                            "batch_per_group": int(b),
-                            "concurrency": int(b * lay.dp),
-                            "ttft_s": t_one + transfer,
-                            "tpot_s": float(t_step[i]),
-                            "output_tokens_per_s": float(total[i]),
-                            "output_tokens_per_s_per_gpu": float(total[i]) / (g + pg),
-                            "output_tokens_per_s_per_user": 1.0 / float(t_step[i]),
-                            "kv_per_gpu_bytes": int(context_bytes[i]),
-                        }
-                    )
     for p in points:
         misses = []
         if ttft is not None and p["ttft_s"] > ttft:
