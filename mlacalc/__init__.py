@@ -43,6 +43,7 @@ from .hardware import HardwareSpec, load_hardware
 from .params import ParamCounts, param_counts, weight_bytes
 from .planner import Plan, plan
 from .roofline import Calibration, Prediction, predict_time
+from .step import step_kernels
 from .symbolic import formula
 from .validation import validate
 
@@ -77,6 +78,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
     "OpCost",
     "attended_pairs",
     "formula",
+    "step_kernels",
     "sweep",
     # hardware, roofline, planning
     "load_hardware",
