@@ -1,10 +1,10 @@
 """Whole-model parameter accounting, exactly as the reference implementations hold weights.
 
-Counting rules (``docs/conventions.md``, Parameters): every weight and bias the Hugging Face implementation
-of the architecture holds, norm weights included, MoE routers (and DeepSeek-V3's
-``e_score_correction_bias``) included, a tied embedding counted once. MTP
-(next-n prediction) modules are reported apart from the main model; they share the
-embedding and the output head, so only their own weights are counted.
+Counting rules (``docs/conventions.md``, Parameters): every weight and bias the Hugging Face
+implementation of the architecture holds, norm weights included, MoE routers (and DeepSeek-V3's
+``e_score_correction_bias``) included, a tied embedding counted once. MTP (next-n prediction)
+modules are reported apart from the main model; they share the embedding and the output head,
+so only their own weights are counted.
 
 ``active`` is what one token's matmuls touch: everything except the routed experts
 it does not use and except the input embedding and position tables (lookups); the
