@@ -3,7 +3,7 @@
 Every number here comes from the functions generated out of the symbolic
 formulas (:mod:`mlacalc._generated`), evaluated with Python integers (and
 :class:`fractions.Fraction` for sub-byte element sizes), so results are exact at
-any size. Conventions (DESIGN.md, ``docs/conventions.md``):
+any size. Conventions (``docs/conventions.md``):
 
 - ``seq_len = S`` is the number of keys the last query attends, new tokens included.
   ``prefill`` has ``q = S`` new tokens, ``decode`` ``q = 1``, ``chunk`` ``q = q_len``.
