@@ -309,7 +309,7 @@ class StepModel:
         self._elementwise(out, f"{name}activation", part, T * inter)
         self._gemm(out, f"{name}down_proj", part, T, self.d, inter)
 
-    def _moe(self, out: list[Spec], T: np.ndarray, decode: bool) -> None:
+    def _moe(self, out: list[Spec], T: np.ndarray, decode: np.ndarray) -> None:
         m, lay, d = self.m, self.lay, self.d
         part = "moe_ffn"
         E, k = m.n_routed_experts, m.num_experts_per_tok
@@ -353,39 +353,39 @@ class StepModel:
             sent = T / lay.tp  # tp ranks split their group's tokens
             if lay.ep > 1:
                 node = self.hw.gpus_per_node or lay.moe_group
-                if decode or lay.moe_group <= node:
-                    # low-latency kernels: every routed copy over RDMA; within a node: NVLink
-                    mode, copies, network = (
-                        ("low-latency" if decode else "normal"),
-                        float(k),
-                        decode,
-                    )
-                else:
-                    # normal kernels across nodes: one copy per remote node over RDMA, then
-                    # forwarded to its experts over NVLink (concurrently, not counted apart)
-                    mode, copies, network = (
-                        "normal",
-                        remote_nodes_per_token(lay.moe_group, node, k),
-                        True,
-                    )
-                self._comm(
-                    out,
-                    f"EP dispatch ({mode})",
-                    "dispatch",
-                    part,
-                    dispatch_bytes(sent, copies, d, self.fp8_dispatch),
-                    lay.moe_group,
-                    network=network,
+                # decode rows (no prompt tokens): DeepEP low-latency kernels, every routed copy
+                # over RDMA; rows with prompt tokens: normal kernels, NVLink within a node and
+                # across nodes one copy per remote node over RDMA (forwarded over NVLink,
+                # concurrently, not counted apart)
+                low = decode
+                across = lay.moe_group > node
+                normal_copies = (
+                    remote_nodes_per_token(lay.moe_group, node, k) if across else float(k)
                 )
-                self._comm(
-                    out,
-                    f"EP combine ({mode})",
-                    "combine",
-                    part,
-                    combine_bytes(sent, copies, d),
-                    lay.moe_group,
-                    network=network,
-                )
+                for mode, rows, copies, network in (
+                    ("low-latency", low, float(k), True),
+                    ("normal", ~low, normal_copies, across),
+                ):
+                    if not rows.any():
+                        continue
+                    self._comm(
+                        out,
+                        f"EP dispatch ({mode})",
+                        "dispatch",
+                        part,
+                        np.where(rows, dispatch_bytes(sent, copies, d, self.fp8_dispatch), 0.0),
+                        lay.moe_group,
+                        network=network,
+                    )
+                    self._comm(
+                        out,
+                        f"EP combine ({mode})",
+                        "combine",
+                        part,
+                        np.where(rows, combine_bytes(sent, copies, d), 0.0),
+                        lay.moe_group,
+                        network=network,
+                    )
             else:
                 self._comm(
                     out,
@@ -421,10 +421,9 @@ class StepModel:
         dec_B, pf_N = dec_B + z, pf_N + z
         dec_q, dec_S, pf_q, pf_pre = (_arr(x) + z for x in (dec_q, dec_S, pf_q, pf_pre))
         T = dec_B * dec_q + pf_N * pf_q
-        decode = bool(np.all(pf_N == 0))
+        decode = pf_N == 0  # rows without prompt tokens
         out: list[Spec] = []
         self._attention(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
-        dense_start = len(out)
         if self.m.num_hidden_layers - self.m.num_moe_layers:
             self._dense_ffn(out, T, ffn_shape(self.m), "dense_ffn")
             self._comm(
@@ -435,8 +434,6 @@ class StepModel:
                 T * self.d * ACT,
                 self.lay.tp,
             )
-        for s in out[dense_start:]:
-            s.part = "dense_ffn"
         if self.m.num_moe_layers:
             self._moe(out, T, decode)
         logits = dec_B * dec_q + pf_N  # prefill needs the last token's logits
@@ -594,7 +591,8 @@ def time_jobs(
         for i, sp in enumerate(specs):
             if sp.comm:
                 n = sm._p2p_group() if sp.kind == "p2p" else sp.n_gpus
-                out[j][i] = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
+                t = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
+                out[j][i] = np.where(sp.bytes > 0, t, 0.0)  # a row that sends nothing
             else:
                 hws[id(sm.hw)] = sm.hw
                 groups.setdefault((id(sm.hw), sp.kind, sp.dtype), []).append((j, i))
