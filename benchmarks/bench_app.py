@@ -32,7 +32,9 @@ print(time.perf_counter() - t)
 def first_render(runs: int = 5) -> float:
     times = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", FIRST], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST], capture_output=True, text=True, check=True
+        ).stdout
         times.append(float(out.strip().splitlines()[-1]))
     return statistics.median(times)
 
