@@ -134,3 +134,31 @@ def test_layouts_that_need_a_missing_network_are_skipped_with_a_reason():
     result = search("llama-3-70b", "L40S", [8, 16], isl=1000, osl=200, modes=("aggregated",))
     assert result.reasons["L40S has no network figures (scale_out_gb_per_s)"] > 0
     assert any(p["gpus"] == 16 and p["dp"] == 2 for p in result.points)  # TP8 DP2 needs no network
+
+
+def test_expert_parallel_points_agree_with_plan():
+    result = search(
+        "deepseek-v3", "H200", [16], isl=1000, osl=500, modes=("aggregated",), kv_dtypes=("fp8",)
+    )
+    ep_points = [p for p in result.points if p["ep"] > 1 and p["pp"] == 1]
+    assert any(p["dp_attention"] for p in ep_points) and any(
+        p["overlap"] == "tbo" for p in ep_points
+    )
+    for point in ep_points[::11][:6]:
+        p = plan(
+            "deepseek-v3",
+            "H200",
+            16,
+            tp=point["tp"],
+            ep=point["ep"],
+            dp_attention=point["dp_attention"],
+            redundant_experts=point["redundant_experts"],
+            overlap=point["overlap"],
+            kv_dtype="fp8",
+            page_size=16,
+            isl=1000,
+            osl=500,
+            concurrency=point["concurrency"],
+        )
+        assert p.tpot_s == pytest.approx(point["tpot_s"], rel=1e-9)
+        assert p.ttft_s == pytest.approx(point["ttft_s"], rel=1e-9)
