@@ -169,11 +169,16 @@ def _pages(tokens: int, page_size: int) -> int:
 
 
 def _bound(
-    hw: HardwareSpec, st_kernels: list[dict[str, Any]], compute_s: float, comm_s: float
+    hw: HardwareSpec,
+    st_kernels: list[dict[str, Any]],
+    compute_s: float,
+    comm_s: float,
+    overlap: str = "none",
 ) -> str:
-    """Which roof the step is nearest: communication when links take longer than the kernels,
-    else compute or memory by the step's summed FLOPs and bytes at the datasheet rates."""
-    if comm_s > compute_s:
+    """Which roof the step is nearest: communication when links take longer than the kernels
+    (under two-batch overlap: when any link time is left exposed), else compute or memory by
+    the step's summed FLOPs and bytes at the datasheet rates."""
+    if comm_s > compute_s or (overlap == "tbo" and comm_s > 0):
         return "communication"
     flops = sum(float(k["flops"][0]) * k["calls"] for k in st_kernels if not k["communication"])
     nbytes = sum(float(k["bytes"][0]) * k["calls"] for k in st_kernels if not k["communication"])
@@ -548,12 +553,12 @@ def plan(
         decode_batch=round(running),
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=lay.dp * f["B"] * tau / f["t_dec"],
-        decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"]),
+        decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap),
         prefill_s=float(t_pf[1]),
         binding="kv capacity"
         if queued
         else {"memory": "memory bandwidth"}.get(
-            b := _bound(hw, dec.kernels, f["compute"], f["comm"]), b
+            b := _bound(hw, dec.kernels, f["compute"], f["comm"], overlap), b
         ),
         fits=True,
         memory=mem,
@@ -600,7 +605,7 @@ def _capacity_plan(
     B = math.ceil(run_batch / lay.dp)
     dec = sm.step(overlap=overlap, dec_B=B / min(lay.pp, max(B, 1)), dec_S=seq_len)
     step = lay.pp * float(dec.stage_seconds[0])
-    bound = _bound(hw, dec.kernels, float(dec.compute_s[0]), float(dec.comm_s[0]))
+    bound = _bound(hw, dec.kernels, float(dec.compute_s[0]), float(dec.comm_s[0]), overlap)
     prefill_s = float(sm.step(overlap=overlap, pf_N=1, pf_q=seq_len).seconds[0])
     binding = (
         "kv capacity"

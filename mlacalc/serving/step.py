@@ -514,8 +514,8 @@ class StepModel:
 
         def part(name: str) -> tuple[Any, Any]:
             c, k = parts.get(name, (0.0, 0.0))
-            if overlap == "tbo":  # two micro-batches, comm hidden behind compute
-                return 2 * np.maximum(c, k), 0.0
+            if overlap == "tbo":  # two micro-batches: each one's links hide behind the other's
+                return 2 * c, 2 * np.maximum(np.subtract(k, c), 0.0)  # compute; exposed comm
             return c, k
 
         lc, lk = part("layer")
