@@ -282,6 +282,22 @@ def plan(
             "overlap", f"must be one of {', '.join(OVERLAPS)}, got {overlap!r}"
         )
     chunked_prefill = _check_int("chunked_prefill", chunked_prefill)
+    for name, value in (
+        ("prefill_gpus", prefill_gpus),
+        ("prefill_tp", prefill_tp),
+        ("prefill_ep", prefill_ep),
+        ("prefill_dp_attention", prefill_dp_attention),
+    ):
+        if value is not None and mode != "disaggregated":
+            raise InvalidArgumentError(name, "describes the prefill pool of mode='disaggregated'")
+    if chunked_prefill is not None and mode == "disaggregated":
+        raise InvalidArgumentError(
+            "chunked_prefill", "mixes prompts into decode steps: aggregated mode only"
+        )
+    if isl is None and (
+        concurrency is not None or request_rate is not None or mode != "aggregated"
+    ):
+        raise InvalidArgumentError("isl", "serving figures need the request mix: give isl and osl")
     mtp_tokens = _check_int("mtp_tokens", mtp_tokens, allow_none=False, minimum=0)
     if mtp_tokens and mtp_acceptance is None:
         raise InvalidArgumentError(

@@ -82,6 +82,12 @@ def test_plan_bad_input():
         ({"overlap": "full"}, "overlap"),
         ({"mode": "split"}, "mode"),
         ({"concurrency": float("nan")}, "concurrency"),
+        ({"prefill_gpus": 8}, "prefill_gpus"),
+        ({"concurrency": 8}, "isl"),
+        (
+            {"isl": 10, "osl": 10, "mode": "disaggregated", "chunked_prefill": 512},
+            "chunked_prefill",
+        ),
     ):
         with pytest.raises(InvalidArgumentError) as info:
             plan("deepseek-v3", "H200", 8, **kwargs)
