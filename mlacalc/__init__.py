@@ -90,6 +90,8 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
     "Plan",
     "search",
     "validate",
+    "calibrate",
+    "load_profile",
     # errors
     "MlacalcError",
     "ConfigError",
@@ -111,4 +113,8 @@ def __getattr__(name: str):
         from .serving.search import search
 
         return search
+    if name in ("calibrate", "load_profile"):  # the kernel time model's profiles
+        from . import timemodel
+
+        return getattr(timemodel, name)
     raise AttributeError(f"module 'mlacalc' has no attribute {name!r}")
