@@ -5,10 +5,13 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mlacalc
 from mlacalc.cli import main
@@ -489,6 +492,9 @@ def test_validate_cli(run):
         (["roofline", "deepseek-v3", "-H", "H200", "--impl", "standard"], "--impl: 'standard'"),
         (["report", "deepseek-v3", "--impl", "standard"], "DeepSeek-V3 is MLA"),
         (["roofline", "llama-3-8b", "-H", "H200", "--impl", "naive"], "is GQA"),
+        (["compare", "gpt2", "--seq-len", "9" * 5000], "--seq-len"),
+        (["roofline", "gpt2", "-H", "H200", "--calibrate", ""], "--calibrate"),
+        (["formula", "kv_cache_elements", "--variant", "mla", "--subs", "0"], "--subs"),
     ],
 )
 def test_flags_are_checked(run, args, needle):
@@ -615,3 +621,110 @@ def test_flags_with_effect_are_quiet(run):
         assert run(*args)[1] == ""
     _, err = run("formula", "kv_cache_bytes", "--variant", "gqa", "--stage", "core", code=2)
     assert "--stage" in err
+
+
+# -- mutation: every option of every command with wrong types and extreme values -------------
+
+_BASE = {
+    "report": ["report", "deepseek-v3"],
+    "compare": ["compare", "llama-3-8b", "deepseek-v2-lite"],
+    "roofline": ["roofline", "deepseek-v3", "-H", "H200"],
+    "plan": ["plan", "deepseek-v3", "-H", "H200"],
+    "formula": ["formula", "attention_flops", "--variant", "mla"],
+}
+_OPTIONS = {
+    "report": [
+        "--seq-len",
+        "--batch",
+        "--kv-dtype",
+        "--weight-dtype",
+        "--impl",
+        "--phase",
+        "--q-len",
+    ],
+    "compare": ["--seq-len", "--batch", "--kv-dtype", "--weight-dtype", "--kv-heads"],
+    "roofline": [
+        "--hardware",
+        "--phase",
+        "--seq-len",
+        "--batch",
+        "--q-len",
+        "--impl",
+        "--mode",
+        "--scope",
+        "--dtype",
+        "--weight-dtype",
+        "--kv-dtype",
+        "--calibrate",
+    ],
+    "plan": [
+        "--gpus",
+        "--tp",
+        "--dp",
+        "--ep",
+        "--page-size",
+        "--memory-reserve",
+        "--seq-len",
+        "--batch",
+        "--kv-dtype",
+        "--weight-dtype",
+        "--hardware",
+    ],
+    "formula": ["--impl", "--phase", "--stage", "--subs"],
+}
+_JUNK = [
+    "",
+    "0",
+    "-1",
+    "1.5",
+    "nan",
+    "inf",
+    "1e309",
+    "abc",
+    "💥",
+    "128k",
+    "1M",
+    str(2**63),
+    str(10**30),
+    "9" * 5000,
+    "99999999999999",
+    "fp8",
+    "absorbed",
+    "decode",
+    "H100",
+    "A100",
+]
+
+
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
+@given(data=st.data())
+def test_cli_flag_mutations(data, capsys):
+    """Any value for any option: a result, or one line on stderr naming the option or field."""
+    command = data.draw(st.sampled_from(sorted(_BASE)))
+    option = data.draw(st.sampled_from(_OPTIONS[command]))
+    value = data.draw(st.one_of(st.sampled_from(_JUNK), st.text(max_size=12)))
+    args = [*_BASE[command], option, value, "--format", "json"]
+    if command == "formula":
+        args = args[:-2]
+    start = time.perf_counter()
+    rc = main(args)
+    elapsed = time.perf_counter() - start
+    out, err = capsys.readouterr()
+    assert rc in (0, 2), (args, rc, err)
+    assert "internal error" not in err and "Traceback" not in err, (args, err)
+    if rc == 2:
+        assert err.count("\n") == 1 and not out, (args, err)
+        field = option.lstrip("-").replace("-", "_")
+        named = (
+            option in err
+            or field in err
+            or "MODEL" in err
+            or "--hardware" in err
+            or (option == "--hardware" and "hardware" in err.lower())
+        )
+        assert named, (args, err)
+    else:
+        assert out
+    assert elapsed < 2.0, (args, elapsed)

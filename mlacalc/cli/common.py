@@ -64,7 +64,7 @@ class SizeType(click.ParamType):
     """A token count or batch: ``131072``, ``128k`` (= 128 x 1024), ``1M`` (= 1024^2), ``1.5k``."""
 
     name = "size"
-    _pattern = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+    _pattern = re.compile(r"^\s*(\d{1,30}(?:\.\d{1,30})?)\s*([kKmMgG]?)\s*$")
     _scale: ClassVar[dict[str, int]] = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
@@ -73,7 +73,8 @@ class SizeType(click.ParamType):
         else:
             match = self._pattern.match(str(value))
             if not match:
-                self.fail(f"'{value}' is not a size; write 131072, 128k or 1M", param, ctx)
+                shown = f"{str(value)[:20]}..." if len(str(value)) > 24 else value
+                self.fail(f"'{shown}' is not a size; write 131072, 128k or 1M", param, ctx)
             number, suffix = match.groups()
             scaled = float(number) * self._scale[suffix.lower()]
             if scaled != int(scaled) or ("." in number and not suffix):
@@ -192,11 +193,19 @@ def format_option(f: Callable) -> Callable:
     )(f)
 
 
-def load(name: str):
-    """A model by shipped name, YAML file or Hugging Face config.json."""
+def load(name: str, flag: str | None = None):
+    """A model by shipped name, YAML file or Hugging Face config.json.
+
+    With ``flag``, an error names that option (``--subs``), not only the model.
+    """
     from ..config import load_model
 
-    return load_model(name)
+    if flag is None:
+        return load_model(name)
+    try:
+        return load_model(name)
+    except MlacalcError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
 def phases(phase: str) -> list[str]:

@@ -107,7 +107,7 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
         if build(quantity, variant, **{**settings, key: neutral}) == expr:
             warn(f"{flag} does not change {quantity} of {variant.upper()}{where}; ignored")
     if subs_model:
-        m = load(subs_model)
+        m = load(subs_model, "--subs")
         if (variant == "mla") != m.is_mla:
             raise click.BadParameter(
                 f"{m.label} is {m.variant.upper()}, not {variant.upper()}", param_hint="--subs"

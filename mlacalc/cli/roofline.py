@@ -68,6 +68,7 @@ from .common import (
 )
 @click.option(
     "--calibrate",
+    type=click.Path(exists=True, dir_okay=False),
     default=None,
     metavar="JSON",
     help="A measurement sidecar whose ceilings replace the datasheet peaks.",
