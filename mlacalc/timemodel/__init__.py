@@ -31,7 +31,7 @@ from ..hardware import HardwareSpec, load_hardware
 from ..kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
 from .device import DeviceFigures, device_figures
 from .model import COMM_KINDS, PARAMS, class_key, kernel_terms
-from .profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
+from .profile import Profile, load_profile, shipped_profiles
 
 __all__ = [
     "PARAMS",
@@ -200,5 +200,3 @@ def calibrate(measured_sets: Any, **kwargs: Any) -> Profile:
 
     return _calibrate(measured_sets, **kwargs)
 
-
-DEFAULT = DEFAULT_PROFILE
