@@ -54,6 +54,7 @@ class Arch:
     off_pattern: str = "full"  # kind of the layers that are not full: sliding/chunked
     nope_full: bool = False  # full-attention layers without RoPE (Llama 4)
     indexer: bool = False  # DeepSeek sparse attention: MLA plus a lightning indexer
+    shared_gate: bool = False  # a sigmoid gate on the shared expert (one d-wide row)
 
 
 ARCHS: dict[str, Arch] = {
@@ -65,6 +66,9 @@ ARCHS: dict[str, Arch] = {
     "gpt_oss": Arch(sinks=True, router_bias=True, expert_bias=True, off_pattern="sliding"),
     "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
     "llama4_text": Arch(off_pattern="chunked", nope_full=True),
+    "qwen2_moe": Arch(shared_gate=True),
+    "cohere": Arch(norms_per_layer=1),
+    "cohere2": Arch(norms_per_layer=1, off_pattern="sliding"),
     "deepseek_v32": Arch(correction_bias=True, indexer=True),
     "glm_moe_dsa": Arch(correction_bias=True, indexer=True),
 }
@@ -217,6 +221,8 @@ def _moe(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
         out.append(Tensor(f"{p}.mlp.gate.e_score_correction_bias", (e,)))
     if m.n_shared_experts:
         out += _mlp(f"{p}.mlp.shared_experts", d, m.n_shared_experts * width)
+    if arch.shared_gate:
+        out.append(Tensor(f"{p}.mlp.shared_experts.gate.weight", (1, d)))
     return out
 
 
