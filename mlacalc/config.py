@@ -71,6 +71,15 @@ def _read_aliases(path: Path) -> list[str]:
     return []
 
 
+def _is_shipped_file(key: str) -> bool:
+    if not key or len(key) > 200 or "/" in key or os.sep in key or "\0" in key:
+        return False
+    try:
+        return (_shipped_dir() / f"{key}.yaml").is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def shipped_models() -> list[str]:
     """Names of the models shipped in ``model_configs/`` (aliases excluded)."""
     return sorted(p.stem for p in _shipped_dir().glob("*.yaml"))
@@ -143,6 +152,10 @@ def load_model(name_or_path: str | os.PathLike | ModelConfig) -> ModelConfig:
     text = os.fspath(name_or_path)
     key = text.strip().lower()
     index = _index()
+    if key not in index and _is_shipped_file(key):
+        global _INDEX
+        _INDEX = None  # a file added since the index was read
+        index = _index()
     if key in index:
         return _load_file(index[key], shipped=True)
     try:

@@ -115,32 +115,32 @@ def parse_json(text: str, origin: str) -> Any:
         raise ConfigError("is empty", source=origin)
     _check_json_depth(text, origin)
 
-    def parse_int(digits: str) -> int:
-        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-            raise ConfigError(
-                f"holds an integer of {len(digits.lstrip('-')):,} digits; at most "
-                f"{MAX_INT_DIGITS} are read",
-                source=origin,
+    def parse_int(digits: str) -> Any:
+        count = len(digits.lstrip("-"))
+        if count > MAX_INT_DIGITS:
+            return _Refused(
+                f"holds an integer of {count:,} digits; at most {MAX_INT_DIGITS} are read", None
             )
         return int(digits)
 
     def parse_constant(name: str) -> Any:
-        raise ConfigError(
-            f"holds {name}, which is not a JSON number", source=origin, fix="write a finite number"
-        )
+        return _Refused(f"holds {name}, which is not a JSON number", "write a finite number")
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in items:
             if key in out:
                 raise ConfigError(
-                    f"states key '{key}' twice", source=origin, fix="keep one of them"
+                    f"states key '{_short(key)}' twice",
+                    source=origin,
+                    field=_short(key),
+                    fix="keep one of them",
                 )
             out[key] = value
         return out
 
     try:
-        return json.loads(
+        data = json.loads(
             text, parse_int=parse_int, parse_constant=parse_constant, object_pairs_hook=pairs
         )
     except json.JSONDecodeError as exc:
@@ -149,13 +149,43 @@ def parse_json(text: str, origin: str) -> Any:
         ) from None
     except RecursionError:  # pragma: no cover - the depth scan keeps this away
         raise ConfigError(f"nests deeper than {MAX_DEPTH} levels", source=origin) from None
+    _raise_refused(data, [], origin)
+    return data
+
+
+class _Refused:
+    """A JSON value the reader refuses, kept until its key path is known."""
+
+    __slots__ = ("fix", "message")
+
+    def __init__(self, message: str, fix: str | None):
+        self.message, self.fix = message, fix
+
+
+def _raise_refused(value: Any, path: list[str], origin: str) -> None:
+    if isinstance(value, _Refused):
+        raise ConfigError(value.message, source=origin, field=".".join(path) or None, fix=value.fix)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _raise_refused(item, [*path, _short(key)], origin)
+    elif isinstance(value, list):
+        for item in value:
+            _raise_refused(item, path, origin)
+
+
+def _short(key: Any) -> str:
+    text = str(key)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_json_depth(text: str, origin: str) -> None:
-    depth = 0
+    """Scan the brackets outside strings; past MAX_DEPTH, name the keys leading there."""
+    keys: list[str | None] = []
     in_string = escaped = False
+    start = 0
+    last = ""
     line = 1
-    for char in text:
+    for index, char in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -163,18 +193,26 @@ def _check_json_depth(text: str, origin: str) -> None:
                 escaped = True
             elif char == '"':
                 in_string = False
+                last = text[start + 1 : index]
         elif char == '"':
             in_string = True
+            start = index
+        elif char == ":":
+            if keys:
+                keys[-1] = last
         elif char in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
+            keys.append(None)
+            if len(keys) > MAX_DEPTH:
+                path = ".".join(_short(k) for k in keys[:3] if k)
                 raise ConfigError(
                     f"nests deeper than {MAX_DEPTH} levels (line {line})",
                     source=origin,
+                    field=path or None,
                     fix="a configuration is a flat mapping",
                 )
         elif char in "]}":
-            depth -= 1
+            if keys:
+                keys.pop()
         elif char == "\n":
             line += 1
 
@@ -220,7 +258,7 @@ def parse_yaml(text: str, origin: str) -> Any:
 class _Frame:
     """One open collection while the event stream is read."""
 
-    __slots__ = ("anchor", "expect_key", "is_map", "keys", "size")
+    __slots__ = ("anchor", "expect_key", "is_map", "key", "keys", "size")
 
     def __init__(self, anchor: str | None, is_map: bool):
         self.anchor = anchor
@@ -228,6 +266,12 @@ class _Frame:
         self.is_map = is_map
         self.keys: set[Any] = set()
         self.expect_key = True
+        self.key: str | None = None
+
+
+def _yaml_path(stack: list[_Frame]) -> str | None:
+    """The keys leading to the value being read (``text_config.hidden_size``)."""
+    return ".".join(_short(f.key) for f in stack if f.is_map and f.key is not None) or None
 
 
 def _check_yaml_events(events: Any, origin: str) -> None:
@@ -244,6 +288,7 @@ def _check_yaml_events(events: Any, origin: str) -> None:
             raise ConfigError(
                 f"expands to more than {MAX_NODES:,} values{_where(event)}",
                 source=origin,
+                field=_yaml_path(stack),
                 fix="YAML aliases may not multiply the document",
             )
         if stack:
@@ -252,12 +297,15 @@ def _check_yaml_events(events: Any, origin: str) -> None:
             if frame.is_map:
                 if frame.expect_key and is_scalar_key:
                     if key in frame.keys and key != "<<":
+                        frame.key = key
                         raise ConfigError(
-                            f"states key '{key}' twice{_where(event)}",
+                            f"states key '{_short(key)}' twice{_where(event)}",
                             source=origin,
+                            field=_yaml_path(stack),
                             fix="keep one of them",
                         )
                     frame.keys.add(key)
+                    frame.key = key
                 frame.expect_key = not frame.expect_key
 
     for event in events:
@@ -276,6 +324,7 @@ def _check_yaml_events(events: Any, origin: str) -> None:
                     f"holds an integer of {len(value):,} digits; at most "
                     f"{MAX_INT_DIGITS} are read{_where(event)}",
                     source=origin,
+                    field=_yaml_path(stack),
                 )
             add(1, event, value, True)
             if event.anchor:
@@ -292,6 +341,7 @@ def _check_yaml_events(events: Any, origin: str) -> None:
                 raise ConfigError(
                     f"nests deeper than {MAX_DEPTH} levels{_where(event)}",
                     source=origin,
+                    field=_yaml_path(stack[:4]),
                     fix="a configuration is a flat mapping",
                 )
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
@@ -303,6 +353,7 @@ def _check_yaml_events(events: Any, origin: str) -> None:
                 raise ConfigError(
                     f"expands to more than {MAX_NODES:,} values{_where(event)}",
                     source=origin,
+                    field=_yaml_path(stack),
                     fix="YAML aliases may not multiply the document",
                 )
             if stack:

@@ -54,7 +54,7 @@ NAMES = "list of strings"
 # a loop or a table and no string grows without end
 MAX_WIDTH = 1 << 20  # hidden, FFN, latent and head widths
 MAX_HEADS = 1 << 16  # attention and KV heads
-MAX_LAYERS = 10_000  # decoder layers and every per-layer count
+MAX_LAYERS = 2_048  # decoder layers and every per-layer count
 MAX_EXPERTS = 1 << 16  # routed and shared experts
 MAX_VOCAB = 1 << 24  # vocabulary entries
 MAX_TOKENS = 1 << 40  # context lengths and windows
@@ -668,16 +668,16 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                     "set n_routed_experts (num_local_experts)",
                 )
             )
-        elif (ok("n_shared_experts") and v["n_shared_experts"]) or (
-            ok("num_experts_per_tok") and v["num_experts_per_tok"]
-        ):
-            out.append(
-                (
-                    "n_routed_experts",
-                    "expert fields are set but n_routed_experts is 0",
-                    "set n_routed_experts or remove the expert fields",
+        else:
+            stray = [n for n in ("n_shared_experts", "num_experts_per_tok") if ok(n) and v[n]]
+            if stray:
+                out.append(
+                    (
+                        stray[0],
+                        f"{' and '.join(stray)} set but n_routed_experts is 0",
+                        "set n_routed_experts or remove the expert fields",
+                    )
                 )
-            )
     if (
         ok("num_nextn_predict_layers")
         and v["num_nextn_predict_layers"]
@@ -757,6 +757,7 @@ def build(
         )
         _raise_mapping(origin, problems)
     notes = list(derived)
+    inputs: dict[str, tuple[str, ...]] = {}  # field a rule filled -> the fields it read
     values: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str) or key not in SPECS:
@@ -790,12 +791,12 @@ def build(
 
     unit = registry.family_of(valid["model_type"]) if "model_type" in valid else None
     if unit is not None:
-        problems += _apply_defaults(unit, valid, values, bad, notes)
+        problems += _apply_defaults(unit, valid, values, bad, notes, inputs)
     problems += _missing(unit, values, bad)
     have = [k for k in values if k not in bad]
     problems += _relations({k: values[k] for k in have}, set(have))
     if problems:
-        raise_problems(origin, _with_notes(problems, notes))
+        raise_problems(origin, _with_notes(problems, notes, inputs))
 
     source = values.pop("source")
     values["source"] = (source,) if isinstance(source, str) else tuple(source)
@@ -804,13 +805,16 @@ def build(
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
 
 
-def _with_notes(problems: list[Problem], notes: list[str]) -> list[Problem]:
+def _with_notes(
+    problems: list[Problem], notes: list[str], inputs: dict[str, tuple[str, ...]]
+) -> list[Problem]:
     """Say where a value came from when a problem is with a value a rule filled in."""
     filled = {note.split(" = ", 1)[0]: note for note in notes if " = " in note}
     out = []
     for name, message, fix in problems:
         if name in filled and "is missing" not in message:
-            message = f"{message} [{filled[name]}]"
+            source = f"; from {', '.join(inputs[name])}" if name in inputs else ""
+            message = f"{message} [{filled[name]}{source}]"
         out.append((name, message, fix))
     return out
 
@@ -830,6 +834,7 @@ def _apply_defaults(
     values: dict[str, Any],
     bad: set[str],
     notes: list[str],
+    inputs: dict[str, tuple[str, ...]],
 ) -> list[Problem]:
     """Fill absent fields from the family's rules, in rule order, noting each in ``notes``;
     the problems of rules that cannot give a valid value are returned."""
@@ -857,13 +862,16 @@ def _apply_defaults(
                 problems.append(
                     (
                         name,
-                        f"is absent, and its rule ({rule.why}) gives {_show(value)}: {problem[1]}",
+                        f"is absent, and its rule ({rule.why}) on {', '.join(rule.needs)} gives "
+                        f"{_show(value)}: {problem[1]}",
                         f"state {name}",
                     )
                 )
                 continue
             values[name] = valid[name] = value
             notes.append(f"{name} = {value!r} ({rule.why})")
+            if rule.needs:
+                inputs[name] = rule.needs
     return problems
 
 
@@ -915,3 +923,34 @@ def markdown_fields() -> str:
             absent = f"`{str(default).lower() if isinstance(default, bool) else default}`"
         rows.append(f"| `{name}` | {spec.kind} | {bound} | {spec.doc} | {absent} |")
     return "\n".join(rows)
+
+
+# -----------------------------------------------------------------------------------
+# the generated parts of docs/config-schema.md
+
+_DOC_TABLES = {
+    "fields": markdown_fields,
+    "defaults": lambda: registry_tables()[0],
+    "spellings": lambda: registry_tables()[1],
+    "model-types": lambda: ", ".join(registry.model_types()) + ".",
+}
+
+
+def registry_tables() -> tuple[str, str]:
+    """The family defaults and spellings tables (from :mod:`mlacalc.hf`)."""
+    from . import hf
+
+    return hf.markdown_defaults(), hf.markdown_spellings()
+
+
+def refresh_schema_doc(text: str) -> str:
+    """``text`` with every ``<!-- generated: NAME -->`` ... ``<!-- end: NAME -->`` block
+    rewritten from the declarations (``python -m mlacalc.hf._docs`` updates the page)."""
+    for name, make in _DOC_TABLES.items():
+        start, end = f"<!-- generated: {name} -->", f"<!-- end: {name} -->"
+        if start not in text or end not in text:
+            raise ValueError(f"docs/config-schema.md lacks the {start} block")
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{make()}\n{end}{tail}"
+    return text

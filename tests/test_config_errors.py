@@ -333,7 +333,7 @@ def test_booleans_must_be_booleans(tmp_path, value):
 @pytest.mark.parametrize(
     "field,value,bound",
     [
-        ("num_hidden_layers", 10**30, "10,000"),
+        ("num_hidden_layers", 10**30, "2,048"),
         ("hidden_size", 2**20 + 1, "1,048,576"),
         ("num_attention_heads", 2**16 + 2, "65,536"),
         ("vocab_size", 2**24 + 1, "16,777,216"),
@@ -427,9 +427,10 @@ def test_every_dataclass_field_is_declared_in_the_schema():
 
 def test_schema_doc_shows_the_generated_tables():
     from mlacalc import hf, safeio
-    from mlacalc.schema import BOUNDS, markdown_fields
+    from mlacalc.schema import BOUNDS, markdown_fields, refresh_schema_doc
 
     doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()
+    assert refresh_schema_doc(doc) == doc, "run: python -m mlacalc.hf._docs"
     assert markdown_fields() in doc
     assert hf.markdown_defaults() in doc and hf.markdown_spellings() in doc
     table = doc.split("## Every field")[1]

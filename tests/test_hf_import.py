@@ -130,7 +130,7 @@ def test_name_or_path_must_be_a_string():
 @pytest.mark.parametrize(
     "field,digits,bound",
     [
-        ("num_hidden_layers", 30, "10,000"),
+        ("num_hidden_layers", 30, "2,048"),
         ("n_routed_experts", 30, "65,536"),
         ("hidden_size", 5000, "1,048,576"),
         ("vocab_size", 0, "16,777,216"),

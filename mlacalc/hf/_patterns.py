@@ -44,7 +44,9 @@ def read_layer_types(
     types = data.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != n:
-            problems.append(("layer_types", f"must list one type for each of the {n} layers", None))
+            problems.append(
+                ("layer_types", f"must list one type per layer (num_hidden_layers: {n})", None)
+            )
             return
         full = [i + 1 for i, t in enumerate(types) if t == "full_attention"]
         other = {t for t in types if t != "full_attention"}

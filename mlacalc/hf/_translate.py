@@ -44,6 +44,7 @@ _COMMON_INPUTS = {
     "torch_dtype": HFInput("string", "dtype of the released weights"),
     "dtype": HFInput("string", "dtype of the released weights"),
     "quantization_config": HFInput("mapping", "how the released weights are quantized"),
+    "text_config": HFInput("mapping", "the language model of a multimodal checkpoint"),
 }
 _PY_KIND = {"boolean": bool, "string": str, "mapping": dict}
 
