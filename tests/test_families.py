@@ -57,6 +57,11 @@ CARDS = {
     "phi-3.5-mini": (3.8e9, 1e8, None, None),
     "gpt-oss-120b": (117e9, 1e9, 5.1e9, 1e8),
     "gemma-3-1b": (1e9, 1e9, None, None),
+    "kimi-k2.5": (1e12, 1e12, 32e9, 1e9),
+    "qwen1.5-moe-a2.7b": (14.3e9, 1e8, 2.7e9, 1e8),
+    "ministral-3-3b": (3.4e9, 1e8, None, None),
+    "internlm2-7b": (7.7e9, 1e8, None, None),
+    str(CONFIGS / "glm-5.config.json"): (744e9, 1e9, 40e9, 1e9),
 }
 
 
@@ -78,6 +83,16 @@ def test_published_counts_within_rounding(name):
         assert _agrees(p.active, active, active_unit) or _agrees(
             with_embedding, active, active_unit
         )
+
+
+def test_deepseek_v32_card_counts_the_mtp_copies():
+    """DeepSeek-V3.2's 685B is the main model (671.9B with the indexers), its MTP layer, and
+    the MTP module's own copies of the embedding and output head that the checkpoint
+    stores (Hugging Face shares them); 37B active."""
+    m = mlacalc.load_model(CONFIGS / "deepseek-v3.2.config.json")
+    p = mlacalc.param_counts(m)
+    assert _agrees(p.total + p.mtp + 2 * m.vocab_size * m.hidden_size, 685e9, 1e9)
+    assert _agrees(p.active, 37e9, 1e9)
 
 
 def test_published_counts_explained():
