@@ -728,3 +728,11 @@ def test_cli_flag_mutations(data, capsys):
     else:
         assert out
     assert elapsed < 2.0, (args, elapsed)
+
+
+def test_hardware_alias_is_said(run):
+    out, err = run("roofline", "deepseek-v3", "-H", "H100", "--format", "json")
+    assert json.loads(out)["predictions"][0]["hardware"] == "H100-SXM"
+    assert err == "mlacalc: note: 'H100' means H100-SXM\n"
+    _, err = run("roofline", "deepseek-v3", "-H", "A100", code=2)
+    assert "A100-SXM-80GB" in err and "A100-PCIe-40GB" in err

@@ -50,6 +50,7 @@ __all__ = [
     "emit",
     "format_option",
     "load",
+    "note",
     "phases",
     "size_list",
     "size_text",
@@ -231,6 +232,11 @@ def terminal_width(default: int = 160) -> int:
     except (OSError, ValueError, AttributeError):
         pass
     return default
+
+
+def note(message: str) -> None:
+    """One line on stderr that explains a reading of the input (``'H100' means H100-SXM``)."""
+    click.echo(f"mlacalc: note: {message}", err=True)
 
 
 def warn(message: str) -> None:

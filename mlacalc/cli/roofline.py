@@ -20,6 +20,7 @@ from .common import (
     emit,
     format_option,
     load,
+    note,
     phases,
     size_text,
 )
@@ -106,16 +107,20 @@ def command(
       mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
       mlacalc roofline deepseek-v3 --hardware H200 --insight
     """
+    from ..hardware import load_hardware
     from ..roofline import predict_time
 
     m = load(model)
     wanted = phases(phase)
     check_q_len(wanted, q_len)
     impl = check_impl(m, impl)
+    device = load_hardware(hardware)
+    if getattr(device, "alias_note", ""):
+        note(device.alias_note)
     predictions = [
         predict_time(
             m,
-            hardware,
+            device,
             ph,
             seq_len,
             batch,
@@ -134,9 +139,9 @@ def command(
     if insight:  # symbolic: sympy only on request, so the plain command starts fast
         from ..insight import absorption_crossover, compute_bound_seq_len, ridge_point
 
-        insights = [ridge_point(hardware, dtype)]
+        insights = [ridge_point(device, dtype)]
         if m.is_mla:
-            insights += compute_bound_seq_len(m, hardware, batch, dtype, kv_dtype)
+            insights += compute_bound_seq_len(m, device, batch, dtype, kv_dtype)
             insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
     doc = {
         "predictions": [p.to_dict() for p in predictions],
