@@ -361,9 +361,12 @@ def test_sizes(run):
 
 
 def test_help_everywhere(run):
-    for cmd in ([], ["list"], ["report"], ["compare"], ["formula"], ["import-hf"]):
-        out, _ = run(*cmd, "--help")
-        assert "Example" in out
+    from mlacalc.cli import COMMANDS
+
+    assert "Example" in run("--help")[0]
+    for command in COMMANDS:
+        out, _ = run(command, "--help")
+        assert "Example" in out, command
 
 
 # -- roofline, plan, validate, hardware -------------------------------------------------
