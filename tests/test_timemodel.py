@@ -209,3 +209,55 @@ def test_bad_input_names_the_argument(tmp_path):
         Profile.from_dict({"classes": {}})
     with pytest.raises(InvalidArgumentError, match="seconds"):
         Observations("H100-SXM", "t", gemm_batch([1, 2], 64, 64), np.ones(3))
+
+
+def test_expert_exchange_modes():
+    """DeepEP-style dispatch: normal mode moves data with the SMs it is given and pays n - 1
+    latency steps; low-latency mode sends every copy in one step."""
+    msg = np.array([2.0**28] * 3 + [2.0**10] * 2)
+    sms = np.array([4.0, 8.0, 0.0, 0.0, 0.0])
+    low = np.array([0.0, 0.0, 0.0, 0.0, 1.0])
+    batch = KernelBatch(
+        "dispatch",
+        "fp8",
+        np.zeros(5),
+        msg,
+        np.ones(5),
+        {"message_bytes": msg, "n_gpus": np.full(5, 8.0), "sms": sms, "low_latency": low},
+    )
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("dispatch")
+    t = kernel_terms(batch, fig, prm)["seconds"]
+    link = prm["link_eff"] * fig.link_bytes_per_s
+    # 4 SMs draw 4 x sm_bandwidth / 132 of the link; twice the SMs, half the time
+    share4 = 4 * prm["sm_bandwidth"] / fig.sm_count
+    lat = prm["latency_steps"] * fig.link_latency_s
+    assert t[0] == pytest.approx(prm["fixed_s"] + 7 * lat + 7 / 8 * msg[0] / (link * share4))
+    steps = prm["fixed_s"] + 7 * lat
+    assert t[0] - steps == pytest.approx(2 * (t[1] - steps))
+    # small messages: n - 1 steps of latency against one
+    assert t[3] - t[4] == pytest.approx(6 * lat, rel=0.01)
+
+
+def test_unmeasured_devices_take_the_fit_of_their_generation():
+    """A device nobody measured is predicted with the fit of the measured device of its vendor
+    and tensor-core generation (bf16 FLOP per clock per SM), else the fit pooled over all."""
+    prof = load_profile("default")
+    assert set(prof.fitted_devices) == {"H100-SXM", "A100-SXM-80GB"}
+    near = {
+        h: prof.nearest_fitted(load_hardware(h))
+        for h in ("H200", "H800", "H100-PCIe", "A100-PCIe-40GB", "B200", "MI300X", "RTX-4090")
+    }
+    assert near == {
+        "H200": "H100-SXM",
+        "H800": "H100-SXM",
+        "H100-PCIe": "H100-SXM",
+        "A100-PCIe-40GB": "A100-SXM-80GB",
+        "B200": None,
+        "MI300X": None,
+        "RTX-4090": None,
+    }
+    _, how = prof.params("H200", "gemm", "bf16", load_hardware("H200"))
+    assert how == "H200 by datasheet ratios from H100-SXM (same tensor-core generation)"
+    _, how = prof.params("B200", "gemm", "bf16", load_hardware("B200"))
+    assert how.startswith("B200 by datasheet ratios (profile fitted on")

@@ -108,7 +108,7 @@ def batch_terms(
     batch = _check_batch(batch)
     hw = _hardware(hardware)
     prof = load_profile(profile)
-    params, how = prof.params(hw.name, batch.kind, batch.dtype)
+    params, how = prof.params(hw.name, batch.kind, batch.dtype, hw)
     return kernel_terms(batch, device_figures(hw), params), how
 
 
@@ -199,4 +199,3 @@ def calibrate(measured_sets: Any, **kwargs: Any) -> Profile:
     from .fit import calibrate as _calibrate
 
     return _calibrate(measured_sets, **kwargs)
-

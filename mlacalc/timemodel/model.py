@@ -139,6 +139,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
     **{k: ("fixed_s", "link_eff", "latency_steps") for k in COMM_KINDS},
+    "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
+    "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
 }
 _FP8_QUANT = ("quant_fixed_s", "quant_bytes")
 
@@ -373,7 +375,15 @@ def _collective(
         ring = 2 * (n - 1) * lat + 2 * (n - 1) / n * msg / link
         one_shot = lat + (n - 1) * msg / link
         comm = np.minimum(ring, one_shot)
-    elif kind in ("all_gather", "reduce_scatter", "all_to_all", "dispatch", "combine"):
+    elif kind in ("dispatch", "combine"):
+        # expert-parallel token exchange: the low-latency kernels send every copy straight to
+        # its rank in one step; normal mode goes through n - 1 steps and moves data with the
+        # SMs it is given (``sms``; 0 = all), each drawing ``sm_bandwidth`` x link / SMs
+        low = _col(batch, "low_latency", 0) > 0
+        sms = _col(batch, "sms", 0)
+        share = np.where(sms > 0, np.minimum(1.0, sms * prm["sm_bandwidth"] / fig.sm_count), 1.0)
+        comm = np.where(low, lat + msg / link, (n - 1) * lat + (n - 1) / n * msg / (link * share))
+    elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
         comm = (n - 1) * lat + (n - 1) / n * msg / link
     else:  # p2p
         comm = lat + msg / link

@@ -14,12 +14,13 @@ class, and notes (datasheet figures used where the catalogue had none). Profiles
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, InvalidArgumentError
+from ..errors import ConfigError, InvalidArgumentError, MlacalcError
 from .model import PARAMS, class_key, default_params
 
 __all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]
@@ -57,13 +58,47 @@ class Profile:
         same_kind = sorted(k for k in table if k.split(":", 1)[0] == kind)
         return table[same_kind[0]] if same_kind else None
 
-    def params(self, device: str, kind: str, dtype: str) -> tuple[dict[str, float], str]:
-        """The parameters for one kernel class on ``device``, and how they were obtained."""
+    def nearest_fitted(self, hardware: Any) -> str | None:
+        """The fitted device of the same vendor and tensor-core generation as ``hardware``
+        (dense bf16 FLOP per clock per SM within a factor 1.5, the nearest), or None."""
+        rate = _rate_per_clock(hardware)
+        if rate is None:
+            return None
+        best, best_gap = None, math.log(1.5)
+        for name in self.fitted_devices:
+            try:
+                from ..hardware import load_hardware
+
+                other_hw = load_hardware(name)
+                other = _rate_per_clock(other_hw)
+            except MlacalcError:
+                continue
+            if other is None or getattr(other_hw, "vendor", "") != getattr(hardware, "vendor", ""):
+                continue
+            gap = abs(math.log(rate / other))
+            if gap < best_gap:
+                best, best_gap = name, gap
+        return best
+
+    def params(
+        self, device: str, kind: str, dtype: str, hardware: Any = None
+    ) -> tuple[dict[str, float], str]:
+        """The parameters for one kernel class on ``device``, and how they were obtained: the
+        device's own fit; else (given its ``hardware`` spec) the fit of the measured device of
+        the same tensor-core generation, by datasheet ratios; else the fit pooled over every
+        measured device."""
         base = default_params(kind)
         fitted = self._lookup(self.devices.get(device, {}), kind, dtype)
         if fitted is not None:
             base.update(fitted)
             return base, f"calibrated on {device}"
+        if hardware is not None and self.devices:
+            near = self.nearest_fitted(hardware)
+            fitted = self._lookup(self.devices.get(near, {}), kind, dtype) if near else None
+            if fitted is not None:
+                base.update(fitted)
+                how = f"{device} by datasheet ratios from {near} (same tensor-core generation)"
+                return base, how
         fitted = self._lookup(self.classes, kind, dtype)
         if fitted is not None:
             base.update(fitted)
@@ -124,6 +159,17 @@ class Profile:
             json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n", encoding="utf-8"
         )
         return out
+
+
+def _rate_per_clock(hardware: Any) -> float | None:
+    """Dense bf16 tensor FLOP per clock per SM: the tensor-core generation of a GPU."""
+    peaks = getattr(hardware, "peak_flops_per_s", {}) or {}
+    peak = peaks.get("bf16") or peaks.get("fp16")
+    sms = getattr(hardware, "sm_count", None)
+    clock = getattr(hardware, "boost_clock_hz", None)
+    if not peak or not sms or not clock or getattr(hardware, "kind", "gpu") != "gpu":
+        return None
+    return peak / (sms * clock)
 
 
 def _check_classes(raw: Any, origin: str, where: str) -> dict[str, dict[str, float]]:
