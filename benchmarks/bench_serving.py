@@ -4,7 +4,8 @@
 (b) DeepEP dispatch/combine latencies from bytes and link bandwidth (H800, CX7 400 Gb/s);
 (c) the SGLang 96 x H100 decode node (EP72, DP-attention, two-batch overlap);
 (d) the TensorRT-LLM v0.14 online table: TTFT, ITL and output tokens/s per row, with errors;
-(e) search() for DeepSeek-V3 on 8-64 H200 GPUs: median wall time.
+(e) search() for DeepSeek-V3 on 8-64 H200 GPUs: median wall time;
+(f) the TensorRT-LLM v0.17 offline max-throughput table (FP8), every row with its error.
 
     python benchmarks/bench_serving.py
 """
@@ -18,7 +19,12 @@ import numpy as np
 
 from mlacalc.hardware import load_hardware
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
-from mlacalc.serving.scenarios import compare, compare_sglang, compare_sglang_prefill
+from mlacalc.serving.scenarios import (
+    compare,
+    compare_offline,
+    compare_sglang,
+    compare_sglang_prefill,
+)
 from mlacalc.serving.search import search
 
 DEEPEP = {
@@ -81,6 +87,19 @@ def main() -> None:
             f"signed median {statistics.median(errs):+.1%}, "
             f"max |error| {max(abs(e) for e in errs):.1%}"
         )
+    offline = compare_offline()
+    print("(f) TensorRT-LLM v0.17 offline max throughput, FP8 (predicted / measured output tok/s):")
+    for r in offline:
+        print(
+            f"    {r['model']:<15} {r['hardware']:<9} TP{r['tp']} {r['isl']:>5}/{r['osl']:<5} "
+            f"{r['predicted_output_tokens_per_s']:8.0f} / {r['output_tokens_per_s']:<9g} "
+            f"{r['error']:+5.0%}"
+        )
+    errs = [r["error"] for r in offline]
+    print(
+        f"    median |error| {statistics.median(abs(e) for e in errs):.1%}, signed median "
+        f"{statistics.median(errs):+.1%}, max |error| {max(abs(e) for e in errs):.1%}"
+    )
     times = []
     for _ in range(5):
         t0 = time.perf_counter()

@@ -335,3 +335,15 @@ def test_link_model_agrees_with_the_calibrated_all_reduce():
             assert float(comm_seconds("all_reduce", np.array([size]), n, hw)[0]) == pytest.approx(
                 calibrated, rel=0.25
             ), (size, n)
+
+
+def test_trtllm_offline_max_throughput_table():
+    """TensorRT-LLM v0.17 offline table (FP8 weights and cache, infinite request rate): output
+    tokens/s of Llama-3.1 8B / 70B at TP1-4 on H100 and H200, 70 rows: median |error| <= 25%,
+    every row within 30% (the worst, 8B at 20000/2000, is about 25% low)."""
+    from mlacalc.serving.scenarios import compare_offline
+
+    rows = compare_offline()
+    assert len(rows) == 70 and all(r["fits"] for r in rows)
+    errors = [abs(r["error"]) for r in rows]
+    assert statistics.median(errors) <= 0.25 and max(errors) <= 0.30

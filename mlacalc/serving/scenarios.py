@@ -12,6 +12,13 @@ bound them.
   SXM and H200, mean TTFT, mean ITL and output tokens/s at a fixed request rate. The rows kept
   are those whose achieved request rate equals the offered one (the server kept up); beyond
   that the batch limit, which the source does not state, decides the figures.
+- ``TRTLLM_OFFLINE``: TensorRT-LLM's offline max-throughput table (``NVIDIA/TensorRT-LLM@
+  258c7540:docs/source/performance/perf-overview.md``, version 0.17, FP8 weights, "the KV cache
+  will automatically be set to FP8", requests "at an infinite rate"): output tokens/s of the
+  whole TP group for Llama-3.1 8B and 70B on H100 and H200 at each ISL/OSL. The planner runs as
+  many sequences as fit, with the cache given 95% of the memory the weights leave (the
+  source's ``kv_cache_free_gpu_mem_fraction 0.95``) in 16-token pages; the realized batch is
+  not stated by the source.
 - ``SGLANG_EP72``: LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert
   Parallelism on 96 H100 GPUs" (``lm-sys/lm-sys.github.io@2db4e404:blog/2025-05-05-
   large-scale-ep.md``): the decode pool of 9 nodes x 8 H100 at EP72 with DP-attention, 32
@@ -29,9 +36,11 @@ from typing import Any
 __all__ = [
     "SGLANG_EP32_PREFILL",
     "SGLANG_EP72",
+    "TRTLLM_OFFLINE",
     "TRTLLM_ONLINE",
     "OnlineRow",
     "compare",
+    "compare_offline",
     "compare_sglang",
     "compare_sglang_prefill",
 ]
@@ -89,6 +98,53 @@ llama-3.1-8b H200 1 467 16 16 22 7 250
 llama-3.1-8b H200 1 202 214 2 17 6 418
 llama-3.1-8b H200 1 202 214 4 18 6 822
 """
+
+_OFFLINE = """
+llama-3.1-8b 1 128 128 29526.04 28836.77
+llama-3.1-8b 1 128 2048 25398.86 21109.38
+llama-3.1-8b 1 128 4096 17370.8 13593.65
+llama-3.1-8b 1 500 2000 21020.81 16500.69
+llama-3.1-8b 1 1000 1000 17537.96 15244.78
+llama-3.1-8b 1 2048 128 3794.14 3556.73
+llama-3.1-8b 1 2048 2048 11968.5 9488.42
+llama-3.1-8b 1 5000 500 3987.79 3559.36
+llama-3.1-8b 1 20000 2000 1804.1 1401.31
+llama-3.1-70b 1 128 128 4020.75 3378.03
+llama-3.1-70b 1 128 2048 4165.68 911.62
+llama-3.1-70b 1 128 4096 2651.75 426.32
+llama-3.1-70b 1 500 2000 3018.39 775.57
+llama-3.1-70b 1 1000 1000 2823.45 839.97
+llama-3.1-70b 1 2048 128 465.99 343.29
+llama-3.1-70b 1 2048 2048 1913.8 -
+llama-3.1-70b 1 5000 500 560.16 245.34
+llama-3.1-70b 1 20000 2000 279.52 -
+llama-3.1-70b 2 128 128 6823.01 6645.12
+llama-3.1-70b 2 128 2048 8290.35 6169.58
+llama-3.1-70b 2 128 4096 6526.67 3897.06
+llama-3.1-70b 2 500 2000 6848.02 4972.57
+llama-3.1-70b 2 1000 1000 5164.76 4390.53
+llama-3.1-70b 2 2048 128 809 772.66
+llama-3.1-70b 2 2048 2048 4183.88 2898.16
+llama-3.1-70b 2 5000 500 1025.38 919.73
+llama-3.1-70b 2 20000 2000 640.62 443.01
+llama-3.1-70b 4 128 128 11098.63 11127.53
+llama-3.1-70b 4 128 2048 14156 11511.93
+llama-3.1-70b 4 128 4096 10574.06 7439.41
+llama-3.1-70b 4 500 2000 12452.79 9836.7
+llama-3.1-70b 4 1000 1000 8911.29 7430.99
+llama-3.1-70b 4 2048 128 1358.06 1302.6
+llama-3.1-70b 4 2048 2048 7130.44 5480.03
+llama-3.1-70b 4 5000 500 1811.55 1602.78
+llama-3.1-70b 4 20000 2000 1199.68 920.19
+"""
+
+#: Offline rows: (model, tp, isl, osl, hardware, output tokens/s); blanks in the source left out.
+TRTLLM_OFFLINE: tuple[tuple[str, int, int, int, str, float], ...] = tuple(
+    (r[0], int(r[1]), int(r[2]), int(r[3]), hw, float(v))
+    for r in (line.split() for line in _OFFLINE.strip().splitlines())
+    for hw, v in (("H200", r[4]), ("H100-SXM", r[5]))
+    if v != "-"
+)
 
 #: The online rows whose achieved request rate equals the offered one.
 TRTLLM_ONLINE: tuple[OnlineRow, ...] = tuple(
@@ -190,6 +246,40 @@ def compare(
         row = {**r.__dict__, **{f"predicted_{k}": v for k, v in pred.items()}}
         for k, v in pred.items():
             row[f"error_{k}"] = v / getattr(r, k) - 1
+        out.append(row)
+    return out
+
+
+def compare_offline(profile: Any = None) -> list[dict[str, Any]]:
+    """Predict every offline row with as many sequences as fit; a row whose deployment does
+    not fit (weights and one sequence's cache) is returned with ``fits`` false."""
+    from ..planner import plan
+
+    out = []
+    for model, tp, isl, osl, hw, measured in TRTLLM_OFFLINE:
+        kw = dict(
+            isl=isl, osl=osl, weight_dtype="fp8", kv_dtype="fp8", page_size=16, profile=profile
+        )
+        first = plan(_model_name(model), hw, tp, memory_reserve=0.0, **kw)
+        free = first.memory_per_gpu_bytes - first.weights_per_gpu_bytes
+        reserve = max(0.05 * free, 0) / first.memory_per_gpu_bytes  # 5% of what the weights leave
+        p = plan(_model_name(model), hw, tp, memory_reserve=reserve, **kw)
+        row = {
+            "model": model,
+            "hardware": hw,
+            "tp": tp,
+            "isl": isl,
+            "osl": osl,
+            "output_tokens_per_s": measured,
+            "fits": p.fits,
+            "overflow": p.overflow,
+        }
+        if p.fits:
+            row.update(
+                predicted_output_tokens_per_s=p.output_tokens_per_s,
+                concurrency=p.concurrency,
+                error=p.output_tokens_per_s / measured - 1,
+            )
         out.append(row)
     return out
 
