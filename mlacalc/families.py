@@ -55,6 +55,7 @@ class Arch:
     nope_full: bool = False  # full-attention layers without RoPE (Llama 4)
     indexer: bool = False  # DeepSeek sparse attention: MLA plus a lightning indexer
     shared_gate: bool = False  # a sigmoid gate on the shared expert (one d-wide row)
+    gated_query: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next)
 
 
 ARCHS: dict[str, Arch] = {
@@ -67,6 +68,7 @@ ARCHS: dict[str, Arch] = {
     "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
     "llama4_text": Arch(off_pattern="chunked", nope_full=True),
     "qwen2_moe": Arch(shared_gate=True),
+    "qwen3_next": Arch(qk_norm="head", shared_gate=True, gated_query=True, off_pattern="linear"),
     "cohere": Arch(norms_per_layer=1),
     "cohere2": Arch(norms_per_layer=1, off_pattern="sliding"),
     "deepseek_v32": Arch(correction_bias=True, indexer=True),
@@ -92,7 +94,9 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     interval = getattr(model, "full_attention_interval", None)
     chunk = getattr(model, "attention_chunk_size", None)
     own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")
-    if model.sliding_window is not None:
+    if getattr(model, "linear_num_value_heads", None) is not None:
+        off = LayerKind("linear")
+    elif model.sliding_window is not None:
         off = LayerKind("sliding", window=model.sliding_window)
     elif chunk is not None:
         off = LayerKind("chunked", window=chunk)
@@ -159,7 +163,7 @@ def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
     d, n_h, n_kv, d_h = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
     qkv_bias = m.attention_bias or m.qkv_bias
     out = [
-        Tensor(f"{p}.self_attn.q_proj.weight", (n_h * d_h, d), "linear"),
+        Tensor(f"{p}.self_attn.q_proj.weight", (n_h * d_h * (1 + arch.gated_query), d), "linear"),
         Tensor(f"{p}.self_attn.k_proj.weight", (n_kv * d_h, d), "linear"),
         Tensor(f"{p}.self_attn.v_proj.weight", (n_kv * d_h, d), "linear"),
         Tensor(f"{p}.self_attn.o_proj.weight", (d, n_h * d_h), "linear"),
@@ -222,13 +226,44 @@ def _moe(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
     if m.n_shared_experts:
         out += _mlp(f"{p}.mlp.shared_experts", d, m.n_shared_experts * width)
     if arch.shared_gate:
-        out.append(Tensor(f"{p}.mlp.shared_experts.gate.weight", (1, d)))
+        out.append(Tensor(f"{p}.mlp.shared_expert_gate.weight", (1, d)))
     return out
+
+
+def _linear_tensors(m: ModelConfig, p: str) -> list[Tensor]:
+    """A Gated DeltaNet layer (Qwen3-Next names)."""
+    d, a = m.hidden_size, f"{p}.linear_attn"
+    hk, hv = m.linear_num_key_heads, m.linear_num_value_heads
+    dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+    conv = 2 * hk * dk + hv * dv
+    return [
+        Tensor(f"{a}.in_proj_qkvz.weight", (2 * hk * dk + 2 * hv * dv, d), "linear"),
+        Tensor(f"{a}.in_proj_ba.weight", (2 * hv, d), "linear"),
+        Tensor(f"{a}.conv1d.weight", (conv, 1, m.linear_conv_kernel_dim)),
+        Tensor(f"{a}.dt_bias", (hv,)),
+        Tensor(f"{a}.A_log", (hv,)),
+        Tensor(f"{a}.norm.weight", (dv,)),
+        Tensor(f"{a}.out_proj.weight", (d, hv * dv), "linear"),
+    ]
+
+
+def linear_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = 4) -> int:
+    """Bytes one linear-attention layer keeps per sequence: the convolution window of
+    ``linear_conv_kernel_dim`` columns over q, k and v (``kv_bytes`` each, as the Hugging
+    Face cache holds it) and one ``key x value`` recurrent state per value head (float32)."""
+    m = model
+    conv = (
+        2 * m.linear_num_key_heads * m.linear_key_head_dim
+        + m.linear_num_value_heads * m.linear_value_head_dim
+    ) * m.linear_conv_kernel_dim
+    state = m.linear_num_value_heads * m.linear_key_head_dim * m.linear_value_head_dim
+    return conv * kv_bytes + state * state_bytes
 
 
 def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> list[Tensor]:
     p, d = f"{prefix}.{i}", m.hidden_size
-    out = _attention_tensors(m, arch, p)
+    linear = arch.off_pattern == "linear" and (i + 1) % (m.full_attention_interval or 1) != 0
+    out = _linear_tensors(m, p) if linear else _attention_tensors(m, arch, p)
     if m.is_moe_layer(i):
         out += _moe(m, arch, p)
     else:
@@ -271,10 +306,10 @@ def _part(name: str) -> str:
         return "embedding"
     if name.startswith("lm_head"):
         return "lm_head"
-    if "norm" in name and "self_attn" not in name:
-        return "norms"
-    if ".self_attn." in name:
+    if ".self_attn." in name or ".linear_attn." in name:
         return "attention"
+    if "norm" in name:
+        return "norms"
     if ".mlp.experts." in name:
         return "moe_routed_experts"
     if ".mlp.shared_experts." in name:
@@ -364,8 +399,15 @@ def kv_by_kind(
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1
     dsa_row = row_bytes + (indexer_row_bytes(model, layout) if model.index_topk else 0)
+    if "linear" in out:
+        from .dtypes import resolve_kv_layout
+
+        element = resolve_kv_layout("bf16" if layout is None else layout).row_bytes(1)
+        state = linear_state_bytes(model, element)
     return tuple(
-        (label, n, t, n * batch * t * (dsa_row if label == "dsa" else row_bytes))
+        (label, n, t, n * batch * state)
+        if label == "linear"
+        else (label, n, t, n * batch * t * (dsa_row if label == "dsa" else row_bytes))
         for label, (n, t) in out.items()
     )
 
@@ -456,6 +498,15 @@ def pattern_cost(
     from dataclasses import replace
 
     from .engine import STAGES, attention_cost
+    from .errors import InvalidArgumentError
+
+    if (arch_of(model) or Arch()).off_pattern == "linear":
+        pattern = layer_pattern(model).describe()
+        raise InvalidArgumentError(
+            "model",
+            f"{model.label}: FLOPs of linear-attention layers are not modelled ({pattern}); "
+            "its parameters and cache are; the nearest modelled kind is full attention",
+        )
 
     groups: dict[str, tuple[LayerKind, int]] = {}
     for k in layer_pattern(model).layers:

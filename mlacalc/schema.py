@@ -297,6 +297,24 @@ class ModelConfig:
     index_topk: int | None = _spec(
         OPTPOS, "DSA: keys each query attends, picked by the indexer", hi=MAX_TOKENS, default=None
     )
+    linear_num_key_heads: int | None = _spec(
+        OPTPOS,
+        "linear-attention (Gated DeltaNet) key heads (Qwen3-Next); null: no linear layers",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    linear_num_value_heads: int | None = _spec(
+        OPTPOS, "linear-attention value heads (one recurrent state each)", hi=MAX_HEADS, default=None
+    )
+    linear_key_head_dim: int | None = _spec(
+        OPTPOS, "linear-attention key width per head", hi=MAX_WIDTH, default=None
+    )
+    linear_value_head_dim: int | None = _spec(
+        OPTPOS, "linear-attention value width per head", hi=MAX_WIDTH, default=None
+    )
+    linear_conv_kernel_dim: int | None = _spec(
+        OPTPOS, "linear-attention short convolution width (columns kept)", hi=MAX_LAYERS, default=None
+    )
     max_position_embeddings: int | None = _spec(
         OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
     )

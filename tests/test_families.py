@@ -227,8 +227,23 @@ def test_refused_by_name():
     glm = json.loads((CONFIGS / "glm-4.7-fp8.config.json").read_text())
     with pytest.raises(ConfigError, match="use_qk_norm"):
         mlacalc.config.import_hf_config({**glm, "use_qk_norm": True})
-    with pytest.raises(ConfigError, match="qwen3_next"):
-        mlacalc.load_model(CONFIGS / "qwen3-next-80b-a3b-thinking.config.json")
+    with pytest.raises(ConfigError, match="kimi_linear"):
+        mlacalc.load_model(CONFIGS / "kimi-linear-48b-a3b.config.json")
+    nxt = mlacalc.load_model(CONFIGS / "qwen3-next-80b-a3b-thinking.config.json")
+    with pytest.raises(mlacalc.MlacalcError, match="linear-attention layers are not modelled"):
+        mlacalc.attention_flops(nxt, "decode", 4096)
+
+
+def test_linear_attention_state_does_not_grow():
+    """Qwen3-Next: 36 linear layers keep a fixed state, 12 full layers every token."""
+    m = mlacalc.load_model(CONFIGS / "qwen3-next-80b-a3b-thinking.config.json")
+    assert layer_pattern(m).describe() == "48 layers: 36 linear + 12 full; FFN: 48 MoE"
+    state = (2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4
+    row = 2 * 2 * 256 * 2
+    for s in (1, 4096, 1 << 20):
+        kv = mlacalc.kv_cache(m, s, batch=2)
+        assert kv.total_bytes == 2 * (36 * state + 12 * s * row)
+        assert dict((k, b) for k, _, _, b in kv.by_kind)["linear"] == 2 * 36 * state
 
 
 def test_quantized_bytes_by_scheme():
