@@ -80,7 +80,7 @@ def show_table(rows: list[dict[str, Any]], scope: str = "") -> None:
     shown, kinds = grid_rows(rows)
     config = {}
     for column, kind in kinds.items():
-        if kind == "int":
+        if kind in ("int", "float"):  # thousands separators in the reader's locale
             config[column] = st.column_config.NumberColumn(format="localized")
         elif kind == "exact":
             config[column] = st.column_config.TextColumn(
