@@ -7,6 +7,7 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.insight import absorption_crossover
+from mlacalc.vocab import MATMUL_STAGES
 
 from .common import Scenario, download, show_table
 
@@ -59,7 +60,7 @@ def render(sc: Scenario) -> None:
     )
     download(shown, f"{model.name}-{phase}-flops", "dl_flops")
     fig = go.Figure()
-    for stage in ("q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"):
+    for stage in MATMUL_STAGES:
         fig.add_trace(
             go.Bar(
                 name=stage,

@@ -11,6 +11,7 @@ from mlacalc.config import ModelConfig
 from mlacalc.report import compare_rows
 from mlacalc.units import human_bytes, human_si
 from mlacalc.variants import as_variant
+from mlacalc.vocab import STANDARD_IMPL, VARIANTS, serving_impl
 
 from .common import Scenario, download, show_table
 
@@ -33,16 +34,15 @@ def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> 
 def equivalents(
     model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, kv_heads: int | None
 ) -> list[dict]:
-    variants = [
-        as_variant(model, v, num_key_value_heads=kv_heads) for v in ("mha", "gqa", "mqa", "mla")
-    ]
+    variants = [as_variant(model, v, num_key_value_heads=kv_heads) for v in VARIANTS]
     return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype)
 
 
 def render(sc: Scenario) -> None:
     model, device, seq_len, batch, kv_dtype = sc.model, sc.device, sc.seq_len, sc.batch, sc.kv_dtype
     rows = sc.doc["kv_cache"]
-    smallest = next(r for r in rows if r["impl"] in ("absorbed", "standard"))  # as served
+    served = (serving_impl("decode"), STANDARD_IMPL)  # the cache a server keeps
+    smallest = next(r for r in rows if r["impl"] in served)
     c1, c2, c3 = st.columns(3)
     c1.metric("per token, all layers", human_bytes(smallest["bytes_per_token"]))
     c2.metric(f"{seq_len:,} tokens x {batch:,}", human_bytes(smallest["total_bytes"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import MlacalcError
-from .common import IMPL_CHOICE, load, size_list
+from .common import IMPL_CHOICE, load, phases, size_list
 
 
 @click.command("bench")
@@ -122,7 +122,7 @@ def command(
         points = preset_points(preset)
         dtype = dtype or PRESETS[preset][1]
     else:
-        wanted = ["prefill", "decode"] if phase == "both" else [phase]
+        wanted = phases(phase)
         points = custom_points(
             [load(name) for name in models], impls, wanted, size_list(batches), size_list(seqs)
         )
