@@ -64,6 +64,9 @@ class Profile:
         rate = _rate_per_clock(hardware)
         if rate is None:
             return None
+        key = (tuple(self.fitted_devices), str(getattr(hardware, "vendor", "")), rate)
+        if key in _NEAREST:
+            return _NEAREST[key]
         best, best_gap = None, math.log(1.5)
         for name in self.fitted_devices:
             try:
@@ -78,6 +81,9 @@ class Profile:
             gap = abs(math.log(rate / other))
             if gap < best_gap:
                 best, best_gap = name, gap
+        if len(_NEAREST) > 256:
+            _NEAREST.clear()
+        _NEAREST[key] = best
         return best
 
     def params(
@@ -211,6 +217,8 @@ def shipped_profiles() -> list[str]:
 
 
 _CACHE: dict[tuple[str, float], Profile] = {}
+#: (fitted devices, vendor, FLOP/clk/SM) -> the nearest fitted device
+_NEAREST: dict[tuple[tuple[str, ...], str, float], str | None] = {}
 _SHIPPED: dict[str, Profile] = {}
 
 
