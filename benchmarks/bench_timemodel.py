@@ -148,9 +148,34 @@ def main(argv: list[str] | None = None) -> int:
                 f"Leave one out: fitted on {train}, predicting {test}",
                 results[f"fit {train} -> {test}"],
             )
+    results["speed_ms"] = speed()
+    print("\n## Speed (ms per call, best of 5 x 100)\n")
+    for k, v in results["speed_ms"].items():
+        print(f"- {k}: {v:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
+
+
+def speed() -> dict[str, float]:
+    """predict_time per call: one attention layer and a model step, kernel model and roofline."""
+    import timeit
+
+    import mlacalc
+
+    out = {}
+    for scope in ("attention_layer", "model"):
+        for profile in (None, "roofline"):
+
+            def call(scope=scope, profile=profile):
+                return mlacalc.predict_time(
+                    "deepseek-v3", "H200", "decode", 32768, batch=64, scope=scope, profile=profile
+                )
+
+            call()
+            best = min(timeit.repeat(call, number=100, repeat=5)) / 100
+            out[f"predict_time {scope} ({profile or 'kernel model'})"] = best * 1e3
+    return out
 
 
 if __name__ == "__main__":
