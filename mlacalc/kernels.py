@@ -52,10 +52,12 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # numpy is imported where kernels are batched, not for a single Kernel
+    import numpy as np
 
-__all__ = ["Kernel", "KernelBatch", "KERNEL_KINDS", "batches_of"]
+__all__ = ["KERNEL_KINDS", "Kernel", "KernelBatch", "batches_of"]
 
 KERNEL_KINDS = (
     "gemm",
