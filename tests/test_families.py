@@ -62,6 +62,7 @@ CARDS = {
     "ministral-3-3b": (3.4e9, 1e8, None, None),
     "internlm2-7b": (7.7e9, 1e8, None, None),
     str(CONFIGS / "glm-5.config.json"): (744e9, 1e9, 40e9, 1e9),
+    str(CONFIGS / "glm-4.7-flash.config.json"): (30e9, 1e9, 3e9, 1e9),
 }
 
 
