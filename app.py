@@ -188,8 +188,8 @@ if state.get("w_user"):
     query["w"] = weight_dtype
 if whatif:
     query["whatif"] = "1"
-    for _key, field, *_ in _whatif_fields(model):
-        query[FIELD_SYMBOLS[field]] = str(_field_value(model, field))
+    for key, field, *_ in _whatif_fields(model):  # the edits as typed, valid or not
+        query[FIELD_SYMBOLS[field]] = str(state[key])
 stale = [k for k in st.query_params if k not in query and k in URL_KEYS]
 for key in stale:
     del st.query_params[key]

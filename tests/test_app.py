@@ -161,6 +161,9 @@ def test_what_if_edits_live_in_the_url():
     assert at.query_params["d_c"] == "512"
     at.checkbox(key="whatif").uncheck().run()
     assert "d_c" not in at.query_params and "whatif" not in at.query_params
+    at = run(whatif="1", d_c="100", d_rope="33")  # an invalid edit stays in the link, named
+    assert any("qk_rope_head_dim" in e.value for e in at.error)
+    assert at.query_params["d_rope"] == "33" and at.query_params["d_c"] == "100"
     at = run(whatif="1", d_c="999999")
     assert at.slider(key="w_dc").value == 4096 and any(
         "'d_c=999999'" in w.value for w in at.warning
