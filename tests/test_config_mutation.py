@@ -121,7 +121,12 @@ def _check(build, data: dict, field: str, names: set[str], container: bool = Fal
         counts = mlacalc.param_counts(model)
         assert counts.total > 0
         assert mlacalc.kv_cache_bytes(model, 4096, 2) > 0
-        assert mlacalc.attention_flops(model, "decode", 4096) > 0
+        try:
+            flops = mlacalc.attention_flops(model, "decode", 4096)
+        except MlacalcError as exc:  # a kind of layer whose FLOPs are refused by name
+            assert "not modelled" in str(exc), str(exc)[:300]
+        else:
+            assert flops > 0
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0, (field, elapsed)
 
