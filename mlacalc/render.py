@@ -242,7 +242,7 @@ _FLAGS_WHEN_TRUE = (
     "bias",
 )
 _FAMILY_FLAGS = {"falcon": ("parallel_attn", "bias")}
-#: Mixture-of-experts counts written only when non-zero.
+#: Expert and MTP counts a dense model writes only when non-zero.
 _COUNTS_WHEN_NONZERO = (
     "n_routed_experts",
     "n_shared_experts",
@@ -255,8 +255,10 @@ _COUNTS_WHEN_NONZERO = (
 def model_yaml(m: Any, origin: str = "") -> str:
     """A model as an mlacalc YAML model file: the fields that matter, derivations as comments.
 
-    Empty fields, false flags and zero expert counts are left out (they are the defaults);
-    ``q_lora_rank`` stays for MLA models (``null`` means a plain query projection).
+    Empty fields and false flags are left out (they are the defaults), and so are zero
+    expert and MTP counts of dense models; MoE and MLA families default some of those
+    to non-zero, so there a zero is written. ``q_lora_rank`` stays for MLA models (``null``
+    means a plain query projection). The text loads back to the same model (a test).
     """
     import yaml
 
@@ -269,9 +271,10 @@ def model_yaml(m: Any, origin: str = "") -> str:
     for key in _FLAGS_WHEN_TRUE:
         if data.get(key) is False and key not in keep:
             data.pop(key)
-    for key in _COUNTS_WHEN_NONZERO:
-        if data.get(key) == 0:
-            data.pop(key)
+    if not (m.is_moe or m.is_mla):  # their families default some of these to non-zero
+        for key in _COUNTS_WHEN_NONZERO:
+            if data.get(key) == 0:
+                data.pop(key)
     if not m.is_moe:
         data.pop("moe_layer_freq", None)
     header = [f"# Converted by mlacalc import-hf from {origin}"] if origin else []

@@ -1,0 +1,80 @@
+"""mlacalc.render: tables, units, CSV/JSON/YAML writers shared by the CLI and the app."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+import mlacalc
+from mlacalc.render import (
+    EXACT_FLOAT_LIMIT,
+    Section,
+    exact_int,
+    grid_rows,
+    human_seconds,
+    model_yaml,
+    render_csv,
+    render_json,
+    render_markdown,
+    render_rows_csv,
+    render_table,
+)
+
+BIG = 3**50  # 717897987691852588770249, far beyond 2^53 and 2^64
+
+
+def test_exact_integers_survive_every_writer():
+    doc = {"total_bytes": BIG, "rows": [{"flops": BIG + 1}], "ratio": 0.5}
+    assert json.loads(render_json(doc))["total_bytes"] == BIG
+    long_form = dict(csv.reader(io.StringIO(render_csv(doc))))
+    assert int(long_form["total_bytes"]) == BIG and int(long_form["rows[0].flops"]) == BIG + 1
+    wide = list(csv.DictReader(io.StringIO(render_rows_csv([{"n": BIG, "tags": ["a", "b"]}]))))
+    assert int(wide[0]["n"]) == BIG and wide[0]["tags"] == "['a', 'b']"
+    as_json = list(csv.DictReader(io.StringIO(render_rows_csv([{"t": ["a"]}], json_cells=True))))
+    assert json.loads(as_json[0]["t"]) == ["a"]
+    assert exact_int(BIG).replace(",", "") == str(BIG)
+
+
+def test_grid_rows_keep_every_digit_beyond_two_to_the_53():
+    rows = [
+        {"name": "x", "n": EXACT_FLOAT_LIMIT + 1, "small": 7, "f": 1.5},
+        {"name": "y", "n": 3, "small": 8, "f": 2.0},
+    ]
+    shown, kinds = grid_rows(rows)
+    assert kinds == {"name": "text", "n": "exact", "small": "int", "f": "float"}
+    assert shown[0]["n"] == f"{EXACT_FLOAT_LIMIT + 1:,}" and shown[1]["n"] == "3"
+    assert float(EXACT_FLOAT_LIMIT + 1) == EXACT_FLOAT_LIMIT  # why: a float would lose the 1
+    assert shown[0]["small"] == 7 and rows[0]["n"] == EXACT_FLOAT_LIMIT + 1  # input untouched
+    same, kinds = grid_rows([{"a": 1}])
+    assert same == [{"a": 1}] and kinds == {"a": "int"}
+
+
+def test_tables_fit_the_width():
+    sections = [Section("A title", ["quantity", "value"], [["x" * 50, f"{BIG:,}"]], note="n")]
+    for width in (60, 100, 160):
+        text = render_table(sections, "header", width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert "header" in text and "A title" in text
+    markdown = render_markdown(sections)
+    assert "| quantity | value |" in markdown and "|---|---:|" in markdown
+
+
+def test_human_seconds():
+    assert human_seconds(2.5) == "2.50 s"
+    assert human_seconds(0.0025) == "2.50 ms"
+    assert human_seconds(2.5e-6) == "2.50 us"
+    assert human_seconds(2.5e-9) == "2.50 ns"
+
+
+@pytest.mark.parametrize("name", mlacalc.shipped_models())
+def test_model_yaml_loads_back_to_the_same_model(name, tmp_path):
+    m = mlacalc.load_model(name)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(model_yaml(m, f"{name}.yaml"), encoding="utf-8")
+    back = mlacalc.load_model(str(path))
+    assert mlacalc.param_counts(back) == mlacalc.param_counts(m)
+    assert mlacalc.kv_cache_bytes(back, 4096, 2) == mlacalc.kv_cache_bytes(m, 4096, 2)
+    assert back.variant == m.variant and back.num_hidden_layers == m.num_hidden_layers
