@@ -22,6 +22,9 @@ def command(config, output):
       mlacalc import-hf ./DeepSeek-V3/config.json -o deepseek-v3-local.yaml
     """
     from ..config import load_model
+    from ..engine import kv_cache_bytes
+    from ..errors import MlacalcError
+    from ..params import param_counts
     from ..render import model_yaml
 
     m = load_model(config)
@@ -29,7 +32,12 @@ def command(config, output):
     if output:
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text)
-        load_model(output)  # the file we wrote must load back
+        back = load_model(output)  # the file we wrote must load back, to the same model
+        if param_counts(back) != param_counts(m) or kv_cache_bytes(back, 1) != kv_cache_bytes(m, 1):
+            raise MlacalcError(
+                f"{output}: the written file loads back to a different model than {config}; "
+                "please report this"
+            )
         click.echo(f"wrote {output} ({m.label}, {m.variant.upper()})", err=True)
     else:
         click.echo(text, nl=False)
