@@ -36,7 +36,8 @@ What each table becomes:
   V per head, plus RoPE and the latent-cache write. Generation: ``mla_decode`` over
   ``step + 1`` latent tokens (576-wide keys, 512-wide values, one latent head) plus
   ``mla_rope_generation`` (RoPE, latent append, q quantized to fp8 with an fp8 cache). No
-  projections or absorption BMMs. A100 kernels carry ``kv_split = 0`` (see the quirks).
+  projections or absorption BMMs. A100 kernels carry ``kv_split = 0``, and A100 rows labelled
+  fp8 KV are the bf16-KV kernels they ran (see the quirks).
 * ``mla_context_module_perf`` / ``mla_generation_module_perf``: a composite of every kernel
   ``self_attn.forward`` runs: fused q_a+kv_a projection (7168 -> 2112), two RMSNorms, q_b, then
   kv_b and the MLA context kernel, or the pre-BMM, MLA decode kernel and post-BMM, and o_proj.
@@ -93,11 +94,9 @@ NOT_MODELLED: dict[str, str] = {
     "unknown_dtype": "a dtype the kernel vocabulary has no class for",
     "zero_time": "a measured time of zero (a difference floored at zero)",
     "status": "the microbenchmark recorded this row as not ok",
-    "duplicate_key": "repeats the key of another row (quirk rule)",
     "duplicate_sweep": "the slower of two sweeps of the same key (quirk rule)",
     "spike": "an isolated spike against both sweep neighbours (quirk rule)",
     "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
-    "fp8_label_is_bf16": "labelled fp8 but equal to the bf16 row (quirk rule)",
     "no_time_model": "the time model has no parameters for this kernel class",
 }
 
@@ -535,11 +534,16 @@ def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bo
     bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
     kvd = _canon(t.column("kv_cache_dtype"))
     rows = np.arange(len(t))
+    a100 = t.system == "a100_sxm"
+    if a100:
+        # mapping rule (fp8_label_is_bf16): A100 has no fp8 tensor cores; its MLA rows
+        # labelled fp8 KV time as the bf16 rows, so they ran the bf16-KV kernels
+        kvd = np.where(kvd == "fp8", "bf16", kvd)
     if context:
         q, kv = _f(t.column("isl")), _f(t.column("isl"))
     else:
         q, kv = np.ones(len(t)), _f(t.column("step")) + 1.0
-    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, a100=t.system == "a100_sxm")
+    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, a100=a100)
 
 
 def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:

@@ -3,14 +3,17 @@
 Quirks are handled, never fitted: each rule either excludes rows (they are counted as not
 predicted, by reason) or flags them for the time model. In the order applied:
 
-1. **Duplicated keys** (``duplicate_key``): the A100 MLA tables repeat one local-head key for
-   several ``tp_size`` labels (``tp_size`` is a label only). Of the rows with equal columns
-   apart from ``tp_size`` and the time, the one with the smallest ``tp_size`` is kept.
+1. **Duplicated keys** (flag ``duplicate_key``): the A100 MLA tables repeat one local-head key
+   for several ``tp_size`` labels (``tp_size`` is a label only). The repeats are real
+   measurements of the same kernel, so they are kept and predicted; each counts once more as a
+   row. Of the rows with equal columns apart from ``tp_size`` and the time, every row but the one
+   with the smallest ``tp_size`` is flagged.
 2. **NCCL duplicate sweeps** (``duplicate_sweep``): ``nccl_perf`` holds two full sweeps of every
    key (op, dtype, GPUs, message size). Per key the faster row is kept (interference only adds
    time; exact duplicates keep the first); the other is excluded.
-3. **A100 "fp8" MLA** (``fp8_label_is_bf16``): A100 MLA rows labelled fp8 KV time the same as
-   the bf16 rows (median ratio 1.000); they carry no fp8 information and are excluded.
+3. **A100 "fp8" MLA** (mapping rule, flag ``fp8_label_is_bf16``): A100 has no fp8 tensor cores
+   and its MLA rows labelled fp8 KV time the same as the bf16 rows (median ratio 1.000): they
+   ran the bf16-KV kernels and are mapped as such (bf16 cache, bf16 queries), and predicted.
 4. **Faster than HBM** (``faster_than_hbm``): a decode-attention row (``generation_attention``)
    whose K/V read is larger than the L2 and whose time is shorter than that read at the
    datasheet HBM bandwidth cannot have read all of K and V (the A100 collector's K-only cache
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mapping import MappedTable
+from .mapping import MappedTable, _canon
 from .sets import SYSTEM_L2_BYTES
 
 __all__ = ["SPIKE_FACTOR", "SWEEPS", "apply_quirks"]
@@ -157,12 +160,13 @@ def apply_quirks(mapped: MappedTable) -> None:
     if "tp_size" in cols:
         fixed = tuple(c for c in cols if c not in ("tp_size", "latency"))
         group = _group_ids(cols, fixed, n)
-        keep = _first_by(group, cols["tp_size"], np.ones(n, dtype=bool))
-        count = mapped.exclude(~keep, "duplicate_key")
+        repeat = ~_first_by(group, cols["tp_size"], np.ones(n, dtype=bool))
+        count = int(repeat.sum())
         if count:
+            mapped.flags["duplicate_key"] = repeat
             mapped.rules.append(
                 f"duplicate_key: {count} rows repeat a local-head key under another "
-                "tp_size label; the smallest tp_size is kept"
+                "tp_size label; they are measurements of the same kernel, kept and predicted"
             )
 
     if t.table == "nccl_perf":
@@ -174,9 +178,11 @@ def apply_quirks(mapped: MappedTable) -> None:
         )
 
     if a100 and t.table in ("context_mla_perf", "generation_mla_perf") and "kv_cache_dtype" in cols:
-        count = mapped.exclude(cols["kv_cache_dtype"] == "fp8", "fp8_label_is_bf16")
+        relabelled = _canon(cols["kv_cache_dtype"]) == "fp8"
+        mapped.flags["fp8_label_is_bf16"] = relabelled
         mapped.rules.append(
-            f"fp8_label_is_bf16: {count} A100 rows labelled fp8 KV equal the bf16 rows"
+            f"fp8_label_is_bf16: {int(relabelled.sum())} A100 rows labelled fp8 KV time as the "
+            "bf16 rows; they are mapped as the bf16-KV kernels they ran"
         )
 
     if t.table == "generation_attention_perf":
