@@ -347,3 +347,37 @@ def test_trtllm_offline_max_throughput_table():
     assert len(rows) == 70 and all(r["fits"] for r in rows)
     errors = [abs(r["error"]) for r in rows]
     assert statistics.median(errors) <= 0.25 and max(errors) <= 0.30
+
+
+def test_collectives_in_one_node_are_timed_by_the_kernel_model():
+    """Within a node the step's all-reduce and EP dispatch/combine are the kernel model's (fitted
+    on the measured NCCL/TensorRT-LLM/DeepEP tables): the comm Kernel records, timed through the
+    kernel model's public batch API, sum to the step's communication time; across nodes the link
+    model (network figures) times them instead."""
+    from mlacalc.kernels import batches_of
+    from mlacalc.timemodel import predict_batch
+
+    hw = load_hardware("H200")
+    for lay, kinds in (
+        (make_layout(DSV3, 8, tp=8), {"all_reduce"}),
+        (make_layout(DSV3, 8, tp=1, dp=8, ep=8), {"dispatch", "combine"}),
+    ):
+        sm = StepModel(DSV3, lay, "fp8", resolve_kv_layout("bf16"), hw)
+        for kw in ({"dec_B": 16, "dec_S": 4096}, {"pf_N": 2, "pf_q": 2048}):
+            kernels = sm.kernels(**kw)
+            comm = [k for k in kernels if k.kind in kinds]
+            assert {k.kind for k in comm} == kinds, lay
+            predicted = sum(float(predict_batch(b, hw).sum()) for _, b in batches_of(comm))
+            assert predicted == pytest.approx(float(sm.step(**kw).comm_s[0]), rel=1e-6), kw
+            if "dispatch" in kinds:  # decode rows low-latency, prompt rows normal mode
+                low = {k.shape["low_latency"] for k in comm}
+                assert low == ({1} if "dec_B" in kw else {0})
+    # EP16 spans two nodes: the network link model, slower than the in-node exchange
+    wide = StepModel(
+        DSV3, make_layout(DSV3, 16, tp=1, dp=16, ep=16), "fp8", resolve_kv_layout("bf16"), hw
+    )
+    narrow = StepModel(
+        DSV3, make_layout(DSV3, 8, tp=1, dp=8, ep=8), "fp8", resolve_kv_layout("bf16"), hw
+    )
+    kw = {"dec_B": 64, "dec_S": 2048}
+    assert float(wide.step(**kw).comm_s[0]) > float(narrow.step(**kw).comm_s[0])

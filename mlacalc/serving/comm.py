@@ -1,8 +1,16 @@
-"""Communication between GPUs: bytes on the wire and their time over a device's links.
+"""Communication between GPUs: bytes on the wire, and the link model for what the kernel model
+cannot time.
 
-A collective's time is ``steps x link latency + bytes / (LINK_EFFICIENCY x link bandwidth)``
-over the scale-up link (NVLink, Infinity Fabric, PCIe) when the group fits in one node, the
-scale-out network per GPU otherwise (:meth:`mlacalc.hardware.HardwareSpec.link`):
+The serving step times its collectives with the calibrated kernel model
+(:mod:`mlacalc.timemodel`, fitted on the measured NCCL, TensorRT-LLM all-reduce and DeepEP
+tables, all of them within one node) whenever the group fits in one node. The kernel model has
+no term for the scale-out network, so a group spanning nodes is timed here, as is the
+DeepSeek-V3 ISCA analytic check, which is defined by the paper's own link assumptions.
+
+In the link model a collective's time is
+``steps x link latency + bytes / (LINK_EFFICIENCY x link bandwidth)`` over the scale-up link
+(NVLink, Infinity Fabric, PCIe) when the group fits in one node, the scale-out network per GPU
+otherwise (:meth:`mlacalc.hardware.HardwareSpec.link`):
 
 - all-reduce: the faster of a ring (``2 (n-1)`` steps, ``2 (n-1)/n`` of the message on the
   wire) and one-shot (one step, every peer's message read);
@@ -33,6 +41,7 @@ __all__ = [
     "combine_bytes",
     "comm_seconds",
     "dispatch_bytes",
+    "distinct_ranks_per_token",
     "isca_comm_bound_tpot",
     "remote_nodes_per_token",
 ]
@@ -56,6 +65,20 @@ def remote_nodes_per_token(group: int, per_node: int, topk: int) -> float:
     uniformly over the ``ceil(group / per_node)`` nodes of an expert-parallel group."""
     nodes = -(-group // per_node)
     return (nodes - 1) * (1 - (1 - 1 / nodes) ** topk) if nodes > 1 else 0.0
+
+
+def distinct_ranks_per_token(experts: int, topk: int, ranks: int) -> float:
+    """Ranks a token's ``topk`` distinct experts live on, on average, when ``experts`` are
+    placed ``experts // ranks`` per rank and a token's experts are drawn uniformly:
+    ``ranks (1 - C(E - E/ranks, k) / C(E, k))``. DeepEP's normal kernels send a token once per
+    such rank."""
+    if ranks <= 1:
+        return 1.0
+    other = experts - experts // ranks
+    miss = 1.0
+    for j in range(topk):
+        miss *= max(other - j, 0) / (experts - j)
+    return ranks * (1.0 - miss)
 
 
 def dispatch_bytes(

@@ -15,9 +15,13 @@ with the tokens the routing sends it), with the communication its layout needs (
 :mod:`mlacalc.serving.layout` and :mod:`mlacalc.serving.comm`). FLOPs are ``2 m n k`` per
 product; bytes read each weight once and each activation in and out once.
 
-Compute, memory and element-wise kernels are timed by the calibrated kernel model
-(:func:`mlacalc.timemodel.predict_batch`); communication by link bandwidth and latency
-(:func:`mlacalc.serving.comm.comm_seconds`).
+Every kernel is timed by the calibrated kernel model (:func:`mlacalc.timemodel.predict_batch`),
+collectives included: all-reduce, all-gather, reduce-scatter, expert-parallel dispatch and
+combine (DeepEP low-latency rows for decode, normal rows with prompt tokens) and the stage
+hand-over, fitted on the measured NCCL, TensorRT-LLM and DeepEP tables, whenever the group fits
+in one node (over the scale-up link). The kernel model has no term for the scale-out network:
+a group that spans nodes is timed by the link model of :mod:`mlacalc.serving.comm` (network
+bandwidth and latency per GPU, its achieved share from the DeepSeek-V3 ISCA paper).
 """
 
 from __future__ import annotations
@@ -34,12 +38,20 @@ from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch
 from ..params import FFNShape, expert_shape, ffn_shape, shared_experts_shape
-from .comm import combine_bytes, comm_seconds, dispatch_bytes, remote_nodes_per_token
+from .comm import (
+    combine_bytes,
+    comm_seconds,
+    dispatch_bytes,
+    distinct_ranks_per_token,
+    remote_nodes_per_token,
+)
 from .layout import Layout, _stage_layers
 
 __all__ = ["Spec", "StepModel", "StepTimes"]
 
 ACT = 2  # bytes per activation element (bf16)
+#: SMs a DeepEP normal-mode dispatch or combine runs on (DeepEP's ``Buffer.num_sms`` default)
+DEEPEP_NORMAL_SMS = 20
 
 
 @dataclass
@@ -171,17 +183,26 @@ class StepModel:
         msg: np.ndarray,
         n: int,
         network: bool = False,
+        **fields: np.ndarray | float,
     ) -> None:
+        """A collective over ``n`` GPUs; ``msg`` is one rank's message as
+        :func:`mlacalc.serving.comm.comm_seconds` counts it (its share for all-gather and
+        reduce-scatter), ``fields`` the kernel model's extra shape fields."""
         if n > 1:
+            # the kernel model's message: the full per-rank buffer for all-gather and
+            # reduce-scatter (as the measured NCCL tables count it), else what the rank sends
+            full = msg * n if kind in ("all_gather", "reduce_scatter") else msg
+            shape = {"message_bytes": full, "n_gpus": np.full_like(msg, n)}
+            shape.update({k: v + msg * 0.0 for k, v in fields.items()})
             out.append(
                 Spec(
                     name,
                     kind,
-                    "bf16",
+                    "fp8" if kind == "dispatch" and self.fp8_dispatch else "bf16",
                     part,
                     msg * 0.0,
                     msg,
-                    {"message_bytes": msg, "n_gpus": np.full_like(msg, n)},
+                    shape,
                     comm=True,
                     n_gpus=n,
                     network=network,
@@ -353,39 +374,65 @@ class StepModel:
             sent = T / lay.tp  # tp ranks split their group's tokens
             if lay.ep > 1:
                 node = self.hw.gpus_per_node or lay.moe_group
-                # decode rows (no prompt tokens): DeepEP low-latency kernels, every routed copy
-                # over RDMA; rows with prompt tokens: normal kernels, NVLink within a node and
-                # across nodes one copy per remote node over RDMA (forwarded over NVLink,
-                # concurrently, not counted apart)
-                low = decode
-                across = lay.moe_group > node
-                normal_copies = (
-                    remote_nodes_per_token(lay.moe_group, node, k) if across else float(k)
-                )
-                for mode, rows, copies, network in (
-                    ("low-latency", low, float(k), True),
-                    ("normal", ~low, normal_copies, across),
-                ):
-                    if not rows.any():
-                        continue
-                    self._comm(
-                        out,
-                        f"EP dispatch ({mode})",
-                        "dispatch",
-                        part,
-                        np.where(rows, dispatch_bytes(sent, copies, d, self.fp8_dispatch), 0.0),
-                        lay.moe_group,
-                        network=network,
-                    )
-                    self._comm(
-                        out,
-                        f"EP combine ({mode})",
-                        "combine",
-                        part,
-                        np.where(rows, combine_bytes(sent, copies, d), 0.0),
-                        lay.moe_group,
-                        network=network,
-                    )
+                if lay.moe_group <= node:
+                    # one node: the kernel model's DeepEP exchange (fitted on the measured
+                    # one-node tables): low-latency rows (decode) send every routed copy,
+                    # normal rows (prompt tokens) a token once per destination rank
+                    ranks = distinct_ranks_per_token(slots, k, lay.moe_group)
+                    copies = np.where(decode, float(k), ranks)
+                    low = decode * 1.0
+                    sms = np.where(decode, 0.0, float(DEEPEP_NORMAL_SMS))
+                    for kind, nbytes in (
+                        ("dispatch", dispatch_bytes(sent, copies, d, self.fp8_dispatch)),
+                        ("combine", combine_bytes(sent, copies, d)),
+                    ):
+                        self._comm(
+                            out,
+                            f"EP {kind}",
+                            kind,
+                            part,
+                            nbytes,
+                            lay.moe_group,
+                            tokens=sent,
+                            hidden=float(d),
+                            topk=float(k),
+                            copies=sent * copies,
+                            low_latency=low,
+                            sms=sms,
+                        )
+                else:
+                    # across nodes (link model): decode rows (no prompt tokens): DeepEP
+                    # low-latency kernels, every routed copy over RDMA; rows with prompt
+                    # tokens: normal kernels, one copy per remote node over RDMA (forwarded
+                    # over NVLink, concurrently, not counted apart)
+                    low = decode
+                    normal_copies = remote_nodes_per_token(lay.moe_group, node, k)
+                    for mode, rows, n_copies in (
+                        ("low-latency", low, float(k)),
+                        ("normal", ~low, normal_copies),
+                    ):
+                        if not rows.any():
+                            continue
+                        self._comm(
+                            out,
+                            f"EP dispatch ({mode})",
+                            "dispatch",
+                            part,
+                            np.where(
+                                rows, dispatch_bytes(sent, n_copies, d, self.fp8_dispatch), 0.0
+                            ),
+                            lay.moe_group,
+                            network=True,
+                        )
+                        self._comm(
+                            out,
+                            f"EP combine ({mode})",
+                            "combine",
+                            part,
+                            np.where(rows, combine_bytes(sent, n_copies, d), 0.0),
+                            lay.moe_group,
+                            network=True,
+                        )
             else:
                 self._comm(
                     out,
@@ -591,14 +638,19 @@ def time_jobs(
         for i, sp in enumerate(specs):
             if sp.comm:
                 n = sm._p2p_group() if sp.kind == "p2p" else sp.n_gpus
-                t = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
-                out[j][i] = np.where(sp.bytes > 0, t, 0.0)  # a row that sends nothing
-            else:
-                hws[id(sm.hw)] = sm.hw
-                groups.setdefault((id(sm.hw), sp.kind, sp.dtype), []).append((j, i))
+                sm.hw.link(n)  # a missing link figure: named, with its fix
+                if sp.network or not _one_node(sm.hw, n):
+                    # the scale-out network: the kernel model has no term for it
+                    t = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
+                    out[j][i] = np.where(sp.bytes > 0, t, 0.0)  # a row that sends nothing
+                    continue
+            hws[id(sm.hw)] = sm.hw
+            groups.setdefault((id(sm.hw), sp.kind, sp.dtype), []).append((j, i))
     for (hw_id, kind, dtype), idx in groups.items():
         specs = [jobs[j][1][i] for j, i in idx]
-        masks = [(sp.bytes > 0) if kind == "elementwise" else (sp.flops > 0) for sp in specs]
+        masks = [
+            (sp.bytes > 0) if kind == "elementwise" or sp.comm else (sp.flops > 0) for sp in specs
+        ]
         if not any(mk.any() for mk in masks):
             for (j, i), sp in zip(idx, specs):
                 out[j][i] = np.zeros_like(sp.flops)
@@ -628,6 +680,11 @@ def time_jobs(
             out[j][i] = t
             pos += n
     return out
+
+
+def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
+    """Whether a group of ``n_gpus`` GPUs talks over the scale-up link (within one node)."""
+    return hw.gpus_per_node is None or n_gpus <= hw.gpus_per_node
 
 
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
