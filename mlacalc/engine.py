@@ -28,6 +28,8 @@ from .config import ModelConfig
 from .dtypes import KVLayout, dtype_bits
 from .errors import FormulaBindingError, InvalidArgumentError
 from .vocab import (
+    MHA_FIELD_SYMBOLS,
+    MLA_FIELD_SYMBOLS,
     MLA_IMPLEMENTATIONS,
     PHASES,
     STAGES,
@@ -177,31 +179,15 @@ def model_dims(model: ModelConfig) -> dict[str, int]:
 
 
 def _model_dims(model: ModelConfig) -> dict[str, int]:
-    if model.is_mla:
-        bias = int(model.attention_bias)
-        return {
-            "d": model.hidden_size,
-            "n_h": model.num_attention_heads,
-            "d_c": model.kv_lora_rank,
-            "d_cq": model.q_lora_rank or 0,
-            "d_nope": model.qk_nope_head_dim,
-            "d_rope": model.qk_rope_head_dim,
-            "d_v": model.v_head_dim,
-            "beta_qkv": bias,
-            "beta_o": bias,
-        }
-    qkv = int(model.attention_bias or model.qkv_bias or model.bias)
-    out = int(model.attention_bias or model.bias)
-    rope = 0 if model.family == "gpt2" else 1
-    return {
-        "d": model.hidden_size,
-        "n_h": model.num_attention_heads,
-        "n_kv": model.num_key_value_heads,
-        "d_h": model.head_dim,
-        "beta_qkv": qkv,
-        "beta_o": out,
-        "rho": rope,
-    }
+    fields = MLA_FIELD_SYMBOLS if model.is_mla else MHA_FIELD_SYMBOLS
+    dims = {sym: getattr(model, name) or 0 for name, sym in fields.items() if sym != "L"}
+    if model.is_mla:  # attention_bias on q_a_proj / kv_a_proj_with_mqa and on o_proj
+        dims["beta_qkv"] = dims["beta_o"] = int(model.attention_bias)
+        return dims
+    dims["beta_qkv"] = int(model.attention_bias or model.qkv_bias or model.bias)
+    dims["beta_o"] = int(model.attention_bias or model.bias)
+    dims["rho"] = 0 if model.family == "gpt2" else 1
+    return dims
 
 
 def evaluate(evaluator: gen.Evaluator, values: Mapping[str, Any]) -> Any:
