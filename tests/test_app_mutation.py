@@ -95,7 +95,7 @@ def test_every_url_parameter_with_junk(value):
         assert named in shown, (key, value, shown)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     st.dictionaries(
         st.sampled_from(KEYS),
