@@ -114,6 +114,7 @@ CALLS = {
             "kv_dtype": "bf16",
             "weight_dtype": None,
             "act_dtype": "bf16",
+            "kv_lora_rank": np.array([256, 512]),
         },
     ),
     "as_variant": (
