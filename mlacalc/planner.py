@@ -402,7 +402,7 @@ def plan(
 
     import numpy as np  # the step model needs numpy; capacity figures alone do not
 
-    from .serving.comm import LINK_EFFICIENCY
+    from .serving.comm import kv_transfer_seconds
     from .serving.step import StepModel
 
     sm = StepModel(m, lay, w_dtype, layout, hw, profile, imbalance)
@@ -500,11 +500,7 @@ def plan(
     kv_transfer = None
     if mode == "disaggregated":
         row = kv_cache(m, isl, 1, layout, None, False).total_bytes
-        if hw.scale_out_bytes_per_s:  # the pools talk over the network
-            bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
-        else:
-            bw, lat = hw.link(2)
-        kv_transfer = lat + row / (bw * LINK_EFFICIENCY)
+        kv_transfer = kv_transfer_seconds(hw, row)
 
     queue = 0.0
     queued = 0.0

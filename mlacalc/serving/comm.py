@@ -43,6 +43,7 @@ __all__ = [
     "dispatch_bytes",
     "distinct_ranks_per_token",
     "isca_comm_bound_tpot",
+    "kv_transfer_seconds",
     "remote_nodes_per_token",
 ]
 
@@ -149,3 +150,25 @@ def isca_comm_bound_tpot(
         / bandwidth_bytes_per_s
     )
     return layers * 2 * per_round
+
+
+def kv_transfer_seconds(hw: HardwareSpec, nbytes: float) -> float:
+    """Seconds to hand one request's KV cache (``nbytes``) from a prefill pool to a decode pool:
+    over the scale-out network when the device has one (the link model: the kernel model has no
+    network term), else GPU to GPU over the scale-up link as the kernel model's ``p2p``."""
+    if hw.scale_out_bytes_per_s:  # the pools talk over the network
+        bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
+        return lat + nbytes / (bw * LINK_EFFICIENCY)
+    hw.link(2)  # a missing scale-up figure: named, with its fix
+    from ..kernels import Kernel
+    from ..timemodel import predict_kernels
+
+    kernel = Kernel(
+        "KV transfer",
+        "p2p",
+        "bf16",
+        0,
+        round(nbytes),
+        shape={"message_bytes": round(nbytes), "n_gpus": 2},
+    )
+    return predict_kernels([kernel], hw)[0].seconds

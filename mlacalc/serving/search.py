@@ -30,7 +30,7 @@ from ..dtypes import canonical_dtype, resolve_kv_layout
 from ..engine import _model, kv_cache
 from ..errors import InvalidArgumentError, MlacalcError
 from ..hardware import HardwareSpec, load_hardware
-from .comm import LINK_EFFICIENCY
+from .comm import kv_transfer_seconds
 from .layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weights_per_gpu
 from .step import StepModel, time_jobs
 
@@ -396,11 +396,7 @@ def search(
                 total = lay.dp * Bf / t_step
                 demand = total / osl  # prompts per second
                 row = kv_cache(m, isl, 1, pl["kv_layout"], None, False).total_bytes
-                if hw.scale_out_bytes_per_s:
-                    bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
-                else:
-                    bw, lat = hw.link(2)
-                transfer = lat + row / (bw * LINK_EFFICIENCY)
+                transfer = kv_transfer_seconds(hw, row)
                 for i, b in enumerate(Bf):
                     # every prefill pool (of the GPU counts given) that keeps up, each a point:
                     # a larger pool queues prompts less (M/D/1 wait on its prompt rate)
