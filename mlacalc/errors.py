@@ -133,6 +133,17 @@ class UnknownHardwareError(KeyError, MlacalcError):
         )
 
 
+class AmbiguousHardwareError(InvalidArgumentError):
+    """A family name (``"A100"``) that fits several catalogue entries; lists them."""
+
+    def __init__(self, name: str, candidates: tuple[str, ...]):
+        self.name, self.candidates = name, tuple(candidates)
+        super().__init__(
+            "hardware",
+            f"'{name}' names several catalogue entries: {', '.join(candidates)}; give one of them",
+        )
+
+
 class DoesNotFitError(ValueError, MlacalcError):
     """The weights alone exceed the memory a GPU has for them."""
 

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from .dtypes import canonical_dtype
-from .errors import ConfigError, InvalidArgumentError, UnknownDtypeError, UnknownHardwareError
+from .errors import (
+    AmbiguousHardwareError,
+    ConfigError,
+    InvalidArgumentError,
+    UnknownDtypeError,
+    UnknownHardwareError,
+)
 
 __all__ = [
     "AmbiguousHardwareError",
@@ -90,17 +96,6 @@ MEASURED_SYSTEMS: dict[str, str] = {
 }
 #: A family name with several entries: it lists them instead of picking one.
 FAMILIES: dict[str, tuple[str, ...]] = {"a100": ("A100-SXM-80GB", "A100-PCIe-40GB")}
-
-
-class AmbiguousHardwareError(InvalidArgumentError):
-    """A family name (``"A100"``) that fits several catalogue entries; lists them."""
-
-    def __init__(self, name: str, candidates: tuple[str, ...]):
-        self.name, self.candidates = name, tuple(candidates)
-        super().__init__(
-            "hardware",
-            f"'{name}' names several catalogue entries: {', '.join(candidates)}; give one of them",
-        )
 
 
 def lookup_peak(peaks: dict[str, float], dtype: str) -> float | None:
