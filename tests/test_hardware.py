@@ -5,7 +5,8 @@ import pytest
 from mlacalc import ConfigError, UnknownHardwareError
 from mlacalc.hardware import load_hardware, measured_sets, shipped_hardware
 
-# name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory GB), published-facts D, D.2
+# name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory GB): vendor datasheets,
+# cited field by field in each hardware_configs/*.yaml
 PUBLISHED = {
     "H100-SXM": (989.5, 1979.0, 3350, 80),
     "H100-PCIe": (756.5, 1513.0, 2000, 80),
