@@ -175,6 +175,21 @@ def speed() -> dict[str, float]:
             call()
             best = min(timeit.repeat(call, number=100, repeat=5)) / 100
             out[f"predict_time {scope} ({profile or 'kernel model'})"] = best * 1e3
+    # the two halves of a kernel-model call: the step's kernels (mlacalc.step) and their times
+    from mlacalc.roofline import _model_ops, as_model
+    from mlacalc.step import step_kernels
+    from mlacalc.timemodel import load_profile
+
+    model, hw, prof = as_model("deepseek-v3"), mlacalc.load_hardware("H200"), load_profile()
+    for scope in ("attention_layer", "model"):
+        args = (model, "decode", 32768, 64, None, None, False, "bf16", "bf16", "bf16")
+        kernels = step_kernels(*args, scope=scope)
+        best = min(
+            timeit.repeat(lambda a=args, s=scope: step_kernels(*a, scope=s), number=100, repeat=5)
+        )
+        out[f"  step kernels {scope} ({len(kernels)} kernels)"] = best / 100 * 1e3
+        best = min(timeit.repeat(lambda ks=kernels: _model_ops(ks, hw, prof), number=100, repeat=5))
+        out[f"  kernel times {scope}"] = best / 100 * 1e3
     return out
 
 

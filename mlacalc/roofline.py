@@ -29,6 +29,7 @@ What a plain roofline misses, and what corrects it here:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -533,29 +534,36 @@ def _model_ops(
     plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
     kernel's ops; a kernel shorter than that waits on the CPU."""
     from .kernels import batches_of
-    from .timemodel import batch_terms, roofline_seconds
+    from .timemodel import class_params
+    from .timemodel.model import kernel_terms
 
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
-        terms, how = batch_terms(batch, hw, prof)
-        ideal = roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
+        fig, params, how = class_params(hw, prof, batch.kind, batch.dtype)
+        terms = kernel_terms(batch, fig, params, scaled=True)
+        # the plain roofline bound of each kernel (all calls), with the datasheet figures
+        peak, bw = fig.peak(batch.dtype), fig.hbm_bytes_per_s
+        seconds = terms["seconds"].tolist()
+        compute = terms["compute_s"].tolist()
+        memory = terms["memory_s"].tolist()
+        launch = (terms["fixed_s"] + terms["extra_s"]).tolist()
         for j, i in enumerate(idx):
             k = kernels[i]
             calls = k.calls
-            seconds = float(terms["seconds"][j])
+            t = seconds[j]
             if dispatch_s is not None:
-                seconds = max(seconds, dispatch_s[i] * calls)
+                t = max(t, dispatch_s[i] * calls)
             out[i] = OpTime(
                 name=k.name,
                 stage=stages[i] if stages is not None else kernel_stage(k.name),
                 kind="matmul" if k.kind in _MATMUL_KINDS else k.kind,
                 flops=int(k.flops) * calls,
                 bytes=int(k.bytes) * calls,
-                compute_s=float(terms["compute_s"][j]) * calls,
-                memory_s=float(terms["memory_s"][j]) * calls,
-                launch_s=float(terms["fixed_s"][j] + terms["extra_s"][j]) * calls,
-                model_s=seconds,
-                roofline_s=float(ideal[j]),
+                compute_s=compute[j] * calls,
+                memory_s=memory[j] * calls,
+                launch_s=launch[j] * calls,
+                model_s=t,
+                roofline_s=max(k.flops / peak, k.bytes / bw) * calls,
                 calibration=how,
             )
     return [o for o in out if o is not None]
@@ -601,6 +609,37 @@ def _eager_kernels(
             )
             dispatch.append(extra * latency)
     return kernels, dispatch, stages
+
+
+#: hardware argument -> (spec, the file it was read from, that file's mtime): a device named
+#: again is not looked up and read again unless its file changed.
+_HARDWARE: dict[str, tuple[HardwareSpec, str, int]] = {}
+
+
+def _hardware_of(hardware: HardwareSpec | str) -> HardwareSpec:
+    """:func:`mlacalc.load_hardware`, remembered per name while its file is unchanged."""
+    if isinstance(hardware, HardwareSpec):
+        return hardware
+    # names only: a path is read each time (it may be relative to another directory)
+    named = isinstance(hardware, str) and not hardware.endswith((".yaml", ".yml", ".json"))
+    key = hardware if named and os.sep not in hardware else None
+    hit = _HARDWARE.get(key) if key is not None else None
+    if hit is not None:
+        try:
+            if os.stat(hit[1]).st_mtime_ns == hit[2]:
+                return hit[0]
+        except OSError:
+            pass
+    hw = load_hardware(hardware)
+    if key is not None and hw.origin:
+        try:
+            stamp = os.stat(hw.origin).st_mtime_ns
+        except OSError:
+            return hw
+        if len(_HARDWARE) > 128:
+            _HARDWARE.clear()
+        _HARDWARE[key] = (hw, hw.origin, stamp)
+    return hw
 
 
 def predict_time(
@@ -649,7 +688,7 @@ def predict_time(
     True
     """
     m = as_model(model)
-    hw = load_hardware(hardware)
+    hw = _hardware_of(hardware)
     if mode not in MODES:
         raise InvalidArgumentError("mode", f"unknown mode {mode!r}; use fused or unfused")
     if scope not in SCOPES:

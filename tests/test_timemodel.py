@@ -261,3 +261,21 @@ def test_unmeasured_devices_take_the_fit_of_their_generation():
     assert how == "H200 by datasheet ratios from H100-SXM (same tensor-core generation)"
     _, how = prof.params("B200", "gemm", "bf16", load_hardware("B200"))
     assert how.startswith("B200 by datasheet ratios (profile fitted on")
+
+
+def test_cached_class_rates_give_the_uncached_times():
+    """batch_terms takes the clock-scaled parameters from a per-(device, profile, class) cache;
+    they give exactly what kernel_terms gives from the profile's own parameters."""
+    from mlacalc.hardware import load_hardware
+    from mlacalc.timemodel import batch_terms, class_params, device_figures, load_profile
+
+    hw, prof = load_hardware("H200"), load_profile("default")
+    batch = gemm_batch([1, 64, 4096], 7168, 2048)
+    params, _ = prof.params(hw.name, "gemm", "bf16", hw)
+    direct = kernel_terms(batch, device_figures(hw), params)["seconds"]
+    for _ in range(2):  # the first call fills the cache, the second reads it
+        cached, how = batch_terms(batch, hw, prof)
+        assert np.array_equal(cached["seconds"], direct) and "H200" in how
+    a100 = load_hardware("A100-SXM-80GB")  # 1410 MHz: its cycles take longer
+    a100_params, _ = prof.params(a100.name, "gemm", "bf16", a100)
+    assert class_params(a100, prof, "gemm", "bf16")[1]["fixed_s"] > a100_params["fixed_s"]

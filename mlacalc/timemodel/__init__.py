@@ -30,7 +30,7 @@ from ..errors import InvalidArgumentError
 from ..hardware import HardwareSpec, load_hardware
 from ..kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
 from .device import DeviceFigures, device_figures
-from .model import COMM_KINDS, PARAMS, class_key, kernel_terms
+from .model import COMM_KINDS, PARAMS, class_key, kernel_terms, scale_params
 from .profile import Profile, load_profile, shipped_profiles
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "batch_terms",
     "calibrate",
     "class_key",
+    "class_params",
     "device_figures",
     "load_profile",
     "predict_batch",
@@ -98,6 +99,31 @@ def _check_batch(batch: Any) -> KernelBatch:
     return batch
 
 
+#: (id of the spec, id of the profile, kind, dtype) -> (spec, profile, figures, parameters
+#: scaled to the device's clock, how calibrated): the derived rates of a kernel class, worked
+#: out once per device and profile (the spec and profile are kept to check the ids).
+_CLASS_CACHE: dict[tuple[int, int, str, str], tuple[Any, Any, DeviceFigures, dict, str]] = {}
+
+
+def class_params(
+    hw: HardwareSpec, prof: Profile, kind: str, dtype: str
+) -> tuple[DeviceFigures, dict[str, float], str]:
+    """The device figures, the parameters of one kernel class on ``hw`` (clock-scaled, as
+    :func:`~mlacalc.timemodel.model.kernel_terms` takes them with ``scaled=True``) and how the
+    class was calibrated; cached per (device, profile, class)."""
+    key = (id(hw), id(prof), kind, dtype)
+    hit = _CLASS_CACHE.get(key)
+    if hit is not None and hit[0] is hw and hit[1] is prof:
+        return hit[2], hit[3], hit[4]
+    fig = device_figures(hw)
+    params, how = prof.params(hw.name, kind, dtype, hw)
+    scaled = scale_params(kind, params, fig)
+    if len(_CLASS_CACHE) > 512:
+        _CLASS_CACHE.clear()
+    _CLASS_CACHE[key] = (hw, prof, fig, scaled, how)
+    return fig, scaled, how
+
+
 def batch_terms(
     batch: KernelBatch,
     hardware: HardwareSpec | str,
@@ -108,8 +134,8 @@ def batch_terms(
     batch = _check_batch(batch)
     hw = _hardware(hardware)
     prof = load_profile(profile)
-    params, how = prof.params(hw.name, batch.kind, batch.dtype, hw)
-    return kernel_terms(batch, device_figures(hw), params), how
+    fig, params, how = class_params(hw, prof, batch.kind, batch.dtype)
+    return kernel_terms(batch, fig, params, scaled=True), how
 
 
 def predict_batch(

@@ -9,7 +9,7 @@ datasheet value below is used and its source is reported with the prediction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import MlacalcError
 from ..hardware import HardwareSpec, lookup_peak
@@ -134,10 +134,19 @@ class DeviceFigures:
     link_latency_s: float
     clock_hz: float = 1.83e9
     fallbacks: tuple[str, ...] = ()
+    _peaks_by_dtype: dict[str, float] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def peak(self, dtype: str) -> float:
         """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device
         without fp8 units runs fp8 at its bf16 rate)."""
+        value = self._peaks_by_dtype.get(dtype)
+        if value is None:
+            value = self._peaks_by_dtype[dtype] = self._peak(dtype)
+        return value
+
+    def _peak(self, dtype: str) -> float:
         key = {
             "fp8_block": "fp8",
             "mxfp4": "fp4",

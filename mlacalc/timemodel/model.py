@@ -34,7 +34,15 @@ from ..dtypes import DTYPE_BITS
 from ..kernels import KernelBatch
 from .device import DeviceFigures
 
-__all__ = ["COMM_KINDS", "DEFAULTS", "FIT_PARAMS", "PARAMS", "class_key", "kernel_terms"]
+__all__ = [
+    "COMM_KINDS",
+    "DEFAULTS",
+    "FIT_PARAMS",
+    "PARAMS",
+    "class_key",
+    "kernel_terms",
+    "scale_params",
+]
 
 COMM_KINDS = (
     "all_reduce",
@@ -392,19 +400,28 @@ def _collective(
     return {"compute_s": zeros, "memory_s": comm, "extra_s": zeros}
 
 
+def scale_params(kind: str, prm: dict[str, float], fig: DeviceFigures) -> dict[str, float]:
+    """``prm`` with the times of work on the SMs (cycles, stated at the reference clock) scaled
+    to the device's clock; collectives are unchanged."""
+    if kind in COMM_KINDS:
+        return prm
+    scale = REFERENCE_CLOCK_HZ / fig.clock_hz
+    out = dict(prm)
+    for name in CLOCKED:
+        out[name] = prm[name] * scale
+    return out
+
+
 def kernel_terms(
-    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], *, scaled: bool = False
 ) -> dict[str, np.ndarray]:
     """The time terms of every kernel of ``batch`` on ``fig`` with parameters ``prm``:
     ``compute_s``, ``memory_s`` (link time for collectives), ``fixed_s``, ``extra_s`` and
-    ``seconds`` per call (times ``calls``)."""
+    ``seconds`` per call (times ``calls``). ``scaled``: ``prm`` is already clock-scaled
+    (:func:`scale_params`)."""
     kind = batch.kind
-    if kind not in COMM_KINDS:
-        # cycles of work on the SMs: stated at the reference clock, scaled to the device's
-        scale = REFERENCE_CLOCK_HZ / fig.clock_hz
-        prm = dict(prm)
-        for name in CLOCKED:
-            prm[name] = prm[name] * scale
+    if not scaled:
+        prm = scale_params(kind, prm, fig)
     if kind == "gemm":
         terms = _gemm(batch, fig, prm)
     elif kind in ATTENTION_KINDS:
