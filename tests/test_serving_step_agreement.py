@@ -9,9 +9,9 @@ expert parallelism a GPU computes 1/ep of the routed FLOPs.
 
 Known differences in bytes (not FLOPs): the serving step's key/value down-projection does not
 count the new cache rows it writes, its fused query/key/value projection reads its input once
-(the model step has two projections, each reading it), its router reads bf16 weights, its routed-expert kernel
-counts the expert's intermediate activations and fractional active experts, and its
-element-wise kernels are lumped per layer (norms, residuals, RoPE) with no FLOPs.
+(the model step has two projections, each reading it), its router reads bf16 weights, its
+routed-expert kernel counts the expert's intermediate activations and fractional active
+experts, and its element-wise kernels are lumped per layer (norms, residuals, RoPE) with no FLOPs.
 """
 
 from __future__ import annotations
