@@ -121,3 +121,26 @@ def test_kv_cache_bytes_match_reference(name, seq_len):
             cache_spec(raw).model_bytes(pattern, seq_len).values()
         )
     assert ours == total
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "minimax-m2.5", "deepseek-v3", "kimi-k2.5"])
+def test_quantized_bytes_match_reference_tensors(name):
+    """The checkpoint bytes of the product's tensor list equal those of the reference
+    model's own tensors (roles from its module types) under the config's scheme."""
+    from mlacalc.families import tensors
+    from mlacalc.quant import quantization_scheme, quantized_weight_bytes
+
+    raw = ref.raw_config(name)
+    scheme = quantization_scheme(raw)
+    ours = quantized_weight_bytes(tensors(_loaded(name)), scheme)
+    reference = ref.weight_tensors(name)
+    theirs = quantized_weight_bytes(reference, scheme)
+    # the reference fuses each expert's gate and up matrices; the checkpoint stores them
+    # apart, and packed-integer schemes keep one int32 shape pair (8 bytes) per matrix
+    fused = sum(t.shape[0] for t in reference if t.name.endswith("experts.gate_up_proj"))
+    shape_pairs = 8 * fused if scheme.method.startswith("int") else 0
+    assert (ours.payload_bytes, ours.scale_bytes, ours.kept_params) == (
+        theirs.payload_bytes,
+        theirs.scale_bytes + shape_pairs,
+        theirs.kept_params,
+    )
