@@ -63,6 +63,7 @@ CARDS = {
     "internlm2-7b": (7.7e9, 1e8, None, None),
     str(CONFIGS / "glm-5.config.json"): (744e9, 1e9, 40e9, 1e9),
     str(CONFIGS / "glm-4.7-flash.config.json"): (30e9, 1e9, 3e9, 1e9),
+    str(CONFIGS / "qwen3-next-80b-a3b-thinking.config.json"): (80e9, 1e10, 3e9, 1e9),
 }
 
 
