@@ -13,11 +13,12 @@ from typing import Any
 from . import defaults as D
 from .config import ModelConfig, load_model
 from .dtypes import resolve_kv_layout
-from .engine import attention_cost, kv_cache
+from .engine import KVCache, attention_cost, kv_cache
+from .families import layer_pattern
 from .params import param_counts, weight_bytes
 from .vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
 
-__all__ = ["SCHEMA", "compare_rows", "model_report", "model_summary"]
+__all__ = ["SCHEMA", "cache_by_kind", "compare_rows", "model_report", "model_summary"]
 
 SCHEMA = REPORT_SCHEMA
 #: MLA implementations whose caches the report compares (absorbed_merged keeps absorbed's).
@@ -72,6 +73,20 @@ def _impls(m: ModelConfig, impl: str | None) -> list[str | None]:
     return list(_CACHE_IMPLS)
 
 
+def cache_by_kind(m: ModelConfig, cache: KVCache) -> list[dict[str, Any]]:
+    """The cache split by kind of layer: ``kind``, ``layers``, ``tokens_per_layer``, ``bytes``.
+
+    A model whose layers are alike has one row (its kind, all layers, the whole cache);
+    the rows' ``bytes`` always sum to ``cache.total_bytes``.
+    """
+    if cache.by_kind:
+        rows = cache.by_kind
+    else:
+        kind = layer_pattern(m).layers[0].label
+        rows = ((kind, cache.layers, cache.tokens_per_layer, cache.total_bytes),)
+    return [{"kind": k, "layers": n, "tokens_per_layer": t, "bytes": b} for k, n, t, b in rows]
+
+
 def kv_rows(
     m: ModelConfig, seq_len: int, batch: int, kv_dtype: str, impl: str | None = None
 ) -> list[dict]:
@@ -87,6 +102,7 @@ def kv_rows(
                 "bytes_per_token": cache.bytes_per_token,
                 "tokens_per_layer": cache.tokens_per_layer,
                 "total_bytes": cache.total_bytes,
+                "by_kind": cache_by_kind(m, cache),
             }
         )
     smallest = min(r["total_bytes"] for r in rows)
@@ -163,6 +179,7 @@ def model_report(
     return {
         "schema": SCHEMA,
         "model": model_summary(m),
+        "layers": layer_pattern(m).to_dict(),
         "settings": {
             "seq_len": seq_len,
             "batch": batch,

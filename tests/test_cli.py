@@ -75,7 +75,16 @@ def test_report_json_numbers(run):
 
 
 REPORT_KEYS = {
-    "top": ["schema", "model", "settings", "parameters", "weights", "kv_cache", "attention"],
+    "top": [
+        "schema",
+        "model",
+        "layers",
+        "settings",
+        "parameters",
+        "weights",
+        "kv_cache",
+        "attention",
+    ],
     "settings": [
         "seq_len",
         "batch",
@@ -108,6 +117,7 @@ REPORT_KEYS = {
         "bytes_per_token",
         "tokens_per_layer",
         "total_bytes",
+        "by_kind",
         "ratio_to_smallest",
     ],
     "attention": [
@@ -739,3 +749,82 @@ def test_hardware_alias_is_said(run):
     assert err == "mlacalc: note: 'H100' means H100-SXM\n"
     _, err = run("roofline", "deepseek-v3", "-H", "A100", code=2)
     assert "A100-SXM-80GB" in err and "A100-PCIe-40GB" in err
+
+
+# -- layers of different kinds ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, window, interval, n_kv, d_h",
+    [("gpt-oss-120b", 128, 2, 8, 64), ("gemma-3-1b", 512, 6, 1, 256)],
+)
+def test_report_json_shows_the_pattern_and_the_cache_by_kind(
+    run, name, window, interval, n_kv, d_h
+):
+    """Layer counts from the interval rule (every interval-th layer full), bytes from
+    K and V rows of 2 n_kv d_h bf16 values: summed by kind they are the whole cache."""
+    seq, batch = 4096, 3
+    doc = json.loads(run("report", name, "-s", str(seq), "-b", str(batch), "--format", "json")[0])
+    n = doc["model"]["num_hidden_layers"]
+    full = sum(1 for i in range(1, n + 1) if i % interval == 0)
+    assert doc["layers"]["layers"] == n
+    assert doc["layers"]["attention"] == {f"sliding({window})": n - full, "full": full}
+    assert doc["layers"]["summary"].startswith(
+        f"{n} layers: {n - full} sliding({window}) + {full} full; FFN: "
+    )
+    (row,) = doc["kv_cache"]
+    row_bytes = 2 * n_kv * d_h * 2
+    assert row["by_kind"] == [
+        {
+            "kind": f"sliding({window})",
+            "layers": n - full,
+            "tokens_per_layer": window,
+            "bytes": (n - full) * batch * window * row_bytes,
+        },
+        {
+            "kind": "full",
+            "layers": full,
+            "tokens_per_layer": seq,
+            "bytes": full * batch * seq * row_bytes,
+        },
+    ]
+    assert sum(k["bytes"] for k in row["by_kind"]) == row["total_bytes"]
+    text = run("report", name, "-s", str(seq), "-b", str(batch))[0]
+    assert f"layer pattern: {doc['layers']['summary']}" in text
+    assert "KV cache by kind of layer" in text
+    assert "by kind" not in run("report", "llama-3-8b")[0]
+
+
+def test_report_pattern_of_a_uniform_model_reads_as_one_kind(run):
+    """DeepSeek-V3: every layer MLA, the first three dense; one cache row per implementation."""
+    doc = json.loads(run("report", "deepseek-v3", "--format", "json")[0])
+    assert doc["layers"]["summary"] == "61 layers: 61 mla; FFN: 3 dense + 58 MoE"
+    assert doc["layers"]["moe_layers"] == 58
+    for row in doc["kv_cache"]:
+        assert row["by_kind"] == [
+            {"kind": "mla", "layers": 61, "tokens_per_layer": 131072, "bytes": row["total_bytes"]}
+        ]
+    latent = next(r for r in doc["kv_cache"] if r["impl"] == "absorbed")
+    assert latent["total_bytes"] == 61 * 131072 * (512 + 64) * 2
+
+
+def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
+    """DeepSeek-V3.2 from its config.json: each layer keeps the latent plus a 128-value
+    indexer key per token (bf16 cache)."""
+    path = Path("/work/shared/reference/hf-configs/deepseek-v3.2.config.json")
+    if not path.exists():
+        pytest.skip("reference configs not present")
+    doc = json.loads(
+        run("report", str(path), "-s", "4096", "--impl", "absorbed", "--format", "json")[0]
+    )
+    assert doc["layers"]["summary"] == "61 layers: 61 dsa; FFN: 3 dense + 58 MoE"
+    (row,) = doc["kv_cache"]
+    assert row["by_kind"] == [
+        {
+            "kind": "dsa",
+            "layers": 61,
+            "tokens_per_layer": 4096,
+            "bytes": 61 * 4096 * (576 + 128) * 2,
+        }
+    ]
+    assert row["total_bytes"] == row["by_kind"][0]["bytes"]

@@ -119,6 +119,7 @@ def _report_header(doc: dict) -> str:
         f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
         f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
         f"weights {s['weight_dtype']}" + (", causal" if s["causal"] else ""),
+        f"layer pattern: {doc['layers']['summary']}",
     ]
     for note in m["derived"]:
         lines.append(f"derived: {note}")
@@ -181,6 +182,29 @@ def _report_sections(doc: dict) -> list[Section]:
             ],
         )
     )
+    # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
+    split = len(doc["layers"]["attention"]) > 1 or "dsa" in doc["layers"]["attention"]
+    sections += [
+        Section(
+            "KV cache by kind of layer",
+            ["implementation", "kind", "layers", "tokens kept per layer", "bytes", "total"],
+            [
+                [
+                    r["impl"],
+                    k["kind"],
+                    f"{k['layers']:,}",
+                    f"{k['tokens_per_layer']:,}",
+                    f"{k['bytes']:,}",
+                    human_bytes(k["bytes"]),
+                ]
+                for r in doc["kv_cache"]
+                for k in r["by_kind"]
+            ],
+            note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
+            "layer a fixed state per sequence; a DSA layer the latent plus its indexer keys.",
+            text_columns=(1,),
+        )
+    ] * split
     stage_names = list(MATMUL_STAGES)
     rows = []
     for r in doc["attention"]:
