@@ -180,6 +180,8 @@ def _short(key: Any) -> str:
 
 def _check_json_depth(text: str, origin: str) -> None:
     """Scan the brackets outside strings; past MAX_DEPTH, name the keys leading there."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return  # cannot nest deeper than the brackets it holds
     keys: list[str | None] = []
     in_string = escaped = False
     start = 0
