@@ -20,14 +20,22 @@ TITLE = "KV cache"
 
 @st.cache_data(show_spinner=False)
 def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> dict:
+    """Cache bytes over ``lengths`` per implementation: vectorized where the layers are
+    alike, one exact ``kv_cache_bytes`` per length where they differ (sliding, chunked,
+    linear or DSA layers)."""
     impls = ["naive", None] if model.is_mla else [None]
     xs = np.array(lengths)
-    return {
-        str(impl or "latent" if model.is_mla else model.variant): mlacalc.sweep(
-            model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
-        ).tolist()
-        for impl in impls
-    }
+    curves = {}
+    for impl in impls:
+        name = str(impl or "latent" if model.is_mla else model.variant)
+        try:
+            ys = mlacalc.sweep(
+                model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
+            ).tolist()
+        except mlacalc.InvalidArgumentError:  # layers of different kinds
+            ys = [mlacalc.kv_cache_bytes(model, n, batch, kv_dtype, impl) for n in lengths]
+        curves[name] = ys
+    return curves
 
 
 @st.cache_data(show_spinner=False)
@@ -52,6 +60,24 @@ def render(sc: Scenario) -> None:
     )
     label = "latent, as served" if model.is_mla else model.variant.upper()
     st.markdown(f"KV cache total ({label}): **{smallest['total_bytes']:,} bytes**")
+    pattern = sc.doc["layers"]
+    st.markdown(f"Layer pattern: **{pattern['summary']}**")
+    if len(pattern["attention"]) > 1 or "dsa" in pattern["attention"]:
+        show_table(
+            [
+                {
+                    "kind of layer": k["kind"],
+                    "layers": k["layers"],
+                    "tokens kept per layer": k["tokens_per_layer"],
+                    "bytes": k["bytes"],
+                    "total": human_bytes(k["bytes"]),
+                }
+                for k in smallest["by_kind"]
+            ],
+            scope=f"The cache ({label}) by kind of layer, {batch:,} sequences of {seq_len:,} "
+            "tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, a linear "
+            "layer a fixed state per sequence, a DSA layer the latent plus its indexer keys.",
+        )
     show_table(
         [
             {

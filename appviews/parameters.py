@@ -19,6 +19,7 @@ def render(sc: Scenario) -> None:
     c2.metric("active per token", human_si(p["active"]))
     c3.metric("MTP modules (apart)", human_si(p["mtp"]) if p["mtp"] else "none")
     st.markdown(f"Total parameters: **{p['total']:,}**; active: **{p['active']:,}**")
+    st.markdown(f"Layer pattern: **{sc.doc['layers']['summary']}**")
     parts = {k: v for k, v in p["breakdown"].items() if v}
     fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts.keys()), orientation="h"))
     fig.update_layout(

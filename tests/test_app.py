@@ -245,3 +245,19 @@ def test_upload_parsing_is_safe(tmp_path):
         parse_upload(b'{"model_type": ', "config.json")
     with pytest.raises(mlacalc.ConfigError, match="UTF-8"):
         parse_upload(b"\xff\xfe\x00", "x.yaml")
+
+
+def test_layer_pattern_and_cache_by_kind():
+    """GPT-OSS-120B: 18 sliding(128) + 18 full layers; the KV tab splits the cache by kind
+    (K and V rows of 2 x 8 x 64 bf16 values) and both tabs state the pattern."""
+    at = run(model="gpt-oss-120b", seq_len="4096", batch="3")
+    text = markdown(at)
+    line = "Layer pattern: **36 layers: 18 sliding(128) + 18 full; FFN: 36 MoE**"
+    assert text.count(line) == 2  # KV cache and Parameters tabs
+    (table,) = [d.value for d in at.dataframe if "kind of layer" in d.value.columns]
+    row = 2 * 8 * 64 * 2
+    assert list(table["kind of layer"]) == ["sliding(128)", "full"]
+    assert [int(b) for b in table["bytes"]] == [18 * 3 * 128 * row, 18 * 3 * 4096 * row]
+    assert f"**{sum(int(b) for b in table['bytes']):,} bytes**" in text
+    plain = markdown(run(model="llama-3-8b"))
+    assert "Layer pattern: **32 layers: 32 full; FFN: 32 dense**" in plain
