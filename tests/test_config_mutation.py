@@ -25,7 +25,7 @@ from mlacalc.config import parse_upload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 SHIPPED = sorted((ROOT.parent / "model_configs").glob("*.yaml"))
-SHARED = Path("/work/shared/reference/hf-configs")
+SHARED = ROOT.parents[1] / "shared" / "reference" / "hf-configs"
 
 
 def _loads(path: Path) -> bool:
