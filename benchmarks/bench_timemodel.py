@@ -35,6 +35,7 @@ def kind_of(mapped) -> list[tuple[str, np.ndarray]]:
         "mla_bmm_perf",
         "generation_mla_perf",
         "context_attention_perf",
+        "generation_attention_perf",
         "moe_perf",
     ):
         for p in mapped.parts:

@@ -384,6 +384,18 @@ def test_not_predicted_rows_are_at_most_five_percent_per_device(h100, a100):
         assert left == expected and left <= 0.05 * rows
 
 
+def test_decode_with_an_fp8_cache_is_an_fp8_kernel(h100):
+    """Decode rows with an fp8 KV cache become fp8 kernels (they multiply at the fp8 rate),
+    reading one byte per cached element; bf16-cache rows stay bf16."""
+    m = _map(h100, "generation_attention_perf")
+    kvd = m.table.columns["kv_cache_dtype"]
+    for p in m.parts:
+        fp8 = kvd[p.rows] == "fp8"
+        assert (p.batch.dtype == "fp8") == bool(fp8.all()) and (fp8.all() or not fp8.any())
+        assert set(p.batch.shape["kv_bytes"]) == ({1.0} if p.batch.dtype == "fp8" else {2.0})
+    assert {p.batch.dtype for p in m.parts} == {"bf16", "fp8"}
+
+
 def test_spike_rule_needs_both_neighbours():
     from mlacalc.measured.quirks import spikes
 

@@ -284,6 +284,13 @@ def _attention(
         units = b * heads * np.ceil(q / 128.0)
         unit_blocks = np.ceil(kv_eff / 128.0)
         unit_blocks = np.where(_col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
+        # a sliding window shorter than the keys is a band: a 128-query tile meets the
+        # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
+        # band's edges masked inside), not the ``window`` keys per query the FLOPs count
+        banded = (window > 0) & (kv > window)
+        band_blocks = np.ceil((window + 127.0) / 128.0)
+        unit_blocks = np.where(banded, band_blocks, unit_blocks)
+        padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
         unit_cost = np.ones(len(batch))
     else:
         # one unit per (sequence, head group), its keys split across idle SMs where the kernel
@@ -296,6 +303,10 @@ def _attention(
         )
         units = heads_units * splits
         unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)
+        if batch.kind == "attention_decode":
+            # a grouped unit multiplies its query heads against each KV block in tensor-core
+            # row tiles of 16: more than 16 query heads per KV head walk each block twice
+            unit_blocks = unit_blocks * np.where(grouped, np.ceil(group / 16.0), 1.0)
         unit_cost = np.where(grouped, prm["grouped_unit"], 1.0)
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
@@ -308,11 +319,13 @@ def _attention(
     # work counts as units / SMs, never less than one unit's)
     serial = waves if batch.kind.endswith("prefill") else np.maximum(units / sms, 1.0)
     work = serial * (prm["block_s"] * unit_blocks + prm["seq_s"] * unit_cost)
-    compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy) + work
+    flops = batch.flops * padded if batch.kind.endswith("prefill") else batch.flops
+    compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy) + work
     nbytes = batch.bytes
-    if not batch.kind.startswith("mla"):
-        # beyond 32 query heads per KV head every query head streams the cache itself; the
-        # share ``fallback_reads`` of those repeated reads misses the L2
+    if batch.kind == "attention_decode":
+        # beyond 32 query heads per KV head every decode query head streams the cache itself;
+        # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
+        # loads each K/V block once for its 128 queries, whatever the grouping)
         nbytes = nbytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm))
     return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
