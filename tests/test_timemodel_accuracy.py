@@ -102,3 +102,28 @@ def test_prefill_with_many_query_heads_per_kv_head_reads_the_cache_once():
     grouped = mapped.modelled & (c["num_heads"] > 32 * c["num_key_value_heads"])
     assert grouped.sum() > 5000
     assert np.max(pred[grouped] / t.seconds[grouped]) < 2.0
+
+
+def test_pooled_accuracy_fitted_and_leave_one_device_out():
+    """Every predicted row of both shared sets, pooled per device (the README's figures: fitted
+    8.2% / p90 31% on H100-SXM, 10.5% / 36% on A100-SXM-80GB; leave one device out 20.4%
+    (A100 from H100) and 27.8% (H100 from A100)), and at most 5% of rows not predicted."""
+
+    def pooled(system: str, profile: str) -> tuple[float, float, float]:
+        prof = load_profile(profile)
+        errs, left, rows = [], 0, 0
+        for t in load_measured(ROOT / system).tables:
+            mapped = map_table(t)
+            pred = predict_mapped(mapped, None, prof)
+            ok = mapped.modelled & np.isfinite(pred)
+            errs.append(np.abs(pred[ok] / t.seconds[ok] - 1.0))
+            left += len(t) - int(ok.sum())
+            rows += len(t)
+        err = np.concatenate(errs)
+        return float(np.median(err)), float(np.percentile(err, 90)), left / rows
+
+    h100, a100 = pooled("h100_sxm", "default"), pooled("a100_sxm", "default")
+    assert h100[0] <= 0.088 and h100[1] <= 0.33 and h100[2] <= 0.05
+    assert a100[0] <= 0.11 and a100[1] <= 0.38 and a100[2] <= 0.05
+    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.215
+    assert pooled("h100_sxm", "fit-a100-sxm-80gb")[0] <= 0.29
