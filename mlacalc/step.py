@@ -13,7 +13,8 @@ Kernels, per layer kind (``calls`` = the layers of that kind, FLOPs and bytes pe
   ``groups`` from the engine's op shapes), the attention core as one flash-style kernel
   (``attention_prefill`` / ``attention_decode`` for MHA/GQA/MQA, ``mla_prefill`` for MLA with
   expanded heads, ``mla_decode`` for MLA in latent space, whatever the phase), and its norms and
-  RoPE as ``elementwise`` kernels;
+  RoPE as ``elementwise`` kernels; a DSA layer (DeepSeek sparse attention) runs its lightning
+  indexer before the core (:func:`indexer_kernels`) and its core attends the top-k keys only;
 - FFN: a dense FFN as an up (gate and up together) ``gemm``, the activation (``elementwise``)
   and a down ``gemm``; a MoE layer as its router (``gemm``), the routed experts as one ``moe``
   kernel and the shared experts like a dense FFN;
@@ -64,6 +65,7 @@ __all__ = [
     "KERNEL_STAGES",
     "attention_kernels",
     "attention_traffic_bytes",
+    "indexer_kernels",
     "kernel_stage",
     "moe_active_experts",
     "step_kernels",
@@ -84,6 +86,11 @@ KERNEL_STAGES: dict[str, str] = {
     "o_absorb": "absorb",
     "attention": "core",
     "o_proj": "o_proj",
+    "indexer_q_proj": "q_proj",
+    "indexer_weights_proj": "q_proj",
+    "indexer_k_proj": "kv_proj",
+    "indexer_scores": "core",
+    "indexer_topk": "core",
     "q_a_layernorm": "norm",
     "kv_a_layernorm": "norm",
     "rope": "rope",
@@ -209,6 +216,109 @@ def _core_kernel(
     )
 
 
+#: Bytes of one indexer logit (float32) and of one selected key's index (int32).
+_LOGIT_BYTES = 4
+_INDEX_BYTES = 4
+
+
+def indexer_kernels(
+    cost: AttentionCost,
+    model: ModelConfig,
+    act_dtype: str,
+    weight_dtype: str,
+    calls: int = 1,
+    kv_dtype: Any = "bf16",
+) -> list[Kernel]:
+    """The lightning indexer of one DSA layer: what picks the ``index_topk`` keys the core
+    attends. Empty for a model without one.
+
+    - ``indexer_q_proj`` (``gemm``): an indexer query of ``index_head_dim`` values per indexer
+      head from the query latent (``q_lora_rank`` wide; the hidden state without one);
+    - ``indexer_weights_proj`` (``gemm``): one weight per indexer head from the hidden state;
+    - ``indexer_k_proj`` (``gemm``): one indexer key per new token from the hidden state, its
+      LayerNorm's weights read and the new keys written to the indexer cache here;
+    - ``indexer_scores`` (``mla_decode`` in decode, every query head sharing one key as in
+      latent decode; ``attention_prefill`` otherwise): ``2 n_i d_i`` FLOPs per (query, key)
+      pair over every key (causal or not as asked), the indexer keys of all ``seq_len``
+      tokens read once, one float32 logit per (query, key) written;
+    - ``indexer_topk`` (``elementwise``, no FLOPs: comparisons): the logits read, ``index_topk``
+      int32 key indices per query written.
+
+    Matmul FLOPs are the engine's (:func:`mlacalc.attention_cost` adds them to ``q_proj``,
+    ``kv_proj`` and ``core``); the indexer's norm and RoPE run inside its projections and
+    carry no FLOPs here, as the engine's element-wise figure has none for them.
+    """
+    if model.index_topk is None:
+        return []
+    from .engine import attended_pairs
+    from .families import indexer_row_bytes
+
+    d, heads, width = model.hidden_size, model.index_n_heads, model.index_head_dim
+    source = model.q_lora_rank or d
+    b, q, S = cost.batch, cost.q_len, cost.seq_len
+    tokens = b * q
+    a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype)
+    gemm_dtype = _gemm_dtype(act_dtype, weight_dtype, True)
+    row = indexer_row_bytes(model, kv_dtype)
+    norm_weights = _bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
+    pairs = attended_pairs(q, S, None, cost.causal)
+    logits = b * q * S * _LOGIT_BYTES
+    return [
+        _gemm(
+            "indexer_q_proj",
+            gemm_dtype,
+            2 * tokens * source * heads * width,
+            _bytes(source * heads * width, w_bits)
+            + _bytes(tokens * (source + heads * width), a_bits),
+            (1, tokens, heads * width, source),
+            calls,
+        ),
+        _gemm(
+            "indexer_weights_proj",
+            gemm_dtype,
+            2 * tokens * d * heads,
+            _bytes(d * heads, w_bits) + _bytes(tokens * (d + heads), a_bits),
+            (1, tokens, heads, d),
+            calls,
+        ),
+        _gemm(
+            "indexer_k_proj",
+            gemm_dtype,
+            2 * tokens * d * width,
+            _bytes(d * width, w_bits) + norm_weights + _bytes(tokens * d, a_bits) + tokens * row,
+            (1, tokens, width, d),
+            calls,
+        ),
+        Kernel(
+            name="indexer_scores",
+            kind="mla_decode" if cost.phase == "decode" else "attention_prefill",
+            dtype=act_dtype,
+            flops=2 * b * heads * width * pairs,
+            bytes=_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
+            calls=calls,
+            shape={
+                "batch": b,
+                "q_len": q,
+                "kv_len": S,
+                "n_heads": heads,
+                "n_kv": 1,
+                "head_dim_qk": width,
+                "head_dim_v": 0,
+                "window": 0,
+                "causal": int(cost.causal),
+            },
+        ),
+        _elementwise(
+            "indexer_topk",
+            act_dtype,
+            0,
+            logits + tokens * min(model.index_topk, S) * _INDEX_BYTES,
+            b * q * S,
+            calls,
+        ),
+    ]
+
+
 def attention_kernels(
     cost: AttentionCost,
     model: ModelConfig,
@@ -216,15 +326,17 @@ def attention_kernels(
     weight_dtype: str,
     calls: int = 1,
     window: int | None = -1,
+    kv_dtype: Any = "bf16",
 ) -> list[Kernel]:
     """The serving kernels of one attention layer, from the engine's op costs of that layer.
 
     ``cost`` is an :func:`mlacalc.attention_cost` of ``model`` (its ``ops`` are one layer's).
     The order is the order the layer runs them. ``window``: the sliding window of these
-    layers (default: the model's ``sliding_window``).
+    layers (default: the model's ``sliding_window``; a DSA layer's core attends
+    ``index_topk`` keys). ``kv_dtype``: the cache layout (a DSA layer's indexer keys).
     """
     if window == -1:
-        window = model.sliding_window
+        window = model.sliding_window if model.index_topk is None else model.index_topk
     ops = {o.name: o for o in cost.ops}
     cache_writes = sum(o.cache_bytes_written for o in cost.ops)
     out: list[Kernel] = []
@@ -233,6 +345,7 @@ def attention_kernels(
     for op in cost.ops:
         if op.name in _FUSED_AWAY:
             if op.name in ("scores",) and not core_done:
+                out += indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
                 out.append(_core_kernel(model, cost, ops, act_dtype, calls, window))
                 core_done = True
             continue
@@ -273,7 +386,7 @@ def attention_traffic_bytes(
     cost = attention_cost(m.with_changes(num_hidden_layers=1), phase, seq_len, batch, **kwargs)
     w = canonical_dtype(kwargs.get("weight_dtype") or m.weights_dtype)
     a = canonical_dtype(kwargs.get("act_dtype") or "bf16")
-    kernels = attention_kernels(cost, m, a, w)
+    kernels = attention_kernels(cost, m, a, w, kv_dtype=kwargs.get("kv_dtype", "bf16"))
     big = sum(k.bytes for k in kernels if k.kind != "elementwise")
     small = sum(k.bytes for k in kernels if k.kind == "elementwise")
     norm_weights = sum(o.weight_bytes for o in cost.ops if o.kind != "matmul")
@@ -402,7 +515,7 @@ def _attention_layers(
     """The attention kernels of every layer: one set per kind of layer (``calls`` = its
     layers) when the layers differ (sliding or chunked layers between full ones)."""
     if m.full_attention_interval is None:
-        return attention_kernels(one, m, a, w, m.num_hidden_layers)
+        return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     from .families import layer_pattern
 
     cost = attention_cost(m, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
@@ -411,7 +524,7 @@ def _attention_layers(
     for label, group in zip(cost.group_labels, cost.groups):
         kind = kinds[label]
         window = kind.window if kind.attention == "sliding" else None
-        out += attention_kernels(group, m, a, w, group.layers, window)
+        out += attention_kernels(group, m, a, w, group.layers, window, kv_dtype)
     return out
 
 
@@ -453,7 +566,7 @@ def step_kernels(
     one = m.with_changes(num_hidden_layers=1)
     cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     if scope == "attention_layer":
-        return attention_kernels(cost, m, a, w, 1)
+        return attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
 
     L, d = m.num_hidden_layers, m.hidden_size
     tokens = batch * cost.q_len

@@ -2,6 +2,7 @@
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -72,8 +73,10 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
     attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
     matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise")
     assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q)
-    core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS]
+    core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS and k.name == "attention"]
     assert sum(k.calls for k in core) == m.num_hidden_layers  # one per kind of layer
+    scorers = [k for k in kernels if k.name == "indexer_scores"]  # a DSA layer's indexer
+    assert sum(k.calls for k in scorers) == (m.num_hidden_layers if m.index_topk else 0)
     ffn_calls = sum(k.calls for k in kernels if k.name in ("dense_ffn_up", "router"))
     assert ffn_calls == m.num_hidden_layers
 
@@ -123,3 +126,67 @@ def test_attention_layer_scope_and_bad_input():
         step_kernels("gpt2", "decode", 16, scope="gpu")
     with pytest.raises(mlacalc.InvalidArgumentError, match="name"):
         kernel_stage("nothing")
+
+
+# -- DSA: the lightning indexer ----------------------------------------------------------
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
+
+
+@pytest.mark.parametrize("config", ["deepseek-v3.2.config.json", "glm-5.config.json"])
+@pytest.mark.parametrize(
+    "phase,S,B,q,causal",
+    [
+        ("decode", 4096, 8, None, False),
+        ("prefill", 3000, 2, None, True),
+        ("chunk", 9000, 3, 512, False),
+    ],
+)
+def test_dsa_step_carries_the_indexer_flops_of_the_engine(config, phase, S, B, q, causal):
+    """The attention kernels of a DSA model, indexer included, carry exactly the engine's matmul
+    FLOPs; the indexer's by hand: query and head-weight projections, the key projection, and
+    2 n_i d_i FLOPs per (query, key) pair over every key."""
+    m = mlacalc.load_model(REFERENCE / config)
+    kernels = step_kernels(m, phase, S, B, q_len=q, causal=causal)
+    attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
+    matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise")
+    assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q, causal=causal)
+    d, n_i, d_i, d_cq = m.hidden_size, m.index_n_heads, m.index_head_dim, m.q_lora_rank
+    new = {"decode": 1, "prefill": S, "chunk": q}[phase]
+    T = B * new
+    pairs = new * (2 * S - new + 1) // 2 if causal else new * S
+    by_name = {k.name: k for k in kernels if k.name.startswith("indexer")}
+    assert list(by_name) == [
+        "indexer_q_proj",
+        "indexer_weights_proj",
+        "indexer_k_proj",
+        "indexer_scores",
+        "indexer_topk",
+    ]
+    assert by_name["indexer_q_proj"].flops == 2 * T * d_cq * n_i * d_i
+    assert by_name["indexer_weights_proj"].flops == 2 * T * d * n_i
+    assert by_name["indexer_k_proj"].flops == 2 * T * d * d_i
+    scores = by_name["indexer_scores"]
+    assert scores.flops == 2 * B * n_i * d_i * pairs and scores.calls == m.num_hidden_layers
+    assert scores.shape["kv_len"] == S and scores.shape["n_kv"] == 1
+    # keys of every token read once (bf16 cache), one float32 logit per (query, key) written
+    assert scores.bytes == 2 * T * n_i * (d_i + 1) + B * S * d_i * 2 + B * new * S * 4
+    assert by_name["indexer_topk"].flops == 0
+    core = next(k for k in kernels if k.name == "attention")
+    assert core.shape["window"] == m.index_topk  # the core attends the top-k keys only
+
+
+def test_dsa_decode_step_flops_with_and_without_the_indexer():
+    """DeepSeek-V3.2, decode at 4,096 keys, batch 8: 461.0 GFLOP of attention without the
+    indexer, 507.4 GFLOP with it (the engine's figure)."""
+    m = mlacalc.load_model(REFERENCE / "deepseek-v3.2.config.json")
+    kernels = step_kernels(m, "decode", 4096, 8)
+    attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
+    total = sum(k.flops * k.calls for k in attention if k.kind != "elementwise")
+    indexer = sum(k.flops * k.calls for k in attention if k.name.startswith("indexer"))
+    assert total == mlacalc.attention_flops(m, "decode", 4096, 8) == 507_355_594_752
+    assert total - indexer == 460_982_321_152
+    fp8 = {k.name: k for k in step_kernels(m, "decode", 4096, 8, kv_dtype="fp8")}
+    # an 8-bit indexer cache keeps fp8 keys with a float32 scale per 128 values
+    keys = fp8["indexer_scores"].bytes - 2 * 8 * 64 * 129 - 8 * 4096 * 4
+    assert keys == 8 * 4096 * (128 + 4)
