@@ -14,6 +14,7 @@ from . import defaults as D
 from .config import ModelConfig, load_model
 from .dtypes import resolve_kv_layout
 from .engine import KVCache, attention_cost, kv_cache
+from .errors import InvalidArgumentError
 from .families import layer_pattern
 from .params import param_counts, weight_bytes
 from .vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
@@ -198,10 +199,19 @@ def model_report(
             "mtp_bytes": weight_bytes(m, w_dtype, include_mtp=True) - weight_bytes(m, w_dtype),
         },
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
-        "attention": attention_rows(
-            m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len
-        ),
-    }
+    } | _attention_section(m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len)
+
+
+def _attention_section(m: ModelConfig, *rest: Any) -> dict[str, Any]:
+    """``attention``: the rows of :func:`attention_rows`. A model with linear-attention layers,
+    whose FLOPs are not modelled, has none; ``attention_not_modelled`` then names why (its
+    parameters and cache are reported all the same)."""
+    if "linear" not in layer_pattern(m).counts():
+        return {"attention": attention_rows(m, *rest)}
+    try:
+        return {"attention": attention_rows(m, *rest)}
+    except InvalidArgumentError as exc:
+        return {"attention": [], "attention_not_modelled": str(exc)}
 
 
 def compare_rows(

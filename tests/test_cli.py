@@ -829,3 +829,24 @@ def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
         }
     ]
     assert row["total_bytes"] == row["by_kind"][0]["bytes"]
+
+
+def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
+    """Qwen3-Next: 36 linear-attention layers keep a fixed state per sequence (a 4-column
+    convolution window over q, k, v in bf16 and a 128 x 128 float32 state per value head),
+    12 full layers keep K and V of every token; attention FLOPs are refused by name."""
+    path = Path(__file__).resolve().parents[2] / (
+        "shared/reference/hf-configs/qwen3-next-80b-a3b-thinking.config.json"
+    )
+    doc = json.loads(run("report", str(path), "-s", "4096", "-b", "2", "--format", "json")[0])
+    assert doc["layers"]["summary"] == "48 layers: 36 linear + 12 full; FFN: 48 MoE"
+    state = (2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4
+    (row,) = doc["kv_cache"]
+    assert row["by_kind"] == [
+        {"kind": "linear", "layers": 36, "tokens_per_layer": 0, "bytes": 36 * 2 * state},
+        {"kind": "full", "layers": 12, "tokens_per_layer": 4096, "bytes": 12 * 2 * 4096 * 2048},
+    ]
+    assert row["total_bytes"] == 36 * 2 * state + 12 * 2 * 4096 * 2048
+    assert doc["attention"] == [] and "not modelled" in doc["attention_not_modelled"]
+    text = run("report", str(path), "-s", "4096")[0]
+    assert "layer pattern: 48 layers: 36 linear + 12 full" in text and "not modelled" in text
