@@ -113,6 +113,13 @@ def sweep(
             f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
             "are alike: use kv_cache_bytes / attention_cost per value (exact)",
         )
+    if m.index_topk is not None:
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} uses sparse attention with a lightning indexer (index_topk); sweep "
+            "does not model its indexer keys, indexer FLOPs or top-k window: use "
+            "kv_cache_bytes / attention_cost per value (exact)",
+        )
     impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
     values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
     layers = np.asarray(m.num_hidden_layers, dtype=np.float64)

@@ -1,5 +1,7 @@
 """The vectorised sweep agrees with the exact scalar path."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,10 @@ def test_sweep_matches_scalar(name):
     S = np.array([1, 17, 4096, 131072])
     if model.full_attention_interval is not None or model.attention_chunk_size is not None:
         with pytest.raises(InvalidArgumentError, match="layers of different kinds"):
+            sweep(model, "kv_cache_bytes", seq_len=S)
+        return
+    if model.index_topk is not None:
+        with pytest.raises(InvalidArgumentError, match="lightning indexer"):
             sweep(model, "kv_cache_bytes", seq_len=S)
         return
     B = np.array([1, 3, 8, 2])
@@ -54,6 +60,25 @@ def test_sweep_matches_scalar(name):
                     [c.unfused_bytes for c in costs],
                     rtol=1e-15,
                 )
+
+
+HF_CONFIGS = Path("/work/shared/reference/hf-configs")
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3.2", "glm-5"])
+def test_sweep_refuses_sparse_attention(name):
+    """DSA models keep indexer keys and attend top-k keys: sweep refuses them by name."""
+    path = HF_CONFIGS / f"{name}.config.json"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    model = mlacalc.load_model(path)
+    assert model.index_topk is not None
+    # the scalar engine counts the indexer key cache beside the latent rows
+    latent_only = model.num_hidden_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * 2
+    assert mlacalc.kv_cache_bytes(model, 1) > latent_only
+    for quantity in ("kv_cache_bytes", "attention_flops", "fused_bytes", "unfused_bytes"):
+        with pytest.raises(InvalidArgumentError, match="index_topk"):
+            sweep(model, quantity, seq_len=np.array([1, 4096]))
 
 
 def test_sweep_over_dimensions():
