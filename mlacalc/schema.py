@@ -304,7 +304,10 @@ class ModelConfig:
         default=None,
     )
     linear_num_value_heads: int | None = _spec(
-        OPTPOS, "linear-attention value heads (one recurrent state each)", hi=MAX_HEADS, default=None
+        OPTPOS,
+        "linear-attention value heads (one recurrent state each)",
+        hi=MAX_HEADS,
+        default=None,
     )
     linear_key_head_dim: int | None = _spec(
         OPTPOS, "linear-attention key width per head", hi=MAX_WIDTH, default=None
@@ -313,7 +316,10 @@ class ModelConfig:
         OPTPOS, "linear-attention value width per head", hi=MAX_WIDTH, default=None
     )
     linear_conv_kernel_dim: int | None = _spec(
-        OPTPOS, "linear-attention short convolution width (columns kept)", hi=MAX_LAYERS, default=None
+        OPTPOS,
+        "linear-attention short convolution width (columns kept)",
+        hi=MAX_LAYERS,
+        default=None,
     )
     max_position_embeddings: int | None = _spec(
         OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
@@ -709,7 +715,47 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                 "remove num_nextn_predict_layers",
             )
         )
+    out += _indexer_problems(v, have, unit)
     return out
+
+
+#: the DSA lightning indexer's fields: all three or none
+_INDEXER = ("index_n_heads", "index_head_dim", "index_topk")
+
+
+def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """A DSA model type needs its indexer; an indexer needs all three fields and MLA."""
+    valid = [n for n in _INDEXER if n in have]
+    stated = [n for n in valid if v[n] is not None]
+    if unit is not None and unit.name == "dsa":
+        return [
+            (
+                n,
+                f"is required for model_type {v['model_type']} (DeepSeek sparse attention)",
+                "state it as the checkpoint's config.json does "
+                "(index_n_heads, index_head_dim, index_topk)",
+            )
+            for n in valid
+            if v[n] is None
+        ]
+    if stated and len(stated) < len(valid):
+        missing = next(n for n in valid if v[n] is None)
+        return [
+            (
+                missing,
+                f"is required when {stated[0]} is set (DSA indexer)",
+                f"add it: {SPECS[missing].doc}, or remove " + ", ".join(stated),
+            )
+        ]
+    if stated and "kv_lora_rank" in have and v["kv_lora_rank"] is None:
+        return [
+            (
+                stated[0],
+                "a DSA indexer is modelled on MLA layers only, but kv_lora_rank is not set",
+                "set the MLA fields or remove " + ", ".join(stated),
+            )
+        ]
+    return []
 
 
 def raise_problems(origin: str, problems: list[Problem]) -> None:
