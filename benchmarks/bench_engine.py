@@ -18,7 +18,10 @@ COLD = """
 import mlacalc
 m = mlacalc.load_model("deepseek-v3")
 p = mlacalc.param_counts(m)
-kv = {impl: mlacalc.kv_cache_bytes(m, 131072, 8, impl=impl) for impl in ("naive", "compressed", "absorbed")}
+kv = {
+    impl: mlacalc.kv_cache_bytes(m, 131072, 8, impl=impl)
+    for impl in ("naive", "compressed", "absorbed")
+}
 d = mlacalc.attention_cost(m, "decode", 131072, 8)
 f = mlacalc.attention_cost(m, "prefill", 131072, 1)
 print(p.total, p.active, kv["absorbed"], d.flops, f.flops)
@@ -52,4 +55,6 @@ def sweep_rate(points: int = 2_000_000, repeats: int = 5) -> float:
 
 if __name__ == "__main__":
     print(f"(a) cold import + full deepseek-v3 report: median {cold_report():.3f} s over 21 runs")
-    print(f"(b) vectorised sweep (attention_flops, decode): {sweep_rate() / 1e6:.1f} million points/s")
+    print(
+        f"(b) vectorised sweep (attention_flops, decode): {sweep_rate() / 1e6:.1f} million points/s"
+    )

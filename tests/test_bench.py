@@ -15,7 +15,8 @@ from mlacalc.cli import main  # noqa: E402
 
 
 def read(csv_path: Path, json_path: Path):
-    rows = list(csv.DictReader(open(csv_path)))
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
     return rows, json.loads(json_path.read_text())
 
 
@@ -35,19 +36,38 @@ def check_files(csv_path, json_path):
             assert 0 < q1 <= med <= q3 and int(row["repeats"]) >= 3
             impl = None if row["impl"] == "standard" else row["impl"]
             model = mlacalc.load_model(row["model"]).with_changes(num_hidden_layers=1)
-            assert int(row["flops"]) == mlacalc.attention_flops(model, row["phase"], int(row["seq_len"]),
-                                                                int(row["batch"]), impl=impl)
+            assert int(row["flops"]) == mlacalc.attention_flops(
+                model, row["phase"], int(row["seq_len"]), int(row["batch"]), impl=impl
+            )
     return rows, meta
 
 
 def test_quick_preset_through_the_cli(tmp_path, capsys):
     """What CI runs on every change: the quick preset, then a check of the files it wrote."""
-    assert main(["bench", "--preset", "quick", "--out", str(tmp_path), "--name", "quick", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--preset",
+                "quick",
+                "--out",
+                str(tmp_path),
+                "--name",
+                "quick",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows, meta = check_files(tmp_path / "quick.csv", tmp_path / "quick.json")
     assert meta["device"]["kind"] == "cpu" and meta["preset"] == "quick" and meta["dtype"] == "fp32"
     combos = {(r["model"], r["impl"], r["phase"]) for r in rows if r["status"] == "ok"}
     for impl in ("naive", "compressed", "absorbed", "absorbed_merged"):
-        assert ("deepseek-v2-lite", impl, "decode") in combos and ("deepseek-v2-lite", impl, "prefill") in combos
+        assert ("deepseek-v2-lite", impl, "decode") in combos and (
+            "deepseek-v2-lite",
+            impl,
+            "prefill",
+        ) in combos
     variants = {r["variant"] for r in rows}
     assert variants == {"mla", "mha", "gqa", "mqa"}
     assert all(n["passed"] for n in meta["numerics"])
@@ -57,8 +77,26 @@ def test_quick_preset_through_the_cli(tmp_path, capsys):
 def test_no_cuda_falls_back_to_cpu_and_says_so(tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    code = main(["bench", "--model", "gpt2", "--phase", "decode", "--seq-len", "64", "--device", "cuda",
-                 "--repeats", "3", "--out", str(tmp_path), "--name", "x", "--no-progress"])
+    code = main(
+        [
+            "bench",
+            "--model",
+            "gpt2",
+            "--phase",
+            "decode",
+            "--seq-len",
+            "64",
+            "--device",
+            "cuda",
+            "--repeats",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "x",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     assert "no CUDA device" in capsys.readouterr().err
     _, meta = check_files(tmp_path / "x.csv", tmp_path / "x.json")
@@ -72,11 +110,18 @@ def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
         layer = original(model, impl, dtype, device, seed)
         if impl == "absorbed":
             with torch.no_grad():
-                layer.kv_b_proj.weight.mul_(1.5)          # absorption now uses other weights than the expansion
+                layer.kv_b_proj.weight.mul_(
+                    1.5
+                )  # absorption now uses other weights than the expansion
         return layer
+
     monkeypatch.setattr(runner, "_layer", broken)
-    points = [BenchPoint("deepseek-v2-lite", impl, "decode", 1, 64) for impl in ("naive", "absorbed")]
-    csv_path, json_path = run_benchmark(points, repeats=3, out_dir=tmp_path, name="b", progress=False, log=lambda s: None)
+    points = [
+        BenchPoint("deepseek-v2-lite", impl, "decode", 1, 64) for impl in ("naive", "absorbed")
+    ]
+    csv_path, json_path = run_benchmark(
+        points, repeats=3, out_dir=tmp_path, name="b", progress=False, log=lambda s: None
+    )
     rows, meta = read(csv_path, json_path)
     status = {r["impl"]: r["status"] for r in rows}
     assert status == {"naive": "ok", "absorbed": "numerics_failed"}
@@ -87,18 +132,35 @@ def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
 
 def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_available_bytes", lambda device: 1 << 20)
-    csv_path, json_path = run_benchmark([BenchPoint("gpt2", "standard", "decode", 2, 256)], repeats=3,
-                                        out_dir=tmp_path, name="s", progress=False, log=lambda s: None)
+    csv_path, json_path = run_benchmark(
+        [BenchPoint("gpt2", "standard", "decode", 2, 256)],
+        repeats=3,
+        out_dir=tmp_path,
+        name="s",
+        progress=False,
+        log=lambda s: None,
+    )
     rows, meta = read(csv_path, json_path)
-    assert rows[0]["status"] == "skipped" and "GiB" in rows[0]["note"] and meta["counts"]["skipped"] == 1
+    assert (
+        rows[0]["status"] == "skipped"
+        and "GiB" in rows[0]["note"]
+        and meta["counts"]["skipped"] == 1
+    )
 
 
 def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch):
     def oom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
     monkeypatch.setattr(runner, "time_point", oom)
-    csv_path, json_path = run_benchmark([BenchPoint("gpt2", "standard", "decode", 2, 256)], repeats=3,
-                                        out_dir=tmp_path, name="o", progress=False, log=lambda s: None)
+    csv_path, json_path = run_benchmark(
+        [BenchPoint("gpt2", "standard", "decode", 2, 256)],
+        repeats=3,
+        out_dir=tmp_path,
+        name="o",
+        progress=False,
+        log=lambda s: None,
+    )
     rows, _ = read(csv_path, json_path)
     assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
 
@@ -114,26 +176,39 @@ def test_inputs_are_never_zeros():
 
 def test_timer_statistics():
     stats = runner._stats([5.0, 1.0, 2.0, 3.0, 4.0])
-    assert stats["median_s"] == 3.0 and stats["q1_s"] == 2.0 and stats["q3_s"] == 4.0 and stats["iqr_s"] == 2.0
+    assert (
+        stats["median_s"] == 3.0
+        and stats["q1_s"] == 2.0
+        and stats["q3_s"] == 4.0
+        and stats["iqr_s"] == 2.0
+    )
     assert stats["repeats"] == 5 and stats["min_s"] == 1.0
     calls = []
-    times = runner.time_fn(lambda i: calls.append(i), torch.device("cpu"), warmup=2, repeats=6, max_seconds=10)
+    times = runner.time_fn(
+        lambda i: calls.append(i), torch.device("cpu"), warmup=2, repeats=6, max_seconds=10
+    )
     assert len(times) == 6 and calls == [0, 1, 0, 1, 2, 3, 4, 5]
 
 
 def test_preallocated_cache_matches_growing_cache():
-    layer = runner._layer(mlacalc.load_model("deepseek-v2-lite").with_changes(num_hidden_layers=1), "absorbed",
-                          torch.float64, torch.device("cpu"))
+    layer = runner._layer(
+        mlacalc.load_model("deepseek-v2-lite").with_changes(num_hidden_layers=1),
+        "absorbed",
+        torch.float64,
+        torch.device("cpu"),
+    )
     x = torch.randn(2, 9, 2048, dtype=torch.float64)
     full, grown = layer(x)
     cache = layer.empty_cache(2, capacity=9)
     steps = []
     for t in range(9):
-        y, cache = layer(x[:, t:t + 1], cache, start=t)
+        y, cache = layer(x[:, t : t + 1], cache, start=t)
         steps.append(y)
     torch.testing.assert_close(torch.cat(steps, 1), full)
     one_layer = mlacalc.load_model("deepseek-v2-lite").with_changes(num_hidden_layers=1)
-    assert cache.nbytes == grown.nbytes == mlacalc.kv_cache_bytes(one_layer, 9, 2, kv_dtype=64)   # 64-bit elements
+    assert (
+        cache.nbytes == grown.nbytes == mlacalc.kv_cache_bytes(one_layer, 9, 2, kv_dtype=64)
+    )  # 64-bit elements
 
 
 def test_bench_cli_errors(capsys):
@@ -149,5 +224,5 @@ def test_committed_measurements_are_well_formed():
     assert sidecars, "no committed measurement set"
     for json_path in sidecars:
         meta = json.loads(json_path.read_text())
-        rows, meta = check_files(folder / meta["rows_file"], json_path)
+        _, meta = check_files(folder / meta["rows_file"], json_path)
         assert meta["counts"]["ok"] >= 20

@@ -18,20 +18,36 @@ IMPLS = ("naive", "compressed", "absorbed", "absorbed_merged")
 
 def tiny_mla(q_lora, n_h=4, d_c=32, d_rope=8, d_nope=16, d_v=12, d=48, bias=False):
     base = mlacalc.load_model("deepseek-v3" if q_lora else "deepseek-v2-lite")
-    return base.with_changes(hidden_size=d, num_attention_heads=n_h, num_key_value_heads=n_h, kv_lora_rank=d_c,
-                             q_lora_rank=24 if q_lora else None, qk_nope_head_dim=d_nope, qk_rope_head_dim=d_rope,
-                             v_head_dim=d_v, num_hidden_layers=1, attention_bias=bias)
+    return base.with_changes(
+        hidden_size=d,
+        num_attention_heads=n_h,
+        num_key_value_heads=n_h,
+        kv_lora_rank=d_c,
+        q_lora_rank=24 if q_lora else None,
+        qk_nope_head_dim=d_nope,
+        qk_rope_head_dim=d_rope,
+        v_head_dim=d_v,
+        num_hidden_layers=1,
+        attention_bias=bias,
+    )
 
 
 def tiny_mha(n_h, n_kv, d_h=8, d=40, window=None, model="llama-3-8b", **kw):
     base = mlacalc.load_model(model)
-    return base.with_changes(hidden_size=d, num_attention_heads=n_h, num_key_value_heads=n_kv, head_dim=d_h,
-                             num_hidden_layers=1, sliding_window=window, **kw)
+    return base.with_changes(
+        hidden_size=d,
+        num_attention_heads=n_h,
+        num_key_value_heads=n_kv,
+        head_dim=d_h,
+        num_hidden_layers=1,
+        sliding_window=window,
+        **kw,
+    )
 
 
 def run(layer, x, cache=None, start=0, mode="dense"):
     if hasattr(layer, "merge_weights") and layer.impl == "absorbed_merged":
-        layer.merge_weights()          # a load-time step, not part of the counted forward
+        layer.merge_weights()  # a load-time step, not part of the counted forward
     with FlopCounterMode(display=False) as counter:
         y, new_cache = layer(x, cache, start=start, mode=mode)
     return counter.get_total_flops(), y, new_cache
@@ -53,17 +69,18 @@ def check(model, impl, phase, S, B, q=None, causal=False):
     cache = prior_cache(layer, B, past)
     start = past
     if cache is not None and model.sliding_window:
-        assert cache.length == min(past, model.sliding_window)   # the layer keeps the last W tokens
+        assert cache.length == min(past, model.sliding_window)  # the layer keeps the last W tokens
     x = torch.randn(B, q_new, model.hidden_size)
     mode = "causal" if causal else ("band" if model.sliding_window and q_new > 1 else "dense")
     flops, _, new_cache = run(layer, x, cache, start=start, mode=mode)
-    expected = mlacalc.attention_flops(model, phase, S, batch=B, q_len=q if phase == "chunk" else None,
-                                       impl=impl, causal=causal)
+    expected = mlacalc.attention_flops(
+        model, phase, S, batch=B, q_len=q if phase == "chunk" else None, impl=impl, causal=causal
+    )
     assert flops == expected
     assert new_cache.nbytes == mlacalc.kv_cache_bytes(model, S, B, "fp32", impl)
 
 
-GRID = [(1, 1), (2, 7), (3, 16)]   # (batch, seq_len)
+GRID = [(1, 1), (2, 7), (3, 16)]  # (batch, seq_len)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -83,8 +100,13 @@ def test_mla_chunk(impl, causal, S, q):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("dims", [dict(n_h=2, d_c=16, d_rope=4, d_nope=8, d_v=8, d=24),
-                                  dict(n_h=6, d_c=40, d_rope=16, d_nope=24, d_v=20, d=64)])
+@pytest.mark.parametrize(
+    "dims",
+    [
+        dict(n_h=2, d_c=16, d_rope=4, d_nope=8, d_v=8, d=24),
+        dict(n_h=6, d_c=40, d_rope=16, d_nope=24, d_v=20, d=64),
+    ],
+)
 def test_mla_other_shapes(impl, dims):
     model = tiny_mla(True, **dims)
     for phase in ("prefill", "decode"):
@@ -98,10 +120,15 @@ def test_mla_with_biases(impl):
         model = tiny_mla(q_lora, bias=True)
         check(model, impl, "prefill", 6, 2)
         layer = layer_for_model(model, impl)
-        assert sum(p.numel() for p in layer.parameters()) == mlacalc.param_counts(model).attention_per_layer
+        assert (
+            sum(p.numel() for p in layer.parameters())
+            == mlacalc.param_counts(model).attention_per_layer
+        )
 
 
-@pytest.mark.parametrize("n_h,n_kv", [(4, 4), (8, 2), (6, 1), (12, 3)], ids=["mha", "gqa4", "mqa", "gqa3"])
+@pytest.mark.parametrize(
+    "n_h,n_kv", [(4, 4), (8, 2), (6, 1), (12, 3)], ids=["mha", "gqa4", "mqa", "gqa3"]
+)
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 @pytest.mark.parametrize("causal", [False, True], ids=["dense", "causal"])
 @pytest.mark.parametrize("B,S", GRID)
@@ -115,8 +142,16 @@ def test_mha_chunk(causal, S, q):
     check(tiny_mha(8, 2), None, "chunk", S, 2, q=q, causal=causal)
 
 
-@pytest.mark.parametrize("phase,S,q", [("prefill", 13, None), ("decode", 13, None), ("chunk", 13, 5),
-                                       ("prefill", 4, None), ("decode", 5, None)])
+@pytest.mark.parametrize(
+    "phase,S,q",
+    [
+        ("prefill", 13, None),
+        ("decode", 13, None),
+        ("chunk", 13, 5),
+        ("prefill", 4, None),
+        ("decode", 5, None),
+    ],
+)
 @pytest.mark.parametrize("causal", [False, True], ids=["band", "causal"])
 def test_sliding_window(phase, S, q, causal):
     model = tiny_mha(4, 2, window=5, model="mistral-7b")
@@ -129,11 +164,19 @@ def test_biases_and_fused_qkv(name):
     n_h, n_kv = base.num_attention_heads, base.num_key_value_heads
     heads = 4 if n_kv == n_h else 8
     kv = heads if n_kv == n_h else (1 if n_kv == 1 else 2)
-    model = base.with_changes(hidden_size=heads * 8 if base.family == "gpt2" else 40, num_attention_heads=heads,
-                              num_key_value_heads=kv, head_dim=8, num_hidden_layers=1)
+    model = base.with_changes(
+        hidden_size=heads * 8 if base.family == "gpt2" else 40,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=8,
+        num_hidden_layers=1,
+    )
     check(model, None, "prefill", 6, 2)
     layer = layer_for_model(model)
-    assert sum(p.numel() for p in layer.parameters()) == mlacalc.param_counts(model).attention_per_layer
+    assert (
+        sum(p.numel() for p in layer.parameters())
+        == mlacalc.param_counts(model).attention_per_layer
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in mlacalc.shipped_models()])
@@ -144,11 +187,20 @@ def test_attention_params_match_module(name):
     model = mlacalc.load_model(name)
     with torch.device("meta"):
         layer = layer_for_model(model, device="meta")
-    assert sum(p.numel() for p in layer.parameters()) == sum(mlacalc.attention_params(model).values())
+    assert sum(p.numel() for p in layer.parameters()) == sum(
+        mlacalc.attention_params(model).values()
+    )
 
 
-@pytest.mark.parametrize("kv_dtype,torch_dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16),
-                                                  ("fp8", torch.float8_e4m3fn), ("fp32", torch.float32)])
+@pytest.mark.parametrize(
+    "kv_dtype,torch_dtype",
+    [
+        ("bf16", torch.bfloat16),
+        ("fp16", torch.float16),
+        ("fp8", torch.float8_e4m3fn),
+        ("fp32", torch.float32),
+    ],
+)
 @pytest.mark.parametrize("impl", ["naive", "absorbed"])
 def test_cache_bytes_by_dtype(kv_dtype, torch_dtype, impl):
     model = tiny_mla(True)

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["RMSNorm", "MHAReference", "MLAReference", "MHACache", "MLACache", "layer_for_model"]
+__all__ = ["MHACache", "MHAReference", "MLACache", "MLAReference", "RMSNorm", "layer_for_model"]
 
 
 class RMSNorm(nn.Module):
@@ -48,11 +48,11 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> to
     """Rotate pairs of the last dimension of ``x`` [..., T, (heads,) dim] by position."""
     dim = x.shape[-1]
     inv = 1.0 / theta ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim)
-    angles = positions.to(torch.float32)[:, None] * inv[None, :]          # [T, dim/2]
+    angles = positions.to(torch.float32)[:, None] * inv[None, :]  # [T, dim/2]
     cos = torch.cat([angles.cos(), angles.cos()], -1)
     sin = torch.cat([angles.sin(), angles.sin()], -1)
     shape = [1] * x.dim()
-    t_axis = x.dim() - 2 if x.dim() == 3 else x.dim() - 3   # [B, T, dim] or [B, T, H, dim]
+    t_axis = x.dim() - 2 if x.dim() == 3 else x.dim() - 3  # [B, T, dim] or [B, T, H, dim]
     shape[t_axis] = x.shape[t_axis]
     shape[-1] = dim
     cos, sin = cos.view(shape).to(x.dtype), sin.view(shape).to(x.dtype)
@@ -64,7 +64,7 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> to
 def _key_ranges(q: int, S: int, window: int | None, mode: str) -> list[tuple[int, int]]:
     """For each new query (the last at key S), the [lo, hi) key range its row computes."""
     out = []
-    for j in range(S - q + 1, S + 1):            # 1-based position of the query
+    for j in range(S - q + 1, S + 1):  # 1-based position of the query
         if mode == "causal":
             lo = 0 if window is None else max(0, j - window)
             out.append((lo, j))
@@ -75,7 +75,9 @@ def _key_ranges(q: int, S: int, window: int | None, mode: str) -> list[tuple[int
     return out
 
 
-def _append(buf: torch.Tensor, new: torch.Tensor, used: int, dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def _append(
+    buf: torch.Tensor, new: torch.Tensor, used: int, dim: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Put ``new`` after the first ``used`` positions of ``buf`` along ``dim`` (the token axis).
 
     Written in place when the buffer has room (a preallocated cache, as serving engines
@@ -101,6 +103,7 @@ def _mask(q: int, S: int, window: int | None, device) -> torch.Tensor:
 
 # --------------------------------------------------------------------------------------
 # MHA / GQA / MQA
+
 
 @dataclass
 class MHACache:
@@ -128,8 +131,19 @@ class MHAReference(nn.Module):
     a sliding window has dropped old tokens); positions are absolute.
     """
 
-    def __init__(self, d: int, n_h: int, n_kv: int, d_h: int, *, qkv_bias: bool = False, o_bias: bool = False,
-                 use_rope: bool = True, window: int | None = None, cache_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        d: int,
+        n_h: int,
+        n_kv: int,
+        d_h: int,
+        *,
+        qkv_bias: bool = False,
+        o_bias: bool = False,
+        use_rope: bool = True,
+        window: int | None = None,
+        cache_dtype: torch.dtype | None = None,
+    ):
         super().__init__()
         if n_h % n_kv:
             raise ValueError("n_h must be a multiple of n_kv")
@@ -144,11 +158,15 @@ class MHAReference(nn.Module):
         """A cache with room for ``capacity`` tokens and none used."""
         dtype = dtype or self.cache_dtype or self.q_proj.weight.dtype
         shape = (batch, self.n_kv, capacity, self.d_h)
-        return MHACache(torch.empty(shape, dtype=dtype, device=device),
-                        torch.empty(shape, dtype=dtype, device=device), used=0)
+        return MHACache(
+            torch.empty(shape, dtype=dtype, device=device),
+            torch.empty(shape, dtype=dtype, device=device),
+            used=0,
+        )
 
-    def forward(self, x: torch.Tensor, cache: MHACache | None = None, *, start: int = 0,
-                mode: str = "dense") -> tuple[torch.Tensor, MHACache]:
+    def forward(
+        self, x: torch.Tensor, cache: MHACache | None = None, *, start: int = 0, mode: str = "dense"
+    ) -> tuple[torch.Tensor, MHACache]:
         B, q, _ = x.shape
         cache = cache if cache is not None else self.empty_cache(B, device=x.device)
         positions = torch.arange(start, start + q, device=x.device)
@@ -160,50 +178,63 @@ class MHAReference(nn.Module):
         if self.use_rope:
             xq, xk = rope(xq, positions), rope(xk, positions)
         used = cache.length
-        k_buf, k_all = _append(cache.k, xk.transpose(1, 2), used, dim=2)        # [B, n_kv, S, d_h]
+        k_buf, k_all = _append(cache.k, xk.transpose(1, 2), used, dim=2)  # [B, n_kv, S, d_h]
         v_buf, v_all = _append(cache.v, xv.transpose(1, 2), used, dim=2)
         S = k_all.shape[2]
         g = self.n_h // self.n_kv
         # group the query heads of each KV head so every K/V head is read once
-        qg = xq.view(B, q, self.n_kv, g, self.d_h).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, g * q, self.d_h)
-        kt = k_all.to(x.dtype).transpose(-1, -2)                       # [B, n_kv, d_h, S] (a view)
-        vv = v_all.to(x.dtype)                                         # [B, n_kv, S, d_h]
+        qg = (
+            xq.view(B, q, self.n_kv, g, self.d_h)
+            .permute(0, 2, 3, 1, 4)
+            .reshape(B, self.n_kv, g * q, self.d_h)
+        )
+        kt = k_all.to(x.dtype).transpose(-1, -2)  # [B, n_kv, d_h, S] (a view)
+        vv = v_all.to(x.dtype)  # [B, n_kv, S, d_h]
         scale = 1.0 / math.sqrt(self.d_h)
         window = self.window
         if mode == "dense":
             lo = 0
-            if window is not None and S > window:
+            if window is not None and window < S:
                 if q > 1:
-                    raise ValueError("a prompt longer than the window needs mode='band' or mode='causal'")
-                lo = S - window                                        # decode: the last W keys
-            scores = torch.matmul(qg, kt[..., lo:]) * scale           # [B, n_kv, g*q, S - lo]
-            if q > 1:                                                  # one query sees every key: no mask
+                    raise ValueError(
+                        "a prompt longer than the window needs mode='band' or mode='causal'"
+                    )
+                lo = S - window  # decode: the last W keys
+            scores = torch.matmul(qg, kt[..., lo:]) * scale  # [B, n_kv, g*q, S - lo]
+            if q > 1:  # one query sees every key: no mask
                 allowed = _mask(q, S - lo, window, x.device).repeat(g, 1)
                 scores = scores.masked_fill(~allowed, float("-inf"))
             probs = torch.softmax(scores, -1)
-            out = torch.matmul(probs, vv[:, :, lo:])                  # [B, n_kv, g*q, d_h]
+            out = torch.matmul(probs, vv[:, :, lo:])  # [B, n_kv, g*q, d_h]
         else:
             rows = []
-            for i, (lo, hi) in enumerate(_key_ranges(q, S, window, "causal" if mode == "causal" else "band")):
-                qi = qg.view(B, self.n_kv, g, q, self.d_h)[:, :, :, i]            # [B, n_kv, g, d_h]
-                s = torch.matmul(qi, kt[..., lo:hi]) * scale                      # [B, n_kv, g, hi-lo]
+            for i, (lo, hi) in enumerate(
+                _key_ranges(q, S, window, "causal" if mode == "causal" else "band")
+            ):
+                qi = qg.view(B, self.n_kv, g, q, self.d_h)[:, :, :, i]  # [B, n_kv, g, d_h]
+                s = torch.matmul(qi, kt[..., lo:hi]) * scale  # [B, n_kv, g, hi-lo]
                 keys = torch.arange(lo, hi, device=x.device)
                 pos = S - q + i
                 ok = keys <= pos
                 if window is not None:
                     ok &= keys > pos - window
                 p = torch.softmax(s.masked_fill(~ok, float("-inf")), -1)
-                rows.append(torch.matmul(p, vv[:, :, lo:hi]))                     # [B, n_kv, g, d_h]
+                rows.append(torch.matmul(p, vv[:, :, lo:hi]))  # [B, n_kv, g, d_h]
             out = torch.stack(rows, 3).reshape(B, self.n_kv, g * q, self.d_h)
-        out = out.view(B, self.n_kv, g, q, self.d_h).permute(0, 3, 1, 2, 4).reshape(B, q, self.n_h * self.d_h)
+        out = (
+            out.view(B, self.n_kv, g, q, self.d_h)
+            .permute(0, 3, 1, 2, 4)
+            .reshape(B, q, self.n_h * self.d_h)
+        )
         keep = S if window is None else min(S, window)
         if keep < S:
-            return self.o_proj(out), MHACache(k_all[:, :, S - keep:], v_all[:, :, S - keep:])
+            return self.o_proj(out), MHACache(k_all[:, :, S - keep :], v_all[:, :, S - keep :])
         return self.o_proj(out), MHACache(k_buf, v_buf, used=S)
 
 
 # --------------------------------------------------------------------------------------
 # MLA
+
 
 @dataclass
 class MLACache:
@@ -234,8 +265,20 @@ class MLAReference(nn.Module):
     :meth:`merge_weights` before using ``"absorbed_merged"`` after the weights change.
     """
 
-    def __init__(self, d: int, n_h: int, d_c: int, d_cq: int | None, d_nope: int, d_rope: int, d_v: int, *,
-                 impl: str = "absorbed", bias: bool = False, cache_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        d: int,
+        n_h: int,
+        d_c: int,
+        d_cq: int | None,
+        d_nope: int,
+        d_rope: int,
+        d_v: int,
+        *,
+        impl: str = "absorbed",
+        bias: bool = False,
+        cache_dtype: torch.dtype | None = None,
+    ):
         super().__init__()
         self.d, self.n_h, self.d_c, self.d_cq = d, n_h, d_c, d_cq
         self.d_nope, self.d_rope, self.d_v = d_nope, d_rope, d_v
@@ -255,7 +298,7 @@ class MLAReference(nn.Module):
     # -- weights seen per head
     def _w_uk_uv(self) -> tuple[torch.Tensor, torch.Tensor]:
         w = self.kv_b_proj.weight.view(self.n_h, self.d_nope + self.d_v, self.d_c)
-        return w[:, : self.d_nope], w[:, self.d_nope:]              # [n_h, d_nope, d_c], [n_h, d_v, d_c]
+        return w[:, : self.d_nope], w[:, self.d_nope :]  # [n_h, d_nope, d_c], [n_h, d_v, d_c]
 
     def _q_weight(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         lin = self.q_b_proj if self.d_cq else self.q_proj
@@ -268,12 +311,16 @@ class MLAReference(nn.Module):
         wq, bq = self._q_weight()
         n_in = wq.shape[1]
         wq = wq.view(self.n_h, self.d_nope + self.d_rope, n_in)
-        q_nope_merged = torch.einsum("hnc,hni->hci", w_uk, wq[:, : self.d_nope])   # [n_h, d_c, n_in]
-        w_q = torch.cat([q_nope_merged, wq[:, self.d_nope:]], 1).reshape(self.n_h * (self.d_c + self.d_rope), n_in)
+        q_nope_merged = torch.einsum("hnc,hni->hci", w_uk, wq[:, : self.d_nope])  # [n_h, d_c, n_in]
+        w_q = torch.cat([q_nope_merged, wq[:, self.d_nope :]], 1).reshape(
+            self.n_h * (self.d_c + self.d_rope), n_in
+        )
         b_q = None
         if bq is not None:
             bq = bq.view(self.n_h, self.d_nope + self.d_rope)
-            b_q = torch.cat([torch.einsum("hnc,hn->hc", w_uk, bq[:, : self.d_nope]), bq[:, self.d_nope:]], 1)
+            b_q = torch.cat(
+                [torch.einsum("hnc,hn->hc", w_uk, bq[:, : self.d_nope]), bq[:, self.d_nope :]], 1
+            )
             b_q = b_q.reshape(-1)
         w_o = self.o_proj.weight.view(self.d, self.n_h, self.d_v)
         w_o_merged = torch.einsum("dhv,hvc->dhc", w_o, w_uv).reshape(self.d, self.n_h * self.d_c)
@@ -283,14 +330,21 @@ class MLAReference(nn.Module):
         """A cache with room for ``capacity`` tokens and none used."""
         dtype = dtype or self.cache_dtype or self.kv_b_proj.weight.dtype
         if self.impl == "naive":
-            return MLACache(k=torch.empty(batch, self.n_h, capacity, self.d_nope + self.d_rope, dtype=dtype,
-                                          device=device),
-                            v=torch.empty(batch, self.n_h, capacity, self.d_v, dtype=dtype, device=device), used=0)
-        return MLACache(latent=torch.empty(batch, capacity, self.d_c + self.d_rope, dtype=dtype, device=device),
-                        used=0)
+            return MLACache(
+                k=torch.empty(
+                    batch, self.n_h, capacity, self.d_nope + self.d_rope, dtype=dtype, device=device
+                ),
+                v=torch.empty(batch, self.n_h, capacity, self.d_v, dtype=dtype, device=device),
+                used=0,
+            )
+        return MLACache(
+            latent=torch.empty(batch, capacity, self.d_c + self.d_rope, dtype=dtype, device=device),
+            used=0,
+        )
 
-    def forward(self, x: torch.Tensor, cache: MLACache | None = None, *, start: int = 0,
-                mode: str = "dense") -> tuple[torch.Tensor, MLACache]:
+    def forward(
+        self, x: torch.Tensor, cache: MLACache | None = None, *, start: int = 0, mode: str = "dense"
+    ) -> tuple[torch.Tensor, MLACache]:
         B, q, _ = x.shape
         impl = self.impl
         cache = cache if cache is not None else self.empty_cache(B, device=x.device)
@@ -314,93 +368,125 @@ class MLAReference(nn.Module):
         # -- shared latent and RoPE key of the new tokens
         kv = self.kv_a_proj_with_mqa(x)
         c_kv = self.kv_a_layernorm(kv[..., :d_c])
-        k_rope = rope(kv[..., d_c:], positions)                                    # [B, q, d_rope]
+        k_rope = rope(kv[..., d_c:], positions)  # [B, q, d_rope]
         scale = 1.0 / math.sqrt(d_nope + d_rope)
 
         if impl == "naive":
             kvb = self.kv_b_proj(c_kv).view(B, q, n_h, d_nope + d_v)
             k_new = torch.cat([kvb[..., :d_nope], k_rope[:, :, None].expand(B, q, n_h, d_rope)], -1)
             used = cache.length
-            k_buf, k_all = _append(cache.k, k_new.transpose(1, 2), used, dim=2)     # [B, n_h, S, dk]
+            k_buf, k_all = _append(cache.k, k_new.transpose(1, 2), used, dim=2)  # [B, n_h, S, dk]
             v_buf, v_all = _append(cache.v, kvb[..., d_nope:].transpose(1, 2), used, dim=2)
             new_cache = MLACache(k=k_buf, v=v_buf, used=k_all.shape[2])
-            out = self._expanded_core(torch.cat([q_nope, q_rope], -1), k_all.to(x.dtype), v_all.to(x.dtype),
-                                      scale, mode)
+            out = self._expanded_core(
+                torch.cat([q_nope, q_rope], -1), k_all.to(x.dtype), v_all.to(x.dtype), scale, mode
+            )
             return self.o_proj(out), new_cache
 
         latent_new = torch.cat([c_kv, k_rope], -1)
-        buf, latent = _append(cache.latent, latent_new, cache.length)                # [B, S, d_c + d_rope]
+        buf, latent = _append(cache.latent, latent_new, cache.length)  # [B, S, d_c + d_rope]
         new_cache = MLACache(latent=buf, used=latent.shape[1])
         lat = latent.to(x.dtype)
         S = lat.shape[1]
         if impl == "compressed":
-            kvb = self.kv_b_proj(lat[..., :d_c]).view(B, S, n_h, d_nope + d_v).transpose(1, 2)  # re-expand all S
-            k_all = torch.cat([kvb[..., :d_nope], lat[:, None, :, d_c:].expand(B, n_h, S, d_rope)], -1)
-            out = self._expanded_core(torch.cat([q_nope, q_rope], -1), k_all, kvb[..., d_nope:], scale, mode)
+            kvb = (
+                self.kv_b_proj(lat[..., :d_c]).view(B, S, n_h, d_nope + d_v).transpose(1, 2)
+            )  # re-expand all S
+            k_all = torch.cat(
+                [kvb[..., :d_nope], lat[:, None, :, d_c:].expand(B, n_h, S, d_rope)], -1
+            )
+            out = self._expanded_core(
+                torch.cat([q_nope, q_rope], -1), k_all, kvb[..., d_nope:], scale, mode
+            )
             return self.o_proj(out), new_cache
 
         if impl == "absorbed":
             w_uk, w_uv = self._w_uk_uv()
             q_lat = torch.einsum("bqhn,hnc->bqhc", q_nope, w_uk)
-        qf = torch.cat([q_lat, q_rope], -1).reshape(B, q * n_h, d_c + d_rope)     # rows: (query, head)
-        ctx = self._latent_core(qf, lat, scale, q, mode)                              # [B, q*n_h, d_c]
+        qf = torch.cat([q_lat, q_rope], -1).reshape(B, q * n_h, d_c + d_rope)  # rows: (query, head)
+        ctx = self._latent_core(qf, lat, scale, q, mode)  # [B, q*n_h, d_c]
         if impl == "absorbed":
-            o = torch.einsum("bqhc,hvc->bqhv", ctx.view(B, q, n_h, d_c), w_uv).reshape(B, q, n_h * d_v)
+            o = torch.einsum("bqhc,hvc->bqhv", ctx.view(B, q, n_h, d_c), w_uv).reshape(
+                B, q, n_h * d_v
+            )
             return self.o_proj(o), new_cache
         return F.linear(ctx.reshape(B, q, n_h * d_c), w_o, self.o_proj.bias), new_cache
 
     # -- attention cores
     def _expanded_core(self, qf, k_all, v_all, scale, mode):
         """Per-head attention with expanded, head-major K [B,n_h,S,dk] and V [B,n_h,S,d_v]."""
-        B, q, n_h, _ = qf.shape
+        B, q, _, _ = qf.shape
         S = k_all.shape[2]
         qh, kt, vh = qf.transpose(1, 2), k_all.transpose(-1, -2), v_all
         if mode == "dense":
-            s = torch.matmul(qh, kt) * scale                                        # [B, n_h, q, S]
+            s = torch.matmul(qh, kt) * scale  # [B, n_h, q, S]
             if q > 1:
                 s = s.masked_fill(~_mask(q, S, None, qf.device), float("-inf"))
             p = torch.softmax(s, -1)
-            out = torch.matmul(p, vh)                                               # [B, n_h, q, d_v]
+            out = torch.matmul(p, vh)  # [B, n_h, q, d_v]
         else:
             rows = []
             for i, (lo, hi) in enumerate(_key_ranges(q, S, None, "causal")):
-                p = torch.softmax(torch.matmul(qh[:, :, i: i + 1], kt[..., lo:hi]) * scale, -1)
+                p = torch.softmax(torch.matmul(qh[:, :, i : i + 1], kt[..., lo:hi]) * scale, -1)
                 rows.append(torch.matmul(p, vh[:, :, lo:hi]))
             out = torch.cat(rows, 2)
         return out.transpose(1, 2).reshape(B, q, -1)
 
     def _latent_core(self, qf, lat, scale, q, mode):
         """MQA over the latent: keys [c_kv; k_rope] (d_c + d_rope wide), values c_kv."""
-        B, rows_n, _ = qf.shape
+        _, rows_n, _ = qf.shape
         S = lat.shape[1]
         n_h = rows_n // q
         if mode == "dense":
-            s = torch.matmul(qf, lat.transpose(1, 2)) * scale                       # [B, q*n_h, S]
+            s = torch.matmul(qf, lat.transpose(1, 2)) * scale  # [B, q*n_h, S]
             if q > 1:
                 allowed = _mask(q, S, None, qf.device).repeat_interleave(n_h, 0)
                 s = s.masked_fill(~allowed, float("-inf"))
             p = torch.softmax(s, -1)
-            return torch.matmul(p, lat[..., : self.d_c])                             # [B, q*n_h, d_c]
+            return torch.matmul(p, lat[..., : self.d_c])  # [B, q*n_h, d_c]
         rows = []
         for i, (lo, hi) in enumerate(_key_ranges(q, S, None, "causal")):
-            qi = qf[:, i * n_h: (i + 1) * n_h]
+            qi = qf[:, i * n_h : (i + 1) * n_h]
             p = torch.softmax(torch.matmul(qi, lat[:, lo:hi].transpose(1, 2)) * scale, -1)
             rows.append(torch.matmul(p, lat[:, lo:hi, : self.d_c]))
         return torch.cat(rows, 1)
 
 
-def layer_for_model(model, impl: str | None = None, *, dtype: torch.dtype = torch.float32,
-                    cache_dtype: torch.dtype | None = None, device=None) -> nn.Module:
+def layer_for_model(
+    model,
+    impl: str | None = None,
+    *,
+    dtype: torch.dtype = torch.float32,
+    cache_dtype: torch.dtype | None = None,
+    device=None,
+) -> nn.Module:
     """A reference layer with a model's attention dimensions (``model``: a ModelConfig or name)."""
     from ..config import ModelConfig, load_model
 
     m = model if isinstance(model, ModelConfig) else load_model(model)
     if m.is_mla:
-        layer = MLAReference(m.hidden_size, m.num_attention_heads, m.kv_lora_rank, m.q_lora_rank,
-                             m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, impl=impl or "absorbed",
-                             bias=m.attention_bias, cache_dtype=cache_dtype)
+        layer = MLAReference(
+            m.hidden_size,
+            m.num_attention_heads,
+            m.kv_lora_rank,
+            m.q_lora_rank,
+            m.qk_nope_head_dim,
+            m.qk_rope_head_dim,
+            m.v_head_dim,
+            impl=impl or "absorbed",
+            bias=m.attention_bias,
+            cache_dtype=cache_dtype,
+        )
     else:
-        layer = MHAReference(m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
-                             qkv_bias=m.attention_bias or m.qkv_bias or m.bias, o_bias=m.attention_bias or m.bias,
-                             use_rope=m.family != "gpt2", window=m.sliding_window, cache_dtype=cache_dtype)
+        layer = MHAReference(
+            m.hidden_size,
+            m.num_attention_heads,
+            m.num_key_value_heads,
+            m.head_dim,
+            qkv_bias=m.attention_bias or m.qkv_bias or m.bias,
+            o_bias=m.attention_bias or m.bias,
+            use_rope=m.family != "gpt2",
+            window=m.sliding_window,
+            cache_dtype=cache_dtype,
+        )
     return layer.to(device=device, dtype=dtype)
