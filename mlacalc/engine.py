@@ -232,6 +232,10 @@ class KVCache:
     (``full_attention_interval``: sliding or chunked layers between full ones) lists
     ``by_kind`` = ``(label, layers, tokens kept per layer, bytes)`` per kind of layer;
     ``total_bytes`` is their sum and ``tokens_per_layer`` what a full layer keeps.
+    ``bytes_per_token`` is what one more token of one sequence adds to the cache at
+    this ``seq_len``, summed over the layers: a full layer adds its row (a DSA layer's
+    row with its indexer key), a sliding or chunked layer that already keeps its window
+    adds nothing, and neither does a linear-attention layer (its state is fixed).
     """
 
     model: str
@@ -246,14 +250,13 @@ class KVCache:
     tokens_per_layer: int
     total_bytes: int
     by_kind: tuple[tuple[str, int, int, int], ...] = ()
-
-    @property
-    def bytes_per_token(self) -> int:
-        """Bytes one token adds across all layers."""
-        return self.row_bytes * self.layers
+    bytes_per_token: int = 0
 
     @property
     def elements_per_token(self) -> int:
+        """Elements of one token's row in every layer (``row_elements x layers``); what a
+        token adds to the cache of a model with sliding, chunked, linear or DSA layers is
+        ``bytes_per_token``."""
         return self.row_elements * self.layers
 
     def to_dict(self) -> dict[str, Any]:
@@ -316,6 +319,9 @@ def kv_cache(
     layers = model.num_hidden_layers + (model.num_nextn_predict_layers if include_mtp else 0)
     tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
     total = layers * batch * tokens * row_bytes
+    # one more token of one sequence: a row per layer unless the window is full
+    window = model.sliding_window
+    per_token = layers * row_bytes if window is None or seq_len < window else 0
     by_kind: tuple[tuple[str, int, int, int], ...] = ()
     layered = model.full_attention_interval is not None or model.attention_chunk_size is not None
     if layered or model.index_topk is not None:
@@ -324,6 +330,11 @@ def kv_cache(
         by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
         total = sum(b for *_, b in by_kind)
         tokens = max(t for _, _, t, _ in by_kind)
+        now, after = (
+            sum(b for *_, b in kv_by_kind(model, s, 1, row_bytes, layers, layout))
+            for s in (seq_len, seq_len + 1)
+        )
+        per_token = after - now
     return KVCache(
         model=model.name,
         variant=model.variant,
@@ -337,6 +348,7 @@ def kv_cache(
         tokens_per_layer=tokens,
         total_bytes=total,
         by_kind=by_kind,
+        bytes_per_token=per_token,
     )
 
 
