@@ -40,9 +40,11 @@ import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import defaults
 from .config import ModelConfig
 from .dtypes import KVLayout, canonical_dtype, dtype_bits, resolve_kv_layout
-from .engine import _model, kv_cache
+from .engine import as_model as _model
+from .engine import kv_cache
 from .errors import DoesNotFitError, InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
 from .serving.layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weight_breakdown
@@ -222,8 +224,8 @@ def plan(
     dp_attention: bool = False,
     weight_dtype: str | None = None,
     kv_dtype: str | KVLayout = "bf16",
-    page_size: int = 1,
-    memory_reserve: float = 0.1,
+    page_size: int = defaults.PAGE_SIZE,
+    memory_reserve: float = defaults.MEMORY_RESERVE,
     seq_len: int = 131072,
     batch: int | None = None,
     include_mtp: bool = False,

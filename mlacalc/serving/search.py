@@ -27,7 +27,8 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..dtypes import canonical_dtype, resolve_kv_layout
-from ..engine import _model, kv_cache
+from ..engine import as_model as _model
+from ..engine import kv_cache
 from ..errors import InvalidArgumentError, MlacalcError
 from ..hardware import HardwareSpec, load_hardware
 from .comm import kv_transfer_seconds
