@@ -279,3 +279,18 @@ def test_cached_class_rates_give_the_uncached_times():
     a100 = load_hardware("A100-SXM-80GB")  # 1410 MHz: its cycles take longer
     a100_params, _ = prof.params(a100.name, "gemm", "bf16", a100)
     assert class_params(a100, prof, "gemm", "bf16")[1]["fixed_s"] > a100_params["fixed_s"]
+
+
+def test_ideal_of_a_dispatch_on_a_set_number_of_sms():
+    """predict_kernels gives the plain bound of a DeepEP kernel that runs on a set number of SMs."""
+    import mlacalc
+    from mlacalc.kernels import Kernel
+    from mlacalc.timemodel import predict_kernels
+
+    shape = {"tokens": 128, "hidden": 7168, "topk": 8, "n_gpus": 8, "message_bytes": 10**7}
+    kernels = [
+        Kernel("dispatch", "dispatch", "fp8", 0, 10**7, 1, {**shape, "sms": sms}) for sms in (0, 20)
+    ]
+    times = predict_kernels(kernels, mlacalc.load_hardware("H100-SXM"))
+    assert times[0].roofline_s == times[1].roofline_s > 0
+    assert times[1].seconds >= times[0].seconds > times[0].roofline_s
