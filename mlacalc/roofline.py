@@ -466,7 +466,7 @@ def _attention_ops(
     else:
         # the serving kernels of the step (mlacalc.step); element-wise work (norms, RoPE) is
         # fused into its neighbours here, as the fused bound assumes
-        kernels = attention_kernels(cost, model, rates.dtype, rates.weight_dtype)
+        kernels = attention_kernels(cost, model, rates.dtype, rates.weight_dtype, kv_dtype=kv_dtype)
         out = [kernel_time(rates, k) for k in kernels if k.kind != "elementwise"]
     if layers != 1:
         out = [_scale(o, layers) for o in out]
