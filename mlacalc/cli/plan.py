@@ -270,8 +270,8 @@ def sections(p) -> list[Section]:
             f"Plan: {p.model}",
             ["quantity", "value"],
             rows,
-            note="Times are the calibrated kernel model's predictions; links at 80% of their "
-            "datasheet bandwidth.",
+            note="Times are the calibrated kernel model's predictions, collectives within a node "
+            "included; traffic between nodes at 80% of the network's datasheet bandwidth.",
         )
     ]
     if p.ttft_s is not None:
