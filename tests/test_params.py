@@ -33,6 +33,7 @@ DERIVED_TOTALS = {
     "deepseek-v2-lite": 15_706_484_224,
     "deepseek-v2": 235_741_434_880,
     "deepseek-v3": 671_026_419_200,
+    "deepseek-v3.2": 671_877_944_064,
     "kimi-k2": 1_026_408_232_448,
     "minicpm3-4b": 4_073_875_968,
 }
@@ -92,6 +93,21 @@ def test_deepseek_v3_mtp(v3):
     assert c.total_with_mtp == 682_636_487_424
     # the Hugging Face checkpoint also stores the MTP layer's copies of embed_tokens and the head
     assert c.total + c.mtp + 2 * c.embedding == 684_489_845_504  # "685B on HF"
+
+
+def test_deepseek_v32_indexer_and_published_685b():
+    """DeepSeek-V3.2 is DeepSeek-V3 plus one lightning indexer per layer (MTP layer included):
+    wq_b 1536 -> 64 x 128, wk 7168 -> 128, its LayerNorm (weight and bias), weights_proj
+    7168 -> 64. The card's 685B counts the MTP module and its copies of the embedding and head,
+    as DeepSeek-V3's does."""
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert indexer == 13_959_424
+    v3, v32 = mlacalc.param_counts("deepseek-v3"), mlacalc.param_counts("deepseek-v3.2")
+    assert v32.total == v3.total + 61 * indexer == 671_877_944_064
+    assert v32.mtp == v3.mtp + indexer == 11_624_027_648
+    assert agrees(v32.total + v32.mtp + 2 * v32.embedding, "685B")
+    assert not agrees(v32.total, "685B")
+    assert agrees(v32.active, "37B")
 
 
 def test_mtp_zero_where_none():
