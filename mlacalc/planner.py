@@ -47,7 +47,13 @@ from .engine import as_model as _model
 from .engine import kv_cache
 from .errors import DoesNotFitError, InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
-from .serving.layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weight_breakdown
+from .serving.layout import (
+    Layout,
+    kv_bytes_per_sequence_per_gpu,
+    kv_bytes_per_token_per_gpu,
+    make_layout,
+    weight_breakdown,
+)
 
 if TYPE_CHECKING:
     from .serving.step import StepModel
@@ -166,8 +172,30 @@ def _check_number(
     return float(value)
 
 
-def _pages(tokens: int, page_size: int) -> int:
-    return math.ceil(tokens / page_size) * page_size
+def _max_context(
+    m: ModelConfig, layout: KVLayout, lay: Layout, page_size: int, include_mtp: bool, room: int
+) -> int:
+    """The longest context (a multiple of ``page_size``) whose sequence fits in ``room`` bytes
+    on a GPU; a bisection, since the bytes of a sequence grow with its context, by layer kind.
+    A model whose every layer stops growing (sliding, linear) is capped at 2^40 tokens."""
+
+    def fits(pages: int) -> bool:
+        return (
+            kv_bytes_per_sequence_per_gpu(m, layout, lay, pages * page_size, page_size, include_mtp)
+            <= room
+        )
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while fits(hi) and hi < (1 << 40) // page_size:
+        lo, hi = hi, hi * 2
+    if fits(hi):
+        return hi * page_size
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo * page_size
 
 
 def _bound(
@@ -327,8 +355,9 @@ def plan(
             f"context {context:,} exceeds the model's max_position_embeddings "
             f"({m.max_position_embeddings:,})"
         )
-    kept = min(context, m.sliding_window) if m.sliding_window else context  # tokens a layer keeps
-    per_group_seqs = tokens_per_gpu // _pages(kept, page_size)
+    # every layer keeps what its kind keeps (window, indexer keys, linear state), in pages
+    seq_bytes = kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp)
+    per_group_seqs = max(budget, 0) // seq_bytes
     max_batch = per_group_seqs * lay.dp
     overflow = None
     if budget <= 0:
@@ -340,14 +369,14 @@ def plan(
     elif per_group_seqs < 1:
         overflow = (
             f"kv cache: one sequence of {context:,} tokens needs "
-            f"{_pages(kept, page_size) * per_token / 1e9:.1f} GB per GPU and "
+            f"{seq_bytes / 1e9:.1f} GB per GPU and "
             f"{budget / 1e9:.1f} GB are left after the weights"
         )
     fits = overflow is None
     max_context = None
     if batch is not None and fits:
         per_group = math.ceil(batch / lay.dp)
-        max_context = (tokens_per_gpu // per_group) // page_size * page_size
+        max_context = _max_context(m, layout, lay, page_size, include_mtp, budget // per_group)
     mem = {
         "weights": weights,
         "kv_budget": max(budget, 0),

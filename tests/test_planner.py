@@ -1,5 +1,7 @@
 """The capacity planner: weights and cache per GPU by hand, parallelism, pages, bad input."""
 
+import math
+
 import pytest
 
 import mlacalc
@@ -93,3 +95,18 @@ def test_plan_bad_input():
             plan("deepseek-v3", "H200", 8, **kwargs)
         assert info.value.argument == argument, kwargs
     assert issubclass(DoesNotFitError, mlacalc.MlacalcError)
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "llama-4-scout", "deepseek-v3.2", "llama-3-70b"])
+def test_plan_capacity_sums_the_cache_over_layer_kinds(name):
+    """The largest batch is the KV budget over one sequence's exact cache (kv_cache_bytes, which
+    sums sliding, chunked, full and DSA layers by kind), shared by the TP ranks as the layout says."""
+    m = mlacalc.load_model(name)
+    p = mlacalc.plan(m, "H200", 8, tp=8, seq_len=32768, page_size=16)
+    seq = mlacalc.kv_cache_bytes(m, 32768, 1)
+    if not m.is_mla:
+        seq = seq * math.ceil(m.num_key_value_heads / 8) // m.num_key_value_heads
+    assert p.max_batch == p.kv_budget_per_gpu_bytes // seq
+    # and the longest context at that batch is the largest one that still fits
+    q = mlacalc.plan(m, "H200", 8, tp=8, seq_len=32768, page_size=16, batch=p.max_batch)
+    assert q.max_context >= 32768

@@ -34,6 +34,7 @@ from ..params import param_counts
 
 __all__ = [
     "Layout",
+    "kv_bytes_per_sequence_per_gpu",
     "kv_bytes_per_token_per_gpu",
     "make_layout",
     "weight_breakdown",
@@ -270,3 +271,47 @@ def kv_bytes_per_token_per_gpu(
     if m.is_mla:
         return row * layers
     return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads
+
+
+def kv_bytes_per_sequence_per_gpu(
+    m: ModelConfig,
+    layout: KVLayout,
+    lay: Layout,
+    context: int,
+    page_size: int = 1,
+    include_mtp: bool = False,
+) -> int:
+    """Cache bytes one sequence of ``context`` tokens holds on a GPU of the fullest stage.
+
+    Every layer keeps what its kind keeps, in whole pages of ``page_size`` tokens: a full
+    layer the context, a sliding or chunked layer at most its window, a DSA layer the latent
+    plus its indexer key per token, a linear-attention layer its fixed state (no pages).
+    MTP layers are full layers of the first stage. MLA's latent is whole on every
+    tensor-parallel rank; GQA/MQA/MHA keep ``ceil(n_kv / tp)`` of their ``n_kv`` K/V heads
+    (a linear layer's state splits the same way)."""
+    from ..families import indexer_row_bytes, layer_pattern, linear_state_bytes
+
+    row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
+    dsa_row = row + (indexer_row_bytes(m, layout) if m.index_topk else 0)
+    kinds = layer_pattern(m).layers
+    state = None
+
+    def paged(tokens: int) -> int:
+        return -(-tokens // page_size) * page_size
+
+    def layer_bytes(kind) -> int:
+        nonlocal state
+        if kind.label == "linear":
+            if state is None:
+                state = linear_state_bytes(m, layout.row_bytes(1))
+            return state
+        return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
+
+    stages = _stage_layers(m, lay.pp)
+    per_stage = [sum(layer_bytes(kinds[i]) for i in stage) for stage in stages]
+    if include_mtp and m.num_nextn_predict_layers:
+        per_stage[0] += m.num_nextn_predict_layers * paged(context) * dsa_row
+    total = max(per_stage)
+    if m.is_mla:
+        return total
+    return total * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads

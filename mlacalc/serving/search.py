@@ -32,7 +32,7 @@ from ..engine import kv_cache
 from ..errors import InvalidArgumentError, MlacalcError
 from ..hardware import HardwareSpec, load_hardware
 from .comm import kv_transfer_seconds
-from .layout import Layout, kv_bytes_per_token_per_gpu, make_layout, weights_per_gpu
+from .layout import Layout, kv_bytes_per_sequence_per_gpu, make_layout, weights_per_gpu
 from .step import StepModel, time_jobs
 
 __all__ = ["BATCHES", "SearchResult", "search"]
@@ -239,7 +239,6 @@ def search(
             weight_dtypes += ("fp8",)
     usable = int(hw.memory_bytes * (1 - memory_reserve))
     context = isl + osl
-    kept = min(context, m.sliding_window) if m.sliding_window else context  # tokens a layer keeps
     S_avg = isl + osl / 2
     notes = []
     if m.max_position_embeddings and context > m.max_position_embeddings:
@@ -278,10 +277,9 @@ def search(
                 weights = weights_per_gpu(m, lay, w)
                 for kv in kv_dtypes:
                     layout = resolve_kv_layout(kv)
-                    per_tok = kv_bytes_per_token_per_gpu(m, layout, lay)
-                    per_group = (
-                        (usable - weights) // per_tok // (math.ceil(kept / page_size) * page_size)
-                    )
+                    # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
+                    per_seq = kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size)
+                    per_group = (usable - weights) // per_seq
                     fit = per_group >= B
                     reasons["does not fit: kv cache"] += int((~fit).sum()) * len(modes)
                     Bf = B[fit]
@@ -321,7 +319,7 @@ def search(
                             "kv": layout.name,
                             "kv_layout": layout,
                             "weights": weights,
-                            "per_tok": per_tok,
+                            "per_seq": per_seq,
                             "Bf": Bf,
                             "k": k,
                             "n": n,
@@ -346,7 +344,7 @@ def search(
         lay, g, Bf = pl["lay"], pl["g"], pl["Bf"]
         if not len(Bf):
             continue
-        context_bytes = (Bf * kept * pl["per_tok"]).astype(np.int64)
+        context_bytes = (Bf * pl["per_seq"]).astype(np.int64)
         for ov in pl["ovs"]:
             n_layouts += 1
             t_step = (
