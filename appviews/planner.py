@@ -131,11 +131,7 @@ def render(sc: Scenario) -> None:
     running = result.running_batch_per_group or 0
     kv_used = min(
         max(result.kv_budget_per_gpu_bytes, 0),
-        int(
-            result.kv_bytes_per_token_per_gpu
-            * min(context, model.sliding_window or context)
-            * running
-        ),
+        int(result.kv_bytes_per_sequence_per_gpu * running),
     )
     fill = {
         k[8:].replace("_", " "): v for k, v in result.memory.items() if k.startswith("weights_")

@@ -86,6 +86,8 @@ class Plan:
     kv_budget_per_gpu_bytes: int
     kv_bytes_per_token_per_gpu: int
     kv_tokens_per_gpu: int
+    #: bytes one sequence of the planned context holds on a GPU, every layer kind as it keeps it
+    kv_bytes_per_sequence_per_gpu: int
     seq_len: int
     batch: int | None
     max_batch: int
@@ -399,6 +401,7 @@ def plan(
         weights_per_gpu_bytes=weights,
         kv_budget_per_gpu_bytes=budget,
         kv_bytes_per_token_per_gpu=per_token,
+        kv_bytes_per_sequence_per_gpu=seq_bytes,
         kv_tokens_per_gpu=tokens_per_gpu,
         seq_len=seq_len,
         batch=batch,

@@ -99,8 +99,8 @@ def test_plan_bad_input():
 
 @pytest.mark.parametrize("name", ["gpt-oss-120b", "llama-4-scout", "deepseek-v3.2", "llama-3-70b"])
 def test_plan_capacity_sums_the_cache_over_layer_kinds(name):
-    """The largest batch is the KV budget over one sequence's exact cache (kv_cache_bytes, which
-    sums sliding, chunked, full and DSA layers by kind), shared by the TP ranks as the layout says."""
+    """The largest batch is the KV budget over one sequence's exact cache (kv_cache_bytes sums
+    sliding, chunked, full and DSA layers by kind), shared by the TP ranks as the layout says."""
     m = mlacalc.load_model(name)
     p = mlacalc.plan(m, "H200", 8, tp=8, seq_len=32768, page_size=16)
     seq = mlacalc.kv_cache_bytes(m, 32768, 1)
