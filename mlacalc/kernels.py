@@ -91,8 +91,15 @@ class Kernel:
     shape: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "flops": self.flops,
-                "bytes": self.bytes, "calls": self.calls, "shape": dict(self.shape)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "calls": self.calls,
+            "shape": dict(self.shape),
+        }
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ class KernelBatch:
 def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
     """Group single kernels by (kind, dtype) into batches; each with the indices it came from."""
     import numpy as np  # imported here: a single Kernel needs no numpy
+
     groups: dict[tuple[str, str], list[int]] = {}
     for i, k in enumerate(kernels):
         groups.setdefault((k.kind, k.dtype), []).append(i)
@@ -121,8 +129,17 @@ def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
         ks = [kernels[i] for i in idx]
         names = sorted({n for k in ks for n in k.shape})
         shape = {n: np.array([k.shape.get(n, 0) for k in ks], dtype=np.float64) for n in names}
-        out.append((idx, KernelBatch(kind, dtype,
-                                     np.array([k.flops for k in ks], dtype=np.float64),
-                                     np.array([k.bytes for k in ks], dtype=np.float64),
-                                     np.array([k.calls for k in ks], dtype=np.float64), shape)))
+        out.append(
+            (
+                idx,
+                KernelBatch(
+                    kind,
+                    dtype,
+                    np.array([k.flops for k in ks], dtype=np.float64),
+                    np.array([k.bytes for k in ks], dtype=np.float64),
+                    np.array([k.calls for k in ks], dtype=np.float64),
+                    shape,
+                ),
+            )
+        )
     return out

@@ -45,7 +45,7 @@ def test_mla_decode_equals_prefill(impl):
     full, _ = layer(x, mode="dense")
     cache, steps = None, []
     for t in range(7):
-        y, cache = layer(x[:, t:t + 1], cache, start=t)
+        y, cache = layer(x[:, t : t + 1], cache, start=t)
         steps.append(y)
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-10, atol=1e-10)
     # the causal row-by-row kernel computes the same thing as the masked dense one
@@ -81,7 +81,7 @@ def test_mha_decode_equals_prefill(n_kv, window):
     torch.testing.assert_close(band, full)
     cache, steps = None, []
     for t in range(8):
-        y, cache = layer(x[:, t:t + 1], cache, start=t)
+        y, cache = layer(x[:, t : t + 1], cache, start=t)
         steps.append(y)
         assert cache.length == (t + 1 if window is None else min(t + 1, window))
     torch.testing.assert_close(torch.cat(steps, 1), full)

@@ -11,7 +11,7 @@ from mlacalc.roofline import Calibration, predict_time
 def test_wrong_schema_sidecar(tmp_path):
     path = tmp_path / "x.json"
     path.write_text('{"schema": "something/else"}')
-    with pytest.raises(ConfigError, match="mlacalc.bench/1"):
+    with pytest.raises(ConfigError, match=r"mlacalc\.bench/1"):
         mlacalc.validate([path])
 
 
