@@ -40,9 +40,9 @@ def command(measured, output, name, fmt):
 
     \b
     Examples:
-      mlacalc calibrate ../shared/reference/gpu-measured/h100_sxm -o h100.json
+      mlacalc calibrate tables/h100_sxm -o h100.json
       mlacalc calibrate my_h200/ bench-results/cuda-h200-calibrate.json -o h200.json
-      mlacalc validate --measured ../shared/reference/gpu-measured/a100_sxm --profile h100.json
+      mlacalc validate --measured tables/a100_sxm --profile h100.json
     """
     from ..errors import InvalidArgumentError
     from ..timemodel import calibrate

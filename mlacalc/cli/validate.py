@@ -149,7 +149,7 @@ def command(files, measured, profile, mode, show_rows, fmt):
 
     \b
     Examples:
-      mlacalc validate --measured ../shared/reference/gpu-measured/a100_sxm
+      mlacalc validate --measured tables/a100_sxm
       mlacalc validate --measured a100_sxm/gemm --profile roofline --format json
       mlacalc validate --measured my_h200/ --profile fitted-on-h100.json --rows --format csv
       mlacalc validate
