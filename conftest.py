@@ -1,9 +1,10 @@
 """Collection rules for ``pytest --doctest-modules`` over the package.
 
-The calculator core needs no optional extra. A package module that imports an optional extra
-at its top (the microbenchmark imports PyTorch) is left out of doctest collection when that
-extra is not installed, so that a core-only environment collects without errors; the tests of
-such modules skip on their own with ``pytest.importorskip``.
+The calculator core needs no optional extra. A package module, or a helper module of the
+tests, that imports an optional extra at its top (the microbenchmark imports PyTorch) is left
+out of doctest collection when that extra is not installed, so that a core-only environment
+collects without errors; the tests of such modules skip on their own with
+``pytest.importorskip``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ def _needs_missing_extra(path: Path) -> bool:
 
 
 _ROOT = Path(__file__).resolve().parent
-collect_ignore = [
-    str(path.relative_to(_ROOT))
-    for path in sorted((_ROOT / "mlacalc").rglob("*.py"))
-    if _needs_missing_extra(path)
-]
+#: package modules, and the tests' own helper modules (doctest collection imports them too)
+_MODULES = [*sorted((_ROOT / "mlacalc").rglob("*.py")), *sorted((_ROOT / "tests").glob("[!t]*.py"))]
+collect_ignore = [str(path.relative_to(_ROOT)) for path in _MODULES if _needs_missing_extra(path)]
