@@ -4,7 +4,24 @@ from __future__ import annotations
 
 from ._registry import Default
 
-__all__ = ["head_dim_from_width", "kv_heads_equal_heads", "mlp_four_times_width"]
+__all__ = [
+    "MLA_IGNORED",
+    "MLA_MOE_REQUIRED",
+    "head_dim_from_width",
+    "kv_heads_equal_heads",
+    "mlp_four_times_width",
+]
+
+#: the widths an MLA config must state (it has no single head width), and its routed experts
+MLA_MOE_REQUIRED = (
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+)
+#: ``head_dim`` means nothing to MLA, which states its three widths
+MLA_IGNORED = {"head_dim": "MLA states qk_nope_head_dim, qk_rope_head_dim and v_head_dim"}
 
 
 def head_dim_from_width(why: str) -> Default:

@@ -5,7 +5,7 @@ Kimi-K2.5 (``kimi_k25``) wraps the same language model in ``text_config``.
 """
 
 from ._registry import Default, Family, register
-from ._rules import kv_heads_equal_heads
+from ._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -55,14 +55,8 @@ FAMILY = register(
             "deepseek_v3": _V3,
             "kimi_k2": _V3,
         },
-        required=(
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "qk_rope_head_dim",
-            "v_head_dim",
-            "n_routed_experts",
-        ),
-        ignored={"head_dim": "MLA states qk_nope_head_dim, qk_rope_head_dim and v_head_dim"},
+        required=MLA_MOE_REQUIRED,
+        ignored=MLA_IGNORED,
         translate=_translate,
         moe=True,
         mtp=True,

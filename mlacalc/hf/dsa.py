@@ -5,7 +5,7 @@ indexer (``index_n_heads`` heads of ``index_head_dim``: ``wq_b`` from the query 
 and lets the query attend the ``index_topk`` best."""
 
 from ._registry import Default, Family, register
-from ._rules import kv_heads_equal_heads
+from ._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 
 
 def _class(name: str, **values) -> dict[str, Default]:
@@ -48,14 +48,8 @@ FAMILY = register(
                 index_topk=2048,
             ),
         },
-        required=(
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "qk_rope_head_dim",
-            "v_head_dim",
-            "n_routed_experts",
-        ),
-        ignored={"head_dim": "MLA states qk_nope_head_dim, qk_rope_head_dim and v_head_dim"},
+        required=MLA_MOE_REQUIRED,
+        ignored=MLA_IGNORED,
         moe=True,
         mtp=True,
         mla=True,

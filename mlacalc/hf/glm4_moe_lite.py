@@ -4,7 +4,7 @@ and a router correction bias. The dense/MoE split comes from ``mlp_layer_types``
 the first layer dense) or ``first_k_dense_replace``."""
 
 from ._registry import Default, Family, register
-from ._rules import kv_heads_equal_heads
+from ._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -47,14 +47,8 @@ FAMILY = register(
             ),
             "num_nextn_predict_layers": Default("absent: no MTP module", value=0),
         },
-        required=(
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "qk_rope_head_dim",
-            "v_head_dim",
-            "n_routed_experts",
-        ),
-        ignored={"head_dim": "MLA states qk_nope_head_dim, qk_rope_head_dim and v_head_dim"},
+        required=MLA_MOE_REQUIRED,
+        ignored=MLA_IGNORED,
         translate=_translate,
         moe=True,
         mtp=True,

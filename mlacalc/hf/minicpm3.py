@@ -1,7 +1,7 @@
 """MiniCPM3 (``MiniCPM3Config``): MLA attention with a dense gated MLP."""
 
 from ._registry import Default, Family, register
-from ._rules import kv_heads_equal_heads
+from ._rules import MLA_IGNORED, kv_heads_equal_heads
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -27,7 +27,7 @@ FAMILY = register(
             ),
         },
         required=("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"),
-        ignored={"head_dim": "MLA states qk_nope_head_dim, qk_rope_head_dim and v_head_dim"},
+        ignored=MLA_IGNORED,
         translate=_translate,
         mla=True,
     )
