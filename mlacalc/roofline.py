@@ -642,6 +642,28 @@ def _hardware_of(hardware: HardwareSpec | str) -> HardwareSpec:
     return hw
 
 
+def _prediction(
+    m, hw, rates, phase, seq_len, batch, q, impl, mode, scope, dtype, ops, **how
+) -> Prediction:
+    """The prediction of a step from its timed ops; ``how`` says how it was calibrated."""
+    return Prediction(
+        model=m.name,
+        hardware=hw.name,
+        phase=phase,
+        seq_len=seq_len,
+        batch=batch,
+        q_len=q,
+        impl=impl,
+        mode=mode,
+        scope=scope,
+        dtype=dtype,
+        ops=tuple(ops),
+        peak_flops_per_s=rates.peak(dtype),
+        bandwidth_bytes_per_s=rates.copy_bw,
+        **how,
+    )
+
+
 def predict_time(
     model: ModelConfig | str,
     hardware: HardwareSpec | str,
@@ -767,20 +789,19 @@ def predict_time(
                     weight_dtype,
                     dtype,
                 ).q_len
-        return Prediction(
-            model=m.name,
-            hardware=hw.name,
-            phase=phase,
-            seq_len=seq_len,
-            batch=batch,
-            q_len=q,
-            impl=resolved,
-            mode=mode,
-            scope=scope,
-            dtype=dtype,
-            ops=tuple(ops),
-            peak_flops_per_s=rates.peak(dtype),
-            bandwidth_bytes_per_s=rates.copy_bw,
+        return _prediction(
+            m,
+            hw,
+            rates,
+            phase,
+            seq_len,
+            batch,
+            q,
+            resolved,
+            mode,
+            scope,
+            dtype,
+            ops,
             calibrated=bool(prof.fitted_devices),
             profile=prof.name,
             calibration=prof.describe(hw.name),
@@ -792,19 +813,18 @@ def predict_time(
     )
     if scope == "model":
         ops += _ffn_and_head_ops(m, rates, phase, seq_len, batch, q_len, impl, causal, kv)
-    return Prediction(
-        model=m.name,
-        hardware=hw.name,
-        phase=phase,
-        seq_len=seq_len,
-        batch=batch,
-        q_len=q,
-        impl=resolved,
-        mode=mode,
-        scope=scope,
-        dtype=dtype,
-        ops=tuple(ops),
-        peak_flops_per_s=rates.peak(dtype),
-        bandwidth_bytes_per_s=rates.copy_bw,
+    return _prediction(
+        m,
+        hw,
+        rates,
+        phase,
+        seq_len,
+        batch,
+        q,
+        resolved,
+        mode,
+        scope,
+        dtype,
+        ops,
         calibrated=calibration is not None,
     )
