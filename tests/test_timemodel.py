@@ -294,3 +294,54 @@ def test_ideal_of_a_dispatch_on_a_set_number_of_sms():
     times = predict_kernels(kernels, mlacalc.load_hardware("H100-SXM"))
     assert times[0].roofline_s == times[1].roofline_s > 0
     assert times[1].seconds >= times[0].seconds > times[0].roofline_s
+
+
+def _single_gpu_all_reduce() -> KernelBatch:
+    return KernelBatch(
+        "all_reduce",
+        "bf16",
+        np.zeros(1),
+        np.array([2.0**20]),
+        np.ones(1),
+        {"message_bytes": np.array([2.0**20]), "n_gpus": np.array([1.0])},
+    )
+
+
+def test_collective_fixed_cost_is_sm_cycles():
+    """A collective's fixed cost (launch, protocol handshakes) is work on the SMs: stated at
+    the reference clock, it scales with the device's clock; the link terms do not."""
+    prof = Profile(name="p", classes={"all_reduce:bf16": {"fixed_s": 1e-5}})
+    h100 = predict_batch(_single_gpu_all_reduce(), "H100-SXM", prof)[0]
+    a100 = predict_batch(_single_gpu_all_reduce(), "A100-SXM-80GB", prof)[0]
+    clocks = [device_figures(load_hardware(d)).clock_hz for d in ("H100-SXM", "A100-SXM-80GB")]
+    assert h100 == pytest.approx(1e-5 * 1.83e9 / clocks[0])
+    assert a100 / h100 == pytest.approx(clocks[0] / clocks[1])
+
+
+def test_fp8_gemm_borrowing_a_bf16_fit_pays_its_quantize_passes():
+    """A profile fitted where there are no fp8 units has no fp8 GEMM class: the bf16 fit is
+    used at the fp8 rate, and each quantization pass over the bf16 input is one more kernel
+    (the class's fixed cost) and one read of the input."""
+    fitted = {"fixed_s": 3e-6, "eff_compute": 0.8, "eff_memory": 0.8}
+    prof = Profile(name="p", classes={"gemm:bf16": fitted})
+    params, how = prof.params("H100-SXM", "gemm", "fp8")
+    assert params["quant_fixed_s"] == 3e-6 and params["quant_bytes"] == 1.0
+    assert "datasheet ratios" in how
+    own = Profile(name="q", classes={"gemm:fp8": {**fitted, "quant_fixed_s": 0.0}})
+    assert own.params("H100-SXM", "gemm", "fp8")[0]["quant_fixed_s"] == 0.0
+    k = gemm(16, 256, 256, "fp8")
+    k = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, shape={**k.shape, "quant_passes": 2})
+    (t,) = predict_kernels([k], "H100-SXM", prof)
+    (t_own,) = predict_kernels([k], "H100-SXM", own)
+    # two passes: two more fixed costs on the borrowed fit, none on the fp8 fit
+    assert t.seconds - t_own.seconds == pytest.approx(2 * 3e-6, rel=0.01)
+
+
+def test_plugin_gemm_timed_outside_a_graph_pays_a_launch():
+    from mlacalc.timemodel.model import UNGRAPHED_LAUNCH_S
+
+    k = gemm(64, 1024, 1024)
+    plugin = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, shape={**k.shape, "plugin": 1})
+    graphed = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, shape={**k.shape, "plugin": 0})
+    a, b = predict_kernels([plugin, graphed], "A100-SXM-80GB", UNFIT)
+    assert a.seconds - b.seconds == pytest.approx(UNGRAPHED_LAUNCH_S)

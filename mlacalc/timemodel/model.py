@@ -15,8 +15,8 @@ A kernel's time on a device is
   roofline's ``max``, ``p = 1`` no overlap at all;
 - attention adds ``block_s`` per 64-token KV block and ``seq_s`` per sequence, both spread over
   the SMs (the per-block and per-sequence work a roofline has no term for);
-- fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s`` and
-  ``quant_bytes`` passes over it at the HBM rate);
+- fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s`` per pass and
+  ``quant_bytes`` HBM passes over it per pass);
 - collectives: ``fixed + latency_steps x steps x link latency + algorithm bytes at
   link_eff x link bandwidth``, ring (2(n-1)/n of the message for an all-reduce) against
   one-shot (every peer's message read directly), whichever is faster.
@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULTS",
     "FIT_PARAMS",
     "PARAMS",
+    "borrowed_params",
     "class_key",
     "kernel_terms",
     "scale_params",
@@ -57,9 +58,17 @@ ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_
 
 #: Times of work done on the SMs (fixed costs, per-unit and per-block work, the fixed cost of
 #: quantizing) are stated at this clock and scale with ``REFERENCE_CLOCK_HZ / clock`` of the
-#: device: they are cycles. Collective fixed costs do not scale.
+#: device: they are cycles. A collective's fixed cost (its kernel's launch, the flag handshakes
+#: of its protocol) is SM work too and scales the same way; its per-step link latency does not.
 REFERENCE_CLOCK_HZ = 1.83e9
 CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s")
+COMM_CLOCKED = ("fixed_s",)
+
+#: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
+#: engine's profiler, ``plugin = 1``): the host launch a graph replay removes and the fitted
+#: fixed costs, all taken from graph replays, leave out. The same 5 us per launch the unfused
+#: mode assumes without a measured figure (``mlacalc.roofline.DEFAULT_LAUNCH_S``).
+UNGRAPHED_LAUNCH_S = 5e-6
 
 #: Every parameter: (lower bound, upper bound, what it is).
 PARAMS: dict[str, tuple[float, float, str]] = {
@@ -75,7 +84,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
     "fallback_reads": (0.01, 1.0, "share of repeated per-head cache reads that miss the L2"),
     "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
-    "quant_fixed_s": (0.0, 5e-5, "fixed cost of quantizing a GEMM's input, seconds"),
+    "quant_fixed_s": (0.0, 5e-5, "fixed cost of one quantization pass over a GEMM's input, s"),
     "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
     "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step"),
@@ -159,6 +168,21 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "gemm" and dtype.startswith("fp8"):
         names = names + _FP8_QUANT
     return names
+
+
+def borrowed_params(
+    kind: str, dtype: str, params: dict[str, float], fitted: dict[str, float]
+) -> dict[str, float]:
+    """``params`` of a ``kind``/``dtype`` class whose fit (``fitted``) came from another dtype
+    (a profile fitted on a device without fp8 units has no fp8 class): the terms that fit
+    never saw get their physical reading instead of the uncalibrated defaults. The compute
+    rate and the bytes already follow the dtype (its datasheet peak, its element size); each
+    quantization pass over an fp8 GEMM's bf16 input is one more kernel of the class, so it
+    costs the class's fixed cost and one read of the input at the class's bandwidth."""
+    if kind == "gemm" and dtype.startswith("fp8") and "quant_fixed_s" not in fitted:
+        params["quant_fixed_s"] = params["fixed_s"]
+        params["quant_bytes"] = 1.0
+    return params
 
 
 def class_key(kind: str, dtype: str) -> str:
@@ -249,7 +273,7 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         qbytes = groups * m * k * 2.0 * passes
         extra = np.where(
             quantized,
-            prm["quant_fixed_s"]
+            prm["quant_fixed_s"] * passes
             + prm["quant_bytes"] * qbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
             0.0,
         )
@@ -416,11 +440,9 @@ def _collective(
 def scale_params(kind: str, prm: dict[str, float], fig: DeviceFigures) -> dict[str, float]:
     """``prm`` with the times of work on the SMs (cycles, stated at the reference clock) scaled
     to the device's clock; collectives are unchanged."""
-    if kind in COMM_KINDS:
-        return prm
     scale = REFERENCE_CLOCK_HZ / fig.clock_hz
     out = dict(prm)
-    for name in CLOCKED:
+    for name in COMM_CLOCKED if kind in COMM_KINDS else CLOCKED:
         out[name] = prm[name] * scale
     return out
 
@@ -451,6 +473,8 @@ def kernel_terms(
         body = _combine(terms["compute_s"], terms["memory_s"], prm["overlap"])
     calls = np.asarray(batch.calls, dtype=np.float64)
     fixed = np.full(len(batch), prm["fixed_s"])
+    if "plugin" in batch.shape:
+        fixed = fixed + UNGRAPHED_LAUNCH_S * (_col(batch, "plugin", 0) > 0)
     terms["fixed_s"] = fixed
     terms["seconds"] = (fixed + body + terms["extra_s"]) * calls
     return terms

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InvalidArgumentError, MlacalcError
-from .model import PARAMS, class_key, default_params
+from .model import PARAMS, borrowed_params, class_key, default_params
 
 __all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]
 
@@ -97,17 +97,18 @@ class Profile:
         fitted = self._lookup(self.devices.get(device, {}), kind, dtype)
         if fitted is not None:
             base.update(fitted)
-            return base, f"calibrated on {device}"
+            return borrowed_params(kind, dtype, base, fitted), f"calibrated on {device}"
         if hardware is not None and self.devices:
             near = self.nearest_fitted(hardware)
             fitted = self._lookup(self.devices.get(near, {}), kind, dtype) if near else None
             if fitted is not None:
                 base.update(fitted)
                 how = f"{device} by datasheet ratios from {near} (same tensor-core generation)"
-                return base, how
+                return borrowed_params(kind, dtype, base, fitted), how
         fitted = self._lookup(self.classes, kind, dtype)
         if fitted is not None:
             base.update(fitted)
+            base = borrowed_params(kind, dtype, base, fitted)
             on = ", ".join(self.fitted_devices) or self.name
             return base, f"{device} by datasheet ratios (profile fitted on {on})"
         return base, f"uncalibrated {class_key(kind, dtype)} (no profile class; datasheet defaults)"
