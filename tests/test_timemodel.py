@@ -345,3 +345,33 @@ def test_plugin_gemm_timed_outside_a_graph_pays_a_launch():
     graphed = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, shape={**k.shape, "plugin": 0})
     a, b = predict_kernels([plugin, graphed], "A100-SXM-80GB", UNFIT)
     assert a.seconds - b.seconds == pytest.approx(UNGRAPHED_LAUNCH_S)
+
+
+def test_masked_band_blocks_cost_mask_work():
+    """A sliding-window prefill walks masked blocks only (its band's edges cut through every
+    block it crosses): ``mask_s`` per such block; a causal prefill without a window has none."""
+
+    def prefill(window: int) -> Kernel:
+        return Kernel(
+            "fmha",
+            "attention_prefill",
+            "bf16",
+            flops=10**9,
+            bytes=10**7,
+            shape={
+                "batch": 1,
+                "q_len": 4096,
+                "kv_len": 4096,
+                "n_heads": 8,
+                "n_kv": 8,
+                "window": window,
+                "causal": 1,
+            },
+        )
+
+    base = Profile(name="a", classes={"attention_prefill:bf16": {"mask_s": 0.0}})
+    masked = Profile(name="b", classes={"attention_prefill:bf16": {"mask_s": 1e-6}})
+    band = [predict_kernels([prefill(128)], "H100-SXM", p)[0].seconds for p in (base, masked)]
+    full = [predict_kernels([prefill(0)], "H100-SXM", p)[0].seconds for p in (base, masked)]
+    assert band[1] > band[0]
+    assert full[1] == pytest.approx(full[0])

@@ -61,7 +61,7 @@ ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_
 #: device: they are cycles. A collective's fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol) is SM work too and scales the same way; its per-step link latency does not.
 REFERENCE_CLOCK_HZ = 1.83e9
-CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s")
+CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s")
 COMM_CLOCKED = ("fixed_s",)
 
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
@@ -81,6 +81,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "sm_bandwidth": (0.5, 16.0, "bandwidth one busy SM draws, in multiples of HBM / SMs"),
     "block_s": (0.0, 2e-5, "seconds per KV block a work unit walks (attention)"),
     "seq_s": (0.0, 5e-5, "seconds per work unit: a sequence and head (group) (attention)"),
+    "mask_s": (0.0, 2e-5, "seconds per masked KV block a prefill tile walks (band edges)"),
     "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
     "fallback_reads": (0.01, 1.0, "share of repeated per-head cache reads that miss the L2"),
     "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
@@ -101,6 +102,7 @@ DEFAULTS: dict[str, float] = {
     "sm_bandwidth": 3.0,
     "block_s": 1e-7,
     "seq_s": 1e-6,
+    "mask_s": 0.0,
     "grouped_unit": 1.0,
     "fallback_reads": 0.5,
     "act_passes": 2.0,
@@ -131,7 +133,15 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_speedup",
         "sm_bandwidth",
     ),
-    "attention_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s", "block_s"),
+    "attention_prefill": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "seq_s",
+        "block_s",
+        "mask_s",
+    ),
     "mla_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s"),
     "attention_decode": (
         "eff_compute",
@@ -315,6 +325,10 @@ def _attention(
         band_blocks = np.ceil((window + 127.0) / 128.0)
         unit_blocks = np.where(banded, band_blocks, unit_blocks)
         padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
+        # every block of a band is masked (its edges cut through the block) and takes the
+        # kernel's masking path; a causal tile masks only its diagonal block, which the
+        # per-unit work covers
+        masked = np.where(banded, band_blocks, 0.0)
         unit_cost = np.ones(len(batch))
     else:
         # one unit per (sequence, head group), its keys split across idle SMs where the kernel
@@ -332,6 +346,7 @@ def _attention(
             # row tiles of 16: more than 16 query heads per KV head walk each block twice
             unit_blocks = unit_blocks * np.where(grouped, np.ceil(group / 16.0), 1.0)
         unit_cost = np.where(grouped, prm["grouped_unit"], 1.0)
+        masked = np.zeros(len(batch))
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
     if fig.kind == "cpu":
@@ -342,7 +357,9 @@ def _attention(
     # (decode units are short and many: the SMs take them as they free up, so their serial
     # work counts as units / SMs, never less than one unit's)
     serial = waves if batch.kind.endswith("prefill") else np.maximum(units / sms, 1.0)
-    work = serial * (prm["block_s"] * unit_blocks + prm["seq_s"] * unit_cost)
+    work = serial * (
+        prm["block_s"] * unit_blocks + prm["mask_s"] * masked + prm["seq_s"] * unit_cost
+    )
     flops = batch.flops * padded if batch.kind.endswith("prefill") else batch.flops
     compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy) + work
     nbytes = batch.bytes
