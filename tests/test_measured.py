@@ -362,7 +362,8 @@ def test_quirk_rules_reproduce_the_counts_tables_md_states(h100, a100):
     h100_mla = reasons(h100, "context_mla_perf").get("spike", 0)
     h100_mla += reasons(h100, "generation_mla_perf").get("spike", 0)
     assert h100_mla == 12
-    assert reasons(h100, "moe_perf") == {"spike": 18}
+    assert reasons(h100, "moe_perf") == {"spike": 18, "slower_than_more_work": 4195}
+    assert "slower_than_more_work" not in reasons(a100, "moe_perf")
     assert reasons(h100, "generation_attention_perf").get("faster_than_hbm", 0) == 0
     assert reasons(a100, "generation_attention_perf")["faster_than_hbm"] > 0
     # A100 "fp8" MLA rows are the bf16-KV kernels: mapped as bf16, predicted, flagged
@@ -376,9 +377,10 @@ def test_quirk_rules_reproduce_the_counts_tables_md_states(h100, a100):
 
 
 def test_not_predicted_rows_are_at_most_five_percent_per_device(h100, a100):
-    """Only the stated exclusions remain: H100 535 of 379,812 (504 slower NCCL sweeps, 31
-    spikes); A100 364 of 54,715 (351 faster than HBM, 13 spikes)."""
-    for mset, expected in ((h100, 535), (a100, 364)):
+    """Only the stated exclusions remain: H100 4,730 of 379,812 (504 slower NCCL sweeps, 31
+    spikes, 4,195 MoE rows slower than a GPU doing more); A100 364 of 54,715 (351 faster than
+    HBM, 13 spikes)."""
+    for mset, expected in ((h100, 4_730), (a100, 364)):
         rows = sum(len(t) for t in mset.tables)
         left = sum(int((_map(mset, t.table).reason != "").sum()) for t in mset.tables)
         assert left == expected and left <= 0.05 * rows
@@ -403,6 +405,24 @@ def test_spike_rule_needs_both_neighbours():
     t = np.array([1.0, 10.0, 1.2, 1.3, 1.4, 50.0])
     hit = spikes(cols, t, "x", ("g",), np.ones(6, dtype=bool))
     assert hit.tolist() == [False, True, False, False, False, False]  # the end point is kept
+
+
+def test_moe_row_slower_than_a_gpu_doing_more_is_excluded():
+    """A GPU holding a slice of another configuration's work (tp and ep both no smaller) cannot
+    take more than twice as long in the same kernels; other calls are never compared."""
+    from mlacalc.measured.quirks import slower_than_more_work
+
+    call = {k: np.zeros(5) for k in ("moe_dtype", "num_tokens", "hidden_size")}
+    cols = {
+        **call,
+        "num_tokens": np.array([8, 8, 8, 8, 16]),
+        "moe_tp_size": np.array([1, 2, 1, 2, 2]),
+        "moe_ep_size": np.array([1, 1, 2, 2, 1]),
+    }
+    t = np.array([1.0, 3.0, 0.6, 0.5, 9.0])
+    hit = slower_than_more_work(cols, t, np.ones(5, dtype=bool))
+    # tp 2 at 3.0 is 3x the tp 1 row doing twice its work; the 16-token row has no peer
+    assert hit.tolist() == [False, True, False, False, False]
 
 
 def test_roofline_bound_holds_except_where_tables_md_says_l2_helps(h100):

@@ -98,6 +98,7 @@ NOT_MODELLED: dict[str, str] = {
     "duplicate_sweep": "the slower of two sweeps of the same key (quirk rule)",
     "spike": "an isolated spike against both sweep neighbours (quirk rule)",
     "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
+    "slower_than_more_work": "a MoE row over 2x a row whose GPU does more (quirk rule)",
     "no_time_model": "the time model has no parameters for this kernel class",
 }
 

@@ -25,19 +25,42 @@ predicted, by reason) or flags them for the time model. In the order applied:
 6. **A100 MLA decode without key splitting** (flag ``non_split_kv``): the A100 generation MLA
    kernel does not split keys across SMs, so at small batch it leaves SMs idle; its kernels
    carry ``kv_split = 0`` and the rows are flagged for the time model, not excluded.
+7. **MoE slower than more work** (``slower_than_more_work``): a ``moe_perf`` row whose GPU does
+   a part of what another row of the same call (dtype, tokens, hidden, intermediate, top-k,
+   experts, routing, kernel) does on its GPU (``moe_tp_size`` and ``moe_ep_size`` both at least
+   as large: a slice of the same experts' columns, a subset of the straggler's experts) yet
+   takes more than :data:`MORE_WORK_FACTOR` times as long did not time the same kernels (the
+   collector allows an eager fallback and does not record it); it is excluded.
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 import numpy as np
 
 from .mapping import MappedTable, _canon
 from .sets import SYSTEM_L2_BYTES
 
-__all__ = ["SPIKE_FACTOR", "SWEEPS", "apply_quirks"]
+__all__ = ["MORE_WORK_FACTOR", "SPIKE_FACTOR", "SWEEPS", "apply_quirks", "slower_than_more_work"]
 
 #: A row more than this many times both sweep neighbours is a spike.
 SPIKE_FACTOR = 3.0
+
+#: A MoE row more than this many times a row whose GPU does all of its work and more is excluded.
+MORE_WORK_FACTOR = 2.0
+
+#: The columns that fix one MoE call apart from its parallel split.
+_MOE_CALL = (
+    "moe_dtype",
+    "num_tokens",
+    "hidden_size",
+    "inter_size",
+    "topk",
+    "num_experts",
+    "distribution",
+    "kernel_source",
+)
 
 #: Table -> (sweep column, columns that stay fixed along a sweep).
 SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -151,6 +174,36 @@ def spikes(
     return out
 
 
+def slower_than_more_work(
+    columns: dict[str, np.ndarray],
+    seconds: np.ndarray,
+    candidates: np.ndarray,
+    factor: float = MORE_WORK_FACTOR,
+) -> np.ndarray:
+    """MoE rows more than ``factor`` times the fastest row (among ``candidates``) of the same
+    call whose ``moe_tp_size`` and ``moe_ep_size`` are both no larger (its GPU does at least
+    the same work)."""
+    n = seconds.shape[0]
+    out = np.zeros(n, dtype=bool)
+    if "moe_tp_size" not in columns or "moe_ep_size" not in columns:
+        return out
+    idx = np.nonzero(candidates)[0]
+    group = _group_ids(columns, _MOE_CALL, n)
+    order = idx[np.argsort(group[idx], kind="stable")]
+    g = group[order]
+    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+    tp, ep = columns["moe_tp_size"], columns["moe_ep_size"]
+    for a, b in pairwise(bounds):
+        rows = order[a:b]
+        if rows.size < 2:
+            continue
+        more = (tp[rows][None, :] <= tp[rows][:, None]) & (ep[rows][None, :] <= ep[rows][:, None])
+        np.fill_diagonal(more, False)
+        fastest = np.where(more, seconds[rows][None, :], np.inf).min(axis=1)
+        out[rows] = seconds[rows] > factor * fastest
+    return out
+
+
 def apply_quirks(mapped: MappedTable) -> None:
     """Apply the rules above to ``mapped`` in place (reasons, flags and the rules used)."""
     t = mapped.table
@@ -219,6 +272,14 @@ def apply_quirks(mapped: MappedTable) -> None:
         count = mapped.exclude(hit, "spike")
         mapped.rules.append(
             f"spike: {count} rows more than {SPIKE_FACTOR:g}x both {sweep} neighbours"
+        )
+
+    if t.table == "moe_perf":
+        hit = slower_than_more_work(cols, t.seconds, mapped.reason == "")
+        count = mapped.exclude(hit, "slower_than_more_work")
+        mapped.rules.append(
+            f"slower_than_more_work: {count} rows more than {MORE_WORK_FACTOR:g}x a row of the "
+            "same call whose GPU does at least the same work (an unrecorded eager fallback)"
         )
 
     if a100 and t.table == "generation_mla_perf":
