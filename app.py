@@ -174,6 +174,11 @@ with st.sidebar:
     )
     if weight_dtype != model_weight:
         st.caption(f"{model.label} ships {model_weight} weights; sized here in {weight_dtype}.")
+    elif model.quantization is not None and not state.get("w_user"):
+        st.caption(
+            f"{model.label} weights sized as its checkpoint stores them: "
+            f"{model.quantization.describe()}, scales included (pick a dtype to override)."
+        )
     hardware = st.selectbox("device", known_hardware, key="hardware")
 
 show_notices(url)
@@ -204,8 +209,11 @@ scenario = Scenario(
     weight_dtype=weight_dtype,
     hardware=hardware,
     device=mlacalc.load_hardware(hardware),
-    doc=report_for(model, int(seq_len), int(batch), kv_dtype, weight_dtype),
+    doc=report_for(
+        model, int(seq_len), int(batch), kv_dtype, weight_dtype if state.get("w_user") else None
+    ),
     url=url,
+    weight_chosen=bool(state.get("w_user")),
 )
 
 st.subheader(

@@ -32,6 +32,14 @@ class Scenario:
     device: HardwareSpec
     doc: dict[str, Any]
     url: UrlState
+    #: whether the user picked the weight dtype; until then weights are sized in the model's
+    #: own format (a quantized checkpoint's exact bytes, scales included)
+    weight_chosen: bool = False
+
+    @property
+    def sized_weight_dtype(self) -> str | None:
+        """The dtype that sizes weights: the user's pick, else None (the model's own format)."""
+        return self.weight_dtype if self.weight_chosen else None
 
 
 @st.cache_data(show_spinner=False)
@@ -46,7 +54,7 @@ def load_uploaded(raw: bytes, filename: str) -> ModelConfig:
 
 @st.cache_data(show_spinner=False)
 def report_for(
-    model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, weight_dtype: str
+    model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, weight_dtype: str | None
 ) -> dict:
     return model_report(
         model, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype

@@ -20,6 +20,8 @@ def render(sc: Scenario) -> None:
     c3.metric("MTP modules (apart)", human_si(p["mtp"]) if p["mtp"] else "none")
     st.markdown(f"Total parameters: **{p['total']:,}**; active: **{p['active']:,}**")
     st.markdown(f"Layer pattern: **{sc.doc['layers']['summary']}**")
+    w = sc.doc["weights"]
+    st.markdown(f"Weights: **{w['total_bytes']:,} bytes**, {w['summary']}")
     parts = {k: v for k, v in p["breakdown"].items() if v}
     fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts.keys()), orientation="h"))
     fig.update_layout(

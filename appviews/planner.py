@@ -80,7 +80,7 @@ def render(sc: Scenario) -> None:
             pp=int(pp),
             dp_attention=bool(dp_attention),
             overlap=overlap,
-            weight_dtype=sc.weight_dtype,
+            weight_dtype=sc.sized_weight_dtype,
             kv_dtype=sc.kv_dtype,
             page_size=int(page),
             memory_reserve=float(reserve),
@@ -125,7 +125,8 @@ def render(sc: Scenario) -> None:
         c4.metric("output tokens/s per user", f"{result.output_tokens_per_s_per_user:,.1f}")
     st.markdown(
         f"Largest batch: **{result.max_batch:,}** sequences; weights per GPU: "
-        f"**{result.weights_per_gpu_bytes:,} bytes**; KV per token per GPU: "
+        f"**{result.weights_per_gpu_bytes:,} bytes** ({result.weight_format}); KV per token "
+        "per GPU: "
         f"**{result.kv_bytes_per_token_per_gpu:,} bytes**"
     )
     running = result.running_batch_per_group or 0

@@ -258,10 +258,19 @@ def param_counts(model: ModelConfig | str) -> ParamCounts:
 def weight_bytes(
     model: ModelConfig | str, dtype: str | None = None, include_mtp: bool = False
 ) -> int:
-    """Bytes of the model's weights stored in ``dtype`` (default: the model's own)."""
+    """Bytes of the model's weights stored in ``dtype``.
+
+    Without ``dtype``, the checkpoint's own bytes: for a model that declares its
+    ``quantization_config``, the exact bytes of its quantized tensors with their scales and
+    of the tensors it keeps in bf16 (:func:`mlacalc.quant.checkpoint_weights`); otherwise
+    every parameter in ``weights_dtype``."""
     m = args.model(model)
     dtype = args.dtype("dtype", dtype, allow_none=True)
     include_mtp = args.flag("include_mtp", include_mtp)
+    if dtype is None and m.quantization_config is not None:
+        from .quant import checkpoint_weights
+
+        return checkpoint_weights(m, include_mtp).total_bytes
     counts = param_counts(m)
     n = counts.total + (counts.mtp if include_mtp else 0)
     return -(-n * dtype_bits(dtype or m.weights_dtype) // 8)

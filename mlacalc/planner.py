@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import defaults
 from .config import ModelConfig
-from .dtypes import KVLayout, canonical_dtype, dtype_bits, resolve_kv_layout
+from .dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from .engine import as_model as _model
 from .engine import kv_cache
 from .errors import DoesNotFitError, InvalidArgumentError
@@ -52,7 +52,9 @@ from .serving.layout import (
     kv_bytes_per_sequence_per_gpu,
     kv_bytes_per_token_per_gpu,
     make_layout,
-    weight_breakdown,
+    weight_bytes_by_part,
+    weight_format,
+    weights_per_gpu,
 )
 
 if TYPE_CHECKING:
@@ -126,6 +128,9 @@ class Plan:
     step_comm_s: float | None = None
     sustainable: bool = True
     kernels: tuple[dict[str, Any], ...] = ()
+    #: how the weights are sized: the checkpoint's scheme ("checkpoint fp8 block 128x128")
+    #: when no weight dtype was chosen and the model declares one, else the weight dtype
+    weight_format: str = ""
 
     @property
     def total_gpus(self) -> int:
@@ -345,9 +350,11 @@ def plan(
 
     memory = hw.memory_bytes
     usable = int(memory * (1 - memory_reserve))
-    parts = weight_breakdown(m, lay, include_mtp)
-    bits = dtype_bits(w_dtype)
-    weights = math.ceil(sum(parts.values()) * bits / 8)
+    # no dtype chosen: the checkpoint's own bytes (its quantization's, scales included)
+    sized = None if weight_dtype is None else w_dtype
+    part_bytes = weight_bytes_by_part(m, lay, sized, include_mtp)
+    weights = weights_per_gpu(m, lay, sized, include_mtp)
+    w_format = weight_format(m, sized)
     budget = usable - weights
     per_token = kv_bytes_per_token_per_gpu(m, layout, lay, include_mtp)
     tokens_per_gpu = max(budget, 0) // per_token
@@ -364,7 +371,7 @@ def plan(
     overflow = None
     if budget <= 0:
         overflow = (
-            f"weights: {weights / 1e9:.1f} GB per GPU in {w_dtype} ({lay.describe()}) exceed the "
+            f"weights: {weights / 1e9:.1f} GB per GPU in {w_format} ({lay.describe()}) exceed the "
             f"{usable / 1e9:.1f} GB usable on {hw.name}; add GPUs, raise tp/ep or use a smaller "
             "weight dtype"
         )
@@ -384,7 +391,7 @@ def plan(
         "kv_budget": max(budget, 0),
         "reserve": memory - usable,
         "memory": memory,
-        **{f"weights_{k}": math.ceil(v * bits / 8) for k, v in parts.items() if v},
+        **{f"weights_{k}": v for k, v in part_bytes.items() if v},
     }
     common = dict(
         model=m.name,
@@ -394,6 +401,7 @@ def plan(
         dp=lay.dp,
         ep=lay.ep,
         weight_dtype=w_dtype,
+        weight_format=w_format,
         kv_layout=layout.name,
         page_size=page_size,
         memory_per_gpu_bytes=memory,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +36,12 @@ __all__ = [
     "QuantScheme",
     "QuantizedWeights",
     "Tensor",
+    "checkpoint_part_bytes",
+    "checkpoint_weights",
     "quantization_scheme",
     "quantized_weight_bytes",
+    "scheme_of",
+    "tensor_bytes",
 ]
 
 
@@ -73,6 +77,17 @@ class QuantScheme:
     keep_regex: tuple[str, ...] = ()
     note: str = ""
 
+    def describe(self) -> str:
+        """The scheme in a few words, as reports name it (``fp8 block 128x128``)."""
+        if self.method == "fp8":
+            return f"fp8 block {self.block[0]}x{self.block[1]}"
+        if self.method == "mxfp4":
+            return "mxfp4 experts"
+        if self.method == "external":
+            return "external (hf_quant_config.json)"
+        side = "" if self.symmetric else ", asymmetric"
+        return f"{self.method} group {self.group_size}{side}"
+
 
 @dataclass(frozen=True)
 class QuantizedWeights:
@@ -88,10 +103,22 @@ class QuantizedWeights:
     kept_bytes: int
     kept: tuple[str, ...]
     note: str = ""
+    description: str = ""
+    kept_parts: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line for reports: ``fp8 block 128x128, 673.2 GB incl. 0.16 GB scales; bf16:
+        embedding, norms, router, output head``."""
+        kept = ", ".join(self.kept_parts) or "nothing"
+        return (
+            f"{self.description or self.scheme}, {self.total_bytes / 1e9:,.1f} GB incl. "
+            f"{self.scale_bytes / 1e9:,.2f} GB scales; bf16: {kept}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scheme": self.scheme,
+            "description": self.description,
             "total_bytes": self.total_bytes,
             "quantized_params": self.quantized_params,
             "payload_bytes": self.payload_bytes,
@@ -99,6 +126,7 @@ class QuantizedWeights:
             "kept_params": self.kept_params,
             "kept_bytes": self.kept_bytes,
             "kept": list(self.kept),
+            "kept_parts": list(self.kept_parts),
             "note": self.note,
         }
 
@@ -124,16 +152,45 @@ def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") ->
         if re.search(r"nvfp4|modelopt", name, re.IGNORECASE):
             return QuantScheme(method="external", note=_EXTERNAL_NOTE)
         return None
+    return scheme_of(q, origin)
+
+
+def _names(value: Any, origin: str, field: str) -> tuple[str, ...]:
+    """A list of module names (``null`` for none)."""
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(
+            f"must be a list of module names, got {type(value).__name__}",
+            source=origin,
+            field=f"quantization_config.{field}",
+        )
+    if not all(isinstance(v, str) for v in value) or len(value) > 256:
+        raise ConfigError(
+            "must be a list of at most 256 module names",
+            source=origin,
+            field=f"quantization_config.{field}",
+        )
+    return tuple(value)
+
+
+def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
+    """The scheme of one ``quantization_config`` mapping (as config.json writes it).
+
+    Raises :class:`~mlacalc.errors.ConfigError` naming the key for a scheme the product
+    does not model (``quant_method`` other than fp8, mxfp4 or compressed-tensors integer
+    groups) or a malformed value.
+    """
     if not isinstance(q, Mapping):
         raise ConfigError("must be an object", source=origin, field="quantization_config")
     method = q.get("quant_method")
-    keep = tuple(q.get("modules_to_not_convert") or ())
     if method == "fp8":
         block = q.get("weight_block_size")
         if not (
-            isinstance(block, list)
+            isinstance(block, Sequence)
+            and not isinstance(block, str)
             and len(block) == 2
-            and all(isinstance(b, int) and b > 0 for b in block)
+            and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
         ):
             raise ConfigError(
                 "fp8 checkpoints are modelled with block scales; weight_block_size must be "
@@ -141,26 +198,37 @@ def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") ->
                 source=origin,
                 field="quantization_config.weight_block_size",
             )
+        keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
         return QuantScheme(method="fp8", block=(block[0], block[1]), bits=8, keep=keep)
     if method == "mxfp4":
+        keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
         return QuantScheme(method="mxfp4", group_size=32, bits=4, experts_only=True, keep=keep)
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
-        if len(groups) != 1:
+        if not isinstance(groups, Mapping) or len(groups) != 1:
             raise ConfigError(
-                f"{len(groups)} config_groups; one group is modelled",
+                f"{len(groups) if isinstance(groups, Mapping) else 'no'} config_groups; "
+                "one group is modelled",
                 source=origin,
                 field="quantization_config.config_groups",
             )
         group = next(iter(groups.values()))
-        w = group.get("weights") or {}
+        w = group.get("weights") if isinstance(group, Mapping) else None
+        targets = group.get("targets") if isinstance(group, Mapping) else None
         if (
-            group.get("targets") != ["Linear"]
+            not isinstance(w, Mapping)
+            or not isinstance(targets, Sequence)
+            or list(targets) != ["Linear"]
             or w.get("type") != "int"
             or w.get("strategy") != "group"
+            or w.get("num_bits") not in (2, 4, 8)
+            or not isinstance(w.get("group_size"), int)
+            or isinstance(w.get("group_size"), bool)
+            or w["group_size"] <= 0
         ):
             raise ConfigError(
-                "only integer group quantization of Linear layers is modelled",
+                "only integer group quantization (2, 4 or 8 bits, a positive group_size) of "
+                "Linear layers is modelled",
                 source=origin,
                 field="quantization_config.config_groups",
                 fix="the nearest modelled scheme is int4 with group scales",
@@ -172,7 +240,17 @@ def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") ->
                 field="quantization_config.format",
                 fix="use pack-quantized",
             )
-        ignore = tuple(q.get("ignore") or ())
+        ignore = _names(q.get("ignore"), origin, "ignore")
+        for pattern in ignore:
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except re.error as exc:
+                    raise ConfigError(
+                        f"{pattern[:60]!r} is not a regular expression ({exc})",
+                        source=origin,
+                        field="quantization_config.ignore",
+                    ) from None
         return QuantScheme(
             method=f"int{w['num_bits']}",
             group_size=w["group_size"],
@@ -182,10 +260,11 @@ def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") ->
             keep_regex=tuple(i[3:] for i in ignore if i.startswith("re:")),
         )
     raise ConfigError(
-        f"quant_method {method!r} is not modelled",
+        f"quant_method {str(method)[:60]!r} is not modelled",
         source=origin,
         field="quantization_config.quant_method",
-        fix="modelled: fp8 (block scales), mxfp4, compressed-tensors int groups",
+        fix="modelled: fp8 (block scales), mxfp4, compressed-tensors int groups; remove "
+        "quantization_config to size the weights by weights_dtype",
     )
 
 
@@ -231,6 +310,14 @@ def _quantized(shape: tuple[int, ...], role: str, s: QuantScheme) -> tuple[int, 
     return experts * out * words * 4, scales + experts * 8  # + int32 weight_shape pair
 
 
+def tensor_bytes(t: Tensor, scheme: QuantScheme, kept_dtype_bytes: int = 2) -> tuple[int, int]:
+    """(payload bytes, scale bytes) of one tensor stored as ``scheme``; a tensor the scheme
+    keeps is all payload, at ``kept_dtype_bytes`` per value, with no scales."""
+    if _kept(t, scheme):
+        return t.numel * kept_dtype_bytes, 0
+    return _quantized(t.shape, t.role, scheme)
+
+
 def quantized_weight_bytes(
     tensors: Iterable[Tensor], scheme: QuantScheme, kept_dtype_bytes: int = 2
 ) -> QuantizedWeights:
@@ -247,8 +334,7 @@ def quantized_weight_bytes(
     for t in tensors:
         if _kept(t, scheme):
             kept_params += t.numel
-            if t.role != "other":
-                kept.append(t.name)
+            kept.append(t.name)
             continue
         p, s = _quantized(t.shape, t.role, scheme)
         q_params += t.numel
@@ -265,7 +351,71 @@ def quantized_weight_bytes(
         kept_bytes=kept_bytes,
         kept=tuple(_collapse(kept)),
         note=scheme.note,
+        description=scheme.describe(),
+        kept_parts=tuple(dict.fromkeys(_kept_label(n) for n in kept)),
     )
+
+
+def _kept_label(name: str) -> str:
+    """What a kept tensor is, in the words reports use (``norms``, ``router``, ...)."""
+    leaf = name.rsplit(".", 1)[-1]
+    if "embed" in name:
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "output head"
+    if "norm" in name:
+        return "norms"
+    if "router" in name or name.endswith(".gate.weight") or "correction_bias" in name:
+        return "router"
+    if "bias" in leaf:
+        return "biases"
+    if "sinks" in leaf:
+        return "attention sinks"
+    if ".self_attn." in name:
+        return "attention"
+    if "shared_expert" in name:
+        return "shared experts"
+    if ".experts." in name:
+        return "routed experts"
+    return "dense MLP"
+
+
+def checkpoint_weights(model: Any, include_mtp: bool = False) -> QuantizedWeights | None:
+    """The checkpoint bytes of a model that declares its quantization
+    (``ModelConfig.quantization_config``), over its tensors (MTP modules too with
+    ``include_mtp``); ``None`` for a model without one. Tensors the scheme keeps are
+    sized in bf16, the released dtype of every quantized checkpoint modelled here."""
+    scheme = getattr(model, "quantization", None)
+    if scheme is None:
+        return None
+    from .families import tensors
+
+    return quantized_weight_bytes(tensors(model, include_mtp=include_mtp), scheme)
+
+
+def checkpoint_part_bytes(model: Any) -> dict[str, tuple[int, int]] | None:
+    """Parameters and checkpoint bytes by part of the model, ``part -> (params, bytes)``,
+    with the parts of :func:`mlacalc.param_counts`'s breakdown (``embedding``, ``lm_head``,
+    ``attention``, ``norms``, ``dense_ffn``, ``moe_routed_experts``, ``moe_shared_experts``,
+    ``moe_router``) plus ``mtp`` for the MTP modules; ``None`` without a quantization.
+
+    A layout that splits a part over GPUs holds that part's bytes in proportion to its
+    parameters: exact for whole experts, and for a matrix split on scale-block bounds."""
+    scheme = getattr(model, "quantization", None)
+    if scheme is None:
+        return None
+    from .families import _part, tensors
+
+    main = tensors(model)
+    every = tensors(model, include_mtp=True) if model.num_nextn_predict_layers else main
+    out: dict[str, list[int]] = {}
+    for i, t in enumerate(every):
+        part = _part(t.name) if i < len(main) else "mtp"
+        payload, scales = tensor_bytes(t, scheme)
+        acc = out.setdefault(part, [0, 0])
+        acc[0] += t.numel
+        acc[1] += payload + scales
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def _collapse(names: list[str]) -> list[str]:

@@ -193,13 +193,37 @@ def model_report(
             "q_len": q_len,
         },
         "parameters": counts.to_dict(),
-        "weights": {
-            "dtype": w_dtype,
-            "total_bytes": weight_bytes(m, w_dtype),
-            "mtp_bytes": weight_bytes(m, w_dtype, include_mtp=True) - weight_bytes(m, w_dtype),
-        },
+        "weights": _weights_section(m, weight_dtype),
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
     } | _attention_section(m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len)
+
+
+def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]:
+    """``weights``: the bytes of the weights and how they are sized. Without a chosen
+    ``weight_dtype``, a model that declares its checkpoint's quantization is sized as the
+    checkpoint stores it (``format`` "checkpoint fp8 block 128x128", ``checkpoint`` its
+    payload, scales and bf16-kept tensors); otherwise every parameter in the dtype."""
+    from .quant import checkpoint_weights
+
+    checkpoint = checkpoint_weights(m) if weight_dtype is None else None
+    total = weight_bytes(m, weight_dtype)
+    with_mtp = weight_bytes(m, weight_dtype, include_mtp=True)
+    return {
+        "dtype": weight_dtype or m.weights_dtype,
+        "format": (
+            f"checkpoint {checkpoint.description}"
+            if checkpoint is not None
+            else weight_dtype or m.weights_dtype
+        ),
+        "total_bytes": total,
+        "mtp_bytes": with_mtp - total,
+        "checkpoint": checkpoint.to_dict() if checkpoint is not None else None,
+        "summary": (
+            f"checkpoint: {checkpoint.describe()}"
+            if checkpoint is not None
+            else f"every parameter in {weight_dtype or m.weights_dtype}"
+        ),
+    }
 
 
 def _attention_section(m: ModelConfig, *rest: Any) -> dict[str, Any]:

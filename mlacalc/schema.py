@@ -49,6 +49,7 @@ STR = "string"
 OPTSTR = "string (may be empty)"
 STRS = "string or list of strings"
 NAMES = "list of strings"
+QUANT = "mapping or null"
 
 # documented upper bounds: far above every real model, low enough that no count overflows
 # a loop or a table and no string grows without end
@@ -132,7 +133,92 @@ class Spec:
                     None,
                 )
             return None
+        if kind == QUANT:
+            return _quantization_problem(name, value)
         raise AssertionError(f"field {name}: unknown kind {kind!r}")  # pragma: no cover
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only, hashable mapping: how a model keeps a nested field such as
+    ``quantization_config`` (lists become tuples). ``thaw`` gives plain dicts and lists."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, data: Mapping[str, Any]):
+        self._items = {k: _freeze(v) for k, v in data.items()}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._items.items(), key=lambda kv: str(kv[0]))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return repr(self.thaw())
+
+    def __reduce__(self):
+        return (FrozenMapping, (self.thaw(),))
+
+    def thaw(self) -> dict[str, Any]:
+        """The mapping as plain dicts and lists (for YAML and JSON)."""
+        return {k: _thaw(v) for k, v in self._items.items()}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, FrozenMapping):
+        return value.thaw()
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _size(value: Any, depth: int = 0) -> int:
+    """Entries of a nested value (a bound on what a mapping field may hold)."""
+    if depth > 8:
+        return 1 << 30
+    if isinstance(value, Mapping):
+        return 1 + sum(1 + _size(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return 1 + sum(_size(v, depth + 1) for v in value)
+    return 1
+
+
+def _quantization_problem(name: str, value: Any) -> Problem | None:
+    """The problem with a ``quantization_config`` value, or None (``mlacalc.quant`` reads it)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return (
+            name,
+            f"must be a mapping as config.json writes it, got {_show(value)}",
+            "copy the checkpoint's quantization_config, or use null",
+        )
+    if _size(value) > 4 * MAX_ITEMS * 8:
+        return (name, "is nested deeper or holds more entries than a quantization_config", None)
+    from .quant import scheme_of
+
+    try:
+        scheme_of(value, "")
+    except ConfigError as exc:
+        return (exc.field or name, exc.message, exc.fix)
+    return None
 
 
 def _spec(
@@ -285,6 +371,28 @@ class ModelConfig:
         hi=MAX_TOKENS,
         default=None,
     )
+    global_head_dim: int | None = _spec(
+        OPTPOS,
+        "head width of the full-attention layers when it differs from head_dim (Gemma 4); "
+        "null: head_dim",
+        hi=MAX_WIDTH,
+        default=None,
+        absent="the family's default (see below)",
+    )
+    num_global_key_value_heads: int | None = _spec(
+        OPTPOS,
+        "KV heads of the full-attention layers (Gemma 4 with attention_k_eq_v); "
+        "null: num_key_value_heads",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    attention_k_eq_v: bool = _spec(
+        BOOL,
+        "the full-attention layers project one key per KV head and use it as the value too "
+        "(Gemma 4): no v_proj there; the cache still keeps K and V (V is normed, K normed "
+        "and rotated)",
+        default=False,
+    )
     index_n_heads: int | None = _spec(
         OPTPOS,
         "DSA indexer heads (DeepSeek-V3.2, GLM-5); null: no sparse attention",
@@ -327,6 +435,13 @@ class ModelConfig:
     weights_dtype: str = _spec(
         STR, "dtype the released weights use (bf16, fp8, ...)", hi=200, default="bf16"
     )
+    quantization_config: Mapping[str, Any] | None = _spec(
+        QUANT,
+        "the checkpoint's quantization as its config.json states it (fp8 with "
+        "weight_block_size, mxfp4, compressed-tensors int groups); weight bytes in reports "
+        "and plans follow it, scales included, unless a weight dtype is chosen",
+        default=None,
+    )
     parallel_attn: bool = _spec(
         BOOL, "Falcon: attention and MLP read the same normed input", default=False
     )
@@ -352,6 +467,15 @@ class ModelConfig:
         unit = registry.family_of(self.model_type)
         assert unit is not None  # validated in __post_init__
         return unit.layout
+
+    @property
+    def quantization(self) -> Any:
+        """The checkpoint's :class:`mlacalc.quant.QuantScheme`, or None (unquantized)."""
+        if self.quantization_config is None:
+            return None
+        from .quant import scheme_of
+
+        return scheme_of(self.quantization_config, self.origin)
 
     @property
     def is_mla(self) -> bool:
@@ -401,7 +525,7 @@ class ModelConfig:
             if "spec" not in f.metadata:
                 continue
             value = getattr(self, f.name)
-            out[f.name] = list(value) if isinstance(value, tuple) else value
+            out[f.name] = list(value) if isinstance(value, tuple) else _thaw(value)
         return out
 
     def with_changes(self, **changes: Any) -> ModelConfig:
@@ -413,6 +537,8 @@ class ModelConfig:
             if isinstance(changes.get(key), (str, list)):
                 value = changes[key]
                 changes[key] = (value,) if isinstance(value, str) else tuple(value)
+        if isinstance(changes.get("quantization_config"), Mapping):
+            changes["quantization_config"] = _freeze(changes["quantization_config"])
         return replace(self, **changes)
 
 
@@ -866,6 +992,8 @@ def build(
     values["source"] = (source,) if isinstance(source, str) else tuple(source)
     values["aliases"] = tuple(a.lower() for a in values.get("aliases", ()))
     values["weights_dtype"] = canonical_dtype(values.get("weights_dtype", "bf16"))
+    if values.get("quantization_config") is not None:
+        values["quantization_config"] = _freeze(values["quantization_config"])
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
 
 

@@ -71,7 +71,9 @@ def test_report_json_numbers(run):
         "deepseek-v3", "prefill", 131072, 8
     )
     assert doc["parameters"]["mtp"] == 11_610_068_224
-    assert doc["weights"]["total_bytes"] == 671_026_419_200  # fp8 weights
+    # the checkpoint's bytes: fp8 with 128x128 block scales, bf16 embedding, head, norms, router
+    assert doc["weights"]["total_bytes"] == 673_150_582_112
+    assert doc["weights"]["format"] == "checkpoint fp8 block 128x128"
 
 
 REPORT_KEYS = {
@@ -108,7 +110,7 @@ REPORT_KEYS = {
         "breakdown",
         "attention_breakdown",
     ],
-    "weights": ["dtype", "total_bytes", "mtp_bytes"],
+    "weights": ["dtype", "format", "total_bytes", "mtp_bytes", "checkpoint", "summary"],
     "kv_cache": [
         "impl",
         "kv_dtype",
@@ -440,7 +442,9 @@ def test_plan_cli(run):
     doc = json.loads(
         run("plan", "deepseek-v3", "--hardware", "H200", "--gpus", "8", "--format", "json")[0]
     )
-    assert doc["max_batch"] == 4 and doc["weights_per_gpu_bytes"] == 84_780_357_120
+    # weights as the fp8 checkpoint stores them (block scales, bf16-kept tensors)
+    assert doc["max_batch"] == 4 and doc["weights_per_gpu_bytes"] == 85_050_603_483
+    assert doc["weight_format"] == "checkpoint fp8 block 128x128"
     doc = json.loads(
         run(
             "plan",

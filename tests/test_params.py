@@ -204,7 +204,10 @@ def test_deepseek_v3_attention_breakdown(v3):
 
 
 def test_weight_bytes():
-    assert mlacalc.weight_bytes("deepseek-v3") == 671_026_419_200  # fp8: one byte each
+    assert mlacalc.weight_bytes("deepseek-v3", "fp8") == 671_026_419_200  # fp8: one byte each
+    # the checkpoint (tests/test_quant_checkpoint.py): fp8 with block scales, bf16 embedding,
+    # head, norms and router
+    assert mlacalc.weight_bytes("deepseek-v3") == 673_150_582_112
     assert mlacalc.weight_bytes("deepseek-v3", "bf16") == 2 * 671_026_419_200
     assert mlacalc.weight_bytes("llama-2-7b", "int4") == 6_738_415_616 // 2
     assert mlacalc.weight_bytes("deepseek-v3", "fp8", include_mtp=True) == 682_636_487_424

@@ -29,7 +29,7 @@ def test_plan_deepseek_v3_fp8_on_8_h200_by_hand():
         ("fp8", 35_136, 9),
         ("fp8_ds_mla", 40_016, 8),
     ):
-        p = plan("deepseek-v3", "H200", 8, kv_dtype=kv, seq_len=131072)
+        p = plan("deepseek-v3", "H200", 8, weight_dtype="fp8", kv_dtype=kv, seq_len=131072)
         assert p.weights_per_gpu_bytes == per_gpu
         assert (
             p.kv_bytes_per_token_per_gpu == per_token
@@ -66,7 +66,7 @@ def test_plan_bad_input():
         plan("deepseek-v3", "H200", 8, ep=3)
     with pytest.raises(InvalidArgumentError, match="tp x dp"):
         plan("deepseek-v3", "H200", 8, tp=4, dp=4)
-    too_big = plan("deepseek-v3", "H100-SXM", 1)  # not fitting is an answer, not an error
+    too_big = plan("deepseek-v3", "H100-SXM", 1, weight_dtype="fp8")  # an answer, not an error
     assert not too_big.fits and too_big.overflow.startswith("weights: 671.0 GB per GPU in fp8")
     assert too_big.max_batch == 0 and too_big.decode_step_s is None
     with pytest.raises(InvalidArgumentError, match="no experts"):

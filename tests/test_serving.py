@@ -243,8 +243,9 @@ def test_seed002_mla_decode_cannot_use_tensor_parallelism():
         for tp in (1, 2, 4, 8)
     }
     assert set(per_token.values()) == {70_272}
-    tp8 = plan("deepseek-v3", "H200", 8, tp=8, seq_len=32768)
-    dpa = plan("deepseek-v3", "H200", 8, tp=1, dp_attention=True, ep=8, seq_len=32768)
+    fp8 = {"weight_dtype": "fp8", "seq_len": 32768}
+    tp8 = plan("deepseek-v3", "H200", 8, tp=8, **fp8)
+    dpa = plan("deepseek-v3", "H200", 8, tp=1, dp_attention=True, ep=8, **fp8)
     assert (tp8.max_batch, dpa.max_batch) == (18, 96)
     # heads split 8 ways; the replicated latent and query down-projections keep it above 1/8
     assert (

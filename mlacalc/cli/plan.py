@@ -228,7 +228,10 @@ def sections(p) -> list[Section]:
             f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})",
         ],
         ["usable after reserve", human_bytes(p.usable_per_gpu_bytes)],
-        [f"weights per GPU ({p.weight_dtype})", human_bytes(p.weights_per_gpu_bytes)],
+        [
+            f"weights per GPU ({p.weight_format or p.weight_dtype})",
+            human_bytes(p.weights_per_gpu_bytes),
+        ],
     ]
     for key, value in p.memory.items():
         if key.startswith("weights_"):

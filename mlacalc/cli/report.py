@@ -118,9 +118,11 @@ def _report_header(doc: dict) -> str:
     lines = [
         f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
         f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
-        f"weights {s['weight_dtype']}" + (", causal" if s["causal"] else ""),
+        f"weights {doc['weights']['format']}" + (", causal" if s["causal"] else ""),
         f"layer pattern: {doc['layers']['summary']}",
     ]
+    if doc["weights"].get("checkpoint"):
+        lines.append(f"weights: {doc['weights']['summary']}")
     for note in m["derived"]:
         lines.append(f"derived: {note}")
     return "\n".join(lines) + "\n"
@@ -142,8 +144,14 @@ def _report_sections(doc: dict) -> list[Section]:
     if p["mtp"]:
         params_rows.insert(2, ["MTP modules (apart)", f"{p['mtp']:,}", human_si(p["mtp"])])
     params_rows.append(
-        [f"weights in {w['dtype']}", f"{w['total_bytes']:,} B", human_bytes(w["total_bytes"])]
+        [f"weights ({w['format']})", f"{w['total_bytes']:,} B", human_bytes(w["total_bytes"])]
     )
+    if w.get("checkpoint"):
+        c = w["checkpoint"]
+        params_rows += [
+            ["  scales", f"{c['scale_bytes']:,} B", human_bytes(c["scale_bytes"])],
+            ["  kept in bf16", f"{c['kept_bytes']:,} B", human_bytes(c["kept_bytes"])],
+        ]
     sections = [
         Section("Parameters", ["quantity", "exact", "approx."], params_rows),
         Section(

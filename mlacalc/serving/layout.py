@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from ..config import ModelConfig
@@ -38,6 +40,8 @@ __all__ = [
     "kv_bytes_per_token_per_gpu",
     "make_layout",
     "weight_breakdown",
+    "weight_bytes_by_part",
+    "weight_format",
     "weights_per_gpu",
 ]
 
@@ -252,13 +256,72 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
     return best
 
 
+#: weight_breakdown part -> the param_counts parts (and "mtp") whose checkpoint bytes it holds
+_CHECKPOINT_PARTS = {
+    "attention": ("attention",),
+    "norms": ("norms",),
+    "dense_ffn": ("dense_ffn",),
+    "shared_experts_router": ("moe_shared_experts", "moe_router"),
+    "routed_experts": ("moe_routed_experts",),
+    "embedding_head": ("embedding", "position_embedding", "lm_head"),
+    "mtp": ("mtp",),
+}
+
+
+@lru_cache(maxsize=16)
+def _checkpoint_ratios(m: ModelConfig) -> dict[str, Fraction] | None:
+    """Checkpoint bytes per parameter of each weight_breakdown part (scales included), or
+    None for a model that declares no quantization."""
+    from ..quant import checkpoint_part_bytes
+
+    by_part = checkpoint_part_bytes(m)
+    if by_part is None:
+        return None
+    out = {}
+    for part, sources in _CHECKPOINT_PARTS.items():
+        params = sum(by_part.get(s, (0, 0))[0] for s in sources)
+        nbytes = sum(by_part.get(s, (0, 0))[1] for s in sources)
+        out[part] = Fraction(nbytes, params) if params else Fraction(2)
+    return out
+
+
+def weight_bytes_by_part(
+    m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool = False
+) -> dict[str, int]:
+    """Bytes of weights on the fullest GPU, by part of :func:`weight_breakdown`.
+
+    ``weight_dtype`` None means the checkpoint's own format: a model that declares its
+    ``quantization_config`` holds each part's exact checkpoint bytes (scales and bf16-kept
+    tensors included) in proportion to the parameters the GPU holds of that part, which is
+    how its tensors split (whole experts under EP, rows or columns under TP); a model
+    without one, its ``weights_dtype``. A dtype sizes every parameter in it."""
+    parts = weight_breakdown(m, lay, include_mtp)
+    ratios = _checkpoint_ratios(m) if weight_dtype is None else None
+    if ratios is None:
+        bits = dtype_bits(weight_dtype or m.weights_dtype)
+        return {k: math.ceil(v * bits / 8) for k, v in parts.items()}
+    return {k: math.ceil(Fraction(v) * ratios[k]) for k, v in parts.items()}
+
+
 def weights_per_gpu(
-    m: ModelConfig, lay: Layout, weight_dtype: str, include_mtp: bool = False
+    m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool = False
 ) -> int:
-    """Bytes of weights on the fullest GPU."""
-    return math.ceil(
-        sum(weight_breakdown(m, lay, include_mtp).values()) * dtype_bits(weight_dtype) / 8
-    )
+    """Bytes of weights on the fullest GPU (``weight_dtype`` None: the checkpoint's own
+    format, see :func:`weight_bytes_by_part`)."""
+    parts = weight_breakdown(m, lay, include_mtp)
+    ratios = _checkpoint_ratios(m) if weight_dtype is None else None
+    if ratios is None:
+        bits = dtype_bits(weight_dtype or m.weights_dtype)
+        return math.ceil(sum(parts.values()) * bits / 8)
+    return math.ceil(sum(Fraction(v) * ratios[k] for k, v in parts.items()))
+
+
+def weight_format(m: ModelConfig, weight_dtype: str | None) -> str:
+    """How weights are sized, for reports: the checkpoint's scheme (``checkpoint fp8 block
+    128x128``) when ``weight_dtype`` is None and the model declares one, else the dtype."""
+    if weight_dtype is None and m.quantization is not None:
+        return f"checkpoint {m.quantization.describe()}"
+    return weight_dtype or m.weights_dtype
 
 
 def kv_bytes_per_token_per_gpu(

@@ -32,7 +32,13 @@ from ..engine import kv_cache
 from ..errors import InvalidArgumentError, MlacalcError
 from ..hardware import HardwareSpec, load_hardware
 from .comm import kv_transfer_seconds
-from .layout import Layout, kv_bytes_per_sequence_per_gpu, make_layout, weights_per_gpu
+from .layout import (
+    Layout,
+    kv_bytes_per_sequence_per_gpu,
+    make_layout,
+    weight_format,
+    weights_per_gpu,
+)
 from .step import StepModel, time_jobs
 
 __all__ = ["BATCHES", "SearchResult", "search"]
@@ -118,7 +124,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def _layouts(
-    m: ModelConfig, hw: HardwareSpec, gpus: int, weight_dtype: str, usable: int
+    m: ModelConfig, hw: HardwareSpec, gpus: int, weight_dtype: str | None, usable: int
 ) -> list[Layout]:
     """The layouts worth trying on ``gpus`` GPUs (see the module docstring)."""
     node = hw.gpus_per_node or gpus
@@ -233,6 +239,7 @@ def search(
         raise InvalidArgumentError(
             "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
         )
+    own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
     if weight_dtypes is None:
         weight_dtypes = (m.weights_dtype,)
         if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
@@ -262,7 +269,8 @@ def search(
     plans: list[dict[str, Any]] = []
     for g in gpus:
         for w in weight_dtypes:
-            lays = _layouts(m, hw, g, w, usable)
+            sized = None if own and w == m.weights_dtype else w  # None: checkpoint bytes
+            lays = _layouts(m, hw, g, sized, usable)
             if not lays:
                 reasons["does not fit: weights"] += len(kv_dtypes) * len(batches) * len(modes)
                 continue
@@ -274,7 +282,7 @@ def search(
                     )
                     lays = [lay for lay in lays if not _needs_network(lay, hw)]
             for lay in lays:
-                weights = weights_per_gpu(m, lay, w)
+                weights = weights_per_gpu(m, lay, sized)
                 for kv in kv_dtypes:
                     layout = resolve_kv_layout(kv)
                     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
@@ -315,6 +323,7 @@ def search(
                         {
                             "g": g,
                             "w": w,
+                            "label": weight_format(m, sized),
                             "lay": lay,
                             "kv": layout.name,
                             "kv_layout": layout,
@@ -359,7 +368,7 @@ def search(
                 "redundant_experts": lay.redundant_experts,
                 "dp_attention": lay.dp_attention,
                 "overlap": ov,
-                "weight_dtype": pl["w"],
+                "weight_dtype": pl["label"],
                 "kv_dtype": pl["kv"],
                 "weights_per_gpu_bytes": pl["weights"],
                 "fits": True,
