@@ -375,3 +375,36 @@ def test_masked_band_blocks_cost_mask_work():
     full = [predict_kernels([prefill(0)], "H100-SXM", p)[0].seconds for p in (base, masked)]
     assert band[1] > band[0]
     assert full[1] == pytest.approx(full[0])
+
+
+def test_block_scaled_fp8_gemm_does_not_split_k():
+    """A GEMM with fewer output tiles than SMs splits K (bf16, per-tensor fp8), except the
+    block-scaled fp8 kernel, whose tile walks all of K: with few tiles its time grows with k
+    as one tile's walk."""
+    from mlacalc.timemodel.model import NO_SPLIT_K
+
+    assert NO_SPLIT_K == ("fp8_block",)
+
+    def compute(dtype: str, k: int) -> float:
+        w = 1 if dtype.startswith("fp8") else 2
+        batch = KernelBatch(
+            "gemm",
+            dtype,
+            np.array([2.0 * 1024 * k]),
+            np.array([2.0 * k + w * 1024 * k]),
+            np.ones(1),
+            {
+                "m": np.array([1.0]),
+                "n": np.array([1024.0]),
+                "k": np.array([float(k)]),
+                "quantize_input": np.zeros(1),
+            },
+        )
+        fig = device_figures(load_hardware("H100-SXM"))
+        return float(kernel_terms(batch, fig, default_params("gemm"))["compute_s"][0])
+
+    # one row, 1024 columns: 8-16 tiles; bf16 splits K over the idle SMs, fp8_block runs its
+    # tiles whole (time per FLOP at each dtype's own peak: 8-10x; the same without a split)
+    fig = device_figures(load_hardware("H100-SXM"))
+    per_flop = {d: compute(d, 65536) * fig.peak(d) for d in ("bf16", "fp8_block")}
+    assert 6.0 < per_flop["fp8_block"] / per_flop["bf16"] < 12.0
