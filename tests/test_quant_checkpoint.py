@@ -270,3 +270,12 @@ def test_bad_quantization_is_named(value, field):
     raw = {**_raw("gpt-oss-120b"), "quantization_config": value}
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         mlacalc.import_hf_config(raw)
+
+
+def test_external_quantization_is_noted():
+    """An NVFP4 ModelOpt export keeps its scheme in hf_quant_config.json: the import says so
+    in ``derived`` and its weights are sized by weights_dtype."""
+    m = mlacalc.load_model(CONFIGS / "deepseek-v3.1-nvfp4.config.json")
+    assert m.quantization is None
+    assert any("hf_quant_config.json" in note for note in m.derived)
+    assert mlacalc.weight_bytes(m) == 2 * mlacalc.param_counts(m).total

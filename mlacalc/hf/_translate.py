@@ -131,7 +131,20 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
     quantization = data.get("quantization_config")
     if isinstance(quantization, dict) and quantization.get("quant_method") == "fp8":
         raw["weights_dtype"] = "fp8"
+    if raw.get("quantization_config") is None:
+        _note_external_quantization(data, origin, derived)
     return build(raw, origin, strict=True, derived=derived, problems=problems)
+
+
+def _note_external_quantization(data: dict, origin: str, derived: list[str]) -> None:
+    """A checkpoint that keeps its quantization outside config.json (a ModelOpt export's
+    hf_quant_config.json) is sized by weights_dtype; ``derived`` says so."""
+    from ..quant import quantization_scheme
+
+    name = data.get("_name_or_path")
+    scheme = quantization_scheme({"_name_or_path": name if isinstance(name, str) else ""}, origin)
+    if scheme is not None and scheme.method == "external":
+        derived.append(f"quantization_config = None ({scheme.note}; weights sized by dtype)")
 
 
 def _family(data: dict, origin: str) -> tuple[Family, str]:
