@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .errors import ConfigError
@@ -385,12 +386,17 @@ def checkpoint_weights(model: Any, include_mtp: bool = False) -> QuantizedWeight
     (``ModelConfig.quantization_config``), over its tensors (MTP modules too with
     ``include_mtp``); ``None`` for a model without one. Tensors the scheme keeps are
     sized in bf16, the released dtype of every quantized checkpoint modelled here."""
-    scheme = getattr(model, "quantization", None)
-    if scheme is None:
+    if getattr(model, "quantization_config", None) is None:
         return None
+    return _checkpoint_weights(model, bool(include_mtp))
+
+
+@lru_cache(maxsize=32)
+def _checkpoint_weights(model: Any, include_mtp: bool) -> QuantizedWeights:
+    """:func:`checkpoint_weights`, once per model (models are frozen and hashable)."""
     from .families import tensors
 
-    return quantized_weight_bytes(tensors(model, include_mtp=include_mtp), scheme)
+    return quantized_weight_bytes(tensors(model, include_mtp=include_mtp), model.quantization)
 
 
 def checkpoint_part_bytes(model: Any) -> dict[str, tuple[int, int]] | None:
