@@ -394,9 +394,23 @@ def checkpoint_weights(model: Any, include_mtp: bool = False) -> QuantizedWeight
 @lru_cache(maxsize=32)
 def _checkpoint_weights(model: Any, include_mtp: bool) -> QuantizedWeights:
     """:func:`checkpoint_weights`, once per model (models are frozen and hashable)."""
+    return quantized_weight_bytes(_tensors(model, include_mtp), model.quantization)
+
+
+def _tensors(model: Any, include_mtp: bool = False) -> list[Tensor]:
+    """The model's checkpoint tensors; refused for a layout whose tensors are not listed
+    (GPT-2, Falcon), naming ``quantization_config``."""
     from .families import tensors
 
-    return quantized_weight_bytes(tensors(model, include_mtp=include_mtp), model.quantization)
+    if model.family in ("gpt2", "falcon"):
+        raise ConfigError(
+            f"checkpoint quantization is modelled for the Llama, DeepSeek and MiniCPM3 "
+            f"layouts, not {model.family}",
+            source=model.origin,
+            field="quantization_config",
+            fix="remove quantization_config to size the weights with weights_dtype",
+        )
+    return tensors(model, include_mtp=include_mtp)
 
 
 def checkpoint_part_bytes(model: Any) -> dict[str, tuple[int, int]] | None:
@@ -410,10 +424,10 @@ def checkpoint_part_bytes(model: Any) -> dict[str, tuple[int, int]] | None:
     scheme = getattr(model, "quantization", None)
     if scheme is None:
         return None
-    from .families import _part, tensors
+    from .families import _part
 
-    main = tensors(model)
-    every = tensors(model, include_mtp=True) if model.num_nextn_predict_layers else main
+    main = _tensors(model)
+    every = _tensors(model, include_mtp=True) if model.num_nextn_predict_layers else main
     out: dict[str, list[int]] = {}
     for i, t in enumerate(every):
         part = _part(t.name) if i < len(main) else "mtp"

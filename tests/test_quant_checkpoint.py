@@ -279,3 +279,13 @@ def test_external_quantization_is_noted():
     assert m.quantization is None
     assert any("hf_quant_config.json" in note for note in m.derived)
     assert mlacalc.weight_bytes(m) == 2 * mlacalc.param_counts(m).total
+
+
+def test_quantization_on_an_unlisted_layout_is_refused():
+    """GPT-2 and Falcon checkpoints' tensors are not listed: bytes are refused by field name."""
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    m = mlacalc.load_model("gpt2").with_changes(quantization_config=fp8)
+    with pytest.raises(ConfigError) as err:
+        mlacalc.weight_bytes(m)
+    assert err.value.field == "quantization_config" and "gpt2" in str(err.value)
+    assert mlacalc.weight_bytes(m, "bf16") == 2 * mlacalc.param_counts(m).total
