@@ -323,7 +323,12 @@ def kv_cache(
     window = model.sliding_window
     per_token = layers * row_bytes if window is None or seq_len < window else 0
     by_kind: tuple[tuple[str, int, int, int], ...] = ()
-    layered = model.full_attention_interval is not None or model.attention_chunk_size is not None
+    layered = (
+        model.full_attention_interval is not None
+        or model.attention_chunk_size is not None
+        or model.global_head_dim is not None
+        or bool(model.full_attention_layers)
+    )
     if layered or model.index_topk is not None:
         from .families import kv_by_kind  # layers of different kinds; DSA indexer keys
 
@@ -565,7 +570,11 @@ def attention_cost(
     act_dtype = args.dtype("act_dtype", act_dtype)
     if impl is not None and not isinstance(impl, str):
         raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
-    if model.full_attention_interval is not None:
+    if (
+        model.full_attention_interval is not None
+        or model.global_head_dim is not None
+        or model.full_attention_layers
+    ):
         from .families import pattern_cost  # layers of different kinds, summed by kind
 
         return pattern_cost(

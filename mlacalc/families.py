@@ -19,6 +19,11 @@ Hugging Face implementation:
 ``llama4_text``    chunked layers with every ``full_attention_interval``-th layer full and
                    without RoPE; weightless L2 q/k norms; MoE with one shared expert; dense
                    layers of ``intermediate_size`` (config.json: ``intermediate_size_mlp``)
+``gemma4_text``    Gemma 3's layer, and full layers with their own head width
+                   (``global_head_dim``) and, with ``attention_k_eq_v``, KV heads
+                   (``num_global_key_value_heads``) and no ``v_proj``; a dense MLP beside the
+                   routed experts (``n_shared_experts`` of them), a router with scale vectors,
+                   three more norms and a scalar per layer
 =================  =========================================================================
 
 :func:`layer_pattern` gives a model's per-layer kinds (:mod:`mlacalc.layers`),
@@ -56,6 +61,8 @@ class Arch:
     indexer: bool = False  # DeepSeek sparse attention: MLA plus a lightning indexer
     shared_gate: bool = False  # a sigmoid gate on the shared expert (one d-wide row)
     gated_query: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next)
+    kimi_delta: bool = False  # linear layers are Kimi Delta Attention (Kimi Linear)
+    global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
 
 
 ARCHS: dict[str, Arch] = {
@@ -68,7 +75,13 @@ ARCHS: dict[str, Arch] = {
     "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
     "llama4_text": Arch(off_pattern="chunked", nope_full=True),
     "qwen2_moe": Arch(shared_gate=True),
+    "gemma4_text": Arch(
+        qk_norm="head", norms_per_layer=4, off_pattern="sliding", global_attention=True
+    ),
     "qwen3_next": Arch(qk_norm="head", shared_gate=True, gated_query=True, off_pattern="linear"),
+    "kimi_linear": Arch(
+        correction_bias=True, off_pattern="linear", nope_full=True, kimi_delta=True
+    ),
     "cohere": Arch(norms_per_layer=1),
     "cohere2": Arch(norms_per_layer=1, off_pattern="sliding"),
     "deepseek_v32": Arch(correction_bias=True, indexer=True),
@@ -103,12 +116,116 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     else:
         off = LayerKind(own)
     full = LayerKind(own, rope=not arch.nope_full)
+    listed = set(getattr(model, "full_attention_layers", ()) or ())
     layers = []
     for i in range(n):
-        attn = full if interval is not None and (i + 1) % interval == 0 else off
+        attn = (
+            full
+            if (i + 1 in listed if listed else interval is not None and (i + 1) % interval == 0)
+            else off
+        )
         ffn = "moe" if model.is_moe_layer(i) else "dense"
         layers.append(LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope))
     return LayerPattern(tuple(layers))
+
+
+def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
+    """The model as if every layer were of ``kind``: its window or chunk, and a Gemma 4
+    full layer's own head width and KV heads (``attention_k_eq_v`` kept only there)."""
+    changes: dict[str, Any] = dict(
+        full_attention_interval=None,
+        full_attention_layers=(),
+        sliding_window=kind.window if kind.attention == "sliding" else None,
+        attention_chunk_size=kind.window if kind.attention == "chunked" else None,
+    )
+    if model.global_head_dim is not None or model.attention_k_eq_v:
+        full = kind.attention == "full"
+        changes.update(global_head_dim=None, num_global_key_value_heads=None)
+        changes["attention_k_eq_v"] = full and model.attention_k_eq_v
+        if full:
+            changes["head_dim"] = model.global_head_dim or model.head_dim
+            if model.attention_k_eq_v and model.num_global_key_value_heads:
+                changes["num_key_value_heads"] = model.num_global_key_value_heads
+    return model.with_changes(**changes)
+
+
+def _k_eq_v(cost: Any) -> Any:
+    """A layer cost whose key projection also serves as the value (``attention_k_eq_v``):
+    the ``kv_proj`` GEMM makes K only (half its FLOPs, weights and output); the cache
+    still receives K and V."""
+    from dataclasses import replace
+
+    ops, saved = [], 0
+    for op in cost.ops:
+        if op.name == "kv_proj":
+            written = op.bytes_written - op.cache_bytes_written
+            saved = op.weight_bytes - op.weight_bytes // 2
+            g, m, n, k = op.shape
+            op = replace(
+                op,
+                flops=op.flops // 2,
+                bytes_read=op.bytes_read - saved,
+                bytes_written=op.bytes_written - written // 2,
+                weight_bytes=op.weight_bytes - saved,
+                shape=(g, m, n // 2, k),
+            )
+        ops.append(op)
+    stage = dict(cost.stage_flops)
+    stage["kv_proj"] = sum(cost.layers * o.flops for o in ops if o.stage == "kv_proj")
+    return replace(
+        cost, ops=tuple(ops), stage_flops=stage, fused_layer_bytes=cost.fused_layer_bytes - saved
+    )
+
+
+def _gemma4_layer(m: ModelConfig, i: int, p: str) -> list[Tensor]:
+    """One Gemma 4 decoder layer (Hugging Face names); experts stacked ``[E, out, in]``."""
+    d, n_h = m.hidden_size, m.num_attention_heads
+    kind = layer_pattern(m).layers[i]
+    full = kind.attention == "full"
+    k_eq_v = full and m.attention_k_eq_v
+    d_h = (m.global_head_dim or m.head_dim) if full else m.head_dim
+    n_kv = m.num_global_key_value_heads if k_eq_v and m.num_global_key_value_heads else None
+    n_kv = n_kv or m.num_key_value_heads
+    a = f"{p}.self_attn"
+    out = [
+        Tensor(f"{a}.q_proj.weight", (n_h * d_h, d), "linear"),
+        Tensor(f"{a}.k_proj.weight", (n_kv * d_h, d), "linear"),
+    ]
+    if not k_eq_v:
+        out.append(Tensor(f"{a}.v_proj.weight", (n_kv * d_h, d), "linear"))
+    out.append(Tensor(f"{a}.o_proj.weight", (d, n_h * d_h), "linear"))
+    if m.attention_bias:
+        out += [Tensor(f"{a}.q_proj.bias", (n_h * d_h,)), Tensor(f"{a}.k_proj.bias", (n_kv * d_h,))]
+        if not k_eq_v:
+            out.append(Tensor(f"{a}.v_proj.bias", (n_kv * d_h,)))
+        out.append(Tensor(f"{a}.o_proj.bias", (d,)))
+    out += [Tensor(f"{a}.q_norm.weight", (d_h,)), Tensor(f"{a}.k_norm.weight", (d_h,))]
+    moe = m.is_moe_layer(i)
+    width = m.n_shared_experts * m.moe_intermediate_size if moe else m.intermediate_size
+    out += _mlp(f"{p}.mlp", d, width)
+    norms = [
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    ]
+    if moe:
+        e, w = m.n_routed_experts, m.moe_intermediate_size
+        out += [
+            Tensor(f"{p}.router.proj.weight", (e, d)),
+            Tensor(f"{p}.router.scale", (d,)),
+            Tensor(f"{p}.router.per_expert_scale", (e,)),
+            Tensor(f"{p}.experts.gate_up_proj", (e, 2 * w, d), "experts"),
+            Tensor(f"{p}.experts.down_proj", (e, d, w), "experts"),
+        ]
+        norms += [
+            "post_feedforward_layernorm_1",
+            "post_feedforward_layernorm_2",
+            "pre_feedforward_layernorm_2",
+        ]
+    out += [Tensor(f"{p}.{n}.weight", (d,)) for n in norms]
+    out.append(Tensor(f"{p}.layer_scalar", (1,)))
+    return out
 
 
 def _mla_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
@@ -247,6 +364,27 @@ def _linear_tensors(m: ModelConfig, p: str) -> list[Tensor]:
     ]
 
 
+def _kda_tensors(m: ModelConfig, p: str) -> list[Tensor]:
+    """A Kimi Delta Attention layer (Kimi Linear names): ``H`` heads of ``D``."""
+    d, a = m.hidden_size, f"{p}.self_attn"
+    h, w = m.linear_num_value_heads, m.linear_value_head_dim
+    return [
+        Tensor(f"{a}.q_proj.weight", (h * w, d), "linear"),
+        Tensor(f"{a}.k_proj.weight", (h * w, d), "linear"),
+        Tensor(f"{a}.v_proj.weight", (h * w, d), "linear"),
+        Tensor(f"{a}.conv1d.weight", (3 * h * w, 1, m.linear_conv_kernel_dim)),
+        Tensor(f"{a}.forget_gate.f_a_proj.weight", (w, d), "linear"),
+        Tensor(f"{a}.forget_gate.f_b_proj.weight", (h * w, w), "linear"),
+        Tensor(f"{a}.forget_gate.dt_bias", (h * w,)),
+        Tensor(f"{a}.forget_gate.A_log", (1, 1, h, 1)),
+        Tensor(f"{a}.b_proj.weight", (h, d), "linear"),
+        Tensor(f"{a}.g_a_proj.weight", (w, d), "linear"),
+        Tensor(f"{a}.g_b_proj.weight", (h * w, w), "linear"),
+        Tensor(f"{a}.o_norm.weight", (w,)),
+        Tensor(f"{a}.o_proj.weight", (d, h * w), "linear"),
+    ]
+
+
 def linear_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = 4) -> int:
     """Bytes one linear-attention layer keeps per sequence: the convolution window of
     ``linear_conv_kernel_dim`` columns over q, k and v (``kv_bytes`` each, as the Hugging
@@ -262,8 +400,13 @@ def linear_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = 4) 
 
 def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> list[Tensor]:
     p, d = f"{prefix}.{i}", m.hidden_size
-    linear = arch.off_pattern == "linear" and (i + 1) % (m.full_attention_interval or 1) != 0
-    out = _linear_tensors(m, p) if linear else _attention_tensors(m, arch, p)
+    if arch.global_attention:
+        return _gemma4_layer(m, i, p)
+    linear = arch.off_pattern == "linear" and layer_pattern(m).layers[i].attention == "linear"
+    if linear:
+        out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
+    else:
+        out = _attention_tensors(m, arch, p)
     if m.is_moe_layer(i):
         out += _moe(m, arch, p)
     else:
@@ -308,13 +451,13 @@ def _part(name: str) -> str:
         return "lm_head"
     if ".self_attn." in name or ".linear_attn." in name:
         return "attention"
-    if "norm" in name:
+    if "norm" in name or name.endswith(".layer_scalar"):
         return "norms"
-    if ".mlp.experts." in name:
+    if ".experts." in name:
         return "moe_routed_experts"
     if ".mlp.shared_experts." in name:
         return "moe_shared_experts"
-    if ".mlp.gate." in name:
+    if ".mlp.gate." in name or ".router." in name:
         return "moe_router"
     return "dense_ffn"
 
@@ -345,9 +488,12 @@ def param_counts(model: ModelConfig) -> ParamCounts:
             inactive += t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
     total = sum(parts.values())
     lookups = parts["embedding"] if parts["lm_head"] else 0
-    attn = {
+    arch = arch_of(m) or Arch()
+    first = _layer(m, arch, 0, "x") if arch.global_attention else _attention_tensors(m, arch, "x")
+    attn = {  # Gemma 4: its first (sliding) layer's
         t.name.rsplit(".self_attn.", 1)[1].removesuffix(".weight"): t.numel
-        for t in _attention_tensors(m, arch_of(m) or Arch(), "x")
+        for t in first
+        if ".self_attn." in t.name
     }
     mtp = mtp_active = 0
     if m.num_nextn_predict_layers:
@@ -389,12 +535,22 @@ def kv_by_kind(
     convention (a sliding or chunked layer keeps ``min(S, W)``); MTP layers beyond the
     main model are like the main model's full layers. A DSA layer's row adds the
     indexer key in the cache layout (``index_head_dim`` values; an 8-bit layout adds a
-    float32 scale per 128 values, as DeepSeek's indexer cache keeps it)."""
+    float32 scale per 128 values, as DeepSeek's indexer cache keeps it). A Gemma 4 full
+    layer's row is its own: K and V of ``num_global_key_value_heads`` heads of
+    ``global_head_dim`` (two tensors even with ``attention_k_eq_v``)."""
     out: dict[str, list[int]] = {}
+    full_row = row_bytes
+    if model.global_head_dim is not None or model.attention_k_eq_v:
+        from .dtypes import resolve_kv_layout
+
+        sub = kind_model(model, LayerKind("full"))
+        elements = 2 * sub.num_key_value_heads * sub.head_dim
+        full_row = resolve_kv_layout("bf16" if layout is None else layout).row_bytes(elements)
     pattern = layer_pattern(model)
     kinds = [(k.label, k.tokens_kept(seq_len)) for k in pattern.layers]
     full = next((k.label for k in pattern.layers if k.window is None), "full")
     kinds += [(full, seq_len)] * (layers - len(kinds))
+    own_row = {k.label: full_row for k in pattern.layers if k.attention == "full"}
     for label, tokens in kinds:
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1
@@ -407,7 +563,12 @@ def kv_by_kind(
     return tuple(
         (label, n, t, n * batch * state)
         if label == "linear"
-        else (label, n, t, n * batch * t * (dsa_row if label == "dsa" else row_bytes))
+        else (
+            label,
+            n,
+            t,
+            n * batch * t * (dsa_row if label == "dsa" else own_row.get(label, row_bytes)),
+        )
         for label, (n, t) in out.items()
     )
 
@@ -498,34 +659,39 @@ def pattern_cost(
     from dataclasses import replace
 
     from .engine import STAGES, attention_cost
-    from .errors import InvalidArgumentError
-
-    if (arch_of(model) or Arch()).off_pattern == "linear":
-        pattern = layer_pattern(model).describe()
-        raise InvalidArgumentError(
-            "model",
-            f"{model.label}: FLOPs of linear-attention layers are not modelled ({pattern}); "
-            "its parameters and cache are; the nearest modelled kind is full attention",
-        )
 
     groups: dict[str, tuple[LayerKind, int]] = {}
     for k in layer_pattern(model).layers:
         kind, n = groups.get(k.label, (k, 0))
         groups[k.label] = (kind, n + 1)
-    order = sorted(groups.items(), key=lambda item: item[1][0].window is not None)
+    order = sorted(
+        groups.items(),
+        key=lambda item: (item[1][0].window is not None, item[1][0].attention == "linear"),
+    )
     costs, labels = [], []
     for label, (kind, n) in order:
-        sub = model.with_changes(
-            num_hidden_layers=n,
-            full_attention_interval=None,
-            sliding_window=kind.window if kind.attention == "sliding" else None,
-            attention_chunk_size=kind.window if kind.attention == "chunked" else None,
-        )
-        costs.append(
-            attention_cost(
-                sub, phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype
+        if kind.attention == "linear":  # a fixed state per sequence (mlacalc.linear)
+            from .linear import linear_group_cost
+
+            costs.append(
+                linear_group_cost(
+                    model, n, phase, seq_len, batch, q_len, causal, kv_dtype, weight_dtype, act_dtype
+                )
             )
+            labels.append(label)
+            continue
+        sub = kind_model(model, kind).with_changes(num_hidden_layers=n)
+        k_eq_v = sub.attention_k_eq_v
+        if k_eq_v:
+            sub = sub.with_changes(attention_k_eq_v=False)
+        cost = attention_cost(
+            sub, phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype
         )
+        if (arch_of(model) or Arch()).gated_query:
+            from .linear import gated_query_cost
+
+            cost = gated_query_cost(cost, sub, weight_dtype, act_dtype)
+        costs.append(_k_eq_v(cost) if k_eq_v else cost)
         labels.append(label)
     stage = {s: sum(c.stage_flops.get(s, 0) for c in costs) for s in STAGES}
     return replace(

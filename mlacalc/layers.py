@@ -214,12 +214,14 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     if types is None:
         if mt in ("gemma2", "gpt_oss"):
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
-        elif mt in ("gemma3", "gemma3_text", "cohere2", "gemma4", "gemma4_text"):
-            default = 4 if mt == "cohere2" else (5 if mt.startswith("gemma4") else 6)
+        elif mt in ("gemma3", "gemma3_text", "cohere2"):
+            default = 4 if mt == "cohere2" else 6
             period = _int(raw, "sliding_window_pattern", origin, default) or default
             types = [
                 "sliding_attention" if (i + 1) % period else "full_attention" for i in range(n)
             ]
+        elif mt in ("gemma4", "gemma4_text"):  # Gemma4TextConfig: period 6, last layer full
+            types = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
         elif mt in ("llama4", "llama4_text"):
             no_rope = raw.get("no_rope_layers") or [
                 int((i + 1) % (_int(raw, "no_rope_layer_interval", origin, 4) or 4) != 0)
@@ -259,6 +261,8 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
             types = ["sliding_attention"] * n
         else:
             types = ["full_attention"] * n
+    if mt in ("gemma4", "gemma4_text") and isinstance(types, list) and types:
+        types = [*types[:-1], "full_attention"]  # Gemma4TextConfig forces the last layer full
     if not isinstance(types, list) or len(types) != n:
         _fail(
             origin,
@@ -467,10 +471,11 @@ def cache_spec(data: Mapping[str, Any], origin: str = "config.json") -> CacheSpe
                 "layers that reuse another layer's cache are not modelled",
                 "set it to 0; the nearest modelled layout keeps a cache in every layer",
             )
-        # global layers: their own KV heads and width; with attention_k_eq_v the reference
-        # still holds keys and values as two tensors
-        g_kv = _int(raw, "num_global_key_value_heads", origin) or n_kv
-        g_head = _int(raw, "global_head_dim", origin) or head
+        # full layers: their own head width (default 512) and, with attention_k_eq_v, their
+        # own KV heads; the reference still holds keys and values as two tensors
+        k_eq_v = raw.get("attention_k_eq_v") is True
+        g_kv = (_int(raw, "num_global_key_value_heads", origin) if k_eq_v else None) or n_kv
+        g_head = _int(raw, "global_head_dim", origin, 512)
         rows["full"] = 2 * g_kv * g_head
     if _is_mla(raw):
         latent = _int(raw, "kv_lora_rank", origin) + _int(raw, "qk_rope_head_dim", origin)

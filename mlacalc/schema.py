@@ -49,6 +49,7 @@ STR = "string"
 OPTSTR = "string (may be empty)"
 STRS = "string or list of strings"
 NAMES = "list of strings"
+INTS = "list of positive integers"
 QUANT = "mapping or null"
 
 # documented upper bounds: far above every real model, low enough that no count overflows
@@ -132,6 +133,19 @@ class Spec:
                     f"holds more than {MAX_ITEMS} entries or an entry over {MAX_TEXT:,} characters",
                     None,
                 )
+            return None
+        if kind == INTS:
+            if not isinstance(value, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 < i <= (self.hi or 0)
+                for i in value
+            ):
+                return (
+                    name,
+                    f"must be a {kind} up to {self.hi:,}, got {_show(value)}",
+                    "list 1-based layer numbers such as [4, 8, 12]",
+                )
+            if list(value) != sorted(set(value)):
+                return (name, "must list each layer once, in increasing order", None)
             return None
         if kind == QUANT:
             return _quantization_problem(name, value)
@@ -365,6 +379,13 @@ class ModelConfig:
         hi=MAX_LAYERS,
         default=None,
     )
+    full_attention_layers: tuple[int, ...] = _spec(
+        INTS,
+        "1-based layers with full attention, the others linear (Kimi Linear); empty: "
+        "full_attention_interval decides",
+        hi=MAX_LAYERS,
+        default=(),
+    )
     attention_chunk_size: int | None = _spec(
         OPTPOS,
         "C: chunked layers attend within chunks of C tokens (Llama 4); null for none",
@@ -533,6 +554,8 @@ class ModelConfig:
         unknown = [k for k in changes if k not in SPECS]
         if unknown:
             raise_problems(self.origin, [_unknown_field(k) for k in unknown])
+        if isinstance(changes.get("full_attention_layers"), list):
+            changes["full_attention_layers"] = tuple(changes["full_attention_layers"])
         for key in ("source", "aliases"):
             if isinstance(changes.get(key), (str, list)):
                 value = changes[key]
@@ -690,6 +713,26 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                     "each KV head must serve the same number of query heads",
                 )
             )
+    if ok("model_type") and v["model_type"] != "gemma4_text":
+        for name in _GLOBAL_ATTENTION:  # only Gemma 4's full layers differ this way
+            if v.get(name):
+                out.append(
+                    (
+                        name,
+                        f"is a Gemma 4 field (full layers' own attention); {v['model_type']} "
+                        "does not model it",
+                        "remove it, or use model_type gemma4_text",
+                    )
+                )
+    g_kv = v.get("num_global_key_value_heads")
+    if ok("num_attention_heads", "num_global_key_value_heads") and g_kv and n_h % g_kv:
+        out.append(
+            (
+                "num_global_key_value_heads",
+                f"num_attention_heads {n_h} is not divisible by {g_kv}",
+                "each KV head must serve the same number of query heads",
+            )
+        )
     is_mla = v.get("kv_lora_rank") is not None
     if is_mla:
         for name in _MLA[2:]:
@@ -847,6 +890,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
 
 #: the DSA lightning indexer's fields: all three or none
 _INDEXER = ("index_n_heads", "index_head_dim", "index_topk")
+_GLOBAL_ATTENTION = ("global_head_dim", "num_global_key_value_heads", "attention_k_eq_v")
 
 
 def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
@@ -994,6 +1038,7 @@ def build(
     values["weights_dtype"] = canonical_dtype(values.get("weights_dtype", "bf16"))
     if values.get("quantization_config") is not None:
         values["quantization_config"] = _freeze(values["quantization_config"])
+    values["full_attention_layers"] = tuple(values.get("full_attention_layers", ()))
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
 
 
@@ -1100,6 +1145,8 @@ def markdown_fields() -> str:
             bound = f"{spec.hi or MAX_TEXT:,} characters"
         elif spec.kind in (STRS, NAMES):
             bound = f"{MAX_ITEMS} entries"
+        elif spec.kind == INTS:
+            bound = f"{spec.hi:,} each"
         else:
             bound = f"{spec.hi:,}" if spec.hi is not None else ""
         default = defaults[name]

@@ -107,6 +107,14 @@ KERNEL_STAGES: dict[str, str] = {
     "shared_experts_act": "ffn",
     "shared_experts_down": "ffn",
     "lm_head": "head",
+    # linear-attention layers (mlacalc.linear) and Qwen3-Next's query gate
+    "q_gate_proj": "q_proj",
+    "linear_in_proj": "kv_proj",
+    "linear_gate_proj": "kv_proj",
+    "linear_conv": "core",
+    "linear_core": "core",
+    "linear_norm": "norm",
+    "linear_o_proj": "o_proj",
 }
 
 #: Attention ops whose work a serving kernel does inside a neighbour (their bytes are counted
@@ -335,6 +343,10 @@ def attention_kernels(
     layers (default: the model's ``sliding_window``; a DSA layer's core attends
     ``index_topk`` keys). ``kv_dtype``: the cache layout (a DSA layer's indexer keys).
     """
+    if cost.variant == "linear":  # a linear-attention layer (mlacalc.linear)
+        from .linear import linear_kernels
+
+        return linear_kernels(cost, model, act_dtype, weight_dtype, calls)
     if window == -1:
         window = model.sliding_window if model.index_topk is None else model.index_topk
     ops = {o.name: o for o in cost.ops}
@@ -514,9 +526,10 @@ def _attention_layers(
 ) -> list[Kernel]:
     """The attention kernels of every layer: one set per kind of layer (``calls`` = its
     layers) when the layers differ (sliding or chunked layers between full ones)."""
-    if m.full_attention_interval is None:
+    uniform = m.full_attention_interval is None and m.global_head_dim is None
+    if uniform and not m.full_attention_layers:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
-    from .families import layer_pattern
+    from .families import kind_model, layer_pattern
 
     cost = attention_cost(m, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     kinds = {k.label: k for k in layer_pattern(m).layers}
@@ -524,7 +537,7 @@ def _attention_layers(
     for label, group in zip(cost.group_labels, cost.groups):
         kind = kinds[label]
         window = kind.window if kind.attention == "sliding" else None
-        out += attention_kernels(group, m, a, w, group.layers, window, kv_dtype)
+        out += attention_kernels(group, kind_model(m, kind), a, w, group.layers, window, kv_dtype)
     return out
 
 

@@ -265,6 +265,9 @@ def test_defaults_follow_the_hugging_face_class(model_type):
             and (field in unit.required or field not in unit.defaults_for(model_type))
         ):
             data[spelled.get(field, field)] = value
+    if model_type == "gemma4_text":
+        data["hidden_size_per_layer_input"] = 0  # per-layer embeddings are refused by name
+        ref.allow_global_per_layer_attribute_access = True  # the sliding layers' head_dim
     if unit.moe and "num_experts_per_tok" not in data and data.get("n_routed_experts"):
         data["num_experts_per_tok"] = 2  # DeepseekV2Config leaves it null; mlacalc needs it
     model = mlacalc.import_hf_config(data)

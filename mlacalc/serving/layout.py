@@ -331,9 +331,31 @@ def kv_bytes_per_token_per_gpu(
     tensor-parallel rank, ``ceil(n_kv / tp)`` K/V heads of GQA/MQA/MHA per rank."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
     layers = len(_stage_layers(m, lay.pp)[0]) + (m.num_nextn_predict_layers if include_mtp else 0)
+    if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
+        kinds = layer_pattern_of(m)
+        first = _stage_layers(m, lay.pp)[0]
+        return sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in first)
     if m.is_mla:
         return row * layers
     return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads
+
+
+def layer_pattern_of(m: ModelConfig) -> tuple:
+    """The model's layer kinds, in order."""
+    from ..families import layer_pattern
+
+    return layer_pattern(m).layers
+
+
+def _gemma4_row_per_gpu(m: ModelConfig, layout: KVLayout, lay: Layout, kind) -> int:
+    """One token's cache row of a Gemma 4 layer on one rank: ``ceil(n_kv / tp)`` of its K/V
+    heads, a full layer's heads and width its own (``global_head_dim``,
+    ``num_global_key_value_heads``)."""
+    from ..families import kind_model
+
+    sub = kind_model(m, kind)
+    heads = sub.num_key_value_heads
+    return layout.row_bytes(2 * math.ceil(heads / lay.tp) * sub.head_dim)
 
 
 def kv_bytes_per_sequence_per_gpu(
@@ -371,6 +393,14 @@ def kv_bytes_per_sequence_per_gpu(
         return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
 
     stages = _stage_layers(m, lay.pp)
+    if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
+        return max(
+            sum(
+                paged(kinds[i].tokens_kept(context)) * _gemma4_row_per_gpu(m, layout, lay, kinds[i])
+                for i in stage
+            )
+            for stage in stages
+        )
     per_stage = [sum(layer_bytes(kinds[i]) for i in stage) for stage in stages]
     if include_mtp and m.num_nextn_predict_layers:
         per_stage[0] += m.num_nextn_predict_layers * paged(context) * dsa_row
