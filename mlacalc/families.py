@@ -673,11 +673,8 @@ def pattern_cost(
         if kind.attention == "linear":  # a fixed state per sequence (mlacalc.linear)
             from .linear import linear_group_cost
 
-            costs.append(
-                linear_group_cost(
-                    model, n, phase, seq_len, batch, q_len, causal, kv_dtype, weight_dtype, act_dtype
-                )
-            )
+            args = (phase, seq_len, batch, q_len, causal, kv_dtype, weight_dtype, act_dtype)
+            costs.append(linear_group_cost(model, n, *args))
             labels.append(label)
             continue
         sub = kind_model(model, kind).with_changes(num_hidden_layers=n)

@@ -107,7 +107,11 @@ def sweep(
         raise InvalidArgumentError(
             unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
         )
-    if m.full_attention_interval is not None or m.attention_chunk_size is not None:
+    if (
+        m.full_attention_interval is not None
+        or m.attention_chunk_size is not None
+        or m.full_attention_layers
+    ):
         raise InvalidArgumentError(
             "model",
             f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
