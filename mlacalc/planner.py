@@ -20,11 +20,18 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
   - ``ttft_s``: the wait for the running step (half a step on average), then the step that
     runs the causal prefill of the prompt (batched with the prompts arriving with it) beside
     the running decode batch, and queueing: with more concurrent requests than fit,
-    the extra wait their turn (Little's law); with an arrival rate, an M/D/1 wait for the
-    prefill server. ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
+    the extra wait their turn (Little's law). With an arrival rate (random arrivals), each
+    step carries the prompts that arrived during the one before
+    (:mod:`mlacalc.serving.arrivals`): a request waits for the step in progress (arrivals
+    fall in long steps more often), then for its own step, as long as the prompts batched
+    with it make it; a group that idles between requests (fewer than one on it on average)
+    starts a prompt at once as often as it is idle. ``output_lag_steps=n``: each token
+    reaches the client ``n`` steps after the step that computes it (an engine that launches
+    the next step before reading this one's tokens back: TTFT grows by ``n`` steps, ITL does
+    not change). ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
     the prompt then takes ``ceil(isl / N)`` steps. Disaggregated serving runs the prompt on a
-    separate prefill pool and adds the KV transfer over the network, and its decode step has
-    no prefill in it;
+    separate prefill pool (an M/D/1 wait for it under an arrival rate) and adds the KV
+    transfer over the network, and its decode step has no prefill in it;
   - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user.
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
@@ -279,6 +286,7 @@ def plan(
     mtp_acceptance: float | None = None,
     routing_imbalance: float = 1.0,
     redundant_experts: int = 0,
+    output_lag_steps: int = 0,
     profile: Any = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
@@ -336,6 +344,7 @@ def plan(
     ):
         raise InvalidArgumentError("isl", "serving figures need the request mix: give isl and osl")
     mtp_tokens = _check_int("mtp_tokens", mtp_tokens, allow_none=False, minimum=0)
+    output_lag_steps = _check_int("output_lag_steps", output_lag_steps, False, minimum=0)
     if mtp_tokens and mtp_acceptance is None:
         raise InvalidArgumentError(
             "mtp_acceptance", "give the draft tokens' acceptance rate with mtp_tokens"
@@ -444,6 +453,7 @@ def plan(
 
     import numpy as np  # the step model needs numpy; capacity figures alone do not
 
+    from .serving.arrivals import step_chain
     from .serving.comm import kv_transfer_seconds
     from .serving.step import StepModel
 
@@ -483,7 +493,10 @@ def plan(
         """Prompts one prefill pass batches when ``n`` arrive together."""
         return int(min(max(math.ceil(n - 1e-9), 1), k_max))
 
-    def figures(B: float) -> dict[str, float]:
+    def figures(B: float, rate: float | None = None) -> dict[str, float]:
+        """The step, TTFT and cycle at a running batch of ``B`` per group; ``rate``: the
+        arrival rate per group (random arrivals batched into steps), None: a closed loop."""
+        in_system = B  # mean requests on the group (below 1: it idles between them)
         B = max(B, 1.0)
         mb = min(lay.pp, B)  # micro-batches in flight; fewer than pp leave pipeline bubbles
         dec = sm.step(overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg)
@@ -520,6 +533,20 @@ def plan(
             cycle = lay.pp * float(mix.stage_seconds[0])
             ttft = math.ceil(isl / chunked_prefill) * cycle
             out["prefill_overloaded"] = chunked_prefill < P
+        elif rate is not None:
+            # in-flight batching under random arrivals: each step carries the prompts that
+            # arrived during the one before (serving.arrivals); t[n]: a step with n prompts
+            ns = np.arange(k_max + 1, dtype=np.float64)
+            mix = sm.step(
+                overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg, pf_N=ns / mb, pf_q=isl
+            )
+            t = lay.pp * mix.stage_seconds + (t_step - lay.pp * float(dec.stage_seconds[0]))
+            chain = step_chain(t, rate)
+            # the group is busy while a request is on it: with requests on it as random as
+            # their arrivals, a share 1 - exp(-L) of the time; an idle group starts at once
+            busy = 1.0 - math.exp(-in_system)
+            cycle = chain.mean_step_s
+            ttft = busy * chain.ttft_s + (1.0 - busy) * float(t_pf[1])
         else:
             # in-flight batching: k prompts join a step of the running decode batch; a share
             # n / k of the steps carries them (n prompts arrive per step in steady state)
@@ -535,6 +562,8 @@ def plan(
                 cycle += (n - k) * t_pf[k_max] / k_max
             # the prompt waits for the running step (half of one on average), then its step
             ttft = t_step / 2 + t_mix
+        if mode == "aggregated":
+            ttft += output_lag_steps * cycle  # the token is read back steps later
         out["t_pf"] = t_pf[prompts(B * tau / osl)]
         out.update(cycle=cycle, ttft=ttft, tpot=cycle / tau, rate=lay.dp * B * tau / cycle)
         return out
@@ -559,15 +588,17 @@ def plan(
     else:
         # open loop: the running batch is the arrival rate times the time a request stays
         conc = 1.0
+        in_flight = mode == "aggregated" and not chunked_prefill
+        group_rate = request_rate / lay.dp if in_flight else None
         for _ in range(40):
-            f = figures(min(conc, max_batch) / lay.dp)
+            f = figures(min(conc, max_batch) / lay.dp, group_rate)
             latency = f["ttft"] + osl * f["tpot"]
             new = request_rate * latency
             if abs(new - conc) < 1e-3 * max(conc, 1.0):
                 break
             conc = 0.5 * conc + 0.5 * new
         running = min(conc, float(max_batch))
-        f = figures(running / lay.dp)
+        f = figures(running / lay.dp, group_rate)
         capacity = (f["rate"] / osl) if mode == "aggregated" else min(f["rate"] / osl, pf_capacity)
         if conc > max_batch or request_rate >= capacity:
             sustainable = False
@@ -576,8 +607,9 @@ def plan(
                 f"({capacity:.3g}/s): the queue grows without bound"
             )
             queue = math.inf
-        else:
-            # M/D/1 wait for the prefill server of each attention group
+        elif group_rate is None:
+            # M/D/1 wait for the prefill server of each attention group (prefill pool or
+            # chunks); in-flight batching's waits are in its step chain
             k = prompts(request_rate / p_lay.dp * t_pf[1])
             service = t_pf[k] / k  # per prompt, batched as they arrive
             rho = min(request_rate * service / p_lay.dp, 0.999)

@@ -111,15 +111,19 @@ def test_sglang_ep72_decode_node():
 
 def test_trtllm_online_table():
     """Llama-3.1 70B TP4 and 8B TP1 on H100/H200 at fixed request rates: median |error| <= 25%
-    for ITL and output tokens/s, throughput within 25% on every row. TTFT is held at 35%: the
-    measured TTFT barely depends on the prompt (19 ms for 202- and for 467-token prompts on 8B)
-    and is 2.4-2.7 ITLs, which points at serving-stack time per request (Triton streaming) that
-    the planner does not model; the planner is about 28% short (README, Serving section)."""
+    for TTFT, ITL and output tokens/s; TTFT and throughput within 25% on every row. Arrivals
+    are random (steps batch the prompts that arrived during the one before) and each token
+    reaches the client one step after the step that computes it (``output_lag_steps=1``, one
+    rule for every row: the measured TTFT exceeds the predicted prefill by about one decode
+    step at every load, model and GPU)."""
     rows = compare()
     assert len(rows) == 35
-    for key, bound in (("ttft_ms", 0.35), ("itl_ms", 0.25), ("output_tokens_per_s", 0.25)):
-        assert statistics.median(abs(r[f"error_{key}"]) for r in rows) <= bound, key
+    for key in ("ttft_ms", "itl_ms", "output_tokens_per_s"):
+        assert statistics.median(abs(r[f"error_{key}"]) for r in rows) <= 0.25, key
     assert all(abs(r["error_output_tokens_per_s"]) <= 0.25 for r in rows)
+    assert all(abs(r["error_ttft_ms"]) <= 0.25 for r in rows)
+    # without the lag, TTFT is about a third short: the lag is what closes it
+    assert statistics.median(r["error_ttft_ms"] for r in compare(lag_steps=0)) < -0.25
 
 
 # ------------------------------------------------------------------ physical consistency
