@@ -335,6 +335,10 @@ def kv_bytes_per_token_per_gpu(
         kinds = layer_pattern_of(m)
         first = _stage_layers(m, lay.pp)[0]
         return sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in first)
+    if m.linear_num_value_heads is not None:  # a linear layer's state does not grow
+        kinds = layer_pattern_of(m)
+        first = _stage_layers(m, lay.pp)[0]
+        layers -= sum(kinds[i].attention == "linear" for i in first)
     if m.is_mla:
         return row * layers
     return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads
