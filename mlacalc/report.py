@@ -45,6 +45,9 @@ _MODEL_FIELDS = (
     "first_k_dense_replace",
     "num_nextn_predict_layers",
     "sliding_window",
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "attention_k_eq_v",
     "tie_word_embeddings",
     "weights_dtype",
 )
@@ -59,7 +62,8 @@ def model_summary(m: ModelConfig) -> dict[str, Any]:
     }
     for key in _MODEL_FIELDS:
         value = getattr(m, key)
-        if value is not None and not (key in ("n_routed_experts",) and value == 0):
+        absent = key in ("n_routed_experts", "attention_k_eq_v") and not value
+        if value is not None and not absent:
             out[key] = value
     out["source"] = list(m.source)
     out["derived"] = list(m.derived)

@@ -115,6 +115,12 @@ def _report_header(doc: dict) -> str:
         dims += [f"n_kv={m['num_key_value_heads']}", f"d_h={m['head_dim']}"]
     if m.get("sliding_window"):
         dims.append(f"window={m['sliding_window']}")
+    if m.get("global_head_dim"):  # Gemma 4: the full layers' own heads
+        full_kv = (m.get("attention_k_eq_v") and m.get("num_global_key_value_heads")) or m[
+            "num_key_value_heads"
+        ]
+        k_eq_v = ", K=V" if m.get("attention_k_eq_v") else ""
+        dims.append(f"full layers: n_kv={full_kv}, d_h={m['global_head_dim']}{k_eq_v}")
     lines = [
         f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
         f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
