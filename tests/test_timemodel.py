@@ -408,3 +408,35 @@ def test_block_scaled_fp8_gemm_does_not_split_k():
     fig = device_figures(load_hardware("H100-SXM"))
     per_flop = {d: compute(d, 65536) * fig.peak(d) for d in ("bf16", "fp8_block")}
     assert 6.0 < per_flop["fp8_block"] / per_flop["bf16"] < 12.0
+
+
+def _collective(kind: str, msg: list[float], n: float, **fields: float) -> KernelBatch:
+    size = len(msg)
+    shape = {"message_bytes": np.array(msg), "n_gpus": np.full(size, n)}
+    shape.update({k: np.full(size, float(v)) for k, v in fields.items()})
+    return KernelBatch(kind, "fp16", np.zeros(size), np.array(msg), np.ones(size), shape)
+
+
+def test_collective_steps_take_the_faster_protocol():
+    """A step moves its data either as flagged stores (half the link bandwidth, no
+    synchronisation) or in bulk (the full bandwidth behind ``proto_s`` per step): small
+    messages pay no synchronisation, large ones run at the full link rate."""
+    prm = {**default_params("all_gather"), "fixed_s": 0.0, "proto_s": 1e-5, "link_eff": 1.0}
+    fig = device_figures(load_hardware("H100-SXM"))
+    small, large = kernel_terms(_collective("all_gather", [1e3, 1e9], 8), fig, prm)["seconds"]
+    lat = prm["latency_steps"] * fig.link_latency_s
+    volume = 7 / 8 * np.array([1e3, 1e9])
+    assert small == pytest.approx(7 * lat + 2 * volume[0] / fig.link_bytes_per_s)
+    assert large == pytest.approx(7 * (lat + 1e-5) + volume[1] / fig.link_bytes_per_s)
+
+
+def test_nccl_all_reduce_has_no_one_shot():
+    """NCCL rows (``one_shot = 0``) all-reduce in a ring of 2(n-1) steps, so the small-message
+    time grows with the GPU count; a custom all-reduce may read every peer in one step."""
+    times = {
+        (n, o): predict_batch(_collective("all_reduce", [256.0], n, one_shot=o), "H100-SXM")[0]
+        for n in (2, 8)
+        for o in (0, 1)
+    }
+    assert times[(8, 0)] > times[(2, 0)] * 1.5
+    assert times[(8, 1)] < times[(8, 0)]

@@ -695,7 +695,17 @@ def _nccl_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     for name, kind in _NCCL_KIND.items():
         for d, kd in (("half", "fp16"), ("int8", "int8")):
             s = (op == name) & (dt == d)
-            b.add(f"nccl_{name}", kind, kd, rows[s], 0.0, msg[s], message_bytes=msg[s], n_gpus=n[s])
+            b.add(
+                f"nccl_{name}",
+                kind,
+                kd,
+                rows[s],
+                0.0,
+                msg[s],
+                message_bytes=msg[s],
+                n_gpus=n[s],
+                one_shot=0,
+            )
     reason[~np.isin(op, list(_NCCL_KIND)) | ~np.isin(dt, ["half", "int8"])] = "unknown_dtype"
 
 

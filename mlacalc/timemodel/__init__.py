@@ -173,9 +173,15 @@ def _ideal(batch: KernelBatch, hw: HardwareSpec) -> np.ndarray:
     return roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
 
 
-#: The ideal collective: the whole link, no latency, no fixed cost, and no limit from the SMs
-#: a kernel runs on (DeepEP normal mode uses a set number of them).
-PARAMS_IDEAL = {"link_eff": 1.0, "latency_steps": 0.0, "fixed_s": 0.0, "sm_bandwidth": 1e9}
+#: The ideal collective: the whole link, no latency, no synchronisation, no fixed cost, and no
+#: limit from the SMs a kernel runs on (DeepEP normal mode uses a set number of them).
+PARAMS_IDEAL = {
+    "link_eff": 1.0,
+    "latency_steps": 0.0,
+    "proto_s": 0.0,
+    "fixed_s": 0.0,
+    "sm_bandwidth": 1e9,
+}
 
 
 def predict_kernels(

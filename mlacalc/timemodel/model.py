@@ -62,7 +62,7 @@ ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_
 #: of its protocol) is SM work too and scales the same way; its per-step link latency does not.
 REFERENCE_CLOCK_HZ = 1.83e9
 CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s")
-COMM_CLOCKED = ("fixed_s",)
+COMM_CLOCKED = ("fixed_s", "proto_s")
 
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
 #: engine's profiler, ``plugin = 1``): the host launch a graph replay removes and the fitted
@@ -89,6 +89,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
     "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step"),
+    "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -110,6 +111,7 @@ DEFAULTS: dict[str, float] = {
     "quant_bytes": 1.0,
     "link_eff": 0.7,
     "latency_steps": 1.0,
+    "proto_s": 0.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -165,7 +167,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "moe": ("eff_compute", "eff_memory", "fixed_s", "overlap", "sm_bandwidth", "act_passes"),
     "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
-    **{k: ("fixed_s", "link_eff", "latency_steps") for k in COMM_KINDS},
+    **{k: ("fixed_s", "link_eff", "latency_steps", "proto_s") for k in COMM_KINDS},
     "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
     "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
 }
@@ -439,10 +441,21 @@ def _collective(
     link = prm["link_eff"] * fig.link_bytes_per_s
     lat = prm["latency_steps"] * fig.link_latency_s
     kind = batch.kind
+    proto = prm["proto_s"]
+
+    def stepped(steps: np.ndarray, volume: np.ndarray) -> np.ndarray:
+        # the faster of the two ways a library moves a step's data: flagged 8-byte stores that
+        # carry 4 bytes each (half the link bandwidth, no synchronisation: NCCL's LL), or bulk
+        # copies at the full link bandwidth behind a synchronisation per step
+        flagged = steps * lat + 2.0 * volume / link
+        bulk = steps * (lat + proto) + volume / link
+        return np.minimum(flagged, bulk)
+
     if kind == "all_reduce":
-        ring = 2 * (n - 1) * lat + 2 * (n - 1) / n * msg / link
+        ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg)
         one_shot = lat + (n - 1) * msg / link
-        comm = np.minimum(ring, one_shot)
+        # NCCL has no one-shot algorithm (``one_shot = 0``); custom all-reduces take it
+        comm = np.where(_col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
     elif kind in ("dispatch", "combine"):
         # expert-parallel token exchange: the low-latency kernels send every copy straight to
         # its rank in one step; normal mode goes through n - 1 steps and moves data with the
@@ -452,7 +465,7 @@ def _collective(
         share = np.where(sms > 0, np.minimum(1.0, sms * prm["sm_bandwidth"] / fig.sm_count), 1.0)
         comm = np.where(low, lat + msg / link, (n - 1) * lat + (n - 1) / n * msg / (link * share))
     elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        comm = (n - 1) * lat + (n - 1) / n * msg / link
+        comm = stepped(n - 1, (n - 1) / n * msg)
     else:  # p2p
         comm = lat + msg / link
     comm = np.where(n <= 1, 0.0, comm)
