@@ -24,6 +24,11 @@ Hugging Face implementation:
                    (``num_global_key_value_heads``) and no ``v_proj``; a dense MLP beside the
                    routed experts (``n_shared_experts`` of them), a router with scale vectors,
                    three more norms and a scalar per layer
+``qwen3_next``     Gated DeltaNet linear layers (:mod:`mlacalc.linear`) with every
+                   ``full_attention_interval``-th layer full, its ``q_proj`` also yielding
+                   a per-head output gate; MoE with a gated shared expert
+``kimi_linear``    Kimi Delta Attention linear layers (:mod:`mlacalc.linear`) with MLA full
+                   layers without RoPE at ``full_attention_layers``; DeepSeek-V3's MoE
 =================  =========================================================================
 
 :func:`layer_pattern` gives a model's per-layer kinds (:mod:`mlacalc.layers`),
