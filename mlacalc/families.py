@@ -39,6 +39,7 @@ tensors (for quantized byte counts in :mod:`mlacalc.quant`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .layers import LayerKind, LayerPattern
@@ -99,6 +100,7 @@ def arch_of(model: ModelConfig) -> Arch | None:
     return ARCHS.get(model.model_type)
 
 
+@lru_cache(maxsize=512)
 def layer_pattern(model: ModelConfig) -> LayerPattern:
     """The model's per-layer kinds, from its fields.
 
@@ -143,7 +145,7 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
         sliding_window=kind.window if kind.attention == "sliding" else None,
         attention_chunk_size=kind.window if kind.attention == "chunked" else None,
     )
-    if model.global_head_dim is not None or model.attention_k_eq_v:
+    if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
         full = kind.attention == "full"
         changes.update(global_head_dim=None, num_global_key_value_heads=None)
         changes["attention_k_eq_v"] = full and model.attention_k_eq_v
@@ -192,19 +194,25 @@ def _gemma4_layer(m: ModelConfig, i: int, p: str) -> list[Tensor]:
     n_kv = m.num_global_key_value_heads if k_eq_v and m.num_global_key_value_heads else None
     n_kv = n_kv or m.num_key_value_heads
     a = f"{p}.self_attn"
-    out = [
-        Tensor(f"{a}.q_proj.weight", (n_h * d_h, d), "linear"),
-        Tensor(f"{a}.k_proj.weight", (n_kv * d_h, d), "linear"),
-    ]
-    if not k_eq_v:
-        out.append(Tensor(f"{a}.v_proj.weight", (n_kv * d_h, d), "linear"))
-    out.append(Tensor(f"{a}.o_proj.weight", (d, n_h * d_h), "linear"))
-    if m.attention_bias:
-        out += [Tensor(f"{a}.q_proj.bias", (n_h * d_h,)), Tensor(f"{a}.k_proj.bias", (n_kv * d_h,))]
+    if m.is_mla:  # an MLA equivalent of the model (mlacalc.variants)
+        out = _mla_tensors(m, arch_of(m) or Arch(), p)
+    else:
+        out = [
+            Tensor(f"{a}.q_proj.weight", (n_h * d_h, d), "linear"),
+            Tensor(f"{a}.k_proj.weight", (n_kv * d_h, d), "linear"),
+        ]
         if not k_eq_v:
-            out.append(Tensor(f"{a}.v_proj.bias", (n_kv * d_h,)))
-        out.append(Tensor(f"{a}.o_proj.bias", (d,)))
-    out += [Tensor(f"{a}.q_norm.weight", (d_h,)), Tensor(f"{a}.k_norm.weight", (d_h,))]
+            out.append(Tensor(f"{a}.v_proj.weight", (n_kv * d_h, d), "linear"))
+        out.append(Tensor(f"{a}.o_proj.weight", (d, n_h * d_h), "linear"))
+        if m.attention_bias:
+            out += [
+                Tensor(f"{a}.q_proj.bias", (n_h * d_h,)),
+                Tensor(f"{a}.k_proj.bias", (n_kv * d_h,)),
+            ]
+            if not k_eq_v:
+                out.append(Tensor(f"{a}.v_proj.bias", (n_kv * d_h,)))
+            out.append(Tensor(f"{a}.o_proj.bias", (d,)))
+        out += [Tensor(f"{a}.q_norm.weight", (d_h,)), Tensor(f"{a}.k_norm.weight", (d_h,))]
     moe = m.is_moe_layer(i)
     width = m.n_shared_experts * m.moe_intermediate_size if moe else m.intermediate_size
     out += _mlp(f"{p}.mlp", d, width)
@@ -545,7 +553,7 @@ def kv_by_kind(
     ``global_head_dim`` (two tensors even with ``attention_k_eq_v``)."""
     out: dict[str, list[int]] = {}
     full_row = row_bytes
-    if model.global_head_dim is not None or model.attention_k_eq_v:
+    if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
         from .dtypes import resolve_kv_layout
 
         sub = kind_model(model, LayerKind("full"))

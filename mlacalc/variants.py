@@ -25,6 +25,14 @@ EQUIVALENT_VARIANTS = VARIANTS
 _MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
+#: every layer with the same heads (Gemma 4's full layers lose their own width and K=V heads)
+_UNIFORM_HEADS = {
+    "global_head_dim": None,
+    "num_global_key_value_heads": None,
+    "attention_k_eq_v": False,
+}
+
+
 def as_variant(
     model: ModelConfig | str,
     variant: Variant,
@@ -73,6 +81,7 @@ def as_variant(
             "num_key_value_heads": n_h,
             "head_dim": None,
             "sliding_window": None,
+            **_UNIFORM_HEADS,
         }
         return m.with_changes(name=name, display_name=label, **changes)
     if variant == "mha":
@@ -98,4 +107,5 @@ def as_variant(
         num_key_value_heads=n_kv,
         head_dim=d_h,
         **dict.fromkeys(_MLA_FIELDS),
+        **_UNIFORM_HEADS,
     )
