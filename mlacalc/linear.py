@@ -285,46 +285,82 @@ def linear_kernels(
 ) -> list[Kernel]:
     """The serving kernels of one linear-attention layer, from its :func:`linear_cost`.
 
+    Every product is a ``gemm`` whose shape gives its FLOPs exactly (``2 g m n k``):
     ``linear_in_proj`` (and Kimi's ``linear_gate_proj``, two products) and
-    ``linear_o_proj`` are GEMMs; ``linear_conv`` (the depthwise convolution, its window
-    read and written) and ``linear_norm`` are element-wise; ``linear_core`` is the delta
-    rule: in its chunked form a batched GEMM (one ``C x d_k`` by ``d_k x d_v`` product per
-    sequence, value head and chunk as its shape; FLOPs and bytes the whole chunk's work),
-    in its recurrent form an element-wise kernel streaming the state in and out.
+    ``linear_o_proj``; ``linear_conv``, the depthwise convolution (one ``1 x K`` by ``K``
+    product per channel and token; its window read and written); the delta rule, in its
+    recurrent form ``linear_core`` (three ``1 x d_k`` by ``d_k x d_v`` products per token and
+    value head, the state streamed in and out), in its chunked form, over ``G`` = sequences x
+    value heads x chunks:
+
+    - ``linear_core_qk``: ``k_beta k^T`` and ``q k^T`` (``2G`` products ``C x d_k`` by
+      ``d_k x C``), the chunk's q, k, v and gates read, the two ``C x C`` blocks written;
+    - Gated DeltaNet ``linear_core_solve``: the two unit triangular solves, as the
+      half-filled products they are (``G`` products ``C - 1`` by ``C / 2`` by
+      ``d_k + d_v``); Kimi ``linear_core_inverse`` (its inverse by rows, ``G`` products of
+      ``(C - 1) / 3 x C / 2`` by ``2 C - 1``: ``(C - 1) C (2 C - 1) / 3`` FLOPs) and
+      ``linear_core_apply`` (the inverse times ``v_beta`` and the decayed keys);
+    - ``linear_core_state``: the state read twice and updated per chunk (``3G`` products
+      ``C x d_k`` by ``d_k x d_v``), each chunk's state read and written (float32);
+    - ``linear_core_pv``: the intra-chunk product with the new values (``G`` products
+      ``C x C`` by ``C x d_v``), the output written.
+
+    Intermediates are float32, as the reference computes them; ``linear_norm`` is
+    element-wise.
     """
     from .kernels import Kernel
     from .step import _gemm_dtype
 
     s = linear_shape(model)
-    out = []
+    a = _bits(act_dtype)
+    f = 8 * STATE_BYTES
+    c, dk, dv = LINEAR_CHUNK, s.d_k, s.d_v
+    out: list[Kernel] = []
+
+    def gemm(name: str, dtype: str, g: int, m: int, n: int, k: int, nbytes: int) -> None:
+        shape = {"m": m, "n": n, "k": k, "groups": g}
+        out.append(Kernel(name, "gemm", dtype, 2 * g * m * n * k, nbytes, calls=calls, shape=shape))
+
     for o in cost.ops:
-        if o.name == "linear_core" and cost.impl == "chunked":
-            chunks = -(-cost.q_len // LINEAR_CHUNK)
-            shape = {
-                "m": LINEAR_CHUNK,
-                "n": s.d_v,
-                "k": s.d_k,
-                "groups": cost.batch * s.v_heads * chunks,
-            }
-            kind = "gemm"
-        elif o.kind == "matmul" and o.name != "linear_conv" and o.name != "linear_core":
+        if o.name == "linear_core" and cost.impl == "recurrent":
+            g = 3 * cost.batch * s.v_heads * cost.q_len
+            gemm("linear_core", act_dtype, g, 1, dv, dk, o.bytes)
+        elif o.name == "linear_core":
+            g = cost.batch * s.v_heads * -(-cost.q_len // c)
+            state = o.cache_bytes_read + o.cache_bytes_written
+            inputs = o.bytes_read - o.cache_bytes_read
+            gemm("linear_core_qk", act_dtype, 2 * g, c, c, dk, inputs + _bytes(2 * g * c * c, f))
+            wu = _bytes(g * c * (dk + dv), f)
+            if s.kind == "kimi_delta":
+                block = _bytes(g * c * c, f)
+                gemm(
+                    "linear_core_inverse", act_dtype, g, (c - 1) // 3, 2 * c - 1, c // 2, 2 * block
+                )
+                gemm("linear_core_apply", act_dtype, g, c, dk + dv, c, block + 2 * wu)
+            else:
+                gemm(
+                    "linear_core_solve",
+                    act_dtype,
+                    g,
+                    c - 1,
+                    dk + dv,
+                    c // 2,
+                    _bytes(g * c * c, f) + 2 * wu,
+                )
+            chunk_states = _bytes(2 * g * dk * dv, f)
+            gemm("linear_core_state", act_dtype, 3 * g, c, dv, dk, wu + chunk_states + state)
+            pv = _bytes(g * c * c, f) + _bytes(g * (c * dv + dk * dv), f) + o.bytes_written
+            gemm("linear_core_pv", act_dtype, g, c, dv, c, pv)
+        elif o.kind == "matmul":
             g, m, n, k = o.shape
-            shape, kind = {"m": m, "n": n, "k": k, "groups": g}, "gemm"
+            dtype = _gemm_dtype(act_dtype, weight_dtype, o.name != "linear_conv")
+            gemm(o.name, dtype, g, m, n, k, o.bytes)
         else:
-            elements = (
-                cost.batch * s.state_elements
-                if o.name == "linear_core"
-                else o.bytes_written * 8 // max(1, _bits(act_dtype))
+            elements = o.bytes_written * 8 // max(1, a)
+            shape = {"elements": elements}
+            out.append(
+                Kernel(o.name, "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape)
             )
-            shape, kind = {"elements": elements}, "elementwise"
-        dtype = (
-            _gemm_dtype(act_dtype, weight_dtype, o.weight_bytes > 0)
-            if kind == "gemm"
-            else act_dtype
-        )
-        if o.name == "linear_core":
-            dtype = act_dtype
-        out.append(Kernel(o.name, kind, dtype, o.flops, o.bytes, calls=calls, shape=shape))
     return out
 
 

@@ -885,7 +885,55 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
             )
         )
     out += _indexer_problems(v, have, unit)
+    out += _linear_problems(v, have, unit)
     return out
+
+
+#: the widths of linear-attention layers: all five for a family with them, none otherwise
+_LINEAR = (
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
+
+
+def _linear_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """A family with linear-attention layers needs their widths; another family has none."""
+    valid = [n for n in _LINEAR if n in have]
+    if unit is not None and unit.linear:
+        missing = [
+            (
+                n,
+                f"is required for model_type {v['model_type']} (linear-attention layers)",
+                f"add it: {SPECS[n].doc}",
+            )
+            for n in valid
+            if v[n] is None
+        ]
+        if missing:
+            return missing
+    stated = [n for n in valid if v[n] is not None]
+    if unit is not None and not unit.linear and stated:
+        return [
+            (
+                stated[0],
+                f"linear-attention layers are not modelled for model_type {v['model_type']}",
+                "remove the linear_* fields; qwen3_next and kimi_linear have such layers",
+            )
+        ]
+    if "linear_num_key_heads" in have and "linear_num_value_heads" in have:
+        hk, hv = v["linear_num_key_heads"], v["linear_num_value_heads"]
+        if hk and hv and hv % hk:
+            return [
+                (
+                    "linear_num_value_heads",
+                    f"{hv} is not a multiple of linear_num_key_heads {hk}",
+                    "each key head serves a whole number of value heads",
+                )
+            ]
+    return []
 
 
 #: the DSA lightning indexer's fields: all three or none

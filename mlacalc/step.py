@@ -113,6 +113,12 @@ KERNEL_STAGES: dict[str, str] = {
     "linear_gate_proj": "kv_proj",
     "linear_conv": "core",
     "linear_core": "core",
+    "linear_core_qk": "core",
+    "linear_core_solve": "core",
+    "linear_core_inverse": "core",
+    "linear_core_apply": "core",
+    "linear_core_state": "core",
+    "linear_core_pv": "core",
     "linear_norm": "norm",
     "linear_o_proj": "o_proj",
 }

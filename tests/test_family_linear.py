@@ -273,12 +273,19 @@ def test_step_kernels_sum_to_the_cost(path, phase, q_len):
         if kernel_stage(k.name) in attention and not k.name.startswith("indexer")
     )
     assert total == cost.flops
-    core = next(k for k in kernels if k.name == "linear_core")
     s = linear_shape(m)
     state = 4 * 4 * s.state_elements  # batch 4, float32
+    name = "linear_core" if phase == "decode" else "linear_core_state"
+    core = next(k for k in kernels if k.name == name)
     assert core.bytes >= 2 * state if phase != "prefill" else core.bytes >= state
     assert core.calls == layer_pattern(m).counts()["linear"]
-    assert core.kind == ("elementwise" if phase == "decode" else "gemm")
+    names = {k.name for k in kernels if k.name.startswith("linear_core")}
+    if phase == "decode":  # the recurrent form: three state products per token and head
+        assert names == {"linear_core"}
+        assert core.flops == 4 * 6 * s.v_heads * s.d_k * s.d_v
+    else:
+        third = "linear_core_inverse" if s.kind == "kimi_delta" else "linear_core_solve"
+        assert {"linear_core_qk", third, "linear_core_state", "linear_core_pv"} <= names
 
 
 def test_kimi_pattern_cache_and_cards():

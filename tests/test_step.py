@@ -74,6 +74,7 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
     matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise")
     assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q)
     core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS and k.name == "attention"]
+    core += [k for k in kernels if k.name in ("linear_core", "linear_core_state")]  # linear
     assert sum(k.calls for k in core) == m.num_hidden_layers  # one per kind of layer
     scorers = [k for k in kernels if k.name == "indexer_scores"]  # a DSA layer's indexer
     assert sum(k.calls for k in scorers) == (m.num_hidden_layers if m.index_topk else 0)

@@ -120,6 +120,9 @@ class Family:
         Whether attention uses rotary embeddings (their widths must be even).
     mla
         Whether the architecture's attention is MLA (its files must state the MLA widths).
+    linear
+        Whether the architecture has linear-attention layers (its files must state the
+        ``linear_*`` widths; no other family may).
     """
 
     name: str
@@ -139,6 +142,7 @@ class Family:
     mtp: bool = False
     rope: bool = True
     mla: bool = False
+    linear: bool = False
 
     def defaults_for(self, model_type: str) -> dict[str, Default]:
         """Every default rule that applies to ``model_type``."""

@@ -76,6 +76,9 @@ def _translate(data, raw, derived, problems) -> None:
         source = f"linear_attn_config.{key}" if key in lin else top
         if value is None:
             continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1 << 20:
+            problems.append((source, f"must be a positive integer, got {value!r}", None))
+            continue
         for f in fields:
             raw[f] = value
         derived.append(f"{' and '.join(fields)} = {value!r} (from {source})")
@@ -158,5 +161,6 @@ FAMILY = register(
         moe=True,
         mla=True,
         rope=False,
+        linear=True,
     )
 )

@@ -80,5 +80,6 @@ FAMILY = register(
         translate=_translate,
         moe=True,
         requires_experts=True,
+        linear=True,
     )
 )
