@@ -398,6 +398,31 @@ def test_decode_with_an_fp8_cache_is_an_fp8_kernel(h100):
     assert {p.batch.dtype for p in m.parts} == {"bf16", "fp8"}
 
 
+def test_context_mla_with_an_fp8_cache_is_an_fp8_fmha(h100, a100):
+    """H100 context MLA rows with an fp8 cache run an fp8 FMHA on quantized q, k, v (their own
+    kernel class, and the quantize traffic in their bytes); A100 rows stay bf16 (rule 3)."""
+    m = _map(h100, "context_mla_perf")
+    kvd = m.table.columns["kv_cache_dtype"]
+    by_dtype = {p.batch.dtype: p for p in m.parts}
+    assert set(by_dtype) == {"bf16", "fp8"}
+    assert (kvd[by_dtype["fp8"].rows] == "fp8").all()
+    assert (kvd[by_dtype["bf16"].rows] != "fp8").all()
+    # same shape, fp8 against bf16 cache: q, k, v read twice more (quantize, then fp8 reads)
+    bf, f8 = by_dtype["bf16"].batch, by_dtype["fp8"].batch
+    i = int(np.argmax(bf.shape["batch"] * bf.shape["q_len"]))
+    key = (bf.shape["batch"][i], bf.shape["q_len"][i], bf.shape["n_heads"][i])
+    j = next(
+        j
+        for j in range(len(f8))
+        if (f8.shape["batch"][j], f8.shape["q_len"][j], f8.shape["n_heads"][j]) == key
+    )
+    tok_h = key[0] * key[1] * key[2]
+    qkv = tok_h * (192 + 192 + 128)
+    pre_bf, pre_f8 = bf.shape["preprocess_bytes"][i], f8.shape["preprocess_bytes"][j]
+    assert f8.bytes[j] - pre_f8 - (bf.bytes[i] - pre_bf) == pytest.approx(2.0 * qkv)
+    assert {p.batch.dtype for p in _map(a100, "context_mla_perf").parts} == {"bf16"}
+
+
 def test_spike_rule_needs_both_neighbours():
     from mlacalc.measured.quirks import spikes
 

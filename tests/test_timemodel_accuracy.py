@@ -44,6 +44,7 @@ def _errors(system: str, family: str, table: str, profile: str, dtype: str | Non
         ("gemm", "gemm_perf", "fp8_block", 0.09),
         ("moe", "moe_perf", "bf16", 0.085),
         ("mla", "generation_mla_perf", "bf16", 0.08),
+        ("mla", "context_mla_perf", None, 0.065),
         ("mla", "mla_generation_module_perf", None, 0.07),
         ("moe", "moe_perf", "fp8_block", 0.09),
         ("attention", "generation_attention_perf", "bf16", 0.17),

@@ -484,11 +484,15 @@ def _mla_core(
         pre = 2 * 2 * tok * h * g["rope"] * 2 + tok * lat * (2 + kvb)
         pairs = bs * _pairs(q, np.zeros_like(q))
         flops = 2.0 * h * pairs * (qk + v)
-        nbytes = pre + tok * h * (qk + qk + v + v) * 2.0
-        b.add(
+        # with an fp8 cache the attention is an fp8 FMHA: q, k and v are quantized (read in
+        # bf16, written in fp8) and read by the kernel in fp8; the output stays bf16
+        fp8 = kvb < 2
+        qkv = tok * h * (qk + qk + v)
+        nbytes = pre + np.where(fp8, qkv * 3.0 + qkv, qkv * 2.0) + tok * h * v * 2.0
+        b.add_by_dtype(
             prefix + "mla_context",
             "mla_prefill",
-            "bf16",
+            np.where(fp8, "fp8", "bf16"),
             rows,
             flops,
             nbytes,
