@@ -838,7 +838,7 @@ def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
 def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
     """Qwen3-Next: 36 linear-attention layers keep a fixed state per sequence (a 4-column
     convolution window over q, k, v in bf16 and a 128 x 128 float32 state per value head),
-    12 full layers keep K and V of every token; attention FLOPs are refused by name."""
+    12 full layers keep K and V of every token; attention FLOPs sum both kinds."""
     path = Path(__file__).resolve().parents[2] / (
         "shared/reference/hf-configs/qwen3-next-80b-a3b-thinking.config.json"
     )
@@ -851,6 +851,8 @@ def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
         {"kind": "full", "layers": 12, "tokens_per_layer": 4096, "bytes": 12 * 2 * 4096 * 2048},
     ]
     assert row["total_bytes"] == 36 * 2 * state + 12 * 2 * 4096 * 2048
-    assert doc["attention"] == [] and "not modelled" in doc["attention_not_modelled"]
+    model = mlacalc.load_model(path)
+    flops = {r["phase"]: r["flops"] for r in doc["attention"]}
+    assert flops == {p: mlacalc.attention_flops(model, p, 4096, 2) for p in ("prefill", "decode")}
     text = run("report", str(path), "-s", "4096")[0]
-    assert "layer pattern: 48 layers: 36 linear + 12 full" in text and "not modelled" in text
+    assert "layer pattern: 48 layers: 36 linear + 12 full" in text
