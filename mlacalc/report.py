@@ -14,7 +14,6 @@ from . import defaults as D
 from .config import ModelConfig, load_model
 from .dtypes import resolve_kv_layout
 from .engine import KVCache, attention_cost, kv_cache
-from .errors import InvalidArgumentError
 from .families import layer_pattern
 from .params import param_counts, weight_bytes
 from .vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
@@ -231,15 +230,9 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
 
 
 def _attention_section(m: ModelConfig, *rest: Any) -> dict[str, Any]:
-    """``attention``: the rows of :func:`attention_rows`. A model with linear-attention layers,
-    whose FLOPs are not modelled, has none; ``attention_not_modelled`` then names why (its
-    parameters and cache are reported all the same)."""
-    if "linear" not in layer_pattern(m).counts():
-        return {"attention": attention_rows(m, *rest)}
-    try:
-        return {"attention": attention_rows(m, *rest)}
-    except InvalidArgumentError as exc:
-        return {"attention": [], "attention_not_modelled": str(exc)}
+    """``attention``: the rows of :func:`attention_rows`, every kind of layer summed (linear
+    layers included: :mod:`mlacalc.linear`)."""
+    return {"attention": attention_rows(m, *rest)}
 
 
 def compare_rows(

@@ -219,10 +219,6 @@ def _report_sections(doc: dict) -> list[Section]:
             text_columns=(1,),
         )
     ] * split
-    if "attention_not_modelled" in doc:  # linear-attention layers: parameters and cache only
-        note = doc["attention_not_modelled"]
-        sections.append(Section("Attention FLOPs per step", ["status"], [["not modelled"]], note))
-        return sections
     stage_names = list(MATMUL_STAGES)
     rows = []
     for r in doc["attention"]:
