@@ -366,3 +366,27 @@ def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def test_gated_full_layer_matches_flop_counter():
+    """A Qwen3-Next full layer: its q_proj also yields the output gate (``q_gate_proj``);
+    FlopCounterMode on the reference attention (eager, every (query, key) pair) equals the
+    full layers' FLOPs of a 4-layer model (3 linear + 1 full)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.qwen3_next import modeling_qwen3_next as mod
+    from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
+
+    dims = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    cfg = Qwen3NextConfig(**dims, num_hidden_layers=4, attn_implementation="eager")
+    layer = mod.Qwen3NextAttention(cfg, 3).float().eval()
+    rotary = mod.Qwen3NextRotaryEmbedding(cfg)
+    batch, tokens = 2, 9
+    x = torch.randn(batch, tokens, 64)
+    pos = rotary(x, torch.arange(tokens)[None].expand(batch, -1))
+    seen = _counted(lambda: layer(x, pos, None))
+    m = _model(NEXT, {**TINY_NEXT, **dims, "num_hidden_layers": 4})
+    cost = mlacalc.attention_cost(m, "prefill", tokens, batch)
+    assert cost.group_labels == ("full", "linear")
+    assert seen == cost.groups[0].flops
+    assert cost.groups[0].stage_flops["q_proj"] == 2 * batch * tokens * 64 * 2 * 64
