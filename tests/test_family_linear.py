@@ -390,3 +390,32 @@ def test_gated_full_layer_matches_flop_counter():
     assert cost.group_labels == ("full", "linear")
     assert seen == cost.groups[0].flops
     assert cost.groups[0].stage_flops["q_proj"] == 2 * batch * tokens * 64 * 2 * 64
+
+
+def test_kimi_mla_layer_matches_flop_counter():
+    """A Kimi Linear full layer is MLA without RoPE (the reference still splits the
+    RoPE-width key part and caches it): FlopCounterMode on the reference attention
+    (eager, prefill from nothing) equals the MLA layers' FLOPs (expanded heads)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.kimi_linear import modeling_kimi_linear as mod
+    from transformers.models.kimi_linear.configuration_kimi_linear import KimiLinearConfig
+
+    dims = dict(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=8,
+    )
+    cfg = KimiLinearConfig(**dims, num_hidden_layers=5, attn_implementation="eager")
+    layer = mod.KimiLinearAttention(cfg, 4).float().eval()
+    batch, tokens = 2, 9
+    x = torch.randn(batch, tokens, 64)
+    seen = _counted(lambda: layer(x, None))
+    m = _model(KIMI, {**TINY_KIMI, **dims, "num_hidden_layers": 5, "full_attention_layers": [5]})
+    cost = mlacalc.attention_cost(m, "prefill", tokens, batch, impl="naive")
+    assert cost.group_labels == ("mla no-rope", "linear")
+    assert seen == cost.groups[0].flops
