@@ -6,14 +6,25 @@ tokens that MTP verifies, attending ``dec_S`` keys) and ``pf_N`` prefilling sequ
 every argument may be a numpy array, so one call builds the kernels of many steps (a search
 evaluates every batch size at once). The GPU is a rank of the fullest pipeline stage.
 
-Per layer the GPU runs, in order: the attention projections of its heads (MLA: the
-replicated latent and query down-projections, the absorbed per-head products around the
-latent decode kernel, K/V expanded from the latent for prefill), the attention core, the
-output projection, then the FFN: dense (its ``1/tp`` of the width), or MoE (router,
-shared experts split like a dense FFN, the routed experts it holds as one grouped kernel
-with the tokens the routing sends it), with the communication its layout needs (see
-:mod:`mlacalc.serving.layout` and :mod:`mlacalc.serving.comm`). FLOPs are ``2 m n k`` per
-product; bytes read each weight once and each activation in and out once.
+The kernels are the model step's (:func:`mlacalc.step.step_kernels`: every projection, the
+attention core of each layer kind, norms, RoPE, FFN, router, shared experts, head, with
+their FLOPs and bytes), sharded under the layout:
+
+- each model-step kernel's work is affine in what drives it, so it is read off the model
+  step at a few tiny steps (:func:`_templates`): a fixed part (its weights), a part per
+  token (decode tokens and prompt tokens apart: a kernel both phases run reads its weights
+  once), and, for attention cores, a part per attended (query, key) pair (FLOPs) and per
+  cached row read (bytes). A step of any size is then these coefficients times its arrays;
+- tensor parallelism splits a kernel as its weights split (:data:`COLUMN` output features,
+  :data:`ROW` input features, :data:`HEADS` per-head products and attention heads; GQA
+  key/value heads up to ``n_kv`` ranks and replicated beyond); the MLA latent and query
+  down-projections, the router, norms and the DSA indexer are replicated (every rank does
+  all of them), and the latent decode core reads the whole latent cache on every rank;
+- the routed experts are the layout's: the experts this GPU holds, the tokens the routing
+  sends it from every attention group of the MoE group (``routing_imbalance`` x the even
+  share), and the experts those tokens touch;
+- communication is added where the layout needs it (see :mod:`mlacalc.serving.layout` and
+  :mod:`mlacalc.serving.comm`).
 
 Every kernel is timed by the calibrated kernel model (:func:`mlacalc.timemodel.predict_batch`),
 collectives included: all-reduce, all-gather, reduce-scatter, expert-parallel dispatch and
@@ -28,6 +39,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,7 +50,7 @@ from ..dtypes import KVLayout, canonical_dtype, dtype_bits
 from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch
-from ..params import FFNShape, expert_shape, ffn_shape, shared_experts_shape
+from ..params import expert_shape
 from .comm import (
     combine_bytes,
     comm_seconds,
@@ -47,11 +60,290 @@ from .comm import (
 )
 from .layout import Layout, _stage_layers
 
-__all__ = ["Spec", "StepModel", "StepTimes"]
+__all__ = ["COLUMN", "HEADS", "ROW", "Spec", "StepModel", "StepTimes"]
 
 ACT = 2  # bytes per activation element (bf16)
 #: SMs a DeepEP normal-mode dispatch or combine runs on (DeepEP's ``Buffer.num_sms`` default)
 DEEPEP_NORMAL_SMS = 20
+
+#: Model-step GEMMs split by output features under tensor parallelism (column parallel).
+COLUMN = frozenset(
+    {
+        "q_proj",
+        "q_b_proj",
+        "q_gate_proj",
+        "kv_b_proj",
+        "dense_ffn_up",
+        "shared_experts_up",
+        "lm_head",
+        "linear_in_proj",
+    }
+)
+#: Model-step GEMMs split by input features (row parallel; an all-reduce follows).
+ROW = frozenset({"o_proj", "dense_ffn_down", "shared_experts_down", "linear_o_proj"})
+#: Per-head kernels split by heads: the absorbed products, the attention core, the element-wise
+#: work of the split heads and FFN width (RoPE, activations, linear attention's recurrence).
+HEADS = frozenset(
+    {
+        "q_absorb",
+        "o_absorb",
+        "attention",
+        "rope",
+        "dense_ffn_act",
+        "shared_experts_act",
+        "linear_conv",
+        "linear_core",
+        "linear_norm",
+    }
+)
+#: Model-step kernels of the output head (run once per step, on the last stage).
+_HEAD = frozenset({"embedding", "final_norm", "lm_head"})
+#: Kernels whose tokens are the sequences sampled (one per prompt, every decode position).
+_PER_SEQUENCE = frozenset({"lm_head"})
+
+
+def _part(name: str) -> str:
+    if name in _HEAD:
+        return "head"
+    if name.startswith("dense_ffn"):
+        return "dense_ffn"
+    if name in ("router", "routed_experts") or name.startswith("shared_experts"):
+        return "moe_ffn"
+    return "layer"
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One model-step kernel as coefficients of what drives its work (see the module
+    docstring): ``flops`` as (fixed, per decode token, per prompt token, per decode pair,
+    per decode pair of a selected key, per prompt causal pair, per prompt (token, key), per
+    prompt (token, selected key)),
+    ``bytes`` and sizes the same with cached rows read in decode and keys in the prompt for
+    the pairs."""
+
+    name: str
+    kind: str
+    dtype: str
+    part: str
+    calls: int
+    phases: str  # "both", "decode" or "prefill": which tokens run it
+    window: int  # a windowed core's keys per query (0: every key)
+    flops: Coef
+    bytes: Coef
+    elements: Coef  # an element-wise kernel's size
+    rows: Coef  # a GEMM's rows (m)
+    groups: Coef  # a GEMM's batched groups
+    shape: dict[str, int]
+
+
+Coef = tuple[float, ...]
+
+#: Decode steps the templates are read from: (batch, keys).
+_DECODE_POINTS = ((1, 2), (2, 2), (1, 3))
+
+
+def _prefill_points(cap: int | None) -> tuple[tuple[int, int], ...]:
+    """Prompt steps the templates are read from: (new tokens, keys), whole chunks of the
+    linear-attention kernels (their work is affine in whole chunks), and a chunk after more
+    than ``cap`` keys (the keys a DSA layer selects) where the model has one."""
+    from ..linear import LINEAR_CHUNK as C
+
+    extra = ((C, cap + 2 * C),) if cap else ()
+    return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
+
+
+def _size(k: Kernel) -> list[int]:
+    """The shape figures that grow with the step: an element-wise kernel's elements, a
+    GEMM's rows and batched groups."""
+    return [int(k.shape.get(f, 0)) for f in ("elements", "m", "groups")]
+
+
+def _causal_pairs(q: Any, prefix: Any, window: int) -> Any:
+    """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends."""
+    if not window:
+        return q * prefix + q * (q + 1) / 2
+    c = np.clip(window - prefix, 0, q)  # queries whose keys all fit the window
+    return c * prefix + c * (c + 1) / 2 + (q - c) * window
+
+
+def _solve_exact(a: list[list[Fraction]], y: list[Fraction]) -> list[Fraction]:
+    """A least-squares solution of ``a x = y`` in exact arithmetic (normal equations); a
+    driver the others already span over the reference steps gets 0."""
+    n = len(a[0])
+    m = [[sum(r[i] * r[j] for r in a) for j in range(n)] for i in range(n)]
+    v = [sum(r[i] * yi for r, yi in zip(a, y)) for i in range(n)]
+    pivots: list[int] = []
+    row = 0
+    for c in range(n):
+        p = next((r for r in range(row, n) if m[r][c] != 0), None)
+        if p is None:
+            continue
+        m[row], m[p], v[row], v[p] = m[p], m[row], v[p], v[row]
+        for r in range(n):
+            if r != row and m[r][c] != 0:
+                k = m[r][c] / m[row][c]
+                m[r] = [x - k * z for x, z in zip(m[r], m[row])]
+                v[r] -= k * v[row]
+        pivots.append(c)
+        row += 1
+    x = [Fraction(0)] * n
+    for r, c in enumerate(pivots):
+        x[c] = v[r] / m[r][c]
+    return x
+
+
+def _fit(drivers: list[list[Any]], values: list[list[float]]) -> list[Coef]:
+    """Coefficients of each work figure (FLOPs, bytes, sizes) over the drivers (rows: the
+    reference steps), exact where the work is affine in them; a driver equal to an earlier
+    one over every reference step (or zero) gets none."""
+    cols = list(zip(*drivers))
+    keep = [j for j, c in enumerate(cols) if any(c) and not any(cols[i] == c for i in range(j))]
+    a = [[Fraction(row[j]) for j in keep] for row in drivers]
+    out = []
+    for v in values:
+        x = _solve_exact(a, [Fraction(y) for y in v])
+        coef = [0.0] * len(cols)
+        for j, c in zip(keep, x):
+            coef[j] = float(c)
+        out.append(tuple(coef))
+    return out
+
+
+def _decode_points(cap: int | None) -> tuple[tuple[int, int], ...]:
+    """Decode steps the templates are read from: (batch, keys), and one past ``cap`` (the
+    keys a DSA layer selects) where the model has one."""
+    return _DECODE_POINTS + (((1, cap + 2),) if cap else ())
+
+
+def _solve_decode(k: list[Kernel], window: int, cap: int | None) -> list[Coef]:
+    """(fixed, per token, per key row, per selected row) FLOPs, bytes and sizes of a decode
+    kernel: rows ``min(keys, window)`` for a windowed core; selected rows ``min(keys,
+    index_topk)`` (a DSA layer's top-k indices; every key otherwise)."""
+    d = [
+        [1, b, b * (min(s, window) if window else s), b * min(s, cap) if cap else 0]
+        for b, s in _decode_points(cap)
+    ]
+    sizes = [list(v) for v in zip(*(_size(x) for x in k))]
+    return _fit(d, [[x.flops for x in k], [x.bytes for x in k], *sizes])
+
+
+def _solve_prefill(k: list[Kernel], window: int, cap: int | None) -> list[Coef]:
+    """(fixed, per token, per causal pair, per (token, key), per (token, selected key))
+    FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key)) bytes
+    and sizes of a prompt kernel; keys ``min(keys, window)`` for a windowed core, selected
+    keys ``min(keys, index_topk)``."""
+    f_rows, b_rows = [], []
+    for q, keys in _prefill_points(cap):
+        kw = min(keys, window) if window else keys
+        sel = q * min(keys, cap) if cap else 0
+        f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel])
+        b_rows.append([1, q, kw, q * kw, sel])
+    flops = _fit(f_rows, [[x.flops for x in k]])
+    sizes = [list(v) for v in zip(*(_size(x) for x in k))]
+    return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
+
+
+def _keyed(kernels: list[Kernel]) -> list[tuple[tuple[str, int], Kernel]]:
+    """Kernels keyed by name and occurrence (a model with layer kinds repeats names)."""
+    seen: dict[str, int] = {}
+    out = []
+    for k in kernels:
+        i = seen.get(k.name, 0)
+        seen[k.name] = i + 1
+        out.append(((k.name, i), k))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[_Template, ...]:
+    """The model step's kernels (:func:`mlacalc.step.step_kernels`) as affine templates, in
+    the order a layer runs them: the decode step's, with the prompt's merged in where both
+    phases run the same kernel (name, kind and weights); the routed experts apart."""
+    from ..step import step_kernels
+
+    def run(phase: str, seq_len: int, batch: int, q_len: int | None = None) -> list[Kernel]:
+        return step_kernels(
+            m,
+            phase,  # type: ignore[arg-type]
+            seq_len,
+            batch,
+            q_len,
+            causal=True,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_layout,
+        )
+
+    cap = m.index_topk
+    dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap)]
+    pre = [
+        _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
+        for q, keys in _prefill_points(cap)
+    ]
+    for lists in (dec, pre):
+        if len({tuple(key for key, _ in ks) for ks in lists}) != 1:  # pragma: no cover
+            raise AssertionError("the model step's kernels change with the step's size")
+    pre_by_key = {key: [ks[i][1] for ks in pre] for i, (key, _) in enumerate(pre[0])}
+    no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
+    no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0)] * 5
+
+    def make(ref: Kernel, phases: str, d: list[Coef], p: list[Coef]) -> _Template:
+        """A template from decode (``d``) and prompt (``p``) coefficients of FLOPs, bytes
+        and elements; the fixed part once."""
+        f, b, e, r, g = (
+            (d[i][0] + p[i][0], d[i][1], p[i][1], d[i][2], d[i][3], p[i][2], p[i][3], p[i][4])
+            for i in range(5)
+        )
+        return _Template(
+            ref.name,
+            ref.kind,
+            ref.dtype,
+            _part(ref.name),
+            ref.calls,
+            phases,
+            window(ref),
+            f,
+            b,
+            e,
+            r,
+            g,
+            dict(ref.shape),
+        )
+
+    def window(ref: Kernel) -> int:
+        return int(ref.shape.get("window", 0) or 0) if "n_heads" in ref.shape else 0
+
+    out: list[_Template] = []
+    used: set[tuple[str, int]] = set()
+    for i, (key, ref) in enumerate(dec[0]):
+        if ref.kind == "moe":
+            continue
+        d = _solve_decode([ks[i][1] for ks in dec], window(ref), cap)
+        ps = pre_by_key.get(key)
+        if key[0] in _PER_SEQUENCE:
+            # one row per sampled sequence: the decode coefficients (the prompt step's batch
+            # of one does not separate the fixed part from the per-sequence one)
+            out.append(make(ref, "both", d, no_pre))
+            used.add(key)
+            continue
+        if ps is not None and ps[0].kind == ref.kind:
+            p = _solve_prefill(ps, window(ps[0]), cap)
+            same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
+            if same_weights and not any(any(c[2:]) for c in d[:3] + p[:3]):
+                # the same kernel in both phases: its weights once, each phase's tokens
+                out.append(make(ref, "both", d, [(0.0, *c[1:]) for c in p]))
+                used.add(key)
+                continue
+        out.append(make(ref, "decode", d, no_pre))
+    # the prompt's own kernels (MLA's expanded K/V and its core), after the kernel they
+    # follow in the prompt step
+    for i, (key, ref) in enumerate(pre[0]):
+        if key in used or ref.kind == "moe":
+            continue
+        t = make(ref, "prefill", no_dec, _solve_prefill(pre_by_key[key], window(ref), cap))
+        before = {k for k, _ in pre[0][:i]}
+        at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
+        out.insert(at, t)
+    return tuple(out)
 
 
 @dataclass
@@ -68,6 +360,7 @@ class Spec:
     comm: bool = False
     n_gpus: int = 1
     network: bool = False
+    calls: int = 1  # the calls it makes in the whole step (layers of its kind)
 
 
 @dataclass(frozen=True)
@@ -111,68 +404,61 @@ class StepModel:
             if self.w_dtype == "int8" and "int8" in hw.peak_flops_per_s
             else "bf16"
         )
-        self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
         self.imbalance = float(routing_imbalance)
         self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
-        d = m.hidden_size
-        self.d = d
-        self.h = m.num_attention_heads // lay.tp
-        self.d_h = m.head_dim or d // m.num_attention_heads
-        self.kv_r = math.ceil(m.num_key_value_heads / lay.tp)
-        self.window = m.sliding_window or 0
+        self.d = m.hidden_size
+        self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
+        self.templates = _templates(m, self.w_dtype, kv_layout)
         stages = _stage_layers(m, lay.pp)
         self.stage_counts = [
             (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
             for r in stages
         ]
+        #: calls of a kernel of each part in the whole step (the collectives of a part)
+        self.part_calls = {
+            "layer": m.num_hidden_layers,
+            "dense_ffn": sum(c[0] for c in self.stage_counts),
+            "moe_ffn": sum(c[1] for c in self.stage_counts),
+            "head": 1,
+            "p2p": lay.pp - 1,
+        }
 
     # ------------------------------------------------------------------ kernel builders
-    def _gemm(
-        self,
-        out: list[Spec],
-        name: str,
-        part: str,
-        m: np.ndarray,
-        n: int,
-        k: int,
-        groups: int = 1,
-        dtype: str | None = None,
-        weight_bytes: float | None = None,
-    ) -> None:
-        wb = self.w_bytes if weight_bytes is None else weight_bytes
-        flops = 2.0 * m * n * k * groups
-        nbytes = groups * (n * k * wb + (m * k + m * n) * ACT)
-        out.append(
-            Spec(
-                name,
-                "gemm",
-                dtype or self.gemm_dtype,
-                part,
-                flops,
-                nbytes,
-                {
-                    "m": m,
-                    "n": np.full_like(m, n),
-                    "k": np.full_like(m, k),
-                    "groups": np.full_like(m, groups),
-                },
-            )
-        )
-
-    def _elementwise(
-        self, out: list[Spec], name: str, part: str, elements: np.ndarray, passes: float = 3
-    ) -> None:
-        out.append(
-            Spec(
-                name,
-                "elementwise",
-                "bf16",
-                part,
-                elements * 0.0,
-                elements * ACT * passes,
-                {"elements": elements},
-            )
-        )
+    def _sharded(self, t: _Template) -> tuple[list[float], ...]:
+        """A template's FLOPs, bytes, elements, rows and groups coefficients on this GPU
+        under tensor parallelism (see :data:`COLUMN`, :data:`ROW`, :data:`HEADS`), and its
+        fixed shape figures."""
+        f, b, e = list(t.flops), list(t.bytes), list(t.elements)
+        r, g, shape = list(t.rows), list(t.groups), dict(t.shape)
+        tp = self.lay.tp
+        heads = t.name in HEADS or (t.name.startswith("linear_") and t.name not in COLUMN | ROW)
+        if tp == 1:
+            pass
+        elif t.kind == "gemm" and (t.name in COLUMN | ROW or t.name == "kv_proj"):
+            n, k, groups = shape["n"], shape["k"], shape["groups"]
+            if t.name == "kv_proj":  # GQA K/V heads: split up to n_kv ranks, replicated beyond
+                n_kv = self.m.num_key_value_heads
+                dim, share = "n", math.ceil(n_kv / tp) / n_kv
+            else:
+                dim, share = ("n" if t.name in COLUMN else "k"), 1 / tp
+            act = (k + n) * groups * ACT  # per token, in and out
+            kept = (k + n * share if dim == "n" else k * share + n) * groups * ACT
+            f = [x * share for x in f]
+            b[0] *= share
+            for i in (1, 2):  # per token: the split activations and the cache rows written
+                b[i] = kept + (b[i] - act) * share if b[i] else 0.0
+            shape[dim] = math.ceil(shape[dim] * share)
+        elif heads and "n_heads" in shape:  # an attention core: heads split, rows as K/V heads
+            n_kv = shape["n_kv"]
+            rows = math.ceil(n_kv / tp) / n_kv
+            f = [x / tp for x in f]
+            b = [*(x / tp for x in b[:3]), *(x * rows for x in b[3:6]), *(x / tp for x in b[6:])]
+            shape["n_heads"] = math.ceil(shape["n_heads"] / tp)
+            shape["n_kv"] = math.ceil(n_kv / tp)
+        elif heads:  # per-head products and element-wise work: all of it split
+            f, b, e, g = ([x / tp for x in c] for c in (f, b, e, g))
+        # else replicated: the latent and query down-projections, router, norms, indexer
+        return f, b, e, r, g, shape
 
     def _comm(
         self,
@@ -206,138 +492,60 @@ class StepModel:
                     comm=True,
                     n_gpus=n,
                     network=network,
+                    calls=self.part_calls[part],
                 )
             )
 
-    def _attention(self, out: list[Spec], dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre) -> None:
-        m, lay, d, h = self.m, self.lay, self.d, self.h
-        T = dec_B * dec_q + pf_N * pf_q
-        T_dec = dec_B * dec_q
-        part = "layer"
-        if m.is_mla:
-            d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
-            d_n, d_v = m.qk_nope_head_dim, m.v_head_dim
-            if m.q_lora_rank:
-                self._gemm(out, "q_a_proj (replicated)", part, T, m.q_lora_rank, d)
-                self._gemm(out, "q_b_proj", part, T, h * (d_n + d_r), m.q_lora_rank)
+    def _from_templates(self, out: list[Spec], dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre) -> None:
+        """The model step's kernels (:func:`_templates`) sharded on this GPU, over the rows."""
+        T_dec, T_pf = dec_B * dec_q, pf_N * pf_q
+        logits = T_dec + pf_N  # prefill needs the last token's logits
+        cap = self.m.index_topk
+        one = np.ones_like(dec_B)
+        for t in self.templates:
+            f, b, e, r, g, shape = self._sharded(t)
+            window = t.window
+            S_eff = np.minimum(dec_S, window) if window else dec_S
+            rows_dec = dec_B * S_eff
+            pairs_dec = rows_dec * dec_q
+            pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
+            keys_w = np.minimum(pf_pre + pf_q, window) if window else pf_pre + pf_q
+            full_pf = pf_N * pf_q * keys_w
+            keys = pf_N * keys_w
+            if t.name in _PER_SEQUENCE:
+                tok_dec, tok_pf, on = logits, 0.0 * one, logits > 0
             else:
-                self._gemm(out, "q_proj", part, T, h * (d_n + d_r), d)
-            self._gemm(out, "kv_a_proj_with_mqa (replicated)", part, T, d_c + d_r, d)
-            self._gemm(out, "absorb W_UK (decode)", part, T_dec, d_c, d_n, groups=h)
-            flops = 2.0 * dec_B * dec_q * dec_S * h * (2 * d_c + d_r)
-            nbytes = dec_B * dec_S * self.kv_row + T_dec * h * (d_c + d_r + d_c) * ACT
-            out.append(
-                Spec(
-                    "MLA latent decode",
-                    "mla_decode",
-                    "bf16",
-                    part,
-                    flops,
-                    nbytes,
-                    self._attn_shape(dec_B, dec_q, dec_S, h, 1, d_c + d_r, d_c),
+                tok_dec, tok_pf = T_dec, T_pf
+                on = {"both": T_dec + T_pf, "decode": T_dec, "prefill": T_pf}[t.phases] > 0
+            capped = dec_B * np.minimum(dec_S, cap) if cap else dec_B * dec_S
+            sel_pf = pf_N * pf_q * np.minimum(pf_pre + pf_q, cap) if cap else 0.0 * one
+            per_pair = (one, tok_dec, tok_pf, pairs_dec, capped * dec_q, pairs_pf, full_pf, sel_pf)
+            per_row = (one, tok_dec, tok_pf, rows_dec, capped, keys, full_pf, sel_pf)
+            flops = on * sum(c * x for c, x in zip(f, per_pair))
+            nbytes = on * sum(c * x for c, x in zip(b, per_row))
+            if t.kind == "gemm":
+                sh = {k: np.full_like(one, float(shape[k])) for k in ("n", "k")}
+                sh["m"] = on * sum(c * x for c, x in zip(r, per_row))
+                sh["groups"] = on * sum(c * x for c, x in zip(g, per_row))
+            elif "n_heads" in shape:  # an attention core: its phase's sequences
+                decode = t.phases == "decode"
+                sh = {k: float(v) * one for k, v in shape.items()}
+                sh.update(
+                    batch=dec_B if decode else pf_N,
+                    q_len=dec_q * one if decode else pf_q * one,
+                    kv_len=dec_S * one if decode else (pf_pre + pf_q) * one,
+                    causal=one * (0.0 if decode else 1.0),  # decode attends every key
                 )
-            )
-            self._gemm(out, "absorb W_UV (decode)", part, T_dec, d_v, d_c, groups=h)
-            keys = pf_N * (pf_pre + pf_q)
-            self._gemm(out, "kv_b_proj (prefill K/V from latent)", part, keys, h * (d_n + d_v), d_c)
-            pairs = self._pairs(pf_q, pf_pre)
-            flops = 2.0 * pf_N * pairs * h * (d_n + d_r + d_v)
-            nbytes = (pf_N * pf_q * h * (d_n + d_r + d_v) + keys * h * (d_n + d_r + d_v)) * ACT
-            out.append(
-                Spec(
-                    "MLA prefill attention",
-                    "mla_prefill",
-                    "bf16",
-                    part,
-                    flops,
-                    nbytes,
-                    self._attn_shape(pf_N, pf_q, pf_pre + pf_q, h, h, d_n + d_r, d_v, causal=1),
-                )
-            )
-            self._gemm(out, "o_proj", part, T, d, h * d_v)
-        else:
-            d_h, kv_r = self.d_h, self.kv_r
-            self._gemm(out, "qkv_proj", part, T, (h + 2 * kv_r) * d_h, d)
-            S_eff = np.minimum(dec_S, self.window) if self.window else dec_S
-            flops = 2.0 * dec_B * dec_q * S_eff * h * 2 * d_h
-            row_rank = self.kv_row * kv_r / m.num_key_value_heads
-            nbytes = dec_B * S_eff * row_rank + T_dec * h * 2 * d_h * ACT
-            out.append(
-                Spec(
-                    "decode attention",
-                    "attention_decode",
-                    "bf16",
-                    part,
-                    flops,
-                    nbytes,
-                    self._attn_shape(dec_B, dec_q, dec_S, h, kv_r, d_h, d_h),
-                )
-            )
-            pairs = self._pairs(pf_q, pf_pre)
-            flops = 2.0 * pf_N * pairs * h * 2 * d_h
-            keys = pf_N * (pf_pre + pf_q)
-            nbytes = pf_N * pf_q * h * 2 * d_h * ACT + keys * row_rank
-            out.append(
-                Spec(
-                    "prefill attention",
-                    "attention_prefill",
-                    "bf16",
-                    part,
-                    flops,
-                    nbytes,
-                    self._attn_shape(pf_N, pf_q, pf_pre + pf_q, h, kv_r, d_h, d_h, causal=1),
-                )
-            )
-            self._gemm(out, "o_proj", part, T, d, h * d_h)
-        self._elementwise(out, "norms, residuals, RoPE", part, 2 * T * d, passes=4)
-        self._comm(out, "all_reduce after attention (TP)", "all_reduce", part, T * d * ACT, lay.tp)
-
-    def _attn_shape(self, B, q, S, heads, n_kv, dqk, dv, causal: int = 0) -> dict[str, np.ndarray]:
-        one = np.ones_like(B)
-        return {
-            "batch": B,
-            "q_len": q * one,
-            "kv_len": S * one,
-            "n_heads": heads * one,
-            "n_kv": n_kv * one,
-            "head_dim_qk": dqk * one,
-            "head_dim_v": dv * one,
-            "window": self.window * one,
-            "causal": causal * one,
-        }
-
-    def _pairs(self, q: np.ndarray, prefix: np.ndarray) -> np.ndarray:
-        """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends."""
-        if not self.window:
-            return q * prefix + q * (q + 1) / 2
-        w = self.window
-        c = np.clip(w - prefix, 0, q)  # queries whose keys all fit the window
-        return c * prefix + c * (c + 1) / 2 + (q - c) * w
-
-    def _dense_ffn(
-        self, out: list[Spec], T: np.ndarray, shape: FFNShape, part: str, name: str = ""
-    ) -> None:
-        """A dense FFN block (or the shared experts), its width split over the TP ranks."""
-        inter = shape.inter // self.lay.tp
-        self._gemm(
-            out,
-            f"{name}gate_up_proj" if shape.gated else f"{name}up_proj",
-            part,
-            T,
-            (shape.matrices - 1) * inter,
-            self.d,
-        )
-        self._elementwise(out, f"{name}activation", part, T * inter)
-        self._gemm(out, f"{name}down_proj", part, T, self.d, inter)
+            else:
+                sh = {"elements": on * sum(c * x for c, x in zip(e, per_row))}
+            dtype = self.gemm_dtype if t.kind == "gemm" and b[0] > 0 else t.dtype
+            out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
 
     def _moe(self, out: list[Spec], T: np.ndarray, decode: np.ndarray) -> None:
         m, lay, d = self.m, self.lay, self.d
         part = "moe_ffn"
         E, k = m.n_routed_experts, m.num_experts_per_tok
         slots = E + lay.redundant_experts  # experts placed, replicas included
-        self._gemm(out, "router", part, T, E, d, dtype="bf16", weight_bytes=2)
-        if m.n_shared_experts:
-            self._dense_ffn(out, T, shared_experts_shape(m), part, "shared expert ")
         groups = lay.moe_group // lay.tp  # attention groups feeding the MoE group
         T_grp = T * groups  # distinct tokens entering the MoE group
         local = slots // lay.ep
@@ -345,12 +553,13 @@ class StepModel:
         inter = expert.inter // lay.moe_tp
         assign = T_grp * k / lay.ep * self.imbalance  # routed copies this GPU computes
         active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
-        mats = expert.matrices
-        flops = 2.0 * assign * d * inter * mats
-        nbytes = active * d * inter * mats * self.w_bytes + assign * (2 * d + inter) * ACT
+        # the model step's routed-expert kernel on this GPU's share: 2 x weights FLOPs per
+        # routed copy, the touched experts' weights read once, each copy in and out once
+        flops = 2.0 * assign * expert.weights / lay.moe_tp
+        nbytes = active * expert.params / lay.moe_tp * self.w_bytes + assign * 2 * d * ACT
         out.append(
             Spec(
-                f"routed experts ({local} local)",
+                "routed_experts",
                 "moe",
                 self.gemm_dtype,
                 part,
@@ -366,6 +575,7 @@ class StepModel:
                     "max_tokens_per_expert": np.ceil(assign / np.maximum(active, 1.0)),
                     "gated": np.full_like(T, 1 if expert.gated else 0),
                 },
+                calls=self.part_calls[part],
             )
         )
         if lay.moe_group == lay.tp:
@@ -461,7 +671,8 @@ class StepModel:
                 )
 
     def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0) -> list[Spec]:
-        """Every kernel of one layer of each kind, the head, and the stage hand-over."""
+        """Every kernel of the step on this GPU: the model step's, sharded, the routed
+        experts of the layout, its collectives and the stage hand-over."""
         dec_B, pf_N = _arr(dec_B), _arr(pf_N)
         n = max(len(dec_B), len(pf_N))
         z = np.zeros(n)
@@ -470,33 +681,17 @@ class StepModel:
         T = dec_B * dec_q + pf_N * pf_q
         decode = pf_N == 0  # rows without prompt tokens
         out: list[Spec] = []
-        self._attention(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
-        if self.m.num_hidden_layers - self.m.num_moe_layers:
-            self._dense_ffn(out, T, ffn_shape(self.m), "dense_ffn")
+        self._from_templates(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
+        act = T * self.d * ACT
+        self._comm(out, "all_reduce after attention (TP)", "all_reduce", "layer", act, self.lay.tp)
+        if self.part_calls["dense_ffn"]:
             self._comm(
-                out,
-                "all_reduce after FFN (TP)",
-                "all_reduce",
-                "dense_ffn",
-                T * self.d * ACT,
-                self.lay.tp,
+                out, "all_reduce after FFN (TP)", "all_reduce", "dense_ffn", act, self.lay.tp
             )
         if self.m.num_moe_layers:
             self._moe(out, T, decode)
-        logits = dec_B * dec_q + pf_N  # prefill needs the last token's logits
-        self._elementwise(out, "embedding lookup, final norm", "head", T * self.d, passes=2)
-        self._gemm(
-            out,
-            "lm_head",
-            "head",
-            logits,
-            self.m.vocab_size // self.lay.tp,
-            self.d,
-            dtype="bf16",
-            weight_bytes=self.w_bytes,
-        )
         if self.lay.pp > 1:
-            self._comm(out, "p2p to the next stage", "p2p", "p2p", T * self.d * ACT, 2)
+            self._comm(out, "p2p to the next stage", "p2p", "p2p", act, 2)
         return out
 
     # ------------------------------------------------------------------ timing
@@ -508,17 +703,10 @@ class StepModel:
         """The kernels of one step (the first row of ``kw``) as :class:`mlacalc.kernels.Kernel`
         records, each with the calls it makes in the whole step (layers of its kind), for the
         kernel model's :func:`~mlacalc.timemodel.predict_kernels` or any other consumer."""
-        counts = {
-            "layer": self.m.num_hidden_layers,
-            "dense_ffn": sum(c[0] for c in self.stage_counts),
-            "moe_ffn": sum(c[1] for c in self.stage_counts),
-            "head": 1,
-            "p2p": self.lay.pp - 1,
-        }
         out = []
         for sp in self.specs(**kw):
             work = sp.bytes[0] if sp.kind == "elementwise" or sp.comm else sp.flops[0]
-            if counts[sp.part] and work > 0:
+            if sp.calls and work > 0:
                 out.append(
                     Kernel(
                         sp.name,
@@ -526,7 +714,7 @@ class StepModel:
                         sp.dtype,
                         round(float(sp.flops[0])),
                         round(float(sp.bytes[0])),
-                        counts[sp.part],
+                        sp.calls,
                         {k: round(float(v[0])) for k, v in sp.shape.items()},
                     )
                 )
@@ -554,8 +742,10 @@ class StepModel:
     ) -> StepTimes:
         """Sum the kernels' times (``rows`` of them) into a step through every stage."""
         parts: dict[str, tuple[Any, Any]] = {}
+        layers = self.m.num_hidden_layers
         for sp, t in zip(specs, secs):
-            t = t[rows]
+            # per layer of its part: a layer kernel's share of the layers (its kind's)
+            t = t[rows] * (sp.calls / layers if sp.part == "layer" else 1.0)
             c, k = parts.get(sp.part, (0.0, 0.0))
             parts[sp.part] = (c + (0 if sp.comm else t), k + (t if sp.comm else 0))
 
@@ -585,28 +775,21 @@ class StepModel:
         stage = np.max(
             np.vstack([np.broadcast_to(x, np.shape(total)) for x in stage_times]), axis=0
         )
-        counts = {
-            "layer": self.m.num_hidden_layers,
-            "dense_ffn": sum(c[0] for c in self.stage_counts),
-            "moe_ffn": sum(c[1] for c in self.stage_counts),
-            "head": 1,
-            "p2p": self.lay.pp - 1,
-        }
         kernels = [
             {
                 "name": sp.name,
                 "kind": sp.kind,
                 "dtype": sp.dtype,
                 "part": sp.part,
-                "calls": counts[sp.part],
+                "calls": sp.calls,
                 "flops": sp.flops[rows],
                 "bytes": sp.bytes[rows],
                 "seconds_per_call": t[rows],
-                "seconds": t[rows] * counts[sp.part],
+                "seconds": t[rows] * sp.calls,
                 "communication": sp.comm,
             }
             for sp, t in zip(specs, secs)
-            if counts[sp.part] and breakdown
+            if sp.calls and breakdown
         ]
         return StepTimes(
             np.asarray(total, dtype=float),
