@@ -289,3 +289,36 @@ def test_quantization_on_an_unlisted_layout_is_refused():
         mlacalc.weight_bytes(m)
     assert err.value.field == "quantization_config" and "gpt2" in str(err.value)
     assert mlacalc.weight_bytes(m, "bf16") == 2 * mlacalc.param_counts(m).total
+
+
+def test_plan_splits_each_tensor_as_tp_splits_it():
+    """DeepSeek-V3 at TP8: each checkpoint tensor's bytes (scales included) on one GPU, summed
+    by hand: q_a/kv_a projections, their norms, the layer norms and the routers whole, every
+    other tensor an eighth. Each part but attention equals the plan's exactly; attention is
+    sized in proportion to its parameters, off by its replicated bf16 norms and scales only."""
+    from mlacalc.families import _part, tensors
+    from mlacalc.quant import tensor_bytes
+
+    m = mlacalc.load_model("deepseek-v3")
+    whole = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
+    by_hand: dict[str, float] = {}
+    for t in tensors(m):
+        layer_norm = "norm" in t.name and ".self_attn." not in t.name
+        kept_whole = any(f".{w}." in t.name for w in whole) or ".mlp.gate." in t.name
+        share = 1 if layer_norm or kept_whole else 1 / 8
+        part = {
+            "embedding": "embedding_head",
+            "lm_head": "embedding_head",
+            "moe_routed_experts": "routed_experts",
+            "moe_shared_experts": "shared_experts",
+            "moe_router": "router",
+        }.get(_part(t.name), _part(t.name))
+        by_hand[part] = by_hand.get(part, 0) + sum(tensor_bytes(t, m.quantization)) * share
+    p = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, seq_len=32768)
+    for part, nbytes in by_hand.items():
+        planned = p.memory[f"weights_{part}"]
+        if part == "attention":
+            assert 0 < nbytes - planned < 61 * 2048  # 105,936 bytes of 2.2 GB
+        else:
+            assert planned == math.ceil(nbytes), part
+    assert abs(p.weights_per_gpu_bytes - sum(by_hand.values())) < 61 * 2048

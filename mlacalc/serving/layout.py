@@ -233,7 +233,8 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
     attn = _attention_per_rank(m, lay.tp)
     norms = b["norms"] / m.num_hidden_layers  # per layer (final norm spread evenly)
     dense = b["dense_ffn"] / n_dense / lay.tp if n_dense else 0.0
-    moe_rest = (b["moe_shared_experts"] / lay.tp + b["moe_router"]) / n_moe if n_moe else 0.0
+    shared = b["moe_shared_experts"] / lay.tp / n_moe if n_moe else 0.0
+    router = b["moe_router"] / n_moe if n_moe else 0.0  # replicated on every rank
     slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if n_moe else 1.0
     routed = b["moe_routed_experts"] * slots / n_moe / lay.moe_group if n_moe else 0.0
     best: dict[str, float] | None = None
@@ -244,7 +245,8 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
             "attention": attn * len(layers),
             "norms": norms * len(layers),
             "dense_ffn": dense * (len(layers) - moe_layers),
-            "shared_experts_router": moe_rest * moe_layers,
+            "shared_experts": shared * moe_layers,
+            "router": router * moe_layers,
             "routed_experts": routed * moe_layers,
             "embedding_head": ((b["embedding"] + b["position_embedding"]) if s == 0 else 0) / lay.tp
             + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0),
@@ -261,7 +263,8 @@ _CHECKPOINT_PARTS = {
     "attention": ("attention",),
     "norms": ("norms",),
     "dense_ffn": ("dense_ffn",),
-    "shared_experts_router": ("moe_shared_experts", "moe_router"),
+    "shared_experts": ("moe_shared_experts",),
+    "router": ("moe_router",),
     "routed_experts": ("moe_routed_experts",),
     "embedding_head": ("embedding", "position_embedding", "lm_head"),
     "mtp": ("mtp",),
