@@ -300,7 +300,7 @@ def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
     ]
     if qkv_bias:
         out += [
-            Tensor(f"{p}.self_attn.q_proj.bias", (n_h * d_h,)),
+            Tensor(f"{p}.self_attn.q_proj.bias", (n_h * d_h * (1 + arch.gated_query),)),
             Tensor(f"{p}.self_attn.k_proj.bias", (n_kv * d_h,)),
             Tensor(f"{p}.self_attn.v_proj.bias", (n_kv * d_h,)),
         ]

@@ -419,3 +419,25 @@ def test_kimi_mla_layer_matches_flop_counter():
     cost = mlacalc.attention_cost(m, "prefill", tokens, batch, impl="naive")
     assert cost.group_labels == ("mla no-rope", "linear")
     assert seen == cost.groups[0].flops
+
+
+def test_fields_that_change_no_figure_of_the_reference():
+    """Qwen3-Next with attention_bias: the gated q_proj's bias is twice the query width, as
+    the reference holds it (4 layers, 16 experts, meta device). Kimi Linear's reference
+    places MoE layers by mlp_layer_types and always keeps the correction bias, so a
+    config.json's moe_layer_freq or topk_method changes nothing."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.qwen3_next import modeling_qwen3_next as mod
+    from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
+
+    data = json.loads(NEXT.read_text())
+    data.update(attention_bias=True, num_hidden_layers=4, num_experts=16)
+    cfg = Qwen3NextConfig(**{k: v for k, v in data.items() if k != "model_type"})
+    with torch.device("meta"):
+        reference = mod.Qwen3NextForCausalLM(cfg)
+    ours = mlacalc.param_counts(mlacalc.config.import_hf_config(dict(data))).total
+    assert ours == sum(p.numel() for p in reference.parameters())
+    kimi = json.loads(KIMI.read_text())
+    changed = mlacalc.config.import_hf_config({**kimi, "moe_layer_freq": 2, "topk_method": "x"})
+    assert mlacalc.param_counts(changed).total == 49_133_081_120

@@ -156,7 +156,11 @@ FAMILY = register(
                 "mapping", "Kimi Linear: linear-layer widths and the 1-based full/KDA layers"
             ),
         },
-        ignored=MLA_IGNORED,
+        ignored={
+            **MLA_IGNORED,
+            "moe_layer_freq": "KimiLinearConfig places MoE layers by mlp_layer_types only",
+            "topk_method": "KimiLinearConfig routers always carry e_score_correction_bias",
+        },
         translate=_translate,
         moe=True,
         mla=True,
