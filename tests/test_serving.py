@@ -386,3 +386,18 @@ def test_collectives_in_one_node_are_timed_by_the_kernel_model():
     )
     kw = {"dec_B": 64, "dec_S": 2048}
     assert float(wide.step(**kw).comm_s[0]) > float(narrow.step(**kw).comm_s[0])
+
+
+def test_routing_imbalance_slows_the_expert_exchange_too():
+    """The GPU with the busiest experts receives and returns imbalance x the even share of
+    routed copies: dispatch and combine bytes grow by the same factor as its expert work."""
+    m, hw = DSV3, load_hardware("H100-SXM")
+    lay = make_layout(m, 32, tp=1, ep=32, dp_attention=True, redundant_experts=32)
+    kv = resolve_kv_layout("bf16")
+    even = StepModel(m, lay, "fp8", kv, hw).specs(dec_B=64, dec_S=2000)
+    hot = StepModel(m, lay, "fp8", kv, hw, routing_imbalance=1.5).specs(dec_B=64, dec_S=2000)
+    for a, b in zip(even, hot):
+        if a.kind in ("dispatch", "combine", "moe"):
+            assert float(b.flops[0] if a.kind == "moe" else b.bytes[0]) == pytest.approx(
+                1.5 * float(a.flops[0] if a.kind == "moe" else a.bytes[0])
+            ), a.name

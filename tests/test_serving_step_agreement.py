@@ -43,7 +43,9 @@ def _pair(model: str, phase: str, tp: int = 1, ep: int = 1):
         ref = step_kernels(m, "decode", S, B, weight_dtype=m.weights_dtype, kv_dtype=kv)
         ours = sm.kernels(dec_B=B, dec_S=S)
     else:
-        ref = step_kernels(m, "prefill", S, 1, weight_dtype=m.weights_dtype, causal=True, kv_dtype=kv)
+        ref = step_kernels(
+            m, "prefill", S, 1, weight_dtype=m.weights_dtype, causal=True, kv_dtype=kv
+        )
         ours = sm.kernels(pf_N=1, pf_q=S)
     return _keyed(ref), _keyed(k for k in ours if k.kind not in _COMM)
 

@@ -582,6 +582,9 @@ class StepModel:
             self._comm(out, "all_reduce after MoE (TP)", "all_reduce", part, T * d * ACT, lay.tp)
         else:
             sent = T / lay.tp  # tp ranks split their group's tokens
+            # the GPU holding the busiest experts receives (dispatch) and returns (combine)
+            # routing_imbalance x the even share: the exchange waits for it
+            hot = self.imbalance
             if lay.ep > 1:
                 node = self.hw.gpus_per_node or lay.moe_group
                 if lay.moe_group <= node:
@@ -593,8 +596,8 @@ class StepModel:
                     low = decode * 1.0
                     sms = np.where(decode, 0.0, float(DEEPEP_NORMAL_SMS))
                     for kind, nbytes in (
-                        ("dispatch", dispatch_bytes(sent, copies, d, self.fp8_dispatch)),
-                        ("combine", combine_bytes(sent, copies, d)),
+                        ("dispatch", dispatch_bytes(sent, copies, d, self.fp8_dispatch) * hot),
+                        ("combine", combine_bytes(sent, copies, d) * hot),
                     ):
                         self._comm(
                             out,
@@ -606,7 +609,7 @@ class StepModel:
                             tokens=sent,
                             hidden=float(d),
                             topk=float(k),
-                            copies=sent * copies,
+                            copies=sent * copies * hot,
                             low_latency=low,
                             sms=sms,
                         )
@@ -629,7 +632,9 @@ class StepModel:
                             "dispatch",
                             part,
                             np.where(
-                                rows, dispatch_bytes(sent, n_copies, d, self.fp8_dispatch), 0.0
+                                rows,
+                                dispatch_bytes(sent, n_copies, d, self.fp8_dispatch) * hot,
+                                0.0,
                             ),
                             lay.moe_group,
                             network=True,
@@ -639,7 +644,7 @@ class StepModel:
                             f"EP combine ({mode})",
                             "combine",
                             part,
-                            np.where(rows, combine_bytes(sent, n_copies, d), 0.0),
+                            np.where(rows, combine_bytes(sent, n_copies, d) * hot, 0.0),
                             lay.moe_group,
                             network=True,
                         )
