@@ -697,7 +697,7 @@ def pattern_cost(
         cost = attention_cost(
             sub, phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype
         )
-        if (arch_of(model) or Arch()).gated_query:
+        if (arch_of(model) or Arch()).gated_query and not sub.is_mla:
             from .linear import gated_query_cost
 
             cost = gated_query_cost(cost, sub, weight_dtype, act_dtype)

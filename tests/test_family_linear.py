@@ -441,3 +441,21 @@ def test_fields_that_change_no_figure_of_the_reference():
     kimi = json.loads(KIMI.read_text())
     changed = mlacalc.config.import_hf_config({**kimi, "moe_layer_freq": 2, "topk_method": "x"})
     assert mlacalc.param_counts(changed).total == 49_133_081_120
+
+
+@pytest.mark.parametrize("name", ["qwen3-next-80b-a3b", "kimi-linear-48b-a3b"])
+def test_attention_variants_of_a_model_with_linear_layers(name):
+    """The same model with its full layers as MHA, GQA, MQA or MLA (the app's side-by-side
+    table): the linear layers stay, an MLA version has no query gate."""
+    from mlacalc.report import compare_rows
+    from mlacalc.variants import as_variant
+    from mlacalc.vocab import VARIANTS
+
+    m = mlacalc.load_model(name)
+    rows = compare_rows(
+        [as_variant(m, v) for v in VARIANTS], seq_len=4096, batch=2, kv_dtype="bf16"
+    )
+    assert len(rows) == len(VARIANTS)
+    for v in VARIANTS:
+        cost = mlacalc.attention_cost(as_variant(m, v), "decode", 4096, 2)
+        assert cost.group_labels[-1] == "linear" and cost.flops > cost.groups[-1].flops
