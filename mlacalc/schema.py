@@ -886,6 +886,20 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
         )
     out += _indexer_problems(v, have, unit)
     out += _linear_problems(v, have, unit)
+    if (
+        ok("quantization_config")
+        and v["quantization_config"] is not None
+        and unit is not None
+        and unit.layout in ("gpt2", "falcon")
+    ):
+        out.append(
+            (
+                "quantization_config",
+                f"checkpoint quantization is modelled for the Llama, DeepSeek and MiniCPM3 "
+                f"layouts, not {unit.layout} (its checkpoint tensors are not listed)",
+                "remove quantization_config to size the weights with weights_dtype",
+            )
+        )
     return out
 
 
