@@ -409,6 +409,7 @@ class StepModel:
         self.d = m.hidden_size
         self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
         self.templates = _templates(m, self.w_dtype, kv_layout)
+        self.sharded = [self._sharded(t) for t in self.templates]
         stages = _stage_layers(m, lay.pp)
         self.stage_counts = [
             (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
@@ -502,42 +503,56 @@ class StepModel:
         logits = T_dec + pf_N  # prefill needs the last token's logits
         cap = self.m.index_topk
         one = np.ones_like(dec_B)
-        for t in self.templates:
-            f, b, e, r, g, shape = self._sharded(t)
-            window = t.window
-            S_eff = np.minimum(dec_S, window) if window else dec_S
-            rows_dec = dec_B * S_eff
-            pairs_dec = rows_dec * dec_q
-            pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
-            keys_w = np.minimum(pf_pre + pf_q, window) if window else pf_pre + pf_q
-            full_pf = pf_N * pf_q * keys_w
-            keys = pf_N * keys_w
+        zero = 0.0 * one
+        ctx = pf_pre + pf_q
+        drivers: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+
+        def rows_of(window: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+            """The drivers of a template's coefficients (FLOPs, then bytes and sizes)."""
+            if window not in drivers:
+                S_eff = np.minimum(dec_S, window) if window else dec_S
+                rows_dec = dec_B * S_eff
+                keys_w = np.minimum(ctx, window) if window else ctx
+                full_pf = T_pf * keys_w
+                capped = dec_B * np.minimum(dec_S, cap) if cap else dec_B * dec_S
+                sel_pf = T_pf * np.minimum(ctx, cap) if cap else zero
+                pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
+                drivers[window] = (
+                    (one, T_dec, T_pf, rows_dec * dec_q, capped * dec_q, pairs_pf, full_pf, sel_pf),
+                    (one, T_dec, T_pf, rows_dec, capped, pf_N * keys_w, full_pf, sel_pf),
+                )
+            return drivers[window]
+
+        def lin(coef: Coef, x: tuple[Any, ...], on: Any) -> Any:
+            total = zero
+            for c, v in zip(coef, x):
+                if c:
+                    total = total + c * v
+            return on * total
+
+        for t, (f, b, e, r, g, shape) in zip(self.templates, self.sharded):
+            per_pair, per_row = rows_of(t.window)
             if t.name in _PER_SEQUENCE:
-                tok_dec, tok_pf, on = logits, 0.0 * one, logits > 0
+                per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero)
+                on = logits > 0
             else:
-                tok_dec, tok_pf = T_dec, T_pf
                 on = {"both": T_dec + T_pf, "decode": T_dec, "prefill": T_pf}[t.phases] > 0
-            capped = dec_B * np.minimum(dec_S, cap) if cap else dec_B * dec_S
-            sel_pf = pf_N * pf_q * np.minimum(pf_pre + pf_q, cap) if cap else 0.0 * one
-            per_pair = (one, tok_dec, tok_pf, pairs_dec, capped * dec_q, pairs_pf, full_pf, sel_pf)
-            per_row = (one, tok_dec, tok_pf, rows_dec, capped, keys, full_pf, sel_pf)
-            flops = on * sum(c * x for c, x in zip(f, per_pair))
-            nbytes = on * sum(c * x for c, x in zip(b, per_row))
+            flops, nbytes = lin(f, per_pair, on), lin(b, per_row, on)
             if t.kind == "gemm":
                 sh = {k: np.full_like(one, float(shape[k])) for k in ("n", "k")}
-                sh["m"] = on * sum(c * x for c, x in zip(r, per_row))
-                sh["groups"] = on * sum(c * x for c, x in zip(g, per_row))
+                sh["m"] = lin(r, per_row, on)
+                sh["groups"] = lin(g, per_row, on)
             elif "n_heads" in shape:  # an attention core: its phase's sequences
                 decode = t.phases == "decode"
                 sh = {k: float(v) * one for k, v in shape.items()}
                 sh.update(
                     batch=dec_B if decode else pf_N,
                     q_len=dec_q * one if decode else pf_q * one,
-                    kv_len=dec_S * one if decode else (pf_pre + pf_q) * one,
+                    kv_len=dec_S * one if decode else ctx * one,
                     causal=one * (0.0 if decode else 1.0),  # decode attends every key
                 )
             else:
-                sh = {"elements": on * sum(c * x for c, x in zip(e, per_row))}
+                sh = {"elements": lin(e, per_row, on)}
             dtype = self.gemm_dtype if t.kind == "gemm" and b[0] > 0 else t.dtype
             out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
 
