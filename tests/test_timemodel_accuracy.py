@@ -45,6 +45,7 @@ def _errors(system: str, family: str, table: str, profile: str, dtype: str | Non
         ("moe", "moe_perf", "bf16", 0.085),
         ("mla", "generation_mla_perf", "bf16", 0.08),
         ("mla", "context_mla_perf", None, 0.065),
+        ("comm", "nccl_perf", "fp16", 0.085),
         ("mla", "mla_generation_module_perf", None, 0.07),
         ("moe", "moe_perf", "fp8_block", 0.09),
         ("attention", "generation_attention_perf", "bf16", 0.17),
@@ -109,8 +110,8 @@ def test_prefill_with_many_query_heads_per_kv_head_reads_the_cache_once():
 
 def test_pooled_accuracy_fitted_and_leave_one_device_out():
     """Every predicted row of both shared sets, pooled per device (the README's figures: fitted
-    7.4% / p90 26% on H100-SXM, 10.5% / 36% on A100-SXM-80GB; leave one device out 17.4%
-    (A100 from H100) and 24.4% (H100 from A100)), and at most 5% of rows not predicted."""
+    7.4% / p90 26% on H100-SXM, 10.5% / 36% on A100-SXM-80GB; leave one device out 16.8%
+    (A100 from H100) and 23.8% (H100 from A100)), and at most 5% of rows not predicted."""
 
     def pooled(system: str, profile: str) -> tuple[float, float, float]:
         prof = load_profile(profile)
@@ -128,5 +129,5 @@ def test_pooled_accuracy_fitted_and_leave_one_device_out():
     h100, a100 = pooled("h100_sxm", "default"), pooled("a100_sxm", "default")
     assert h100[0] <= 0.08 and h100[1] <= 0.28 and h100[2] <= 0.05
     assert a100[0] <= 0.11 and a100[1] <= 0.38 and a100[2] <= 0.05
-    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.185
-    assert pooled("h100_sxm", "fit-a100-sxm-80gb")[0] <= 0.255
+    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.18
+    assert pooled("h100_sxm", "fit-a100-sxm-80gb")[0] <= 0.25
