@@ -6,7 +6,8 @@ A kernel's time on a device is
 
 - ``compute`` = FLOPs at ``eff_compute`` of the dense tensor rate of its dtype, divided by the
   share of the SMs its tiles keep busy (wave and tile quantization: ``ceil(tiles / SMs)``
-  waves of whole tiles; a GEMM with fewer tiles than SMs splits K);
+  waves of whole tiles; a GEMM with fewer tiles than SMs splits K, except the block-scaled
+  fp8 GEMM);
 - ``memory`` = HBM bytes at ``eff_memory`` of the datasheet bandwidth, limited when a kernel
   has too few work units to draw the whole bandwidth (one SM draws ``sm_bandwidth`` times its
   share); operands under ``l2_share`` of the L2 that a warm replay keeps resident are read at
@@ -14,16 +15,20 @@ A kernel's time on a device is
 - ``combine`` is the p-norm ``(c^p + m^p)^(1/p)`` with ``p = overlap``: a large ``p`` is the
   roofline's ``max``, ``p = 1`` no overlap at all;
 - attention adds ``block_s`` per 64-token KV block and ``seq_s`` per sequence, both spread over
-  the SMs (the per-block and per-sequence work a roofline has no term for);
+  the SMs (the per-block and per-sequence work a roofline has no term for), and a prefill
+  with a sliding window ``mask_s`` per masked block of its band;
 - fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s`` per pass and
   ``quant_bytes`` HBM passes over it per pass);
-- collectives: ``fixed + latency_steps x steps x link latency + algorithm bytes at
-  link_eff x link bandwidth``, ring (2(n-1)/n of the message for an all-reduce) against
-  one-shot (every peer's message read directly), whichever is faster.
+- collectives: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes the
+  faster of two ways: flagged stores at half of ``link_eff x link bandwidth``, or bulk copies
+  at the full rate behind ``proto_s`` per step; ring (2(n-1)/n of the message for an
+  all-reduce) against one-shot (every peer's message read directly; not in NCCL), whichever
+  is faster;
+- a kernel timed outside a CUDA graph (``plugin = 1``) adds :data:`UNGRAPHED_LAUNCH_S`.
 
 Every parameter is a fraction or multiple of a datasheet figure, or a time of work on the SMs
-stated at a reference clock (cycles, scaled by the device's clock; the fixed costs of
-collectives are seconds), so a profile fitted on measured devices transfers.
+stated at a reference clock (cycles, scaled by the device's clock; of a collective, its fixed
+cost and per-step synchronisation), so a profile fitted on measured devices transfers.
 """
 
 from __future__ import annotations
@@ -475,7 +480,7 @@ def _collective(
 
 def scale_params(kind: str, prm: dict[str, float], fig: DeviceFigures) -> dict[str, float]:
     """``prm`` with the times of work on the SMs (cycles, stated at the reference clock) scaled
-    to the device's clock; collectives are unchanged."""
+    to the device's clock; of a collective only its fixed cost and synchronisation."""
     scale = REFERENCE_CLOCK_HZ / fig.clock_hz
     out = dict(prm)
     for name in COMM_CLOCKED if kind in COMM_KINDS else CLOCKED:
