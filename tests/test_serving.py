@@ -120,8 +120,11 @@ def test_trtllm_online_table():
     assert len(rows) == 35
     for key in ("ttft_ms", "itl_ms", "output_tokens_per_s"):
         assert statistics.median(abs(r[f"error_{key}"]) for r in rows) <= 0.25, key
+    assert statistics.median(abs(r["error_ttft_ms"]) for r in rows) <= 0.15  # 5% measured
     assert all(abs(r["error_output_tokens_per_s"]) <= 0.25 for r in rows)
     assert all(abs(r["error_ttft_ms"]) <= 0.25 for r in rows)
+    # ITL: the rows with many running sequences or heavy prefill load are up to 34% short
+    assert all(abs(r["error_itl_ms"]) <= 0.40 for r in rows)
     # without the lag, TTFT is about a third short: the lag is what closes it
     assert statistics.median(r["error_ttft_ms"] for r in compare(lag_steps=0)) < -0.25
 
@@ -345,7 +348,7 @@ def test_link_model_agrees_with_the_calibrated_all_reduce():
 def test_trtllm_offline_max_throughput_table():
     """TensorRT-LLM v0.17 offline table (FP8 weights and cache, infinite request rate): output
     tokens/s of Llama-3.1 8B / 70B at TP1-4 on H100 and H200, 70 rows: median |error| <= 25%,
-    every row within 30% (the worst, 8B at 20000/2000, is about 25% low)."""
+    every row within 30% (the worst, 8B on H200 at 20000/2000, is 29% low)."""
     from mlacalc.serving.scenarios import compare_offline
 
     rows = compare_offline()
