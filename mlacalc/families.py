@@ -697,6 +697,8 @@ def pattern_cost(
         cost = attention_cost(
             sub, phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype
         )
+        if not kind.rope:  # a layer without rotary embedding runs no RoPE kernel
+            cost = replace(cost, ops=tuple(o for o in cost.ops if o.name != "rope"))
         if (arch_of(model) or Arch()).gated_query and not sub.is_mla:
             from .linear import gated_query_cost
 
