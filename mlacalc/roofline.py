@@ -717,6 +717,12 @@ def predict_time(
         raise InvalidArgumentError(
             "scope", f"unknown scope {scope!r}; use attention_layer or model"
         )
+    if mode == "unfused" and m.linear_num_value_heads is not None:
+        raise InvalidArgumentError(
+            "mode",
+            f"{m.label} has linear-attention layers, whose eager op-by-op sequence is not "
+            "modelled; use mode='fused' (the serving kernels)",
+        )
     dtype = canonical_dtype(dtype)
     weight_dtype = canonical_dtype(weight_dtype) if weight_dtype else dtype
     if calibration is not None and not isinstance(calibration, Calibration):

@@ -459,3 +459,9 @@ def test_attention_variants_of_a_model_with_linear_layers(name):
     for v in VARIANTS:
         cost = mlacalc.attention_cost(as_variant(m, v), "decode", 4096, 2)
         assert cost.group_labels[-1] == "linear" and cost.flops > cost.groups[-1].flops
+
+
+def test_unfused_mode_is_refused_for_linear_layers():
+    """The eager op-by-op sequence of a linear layer is not modelled: refused naming mode."""
+    with pytest.raises(mlacalc.InvalidArgumentError, match="mode"):
+        mlacalc.predict_time("kimi-linear-48b-a3b", "h100-sxm", "decode", 4096, mode="unfused")
