@@ -28,7 +28,10 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     starts a prompt at once as often as it is idle. ``output_lag_steps=n``: each token
     reaches the client ``n`` steps after the step that computes it (an engine that launches
     the next step before reading this one's tokens back: TTFT grows by ``n`` steps, ITL does
-    not change). ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
+    not change). ``prefill_pass="separate"``: a step runs its prompts in a forward pass of
+    their own, then the decode pass of the running batch (the new requests with it), and
+    the first token leaves with the step; ``"fused"`` (default) runs them in one pass.
+    ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
     the prompt then takes ``ceil(isl / N)`` steps. Disaggregated serving runs the prompt on a
     separate prefill pool (an M/D/1 wait for it under an arrival rate) and adds the KV
     transfer over the network, and its decode step has no prefill in it;
@@ -67,9 +70,12 @@ from .serving.layout import (
 if TYPE_CHECKING:
     from .serving.step import StepModel
 
-__all__ = ["MODES", "OVERLAPS", "DoesNotFitError", "Plan", "plan"]
+__all__ = ["MODES", "OVERLAPS", "PREFILL_PASSES", "DoesNotFitError", "Plan", "plan"]
 
 OVERLAPS = ("none", "tbo")
+#: How in-flight batching runs a step's prompts: in the decode batch's forward pass (weights
+#: read once), or in a pass of their own before it.
+PREFILL_PASSES = ("fused", "separate")
 MODES = ("aggregated", "disaggregated")
 #: Prompt tokens a prefill pass batches on one attention group (SGLang's and DeepSeek's
 #: prefill runs use 16K tokens per GPU).
@@ -138,6 +144,8 @@ class Plan:
     #: how the weights are sized: the checkpoint's scheme ("checkpoint fp8 block 128x128")
     #: when no weight dtype was chosen and the model declares one, else the weight dtype
     weight_format: str = ""
+    #: how a step runs its prompts beside the decode batch ("fused" or "separate")
+    prefill_pass: str = "fused"
 
     @property
     def total_gpus(self) -> int:
@@ -287,6 +295,7 @@ def plan(
     routing_imbalance: float = 1.0,
     redundant_experts: int = 0,
     output_lag_steps: int = 0,
+    prefill_pass: str = "fused",
     profile: Any = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
@@ -319,6 +328,11 @@ def plan(
     if concurrency is not None and request_rate is not None:
         raise InvalidArgumentError(
             "request_rate", "give either concurrency or request_rate, not both"
+        )
+    if prefill_pass not in PREFILL_PASSES:
+        raise InvalidArgumentError(
+            "prefill_pass",
+            f"must be one of {', '.join(PREFILL_PASSES)}, got {prefill_pass!r}",
         )
     if mode not in MODES:
         raise InvalidArgumentError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
@@ -430,6 +444,7 @@ def plan(
         layout=lay.describe(),
         mode=mode,
         overlap=overlap,
+        prefill_pass=prefill_pass,
         isl=isl,
         osl=osl,
         concurrency=concurrency,
@@ -541,12 +556,16 @@ def plan(
                 overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg, pf_N=ns / mb, pf_q=isl
             )
             t = lay.pp * mix.stage_seconds + (t_step - lay.pp * float(dec.stage_seconds[0]))
+            if prefill_pass == "separate":  # the prompts' own pass, then the decode pass
+                t = t_step + t_pf[: k_max + 1]
             chain = step_chain(t, rate)
             # the group is busy while a request is on it: with requests on it as random as
-            # their arrivals, a share 1 - exp(-L) of the time; an idle group starts at once
+            # their arrivals, a share 1 - exp(-L) of the time; an idle group runs the
+            # prompt at once (its own pass then the decode pass, when they are separate)
             busy = 1.0 - math.exp(-in_system)
             cycle = chain.mean_step_s
-            ttft = busy * chain.ttft_s + (1.0 - busy) * float(t_pf[1])
+            alone = float(t_pf[1]) + (t_step if prefill_pass == "separate" else 0.0)
+            ttft = busy * chain.ttft_s + (1.0 - busy) * alone
         else:
             # in-flight batching: k prompts join a step of the running decode batch; a share
             # n / k of the steps carries them (n prompts arrive per step in steady state)
@@ -556,6 +575,8 @@ def plan(
                 overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg, pf_N=k / mb, pf_q=isl
             )
             t_mix = lay.pp * float(mix.stage_seconds[0])
+            if prefill_pass == "separate":
+                t_mix = t_step + float(t_pf[k])
             share = min(n / k, 1.0)
             cycle = (1 - share) * t_step + share * t_mix
             if n > k:  # more prompts than one step batches

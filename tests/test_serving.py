@@ -110,23 +110,22 @@ def test_sglang_ep72_decode_node():
 
 
 def test_trtllm_online_table():
-    """Llama-3.1 70B TP4 and 8B TP1 on H100/H200 at fixed request rates: median |error| <= 25%
-    for TTFT, ITL and output tokens/s; TTFT and throughput within 25% on every row. Arrivals
-    are random (steps batch the prompts that arrived during the one before) and each token
-    reaches the client one step after the step that computes it (``output_lag_steps=1``, one
-    rule for every row: the measured TTFT exceeds the predicted prefill by about one decode
-    step at every load, model and GPU)."""
+    """Llama-3.1 70B TP4 and 8B TP1 on H100/H200 at fixed request rates: TTFT, ITL and
+    output tokens/s within 25% on every row. Arrivals are random (a step carries the prompts
+    that arrived during the one before) and each step runs its prompts in a pass of their own
+    before the decode pass (``prefill_pass="separate"``, one rule for every row: each prompt
+    slows the running sequences by its whole prefill, and TTFT is the wait, the prefill and
+    one decode pass, idle or busy)."""
     rows = compare()
     assert len(rows) == 35
     for key in ("ttft_ms", "itl_ms", "output_tokens_per_s"):
         assert statistics.median(abs(r[f"error_{key}"]) for r in rows) <= 0.25, key
+        assert all(abs(r[f"error_{key}"]) <= 0.25 for r in rows), key
     assert statistics.median(abs(r["error_ttft_ms"]) for r in rows) <= 0.15  # 5% measured
-    assert all(abs(r["error_output_tokens_per_s"]) <= 0.25 for r in rows)
-    assert all(abs(r["error_ttft_ms"]) <= 0.25 for r in rows)
-    # ITL: the rows with many running sequences or heavy prefill load are up to 34% short
-    assert all(abs(r["error_itl_ms"]) <= 0.40 for r in rows)
-    # without the lag, TTFT is about a third short: the lag is what closes it
-    assert statistics.median(r["error_ttft_ms"] for r in compare(lag_steps=0)) < -0.25
+    # one shared pass and the token out with its step: TTFT about 30% short, ITL 15%
+    fused = compare(prefill_pass="fused")
+    assert statistics.median(r["error_ttft_ms"] for r in fused) < -0.25
+    assert max(abs(r["error_itl_ms"]) for r in fused) > 0.25
 
 
 # ------------------------------------------------------------------ physical consistency

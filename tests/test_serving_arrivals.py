@@ -71,3 +71,17 @@ def test_an_idle_engine_starts_a_prompt_at_once():
     busy = plan("llama-3-8b", "H100-SXM", 1, isl=467, osl=16, request_rate=16, weight_dtype="bf16")
     assert busy.ttft_s > p.ttft_s + busy.decode_step_s / 4
     assert math.isfinite(busy.ttft_s)
+
+
+def test_a_separate_prefill_pass():
+    """prefill_pass="separate": each prompt costs the running sequences its whole prefill
+    (ITL longer than with one shared pass), and an idle engine's TTFT is the prefill and one
+    decode pass."""
+    kw = dict(isl=467, osl=16, weight_dtype="bf16")
+    fused = plan("llama-3-70b", "H100-SXM", 4, request_rate=16, **kw)
+    apart = plan("llama-3-70b", "H100-SXM", 4, request_rate=16, prefill_pass="separate", **kw)
+    assert apart.tpot_s > fused.tpot_s * 1.2
+    idle = plan("llama-3-8b", "H100-SXM", 1, request_rate=0.01, prefill_pass="separate", **kw)
+    assert idle.ttft_s == pytest.approx(idle.prefill_s + idle.decode_step_s, rel=0.01)
+    with pytest.raises(InvalidArgumentError, match="prefill_pass"):
+        plan("llama-3-8b", "H100-SXM", 1, prefill_pass="apart", **kw)

@@ -12,11 +12,12 @@ bound them.
   SXM and H200, mean TTFT, mean ITL and output tokens/s at a fixed request rate. The rows kept
   are those whose achieved request rate equals the offered one (the server kept up); beyond
   that the batch limit, which the source does not state, decides the figures. Requests arrive
-  at random at the stated rate; each token reaches the client one step after the step that
-  computes it (``output_lag_steps=1``): the source does not state it, the table does (the
-  measured TTFT exceeds the predicted prefill by about one decode step at every rate, prompt,
-  model and GPU, and by only the prefill where the engine idles between requests); one rule
-  for every row, nothing fitted.
+  at random at the stated rate; each step runs the prompts that arrived in a forward pass of
+  their own before the decode pass (``prefill_pass="separate"``): the source does not state
+  it, the table does (every prompt slows the running sequences by its whole prefill, not by
+  what it adds to a shared pass, and the measured TTFT is the wait, the prefill and one decode
+  pass at every rate, prompt, model and GPU, idle or busy); one rule for every row, nothing
+  fitted.
 - ``TRTLLM_OFFLINE``: TensorRT-LLM's offline max-throughput table (``NVIDIA/TensorRT-LLM@
   258c7540:docs/source/performance/perf-overview.md``, version 0.17, FP8 weights, "the KV cache
   will automatically be set to FP8", requests "at an infinite rate"): output tokens/s of the
@@ -225,10 +226,14 @@ def _model_name(name: str) -> str:
 
 
 def compare(
-    rows: tuple[OnlineRow, ...] = TRTLLM_ONLINE, profile: Any = None, lag_steps: int = 1
+    rows: tuple[OnlineRow, ...] = TRTLLM_ONLINE,
+    profile: Any = None,
+    prefill_pass: str = "separate",
+    lag_steps: int = 0,
 ) -> list[dict[str, Any]]:
     """Predict every online row at its request rate (bf16 weights and cache, as the source ran),
-    each token reaching the client ``lag_steps`` steps after the step that computes it."""
+    each step running its prompts as ``prefill_pass`` says, each token reaching the client
+    ``lag_steps`` steps after the step that computes it."""
     from ..planner import plan
 
     out = []
@@ -243,6 +248,7 @@ def compare(
             weight_dtype="bf16",
             kv_dtype="bf16",
             output_lag_steps=lag_steps,
+            prefill_pass=prefill_pass,
             profile=profile,
         )
         pred = {
