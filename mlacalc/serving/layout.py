@@ -380,7 +380,8 @@ def kv_bytes_per_sequence_per_gpu(
     plus its indexer key per token, a linear-attention layer its fixed state (no pages).
     MTP layers are full layers of the first stage. MLA's latent is whole on every
     tensor-parallel rank; GQA/MQA/MHA keep ``ceil(n_kv / tp)`` of their ``n_kv`` K/V heads
-    (a linear layer's state splits the same way)."""
+    (a linear layer's state splits by its heads: ``ceil(h / tp)`` of its key and value
+    heads, their convolution channels and recurrent states, on every rank)."""
     from ..families import indexer_row_bytes, layer_pattern, linear_state_bytes
 
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
@@ -408,10 +409,20 @@ def kv_bytes_per_sequence_per_gpu(
             )
             for stage in stages
         )
-    per_stage = [sum(layer_bytes(kinds[i]) for i in stage) for stage in stages]
+    per_stage = [
+        sum(layer_bytes(kinds[i]) for i in stage if kinds[i].label != "linear") for stage in stages
+    ]
     if include_mtp and m.num_nextn_predict_layers:
         per_stage[0] += m.num_nextn_predict_layers * paged(context) * dsa_row
-    total = max(per_stage)
-    if m.is_mla:
-        return total
-    return total * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads
+    if not m.is_mla:
+        n_kv = m.num_key_value_heads
+        per_stage = [b * math.ceil(n_kv / lay.tp) // n_kv for b in per_stage]
+    if m.linear_num_value_heads is not None:  # the state of the rank's linear heads
+        hk = math.ceil(m.linear_num_key_heads / lay.tp)
+        hv = math.ceil(m.linear_num_value_heads / lay.tp)
+        dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+        conv = (2 * hk * dk + hv * dv) * m.linear_conv_kernel_dim
+        state = layout.row_bytes(conv) + hv * dk * dv * 4
+        for j, stage in enumerate(stages):
+            per_stage[j] += state * sum(kinds[i].label == "linear" for i in stage)
+    return max(per_stage)
