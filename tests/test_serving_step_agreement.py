@@ -87,3 +87,29 @@ def test_expert_parallel_splits_the_routed_flops():
     moe = ours[("routed_experts", 0)]
     assert moe.flops == ref[("routed_experts", 0)].flops
     assert moe.shape["experts"] == 256 // 8
+
+
+def test_layer_kinds_scale_with_context_as_they_keep_it():
+    """Qwen3-Next decode at 4K and 64K keys: its linear layers' kernels do not change (a fixed
+    state per sequence), its full layers' core reads 16x the cached rows; gpt-oss's sliding
+    layers read at most their window."""
+    kv = resolve_kv_layout("bf16")
+    hw = load_hardware("H200")
+    for model in ("qwen3-next-80b-a3b", "gpt-oss-120b"):
+        m = as_model(model)
+        sm = StepModel(m, make_layout(m, 1), m.weights_dtype, kv, hw)
+        short = _keyed(sm.kernels(dec_B=8, dec_S=4096))
+        long = _keyed(sm.kernels(dec_B=8, dec_S=65536))
+        for key, k in short.items():
+            if key[0].startswith("linear_"):
+                assert long[key].bytes == k.bytes, key
+            if k.kind == "attention_decode" and k.shape["window"]:
+                assert long[key].bytes == k.bytes, key  # the window, not the context
+        cores = [
+            (k, long[key])
+            for key, k in short.items()
+            if k.kind == "attention_decode" and not k.shape["window"]
+        ]
+        assert cores
+        for s, lg in cores:  # 60K more keys of 8 sequences, one cached row each
+            assert lg.bytes - s.bytes == 8 * (65536 - 4096) * sm.kv_row
