@@ -4,7 +4,8 @@
 (b) DeepEP dispatch/combine latencies from bytes and link bandwidth (H800, CX7 400 Gb/s);
 (c) the SGLang 96 x H100 decode node (EP72, DP-attention, two-batch overlap);
 (d) the TensorRT-LLM v0.14 online table: TTFT, ITL and output tokens/s per row, with errors
-    (random arrivals at each row's rate, each token delivered one step after it is computed);
+    (random arrivals at each row's rate, each step's prompts in a pass of their own before
+    the decode pass);
 (e) search() for DeepSeek-V3 on 8-64 H200 GPUs: median wall time;
 (f) the TensorRT-LLM v0.17 offline max-throughput table (FP8), every row with its error.
 
