@@ -33,8 +33,9 @@ The chunked form is counted for every multi-token step because it is what runs: 
 per token is larger than the recurrent form's (``C``-wide intra-chunk blocks) but it is a
 few large products instead of ``q`` dependent ones. ``causal`` does not change a linear
 layer: its intra-chunk blocks are computed whole. The short convolution counts ``2 K`` per
-channel and new token (stage ``core``, with the delta rule); the reference also computes
-``K - 1`` outputs it discards in prefill and one in decode, not counted. Input projections
+channel and new token (stage ``core``, with the delta rule); the outputs per channel the
+reference computes and discards are not counted (``K - 1`` in prefill, ``2 K - 1`` in a chunk
+after a context, one in decode). Input projections
 are stage ``kv_proj``, the output gate and projection ``o_proj``.
 
 Bytes: the weights once (projection matrices in the weight dtype, the convolution taps and

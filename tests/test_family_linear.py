@@ -477,3 +477,28 @@ def test_plan_splits_linear_state_by_heads():
     full = 131072 * 2 * 256 * 2  # K and V of one KV head, bf16
     assert p.kv_bytes_per_sequence_per_gpu == 36 * linear + 12 * full
     assert p.kv_bytes_per_token_per_gpu == 12 * 2 * 256 * 2
+
+
+@pytest.mark.parametrize("kind", ["next", "kimi"])
+def test_chunk_after_a_context_matches_flop_counter(kind):
+    """A chunk of 5 tokens after 7 (batch 2), through the reference cache: the chunked form
+    from the cached state. The reference convolves its kept window and the new columns with
+    padding, ``2 K - 1`` outputs per channel more than the ``q`` it keeps (not counted)."""
+    torch = pytest.importorskip("torch")
+    from transformers.cache_utils import DynamicCache
+
+    tiny, path = (TINY_NEXT, NEXT) if kind == "next" else (TINY_KIMI, KIMI)
+    cfg, layer = _hf_layer(kind, tiny)
+    s = linear_shape(_model(path, tiny))
+    batch, past, new = 2, 7, 5
+    cache = DynamicCache(config=cfg)
+    layer(torch.randn(batch, past, cfg.hidden_size), cache_params=cache)
+    seen = _counted(lambda: layer(torch.randn(batch, new, cfg.hidden_size), cache_params=cache))
+    if kind == "next":
+        unseen = _solves_flops(batch * s.v_heads, s.d_k, s.d_v)
+    else:
+        unseen = _kda_unseen_flops(batch * s.v_heads, s.d_k)
+    discarded = 2 * batch * s.conv_dim * s.conv_kernel * (2 * s.conv_kernel - 1)
+    cost = mlacalc.attention_cost(_model(path, tiny), "chunk", past + new, batch, q_len=new)
+    assert cost.impl == "chunked"
+    assert seen + unseen - discarded == cost.flops
