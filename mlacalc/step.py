@@ -15,6 +15,10 @@ Kernels, per layer kind (``calls`` = the layers of that kind, FLOPs and bytes pe
   expanded heads, ``mla_decode`` for MLA in latent space, whatever the phase), and its norms and
   RoPE as ``elementwise`` kernels; a DSA layer (DeepSeek sparse attention) runs its lightning
   indexer before the core (:func:`indexer_kernels`) and its core attends the top-k keys only;
+- linear-attention layer (Gated DeltaNet, Kimi Delta Attention): its projections, short
+  convolution and delta rule as GEMMs of exact shape and its gated norm as an
+  ``elementwise`` kernel (:func:`mlacalc.linear.linear_kernels`), the fixed state per
+  sequence read and written as memory;
 - FFN: a dense FFN as an up (gate and up together) ``gemm``, the activation (``elementwise``)
   and a down ``gemm``; a MoE layer as its router (``gemm``), the routed experts as one ``moe``
   kernel and the shared experts like a dense FFN;
