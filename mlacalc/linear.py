@@ -112,7 +112,16 @@ class LinearShape:
         return self.v_heads * self.d_k * self.d_v
 
     def core_flops(self, q: int, recurrent: bool) -> int:
-        """Delta-rule FLOPs of one sequence's ``q`` new tokens (all value heads)."""
+        """Delta-rule FLOPs of one sequence's ``q`` new tokens (all value heads).
+
+        Examples
+        --------
+        Qwen3-Next's linear layer, per token and value head: recurrent, then chunked
+
+        >>> s = LinearShape("gated_deltanet", 2048, 16, 32, 128, 128, 4)
+        >>> s.core_flops(1, recurrent=True) // 32, s.core_flops(64, recurrent=False) // 64 // 32
+        (98304, 163584)
+        """
         dk, dv = self.d_k, self.d_v
         if recurrent:
             return self.v_heads * q * 6 * dk * dv
