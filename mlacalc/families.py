@@ -415,7 +415,11 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
     p, d = f"{prefix}.{i}", m.hidden_size
     if arch.global_attention:
         return _gemma4_layer(m, i, p)
-    linear = arch.off_pattern == "linear" and layer_pattern(m).layers[i].attention == "linear"
+    linear = (  # MTP layers beyond the main model are full layers
+        arch.off_pattern == "linear"
+        and i < m.num_hidden_layers
+        and layer_pattern(m).layers[i].attention == "linear"
+    )
     if linear:
         out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
     else:
