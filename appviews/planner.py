@@ -59,6 +59,24 @@ def render(sc: Scenario) -> None:
     )
     osl = c2.number_input("output tokens per request", 1, 1 << 20, 500, key="plan_osl")
     conc = c3.number_input("requests in flight (0: as many as fit)", 0, 1 << 22, 0, key="plan_conc")
+    c1, c2 = st.columns(2)
+    prefill_pass = c1.selectbox(
+        "prompts' forward pass (aggregated)",
+        ["fused", "separate"],
+        key="plan_prefill_pass",
+        help="fused: new prompts run in the decode batch's pass; separate: in a pass of their "
+        "own before the decode pass (the first token leaves with the step).",
+        disabled=mode != "aggregated",
+    )
+    lag = c2.number_input(
+        "output lag (steps, aggregated)",
+        0,
+        1024,
+        0,
+        key="plan_output_lag",
+        help="Steps between computing a token and the client getting it: TTFT grows by as many.",
+        disabled=mode != "aggregated",
+    )
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     serving = {}
@@ -66,6 +84,8 @@ def render(sc: Scenario) -> None:
         serving = dict(
             isl=int(isl), osl=int(osl), concurrency=float(conc) if conc else None, mode=mode
         )
+        if mode == "aggregated":
+            serving.update(prefill_pass=prefill_pass, output_lag_steps=int(lag))
     try:
         if gpus % (tp * pp):
             raise mlacalc.InvalidArgumentError(

@@ -146,6 +146,8 @@ class Plan:
     weight_format: str = ""
     #: how a step runs its prompts beside the decode batch ("fused" or "separate")
     prefill_pass: str = "fused"
+    #: steps between computing a token and the client getting it (aggregated serving)
+    output_lag_steps: int = 0
 
     @property
     def total_gpus(self) -> int:
@@ -359,6 +361,17 @@ def plan(
         raise InvalidArgumentError("isl", "serving figures need the request mix: give isl and osl")
     mtp_tokens = _check_int("mtp_tokens", mtp_tokens, allow_none=False, minimum=0)
     output_lag_steps = _check_int("output_lag_steps", output_lag_steps, False, minimum=0)
+    # both describe how an aggregated step without chunks runs its prompts and hands tokens out
+    if prefill_pass != "fused" and (mode == "disaggregated" or chunked_prefill is not None):
+        raise InvalidArgumentError(
+            "prefill_pass",
+            "describes aggregated steps that run whole prompts: leave it 'fused' with "
+            + ("mode='disaggregated'" if mode == "disaggregated" else "chunked_prefill"),
+        )
+    if output_lag_steps and mode == "disaggregated":
+        raise InvalidArgumentError(
+            "output_lag_steps", "applies to aggregated serving: leave it 0 with disaggregated"
+        )
     if mtp_tokens and mtp_acceptance is None:
         raise InvalidArgumentError(
             "mtp_acceptance", "give the draft tokens' acceptance rate with mtp_tokens"
@@ -445,6 +458,7 @@ def plan(
         mode=mode,
         overlap=overlap,
         prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
         isl=isl,
         osl=osl,
         concurrency=concurrency,

@@ -58,3 +58,34 @@ def test_weights_that_do_not_fit_are_an_answer():
     at.run()
     assert not at.exception
     assert any(i.value.startswith("Does not fit: weights") for i in at.info) and not at.error
+
+
+def test_plan_view_takes_the_engine():
+    """The prompts' pass and the output lag reach plan(): the metrics are plan()'s."""
+    at = _run()
+    at.number_input(key="plan_isl").set_value(2000)
+    at.selectbox(key="plan_prefill_pass").set_value("separate")
+    at.number_input(key="plan_output_lag").set_value(1)
+    at.run()
+    assert not at.exception
+    p = mlacalc.plan(
+        "deepseek-v3",
+        "H200",
+        8,
+        tp=8,
+        kv_dtype="bf16",
+        page_size=16,
+        seq_len=131072,
+        batch=8,
+        isl=2000,
+        osl=500,
+        prefill_pass="separate",
+        output_lag_steps=1,
+    )
+    fused = mlacalc.plan(
+        "deepseek-v3", "H200", 8, tp=8, page_size=16, seq_len=131072, batch=8, isl=2000, osl=500
+    )
+    labels = {m.label: m.value for m in at.metric}
+    assert p.ttft_s > fused.ttft_s
+    assert labels["TTFT"] == f"{p.ttft_s * 1e3:,.1f} ms"
+    assert labels["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"

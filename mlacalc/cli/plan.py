@@ -112,6 +112,23 @@ def layout_options(f):
 @click.option(
     "--chunked-prefill", type=SIZE, default=None, help="Prompt tokens mixed into every step."
 )
+@click.option(
+    "--prefill-pass",
+    type=click.Choice(["fused", "separate"]),
+    default="fused",
+    show_default=True,
+    help="How a step runs its new prompts (aggregated, without --chunked-prefill): fused, in "
+    "the decode batch's forward pass; separate, in a pass of their own before the decode pass "
+    "(the first token leaves with the step).",
+)
+@click.option(
+    "--output-lag-steps",
+    type=click.IntRange(0, 1024),
+    default=0,
+    show_default=True,
+    help="Steps between computing a token and the client getting it (an engine that launches "
+    "the next step before reading tokens back): TTFT grows by that many steps (aggregated).",
+)
 @click.option("--mtp-tokens", type=click.IntRange(0, 16), default=0, help="Draft tokens per step.")
 @click.option(
     "--mtp-acceptance",
@@ -158,6 +175,8 @@ def command(
     mode,
     prefill_gpus,
     chunked_prefill,
+    prefill_pass,
+    output_lag_steps,
     mtp_tokens,
     mtp_acceptance,
     redundant_experts,
@@ -176,6 +195,8 @@ def command(
       mlacalc plan deepseek-v3 -H H100 --gpus 72 --tp 1 --dp-attention --ep 72 \\
           --redundant-experts 32 --overlap tbo --isl 2000 --osl 500 --concurrency 18432 \\
           --mode disaggregated --prefill-gpus 32
+      mlacalc plan llama-3-70b -H H200 --gpus 4 --weight-dtype bf16 --isl 467 --osl 256 \\
+          --request-rate 2 --prefill-pass separate
     """
     from ..planner import plan as make_plan
 
@@ -185,6 +206,17 @@ def command(
                 f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
                 param_hint=flag,
             )
+    if prefill_pass != "fused" and (mode == "disaggregated" or chunked_prefill is not None):
+        raise click.BadParameter(
+            "describes aggregated steps that run whole prompts: leave it 'fused' with "
+            + ("--mode disaggregated" if mode == "disaggregated" else "--chunked-prefill"),
+            param_hint="--prefill-pass",
+        )
+    if output_lag_steps and mode == "disaggregated":
+        raise click.BadParameter(
+            "applies to aggregated serving: leave it 0 with --mode disaggregated",
+            param_hint="--output-lag-steps",
+        )
     p = make_plan(
         load(model),
         hardware,
@@ -208,6 +240,8 @@ def command(
         mode=mode,
         prefill_gpus=prefill_gpus,
         chunked_prefill=chunked_prefill,
+        prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
         overlap=overlap,
         mtp_tokens=mtp_tokens,
         mtp_acceptance=mtp_acceptance,
@@ -291,6 +325,10 @@ def sections(p) -> list[Section]:
             ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
             ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
         ]
+        if p.mode == "aggregated":
+            srows.insert(1, ["prompts' forward pass", p.prefill_pass])
+            if p.output_lag_steps:
+                srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
         if p.kv_transfer_s is not None:
             srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
         out.append(Section("Serving", ["figure", "value"], srows))

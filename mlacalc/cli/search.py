@@ -94,6 +94,21 @@ def _cell(key: str, value: Any) -> str:
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
 @click.option(
+    "--prefill-pass",
+    type=click.Choice(["fused", "separate"]),
+    default="fused",
+    show_default=True,
+    help="How an aggregated step runs its new prompts: in the decode batch's forward pass "
+    "(fused) or in a pass of their own before it (separate).",
+)
+@click.option(
+    "--output-lag-steps",
+    type=click.IntRange(0, 1024),
+    default=0,
+    show_default=True,
+    help="Steps between computing a token and the client getting it (aggregated points' TTFT).",
+)
+@click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
 @format_option
@@ -109,6 +124,8 @@ def command(
     kv_dtypes,
     modes,
     memory_reserve,
+    prefill_pass,
+    output_lag_steps,
     all_points,
     fmt,
 ):
@@ -143,6 +160,8 @@ def command(
         kv_dtypes=split(kv_dtypes),
         modes=split(modes),
         memory_reserve=memory_reserve,
+        prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
     )
     if fmt == "csv":
         rows = (

@@ -96,6 +96,9 @@ class SearchResult:
     layouts: int
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    #: the engine of the aggregated points (see :func:`search`)
+    prefill_pass: str = "fused"
+    output_lag_steps: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +115,8 @@ class SearchResult:
             "points": len(self.points),
             "seconds": self.seconds,
             "notes": list(self.notes),
+            "prefill_pass": self.prefill_pass,
+            "output_lag_steps": self.output_lag_steps,
         }
 
     def rows(self) -> list[dict[str, Any]]:
@@ -199,10 +204,15 @@ def search(
     batches: tuple[int, ...] = BATCHES,
     memory_reserve: float = 0.1,
     page_size: int = 16,
+    prefill_pass: str = "fused",
+    output_lag_steps: int = 0,
     profile: Any = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` (each count a separate option) for requests of
     ``isl`` prompt and ``osl`` output tokens; ``ttft`` and ``tpot`` (seconds) are the targets.
+    ``prefill_pass`` and ``output_lag_steps`` describe the engine of the aggregated points as
+    :func:`mlacalc.plan` does: prompts in the decode batch's pass (``"fused"``) or in a pass of
+    their own before it (``"separate"``), and the steps a token waits before it is read back.
 
     Examples
     --------
@@ -235,6 +245,18 @@ def search(
             raise InvalidArgumentError(
                 "modes", f"unknown mode {mode!r}; use aggregated or disaggregated"
             )
+    if prefill_pass not in ("fused", "separate"):
+        raise InvalidArgumentError(
+            "prefill_pass", f"must be one of fused, separate, got {prefill_pass!r}"
+        )
+    if (
+        isinstance(output_lag_steps, bool)
+        or not isinstance(output_lag_steps, int)
+        or output_lag_steps < 0
+    ):
+        raise InvalidArgumentError(
+            "output_lag_steps", f"must be a whole number of steps >= 0, got {output_lag_steps!r}"
+        )
     if not 0 <= memory_reserve < 1:
         raise InvalidArgumentError(
             "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
@@ -299,8 +321,11 @@ def search(
                     pos = 0
                     for ov in ovs:
                         f = 0.5 if ov == "tbo" else 1.0
-                        for what, db, pn in (("dec", Bf, 0 * Bf), ("mix", Bf, k)):
-                            mb = np.minimum(lay.pp, db)  # micro-batches in flight
+                        rows = [("dec", Bf, 0 * Bf), ("mix", Bf, k)]
+                        if prefill_pass == "separate":  # the prompts' own pass
+                            rows[1] = ("mix", 0 * Bf, k)
+                        for what, db, pn in rows:
+                            mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
                             dec_B.append(db / mb * f)
                             pf_N.append(pn / mb * f)
                             pf_q.append(np.full(len(Bf), float(isl)))
@@ -374,13 +399,13 @@ def search(
                 "fits": True,
             }
             if "aggregated" in modes:
-                t_mix = (
-                    lay.pp
-                    * sm.compose(specs, t, ov, pl["slices"][(ov, "mix")], False).stage_seconds
-                )
+                mix = sm.compose(specs, t, ov, pl["slices"][(ov, "mix")], False)
+                t_mix = lay.pp * mix.stage_seconds
+                if prefill_pass == "separate":  # the prompts' pass, then the decode pass
+                    t_mix = t_step + mix.seconds
                 share = np.minimum(pl["n"] / pl["k"], 1.0)
                 cycle = (1 - share) * t_step + share * t_mix
-                ttft_s = t_step / 2 + t_mix
+                ttft_s = t_step / 2 + t_mix + output_lag_steps * cycle
                 total = lay.dp * Bf / cycle
                 for i, b in enumerate(Bf):
                     points.append(
@@ -476,4 +501,6 @@ def search(
         layouts=n_layouts,
         seconds=time.perf_counter() - t0,
         notes=tuple(notes),
+        prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
     )
