@@ -313,8 +313,10 @@ def test_step_kernels_through_the_kernel_model_give_the_same_time():
     kernels = sm.kernels(dec_B=16, dec_S=4096)
     assert {k.kind for k in kernels} >= {"gemm", "mla_decode", "moe", "all_reduce", "elementwise"}
     assert all(isinstance(k.flops, int) and k.calls in (1, 3, 58, 61) for k in kernels)
+    links = {"all_reduce", "all_gather"}  # after attention and FFN; the vocabulary's logits
+    assert {k.kind for k in kernels} >= links
     compute = sum(
-        t.seconds for k, t in zip(kernels, predict_kernels(kernels, hw)) if k.kind != "all_reduce"
+        t.seconds for k, t in zip(kernels, predict_kernels(kernels, hw)) if k.kind not in links
     )
     assert compute == pytest.approx(float(sm.step(dec_B=16, dec_S=4096).compute_s[0]), rel=1e-6)
 
@@ -366,7 +368,7 @@ def test_collectives_in_one_node_are_timed_by_the_kernel_model():
 
     hw = load_hardware("H200")
     for lay, kinds in (
-        (make_layout(DSV3, 8, tp=8), {"all_reduce"}),
+        (make_layout(DSV3, 8, tp=8), {"all_reduce", "all_gather"}),  # + the logits' gather
         (make_layout(DSV3, 8, tp=1, dp=8, ep=8), {"dispatch", "combine"}),
     ):
         sm = StepModel(DSV3, lay, "fp8", resolve_kv_layout("bf16"), hw)

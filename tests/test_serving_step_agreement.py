@@ -47,10 +47,34 @@ def _pair(model: str, phase: str, tp: int = 1, ep: int = 1):
             m, "prefill", S, 1, weight_dtype=m.weights_dtype, causal=True, kv_dtype=kv
         )
         ours = sm.kernels(pf_N=1, pf_q=S)
-    return _keyed(ref), _keyed(k for k in ours if k.kind not in _COMM)
+    return _keyed(ref), _keyed(k for k in ours if k.kind not in _COMM and k.name not in _SERVING)
 
 
 _COMM = ("all_reduce", "all_gather", "reduce_scatter", "dispatch", "combine", "p2p")
+#: serving-only kernels (beyond the model's forward step): the sampler over the logits
+_SERVING = ("sampling",)
+
+
+@pytest.mark.parametrize(("model", "tp"), [("llama-3-8b", 1), ("llama-3-70b", 4)])
+def test_the_sampler_reads_every_sampled_row_of_logits(model, tp):
+    """Per sampled position: the vocabulary's logits gathered under TP (each rank sends its
+    ceil(V / tp) bf16 logits), then read once by the sampler (5 FLOPs per logit for the
+    softmax) that writes a 32-bit token id; a prompt samples its last position only."""
+    m = as_model(model)
+    V = m.vocab_size
+    lay = make_layout(m, tp, tp=tp)
+    sm = StepModel(m, lay, "bf16", resolve_kv_layout("bf16"), load_hardware("H100-SXM"))
+    for kw, rows in ((dict(dec_B=B, dec_S=S), B), (dict(dec_B=B, dec_S=S, pf_N=3, pf_q=500), 19)):
+        ks = {k.name: k for k in sm.kernels(**kw)}
+        sampler = ks["sampling"]
+        assert (sampler.kind, sampler.calls) == ("elementwise", 1)
+        assert (sampler.flops, sampler.bytes) == (5 * rows * V, rows * V * 2 + rows * 4)
+        if tp > 1:
+            gather = ks["all_gather of logits (TP)"]
+            assert gather.bytes == rows * -(-V // tp) * 2
+            assert gather.shape["message_bytes"] == gather.bytes * tp
+        else:
+            assert "all_gather of logits (TP)" not in ks
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,7 @@ from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch
 from ..params import expert_shape
+from ..vocab import SOFTMAX_FLOPS_PER_ELEMENT
 from .comm import (
     combine_bytes,
     comm_seconds,
@@ -556,6 +557,37 @@ class StepModel:
             dtype = self.gemm_dtype if t.kind == "gemm" and b[0] > 0 else t.dtype
             out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
 
+    def _sampling(self, out: list[Spec], logits: np.ndarray) -> None:
+        """What turns the head's logits into tokens, per sampled position: under tensor
+        parallelism the vocabulary-split logits are gathered (each rank holds ``V / tp`` of
+        every row), then the sampler reads every row of ``V`` logits once (softmax over the
+        vocabulary, :data:`~mlacalc.vocab.SOFTMAX_FLOPS_PER_ELEMENT` per logit; top-k/top-p
+        are comparisons) and writes one token id per row."""
+        V = self.m.vocab_size
+        if not V:
+            return
+        self._comm(
+            out,
+            "all_gather of logits (TP)",
+            "all_gather",
+            "head",
+            logits * math.ceil(V / self.lay.tp) * ACT,
+            self.lay.tp,
+        )
+        elements = logits * V
+        out.append(
+            Spec(
+                "sampling",
+                "elementwise",
+                "bf16",
+                "head",
+                SOFTMAX_FLOPS_PER_ELEMENT * elements,
+                elements * ACT + logits * 4,  # the logits in, a 32-bit token id out per row
+                {"elements": elements},
+                calls=self.part_calls["head"],
+            )
+        )
+
     def _moe(self, out: list[Spec], T: np.ndarray, decode: np.ndarray) -> None:
         m, lay, d = self.m, self.lay, self.d
         part = "moe_ffn"
@@ -702,6 +734,7 @@ class StepModel:
         decode = pf_N == 0  # rows without prompt tokens
         out: list[Spec] = []
         self._from_templates(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
+        self._sampling(out, dec_B * dec_q + pf_N)
         act = T * self.d * ACT
         self._comm(out, "all_reduce after attention (TP)", "all_reduce", "layer", act, self.lay.tp)
         if self.part_calls["dense_ffn"]:
