@@ -7,7 +7,10 @@
     (random arrivals at each row's rate, each step's prompts in a pass of their own before
     the decode pass);
 (e) search() for DeepSeek-V3 on 8-64 H200 GPUs: median wall time;
-(f) the TensorRT-LLM v0.17 offline max-throughput table (FP8), every row with its error.
+(f) the TensorRT-LLM v0.17 offline max-throughput table (FP8), every row with its error;
+(g) two-batch overlap: the shipped per-part rule against a two-stream schedule with each
+    micro-batch's dependencies, on the SGLang EP72 decode and EP32 prefill (2K) rows (the
+    analysis behind the README's "Still off"; not a rule the planner uses).
 
     python benchmarks/bench_serving.py
 """
@@ -102,6 +105,8 @@ def main() -> None:
         f"    median |error| {statistics.median(abs(e) for e in errs):.1%}, signed median "
         f"{statistics.median(errs):+.1%}, max |error| {max(abs(e) for e in errs):.1%}"
     )
+    print("(g) two-batch overlap, per MoE layer of DeepSeek-V3 on H100 (half-batch kernels):")
+    overlap_analysis()
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
@@ -116,6 +121,70 @@ def main() -> None:
         f"batch {b['batch_per_group']}: {b['output_tokens_per_s_per_gpu']:.0f} tok/s/GPU, "
         f"{b['output_tokens_per_s_per_user']:.1f} tok/s/user"
     )
+
+
+def two_stream_layer(attn: float, dispatch: float, experts: float, combine: float) -> float:
+    """Steady-state time of one MoE layer for two micro-batches on two streams (compute: A's
+    and B's attention, then A's and B's experts; links: A's and B's dispatch, then combine),
+    each stage waiting for its own micro-batch's previous stage."""
+    tc = tk = 0.0
+    done = {"A": 0.0, "B": 0.0}
+    ends = []
+    for _ in range(40):
+        att = {}
+        disp = {}
+        for mb in "AB":
+            tc = att[mb] = max(tc, done[mb]) + attn
+            tk = disp[mb] = max(tk, att[mb]) + dispatch
+        for mb in "AB":
+            tc = max(tc, disp[mb]) + experts
+            tk = done[mb] = max(tk, tc) + combine
+        ends.append(done["B"])
+    return (ends[-1] - ends[19]) / 20
+
+
+def overlap_analysis() -> None:
+    """(g): per MoE layer, the per-part rule against the two-stream schedule; in prefill the
+    compute beside a DeepEP normal-mode exchange runs on the SMs the exchange leaves."""
+    from mlacalc.dtypes import resolve_kv_layout
+    from mlacalc.engine import as_model
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.serving.step import DEEPEP_NORMAL_SMS, StepModel, halved
+
+    m, hw = as_model("deepseek-v3"), load_hardware("H100-SXM")
+    sms = hw.sm_count
+    cases = (
+        ("decode EP72, 256 seq/GPU", 72, dict(dec_B=np.array([256.0]), dec_S=2000.5)),
+        ("prefill EP32, 8 x 2K", 32, dict(pf_N=np.array([8.0]), pf_q=2048)),
+    )
+    for label, ep, kw in cases:
+        lay = make_layout(m, ep, tp=1, ep=ep, dp_attention=True, redundant_experts=32)
+        sm = StepModel(m, lay, "fp8", resolve_kv_layout("bf16"), hw)
+        specs = sm.specs(**halved(kw))
+        secs = sm.time_specs(specs)
+        layers = m.num_hidden_layers
+        part = {"attn": 0.0, "experts": 0.0, "dispatch": 0.0, "combine": 0.0}
+        for sp, t in zip(specs, secs):
+            # per layer, as the step composes them: a layer kernel's share of the layers
+            t = float(t[0]) * (sp.calls / layers if sp.part == "layer" else 1.0)
+            if sp.part == "layer" and not sp.comm:
+                part["attn"] += t
+            elif sp.part == "moe_ffn":
+                key = sp.kind if sp.comm else "experts"
+                part[key if key in part else "experts"] += t
+        rule = 2 * part["attn"] + 2 * max(part["experts"], part["dispatch"] + part["combine"])
+        free = two_stream_layer(part["attn"], part["dispatch"], part["experts"], part["combine"])
+        line = (
+            f"    {label}: per MoE layer, rule {rule * 1e3:.2f} ms, two streams "
+            f"{free * 1e3:.2f} ms ({rule / free:.2f}x)"
+        )
+        if "prefill" in label and sms:
+            slow = sms / (sms - DEEPEP_NORMAL_SMS)
+            shared = two_stream_layer(
+                part["attn"] * slow, part["dispatch"], part["experts"] * slow, part["combine"]
+            )
+            line += f"; computing on {sms - DEEPEP_NORMAL_SMS} of {sms} SMs {shared * 1e3:.2f} ms"
+        print(line)
 
 
 if __name__ == "__main__":
