@@ -16,11 +16,29 @@ TITLE = "Capacity planner"
 
 @st.cache_data(show_spinner=False)
 def _search(
-    model, hardware: str, gpus: tuple[int, ...], isl: int, osl: int, ttft: float, tpot: float
+    model,
+    hardware: str,
+    gpus: tuple[int, ...],
+    isl: int,
+    osl: int,
+    ttft: float,
+    tpot: float,
+    prefill_pass: str = "fused",
+    output_lag_steps: int = 0,
 ):
     from mlacalc.serving.search import search
 
-    r = search(model, hardware, list(gpus), isl=isl, osl=osl, ttft=ttft, tpot=tpot)
+    r = search(
+        model,
+        hardware,
+        list(gpus),
+        isl=isl,
+        osl=osl,
+        ttft=ttft,
+        tpot=tpot,
+        prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
+    )
     return r.points, r.frontier, r.best, r.reasons, r.seconds
 
 
@@ -193,8 +211,17 @@ def render(sc: Scenario) -> None:
         ttft = c1.number_input("TTFT target (s)", 0.01, 600.0, 2.0, key="plan_ttft")
         tpot = c2.number_input("TPOT target (ms)", 1.0, 10_000.0, 50.0, key="plan_tpot") / 1e3
         counts = tuple(sorted({max(1, int(gpus) // 2), int(gpus), int(gpus) * 2}))
+        # the aggregated points run the engine chosen above (prompts' pass, output lag)
         points, frontier, best, reasons, secs = _search(
-            model, sc.hardware, counts, int(isl), int(osl), float(ttft), float(tpot)
+            model,
+            sc.hardware,
+            counts,
+            int(isl),
+            int(osl),
+            float(ttft),
+            float(tpot),
+            prefill_pass,
+            int(lag),
         )
         fig = go.Figure()
         fig.add_scatter(

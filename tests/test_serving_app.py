@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,23 @@ def test_plan_view_takes_the_engine():
     assert p.ttft_s > fused.ttft_s
     assert labels["TTFT"] == f"{p.ttft_s * 1e3:,.1f} ms"
     assert labels["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"
+    # the search beside it runs the same engine: its frontier is search()'s with that engine
+    at.checkbox(key="plan_search").check().run()
+    assert not at.exception
+    from mlacalc.serving.search import search
+
+    def frontier(**engine):
+        r = search(
+            "deepseek-v3", "H200", [4, 8, 16], isl=2000, osl=500, ttft=2.0, tpot=0.05, **engine
+        )
+        return [p["output_tokens_per_s_per_user"] for p in r.frontier]
+
+    drawn = [
+        trace["x"]
+        for el in at.get("plotly_chart")
+        for trace in json.loads(el.proto.spec)["data"]
+        if trace.get("name") == "Pareto frontier"
+    ]
+    separate = frontier(prefill_pass="separate", output_lag_steps=1)
+    assert separate != frontier() and len(drawn) == 1
+    assert drawn[0] == pytest.approx(separate, rel=1e-9)
