@@ -40,7 +40,7 @@ from .engine import as_model, attention_cost, model_layer_key, resolve_impl
 from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware, lookup_peak, read_sidecar
 from .kernels import Kernel
-from .step import attention_kernels, kernel_stage, step_kernels
+from .step import as_stored, attention_kernels, checkpoint_stored, kernel_stage, step_kernels
 from .vocab import MODES, SCOPES
 
 __all__ = [
@@ -312,10 +312,13 @@ class _Rates:
         dtype: str,
         weight_dtype: str,
         launch_latency_s: float | None,
+        stored: bool = False,
     ):
         self.hw = hw
         self.cal = calibration
         self.dtype, self.weight_dtype = dtype, weight_dtype
+        #: weights read as the model's checkpoint stores them (no weight dtype chosen)
+        self.stored = stored
         if calibration is not None:
             self.copy_bw = calibration.copy_bytes_per_s
             self.gemv_bw = calibration.gemv_bytes_per_s.get(dtype, self.copy_bw)
@@ -415,9 +418,13 @@ def kernel_time(rates: _Rates, k: Kernel) -> OpTime:
             launch_s=rates.latency,
         )
     else:
-        t = _matmul_time(
-            rates, k.name, stage, k.flops, k.bytes, _kernel_shape(k), k.kind in ("gemm", "moe"), 1
+        # a GEMM or MoE runs at its weights' rate; with the weights as the checkpoint stores
+        # them, a kernel of kept bf16 weights or of a weight-only class (4-bit values
+        # dequantized to bf16) at the compute dtype's
+        weighted = k.kind in ("gemm", "moe") and not (
+            rates.stored and not k.dtype.startswith("fp8")
         )
+        t = _matmul_time(rates, k.name, stage, k.flops, k.bytes, _kernel_shape(k), weighted, 1)
     return _scale(t, k.calls) if k.calls != 1 else t
 
 
@@ -466,7 +473,24 @@ def _attention_ops(
     else:
         # the serving kernels of the step (mlacalc.step); element-wise work (norms, RoPE) is
         # fused into its neighbours here, as the fused bound assumes
-        kernels = attention_kernels(cost, model, rates.dtype, rates.weight_dtype, kv_dtype=kv_dtype)
+        if rates.stored:  # the weights as the checkpoint stores them
+            kernels = step_kernels(
+                model,
+                phase,
+                seq_len,
+                batch,
+                q_len,
+                impl,
+                causal,
+                None,
+                kv_dtype,
+                rates.dtype,
+                scope="attention_layer",
+            )
+        else:
+            kernels = attention_kernels(
+                cost, model, rates.dtype, rates.weight_dtype, kv_dtype=kv_dtype
+            )
         out = [kernel_time(rates, k) for k in kernels if k.kind != "elementwise"]
     if layers != 1:
         out = [_scale(o, layers) for o in out]
@@ -501,7 +525,7 @@ def _ffn_and_head_ops(
         q_len,
         impl,
         causal,
-        rates.weight_dtype,
+        None if rates.stored else rates.weight_dtype,
         kv_dtype,
         rates.dtype,
         scope="model",
@@ -724,10 +748,15 @@ def predict_time(
             "modelled; use mode='fused' (the serving kernels)",
         )
     dtype = canonical_dtype(dtype)
-    weight_dtype = canonical_dtype(weight_dtype) if weight_dtype else dtype
+    stored = weight_dtype is None and checkpoint_stored(m)
+    if weight_dtype:
+        weight_dtype = canonical_dtype(weight_dtype)
+    else:
+        weight_dtype = m.weights_dtype if stored else dtype
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.from_measurements(calibration)
-    rates = _Rates(hw, calibration, dtype, weight_dtype, launch_latency_s)
+    rates = _Rates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
+    step_weights = None if stored else weight_dtype  # step_kernels' weight_dtype
     kv = kv_dtype or dtype
     resolved = resolve_impl(m, impl, phase)
     use_model = (
@@ -748,6 +777,8 @@ def predict_time(
             kernels, dispatch, stages = _eager_kernels(
                 cost, one, dtype, weight_dtype, rates.latency
             )
+            if stored:  # the projections' weights as the checkpoint stores them
+                kernels = as_stored(kernels, one, dtype)
             if scope == "model":
                 layers = m.num_hidden_layers
                 kernels = [
@@ -764,7 +795,7 @@ def predict_time(
                         q_len,
                         impl,
                         causal,
-                        weight_dtype,
+                        step_weights,
                         kv,
                         dtype,
                         scope="model",
@@ -778,7 +809,7 @@ def predict_time(
             q = cost.q_len
         else:
             kernels = step_kernels(
-                m, phase, seq_len, batch, q_len, impl, causal, weight_dtype, kv, dtype, scope=scope
+                m, phase, seq_len, batch, q_len, impl, causal, step_weights, kv, dtype, scope=scope
             )
             ops = _model_ops(kernels, hw, prof)
             q = q_len if q_len is not None else (seq_len if phase == "prefill" else 1)

@@ -45,7 +45,9 @@ figures for any model and step.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from . import arguments as args
@@ -67,12 +69,15 @@ from .vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Impl, Phase, Scope
 __all__ = [
     "FFN_ACTIVATION_FLOPS_PER_ELEMENT",
     "KERNEL_STAGES",
+    "as_stored",
     "attention_kernels",
     "attention_traffic_bytes",
+    "checkpoint_stored",
     "indexer_kernels",
     "kernel_stage",
     "moe_active_experts",
     "step_kernels",
+    "stored_dtype",
 ]
 
 #: Nominal FLOPs per element of the FFN activation: SiLU (or GELU) and, gated, the product.
@@ -528,6 +533,184 @@ def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int)
     )
 
 
+# ------------------------------------------------------------------------------ checkpoint reads
+
+#: Step kernel -> the checkpoint tensors of one layer it reads as its weights (names after
+#: ``model.layers.<i>.``; ``lm_head`` at the top level). ``q_absorb`` and ``o_absorb`` read
+#: the key and value rows of ``kv_b_proj`` (``W_UK`` and ``W_UV``).
+_READS: dict[str, tuple[str, ...]] = {
+    "q_proj": (r"self_attn\.q_proj\.(weight|bias)",),
+    "q_a_proj": (r"self_attn\.q_a_proj\.weight",),
+    "q_b_proj": (r"self_attn\.q_b_proj\.weight",),
+    "kv_proj": (r"self_attn\.[kv]_proj\.(weight|bias)",),
+    "kv_a_proj": (r"self_attn\.kv_a_proj_with_mqa\.weight",),
+    "kv_b_proj": (r"self_attn\.kv_b_proj\.weight",),
+    "o_proj": (r"self_attn\.o_proj\.(weight|bias)",),
+    "indexer_q_proj": (r"self_attn\.indexer\.wq_b\.weight",),
+    "indexer_k_proj": (r"self_attn\.indexer\.wk\.weight",),
+    "indexer_weights_proj": (r"self_attn\.indexer\.weights_proj\.weight",),
+    "dense_ffn_up": (r"mlp\.(gate|up|gate_up)_proj\.(weight|bias)",),
+    "dense_ffn_down": (r"mlp\.down_proj\.(weight|bias)",),
+    "shared_experts_up": (r"mlp\.shared_experts?\.(gate|up|gate_up)_proj\.(weight|bias)",),
+    "shared_experts_down": (r"mlp\.shared_experts?\.down_proj\.(weight|bias)",),
+    "router": (r"mlp\.(gate|router)\.(weight|e_score_correction_bias)",),
+    "routed_experts": (r"mlp\.experts\.(gate|up|gate_up|down)_proj",),
+    "input_norm": (r"input_layernorm\.weight",),
+    "post_attention_norm": (r"post_attention_layernorm\.weight",),
+    "q_a_layernorm": (r"self_attn\.q_a_layernorm\.weight",),
+    "kv_a_layernorm": (r"self_attn\.kv_a_layernorm\.weight",),
+}
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """How one kernel's weights are stored in the checkpoint: their logical parameters, the
+    bytes they occupy (values and scales; kept tensors in bf16), and whether any of them is
+    quantized. For the routed experts, figures of one expert."""
+
+    params: int
+    bytes: int
+    quantized: bool
+
+
+def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
+    """:func:`_checkpoint_reads` without the cache."""
+    from .quant import Tensor, _kept, _tensors, tensor_bytes
+
+    scheme = m.quantization
+    all_tensors = _tensors(m)
+    dense = next((i for i in range(m.num_hidden_layers) if not m.is_moe_layer(i)), None)
+    moe = next((i for i in range(m.num_hidden_layers) if m.is_moe_layer(i)), None)
+    layer_of = {
+        "dense_ffn_up": dense,
+        "dense_ffn_down": dense,
+        "shared_experts_up": moe,
+        "shared_experts_down": moe,
+        "router": moe,
+        "routed_experts": moe,
+    }
+    by_layer: dict[int, list[Tensor]] = {}
+    for t in all_tensors:
+        hit = re.match(r"model\.layers\.(\d+)\.(.*)", t.name)
+        if hit:
+            by_layer.setdefault(int(hit[1]), []).append(Tensor(hit[2], t.shape, t.role))
+    out: dict[str, _Stored] = {}
+
+    def stored(ts: list[Tensor], experts: int = 1) -> _Stored:
+        params = nbytes = 0
+        quantized = False
+        for t in ts:
+            payload, scales = tensor_bytes(t, scheme)
+            params += t.numel
+            nbytes += payload + scales
+            quantized = quantized or not _kept(t, scheme)
+        return _Stored(params // experts, nbytes // experts, quantized)
+
+    for name, patterns in _READS.items():
+        i = layer_of.get(name, 0)
+        if i is None:
+            continue
+        rx = re.compile("|".join(patterns))
+        ts = [t for t in by_layer.get(i, []) if rx.fullmatch(t.name)]
+        if not ts:
+            continue
+        out[name] = stored(ts, m.n_routed_experts if name == "routed_experts" else 1)
+    kv_b = [t for t in by_layer.get(0, []) if t.name == "self_attn.kv_b_proj.weight"]
+    if kv_b and m.is_mla:
+        (t,) = kv_b
+        heads = m.num_attention_heads
+        uk = Tensor(t.name, (heads * m.qk_nope_head_dim, t.shape[1]), t.role)
+        whole, part = out["kv_b_proj"], stored([uk])
+        out["q_absorb"] = part
+        out["o_absorb"] = _Stored(
+            whole.params - part.params, whole.bytes - part.bytes, whole.quantized
+        )
+    final = [t for t in all_tensors if t.name == "model.norm.weight"]
+    if final:
+        out["final_norm"] = stored(final)
+    head = [t for t in all_tensors if t.name == "lm_head.weight"] or [
+        t for t in all_tensors if t.name == "model.embed_tokens.weight"
+    ]
+    if head:
+        out["lm_head"] = stored(head)
+    return out
+
+
+@lru_cache(maxsize=32)
+def _checkpoint_reads(m: ModelConfig) -> dict[str, _Stored]:
+    """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
+    its kind (every layer of a kind holds the same tensors)."""
+    return _tensor_reads(m)
+
+
+def stored_dtype(scheme: Any) -> str:
+    """The kernel class a kernel with weights stored as ``scheme`` runs as: block-scaled fp8
+    as ``fp8_block``; MXFP4 experts as the weight-only ``w4a16_mxfp4`` MoE (4-bit values
+    dequantized to bf16 in the kernel, bf16 tensor rate); integer groups as weight-only
+    ``w4a16`` / ``w8a16`` (a time-model profile without that class times it by its bf16
+    class, reading the quantized bytes)."""
+    if scheme.method == "fp8":
+        return "fp8_block"
+    if scheme.method == "mxfp4":
+        return "w4a16_mxfp4"
+    return f"w{scheme.bits}a16"
+
+
+def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kernel]:
+    """The kernels with each weight read as the checkpoint stores it: the weights' bytes at
+    ``weights_dtype`` replaced by their checkpoint bytes (values and scales; kept tensors in
+    bf16), the class by the storage (:func:`stored_dtype`; a kernel whose weights are all
+    kept computes in the activation dtype). FLOPs, shapes and activation bytes unchanged."""
+    reads = _checkpoint_reads(m)
+    out = []
+    for k in kernels:
+        s = reads.get(k.name)
+        if s is None:
+            out.append(k)
+            continue
+        copies = k.shape["active_experts"] if k.kind == "moe" else 1
+        logical = _bytes(copies * s.params, dt.w_bits)
+        if k.kind == "elementwise":  # a norm: its weights kept, the kernel as it was
+            dtype = k.dtype
+        else:
+            dtype = stored_dtype(m.quantization) if s.quantized else dt.act
+        out.append(
+            Kernel(
+                name=k.name,
+                kind=k.kind,
+                dtype=dtype,
+                flops=k.flops,
+                bytes=k.bytes - logical + copies * s.bytes,
+                calls=k.calls,
+                shape=k.shape,
+            )
+        )
+    return out
+
+
+def as_stored(
+    kernels: list[Kernel], model: ModelConfig | str, act_dtype: str = "bf16"
+) -> list[Kernel]:
+    """``kernels`` of ``model`` built with its ``weights_dtype`` (the step's, or the eager
+    op-by-op sequence's, named as the step names them), with each weight read as the
+    checkpoint stores it (see :func:`step_kernels`); unchanged for a model without a
+    ``quantization_config``."""
+    m = as_model(model)
+    if not checkpoint_stored(m):
+        return list(kernels)
+    w, a = m.weights_dtype, canonical_dtype(act_dtype)
+    return _as_stored(list(kernels), m, _Dtypes(a, w, dtype_bits(a), dtype_bits(w)))
+
+
+def checkpoint_stored(model: ModelConfig | str) -> bool:
+    """Whether :func:`step_kernels` without a ``weight_dtype`` reads ``model``'s weights as its
+    checkpoint stores them (a model that declares a ``quantization_config`` sized from
+    ``config.json``)."""
+    m = as_model(model)
+    scheme = getattr(m, "quantization", None)
+    return scheme is not None and scheme.method != "external"
+
+
 # ------------------------------------------------------------------------------ the step
 
 
@@ -583,13 +766,16 @@ def step_kernels(
     """
     args.choice("scope", scope, SCOPES)
     m = as_model(model)
-    w = args.dtype("weight_dtype", weight_dtype, allow_none=True) or m.weights_dtype
+    chosen = args.dtype("weight_dtype", weight_dtype, allow_none=True)
+    w = chosen or m.weights_dtype
     a = args.dtype("act_dtype", act_dtype)
     dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
+    stored = chosen is None and checkpoint_stored(m)
     one = m.with_changes(num_hidden_layers=1)
     cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     if scope == "attention_layer":
-        return attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
+        layer = attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
+        return _as_stored(layer, m, dt) if stored else layer
 
     L, d = m.num_hidden_layers, m.hidden_size
     tokens = batch * cost.q_len
@@ -618,4 +804,4 @@ def step_kernels(
             1,
         )
     )
-    return out
+    return _as_stored(out, m, dt) if stored else out

@@ -96,8 +96,11 @@ def test_llama_3_8b_decode_flops_by_hand():
 
 
 def test_deepseek_v3_moe_kernels():
+    """fp8 chosen as the weight dtype: one byte per weight, the per-tensor fp8 class."""
     T = 32
-    kernels = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, T)}
+    kernels = {
+        k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, T, weight_dtype="fp8")
+    }
     experts = kernels["routed_experts"]
     assert experts.kind == "moe" and experts.calls == 58 and kernels["dense_ffn_up"].calls == 3
     assert experts.flops == 2 * T * 8 * 3 * 7168 * 2048

@@ -1,0 +1,183 @@
+"""The step's kernels read a quantized checkpoint's weights as it stores them.
+
+Without a chosen weight dtype, each GEMM and MoE kernel of :func:`mlacalc.step.step_kernels`
+reads the checkpoint bytes of the tensors it multiplies by (values and scales; tensors the
+checkpoint keeps in bf16 at two bytes) and names the kernel class of that storage. The
+weight bytes of a kernel are read here without the checkpoint route: two runs with chosen
+weight dtypes (bf16: activations + 2 P, fp8: activations + P) give its activation bytes
+``2 fp8 - bf16``, so the weights it reads are its bytes less those. They are checked
+against :mod:`mlacalc.quant` over the checkpoint's tensors and against hand counts.
+"""
+
+import pytest
+
+from mlacalc import predict_time
+from mlacalc.engine import as_model
+from mlacalc.families import tensors
+from mlacalc.quant import checkpoint_weights, tensor_bytes
+from mlacalc.step import as_stored, checkpoint_stored, step_kernels
+
+#: Tensors the step does not read as weights: the embedding table (the lookup reads the
+#: tokens' rows, counted as activations), GPT-OSS's expert and router biases and attention
+#: sinks (not in the step's kernels).
+_NOT_READ = ("embed_tokens", "gate_up_proj_bias", "down_proj_bias", "mlp.gate.bias", "sinks")
+
+
+def _weight_bytes(model, *args, **kwargs):
+    """(kernel, weight bytes per call) of the checkpoint route, activations taken out by the
+    two chosen-dtype runs."""
+    stored = step_kernels(model, *args, **kwargs)
+    b16 = step_kernels(model, *args, weight_dtype="bf16", **kwargs)
+    f8 = step_kernels(model, *args, weight_dtype="fp8", **kwargs)
+    out = []
+    for s, x, y in zip(stored, b16, f8, strict=True):
+        assert s.name == x.name and s.flops == x.flops and s.shape == x.shape  # FLOPs logical
+        out.append((s, s.bytes - (2 * y.bytes - x.bytes)))
+    return out
+
+
+def _checkpoint_read(name: str) -> int:
+    """Checkpoint bytes of the main model's tensors the step reads as weights (quant route)."""
+    m = as_model(name)
+    return sum(
+        sum(tensor_bytes(t, m.quantization))
+        for t in tensors(m)
+        if not any(n in t.name for n in _NOT_READ)
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "batch", "read"),
+    [
+        # every expert touched at batch 512: the whole checkpoint less the embedding table
+        ("deepseek-v3", 512, 673_150_582_112 - 129_280 * 7168 * 2),
+        ("kimi-k2.5", 512, 594_205_858_816 - 163_840 * 7168 * 2),
+        # less the embedding table and 36 layers of expert biases, router bias and sinks
+        ("gpt-oss-120b", 512, 65_248_815_744 - 201_088 * 2880 * 2 - 36 * 2 * (128 * 8640 + 192)),
+    ],
+)
+def test_decode_reads_the_checkpoint_bytes(name, batch, read):
+    """A decode step touching every expert reads each weight tensor once, as stored."""
+    pairs = _weight_bytes(name, "decode", 4096, batch)
+    experts = next(k for k, _ in pairs if k.name == "routed_experts")
+    assert experts.shape["active_experts"] == as_model(name).n_routed_experts
+    total = sum(w * k.calls for k, w in pairs)
+    assert total == _checkpoint_read(name) == read
+    assert checkpoint_weights(as_model(name)).total_bytes > read
+
+
+def test_small_batch_reads_the_active_experts_as_stored():
+    """At batch 1 the routed experts read ``top-k`` experts' stored bytes, by hand.
+
+    DeepSeek-V3: 3 x 7168 x 2048 fp8 values and 3 x 16 x 56 float32 block scales; GPT-OSS:
+    gate_up [5760, 2880] and down [2880, 2880] at half a byte, one byte per 32; Kimi-K2.5:
+    int4 packed 8 to an int32 word, one bf16 scale per 32 and an 8-byte shape pair per matrix.
+    """
+    per_expert = {
+        "deepseek-v3": 3 * 7168 * 2048 + 3 * 4 * 16 * 56,  # 44,050,944
+        "gpt-oss-120b": (5760 + 2880) * 2880 // 2 + (5760 + 2880) * 90,  # 13,219,200
+        "kimi-k2.5": 3 * (2048 * 7168 // 2 + 2048 * 7168 // 32 * 2 + 8),  # 24,772,632
+    }
+    dtype = {"deepseek-v3": "fp8_block", "gpt-oss-120b": "w4a16_mxfp4", "kimi-k2.5": "w4a16"}
+    for name, one in per_expert.items():
+        m = as_model(name)
+        pairs = dict((k.name, (k, w)) for k, w in _weight_bytes(name, "decode", 4096, 1))
+        k, w = pairs["routed_experts"]
+        assert k.shape["active_experts"] == m.num_experts_per_tok
+        assert w == m.num_experts_per_tok * one
+        assert k.dtype == dtype[name]
+    assert per_expert["deepseek-v3"] == 44_050_944  # docs/model-families.md's EP8 figure
+
+
+def test_kernel_classes_follow_the_storage():
+    """fp8 blocks time as ``fp8_block``; tensors kept in bf16 (router, head, GPT-OSS and
+    Kimi attention, Kimi's dense and shared experts) as the bf16 class; norms keep theirs."""
+    ds = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, 8)}
+    for name in ("q_a_proj", "q_b_proj", "kv_a_proj", "q_absorb", "o_absorb", "o_proj"):
+        assert ds[name].dtype == "fp8_block"
+    assert ds["shared_experts_up"].dtype == ds["dense_ffn_down"].dtype == "fp8_block"
+    assert ds["router"].dtype == ds["lm_head"].dtype == "bf16"
+    assert ds["input_norm"].dtype == "bf16"
+    kimi = {k.name: k.dtype for k in step_kernels("kimi-k2.5", "decode", 4096, 8)}
+    assert {kimi[n] for n in ("q_b_proj", "o_proj", "shared_experts_up", "dense_ffn_up")} == {
+        "bf16"
+    }
+    oss = {k.name: k.dtype for k in step_kernels("gpt-oss-120b", "decode", 4096, 8)}
+    assert oss["routed_experts"] == "w4a16_mxfp4" and oss["q_proj"] == oss["lm_head"] == "bf16"
+
+
+def test_absorbed_products_split_kv_b_proj_exactly():
+    """Decode's W_UK and W_UV products read kv_b_proj's key and value rows: 128 heads x
+    128 rows x 512 fp8 values and 128 x 4 block scales each, together the whole tensor."""
+    pairs = {k.name: w for k, w in _weight_bytes("deepseek-v3", "decode", 4096, 1)}
+    part = 128 * 128 * 512 + 128 * 4 * 4
+    assert pairs["q_absorb"] == pairs["o_absorb"] == part
+    m = as_model("deepseek-v3")
+    kv_b = next(t for t in tensors(m) if t.name.endswith("0.self_attn.kv_b_proj.weight"))
+    assert sum(tensor_bytes(kv_b, m.quantization)) == 2 * part
+    prefill = {k.name: w for k, w in _weight_bytes("deepseek-v3", "prefill", 512, 1)}
+    assert prefill["kv_b_proj"] == 2 * part
+
+
+def test_a_chosen_weight_dtype_overrides_the_checkpoint():
+    """A chosen dtype sizes and classes every weight in it, as before; a model without a
+    quantization_config reads its weights_dtype either way."""
+    chosen = {
+        k.name: k for k in step_kernels("gpt-oss-120b", "decode", 4096, 1, weight_dtype="bf16")
+    }
+    assert chosen["routed_experts"].dtype == "bf16"
+    assert chosen["routed_experts"].bytes == 4 * 3 * 2880 * 2880 * 2 + 2 * 4 * 2880 * 2
+    ds = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, 1, weight_dtype="fp8")}
+    assert ds["q_absorb"].dtype == ds["lm_head"].dtype == "fp8"
+    assert not checkpoint_stored("llama-3-8b") and checkpoint_stored("gpt-oss-120b")
+    plain = step_kernels("llama-3-8b", "decode", 4096, 4)
+    assert plain == step_kernels("llama-3-8b", "decode", 4096, 4, weight_dtype="bf16")
+    assert as_stored(plain, "llama-3-8b") == plain
+
+
+def test_predict_time_reads_gpt_oss_as_stored_on_h100():
+    """GPT-OSS-120B decode on H100: the step moves the checkpoint's bytes, not bf16's.
+
+    At batch 256 every expert is read: the weight bytes are the 64.0 GB the checkpoint
+    stores (not 2 bytes a weight), the step is memory-bound and faster than with bf16
+    chosen. At batch 8 the active experts' 4-bit bytes make it memory-bound and faster too.
+    The plain roofline at batch 1 is memory-bound on the stored bytes."""
+    for batch in (8, 256):
+        stored = predict_time("gpt-oss-120b", "H100", "decode", 4096, batch, scope="model")
+        bf16 = predict_time(
+            "gpt-oss-120b", "H100", "decode", 4096, batch, scope="model", weight_dtype="bf16"
+        )
+        kernels = step_kernels("gpt-oss-120b", "decode", 4096, batch)
+        assert stored.bytes == sum(k.bytes * k.calls for k in kernels)
+        assert stored.bound == bf16.bound == "memory"
+        assert stored.memory_s < 0.6 * bf16.memory_s and stored.seconds < 0.6 * bf16.seconds
+        moe = next(o for o in stored.ops if o.name == "routed_experts")
+        assert "H100" in moe.calibration
+    pairs = _weight_bytes("gpt-oss-120b", "decode", 4096, 256)
+    assert sum(w * k.calls for k, w in pairs) == 64_010_908_800
+    roof = predict_time(
+        "gpt-oss-120b", "H100", "decode", 4096, 1, scope="model", profile="roofline"
+    )
+    roof_bf16 = predict_time(
+        "gpt-oss-120b",
+        "H100",
+        "decode",
+        4096,
+        1,
+        scope="model",
+        profile="roofline",
+        weight_dtype="bf16",
+    )
+    assert roof.bound == "memory" and roof.bytes < 0.5 * roof_bf16.bytes
+
+
+def test_predict_time_other_routes_read_as_stored():
+    """The unfused (eager) attention and the attention-layer scope read the checkpoint's
+    fp8 blocks too: DeepSeek-V3's projections move fewer bytes than bf16's."""
+    for kwargs in ({"mode": "unfused"}, {"scope": "attention_layer"}, {"profile": "roofline"}):
+        stored = predict_time("deepseek-v3", "H100", "decode", 4096, 1, **kwargs)
+        bf16 = predict_time("deepseek-v3", "H100", "decode", 4096, 1, weight_dtype="bf16", **kwargs)
+        q = next(o for o in stored.ops if o.name == "q_b_proj")
+        q16 = next(o for o in bf16.ops if o.name == "q_b_proj")
+        assert q.flops == q16.flops
+        assert q16.bytes - q.bytes == 24576 * 1536 - 192 * 12 * 4  # values 1 byte, + scales
