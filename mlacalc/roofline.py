@@ -217,6 +217,9 @@ class Prediction:
     #: how the device is predicted: "calibrated on H100-SXM, A100-SXM-80GB; H200 by datasheet
     #: ratios", or the plain roofline bound
     calibration: str = "plain roofline bound"
+    #: how the weights are read: a dtype chosen (or defaulted), or ``"checkpoint fp8 block
+    #: 128x128"`` when read as the model's quantized checkpoint stores them
+    weights: str = ""
 
     @property
     def seconds(self) -> float:
@@ -282,6 +285,7 @@ class Prediction:
             "mode": self.mode,
             "scope": self.scope,
             "dtype": self.dtype,
+            "weights": self.weights,
             "seconds": self.seconds,
             "bound": self.bound,
             "flops": self.flops,
@@ -684,6 +688,7 @@ def _prediction(
         ops=tuple(ops),
         peak_flops_per_s=rates.peak(dtype),
         bandwidth_bytes_per_s=rates.copy_bw,
+        weights=f"checkpoint {m.quantization.describe()}" if rates.stored else rates.weight_dtype,
         **how,
     )
 

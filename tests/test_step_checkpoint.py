@@ -181,3 +181,13 @@ def test_predict_time_other_routes_read_as_stored():
         q16 = next(o for o in bf16.ops if o.name == "q_b_proj")
         assert q.flops == q16.flops
         assert q16.bytes - q.bytes == 24576 * 1536 - 192 * 12 * 4  # values 1 byte, + scales
+
+
+def test_prediction_names_how_weights_are_read():
+    """The prediction (and its JSON) says whether the checkpoint's storage was read."""
+    stored = predict_time("kimi-k2.5", "H100", "decode", 4096, 1, scope="model")
+    assert stored.weights == "checkpoint int4 group 32"
+    assert stored.to_dict()["weights"] == stored.weights
+    chosen = predict_time("kimi-k2.5", "H100", "decode", 4096, 1, scope="model", weight_dtype="fp8")
+    assert chosen.weights == "fp8" and chosen.bytes < stored.bytes  # every weight 1 byte
+    assert predict_time("llama-3-8b", "H100", "decode", 4096).weights == "bf16"

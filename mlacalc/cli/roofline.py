@@ -63,7 +63,12 @@ from .common import (
     help="One attention layer, or a whole forward step.",
 )
 @click.option("--dtype", type=W_DTYPE, default=D.DTYPE, show_default=True, help="Compute dtype.")
-@click.option("--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: --dtype).")
+@click.option(
+    "--weight-dtype",
+    type=W_DTYPE,
+    default=None,
+    help="Weight dtype (default: as a quantized checkpoint stores them, else --dtype).",
+)
 @click.option(
     "--kv-dtype", type=KV_DTYPE, default=None, help="KV dtype or layout (default: --dtype)."
 )
@@ -180,6 +185,7 @@ def command(
                 Section(
                     f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
                     f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
+                    f"{_weights(p)}"
                     f"{', calibrated' if p.calibrated else ''})",
                     [
                         "kernel",
@@ -217,3 +223,11 @@ def command(
         return out
 
     emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")
+
+
+def _weights(p) -> str:
+    """The header's word on the weights: a quantized checkpoint read as stored, or a weight
+    dtype other than the compute dtype."""
+    if p.weights.startswith("checkpoint"):
+        return f", {p.weights}"
+    return f", weights {p.weights}" if p.weights and p.weights != p.dtype else ""
