@@ -78,6 +78,7 @@ __all__ = [
     "moe_active_experts",
     "step_kernels",
     "stored_dtype",
+    "stored_experts",
 ]
 
 #: Nominal FLOPs per element of the FFN activation: SiLU (or GELU) and, gated, the product.
@@ -700,6 +701,15 @@ def as_stored(
         return list(kernels)
     w, a = m.weights_dtype, canonical_dtype(act_dtype)
     return _as_stored(list(kernels), m, _Dtypes(a, w, dtype_bits(a), dtype_bits(w)))
+
+
+def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
+    """Checkpoint bytes of one routed expert's matrices (values and scales) and the class
+    its MoE kernel runs as, for a model :func:`checkpoint_stored` reads as stored (what the
+    ``routed_experts`` kernel reads per expert it touches)."""
+    m = as_model(model)
+    s = _checkpoint_reads(m)["routed_experts"]
+    return s.bytes, stored_dtype(m.quantization) if s.quantized else "bf16"
 
 
 def checkpoint_stored(model: ModelConfig | str) -> bool:

@@ -15,7 +15,7 @@ from mlacalc import predict_time
 from mlacalc.engine import as_model
 from mlacalc.families import tensors
 from mlacalc.quant import checkpoint_weights, tensor_bytes
-from mlacalc.step import as_stored, checkpoint_stored, step_kernels
+from mlacalc.step import as_stored, checkpoint_stored, step_kernels, stored_experts
 
 #: Tensors the step does not read as weights: the embedding table (the lookup reads the
 #: tokens' rows, counted as activations), GPT-OSS's expert and router biases and attention
@@ -191,3 +191,31 @@ def test_prediction_names_how_weights_are_read():
     chosen = predict_time("kimi-k2.5", "H100", "decode", 4096, 1, scope="model", weight_dtype="fp8")
     assert chosen.weights == "fp8" and chosen.bytes < stored.bytes  # every weight 1 byte
     assert predict_time("llama-3-8b", "H100", "decode", 4096).weights == "bf16"
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "gpt-oss-120b", "kimi-k2.5"])
+def test_serving_step_reads_the_checkpoint_as_the_model_step(model):
+    """StepModel without a weight dtype runs the model step's stored kernels: at one GPU the
+    same bytes and classes (the routed experts: the same class and bytes per expert touched,
+    the serving step counting touched experts as a fraction)."""
+    from mlacalc.dtypes import resolve_kv_layout
+    from mlacalc.hardware import load_hardware
+    from mlacalc.serving import StepModel, make_layout
+
+    m = as_model(model)
+    kv = resolve_kv_layout("bf16")
+    sm = StepModel(m, make_layout(m, 1), None, kv, load_hardware("H100-SXM"))
+    ref = {k.name: k for k in step_kernels(m, "decode", 4096, 16, kv_dtype=kv)}
+    ours = {k.name: k for k in sm.kernels(dec_B=16, dec_S=4096)}
+    for name, r in ref.items():
+        k = ours[name]
+        assert (k.kind, k.dtype, k.flops) == (r.kind, r.dtype, r.flops), name
+        if k.kind != "moe":
+            assert k.bytes == r.bytes, name
+    experts, r = ours["routed_experts"], ref["routed_experts"]
+    acts = 2 * 16 * m.num_experts_per_tok * m.hidden_size * 2
+    per_expert = (r.bytes - acts) / r.shape["active_experts"]
+    E, topk = m.n_routed_experts, m.num_experts_per_tok
+    touched = E * (1 - (1 - topk / E) ** 16)  # expected experts touched, as a fraction
+    assert per_expert == stored_experts(m)[0]
+    assert experts.bytes - acts == pytest.approx(touched * per_expert, rel=1e-9, abs=1)

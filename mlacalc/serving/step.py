@@ -51,6 +51,7 @@ from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch
 from ..params import expert_shape
+from ..step import checkpoint_stored, stored_experts
 from ..vocab import SOFTMAX_FLOPS_PER_ELEMENT
 from .comm import (
     combine_bytes,
@@ -380,13 +381,14 @@ def _arr(x: Any) -> np.ndarray:
 
 
 class StepModel:
-    """The per-GPU kernels of one model under one layout, weight dtype and KV layout."""
+    """The per-GPU kernels of one model under one layout, weight dtype (None: as a quantized
+    checkpoint stores the weights, :func:`mlacalc.step.step_kernels`) and KV layout."""
 
     def __init__(
         self,
         m: ModelConfig,
         lay: Layout,
-        weight_dtype: str,
+        weight_dtype: str | None,
         kv_layout: KVLayout,
         hw: HardwareSpec,
         profile: Any = None,
@@ -394,7 +396,9 @@ class StepModel:
         fp8_dispatch: bool | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
-        self.w_dtype = canonical_dtype(weight_dtype)
+        #: no weight dtype chosen: the weights as the checkpoint stores them (mlacalc.step)
+        self.stored = weight_dtype is None and checkpoint_stored(m)
+        self.w_dtype = canonical_dtype(weight_dtype or m.weights_dtype)
         self.w_bytes = dtype_bits(self.w_dtype) / 8
         self.gemm_dtype = (
             "fp8"
@@ -409,7 +413,7 @@ class StepModel:
         self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
         self.d = m.hidden_size
         self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
-        self.templates = _templates(m, self.w_dtype, kv_layout)
+        self.templates = _templates(m, None if self.stored else self.w_dtype, kv_layout)
         self.sharded = [self._sharded(t) for t in self.templates]
         stages = _stage_layers(m, lay.pp)
         self.stage_counts = [
@@ -554,7 +558,8 @@ class StepModel:
                 )
             else:
                 sh = {"elements": lin(e, per_row, on)}
-            dtype = self.gemm_dtype if t.kind == "gemm" and b[0] > 0 else t.dtype
+            weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
+            dtype = self.gemm_dtype if weighted else t.dtype
             out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
 
     def _sampling(self, out: list[Spec], logits: np.ndarray) -> None:
@@ -603,12 +608,15 @@ class StepModel:
         # the model step's routed-expert kernel on this GPU's share: 2 x weights FLOPs per
         # routed copy, the touched experts' weights read once, each copy in and out once
         flops = 2.0 * assign * expert.weights / lay.moe_tp
-        nbytes = active * expert.params / lay.moe_tp * self.w_bytes + assign * 2 * d * ACT
+        one, moe_dtype = (
+            stored_experts(m) if self.stored else (expert.params * self.w_bytes, self.gemm_dtype)
+        )
+        nbytes = active * one / lay.moe_tp + assign * 2 * d * ACT
         out.append(
             Spec(
                 "routed_experts",
                 "moe",
-                self.gemm_dtype,
+                moe_dtype,
                 part,
                 flops,
                 nbytes,
