@@ -724,6 +724,15 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                         "remove it, or use model_type gemma4_text",
                     )
                 )
+    g_dim = v.get("global_head_dim")
+    if ok("global_head_dim") and g_dim and g_dim % 2:
+        out.append(
+            (
+                "global_head_dim",
+                f"RoPE rotates pairs of dimensions; {g_dim} is odd",
+                "use an even number",
+            )
+        )
     g_kv = v.get("num_global_key_value_heads")
     if ok("num_attention_heads", "num_global_key_value_heads") and g_kv and n_h % g_kv:
         out.append(
