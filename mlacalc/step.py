@@ -663,6 +663,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
     bf16), the class by the storage (:func:`stored_dtype`; a kernel whose weights are all
     kept computes in the activation dtype). FLOPs, shapes and activation bytes unchanged."""
     reads = _checkpoint_reads(m)
+    quantized_class = stored_dtype(m.quantization)  # (the scheme is parsed on each access)
     out = []
     for k in kernels:
         s = reads.get(k.name)
@@ -671,10 +672,9 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
             continue
         copies = k.shape["active_experts"] if k.kind == "moe" else 1
         logical = _bytes(copies * s.params, dt.w_bits)
-        if k.kind == "elementwise":  # a norm: its weights kept, the kernel as it was
-            dtype = k.dtype
-        else:
-            dtype = stored_dtype(m.quantization) if s.quantized else dt.act
+        # a norm's weights are kept: the kernel keeps its class
+        kept = k.dtype if k.kind == "elementwise" else dt.act
+        dtype = quantized_class if s.quantized and k.kind != "elementwise" else kept
         out.append(
             Kernel(
                 name=k.name,
@@ -716,9 +716,8 @@ def checkpoint_stored(model: ModelConfig | str) -> bool:
     """Whether :func:`step_kernels` without a ``weight_dtype`` reads ``model``'s weights as its
     checkpoint stores them (a model that declares a ``quantization_config`` sized from
     ``config.json``)."""
-    m = as_model(model)
-    scheme = getattr(m, "quantization", None)
-    return scheme is not None and scheme.method != "external"
+    # (a model's quantization_config always parses to a scheme sized from config.json)
+    return getattr(as_model(model), "quantization_config", None) is not None
 
 
 # ------------------------------------------------------------------------------ the step
