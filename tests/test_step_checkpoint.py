@@ -19,8 +19,18 @@ from mlacalc.step import as_stored, checkpoint_stored, step_kernels, stored_expe
 
 #: Tensors the step does not read as weights: the embedding table (the lookup reads the
 #: tokens' rows, counted as activations), GPT-OSS's expert and router biases and attention
-#: sinks (not in the step's kernels).
-_NOT_READ = ("embed_tokens", "gate_up_proj_bias", "down_proj_bias", "mlp.gate.bias", "sinks")
+#: sinks, MiniMax's query/key norms (not in the step's kernels), and the DSA indexer's key
+#: norm (read in bf16 whatever the weight dtype, so the two-run route counts it with the
+#: activations).
+_NOT_READ = (
+    "embed_tokens",
+    "gate_up_proj_bias",
+    "down_proj_bias",
+    "mlp.gate.bias",
+    "sinks",
+    "q_norm",
+    "k_norm",
+)
 
 
 def _weight_bytes(model, *args, **kwargs):
@@ -64,6 +74,17 @@ def test_decode_reads_the_checkpoint_bytes(name, batch, read):
     total = sum(w * k.calls for k, w in pairs)
     assert total == _checkpoint_read(name) == read
     assert checkpoint_weights(as_model(name)).total_bytes > read
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3.2", "minimax-m2.5", "kimi-k2"])
+def test_other_quantized_checkpoints_read_as_stored(name):
+    """The other shipped quantized checkpoints (the DSA indexer's fp8 projections, MiniMax's
+    GQA attention in fp8 blocks): every expert touched, the checkpoint's bytes less the
+    tensors the step does not read, against mlacalc.quant."""
+    pairs = _weight_bytes(name, "decode", 4096, 2048)
+    experts = next(k for k, _ in pairs if k.name == "routed_experts")
+    assert experts.shape["active_experts"] == as_model(name).n_routed_experts
+    assert sum(w * k.calls for k, w in pairs) == _checkpoint_read(name)
 
 
 def test_small_batch_reads_the_active_experts_as_stored():
