@@ -761,8 +761,17 @@ def step_kernels(
     ``scope="model"``: the embedding lookup, every decoder layer (attention block with its
     norms, dense FFN or MoE; ``calls`` = the layers of each kind), the final norm and the
     output head. ``scope="attention_layer"``: one attention block alone (what the
-    microbenchmark times). Arguments as :func:`mlacalc.attention_cost`; ``weight_dtype``
-    defaults to the model's.
+    microbenchmark times). Arguments as :func:`mlacalc.attention_cost`.
+
+    ``weight_dtype`` None: a model that declares its checkpoint's ``quantization_config``
+    reads each weight as the checkpoint stores it. Every GEMM and MoE kernel reads the
+    checkpoint bytes of the tensors it multiplies by (values and scales, from
+    :func:`mlacalc.quant.tensor_bytes`; tensors the checkpoint keeps in bf16 at two bytes; the
+    absorbed ``q_absorb`` / ``o_absorb`` the key and value rows of ``kv_b_proj``; the routed
+    experts each touched expert's stored bytes) and runs as the class of that storage
+    (:func:`stored_dtype`; kept tensors in the activation dtype); the norms read their bf16
+    weights. FLOPs, shapes and activation bytes are as with the model's ``weights_dtype``.
+    Any other model, or a chosen ``weight_dtype``, reads every weight in that dtype.
 
     Examples
     --------
