@@ -716,7 +716,11 @@ def predict_time(
     times) or of a whole forward step (``scope="model"``: every layer's attention and FFN/MoE,
     weights read once, plus the output head on one token per sequence).
 
-    ``dtype`` is the compute and activation dtype; ``kv_dtype`` and ``weight_dtype`` default to it.
+    ``dtype`` is the compute and activation dtype; ``kv_dtype`` defaults to it, and so does
+    ``weight_dtype``, except for a model that declares its checkpoint's ``quantization_config``:
+    its weights are then read as the checkpoint stores them, each GEMM and MoE timed by the
+    class of its storage (:func:`mlacalc.step.step_kernels`; ``weights`` on the prediction
+    says which).
 
     On a GPU the kernels are timed by the kernel time model (:mod:`mlacalc.timemodel`) with a
     calibration ``profile`` (the shipped one by default: fitted on the measured H100-SXM and
