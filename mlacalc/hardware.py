@@ -444,8 +444,9 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
     if path.is_file():
         return hardware_from_measurements(path) if path.suffix == ".json" else _load_yaml(path)
     if os.sep in text or text.endswith((".yaml", ".yml", ".json")):
-        raise ConfigError(
-            "no such file", source=text, fix="check the path, or give a shipped hardware name"
+        raise InvalidArgumentError(
+            "hardware",
+            f"'{text}': no such file (check the path, or give a shipped hardware name)",
         )
     raise UnknownHardwareError(
         text, shipped_hardware() + [f"measured:{s}" for s in measured_sets()]

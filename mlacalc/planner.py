@@ -486,7 +486,7 @@ def plan(
     from .serving.comm import kv_transfer_seconds
     from .serving.step import StepModel
 
-    sm = StepModel(m, lay, w_dtype, layout, hw, profile, imbalance)
+    sm = StepModel(m, lay, sized, layout, hw, profile, imbalance)
     if isl is None:
         return _capacity_plan(common, sm, hw, lay, batch, max_batch, seq_len, overlap, mem)
 
@@ -508,7 +508,7 @@ def plan(
             lay.dp_attention if prefill_dp_attention is None else prefill_dp_attention,
             redundant_experts,
         )
-        p_sm = StepModel(m, p_lay, w_dtype, layout, hw, profile, imbalance)
+        p_sm = StepModel(m, p_lay, sized, layout, hw, profile, imbalance)
     else:
         p_gpus, p_lay, p_sm = 0, lay, sm
     k_max = max(1, PREFILL_TOKENS // isl)

@@ -321,3 +321,16 @@ def test_plan_splits_each_tensor_as_tp_splits_it():
         else:
             assert planned == math.ceil(nbytes), part
     assert abs(p.weights_per_gpu_bytes - sum(by_hand.values())) < 61 * 2048
+
+
+def test_plan_times_the_weights_it_sizes():
+    """A plan with no weight dtype times the step on the checkpoint it holds: GPT-OSS's routed
+    experts run as the weight-only MXFP4 class; a chosen dtype times them in that dtype."""
+
+    def experts(p):
+        return [k["dtype"] for k in p.to_dict()["kernels"] if k["name"] == "routed_experts"]
+
+    stored = mlacalc.plan("gpt-oss-120b", "H200", 1, seq_len=8192)
+    chosen = mlacalc.plan("gpt-oss-120b", "H200", 2, tp=2, weight_dtype="fp8", seq_len=8192)
+    assert experts(stored) == ["w4a16_mxfp4"]
+    assert experts(chosen) == ["fp8"]

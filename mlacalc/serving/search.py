@@ -336,7 +336,7 @@ def search(
                         pf_N.append(np.array([1.0, k_max]))
                         pf_q.append(np.full(2, float(isl)))
                         slices[("none", "prefill")] = slice(pos, pos + 2)
-                    sm = StepModel(m, lay, w, layout, hw, profile)
+                    sm = StepModel(m, lay, sized, layout, hw, profile)
                     specs = sm.specs(
                         dec_B=np.concatenate(dec_B),
                         dec_S=S_avg,
