@@ -47,6 +47,11 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
 - ``quantize``: ``group``, ``passes``, ``write`` (0 = computes the scale only);
 - ``dispatch``/``combine``: ``copies`` (token copies sent), ``low_latency`` (1/0), ``sms``.
+
+A batch may also name a *variant* of its class: another kernel implementation of the same
+kind whose fit is kept apart. ``"bmm"``: a batched GEMM (``groups > 1``, such as MLA's
+per-head absorption products), one launch over every group with a layout and tile choice of
+its own; a profile without a ``bmm`` fit times it with the plain GEMM class.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported where kernels are batched, not for a single Kernel
     import numpy as np
 
-__all__ = ["KERNEL_KINDS", "Kernel", "KernelBatch", "batches_of"]
+__all__ = ["KERNEL_KINDS", "Kernel", "KernelBatch", "batches_of", "variant_of"]
 
 KERNEL_KINDS = (
     "gemm",
@@ -112,20 +117,30 @@ class KernelBatch:
     bytes: np.ndarray
     calls: np.ndarray
     shape: dict[str, np.ndarray]
+    variant: str = ""
 
     def __len__(self) -> int:
         return int(self.flops.shape[0])
 
 
+def variant_of(kind: str, shape: dict[str, Any]) -> str:
+    """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups, else
+    ``""``."""
+    if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
+        return "bmm"
+    return ""
+
+
 def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
-    """Group single kernels by (kind, dtype) into batches; each with the indices it came from."""
+    """Group single kernels by (kind, dtype, variant) into batches; each with the indices it
+    came from."""
     import numpy as np  # imported here: a single Kernel needs no numpy
 
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for i, k in enumerate(kernels):
-        groups.setdefault((k.kind, k.dtype), []).append(i)
+        groups.setdefault((k.kind, k.dtype, variant_of(k.kind, k.shape)), []).append(i)
     out = []
-    for (kind, dtype), idx in groups.items():
+    for (kind, dtype, variant), idx in groups.items():
         ks = [kernels[i] for i in idx]
         names = sorted({n for k in ks for n in k.shape})
         shape = {n: np.array([k.shape.get(n, 0) for k in ks], dtype=np.float64) for n in names}
@@ -139,6 +154,7 @@ def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
                     np.array([k.bytes for k in ks], dtype=np.float64),
                     np.array([k.calls for k in ks], dtype=np.float64),
                     shape,
+                    variant,
                 ),
             )
         )

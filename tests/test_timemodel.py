@@ -440,3 +440,32 @@ def test_nccl_all_reduce_has_no_one_shot():
     }
     assert times[(8, 0)] > times[(2, 0)] * 1.5
     assert times[(8, 1)] < times[(8, 0)]
+
+
+def test_batched_gemms_take_the_bmm_variant_with_a_fallback(tmp_path):
+    """A GEMM of several groups is the ``bmm`` variant of its class: batched apart from plain
+    GEMMs, timed by the profile's ``gemm:<dtype>:bmm`` fit where there is one, else by the plain
+    class of its dtype (profiles fitted before variants existed load and predict unchanged)."""
+    plain = Kernel(
+        "g", "gemm", "bf16", 2 * 64 * 512 * 128, 10**6, shape={"m": 64, "n": 512, "k": 128}
+    )
+    bmm = Kernel(
+        "b", "gemm", "bf16", plain.flops * 128, 10**8, shape={**plain.shape, "groups": 128}
+    )
+    batches = batches_of([plain, bmm, plain])
+    assert sorted((idx, b.variant) for idx, b in batches) == [([0, 2], ""), ([1], "bmm")]
+    fit = {"fixed_s": 3e-6, "eff_compute": 0.8, "eff_memory": 0.8}
+    slow = {"fixed_s": 9e-6, "eff_compute": 0.4, "eff_memory": 0.4}
+    old = Profile(name="old", classes={"gemm:bf16": fit})
+    new = Profile(name="new", classes={"gemm:bf16": fit, "gemm:bf16:bmm": slow})
+    assert old.params("H100-SXM", "gemm", "bf16", variant="bmm")[0]["fixed_s"] == 3e-6
+    assert new.params("H100-SXM", "gemm", "bf16", variant="bmm")[0]["fixed_s"] == 9e-6
+    assert new.params("H100-SXM", "gemm", "bf16")[0]["fixed_s"] == 3e-6
+    # an fp8 batched GEMM without an fp8 fit of either kind borrows the bf16 bmm fit
+    assert new.params("H100-SXM", "gemm", "fp8_block", variant="bmm")[0]["fixed_s"] == 9e-6
+    t_old = predict_kernels([plain, bmm], "H100-SXM", old)
+    t_new = predict_kernels([plain, bmm], "H100-SXM", new)
+    assert t_new[0].seconds == t_old[0].seconds and t_new[1].seconds > t_old[1].seconds
+    # the variant's fit survives a save and a load
+    back = load_profile(new.save(tmp_path / "p.json"))
+    assert back.params("H100-SXM", "gemm", "bf16", variant="bmm")[0]["fixed_s"] == 9e-6

@@ -42,6 +42,8 @@ def _errors(system: str, family: str, table: str, profile: str, dtype: str | Non
         ("gemm", "gemm_perf", "bf16", 0.09),
         ("gemm", "gemm_perf", "fp8", 0.06),
         ("gemm", "gemm_perf", "fp8_block", 0.09),
+        ("mla_bmm", "mla_bmm_perf", "bf16", 0.065),
+        ("mla_bmm", "mla_bmm_perf", "fp8_block", 0.05),
         ("moe", "moe_perf", "bf16", 0.085),
         ("mla", "generation_mla_perf", "bf16", 0.08),
         ("mla", "context_mla_perf", None, 0.065),

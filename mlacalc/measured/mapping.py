@@ -46,7 +46,8 @@ What each table becomes:
   kv_b and the absorption BMMs stay bf16.
 * ``mla_bmm_perf``: a batched GEMM with ``groups = num_heads``: pre ``[T,128] @ [128,512]``,
   post ``[T,512] @ [512,128]``; fp8 is 1x128 block-scaled with its permute-and-quantize
-  (``quant_permute = 1``).
+  (``quant_permute = 1``); the batched kernel is the ``bmm`` variant of
+  the GEMM class (so are the module tables' absorption BMMs).
 * ``moe_perf``: one ``moe`` kernel for the measured rank: ``E/ep`` local experts, local
   intermediate ``inter/tp``, all ``num_tokens`` entering, loads from
   :mod:`mlacalc.measured.moe_routing` (balanced, or the power-law straggler rank).
@@ -175,7 +176,16 @@ class _Builder:
         self.parts: list[KernelPart] = []
 
     def add(
-        self, name: str, kind: str, dtype: str, rows: np.ndarray, flops, nbytes, calls=1, **shape
+        self,
+        name: str,
+        kind: str,
+        dtype: str,
+        rows: np.ndarray,
+        flops,
+        nbytes,
+        calls=1,
+        variant: str = "",
+        **shape,
     ) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
@@ -198,6 +208,7 @@ class _Builder:
                     bytes=arr(nbytes),
                     calls=arr(calls),
                     shape={k: arr(v) for k, v in shape.items()},
+                    variant=variant,
                 ),
             )
         )
@@ -301,11 +312,13 @@ def _gemm_kernels(
     weight_copies=1,
     out_elem=2.0,
     permute=0,
+    variant="",
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling)
     or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
-    quantize also permutes heads and tokens, as the fp8 MLA BMMs do)."""
+    quantize also permutes heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the
+    batched GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
     e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0}[dtype]
     nbytes = g * (m * k * e + k * n * e + m * n * out_elem)
@@ -336,6 +349,7 @@ def _gemm_kernels(
         groups=g,
         warm_l2=warm_l2,
         weight_copies=weight_copies,
+        variant=variant,
         **quant,
     )
 
@@ -587,8 +601,8 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     if context:
         _gemm_kernels(b, "kv_b", rows, "bf16", tok, h * (g["nope"] + g["v"]), g["kv_lora"])
     else:
-        _gemm_kernels(b, "bmm_pre", rows, "bf16", tok, g["kv_lora"], g["nope"], h)
-        _gemm_kernels(b, "bmm_post", rows, "bf16", tok, g["v"], g["kv_lora"], h)
+        _gemm_kernels(b, "bmm_pre", rows, "bf16", tok, g["kv_lora"], g["nope"], h, variant="bmm")
+        _gemm_kernels(b, "bmm_post", rows, "bf16", tok, g["v"], g["kv_lora"], h, variant="bmm")
     _mla_core(b, rows, bs, h, q, kv, kvd, context=context)
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
 
@@ -605,7 +619,7 @@ def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     for d in ("bf16", "fp8_block"):
         s = (dt == d) & np.isin(op, ["mla_gen_pre", "mla_gen_post"])
         if s.any():
-            _gemm_kernels(b, "bmm", rows[s], d, T[s], n[s], k[s], h[s], permute=1)
+            _gemm_kernels(b, "bmm", rows[s], d, T[s], n[s], k[s], h[s], permute=1, variant="bmm")
     reason[~np.isin(dt, ["bf16", "fp8_block"])] = "unknown_dtype"
 
 
@@ -865,6 +879,7 @@ def observations(measured) -> list:
                 b.bytes[pos],
                 b.calls[pos],
                 {k: v[pos] for k, v in b.shape.items()},
+                b.variant,
             )
             out.append(
                 Observations(

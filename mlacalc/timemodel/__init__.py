@@ -99,24 +99,24 @@ def _check_batch(batch: Any) -> KernelBatch:
     return batch
 
 
-#: (id of the spec, id of the profile, kind, dtype) -> (spec, profile, figures, parameters
+#: (id of the spec, id of the profile, kind, dtype, variant) -> (spec, profile, figures, parameters
 #: scaled to the device's clock, how calibrated): the derived rates of a kernel class, worked
 #: out once per device and profile (the spec and profile are kept to check the ids).
-_CLASS_CACHE: dict[tuple[int, int, str, str], tuple[Any, Any, DeviceFigures, dict, str]] = {}
+_CLASS_CACHE: dict[tuple[int, int, str, str, str], tuple[Any, Any, DeviceFigures, dict, str]] = {}
 
 
 def class_params(
-    hw: HardwareSpec, prof: Profile, kind: str, dtype: str
+    hw: HardwareSpec, prof: Profile, kind: str, dtype: str, variant: str = ""
 ) -> tuple[DeviceFigures, dict[str, float], str]:
     """The device figures, the parameters of one kernel class on ``hw`` (clock-scaled, as
     :func:`~mlacalc.timemodel.model.kernel_terms` takes them with ``scaled=True``) and how the
     class was calibrated; cached per (device, profile, class)."""
-    key = (id(hw), id(prof), kind, dtype)
+    key = (id(hw), id(prof), kind, dtype, variant)
     hit = _CLASS_CACHE.get(key)
     if hit is not None and hit[0] is hw and hit[1] is prof:
         return hit[2], hit[3], hit[4]
     fig = device_figures(hw)
-    params, how = prof.params(hw.name, kind, dtype, hw)
+    params, how = prof.params(hw.name, kind, dtype, hw, variant)
     scaled = scale_params(kind, params, fig)
     if len(_CLASS_CACHE) > 512:
         _CLASS_CACHE.clear()
@@ -134,7 +134,7 @@ def batch_terms(
     batch = _check_batch(batch)
     hw = _hardware(hardware)
     prof = load_profile(profile)
-    fig, params, how = class_params(hw, prof, batch.kind, batch.dtype)
+    fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
     return kernel_terms(batch, fig, params, scaled=True), how
 
 

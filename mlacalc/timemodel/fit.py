@@ -112,6 +112,7 @@ def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
         batch.bytes[idx],
         batch.calls[idx],
         {k: v[idx] for k, v in batch.shape.items()},
+        batch.variant,
     )
 
 
@@ -249,7 +250,8 @@ def calibrate(
         )
     by_class: dict[str, list[Observations]] = {}
     for o in obs:
-        by_class.setdefault(class_key(o.batch.kind, o.batch.dtype), []).append(o)
+        key = class_key(o.batch.kind, o.batch.dtype, o.batch.variant)
+        by_class.setdefault(key, []).append(o)
     classes: dict[str, dict[str, float]] = {}
     devices: dict[str, dict[str, dict[str, float]]] = {}
     residuals: dict[str, dict[str, dict[str, float]]] = {}

@@ -202,9 +202,10 @@ def borrowed_params(
     return params
 
 
-def class_key(kind: str, dtype: str) -> str:
-    """The name of a kernel class in a profile: ``"gemm:fp8_block"``."""
-    return f"{kind}:{dtype}"
+def class_key(kind: str, dtype: str, variant: str = "") -> str:
+    """The name of a kernel class in a profile: ``"gemm:fp8_block"``, or with a variant (another
+    kernel of the same kind, see :mod:`mlacalc.kernels`) ``"gemm:fp8_block:bmm"``."""
+    return f"{kind}:{dtype}:{variant}" if variant else f"{kind}:{dtype}"
 
 
 def default_params(kind: str) -> dict[str, float]:

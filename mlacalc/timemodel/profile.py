@@ -47,12 +47,18 @@ class Profile:
         """The devices the profile holds device-specific parameters for."""
         return sorted(self.devices)
 
-    def _lookup(self, table: dict[str, dict[str, float]], kind: str, dtype: str) -> dict | None:
-        for key in (
-            class_key(kind, dtype),
-            class_key(kind, _ALIASES.get(dtype, dtype)),
-            class_key(kind, "bf16"),
-        ):
+    def _lookup(
+        self, table: dict[str, dict[str, float]], kind: str, dtype: str, variant: str = ""
+    ) -> dict | None:
+        # a variant's own fit in the dtype; else the plain class of the dtype (a profile
+        # fitted without the variant, or an older one); else the bf16 fit, variant first
+        alias = _ALIASES.get(dtype, dtype)
+        keys = [class_key(kind, dtype, variant), class_key(kind, alias, variant)] if variant else []
+        keys += [class_key(kind, dtype), class_key(kind, alias)]
+        if variant:
+            keys.append(class_key(kind, "bf16", variant))
+        keys.append(class_key(kind, "bf16"))
+        for key in keys:
             if key in table:
                 return table[key]
         same_kind = sorted(k for k in table if k.split(":", 1)[0] == kind)
@@ -87,31 +93,34 @@ class Profile:
         return best
 
     def params(
-        self, device: str, kind: str, dtype: str, hardware: Any = None
+        self, device: str, kind: str, dtype: str, hardware: Any = None, variant: str = ""
     ) -> tuple[dict[str, float], str]:
-        """The parameters for one kernel class on ``device``, and how they were obtained: the
-        device's own fit; else (given its ``hardware`` spec) the fit of the measured device of
-        the same tensor-core generation, by datasheet ratios; else the fit pooled over every
-        measured device."""
+        """The parameters for one kernel class (``variant``: of that kernel, see
+        :mod:`mlacalc.kernels`) on ``device``, and how they were obtained: the device's own
+        fit; else (given its ``hardware`` spec) the fit of the measured device of the same
+        tensor-core generation, by datasheet ratios; else the fit pooled over every measured
+        device."""
         base = default_params(kind)
-        fitted = self._lookup(self.devices.get(device, {}), kind, dtype)
+        fitted = self._lookup(self.devices.get(device, {}), kind, dtype, variant)
         if fitted is not None:
             base.update(fitted)
             return borrowed_params(kind, dtype, base, fitted), f"calibrated on {device}"
         if hardware is not None and self.devices:
             near = self.nearest_fitted(hardware)
-            fitted = self._lookup(self.devices.get(near, {}), kind, dtype) if near else None
+            near_table = self.devices.get(near, {}) if near else {}
+            fitted = self._lookup(near_table, kind, dtype, variant) if near else None
             if fitted is not None:
                 base.update(fitted)
                 how = f"{device} by datasheet ratios from {near} (same tensor-core generation)"
                 return borrowed_params(kind, dtype, base, fitted), how
-        fitted = self._lookup(self.classes, kind, dtype)
+        fitted = self._lookup(self.classes, kind, dtype, variant)
         if fitted is not None:
             base.update(fitted)
             base = borrowed_params(kind, dtype, base, fitted)
             on = ", ".join(self.fitted_devices) or self.name
             return base, f"{device} by datasheet ratios (profile fitted on {on})"
-        return base, f"uncalibrated {class_key(kind, dtype)} (no profile class; datasheet defaults)"
+        key = class_key(kind, dtype, variant)
+        return base, f"uncalibrated {key} (no profile class; datasheet defaults)"
 
     def describe(self, device: str) -> str:
         """One line: how a device is predicted with this profile."""

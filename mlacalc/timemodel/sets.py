@@ -45,6 +45,7 @@ def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
         batch.bytes[idx],
         batch.calls[idx],
         {k: v[idx] for k, v in batch.shape.items()},
+        batch.variant,
     )
 
 
