@@ -567,7 +567,7 @@ def _model_ops(
 
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
-        fig, params, how = class_params(hw, prof, batch.kind, batch.dtype)
+        fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
         terms = kernel_terms(batch, fig, params, scaled=True)
         # the plain roofline bound of each kernel (all calls), with the datasheet figures
         peak, bw = fig.peak(batch.dtype), fig.hbm_bytes_per_s
