@@ -224,34 +224,88 @@ def _stage_layers(m: ModelConfig, pp: int) -> list[range]:
     return out
 
 
+_LAYER_PARTS = ("attention", "dense_ffn", "moe_shared_experts", "moe_router", "moe_routed_experts")
+
+
+@lru_cache(maxsize=64)
+def _layer_params(m: ModelConfig) -> tuple[dict[str, int], ...]:
+    """Parameters of each decoder layer by part (attention, dense FFN, shared experts,
+    router, routed experts; norms are spread evenly elsewhere). A model of a family with
+    its own layers (Gemma 4, Qwen3-Next, gpt-oss, ...) is counted tensor by tensor, so a
+    Gemma 4 full layer has its own heads and the dense MLP beside its experts is there;
+    a base-layout model by the uniform formulas of :func:`mlacalc.params.param_counts`."""
+    from .. import families
+
+    L = m.num_hidden_layers
+    out = [dict.fromkeys(_LAYER_PARTS, 0) for _ in range(L)]
+    if families.arch_of(m) is not None:
+        for t in families.tensors(m):
+            part = families._part(t.name)
+            if part in _LAYER_PARTS and ".layers." in t.name:
+                out[int(t.name.split(".layers.", 1)[1].split(".", 1)[0])][part] += t.numel
+        return tuple(out)
+    b = param_counts(m).breakdown
+    n_moe = m.num_moe_layers
+    n_dense = L - n_moe
+    flags = _moe_flags(m)
+    for i, layer in enumerate(out):
+        layer["attention"] = b["attention"] // L
+        if flags[i]:
+            for part in ("moe_shared_experts", "moe_router", "moe_routed_experts"):
+                layer[part] = b[part] // n_moe
+        else:
+            layer["dense_ffn"] = b["dense_ffn"] // n_dense
+    return tuple(out)
+
+
+def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
+    """The fraction of one layer's attention parameters a tensor-parallel rank holds: its
+    kind's own heads (a Gemma 4 full layer's ``num_global_key_value_heads``), K/V heads
+    replicated beyond ``n_kv`` ranks, MLA's latent projections whole; a linear-attention
+    layer splits by its heads."""
+    if tp == 1:
+        return 1.0
+    if kind.attention == "linear":
+        return 1.0 / tp
+    from ..families import kind_model
+
+    sub = kind_model(m, kind) if m.global_head_dim is not None or m.attention_k_eq_v else m
+    return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
+
+
 def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> dict[str, float]:
-    """Parameters one GPU of the fullest stage holds, by part (not yet in bytes)."""
+    """Parameters one GPU of the fullest stage holds, by part (not yet in bytes).
+
+    At one GPU the parts add up to the model's parameters exactly (plus the MTP layers
+    with ``include_mtp``); every layer counts its own kind of attention, and a dense MLP
+    beside the experts (Gemma 4) or a shared-expert gate is ``dense_ffn``."""
     counts = param_counts(m)
     b = counts.breakdown
-    n_dense = m.num_hidden_layers - m.num_moe_layers
-    n_moe = m.num_moe_layers
-    attn = _attention_per_rank(m, lay.tp)
-    norms = b["norms"] / m.num_hidden_layers  # per layer (final norm spread evenly)
-    dense = b["dense_ffn"] / n_dense / lay.tp if n_dense else 0.0
-    shared = b["moe_shared_experts"] / lay.tp / n_moe if n_moe else 0.0
-    router = b["moe_router"] / n_moe if n_moe else 0.0  # replicated on every rank
-    slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if n_moe else 1.0
-    routed = b["moe_routed_experts"] * slots / n_moe / lay.moe_group if n_moe else 0.0
+    per_layer = _layer_params(m)
+    kinds = layer_pattern_of(m)
+    slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
+    shares: dict[Any, float] = {}
     best: dict[str, float] | None = None
     stages = _stage_layers(m, lay.pp)
     for s, layers in enumerate(stages):
-        moe_layers = sum(_moe_flags(m)[i] for i in layers)
-        part = {
-            "attention": attn * len(layers),
-            "norms": norms * len(layers),
-            "dense_ffn": dense * (len(layers) - moe_layers),
-            "shared_experts": shared * moe_layers,
-            "router": router * moe_layers,
-            "routed_experts": routed * moe_layers,
-            "embedding_head": ((b["embedding"] + b["position_embedding"]) if s == 0 else 0) / lay.tp
-            + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0),
-            "mtp": counts.mtp / lay.tp if include_mtp and s == len(stages) - 1 else 0.0,
-        }
+        part = dict.fromkeys(
+            ("attention", "norms", "dense_ffn", "shared_experts", "router", "routed_experts"), 0.0
+        )
+        for i in layers:
+            kind = kinds[i]
+            if kind not in shares:
+                shares[kind] = _attention_share(m, kind, lay.tp)
+            p = per_layer[i]
+            part["attention"] += p["attention"] * shares[kind]
+            part["dense_ffn"] += p["dense_ffn"] / lay.tp
+            part["shared_experts"] += p["moe_shared_experts"] / lay.tp
+            part["router"] += p["moe_router"]  # replicated on every rank
+            part["routed_experts"] += p["moe_routed_experts"] * slots / lay.moe_group
+        part["norms"] = b["norms"] * len(layers) / m.num_hidden_layers  # final norm spread
+        part["embedding_head"] = (
+            (b["embedding"] + b["position_embedding"]) if s == 0 else 0
+        ) / lay.tp + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0)
+        part["mtp"] = counts.mtp / lay.tp if include_mtp and s == len(stages) - 1 else 0.0
         if best is None or sum(part.values()) > sum(best.values()):
             best = part
     assert best is not None
