@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from .errors import InvalidArgumentError, UnknownDtypeError
 
-__all__ = ["DTYPE_BITS", "KV_LAYOUTS", "KVLayout", "dtype_bits", "resolve_kv_layout"]
+__all__ = [
+    "DTYPE_BITS",
+    "KV_LAYOUTS",
+    "KVLayout",
+    "check_kv_layout",
+    "dtype_bits",
+    "resolve_kv_layout",
+]
 
 #: Bits per element of the dtypes mlacalc knows (canonical names first).
 DTYPE_BITS: dict[str, int] = {
@@ -155,3 +162,26 @@ def resolve_kv_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
         raise UnknownDtypeError(
             kv_dtype, list(DTYPE_BITS) + list(KV_LAYOUTS), what="KV dtype or layout"
         ) from None
+
+
+def check_kv_layout(
+    layout: KVLayout, latent_cache: bool, model_name: str = "this model", argument: str = "kv_dtype"
+) -> KVLayout:
+    """Refuse a layout that does not apply to the cache a model keeps.
+
+    A layout with a separate RoPE part (``rope_bits``, as FlashMLA's ``fp8_ds_mla``)
+    describes MLA's latent row (the compressed ``c_kv`` plus the decoupled RoPE key);
+    a cache of per-head keys and values (MHA, GQA, MQA) has no such part, so its size
+    under that layout would be made up. ``latent_cache`` says whether the model keeps
+    the MLA latent row (an MLA model run naive keeps the same fp8 values and scales,
+    expanded per head).
+    """
+    if layout.rope_bits is not None and not latent_cache:
+        plain = ", ".join(DTYPE_BITS)
+        raise InvalidArgumentError(
+            argument,
+            f"layout '{layout.name}' is for an MLA latent cache (c_kv plus RoPE key); "
+            f"{model_name} caches per-head keys and values: use a plain dtype ({plain}) "
+            "or a bit width",
+        )
+    return layout

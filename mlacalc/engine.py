@@ -25,7 +25,7 @@ from typing import Any
 from . import _generated as gen
 from . import arguments as args
 from .config import ModelConfig
-from .dtypes import KVLayout, dtype_bits
+from .dtypes import KVLayout, check_kv_layout, dtype_bits
 from .errors import FormulaBindingError, InvalidArgumentError
 from .vocab import (
     MHA_FIELD_SYMBOLS,
@@ -315,6 +315,7 @@ def kv_cache(
     include_mtp = args.flag("include_mtp", include_mtp)
     impl = resolve_impl(model, impl, None)
     layout = args.kv_layout("kv_dtype", kv_dtype)
+    check_kv_layout(layout, model.is_mla, model.name)
     elements, row_bytes = _row(model, impl, layout)
     layers = model.num_hidden_layers + (model.num_nextn_predict_layers if include_mtp else 0)
     tokens = seq_len if model.sliding_window is None else min(seq_len, model.sliding_window)
@@ -566,6 +567,7 @@ def attention_cost(
     causal = args.flag("causal", causal)
     q = _phase_lengths(phase, seq_len, q_len)
     layout = args.kv_layout("kv_dtype", kv_dtype)
+    check_kv_layout(layout, model.is_mla, model.name)
     weight_dtype = args.dtype("weight_dtype", weight_dtype, allow_none=True)
     act_dtype = args.dtype("act_dtype", act_dtype)
     if impl is not None and not isinstance(impl, str):

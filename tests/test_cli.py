@@ -336,6 +336,13 @@ def test_import_hf(run, tmp_path):
         (["report", "deepseek-v3", "--batch", "-3"], "not a size"),
         (["report", "deepseek-v3", "--kv-dtype", "fp6"], "fp8_ds_mla"),
         (["report", "deepseek-v3", "--weight-dtype", "fp8_ds_mla"], "unknown dtype"),
+        (
+            ["report", "gemma-4-26b-a4b", "--kv-dtype", "fp8_ds_mla"],
+            "Invalid value for --kv-dtype: layout 'fp8_ds_mla' is for an MLA latent cache",
+        ),
+        (["compare", "llama-3-8b", "deepseek-v3", "--kv-dtype", "fp8_ds_mla"], "--kv-dtype"),
+        (["roofline", "gpt-oss-120b", "-H", "H100-SXM", "--kv-dtype", "fp8_ds_mla"], "--kv-dtype"),
+        (["plan", "gemma-4-26b-a4b", "-H", "H100-SXM", "--kv-dtype", "fp8_ds_mla"], "--kv-dtype"),
         (["report", "missing/model.yaml"], "no such file"),
         (["report", "llama-3-8b", "--impl", "absorbed"], "one implementation"),
         (["report", "deepseek-v3", "--phase", "chunk"], "--q-len"),
@@ -856,3 +863,19 @@ def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
     assert flops == {p: mlacalc.attention_flops(model, p, 4096, 2) for p in ("prefill", "decode")}
     text = run("report", str(path), "-s", "4096")[0]
     assert "layer pattern: 48 layers: 36 linear + 12 full" in text
+
+
+def test_latent_layout_refused_on_per_head_caches():
+    """fp8_ds_mla sizes MLA's latent row; a GQA cache under it would be a made-up size."""
+    from mlacalc.errors import InvalidArgumentError
+
+    for call in (
+        lambda: mlacalc.kv_cache("gemma-4-26b-a4b", 1024, kv_dtype="fp8_ds_mla"),
+        lambda: mlacalc.kv_cache("llama-3-8b", 1024, kv_dtype="fp8_ds_mla"),
+        lambda: mlacalc.attention_cost("gpt-oss-120b", "decode", 1024, kv_dtype="fp8_ds_mla"),
+    ):
+        with pytest.raises(InvalidArgumentError) as err:
+            call()
+        assert err.value.argument == "kv_dtype" and "bf16" in str(err.value)
+    # the MLA latent row: 512 fp8 + 4 scales x 4 B + 64 bf16 RoPE = 656 B per layer
+    assert mlacalc.kv_cache("deepseek-v3", 1, kv_dtype="fp8_ds_mla").row_bytes == 656

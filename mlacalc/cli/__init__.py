@@ -92,6 +92,23 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _option_for(argv: list[str] | None, argument: str) -> str | None:
+    """The option of the command in ``argv`` that an API argument name comes from, if any."""
+    import sys
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    name = next((w for w in words if not str(w).startswith("-")), None)
+    if name not in COMMANDS:
+        return None
+    command = cli.get_command(click.Context(cli), str(name))
+    flag = "--" + str(argument).replace("_", "-")
+    for candidate in (flag, flag + "s"):  # search takes lists: --kv-dtypes
+        for param in command.params if command else ():
+            if candidate in getattr(param, "opts", ()):
+                return candidate
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; every error is one line on stderr and exit status 2.
 
@@ -115,7 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("mlacalc: aborted", err=True)
         return 1
     except MlacalcError as exc:
-        click.echo(f"mlacalc: error: {_one_line(str(exc))}", err=True)
+        message = _one_line(str(exc))
+        argument = getattr(exc, "argument", None)
+        flag = _option_for(argv, argument) if argument else None
+        if flag and message.startswith(f"{argument}: "):
+            message = f"Invalid value for {flag}: {message[len(argument) + 2 :]}"
+        click.echo(f"mlacalc: error: {message}", err=True)
         return 2
     except OSError as exc:
         click.echo(f"mlacalc: error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
