@@ -149,7 +149,12 @@ def render(sc: Scenario) -> None:
     c2.metric(
         f"longest context at batch {batch:,}",
         f"{result.max_context:,}" if result.max_context else "-",
+        help=result.longest_context_text() if result.max_context else None,
     )
+    if result.max_context_memory and result.max_context_memory > (result.max_context or 0):
+        c2.caption(
+            f"capped at the model's window; memory allows {result.max_context_memory:,} tokens"
+        )
     c3.metric(
         f"decode tokens/s at batch {result.decode_batch or 0:,}",
         f"{result.decode_tokens_per_s:,.0f}" if result.decode_tokens_per_s else "nothing fits",

@@ -106,6 +106,8 @@ class Plan:
     seq_len: int
     batch: int | None
     max_batch: int
+    #: the longest context at ``batch``: what memory allows, capped at the model's window
+    #: (``max_position_embeddings``); ``max_context_memory`` keeps memory's own figure
     max_context: int | None
     max_position_embeddings: int | None
     decode_batch: int | None
@@ -148,6 +150,18 @@ class Plan:
     prefill_pass: str = "fused"
     #: steps between computing a token and the client getting it (aggregated serving)
     output_lag_steps: int = 0
+    #: the longest context at ``batch`` that memory allows, before the window's cap
+    max_context_memory: int | None = None
+
+    def longest_context_text(self) -> str:
+        """The longest context at the batch, in words: the model's window when memory
+        allows more ("131,072 tokens (the model's window; memory allows 1,731,104)")."""
+        if self.max_context is None:
+            return "-"
+        text = f"{self.max_context:,} tokens"
+        if self.max_context_memory is not None and self.max_context_memory > self.max_context:
+            text += f" (the model's window; memory allows {self.max_context_memory:,})"
+        return text
 
     @property
     def total_gpus(self) -> int:
@@ -418,10 +432,15 @@ def plan(
             f"{budget / 1e9:.1f} GB are left after the weights"
         )
     fits = overflow is None
-    max_context = None
+    max_context = max_context_memory = None
     if batch is not None and fits:
         per_group = math.ceil(batch / lay.dp)
-        max_context = _max_context(m, layout, lay, page_size, include_mtp, budget // per_group)
+        max_context_memory = _max_context(
+            m, layout, lay, page_size, include_mtp, budget // per_group
+        )
+        max_context = max_context_memory
+        if m.max_position_embeddings:
+            max_context = min(max_context, m.max_position_embeddings)
     mem = {
         "weights": weights,
         "kv_budget": max(budget, 0),
@@ -451,6 +470,7 @@ def plan(
         batch=batch,
         max_batch=max_batch,
         max_context=max_context,
+        max_context_memory=max_context_memory,
         max_position_embeddings=m.max_position_embeddings,
         pp=lay.pp,
         dp_attention=lay.dp_attention,

@@ -51,7 +51,8 @@ def test_plan_gqa_kv_split_and_replication():
 def test_plan_pages_batch_and_throughput():
     p = plan("llama-3-8b", "H100-SXM", 1, seq_len=1000, page_size=16, batch=8)
     assert p.kv_tokens_per_gpu // 1008 == p.max_batch  # 1000 tokens occupy 63 pages of 16
-    assert p.max_context == (p.kv_tokens_per_gpu // 8) // 16 * 16
+    assert p.max_context_memory == (p.kv_tokens_per_gpu // 8) // 16 * 16
+    assert p.max_context == min(p.max_context_memory, 8192)  # llama-3-8b's window
     assert p.decode_tokens_per_s > 0 and p.binding in ("memory bandwidth", "compute")
     too_many = plan("llama-3-8b", "H100-SXM", 1, seq_len=131072, batch=10_000)
     assert too_many.binding == "kv capacity" and too_many.decode_batch == too_many.max_batch
@@ -109,4 +110,4 @@ def test_plan_capacity_sums_the_cache_over_layer_kinds(name):
     assert p.max_batch == p.kv_budget_per_gpu_bytes // seq
     # and the longest context at that batch is the largest one that still fits
     q = mlacalc.plan(m, "H200", 8, tp=8, seq_len=32768, page_size=16, batch=p.max_batch)
-    assert q.max_context >= 32768
+    assert q.max_context_memory >= 32768

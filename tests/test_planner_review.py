@@ -62,3 +62,20 @@ def test_gemma4_full_layers_and_dense_mlp_are_sized():
     full = 23_068_672 * 2 + 2_883_584 + 1_024
     assert parts["attention"] == 2 * (25 * sliding + 5 * full)
     assert parts["dense_ffn"] == 2 * 30 * 3 * 5_947_392
+
+
+def test_longest_context_stops_at_the_models_window():
+    """gpt-oss-120b on 8 H100 at batch 8: memory allows far more than its 131,072-token
+    window; the plan caps the figure, says so, and keeps memory's figure in the JSON."""
+    from mlacalc.planner import plan
+
+    p = plan("gpt-oss-120b", "H100-SXM", 8, batch=8)
+    assert p.max_position_embeddings == 131_072
+    assert p.max_context == 131_072 < p.max_context_memory
+    assert p.to_dict()["max_context_memory"] == p.max_context_memory
+    text = p.longest_context_text()
+    assert text.startswith("131,072 tokens (the model's window; memory allows ")
+    assert f"{p.max_context_memory:,}" in text
+    small = plan("gpt-oss-120b", "H100-SXM", 8, batch=4096)  # memory is the limit
+    assert small.max_context == small.max_context_memory < 131_072
+    assert "window" not in small.longest_context_text()

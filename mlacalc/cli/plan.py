@@ -280,7 +280,7 @@ def sections(p) -> list[Section]:
         ],
     ]
     if p.max_context is not None:
-        rows.append([f"longest context at batch {p.batch:,}", f"{p.max_context:,} tokens"])
+        rows.append([f"longest context at batch {p.batch:,}", p.longest_context_text()])
     if p.decode_step_s is not None:
         rows.append(
             [
