@@ -39,7 +39,7 @@ def _errors(system: str, family: str, table: str, profile: str, dtype: str | Non
 @pytest.mark.parametrize(
     "family,table,dtype,bound",
     [
-        ("gemm", "gemm_perf", "bf16", 0.09),
+        ("gemm", "gemm_perf", "bf16", 0.08),
         ("gemm", "gemm_perf", "fp8", 0.06),
         ("gemm", "gemm_perf", "fp8_block", 0.09),
         ("mla_bmm", "mla_bmm_perf", "bf16", 0.065),
@@ -67,7 +67,7 @@ def test_leave_one_device_out_gemm_and_moe():
     """Fitted on H100-SXM only, the A100-SXM-80GB bf16 GEMMs and MoE blocks by datasheet ratios."""
     gemm, _, _, _ = _errors("a100_sxm", "gemm", "gemm_perf", "fit-h100-sxm", "bf16")
     moe, _, _, _ = _errors("a100_sxm", "moe", "moe_perf", "fit-h100-sxm", "bf16")
-    assert gemm <= 0.13 and moe <= 0.20
+    assert gemm <= 0.12 and moe <= 0.20
 
 
 def test_better_than_the_plain_roofline():
@@ -130,6 +130,6 @@ def test_pooled_accuracy_fitted_and_leave_one_device_out():
 
     h100, a100 = pooled("h100_sxm", "default"), pooled("a100_sxm", "default")
     assert h100[0] <= 0.08 and h100[1] <= 0.28 and h100[2] <= 0.05
-    assert a100[0] <= 0.11 and a100[1] <= 0.38 and a100[2] <= 0.05
-    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.18
+    assert a100[0] <= 0.105 and a100[1] <= 0.36 and a100[2] <= 0.05
+    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.175
     assert pooled("h100_sxm", "fit-a100-sxm-80gb")[0] <= 0.25
