@@ -169,8 +169,18 @@ def render(sc: Scenario) -> None:
     st.markdown(
         f"Largest batch: **{result.max_batch:,}** sequences; weights per GPU: "
         f"**{result.weights_per_gpu_bytes:,} bytes** ({result.weight_format}); KV per token "
-        "per GPU: "
-        f"**{result.kv_bytes_per_token_per_gpu:,} bytes**"
+        "per GPU"
+        + (
+            f": **{result.kv_bytes_per_token_per_gpu:,} bytes**"
+            if result.kv_every_token
+            else f" in the layers keeping every token: "
+            f"**{result.kv_bytes_per_token_full_layers_per_gpu:,} bytes**, plus "
+            f"**{result.kv_bytes_fixed_per_sequence_per_gpu:,} bytes** per sequence "
+            "(windows, linear states)"
+        )
+        + "; one sequence of "
+        f"{context:,} tokens, every layer kind: "
+        f"**{result.kv_bytes_per_sequence_per_gpu:,} bytes**"
     )
     running = result.running_batch_per_group or 0
     kv_used = min(

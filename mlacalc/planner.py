@@ -152,6 +152,27 @@ class Plan:
     output_lag_steps: int = 0
     #: the longest context at ``batch`` that memory allows, before the window's cap
     max_context_memory: int | None = None
+    #: bytes a token adds on a GPU in the layers that keep every token (full, MLA, DSA with
+    #: its indexer key); a sequence is this times its paged context plus the fixed part
+    kv_bytes_per_token_full_layers_per_gpu: int = 0
+    #: bytes a sequence of the planned context holds on a GPU beyond that: its sliding and
+    #: chunked layers' windows and its linear layers' states
+    kv_bytes_fixed_per_sequence_per_gpu: int = 0
+
+    @property
+    def context(self) -> int:
+        """The context one sequence of the plan holds (prompt + output, or ``seq_len``)."""
+        return self.isl + self.osl if self.isl is not None else self.seq_len
+
+    @property
+    def kv_every_token(self) -> bool:
+        """Whether every layer keeps every token at the per-token rate, so that a sequence
+        is the per-token bytes times its (paged) context; false when sliding or chunked
+        layers keep a window, linear layers a fixed state, or DSA layers indexer keys."""
+        return (
+            self.kv_bytes_fixed_per_sequence_per_gpu == 0
+            and self.kv_bytes_per_token_full_layers_per_gpu == self.kv_bytes_per_token_per_gpu
+        )
 
     def longest_context_text(self) -> str:
         """The longest context at the batch, in words: the model's window when memory
@@ -416,6 +437,13 @@ def plan(
         )
     # every layer keeps what its kind keeps (window, indexer keys, linear state), in pages
     seq_bytes = kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp)
+    # what a page adds once the context is past every window: the layers keeping every token
+    far = page_size << 32
+    growth = kv_bytes_per_sequence_per_gpu(
+        m, layout, lay, far + page_size, page_size, include_mtp
+    ) - kv_bytes_per_sequence_per_gpu(m, layout, lay, far, page_size, include_mtp)
+    per_token_full = growth // page_size
+    fixed = seq_bytes - per_token_full * (-(-context // page_size) * page_size)
     per_group_seqs = max(budget, 0) // seq_bytes
     max_batch = per_group_seqs * lay.dp
     overflow = None
@@ -465,6 +493,8 @@ def plan(
         kv_budget_per_gpu_bytes=budget,
         kv_bytes_per_token_per_gpu=per_token,
         kv_bytes_per_sequence_per_gpu=seq_bytes,
+        kv_bytes_per_token_full_layers_per_gpu=per_token_full,
+        kv_bytes_fixed_per_sequence_per_gpu=fixed,
         kv_tokens_per_gpu=tokens_per_gpu,
         seq_len=seq_len,
         batch=batch,

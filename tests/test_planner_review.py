@@ -79,3 +79,33 @@ def test_longest_context_stops_at_the_models_window():
     small = plan("gpt-oss-120b", "H100-SXM", 8, batch=4096)  # memory is the limit
     assert small.max_context == small.max_context_memory < 131_072
     assert "window" not in small.longest_context_text()
+
+
+def test_kv_lines_split_every_token_layers_from_windows_and_states():
+    """A sequence is the per-token bytes of the layers keeping every token times its context
+    plus a fixed part (windows, linear states); the budget over it is the largest batch."""
+    from mlacalc.cli.plan import kv_rows
+    from mlacalc.planner import plan
+
+    g = plan("gemma-4-26b-a4b", "H100-SXM", 8)
+    # 5 full layers x 1 of 2 K=V heads per rank (kept as K and V) x 512 x 2 B
+    assert g.kv_bytes_per_token_full_layers_per_gpu == 5 * 2 * 512 * 2
+    # 25 sliding layers x 1,024-token window x 1 of 8 heads per rank x K, V x 256 x 2 B
+    assert g.kv_bytes_fixed_per_sequence_per_gpu == 25 * 1024 * 2 * 256 * 2
+    o = plan("gpt-oss-120b", "H100-SXM", 8)
+    assert o.kv_bytes_per_token_full_layers_per_gpu == 18 * 2 * 64 * 2  # 18 full, 1 head
+    assert o.kv_bytes_fixed_per_sequence_per_gpu == 18 * 128 * 2 * 64 * 2  # 128-token window
+    for p in (g, o, plan("qwen3-next-80b-a3b", "H100-SXM", 8, page_size=16)):
+        pages = -(-p.context // p.page_size) * p.page_size
+        assert p.kv_bytes_per_sequence_per_gpu == (
+            p.kv_bytes_per_token_full_layers_per_gpu * pages + p.kv_bytes_fixed_per_sequence_per_gpu
+        )
+        assert p.max_batch == p.kv_budget_per_gpu_bytes // p.kv_bytes_per_sequence_per_gpu
+        assert not p.kv_every_token
+        labels = [r[0] for r in kv_rows(p)]
+        assert any("layers keeping every token" in x for x in labels)
+        assert any("fixed per sequence" in x for x in labels)
+        assert not any(x.startswith("KV tokens per GPU") for x in labels)
+    u = plan("llama-3-8b", "H100-SXM", 1, seq_len=4096)
+    assert u.kv_every_token and u.kv_bytes_fixed_per_sequence_per_gpu == 0
+    assert u.kv_tokens_per_gpu // 4096 == u.max_batch

@@ -252,6 +252,35 @@ def command(
     emit(fmt, doc, lambda: sections(p))
 
 
+def kv_rows(p) -> list[list[str]]:
+    """The cache lines of the plan. A model whose layers do not all keep every token
+    (sliding or chunked windows, linear states, indexer keys) shows what a token adds in the
+    layers that keep every token and the fixed part a sequence holds beside it; their sum at
+    the context is one sequence, and the budget over that is the largest batch per group."""
+    seq = [
+        f"KV per sequence of {p.context:,} tokens per GPU",
+        f"{human_bytes(p.kv_bytes_per_sequence_per_gpu)} ({p.kv_bytes_per_sequence_per_gpu:,} B)",
+    ]
+    if p.kv_every_token:
+        return [
+            [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
+            ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
+            seq,
+        ]
+    return [
+        [
+            f"KV per token per GPU ({p.kv_layout}), layers keeping every token",
+            f"{p.kv_bytes_per_token_full_layers_per_gpu:,} B",
+        ],
+        [
+            "  + fixed per sequence (windows, linear states)",
+            f"{human_bytes(p.kv_bytes_fixed_per_sequence_per_gpu)} "
+            f"({p.kv_bytes_fixed_per_sequence_per_gpu:,} B)",
+        ],
+        seq,
+    ]
+
+
 def sections(p) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels."""
     rows = [
@@ -272,8 +301,7 @@ def sections(p) -> list[Section]:
             rows.append([f"  {key[8:].replace('_', ' ')}", human_bytes(value)])
     rows += [
         ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
-        [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
-        ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
+        *kv_rows(p),
         [
             f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens",
             f"{p.max_batch:,}",
