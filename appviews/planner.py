@@ -162,7 +162,7 @@ def render(sc: Scenario) -> None:
     c4.metric("binding", result.binding)
     if result.ttft_s is not None:
         c1, c2, c3, c4 = st.columns(4)
-        c1.metric("TTFT", f"{result.ttft_s * 1e3:,.1f} ms")
+        c1.metric("TTFT", result.ttft_text().split(" (")[0])
         c2.metric("TPOT", f"{result.tpot_s * 1e3:,.2f} ms")
         c3.metric("output tokens/s per GPU", f"{result.output_tokens_per_s_per_gpu:,.1f}")
         c4.metric("output tokens/s per user", f"{result.output_tokens_per_s_per_user:,.1f}")

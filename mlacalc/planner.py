@@ -174,6 +174,25 @@ class Plan:
             and self.kv_bytes_per_token_full_layers_per_gpu == self.kv_bytes_per_token_per_gpu
         )
 
+    def queue_text(self) -> str:
+        """Requests in flight and queued, in words ("unbounded" when the queue grows)."""
+        if self.concurrency is None:
+            return "-"
+        queued = (
+            "unbounded"
+            if self.queued is not None and not math.isfinite(self.queued)
+            else f"{self.queued or 0:,.0f}"
+        )
+        return f"{self.concurrency:,.1f} (queued {queued})"
+
+    def ttft_text(self) -> str:
+        """The time to first token in ms, or "unbounded" when the queue grows without bound."""
+        if self.ttft_s is None:
+            return "-"
+        if not math.isfinite(self.ttft_s):
+            return "unbounded (the queue grows without bound)"
+        return f"{self.ttft_s * 1e3:,.1f} ms"
+
     def longest_context_text(self) -> str:
         """The longest context at the batch, in words: the model's window when memory
         allows more ("131,072 tokens (the model's window; memory allows 1,731,104)")."""
@@ -189,8 +208,9 @@ class Plan:
         return self.gpus + self.prefill_gpus
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, JSON-safe: an unbounded figure (TTFT when the queue grows without
-        bound) is ``None``, with ``sustainable`` false."""
+        """Every field, JSON-safe: an unbounded figure (TTFT and the queue when requests
+        arrive faster than the deployment serves them) is ``None``, with ``sustainable``
+        false."""
         out = {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in self.__dict__.items()
@@ -660,6 +680,7 @@ def plan(
 
     queue = 0.0
     queued = 0.0
+    conc = 0.0
     sustainable = True
     if request_rate is None:
         running = min(concurrency, float(max_batch))
@@ -691,7 +712,7 @@ def plan(
                 f"request rate {request_rate:g}/s exceeds what the deployment sustains "
                 f"({capacity:.3g}/s): the queue grows without bound"
             )
-            queue = math.inf
+            queue = queued = math.inf  # both grow without bound
         elif group_rate is None:
             # M/D/1 wait for the prefill server of each attention group (prefill pool or
             # chunks); in-flight batching's waits are in its step chain
@@ -727,7 +748,7 @@ def plan(
         decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap),
         prefill_s=float(t_pf[1]),
         binding="kv capacity"
-        if queued
+        if (queued and math.isfinite(queued)) or (not sustainable and conc > max_batch)
         else {"memory": "memory bandwidth"}.get(
             b := _bound(hw, dec.kernels, f["compute"], f["comm"], overlap), b
         ),

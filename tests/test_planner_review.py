@@ -109,3 +109,24 @@ def test_kv_lines_split_every_token_layers_from_windows_and_states():
     u = plan("llama-3-8b", "H100-SXM", 1, seq_len=4096)
     assert u.kv_every_token and u.kv_bytes_fixed_per_sequence_per_gpu == 0
     assert u.kv_tokens_per_gpu // 4096 == u.max_batch
+
+
+def test_overload_shows_an_unbounded_queue_and_ttft():
+    """Requests arriving faster than served: the queue and TTFT are unbounded (inf in the
+    plan, None in JSON, "unbounded" in text) beside the warning, never "queued 0"."""
+    import math
+
+    from mlacalc.cli.plan import sections
+    from mlacalc.planner import plan
+
+    p = plan("gpt-oss-120b", "H100-SXM", 8, isl=100, osl=10, request_rate=1e6)
+    assert not p.sustainable and any("without bound" in w for w in p.warnings)
+    assert math.isinf(p.queued) and math.isinf(p.ttft_s)
+    doc = p.to_dict()
+    assert doc["queued"] is None and doc["ttft_s"] is None
+    rows = {r[0]: r[1] for s in sections(p) for r in s.rows}
+    assert rows["requests in flight"].endswith("(queued unbounded)")
+    assert rows["TTFT"].startswith("unbounded")
+    ok = plan("gpt-oss-120b", "H100-SXM", 8, isl=100, osl=10, request_rate=10.0)
+    assert ok.sustainable and ok.queued == 0 and math.isfinite(ok.ttft_s)
+    assert ok.queue_text().endswith("(queued 0)") and ok.ttft_text().endswith(" ms")
