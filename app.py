@@ -36,6 +36,13 @@ VIEWS = [kv_cache, parameters, flops, roofline, planner, measured]
 #: The dtypes mlacalc knows (weights), and the KV layouts on top (KV cache).
 W_DTYPES = list(DTYPE_BITS)
 KV_DTYPES = W_DTYPES + list(KV_LAYOUTS)
+#: The weight-dtype entry of a quantized checkpoint sized as stored (until a dtype is picked).
+CHECKPOINT = "checkpoint"
+
+
+def kv_dtypes_for(m: ModelConfig) -> list[str]:
+    """The KV dtypes and layouts that apply to a model (latent layouts only to MLA)."""
+    return W_DTYPES + [k for k, lay in KV_LAYOUTS.items() if m.is_mla or lay.rope_bits is None]
 #: What-if widgets: (widget key, config field, label, smallest, largest, step), MLA and others.
 WHATIF_MLA = [
     ("w_layers", "num_hidden_layers", "layers (L)", 1, 512, 1),
@@ -164,21 +171,37 @@ with st.sidebar:
     st.header("Workload")
     seq_len = st.number_input("context length (tokens)", 1, 16 * 2**20, step=1024, key="seq_len")
     batch = st.number_input("batch (sequences)", 1, 1 << 20, key="batch")
-    kv_dtype = st.selectbox("KV dtype / layout", KV_DTYPES, key="kv_dtype")
+    kv_options = kv_dtypes_for(model)
+    if state.get("kv_dtype") not in kv_options:  # a latent layout kept from an MLA model
+        st.caption(
+            f"KV layout {state.get('kv_dtype')} is for an MLA latent cache; {model.label} "
+            f"caches per-head keys and values: KV sized in {D.KV_DTYPE}."
+        )
+        state["kv_dtype"] = D.KV_DTYPE
+    kv_dtype = st.selectbox("KV dtype / layout", kv_options, key="kv_dtype")
     model_weight = model.weights_dtype if model.weights_dtype in W_DTYPES else D.DTYPE
-    state["w_model_default"] = model_weight
-    if not state.get("w_user"):  # follows the model until the user picks one
-        state["weight_dtype"] = model_weight
-    weight_dtype = st.selectbox(
-        "weight dtype", W_DTYPES, key="weight_dtype", on_change=_mark_weight_dtype
+    w_options = W_DTYPES if model.quantization is None else [CHECKPOINT, *W_DTYPES]
+    w_default = model_weight if model.quantization is None else CHECKPOINT
+    state["w_model_default"] = w_default
+    if not state.get("w_user") or state.get("weight_dtype") not in w_options:
+        state["weight_dtype"], state["w_user"] = w_default, False  # follows the model
+    picked = st.selectbox(
+        "weight dtype",
+        w_options,
+        key="weight_dtype",
+        on_change=_mark_weight_dtype,
+        format_func=lambda o: (
+            f"checkpoint ({model.quantization.describe()})" if o == CHECKPOINT else o
+        ),
     )
-    if weight_dtype != model_weight:
-        st.caption(f"{model.label} ships {model_weight} weights; sized here in {weight_dtype}.")
-    elif model.quantization is not None and not state.get("w_user"):
+    weight_dtype = model_weight if picked == CHECKPOINT else picked
+    if picked == CHECKPOINT:
         st.caption(
             f"{model.label} weights sized as its checkpoint stores them: "
             f"{model.quantization.describe()}, scales included (pick a dtype to override)."
         )
+    elif weight_dtype != model_weight:
+        st.caption(f"{model.label} ships {model_weight} weights; sized here in {weight_dtype}.")
     hardware = st.selectbox("device", known_hardware, key="hardware")
 
 show_notices(url)

@@ -52,7 +52,14 @@ def render(sc: Scenario) -> None:
     served = (serving_impl("decode"), STANDARD_IMPL)  # the cache a server keeps
     smallest = next(r for r in rows if r["impl"] in served)
     c1, c2, c3 = st.columns(3)
-    c1.metric("per token, all layers", human_bytes(smallest["bytes_per_token"]))
+    mixed = len(sc.doc["layers"]["attention"]) > 1
+    kinds = ", ".join(smallest["layer_kinds_per_token"]) or "no"
+    c1.metric(
+        f"per token ({kinds} layers)" if mixed else "per token, all layers",
+        human_bytes(smallest["bytes_per_token"]),
+        help="What one more token adds at this context: a row in each layer that still keeps "
+        "every token (sliding layers keep their window, linear layers a fixed state).",
+    )
     c2.metric(f"{seq_len:,} tokens x {batch:,}", human_bytes(smallest["total_bytes"]))
     c3.metric(
         f"of one {device.name}'s memory",
@@ -68,7 +75,10 @@ def render(sc: Scenario) -> None:
                 {
                     "kind of layer": k["kind"],
                     "layers": k["layers"],
-                    "tokens kept per layer": k["tokens_per_layer"],
+                    "bytes/token/layer": k["bytes_per_token_per_layer"] or "fixed state",
+                    "tokens kept per layer": (
+                        "fixed state" if k["kind"] == "linear" else k["tokens_per_layer"]
+                    ),
                     "bytes": k["bytes"],
                     "total": human_bytes(k["bytes"]),
                 }
@@ -82,8 +92,9 @@ def render(sc: Scenario) -> None:
         [
             {
                 "implementation": r["impl"],
-                "elements/token/layer": r["elements_per_token_per_layer"],
-                "bytes/token (all layers)": r["bytes_per_token"],
+                "elements/token/layer": r["elements_per_token_per_layer"] or "mixed",
+                "layers a token adds to": r["layers_per_token"],
+                "bytes/token": r["bytes_per_token"],
                 "total bytes": r["total_bytes"],
                 "total": human_bytes(r["total_bytes"]),
                 "x smallest": round(r["ratio_to_smallest"], 2),
@@ -91,7 +102,8 @@ def render(sc: Scenario) -> None:
             for r in rows
         ],
         scope=f"Whole model: all {model.num_hidden_layers} layers, {batch:,} sequences of "
-        f"{seq_len:,} tokens, KV in {kv_dtype}.",
+        f"{seq_len:,} tokens, KV in {kv_dtype}; per token: the layers one more token adds a "
+        "row to (elements and bytes of one such layer).",
     )
     download(rows, f"{model.name}-kv-cache", "dl_kv")
     log_axes = st.checkbox("log axes", value=True, key="kv_log")

@@ -91,22 +91,79 @@ def cache_by_kind(m: ModelConfig, cache: KVCache) -> list[dict[str, Any]]:
     return [{"kind": k, "layers": n, "tokens_per_layer": t, "bytes": b} for k, n, t, b in rows]
 
 
+def _growth_by_kind(
+    m: ModelConfig, seq_len: int, kv_dtype: Any, impl: str | None
+) -> dict[str, tuple[int, int]]:
+    """Per kind of layer: (layers, bytes per layer) one more token of one sequence adds.
+
+    A kind is left out when the next token adds nothing to it: a sliding or chunked
+    layer whose window is full, a linear layer (a fixed state).
+    """
+    now, after = (
+        cache_by_kind(m, kv_cache(m, s, 1, kv_dtype, impl)) for s in (seq_len, seq_len + 1)
+    )
+    out = {}
+    for a, b in zip(now, after):
+        grown = b["bytes"] - a["bytes"]
+        if grown > 0:
+            out[a["kind"]] = (a["layers"], grown // a["layers"])
+    return out
+
+
+def _kinds(m: ModelConfig, cache: KVCache) -> list[str]:
+    return [k["kind"] for k in cache_by_kind(m, cache)]
+
+
+def _kind_row(m: ModelConfig, kind: str, seq_len: int, kv_dtype: Any, impl: str | None) -> Any:
+    """Bytes of one token's row in one layer of ``kind`` (None for a linear layer's state)."""
+    if kind == "linear":
+        return None
+    one = {r["kind"]: r for r in cache_by_kind(m, kv_cache(m, 1, 1, kv_dtype, impl))}[kind]
+    return one["bytes"] // one["layers"]
+
+
 def kv_rows(
     m: ModelConfig, seq_len: int, batch: int, kv_dtype: str, impl: str | None = None
 ) -> list[dict]:
+    """The KV cache per implementation, with one definition of "per token".
+
+    ``bytes_per_token`` is what one more token of one sequence adds at ``seq_len``:
+    a row in every layer that still keeps every new token (full layers; sliding layers
+    until their window fills). ``layers_per_token`` counts those layers and
+    ``bytes_per_token_per_layer`` / ``elements_per_token_per_layer`` are one such
+    layer's row, so ``bytes_per_token_per_layer x layers_per_token = bytes_per_token``;
+    both are None when the counted layers' rows differ (see ``by_kind``). Each
+    ``by_kind`` row carries its own kind's row (``bytes_per_token_per_layer``; None for
+    a linear layer's fixed state).
+    """
     rows = []
     for choice in _impls(m, impl):
         cache = kv_cache(m, seq_len, batch, kv_dtype, choice)
+        growth = _growth_by_kind(m, seq_len, kv_dtype, choice)
+        # elements: the same rows sized at 16 bits, 2 bytes an element
+        sixteen = _growth_by_kind(m, seq_len, 16, choice)
+        per_kind = {k: _kind_row(m, k, seq_len, kv_dtype, choice) for k in _kinds(m, cache)}
+        sizes = {b for _n, b in growth.values()}
+        if not sizes and len(per_kind) == 1 and cache.row_bytes:  # one kind, window full
+            sizes, sixteen = {cache.row_bytes}, {"": (1, 2 * cache.row_elements)}
+        one = len(sizes) == 1
+        by_kind = cache_by_kind(m, cache)
+        for k in by_kind:
+            k["bytes_per_token_per_layer"] = per_kind[k["kind"]]
         rows.append(
             {
                 "impl": cache.impl,
                 "kv_dtype": cache.layout,
-                "elements_per_token_per_layer": cache.row_elements,
-                "bytes_per_token_per_layer": cache.row_bytes,
+                "elements_per_token_per_layer": (
+                    next(iter(sixteen.values()))[1] // 2 if one else None
+                ),
+                "bytes_per_token_per_layer": sizes.pop() if one else None,
+                "layers_per_token": sum(n for n, _b in growth.values()),
+                "layer_kinds_per_token": list(growth),
                 "bytes_per_token": cache.bytes_per_token,
                 "tokens_per_layer": cache.tokens_per_layer,
                 "total_bytes": cache.total_bytes,
-                "by_kind": cache_by_kind(m, cache),
+                "by_kind": by_kind,
             }
         )
     smallest = min(r["total_bytes"] for r in rows)

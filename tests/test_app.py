@@ -106,7 +106,9 @@ def test_issue_examples_from_the_url():
 
 def test_weight_dtype_follows_the_model_until_the_user_picks_one():
     at = run()
-    assert at.selectbox(key="weight_dtype").value == "fp8"  # DeepSeek-V3 ships fp8
+    box = at.selectbox(key="weight_dtype")
+    assert box.value == "checkpoint"  # DeepSeek-V3 ships an fp8 block-quantized checkpoint
+    assert "checkpoint (fp8 block 128x128)" in box.options
     at.selectbox(key="model").set_value("llama-3-70b").run()
     assert at.selectbox(key="weight_dtype").value == "bf16"
     p = mlacalc.plan(
@@ -261,3 +263,32 @@ def test_layer_pattern_and_cache_by_kind():
     assert f"**{sum(int(b) for b in table['bytes']):,} bytes**" in text
     plain = markdown(run(model="llama-3-8b"))
     assert "Layer pattern: **32 layers: 32 full; FFN: 32 dense**" in plain
+
+
+def test_checkpoint_weights_named_in_the_sidebar():
+    """A quantized checkpoint sized as stored reads 'checkpoint (...)', not a dtype it is not."""
+    at = run(model="gpt-oss-120b", hw="H100-SXM")
+    box = at.selectbox(key="weight_dtype")
+    assert box.value == "checkpoint" and box.options[0] == "checkpoint (mxfp4 experts)"
+    assert "w" not in at.query_params
+    at.selectbox(key="weight_dtype").set_value("bf16").run()
+    assert at.query_params["w"] == "bf16"
+    at.selectbox(key="weight_dtype").set_value("checkpoint").run()
+    assert "w" not in at.query_params and not at.exception
+    assert run(model="gpt-oss-120b", w="fp8").selectbox(key="weight_dtype").value == "fp8"
+
+
+def test_latent_kv_layout_only_for_mla_models():
+    at = run(model="gemma-4-26b-a4b", kv="fp8_ds_mla")
+    box = at.selectbox(key="kv_dtype")
+    assert not at.exception and box.value == "bf16" and "fp8_ds_mla" not in box.options
+    assert "fp8_ds_mla" in run(kv="fp8_ds_mla").selectbox(key="kv_dtype").options
+
+
+def test_kv_tab_per_token_names_the_layers_counted():
+    at = run(model="gemma-4-26b-a4b", hw="H100-SXM")
+    assert metrics(at)["per token (full layers)"] == "20.00 KiB"  # 5 full layers x 4 KiB
+    table = next(d.value for d in at.dataframe if "layers a token adds to" in d.value.columns)
+    row = table.iloc[0]
+    assert (row["layers a token adds to"], row["bytes/token"]) == (5, 20480)
+    assert row["elements/token/layer"] * 2 * 5 == row["bytes/token"]  # bf16 rows, same layers

@@ -116,6 +116,8 @@ REPORT_KEYS = {
         "kv_dtype",
         "elements_per_token_per_layer",
         "bytes_per_token_per_layer",
+        "layers_per_token",
+        "layer_kinds_per_token",
         "bytes_per_token",
         "tokens_per_layer",
         "total_bytes",
@@ -791,12 +793,14 @@ def test_report_json_shows_the_pattern_and_the_cache_by_kind(
             "layers": n - full,
             "tokens_per_layer": window,
             "bytes": (n - full) * batch * window * row_bytes,
+            "bytes_per_token_per_layer": row_bytes,
         },
         {
             "kind": "full",
             "layers": full,
             "tokens_per_layer": seq,
             "bytes": full * batch * seq * row_bytes,
+            "bytes_per_token_per_layer": row_bytes,
         },
     ]
     assert sum(k["bytes"] for k in row["by_kind"]) == row["total_bytes"]
@@ -811,9 +815,17 @@ def test_report_pattern_of_a_uniform_model_reads_as_one_kind(run):
     doc = json.loads(run("report", "deepseek-v3", "--format", "json")[0])
     assert doc["layers"]["summary"] == "61 layers: 61 mla; FFN: 3 dense + 58 MoE"
     assert doc["layers"]["moe_layers"] == 58
+    # naive: K (128 + 64) and V 128 per head, 128 heads; latent: 512 + 64; 2 B each
+    rows = {"naive": (128 * 192 + 128 * 128) * 2, "compressed": 1152, "absorbed": 1152}
     for row in doc["kv_cache"]:
         assert row["by_kind"] == [
-            {"kind": "mla", "layers": 61, "tokens_per_layer": 131072, "bytes": row["total_bytes"]}
+            {
+                "kind": "mla",
+                "layers": 61,
+                "tokens_per_layer": 131072,
+                "bytes": row["total_bytes"],
+                "bytes_per_token_per_layer": rows[row["impl"]],
+            }
         ]
     latent = next(r for r in doc["kv_cache"] if r["impl"] == "absorbed")
     assert latent["total_bytes"] == 61 * 131072 * (512 + 64) * 2
@@ -837,6 +849,7 @@ def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
             "layers": 61,
             "tokens_per_layer": 4096,
             "bytes": 61 * 4096 * (576 + 128) * 2,
+            "bytes_per_token_per_layer": (576 + 128) * 2,
         }
     ]
     assert row["total_bytes"] == row["by_kind"][0]["bytes"]
@@ -854,8 +867,20 @@ def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
     state = (2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4
     (row,) = doc["kv_cache"]
     assert row["by_kind"] == [
-        {"kind": "linear", "layers": 36, "tokens_per_layer": 0, "bytes": 36 * 2 * state},
-        {"kind": "full", "layers": 12, "tokens_per_layer": 4096, "bytes": 12 * 2 * 4096 * 2048},
+        {
+            "kind": "linear",
+            "layers": 36,
+            "tokens_per_layer": 0,
+            "bytes": 36 * 2 * state,
+            "bytes_per_token_per_layer": None,
+        },
+        {
+            "kind": "full",
+            "layers": 12,
+            "tokens_per_layer": 4096,
+            "bytes": 12 * 2 * 4096 * 2048,
+            "bytes_per_token_per_layer": 2048,
+        },
     ]
     assert row["total_bytes"] == 36 * 2 * state + 12 * 2 * 4096 * 2048
     model = mlacalc.load_model(path)
@@ -879,3 +904,22 @@ def test_latent_layout_refused_on_per_head_caches():
         assert err.value.argument == "kv_dtype" and "bf16" in str(err.value)
     # the MLA latent row: 512 fp8 + 4 scales x 4 B + 64 bf16 RoPE = 656 B per layer
     assert mlacalc.kv_cache("deepseek-v3", 1, kv_dtype="fp8_ds_mla").row_bytes == 656
+
+
+@pytest.mark.parametrize("name", ["gemma-4-26b-a4b", "gpt-oss-120b", "qwen3-next-80b-a3b"])
+def test_kv_per_token_one_definition(run, name):
+    """report's per-token row counts the same layers in elements, bytes and layers, as list."""
+    doc = json.loads(run("report", name, "--format", "json")[0])
+    listed = {r["name"]: r for r in json.loads(run("list", "--format", "json")[0])}
+    for r in doc["kv_cache"]:
+        assert r["bytes_per_token_per_layer"] * r["layers_per_token"] == r["bytes_per_token"]
+        assert r["bytes_per_token"] == listed[name]["kv_bytes_per_token_bf16"]
+        kinds = {k["kind"]: k for k in r["by_kind"]}
+        counted = [kinds[k] for k in r["layer_kinds_per_token"]]
+        assert sum(k["layers"] for k in counted) == r["layers_per_token"]
+        per_layer = r["bytes_per_token_per_layer"]
+        assert all(k["bytes_per_token_per_layer"] == per_layer for k in counted)
+        assert r["elements_per_token_per_layer"] * 2 == r["bytes_per_token_per_layer"]  # bf16
+    if name == "gemma-4-26b-a4b":  # 5 full layers x (2 KV heads x 512, K = V) x 2 B
+        assert (r["layers_per_token"], r["bytes_per_token"]) == (5, 20480)
+        assert "5 (full)" in run("report", name)[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from .. import defaults as D
 from ..render import human_bytes, human_si
 from .common import Section, emit, format_option
 
@@ -45,7 +46,8 @@ def command(show_hardware, fmt):
                 "kv_lora_rank": m.kv_lora_rank,
                 "total_params": counts.total,
                 "active_params": counts.active,
-                "kv_bytes_per_token_bf16": kv_cache(m, 1).bytes_per_token,
+                # what one more token adds at the report's default seq_len, as report says
+                "kv_bytes_per_token_bf16": kv_cache(m, D.SEQ_LEN).bytes_per_token,
                 "aliases": list(m.aliases),
             }
         )
@@ -62,7 +64,7 @@ def command(show_hardware, fmt):
                     "KV heads / d_c",
                     "total params",
                     "active params",
-                    "KV per token (bf16)",
+                    f"KV per token at {D.SEQ_LEN // 1024}k (bf16)",
                 ],
                 [
                     [
@@ -79,6 +81,9 @@ def command(show_hardware, fmt):
                     ]
                     for r in rows
                 ],
+                note=f"KV per token: what one more token adds at seq_len {D.SEQ_LEN:,} "
+                "(a row in each layer still keeping every token; sliding layers with a full "
+                "window and linear layers add none), as `mlacalc report` counts it.",
             )
         ]
 

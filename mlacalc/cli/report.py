@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .. import defaults as D
@@ -172,13 +174,16 @@ def _report_sections(doc: dict) -> list[Section]:
         ),
     ]
     kv_title = f"KV cache at seq_len {s['seq_len']:,} x batch {s['batch']:,} ({s['kv_dtype']})"
+    # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
+    split = len(doc["layers"]["attention"]) > 1 or "dsa" in doc["layers"]["attention"]
     sections.append(
         Section(
             kv_title,
             [
                 "implementation",
                 "elements/token/layer",
-                "bytes/token (all layers)",
+                "layers a token adds to",
+                "bytes/token",
                 "tokens kept per layer",
                 "total",
                 "vs smallest",
@@ -186,7 +191,8 @@ def _report_sections(doc: dict) -> list[Section]:
             [
                 [
                     r["impl"],
-                    f"{r['elements_per_token_per_layer']:,}",
+                    _maybe(r["elements_per_token_per_layer"], "{:,}", "mixed: see by kind"),
+                    _counted_layers(r, split),
                     human_bytes(r["bytes_per_token"]),
                     f"{r['tokens_per_layer']:,}",
                     human_bytes(r["total_bytes"]),
@@ -194,20 +200,28 @@ def _report_sections(doc: dict) -> list[Section]:
                 ]
                 for r in doc["kv_cache"]
             ],
+            note=_per_token_note(doc) if split else "",
         )
     )
-    # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
-    split = len(doc["layers"]["attention"]) > 1 or "dsa" in doc["layers"]["attention"]
     sections += [
         Section(
             "KV cache by kind of layer",
-            ["implementation", "kind", "layers", "tokens kept per layer", "bytes", "total"],
+            [
+                "implementation",
+                "kind",
+                "layers",
+                "bytes/token/layer",
+                "tokens kept per layer",
+                "bytes",
+                "total",
+            ],
             [
                 [
                     r["impl"],
                     k["kind"],
                     f"{k['layers']:,}",
-                    f"{k['tokens_per_layer']:,}",
+                    _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
+                    "fixed state" if k["kind"] == "linear" else f"{k['tokens_per_layer']:,}",
                     f"{k['bytes']:,}",
                     human_bytes(k["bytes"]),
                 ]
@@ -215,7 +229,8 @@ def _report_sections(doc: dict) -> list[Section]:
                 for k in r["by_kind"]
             ],
             note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
-            "layer a fixed state per sequence; a DSA layer the latent plus its indexer keys.",
+            "layer a fixed state per sequence (its recurrent state, in the dtype the model "
+            "keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys.",
             text_columns=(1,),
         )
     ] * split
@@ -253,3 +268,25 @@ def _report_sections(doc: dict) -> list[Section]:
         )
     )
     return sections
+
+
+def _maybe(value: Any, fmt: str, missing: str) -> str:
+    return missing if value is None else fmt.format(value)
+
+
+def _counted_layers(row: dict, split: bool) -> str:
+    """The layers one more token adds a row to, with their kinds on a mixed model."""
+    n = row["layers_per_token"]
+    if not split:
+        return f"{n:,}"
+    return f"{n:,} ({', '.join(row['layer_kinds_per_token']) or 'none'})"
+
+
+def _per_token_note(doc: dict) -> str:
+    r = doc["kv_cache"][0]
+    kinds = ", ".join(r["layer_kinds_per_token"]) or "no"
+    return (
+        f"per token: what one more token adds at this seq_len, a row in each layer still "
+        f"keeping every token ({kinds} layers: {human_bytes(r['bytes_per_token'])}/token); "
+        "sliding layers keep their window, linear layers a fixed state: see by kind."
+    )
