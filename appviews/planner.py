@@ -39,7 +39,14 @@ def _search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
     )
-    return r.points, r.frontier, r.best, r.reasons, r.seconds
+    return r.points, r.frontier, r.best, (r.point_reasons, r.ruled_out, r.missing_both), r.seconds
+
+
+def gpus_text(p: dict) -> str:
+    """A deployment's GPUs: ``2+1`` (decode + prefill) for a disaggregated one."""
+    if p.get("mode") == "disaggregated" and p.get("prefill_gpus"):
+        return f"{p['decode_gpus']}+{p['prefill_gpus']}"
+    return str(p["gpus"])
 
 
 def render(sc: Scenario) -> None:
@@ -269,7 +276,7 @@ def render(sc: Scenario) -> None:
         st.plotly_chart(fig, width="stretch", key="plan_frontier")
         if best:
             st.markdown(
-                f"Best meeting the targets: **{best['gpus']} GPUs, {best['mode']}, "
+                f"Best meeting the targets: **{gpus_text(best)} GPUs, {best['mode']}, "
                 f"{best['layout']}, {best['weight_dtype']} weights, {best['kv_dtype']} cache, "
                 f"batch {best['batch_per_group']}** "
                 f"per group: {best['output_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
@@ -277,7 +284,24 @@ def render(sc: Scenario) -> None:
             )
         else:
             st.info("No deployment meets the targets.")
-        show_table(
-            [{"reason": k, "points": v} for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])]
+        by_point, ruled_out, both = reasons
+        st.markdown(
+            f"**Why the others lose**: the {len(points):,} deployments timed, each counted once "
+            "under its first reason (misses TTFT, misses TPOT, then on the frontier or beaten); "
+            f"a point can fail several ways ({both:,} miss both targets)."
         )
+        show_table(
+            [{"reason": k, "points": v} for k, v in sorted(by_point.items(), key=lambda kv: -kv[1])]
+        )
+        if ruled_out:
+            st.markdown(
+                f"**Ruled out before timing** ({sum(ruled_out.values()):,} candidates); "
+                "disaggregated GPUs read decode+prefill."
+            )
+            show_table(
+                [
+                    {"reason": k, "candidates": v}
+                    for k, v in sorted(ruled_out.items(), key=lambda kv: -kv[1])
+                ]
+            )
         download(frontier, f"{model.name}-frontier", "dl_frontier")

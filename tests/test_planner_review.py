@@ -130,3 +130,29 @@ def test_overload_shows_an_unbounded_queue_and_ttft():
     ok = plan("gpt-oss-120b", "H100-SXM", 8, isl=100, osl=10, request_rate=10.0)
     assert ok.sustainable and ok.queued == 0 and math.isfinite(ok.ttft_s)
     assert ok.queue_text().endswith("(queued 0)") and ok.ttft_text().endswith(" ms")
+
+
+def test_search_reasons_partition_the_points_and_disaggregated_gpus_read_decode_plus_prefill():
+    """Each timed point is counted once (first reason); candidates never timed are counted
+    apart; together they are the whole ``reasons``. A disaggregated point's GPUs read
+    ``decode+prefill`` in the tables."""
+    from mlacalc.cli.search import _gpus, sections
+    from mlacalc.serving.search import search
+
+    r = search("qwen3-30b-a3b", "H100-SXM", [1, 2], isl=2000, osl=500, ttft=0.3, tpot=0.02)
+    assert sum(r.point_reasons.values()) == len(r.points)
+    merged = dict(r.ruled_out)
+    for k, v in r.point_reasons.items():
+        merged[k] = merged.get(k, 0) + v
+    assert merged == {k: v for k, v in r.reasons.items() if v}
+    assert r.missing_both == sum(
+        "misses TTFT" in p["reason"] and "misses TPOT" in p["reason"] for p in r.points
+    )
+    disagg = [p for p in r.points if p["mode"] == "disaggregated"]
+    assert disagg, "the search should time disaggregated points"
+    p = disagg[0]
+    assert _gpus(p) == f"{p['decode_gpus']}+{p['prefill_gpus']}"
+    assert p["gpus"] == p["decode_gpus"] + p["prefill_gpus"]
+    why = next(s for s in sections(r) if s.title.startswith("Why the others lose"))
+    assert sum(int(row[1].replace(",", "")) for row in why.rows) == len(r.points)
+    assert "a point can fail several ways" in why.note

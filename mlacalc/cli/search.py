@@ -35,7 +35,7 @@ class DurationType(click.ParamType):
 
 DURATION = DurationType()
 _POINT_COLUMNS = (
-    ("gpus", "GPUs"),
+    ("gpus", "GPUs (decode+prefill)"),
     ("mode", "mode"),
     ("layout", "layout"),
     ("overlap", "overlap"),
@@ -47,6 +47,17 @@ _POINT_COLUMNS = (
     ("output_tokens_per_s_per_gpu", "tok/s/GPU"),
     ("output_tokens_per_s_per_user", "tok/s/user"),
 )
+
+
+def _gpus(p: dict[str, Any]) -> str:
+    """A point's GPUs: ``2+1`` (decode + prefill) for a disaggregated one."""
+    if p.get("mode") == "disaggregated" and p.get("prefill_gpus"):
+        return f"{p['decode_gpus']}+{p['prefill_gpus']}"
+    return str(p["gpus"])
+
+
+def _row(p: dict[str, Any]) -> list[str]:
+    return [_gpus(p) if k == "gpus" else _cell(k, p[k]) for k, _ in _POINT_COLUMNS]
 
 
 def _cell(key: str, value: Any) -> str:
@@ -197,7 +208,7 @@ def sections(result) -> list[Section]:
             Section(
                 f"Best deployment of {result.model} on {result.hardware} ({targets})",
                 heads,
-                [[_cell(k, result.best[k]) for k, _ in _POINT_COLUMNS]],
+                [_row(result.best)],
             )
         )
     else:
@@ -212,22 +223,32 @@ def sections(result) -> list[Section]:
         Section(
             "Pareto frontier: tokens/s per GPU against tokens/s per user",
             [*heads, "meets targets"],
-            [
-                [
-                    *(_cell(k, p[k]) for k, _ in _POINT_COLUMNS),
-                    "yes" if p["meets_targets"] else "no",
-                ]
-                for p in result.frontier
-            ],
+            [[*_row(p), "yes" if p["meets_targets"] else "no"] for p in result.frontier],
         )
     )
     out.append(
         Section(
-            f"Why the others lose ({len(result.points):,} points, {result.layouts} layouts, "
-            f"{result.seconds:.2f} s)",
+            f"Why the others lose: the {len(result.points):,} points timed ({result.layouts} "
+            f"layouts, {result.seconds:.2f} s)",
             ["reason", "points"],
-            [[k, f"{v:,}"] for k, v in sorted(result.reasons.items(), key=lambda kv: -kv[1])],
-            note="; ".join(result.notes),
+            [[k, f"{v:,}"] for k, v in sorted(result.point_reasons.items(), key=lambda kv: -kv[1])],
+            note=(
+                (
+                    "Each point is counted once, under its first reason: misses TTFT, misses TPOT, "
+                    "then on the frontier or beaten; a point can fail several ways "
+                    f"({result.missing_both:,} miss both targets). "
+                    "Disaggregated GPUs read decode+prefill. "
+                )
+                + "; ".join(result.notes)
+            ).strip(),
         )
     )
+    if result.ruled_out:
+        out.append(
+            Section(
+                f"Candidates ruled out before timing ({sum(result.ruled_out.values()):,})",
+                ["reason", "candidates"],
+                [[k, f"{v:,}"] for k, v in sorted(result.ruled_out.items(), key=lambda kv: -kv[1])],
+            )
+        )
     return out

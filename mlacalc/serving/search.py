@@ -99,6 +99,24 @@ class SearchResult:
     #: the engine of the aggregated points (see :func:`search`)
     prefill_pass: str = "fused"
     output_lag_steps: int = 0
+    #: candidates never timed, by reason (does not fit, no prefill pool, no network figures);
+    #: ``reasons`` holds these and the timed points' reasons together
+    ruled_out: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def point_reasons(self) -> dict[str, int]:
+        """The timed points by reason, each counted once under its first reason (misses
+        TTFT, then misses TPOT, then on the frontier or beaten); they sum to the points."""
+        out: dict[str, int] = {}
+        for p in self.points:
+            key = p["reason"].split(",")[0]
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    @property
+    def missing_both(self) -> int:
+        """Timed points missing both latency targets (counted under "misses TTFT")."""
+        return sum(p["reason"] == "misses TTFT, misses TPOT" for p in self.points)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +129,9 @@ class SearchResult:
             "best": self.best,
             "frontier": self.frontier,
             "reasons": dict(self.reasons),
+            "point_reasons": self.point_reasons,
+            "ruled_out": dict(self.ruled_out),
+            "points_missing_both_targets": self.missing_both,
             "layouts": self.layouts,
             "points": len(self.points),
             "seconds": self.seconds,
@@ -460,6 +481,7 @@ def search(
                         )
                     if not found:
                         reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
+    ruled_out = {k: v for k, v in reasons.items() if v}
     for p in points:
         misses = []
         if ttft is not None and p["ttft_s"] > ttft:
@@ -503,4 +525,5 @@ def search(
         notes=tuple(notes),
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
+        ruled_out=ruled_out,
     )
