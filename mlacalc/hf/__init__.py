@@ -66,6 +66,9 @@ def markdown_spellings() -> str:
                 else ""
             )
             rows.append(f"| {types} | `{key}` | {spec.kind}: {spec.meaning}{refuse} |")
+        for key in unit.reads:
+            if key not in unit.inputs:
+                rows.append(f"| {types} | `{key}` | read by the family's rules (see its unit) |")
         for key, why in unit.ignored.items():
             rows.append(f"| {types} | `{key}` | ignored: {why} |")
         for alias, target in unit.aliases.items():

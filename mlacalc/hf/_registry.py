@@ -105,6 +105,9 @@ class Family:
     ignored
         Schema fields this family's ``config.json`` holds but the architecture does
         not use (dropped on import, with the reason in ``derived``).
+    reads
+        Further ``config.json`` keys the ``translate`` hook reads (neither schema fields nor
+        ``inputs``): known keys, never taken for a misspelling of a field.
     translate
         Optional hook ``translate(data, raw, derived, problems)`` for rules a table
         cannot say (Falcon's ``multi_query``): ``data`` is the config.json mapping,
@@ -136,6 +139,7 @@ class Family:
     required: tuple[str, ...] = ()
     inputs: Mapping[str, HFInput] = field(default_factory=dict)
     ignored: Mapping[str, str] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
     translate: Callable[..., None] | None = None
     moe: bool = False
     requires_experts: bool = False

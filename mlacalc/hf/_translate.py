@@ -10,6 +10,8 @@ reports every problem at once.
 from __future__ import annotations
 
 from contextlib import suppress
+from dataclasses import MISSING
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..errors import ConfigError, UnknownDtypeError
 from ._registry import (
     Family,
     HFInput,
+    Problem,
     family_of,
     model_types,
     nearest_model_type,
@@ -83,6 +86,7 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
         elif spec.refuse_when is not None and value == spec.refuse_when:
             problems.append((key, spec.refuse_why, None))
     bad_inputs = {p[0] for p in problems}
+    problems += _misspelled_keys(data, unit, model_type)
 
     raw: dict[str, Any] = {}
     renamed: dict[str, Any] = {}
@@ -134,6 +138,102 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
     if raw.get("quantization_config") is None:
         _note_external_quantization(data, origin, derived)
     return build(raw, origin, strict=True, derived=derived, problems=problems)
+
+
+#: schema fields a config.json never sets (the YAML file's own)
+_NOT_FROM_CONFIG = ("name", "source", "aliases", "display_name", "notes", "weights_dtype")
+#: config.json keys every family's hook may read besides the schema fields
+_HOOK_KEYS = ("layer_types",)
+
+
+def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]:
+    """Keys the family does not read that are a misspelling of a field it reads and that
+    the file leaves out: read as written, the field would silently take its default.
+
+    A key is a misspelling when, ignoring case and underscores, it equals the field with
+    a trailing ``s`` added or dropped, or is at least 90% alike in ``difflib``'s measure
+    (one or two letters off in a long name). Keys the family knows, or that close to a
+    field the file states, are not flagged: config.json files hold many keys mlacalc
+    does not need.
+    """
+    from ..schema import SPECS
+
+    scopes = [data]
+    if isinstance(data.get("text_config"), dict):
+        scopes.append(data["text_config"])
+    present = {k for scope in scopes for k in scope if isinstance(k, str)}
+    for key, target in unit.renames.items():
+        if key in present:
+            present.add(target)
+    read = (
+        set(SPECS)
+        | set(unit.renames)
+        | set(unit.inputs)
+        | set(_COMMON_INPUTS)
+        | set(unit.ignored)
+        | set(unit.reads)
+        | set(_HOOK_KEYS)
+        | {"model_type"}
+    )
+    fields = [
+        f
+        for f in (*SPECS, *unit.renames, *unit.inputs, *unit.reads)
+        if f not in _NOT_FROM_CONFIG
+        and f not in present
+        and not (f in unit.renames and unit.renames[f] in present)
+    ]
+    values = {unit.renames.get(k, k): v for scope in reversed(scopes) for k, v in scope.items()}
+    problems: list[Problem] = []
+    for key in sorted(present - read):
+        field = _closest(key, fields)
+        if field is None or _closest(key, sorted((present - {key}) & read)) is not None:
+            continue
+        problems.append(
+            (
+                key,
+                f"'{key}' is not a field of {model_type}; did you mean '{field}'? "
+                f"({_when_absent(unit.renames.get(field, field), unit, model_type, values)})",
+                f"rename it to '{field}'",
+            )
+        )
+    return problems
+
+
+def _when_absent(name: str, unit: Family, model_type: str, values: dict) -> str:
+    """What the field ``name`` becomes when the file leaves it out."""
+    from ..schema import SPECS, ModelConfig
+
+    rule = unit.defaults_for(model_type).get(name)
+    if rule is not None:
+        try:
+            value = rule.resolve(values)
+        except (KeyError, TypeError, ArithmeticError):
+            return f"absent, it would take the rule {rule.why}"
+        return f"absent, it would default to {value!r}: {rule.why}"
+    default = ModelConfig.__dataclass_fields__[name].default if name in SPECS else None
+    if name in SPECS and default is None:
+        return f"absent, it would be null: {SPECS[name].doc}"
+    if name in SPECS and not isinstance(default, type(MISSING)):
+        return f"absent, it would default to {default!r}: {SPECS[name].doc}"
+    return "absent, it would be read as not set"
+
+
+def _closest(key: str, fields: list[str]) -> str | None:
+    """The field ``key`` is a misspelling of, or None."""
+
+    def norm(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+
+    k = norm(key)
+    best, score = None, 0.0
+    for name in fields:
+        f = norm(name)
+        if k == f or k + "s" == f or k == f + "s":
+            return name
+        ratio = SequenceMatcher(None, k, f).ratio()
+        if ratio > score:
+            best, score = name, ratio
+    return best if score >= 0.9 else None
 
 
 def _note_external_quantization(data: dict, origin: str, derived: list[str]) -> None:

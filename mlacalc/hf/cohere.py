@@ -44,6 +44,7 @@ FAMILY = register(
                 refuse_why="query/key norms (use_qk_norm: true) are not modelled for Cohere",
             ),
         },
+        reads=("sliding_window_pattern", "layer_types"),
         translate=_translate,
     )
 )

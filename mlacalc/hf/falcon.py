@@ -56,6 +56,7 @@ FAMILY = register(
             "multi_query": HFInput("boolean", "one K/V head shared by every query head"),
             "alibi": HFInput("boolean", "ALiBi position bias instead of RoPE"),
         },
+        reads=("multi_query", "alibi"),
         translate=_translate,
     )
 )

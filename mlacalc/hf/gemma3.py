@@ -29,6 +29,7 @@ FAMILY = register(
             "tie_word_embeddings": Default("Gemma3TextConfig default", value=True),
             "sliding_window": Default("Gemma3TextConfig default", value=4096),
         },
+        reads=("sliding_window_pattern", "layer_types"),
         translate=_translate,
     )
 )

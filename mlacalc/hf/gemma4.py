@@ -91,6 +91,11 @@ def _translate(data, raw, derived, problems) -> None:
             "num_global_key_value_heads ignored (Gemma4TextConfig reads it only with "
             "attention_k_eq_v)"
         )
+    if text.get("attention_k_eq_v") is True and "num_global_key_value_heads" not in raw:
+        derived.append(
+            "num_global_key_value_heads = None (absent: Gemma4TextConfig default; the full "
+            f"layers keep num_key_value_heads {raw.get('num_key_value_heads', 4)!r} KV heads)"
+        )
     n = raw.get("num_hidden_layers")
     types = text.get("layer_types")
     if isinstance(types, list) and types and types[-1] != "full_attention":
@@ -143,6 +148,7 @@ FAMILY = register(
                 "string", "Gemma 4: which tokens attend both ways ('all' is refused)"
             ),
         },
+        reads=("hidden_size_per_layer_input", "num_kv_shared_layers", "layer_types"),
         translate=_translate,
         moe=True,
     )

@@ -49,6 +49,7 @@ FAMILY = register(
         },
         required=MLA_MOE_REQUIRED,
         ignored=MLA_IGNORED,
+        reads=("mlp_layer_types",),
         translate=_translate,
         moe=True,
         mtp=True,

@@ -161,6 +161,7 @@ FAMILY = register(
             "moe_layer_freq": "KimiLinearConfig places MoE layers by mlp_layer_types only",
             "topk_method": "KimiLinearConfig routers always carry e_score_correction_bias",
         },
+        reads=("linear_num_heads", "linear_head_dim", "layer_types", "mlp_layer_types"),
         translate=_translate,
         moe=True,
         mla=True,

@@ -64,6 +64,7 @@ FAMILY = register(
             "num_experts_per_tok": Default("Llama4TextConfig default", value=1),
             "attention_chunk_size": Default("Llama4TextConfig default", value=8192),
         },
+        reads=("intermediate_size_mlp", "no_rope_layers", "no_rope_layer_interval", "layer_types"),
         translate=_translate,
         moe=True,
         requires_experts=True,

@@ -47,6 +47,7 @@ FAMILY = register(
                 "MiniMax-M2 routers carry e_score_correction_bias", value="noaux_tc"
             ),
         },
+        reads=("use_qk_norm", "qk_norm_type", "shared_intermediate_size", "num_mtp_modules"),
         translate=_translate,
         moe=True,
         requires_experts=True,

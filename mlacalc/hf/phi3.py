@@ -21,6 +21,7 @@ FAMILY = register(
             "num_key_value_heads": kv_heads_equal_heads("Phi3Config: absent means MHA"),
             "tie_word_embeddings": Default("Phi3Config default", value=False),
         },
+        reads=("partial_rotary_factor",),
         translate=_translate,
     )
 )

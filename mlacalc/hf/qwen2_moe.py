@@ -56,6 +56,7 @@ FAMILY = register(
             ),
         },
         ignored={"sliding_window": "Qwen2-MoE reads it only with use_sliding_window: true"},
+        reads=("shared_expert_intermediate_size",),
         translate=_translate,
         moe=True,
         requires_experts=True,

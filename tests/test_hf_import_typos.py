@@ -1,0 +1,125 @@
+"""A misspelled config.json key is refused by name instead of leaving its field to a default."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import mlacalc
+from mlacalc import ConfigError
+
+DATA = Path(__file__).parent / "data" / "hf"
+SHARED = Path("/work/shared/reference/hf-configs")
+
+
+def _llama() -> dict:
+    return json.loads((DATA / "llama-2-7b.config.json").read_text())
+
+
+def _gemma4(**changes) -> dict:
+    """The language model of Gemma 4 26B A4B as its config.json states it."""
+    text = {
+        "model_type": "gemma4_text",
+        "hidden_size": 2816,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "num_global_key_value_heads": 2,
+        "attention_k_eq_v": True,
+        "vocab_size": 262144,
+        "intermediate_size": 2112,
+        "enable_moe_block": True,
+        "num_experts": 128,
+        "top_k_experts": 8,
+        "moe_intermediate_size": 704,
+        "hidden_size_per_layer_input": 0,
+        "sliding_window": 1024,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5,
+        "max_position_embeddings": 262144,
+    }
+    text.update(changes)
+    return {"model_type": "gemma4", "text_config": text}
+
+
+def _problem(data: dict) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        mlacalc.import_hf_config(data, "typo.json")
+    return caught.value
+
+
+def test_singular_kv_heads_key_is_refused_naming_both_keys():
+    data = _llama()
+    data["num_key_value_head"] = data.pop("num_key_value_heads")
+    error = _problem(data)
+    assert error.field == "num_key_value_head"
+    text = str(error)
+    assert "did you mean 'num_key_value_heads'" in text
+    assert "default to 32" in text  # what the typo would have given: MHA, 4x the KV
+
+
+def test_gemma4_global_kv_heads_typo_in_text_config_is_refused():
+    text = _gemma4()["text_config"]
+    text["num_global_key_value_head"] = text.pop("num_global_key_value_heads")
+    error = _problem({"model_type": "gemma4", "text_config": text})
+    assert error.field == "num_global_key_value_head"
+    assert "did you mean 'num_global_key_value_heads'" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "right"),
+    [
+        ("vocab_sizes", "vocab_size"),
+        ("intermediate_sise", "intermediate_size"),
+        ("Tie_Word_Embeddings", "tie_word_embeddings"),
+        ("headdim", "head_dim"),
+    ],
+)
+def test_close_spellings_of_an_absent_field_are_refused(wrong, right):
+    data = _llama()
+    data[wrong] = data.pop(right) if right in data else 128
+    error = _problem(data)
+    assert error.field == wrong and f"did you mean '{right}'" in str(error)
+
+
+def test_unknown_keys_far_from_every_field_are_still_read_as_nothing():
+    data = _llama()
+    data["some_training_flag"] = True
+    assert mlacalc.import_hf_config(data).num_key_value_heads == 32
+
+
+def test_a_key_close_to_a_stated_field_is_not_taken_for_a_typo():
+    data = _llama()
+    data["num_key_value_head"] = 7  # num_key_value_heads is stated: this is some other key
+    assert mlacalc.import_hf_config(data).num_key_value_heads == 32
+
+
+def test_keys_a_family_hook_reads_are_not_typos():
+    # Kimi Linear's top-level linear_num_heads is one spelling of its linear widths
+    unit = mlacalc.hf.family_of("kimi_linear")
+    assert "linear_num_heads" in unit.reads
+
+
+def test_absent_gemma4_global_kv_heads_is_a_derived_note():
+    text = _gemma4()["text_config"]
+    del text["num_global_key_value_heads"]
+    model = mlacalc.import_hf_config({"model_type": "gemma4", "text_config": text})
+    assert model.num_global_key_value_heads is None
+    assert any(d.startswith("num_global_key_value_heads = None") for d in model.derived)
+    stated = mlacalc.import_hf_config(_gemma4())
+    assert stated.num_global_key_value_heads == 2
+    assert not any(d.startswith("num_global_key_value_heads") for d in stated.derived)
+
+
+def test_absent_llama_kv_heads_is_a_derived_note():
+    data = _llama()
+    del data["num_key_value_heads"]
+    model = mlacalc.import_hf_config(data)
+    assert "num_key_value_heads = 32 (LlamaConfig: absent means MHA)" in model.derived
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the team's shared config.json set is not here")
+def test_no_shared_reference_config_is_taken_for_a_typo():
+    for path in sorted(SHARED.glob("*.json")):
+        mlacalc.import_hf_config(json.loads(path.read_text()), str(path))
