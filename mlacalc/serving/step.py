@@ -49,7 +49,7 @@ from ..config import ModelConfig
 from ..dtypes import KVLayout, canonical_dtype, dtype_bits
 from ..engine import kv_cache
 from ..hardware import HardwareSpec
-from ..kernels import Kernel, KernelBatch
+from ..kernels import Kernel, KernelBatch, variant_of
 from ..params import expert_shape
 from ..step import checkpoint_stored, stored_experts
 from ..vocab import SOFTMAX_FLOPS_PER_ELEMENT
@@ -870,13 +870,21 @@ def halved(kw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _variant(sp: Spec) -> str:
+    """The kernel-class variant of a spec, as :func:`mlacalc.kernels.variant_of` names it for
+    a single kernel (a GEMM of several groups is a batched GEMM)."""
+    groups = sp.shape.get("groups")
+    many = groups is not None and float(np.max(groups)) > 1
+    return variant_of(sp.kind, {"groups": 2.0 if many else 1.0})
+
+
 def time_jobs(
     jobs: list[tuple[StepModel, list[Spec]]], profile: Any = None
 ) -> list[list[np.ndarray]]:
     """Seconds of every spec of every job (a step model and its specs), with one kernel-model
     call per kernel class and dtype across all jobs of a device."""
     out: list[list[np.ndarray]] = [[np.zeros(1)] * len(specs) for _, specs in jobs]
-    groups: dict[tuple[int, str, str], list[tuple[int, int]]] = {}
+    groups: dict[tuple[int, str, str, str], list[tuple[int, int]]] = {}
     hws: dict[int, HardwareSpec] = {}
     for j, (sm, specs) in enumerate(jobs):
         for i, sp in enumerate(specs):
@@ -889,8 +897,8 @@ def time_jobs(
                     out[j][i] = np.where(sp.bytes > 0, t, 0.0)  # a row that sends nothing
                     continue
             hws[id(sm.hw)] = sm.hw
-            groups.setdefault((id(sm.hw), sp.kind, sp.dtype), []).append((j, i))
-    for (hw_id, kind, dtype), idx in groups.items():
+            groups.setdefault((id(sm.hw), sp.kind, sp.dtype, _variant(sp)), []).append((j, i))
+    for (hw_id, kind, dtype, variant), idx in groups.items():
         specs = [jobs[j][1][i] for j, i in idx]
         masks = [
             (sp.bytes > 0) if kind == "elementwise" or sp.comm else (sp.flops > 0) for sp in specs
@@ -912,6 +920,7 @@ def time_jobs(
                 )
                 for key in names
             },
+            variant,
         )
         pred = _predict(
             batch, hws[hw_id], profile if profile is not None else jobs[idx[0][0]][0].profile
