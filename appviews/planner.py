@@ -165,13 +165,19 @@ def render(sc: Scenario) -> None:
     c3.metric(
         f"decode tokens/s at batch {result.decode_batch or 0:,}",
         f"{result.decode_tokens_per_s:,.0f}" if result.decode_tokens_per_s else "nothing fits",
+        help="Steps that only decode, all GPUs; the serving figures below include the "
+        "prompts' passes.",
     )
     c4.metric("binding", result.binding)
     if result.ttft_s is not None:
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("TTFT", result.ttft_text().split(" (")[0])
         c2.metric("TPOT", f"{result.tpot_s * 1e3:,.2f} ms")
-        c3.metric("output tokens/s per GPU", f"{result.output_tokens_per_s_per_gpu:,.1f}")
+        c3.metric(
+            "output tokens/s per GPU",
+            f"{result.output_tokens_per_s_per_gpu:,.1f}",
+            help="Prompts' passes included (the decode figure above is decode-only steps).",
+        )
         c4.metric("output tokens/s per user", f"{result.output_tokens_per_s_per_user:,.1f}")
     st.markdown(
         f"Largest batch: **{result.max_batch:,}** sequences; weights per GPU: "

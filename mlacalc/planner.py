@@ -66,6 +66,7 @@ from .serving.layout import (
     weight_format,
     weights_per_gpu,
 )
+from .units import human_bytes
 
 if TYPE_CHECKING:
     from .serving.step import StepModel
@@ -469,15 +470,15 @@ def plan(
     overflow = None
     if budget <= 0:
         overflow = (
-            f"weights: {weights / 1e9:.1f} GB per GPU in {w_format} ({lay.describe()}) exceed the "
-            f"{usable / 1e9:.1f} GB usable on {hw.name}; add GPUs, raise tp/ep or use a smaller "
-            "weight dtype"
+            f"weights: {human_bytes(weights)} per GPU in {w_format} ({lay.describe()}) exceed "
+            f"the {human_bytes(usable)} usable on {hw.name}; add GPUs, raise tp/ep or use a "
+            "smaller weight dtype"
         )
     elif per_group_seqs < 1:
         overflow = (
             f"kv cache: one sequence of {context:,} tokens needs "
-            f"{seq_bytes / 1e9:.1f} GB per GPU and "
-            f"{budget / 1e9:.1f} GB are left after the weights"
+            f"{human_bytes(seq_bytes)} per GPU and "
+            f"{human_bytes(budget)} are left after the weights"
         )
     fits = overflow is None
     max_context = max_context_memory = None

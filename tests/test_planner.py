@@ -68,7 +68,7 @@ def test_plan_bad_input():
     with pytest.raises(InvalidArgumentError, match="tp x dp"):
         plan("deepseek-v3", "H200", 8, tp=4, dp=4)
     too_big = plan("deepseek-v3", "H100-SXM", 1, weight_dtype="fp8")  # an answer, not an error
-    assert not too_big.fits and too_big.overflow.startswith("weights: 671.0 GB per GPU in fp8")
+    assert not too_big.fits and too_big.overflow.startswith("weights: 624.94 GiB per GPU in fp8")
     assert too_big.max_batch == 0 and too_big.decode_step_s is None
     with pytest.raises(InvalidArgumentError, match="no experts"):
         plan("llama-3-8b", "H100-SXM", 1, ep=2)

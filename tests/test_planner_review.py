@@ -156,3 +156,20 @@ def test_search_reasons_partition_the_points_and_disaggregated_gpus_read_decode_
     why = next(s for s in sections(r) if s.title.startswith("Why the others lose"))
     assert sum(int(row[1].replace(",", "")) for row in why.rows) == len(r.points)
     assert "a point can fail several ways" in why.note
+
+
+def test_plan_captions_decode_only_figure_and_uses_gib_in_its_fit_message():
+    """The decode figure says it is decode-only steps and the output figure that it includes
+    the prompts; the no-fit message speaks GiB like the table's memory lines."""
+    from mlacalc.cli.plan import sections
+    from mlacalc.planner import plan
+    from mlacalc.units import human_bytes
+
+    p = plan("gpt-oss-120b", "H100-SXM", 8, isl=1000, osl=500)
+    labels = [r[0] for s in sections(p) for r in s.rows]
+    assert any(x.startswith("decode tokens/s at batch") and "decode-only" in x for x in labels)
+    assert "output tokens/s (prompts' passes included)" in labels
+    big = plan("deepseek-v3", "H100-SXM", 8)
+    assert not big.fits and "GB " not in big.overflow
+    assert human_bytes(big.weights_per_gpu_bytes) in big.overflow
+    assert human_bytes(big.usable_per_gpu_bytes) in big.overflow

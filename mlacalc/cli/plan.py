@@ -318,7 +318,10 @@ def sections(p) -> list[Section]:
             ]
         )
         rows.append(
-            [f"decode tokens/s at batch {p.decode_batch:,}", f"{p.decode_tokens_per_s:,.0f}"]
+            [
+                f"decode tokens/s at batch {p.decode_batch:,} (decode-only steps, all GPUs)",
+                f"{p.decode_tokens_per_s:,.0f}",
+            ]
         )
     if p.prefill_s is not None:
         rows.append(
@@ -348,7 +351,7 @@ def sections(p) -> list[Section]:
             ["requests in flight", p.queue_text()],
             ["TTFT", p.ttft_text()],
             ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
-            ["output tokens/s", f"{p.output_tokens_per_s:,.0f}"],
+            ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
             ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
             ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
             ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
