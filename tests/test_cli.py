@@ -923,3 +923,19 @@ def test_kv_per_token_one_definition(run, name):
     if name == "gemma-4-26b-a4b":  # 5 full layers x (2 KV heads x 512, K = V) x 2 B
         assert (r["layers_per_token"], r["bytes_per_token"]) == (5, 20480)
         assert "5 (full)" in run("report", name)[0]
+
+
+def test_roofline_model_scope_names_the_layer_kind_and_the_weights(run):
+    """gpt-oss-120b: full and sliding layers run the same kernels; each row says which kind,
+    and the header says the experts are read as the mxfp4 checkpoint stores them."""
+    args = ("roofline", "gpt-oss-120b", "-H", "H100-SXM", "--scope", "model", "--batch", "32")
+    (p,) = json.loads(run(*args, "--format", "json")[0])["predictions"]
+    names = [o["name"] for o in p["ops"]]
+    kinds = [k for n, k in zip(names, p["layer_kinds"]) if n == "attention"]
+    assert kinds == ["full", "sliding(128)"]
+    assert p["layer_kinds"][names.index("routed_experts")] == ""
+    text = run(*args, "--format", "markdown")[0]
+    assert "| layer kind |" in text and "checkpoint mxfp4 experts" in text
+    # one kind of layer: no column
+    uniform = run("roofline", "llama-3-8b", *args[2:5], "model", "--format", "markdown")[0]
+    assert "layer kind" not in uniform

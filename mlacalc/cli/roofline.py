@@ -153,12 +153,21 @@ def command(
         "insights": [i.to_dict() for i in insights],
     }
 
+    kinds = [
+        _layer_kinds(m, p, q_len if p.phase == "chunk" else None, kv_dtype or dtype, False)
+        for p in predictions
+    ]
+    for d, k in zip(doc["predictions"], kinds):
+        if k:
+            d["layer_kinds"] = k  # per op, "" outside the attention block
+
     def sections():
         out = []
-        for p in predictions:
+        for p, kind in zip(predictions, kinds):
             rows = [
-                [
-                    o.name,
+                [o.name]
+                + ([kind[i]] if kind else [])
+                + [
                     o.stage,
                     human_si(o.flops),
                     human_bytes(o.bytes),
@@ -167,11 +176,12 @@ def command(
                     f"{o.efficiency:.2f}",
                     f"{o.seconds * 1e6:,.1f}",
                 ]
-                for o in p.ops
+                for i, o in enumerate(p.ops)
             ]
             rows.append(
-                [
-                    "total",
+                ["total"]
+                + ([""] if kind else [])
+                + [
                     "",
                     human_si(p.flops),
                     human_bytes(p.bytes),
@@ -187,8 +197,9 @@ def command(
                     f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
                     f"{_weights(p)}"
                     f"{', calibrated' if p.calibrated else ''})",
-                    [
-                        "kernel",
+                    ["kernel"]
+                    + (["layer kind"] if kind else [])
+                    + [
                         "stage",
                         "FLOPs",
                         "bytes",
@@ -231,3 +242,41 @@ def _weights(p) -> str:
     if p.weights.startswith("checkpoint"):
         return f", {p.weights}"
     return f", weights {p.weights}" if p.weights and p.weights != p.dtype else ""
+
+
+def _layer_kinds(m, p, q_len, kv_dtype, causal) -> list[str]:
+    """The kind of layer of each kernel of a model-scope step whose layers differ (the
+    attention kernels run once per kind, full layers first); [] when one kind.
+
+    The attention block's kernels lie between ``input_norm`` and ``post_attention_norm``;
+    a kind's kernels run as many times as it has layers, and a new kind starts where that
+    count changes or a kernel name comes again.
+    """
+    if p.scope != "model":
+        return []
+    from ..engine import attention_cost
+    from ..step import step_kernels
+
+    labels = attention_cost(
+        m, p.phase, p.seq_len, p.batch, q_len, p.impl, causal, kv_dtype
+    ).group_labels
+    if len(labels) < 2:
+        return []
+    kernels = step_kernels(
+        m, p.phase, p.seq_len, p.batch, q_len, p.impl, causal, None, kv_dtype, scope="model"
+    )
+    names = [k.name for k in kernels]
+    if names != [o.name for o in p.ops] or "input_norm" not in names:
+        return []
+    out = [""] * len(names)
+    start, end = names.index("input_norm") + 1, names.index("post_attention_norm")
+    group, seen, calls = -1, set(), None
+    for i in range(start, end):
+        k = kernels[i]
+        if k.name in seen or k.calls != calls:
+            group, seen, calls = group + 1, set(), k.calls
+        seen.add(k.name)
+        if group >= len(labels):
+            return []
+        out[i] = labels[group]
+    return out if group == len(labels) - 1 else []
