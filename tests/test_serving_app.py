@@ -110,3 +110,15 @@ def test_plan_view_takes_the_engine():
     separate = frontier(prefill_pass="separate", output_lag_steps=1)
     assert separate != frontier() and len(drawn) == 1
     assert drawn[0] == pytest.approx(separate, rel=1e-9)
+
+
+def test_longest_context_stops_at_the_window_and_kv_line_splits_fixed_part():
+    """gpt-oss-120b on 8 H100 at batch 8: the longest context is its 131,072-token window,
+    with memory's own figure beside it; the KV line names the layers keeping every token."""
+    at = _run(model="gpt-oss-120b", hw="H100-SXM")
+    p = mlacalc.plan("gpt-oss-120b", "H100-SXM", 8, tp=8, page_size=16, batch=8)
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["longest context at batch 8"] == "131,072"
+    assert any(f"memory allows {p.max_context_memory:,} tokens" in c.value for c in at.caption)
+    line = next(m.value for m in at.markdown if "KV per token per GPU" in m.value)
+    assert "layers keeping every token: **4,608 bytes**" in line
