@@ -8,7 +8,7 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.config import ModelConfig
-from mlacalc.render import human_seconds, human_si
+from mlacalc.render import human_si
 from mlacalc.vocab import MLA_IMPLEMENTATIONS
 
 from .common import Scenario, show_table, validation
@@ -25,48 +25,95 @@ def roofline_points(
     seq_len: int,
     batch: int,
     dtype: str,
-    weight_dtype: str,
+    weight_dtype: str | None,
     kv_dtype: str,
 ) -> list[dict]:
     impls = MLA_IMPLS if model.is_mla else [None]
     points = []
     for phase, b in (("decode", batch), ("prefill", 1)):
         for impl in impls:
-            p = mlacalc.predict_time(
-                model,
-                hardware,
-                phase,
-                seq_len,
-                b,
-                impl=impl,
-                mode="fused",
-                dtype=dtype,
-                weight_dtype=weight_dtype,
-                kv_dtype=kv_dtype,
-            )
-            points.append(
-                {
-                    "phase": phase,
-                    "impl": p.impl,
-                    "intensity": p.arithmetic_intensity,
-                    "flops_per_s": p.flops / p.seconds,
-                    "seconds": p.seconds,
-                    "bound": p.bound,
-                }
-            )
+            for kind, one in layer_kinds(model):
+                args = (hardware, phase, seq_len, b, impl, dtype, weight_dtype, kv_dtype)
+                points.append(_point(one, kind, *args))
     return points
+
+
+def layer_kinds(model: ModelConfig) -> list[tuple[str, ModelConfig]]:
+    """The model's attention layers, one (kind, model of that kind) per kind of layer.
+
+    A model whose layers are alike has one entry (kind ""); linear-attention layers are
+    left out (no attention kernel to place on a roofline).
+    """
+    from mlacalc.families import kind_model, layer_pattern
+
+    kinds = {k.label: k for k in layer_pattern(model).layers}
+    if len(kinds) < 2:
+        return [("", model)]
+    return [(label, kind_model(model, k)) for label, k in kinds.items() if label != "linear"]
+
+
+def _point(
+    model: ModelConfig,
+    kind: str,
+    hardware: str,
+    phase: str,
+    seq_len: int,
+    batch: int,
+    impl: str | None,
+    dtype: str,
+    weight_dtype: str | None,
+    kv_dtype: str,
+) -> dict:
+    p = mlacalc.predict_time(
+        model,
+        hardware,
+        phase,
+        seq_len,
+        batch,
+        impl=impl,
+        mode="fused",
+        dtype=dtype,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+    )
+    return {
+        "phase": phase,
+        "impl": p.impl,
+        "kind": kind,
+        "intensity": p.arithmetic_intensity,
+        "flops_per_s": p.flops / p.seconds,
+        "seconds": p.seconds,
+        "bound": p.bound,
+    }
 
 
 def render(sc: Scenario) -> None:
     device, hardware = sc.device, sc.hardware
     dtype = "fp32" if device.kind == "cpu" else "bf16"
     points = roofline_points(
-        sc.model, hardware, sc.seq_len, sc.batch, dtype, sc.weight_dtype, sc.kv_dtype
+        sc.model, hardware, sc.seq_len, sc.batch, dtype, sc.sized_weight_dtype, sc.kv_dtype
+    )
+    kinds = sorted({pt["kind"] for pt in points if pt["kind"]})
+    which = (
+        f"One attention layer of each kind ({', '.join(kinds)})"
+        + (
+            ", linear-attention layers left out"
+            if "linear" in sc.doc["layers"]["attention"]
+            else ""
+        )
+        if kinds
+        else "One attention layer"
+    )
+    quant = sc.model.quantization
+    weights = (
+        f"as the checkpoint stores them ({quant.describe()})"
+        if quant is not None and not sc.weight_chosen
+        else f"in {sc.weight_dtype}"
     )
     scope = (
-        f"One attention layer (fused kernels): decode of {sc.batch:,} sequences at "
+        f"{which} (fused kernels): decode of {sc.batch:,} sequences at "
         f"{sc.seq_len:,} tokens, prefill of one sequence of {sc.seq_len:,} tokens; compute in "
-        f"{dtype}, weights in {sc.weight_dtype}, KV in {sc.kv_dtype}."
+        f"{dtype}, weights {weights}, KV in {sc.kv_dtype}."
     )
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s
     top = max([1e5] + [10 * pt["intensity"] for pt in points])
@@ -80,7 +127,7 @@ def render(sc: Scenario) -> None:
                 x=[pt["intensity"]],
                 y=[pt["flops_per_s"]],
                 mode="markers",
-                name=f"{pt['phase']} {pt['impl']}",
+                name=" ".join(x for x in (pt["phase"], pt["impl"], pt["kind"]) if x),
                 marker=dict(size=10),
             )
         )
@@ -120,10 +167,10 @@ def render(sc: Scenario) -> None:
             {
                 "phase": pt["phase"],
                 "impl": pt["impl"],
+                **({"layer kind": pt["kind"]} if kinds else {}),
                 "FLOP/byte": round(pt["intensity"], 1),
                 "attained FLOP/s": human_si(pt["flops_per_s"], "FLOP/s"),
-                "time": human_seconds(pt["seconds"]),
-                "seconds": pt["seconds"],
+                "time (us)": round(pt["seconds"] * 1e6, 2),
                 "bound": pt["bound"],
             }
             for pt in points

@@ -147,7 +147,7 @@ def test_roofline_tab_uses_the_sidebar_dtypes():
         weight_dtype="fp16",
         kv_dtype="fp8",
     )
-    assert decode["seconds"] == pytest.approx(expected.seconds, rel=1e-12)
+    assert decode["time (us)"] == pytest.approx(expected.seconds * 1e6, abs=0.006)
     other = mlacalc.predict_time(
         "deepseek-v3", "H200", "decode", 8192, 4, impl="absorbed", mode="fused", dtype="bf16"
     )
@@ -292,3 +292,34 @@ def test_kv_tab_per_token_names_the_layers_counted():
     row = table.iloc[0]
     assert (row["layers a token adds to"], row["bytes/token"]) == (5, 20480)
     assert row["elements/token/layer"] * 2 * 5 == row["bytes/token"]  # bf16 rows, same layers
+
+
+def test_roofline_tab_shows_each_kind_of_layer():
+    """Gemma-4: a full layer reads every token's K and V, a sliding one its window; one row
+    per kind, each the time of a model made of that kind of layer."""
+    from mlacalc.families import kind_model, layer_pattern
+
+    at = run(model="gemma-4-26b-a4b", hw="H100-SXM", seq_len="131072", batch="8")
+    table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
+    decode = table[table["phase"] == "decode"].set_index("layer kind")["time (us)"]
+    model = mlacalc.load_model("gemma-4-26b-a4b")
+    for kind in {k.label: k for k in layer_pattern(model).layers}.values():
+        expected = mlacalc.predict_time(
+            kind_model(model, kind), "H100-SXM", "decode", 131072, 8, mode="fused"
+        )
+        assert decode[kind.label] == pytest.approx(expected.seconds * 1e6, abs=0.006)
+    assert decode["full"] > 10 * decode["sliding(1024)"]
+    assert "each kind (full, sliding(1024))" in " ".join(c.value for c in at.caption)
+
+
+def test_roofline_tab_reads_a_checkpoint_as_stored():
+    at = run(model="gpt-oss-120b", hw="H100-SXM", seq_len="8192", batch="4")
+    table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
+    got = table[(table["phase"] == "decode") & (table["layer kind"] == "full")].iloc[0]
+    from mlacalc.families import kind_model, layer_pattern
+
+    model = mlacalc.load_model("gpt-oss-120b")
+    full = next(k for k in layer_pattern(model).layers if k.label == "full")
+    expected = mlacalc.predict_time(kind_model(model, full), "H100-SXM", "decode", 8192, 4)
+    assert got["time (us)"] == pytest.approx(expected.seconds * 1e6, abs=0.006)
+    assert "as the checkpoint stores them (mxfp4 experts)" in " ".join(c.value for c in at.caption)
