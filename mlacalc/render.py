@@ -240,6 +240,7 @@ _FLAGS_WHEN_TRUE = (
     "parallel_attn",
     "new_decoder_architecture",
     "bias",
+    "attention_k_eq_v",
 )
 _FAMILY_FLAGS = {"falcon": ("parallel_attn", "bias")}
 #: Expert and MTP counts a dense model writes only when non-zero.

@@ -123,3 +123,48 @@ def test_absent_llama_kv_heads_is_a_derived_note():
 def test_no_shared_reference_config_is_taken_for_a_typo():
     for path in sorted(SHARED.glob("*.json")):
         mlacalc.import_hf_config(json.loads(path.read_text()), str(path))
+
+
+def _minicpm_2b(tied: bool) -> dict:
+    """MiniCPM-2B's config.json as published (the 128K checkpoint states an untied head)."""
+    return {
+        "model_type": "minicpm",
+        "hidden_size": 2304,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 36,
+        "num_key_value_heads": 36,
+        "vocab_size": 122760,
+        "intermediate_size": 5760,
+        "tie_word_embeddings": tied,
+        "max_position_embeddings": 65536,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def test_a_dot_config_json_file_names_the_model_without_config():
+    model = mlacalc.import_hf_config(_minicpm_2b(True), "some/dir/minicpm-2b.config.json")
+    assert model.name == "minicpm-2b"
+    assert mlacalc.import_hf_config(_minicpm_2b(True), "minicpm-2b.json").name == "minicpm-2b"
+    assert mlacalc.import_hf_config(_minicpm_2b(True), "x/mini/config.json").name == "mini"
+
+
+def test_yaml_export_leaves_out_gemma4_flags_on_other_families(tmp_path):
+    from mlacalc.render import model_yaml
+
+    model = mlacalc.import_hf_config(_minicpm_2b(False), "minicpm-2b.config.json")
+    text = model_yaml(model, "minicpm-2b.config.json")
+    assert "attention_k_eq_v" not in text
+    path = tmp_path / "minicpm-2b.yaml"
+    path.write_text(text)
+    assert mlacalc.param_counts(mlacalc.load_model(path)) == mlacalc.param_counts(model)
+    gemma = mlacalc.import_hf_config(_gemma4())
+    assert "attention_k_eq_v: true" in model_yaml(gemma)
+
+
+def test_minicpm_untied_head_is_noted_with_its_size():
+    untied = mlacalc.import_hf_config(_minicpm_2b(False))
+    tied = mlacalc.import_hf_config(_minicpm_2b(True))
+    head = 122760 * 2304
+    assert any(f"({head:,} parameters)" in d for d in untied.derived)
+    assert not any("output head is its own" in d for d in tied.derived)
+    assert mlacalc.param_counts(untied).total - mlacalc.param_counts(tied).total == head

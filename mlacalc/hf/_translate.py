@@ -272,6 +272,8 @@ def _family(data: dict, origin: str) -> tuple[Family, str]:
 
 def _name(name_or_path: str | None, origin: str, model_type: str) -> str:
     stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
+    if stem.lower().endswith(".config") and len(stem) > len(".config"):
+        stem = stem[: -len(".config")]  # minicpm-2b.config.json names minicpm-2b
     name = (name_or_path or "").strip().rstrip("/").split("/")[-1] or stem or model_type
     name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
     return name or model_type.replace("_", "-")

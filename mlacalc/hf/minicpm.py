@@ -18,6 +18,20 @@ MiniCPM-2B config.json shipped with the 128K checkpoint) has its own head of ``V
 from ._registry import Default, Family, register
 from ._rules import head_dim_from_width, kv_heads_equal_heads
 
+
+def _translate(data, raw, derived, problems) -> None:
+    """Say what an untied head adds: MiniCPM's cards count the tied model."""
+    vocab, width = raw.get("vocab_size"), raw.get("hidden_size")
+    if raw.get("tie_word_embeddings") is False and all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (vocab, width)
+    ):
+        derived.append(
+            f"tie_word_embeddings is false as stated: the output head is its own "
+            f"vocab_size x hidden_size table ({vocab * width:,} parameters); MiniCPM's cards "
+            "count the model with the head tied to the embedding"
+        )
+
+
 FAMILY = register(
     Family(
         name="minicpm",
@@ -31,5 +45,6 @@ FAMILY = register(
                 "MiniCPMConfig default: the head shares the embedding", value=True
             ),
         },
+        translate=_translate,
     )
 )
