@@ -10,7 +10,7 @@ import mlacalc
 from mlacalc.config import ModelConfig
 from mlacalc.report import compare_rows
 from mlacalc.units import human_bytes, human_si
-from mlacalc.variants import as_variant
+from mlacalc.variants import as_variant, one_head_shape_note
 from mlacalc.vocab import STANDARD_IMPL, VARIANTS, serving_impl
 
 from .common import Scenario, download, show_table
@@ -158,7 +158,8 @@ def render(sc: Scenario) -> None:
                 for r in eq
             ],
             scope=f"Whole model, KV in {kv_dtype}; decode FLOPs: attention of all layers, "
-            f"one step of {batch:,} sequences.",
+            f"one step of {batch:,} sequences. The model's own design is the model itself."
+            + (f" {one_head_shape_note(model)}." if one_head_shape_note(model) else ""),
         )
         download(eq, f"{model.name}-equivalents", "dl_eq")
     except mlacalc.MlacalcError as exc:

@@ -7,7 +7,11 @@ The rules, also printed by the reports:
   DeepSeek-V2 compares against: ``d_h = 128``);
 - to MLA from MHA/GQA/MQA: DeepSeek-V2's proportions, ``kv_lora_rank = 4 d_h``,
   ``qk_rope_head_dim = d_h / 2``, ``qk_nope_head_dim = v_head_dim = d_h``, no query
-  compression (each can be overridden).
+  compression (each can be overridden);
+- the model's own design (same variant, same KV heads) is the model itself;
+- an equivalent has one head shape in every layer: a model whose full layers have their
+  own head width and KV heads (Gemma 4) takes its other layers' ``head_dim`` and
+  ``num_key_value_heads`` everywhere (:func:`one_head_shape_note` says so).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from .errors import InvalidArgumentError
 from .schema import BOUNDS
 from .vocab import VARIANTS, Variant
 
-__all__ = ["EQUIVALENT_VARIANTS", "as_variant"]
+__all__ = ["EQUIVALENT_VARIANTS", "as_variant", "one_head_shape_note"]
 
 EQUIVALENT_VARIANTS = VARIANTS
 
@@ -101,6 +105,8 @@ def as_variant(
             raise InvalidArgumentError(
                 "num_key_value_heads", f"must divide the {n_h} heads, got {n_kv!r}"
             )
+    if variant == m.variant and n_kv == m.num_key_value_heads:
+        return m  # the model's own design: itself, every kind of layer as it is
     return m.with_changes(
         name=name,
         display_name=label,
@@ -108,4 +114,19 @@ def as_variant(
         head_dim=d_h,
         **dict.fromkeys(_MLA_FIELDS),
         **_UNIFORM_HEADS,
+    )
+
+
+def one_head_shape_note(model: ModelConfig | str) -> str:
+    """What the equivalents of a model with per-kind head shapes assume ("" otherwise)."""
+    m = args.model(model)
+    if m.is_mla or (m.global_head_dim is None and not m.attention_k_eq_v):
+        return ""
+    full = m.global_head_dim or m.head_dim
+    kv = m.num_global_key_value_heads or m.num_key_value_heads
+    k_eq_v = ", K = V" if m.attention_k_eq_v else ""
+    return (
+        f"{m.label}'s full layers have their own heads (d_h {full}, {kv} KV heads{k_eq_v}); "
+        f"the other designs use its other layers' shape in every layer (d_h {m.head_dim}, "
+        "K and V apart), so they differ from the model in the full layers too"
     )

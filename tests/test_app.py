@@ -323,3 +323,13 @@ def test_roofline_tab_reads_a_checkpoint_as_stored():
     expected = mlacalc.predict_time(kind_model(model, full), "H100-SXM", "decode", 8192, 4)
     assert got["time (us)"] == pytest.approx(expected.seconds * 1e6, abs=0.006)
     assert "as the checkpoint stores them (mxfp4 experts)" in " ".join(c.value for c in at.caption)
+
+
+def test_kv_tab_own_design_row_is_the_model():
+    """Gemma-4 as GQA (its own design) is the model: same cache, same parameters."""
+    at = run(model="gemma-4-26b-a4b", hw="H100-SXM", seq_len="131072", batch="8")
+    table = next(d.value for d in at.dataframe if "design" in d.value.columns)
+    own = table[table["design"] == "Gemma 4 26B A4B"].iloc[0]
+    assert own["KV bytes / token"] == mlacalc.kv_cache("gemma-4-26b-a4b", 131072, 8).bytes_per_token
+    assert "as GQA" not in " ".join(table["design"])
+    assert "d_h 512, 2 KV heads, K = V" in " ".join(c.value for c in at.caption)

@@ -939,3 +939,19 @@ def test_roofline_model_scope_names_the_layer_kind_and_the_weights(run):
     # one kind of layer: no column
     uniform = run("roofline", "llama-3-8b", *args[2:5], "model", "--format", "markdown")[0]
     assert "layer kind" not in uniform
+
+
+def test_own_design_equivalent_is_the_model(run):
+    """as_variant to the model's own design returns the model (Gemma-4's full layers keep
+    their d_h 512 and 2 KV heads); the other designs say they use one head shape."""
+    from mlacalc.variants import as_variant
+
+    gemma = mlacalc.load_model("gemma-4-26b-a4b")
+    assert as_variant(gemma, "gqa") is gemma
+    assert as_variant(gemma, "gqa", num_key_value_heads=4) is not gemma
+    llama = mlacalc.load_model("llama-3-8b")
+    assert as_variant(llama, "gqa") is llama and as_variant(llama, "mqa") is not llama
+    rows = json.loads(run("compare", "gemma-4-26b-a4b", "--as-variants", "--format", "json")[0])
+    assert [r["variant"] for r in rows] == ["gqa", "mha", "mqa", "mla"]
+    text = run("compare", "gemma-4-26b-a4b", "--as-variants", "--format", "markdown")[0]
+    assert "(d_h 512, 2 KV heads, K = V)" in text and "as GQA" not in text

@@ -63,7 +63,7 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
     """
     from ..report import compare_rows
-    from ..variants import as_variant
+    from ..variants import as_variant, one_head_shape_note
 
     loaded = [load(name) for name in models]
     note = ""
@@ -71,15 +71,14 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         if len(loaded) != 1:
             raise click.BadParameter("--as-variants takes exactly one model", param_hint="MODELS")
         base = loaded[0]
-        loaded = [base] + [
-            as_variant(base, v, num_key_value_heads=kv_heads)
-            for v in VARIANTS
-            if not (v == base.variant and v != "gqa")
-        ]
+        equivalents = [as_variant(base, v, num_key_value_heads=kv_heads) for v in VARIANTS]
+        loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
         note = (
             "Equivalents keep everything but the attention; MLA -> MHA family uses head_dim = "
             "qk_nope_head_dim, MHA family -> MLA uses d_c = 4 d_h, d_rope = d_h / 2."
         )
+        if one_head_shape_note(base):
+            note += " " + one_head_shape_note(base) + "."
     elif kv_heads is not None:
         raise click.BadParameter(
             "--kv-heads only applies with --as-variants", param_hint="--kv-heads"
