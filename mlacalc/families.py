@@ -474,8 +474,8 @@ def _part(name: str) -> str:
         return "moe_routed_experts"
     if ".mlp.shared_experts." in name:
         return "moe_shared_experts"
-    if ".mlp.gate." in name or ".router." in name:
-        return "moe_router"
+    if ".mlp.gate." in name or ".router." in name or ".mlp.shared_expert_gate." in name:
+        return "moe_router"  # the shared expert's gate: one row scoring each token, a router
     return "dense_ffn"
 
 

@@ -955,3 +955,17 @@ def test_own_design_equivalent_is_the_model(run):
     assert [r["variant"] for r in rows] == ["gqa", "mha", "mqa", "mla"]
     text = run("compare", "gemma-4-26b-a4b", "--as-variants", "--format", "markdown")[0]
     assert "(d_h 512, 2 KV heads, K = V)" in text and "as GQA" not in text
+
+
+def test_report_header_and_breakdown_words(run):
+    """Kimi-Linear has no query latent (not 'd_cq=None'); Qwen3-Next's shared-expert gate
+    (one 2048-wide row per layer) is a router, not a dense FFN it does not have."""
+    assert "no query latent" in run("report", "kimi-linear-48b-a3b")[0].splitlines()[0]
+    assert "d_cq=None" not in run("report", "kimi-linear-48b-a3b")[0]
+    doc = json.loads(run("report", "qwen3-next-80b-a3b", "--format", "json")[0])
+    parts = doc["parameters"]["breakdown"]
+    assert parts["dense_ffn"] == 0
+    m = mlacalc.load_model("qwen3-next-80b-a3b")
+    gate = m.num_hidden_layers * m.hidden_size  # shared_expert_gate: (1, d) per layer
+    router = m.num_hidden_layers * m.n_routed_experts * m.hidden_size
+    assert parts["moe_router"] == router + gate

@@ -108,7 +108,7 @@ def _report_header(doc: dict) -> str:
     if m["variant"] == "mla":
         dims += [
             f"d_c={m['kv_lora_rank']}",
-            f"d_cq={m.get('q_lora_rank')}",
+            f"d_cq={m['q_lora_rank']}" if m.get("q_lora_rank") else "no query latent",
             f"d_nope={m['qk_nope_head_dim']}",
             f"d_rope={m['qk_rope_head_dim']}",
             f"d_v={m['v_head_dim']}",
