@@ -969,3 +969,13 @@ def test_report_header_and_breakdown_words(run):
     gate = m.num_hidden_layers * m.hidden_size  # shared_expert_gate: (1, d) per layer
     router = m.num_hidden_layers * m.n_routed_experts * m.hidden_size
     assert parts["moe_router"] == router + gate
+
+
+def test_report_header_weights_in_the_tables_units(run):
+    """gpt-oss-120b: the header's checkpoint size reads as the weights row below (GiB)."""
+    text = run("report", "gpt-oss-120b", "--format", "markdown")[0]
+    w = mlacalc.weight_bytes("gpt-oss-120b")
+    size = f"{w / 2**30:.2f} GiB"
+    assert f"mxfp4 experts, {size} incl. 3.34 GiB scales" in text
+    assert size in text.split("weights: checkpoint", 1)[1].split("\n", 1)[1]
+    assert " GB " not in text.split("\n\n", 1)[0]

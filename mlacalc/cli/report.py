@@ -129,8 +129,14 @@ def _report_header(doc: dict) -> str:
         f"weights {doc['weights']['format']}" + (", causal" if s["causal"] else ""),
         f"layer pattern: {doc['layers']['summary']}",
     ]
-    if doc["weights"].get("checkpoint"):
-        lines.append(f"weights: {doc['weights']['summary']}")
+    ck = doc["weights"].get("checkpoint")
+    if ck:  # in the binary units of the tables below
+        kept = ", ".join(ck["kept_parts"]) or "nothing"
+        lines.append(
+            f"weights: checkpoint: {ck['description'] or ck['scheme']}, "
+            f"{human_bytes(ck['total_bytes'])} incl. {human_bytes(ck['scale_bytes'])} scales; "
+            f"bf16: {kept}"
+        )
     for note in m["derived"]:
         lines.append(f"derived: {note}")
     return "\n".join(lines) + "\n"
