@@ -46,11 +46,12 @@ def render(sc: Scenario) -> None:
         [
             {
                 "impl": r["impl"] + (" (default)" if r["default"] else ""),
-                **r["stage_flops"],
+                # the summary figures first: a wide table scrolls, these stay in view
                 "total FLOPs": r["flops"],
-                "elementwise": r["elementwise_flops"],
-                "fused bytes": r["fused_bytes"],
                 "FLOP/byte": round(r["arithmetic_intensity_flops_per_byte"], 1),
+                "fused bytes": r["fused_bytes"],
+                **r["stage_flops"],
+                "elementwise": r["elementwise_flops"],
             }
             for r in shown
         ],

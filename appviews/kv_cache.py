@@ -86,7 +86,8 @@ def render(sc: Scenario) -> None:
             ],
             scope=f"The cache ({label}) by kind of layer, {batch:,} sequences of {seq_len:,} "
             "tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, a linear "
-            "layer a fixed state per sequence, a DSA layer the latent plus its indexer keys.",
+            "layer a fixed state per sequence (its recurrent state, in the dtype the model keeps "
+            "it, not the KV dtype), a DSA layer the latent plus its indexer keys.",
         )
     show_table(
         [
@@ -139,8 +140,8 @@ def render(sc: Scenario) -> None:
     )
     fig.update_yaxes(exponentformat="power")
     if log_axes:
-        fig.update_xaxes(type="log")
-        fig.update_yaxes(type="log")
+        fig.update_xaxes(type="log", dtick=1)  # a label per decade, not per minor tick
+        fig.update_yaxes(type="log", dtick=1)
     st.plotly_chart(fig, width="stretch", key="kv_chart")
     st.markdown("**The same model as MHA, GQA, MQA and MLA** (everything but the attention kept)")
     kv_heads = None if model.num_attention_heads % 8 else 8

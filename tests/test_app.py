@@ -333,3 +333,19 @@ def test_kv_tab_own_design_row_is_the_model():
     assert own["KV bytes / token"] == mlacalc.kv_cache("gemma-4-26b-a4b", 131072, 8).bytes_per_token
     assert "as GQA" not in " ".join(table["design"])
     assert "d_h 512, 2 KV heads, K = V" in " ".join(c.value for c in at.caption)
+
+
+def test_charts_and_wide_tables_stay_readable():
+    """The KV chart's log axes label decades only; the FLOPs table puts its summary columns
+    (total, FLOP/byte) before the per-stage ones, so a wide table does not hide them."""
+    import json as _json
+
+    at = run(model="kimi-linear-48b-a3b")
+    kv = next(
+        _json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "KV cache of the whole model" in _json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
+    assert kv["layout"]["yaxis"]["dtick"] == 1 and kv["layout"]["xaxis"]["dtick"] == 1
+    flops = next(d.value for d in at.dataframe if "total FLOPs" in d.value.columns)
+    assert list(flops.columns[:3]) == ["impl", "total FLOPs", "FLOP/byte"]
