@@ -168,3 +168,31 @@ def test_minicpm_untied_head_is_noted_with_its_size():
     assert any(f"({head:,} parameters)" in d for d in untied.derived)
     assert not any("output head is its own" in d for d in tied.derived)
     assert mlacalc.param_counts(untied).total - mlacalc.param_counts(tied).total == head
+
+
+def _configs() -> list[tuple[str, dict]]:
+    out = [(p.name, json.loads(p.read_text())) for p in sorted(DATA.glob("*.config.json"))]
+    out += [("gemma4", _gemma4()), ("minicpm-2b", _minicpm_2b(False))]
+    if SHARED.is_dir():
+        out += [(p.name, json.loads(p.read_text())) for p in sorted(SHARED.glob("*.json"))]
+    return out
+
+
+def test_every_field_filled_beyond_the_file_is_in_derived():
+    """A field the file leaves out that does not read as "not set" has a derived note."""
+    from dataclasses import fields
+
+    from mlacalc.schema import SPECS, ModelConfig
+
+    unset = {f.name: f.default for f in fields(ModelConfig)}
+    own = ("name", "source", "weights_dtype", "model_type", "aliases", "display_name", "notes")
+    for label, data in _configs():
+        model = mlacalc.import_hf_config(data, label)
+        unit = mlacalc.hf.family_of(data["model_type"])
+        keys = set(data) | set(data.get("text_config") or {})
+        keys |= {unit.renames[k] for k in keys if k in unit.renames}
+        for name in SPECS:
+            value = getattr(model, name)
+            if name in own or name in keys or value in ((), None) or value == unset[name]:
+                continue
+            assert any(name in note for note in model.derived), (label, name, value)

@@ -19,7 +19,9 @@ def _translate(data, raw, derived, problems) -> None:
         derived.append("moe_intermediate_size = intermediate_size (Llama 4 experts)")
         if "intermediate_size_mlp" not in text:
             derived.append("intermediate_size = 16384 (Llama4TextConfig intermediate_size_mlp)")
-    raw.setdefault("n_shared_experts", 1)
+    if "n_shared_experts" not in raw:
+        raw["n_shared_experts"] = 1
+        derived.append("n_shared_experts = 1 (Llama 4: one shared expert in every MoE layer)")
     check_every_layer_moe(text, problems, "interleave_moe_layer_step", 1)
     check_every_layer_moe(text, problems, "moe_layers", None)
     no_rope = text.get("no_rope_layers")

@@ -45,6 +45,13 @@ def _translate(data, raw, derived, problems) -> None:
             )
         else:
             raw["n_shared_experts"] = shared // width
+            stated = "shared_expert_intermediate_size" in data
+            derived.append(
+                f"n_shared_experts = {shared // width} (the shared expert of "
+                f"shared_expert_intermediate_size {shared}"
+                + ("" if stated else ", the Qwen3NextConfig default")
+                + f", as experts of moe_intermediate_size {width})"
+            )
 
 
 FAMILY = register(
