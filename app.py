@@ -43,6 +43,8 @@ CHECKPOINT = "checkpoint"
 def kv_dtypes_for(m: ModelConfig) -> list[str]:
     """The KV dtypes and layouts that apply to a model (latent layouts only to MLA)."""
     return W_DTYPES + [k for k, lay in KV_LAYOUTS.items() if m.is_mla or lay.rope_bits is None]
+
+
 #: What-if widgets: (widget key, config field, label, smallest, largest, step), MLA and others.
 WHATIF_MLA = [
     ("w_layers", "num_hidden_layers", "layers (L)", 1, 512, 1),
