@@ -36,7 +36,9 @@ def _full_layers(data, n, problems) -> list[int] | None:
     types = data.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != n:
-            problems.append(("layer_types", f"must list one type per layer ({n} layers)", None))
+            problems.append(
+                ("layer_types", f"must list one type per layer (num_hidden_layers: {n})", None)
+            )
             return None
         other = sorted({t for t in types if t not in ("full_attention", "linear_attention")})
         if other:
