@@ -194,19 +194,32 @@ def _solve_exact(a: list[list[Fraction]], y: list[Fraction]) -> list[Fraction]:
     return x
 
 
+@lru_cache(maxsize=256)
+def _solver(drivers: tuple[tuple[Any, ...], ...]) -> tuple[list[int], list[list[Fraction]]]:
+    """The drivers kept (a driver equal to an earlier one over every reference step, or zero,
+    gets none) and the exact matrix taking a work figure over the reference steps to its
+    coefficients: :func:`_solve_exact` is linear in the figures, so its columns are the
+    solutions for each reference step alone. One per set of drivers, shared by every kernel."""
+    cols = list(zip(*drivers))
+    keep = [j for j, c in enumerate(cols) if any(c) and not any(cols[i] == c for i in range(j))]
+    a = [[Fraction(row[j]) for j in keep] for row in drivers]
+    rows = len(drivers)
+    columns = [_solve_exact(a, [Fraction(int(r == i)) for r in range(rows)]) for i in range(rows)]
+    return keep, [list(x) for x in zip(*columns)]
+
+
 def _fit(drivers: list[list[Any]], values: list[list[float]]) -> list[Coef]:
     """Coefficients of each work figure (FLOPs, bytes, sizes) over the drivers (rows: the
     reference steps), exact where the work is affine in them; a driver equal to an earlier
     one over every reference step (or zero) gets none."""
-    cols = list(zip(*drivers))
-    keep = [j for j, c in enumerate(cols) if any(c) and not any(cols[i] == c for i in range(j))]
-    a = [[Fraction(row[j]) for j in keep] for row in drivers]
+    width = len(drivers[0])
+    keep, solve = _solver(tuple(tuple(row) for row in drivers))
     out = []
     for v in values:
-        x = _solve_exact(a, [Fraction(y) for y in v])
-        coef = [0.0] * len(cols)
-        for j, c in zip(keep, x):
-            coef[j] = float(c)
+        y = [Fraction(t) for t in v]
+        coef = [0.0] * width
+        for j, g in zip(keep, solve):
+            coef[j] = float(sum((gi * yi for gi, yi in zip(g, y) if yi), Fraction(0)))
         out.append(tuple(coef))
     return out
 
