@@ -40,7 +40,14 @@ from .engine import as_model, attention_cost, model_layer_key, resolve_impl
 from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware, lookup_peak, read_sidecar
 from .kernels import Kernel
-from .step import as_stored, attention_kernels, checkpoint_stored, kernel_stage, step_kernels
+from .step import (
+    as_stored,
+    attention_kernels,
+    checkpoint_stored,
+    kernel_stage,
+    one_layer,
+    step_kernels,
+)
 from .vocab import MODES, SCOPES
 
 __all__ = [
@@ -779,7 +786,7 @@ def predict_time(
 
         prof = load_profile(profile)
         if mode == "unfused":
-            one = m.with_changes(num_hidden_layers=1)
+            one = one_layer(m)
             cost = attention_cost(
                 one, phase, seq_len, batch, q_len, impl, causal, kv, weight_dtype, dtype
             )
@@ -824,7 +831,7 @@ def predict_time(
             q = q_len if q_len is not None else (seq_len if phase == "prefill" else 1)
             if phase == "chunk" or q_len is not None:
                 q = attention_cost(
-                    m.with_changes(num_hidden_layers=1),
+                    one_layer(m),
                     phase,
                     seq_len,
                     batch,
@@ -852,7 +859,7 @@ def predict_time(
             profile=prof.name,
             calibration=prof.describe(hw.name),
         )
-    one = m.with_changes(num_hidden_layers=1)
+    one = one_layer(m)
     layers = 1 if scope == "attention_layer" else m.num_hidden_layers
     ops, q = _attention_ops(
         one, rates, phase, seq_len, batch, q_len, impl, causal, mode, kv, layers

@@ -411,7 +411,7 @@ def attention_traffic_bytes(
     the activations kernels hand to each other (``kernel_bytes + norm weights - fused_bytes``).
     """
     m = as_model(model)
-    cost = attention_cost(m.with_changes(num_hidden_layers=1), phase, seq_len, batch, **kwargs)
+    cost = attention_cost(one_layer(m), phase, seq_len, batch, **kwargs)
     w = canonical_dtype(kwargs.get("weight_dtype") or m.weights_dtype)
     a = canonical_dtype(kwargs.get("act_dtype") or "bf16")
     kernels = attention_kernels(cost, m, a, w, kv_dtype=kwargs.get("kv_dtype", "bf16"))
@@ -637,6 +637,13 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
     return out
 
 
+@lru_cache(maxsize=64)
+def one_layer(m: ModelConfig) -> ModelConfig:
+    """``m`` cut to one layer (the unit attention costs are counted on), validated once per
+    model rather than on every call."""
+    return m.with_changes(num_hidden_layers=1)
+
+
 @lru_cache(maxsize=32)
 def _checkpoint_reads(m: ModelConfig) -> dict[str, _Stored]:
     """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
@@ -789,7 +796,7 @@ def step_kernels(
     a = args.dtype("act_dtype", act_dtype)
     dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
     stored = chosen is None and checkpoint_stored(m)
-    one = m.with_changes(num_hidden_layers=1)
+    one = one_layer(m)
     cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     if scope == "attention_layer":
         layer = attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
