@@ -315,7 +315,9 @@ def test_gpt_oss_checkpoint_bytes():
     assert "model.layers.*.self_attn.q_proj.weight" in w.kept
 
 
-@pytest.mark.parametrize("name", NEW)
+@pytest.mark.parametrize(
+    "name", (*NEW, "gemma-4-26b-a4b", "qwen3-next-80b-a3b", "kimi-linear-48b-a3b")
+)
 def test_load_and_report_fast(name):
     """Loading a shipped model and computing its whole report stays under 50 ms warm."""
 
