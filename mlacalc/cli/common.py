@@ -194,6 +194,29 @@ def format_option(f: Callable) -> Callable:
     )(f)
 
 
+def engine_options(f: Callable) -> Callable:
+    """``--prefill-pass`` and ``--output-lag-steps``: how an aggregated engine runs a step,
+    shared by ``plan`` and ``search``."""
+    f = click.option(
+        "--output-lag-steps",
+        type=click.IntRange(0, 1024),
+        default=0,
+        show_default=True,
+        help="Steps between computing a token and the client getting it (an engine that "
+        "launches the next step before reading tokens back): TTFT grows by that many steps "
+        "(aggregated).",
+    )(f)
+    return click.option(
+        "--prefill-pass",
+        type=click.Choice(["fused", "separate"]),
+        default="fused",
+        show_default=True,
+        help="How a step runs its new prompts (aggregated, without --chunked-prefill): fused, "
+        "in the decode batch's forward pass; separate, in a pass of their own before the decode "
+        "pass (the first token leaves with the step).",
+    )(f)
+
+
 def load(name: str, flag: str | None = None):
     """A model by shipped name, YAML file or Hugging Face config.json.
 

@@ -14,6 +14,7 @@ from .common import (
     W_DTYPE,
     Section,
     emit,
+    engine_options,
     format_option,
     load,
     size_text,
@@ -112,23 +113,7 @@ def layout_options(f):
 @click.option(
     "--chunked-prefill", type=SIZE, default=None, help="Prompt tokens mixed into every step."
 )
-@click.option(
-    "--prefill-pass",
-    type=click.Choice(["fused", "separate"]),
-    default="fused",
-    show_default=True,
-    help="How a step runs its new prompts (aggregated, without --chunked-prefill): fused, in "
-    "the decode batch's forward pass; separate, in a pass of their own before the decode pass "
-    "(the first token leaves with the step).",
-)
-@click.option(
-    "--output-lag-steps",
-    type=click.IntRange(0, 1024),
-    default=0,
-    show_default=True,
-    help="Steps between computing a token and the client getting it (an engine that launches "
-    "the next step before reading tokens back): TTFT grows by that many steps (aggregated).",
-)
+@engine_options
 @click.option("--mtp-tokens", type=click.IntRange(0, 16), default=0, help="Draft tokens per step.")
 @click.option(
     "--mtp-acceptance",

@@ -8,7 +8,16 @@ from typing import Any, ClassVar
 import click
 
 from .. import defaults as D
-from .common import FRACTION, SIZE, Section, emit, format_option, load, size_list
+from .common import (
+    FRACTION,
+    SIZE,
+    Section,
+    emit,
+    engine_options,
+    format_option,
+    load,
+    size_list,
+)
 
 
 class DurationType(click.ParamType):
@@ -104,21 +113,7 @@ def _cell(key: str, value: Any) -> str:
     show_default=True,
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
-@click.option(
-    "--prefill-pass",
-    type=click.Choice(["fused", "separate"]),
-    default="fused",
-    show_default=True,
-    help="How an aggregated step runs its new prompts: in the decode batch's forward pass "
-    "(fused) or in a pass of their own before it (separate).",
-)
-@click.option(
-    "--output-lag-steps",
-    type=click.IntRange(0, 1024),
-    default=0,
-    show_default=True,
-    help="Steps between computing a token and the client getting it (aggregated points' TTFT).",
-)
+@engine_options
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
