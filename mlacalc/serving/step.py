@@ -886,9 +886,7 @@ def halved(kw: dict[str, Any]) -> dict[str, Any]:
 def _variant(sp: Spec) -> str:
     """The kernel-class variant of a spec, as :func:`mlacalc.kernels.variant_of` names it for
     a single kernel (a GEMM of several groups is a batched GEMM)."""
-    groups = sp.shape.get("groups")
-    many = groups is not None and float(np.max(groups)) > 1
-    return variant_of(sp.kind, {"groups": 2.0 if many else 1.0})
+    return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1)))})
 
 
 def time_jobs(
