@@ -22,7 +22,7 @@ from .common import (
 
 
 def layout_options(f):
-    """Options of a parallel layout, shared by ``plan`` and ``search``."""
+    """Options of a parallel layout beyond the degrees (``search`` explores these itself)."""
     for decorator in reversed(
         [
             click.option("--pp", type=COUNT, default=1, show_default=True, help="Pipeline stages."),
