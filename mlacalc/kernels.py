@@ -51,7 +51,9 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
 A batch may also name a *variant* of its class: another kernel implementation of the same
 kind whose fit is kept apart. ``"bmm"``: a batched GEMM (``groups > 1``, such as MLA's
 per-head absorption products), one launch over every group with a layout and tile choice of
-its own; a profile without a ``bmm`` fit times it with the plain GEMM class.
+its own; a profile without a ``bmm`` fit times it with the plain GEMM class. ``"amax"``: a
+quantize that computes the scale only (``write = 0``: the absolute-maximum reduction of a
+dynamic quantization, a kernel with a reduction and a launch of its own).
 """
 
 from __future__ import annotations
@@ -124,10 +126,12 @@ class KernelBatch:
 
 
 def variant_of(kind: str, shape: dict[str, Any]) -> str:
-    """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups, else
-    ``""``."""
+    """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups,
+    ``"amax"`` for a quantize that writes nothing (the scale alone), else ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
+    if kind == "quantize" and float(shape.get("write", 1)) == 0:
+        return "amax"
     return ""
 
 

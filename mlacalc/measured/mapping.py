@@ -291,6 +291,7 @@ def _quantize(
         rows,
         0.0,
         nbytes,
+        variant="" if write else "amax",
         elements=e,
         group=group,
         passes=passes,

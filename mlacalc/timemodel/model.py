@@ -310,86 +310,168 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
-def _attention(
-    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
-) -> dict[str, np.ndarray]:
-    b = _col(batch, "batch", 1)
-    q = _col(batch, "q_len", 1)
+def _attention_shape(batch: KernelBatch) -> dict[str, np.ndarray]:
+    """The shape columns every attention class reads."""
     kv = _col(batch, "kv_len", 1)
     heads = _col(batch, "n_heads", 1)
     n_kv = np.maximum(_col(batch, "n_kv", 1), 1.0)
     window = _col(batch, "window", 0)
-    kv_eff = np.where(window > 0, np.minimum(kv, window), kv)
+    return {
+        "b": _col(batch, "batch", 1),
+        "q": _col(batch, "q_len", 1),
+        "kv": kv,
+        "heads": heads,
+        "n_kv": n_kv,
+        "window": window,
+        "kv_eff": np.where(window > 0, np.minimum(kv, window), kv),
+        "group": heads / n_kv,
+    }
+
+
+def _attention_time(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    *,
+    units: np.ndarray,
+    unit_blocks: np.ndarray,
+    unit_cost: np.ndarray,
+    masked: np.ndarray,
+    serial: np.ndarray | None = None,
+    flops: np.ndarray | None = None,
+    nbytes: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Compute and memory terms of an attention kernel from its work units: ``units`` spread
+    over the SMs in waves, each walking ``unit_blocks`` KV blocks (``masked`` of them on the
+    masking path) and paying ``unit_cost`` times the per-unit work once. ``serial``: the units
+    one SM works through in turn (default: its waves)."""
     sms = fig.sm_count
-    group = heads / n_kv
-    if batch.kind == "mla_decode":
-        # latent heads: one work unit per sequence and 64 query heads (every head shares the
-        # latent cache), all of them reading the same cache blocks
-        heads_units = b * np.ceil(heads * q / 64.0)
-        grouped = np.ones(len(batch), dtype=bool)
-    else:
-        # grouped-query kernels give one unit to a KV head and all its query heads (up to 32,
-        # beyond which the query heads run one unit each); MHA one unit per head
-        grouped = (group > 1) & (group <= 32)
-        heads_units = np.where(grouped, b * n_kv, b * heads)
-    if batch.kind.endswith("prefill"):
-        # one unit per (sequence, head, 128-query tile), each over its keys in 128-key blocks
-        # (a causal tile sees half the keys on average)
-        units = b * heads * np.ceil(q / 128.0)
-        unit_blocks = np.ceil(kv_eff / 128.0)
-        unit_blocks = np.where(_col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
-        # a sliding window shorter than the keys is a band: a 128-query tile meets the
-        # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
-        # band's edges masked inside), not the ``window`` keys per query the FLOPs count
-        banded = (window > 0) & (kv > window)
-        band_blocks = np.ceil((window + 127.0) / 128.0)
-        unit_blocks = np.where(banded, band_blocks, unit_blocks)
-        padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
-        # every block of a band is masked (its edges cut through the block) and takes the
-        # kernel's masking path; a causal tile masks only its diagonal block, which the
-        # per-unit work covers
-        masked = np.where(banded, band_blocks, 0.0)
-        unit_cost = np.ones(len(batch))
-    else:
-        # one unit per (sequence, head group), its keys split across idle SMs where the kernel
-        # can (flash-decoding), each part walking its 64-token cache blocks in turn
-        can_split = _col(batch, "kv_split", 1) > 0
-        splits = np.where(
-            can_split & (heads_units < sms),
-            np.clip(np.floor(sms / heads_units), 1.0, np.maximum(1.0, np.ceil(kv_eff / 256.0))),
-            1.0,
-        )
-        units = heads_units * splits
-        unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)
-        if batch.kind == "attention_decode":
-            # a grouped unit multiplies its query heads against each KV block in tensor-core
-            # row tiles of 16: more than 16 query heads per KV head walk each block twice
-            unit_blocks = unit_blocks * np.where(grouped, np.ceil(group / 16.0), 1.0)
-        unit_cost = np.where(grouped, prm["grouped_unit"], 1.0)
-        masked = np.zeros(len(batch))
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
     if fig.kind == "cpu":
         occupancy = np.ones(len(batch))  # no SM waves on a CPU
+    if serial is None:
+        serial = waves
     # every wave of units pays its per-unit work (loading queries, the final reduction) and
     # walks its blocks (page lookups, softmax rescaling) beside the math, overlapping the
     # streaming of the cache
-    # (decode units are short and many: the SMs take them as they free up, so their serial
-    # work counts as units / SMs, never less than one unit's)
-    serial = waves if batch.kind.endswith("prefill") else np.maximum(units / sms, 1.0)
     work = serial * (
         prm["block_s"] * unit_blocks + prm["mask_s"] * masked + prm["seq_s"] * unit_cost
     )
-    flops = batch.flops * padded if batch.kind.endswith("prefill") else batch.flops
+    flops = batch.flops if flops is None else flops
+    nbytes = batch.bytes if nbytes is None else nbytes
     compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy) + work
-    nbytes = batch.bytes
-    if batch.kind == "attention_decode":
-        # beyond 32 query heads per KV head every decode query head streams the cache itself;
-        # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
-        # loads each K/V block once for its 128 queries, whatever the grouping)
-        nbytes = nbytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm))
     return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
+
+
+def _attention_prefill(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``attention_prefill`` and ``mla_prefill``: tiled over queries and keys."""
+    a = _attention_shape(batch)
+    b, q, kv, heads, window, kv_eff = a["b"], a["q"], a["kv"], a["heads"], a["window"], a["kv_eff"]
+    # one unit per (sequence, head, 128-query tile), each over its keys in 128-key blocks
+    # (a causal tile sees half the keys on average)
+    units = b * heads * np.ceil(q / 128.0)
+    unit_blocks = np.ceil(kv_eff / 128.0)
+    unit_blocks = np.where(_col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
+    # a sliding window shorter than the keys is a band: a 128-query tile meets the
+    # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
+    # band's edges masked inside), not the ``window`` keys per query the FLOPs count
+    banded = (window > 0) & (kv > window)
+    band_blocks = np.ceil((window + 127.0) / 128.0)
+    unit_blocks = np.where(banded, band_blocks, unit_blocks)
+    padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
+    # every block of a band is masked (its edges cut through the block) and takes the
+    # kernel's masking path; a causal tile masks only its diagonal block, which the
+    # per-unit work covers
+    masked = np.where(banded, band_blocks, 0.0)
+    return _attention_time(
+        batch,
+        fig,
+        prm,
+        units=units,
+        unit_blocks=unit_blocks,
+        unit_cost=np.ones(len(batch)),
+        masked=masked,
+        flops=batch.flops * padded,
+    )
+
+
+def _decode_splits(
+    batch: KernelBatch, fig: DeviceFigures, heads_units: np.ndarray, kv_eff: np.ndarray
+) -> np.ndarray:
+    """Key splits of a decode unit: its keys split across idle SMs where the kernel can
+    (flash-decoding), at least 256 keys a split."""
+    can_split = _col(batch, "kv_split", 1) > 0
+    return np.where(
+        can_split & (heads_units < fig.sm_count),
+        np.clip(
+            np.floor(fig.sm_count / heads_units), 1.0, np.maximum(1.0, np.ceil(kv_eff / 256.0))
+        ),
+        1.0,
+    )
+
+
+def _attention_decode(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``attention_decode``: paged GQA/MHA/MQA decode."""
+    a = _attention_shape(batch)
+    b, n_kv, heads, group, kv_eff = a["b"], a["n_kv"], a["heads"], a["group"], a["kv_eff"]
+    # grouped-query kernels give one unit to a KV head and all its query heads (up to 32,
+    # beyond which the query heads run one unit each); MHA one unit per head
+    grouped = (group > 1) & (group <= 32)
+    heads_units = np.where(grouped, b * n_kv, b * heads)
+    # one unit per (sequence, head group), its keys split across idle SMs, each part walking
+    # its 64-token cache blocks in turn
+    splits = _decode_splits(batch, fig, heads_units, kv_eff)
+    units = heads_units * splits
+    unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)
+    # a grouped unit multiplies its query heads against each KV block in tensor-core row
+    # tiles of 16: more than 16 query heads per KV head walk each block twice
+    unit_blocks = unit_blocks * np.where(grouped, np.ceil(group / 16.0), 1.0)
+    # beyond 32 query heads per KV head every decode query head streams the cache itself;
+    # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
+    # loads each K/V block once for its 128 queries, whatever the grouping)
+    nbytes = batch.bytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
+    # decode units are short and many: the SMs take them as they free up, so their serial
+    # work counts as units / SMs, never less than one unit's
+    return _attention_time(
+        batch,
+        fig,
+        prm,
+        units=units,
+        unit_blocks=unit_blocks,
+        unit_cost=np.where(grouped, prm["grouped_unit"], 1.0),
+        masked=np.zeros(len(batch)),
+        serial=np.maximum(units / fig.sm_count, 1.0),
+        nbytes=nbytes,
+    )
+
+
+def _mla_decode(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``mla_decode``: latent (absorbed) MLA decode."""
+    a = _attention_shape(batch)
+    b, q, heads, kv_eff = a["b"], a["q"], a["heads"], a["kv_eff"]
+    # latent heads: one work unit per sequence and 64 query heads (every head shares the
+    # latent cache), all of them reading the same cache blocks
+    heads_units = b * np.ceil(heads * q / 64.0)
+    splits = _decode_splits(batch, fig, heads_units, kv_eff)
+    units = heads_units * splits
+    return _attention_time(
+        batch,
+        fig,
+        prm,
+        units=units,
+        unit_blocks=np.ceil(np.ceil(kv_eff / 64.0) / splits),
+        unit_cost=np.full(len(batch), prm["grouped_unit"]),
+        masked=np.zeros(len(batch)),
+        serial=np.maximum(units / fig.sm_count, 1.0),
+    )
 
 
 def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
@@ -507,8 +589,12 @@ def kernel_terms(
         prm = scale_params(kind, prm, fig)
     if kind == "gemm":
         terms = _gemm(batch, fig, prm)
-    elif kind in ATTENTION_KINDS:
-        terms = _attention(batch, fig, prm)
+    elif kind in ("attention_prefill", "mla_prefill"):
+        terms = _attention_prefill(batch, fig, prm)
+    elif kind == "attention_decode":
+        terms = _attention_decode(batch, fig, prm)
+    elif kind == "mla_decode":
+        terms = _mla_decode(batch, fig, prm)
     elif kind == "moe":
         terms = _moe(batch, fig, prm)
     elif kind in COMM_KINDS:

@@ -30,8 +30,11 @@ __all__ = [
     "read_kernel_set",
 ]
 
-#: Tables whose rows are not kernel calls (a difference of two timings) and are never fitted on.
-NOT_CALLS = ("computescale_perf",)
+#: Tables whose rows are not kernel calls and are never fitted on. (``computescale_perf`` is a
+#: difference of two timings, dynamic minus static quantization: the one kernel more a dynamic
+#: quantization launches, the absolute-maximum reduction. It is fitted as that kernel's own
+#: class, the ``amax`` variant of ``quantize``, which no other table and no step uses.)
+NOT_CALLS: tuple[str, ...] = ()
 
 #: Kernel classes that ride along with a row's main kernel and are predicted, not fitted.
 MINOR_KINDS = ("elementwise", "quantize")
