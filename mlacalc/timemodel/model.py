@@ -95,6 +95,8 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step"),
     "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
+    "eff_exp": (0.05, 1.0, "fraction of the SFU exponential rate (16 a clock per SM) reached"),
+    "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -117,6 +119,8 @@ DEFAULTS: dict[str, float] = {
     "link_eff": 0.7,
     "latency_steps": 1.0,
     "proto_s": 0.0,
+    "eff_exp": 0.8,
+    "sfu_overlap": 16.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -148,8 +152,18 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "seq_s",
         "block_s",
         "mask_s",
+        "eff_exp",
+        "sfu_overlap",
     ),
-    "mla_prefill": ("eff_compute", "eff_memory", "fixed_s", "overlap", "seq_s"),
+    "mla_prefill": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "seq_s",
+        "eff_exp",
+        "sfu_overlap",
+    ),
     "attention_decode": (
         "eff_compute",
         "eff_memory",
@@ -340,6 +354,7 @@ def _attention_time(
     serial: np.ndarray | None = None,
     flops: np.ndarray | None = None,
     nbytes: np.ndarray | None = None,
+    sfu: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Compute and memory terms of an attention kernel from its work units: ``units`` spread
     over the SMs in waves, each walking ``unit_blocks`` KV blocks (``masked`` of them on the
@@ -360,7 +375,11 @@ def _attention_time(
     )
     flops = batch.flops if flops is None else flops
     nbytes = batch.bytes if nbytes is None else nbytes
-    compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy) + work
+    compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
+    if sfu is not None:
+        # the softmax's exponentials on the special-function units, beside the tensor cores
+        compute = _combine(compute, sfu / occupancy, prm["sfu_overlap"])
+    compute = compute + work
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm))
     return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
 
@@ -387,6 +406,16 @@ def _attention_prefill(
     # kernel's masking path; a causal tile masks only its diagonal block, which the
     # per-unit work covers
     masked = np.where(banded, band_blocks, 0.0)
+    # one exponential per computed score (query, key pair), on the SFUs, not the tensor cores:
+    # ``SFU_EXP_PER_CLOCK`` a clock per SM at ``eff_exp`` of that rate, combined with the
+    # tensor time by the p-norm ``sfu_overlap`` (FlashAttention-3 overlaps the two). With fp8
+    # or head_dim 64 on H100 the exponentials take as long as the products at full rate: the
+    # H100 rows at isl >= 4096 reach 39% of the bf16 tensor rate at head_dim 64 against 48%
+    # at 128 and 51% at 256, and the fp8 rows 23% / 32% / 39% of the fp8 rate. A kernel with
+    # no value product (an indexer's ReLU logits) has no softmax
+    d_qk, d_v = _col(batch, "head_dim_qk", 128), _col(batch, "head_dim_v", 128)
+    scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
+    sfu = scores / (prm["eff_exp"] * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
     return _attention_time(
         batch,
         fig,
@@ -396,7 +425,13 @@ def _attention_prefill(
         unit_cost=np.ones(len(batch)),
         masked=masked,
         flops=batch.flops * padded,
+        sfu=sfu,
     )
+
+
+#: Exponentials one SM's special-function units issue per clock (MUFU.EX2: 16 a clock per SM
+#: on Ampere and Hopper; CUDA C Programming Guide, arithmetic instruction throughput table)
+SFU_EXP_PER_CLOCK = 16.0
 
 
 def _decode_splits(
@@ -459,9 +494,18 @@ def _mla_decode(
     b, q, heads, kv_eff = a["b"], a["q"], a["heads"], a["kv_eff"]
     # latent heads: one work unit per sequence and 64 query heads (every head shares the
     # latent cache), all of them reading the same cache blocks
-    heads_units = b * np.ceil(heads * q / 64.0)
+    tiles = np.ceil(heads * q / 64.0)
+    heads_units = b * tiles
     splits = _decode_splits(batch, fig, heads_units, kv_eff)
     units = heads_units * splits
+    # a kernel that cannot split the keys (``kv_split = 0``, the A100 rows) walks all of a
+    # sequence's keys on one SM, multiplying a whole 64-row tile of query heads against each
+    # latent key at that SM's tensor rate: the A100 rows take the same time for 1 to 64 heads
+    # at every batch up to 32 and every length (128 heads: two tiles, two units). A splitting
+    # kernel (FlashMLA) is bound by the cache stream below 64 heads; its fit is worse with
+    # the padded tile (H100 fp8 8.1% -> 10.9%), so only its real products are counted
+    padded = tiles * 64.0 / np.maximum(heads * q, 1.0)
+    splits_allowed = _col(batch, "kv_split", 1) > 0
     return _attention_time(
         batch,
         fig,
@@ -471,6 +515,7 @@ def _mla_decode(
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
         serial=np.maximum(units / fig.sm_count, 1.0),
+        flops=batch.flops * np.where(splits_allowed, 1.0, padded),
     )
 
 
