@@ -66,7 +66,7 @@ ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_
 #: device: they are cycles. A collective's fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol) is SM work too and scales the same way; its per-step link latency does not.
 REFERENCE_CLOCK_HZ = 1.83e9
-CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s")
+CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s", "launch_s")
 COMM_CLOCKED = ("fixed_s", "proto_s")
 
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
@@ -97,6 +97,8 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
     "eff_exp": (0.05, 1.0, "fraction of the SFU exponential rate (16 a clock per SM) reached"),
     "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
+    "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
+    "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -121,6 +123,8 @@ DEFAULTS: dict[str, float] = {
     "proto_s": 0.0,
     "eff_exp": 0.8,
     "sfu_overlap": 16.0,
+    "launch_s": 2e-6,
+    "qhead_unit": 0.1,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -174,6 +178,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "seq_s",
         "grouped_unit",
         "fallback_reads",
+        "launch_s",
+        "qhead_unit",
     ),
     "mla_decode": (
         "eff_compute",
@@ -449,41 +455,80 @@ def _decode_splits(
     )
 
 
+#: Decode kernels (TRT-LLM XQA and MMHA multi-block mode) split a unit's keys across SMs up to
+#: this many resident units per SM, every split at least :data:`DECODE_SPLIT_KEYS` keys. Four
+#: units a SM fit the measured H100/A100 rows better than one (fitted p90 31% against 35%, the
+#: leave-one-device-out medians 9-10% against 12%); 256-key splits as the splitting of the other
+#: decode kernels (:func:`_decode_splits`).
+DECODE_SPLIT_UNITS_PER_SM = 4.0
+DECODE_SPLIT_KEYS = 256.0
+
+
 def _attention_decode(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
-    """``attention_decode``: paged GQA/MHA/MQA decode."""
+    """``attention_decode``: paged GQA/MHA/MQA decode (XQA for grouped queries, MMHA per head),
+    after the RoPE + cache-append pre-kernel, with a reduction kernel when the keys split."""
     a = _attention_shape(batch)
-    b, n_kv, heads, group, kv_eff = a["b"], a["n_kv"], a["heads"], a["group"], a["kv_eff"]
+    b, q, n_kv, heads = a["b"], a["q"], a["n_kv"], a["heads"]
+    group, kv_eff = a["group"], a["kv_eff"]
+    hd = _col(batch, "head_dim_qk", 128)
     # grouped-query kernels give one unit to a KV head and all its query heads (up to 32,
     # beyond which the query heads run one unit each); MHA one unit per head
     grouped = (group > 1) & (group <= 32)
     heads_units = np.where(grouped, b * n_kv, b * heads)
-    # one unit per (sequence, head group), its keys split across idle SMs, each part walking
-    # its 64-token cache blocks in turn
-    splits = _decode_splits(batch, fig, heads_units, kv_eff)
+    # multi-block mode: while the units leave the SMs' resident slots idle, each unit's keys
+    # are split into parts of at least DECODE_SPLIT_KEYS keys; a reduction kernel merges them
+    sms = fig.sm_count
+    slots = sms * DECODE_SPLIT_UNITS_PER_SM
+    can_split = (_col(batch, "kv_split", 1) > 0) & (heads_units < slots)
+    splits = np.where(
+        can_split,
+        np.clip(
+            np.floor(slots / heads_units), 1.0, np.maximum(1.0, np.ceil(kv_eff / DECODE_SPLIT_KEYS))
+        ),
+        1.0,
+    )
     units = heads_units * splits
-    unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)
-    # a grouped unit multiplies its query heads against each KV block in tensor-core row
-    # tiles of 16: more than 16 query heads per KV head walk each block twice
-    unit_blocks = unit_blocks * np.where(grouped, np.ceil(group / 16.0), 1.0)
+    # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
+    # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
+    # multiplies its query rows against each block in tensor-core row tiles of 16: more than
+    # 16 rows per KV head walk each block twice
+    rows = np.where(grouped, group * q, 1.0)
+    unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits) * (hd / 128.0)
+    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / 16.0), 1.0)
+    # per-unit work (loading the queries, the final softmax normalisation and output write):
+    # a grouped (XQA) unit's fixed part is ``grouped_unit`` MMHA heads; each query head it
+    # carries adds ``qhead_unit`` per 128 of head dim
+    unit_cost = np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * rows * hd / 128
+    # the per-unit work is issue throughput the units resident on an SM share: it costs
+    # units / SMs of it (one unit alone on an SM takes no more than its latency, which the
+    # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
+    # one unit's walk
+    share = units / sms
     # beyond 32 query heads per KV head every decode query head streams the cache itself;
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
     nbytes = batch.bytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
-    # decode units are short and many: the SMs take them as they free up, so their serial
-    # work counts as units / SMs, never less than one unit's
-    return _attention_time(
+    out = _attention_time(
         batch,
         fig,
         prm,
         units=units,
-        unit_blocks=unit_blocks,
-        unit_cost=np.where(grouped, prm["grouped_unit"], 1.0),
+        unit_blocks=unit_blocks * np.maximum(share, 1.0),
+        unit_cost=unit_cost * share,
         masked=np.zeros(len(batch)),
-        serial=np.maximum(units / fig.sm_count, 1.0),
+        serial=np.ones(len(batch)),
         nbytes=nbytes,
     )
+    # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
+    # Hopper's fp8-cache XQA kernel (grouped queries, no attention sinks) does itself (the
+    # measured H100 fp8 GQA rows at batch 1 take 5.5-6.5 us against 8.5-9 us of every other
+    # path), and the reduction of the key splits
+    fused = batch.dtype.startswith("fp8") & grouped & (_col(batch, "sinks", 0) <= 0)
+    kernels = (~fused).astype(np.float64) + (splits > 1)
+    out["extra_s"] = out["extra_s"] + prm["launch_s"] * kernels
+    return out
 
 
 def _mla_decode(
