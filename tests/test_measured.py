@@ -362,7 +362,7 @@ def test_quirk_rules_reproduce_the_counts_tables_md_states(h100, a100):
     h100_mla = reasons(h100, "context_mla_perf").get("spike", 0)
     h100_mla += reasons(h100, "generation_mla_perf").get("spike", 0)
     assert h100_mla == 12
-    assert reasons(h100, "moe_perf") == {"spike": 18, "slower_than_more_work": 4195}
+    assert reasons(h100, "moe_perf") == {"spike": 18, "slower_than_more_work": 4652}
     assert "slower_than_more_work" not in reasons(a100, "moe_perf")
     assert reasons(h100, "generation_attention_perf").get("faster_than_hbm", 0) == 0
     assert reasons(a100, "generation_attention_perf")["faster_than_hbm"] > 0
@@ -377,10 +377,10 @@ def test_quirk_rules_reproduce_the_counts_tables_md_states(h100, a100):
 
 
 def test_not_predicted_rows_are_at_most_five_percent_per_device(h100, a100):
-    """Only the stated exclusions remain: H100 4,730 of 379,812 (504 slower NCCL sweeps, 31
-    spikes, 4,195 MoE rows slower than a GPU doing more); A100 364 of 54,715 (351 faster than
+    """Only the stated exclusions remain: H100 5,187 of 379,812 (504 slower NCCL sweeps, 31
+    spikes, 4,652 MoE rows slower than a GPU doing more); A100 364 of 54,715 (351 faster than
     HBM, 13 spikes)."""
-    for mset, expected in ((h100, 4_730), (a100, 364)):
+    for mset, expected in ((h100, 5_187), (a100, 364)):
         rows = sum(len(t) for t in mset.tables)
         left = sum(int((_map(mset, t.table).reason != "").sum()) for t in mset.tables)
         assert left == expected and left <= 0.05 * rows

@@ -66,7 +66,7 @@ ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_
 #: device: they are cycles. A collective's fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol) is SM work too and scales the same way; its per-step link latency does not.
 REFERENCE_CLOCK_HZ = 1.83e9
-CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s", "launch_s")
+CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s", "dequant_s", "launch_s")
 COMM_CLOCKED = ("fixed_s", "proto_s")
 
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
@@ -99,6 +99,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
+    "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one weight element (MoE w4a16)"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -125,6 +126,7 @@ DEFAULTS: dict[str, float] = {
     "sfu_overlap": 16.0,
     "launch_s": 2e-6,
     "qhead_unit": 0.1,
+    "dequant_s": 0.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -204,6 +206,8 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     names = FIT_PARAMS.get(kind, ("eff_compute", "eff_memory", "fixed_s"))
     if kind == "gemm" and dtype.startswith("fp8"):
         names = names + _FP8_QUANT
+    if kind == "moe" and dtype.startswith(WEIGHT_ONLY_PREFIXES):
+        names = (*names, "dequant_s")
     return names
 
 
@@ -564,32 +568,81 @@ def _mla_decode(
     )
 
 
+#: MoE dtypes whose experts store quantized weights and compute in bf16: every output tile
+#: dequantizes the weights it multiplies (on the CUDA cores, beside the tensor-core MMA).
+WEIGHT_ONLY_PREFIXES = ("w4a16", "w8a16", "int4_wo", "int8_wo")
+
+#: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
+#: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
+#: reaches (as :data:`GEMM_TILES`), as arrays of (tile, row).
+_MOE_TILES = tuple(
+    (tm, tn, min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5))
+    for tm, tn in (
+        (16, 128),
+        (32, 128),
+        (64, 64),
+        (64, 128),
+        (128, 64),
+        (128, 128),
+        (128, 256),
+        (256, 128),
+    )
+)
+_MOE_TM = np.array([t[0] for t in _MOE_TILES], dtype=np.float64)[:, None]
+_MOE_TN = np.array([t[1] for t in _MOE_TILES], dtype=np.float64)[:, None]
+_MOE_RATE = np.array([t[2] for t in _MOE_TILES])[:, None]
+
+
+def _moe_m_tiles(
+    tm: np.ndarray, active: np.ndarray, pairs: np.ndarray, top: np.ndarray
+) -> np.ndarray:
+    """Row tiles of ``tm`` rows a grouped GEMM runs over the rank's experts: the most-loaded
+    expert's ``top`` rows, the other ``active - 1`` experts sharing the rest equally (each
+    expert's rows padded to whole tiles)."""
+    rest = np.maximum(pairs - top, 0.0) / np.maximum(active - 1.0, 1.0)
+    return np.ceil(top / tm) + (active - 1.0) * np.ceil(rest / tm)
+
+
 def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
+    """``moe``: the fused routed-expert layer of one rank, two grouped GEMMs (FC1: hidden ->
+    (gate and) up, FC2: intermediate -> hidden) over the experts the batch touches, and the
+    kernels around them (routing, permute with the activation quantization, the gated
+    activation, the weighted finalize)."""
     hidden = _col(batch, "hidden", 1)
     inter = _col(batch, "inter", 1)
     gated = _col(batch, "gated", 1)
     active = np.maximum(_col(batch, "active_experts", 1), 1.0)
     mats = np.where(gated > 0, 3.0, 2.0)
-    pairs = batch.flops / (2.0 * hidden * inter * mats)
-    per_expert = np.maximum(pairs / active, 1.0)
-    tm = np.where(per_expert <= 64, 64.0, 128.0)
-    padded = active * np.ceil(per_expert / tm) * tm
-    tiles = active * np.ceil(per_expert / tm) * np.ceil(inter * (mats - 1) / 128.0)
+    pairs = np.maximum(batch.flops / (2.0 * hidden * inter * mats), 1.0)
+    # rows of the most-loaded expert: at least the mean, at most every assignment
+    top = _col(batch, "max_tokens_per_expert", 0)
+    top = np.clip(np.where(top > 0, top, pairs / active), pairs / active, pairs)
     sms = fig.sm_count
-    waves = np.ceil(tiles / sms)
-    occupancy = tiles / (waves * sms)
-    # rows and intermediate columns padded to whole tiles
-    pad_n = np.ceil(inter / 128.0) * 128.0 / inter
-    compute = (
-        batch.flops
-        * padded
-        * pad_n
-        / np.maximum(pairs, 1.0)
-        / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
-    )
-    memory = batch.bytes / (
-        prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(tiles, fig, prm)
-    )
+    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
+    weight_only = batch.dtype.startswith(WEIGHT_ONLY_PREFIXES)
+    compute = np.zeros(len(batch))
+    memory = np.zeros(len(batch))
+    # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
+    # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
+    # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy
+    # (the library's profiler picks each GEMM's fastest tile: the shortest time is taken)
+    mt = _moe_m_tiles(_MOE_TM, active, pairs, top)
+    cols = np.arange(len(batch))
+    fc1 = (inter * (mats - 1.0), hidden, (mats - 1.0) / mats)
+    for n, k, share in (fc1, (hidden, inter, 1.0 / mats)):
+        tiles = mt * np.ceil(n / _MOE_TN)
+        waves = np.ceil(tiles / sms)
+        candidates = waves * 2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE)
+        if weight_only:
+            # each output tile dequantizes its tn x K weight slab: ``dequant_s`` per weight
+            # element on one SM, in the tile's main loop beside the MMA
+            candidates = candidates + waves * _MOE_TN * k * prm["dequant_s"]
+        best = np.argmin(candidates, axis=0)
+        compute = compute + candidates[best, cols]
+        units = tiles[best, cols]
+        memory = memory + share * batch.bytes / (
+            prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
+        )
     # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
     # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate
     assignments = _col(batch, "assignments", 0)
