@@ -16,23 +16,32 @@ from ..hardware import HardwareSpec, lookup_peak
 
 __all__ = ["DATASHEET_FALLBACK", "DeviceFigures", "device_figures"]
 
+_NVLS_HOPPER = (
+    "NVIDIA Hopper architecture whitepaper: third-generation NVSwitch with NVLink SHARP "
+    "(in-switch reductions and multicast), used by NCCL's NVLS all-reduce"
+)
+
 #: Datasheet figures used only where a catalogue entry has no such field:
-#: device -> {field: (value, source)}. Units: l2 bytes, clocks MHz, links bytes/s one way, s.
+#: device -> {field: (value, source)}. Units: l2 bytes, clocks MHz, links bytes/s one way, s;
+#: ``link_multicast`` 1 where the scale-up switch reduces and multicasts in the fabric.
 DATASHEET_FALLBACK: dict[str, dict[str, tuple[float, str]]] = {
     "H100-SXM": {
         "l2_bytes": (50 * 2**20, "NVIDIA Hopper whitepaper: 50 MB L2 (H100 SXM5)"),
         "link_bytes_per_s": (450e9, "NVIDIA H100 datasheet: NVLink 900 GB/s both ways"),
         "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us"),
+        "link_multicast": (1.0, _NVLS_HOPPER),
     },
     "H200": {
         "l2_bytes": (50 * 2**20, "NVIDIA H200 (GH100, same L2 as H100 SXM5): 50 MB"),
         "link_bytes_per_s": (450e9, "NVIDIA H200 datasheet: NVLink 900 GB/s both ways"),
         "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us"),
+        "link_multicast": (1.0, _NVLS_HOPPER),
     },
     "H800": {
         "l2_bytes": (50 * 2**20, "GH100 die as H100 SXM5: 50 MB L2"),
         "link_bytes_per_s": (200e9, "NVIDIA H800: NVLink 400 GB/s both ways"),
         "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us (H800)"),
+        "link_multicast": (1.0, "HGX H800: GH100 on the third-gen NVSwitch; " + _NVLS_HOPPER),
     },
     "H100-PCIe": {
         "l2_bytes": (50 * 2**20, "NVIDIA Hopper whitepaper: 50 MB L2"),
@@ -48,6 +57,11 @@ DATASHEET_FALLBACK: dict[str, dict[str, tuple[float, str]]] = {
         "link_latency_s": (
             3.33e-6,
             "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5)",
+        ),
+        "link_multicast": (
+            0.0,
+            "NVIDIA Hopper whitepaper: NVLink SHARP is new in the third-generation NVSwitch; "
+            "the A100's second-generation NVSwitch has no in-switch reduction",
         ),
     },
     "A100-PCIe-40GB": {
@@ -65,6 +79,11 @@ DATASHEET_FALLBACK: dict[str, dict[str, tuple[float, str]]] = {
         "link_latency_s": (
             3.33e-6,
             "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5)",
+        ),
+        "link_multicast": (
+            1.0,
+            "NVIDIA Blackwell architecture technical brief: fifth-generation NVLink Switch "
+            "with NVLink SHARP in-network reductions",
         ),
     },
     "L40S": {
@@ -108,6 +127,7 @@ _GENERIC = {
     "link_latency_s": (5e-6, "no link latency for this device: 5 us assumed"),
     "sm_count": (108, "no SM count for this device: 108 assumed"),
     "clock_hz": (1.83e9, "no clock for this device: 1830 MHz (H100 SXM's) assumed"),
+    "link_multicast": (0.0, "no in-switch reduction figure for this device: none assumed"),
 }
 
 _ATTRS = {
@@ -117,6 +137,7 @@ _ATTRS = {
     "link_latency_s": (("scale_up_latency_s", "scale_up_latency_us"), (1.0, 1e-6)),
     "sm_count": (("sm_count",), (1.0,)),
     "clock_hz": (("boost_clock_hz", "boost_clock_mhz"), (1.0, 1e6)),
+    "link_multicast": (("scale_up_multicast",), (1.0,)),
 }
 
 
@@ -133,6 +154,8 @@ class DeviceFigures:
     link_bytes_per_s: float
     link_latency_s: float
     clock_hz: float = 1.83e9
+    #: 1 where the scale-up switch reduces in the fabric (NVLink SHARP), else 0
+    link_multicast: float = 0.0
     fallbacks: tuple[str, ...] = ()
     _peaks_by_dtype: dict[str, float] = field(
         default_factory=dict, init=False, compare=False, repr=False
@@ -203,6 +226,7 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         link_bytes_per_s=values["link_bytes_per_s"],
         link_latency_s=values["link_latency_s"],
         clock_hz=values["clock_hz"],
+        link_multicast=values["link_multicast"],
         fallbacks=tuple(fallbacks),
     )
     if len(_CACHE) > 64:

@@ -22,8 +22,10 @@ A kernel's time on a device is
 - collectives: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes the
   faster of two ways: flagged stores at half of ``link_eff x link bandwidth``, or bulk copies
   at the full rate behind ``proto_s`` per step; ring (2(n-1)/n of the message for an
-  all-reduce) against one-shot (every peer's message read directly; not in NCCL), whichever
-  is faster;
+  all-reduce) against one-shot (every peer's message read directly; not in NCCL), and where
+  the switch reduces in the fabric (``link_multicast``: NVLink SHARP) the switch-reduced
+  all-reduce (the message once each way at ``switch_eff`` of the link), whichever is faster;
+  a ring rank also copies its own 1/n share through HBM at ``eff_memory``;
 - a kernel timed outside a CUDA graph (``plugin = 1``) adds :data:`UNGRAPHED_LAUNCH_S`.
 
 Every parameter is a fraction or multiple of a datasheet figure, or a time of work on the SMs
@@ -92,7 +94,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
     "quant_fixed_s": (0.0, 5e-5, "fixed cost of one quantization pass over a GEMM's input, s"),
     "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
-    "link_eff": (0.02, 1.5, "fraction of the scale-up link bandwidth a collective reaches"),
+    "link_eff": (0.02, 1.0, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step"),
     "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
     "eff_exp": (0.05, 1.0, "fraction of the SFU exponential rate (16 a clock per SM) reached"),
@@ -100,6 +102,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
     "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one weight element (MoE w4a16)"),
+    "switch_eff": (0.02, 1.0, "fraction of the link an in-switch (NVLS) all-reduce reaches"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -127,6 +130,7 @@ DEFAULTS: dict[str, float] = {
     "launch_s": 2e-6,
     "qhead_unit": 0.1,
     "dequant_s": 0.0,
+    "switch_eff": 0.7,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -138,6 +142,8 @@ _KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "elementwise": {"fixed_s": 2e-6},
     "quantize": {"fixed_s": 2e-6},
 }
+
+_COMM_FIT = ("fixed_s", "link_eff", "latency_steps", "proto_s", "eff_memory")
 
 #: The parameters a fit adjusts, by kind (the others keep their defaults).
 FIT_PARAMS: dict[str, tuple[str, ...]] = {
@@ -194,7 +200,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "moe": ("eff_compute", "eff_memory", "fixed_s", "overlap", "sm_bandwidth", "act_passes"),
     "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
-    **{k: ("fixed_s", "link_eff", "latency_steps", "proto_s") for k in COMM_KINDS},
+    **{k: _COMM_FIT for k in COMM_KINDS},
+    "all_reduce": (*_COMM_FIT, "switch_eff"),
     "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
     "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
 }
@@ -696,11 +703,26 @@ def _collective(
         bulk = steps * (lat + proto) + volume / link
         return np.minimum(flagged, bulk)
 
+    # a ring rank also copies its own 1/n share between its buffers (out-of-place: input to
+    # output, or the reduced share to the output), read and written in HBM by the
+    # collective's own few SMs at ``eff_memory`` of the bandwidth, in series with the ring
+    # (the measured rings are 20-30% slower per link byte at 2 GPUs than at 8, on both
+    # devices); the ideal collective (no ``eff_memory``) has no such copy
+    own = 2.0 * msg / n / (prm.get("eff_memory", np.inf) * fig.hbm_bytes_per_s)
     if kind == "all_reduce":
-        ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg)
+        ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg) + own
         one_shot = lat + (n - 1) * msg / link
         # NCCL has no one-shot algorithm (``one_shot = 0``); custom all-reduces take it
         comm = np.where(_col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
+        if fig.link_multicast > 0:
+            # a switch that reduces in the fabric (NVLink SHARP, NCCL's NVLS): every rank
+            # sends its message to the switch once and receives the sum once, in two steps, at
+            # ``switch_eff`` of the link (the measured H100 8-GPU rows: 1.4x the ring's bus
+            # bandwidth); taken where it is faster, as NCCL's tuner does
+            nvls = 2.0 * (lat + proto) + msg / (
+                prm.get("switch_eff", prm["link_eff"]) * fig.link_bytes_per_s
+            )
+            comm = np.minimum(comm, nvls)
     elif kind in ("dispatch", "combine"):
         # expert-parallel token exchange: the low-latency kernels send every copy straight to
         # its rank in one step; normal mode goes through n - 1 steps and moves data with the
@@ -710,7 +732,7 @@ def _collective(
         share = np.where(sms > 0, np.minimum(1.0, sms * prm["sm_bandwidth"] / fig.sm_count), 1.0)
         comm = np.where(low, lat + msg / link, (n - 1) * lat + (n - 1) / n * msg / (link * share))
     elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        comm = stepped(n - 1, (n - 1) / n * msg)
+        comm = stepped(n - 1, (n - 1) / n * msg) + own
     else:  # p2p
         comm = lat + msg / link
     comm = np.where(n <= 1, 0.0, comm)

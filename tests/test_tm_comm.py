@@ -1,0 +1,72 @@
+"""The time model of communication kernels: in-switch (NVLS) all-reduce where the catalogue
+says the switch reduces, and the ring's copy of a rank's own share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlacalc.hardware import load_hardware
+from mlacalc.kernels import KernelBatch
+from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.model import default_params, kernel_terms
+
+
+def _batch(kind: str, msg: list[float], n: list[float], **fields: float) -> KernelBatch:
+    size = len(msg)
+    shape = {"message_bytes": np.array(msg, float), "n_gpus": np.array(n, float)}
+    shape.update({k: np.full(size, float(v)) for k, v in fields.items()})
+    return KernelBatch(kind, "fp16", np.zeros(size), np.array(msg, float), np.ones(size), shape)
+
+
+def _prm(kind: str, **over: float) -> dict[str, float]:
+    return {**default_params(kind), "fixed_s": 0.0, **over}
+
+
+def test_link_multicast_is_a_sourced_datasheet_figure():
+    h100 = device_figures(load_hardware("H100-SXM"))
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    assert h100.link_multicast == 1.0 and a100.link_multicast == 0.0
+    for fig in (h100, a100):
+        (note,) = [f for f in fig.fallbacks if f.startswith("link_multicast")]
+        assert "NVSwitch" in note
+
+
+def test_switch_reduced_all_reduce_only_where_the_switch_reduces():
+    """A large 8-GPU all-reduce on an NVLS switch moves the message once each way at
+    ``switch_eff`` of the link; without it the ring's 2(n-1)/n of the message."""
+    msg = 2.0**30
+    prm = _prm("all_reduce", switch_eff=0.6, link_eff=0.8, eff_memory=1e9)
+    batch = _batch("all_reduce", [msg, msg], [8, 2], one_shot=0)
+    h100 = device_figures(load_hardware("H100-SXM"))
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    t8, t2 = kernel_terms(batch, h100, prm)["seconds"]
+    lat = prm["latency_steps"] * h100.link_latency_s
+    assert t8 == pytest.approx(2 * lat + msg / (0.6 * h100.link_bytes_per_s), rel=1e-6)
+    # 2 GPUs: the ring (one message-worth each way) at the better ring efficiency wins
+    assert t2 == pytest.approx(2 * lat + msg / (0.8 * h100.link_bytes_per_s), rel=1e-3)
+    (a8,) = kernel_terms(_batch("all_reduce", [msg], [8], one_shot=0), a100, prm)["seconds"]
+    assert a8 > 2 * 7 / 8 * msg / (0.8 * a100.link_bytes_per_s)
+
+
+def test_ring_copies_its_own_share_through_hbm():
+    """Per byte on the link a ring is slower at 2 GPUs than at 8: every rank also copies its
+    own 1/n of the message (read and write) at ``eff_memory`` of the HBM bandwidth."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    msg = 2.0**30
+    prm = _prm("all_gather", eff_memory=0.4, link_eff=0.7)
+    t2, t8 = kernel_terms(_batch("all_gather", [msg, msg], [2, 8]), fig, prm)["seconds"]
+    own = lambda n: 2 * msg / n / (0.4 * fig.hbm_bytes_per_s)  # noqa: E731
+    link = 0.7 * fig.link_bytes_per_s
+    lat = prm["latency_steps"] * fig.link_latency_s  # per step, n - 1 steps
+    assert t2 - own(2) == pytest.approx(lat + 0.5 * msg / link, rel=1e-9)
+    assert t8 - own(8) == pytest.approx(7 * lat + 7 / 8 * msg / link, rel=1e-9)
+    assert (t2 / 0.5) > (t8 / (7 / 8))
+
+
+def test_the_ideal_collective_has_no_copy_term():
+    """``predict_kernels``' plain bound (no ``eff_memory`` in its parameters) is the link alone."""
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    ideal = {"link_eff": 1.0, "latency_steps": 0.0, "proto_s": 0.0, "fixed_s": 0.0}
+    (t,) = kernel_terms(_batch("all_gather", [2.0**30], [8]), fig, ideal)["seconds"]
+    assert t == pytest.approx(7 / 8 * 2.0**30 / fig.link_bytes_per_s)
