@@ -103,6 +103,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
     "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one weight element (MoE w4a16)"),
     "switch_eff": (0.02, 1.0, "fraction of the link an in-switch (NVLS) all-reduce reaches"),
+    "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -131,6 +132,8 @@ DEFAULTS: dict[str, float] = {
     "qhead_unit": 0.1,
     "dequant_s": 0.0,
     "switch_eff": 0.7,
+    # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
+    "promote_cycles": 1.0 / 128.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -213,6 +216,8 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     names = FIT_PARAMS.get(kind, ("eff_compute", "eff_memory", "fixed_s"))
     if kind == "gemm" and dtype.startswith("fp8"):
         names = names + _FP8_QUANT
+    if kind == "gemm" and dtype == "fp8_block":
+        names = (*names, "promote_cycles")
     if kind == "moe" and dtype.startswith(WEIGHT_ONLY_PREFIXES):
         names = (*names, "dequant_s")
     return names
@@ -268,20 +273,51 @@ def _memory_share(units: np.ndarray, fig: DeviceFigures, prm: dict[str, float]) 
     return np.minimum(1.0, units * prm["sm_bandwidth"] / fig.sm_count)
 
 
+def _tile_rate(tm: int, tn: int) -> float:
+    """Share of the SM's tensor rate an output tile reaches: operand reuse falls with the
+    tile's intensity ``tm tn / (tm + tn)`` (64 for 128x128), as its square root below that."""
+    return min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5)
+
+
 #: Output tiles a GEMM library chooses between, with the share of the SM's tensor rate each
-#: reaches: operand reuse falls with the tile's intensity ``tm tn / (tm + tn)`` (64 for
-#: 128x128), as its square root below that. The tile giving the shortest time is taken.
+#: reaches (:func:`_tile_rate`). The tile giving the shortest time is taken.
 GEMM_TILES = tuple(
-    (tm, tn, min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5))
+    (tm, tn, _tile_rate(tm, tn))
     for tm, tn in ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 )
 
+#: The tiles of the kernels of a dtype whose library has its own list (others: GEMM_TILES).
+#: Weight-only GEMMs (TensorRT-LLM's fpA_intB CUTLASS kernels on SM80) have row tiles down to
+#: 16 (CtaShape16x128x64, 32x128, 64x128, 128x128): at m <= 16 a tile pads the rows to 16, not
+#: 64 (the measured A100 rows: m = 1 to 16 take the same time, and a 64-row tile made m = 1 with
+#: n, k = 16384 2x slower than measured). SmoothQuant int8 GEMMs (its CUTLASS int8 runner):
+#: 32x128, 64x128, 128x64, 64x64, 128x256 and 256x128 (with these, the A100 int8 median error
+#: 7.3%, with GEMM_TILES 8.8%).
+_WEIGHT_ONLY_TILES = tuple(
+    (tm, tn, _tile_rate(tm, tn)) for tm, tn in ((16, 128), (32, 128), (64, 128), (128, 128))
+)
+TILES_BY_DTYPE = {
+    "w4a16": _WEIGHT_ONLY_TILES,
+    "w8a16": _WEIGHT_ONLY_TILES,
+    "int8": tuple(
+        (tm, tn, _tile_rate(tm, tn))
+        for tm, tn in ((32, 128), (64, 128), (128, 64), (64, 64), (128, 256), (256, 128))
+    ),
+}
 
 #: GEMM dtypes whose kernels never split K across SMs: a block-scaled fp8 GEMM multiplies each
 #: 128-wide K block's partial product by its two scales into the tile's fp32 accumulator, so one
 #: tile walks the whole of K (the measured H100 rows: at m = 1, n = 1024, eight tiles, the time
-#: grows with k as one tile's walk; bf16 and per-tensor fp8 GEMMs split K).
-NO_SPLIT_K = ("fp8_block",)
+#: grows with k as one tile's walk; bf16 and per-tensor fp8 GEMMs split K). The SmoothQuant int8
+#: GEMM has no split-K either (the measured A100 rows at m = 64: k = 65536 takes 150 us for any
+#: n up to 2560, one 64x128 tile's walk of all of K at the int8 rate).
+NO_SPLIT_K = ("fp8_block", "int8")
+
+#: Most K splits a kernel of a dtype takes (others: as many as the idle SMs allow, see
+#: SPLIT_K_CHUNK). Weight-only GEMMs split K in 2 (the measured A100 rows at m = 1 to 16 and
+#: k = 16384: the same time for any n from 128 to 5120, a 16x128 tile's walk of half of K; a
+#: cap of 1, 2, 3, 4 or 7 gave p90 errors of 36, 30, 34, 36 and 40% on w4a16).
+MAX_SPLIT_K = {"w4a16": 2.0, "w8a16": 2.0}
 
 #: The least K a split of a split-K GEMM walks: a library splits K only while each split's
 #: partial product outweighs the reduction of the partial sums (the measured H100 rows at m = 8,
@@ -289,9 +325,21 @@ NO_SPLIT_K = ("fp8_block",)
 #: it; with splits of 512 the bf16 p90 error was 26% on both devices, with 1,024 23% and 25%).
 SPLIT_K_CHUNK = 1024
 
-_TILE_M = np.array([t[0] for t in GEMM_TILES], dtype=np.float64)[:, None]
-_TILE_N = np.array([t[1] for t in GEMM_TILES], dtype=np.float64)[:, None]
-_TILE_RATE = np.array([t[2] for t in GEMM_TILES])[:, None]
+#: The K depth of one scale block of a block-scaled fp8 GEMM (1x128 activation, 128x128 weight
+#: blocks): every tile rescales its partial product once per block.
+SCALE_BLOCK_K = 128
+
+
+def _tile_arrays(tiles: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (
+        np.array([t[0] for t in tiles], dtype=np.float64)[:, None],
+        np.array([t[1] for t in tiles], dtype=np.float64)[:, None],
+        np.array([t[2] for t in tiles])[:, None],
+    )
+
+
+_TILES = {d: _tile_arrays(t) for d, t in TILES_BY_DTYPE.items()}
+_TILES[""] = _tile_arrays(GEMM_TILES)
 
 
 def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
@@ -300,15 +348,26 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     sms = fig.sm_count
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
     # every candidate tile at once: arrays of (tile, row)
-    tm, tn, rate = _TILE_M, _TILE_N, _TILE_RATE
+    tm, tn, rate = _TILES.get(batch.dtype, _TILES[""])
     tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
+    most = np.maximum(1.0, np.floor(k / SPLIT_K_CHUNK))
+    most = np.minimum(most, MAX_SPLIT_K.get(batch.dtype, np.inf))
     splits = np.where(
         (tiles < sms) & (groups <= 1) & (batch.dtype not in NO_SPLIT_K),
-        np.clip(np.floor(sms / tiles), 1.0, np.maximum(1.0, np.floor(k / SPLIT_K_CHUNK))),
+        np.clip(np.floor(sms / tiles), 1.0, most),
         1.0,
     )
     waves = np.ceil(tiles * splits / sms)
-    candidates = waves * 2.0 * tm * tn * np.ceil(k / splits) / (per_sm * rate)
+    walk = np.ceil(k / splits)
+    candidates = waves * 2.0 * tm * tn * walk / (per_sm * rate)
+    if batch.dtype in ("fp8_block",):
+        # block scaling: after each 128-deep K block a tile multiplies its partial product by
+        # the two scales and adds it to its fp32 accumulator on the CUDA cores (the tensor
+        # cores' fp8 accumulation is not kept across blocks): ``promote_cycles`` per output
+        # element and block on one SM, beside the MMAs of the next block
+        candidates = candidates + waves * tm * tn * np.ceil(walk / SCALE_BLOCK_K) * (
+            prm["promote_cycles"] / fig.clock_hz
+        )
     best = np.argmin(candidates, axis=0)
     cols = np.arange(len(batch))
     compute = candidates[best, cols]
