@@ -237,6 +237,11 @@ def borrowed_params(
     if kind == "gemm" and dtype.startswith("fp8") and "quant_fixed_s" not in fitted:
         params["quant_fixed_s"] = params["fixed_s"]
         params["quant_bytes"] = 1.0
+    if kind == "attention_decode" and dtype.startswith("fp8") and "dequant_s" not in fitted:
+        # a grouped-query unit of a bf16 fit is the bf16 XQA kernel's; an fp8 cache on a device
+        # with fp8 tensor cores runs another kernel (Hopper's fp8 XQA) that fit never saw: its
+        # unit keeps the uncalibrated cost of one MHA head
+        params["grouped_unit"] = DEFAULTS["grouped_unit"]
     return params
 
 
