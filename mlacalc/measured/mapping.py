@@ -457,6 +457,15 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
     else:
         pairs = bs * kv_eff
         kv_read = bs * 2 * hkv * kv_eff * hd * kvb
+        if t.system == "a100_sxm":
+            # mapping rule (K-only cache): the A100 collector allocated the cache as SELFKONLY
+            # (TABLES.md) and its grouped-query rows reach 1.65x the K+V bytes at the datasheet
+            # HBM bandwidth, 0.83x of K alone: the V of a block is read from the L2 right after
+            # its K (the XQA kernel walks a block's K then its V), so they move K's bytes only.
+            # MMHA rows (one head a unit, or more than 32 query heads per KV head) read V in a
+            # second pass, after K has left the L2 at long caches, and keep K + V
+            xqa = (hq > hkv) & (hq <= 32 * hkv)
+            kv_read = np.where(xqa, kv_read / 2.0, kv_read)
         kind = "attention_decode"
     flops = 2.0 * hq * pairs * (hd + hd)
     nbytes = pre_bytes + tok * hq * hd * qb + kv_read + tok * hq * hd * out_b
