@@ -34,19 +34,31 @@ def test_link_multicast_is_a_sourced_datasheet_figure():
 
 def test_switch_reduced_all_reduce_only_where_the_switch_reduces():
     """A large 8-GPU all-reduce on an NVLS switch moves the message once each way at
-    ``switch_eff`` of the link; without it the ring's 2(n-1)/n of the message."""
+    ``switch_eff`` times the ring's link efficiency, behind the ring's 2(n-1) synchronised
+    steps; at 2 GPUs the ring moves as much and wins; without the switch, the ring."""
     msg = 2.0**30
-    prm = _prm("all_reduce", switch_eff=0.6, link_eff=0.8, eff_memory=1e9)
+    prm = _prm("all_reduce", switch_eff=0.7, link_eff=0.8, eff_memory=1e9, proto_s=1e-6)
     batch = _batch("all_reduce", [msg, msg], [8, 2], one_shot=0)
     h100 = device_figures(load_hardware("H100-SXM"))
     a100 = device_figures(load_hardware("A100-SXM-80GB"))
     t8, t2 = kernel_terms(batch, h100, prm)["seconds"]
-    lat = prm["latency_steps"] * h100.link_latency_s
-    assert t8 == pytest.approx(2 * lat + msg / (0.6 * h100.link_bytes_per_s), rel=1e-6)
-    # 2 GPUs: the ring (one message-worth each way) at the better ring efficiency wins
-    assert t2 == pytest.approx(2 * lat + msg / (0.8 * h100.link_bytes_per_s), rel=1e-3)
+    step = prm["latency_steps"] * h100.link_latency_s + 1e-6
+    link = 0.8 * h100.link_bytes_per_s
+    assert t8 == pytest.approx(14 * step + msg / (0.7 * link), rel=1e-6)
+    assert t8 < 14 * step + 2 * 7 / 8 * msg / link
+    assert t2 == pytest.approx(2 * step + msg / link, rel=1e-3)
     (a8,) = kernel_terms(_batch("all_reduce", [msg], [8], one_shot=0), a100, prm)["seconds"]
     assert a8 > 2 * 7 / 8 * msg / (0.8 * a100.link_bytes_per_s)
+
+
+def test_flagged_stores_follow_the_clock():
+    """Small messages go as flagged stores, issued by the SMs: their rate is the link's share
+    at the reference clock, scaled with the device's clock (bulk copies are not)."""
+    prm = _prm("all_gather", eff_memory=1e9, latency_steps=0.0, proto_s=1e-3)
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    (t,) = kernel_terms(_batch("all_gather", [1e5], [2]), a100, prm)["seconds"]
+    issue = a100.clock_hz / 1.83e9
+    assert t == pytest.approx(2 * 0.5e5 / (prm["link_eff"] * a100.link_bytes_per_s * issue))
 
 
 def test_ring_copies_its_own_share_through_hbm():
@@ -70,3 +82,23 @@ def test_the_ideal_collective_has_no_copy_term():
     ideal = {"link_eff": 1.0, "latency_steps": 0.0, "proto_s": 0.0, "fixed_s": 0.0}
     (t,) = kernel_terms(_batch("all_gather", [2.0**30], [8]), fig, ideal)["seconds"]
     assert t == pytest.approx(7 / 8 * 2.0**30 / fig.link_bytes_per_s)
+
+
+def test_deepep_normal_pays_per_token_work_on_its_sms():
+    """Normal-mode DeepEP on a set number of SMs: the SMs also work on every token, whatever
+    its copies (``token_copies`` copies' worth), so at equal bytes fewer copies a token (more
+    tokens) take longer; the link-bound time (all SMs) does not change."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = _prm("combine", token_copies=3.0, latency_steps=0.0)
+    msg = [1e9, 1e9, 1e9]
+    shape = dict(low_latency=0.0)
+    one = _batch("combine", msg, [8, 8, 8], **shape)
+    one.shape["tokens"] = np.array([8e4, 1e4, 8e4])  # 1 copy a token / 8 copies a token
+    one.shape["copies"] = np.array([8e4, 8e4, 8e4])
+    one.shape["sms"] = np.array([4.0, 4.0, 0.0])
+    t1, t8, free = kernel_terms(one, fig, prm)["seconds"]
+    link_t = 7 / 8 * 1e9 / (prm["link_eff"] * fig.link_bytes_per_s)
+    share = 4 * prm["sm_bandwidth"] / fig.sm_count
+    assert t1 == pytest.approx(link_t * (1 + 3.0) / share)
+    assert t8 == pytest.approx(link_t * (1 + 3.0 / 8) / share)
+    assert free == pytest.approx(link_t)

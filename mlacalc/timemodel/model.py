@@ -102,8 +102,9 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
     "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one weight element (MoE w4a16)"),
-    "switch_eff": (0.02, 1.0, "fraction of the link an in-switch (NVLS) all-reduce reaches"),
+    "switch_eff": (0.25, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
+    "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -131,9 +132,10 @@ DEFAULTS: dict[str, float] = {
     "launch_s": 2e-6,
     "qhead_unit": 0.1,
     "dequant_s": 0.0,
-    "switch_eff": 0.7,
+    "switch_eff": 1.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
+    "token_copies": 0.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -205,8 +207,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
     **{k: _COMM_FIT for k in COMM_KINDS},
     "all_reduce": (*_COMM_FIT, "switch_eff"),
-    "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
-    "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth"),
+    "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies"),
+    "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies"),
 }
 _FP8_QUANT = ("quant_fixed_s", "quant_bytes")
 
@@ -770,11 +772,17 @@ def _collective(
     kind = batch.kind
     proto = prm["proto_s"]
 
+    # flagged stores are issued one by one by the SMs of the library's channels, whose count
+    # follows the links (25 GB/s each way a link on NVLink 3 and 4): their rate is the link
+    # bandwidth's share at the reference clock, scaled with the clock (the measured flagged
+    # regime, 10-400 KB: A100 1.6-1.9x slower than H100, where the links alone give 1.5x)
+    issue = fig.clock_hz / REFERENCE_CLOCK_HZ
+
     def stepped(steps: np.ndarray, volume: np.ndarray) -> np.ndarray:
         # the faster of the two ways a library moves a step's data: flagged 8-byte stores that
         # carry 4 bytes each (half the link bandwidth, no synchronisation: NCCL's LL), or bulk
         # copies at the full link bandwidth behind a synchronisation per step
-        flagged = steps * lat + 2.0 * volume / link
+        flagged = steps * lat + 2.0 * volume / (link * issue)
         bulk = steps * (lat + proto) + volume / link
         return np.minimum(flagged, bulk)
 
@@ -791,21 +799,30 @@ def _collective(
         comm = np.where(_col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
         if fig.link_multicast > 0:
             # a switch that reduces in the fabric (NVLink SHARP, NCCL's NVLS): every rank
-            # sends its message to the switch once and receives the sum once, in two steps, at
-            # ``switch_eff`` of the link (the measured H100 8-GPU rows: 1.4x the ring's bus
-            # bandwidth); taken where it is faster, as NCCL's tuner does
-            nvls = 2.0 * (lat + proto) + msg / (
-                prm.get("switch_eff", prm["link_eff"]) * fig.link_bytes_per_s
-            )
+            # sends its message to the switch once and receives the sum once, at ``switch_eff``
+            # times the ring's link efficiency (the measured H100 8-GPU rows: 1.4x the ring's
+            # bus bandwidth), in bulk; each of its two phases (reduce, multicast) ends when
+            # every rank has heard from the n - 1 others, the ring's 2(n - 1) synchronised
+            # steps. Taken where it is faster, as NCCL's tuner does
+            nvls = 2 * (n - 1) * (lat + proto) + msg / (prm.get("switch_eff", 1.0) * link)
             comm = np.minimum(comm, nvls)
     elif kind in ("dispatch", "combine"):
         # expert-parallel token exchange: the low-latency kernels send every copy straight to
         # its rank in one step; normal mode goes through n - 1 steps and moves data with the
-        # SMs it is given (``sms``; 0 = all), each drawing ``sm_bandwidth`` x link / SMs
+        # SMs it is given (``sms``; 0 = all), each drawing ``sm_bandwidth`` x link / SMs, at
+        # the slower of the link and those SMs. The SMs also work on every token whatever its
+        # copies (the senders of every rank scan each token's routing; the combine reduces and
+        # writes each token once): ``token_copies`` copies' worth of work a token (the measured
+        # H100 rows at 4 SMs: top-1 tokens move 3.3x fewer bytes a second than top-8 ones)
         low = _col(batch, "low_latency", 0) > 0
         sms = _col(batch, "sms", 0)
-        share = np.where(sms > 0, np.minimum(1.0, sms * prm["sm_bandwidth"] / fig.sm_count), 1.0)
-        comm = np.where(low, lat + msg / link, (n - 1) * lat + (n - 1) / n * msg / (link * share))
+        share = np.where(sms > 0, sms * prm["sm_bandwidth"] / fig.sm_count, np.inf)
+        tokens = _col(batch, "tokens", 0)
+        copies = np.maximum(_col(batch, "copies", 1), 1e-9)
+        work = 1.0 + prm.get("token_copies", 0.0) * tokens / copies
+        link_t = (n - 1) / n * msg / link
+        sm_t = link_t * work / share
+        comm = np.where(low, lat + msg / link, (n - 1) * lat + np.maximum(link_t, sm_t))
     elif kind in ("all_gather", "reduce_scatter", "all_to_all"):
         comm = stepped(n - 1, (n - 1) / n * msg) + own
     else:  # p2p
