@@ -99,3 +99,19 @@ def test_non_splitting_mla_decode_pays_the_whole_head_tile():
     # a splitting kernel spreads the keys over the SMs and counts only the real heads
     s = kernel_terms(_mla_decode(heads, 131072.0, 1.0), fig, prm)["compute_s"]
     assert s[0] < s[2] and np.all(s < t / 10)
+
+
+def test_prefill_waits_do_not_scale_with_the_clock():
+    # the H100 and A100 rows at isl 16 take the same time per call (13-14 us) and per unit
+    # (3.5 us a unit on an SM) although the clocks differ by 1.3x: memory waits, not cycles
+    from dataclasses import replace
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    slow = replace(fig, clock_hz=fig.clock_hz / 1.3)
+    prm = default_params("attention_prefill")
+    prm.update(call_latency_s=1e-5, unit_latency_s=3e-6, block_s=0.0, mask_s=0.0)
+    batch, _ = _prefill("bf16", 128.0, 128.0, isl=16.0, heads=4.0)
+    a = kernel_terms(batch, fig, prm)
+    b = kernel_terms(batch, slow, prm)
+    assert a["seconds"][0] >= 1.3e-5
+    assert abs(a["seconds"][0] / b["seconds"][0] - 1.0) < 0.02

@@ -16,7 +16,10 @@ A kernel's time on a device is
   roofline's ``max``, ``p = 1`` no overlap at all;
 - attention adds ``block_s`` per 64-token KV block and ``seq_s`` per sequence, both spread over
   the SMs (the per-block and per-sequence work a roofline has no term for), and a prefill
-  with a sliding window ``mask_s`` per masked block of its band;
+  with a sliding window ``mask_s`` per masked block of its band; a prefill counts its
+  softmax's exponentials on the SFUs (``eff_exp``, ``sfu_overlap``) and pays its fixed and
+  per-unit times as memory waits in seconds (``call_latency_s``, ``unit_latency_s``), not
+  cycles;
 - fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s`` per pass and
   ``quant_bytes`` HBM passes over it per pass);
 - collectives: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes the
@@ -105,6 +108,8 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "switch_eff": (0.25, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
+    "unit_latency_s": (0.0, 2e-5, "seconds a prefill work unit waits on memory, not clocked"),
+    "call_latency_s": (1e-7, 2e-4, "seconds of a prefill call's launches and waits, not clocked"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -136,12 +141,14 @@ DEFAULTS: dict[str, float] = {
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
     "token_copies": 0.0,
+    "unit_latency_s": 0.0,
+    "call_latency_s": 0.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
-    "attention_prefill": {"fixed_s": 1e-5, "eff_compute": 0.55},
+    "attention_prefill": {"fixed_s": 0.0, "eff_compute": 0.55, "seq_s": 0.0},
     "attention_decode": {"fixed_s": 8e-6},
-    "mla_prefill": {"fixed_s": 1e-5, "eff_compute": 0.55},
+    "mla_prefill": {"fixed_s": 0.0, "eff_compute": 0.55, "seq_s": 0.0},
     "mla_decode": {"fixed_s": 1e-5, "eff_compute": 0.6},
     "moe": {"fixed_s": 2e-5, "eff_compute": 0.5},
     "elementwise": {"fixed_s": 2e-6},
@@ -164,9 +171,9 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "attention_prefill": (
         "eff_compute",
         "eff_memory",
-        "fixed_s",
+        "call_latency_s",
         "overlap",
-        "seq_s",
+        "unit_latency_s",
         "block_s",
         "mask_s",
         "eff_exp",
@@ -175,11 +182,9 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "mla_prefill": (
         "eff_compute",
         "eff_memory",
-        "fixed_s",
+        "call_latency_s",
         "overlap",
-        "seq_s",
-        "eff_exp",
-        "sfu_overlap",
+        "unit_latency_s",
     ),
     "attention_decode": (
         "eff_compute",
@@ -440,6 +445,8 @@ def _attention_time(
     flops: np.ndarray | None = None,
     nbytes: np.ndarray | None = None,
     sfu: np.ndarray | None = None,
+    latency: float | None = None,
+    call: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Compute and memory terms of an attention kernel from its work units: ``units`` spread
     over the SMs in waves, each walking ``unit_blocks`` KV blocks (``masked`` of them on the
@@ -458,6 +465,9 @@ def _attention_time(
     work = serial * (
         prm["block_s"] * unit_blocks + prm["mask_s"] * masked + prm["seq_s"] * unit_cost
     )
+    if latency is not None:
+        # a wait on memory per unit, seconds whatever the SM clock
+        work = work + serial * latency
     flops = batch.flops if flops is None else flops
     nbytes = batch.bytes if nbytes is None else nbytes
     compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
@@ -466,7 +476,9 @@ def _attention_time(
         compute = _combine(compute, sfu / occupancy, prm["sfu_overlap"])
     compute = compute + work
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm))
-    return {"compute_s": compute, "memory_s": memory, "extra_s": np.zeros(len(batch))}
+    # a fixed time per call that is a wait, seconds whatever the SM clock
+    extra = np.full(len(batch), call if call is not None else 0.0)
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
 def _attention_prefill(
@@ -501,6 +513,13 @@ def _attention_prefill(
     d_qk, d_v = _col(batch, "head_dim_qk", 128), _col(batch, "head_dim_v", 128)
     scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
     sfu = scores / (prm["eff_exp"] * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    # the call's fixed time and each unit's fixed work are waits on memory and launches, not
+    # cycles: at isl 16 the H100 and A100 rows take the same 13-14 us a call and 3.5 us per
+    # unit on an SM (4.3 / 4.7 us at isl 32) although the SM clocks differ by 1.3x; they are
+    # seconds on every device (``call_latency_s``, ``unit_latency_s``; the clocked ``fixed_s``
+    # and ``seq_s`` stay at 0 for the prefill kinds). The MLA prefill rows have one head shape,
+    # which cannot tell the exponentials from the products: ``mla_prefill`` keeps the
+    # default ``eff_exp`` and ``sfu_overlap``
     return _attention_time(
         batch,
         fig,
@@ -511,6 +530,8 @@ def _attention_prefill(
         masked=masked,
         flops=batch.flops * padded,
         sfu=sfu,
+        latency=prm["unit_latency_s"],
+        call=prm["call_latency_s"],
     )
 
 
