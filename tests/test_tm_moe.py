@@ -14,19 +14,22 @@ FIG = device_figures(load_hardware("H100-SXM"))
 HIDDEN, INTER = 4096, 1536  # local intermediate (gated: three matrices)
 
 
-def _moe(dtype="bf16", tokens=(1,), active=None, top=None, topk=8, **prm):
+def _moe(dtype="bf16", tokens=(1,), active=None, top=None, topk=8, rows=None, **prm):
+    """Terms of moe kernels on H100; ``rows``: the rank's (token, expert) pairs (default all
+    ``tokens x topk``, one rank)."""
     tokens = np.asarray(tokens, dtype=np.float64)
-    pairs = tokens * topk
+    pairs = tokens * topk if rows is None else np.asarray(rows, dtype=np.float64)
     active = pairs if active is None else np.asarray(active, dtype=np.float64)
     top = np.ones_like(tokens) if top is None else np.asarray(top, dtype=np.float64)
     batch = KernelBatch(
         "moe",
         dtype,
         2.0 * pairs * HIDDEN * INTER * 3,
-        active * 3 * HIDDEN * INTER * 2.0 + tokens * HIDDEN * 4,
+        active * 3 * HIDDEN * INTER * 2.0 + pairs * HIDDEN * 4,
         np.ones_like(tokens),
         {
             "tokens": tokens,
+            "topk": np.full_like(tokens, topk),
             "hidden": np.full_like(tokens, HIDDEN),
             "inter": np.full_like(tokens, INTER),
             "gated": np.ones_like(tokens),
@@ -57,15 +60,25 @@ def test_row_tiles_pad_each_expert():
     assert spread[0] > packed[0]
 
 
-def test_weight_only_experts_pay_their_dequantization():
-    """``dequant_s``: a w4a16 layer pays per weight element each output tile dequantizes; a
-    bf16 layer has no such term."""
-    base = _moe("w4a16_mxfp4", tokens=[64, 4096], dequant_s=0.0)["compute_s"]
-    deq = _moe("w4a16_mxfp4", tokens=[64, 4096], dequant_s=5e-11)["compute_s"]
-    assert (deq > base * 1.05).all()
-    b0 = _moe("bf16", tokens=[64], dequant_s=0.0)["seconds"]
-    b1 = _moe("bf16", tokens=[64], dequant_s=5e-11)["seconds"]
-    assert b0[0] == b1[0]
+def test_every_token_entering_the_rank_is_routed():
+    """``route_s``: the routing (top-k, the gather/scatter indices) covers every (token, top-k)
+    pair entering the rank, local or not: at one local expert with the same rows, more tokens
+    entering cost more; without the term they cost the same."""
+
+    def two(**prm):
+        t = _moe(tokens=[512, 16384], active=[1, 1], top=[16, 16], rows=[16, 16], **prm)
+        return t["seconds"][1] / t["seconds"][0]
+
+    assert two(route_s=0.0) == 1.0
+    assert two(route_s=1e-7) > 1.5
+
+
+def test_each_wave_of_tiles_pays_its_tile_work():
+    """``tile_s``: a wave of output tiles pays its pipeline fill and epilogue beside the main
+    loop, so a layer of many thin experts costs more with it."""
+    off = _moe(tokens=[256], active=[128], top=[16], tile_s=0.0)["compute_s"]
+    on = _moe(tokens=[256], active=[128], top=[16], tile_s=1e-6)["compute_s"]
+    assert on[0] > off[0] + 1e-6
 
 
 def _cols(tp, ep, dist):

@@ -71,7 +71,17 @@ ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_
 #: device: they are cycles. A collective's fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol) is SM work too and scales the same way; its per-step link latency does not.
 REFERENCE_CLOCK_HZ = 1.83e9
-CLOCKED = ("fixed_s", "block_s", "seq_s", "quant_fixed_s", "mask_s", "dequant_s", "launch_s")
+CLOCKED = (
+    "fixed_s",
+    "block_s",
+    "seq_s",
+    "quant_fixed_s",
+    "mask_s",
+    "dequant_s",
+    "tile_s",
+    "route_s",
+    "launch_s",
+)
 COMM_CLOCKED = ("fixed_s", "proto_s")
 
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
@@ -104,12 +114,14 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
-    "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one weight element (MoE w4a16)"),
+    "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one element on its CUDA cores"),
     "switch_eff": (0.25, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "unit_latency_s": (0.0, 2e-5, "seconds a prefill work unit waits on memory, not clocked"),
     "call_latency_s": (1e-7, 2e-4, "seconds of a prefill call's launches and waits, not clocked"),
+    "tile_s": (0.0, 2e-5, "seconds one SM spends on a MoE output tile beside its main loop"),
+    "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -143,6 +155,8 @@ DEFAULTS: dict[str, float] = {
     "token_copies": 0.0,
     "unit_latency_s": 0.0,
     "call_latency_s": 0.0,
+    "tile_s": 0.0,
+    "route_s": 0.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -207,7 +221,16 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "block_s",
         "seq_s",
     ),
-    "moe": ("eff_compute", "eff_memory", "fixed_s", "overlap", "sm_bandwidth", "act_passes"),
+    "moe": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "sm_bandwidth",
+        "act_passes",
+        "tile_s",
+        "route_s",
+    ),
     "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth"),
     **{k: _COMM_FIT for k in COMM_KINDS},
@@ -225,8 +248,6 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = names + _FP8_QUANT
     if kind == "gemm" and dtype == "fp8_block":
         names = (*names, "promote_cycles")
-    if kind == "moe" and dtype.startswith(WEIGHT_ONLY_PREFIXES):
-        names = (*names, "dequant_s")
     if kind == "attention_decode" and dtype.startswith("fp8"):
         names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
     return names
@@ -600,21 +621,14 @@ def _attention_decode(
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
-    # multiplies its query rows against each whole block in tensor-core row tiles: more rows
-    # per KV head than a tile walk each block twice. MMHA walks the keys one by one (a key to
+    # multiplies its query rows against each whole block in tensor-core row tiles of 16: more
+    # than 16 rows per KV head walk each block twice. MMHA walks the keys one by one (a key to
     # a thread group), its walk the keys' share of a block (the measured H100 MHA rows at
     # batch 2,048 take 46% longer at 64 cached keys than at 2)
-    # The kernels are built for power-of-two head sizes: a head dim of 192 runs padded to 256
-    # (the measured H100 per-unit cost at 192 equals that at 256 on both XQA kernels).
-    # Row tiles: 16 query rows for the mma.sync XQA kernel, 8 for Hopper's, whose warp-group
-    # MMA takes the query heads as its N dimension (multiples of 8; its measured per-unit cost
-    # steps between 8 and 12 query heads a KV head, the bf16 kernel's between 16 and 24)
-    hd = 2.0 ** np.ceil(np.log2(np.maximum(hd, 1.0)))
-    row_tile = np.where(sm90, 8.0, 16.0)
     rows = np.where(grouped, group * q, 1.0)
     walked = np.where(grouped, np.ceil(np.ceil(kv_eff / 64.0) / splits), kv_eff / 64.0 / splits)
     unit_blocks = walked * (hd / 128.0)
-    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / row_tile), 1.0)
+    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / 16.0), 1.0)
     # per-unit work (loading the queries, the final softmax normalisation and output write):
     # a grouped (XQA) unit's fixed part is ``grouped_unit`` MMHA heads; each query head it
     # carries adds ``qhead_unit`` per 128 of head dim
@@ -691,10 +705,6 @@ def _mla_decode(
     )
 
 
-#: MoE dtypes whose experts store quantized weights and compute in bf16: every output tile
-#: dequantizes the weights it multiplies (on the CUDA cores, beside the tensor-core MMA).
-WEIGHT_ONLY_PREFIXES = ("w4a16", "w8a16", "int4_wo", "int8_wo")
-
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
 #: reaches (as :data:`GEMM_TILES`), as arrays of (tile, row).
@@ -714,6 +724,7 @@ _MOE_TILES = tuple(
 _MOE_TM = np.array([t[0] for t in _MOE_TILES], dtype=np.float64)[:, None]
 _MOE_TN = np.array([t[1] for t in _MOE_TILES], dtype=np.float64)[:, None]
 _MOE_RATE = np.array([t[2] for t in _MOE_TILES])[:, None]
+_MOE_GEMMS = np.arange(2)[:, None]
 
 
 def _moe_m_tiles(
@@ -742,41 +753,34 @@ def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[
     top = np.clip(np.where(top > 0, top, pairs / active), pairs / active, pairs)
     sms = fig.sm_count
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
-    weight_only = batch.dtype.startswith(WEIGHT_ONLY_PREFIXES)
-    compute = np.zeros(len(batch))
-    memory = np.zeros(len(batch))
     # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
     # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
     # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy
-    # (the library's profiler picks each GEMM's fastest tile: the shortest time is taken)
-    mt = _moe_m_tiles(_MOE_TM, active, pairs, top)
-    cols = np.arange(len(batch))
-    fc1 = (inter * (mats - 1.0), hidden, (mats - 1.0) / mats)
-    for n, k, share in (fc1, (hidden, inter, 1.0 / mats)):
-        tiles = mt * np.ceil(n / _MOE_TN)
-        waves = np.ceil(tiles / sms)
-        candidates = waves * 2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE)
-        if weight_only:
-            # each output tile dequantizes its tn x K weight slab: ``dequant_s`` per weight
-            # element on one SM, in the tile's main loop beside the MMA
-            candidates = candidates + waves * _MOE_TN * k * prm["dequant_s"]
-        best = np.argmin(candidates, axis=0)
-        compute = compute + candidates[best, cols]
-        units = tiles[best, cols]
-        memory = memory + share * batch.bytes / (
-            prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
-        )
+    # (the library's profiler picks each GEMM's fastest tile: the shortest time is taken).
+    # Arrays of (GEMM, tile, row).
+    n = np.array([inter * (mats - 1.0), hidden])[:, None, :]
+    k = np.array([hidden, inter])[:, None, :]
+    tiles = _moe_m_tiles(_MOE_TM, active, pairs, top) * np.ceil(n / _MOE_TN)
+    waves = np.ceil(tiles / sms)
+    # each wave of tiles also pays ``tile_s`` beside its main loop: filling the operand
+    # pipeline, the epilogue's stores, the scheduler's switch to the next expert's problem
+    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE) + prm["tile_s"])
+    best = np.argmin(candidates, axis=1)
+    compute = candidates.min(axis=1).sum(axis=0)
+    units = tiles[_MOE_GEMMS, best, np.arange(len(batch))]
+    bw = prm["eff_memory"] * fig.hbm_bytes_per_s
+    share = _memory_share(units, fig, prm)
+    memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
     # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate
     assignments = _col(batch, "assignments", 0)
     assignments = np.where(assignments > 0, assignments, pairs)
-    extra = (
-        prm["act_passes"]
-        * assignments
-        * (hidden + inter)
-        * 2.0
-        / (prm["eff_memory"] * fig.hbm_bytes_per_s)
-    )
+    extra = prm["act_passes"] * assignments * (hidden + inter) * 2.0 / bw
+    # routing every token entering the rank: top-k selection and the gather/scatter indices
+    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
+    tokens = _col(batch, "tokens", 0)
+    routed = np.where(tokens > 0, tokens * _col(batch, "topk", 1), assignments)
+    extra = extra + prm["route_s"] * routed / sms
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
