@@ -621,14 +621,21 @@ def _attention_decode(
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
-    # multiplies its query rows against each whole block in tensor-core row tiles of 16: more
-    # than 16 rows per KV head walk each block twice. MMHA walks the keys one by one (a key to
+    # multiplies its query rows against each whole block in tensor-core row tiles: more rows
+    # per KV head than a tile walk each block twice. MMHA walks the keys one by one (a key to
     # a thread group), its walk the keys' share of a block (the measured H100 MHA rows at
     # batch 2,048 take 46% longer at 64 cached keys than at 2)
+    # The kernels are built for power-of-two head sizes: a head dim of 192 runs padded to 256
+    # (the measured H100 per-unit cost at 192 equals that at 256 on both XQA kernels).
+    # Row tiles: 16 query rows for the mma.sync XQA kernel, 8 for Hopper's, whose warp-group
+    # MMA takes the query heads as its N dimension (multiples of 8; its measured per-unit cost
+    # steps between 8 and 12 query heads a KV head, the bf16 kernel's between 16 and 24)
+    hd = 2.0 ** np.ceil(np.log2(np.maximum(hd, 1.0)))
+    row_tile = np.where(sm90, 8.0, 16.0)
     rows = np.where(grouped, group * q, 1.0)
     walked = np.where(grouped, np.ceil(np.ceil(kv_eff / 64.0) / splits), kv_eff / 64.0 / splits)
     unit_blocks = walked * (hd / 128.0)
-    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / 16.0), 1.0)
+    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / row_tile), 1.0)
     # per-unit work (loading the queries, the final softmax normalisation and output write):
     # a grouped (XQA) unit's fixed part is ``grouped_unit`` MMHA heads; each query head it
     # carries adds ``qhead_unit`` per 128 of head dim
