@@ -122,6 +122,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "call_latency_s": (1e-7, 2e-4, "seconds of a prefill call's launches and waits, not clocked"),
     "tile_s": (0.0, 2e-5, "seconds one SM spends on a MoE output tile beside its main loop"),
     "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
+    "epilogue_share": (0.0, 1.0, "share of a GEMM's output write no tile's mainloop hides"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -157,6 +158,8 @@ DEFAULTS: dict[str, float] = {
     "call_latency_s": 0.0,
     "tile_s": 0.0,
     "route_s": 0.0,
+    # a tile's epilogue writes its output after its mainloop, unhidden
+    "epilogue_share": 1.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
@@ -181,6 +184,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_share",
         "l2_speedup",
         "sm_bandwidth",
+        "epilogue_share",
     ),
     "attention_prefill": (
         "eff_compute",
@@ -248,6 +252,8 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = names + _FP8_QUANT
     if kind == "gemm" and dtype == "fp8_block":
         names = (*names, "promote_cycles")
+    if kind == "gemm" and dtype in TILES_BY_DTYPE and dtype.startswith(("w4a16", "w8a16")):
+        names = (*names, "dequant_s")
     if kind == "attention_decode" and dtype.startswith("fp8"):
         names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
     return names
@@ -348,11 +354,19 @@ TILES_BY_DTYPE = {
 #: n up to 2560, one 64x128 tile's walk of all of K at the int8 rate).
 NO_SPLIT_K = ("fp8_block", "int8")
 
-#: Most K splits a kernel of a dtype takes (others: as many as the idle SMs allow, see
-#: SPLIT_K_CHUNK). Weight-only GEMMs split K in 2 (the measured A100 rows at m = 1 to 16 and
-#: k = 16384: the same time for any n from 128 to 5120, a 16x128 tile's walk of half of K; a
-#: cap of 1, 2, 3, 4 or 7 gave p90 errors of 36, 30, 34, 36 and 40% on w4a16).
-MAX_SPLIT_K = {"w4a16": 2.0, "w8a16": 2.0}
+#: The split-K rule of a dtype whose kernels have their own (others: SPLIT_K_CHUNK, as many
+#: splits as the idle SMs allow): (least K a split walks, most splits). Weight-only GEMMs split
+#: K in 2 at most, each split walking at least 4,096 (the measured A100 rows at m = 1 to 16 and
+#: k = 16384: the same time for any n from 128 to 5120, a 16x128 tile's walk of half of K; at
+#: k = 2048 to 5120 no split. w4a16 median / p90 error with at most 2, 4 and 7 splits of
+#: 1,024: 10.0/29, 12.9/36, 14.1/41%; of 4,096: 8.9/28, 9.5/31, 9.6/33%; of 8,192: 8.9/30%).
+SPLIT_K_BY_DTYPE = {"w4a16": (4096.0, 2.0), "w8a16": (4096.0, 2.0)}
+
+#: Calls of at most this many rows that a dtype's library runs as a GEMV kernel on the CUDA
+#: cores, its blocks splitting K, instead of its tiled GEMM: TensorRT-LLM's SmoothQuant plugin
+#: for m <= 4 (the measured A100 int8 rows: m = 1 to 4 at n = 128 and k = 65536 take 20 us,
+#: m = 8 to 64 the 150 us of a tile walking all of K).
+GEMV_MAX_M = {"int8": 4}
 
 #: The least K a split of a split-K GEMM walks: a library splits K only while each split's
 #: partial product outweighs the reduction of the partial sums (the measured H100 rows at m = 8,
@@ -384,11 +398,20 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
     # every candidate tile at once: arrays of (tile, row)
     tm, tn, rate = _TILES.get(batch.dtype, _TILES[""])
+    can_split = batch.dtype not in NO_SPLIT_K
+    gemv_rows = GEMV_MAX_M.get(batch.dtype, 0)
+    if gemv_rows:
+        # a GEMV kernel for the few-row calls: its blocks take all the rows and a slice of K
+        # each (threads split K, the block reduces), a row tile of ``gemv_rows``
+        gemv = m <= gemv_rows
+        tm = np.where(gemv, float(gemv_rows), tm)
+        rate = np.where(gemv, _tile_rate(gemv_rows, 128), rate)
+        can_split = can_split | gemv
     tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
-    most = np.maximum(1.0, np.floor(k / SPLIT_K_CHUNK))
-    most = np.minimum(most, MAX_SPLIT_K.get(batch.dtype, np.inf))
+    chunk, cap = SPLIT_K_BY_DTYPE.get(batch.dtype, (SPLIT_K_CHUNK, np.inf))
+    most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
     splits = np.where(
-        (tiles < sms) & (groups <= 1) & (batch.dtype not in NO_SPLIT_K),
+        (tiles < sms) & (groups <= 1) & can_split,
         np.clip(np.floor(sms / tiles), 1.0, most),
         1.0,
     )
@@ -403,6 +426,10 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         candidates = candidates + waves * tm * tn * np.ceil(walk / SCALE_BLOCK_K) * (
             prm["promote_cycles"] / fig.clock_hz
         )
+    if batch.dtype in ("w4a16", "w8a16"):
+        # weight-only: every tile converts the weights of its columns to bf16 on the CUDA
+        # cores as it walks K (``dequant_s`` per element on one SM), once per row tile
+        candidates = candidates + waves * tn * walk * prm["dequant_s"]
     best = np.argmin(candidates, axis=0)
     cols = np.arange(len(batch))
     compute = candidates[best, cols]
@@ -419,14 +446,24 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     footprint = weight * np.maximum(_col(batch, "weight_copies", 1), 1.0)
     resident_share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
     resident = np.where(warm, resident_share * np.minimum(weight, batch.bytes), 0.0)
-    memory = (batch.bytes - resident) / bw + resident / (prm["l2_speedup"] * fig.hbm_bytes_per_s)
-    extra = np.zeros(len(batch))
+    # the output tiles' epilogue: a tile writes its output after its mainloop, so the write
+    # is not hidden behind that tile's MMAs; the share ``epilogue_share`` of it is not hidden
+    # behind other tiles' mainloops either and adds to the time (the measured rows with large
+    # m and k of 64 to 1024, near the ridge: 15-35% slower than the compute and memory times
+    # combined, on both devices)
+    out = groups * m * n * _col(batch, "out_elem", 2.0)
+    out = np.minimum(out, np.maximum(batch.bytes - resident, 0.0))
+    epi = prm["epilogue_share"]
+    memory = (batch.bytes - resident - epi * out) / bw + resident / (
+        prm["l2_speedup"] * fig.hbm_bytes_per_s
+    )
+    extra = epi * out / bw
     if batch.dtype.startswith("fp8"):
         # the quantization of the bf16 input: ``quant_passes`` reads of it (amax, scaling)
         quantized = _col(batch, "quantize_input", 1) > 0
         passes = _col(batch, "quant_passes", 1)
         qbytes = groups * m * k * 2.0 * passes
-        extra = np.where(
+        extra = extra + np.where(
             quantized,
             prm["quant_fixed_s"] * passes
             + prm["quant_bytes"] * qbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
