@@ -1,0 +1,104 @@
+"""The GEMM time model: per-library tiles and split-K rules, the epilogue, block-scale promotion,
+and the stand-in fit of a dtype a profile has no class for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlacalc.hardware import load_hardware
+from mlacalc.kernels import KernelBatch
+from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.model import default_params, kernel_terms
+from mlacalc.timemodel.profile import Profile
+
+
+def _gemm(dtype: str, m, n, k, **cols) -> KernelBatch:
+    m, n, k = (np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in (m, n, k))
+    size = len(m)
+    shape = {"m": m, "n": n, "k": k, "quantize_input": np.zeros(size)}
+    shape.update({c: np.full(size, float(v)) for c, v in cols.items()})
+    elem = 1.0 if dtype in ("fp8", "fp8_block", "int8", "w8a16") else 2.0
+    nbytes = m * k * 2.0 + n * k * elem + m * n * 2.0
+    return KernelBatch("gemm", dtype, 2.0 * m * n * k, nbytes, np.ones(size), shape)
+
+
+def _terms(batch: KernelBatch, device: str = "A100-SXM-80GB", **prm) -> dict:
+    params = default_params("gemm")
+    params.update(prm)
+    return kernel_terms(batch, device_figures(load_hardware(device)), params)
+
+
+def test_smoothquant_int8_walks_all_of_k_except_its_gemv():
+    """The SmoothQuant int8 GEMM never splits K: at m = 64 with one column tile the time is one
+    tile's walk of all of K. At m <= 4 its GEMV kernel splits K over the SMs."""
+    tile = _terms(_gemm("int8", 64, 128, 65536))["compute_s"][0]
+    gemv = _terms(_gemm("int8", 4, 128, 65536))["compute_s"][0]
+    bf16 = _terms(_gemm("bf16", 64, 128, 65536))["compute_s"][0]
+    assert tile > 5 * gemv
+    # bf16 (cuBLAS) splits K: faster than the int8 tile's walk despite half the peak
+    assert bf16 < tile / 4
+
+
+def test_weight_only_pads_rows_to_16_and_splits_k_in_two():
+    """Weight-only GEMMs have 16-row tiles (the m = 1 time is the m = 16 time, well under a
+    64-row tile's) and split K in at most 2, each split at least 4096 deep."""
+    t = _terms(_gemm("w4a16", [1, 16, 64], 16384, 16384))["compute_s"]
+    assert t[0] == pytest.approx(t[1])
+    assert t[2] > 1.5 * t[0]
+    # one tile: no split at k = 4096, two of 4096 at k = 8192, still two at k = 32768
+    walk = _terms(_gemm("w4a16", [1, 1, 1], 128, [4096, 8192, 32768]))["compute_s"]
+    assert walk[0] == pytest.approx(walk[1])
+    assert walk[2] == pytest.approx(4 * walk[1])
+
+
+def test_dequantization_adds_per_weight_element_and_row_tile():
+    """``dequant_s`` per weight element a tile converts, once per 16-row tile."""
+    batch = _gemm("w8a16", [16, 32], 128, 4096)
+    base = _terms(batch)["compute_s"]
+    more = _terms(batch, dequant_s=1e-11)["compute_s"]
+    scale = 1.83e9 / device_figures(load_hardware("A100-SXM-80GB")).clock_hz
+    assert more[0] - base[0] == pytest.approx(128 * 4096 * 1e-11 * scale, rel=1e-6)
+
+
+def test_epilogue_share_adds_the_output_write():
+    """A GEMM's output write, behind its mainloop: ``epilogue_share`` of it adds to the time."""
+    batch = _gemm("bf16", 8192, 8192, 128)
+    hidden = _terms(batch, epilogue_share=0.0)
+    unhidden = _terms(batch, epilogue_share=1.0)
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    prm = default_params("gemm")
+    out = 8192 * 8192 * 2.0 / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    assert unhidden["extra_s"][0] == pytest.approx(out, rel=1e-6)
+    assert unhidden["seconds"][0] > hidden["seconds"][0] + 0.5 * out
+
+
+def test_block_scaled_fp8_pays_the_promotion_per_k_block():
+    """The block-scaled fp8 GEMM rescales each tile's partial product per 128-deep K block on
+    the CUDA cores; per-tensor fp8 has no such term."""
+    big = _gemm("fp8_block", 8192, 8192, 8192)
+    base = _terms(big, "H100-SXM", promote_cycles=0.0)["compute_s"][0]
+    promoted = _terms(big, "H100-SXM", promote_cycles=1 / 64)["compute_s"][0]
+    assert 1.1 < promoted / base < 1.8
+    fp8 = _gemm("fp8", 8192, 8192, 8192)
+    a = _terms(fp8, "H100-SXM", promote_cycles=0.0)["compute_s"][0]
+    b = _terms(fp8, "H100-SXM", promote_cycles=1 / 64)["compute_s"][0]
+    assert a == b
+
+
+def test_profile_without_fp8_times_per_tensor_fp8_with_its_int8_fit():
+    """A profile fitted on a device without fp8 (A100): per-tensor fp8 borrows the int8 fit,
+    block-scaled fp8 the bf16 fit."""
+    prof = Profile(
+        name="a100",
+        devices={
+            "A100-SXM-80GB": {
+                "gemm:bf16": {"fixed_s": 2e-6},
+                "gemm:int8": {"fixed_s": 4e-6},
+            }
+        },
+    )
+    fp8, _ = prof.params("A100-SXM-80GB", "gemm", "fp8")
+    block, _ = prof.params("A100-SXM-80GB", "gemm", "fp8_block")
+    assert fp8["fixed_s"] == 4e-6
+    assert block["fixed_s"] == 2e-6
