@@ -254,8 +254,6 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = (*names, "promote_cycles")
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
         names = (*names, "dequant_s")
-    if kind == "gemm" and dtype in TILES_BY_DTYPE and dtype.startswith(("w4a16", "w8a16")):
-        names = (*names, "dequant_s")
     if kind == "attention_decode" and dtype.startswith("fp8"):
         names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
     return names
