@@ -115,3 +115,24 @@ def test_prefill_waits_do_not_scale_with_the_clock():
     b = kernel_terms(batch, slow, prm)
     assert a["seconds"][0] >= 1.3e-5
     assert abs(a["seconds"][0] / b["seconds"][0] - 1.0) < 0.02
+
+
+def test_fp8_prefill_transposes_its_value_blocks():
+    # the V transpose of an fp8 kernel: 2 x 128 x d_v bytes of shared memory per key block,
+    # added to the products and exponentials; a bf16 kernel has none
+    from mlacalc.timemodel.model import SMEM_BYTES_PER_CLOCK, _combine
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, eff_exp=1.0, unit_latency_s=0.0, block_s=0.0, mask_s=0.0)
+    isl, heads = 4096.0, 132.0
+    units, blocks = heads * isl / 128.0, (isl / 128.0 + 1.0) / 2.0
+    for dtype, transposes in (("fp8", True), ("bf16", False)):
+        batch, scores = _prefill(dtype, 128.0, 128.0, isl=isl, heads=heads)
+        t = kernel_terms(batch, fig, prm)["compute_s"][0]
+        tensor = batch.flops[0] / fig.peak(dtype)
+        sfu = scores / (SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
+        walk = units / fig.sm_count * blocks * 2 * 128 * 128 / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+        expected = _combine(np.array([tensor]), np.array([sfu]), prm["sfu_overlap"])[0]
+        expected += walk if transposes else 0.0
+        assert abs(t / expected - 1.0) < 1e-6

@@ -578,6 +578,15 @@ def _attention_prefill(
     # and ``seq_s`` stay at 0 for the prefill kinds). The MLA prefill rows have one head shape,
     # which cannot tell the exponentials from the products: ``mla_prefill`` keeps the
     # default ``eff_exp`` and ``sfu_overlap``
+    # an fp8 kernel transposes each 128-key V block in shared memory before its MMA (the fp8
+    # tensor-core MMA takes its B operand K-major only; FlashAttention-3, section 3.3): the
+    # block's bytes read and written once through the SM's shared memory, part of the unit's
+    # serial work. It is a quarter of an fp8 block's MMA time at full rate whatever the head
+    # dim, the gap between the fitted H100 fp8 and bf16 efficiencies (0.48 and 0.60); it
+    # brings an fp8 class borrowed from a bf16 fit (a device without fp8) that much closer
+    transpose = 0.0
+    if batch.dtype.startswith("fp8"):
+        transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     return _attention_time(
         batch,
         fig,
@@ -588,7 +597,7 @@ def _attention_prefill(
         masked=masked,
         flops=batch.flops * padded,
         sfu=sfu,
-        latency=prm["unit_latency_s"],
+        latency=prm["unit_latency_s"] + transpose,
         call=prm["call_latency_s"],
     )
 
@@ -596,6 +605,10 @@ def _attention_prefill(
 #: Exponentials one SM's special-function units issue per clock (MUFU.EX2: 16 a clock per SM
 #: on Ampere and Hopper; CUDA C Programming Guide, arithmetic instruction throughput table)
 SFU_EXP_PER_CLOCK = 16.0
+
+#: Bytes one SM's shared memory reads or writes a clock (32 banks of 4 bytes; Ampere and Hopper
+#: tuning guides)
+SMEM_BYTES_PER_CLOCK = 128.0
 
 
 def _decode_splits(
