@@ -41,15 +41,19 @@ def test_smoothquant_int8_walks_all_of_k_except_its_gemv():
 
 
 def test_weight_only_pads_rows_to_16_and_splits_k_in_two():
-    """Weight-only GEMMs have 16-row tiles (the m = 1 time is the m = 16 time, well under a
-    64-row tile's) and split K in at most 2, each split at least 4096 deep."""
-    t = _terms(_gemm("w4a16", [1, 16, 64], 16384, 16384))["compute_s"]
+    """Weight-only GEMMs have 16-row tiles (the m = 8 time is the m = 16 time, well under a
+    64-row tile's) and split K in at most 2, each split at least 4096 deep; below 5 rows their
+    GEMV walks all of K per block."""
+    t = _terms(_gemm("w4a16", [8, 16, 64], 16384, 16384))["compute_s"]
     assert t[0] == pytest.approx(t[1])
     assert t[2] > 1.5 * t[0]
     # one tile: no split at k = 4096, two of 4096 at k = 8192, still two at k = 32768
-    walk = _terms(_gemm("w4a16", [1, 1, 1], 128, [4096, 8192, 32768]))["compute_s"]
+    walk = _terms(_gemm("w4a16", [8, 8, 8], 128, [4096, 8192, 32768]))["compute_s"]
     assert walk[0] == pytest.approx(walk[1])
     assert walk[2] == pytest.approx(4 * walk[1])
+    gemv = _terms(_gemm("w4a16", [1, 1, 4], 128, [4096, 8192, 8192]))["compute_s"]
+    assert gemv[1] == pytest.approx(2 * gemv[0])
+    assert gemv[1] == pytest.approx(gemv[2])
 
 
 def test_dequantization_adds_per_weight_element_and_row_tile():

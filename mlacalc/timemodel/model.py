@@ -363,10 +363,14 @@ NO_SPLIT_K = ("fp8_block", "int8")
 SPLIT_K_BY_DTYPE = {"w4a16": (4096.0, 2.0), "w8a16": (4096.0, 2.0)}
 
 #: Calls of at most this many rows that a dtype's library runs as a GEMV kernel on the CUDA
-#: cores, its blocks splitting K, instead of its tiled GEMM: TensorRT-LLM's SmoothQuant plugin
-#: for m <= 4 (the measured A100 int8 rows: m = 1 to 4 at n = 128 and k = 65536 take 20 us,
-#: m = 8 to 64 the 150 us of a tile walking all of K).
-GEMV_MAX_M = {"int8": 4}
+#: cores instead of its tiled GEMM (TensorRT-LLM's plugins take their CUDA-core kernel below
+#: 5 rows), and whether its blocks split K across SMs. The SmoothQuant int8 GEMV does (the
+#: measured A100 rows: m = 1 to 4 at n = 128 and k = 65536 take 20 us, m = 8 to 64 the 150 us
+#: of a tile walking all of K). The weight-only batched GEMV does not: a block walks all of K
+#: for its columns (m = 1 to 4 at k = 16384: about 45 us for any n from 128 to 5120; with
+#: the GEMV rows w4a16 fitted median / p90 8.9/27.7% -> 8.1/24.9%, splitting K 8.4/26.9%).
+GEMV_MAX_M = {"int8": 4, "w4a16": 4, "w8a16": 4}
+GEMV_SPLITS_K = {"int8": True, "w4a16": False, "w8a16": False}
 
 #: The least K a split of a split-K GEMM walks: a library splits K only while each split's
 #: partial product outweighs the reduction of the partial sums (the measured H100 rows at m = 8,
@@ -401,12 +405,12 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     can_split = batch.dtype not in NO_SPLIT_K
     gemv_rows = GEMV_MAX_M.get(batch.dtype, 0)
     if gemv_rows:
-        # a GEMV kernel for the few-row calls: its blocks take all the rows and a slice of K
-        # each (threads split K, the block reduces), a row tile of ``gemv_rows``
+        # a GEMV kernel for the few-row calls: its blocks take all the rows (a row tile of
+        # ``gemv_rows``) and a slice of the columns, and split K among them or not
         gemv = m <= gemv_rows
         tm = np.where(gemv, float(gemv_rows), tm)
         rate = np.where(gemv, _tile_rate(gemv_rows, 128), rate)
-        can_split = can_split | gemv
+        can_split = (can_split | gemv) if GEMV_SPLITS_K[batch.dtype] else (can_split & ~gemv)
     tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
     chunk, cap = SPLIT_K_BY_DTYPE.get(batch.dtype, (SPLIT_K_CHUNK, np.inf))
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
