@@ -654,11 +654,11 @@ def _attention_decode(
     heads_units = np.where(grouped, b * n_kv, b * heads)
     # multi-block mode: while the units leave the SMs' resident slots idle, each unit's keys
     # are split into parts of at least DECODE_SPLIT_KEYS keys; a reduction kernel merges them
-    # (Hopper's fp8-cache XQA kernel, ``sm90``, splits the keys of the window; MMHA and the
-    # other XQA kernels the whole cache, their splits before the window finding no keys: the
-    # measured H100 bf16 rows with a 128-token window grow with the cache length up to
-    # 3x, the fp8 grouped ones stay flat)
-    sm90 = batch.dtype.startswith("fp8") & grouped
+    # (Hopper's fp8-cache XQA kernel, ``sm90``: an fp8 cache on a device with fp8 tensor
+    # cores, splits the keys of the window; MMHA and the other XQA kernels the whole cache,
+    # their splits before the window finding no keys: the measured H100 bf16 rows with a
+    # 128-token window grow with the cache length up to 3x, the fp8 grouped ones stay flat)
+    sm90 = batch.dtype.startswith("fp8") & grouped & ("fp8" in fig.peaks)
     split_keys = np.where(sm90, kv_eff, a["kv"])
     sms = fig.sm_count
     slots = sms * DECODE_SPLIT_UNITS_PER_SM
