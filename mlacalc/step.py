@@ -197,6 +197,7 @@ def _core_kernel(
     act_dtype: str,
     calls: int,
     window: int | None,
+    kv_dtype: Any = "bf16",
 ) -> Kernel:
     """Scores, softmax and values as one flash-style kernel: the query and the attended cache
     rows read once (MLA's latent once for both products), the output written once, the score
@@ -229,10 +230,22 @@ def _core_kernel(
         "window": window or 0,
         "causal": int(cost.causal),
     }
+    kind = _core_kind(model, cost.impl, cost.phase)
+    dtype = act_dtype
+    if kind == "attention_decode":
+        # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
+        # the fp8 decode kernels; attention sinks keep the RoPE pre-kernel a kernel of its own
+        from .dtypes import resolve_kv_layout
+        from .families import arch_of
+
+        if resolve_kv_layout(kv_dtype).name.startswith("fp8"):
+            dtype = "fp8"
+        arch = arch_of(model)
+        shape["sinks"] = int(bool(arch is not None and arch.sinks))
     return Kernel(
         name="attention",
-        kind=_core_kind(model, cost.impl, cost.phase),
-        dtype=act_dtype,
+        kind=kind,
+        dtype=dtype,
         flops=scores.flops + pv.flops,
         bytes=act_read + cache_read + pv.bytes_written,
         calls=calls,
@@ -374,7 +387,7 @@ def attention_kernels(
         if op.name in _FUSED_AWAY:
             if op.name in ("scores",) and not core_done:
                 out += indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
-                out.append(_core_kernel(model, cost, ops, act_dtype, calls, window))
+                out.append(_core_kernel(model, cost, ops, act_dtype, calls, window, kv_dtype))
                 core_done = True
             continue
         if op.kind != "matmul":

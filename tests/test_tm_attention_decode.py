@@ -63,6 +63,11 @@ def test_fp8_grouped_decode_fuses_the_rope_pre_kernel():
     assert fp8[1] - fp8[0] == pytest.approx(launch * scale, rel=1e-6)
     bf16 = _seconds(_decode("bf16", batch=1.0, kv_len=16.0, sinks=[0.0, 1.0]), launch_s=launch)
     assert bf16[1] == pytest.approx(bf16[0], rel=1e-9)
+    # a device without fp8 tensor cores has no such kernel
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    fp8 = _decode("fp8", batch=1.0, kv_len=16.0, sinks=[0.0, 1.0])
+    t = M.kernel_terms(fp8, a100, _params(launch_s=launch))["seconds"]
+    assert t[1] == pytest.approx(t[0], rel=1e-9)
 
 
 def test_bf16_decode_splits_the_whole_cache_under_a_window():
@@ -180,3 +185,16 @@ def test_quick_fit_on_h100_decode_rows(generation_tables):
         assert stats["p90_abs_error"] < 0.30
         return
     pytest.fail("no bf16 attention_decode part")
+
+
+def test_model_steps_give_the_decode_kernel_its_cache_class_and_sinks():
+    from mlacalc.step import step_kernels
+
+    def core(model, kv_dtype):
+        kernels = step_kernels(model, "decode", 4096, 8, kv_dtype=kv_dtype)
+        return next(k for k in kernels if k.kind == "attention_decode")
+
+    assert core("llama-3-8b", "bf16").dtype == "bf16"
+    llama = core("llama-3-8b", "fp8")
+    assert llama.dtype == "fp8" and llama.shape["sinks"] == 0
+    assert core("gpt-oss-120b", "fp8").shape["sinks"] == 1
