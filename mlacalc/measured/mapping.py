@@ -97,7 +97,6 @@ NOT_MODELLED: dict[str, str] = {
     "unknown_dtype": "a dtype the kernel vocabulary has no class for",
     "zero_time": "a measured time of zero (a difference floored at zero)",
     "status": "the microbenchmark recorded this row as not ok",
-    "duplicate_sweep": "the slower of two sweeps of the same key (quirk rule)",
     "spike": "an isolated spike against both sweep neighbours (quirk rule)",
     "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
     "slower_than_more_work": "a MoE row over 2x a row whose GPU does more (quirk rule)",
