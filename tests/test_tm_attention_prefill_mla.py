@@ -136,3 +136,20 @@ def test_fp8_prefill_transposes_its_value_blocks():
         expected = _combine(np.array([tensor]), np.array([sfu]), prm["sfu_overlap"])[0]
         expected += walk if transposes else 0.0
         assert abs(t / expected - 1.0) < 1e-6
+
+
+def test_mla_decode_operand_reads_through_shared_memory():
+    # four mma.sync warps per 64-head tile read each latent row (A100 kernel) against one
+    # warp-group read (FlashMLA): 3 x 1088 x 2 bytes more per key through shared memory
+    from mlacalc.timemodel.model import SMEM_BYTES_PER_CLOCK
+
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    prm = default_params("mla_decode")
+    kv = 65536.0
+    one = _mla_decode(np.array([64.0]), kv, 0.0)
+    four = _mla_decode(np.array([64.0]), kv, 0.0)
+    four.shape["operand_reads"] = np.array([4.0])
+    t1 = kernel_terms(one, fig, prm)["compute_s"][0]
+    t4 = kernel_terms(four, fig, prm)["compute_s"][0]
+    extra = kv * 3 * (576 + 512) * 2 / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    assert abs((t4 - t1) / extra - 1.0) < 1e-6

@@ -38,7 +38,8 @@ What each table becomes:
   ``step + 1`` latent tokens (576-wide keys, 512-wide values, one latent head) plus
   ``mla_rope_generation`` (RoPE, latent append; with an fp8 cache q quantized to fp8 in a
   pass of its own). No
-  projections or absorption BMMs. A100 kernels carry ``kv_split = 0``, and A100 rows labelled
+  projections or absorption BMMs. A100 kernels carry ``kv_split = 0`` and ``operand_reads =
+  4`` (four mma.sync warps per 64-head tile read each cache row), and A100 rows labelled
   fp8 KV are the bf16-KV kernels they ran (see the quirks).
 * ``mla_context_module_perf`` / ``mla_generation_module_perf``: a composite of every kernel
   ``self_attn.forward`` runs: fused q_a+kv_a projection (7168 -> 2112), two RMSNorms, q_b, then
@@ -562,6 +563,9 @@ def _mla_core(
             page_size=_PAGE,
             kv_bytes=kvb,
             kv_split=0.0 if a100 else 1.0,
+            # the A100 kernel (TensorRT-LLM 1.0, SM80): mma.sync, four 16-row warps per
+            # 64-head tile, each reading every key and value row from shared memory
+            operand_reads=4.0 if a100 else 1.0,
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )

@@ -753,6 +753,19 @@ def _mla_decode(
     # the padded tile (H100 fp8 8.1% -> 10.9%), so only its real products are counted
     padded = tiles * 64.0 / np.maximum(heads * q, 1.0)
     splits_allowed = _col(batch, "kv_split", 1) > 0
+    # the latent key and value rows of every 64-token block the unit walks pass through the
+    # SM's shared memory once per reader (bf16 operands, 128 bytes a clock): a Hopper
+    # warp-group MMA reads them once for its 64-row tile (FlashMLA, ``operand_reads = 1``);
+    # Ampere's mma.sync kernel has four warps of 16 rows each read every row themselves
+    # (``operand_reads = 4``, set by the mapping for the A100 kernel). With the tile's products
+    # at one SM's tensor rate this is 68 + 68 of the 171 cycles an A100 unit takes per key
+    # alone on its SM (the products at full rate alone: 68); fitted on either device it
+    # predicts the other within 20-23% (39% and 27% without it)
+    row_bytes = (_col(batch, "head_dim_qk", 576) + _col(batch, "head_dim_v", 512)) * 2.0
+    unit_keys = np.ceil(np.ceil(kv_eff / 64.0) / splits) * 64.0  # whole 64-token blocks
+    smem = unit_keys * row_bytes * _col(batch, "operand_reads", 1) / (
+        SMEM_BYTES_PER_CLOCK * fig.clock_hz
+    )
     return _attention_time(
         batch,
         fig,
@@ -763,6 +776,7 @@ def _mla_decode(
         masked=np.zeros(len(batch)),
         serial=np.maximum(units / fig.sm_count, 1.0),
         flops=batch.flops * np.where(splits_allowed, 1.0, padded),
+        latency=smem,
     )
 
 
