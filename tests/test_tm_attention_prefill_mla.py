@@ -153,3 +153,17 @@ def test_mla_decode_operand_reads_through_shared_memory():
     t4 = kernel_terms(four, fig, prm)["compute_s"][0]
     extra = kv * 3 * (576 + 512) * 2 / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     assert abs((t4 - t1) / extra - 1.0) < 1e-6
+
+
+def test_mla_decode_waits_do_not_scale_with_the_clock():
+    from dataclasses import replace
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    slow = replace(fig, clock_hz=fig.clock_hz / 1.3)
+    prm = default_params("mla_decode")
+    prm.update(call_latency_s=1e-5, unit_latency_s=6e-6, block_s=0.0)
+    batch = _mla_decode(np.array([1.0]), 2.0, 1.0)
+    a = kernel_terms(batch, fig, prm)["seconds"][0]
+    b = kernel_terms(batch, slow, prm)["seconds"][0]
+    assert a >= 1.6e-5
+    assert abs(a / b - 1.0) < 0.02

@@ -166,7 +166,7 @@ _KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "attention_prefill": {"fixed_s": 0.0, "eff_compute": 0.55, "seq_s": 0.0},
     "attention_decode": {"fixed_s": 8e-6},
     "mla_prefill": {"fixed_s": 0.0, "eff_compute": 0.55, "seq_s": 0.0},
-    "mla_decode": {"fixed_s": 1e-5, "eff_compute": 0.6},
+    "mla_decode": {"fixed_s": 0.0, "eff_compute": 0.6, "seq_s": 0.0},
     "moe": {"fixed_s": 2e-5, "eff_compute": 0.5},
     "elementwise": {"fixed_s": 2e-6},
     "quantize": {"fixed_s": 2e-6},
@@ -220,10 +220,10 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "mla_decode": (
         "eff_compute",
         "eff_memory",
-        "fixed_s",
+        "call_latency_s",
         "overlap",
         "block_s",
-        "seq_s",
+        "unit_latency_s",
     ),
     "moe": (
         "eff_compute",
@@ -762,6 +762,11 @@ def _mla_decode(
     # alone on its SM (the products at full rate alone: 68); fitted on either device it
     # predicts the other within 20-23% (39% and 27% without it)
     row_bytes = (_col(batch, "head_dim_qk", 576) + _col(batch, "head_dim_v", 512)) * 2.0
+    # the call's fixed time and each unit's fixed work (its query tile in, its output or
+    # partial result out) are waits in seconds, as in prefill (``call_latency_s``,
+    # ``unit_latency_s``): the floors are 13 us (H100) and 15 us (A100), not 1.3x apart, and
+    # a unit's work beyond its first block takes 5.4 and 4.5 us on an SM at b = 1024, step 1;
+    # leave-one-device-out 20-22% -> 17-18%
     unit_keys = np.ceil(np.ceil(kv_eff / 64.0) / splits) * 64.0  # whole 64-token blocks
     smem = unit_keys * row_bytes * _col(batch, "operand_reads", 1) / (
         SMEM_BYTES_PER_CLOCK * fig.clock_hz
@@ -776,7 +781,8 @@ def _mla_decode(
         masked=np.zeros(len(batch)),
         serial=np.maximum(units / fig.sm_count, 1.0),
         flops=batch.flops * np.where(splits_allowed, 1.0, padded),
-        latency=smem,
+        latency=smem + prm["unit_latency_s"],
+        call=prm["call_latency_s"],
     )
 
 
