@@ -115,7 +115,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
     "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one element on its CUDA cores"),
-    "switch_eff": (0.25, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
+    "switch_eff": (0.5, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "unit_latency_s": (0.0, 2e-5, "seconds a prefill work unit waits on memory, not clocked"),
@@ -910,8 +910,10 @@ def _collective(
     own = 2.0 * msg / n / (prm.get("eff_memory", np.inf) * fig.hbm_bytes_per_s)
     if kind == "all_reduce":
         ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg) + own
-        one_shot = lat + (n - 1) * msg / link
-        # NCCL has no one-shot algorithm (``one_shot = 0``); custom all-reduces take it
+        # one-shot: every peer's message read directly, by loads and stores the SMs issue
+        # one by one, at the clock-scaled rate of the flagged steps above. NCCL has no
+        # one-shot (``one_shot = 0``); custom all-reduces take it
+        one_shot = lat + (n - 1) * msg / (link * issue)
         comm = np.where(_col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
         if fig.link_multicast > 0:
             # a switch that reduces in the fabric (NVLink SHARP, NCCL's NVLS): every rank
@@ -919,7 +921,9 @@ def _collective(
             # times the ring's link efficiency (the measured H100 8-GPU rows: 1.4x the ring's
             # bus bandwidth), in bulk; each of its two phases (reduce, multicast) ends when
             # every rank has heard from the n - 1 others, the ring's 2(n - 1) synchronised
-            # steps. Taken where it is faster, as NCCL's tuner does
+            # steps. Taken where it is faster, as NCCL's tuner does. ``switch_eff`` is kept
+            # between 0.5 and 1: below 4/7 the switch would never beat the ring at 8 GPUs or
+            # fewer, which the flag (and NCCL's use of it at 8 GPUs) contradicts
             nvls = 2 * (n - 1) * (lat + proto) + msg / (prm.get("switch_eff", 1.0) * link)
             comm = np.minimum(comm, nvls)
     elif kind in ("dispatch", "combine"):
