@@ -333,7 +333,9 @@ GEMM_TILES = tuple(
 #: 64 (the measured A100 rows: m = 1 to 16 take the same time, and a 64-row tile made m = 1 with
 #: n, k = 16384 2x slower than measured). SmoothQuant int8 GEMMs (its CUTLASS int8 runner):
 #: 32x128, 64x128, 128x64, 64x64, 128x256 and 256x128 (with these, the A100 int8 median error
-#: 7.3%, with GEMM_TILES 8.8%).
+#: 7.3%, with GEMM_TILES 8.8%). Both lists are the candidate tiles of TensorRT-LLM's CUTLASS
+#: heuristic (cutlass_heuristic.cpp) as recalled, not checked against its source (no copy in
+#: the shared reference): the measured rows support the 16-row weight-only tile.
 _WEIGHT_ONLY_TILES = tuple(
     (tm, tn, _tile_rate(tm, tn)) for tm, tn in ((16, 128), (32, 128), (64, 128), (128, 128))
 )
