@@ -185,6 +185,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_speedup",
         "sm_bandwidth",
         "epilogue_share",
+        "tile_s",
     ),
     "attention_prefill": (
         "eff_compute",
@@ -423,7 +424,10 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     )
     waves = np.ceil(tiles * splits / sms)
     walk = np.ceil(k / splits)
-    candidates = waves * 2.0 * tm * tn * walk / (per_sm * rate)
+    # each wave of tiles also pays ``tile_s`` beside its MMAs: the pipeline's fill (the first
+    # K stages loaded at the memory latency) and the epilogue's fixed part (fitted 0.3-1.6 us;
+    # about 0 on H100 bf16, whose persistent kernels overlap a tile's start with the previous)
+    candidates = waves * (2.0 * tm * tn * walk / (per_sm * rate) + prm["tile_s"])
     if batch.dtype in ("fp8_block",):
         # block scaling: after each 128-deep K block a tile multiplies its partial product by
         # the two scales and adds it to its fp32 accumulator on the CUDA cores (the tensor
