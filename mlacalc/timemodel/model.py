@@ -785,7 +785,12 @@ def _mla_decode(
         unit_blocks=np.ceil(np.ceil(kv_eff / 64.0) / splits),
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
-        serial=np.maximum(units / fig.sm_count, 1.0),
+        # a splitting kernel's SMs take the short units as they free up; the non-splitting
+        # kernel's units each walk a whole cache, in whole waves over the SMs (A100 fitted
+        # 8.6% -> 7.5%, p90 22% -> 20%)
+        serial=np.where(
+            splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
+        ),
         flops=batch.flops * np.where(splits_allowed, 1.0, padded),
         latency=smem + prm["unit_latency_s"],
         call=prm["call_latency_s"],
