@@ -19,8 +19,10 @@ predicted, by reason) or flags them for the time model. In the order applied:
    ran the bf16-KV kernels and are mapped as such (bf16 cache, bf16 queries), and predicted.
 4. **Faster than HBM** (``faster_than_hbm``): a decode-attention row (``generation_attention``)
    whose K/V read is larger than the L2 and whose time is shorter than that read at the
-   datasheet HBM bandwidth cannot have read all of K and V (the A100 collector's K-only cache
-   layout); it is excluded. Rows whose cache fits in the L2 may legitimately beat HBM.
+   datasheet HBM bandwidth cannot have read the cache the mapping says it reads; it is
+   excluded. The read is K and V, except the A100 grouped-query rows, which the mapping's
+   K-only rule reads as K alone (the collector's K-only cache: V is K's buffer, read from the
+   L2). Rows whose cache fits in the L2 may legitimately beat HBM.
 5. **Spikes** (``spike``): along each table's sweep axis (tokens, sequence length, message
    size), with every other column fixed, a row more than :data:`SPIKE_FACTOR` times *both* of
    its sweep neighbours is an isolated spike and is excluded. End points of a sweep have one
@@ -268,9 +270,13 @@ def apply_quirks(mapped: MappedTable) -> None:
         kv_read = np.zeros(n)
         for p in mapped.parts:
             if p.batch.kind == "attention_decode":
+                # K and V, or K alone where the mapping's K-only rule reads V from the L2
+                # (A100 grouped-query rows; see mlacalc.measured.mapping)
+                group = p.batch.shape["n_heads"] / np.maximum(p.batch.shape["n_kv"], 1.0)
+                k_only = a100 & (group > 1) & (group <= 32)
                 kv = (
                     p.batch.shape["batch"]
-                    * 2
+                    * np.where(k_only, 1.0, 2.0)
                     * p.batch.shape["n_kv"]
                     * p.batch.shape["head_dim_qk"]
                     * p.batch.shape["kv_bytes"]
