@@ -4,7 +4,7 @@ Three figures, per table kind and pooled: the shipped profile on the devices it 
 and leave-one-device-out (fit on H100-SXM only and predict A100-SXM-80GB, and the reverse).
 Errors are ``predicted / measured - 1``; rows the mapping cannot model count as not predicted.
 
-    python benchmarks/bench_timemodel.py [--refit] [--write-profile PATH] [--json OUT]
+    python benchmarks/bench_timemodel.py [--refit [--write-dir mlacalc/timemodel/profiles]] [--json OUT]
 
 Needs the ``measured`` extra (pyarrow) and the shared sets (``--measured ROOT``, default
 ``../shared/reference/gpu-measured``). Targets: fitted device median <= 8% per kind, p90 <= 25%;
@@ -109,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         help="fit the two-device profile again instead of reading the shipped one",
     )
     ap.add_argument("--write-profile", help="write the two-device profile here")
+    ap.add_argument(
+        "--write-dir",
+        help="with --refit: write all three profiles (default.json and the two one-device "
+        "fits) into this folder; mlacalc/timemodel/profiles is where the shipped ones live",
+    )
     ap.add_argument("--profile", help="evaluate this profile instead of the shipped one")
     ap.add_argument("--no-loo", action="store_true", help="skip leave-one-device-out")
     ap.add_argument("--json", help="write every figure as JSON")
@@ -145,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fitted the two-device profile in {time.perf_counter() - t0:.1f} s")
         if args.write_profile:
             both.save(args.write_profile)
+        if args.write_dir:
+            both.save(Path(args.write_dir) / "default.json")
     else:
         both = load_profile(args.profile or "default")
     t0 = time.perf_counter()
@@ -157,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             if not mapped[train] or not mapped[test]:
                 continue
             prof = calibrate(mapped[train], name=shipped) if args.refit else load_profile(shipped)
+            if args.refit and args.write_dir:
+                prof.save(Path(args.write_dir) / f"{shipped}.json")
             results[f"fit {train} -> {test}"] = evaluate({test: mapped[test]}, prof)
             show(
                 f"Leave one out: fitted on {train}, predicting {test}",

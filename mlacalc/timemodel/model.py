@@ -112,17 +112,17 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
     "eff_exp": (0.05, 1.0, "fraction of the SFU exponential rate (16 a clock per SM) reached"),
     "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
+    "dequant_s": (0.0, 1e-9, "seconds one SM takes to convert one element on its CUDA cores"),
+    "tile_s": (0.0, 2e-5, "seconds per wave of GEMM/MoE output tiles beside their main loop"),
+    "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
+    "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
-    "dequant_s": (0.0, 1e-9, "seconds one SM takes to dequantize one element on its CUDA cores"),
     "switch_eff": (0.5, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
-    "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
-    "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "unit_latency_s": (0.0, 2e-5, "seconds a prefill work unit waits on memory, not clocked"),
     "call_latency_s": (1e-7, 2e-4, "seconds of a prefill call's launches and waits, not clocked"),
-    "tile_s": (0.0, 2e-5, "seconds one SM spends on a MoE output tile beside its main loop"),
-    "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
     "epilogue_share": (0.0, 1.0, "share of a GEMM's output write no tile's mainloop hides"),
+    "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -147,19 +147,19 @@ DEFAULTS: dict[str, float] = {
     "proto_s": 0.0,
     "eff_exp": 0.8,
     "sfu_overlap": 16.0,
-    "launch_s": 2e-6,
-    "qhead_unit": 0.1,
     "dequant_s": 0.0,
-    "switch_eff": 1.0,
-    # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
-    "promote_cycles": 1.0 / 128.0,
-    "token_copies": 0.0,
-    "unit_latency_s": 0.0,
-    "call_latency_s": 0.0,
     "tile_s": 0.0,
     "route_s": 0.0,
+    # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
+    "promote_cycles": 1.0 / 128.0,
+    "launch_s": 2e-6,
+    "qhead_unit": 0.1,
+    "switch_eff": 1.0,
+    "unit_latency_s": 0.0,
+    "call_latency_s": 0.0,
     # a tile's epilogue writes its output after its mainloop, unhidden
     "epilogue_share": 1.0,
+    "token_copies": 0.0,
 }
 
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
