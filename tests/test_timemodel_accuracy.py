@@ -36,38 +36,77 @@ def _errors(system: str, family: str, table: str, profile: str, dtype: str | Non
     return float(np.median(np.abs(err))), float(np.median(err)), int(ok.sum()), len(t)
 
 
-@pytest.mark.parametrize(
-    "family,table,dtype,bound",
-    [
-        ("gemm", "gemm_perf", "bf16", 0.08),
-        ("gemm", "gemm_perf", "fp8", 0.06),
-        ("gemm", "gemm_perf", "fp8_block", 0.09),
-        ("mla_bmm", "mla_bmm_perf", "bf16", 0.065),
-        ("mla_bmm", "mla_bmm_perf", "fp8_block", 0.05),
-        ("moe", "moe_perf", "bf16", 0.085),
-        ("mla", "generation_mla_perf", "bf16", 0.08),
-        ("mla", "context_mla_perf", None, 0.065),
-        ("comm", "nccl_perf", "fp16", 0.085),
-        ("mla", "mla_generation_module_perf", None, 0.07),
-        ("moe", "moe_perf", "fp8_block", 0.09),
-        ("attention", "generation_attention_perf", "bf16", 0.17),
-        ("attention", "generation_attention_perf", "fp8", 0.17),
-        ("attention", "context_attention_perf", None, 0.065),
-    ],
-)
-def test_fitted_device_accuracy(family, table, dtype, bound):
-    median, signed, predicted, rows = _errors("h100_sxm", family, table, "default", dtype)
+# (system, family, table, dtype, bound on the median |error|): the shipped profile on the
+# devices it was fitted on (README: H100 3.8-10.2%, A100 3.9-9.6% per table kind)
+FITTED = [
+    ("h100_sxm", "gemm", "gemm_perf", "bf16", 0.07),
+    ("h100_sxm", "gemm", "gemm_perf", "fp8", 0.05),
+    ("h100_sxm", "gemm", "gemm_perf", "fp8_block", 0.07),
+    ("h100_sxm", "mla_bmm", "mla_bmm_perf", "bf16", 0.055),
+    ("h100_sxm", "mla_bmm", "mla_bmm_perf", "fp8_block", 0.04),
+    ("h100_sxm", "moe", "moe_perf", "bf16", 0.075),
+    ("h100_sxm", "moe", "moe_perf", "fp8", 0.085),
+    ("h100_sxm", "moe", "moe_perf", "fp8_block", 0.07),
+    ("h100_sxm", "mla", "generation_mla_perf", "bf16", 0.075),
+    ("h100_sxm", "mla", "generation_mla_perf", "fp8", 0.085),
+    ("h100_sxm", "mla", "context_mla_perf", None, 0.065),
+    ("h100_sxm", "mla", "mla_generation_module_perf", None, 0.07),
+    ("h100_sxm", "mla", "mla_context_module_perf", None, 0.065),
+    ("h100_sxm", "comm", "nccl_perf", "fp16", 0.07),
+    ("h100_sxm", "comm", "custom_allreduce_perf", None, 0.07),
+    ("h100_sxm", "comm", "wideep_deepep_normal_perf", None, 0.07),
+    ("h100_sxm", "comm", "wideep_deepep_ll_perf", None, 0.085),
+    ("h100_sxm", "attention", "generation_attention_perf", "bf16", 0.09),
+    ("h100_sxm", "attention", "generation_attention_perf", "fp8", 0.10),
+    ("h100_sxm", "attention", "context_attention_perf", None, 0.06),
+    ("a100_sxm", "gemm", "gemm_perf", "bf16", 0.095),
+    ("a100_sxm", "gemm", "gemm_perf", "int8", 0.065),
+    ("a100_sxm", "gemm", "gemm_perf", "w4a16", 0.095),
+    ("a100_sxm", "mla_bmm", "mla_bmm_perf", "bf16", 0.075),
+    ("a100_sxm", "moe", "moe_perf", "bf16", 0.085),
+    ("a100_sxm", "mla", "generation_mla_perf", "bf16", 0.085),
+    ("a100_sxm", "mla", "context_mla_perf", None, 0.06),
+    ("a100_sxm", "comm", "nccl_perf", None, 0.075),
+    ("a100_sxm", "attention", "generation_attention_perf", "bf16", 0.09),
+    ("a100_sxm", "attention", "context_attention_perf", None, 0.05),
+]
+
+
+@pytest.mark.parametrize("system,family,table,dtype,bound", FITTED)
+def test_fitted_device_accuracy(system, family, table, dtype, bound):
+    median, signed, predicted, rows = _errors(system, family, table, "default", dtype)
     assert median <= bound
     assert abs(signed) <= 0.07  # neither optimistic nor pessimistic overall
     if dtype is None:  # every row of a single-dtype table is predicted
         assert predicted >= 0.95 * rows
 
 
-def test_leave_one_device_out_gemm_and_moe():
-    """Fitted on H100-SXM only, the A100-SXM-80GB bf16 GEMMs and MoE blocks by datasheet ratios."""
-    gemm, _, _, _ = _errors("a100_sxm", "gemm", "gemm_perf", "fit-h100-sxm", "bf16")
-    moe, _, _, _ = _errors("a100_sxm", "moe", "moe_perf", "fit-h100-sxm", "bf16")
-    assert gemm <= 0.12 and moe <= 0.20
+# Leave one device out, per table kind (README: 8-17% A100 from H100; 8-20% H100 from A100 for
+# the kinds the A100 set has: its profile has no DeepEP, MXFP4 MoE or quantize fit to transfer)
+LEAVE_ONE_OUT = [
+    ("a100_sxm", "fit-h100-sxm", "gemm", "gemm_perf", "bf16", 0.11),
+    ("a100_sxm", "fit-h100-sxm", "gemm", "gemm_perf", "int8", 0.12),
+    ("a100_sxm", "fit-h100-sxm", "moe", "moe_perf", "bf16", 0.155),
+    ("a100_sxm", "fit-h100-sxm", "mla", "generation_mla_perf", "bf16", 0.19),
+    ("a100_sxm", "fit-h100-sxm", "mla", "context_mla_perf", None, 0.155),
+    ("a100_sxm", "fit-h100-sxm", "attention", "context_attention_perf", None, 0.175),
+    ("a100_sxm", "fit-h100-sxm", "attention", "generation_attention_perf", None, 0.10),
+    ("a100_sxm", "fit-h100-sxm", "comm", "nccl_perf", None, 0.18),
+    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "bf16", 0.11),
+    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8", 0.125),
+    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8_block", 0.13),
+    ("h100_sxm", "fit-a100-sxm-80gb", "moe", "moe_perf", "fp8_block", 0.155),
+    ("h100_sxm", "fit-a100-sxm-80gb", "mla", "generation_mla_perf", "bf16", 0.185),
+    ("h100_sxm", "fit-a100-sxm-80gb", "attention", "context_attention_perf", "fp8", 0.215),
+    ("h100_sxm", "fit-a100-sxm-80gb", "attention", "generation_attention_perf", "fp8", 0.155),
+]
+
+
+@pytest.mark.parametrize("system,profile,family,table,dtype,bound", LEAVE_ONE_OUT)
+def test_leave_one_device_out_per_kind(system, profile, family, table, dtype, bound):
+    """A profile fitted on the other device only, predicting this one by datasheet ratios."""
+    median, _, _, _ = _errors(system, family, table, profile, dtype)
+    assert median <= bound
 
 
 def test_better_than_the_plain_roofline():
@@ -112,8 +151,8 @@ def test_prefill_with_many_query_heads_per_kv_head_reads_the_cache_once():
 
 def test_pooled_accuracy_fitted_and_leave_one_device_out():
     """Every predicted row of both shared sets, pooled per device (the README's figures: fitted
-    7.4% / p90 26% on H100-SXM, 10.5% / 36% on A100-SXM-80GB; leave one device out 16.8%
-    (A100 from H100) and 23.8% (H100 from A100)), and at most 5% of rows not predicted."""
+    5.9% / p90 20% on H100-SXM, 6.8% / 22% on A100-SXM-80GB; leave one device out 12.1%
+    (A100 from H100) and 12.5% (H100 from A100)), and at most 5% of rows not predicted."""
 
     def pooled(system: str, profile: str) -> tuple[float, float, float]:
         prof = load_profile(profile)
@@ -129,7 +168,7 @@ def test_pooled_accuracy_fitted_and_leave_one_device_out():
         return float(np.median(err)), float(np.percentile(err, 90)), left / rows
 
     h100, a100 = pooled("h100_sxm", "default"), pooled("a100_sxm", "default")
-    assert h100[0] <= 0.08 and h100[1] <= 0.28 and h100[2] <= 0.05
-    assert a100[0] <= 0.105 and a100[1] <= 0.36 and a100[2] <= 0.05
-    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.175
-    assert pooled("h100_sxm", "fit-a100-sxm-80gb")[0] <= 0.25
+    assert h100[0] <= 0.065 and h100[1] <= 0.22 and h100[2] <= 0.05
+    assert a100[0] <= 0.075 and a100[1] <= 0.24 and a100[2] <= 0.05
+    assert pooled("a100_sxm", "fit-h100-sxm")[0] <= 0.135
+    assert pooled("h100_sxm", "fit-a100-sxm-80gb")[0] <= 0.135
