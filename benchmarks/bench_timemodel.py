@@ -4,7 +4,7 @@ Three figures, per table kind and pooled: the shipped profile on the devices it 
 and leave-one-device-out (fit on H100-SXM only and predict A100-SXM-80GB, and the reverse).
 Errors are ``predicted / measured - 1``; rows the mapping cannot model count as not predicted.
 
-    python benchmarks/bench_timemodel.py [--refit [--write-dir mlacalc/timemodel/profiles]] [--json OUT]
+    python benchmarks/bench_timemodel.py [--refit [--write-dir DIR]] [--only TABLES] [--json OUT]
 
 Needs the ``measured`` extra (pyarrow) and the shared sets (``--measured ROOT``, default
 ``../shared/reference/gpu-measured``). Targets: fitted device median <= 8% per kind, p90 <= 25%;

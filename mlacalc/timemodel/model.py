@@ -2,38 +2,51 @@
 
 A kernel's time on a device is
 
-    fixed + combine(compute, memory) + work-unit terms (+ activation quantization)
+    fixed + combine(compute, memory) + extra work a roofline has no term for
 
-- ``compute`` = FLOPs at ``eff_compute`` of the dense tensor rate of its dtype, divided by the
-  share of the SMs its tiles keep busy (wave and tile quantization: ``ceil(tiles / SMs)``
-  waves of whole tiles; a GEMM with fewer tiles than SMs splits K, except the block-scaled
-  fp8 GEMM);
+per kind (each function below states its mechanisms and the measured rows that show them):
+
+- ``compute`` = FLOPs at ``eff_compute`` of the dense tensor rate of its dtype, in whole waves
+  of work units (output tiles, attention units) over the SMs;
 - ``memory`` = HBM bytes at ``eff_memory`` of the datasheet bandwidth, limited when a kernel
   has too few work units to draw the whole bandwidth (one SM draws ``sm_bandwidth`` times its
   share); operands under ``l2_share`` of the L2 that a warm replay keeps resident are read at
   ``l2_speedup`` times the HBM bandwidth;
 - ``combine`` is the p-norm ``(c^p + m^p)^(1/p)`` with ``p = overlap``: a large ``p`` is the
   roofline's ``max``, ``p = 1`` no overlap at all;
-- attention adds ``block_s`` per 64-token KV block and ``seq_s`` per sequence, both spread over
-  the SMs (the per-block and per-sequence work a roofline has no term for), and a prefill
-  with a sliding window ``mask_s`` per masked block of its band; a prefill counts its
-  softmax's exponentials on the SFUs (``eff_exp``, ``sfu_overlap``) and pays its fixed and
-  per-unit times as memory waits in seconds (``call_latency_s``, ``unit_latency_s``), not
-  cycles;
-- fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s`` per pass and
-  ``quant_bytes`` HBM passes over it per pass);
-- collectives: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes the
-  faster of two ways: flagged stores at half of ``link_eff x link bandwidth``, or bulk copies
-  at the full rate behind ``proto_s`` per step; ring (2(n-1)/n of the message for an
+- :func:`_gemm`: the library's tile list per dtype (the fastest tile is taken), split-K rules
+  per kernel (none for block-scaled fp8 and SmoothQuant int8), GEMV kernels at a few rows, a
+  cost per wave of tiles (``tile_s``) and the unhidden share of the output write
+  (``epilogue_share``); fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s``,
+  ``quant_bytes``), block-scaled fp8 the CUDA-core rescale of each K block
+  (``promote_cycles``), weight-only GEMMs the conversion of each weight (``dequant_s``);
+- :func:`_attention_prefill`: 128 x 128 tiles, the softmax's exponentials on the SFUs
+  (``eff_exp``, ``sfu_overlap``), the fp8 V transpose through shared memory, banded windows
+  (``mask_s``), and a call's and a unit's waits in seconds (``call_latency_s``,
+  ``unit_latency_s``), not cycles;
+- :func:`_attention_decode`: (sequence, KV-head group) units with key splits, per-unit work as
+  SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``),
+  further kernels of a call (``launch_s``), fp8 cache conversion (``dequant_s``) and
+  per-head cache re-reads beyond 32 query heads per KV head (``fallback_reads``);
+- :func:`_mla_decode`: latent units of 64 heads, the key-splitting kernel against the one that
+  walks a whole cache on one SM;
+- :func:`_moe`: two grouped GEMMs with per-expert row tiles, the touched experts' weights, a
+  cost per wave of tiles, the routing of every pair (``route_s``) and the streaming passes
+  around the GEMMs (``act_passes``);
+- :func:`_collective`: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes
+  the faster of two ways: flagged stores at half of ``link_eff x link bandwidth``, or bulk
+  copies at the full rate behind ``proto_s`` per step; ring (2(n-1)/n of the message for an
   all-reduce) against one-shot (every peer's message read directly; not in NCCL), and where
   the switch reduces in the fabric (``link_multicast``: NVLink SHARP) the switch-reduced
   all-reduce (the message once each way at ``switch_eff`` of the link), whichever is faster;
-  a ring rank also copies its own 1/n share through HBM at ``eff_memory``;
+  a ring rank also copies its own 1/n share through HBM at ``eff_memory``; DeepEP kernels pay
+  SM work per token (``token_copies``);
 - a kernel timed outside a CUDA graph (``plugin = 1``) adds :data:`UNGRAPHED_LAUNCH_S`.
 
 Every parameter is a fraction or multiple of a datasheet figure, or a time of work on the SMs
 stated at a reference clock (cycles, scaled by the device's clock; of a collective, its fixed
-cost and per-step synchronisation), so a profile fitted on measured devices transfers.
+cost and per-step synchronisation), or, for the waits both measured devices show equal
+whatever their clocks, seconds; so a profile fitted on measured devices transfers.
 """
 
 from __future__ import annotations
@@ -774,8 +787,11 @@ def _mla_decode(
     # a unit's work beyond its first block takes 5.4 and 4.5 us on an SM at b = 1024, step 1;
     # leave-one-device-out 20-22% -> 17-18%
     unit_keys = np.ceil(np.ceil(kv_eff / 64.0) / splits) * 64.0  # whole 64-token blocks
-    smem = unit_keys * row_bytes * _col(batch, "operand_reads", 1) / (
-        SMEM_BYTES_PER_CLOCK * fig.clock_hz
+    smem = (
+        unit_keys
+        * row_bytes
+        * _col(batch, "operand_reads", 1)
+        / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     )
     return _attention_time(
         batch,
