@@ -361,11 +361,13 @@ def linear_kernels(
             gemm("linear_core_state", act_dtype, 3 * g, c, dv, dk, wu + chunk_states + state)
             pv = _bytes(g * c * c, f) + _bytes(g * (c * dv + dk * dv), f) + o.bytes_written
             gemm("linear_core_pv", act_dtype, g, c, dv, c, pv)
-        elif o.kind == "matmul":
+        elif o.kind == "matmul" and o.name != "linear_conv":
             g, m, n, k = o.shape
-            dtype = _gemm_dtype(act_dtype, weight_dtype, o.name != "linear_conv")
-            gemm(o.name, dtype, g, m, n, k, o.bytes)
+            gemm(o.name, _gemm_dtype(act_dtype, weight_dtype, True), g, m, n, k, o.bytes)
         else:
+            # element-wise kernels, and the depthwise causal convolution: a few taps per
+            # channel (``1 x K`` by ``K`` products, no reduction across channels) that a
+            # streaming kernel runs on the CUDA cores, not a batched GEMM of 1 x 1 tiles
             elements = o.bytes_written * 8 // max(1, a)
             shape = {"elements": elements}
             out.append(

@@ -148,10 +148,14 @@ def kernel_stage(name: str) -> str:
 
 
 def _gemm_dtype(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
-    """The dtype a GEMM computes in: fp8 weights run fp8 GEMMs (DeepSeek-V3 style), every
-    other product runs in the activation dtype."""
+    """The class a GEMM runs as: fp8 weights run fp8 GEMMs (DeepSeek-V3 style); integer
+    weights under bf16 activations the weight-only GEMMs (``w8a16`` / ``w4a16``: each weight
+    converted to bf16 in the kernel, the class a quantized checkpoint's integer groups run
+    as); every other product runs in the activation dtype."""
     if has_weight and weight_dtype.startswith("fp8"):
         return weight_dtype
+    if has_weight and weight_dtype in ("int8", "int4") and act_dtype in ("bf16", "fp16"):
+        return f"w{weight_dtype[3:]}a16"
     return act_dtype
 
 
@@ -232,16 +236,23 @@ def _core_kernel(
     }
     kind = _core_kind(model, cost.impl, cost.phase)
     dtype = act_dtype
-    if kind == "attention_decode":
+    if kind in ("attention_decode", "mla_decode"):
         # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
-        # the fp8 decode kernels; attention sinks keep the RoPE pre-kernel a kernel of its own
+        # the fp8 decode kernels (GQA and MLA alike)
         from .dtypes import resolve_kv_layout
-        from .families import arch_of
 
         if resolve_kv_layout(kv_dtype).name.startswith("fp8"):
             dtype = "fp8"
+    if kind == "attention_decode":
+        # attention sinks keep the RoPE pre-kernel a kernel of its own; the step times RoPE
+        # and the cache append as kernels of their own (``rope``), so the decode kernel does
+        # not count the pre-kernel the measured rows include
+        from .families import arch_of
+
         arch = arch_of(model)
         shape["sinks"] = int(bool(arch is not None and arch.sinks))
+        rope = ops.get("rope")
+        shape["rope_kernel"] = 0 if rope is not None and rope.bytes else 1
     return Kernel(
         name="attention",
         kind=kind,

@@ -460,9 +460,10 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         kv_read = bs * 2 * hkv * kv_eff * hd * kvb
         if t.system == "a100_sxm":
             # mapping rule (K-only cache): the A100 collector allocated the cache as SELFKONLY
-            # (TABLES.md) and its grouped-query rows reach 1.65x the K+V bytes at the datasheet
-            # HBM bandwidth, 0.83x of K alone: the V of a block is read from the L2 right after
-            # its K (the XQA kernel walks a block's K then its V), so they move K's bytes only.
+            # (TABLES.md, which calls it a suspected cause, not a proven one) and its
+            # grouped-query rows reach 1.65x the K+V bytes at the datasheet HBM bandwidth,
+            # 0.83x of K alone. The hypothesis taken: the V of a block is read from the L2 right
+            # after its K (the XQA kernel walks a block's K then its V), so they move K's bytes.
             # MMHA rows (one head a unit, or more than 32 query heads per KV head) read V in a
             # second pass, after K has left the L2 at long caches, and keep K + V
             xqa = (hq > hkv) & (hq <= 32 * hkv)

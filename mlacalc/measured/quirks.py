@@ -34,7 +34,9 @@ predicted, by reason) or flags them for the time model. In the order applied:
    at most what another row of the same call (dtype, tokens, hidden, intermediate, top-k,
    experts, kernel) does on its GPU, yet takes more than :data:`MORE_WORK_FACTOR` times as
    long, did not time the same kernels (the collector allows an eager fallback and does not
-   record it); it is excluded. The rows that do at least a row's work: those of the same
+   record it), or, for a power-law row, its single replay after one warm-up (balanced rows:
+   6 after 3) timed more than the kernels' steady state, which is what the product predicts;
+   it is excluded. The rows that do at least a row's work: those of the same
    routing with ``moe_tp_size`` and ``moe_ep_size`` both no larger (a wider slice of the same
    experts' columns; a rank holding a contiguous block of ``E/ep`` experts: the straggler's
    block at a larger ``ep`` lies inside a block of the smaller ``ep``, which carries no more

@@ -417,9 +417,10 @@ class StepModel:
             "fp8"
             if self.w_dtype.startswith("fp8")
             else "fp4"
-            if self.w_dtype in ("fp4", "int4") and "fp4" in hw.peak_flops_per_s
-            else "int8"
-            if self.w_dtype == "int8" and "int8" in hw.peak_flops_per_s
+            if self.w_dtype == "fp4" and "fp4" in hw.peak_flops_per_s
+            # integer weights under bf16 activations: the weight-only GEMMs, as mlacalc.step
+            else f"w{self.w_dtype[3:]}a16"
+            if self.w_dtype in ("int8", "int4")
             else "bf16"
         )
         self.imbalance = float(routing_imbalance)

@@ -706,7 +706,20 @@ def _attention_decode(
     hd = 2.0 ** np.ceil(np.log2(np.maximum(hd, 1.0)))
     row_tile = np.where(sm90, 8.0, 16.0)
     rows = np.where(grouped, group * q, 1.0)
-    walked = np.where(grouped, np.ceil(np.ceil(kv_eff / 64.0) / splits), kv_eff / 64.0 / splits)
+    # the keys a part walks: its share of the window (Hopper's fp8 XQA, or no window); where
+    # the splits partition the whole cache, the window's keys fall in the last parts, each
+    # holding at most ``kv / splits`` of them, so a longer cache never shortens the walk
+    partitioned = ~sm90 & (kv_eff < a["kv"])
+    part_keys = np.minimum(kv_eff, np.ceil(a["kv"] / splits))
+    walked = np.where(
+        partitioned,
+        np.where(grouped, np.ceil(part_keys / 64.0), part_keys / 64.0),
+        np.where(grouped, np.ceil(np.ceil(kv_eff / 64.0) / splits), kv_eff / 64.0 / splits),
+    )
+    # the parts that hold keys (all of them without a window)
+    busy = heads_units * np.where(
+        partitioned, np.minimum(splits, np.ceil(kv_eff / np.maximum(part_keys, 1.0))), splits
+    )
     unit_blocks = walked * (hd / 128.0)
     unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / row_tile), 1.0)
     # per-unit work (loading the queries, the final softmax normalisation and output write):
@@ -722,11 +735,13 @@ def _attention_decode(
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
     nbytes = batch.bytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
+    # (every part pays its per-unit work, empty or not; only the parts holding keys stream
+    # the cache and keep tensor cores busy)
     out = _attention_time(
         batch,
         fig,
         prm,
-        units=units,
+        units=busy,
         unit_blocks=unit_blocks * np.maximum(share, 1.0),
         unit_cost=unit_cost * share,
         masked=np.zeros(len(batch)),
@@ -735,19 +750,23 @@ def _attention_decode(
     )
     # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
     # dot products (Hopper's fp8 XQA multiplies fp8 on the tensor cores): ``dequant_s`` of an
-    # SM per element, spread over the SMs its units keep busy (the measured H100 MHA rows with
-    # an fp8 cache take 0.6-0.75 of the bf16 time where the halved cache bytes alone give 0.5)
+    # SM per element, spread over the SMs its parts holding keys keep busy (the measured H100
+    # MHA rows with an fp8 cache take 0.6-0.75 of the bf16 time where the halved cache bytes
+    # alone give 0.5)
     mmha_fp8 = batch.dtype.startswith("fp8") & ~sm90
     elements = b * heads * kv_eff * hd * 2.0
     out["compute_s"] = out["compute_s"] + np.where(
-        mmha_fp8, elements * prm["dequant_s"] / np.minimum(units, sms), 0.0
+        mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, sms), 0.0
     )
     # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
     # Hopper's fp8-cache XQA kernel (grouped queries, no attention sinks) does itself (the
     # measured H100 fp8 GQA rows at batch 1 take 5.5-6.5 us against 8.5-9 us of every other
     # path), and the reduction of the key splits
+    # (``rope_kernel`` 0: the caller times RoPE and the append as a kernel of its own, as a
+    # model step does; the measured rows include it, the default)
     fused = sm90 & (_col(batch, "sinks", 0) <= 0)
-    kernels = (~fused).astype(np.float64) + (splits > 1)
+    pre = (~fused) & (_col(batch, "rope_kernel", 1) > 0)
+    kernels = pre.astype(np.float64) + (splits > 1)
     out["extra_s"] = out["extra_s"] + prm["launch_s"] * kernels
     return out
 
@@ -918,8 +937,10 @@ def _collective(
     # flagged stores are issued one by one by the SMs of the library's channels, whose count
     # follows the links (25 GB/s each way a link on NVLink 3 and 4): their rate is the link
     # bandwidth's share at the reference clock, scaled with the clock (the measured flagged
-    # regime, 10-400 KB: A100 1.6-1.9x slower than H100, where the links alone give 1.5x)
-    issue = fig.clock_hz / REFERENCE_CLOCK_HZ
+    # regime, 10-400 KB: A100 1.6-1.9x slower than H100, where the links alone give 1.5x).
+    # Issue can slow a transfer below the link's rate, never speed it beyond: a device clocked
+    # above the reference moves its stores at the link's rate
+    issue = min(1.0, fig.clock_hz / REFERENCE_CLOCK_HZ)
 
     def stepped(steps: np.ndarray, volume: np.ndarray) -> np.ndarray:
         # the faster of the two ways a library moves a step's data: flagged 8-byte stores that

@@ -1,0 +1,83 @@
+"""The kernel model on real model steps: kernels the product emits are timed by the class of the
+kernel they describe, and the time moves the way the work does."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+import mlacalc
+from mlacalc.hardware import load_hardware
+from mlacalc.kernels import Kernel
+from mlacalc.timemodel import predict_kernels
+
+
+@pytest.mark.parametrize("device", ["H100-SXM", "A100-SXM-80GB", "L40S", "RTX-4090", "MI300X"])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_sliding_window_decode_never_gets_faster_as_the_cache_grows(device, batch):
+    """Gemma 3's window layers: the kernels that split the whole cache put the window's keys in
+    its last parts, so a longer cache never shortens the walk or adds parts that stream it."""
+    times = []
+    for seq in (256, 512, 1024, 2048, 4096, 8192, 32768):
+        r = mlacalc.predict_time("gemma-3-1b", device, "decode", seq, batch=batch, scope="model")
+        times.append(sum(o.model_s for o in r.ops if o.name == "attention"))
+    assert all(b >= a * 0.999 for a, b in pairwise(times)), times
+
+
+def test_the_causal_convolution_of_linear_attention_is_a_streaming_kernel():
+    """A depthwise conv of four taps per channel is not a batched GEMM of 1 x 1 tiles: it is
+    timed as an element-wise kernel, a few microseconds a layer at one sequence."""
+    r = mlacalc.predict_time("qwen3-next-80b-a3b", "H100-SXM", "decode", 4096, scope="model")
+    conv = [o for o in r.ops if o.name == "linear_conv"]
+    assert conv and all(o.kind == "elementwise" for o in conv)
+    layers = 36  # Gated DeltaNet layers of Qwen3-Next-80B (3 in 4 of 48)
+    assert sum(o.model_s for o in conv) / layers < 6e-6
+
+
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
+def test_mla_decode_kernel_takes_the_class_of_its_cache(kv_dtype):
+    """The measured MLA decode classes follow the cache dtype (an fp8 cache: the fp8 kernel);
+    a real step's kernel does too, and the fp8 class is the faster on H100."""
+    from mlacalc.step import step_kernels
+
+    ks = step_kernels("deepseek-v3", "decode", 8192, batch=64, kv_dtype=kv_dtype)
+    (mla,) = [k for k in ks if k.kind == "mla_decode"]
+    assert mla.dtype == kv_dtype
+    kw = dict(batch=64, scope="attention_layer")
+    t = {
+        kv: sum(
+            o.model_s
+            for o in mlacalc.predict_time(
+                "deepseek-v3", "H100-SXM", "decode", 8192, kv_dtype=kv, **kw
+            ).ops
+            if o.name == "attention"
+        )
+        for kv in ("bf16", "fp8")
+    }
+    assert t["fp8"] < t["bf16"]
+
+
+@pytest.mark.parametrize("device", ["L40S", "RTX-4090", "H100-SXM", "A100-SXM-80GB"])
+def test_a_collective_never_beats_its_link(device):
+    """SM-issued stores can slow a transfer below the link's rate, never lift it above: on a
+    device clocked above the reference the one-shot all-reduce still moves (n - 1) messages
+    at no more than the link bandwidth, ideal and prediction alike."""
+    hw = load_hardware(device)
+    msg = 16e6
+    k = Kernel(
+        "ar",
+        "all_reduce",
+        "bf16",
+        flops=0.0,
+        bytes=msg,
+        shape={"message_bytes": msg, "n_gpus": 2, "one_shot": 1},
+    )
+    (t,) = predict_kernels([k], hw)
+    from mlacalc.timemodel.device import device_figures
+
+    link = device_figures(hw).link_bytes_per_s
+    assert t.seconds >= msg / link
+    assert t.roofline_s >= msg / link * (1 - 1e-9)
+    assert np.isfinite(t.seconds)
