@@ -3,6 +3,7 @@ kernel they describe, and the time moves the way the work does."""
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import pairwise
 
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 
 import mlacalc
 from mlacalc.hardware import load_hardware
-from mlacalc.kernels import Kernel
-from mlacalc.timemodel import predict_kernels
+from mlacalc.kernels import Kernel, batches_of
+from mlacalc.timemodel import batch_terms, class_params, load_profile, predict_kernels
+from mlacalc.timemodel.model import kernel_terms
 
 
 @pytest.mark.parametrize("device", ["H100-SXM", "A100-SXM-80GB", "L40S", "RTX-4090", "MI300X"])
@@ -81,3 +83,29 @@ def test_a_collective_never_beats_its_link(device):
     assert t.seconds >= msg / link
     assert t.roofline_s >= msg / link * (1 - 1e-9)
     assert np.isfinite(t.seconds)
+
+
+def test_fp8_weights_on_a_device_without_fp8_run_a_weight_only_gemm():
+    """A100 has no fp8 tensor cores: a block-scaled fp8 checkpoint's GEMMs run a dequantizing
+    weight-only kernel there (the w8a16 class, which splits K), not Hopper's block-scaled
+    kernel walking all of K in one tile; H100 keeps the fp8 class."""
+
+    k = Kernel(
+        "kv_a_proj",
+        "gemm",
+        "fp8_block",
+        flops=2 * 64 * 576 * 7168,
+        bytes=576 * 7168 + 64 * 7168 * 2 + 64 * 576 * 2,
+        shape={"m": 64, "n": 576, "k": 7168, "groups": 1},
+    )
+
+    ((_, batch),) = batches_of([k])
+    a100, _ = batch_terms(batch, "A100-SXM-80GB")
+
+    fig, prm, _ = class_params(load_hardware("A100-SXM-80GB"), load_profile(), "gemm", "w8a16", "")
+
+    same = kernel_terms(dataclasses.replace(batch, dtype="w8a16"), fig, prm, scaled=True)
+    assert a100["seconds"][0] == pytest.approx(same["seconds"][0])
+    h100, _ = batch_terms(batch, "H100-SXM")
+    assert "fp8" in load_hardware("H100-SXM").peak_flops_per_s
+    assert h100["seconds"][0] < a100["seconds"][0]

@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -134,8 +135,23 @@ def batch_terms(
     batch = _check_batch(batch)
     hw = _hardware(hardware)
     prof = load_profile(profile)
+    batch = _as_run(batch, hw)
     fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
     return kernel_terms(batch, fig, params, scaled=True), how
+
+
+def _as_run(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
+    """The kernel a device runs for ``batch``: fp8 weights on a device without fp8 tensor cores
+    (A100) run a weight-only GEMM, each fp8 weight converted to bf16 in the kernel (as the
+    int8 weight-only GEMMs do; it splits K as they do, and quantizes no input), not the
+    Hopper fp8 kernels whose rules the fp8 classes state."""
+    if (
+        batch.kind == "gemm"
+        and batch.dtype.startswith("fp8")
+        and "fp8" not in device_figures(hw).peaks
+    ):
+        return dataclasses.replace(batch, dtype="w8a16")
+    return batch
 
 
 def predict_batch(
