@@ -252,6 +252,14 @@ def parse_yaml(text: str, origin: str) -> Any:
         ) from None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "nesting depth" in problem:
+            # PyYAML 6.0.4 and later stop a deep flow collection in the scanner, which reads
+            # ahead of the events the depth check above sees: the same error, said the same way
+            raise ConfigError(
+                f"nests deeper than {MAX_DEPTH} levels{_where(exc)}",
+                source=origin,
+                fix="a configuration is a flat mapping",
+            ) from None
         raise ConfigError(f"is not valid YAML{_where(exc)}: {problem}", source=origin) from None
     except (RecursionError, MemoryError):  # pragma: no cover - the event checks keep these away
         raise ConfigError("is too complex to read", source=origin) from None
