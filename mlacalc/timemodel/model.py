@@ -635,15 +635,16 @@ SMEM_BYTES_PER_CLOCK = 128.0
 
 
 def _decode_splits(
-    batch: KernelBatch, fig: DeviceFigures, heads_units: np.ndarray, kv_eff: np.ndarray
+    batch: KernelBatch, heads_units: np.ndarray, keys: np.ndarray, slots: float
 ) -> np.ndarray:
-    """Key splits of a decode unit: its keys split across idle SMs where the kernel can
-    (flash-decoding), at least 256 keys a split."""
-    can_split = _col(batch, "kv_split", 1) > 0
+    """Key splits of a decode unit (flash-decoding): where the kernel can split
+    (``kv_split``) and its units leave some of the ``slots`` resident units idle, a unit's
+    ``keys`` split into parts of at least :data:`DECODE_SPLIT_KEYS`, as many as fill them."""
+    can_split = (_col(batch, "kv_split", 1) > 0) & (heads_units < slots)
     return np.where(
-        can_split & (heads_units < fig.sm_count),
+        can_split,
         np.clip(
-            np.floor(fig.sm_count / heads_units), 1.0, np.maximum(1.0, np.ceil(kv_eff / 256.0))
+            np.floor(slots / heads_units), 1.0, np.maximum(1.0, np.ceil(keys / DECODE_SPLIT_KEYS))
         ),
         1.0,
     )
@@ -652,8 +653,8 @@ def _decode_splits(
 #: Decode kernels (TRT-LLM XQA and MMHA multi-block mode) split a unit's keys across SMs up to
 #: this many resident units per SM, every split at least :data:`DECODE_SPLIT_KEYS` keys. Four
 #: units a SM fit the measured H100/A100 rows better than one (fitted p90 31% against 35%, the
-#: leave-one-device-out medians 9-10% against 12%); 256-key splits as the splitting of the other
-#: decode kernels (:func:`_decode_splits`).
+#: leave-one-device-out medians 9-10% against 12%); MLA decode splits up to one unit a SM
+#: (:func:`_decode_splits`).
 DECODE_SPLIT_UNITS_PER_SM = 4.0
 DECODE_SPLIT_KEYS = 256.0
 
@@ -678,19 +679,9 @@ def _attention_decode(
     # their splits before the window finding no keys: the measured H100 bf16 rows with a
     # 128-token window grow with the cache length up to 3x, the fp8 grouped ones stay flat)
     sm90 = batch.dtype.startswith("fp8") & grouped & ("fp8" in fig.peaks)
-    split_keys = np.where(sm90, kv_eff, a["kv"])
     sms = fig.sm_count
-    slots = sms * DECODE_SPLIT_UNITS_PER_SM
-    can_split = (_col(batch, "kv_split", 1) > 0) & (heads_units < slots)
-    splits = np.where(
-        can_split,
-        np.clip(
-            np.floor(slots / heads_units),
-            1.0,
-            np.maximum(1.0, np.ceil(split_keys / DECODE_SPLIT_KEYS)),
-        ),
-        1.0,
-    )
+    split_keys = np.where(sm90, kv_eff, a["kv"])
+    splits = _decode_splits(batch, heads_units, split_keys, sms * DECODE_SPLIT_UNITS_PER_SM)
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
@@ -781,7 +772,8 @@ def _mla_decode(
     # latent cache), all of them reading the same cache blocks
     tiles = np.ceil(heads * q / 64.0)
     heads_units = b * tiles
-    splits = _decode_splits(batch, fig, heads_units, kv_eff)
+    # (one unit a SM: the latent kernels' units fill the SMs by themselves)
+    splits = _decode_splits(batch, heads_units, kv_eff, fig.sm_count)
     units = heads_units * splits
     # a kernel that cannot split the keys (``kv_split = 0``, the A100 rows) walks all of a
     # sequence's keys on one SM, multiplying a whole 64-row tile of query heads against each
@@ -805,9 +797,10 @@ def _mla_decode(
     # ``unit_latency_s``): the floors are 13 us (H100) and 15 us (A100), not 1.3x apart, and
     # a unit's work beyond its first block takes 5.4 and 4.5 us on an SM at b = 1024, step 1;
     # leave-one-device-out 20-22% -> 17-18%
-    unit_keys = np.ceil(np.ceil(kv_eff / 64.0) / splits) * 64.0  # whole 64-token blocks
+    unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)  # whole 64-token blocks a unit walks
     smem = (
-        unit_keys
+        unit_blocks
+        * 64.0
         * row_bytes
         * _col(batch, "operand_reads", 1)
         / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
@@ -817,7 +810,7 @@ def _mla_decode(
         fig,
         prm,
         units=units,
-        unit_blocks=np.ceil(np.ceil(kv_eff / 64.0) / splits),
+        unit_blocks=unit_blocks,
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
         # a splitting kernel's SMs take the short units as they free up; the non-splitting
@@ -834,9 +827,9 @@ def _mla_decode(
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
-#: reaches (as :data:`GEMM_TILES`), as arrays of (tile, row).
+#: reaches (:func:`_tile_rate`), as arrays of (tile, row).
 _MOE_TILES = tuple(
-    (tm, tn, min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5))
+    (tm, tn, _tile_rate(tm, tn))
     for tm, tn in (
         (16, 128),
         (32, 128),
@@ -848,9 +841,7 @@ _MOE_TILES = tuple(
         (256, 128),
     )
 )
-_MOE_TM = np.array([t[0] for t in _MOE_TILES], dtype=np.float64)[:, None]
-_MOE_TN = np.array([t[1] for t in _MOE_TILES], dtype=np.float64)[:, None]
-_MOE_RATE = np.array([t[2] for t in _MOE_TILES])[:, None]
+_MOE_TM, _MOE_TN, _MOE_RATE = _tile_arrays(_MOE_TILES)
 _MOE_GEMMS = np.arange(2)[:, None]
 
 
