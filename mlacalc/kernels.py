@@ -41,7 +41,8 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   its bf16 input), ``quant_group`` (0 = per tensor, 128 = 1x128 blocks), ``quant_passes``
   (passes over the input), ``quant_permute`` (1 = the quantize also permutes);
 - attention classes: ``kv_bytes`` (bytes per cached element), ``page_size``, ``sinks``,
-  ``preprocess_bytes`` (RoPE and cache-append traffic inside ``bytes``), ``rope_elements``;
+  ``preprocess_bytes`` (RoPE and cache-append traffic inside ``bytes``), ``rope_elements``,
+  ``kv_reads`` (cache passes from HBM: 2 = K and V, 1 = K alone);
   ``mla_decode`` also ``kv_split`` (0 = keys are not split across SMs);
 - ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;

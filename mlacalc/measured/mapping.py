@@ -451,6 +451,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
     # QKV preprocessing: fused QKV read, Q written for the attention kernel, K/V rows appended
     pre_bytes = tok * (hq + 2 * hkv) * hd * 2 + tok * hq * hd * qb + tok * 2 * hkv * hd * kvb
     out_b = np.where(kvd == "fp8", 1.0, 2.0) if not context else 2.0
+    kv_reads = np.full(len(t), 2.0)  # cache passes from HBM: K and V
     if context:
         pairs = bs * _pairs(q, win)
         kv_read = tok * 2 * hkv * hd * kvb
@@ -467,7 +468,8 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
             # MMHA rows (one head a unit, or more than 32 query heads per KV head) read V in a
             # second pass, after K has left the L2 at long caches, and keep K + V
             xqa = (hq > hkv) & (hq <= 32 * hkv)
-            kv_read = np.where(xqa, kv_read / 2.0, kv_read)
+            kv_reads = np.where(xqa, 1.0, kv_reads)
+            kv_read = kv_read * kv_reads / 2.0
         kind = "attention_decode"
     flops = 2.0 * hq * pairs * (hd + hd)
     nbytes = pre_bytes + tok * hq * hd * qb + kv_read + tok * hq * hd * out_b
@@ -492,6 +494,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         kv_bytes=kvb,
         preprocess_bytes=pre_bytes,
         rope_elements=tok * (hq + hkv) * rot,
+        kv_reads=kv_reads,
     )
     bad = np.char.startswith(fmha_dt.astype(str), "?") | np.char.startswith(kvd, "?")
     reason[bad] = "unknown_dtype"

@@ -227,6 +227,18 @@ def slower_than_more_work(
     return out
 
 
+def _flag_repeats(
+    mapped: MappedTable, flag: str, group: np.ndarray, order_key: np.ndarray, what: str
+) -> None:
+    """Flag every row of a ``group`` but the first by ``order_key``: repeat measurements of one
+    kernel, kept and predicted."""
+    repeat = ~_first_by(group, order_key, np.ones(group.shape[0], dtype=bool))
+    count = int(repeat.sum())
+    if count:
+        mapped.flags[flag] = repeat
+        mapped.rules.append(f"{flag}: {count} {what}")
+
+
 def apply_quirks(mapped: MappedTable) -> None:
     """Apply the rules above to ``mapped`` in place (reasons, flags and the rules used)."""
     t = mapped.table
@@ -236,25 +248,25 @@ def apply_quirks(mapped: MappedTable) -> None:
     if "tp_size" in cols:
         fixed = tuple(c for c in cols if c not in ("tp_size", "latency"))
         group = _group_ids(cols, fixed, n)
-        repeat = ~_first_by(group, cols["tp_size"], np.ones(n, dtype=bool))
-        count = int(repeat.sum())
-        if count:
-            mapped.flags["duplicate_key"] = repeat
-            mapped.rules.append(
-                f"duplicate_key: {count} rows repeat a local-head key under another "
-                "tp_size label; they are measurements of the same kernel, kept and predicted"
-            )
+        _flag_repeats(
+            mapped,
+            "duplicate_key",
+            group,
+            cols["tp_size"],
+            "rows repeat a local-head key under another tp_size label; they are measurements "
+            "of the same kernel, kept and predicted",
+        )
 
     if t.table == "nccl_perf":
         group = _group_ids(cols, ("op_name", "nccl_dtype", "num_gpus", "message_size"), n)
-        slower = ~_first_by(group, t.seconds, np.ones(n, dtype=bool))
-        count = int(slower.sum())
-        if count:
-            mapped.flags["duplicate_sweep"] = slower
-            mapped.rules.append(
-                f"duplicate_sweep: {count} rows are the slower of two sweeps of one key; "
-                "repeat measurements of the same kernel, kept and predicted"
-            )
+        _flag_repeats(
+            mapped,
+            "duplicate_sweep",
+            group,
+            t.seconds,
+            "rows are the slower of two sweeps of one key; repeat measurements of the same "
+            "kernel, kept and predicted",
+        )
 
     if a100 and t.table in ("context_mla_perf", "generation_mla_perf") and "kv_cache_dtype" in cols:
         relabelled = _canon(cols["kv_cache_dtype"]) == "fp8"
@@ -272,13 +284,11 @@ def apply_quirks(mapped: MappedTable) -> None:
         kv_read = np.zeros(n)
         for p in mapped.parts:
             if p.batch.kind == "attention_decode":
-                # K and V, or K alone where the mapping's K-only rule reads V from the L2
-                # (A100 grouped-query rows; see mlacalc.measured.mapping)
-                group = p.batch.shape["n_heads"] / np.maximum(p.batch.shape["n_kv"], 1.0)
-                k_only = a100 & (group > 1) & (group <= 32)
+                # the cache passes the mapping reads from HBM: K and V, or K alone where its
+                # K-only rule reads V from the L2 (A100 grouped-query rows)
                 kv = (
                     p.batch.shape["batch"]
-                    * np.where(k_only, 1.0, 2.0)
+                    * p.batch.shape.get("kv_reads", 2.0)
                     * p.batch.shape["n_kv"]
                     * p.batch.shape["head_dim_qk"]
                     * p.batch.shape["kv_bytes"]
