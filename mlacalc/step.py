@@ -154,9 +154,15 @@ def _gemm_dtype(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
     as); every other product runs in the activation dtype."""
     if has_weight and weight_dtype.startswith("fp8"):
         return weight_dtype
-    if has_weight and weight_dtype in ("int8", "int4") and act_dtype in ("bf16", "fp16"):
-        return f"w{weight_dtype[3:]}a16"
+    if has_weight and act_dtype in ("bf16", "fp16") and weight_only_class(weight_dtype):
+        return weight_only_class(weight_dtype)
     return act_dtype
+
+
+def weight_only_class(weight_dtype: str) -> str:
+    """The weight-only GEMM class of integer weights under 16-bit activations (``"w8a16"``,
+    ``"w4a16"``), or ``""`` for any other weight dtype."""
+    return f"w{weight_dtype[3:]}a16" if weight_dtype in ("int8", "int4") else ""
 
 
 def _gemm(

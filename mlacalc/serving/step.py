@@ -51,7 +51,7 @@ from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch, variant_of
 from ..params import expert_shape
-from ..step import checkpoint_stored, stored_experts
+from ..step import checkpoint_stored, stored_experts, weight_only_class
 from ..vocab import SOFTMAX_FLOPS_PER_ELEMENT
 from .comm import (
     combine_bytes,
@@ -419,9 +419,7 @@ class StepModel:
             else "fp4"
             if self.w_dtype == "fp4" and "fp4" in hw.peak_flops_per_s
             # integer weights under bf16 activations: the weight-only GEMMs, as mlacalc.step
-            else f"w{self.w_dtype[3:]}a16"
-            if self.w_dtype in ("int8", "int4")
-            else "bf16"
+            else weight_only_class(self.w_dtype) or "bf16"
         )
         self.imbalance = float(routing_imbalance)
         self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
