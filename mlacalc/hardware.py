@@ -57,6 +57,7 @@ _NUMBER_FIELDS = (
     "scale_out_latency_us",
     "gpus_per_node",
     "launch_latency_us",
+    "compute_capability",
 )
 _FIELDS = {
     "name",
@@ -71,6 +72,7 @@ _FIELDS = {
     "scale_up_link",
     "scale_out_link",
     "field_sources",
+    "architecture",
     *_NUMBER_FIELDS,
 }
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
@@ -144,6 +146,11 @@ class HardwareSpec:
     gpus_per_node: int | None = None
     field_sources: dict[str, str] = field(default_factory=dict, compare=False)
     alias_note: str = field(default="", compare=False)
+    #: the vendor's architecture name ("Hopper", "Ada Lovelace", "CDNA 3"), and for an NVIDIA
+    #: GPU its CUDA compute capability (9.0 for Hopper): what decides which kernels a library
+    #: builds for the device. None where the file does not say.
+    architecture: str = ""
+    compute_capability: float | None = None
 
     def link(self, n_gpus: int) -> tuple[float, float]:
         """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
@@ -208,6 +215,8 @@ class HardwareSpec:
             "gpus_per_node": self.gpus_per_node,
             "field_sources": dict(self.field_sources),
             "alias_note": self.alias_note,
+            "architecture": self.architecture,
+            "compute_capability": self.compute_capability,
         }
 
 
@@ -301,6 +310,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
             "scale_out_gb_per_s",
             "scale_out_latency_us",
             "gpus_per_node",
+            "compute_capability",
         )
     }
     sources = data.get("field_sources", {}) or {}
@@ -347,6 +357,8 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         scale_out_latency_s=scaled("scale_out_latency_us", 1e-6),
         gpus_per_node=None if opt["gpus_per_node"] is None else int(opt["gpus_per_node"]),
         field_sources={str(k): v for k, v in sources.items()},
+        architecture=str(data.get("architecture", "")),
+        compute_capability=scaled("compute_capability", 1.0),
     )
 
 

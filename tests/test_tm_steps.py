@@ -109,3 +109,68 @@ def test_fp8_weights_on_a_device_without_fp8_run_a_weight_only_gemm():
     h100, _ = batch_terms(batch, "H100-SXM")
     assert "fp8" in load_hardware("H100-SXM").peak_flops_per_s
     assert h100["seconds"][0] < a100["seconds"][0]
+
+
+@pytest.mark.parametrize(
+    "device, cc, sm90",
+    [
+        ("H100-SXM", 9.0, True),
+        ("H200", 9.0, True),
+        ("H800", 9.0, True),
+        ("H100-PCIe", 9.0, True),
+        ("A100-SXM-80GB", 8.0, False),
+        ("L40S", 8.9, False),
+        ("RTX-4090", 8.9, False),
+        ("B200", 10.0, False),
+        ("MI300X", 0.0, False),
+    ],
+)
+def test_the_device_architecture_comes_from_the_catalogue(device, cc, sm90):
+    """The catalogue gives each NVIDIA device its compute capability (sourced); Hopper's own
+    kernels (sm90) are chosen by it, not by whether the device has fp8 tensor cores."""
+    from mlacalc.timemodel.device import device_figures
+
+    hw = load_hardware(device)
+    fig = device_figures(hw)
+    assert fig.compute_capability == cc and fig.sm90 is sm90
+    assert fig.architecture and hw.field_sources.get("architecture")
+    if cc:
+        assert hw.field_sources.get("compute_capability")
+
+
+@pytest.mark.parametrize("device", ["L40S", "RTX-4090", "B200", "MI300X", "H100-SXM"])
+def test_hoppers_fp8_decode_rules_follow_the_compute_capability(device):
+    """An fp8-cache grouped decode (8 query heads a KV head, a 128-token window) runs Hopper's
+    XQA rules (8-row tiles, window-only splits, fused RoPE) on compute capability 9.x only:
+    the same device figures with the capability swapped predict another time."""
+    from mlacalc.timemodel.device import device_figures
+
+    hw = load_hardware(device)
+    b, kv, heads, n_kv = 8, 8192, 32, 4
+    k = Kernel(
+        "attention",
+        "attention_decode",
+        "fp8",
+        flops=4 * b * heads * 128 * 128,
+        bytes=b * 128 * n_kv * 2 * 128,
+        shape={
+            "batch": b,
+            "q_len": 1,
+            "kv_len": kv,
+            "n_heads": heads,
+            "n_kv": n_kv,
+            "head_dim_qk": 128,
+            "head_dim_v": 128,
+            "window": 128,
+            "causal": 1,
+            "kv_bytes": 1,
+        },
+    )
+    ((_, batch),) = batches_of([k])
+    fig, prm, _ = class_params(hw, load_profile(), "attention_decode", "fp8", "")
+    swapped = dataclasses.replace(fig, compute_capability=8.9 if fig.sm90 else 9.0)
+    own = kernel_terms(batch, fig, prm, scaled=True)["seconds"][0]
+    other = kernel_terms(batch, swapped, prm, scaled=True)["seconds"][0]
+    assert own != pytest.approx(other, rel=1e-3)
+    # the whole-cache splits of the non-Hopper kernels cost more than Hopper's window splits
+    assert bool(own > other) is (not fig.sm90)

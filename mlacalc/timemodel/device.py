@@ -157,9 +157,23 @@ class DeviceFigures:
     #: 1 where the scale-up switch reduces in the fabric (NVLink SHARP), else 0
     link_multicast: float = 0.0
     fallbacks: tuple[str, ...] = ()
+    #: the catalogue's architecture name, and an NVIDIA GPU's CUDA compute capability (0 for
+    #: any other device, or one whose file does not give it): which kernels a library builds
+    #: for it (see :attr:`sm90`)
+    architecture: str = ""
+    compute_capability: float = 0.0
     _peaks_by_dtype: dict[str, float] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+
+    @property
+    def sm90(self) -> bool:
+        """True on compute capability 9.x (Hopper: H100, H200, H800), whose kernels the
+        measured H100 rows time where Hopper has kernels of its own (warp-group MMA, TMA:
+        TensorRT-LLM's fp8-cache XQA decode, FlashMLA). Ampere (8.0), Ada (8.9: L40S, RTX
+        40xx), Blackwell (10.x) and non-NVIDIA devices (MI300X) are not sm90: they run the
+        kernels the rules state for the other devices."""
+        return 9.0 <= self.compute_capability < 10.0
 
     def peak(self, dtype: str) -> float:
         """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device
@@ -228,6 +242,8 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         clock_hz=values["clock_hz"],
         link_multicast=values["link_multicast"],
         fallbacks=tuple(fallbacks),
+        architecture=getattr(hw, "architecture", "") or "",
+        compute_capability=float(getattr(hw, "compute_capability", None) or 0.0),
     )
     if len(_CACHE) > 64:
         _CACHE.clear()

@@ -678,7 +678,7 @@ def _attention_decode(
     # cores, splits the keys of the window; MMHA and the other XQA kernels the whole cache,
     # their splits before the window finding no keys: the measured H100 bf16 rows with a
     # 128-token window grow with the cache length up to 3x, the fp8 grouped ones stay flat)
-    sm90 = batch.dtype.startswith("fp8") & grouped & ("fp8" in fig.peaks)
+    sm90 = batch.dtype.startswith("fp8") & grouped & fig.sm90  # CC 9.x (H100/H200/H800) only
     sms = fig.sm_count
     split_keys = np.where(sm90, kv_eff, a["kv"])
     splits = _decode_splits(batch, heads_units, split_keys, sms * DECODE_SPLIT_UNITS_PER_SM)
