@@ -569,11 +569,12 @@ def _model_ops(
     plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
     kernel's ops; a kernel shorter than that waits on the CPU."""
     from .kernels import batches_of
-    from .timemodel import class_params
+    from .timemodel import class_params, device_batch
     from .timemodel.model import kernel_terms
 
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
+        batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
         fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
         terms = kernel_terms(batch, fig, params, scaled=True)
         # the plain roofline bound of each kernel (all calls), with the datasheet figures

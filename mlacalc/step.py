@@ -148,13 +148,23 @@ def kernel_stage(name: str) -> str:
 
 
 def _gemm_dtype(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
-    """The class a GEMM runs as: fp8 weights run fp8 GEMMs (DeepSeek-V3 style); integer
-    weights under bf16 activations the weight-only GEMMs (``w8a16`` / ``w4a16``: each weight
-    converted to bf16 in the kernel, the class a quantized checkpoint's integer groups run
-    as); every other product runs in the activation dtype."""
-    if has_weight and weight_dtype.startswith("fp8"):
+    """The class a GEMM runs as: a product by weights the class of their dtype
+    (:func:`weight_gemm_class`); every other product the activation dtype."""
+    return weight_gemm_class(weight_dtype, act_dtype) if has_weight else act_dtype
+
+
+def weight_gemm_class(weight_dtype: str, act_dtype: str = "bf16") -> str:
+    """The GEMM (and MoE) class of a product by weights of ``weight_dtype`` under
+    ``act_dtype`` activations: the one rule the model step (:func:`step_kernels`) and the
+    serving step (:class:`mlacalc.serving.step.StepModel`) share. fp8 weights run the fp8
+    GEMMs (DeepSeek-V3 style), fp4 weights the fp4 GEMMs; integer weights under 16-bit
+    activations the weight-only GEMMs (:func:`weight_only_class`); any other weights the
+    activation dtype. The class names the weights' format, not a device: on a device whose
+    tensor cores lack that format (fp8 on A100, fp4 before Blackwell) the time model runs the
+    dequantizing weight-only kernel instead (:func:`mlacalc.timemodel.device_batch`)."""
+    if weight_dtype.startswith("fp8") or weight_dtype == "fp4":
         return weight_dtype
-    if has_weight and act_dtype in ("bf16", "fp16") and weight_only_class(weight_dtype):
+    if act_dtype in ("bf16", "fp16") and weight_only_class(weight_dtype):
         return weight_only_class(weight_dtype)
     return act_dtype
 

@@ -143,8 +143,6 @@ def test_hoppers_fp8_decode_rules_follow_the_compute_capability(device):
     """An fp8-cache grouped decode (8 query heads a KV head, a 128-token window) runs Hopper's
     XQA rules (8-row tiles, window-only splits, fused RoPE) on compute capability 9.x only:
     the same device figures with the capability swapped predict another time."""
-    from mlacalc.timemodel.device import device_figures
-
     hw = load_hardware(device)
     b, kv, heads, n_kv = 8, 8192, 32, 4
     k = Kernel(
@@ -174,3 +172,76 @@ def test_hoppers_fp8_decode_rules_follow_the_compute_capability(device):
     assert own != pytest.approx(other, rel=1e-3)
     # the whole-cache splits of the non-Hopper kernels cost more than Hopper's window splits
     assert bool(own > other) is (not fig.sm90)
+
+
+@pytest.mark.parametrize(
+    "device, split, reads",
+    [("A100-SXM-80GB", 0.0, 4.0), ("L40S", 0.0, 4.0), ("H100-SXM", 1.0, 1.0), ("B200", 1.0, 1.0)],
+)
+def test_a_steps_mla_decode_runs_the_kernel_its_device_has(device, split, reads):
+    """A model step's MLA decode kernel is timed as the kernel the device runs, by the rule the
+    measured mapping labels its rows with: pre-Hopper NVIDIA (A100, Ada) the non-splitting
+    SM80 kernel of the A100 rows (each unit walks its whole cache on one SM, operands read by
+    four warps), Hopper and later the key-splitting FlashMLA-style kernel."""
+    from mlacalc.step import step_kernels
+    from mlacalc.timemodel import device_batch
+    from mlacalc.timemodel.device import mla_decode_kernel
+
+    hw = load_hardware(device)
+    assert mla_decode_kernel(hw) == {"kv_split": split, "operand_reads": reads}
+    ks = step_kernels("deepseek-v3", "decode", 8192, batch=4, scope="attention_layer")
+    (mla,) = [k for k in ks if k.kind == "mla_decode"]
+    assert "kv_split" not in mla.shape  # the step names no device
+    ((_, batch),) = batches_of([mla])
+    run = device_batch(batch, hw)
+    assert run.shape["kv_split"][0] == split and run.shape["operand_reads"][0] == reads
+    # the step's time is that kernel's, and at 4 sequences (far fewer units than SMs) the
+    # non-splitting kernel is the slower one
+    fig, prm, _ = class_params(hw, load_profile(), "mla_decode", mla.dtype, "")
+    p = mlacalc.predict_time("deepseek-v3", hw, "decode", 8192, batch=4)
+    (t,) = [o.model_s for o in p.ops if o.name == "attention"]
+    assert t == pytest.approx(kernel_terms(run, fig, prm, scaled=True)["seconds"][0])
+    other = dict(batch.shape, kv_split=np.array([1 - split]), operand_reads=np.array([1.0]))
+    t_other = kernel_terms(dataclasses.replace(batch, shape=other), fig, prm, scaled=True)
+    assert bool(t > t_other["seconds"][0]) is (split == 0.0)
+
+
+def test_the_measured_mla_rows_carry_the_kernel_the_same_rule_gives():
+    """The mapping labels the A100 and H100 MLA decode rows with the device rule's columns."""
+    from pathlib import Path
+
+    from mlacalc.measured import mapping
+    from mlacalc.timemodel.device import mla_decode_kernel
+
+    assert "mla_decode_kernel(" in Path(mapping.__file__).read_text(encoding="utf-8")
+    assert mla_decode_kernel(load_hardware("a100_sxm")) == {"kv_split": 0.0, "operand_reads": 4.0}
+    assert mla_decode_kernel(load_hardware("h100_sxm")) == {"kv_split": 1.0, "operand_reads": 1.0}
+
+
+@pytest.mark.parametrize("device, run", [("B200", "fp4"), ("H100-SXM", "w4a16")])
+def test_fp4_weights_run_one_class_in_predict_time_and_plan(device, run):
+    """fp4 weights: the model step and the serving step name the fp4 class (one rule,
+    mlacalc.step.weight_gemm_class); the device decides the kernel for both paths alike: the
+    fp4 GEMM where the tensor cores have fp4 (B200), else a dequantizing weight-only GEMM."""
+    from mlacalc.dtypes import resolve_kv_layout
+    from mlacalc.engine import as_model
+    from mlacalc.serving import StepModel, make_layout
+    from mlacalc.step import step_kernels
+    from mlacalc.timemodel import device_batch
+
+    hw = load_hardware(device)
+    m = as_model("llama-3-8b")
+    ks = step_kernels(m, "decode", 4096, 16, weight_dtype="fp4", scope="model")
+    gemms = {k.name: k for k in ks if k.kind == "gemm"}
+    assert {k.dtype for k in gemms.values()} == {"fp4"}
+    lay = make_layout(m, 1, tp=1, dp=1, ep=1)
+    sm = StepModel(m, lay, "fp4", resolve_kv_layout("bf16"), hw)
+    served = {k.name: k for k in sm.kernels(dec_B=16, dec_S=4096) if k.kind == "gemm"}
+    assert sm.gemm_dtype == "fp4" and served["o_proj"].dtype == "fp4"
+    ((_, batch),) = batches_of([gemms["o_proj"]])
+    assert device_batch(batch, hw).dtype == run
+    # predict_time times o_proj as the kernel the device runs, as plan's predict_batch does
+    p = mlacalc.predict_time(m, hw, "decode", 4096, batch=16, weight_dtype="fp4", scope="model")
+    (t,) = [o for o in p.ops if o.name == "o_proj"]
+    (ref,) = predict_kernels([gemms["o_proj"]], hw)
+    assert t.model_s == pytest.approx(ref.seconds)

@@ -548,6 +548,9 @@ def _mla_core(
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb) + quant_q
         flops = 2.0 * h * bs * kv * (lat + g["kv_lora"])
         nbytes = pre + bs * kv * lat * kvb + tok * h * lat * qb + tok * h * g["kv_lora"] * 2
+        from ..hardware import load_hardware
+        from ..timemodel.device import mla_decode_kernel
+
         b.add_by_dtype(
             prefix + "mla_decode",
             "mla_decode",
@@ -566,10 +569,11 @@ def _mla_core(
             causal=1,
             page_size=_PAGE,
             kv_bytes=kvb,
-            kv_split=0.0 if a100 else 1.0,
-            # the A100 kernel (TensorRT-LLM 1.0, SM80): mma.sync, four 16-row warps per
-            # 64-head tile, each reading every key and value row from shared memory
-            operand_reads=4.0 if a100 else 1.0,
+            # the kernel the measured device ran, by the rule a model step's kernel follows
+            # (kv_split, operand_reads): the A100 rows TensorRT-LLM 1.0's SM80 kernel (no key
+            # split; mma.sync, four 16-row warps per 64-head tile, each reading every key and
+            # value row from shared memory), the H100 rows FlashMLA
+            **mla_decode_kernel(load_hardware("a100_sxm" if a100 else "h100_sxm")),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )

@@ -51,7 +51,7 @@ from ..engine import kv_cache
 from ..hardware import HardwareSpec
 from ..kernels import Kernel, KernelBatch, variant_of
 from ..params import expert_shape
-from ..step import checkpoint_stored, stored_experts, weight_only_class
+from ..step import checkpoint_stored, stored_experts, weight_gemm_class
 from ..vocab import SOFTMAX_FLOPS_PER_ELEMENT
 from .comm import (
     combine_bytes,
@@ -413,14 +413,9 @@ class StepModel:
         self.stored = weight_dtype is None and checkpoint_stored(m)
         self.w_dtype = canonical_dtype(weight_dtype or m.weights_dtype)
         self.w_bytes = dtype_bits(self.w_dtype) / 8
-        self.gemm_dtype = (
-            "fp8"
-            if self.w_dtype.startswith("fp8")
-            else "fp4"
-            if self.w_dtype == "fp4" and "fp4" in hw.peak_flops_per_s
-            # integer weights under bf16 activations: the weight-only GEMMs, as mlacalc.step
-            else weight_only_class(self.w_dtype) or "bf16"
-        )
+        # the class of the weights' format, as mlacalc.step's (the time model runs the kernel
+        # the device has for it: a dequantizing weight-only GEMM where its tensor cores lack it)
+        self.gemm_dtype = weight_gemm_class(self.w_dtype, "bf16")
         self.imbalance = float(routing_imbalance)
         self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
         self.d = m.hidden_size

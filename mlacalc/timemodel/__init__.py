@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..hardware import HardwareSpec, load_hardware
 from ..kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
-from .device import DeviceFigures, device_figures
+from .device import DeviceFigures, device_figures, mla_decode_kernel
 from .model import COMM_KINDS, PARAMS, class_key, kernel_terms, scale_params
 from .profile import Profile, load_profile, shipped_profiles
 
@@ -43,6 +43,7 @@ __all__ = [
     "calibrate",
     "class_key",
     "class_params",
+    "device_batch",
     "device_figures",
     "load_profile",
     "predict_batch",
@@ -135,22 +136,38 @@ def batch_terms(
     batch = _check_batch(batch)
     hw = _hardware(hardware)
     prof = load_profile(profile)
-    batch = _as_run(batch, hw)
+    batch = device_batch(batch, hw)
     fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
     return kernel_terms(batch, fig, params, scaled=True), how
 
 
-def _as_run(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
-    """The kernel a device runs for ``batch``: fp8 weights on a device without fp8 tensor cores
-    (A100) run a weight-only GEMM, each fp8 weight converted to bf16 in the kernel (as the
-    int8 weight-only GEMMs do; it splits K as they do, and quantizes no input), not the
-    Hopper fp8 kernels whose rules the fp8 classes state."""
-    if (
-        batch.kind == "gemm"
-        and batch.dtype.startswith("fp8")
-        and "fp8" not in device_figures(hw).peaks
-    ):
-        return dataclasses.replace(batch, dtype="w8a16")
+def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
+    """The kernels ``hw`` runs for ``batch``: every path that times a step (``predict_time``,
+    ``plan``, ``predict_kernels``) goes through here, so they agree on the kernel a device runs.
+
+    - weights in a format the device's tensor cores lack run a dequantizing weight-only GEMM,
+      each weight converted to bf16 in the kernel (as the int8/int4 weight-only GEMMs do; it
+      splits K as they do and quantizes no input), not the kernels whose rules the fp8 and fp4
+      classes state: fp8 weights without fp8 tensor cores (A100) the ``w8a16`` class, fp4
+      weights without fp4 tensor cores (every device before Blackwell) the ``w4a16`` class,
+      and fp4 experts the weight-only MoE of 4-bit float experts (``w4a16_mxfp4``);
+    - an MLA decode kernel that does not say which kernel it is (a model step's; a measured
+      row does) runs the one the device has (:func:`~mlacalc.timemodel.device.mla_decode_kernel`:
+      pre-Hopper NVIDIA the non-splitting kernel of the A100 rows, else the key-splitting one).
+    """
+    kind, dtype = batch.kind, batch.dtype
+    if kind == "gemm" or kind == "moe":
+        peaks = device_figures(hw).peaks
+        if kind == "gemm" and dtype.startswith("fp8") and "fp8" not in peaks:
+            return dataclasses.replace(batch, dtype="w8a16")
+        if dtype == "fp4" and "fp4" not in peaks:
+            return dataclasses.replace(batch, dtype="w4a16" if kind == "gemm" else "w4a16_mxfp4")
+    elif kind == "mla_decode" and "kv_split" not in batch.shape:
+        n = len(batch)
+        cols = mla_decode_kernel(device_figures(hw))
+        shape = dict(batch.shape)
+        shape.update({k: np.full(n, v) for k, v in cols.items()})
+        return dataclasses.replace(batch, shape=shape)
     return batch
 
 

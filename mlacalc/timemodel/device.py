@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import MlacalcError
 from ..hardware import HardwareSpec, lookup_peak
 
-__all__ = ["DATASHEET_FALLBACK", "DeviceFigures", "device_figures"]
+__all__ = ["DATASHEET_FALLBACK", "DeviceFigures", "device_figures", "mla_decode_kernel"]
 
 _NVLS_HOPPER = (
     "NVIDIA Hopper architecture whitepaper: third-generation NVSwitch with NVLink SHARP "
@@ -249,3 +249,23 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         _CACHE.clear()
     _CACHE[key] = (hw, fig)
     return fig
+
+
+def mla_decode_kernel(device: DeviceFigures | HardwareSpec) -> dict[str, float]:
+    """The MLA decode kernel a device runs, as the ``mla_decode`` shape columns that say so:
+    the one rule the measured mapping (which kernel a measured row timed) and a model step
+    (which kernel the device would run) share.
+
+    - NVIDIA before Hopper (compute capability below 9: A100, Ada): TensorRT-LLM's SM80 MLA
+      decode kernel, as the measured A100 rows: it never splits a sequence's keys
+      (``kv_split = 0``: each unit walks its whole cache on one SM), and its mma.sync tiles
+      read every cached row from shared memory once per 16-row warp, four warps to a
+      64-head tile (``operand_reads = 4``);
+    - Hopper and later, and any other device: the key-splitting kernel (FlashMLA on Hopper, as
+      the measured H100 rows), whose warp-group MMA reads each row once for its 64-row tile
+      (``kv_split = 1``, ``operand_reads = 1``).
+    """
+    cc = float(getattr(device, "compute_capability", None) or 0.0)
+    if 0.0 < cc < 9.0:
+        return {"kv_split": 0.0, "operand_reads": 4.0}
+    return {"kv_split": 1.0, "operand_reads": 1.0}
