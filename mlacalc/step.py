@@ -615,7 +615,7 @@ class _Stored:
 
 
 def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
-    """:func:`_checkpoint_reads` without the cache."""
+    """:func:`_checkpoint_reads`'s reads, without the cache."""
     from .quant import Tensor, _kept, _tensors, tensor_bytes
 
     scheme = m.quantization
@@ -685,10 +685,12 @@ def one_layer(m: ModelConfig) -> ModelConfig:
 
 
 @lru_cache(maxsize=32)
-def _checkpoint_reads(m: ModelConfig) -> dict[str, _Stored]:
+def _checkpoint_reads(m: ModelConfig) -> tuple[dict[str, _Stored], str]:
     """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
-    its kind (every layer of a kind holds the same tensors)."""
-    return _tensor_reads(m)
+    its kind (every layer of a kind holds the same tensors), and the class its quantized
+    weights run as (:func:`stored_dtype`; the scheme is parsed once per model here, not on
+    every step)."""
+    return _tensor_reads(m), stored_dtype(m.quantization)
 
 
 def stored_dtype(scheme: Any) -> str:
@@ -709,8 +711,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
     ``weights_dtype`` replaced by their checkpoint bytes (values and scales; kept tensors in
     bf16), the class by the storage (:func:`stored_dtype`; a kernel whose weights are all
     kept computes in the activation dtype). FLOPs, shapes and activation bytes unchanged."""
-    reads = _checkpoint_reads(m)
-    quantized_class = stored_dtype(m.quantization)  # (the scheme is parsed on each access)
+    reads, quantized_class = _checkpoint_reads(m)
     out = []
     for k in kernels:
         s = reads.get(k.name)
@@ -755,8 +756,9 @@ def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
     its MoE kernel runs as, for a model :func:`checkpoint_stored` reads as stored (what the
     ``routed_experts`` kernel reads per expert it touches)."""
     m = as_model(model)
-    s = _checkpoint_reads(m)["routed_experts"]
-    return s.bytes, stored_dtype(m.quantization) if s.quantized else "bf16"
+    reads, quantized_class = _checkpoint_reads(m)
+    s = reads["routed_experts"]
+    return s.bytes, quantized_class if s.quantized else "bf16"
 
 
 def checkpoint_stored(model: ModelConfig | str) -> bool:
