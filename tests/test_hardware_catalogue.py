@@ -30,6 +30,7 @@ SOURCED = {
     "scale_out_bytes_per_s": "scale_out_gb_per_s",
     "scale_out_latency_s": "scale_out_latency_us",
     "gpus_per_node": "gpus_per_node",
+    "compute_capability": "compute_capability",
 }
 
 
@@ -143,6 +144,7 @@ BASE = (
         ("l2_mib: .nan", "l2_mib"),
         ("gpus_per_node: 2.5", "gpus_per_node"),
         ("sm_count: 0", "sm_count"),
+        ("compute_capability: -9.0", "compute_capability"),
     ],
 )
 def test_non_physical_figures_are_refused_by_field(tmp_path, line, field):
@@ -181,3 +183,24 @@ def test_measured_set_reader_agrees_with_the_catalogue():
     assert sets.SYSTEM_DEVICES == MEASURED_SYSTEMS
     for system, l2 in sets.SYSTEM_L2_BYTES.items():
         assert load_hardware(system).l2_bytes == l2, system
+
+
+def test_user_file_names_its_architecture(tmp_path):
+    """A user file may give the architecture and compute capability; the time model reads the
+    capability to choose Hopper's kernels (9.x) and the MLA decode kernel (pre-Hopper: the
+    non-splitting one); a file without it gets neither rule."""
+    from mlacalc.timemodel.device import device_figures, mla_decode_kernel
+
+    path = tmp_path / "x.yaml"
+    path.write_text(BASE + "architecture: Hopper\ncompute_capability: 9.0\n")
+    hw = load_hardware(path)
+    assert hw.architecture == "Hopper" and hw.compute_capability == 9.0
+    assert hw.to_dict()["compute_capability"] == 9.0 and device_figures(hw).sm90
+    ampere = tmp_path / "a.yaml"
+    ampere.write_text(BASE + "compute_capability: 8.6\n")
+    assert mla_decode_kernel(load_hardware(ampere))["kv_split"] == 0.0
+    plain = tmp_path / "p.yaml"
+    plain.write_text(BASE)
+    fig = device_figures(load_hardware(plain))
+    assert fig.compute_capability == 0.0 and not fig.sm90
+    assert mla_decode_kernel(fig)["kv_split"] == 1.0
