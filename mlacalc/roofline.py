@@ -351,10 +351,16 @@ class _Rates:
         return self.hw.peak(dtype)
 
     def matmul_peak(self, has_weight: bool) -> float:
-        # GEMMs on fp8 weights run at the fp8 rate (DeepSeek-V3 style); the attention core in
-        # the compute dtype
-        if has_weight and canonical_dtype(self.weight_dtype).startswith("fp8"):
-            return self.peak("fp8")
+        # GEMMs on fp8 weights run at the fp8 rate (DeepSeek-V3 style; a device without fp8
+        # at its bf16 rate), on fp4 weights at the fp4 rate where the device has fp4 tensor
+        # cores (the class mlacalc.step.weight_gemm_class names, as the kernel model's);
+        # the attention core in the compute dtype
+        if has_weight:
+            w = canonical_dtype(self.weight_dtype)
+            if w.startswith("fp8"):
+                return self.peak("fp8")
+            if w == "fp4" and "fp4" in self.hw.peak_flops_per_s:
+                return self.peak("fp4")
         return self.peak(self.dtype)
 
     def tile_efficiency(self, shape) -> float:

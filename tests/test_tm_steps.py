@@ -245,3 +245,27 @@ def test_fp4_weights_run_one_class_in_predict_time_and_plan(device, run):
     (t,) = [o for o in p.ops if o.name == "o_proj"]
     (ref,) = predict_kernels([gemms["o_proj"]], hw)
     assert t.model_s == pytest.approx(ref.seconds)
+
+
+@pytest.mark.parametrize("device, rate", [("B200", "fp4"), ("H100-SXM", "bf16")])
+def test_the_roofline_of_fp4_weights_is_at_the_rate_of_the_kernel_that_runs(device, rate):
+    """The plain roofline (profile="roofline") and the ideal reported beside a kernel-model
+    prediction compute fp4-weight GEMMs at the fp4 rate where the device has fp4 tensor cores,
+    else at the bf16 rate of the dequantizing kernel (never at the fp8 rate H100 has)."""
+    from mlacalc.step import step_kernels
+
+    hw = load_hardware(device)
+    (o,) = [
+        k
+        for k in step_kernels("llama-3-8b", "prefill", 4096, 4, weight_dtype="fp4")
+        if k.name == "o_proj"
+    ]
+    (t,) = predict_kernels([o], hw)
+    assert t.roofline_s == pytest.approx(
+        max(o.flops / hw.peak(rate), o.bytes / hw.memory_bandwidth_bytes_per_s) * o.calls
+    )
+    p = mlacalc.predict_time(
+        "llama-3-8b", hw, "prefill", 4096, 4, weight_dtype="fp4", profile="roofline"
+    )
+    (op,) = [x for x in p.ops if x.name == "o_proj"]
+    assert op.compute_s == pytest.approx(o.flops / (hw.peak(rate) * op.efficiency))
