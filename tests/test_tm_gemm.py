@@ -106,3 +106,70 @@ def test_profile_without_fp8_times_per_tensor_fp8_with_its_int8_fit():
     block, _ = prof.params("A100-SXM-80GB", "gemm", "fp8_block")
     assert fp8["fixed_s"] == 4e-6
     assert block["fixed_s"] == 2e-6
+
+
+def _quantize(elements, write=1, launches=1, warm=1) -> KernelBatch:
+    e = np.atleast_1d(np.asarray(elements, dtype=np.float64))
+    size = len(e)
+    shape = {
+        "elements": e,
+        "passes": np.ones(size),
+        "write": np.full(size, float(write)),
+        "launches": np.full(size, float(launches)),
+        "warm_l2": np.full(size, float(warm)),
+    }
+    nbytes = 2.0 * e + write * (e + 4.0)
+    return KernelBatch("quantize", "fp8", np.zeros(size), nbytes, np.ones(size), shape)
+
+
+def test_warm_quantize_reads_its_input_from_the_l2_when_it_fits():
+    """A warm replay of a quantize on the same input reads it at ``l2_speedup`` x HBM while
+    input and output fit in ``l2_share`` of the L2; well beyond, at the HBM rate."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("quantize")
+    prm.update(l2_share=0.5, l2_speedup=2.0, sm_bandwidth=16.0)
+    small = 4e6  # 12 MB: inside half the 50 MB L2
+    warm = kernel_terms(_quantize(small), fig, prm)["memory_s"][0]
+    cold = kernel_terms(_quantize(small, warm=0), fig, prm)["memory_s"][0]
+    bw = prm["eff_memory"] * fig.hbm_bytes_per_s
+    assert cold == pytest.approx(3.0 * small / bw, rel=1e-3)
+    assert warm == pytest.approx(small / bw + 2.0 * small / (2.0 * fig.hbm_bytes_per_s), rel=1e-3)
+    big = 1e8  # 300 MB: no share of it stays resident
+    a = kernel_terms(_quantize(big), fig, prm)["memory_s"][0]
+    b = kernel_terms(_quantize(big, warm=0), fig, prm)["memory_s"][0]
+    assert a == pytest.approx(b)
+
+
+def test_amax_reduction_pays_the_fixed_cost_of_each_graph_node():
+    """The scale-only quantize (memset of the scale, then the reduction) pays two fixed costs;
+    the mapping gives it ``launches = 2``."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("quantize")
+    one = kernel_terms(_quantize(32, write=0, launches=1), fig, prm)["seconds"][0]
+    two = kernel_terms(_quantize(32, write=0, launches=2), fig, prm)["seconds"][0]
+    assert two - one == pytest.approx(prm["fixed_s"], rel=1e-6)
+    from mlacalc.measured.mapping import _Builder, _quantize as map_quantize
+
+    b = _Builder(2)
+    map_quantize(b, "compute_scale", np.arange(2), np.array([32.0, 64.0]), 0, 1, write=0)
+    map_quantize(b, "scale_matrix", np.arange(2), np.array([32.0, 64.0]), 0, 1)
+    assert [float(p.batch.shape["launches"][0]) for p in b.parts] == [2.0, 1.0]
+
+
+def test_dynamic_fp8_quantization_pays_a_fixed_cost_per_graph_node():
+    """A per-tensor fp8 GEMM's dynamic quantization is three graph nodes (the amax reduction's
+    memset and kernel, then the scaling pass): ``quant_fixed_s`` for each, where the mapping
+    says so (``quant_launches``); without it, one per pass over the input."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("gemm")
+    prm.update(quant_fixed_s=2e-6)
+    base = _gemm("fp8", 16, 1024, 1024, quantize_input=1, quant_passes=2)
+    three = _gemm("fp8", 16, 1024, 1024, quantize_input=1, quant_passes=2, quant_launches=3)
+    a = kernel_terms(base, fig, prm)["extra_s"][0]
+    b = kernel_terms(three, fig, prm)["extra_s"][0]
+    assert b - a == pytest.approx(2e-6, rel=1e-6)
+    from mlacalc.measured.mapping import _Builder, _gemm_kernels
+
+    bld = _Builder(1)
+    _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [1024.0], [1024.0])
+    assert float(bld.parts[0].batch.shape["quant_launches"][0]) == 3.0

@@ -281,7 +281,11 @@ def _quantize(
     b: _Builder, name: str, rows, elements, group: int, passes: int, write: int = 1
 ) -> None:
     """A quantize kernel over bf16 ``elements``: ``passes`` reads of the input, fp8 output
-    (when ``write``) and fp32 scales (one per ``group`` elements; 0 = one per tensor)."""
+    (when ``write``) and fp32 scales (one per ``group`` elements; 0 = one per tensor). The
+    scale alone (``write = 0``: the absolute-maximum reduction of a dynamic quantization, what
+    ``computescale_perf`` keeps of dynamic minus static) is two graph nodes, ``launches = 2``:
+    the scale's reset to zero (a memset) and the reduction kernel, whose blocks each fold
+    their maximum into that one scale."""
     e = _f(np.asarray(elements))
     scales = np.ceil(e / group) * 4 if group else np.full_like(e, 4.0)
     nbytes = passes * 2 * e + write * (e + scales)
@@ -297,6 +301,7 @@ def _quantize(
         group=group,
         passes=passes,
         write=write,
+        launches=1 if write else 2,
     )
 
 
@@ -327,7 +332,15 @@ def _gemm_kernels(
     quant = {"quantize_input": 0, "quant_group": 0, "quant_passes": 0, "quant_permute": 0}
     if dtype == "fp8":
         nbytes = nbytes + 8.0  # the two per-tensor scales
-        quant = {"quantize_input": 1, "quant_group": 0, "quant_passes": 2, "quant_permute": 0}
+        # three graph nodes: the amax reduction's memset and kernel (computescale_perf), then
+        # the scaling pass (scale_matrix_perf)
+        quant = {
+            "quantize_input": 1,
+            "quant_group": 0,
+            "quant_passes": 2,
+            "quant_permute": 0,
+            "quant_launches": 3,
+        }
     elif dtype == "fp8_block":
         nbytes = nbytes + 4.0 * g * (
             m * np.ceil(k / _BLOCK) + np.ceil(n / _BLOCK) * np.ceil(k / _BLOCK)
