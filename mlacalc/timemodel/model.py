@@ -286,8 +286,10 @@ def borrowed_params(
     (a profile fitted on a device without fp8 units has no fp8 class): the terms that fit
     never saw get their physical reading instead of the uncalibrated defaults. The compute
     rate and the bytes already follow the dtype (its datasheet peak, its element size); each
-    quantization pass over an fp8 GEMM's bf16 input is one more kernel of the class, so it
-    costs the class's fixed cost and one read of the input at the class's bandwidth."""
+    graph node of an fp8 GEMM's input quantization (``quant_launches``: three for a dynamic
+    per-tensor one) is one more kernel of the class, so it costs the class's fixed cost, and
+    the quantization's bytes (its reads of the bf16 input and its fp8 write) move at the
+    class's bandwidth (``quant_bytes = 1``)."""
     if kind == "gemm" and dtype.startswith("fp8") and "quant_fixed_s" not in fitted:
         params["quant_fixed_s"] = params["fixed_s"]
         params["quant_bytes"] = 1.0
