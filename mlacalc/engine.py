@@ -530,6 +530,10 @@ class AttentionCost:
         )
 
 
+def _exact(n: int, d: int):
+    return n // d if n % d == 0 else Fraction(n, d)
+
+
 def _ceil(x) -> int:
     return x if isinstance(x, int) else math.ceil(x)
 
@@ -605,9 +609,9 @@ def attention_cost(
         q=q,
         S=keys,
         P=pairs,
-        b=Fraction(row_bytes, elements),
-        b_w=Fraction(w_bits, 8),
-        b_a=Fraction(a_bits, 8),
+        b=_exact(row_bytes, elements),
+        b_w=_exact(w_bits, 8),
+        b_a=_exact(a_bits, 8),
     )
     fns = gen.LAYERS[_layer_key(model, impl)]
     ops = [
