@@ -52,8 +52,12 @@ What each table becomes:
   the GEMM class (so are the module tables' absorption BMMs).
 * ``moe_perf``: one ``moe`` kernel for the measured rank: ``E/ep`` local experts, local
   intermediate ``inter/tp``, all ``num_tokens`` entering, loads from
-  :mod:`mlacalc.measured.moe_routing` (balanced, or the power-law straggler rank).
-* ``custom_allreduce_perf``: an all-reduce of ``message_size`` bf16 elements per GPU.
+  :mod:`mlacalc.measured.moe_routing` (balanced, or the power-law straggler rank; the
+  TensorRT-LLM 1.0 table's power-law calls of tokens x top-k at most E/16: every assignment
+  on the measured rank). The Triton mxfp4 rows carry their row tile (``row_tile``).
+* ``custom_allreduce_perf``: an all-reduce of ``message_size`` bf16 elements per GPU; from
+  :data:`TRTLLM_NCCL_FROM_ELEMENTS` of the table's TensorRT-LLM version up, NCCL's (``fp16``
+  class, no one-shot).
 * ``nccl_perf``: all_reduce / all_gather / reduce_scatter / all_to_all of ``message_size``
   elements (``half`` 2 bytes, ``int8`` 1) per rank: the full per-rank buffer.
 * ``wideep_deepep_ll_perf`` / ``wideep_deepep_normal_perf``: a dispatch and a combine on 8
@@ -481,7 +485,14 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
             # MMHA rows (one head a unit, or more than 32 query heads per KV head) read V in a
             # second pass, after K has left the L2 at long caches, and keep K + V
             xqa = (hq > hkv) & (hq <= 32 * hkv)
-            kv_reads = np.where(xqa, 1.0, kv_reads)
+            # (the MMHA second pass finds K in the L2 too where the K rows of the units
+            # resident at once, four on each of the A100's 108 SMs, fit in its 40 MB: with
+            # K + V the fitted model put the MHA rows at 128 and 256 cached keys and batch
+            # >= 16 23-35% too slow, at 512 and more 3-4%; fitted A100 7.7% -> 7.3%, p90
+            # 25.5% -> 24.5%, and the 53 rows the faster-than-HBM rule excluded now fit HBM)
+            resident = np.minimum(bs * hq, 4.0 * 108.0) * kv_eff * hd * kvb
+            in_l2 = resident <= SYSTEM_L2_BYTES[t.system]
+            kv_reads = np.where(xqa | in_l2, 1.0, kv_reads)
             kv_read = kv_read * kv_reads / 2.0
         kind = "attention_decode"
     flops = 2.0 * hq * pairs * (hd + hd)
@@ -531,6 +542,9 @@ def _mla_core(
         fp8 = kvb < 2
         qkv = tok * h * (qk + qk + v)
         nbytes = pre + np.where(fp8, qkv * 3.0 + qkv, qkv * 2.0) + tok * h * v * 2.0
+        # the quantization of q, k and v is a pass before the attention kernel, with the RoPE
+        # and the cache write: its bytes stream beside no products (``preprocess_bytes``)
+        pre = pre + np.where(fp8, qkv * 3.0, 0.0)
         b.add_by_dtype(
             prefix + "mla_context",
             "mla_prefill",
@@ -662,6 +676,16 @@ def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     reason[~np.isin(dt, ["bf16", "fp8_block"])] = "unknown_dtype"
 
 
+def _moe_pre_1_0(version: str) -> bool:
+    """Whether a ``moe_perf`` table of TensorRT-LLM ``version`` came from the collector used
+    up to 1.0 (``collect_moe_pre_1_0.py``)."""
+    try:
+        key = tuple(int(v) for v in version.split(".")[:2])
+    except ValueError:
+        return False
+    return key <= (1, 0)
+
+
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = _canon(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
@@ -678,22 +702,53 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             continue
         alpha[dist == label] = float(str(label)[len("power_law_") :])
     loads = rank_loads(T, topk, E, ep, alpha)
+    assigned, active_e, most = loads.assignments, loads.active_experts, loads.max_per_expert
+    if _moe_pre_1_0(t.version):
+        # the collector of TensorRT-LLM 1.0 (collect_moe_pre_1_0.py; the A100 table) puts a
+        # power-law call of very few tokens (tokens x top-k at most E/16) wholly on the
+        # measured rank: it computes every assignment, on min(tokens x top-k, E/ep) experts.
+        # At one token the rows stream the weights of that many experts at one rate for every
+        # ep (E = 128, 160, 256 at tp = 1: 1.46-1.59, 1.40-1.46, 1.36-1.39 TB/s for ep = 1 to
+        # 32; with the straggler loads 0.3-1.5 TB/s), and so do the two-token rows of E = 256
+        # and 384 (fitted errors -9% to -24% at every ep and tp). Above E/16 the rows are
+        # mixed: at E = 160 with two tokens and E = 384 with four, 22 rows would beat the
+        # roofline with every assignment on the rank (none of the E/16 rows does), so those
+        # keep the straggler rank's loads, as every larger call does
+        few = (alpha > 0) & (T * topk * 16 <= E)
+        pairs = T * topk
+        local = np.maximum(E // ep, 1)
+        assigned = np.where(few, pairs, assigned)
+        active_e = np.where(few, np.minimum(pairs, local), active_e)
+        most = np.where(few, np.ceil(pairs / local), most)
     source = t.columns.get("kernel_source", np.full(len(t), ""))
     gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
     mats = np.where(gated > 0, 3.0, 2.0)
     inter_l = inter / tp
-    flops = 2.0 * loads.assignments * hidden * inter_l * mats
+    flops = 2.0 * assigned * hidden * inter_l * mats
     wb = _elem(dt)
-    wbytes = loads.active_experts * mats * hidden * inter_l * wb
+    wbytes = active_e * mats * hidden * inter_l * wb
     wbytes = wbytes + np.where(
         dt == "fp8_block",
-        loads.active_experts * mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter_l / _BLOCK),
+        active_e * mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter_l / _BLOCK),
         0.0,
     )
-    wbytes = wbytes + np.where(
-        dt == "w4a16_mxfp4", loads.active_experts * mats * hidden * inter_l / 32, 0.0
-    )
+    wbytes = wbytes + np.where(dt == "w4a16_mxfp4", active_e * mats * hidden * inter_l / 32, 0.0)
     nbytes = wbytes + T * hidden * 2 * 2
+    # the Triton MoE (GPT-OSS mxfp4 on H100, ``kernel_source`` moe_torch_flow; the A100
+    # table's CUTLASS rows carry the same label) fixes its row tile from the call, not from
+    # the rows an expert gets: as if every (token, top-k) pair were spread over the rank's
+    # E/ep experts (block_m = the next power of 2 of T k / (E/ep), kept in 16..128: the rule
+    # of triton_kernels' opt_flags as recalled, no copy of its source in the shared
+    # reference). With expert parallelism an expert gets 1/ep of that, so the tile grows with
+    # the tokens over rows it never gets: the measured H100 rows step up where T k / (E/ep)
+    # passes 16 and 64, at the same T k / (E/ep) for every E and ep (E = 128, ep = 128: 79 ->
+    # 94 us at 8 tokens, 96 -> 136 us at 32; ep = 4: 252 -> 317 us at 160 tokens, 327 -> 612
+    # us at 768). With it the fitted median / p90 error 10.2% / 26.1% -> 5.1% / 13.1%, and
+    # 1 to 4 tokens over-predicted by 10%, not 25-28% (the fixed cost no longer averages
+    # over the steps)
+    triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
+    per_expert = np.maximum(np.floor(T * topk / np.maximum(E // ep, 1)), 1.0)
+    row_tile = np.where(triton, np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 128.0), 0.0)
     rows = np.arange(len(t))
     ok = ~np.char.startswith(dt, "?")
     b.add_by_dtype(
@@ -708,31 +763,68 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         inter=inter_l[ok],
         experts=(E // ep)[ok],
         topk=topk[ok],
-        active_experts=loads.active_experts[ok],
-        max_tokens_per_expert=loads.max_per_expert[ok],
+        active_experts=active_e[ok],
+        max_tokens_per_expert=most[ok],
         gated=gated[ok],
-        assignments=loads.assignments[ok],
+        assignments=assigned[ok],
         alpha=alpha[ok],
         experts_total=E[ok],
         ep=ep[ok],
         tp=tp[ok],
+        row_tile=row_tile[ok],
     )
     reason[~ok] = "unknown_dtype"
 
 
+#: TensorRT-LLM versions (major, minor) whose AUTO all-reduce hands a call of at least this many
+#: elements to NCCL instead of its own kernels: the measured TensorRT-LLM 1.0 table's rows from
+#: 2^20 elements (2 MB of bf16) equal the same system's NCCL all-reduce at 2, 4 and 8 GPUs (27
+#: sizes of 2^20-2^28 all within 8%, 23 within 2%; 48/48, 48/46, 54/54 us at 2^20), while below
+#: it the rows run its own kernels, faster than NCCL (2^19 elements: 12 against 41 us at 2 GPUs,
+#: 23 against 30 at 4; TABLES.md: "latency equals NCCL" from about there upward). The later
+#: version measured (1.3.0rc20, H100) has no such fixed threshold and keeps the one class.
+TRTLLM_NCCL_FROM_ELEMENTS = {(1, 0): 2**20}
+
+
+def _trtllm_nccl_from(version: str) -> float:
+    """The element count from which a TensorRT-LLM ``version``'s AUTO all-reduce is NCCL's."""
+    try:
+        key = tuple(int(v) for v in version.split(".")[:2])
+    except ValueError:
+        return np.inf
+    return float(TRTLLM_NCCL_FROM_ELEMENTS.get(key, np.inf))
+
+
 def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
-    msg = _f(t.column("message_size")) * 2.0  # bf16 (A100: fp16) elements per GPU
+    elems = _f(t.column("message_size"))
+    msg = elems * 2.0  # bf16 (A100: fp16) elements per GPU
     n = _f(t.column("num_gpus"))
+    rows = np.arange(len(t))
+    nccl = elems >= _trtllm_nccl_from(t.version)
     b.add(
         "custom_allreduce",
         "all_reduce",
         "bf16",
-        np.arange(len(t)),
+        rows[~nccl],
         0.0,
-        msg,
-        message_bytes=msg,
-        n_gpus=n,
+        msg[~nccl],
+        message_bytes=msg[~nccl],
+        n_gpus=n[~nccl],
     )
+    if nccl.any():
+        # the calls TensorRT-LLM hands to NCCL: NCCL's ring all-reduce of 2-byte elements (its
+        # fp16 and bf16 kernels move the same bytes the same way: the nccl_perf ``half`` class)
+        b.add(
+            "custom_allreduce_nccl",
+            "all_reduce",
+            "fp16",
+            rows[nccl],
+            0.0,
+            msg[nccl],
+            message_bytes=msg[nccl],
+            n_gpus=n[nccl],
+            one_shot=0,
+        )
 
 
 _NCCL_KIND = {

@@ -20,9 +20,11 @@ predicted, by reason) or flags them for the time model. In the order applied:
 4. **Faster than HBM** (``faster_than_hbm``): a decode-attention row (``generation_attention``)
    whose K/V read is larger than the L2 and whose time is shorter than that read at the
    datasheet HBM bandwidth cannot have read the cache the mapping says it reads; it is
-   excluded. The read is K and V, except the A100 grouped-query rows, which the mapping's
-   K-only rule reads as K alone (the collector's K-only cache: V is K's buffer, read from the
-   L2). Rows whose cache fits in the L2 may legitimately beat HBM.
+   excluded. The read is the one the mapping records (``kv_reads``): K and V, except the A100
+   rows the mapping's K-only rule reads as K alone (the collector's K-only cache: V is K's
+   buffer, read from the L2; the grouped-query rows, and the one-head rows whose resident
+   units' K fits the L2). Rows whose cache fits in the L2 may legitimately beat HBM. On the
+   shipped sets the rule now excludes no row.
 5. **Spikes** (``spike``): along each table's sweep axis (tokens, sequence length, message
    size), with every other column fixed, a row more than :data:`SPIKE_FACTOR` times *both* of
    its sweep neighbours is an isolated spike and is excluded. End points of a sweep have one
