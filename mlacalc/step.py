@@ -260,13 +260,15 @@ def _core_kernel(
         if resolve_kv_layout(kv_dtype).name.startswith("fp8"):
             dtype = "fp8"
     if kind == "attention_decode":
-        # attention sinks keep the RoPE pre-kernel a kernel of its own; the step times RoPE
-        # and the cache append as kernels of their own (``rope``), so the decode kernel does
-        # not count the pre-kernel the measured rows include
+        # attention sinks keep the RoPE pre-kernel a kernel of its own
         from .families import arch_of
 
         arch = arch_of(model)
         shape["sinks"] = int(bool(arch is not None and arch.sinks))
+    if kind in ("attention_decode", "attention_prefill", "mla_prefill", "mla_decode"):
+        # the step times RoPE and the cache append as kernels of their own (``rope``), so the
+        # attention kernel (decode or prefill) does not count the RoPE + append pre-kernel the
+        # measured rows include
         rope = ops.get("rope")
         shape["rope_kernel"] = 0 if rope is not None and rope.bytes else 1
     return Kernel(

@@ -195,12 +195,12 @@ def test_user_file_names_its_architecture(tmp_path):
     path.write_text(BASE + "architecture: Hopper\ncompute_capability: 9.0\n")
     hw = load_hardware(path)
     assert hw.architecture == "Hopper" and hw.compute_capability == 9.0
-    assert hw.to_dict()["compute_capability"] == 9.0 and device_figures(hw).sm90
+    assert hw.to_dict()["compute_capability"] == 9.0 and device_figures(hw).sm90_or_later
     ampere = tmp_path / "a.yaml"
     ampere.write_text(BASE + "compute_capability: 8.6\n")
     assert mla_decode_kernel(load_hardware(ampere))["kv_split"] == 0.0
     plain = tmp_path / "p.yaml"
     plain.write_text(BASE)
     fig = device_figures(load_hardware(plain))
-    assert fig.compute_capability == 0.0 and not fig.sm90
+    assert fig.compute_capability == 0.0 and not fig.sm90_or_later
     assert mla_decode_kernel(fig)["kv_split"] == 1.0

@@ -198,3 +198,152 @@ def test_model_steps_give_the_decode_kernel_its_cache_class_and_sinks():
     llama = core("llama-3-8b", "fp8")
     assert llama.dtype == "fp8" and llama.shape["sinks"] == 0
     assert core("gpt-oss-120b", "fp8").shape["sinks"] == 1
+
+
+# --- mechanisms added for issue 9 (decode helper) -------------------------------------------
+
+
+def test_sm90_fp8_xqa_merges_its_splits_in_kernel():
+    # 256 cached keys: one part; 512: two. A bf16 (mma.sync XQA) call adds the reduction
+    # kernel's launch; Hopper's fp8 XQA merges in the kernel: no launch, ``merge_s`` per part
+    launch, merge = 3e-6, 5e-8
+    scale = M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    prm = dict(launch_s=launch, merge_s=merge, seq_s=0.0, block_s=0.0)
+    kv = [256.0, 512.0]
+    bf16 = M.kernel_terms(_decode("bf16", batch=1.0, n_kv=1.0, kv_len=kv), H100, _params(**prm))
+    assert bf16["extra_s"][1] - bf16["extra_s"][0] == pytest.approx(launch * scale, rel=1e-9)
+    fp8 = M.kernel_terms(_decode("fp8", batch=1.0, n_kv=1.0, kv_len=kv), H100, _params(**prm))
+    assert fp8["extra_s"][0] == pytest.approx(0.0, abs=1e-15)  # fused pre-kernel, one part
+    assert fp8["extra_s"][1] == pytest.approx(2 * merge * scale, rel=1e-9)  # two parts, hd 128
+    # the merge grows with the parts: 64k keys split 256 ways at batch 1 and one KV head
+    long = M.kernel_terms(_decode("fp8", batch=1.0, n_kv=1.0, kv_len=65536.0), H100, _params(**prm))
+    assert long["extra_s"][0] == pytest.approx(256 * merge * scale, rel=1e-9)
+
+
+def test_sm90_query_heads_pad_to_eight_in_the_unit_work():
+    # Hopper's warp-group MMA: 12 query heads a KV head cost the unit work of 16; the
+    # mma.sync kernel (bf16) counts the 12 it has
+    prm = dict(seq_s=1e-6, block_s=0.0, grouped_unit=0.0, qhead_unit=1.0, launch_s=0.0)
+
+    def unit(dtype, heads):
+        b = _decode(dtype, no_flops=True, batch=2048.0, n_kv=1.0, n_heads=heads, kv_len=1.0)
+        b = KernelBatch(b.kind, b.dtype, b.flops, np.zeros(len(b)), b.calls, b.shape)
+        return M.kernel_terms(b, H100, _params(**prm))["compute_s"]
+
+    fp8 = unit("fp8", [12.0, 16.0])
+    assert fp8[0] == pytest.approx(fp8[1], rel=1e-9)
+    bf16 = unit("bf16", [12.0, 16.0])
+    assert bf16[0] == pytest.approx(0.75 * bf16[1], rel=1e-9)
+
+
+def test_a100_mha_rows_read_k_once_while_the_resident_keys_fit_the_l2(generation_tables):
+    # the K-only cache's second (V) pass of MMHA finds K in the L2 at short caches
+    _, mapped = generation_tables["a100_sxm"]
+    part = next(p for p in mapped.parts if p.batch.kind == "attention_decode")
+    s = part.batch.shape
+    mha = s["n_heads"] == s["n_kv"]
+    resident = np.minimum(s["batch"] * s["n_heads"], 432.0) * s["kv_len"] * 256.0
+    assert np.all(s["kv_reads"][mha & (resident <= 40 * 2**20)] == 1.0)
+    assert np.all(s["kv_reads"][mha & (resident > 41 * 2**20)] == 2.0)
+    assert np.any(mha & (resident <= 40 * 2**20)) and np.any(mha & (resident > 41 * 2**20))
+
+
+def _mla(dtype="bf16", **cols) -> KernelBatch:
+    """MLA decode kernels (DeepSeek-V3 latent geometry) with the measured mapping's columns."""
+    shape = {
+        "batch": 1.0,
+        "q_len": 1.0,
+        "kv_len": 4096.0,
+        "n_heads": 128.0,
+        "n_kv": 1.0,
+        "head_dim_qk": 576.0,
+        "head_dim_v": 512.0,
+        "kv_split": 1.0,
+        "operand_reads": 1.0,
+        "kv_bytes": 1.0 if dtype == "fp8" else 2.0,
+        "preprocess_bytes": 1e6,
+    }
+    shape.update(cols)
+    n = max(np.size(v) for v in shape.values())
+    shape = {k: np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy() for k, v in shape.items()}
+    b, kv, h = shape["batch"], shape["kv_len"], shape["n_heads"]
+    flops = 2.0 * h * b * kv * (576.0 + 512.0)
+    nbytes = shape["preprocess_bytes"] + b * kv * 576.0 * shape["kv_bytes"] + b * h * 1088 * 2
+    return KernelBatch("mla_decode", dtype, flops, nbytes, np.ones(n), shape)
+
+
+def test_mla_decode_honours_rope_kernel():
+    # the measured rows time the RoPE pre-kernel (and with an fp8 cache the q quantization)
+    # as kernels of the call; a model step times RoPE itself (``rope_kernel`` 0)
+    fig = H100
+    prm = M.default_params("mla_decode")
+    prm.update(launch_s=2e-6)
+    scale = M.REFERENCE_CLOCK_HZ / fig.clock_hz
+    for dtype, kernels in (("bf16", 1.0), ("fp8", 2.0)):
+        t = M.kernel_terms(_mla(dtype, rope_kernel=[1.0, 0.0]), fig, prm)
+        pre = 1e6 / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+        gap = t["extra_s"][0] - t["extra_s"][1]
+        assert gap == pytest.approx(kernels * 2e-6 * scale + pre, rel=1e-9)
+        # the pre-kernel's bytes are not the attention kernel's
+        assert t["memory_s"][0] == pytest.approx(t["memory_s"][1], rel=1e-12)
+
+
+def test_step_mla_decode_leaves_rope_to_the_step():
+    from mlacalc.step import step_kernels
+
+    kernels = step_kernels("deepseek-v3", "decode", 4096, 8)
+    core = [k for k in kernels if k.kind == "mla_decode" and k.name == "attention"]
+    assert core and all(k.shape.get("rope_kernel") == 0 for k in core)
+
+
+def test_mla_key_splits_pay_a_combine_kernel_and_their_partials():
+    # FlashMLA's parts write 64 x 512 fp32 partial outputs a combine kernel reads back; the
+    # non-splitting kernel has neither
+    prm = M.default_params("mla_decode")
+    prm.update(launch_s=2e-6)
+    scale = M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    t = M.kernel_terms(_mla(rope_kernel=0.0, kv_split=[1.0, 0.0], batch=1.0), H100, prm)
+    # 128 heads: two 64-head units, each split into 32 parts of 128 of the 4096 keys
+    # (FlashMLA's parts: two 64-token blocks, ``MLA_SPLIT_KEYS``)
+    assert M.MLA_SPLIT_KEYS == 128.0
+    units = 2.0 * min(np.floor(H100.sm_count / 2.0), 4096 / 128)
+    partial = units * 64 * 512 * 4.0
+    expect = 2e-6 * scale + partial / (prm["eff_memory"] * H100.hbm_bytes_per_s)
+    assert t["extra_s"][0] - prm["call_latency_s"] == pytest.approx(expect, rel=1e-9)
+    assert t["extra_s"][1] == pytest.approx(prm["call_latency_s"], rel=1e-9)
+
+
+def test_non_splitting_mla_decode_has_its_own_overlap():
+    # ``walk_overlap`` combines the non-splitting kernel's compute and memory; ``overlap``
+    # (applied after, on the splitting kernel) leaves it alone
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    prm = M.default_params("mla_decode")
+    batch = _mla(rope_kernel=0.0, kv_split=[0.0, 1.0], batch=64.0, kv_len=8192.0)
+    base = M.kernel_terms(batch, fig, dict(prm, walk_overlap=1.0, overlap=2.0))["seconds"]
+    other_p = M.kernel_terms(batch, fig, dict(prm, walk_overlap=1.0, overlap=8.0))["seconds"]
+    walk_p = M.kernel_terms(batch, fig, dict(prm, walk_overlap=8.0, overlap=2.0))["seconds"]
+    assert other_p[0] == pytest.approx(base[0], rel=1e-12)
+    assert walk_p[0] < base[0]
+    assert walk_p[1] == pytest.approx(base[1], rel=1e-12)
+    terms = M.kernel_terms(batch, fig, dict(prm, walk_overlap=1.0))
+    assert terms["memory_s"][0] == 0.0 and terms["memory_s"][1] > 0.0
+
+
+def test_mla_decode_shared_memory_fill_and_query_per_key():
+    # beyond the operand reads, a key costs the shared memory its latent row's fill (cache
+    # bytes) and the query tile's re-read (q bytes): 576 x (2 + 2) bf16, 576 x (1 + 1) fp8
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    prm = M.default_params("mla_decode")
+    prm.update(walk_overlap=1.0, unit_latency_s=0.0, block_s=0.0, call_latency_s=0.0)
+    kv = 65536.0
+    smem = {}
+    for dtype in ("bf16", "fp8"):
+        batch = _mla(dtype, rope_kernel=0.0, kv_split=0.0, kv_len=kv, n_heads=64.0)
+        no_flops = KernelBatch(
+            batch.kind, dtype, np.zeros(1), np.zeros(1), batch.calls, batch.shape
+        )
+        smem[dtype] = M.kernel_terms(no_flops, fig, prm)["compute_s"][0]
+    per_key = 576 * 2.0 / (M.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    reads = (576 + 512) * 2.0 / (M.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    assert smem["bf16"] == pytest.approx(kv * (reads + 2 * per_key), rel=1e-9)
+    assert smem["fp8"] == pytest.approx(kv * (reads + per_key), rel=1e-9)

@@ -93,6 +93,7 @@ def test_non_splitting_mla_decode_pays_the_whole_head_tile():
     # (128 heads: two tiles, on two SMs side by side at batch 1)
     fig = device_figures(load_hardware("A100-SXM-80GB"))
     prm = default_params("mla_decode")
+    prm["walk_overlap"] = 16.0  # the walk's compute alone (its memory hidden)
     heads = np.array([1.0, 16.0, 64.0, 128.0])
     t = kernel_terms(_mla_decode(heads, 131072.0, 0.0), fig, prm)["compute_s"]
     assert np.allclose(t, t[0], rtol=1e-9)
@@ -119,23 +120,117 @@ def test_prefill_waits_do_not_scale_with_the_clock():
 
 def test_fp8_prefill_transposes_its_value_blocks():
     # the V transpose of an fp8 kernel: 2 x 128 x d_v bytes of shared memory per key block,
-    # added to the products and exponentials; a bf16 kernel has none
-    from mlacalc.timemodel.model import SMEM_BYTES_PER_CLOCK, _combine
+    # added to the products and exponentials, and the conversion of every probability to fp8
+    # (one instruction per two scores at 16 a clock per SM); a bf16 kernel has neither. Both
+    # read each K and V block from shared memory once per 64-row warp-group MMA (H100)
+    from mlacalc.timemodel.model import CONVERT_PER_CLOCK, SMEM_BYTES_PER_CLOCK, _combine
 
     fig = device_figures(load_hardware("H100-SXM"))
     prm = default_params("attention_prefill")
     prm.update(eff_compute=1.0, eff_exp=1.0, unit_latency_s=0.0, block_s=0.0, mask_s=0.0)
     isl, heads = 4096.0, 132.0
     units, blocks = heads * isl / 128.0, (isl / 128.0 + 1.0) / 2.0
-    for dtype, transposes in (("fp8", True), ("bf16", False)):
+    smem = SMEM_BYTES_PER_CLOCK * fig.clock_hz
+    for dtype, fp8 in (("fp8", True), ("bf16", False)):
         batch, scores = _prefill(dtype, 128.0, 128.0, isl=isl, heads=heads)
         t = kernel_terms(batch, fig, prm)["compute_s"][0]
         tensor = batch.flops[0] / fig.peak(dtype)
         sfu = scores / (SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
-        walk = units / fig.sm_count * blocks * 2 * 128 * 128 / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+        walk = units / fig.sm_count * blocks * 2 * 128 * 128 / smem
+        operand = units / fig.sm_count * blocks * 128 * 2 * 256 * (1 if fp8 else 2) / smem
+        convert = scores * 0.5 / (CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
         expected = _combine(np.array([tensor]), np.array([sfu]), prm["sfu_overlap"])[0]
-        expected += walk if transposes else 0.0
+        expected += operand + (walk + convert if fp8 else 0.0)
         assert abs(t / expected - 1.0) < 1e-6
+
+
+def test_prefill_operand_reads_follow_the_mma_instruction():
+    # an Ampere mma.sync warp multiplies 16 query rows per read of a K/V block from shared
+    # memory, a Hopper warp-group MMA 64: a 128-query tile reads each block 8 times on
+    # compute capability 8, twice on 9 (the same device figures otherwise)
+    from dataclasses import replace
+
+    from mlacalc.timemodel.model import SMEM_BYTES_PER_CLOCK
+
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    assert fig.compute_capability == 8.0
+    hopper = replace(fig, compute_capability=9.0)
+    prm = default_params("attention_prefill")
+    prm.update(unit_latency_s=0.0, block_s=0.0, mask_s=0.0)
+    isl, heads = 4096.0, 108.0
+    batch, _ = _prefill("bf16", 128.0, 128.0, isl=isl, heads=heads)
+    t8 = kernel_terms(batch, fig, prm)["compute_s"][0]
+    t9 = kernel_terms(batch, hopper, prm)["compute_s"][0]
+    waves, keys = heads * isl / 128.0 / fig.sm_count, (isl / 128.0 + 1.0) / 2.0 * 128.0
+    extra = waves * keys * (8 - 2) * 256 * 2 / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    assert abs((t8 - t9) / extra - 1.0) < 1e-6
+
+
+def test_fp8_prefill_runs_head_dim_192_as_256():
+    # the measured H100 fp8 rows take the same time per score at head dim 192 as at 256 (the
+    # fp8 kernels are built for powers of two); the bf16 kernel has a 192 of its own
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=0.05, unit_latency_s=0.0, block_s=0.0, mask_s=0.0)
+    ratio = {}
+    for dtype in ("fp8", "bf16"):
+        t = [
+            kernel_terms(_prefill(dtype, d, d)[0], fig, prm)["compute_s"][0] for d in (192.0, 256.0)
+        ]
+        ratio[dtype] = t[0] / t[1]
+    assert ratio["fp8"] > 0.97
+    assert ratio["bf16"] < 0.8
+
+
+def test_prefill_rope_pre_kernel_is_its_own_kernel():
+    # the measured rows time the RoPE + cache-write pre-kernel before the attention kernel:
+    # its wait (pre_latency_s) and a streaming pass over its bytes, after the attention
+    # kernel's own time; a step that times RoPE itself (rope_kernel = 0) drops both, and a
+    # kernel without values (an indexer's logits) has none
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    assert prm["pre_latency_s"] > 0
+    pre_bytes = 3e8
+    batch, _ = _prefill("bf16", 128.0, 128.0, isl=2048.0, heads=32.0)
+    batch.bytes[:] = 4e8
+    batch.shape["preprocess_bytes"] = np.array([pre_bytes])
+    own = dict(batch.shape, rope_kernel=np.array([0.0]))
+    measured = kernel_terms(batch, fig, prm)
+    stepped = kernel_terms(
+        KernelBatch(batch.kind, batch.dtype, batch.flops, batch.bytes, batch.calls, own), fig, prm
+    )
+    stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    gap = measured["seconds"][0] - stepped["seconds"][0]
+    assert abs(gap / (prm["pre_latency_s"] + stream) - 1.0) < 1e-9
+    # the attention kernel's own memory term holds only its own bytes
+    plain = dict(batch.shape)
+    plain.pop("preprocess_bytes")
+    whole = kernel_terms(
+        KernelBatch(batch.kind, batch.dtype, batch.flops, batch.bytes, batch.calls, plain), fig, prm
+    )
+    assert abs(measured["memory_s"][0] / whole["memory_s"][0] - 1.0 / 4.0) < 1e-9
+    logits, _ = _prefill("bf16", 128.0, 0.0)
+    zero = dict(logits.shape, rope_kernel=np.array([0.0]))
+    a = kernel_terms(logits, fig, prm)["seconds"][0]
+    b = kernel_terms(
+        KernelBatch(logits.kind, logits.dtype, logits.flops, logits.bytes, logits.calls, zero),
+        fig,
+        prm,
+    )["seconds"][0]
+    assert a == b
+
+
+def test_step_prefill_attention_leaves_rope_to_the_step():
+    # a model step times RoPE as a kernel of its own: its prefill attention kernels (MLA and
+    # GQA) carry rope_kernel = 0, so the pre-kernel is not counted twice
+    from mlacalc.step import step_kernels
+
+    for model in ("deepseek-v3", "llama-3-8b"):
+        kernels = step_kernels(model, "prefill", 2048, 1, scope="attention_layer")
+        names = [k.name for k in kernels]
+        assert "rope" in names
+        attn = [k for k in kernels if k.kind in ("attention_prefill", "mla_prefill")]
+        assert attn and all(k.shape.get("rope_kernel") == 0 for k in attn)
 
 
 def test_mla_decode_operand_reads_through_shared_memory():
@@ -163,7 +258,27 @@ def test_mla_decode_waits_do_not_scale_with_the_clock():
     prm = default_params("mla_decode")
     prm.update(call_latency_s=1e-5, unit_latency_s=6e-6, block_s=0.0)
     batch = _mla_decode(np.array([1.0]), 2.0, 1.0)
+    batch.shape["rope_kernel"] = np.zeros(1)  # the RoPE pre-kernel's launch is clocked
     a = kernel_terms(batch, fig, prm)["seconds"][0]
     b = kernel_terms(batch, slow, prm)["seconds"][0]
     assert a >= 1.6e-5
-    assert abs(a / b - 1.0) < 0.02
+    # (one 64-key block's shared-memory traffic, operands, fill and query, is SM work: clocked)
+    assert abs(a / b - 1.0) < 0.03
+
+
+def test_prefill_tiles_resident_by_shared_memory():
+    # an Ampere FlashAttention-2 tile (128 queries, one 64-key K and V stage) of head dim 128
+    # takes 64 KB: two fit the A100's 164 KB, so 150 units of one tile wait once, not twice
+    # (the measured A100 rows at isl 16 step every 216 units); MLA's 192/128 tile (88 KB)
+    # fits once; a Hopper kernel is persistent, one tile an SM
+    from dataclasses import replace
+
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    hopper = replace(fig, compute_capability=9.0)
+    prm = default_params("attention_prefill")
+    prm.update(unit_latency_s=1e-5, call_latency_s=1e-7, pre_latency_s=0.0)
+    for (d_qk, d_v), gap in (((128.0, 128.0), 1e-5), ((192.0, 128.0), 0.0)):
+        batch, _ = _prefill("bf16", d_qk, d_v, isl=16.0, heads=150.0)
+        a = kernel_terms(batch, fig, prm)["compute_s"][0]
+        b = kernel_terms(batch, hopper, prm)["compute_s"][0]
+        assert abs((b - a) - gap) < 2e-7

@@ -1,15 +1,20 @@
 """The time model of communication kernels: in-switch (NVLS) all-reduce where the catalogue
-says the switch reduces, and the ring's copy of a rank's own share."""
+says the switch reduces, the ring's copy of a rank's own share, a step's wait in SM cycles, and
+the TensorRT-LLM 1.0 all-reduces that are NCCL's."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 from mlacalc.hardware import load_hardware
 from mlacalc.kernels import KernelBatch
+from mlacalc.measured.mapping import map_table
+from mlacalc.measured.sets import MeasuredTable
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.model import default_params, kernel_terms
+from mlacalc.timemodel.model import REFERENCE_CLOCK_HZ, default_params, kernel_terms
 
 
 def _batch(kind: str, msg: list[float], n: list[float], **fields: float) -> KernelBatch:
@@ -102,3 +107,85 @@ def test_deepep_normal_pays_per_token_work_on_its_sms():
     assert t1 == pytest.approx(link_t * (1 + 3.0) / share)
     assert t8 == pytest.approx(link_t * (1 + 3.0 / 8) / share)
     assert free == pytest.approx(link_t)
+
+
+def test_a_steps_wait_is_sm_cycles():
+    """A collective's per-step wait (``latency_steps`` link latencies) is polled by the SMs: it
+    scales with the clock like the fixed cost, so a device at 1.41 GHz waits 1.83/1.41 times
+    as long a step as one at the reference clock (NCCL's 2-4 KB calls: 0.8 us a step on H100,
+    1.0 us on A100)."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    slow = dataclasses.replace(h100, clock_hz=1.41e9)
+    prm = _prm("all_gather", eff_memory=1e9, latency_steps=1.0, proto_s=0.0)
+    batch = _batch("all_gather", [64.0], [8])
+    (fast_t,) = kernel_terms(batch, h100, prm)["seconds"]
+    (slow_t,) = kernel_terms(batch, slow, prm)["seconds"]
+    steps = 7 * h100.link_latency_s
+    assert fast_t == pytest.approx(steps, rel=1e-3)
+    assert slow_t == pytest.approx(steps * REFERENCE_CLOCK_HZ / 1.41e9, rel=1e-3)
+
+
+def _custom_allreduce(version: str) -> MeasuredTable:
+    sizes = np.array([2.0**18, 2.0**19, 2.0**20, 2.0**24])
+    return MeasuredTable(
+        table="custom_allreduce_perf",
+        system="test",
+        device="A100-SXM-80GB",
+        family="comm",
+        framework="trtllm",
+        version=version,
+        provenance="test",
+        source="test",
+        columns={"message_size": sizes, "num_gpus": np.full(4, 8.0)},
+        seconds=np.full(4, 1e-4),
+    )
+
+
+def test_trtllm_1_0_hands_large_all_reduces_to_nccl():
+    """TensorRT-LLM 1.0's AUTO all-reduce is NCCL's from 2^20 elements (the measured A100 rows
+    equal the NCCL table's there): those rows map onto NCCL's 2-byte ring class (``fp16``, no
+    one-shot); a later version keeps every row on its own kernels' class."""
+    old = {p.batch.dtype: p for p in map_table(_custom_allreduce("1.0.0"), quirks=False).parts}
+    assert sorted(old) == ["bf16", "fp16"]
+    assert old["bf16"].rows.tolist() == [0, 1]
+    assert old["fp16"].rows.tolist() == [2, 3]
+    assert (old["fp16"].batch.shape["one_shot"] == 0).all()
+    assert (old["fp16"].batch.shape["message_bytes"] == [2.0**21, 2.0**25]).all()
+    new = map_table(_custom_allreduce("1.3.0rc20"), quirks=False).parts
+    assert [(p.batch.dtype, p.rows.tolist()) for p in new] == [("bf16", [0, 1, 2, 3])]
+
+
+def test_nccl_all_to_all_switches_protocol_at_16_kb_a_peer():
+    """NCCL's all-to-all sends flagged (LL) up to 16 KB a peer and in bulk above, whichever is
+    faster; in bulk all n - 1 sends run at once behind one synchronisation, so a bulk exchange
+    costs the same synchronisation at 2 and 8 GPUs."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    link = fig.link_bytes_per_s
+    small, large = 16384.0 * 8, 16384.0 * 8 + 8
+    batch = _batch("all_to_all", [small, large], [8, 8])
+    prm = _prm("all_to_all", eff_memory=1e9, latency_steps=0.0, proto_s=0.0, link_eff=1.0)
+    t_small, t_large = kernel_terms(batch, fig, prm)["seconds"]
+    assert t_small == pytest.approx(2 * 7 / 8 * small / link)  # flagged, though bulk is faster
+    assert t_large == pytest.approx(7 / 8 * large / link)
+    prm = _prm("all_to_all", eff_memory=1e9, latency_steps=0.0, proto_s=1e-5, link_eff=1.0)
+    msg = 2.0**26
+    t2, t8 = kernel_terms(_batch("all_to_all", [msg, msg], [2, 8]), fig, prm)["seconds"]
+    assert t2 == pytest.approx(1e-5 + msg / 2 / link)
+    assert t8 == pytest.approx(1e-5 + 7 / 8 * msg / link)
+
+
+def test_uncalibrated_deepep_normal_draws_the_link_with_24_sms():
+    """Without a DeepEP fit, normal-mode kernels on 24 SMs of a 132-SM device move data at the
+    link's rate (DeepEP's README: 153-158 GB/s of an H800's ~160 GB/s NVLink on 24 SMs), and on
+    fewer SMs proportionally slower."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    assert fig.sm_count == 132
+    prm = {**default_params("dispatch"), "fixed_s": 0.0, "latency_steps": 0.0}
+    msg = [1e9, 1e9, 1e9]
+    batch = _batch("dispatch", msg, [8, 8, 8], low_latency=0.0, tokens=1e5, copies=1e5)
+    batch.shape["sms"] = np.array([24.0, 12.0, 0.0])
+    t24, t12, free = kernel_terms(batch, fig, prm)["seconds"]
+    link_t = 7 / 8 * 1e9 / (prm["link_eff"] * fig.link_bytes_per_s)
+    assert free == pytest.approx(link_t)
+    assert t24 == pytest.approx(link_t)
+    assert t12 == pytest.approx(2 * link_t)

@@ -148,7 +148,8 @@ def test_amax_reduction_pays_the_fixed_cost_of_each_graph_node():
     one = kernel_terms(_quantize(32, write=0, launches=1), fig, prm)["seconds"][0]
     two = kernel_terms(_quantize(32, write=0, launches=2), fig, prm)["seconds"][0]
     assert two - one == pytest.approx(prm["fixed_s"], rel=1e-6)
-    from mlacalc.measured.mapping import _Builder, _quantize as map_quantize
+    from mlacalc.measured.mapping import _Builder
+    from mlacalc.measured.mapping import _quantize as map_quantize
 
     b = _Builder(2)
     map_quantize(b, "compute_scale", np.arange(2), np.array([32.0, 64.0]), 0, 1, write=0)

@@ -114,3 +114,103 @@ def test_slower_than_more_work_compares_rows_doing_at_least_the_work():
     cols = _cols([1, 1, 1], [2, 2, 2], ["balanced", "power_law_1.01", "power_law_1.2"])
     out = slower_than_more_work(cols, np.array([0.05, 0.5, 0.05]), np.ones(3, dtype=bool))
     assert not out.any()
+
+
+def test_a_row_tile_fixed_by_the_call_pads_every_expert_to_it():
+    """``row_tile`` (the Triton MoE's block_m, set by the mapping from the tokens over the
+    rank's experts): the grouped GEMMs take only tiles of that many rows, so the same rows cost
+    more under a 128-row tile than under a 16-row one; without the column the library's
+    fastest tile is taken, whichever the call."""
+    tokens, active, top = np.array([4.0, 4.0]), np.array([4.0, 4.0]), np.array([8.0, 8.0])
+    pairs = tokens * 8
+    shape = {
+        "tokens": tokens,
+        "topk": np.full(2, 8.0),
+        "hidden": np.full(2, float(HIDDEN)),
+        "inter": np.full(2, float(INTER)),
+        "gated": np.ones(2),
+        "active_experts": active,
+        "max_tokens_per_expert": top,
+        "assignments": pairs,
+    }
+
+    def compute(row_tile):
+        batch = KernelBatch(
+            "moe",
+            "w4a16_mxfp4",
+            2.0 * pairs * HIDDEN * INTER * 3,
+            active * 3 * HIDDEN * INTER * 0.5,
+            np.ones(2),
+            dict(shape, row_tile=np.asarray(row_tile, dtype=np.float64)),
+        )
+        return kernel_terms(batch, FIG, default_params("moe"))["compute_s"]
+
+    fixed = compute([16, 128])
+    assert fixed[1] > 3.0 * fixed[0]
+    free = compute([0, 0])
+    assert free[0] == free[1] <= fixed[0]
+
+
+def test_triton_row_tile_follows_the_tokens_over_the_local_experts():
+    """The mapping's ``row_tile`` for the H100 mxfp4 (Triton) rows: the next power of two of
+    tokens x top-k over the rank's E/ep experts, in 16..128; none for the other rows."""
+    import pathlib
+
+    import pytest
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "shared/reference/gpu-measured"
+    if not (root / "h100_sxm").is_dir():
+        pytest.skip("shared measured sets not here")
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured import load_measured, map_table
+
+    t = next(t for t in load_measured(root / "h100_sxm").tables if t.table == "moe_perf")
+    m = map_table(t)
+    for part in m.parts:
+        s = part.batch.shape
+        if part.batch.dtype != "w4a16_mxfp4":
+            assert not np.any(s["row_tile"])
+            continue
+        per_expert = np.maximum(np.floor(s["tokens"] * s["topk"] / s["experts"]), 1)
+        want = np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16, 128)
+        assert np.array_equal(s["row_tile"], want)
+        # GPT-OSS (E = 128, top-4) at ep = 128: 32 tokens take the 128-row tile
+        sel = (s["experts_total"] == 128) & (s["ep"] == 128) & (s["tokens"] == 32)
+        assert np.all(s["row_tile"][sel] == 128)
+
+
+def test_pre_1_0_power_law_calls_of_few_tokens_stay_on_the_measured_rank():
+    """The TensorRT-LLM 1.0 collector (the A100 table) puts a power-law call of tokens x top-k
+    at most E/16 wholly on the measured rank: every assignment, on min(tokens x top-k, E/ep)
+    experts; larger calls keep the straggler rank's loads."""
+    import pathlib
+
+    import pytest
+
+    from mlacalc.measured.mapping import _moe_pre_1_0
+
+    assert _moe_pre_1_0("1.0.0") and not _moe_pre_1_0("1.3.0rc20")
+    root = pathlib.Path(__file__).resolve().parents[2] / "shared/reference/gpu-measured"
+    if not (root / "a100_sxm").is_dir():
+        pytest.skip("shared measured sets not here")
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured import load_measured, map_table
+
+    t = next(t for t in load_measured(root / "a100_sxm").tables if t.table == "moe_perf")
+    s = next(p for p in map_table(t).parts if p.batch.kind == "moe").batch.shape
+    one = (s["experts_total"] == 256) & (s["ep"] == 32) & (s["tokens"] == 1)
+    assert one.any()
+    assert np.all(s["active_experts"][one] == 8) and np.all(s["assignments"][one] == 8)
+    many = (s["experts_total"] == 256) & (s["ep"] == 32) & (s["tokens"] == 8)
+    assert many.any() and np.all(s["assignments"][many] < 64 / 2)
+
+
+def test_block_scaled_experts_rescale_every_k_block():
+    """A block-scaled fp8 MoE pays the GEMM's rescale of every 128-deep K block on the CUDA
+    cores (``promote_cycles`` per output element and block); bf16 experts do not."""
+    t = {
+        d: {c: _moe(d, tokens=[4096], promote_cycles=c)["compute_s"][0] for c in (0.0, 1 / 128)}
+        for d in ("fp8_block", "bf16")
+    }
+    assert t["fp8_block"][1 / 128] > 1.03 * t["fp8_block"][0.0]
+    assert t["bf16"][1 / 128] == t["bf16"][0.0]

@@ -121,7 +121,7 @@ def test_fp8_weights_on_a_device_without_fp8_run_a_weight_only_gemm():
         ("A100-SXM-80GB", 8.0, False),
         ("L40S", 8.9, False),
         ("RTX-4090", 8.9, False),
-        ("B200", 10.0, False),
+        ("B200", 10.0, True),
         ("MI300X", 0.0, False),
     ],
 )
@@ -132,7 +132,7 @@ def test_the_device_architecture_comes_from_the_catalogue(device, cc, sm90):
 
     hw = load_hardware(device)
     fig = device_figures(hw)
-    assert fig.compute_capability == cc and fig.sm90 is sm90
+    assert fig.compute_capability == cc and fig.sm90_or_later is sm90
     assert fig.architecture and hw.field_sources.get("architecture")
     if cc:
         assert hw.field_sources.get("compute_capability")
@@ -141,7 +141,7 @@ def test_the_device_architecture_comes_from_the_catalogue(device, cc, sm90):
 @pytest.mark.parametrize("device", ["L40S", "RTX-4090", "B200", "MI300X", "H100-SXM"])
 def test_hoppers_fp8_decode_rules_follow_the_compute_capability(device):
     """An fp8-cache grouped decode (8 query heads a KV head, a 128-token window) runs Hopper's
-    XQA rules (8-row tiles, window-only splits, fused RoPE) on compute capability 9.x only:
+    XQA rules (8-row tiles, window-only splits, fused RoPE) on compute capability 9.0 and later:
     the same device figures with the capability swapped predict another time."""
     hw = load_hardware(device)
     b, kv, heads, n_kv = 8, 8192, 32, 4
@@ -166,12 +166,12 @@ def test_hoppers_fp8_decode_rules_follow_the_compute_capability(device):
     )
     ((_, batch),) = batches_of([k])
     fig, prm, _ = class_params(hw, load_profile(), "attention_decode", "fp8", "")
-    swapped = dataclasses.replace(fig, compute_capability=8.9 if fig.sm90 else 9.0)
+    swapped = dataclasses.replace(fig, compute_capability=8.9 if fig.sm90_or_later else 9.0)
     own = kernel_terms(batch, fig, prm, scaled=True)["seconds"][0]
     other = kernel_terms(batch, swapped, prm, scaled=True)["seconds"][0]
     assert own != pytest.approx(other, rel=1e-3)
     # the whole-cache splits of the non-Hopper kernels cost more than Hopper's window splits
-    assert bool(own > other) is (not fig.sm90)
+    assert bool(own > other) is (not fig.sm90_or_later)
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,8 @@ DATASHEET_FALLBACK: dict[str, dict[str, tuple[float, str]]] = {
         "link_bytes_per_s": (300e9, "NVIDIA A100 datasheet: NVLink 600 GB/s both ways"),
         "link_latency_s": (
             3.33e-6,
-            "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5)",
+            "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5; no NVLink 3 figure); "
+            "a collective's per-step wait counts it in SM cycles, so it scales with the clock",
         ),
         "link_multicast": (
             0.0,
@@ -159,7 +160,7 @@ class DeviceFigures:
     fallbacks: tuple[str, ...] = ()
     #: the catalogue's architecture name, and an NVIDIA GPU's CUDA compute capability (0 for
     #: any other device, or one whose file does not give it): which kernels a library builds
-    #: for it (see :attr:`sm90`)
+    #: for it (see :attr:`sm90_or_later`)
     architecture: str = ""
     compute_capability: float = 0.0
     _peaks_by_dtype: dict[str, float] = field(
@@ -167,13 +168,14 @@ class DeviceFigures:
     )
 
     @property
-    def sm90(self) -> bool:
-        """True on compute capability 9.x (Hopper: H100, H200, H800), whose kernels the
-        measured H100 rows time where Hopper has kernels of its own (warp-group MMA, TMA:
-        TensorRT-LLM's fp8-cache XQA decode, FlashMLA). Ampere (8.0), Ada (8.9: L40S, RTX
-        40xx), Blackwell (10.x) and non-NVIDIA devices (MI300X) are not sm90: they run the
-        kernels the rules state for the other devices."""
-        return 9.0 <= self.compute_capability < 10.0
+    def sm90_or_later(self) -> bool:
+        """True on NVIDIA compute capability 9.0 and later (Hopper: H100, H200, H800; Blackwell:
+        B200), whose libraries build kernels that the measured H100 rows time and Ampere has no
+        counterpart of (warp-group MMA, TMA: TensorRT-LLM's fp8-cache XQA decode running fp8
+        MMAs on the cache, FlashMLA). Blackwell is predicted with Hopper's rules, the nearer
+        generation, unvalidated: no Blackwell table is shipped. Ampere (8.0), Ada (8.9: L40S,
+        RTX 40xx) and non-NVIDIA devices (MI300X) run the rules stated for the other kernels."""
+        return self.compute_capability >= 9.0
 
     def peak(self, dtype: str) -> float:
         """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device
