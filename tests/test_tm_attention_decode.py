@@ -347,3 +347,26 @@ def test_mla_decode_shared_memory_fill_and_query_per_key():
     reads = (576 + 512) * 2.0 / (M.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     assert smem["bf16"] == pytest.approx(kv * (reads + 2 * per_key), rel=1e-9)
     assert smem["fp8"] == pytest.approx(kv * (reads + per_key), rel=1e-9)
+
+
+@pytest.mark.parametrize("split", [1.0, 0.0])
+def test_a_fit_leaves_the_parameters_of_a_kernel_it_never_saw_at_their_start(split):
+    """Fitted on key-splitting MLA decode rows only (an H100-only fit), the non-splitting
+    kernel's overlap (``walk_overlap``) is not fitted: no row responds to it, so it keeps its
+    default instead of a value the search happened to leave; and the reverse."""
+    from mlacalc.timemodel.fit import Observations, fit_class
+
+    batch = _mla(
+        batch=np.array([1, 4, 16, 64, 128, 1, 16, 64]),
+        kv_len=np.array([1024, 1024, 4096, 4096, 8192, 32768, 32768, 2048]),
+        kv_split=split,
+        operand_reads=1.0 if split else 4.0,
+    )
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = M.default_params("mla_decode")
+    seconds = M.kernel_terms(batch, fig, prm)["seconds"] * np.linspace(0.9, 1.1, len(batch))
+    fitted = fit_class([Observations("H100-SXM", "synthetic", batch, seconds)])
+    if split:
+        assert "walk_overlap" not in fitted and "overlap" in fitted
+    else:
+        assert "walk_overlap" in fitted and "overlap" not in fitted

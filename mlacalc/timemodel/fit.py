@@ -153,6 +153,22 @@ def _lm(fun, x0: np.ndarray, iterations: int = 60) -> np.ndarray:
     return x
 
 
+def _informed(names: tuple[str, ...], residuals, start: dict[str, float]) -> tuple[str, ...]:
+    """The parameters some residual responds to: each is moved to both ends of its search
+    range (every other one at its start) and kept if any residual changes."""
+    x0 = _to_x(names, start)
+    r0 = residuals(x0, names)
+    kept = []
+    for j, name in enumerate(names):
+        for end in (-6.0, 6.0):
+            x = x0.copy()
+            x[j] = end
+            if np.max(np.abs(residuals(x, names) - r0), initial=0.0) > 1e-9:
+                kept.append(name)
+                break
+    return tuple(kept)
+
+
 def fit_class(
     observations: list[Observations],
     *,
@@ -180,13 +196,21 @@ def fit_class(
         math.sqrt(1.0 / rows_per_device[p[3]] * max(rows_per_device.values())) for p in parts
     ]
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        prm = _from_x(names, x, start)
+    def residuals(x: np.ndarray, which: tuple[str, ...] | None = None) -> np.ndarray:
+        prm = _from_x(which or names, x, start)
         out = []
         for (batch, fig, log_meas, _), w in zip(parts, weights):
             pred = kernel_terms(batch, fig, prm)["seconds"]
             out.append(w * (np.log(np.maximum(pred, 1e-12)) - log_meas))
         return np.concatenate(out)
+
+    # a parameter no row of these observations responds to (a term of a kernel the fitted
+    # devices do not run, e.g. the non-splitting MLA decode kernel's overlap in an H100-only
+    # fit) keeps its starting value: a search would leave it wherever the start that won put
+    # it, and that value would be read as a fit when another device is predicted
+    names = _informed(names, residuals, start)
+    if not names:
+        return {}
 
     least_squares = None
     if use_scipy:
