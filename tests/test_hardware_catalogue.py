@@ -187,8 +187,9 @@ def test_measured_set_reader_agrees_with_the_catalogue():
 
 def test_user_file_names_its_architecture(tmp_path):
     """A user file may give the architecture and compute capability; the time model reads the
-    capability to choose Hopper's kernels (9.x) and the MLA decode kernel (pre-Hopper: the
-    non-splitting one); a file without it gets neither rule."""
+    capability to choose the kernels of the device's tensor-core generation (Hopper's 9.x
+    kernels; pre-Hopper mma.sync operand reads in MLA decode); a file without either gets
+    the "other" generation."""
     from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 
     path = tmp_path / "x.yaml"
@@ -198,9 +199,10 @@ def test_user_file_names_its_architecture(tmp_path):
     assert hw.to_dict()["compute_capability"] == 9.0 and device_figures(hw).sm90_or_later
     ampere = tmp_path / "a.yaml"
     ampere.write_text(BASE + "compute_capability: 8.6\n")
-    assert mla_decode_kernel(load_hardware(ampere))["kv_split"] == 0.0
+    assert mla_decode_kernel(load_hardware(ampere))["operand_reads"] == 4.0
     plain = tmp_path / "p.yaml"
     plain.write_text(BASE)
     fig = device_figures(load_hardware(plain))
     assert fig.compute_capability == 0.0 and not fig.sm90_or_later
-    assert mla_decode_kernel(fig)["kv_split"] == 1.0
+    assert fig.tensor_core_generation == "other"
+    assert mla_decode_kernel(fig) == {"kv_split": 1.0, "operand_reads": 1.0}

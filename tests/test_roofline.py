@@ -38,14 +38,8 @@ def test_fused_is_faster_than_unfused(name, phase, S, B):
     for hw in ("H100-SXM", "RTX-4090"):
         for impl in impls:
             # the kernel model is calibrated on the kernels serving engines run (the default
-            # implementation); every implementation keeps the order under the plain roofline.
-            # Pre-Hopper devices run the MLA decode kernel of the measured A100 rows, one SM
-            # per sequence walking its whole cache: at 16 sequences it leaves most SMs idle and
-            # is slower than eager per-op kernels (measured A100, batch 16 at 8,191 keys:
-            # 0.99 ms), so there the default implementation is compared under the roofline
-            sm80_mla = hw == "RTX-4090" and phase == "decode" and B > 1 and len(impls) > 1
-            calibrated = impl is None and not sm80_mla
-            profile = None if calibrated else "roofline"
+            # implementation); every implementation keeps the order under the plain roofline
+            profile = None if impl is None else "roofline"
             fused = predict_time(name, hw, phase, S, B, impl=impl, mode="fused", profile=profile)
             unfused = predict_time(
                 name, hw, phase, S, B, impl=impl, mode="unfused", profile=profile

@@ -160,8 +160,8 @@ def test_predict_time_reads_gpt_oss_as_stored_on_h100():
     """GPT-OSS-120B decode on H100: the step moves the checkpoint's bytes, not bf16's.
 
     At batch 256 every expert is read: the weight bytes are the 64.0 GB the checkpoint
-    stores (not 2 bytes a weight), the step is memory-bound and faster than with bf16
-    chosen. At batch 8 the active experts' 4-bit bytes make it memory-bound and faster too.
+    stores (not 2 bytes a weight), the step moves far fewer bytes and is faster than with
+    bf16 chosen (memory-bound). At batch 8 the active experts' 4-bit bytes make it faster too.
     The plain roofline at batch 1 is memory-bound on the stored bytes."""
     for batch in (8, 256):
         stored = predict_time("gpt-oss-120b", "H100", "decode", 4096, batch, scope="model")
@@ -170,7 +170,10 @@ def test_predict_time_reads_gpt_oss_as_stored_on_h100():
         )
         kernels = step_kernels("gpt-oss-120b", "decode", 4096, batch)
         assert stored.bytes == sum(k.bytes * k.calls for k in kernels)
-        assert stored.bound == bf16.bound == "memory"
+        # (the stored MXFP4 experts run the Triton kernel the measured rows time, which
+        # reaches 0.44 of the bf16 rate on 16-row tiles: its compute term edges past its
+        # weight stream, so only the bf16 step is asserted memory-bound)
+        assert bf16.bound == "memory"
         assert stored.memory_s < 0.6 * bf16.memory_s and stored.seconds < 0.6 * bf16.seconds
         moe = next(o for o in stored.ops if o.name == "routed_experts")
         assert "H100" in moe.calibration

@@ -112,30 +112,62 @@ def test_fp8_weights_on_a_device_without_fp8_run_a_weight_only_gemm():
 
 
 @pytest.mark.parametrize(
-    "device, cc, sm90",
+    "device, cc, generation",
     [
-        ("H100-SXM", 9.0, True),
-        ("H200", 9.0, True),
-        ("H800", 9.0, True),
-        ("H100-PCIe", 9.0, True),
-        ("A100-SXM-80GB", 8.0, False),
-        ("L40S", 8.9, False),
-        ("RTX-4090", 8.9, False),
-        ("B200", 10.0, True),
-        ("MI300X", 0.0, False),
+        ("H100-SXM", 9.0, "sm90"),
+        ("H200", 9.0, "sm90"),
+        ("H800", 9.0, "sm90"),
+        ("H100-PCIe", 9.0, "sm90"),
+        ("A100-SXM-80GB", 8.0, "sm80"),
+        ("L40S", 8.9, "sm80"),
+        ("RTX-4090", 8.9, "sm80"),
+        ("B200", 10.0, "sm90"),
+        ("MI300X", 0.0, "other"),
     ],
 )
-def test_the_device_architecture_comes_from_the_catalogue(device, cc, sm90):
-    """The catalogue gives each NVIDIA device its compute capability (sourced); Hopper's own
-    kernels (sm90) are chosen by it, not by whether the device has fp8 tensor cores."""
+def test_the_device_architecture_comes_from_the_catalogue(device, cc, generation):
+    """The catalogue gives each NVIDIA device its compute capability (sourced); the kernels a
+    device runs where the measured generations differ are chosen by one rule on it
+    (tensor_core_generation), not by whether the device has fp8 tensor cores."""
     from mlacalc.timemodel.device import device_figures
 
     hw = load_hardware(device)
     fig = device_figures(hw)
-    assert fig.compute_capability == cc and fig.sm90_or_later is sm90
+    assert fig.compute_capability == cc and fig.tensor_core_generation == generation
+    assert fig.sm90_or_later is (generation == "sm90")
     assert fig.architecture and hw.field_sources.get("architecture")
     if cc:
         assert hw.field_sources.get("compute_capability")
+
+
+@pytest.mark.parametrize(
+    "text, generation",
+    [
+        ("architecture: Ampere\n", "sm80"),  # no capability: the architecture's
+        ("architecture: Hopper\n", "sm90"),
+        ("compute_capability: 12.0\n", "sm80"),  # consumer Blackwell: no warp-group MMA
+        ("", "other"),  # neither: stated as unvalidated, the large-tile rules
+        ("vendor: amd\ncompute_capability: 9.4\n", "other"),  # ROCm's gfx942 is not sm90
+    ],
+)
+def test_a_user_file_picks_its_kernels_by_one_rule(tmp_path, text, generation):
+    """A user file without a compute capability takes its architecture's; another vendor's
+    capability never selects NVIDIA kernels; every rule (prefill MMA rows and resident tiles,
+    MLA operand reads, Hopper's fp8 decode) follows the same generation."""
+    from mlacalc.timemodel.device import device_figures, mla_decode_kernel
+    from mlacalc.timemodel.model import _mma_rows
+
+    path = tmp_path / "gpu.yaml"
+    path.write_text(
+        "name: MyGPU\npeak_tflops: {bf16: 300}\nmemory_bandwidth_gb_per_s: 2000\n"
+        "memory_gb: 80\nsm_count: 108\nsource: my lab\n" + text
+    )
+    fig = device_figures(load_hardware(path))
+    assert fig.tensor_core_generation == generation
+    sm80 = generation == "sm80"
+    assert _mma_rows(fig) == (16.0 if sm80 else 64.0)
+    assert mla_decode_kernel(fig)["operand_reads"] == (4.0 if sm80 else 1.0)
+    assert fig.sm90_or_later is (generation == "sm90")
 
 
 @pytest.mark.parametrize("device", ["L40S", "RTX-4090", "B200", "MI300X", "H100-SXM"])
@@ -169,41 +201,44 @@ def test_hoppers_fp8_decode_rules_follow_the_compute_capability(device):
     swapped = dataclasses.replace(fig, compute_capability=8.9 if fig.sm90_or_later else 9.0)
     own = kernel_terms(batch, fig, prm, scaled=True)["seconds"][0]
     other = kernel_terms(batch, swapped, prm, scaled=True)["seconds"][0]
+    if fig.vendor != "nvidia":  # another vendor's capability never selects NVIDIA kernels
+        assert own == other
+        return
     assert own != pytest.approx(other, rel=1e-3)
     # the whole-cache splits of the non-Hopper kernels cost more than Hopper's window splits
     assert bool(own > other) is (not fig.sm90_or_later)
 
 
 @pytest.mark.parametrize(
-    "device, split, reads",
-    [("A100-SXM-80GB", 0.0, 4.0), ("L40S", 0.0, 4.0), ("H100-SXM", 1.0, 1.0), ("B200", 1.0, 1.0)],
+    "device, reads",
+    [("A100-SXM-80GB", 4.0), ("L40S", 4.0), ("H100-SXM", 1.0), ("B200", 1.0), ("MI300X", 1.0)],
 )
-def test_a_steps_mla_decode_runs_the_kernel_its_device_has(device, split, reads):
-    """A model step's MLA decode kernel is timed as the kernel the device runs, by the rule the
-    measured mapping labels its rows with: pre-Hopper NVIDIA (A100, Ada) the non-splitting
-    SM80 kernel of the A100 rows (each unit walks its whole cache on one SM, operands read by
-    four warps), Hopper and later the key-splitting FlashMLA-style kernel."""
+def test_a_steps_mla_decode_runs_the_key_splitting_kernel_of_its_generation(device, reads):
+    """A model step's MLA decode kernel splits keys on every device (the serving engines'
+    kernels do: FlashMLA, FlashInfer, the Triton decode kernels), with the operand reads of the
+    device's tensor-core generation (mma.sync: four 16-row warps, each reading every row). The
+    non-splitting kernel is the one TensorRT-LLM 1.0 ran on the measured A100 rows only: at 4
+    sequences (far fewer units than SMs) it is the slower one."""
     from mlacalc.step import step_kernels
     from mlacalc.timemodel import device_batch
     from mlacalc.timemodel.device import mla_decode_kernel
 
     hw = load_hardware(device)
-    assert mla_decode_kernel(hw) == {"kv_split": split, "operand_reads": reads}
+    assert mla_decode_kernel(hw) == {"kv_split": 1.0, "operand_reads": reads}
+    assert mla_decode_kernel(hw, non_splitting=True)["kv_split"] == 0.0
     ks = step_kernels("deepseek-v3", "decode", 8192, batch=4, scope="attention_layer")
     (mla,) = [k for k in ks if k.kind == "mla_decode"]
     assert "kv_split" not in mla.shape  # the step names no device
     ((_, batch),) = batches_of([mla])
     run = device_batch(batch, hw)
-    assert run.shape["kv_split"][0] == split and run.shape["operand_reads"][0] == reads
-    # the step's time is that kernel's, and at 4 sequences (far fewer units than SMs) the
-    # non-splitting kernel is the slower one
+    assert run.shape["kv_split"][0] == 1.0 and run.shape["operand_reads"][0] == reads
     fig, prm, _ = class_params(hw, load_profile(), "mla_decode", mla.dtype, "")
     p = mlacalc.predict_time("deepseek-v3", hw, "decode", 8192, batch=4)
     (t,) = [o.model_s for o in p.ops if o.name == "attention"]
     assert t == pytest.approx(kernel_terms(run, fig, prm, scaled=True)["seconds"][0])
-    other = dict(batch.shape, kv_split=np.array([1 - split]), operand_reads=np.array([1.0]))
-    t_other = kernel_terms(dataclasses.replace(batch, shape=other), fig, prm, scaled=True)
-    assert bool(t > t_other["seconds"][0]) is (split == 0.0)
+    walk = dict(run.shape, kv_split=np.array([0.0]))
+    t_walk = kernel_terms(dataclasses.replace(batch, shape=walk), fig, prm, scaled=True)
+    assert t < t_walk["seconds"][0]
 
 
 def test_the_measured_mla_rows_carry_the_kernel_the_same_rule_gives():
@@ -214,7 +249,8 @@ def test_the_measured_mla_rows_carry_the_kernel_the_same_rule_gives():
     from mlacalc.timemodel.device import mla_decode_kernel
 
     assert "mla_decode_kernel(" in Path(mapping.__file__).read_text(encoding="utf-8")
-    assert mla_decode_kernel(load_hardware("a100_sxm")) == {"kv_split": 0.0, "operand_reads": 4.0}
+    a100 = load_hardware("a100_sxm")
+    assert mla_decode_kernel(a100, non_splitting=True) == {"kv_split": 0.0, "operand_reads": 4.0}
     assert mla_decode_kernel(load_hardware("h100_sxm")) == {"kv_split": 1.0, "operand_reads": 1.0}
 
 

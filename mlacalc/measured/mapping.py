@@ -596,11 +596,14 @@ def _mla_core(
             causal=1,
             page_size=_PAGE,
             kv_bytes=kvb,
-            # the kernel the measured device ran, by the rule a model step's kernel follows
-            # (kv_split, operand_reads): the A100 rows TensorRT-LLM 1.0's SM80 kernel (no key
-            # split; mma.sync, four 16-row warps per 64-head tile, each reading every key and
-            # value row from shared memory), the H100 rows FlashMLA
-            **mla_decode_kernel(load_hardware("a100_sxm" if a100 else "h100_sxm")),
+            # the kernel the measured device ran (kv_split, operand_reads): the A100 rows
+            # TensorRT-LLM 1.0's SM80 kernel, which never splits a sequence's keys (mma.sync,
+            # four 16-row warps per 64-head tile, each reading every key and value row from
+            # shared memory), the H100 rows FlashMLA; the operand reads by the rule a model
+            # step's kernel follows
+            **mla_decode_kernel(
+                load_hardware("a100_sxm" if a100 else "h100_sxm"), non_splitting=a100
+            ),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )
@@ -735,20 +738,14 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     wbytes = wbytes + np.where(dt == "w4a16_mxfp4", active_e * mats * hidden * inter_l / 32, 0.0)
     nbytes = wbytes + T * hidden * 2 * 2
     # the Triton MoE (GPT-OSS mxfp4 on H100, ``kernel_source`` moe_torch_flow; the A100
-    # table's CUTLASS rows carry the same label) fixes its row tile from the call, not from
-    # the rows an expert gets: as if every (token, top-k) pair were spread over the rank's
-    # E/ep experts (block_m = the next power of 2 of T k / (E/ep), kept in 16..128: the rule
-    # of triton_kernels' opt_flags as recalled, no copy of its source in the shared
-    # reference). With expert parallelism an expert gets 1/ep of that, so the tile grows with
-    # the tokens over rows it never gets: the measured H100 rows step up where T k / (E/ep)
-    # passes 16 and 64, at the same T k / (E/ep) for every E and ep (E = 128, ep = 128: 79 ->
-    # 94 us at 8 tokens, 96 -> 136 us at 32; ep = 4: 252 -> 317 us at 160 tokens, 327 -> 612
-    # us at 768). With it the fitted median / p90 error 10.2% / 26.1% -> 5.1% / 13.1%, and
-    # 1 to 4 tokens over-predicted by 10%, not 25-28% (the fixed cost no longer averages
-    # over the steps)
+    # table's CUDA rows carry the same label) fixes its row tile from the call
+    # (:func:`~mlacalc.timemodel.model.triton_moe_row_tile`, the rule a model step's MXFP4
+    # experts follow too)
+    from ..timemodel.model import triton_moe_row_tile
+
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
-    per_expert = np.maximum(np.floor(T * topk / np.maximum(E // ep, 1)), 1.0)
-    row_tile = np.where(triton, np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 128.0), 0.0)
+    tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
+    row_tile = np.where(triton, tile, 0.0)
     rows = np.arange(len(t))
     ok = ~np.char.startswith(dt, "?")
     b.add_by_dtype(

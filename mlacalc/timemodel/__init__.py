@@ -152,8 +152,9 @@ def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
       weights without fp4 tensor cores (every device before Blackwell) the ``w4a16`` class,
       and fp4 experts the weight-only MoE of 4-bit float experts (``w4a16_mxfp4``);
     - an MLA decode kernel that does not say which kernel it is (a model step's; a measured
-      row does) runs the one the device has (:func:`~mlacalc.timemodel.device.mla_decode_kernel`:
-      pre-Hopper NVIDIA the non-splitting kernel of the A100 rows, else the key-splitting one).
+      row does) runs the key-splitting kernel the serving engines have on every device, with
+      the operand reads of the device's tensor-core generation
+      (:func:`~mlacalc.timemodel.device.mla_decode_kernel`).
     """
     kind, dtype = batch.kind, batch.dtype
     if kind == "gemm" or kind == "moe":

@@ -159,23 +159,41 @@ class DeviceFigures:
     link_multicast: float = 0.0
     fallbacks: tuple[str, ...] = ()
     #: the catalogue's architecture name, and an NVIDIA GPU's CUDA compute capability (0 for
-    #: any other device, or one whose file does not give it): which kernels a library builds
-    #: for it (see :attr:`sm90_or_later`)
+    #: any other device, or one whose file gives neither it nor a known NVIDIA architecture
+    #: name): which kernels a library builds for it (see :attr:`tensor_core_generation`)
     architecture: str = ""
     compute_capability: float = 0.0
+    vendor: str = ""
     _peaks_by_dtype: dict[str, float] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
 
     @property
+    def tensor_core_generation(self) -> str:
+        """The one rule by which the time model picks the kernels a device runs where the
+        measured tables show two generations' kernels differ:
+
+        - ``"sm80"``: NVIDIA compute capability 8.x (Ampere: A100; Ada: L40S, RTX 40xx) and
+          12.x (consumer Blackwell, RTX 50xx, without the data-centre parts' large MMAs):
+          per-warp ``mma.sync`` tiles of 16 query rows, as the measured A100 kernels;
+        - ``"sm90"``: NVIDIA compute capability 9.x and 10.x-11.x (Hopper: H100, H200, H800;
+          data-centre Blackwell: B200): warp-group MMAs of 64 rows and TMA, as the measured H100
+          kernels (TensorRT-LLM's fp8-cache XQA decode, FlashMLA, FlashAttention-3); Blackwell
+          takes Hopper's rules, the nearer generation, unvalidated (no Blackwell table ships);
+        - ``"other"``: any other vendor (MI300X), or a device whose file gives no capability:
+          the large-tile rules of ``sm90`` where a kernel's tile shape is concerned, the
+          other kernels' rules where a Hopper-only kernel is concerned (the fp8-cache XQA
+          decode), all unvalidated."""
+        cc = self.compute_capability
+        if self.vendor.lower() not in ("", "nvidia") or cc <= 0.0:
+            return "other"
+        return "sm90" if 9.0 <= cc < 12.0 else "sm80"
+
+    @property
     def sm90_or_later(self) -> bool:
-        """True on NVIDIA compute capability 9.0 and later (Hopper: H100, H200, H800; Blackwell:
-        B200), whose libraries build kernels that the measured H100 rows time and Ampere has no
-        counterpart of (warp-group MMA, TMA: TensorRT-LLM's fp8-cache XQA decode running fp8
-        MMAs on the cache, FlashMLA). Blackwell is predicted with Hopper's rules, the nearer
-        generation, unvalidated: no Blackwell table is shipped. Ampere (8.0), Ada (8.9: L40S,
-        RTX 40xx) and non-NVIDIA devices (MI300X) run the rules stated for the other kernels."""
-        return self.compute_capability >= 9.0
+        """True where the device runs Hopper's own kernels (``tensor_core_generation`` is
+        ``"sm90"``: H100, H200, H800, B200)."""
+        return self.tensor_core_generation == "sm90"
 
     def peak(self, dtype: str) -> float:
         """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device
@@ -245,7 +263,8 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         link_multicast=values["link_multicast"],
         fallbacks=tuple(fallbacks),
         architecture=getattr(hw, "architecture", "") or "",
-        compute_capability=float(getattr(hw, "compute_capability", None) or 0.0),
+        compute_capability=_capability(hw),
+        vendor=str(getattr(hw, "vendor", "") or ""),
     )
     if len(_CACHE) > 64:
         _CACHE.clear()
@@ -253,21 +272,44 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
     return fig
 
 
-def mla_decode_kernel(device: DeviceFigures | HardwareSpec) -> dict[str, float]:
+#: The compute capability of a device whose file names an NVIDIA architecture but gives no
+#: capability: the data-centre part of each generation (CUDA C++ Programming Guide)
+_ARCH_CAPABILITY = {
+    "ampere": 8.0,
+    "ada": 8.9,
+    "ada lovelace": 8.9,
+    "hopper": 9.0,
+    "blackwell": 10.0,
+}
+
+
+def _capability(hw: HardwareSpec) -> float:
+    cc = float(getattr(hw, "compute_capability", None) or 0.0)
+    if cc > 0.0:
+        return cc
+    if str(getattr(hw, "vendor", "") or "").lower() not in ("", "nvidia"):
+        return 0.0
+    arch = str(getattr(hw, "architecture", "") or "").strip().lower()
+    return _ARCH_CAPABILITY.get(arch, 0.0)
+
+
+def mla_decode_kernel(
+    device: DeviceFigures | HardwareSpec, *, non_splitting: bool = False
+) -> dict[str, float]:
     """The MLA decode kernel a device runs, as the ``mla_decode`` shape columns that say so:
     the one rule the measured mapping (which kernel a measured row timed) and a model step
     (which kernel the device would run) share.
 
-    - NVIDIA before Hopper (compute capability below 9: A100, Ada): TensorRT-LLM's SM80 MLA
-      decode kernel, as the measured A100 rows: it never splits a sequence's keys
-      (``kv_split = 0``: each unit walks its whole cache on one SM), and its mma.sync tiles
-      read every cached row from shared memory once per 16-row warp, four warps to a
-      64-head tile (``operand_reads = 4``);
-    - Hopper and later, and any other device: the key-splitting kernel (FlashMLA on Hopper, as
-      the measured H100 rows), whose warp-group MMA reads each row once for its 64-row tile
-      (``kv_split = 1``, ``operand_reads = 1``).
+    - ``kv_split``: whether the kernel splits a sequence's keys over several SMs. The serving
+      engines' MLA decode kernels do on every device (FlashMLA on Hopper, FlashInfer's and
+      the Triton decode kernels elsewhere): 1 unless ``non_splitting`` says the row timed
+      TensorRT-LLM 1.0's SM80 kernel (the measured A100 rows), which never splits (each unit
+      walks its whole cache on one SM: 15.5 ms a layer at 131K keys and batch 1 on A100);
+    - ``operand_reads``: how often a tile's MMAs read each cached row from shared memory, by
+      :attr:`DeviceFigures.tensor_core_generation`: the ``mma.sync`` tiles of ``sm80`` once
+      per 16-row warp, four warps to a 64-head tile (4); a warp-group MMA once (1).
     """
-    cc = float(getattr(device, "compute_capability", None) or 0.0)
-    if 0.0 < cc < 9.0:
-        return {"kv_split": 0.0, "operand_reads": 4.0}
-    return {"kv_split": 1.0, "operand_reads": 1.0}
+    if not isinstance(device, DeviceFigures):
+        device = device_figures(device)
+    reads = 4.0 if device.tensor_core_generation == "sm80" else 1.0
+    return {"kv_split": 0.0 if non_splitting else 1.0, "operand_reads": reads}

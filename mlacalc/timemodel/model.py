@@ -771,11 +771,10 @@ def _resident_waves(
     ``smem // ((128 d_qk + 64 (d_qk + d_v)) x element bytes)`` tiles on an SM: two at head
     dim 128 on A100 (64 of 164 KB), one for MLA's 192/128 (88 KB). The measured A100 rows at
     isl 16 step every 216 units (2 x 108 SMs), the H100 rows every 132."""
-    cc = float(getattr(fig, "compute_capability", 0.0) or 0.0)
     one = np.maximum(np.ceil(units / fig.sm_count), 1.0)
-    if not 0.0 < cc < 9.0:
+    if fig.tensor_core_generation != "sm80":
         return np.ones(len(units))
-    smem = _SMEM_PER_SM.get(cc, min(_SMEM_PER_SM.values()))
+    smem = _SMEM_PER_SM.get(fig.compute_capability, min(_SMEM_PER_SM.values()))
     tile = (128.0 * d_qk + 64.0 * (d_qk + d_v)) * elem
     resident = np.maximum(np.floor(smem / np.maximum(tile, 1.0)), 1.0)
     return np.ceil(units / (fig.sm_count * resident)) / one
@@ -791,9 +790,9 @@ def _mma_rows(fig: DeviceFigures) -> float:
     """Query rows one tensor-core MMA instruction covers, sharing the K/V operand it reads from
     shared memory: 64 for the warp-group MMA of compute capability 9 and later (``wgmma``,
     m64nNk16; PTX ISA), 16 for the per-warp ``mma.sync`` (m16n8k16) of NVIDIA devices before
-    (Ampere, Ada). Devices without a compute capability (not NVIDIA) take 64."""
-    cc = float(getattr(fig, "compute_capability", 0.0) or 0.0)
-    return 16.0 if 0.0 < cc < 9.0 else 64.0
+    (Ampere, Ada; :attr:`~mlacalc.timemodel.device.DeviceFigures.tensor_core_generation`
+    ``"sm80"``). Other devices (not NVIDIA, or without a capability) take 64."""
+    return 16.0 if fig.tensor_core_generation == "sm80" else 64.0
 
 
 #: Conversion instructions (FP32 to a narrower type) one SM issues per clock (16 on Ampere and
@@ -1026,11 +1025,15 @@ def _mla_decode(
     )
     # a key-splitting kernel (FlashMLA) merges the splits' partial results in a combine
     # kernel of its own: one more launch where the keys split (fitted H100 bf16 6.2% -> 6.0%,
-    # leave-one-device-out H100 -> A100 13.0% -> 12.4%), and every part writes its 64-row
-    # fp32 partial output, 128 KB, which the combine kernel reads back: at small batch
-    # the parts fill the SMs and move 17 MB (fitted H100 bf16 6.0% -> 5.2%, fp8 6.4% -> 4.9%,
-    # the module 6.8% -> 5.2%; fitted on A100, predicting H100 bf16 15.8% -> 12.5%)
-    partial = np.where(splits > 1, units * 64.0 * _col(batch, "head_dim_v", 512) * 4.0, 0.0)
+    # leave-one-device-out H100 -> A100 13.0% -> 12.4%), and every part writes the fp32
+    # partial output of its real query rows (at most its 64-row tile: 128 KB at d_v 512),
+    # which the combine kernel reads back: at small batch the parts fill the SMs and move
+    # megabytes (fitted H100 bf16 6.0% -> 5.2%, fp8 6.4% -> 4.9%, the module 6.8% -> 5.2%;
+    # fitted on A100, predicting H100 bf16 15.8% -> 12.5%). Counting whole 64-row tiles for
+    # units of 1-16 heads made MLA decode faster from batch 64 to 128 (keys stop splitting)
+    # where the measured H100 rows get slower (17 such pairs)
+    rows = np.minimum(heads * q / tiles, 64.0)
+    partial = np.where(splits > 1, units * rows * _col(batch, "head_dim_v", 512) * 4.0, 0.0)
     combine = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     pre = pre + np.where(splits > 1, combine, 0.0)
     out = _attention_time(
@@ -1096,6 +1099,19 @@ def _moe_m_tiles(
     return np.ceil(top / tm) + (active - 1.0) * np.ceil(rest / tm)
 
 
+def triton_moe_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -> np.ndarray:
+    """The row tile the Triton MoE kernel (GPT-OSS's MXFP4 experts) fixes from the call, not
+    from the rows an expert gets: as if every (token, top-k) pair were spread over the rank's
+    ``experts`` (block_m = the next power of 2 of ``tokens x topk / experts``, kept in
+    16..128: the rule of triton_kernels' opt_flags as recalled, no copy of its source in the
+    shared reference). The measured H100 rows step up where that ratio passes 16 and 64, at
+    the same ratio for every expert count and EP size (E = 128, ep = 128: 79 -> 94 us at 8
+    tokens, 96 -> 136 us at 32; ep = 4: 252 -> 317 us at 160 tokens, 327 -> 612 us at 768);
+    with it the fitted median / p90 error went 10.2% / 26.1% -> 5.1% / 13.1%."""
+    per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 128.0)
+
+
 def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
     """``moe``: the fused routed-expert layer of one rank, two grouped GEMMs (FC1: hidden ->
     (gate and) up, FC2: intermediate -> hidden) over the experts the batch touches, and the
@@ -1126,7 +1142,14 @@ def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[
     candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE) + prm["tile_s"])
     # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
     # only the tiles of that many rows
-    row_tile = _col(batch, "row_tile", 0)
+    # (a model step's MXFP4 experts run the Triton kernel the measured rows time, by the same
+    # rule, :func:`triton_moe_row_tile`)
+    if "row_tile" in batch.shape or batch.dtype != "w4a16_mxfp4":
+        row_tile = _col(batch, "row_tile", 0)
+    else:
+        row_tile = triton_moe_row_tile(
+            _col(batch, "tokens", 1), _col(batch, "topk", 1), _col(batch, "experts", 1)
+        )
     candidates = np.where((row_tile > 0) & (row_tile != _MOE_TM), np.inf, candidates)
     if batch.dtype == "fp8_block":
         # block scaling, as in the GEMM: after each 128-deep K block a tile rescales its
