@@ -405,3 +405,27 @@ def test_routing_imbalance_slows_the_expert_exchange_too():
             assert float(b.flops[0] if a.kind == "moe" else b.bytes[0]) == pytest.approx(
                 1.5 * float(a.flops[0] if a.kind == "moe" else a.bytes[0])
             ), a.name
+
+
+def test_a_plans_all_reduce_takes_the_faster_of_custom_kernels_and_nccl():
+    """A serving step's all-reduce runs the engine's own kernels or NCCL, whichever is faster:
+    on A100 the custom class was fitted below 2^20 elements (TensorRT-LLM 1.0 hands larger
+    calls to NCCL, whose class those rows fit), so a 128 MB call is NCCL's time, a 64 KB one
+    the custom kernels'."""
+    import numpy as np
+
+    from mlacalc.hardware import load_hardware
+    from mlacalc.kernels import KernelBatch
+    from mlacalc.serving.step import _predict
+    from mlacalc.timemodel import load_profile, predict_batch
+
+    hw, prof = load_hardware("A100-SXM-80GB"), load_profile()
+    msg = np.array([2.0**16, 2.0**27])
+    shape = {"message_bytes": msg, "n_gpus": np.full(2, 8.0)}
+    custom = KernelBatch("all_reduce", "bf16", msg * 0, msg, np.ones(2), shape)
+    nccl = KernelBatch(
+        "all_reduce", "fp16", msg * 0, msg, np.ones(2), dict(shape, one_shot=msg * 0)
+    )
+    c, n = predict_batch(custom, hw, prof), predict_batch(nccl, hw, prof)
+    got = _predict(custom, hw, prof)
+    assert got[0] == c[0] < n[0] and got[1] == n[1] < c[1]

@@ -37,6 +37,7 @@ bandwidth and latency per GPU, its achieved share from the DeepSeek-V3 ISCA pape
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -956,4 +957,14 @@ def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
             np.maximum(batch.flops / peak, batch.bytes / hw.memory_bandwidth_bytes_per_s)
             * batch.calls
         )
-    return np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
+    seconds = np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
+    if batch.kind == "all_reduce" and batch.dtype == "bf16":
+        # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,
+        # whichever is faster: TensorRT-LLM's AUTO strategy hands large calls to NCCL (the
+        # measured 1.0 rows from 2^20 elements, which therefore fit the NCCL class, not the
+        # custom one), vLLM's and SGLang's custom all-reduce stop at a size of their own
+        nccl = dataclasses.replace(
+            batch, dtype="fp16", shape=dict(batch.shape, one_shot=np.zeros(len(batch)))
+        )
+        seconds = np.minimum(seconds, np.asarray(predict_batch(nccl, hw, profile), dtype=float))
+    return seconds
