@@ -157,6 +157,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
+    "acc_regs": (1.0 / 64.0, 1.0, "share of an SM's register file a decode unit's accumulator fills"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -196,6 +197,8 @@ DEFAULTS: dict[str, float] = {
     "epilogue_share": 1.0,
     "token_copies": 0.0,
     "merge_s": 0.0,
+    # a decode unit's accumulator never limits the units resident on an SM
+    "acc_regs": 1.0,
     # no overlap: a kernel that walks a cache on one SM without a producer warp waits for each
     # block's loads before its products
     "walk_overlap": 1.0,
@@ -341,6 +344,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "attention_decode" and dtype.startswith("fp8"):
         names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
         names = (*names, "merge_s")  # Hopper's fp8 XQA merges its key splits itself
+        names = (*names, "acc_regs")  # its accumulator tile limits its resident units
     return names
 
 
@@ -828,6 +832,10 @@ def _decode_splits(
     )
 
 
+#: 32-bit registers of one SM's register file (64K on Ampere and Hopper; CUDA C Programming
+#: Guide, technical specifications per compute capability)
+REGISTERS_PER_SM = 65536.0
+
 #: Decode kernels (TRT-LLM XQA and MMHA multi-block mode) split a unit's keys across SMs up to
 #: this many resident units per SM, every split at least :data:`DECODE_SPLIT_KEYS` keys. Four
 #: units a SM fit the measured H100/A100 rows better than one (fitted p90 31% against 35%, the
@@ -904,6 +912,8 @@ def _attention_decode(
     # leave-one-device-out at 9.0% against 8.3%)
     qrows = np.where(sm90, np.ceil(rows / 8.0) * 8.0, rows)
     unit_cost = np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * qrows * hd / 128
+    occ = np.maximum(1.0, qrows * hd / (prm["acc_regs"] * REGISTERS_PER_SM))
+    unit_cost = unit_cost * np.where(grouped, occ, 1.0)
     # the per-unit work is issue throughput the units resident on an SM share: it costs
     # units / SMs of it (one unit alone on an SM takes no more than its latency, which the
     # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
