@@ -204,6 +204,18 @@ DEFAULTS: dict[str, float] = {
     "walk_overlap": 1.0,
 }
 
+#: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
+_PREFILL_DEFAULTS: dict[str, float] = {
+    "fixed_s": 0.0,
+    "eff_exp": 1.0,
+    "sfu_overlap": 2.0,
+    "eff_compute": 0.55,
+    "seq_s": 0.0,
+    "pre_latency_s": 3e-6,
+    "call_latency_s": 1e-5,
+    "unit_latency_s": 3e-6,
+}
+
 _KIND_DEFAULTS: dict[str, dict[str, float]] = {
     # DeepEP's normal kernels without a fit of their own (a profile fitted where no DeepEP was
     # measured): their SMs draw the link with 24 of a 132-SM part (``sm_bandwidth`` = 132 /
@@ -225,27 +237,9 @@ _KIND_DEFAULTS: dict[str, dict[str, float]] = {
     # in part). A device with one head dim (the A100 rows) barely tells the two apart; fitted
     # with ``eff_exp`` the H100 and A100 ``eff_compute`` came out 0.86 and 0.94, with it fixed
     # 0.94 and 0.94 (leave-one-device-out H100 -> A100 7.1% -> 5.7%)
-    "attention_prefill": {
-        "fixed_s": 0.0,
-        "eff_exp": 1.0,
-        "sfu_overlap": 2.0,
-        "eff_compute": 0.55,
-        "seq_s": 0.0,
-        "pre_latency_s": 3e-6,
-        "call_latency_s": 1e-5,
-        "unit_latency_s": 3e-6,
-    },
+    "attention_prefill": _PREFILL_DEFAULTS,
     "attention_decode": {"fixed_s": 8e-6},
-    "mla_prefill": {
-        "fixed_s": 0.0,
-        "eff_exp": 1.0,
-        "sfu_overlap": 2.0,
-        "eff_compute": 0.55,
-        "seq_s": 0.0,
-        "pre_latency_s": 3e-6,
-        "call_latency_s": 1e-5,
-        "unit_latency_s": 3e-6,
-    },
+    "mla_prefill": _PREFILL_DEFAULTS,
     "mla_decode": {"fixed_s": 0.0, "eff_compute": 0.6, "seq_s": 0.0},
     "moe": {"fixed_s": 2e-5, "eff_compute": 0.5},
     "elementwise": {"fixed_s": 2e-6},
