@@ -128,6 +128,8 @@ def test_search_cli():
     assert len(rows) > len(doc["frontier"]) and {"layout", "ttft_s", "reason"} <= set(rows[0])
     bad = runner.invoke(cli, [*args[:-2], "--tpot", "fast"])
     assert bad.exit_code == 2 and "not a time" in bad.output
+    bare = runner.invoke(cli, [*args[:-2], "--tpot", "50"])
+    assert bare.exit_code == 2 and "'50' has no unit; write 50ms or 50s" in bare.output
 
 
 def test_layouts_that_need_a_missing_network_are_skipped_with_a_reason():

@@ -21,7 +21,8 @@ from .common import (
 
 
 class DurationType(click.ParamType):
-    """A time: ``2s``, ``50ms``, ``800us`` or a number of seconds."""
+    """A time with its unit: ``2s``, ``50ms``, ``800us`` (a number from Python is seconds). A
+    bare number on the command line is refused: ``--tpot 50`` would read as 50 seconds."""
 
     name = "duration"
     _pattern = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|ms|us)?\s*$")
@@ -36,7 +37,13 @@ class DurationType(click.ParamType):
             match = self._pattern.match(str(value))
             if not match:
                 self.fail(f"'{value}' is not a time; write 2s, 50ms or 800us", param, ctx)
-            result = float(match.group(1)) * self._scale[match.group(2) or "s"]
+            if not match.group(2):
+                self.fail(
+                    f"'{value}' has no unit; write {match.group(1)}ms or {match.group(1)}s",
+                    param,
+                    ctx,
+                )
+            result = float(match.group(1)) * self._scale[match.group(2)]
         if result <= 0:
             self.fail(f"'{value}' must be positive", param, ctx)
         return result
