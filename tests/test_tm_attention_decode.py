@@ -223,7 +223,7 @@ def test_sm90_fp8_xqa_merges_its_splits_in_kernel():
 def test_sm90_query_heads_pad_to_eight_in_the_unit_work():
     # Hopper's warp-group MMA: 12 query heads a KV head cost the unit work of 16; the
     # mma.sync kernel (bf16) counts the 12 it has
-    prm = dict(seq_s=1e-6, block_s=0.0, grouped_unit=0.0, qhead_unit=1.0, launch_s=0.0)
+    prm = dict(seq_s=1e-6, block_s=0.0, grouped_unit=0.0, qhead_unit=1.0, launch_s=0.0, wave_s=0.0)
 
     def unit(dtype, heads):
         b = _decode(dtype, no_flops=True, batch=2048.0, n_kv=1.0, n_heads=heads, kv_len=1.0)
@@ -234,6 +234,45 @@ def test_sm90_query_heads_pad_to_eight_in_the_unit_work():
     assert fp8[0] == pytest.approx(fp8[1], rel=1e-9)
     bf16 = unit("bf16", [12.0, 16.0])
     assert bf16[0] == pytest.approx(0.75 * bf16[1], rel=1e-9)
+
+
+def test_grouped_units_beyond_the_resident_slots_pay_a_wave_each():
+    # a grouped unit holds a 64-token K and V stage and 8 bytes per query row and head-dim
+    # element: fp8, head dim 256, 16 query heads a KV head: 32 KB + 32 KB, 3 units on the
+    # 228 KB of an H100 SM, 396 on its 132 SMs; the 397th starts a second wave, which costs
+    # ``wave_s`` per 8 query rows and 1024 of head dim (16 x 256 / 1024 = 4)
+    wave = 1e-6
+    scale = M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    prm = dict(seq_s=0.0, block_s=0.0, launch_s=0.0, merge_s=0.0, wave_s=wave)
+
+    def walk(dtype, batch, fig=H100, heads=16.0):
+        b = _decode(
+            dtype,
+            no_flops=True,
+            batch=batch,
+            n_kv=1.0,
+            n_heads=heads,
+            kv_len=1.0,
+            head_dim_qk=256.0,
+            head_dim_v=256.0,
+        )
+        b = KernelBatch(b.kind, b.dtype, b.flops, np.zeros(len(b)), b.calls, b.shape)
+        return M.kernel_terms(b, fig, _params(**prm))["compute_s"]
+
+    assert M._decode_unit_bytes(_decode("fp8"), 256.0, 16.0) == 65536.0
+    fp8 = walk("fp8", [396.0, 397.0, 792.0, 793.0])
+    assert fp8[0] == pytest.approx(0.0, abs=1e-15)
+    assert fp8[1] == pytest.approx(4 * wave * scale, rel=1e-9)
+    assert fp8[2] == pytest.approx(fp8[1], rel=1e-9)
+    assert fp8[3] == pytest.approx(2 * fp8[1], rel=1e-9)
+    # a bf16 stage is twice the bytes (64 + 32 KB: 2 a SM, 264 units); MHA units never wait
+    bf16 = walk("bf16", [264.0, 265.0])
+    assert bf16[0] == pytest.approx(0.0, abs=1e-15) and bf16[1] > 0.0
+    assert walk("fp8", [4096.0], heads=1.0)[0] == pytest.approx(0.0, abs=1e-15)
+    # an A100 SM offers 164 KB: 2 fp8 units of 64 KB, 216 on its 108 SMs
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    a = walk("fp8", [216.0, 217.0], fig=a100)
+    assert a[0] == pytest.approx(0.0, abs=1e-15) and a[1] > 0.0
 
 
 def test_a100_mha_rows_read_k_once_while_the_resident_keys_fit_the_l2(generation_tables):

@@ -59,10 +59,39 @@ def test_weight_only_pads_rows_to_16_and_splits_k_in_two():
 def test_dequantization_adds_per_weight_element_and_row_tile():
     """``dequant_s`` per weight element a tile converts, once per 16-row tile."""
     batch = _gemm("w8a16", [16, 32], 128, 4096)
-    base = _terms(batch)["compute_s"]
+    base = _terms(batch, dequant_s=0.0)["compute_s"]
     more = _terms(batch, dequant_s=1e-11)["compute_s"]
     scale = 1.83e9 / device_figures(load_hardware("A100-SXM-80GB")).clock_hz
     assert more[0] - base[0] == pytest.approx(128 * 4096 * 1e-11 * scale, rel=1e-6)
+
+
+def test_weight_only_conversion_has_a_physical_default():
+    """Without a fit (a profile fitted where no weight-only GEMM ran) each weight's conversion
+    costs 1.5 instructions on the 128 lanes an SM issues a clock, at the reference clock."""
+    from mlacalc.timemodel.model import PARAMS
+
+    dq = default_params("gemm")["dequant_s"]
+    assert dq == pytest.approx(1.5 / 128.0 / 1.83e9)
+    assert PARAMS["dequant_s"][0] < dq < PARAMS["dequant_s"][1]
+    batch = _gemm("w4a16", 16, 128, 16384)
+    assert _terms(batch)["compute_s"][0] > _terms(batch, dequant_s=0.0)["compute_s"][0]
+
+
+def test_weight_only_tiles_run_two_to_an_sm(monkeypatch):
+    """Weight-only kernels hold two tiles on an SM: 128 column tiles on the A100's 108 SMs (two
+    on some) take well under twice the time of 96 (one each); one tile at a time, twice."""
+    from mlacalc.timemodel import model
+
+    batch = _gemm("w4a16", [16, 16], [12288, 16384], 65536)
+    two = _terms(batch, dequant_s=0.0, tile_s=0.0)["compute_s"]
+    # a 16 x 128 tile reaches 0.47 of the SM alone, two of them 0.94
+    assert 0.99 < two[1] / two[0] < 1.1
+    monkeypatch.setitem(model.RESIDENT_TILES_BY_DTYPE, "w4a16", 1.0)
+    one = _terms(batch, dequant_s=0.0, tile_s=0.0)["compute_s"]
+    assert one[1] / one[0] == pytest.approx(2.0)
+    assert one[0] == pytest.approx(two[0])
+    # bf16 (cuBLAS) keeps one tile at a time
+    assert "bf16" not in model.RESIDENT_TILES_BY_DTYPE
 
 
 def test_epilogue_share_adds_the_output_write():

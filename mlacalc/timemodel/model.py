@@ -104,6 +104,7 @@ CLOCKED = (
     "route_s",
     "launch_s",
     "merge_s",
+    "wave_s",
 )
 #: The clocked terms of a collective: its fixed cost, its bulk copies' synchronisation per step
 #: and its per-step wait (``latency_steps`` link latencies). A step ends when the SMs polling a
@@ -157,7 +158,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
-    "acc_regs": (1.0 / 64.0, 1.0, "share of an SM's register file a decode unit's accumulator fills"),
+    "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -197,8 +198,10 @@ DEFAULTS: dict[str, float] = {
     "epilogue_share": 1.0,
     "token_copies": 0.0,
     "merge_s": 0.0,
-    # a decode unit's accumulator never limits the units resident on an SM
-    "acc_regs": 1.0,
+    # a further wave of resident decode units costs 1 us per 8 query rows and 1024 of head
+    # dim (between the fitted bf16 XQA figures, 0.4-0.5 us on H100 and A100, and Hopper's
+    # fp8 XQA, 2.7 us)
+    "wave_s": 1e-6,
     # no overlap: a kernel that walks a cache on one SM without a producer warp waits for each
     # block's loads before its products
     "walk_overlap": 1.0,
@@ -243,6 +246,13 @@ _KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "mla_decode": {"fixed_s": 0.0, "eff_compute": 0.6, "seq_s": 0.0},
     "moe": {"fixed_s": 2e-5, "eff_compute": 0.5},
     "elementwise": {"fixed_s": 2e-6},
+    # a weight-only GEMM's conversion of each weight to bf16 (``dequant_s``) where no fit saw
+    # one (a profile fitted on a device without weight-only rows): about 1.5 instructions an
+    # element (the interleaved int4/int8 -> bf16 conversion, about one a weight, and the
+    # per-channel scale's multiply, one per two) on the 128 lanes an SM issues each clock
+    # (four schedulers of 32). Fitted on the A100 rows: 2.4e-12 (int4) and 3.6e-12 (int8);
+    # at 0 an H100-only profile predicted the A100 w4a16 rows 8% too fast (signed median)
+    "gemm": {"dequant_s": 1.5 / 128.0 / REFERENCE_CLOCK_HZ},
     # a quantize kernel without a fit: one graph node costs about 1 us (launch to completion of
     # a kernel whose blocks make one memory round trip and one store: an assumed figure, under
     # the smallest GEMM node both measured devices show, 2.5 us at m = n = k = 32, which also
@@ -296,6 +306,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "fallback_reads",
         "launch_s",
         "qhead_unit",
+        "wave_s",
     ),
     "mla_decode": (
         "eff_compute",
@@ -338,7 +349,6 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "attention_decode" and dtype.startswith("fp8"):
         names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
         names = (*names, "merge_s")  # Hopper's fp8 XQA merges its key splits itself
-        names = (*names, "acc_regs")  # its accumulator tile limits its resident units
     return names
 
 
@@ -478,6 +488,14 @@ def _tile_arrays(tiles: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
+#: Output tiles one SM runs at once, for a library whose kernels do (others: one at a time).
+#: TensorRT-LLM's weight-only CUTLASS kernels (fpA_intB) are four-warp CTAs whose register use
+#: leaves room for two on an SM (65,536 registers an SM / (128 threads x 255 registers), the
+#: per-thread cap; their heuristic counts waves with this occupancy, as recalled, not checked
+#: against its source). An SM holding two tiles issues one's MMAs while the other waits on its
+#: loads: see :func:`_gemm`.
+RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
+
 _TILES = {d: _tile_arrays(t) for d, t in TILES_BY_DTYPE.items()}
 _TILES[""] = _tile_arrays(GEMM_TILES)
 
@@ -511,7 +529,20 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     # each wave of tiles also pays ``tile_s`` beside its MMAs: the pipeline's fill (the first
     # K stages loaded at the memory latency) and the epilogue's fixed part (fitted 0.3-1.6 us;
     # about 0 on H100 bf16, whose persistent kernels overlap a tile's start with the previous)
-    candidates = waves * (2.0 * tm * tn * walk / (per_sm * rate) + prm["tile_s"])
+    # tiles resident on an SM at once (``RESIDENT_TILES_BY_DTYPE``): the busiest SM runs
+    # ``waves`` tiles, ``resident`` at a time, and a group of j tiles reaches min(1, j x rate)
+    # of the SM's tensor rate (a small tile alone leaves the tensor cores idle while it waits
+    # on its loads; two fill them). The measured A100 weight-only rows at m = 8 to 64 and
+    # k >= 16384 with 7168 to 16384 columns (56-128 column tiles, split in two below 108: two
+    # tiles on some of the 108 SMs) took 1.2-1.6x one tile's time, not 2x (fitted w4a16 error
+    # +30 to +86% as two waves; median/p90 8.1/24.9% -> 7.6/25.3%, w8a16 7.1/24.3 -> 6.5/23.3%;
+    # the GEMV's blocks at m <= 4 count the same: with one at a time, 7.7% and 6.4%)
+    resident = np.maximum(np.minimum(waves, RESIDENT_TILES_BY_DTYPE.get(batch.dtype, 1.0)), 1.0)
+    full, rest = np.floor(waves / resident), np.mod(waves, resident)
+    slots = full * resident / np.minimum(1.0, resident * rate) + rest / np.minimum(
+        1.0, rest * rate + (rest == 0)
+    )
+    candidates = slots * 2.0 * tm * tn * walk / per_sm + waves * prm["tile_s"]
     if batch.dtype in ("fp8_block",):
         # block scaling: after each 128-deep K block a tile multiplies its partial product by
         # the two scales and adds it to its fp32 accumulator on the CUDA cores (the tensor
@@ -826,10 +857,6 @@ def _decode_splits(
     )
 
 
-#: 32-bit registers of one SM's register file (64K on Ampere and Hopper; CUDA C Programming
-#: Guide, technical specifications per compute capability)
-REGISTERS_PER_SM = 65536.0
-
 #: Decode kernels (TRT-LLM XQA and MMHA multi-block mode) split a unit's keys across SMs up to
 #: this many resident units per SM, every split at least :data:`DECODE_SPLIT_KEYS` keys. Four
 #: units a SM fit the measured H100/A100 rows better than one (fitted p90 31% against 35%, the
@@ -842,6 +869,30 @@ DECODE_SPLIT_KEYS = 256.0
 #: (fitted H100 bf16 p90 25.7% -> 20.9%; fitted on A100, predicting H100 bf16 12.5% -> 10.5%;
 #: parts of one block: 5.6%, p90 20.2%, against 5.2%, 20.9%)
 MLA_SPLIT_KEYS = 128.0
+
+
+#: Bytes a grouped decode unit holds on its SM per query row and head-dim element beside its
+#: K/V stage: two FP32 copies of its output tile (the running accumulator and the rescaled
+#: partial result it exchanges through shared memory). An assumed figure: 0, 1, 2, 4 and 8
+#: bytes put the fitted H100 fp8 rows at 8.0, 8.0, 8.0, 7.9 and 7.8% (bf16 7.9, 7.8, 7.9,
+#: 7.9, 8.0%)
+DECODE_ROW_BYTES = 8.0
+
+
+def _decode_resident_smem(fig: DeviceFigures) -> float:
+    """Shared memory of one SM a decode kernel's resident units share, bytes: 228 KB on
+    compute capability 9.0 and later (CUDA C Programming Guide), else :data:`_SMEM_PER_SM`."""
+    if fig.compute_capability >= 9.0:
+        return 228.0 * 1024
+    return _SMEM_PER_SM.get(fig.compute_capability, min(_SMEM_PER_SM.values()))
+
+
+def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) -> np.ndarray:
+    """Bytes a grouped decode unit holds on its SM: one 64-token K and V stage of the cache
+    (its element size: 1 for an fp8 cache, else 2) and :data:`DECODE_ROW_BYTES` per query row
+    and head-dim element."""
+    elem = 1.0 if batch.dtype.startswith("fp8") else 2.0
+    return 64.0 * hd * 2.0 * elem + DECODE_ROW_BYTES * qrows * hd
 
 
 def _attention_decode(
@@ -906,8 +957,6 @@ def _attention_decode(
     # leave-one-device-out at 9.0% against 8.3%)
     qrows = np.where(sm90, np.ceil(rows / 8.0) * 8.0, rows)
     unit_cost = np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * qrows * hd / 128
-    occ = np.maximum(1.0, qrows * hd / (prm["acc_regs"] * REGISTERS_PER_SM))
-    unit_cost = unit_cost * np.where(grouped, occ, 1.0)
     # the per-unit work is issue throughput the units resident on an SM share: it costs
     # units / SMs of it (one unit alone on an SM takes no more than its latency, which the
     # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
@@ -959,6 +1008,25 @@ def _attention_decode(
     # -> 24.5%
     merged = np.where(sm90 & (splits > 1), splits * hd / 128.0, 0.0)
     out["extra_s"] = out["extra_s"] + prm["merge_s"] * merged
+    # resident units: a grouped (XQA) unit holds one 64-token K and V stage of the cache
+    # (64 x head dim x 2 x element bytes) and its query rows' partial output on the SM
+    # (DECODE_ROW_BYTES per query row and head-dim element), so the shared memory of an SM
+    # (228 KB on compute capability 9.0, 164 KB on 8.0) holds a few of them; a unit beyond
+    # them (every part, holding keys or not, takes a slot) waits for one, and every further
+    # wave of resident units pays a unit's latency, ``wave_s`` per 8 query rows and 1024 of
+    # head dim (its row tiles' work). The measured
+    # H100 fp8 GQA rows at <= 63 cached keys stay near flat up to the units the SMs hold and
+    # step 2.2-2.7x at the next doubling: at head dim 256 between 512 and 1,024 units (8 and 16
+    # query heads a KV head, 12.7 -> 29 us and 24 -> 65 us), at 128 between 1,024 and 2,048
+    # (fitted H100 fp8 8.3% -> 7.8%, p90 24.2% -> 22.4%; fitted on A100, predicting H100 fp8
+    # p90 45.6% -> 39.2%; counting only the parts holding keys: bf16 8.0% against 7.9%)
+    resident = np.maximum(
+        np.floor(_decode_resident_smem(fig) / _decode_unit_bytes(batch, hd, qrows)), 1.0
+    )
+    waves = np.ceil(units / (sms * resident))
+    out["compute_s"] = out["compute_s"] + np.where(
+        grouped, prm["wave_s"] * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
+    )
     return out
 
 
