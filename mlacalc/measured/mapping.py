@@ -679,14 +679,20 @@ def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     reason[~np.isin(dt, ["bf16", "fp8_block"])] = "unknown_dtype"
 
 
+def _version_key(version: str) -> tuple[int, ...] | None:
+    """(major, minor) of a TensorRT-LLM ``version`` ("1.0.0", "1.3.0rc20"), or None where it
+    does not start with two numbers."""
+    try:
+        return tuple(int(v) for v in version.split(".")[:2])
+    except ValueError:
+        return None
+
+
 def _moe_pre_1_0(version: str) -> bool:
     """Whether a ``moe_perf`` table of TensorRT-LLM ``version`` came from the collector used
     up to 1.0 (``collect_moe_pre_1_0.py``)."""
-    try:
-        key = tuple(int(v) for v in version.split(".")[:2])
-    except ValueError:
-        return False
-    return key <= (1, 0)
+    key = _version_key(version)
+    return key is not None and key <= (1, 0)
 
 
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -785,11 +791,7 @@ TRTLLM_NCCL_FROM_ELEMENTS = {(1, 0): 2**20}
 
 def _trtllm_nccl_from(version: str) -> float:
     """The element count from which a TensorRT-LLM ``version``'s AUTO all-reduce is NCCL's."""
-    try:
-        key = tuple(int(v) for v in version.split(".")[:2])
-    except ValueError:
-        return np.inf
-    return float(TRTLLM_NCCL_FROM_ELEMENTS.get(key, np.inf))
+    return float(TRTLLM_NCCL_FROM_ELEMENTS.get(_version_key(version), np.inf))
 
 
 def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -798,29 +800,22 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     n = _f(t.column("num_gpus"))
     rows = np.arange(len(t))
     nccl = elems >= _trtllm_nccl_from(t.version)
-    b.add(
-        "custom_allreduce",
-        "all_reduce",
-        "bf16",
-        rows[~nccl],
-        0.0,
-        msg[~nccl],
-        message_bytes=msg[~nccl],
-        n_gpus=n[~nccl],
-    )
-    if nccl.any():
-        # the calls TensorRT-LLM hands to NCCL: NCCL's ring all-reduce of 2-byte elements (its
-        # fp16 and bf16 kernels move the same bytes the same way: the nccl_perf ``half`` class)
+    # the calls TensorRT-LLM hands to NCCL run NCCL's ring all-reduce of 2-byte elements (its
+    # fp16 and bf16 kernels move the same bytes the same way: the nccl_perf ``half`` class)
+    for name, dtype, sel, extra in (
+        ("custom_allreduce", "bf16", ~nccl, {}),
+        ("custom_allreduce_nccl", "fp16", nccl, {"one_shot": 0}),
+    ):
         b.add(
-            "custom_allreduce_nccl",
+            name,
             "all_reduce",
-            "fp16",
-            rows[nccl],
+            dtype,
+            rows[sel],
             0.0,
-            msg[nccl],
-            message_bytes=msg[nccl],
-            n_gpus=n[nccl],
-            one_shot=0,
+            msg[sel],
+            message_bytes=msg[sel],
+            n_gpus=n[sel],
+            **extra,
         )
 
 

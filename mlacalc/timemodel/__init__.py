@@ -233,8 +233,9 @@ def predict_kernels(
             )
     out: list[KernelTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
-        terms, how = batch_terms(batch, hw, prof)
-        ideal = _ideal(device_batch(batch, hw), hw)  # at the rate of the kernel that runs
+        run = device_batch(batch, hw)  # the kernel that runs (batch_terms finds it as it is)
+        terms, how = batch_terms(run, hw, prof)
+        ideal = _ideal(run, hw)  # at the rate of the kernel that runs
         for j, i in enumerate(idx):
             k = kernels[i]
             c, m = float(terms["compute_s"][j]), float(terms["memory_s"][j])

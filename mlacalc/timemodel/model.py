@@ -800,19 +800,34 @@ def _resident_waves(
     ``smem // ((128 d_qk + 64 (d_qk + d_v)) x element bytes)`` tiles on an SM: two at head
     dim 128 on A100 (64 of 164 KB), one for MLA's 192/128 (88 KB). The measured A100 rows at
     isl 16 step every 216 units (2 x 108 SMs), the H100 rows every 132."""
-    one = np.maximum(np.ceil(units / fig.sm_count), 1.0)
     if fig.tensor_core_generation != "sm80":
         return np.ones(len(units))
-    smem = _SMEM_PER_SM.get(fig.compute_capability, min(_SMEM_PER_SM.values()))
+    one = np.maximum(np.ceil(units / fig.sm_count), 1.0)
+    smem = _smem_per_sm(fig)
     tile = (128.0 * d_qk + 64.0 * (d_qk + d_v)) * elem
     resident = np.maximum(np.floor(smem / np.maximum(tile, 1.0)), 1.0)
     return np.ceil(units / (fig.sm_count * resident)) / one
 
 
 #: Shared memory an SM offers its blocks, bytes, by compute capability (CUDA C Programming
-#: Guide, technical specifications per compute capability: 164 KB on 8.0, 100 KB on 8.6 and
-#: 8.9, 228 KB on 9.0)
-_SMEM_PER_SM = {8.0: 164.0 * 1024, 8.6: 100.0 * 1024, 8.7: 164.0 * 1024, 8.9: 100.0 * 1024}
+#: Guide, technical specifications per compute capability: 164 KB on 8.0 and 8.7, 100 KB on
+#: 8.6, 8.9 and 12.0, 228 KB on 9.0 and 10.0)
+_SMEM_PER_SM = {
+    8.0: 164.0 * 1024,
+    8.6: 100.0 * 1024,
+    8.7: 164.0 * 1024,
+    8.9: 100.0 * 1024,
+    9.0: 228.0 * 1024,
+    10.0: 228.0 * 1024,
+    12.0: 100.0 * 1024,
+}
+
+
+def _smem_per_sm(fig: DeviceFigures) -> float:
+    """Shared memory of one SM (:data:`_SMEM_PER_SM`); a capability the table lacks takes
+    Hopper's 228 KB from 9.0 on, else the smallest figure (also any device without one)."""
+    cc = fig.compute_capability
+    return _SMEM_PER_SM.get(cc, 228.0 * 1024 if cc >= 9.0 else min(_SMEM_PER_SM.values()))
 
 
 def _mma_rows(fig: DeviceFigures) -> float:
@@ -877,14 +892,6 @@ MLA_SPLIT_KEYS = 128.0
 #: bytes put the fitted H100 fp8 rows at 8.0, 8.0, 8.0, 7.9 and 7.8% (bf16 7.9, 7.8, 7.9,
 #: 7.9, 8.0%)
 DECODE_ROW_BYTES = 8.0
-
-
-def _decode_resident_smem(fig: DeviceFigures) -> float:
-    """Shared memory of one SM a decode kernel's resident units share, bytes: 228 KB on
-    compute capability 9.0 and later (CUDA C Programming Guide), else :data:`_SMEM_PER_SM`."""
-    if fig.compute_capability >= 9.0:
-        return 228.0 * 1024
-    return _SMEM_PER_SM.get(fig.compute_capability, min(_SMEM_PER_SM.values()))
 
 
 def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) -> np.ndarray:
@@ -1020,9 +1027,7 @@ def _attention_decode(
     # query heads a KV head, 12.7 -> 29 us and 24 -> 65 us), at 128 between 1,024 and 2,048
     # (fitted H100 fp8 8.3% -> 7.8%, p90 24.2% -> 22.4%; fitted on A100, predicting H100 fp8
     # p90 45.6% -> 39.2%; counting only the parts holding keys: bf16 8.0% against 7.9%)
-    resident = np.maximum(
-        np.floor(_decode_resident_smem(fig) / _decode_unit_bytes(batch, hd, qrows)), 1.0
-    )
+    resident = np.maximum(np.floor(_smem_per_sm(fig) / _decode_unit_bytes(batch, hd, qrows)), 1.0)
     waves = np.ceil(units / (sms * resident))
     out["compute_s"] = out["compute_s"] + np.where(
         grouped, prm["wave_s"] * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
