@@ -39,7 +39,7 @@ from .dtypes import canonical_dtype
 from .engine import as_model, attention_cost, model_layer_key, resolve_impl
 from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware, lookup_peak, read_sidecar
-from .kernels import Kernel
+from .kernels import KERNEL_KINDS, Kernel
 from .step import (
     as_stored,
     attention_kernels,
@@ -145,6 +145,10 @@ class Calibration:
         return G * per * (N * K) / (n * n)
 
 
+#: the collectives among the kernel kinds (their time is link time, not memory)
+_COMM_KINDS = KERNEL_KINDS[KERNEL_KINDS.index("all_reduce") :]
+
+
 @dataclass(frozen=True)
 class OpTime:
     """One kernel's roofline: FLOPs, bytes, intensity, which bound it hit, and its time."""
@@ -166,6 +170,8 @@ class OpTime:
     roofline_s: float = 0.0
     #: how the kernel's class was calibrated (empty for the plain roofline)
     calibration: str = ""
+    #: of ``launch_s``, the fixed cost per call (all calls; the kernel time model's, else 0)
+    fixed_s: float = 0.0
 
     @property
     def seconds(self) -> float:
@@ -175,6 +181,16 @@ class OpTime:
 
     @property
     def bound(self) -> str:
+        """What limits the kernel: ``"compute"`` or ``"memory"``; of a kernel the time model
+        predicts, also ``"latency"`` (its fixed cost per call outweighs its compute time, its
+        memory time and its other work: a small kernel) and, of a collective, ``"link"`` (as
+        :func:`mlacalc.timemodel.predict_kernels` says)."""
+        if self.model_s:
+            if self.kind in _COMM_KINDS:
+                return "link" if self.memory_s > self.launch_s else "latency"
+            other = self.launch_s - self.fixed_s
+            if self.fixed_s > max(self.compute_s, self.memory_s, other):
+                return "latency"
         return "compute" if self.compute_s > self.memory_s else "memory"
 
     @property
@@ -198,6 +214,7 @@ class OpTime:
             "measured_floor_s": self.measured_floor_s,
             "roofline_s": self.roofline_s or max(self.compute_s, self.memory_s),
             "calibration": self.calibration,
+            "fixed_s": self.fixed_s,
         }
 
 
@@ -250,7 +267,8 @@ class Prediction:
 
     @property
     def bound(self) -> str:
-        """``"compute"`` or ``"memory"``: which kind of kernel takes most of the time."""
+        """``"compute"`` or ``"memory"``: which kind of kernel takes most of the time (kernels
+        bound by their fixed cost or by a link, :attr:`OpTime.bound`, count for neither)."""
         return "compute" if self.compute_s > self.memory_s else "memory"
 
     @property
@@ -589,6 +607,7 @@ def _model_ops(
         compute = terms["compute_s"].tolist()
         memory = terms["memory_s"].tolist()
         launch = (terms["fixed_s"] + terms["extra_s"]).tolist()
+        fixed = terms["fixed_s"].tolist()
         for j, i in enumerate(idx):
             k = kernels[i]
             calls = k.calls
@@ -607,6 +626,7 @@ def _model_ops(
                 model_s=t,
                 roofline_s=max(k.flops / peak, k.bytes / bw) * calls,
                 calibration=how,
+                fixed_s=fixed[j] * calls,
             )
     return [o for o in out if o is not None]
 
@@ -751,8 +771,12 @@ def predict_time(
     Examples
     --------
     >>> p = predict_time("deepseek-v3", "H200", "decode", 32768, batch=64)
-    >>> p.bound, p.calibration
-    ('compute', 'calibrated on A100-SXM-80GB, H100-SXM; H200 by datasheet ratios')
+    >>> p.bound
+    'compute'
+    >>> p.calibration.split("; ")[0]
+    'calibrated on A100-SXM-80GB, H100-SXM'
+    >>> p.calibration.split("; ")[1]
+    'H200 by datasheet ratios from H100-SXM (same tensor-core generation)'
     >>> p.seconds > p.roofline_s
     True
     """
@@ -864,7 +888,7 @@ def predict_time(
             ops,
             calibrated=bool(prof.fitted_devices),
             profile=prof.name,
-            calibration=prof.describe(hw.name),
+            calibration=prof.describe(hw.name, hw),
         )
     one = one_layer(m)
     layers = 1 if scope == "attention_layer" else m.num_hidden_layers

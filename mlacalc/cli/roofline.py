@@ -23,6 +23,7 @@ from .common import (
     note,
     phases,
     size_text,
+    warn,
 )
 
 
@@ -80,6 +81,20 @@ from .common import (
     help="A measurement sidecar whose ceilings replace the datasheet peaks.",
 )
 @click.option(
+    "--profile",
+    default=None,
+    metavar="NAME|PATH",
+    help="Calibration profile for the kernel times: a shipped name (mlacalc validate lists "
+    "them), a JSON file written by mlacalc calibrate, or 'roofline' for the plain bound "
+    "(default: the shipped profile).",
+)
+@click.option(
+    "--causal",
+    is_flag=True,
+    help="Prefill and chunk: time the causal kernels (each query attends the keys before it), "
+    "as plan does; default: every (query, key) pair, as report counts without --causal.",
+)
+@click.option(
     "--insight",
     is_flag=True,
     help="Also solve, symbolically, for the ridge point, the KV length where absorbed MLA decode "
@@ -100,6 +115,8 @@ def command(
     weight_dtype,
     kv_dtype,
     calibrate,
+    profile,
+    causal,
     insight,
     fmt,
 ):
@@ -111,6 +128,7 @@ def command(
       mlacalc roofline deepseek-v3 --hardware H100-SXM --phase prefill --seq-len 4k --mode unfused
       mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
       mlacalc roofline deepseek-v3 --hardware H200 --insight
+      mlacalc roofline deepseek-v3 --hardware H200 --profile fit-h100-sxm
     """
     from ..hardware import load_hardware
     from ..roofline import predict_time
@@ -118,6 +136,13 @@ def command(
     m = load(model)
     wanted = phases(phase)
     check_q_len(wanted, q_len)
+    if causal and wanted == ["decode"]:
+        warn("--causal changes nothing in decode (the one new token attends every key); ignored")
+    if profile is not None and calibrate is not None:
+        raise click.UsageError(
+            "--profile and --calibrate exclude each other: --calibrate predicts with the roofline "
+            "on a sidecar's measured ceilings; --profile with the kernel model"
+        )
     impl = check_impl(m, impl)
     device = load_hardware(hardware)
     if getattr(device, "alias_note", ""):
@@ -137,6 +162,8 @@ def command(
             weight_dtype=weight_dtype,
             kv_dtype=kv_dtype,
             calibration=calibrate,
+            causal=causal and ph != "decode",
+            profile=profile,
         )
         for ph in wanted
     ]
@@ -154,7 +181,13 @@ def command(
     }
 
     kinds = [
-        _layer_kinds(m, p, q_len if p.phase == "chunk" else None, kv_dtype or dtype, False)
+        _layer_kinds(
+            m,
+            p,
+            q_len if p.phase == "chunk" else None,
+            kv_dtype or dtype,
+            causal and p.phase != "decode",
+        )
         for p in predictions
     ]
     for d, k in zip(doc["predictions"], kinds):
@@ -164,6 +197,9 @@ def command(
     def sections():
         out = []
         for p, kind in zip(predictions, kinds):
+            # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
+            # inside its own times): a column only where it says something
+            tiles = p.profile == "roofline" and any(o.efficiency != 1.0 for o in p.ops)
             rows = [
                 [o.name]
                 + ([kind[i]] if kind else [])
@@ -173,9 +209,9 @@ def command(
                     human_bytes(o.bytes),
                     f"{o.arithmetic_intensity:,.1f}",
                     o.bound,
-                    f"{o.efficiency:.2f}",
-                    f"{o.seconds * 1e6:,.1f}",
                 ]
+                + ([f"{o.efficiency:.2f}"] if tiles else [])
+                + [f"{o.seconds * 1e6:,.1f}"]
                 for i, o in enumerate(p.ops)
             ]
             rows.append(
@@ -187,35 +223,33 @@ def command(
                     human_bytes(p.bytes),
                     f"{p.arithmetic_intensity:,.1f}",
                     p.bound,
-                    "",
-                    f"{p.seconds * 1e6:,.1f}",
                 ]
+                + ([""] if tiles else [])
+                + [f"{p.seconds * 1e6:,.1f}"]
             )
             out.append(
                 Section(
                     f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
                     f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
                     f"{_weights(p)}"
-                    f"{', calibrated' if p.calibrated else ''})",
+                    f"{', causal' if causal and p.phase != 'decode' else ''})",
                     ["kernel"]
                     + (["layer kind"] if kind else [])
-                    + [
-                        "stage",
-                        "FLOPs",
-                        "bytes",
-                        "FLOP/byte",
-                        "bound",
-                        "tile eff.",
-                        "time (us)",
-                    ],
+                    + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
+                    + (["tile eff."] if tiles else [])
+                    + ["time (us)"],
                     rows,
+                    note=_times_note(p),
                 )
             )
         if not insights:
-            out[-1].note = (
-                "--insight adds the ridge point, the KV length where absorbed MLA decode turns "
-                "compute-bound, and the absorption crossover."
-            )
+            if m.is_mla:
+                out[-1].note += (
+                    "\n--insight adds the ridge point, the KV length where absorbed MLA decode "
+                    "turns compute-bound, and the absorption crossover."
+                )
+            else:
+                out[-1].note += "\n--insight adds the ridge point."
             return out
         out.append(
             Section(
@@ -234,6 +268,22 @@ def command(
         return out
 
     emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")
+
+
+def _times_note(p) -> str:
+    """How the times were predicted: the profile and how it reaches this device (or the plain
+    bound), the plain roofline bound of the same kernels, and what ``bound`` means."""
+    if p.profile == "roofline":
+        how = f"Times: {p.calibration}" + (" (measured ceilings)" if p.calibrated else "") + "."
+    else:
+        how = (
+            f"Times: kernel time model, profile {p.profile!r}: {p.calibration}. The plain roofline "
+            f"bound of the same kernels is {p.roofline_s * 1e6:,.1f} us (--profile roofline)."
+        )
+    return (
+        how + " bound: what limits each kernel (latency: its fixed cost per call outweighs "
+        "its compute time, its memory time and its other work; link: a collective's transfer)."
+    )
 
 
 def _weights(p) -> str:

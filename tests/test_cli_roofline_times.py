@@ -1,0 +1,99 @@
+"""`mlacalc roofline`: which profile times the kernels, causal prefill, what each bound means."""
+
+import json
+
+import pytest
+
+from mlacalc.cli import main
+from mlacalc.roofline import predict_time
+
+
+@pytest.fixture
+def run(capsys):
+    def _run(*args, code=0):
+        rc = main(list(args))
+        out, err = capsys.readouterr()
+        assert rc == code, (out, err)
+        return out, err
+
+    return _run
+
+
+def _json(run, *args):
+    out, _ = run(*args, "--format", "json")
+    return json.loads(out)["predictions"]
+
+
+def test_profile_option_predicts_with_that_profile(run):
+    base = ("roofline", "deepseek-v3", "-H", "H200", "--seq-len", "8k", "--batch", "16")
+    shipped = _json(run, *base)[0]
+    a100 = _json(run, *base, "--profile", "fit-a100-sxm-80gb")[0]
+    plain = _json(run, *base, "--profile", "roofline")[0]
+    assert shipped["profile"] == "default" and a100["profile"] == "fit-a100-sxm-80gb"
+    api = predict_time("deepseek-v3", "H200", "decode", 8192, 16, profile="fit-a100-sxm-80gb")
+    assert a100["seconds"] == pytest.approx(api.seconds, rel=1e-12)
+    assert a100["seconds"] != pytest.approx(shipped["seconds"], rel=1e-6)
+    assert plain["profile"] == "roofline" and plain["seconds"] < shipped["seconds"]
+
+
+def test_profile_errors_name_the_option(run, tmp_path):
+    _, err = run("roofline", "deepseek-v3", "-H", "H200", "--profile", "nope", code=2)
+    assert "--profile" in err and "nope" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    _, err = run("roofline", "deepseek-v3", "-H", "H200", "--profile", str(bad), code=2)
+    assert "not valid JSON" in err and "Traceback" not in err
+
+
+def test_table_says_how_the_device_is_predicted(run):
+    out, _ = run("roofline", "deepseek-v3", "-H", "H200", "--seq-len", "8k")
+    flat = " ".join(out.split())
+    assert "profile 'default'" in flat
+    assert "H200 by datasheet ratios from H100-SXM (same tensor-core generation)" in flat
+    out, _ = run("roofline", "deepseek-v3", "-H", "MI300X", "--seq-len", "8k")
+    assert "pooled fit" in " ".join(out.split()) and "unvalidated" in out
+    # the tile efficiency is the plain roofline's: no column under the kernel model
+    assert "tile eff." not in out
+
+
+def test_causal_prefill_matches_plan_and_the_api(run):
+    args = ("roofline", "llama-3-8b", "-H", "H100-SXM", "--scope", "model", "--phase", "prefill")
+    full = _json(run, *args, "--seq-len", "4k")[0]
+    causal = _json(run, *args, "--seq-len", "4k", "--causal")[0]
+    api = predict_time("llama-3-8b", "H100-SXM", "prefill", 4096, 1, scope="model", causal=True)
+    assert causal["seconds"] == pytest.approx(api.seconds, rel=1e-12)
+    assert causal["seconds"] < full["seconds"]
+    _, err = run("roofline", "llama-3-8b", "-H", "H100-SXM", "--causal")  # decode
+    assert "--causal changes nothing in decode" in err
+
+
+def test_profile_and_calibrate_exclude_each_other(run, tmp_path):
+    side = tmp_path / "side.json"
+    side.write_text("{}")
+    _, err = run(
+        "roofline",
+        "gpt2",
+        "-H",
+        "H100-SXM",
+        "--profile",
+        "default",
+        "--calibrate",
+        str(side),
+        code=2,
+    )
+    assert "--profile and --calibrate" in err
+
+
+def test_small_kernels_are_latency_bound_and_large_ones_are_not():
+    """A kernel whose fixed cost outweighs its compute, memory and other work is ``latency``
+    bound (a norm at batch 1); a long GEMM is compute bound; the step's bound stays compute or
+    memory."""
+    p = predict_time("llama-3-8b", "H100-SXM", "decode", 1024, 1, scope="model")
+    bounds = {o.name: o.bound for o in p.ops}
+    assert bounds["input_norm"] == "latency"
+    assert p.bound in ("compute", "memory")
+    big = predict_time("llama-3-8b", "H100-SXM", "prefill", 8192, 8, scope="model")
+    assert {o.name: o.bound for o in big.ops}["dense_ffn_up"] == "compute"
+    for o in p.ops:
+        if o.bound == "latency":
+            assert o.fixed_s > max(o.compute_s, o.memory_s, o.launch_s - o.fixed_s)
