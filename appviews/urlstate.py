@@ -50,10 +50,13 @@ class UrlState:
         try:
             value = int(text.replace("_", "").replace(",", ""), 10)
         except ValueError:
-            self.notices.append(
-                f"URL parameter '{name}={text}' is not a whole number; using {default:,}."
-            )
-            return default
+            value = _size(text)  # 128k, 1M: as the command line reads sizes
+            if value is None:
+                self.notices.append(
+                    f"URL parameter '{name}={text}' is not a whole number (or a size such as "
+                    f"128k); using {default:,}."
+                )
+                return default
         if value < lo:
             self.notices.append(
                 f"URL parameter '{name}={text}' is below the smallest value {lo:,}; "
@@ -114,3 +117,15 @@ class UrlState:
             return False
         self.notices.append(f"URL parameter '{name}={text}' is not true or false; using {default}.")
         return default
+
+
+def _size(text: str) -> int | None:
+    """``128k`` -> 131072 (k = 1024, as ``mlacalc`` sizes are read), or None."""
+    import click
+
+    from mlacalc.cli.common import SIZE
+
+    try:
+        return SIZE.convert(text, None, None)
+    except click.BadParameter:
+        return None

@@ -256,6 +256,30 @@ def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> floa
     return value
 
 
+#: FLOPs per byte of memory traffic at which a device turns compute-bound (its ridge point,
+#: per dtype): the catalogue's devices lie between 136 and 1,169; a peak or a bandwidth typed in
+#: the wrong unit (PFLOP/s for TFLOP/s, TB/s for GB/s) moves it a thousandfold, out of this range
+RIDGE_RANGE = (2.0, 10_000.0)
+
+
+def _check_units(origin: str, flops: dict[str, float], bandwidth: float) -> None:
+    """A clear error for a peak or bandwidth whose ridge point no real device has: a unit slip."""
+    lo, hi = RIDGE_RANGE
+    for dtype, peak in flops.items():
+        ridge = peak / bandwidth
+        if lo <= ridge <= hi:
+            continue
+        raise ConfigError(
+            f"({peak / 1e12:,.4g} TFLOP/s) over memory_bandwidth_gb_per_s ({bandwidth / 1e9:,.4g} "
+            f"GB/s) is {ridge:,.3g} FLOP per byte, where real devices lie between about {lo:g} "
+            f"and {hi:,.0f}",
+            source=origin,
+            field=f"peak_tflops.{dtype}",
+            fix="check the units: peak_tflops in dense TFLOP/s (989.5 for an H100's bf16, not "
+            "0.99), memory_bandwidth_gb_per_s in GB/s (3350, not 3.35)",
+        )
+
+
 def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
     if not isinstance(data, dict):
         raise ConfigError("a hardware file must hold a mapping of fields", source=origin)
@@ -329,15 +353,17 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
     def scaled(key: str, factor: float) -> float | None:
         return None if opt[key] is None else float(opt[key]) * factor
 
+    bandwidth = float(
+        _number(origin, "memory_bandwidth_gb_per_s", data["memory_bandwidth_gb_per_s"])
+    )
+    _check_units(origin, flops, bandwidth * 1e9)
+
     return HardwareSpec(
         name=str(data["name"]),
         display_name=str(data.get("display_name", data["name"])),
         kind=kind,
         peak_flops_per_s=flops,
-        memory_bandwidth_bytes_per_s=float(
-            _number(origin, "memory_bandwidth_gb_per_s", data["memory_bandwidth_gb_per_s"])
-        )
-        * 1e9,
+        memory_bandwidth_bytes_per_s=bandwidth * 1e9,
         memory_bytes=round(float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9),
         sm_count=sm,
         accumulate=str(data.get("accumulate", "fp32")),

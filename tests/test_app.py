@@ -81,6 +81,12 @@ def test_scenario_from_the_url():
     assert at.selectbox(key="hardware").value == "RTX-4090"
 
 
+def test_url_sizes_read_as_the_command_line_reads_them():
+    at = run(seq_len="128k", batch="2")
+    assert at.number_input(key="seq_len").value == 131072
+    assert not [w.value for w in at.warning]
+
+
 def test_bad_url_values_fall_back():
     at = run(model="no-such-model", seq_len="-5", batch="x", kv="fp6", hw="H300")
     assert f"**{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes**" in markdown(at)

@@ -97,3 +97,17 @@ def test_small_kernels_are_latency_bound_and_large_ones_are_not():
     for o in p.ops:
         if o.bound == "latency":
             assert o.fixed_s > max(o.compute_s, o.memory_s, o.launch_s - o.fixed_s)
+
+
+def test_a_context_beyond_the_models_positions_is_warned(run):
+    for cmd in ("report", "roofline"):
+        extra = ("-H", "H100-SXM") if cmd == "roofline" else ()
+        _, err = run(cmd, "deepseek-v3", *extra, "--seq-len", "1M")
+        assert "max_position_embeddings (163,840)" in err, cmd
+        _, err = run(cmd, "deepseek-v3", *extra, "--seq-len", "128k")
+        assert "max_position_embeddings" not in err, cmd
+
+
+def test_q_len_outside_chunk_says_what_to_do(run):
+    _, err = run("roofline", "deepseek-v3", "-H", "H100-SXM", "--q-len", "64", code=2)
+    assert "decode has q = 1" in err and "add --phase chunk, or drop --q-len" in err

@@ -175,10 +175,26 @@ def check_q_len(wanted: list[str], q_len: int | None) -> None:
     if "chunk" in wanted and q_len is None:
         raise click.BadParameter("--phase chunk needs --q-len", param_hint="--q-len")
     if "chunk" not in wanted and q_len is not None:
+        has = {"prefill": "prefill has q = seq_len", "decode": "decode has q = 1"}
         raise click.BadParameter(
-            f"--q-len applies to --phase chunk only; --phase {'/'.join(wanted)} has "
-            "q = seq_len (prefill) or q = 1 (decode)",
+            "--q-len applies to --phase chunk only ("
+            + "; ".join(has[w] for w in wanted if w in has)
+            + "): add --phase chunk, or drop --q-len",
             param_hint="--q-len",
+        )
+
+
+def check_context(m: Any, seq_len: int) -> None:
+    """A warning (not an error: the counts still hold) when a ``--seq-len`` the user gave is
+    longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it
+    once the command has done its work, so that an error is the only line it prints."""
+    most = getattr(m, "max_position_embeddings", None)
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source("seq_len") if ctx is not None else None
+    if most and seq_len > most and source == click.core.ParameterSource.COMMANDLINE:
+        warn(
+            f"--seq-len {seq_len:,} exceeds {m.label}'s max_position_embeddings ({most:,}): "
+            "the model was not trained for it; the figures are counted as if it were"
         )
 
 

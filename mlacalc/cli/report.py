@@ -16,6 +16,7 @@ from .common import (
     SIZE,
     W_DTYPE,
     Section,
+    check_context,
     check_impl,
     check_q_len,
     emit,
@@ -94,6 +95,7 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
         causal=causal,
         q_len=q_len,
     )
+    check_context(m, seq_len)
     header = _report_header(doc)
     emit(fmt, doc, lambda: _report_sections(doc), header)
 

@@ -15,6 +15,7 @@ from .common import (
     SIZE,
     W_DTYPE,
     Section,
+    check_context,
     check_impl,
     check_q_len,
     emit,
@@ -167,6 +168,7 @@ def command(
         )
         for ph in wanted
     ]
+    check_context(m, seq_len)
     insights = []
     if insight:  # symbolic: sympy only on request, so the plain command starts fast
         from ..insight import absorption_crossover, compute_bound_seq_len, ridge_point
