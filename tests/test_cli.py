@@ -324,6 +324,20 @@ def test_import_hf(run, tmp_path):
     _, err = run("import-hf", "tests/data/hf/falcon-7b.config.json", "-o", str(target))
     assert "MQA" in err and mlacalc.param_counts(mlacalc.load_model(target)).total == 6_921_720_704
     assert "derived: num_key_value_heads = 1" in target.read_text()
+    # an existing file is kept unless --force; a missing folder is named
+    _, err = run("import-hf", "tests/data/hf/deepseek-v3.config.json", "-o", str(target), code=2)
+    assert "--output" in err and "--force" in err and "MQA" not in err
+    assert "derived: num_key_value_heads = 1" in target.read_text()
+    run("import-hf", "tests/data/hf/deepseek-v3.config.json", "-o", str(target), "--force")
+    assert mlacalc.load_model(target).kv_lora_rank == 512
+    _, err = run(
+        "import-hf",
+        "tests/data/hf/falcon-7b.config.json",
+        "-o",
+        str(tmp_path / "no" / "x.yaml"),
+        code=2,
+    )
+    assert "--output" in err and "no folder" in err
 
 
 # -- bad input: one line on stderr, exit 2 -------------------------------------------------

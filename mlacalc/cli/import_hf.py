@@ -14,7 +14,8 @@ import click
     default=None,
     help="Write the YAML model file here (default: standard output).",
 )
-def command(config, output):
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
+def command(config, output, force):
     """Convert and validate a Hugging Face config.json into an mlacalc YAML model file.
 
     \b
@@ -30,8 +31,26 @@ def command(config, output):
     m = load_model(config)
     text = model_yaml(m, config)
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        import os
+
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            raise click.BadParameter(
+                f"no folder {folder}: create it, or write the file elsewhere",
+                param_hint="--output",
+            )
+        if os.path.exists(output) and not force:
+            raise click.BadParameter(
+                f"{output} exists: add --force to replace it, or choose another name",
+                param_hint="--output",
+            )
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot write {output} ({exc.strerror or exc})", param_hint="--output"
+            ) from None
         back = load_model(output)  # the file we wrote must load back, to the same model
         if param_counts(back) != param_counts(m) or kv_cache_bytes(back, 1) != kv_cache_bytes(m, 1):
             raise MlacalcError(

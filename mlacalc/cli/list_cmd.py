@@ -35,6 +35,7 @@ def command(show_hardware, fmt):
     for name in shipped_models():
         m = load_model(name)
         counts = param_counts(m)
+        cache = kv_cache(m, D.SEQ_LEN)
         rows.append(
             {
                 "name": m.name,
@@ -46,8 +47,11 @@ def command(show_hardware, fmt):
                 "kv_lora_rank": m.kv_lora_rank,
                 "total_params": counts.total,
                 "active_params": counts.active,
-                # what one more token adds at the report's default seq_len, as report says
-                "kv_bytes_per_token_bf16": kv_cache(m, D.SEQ_LEN).bytes_per_token,
+                # what one more token adds at the report's default seq_len, as report says,
+                # and the whole cache of one sequence of that length (a windowed model's
+                # figure: its window's tokens in every layer)
+                "kv_bytes_per_token_bf16": cache.bytes_per_token,
+                "kv_bytes_one_sequence_bf16": cache.total_bytes,
                 "aliases": list(m.aliases),
             }
         )
@@ -65,6 +69,7 @@ def command(show_hardware, fmt):
                     "total params",
                     "active params",
                     f"KV per token at {D.SEQ_LEN // 1024}k (bf16)",
+                    f"KV of one {D.SEQ_LEN // 1024}k sequence",
                 ],
                 [
                     [
@@ -78,12 +83,14 @@ def command(show_hardware, fmt):
                         human_si(r["total_params"]),
                         human_si(r["active_params"]),
                         human_bytes(r["kv_bytes_per_token_bf16"]),
+                        human_bytes(r["kv_bytes_one_sequence_bf16"]),
                     ]
                     for r in rows
                 ],
                 note=f"KV per token: what one more token adds at seq_len {D.SEQ_LEN:,} "
                 "(a row in each layer still keeping every token; sliding layers with a full "
-                "window and linear layers add none), as `mlacalc report` counts it.",
+                "window and linear layers add none), as `mlacalc report` counts it; a "
+                "windowed model's cache is in the next column (its window in every layer).",
             )
         ]
 
