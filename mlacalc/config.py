@@ -98,6 +98,10 @@ def parse_yaml_text(text: str, origin: str) -> Any:
     return safeio.parse_yaml(text, origin)
 
 
+#: keys every Hugging Face config.json has and an mlacalc model file never does
+_HF_MARKERS = ("architectures", "transformers_version", "_name_or_path", "torch_dtype")
+
+
 def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> ModelConfig:
     """Build a config from the text of a YAML model file or a Hugging Face config.json."""
     stripped = text.lstrip()
@@ -109,6 +113,24 @@ def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> Model
         )
     if is_json and isinstance(data, dict) and "model_type" in data and "name" not in data:
         return import_hf_config(data, origin)
+    if (
+        is_json
+        and isinstance(data, dict)
+        and "name" not in data
+        and any(k in data for k in _HF_MARKERS)
+    ):
+        # a Hugging Face config.json without its model_type: say that, not every field
+        arch = data.get("architectures")
+        hint = (
+            f" (its architectures: {', '.join(map(str, arch))})" if isinstance(arch, list) else ""
+        )
+        raise ConfigError(
+            f"looks like a Hugging Face config.json but has no model_type{hint}",
+            source=origin,
+            field="model_type",
+            fix='add the family\'s model_type, e.g. "model_type": "llama"; known: '
+            + ", ".join(sorted(MODEL_TYPES)),
+        )
     return model_from_dict(data, origin, require_source=shipped)
 
 

@@ -439,3 +439,20 @@ def test_schema_doc_shows_the_generated_tables():
     for limit in (safeio.MAX_NODES, safeio.MAX_DEPTH, safeio.MAX_INT_DIGITS):
         assert f"{limit:,}" in doc
     assert ", ".join(hf.model_types()) in doc
+
+
+def test_hf_config_without_model_type_names_that_field(tmp_path):
+    import json
+
+    from mlacalc import load_model
+    from mlacalc.errors import ConfigError
+
+    with open("tests/data/hf/falcon-7b.config.json") as fh:
+        data = json.load(fh)
+    data.pop("model_type")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as err:
+        load_model(path)
+    text = str(err.value)
+    assert "model_type" in text and "falcon" in text and "is not a field" not in text
