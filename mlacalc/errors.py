@@ -125,7 +125,10 @@ class UnknownHardwareError(KeyError, MlacalcError):
     def __str__(self) -> str:
         upper = [k.upper() for k in self.known]
         close = get_close_matches(str(self.name).upper(), upper, n=3, cutoff=0.4)
-        close = [k for k in self.known if k.upper() in close]
+        # in the order of closeness; a name the typed one begins (mi300 -> MI300X) first
+        typed = str(self.name).upper()
+        close = [self.known[upper.index(c)] for c in close]
+        close.sort(key=lambda k: not k.upper().startswith(typed))
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         return (
             f"unknown hardware '{self.name}'.{hint} Known: {', '.join(self.known)}; "

@@ -84,3 +84,11 @@ def test_wrong_schema_sidecar(tmp_path):
     path.write_text('{"schema": "something/else"}')
     with pytest.raises(ConfigError, match=r"mlacalc\.bench/1"):
         load_hardware(path)
+
+
+def test_unknown_hardware_suggests_the_name_it_begins_first():
+    from mlacalc.errors import UnknownHardwareError
+
+    with pytest.raises(UnknownHardwareError) as err:
+        load_hardware("mi300")
+    assert "Did you mean MI300X," in str(err.value)
