@@ -111,3 +111,16 @@ def test_a_context_beyond_the_models_positions_is_warned(run):
 def test_q_len_outside_chunk_says_what_to_do(run):
     _, err = run("roofline", "deepseek-v3", "-H", "H100-SXM", "--q-len", "64", code=2)
     assert "decode has q = 1" in err and "add --phase chunk, or drop --q-len" in err
+
+
+def test_validate_mode_with_measured_sets_is_named(run):
+    from pathlib import Path
+
+    ref = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
+    table = ref / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
+    if not table.is_file():
+        pytest.skip(f"shared measured tables not found at {ref}")
+    _, err = run("validate", "--measured", str(table), "--mode", "fused")
+    assert "--mode applies to microbenchmark FILES" in err
+    _, err = run("validate", "--measured", str(table))
+    assert "--mode" not in err

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .common import Section, emit, format_option
+from .common import Section, emit, format_option, warn
 
 _KEY_SKIP = (
     "table",
@@ -160,6 +160,12 @@ def command(files, measured, profile, mode, show_rows, fmt):
     if measured:
         if files:
             raise click.UsageError("give microbenchmark FILES or --measured PATH, not both")
+        source = click.get_current_context().get_parameter_source("mode")
+        if source == click.core.ParameterSource.COMMANDLINE:
+            warn(
+                "--mode applies to microbenchmark FILES; --measured rows are predicted as "
+                "measured (each table's kernels); ignored"
+            )
         v = run_validation(measured=list(measured), profile=profile)
         if fmt == "csv":
             if show_rows:
