@@ -143,13 +143,13 @@ def render(sc: Scenario) -> None:
     # an answer, not an error: what does not fit is said in an info box
     for w in result.warnings:
         st.info(w)
-    if not result.fits:
-        st.info(f"Does not fit: {result.overflow}")
-    elif not isl and batch > result.max_batch:
+    if not isl and 0 < result.max_batch < batch:  # the plan's overflow, in the app's words
         st.info(
             f"A batch of {batch:,} at {seq_len:,} tokens does not fit: {result.max_batch:,} do. "
             f"The figures below are for {result.max_batch:,}."
         )
+    elif not result.fits:
+        st.info(f"Does not fit: {result.overflow}")
     c1, c2, c3, c4 = st.columns(4)
     context = (isl + osl) if isl else seq_len
     c1.metric(f"largest batch at {context:,} tokens", f"{result.max_batch:,}")

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,20 @@ class Plan:
     #: bytes a sequence of the planned context holds on a GPU beyond that: its sliding and
     #: chunked layers' windows and its linear layers' states
     kv_bytes_fixed_per_sequence_per_gpu: int = 0
+    #: the running sequences (all groups) the decode step was timed at: the batch of a
+    #: capacity plan (the largest that fits when the batch asked does not), the mean running
+    #: batch of a request mix (a mean, so not always whole; ``decode_batch`` rounds it)
+    decode_running: float | None = None
+    #: the prefill pool's layout (disaggregated serving)
+    prefill_layout: str = ""
+    prefill_tp: int | None = None
+    prefill_ep: int | None = None
+    prefill_dp_attention: bool | None = None
+    prefill_redundant_experts: int | None = None
+    #: the calibration profile that timed the kernels, and how this device was predicted with
+    #: it ("calibrated on H100-SXM", "H200 by datasheet ratios from H100-SXM (...)")
+    profile: str = ""
+    calibration: str = ""
 
     @property
     def context(self) -> int:
@@ -346,6 +361,7 @@ def plan(
     prefill_tp: int | None = None,
     prefill_ep: int | None = None,
     prefill_dp_attention: bool | None = None,
+    prefill_redundant_experts: int | None = None,
     chunked_prefill: int | None = None,
     overlap: str = "none",
     mtp_tokens: int = 0,
@@ -404,6 +420,7 @@ def plan(
         ("prefill_tp", prefill_tp),
         ("prefill_ep", prefill_ep),
         ("prefill_dp_attention", prefill_dp_attention),
+        ("prefill_redundant_experts", prefill_redundant_experts),
     ):
         if value is not None and mode != "disaggregated":
             raise InvalidArgumentError(name, "describes the prefill pool of mode='disaggregated'")
@@ -434,6 +451,7 @@ def plan(
         )
     acceptance = _check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
     imbalance = _check_number("routing_imbalance", routing_imbalance, 1.0, allow_none=False)
+    profile = _load_profile(profile)  # a bad name or file is refused before any work
     lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
     include_mtp = include_mtp or bool(mtp_tokens)  # drafting needs the MTP modules' weights
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
@@ -480,9 +498,18 @@ def plan(
             f"{human_bytes(seq_bytes)} per GPU and "
             f"{human_bytes(budget)} are left after the weights"
         )
+    elif batch is not None and isl is None and batch > max_batch:
+        # an answer, as the weights' and one sequence's overflow: the batch asked does not fit;
+        # the step is timed at the largest batch that does (``decode_batch`` says which)
+        overflow = (
+            f"kv cache: a batch of {batch:,} at {context:,} tokens does not fit: "
+            f"{max_batch:,} do ({human_bytes(math.ceil(batch / lay.dp) * seq_bytes)} of cache "
+            f"per GPU against the {human_bytes(budget)} left after the weights); the times are "
+            f"for a batch of {max_batch:,}"
+        )
     fits = overflow is None
     max_context = max_context_memory = None
-    if batch is not None and fits:
+    if batch is not None and max_batch >= 1:  # fits, or only the batch asked does not
         per_group = math.ceil(batch / lay.dp)
         max_context_memory = _max_context(
             m, layout, lay, page_size, include_mtp, budget // per_group
@@ -536,7 +563,7 @@ def plan(
         request_rate=request_rate,
         warnings=tuple(warnings),
     )
-    if not fits:
+    if not fits and max_batch < 1:
         return Plan(
             **common,
             decode_batch=None,
@@ -559,7 +586,9 @@ def plan(
 
     sm = StepModel(m, lay, sized, layout, hw, profile, imbalance)
     if isl is None:
-        return _capacity_plan(common, sm, hw, lay, batch, max_batch, seq_len, overlap, mem)
+        return _capacity_plan(
+            common, sm, hw, lay, batch, max_batch, seq_len, overlap, mem, overflow, profile
+        )
 
     # ---------------------------------------------------------------- serving figures
     q = 1 + mtp_tokens
@@ -569,15 +598,17 @@ def plan(
         concurrency = float(max_batch)
     if mode == "disaggregated":
         p_gpus = _check_int("prefill_gpus", prefill_gpus) or gpus
+        p_red = _check_int("prefill_redundant_experts", prefill_redundant_experts, minimum=0)
+        p_red = redundant_experts if p_red is None else p_red
         p_lay = make_layout(
             m,
             p_gpus,
             prefill_tp if prefill_tp is not None else (lay.tp if p_gpus % lay.tp == 0 else None),
             None,
             1,
-            prefill_ep if prefill_ep is not None else _largest_ep(m, p_gpus, lay),
+            prefill_ep if prefill_ep is not None else _largest_ep(m, p_gpus, lay, p_red),
             lay.dp_attention if prefill_dp_attention is None else prefill_dp_attention,
-            redundant_experts,
+            p_red,
         )
         p_sm = StepModel(m, p_lay, sized, layout, hw, profile, imbalance)
     else:
@@ -741,9 +772,20 @@ def plan(
     total_gpus = gpus + p_gpus
     B_run = max(running / lay.dp, 1.0)
     dec = sm.step(overlap=overlap, dec_B=B_run / min(lay.pp, B_run), dec_q=q, dec_S=S_avg)
+    name, how = calibration_of(
+        profile, hw, [*dec.kernels, *(p_sm.step(pf_N=1, pf_q=isl).kernels if p_gpus else ())]
+    )
     return Plan(
         **{**common, "warnings": tuple(warnings), "concurrency": concurrency},
         decode_batch=round(running),
+        decode_running=f["B"] * lay.dp,
+        profile=name,
+        calibration=how,
+        prefill_layout=p_lay.describe() if p_gpus else "",
+        prefill_tp=p_lay.tp if p_gpus else None,
+        prefill_ep=p_lay.ep if p_gpus else None,
+        prefill_dp_attention=p_lay.dp_attention if p_gpus else None,
+        prefill_redundant_experts=p_lay.redundant_experts if p_gpus else None,
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=lay.dp * f["B"] * tau / f["t_dec"],
         decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap),
@@ -772,10 +814,11 @@ def plan(
     )
 
 
-def _largest_ep(m: ModelConfig, gpus: int, lay: Layout) -> int:
+def _largest_ep(m: ModelConfig, gpus: int, lay: Layout, redundant: int | None = None) -> int:
     """The prefill pool's expert-parallel degree when none is given: the decode pool's, or the
-    largest below it that divides the pool and the expert slots."""
-    slots = m.n_routed_experts + lay.redundant_experts
+    largest below it that divides the pool and the expert slots (``redundant`` extra ones:
+    the pool's, by default the decode pool's)."""
+    slots = m.n_routed_experts + (lay.redundant_experts if redundant is None else redundant)
     return max(
         e for e in range(1, min(lay.ep, gpus) + 1) if gpus % e == 0 and (slots % e == 0 or e == 1)
     )
@@ -791,9 +834,13 @@ def _capacity_plan(
     seq_len: int,
     overlap: str,
     mem: dict[str, int],
+    overflow: str | None = None,
+    profile: Any = None,
 ) -> Plan:
     """The capacity answer without a request mix: the decode step at ``seq_len`` for the batch
-    asked (or the largest that fits), and the prefill of one ``seq_len`` prompt."""
+    asked (or the largest that fits), and the prefill of one ``seq_len`` prompt. A batch asked
+    beyond the largest that fits is an answer: ``fits`` false, ``overflow`` says so, and the
+    times are those of the largest batch that fits (``decode_batch``)."""
     run_batch = max_batch if batch is None else min(batch, max_batch)
     B = math.ceil(run_batch / lay.dp)
     dec = sm.step(overlap=overlap, dec_B=B / min(lay.pp, max(B, 1)), dec_S=seq_len)
@@ -805,18 +852,93 @@ def _capacity_plan(
         if batch is None or batch > max_batch
         else {"memory": "memory bandwidth"}.get(bound, bound)
     )
+    name, how = calibration_of(profile, hw, dec.kernels)
     return Plan(
         **common,
         decode_batch=run_batch,
+        decode_running=float(run_batch),
         decode_step_s=step,
         decode_tokens_per_s=run_batch / step,
         decode_bound=bound,
         prefill_s=prefill_s,
         binding=binding,
-        fits=True,
+        fits=overflow is None,
+        overflow=overflow,
         memory=mem,
         running_batch_per_group=float(B),
         step_compute_s=float(dec.compute_s[0]),
         step_comm_s=float(dec.comm_s[0]),
         kernels=_kernel_rows(dec.kernels),
+        profile=name,
+        calibration=how,
     )
+
+
+def _load_profile(profile: Any) -> Any:
+    """The calibration profile (a shipped name, a JSON path or a profile; None: the shipped
+    default), loaded once; a profile-less install keeps None."""
+    try:
+        from .timemodel import load_profile
+    except ImportError:  # pragma: no cover - the time model ships with mlacalc
+        return profile
+    return load_profile(profile)
+
+
+def calibration_of(
+    profile: Any, hw: HardwareSpec, kernels: Iterable[dict[str, Any] | tuple[str, str]]
+) -> tuple[str, str]:
+    """The profile's name (its file beside it when it is not a shipped one) and, in words, how
+    the kernels on ``hw`` were predicted with it: each kernel class (``kind``, ``dtype``) of
+    the step as :meth:`~mlacalc.timemodel.profile.Profile.params` obtains its parameters (the
+    ``calibration`` a roofline prediction's kernels carry: "calibrated on H100-SXM", "H200 by
+    datasheet ratios from H100-SXM (same tensor-core generation)"), the most frequent first,
+    then the classes predicted otherwise."""
+    from collections import Counter
+    from pathlib import Path
+
+    import numpy as np
+
+    from .kernels import KernelBatch
+
+    try:
+        from .timemodel import device_batch, load_profile
+        from .timemodel import profile as profile_module
+    except ImportError:  # pragma: no cover - the time model ships with mlacalc
+        return "", "datasheet roofline (no kernel time model)"
+    prof = load_profile(profile)
+    name = prof.name
+    shipped = Path(profile_module.__file__).resolve().parent / "profiles"
+    if prof.origin and Path(prof.origin).resolve().parent != shipped:
+        name = f"{prof.name} ({prof.origin})"
+    classes = {
+        (k["kind"], k["dtype"]) if isinstance(k, dict) else (k[0], k[1])
+        for k in kernels
+        if not isinstance(k, dict) or "seconds" not in k or _takes_time(k["seconds"])
+    }
+    hows: Counter[str] = Counter()
+    for kind, dtype in sorted(classes):
+        # the class the device runs (fp8 weights without fp8 tensor cores: weight-only)
+        one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
+        run = device_batch(one, hw)
+        hows[prof.params(hw.name, run.kind, run.dtype, hw, run.variant)[1]] += 1
+    if not hows:
+        return name, prof.describe(hw.name)
+    main = hows.most_common(1)[0][0]
+    rest = sorted(h for h in hows if h != main)
+    text = main
+    if rest:
+        others = sum(hows[h] for h in rest)
+        text += (
+            f"; {others} of {sum(hows.values())} kernel classes otherwise: "
+            + "; ".join(rest[:3])
+            + (f"; and {len(rest) - 3} more" if len(rest) > 3 else "")
+        )
+    return name, text
+
+
+def _takes_time(x: Any) -> bool:
+    """Whether any of a kernel's rows takes time (a number or an array)."""
+    try:
+        return bool(float(max(x)) > 0) if hasattr(x, "__len__") else float(x) > 0
+    except ValueError:  # an empty array
+        return False

@@ -44,6 +44,42 @@ def layout_options(f):
     return f
 
 
+def profile_option(f):
+    """``--profile``: the calibration profile every time prediction uses (plan, search)."""
+    return click.option(
+        "--profile",
+        default=None,
+        metavar="NAME|PATH",
+        help="Calibration profile the kernel times are predicted with: a shipped profile's "
+        "name (default: 'default'; a name that is none lists them) or a JSON file written by "
+        "mlacalc calibrate.",
+    )(f)
+
+
+def load_profile_option(profile: str | None):
+    """The profile ``--profile`` names, loaded; a bad name or file is one error naming it."""
+    if profile is None:
+        return None
+    from ..errors import MlacalcError
+    from ..timemodel import load_profile
+
+    try:
+        return load_profile(profile)
+    except MlacalcError as exc:
+        message = str(exc)
+        if message.startswith("profile: "):
+            message = message[len("profile: ") :]
+        raise click.BadParameter(message, param_hint="--profile") from None
+
+
+def given(name: str) -> bool:
+    """Whether the option of parameter ``name`` was given (not left at its default)."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
 @click.command("plan")
 @click.argument("model")
 @click.option(
@@ -111,6 +147,31 @@ def layout_options(f):
 )
 @click.option("--prefill-gpus", type=COUNT, default=None, help="GPUs of the prefill pool.")
 @click.option(
+    "--prefill-tp",
+    type=COUNT,
+    default=None,
+    help="Tensor-parallel degree of the prefill pool (default: the decode pool's, if it "
+    "divides the pool).",
+)
+@click.option(
+    "--prefill-ep",
+    type=COUNT,
+    default=None,
+    help="Expert-parallel degree of the prefill pool (default: the decode pool's, or the "
+    "largest below it that divides the pool and the experts).",
+)
+@click.option(
+    "--prefill-dp-attention/--no-prefill-dp-attention",
+    default=None,
+    help="DP-attention in the prefill pool (default: as the decode pool).",
+)
+@click.option(
+    "--prefill-redundant-experts",
+    type=click.IntRange(0, 4096),
+    default=None,
+    help="Extra expert replicas of the prefill pool (default: --redundant-experts).",
+)
+@click.option(
     "--chunked-prefill", type=SIZE, default=None, help="Prompt tokens mixed into every step."
 )
 @engine_options
@@ -135,6 +196,7 @@ def layout_options(f):
     show_default=True,
     help="Tokens of the busiest expert GPU over the mean.",
 )
+@profile_option
 @format_option
 def command(
     model,
@@ -159,6 +221,10 @@ def command(
     request_rate,
     mode,
     prefill_gpus,
+    prefill_tp,
+    prefill_ep,
+    prefill_dp_attention,
+    prefill_redundant_experts,
     chunked_prefill,
     prefill_pass,
     output_lag_steps,
@@ -166,6 +232,7 @@ def command(
     mtp_acceptance,
     redundant_experts,
     routing_imbalance,
+    profile,
     fmt,
 ):
     """Capacity plan: what fits on the GPUs, the per-GPU step with its communication, and the
@@ -182,9 +249,37 @@ def command(
           --mode disaggregated --prefill-gpus 32
       mlacalc plan llama-3-70b -H H200 --gpus 4 --weight-dtype bf16 --isl 467 --osl 256 \\
           --request-rate 2 --prefill-pass separate
+      mlacalc plan deepseek-v3 -H H200 --gpus 8 --tp 2 --dp-attention --ep 8 --kv-dtype fp8 \\
+          --isl 2000 --osl 500 --concurrency 512 --mode disaggregated --prefill-gpus 8 \\
+          --prefill-tp 8 --prefill-ep 8 --no-prefill-dp-attention   # a search's answer
     """
     from ..planner import plan as make_plan
 
+    if isl is not None or osl is not None:
+        # the request mix sets the context and the requests in flight: the capacity options
+        # would be dropped without a word
+        if batch is not None:
+            raise click.BadParameter(
+                "does not apply with --isl/--osl: give the requests in flight with "
+                "--concurrency (or an arrival rate with --request-rate)",
+                param_hint="--batch",
+            )
+        if given("seq_len"):
+            raise click.BadParameter(
+                "does not apply with --isl/--osl: the context of a request is isl + osl",
+                param_hint="--seq-len",
+            )
+    for flag, value in (
+        ("--prefill-gpus", prefill_gpus),
+        ("--prefill-tp", prefill_tp),
+        ("--prefill-ep", prefill_ep),
+        ("--prefill-dp-attention", prefill_dp_attention),
+        ("--prefill-redundant-experts", prefill_redundant_experts),
+    ):
+        if value is not None and mode != "disaggregated":
+            raise click.BadParameter(
+                "describes the prefill pool: give it with --mode disaggregated", param_hint=flag
+            )
     for flag, degree in (("--tp", tp), ("--dp", dp)):
         if degree is not None and gpus % degree:
             raise click.BadParameter(
@@ -232,6 +327,11 @@ def command(
         mtp_acceptance=mtp_acceptance,
         routing_imbalance=routing_imbalance,
         redundant_experts=redundant_experts,
+        prefill_tp=prefill_tp,
+        prefill_ep=prefill_ep,
+        prefill_dp_attention=prefill_dp_attention,
+        prefill_redundant_experts=prefill_redundant_experts,
+        profile=load_profile_option(profile),
     )
     doc = p.to_dict()
     emit(fmt, doc, lambda: sections(p))
@@ -266,6 +366,36 @@ def kv_rows(p) -> list[list[str]]:
     ]
 
 
+def count_text(x: float) -> str:
+    """A count as computed: whole when it is, else with two decimals (a mean)."""
+    return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.2f}"
+
+
+def decode_at(p) -> str:
+    """What the decode step was timed at, in words: the batch (the largest that fits when the
+    batch asked does not), or under a request mix the mean running sequences."""
+    if p.isl is not None and p.decode_running is not None:
+        mean = abs(p.decode_running - round(p.decode_running)) >= 1e-9
+        return f"batch {count_text(p.decode_running)}" + (
+            " (the mean running sequences)" if mean else ""
+        )
+    text = f"batch {p.decode_batch:,}"
+    if p.batch is not None and p.decode_batch is not None and p.batch > p.decode_batch:
+        text += f" (the largest that fits; {p.batch:,} asked)"
+    return text
+
+
+def times_note(profile: str, calibration: str) -> str:
+    """The provenance of the times: the profile and how the device was predicted with it."""
+    how = f"profile {profile}: {calibration}" if profile else calibration
+    return (
+        "Times are the kernel time model's predictions"
+        + (f" ({how})" if how else "")
+        + ", collectives within a node included; traffic between nodes at 80% of the "
+        "network's datasheet bandwidth."
+    )
+
+
 def sections(p) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels."""
     rows = [
@@ -295,16 +425,17 @@ def sections(p) -> list[Section]:
     if p.max_context is not None:
         rows.append([f"longest context at batch {p.batch:,}", p.longest_context_text()])
     if p.decode_step_s is not None:
+        at = decode_at(p)
         rows.append(
             [
-                f"decode step at batch {p.decode_batch:,}",
+                f"decode step at {at}",
                 f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound; links "
                 f"{p.step_comm_s * 1e3:,.2f} ms)",
             ]
         )
         rows.append(
             [
-                f"decode tokens/s at batch {p.decode_batch:,} (decode-only steps, all GPUs)",
+                f"decode tokens/s at {at} (decode-only steps, all GPUs)",
                 f"{p.decode_tokens_per_s:,.0f}",
             ]
         )
@@ -323,15 +454,19 @@ def sections(p) -> list[Section]:
             f"Plan: {p.model}",
             ["quantity", "value"],
             rows,
-            note="Times are the calibrated kernel model's predictions, collectives within a node "
-            "included; traffic between nodes at 80% of the network's datasheet bandwidth.",
+            note=times_note(p.profile, p.calibration),
         )
     ]
     if p.ttft_s is not None:
         srows = [
             [
                 "mode",
-                f"{p.mode}" + (f" (+{p.prefill_gpus} prefill GPUs)" if p.prefill_gpus else ""),
+                f"{p.mode}"
+                + (
+                    f" (+{p.prefill_gpus} prefill GPUs: {p.prefill_layout})"
+                    if p.prefill_gpus
+                    else ""
+                ),
             ],
             ["requests in flight", p.queue_text()],
             ["TTFT", p.ttft_text()],

@@ -18,6 +18,7 @@ from .common import (
     load,
     size_list,
 )
+from .plan import load_profile_option, profile_option
 
 
 class DurationType(click.ParamType):
@@ -65,6 +66,70 @@ _POINT_COLUMNS = (
 )
 
 
+def duration_text(seconds: float) -> str:
+    """A time target as it was given, with enough digits: ``2 s``, ``50 ms``, ``50 us``,
+    ``1.5 ms``."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        value = seconds / scale
+        if value >= 1 or unit == "us":
+            return f"{value:,.6g} {unit}"
+    return f"{seconds:g} s"  # pragma: no cover - the loop ends at us
+
+
+def _layout_cell(p: dict[str, Any]) -> str:
+    """A point's layout; a disaggregated one's with its prefill pool's ("+ prefill ...")."""
+    if p.get("mode") == "disaggregated" and p.get("prefill_layout"):
+        return f"{p['layout']} + prefill {p['prefill_layout']}"
+    return str(p["layout"])
+
+
+def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=None) -> str:
+    """The ``mlacalc plan`` command line that gives a point's figures."""
+    words = [
+        "mlacalc plan",
+        model,
+        f"-H {hardware}",
+        f"--gpus {p['decode_gpus']}",
+        f"--tp {p['tp']}",
+    ]
+    if p["pp"] > 1:
+        words.append(f"--pp {p['pp']}")
+    if p["ep"] > 1:
+        words.append(f"--ep {p['ep']}")
+    if p["redundant_experts"]:
+        words.append(f"--redundant-experts {p['redundant_experts']}")
+    if p["dp_attention"]:
+        words.append("--dp-attention")
+    if p["overlap"] != "none":
+        words.append(f"--overlap {p['overlap']}")
+    if not str(p["weight_dtype"]).startswith("checkpoint "):
+        words.append(f"--weight-dtype {p['weight_dtype']}")
+    words += [
+        f"--kv-dtype {p['kv_dtype']}",
+        f"--isl {result.isl}",
+        f"--osl {result.osl}",
+        f"--concurrency {p['concurrency']}",
+    ]
+    if p["mode"] == "disaggregated":
+        words += [
+            "--mode disaggregated",
+            f"--prefill-gpus {p['prefill_gpus']}",
+            f"--prefill-tp {p['prefill_tp']}",
+            f"--prefill-ep {p['prefill_ep']}",
+            "--prefill-dp-attention" if p["prefill_dp_attention"] else "--no-prefill-dp-attention",
+        ]
+        if p.get("prefill_redundant_experts") != p["redundant_experts"]:
+            words.append(f"--prefill-redundant-experts {p['prefill_redundant_experts']}")
+    else:
+        if result.prefill_pass != "fused":
+            words.append(f"--prefill-pass {result.prefill_pass}")
+        if result.output_lag_steps:
+            words.append(f"--output-lag-steps {result.output_lag_steps}")
+    if profile is not None:
+        words.append(f"--profile {profile}")
+    return " ".join(str(w) for w in words)
+
+
 def _gpus(p: dict[str, Any]) -> str:
     """A point's GPUs: ``2+1`` (decode + prefill) for a disaggregated one."""
     if p.get("mode") == "disaggregated" and p.get("prefill_gpus"):
@@ -73,7 +138,8 @@ def _gpus(p: dict[str, Any]) -> str:
 
 
 def _row(p: dict[str, Any]) -> list[str]:
-    return [_gpus(p) if k == "gpus" else _cell(k, p[k]) for k, _ in _POINT_COLUMNS]
+    special = {"gpus": _gpus, "layout": _layout_cell}
+    return [special[k](p) if k in special else _cell(k, p[k]) for k, _ in _POINT_COLUMNS]
 
 
 def _cell(key: str, value: Any) -> str:
@@ -121,6 +187,7 @@ def _cell(key: str, value: Any) -> str:
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
 @engine_options
+@profile_option
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
@@ -139,6 +206,7 @@ def command(
     memory_reserve,
     prefill_pass,
     output_lag_steps,
+    profile,
     all_points,
     fmt,
 ):
@@ -152,7 +220,7 @@ def command(
           --ttft 2s --tpot 50ms
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
     """
-    from ..serving.search import FIELDS, search
+    from ..serving.search import search
 
     gpus = size_list(gpus_text) or []
     if not gpus:
@@ -175,52 +243,64 @@ def command(
         memory_reserve=memory_reserve,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
+        profile=load_profile_option(profile),
     )
     if fmt == "csv":
-        rows = (
-            result.rows()
-            if all_points
-            else [{k: p.get(k) for k in FIELDS} for p in result.frontier]
-        )
+        rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
         emit(fmt, rows, list, rows_csv=True)
         return
     doc = result.to_dict()
+    if result.best:
+        doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
     if all_points:
         doc["points"] = result.rows()
-    emit(fmt, doc, lambda: sections(result))
+    emit(fmt, doc, lambda: sections(result, model, hardware, profile))
 
 
-def sections(result) -> list[Section]:
+def sections(result, model: str | None = None, hardware: str | None = None, profile=None):
     """The best deployment, the frontier and the count of losers by reason."""
+    from .plan import times_note
+
     heads = [title for _, title in _POINT_COLUMNS]
     out = []
-    targets = (
-        ", ".join(
-            t
-            for t in (
-                f"TTFT <= {result.ttft_target_s * 1e3:,.0f} ms" if result.ttft_target_s else "",
-                f"TPOT <= {result.tpot_target_s * 1e3:,.1f} ms" if result.tpot_target_s else "",
-            )
-            if t
-        )
-        or "no latency targets"
-    )
+    targets = [
+        f"{name} <= {duration_text(value)}"
+        for name, value in (("TTFT", result.ttft_target_s), ("TPOT", result.tpot_target_s))
+        if value
+    ]
     if result.best:
+        best_note = times_note(result.profile, result.calibration)
+        if model is not None:
+            best_note += " The same figures: " + plan_command(
+                model, hardware or result.hardware, result, result.best, profile
+            )
         out.append(
             Section(
-                f"Best deployment of {result.model} on {result.hardware} ({targets})",
+                f"Best deployment of {result.model} on {result.hardware} "
+                f"({', '.join(targets) or 'no latency targets'})",
                 heads,
                 [_row(result.best)],
+                note=best_note,
             )
         )
     else:
+        title = f"No deployment of {result.model} on {result.hardware} "
+        if result.points:
+            title += f"meets {' and '.join(targets)}"
+        else:
+            title += f"can serve requests of {result.isl:,} + {result.osl:,} tokens"
         out.append(
             Section(
-                f"No deployment of {result.model} on {result.hardware} meets {targets}",
+                title,
                 ["reason", "points"],
                 [[k, str(v)] for k, v in sorted(result.reasons.items())],
+                note=times_note(result.profile, result.calibration)
+                if result.points
+                else "; ".join(result.notes),
             )
         )
+    if not result.points:  # nothing was timed: the reasons above are the whole answer
+        return out
     out.append(
         Section(
             "Pareto frontier: tokens/s per GPU against tokens/s per user",

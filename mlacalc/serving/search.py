@@ -7,8 +7,11 @@ experts), each weight and KV dtype, with and without two-batch overlap, is evalu
 batch size that fits, in steady state at the given input and output lengths, the way
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
 in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
-the same GPU counts, both pools within the largest count) whose prompt rate keeps up; a prompt
-waits for the prefill pool as in an M/D/1 queue at that pool's load.
+the same GPU counts, both pools within the largest count, each count's layout with the most
+prompts per second, reported with the point) whose prompt rate keeps up; as
+:func:`mlacalc.plan` has it, a prefill pass batches the prompts that arrive on a prefill group
+while one prompt runs, and the first token leaves with the pass (a point equals ``plan`` of its
+deployment, prefill pool layout included, at its concurrency).
 
 The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
 TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
@@ -52,6 +55,11 @@ FIELDS = (
     "gpus",
     "decode_gpus",
     "prefill_gpus",
+    "prefill_layout",
+    "prefill_tp",
+    "prefill_ep",
+    "prefill_dp_attention",
+    "prefill_redundant_experts",
     "mode",
     "layout",
     "tp",
@@ -102,6 +110,10 @@ class SearchResult:
     #: candidates never timed, by reason (does not fit, no prefill pool, no network figures);
     #: ``reasons`` holds these and the timed points' reasons together
     ruled_out: dict[str, int] = field(default_factory=dict)
+    #: the calibration profile that timed the kernels, and how the device was predicted with
+    #: it (as :attr:`mlacalc.Plan.calibration` says it)
+    profile: str = ""
+    calibration: str = ""
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -138,11 +150,21 @@ class SearchResult:
             "notes": list(self.notes),
             "prefill_pass": self.prefill_pass,
             "output_lag_steps": self.output_lag_steps,
+            "profile": self.profile,
+            "calibration": self.calibration,
+        }
+
+    def row(self, p: dict[str, Any]) -> dict[str, Any]:
+        """One point as a flat record, with the profile that timed it."""
+        return {
+            **{k: p.get(k) for k in FIELDS},
+            "profile": self.profile,
+            "calibration": self.calibration,
         }
 
     def rows(self) -> list[dict[str, Any]]:
         """Every point as a flat record (for CSV and notebooks)."""
-        return [{k: p.get(k) for k in FIELDS} for p in self.points]
+        return [self.row(p) for p in self.points]
 
 
 def _divisors(n: int) -> list[int]:
@@ -352,11 +374,19 @@ def search(
                             pf_q.append(np.full(len(Bf), float(isl)))
                             slices[(ov, what)] = slice(pos, pos + len(Bf))
                             pos += len(Bf)
-                    if lay.pp == 1:
-                        dec_B.append(np.zeros(2))
-                        pf_N.append(np.array([1.0, k_max]))
-                        pf_q.append(np.full(2, float(isl)))
-                        slices[("none", "prefill")] = slice(pos, pos + 2)
+                    if lay.pp == 1 and "disaggregated" in modes:
+                        # the layout as a prefill pool: its prompt rate (a pass of k_max
+                        # prompts), under each overlap (a pool runs its decode pool's, as plan
+                        # times it); the passes of 2 .. k_max - 1 prompts for the pools chosen
+                        for ov in overlaps:
+                            f = 0.5 if ov == "tbo" else 1.0
+                            dec_B.append(np.zeros(2))
+                            pf_N.append(np.array([1.0, k_max]) * f)
+                            pf_q.append(np.full(2, float(isl)))
+                            slices[(ov, "prefill")] = slice(pos, pos + 2)
+                            pos += 2
+                    if not sum(len(x) for x in dec_B):
+                        continue  # no batch fits and no prefill pool to rate: nothing to time
                     sm = StepModel(m, lay, sized, layout, hw, profile)
                     specs = sm.specs(
                         dec_B=np.concatenate(dec_B),
@@ -383,17 +413,35 @@ def search(
                         }
                     )
     secs = time_jobs(jobs, profile)
-    # ---- prefill pools: per GPU count, weight and KV dtype, the layout with most prompts/s
-    pools: dict[tuple[int, str, str], tuple[float, float]] = {}
+    from ..planner import calibration_of
+
+    profile_name, calibration = calibration_of(
+        profile, hw, {(sp.kind, sp.dtype) for _, specs in jobs for sp in specs if sp.calls}
+    )
+    # ---- prefill pools: per GPU count, weight and KV dtype and overlap, the layout with most
+    # prompts/s (its prompts/s, t_pf[k]: a pass of k prompts, and the layout, which the points
+    # report so that plan reproduces them)
+    chosen: dict[tuple[int, str, str, str], tuple[float, StepModel]] = {}
     for (sm, specs), t, pl in zip(jobs, secs, plans):
-        sl = pl["slices"].get(("none", "prefill"))
-        if sl is None:
-            continue
-        tp_ = sm.compose(specs, t, "none", sl, breakdown=False).seconds
-        rate = pl["lay"].dp * k_max / tp_[1]
-        key = (pl["g"], pl["w"], pl["kv"])
-        if key not in pools or rate > pools[key][0]:
-            pools[key] = (rate, float(tp_[0]))
+        for ov in overlaps:
+            sl = pl["slices"].get((ov, "prefill"))
+            if sl is None:
+                continue
+            t_pf = sm.compose(specs, t, ov, sl, breakdown=False).seconds
+            rate = pl["lay"].dp * k_max / t_pf[1]
+            key = (pl["g"], pl["w"], pl["kv"], ov)
+            if key not in chosen or rate > chosen[key][0]:
+                chosen[key] = (rate, sm)
+    # every pass of 1 .. k_max prompts of the pools chosen, in one more call
+    ks = np.arange(1.0, k_max + 1)
+    pool_jobs = [
+        (sm, sm.specs(pf_N=ks * (0.5 if key[3] == "tbo" else 1.0), pf_q=float(isl)))
+        for key, (_, sm) in chosen.items()
+    ]
+    pools: dict[tuple[int, str, str, str], tuple[float, np.ndarray, Layout]] = {}
+    for key, (sm, specs), t in zip(chosen, pool_jobs, time_jobs(pool_jobs, profile)):
+        t_pf = np.concatenate([[0.0], sm.compose(specs, t, key[3], breakdown=False).seconds])
+        pools[key] = (sm.lay.dp * k_max / t_pf[k_max], t_pf, sm.lay)
     largest = max(gpus)
     for (sm, specs), t, pl in zip(jobs, secs, plans):
         lay, g, Bf = pl["lay"], pl["g"], pl["Bf"]
@@ -453,15 +501,17 @@ def search(
                 transfer = kv_transfer_seconds(hw, row)
                 for i, b in enumerate(Bf):
                     # every prefill pool (of the GPU counts given) that keeps up, each a point:
-                    # a larger pool queues prompts less (M/D/1 wait on its prompt rate)
+                    # as plan has it, a pass batches the prompts that arrive on a prefill group
+                    # while one prompt runs, and the prompt's first token leaves with its pass
                     found = False
                     for pg in sorted(gpus):
-                        pool = pools.get((pg, pl["w"], pl["kv"]))
+                        pool = pools.get((pg, pl["w"], pl["kv"], ov))
                         if pool is None or g + pg > largest or pool[0] < demand[i]:
                             continue
                         found = True
-                        rho = demand[i] / pool[0]
-                        wait = rho / (2 * (1 - rho)) * pool[1] if rho < 1 else math.inf
+                        p_lay, t_pf = pool[2], pool[1]
+                        arriving = demand[i] / p_lay.dp * t_pf[1]  # prompts per pass
+                        batched = int(min(max(math.ceil(arriving - 1e-9), 1), k_max))
                         points.append(
                             {
                                 **base,
@@ -469,9 +519,14 @@ def search(
                                 "gpus": g + pg,
                                 "decode_gpus": g,
                                 "prefill_gpus": pg,
+                                "prefill_layout": p_lay.describe(),
+                                "prefill_tp": p_lay.tp,
+                                "prefill_ep": p_lay.ep,
+                                "prefill_dp_attention": p_lay.dp_attention,
+                                "prefill_redundant_experts": p_lay.redundant_experts,
                                 "batch_per_group": int(b),
                                 "concurrency": int(b * lay.dp),
-                                "ttft_s": float(pool[1] + wait + transfer),
+                                "ttft_s": float(t_pf[batched] + transfer),
                                 "tpot_s": float(t_step[i]),
                                 "output_tokens_per_s": float(total[i]),
                                 "output_tokens_per_s_per_gpu": float(total[i]) / (g + pg),
@@ -526,4 +581,6 @@ def search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
+        profile=profile_name,
+        calibration=calibration,
     )
