@@ -189,13 +189,51 @@ def check_context(m: Any, seq_len: int) -> None:
     longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it
     once the command has done its work, so that an error is the only line it prints."""
     most = getattr(m, "max_position_embeddings", None)
-    ctx = click.get_current_context(silent=True)
-    source = ctx.get_parameter_source("seq_len") if ctx is not None else None
-    if most and seq_len > most and source == click.core.ParameterSource.COMMANDLINE:
+    if most and seq_len > most and given("seq_len"):
         warn(
             f"--seq-len {seq_len:,} exceeds {m.label}'s max_position_embeddings ({most:,}): "
             "the model was not trained for it; the figures are counted as if it were"
         )
+
+
+def profile_option(plain: bool = False) -> Callable:
+    """``--profile``: the calibration profile of every time prediction (roofline, plan,
+    search); ``plain``: the command also takes ``roofline``, the plain roofline bound."""
+    return click.option(
+        "--profile",
+        default=None,
+        metavar="NAME|PATH",
+        help="Calibration profile the kernel times are predicted with: a shipped profile's "
+        "name (default: 'default'; a name that is none lists them), a JSON file written by "
+        "mlacalc calibrate" + (", or 'roofline' for the plain roofline bound." if plain else "."),
+    )
+
+
+def load_profile_option(profile: str | None, plain: bool = False):
+    """The profile ``--profile`` names, loaded (``"roofline"`` as is, where ``plain``); a bad
+    name or file is one error naming it."""
+    if profile is None or (plain and profile.strip() == "roofline"):
+        return profile
+    from ..errors import MlacalcError
+    from ..timemodel import load_profile
+
+    try:
+        return load_profile(profile)
+    except MlacalcError as exc:
+        message = str(exc)
+        if message.startswith("profile: "):
+            message = message[len("profile: ") :]
+        if profile.strip() == "roofline":
+            message = "the plain roofline bound ('roofline') is a roofline command's profile only"
+        raise click.BadParameter(message, param_hint="--profile") from None
+
+
+def given(name: str) -> bool:
+    """Whether the option of parameter ``name`` was given (not left at its default)."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
 def format_option(f: Callable) -> Callable:

@@ -16,7 +16,10 @@ from .common import (
     emit,
     engine_options,
     format_option,
+    given,
     load,
+    load_profile_option,
+    profile_option,
     size_text,
 )
 
@@ -42,42 +45,6 @@ def layout_options(f):
     ):
         f = decorator(f)
     return f
-
-
-def profile_option(f):
-    """``--profile``: the calibration profile every time prediction uses (plan, search)."""
-    return click.option(
-        "--profile",
-        default=None,
-        metavar="NAME|PATH",
-        help="Calibration profile the kernel times are predicted with: a shipped profile's "
-        "name (default: 'default'; a name that is none lists them) or a JSON file written by "
-        "mlacalc calibrate.",
-    )(f)
-
-
-def load_profile_option(profile: str | None):
-    """The profile ``--profile`` names, loaded; a bad name or file is one error naming it."""
-    if profile is None:
-        return None
-    from ..errors import MlacalcError
-    from ..timemodel import load_profile
-
-    try:
-        return load_profile(profile)
-    except MlacalcError as exc:
-        message = str(exc)
-        if message.startswith("profile: "):
-            message = message[len("profile: ") :]
-        raise click.BadParameter(message, param_hint="--profile") from None
-
-
-def given(name: str) -> bool:
-    """Whether the option of parameter ``name`` was given (not left at its default)."""
-    from click.core import ParameterSource
-
-    source = click.get_current_context().get_parameter_source(name)
-    return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
 @click.command("plan")
@@ -196,7 +163,7 @@ def given(name: str) -> bool:
     show_default=True,
     help="Tokens of the busiest expert GPU over the mean.",
 )
-@profile_option
+@profile_option()
 @format_option
 def command(
     model,

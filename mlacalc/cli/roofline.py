@@ -21,8 +21,10 @@ from .common import (
     emit,
     format_option,
     load,
+    load_profile_option,
     note,
     phases,
+    profile_option,
     size_text,
     warn,
 )
@@ -81,14 +83,7 @@ from .common import (
     metavar="JSON",
     help="A measurement sidecar whose ceilings replace the datasheet peaks.",
 )
-@click.option(
-    "--profile",
-    default=None,
-    metavar="NAME|PATH",
-    help="Calibration profile for the kernel times: a shipped name (mlacalc validate lists "
-    "them), a JSON file written by mlacalc calibrate, or 'roofline' for the plain bound "
-    "(default: the shipped profile).",
-)
+@profile_option(plain=True)
 @click.option(
     "--causal",
     is_flag=True,
@@ -145,6 +140,7 @@ def command(
             "on a sidecar's measured ceilings; --profile with the kernel model"
         )
     impl = check_impl(m, impl)
+    profile = load_profile_option(profile, plain=True)
     device = load_hardware(hardware)
     if getattr(device, "alias_note", ""):
         note(device.alias_note)

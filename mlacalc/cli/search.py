@@ -16,9 +16,10 @@ from .common import (
     engine_options,
     format_option,
     load,
+    load_profile_option,
+    profile_option,
     size_list,
 )
-from .plan import load_profile_option, profile_option
 
 
 class DurationType(click.ParamType):
@@ -187,7 +188,7 @@ def _cell(key: str, value: Any) -> str:
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
 @engine_options
-@profile_option
+@profile_option()
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )

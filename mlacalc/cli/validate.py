@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .common import Section, emit, format_option, warn
+from .common import Section, emit, format_option, given, warn
 
 _KEY_SKIP = (
     "table",
@@ -160,8 +160,7 @@ def command(files, measured, profile, mode, show_rows, fmt):
     if measured:
         if files:
             raise click.UsageError("give microbenchmark FILES or --measured PATH, not both")
-        source = click.get_current_context().get_parameter_source("mode")
-        if source == click.core.ParameterSource.COMMANDLINE:
+        if given("mode"):
             warn(
                 "--mode applies to microbenchmark FILES; --measured rows are predicted as "
                 "measured (each table's kernels); ignored"
