@@ -124,3 +124,24 @@ def test_validate_mode_with_measured_sets_is_named(run):
     assert "--mode applies to microbenchmark FILES" in err
     _, err = run("validate", "--measured", str(table))
     assert "--mode" not in err
+
+
+def test_validate_names_tables_predicted_without_a_class(run, tmp_path):
+    from pathlib import Path
+
+    from mlacalc.timemodel import load_profile
+
+    ref = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
+    table = ref / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
+    if not table.is_file():
+        pytest.skip(f"shared measured tables not found at {ref}")
+    data = load_profile("fit-h100-sxm").to_dict()
+    keep = {k: v for k, v in data["classes"].items() if k.startswith("moe:")}
+    data["classes"] = keep
+    data["devices"] = {"H100-SXM": keep}
+    path = tmp_path / "moe-only.json"
+    path.write_text(json.dumps(data))
+    out, _ = run("validate", "--measured", str(table), "--profile", str(path))
+    assert "uncalibrated kernel classes" in out and "mla_bmm_perf" in " ".join(out.split())
+    out, _ = run("validate", "--measured", str(table), "--profile", "fit-h100-sxm")
+    assert "uncalibrated kernel classes" not in out

@@ -66,6 +66,18 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
     )
     flags = sorted({r for t in v.tables for r in t.rules if r.startswith("non_split_kv")})
     notes = "; ".join(["quirk rules: docs/measured-sets.md", *flags])
+    # a profile without a class for some kernels predicts them with the datasheet defaults:
+    # say which tables, as their figures do not test a calibration
+    bare = [
+        f"{t.system} {t.table}"
+        for t in v.tables
+        if "uncalibrated" in t.calibration and "plain roofline" not in t.calibration
+    ]
+    if bare:
+        notes += (
+            f"\nuncalibrated kernel classes (no class in profile {v.profile}; datasheet "
+            f"defaults) in: {', '.join(bare)}"
+        )
     out = [
         Section(
             f"predicted ({v.profile}) vs measured; error = predicted / measured - 1",
