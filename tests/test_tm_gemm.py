@@ -8,6 +8,7 @@ import pytest
 
 from mlacalc.hardware import load_hardware
 from mlacalc.kernels import KernelBatch
+from mlacalc.timemodel import model
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.model import default_params, kernel_terms
 from mlacalc.timemodel.profile import Profile
@@ -40,10 +41,12 @@ def test_smoothquant_int8_walks_all_of_k_except_its_gemv():
     assert bf16 < tile / 4
 
 
-def test_weight_only_pads_rows_to_16_and_splits_k_in_two():
+def test_weight_only_pads_rows_to_16_and_splits_k_in_two(monkeypatch):
     """Weight-only GEMMs have 16-row tiles (the m = 8 time is the m = 16 time, well under a
     64-row tile's) and split K in at most 2, each split at least 4096 deep; below 5 rows their
-    GEMV walks all of K per block."""
+    GEMV walks all of K per block. (The splits' reduction is left out here: see
+    test_split_k_pays_its_reduction.)"""
+    monkeypatch.setattr(model, "SPLIT_K_PARTIAL_BYTES", 0.0)
     t = _terms(_gemm("w4a16", [8, 16, 64], 16384, 16384))["compute_s"]
     assert t[0] == pytest.approx(t[1])
     assert t[2] > 1.5 * t[0]
@@ -203,3 +206,22 @@ def test_dynamic_fp8_quantization_pays_a_fixed_cost_per_graph_node():
     bld = _Builder(1)
     _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [1024.0], [1024.0])
     assert float(bld.parts[0].batch.shape["quant_launches"][0]) == 3.0
+
+
+def test_split_k_pays_its_reduction(monkeypatch):
+    """A split-K GEMM writes each split's fp32 partial tile and reads it back (8 bytes a padded
+    output element and split, at the class's HBM rate); a GEMM with a wave of tiles or more
+    does not split and pays nothing."""
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    prm = default_params("gemm")
+    bw = prm["eff_memory"] * fig.hbm_bytes_per_s
+    batch = _gemm("bf16", [16, 256, 4096], [32, 1024, 4096], [65536, 4096, 4096])
+    with_red = _terms(batch)["compute_s"]
+    monkeypatch.setattr(model, "SPLIT_K_PARTIAL_BYTES", 0.0)
+    without = _terms(batch)["compute_s"]
+    # one 64x64 tile split 64 ways (k / 1024): the reduction moves 64 x 64 x 64 x 8 bytes
+    assert with_red[0] == pytest.approx(without[0] + 64 * 64 * 64 * 8.0 / bw)
+    # m = 256, n = 1024, k = 4096: split without the reduction, dearer with it
+    assert with_red[1] > without[1] * 1.05
+    # 4096 x 4096: a thousand tiles, no split, no reduction
+    assert with_red[2] == pytest.approx(without[2])

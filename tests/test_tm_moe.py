@@ -214,3 +214,19 @@ def test_block_scaled_experts_rescale_every_k_block():
     }
     assert t["fp8_block"][1 / 128] > 1.03 * t["fp8_block"][0.0]
     assert t["bf16"][1 / 128] == t["bf16"][0.0]
+
+
+def test_routing_past_the_fused_top_k_pays_each_selection_round():
+    """``select_s``: a call routing each token to more than ``FUSED_TOPK_MAX`` experts runs a
+    generic top-k, ``topk`` rounds a call, whatever its token count; up to the fused kernel's
+    limit the term is absent."""
+    from mlacalc.timemodel.model import FUSED_TOPK_MAX
+
+    def extra(topk, select_s):
+        t = _moe(tokens=[1, 64], topk=topk, active=[topk, topk], select_s=select_s)
+        return t["extra_s"]
+
+    k = FUSED_TOPK_MAX + 14
+    on, off = extra(k, 1e-6), extra(k, 0.0)
+    assert np.allclose(on - off, k * 1e-6)  # the same at 1 and 64 tokens
+    assert np.array_equal(extra(FUSED_TOPK_MAX, 1e-6), extra(FUSED_TOPK_MAX, 0.0))

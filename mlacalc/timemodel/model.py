@@ -15,7 +15,8 @@ per kind (each function below states its mechanisms and the measured rows that s
 - ``combine`` is the p-norm ``(c^p + m^p)^(1/p)`` with ``p = overlap``: a large ``p`` is the
   roofline's ``max``, ``p = 1`` no overlap at all;
 - :func:`_gemm`: the library's tile list per dtype (the fastest tile is taken), split-K rules
-  per kernel (none for block-scaled fp8 and SmoothQuant int8), GEMV kernels at a few rows, a
+  per kernel (none for block-scaled fp8 and SmoothQuant int8) and the split-K reduction's
+  fp32 partials through HBM, GEMV kernels at a few rows, a
   cost per wave of tiles (``tile_s``) and the unhidden share of the output write
   (``epilogue_share``); fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s``,
   ``quant_bytes``), block-scaled fp8 the CUDA-core rescale of each K block
@@ -38,8 +39,9 @@ per kind (each function below states its mechanisms and the measured rows that s
   (``rope_kernel``);
 - :func:`_moe`: two grouped GEMMs with per-expert row tiles (the library's fastest, or the
   one the call fixes: ``row_tile``, the Triton MoE), the touched experts' weights, a
-  cost per wave of tiles, the routing of every pair (``route_s``) and the streaming passes
-  around the GEMMs (``act_passes``);
+  cost per wave of tiles, the routing of every pair (``route_s``), the selection rounds of a
+  top-k above the fused routing's limit (``select_s``) and the streaming passes around the
+  GEMMs (``act_passes``);
 - :func:`_collective`: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes
   the faster of two ways: flagged stores at half of ``link_eff x link bandwidth``, or bulk
   copies at the full rate behind ``proto_s`` per step; ring (2(n-1)/n of the message for an
@@ -102,6 +104,7 @@ CLOCKED = (
     "dequant_s",
     "tile_s",
     "route_s",
+    "select_s",
     "launch_s",
     "merge_s",
     "wave_s",
@@ -147,6 +150,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "dequant_s": (0.0, 1e-9, "seconds one SM takes to convert one element on its CUDA cores"),
     "tile_s": (0.0, 2e-5, "seconds per wave of GEMM/MoE output tiles beside their main loop"),
     "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
+    "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
@@ -186,6 +190,7 @@ DEFAULTS: dict[str, float] = {
     "dequant_s": 0.0,
     "tile_s": 0.0,
     "route_s": 0.0,
+    "select_s": 0.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
     "launch_s": 2e-6,
@@ -326,6 +331,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "act_passes",
         "tile_s",
         "route_s",
+        "select_s",
     ),
     "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth", "l2_share", "l2_speedup"),
@@ -475,6 +481,10 @@ GEMV_SPLITS_K = {"int8": True, "w4a16": False, "w8a16": False}
 #: it; with splits of 512 the bf16 p90 error was 26% on both devices, with 1,024 23% and 25%).
 SPLIT_K_CHUNK = 1024
 
+#: Bytes of HBM traffic per output element and split of a split-K GEMM's reduction: the split
+#: writes its fp32 partial sum (4) and the reduction reads it back (4).
+SPLIT_K_PARTIAL_BYTES = 8.0
+
 #: The K depth of one scale block of a block-scaled fp8 GEMM (1x128 activation, 128x128 weight
 #: blocks): every tile rescales its partial product once per block.
 SCALE_BLOCK_K = 128
@@ -555,6 +565,16 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         # weight-only: every tile converts the weights of its columns to bf16 on the CUDA
         # cores as it walks K (``dequant_s`` per element on one SM), once per row tile
         candidates = candidates + waves * tn * walk * prm["dequant_s"]
+    # split-K's reduction: every split writes its fp32 partial tile and the reduction reads
+    # them all back (SPLIT_K_PARTIAL_BYTES a padded output element and split) at the HBM rate
+    # of the class, after the splits' mainloops; the tile and split count are chosen with it
+    # (a library weighs the reduction against the idle SMs a split fills). Without it the
+    # model split K wherever SMs were idle and predicted the measured bf16 rows at m = 64 to
+    # 512, n = 512 to 2048 and k = 2560 to 6144 too fast on both devices (signed median A100
+    # -18%, H100 -26%; with it -8% and -19%); fitted bf16 median / p90 error A100 8.3/22.3% ->
+    # 6.8/20.5%, H100 6.1/22.7% -> 5.9/20.9%; leave-one-device-out 9.3% -> 8.0% and 9.7% -> 8.9%
+    partials = np.where(splits > 1, splits * tiles * tm * tn * SPLIT_K_PARTIAL_BYTES, 0.0)
+    candidates = candidates + partials / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     best = np.argmin(candidates, axis=0)
     cols = np.arange(len(batch))
     compute = candidates[best, cols]
@@ -1189,6 +1209,13 @@ def triton_moe_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarra
     return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 128.0)
 
 
+#: The most experts a token the fused MoE routing kernel selects; more take a generic top-k
+#: (:func:`_moe`, ``select_s``). TensorRT-LLM's fused routing kernels keep at most 8 experts a
+#: token as recalled (no copy of their source in the shared reference); the measured H100
+#: rows agree: top-1 to top-8 share one fixed cost, top-10 and top-22 pay more
+FUSED_TOPK_MAX = 8
+
+
 def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[str, np.ndarray]:
     """``moe``: the fused routed-expert layer of one rank, two grouped GEMMs (FC1: hidden ->
     (gate and) up, FC2: intermediate -> hidden) over the experts the batch touches, and the
@@ -1255,6 +1282,19 @@ def _moe(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict[
     tokens = _col(batch, "tokens", 0)
     routed = np.where(tokens > 0, tokens * _col(batch, "topk", 1), assignments)
     extra = extra + prm["route_s"] * routed / sms
+    # routing each token to more than ``FUSED_TOPK_MAX`` experts leaves the fused top-k
+    # kernel for a generic top-k whose ``topk`` selection rounds each end in a reduction over
+    # the token's logits: ``select_s`` a round, once a call (its tokens run side by side, so
+    # not per token). The measured H100 rows of top-10 and top-22 (E = 512; hidden 2048 and
+    # 8192, ``_nongated``) took one fixed cost more than every other call: at one token their
+    # floors are 33, 41 and 57 us against 20-36 us for top-1 to top-8 over 8-384 experts of
+    # the same hidden sizes (E = 384 against 256 at top-8 costs nothing more, so the number of
+    # logits is not it), and without the term the fit left them 3-30% too fast there. Fitted
+    # per class on H100 a round takes 0.55-0.86 us (fp8_block, fp8, bf16); fitted median /
+    # p90 bf16 6.4/27.4% -> 5.6/25.5%, fp8 7.3/26.3% -> 6.5/23.1%. The A100 table has no
+    # top-k above 8, so an A100 fit has no ``select_s`` and its class keeps the default 0
+    topk = _col(batch, "topk", 1)
+    extra = extra + prm["select_s"] * np.where(topk > FUSED_TOPK_MAX, topk, 0.0)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
