@@ -257,9 +257,11 @@ def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> floa
 
 
 #: FLOPs per byte of memory traffic at which a device turns compute-bound (its ridge point,
-#: per dtype): the catalogue's devices lie between 136 and 1,169; a peak or a bandwidth typed in
-#: the wrong unit (PFLOP/s for TFLOP/s, TB/s for GB/s) moves it a thousandfold, out of this range
-RIDGE_RANGE = (2.0, 10_000.0)
+#: per dtype): the catalogue's devices lie between 136 and 1,169, and a slow CUDA-core or CPU
+#: rate can be near 1; a peak or a bandwidth typed in the wrong unit (PFLOP/s for TFLOP/s, TB/s
+#: for GB/s) moves it a thousandfold, out of this range (an H200's bf16 peak typed in PFLOP/s:
+#: 0.21 FLOP per byte)
+RIDGE_RANGE = (0.5, 20_000.0)
 
 
 def _check_units(origin: str, flops: dict[str, float], bandwidth: float) -> None:

@@ -259,16 +259,19 @@ class Prediction:
 
     @property
     def compute_s(self) -> float:
-        return sum(o.seconds for o in self.ops if o.bound == "compute")
+        """The time of the kernels whose compute time exceeds their memory time (whatever
+        else bounds them: :attr:`OpTime.bound`); with :attr:`memory_s` the whole time."""
+        return sum(o.seconds for o in self.ops if o.compute_s > o.memory_s)
 
     @property
     def memory_s(self) -> float:
-        return sum(o.seconds for o in self.ops if o.bound == "memory")
+        """The time of the other kernels (memory, link or latency bound)."""
+        return sum(o.seconds for o in self.ops if not o.compute_s > o.memory_s)
 
     @property
     def bound(self) -> str:
-        """``"compute"`` or ``"memory"``: which kind of kernel takes most of the time (kernels
-        bound by their fixed cost or by a link, :attr:`OpTime.bound`, count for neither)."""
+        """``"compute"`` or ``"memory"``: which kind of kernel takes most of the time, each
+        kernel by its larger term (a latency-bound kernel by its compute or memory time)."""
         return "compute" if self.compute_s > self.memory_s else "memory"
 
     @property
@@ -476,7 +479,9 @@ def _attention_ops(
     kv_dtype,
     layers: int,
 ) -> tuple[list[OpTime], int]:
-    """The attention kernels of ``layers`` layers, and the new tokens per sequence of the step."""
+    """The attention kernels of ``layers`` layers, and the new tokens per sequence of the step
+    (unfused: the eager sequence's full score matrix, masked, whether causal or not)."""
+    causal = causal and mode != "unfused"
     cost = attention_cost(
         model, phase, seq_len, batch, q_len, impl, causal, kv_dtype, rates.weight_dtype, rates.dtype
     )
@@ -762,6 +767,8 @@ def predict_time(
     prediction says which). ``mode="fused"`` is the serving kernels of :mod:`mlacalc.step`;
     ``mode="unfused"`` the eager op-by-op sequence, each op a calibrated kernel that cannot
     run faster than the CPU dispatches it (``launch_latency_s`` per ATen op, 5 us by default).
+    ``causal`` (prefill and chunk): the fused kernels skip the masked half; the eager sequence
+    computes every score and masks it, so ``causal`` changes nothing there.
     ``profile="roofline"`` gives the plain roofline bound instead (``max(FLOPs / peak,
     bytes / bandwidth)`` per kernel plus a launch latency), which ``roofline_s`` of every
     prediction also reports. ``calibration`` (a :class:`Calibration` or a microbenchmark
@@ -818,8 +825,10 @@ def predict_time(
         prof = load_profile(profile)
         if mode == "unfused":
             one = one_layer(m)
+            # the eager sequence computes every score and masks the upper triangle: its
+            # matmuls are the full matrix's, causal or not
             cost = attention_cost(
-                one, phase, seq_len, batch, q_len, impl, causal, kv, weight_dtype, dtype
+                one, phase, seq_len, batch, q_len, impl, False, kv, weight_dtype, dtype
             )
             kernels, dispatch, stages = _eager_kernels(
                 cost, one, dtype, weight_dtype, rates.latency

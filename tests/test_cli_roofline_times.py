@@ -1,6 +1,7 @@
 """`mlacalc roofline`: which profile times the kernels, causal prefill, what each bound means."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -91,7 +92,9 @@ def test_small_kernels_are_latency_bound_and_large_ones_are_not():
     p = predict_time("llama-3-8b", "H100-SXM", "decode", 1024, 1, scope="model")
     bounds = {o.name: o.bound for o in p.ops}
     assert bounds["input_norm"] == "latency"
-    assert p.bound in ("compute", "memory")
+    # the step's bound: each kernel by its larger term, the two sums making the whole time
+    assert p.compute_s + p.memory_s == pytest.approx(p.seconds, rel=1e-12)
+    assert p.bound == ("compute" if p.compute_s > p.memory_s else "memory") == "memory"
     big = predict_time("llama-3-8b", "H100-SXM", "prefill", 8192, 8, scope="model")
     assert {o.name: o.bound for o in big.ops}["dense_ffn_up"] == "compute"
     for o in p.ops:
@@ -145,3 +148,30 @@ def test_validate_names_tables_predicted_without_a_class(run, tmp_path):
     assert "uncalibrated kernel classes" in out and "mla_bmm_perf" in " ".join(out.split())
     out, _ = run("validate", "--measured", str(table), "--profile", "fit-h100-sxm")
     assert "uncalibrated kernel classes" not in out
+
+
+def test_causal_changes_nothing_unfused(run):
+    args = ("roofline", "llama-3-8b", "-H", "H100-SXM", "--phase", "prefill", "--mode", "unfused")
+    args = (*args, "--seq-len", "4k")
+    plain = _json(run, *args)[0]
+    out, err = run(*args, "--causal", "--format", "json")
+    causal = json.loads(out)["predictions"][0]
+    assert "--causal changes nothing in --mode unfused" in err
+    assert causal["flops"] == plain["flops"] and causal["seconds"] == plain["seconds"]
+    api = predict_time("llama-3-8b", "H100-SXM", "prefill", 4096, 1, mode="unfused", causal=True)
+    assert api.flops == plain["flops"] and api.seconds == pytest.approx(plain["seconds"])
+
+
+def test_profile_on_a_measured_device_is_named_as_ignored(run):
+    _, err = run(
+        "roofline", "gpt2", "-H", "measured:cpu-2core-epyc-fp32", "--profile", "fit-h100-sxm"
+    )
+    assert "--profile" in err and "ignored" in err
+
+
+def test_import_hf_dash_writes_standard_output(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out, _ = run(
+        "import-hf", str(Path(__file__).parent / "data/hf/falcon-7b.config.json"), "-o", "-"
+    )
+    assert "num_key_value_heads" in out and not (tmp_path / "-").exists()

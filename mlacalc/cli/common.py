@@ -212,7 +212,10 @@ def profile_option(plain: bool = False) -> Callable:
 def load_profile_option(profile: str | None, plain: bool = False):
     """The profile ``--profile`` names, loaded (``"roofline"`` as is, where ``plain``); a bad
     name or file is one error naming it."""
-    if profile is None or (plain and profile.strip() == "roofline"):
+    if profile is None:
+        return None
+    profile = profile.strip()
+    if plain and profile == "roofline":
         return profile
     from ..errors import MlacalcError
     from ..timemodel import load_profile
@@ -223,8 +226,10 @@ def load_profile_option(profile: str | None, plain: bool = False):
         message = str(exc)
         if message.startswith("profile: "):
             message = message[len("profile: ") :]
-        if profile.strip() == "roofline":
+        if profile == "roofline":
             message = "the plain roofline bound ('roofline') is a roofline command's profile only"
+        elif plain:
+            message += ", or 'roofline' for the plain roofline bound"
         raise click.BadParameter(message, param_hint="--profile") from None
 
 

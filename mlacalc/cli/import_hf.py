@@ -30,6 +30,8 @@ def command(config, output, force):
 
     m = load_model(config)
     text = model_yaml(m, config)
+    if output == "-":
+        output = None  # standard output, as the help says of no -o
     if output:
         import os
 

@@ -134,6 +134,11 @@ def command(
     check_q_len(wanted, q_len)
     if causal and wanted == ["decode"]:
         warn("--causal changes nothing in decode (the one new token attends every key); ignored")
+    elif causal and mode == "unfused":
+        warn(
+            "--causal changes nothing in --mode unfused (the eager op sequence computes every "
+            "score and masks the upper triangle); ignored"
+        )
     if profile is not None and calibrate is not None:
         raise click.UsageError(
             "--profile and --calibrate exclude each other: --calibrate predicts with the roofline "
@@ -144,6 +149,12 @@ def command(
     device = load_hardware(hardware)
     if getattr(device, "alias_note", ""):
         note(device.alias_note)
+    if profile is not None and (device.measured or device.kind != "gpu"):
+        warn(
+            f"--profile: {device.name} is timed by the roofline on its "
+            + ("measured ceilings" if device.measured else "datasheet figures")
+            + " (a profile calibrates GPU kernels); ignored"
+        )
     predictions = [
         predict_time(
             m,
@@ -278,10 +289,17 @@ def _times_note(p) -> str:
             f"Times: kernel time model, profile {p.profile!r}: {p.calibration}. The plain roofline "
             f"bound of the same kernels is {p.roofline_s * 1e6:,.1f} us (--profile roofline)."
         )
-    return (
-        how + " bound: what limits each kernel (latency: its fixed cost per call outweighs "
-        "its compute time, its memory time and its other work; link: a collective's transfer)."
-    )
+    bounds = {o.bound for o in p.ops}
+    words = []
+    if "latency" in bounds:
+        waits = "its fixed cost per call" + (
+            " or the CPU's dispatch of its ops" if p.mode == "unfused" else ""
+        )
+        words.append(f"latency: {waits} outweighs its compute and memory time")
+    if "link" in bounds:
+        words.append("link: a collective's transfer")
+    words.append("the total: the larger term of each kernel, summed")
+    return how + " bound (" + "; ".join(words) + ")."
 
 
 def _weights(p) -> str:
