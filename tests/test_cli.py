@@ -23,17 +23,6 @@ def run_plain(*args):
     return done.stdout, done.stderr
 
 
-@pytest.fixture
-def run(capsys):
-    def _run(*args, code=0):
-        rc = main(list(args))
-        out, err = capsys.readouterr()
-        assert rc == code, (out, err)
-        return out, err
-
-    return _run
-
-
 def test_console_script_and_module():
     for cmd in (["mlacalc"], [sys.executable, "-m", "mlacalc"]):
         done = subprocess.run(

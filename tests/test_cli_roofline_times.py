@@ -5,19 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mlacalc.cli import main
 from mlacalc.roofline import predict_time
-
-
-@pytest.fixture
-def run(capsys):
-    def _run(*args, code=0):
-        rc = main(list(args))
-        out, err = capsys.readouterr()
-        assert rc == code, (out, err)
-        return out, err
-
-    return _run
 
 
 def _json(run, *args):
