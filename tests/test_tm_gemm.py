@@ -225,3 +225,25 @@ def test_split_k_pays_its_reduction(monkeypatch):
     assert with_red[1] > without[1] * 1.05
     # 4096 x 4096: a thousand tiles, no split, no reduction
     assert with_red[2] == pytest.approx(without[2])
+
+
+def test_one_row_bf16_gemm_on_a_low_tensor_rate_device_is_a_memory_bound_gemv(monkeypatch):
+    """At m = 1 a bf16 GEMM whose 64-row tile would be bound by its padded tensor-core work
+    (Ada GeForce: a quarter of the A100's tensor rate per SM) runs as a CUDA-core GEMV: no
+    padded rows, memory-bound. At m = 2, or where the tile is memory-bound anyway, and for fp8,
+    the tiled kernel stays."""
+    shape = ("bf16", [1, 2], 768, 768)
+    rtx = _terms(_gemm(*shape), "RTX-4080")
+    assert rtx["compute_s"][0] < 0.2 * rtx["memory_s"][0]
+    assert rtx["compute_s"][1] > rtx["memory_s"][1]
+    assert rtx["seconds"][0] < 0.5 * rtx["seconds"][1]
+    # without the GEMV the one-row call pays the padded tile: as slow as m = 2
+    monkeypatch.setattr(model, "CUDA_CORE_GEMV_MAX_M", {})
+    padded = _terms(_gemm(*shape), "RTX-4080")
+    assert padded["compute_s"][0] == pytest.approx(padded["compute_s"][1])
+    monkeypatch.undo()
+    # a weight-streaming shape whose tiles are memory-bound keeps its tiled time
+    big = _terms(_gemm("bf16", [1, 2], 16384, 16384), "A100-SXM-80GB")
+    assert big["compute_s"][0] == pytest.approx(big["compute_s"][1])
+    fp8 = _terms(_gemm("fp8", [1, 2], 768, 768), "RTX-4080")
+    assert fp8["compute_s"][0] == pytest.approx(fp8["compute_s"][1])

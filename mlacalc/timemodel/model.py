@@ -475,6 +475,29 @@ SPLIT_K_BY_DTYPE = {"w4a16": (4096.0, 2.0), "w8a16": (4096.0, 2.0)}
 GEMV_MAX_M = {"int8": 4, "w4a16": 4, "w8a16": 4}
 GEMV_SPLITS_K = {"int8": True, "w4a16": False, "w8a16": False}
 
+#: Calls of at most this many rows that a dtype's library runs as a CUDA-core GEMV (cuBLAS
+#: dispatches a GEMM with a vector operand to its gemv kernels) where its tiled kernel would be
+#: bound by its padded tensor-core work rather than its operand reads. The GEMV pads no rows to
+#: a tensor-core tile and its blocks (a warp per output column) cover every SM, so it is
+#: memory-bound; a 64-row tile walking K on a few SMs is not where the tensor rate per SM is low
+#: (Ada GeForce: 512 dense bf16 FLOP a clock an SM, A100 2048, H100 about 4096). The measured
+#: A100 bf16 rows show it at m = 1 only: 3.1-5.2 us at k = 1024, n = 128 to 1024 against 7.5 us
+#: at m = 2 (the median m = 1 / m = 2 time 0.84 under 2 MB of weights, 0.90 at 2-8 MB, 1.00
+#: beyond, where both are memory-bound); the H100 rows take the same time at m = 1 and 2 in
+#: every size (their tiles, at 4x the A100's rate per SM, are mostly memory-bound: the fitted
+#: H100 m = 1 median error stays 5.3%, the signed +3.3% -> +2.2% at n, k <= 1024). With it the A100
+#: m = 1 rows with n, k <= 1024: signed median +36% -> +0% (fitted), +39% -> +9% (H100 fit);
+#: a GEMV at every m = 1 call instead (also where the tile is memory-bound) left the A100 m = 1
+#: rows of 2-32 MB 18-21% too fast and the A100 fit's H100 bf16 error at 9.6% (8.9% without).
+#: Not at m >= 2 (the A100 m = 2 rows are the tiled kernel's) and not for fp8 (cuBLASLt's fp8
+#: matmuls are tensor-core kernels; the H100 fp8 rows: the same time at m = 1 and 2).
+CUDA_CORE_GEMV_MAX_M = {"bf16": 1, "fp16": 1}
+
+#: CUDA-core instructions a GEMV issues per SM and clock: the 64 FP32 lanes of an A100 SM (H100
+#: and Ada have 128; the smaller figure, so the GEMV never looks faster than the hardware). It
+#: spends ``m`` fused multiply-adds and one bf16 -> fp32 conversion (a shift) on each weight.
+GEMV_LANES_PER_CLOCK = 64.0
+
 #: The least K a split of a split-K GEMM walks: a library splits K only while each split's
 #: partial product outweighs the reduction of the partial sums (the measured H100 rows at m = 8,
 #: n = 32, a single output tile: the time grows with k up to about 2,500 and stays flat beyond
@@ -579,6 +602,17 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
     cols = np.arange(len(batch))
     compute = candidates[best, cols]
     units = (tiles * splits)[best, cols]
+    cuda_gemv_rows = CUDA_CORE_GEMV_MAX_M.get(batch.dtype, 0)
+    if cuda_gemv_rows:
+        # the CUDA-core GEMV (CUDA_CORE_GEMV_MAX_M) where the tiled kernel's padded tensor-core
+        # work outlasts its reads of the operands: (m + 1) instructions per weight element on
+        # GEMV_LANES_PER_CLOCK lanes of every SM, its blocks on all SMs
+        share = _memory_share(units, fig, prm)
+        stream = batch.bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * share)
+        gemv = (m <= cuda_gemv_rows) & (groups <= 1) & (compute > stream)
+        lanes = GEMV_LANES_PER_CLOCK * fig.clock_hz * sms
+        compute = np.where(gemv, (m + 1.0) * n * k / lanes, compute)
+        units = np.where(gemv, float(sms), units)
     if fig.kind == "cpu":
         # a CPU has no output tiles to quantize: its cores share the whole product
         compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype))
