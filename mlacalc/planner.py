@@ -33,9 +33,17 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     the first token leaves with the step; ``"fused"`` (default) runs them in one pass.
     ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
     the prompt then takes ``ceil(isl / N)`` steps. Disaggregated serving runs the prompt on a
-    separate prefill pool (an M/D/1 wait for it under an arrival rate) and adds the KV
-    transfer over the network, and its decode step has no prefill in it;
-  - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user.
+    separate prefill pool, whose every GPU holds its weights and the cache of one pass
+    (``k_max = 16384 // isl`` prompts; a pool that does not is ``fits=False``): with ``d``
+    prompts/s on a prefill group and ``t_pf[k]`` a pass of ``k`` prompts, the group runs
+    passes of the smallest ``k`` with ``k / t_pf[k] >= d`` (``k_max`` when none keeps up:
+    throughput is then prefill-bound), and a prompt waits for the pass in progress,
+    ``rho t_pf[k] / 2`` with ``rho = d t_pf[k] / k`` the share of the time a pass runs (an
+    M/D/1 wait under an arrival rate instead), then its own pass ``t_pf[k]``, then the KV
+    transfer over the network; its decode step has no prefill in it;
+  - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user:
+    the running requests over the TPOT (with fewer requests than attention groups, only the
+    groups holding one make tokens).
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
@@ -453,6 +461,17 @@ def plan(
     imbalance = _check_number("routing_imbalance", routing_imbalance, 1.0, allow_none=False)
     profile = _load_profile(profile)  # a bad name or file is refused before any work
     lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
+    if mode == "disaggregated":  # the prefill pool's layout, checked before anything is sized
+        p_gpus = _check_int("prefill_gpus", prefill_gpus) or gpus
+        p_lay = _prefill_layout(
+            m,
+            lay,
+            p_gpus,
+            _check_int("prefill_tp", prefill_tp),
+            _check_int("prefill_ep", prefill_ep),
+            prefill_dp_attention,
+            _check_int("prefill_redundant_experts", prefill_redundant_experts, minimum=0),
+        )
     include_mtp = include_mtp or bool(mtp_tokens)  # drafting needs the MTP modules' weights
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
@@ -597,19 +616,37 @@ def plan(
     if request_rate is None and concurrency is None:
         concurrency = float(max_batch)
     if mode == "disaggregated":
-        p_gpus = _check_int("prefill_gpus", prefill_gpus) or gpus
-        p_red = _check_int("prefill_redundant_experts", prefill_redundant_experts, minimum=0)
-        p_red = redundant_experts if p_red is None else p_red
-        p_lay = make_layout(
-            m,
-            p_gpus,
-            prefill_tp if prefill_tp is not None else (lay.tp if p_gpus % lay.tp == 0 else None),
-            None,
-            1,
-            prefill_ep if prefill_ep is not None else _largest_ep(m, p_gpus, lay, p_red),
-            lay.dp_attention if prefill_dp_attention is None else prefill_dp_attention,
-            p_red,
-        )
+        # the prefill pool holds the weights and the cache of one pass (k_max prompts) per GPU
+        k_pass = max(1, PREFILL_TOKENS // isl)
+        p_weights = weights_per_gpu(m, p_lay, sized, include_mtp)
+        p_kv = k_pass * kv_bytes_per_sequence_per_gpu(m, layout, p_lay, isl, page_size, include_mtp)
+        if p_weights + p_kv > usable:
+            return Plan(
+                **common,
+                decode_batch=None,
+                decode_step_s=None,
+                decode_tokens_per_s=None,
+                decode_bound=None,
+                prefill_s=None,
+                binding="weights" if p_weights > usable else "kv capacity",
+                fits=False,
+                overflow=(
+                    f"prefill pool: {human_bytes(p_weights)} of weights per GPU in {w_format} "
+                    f"({p_lay.describe()} on {p_gpus} GPU{'s' if p_gpus > 1 else ''}) and the "
+                    f"KV cache of one pass ({k_pass} prompt{'s' if k_pass > 1 else ''} of "
+                    f"{isl:,} tokens: {human_bytes(p_kv)} per GPU) exceed the "
+                    f"{human_bytes(usable)} usable on {hw.name}; add prefill GPUs or raise "
+                    "the prefill pool's tp/ep"
+                ),
+                memory=mem,
+                sustainable=False,
+                prefill_gpus=p_gpus,
+                prefill_layout=p_lay.describe(),
+                prefill_tp=p_lay.tp,
+                prefill_ep=p_lay.ep,
+                prefill_dp_attention=p_lay.dp_attention,
+                prefill_redundant_experts=p_lay.redundant_experts,
+            )
         p_sm = StepModel(m, p_lay, sized, layout, hw, profile, imbalance)
     else:
         p_gpus, p_lay, p_sm = 0, lay, sm
@@ -623,6 +660,17 @@ def plan(
     def prompts(n: float) -> int:
         """Prompts one prefill pass batches when ``n`` arrive together."""
         return int(min(max(math.ceil(n - 1e-9), 1), k_max))
+
+    def pool_pass(demand: float) -> tuple[int, float]:
+        """A prefill group's pass size at ``demand`` prompts/s on it: the smallest ``k`` whose
+        pass keeps up (``k / t_pf[k] >= demand``; ``k_max`` when none does: the pool is
+        prefill-bound), and the mean wait for the pass in progress when a prompt arrives,
+        ``rho t_pf[k] / 2`` with ``rho = demand t_pf[k] / k`` (at most 1) the share of the
+        time a pass runs."""
+        keeps_up = np.nonzero(ks / t_pf[1:] >= demand)[0]
+        k = int(keeps_up[0]) + 1 if len(keeps_up) else k_max
+        rho = min(demand * float(t_pf[k]) / k, 1.0)
+        return k, rho * float(t_pf[k]) / 2
 
     def figures(B: float, rate: float | None = None) -> dict[str, float]:
         """The step, TTFT and cycle at a running batch of ``B`` per group; ``rate``: the
@@ -648,8 +696,12 @@ def plan(
         }
         if mode == "disaggregated":
             cycle = t_step
-            arriving = lay.dp * B * tau / cycle / osl / p_lay.dp * t_pf[1]  # prompts per pass
-            ttft = t_pf[prompts(arriving)]
+            # prompts/s on a prefill group: only the requests running make tokens (below one
+            # per group, only the groups holding one)
+            k, wait = pool_pass(lay.dp * in_system * tau / cycle / osl / p_lay.dp)
+            # closed loop: the wait for the pass in progress, then the prompt's own pass (an
+            # arrival rate's M/D/1 wait replaces the first, below)
+            ttft = float(t_pf[k]) + (wait if request_rate is None else 0.0)
         elif chunked_prefill:
             P = B * tau * isl / osl  # prompt tokens each step must carry
             mix = sm.step(
@@ -702,7 +754,11 @@ def plan(
         if mode == "aggregated":
             ttft += output_lag_steps * cycle  # the token is read back steps later
         out["t_pf"] = t_pf[prompts(B * tau / osl)]
-        out.update(cycle=cycle, ttft=ttft, tpot=cycle / tau, rate=lay.dp * B * tau / cycle)
+        # only the requests running make tokens: below one per group, the groups holding one
+        running = lay.dp * in_system
+        out.update(
+            cycle=cycle, ttft=ttft, tpot=cycle / tau, rate=running * tau / cycle, running=running
+        )
         return out
 
     kv_transfer = None
@@ -748,7 +804,10 @@ def plan(
         elif group_rate is None:
             # M/D/1 wait for the prefill server of each attention group (prefill pool or
             # chunks); in-flight batching's waits are in its step chain
-            k = prompts(request_rate / p_lay.dp * t_pf[1])
+            if mode == "disaggregated":
+                k = pool_pass(request_rate / p_lay.dp)[0]
+            else:
+                k = prompts(request_rate / p_lay.dp * t_pf[1])
             service = t_pf[k] / k  # per prompt, batched as they arrive
             rho = min(request_rate * service / p_lay.dp, 0.999)
             queue = rho / (2 * (1 - rho)) * t_pf[k]
@@ -772,13 +831,13 @@ def plan(
     total_gpus = gpus + p_gpus
     B_run = max(running / lay.dp, 1.0)
     dec = sm.step(overlap=overlap, dec_B=B_run / min(lay.pp, B_run), dec_q=q, dec_S=S_avg)
-    name, how = calibration_of(
-        profile, hw, [*dec.kernels, *(p_sm.step(pf_N=1, pf_q=isl).kernels if p_gpus else ())]
-    )
+    # the decode step's kernels and the prompt's prefill (TTFT depends on both), on the GPUs
+    # that run each (the prefill pool's, disaggregated; the same GPUs, aggregated)
+    name, how = calibration_of(profile, hw, [*dec.kernels, *p_sm.step(pf_N=1, pf_q=isl).kernels])
     return Plan(
         **{**common, "warnings": tuple(warnings), "concurrency": concurrency},
         decode_batch=round(running),
-        decode_running=f["B"] * lay.dp,
+        decode_running=f["running"],
         profile=name,
         calibration=how,
         prefill_layout=p_lay.describe() if p_gpus else "",
@@ -787,7 +846,7 @@ def plan(
         prefill_dp_attention=p_lay.dp_attention if p_gpus else None,
         prefill_redundant_experts=p_lay.redundant_experts if p_gpus else None,
         decode_step_s=f["t_dec"],
-        decode_tokens_per_s=lay.dp * f["B"] * tau / f["t_dec"],
+        decode_tokens_per_s=f["running"] * tau / f["t_dec"],
         decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap),
         prefill_s=float(t_pf[1]),
         binding="kv capacity"
@@ -797,7 +856,7 @@ def plan(
         ),
         fits=True,
         memory=mem,
-        running_batch_per_group=f["B"],
+        running_batch_per_group=f["running"] / lay.dp,
         queued=queued,
         ttft_s=ttft,
         tpot_s=f["tpot"],
@@ -822,6 +881,78 @@ def _largest_ep(m: ModelConfig, gpus: int, lay: Layout, redundant: int | None = 
     return max(
         e for e in range(1, min(lay.ep, gpus) + 1) if gpus % e == 0 and (slots % e == 0 or e == 1)
     )
+
+
+def _prefill_layout(
+    m: ModelConfig,
+    lay: Layout,
+    gpus: int,
+    tp: int | None,
+    ep: int | None,
+    dp_attention: bool | None,
+    redundant: int | None,
+) -> Layout:
+    """The prefill pool's layout on ``gpus`` GPUs: each degree as given, else derived from the
+    decode pool's (``lay``). An error names the ``prefill_*`` argument it comes from, or, for
+    a derived degree, says where it came from and which argument sets it."""
+    dp_att = lay.dp_attention if dp_attention is None else dp_attention
+    red = lay.redundant_experts if redundant is None else redundant
+    if tp is not None:
+        p_tp, tp_from = tp, ""
+    elif dp_att and not lay.dp_attention:
+        # DP-attention asked of the pool alone: one GPU per attention group
+        p_tp, tp_from = 1, "1 (DP-attention was asked of the pool)"
+    elif gpus % lay.tp == 0:
+        p_tp, tp_from = lay.tp, f"{lay.tp}, the decode pool's (tp)"
+    else:
+        p_tp = 1 if dp_att else gpus
+        tp_from = (
+            f"{p_tp}, from the pool's {gpus} GPUs since the decode pool's tp {lay.tp} does "
+            "not divide them"
+        )
+    if ep is not None:
+        p_ep, ep_from = ep, ""
+    else:
+        p_ep = _largest_ep(m, gpus, lay, red)
+        ep_from = f"{p_ep}, from the decode pool's ep {lay.ep}"
+        if redundant is not None and redundant and lay.ep > 1 and p_ep == 1:
+            raise InvalidArgumentError(
+                "prefill_redundant_experts",
+                f"{redundant}: the {m.n_routed_experts + redundant} expert slots divide no "
+                f"expert-parallel degree above 1 of the {gpus}-GPU prefill pool up to the "
+                f"decode pool's ep {lay.ep}, so the pool would fall back to ep 1; give "
+                "prefill_ep (--prefill-ep), or redundant experts that round the slots up to "
+                "a multiple of it",
+            )
+    if dp_attention and tp is None and p_tp == gpus and gpus > 1:
+        raise InvalidArgumentError(
+            "prefill_dp_attention",
+            f"needs more than one attention group, but the prefill pool's tp is {p_tp}"
+            + (f" ({tp_from})" if tp_from else "")
+            + f" on its {gpus} GPUs; give a smaller prefill_tp (--prefill-tp)",
+        )
+    try:
+        return make_layout(m, gpus, p_tp, None, 1, p_ep, dp_att, red)
+    except InvalidArgumentError as exc:
+        derived = {"tp": (tp_from, "prefill_tp"), "ep": (ep_from, "prefill_ep")}
+        if exc.argument in derived and derived[exc.argument][0]:
+            src, arg = derived[exc.argument]
+            raise InvalidArgumentError(
+                arg,
+                f"the prefill pool's default {exc.argument} is {src}: {exc.message}; give "
+                f"{arg} (--{arg.replace('_', '-')}) to set it",
+            ) from None
+        renamed = {
+            "tp": "prefill_tp",
+            "ep": "prefill_ep",
+            "dp": "prefill_tp",
+            "gpus": "prefill_gpus",
+            "dp_attention": "prefill_dp_attention",
+            "redundant_experts": "prefill_redundant_experts"
+            if redundant is not None
+            else "redundant_experts",
+        }.get(exc.argument, exc.argument)
+        raise InvalidArgumentError(renamed, f"{gpus}-GPU prefill pool: {exc.message}") from None
 
 
 def _capacity_plan(
@@ -888,11 +1019,12 @@ def calibration_of(
     profile: Any, hw: HardwareSpec, kernels: Iterable[dict[str, Any] | tuple[str, str]]
 ) -> tuple[str, str]:
     """The profile's name (its file beside it when it is not a shipped one) and, in words, how
-    the kernels on ``hw`` were predicted with it: each kernel class (``kind``, ``dtype``) of
-    the step as :meth:`~mlacalc.timemodel.profile.Profile.params` obtains its parameters (the
-    ``calibration`` a roofline prediction's kernels carry: "calibrated on H100-SXM", "H200 by
-    datasheet ratios from H100-SXM (same tensor-core generation)"), the most frequent first,
-    then the classes predicted otherwise."""
+    the kernels on ``hw`` were predicted with it: the device as ``roofline`` says it
+    (:meth:`~mlacalc.timemodel.profile.Profile.describe`: "calibrated on A100-SXM-80GB,
+    H100-SXM; H200 by datasheet ratios from H100-SXM (same tensor-core generation)", the
+    pooled fit's "unvalidated"), then only the kernel classes (``kind``, ``dtype``) whose
+    parameters :meth:`~mlacalc.timemodel.profile.Profile.params` obtains otherwise. A measured
+    device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures."""
     from collections import Counter
     from pathlib import Path
 
@@ -915,23 +1047,35 @@ def calibration_of(
         for k in kernels
         if not isinstance(k, dict) or "seconds" not in k or _takes_time(k["seconds"])
     }
+    lead = prof.describe(hw.name, hw)
+    # what params says of a class predicted as the lead says the device is
+    on = ", ".join(prof.fitted_devices) or prof.name
+    near = prof.nearest_fitted(hw) if prof.devices else None
+    if hw.name in prof.devices:
+        expected = f"calibrated on {hw.name}"
+    elif near is not None:
+        expected = f"{hw.name} by datasheet ratios from {near} (same tensor-core generation)"
+    else:
+        expected = f"{hw.name} by datasheet ratios (profile fitted on {on})"
     hows: Counter[str] = Counter()
     for kind, dtype in sorted(classes):
         # the class the device runs (fp8 weights without fp8 tensor cores: weight-only)
         one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
         run = device_batch(one, hw)
         hows[prof.params(hw.name, run.kind, run.dtype, hw, run.variant)[1]] += 1
-    if not hows:
-        return name, prof.describe(hw.name)
-    main = hows.most_common(1)[0][0]
-    rest = sorted(h for h in hows if h != main)
-    text = main
+    rest = sorted(h for h in hows if h != expected)
+    text = lead
     if rest:
         others = sum(hows[h] for h in rest)
         text += (
             f"; {others} of {sum(hows.values())} kernel classes otherwise: "
             + "; ".join(rest[:3])
             + (f"; and {len(rest) - 3} more" if len(rest) > 3 else "")
+        )
+    if getattr(hw, "measured", False):
+        # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
+        text = text.replace(
+            "by datasheet ratios", "by the ratios of its measured ceilings (mlacalc bench)"
         )
     return name, text
 

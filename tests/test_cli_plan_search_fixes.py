@@ -172,7 +172,8 @@ def test_plan_and_search_take_profile_and_say_how_the_device_was_predicted(run):
     assert own.profile == "fit-a100-sxm-80gb"
     assert "H100-SXM by datasheet ratios" in own.calibration
     base = plan("llama-3-8b", "H100-SXM", 1, seq_len=4096, batch=8)
-    assert base.calibration.startswith("calibrated on H100-SXM")
+    # the device as roofline says it (Profile.describe), then the classes predicted otherwise
+    assert base.calibration.startswith("calibrated on A100-SXM-80GB, H100-SXM; H100-SXM by its")
     assert own.decode_step_s != base.decode_step_s  # the profile reached the predictions
     out, _ = run("plan", "llama-3-8b", "-H", "H100", "--gpus", 1, "--seq-len", "4k",
                  "--batch", 8, "--profile", "fit-a100-sxm-80gb", "--format", "json")  # fmt: skip
@@ -180,9 +181,15 @@ def test_plan_and_search_take_profile_and_say_how_the_device_was_predicted(run):
     assert doc["profile"] == "fit-a100-sxm-80gb"
     assert doc["decode_step_s"] == pytest.approx(own.decode_step_s, rel=1e-12)
     text = " ".join(run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8)[0].split())
-    assert "profile default: H200 by datasheet ratios from H100-SXM" in text
+    assert (
+        "profile default: calibrated on A100-SXM-80GB, H100-SXM; H200 by datasheet ratios from "
+        "H100-SXM" in text
+    )
     csv = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--format", "csv")[0]
-    assert "calibration,H200 by datasheet ratios from H100-SXM" in csv
+    assert (
+        "calibration,calibrated on A100-SXM-80GB, H100-SXM; H200 by datasheet ratios from "
+        "H100-SXM" in csv.replace('"', "")
+    )
     r = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, profile="fit-a100-sxm-80gb")
     assert r.profile == "fit-a100-sxm-80gb" and "H100-SXM by datasheet ratios" in r.calibration
     plain = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200)
@@ -235,3 +242,273 @@ def test_plan_labels_the_mean_running_batch_it_timed(run):
     text = " ".join(out.split())
     assert f"decode step at batch {p.decode_running:,.2f} (the mean running sequences)" in text
     assert f"decode step at batch {p.decode_batch} " not in text
+
+
+# ================================================================ review of 2026-11-27 (second)
+def _plan_of(model, hw, b, isl, osl, **kw):
+    """plan of a search point's deployment at its concurrency."""
+    extra = {}
+    if b["mode"] == "disaggregated":
+        extra = dict(
+            mode="disaggregated",
+            prefill_gpus=b["prefill_gpus"],
+            prefill_tp=b["prefill_tp"],
+            prefill_ep=b["prefill_ep"],
+            prefill_dp_attention=b["prefill_dp_attention"],
+            prefill_redundant_experts=b["prefill_redundant_experts"],
+        )
+    return plan(
+        model,
+        hw,
+        b["decode_gpus"],
+        tp=b["tp"],
+        ep=b["ep"],
+        pp=b["pp"],
+        dp_attention=b["dp_attention"],
+        redundant_experts=b["redundant_experts"],
+        overlap=b["overlap"],
+        kv_dtype=b["kv_dtype"],
+        isl=isl,
+        osl=osl,
+        concurrency=b["concurrency"],
+        **extra,
+        **kw,
+    )
+
+
+# ---------------------------------------------------------------- R1: fewer requests than groups
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(model="llama-3-8b", hardware="H100", gpus=8, tp=1),
+        dict(model="deepseek-v3", hardware="H200", gpus=8, tp=1, dp_attention=True, ep=8),
+    ],
+)
+def test_throughput_counts_only_the_groups_holding_a_request(kw):
+    """2 requests on 8 attention groups: 2 users' tokens, not 8 groups' (was 1164 / 424)."""
+    p = plan(isl=2000, osl=500, concurrency=2, **kw)
+    assert p.output_tokens_per_s <= 2 / p.tpot_s * (1 + 1e-9)
+    assert p.decode_running == 2.0 and p.decode_batch == 2
+    assert p.running_batch_per_group == pytest.approx(0.25)
+    assert p.decode_tokens_per_s == pytest.approx(2 * p.tokens_per_step / p.decode_step_s)
+
+
+def test_open_loop_running_count_is_the_mean_in_flight(run):
+    p = plan("llama-3-8b", "H100", 8, tp=1, isl=2000, osl=500, request_rate=0.1)
+    assert p.decode_running < 1  # was 8.0: a batch of one on every group
+    assert p.decode_running == pytest.approx(p.running_batch_per_group * p.dp)
+    # Little's law: the running requests are the rate times the time one stays
+    assert p.decode_running == pytest.approx(0.1 * (p.ttft_s + 500 * p.tpot_s), rel=1e-2)
+    doc = json.loads(run("plan", "llama-3-8b", "-H", "H100", "--gpus", 8, "--tp", 1,
+                         "--isl", 2000, "--osl", 500, "--concurrency", 2,
+                         "--format", "json")[0])  # fmt: skip
+    assert doc["decode_running"] == 2.0
+    assert doc["output_tokens_per_s"] <= 2 / doc["tpot_s"] * (1 + 1e-9)
+
+
+# ---------------------------------------------------------------- R2: near prefill saturation
+def test_disaggregated_pass_keeps_up_and_ttft_waits_for_the_pass_in_progress():
+    """The pass is the smallest that keeps up with the prompts (not those arriving during a
+    one-prompt pass), and TTFT = rho t_pf[k] / 2 + t_pf[k] + KV transfer; search == plan
+    at the point nearest prefill saturation."""
+    import numpy as np
+
+    from mlacalc.dtypes import resolve_kv_layout
+    from mlacalc.engine import as_model
+    from mlacalc.hardware import load_hardware
+    from mlacalc.planner import PREFILL_TOKENS
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.serving.step import StepModel
+    from mlacalc.timemodel import load_profile
+
+    isl, osl = 2000, 500
+    r = search("deepseek-v3", "H200", [8, 16], isl=isl, osl=osl)
+    dis = [p for p in r.points if p["mode"] == "disaggregated"]
+    m, hw = as_model("deepseek-v3"), load_hardware("H200")
+    k_max = PREFILL_TOKENS // isl
+    ks = np.arange(1.0, k_max + 1)
+
+    cache = {}
+
+    def t_pf(b):
+        key = tuple(b[k] for k in ("prefill_gpus", "prefill_tp", "prefill_ep", "kv_dtype",
+                                   "prefill_dp_attention", "prefill_redundant_experts",
+                                   "overlap"))  # fmt: skip
+        if key not in cache:
+            cache[key] = _t_pf(b)
+        return cache[key]
+
+    def _t_pf(b):
+        lay = make_layout(
+            m, b["prefill_gpus"], b["prefill_tp"], None, 1, b["prefill_ep"],
+            b["prefill_dp_attention"], b["prefill_redundant_experts"],
+        )  # fmt: skip
+        sm = StepModel(m, lay, None, resolve_kv_layout(b["kv_dtype"]), hw, load_profile(None))
+        return lay, np.concatenate(
+            [[0.0], sm.step(overlap=b["overlap"], pf_N=ks, pf_q=isl).seconds]
+        )
+
+    def load(b):  # prompts/s over what the pool's largest pass finishes
+        lay, t = t_pf(b)
+        return b["output_tokens_per_s"] / osl / (lay.dp * k_max / t[k_max])
+
+    near = max(dis, key=load)
+    lay, t = t_pf(near)
+    demand = near["output_tokens_per_s"] / osl / lay.dp  # prompts/s on a prefill group
+    k = int(np.nonzero(ks / t[1:] >= demand)[0][0]) + 1
+    rho = demand * t[k] / k
+    p = _plan_of("deepseek-v3", "H200", near, isl, osl)
+    assert p.ttft_s == pytest.approx(t[k] + rho * t[k] / 2 + p.kv_transfer_s, rel=1e-9)
+    assert p.ttft_s == pytest.approx(near["ttft_s"], rel=1e-6)
+    assert p.output_tokens_per_s == pytest.approx(near["output_tokens_per_s"], rel=1e-6)
+    assert p.tpot_s == pytest.approx(near["tpot_s"], rel=1e-6)
+    # a pass of k keeps up; near saturation the smaller one does not
+    assert k / t[k] >= demand and (k == 1 or (k - 1) / t[k - 1] < demand)
+    assert load(near) > 0.9 and k > 1  # the point is near saturation
+
+
+# ---------------------------------------------------------------- R3: search -> plan command
+def test_plan_command_carries_every_search_option_and_quotes(run):
+    from mlacalc.cli.search import plan_command
+
+    r = search("deepseek-v3", "H200", [8], isl=6000, osl=2000, memory_reserve=0.0)
+    cmd = plan_command("deepseek-v3", "H200", r, r.best)
+    assert "--memory-reserve 0.0" in cmd  # was missing: TTFT 79.6 s against the point's 0.93
+    again = json.loads(run(*cmd.split()[1:], "--format", "json")[0])
+    assert again["ttft_s"] == pytest.approx(r.best["ttft_s"], rel=1e-6)
+    assert again["tpot_s"] == pytest.approx(r.best["tpot_s"], rel=1e-6)
+    r16 = search("llama-3-8b", "H100", [1], isl=1000, osl=200, page_size=64,
+                 prefill_pass="separate", output_lag_steps=1)  # fmt: skip
+    cmd = plan_command("my model.yaml", "H100", r16, r16.best, "/tmp/a b/prof.json")
+    import shlex
+
+    words = shlex.split(cmd)
+    assert words[2] == "my model.yaml" and words[words.index("--profile") + 1] == (
+        "/tmp/a b/prof.json"
+    )
+    assert "--page-size 64" in cmd and "--memory-reserve" not in cmd
+    assert "--prefill-pass separate" in cmd and "--output-lag-steps 1" in cmd
+
+
+# ---------------------------------------------------------------- R4: provenance wording
+def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
+    from mlacalc.hardware import load_hardware
+    from mlacalc.timemodel import load_profile
+
+    prof = load_profile(None)
+    for name in ("MI300X", "B200"):
+        hw = load_hardware(name)
+        p = plan("llama-3-8b", name, 1, isl=1000, osl=200, concurrency=8)
+        assert p.calibration.startswith(prof.describe(hw.name, hw))
+        assert "unvalidated" in p.calibration
+    cpu = plan("gpt2", "measured:cpu-2core-epyc-fp32", 1, profile="fit-h100-sxm")
+    assert "measured ceilings" in cpu.calibration and "datasheet ratios" not in cpu.calibration
+
+
+def test_aggregated_plan_describes_its_prefill_kernels_too():
+    from mlacalc.dtypes import resolve_kv_layout
+    from mlacalc.engine import as_model
+    from mlacalc.hardware import load_hardware
+    from mlacalc.planner import calibration_of
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.serving.step import StepModel
+    from mlacalc.timemodel import load_profile
+
+    p = plan("llama-3-8b", "H100-SXM", 1, isl=1000, osl=200, concurrency=8)
+    m, hw, prof = as_model("llama-3-8b"), load_hardware("H100-SXM"), load_profile(None)
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout("bf16"), hw, prof)
+    dec = sm.step(dec_B=8.0, dec_q=1, dec_S=1100).kernels
+    pf = sm.step(pf_N=1, pf_q=1000).kernels
+    assert p.calibration == calibration_of(prof, hw, [*dec, *pf])[1]
+    # prefill runs kernel classes decode does not (its attention): they are now described
+    assert p.calibration != calibration_of(prof, hw, dec)[1]
+
+
+def test_search_best_note_describes_the_best_points_own_classes(run):
+    r = search("deepseek-v3", "H200", [8], isl=2000, osl=500)
+    p = _plan_of("deepseek-v3", "H200", r.best, 2000, 500)
+    assert r.best_calibration == p.calibration
+    text = " ".join(run("search", "deepseek-v3", "-H", "H200", "--gpus", 8, "--isl", 2000,
+                        "--osl", 500)[0].split())  # fmt: skip
+    assert " ".join(p.calibration.split()) in text
+
+
+# ---------------------------------------------------------------- R5: the prefill pool's memory
+def test_plan_checks_the_prefill_pool_fits(run):
+    p = plan("deepseek-v3", "H200", 8, tp=8, isl=2000, osl=500, concurrency=64,
+             mode="disaggregated", prefill_gpus=1)  # fmt: skip
+    assert not p.fits and p.overflow.startswith("prefill pool: ")
+    assert "on 1 GPU)" in p.overflow and p.ttft_s is None
+    out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 8, "--isl", 2000,
+                 "--osl", 500, "--concurrency", 64, "--mode", "disaggregated",
+                 "--prefill-gpus", 1)  # fmt: skip
+    assert "fits │ no: prefill pool:" in " ".join(out.split())
+
+
+def test_search_offers_no_prefill_pool_that_does_not_fit():
+    from mlacalc.engine import as_model
+    from mlacalc.serving.layout import make_layout, weights_per_gpu
+
+    m = as_model("llama-3-70b")
+    w = weights_per_gpu(m, make_layout(m, 1), "fp8")
+    # one GPU holds the fp8 weights and a few 2,100-token sequences, not a pass of 8 prompts
+    reserve = 1 - (w + 4 * 655_360_000) / 80e9
+    kw = dict(isl=2000, osl=100, weight_dtypes=("fp8",), kv_dtypes=("bf16",),
+              memory_reserve=reserve, overlaps=("none",))  # fmt: skip
+    r = search("llama-3-70b", "H100-SXM", [1, 2], **kw)
+    assert any(p["mode"] == "aggregated" and p["gpus"] == 1 for p in r.points)
+    assert not [p for p in r.points if p["mode"] == "disaggregated"]
+    p = plan("llama-3-70b", "H100-SXM", 1, weight_dtype="fp8", isl=2000, osl=100,
+             concurrency=1, memory_reserve=reserve, mode="disaggregated")  # fmt: skip
+    assert not p.fits and p.overflow.startswith("prefill pool: ")
+
+
+# ---------------------------------------------------------------- R6: prefill-pool errors
+@pytest.mark.parametrize(
+    ("model", "extra", "flag", "words"),
+    [
+        ("deepseek-v3", ["--prefill-tp", 3], "--prefill-tp", "tp=3"),
+        ("deepseek-v3", ["--prefill-ep", 3], "--prefill-ep", "expert parallel degree 3"),
+        ("llama-3-8b", ["--prefill-redundant-experts", 4], "--prefill-redundant-experts",
+         "no experts"),
+        ("deepseek-v3", ["--tp", 8, "--prefill-gpus", 12], "--prefill-tp",
+         "the prefill pool's default tp is 12, from the pool's 12 GPUs"),
+        ("deepseek-v3", ["--ep", 8, "--prefill-redundant-experts", 5],
+         "--prefill-redundant-experts", "fall back to ep 1"),
+    ],
+)  # fmt: skip
+def test_prefill_pool_errors_name_the_prefill_options(run, model, extra, flag, words):
+    # a decode pool that fits (TP8 EP8 for DeepSeek), so that only the prefill pool is wrong
+    gpus = [] if "--ep" in extra or model != "deepseek-v3" else ["--ep", 8]
+    _, err = run("plan", model, "-H", "H200", "--gpus", 8 if model != "llama-3-8b" else 2,
+                 *gpus, *extra, "--isl", 2000, "--osl", 500, "--concurrency", 64,
+                 "--mode", "disaggregated", code=2)  # fmt: skip
+    assert err.count("\n") == 1 and f"Invalid value for {flag}:" in err, err
+    assert words in err
+    if "default" in words:
+        assert "--prefill-tp" in err.split(":", 2)[2]
+
+
+def test_prefill_dp_attention_is_honoured():
+    p = plan("llama-3-8b", "H100", 2, isl=1000, osl=200, concurrency=8,
+             mode="disaggregated", prefill_dp_attention=True)  # fmt: skip
+    assert p.prefill_dp_attention and p.prefill_tp == 1 and "DP-attention2" in p.prefill_layout
+
+
+# ---------------------------------------------------------------- R7: csv with nothing timed
+def test_search_csv_with_nothing_timed_prints_the_header(run):
+    out, _ = run("search", "deepseek-v3", "-H", "RTX-4080", "--isl", 2000, "--osl", 500,
+                 "--format", "csv")  # fmt: skip
+    assert out.splitlines() == [",".join([*__import__("mlacalc.serving.search", fromlist=["x"])
+                                          .FIELDS, "profile", "calibration"])]  # fmt: skip
+
+
+def test_prefill_dp_attention_without_groups_names_the_option():
+    from mlacalc.errors import InvalidArgumentError
+
+    # the decode pool's tp 8 is the whole 8-GPU prefill pool: one attention group
+    with pytest.raises(InvalidArgumentError) as exc:
+        plan("deepseek-v3", "H200", 16, tp=8, dp_attention=True, ep=16, isl=2000, osl=500,
+             concurrency=64, mode="disaggregated", prefill_gpus=8,
+             prefill_dp_attention=True)  # fmt: skip
+    assert exc.value.argument == "prefill_dp_attention" and "prefill_tp" in exc.value.message

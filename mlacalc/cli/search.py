@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any, ClassVar
 
 import click
@@ -85,11 +86,13 @@ def _layout_cell(p: dict[str, Any]) -> str:
 
 
 def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=None) -> str:
-    """The ``mlacalc plan`` command line that gives a point's figures."""
+    """The ``mlacalc plan`` command line that gives a point's figures: the point's deployment
+    and every option of the search that changes them (memory reserve, page size, the engine of
+    aggregated points, the profile), each word shell-quoted."""
     words = [
         "mlacalc plan",
-        model,
-        f"-H {hardware}",
+        shlex.quote(str(model)),
+        f"-H {shlex.quote(str(hardware))}",
         f"--gpus {p['decode_gpus']}",
         f"--tp {p['tp']}",
     ]
@@ -104,9 +107,13 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     if p["overlap"] != "none":
         words.append(f"--overlap {p['overlap']}")
     if not str(p["weight_dtype"]).startswith("checkpoint "):
-        words.append(f"--weight-dtype {p['weight_dtype']}")
+        words.append(f"--weight-dtype {shlex.quote(str(p['weight_dtype']))}")
+    if getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:
+        words.append(f"--memory-reserve {float(result.memory_reserve)!r}")
+    if getattr(result, "page_size", D.PAGE_SIZE) != D.PAGE_SIZE:
+        words.append(f"--page-size {result.page_size}")
     words += [
-        f"--kv-dtype {p['kv_dtype']}",
+        f"--kv-dtype {shlex.quote(str(p['kv_dtype']))}",
         f"--isl {result.isl}",
         f"--osl {result.osl}",
         f"--concurrency {p['concurrency']}",
@@ -127,7 +134,7 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         if result.output_lag_steps:
             words.append(f"--output-lag-steps {result.output_lag_steps}")
     if profile is not None:
-        words.append(f"--profile {profile}")
+        words.append(f"--profile {shlex.quote(str(profile))}")
     return " ".join(str(w) for w in words)
 
 
@@ -221,7 +228,7 @@ def command(
           --ttft 2s --tpot 50ms
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
     """
-    from ..serving.search import search
+    from ..serving.search import FIELDS, search
 
     gpus = size_list(gpus_text) or []
     if not gpus:
@@ -248,6 +255,9 @@ def command(
     )
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
+        if not rows:  # nothing timed: the header alone says what the columns would be
+            click.echo(",".join([*FIELDS, "profile", "calibration"]))
+            return
         emit(fmt, rows, list, rows_csv=True)
         return
     doc = result.to_dict()
@@ -270,7 +280,7 @@ def sections(result, model: str | None = None, hardware: str | None = None, prof
         if value
     ]
     if result.best:
-        best_note = times_note(result.profile, result.calibration)
+        best_note = times_note(result.profile, result.best_calibration or result.calibration)
         if model is not None:
             best_note += " The same figures: " + plan_command(
                 model, hardware or result.hardware, result, result.best, profile

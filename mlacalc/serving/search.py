@@ -8,10 +8,12 @@ batch size that fits, in steady state at the given input and output lengths, the
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
 in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
 the same GPU counts, both pools within the largest count, each count's layout with the most
-prompts per second, reported with the point) whose prompt rate keeps up; as
-:func:`mlacalc.plan` has it, a prefill pass batches the prompts that arrive on a prefill group
-while one prompt runs, and the first token leaves with the pass (a point equals ``plan`` of its
-deployment, prefill pool layout included, at its concurrency).
+prompts per second, reported with the point) whose prompt rate keeps up and that holds its
+weights and one pass's cache; as :func:`mlacalc.plan` has it, a prefill group runs passes of the
+smallest size ``k`` that keeps up with its prompts (``k / t_pf[k] >=`` the prompts/s on it), and a
+prompt waits for the pass in progress (``rho t_pf[k] / 2``, ``rho`` the share of the time a pass
+runs), then its own pass, then the KV transfer (a point equals ``plan`` of its deployment,
+prefill pool layout included, at its concurrency).
 
 The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
 TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
@@ -114,6 +116,12 @@ class SearchResult:
     #: it (as :attr:`mlacalc.Plan.calibration` says it)
     profile: str = ""
     calibration: str = ""
+    #: the memory options the points were sized with (a plan of a point needs the same)
+    memory_reserve: float = 0.1
+    page_size: int = 16
+    #: how the best point's own kernels were predicted (its decode step and its prompts'
+    #: prefill, as :attr:`mlacalc.Plan.calibration` of its plan says it)
+    best_calibration: str = ""
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -152,6 +160,9 @@ class SearchResult:
             "output_lag_steps": self.output_lag_steps,
             "profile": self.profile,
             "calibration": self.calibration,
+            "best_calibration": self.best_calibration,
+            "memory_reserve": self.memory_reserve,
+            "page_size": self.page_size,
         }
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +385,10 @@ def search(
                             pf_q.append(np.full(len(Bf), float(isl)))
                             slices[(ov, what)] = slice(pos, pos + len(Bf))
                             pos += len(Bf)
-                    if lay.pp == 1 and "disaggregated" in modes:
+                    # a prefill pool holds the weights and the cache of one pass (k_max
+                    # prompts of isl tokens) per GPU, as plan checks it
+                    pass_kv = k_max * kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, page_size)
+                    if lay.pp == 1 and "disaggregated" in modes and weights + pass_kv <= usable:
                         # the layout as a prefill pool: its prompt rate (a pass of k_max
                         # prompts), under each overlap (a pool runs its decode pool's, as plan
                         # times it); the passes of 2 .. k_max - 1 prompts for the pools chosen
@@ -443,6 +457,8 @@ def search(
         t_pf = np.concatenate([[0.0], sm.compose(specs, t, key[3], breakdown=False).seconds])
         pools[key] = (sm.lay.dp * k_max / t_pf[k_max], t_pf, sm.lay)
     largest = max(gpus)
+    # each point's step models (its decode pool's, the one that runs its prompts), by index
+    models: dict[int, tuple[StepModel, StepModel]] = {}
     for (sm, specs), t, pl in zip(jobs, secs, plans):
         lay, g, Bf = pl["lay"], pl["g"], pl["Bf"]
         if not len(Bf):
@@ -477,6 +493,7 @@ def search(
                 ttft_s = t_step / 2 + t_mix + output_lag_steps * cycle
                 total = lay.dp * Bf / cycle
                 for i, b in enumerate(Bf):
+                    models[len(points)] = (sm, sm)
                     points.append(
                         {
                             **base,
@@ -500,9 +517,8 @@ def search(
                 row = kv_cache(m, isl, 1, pl["kv_layout"], None, False).total_bytes
                 transfer = kv_transfer_seconds(hw, row)
                 for i, b in enumerate(Bf):
-                    # every prefill pool (of the GPU counts given) that keeps up, each a point:
-                    # as plan has it, a pass batches the prompts that arrive on a prefill group
-                    # while one prompt runs, and the prompt's first token leaves with its pass
+                    # every prefill pool (of the GPU counts given) that keeps up, each a point,
+                    # timed as plan times it (see plan's module docstring)
                     found = False
                     for pg in sorted(gpus):
                         pool = pools.get((pg, pl["w"], pl["kv"], ov))
@@ -510,8 +526,13 @@ def search(
                             continue
                         found = True
                         p_lay, t_pf = pool[2], pool[1]
-                        arriving = demand[i] / p_lay.dp * t_pf[1]  # prompts per pass
-                        batched = int(min(max(math.ceil(arriving - 1e-9), 1), k_max))
+                        # as plan: the smallest pass that keeps up with the prompts on a
+                        # prefill group, and the wait for the pass in progress (rho t_pf / 2)
+                        per_group = demand[i] / p_lay.dp
+                        keeps_up = np.nonzero(ks / t_pf[1:] >= per_group)[0]
+                        batched = int(keeps_up[0]) + 1 if len(keeps_up) else k_max
+                        rho = min(per_group * float(t_pf[batched]) / batched, 1.0)
+                        models[len(points)] = (sm, chosen[(pg, pl["w"], pl["kv"], ov)][1])
                         points.append(
                             {
                                 **base,
@@ -526,7 +547,7 @@ def search(
                                 "prefill_redundant_experts": p_lay.redundant_experts,
                                 "batch_per_group": int(b),
                                 "concurrency": int(b * lay.dp),
-                                "ttft_s": float(t_pf[batched] + transfer),
+                                "ttft_s": float(t_pf[batched]) * (1 + rho / 2) + transfer,
                                 "tpot_s": float(t_step[i]),
                                 "output_tokens_per_s": float(total[i]),
                                 "output_tokens_per_s_per_gpu": float(total[i]) / (g + pg),
@@ -553,6 +574,19 @@ def search(
         key=lambda p: (p["output_tokens_per_s_per_gpu"], p["output_tokens_per_s_per_user"]),
         default=None,
     )
+    best_calibration = ""
+    if best is not None:
+        # the best point's own kernel classes, as plan of it describes them: its decode step
+        # and one prompt's prefill on the GPUs that run it
+        dec_sm, pf_sm = models[next(i for i, p in enumerate(points) if p is best)]
+        b, pp_b = float(best["batch_per_group"]), dec_sm.lay.pp
+        kernels = [
+            *dec_sm.step(
+                overlap=best["overlap"], dec_B=b / min(pp_b, b), dec_q=1, dec_S=S_avg
+            ).kernels,
+            *pf_sm.step(pf_N=1, pf_q=isl).kernels,
+        ]
+        best_calibration = calibration_of(profile, hw, kernels)[1]
     for p in points:
         p["on_frontier"] = id(p) in front_ids
         if p is best:
@@ -583,4 +617,7 @@ def search(
         ruled_out=ruled_out,
         profile=profile_name,
         calibration=calibration,
+        memory_reserve=memory_reserve,
+        page_size=page_size,
+        best_calibration=best_calibration,
     )
