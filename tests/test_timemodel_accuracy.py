@@ -44,8 +44,8 @@ FITTED = [
     ("h100_sxm", "gemm", "gemm_perf", "fp8_block", 0.07),
     ("h100_sxm", "mla_bmm", "mla_bmm_perf", "bf16", 0.055),
     ("h100_sxm", "mla_bmm", "mla_bmm_perf", "fp8_block", 0.04),
-    ("h100_sxm", "moe", "moe_perf", "bf16", 0.075),
-    ("h100_sxm", "moe", "moe_perf", "fp8", 0.085),
+    ("h100_sxm", "moe", "moe_perf", "bf16", 0.065),
+    ("h100_sxm", "moe", "moe_perf", "fp8", 0.075),
     ("h100_sxm", "moe", "moe_perf", "fp8_block", 0.07),
     ("h100_sxm", "moe", "moe_perf", "w4a16_mxfp4", 0.07),
     ("h100_sxm", "mla", "generation_mla_perf", "bf16", 0.07),
@@ -62,7 +62,7 @@ FITTED = [
     ("h100_sxm", "attention", "context_attention_perf", None, 0.06),
     ("h100_sxm", "quantize", "computescale_perf", None, 0.035),
     ("h100_sxm", "quantize", "scale_matrix_perf", None, 0.025),
-    ("a100_sxm", "gemm", "gemm_perf", "bf16", 0.095),
+    ("a100_sxm", "gemm", "gemm_perf", "bf16", 0.075),
     ("a100_sxm", "gemm", "gemm_perf", "int8", 0.065),
     ("a100_sxm", "gemm", "gemm_perf", "w4a16", 0.085),
     ("a100_sxm", "mla_bmm", "mla_bmm_perf", "bf16", 0.075),
@@ -86,9 +86,10 @@ def test_fitted_device_accuracy(system, family, table, dtype, bound):
 
 
 # Leave one device out, per table kind (README: 5-15% A100 from H100; 5-18% H100 from A100 for
-# the kinds the A100 set has: its profile has no DeepEP, MXFP4 MoE or quantize fit to transfer)
+# the kinds the A100 set has: its profile has no MXFP4 MoE or quantize fit to transfer, and
+# DeepEP borrows only the all-to-all's fixed cost)
 LEAVE_ONE_OUT = [
-    ("a100_sxm", "fit-h100-sxm", "gemm", "gemm_perf", "bf16", 0.11),
+    ("a100_sxm", "fit-h100-sxm", "gemm", "gemm_perf", "bf16", 0.095),
     ("a100_sxm", "fit-h100-sxm", "gemm", "gemm_perf", "int8", 0.12),
     ("a100_sxm", "fit-h100-sxm", "moe", "moe_perf", "bf16", 0.155),
     ("a100_sxm", "fit-h100-sxm", "mla", "generation_mla_perf", "bf16", 0.165),
@@ -106,6 +107,8 @@ LEAVE_ONE_OUT = [
     ("h100_sxm", "fit-a100-sxm-80gb", "attention", "context_attention_perf", "bf16", 0.11),
     ("h100_sxm", "fit-a100-sxm-80gb", "quantize", "scale_matrix_perf", None, 0.14),
     ("h100_sxm", "fit-a100-sxm-80gb", "comm", "wideep_deepep_normal_perf", None, 0.165),
+    # DeepEP without a fit of its own: the A100 all-to-all's fixed cost (README: 9.0%)
+    ("h100_sxm", "fit-a100-sxm-80gb", "comm", "wideep_deepep_ll_perf", None, 0.11),
     ("h100_sxm", "fit-a100-sxm-80gb", "attention", "generation_attention_perf", "fp8", 0.155),
 ]
 
@@ -159,8 +162,8 @@ def test_prefill_with_many_query_heads_per_kv_head_reads_the_cache_once():
 
 def test_pooled_accuracy_fitted_and_leave_one_device_out():
     """Every predicted row of both shared sets, pooled per device (the README's figures: fitted
-    5.8% / p90 19% on H100-SXM, 6.5% / 21% on A100-SXM-80GB; leave one device out 9.5%
-    (A100 from H100) and 10.4% (H100 from A100)), and at most 5% of rows not predicted."""
+    5.6% / p90 19% on H100-SXM, 6.3% / 20% on A100-SXM-80GB; leave one device out 9.2%
+    (A100 from H100) and 10.5% (H100 from A100)), and at most 5% of rows not predicted."""
 
     def pooled(system: str, profile: str) -> tuple[float, float, float]:
         prof = load_profile(profile)
