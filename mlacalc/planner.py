@@ -582,7 +582,9 @@ def plan(
         request_rate=request_rate,
         warnings=tuple(warnings),
     )
-    if not fits and max_batch < 1:
+
+    def no_fit(binding: str, overflow: str | None, **extra: Any) -> Plan:
+        """The plan of a deployment that does not fit: no step is timed."""
         return Plan(
             **common,
             decode_batch=None,
@@ -590,12 +592,16 @@ def plan(
             decode_tokens_per_s=None,
             decode_bound=None,
             prefill_s=None,
-            binding="weights" if budget <= 0 else "kv capacity",
+            binding=binding,
             fits=False,
             overflow=overflow,
             memory=mem,
             sustainable=False,
+            **extra,
         )
+
+    if not fits and max_batch < 1:
+        return no_fit("weights" if budget <= 0 else "kv capacity", overflow)
 
     import numpy as np  # the step model needs numpy; capacity figures alone do not
 
@@ -621,16 +627,9 @@ def plan(
         p_weights = weights_per_gpu(m, p_lay, sized, include_mtp)
         p_kv = k_pass * kv_bytes_per_sequence_per_gpu(m, layout, p_lay, isl, page_size, include_mtp)
         if p_weights + p_kv > usable:
-            return Plan(
-                **common,
-                decode_batch=None,
-                decode_step_s=None,
-                decode_tokens_per_s=None,
-                decode_bound=None,
-                prefill_s=None,
-                binding="weights" if p_weights > usable else "kv capacity",
-                fits=False,
-                overflow=(
+            return no_fit(
+                "weights" if p_weights > usable else "kv capacity",
+                (
                     f"prefill pool: {human_bytes(p_weights)} of weights per GPU in {w_format} "
                     f"({p_lay.describe()} on {p_gpus} GPU{'s' if p_gpus > 1 else ''}) and the "
                     f"KV cache of one pass ({k_pass} prompt{'s' if k_pass > 1 else ''} of "
@@ -638,8 +637,6 @@ def plan(
                     f"{human_bytes(usable)} usable on {hw.name}; add prefill GPUs or raise "
                     "the prefill pool's tp/ep"
                 ),
-                memory=mem,
-                sustainable=False,
                 prefill_gpus=p_gpus,
                 prefill_layout=p_lay.describe(),
                 prefill_tp=p_lay.tp,

@@ -109,27 +109,7 @@ def test_search_prints_the_prefill_pool_and_plan_reproduces_the_point(run):
     for b in picks:
         if b["mode"] != "disaggregated":
             continue
-        p = plan(
-            "deepseek-v3",
-            "H200",
-            b["decode_gpus"],
-            tp=b["tp"],
-            ep=b["ep"],
-            pp=b["pp"],
-            dp_attention=b["dp_attention"],
-            redundant_experts=b["redundant_experts"],
-            overlap=b["overlap"],
-            kv_dtype=b["kv_dtype"],
-            isl=2000,
-            osl=500,
-            concurrency=b["concurrency"],
-            mode="disaggregated",
-            prefill_gpus=b["prefill_gpus"],
-            prefill_tp=b["prefill_tp"],
-            prefill_ep=b["prefill_ep"],
-            prefill_dp_attention=b["prefill_dp_attention"],
-            prefill_redundant_experts=b["prefill_redundant_experts"],
-        )
+        p = _plan_of("deepseek-v3", "H200", b, 2000, 500)
         assert p.prefill_layout == b["prefill_layout"]
         assert p.ttft_s == pytest.approx(b["ttft_s"], rel=1e-9)
         assert p.tpot_s == pytest.approx(b["tpot_s"], rel=1e-9)
