@@ -138,7 +138,8 @@ def render(sc: Scenario) -> None:
         return
     st.caption(
         f"Per GPU: {result.gpus} x {result.hardware} ({result.layout}); times are the calibrated "
-        "kernel model's, communication included."
+        f"kernel model's, communication included (profile '{result.profile}': "
+        f"{result.calibration})."
     )
     # an answer, not an error: what does not fit is said in an info box
     for w in result.warnings:

@@ -84,6 +84,8 @@ def _point(
         "flops_per_s": p.flops / p.seconds,
         "seconds": p.seconds,
         "bound": p.bound,
+        "calibration": p.calibration,
+        "profile": p.profile,
     }
 
 
@@ -115,6 +117,13 @@ def render(sc: Scenario) -> None:
         f"{sc.seq_len:,} tokens, prefill of one sequence of {sc.seq_len:,} tokens; compute in "
         f"{dtype}, weights {weights}, KV in {sc.kv_dtype}."
     )
+    if points and points[0]["profile"] != "roofline":
+        scope += (
+            f" Times: the kernel time model, profile '{points[0]['profile']}': "
+            f"{points[0]['calibration']}."
+        )
+    elif points:
+        scope += f" Times: {points[0]['calibration']}."
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s
     top = max([1e5] + [10 * pt["intensity"] for pt in points])
     xs = np.geomspace(0.1, top, 200)

@@ -183,6 +183,9 @@ def test_scopes_are_stated():
     captions = " ".join(c.value for c in at.caption)
     for scope in ("Whole model", "Per attention layer", "One attention layer", "Per GPU"):
         assert scope in captions, scope
+    # the roofline and planner views say which profile timed the kernels, and how
+    how = "H200 by datasheet ratios from H100-SXM (same tensor-core generation)"
+    assert captions.count("profile 'default'") >= 2 and captions.count(how) >= 2
 
 
 def test_what_if_dimensions():
