@@ -492,3 +492,51 @@ def test_prefill_dp_attention_without_groups_names_the_option():
              concurrency=64, mode="disaggregated", prefill_gpus=8,
              prefill_dp_attention=True)  # fmt: skip
     assert exc.value.argument == "prefill_dp_attention" and "prefill_tp" in exc.value.message
+
+
+# ---------------------------------------------------------------- R8: prefill pools by TTFT
+def test_search_pairs_each_decode_point_with_every_pareto_prefill_layout():
+    """The search kept, per prefill pool size, only the layout with most prompts/s, whatever
+    TTFT it gives: a TP2 DP-attention4 EP8 decode pool at 256 requests with an 8-GPU prefill
+    pool meets TTFT with a layout of fewer prompts/s but a shorter pass, and the search missed
+    it (its best was an aggregated point with fewer tokens/s per GPU). Each decode point now
+    pairs with every layout no other beats on both prompts/s and t_pf[1]; each equals plan."""
+    isl, osl = 2000, 500
+    dec = dict(tp=2, ep=8, dp_attention=True, kv_dtype="fp8", concurrency=256, isl=isl, osl=osl,
+               mode="disaggregated", prefill_gpus=8)  # fmt: skip
+    pools = [
+        plan(
+            "deepseek-v3", "H200", 8, **dec, prefill_tp=t, prefill_ep=8, prefill_dp_attention=t < 8
+        )
+        for t in (1, 2, 4, 8)
+    ]
+    assert all(p.fits for p in pools)
+    fastest = min(pools, key=lambda p: p.ttft_s)
+    # the reviewer's 150 ms, or just above what the shortest-TTFT pool gives where that is more
+    ttft, tpot = max(0.15, 1.01 * fastest.ttft_s), 0.05
+    assert fastest.tpot_s <= tpot
+    r = search("deepseek-v3", "H200", [8, 16], isl=isl, osl=osl, ttft=ttft, tpot=tpot)
+    best = r.best
+    assert best["meets_targets"] and best["ttft_s"] <= ttft and best["tpot_s"] <= tpot
+    assert best["output_tokens_per_s_per_gpu"] >= fastest.output_tokens_per_s_per_gpu * (1 - 1e-9)
+    p = _plan_of("deepseek-v3", "H200", best, isl, osl)
+    assert p.ttft_s == pytest.approx(best["ttft_s"], rel=1e-6)
+    assert p.output_tokens_per_s_per_gpu == pytest.approx(
+        best["output_tokens_per_s_per_gpu"], rel=1e-6
+    )
+    # the decode pool's points: several prefill layouts per decode point, the shortest-TTFT
+    # pool's among them at 256 requests; every pairing (both overlaps, every batch) equals plan
+    ours = [q for q in r.points if q["mode"] == "disaggregated" and q["decode_gpus"] == 8
+            and q["layout"] == "TP2 DP-attention4 EP8" and q["kv_dtype"] == "fp8"]  # fmt: skip
+    at_256 = [q for q in ours if q["concurrency"] == 256 and q["overlap"] == "none"]
+    assert len({q["prefill_layout"] for q in at_256}) >= 2
+    assert fastest.prefill_layout in {q["prefill_layout"] for q in at_256}
+    assert len(ours) > len({(q["overlap"], q["concurrency"]) for q in ours})
+    for q in ours:
+        p = _plan_of("deepseek-v3", "H200", q, isl, osl)
+        assert p.prefill_layout == q["prefill_layout"]
+        assert p.ttft_s == pytest.approx(q["ttft_s"], rel=1e-6)
+        assert p.tpot_s == pytest.approx(q["tpot_s"], rel=1e-6)
+        assert p.output_tokens_per_s_per_gpu == pytest.approx(
+            q["output_tokens_per_s_per_gpu"], rel=1e-6
+        )

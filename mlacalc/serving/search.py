@@ -7,13 +7,16 @@ experts), each weight and KV dtype, with and without two-batch overlap, is evalu
 batch size that fits, in steady state at the given input and output lengths, the way
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
 in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
-the same GPU counts, both pools within the largest count, each count's layout with the most
-prompts per second, reported with the point) whose prompt rate keeps up and that holds its
-weights and one pass's cache; as :func:`mlacalc.plan` has it, a prefill group runs passes of the
-smallest size ``k`` that keeps up with its prompts (``k / t_pf[k] >=`` the prompts/s on it), and a
-prompt waits for the pass in progress (``rho t_pf[k] / 2``, ``rho`` the share of the time a pass
-runs), then its own pass, then the KV transfer (a point equals ``plan`` of its deployment,
-prefill pool layout included, at its concurrency).
+the same GPU counts, both pools within the largest count, reported with the point) whose prompt
+rate keeps up and that holds its weights and one pass's cache: per GPU count, dtypes and
+overlap, every layout that no other beats on both prompts per second and the time of a
+one-prompt pass ``t_pf[1]`` (the Pareto set: the most prompts per second keeps up with the most
+decode, a shorter pass a shorter TTFT), each pairing a point. As :func:`mlacalc.plan` has it,
+a prefill group runs passes of the smallest size ``k`` that keeps up with its prompts
+(``k / t_pf[k] >=`` the prompts/s on it), and a prompt waits for the pass in progress
+(``rho t_pf[k] / 2``, ``rho`` the share of the time a pass runs), then its own pass, then the
+KV transfer (a point equals ``plan`` of its deployment, prefill pool layout included, at its
+concurrency).
 
 The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
 TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
@@ -229,10 +232,16 @@ def _needs_network(lay: Layout, hw: HardwareSpec) -> bool:
 
 
 def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Points no other point beats on both tokens/s per GPU and tokens/s per user."""
+    """Points no other point beats on both tokens/s per GPU and tokens/s per user (of points
+    equal on both, as a decode point paired with several prefill layouts is, the one with the
+    shortest TTFT)."""
     pts = sorted(
         points,
-        key=lambda p: (-p["output_tokens_per_s_per_user"], -p["output_tokens_per_s_per_gpu"]),
+        key=lambda p: (
+            -p["output_tokens_per_s_per_user"],
+            -p["output_tokens_per_s_per_gpu"],
+            p["ttft_s"],
+        ),
     )
     front, best_gpu = [], -math.inf
     for p in pts:
@@ -389,16 +398,16 @@ def search(
                     # prompts of isl tokens) per GPU, as plan checks it
                     pass_kv = k_max * kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, page_size)
                     if lay.pp == 1 and "disaggregated" in modes and weights + pass_kv <= usable:
-                        # the layout as a prefill pool: its prompt rate (a pass of k_max
-                        # prompts), under each overlap (a pool runs its decode pool's, as plan
-                        # times it); the passes of 2 .. k_max - 1 prompts for the pools chosen
+                        # the layout as a prefill pool: its passes of 1 .. k_max prompts
+                        # (its prompt rate: a pass of k_max), under each overlap (a pool runs
+                        # its decode pool's, as plan times it)
                         for ov in overlaps:
                             f = 0.5 if ov == "tbo" else 1.0
-                            dec_B.append(np.zeros(2))
-                            pf_N.append(np.array([1.0, k_max]) * f)
-                            pf_q.append(np.full(2, float(isl)))
-                            slices[(ov, "prefill")] = slice(pos, pos + 2)
-                            pos += 2
+                            dec_B.append(np.zeros(k_max))
+                            pf_N.append(np.arange(1.0, k_max + 1) * f)
+                            pf_q.append(np.full(k_max, float(isl)))
+                            slices[(ov, "prefill")] = slice(pos, pos + k_max)
+                            pos += k_max
                     if not sum(len(x) for x in dec_B):
                         continue  # no batch fits and no prefill pool to rate: nothing to time
                     sm = StepModel(m, lay, sized, layout, hw, profile)
@@ -432,30 +441,44 @@ def search(
     profile_name, calibration = calibration_of(
         profile, hw, {(sp.kind, sp.dtype) for _, specs in jobs for sp in specs if sp.calls}
     )
-    # ---- prefill pools: per GPU count, weight and KV dtype and overlap, the layout with most
-    # prompts/s (its prompts/s, t_pf[k]: a pass of k prompts, and the layout, which the points
-    # report so that plan reproduces them)
-    chosen: dict[tuple[int, str, str, str], tuple[float, StepModel]] = {}
+    # ---- prefill pools: per GPU count, weight and KV dtype and overlap, every layout that no
+    # other beats on both prompts/s and a one-prompt pass t_pf[1] (the Pareto set: the most
+    # prompts/s keeps up with the most decode, a short pass gives the shortest TTFT); each
+    # pool's prompts/s, t_pf[k] (a pass of k prompts) and layout, which the points report so
+    # that plan reproduces them
+    ks = np.arange(1.0, k_max + 1)
+    rated: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, StepModel]]] = {}
     for (sm, specs), t, pl in zip(jobs, secs, plans):
         for ov in overlaps:
             sl = pl["slices"].get((ov, "prefill"))
             if sl is None:
                 continue
-            t_pf = sm.compose(specs, t, ov, sl, breakdown=False).seconds
-            rate = pl["lay"].dp * k_max / t_pf[1]
-            key = (pl["g"], pl["w"], pl["kv"], ov)
-            if key not in chosen or rate > chosen[key][0]:
-                chosen[key] = (rate, sm)
-    # every pass of 1 .. k_max prompts of the pools chosen, in one more call
-    ks = np.arange(1.0, k_max + 1)
-    pool_jobs = [
-        (sm, sm.specs(pf_N=ks * (0.5 if key[3] == "tbo" else 1.0), pf_q=float(isl)))
-        for key, (_, sm) in chosen.items()
-    ]
-    pools: dict[tuple[int, str, str, str], tuple[float, np.ndarray, Layout]] = {}
-    for key, (sm, specs), t in zip(chosen, pool_jobs, time_jobs(pool_jobs, profile)):
-        t_pf = np.concatenate([[0.0], sm.compose(specs, t, key[3], breakdown=False).seconds])
-        pools[key] = (sm.lay.dp * k_max / t_pf[k_max], t_pf, sm.lay)
+            t_pf = np.concatenate([[0.0], sm.compose(specs, t, ov, sl, breakdown=False).seconds])
+            rate = pl["lay"].dp * k_max / t_pf[k_max]
+            rated.setdefault((pl["g"], pl["w"], pl["kv"], ov), []).append((float(rate), t_pf, sm))
+    # per key, its pools (most prompts/s first): prompts/s, t_pf[0 .. k_max], the prompts/s
+    # a pass of each size keeps up with per group, and step model (its layout)
+    pools: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, np.ndarray, StepModel]]]
+    pools = {}
+    for key, cands in rated.items():
+        best_t1 = math.inf
+        # most prompts/s first (the shorter pass first among equals): a layout joins the set
+        # when its one-prompt pass is shorter than every faster layout's
+        for rate, t_pf, sm in sorted(cands, key=lambda c: (-c[0], c[1][1])):
+            if t_pf[1] < best_t1:
+                pools.setdefault(key, []).append((rate, t_pf, ks / t_pf[1:], sm))
+                best_t1 = t_pf[1]
+    pool_fields = {
+        id(pool): {
+            "prefill_layout": pool[3].lay.describe(),
+            "prefill_tp": pool[3].lay.tp,
+            "prefill_ep": pool[3].lay.ep,
+            "prefill_dp_attention": pool[3].lay.dp_attention,
+            "prefill_redundant_experts": pool[3].lay.redundant_experts,
+        }
+        for pools_of_key in pools.values()
+        for pool in pools_of_key
+    }
     largest = max(gpus)
     # each point's step models (its decode pool's, the one that runs its prompts), by index
     models: dict[int, tuple[StepModel, StepModel]] = {}
@@ -516,43 +539,55 @@ def search(
                 demand = total / osl  # prompts per second
                 row = kv_cache(m, isl, 1, pl["kv_layout"], None, False).total_bytes
                 transfer = kv_transfer_seconds(hw, row)
-                for i, b in enumerate(Bf):
-                    # every prefill pool (of the GPU counts given) that keeps up, each a point,
-                    # timed as plan times it (see plan's module docstring)
+                # every prefill pool (of the GPU counts given, each of its Pareto set of
+                # layouts) that keeps up, each a point, timed as plan times it (see plan's
+                # module docstring): the smallest pass that keeps up with the prompts on a
+                # prefill group, and the wait for the pass in progress (rho t_pf / 2)
+                pairs = []
+                for pg in sorted(gpus):
+                    if g + pg > largest:
+                        continue
+                    for pool in pools.get((pg, pl["w"], pl["kv"], ov), ()):
+                        rate, t_pf, cap, p_sm = pool
+                        keeps = rate >= demand
+                        if not keeps.any():
+                            continue
+                        per_group = demand / p_sm.lay.dp
+                        up = cap[None, :] >= per_group[:, None]
+                        batched = np.where(up.any(axis=1), up.argmax(axis=1) + 1, k_max)
+                        t_k = t_pf[batched]
+                        rho = np.minimum(per_group * t_k / batched, 1.0)
+                        ttft_s = t_k * (1 + rho / 2) + transfer
+                        head = {
+                            **base,
+                            "mode": "disaggregated",
+                            "gpus": g + pg,
+                            "decode_gpus": g,
+                            "prefill_gpus": pg,
+                            **pool_fields[id(pool)],
+                        }
+                        pairs.append((g + pg, keeps.tolist(), ttft_s.tolist(), p_sm, head))
+                # per batch size: its figures as Python numbers, then one point per pool
+                tps, tots = t_step.tolist(), total.tolist()
+                kvs = context_bytes.tolist()
+                for i, b in enumerate(Bf.tolist()):
                     found = False
-                    for pg in sorted(gpus):
-                        pool = pools.get((pg, pl["w"], pl["kv"], ov))
-                        if pool is None or g + pg > largest or pool[0] < demand[i]:
+                    for gpus_used, keeps, ttft_s, p_sm, head in pairs:
+                        if not keeps[i]:
                             continue
                         found = True
-                        p_lay, t_pf = pool[2], pool[1]
-                        # as plan: the smallest pass that keeps up with the prompts on a
-                        # prefill group, and the wait for the pass in progress (rho t_pf / 2)
-                        per_group = demand[i] / p_lay.dp
-                        keeps_up = np.nonzero(ks / t_pf[1:] >= per_group)[0]
-                        batched = int(keeps_up[0]) + 1 if len(keeps_up) else k_max
-                        rho = min(per_group * float(t_pf[batched]) / batched, 1.0)
-                        models[len(points)] = (sm, chosen[(pg, pl["w"], pl["kv"], ov)][1])
+                        models[len(points)] = (sm, p_sm)
                         points.append(
                             {
-                                **base,
-                                "mode": "disaggregated",
-                                "gpus": g + pg,
-                                "decode_gpus": g,
-                                "prefill_gpus": pg,
-                                "prefill_layout": p_lay.describe(),
-                                "prefill_tp": p_lay.tp,
-                                "prefill_ep": p_lay.ep,
-                                "prefill_dp_attention": p_lay.dp_attention,
-                                "prefill_redundant_experts": p_lay.redundant_experts,
+                                **head,
                                 "batch_per_group": int(b),
                                 "concurrency": int(b * lay.dp),
-                                "ttft_s": float(t_pf[batched]) * (1 + rho / 2) + transfer,
-                                "tpot_s": float(t_step[i]),
-                                "output_tokens_per_s": float(total[i]),
-                                "output_tokens_per_s_per_gpu": float(total[i]) / (g + pg),
-                                "output_tokens_per_s_per_user": 1.0 / float(t_step[i]),
-                                "kv_per_gpu_bytes": int(context_bytes[i]),
+                                "ttft_s": ttft_s[i],
+                                "tpot_s": tps[i],
+                                "output_tokens_per_s": tots[i],
+                                "output_tokens_per_s_per_gpu": tots[i] / gpus_used,
+                                "output_tokens_per_s_per_user": 1.0 / tps[i],
+                                "kv_per_gpu_bytes": kvs[i],
                             }
                         )
                     if not found:
@@ -569,9 +604,13 @@ def search(
     front = _pareto(points)
     front_ids = {id(p) for p in front}
     meeting = [p for p in points if p["meets_targets"]]
-    best = max(
+    best = max(  # of equals (a decode point with several prefill layouts), the shortest TTFT
         meeting,
-        key=lambda p: (p["output_tokens_per_s_per_gpu"], p["output_tokens_per_s_per_user"]),
+        key=lambda p: (
+            p["output_tokens_per_s_per_gpu"],
+            p["output_tokens_per_s_per_user"],
+            -p["ttft_s"],
+        ),
         default=None,
     )
     best_calibration = ""
