@@ -136,10 +136,23 @@ def render(sc: Scenario) -> None:
     except mlacalc.MlacalcError as exc:
         st.error(str(exc))
         return
+    # the times' provenance only when a step was timed (a deployment that does not fit has
+    # neither times nor a profile)
+    timed = result.decode_step_s is not None
+    how = (
+        f"profile '{result.profile}': {result.calibration}"
+        if result.profile
+        else result.calibration
+    )
     st.caption(
-        f"Per GPU: {result.gpus} x {result.hardware} ({result.layout}); times are the calibrated "
-        f"kernel model's, communication included (profile '{result.profile}': "
-        f"{result.calibration})."
+        f"Per GPU: {result.gpus} x {result.hardware} ({result.layout})"
+        + (
+            "; times are the calibrated kernel model's, communication included"
+            + (f" ({how})" if how else "")
+            if timed
+            else "; nothing fits, so no step is timed"
+        )
+        + "."
     )
     # an answer, not an error: what does not fit is said in an info box
     for w in result.warnings:
@@ -164,7 +177,9 @@ def render(sc: Scenario) -> None:
             f"capped at the model's window; memory allows {result.max_context_memory:,} tokens"
         )
     c3.metric(
-        f"decode tokens/s at batch {result.decode_batch or 0:,}",
+        f"decode tokens/s at batch {result.decode_batch:,}"
+        if result.decode_batch
+        else "decode tokens/s",
         f"{result.decode_tokens_per_s:,.0f}" if result.decode_tokens_per_s else "nothing fits",
         help="Steps that only decode, all GPUs; the serving figures below include the "
         "prompts' passes.",

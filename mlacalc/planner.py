@@ -31,16 +31,30 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     not change). ``prefill_pass="separate"``: a step runs its prompts in a forward pass of
     their own, then the decode pass of the running batch (the new requests with it), and
     the first token leaves with the step; ``"fused"`` (default) runs them in one pass.
-    ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step;
-    the prompt then takes ``ceil(isl / N)`` steps. Disaggregated serving runs the prompt on a
-    separate prefill pool, whose every GPU holds its weights and the cache of one pass
-    (``k_max = 16384 // isl`` prompts; a pool that does not is ``fits=False``): with ``d``
+    ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step (the cycle
+    carries the prompt tokens the load brings, ``batch x tokens-per-step x isl / osl``);
+    the prompt then takes ``ceil(isl / N)`` steps, the ``j``-th carrying ``min(N, isl - j N)``
+    of its tokens (after the ``j N`` before, causal) beside the decode batch: TTFT is the
+    wait for the step in progress (half a cycle), then the sum of those steps, never below
+    about one prefill pass of the prompt. Disaggregated serving runs the prompt on a
+    separate prefill pool, whose every GPU holds its weights and the cache of one prompt at
+    least (a pool that does not is ``fits=False``, binding ``"prefill pool: ..."``); a pass
+    batches ``k_max = 16384 // isl`` prompts, or the fewer whose cache fits: with ``d``
     prompts/s on a prefill group and ``t_pf[k]`` a pass of ``k`` prompts, the group runs
     passes of the smallest ``k`` with ``k / t_pf[k] >= d`` (``k_max`` when none keeps up:
     throughput is then prefill-bound), and a prompt waits for the pass in progress,
     ``rho t_pf[k] / 2`` with ``rho = d t_pf[k] / k`` the share of the time a pass runs (an
     M/D/1 wait under an arrival rate instead), then its own pass ``t_pf[k]``, then the KV
-    transfer over the network; its decode step has no prefill in it;
+    transfer over the network; its decode step has no prefill in it. The requests in flight
+    are counted by phase: in a closed loop of ``N`` requests each cycles through the prefill
+    pool (wait and pass), the KV transfer and ``osl`` decode steps; the decode batch ``D`` is
+    the requests in their decode phase, serving ``X(D) = D / (osl x TPOT)`` requests/s (the
+    prompt rate: ``d = X / groups``), and ``N = D + X (wait + t_pf[k] + transfer)`` is
+    solved for ``D``. ``D`` is capped by the KV cache and by the prefill pool's rate; the
+    requests beyond the cap queue, TTFT growing by ``N_extra / X`` (Little's law), so
+    throughput is ``N / (TTFT + osl x TPOT) x osl``. Under an arrival rate ``R`` the decode
+    batch is ``R x osl x TPOT`` (the prompts still in prefill are not decoding), and one pass
+    size, the smallest that keeps up with ``R / groups``, gives the pass and its M/D/1 wait;
   - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user:
     the running requests over the TPOT (with fewer requests than attention groups, only the
     groups holding one make tokens).
@@ -170,7 +184,9 @@ class Plan:
     kv_bytes_fixed_per_sequence_per_gpu: int = 0
     #: the running sequences (all groups) the decode step was timed at: the batch of a
     #: capacity plan (the largest that fits when the batch asked does not), the mean running
-    #: batch of a request mix (a mean, so not always whole; ``decode_batch`` rounds it)
+    #: batch of a request mix (a mean, so not always whole; ``decode_batch`` rounds it, at
+    #: least 1: below one per group the step is timed at one per group, as a group holding a
+    #: request runs it)
     decode_running: float | None = None
     #: the prefill pool's layout (disaggregated serving)
     prefill_layout: str = ""
@@ -622,18 +638,19 @@ def plan(
     if request_rate is None and concurrency is None:
         concurrency = float(max_batch)
     if mode == "disaggregated":
-        # the prefill pool holds the weights and the cache of one pass (k_max prompts) per GPU
-        k_pass = max(1, PREFILL_TOKENS // isl)
+        # every prefill GPU holds its weights and the cache of one prompt at least; a pass
+        # batches at most the prompts whose cache fits beside the weights (p_k_fit caps k_max)
         p_weights = weights_per_gpu(m, p_lay, sized, include_mtp)
-        p_kv = k_pass * kv_bytes_per_sequence_per_gpu(m, layout, p_lay, isl, page_size, include_mtp)
-        if p_weights + p_kv > usable:
+        p_kv = kv_bytes_per_sequence_per_gpu(m, layout, p_lay, isl, page_size, include_mtp)
+        p_k_fit = max(usable - p_weights, 0) // p_kv
+        if p_k_fit < 1:
             return no_fit(
-                "weights" if p_weights > usable else "kv capacity",
+                "prefill pool: " + ("weights" if p_weights > usable else "kv capacity"),
                 (
                     f"prefill pool: {human_bytes(p_weights)} of weights per GPU in {w_format} "
                     f"({p_lay.describe()} on {p_gpus} GPU{'s' if p_gpus > 1 else ''}) and the "
-                    f"KV cache of one pass ({k_pass} prompt{'s' if k_pass > 1 else ''} of "
-                    f"{isl:,} tokens: {human_bytes(p_kv)} per GPU) exceed the "
+                    f"KV cache of one prompt of "
+                    f"{isl:,} tokens ({human_bytes(p_kv)} per GPU) exceed the "
                     f"{human_bytes(usable)} usable on {hw.name}; add prefill GPUs or raise "
                     "the prefill pool's tp/ep"
                 ),
@@ -648,6 +665,8 @@ def plan(
     else:
         p_gpus, p_lay, p_sm = 0, lay, sm
     k_max = max(1, PREFILL_TOKENS // isl)
+    if mode == "disaggregated":  # a prefill pass holds no more prompts than its cache fits
+        k_max = min(k_max, p_k_fit)
     ks = np.arange(1, k_max + 1, dtype=np.float64)
     t_pf = np.concatenate(
         [[0.0], p_sm.step(overlap=overlap, pf_N=ks, pf_q=isl).seconds]
@@ -692,13 +711,10 @@ def plan(
             "comm": float(dec.comm_s[0]),
         }
         if mode == "disaggregated":
+            # the decode step has no prefill in it; the prefill pool's pass and wait follow
+            # from the request rate, which the caller solves for (closed and open loop)
             cycle = t_step
-            # prompts/s on a prefill group: only the requests running make tokens (below one
-            # per group, only the groups holding one)
-            k, wait = pool_pass(lay.dp * in_system * tau / cycle / osl / p_lay.dp)
-            # closed loop: the wait for the pass in progress, then the prompt's own pass (an
-            # arrival rate's M/D/1 wait replaces the first, below)
-            ttft = float(t_pf[k]) + (wait if request_rate is None else 0.0)
+            ttft = 0.0
         elif chunked_prefill:
             P = B * tau * isl / osl  # prompt tokens each step must carry
             mix = sm.step(
@@ -710,8 +726,24 @@ def plan(
                 pf_q=max(P, 1.0),
                 pf_pre=max(isl - P, 0.0) / 2,
             )
-            cycle = lay.pp * float(mix.stage_seconds[0])
-            ttft = math.ceil(isl / chunked_prefill) * cycle
+            draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
+            cycle = lay.pp * float(mix.stage_seconds[0]) + draft_s
+            # the prompt's own steps: step j carries its j-th chunk, min(N, what is left) of
+            # its tokens after the j N before (causal), beside the decode batch; TTFT is the
+            # wait for the step in progress (half a cycle) and the sum of those steps, so
+            # never below about one prefill pass of the prompt
+            starts = np.arange(0, isl, chunked_prefill, dtype=np.float64)
+            own = sm.step(
+                overlap=overlap,
+                dec_B=B / mb,
+                dec_q=q,
+                dec_S=S_avg,
+                pf_N=np.full(len(starts), 1 / mb),
+                pf_q=np.minimum(float(chunked_prefill), isl - starts),
+                pf_pre=starts,
+            )
+            chunk_steps = lay.pp * own.stage_seconds + draft_s
+            ttft = cycle / 2 + float(np.sum(chunk_steps))
             out["prefill_overloaded"] = chunked_prefill < P
         elif rate is not None:
             # in-flight batching under random arrivals: each step carries the prompts that
@@ -767,13 +799,108 @@ def plan(
     queued = 0.0
     conc = 0.0
     sustainable = True
-    if request_rate is None:
+    prefill_bound = False
+    if mode == "disaggregated":
+        # a request cycles through the prefill pool (the wait, its pass), the KV transfer and
+        # osl decode steps: the decode batch is the requests in their decode phase, D, and
+        # the decode pool serves X(D) = D / (osl x TPOT) requests/s (Little's law); the
+        # prompt rate on each prefill group is X / its groups
+        def served(D: float) -> tuple[dict[str, float], float]:
+            fd = figures(D / lay.dp)
+            return fd, fd["rate"] / osl
+
+        def pool_ttft(X: float) -> float:
+            """The prompt's wait for the pass in progress and its pass (closed loop)."""
+            k, wait = pool_pass(X / p_lay.dp)
+            return float(t_pf[k]) + wait
+
+        def solve(g: Any, hi: float, lo: float = 0.0) -> float:
+            """The decode batch in [lo, hi] where ``g`` crosses 0 (g(lo) < 0 <= g(hi)): first
+            the whole batches per group (a step's time has jumps, so ``g`` is increasing only
+            on the whole), the smallest that reaches 0; then bisection between it and the
+            one below, unless it lands on 0 (as a search point's concurrency does)."""
+            lo_b, hi_b = math.ceil(lo / lay.dp), math.floor(hi / lay.dp)
+            if lo_b < hi_b and g(hi_b * lay.dp) >= 0:
+                lo_b -= 1
+                while hi_b - lo_b > 1:
+                    mid_b = (lo_b + hi_b) // 2
+                    if g(mid_b * lay.dp) >= 0:
+                        hi_b = mid_b
+                    else:
+                        lo_b = mid_b
+                if abs(g(hi_b * lay.dp)) <= 1e-9 * max(hi_b * lay.dp, 1.0):
+                    return float(hi_b * lay.dp)
+                lo, hi = max(lo, lo_b * lay.dp), float(hi_b * lay.dp)
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                if g(mid) < 0:
+                    lo = mid
+                else:
+                    hi = mid
+                if hi - lo <= 1e-13 * max(hi, 1.0):
+                    break
+            return lo  # g(lo) < 0 (at a jump of g, the side below 0)
+
+        assert kv_transfer is not None
+        transfer = kv_transfer
+        decode_max = served(float(max_batch))[1]  # requests/s at the largest decode batch
+        D_cap = float(max_batch)
+        if decode_max > pf_capacity:  # the prefill pool caps the request rate
+            prefill_bound = True
+            D_cap = solve(lambda D: served(D)[1] - pf_capacity, D_cap)
+        if request_rate is None:
+            # closed loop of N requests: N = D + X(D) (pool wait + pass + transfer), solved
+            # for D; beyond the decode batch cap (the prefill pool's rate or the KV cache)
+            # the extra requests queue, their wait N_extra / X (Little's law)
+            def in_flight(D: float) -> float:
+                X = min(served(D)[1], pf_capacity)
+                return D + X * (pool_ttft(X) + transfer)
+
+            n_cap = in_flight(D_cap)
+            if concurrency >= n_cap:
+                running = D_cap
+                queued = concurrency - n_cap
+            else:
+                running = solve(lambda D: in_flight(D) - concurrency, D_cap)
+                prefill_bound = False
+            f, X = served(running)
+            X = min(X, pf_capacity)
+            f["ttft"] = pool_ttft(X)
+            # the requests beyond those the cycle at D holds wait their turn: the queued
+            # ones, or where in_flight jumps past N (a larger pass), the few between
+            queue = max(concurrency - in_flight(running), 0.0) / X
+        else:
+            # open loop at R requests/s: the decode batch is R x osl x TPOT (the requests
+            # decoding, not those in prefill or transfer), and one pass size from R: the
+            # smallest that keeps up, its M/D/1 wait
+            r_in = request_rate
+            if r_in >= min(decode_max, pf_capacity):
+                sustainable = False
+                conc = math.inf if decode_max <= pf_capacity else D_cap
+                running = D_cap
+                warnings.append(
+                    f"request rate {r_in:g}/s exceeds what the deployment sustains "
+                    f"({min(decode_max, pf_capacity):.3g}/s): the queue grows without bound"
+                )
+                queue = queued = math.inf
+                f = served(running)[0]
+                f["ttft"] = float(t_pf[k_max])
+            else:
+                prefill_bound = False
+                running = conc = solve(lambda D: served(D)[1] - r_in, float(max_batch))
+                f = served(running)[0]
+                k = pool_pass(r_in / p_lay.dp)[0]
+                rho = min(r_in * float(t_pf[k]) / k / p_lay.dp, 0.999)
+                queue = rho / (2 * (1 - rho)) * float(t_pf[k])
+                f["ttft"] = float(t_pf[k])
+            concurrency = (
+                r_in * (f["ttft"] + queue + transfer + osl * f["tpot"]) if sustainable else running
+            )
+    elif request_rate is None:
         running = min(concurrency, float(max_batch))
         f = figures(running / lay.dp)
         queued = max(concurrency - max_batch, 0.0)
         requests_per_s = f["rate"] / osl
-        if mode == "disaggregated":
-            requests_per_s = min(requests_per_s, pf_capacity)
         if queued:
             queue = queued / requests_per_s
     else:
@@ -790,7 +917,7 @@ def plan(
             conc = 0.5 * conc + 0.5 * new
         running = min(conc, float(max_batch))
         f = figures(running / lay.dp, group_rate)
-        capacity = (f["rate"] / osl) if mode == "aggregated" else min(f["rate"] / osl, pf_capacity)
+        capacity = f["rate"] / osl
         if conc > max_batch or request_rate >= capacity:
             sustainable = False
             warnings.append(
@@ -799,12 +926,9 @@ def plan(
             )
             queue = queued = math.inf  # both grow without bound
         elif group_rate is None:
-            # M/D/1 wait for the prefill server of each attention group (prefill pool or
-            # chunks); in-flight batching's waits are in its step chain
-            if mode == "disaggregated":
-                k = pool_pass(request_rate / p_lay.dp)[0]
-            else:
-                k = prompts(request_rate / p_lay.dp * t_pf[1])
+            # M/D/1 wait for the prefill server of each attention group (chunks; the prefill
+            # pool's is above); in-flight batching's waits are in its step chain
+            k = prompts(request_rate / p_lay.dp * t_pf[1])
             service = t_pf[k] / k  # per prompt, batched as they arrive
             rho = min(request_rate * service / p_lay.dp, 0.999)
             queue = rho / (2 * (1 - rho)) * t_pf[k]
@@ -814,10 +938,10 @@ def plan(
             f"the prompts need more than {chunked_prefill} tokens per step: "
             "requests queue for prefill"
         )
-    if mode == "disaggregated" and f["rate"] / osl > pf_capacity:
+    if prefill_bound:
         warnings.append(
             f"the prefill pool finishes {pf_capacity:.3g} prompts/s, fewer than the decode pool "
-            f"serves ({f['rate'] / osl:.3g}/s): throughput is prefill-bound"
+            f"serves ({decode_max:.3g}/s): throughput is prefill-bound"
         )
     rate = f["rate"]
     if request_rate is not None and sustainable:
@@ -833,7 +957,9 @@ def plan(
     name, how = calibration_of(profile, hw, [*dec.kernels, *p_sm.step(pf_N=1, pf_q=isl).kernels])
     return Plan(
         **{**common, "warnings": tuple(warnings), "concurrency": concurrency},
-        decode_batch=round(running),
+        # the step is timed at B_run per group (at least one: a group holding a request runs
+        # it alone), so the batch it was timed at is never 0
+        decode_batch=max(round(running), 1),
         decode_running=f["running"],
         profile=name,
         calibration=how,
@@ -847,7 +973,10 @@ def plan(
         decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap),
         prefill_s=float(t_pf[1]),
         binding="kv capacity"
-        if (queued and math.isfinite(queued)) or (not sustainable and conc > max_batch)
+        if (queued and math.isfinite(queued) and not prefill_bound)
+        or (not sustainable and conc > max_batch)
+        else "prefill pool"
+        if prefill_bound  # the prefill pool's rate caps the requests served
         else {"memory": "memory bandwidth"}.get(
             b := _bound(hw, dec.kernels, f["compute"], f["comm"], overlap), b
         ),
@@ -921,12 +1050,22 @@ def _prefill_layout(
                 "prefill_ep (--prefill-ep), or redundant experts that round the slots up to "
                 "a multiple of it",
             )
-    if dp_attention and tp is None and p_tp == gpus and gpus > 1:
+    if dp_att and p_tp == gpus and gpus > 1:
+        # DP-attention with one attention group would be plain TP under a DP-attention label:
+        # refused whether the tp and the DP-attention were given or derived
+        given_dpa = dp_attention is True
         raise InvalidArgumentError(
-            "prefill_dp_attention",
-            f"needs more than one attention group, but the prefill pool's tp is {p_tp}"
-            + (f" ({tp_from})" if tp_from else "")
-            + f" on its {gpus} GPUs; give a smaller prefill_tp (--prefill-tp)",
+            "prefill_dp_attention" if given_dpa else "prefill_tp",
+            (
+                ""
+                if given_dpa
+                else "DP-attention (the decode pool's, as prefill_dp_attention is not given) "
+            )
+            + f"needs more than one attention group, but the prefill pool's tp is {p_tp}"
+            + (f" ({tp_from})" if tp_from else " (prefill_tp, --prefill-tp)")
+            + f" on its {gpus} GPUs: one group; give a smaller prefill_tp (--prefill-tp) or "
+            "leave DP-attention off the pool (prefill_dp_attention=False, "
+            "--no-prefill-dp-attention)",
         )
     try:
         return make_layout(m, gpus, p_tp, None, 1, p_ep, dp_att, red)

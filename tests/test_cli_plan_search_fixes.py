@@ -438,8 +438,15 @@ def test_search_offers_no_prefill_pool_that_does_not_fit():
     r = search("llama-3-70b", "H100-SXM", [1, 2], **kw)
     assert any(p["mode"] == "aggregated" and p["gpus"] == 1 for p in r.points)
     assert not [p for p in r.points if p["mode"] == "disaggregated"]
+    # plan needs the weights and one prompt's cache (its passes then batch the prompts that
+    # fit): this pool fits; one without room for a prompt does not
     p = plan("llama-3-70b", "H100-SXM", 1, weight_dtype="fp8", isl=2000, osl=100,
              concurrency=1, memory_reserve=reserve, mode="disaggregated")  # fmt: skip
+    assert p.fits
+    tight = 1 - (w + 100_000_000) / 80e9
+    p = plan("llama-3-70b", "H100-SXM", 2, tp=2, weight_dtype="fp8", isl=2000, osl=100,
+             concurrency=1, memory_reserve=tight, mode="disaggregated",
+             prefill_gpus=1)  # fmt: skip
     assert not p.fits and p.overflow.startswith("prefill pool: ")
 
 
@@ -528,10 +535,11 @@ def test_search_pairs_each_decode_point_with_every_pareto_prefill_layout():
     # pool's among them at 256 requests; every pairing (both overlaps, every batch) equals plan
     ours = [q for q in r.points if q["mode"] == "disaggregated" and q["decode_gpus"] == 8
             and q["layout"] == "TP2 DP-attention4 EP8" and q["kv_dtype"] == "fp8"]  # fmt: skip
-    at_256 = [q for q in ours if q["concurrency"] == 256 and q["overlap"] == "none"]
+    # (a disaggregated point's concurrency counts the requests in prefill too: 256 decoding)
+    at_256 = [q for q in ours if q["batch_per_group"] * q["dp"] == 256 and q["overlap"] == "none"]
     assert len({q["prefill_layout"] for q in at_256}) >= 2
     assert fastest.prefill_layout in {q["prefill_layout"] for q in at_256}
-    assert len(ours) > len({(q["overlap"], q["concurrency"]) for q in ours})
+    assert len(ours) > len({(q["overlap"], q["batch_per_group"]) for q in ours})
     for q in ours:
         p = _plan_of("deepseek-v3", "H200", q, isl, osl)
         assert p.prefill_layout == q["prefill_layout"]

@@ -57,8 +57,9 @@ def test_output_lag_adds_one_step_to_ttft_only():
     kw = dict(isl=467, osl=256, request_rate=4.0, weight_dtype="bf16")
     base = plan("llama-3-8b", "H100-SXM", 1, **kw)
     lag = plan("llama-3-8b", "H100-SXM", 1, output_lag_steps=1, **kw)
-    # (requests stay a step longer: Little's law runs a hair more of them at once)
-    assert lag.tpot_s == pytest.approx(base.tpot_s, rel=1e-3)
+    # (requests stay a step longer: Little's law runs a hair more of them at once, which can
+    # move a GEMM to its next tile or split: a few tenths of a percent)
+    assert lag.tpot_s == pytest.approx(base.tpot_s, rel=5e-3)
     assert lag.ttft_s - base.ttft_s == pytest.approx(lag.tpot_s, rel=1e-2)
     with pytest.raises(InvalidArgumentError, match="output_lag_steps"):
         plan("llama-3-8b", "H100-SXM", 1, output_lag_steps=-1, **kw)

@@ -253,6 +253,14 @@ def command(
                 f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
                 param_hint=flag,
             )
+    if dp_attention and tp is not None and tp > 1 and tp * (pp or 1) == gpus:
+        # one attention group: DP-attention would be plain TP under a DP-attention label
+        raise click.BadParameter(
+            f"needs more than one attention group, but --tp {tp} takes all "
+            + (f"{tp} GPUs of each of the {pp} stages" if pp and pp > 1 else f"{gpus} GPUs")
+            + ": give a smaller --tp, or leave --dp-attention off",
+            param_hint="--dp-attention",
+        )
     if prefill_pass != "fused" and (mode == "disaggregated" or chunked_prefill is not None):
         raise click.BadParameter(
             "describes aggregated steps that run whole prompts: leave it 'fused' with "
@@ -340,8 +348,13 @@ def count_text(x: float) -> str:
 
 def decode_at(p) -> str:
     """What the decode step was timed at, in words: the batch (the largest that fits when the
-    batch asked does not), or under a request mix the mean running sequences."""
+    batch asked does not), or under a request mix the mean running sequences; below one per
+    attention group, the step is timed at one per group (a group holding a request runs it
+    alone), and the mean says how many run."""
     if p.isl is not None and p.decode_running is not None:
+        if p.decode_running / max(p.dp, 1) < 1 - 1e-9:
+            per = " per group" if p.dp > 1 else ""
+            return f"batch 1{per} ({count_text(p.decode_running)} running on average)"
         mean = abs(p.decode_running - round(p.decode_running)) >= 1e-9
         return f"batch {count_text(p.decode_running)}" + (
             " (the mean running sequences)" if mean else ""

@@ -102,7 +102,7 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         words.append(f"--ep {p['ep']}")
     if p["redundant_experts"]:
         words.append(f"--redundant-experts {p['redundant_experts']}")
-    if p["dp_attention"]:
+    if p["dp_attention"] and p.get("dp", 1) > 1:  # one attention group: plain TP
         words.append("--dp-attention")
     if p["overlap"] != "none":
         words.append(f"--overlap {p['overlap']}")
@@ -124,7 +124,9 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
             f"--prefill-gpus {p['prefill_gpus']}",
             f"--prefill-tp {p['prefill_tp']}",
             f"--prefill-ep {p['prefill_ep']}",
-            "--prefill-dp-attention" if p["prefill_dp_attention"] else "--no-prefill-dp-attention",
+            "--prefill-dp-attention"
+            if p["prefill_dp_attention"] and p["prefill_gpus"] > p["prefill_tp"]
+            else "--no-prefill-dp-attention",
         ]
         if p.get("prefill_redundant_experts") != p["redundant_experts"]:
             words.append(f"--prefill-redundant-experts {p['prefill_redundant_experts']}")

@@ -311,10 +311,11 @@ def compare_sglang(profile: Any = None) -> dict[str, Any]:
         dp_attention=s["dp_attention"],
         redundant_experts=s["redundant_experts"],
         overlap=s["overlap"],
-        isl=s["kv_len"],
-        osl=1,
-        concurrency=s["batch_per_gpu"] * s["gpus"],
-        mode="disaggregated",
+        # the decode pool's step at its batch and KV length (the capacity answer: a decode
+        # pool at a fixed batch, no request mix; a disaggregated closed loop of osl=1 would
+        # count the requests in prefill and transfer as not decoding)
+        seq_len=s["kv_len"],
+        batch=s["batch_per_gpu"] * s["gpus"],
         profile=profile,
     )
     per_node = p.decode_tokens_per_s / s["gpus"] * s["gpus_per_node"]

@@ -16,7 +16,9 @@ a prefill group runs passes of the smallest size ``k`` that keeps up with its pr
 (``k / t_pf[k] >=`` the prompts/s on it), and a prompt waits for the pass in progress
 (``rho t_pf[k] / 2``, ``rho`` the share of the time a pass runs), then its own pass, then the
 KV transfer (a point equals ``plan`` of its deployment, prefill pool layout included, at its
-concurrency).
+concurrency). A disaggregated point is a decode batch; its concurrency is the requests in
+flight that keep that many decoding: the batch plus, at its request rate, those in the
+prefill pool and the KV transfer (Little's law), as ``plan``'s closed loop counts them.
 
 The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
 TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
@@ -558,6 +560,10 @@ def search(
                         t_k = t_pf[batched]
                         rho = np.minimum(per_group * t_k / batched, 1.0)
                         ttft_s = t_k * (1 + rho / 2) + transfer
+                        # the requests in flight: the decode batch and, at the request rate,
+                        # those in the prefill pool and the KV transfer (Little's law), as
+                        # plan's closed loop counts them
+                        in_flight = lay.dp * Bf + demand * ttft_s
                         head = {
                             **base,
                             "mode": "disaggregated",
@@ -566,13 +572,15 @@ def search(
                             "prefill_gpus": pg,
                             **pool_fields[id(pool)],
                         }
-                        pairs.append((g + pg, keeps.tolist(), ttft_s.tolist(), p_sm, head))
+                        pairs.append(
+                            (g + pg, keeps.tolist(), ttft_s.tolist(), p_sm, head, in_flight)
+                        )
                 # per batch size: its figures as Python numbers, then one point per pool
                 tps, tots = t_step.tolist(), total.tolist()
                 kvs = context_bytes.tolist()
                 for i, b in enumerate(Bf.tolist()):
                     found = False
-                    for gpus_used, keeps, ttft_s, p_sm, head in pairs:
+                    for gpus_used, keeps, ttft_s, p_sm, head, in_flight in pairs:
                         if not keeps[i]:
                             continue
                         found = True
@@ -581,7 +589,7 @@ def search(
                             {
                                 **head,
                                 "batch_per_group": int(b),
-                                "concurrency": int(b * lay.dp),
+                                "concurrency": float(in_flight[i]),
                                 "ttft_s": ttft_s[i],
                                 "tpot_s": tps[i],
                                 "output_tokens_per_s": tots[i],
