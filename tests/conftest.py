@@ -12,12 +12,12 @@ def v3():
 
 @pytest.fixture
 def run(capsys):
-    """``run("roofline", "deepseek-v3", ..., code=0)``: the CLI in process, its exit status
-    checked; returns (stdout, stderr)."""
+    """``run("roofline", "deepseek-v3", ..., code=0)``: the CLI in process (every argument as
+    text: numbers may be given as numbers), its exit status checked; returns (stdout, stderr)."""
     from mlacalc.cli import main
 
     def _run(*args, code=0):
-        rc = main(list(args))
+        rc = main([str(a) for a in args])
         out, err = capsys.readouterr()
         assert rc == code, (out, err)
         return out, err

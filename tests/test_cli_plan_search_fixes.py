@@ -6,20 +6,8 @@ import json
 
 import pytest
 
-from mlacalc.cli import main
 from mlacalc.planner import plan
 from mlacalc.serving.search import search
-
-
-@pytest.fixture
-def run(capsys):
-    def _run(*args, code=0):
-        rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        assert rc == code, (out, err)
-        return out, err
-
-    return _run
 
 
 # ---------------------------------------------------------------- 1: nothing fits, no crash

@@ -9,20 +9,8 @@ import math
 
 import pytest
 
-from mlacalc.cli import main
 from mlacalc.errors import InvalidArgumentError
 from mlacalc.planner import plan
-
-
-@pytest.fixture
-def run(capsys):
-    def _run(*args, code=0):
-        rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        assert rc == code, (out, err)
-        return out, err
-
-    return _run
 
 
 # ---------------------------------------------------------------- 1: chunked-prefill TTFT
