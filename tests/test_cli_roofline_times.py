@@ -105,6 +105,7 @@ def test_q_len_outside_chunk_says_what_to_do(run):
 
 
 def test_validate_mode_with_measured_sets_is_named(run):
+    pytest.importorskip("pyarrow")  # the parquet reader, an optional extra
     from pathlib import Path
 
     ref = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
@@ -118,6 +119,7 @@ def test_validate_mode_with_measured_sets_is_named(run):
 
 
 def test_validate_names_tables_predicted_without_a_class(run, tmp_path):
+    pytest.importorskip("pyarrow")  # the parquet reader, an optional extra
     from pathlib import Path
 
     from mlacalc.timemodel import load_profile
