@@ -218,6 +218,21 @@ class _Builder:
             )
         )
 
+    def add_collective(
+        self,
+        name: str,
+        kind: str,
+        dtype: str,
+        rows: np.ndarray,
+        message,
+        n_gpus,
+        **shape,
+    ) -> None:
+        """Add a collective: no FLOPs, its bytes the message each rank moves."""
+        self.add(
+            name, kind, dtype, rows, 0.0, message, message_bytes=message, n_gpus=n_gpus, **shape
+        )
+
     def add_by_dtype(
         self,
         name: str,
@@ -806,17 +821,7 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         ("custom_allreduce", "bf16", ~nccl, {}),
         ("custom_allreduce_nccl", "fp16", nccl, {"one_shot": 0}),
     ):
-        b.add(
-            name,
-            "all_reduce",
-            dtype,
-            rows[sel],
-            0.0,
-            msg[sel],
-            message_bytes=msg[sel],
-            n_gpus=n[sel],
-            **extra,
-        )
+        b.add_collective(name, "all_reduce", dtype, rows[sel], msg[sel], n[sel], **extra)
 
 
 _NCCL_KIND = {
@@ -836,17 +841,7 @@ def _nccl_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     for name, kind in _NCCL_KIND.items():
         for d, kd in (("half", "fp16"), ("int8", "int8")):
             s = (op == name) & (dt == d)
-            b.add(
-                f"nccl_{name}",
-                kind,
-                kd,
-                rows[s],
-                0.0,
-                msg[s],
-                message_bytes=msg[s],
-                n_gpus=n[s],
-                one_shot=0,
-            )
+            b.add_collective(f"nccl_{name}", kind, kd, rows[s], msg[s], n[s], one_shot=0)
     reason[~np.isin(op, list(_NCCL_KIND)) | ~np.isin(dt, ["half", "int8"])] = "unknown_dtype"
 
 
@@ -884,18 +879,16 @@ def _deepep_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, low_late
     mode = 1.0 if low_latency else 0.0
     for name, msg, dtype in (("dispatch", disp, "fp8"), ("combine", comb, "bf16")):
         s = measure == name
-        b.add(
+        b.add_collective(
             f"deepep_{name}",
             name,
             dtype,
             rows[s],
-            0.0,
             msg[s],
+            gpus,
             tokens=T[s],
             hidden=h[s],
             topk=k[s],
-            n_gpus=gpus,
-            message_bytes=msg[s],
             copies=copies[s],
             low_latency=mode,
             sms=sms[s],
