@@ -678,15 +678,10 @@ def plan(
         return int(min(max(math.ceil(n - 1e-9), 1), k_max))
 
     def pool_pass(demand: float) -> tuple[int, float]:
-        """A prefill group's pass size at ``demand`` prompts/s on it: the smallest ``k`` whose
-        pass keeps up (``k / t_pf[k] >= demand``; ``k_max`` when none does: the pool is
-        prefill-bound), and the mean wait for the pass in progress when a prompt arrives,
-        ``rho t_pf[k] / 2`` with ``rho = demand t_pf[k] / k`` (at most 1) the share of the
-        time a pass runs."""
-        keeps_up = np.nonzero(ks / t_pf[1:] >= demand)[0]
-        k = int(keeps_up[0]) + 1 if len(keeps_up) else k_max
-        rho = min(demand * float(t_pf[k]) / k, 1.0)
-        return k, rho * float(t_pf[k]) / 2
+        """A prefill group's pass size and mean wait at ``demand`` prompts/s on it
+        (:func:`prefill_pool_pass`)."""
+        k, wait = prefill_pool_pass(t_pf, demand)
+        return int(k[0]), float(wait[0])
 
     def figures(B: float, rate: float | None = None) -> dict[str, float]:
         """The step, TTFT and cycle at a running batch of ``B`` per group; ``rate``: the
@@ -999,6 +994,26 @@ def plan(
     )
 
 
+def prefill_pool_pass(t_pf: Any, demand: Any) -> tuple[Any, Any]:
+    """A prefill group's pass size and wait at ``demand`` prompts/s on it (a number or an
+    array), ``t_pf[k]`` being a pass of ``k`` prompts (``t_pf[0] = 0``): the smallest ``k``
+    whose pass keeps up (``k / t_pf[k] >= demand``; the largest when none does: the pool is
+    prefill-bound), and the mean wait for the pass in progress when a prompt arrives,
+    ``rho t_pf[k] / 2`` with ``rho = demand t_pf[k] / k`` (at most 1) the share of the time a
+    pass runs. Arrays of the demand's length; :func:`plan` and
+    :func:`mlacalc.serving.search.search` both time prefill pools by it."""
+    import numpy as np
+
+    t_pf = np.asarray(t_pf, dtype=np.float64)
+    k_max = len(t_pf) - 1
+    d = np.atleast_1d(np.asarray(demand, dtype=np.float64))
+    up = (np.arange(1.0, k_max + 1) / t_pf[1:])[None, :] >= d[:, None]
+    k = np.where(up.any(axis=1), up.argmax(axis=1) + 1, k_max)
+    t_k = t_pf[k]
+    rho = np.minimum(d * t_k / k, 1.0)
+    return k, rho * t_k / 2
+
+
 def _largest_ep(m: ModelConfig, gpus: int, lay: Layout, redundant: int | None = None) -> int:
     """The prefill pool's expert-parallel degree when none is given: the decode pool's, or the
     largest below it that divides the pool and the expert slots (``redundant`` extra ones:
@@ -1143,11 +1158,9 @@ def _capacity_plan(
 
 def _load_profile(profile: Any) -> Any:
     """The calibration profile (a shipped name, a JSON path or a profile; None: the shipped
-    default), loaded once; a profile-less install keeps None."""
-    try:
-        from .timemodel import load_profile
-    except ImportError:  # pragma: no cover - the time model ships with mlacalc
-        return profile
+    default), loaded once."""
+    from .timemodel import load_profile
+
     return load_profile(profile)
 
 
@@ -1167,12 +1180,9 @@ def calibration_of(
     import numpy as np
 
     from .kernels import KernelBatch
+    from .timemodel import device_batch, load_profile
+    from .timemodel import profile as profile_module
 
-    try:
-        from .timemodel import device_batch, load_profile
-        from .timemodel import profile as profile_module
-    except ImportError:  # pragma: no cover - the time model ships with mlacalc
-        return "", "datasheet roofline (no kernel time model)"
     prof = load_profile(profile)
     name = prof.name
     shipped = Path(profile_module.__file__).resolve().parent / "profiles"
@@ -1185,14 +1195,7 @@ def calibration_of(
     }
     lead = prof.describe(hw.name, hw)
     # what params says of a class predicted as the lead says the device is
-    on = ", ".join(prof.fitted_devices) or prof.name
-    near = prof.nearest_fitted(hw) if prof.devices else None
-    if hw.name in prof.devices:
-        expected = f"calibrated on {hw.name}"
-    elif near is not None:
-        expected = f"{hw.name} by datasheet ratios from {near} (same tensor-core generation)"
-    else:
-        expected = f"{hw.name} by datasheet ratios (profile fitted on {on})"
+    expected = prof.fitted_how(hw.name, hw)
     hows: Counter[str] = Counter()
     for kind, dtype in sorted(classes):
         # the class the device runs (fp8 weights without fp8 tensor cores: weight-only)

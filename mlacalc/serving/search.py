@@ -342,12 +342,9 @@ def search(
         )
     B = np.asarray(batches, dtype=np.float64)
     k_max = max(1, PREFILL_TOKENS // isl)
-    try:
-        from ..timemodel import load_profile
+    from ..planner import _load_profile, calibration_of, prefill_pool_pass
 
-        profile = load_profile(profile)
-    except ImportError:  # pragma: no cover - the time model ships with mlacalc
-        pass
+    profile = _load_profile(profile)
     points: list[dict[str, Any]] = []
     reasons: Counter[str] = Counter()
     n_layouts = 0
@@ -438,8 +435,6 @@ def search(
                         }
                     )
     secs = time_jobs(jobs, profile)
-    from ..planner import calibration_of
-
     profile_name, calibration = calibration_of(
         profile, hw, {(sp.kind, sp.dtype) for _, specs in jobs for sp in specs if sp.calls}
     )
@@ -448,7 +443,6 @@ def search(
     # prompts/s keeps up with the most decode, a short pass gives the shortest TTFT); each
     # pool's prompts/s, t_pf[k] (a pass of k prompts) and layout, which the points report so
     # that plan reproduces them
-    ks = np.arange(1.0, k_max + 1)
     rated: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, StepModel]]] = {}
     for (sm, specs), t, pl in zip(jobs, secs, plans):
         for ov in overlaps:
@@ -458,9 +452,9 @@ def search(
             t_pf = np.concatenate([[0.0], sm.compose(specs, t, ov, sl, breakdown=False).seconds])
             rate = pl["lay"].dp * k_max / t_pf[k_max]
             rated.setdefault((pl["g"], pl["w"], pl["kv"], ov), []).append((float(rate), t_pf, sm))
-    # per key, its pools (most prompts/s first): prompts/s, t_pf[0 .. k_max], the prompts/s
-    # a pass of each size keeps up with per group, and step model (its layout)
-    pools: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, np.ndarray, StepModel]]]
+    # per key, its pools (most prompts/s first): prompts/s, t_pf[0 .. k_max] and step model
+    # (its layout)
+    pools: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, StepModel]]]
     pools = {}
     for key, cands in rated.items():
         best_t1 = math.inf
@@ -468,15 +462,15 @@ def search(
         # when its one-prompt pass is shorter than every faster layout's
         for rate, t_pf, sm in sorted(cands, key=lambda c: (-c[0], c[1][1])):
             if t_pf[1] < best_t1:
-                pools.setdefault(key, []).append((rate, t_pf, ks / t_pf[1:], sm))
+                pools.setdefault(key, []).append((rate, t_pf, sm))
                 best_t1 = t_pf[1]
     pool_fields = {
         id(pool): {
-            "prefill_layout": pool[3].lay.describe(),
-            "prefill_tp": pool[3].lay.tp,
-            "prefill_ep": pool[3].lay.ep,
-            "prefill_dp_attention": pool[3].lay.dp_attention,
-            "prefill_redundant_experts": pool[3].lay.redundant_experts,
+            "prefill_layout": pool[2].lay.describe(),
+            "prefill_tp": pool[2].lay.tp,
+            "prefill_ep": pool[2].lay.ep,
+            "prefill_dp_attention": pool[2].lay.dp_attention,
+            "prefill_redundant_experts": pool[2].lay.redundant_experts,
         }
         for pools_of_key in pools.values()
         for pool in pools_of_key
@@ -550,16 +544,13 @@ def search(
                     if g + pg > largest:
                         continue
                     for pool in pools.get((pg, pl["w"], pl["kv"], ov), ()):
-                        rate, t_pf, cap, p_sm = pool
+                        rate, t_pf, p_sm = pool
                         keeps = rate >= demand
                         if not keeps.any():
                             continue
                         per_group = demand / p_sm.lay.dp
-                        up = cap[None, :] >= per_group[:, None]
-                        batched = np.where(up.any(axis=1), up.argmax(axis=1) + 1, k_max)
-                        t_k = t_pf[batched]
-                        rho = np.minimum(per_group * t_k / batched, 1.0)
-                        ttft_s = t_k * (1 + rho / 2) + transfer
+                        batched, wait = prefill_pool_pass(t_pf, per_group)
+                        ttft_s = t_pf[batched] + wait + transfer
                         # the requests in flight: the decode batch and, at the request rate,
                         # those in the prefill pool and the KV transfer (Little's law), as
                         # plan's closed loop counts them

@@ -137,21 +137,19 @@ class Profile:
         fitted = self._lookup(self.devices.get(device, {}), kind, dtype, variant)
         if fitted is not None:
             base.update(fitted)
-            return borrowed_params(kind, dtype, base, fitted), f"calibrated on {device}"
+            return borrowed_params(kind, dtype, base, fitted), self._how(device)
         if hardware is not None and self.devices:
             near = self.nearest_fitted(hardware)
             near_table = self.devices.get(near, {}) if near else {}
             fitted = self._lookup(near_table, kind, dtype, variant) if near else None
             if fitted is not None:
                 base.update(fitted)
-                how = f"{device} by datasheet ratios from {near} (same tensor-core generation)"
-                return borrowed_params(kind, dtype, base, fitted), how
+                return borrowed_params(kind, dtype, base, fitted), self._how(device, near)
         fitted = self._lookup(self.classes, kind, dtype, variant)
         if fitted is not None:
             base.update(fitted)
             base = borrowed_params(kind, dtype, base, fitted)
-            on = ", ".join(self.fitted_devices) or self.name
-            return base, f"{device} by datasheet ratios (profile fitted on {on})"
+            return base, self._how(device, pooled=True)
         key = class_key(kind, dtype, variant)
         stand_in = _KIND_STAND_INS.get(f"{kind}:{variant}" if variant else kind)
         if stand_in is not None:
@@ -161,6 +159,25 @@ class Profile:
                 base.update({name: lent[name] for name in names})
                 return base, f"{key} has no fit: {', '.join(names)} of {other} ({how})"
         return base, f"uncalibrated {key} (no profile class; datasheet defaults)"
+
+    def _how(self, device: str, near: str | None = None, *, pooled: bool = False) -> str:
+        """How :meth:`params` says a class was obtained: the device's own fit, the fit of the
+        measured device ``near`` it, or the pooled fit."""
+        if pooled:
+            on = ", ".join(self.fitted_devices) or self.name
+            return f"{device} by datasheet ratios (profile fitted on {on})"
+        if near is not None:
+            return f"{device} by datasheet ratios from {near} (same tensor-core generation)"
+        return f"calibrated on {device}"
+
+    def fitted_how(self, device: str, hardware: Any = None) -> str:
+        """What :meth:`params` says of a class the device's own level of the profile holds:
+        its own fit, else (given its ``hardware``) the nearest measured device's, else the
+        pooled fit."""
+        if device in self.devices:
+            return self._how(device)
+        near = self.nearest_fitted(hardware) if hardware is not None and self.devices else None
+        return self._how(device, near) if near is not None else self._how(device, pooled=True)
 
     def describe(self, device: str, hardware: Any = None) -> str:
         """One line: how a device is predicted with this profile; given its ``hardware`` spec,
