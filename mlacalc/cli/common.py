@@ -184,6 +184,12 @@ def check_q_len(wanted: list[str], q_len: int | None) -> None:
         )
 
 
+def check_causal(wanted: list[str], causal: bool) -> None:
+    """A warning when ``--causal`` is given for decode alone, where it changes nothing."""
+    if causal and wanted == ["decode"]:
+        warn("--causal changes nothing in decode (the one new token attends every key); ignored")
+
+
 def check_context(m: Any, seq_len: int) -> None:
     """A warning (not an error: the counts still hold) when a ``--seq-len`` the user gave is
     longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it

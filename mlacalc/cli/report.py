@@ -16,6 +16,7 @@ from .common import (
     SIZE,
     W_DTYPE,
     Section,
+    check_causal,
     check_context,
     check_impl,
     check_q_len,
@@ -24,7 +25,6 @@ from .common import (
     load,
     phases,
     size_text,
-    warn,
 )
 
 
@@ -80,8 +80,7 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
     from ..report import model_report
 
     check_q_len(phases(phase), q_len)
-    if causal and phase == "decode":
-        warn("--causal changes nothing in decode (the one new token attends every key); ignored")
+    check_causal(phases(phase), causal)
     m = load(model)
     impl = check_impl(m, impl)
     doc = model_report(

@@ -15,6 +15,7 @@ from .common import (
     SIZE,
     W_DTYPE,
     Section,
+    check_causal,
     check_context,
     check_impl,
     check_q_len,
@@ -132,9 +133,8 @@ def command(
     m = load(model)
     wanted = phases(phase)
     check_q_len(wanted, q_len)
-    if causal and wanted == ["decode"]:
-        warn("--causal changes nothing in decode (the one new token attends every key); ignored")
-    elif causal and mode == "unfused":
+    check_causal(wanted, causal)
+    if causal and wanted != ["decode"] and mode == "unfused":
         warn(
             "--causal changes nothing in --mode unfused (the eager op sequence computes every "
             "score and masks the upper triangle); ignored"
