@@ -809,11 +809,18 @@ def plan(
             k, wait = pool_pass(X / p_lay.dp)
             return float(t_pf[k]) + wait
 
-        def solve(g: Any, hi: float, lo: float = 0.0) -> float:
+        def solve(g_raw: Any, hi: float, lo: float = 0.0) -> float:
             """The decode batch in [lo, hi] where ``g`` crosses 0 (g(lo) < 0 <= g(hi)): first
             the whole batches per group (a step's time has jumps, so ``g`` is increasing only
-            on the whole), the smallest that reaches 0; then bisection between it and the
+            on the whole), the smallest that reaches 0; then the crossing between it and the
             one below, unless it lands on 0 (as a search point's concurrency does)."""
+            seen: dict[float, float] = {}
+
+            def g(x: float) -> float:
+                if x not in seen:
+                    seen[x] = g_raw(x)
+                return seen[x]
+
             lo_b, hi_b = math.ceil(lo / lay.dp), math.floor(hi / lay.dp)
             if lo_b < hi_b and g(hi_b * lay.dp) >= 0:
                 lo_b -= 1
@@ -826,14 +833,37 @@ def plan(
                 if abs(g(hi_b * lay.dp)) <= 1e-9 * max(hi_b * lay.dp, 1.0):
                     return float(hi_b * lay.dp)
                 lo, hi = max(lo, lo_b * lay.dp), float(hi_b * lay.dp)
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                if g(mid) < 0:
-                    lo = mid
-                else:
-                    hi = mid
-                if hi - lo <= 1e-13 * max(hi, 1.0):
+            # the crossing between them: regula falsi (Illinois: the value of an end kept
+            # twice is halved), which brings ``g``'s smooth stretches there in a few steps;
+            # where four steps have not halved the bracket (a jump of ``g`` in it), a
+            # bisection, so a jump is closed in about as fast as by bisection alone
+            g_lo, g_hi = g(lo), g(hi)
+            usable = g_lo < 0 <= g_hi
+            kept, steps, checkpoint = 0, 0, hi - lo
+            for _ in range(400):
+                width = hi - lo
+                if width <= 1e-13 * max(hi, 1.0):
                     break
+                steps += 1
+                bisect = not usable or g_hi - g_lo <= 0
+                if steps == 4:
+                    bisect = bisect or width > 0.5 * checkpoint
+                    steps, checkpoint = 0, width
+                mid = 0.5 * (lo + hi) if bisect else hi - g_hi * width / (g_hi - g_lo)
+                # an estimate at (or within the tolerance of) an end tries just inside it
+                tol = 0.4e-13 * max(hi, 1.0)
+                mid = min(max(mid, lo + tol), hi - tol)
+                g_mid = g(mid)
+                if g_mid < 0:
+                    lo, g_lo = mid, g_mid
+                    kept = max(kept, 0) + 1
+                    if kept > 1:
+                        g_hi *= 0.5
+                else:
+                    hi, g_hi = mid, g_mid
+                    kept = min(kept, 0) - 1
+                    if kept < -1:
+                        g_lo *= 0.5
             return lo  # g(lo) < 0 (at a jump of g, the side below 0)
 
         assert kv_transfer is not None
