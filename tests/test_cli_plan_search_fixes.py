@@ -419,23 +419,35 @@ def test_search_offers_no_prefill_pool_that_does_not_fit():
 
     m = as_model("llama-3-70b")
     w = weights_per_gpu(m, make_layout(m, 1), "fp8")
-    # one GPU holds the fp8 weights and a few 2,100-token sequences, not a pass of 8 prompts
+    # one GPU holds the fp8 weights and a few 2,100-token sequences, not a pass of 8 prompts:
+    # as plan has it, the pool needs the weights and one prompt's cache (its passes then
+    # batch the prompts that fit), so search offers it and each point equals plan
     reserve = 1 - (w + 4 * 655_360_000) / 80e9
     kw = dict(isl=2000, osl=100, weight_dtypes=("fp8",), kv_dtypes=("bf16",),
-              memory_reserve=reserve, overlaps=("none",))  # fmt: skip
-    r = search("llama-3-70b", "H100-SXM", [1, 2], **kw)
+              overlaps=("none",))  # fmt: skip
+    r = search("llama-3-70b", "H100-SXM", [1, 2], memory_reserve=reserve, **kw)
     assert any(p["mode"] == "aggregated" and p["gpus"] == 1 for p in r.points)
-    assert not [p for p in r.points if p["mode"] == "disaggregated"]
-    # plan needs the weights and one prompt's cache (its passes then batch the prompts that
-    # fit): this pool fits; one without room for a prompt does not
-    p = plan("llama-3-70b", "H100-SXM", 1, weight_dtype="fp8", isl=2000, osl=100,
-             concurrency=1, memory_reserve=reserve, mode="disaggregated")  # fmt: skip
-    assert p.fits
+    dis = [p for p in r.points if p["mode"] == "disaggregated"]
+    assert dis and {(p["decode_gpus"], p["prefill_gpus"]) for p in dis} == {(1, 1)}
+    for q in dis[:2]:
+        p = plan("llama-3-70b", "H100-SXM", 1, weight_dtype="fp8", isl=2000, osl=100,
+                 concurrency=q["concurrency"], memory_reserve=reserve, mode="disaggregated",
+                 prefill_gpus=1)  # fmt: skip
+        assert p.fits
+        assert p.ttft_s == pytest.approx(q["ttft_s"], rel=1e-6)
+        assert p.output_tokens_per_s_per_gpu == pytest.approx(
+            q["output_tokens_per_s_per_gpu"], rel=1e-6
+        )
+    # a pool without room for one prompt: plan refuses it, and search offers none
     tight = 1 - (w + 100_000_000) / 80e9
     p = plan("llama-3-70b", "H100-SXM", 2, tp=2, weight_dtype="fp8", isl=2000, osl=100,
              concurrency=1, memory_reserve=tight, mode="disaggregated",
              prefill_gpus=1)  # fmt: skip
     assert not p.fits and p.overflow.startswith("prefill pool: ")
+    r = search("llama-3-70b", "H100-SXM", [1, 2, 3], memory_reserve=tight, **kw)
+    assert any(p["mode"] == "aggregated" and p["gpus"] == 2 for p in r.points)
+    assert not [p for p in r.points if p["mode"] == "disaggregated" and p["prefill_gpus"] == 1]
+    assert r.ruled_out["disaggregated: no prefill pool keeps up within the GPUs"]
 
 
 # ---------------------------------------------------------------- R6: prefill-pool errors

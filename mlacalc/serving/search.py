@@ -8,17 +8,18 @@ batch size that fits, in steady state at the given input and output lengths, the
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
 in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
 the same GPU counts, both pools within the largest count, reported with the point) whose prompt
-rate keeps up and that holds its weights and one pass's cache: per GPU count, dtypes and
-overlap, every layout that no other beats on both prompts per second and the time of a
-one-prompt pass ``t_pf[1]`` (the Pareto set: the most prompts per second keeps up with the most
-decode, a shorter pass a shorter TTFT), each pairing a point. As :func:`mlacalc.plan` has it,
-a prefill group runs passes of the smallest size ``k`` that keeps up with its prompts
-(``k / t_pf[k] >=`` the prompts/s on it), and a prompt waits for the pass in progress
-(``rho t_pf[k] / 2``, ``rho`` the share of the time a pass runs), then its own pass, then the
-KV transfer (a point equals ``plan`` of its deployment, prefill pool layout included, at its
-concurrency). A disaggregated point is a decode batch; its concurrency is the requests in
-flight that keep that many decoding: the batch plus, at its request rate, those in the
-prefill pool and the KV transfer (Little's law), as ``plan``'s closed loop counts them.
+rate keeps up and that holds its weights and one prompt's cache, its passes capped at the
+prompts whose cache fits beside the weights (as :func:`mlacalc.plan` checks a pool): per GPU
+count, dtypes and overlap, every layout that no other beats on both prompts per second (at its
+largest pass) and the time of a one-prompt pass ``t_pf[1]`` (the Pareto set: the most prompts
+per second keeps up with the most decode, a shorter pass a shorter TTFT), each pairing a point.
+As :func:`mlacalc.plan` has it, a prefill group runs passes of the smallest size ``k`` that
+keeps up with its prompts (``k / t_pf[k] >=`` the prompts/s on it), and a prompt waits for the
+pass in progress (``rho t_pf[k] / 2``, ``rho`` the share of the time a pass runs), then its own
+pass, then the KV transfer (a point equals ``plan`` of its deployment, prefill pool layout
+included, at its concurrency). A disaggregated point is a decode batch; its concurrency is the
+requests in flight that keep that many decoding: the batch plus, at its request rate, those in
+the prefill pool and the KV transfer (Little's law), as ``plan``'s closed loop counts them.
 
 The result has every point with its figures (output tokens/s per GPU and per user, TTFT,
 TPOT), the Pareto frontier of tokens/s per GPU against tokens/s per user, the best point that
@@ -393,20 +394,24 @@ def search(
                             pf_q.append(np.full(len(Bf), float(isl)))
                             slices[(ov, what)] = slice(pos, pos + len(Bf))
                             pos += len(Bf)
-                    # a prefill pool holds the weights and the cache of one pass (k_max
-                    # prompts of isl tokens) per GPU, as plan checks it
-                    pass_kv = k_max * kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, page_size)
-                    if lay.pp == 1 and "disaggregated" in modes and weights + pass_kv <= usable:
-                        # the layout as a prefill pool: its passes of 1 .. k_max prompts
-                        # (its prompt rate: a pass of k_max), under each overlap (a pool runs
+                    # a prefill pool holds the weights and the cache of one prompt of isl
+                    # tokens per GPU at least, and a pass batches at most the prompts whose
+                    # cache fits beside the weights (k_fit <= k_max), as plan checks it
+                    k_fit = 0
+                    if lay.pp == 1 and "disaggregated" in modes:
+                        one = kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, page_size)
+                        k_fit = int(min(k_max, max(usable - weights, 0) // one))
+                    if k_fit >= 1:
+                        # the layout as a prefill pool: its passes of 1 .. k_fit prompts
+                        # (its prompt rate: a pass of k_fit), under each overlap (a pool runs
                         # its decode pool's, as plan times it)
                         for ov in overlaps:
                             f = 0.5 if ov == "tbo" else 1.0
-                            dec_B.append(np.zeros(k_max))
-                            pf_N.append(np.arange(1.0, k_max + 1) * f)
-                            pf_q.append(np.full(k_max, float(isl)))
-                            slices[(ov, "prefill")] = slice(pos, pos + k_max)
-                            pos += k_max
+                            dec_B.append(np.zeros(k_fit))
+                            pf_N.append(np.arange(1.0, k_fit + 1) * f)
+                            pf_q.append(np.full(k_fit, float(isl)))
+                            slices[(ov, "prefill")] = slice(pos, pos + k_fit)
+                            pos += k_fit
                     if not sum(len(x) for x in dec_B):
                         continue  # no batch fits and no prefill pool to rate: nothing to time
                     sm = StepModel(m, lay, sized, layout, hw, profile)
@@ -432,6 +437,7 @@ def search(
                             "n": n,
                             "ovs": ovs,
                             "slices": slices,
+                            "k_fit": k_fit,
                         }
                     )
     secs = time_jobs(jobs, profile)
@@ -450,9 +456,10 @@ def search(
             if sl is None:
                 continue
             t_pf = np.concatenate([[0.0], sm.compose(specs, t, ov, sl, breakdown=False).seconds])
-            rate = pl["lay"].dp * k_max / t_pf[k_max]
+            k_fit = pl["k_fit"]  # the largest pass whose cache fits (plan's k_max)
+            rate = pl["lay"].dp * k_fit / t_pf[k_fit]
             rated.setdefault((pl["g"], pl["w"], pl["kv"], ov), []).append((float(rate), t_pf, sm))
-    # per key, its pools (most prompts/s first): prompts/s, t_pf[0 .. k_max] and step model
+    # per key, its pools (most prompts/s first): prompts/s, t_pf[0 .. k_fit] and step model
     # (its layout)
     pools: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, StepModel]]]
     pools = {}
