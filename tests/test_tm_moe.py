@@ -230,3 +230,67 @@ def test_routing_past_the_fused_top_k_pays_each_selection_round():
     on, off = extra(k, 1e-6), extra(k, 0.0)
     assert np.allclose(on - off, k * 1e-6)  # the same at 1 and 64 tokens
     assert np.array_equal(extra(FUSED_TOPK_MAX, 1e-6), extra(FUSED_TOPK_MAX, 0.0))
+
+
+def test_later_power_law_calls_whose_draws_round_to_zero_take_the_round_robin_loads():
+    """A later collector's (the H100 table's) power-law call whose draws all round to zero
+    (the largest draw, 2, scaled below 1/2: tokens x top-k under 0.092 E at alpha 1.01, 0.065 E
+    at 1.2) is spread over the ranks as round-robin routing spreads it: the balanced row's
+    loads, not the straggler rank of the draws; larger calls keep the straggler's loads. The
+    1.0 collector's calls of tokens x top-k at most E/16 stay wholly on the measured rank."""
+    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import _draws_round_to_zero
+    from mlacalc.measured.sets import MeasuredTable
+
+    e = np.full(4, 512.0)
+    # 2 x 22 = 44 pairs over 512 experts (0.086 E): zero at alpha 1.01, not at 1.2
+    assert _draws_round_to_zero(
+        np.array([44.0, 44.0, 32.0, 513.0]), e, np.array([1.01, 1.2, 1.2, 1.01])
+    ).tolist() == [True, False, True, False]
+
+    tokens = [1, 1, 2, 2, 2, 64, 64]
+    dist = ["balanced", "power_law_1.2", "balanced", "power_law_1.01", "power_law_1.2"]
+    dist = [*dist, "balanced", "power_law_1.2"]
+
+    def table(version: str) -> MeasuredTable:
+        n = len(tokens)
+        return MeasuredTable(
+            table="moe_perf",
+            system="test",
+            device="H100-SXM",
+            family="moe",
+            framework="trtllm",
+            version=version,
+            provenance="test",
+            source="test",
+            columns={
+                "moe_dtype": np.array(["bfloat16"] * n),
+                "num_tokens": np.array(tokens),
+                "hidden_size": np.full(n, 8192),
+                "inter_size": np.full(n, 5120),
+                "topk": np.full(n, 22),
+                "num_experts": np.full(n, 512),
+                "moe_tp_size": np.full(n, 1),
+                "moe_ep_size": np.full(n, 32),
+                "distribution": np.array(dist),
+                "kernel_source": np.array(["moe_torch_flow_nongated"] * n),
+            },
+            seconds=np.full(n, 1e-4),
+        )
+
+    def shape(version: str) -> dict[str, np.ndarray]:
+        part = next(p for p in map_table(table(version), quirks=False).parts)
+        order = np.argsort(part.rows)
+        return {k: np.asarray(v)[order] for k, v in part.batch.shape.items()}
+
+    new = shape("1.3.0rc20")
+    # one token, 22 assignments over 32 ranks: one expert, one assignment, as balanced
+    assert new["active_experts"][1] == new["active_experts"][0] == 1.0
+    assert new["assignments"][1] == new["assignments"][0] == 1.0
+    # two tokens: alpha 1.01 as balanced (2 experts), alpha 1.2 the straggler (more)
+    assert new["active_experts"][3] == new["active_experts"][2] == 2.0
+    assert new["active_experts"][4] > 2.5
+    # 64 tokens (1408 assignments, above E): the straggler rank carries more than its share
+    assert new["assignments"][6] > 1.2 * new["assignments"][5]
+    old = shape("1.0.0")
+    assert old["assignments"][1] == 22.0 and old["active_experts"][1] == 16.0

@@ -54,7 +54,8 @@ What each table becomes:
   intermediate ``inter/tp``, all ``num_tokens`` entering, loads from
   :mod:`mlacalc.measured.moe_routing` (balanced, or the power-law straggler rank; the
   TensorRT-LLM 1.0 table's power-law calls of tokens x top-k at most E/16: every assignment
-  on the measured rank). The Triton mxfp4 rows carry their row tile (``row_tile``).
+  on the measured rank; a later table's calls whose power-law draws all round to zero: the
+  round-robin loads). The Triton mxfp4 rows carry their row tile (``row_tile``).
 * ``custom_allreduce_perf``: an all-reduce of ``message_size`` bf16 elements per GPU; from
   :data:`TRTLLM_NCCL_FROM_ELEMENTS` of the table's TensorRT-LLM version up, NCCL's (``fp16``
   class, no one-shot).
@@ -710,6 +711,20 @@ def _moe_pre_1_0(version: str) -> bool:
     return key is not None and key <= (1, 0)
 
 
+def _draws_round_to_zero(pairs: np.ndarray, experts: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Whether every power-law draw of a ``moe_perf`` call of ``pairs`` (token, expert)
+    assignments over ``experts`` rounds to zero: the draws of a call of at most ``experts``
+    pairs lie in [0.01, 2] (:func:`~mlacalc.measured.moe_routing.power_law_draws`) and are
+    scaled to sum to ``pairs``, about ``experts`` times the bounded power law's mean; the
+    largest, 2, scaled stays below 1/2."""
+    lo, hi = 0.01, 2.0
+    a = np.asarray(alpha, dtype=np.float64)
+    a = np.where(np.abs(a - 1.0) < 1e-6, 1.0 + 1e-6, a)  # the limits at 1 and 2 are finite
+    a = np.where(np.abs(a - 2.0) < 1e-6, 2.0 + 1e-6, a)
+    mean = (hi ** (2 - a) - lo ** (2 - a)) / (2 - a) * (1 - a) / (hi ** (1 - a) - lo ** (1 - a))
+    return (pairs <= experts) & (hi * pairs < 0.5 * experts * mean)
+
+
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = _canon(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
@@ -744,6 +759,27 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         assigned = np.where(few, pairs, assigned)
         active_e = np.where(few, np.minimum(pairs, local), active_e)
         most = np.where(few, np.ceil(pairs / local), most)
+    else:
+        # the later collector (the H100 table) spreads a power-law call whose draws all round
+        # to zero over the ranks as round-robin routing does. Its draws of a call of tokens x
+        # top-k at most E lie in [0.01, 2], scaled to sum to tokens x top-k; rounded to the
+        # nearest integer (as recalled: no copy of the collector in the shared reference), none
+        # reaches 1 while the largest, 2, scales below 1/2 (:func:`_draws_round_to_zero`), and
+        # the assignments are then handed out one an expert. Such rows take the time of the
+        # balanced row of the same call and split: median ratio 0.98-1.00 (quartiles
+        # 0.93-1.03) at every tokens x top-k / E up to 1/16 in both exponents, and up to 0.094
+        # at alpha 1.01 (its bound 0.092); alpha 1.2 (bound 0.065) is 5-13% slower from 0.078
+        # up, alpha 1.01 from 0.1 up, as the straggler rank's loads expect. With the draws'
+        # straggler rank (more experts touched) the fitted bf16 and fp8 medians of these rows
+        # were 11-13% too slow, and 95 of the 100 H100 MoE rows that beat the roofline were
+        # among them (none does with these loads)
+        few = (alpha > 0) & _draws_round_to_zero(T * topk, E, alpha)
+        if few.any():
+            spread = rank_loads(T[few], topk[few], E[few], ep[few], np.zeros(int(few.sum())))
+            assigned, active_e, most = assigned.copy(), active_e.copy(), most.copy()
+            assigned[few] = spread.assignments
+            active_e[few] = spread.active_experts
+            most[few] = spread.max_per_expert
     source = t.columns.get("kernel_source", np.full(len(t), ""))
     gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
     mats = np.where(gated > 0, 3.0, 2.0)

@@ -20,8 +20,10 @@ many (token, expert) assignments land on its experts and how they are spread:
   that rank's assignments, its most-loaded expert and its experts with any token. They are
   expectations, so FLOPs of these rows are not integers. With this rule the reference's MoE
   rows respect the plain roofline (the reference notes that no row beats the bandwidth or
-  FLOP bounds) except 100 H100 and 40 A100 power-law rows at 16 tokens or fewer, whose
-  straggler rank touches fewer experts than the rule expects; a Zipf popularity ``i^-alpha``
+  FLOP bounds) except 5 H100 and 40 A100 power-law rows at 16 tokens or fewer, whose
+  straggler rank touches fewer experts than the rule expects (100 H100 rows before the
+  mapping gave the later collector's calls whose draws all round to zero the round-robin
+  loads: :mod:`mlacalc.measured.mapping`); a Zipf popularity ``i^-alpha``
   over experts would put every token on the heaviest expert at ``ep >= 64`` and make about
   1,400 H100 rows beat the roofline.
 """
