@@ -127,11 +127,13 @@ class Plan:
     kv_tokens_per_gpu: int
     #: bytes one sequence of the planned context holds on a GPU, every layer kind as it keeps it
     kv_bytes_per_sequence_per_gpu: int
+    #: the context each sequence was sized at: ``seq_len`` as given, or ``isl + osl`` under a
+    #: request mix (the ``seq_len`` argument does not apply there)
     seq_len: int
     batch: int | None
     max_batch: int
-    #: the longest context at ``batch``: what memory allows, capped at the model's window
-    #: (``max_position_embeddings``); ``max_context_memory`` keeps memory's own figure
+    #: the longest context at ``batch``: what memory allows, capped at the model's position
+    #: limit (``max_position_embeddings``); ``max_context_memory`` keeps memory's own figure
     max_context: int | None
     max_position_embeddings: int | None
     decode_batch: int | None
@@ -167,6 +169,13 @@ class Plan:
     step_comm_s: float | None = None
     sustainable: bool = True
     kernels: tuple[dict[str, Any], ...] = ()
+    #: what ``kernels`` covers, in words, where it is not the whole step of one GPU: one of
+    #: the two micro-batches of a two-batch-overlap step, or one pipeline micro-batch through
+    #: every layer (the stages together); "" for the whole step of one GPU
+    kernels_scope: str = ""
+    #: the step's link time, exposed or not: ``step_comm_s`` but, under two-batch overlap,
+    #: both micro-batches' links, of which ``step_comm_s`` is what the overlap leaves exposed
+    step_links_s: float | None = None
     #: how the weights are sized: the checkpoint's scheme ("checkpoint fp8 block 128x128")
     #: when no weight dtype was chosen and the model declares one, else the weight dtype
     weight_format: str = ""
@@ -234,27 +243,35 @@ class Plan:
         return f"{self.ttft_s * 1e3:,.1f} ms"
 
     def longest_context_text(self) -> str:
-        """The longest context at the batch, in words: the model's window when memory
-        allows more ("131,072 tokens (the model's window; memory allows 1,731,104)")."""
+        """The longest context at the batch, in words: the model's position limit when memory
+        allows more ("131,072 tokens (the model's max_position_embeddings; memory allows
+        1,731,104)")."""
         if self.max_context is None:
             return "-"
         text = f"{self.max_context:,} tokens"
         if self.max_context_memory is not None and self.max_context_memory > self.max_context:
-            text += f" (the model's window; memory allows {self.max_context_memory:,})"
+            # the cap is the model's position limit, not an attention window (a model with
+            # sliding layers has windows far below it)
+            text += (
+                f" (the model's max_position_embeddings; memory allows {self.max_context_memory:,})"
+            )
         return text
 
     @property
     def total_gpus(self) -> int:
+        """Every GPU of the deployment: ``gpus`` (the decode pool's, disaggregated) and the
+        prefill pool's."""
         return self.gpus + self.prefill_gpus
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-safe: an unbounded figure (TTFT and the queue when requests
         arrive faster than the deployment serves them) is ``None``, with ``sustainable``
-        false."""
+        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``."""
         out = {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in self.__dict__.items()
         }
+        out["total_gpus"] = self.total_gpus
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
         out["kernels"] = [dict(k) for k in self.kernels]
@@ -323,11 +340,17 @@ def _bound(
     compute_s: float,
     comm_s: float,
     overlap: str = "none",
+    links_s: float | None = None,
 ) -> str:
-    """Which roof the step is nearest: communication when links take longer than the kernels
-    (under two-batch overlap: when any link time is left exposed), else compute or memory by
-    the step's summed FLOPs and bytes at the datasheet rates."""
-    if comm_s > compute_s or (overlap == "tbo" and comm_s > 0):
+    """Which roof the step is nearest: communication when the links take longer than the
+    kernels, else compute or memory by the step's summed FLOPs and bytes at the datasheet
+    rates. Under two-batch overlap ``comm_s`` is the link time the overlap leaves exposed and
+    ``links_s`` all of it (both micro-batches'): the step is communication-bound when the
+    links take longer than the kernels, not whenever some link time is exposed (30 ms of a
+    111 ms step whose links take 61 ms against 81 ms of kernels is compute-bound, its links
+    partly exposed)."""
+    links = comm_s if links_s is None else links_s
+    if links > compute_s:
         return "communication"
     flops = sum(float(k["flops"][0]) * k["calls"] for k in st_kernels if not k["communication"])
     nbytes = sum(float(k["bytes"][0]) * k["calls"] for k in st_kernels if not k["communication"])
@@ -335,6 +358,44 @@ def _bound(
         "compute"
         if flops / hw.peak("bf16") > nbytes / hw.memory_bandwidth_bytes_per_s
         else "memory"
+    )
+
+
+def _links_s(kernels: list[dict[str, Any]], comm_s: float, overlap: str) -> float:
+    """The step's link time, exposed or not: ``comm_s`` without overlap; under two-batch
+    overlap, both micro-batches' links (``kernels`` are one micro-batch's)."""
+    if overlap != "tbo":
+        return comm_s
+    return 2.0 * sum(float(k["seconds"][0]) for k in kernels if k["communication"])
+
+
+def _kernels_scope(sm: StepModel, overlap: str, dec_B: float) -> str:
+    """What the kernel rows of a step cover, in words, where it is not the whole step of one
+    GPU (""): ``dec_B`` is the sequences per attention group of one pipeline micro-batch."""
+    lay, layers = sm.lay, sm.m.num_hidden_layers
+    per = " per attention group" if lay.dp > 1 else ""
+    hidden = "links hidden behind the other's kernels as far as they go"
+    if lay.pp == 1:
+        if overlap != "tbo":
+            return ""
+        return (
+            f"one of the two micro-batches of a two-batch-overlap step ({dec_B / 2:,.4g} "
+            f"sequences{per}): the step runs every kernel twice, each micro-batch's {hidden}"
+        )
+    stage = max(nd + nm for nd, nm in sm.stage_counts)
+    if overlap == "tbo":
+        text = (
+            f"one two-batch-overlap half ({dec_B / 2:,.4g} sequences{per}) of one pipeline "
+            f"micro-batch ({dec_B:,.4g})"
+        )
+        runs = f"twice (the two halves, each one's {hidden}) for each of the {lay.pp}"
+    else:
+        text = f"one pipeline micro-batch ({dec_B:,.4g} sequences{per})"
+        runs = f"for each of the {lay.pp}"
+    return (
+        f"{text} through all {layers} layers: the {lay.pp} pipeline stages together, so the "
+        f"calls are the whole model's; a GPU holds its stage's layers (at most {stage}) and "
+        f"runs them {runs} micro-batches in flight"
     )
 
 
@@ -397,7 +458,9 @@ def plan(
     profile: Any = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
-    serving figures (see the module docstring).
+    serving figures (see the module docstring). With ``mode="disaggregated"``, ``gpus`` is
+    the decode pool and ``prefill_gpus`` (by default as many) the prefill pool beside it:
+    ``Plan.total_gpus`` GPUs in all.
 
     Examples
     --------
@@ -469,14 +532,47 @@ def plan(
         raise InvalidArgumentError(
             "output_lag_steps", "applies to aggregated serving: leave it 0 with disaggregated"
         )
+    if mtp_tokens and not m.num_nextn_predict_layers:
+        # the drafts run the model's MTP module (its weights held, its layer timed per draft
+        # token): a model without one would get the speed-up at no cost
+        raise InvalidArgumentError(
+            "mtp_tokens",
+            f"{m.label} has no MTP module (num_nextn_predict_layers is 0) to draft tokens "
+            "with; leave mtp_tokens 0",
+        )
     if mtp_tokens and mtp_acceptance is None:
         raise InvalidArgumentError(
             "mtp_acceptance", "give the draft tokens' acceptance rate with mtp_tokens"
         )
+    if mtp_acceptance is not None and not mtp_tokens:
+        # without draft tokens the rate would be dropped without a word
+        raise InvalidArgumentError(
+            "mtp_acceptance", "applies to draft tokens: give mtp_tokens (--mtp-tokens) with it"
+        )
     acceptance = _check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
     imbalance = _check_number("routing_imbalance", routing_imbalance, 1.0, allow_none=False)
     profile = _load_profile(profile)  # a bad name or file is refused before any work
-    lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
+    try:
+        lay = make_layout(m, gpus, tp, dp, pp, ep, dp_attention, redundant_experts)
+    except InvalidArgumentError as exc:
+        if exc.argument != "tp" or tp is not None:
+            raise
+        # the tensor-parallel degree was not given: it follows from the GPUs (and dp, pp),
+        # so the error names what was given
+        arg = "gpus" if dp is None else "dp"
+        src = "every GPU of a stage" if dp is None else "the GPUs of a stage over dp"
+        raise InvalidArgumentError(
+            arg,
+            f"with no tp given, the tensor-parallel degree is {src} (gpus={gpus}"
+            + (f", pp={pp}" if pp != 1 else "")
+            + (f", dp={dp}" if dp is not None else "")
+            + f"): {exc.message}; give tp (--tp)"
+            + (
+                ", or split the GPUs with dp (--dp) or dp_attention (--dp-attention)"
+                if dp is None
+                else " or another dp"
+            ),
+        ) from None
     if mode == "disaggregated":  # the prefill pool's layout, checked before anything is sized
         p_gpus = _check_int("prefill_gpus", prefill_gpus) or gpus
         p_lay = _prefill_layout(
@@ -492,6 +588,8 @@ def plan(
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
     warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
+    if include_mtp and not m.num_nextn_predict_layers:
+        warnings.append(f"{m.label} has no MTP module: include_mtp holds nothing more")
 
     memory = hw.memory_bytes
     usable = int(memory * (1 - memory_reserve))
@@ -579,7 +677,8 @@ def plan(
         kv_bytes_per_token_full_layers_per_gpu=per_token_full,
         kv_bytes_fixed_per_sequence_per_gpu=fixed,
         kv_tokens_per_gpu=tokens_per_gpu,
-        seq_len=seq_len,
+        # the context each sequence was sized at: isl + osl under a request mix
+        seq_len=context,
         batch=batch,
         max_batch=max_batch,
         max_context=max_context,
@@ -976,7 +1075,9 @@ def plan(
     ttft = f["ttft"] + queue + (kv_transfer or 0.0)
     total_gpus = gpus + p_gpus
     B_run = max(running / lay.dp, 1.0)
-    dec = sm.step(overlap=overlap, dec_B=B_run / min(lay.pp, B_run), dec_q=q, dec_S=S_avg)
+    micro = B_run / min(lay.pp, B_run)
+    dec = sm.step(overlap=overlap, dec_B=micro, dec_q=q, dec_S=S_avg)
+    links = _links_s(dec.kernels, f["comm"], overlap)
     # the decode step's kernels and the prompt's prefill (TTFT depends on both), on the GPUs
     # that run each (the prefill pool's, disaggregated; the same GPUs, aggregated)
     name, how = calibration_of(profile, hw, [*dec.kernels, *p_sm.step(pf_N=1, pf_q=isl).kernels])
@@ -995,7 +1096,7 @@ def plan(
         prefill_redundant_experts=p_lay.redundant_experts if p_gpus else None,
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=f["running"] * tau / f["t_dec"],
-        decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap),
+        decode_bound=_bound(hw, dec.kernels, f["compute"], f["comm"], overlap, links),
         prefill_s=float(t_pf[1]),
         binding="kv capacity"
         if (queued and math.isfinite(queued) and not prefill_bound)
@@ -1003,7 +1104,7 @@ def plan(
         else "prefill pool"
         if prefill_bound  # the prefill pool's rate caps the requests served
         else {"memory": "memory bandwidth"}.get(
-            b := _bound(hw, dec.kernels, f["compute"], f["comm"], overlap), b
+            b := _bound(hw, dec.kernels, f["compute"], f["comm"], overlap, links), b
         ),
         fits=True,
         memory=mem,
@@ -1019,8 +1120,10 @@ def plan(
         kv_transfer_s=kv_transfer,
         step_compute_s=f["compute"],
         step_comm_s=f["comm"],
+        step_links_s=links,
         sustainable=sustainable,
         kernels=_kernel_rows(dec.kernels),
+        kernels_scope=_kernels_scope(sm, overlap, micro),
     )
 
 
@@ -1155,9 +1258,11 @@ def _capacity_plan(
     times are those of the largest batch that fits (``decode_batch``)."""
     run_batch = max_batch if batch is None else min(batch, max_batch)
     B = math.ceil(run_batch / lay.dp)
-    dec = sm.step(overlap=overlap, dec_B=B / min(lay.pp, max(B, 1)), dec_S=seq_len)
+    micro = B / min(lay.pp, max(B, 1))
+    dec = sm.step(overlap=overlap, dec_B=micro, dec_S=seq_len)
     step = lay.pp * float(dec.stage_seconds[0])
-    bound = _bound(hw, dec.kernels, float(dec.compute_s[0]), float(dec.comm_s[0]), overlap)
+    links = _links_s(dec.kernels, float(dec.comm_s[0]), overlap)
+    bound = _bound(hw, dec.kernels, float(dec.compute_s[0]), float(dec.comm_s[0]), overlap, links)
     prefill_s = float(sm.step(overlap=overlap, pf_N=1, pf_q=seq_len).seconds[0])
     binding = (
         "kv capacity"
@@ -1180,7 +1285,9 @@ def _capacity_plan(
         running_batch_per_group=float(B),
         step_compute_s=float(dec.compute_s[0]),
         step_comm_s=float(dec.comm_s[0]),
+        step_links_s=links,
         kernels=_kernel_rows(dec.kernels),
+        kernels_scope=_kernels_scope(sm, overlap, micro),
         profile=name,
         calibration=how,
     )

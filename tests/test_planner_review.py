@@ -74,7 +74,7 @@ def test_longest_context_stops_at_the_models_window():
     assert p.max_context == 131_072 < p.max_context_memory
     assert p.to_dict()["max_context_memory"] == p.max_context_memory
     text = p.longest_context_text()
-    assert text.startswith("131,072 tokens (the model's window; memory allows ")
+    assert text.startswith("131,072 tokens (the model's max_position_embeddings; memory allows ")
     assert f"{p.max_context_memory:,}" in text
     small = plan("gpt-oss-120b", "H100-SXM", 8, batch=4096)  # memory is the limit
     assert small.max_context == small.max_context_memory < 131_072

@@ -52,8 +52,21 @@ def layout_options(f):
 @click.option(
     "--hardware", "-H", "hardware", required=True, help="Device (mlacalc list --hardware)."
 )
-@click.option("--gpus", "-g", type=COUNT, default=D.GPUS, show_default=True, help="GPUs in all.")
-@click.option("--tp", type=COUNT, default=None, help="Tensor-parallel degree (default: all GPUs).")
+@click.option(
+    "--gpus",
+    "-g",
+    type=COUNT,
+    default=D.GPUS,
+    show_default=True,
+    help="GPUs in all; with --mode disaggregated, the decode pool's (the prefill pool's are "
+    "--prefill-gpus, by default as many).",
+)
+@click.option(
+    "--tp",
+    type=COUNT,
+    default=None,
+    help="Tensor-parallel degree (default: the GPUs of a stage over --dp; 1 with --dp-attention).",
+)
 @click.option("--dp", type=COUNT, default=None, help="Data-parallel degree (default: gpus / tp).")
 @click.option("--ep", type=COUNT, default=D.EP, show_default=True, help="Expert-parallel degree.")
 @layout_options
@@ -112,7 +125,12 @@ def layout_options(f):
     show_default=True,
     help="Prefill and decode on the same GPUs, or on separate pools.",
 )
-@click.option("--prefill-gpus", type=COUNT, default=None, help="GPUs of the prefill pool.")
+@click.option(
+    "--prefill-gpus",
+    type=COUNT,
+    default=None,
+    help="GPUs of the prefill pool, beside the --gpus of the decode pool (default: as many).",
+)
 @click.option(
     "--prefill-tp",
     type=COUNT,
@@ -376,11 +394,43 @@ def times_note(profile: str, calibration: str) -> str:
     )
 
 
+def gpus_text(p) -> str:
+    """The GPUs of the plan: ``16 x H200 (TP16)``; disaggregated, both pools and their sum
+    (``16 x H200 decode (TP16) + 16 prefill (TP16) = 32 GPUs``)."""
+    if not p.prefill_gpus:
+        return f"{p.gpus} x {p.hardware} ({p.layout})"
+    return (
+        f"{p.gpus} x {p.hardware} decode ({p.layout}) + {p.prefill_gpus} prefill "
+        f"({p.prefill_layout}) = {p.gpus + p.prefill_gpus} GPUs"
+    )
+
+
+def links_text(p) -> str:
+    """The step's link time: under two-batch overlap, what the overlap leaves exposed (the
+    part in the step time) of all of it."""
+    exposed = f"links {p.step_comm_s * 1e3:,.2f} ms"
+    if p.overlap != "tbo" or p.step_links_s is None:
+        return exposed
+    return f"{exposed} exposed of {p.step_links_s * 1e3:,.2f} ms"
+
+
+def kernels_note(p) -> str:
+    """What the kernel table covers, where it is not the whole step of one GPU, and how its
+    rows compare with the step."""
+    if not p.kernels_scope:
+        return ""
+    rows = sum(k["seconds"] for k in p.kernels)
+    return (
+        f"The rows are {p.kernels_scope}. They sum to {rows * 1e3:,.2f} ms; the decode step "
+        f"is {p.decode_step_s * 1e3:,.2f} ms."
+    )
+
+
 def sections(p) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels."""
     rows = [
         ["fits", "yes" if p.fits else f"no: {p.overflow}"],
-        ["GPUs", f"{p.gpus} x {p.hardware} ({p.layout})"],
+        ["GPUs", gpus_text(p)],
         [
             "memory per GPU",
             f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})",
@@ -409,8 +459,7 @@ def sections(p) -> list[Section]:
         rows.append(
             [
                 f"decode step at {at}",
-                f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound; links "
-                f"{p.step_comm_s * 1e3:,.2f} ms)",
+                f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound; {links_text(p)})",
             ]
         )
         rows.append(
@@ -474,11 +523,19 @@ def sections(p) -> list[Section]:
             ]
             for k in sorted(p.kernels, key=lambda k: -k["seconds"])
         ]
+        title = "Decode step of one GPU, by kernel"
+        if p.kernels_scope:
+            title = (
+                "Decode step by kernel: "
+                + ("one of the two micro-batches" if p.overlap == "tbo" else "one micro-batch")
+                + (f", the {p.pp} pipeline stages together" if p.pp > 1 else "")
+            )
         out.append(
             Section(
-                "Decode step of one GPU, by kernel",
+                title,
                 ["kernel", "kind", "calls", "ms (all calls)", "dtype"],
                 krows,
+                note=kernels_note(p),
             )
         )
     return out

@@ -40,7 +40,7 @@ from ..config import ModelConfig
 from ..dtypes import canonical_dtype, resolve_kv_layout
 from ..engine import as_model as _model
 from ..engine import kv_cache
-from ..errors import InvalidArgumentError, MlacalcError
+from ..errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 from ..hardware import HardwareSpec, load_hardware
 from .comm import kv_transfer_seconds
 from .layout import (
@@ -327,6 +327,16 @@ def search(
         raise InvalidArgumentError(
             "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
         )
+    # an unknown dtype names the argument (the option) it came in
+    for name, values, check in (
+        ("weight_dtypes", weight_dtypes or (), canonical_dtype),
+        ("kv_dtypes", kv_dtypes, resolve_kv_layout),
+    ):
+        for value in values:
+            try:
+                check(value)
+            except UnknownDtypeError as exc:
+                raise UnknownDtypeError(exc.name, exc.known, exc.what, name) from None
     own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
     if weight_dtypes is None:
         weight_dtypes = (m.weights_dtype,)

@@ -1,0 +1,161 @@
+"""The plan and search defects of the new-user trial (2026-11-27, third session): each test
+fails before its fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlacalc.errors import InvalidArgumentError, UnknownDtypeError
+from mlacalc.planner import plan
+from mlacalc.serving.search import search
+
+TBO = dict(tp=1, dp_attention=True, ep=72, redundant_experts=32, isl=2000, osl=500)
+
+
+# ---------------------------------------------------------------- 1: TBO table and bound
+@pytest.fixture(scope="module")
+def tbo():
+    return plan("deepseek-v3", "H100-SXM", 72, overlap="tbo", **TBO)
+
+
+def test_tbo_bound_names_the_largest_share_not_any_exposed_link(tbo):
+    """Under two-batch overlap the step was labelled communication-bound whenever any link
+    time was left exposed (30 ms of 111): it is bound by the links only when they take
+    longer than the kernels."""
+    assert 0 < tbo.step_comm_s < tbo.step_compute_s
+    links = sum(k["seconds"] for k in tbo.kernels if k["communication"]) * 2
+    assert links < tbo.step_compute_s
+    assert tbo.decode_bound != "communication"
+    assert tbo.binding != "communication"
+    assert tbo.step_links_s == pytest.approx(links)
+
+
+def test_tbo_kernel_table_says_it_covers_one_micro_batch(tbo, run):
+    rows = sum(k["seconds"] for k in tbo.kernels)
+    assert rows < 0.75 * tbo.decode_step_s  # one of the two micro-batches
+    assert "two micro-batches" in tbo.kernels_scope
+    out, _ = run(
+        "plan", "deepseek-v3", "-H", "H100-SXM", "--gpus", 72, "--tp", 1, "--dp-attention",
+        "--ep", 72, "--redundant-experts", 32, "--overlap", "tbo", "--isl", 2000, "--osl", 500,
+    )  # fmt: skip
+    assert "one of the two micro-batches" in out
+    assert "exposed" in out  # the link time shown is what the overlap leaves exposed
+
+
+def test_tbo_links_longer_than_the_kernels_are_communication_bound(tbo):
+    from mlacalc.planner import _bound
+
+    k = [dict(x, flops=[x["flops_per_call"]], bytes=[x["bytes_per_call"]]) for x in tbo.kernels]
+    from mlacalc.hardware import load_hardware
+
+    hw = load_hardware("H100-SXM")
+    assert _bound(hw, k, 0.08, 0.03, "tbo", links_s=0.06) != "communication"
+    assert _bound(hw, k, 0.08, 0.03, "tbo", links_s=0.09) == "communication"
+
+
+# ---------------------------------------------------------------- 2: MTP without a module
+def test_mtp_tokens_refused_for_a_model_without_mtp(run):
+    with pytest.raises(InvalidArgumentError) as exc:
+        plan(
+            "llama-3-70b", "H100-SXM", 4, isl=2048, osl=500, concurrency=64,
+            mtp_tokens=2, mtp_acceptance=0.8,
+        )  # fmt: skip
+    assert exc.value.argument == "mtp_tokens" and "MTP" in exc.value.message
+    _, err = run(
+        "plan", "llama-3-70b", "-H", "H100-SXM", "--gpus", 4, "--isl", "2k", "--osl", 500,
+        "--concurrency", 64, "--mtp-tokens", 2, "--mtp-acceptance", 0.8, code=2,
+    )  # fmt: skip
+    assert "--mtp-tokens" in err and "MTP" in err
+    # a model with an MTP module still drafts
+    p = plan("deepseek-v3", "H200", 8, isl=2000, osl=500, mtp_tokens=1, mtp_acceptance=0.8)
+    assert p.tokens_per_step == pytest.approx(1.8)
+
+
+# ---------------------------------------------------------------- 3: disaggregated GPUs
+def test_disaggregated_gpu_row_and_help_say_decode_plus_prefill(run):
+    out, _ = run(
+        "plan", "deepseek-v3", "-H", "H200", "--gpus", 16, "--mode", "disaggregated",
+        "--isl", "2k", "--osl", 500,
+    )  # fmt: skip
+    row = next(line for line in out.splitlines() if "GPUs" in line and "x H200" in line)
+    assert "decode" in row and "prefill" in row and "32" in row
+    out, _ = run(
+        "plan", "deepseek-v3", "-H", "H200", "--gpus", 16, "--mode", "disaggregated",
+        "--isl", "2k", "--osl", 500, "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert (doc["gpus"], doc["prefill_gpus"], doc["total_gpus"]) == (16, 16, 32)
+    help_text, _ = run("plan", "--help")
+    assert "GPUs in all." not in help_text
+    assert "decode pool" in help_text
+
+
+# ---------------------------------------------------------------- 4: seq_len with isl/osl
+def test_seq_len_is_the_context_used_with_a_request_mix(run):
+    p = plan("llama-3-8b", "H100-SXM", 1, isl=2048, osl=500)
+    assert p.seq_len == 2548 == p.context
+    out, _ = run(
+        "plan", "llama-3-8b", "-H", "H100", "--gpus", 1, "--isl", "2k", "--osl", 500,
+        "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert doc["seq_len"] == 2548 and doc["isl"] == 2048 and doc["osl"] == 500
+
+
+# ---------------------------------------------------------------- 5: positions, not window
+def test_longest_context_cap_is_called_max_positions_not_window(run):
+    p = plan("gemma-3-1b", "RTX-4090", 1, batch=64)
+    assert p.max_context == p.max_position_embeddings
+    text = p.longest_context_text()
+    assert "window" not in text and "max_position_embeddings" in text
+
+
+# ---------------------------------------------------------------- 6: pipeline table
+def test_pipeline_kernel_table_says_it_is_the_model_across_stages(run):
+    p = plan("deepseek-v3", "H200", 16, tp=8, pp=2)
+    attention = next(k for k in p.kernels if k["name"] == "attention")
+    assert attention["calls"] == 61  # the whole model: both stages
+    assert "2 pipeline stages" in p.kernels_scope and "61 layers" in p.kernels_scope
+    out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 16, "--tp", 8, "--pp", 2)
+    assert "2 pipeline stages" in out
+
+
+# ---------------------------------------------------------------- 7: error wording
+def test_gpus_too_many_blames_gpus_not_an_implicit_tp(run):
+    with pytest.raises(InvalidArgumentError) as exc:
+        plan("deepseek-v3", "H200", 1048576)
+    assert exc.value.argument == "gpus"
+    _, err = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 1048576, code=2)
+    assert "--gpus" in err and "Invalid value for --tp" not in err
+    assert "does not divide the 128 attention heads" in err
+    # a tp given is still blamed as such
+    _, err = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 6, "--tp", 6, code=2)
+    assert "--tp" in err
+
+
+def test_search_unknown_dtype_names_its_option(run):
+    with pytest.raises(UnknownDtypeError) as exc:
+        search("deepseek-v3", "H200", [8], isl=2000, osl=500, weight_dtypes=("fp7",))
+    assert exc.value.argument == "weight_dtypes"
+    for flag in ("--weight-dtypes", "--kv-dtypes"):
+        _, err = run(
+            "search", "deepseek-v3", "-H", "H200", "--gpus", 8, "--isl", "2k", "--osl", 500,
+            flag, "fp7", code=2,
+        )  # fmt: skip
+        assert flag in err and "fp7" in err
+
+
+def test_mtp_acceptance_without_draft_tokens_is_refused_and_include_mtp_says_it_is_empty(run):
+    with pytest.raises(InvalidArgumentError) as exc:
+        plan("deepseek-v3", "H200", 8, isl=2000, osl=500, mtp_acceptance=0.8)
+    assert exc.value.argument == "mtp_acceptance"
+    _, err = run(
+        "plan", "llama-3-70b", "-H", "H100-SXM", "--gpus", 4, "--isl", "2k", "--osl", 500,
+        "--mtp-acceptance", 0.8, code=2,
+    )  # fmt: skip
+    assert "--mtp-acceptance" in err and "--mtp-tokens" in err
+    p = plan("llama-3-70b", "H100-SXM", 4, include_mtp=True)
+    assert any("no MTP module" in w for w in p.warnings)
+    assert not any("MTP" in w for w in plan("deepseek-v3", "H200", 8, include_mtp=True).warnings)
