@@ -26,7 +26,13 @@ from .errors import InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware
 from .vocab import MLA_FIELD_SYMBOLS
 
-__all__ = ["Insight", "absorption_crossover", "compute_bound_seq_len", "ridge_point"]
+__all__ = [
+    "Insight",
+    "absorption_crossover",
+    "compute_bound_seq_len",
+    "model_compute_bound_seq_len",
+    "ridge_point",
+]
 
 
 @dataclass(frozen=True)
@@ -102,9 +108,14 @@ def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
     layer_bytes = formula("fused_bytes", "mla", "absorbed", phase="decode", q_lora=q_lora)
     out = []
     for name, flops, nbytes in (
-        ("absorbed decode core kernel turns compute-bound at S =", core_flops, core_bytes),
         (
-            "absorbed decode layer (fused, weights included) turns compute-bound at S =",
+            "plain roofline: absorbed decode core kernel turns compute-bound at S =",
+            core_flops,
+            core_bytes,
+        ),
+        (
+            "plain roofline: absorbed decode layer (fused, weights included) turns "
+            "compute-bound at S =",
             layer_flops,
             layer_bytes,
         ),
@@ -123,7 +134,12 @@ def compute_bound_seq_len(
     dtype: str = "bf16",
     kv_dtype: str | None = None,
 ) -> list[Insight]:
-    """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone, whole layer."""
+    """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone, whole layer.
+
+    Plain roofline: the intensity against the datasheet ridge (peak / bandwidth). The kernel
+    model's ``bound`` labels use achieved rates and per-call costs and can differ; see
+    :func:`model_compute_bound_seq_len` for the S where they change.
+    """
     m = as_model(model)
     batch = args.count("batch", batch, args.MAX_BATCH)
     dtype = args.dtype("dtype", dtype)
@@ -158,8 +174,8 @@ def compute_bound_seq_len(
                     name,
                     expr,
                     None,
-                    f"never: the intensity tends to {float(limit):.1f} FLOP/byte, below the ridge "
-                    f"{ridge:.1f} of {hw.name}",
+                    f"never: the intensity tends to {float(limit):.1f} FLOP/byte, below the "
+                    f"datasheet ridge {ridge:.1f} of {hw.name}",
                 )
             )
         else:
@@ -168,11 +184,91 @@ def compute_bound_seq_len(
                     name,
                     expr,
                     float(value),
-                    f"batch {batch}, {hw.name} ridge {ridge:.1f} FLOP/byte; intensity tends to "
+                    f"batch {batch}, {hw.name} datasheet ridge {ridge:.1f} FLOP/byte; intensity "
+                    f"tends to "
                     f"{float(limit):.1f} as S grows",
                 )
             )
     return out
+
+
+#: KV lengths the kernel model is evaluated at by :func:`model_compute_bound_seq_len`
+_MODEL_GRID = tuple(2**k for k in range(6, 21))  # 64 .. 1,048,576
+#: the test behind a kernel-model label (the shown "formula")
+_MODEL_TEST = "compute_s > memory_s"
+
+
+def model_compute_bound_seq_len(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    batch: int = 1,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    profile: Any = None,
+    seq_len: int | None = None,
+) -> Insight | None:
+    """KV length S from which the kernel model labels absorbed MLA decode attention
+    compute-bound (the ``bound`` column of ``mlacalc roofline``), or None where the device
+    is timed by the plain roofline (then :func:`compute_bound_seq_len` says it).
+
+    The labels are the kernel model's (achieved compute and bandwidth of the attention
+    class, per-sequence work): they are evaluated at S = 64 .. 2^20 (powers of two), and the
+    crossing from memory- to compute-bound is then found exactly by bisection. ``value`` is
+    the S from which the kernel stays compute-bound up to 2^20, None when it is memory-bound
+    there; the note says where short contexts differ and the label at ``seq_len``.
+    """
+    from .roofline import predict_time
+
+    m = as_model(model)
+    if not m.is_mla:
+        raise InvalidArgumentError(
+            "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
+        )
+    hw = _hardware(hardware)
+
+    def core(S: int) -> Any:
+        p = predict_time(
+            m, hw, "decode", S, batch, "absorbed", dtype=dtype, kv_dtype=kv_dtype, profile=profile
+        )
+        return p, next(o for o in p.ops if o.stage == "core")
+
+    first, _ = core(_MODEL_GRID[0])
+    if first.profile == "roofline":
+        return None
+    labels = [core(S)[1].bound for S in _MODEL_GRID]
+    name = (
+        f"kernel model ({first.profile}): absorbed decode attention kernel is compute-bound "
+        "from S ="
+    )
+    short = [S for S, b in zip(_MODEL_GRID, labels) if b == "compute"]
+    words = [f"batch {batch}, {hw.name}, labels of the table's kernel model"]
+    if seq_len is not None:
+        _, op = core(seq_len)
+        words.append(
+            f"at S = {seq_len:,}: {op.bound} (compute {op.compute_s * 1e6:,.1f} us, "
+            f"memory {op.memory_s * 1e6:,.1f} us)"
+        )
+    if labels[-1] != "compute":
+        if short:
+            words.append(f"compute-bound only at S <= {max(short):,} of the grid")
+        words.insert(1, f"memory-bound up to S = {_MODEL_GRID[-1]:,}")
+        return Insight(name, _MODEL_TEST, None, "; ".join(words))
+    below = [i for i, b in enumerate(labels) if b != "compute"]
+    if not below:
+        value = _MODEL_GRID[0]
+        words.insert(1, f"compute-bound at every S from {value:,} to {_MODEL_GRID[-1]:,}")
+    else:
+        lo, hi = _MODEL_GRID[below[-1]], _MODEL_GRID[below[-1] + 1]
+        while hi - lo > 1:  # lo: not compute-bound, hi: compute-bound
+            mid = (lo + hi) // 2
+            if core(mid)[1].bound == "compute":
+                hi = mid
+            else:
+                lo = mid
+        value = hi
+        if any(b == "compute" for b in labels[: below[0]]):
+            words.append("also compute-bound at short S (per-sequence work)")
+    return Insight(name, _MODEL_TEST, float(value), "; ".join(words))
 
 
 @functools.lru_cache(maxsize=2)

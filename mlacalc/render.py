@@ -256,27 +256,37 @@ _COUNTS_WHEN_NONZERO = (
 def model_yaml(m: Any, origin: str = "") -> str:
     """A model as an mlacalc YAML model file: the fields that matter, derivations as comments.
 
-    Empty fields and false flags are left out (they are the defaults), and so are zero
+    Empty fields and false flags are left out (they are the defaults) unless the family
+    defaults that field to something else when absent (Mistral's ``sliding_window: null``
+    is written, or it would load back as a 4096 window); so are zero
     expert and MTP counts of dense models; MoE and MLA families default some of those
     to non-zero, so there a zero is written. ``q_lora_rank`` stays for MLA models (``null``
     means a plain query projection). The text loads back to the same model (a test).
     """
     import yaml
 
+    from .hf._registry import family_of
+
+    # A field the family defaults when absent must be written even when it is empty, false
+    # or zero: Mistral's ``sliding_window: null`` (full attention) would otherwise load back
+    # as MistralConfig's 4096-token window.
+    unit = family_of(m.model_type)
+    defaulted = set(unit.defaults_for(m.model_type)) if unit is not None else set()
     data = {
         k: v
         for k, v in m.to_dict().items()
-        if (v not in (None, "", []) or (k == "q_lora_rank" and m.is_mla)) and k != "aliases"
+        if (v not in (None, "", []) or (k == "q_lora_rank" and m.is_mla) or k in defaulted)
+        and k != "aliases"
     }
-    keep = _FAMILY_FLAGS.get(m.family, ())
+    keep = set(_FAMILY_FLAGS.get(m.family, ())) | defaulted
     for key in _FLAGS_WHEN_TRUE:
         if data.get(key) is False and key not in keep:
             data.pop(key)
     if not (m.is_moe or m.is_mla):  # their families default some of these to non-zero
         for key in _COUNTS_WHEN_NONZERO:
-            if data.get(key) == 0:
+            if data.get(key) == 0 and key not in defaulted:
                 data.pop(key)
-    if not m.is_moe:
+    if not m.is_moe and "moe_layer_freq" not in defaulted:
         data.pop("moe_layer_freq", None)
     header = [f"# Converted by mlacalc import-hf from {origin}"] if origin else []
     header.append(f"# attention variant: {m.variant.upper()}")

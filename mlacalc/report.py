@@ -16,6 +16,7 @@ from .dtypes import resolve_kv_layout
 from .engine import KVCache, attention_cost, kv_cache
 from .families import layer_pattern
 from .params import param_counts, weight_bytes
+from .units import human_bytes
 from .vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
 
 __all__ = ["SCHEMA", "cache_by_kind", "compare_rows", "model_report", "model_summary"]
@@ -172,6 +173,32 @@ def kv_rows(
     return rows
 
 
+def _cache_impl(m: ModelConfig, impl: str, choice: str | None) -> str:
+    """What the cache holds for a row: ``naive`` (expanded K/V) or ``compressed`` (the latent).
+
+    MLA's serving default (``choice=None``) keeps the compressed latent in every phase, even
+    where its op sequence is the naive one (prefill and chunk).
+    """
+    if not m.is_mla:
+        return impl
+    return "naive" if (impl == "naive" and choice is not None) else "compressed"
+
+
+def _impl_label(m: ModelConfig, phase: str, impl: str, choice: str | None) -> str:
+    """How a report names a row's implementation.
+
+    The MLA serving default runs the naive op sequence (K/V expanded from the latent for
+    the new tokens) in prefill and chunk but keeps the compressed latent cache, so its
+    bytes are the compressed ones: it is labelled for both, never as plain ``naive``. In
+    prefill every key is new, so it equals ``compressed`` exactly (FLOPs and bytes).
+    """
+    if not (m.is_mla and choice is None):
+        return impl
+    if impl == "naive":
+        return "naive, latent cache (default)"
+    return f"{impl} (default)"
+
+
 def attention_rows(
     m: ModelConfig,
     seq_len: int,
@@ -214,6 +241,10 @@ def attention_rows(
                     "unfused_bytes": cost.unfused_bytes,
                     "weight_bytes": cost.weight_bytes,
                     "arithmetic_intensity_flops_per_byte": cost.arithmetic_intensity,
+                    # what the cache holds, and the row's name in the tables (the serving
+                    # default of MLA prefill is naive FLOPs over the compressed cache)
+                    "cache_impl": _cache_impl(m, cost.impl, choice),
+                    "label": _impl_label(m, phase, cost.impl, choice),
                 }
             )
     return rows
@@ -258,6 +289,17 @@ def model_report(
     } | _attention_section(m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len)
 
 
+def _checkpoint_summary(ck: Any) -> str:
+    """One line on a quantized checkpoint, in the binary units of the tables (GiB = 2^30 B),
+    as ``report`` prints it: ``checkpoint: mxfp4 experts, 60.77 GiB incl. 3.34 GiB scales;
+    bf16: ...``."""
+    kept = ", ".join(ck.kept_parts) or "nothing"
+    return (
+        f"checkpoint: {ck.description or ck.scheme}, {human_bytes(ck.total_bytes)} incl. "
+        f"{human_bytes(ck.scale_bytes)} scales; bf16: {kept}"
+    )
+
+
 def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]:
     """``weights``: the bytes of the weights and how they are sized. Without a chosen
     ``weight_dtype``, a model that declares its checkpoint's quantization is sized as the
@@ -279,7 +321,7 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
         "mtp_bytes": with_mtp - total,
         "checkpoint": checkpoint.to_dict() if checkpoint is not None else None,
         "summary": (
-            f"checkpoint: {checkpoint.describe()}"
+            _checkpoint_summary(checkpoint)
             if checkpoint is not None
             else f"every parameter in {weight_dtype or m.weights_dtype}"
         ),

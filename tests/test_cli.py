@@ -128,6 +128,8 @@ REPORT_KEYS = {
         "unfused_bytes",
         "weight_bytes",
         "arithmetic_intensity_flops_per_byte",
+        "cache_impl",
+        "label",
     ],
     "stage_flops": ["q_proj", "kv_proj", "kv_up", "absorb", "core", "o_proj"],
 }

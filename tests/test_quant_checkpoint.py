@@ -201,7 +201,10 @@ def test_report_names_the_checkpoint():
     w = doc["weights"]
     assert w["format"] == "checkpoint fp8 block 128x128" and w["total_bytes"] == DSV3_BYTES
     assert w["checkpoint"]["scale_bytes"] == 163_352_928
-    assert w["summary"].startswith("checkpoint: fp8 block 128x128, 673.2 GB incl. 0.16 GB scales")
+    # binary units, as the report's tables (673.2 GB = 626.92 GiB; 0.16 GB = 155.79 MiB)
+    assert w["summary"].startswith(
+        "checkpoint: fp8 block 128x128, 626.92 GiB incl. 155.79 MiB scales"
+    )
     assert "bf16: embedding, norms, router, output head" in w["summary"]
     mtp = checkpoint_weights(mlacalc.load_model("deepseek-v3"), include_mtp=True).total_bytes
     assert w["mtp_bytes"] == mtp - DSV3_BYTES

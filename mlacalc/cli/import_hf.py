@@ -23,7 +23,7 @@ def command(config, output, force):
       mlacalc import-hf ./DeepSeek-V3/config.json -o deepseek-v3-local.yaml
     """
     from ..config import load_model
-    from ..engine import kv_cache_bytes
+    from ..engine import attention_flops, kv_cache_bytes
     from ..errors import MlacalcError
     from ..params import param_counts
     from ..render import model_yaml
@@ -54,7 +54,13 @@ def command(config, output, force):
                 f"cannot write {output} ({exc.strerror or exc})", param_hint="--output"
             ) from None
         back = load_model(output)  # the file we wrote must load back, to the same model
-        if param_counts(back) != param_counts(m) or kv_cache_bytes(back, 1) != kv_cache_bytes(m, 1):
+        # compare past any window (a lost ``sliding_window: null`` only shows beyond 4096)
+        same = param_counts(back) == param_counts(m) and all(
+            kv_cache_bytes(back, s) == kv_cache_bytes(m, s)
+            and attention_flops(back, "decode", s) == attention_flops(m, "decode", s)
+            for s in (1, 131_072)
+        )
+        if not same:
             raise MlacalcError(
                 f"{output}: the written file loads back to a different model than {config}; "
                 "please report this"

@@ -36,6 +36,9 @@ def command(show_hardware, fmt):
         m = load_model(name)
         counts = param_counts(m)
         cache = kv_cache(m, D.SEQ_LEN)
+        # what one token adds while every layer still keeps every token (seq_len 1 -> 2): the
+        # model's cache row, which a full window would otherwise hide (Mistral: 0 B at 128k)
+        first = kv_cache(m, 2).total_bytes - kv_cache(m, 1).total_bytes
         rows.append(
             {
                 "name": m.name,
@@ -52,6 +55,8 @@ def command(show_hardware, fmt):
                 # figure: its window's tokens in every layer)
                 "kv_bytes_per_token_bf16": cache.bytes_per_token,
                 "kv_bytes_one_sequence_bf16": cache.total_bytes,
+                "kv_bytes_per_token_bf16_short": first,
+                "window_full": cache.bytes_per_token < first,
                 "aliases": list(m.aliases),
             }
         )
@@ -68,7 +73,8 @@ def command(show_hardware, fmt):
                     "KV heads / d_c",
                     "total params",
                     "active params",
-                    f"KV per token at {D.SEQ_LEN // 1024}k (bf16)",
+                    "KV per token (bf16)",
+                    f"KV added per token at {D.SEQ_LEN // 1024}k",
                     f"KV of one {D.SEQ_LEN // 1024}k sequence",
                 ],
                 [
@@ -82,15 +88,19 @@ def command(show_hardware, fmt):
                         else r["num_key_value_heads"],
                         human_si(r["total_params"]),
                         human_si(r["active_params"]),
-                        human_bytes(r["kv_bytes_per_token_bf16"]),
+                        human_bytes(r["kv_bytes_per_token_bf16_short"]),
+                        human_bytes(r["kv_bytes_per_token_bf16"])
+                        + (" (window full)" if r["window_full"] else ""),
                         human_bytes(r["kv_bytes_one_sequence_bf16"]),
                     ]
                     for r in rows
                 ],
-                note=f"KV per token: what one more token adds at seq_len {D.SEQ_LEN:,} "
-                "(a row in each layer still keeping every token; sliding layers with a full "
-                "window and linear layers add none), as `mlacalc report` counts it; a "
-                "windowed model's cache is in the next column (its window in every layer).",
+                note="KV per token: one token's cache row in every layer that keeps tokens "
+                f"(a short sequence). Added per token at {D.SEQ_LEN // 1024}k: what one more "
+                f"token adds at seq_len {D.SEQ_LEN:,}, as `mlacalc report` counts it (sliding or "
+                "chunked layers whose window is full and linear layers add none: 'window full' "
+                "where that makes it smaller); a windowed model's cache is in the last column (its "
+                "window in every sliding layer).",
             )
         ]
 

@@ -130,14 +130,8 @@ def _report_header(doc: dict) -> str:
         f"weights {doc['weights']['format']}" + (", causal" if s["causal"] else ""),
         f"layer pattern: {doc['layers']['summary']}",
     ]
-    ck = doc["weights"].get("checkpoint")
-    if ck:  # in the binary units of the tables below
-        kept = ", ".join(ck["kept_parts"]) or "nothing"
-        lines.append(
-            f"weights: checkpoint: {ck['description'] or ck['scheme']}, "
-            f"{human_bytes(ck['total_bytes'])} incl. {human_bytes(ck['scale_bytes'])} scales; "
-            f"bf16: {kept}"
-        )
+    if doc["weights"].get("checkpoint"):  # in the binary units of the tables below
+        lines.append(f"weights: {doc['weights']['summary']}")
     for note in m["derived"]:
         lines.append(f"derived: {note}")
     return "\n".join(lines) + "\n"
@@ -244,9 +238,7 @@ def _report_sections(doc: dict) -> list[Section]:
     stage_names = list(MATMUL_STAGES)
     rows = []
     for r in doc["attention"]:
-        label = r["impl"] + (
-            " (default)" if r["default"] and doc["model"]["variant"] == "mla" else ""
-        )
+        label = r["label"]
         rows.append(
             [r["phase"], label]
             + [human_si(r["stage_flops"][k]) for k in stage_names]
@@ -271,7 +263,9 @@ def _report_sections(doc: dict) -> list[Section]:
             ],
             rows,
             note="fused bytes: ideal lower bound (weights, input/output and cache once); "
-            "MLA default = expanded K/V in prefill and chunk, absorbed in decode.",
+            "MLA default = the compressed latent cache always, K/V expanded from it for the "
+            "new tokens in prefill and chunk (naive FLOPs; in prefill the same as compressed), "
+            "absorbed in decode.",
         )
     )
     return sections

@@ -176,13 +176,50 @@ def command(
         for ph in wanted
     ]
     check_context(m, seq_len)
+    no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
+    if no_fp8:
+        warn(no_fp8)
+    # what --profile roofline would print for the same call, so that the footer of a kernel
+    # model prediction can state both plain figures exactly (they differ: see _times_note)
+    plain = [
+        predict_time(
+            m,
+            device,
+            p.phase,
+            seq_len,
+            batch,
+            impl,
+            mode,
+            dtype,
+            scope,
+            q_len=q_len if p.phase == "chunk" else None,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
+            causal=causal and p.phase != "decode",
+            profile="roofline",
+        )
+        if p.profile != "roofline"
+        else None
+        for p in predictions
+    ]
     insights = []
     if insight:  # symbolic: sympy only on request, so the plain command starts fast
-        from ..insight import absorption_crossover, compute_bound_seq_len, ridge_point
+        from ..insight import (
+            absorption_crossover,
+            compute_bound_seq_len,
+            model_compute_bound_seq_len,
+            ridge_point,
+        )
 
-        insights = [ridge_point(device, dtype)]
+        insights = [ridge_point(device, dtype)]  # the plain roofline's (datasheet) ridge
         if m.is_mla:
             insights += compute_bound_seq_len(m, device, batch, dtype, kv_dtype)
+            # the same question for the kernel model, whose labels the table shows
+            if calibrate is None:
+                by_model = model_compute_bound_seq_len(
+                    m, device, batch, dtype, kv_dtype, profile, seq_len
+                )
+                insights += [by_model] if by_model is not None else []
             insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
     doc = {
         "predictions": [p.to_dict() for p in predictions],
@@ -205,7 +242,7 @@ def command(
 
     def sections():
         out = []
-        for p, kind in zip(predictions, kinds):
+        for p, kind, flat in zip(predictions, kinds, plain):
             # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
             # inside its own times): a column only where it says something
             tiles = p.profile == "roofline" and any(o.efficiency != 1.0 for o in p.ops)
@@ -248,7 +285,7 @@ def command(
                     + (["tile eff."] if tiles else [])
                     + ["time (us)"],
                     rows,
-                    note=_times_note(p),
+                    note=_times_note(p, flat),
                 )
             )
         if not insights:
@@ -279,16 +316,40 @@ def command(
     emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")
 
 
-def _times_note(p) -> str:
+def _times_note(p, plain=None) -> str:
     """How the times were predicted: the profile and how it reaches this device (or the plain
-    bound), the plain roofline bound of the same kernels, and what ``bound`` means."""
+    bound), the plain roofline bound of the same kernels, and what ``bound`` means.
+
+    The plain bound of the kernel model's kernels (``p.roofline_s``: max(FLOPs / peak,
+    bytes / bandwidth) each, nothing per call) is not what ``--profile roofline`` prints
+    (``plain``: the attention ops without the norm and RoPE kernels, plus a launch latency
+    per kernel): the note gives both, and says how they differ.
+    """
     if p.profile == "roofline":
-        how = f"Times: {p.calibration}" + (" (measured ceilings)" if p.calibrated else "") + "."
+        how = f"Times: {p.calibration}" + (" (measured ceilings)" if p.calibrated else "")
+        launch = sum(o.launch_s for o in p.ops)
+        how += (
+            f": max(FLOPs / peak, bytes / bandwidth) per kernel, {(p.seconds - launch) * 1e6:,.1f}"
+            f" us, plus {launch * 1e6:,.1f} us of launch latency."
+            if launch > 0
+            else "."
+        )
     else:
         how = (
-            f"Times: kernel time model, profile {p.profile!r}: {p.calibration}. The plain roofline "
-            f"bound of the same kernels is {p.roofline_s * 1e6:,.1f} us (--profile roofline)."
+            f"Times: kernel time model, profile {p.profile!r}: {p.calibration}. Plain roofline "
+            f"bound (max(FLOPs / peak, bytes / bandwidth) per kernel, datasheet figures, no "
+            f"cost per call) of these {len(p.ops)} kernels: {p.roofline_s * 1e6:,.1f} us."
         )
+        if plain is not None:
+            launch = sum(o.launch_s for o in plain.ops)
+            tiles = any(o.efficiency != 1.0 for o in plain.ops)
+            how += (
+                f" --profile roofline prints {plain.seconds * 1e6:,.1f} us: that bound over "
+                f"its {len(plain.ops)} kernels"
+                + (" (tile-quantized)" if tiles else "")
+                + f", {(plain.seconds - launch) * 1e6:,.1f} us, plus "
+                f"{launch * 1e6:,.1f} us of launch latency."
+            )
     bounds = {o.bound for o in p.ops}
     words = []
     if "latency" in bounds:
@@ -300,6 +361,32 @@ def _times_note(p) -> str:
         words.append("link: a collective's transfer")
     words.append("the total: the larger term of each kernel, summed")
     return how + " bound (" + "; ".join(words) + ")."
+
+
+def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:
+    """The warning for fp8 asked of (or stored in the checkpoint of) a GPU without fp8 tensor
+    cores, naming the class that runs instead (as :func:`mlacalc.timemodel.device_batch`
+    times it); "" when none applies."""
+    if device.kind != "gpu" or device.measured:
+        return ""
+    from ..timemodel.device import device_figures
+
+    if "fp8" in device_figures(device).peaks:
+        return ""
+    asked = [
+        what
+        for what, value in (("--dtype", dtype), ("--weight-dtype", weight_dtype))
+        if value and str(value).startswith("fp8")
+    ]
+    stored = weight_dtype is None and p.weights.startswith("checkpoint") and "fp8" in p.weights
+    if not (asked or stored):
+        return ""
+    whose = " and ".join(f"{a} fp8" for a in asked) or f"the {p.weights}"
+    return (
+        f"{device.name} has no fp8 tensor cores: with {whose} its fp8-weight GEMMs run as the "
+        "weight-only w8a16 class (each weight dequantized to bf16 in the kernel); fp8 MoE "
+        "experts keep their fp8 class and, like other fp8 compute, run at the bf16 rate"
+    )
 
 
 def _weights(p) -> str:

@@ -213,9 +213,11 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
         if others:
             alt = load_profile(others[0])
             on = sorted({d for d, _ in _fitted_tables(alt)})
+            mine = sorted({d for d, _ in _fitted_tables(prof)})
             return alt, (
-                f"{alt.name} (the default profile was fitted on "
-                f"{', '.join(sorted(devices))}; this one on {', '.join(on)} only)"
+                f"{alt.name} (the default profile was fitted on {' and '.join(mine)}, "
+                f"these {' and '.join(sorted(devices))} tables included; this one on "
+                f"{' and '.join(on)} only)"
             )
     _check_not_fitted_on(prof, tables)
     return prof, prof.name

@@ -1,0 +1,167 @@
+"""Defects a new-user trial found in the reports (import-hf, report, roofline, list, validate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import mlacalc
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+HF_CONFIGS = REFERENCE / "hf-configs"
+if not HF_CONFIGS.is_dir():  # the shared folder beside the checkout
+    HF_CONFIGS = Path("/work/shared/reference/hf-configs")
+CONFIGS = sorted(HF_CONFIGS.glob("*.config.json")) if HF_CONFIGS.is_dir() else []
+
+
+def _figures(m) -> dict:
+    """Every figure a YAML round trip must keep: KV bytes, parameters and FLOPs, exactly."""
+    out = {"params": mlacalc.param_counts(m).to_dict() | {"model": 0}}
+    impls = (None, "naive", "compressed", "absorbed") if m.is_mla else (None,)
+    for impl in impls:
+        for seq in (1, 4097, 32_768, 131_072):
+            out[("kv", impl, seq)] = mlacalc.kv_cache_bytes(m, seq, impl=impl)
+            out[("decode", impl, seq)] = mlacalc.attention_flops(m, "decode", seq, impl=impl)
+        out[("prefill", impl)] = mlacalc.attention_flops(m, "prefill", 32_768, impl=impl)
+    return out
+
+
+# -- 1. import-hf keeps every field a family would default (Mistral's sliding_window: null) ----
+
+
+@pytest.mark.skipif(not CONFIGS, reason="no shared reference hf-configs")
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name.split(".config.json")[0])
+def test_import_hf_yaml_round_trip_keeps_the_model(config, tmp_path, run):
+    target = tmp_path / "m.yaml"
+    run("import-hf", str(config), "-o", str(target))
+    assert _figures(mlacalc.load_model(target)) == _figures(mlacalc.load_model(config))
+
+
+@pytest.mark.skipif(not CONFIGS, reason="no shared reference hf-configs")
+def test_mistral_yaml_keeps_full_attention(tmp_path, run):
+    config = HF_CONFIGS / "mistral-7b-v0.3.config.json"
+    target = tmp_path / "m.yaml"
+    run("import-hf", str(config), "-o", str(target))
+    assert "sliding_window: null" in target.read_text()
+    m = mlacalc.load_model(target)
+    assert mlacalc.kv_cache_bytes(m, 32_768) == 4 * 2**30  # 128 KiB/token, no 4096 window
+    assert not any("sliding_window" in d for d in m.derived)
+
+
+# -- 2. the MLA serving default's prefill row is not labelled plain "naive" ---------------------
+
+
+def test_default_prefill_row_names_its_compressed_cache(run):
+    doc = json.loads(run("report", "deepseek-v3", "--format", "json")[0])
+    rows = {(r["phase"], r["label"]): r for r in doc["attention"]}
+    default = next(r for r in doc["attention"] if r["phase"] == "prefill" and r["default"])
+    assert default["cache_impl"] == "compressed" and default["label"] != "naive"
+    assert "latent cache" in default["label"] and "default" in default["label"]
+    # in prefill the default equals the compressed implementation exactly, not the naive bytes
+    compressed = rows[("prefill", "compressed")]
+    assert (default["flops"], default["fused_bytes"]) == (
+        compressed["flops"],
+        compressed["fused_bytes"],
+    )
+    assert rows[("prefill", "naive")]["cache_impl"] == "naive"
+    assert rows[("prefill", "naive")]["fused_bytes"] > default["fused_bytes"]
+    table = run("report", "deepseek-v3", "--format", "markdown", "--phase", "prefill")[0]
+    assert "| naive (default) |" not in table and "| naive, latent cache (default) |" in table
+
+
+# -- 3. the roofline footer's plain figures are the ones --profile roofline prints --------------
+
+
+def _total_us(table: str) -> float:
+    row = next(line for line in table.splitlines() if line.startswith("│ total"))
+    return float(row.rstrip(" │").rsplit("│", 1)[1].replace(",", ""))
+
+
+@pytest.mark.parametrize("device", ["H200", "H100-SXM"])
+def test_roofline_footer_matches_profile_roofline(run, device):
+    import re
+
+    args = ("roofline", "deepseek-v3", "-H", device, "--seq-len", "32k", "--batch", "64")
+    table = " ".join(run(*args)[0].split())  # the footer as one line
+    plain_table = run(*args, "--profile", "roofline")[0]
+    said = re.search(r"--profile roofline prints ([\d,.]+) us", table)
+    assert said, table
+    assert float(said.group(1).replace(",", "")) == pytest.approx(_total_us(plain_table), abs=0.05)
+    # the other figure is the plain bound of the kernel model's own kernels, and says so
+    doc = json.loads(run(*args, "--format", "json")[0])["predictions"][0]
+    own = re.search(r"of these (\d+) kernels: ([\d,.]+) us", table)
+    assert own and int(own.group(1)) == len(doc["ops"])
+    assert float(own.group(2).replace(",", "")) == pytest.approx(doc["roofline_s"] * 1e6, abs=0.05)
+
+
+# -- 4. --insight speaks of the kernel model's labels as well as the plain roofline's -----------
+
+
+@pytest.mark.parametrize("batch", ["1", "64"])
+def test_insight_agrees_with_the_table_labels(run, batch):
+    from mlacalc.insight import model_compute_bound_seq_len
+
+    args = ("roofline", "deepseek-v3", "-H", "H100-SXM", "--seq-len", "32k", "--batch", batch)
+    doc = json.loads(run(*args, "--insight", "--format", "json")[0])
+    core = next(o for o in doc["predictions"][0]["ops"] if o["stage"] == "core")
+    by_name = {i["name"]: i for i in doc["insights"]}
+    plain = [n for n in by_name if "compute-bound at S" in n]
+    assert plain and all(n.startswith("plain roofline:") for n in plain)
+    model = next(i for n, i in by_name.items() if n.startswith("kernel model"))
+    assert f"at S = 32,768: {core['bound']} " in model["note"]
+    if model["value"] is not None:  # the first S of the kernel model's compute label
+        S = int(model["value"])
+        m = mlacalc.load_model("deepseek-v3")
+
+        def label(s):
+            p = mlacalc.predict_time(m, "H100-SXM", "decode", s, int(batch), "absorbed")
+            return next(o for o in p.ops if o.stage == "core").bound
+
+        assert label(S) == "compute" and (S == 64 or label(S - 1) != "compute")
+    # the plain roofline device has no kernel-model row to add
+    assert model_compute_bound_seq_len("deepseek-v3", "H100-SXM", profile="roofline") is None
+
+
+# -- 5. the weights summary is in binary units everywhere -----------------------------------------
+
+
+def test_weights_summary_binary_units(run):
+    doc = json.loads(run("report", "gpt-oss-120b", "--format", "json")[0])
+    summary = doc["weights"]["summary"]
+    assert "GiB" in summary and " GB" not in summary
+    assert mlacalc.render.human_bytes(doc["weights"]["checkpoint"]["total_bytes"]) in summary
+    table = run("report", "gpt-oss-120b")[0]
+    assert f"weights: {summary}" in table
+    csv_text = run("report", "gpt-oss-120b", "--format", "csv")[0]
+    assert " GB" not in next(line for line in csv_text.splitlines() if "weights.summary" in line)
+
+
+# -- 6. fp8 on a GPU without fp8 tensor cores is said aloud ---------------------------------------
+
+
+def test_roofline_warns_fp8_on_a100(run):
+    _, err = run("roofline", "llama-3-8b", "-H", "A100-SXM-80GB", "--dtype", "fp8")
+    assert "A100-SXM-80GB has no fp8 tensor cores" in err and "w8a16" in err
+    _, err = run("roofline", "llama-3-8b", "-H", "A100-SXM-80GB", "--weight-dtype", "fp8")
+    assert "no fp8 tensor cores" in err
+    _, err = run("roofline", "llama-3-8b", "-H", "H100-SXM", "--dtype", "fp8")
+    assert "fp8 tensor cores" not in err
+    _, err = run("roofline", "llama-3-8b", "-H", "A100-SXM-80GB")
+    assert "fp8 tensor cores" not in err
+
+
+# -- 7. list: a full window is not read as a model without a KV cache -----------------------------
+
+
+def test_list_kv_per_token_is_unambiguous(run):
+    rows = {r["name"]: r for r in json.loads(run("list", "--format", "json")[0])}
+    mistral = rows["mistral-7b"]
+    assert mistral["kv_bytes_per_token_bf16"] == 0  # the report's definition, at 128k
+    assert mistral["kv_bytes_per_token_bf16_short"] == 128 * 1024 and mistral["window_full"]
+    assert rows["llama-3-8b"]["kv_bytes_per_token_bf16_short"] == 128 * 1024
+    assert not rows["llama-3-8b"]["window_full"]
+    table = run("list")[0]
+    line = next(row for row in table.splitlines() if "mistral-7b" in row)
+    assert "128.00 KiB" in line and "0 B (window" in line
