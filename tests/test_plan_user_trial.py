@@ -8,6 +8,7 @@ import json
 import pytest
 
 from mlacalc.errors import InvalidArgumentError, UnknownDtypeError
+from mlacalc.hardware import load_hardware
 from mlacalc.planner import plan
 from mlacalc.serving.search import search
 
@@ -159,3 +160,18 @@ def test_mtp_acceptance_without_draft_tokens_is_refused_and_include_mtp_says_it_
     p = plan("llama-3-70b", "H100-SXM", 4, include_mtp=True)
     assert any("no MTP module" in w for w in p.warnings)
     assert not any("MTP" in w for w in plan("deepseek-v3", "H200", 8, include_mtp=True).warnings)
+
+
+def test_kernel_table_shows_the_class_the_device_runs():
+    """fp8 weights on a GPU without fp8 tensor cores run weight-only (w8a16), MoE experts too:
+    the kernel rows say so, and the MoE is timed without fp8 block-scale promotion."""
+    from mlacalc.timemodel import run_dtype
+
+    a100 = plan("deepseek-v3", "A100-SXM-80GB", 16, seq_len=4096)
+    rows = {k["name"]: k["dtype"] for k in a100.kernels}
+    assert rows["routed_experts"] == "w8a16" and rows["q_a_proj"] == "w8a16"
+    h200 = plan("deepseek-v3", "H200", 8, seq_len=4096)
+    rows = {k["name"]: k["dtype"] for k in h200.kernels}
+    assert rows["routed_experts"] == "fp8_block" and rows["q_a_proj"] == "fp8_block"
+    assert run_dtype("moe", "fp4", load_hardware("H100-SXM")) == "w4a16_mxfp4"
+    assert run_dtype("attention_decode", "fp8", load_hardware("A100-SXM-80GB")) == "fp8"

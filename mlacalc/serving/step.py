@@ -844,11 +844,14 @@ class StepModel:
         stage = np.max(
             np.vstack([np.broadcast_to(x, np.shape(total)) for x in stage_times]), axis=0
         )
+        from ..timemodel import run_dtype
+
         kernels = [
             {
                 "name": sp.name,
                 "kind": sp.kind,
-                "dtype": sp.dtype,
+                # the kernel the device runs (fp8 weights without fp8 tensor cores: w8a16)
+                "dtype": run_dtype(sp.kind, sp.dtype, self.hw) if not sp.comm else sp.dtype,
                 "part": sp.part,
                 "calls": sp.calls,
                 "flops": sp.flops[rows],

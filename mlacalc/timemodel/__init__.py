@@ -49,6 +49,7 @@ __all__ = [
     "predict_batch",
     "predict_kernels",
     "roofline_seconds",
+    "run_dtype",
     "shipped_profiles",
 ]
 
@@ -141,6 +142,21 @@ def batch_terms(
     return kernel_terms(batch, fig, params, scaled=True), how
 
 
+def run_dtype(kind: str, dtype: str, hw: HardwareSpec) -> str:
+    """The dtype of the kernel ``hw`` runs for a ``kind`` kernel of ``dtype`` (the class
+    :func:`device_batch` times it with, and the one a kernel table shows): a GEMM or MoE of
+    fp8 weights on a device without fp8 tensor cores runs ``w8a16``, of fp4 weights without
+    fp4 tensor cores ``w4a16`` (MoE: ``w4a16_mxfp4``); anything else as given."""
+    if kind not in ("gemm", "moe"):
+        return dtype
+    peaks = device_figures(hw).peaks
+    if dtype.startswith("fp8") and "fp8" not in peaks:
+        return "w8a16"
+    if dtype == "fp4" and "fp4" not in peaks:
+        return "w4a16" if kind == "gemm" else "w4a16_mxfp4"
+    return dtype
+
+
 def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
     """The kernels ``hw`` runs for ``batch``: every path that times a step (``predict_time``,
     ``plan``, ``predict_kernels``) goes through here, so they agree on the kernel a device runs.
@@ -148,9 +164,11 @@ def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
     - weights in a format the device's tensor cores lack run a dequantizing weight-only GEMM,
       each weight converted to bf16 in the kernel (as the int8/int4 weight-only GEMMs do; it
       splits K as they do and quantizes no input), not the kernels whose rules the fp8 and fp4
-      classes state: fp8 weights without fp8 tensor cores (A100) the ``w8a16`` class, fp4
-      weights without fp4 tensor cores (every device before Blackwell) the ``w4a16`` class,
-      and fp4 experts the weight-only MoE of 4-bit float experts (``w4a16_mxfp4``);
+      classes state: fp8 weights without fp8 tensor cores (A100) the ``w8a16`` class (GEMMs
+      and MoE experts alike: no input quantization and no block-scale promotion; a profile
+      without a weight-only MoE fit times those experts with its bf16 MoE fit), fp4 weights
+      without fp4 tensor cores (every device before Blackwell) the ``w4a16`` class, and fp4
+      experts the weight-only MoE of 4-bit float experts (``w4a16_mxfp4``);
     - an MLA decode kernel that does not say which kernel it is (a model step's; a measured
       row does) runs the key-splitting kernel the serving engines have on every device, with
       the operand reads of the device's tensor-core generation
@@ -158,12 +176,9 @@ def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
     """
     kind, dtype = batch.kind, batch.dtype
     if kind == "gemm" or kind == "moe":
-        peaks = device_figures(hw).peaks
-        if kind == "gemm" and dtype.startswith("fp8") and "fp8" not in peaks:
-            return dataclasses.replace(batch, dtype="w8a16")
-        if dtype == "fp4" and "fp4" not in peaks:
-            return dataclasses.replace(batch, dtype="w4a16" if kind == "gemm" else "w4a16_mxfp4")
-    elif kind == "mla_decode" and "kv_split" not in batch.shape:
+        runs = run_dtype(kind, dtype, hw)
+        return batch if runs == dtype else dataclasses.replace(batch, dtype=runs)
+    if kind == "mla_decode" and "kv_split" not in batch.shape:
         n = len(batch)
         cols = mla_decode_kernel(device_figures(hw))
         shape = dict(batch.shape)
