@@ -795,7 +795,8 @@ def plan(
             one_layer = sum(
                 float(k["seconds_per_call"][0])
                 for k in draft.kernels
-                if k["part"] in ("layer", "moe_ffn" if m.num_moe_layers else "dense_ffn", "head")
+                if k["part"]
+                in ("layer", "moe_ffn" if m.num_moe_layers else "dense_ffn", "embed", "head")
             )
             t_step += mtp_tokens * one_layer
         out = {

@@ -175,3 +175,21 @@ def test_kernel_table_shows_the_class_the_device_runs():
     assert rows["routed_experts"] == "fp8_block" and rows["q_a_proj"] == "fp8_block"
     assert run_dtype("moe", "fp4", load_hardware("H100-SXM")) == "w4a16_mxfp4"
     assert run_dtype("attention_decode", "fp8", load_hardware("A100-SXM-80GB")) == "fp8"
+
+
+def test_pipeline_stages_run_the_embedding_first_and_the_head_last():
+    """With two stages the embedding runs on the first and the output head (final norm,
+    lm_head, sampling) on the last: the stages' compute sums to one step's kernels, each
+    counted once (the head was added to both stages)."""
+    from mlacalc.engine import as_model
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.serving.step import StepModel
+
+    m = as_model("deepseek-v3")
+    lay = make_layout(m, 16, 8, None, 2, 1, False, 0)
+    from mlacalc.dtypes import resolve_kv_layout
+
+    sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), load_hardware("H200"), None)
+    st = sm.step(dec_B=8.0, dec_S=4096.0)
+    kernels = sum(float(k["seconds"][0]) for k in st.kernels)
+    assert float(st.compute_s[0] + st.comm_s[0]) == pytest.approx(kernels, rel=1e-9)

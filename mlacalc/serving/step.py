@@ -99,13 +99,16 @@ HEADS = frozenset(
         "linear_norm",
     }
 )
-#: Model-step kernels of the output head (run once per step, on the last stage).
-_HEAD = frozenset({"embedding", "final_norm", "lm_head"})
+#: Model-step kernels of the output head (run once per step, on the last stage; the
+#: embedding, part ``embed``, runs on the first).
+_HEAD = frozenset({"final_norm", "lm_head"})
 #: Kernels whose tokens are the sequences sampled (one per prompt, every decode position).
 _PER_SEQUENCE = frozenset({"lm_head"})
 
 
 def _part(name: str) -> str:
+    if name == "embedding":
+        return "embed"
     if name in _HEAD:
         return "head"
     if name.startswith("dense_ffn"):
@@ -369,7 +372,7 @@ class Spec:
     name: str
     kind: str
     dtype: str
-    part: str  # "layer", "dense_ffn", "moe_ffn", "head", "p2p"
+    part: str  # "layer", "dense_ffn", "moe_ffn", "embed", "head", "p2p"
     flops: np.ndarray
     bytes: np.ndarray
     shape: dict[str, np.ndarray] = field(default_factory=dict)
@@ -433,6 +436,7 @@ class StepModel:
             "layer": m.num_hidden_layers,
             "dense_ffn": sum(c[0] for c in self.stage_counts),
             "moe_ffn": sum(c[1] for c in self.stage_counts),
+            "embed": 1,
             "head": 1,
             "p2p": lay.pp - 1,
         }
@@ -827,13 +831,15 @@ class StepModel:
         lc, lk = part("layer")
         dc, dk = part("dense_ffn")
         mc, mk = part("moe_ffn")
+        ec, ek = part("embed")
         hc, hk = part("head")
         pc, pk = part("p2p")
         stage_times, compute, comm = [], 0.0, 0.0
         last = len(self.stage_counts) - 1
         for si, (nd, nm) in enumerate(self.stage_counts):
-            c = nd * (lc + dc) + nm * (lc + mc) + (hc if si in (0, last) else 0)
-            k = nd * (lk + dk) + nm * (lk + mk) + (hk if si in (0, last) else 0)
+            # the embedding on the first stage, the output head on the last (one stage: both)
+            c = nd * (lc + dc) + nm * (lc + mc) + (ec if si == 0 else 0) + (hc if si == last else 0)
+            k = nd * (lk + dk) + nm * (lk + mk) + (ek if si == 0 else 0) + (hk if si == last else 0)
             if si < last:
                 c, k = c + pc, k + pk
             stage_times.append(c + k)
