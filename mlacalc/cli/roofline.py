@@ -383,9 +383,9 @@ def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:
         return ""
     whose = " and ".join(f"{a} fp8" for a in asked) or f"the {p.weights}"
     return (
-        f"{device.name} has no fp8 tensor cores: with {whose} its fp8-weight GEMMs run as the "
-        "weight-only w8a16 class (each weight dequantized to bf16 in the kernel); fp8 MoE "
-        "experts keep their fp8 class and, like other fp8 compute, run at the bf16 rate"
+        f"{device.name} has no fp8 tensor cores: with {whose} its fp8-weight GEMMs and MoE "
+        "experts run as the weight-only w8a16 class (each weight dequantized to bf16 in the "
+        "kernel); other fp8 compute runs at the bf16 rate"
     )
 
 
