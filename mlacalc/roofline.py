@@ -244,6 +244,10 @@ class Prediction:
     #: how the weights are read: a dtype chosen (or defaulted), or ``"checkpoint fp8 block
     #: 128x128"`` when read as the model's quantized checkpoint stores them
     weights: str = ""
+    #: the layer timed by ``scope="attention_layer"`` where a model's layers differ: its kind
+    #: and the model's pattern ("sliding(128): layer 1 of 36 layers: 18 sliding(128) + 18
+    #: full"); "" where the layers are alike or the step is the whole model's
+    layer: str = ""
 
     @property
     def seconds(self) -> float:
@@ -312,6 +316,7 @@ class Prediction:
             "impl": self.impl,
             "mode": self.mode,
             "scope": self.scope,
+            "layer": self.layer,
             "dtype": self.dtype,
             "weights": self.weights,
             "seconds": self.seconds,
@@ -713,6 +718,16 @@ def _prediction(
     m, hw, rates, phase, seq_len, batch, q, impl, mode, scope, dtype, ops, **how
 ) -> Prediction:
     """The prediction of a step from its timed ops; ``how`` says how it was calibrated."""
+    layer = ""
+    if scope == "attention_layer":
+        # one layer stands for the model: where its layers differ, the first layer's kind is
+        # timed (one_layer), and the prediction says so rather than stand for every kind
+        from .families import layer_pattern
+
+        pattern = layer_pattern(m)
+        if len({k.label for k in pattern.layers}) > 1:
+            summary = str(pattern.to_dict().get("summary", "")).split(";")[0]
+            layer = f"{pattern.layers[0].label}: layer 1 of {summary}"
     return Prediction(
         model=m.name,
         hardware=hw.name,
@@ -728,6 +743,7 @@ def _prediction(
         peak_flops_per_s=rates.peak(dtype),
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=f"checkpoint {m.quantization.describe()}" if rates.stored else rates.weight_dtype,
+        layer=layer,
         **how,
     )
 

@@ -193,3 +193,18 @@ def test_pipeline_stages_run_the_embedding_first_and_the_head_last():
     st = sm.step(dec_B=8.0, dec_S=4096.0)
     kernels = sum(float(k["seconds"][0]) for k in st.kernels)
     assert float(st.compute_s[0] + st.comm_s[0]) == pytest.approx(kernels, rel=1e-9)
+
+
+def test_one_attention_layer_of_a_mixed_model_names_its_kind():
+    """scope="attention_layer" times the first layer: where a model's layers differ, the
+    prediction names its kind and the model's pattern (it stood silently for every kind)."""
+    from mlacalc import predict_time
+
+    p = predict_time("gpt-oss-120b", "H100-SXM", "decode", 131072, 8)
+    assert p.layer == "sliding(128): layer 1 of 36 layers: 18 sliding(128) + 18 full"
+    assert p.to_dict()["layer"] == p.layer
+    assert predict_time("qwen3-next-80b-a3b", "H100-SXM", "decode", 4096).layer.startswith(
+        "linear: layer 1 of 48 layers"
+    )
+    assert predict_time("deepseek-v3", "H100-SXM", "decode", 4096).layer == ""
+    assert predict_time("gpt-oss-120b", "H100-SXM", "decode", 4096, scope="model").layer == ""

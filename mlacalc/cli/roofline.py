@@ -278,7 +278,9 @@ def command(
                     f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
                     f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
                     f"{_weights(p)}"
-                    f"{', causal' if causal and p.phase != 'decode' else ''})",
+                    f"{', causal' if causal and p.phase != 'decode' else ''})"
+                    # a model whose layers differ: which one stands for it
+                    + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
                     ["kernel"]
                     + (["layer kind"] if kind else [])
                     + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
