@@ -588,6 +588,17 @@ def plan(
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     layout = resolve_kv_layout(kv_dtype)
     warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
+    if weight_dtype is None:
+        from .quant import external_quantization
+
+        if external_quantization(m):
+            # a ModelOpt export: its stored bytes are not in config.json
+            warnings.append(
+                f"weights sized as {m.weights_dtype}: {m.label}'s checkpoint keeps its "
+                "quantization in a separate hf_quant_config.json (NVIDIA ModelOpt export), "
+                "which config.json does not give; give weight_dtype (--weight-dtype fp4 for "
+                "NVFP4) to size it"
+            )
     if include_mtp and not m.num_nextn_predict_layers:
         warnings.append(f"{m.label} has no MTP module: include_mtp holds nothing more")
 

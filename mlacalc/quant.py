@@ -138,6 +138,12 @@ _EXTERNAL_NOTE = (
 )
 
 
+def external_quantization(model: Any) -> str:
+    """The note of a model imported from a checkpoint that keeps its quantization outside
+    ``config.json`` (its weights are then sized by a dtype, not as stored), else ""."""
+    return next((d for d in getattr(model, "derived", ()) if _EXTERNAL_NOTE in d), "")
+
+
 def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") -> QuantScheme | None:
     """The scheme a ``config.json`` declares, ``None`` for an unquantized checkpoint.
 
