@@ -83,6 +83,26 @@ def show_notices(url: UrlState, since: int = 0) -> None:
         st.warning(notice, icon=":material/link:")
 
 
+def context_text(model: ModelConfig, seq_len: int) -> str | None:
+    """The notice for a context longer than the model's ``max_position_embeddings`` (the
+    planner's warning, with what the figures still mean), or None when it is within it."""
+    most = getattr(model, "max_position_embeddings", None)
+    if not most or seq_len <= most:
+        return None
+    return (
+        f"context {seq_len:,} exceeds the model's max_position_embeddings ({most:,}): "
+        f"{model.label} was not trained for it; the figures are counted as if it were"
+    )
+
+
+def show_context_warning(sc: Scenario) -> None:
+    """Every view counting at the sidebar's context says so when the model was not trained for
+    it (the planner says it through its plan's warnings)."""
+    text = context_text(sc.model, sc.seq_len)
+    if text:
+        st.info(text, icon=":material/warning:")
+
+
 def show_table(rows: list[dict[str, Any]], scope: str = "") -> None:
     """A data grid: thousands separators, exact text for integers beyond 2^53, a scope line."""
     shown, kinds = grid_rows(rows)

@@ -7,9 +7,10 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.insight import absorption_crossover
+from mlacalc.units import human_si
 from mlacalc.vocab import MATMUL_STAGES
 
-from .common import Scenario, download, show_table
+from .common import Scenario, download, show_context_warning, show_table
 
 TITLE = "FLOPs"
 
@@ -40,6 +41,7 @@ def formulas_latex(q_lora: bool, variant: str) -> dict:
 def render(sc: Scenario) -> None:
     model = sc.model
     rows = sc.doc["attention"]
+    show_context_warning(sc)
     phase = st.radio("phase", ["decode", "prefill"], horizontal=True, key="flops_phase")
     shown = [r for r in rows if r["phase"] == phase]
     show_table(
@@ -52,14 +54,28 @@ def render(sc: Scenario) -> None:
                 "total FLOPs": r["flops"],
                 "FLOP/byte": round(r["arithmetic_intensity_flops_per_byte"], 1),
                 "fused bytes": r["fused_bytes"],
-                **r["stage_flops"],
                 "elementwise": r["elementwise_flops"],
             }
             for r in shown
         ],
         scope=f"Whole model: attention of all {model.num_hidden_layers} layers, one {phase} step "
-        f"of {sc.batch:,} sequences at {sc.seq_len:,} tokens; matmul FLOPs by stage, element-wise "
-        "apart; fused bytes: ideal lower bound.",
+        f"of {sc.batch:,} sequences at {sc.seq_len:,} tokens; total FLOPs: matmuls and "
+        "element-wise; fused bytes: ideal lower bound.",
+    )
+    # the stages in a table of their own, in SI units, so every stage fits the page (exact
+    # integers in the downloads); eleven columns of 22-digit integers scrolled past o_proj
+    stage_rows = [
+        {"impl": r["label"], **{k: human_si(v) for k, v in r["stage_flops"].items()}} for r in shown
+    ]
+    st.dataframe(
+        stage_rows,
+        hide_index=True,
+        width="stretch",
+        column_config={k: st.column_config.TextColumn(alignment="right") for k in MATMUL_STAGES},
+    )
+    st.caption(
+        "Matmul FLOPs by stage (SI units: G = 10^9, T = 10^12, P = 10^15; exact integers in "
+        "the CSV / JSON below)."
     )
     download(shown, f"{model.name}-{phase}-flops", "dl_flops")
     fig = go.Figure()
@@ -81,6 +97,11 @@ def render(sc: Scenario) -> None:
     )
     fig.update_yaxes(type="log" if flops_log else "linear", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="flops_chart")
+    default = next((r["label"] for r in shown if r["default"]), None)
+    if default and default.endswith(" (default)"):
+        st.caption(
+            f"{default.replace(' (default)', '*')}: {default}, the model's default implementation."
+        )
     if model.is_mla:
         by_impl = {r["impl"]: r for r in shown if not r["default"]}
         ratio = by_impl["absorbed"]["stage_flops"]["core"] / by_impl["naive"]["stage_flops"]["core"]

@@ -13,7 +13,7 @@ from mlacalc.units import human_bytes, human_si
 from mlacalc.variants import as_variant, one_head_shape_note
 from mlacalc.vocab import STANDARD_IMPL, VARIANTS, serving_impl
 
-from .common import Scenario, download, show_table
+from .common import Scenario, download, show_context_warning, show_table
 
 TITLE = "KV cache"
 
@@ -48,6 +48,7 @@ def equivalents(
 
 def render(sc: Scenario) -> None:
     model, device, seq_len, batch, kv_dtype = sc.model, sc.device, sc.seq_len, sc.batch, sc.kv_dtype
+    show_context_warning(sc)
     rows = sc.doc["kv_cache"]
     served = (serving_impl("decode"), STANDARD_IMPL)  # the cache a server keeps
     smallest = next(r for r in rows if r["impl"] in served)
@@ -119,7 +120,8 @@ def render(sc: Scenario) -> None:
                 x=lengths,
                 y=[y / 2**30 for y in ys],
                 mode="lines",
-                name=f"{model.variant.upper()} {label}",
+                # "MLA latent", "MLA naive"; a one-curve design by its name ("GQA", not "GQA gqa")
+                name=f"{model.variant.upper()} {label}" if model.is_mla else label.upper(),
             )
         )
     fig.add_trace(

@@ -15,6 +15,7 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.errors import MlacalcError
+from mlacalc.render import human_seconds
 
 from .common import Scenario, download, show_table, validation
 
@@ -24,6 +25,9 @@ TITLE = "Measured sets"
 _MAX_POINTS = 2500
 
 _NONE = "(choose a measured set)"
+#: The profile entry that lets the library choose (the shipped default unless it was fitted on
+#: the set: then a shipped profile fitted on none of the set's devices).
+_AUTO = "default"
 _OTHER = "other path ..."
 _REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
 
@@ -39,7 +43,10 @@ def _default_sets() -> list[str]:
 def _gpu_validation(path: str, profile: str) -> dict[str, Any]:
     import numpy as np
 
-    v = mlacalc.validate(measured=path, profile=profile)
+    # "default" is the library's own choice (profile=None): the shipped default, or, for a set
+    # that profile was fitted on, a shipped profile fitted on none of its devices, as
+    # ``mlacalc validate --measured`` and ``mlacalc.validate(measured=...)`` choose it
+    v = mlacalc.validate(measured=path, profile=None if profile == _AUTO else profile)
     doc = v.to_dict()
     points = []
     for t in v.tables:
@@ -112,15 +119,18 @@ def _gpu_section() -> None:
     try:
         from mlacalc.timemodel import shipped_profiles
 
-        profiles = [*sorted(set(shipped_profiles()) | {"default"}), "roofline"]
+        profiles = [_AUTO, *sorted(set(shipped_profiles()) - {_AUTO}), "roofline"]
     except (ImportError, MlacalcError):
         pass
     profile = c2.selectbox(
         "profile",
         profiles,
         key="meas_profile",
-        help="The calibration profile that predicts every row; 'roofline' is "
-        "the plain roofline bound. A profile fitted on the set is refused.",
+        help="The calibration profile that predicts every row; 'roofline' is the plain "
+        "roofline bound. 'default' is the shipped default profile, or, for a set it was "
+        "fitted on, a shipped profile fitted on none of the set's devices (as `mlacalc "
+        "validate --measured` chooses; the line below names the one used). A profile picked "
+        "by name that was fitted on the set is refused.",
     )
     if not path:
         st.caption(
@@ -135,7 +145,7 @@ def _gpu_section() -> None:
     o = doc["overall"]
     med = "-" if o["median_abs_error"] is None else f"{100 * o['median_abs_error']:.1f}%"
     st.markdown(
-        f"Profile **{doc['profile']}**: {o['predicted']:,} of {o['rows']:,} rows predicted, "
+        f"Profile used: **{doc['profile']}**: {o['predicted']:,} of {o['rows']:,} rows predicted, "
         f"median |error| **{med}**; not predicted: {o['not_predicted']:,} "
         "(by reason per table below; quirk rules in docs/measured-sets.md)"
     )
@@ -171,13 +181,27 @@ def _gpu_section() -> None:
     )
 
 
+def _timed_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A microbenchmark row for the grid: times in s, ms or us as the command line prints them
+    (a grid would round seconds to 0.003), the error in percent."""
+    out: dict[str, Any] = {}
+    for key, value in r.items():
+        if key in ("measured_s", "predicted_s") and isinstance(value, (int, float)):
+            out[key.removesuffix("_s")] = human_seconds(value)
+        elif key == "error" and isinstance(value, (int, float)):
+            out["error %"] = round(100 * value, 1)
+        else:
+            out[key] = value
+    return out
+
+
 def _bench_section() -> None:
     st.markdown(
         "**Microbenchmark sets** (the unfused roofline on the committed microbenchmark sets)"
     )
     for v in validation():
         st.markdown(
-            f"{v['name']} ({v['device']}): median |error| **{100 * v['median_abs_error']:.1f}%**, "
+            f"{v['name']} on {v['device']}: median |error| **{100 * v['median_abs_error']:.1f}%**, "
             f"worst {100 * v['worst_abs_error']:.1f}% over {v['rows_validated']} rows"
         )
         fig = go.Figure()
@@ -212,8 +236,10 @@ def _bench_section() -> None:
         fig.update_layout(height=380, margin={"t": 20})
         st.plotly_chart(fig, width="stretch", key=f"val_{v['name']}")
         show_table(
-            v["rows"],
-            scope="Per attention layer, as the microbenchmark times it (one layer, one step).",
+            [_timed_row(r) for r in v["rows"]],
+            scope="Per attention layer, as the microbenchmark times it (one layer, one step); "
+            "times in s, ms or us (exact seconds in the downloads); error = predicted / "
+            "measured - 1.",
         )
         download(v["rows"], f"validation-{v['name']}", f"dl_val_{v['name']}")
 

@@ -3,6 +3,8 @@ its communication, serving figures for a request mix, and a search's Pareto fron
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -12,6 +14,33 @@ from mlacalc import defaults as D
 from .common import Scenario, download, show_notices, show_table
 
 TITLE = "Capacity planner"
+
+#: A fixed colour per part of the memory bar, so a part keeps its colour from model to model
+#: (plotly's cycle colours by position, which shifts with the parts a model has).
+PART_COLOURS = {
+    "attention": "#1f77b4",
+    "norms": "#aec7e8",
+    "dense ffn": "#d62728",
+    "shared experts": "#ff9896",
+    "router": "#8c564b",
+    "routed experts": "#98df8a",
+    "embedding head": "#9467bd",
+    "embedding": "#c5b0d5",
+    "lm head": "#c49c94",
+    "position embedding": "#f7b6d2",
+    "mtp": "#e377c2",
+    "KV": "#ff7f0e",
+    "reserve": "#7f7f7f",
+    "free": "#e8e8e8",
+}
+#: Colours for a part not named above (cycled).
+_SPARE_COLOURS = ("#17becf", "#bcbd22", "#2ca02c", "#dbdb8d", "#9edae5")
+
+
+def part_colour(part: str, spare: int = 0) -> str:
+    """The memory bar's colour of a part (``KV (4 x 131,072)`` reads as ``KV``)."""
+    key = "KV" if part.startswith("KV") else part
+    return PART_COLOURS.get(key, _SPARE_COLOURS[spare % len(_SPARE_COLOURS)])
 
 
 @st.cache_data(show_spinner=False)
@@ -67,7 +96,13 @@ def render(sc: Scenario) -> None:
     page = c4.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
     c1, c2, c3, c4 = st.columns(4)
     pp = c1.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
-    dp_attention = c2.checkbox("DP-attention (experts shared by the stage)", False, key="plan_dpa")
+    dp_attention = c2.checkbox(
+        "DP-attention",
+        False,
+        key="plan_dpa",
+        help="Data-parallel attention (each attention replica serves its own sequences); "
+        "the experts are shared by the stage.",
+    )
     overlap = c3.selectbox("overlap", ["none", "tbo"], key="plan_overlap")
     mode = c4.selectbox("prefill / decode", ["aggregated", "disaggregated"], key="plan_mode")
     reserve = st.slider(
@@ -167,15 +202,27 @@ def render(sc: Scenario) -> None:
     c1, c2, c3, c4 = st.columns(4)
     context = (isl + osl) if isl else seq_len
     c1.metric(f"largest batch at {context:,} tokens", f"{result.max_batch:,}")
+    # the longest context is the plan's at the sidebar batch; with a request mix the serving
+    # figures run the plan's own batch, so the label says whose batch this is
     c2.metric(
-        f"longest context at batch {batch:,}",
+        f"longest context at sidebar batch {batch:,}"
+        if isl
+        else f"longest context at batch {batch:,}",
         f"{result.max_context:,}" if result.max_context else "-",
-        help=result.longest_context_text() if result.max_context else None,
+        help=(
+            (result.longest_context_text() if result.max_context else "")
+            + (
+                f" At the sidebar's batch of {batch:,}; the serving figures below run "
+                f"{result.decode_batch:,} sequences."
+                if isl and result.decode_batch
+                else ""
+            )
+        ).strip()
+        or None,
     )
     if result.max_context_memory and result.max_context_memory > (result.max_context or 0):
-        c2.caption(
-            f"capped at the model's window; memory allows {result.max_context_memory:,} tokens"
-        )
+        # the library's words (as the command line prints them)
+        c2.caption(result.longest_context_text())
     c3.metric(
         f"decode tokens/s at batch {result.decode_batch:,}"
         if result.decode_batch
@@ -184,7 +231,14 @@ def render(sc: Scenario) -> None:
         help="Steps that only decode, all GPUs; the serving figures below include the "
         "prompts' passes.",
     )
-    c4.metric("binding", result.binding)
+    # a metric's value truncates at a quarter of the page ("memory band..."): label and value
+    # as text that wraps
+    c4.markdown(
+        '<div style="font-size:0.875rem">binding</div>'
+        f'<div style="font-size:1.75rem;line-height:1.25">{html.escape(result.binding)}</div>',
+        unsafe_allow_html=True,
+        help="What limits the decode step's time.",
+    )
     if result.ttft_s is not None:
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("TTFT", result.ttft_text().split(" (")[0])
@@ -222,15 +276,27 @@ def render(sc: Scenario) -> None:
     fill[f"KV ({running:,.0f} x {context:,})"] = kv_used
     fill["reserve"] = result.memory_per_gpu_bytes - result.usable_per_gpu_bytes
     fill["free"] = max(0, result.usable_per_gpu_bytes - result.weights_per_gpu_bytes - kv_used)
+    spare = iter(range(len(fill)))
     fig = go.Figure(
-        [go.Bar(name=k, x=[v / 2**30], y=["one GPU"], orientation="h") for k, v in fill.items()]
+        [
+            go.Bar(
+                name=k,
+                x=[v / 2**30],
+                y=["one GPU"],
+                orientation="h",
+                marker_color=part_colour(k, next(spare)),
+            )
+            for k, v in fill.items()
+        ]
     )
     fig.update_layout(
         title="Memory of one GPU",
         barmode="stack",
         xaxis_title="GiB",
-        height=260,
-        margin=dict(t=50, b=40),
+        height=340,
+        margin=dict(t=50, b=110),
+        # below the axis title, in the bar's order, wrapping: a side legend scrolls past ~8 parts
+        legend=dict(orientation="h", yanchor="top", y=-0.55, x=0, traceorder="normal"),
     )
     st.plotly_chart(fig, width="stretch", key="plan_chart")
     if result.kernels:

@@ -11,7 +11,7 @@ from mlacalc.config import ModelConfig
 from mlacalc.render import human_si
 from mlacalc.vocab import MLA_IMPLEMENTATIONS
 
-from .common import Scenario, show_table, validation
+from .common import Scenario, show_context_warning, show_table, validation
 
 TITLE = "Roofline"
 
@@ -91,6 +91,7 @@ def _point(
 
 def render(sc: Scenario) -> None:
     device, hardware = sc.device, sc.hardware
+    show_context_warning(sc)
     dtype = "fp32" if device.kind == "cpu" else "bf16"
     points = roofline_points(
         sc.model, hardware, sc.seq_len, sc.batch, dtype, sc.sized_weight_dtype, sc.kv_dtype

@@ -43,7 +43,8 @@ class UrlState:
         return text
 
     def integer(self, name: str, default: int, lo: int, hi: int) -> int:
-        """A whole number in [lo, hi]; above ``hi`` is clamped, anything else falls back."""
+        """A whole number in [lo, hi]; outside it is clamped (either side, with a notice), a
+        non-number falls back to ``default``."""
         text = self._raw(name)
         if text is None:
             return default
@@ -60,9 +61,9 @@ class UrlState:
         if value < lo:
             self.notices.append(
                 f"URL parameter '{name}={text}' is below the smallest value {lo:,}; "
-                f"using {default:,}."
+                f"clamped to {lo:,}."
             )
-            return default
+            return lo
         if value > hi:
             self.notices.append(
                 f"URL parameter '{name}={text}' is above the largest value {hi:,}; "

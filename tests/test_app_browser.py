@@ -193,12 +193,12 @@ def test_every_tab_with_a_bad_url_and_after_a_model_switch(server, browser):
         "'batch=-3'",
     ):
         _wait_text(browser, notice)
-    clamped = f"{mlacalc.kv_cache_bytes('deepseek-v3', 16 * 2**20, 8):,} bytes"
-    _wait_text(browser, clamped)  # seq_len clamped to the widget's top
+    clamped = f"{mlacalc.kv_cache_bytes('deepseek-v3', 16 * 2**20, 1):,} bytes"
+    _wait_text(browser, clamped)  # seq_len clamped to the widget's top, batch to its bottom
     _visit_every_tab(browser, "bad-url")
 
     _pick(browser, "Shipped model", "llama-3-70b")
-    _wait_text(browser, f"{mlacalc.kv_cache_bytes('llama-3-70b', 16 * 2**20, 8):,} bytes")
+    _wait_text(browser, f"{mlacalc.kv_cache_bytes('llama-3-70b', 16 * 2**20, 1):,} bytes")
     assert "model=llama-3-70b" in browser.current_url and "&w=" not in browser.current_url
     assert _select(browser, "weight dtype").get_attribute("value") == "bf16"  # was fp8
     _visit_every_tab(browser, "llama")
