@@ -37,6 +37,7 @@ __all__ = [
     "flag",
     "kv_layout",
     "model",
+    "one_or_many",
     "optional_count",
 ]
 
@@ -130,6 +131,29 @@ def model(value: Any, name: str = "model") -> Any:
             name, f"must be a ModelConfig, a shipped model name or a path, got {_show(value)}"
         )
     return load_model(value)
+
+
+def one_or_many(name: str, value: Any, *, what: str = "values") -> tuple:
+    """The items of a list-valued argument as a tuple: a single string or path (which Python
+    would otherwise iterate one character at a time), or any other single non-iterable value,
+    is a list of one; an empty list is refused, naming the argument.
+
+    >>> one_or_many("kv_dtypes", "fp8")
+    ('fp8',)
+    >>> one_or_many("batches", ())
+    Traceback (most recent call last):
+    ...
+    mlacalc.errors.InvalidArgumentError: batches: is empty; give at least one of the values
+    """
+    if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Iterable):
+        items: tuple = (value,)
+    elif isinstance(value, dict):
+        raise InvalidArgumentError(name, f"must be a list of {what}, got {_show(value)}")
+    else:
+        items = tuple(value)
+    if not items:
+        raise InvalidArgumentError(name, f"is empty; give at least one of the {what}")
+    return items
 
 
 def finite_positive(name: str, value: Any) -> float:

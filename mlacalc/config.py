@@ -106,7 +106,15 @@ def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> Model
     """Build a config from the text of a YAML model file or a Hugging Face config.json."""
     stripped = text.lstrip()
     is_json = origin.endswith(".json") or stripped.startswith("{")
-    data = safeio.parse_data(text, origin, json_text=is_json)
+    if is_json and origin.lower().endswith((".yaml", ".yml")):
+        # a YAML file in flow style ({a: 1, ...}) starts like JSON: JSON when it is JSON (its
+        # messages are clearer), else YAML, which the extension says the file is
+        try:
+            data = safeio.parse_json(text, origin)
+        except ConfigError:
+            data = safeio.parse_yaml(text, origin)
+    else:
+        data = safeio.parse_data(text, origin, json_text=is_json)
     if data is None:
         raise ConfigError(
             "is empty", source=origin, fix="a model file needs at least the required fields"

@@ -337,9 +337,9 @@ def _is_dsa(raw: Mapping[str, Any]) -> bool:
     )
 
 
-def layer_pattern(data: Mapping[str, Any], origin: str = "config.json") -> LayerPattern:
+def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     """The per-layer pattern of a Hugging Face ``config.json`` (a multimodal wrapper's
-    ``text_config`` is read).
+    ``text_config`` is read) or of a :class:`~mlacalc.ModelConfig`.
 
     Examples
     --------
@@ -347,6 +347,7 @@ def layer_pattern(data: Mapping[str, Any], origin: str = "config.json") -> Layer
     >>> layer_pattern(qwen3_next).describe()
     '8 layers: 6 linear + 2 full; FFN: 8 MoE'
     """
+    data, origin = _config_dict(data, origin)
     raw = text_config(data)
     n = _int(raw, "num_hidden_layers", origin)
     if not n:
@@ -450,8 +451,30 @@ def _bytes_per_element(dtype: str, name: str) -> int:
     return _DTYPE_BYTES[dtype]
 
 
-def cache_spec(data: Mapping[str, Any], origin: str = "config.json") -> CacheSpec:
-    """Per-token and per-sequence cache elements of each attention kind a config uses."""
+def _config_dict(data: Any, origin: str) -> tuple[Mapping[str, Any], str]:
+    """A config as a mapping: a ``config.json`` dict as it is, a :class:`ModelConfig` as its
+    fields (the Hugging Face names, ``model_type`` included)."""
+    if isinstance(data, Mapping):
+        return data, origin
+    to_dict = getattr(data, "to_dict", None)
+    if to_dict is not None and type(data).__name__ == "ModelConfig":
+        return to_dict(), getattr(data, "origin", None) or origin
+    raise InvalidArgumentError(
+        "config",
+        f"must be a ModelConfig (mlacalc.load_model) or a config.json dict, "
+        f"got {type(data).__name__}",
+    )
+
+
+def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
+    """Per-token and per-sequence cache elements of each attention kind a config uses:
+    ``data`` is a :class:`~mlacalc.ModelConfig` or a ``config.json`` dict.
+
+    >>> import mlacalc
+    >>> cache_spec(mlacalc.load_model("llama-3-8b")).token_elements["full"]
+    2048
+    """
+    data, origin = _config_dict(data, origin)
     raw = text_config(data)
     n_h = _int(raw, "num_attention_heads", origin)
     n_kv = _int(raw, "num_key_value_heads", origin) or n_h

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import defaults as D
+from .arguments import one_or_many
 from .config import ModelConfig, load_model
 from .dtypes import resolve_kv_layout
-from .engine import KVCache, attention_cost, kv_cache
+from .engine import KVCache, as_model, attention_cost, kv_cache
 from .families import layer_pattern
 from .params import param_counts, weight_bytes
 from .units import human_bytes
@@ -267,7 +268,8 @@ def model_report(
     layout = resolve_kv_layout(kv_dtype)
     w_dtype = weight_dtype or m.weights_dtype
     counts = param_counts(m)
-    phases = phases or ["prefill", "decode"]  # the two phases of serving, in order
+    # the two phases of serving, in order; one phase name is a list of one, not its letters
+    phases = list(one_or_many("phases", phases, what="phases")) if phases else ["prefill", "decode"]
     return {
         "schema": SCHEMA,
         "model": model_summary(m),
@@ -342,9 +344,11 @@ def compare_rows(
     kv_dtype: str,
     weight_dtype: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per model: size, cache and per-step attention cost side by side."""
+    """One row per model (a ModelConfig, a shipped name or a path; one of them alone is a list
+    of one): size, cache and per-step attention cost side by side."""
     rows = []
-    for m in models:
+    for m in one_or_many("models", models, what="models"):
+        m = as_model(m)
         counts = param_counts(m)
         cache = kv_cache(m, seq_len, batch, kv_dtype)
         decode = attention_cost(

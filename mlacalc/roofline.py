@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import arguments
 from .config import ModelConfig
 from .dtypes import canonical_dtype
 from .engine import as_model, attention_cost, model_layer_key, resolve_impl
-from .errors import InvalidArgumentError
+from .errors import ConfigError, InvalidArgumentError
 from .hardware import HardwareSpec, load_hardware, lookup_peak, read_sidecar
 from .kernels import KERNEL_KINDS, Kernel
 from .step import (
@@ -817,14 +818,38 @@ def predict_time(
             f"{m.label} has linear-attention layers, whose eager op-by-op sequence is not "
             "modelled; use mode='fused' (the serving kernels)",
         )
-    dtype = canonical_dtype(dtype)
+    dtype = arguments.dtype("dtype", dtype)  # an unknown dtype names its argument
     stored = weight_dtype is None and checkpoint_stored(m)
     if weight_dtype:
-        weight_dtype = canonical_dtype(weight_dtype)
+        weight_dtype = arguments.dtype("weight_dtype", weight_dtype)
     else:
         weight_dtype = m.weights_dtype if stored else dtype
+    if launch_latency_s is not None and (
+        isinstance(launch_latency_s, bool)
+        or not isinstance(launch_latency_s, (int, float))
+        or not math.isfinite(launch_latency_s)
+        or launch_latency_s < 0
+    ):
+        raise InvalidArgumentError(
+            "launch_latency_s",
+            f"must be a finite number of seconds >= 0 (or None for the device's), "
+            f"got {launch_latency_s!r}",
+        )
     if calibration is not None and not isinstance(calibration, Calibration):
-        calibration = Calibration.from_measurements(calibration)
+        if not isinstance(calibration, (str, Path, os.PathLike, dict)):
+            raise InvalidArgumentError(
+                "calibration",
+                f"must be a Calibration or the path of a microbenchmark .json, "
+                f"got {type(calibration).__name__}",
+            )
+        try:
+            calibration = Calibration.from_measurements(calibration)
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
+            why = f"has no {exc} entry" if isinstance(exc, KeyError) else str(exc)
+            raise InvalidArgumentError(
+                "calibration",
+                f"{why}; pass a Calibration or the .json sidecar that mlacalc bench wrote",
+            ) from None
     rates = _Rates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
     step_weights = None if stored else weight_dtype  # step_kernels' weight_dtype
     kv = kv_dtype or dtype

@@ -18,6 +18,7 @@ The error of a row is ``predicted / measured - 1``: negative means the predictio
 from __future__ import annotations
 
 import csv
+import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,9 +123,22 @@ def _group(rows: list[ValidationRow]) -> dict[str, dict[str, float]]:
 
 
 def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet:
-    path = Path(json_path)
+    given = Path(json_path)
+    if not given.exists():  # the path as the caller wrote it, not its sidecar's name
+        raise ConfigError(
+            "no such file",
+            source=str(given),
+            fix="pass a microbenchmark .json (or its .csv) that mlacalc bench wrote",
+        )
+    path = given
     if path.suffix == ".csv":
         path = path.with_suffix(".json")
+        if not path.is_file():
+            raise ConfigError(
+                f"has no {path.name} sidecar beside it",
+                source=str(given),
+                fix="keep the .json that mlacalc bench wrote next to its .csv",
+            )
     meta = read_sidecar(path)
     csv_path = path.parent / meta["rows_file"]
     try:
@@ -189,6 +203,16 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
 
 
 def _validate_bench_files(files: list[str | Path] | None, mode: str) -> list[ValidationSet]:
+    if files is not None and not (isinstance(files, (list, tuple)) and not files):
+        from .arguments import one_or_many
+
+        # one path (a str or os.PathLike) is a list of one, not its characters
+        files = list(one_or_many("files", files, what="measurement files"))
+        for i, f in enumerate(files):
+            if not isinstance(f, (str, os.PathLike)):
+                raise InvalidArgumentError(
+                    f"files[{i}]", f"must be a path to a .json or .csv, got {type(f).__name__}"
+                )
     paths = [Path(f) for f in files] if files else default_measurement_files()
     if not paths:
         raise ConfigError(

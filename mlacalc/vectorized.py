@@ -56,6 +56,27 @@ def _counts(name: str, value: Any, hi: int) -> np.ndarray:
     return arr
 
 
+def _check_broadcast(arrays: dict[str, np.ndarray]) -> None:
+    """Arrays that numpy cannot broadcast together are refused, naming them and their shapes."""
+    shapes = {k: np.shape(v) for k, v in arrays.items() if np.ndim(v)}
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        seen: dict[str, tuple] = {}
+        for k, shape in shapes.items():
+            for j, other in seen.items():
+                try:
+                    np.broadcast_shapes(shape, other)
+                except ValueError:
+                    raise InvalidArgumentError(
+                        k,
+                        f"has shape {shape}, which does not broadcast against {j} of shape "
+                        f"{other}; give arrays of one length, or shape them to broadcast "
+                        f"(e.g. {j}[:, None] for a grid)",
+                    ) from None
+            seen[k] = shape
+
+
 def _pairs(q, S, window, causal):
     keys = S if window is None else np.minimum(S, window)
     if not causal:
@@ -127,6 +148,24 @@ def sweep(
     impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
     values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
     layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
+    own = model_dims(m)
+    for name in dimensions:  # a field the model's formulas do not use would be ignored
+        sym = SWEEP_DIMENSIONS[name]
+        if sym != "L" and (sym not in own or (sym == "d_cq" and not m.q_lora_rank)):
+            kind = "MLA" if m.is_mla else "MHA/GQA/MQA"
+            fix = (
+                "sweep it on a model with query compression (q_lora_rank set)"
+                if sym == "d_cq"
+                else "sweep one of "
+                + ", ".join(
+                    f
+                    for f, v in SWEEP_DIMENSIONS.items()
+                    if v == "L" or (v in own and (v != "d_cq" or m.q_lora_rank))
+                )
+            )
+            raise InvalidArgumentError(
+                name, f"is not a dimension of {m.label} ({kind} attention); {fix}"
+            )
     for name, value in dimensions.items():
         arr = _counts(name, value, BOUNDS.get(name, args.MAX_TOKENS))
         if SWEEP_DIMENSIONS[name] == "L":
@@ -135,6 +174,29 @@ def sweep(
             values[SWEEP_DIMENSIONS[name]] = arr
     S = _counts("seq_len", seq_len, args.MAX_TOKENS)
     B = _counts("batch", batch, args.MAX_BATCH)
+    named = {"seq_len": S, "batch": B}
+    for k in dimensions:
+        named[k] = layers if SWEEP_DIMENSIONS[k] == "L" else values[SWEEP_DIMENSIONS[k]]
+    if not m.is_mla and ("num_key_value_heads" in named or "num_attention_heads" in named):
+        n_h, n_kv = values["n_h"], values["n_kv"]
+        try:
+            h, kv = np.broadcast_arrays(n_h, n_kv)
+            bad = bool(np.any(h % kv))
+        except ValueError:
+            bad = False  # reported below, naming the arrays
+        if bad:
+            swept = (
+                "num_key_value_heads" if "num_key_value_heads" in named else "num_attention_heads"
+            )
+            raise InvalidArgumentError(
+                swept,
+                "num_key_value_heads must divide num_attention_heads (each KV head serves a "
+                f"whole group of query heads), got {n_kv.astype(np.int64).tolist()} KV heads "
+                f"for {n_h.astype(np.int64).tolist()} heads",
+            )
+    if q_len is not None and phase == "chunk":
+        named["q_len"] = _counts("q_len", q_len, args.MAX_TOKENS)
+    _check_broadcast(named)
     window = m.sliding_window
     keys = S if window is None else np.minimum(S, window)
     fns = gen.LAYERS[model_layer_key(m, impl_name)]

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import MAX_BATCH, count, one_or_many
 from ..config import ModelConfig
 from ..dtypes import canonical_dtype, resolve_kv_layout
 from ..engine import as_model as _model
@@ -143,6 +144,11 @@ class SearchResult:
     def missing_both(self) -> int:
         """Timed points missing both latency targets (counted under "misses TTFT")."""
         return sum(p["reason"] == "misses TTFT, misses TPOT" for p in self.points)
+
+    @property
+    def points_missing_both_targets(self) -> int:
+        """:attr:`missing_both` under its name in :meth:`to_dict` and the docs."""
+        return self.missing_both
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,8 +297,20 @@ def search(
     t0 = time.perf_counter()
     m = _model(model)
     hw = load_hardware(hardware)
-    if isinstance(gpus, int):
-        gpus = (gpus,)
+    # a list-valued option given one value (a str is one dtype, not its characters) is a list
+    # of one; an empty list is refused (it would search nothing and say nothing)
+    gpus = one_or_many("gpus", gpus, what="GPU counts")
+    kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
+    modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
+    overlaps = one_or_many("overlaps", overlaps, what="overlaps (none, tbo)")
+    if weight_dtypes is not None:
+        weight_dtypes = one_or_many("weight_dtypes", weight_dtypes, what="weight dtypes")
+    batches = tuple(
+        count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
+    )
+    for overlap in overlaps:
+        if overlap not in ("none", "tbo"):
+            raise InvalidArgumentError("overlaps", f"unknown overlap {overlap!r}; use none or tbo")
     if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g <= 0 for g in gpus):
         raise InvalidArgumentError("gpus", f"must be positive integers, got {gpus!r}")
     for name, value in (("isl", isl), ("osl", osl)):

@@ -254,7 +254,7 @@ def _as_observations(item: Any) -> list[Observations]:
 
 
 def calibrate(
-    measured_sets: Iterable[Any],
+    measured_sets: Any,
     *,
     name: str = "custom",
     use_scipy: bool = True,
@@ -263,9 +263,12 @@ def calibrate(
 ) -> Profile:
     """Fit a profile on measured sets: :class:`Observations`, measured sets read by
     :func:`mlacalc.measured.load_measured`, or their paths. Records what it was fitted on and
-    the residuals per device and kernel class, with the device's own fit and the pooled one."""
+    the residuals per device and kernel class, with the device's own fit and the pooled one.
+    One path (a ``str`` or ``os.PathLike``) or one measured set is a list of one."""
+    from ..arguments import one_or_many
+
     obs: list[Observations] = []
-    for item in measured_sets:
+    for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
         obs += _as_observations(item)
     if not obs:
         raise InvalidArgumentError(
