@@ -992,12 +992,34 @@ def plan(
                 X = min(served(D)[1], pf_capacity)
                 return D + X * (pool_ttft(X) + transfer)
 
+            def first_whole_crossing(hi: float) -> tuple[float, float]:
+                """The bracket [lo, hi] of the first whole batch per group whose requests in
+                flight reach N (and the one below): ``in_flight`` rises only on the whole
+                (a step's time jumps with its tiles, the pass size with the rate), so the
+                loop with N requests settles at its first crossing, which bisection over
+                the whole range can step past. Every whole batch at once (one vectorised
+                step, as search times them); with MTP drafts (timed per call) the range."""
+                b_cap = math.floor(hi / lay.dp)
+                if mtp_tokens or b_cap < 1:
+                    return hi, 0.0
+                B = np.arange(1.0, b_cap + 1)
+                mb = np.minimum(lay.pp, B)
+                dec = sm.step(overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg)
+                X = np.minimum(lay.dp * B * tau / (lay.pp * dec.stage_seconds) / osl, pf_capacity)
+                k, wait = prefill_pool_pass(t_pf, X / p_lay.dp)
+                n_whole = lay.dp * B + X * (t_pf[k] + wait + transfer)
+                hit = np.nonzero(n_whole >= concurrency * (1 - 1e-12))[0]
+                if not hit.size:
+                    return hi, b_cap * lay.dp
+                b = int(hit[0]) + 1
+                return b * lay.dp, (b - 1) * lay.dp
+
             n_cap = in_flight(D_cap)
             if concurrency >= n_cap:
                 running = D_cap
                 queued = concurrency - n_cap
             else:
-                running = solve(lambda D: in_flight(D) - concurrency, D_cap)
+                running = solve(lambda D: in_flight(D) - concurrency, *first_whole_crossing(D_cap))
                 prefill_bound = False
             f, X = served(running)
             X = min(X, pf_capacity)

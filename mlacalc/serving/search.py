@@ -575,6 +575,7 @@ def search(
                 # module docstring): the smallest pass that keeps up with the prompts on a
                 # prefill group, and the wait for the pass in progress (rho t_pf / 2)
                 pairs = []
+                settled = np.zeros(len(Bf), dtype=bool)  # batches only a smaller one holds
                 for pg in sorted(gpus):
                     if g + pg > largest:
                         continue
@@ -590,6 +591,15 @@ def search(
                         # those in the prefill pool and the KV transfer (Little's law), as
                         # plan's closed loop counts them
                         in_flight = lay.dp * Bf + demand * ttft_s
+                        # a batch whose requests in flight a smaller batch already reaches is
+                        # no steady state of the closed loop: with that many users it settles
+                        # at the smaller batch, as plan solves it (near a larger pass, the
+                        # shorter wait can hold fewer requests in flight at a larger batch)
+                        record = in_flight > np.concatenate(
+                            [[-np.inf], np.maximum.accumulate(in_flight)[:-1]]
+                        )
+                        settles = keeps & ~record
+                        keeps = keeps & record
                         head = {
                             **base,
                             "mode": "disaggregated",
@@ -601,6 +611,7 @@ def search(
                         pairs.append(
                             (g + pg, keeps.tolist(), ttft_s.tolist(), p_sm, head, in_flight)
                         )
+                        settled |= settles
                 # per batch size: its figures as Python numbers, then one point per pool
                 tps, tots = t_step.tolist(), total.tolist()
                 kvs = context_bytes.tolist()
@@ -624,7 +635,11 @@ def search(
                                 "kv_per_gpu_bytes": kvs[i],
                             }
                         )
-                    if not found:
+                    if not found and settled[i]:
+                        reasons[
+                            "disaggregated: its requests in flight settle at a smaller batch"
+                        ] += 1
+                    elif not found:
                         reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
     ruled_out = {k: v for k, v in reasons.items() if v}
     for p in points:
