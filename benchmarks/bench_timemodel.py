@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_profile:
             both.save(args.write_profile)
         if args.write_dir:
+            Path(args.write_dir).mkdir(parents=True, exist_ok=True)
             both.save(Path(args.write_dir) / "default.json")
     else:
         both = load_profile(args.profile or "default")

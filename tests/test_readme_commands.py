@@ -3,7 +3,6 @@ those naming files a reader supplies (their own config or tables) or a GPU."""
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 

@@ -354,7 +354,8 @@ def test_link_model_agrees_with_the_calibrated_all_reduce():
 def test_trtllm_offline_max_throughput_table():
     """TensorRT-LLM v0.17 offline table (FP8 weights and cache, infinite request rate): output
     tokens/s of Llama-3.1 8B / 70B at TP1-4 on H100 and H200, 70 rows: median |error| <= 25%,
-    every row within 30% (the worst, 8B on H200 at 20000/2000, is 29% low)."""
+    every row within 30% (README: median 8.8%, the worst, 70B TP4 on H100 at 128/4096, 29%
+    high)."""
     from mlacalc.serving.scenarios import compare_offline
 
     rows = compare_offline()

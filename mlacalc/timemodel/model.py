@@ -465,6 +465,18 @@ NO_SPLIT_K = ("fp8_block", "int8")
 #: 1,024: 10.0/29, 12.9/36, 14.1/41%; of 4,096: 8.9/28, 9.5/31, 9.6/33%; of 8,192: 8.9/30%).
 SPLIT_K_BY_DTYPE = {"w4a16": (4096.0, 2.0), "w8a16": (4096.0, 2.0)}
 
+#: GEMM dtypes whose kernel is chosen by TensorRT-LLM's plugin profiler: it times every
+#: candidate (tile, split) at power-of-two row counts and a call of m rows runs the one chosen
+#: for the next power of two at or above m. The measured A100 plugin rows: m = 80 and 96 take
+#: the time of m = 128 (median ratio over n, k >= 2048: w4a16 0.99 and 0.99), m = 160 and 192
+#: the same (1.25, 1.26), where a tile chosen for m itself pads less (predicted 0.81, 0.94,
+#: 1.09); SmoothQuant int8 the same (m = 384 at 1.98 of m = 128 and m = 512 at 2.22). Fitted
+#: median / p90 error: w4a16 7.6/25.3% -> 7.2/24.5%, w8a16 6.4/23.3% -> 5.6/23.1%, int8
+#: 5.2/19.0% -> 4.9/17.4%. (Tried and dropped: the fpA_intB kernels' serial split-K, 1 to 7
+#: splits at the profiler's choice, each further split one more epilogue in turn (``tile_s``):
+#: w4a16 8.0/25.4%, and from the H100 fit, whose ``tile_s`` is about 0, p90 45%.)
+PROFILED_POW2_M = ("w4a16", "w8a16", "int8")
+
 #: Calls of at most this many rows that a dtype's library runs as a GEMV kernel on the CUDA
 #: cores instead of its tiled GEMM (TensorRT-LLM's plugins take their CUDA-core kernel below
 #: 5 rows), and whether its blocks split K across SMs. The SmoothQuant int8 GEMV does (the
@@ -503,6 +515,29 @@ GEMV_LANES_PER_CLOCK = 64.0
 #: n = 32, a single output tile: the time grows with k up to about 2,500 and stays flat beyond
 #: it; with splits of 512 the bf16 p90 error was 26% on both devices, with 1,024 23% and 25%).
 SPLIT_K_CHUNK = 1024
+
+#: The split counts a GEMM library without its own split-K rule (cuBLAS(Lt): bf16, fp16,
+#: per-tensor fp8) chooses between, each capped by the idle SMs (``inf``: as many splits as
+#: they allow) and by SPLIT_K_LEAST_K, the least K a split walks (two 64-deep K stages of a
+#: bf16 mainloop, one 128-deep stage of fp8). The library's heuristic runs the fastest: a split
+#: fills idle SMs (each busy SM draws its share of the bandwidth, ``sm_bandwidth``) and shortens
+#: the walk, and pays its partial sums (SPLIT_K_PARTIAL_BYTES) and SPLIT_K_REDUCE_NODES more
+#: kernels, the reduction of the partial sums (cuBLAS's split-K reduce kernel), each a fixed
+#: cost of the class (``fixed_s``). The fixed rule before (as many splits as the idle SMs
+#: allow, each at least 1,024 deep) made a split free wherever allowed and barred it below
+#: k = 2,048: the H100 rows at m <= 64 and k = 1,536 were predicted 20-55% too slow, and a
+#: GEMM of 64 rows 40% slower than one of 65 (n = 128, k = 1,536: 8.4 against 6.0 us with the
+#: shipped profile; measured 4.8 and 4.6; now 5.3 and 5.3). Fitted median / p90 error: H100
+#: bf16 5.2/20.3% -> 5.1/16.3%, fp8 3.5/12.0% -> 3.3/11.4%, A100 bf16 6.7/20.5% -> 6.2/18.8%;
+#: without the reduce kernel's fixed cost H100 bf16 5.7/23.9%; a least K of 256 or 512 fits
+#: the same, but leaves the calls of k <= 512 too few splits to match the units a second row
+#: tile brings (L40S fp8 from the H100 fit, n = 128, k = 512: m = 64 11% slower than m = 65
+#: at 256, 7% at 128). The reduce kernel also tells a per-tensor fp8 GEMM's own fixed cost
+#: from its input quantization's three graph nodes (every measured fp8 row has both): the H100
+#: fit's ``fixed_s`` 12.2 us -> 1.8 us and ``quant_fixed_s`` 0 -> 3.5 us a node.
+SPLIT_K_CHOICES = (1.0, 2.0, 4.0, 8.0, 16.0, np.inf)
+SPLIT_K_LEAST_K = 128
+SPLIT_K_REDUCE_NODES = 1.0
 
 #: Bytes of HBM traffic per output element and split of a split-K GEMM's reduction: the split
 #: writes its fp32 partial sum (4) and the reduction reads it back (4).
@@ -549,115 +584,160 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         tm = np.where(gemv, float(gemv_rows), tm)
         rate = np.where(gemv, _tile_rate(gemv_rows, 128), rate)
         can_split = (can_split | gemv) if GEMV_SPLITS_K[batch.dtype] else (can_split & ~gemv)
-    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
     chunk, cap = SPLIT_K_BY_DTYPE.get(batch.dtype, (SPLIT_K_CHUNK, np.inf))
+    # the split count a library chooses (SPLIT_K_CHOICES): every tile once per choice
+    choose_split = bool(SPLIT_K_CHOICES) and not gemv_rows and batch.dtype not in SPLIT_K_BY_DTYPE
+    choose_split = choose_split and bool(can_split)
+    if choose_split:
+        chunk = SPLIT_K_LEAST_K
+        count = len(tm)
+        tm, tn, rate = (np.repeat(a, len(SPLIT_K_CHOICES), axis=0) for a in (tm, tn, rate))
+        choice = np.tile(np.asarray(SPLIT_K_CHOICES, dtype=np.float64), count)[:, None]
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
-    splits = np.where(
-        (tiles < sms) & (groups <= 1) & can_split,
-        np.clip(np.floor(sms / tiles), 1.0, most),
-        1.0,
-    )
-    waves = np.ceil(tiles * splits / sms)
-    walk = np.ceil(k / splits)
-    # each wave of tiles also pays ``tile_s`` beside its MMAs: the pipeline's fill (the first
-    # K stages loaded at the memory latency) and the epilogue's fixed part (fitted 0.3-1.6 us;
-    # about 0 on H100 bf16, whose persistent kernels overlap a tile's start with the previous)
-    # tiles resident on an SM at once (``RESIDENT_TILES_BY_DTYPE``): the busiest SM runs
-    # ``waves`` tiles, ``resident`` at a time, and a group of j tiles reaches min(1, j x rate)
-    # of the SM's tensor rate (a small tile alone leaves the tensor cores idle while it waits
-    # on its loads; two fill them). The measured A100 weight-only rows at m = 8 to 64 and
-    # k >= 16384 with 7168 to 16384 columns (56-128 column tiles, split in two below 108: two
-    # tiles on some of the 108 SMs) took 1.2-1.6x one tile's time, not 2x (fitted w4a16 error
-    # +30 to +86% as two waves; median/p90 8.1/24.9% -> 7.6/25.3%, w8a16 7.1/24.3 -> 6.5/23.3%;
-    # the GEMV's blocks at m <= 4 count the same: with one at a time, 7.7% and 6.4%)
-    resident = np.maximum(np.minimum(waves, RESIDENT_TILES_BY_DTYPE.get(batch.dtype, 1.0)), 1.0)
-    full, rest = np.floor(waves / resident), np.mod(waves, resident)
-    slots = full * resident / np.minimum(1.0, resident * rate) + rest / np.minimum(
-        1.0, rest * rate + (rest == 0)
-    )
-    candidates = slots * 2.0 * tm * tn * walk / per_sm + waves * prm["tile_s"]
-    if batch.dtype in ("fp8_block",):
-        # block scaling: after each 128-deep K block a tile multiplies its partial product by
-        # the two scales and adds it to its fp32 accumulator on the CUDA cores (the tensor
-        # cores' fp8 accumulation is not kept across blocks): ``promote_cycles`` per output
-        # element and block on one SM, beside the MMAs of the next block
-        candidates = candidates + waves * tm * tn * np.ceil(walk / SCALE_BLOCK_K) * (
-            prm["promote_cycles"] / fig.clock_hz
-        )
-    if batch.dtype in ("w4a16", "w8a16"):
-        # weight-only: every tile converts the weights of its columns to bf16 on the CUDA
-        # cores as it walks K (``dequant_s`` per element on one SM), once per row tile
-        candidates = candidates + waves * tn * walk * prm["dequant_s"]
-    # split-K's reduction: every split writes its fp32 partial tile and the reduction reads
-    # them all back (SPLIT_K_PARTIAL_BYTES a padded output element and split) at the HBM rate
-    # of the class, after the splits' mainloops; the tile and split count are chosen with it
-    # (a library weighs the reduction against the idle SMs a split fills). Without it the
-    # model split K wherever SMs were idle and predicted the measured bf16 rows at m = 64 to
-    # 512, n = 512 to 2048 and k = 2560 to 6144 too fast on both devices (signed median A100
-    # -18%, H100 -26%; with it -8% and -19%); fitted bf16 median / p90 error A100 8.3/22.3% ->
-    # 6.8/20.5%, H100 6.1/22.7% -> 5.9/20.9%; leave-one-device-out 9.3% -> 8.0% and 9.7% -> 8.9%.
-    # Booked as memory time (HBM traffic, combined with the mainloops by the class's overlap),
-    # not compute: H100 bf16 5.9% -> 5.2%, fp8 3.7% -> 3.5%; from A100 9.3% -> 8.3%, from H100
-    # 8.0% -> 8.5%
-    partials = np.where(splits > 1, splits * tiles * tm * tn * SPLIT_K_PARTIAL_BYTES, 0.0)
-    partial_s = np.broadcast_to(
-        partials / (prm["eff_memory"] * fig.hbm_bytes_per_s), candidates.shape
-    )
     weight = groups * n * k * _elem_bytes(batch.dtype)
     # a warm replay keeps the weights resident when all the copies the caller cycles through
     # (``weight_copies``) fit in the share of the L2 a kernel's operands can hold
     warm = _col(batch, "warm_l2", 0) > 0
     footprint = weight * np.maximum(_col(batch, "weight_copies", 1), 1.0)
     resident_share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
-    resident = np.where(warm, resident_share * np.minimum(weight, batch.bytes), 0.0)
-    # the output tiles' epilogue: a tile writes its output after its mainloop, so the write
-    # is not hidden behind that tile's MMAs; the share ``epilogue_share`` of it is not hidden
-    # behind other tiles' mainloops either and adds to the time (the measured rows with large
-    # m and k of 64 to 1024, near the ridge: 15-35% slower than the compute and memory times
-    # combined, on both devices)
-    out = groups * m * n * _col(batch, "out_elem", 2.0)
-    out = np.minimum(out, np.maximum(batch.bytes - resident, 0.0))
     epi = prm["epilogue_share"]
 
-    def streams(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def streams(units, nbytes, out, resident) -> tuple[np.ndarray, np.ndarray]:
         # the HBM time of the operands and the unhidden epilogue write, at the bandwidth
         # ``units`` concurrent work units draw
         bw = prm["eff_memory"] * fig.hbm_bytes_per_s * _memory_share(units, fig, prm)
-        memory = (batch.bytes - resident - epi * out) / bw + resident / (
+        memory = (nbytes - resident - epi * out) / bw + resident / (
             prm["l2_speedup"] * fig.hbm_bytes_per_s
         )
         return memory, epi * out / bw
 
-    # the library's profiler runs the fastest kernel: the tile and split whose whole time
-    # (compute, memory at the bandwidth its units draw, the partial sums, the epilogue) is
-    # least, not the least compute (which chose, on H100, tiles too few to draw the
-    # bandwidth: a GEMM predicted slower at m = 64 than at m = 80)
-    units_all = np.broadcast_to(tiles * splits, candidates.shape)
-    memory_all, extra_all = streams(units_all)
-    total = _combine(candidates, memory_all + partial_s, prm["overlap"]) + extra_all
-    best = np.argmin(total, axis=0)
+    def candidates_at(rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
+        # every candidate (tile, split) of a call of ``rows`` rows moving ``nbytes``
+        tiles = groups * np.ceil(rows / tm) * np.ceil(n / tn)
+        fill = np.clip(np.floor(sms / tiles), 1.0, most)
+        if choose_split:
+            fill = np.minimum(fill, choice)
+        splits = np.where((tiles < sms) & (groups <= 1) & can_split, fill, 1.0)
+        waves = np.ceil(tiles * splits / sms)
+        walk = np.ceil(k / splits)
+        # each wave of tiles also pays ``tile_s`` beside its MMAs: the pipeline's fill (the
+        # first K stages loaded at the memory latency) and the epilogue's fixed part (fitted
+        # 0.3-1.6 us; about 0 on H100 bf16, whose persistent kernels overlap a tile's start
+        # with the previous)
+        # tiles resident on an SM at once (``RESIDENT_TILES_BY_DTYPE``): the busiest SM runs
+        # ``waves`` tiles, ``resident`` at a time, and a group of j tiles reaches
+        # min(1, j x rate) of the SM's tensor rate (a small tile alone leaves the tensor cores
+        # idle while it waits on its loads; two fill them). The measured A100 weight-only rows
+        # at m = 8 to 64 and k >= 16384 with 7168 to 16384 columns (56-128 column tiles, split
+        # in two below 108: two tiles on some of the 108 SMs) took 1.2-1.6x one tile's time,
+        # not 2x (fitted w4a16 error +30 to +86% as two waves; median/p90 8.1/24.9% ->
+        # 7.6/25.3%, w8a16 7.1/24.3 -> 6.5/23.3%; the GEMV's blocks at m <= 4 count the same:
+        # with one at a time, 7.7% and 6.4%)
+        resident = np.maximum(np.minimum(waves, RESIDENT_TILES_BY_DTYPE.get(batch.dtype, 1.0)), 1.0)
+        full, rest = np.floor(waves / resident), np.mod(waves, resident)
+        slots = full * resident / np.minimum(1.0, resident * rate) + rest / np.minimum(
+            1.0, rest * rate + (rest == 0)
+        )
+        cand = slots * 2.0 * tm * tn * walk / per_sm + waves * prm["tile_s"]
+        if batch.dtype in ("fp8_block",):
+            # block scaling: after each 128-deep K block a tile multiplies its partial product
+            # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
+            # tensor cores' fp8 accumulation is not kept across blocks): ``promote_cycles`` per
+            # output element and block on one SM, beside the MMAs of the next block
+            cand = cand + waves * tm * tn * np.ceil(walk / SCALE_BLOCK_K) * (
+                prm["promote_cycles"] / fig.clock_hz
+            )
+        if batch.dtype in ("w4a16", "w8a16"):
+            # weight-only: every tile converts the weights of its columns to bf16 on the CUDA
+            # cores as it walks K (``dequant_s`` per element on one SM), once per row tile
+            cand = cand + waves * tn * walk * prm["dequant_s"]
+        # split-K's reduction: every split writes its fp32 partial tile and the reduction
+        # reads them all back (SPLIT_K_PARTIAL_BYTES a padded output element and split) at the
+        # HBM rate of the class, after the splits' mainloops; the tile and split count are
+        # chosen with it (a library weighs the reduction against the idle SMs a split fills).
+        # Without it the model split K wherever SMs were idle and predicted the measured bf16
+        # rows at m = 64 to 512, n = 512 to 2048 and k = 2560 to 6144 too fast on both
+        # devices (signed median A100 -18%, H100 -26%; with it -8% and -19%); fitted bf16
+        # median / p90 error A100 8.3/22.3% -> 6.8/20.5%, H100 6.1/22.7% -> 5.9/20.9%;
+        # leave-one-device-out 9.3% -> 8.0% and 9.7% -> 8.9%. Booked as memory time (HBM
+        # traffic, combined with the mainloops by the class's overlap), not compute: H100 bf16
+        # 5.9% -> 5.2%, fp8 3.7% -> 3.5%; from A100 9.3% -> 8.3%, from H100 8.0% -> 8.5%
+        partials = np.where(splits > 1, splits * tiles * tm * tn * SPLIT_K_PARTIAL_BYTES, 0.0)
+        partial_s = np.broadcast_to(
+            partials / (prm["eff_memory"] * fig.hbm_bytes_per_s), cand.shape
+        )
+        resident_b = np.where(warm, resident_share * np.minimum(weight, nbytes), 0.0)
+        # the output tiles' epilogue: a tile writes its output after its mainloop, so the
+        # write is not hidden behind that tile's MMAs; the share ``epilogue_share`` of it is
+        # not hidden behind other tiles' mainloops either and adds to the time (the measured
+        # rows with large m and k of 64 to 1024, near the ridge: 15-35% slower than the
+        # compute and memory times combined, on both devices)
+        out = groups * rows * n * _col(batch, "out_elem", 2.0)
+        out = np.minimum(out, np.maximum(nbytes - resident_b, 0.0))
+        # the library's profiler runs the fastest kernel: the tile and split whose whole time
+        # (compute, memory at the bandwidth its units draw, the partial sums, the epilogue) is
+        # least, not the least compute (which chose, on H100, tiles too few to draw the
+        # bandwidth: a GEMM predicted slower at m = 64 than at m = 80)
+        units_all = np.broadcast_to(tiles * splits, cand.shape)
+        memory_all, extra_all = streams(units_all, nbytes, out, resident_b)
+        # the reduction's own kernels where a chosen split count splits (SPLIT_K_CHOICES)
+        reduce = np.broadcast_to(
+            np.where(choose_split & (splits > 1), SPLIT_K_REDUCE_NODES * prm["fixed_s"], 0.0),
+            cand.shape,
+        )
+        total = _combine(cand, memory_all + partial_s, prm["overlap"]) + extra_all + reduce
+        return {
+            "reduce": reduce,
+            "compute": cand,
+            "units": units_all,
+            "partial": partial_s,
+            "total": total,
+            "out": out,
+            "resident": resident_b,
+        }
+
+    at = candidates_at(m, batch.bytes)
+    best = np.argmin(at["total"], axis=0)
+    if batch.dtype in PROFILED_POW2_M:
+        # TensorRT-LLM's plugin profiler times the candidates at power-of-two row counts and a
+        # call runs the kernel chosen for the next power of two at or above its rows
+        profiled = np.exp2(np.ceil(np.log2(np.maximum(m, 1.0))))
+        row_bytes = k * (1.0 if batch.dtype == "int8" else 2.0) + n * _col(batch, "out_elem", 2.0)
+        moved = batch.bytes + groups * (profiled - m) * row_bytes
+        best = np.argmin(candidates_at(profiled, moved)["total"], axis=0)
     cols = np.arange(len(batch))
-    compute = candidates[best, cols]
-    units = units_all[best, cols]
-    partial = partial_s[best, cols]
+    compute = at["compute"][best, cols]
+    units = at["units"][best, cols]
+    partial = at["partial"][best, cols]
+    out = at["out"]
+    resident = at["resident"]
+    reduce_s = at["reduce"][best, cols]
     cuda_gemv_rows = CUDA_CORE_GEMV_MAX_M.get(batch.dtype, 0)
     if cuda_gemv_rows:
         # the CUDA-core GEMV (CUDA_CORE_GEMV_MAX_M) where the tiled kernel's padded tensor-core
         # work outlasts its reads of the operands: (m + 1) instructions per weight element on
-        # GEMV_LANES_PER_CLOCK lanes of every SM, its blocks on all SMs
-        share = _memory_share(units, fig, prm)
+        # GEMV_LANES_PER_CLOCK lanes of every SM, its blocks on all SMs. The tiled kernel's
+        # work is that of its most split candidate (the least compute; the split count run
+        # weighs its reduce kernel too, and an unsplit walk would call for the GEMV on H100,
+        # whose m = 1 rows take the m = 2 time: fitted m = 1, n, k <= 2048, signed -19%)
+        least = np.argmin(at["compute"], axis=0)
+        share = _memory_share(at["units"][least, cols], fig, prm)
         stream = batch.bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * share)
-        gemv = (m <= cuda_gemv_rows) & (groups <= 1) & (compute > stream)
+        tiled = at["compute"][least, cols]
+        gemv = (m <= cuda_gemv_rows) & (groups <= 1) & (tiled > stream)
         lanes = GEMV_LANES_PER_CLOCK * fig.clock_hz * sms
         compute = np.where(gemv, (m + 1.0) * n * k / lanes, compute)
         units = np.where(gemv, float(sms), units)
         partial = np.where(gemv, 0.0, partial)
+        reduce_s = np.where(gemv, 0.0, reduce_s)
     if fig.kind == "cpu":
         # a CPU has no output tiles to quantize: its cores share the whole product
         compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype))
         units = np.full(len(batch), np.inf)
         partial = np.zeros(len(batch))
-    memory, extra = streams(units)
+    memory, extra = streams(units, batch.bytes, out, resident)
+    if fig.kind != "cpu":
+        extra = extra + reduce_s
     # the split-K partial sums are HBM traffic: memory time, not compute
     memory = memory + partial
     if batch.dtype.startswith("fp8"):
@@ -1154,6 +1234,7 @@ def _mla_decode(
     # output accumulator: ``d_qk`` query bytes a key): leave-one-device-out H100 -> A100
     # 18.6% -> 13.0%, the fitted H100 rows 5.8% -> 6.2% (bf16)
     d_qk = _col(batch, "head_dim_qk", 576)
+    wgmma = _col(batch, "operand_reads", 1) <= 1.0
     q_bytes = 1.0 if batch.dtype.startswith("fp8") else 2.0
     fill_bytes = d_qk * (_col(batch, "kv_bytes", 2) + q_bytes)
     smem = (
@@ -1206,8 +1287,24 @@ def _mla_decode(
         ),
         flops=batch.flops * np.where(splits_allowed, 1.0, padded),
         nbytes=np.maximum(batch.bytes - pre_bytes, 0.0) + partial,
-        latency=smem + prm["unit_latency_s"],
+        latency=np.where(wgmma, smem / np.maximum(unit_blocks, 1.0), smem) + prm["unit_latency_s"],
         call=prm["call_latency_s"],
+    )
+    # a warp-group MMA takes its operands from shared memory as it multiplies, and the copy
+    # engine fills the next blocks beside it: there the shared-memory traffic bounds the
+    # products' pace rather than adding to it, but for a unit's first block, which must land
+    # before its first product (the latency above). Added whole, the H100 bf16 rows at 128
+    # heads, 4K+ keys and batch 64+ (compute-bound at 0.67 of the bf16 peak) were predicted
+    # 40% slow (fp8: 5%), 1.65x the 64-head time where they take 1.13x; bounding: 3.7%. Fitted
+    # on H100 (with the module rows): bf16 5.7% -> 5.3% (p90 17.2% -> 14.7%), fp8 5.8% ->
+    # 5.7%, the module 6.3% -> 6.1%; A100 (``mma.sync``, four reads) keeps the sum, and
+    # predicted from its fit the H100 rows read 15.1% -> 17.5% (bf16), 8.5% -> 12.2% (fp8),
+    # the module 6.4% -> 8.3%: an A100 fit has no Hopper overlap to learn from
+    serial_units = np.where(
+        splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
+    )
+    out["compute_s"] = np.where(
+        wgmma, np.maximum(out["compute_s"], serial_units * smem), out["compute_s"]
     )
     out["extra_s"] = out["extra_s"] + pre
     # the two kernels overlap their loads with their products differently: FlashMLA's
