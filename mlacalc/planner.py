@@ -979,11 +979,57 @@ def plan(
 
         assert kv_transfer is not None
         transfer = kv_transfer
+
+        def whole_batches(b: int, b_end: int) -> tuple[Any, Any]:
+            """Whole batches per group ``b .. b_end``: the decode pool's requests/s at each
+            and the requests in flight of the closed loop (one vectorised step, as search
+            times them; ``served`` and ``in_flight`` of one)."""
+            B = np.arange(float(b), float(b_end) + 1.0)
+            mb = np.minimum(lay.pp, B)
+            dec = sm.step(overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg)
+            rate = lay.dp * B * tau / (lay.pp * dec.stage_seconds) / osl
+            X = np.minimum(rate, pf_capacity)
+            k, wait = prefill_pool_pass(t_pf, X / p_lay.dp)
+            return rate, lay.dp * B + X * (t_pf[k] + wait + transfer)
+
+        def first_whole(hi: float, reaches: Any, start: int) -> tuple[float, float]:
+            """The bracket [lo, hi] of the first whole batch per group from ``start`` whose
+            figures ``reaches`` (of ``whole_batches``) says reach the target, and the one
+            below: the decode rate and the requests in flight rise only on the whole (a
+            step's time jumps with its tiles, the pass size with the rate), so the pool
+            settles at the first crossing, which bisection over the whole range can step
+            past. In blocks of 256 batches from ``start``; with MTP drafts (timed per call,
+            not vectorised) the whole range for :func:`solve`."""
+            b_cap = math.floor(hi / lay.dp)
+            if mtp_tokens or b_cap < 1:
+                return hi, 0.0
+            b = max(1, start)
+            while b <= b_cap:
+                end = min(b + 255, b_cap)
+                hit = np.nonzero(reaches(*whole_batches(b, end)))[0]
+                if hit.size:
+                    first = b + int(hit[0])
+                    return first * lay.dp, (first - 1) * lay.dp
+                b = end + 1
+            return hi, b_cap * lay.dp
+
+        def rate_start(target: float) -> int:
+            """A whole batch per group below which the decode pool serves under ``target``
+            requests/s: the rate at batch 1 times the batch, halved for a step that gets
+            shorter with more rows (a tile or split switch, a few percent)."""
+            one = float(whole_batches(1, 1)[0][0])
+            return max(1, math.floor(0.5 * target / one)) if one > 0 else 1
+
         decode_max = served(float(max_batch))[1]  # requests/s at the largest decode batch
         D_cap = float(max_batch)
         if decode_max > pf_capacity:  # the prefill pool caps the request rate
             prefill_bound = True
-            D_cap = solve(lambda D: served(D)[1] - pf_capacity, D_cap)
+            D_cap = solve(
+                lambda D: served(D)[1] - pf_capacity,
+                *first_whole(
+                    D_cap, lambda r, n: r >= pf_capacity * (1 - 1e-12), rate_start(pf_capacity)
+                ),
+            )
         if request_rate is None:
             # closed loop of N requests: N = D + X(D) (pool wait + pass + transfer), solved
             # for D; beyond the decode batch cap (the prefill pool's rate or the KV cache)
@@ -992,34 +1038,20 @@ def plan(
                 X = min(served(D)[1], pf_capacity)
                 return D + X * (pool_ttft(X) + transfer)
 
-            def first_whole_crossing(hi: float) -> tuple[float, float]:
-                """The bracket [lo, hi] of the first whole batch per group whose requests in
-                flight reach N (and the one below): ``in_flight`` rises only on the whole
-                (a step's time jumps with its tiles, the pass size with the rate), so the
-                loop with N requests settles at its first crossing, which bisection over
-                the whole range can step past. Every whole batch at once (one vectorised
-                step, as search times them); with MTP drafts (timed per call) the range."""
-                b_cap = math.floor(hi / lay.dp)
-                if mtp_tokens or b_cap < 1:
-                    return hi, 0.0
-                B = np.arange(1.0, b_cap + 1)
-                mb = np.minimum(lay.pp, B)
-                dec = sm.step(overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg)
-                X = np.minimum(lay.dp * B * tau / (lay.pp * dec.stage_seconds) / osl, pf_capacity)
-                k, wait = prefill_pool_pass(t_pf, X / p_lay.dp)
-                n_whole = lay.dp * B + X * (t_pf[k] + wait + transfer)
-                hit = np.nonzero(n_whole >= concurrency * (1 - 1e-12))[0]
-                if not hit.size:
-                    return hi, b_cap * lay.dp
-                b = int(hit[0]) + 1
-                return b * lay.dp, (b - 1) * lay.dp
+            # no batch below N less the most the prefill pool and the transfer can hold (its
+            # rate times a pass of k_max and the wait for one in progress) reaches N
+            held = pf_capacity * (1.5 * float(t_pf[-1]) + transfer)
+            start = math.floor((concurrency - held) / lay.dp)
 
             n_cap = in_flight(D_cap)
             if concurrency >= n_cap:
                 running = D_cap
                 queued = concurrency - n_cap
             else:
-                running = solve(lambda D: in_flight(D) - concurrency, *first_whole_crossing(D_cap))
+                running = solve(
+                    lambda D: in_flight(D) - concurrency,
+                    *first_whole(D_cap, lambda r, n: n >= concurrency * (1 - 1e-12), start),
+                )
                 prefill_bound = False
             f, X = served(running)
             X = min(X, pf_capacity)
@@ -1045,7 +1077,12 @@ def plan(
                 f["ttft"] = float(t_pf[k_max])
             else:
                 prefill_bound = False
-                running = conc = solve(lambda D: served(D)[1] - r_in, float(max_batch))
+                running = conc = solve(
+                    lambda D: served(D)[1] - r_in,
+                    *first_whole(
+                        float(max_batch), lambda r, n: r >= r_in * (1 - 1e-12), rate_start(r_in)
+                    ),
+                )
                 f = served(running)[0]
                 k = pool_pass(r_in / p_lay.dp)[0]
                 rho = min(r_in * float(t_pf[k]) / k / p_lay.dp, 0.999)
