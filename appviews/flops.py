@@ -59,8 +59,8 @@ def render(sc: Scenario) -> None:
             for r in shown
         ],
         scope=f"Whole model: attention of all {model.num_hidden_layers} layers, one {phase} step "
-        f"of {sc.batch:,} sequences at {sc.seq_len:,} tokens; total FLOPs: matmuls and "
-        "element-wise; fused bytes: ideal lower bound.",
+        f"of {sc.batch:,} sequences at {sc.seq_len:,} tokens; total FLOPs: the matmuls "
+        "(element-wise FLOPs apart, in their own column); fused bytes: ideal lower bound.",
     )
     # the stages in a table of their own, in SI units, so every stage fits the page (exact
     # integers in the downloads); eleven columns of 22-digit integers scrolled past o_proj
