@@ -10,7 +10,6 @@ import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
-from streamlit.testing.v1 import AppTest
 
 import mlacalc
 
@@ -19,17 +18,7 @@ APP = str(ROOT / "app.py")
 REF = ROOT.parent / "shared" / "reference" / "gpu-measured"
 
 
-def run(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def markdown(at) -> str:
-    return "\n".join(m.value for m in at.markdown)
+from test_app import markdown, run  # noqa: E402  (the app tests' runner, one copy)
 
 
 def charts(at) -> dict[str, dict]:

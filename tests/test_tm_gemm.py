@@ -395,8 +395,9 @@ def test_gemm_time_barely_falls_with_more_rows(device, dtypes):
     rows (m = 1 to 4096) is never predicted more than MONOTONE_STEP faster than one of fewer
     (the worst, L40S block-scaled fp8 by transfer, 11.3%); bf16, the calls a user sizes most,
     within 6% (A100-PCIe-40GB, n = 128, k = 512: m = 65 5.6% faster than m = 64, its second
-    row tile's units; measured on H100 as often: 5% of shapes 3% or more). Before the split count became a choice: H100 bf16 n = 128, k = 1,536, m = 64 at
-    8.4 us against 6.0 us at m = 80 (measured 4.8, 4.7)."""
+    row tile's units; measured on H100 as often: 5% of shapes 3% or more). Before the split
+    count became a choice: H100 bf16 n = 128, k = 1,536, m = 64 at 8.4 us against 6.0 us at
+    m = 80 (measured 4.8, 4.7)."""
     from mlacalc.timemodel import load_profile, predict_batch
 
     prof = load_profile()

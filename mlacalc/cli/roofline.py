@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .. import defaults as D
@@ -155,53 +157,35 @@ def command(
             + ("measured ceilings" if device.measured else "datasheet figures")
             + " (a profile calibrates GPU kernels); ignored"
         )
-    predictions = [
-        predict_time(
+
+    def predict(phase: str, how: Any, calibration: Any = None) -> Any:
+        """One phase's prediction with profile ``how`` (the command's, or the plain bound)."""
+        return predict_time(
             m,
             device,
-            ph,
+            phase,
             seq_len,
             batch,
             impl,
             mode,
             dtype,
             scope,
-            q_len=q_len if ph == "chunk" else None,
+            q_len=q_len if phase == "chunk" else None,
             weight_dtype=weight_dtype,
             kv_dtype=kv_dtype,
-            calibration=calibrate,
-            causal=causal and ph != "decode",
-            profile=profile,
+            calibration=calibration,
+            causal=causal and phase != "decode",
+            profile=how,
         )
-        for ph in wanted
-    ]
+
+    predictions = [predict(ph, profile, calibrate) for ph in wanted]
     check_context(m, seq_len)
     no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
     if no_fp8:
         warn(no_fp8)
     # what --profile roofline would print for the same call, so that the footer of a kernel
     # model prediction can state both plain figures exactly (they differ: see _times_note)
-    plain = [
-        predict_time(
-            m,
-            device,
-            p.phase,
-            seq_len,
-            batch,
-            impl,
-            mode,
-            dtype,
-            scope,
-            q_len=q_len if p.phase == "chunk" else None,
-            weight_dtype=weight_dtype,
-            kv_dtype=kv_dtype,
-            causal=causal and p.phase != "decode",
-            profile="roofline",
-        )
-        if p.profile != "roofline"
-        else None
-        for p in predictions
-    ]
+    plain = [predict(p.phase, "roofline") if p.profile != "roofline" else None for p in predictions]
     insights = []
     if insight:  # symbolic: sympy only on request, so the plain command starts fast
         from ..insight import (
