@@ -164,7 +164,8 @@ def render(sc: Scenario) -> None:
             kv_dtype=sc.kv_dtype,
             page_size=int(page),
             memory_reserve=float(reserve),
-            seq_len=seq_len,
+            # a request mix sizes each request at isl + osl (plan refuses a seq_len beside it)
+            seq_len=None if serving.get("isl") is not None else seq_len,
             batch=batch,
             **serving,
         )

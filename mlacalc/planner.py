@@ -434,7 +434,7 @@ def plan(
     kv_dtype: str | KVLayout = "bf16",
     page_size: int = defaults.PAGE_SIZE,
     memory_reserve: float = defaults.MEMORY_RESERVE,
-    seq_len: int = 131072,
+    seq_len: int | None = None,
     batch: int | None = None,
     include_mtp: bool = False,
     isl: int | None = None,
@@ -472,12 +472,21 @@ def plan(
     """
     m = _model(model)
     hw = load_hardware(hardware)
-    for name, value in (("page_size", page_size), ("seq_len", seq_len)):
-        _check_int(name, value, allow_none=False)
+    _check_int("page_size", page_size, allow_none=False)
+    _check_int("seq_len", seq_len)
     _check_int("batch", batch)
     _check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
     isl = _check_int("isl", isl)
     osl = _check_int("osl", osl)
+    if seq_len is not None and isl is not None:
+        # a request mix sizes each sequence at isl + osl: a context given beside it would be
+        # dropped without a word
+        raise InvalidArgumentError(
+            "seq_len",
+            "does not apply with isl/osl: a request's context is isl + osl; leave seq_len out",
+        )
+    if seq_len is None:
+        seq_len = defaults.SEQ_LEN
     if (isl is None) != (osl is None):
         raise InvalidArgumentError(
             "osl" if osl is None else "isl", "give both isl and osl for serving figures"

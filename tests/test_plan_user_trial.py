@@ -245,3 +245,12 @@ def test_disaggregated_pool_settles_at_the_first_whole_batch_that_reaches_its_ta
              mode="disaggregated", prefill_gpus=1)  # fmt: skip
     assert time.perf_counter() - start < 5.0
     assert 99_000 < p.decode_running < 100_000
+
+
+def test_a_context_beside_a_request_mix_is_refused_by_name():
+    """plan(seq_len=..., isl=..., osl=...) sized each request at isl + osl and dropped the
+    seq_len without a word (its default could not be told from a given value)."""
+    with pytest.raises(InvalidArgumentError, match="seq_len"):
+        plan("llama-3-8b", "H100-SXM", 1, seq_len=8192, isl=1000, osl=100, concurrency=4)
+    assert plan("llama-3-8b", "H100-SXM", 1, isl=1000, osl=100, concurrency=4).seq_len == 1100
+    assert plan("llama-3-8b", "H100-SXM", 1).seq_len == 131072

@@ -37,7 +37,6 @@ def test_batch_that_does_not_fit_says_so_and_serving_figures_show():
         tp=8,
         kv_dtype="bf16",
         page_size=16,
-        seq_len=131072,
         batch=8,
         isl=2000,
         osl=500,
@@ -76,7 +75,6 @@ def test_plan_view_takes_the_engine():
         tp=8,
         kv_dtype="bf16",
         page_size=16,
-        seq_len=131072,
         batch=8,
         isl=2000,
         osl=500,
@@ -84,7 +82,7 @@ def test_plan_view_takes_the_engine():
         output_lag_steps=1,
     )
     fused = mlacalc.plan(
-        "deepseek-v3", "H200", 8, tp=8, page_size=16, seq_len=131072, batch=8, isl=2000, osl=500
+        "deepseek-v3", "H200", 8, tp=8, page_size=16, batch=8, isl=2000, osl=500
     )
     labels = {m.label: m.value for m in at.metric}
     assert p.ttft_s > fused.ttft_s

@@ -303,7 +303,7 @@ def command(
         kv_dtype=kv_dtype,
         page_size=page_size,
         memory_reserve=memory_reserve,
-        seq_len=seq_len,
+        seq_len=None if isl is not None else seq_len,  # a request mix's context is isl + osl
         batch=batch,
         include_mtp=include_mtp,
         isl=isl,
