@@ -81,9 +81,7 @@ def test_plan_view_takes_the_engine():
         prefill_pass="separate",
         output_lag_steps=1,
     )
-    fused = mlacalc.plan(
-        "deepseek-v3", "H200", 8, tp=8, page_size=16, batch=8, isl=2000, osl=500
-    )
+    fused = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, page_size=16, batch=8, isl=2000, osl=500)
     labels = {m.label: m.value for m in at.metric}
     assert p.ttft_s > fused.ttft_s
     assert labels["TTFT"] == f"{p.ttft_s * 1e3:,.1f} ms"
