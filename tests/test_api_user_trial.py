@@ -30,7 +30,7 @@ SEARCH = dict(isl=1000, osl=200)
 @pytest.mark.skipif(not MLA_BMM.is_file(), reason="reference measured sets not present")
 @pytest.mark.parametrize("path", [str(MLA_BMM), MLA_BMM])
 def test_calibrate_takes_one_path_as_one_measured_set(path):
-    pytest.importorskip("pyarrow", reason="reading parquet tables needs the measured extra")
+    pytest.importorskip("pyarrow")  # reading parquet tables needs the measured extra
     one = mlacalc.calibrate(path, use_scipy=False)
     listed = mlacalc.calibrate([path], use_scipy=False)
     assert one.classes == listed.classes
