@@ -586,8 +586,8 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         can_split = (can_split | gemv) if GEMV_SPLITS_K[batch.dtype] else (can_split & ~gemv)
     chunk, cap = SPLIT_K_BY_DTYPE.get(batch.dtype, (SPLIT_K_CHUNK, np.inf))
     # the split count a library chooses (SPLIT_K_CHOICES): every tile once per choice
-    choose_split = bool(SPLIT_K_CHOICES) and not gemv_rows and batch.dtype not in SPLIT_K_BY_DTYPE
-    choose_split = choose_split and bool(can_split)
+    # (``can_split`` is one flag here: a dtype with a GEMV kernel has one per row)
+    choose_split = not gemv_rows and batch.dtype not in SPLIT_K_BY_DTYPE and bool(can_split)
     if choose_split:
         chunk = SPLIT_K_LEAST_K
         count = len(tm)
@@ -734,10 +734,9 @@ def _gemm(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> dict
         # a CPU has no output tiles to quantize: its cores share the whole product
         compute = batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype))
         units = np.full(len(batch), np.inf)
-        partial = np.zeros(len(batch))
+        partial = reduce_s = np.zeros(len(batch))
     memory, extra = streams(units, batch.bytes, out, resident)
-    if fig.kind != "cpu":
-        extra = extra + reduce_s
+    extra = extra + reduce_s
     # the split-K partial sums are HBM traffic: memory time, not compute
     memory = memory + partial
     if batch.dtype.startswith("fp8"):
@@ -1271,6 +1270,12 @@ def _mla_decode(
     partial = np.where(splits > 1, units * rows * _col(batch, "head_dim_v", 512) * 4.0, 0.0)
     combine = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     pre = pre + np.where(splits > 1, combine, 0.0)
+    # the units one SM works through in turn: a splitting kernel's SMs take the short units as
+    # they free up; the non-splitting kernel's units each walk a whole cache, in whole waves
+    # over the SMs (A100 fitted 8.6% -> 7.5%, p90 22% -> 20%)
+    serial = np.where(
+        splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
+    )
     out = _attention_time(
         batch,
         fig,
@@ -1279,12 +1284,7 @@ def _mla_decode(
         unit_blocks=unit_blocks,
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
-        # a splitting kernel's SMs take the short units as they free up; the non-splitting
-        # kernel's units each walk a whole cache, in whole waves over the SMs (A100 fitted
-        # 8.6% -> 7.5%, p90 22% -> 20%)
-        serial=np.where(
-            splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
-        ),
+        serial=serial,
         flops=batch.flops * np.where(splits_allowed, 1.0, padded),
         nbytes=np.maximum(batch.bytes - pre_bytes, 0.0) + partial,
         latency=np.where(wgmma, smem / np.maximum(unit_blocks, 1.0), smem) + prm["unit_latency_s"],
@@ -1300,11 +1300,8 @@ def _mla_decode(
     # 5.7%, the module 6.3% -> 6.1%; A100 (``mma.sync``, four reads) keeps the sum, and
     # predicted from its fit the H100 rows read 15.1% -> 17.5% (bf16), 8.5% -> 12.2% (fp8),
     # the module 6.4% -> 8.3%: an A100 fit has no Hopper overlap to learn from
-    serial_units = np.where(
-        splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
-    )
     out["compute_s"] = np.where(
-        wgmma, np.maximum(out["compute_s"], serial_units * smem), out["compute_s"]
+        wgmma, np.maximum(out["compute_s"], serial * smem), out["compute_s"]
     )
     out["extra_s"] = out["extra_s"] + pre
     # the two kernels overlap their loads with their products differently: FlashMLA's
