@@ -796,12 +796,6 @@ def plan(
         """Prompts one prefill pass batches when ``n`` arrive together."""
         return int(min(max(math.ceil(n - 1e-9), 1), k_max))
 
-    def pool_pass(demand: float) -> tuple[int, float]:
-        """A prefill group's pass size and mean wait at ``demand`` prompts/s on it
-        (:func:`prefill_pool_pass`)."""
-        k, wait = prefill_pool_pass(t_pf, demand)
-        return int(k[0]), float(wait[0])
-
     def figures(B: float, rate: float | None = None) -> dict[str, float]:
         """The step, TTFT and cycle at a running batch of ``B`` per group; ``rate``: the
         arrival rate per group (random arrivals batched into steps), None: a closed loop."""
@@ -926,8 +920,7 @@ def plan(
 
         def pool_ttft(X: float) -> float:
             """The prompt's wait for the pass in progress and its pass (closed loop)."""
-            k, wait = pool_pass(X / p_lay.dp)
-            return float(t_pf[k]) + wait
+            return float(prefill_pool_seconds(t_pf, X / p_lay.dp)[0])
 
         def solve(g_raw: Any, hi: float, lo: float = 0.0) -> float:
             """The decode batch in [lo, hi] where ``g`` crosses 0 (g(lo) < 0 <= g(hi)): first
@@ -998,8 +991,7 @@ def plan(
             dec = sm.step(overlap=overlap, dec_B=B / mb, dec_q=q, dec_S=S_avg)
             rate = lay.dp * B * tau / (lay.pp * dec.stage_seconds) / osl
             X = np.minimum(rate, pf_capacity)
-            k, wait = prefill_pool_pass(t_pf, X / p_lay.dp)
-            return rate, lay.dp * B + X * (t_pf[k] + wait + transfer)
+            return rate, lay.dp * B + X * (prefill_pool_seconds(t_pf, X / p_lay.dp) + transfer)
 
         def first_whole(hi: float, reaches: Any, start: int) -> tuple[float, float]:
             """The bracket [lo, hi] of the first whole batch per group from ``start`` whose
@@ -1093,7 +1085,7 @@ def plan(
                     ),
                 )
                 f = served(running)[0]
-                k = pool_pass(r_in / p_lay.dp)[0]
+                k = int(prefill_pool_pass(t_pf, r_in / p_lay.dp)[0][0])
                 rho = min(r_in * float(t_pf[k]) / k / p_lay.dp, 0.999)
                 queue = rho / (2 * (1 - rho)) * float(t_pf[k])
                 f["ttft"] = float(t_pf[k])
@@ -1225,6 +1217,15 @@ def prefill_pool_pass(t_pf: Any, demand: Any) -> tuple[Any, Any]:
     t_k = t_pf[k]
     rho = np.minimum(d * t_k / k, 1.0)
     return k, rho * t_k / 2
+
+
+def prefill_pool_seconds(t_pf: Any, demand: Any) -> Any:
+    """A prompt's time in a prefill group at ``demand`` prompts/s on it (a number or an
+    array): the wait for the pass in progress, then its own pass (:func:`prefill_pool_pass`),
+    the TTFT before the KV transfer in :func:`plan`'s closed loop and
+    :func:`mlacalc.serving.search.search`'s points."""
+    k, wait = prefill_pool_pass(t_pf, demand)
+    return t_pf[k] + wait
 
 
 def _largest_ep(m: ModelConfig, gpus: int, lay: Layout, redundant: int | None = None) -> int:

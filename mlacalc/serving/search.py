@@ -371,7 +371,7 @@ def search(
         )
     B = np.asarray(batches, dtype=np.float64)
     k_max = max(1, PREFILL_TOKENS // isl)
-    from ..planner import _load_profile, calibration_of, prefill_pool_pass
+    from ..planner import _load_profile, calibration_of, prefill_pool_seconds
 
     profile = _load_profile(profile)
     points: list[dict[str, Any]] = []
@@ -584,9 +584,7 @@ def search(
                         keeps = rate >= demand
                         if not keeps.any():
                             continue
-                        per_group = demand / p_sm.lay.dp
-                        batched, wait = prefill_pool_pass(t_pf, per_group)
-                        ttft_s = t_pf[batched] + wait + transfer
+                        ttft_s = prefill_pool_seconds(t_pf, demand / p_sm.lay.dp) + transfer
                         # the requests in flight: the decode batch and, at the request rate,
                         # those in the prefill pool and the KV transfer (Little's law), as
                         # plan's closed loop counts them
