@@ -8,7 +8,7 @@ from typing import Any
 import streamlit as st
 
 import mlacalc
-from mlacalc.config import ModelConfig, parse_upload
+from mlacalc.config import ModelConfig, beyond_positions, parse_upload
 from mlacalc.hardware import HardwareSpec
 from mlacalc.render import grid_rows, render_json, render_rows_csv
 from mlacalc.report import model_report
@@ -86,13 +86,10 @@ def show_notices(url: UrlState, since: int = 0) -> None:
 def context_text(model: ModelConfig, seq_len: int) -> str | None:
     """The notice for a context longer than the model's ``max_position_embeddings`` (the
     planner's warning, with what the figures still mean), or None when it is within it."""
-    most = getattr(model, "max_position_embeddings", None)
-    if not most or seq_len <= most:
+    beyond = beyond_positions(model, seq_len)
+    if beyond is None:
         return None
-    return (
-        f"context {seq_len:,} exceeds the model's max_position_embeddings ({most:,}): "
-        f"{model.label} was not trained for it; the figures are counted as if it were"
-    )
+    return f"{beyond}: {model.label} was not trained for it; the figures are counted as if it were"
 
 
 def show_context_warning(sc: Scenario) -> None:

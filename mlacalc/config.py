@@ -22,6 +22,7 @@ __all__ = [
     "FIELDS",
     "MODEL_TYPES",
     "ModelConfig",
+    "beyond_positions",
     "import_hf_config",
     "load_model",
     "model_from_dict",
@@ -37,6 +38,16 @@ MODEL_TYPES: dict[str, str] = {t: family_of(t).layout for t in model_types()}  #
 
 # -----------------------------------------------------------------------------------
 # loading files
+
+
+def beyond_positions(model: ModelConfig, context: int) -> str | None:
+    """The notice for a context longer than the model's ``max_position_embeddings`` ("context
+    32,768 exceeds the model's max_position_embeddings (8,192)"), or None within it: a
+    warning, not an error (the counts still hold), in plan, the CLI and the app alike."""
+    most = getattr(model, "max_position_embeddings", None)
+    if not most or context <= most:
+        return None
+    return f"context {context:,} exceeds the model's max_position_embeddings ({most:,})"
 
 
 def _shipped_dir() -> Path:

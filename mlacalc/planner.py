@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import defaults
-from .config import ModelConfig
+from .config import ModelConfig, beyond_positions
 from .dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from .engine import as_model as _model
 from .engine import kv_cache
@@ -622,11 +622,9 @@ def plan(
     per_token = kv_bytes_per_token_per_gpu(m, layout, lay, include_mtp)
     tokens_per_gpu = max(budget, 0) // per_token
     context = (isl + osl) if isl is not None else seq_len
-    if m.max_position_embeddings and context > m.max_position_embeddings:
-        warnings.append(
-            f"context {context:,} exceeds the model's max_position_embeddings "
-            f"({m.max_position_embeddings:,})"
-        )
+    beyond = beyond_positions(m, context)
+    if beyond:
+        warnings.append(beyond)
     # every layer keeps what its kind keeps (window, indexer keys, linear state), in pages
     seq_bytes = kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp)
     # what a page adds once the context is past every window: the layers keeping every token

@@ -194,11 +194,13 @@ def check_context(m: Any, seq_len: int) -> None:
     """A warning (not an error: the counts still hold) when a ``--seq-len`` the user gave is
     longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it
     once the command has done its work, so that an error is the only line it prints."""
-    most = getattr(m, "max_position_embeddings", None)
-    if most and seq_len > most and given("seq_len"):
+    from ..config import beyond_positions
+
+    beyond = beyond_positions(m, seq_len)
+    if beyond and given("seq_len"):
         warn(
-            f"--seq-len {seq_len:,} exceeds {m.label}'s max_position_embeddings ({most:,}): "
-            "the model was not trained for it; the figures are counted as if it were"
+            f"--seq-len: {beyond}: {m.label} was not trained for it; the figures are counted "
+            "as if it were"
         )
 
 
