@@ -24,11 +24,11 @@ from appviews.common import (
     show_notices,
 )
 from appviews.urlstate import UrlState
-from mlacalc import defaults as D
-from mlacalc.config import ModelConfig
-from mlacalc.dtypes import DTYPE_BITS, KV_LAYOUTS
-from mlacalc.hardware import measured_sets, shipped_hardware
-from mlacalc.vocab import FIELD_SYMBOLS
+from mlacalc.hardware.catalogue import measured_sets, shipped_hardware
+from mlacalc.models.loading import ModelConfig
+from mlacalc.words import defaults as D
+from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
+from mlacalc.words.vocab import FIELD_SYMBOLS
 
 #: The tabs, in order; adding a view is one line here.
 VIEWS = [kv_cache, parameters, flops, roofline, planner, measured]

@@ -8,8 +8,8 @@ from typing import Any
 import streamlit as st
 
 import mlacalc
-from mlacalc.config import ModelConfig, beyond_positions, parse_upload
-from mlacalc.hardware import HardwareSpec
+from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.models.loading import ModelConfig, beyond_positions, parse_upload
 from mlacalc.render import grid_rows, render_json, render_rows_csv
 from mlacalc.report import model_report
 

@@ -6,9 +6,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
-from mlacalc.insight import absorption_crossover
-from mlacalc.units import human_si
-from mlacalc.vocab import MATMUL_STAGES
+from mlacalc.timemodel.insight import absorption_crossover
+from mlacalc.words.units import human_si
+from mlacalc.words.vocab import MATMUL_STAGES
 
 from .common import Scenario, download, show_context_warning, show_table
 

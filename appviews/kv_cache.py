@@ -7,11 +7,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
-from mlacalc.config import ModelConfig
+from mlacalc.models.loading import ModelConfig
+from mlacalc.models.variants import as_variant, one_head_shape_note
 from mlacalc.report import compare_rows
-from mlacalc.units import human_bytes, human_si
-from mlacalc.variants import as_variant, one_head_shape_note
-from mlacalc.vocab import STANDARD_IMPL, VARIANTS, serving_impl
+from mlacalc.words.units import human_bytes, human_si
+from mlacalc.words.vocab import STANDARD_IMPL, VARIANTS, serving_impl
 
 from .common import Scenario, download, show_context_warning, show_table
 

@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
-from mlacalc.errors import MlacalcError
 from mlacalc.render import human_seconds
+from mlacalc.words.errors import MlacalcError
 
 from .common import Scenario, download, show_table, validation
 
@@ -117,7 +117,7 @@ def _gpu_section() -> None:
         path = c1.text_input("path of a measured set", key="meas_path").strip()
     profiles = ["default", "roofline"]
     try:
-        from mlacalc.timemodel import shipped_profiles
+        from mlacalc.timemodel.profile import shipped_profiles
 
         profiles = [_AUTO, *sorted(set(shipped_profiles()) - {_AUTO}), "roofline"]
     except (ImportError, MlacalcError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from mlacalc.units import human_si
+from mlacalc.words.units import human_si
 
 from .common import Scenario, download, show_table
 

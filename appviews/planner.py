@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
-from mlacalc import defaults as D
+from mlacalc.words import defaults as D
 
 from .common import Scenario, download, show_notices, show_table
 

@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
-from mlacalc.config import ModelConfig
+from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
-from mlacalc.vocab import MLA_IMPLEMENTATIONS
+from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
 from .common import Scenario, show_context_warning, show_table, validation
 
@@ -44,7 +44,7 @@ def layer_kinds(model: ModelConfig) -> list[tuple[str, ModelConfig]]:
     A model whose layers are alike has one entry (kind ""); linear-attention layers are
     left out (no attention kernel to place on a roofline).
     """
-    from mlacalc.families import kind_model, layer_pattern
+    from mlacalc.cost.families import kind_model, layer_pattern
 
     kinds = {k.label: k for k in layer_pattern(model).layers}
     if len(kinds) < 2:

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from mlacalc.hardware import load_hardware
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
 from mlacalc.serving.scenarios import (
     compare,
@@ -146,10 +146,10 @@ def two_stream_layer(attn: float, dispatch: float, experts: float, combine: floa
 def overlap_analysis() -> None:
     """(g): per MoE layer, the per-part rule against the two-stream schedule; in prefill the
     compute beside a DeepEP normal-mode exchange runs on the SMs the exchange leaves."""
-    from mlacalc.dtypes import resolve_kv_layout
-    from mlacalc.engine import as_model
+    from mlacalc.cost.engine import as_model
+    from mlacalc.serving.gpu_step import DEEPEP_NORMAL_SMS, StepModel, halved
     from mlacalc.serving.layout import make_layout
-    from mlacalc.serving.step import DEEPEP_NORMAL_SMS, StepModel, halved
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     m, hw = as_model("deepseek-v3"), load_hardware("H100-SXM")
     sms = hw.sm_count

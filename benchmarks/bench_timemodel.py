@@ -62,7 +62,7 @@ def stats(pred: np.ndarray, meas: np.ndarray, modelled: np.ndarray) -> dict:
 
 
 def evaluate(mapped_by_device: dict, profile) -> dict:
-    from mlacalc.timemodel.sets import predict_mapped
+    from mlacalc.measured.observations import predict_mapped
 
     out: dict = {}
     for device, tables in mapped_by_device.items():
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--write-dir",
         help="with --refit: write all three profiles (default.json and the two one-device "
-        "fits) into this folder; mlacalc/timemodel/profiles is where the shipped ones live",
+        "fits) into this folder; mlacalc/data/profiles is where the shipped ones live",
     )
     ap.add_argument("--profile", help="evaluate this profile instead of the shipped one")
     ap.add_argument("--no-loo", action="store_true", help="skip leave-one-device-out")
@@ -124,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from mlacalc.measured import load_measured, map_table
-    from mlacalc.timemodel import calibrate, load_profile
+    from mlacalc.measured.calibrate import calibrate
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
 
     t0 = time.perf_counter()
     mapped = {}
@@ -203,10 +205,11 @@ def speed() -> dict[str, float]:
             call()
             best = min(timeit.repeat(call, number=100, repeat=5)) / 100
             out[f"predict_time {scope} ({profile or 'kernel model'})"] = best * 1e3
-    # the two halves of a kernel-model call: the step's kernels (mlacalc.step) and their times
-    from mlacalc.roofline import _model_ops, as_model
-    from mlacalc.step import step_kernels
-    from mlacalc.timemodel import load_profile
+    # the two halves of a kernel-model call: the step's kernels (mlacalc.cost.model_step) and their
+    # times
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.timemodel.predict import _model_ops, as_model
+    from mlacalc.timemodel.profile import load_profile
 
     model, hw, prof = as_model("deepseek-v3"), mlacalc.load_hardware("H200"), load_profile()
     for scope in ("attention_layer", "model"):

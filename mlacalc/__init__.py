@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
-from .config import ModelConfig, import_hf_config, load_model, model_from_dict, shipped_models
-from .dtypes import KV_LAYOUTS, KVLayout, dtype_bits
-from .engine import (
+from mlacalc.cost.engine import (
     AttentionCost,
     KVCache,
     OpCost,
@@ -30,7 +28,22 @@ from .engine import (
     kv_cache,
     kv_cache_bytes,
 )
-from .errors import (
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.cost.params import ParamCounts, param_counts, weight_bytes
+from mlacalc.cost.symbolic import formula
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.measured.validate import validate
+from mlacalc.models.loading import (
+    ModelConfig,
+    import_hf_config,
+    load_model,
+    model_from_dict,
+    shipped_models,
+)
+from mlacalc.serving.plan import Plan, plan
+from mlacalc.timemodel.predict import Calibration, Prediction, predict_time
+from mlacalc.words.dtypes import KV_LAYOUTS, KVLayout, dtype_bits
+from mlacalc.words.errors import (
     ConfigError,
     DoesNotFitError,
     InvalidArgumentError,
@@ -39,13 +52,6 @@ from .errors import (
     UnknownHardwareError,
     UnknownModelError,
 )
-from .hardware import HardwareSpec, load_hardware
-from .params import ParamCounts, param_counts, weight_bytes
-from .planner import Plan, plan
-from .roofline import Calibration, Prediction, predict_time
-from .step import step_kernels
-from .symbolic import formula
-from .validation import validate
 
 try:
     __version__ = _metadata.version("mlacalc")
@@ -106,15 +112,19 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
 def __getattr__(name: str):
     # numpy is imported only when a sweep is asked for, so a plain report stays fast.
     if name == "sweep":
-        from .vectorized import sweep
+        from mlacalc.cost.sweep import sweep
 
         return sweep
     if name == "search":  # the deployment search, numpy-backed like sweep
-        from .serving.search import search
+        from mlacalc.serving.search import search
 
         return search
-    if name in ("calibrate", "load_profile"):  # the kernel time model's profiles
-        from . import timemodel
+    if name == "calibrate":  # fitting a profile on measured sets (numpy)
+        from mlacalc.measured.calibrate import calibrate
 
-        return getattr(timemodel, name)
+        return calibrate
+    if name == "load_profile":  # the kernel time model's profiles (numpy)
+        from mlacalc.timemodel.profile import load_profile
+
+        return load_profile
     raise AttributeError(f"module 'mlacalc' has no attribute {name!r}")

@@ -5,7 +5,7 @@ note). :func:`render_table` draws them for a terminal of a given width, :func:`r
 as Markdown; :func:`render_csv` writes a document in long ``field,value`` form and
 :func:`render_rows_csv` a list of records in wide form; :func:`render_json` keeps exact
 integers. Cells are formatted by :func:`exact_int` (thousands separators, every digit kept
-beyond 2^53), :func:`ratio`, and the unit formatters re-exported from :mod:`mlacalc.units`
+beyond 2^53), :func:`ratio`, and the unit formatters re-exported from :mod:`mlacalc.words.units`
 (bytes in binary units, FLOPs and counts in SI units).
 """
 
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .units import human_bytes, human_si
+from mlacalc.words.units import human_bytes, human_si
 
 __all__ = [
     "EXACT_FLOAT_LIMIT",
@@ -265,7 +265,7 @@ def model_yaml(m: Any, origin: str = "") -> str:
     """
     import yaml
 
-    from .hf._registry import family_of
+    from mlacalc.models.registry import family_of
 
     # A field the family defaults when absent must be written even when it is empty, false
     # or zero: Mistral's ``sliding_window: null`` (full attention) would otherwise load back

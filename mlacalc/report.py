@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import defaults as D
-from .arguments import one_or_many
-from .config import ModelConfig, load_model
-from .dtypes import resolve_kv_layout
-from .engine import KVCache, as_model, attention_cost, kv_cache
-from .families import layer_pattern
-from .params import param_counts, weight_bytes
-from .units import human_bytes
-from .vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
+from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
+from mlacalc.cost.families import layer_pattern
+from mlacalc.cost.params import param_counts, weight_bytes
+from mlacalc.models.loading import ModelConfig, load_model
+from mlacalc.words import defaults as D
+from mlacalc.words.arguments import one_or_many
+from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.units import human_bytes
+from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
 
 __all__ = ["SCHEMA", "cache_by_kind", "compare_rows", "model_report", "model_summary"]
 
@@ -307,7 +307,7 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
     ``weight_dtype``, a model that declares its checkpoint's quantization is sized as the
     checkpoint stores it (``format`` "checkpoint fp8 block 128x128", ``checkpoint`` its
     payload, scales and bf16-kept tensors); otherwise every parameter in the dtype."""
-    from .quant import checkpoint_weights
+    from mlacalc.cost.quant import checkpoint_weights
 
     checkpoint = checkpoint_weights(m) if weight_dtype is None else None
     total = weight_bytes(m, weight_dtype)
@@ -332,7 +332,7 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
 
 def _attention_section(m: ModelConfig, *rest: Any) -> dict[str, Any]:
     """``attention``: the rows of :func:`attention_rows`, every kind of layer summed (linear
-    layers included: :mod:`mlacalc.linear`)."""
+    layers included: :mod:`mlacalc.cost.linear`)."""
     return {"attention": attention_rows(m, *rest)}
 
 

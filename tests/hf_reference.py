@@ -82,9 +82,9 @@ def param_count(name: str) -> int:
 
 
 def weight_tensors(name: str, layers: int | None = None):
-    """The checkpoint's tensors as :class:`mlacalc.quant.Tensor` (role from the module type:
+    """The checkpoint's tensors as :class:`mlacalc.cost.quant.Tensor` (role from the module type:
     ``nn.Linear`` weights are ``linear``, 3-D expert stacks ``experts``)."""
-    from mlacalc.quant import Tensor
+    from mlacalc.cost.quant import Tensor
 
     model = build(name, layers)
     linear = {f"{m}.weight" for m, mod in model.named_modules() if isinstance(mod, torch.nn.Linear)}

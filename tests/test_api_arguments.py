@@ -22,9 +22,9 @@ from mlacalc import (
     UnknownHardwareError,
     UnknownModelError,
 )
-from mlacalc.insight import absorption_crossover, compute_bound_seq_len, ridge_point
-from mlacalc.step import step_kernels
-from mlacalc.variants import as_variant
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.models.variants import as_variant
+from mlacalc.timemodel.insight import absorption_crossover, compute_bound_seq_len, ridge_point
 
 V3 = mlacalc.load_model("deepseek-v3")
 

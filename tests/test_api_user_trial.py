@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 import mlacalc
-from mlacalc.errors import ConfigError, InvalidArgumentError, UnknownDtypeError
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, UnknownDtypeError
 
 REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpu-measured"
 if not REF.is_dir():  # the shared folder beside the checkout, else this machine's
     REF = Path("/work/shared/reference/gpu-measured")
 MLA_BMM = REF / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet"
-SHIPPED = Path(mlacalc.__file__).parent / "model_configs"
+SHIPPED = Path(mlacalc.__file__).parent / "data" / "models"
 SEARCH = dict(isl=1000, osl=200)
 
 
@@ -56,7 +56,7 @@ def test_search_takes_one_string_as_a_list_of_one():
 
 
 def test_validate_takes_one_bench_file_as_a_list_of_one():
-    sidecar = next((Path(mlacalc.__file__).parent / "measurements").glob("*.json"))
+    sidecar = next((Path(mlacalc.__file__).parent / "data" / "measurements").glob("*.json"))
     (one,) = mlacalc.validate(str(sidecar))
     (listed,) = mlacalc.validate([sidecar])
     assert one.to_dict() == listed.to_dict()
@@ -173,7 +173,7 @@ def test_sweep_refuses_kv_heads_that_do_not_divide_the_heads():
 
 @pytest.mark.parametrize("name", ["llama-3-8b", "gemma-3-1b", "deepseek-v3", "qwen3-next-80b-a3b"])
 def test_cache_spec_takes_a_model_config(name):
-    from mlacalc.layers import cache_spec, layer_pattern
+    from mlacalc.models.patterns import cache_spec, layer_pattern
 
     m = mlacalc.load_model(name)
     spec = cache_spec(m)
@@ -197,7 +197,7 @@ def test_points_missing_both_targets_is_an_attribute():
 
 
 def test_plan_command_concurrency_reads_back_exactly():
-    from mlacalc.cli.search import _concurrency, plan_command
+    from mlacalc.cli.search_cmd import _concurrency, plan_command
 
     assert _concurrency(128.0) == "128"
     assert _concurrency(521.4663596440286) == "521.4663596440286"

@@ -9,7 +9,7 @@ pytest.importorskip("plotly")
 from streamlit.testing.v1 import AppTest
 
 import mlacalc
-from mlacalc.config import parse_upload
+from mlacalc.models.loading import parse_upload
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -245,7 +245,7 @@ def test_flops_view_phase_switch():
 
 def test_upload_parsing_is_safe(tmp_path):
     """The app hands uploads to parse_upload: in memory, safe loader, size limit."""
-    text = (Path(mlacalc.__file__).parent / "model_configs" / "gpt2.yaml").read_bytes()
+    text = (Path(mlacalc.__file__).parent / "data" / "models" / "gpt2.yaml").read_bytes()
     assert parse_upload(text, "gpt2.yaml").name == "gpt2"
     with pytest.raises(mlacalc.ConfigError, match="at most"):
         parse_upload(b"#" * (1 << 20 + 1), "big.yaml", 1 << 20)
@@ -307,7 +307,7 @@ def test_kv_tab_per_token_names_the_layers_counted():
 def test_roofline_tab_shows_each_kind_of_layer():
     """Gemma-4: a full layer reads every token's K and V, a sliding one its window; one row
     per kind, each the time of a model made of that kind of layer."""
-    from mlacalc.families import kind_model, layer_pattern
+    from mlacalc.cost.families import kind_model, layer_pattern
 
     at = run(model="gemma-4-26b-a4b", hw="H100-SXM", seq_len="131072", batch="8")
     table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
@@ -326,7 +326,7 @@ def test_roofline_tab_reads_a_checkpoint_as_stored():
     at = run(model="gpt-oss-120b", hw="H100-SXM", seq_len="8192", batch="4")
     table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
     got = table[(table["phase"] == "decode") & (table["layer kind"] == "full")].iloc[0]
-    from mlacalc.families import kind_model, layer_pattern
+    from mlacalc.cost.families import kind_model, layer_pattern
 
     model = mlacalc.load_model("gpt-oss-120b")
     full = next(k for k in layer_pattern(model).layers if k.label == "full")

@@ -111,7 +111,7 @@ def test_random_url_mutations(query):
 
 
 def _shipped(name: str) -> bytes:
-    return (Path(mlacalc.__file__).parent / "model_configs" / f"{name}.yaml").read_bytes()
+    return (Path(mlacalc.__file__).parent / "data" / "models" / f"{name}.yaml").read_bytes()
 
 
 HF_V3 = {

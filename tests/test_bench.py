@@ -219,7 +219,7 @@ def test_bench_cli_errors(capsys):
 
 
 def test_committed_measurements_are_well_formed():
-    folder = Path(mlacalc.__file__).parent / "measurements"
+    folder = Path(mlacalc.__file__).parent / "data" / "measurements"
     sidecars = sorted(folder.glob("*.json"))
     assert sidecars, "no committed measurement set"
     for json_path in sidecars:

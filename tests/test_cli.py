@@ -423,7 +423,7 @@ def test_roofline_cli(run):
         )[0]
     )
     p = doc["predictions"][0]
-    from mlacalc.roofline import predict_time
+    from mlacalc.timemodel.predict import predict_time
 
     expected = predict_time("deepseek-v3", "H200", "decode", 32768, 64)
     assert (
@@ -562,7 +562,7 @@ def test_table_width_follows_the_terminal(columns, monkeypatch):
 
 
 def test_one_set_of_defaults(run):
-    from mlacalc import defaults as D
+    from mlacalc.words import defaults as D
 
     doc = json.loads(run("plan", "deepseek-v3", "-H", "H200", "--format", "json")[0])
     assert doc["page_size"] == D.PAGE_SIZE == 16
@@ -897,7 +897,7 @@ def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
 
 def test_latent_layout_refused_on_per_head_caches():
     """fp8_ds_mla sizes MLA's latent row; a GQA cache under it would be a made-up size."""
-    from mlacalc.errors import InvalidArgumentError
+    from mlacalc.words.errors import InvalidArgumentError
 
     for call in (
         lambda: mlacalc.kv_cache("gemma-4-26b-a4b", 1024, kv_dtype="fp8_ds_mla"),
@@ -949,7 +949,7 @@ def test_roofline_model_scope_names_the_layer_kind_and_the_weights(run):
 def test_own_design_equivalent_is_the_model(run):
     """as_variant to the model's own design returns the model (Gemma-4's full layers keep
     their d_h 512 and 2 KV heads); the other designs say they use one head shape."""
-    from mlacalc.variants import as_variant
+    from mlacalc.models.variants import as_variant
 
     gemma = mlacalc.load_model("gemma-4-26b-a4b")
     assert as_variant(gemma, "gqa") is gemma

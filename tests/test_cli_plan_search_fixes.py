@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mlacalc.planner import plan
+from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
 
 
@@ -281,13 +281,13 @@ def test_disaggregated_pass_keeps_up_and_ttft_waits_for_the_pass_in_progress():
     at the point nearest prefill saturation."""
     import numpy as np
 
-    from mlacalc.dtypes import resolve_kv_layout
-    from mlacalc.engine import as_model
-    from mlacalc.hardware import load_hardware
-    from mlacalc.planner import PREFILL_TOKENS
+    from mlacalc.cost.engine import as_model
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import StepModel
     from mlacalc.serving.layout import make_layout
-    from mlacalc.serving.step import StepModel
-    from mlacalc.timemodel import load_profile
+    from mlacalc.serving.plan import PREFILL_TOKENS
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     isl, osl = 2000, 500
     r = search("deepseek-v3", "H200", [8, 16], isl=isl, osl=osl)
@@ -337,7 +337,7 @@ def test_disaggregated_pass_keeps_up_and_ttft_waits_for_the_pass_in_progress():
 
 # ---------------------------------------------------------------- R3: search -> plan command
 def test_plan_command_carries_every_search_option_and_quotes(run):
-    from mlacalc.cli.search import plan_command
+    from mlacalc.cli.search_cmd import plan_command
 
     r = search("deepseek-v3", "H200", [8], isl=6000, osl=2000, memory_reserve=0.0)
     cmd = plan_command("deepseek-v3", "H200", r, r.best)
@@ -360,8 +360,8 @@ def test_plan_command_carries_every_search_option_and_quotes(run):
 
 # ---------------------------------------------------------------- R4: provenance wording
 def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
-    from mlacalc.hardware import load_hardware
-    from mlacalc.timemodel import load_profile
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.profile import load_profile
 
     prof = load_profile(None)
     for name in ("MI300X", "B200"):
@@ -374,13 +374,13 @@ def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
 
 
 def test_aggregated_plan_describes_its_prefill_kernels_too():
-    from mlacalc.dtypes import resolve_kv_layout
-    from mlacalc.engine import as_model
-    from mlacalc.hardware import load_hardware
-    from mlacalc.planner import calibration_of
+    from mlacalc.cost.engine import as_model
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import StepModel
     from mlacalc.serving.layout import make_layout
-    from mlacalc.serving.step import StepModel
-    from mlacalc.timemodel import load_profile
+    from mlacalc.serving.plan import calibration_of
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     p = plan("llama-3-8b", "H100-SXM", 1, isl=1000, osl=200, concurrency=8)
     m, hw, prof = as_model("llama-3-8b"), load_hardware("H100-SXM"), load_profile(None)
@@ -414,7 +414,7 @@ def test_plan_checks_the_prefill_pool_fits(run):
 
 
 def test_search_offers_no_prefill_pool_that_does_not_fit():
-    from mlacalc.engine import as_model
+    from mlacalc.cost.engine import as_model
     from mlacalc.serving.layout import make_layout, weights_per_gpu
 
     m = as_model("llama-3-70b")
@@ -491,7 +491,7 @@ def test_search_csv_with_nothing_timed_prints_the_header(run):
 
 
 def test_prefill_dp_attention_without_groups_names_the_option():
-    from mlacalc.errors import InvalidArgumentError
+    from mlacalc.words.errors import InvalidArgumentError
 
     # the decode pool's tp 8 is the whole 8-GPU prefill pool: one attention group
     with pytest.raises(InvalidArgumentError) as exc:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mlacalc.roofline import predict_time
+from mlacalc.timemodel.predict import predict_time
 
 
 def _json(run, *args):
@@ -122,7 +122,7 @@ def test_validate_names_tables_predicted_without_a_class(run, tmp_path):
     pytest.importorskip("pyarrow")  # the parquet reader, an optional extra
     from pathlib import Path
 
-    from mlacalc.timemodel import load_profile
+    from mlacalc.timemodel.profile import load_profile
 
     ref = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
     table = ref / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"

@@ -8,7 +8,7 @@ import yaml
 import mlacalc
 from mlacalc import ConfigError, InvalidArgumentError, UnknownDtypeError, UnknownModelError
 
-SHIPPED_DIR = Path(mlacalc.__file__).resolve().parent / "model_configs"
+SHIPPED_DIR = Path(mlacalc.__file__).resolve().parent / "data" / "models"
 
 
 def base_yaml(name="llama-2-7b") -> dict:
@@ -148,7 +148,7 @@ def test_source_is_optional_for_user_files(tmp_path):
 
 
 def test_shipped_files_need_a_source():
-    from mlacalc.config import parse_config_text
+    from mlacalc.models.loading import parse_config_text
 
     text = (SHIPPED_DIR / "llama-2-7b.yaml").read_text()
     body = "\n".join(line for line in text.splitlines() if not line.startswith(("source", "  - ")))
@@ -261,7 +261,7 @@ def test_every_error_is_an_mlacalc_error():
 
 def test_schema_doc_lists_every_field():
     doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()
-    for field in mlacalc.config.FIELDS:
+    for field in mlacalc.models.loading.FIELDS:
         assert f"| `{field}` |" in doc
 
 
@@ -346,7 +346,7 @@ def test_upper_bounds_are_stated_in_the_error(tmp_path, field, value, bound):
 
 
 def test_every_bound_is_generous_for_real_models():
-    from mlacalc.schema import BOUNDS
+    from mlacalc.models.schema import BOUNDS
 
     for name in mlacalc.shipped_models():
         model = mlacalc.load_model(name)
@@ -415,22 +415,23 @@ def test_moe_layer_count_in_closed_form_matches_the_per_layer_rule():
 def test_every_dataclass_field_is_declared_in_the_schema():
     import dataclasses
 
-    from mlacalc.schema import SPECS, ModelConfig
+    from mlacalc.models.schema import SPECS, ModelConfig
 
     names = [f.name for f in dataclasses.fields(ModelConfig)]
     assert [n for n in names if n not in SPECS] == ["origin", "derived"]
-    assert list(mlacalc.config.FIELDS) == list(SPECS)
+    assert list(mlacalc.models.loading.FIELDS) == list(SPECS)
     for name, spec in SPECS.items():
         if spec.kind in ("positive integer", "non-negative integer", "positive integer or null"):
             assert spec.hi is not None, name  # every dimension and count is bounded
 
 
 def test_schema_doc_shows_the_generated_tables():
-    from mlacalc import hf, safeio
-    from mlacalc.schema import BOUNDS, markdown_fields, refresh_schema_doc
+    from mlacalc.models import hf
+    from mlacalc.models.schema import BOUNDS, markdown_fields, refresh_schema_doc
+    from mlacalc.words import safeio
 
     doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()
-    assert refresh_schema_doc(doc) == doc, "run: python -m mlacalc.hf._docs"
+    assert refresh_schema_doc(doc) == doc, "run: python -m mlacalc.models.hf._docs"
     assert markdown_fields() in doc
     assert hf.markdown_defaults() in doc and hf.markdown_spellings() in doc
     table = doc.split("## Every field")[1]
@@ -445,7 +446,7 @@ def test_hf_config_without_model_type_names_that_field(tmp_path):
     import json
 
     from mlacalc import load_model
-    from mlacalc.errors import ConfigError
+    from mlacalc.words.errors import ConfigError
 
     with open("tests/data/hf/falcon-7b.config.json") as fh:
         data = json.load(fh)

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import mlacalc  # noqa: E402
-from mlacalc import MlacalcError, ModelConfig, hf  # noqa: E402
-from mlacalc.config import parse_upload  # noqa: E402
+from mlacalc import MlacalcError, ModelConfig  # noqa: E402
+from mlacalc.models import hf  # noqa: E402
+from mlacalc.models.loading import parse_upload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 SHIPPED = sorted((ROOT.parent / "model_configs").glob("*.yaml"))

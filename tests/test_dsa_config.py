@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import mlacalc
-from mlacalc.errors import ConfigError
+from mlacalc.words.errors import ConfigError
 
 INDEXER = ("index_n_heads", "index_head_dim", "index_topk")
 

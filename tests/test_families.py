@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import mlacalc
-from mlacalc.errors import ConfigError
-from mlacalc.families import chunked_keys_and_pairs, layer_pattern, tensors
-from mlacalc.quant import Tensor, quantization_scheme, quantized_weight_bytes
+from mlacalc.cost.families import chunked_keys_and_pairs, layer_pattern, tensors
+from mlacalc.cost.quant import Tensor, quantization_scheme, quantized_weight_bytes
+from mlacalc.words.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
 NEW = (
@@ -218,20 +218,20 @@ def test_refused_by_name():
 
     data = json.loads((CONFIGS / "qwen3-30b-a3b.config.json").read_text())
     with pytest.raises(ConfigError, match="decoder_sparse_step"):
-        mlacalc.config.import_hf_config({**data, "decoder_sparse_step": 2})
+        mlacalc.models.loading.import_hf_config({**data, "decoder_sparse_step": 2})
     oss = json.loads((CONFIGS / "gpt-oss-120b.config.json").read_text())
     types = oss["layer_types"][:]
     types[0] = "full_attention"
     with pytest.raises(ConfigError, match="layer_types"):
-        mlacalc.config.import_hf_config({**oss, "layer_types": types})
+        mlacalc.models.loading.import_hf_config({**oss, "layer_types": types})
     with pytest.raises(ConfigError, match="linear_attention"):
-        mlacalc.config.import_hf_config({**oss, "layer_types": ["linear_attention"] * 36})
+        mlacalc.models.loading.import_hf_config({**oss, "layer_types": ["linear_attention"] * 36})
     glm = json.loads((CONFIGS / "glm-4.7-fp8.config.json").read_text())
     with pytest.raises(ConfigError, match="use_qk_norm"):
-        mlacalc.config.import_hf_config({**glm, "use_qk_norm": True})
+        mlacalc.models.loading.import_hf_config({**glm, "use_qk_norm": True})
     kimi = json.loads((CONFIGS / "kimi-linear-48b-a3b.config.json").read_text())
     with pytest.raises(ConfigError, match="layer_types"):
-        mlacalc.config.import_hf_config({**kimi, "layer_types": ["conv"] * 27})
+        mlacalc.models.loading.import_hf_config({**kimi, "layer_types": ["conv"] * 27})
 
 
 def test_linear_attention_state_does_not_grow():

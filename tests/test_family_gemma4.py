@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import mlacalc
-from mlacalc.errors import ConfigError
-from mlacalc.families import kind_model, layer_pattern, tensors
-from mlacalc.layers import LayerKind, cache_spec
+from mlacalc.cost.families import kind_model, layer_pattern, tensors
+from mlacalc.models.patterns import LayerKind, cache_spec
+from mlacalc.words.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
 CONFIG = CONFIGS / "gemma-4-26b-a4b.config.json"
@@ -107,7 +107,7 @@ def test_attention_flops_by_hand():
 
 
 def test_step_kernels_use_each_kinds_heads():
-    from mlacalc.step import step_kernels
+    from mlacalc.cost.model_step import step_kernels
 
     m = mlacalc.load_model("gemma-4-26b-a4b")
     ks = step_kernels(m, "decode", 8192, batch=4)
@@ -124,8 +124,8 @@ def test_step_kernels_use_each_kinds_heads():
 def test_planner_cache_rows_by_kind():
     """Per GPU: a sliding layer keeps ceil(8 / tp) of its 8 heads, a full layer ceil(2 / tp)
     of its 2 (tensor parallelism beyond 2 replicates them)."""
-    from mlacalc.dtypes import resolve_kv_layout
     from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu, make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     m = mlacalc.load_model("gemma-4-26b-a4b")
     bf16 = resolve_kv_layout("bf16")

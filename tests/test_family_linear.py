@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import mlacalc
-from mlacalc.errors import ConfigError
-from mlacalc.families import layer_pattern
-from mlacalc.linear import LINEAR_CHUNK, linear_shape
+from mlacalc.cost.families import layer_pattern
+from mlacalc.cost.linear import LINEAR_CHUNK, linear_shape
+from mlacalc.words.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
 NEXT = CONFIGS / "qwen3-next-80b-a3b-thinking.config.json"
@@ -260,7 +260,7 @@ def test_recurrent_form_equals_reference_and_is_counted(kind):
 def test_step_kernels_sum_to_the_cost(path, phase, q_len):
     """The step's kernels carry exactly the attention cost's matmul FLOPs, linear layers
     included, and the linear layers' state moves as memory (read and written per step)."""
-    from mlacalc.step import kernel_stage, step_kernels
+    from mlacalc.cost.model_step import kernel_stage, step_kernels
 
     m = mlacalc.load_model(path)
     cost = mlacalc.attention_cost(m, phase, 8192, 4, q_len=q_len)
@@ -314,14 +314,16 @@ def test_kimi_checkpoint_layer_lists():
     data.pop("layer_types")
     kda = [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)]
     lin = {"full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "kda_layers": kda, "num_heads": 16}
-    m = mlacalc.config.import_hf_config({**data, "linear_attn_config": lin})
+    m = mlacalc.models.loading.import_hf_config({**data, "linear_attn_config": lin})
     assert layer_pattern(m).counts() == {"linear": 20, "mla no-rope": 7}
     assert m.linear_num_value_heads == m.linear_num_key_heads == 16
     bad = {**lin, "kda_layers": kda[:-1]}
     with pytest.raises(ConfigError, match="linear_attn_config"):
-        mlacalc.config.import_hf_config({**data, "linear_attn_config": bad})
+        mlacalc.models.loading.import_hf_config({**data, "linear_attn_config": bad})
     with pytest.raises(ConfigError, match="mlp_layer_types"):
-        mlacalc.config.import_hf_config({**data, "mlp_layer_types": ["sparse", "dense"] * 13})
+        mlacalc.models.loading.import_hf_config(
+            {**data, "mlp_layer_types": ["sparse", "dense"] * 13}
+        )
 
 
 @pytest.mark.parametrize("name", ["qwen3-next-80b-a3b", "kimi-linear-48b-a3b"])
@@ -411,10 +413,12 @@ def test_fields_that_change_no_figure_of_the_reference():
     cfg = Qwen3NextConfig(**{k: v for k, v in data.items() if k != "model_type"})
     with torch.device("meta"):
         reference = mod.Qwen3NextForCausalLM(cfg)
-    ours = mlacalc.param_counts(mlacalc.config.import_hf_config(dict(data))).total
+    ours = mlacalc.param_counts(mlacalc.models.loading.import_hf_config(dict(data))).total
     assert ours == sum(p.numel() for p in reference.parameters())
     kimi = json.loads(KIMI.read_text())
-    changed = mlacalc.config.import_hf_config({**kimi, "moe_layer_freq": 2, "topk_method": "x"})
+    changed = mlacalc.models.loading.import_hf_config(
+        {**kimi, "moe_layer_freq": 2, "topk_method": "x"}
+    )
     assert mlacalc.param_counts(changed).total == 49_133_081_120
 
 
@@ -422,9 +426,9 @@ def test_fields_that_change_no_figure_of_the_reference():
 def test_attention_variants_of_a_model_with_linear_layers(name):
     """The same model with its full layers as MHA, GQA, MQA or MLA (the app's side-by-side
     table): the linear layers stay, an MLA version has no query gate."""
+    from mlacalc.models.variants import as_variant
     from mlacalc.report import compare_rows
-    from mlacalc.variants import as_variant
-    from mlacalc.vocab import VARIANTS
+    from mlacalc.words.vocab import VARIANTS
 
     m = mlacalc.load_model(name)
     rows = compare_rows(

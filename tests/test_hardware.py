@@ -3,7 +3,7 @@
 import pytest
 
 from mlacalc import ConfigError, UnknownHardwareError
-from mlacalc.hardware import load_hardware, measured_sets, shipped_hardware
+from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
 
 # name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory GB): vendor datasheets,
 # cited field by field in each hardware_configs/*.yaml
@@ -87,7 +87,7 @@ def test_wrong_schema_sidecar(tmp_path):
 
 
 def test_unknown_hardware_suggests_the_name_it_begins_first():
-    from mlacalc.errors import UnknownHardwareError
+    from mlacalc.words.errors import UnknownHardwareError
 
     with pytest.raises(UnknownHardwareError) as err:
         load_hardware("mi300")

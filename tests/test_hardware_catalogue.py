@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from mlacalc.errors import ConfigError, InvalidArgumentError, MlacalcError
-from mlacalc.hardware import (
+from mlacalc.hardware.catalogue import (
     MEASURED_SYSTEMS,
     AmbiguousHardwareError,
     UnknownHardwareError,
     load_hardware,
     shipped_hardware,
 )
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 
 DATACENTER = ("H100-SXM", "H200", "H800", "A100-SXM-80GB", "B200", "MI300X")
 
@@ -179,7 +179,7 @@ def test_user_file_with_links(tmp_path):
 
 def test_measured_set_reader_agrees_with_the_catalogue():
     """The measured-set reader's system -> device map and L2 sizes are the catalogue's."""
-    sets = pytest.importorskip("mlacalc.measured.sets")
+    sets = pytest.importorskip("mlacalc.measured.tables")
     assert sets.SYSTEM_DEVICES == MEASURED_SYSTEMS
     for system, l2 in sets.SYSTEM_L2_BYTES.items():
         assert load_hardware(system).l2_bytes == l2, system

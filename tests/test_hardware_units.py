@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlacalc.errors import ConfigError
-from mlacalc.hardware import RIDGE_RANGE, load_hardware, shipped_hardware
+from mlacalc.hardware.catalogue import RIDGE_RANGE, load_hardware, shipped_hardware
+from mlacalc.words.errors import ConfigError
 
 
 def _variant(tmp_path, **change):

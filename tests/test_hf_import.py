@@ -203,18 +203,18 @@ def test_every_problem_of_a_config_json_is_reported_at_once():
 
 
 def test_every_model_type_has_one_family_unit():
-    from mlacalc import hf
+    from mlacalc.models import hf
 
     units = hf.families()
     covered = [t for unit in units.values() for t in unit.model_types]
     assert sorted(covered) == sorted(hf.model_types()) and len(set(covered)) == len(covered)
-    assert set(mlacalc.config.MODEL_TYPES) == set(covered)
+    assert set(mlacalc.models.loading.MODEL_TYPES) == set(covered)
     for unit in units.values():
         assert unit.layout in hf.LAYOUTS
         for name in list(unit.defaults) + [n for d in unit.defaults_by_type.values() for n in d]:
-            assert name in mlacalc.config.FIELDS, (unit.name, name)
+            assert name in mlacalc.models.loading.FIELDS, (unit.name, name)
         for target in unit.renames.values():
-            assert target in mlacalc.config.FIELDS, (unit.name, target)
+            assert target in mlacalc.models.loading.FIELDS, (unit.name, target)
 
 
 # the Hugging Face configuration class each model_type reads (Kimi-K2 names DeepseekV3Config)
@@ -236,13 +236,13 @@ _STATED = (
 )
 
 
-@pytest.mark.parametrize("model_type", sorted(mlacalc.config.MODEL_TYPES))
+@pytest.mark.parametrize("model_type", sorted(mlacalc.models.loading.MODEL_TYPES))
 def test_defaults_follow_the_hugging_face_class(model_type):
     """An absent field takes the value the transformers configuration class gives it."""
     pytest.importorskip("transformers")
     from transformers import CONFIG_MAPPING
 
-    from mlacalc import hf
+    from mlacalc.models import hf
 
     unit = hf.family_of(model_type)
     if _HF_CLASS_TYPE.get(model_type, model_type) not in CONFIG_MAPPING:
@@ -272,7 +272,7 @@ def test_defaults_follow_the_hugging_face_class(model_type):
         data["num_experts_per_tok"] = 2  # DeepseekV2Config leaves it null; mlacalc needs it
     model = mlacalc.import_hf_config(data)
     compared = 0
-    for field in mlacalc.config.FIELDS:
+    for field in mlacalc.models.loading.FIELDS:
         if field in data or field in ("name", "model_type", "source", "weights_dtype"):
             continue
         if field == "max_position_embeddings" and unit.layout != "gpt2":

@@ -97,7 +97,7 @@ def test_a_key_close_to_a_stated_field_is_not_taken_for_a_typo():
 
 def test_keys_a_family_hook_reads_are_not_typos():
     # Kimi Linear's top-level linear_num_heads is one spelling of its linear widths
-    unit = mlacalc.hf.family_of("kimi_linear")
+    unit = mlacalc.models.hf.family_of("kimi_linear")
     assert "linear_num_heads" in unit.reads
 
 
@@ -182,13 +182,13 @@ def test_every_field_filled_beyond_the_file_is_in_derived():
     """A field the file leaves out that does not read as "not set" has a derived note."""
     from dataclasses import fields
 
-    from mlacalc.schema import SPECS, ModelConfig
+    from mlacalc.models.schema import SPECS, ModelConfig
 
     unset = {f.name: f.default for f in fields(ModelConfig)}
     own = ("name", "source", "weights_dtype", "model_type", "aliases", "display_name", "notes")
     for label, data in _configs():
         model = mlacalc.import_hf_config(data, label)
-        unit = mlacalc.hf.family_of(data["model_type"])
+        unit = mlacalc.models.hf.family_of(data["model_type"])
         keys = set(data) | set(data.get("text_config") or {})
         keys |= {unit.renames[k] for k in keys if k in unit.renames}
         for name in SPECS:

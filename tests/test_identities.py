@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mlacalc
-from mlacalc import symbols as s
+from mlacalc.cost import symbols as s
 
 LLAMA = mlacalc.load_model("llama-3-8b")
 V3 = mlacalc.load_model("deepseek-v3")

@@ -7,7 +7,7 @@ import pytest
 
 import mlacalc
 from mlacalc import InvalidArgumentError
-from mlacalc.insight import absorption_crossover, compute_bound_seq_len, ridge_point
+from mlacalc.timemodel.insight import absorption_crossover, compute_bound_seq_len, ridge_point
 
 
 def test_ridge_point():

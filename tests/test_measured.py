@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlacalc.errors import ConfigError, MlacalcError
+from mlacalc.words.errors import ConfigError, MlacalcError
 
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
 needs_ref = pytest.mark.skipif(
@@ -32,7 +32,7 @@ def pq():
 def h100(pq):
     if not REF.is_dir():
         pytest.skip(f"shared measured tables not found at {REF}")
-    from mlacalc.measured import load_measured
+    from mlacalc.measured.tables import load_measured
 
     return load_measured(REF / "h100_sxm")
 
@@ -41,7 +41,7 @@ def h100(pq):
 def a100(pq):
     if not REF.is_dir():
         pytest.skip(f"shared measured tables not found at {REF}")
-    from mlacalc.measured import load_measured
+    from mlacalc.measured.tables import load_measured
 
     return load_measured(REF / "a100_sxm")
 
@@ -78,7 +78,7 @@ def test_a100_maps_to_its_catalogue_device_and_latency_is_seconds(a100, pq):
 def test_one_parquet_file_and_a_folder_below_the_system_read_the_same(pq):
     if not REF.is_dir():
         pytest.skip(f"shared measured tables not found at {REF}")
-    from mlacalc.measured import load_measured
+    from mlacalc.measured.tables import load_measured
 
     one = load_measured(REF / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet")
     below = load_measured(REF / "a100_sxm/mla_bmm")
@@ -89,7 +89,7 @@ def test_one_parquet_file_and_a_folder_below_the_system_read_the_same(pq):
 def test_system_not_in_the_catalogue_is_an_error_naming_it(pq, tmp_path):
     if not REF.is_dir():
         pytest.skip(f"shared measured tables not found at {REF}")
-    from mlacalc.measured import UnknownSystemError, load_measured
+    from mlacalc.measured.tables import UnknownSystemError, load_measured
 
     leaf = tmp_path / "gb300_nvl" / "mla_bmm" / "trtllm" / "1.0.0"
     leaf.mkdir(parents=True)
@@ -101,7 +101,7 @@ def test_system_not_in_the_catalogue_is_an_error_naming_it(pq, tmp_path):
 
 
 def test_bad_paths_and_missing_meta_are_one_line_errors(pq, tmp_path):
-    from mlacalc.measured import load_measured
+    from mlacalc.measured.tables import load_measured
 
     with pytest.raises(ConfigError, match="no such file"):
         load_measured(tmp_path / "nothing")
@@ -119,7 +119,7 @@ def test_bad_paths_and_missing_meta_are_one_line_errors(pq, tmp_path):
 
 
 def test_missing_pyarrow_names_the_extra(monkeypatch, tmp_path):
-    from mlacalc.measured import load_measured
+    from mlacalc.measured.tables import load_measured
 
     leaf = tmp_path / "h100_sxm" / "gemm" / "trtllm" / "1"
     leaf.mkdir(parents=True)
@@ -131,11 +131,13 @@ def test_missing_pyarrow_names_the_extra(monkeypatch, tmp_path):
 
 
 def test_microbenchmark_set_reads_into_the_same_type():
-    from mlacalc.hardware import measured_sets
-    from mlacalc.measured import MeasuredTable, load_measured
+    from mlacalc.hardware.catalogue import measured_sets
+    from mlacalc.measured.tables import MeasuredTable, load_measured
 
     name = measured_sets()[0]
-    path = Path(__file__).resolve().parents[1] / "mlacalc" / "measurements" / f"{name}.json"
+    path = (
+        Path(__file__).resolve().parents[1] / "mlacalc" / "data" / "measurements" / f"{name}.json"
+    )
     s = load_measured(path)
     (t,) = s.tables
     assert isinstance(t, MeasuredTable) and t.table == "bench"
@@ -147,7 +149,8 @@ def test_microbenchmark_set_reads_into_the_same_type():
 def test_whole_h100_set_loads_and_maps_fast(pq):
     if not REF.is_dir():
         pytest.skip(f"shared measured tables not found at {REF}")
-    from mlacalc.measured import load_measured, map_table
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
 
     start = time.perf_counter()
     s = load_measured(REF / "h100_sxm")
@@ -166,7 +169,7 @@ _MAPPED: dict[tuple[int, str], object] = {}
 
 def _map(measured_set, name):
     """map_table of one table, computed once per test session."""
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     key = (id(measured_set), name)
     if key not in _MAPPED:
@@ -185,7 +188,7 @@ def _row(mapped, **where):
 
 
 def test_gemm_rows_are_exact_gemms_with_the_weight_copy_rule(h100, a100):
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     m = map_table(h100.table("gemm_perf"))
     i = _row(m, gemm_dtype="bfloat16", m=4096, n=4096, k=4096)
@@ -219,7 +222,7 @@ def _pairs_brute(s, w):
 
 
 def test_attention_rows_count_causal_window_pairs_and_decode_reads_the_cache(h100):
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     ctx = map_table(h100.table("context_attention_perf"))
     for w in (0, 128, 8192):
@@ -246,7 +249,7 @@ def test_attention_rows_count_causal_window_pairs_and_decode_reads_the_cache(h10
 
 
 def test_mla_rows_use_deepseek_v3_geometry(h100):
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     gen = map_table(h100.table("generation_mla_perf"))
     i = _row(gen, num_heads=128, batch_size=64, step=4095, kv_cache_dtype="bfloat16")
@@ -260,7 +263,7 @@ def test_mla_rows_use_deepseek_v3_geometry(h100):
 
 
 def test_mla_module_is_the_list_of_kernels_the_module_runs(h100):
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     gen = map_table(h100.table("mla_generation_module_perf"))
     i = _row(gen, gemm_type="fp8_block", num_heads=128, batch_size=8, kv_cache_dtype="bfloat16")
@@ -317,7 +320,7 @@ def test_power_law_draws_are_bounded_loads_summing_to_the_assignments():
 
 
 def test_comm_rows_message_semantics(h100):
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     nccl = map_table(h100.table("nccl_perf"))
     i = _row(nccl, op_name="all_gather", nccl_dtype="half", num_gpus=8)
@@ -333,7 +336,7 @@ def test_comm_rows_message_semantics(h100):
 
 
 def test_every_table_maps_every_row_or_says_why(h100, a100):
-    from mlacalc.measured import NOT_MODELLED
+    from mlacalc.measured.mapping import NOT_MODELLED
 
     for mset, t in [(ms, t) for ms in (h100, a100) for t in ms.tables]:
         m = _map(mset, t.table)
@@ -346,7 +349,7 @@ def test_every_table_maps_every_row_or_says_why(h100, a100):
 
 
 def test_quirk_rules_reproduce_the_counts_tables_md_states(h100, a100):
-    from mlacalc.measured import map_table
+    from mlacalc.measured.mapping import map_table
 
     def reasons(s, name):
         r = _map(s, name).reason
@@ -462,7 +465,7 @@ def test_roofline_bound_holds_except_where_tables_md_says_l2_helps(h100):
     """No row beats the plain roofline except the 57 small-n bf16 GEMMs and the 16 bf16 BMMs
     that TABLES.md lists as served from L2 (and the MoE rows the routing rule's docs name): an
     independent check of FLOPs and bytes."""
-    from mlacalc.timemodel import roofline_seconds
+    from mlacalc.timemodel.kernel_time import roofline_seconds
 
     for name, allowed in (
         ("gemm_perf", 57),

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from mlacalc.errors import InvalidArgumentError, UnknownDtypeError
-from mlacalc.hardware import load_hardware
-from mlacalc.planner import plan
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
+from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
 TBO = dict(tp=1, dp_attention=True, ep=72, redundant_experts=32, isl=2000, osl=500)
 
@@ -46,10 +46,10 @@ def test_tbo_kernel_table_says_it_covers_one_micro_batch(tbo, run):
 
 
 def test_tbo_links_longer_than_the_kernels_are_communication_bound(tbo):
-    from mlacalc.planner import _bound
+    from mlacalc.serving.plan import _bound
 
     k = [dict(x, flops=[x["flops_per_call"]], bytes=[x["bytes_per_call"]]) for x in tbo.kernels]
-    from mlacalc.hardware import load_hardware
+    from mlacalc.hardware.catalogue import load_hardware
 
     hw = load_hardware("H100-SXM")
     assert _bound(hw, k, 0.08, 0.03, "tbo", links_s=0.06) != "communication"
@@ -165,7 +165,7 @@ def test_mtp_acceptance_without_draft_tokens_is_refused_and_include_mtp_says_it_
 def test_kernel_table_shows_the_class_the_device_runs():
     """fp8 weights on a GPU without fp8 tensor cores run weight-only (w8a16), MoE experts too:
     the kernel rows say so, and the MoE is timed without fp8 block-scale promotion."""
-    from mlacalc.timemodel import run_dtype
+    from mlacalc.timemodel.kernel_time import run_dtype
 
     a100 = plan("deepseek-v3", "A100-SXM-80GB", 16, seq_len=4096)
     rows = {k["name"]: k["dtype"] for k in a100.kernels}
@@ -181,13 +181,13 @@ def test_pipeline_stages_run_the_embedding_first_and_the_head_last():
     """With two stages the embedding runs on the first and the output head (final norm,
     lm_head, sampling) on the last: the stages' compute sums to one step's kernels, each
     counted once (the head was added to both stages)."""
-    from mlacalc.engine import as_model
+    from mlacalc.cost.engine import as_model
+    from mlacalc.serving.gpu_step import StepModel
     from mlacalc.serving.layout import make_layout
-    from mlacalc.serving.step import StepModel
 
     m = as_model("deepseek-v3")
     lay = make_layout(m, 16, 8, None, 2, 1, False, 0)
-    from mlacalc.dtypes import resolve_kv_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), load_hardware("H200"), None)
     st = sm.step(dec_B=8.0, dec_S=4096.0)

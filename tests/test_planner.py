@@ -6,7 +6,7 @@ import pytest
 
 import mlacalc
 from mlacalc import DoesNotFitError, InvalidArgumentError
-from mlacalc.planner import plan
+from mlacalc.serving.plan import plan
 
 
 def test_plan_deepseek_v3_fp8_on_8_h200_by_hand():

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from mlacalc import plan, search
-from mlacalc.dtypes import resolve_kv_layout
-from mlacalc.engine import as_model
-from mlacalc.hardware import load_hardware
-from mlacalc.planner import PREFILL_TOKENS
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.layout import make_layout
-from mlacalc.serving.step import StepModel
-from mlacalc.timemodel import load_profile
+from mlacalc.serving.plan import PREFILL_TOKENS
+from mlacalc.timemodel.profile import load_profile
+from mlacalc.words.dtypes import resolve_kv_layout
 
 # 16 decode GPUs (DP-attention 16, EP16) and an 8-GPU prefill pool (DP-attention 8, EP8)
 SETUP = dict(tp=1, dp_attention=True, ep=16, mode="disaggregated", prefill_gpus=8)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from mlacalc.config import load_model, shipped_models
-from mlacalc.errors import InvalidArgumentError
-from mlacalc.params import weight_bytes
+from mlacalc.cost.params import weight_bytes
+from mlacalc.models.loading import load_model, shipped_models
 from mlacalc.serving import make_layout
 from mlacalc.serving.layout import weight_breakdown, weight_bytes_by_part, weights_per_gpu
+from mlacalc.words.errors import InvalidArgumentError
 
 
 @pytest.mark.parametrize("name", shipped_models())
@@ -67,7 +67,7 @@ def test_gemma4_full_layers_and_dense_mlp_are_sized():
 def test_longest_context_stops_at_the_models_window():
     """gpt-oss-120b on 8 H100 at batch 8: memory allows far more than its 131,072-token
     window; the plan caps the figure, says so, and keeps memory's figure in the JSON."""
-    from mlacalc.planner import plan
+    from mlacalc.serving.plan import plan
 
     p = plan("gpt-oss-120b", "H100-SXM", 8, batch=8)
     assert p.max_position_embeddings == 131_072
@@ -84,8 +84,8 @@ def test_longest_context_stops_at_the_models_window():
 def test_kv_lines_split_every_token_layers_from_windows_and_states():
     """A sequence is the per-token bytes of the layers keeping every token times its context
     plus a fixed part (windows, linear states); the budget over it is the largest batch."""
-    from mlacalc.cli.plan import kv_rows
-    from mlacalc.planner import plan
+    from mlacalc.cli.plan_cmd import kv_rows
+    from mlacalc.serving.plan import plan
 
     g = plan("gemma-4-26b-a4b", "H100-SXM", 8)
     # 5 full layers x 1 of 2 K=V heads per rank (kept as K and V) x 512 x 2 B
@@ -116,8 +116,8 @@ def test_overload_shows_an_unbounded_queue_and_ttft():
     plan, None in JSON, "unbounded" in text) beside the warning, never "queued 0"."""
     import math
 
-    from mlacalc.cli.plan import sections
-    from mlacalc.planner import plan
+    from mlacalc.cli.plan_cmd import sections
+    from mlacalc.serving.plan import plan
 
     p = plan("gpt-oss-120b", "H100-SXM", 8, isl=100, osl=10, request_rate=1e6)
     assert not p.sustainable and any("without bound" in w for w in p.warnings)
@@ -136,7 +136,7 @@ def test_search_reasons_partition_the_points_and_disaggregated_gpus_read_decode_
     """Each timed point is counted once (first reason); candidates never timed are counted
     apart; together they are the whole ``reasons``. A disaggregated point's GPUs read
     ``decode+prefill`` in the tables."""
-    from mlacalc.cli.search import _gpus, sections
+    from mlacalc.cli.search_cmd import _gpus, sections
     from mlacalc.serving.search import search
 
     r = search("qwen3-30b-a3b", "H100-SXM", [1, 2], isl=2000, osl=500, ttft=0.3, tpot=0.02)
@@ -161,9 +161,9 @@ def test_search_reasons_partition_the_points_and_disaggregated_gpus_read_decode_
 def test_plan_captions_decode_only_figure_and_uses_gib_in_its_fit_message():
     """The decode figure says it is decode-only steps and the output figure that it includes
     the prompts; the no-fit message speaks GiB like the table's memory lines."""
-    from mlacalc.cli.plan import sections
-    from mlacalc.planner import plan
-    from mlacalc.units import human_bytes
+    from mlacalc.cli.plan_cmd import sections
+    from mlacalc.serving.plan import plan
+    from mlacalc.words.units import human_bytes
 
     p = plan("gpt-oss-120b", "H100-SXM", 8, isl=1000, osl=500)
     labels = [r[0] for s in sections(p) for r in s.rows]

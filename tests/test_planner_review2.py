@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from mlacalc.errors import InvalidArgumentError
-from mlacalc.planner import plan
+from mlacalc.serving.plan import plan
+from mlacalc.words.errors import InvalidArgumentError
 
 
 # ---------------------------------------------------------------- 1: chunked-prefill TTFT

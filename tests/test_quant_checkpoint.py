@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import mlacalc
-from mlacalc.errors import ConfigError
-from mlacalc.quant import checkpoint_part_bytes, checkpoint_weights, quantization_scheme
+from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_weights, quantization_scheme
+from mlacalc.words.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
 
@@ -141,7 +141,7 @@ def test_bytes_equal_the_reference_tensors(name, expected):
     pytest.importorskip("transformers")
     import hf_reference as ref
 
-    from mlacalc.quant import quantized_weight_bytes
+    from mlacalc.cost.quant import quantized_weight_bytes
 
     tensors = ref.weight_tensors(name)
     theirs = quantized_weight_bytes(tensors, quantization_scheme(ref.raw_config(name)))
@@ -236,7 +236,7 @@ def test_quantization_is_a_schema_field():
     for name in (*shipped, "minimax-m2.5"):
         m = mlacalc.load_model(name)
         assert m.quantization is not None, name
-        again = mlacalc.config.parse_config_text(model_yaml(m), f"{name}.yaml")
+        again = mlacalc.models.loading.parse_config_text(model_yaml(m), f"{name}.yaml")
         assert again.quantization == m.quantization
         assert again.quantization_config == m.quantization_config
         assert mlacalc.weight_bytes(again) == mlacalc.weight_bytes(m)
@@ -268,7 +268,7 @@ def test_bad_quantization_is_named(value, field):
     data = mlacalc.load_model("gpt-oss-120b").to_dict()
     data["quantization_config"] = value
     with pytest.raises(ConfigError) as err:
-        mlacalc.config.model_from_dict(data, "m.yaml")
+        mlacalc.models.loading.model_from_dict(data, "m.yaml")
     assert err.value.field == field
     raw = {**_raw("gpt-oss-120b"), "quantization_config": value}
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
@@ -298,8 +298,8 @@ def test_plan_splits_each_tensor_as_tp_splits_it():
     by hand: q_a/kv_a projections, their norms, the layer norms and the routers whole, every
     other tensor an eighth. Each part but attention equals the plan's exactly; attention is
     sized in proportion to its parameters, off by its replicated bf16 norms and scales only."""
-    from mlacalc.families import _part, tensors
-    from mlacalc.quant import tensor_bytes
+    from mlacalc.cost.families import _part, tensors
+    from mlacalc.cost.quant import tensor_bytes
 
     m = mlacalc.load_model("deepseek-v3")
     whole = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")

@@ -5,7 +5,7 @@ implements, the model is built from the config alone (no weights, every tensor o
 ``meta``), and a forward of ``S`` tokens (``S`` in 1, 4096, 32768) on meta tensors
 fills its cache. Checked, to the parameter and to the byte:
 
-- the per-layer pattern (``mlacalc.layers.layer_pattern``) against the reference's
+- the per-layer pattern (``mlacalc.models.patterns.layer_pattern``) against the reference's
   cache layer classes, and each layer's cache bytes against ``CacheSpec`` in the
   reference's convention (a sliding window keeps ``W - 1`` tokens there);
 - ``param_counts(...).total`` and ``kv_cache_bytes`` of every config mlacalc loads;
@@ -27,8 +27,8 @@ pytest.importorskip("transformers")
 import hf_reference as ref
 
 import mlacalc
-from mlacalc.errors import ConfigError
-from mlacalc.layers import cache_spec, layer_pattern
+from mlacalc.models.patterns import cache_spec, layer_pattern
+from mlacalc.words.errors import ConfigError
 
 NAMES = [p.name.removesuffix(".config.json") for p in ref.config_files()]
 IMPLEMENTED = [n for n in NAMES if ref.implemented(n)]
@@ -53,7 +53,7 @@ def _prefix(name: str, seq_len: int) -> int | None:
 
 
 def _text(name: str) -> dict:
-    from mlacalc.layers import text_config
+    from mlacalc.models.patterns import text_config
 
     return text_config(ref.raw_config(name))
 
@@ -127,8 +127,8 @@ def test_kv_cache_bytes_match_reference(name, seq_len):
 def test_quantized_bytes_match_reference_tensors(name):
     """The checkpoint bytes of the product's tensor list equal those of the reference
     model's own tensors (roles from its module types) under the config's scheme."""
-    from mlacalc.families import tensors
-    from mlacalc.quant import quantization_scheme, quantized_weight_bytes
+    from mlacalc.cost.families import tensors
+    from mlacalc.cost.quant import quantization_scheme, quantized_weight_bytes
 
     raw = ref.raw_config(name)
     scheme = quantization_scheme(raw)

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import mlacalc  # noqa: E402
-from mlacalc.bench.layers import layer_for_model  # noqa: E402
+from mlacalc.bench.torch_layers import layer_for_model  # noqa: E402
 
 IMPLS = ("naive", "compressed", "absorbed", "absorbed_merged")
 

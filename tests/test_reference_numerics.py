@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mlacalc.bench.layers import MHAReference, MLAReference  # noqa: E402
+from mlacalc.bench.torch_layers import MHAReference, MLAReference  # noqa: E402
 
 IMPLS = ("naive", "compressed", "absorbed", "absorbed_merged")
 

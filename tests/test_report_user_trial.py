@@ -101,7 +101,7 @@ def test_roofline_footer_matches_profile_roofline(run, device):
 
 @pytest.mark.parametrize("batch", ["1", "64"])
 def test_insight_agrees_with_the_table_labels(run, batch):
-    from mlacalc.insight import model_compute_bound_seq_len
+    from mlacalc.timemodel.insight import model_compute_bound_seq_len
 
     args = ("roofline", "deepseek-v3", "-H", "H100-SXM", "--seq-len", "32k", "--batch", batch)
     doc = json.loads(run(*args, "--insight", "--format", "json")[0])

@@ -4,9 +4,9 @@ import pytest
 
 import mlacalc
 from mlacalc import InvalidArgumentError, UnknownHardwareError
-from mlacalc.hardware import measured_sets
-from mlacalc.roofline import LAUNCHES, Calibration, predict_time
-from mlacalc.step import step_kernels
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import measured_sets
+from mlacalc.timemodel.predict import LAUNCHES, Calibration, predict_time
 
 
 def test_fused_decode_by_hand():
@@ -82,7 +82,7 @@ def test_model_scope_adds_ffn_and_head():
     ffn = {"router", "routed_experts", "shared_experts_up", "shared_experts_down"}
     assert ffn | {"dense_ffn_up", "dense_ffn_down", "lm_head"} <= names
     assert model.seconds > 61 * layer.seconds * 0.5
-    # the model step is the step's kernels (mlacalc.step), each timed by the kernel model
+    # the model step is the step's kernels (mlacalc.cost.model_step), each timed by the kernel model
     kernels = step_kernels("deepseek-v3", "decode", 4096, 32, weight_dtype="fp8", act_dtype="bf16")
     assert [o.name for o in model.ops] == [k.name for k in kernels]
     assert model.bytes == sum(k.bytes * k.calls for k in kernels)
@@ -187,8 +187,8 @@ def test_launch_counts_match_the_reference_layers():
     torch = pytest.importorskip("torch")
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from mlacalc.bench.layers import layer_for_model
-    from mlacalc.engine import model_layer_key
+    from mlacalc.bench.torch_layers import layer_for_model
+    from mlacalc.cost.engine import model_layer_key
 
     views = {
         "view",

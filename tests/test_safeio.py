@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from mlacalc import ConfigError, safeio
+from mlacalc import ConfigError
+from mlacalc.words import safeio
 
 
 def laughs(levels: int = 9) -> str:
@@ -127,7 +128,7 @@ def test_file_size_and_encoding(tmp_path):
 
 
 def test_hardware_files_use_the_bounded_reader(tmp_path):
-    from mlacalc.hardware import load_hardware
+    from mlacalc.hardware.catalogue import load_hardware
 
     path = tmp_path / "gpu.yaml"
     path.write_text("name: x\nname: y\n")

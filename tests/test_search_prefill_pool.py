@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from mlacalc.cli.search import plan_command
-from mlacalc.dtypes import resolve_kv_layout
-from mlacalc.engine import as_model
-from mlacalc.hardware import load_hardware
+from mlacalc.cli.search_cmd import plan_command
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu, make_layout, weights_per_gpu
 from mlacalc.serving.search import PREFILL_TOKENS, search
+from mlacalc.words.dtypes import resolve_kv_layout
 
 MODEL, HW, ISL, OSL = "llama-3-70b", "H100-SXM", 4000, 500
 

@@ -19,7 +19,7 @@ from mlacalc import (
     kv_cache_bytes,
     param_counts,
 )
-from mlacalc.variants import as_variant
+from mlacalc.models.variants import as_variant
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 V2 = mlacalc.load_model("deepseek-v2")
@@ -376,7 +376,7 @@ def test_datacrunch_table3_mla_operator():
 
 def test_datacrunch_ridge_crossing_at_1394():
     """'the MLA kernel crosses the ridge at L ~ 1394': their own formulas give 1403.6 on H200."""
-    from mlacalc.insight import compute_bound_seq_len
+    from mlacalc.timemodel.insight import compute_bound_seq_len
 
     core = compute_bound_seq_len(V3, "H200", batch=1)[0]
     assert round(core.value, 1) == 1403.6

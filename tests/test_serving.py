@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 
 import mlacalc
-from mlacalc.dtypes import resolve_kv_layout
-from mlacalc.hardware import hardware_from_dict, load_hardware
-from mlacalc.planner import plan
+from mlacalc.hardware.catalogue import hardware_from_dict, load_hardware
 from mlacalc.serving import StepModel, make_layout
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
 from mlacalc.serving.layout import weights_per_gpu
+from mlacalc.serving.plan import plan
 from mlacalc.serving.scenarios import compare, compare_sglang, compare_sglang_prefill
+from mlacalc.words.dtypes import resolve_kv_layout
 
 # ------------------------------------------------------------------ analytic figures
 
 
-def _link_only(gb_per_s: float, per_node: int) -> mlacalc.hardware.HardwareSpec:
+def _link_only(gb_per_s: float, per_node: int) -> mlacalc.hardware.catalogue.HardwareSpec:
     """A device whose only figures that matter are its links (no latency: the paper's premise)."""
     return hardware_from_dict(
         {
@@ -311,7 +311,7 @@ def test_sglang_ep32_prefill_node():
 def test_step_kernels_through_the_kernel_model_give_the_same_time():
     """The per-GPU kernel list as Kernel records, timed by predict_kernels one by one, sums to
     the step's compute time (an independent route through the time model's public API)."""
-    from mlacalc.timemodel import predict_kernels
+    from mlacalc.timemodel.kernel_time import predict_kernels
 
     hw = load_hardware("H200")
     sm = StepModel(DSV3, make_layout(DSV3, 8, tp=8), "fp8", resolve_kv_layout("bf16"), hw)
@@ -336,8 +336,8 @@ def test_sliding_window_caps_the_cache_a_sequence_holds():
 def test_link_model_agrees_with_the_calibrated_all_reduce():
     """Link bandwidth x 0.8 and the ISCA NVLink latency, against the kernel model's all-reduce
     fitted on the measured H100 NCCL/TensorRT-LLM tables: within 25% from 16 kB to 64 MB."""
-    from mlacalc.kernels import Kernel
-    from mlacalc.timemodel import predict_kernels
+    from mlacalc.timemodel.kernel_time import predict_kernels
+    from mlacalc.words.kernels import Kernel
 
     hw = load_hardware("H100-SXM")
     for size in (16_000, 147_000, 1_200_000, 7_600_000, 64_000_000):
@@ -369,8 +369,8 @@ def test_collectives_in_one_node_are_timed_by_the_kernel_model():
     on the measured NCCL/TensorRT-LLM/DeepEP tables): the comm Kernel records, timed through the
     kernel model's public batch API, sum to the step's communication time; across nodes the link
     model (network figures) times them instead."""
-    from mlacalc.kernels import batches_of
-    from mlacalc.timemodel import predict_batch
+    from mlacalc.timemodel.kernel_time import predict_batch
+    from mlacalc.words.kernels import batches_of
 
     hw = load_hardware("H200")
     for lay, kinds in (
@@ -420,10 +420,11 @@ def test_a_plans_all_reduce_takes_the_faster_of_custom_kernels_and_nccl():
     the custom kernels'."""
     import numpy as np
 
-    from mlacalc.hardware import load_hardware
-    from mlacalc.kernels import KernelBatch
-    from mlacalc.serving.step import _predict
-    from mlacalc.timemodel import load_profile, predict_batch
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import _predict
+    from mlacalc.timemodel.kernel_time import predict_batch
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.words.kernels import KernelBatch
 
     hw, prof = load_hardware("A100-SXM-80GB"), load_profile()
     msg = np.array([2.0**16, 2.0**27])

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from mlacalc.errors import InvalidArgumentError
-from mlacalc.planner import plan
 from mlacalc.serving.arrivals import step_chain
+from mlacalc.serving.plan import plan
+from mlacalc.words.errors import InvalidArgumentError
 
 
 def _simulate(t: np.ndarray, rate: float, steps: int, seed: int = 0) -> tuple[float, float]:

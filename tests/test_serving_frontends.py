@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from mlacalc.cli import cli, main
-from mlacalc.errors import InvalidArgumentError
-from mlacalc.planner import plan
+from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
+from mlacalc.words.errors import InvalidArgumentError
 
 KW = dict(isl=1000, osl=200, weight_dtype="bf16")
 

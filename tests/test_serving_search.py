@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from mlacalc.cli import cli
-from mlacalc.errors import InvalidArgumentError
-from mlacalc.planner import plan
+from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
+from mlacalc.words.errors import InvalidArgumentError
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
-"""The serving step's per-GPU kernels are the model step's (:mod:`mlacalc.step`), sharded.
+"""The serving step's per-GPU kernels are the model step's (:mod:`mlacalc.cost.model_step`),
+sharded.
 
-At one GPU every kernel of :func:`mlacalc.step.step_kernels` appears in the serving step
+At one GPU every kernel of :func:`mlacalc.cost.model_step.step_kernels` appears in the serving step
 with the same name, kind, calls, FLOPs and bytes (the routed experts: the same FLOPs; their
 bytes count the experts the step touches as a fraction, not rounded up), for MLA and GQA,
 decode and prefill, layer kinds (sliding and full layers), DeepSeek sparse attention and
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from mlacalc.dtypes import resolve_kv_layout
-from mlacalc.engine import as_model
-from mlacalc.hardware import load_hardware
+from mlacalc.cost.engine import as_model
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving import StepModel, make_layout
-from mlacalc.serving.step import COLUMN, HEADS, ROW
-from mlacalc.step import step_kernels
+from mlacalc.serving.gpu_step import COLUMN, HEADS, ROW
+from mlacalc.words.dtypes import resolve_kv_layout
 
 B, S = 16, 4096
 

@@ -1,4 +1,5 @@
-"""The kernels of a model step (mlacalc.step): exact FLOPs and bytes against hand counts."""
+"""The kernels of a model step (mlacalc.cost.model_step): exact FLOPs and bytes against hand
+counts."""
 
 import math
 from fractions import Fraction
@@ -7,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import mlacalc
-from mlacalc.kernels import KERNEL_KINDS
-from mlacalc.step import (
+from mlacalc.cost.model_step import (
     KERNEL_STAGES,
     attention_traffic_bytes,
     kernel_stage,
     moe_active_experts,
     step_kernels,
 )
+from mlacalc.words.kernels import KERNEL_KINDS
 
 ATTENTION_CORE_KINDS = {"attention_prefill", "attention_decode", "mla_prefill", "mla_decode"}
 

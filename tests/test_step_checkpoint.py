@@ -1,21 +1,22 @@
 """The step's kernels read a quantized checkpoint's weights as it stores them.
 
-Without a chosen weight dtype, each GEMM and MoE kernel of :func:`mlacalc.step.step_kernels`
+Without a chosen weight dtype, each GEMM and MoE kernel of
+:func:`mlacalc.cost.model_step.step_kernels`
 reads the checkpoint bytes of the tensors it multiplies by (values and scales; tensors the
 checkpoint keeps in bf16 at two bytes) and names the kernel class of that storage. The
 weight bytes of a kernel are read here without the checkpoint route: two runs with chosen
 weight dtypes (bf16: activations + 2 P, fp8: activations + P) give its activation bytes
 ``2 fp8 - bf16``, so the weights it reads are its bytes less those. They are checked
-against :mod:`mlacalc.quant` over the checkpoint's tensors and against hand counts.
+against :mod:`mlacalc.cost.quant` over the checkpoint's tensors and against hand counts.
 """
 
 import pytest
 
 from mlacalc import predict_time
-from mlacalc.engine import as_model
-from mlacalc.families import tensors
-from mlacalc.quant import checkpoint_weights, tensor_bytes
-from mlacalc.step import as_stored, checkpoint_stored, step_kernels, stored_experts
+from mlacalc.cost.engine import as_model
+from mlacalc.cost.families import tensors
+from mlacalc.cost.model_step import as_stored, checkpoint_stored, step_kernels, stored_experts
+from mlacalc.cost.quant import checkpoint_weights, tensor_bytes
 
 #: Tensors the step does not read as weights: the embedding table (the lookup reads the
 #: tokens' rows, counted as activations), GPT-OSS's expert and router biases and attention
@@ -80,7 +81,7 @@ def test_decode_reads_the_checkpoint_bytes(name, batch, read):
 def test_other_quantized_checkpoints_read_as_stored(name):
     """The other shipped quantized checkpoints (the DSA indexer's fp8 projections, MiniMax's
     GQA attention in fp8 blocks): every expert touched, the checkpoint's bytes less the
-    tensors the step does not read, against mlacalc.quant."""
+    tensors the step does not read, against mlacalc.cost.quant."""
     pairs = _weight_bytes(name, "decode", 4096, 2048)
     experts = next(k for k, _ in pairs if k.name == "routed_experts")
     assert experts.shape["active_experts"] == as_model(name).n_routed_experts
@@ -222,9 +223,9 @@ def test_serving_step_reads_the_checkpoint_as_the_model_step(model):
     """StepModel without a weight dtype runs the model step's stored kernels: at one GPU the
     same bytes and classes (the routed experts: the same class and bytes per expert touched,
     the serving step counting touched experts as a fraction)."""
-    from mlacalc.dtypes import resolve_kv_layout
-    from mlacalc.hardware import load_hardware
+    from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.serving import StepModel, make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     m = as_model(model)
     kv = resolve_kv_layout("bf16")

@@ -7,20 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from mlacalc.errors import ConfigError, InvalidArgumentError
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import Kernel, KernelBatch, batches_of
-from mlacalc.timemodel import (
-    Profile,
-    calibrate,
-    device_figures,
-    load_profile,
-    predict_batch,
-    predict_kernels,
-    roofline_seconds,
-)
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.calibrate import calibrate
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.fit import Observations, error_stats, fit_class
+from mlacalc.timemodel.kernel_time import predict_batch, predict_kernels, roofline_seconds
 from mlacalc.timemodel.model import default_params, kernel_terms
+from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.words.errors import ConfigError, InvalidArgumentError
+from mlacalc.words.kernels import Kernel, KernelBatch, batches_of
 
 #: a profile with no fitted classes: every kernel at the model's starting values
 UNFIT = Profile(name="unfit")
@@ -271,8 +266,10 @@ def test_unmeasured_devices_take_the_fit_of_their_generation():
 def test_cached_class_rates_give_the_uncached_times():
     """batch_terms takes the clock-scaled parameters from a per-(device, profile, class) cache;
     they give exactly what kernel_terms gives from the profile's own parameters."""
-    from mlacalc.hardware import load_hardware
-    from mlacalc.timemodel import batch_terms, class_params, device_figures, load_profile
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.kernel_time import batch_terms, class_params
+    from mlacalc.timemodel.profile import load_profile
 
     hw, prof = load_hardware("H200"), load_profile("default")
     batch = gemm_batch([1, 64, 4096], 7168, 2048)
@@ -289,8 +286,8 @@ def test_cached_class_rates_give_the_uncached_times():
 def test_ideal_of_a_dispatch_on_a_set_number_of_sms():
     """predict_kernels gives the plain bound of a DeepEP kernel that runs on a set number of SMs."""
     import mlacalc
-    from mlacalc.kernels import Kernel
-    from mlacalc.timemodel import predict_kernels
+    from mlacalc.timemodel.kernel_time import predict_kernels
+    from mlacalc.words.kernels import Kernel
 
     shape = {"tokens": 128, "hidden": 7168, "topk": 8, "n_gpus": 8, "message_bytes": 10**7}
     kernels = [

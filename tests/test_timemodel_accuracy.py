@@ -13,9 +13,10 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from mlacalc.measured import load_measured, map_table
-from mlacalc.timemodel import load_profile
-from mlacalc.timemodel.sets import predict_mapped
+from mlacalc.measured.mapping import map_table
+from mlacalc.measured.observations import predict_mapped
+from mlacalc.measured.tables import load_measured
+from mlacalc.timemodel.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpu-measured"
 pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="shared measured sets not present")
@@ -129,7 +130,7 @@ def test_better_than_the_plain_roofline():
     )
     mapped = map_table(t)
     ok = mapped.modelled
-    from mlacalc.timemodel import roofline_seconds
+    from mlacalc.timemodel.kernel_time import roofline_seconds
 
     ideal = np.zeros(len(t))
     for p in mapped.parts:

@@ -10,8 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mlacalc.timemodel import calibrate, load_profile, predict_batch  # noqa: E402
-from mlacalc.timemodel.sets import kernel_set_device, read_kernel_set  # noqa: E402
+from mlacalc.measured.calibrate import calibrate  # noqa: E402
+from mlacalc.measured.observations import kernel_set_device, read_kernel_set  # noqa: E402
+from mlacalc.timemodel.kernel_time import predict_batch  # noqa: E402
+from mlacalc.timemodel.profile import load_profile  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def tiny_set(tmp_path_factory):
 def test_rows_carry_exact_counts(tiny_set):
     csv_path, json_path = tiny_set
     meta = json.loads(json_path.read_text())
-    assert meta["preset"] == "calibrate" and meta["rows_schema"] == "mlacalc.kernels/1"
+    assert meta["preset"] == "calibrate" and meta["rows_schema"] == "mlacalc.words.kernels/1"
     assert "several GPUs" in meta["collectives"]
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import KernelBatch
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel import model as M
 from mlacalc.timemodel.device import device_figures
+from mlacalc.words.kernels import KernelBatch
 
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
 H100 = device_figures(load_hardware("H100-SXM"))
@@ -133,7 +133,8 @@ def generation_tables():
     pytest.importorskip("pyarrow.parquet")
     if not REF.is_dir():
         pytest.skip(f"shared measured tables not found at {REF}")
-    from mlacalc.measured import load_measured, map_table
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
 
     out = {}
     for system in ("h100_sxm", "a100_sxm"):
@@ -188,7 +189,7 @@ def test_quick_fit_on_h100_decode_rows(generation_tables):
 
 
 def test_model_steps_give_the_decode_kernel_its_cache_class_and_sinks():
-    from mlacalc.step import step_kernels
+    from mlacalc.cost.model_step import step_kernels
 
     def core(model, kv_dtype):
         kernels = step_kernels(model, "decode", 4096, 8, kv_dtype=kv_dtype)
@@ -328,7 +329,7 @@ def test_mla_decode_honours_rope_kernel():
 
 
 def test_step_mla_decode_leaves_rope_to_the_step():
-    from mlacalc.step import step_kernels
+    from mlacalc.cost.model_step import step_kernels
 
     kernels = step_kernels("deepseek-v3", "decode", 4096, 8)
     core = [k for k in kernels if k.kind == "mla_decode" and k.name == "attention"]

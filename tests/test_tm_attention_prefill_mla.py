@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import KernelBatch
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.model import SFU_EXP_PER_CLOCK, default_params, kernel_terms
+from mlacalc.words.kernels import KernelBatch
 
 
 def _prefill(dtype: str, d_qk: float, d_v: float, isl: float = 8192.0, heads: float = 32.0):
@@ -223,7 +223,7 @@ def test_prefill_rope_pre_kernel_is_its_own_kernel():
 def test_step_prefill_attention_leaves_rope_to_the_step():
     # a model step times RoPE as a kernel of its own: its prefill attention kernels (MLA and
     # GQA) carry rope_kernel = 0, so the pre-kernel is not counted twice
-    from mlacalc.step import step_kernels
+    from mlacalc.cost.model_step import step_kernels
 
     for model in ("deepseek-v3", "llama-3-8b"):
         kernels = step_kernels(model, "prefill", 2048, 1, scope="attention_layer")

@@ -9,12 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import KernelBatch
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapping import map_table
-from mlacalc.measured.sets import MeasuredTable
+from mlacalc.measured.tables import MeasuredTable
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.model import REFERENCE_CLOCK_HZ, default_params, kernel_terms
+from mlacalc.words.kernels import KernelBatch
 
 
 def _batch(kind: str, msg: list[float], n: list[float], **fields: float) -> KernelBatch:

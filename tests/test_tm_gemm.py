@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import KernelBatch
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel import model
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.model import default_params, kernel_terms
 from mlacalc.timemodel.profile import Profile
+from mlacalc.words.kernels import KernelBatch
 
 
 def _gemm(dtype: str, m, n, k, **cols) -> KernelBatch:
@@ -398,7 +398,8 @@ def test_gemm_time_barely_falls_with_more_rows(device, dtypes):
     row tile's units; measured on H100 as often: 5% of shapes 3% or more). Before the split
     count became a choice: H100 bf16 n = 128, k = 1,536, m = 64 at 8.4 us against 6.0 us at
     m = 80 (measured 4.8, 4.7)."""
-    from mlacalc.timemodel import load_profile, predict_batch
+    from mlacalc.timemodel.kernel_time import predict_batch
+    from mlacalc.timemodel.profile import load_profile
 
     prof = load_profile()
     for dtype in dtypes:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import KernelBatch
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.quirks import slower_than_more_work
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.model import default_params, kernel_terms
+from mlacalc.words.kernels import KernelBatch
 
 FIG = device_figures(load_hardware("H100-SXM"))
 HIDDEN, INTER = 4096, 1536  # local intermediate (gated: three matrices)
@@ -162,7 +162,8 @@ def test_triton_row_tile_follows_the_tokens_over_the_local_experts():
     if not (root / "h100_sxm").is_dir():
         pytest.skip("shared measured sets not here")
     pytest.importorskip("pyarrow")
-    from mlacalc.measured import load_measured, map_table
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
 
     t = next(t for t in load_measured(root / "h100_sxm").tables if t.table == "moe_perf")
     m = map_table(t)
@@ -194,7 +195,8 @@ def test_pre_1_0_power_law_calls_of_few_tokens_stay_on_the_measured_rank():
     if not (root / "a100_sxm").is_dir():
         pytest.skip("shared measured sets not here")
     pytest.importorskip("pyarrow")
-    from mlacalc.measured import load_measured, map_table
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
 
     t = next(t for t in load_measured(root / "a100_sxm").tables if t.table == "moe_perf")
     s = next(p for p in map_table(t).parts if p.batch.kind == "moe").batch.shape
@@ -238,9 +240,8 @@ def test_later_power_law_calls_whose_draws_round_to_zero_take_the_round_robin_lo
     at 1.2) is spread over the ranks as round-robin routing spreads it: the balanced row's
     loads, not the straggler rank of the draws; larger calls keep the straggler's loads. The
     1.0 collector's calls of tokens x top-k at most E/16 stay wholly on the measured rank."""
-    from mlacalc.measured import map_table
-    from mlacalc.measured.mapping import _draws_round_to_zero
-    from mlacalc.measured.sets import MeasuredTable
+    from mlacalc.measured.mapping import _draws_round_to_zero, map_table
+    from mlacalc.measured.tables import MeasuredTable
 
     e = np.full(4, 512.0)
     # 2 x 22 = 44 pairs over 512 experts (0.086 E): zero at alpha 1.01, not at 1.2

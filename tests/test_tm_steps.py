@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import mlacalc
-from mlacalc.hardware import load_hardware
-from mlacalc.kernels import Kernel, batches_of
-from mlacalc.timemodel import batch_terms, class_params, load_profile, predict_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.kernel_time import batch_terms, class_params, predict_kernels
 from mlacalc.timemodel.model import kernel_terms
+from mlacalc.timemodel.profile import load_profile
+from mlacalc.words.kernels import Kernel, batches_of
 
 
 @pytest.mark.parametrize("device", ["H100-SXM", "A100-SXM-80GB", "L40S", "RTX-4090", "MI300X"])
@@ -42,7 +43,7 @@ def test_the_causal_convolution_of_linear_attention_is_a_streaming_kernel():
 def test_mla_decode_kernel_takes_the_class_of_its_cache(kv_dtype):
     """The measured MLA decode classes follow the cache dtype (an fp8 cache: the fp8 kernel);
     a real step's kernel does too, and the fp8 class is the faster on H100."""
-    from mlacalc.step import step_kernels
+    from mlacalc.cost.model_step import step_kernels
 
     ks = step_kernels("deepseek-v3", "decode", 8192, batch=64, kv_dtype=kv_dtype)
     (mla,) = [k for k in ks if k.kind == "mla_decode"]
@@ -219,9 +220,9 @@ def test_a_steps_mla_decode_runs_the_key_splitting_kernel_of_its_generation(devi
     device's tensor-core generation (mma.sync: four 16-row warps, each reading every row). The
     non-splitting kernel is the one TensorRT-LLM 1.0 ran on the measured A100 rows only: at 4
     sequences (far fewer units than SMs) it is the slower one."""
-    from mlacalc.step import step_kernels
-    from mlacalc.timemodel import device_batch
+    from mlacalc.cost.model_step import step_kernels
     from mlacalc.timemodel.device import mla_decode_kernel
+    from mlacalc.timemodel.kernel_time import device_batch
 
     hw = load_hardware(device)
     assert mla_decode_kernel(hw) == {"kv_split": 1.0, "operand_reads": reads}
@@ -257,13 +258,13 @@ def test_the_measured_mla_rows_carry_the_kernel_the_same_rule_gives():
 @pytest.mark.parametrize("device, run", [("B200", "fp4"), ("H100-SXM", "w4a16")])
 def test_fp4_weights_run_one_class_in_predict_time_and_plan(device, run):
     """fp4 weights: the model step and the serving step name the fp4 class (one rule,
-    mlacalc.step.weight_gemm_class); the device decides the kernel for both paths alike: the
-    fp4 GEMM where the tensor cores have fp4 (B200), else a dequantizing weight-only GEMM."""
-    from mlacalc.dtypes import resolve_kv_layout
-    from mlacalc.engine import as_model
+    mlacalc.cost.model_step.weight_gemm_class); the device decides the kernel for both paths alike:
+    the fp4 GEMM where the tensor cores have fp4 (B200), else a dequantizing weight-only GEMM."""
+    from mlacalc.cost.engine import as_model
+    from mlacalc.cost.model_step import step_kernels
     from mlacalc.serving import StepModel, make_layout
-    from mlacalc.step import step_kernels
-    from mlacalc.timemodel import device_batch
+    from mlacalc.timemodel.kernel_time import device_batch
+    from mlacalc.words.dtypes import resolve_kv_layout
 
     hw = load_hardware(device)
     m = as_model("llama-3-8b")
@@ -288,7 +289,7 @@ def test_the_roofline_of_fp4_weights_is_at_the_rate_of_the_kernel_that_runs(devi
     """The plain roofline (profile="roofline") and the ideal reported beside a kernel-model
     prediction compute fp4-weight GEMMs at the fp4 rate where the device has fp4 tensor cores,
     else at the bf16 rate of the dequantizing kernel (never at the fp8 rate H100 has)."""
-    from mlacalc.step import step_kernels
+    from mlacalc.cost.model_step import step_kernels
 
     hw = load_hardware(device)
     (o,) = [

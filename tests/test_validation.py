@@ -4,8 +4,8 @@ import pytest
 
 import mlacalc
 from mlacalc import ConfigError
-from mlacalc.hardware import load_hardware
-from mlacalc.roofline import Calibration, predict_time
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.predict import Calibration, predict_time
 
 
 def test_wrong_schema_sidecar(tmp_path):
@@ -43,9 +43,9 @@ def test_the_measured_gemm_sweep_is_what_closes_the_gap():
     import dataclasses
     import statistics
 
-    from mlacalc.hardware import read_sidecar
+    from mlacalc.hardware.catalogue import read_sidecar
 
-    path = mlacalc.validation.default_measurement_files()[0]
+    path = mlacalc.measured.validate.default_measurement_files()[0]
     meta = read_sidecar(path)
     full = Calibration.from_measurements(meta)
     plain = dataclasses.replace(full, gemm_m_sweep={})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mlacalc import validate
-from mlacalc.errors import InvalidArgumentError
+from mlacalc.words.errors import InvalidArgumentError
 
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
 
@@ -72,7 +72,7 @@ def test_roofline_has_no_link_term_so_collectives_are_not_predicted(a100_rooflin
 
 
 def test_a_profile_fitted_on_the_set_is_refused(ref):
-    from mlacalc.timemodel import Profile
+    from mlacalc.timemodel.profile import Profile
 
     fitted = Profile(
         name="h100-only",
@@ -86,8 +86,8 @@ def test_a_profile_fitted_on_the_set_is_refused(ref):
 
 
 def test_default_profile_never_predicts_its_own_fitting_data(ref):
-    from mlacalc.measured.validation import _fitted_tables
-    from mlacalc.timemodel import load_profile
+    from mlacalc.measured.validate_tables import _fitted_tables
+    from mlacalc.timemodel.profile import load_profile
 
     fitted = _fitted_tables(load_profile(None))
     if ("H100-SXM", "mla_bmm_perf") not in fitted:
@@ -107,7 +107,7 @@ def test_default_profile_never_predicts_its_own_fitting_data(ref):
 
 
 def test_time_model_predicts_every_modelled_row(ref):
-    from mlacalc.timemodel import Profile
+    from mlacalc.timemodel.profile import Profile
 
     v = validate(measured=ref / "a100_sxm" / "comm", profile=Profile(name="datasheet-defaults"))
     for t in v.tables:
@@ -118,7 +118,7 @@ def test_time_model_predicts_every_modelled_row(ref):
 
 
 def test_microbenchmark_files_keep_working_both_ways():
-    from mlacalc.validation import ValidationSet, default_measurement_files
+    from mlacalc.measured.validate import ValidationSet, default_measurement_files
 
     sets = validate()
     assert sets and all(isinstance(s, ValidationSet) for s in sets)

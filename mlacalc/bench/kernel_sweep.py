@@ -13,7 +13,7 @@ minimal bytes and shape fields, so ``mlacalc calibrate`` reads the set without a
 
 Files: ``<name>.csv`` (one row per kernel) and ``<name>.json`` (the ``mlacalc.bench/1``
 sidecar of every microbenchmark run: device, ceilings, settings; ``preset: calibrate``,
-``rows_schema: mlacalc.kernels/1``).
+``rows_schema: mlacalc.words.kernels/1``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,19 @@ from pathlib import Path
 
 import torch
 
-from .runner import SCHEMA, TORCH_DTYPES, _stats, _sync, device_info, measure_ceilings, time_fn
+from mlacalc.bench.runner import (
+    SCHEMA,
+    TORCH_DTYPES,
+    _stats,
+    _sync,
+    device_info,
+    measure_ceilings,
+    time_fn,
+)
 
 __all__ = ["KERNEL_FIELDS", "ROWS_SCHEMA", "kernel_points", "run_calibrate"]
 
-ROWS_SCHEMA = "mlacalc.kernels/1"
+ROWS_SCHEMA = "mlacalc.words.kernels/1"
 KERNEL_FIELDS = (
     "kind", "dtype", "flops", "bytes", "calls", "m", "n", "k", "groups", "batch", "q_len",
     "kv_len", "n_heads", "n_kv", "head_dim_qk", "head_dim_v", "window", "causal", "elements",

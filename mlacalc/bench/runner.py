@@ -1,7 +1,7 @@
 """The companion microbenchmark: time every attention variant, on CUDA when there is one.
 
 For each point (model dimensions, implementation, phase, batch, seq_len) one attention
-layer of :mod:`mlacalc.bench.layers` runs on random inputs and a preallocated cache of
+layer of :mod:`mlacalc.bench.torch_layers` runs on random inputs and a preallocated cache of
 the right length. Before any timing a numerics gate checks, per model, that the MLA
 implementations agree on shared weights and that step-by-step decode equals prefill;
 an implementation that fails is recorded and not timed. Ceilings (a large matmul per
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
-from ..config import ModelConfig, load_model
-from ..engine import attention_cost, kv_cache_bytes
-from ..params import param_counts
-from ..vocab import BENCH_SCHEMA, MLA_IMPLEMENTATIONS, STANDARD_IMPL
-from .layers import layer_for_model
+from mlacalc.bench.torch_layers import layer_for_model
+from mlacalc.cost.engine import attention_cost, kv_cache_bytes
+from mlacalc.cost.params import param_counts
+from mlacalc.models.loading import ModelConfig, load_model
+from mlacalc.words.vocab import BENCH_SCHEMA, MLA_IMPLEMENTATIONS, STANDARD_IMPL
 
 __all__ = [
     "CSV_FIELDS",

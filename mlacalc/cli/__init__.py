@@ -24,23 +24,23 @@ import os
 
 import click
 
-from ..errors import MlacalcError
+from mlacalc.words.errors import MlacalcError
 
 __all__ = ["COMMANDS", "cli", "main"]
 
 #: Command name -> module of this package that defines it as ``command``.
 COMMANDS: dict[str, str] = {
     "list": "list_cmd",
-    "report": "report",
-    "compare": "compare",
-    "formula": "formula",
-    "import-hf": "import_hf",
-    "roofline": "roofline",
-    "plan": "plan",
-    "search": "search",
-    "validate": "validate",
-    "calibrate": "calibrate",
-    "bench": "bench",
+    "report": "report_cmd",
+    "compare": "compare_cmd",
+    "formula": "formula_cmd",
+    "import-hf": "import_hf_cmd",
+    "roofline": "roofline_cmd",
+    "plan": "plan_cmd",
+    "search": "search_cmd",
+    "validate": "validate_cmd",
+    "calibrate": "calibrate_cmd",
+    "bench": "bench_cmd",
 }
 
 
@@ -112,7 +112,7 @@ def _option_for(argv: list[str] | None, argument: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; every error is one line on stderr and exit status 2.
 
-    Bad input (a usage error, an :class:`~mlacalc.errors.MlacalcError`, a file that cannot
+    Bad input (a usage error, an :class:`~mlacalc.words.errors.MlacalcError`, a file that cannot
     be read) names the option or field at fault. Anything else is a defect of mlacalc and
     is reported as an internal error, also on one line; ``MLACALC_DEBUG=1`` re-raises it.
     """

@@ -11,8 +11,7 @@ from typing import Any, ClassVar
 
 import click
 
-from ..errors import MlacalcError
-from ..render import (
+from mlacalc.render import (
     Section,
     render_csv,
     render_json,
@@ -20,7 +19,8 @@ from ..render import (
     render_rows_csv,
     render_table,
 )
-from ..vocab import (
+from mlacalc.words.errors import MlacalcError
+from mlacalc.words.vocab import (
     IMPLEMENTATIONS,
     MLA_IMPLEMENTATIONS,
     MODES,
@@ -120,7 +120,7 @@ class DtypeType(click.ParamType):
         self.layouts = layouts
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from ..dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
+        from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
 
         key = str(value).strip().lower()
         if self.layouts and key in KV_LAYOUTS:
@@ -194,7 +194,7 @@ def check_context(m: Any, seq_len: int) -> None:
     """A warning (not an error: the counts still hold) when a ``--seq-len`` the user gave is
     longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it
     once the command has done its work, so that an error is the only line it prints."""
-    from ..config import beyond_positions
+    from mlacalc.models.loading import beyond_positions
 
     beyond = beyond_positions(m, seq_len)
     if beyond and given("seq_len"):
@@ -225,8 +225,8 @@ def load_profile_option(profile: str | None, plain: bool = False):
     profile = profile.strip()
     if plain and profile == "roofline":
         return profile
-    from ..errors import MlacalcError
-    from ..timemodel import load_profile
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.words.errors import MlacalcError
 
     try:
         return load_profile(profile)
@@ -289,7 +289,7 @@ def load(name: str, flag: str | None = None):
 
     With ``flag``, an error names that option (``--subs``), not only the model.
     """
-    from ..config import load_model
+    from mlacalc.models.loading import load_model
 
     if flag is None:
         return load_model(name)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from .. import defaults as D
-from ..render import human_bytes, human_si
-from .common import Section, emit, format_option
+from mlacalc.cli.common import Section, emit, format_option
+from mlacalc.render import human_bytes, human_si
+from mlacalc.words import defaults as D
 
 
 @click.command("list")
@@ -27,9 +27,9 @@ def command(show_hardware, fmt):
     """
     if show_hardware:
         return _list_hardware(fmt)
-    from ..config import load_model, shipped_models
-    from ..engine import kv_cache
-    from ..params import param_counts
+    from mlacalc.cost.engine import kv_cache
+    from mlacalc.cost.params import param_counts
+    from mlacalc.models.loading import load_model, shipped_models
 
     rows = []
     for name in shipped_models():
@@ -108,7 +108,7 @@ def command(show_hardware, fmt):
 
 
 def _list_hardware(fmt):
-    from ..hardware import load_hardware, measured_sets, shipped_hardware
+    from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
 
     specs = [load_hardware(n) for n in shipped_hardware()] + [
         load_hardware(f"measured:{n}") for n in measured_sets()

@@ -1,7 +1,7 @@
 """Every row of a measured table as the kernels it timed.
 
 Each table is mapped exactly as its collector measured it (the reference's TABLES.md says what
-one row holds). A row becomes one kernel of :mod:`mlacalc.kernels`, or for the MLA module
+one row holds). A row becomes one kernel of :mod:`mlacalc.words.kernels`, or for the MLA module
 tables the list of kernels the module runs (a composite), each with exact matmul FLOPs, the
 minimal HBM bytes of one call (every operand read once, every result written once) and its
 shape fields; every kernel carries ``warm_l2 = 1`` (the collectors replay the same inputs
@@ -77,9 +77,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernels import KernelBatch
-from .moe_routing import rank_loads
-from .sets import SYSTEM_L2_BYTES, MeasuredTable
+from mlacalc.measured.moe_routing import rank_loads
+from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredTable
+from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "DSV3",
@@ -591,8 +591,8 @@ def _mla_core(
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb) + quant_q
         flops = 2.0 * h * bs * kv * (lat + g["kv_lora"])
         nbytes = pre + bs * kv * lat * kvb + tok * h * lat * qb + tok * h * g["kv_lora"] * 2
-        from ..hardware import load_hardware
-        from ..timemodel.device import mla_decode_kernel
+        from mlacalc.hardware.catalogue import load_hardware
+        from mlacalc.timemodel.device import mla_decode_kernel
 
         b.add_by_dtype(
             prefix + "mla_decode",
@@ -798,7 +798,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # table's CUDA rows carry the same label) fixes its row tile from the call
     # (:func:`~mlacalc.timemodel.model.triton_moe_row_tile`, the rule a model step's MXFP4
     # experts follow too)
-    from ..timemodel.model import triton_moe_row_tile
+    from mlacalc.timemodel.model import triton_moe_row_tile
 
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
     tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
@@ -971,7 +971,7 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     With ``quirks`` (the default) the quirk rules of :mod:`mlacalc.measured.quirks` mark the
     rows they exclude; kernels are still built for those rows, so a caller can look at them.
     """
-    from ..errors import ConfigError
+    from mlacalc.words.errors import ConfigError
 
     mapper = _MAPPERS.get(table.table)
     if mapper is None:
@@ -987,7 +987,7 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
     mapped.exclude(bad_time, "zero_time")
     if quirks:
-        from .quirks import apply_quirks
+        from mlacalc.measured.quirks import apply_quirks
 
         apply_quirks(mapped)
     return mapped
@@ -1008,11 +1008,11 @@ def observations(measured) -> list:
     """Measured sets as the time model's fit input (:class:`mlacalc.timemodel.fit.Observations`):
     one per kernel class and table, single-kernel rows only, quirk-excluded rows left out.
 
-    ``measured`` is a :class:`~mlacalc.measured.MeasuredSet`, a path or a list of paths.
+    ``measured`` is a :class:`~mlacalc.measured.tables.MeasuredSet`, a path or a list of paths.
     Composite rows (the MLA module tables) and microbenchmark tables are not fit input.
     """
-    from ..timemodel.fit import Observations
-    from .sets import MeasuredSet, load_measured
+    from mlacalc.measured.tables import MeasuredSet, load_measured
+    from mlacalc.timemodel.fit import Observations
 
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
     out = []

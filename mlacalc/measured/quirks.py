@@ -55,8 +55,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from .mapping import MappedTable, _canon
-from .sets import SYSTEM_L2_BYTES
+from mlacalc.measured.mapping import MappedTable, _canon
+from mlacalc.measured.tables import SYSTEM_L2_BYTES
 
 __all__ = ["MORE_WORK_FACTOR", "SPIKE_FACTOR", "SWEEPS", "apply_quirks", "slower_than_more_work"]
 
@@ -279,7 +279,7 @@ def apply_quirks(mapped: MappedTable) -> None:
         )
 
     if t.table == "generation_attention_perf":
-        from ..hardware import load_hardware
+        from mlacalc.hardware.catalogue import load_hardware
 
         bw = load_hardware(t.device).memory_bandwidth_bytes_per_s
         l2 = SYSTEM_L2_BYTES.get(t.system, 0)

@@ -2,7 +2,7 @@
 
 :func:`mlacalc.plan` answers for one deployment; :func:`mlacalc.serving.search.search`
 explores many. The modules: :mod:`~mlacalc.serving.layout` (what each GPU holds),
-:mod:`~mlacalc.serving.step` (its kernels and their time), :mod:`~mlacalc.serving.comm`
+:mod:`~mlacalc.serving.gpu_step` (its kernels and their time), :mod:`~mlacalc.serving.comm`
 (bytes on the wire and link time), :mod:`~mlacalc.serving.scenarios` (published measurements
 to check against). The modules that need numpy load on first use, so that importing
 mlacalc stays fast.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layout import Layout, make_layout
+from mlacalc.serving.layout import Layout, make_layout
 
 __all__ = [
     "LINK_EFFICIENCY",
@@ -28,7 +28,7 @@ _LAZY = {
     "LINK_EFFICIENCY": "comm",
     "comm_seconds": "comm",
     "isca_comm_bound_tpot": "comm",
-    "StepModel": "step",
+    "StepModel": "gpu_step",
     "search": "search",
 }
 

@@ -10,7 +10,7 @@ DeepSeek-V3 ISCA analytic check, which is defined by the paper's own link assump
 In the link model a collective's time is
 ``steps x link latency + bytes / (LINK_EFFICIENCY x link bandwidth)`` over the scale-up link
 (NVLink, Infinity Fabric, PCIe) when the group fits in one node, the scale-out network per GPU
-otherwise (:meth:`mlacalc.hardware.HardwareSpec.link`):
+otherwise (:meth:`mlacalc.hardware.catalogue.HardwareSpec.link`):
 
 - all-reduce: the faster of a ring (``2 (n-1)`` steps, ``2 (n-1)/n`` of the message on the
   wire) and one-shot (one step, every peer's message read);
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hardware import HardwareSpec
+from mlacalc.hardware.catalogue import HardwareSpec
 
 __all__ = [
     "COMM_KINDS",
@@ -160,8 +160,8 @@ def kv_transfer_seconds(hw: HardwareSpec, nbytes: float) -> float:
         bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
         return lat + nbytes / (bw * LINK_EFFICIENCY)
     hw.link(2)  # a missing scale-up figure: named, with its fix
-    from ..kernels import Kernel
-    from ..timemodel import predict_kernels
+    from mlacalc.timemodel.kernel_time import predict_kernels
+    from mlacalc.words.kernels import Kernel
 
     kernel = Kernel(
         "KV transfer",

@@ -36,28 +36,28 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import MAX_BATCH, count, one_or_many
-from ..config import ModelConfig
-from ..dtypes import canonical_dtype, resolve_kv_layout
-from ..engine import as_model as _model
-from ..engine import kv_cache
-from ..errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
-from ..hardware import HardwareSpec, load_hardware
-from .comm import kv_transfer_seconds
-from .layout import (
+from mlacalc.cost.engine import as_model as _model
+from mlacalc.cost.engine import kv_cache
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.gpu_step import StepModel, time_jobs
+from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
     make_layout,
     weight_format,
     weights_per_gpu,
 )
-from .step import StepModel, time_jobs
+from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
+from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
+from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 
 __all__ = ["BATCHES", "SearchResult", "search"]
 
 #: Running sequences per attention group that the search tries.
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-#: Prompt tokens one prefill pass batches on an attention group (as :mod:`mlacalc.planner`).
+#: Prompt tokens one prefill pass batches on an attention group (as :mod:`mlacalc.serving.plan`).
 PREFILL_TOKENS = 16384
 
 FIELDS = (
@@ -371,7 +371,7 @@ def search(
         )
     B = np.asarray(batches, dtype=np.float64)
     k_max = max(1, PREFILL_TOKENS // isl)
-    from ..planner import _load_profile, calibration_of, prefill_pool_seconds
+    from mlacalc.serving.plan import _load_profile, calibration_of, prefill_pool_seconds
 
     profile = _load_profile(profile)
     points: list[dict[str, Any]] = []

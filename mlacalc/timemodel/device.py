@@ -3,16 +3,16 @@
 Every parameter of a calibration profile is relative to one of these figures (a fraction of
 the tensor rate, of the HBM bandwidth, of the L2 size, of the scale-up link bandwidth), so a
 profile fitted on measured devices predicts any device from its catalogue entry. Figures come
-from the hardware catalogue (:mod:`mlacalc.hardware`); where a catalogue entry lacks one, the
-datasheet value below is used and its source is reported with the prediction.
+from the hardware catalogue (:mod:`mlacalc.hardware.catalogue`); where a catalogue entry lacks one,
+the datasheet value below is used and its source is reported with the prediction.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import MlacalcError
-from ..hardware import HardwareSpec, lookup_peak
+from mlacalc.hardware.catalogue import HardwareSpec, lookup_peak
+from mlacalc.words.errors import MlacalcError
 
 __all__ = ["DATASHEET_FALLBACK", "DeviceFigures", "device_figures", "mla_decode_kernel"]
 

@@ -19,18 +19,17 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-from ..hardware import load_hardware
-from ..kernels import KernelBatch
-from .device import device_figures
-from .model import PARAMS, class_key, default_params, fit_params, kernel_terms
-from .profile import Profile
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.model import PARAMS, class_key, default_params, fit_params, kernel_terms
+from mlacalc.timemodel.profile import Profile
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["Observations", "calibrate", "error_stats", "fit_class"]
+__all__ = ["Observations", "error_stats", "fit_class", "fit_profile"]
 
 _ZERO_FLOOR = 1e-6  # a lower bound of 0 is searched from hi * this
 _MAX_ROWS = 12000  # rows per (class, device) a fit uses, sampled evenly
@@ -240,41 +239,17 @@ def fit_class(
     return {n: float(f"{fitted[n]:.6g}") for n in names}
 
 
-def _as_observations(item: Any) -> list[Observations]:
-    if isinstance(item, Observations):
-        return [item]
-    if isinstance(item, (list, tuple)):
-        out: list[Observations] = []
-        for sub in item:
-            out += _as_observations(sub)
-        return out
-    from .sets import observations_of
-
-    return observations_of(item)
-
-
-def calibrate(
-    measured_sets: Any,
+def fit_profile(
+    obs: list[Observations],
     *,
     name: str = "custom",
     use_scipy: bool = True,
     notes: Iterable[str] = (),
     progress=None,
 ) -> Profile:
-    """Fit a profile on measured sets: :class:`Observations`, measured sets read by
-    :func:`mlacalc.measured.load_measured`, or their paths. Records what it was fitted on and
-    the residuals per device and kernel class, with the device's own fit and the pooled one.
-    One path (a ``str`` or ``os.PathLike``) or one measured set is a list of one."""
-    from ..arguments import one_or_many
-
-    obs: list[Observations] = []
-    for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
-        obs += _as_observations(item)
-    if not obs:
-        raise InvalidArgumentError(
-            "measured_sets",
-            "no kernel rows to fit; give measured sets whose tables map onto single kernels",
-        )
+    """Fit a profile on kernel observations (:func:`mlacalc.measured.calibrate.calibrate` gathers
+    them from measured sets). Records what it was fitted on and the residuals per device and
+    kernel class, with the device's own fit and the pooled one."""
     by_class: dict[str, list[Observations]] = {}
     for o in obs:
         key = class_key(o.batch.kind, o.batch.dtype, o.batch.variant)

@@ -63,9 +63,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DTYPE_BITS
-from ..kernels import KernelBatch
-from .device import DeviceFigures
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.words.dtypes import DTYPE_BITS
+from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "COMM_KINDS",
@@ -122,7 +122,7 @@ COMM_CLOCKED = ("fixed_s", "proto_s", "latency_steps")
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
 #: engine's profiler, ``plugin = 1``): the host launch a graph replay removes and the fitted
 #: fixed costs, all taken from graph replays, leave out. The same 5 us per launch the unfused
-#: mode assumes without a measured figure (``mlacalc.roofline.DEFAULT_LAUNCH_S``).
+#: mode assumes without a measured figure (``mlacalc.timemodel.predict.DEFAULT_LAUNCH_S``).
 UNGRAPHED_LAUNCH_S = 5e-6
 
 #: Every parameter: (lower bound, upper bound, what it is).
@@ -382,7 +382,7 @@ def borrowed_params(
 
 def class_key(kind: str, dtype: str, variant: str = "") -> str:
     """The name of a kernel class in a profile: ``"gemm:fp8_block"``, or with a variant (another
-    kernel of the same kind, see :mod:`mlacalc.kernels`) ``"gemm:fp8_block:bmm"``."""
+    kernel of the same kind, see :mod:`mlacalc.words.kernels`) ``"gemm:fp8_block:bmm"``."""
     return f"{kind}:{dtype}:{variant}" if variant else f"{kind}:{dtype}"
 
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, InvalidArgumentError, MlacalcError
-from .model import PARAMS, borrowed_params, class_key, default_params
+from mlacalc.data import PROFILES
+from mlacalc.timemodel.model import PARAMS, borrowed_params, class_key, default_params
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 
 __all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]
 
@@ -109,7 +110,7 @@ class Profile:
         best, best_gap = None, math.log(1.5)
         for name in self.fitted_devices:
             try:
-                from ..hardware import load_hardware
+                from mlacalc.hardware.catalogue import load_hardware
 
                 other_hw = load_hardware(name)
                 other = _rate_per_clock(other_hw)
@@ -129,7 +130,7 @@ class Profile:
         self, device: str, kind: str, dtype: str, hardware: Any = None, variant: str = ""
     ) -> tuple[dict[str, float], str]:
         """The parameters for one kernel class (``variant``: of that kernel, see
-        :mod:`mlacalc.kernels`) on ``device``, and how they were obtained: the device's own
+        :mod:`mlacalc.words.kernels`) on ``device``, and how they were obtained: the device's own
         fit; else (given its ``hardware`` spec) the fit of the measured device of the same
         tensor-core generation, by datasheet ratios; else the fit pooled over every measured
         device."""
@@ -288,7 +289,7 @@ def _check_classes(raw: Any, origin: str, where: str) -> dict[str, dict[str, flo
 
 
 def _profiles_dir() -> Path:
-    return Path(__file__).resolve().parent / "profiles"
+    return PROFILES
 
 
 def shipped_profiles() -> list[str]:

@@ -1,0 +1,144 @@
+"""`mlacalc bench`: the microbenchmark of the reference PyTorch layers."""
+
+from __future__ import annotations
+
+import click
+
+from mlacalc.cli.common import IMPL_CHOICE, load, phases, size_list
+from mlacalc.words.errors import MlacalcError
+
+
+@click.command("bench")
+@click.option(
+    "--preset",
+    type=click.Choice(["quick", "cpu", "full", "calibrate"]),
+    default=None,
+    help="quick: under a minute on a CPU; cpu: the committed CPU set; full: DeepSeek-V2/V3, "
+    "a GQA and an MHA model, batch 1-128, seq_len to 128K (for a GPU); calibrate: the time "
+    "model's kernels (GEMM sweep, SDPA decode/prefill, copies) for mlacalc calibrate.",
+)
+@click.option(
+    "--model", "models", multiple=True, help="Model(s) for a custom sweep (repeat the option)."
+)
+@click.option(
+    "--impl",
+    "impls",
+    multiple=True,
+    type=IMPL_CHOICE,
+    help="Implementations (default: all that apply).",
+)
+@click.option(
+    "--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True
+)
+@click.option(
+    "--batch", "batches", default="1", show_default=True, help="Comma-separated batches: 1,8,32."
+)
+@click.option(
+    "--seq-len", "seqs", default="1024", show_default=True, help="Comma-separated lengths: 512,4k."
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["fp32", "bf16", "fp16"]),
+    default=None,
+    help="Compute dtype (default: the preset's; fp32 for custom sweeps).",
+)
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
+)
+@click.option(
+    "--threads", type=int, default=None, help="CPU threads (default: all); recorded in the results."
+)
+@click.option("--warmup", type=int, default=2, show_default=True)
+@click.option(
+    "--repeats", type=int, default=20, show_default=True, help="Timed repeats per point (at most)."
+)
+@click.option(
+    "--max-seconds", type=float, default=3.0, show_default=True, help="Time budget per point."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default="bench-results",
+    show_default=True,
+    help="Directory for the CSV and JSON.",
+)
+@click.option(
+    "--name", default=None, help="Base name of the output files (default: device-preset-dtype)."
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def command(
+    preset,
+    models,
+    impls,
+    phase,
+    batches,
+    seqs,
+    dtype,
+    device,
+    threads,
+    warmup,
+    repeats,
+    max_seconds,
+    out_dir,
+    name,
+    no_progress,
+):
+    """Time every attention variant with the reference PyTorch layers (needs the bench extra).
+
+    \b
+    Examples:
+      mlacalc bench --preset quick
+      mlacalc bench --preset full --device cuda --out results/
+      mlacalc bench --model deepseek-v3 --impl absorbed --impl naive --phase decode \
+          --batch 1,8 --seq-len 4k,32k
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise MlacalcError("the microbenchmark needs PyTorch: pip install 'mlacalc[bench]'")
+    from mlacalc.bench.runner import PRESETS, custom_points, preset_points, run_benchmark
+
+    if preset and models:
+        raise click.BadParameter("use --preset or --model, not both", param_hint="--model")
+    if preset == "calibrate":
+        from mlacalc.bench.kernel_sweep import run_calibrate
+
+        csv_path, json_path = run_calibrate(
+            dtype=dtype,
+            device=device,
+            threads=threads,
+            warmup=warmup,
+            repeats=repeats,
+            max_seconds=max_seconds,
+            out_dir=out_dir,
+            name=name,
+            log=lambda s: click.echo(s, err=True),
+        )
+        click.echo(f"wrote {csv_path} and {json_path}")
+        return
+    if not preset and not models:
+        raise click.BadParameter("name a --preset or at least one --model", param_hint="--preset")
+    if preset:
+        points = preset_points(preset)
+        dtype = dtype or PRESETS[preset][1]
+    else:
+        wanted = phases(phase)
+        points = custom_points(
+            [load(name) for name in models], impls, wanted, size_list(batches), size_list(seqs)
+        )
+        dtype = dtype or "fp32"
+    csv_path, json_path = run_benchmark(
+        points,
+        dtype=dtype,
+        device=device,
+        threads=threads,
+        warmup=warmup,
+        repeats=repeats,
+        max_seconds=max_seconds,
+        out_dir=out_dir,
+        name=name,
+        preset=preset or "custom",
+        progress=not no_progress,
+        log=lambda s: click.echo(s, err=True),
+    )
+    click.echo(f"wrote {csv_path} and {json_path}")

@@ -1,0 +1,92 @@
+"""`mlacalc calibrate`: fit a calibration profile of the kernel time model on measured sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mlacalc.cli.common import Section, emit, format_option
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None or x != x else f"{100 * x:.1f}%"
+
+
+def _signed(x: float | None) -> str:
+    return "-" if x is None or x != x else f"{100 * x:+.1f}%"
+
+
+@click.command("calibrate")
+@click.argument("measured", nargs=-1, required=True, metavar="MEASURED...")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="PROFILE.json",
+    help="Where to write the fitted profile (JSON).",
+)
+@click.option("--name", default=None, help="Profile name (default: the output file's stem).")
+@format_option
+def command(measured, output, name, fmt):
+    """Fit a calibration profile on measured sets.
+
+    MEASURED is an aiconfigurator <system> folder (or any folder below it, or one .parquet
+    table) or a microbenchmark .json written by `mlacalc bench --preset calibrate`. Every
+    kernel class with single-kernel rows is fitted per device and pooled over all devices;
+    the profile records what it was fitted on and the residuals. Predict with it through
+    --profile PROFILE.json; devices it was not fitted on are predicted from their datasheet
+    figures.
+
+    \b
+    Examples:
+      mlacalc calibrate tables/h100_sxm -o h100.json
+      mlacalc calibrate my_h200/ bench-results/cuda-h200-calibrate.json -o h200.json
+      mlacalc validate --measured tables/a100_sxm --profile h100.json
+    """
+    from mlacalc.measured.calibrate import calibrate
+    from mlacalc.words.errors import InvalidArgumentError
+
+    out = Path(output)
+    if out.suffix.lower() != ".json":
+        raise InvalidArgumentError("--output", f"{output!r}: write the profile to a .json file")
+    prof = calibrate(list(measured), name=name or out.stem)
+    prof.save(out)
+    records = [
+        {"device": device, "class": key, **stats}
+        for device, classes in prof.residuals.items()
+        for key, stats in classes.items()
+    ]
+
+    def sections() -> list[Section]:
+        rows = [
+            [
+                r["device"],
+                r["class"],
+                f"{r['rows']:,}",
+                _pct(r["median_abs_error"]),
+                _signed(r["signed_median_error"]),
+                _pct(r["p90_abs_error"]),
+                _pct(r.get("pooled_median_abs_error")),
+            ]
+            for r in records
+        ]
+        return [
+            Section(
+                f"profile '{prof.name}' written to {out} (fitted on "
+                f"{', '.join(prof.fitted_devices)}); residuals, error = predicted / measured - 1",
+                [
+                    "device",
+                    "kernel class",
+                    "rows",
+                    "median |error|",
+                    "signed median",
+                    "p90 |error|",
+                    "median |error| (pooled fit)",
+                ],
+                rows,
+                text_columns=(0, 1),
+            )
+        ]
+
+    emit(fmt, {"profile": str(out), **prof.to_dict()}, sections)

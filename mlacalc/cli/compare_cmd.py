@@ -1,0 +1,131 @@
+"""`mlacalc compare`: models side by side, or one model's attention designs."""
+
+from __future__ import annotations
+
+import click
+
+from mlacalc.cli.common import (
+    KV_DTYPE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    emit,
+    format_option,
+    load,
+    size_text,
+)
+from mlacalc.render import human_bytes, human_si
+from mlacalc.words import defaults as D
+from mlacalc.words.vocab import VARIANTS
+
+
+@click.command("compare")
+@click.argument("models", nargs=-1, required=True)
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.COMPARE_SEQ_LEN),
+    show_default=True,
+    help="Context length.",
+)
+@click.option(
+    "--batch", "-b", type=SIZE, default=D.BATCH, show_default=True, help="Sequences in the batch."
+)
+@click.option(
+    "--kv-dtype",
+    type=KV_DTYPE,
+    default=D.KV_DTYPE,
+    show_default=True,
+    help="KV-cache dtype or layout.",
+)
+@click.option(
+    "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: each model's)."
+)
+@click.option(
+    "--as-variants",
+    is_flag=True,
+    help="Re-express one model as its MHA, GQA, MQA and MLA equivalents.",
+)
+@click.option(
+    "--kv-heads",
+    type=int,
+    default=None,
+    help="KV heads of the GQA equivalent (with --as-variants).",
+)
+@format_option
+def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_heads, fmt):
+    """Compare models side by side (or one model's attention designs with --as-variants).
+
+    \b
+    Examples:
+      mlacalc compare llama-3-70b qwen2.5-72b deepseek-v2 --seq-len 32k
+      mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
+    """
+    from mlacalc.models.variants import as_variant, one_head_shape_note
+    from mlacalc.report import compare_rows
+
+    loaded = [load(name) for name in models]
+    note = ""
+    if as_variants:
+        if len(loaded) != 1:
+            raise click.BadParameter("--as-variants takes exactly one model", param_hint="MODELS")
+        base = loaded[0]
+        equivalents = [as_variant(base, v, num_key_value_heads=kv_heads) for v in VARIANTS]
+        loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
+        note = (
+            "Equivalents keep everything but the attention; MLA -> MHA family uses head_dim = "
+            "qk_nope_head_dim, MHA family -> MLA uses d_c = 4 d_h, d_rope = d_h / 2."
+        )
+        if one_head_shape_note(base):
+            note += " " + one_head_shape_note(base) + "."
+    elif kv_heads is not None:
+        raise click.BadParameter(
+            "--kv-heads only applies with --as-variants", param_hint="--kv-heads"
+        )
+    rows = compare_rows(
+        loaded, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
+    )
+
+    def sections():
+        return [
+            Section(
+                f"Comparison at seq_len {seq_len:,} x batch {batch:,} (KV {kv_dtype})",
+                [
+                    "model",
+                    "variant",
+                    "heads",
+                    "KV heads / d_c",
+                    "total params",
+                    "active params",
+                    "KV / token",
+                    "KV total",
+                    "decode FLOPs",
+                    "decode bytes (fused)",
+                    "decode FLOP/byte",
+                    "prefill FLOPs (batch 1)",
+                ],
+                [
+                    [
+                        r["display_name"],
+                        r["variant"].upper(),
+                        r["num_attention_heads"],
+                        f"d_c={r['kv_lora_rank']}"
+                        if r["kv_lora_rank"]
+                        else r["num_key_value_heads"],
+                        human_si(r["total_params"]),
+                        human_si(r["active_params"]),
+                        human_bytes(r["kv_bytes_per_token"]),
+                        human_bytes(r["kv_total_bytes"]),
+                        human_si(r["decode_flops"]),
+                        human_bytes(r["decode_fused_bytes"]),
+                        f"{r['decode_arithmetic_intensity_flops_per_byte']:,.1f}",
+                        human_si(r["prefill_flops"]),
+                    ]
+                    for r in rows
+                ],
+                note=note,
+            )
+        ]
+
+    emit(fmt, rows, sections, rows_csv=True)

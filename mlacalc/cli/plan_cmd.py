@@ -1,0 +1,541 @@
+"""`mlacalc plan`: what fits on the GPUs, the per-GPU step, and the serving figures of a mix."""
+
+from __future__ import annotations
+
+import click
+
+from mlacalc.cli.common import (
+    COUNT,
+    FRACTION,
+    KV_DTYPE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    emit,
+    engine_options,
+    format_option,
+    given,
+    load,
+    load_profile_option,
+    profile_option,
+    size_text,
+)
+from mlacalc.render import human_bytes, human_si
+from mlacalc.words import defaults as D
+
+
+def layout_options(f):
+    """Options of a parallel layout beyond the degrees (``search`` explores these itself)."""
+    for decorator in reversed(
+        [
+            click.option("--pp", type=COUNT, default=1, show_default=True, help="Pipeline stages."),
+            click.option(
+                "--dp-attention",
+                is_flag=True,
+                help="Attention data-parallel, experts shared by the stage (as SGLang runs MLA).",
+            ),
+            click.option(
+                "--overlap",
+                type=click.Choice(["none", "tbo"]),
+                default="none",
+                show_default=True,
+                help="tbo: two-batch overlap hides communication behind computation.",
+            ),
+        ]
+    ):
+        f = decorator(f)
+    return f
+
+
+@click.command("plan")
+@click.argument("model")
+@click.option(
+    "--hardware", "-H", "hardware", required=True, help="Device (mlacalc list --hardware)."
+)
+@click.option(
+    "--gpus",
+    "-g",
+    type=COUNT,
+    default=D.GPUS,
+    show_default=True,
+    help="GPUs in all; with --mode disaggregated, the decode pool's (the prefill pool's are "
+    "--prefill-gpus, by default as many).",
+)
+@click.option(
+    "--tp",
+    type=COUNT,
+    default=None,
+    help="Tensor-parallel degree (default: the GPUs of a stage over --dp; 1 with --dp-attention).",
+)
+@click.option("--dp", type=COUNT, default=None, help="Data-parallel degree (default: gpus / tp).")
+@click.option("--ep", type=COUNT, default=D.EP, show_default=True, help="Expert-parallel degree.")
+@layout_options
+@click.option(
+    "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's)."
+)
+@click.option(
+    "--kv-dtype", type=KV_DTYPE, default=D.KV_DTYPE, show_default=True, help="KV dtype or layout."
+)
+@click.option(
+    "--page-size",
+    type=COUNT,
+    default=D.PAGE_SIZE,
+    show_default=True,
+    help="Tokens per KV page (block).",
+)
+@click.option(
+    "--memory-reserve",
+    type=FRACTION,
+    default=D.MEMORY_RESERVE,
+    show_default=True,
+    help="Fraction of each GPU's memory kept for activations and workspace.",
+)
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.SEQ_LEN),
+    show_default=True,
+    help="Context per sequence (without --isl/--osl).",
+)
+@click.option(
+    "--batch", "-b", type=SIZE, default=None, help="Sequences to serve (default: as many as fit)."
+)
+@click.option(
+    "--include-mtp", is_flag=True, help="Also hold the MTP modules (speculative decoding)."
+)
+@click.option("--isl", type=SIZE, default=None, help="Input (prompt) tokens per request.")
+@click.option("--osl", type=SIZE, default=None, help="Output tokens per request.")
+@click.option(
+    "--concurrency",
+    type=click.FloatRange(1, 1e9),
+    default=None,
+    help="Requests in flight (default: as many as fit).",
+)
+@click.option(
+    "--request-rate",
+    type=click.FloatRange(0, 1e9, min_open=True),
+    default=None,
+    help="Requests per second arriving (instead of --concurrency).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["aggregated", "disaggregated"]),
+    default="aggregated",
+    show_default=True,
+    help="Prefill and decode on the same GPUs, or on separate pools.",
+)
+@click.option(
+    "--prefill-gpus",
+    type=COUNT,
+    default=None,
+    help="GPUs of the prefill pool, beside the --gpus of the decode pool (default: as many).",
+)
+@click.option(
+    "--prefill-tp",
+    type=COUNT,
+    default=None,
+    help="Tensor-parallel degree of the prefill pool (default: the decode pool's, if it "
+    "divides the pool).",
+)
+@click.option(
+    "--prefill-ep",
+    type=COUNT,
+    default=None,
+    help="Expert-parallel degree of the prefill pool (default: the decode pool's, or the "
+    "largest below it that divides the pool and the experts).",
+)
+@click.option(
+    "--prefill-dp-attention/--no-prefill-dp-attention",
+    default=None,
+    help="DP-attention in the prefill pool (default: as the decode pool).",
+)
+@click.option(
+    "--prefill-redundant-experts",
+    type=click.IntRange(0, 4096),
+    default=None,
+    help="Extra expert replicas of the prefill pool (default: --redundant-experts).",
+)
+@click.option(
+    "--chunked-prefill", type=SIZE, default=None, help="Prompt tokens mixed into every step."
+)
+@engine_options
+@click.option("--mtp-tokens", type=click.IntRange(0, 16), default=0, help="Draft tokens per step.")
+@click.option(
+    "--mtp-acceptance",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Acceptance rate of each draft token.",
+)
+@click.option(
+    "--redundant-experts",
+    type=click.IntRange(0, 4096),
+    default=0,
+    show_default=True,
+    help="Extra expert replicas (EPLB), so that --ep divides the expert slots.",
+)
+@click.option(
+    "--routing-imbalance",
+    type=click.FloatRange(1, 100),
+    default=1.0,
+    show_default=True,
+    help="Tokens of the busiest expert GPU over the mean.",
+)
+@profile_option()
+@format_option
+def command(
+    model,
+    hardware,
+    gpus,
+    tp,
+    dp,
+    ep,
+    pp,
+    dp_attention,
+    overlap,
+    weight_dtype,
+    kv_dtype,
+    page_size,
+    memory_reserve,
+    seq_len,
+    batch,
+    include_mtp,
+    isl,
+    osl,
+    concurrency,
+    request_rate,
+    mode,
+    prefill_gpus,
+    prefill_tp,
+    prefill_ep,
+    prefill_dp_attention,
+    prefill_redundant_experts,
+    chunked_prefill,
+    prefill_pass,
+    output_lag_steps,
+    mtp_tokens,
+    mtp_acceptance,
+    redundant_experts,
+    routing_imbalance,
+    profile,
+    fmt,
+):
+    """Capacity plan: what fits on the GPUs, the per-GPU step with its communication, and the
+    serving figures (TTFT, TPOT, tokens/s) of a request mix. A deployment that does not fit is
+    an answer (fits: false, with what overflows), not an error.
+
+    \b
+    Examples:
+      mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --seq-len 128k
+      mlacalc plan deepseek-v3 --hardware H200 --gpus 8 --kv-dtype fp8 --batch 4
+      mlacalc plan llama-3-70b --hardware H100-SXM --gpus 4 --isl 467 --osl 256 --request-rate 4
+      mlacalc plan deepseek-v3 -H H100 --gpus 72 --tp 1 --dp-attention --ep 72 \\
+          --redundant-experts 32 --overlap tbo --isl 2000 --osl 500 --concurrency 18432 \\
+          --mode disaggregated --prefill-gpus 32
+      mlacalc plan llama-3-70b -H H200 --gpus 4 --weight-dtype bf16 --isl 467 --osl 256 \\
+          --request-rate 2 --prefill-pass separate
+      mlacalc plan deepseek-v3 -H H200 --gpus 8 --tp 2 --dp-attention --ep 8 --kv-dtype fp8 \\
+          --isl 2000 --osl 500 --concurrency 512 --mode disaggregated --prefill-gpus 8 \\
+          --prefill-tp 8 --prefill-ep 8 --no-prefill-dp-attention   # a search's answer
+    """
+    from mlacalc.serving.plan import plan as make_plan
+
+    if isl is not None or osl is not None:
+        # the request mix sets the context and the requests in flight: the capacity options
+        # would be dropped without a word
+        if batch is not None:
+            raise click.BadParameter(
+                "does not apply with --isl/--osl: give the requests in flight with "
+                "--concurrency (or an arrival rate with --request-rate)",
+                param_hint="--batch",
+            )
+        if given("seq_len"):
+            raise click.BadParameter(
+                "does not apply with --isl/--osl: the context of a request is isl + osl",
+                param_hint="--seq-len",
+            )
+    for flag, value in (
+        ("--prefill-gpus", prefill_gpus),
+        ("--prefill-tp", prefill_tp),
+        ("--prefill-ep", prefill_ep),
+        ("--prefill-dp-attention", prefill_dp_attention),
+        ("--prefill-redundant-experts", prefill_redundant_experts),
+    ):
+        if value is not None and mode != "disaggregated":
+            raise click.BadParameter(
+                "describes the prefill pool: give it with --mode disaggregated", param_hint=flag
+            )
+    for flag, degree in (("--tp", tp), ("--dp", dp)):
+        if degree is not None and gpus % degree:
+            raise click.BadParameter(
+                f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
+                param_hint=flag,
+            )
+    if dp_attention and tp is not None and tp > 1 and tp * (pp or 1) == gpus:
+        # one attention group: DP-attention would be plain TP under a DP-attention label
+        raise click.BadParameter(
+            f"needs more than one attention group, but --tp {tp} takes all "
+            + (f"{tp} GPUs of each of the {pp} stages" if pp and pp > 1 else f"{gpus} GPUs")
+            + ": give a smaller --tp, or leave --dp-attention off",
+            param_hint="--dp-attention",
+        )
+    if prefill_pass != "fused" and (mode == "disaggregated" or chunked_prefill is not None):
+        raise click.BadParameter(
+            "describes aggregated steps that run whole prompts: leave it 'fused' with "
+            + ("--mode disaggregated" if mode == "disaggregated" else "--chunked-prefill"),
+            param_hint="--prefill-pass",
+        )
+    if output_lag_steps and mode == "disaggregated":
+        raise click.BadParameter(
+            "applies to aggregated serving: leave it 0 with --mode disaggregated",
+            param_hint="--output-lag-steps",
+        )
+    p = make_plan(
+        load(model),
+        hardware,
+        gpus,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        pp=pp,
+        dp_attention=dp_attention,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        page_size=page_size,
+        memory_reserve=memory_reserve,
+        seq_len=None if isl is not None else seq_len,  # a request mix's context is isl + osl
+        batch=batch,
+        include_mtp=include_mtp,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        mode=mode,
+        prefill_gpus=prefill_gpus,
+        chunked_prefill=chunked_prefill,
+        prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
+        overlap=overlap,
+        mtp_tokens=mtp_tokens,
+        mtp_acceptance=mtp_acceptance,
+        routing_imbalance=routing_imbalance,
+        redundant_experts=redundant_experts,
+        prefill_tp=prefill_tp,
+        prefill_ep=prefill_ep,
+        prefill_dp_attention=prefill_dp_attention,
+        prefill_redundant_experts=prefill_redundant_experts,
+        profile=load_profile_option(profile),
+    )
+    doc = p.to_dict()
+    emit(fmt, doc, lambda: sections(p))
+
+
+def kv_rows(p) -> list[list[str]]:
+    """The cache lines of the plan. A model whose layers do not all keep every token
+    (sliding or chunked windows, linear states, indexer keys) shows what a token adds in the
+    layers that keep every token and the fixed part a sequence holds beside it; their sum at
+    the context is one sequence, and the budget over that is the largest batch per group."""
+    seq = [
+        f"KV per sequence of {p.context:,} tokens per GPU",
+        f"{human_bytes(p.kv_bytes_per_sequence_per_gpu)} ({p.kv_bytes_per_sequence_per_gpu:,} B)",
+    ]
+    if p.kv_every_token:
+        return [
+            [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
+            ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
+            seq,
+        ]
+    return [
+        [
+            f"KV per token per GPU ({p.kv_layout}), layers keeping every token",
+            f"{p.kv_bytes_per_token_full_layers_per_gpu:,} B",
+        ],
+        [
+            "  + fixed per sequence (windows, linear states)",
+            f"{human_bytes(p.kv_bytes_fixed_per_sequence_per_gpu)} "
+            f"({p.kv_bytes_fixed_per_sequence_per_gpu:,} B)",
+        ],
+        seq,
+    ]
+
+
+def count_text(x: float) -> str:
+    """A count as computed: whole when it is, else with two decimals (a mean)."""
+    return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.2f}"
+
+
+def decode_at(p) -> str:
+    """What the decode step was timed at, in words: the batch (the largest that fits when the
+    batch asked does not), or under a request mix the mean running sequences; below one per
+    attention group, the step is timed at one per group (a group holding a request runs it
+    alone), and the mean says how many run."""
+    if p.isl is not None and p.decode_running is not None:
+        if p.decode_running / max(p.dp, 1) < 1 - 1e-9:
+            per = " per group" if p.dp > 1 else ""
+            return f"batch 1{per} ({count_text(p.decode_running)} running on average)"
+        mean = abs(p.decode_running - round(p.decode_running)) >= 1e-9
+        return f"batch {count_text(p.decode_running)}" + (
+            " (the mean running sequences)" if mean else ""
+        )
+    text = f"batch {p.decode_batch:,}"
+    if p.batch is not None and p.decode_batch is not None and p.batch > p.decode_batch:
+        text += f" (the largest that fits; {p.batch:,} asked)"
+    return text
+
+
+def times_note(profile: str, calibration: str) -> str:
+    """The provenance of the times: the profile and how the device was predicted with it."""
+    how = f"profile {profile}: {calibration}" if profile else calibration
+    return (
+        "Times are the kernel time model's predictions"
+        + (f" ({how})" if how else "")
+        + ", collectives within a node included; traffic between nodes at 80% of the "
+        "network's datasheet bandwidth."
+    )
+
+
+def gpus_text(p) -> str:
+    """The GPUs of the plan: ``16 x H200 (TP16)``; disaggregated, both pools and their sum
+    (``16 x H200 decode (TP16) + 16 prefill (TP16) = 32 GPUs``)."""
+    if not p.prefill_gpus:
+        return f"{p.gpus} x {p.hardware} ({p.layout})"
+    return (
+        f"{p.gpus} x {p.hardware} decode ({p.layout}) + {p.prefill_gpus} prefill "
+        f"({p.prefill_layout}) = {p.gpus + p.prefill_gpus} GPUs"
+    )
+
+
+def links_text(p) -> str:
+    """The step's link time: under two-batch overlap, what the overlap leaves exposed (the
+    part in the step time) of all of it."""
+    exposed = f"links {p.step_comm_s * 1e3:,.2f} ms"
+    if p.overlap != "tbo" or p.step_links_s is None:
+        return exposed
+    return f"{exposed} exposed of {p.step_links_s * 1e3:,.2f} ms"
+
+
+def kernels_note(p) -> str:
+    """What the kernel table covers, where it is not the whole step of one GPU, and how its
+    rows compare with the step."""
+    if not p.kernels_scope:
+        return ""
+    rows = sum(k["seconds"] for k in p.kernels)
+    return (
+        f"The rows are {p.kernels_scope}. They sum to {rows * 1e3:,.2f} ms; the decode step "
+        f"is {p.decode_step_s * 1e3:,.2f} ms."
+    )
+
+
+def sections(p) -> list[Section]:
+    """The plan as tables: memory and capacity, serving figures, the step's kernels."""
+    rows = [
+        ["fits", "yes" if p.fits else f"no: {p.overflow}"],
+        ["GPUs", gpus_text(p)],
+        [
+            "memory per GPU",
+            f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})",
+        ],
+        ["usable after reserve", human_bytes(p.usable_per_gpu_bytes)],
+        [
+            f"weights per GPU ({p.weight_format or p.weight_dtype})",
+            human_bytes(p.weights_per_gpu_bytes),
+        ],
+    ]
+    for key, value in p.memory.items():
+        if key.startswith("weights_"):
+            rows.append([f"  {key[8:].replace('_', ' ')}", human_bytes(value)])
+    rows += [
+        ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
+        *kv_rows(p),
+        [
+            f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens",
+            f"{p.max_batch:,}",
+        ],
+    ]
+    if p.max_context is not None:
+        rows.append([f"longest context at batch {p.batch:,}", p.longest_context_text()])
+    if p.decode_step_s is not None:
+        at = decode_at(p)
+        rows.append(
+            [
+                f"decode step at {at}",
+                f"{p.decode_step_s * 1e3:,.2f} ms ({p.decode_bound}-bound; {links_text(p)})",
+            ]
+        )
+        rows.append(
+            [
+                f"decode tokens/s at {at} (decode-only steps, all GPUs)",
+                f"{p.decode_tokens_per_s:,.0f}",
+            ]
+        )
+    if p.prefill_s is not None:
+        rows.append(
+            [
+                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal)",
+                f"{p.prefill_s:,.3f} s",
+            ]
+        )
+    rows.append(["binding resource", p.binding])
+    for w in p.warnings:
+        rows.append(["warning", w])
+    out = [
+        Section(
+            f"Plan: {p.model}",
+            ["quantity", "value"],
+            rows,
+            note=times_note(p.profile, p.calibration),
+        )
+    ]
+    if p.ttft_s is not None:
+        srows = [
+            [
+                "mode",
+                f"{p.mode}"
+                + (
+                    f" (+{p.prefill_gpus} prefill GPUs: {p.prefill_layout})"
+                    if p.prefill_gpus
+                    else ""
+                ),
+            ],
+            ["requests in flight", p.queue_text()],
+            ["TTFT", p.ttft_text()],
+            ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
+            ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
+            ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
+            ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
+            ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
+        ]
+        if p.mode == "aggregated":
+            srows.insert(1, ["prompts' forward pass", p.prefill_pass])
+            if p.output_lag_steps:
+                srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
+        if p.kv_transfer_s is not None:
+            srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
+        out.append(Section("Serving", ["figure", "value"], srows))
+    if p.kernels:
+        krows = [
+            [
+                k["name"],
+                k["kind"],
+                str(k["calls"]),
+                f"{k['seconds'] * 1e3:,.3f}",
+                "link" if k["communication"] else k["dtype"],
+            ]
+            for k in sorted(p.kernels, key=lambda k: -k["seconds"])
+        ]
+        title = "Decode step of one GPU, by kernel"
+        if p.kernels_scope:
+            title = (
+                "Decode step by kernel: "
+                + ("one of the two micro-batches" if p.overlap == "tbo" else "one micro-batch")
+                + (f", the {p.pp} pipeline stages together" if p.pp > 1 else "")
+            )
+        out.append(
+            Section(
+                title,
+                ["kernel", "kind", "calls", "ms (all calls)", "dtype"],
+                krows,
+                note=kernels_note(p),
+            )
+        )
+    return out

@@ -1,0 +1,293 @@
+"""`mlacalc report`: parameters, weights, KV cache and attention FLOPs of one model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from mlacalc.cli.common import (
+    IMPL_CHOICE,
+    KV_DTYPE,
+    PHASE_CHOICE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    check_causal,
+    check_context,
+    check_impl,
+    check_q_len,
+    emit,
+    format_option,
+    load,
+    phases,
+    size_text,
+)
+from mlacalc.render import human_bytes, human_si, ratio
+from mlacalc.words import defaults as D
+from mlacalc.words.vocab import MATMUL_STAGES
+
+
+@click.command("report")
+@click.argument("model")
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.SEQ_LEN),
+    show_default=True,
+    help="Tokens in the cache / keys the last query attends (128k = 131072).",
+)
+@click.option(
+    "--batch", "-b", type=SIZE, default=D.BATCH, show_default=True, help="Sequences in the batch."
+)
+@click.option(
+    "--kv-dtype",
+    type=KV_DTYPE,
+    default=D.KV_DTYPE,
+    show_default=True,
+    help="KV-cache dtype or layout: bf16, fp16, fp8, fp32, int8, int4, fp8_ds_mla.",
+)
+@click.option(
+    "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's)."
+)
+@click.option(
+    "--impl",
+    type=IMPL_CHOICE,
+    default=None,
+    help="MLA implementation (default: every one side by side).",
+)
+@click.option(
+    "--phase", type=PHASE_CHOICE, default="both", show_default=True, help="Phase(s) to cost."
+)
+@click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
+@click.option(
+    "--causal", is_flag=True, help="Count only the (query, key) pairs a causal kernel needs."
+)
+@format_option
+def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, causal, fmt):
+    """Parameters, weights, KV cache and attention FLOPs of one model.
+
+    MODEL is a shipped name (see `mlacalc list`), a YAML model file or a Hugging Face config.json.
+
+    \b
+    Examples:
+      mlacalc report deepseek-v3
+      mlacalc report deepseek-v3 --seq-len 128k --batch 8 --kv-dtype fp8
+      mlacalc report llama-3-70b --phase decode --format json
+      mlacalc report ./config.json --phase chunk --q-len 512
+    """
+    from mlacalc.report import model_report
+
+    check_q_len(phases(phase), q_len)
+    check_causal(phases(phase), causal)
+    m = load(model)
+    impl = check_impl(m, impl)
+    doc = model_report(
+        m,
+        seq_len=seq_len,
+        batch=batch,
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        impl=impl,
+        phases=phases(phase),
+        causal=causal,
+        q_len=q_len,
+    )
+    check_context(m, seq_len)
+    header = _report_header(doc)
+    emit(fmt, doc, lambda: _report_sections(doc), header)
+
+
+def _report_header(doc: dict) -> str:
+    m, s = doc["model"], doc["settings"]
+    dims = [
+        f"d={m['hidden_size']}",
+        f"L={m['num_hidden_layers']}",
+        f"n_h={m['num_attention_heads']}",
+    ]
+    if m["variant"] == "mla":
+        dims += [
+            f"d_c={m['kv_lora_rank']}",
+            f"d_cq={m['q_lora_rank']}" if m.get("q_lora_rank") else "no query latent",
+            f"d_nope={m['qk_nope_head_dim']}",
+            f"d_rope={m['qk_rope_head_dim']}",
+            f"d_v={m['v_head_dim']}",
+        ]
+    else:
+        dims += [f"n_kv={m['num_key_value_heads']}", f"d_h={m['head_dim']}"]
+    if m.get("sliding_window"):
+        dims.append(f"window={m['sliding_window']}")
+    if m.get("global_head_dim"):  # Gemma 4: the full layers' own heads
+        full_kv = (m.get("attention_k_eq_v") and m.get("num_global_key_value_heads")) or m[
+            "num_key_value_heads"
+        ]
+        k_eq_v = ", K=V" if m.get("attention_k_eq_v") else ""
+        dims.append(f"full layers: n_kv={full_kv}, d_h={m['global_head_dim']}{k_eq_v}")
+    lines = [
+        f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
+        f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
+        f"weights {doc['weights']['format']}" + (", causal" if s["causal"] else ""),
+        f"layer pattern: {doc['layers']['summary']}",
+    ]
+    if doc["weights"].get("checkpoint"):  # in the binary units of the tables below
+        lines.append(f"weights: {doc['weights']['summary']}")
+    for note in m["derived"]:
+        lines.append(f"derived: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _report_sections(doc: dict) -> list[Section]:
+    p, w, s = doc["parameters"], doc["weights"], doc["settings"]
+    params_rows = [
+        ["total (main model)", f"{p['total']:,}", human_si(p["total"])],
+        ["active per token", f"{p['active']:,}", human_si(p["active"])],
+        ["input embedding", f"{p['embedding']:,}", human_si(p["embedding"])],
+        ["non-embedding", f"{p['non_embedding']:,}", human_si(p["non_embedding"])],
+        [
+            "attention per layer",
+            f"{p['attention_per_layer']:,}",
+            human_si(p["attention_per_layer"]),
+        ],
+    ]
+    if p["mtp"]:
+        params_rows.insert(2, ["MTP modules (apart)", f"{p['mtp']:,}", human_si(p["mtp"])])
+    params_rows.append(
+        [f"weights ({w['format']})", f"{w['total_bytes']:,} B", human_bytes(w["total_bytes"])]
+    )
+    if w.get("checkpoint"):
+        c = w["checkpoint"]
+        params_rows += [
+            ["  scales", f"{c['scale_bytes']:,} B", human_bytes(c["scale_bytes"])],
+            ["  kept in bf16", f"{c['kept_bytes']:,} B", human_bytes(c["kept_bytes"])],
+        ]
+    sections = [
+        Section("Parameters", ["quantity", "exact", "approx."], params_rows),
+        Section(
+            "Parameter breakdown (main model)",
+            ["part", "parameters", "share"],
+            [[k, f"{v:,}", f"{100 * v / p['total']:.2f}%"] for k, v in p["breakdown"].items() if v],
+        ),
+        Section(
+            "Attention projections (one layer)",
+            ["projection", "parameters"],
+            [[k, f"{v:,}"] for k, v in p["attention_breakdown"].items()],
+        ),
+    ]
+    kv_title = f"KV cache at seq_len {s['seq_len']:,} x batch {s['batch']:,} ({s['kv_dtype']})"
+    # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
+    split = len(doc["layers"]["attention"]) > 1 or "dsa" in doc["layers"]["attention"]
+    sections.append(
+        Section(
+            kv_title,
+            [
+                "implementation",
+                "elements/token/layer",
+                "layers a token adds to",
+                "bytes/token",
+                "tokens kept per layer",
+                "total",
+                "vs smallest",
+            ],
+            [
+                [
+                    r["impl"],
+                    _maybe(r["elements_per_token_per_layer"], "{:,}", "mixed: see by kind"),
+                    _counted_layers(r, split),
+                    human_bytes(r["bytes_per_token"]),
+                    f"{r['tokens_per_layer']:,}",
+                    human_bytes(r["total_bytes"]),
+                    ratio(r["ratio_to_smallest"]),
+                ]
+                for r in doc["kv_cache"]
+            ],
+            note=_per_token_note(doc) if split else "",
+        )
+    )
+    sections += [
+        Section(
+            "KV cache by kind of layer",
+            [
+                "implementation",
+                "kind",
+                "layers",
+                "bytes/token/layer",
+                "tokens kept per layer",
+                "bytes",
+                "total",
+            ],
+            [
+                [
+                    r["impl"],
+                    k["kind"],
+                    f"{k['layers']:,}",
+                    _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
+                    "fixed state" if k["kind"] == "linear" else f"{k['tokens_per_layer']:,}",
+                    f"{k['bytes']:,}",
+                    human_bytes(k["bytes"]),
+                ]
+                for r in doc["kv_cache"]
+                for k in r["by_kind"]
+            ],
+            note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
+            "layer a fixed state per sequence (its recurrent state, in the dtype the model "
+            "keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys.",
+            text_columns=(1,),
+        )
+    ] * split
+    stage_names = list(MATMUL_STAGES)
+    rows = []
+    for r in doc["attention"]:
+        label = r["label"]
+        rows.append(
+            [r["phase"], label]
+            + [human_si(r["stage_flops"][k]) for k in stage_names]
+            + [
+                human_si(r["flops"]),
+                human_si(r["elementwise_flops"]),
+                human_bytes(r["fused_bytes"]),
+                f"{r['arithmetic_intensity_flops_per_byte']:,.1f}",
+            ]
+        )
+    sections.append(
+        Section(
+            "Attention FLOPs per step, all layers (matmul; element-wise apart)",
+            [
+                "phase",
+                "impl",
+                *stage_names,
+                "total FLOPs",
+                "elementwise",
+                "fused bytes",
+                "FLOP/byte",
+            ],
+            rows,
+            note="fused bytes: ideal lower bound (weights, input/output and cache once); "
+            "MLA default = the compressed latent cache always, K/V expanded from it for the "
+            "new tokens in prefill and chunk (naive FLOPs; in prefill the same as compressed), "
+            "absorbed in decode.",
+        )
+    )
+    return sections
+
+
+def _maybe(value: Any, fmt: str, missing: str) -> str:
+    return missing if value is None else fmt.format(value)
+
+
+def _counted_layers(row: dict, split: bool) -> str:
+    """The layers one more token adds a row to, with their kinds on a mixed model."""
+    n = row["layers_per_token"]
+    if not split:
+        return f"{n:,}"
+    return f"{n:,} ({', '.join(row['layer_kinds_per_token']) or 'none'})"
+
+
+def _per_token_note(doc: dict) -> str:
+    r = doc["kv_cache"][0]
+    kinds = ", ".join(r["layer_kinds_per_token"]) or "no"
+    return (
+        f"per token: what one more token adds at this seq_len, a row in each layer still "
+        f"keeping every token ({kinds} layers: {human_bytes(r['bytes_per_token'])}/token); "
+        "sliding layers keep their window, linear layers a fixed state: see by kind."
+    )

@@ -1,0 +1,421 @@
+"""`mlacalc roofline`: roofline time of an attention layer or a model step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from mlacalc.cli.common import (
+    IMPL_CHOICE,
+    KV_DTYPE,
+    MODE_CHOICE,
+    PHASE_CHOICE,
+    SCOPE_CHOICE,
+    SIZE,
+    W_DTYPE,
+    Section,
+    check_causal,
+    check_context,
+    check_impl,
+    check_q_len,
+    emit,
+    format_option,
+    load,
+    load_profile_option,
+    note,
+    phases,
+    profile_option,
+    size_text,
+    warn,
+)
+from mlacalc.render import human_bytes, human_si
+from mlacalc.words import defaults as D
+
+
+@click.command("roofline")
+@click.argument("model")
+@click.option(
+    "--hardware",
+    "-H",
+    "hardware",
+    required=True,
+    help="Device: a catalogue name (mlacalc list --hardware), a YAML file or measured:<set>.",
+)
+@click.option("--phase", type=PHASE_CHOICE, default=D.ROOFLINE_PHASE, show_default=True)
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.ROOFLINE_SEQ_LEN),
+    show_default=True,
+)
+@click.option("--batch", "-b", type=SIZE, default=D.BATCH, show_default=True)
+@click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
+@click.option(
+    "--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default)."
+)
+@click.option(
+    "--mode",
+    type=MODE_CHOICE,
+    default=D.MODE,
+    show_default=True,
+    help="fused: ideal kernels; unfused: the op-by-op PyTorch sequence.",
+)
+@click.option(
+    "--scope",
+    type=SCOPE_CHOICE,
+    default=D.SCOPE,
+    show_default=True,
+    help="One attention layer, or a whole forward step.",
+)
+@click.option("--dtype", type=W_DTYPE, default=D.DTYPE, show_default=True, help="Compute dtype.")
+@click.option(
+    "--weight-dtype",
+    type=W_DTYPE,
+    default=None,
+    help="Weight dtype (default: as a quantized checkpoint stores them, else --dtype).",
+)
+@click.option(
+    "--kv-dtype", type=KV_DTYPE, default=None, help="KV dtype or layout (default: --dtype)."
+)
+@click.option(
+    "--calibrate",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    metavar="JSON",
+    help="A measurement sidecar whose ceilings replace the datasheet peaks.",
+)
+@profile_option(plain=True)
+@click.option(
+    "--causal",
+    is_flag=True,
+    help="Prefill and chunk: time the causal kernels (each query attends the keys before it), "
+    "as plan does; default: every (query, key) pair, as report counts without --causal.",
+)
+@click.option(
+    "--insight",
+    is_flag=True,
+    help="Also solve, symbolically, for the ridge point, the KV length where absorbed MLA decode "
+    "turns compute-bound and the absorption crossover (loads sympy: about a second).",
+)
+@format_option
+def command(
+    model,
+    hardware,
+    phase,
+    seq_len,
+    batch,
+    q_len,
+    impl,
+    mode,
+    scope,
+    dtype,
+    weight_dtype,
+    kv_dtype,
+    calibrate,
+    profile,
+    causal,
+    insight,
+    fmt,
+):
+    """Roofline time of an attention layer or a model step, kernel by kernel, with its bound.
+
+    \b
+    Examples:
+      mlacalc roofline deepseek-v3 --hardware H200 --seq-len 32k --batch 64
+      mlacalc roofline deepseek-v3 --hardware H100-SXM --phase prefill --seq-len 4k --mode unfused
+      mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
+      mlacalc roofline deepseek-v3 --hardware H200 --insight
+      mlacalc roofline deepseek-v3 --hardware H200 --profile fit-h100-sxm
+    """
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.predict import predict_time
+
+    m = load(model)
+    wanted = phases(phase)
+    check_q_len(wanted, q_len)
+    check_causal(wanted, causal)
+    if causal and wanted != ["decode"] and mode == "unfused":
+        warn(
+            "--causal changes nothing in --mode unfused (the eager op sequence computes every "
+            "score and masks the upper triangle); ignored"
+        )
+    if profile is not None and calibrate is not None:
+        raise click.UsageError(
+            "--profile and --calibrate exclude each other: --calibrate predicts with the roofline "
+            "on a sidecar's measured ceilings; --profile with the kernel model"
+        )
+    impl = check_impl(m, impl)
+    profile = load_profile_option(profile, plain=True)
+    device = load_hardware(hardware)
+    if getattr(device, "alias_note", ""):
+        note(device.alias_note)
+    if profile is not None and (device.measured or device.kind != "gpu"):
+        warn(
+            f"--profile: {device.name} is timed by the roofline on its "
+            + ("measured ceilings" if device.measured else "datasheet figures")
+            + " (a profile calibrates GPU kernels); ignored"
+        )
+
+    def predict(phase: str, how: Any, calibration: Any = None) -> Any:
+        """One phase's prediction with profile ``how`` (the command's, or the plain bound)."""
+        return predict_time(
+            m,
+            device,
+            phase,
+            seq_len,
+            batch,
+            impl,
+            mode,
+            dtype,
+            scope,
+            q_len=q_len if phase == "chunk" else None,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
+            calibration=calibration,
+            causal=causal and phase != "decode",
+            profile=how,
+        )
+
+    predictions = [predict(ph, profile, calibrate) for ph in wanted]
+    check_context(m, seq_len)
+    no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
+    if no_fp8:
+        warn(no_fp8)
+    # what --profile roofline would print for the same call, so that the footer of a kernel
+    # model prediction can state both plain figures exactly (they differ: see _times_note)
+    plain = [predict(p.phase, "roofline") if p.profile != "roofline" else None for p in predictions]
+    insights = []
+    if insight:  # symbolic: sympy only on request, so the plain command starts fast
+        from mlacalc.timemodel.insight import (
+            absorption_crossover,
+            compute_bound_seq_len,
+            model_compute_bound_seq_len,
+            ridge_point,
+        )
+
+        insights = [ridge_point(device, dtype)]  # the plain roofline's (datasheet) ridge
+        if m.is_mla:
+            insights += compute_bound_seq_len(m, device, batch, dtype, kv_dtype)
+            # the same question for the kernel model, whose labels the table shows
+            if calibrate is None:
+                by_model = model_compute_bound_seq_len(
+                    m, device, batch, dtype, kv_dtype, profile, seq_len
+                )
+                insights += [by_model] if by_model is not None else []
+            insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
+    doc = {
+        "predictions": [p.to_dict() for p in predictions],
+        "insights": [i.to_dict() for i in insights],
+    }
+
+    kinds = [
+        _layer_kinds(
+            m,
+            p,
+            q_len if p.phase == "chunk" else None,
+            kv_dtype or dtype,
+            causal and p.phase != "decode",
+        )
+        for p in predictions
+    ]
+    for d, k in zip(doc["predictions"], kinds):
+        if k:
+            d["layer_kinds"] = k  # per op, "" outside the attention block
+
+    def sections():
+        out = []
+        for p, kind, flat in zip(predictions, kinds, plain):
+            # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
+            # inside its own times): a column only where it says something
+            tiles = p.profile == "roofline" and any(o.efficiency != 1.0 for o in p.ops)
+            rows = [
+                [o.name]
+                + ([kind[i]] if kind else [])
+                + [
+                    o.stage,
+                    human_si(o.flops),
+                    human_bytes(o.bytes),
+                    f"{o.arithmetic_intensity:,.1f}",
+                    o.bound,
+                ]
+                + ([f"{o.efficiency:.2f}"] if tiles else [])
+                + [f"{o.seconds * 1e6:,.1f}"]
+                for i, o in enumerate(p.ops)
+            ]
+            rows.append(
+                ["total"]
+                + ([""] if kind else [])
+                + [
+                    "",
+                    human_si(p.flops),
+                    human_bytes(p.bytes),
+                    f"{p.arithmetic_intensity:,.1f}",
+                    p.bound,
+                ]
+                + ([""] if tiles else [])
+                + [f"{p.seconds * 1e6:,.1f}"]
+            )
+            out.append(
+                Section(
+                    f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
+                    f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
+                    f"{_weights(p)}"
+                    f"{', causal' if causal and p.phase != 'decode' else ''})"
+                    # a model whose layers differ: which one stands for it
+                    + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
+                    ["kernel"]
+                    + (["layer kind"] if kind else [])
+                    + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
+                    + (["tile eff."] if tiles else [])
+                    + ["time (us)"],
+                    rows,
+                    note=_times_note(p, flat),
+                )
+            )
+        if not insights:
+            if m.is_mla:
+                out[-1].note += (
+                    "\n--insight adds the ridge point, the KV length where absorbed MLA decode "
+                    "turns compute-bound, and the absorption crossover."
+                )
+            else:
+                out[-1].note += "\n--insight adds the ridge point."
+            return out
+        out.append(
+            Section(
+                "Insight",
+                ["quantity", "value", "formula / note"],
+                [
+                    [
+                        i.name,
+                        "never" if i.value is None else f"{i.value:,.1f}",
+                        f"{i.expression}  ({i.note})" if len(str(i.expression)) < 80 else i.note,
+                    ]
+                    for i in insights
+                ],
+            )
+        )
+        return out
+
+    emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")
+
+
+def _times_note(p, plain=None) -> str:
+    """How the times were predicted: the profile and how it reaches this device (or the plain
+    bound), the plain roofline bound of the same kernels, and what ``bound`` means.
+
+    The plain bound of the kernel model's kernels (``p.roofline_s``: max(FLOPs / peak,
+    bytes / bandwidth) each, nothing per call) is not what ``--profile roofline`` prints
+    (``plain``: the attention ops without the norm and RoPE kernels, plus a launch latency
+    per kernel): the note gives both, and says how they differ.
+    """
+    if p.profile == "roofline":
+        how = f"Times: {p.calibration}" + (" (measured ceilings)" if p.calibrated else "")
+        launch = sum(o.launch_s for o in p.ops)
+        how += (
+            f": max(FLOPs / peak, bytes / bandwidth) per kernel, {(p.seconds - launch) * 1e6:,.1f}"
+            f" us, plus {launch * 1e6:,.1f} us of launch latency."
+            if launch > 0
+            else "."
+        )
+    else:
+        how = (
+            f"Times: kernel time model, profile {p.profile!r}: {p.calibration}. Plain roofline "
+            f"bound (max(FLOPs / peak, bytes / bandwidth) per kernel, datasheet figures, no "
+            f"cost per call) of these {len(p.ops)} kernels: {p.roofline_s * 1e6:,.1f} us."
+        )
+        if plain is not None:
+            launch = sum(o.launch_s for o in plain.ops)
+            tiles = any(o.efficiency != 1.0 for o in plain.ops)
+            how += (
+                f" --profile roofline prints {plain.seconds * 1e6:,.1f} us: that bound over "
+                f"its {len(plain.ops)} kernels"
+                + (" (tile-quantized)" if tiles else "")
+                + f", {(plain.seconds - launch) * 1e6:,.1f} us, plus "
+                f"{launch * 1e6:,.1f} us of launch latency."
+            )
+    bounds = {o.bound for o in p.ops}
+    words = []
+    if "latency" in bounds:
+        waits = "its fixed cost per call" + (
+            " or the CPU's dispatch of its ops" if p.mode == "unfused" else ""
+        )
+        words.append(f"latency: {waits} outweighs its compute and memory time")
+    if "link" in bounds:
+        words.append("link: a collective's transfer")
+    words.append("the total: the larger term of each kernel, summed")
+    return how + " bound (" + "; ".join(words) + ")."
+
+
+def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:
+    """The warning for fp8 asked of (or stored in the checkpoint of) a GPU without fp8 tensor
+    cores, naming the class that runs instead (as :func:`mlacalc.timemodel.kernel_time.device_batch`
+    times it); "" when none applies."""
+    if device.kind != "gpu" or device.measured:
+        return ""
+    from mlacalc.timemodel.device import device_figures
+
+    if "fp8" in device_figures(device).peaks:
+        return ""
+    asked = [
+        what
+        for what, value in (("--dtype", dtype), ("--weight-dtype", weight_dtype))
+        if value and str(value).startswith("fp8")
+    ]
+    stored = weight_dtype is None and p.weights.startswith("checkpoint") and "fp8" in p.weights
+    if not (asked or stored):
+        return ""
+    whose = " and ".join(f"{a} fp8" for a in asked) or f"the {p.weights}"
+    return (
+        f"{device.name} has no fp8 tensor cores: with {whose} its fp8-weight GEMMs and MoE "
+        "experts run as the weight-only w8a16 class (each weight dequantized to bf16 in the "
+        "kernel); other fp8 compute runs at the bf16 rate"
+    )
+
+
+def _weights(p) -> str:
+    """The header's word on the weights: a quantized checkpoint read as stored, or a weight
+    dtype other than the compute dtype."""
+    if p.weights.startswith("checkpoint"):
+        return f", {p.weights}"
+    return f", weights {p.weights}" if p.weights and p.weights != p.dtype else ""
+
+
+def _layer_kinds(m, p, q_len, kv_dtype, causal) -> list[str]:
+    """The kind of layer of each kernel of a model-scope step whose layers differ (the
+    attention kernels run once per kind, full layers first); [] when one kind.
+
+    The attention block's kernels lie between ``input_norm`` and ``post_attention_norm``;
+    a kind's kernels run as many times as it has layers, and a new kind starts where that
+    count changes or a kernel name comes again.
+    """
+    if p.scope != "model":
+        return []
+    from mlacalc.cost.engine import attention_cost
+    from mlacalc.cost.model_step import step_kernels
+
+    labels = attention_cost(
+        m, p.phase, p.seq_len, p.batch, q_len, p.impl, causal, kv_dtype
+    ).group_labels
+    if len(labels) < 2:
+        return []
+    kernels = step_kernels(
+        m, p.phase, p.seq_len, p.batch, q_len, p.impl, causal, None, kv_dtype, scope="model"
+    )
+    names = [k.name for k in kernels]
+    if names != [o.name for o in p.ops] or "input_norm" not in names:
+        return []
+    out = [""] * len(names)
+    start, end = names.index("input_norm") + 1, names.index("post_attention_norm")
+    group, seen, calls = -1, set(), None
+    for i in range(start, end):
+        k = kernels[i]
+        if k.name in seen or k.calls != calls:
+            group, seen, calls = group + 1, set(), k.calls
+        seen.add(k.name)
+        if group >= len(labels):
+            return []
+        out[i] = labels[group]
+    return out if group == len(labels) - 1 else []

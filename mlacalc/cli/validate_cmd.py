@@ -1,0 +1,269 @@
+"""`mlacalc validate`: predicted vs measured, per table and overall, or set by set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from mlacalc.cli.common import Section, emit, format_option, given, warn
+
+_KEY_SKIP = (
+    "table",
+    "system",
+    "row",
+    "measured_s",
+    "predicted_s",
+    "error",
+    "not_predicted",
+    "op_name",
+)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def _abs_pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e6:,.2f}"
+
+
+def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
+    rows = []
+    for t in v.tables:
+        s = t.summary()
+        why = ", ".join(f"{k} {n}" for k, n in s["not_predicted_by_reason"].items())
+        rows.append(
+            [
+                s["system"],
+                s["table"],
+                f"{s['rows']:,}",
+                f"{s['predicted']:,}",
+                f"{s['not_predicted']:,}",
+                _abs_pct(s["median_abs_error"]),
+                _pct(s["signed_median_error"]),
+                _abs_pct(s["p90_abs_error"]),
+                why or "-",
+            ]
+        )
+    o = v.overall
+    rows.append(
+        [
+            "all",
+            "",
+            f"{o['rows']:,}",
+            f"{o['predicted']:,}",
+            f"{o['not_predicted']:,}",
+            _abs_pct(o["median_abs_error"]),
+            _pct(o["signed_median_error"]),
+            _abs_pct(o["p90_abs_error"]),
+            "",
+        ]
+    )
+    flags = sorted({r for t in v.tables for r in t.rules if r.startswith("non_split_kv")})
+    notes = "; ".join(["quirk rules: docs/measured-sets.md", *flags])
+    # a profile without a class for some kernels predicts them with the datasheet defaults:
+    # say which tables, as their figures do not test a calibration
+    bare = [
+        f"{t.system} {t.table}"
+        for t in v.tables
+        if "uncalibrated" in t.calibration and "plain roofline" not in t.calibration
+    ]
+    if bare:
+        notes += (
+            f"\nuncalibrated kernel classes (no class in profile {v.profile}; datasheet "
+            f"defaults) in: {', '.join(bare)}"
+        )
+    out = [
+        Section(
+            f"predicted ({v.profile}) vs measured; error = predicted / measured - 1",
+            [
+                "system",
+                "table",
+                "rows",
+                "predicted",
+                "not predicted",
+                "median |error|",
+                "signed median",
+                "p90 |error|",
+                "not predicted by reason",
+            ],
+            rows,
+            note=notes,
+            text_columns=(1, 8),
+        )
+    ]
+    if show_rows:
+        for t in v.tables:
+            recs = t.row_records()
+            cells = []
+            for r in recs:
+                shape = " ".join(f"{k}={r[k]}" for k in r if k not in _KEY_SKIP)
+                cells.append(
+                    [
+                        r["row"],
+                        shape,
+                        _us(r["measured_s"]),
+                        _us(r["predicted_s"]),
+                        _pct(r["error"]),
+                        r["not_predicted"] or "",
+                    ]
+                )
+            out.append(
+                Section(
+                    f"{t.system} {t.table}: rows",
+                    ["row", "shape", "measured (us)", "predicted (us)", "error", "not predicted"],
+                    cells,
+                    text_columns=(1, 5),
+                )
+            )
+    return out
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1)
+@click.option(
+    "--measured",
+    "measured",
+    multiple=True,
+    metavar="PATH",
+    help="A measured set: an aiconfigurator <system> folder, a folder below it, a "
+    ".parquet table, or a microbenchmark .json (repeatable).",
+)
+@click.option(
+    "--profile",
+    default=None,
+    metavar="NAME|PATH",
+    help="Calibration profile for --measured (default: the shipped one; never one "
+    "fitted on the set); 'roofline' for the plain roofline bound.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["fused", "unfused"]),
+    default="unfused",
+    show_default=True,
+    help="Microbenchmark files only: unfused models the op sequence the microbenchmark runs.",
+)
+@click.option("--rows", "show_rows", is_flag=True, help="Also print every row.")
+@format_option
+def command(files, measured, profile, mode, show_rows, fmt):
+    """Predicted vs measured.
+
+    With --measured, every row of a measured set (GPU kernel tables in aiconfigurator's
+    layout, or microbenchmark files) is predicted by the kernel time model and the errors
+    are reported per table and overall; rows the product cannot model, or that a quirk rule
+    excludes, are counted by reason. Without it, the microbenchmark's files (default: the
+    committed sets) are checked against the roofline with their own measured ceilings.
+
+    \b
+    Examples:
+      mlacalc validate --measured tables/a100_sxm
+      mlacalc validate --measured a100_sxm/gemm --profile roofline --format json
+      mlacalc validate --measured my_h200/ --profile fitted-on-h100.json --rows --format csv
+      mlacalc validate
+      mlacalc validate bench-results/cuda-h100-full-bf16.json --rows
+    """
+    from mlacalc.measured.validate import validate as run_validation
+
+    if measured:
+        if files:
+            raise click.UsageError("give microbenchmark FILES or --measured PATH, not both")
+        if given("mode"):
+            warn(
+                "--mode applies to microbenchmark FILES; --measured rows are predicted as "
+                "measured (each table's kernels); ignored"
+            )
+        v = run_validation(measured=list(measured), profile=profile)
+        if fmt == "csv":
+            if show_rows:
+                emit(fmt, [r for t in v.tables for r in t.row_records()], list, rows_csv=True)
+            else:
+                recs = [
+                    {
+                        k: val
+                        for k, val in t.summary().items()
+                        if k not in ("not_predicted_by_reason", "rules")
+                    }
+                    for t in v.tables
+                ]
+                emit(fmt, recs, list, rows_csv=True)
+            return
+        emit(fmt, v.to_dict(rows=show_rows), lambda: _measured_sections(v, show_rows))
+        return
+    if profile is not None:
+        raise click.UsageError("--profile applies to --measured sets")
+    _bench_files(run_validation(list(files) or None, mode), mode, show_rows, fmt)
+
+
+def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
+    doc = [s.to_dict() for s in sets]
+
+    def sections():
+        out = []
+        for v in sets:
+            rows = [
+                [
+                    k,
+                    g["rows"],
+                    f"{100 * g['median_abs_error']:.1f}%",
+                    f"{100 * g['worst_abs_error']:.1f}%",
+                ]
+                for k, g in v.groups.items()
+            ]
+            rows.append(
+                [
+                    "all",
+                    len(v.rows),
+                    f"{100 * v.median_abs_error:.1f}%",
+                    f"{100 * v.worst_abs_error:.1f}%",
+                ]
+            )
+            out.append(
+                Section(
+                    f"{v.name} ({v.device}), {mode} roofline vs measured",
+                    ["implementation / variant", "rows", "median |error|", "worst |error|"],
+                    rows,
+                )
+            )
+            if show_rows:
+                out.append(
+                    Section(
+                        "rows",
+                        [
+                            "model",
+                            "impl",
+                            "phase",
+                            "batch",
+                            "seq_len",
+                            "measured (ms)",
+                            "predicted (ms)",
+                            "error",
+                            "bound",
+                        ],
+                        [
+                            [
+                                r.model,
+                                r.impl,
+                                r.phase,
+                                r.batch,
+                                r.seq_len,
+                                f"{r.measured_s * 1e3:,.3f}",
+                                f"{r.predicted_s * 1e3:,.3f}",
+                                f"{100 * r.error:+.1f}%",
+                                r.bound,
+                            ]
+                            for r in v.rows
+                        ],
+                    )
+                )
+        return out
+
+    if fmt == "csv":
+        rows = [{"set": v.name, "device": v.device, **r.to_dict()} for v in sets for r in v.rows]
+        emit(fmt, rows, sections, rows_csv=True)
+    else:
+        emit(fmt, doc, sections)

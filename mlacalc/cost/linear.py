@@ -1,0 +1,448 @@
+"""Linear-attention layers: FLOPs, bytes and serving kernels of one step.
+
+Two kinds of linear layer are modelled, each as its Hugging Face reference computes it:
+
+- **Gated DeltaNet** (Qwen3-Next): one fused input projection ``in_proj_qkvz`` (queries and
+  keys of ``h_k`` heads of ``d_k``, values and output gates of ``h_v`` heads of ``d_v``) and
+  ``in_proj_ba`` (two scalars per value head), a depthwise causal convolution of ``K`` taps
+  over q, k and v, the gated delta rule with one ``d_k x d_v`` state per value head, a gated
+  RMSNorm and ``out_proj``;
+- **Kimi Delta Attention** (Kimi Linear): separate q, k, v projections of ``H`` heads of
+  ``D``, a low-rank forget gate (``f_a_proj``, ``f_b_proj``: a decay per channel), an input
+  gate ``b_proj``, a low-rank output gate (``g_a_proj``, ``g_b_proj``), the same convolution
+  and delta rule (``h_k = h_v = H``, ``d_k = d_v = D``), a gated RMSNorm and ``o_proj``.
+
+FLOPs (``2 m n k`` per product, as everywhere in mlacalc). A step of ``q`` new tokens per
+sequence runs the delta rule in one of the reference's two forms:
+
+- **recurrent** (one new token after a context: decode, or a chunk of one token), per token
+  and value head ``6 d_k d_v``: the state read against the key, its rank-one update and the
+  state read against the query, each a ``d_k x d_v`` product;
+- **chunked** (otherwise: prefill, chunks), ``ceil(q / C)`` chunks of ``C = 64`` tokens, each
+  computed whole (the last one padded, as the reference and the serving kernels tile it);
+  per chunk and value head, Gated DeltaNet ``4 C^2 d_k + 2 C^2 d_v + 6 C d_k d_v`` for its
+  products (``k_beta k^T``, ``q k^T``, the state read twice, the intra-chunk product with
+  the new values, the state update) plus ``C (C - 1) (d_k + d_v)`` for its two unit
+  triangular solves (one multiply-add per entry below the diagonal and right-hand column);
+  Kimi Delta Attention ``6 C^2 d_k + 4 C^2 d_v + 6 C d_k d_v`` (the two decayed products
+  ``k_beta k^T`` and ``q k^T`` over every channel, the inverse applied to ``v_beta`` and
+  the decayed keys, the same four per-chunk products) plus ``(C - 1) C (2 C - 1) / 3``
+  for building the inverse by forward substitution.
+
+The chunked form is counted for every multi-token step because it is what runs: its work
+per token is larger than the recurrent form's (``C``-wide intra-chunk blocks) but it is a
+few large products instead of ``q`` dependent ones. ``causal`` does not change a linear
+layer: its intra-chunk blocks are computed whole. The short convolution counts ``2 K`` per
+channel and new token (stage ``core``, with the delta rule); the outputs per channel the
+reference computes and discards are not counted (``K - 1`` in prefill, ``2 K - 1`` in a chunk
+after a context, one in decode). Input projections
+are stage ``kv_proj``, the output gate and projection ``o_proj``.
+
+Bytes: the weights once (projection matrices in the weight dtype, the convolution taps and
+the per-head vectors in bf16), the layer's input and output, and the state: the convolution
+window (cache dtype) and the float32 recurrent state, read when the step follows a context
+and written every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
+
+if TYPE_CHECKING:
+    from mlacalc.cost.engine import AttentionCost
+    from mlacalc.models.schema import ModelConfig
+    from mlacalc.words.kernels import Kernel
+
+__all__ = ["LINEAR_CHUNK", "LinearShape", "linear_cost", "linear_kernels", "linear_shape"]
+
+#: Tokens per chunk of the chunked delta rule (the reference's and the serving kernels').
+LINEAR_CHUNK = 64
+#: Bytes of one element of the recurrent state (float32, as the reference holds it).
+STATE_BYTES = 4
+#: Bits of the small parameters (convolution taps, per-head vectors, norm weights).
+SMALL_BITS = 16
+
+
+@dataclass(frozen=True)
+class LinearShape:
+    """The widths of one linear-attention layer."""
+
+    kind: str  # "gated_deltanet" or "kimi_delta"
+    hidden: int
+    k_heads: int
+    v_heads: int
+    d_k: int
+    d_v: int
+    conv_kernel: int
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short convolution: q, k and v."""
+        return 2 * self.k_heads * self.d_k + self.v_heads * self.d_v
+
+    @property
+    def value_width(self) -> int:
+        return self.v_heads * self.d_v
+
+    @property
+    def in_width(self) -> int:
+        """Outputs of the input projection(s) reading the hidden state."""
+        if self.kind == "kimi_delta":  # q, k, v; f_a, g_a (one head width each); b
+            return 3 * self.value_width + 2 * self.d_k + self.v_heads
+        return 2 * self.k_heads * self.d_k + 2 * self.value_width + 2 * self.v_heads
+
+    @property
+    def gate_up_width(self) -> int:
+        """Outputs of the low-rank gates' up-projections (Kimi: f_b and g_b), 0 otherwise."""
+        return 2 * self.value_width if self.kind == "kimi_delta" else 0
+
+    @property
+    def small_params(self) -> int:
+        """Convolution taps, per-head vectors and the output norm's weight."""
+        conv = self.conv_dim * self.conv_kernel
+        if self.kind == "kimi_delta":  # dt_bias per channel, A_log per head, o_norm
+            return conv + self.value_width + self.v_heads + self.d_v
+        return conv + 2 * self.v_heads + self.d_v  # dt_bias, A_log, norm
+
+    @property
+    def state_elements(self) -> int:
+        return self.v_heads * self.d_k * self.d_v
+
+    def core_flops(self, q: int, recurrent: bool) -> int:
+        """Delta-rule FLOPs of one sequence's ``q`` new tokens (all value heads).
+
+        Examples
+        --------
+        Qwen3-Next's linear layer, per token and value head: recurrent, then chunked
+
+        >>> s = LinearShape("gated_deltanet", 2048, 16, 32, 128, 128, 4)
+        >>> s.core_flops(1, recurrent=True) // 32, s.core_flops(64, recurrent=False) // 64 // 32
+        (98304, 163584)
+        """
+        dk, dv = self.d_k, self.d_v
+        if recurrent:
+            return self.v_heads * q * 6 * dk * dv
+        c = LINEAR_CHUNK
+        chunks = -(-q // c)
+        if self.kind == "kimi_delta":
+            per = 6 * c * c * dk + 4 * c * c * dv + 6 * c * dk * dv + (c - 1) * c * (2 * c - 1) // 3
+        else:
+            per = 4 * c * c * dk + 2 * c * c * dv + 6 * c * dk * dv + c * (c - 1) * (dk + dv)
+        return self.v_heads * chunks * per
+
+
+def linear_shape(model: ModelConfig) -> LinearShape:
+    """The linear-attention widths of a model with linear layers."""
+    from mlacalc.cost.families import arch_of
+
+    arch = arch_of(model)
+    kind = "kimi_delta" if arch is not None and arch.kimi_delta else "gated_deltanet"
+    return LinearShape(
+        kind=kind,
+        hidden=model.hidden_size,
+        k_heads=model.linear_num_key_heads,
+        v_heads=model.linear_num_value_heads,
+        d_k=model.linear_key_head_dim,
+        d_v=model.linear_value_head_dim,
+        conv_kernel=model.linear_conv_kernel_dim,
+    )
+
+
+def _bytes(elements: int, bits: int) -> int:
+    return -(-elements * bits // 8)
+
+
+def linear_cost(
+    model: ModelConfig,
+    layers: int,
+    phase: str,
+    seq_len: int,
+    batch: int,
+    q: int,
+    causal: bool,
+    layout: Any,
+    weight_bits: int,
+    act_bits: int,
+) -> AttentionCost:
+    """The cost of ``layers`` linear-attention layers for one step of ``q`` new tokens per
+    sequence, the last attending ``seq_len`` tokens (see the module docs)."""
+    from mlacalc.cost.engine import AttentionCost, OpCost
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    s = linear_shape(model)
+    tokens = batch * q
+    d = s.hidden
+    prior = seq_len > q
+    recurrent = prior and q == 1
+    cache_bits = resolve_kv_layout(layout).row_bytes(1) * 8
+    conv_state = _bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
+    rec_state = batch * s.state_elements * STATE_BYTES
+    ops = []
+
+    def op(name, stage, kind, flops, read, written, weights=0, c_read=0, c_write=0, shape=None):
+        ops.append(
+            OpCost(
+                name=name,
+                stage=stage,
+                kind=kind,
+                flops=flops,
+                bytes_read=read + weights + c_read,
+                bytes_written=written + c_write,
+                weight_bytes=weights,
+                cache_bytes_read=c_read,
+                cache_bytes_written=c_write,
+                shape=shape,
+            )
+        )
+
+    op(
+        "linear_in_proj",
+        "kv_proj",
+        "matmul",
+        2 * tokens * d * s.in_width,
+        _bytes(tokens * d, act_bits),
+        _bytes(tokens * s.in_width, act_bits),
+        weights=_bytes(d * s.in_width, weight_bits),
+        shape=(1, tokens, s.in_width, d),
+    )
+    if s.gate_up_width:
+        half = s.gate_up_width // 2
+        op(
+            "linear_gate_proj",
+            "kv_proj",
+            "matmul",
+            2 * tokens * s.d_k * s.gate_up_width,
+            _bytes(2 * tokens * s.d_k, act_bits),
+            _bytes(tokens * s.gate_up_width, act_bits),
+            weights=_bytes(s.d_k * s.gate_up_width, weight_bits),
+            shape=(2, tokens, half, s.d_k),
+        )
+    op(
+        "linear_conv",
+        "core",
+        "matmul",
+        2 * tokens * s.conv_dim * s.conv_kernel,
+        _bytes(tokens * s.conv_dim, act_bits),
+        _bytes(tokens * s.conv_dim, act_bits),
+        weights=_bytes(s.conv_dim * s.conv_kernel, SMALL_BITS),
+        c_read=conv_state if prior else 0,
+        c_write=conv_state,
+        shape=(s.conv_dim, tokens, 1, s.conv_kernel),
+    )
+    gates = s.value_width + s.v_heads if s.kind == "kimi_delta" else 2 * s.v_heads
+    vectors = s.small_params - s.conv_dim * s.conv_kernel - s.d_v
+    op(
+        "linear_core",
+        "core",
+        "matmul",
+        batch * s.core_flops(q, recurrent),
+        _bytes(tokens * (s.conv_dim + gates), act_bits),
+        _bytes(tokens * s.value_width, act_bits),
+        weights=_bytes(vectors, SMALL_BITS),
+        c_read=rec_state if prior else 0,
+        c_write=rec_state,
+        shape=None,
+    )
+    op(
+        "linear_norm",
+        "norm",
+        "norm",
+        NORM_FLOPS_PER_ELEMENT * tokens * (2 * s.k_heads * s.d_k + s.value_width),
+        _bytes(2 * tokens * s.value_width, act_bits),
+        _bytes(tokens * s.value_width, act_bits),
+        weights=_bytes(s.d_v, SMALL_BITS),
+    )
+    op(
+        "linear_o_proj",
+        "o_proj",
+        "matmul",
+        2 * tokens * s.value_width * d,
+        _bytes(tokens * s.value_width, act_bits),
+        _bytes(tokens * d, act_bits),
+        weights=_bytes(s.value_width * d, weight_bits),
+        shape=(1, tokens, d, s.value_width),
+    )
+    stage = dict.fromkeys(STAGES, 0)
+    for o in ops:
+        if o.kind == "matmul":
+            stage[o.stage] += layers * o.flops
+    weights = sum(o.weight_bytes for o in ops)
+    io = 2 * _bytes(tokens * d, act_bits)
+    state = conv_state + rec_state
+    fused = weights + io + (state if prior else 0) + state
+    return AttentionCost(
+        model=model.name,
+        variant="linear",
+        impl="recurrent" if recurrent else "chunked",
+        phase=phase,
+        seq_len=seq_len,
+        q_len=q,
+        batch=batch,
+        causal=causal,
+        layers=layers,
+        pairs_per_head=0,
+        ops=tuple(ops),
+        stage_flops=stage,
+        fused_layer_bytes=fused,
+    )
+
+
+def linear_kernels(
+    cost: AttentionCost, model: ModelConfig, act_dtype: str, weight_dtype: str, calls: int = 1
+) -> list[Kernel]:
+    """The serving kernels of one linear-attention layer, from its :func:`linear_cost`.
+
+    Every product is a ``gemm`` whose shape gives its FLOPs exactly (``2 g m n k``):
+    ``linear_in_proj`` (and Kimi's ``linear_gate_proj``, two products) and
+    ``linear_o_proj``; ``linear_conv``, the depthwise convolution (one ``1 x K`` by ``K``
+    product per channel and token; its window read and written); the delta rule, in its
+    recurrent form ``linear_core`` (three ``1 x d_k`` by ``d_k x d_v`` products per token and
+    value head, the state streamed in and out), in its chunked form, over ``G`` = sequences x
+    value heads x chunks:
+
+    - ``linear_core_qk``: ``k_beta k^T`` and ``q k^T`` (``2G`` products ``C x d_k`` by
+      ``d_k x C``), the chunk's q, k, v and gates read, the two ``C x C`` blocks written;
+    - Gated DeltaNet ``linear_core_solve``: the two unit triangular solves, as the
+      half-filled products they are (``G`` products ``C - 1`` by ``C / 2`` by
+      ``d_k + d_v``); Kimi ``linear_core_inverse`` (its inverse by rows, ``G`` products of
+      ``(C - 1) / 3 x C / 2`` by ``2 C - 1``: ``(C - 1) C (2 C - 1) / 3`` FLOPs) and
+      ``linear_core_apply`` (the inverse times ``v_beta`` and the decayed keys);
+    - ``linear_core_state``: the state read twice and updated per chunk (``3G`` products
+      ``C x d_k`` by ``d_k x d_v``), each chunk's state read and written (float32);
+    - ``linear_core_pv``: the intra-chunk product with the new values (``G`` products
+      ``C x C`` by ``C x d_v``), the output written.
+
+    Intermediates are float32, as the reference computes them; ``linear_norm`` is
+    element-wise.
+    """
+    from mlacalc.cost.model_step import _gemm_dtype
+    from mlacalc.words.kernels import Kernel
+
+    s = linear_shape(model)
+    a = _bits(act_dtype)
+    f = 8 * STATE_BYTES
+    c, dk, dv = LINEAR_CHUNK, s.d_k, s.d_v
+    out: list[Kernel] = []
+
+    def gemm(name: str, dtype: str, g: int, m: int, n: int, k: int, nbytes: int) -> None:
+        shape = {"m": m, "n": n, "k": k, "groups": g}
+        out.append(Kernel(name, "gemm", dtype, 2 * g * m * n * k, nbytes, calls=calls, shape=shape))
+
+    for o in cost.ops:
+        if o.name == "linear_core" and cost.impl == "recurrent":
+            g = 3 * cost.batch * s.v_heads * cost.q_len
+            gemm("linear_core", act_dtype, g, 1, dv, dk, o.bytes)
+        elif o.name == "linear_core":
+            g = cost.batch * s.v_heads * -(-cost.q_len // c)
+            state = o.cache_bytes_read + o.cache_bytes_written
+            inputs = o.bytes_read - o.cache_bytes_read
+            gemm("linear_core_qk", act_dtype, 2 * g, c, c, dk, inputs + _bytes(2 * g * c * c, f))
+            wu = _bytes(g * c * (dk + dv), f)
+            if s.kind == "kimi_delta":
+                block = _bytes(g * c * c, f)
+                gemm(
+                    "linear_core_inverse", act_dtype, g, (c - 1) // 3, 2 * c - 1, c // 2, 2 * block
+                )
+                gemm("linear_core_apply", act_dtype, g, c, dk + dv, c, block + 2 * wu)
+            else:
+                gemm(
+                    "linear_core_solve",
+                    act_dtype,
+                    g,
+                    c - 1,
+                    dk + dv,
+                    c // 2,
+                    _bytes(g * c * c, f) + 2 * wu,
+                )
+            chunk_states = _bytes(2 * g * dk * dv, f)
+            gemm("linear_core_state", act_dtype, 3 * g, c, dv, dk, wu + chunk_states + state)
+            pv = _bytes(g * c * c, f) + _bytes(g * (c * dv + dk * dv), f) + o.bytes_written
+            gemm("linear_core_pv", act_dtype, g, c, dv, c, pv)
+        elif o.kind == "matmul" and o.name != "linear_conv":
+            g, m, n, k = o.shape
+            gemm(o.name, _gemm_dtype(act_dtype, weight_dtype, True), g, m, n, k, o.bytes)
+        else:
+            # element-wise kernels, and the depthwise causal convolution: a few taps per
+            # channel (``1 x K`` by ``K`` products, no reduction across channels) that a
+            # streaming kernel runs on the CUDA cores, not a batched GEMM of 1 x 1 tiles
+            elements = o.bytes_written * 8 // max(1, a)
+            shape = {"elements": elements}
+            out.append(
+                Kernel(o.name, "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape)
+            )
+    return out
+
+
+def _bits(dtype: str) -> int:
+    from mlacalc.words.dtypes import dtype_bits
+
+    return dtype_bits(dtype)
+
+
+def linear_group_cost(
+    model: ModelConfig,
+    layers: int,
+    phase: str,
+    seq_len: int,
+    batch: int,
+    q_len: int | None,
+    causal: bool,
+    kv_dtype: Any,
+    weight_dtype: str | None,
+    act_dtype: str,
+) -> AttentionCost:
+    """:func:`linear_cost` from the arguments of :func:`mlacalc.attention_cost` (already
+    checked there)."""
+    from mlacalc.cost.engine import _phase_lengths
+    from mlacalc.words import arguments as args
+    from mlacalc.words.dtypes import dtype_bits
+
+    q = _phase_lengths(phase, seq_len, q_len)
+    layout = args.kv_layout("kv_dtype", kv_dtype)
+    w_bits = dtype_bits(weight_dtype or model.weights_dtype)
+    return linear_cost(
+        model, layers, phase, seq_len, batch, q, causal, layout, w_bits, dtype_bits(act_dtype)
+    )
+
+
+def gated_query_cost(
+    cost: AttentionCost, model: ModelConfig, weight_dtype: str | None, act_dtype: str
+) -> AttentionCost:
+    """A full layer whose ``q_proj`` also yields a per-head output gate (Qwen3-Next): one
+    more ``d -> n_h d_h`` product (``q_gate_proj``, stage ``q_proj``) after the query's, its
+    weights read once; the sigmoid gate on the core's output is element-wise."""
+    from dataclasses import replace
+
+    from mlacalc.cost.engine import OpCost
+    from mlacalc.words.dtypes import dtype_bits
+
+    d, width = model.hidden_size, model.num_attention_heads * model.head_dim
+    tokens = cost.batch * cost.q_len
+    a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype or model.weights_dtype)
+    weights = _bytes(d * width, w_bits)
+    gate = OpCost(
+        name="q_gate_proj",
+        stage="q_proj",
+        kind="matmul",
+        flops=2 * tokens * d * width,
+        bytes_read=weights + _bytes(tokens * d, a_bits),
+        bytes_written=_bytes(tokens * width, a_bits),
+        weight_bytes=weights,
+        cache_bytes_read=0,
+        cache_bytes_written=0,
+        shape=(1, tokens, width, d),
+    )
+    ops = list(cost.ops)
+    at = next((i + 1 for i, o in enumerate(ops) if o.stage == "q_proj"), 0)
+    ops.insert(at, gate)
+    stage = dict(cost.stage_flops)
+    stage["q_proj"] += cost.layers * gate.flops
+    return replace(
+        cost,
+        ops=tuple(ops),
+        stage_flops=stage,
+        fused_layer_bytes=cost.fused_layer_bytes + weights,
+    )

@@ -1,0 +1,876 @@
+"""The cost of one model step as a list of kernels (exact FLOPs and bytes, no time).
+
+A step (prefill, decode or a chunk) of a model runs, per decoder layer, its attention block and
+its FFN (dense or mixture of experts), then the final norm and the output head. This module
+lists the kernels a serving engine runs for it as :class:`mlacalc.words.kernels.Kernel` records, the
+vocabulary the time layers (:mod:`mlacalc.timemodel.predict`, :mod:`mlacalc.timemodel`) turn into
+seconds; nothing here knows a device.
+
+Kernels, per layer kind (``calls`` = the layers of that kind, FLOPs and bytes per call):
+
+- attention block: one ``gemm`` per projection (query, key/value down- and up-projections,
+  the absorbed ``W_UK`` / ``W_UV`` products, output projection; ``m``, ``n``, ``k``,
+  ``groups`` from the engine's op shapes), the attention core as one flash-style kernel
+  (``attention_prefill`` / ``attention_decode`` for MHA/GQA/MQA, ``mla_prefill`` for MLA with
+  expanded heads, ``mla_decode`` for MLA in latent space, whatever the phase), and its norms and
+  RoPE as ``elementwise`` kernels; a DSA layer (DeepSeek sparse attention) runs its lightning
+  indexer before the core (:func:`indexer_kernels`) and its core attends the top-k keys only;
+- linear-attention layer (Gated DeltaNet, Kimi Delta Attention): its projections, short
+  convolution and delta rule as GEMMs of exact shape and its gated norm as an
+  ``elementwise`` kernel (:func:`mlacalc.cost.linear.linear_kernels`), the fixed state per
+  sequence read and written as memory;
+- FFN: a dense FFN as an up (gate and up together) ``gemm``, the activation (``elementwise``)
+  and a down ``gemm``; a MoE layer as its router (``gemm``), the routed experts as one ``moe``
+  kernel and the shared experts like a dense FFN;
+- the layer's two norms, the embedding lookup, the final norm (``elementwise``) and the output
+  head (``gemm`` on one token per sequence, the token that is sampled).
+
+Bytes of a kernel: what it reads and writes once (weights, its input and output activations,
+the cache rows it reads or writes). The new cache rows are written by the key/value
+down-projection that produces them; the attention core reads the cached rows of the attended
+keys once (MLA's latent rows once for scores and values) and never writes the score matrix.
+
+Two byte totals, and which one is "fused": :attr:`mlacalc.AttentionCost.fused_bytes` is the
+*ideal fused lower bound* of an attention layer (each weight once, the layer's input and output
+once, the attended cache rows once, the new rows once): the one figure mlacalc calls fused
+bytes (``docs/conventions.md``). The kernels here move more: each kernel also reads and writes
+the activations it hands to the next one (the query, the absorbed query, the core's output).
+For DeepSeek-V3 decode at 4,096 keys, batch 1, bf16 weights, one layer: 378,963,072 fused
+bytes; the attention GEMMs and core move 379,668,736 bytes (709,760 bytes of activations handed
+between kernels more, less the 4,096 bytes of norm weights the element-wise kernels read), and
+the two latent norms and RoPE 45,312 bytes more. :func:`attention_traffic_bytes` gives these
+figures for any model and step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost
+from mlacalc.cost.params import (
+    FFNShape,
+    expert_shape,
+    ffn_shape,
+    layer_norms,
+    router_params,
+    shared_experts_shape,
+)
+from mlacalc.models.loading import ModelConfig
+from mlacalc.words import arguments as args
+from mlacalc.words.dtypes import canonical_dtype, dtype_bits
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.kernels import Kernel
+from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Impl, Phase, Scope
+
+__all__ = [
+    "FFN_ACTIVATION_FLOPS_PER_ELEMENT",
+    "KERNEL_STAGES",
+    "as_stored",
+    "attention_kernels",
+    "attention_traffic_bytes",
+    "checkpoint_stored",
+    "indexer_kernels",
+    "kernel_stage",
+    "moe_active_experts",
+    "step_kernels",
+    "stored_dtype",
+    "stored_experts",
+]
+
+#: Nominal FLOPs per element of the FFN activation: SiLU (or GELU) and, gated, the product.
+FFN_ACTIVATION_FLOPS_PER_ELEMENT = 5
+
+#: Kernel name -> the stage of the breakdown it belongs to (attention stages as the engine's).
+KERNEL_STAGES: dict[str, str] = {
+    "q_proj": "q_proj",
+    "q_a_proj": "q_proj",
+    "q_b_proj": "q_proj",
+    "kv_proj": "kv_proj",
+    "kv_a_proj": "kv_proj",
+    "kv_b_proj": "kv_up",
+    "q_absorb": "absorb",
+    "o_absorb": "absorb",
+    "attention": "core",
+    "o_proj": "o_proj",
+    "indexer_q_proj": "q_proj",
+    "indexer_weights_proj": "q_proj",
+    "indexer_k_proj": "kv_proj",
+    "indexer_scores": "core",
+    "indexer_topk": "core",
+    "q_a_layernorm": "norm",
+    "kv_a_layernorm": "norm",
+    "rope": "rope",
+    "embedding": "embedding",
+    "input_norm": "norm",
+    "post_attention_norm": "norm",
+    "final_norm": "norm",
+    "dense_ffn_up": "ffn",
+    "dense_ffn_act": "ffn",
+    "dense_ffn_down": "ffn",
+    "router": "ffn",
+    "routed_experts": "ffn",
+    "shared_experts_up": "ffn",
+    "shared_experts_act": "ffn",
+    "shared_experts_down": "ffn",
+    "lm_head": "head",
+    # linear-attention layers (mlacalc.cost.linear) and Qwen3-Next's query gate
+    "q_gate_proj": "q_proj",
+    "linear_in_proj": "kv_proj",
+    "linear_gate_proj": "kv_proj",
+    "linear_conv": "core",
+    "linear_core": "core",
+    "linear_core_qk": "core",
+    "linear_core_solve": "core",
+    "linear_core_inverse": "core",
+    "linear_core_apply": "core",
+    "linear_core_state": "core",
+    "linear_core_pv": "core",
+    "linear_norm": "norm",
+    "linear_o_proj": "o_proj",
+}
+
+#: Attention ops whose work a serving kernel does inside a neighbour (their bytes are counted
+#: there): the cache write (in the key/value projection), the score product, softmax and value
+#: product (in the attention core), layout copies (none in a fused kernel).
+_FUSED_AWAY = ("cache_write", "scores", "softmax", "pv", "q_assemble", "k_assemble")
+
+
+def kernel_stage(name: str) -> str:
+    """The breakdown stage of a kernel of :func:`step_kernels` (``"core"``, ``"ffn"``, ...)."""
+    try:
+        return KERNEL_STAGES[name]
+    except KeyError:
+        raise InvalidArgumentError("name", f"no step kernel is called {name!r}") from None
+
+
+def _gemm_dtype(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
+    """The class a GEMM runs as: a product by weights the class of their dtype
+    (:func:`weight_gemm_class`); every other product the activation dtype."""
+    return weight_gemm_class(weight_dtype, act_dtype) if has_weight else act_dtype
+
+
+def weight_gemm_class(weight_dtype: str, act_dtype: str = "bf16") -> str:
+    """The GEMM (and MoE) class of a product by weights of ``weight_dtype`` under
+    ``act_dtype`` activations: the one rule the model step (:func:`step_kernels`) and the
+    serving step (:class:`mlacalc.serving.gpu_step.StepModel`) share. fp8 weights run the fp8
+    GEMMs (DeepSeek-V3 style), fp4 weights the fp4 GEMMs; integer weights under 16-bit
+    activations the weight-only GEMMs (:func:`weight_only_class`); any other weights the
+    activation dtype. The class names the weights' format, not a device: on a device whose
+    tensor cores lack that format (fp8 on A100, fp4 before Blackwell) the time model runs the
+    dequantizing weight-only kernel instead (:func:`mlacalc.timemodel.kernel_time.device_batch`)."""
+    if weight_dtype.startswith("fp8") or weight_dtype == "fp4":
+        return weight_dtype
+    if act_dtype in ("bf16", "fp16") and weight_only_class(weight_dtype):
+        return weight_only_class(weight_dtype)
+    return act_dtype
+
+
+def weight_only_class(weight_dtype: str) -> str:
+    """The weight-only GEMM class of integer weights under 16-bit activations (``"w8a16"``,
+    ``"w4a16"``), or ``""`` for any other weight dtype."""
+    return f"w{weight_dtype[3:]}a16" if weight_dtype in ("int8", "int4") else ""
+
+
+def _gemm(
+    name: str, dtype: str, flops: int, nbytes: int, shape: tuple[int, ...], calls: int, **extra: int
+) -> Kernel:
+    groups, m, n, k = shape
+    return Kernel(
+        name=name,
+        kind="gemm",
+        dtype=dtype,
+        flops=flops,
+        bytes=nbytes,
+        calls=calls,
+        shape={"m": m, "n": n, "k": k, "groups": groups, **extra},
+    )
+
+
+def _elementwise(
+    name: str, dtype: str, flops: int, nbytes: int, elements: int, calls: int
+) -> Kernel:
+    return Kernel(
+        name=name,
+        kind="elementwise",
+        dtype=dtype,
+        flops=flops,
+        bytes=nbytes,
+        calls=calls,
+        shape={"elements": elements},
+    )
+
+
+def _core_kind(model: ModelConfig, impl: str, phase: str) -> str:
+    if model.is_mla:
+        return "mla_decode" if impl in ("absorbed", "absorbed_merged") else "mla_prefill"
+    return "attention_decode" if phase == "decode" else "attention_prefill"
+
+
+def _core_kernel(
+    model: ModelConfig,
+    cost: AttentionCost,
+    ops: dict[str, OpCost],
+    act_dtype: str,
+    calls: int,
+    window: int | None,
+    kv_dtype: Any = "bf16",
+) -> Kernel:
+    """Scores, softmax and values as one flash-style kernel: the query and the attended cache
+    rows read once (MLA's latent once for both products), the output written once, the score
+    matrix never materialised."""
+    scores, pv, softmax = ops["scores"], ops["pv"], ops["softmax"]
+    act_read = (scores.bytes_read - scores.cache_bytes_read) + (
+        pv.bytes_read - pv.cache_bytes_read - softmax.bytes_written
+    )
+    latent = model.is_mla and cost.impl in ("absorbed", "absorbed_merged")
+    cache_read = (
+        max(scores.cache_bytes_read, pv.cache_bytes_read)
+        if latent
+        else scores.cache_bytes_read + pv.cache_bytes_read
+    )
+    if model.is_mla and latent:
+        n_kv, d_qk, d_v = 1, model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
+    elif model.is_mla:
+        n_kv = model.num_attention_heads
+        d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
+    else:
+        n_kv, d_qk, d_v = model.num_key_value_heads, model.head_dim, model.head_dim
+    shape = {
+        "batch": cost.batch,
+        "q_len": cost.q_len,
+        "kv_len": cost.seq_len,
+        "n_heads": model.num_attention_heads,
+        "n_kv": n_kv,
+        "head_dim_qk": d_qk,
+        "head_dim_v": d_v,
+        "window": window or 0,
+        "causal": int(cost.causal),
+    }
+    kind = _core_kind(model, cost.impl, cost.phase)
+    dtype = act_dtype
+    if kind in ("attention_decode", "mla_decode"):
+        # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
+        # the fp8 decode kernels (GQA and MLA alike)
+        from mlacalc.words.dtypes import resolve_kv_layout
+
+        if resolve_kv_layout(kv_dtype).name.startswith("fp8"):
+            dtype = "fp8"
+    if kind == "attention_decode":
+        # attention sinks keep the RoPE pre-kernel a kernel of its own
+        from mlacalc.cost.families import arch_of
+
+        arch = arch_of(model)
+        shape["sinks"] = int(bool(arch is not None and arch.sinks))
+    if kind in ("attention_decode", "attention_prefill", "mla_prefill", "mla_decode"):
+        # the step times RoPE and the cache append as kernels of their own (``rope``), so the
+        # attention kernel (decode or prefill) does not count the RoPE + append pre-kernel the
+        # measured rows include
+        rope = ops.get("rope")
+        shape["rope_kernel"] = 0 if rope is not None and rope.bytes else 1
+    return Kernel(
+        name="attention",
+        kind=kind,
+        dtype=dtype,
+        flops=scores.flops + pv.flops,
+        bytes=act_read + cache_read + pv.bytes_written,
+        calls=calls,
+        shape=shape,
+    )
+
+
+#: Bytes of one indexer logit (float32) and of one selected key's index (int32).
+_LOGIT_BYTES = 4
+_INDEX_BYTES = 4
+
+
+def indexer_kernels(
+    cost: AttentionCost,
+    model: ModelConfig,
+    act_dtype: str,
+    weight_dtype: str,
+    calls: int = 1,
+    kv_dtype: Any = "bf16",
+) -> list[Kernel]:
+    """The lightning indexer of one DSA layer: what picks the ``index_topk`` keys the core
+    attends. Empty for a model without one.
+
+    - ``indexer_q_proj`` (``gemm``): an indexer query of ``index_head_dim`` values per indexer
+      head from the query latent (``q_lora_rank`` wide; the hidden state without one);
+    - ``indexer_weights_proj`` (``gemm``): one weight per indexer head from the hidden state;
+    - ``indexer_k_proj`` (``gemm``): one indexer key per new token from the hidden state, its
+      LayerNorm's weights read and the new keys written to the indexer cache here;
+    - ``indexer_scores`` (``mla_decode`` in decode, every query head sharing one key as in
+      latent decode; ``attention_prefill`` otherwise): ``2 n_i d_i`` FLOPs per (query, key)
+      pair over every key (causal or not as asked), the indexer keys of all ``seq_len``
+      tokens read once, one float32 logit per (query, key) written;
+    - ``indexer_topk`` (``elementwise``, no FLOPs: comparisons): the logits read, ``index_topk``
+      int32 key indices per query written.
+
+    Matmul FLOPs are the engine's (:func:`mlacalc.attention_cost` adds them to ``q_proj``,
+    ``kv_proj`` and ``core``); the indexer's norm and RoPE run inside its projections and
+    carry no FLOPs here, as the engine's element-wise figure has none for them.
+    """
+    if model.index_topk is None:
+        return []
+    from mlacalc.cost.engine import attended_pairs
+    from mlacalc.cost.families import indexer_row_bytes
+
+    d, heads, width = model.hidden_size, model.index_n_heads, model.index_head_dim
+    source = model.q_lora_rank or d
+    b, q, S = cost.batch, cost.q_len, cost.seq_len
+    tokens = b * q
+    a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype)
+    gemm_dtype = _gemm_dtype(act_dtype, weight_dtype, True)
+    row = indexer_row_bytes(model, kv_dtype)
+    norm_weights = _bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
+    pairs = attended_pairs(q, S, None, cost.causal)
+    logits = b * q * S * _LOGIT_BYTES
+    return [
+        _gemm(
+            "indexer_q_proj",
+            gemm_dtype,
+            2 * tokens * source * heads * width,
+            _bytes(source * heads * width, w_bits)
+            + _bytes(tokens * (source + heads * width), a_bits),
+            (1, tokens, heads * width, source),
+            calls,
+        ),
+        _gemm(
+            "indexer_weights_proj",
+            gemm_dtype,
+            2 * tokens * d * heads,
+            _bytes(d * heads, w_bits) + _bytes(tokens * (d + heads), a_bits),
+            (1, tokens, heads, d),
+            calls,
+        ),
+        _gemm(
+            "indexer_k_proj",
+            gemm_dtype,
+            2 * tokens * d * width,
+            _bytes(d * width, w_bits) + norm_weights + _bytes(tokens * d, a_bits) + tokens * row,
+            (1, tokens, width, d),
+            calls,
+        ),
+        Kernel(
+            name="indexer_scores",
+            kind="mla_decode" if cost.phase == "decode" else "attention_prefill",
+            dtype=act_dtype,
+            flops=2 * b * heads * width * pairs,
+            bytes=_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
+            calls=calls,
+            shape={
+                "batch": b,
+                "q_len": q,
+                "kv_len": S,
+                "n_heads": heads,
+                "n_kv": 1,
+                "head_dim_qk": width,
+                "head_dim_v": 0,
+                "window": 0,
+                "causal": int(cost.causal),
+            },
+        ),
+        _elementwise(
+            "indexer_topk",
+            act_dtype,
+            0,
+            logits + tokens * min(model.index_topk, S) * _INDEX_BYTES,
+            b * q * S,
+            calls,
+        ),
+    ]
+
+
+def attention_kernels(
+    cost: AttentionCost,
+    model: ModelConfig,
+    act_dtype: str,
+    weight_dtype: str,
+    calls: int = 1,
+    window: int | None = -1,
+    kv_dtype: Any = "bf16",
+) -> list[Kernel]:
+    """The serving kernels of one attention layer, from the engine's op costs of that layer.
+
+    ``cost`` is an :func:`mlacalc.attention_cost` of ``model`` (its ``ops`` are one layer's).
+    The order is the order the layer runs them. ``window``: the sliding window of these
+    layers (default: the model's ``sliding_window``; a DSA layer's core attends
+    ``index_topk`` keys). ``kv_dtype``: the cache layout (a DSA layer's indexer keys).
+    """
+    if cost.variant == "linear":  # a linear-attention layer (mlacalc.cost.linear)
+        from mlacalc.cost.linear import linear_kernels
+
+        return linear_kernels(cost, model, act_dtype, weight_dtype, calls)
+    if window == -1:
+        window = model.sliding_window if model.index_topk is None else model.index_topk
+    ops = {o.name: o for o in cost.ops}
+    cache_writes = sum(o.cache_bytes_written for o in cost.ops)
+    out: list[Kernel] = []
+    first_kv = True
+    core_done = False
+    for op in cost.ops:
+        if op.name in _FUSED_AWAY:
+            if op.name in ("scores",) and not core_done:
+                out += indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
+                out.append(_core_kernel(model, cost, ops, act_dtype, calls, window, kv_dtype))
+                core_done = True
+            continue
+        if op.kind != "matmul":
+            if op.bytes:  # (RoPE of a model without it moves nothing)
+                elements = op.bytes_written * 8 // dtype_bits(act_dtype)
+                out.append(_elementwise(op.name, act_dtype, op.flops, op.bytes, elements, calls))
+            continue
+        nbytes = op.bytes
+        if op.stage == "kv_proj" and first_kv:
+            nbytes += cache_writes  # the new cache rows, written once by the kernel making them
+            first_kv = False
+        has_weight = op.weight_bytes > 0
+        out.append(
+            _gemm(
+                op.name,
+                _gemm_dtype(act_dtype, weight_dtype, has_weight),
+                op.flops,
+                nbytes,
+                op.shape,
+                calls,
+            )
+        )
+    return out
+
+
+def attention_traffic_bytes(
+    model: ModelConfig | str, phase: str, seq_len: int, batch: int = 1, **kwargs: Any
+) -> dict[str, int]:
+    """One attention layer's bytes two ways, and what separates them.
+
+    ``fused_bytes``: the ideal fused lower bound (:attr:`mlacalc.AttentionCost.fused_bytes`
+    per layer); ``kernel_bytes``: what the serving kernels of :func:`attention_kernels` move
+    (GEMMs and core; ``norm_rope_bytes`` the element-wise kernels apart); ``handoff_bytes``:
+    the activations kernels hand to each other (``kernel_bytes + norm weights - fused_bytes``).
+    """
+    m = as_model(model)
+    cost = attention_cost(one_layer(m), phase, seq_len, batch, **kwargs)
+    w = canonical_dtype(kwargs.get("weight_dtype") or m.weights_dtype)
+    a = canonical_dtype(kwargs.get("act_dtype") or "bf16")
+    kernels = attention_kernels(cost, m, a, w, kv_dtype=kwargs.get("kv_dtype", "bf16"))
+    big = sum(k.bytes for k in kernels if k.kind != "elementwise")
+    small = sum(k.bytes for k in kernels if k.kind == "elementwise")
+    norm_weights = sum(o.weight_bytes for o in cost.ops if o.kind != "matmul")
+    return {
+        "fused_bytes": cost.fused_layer_bytes,
+        "kernel_bytes": big,
+        "norm_rope_bytes": small,
+        "handoff_bytes": big + norm_weights - cost.fused_layer_bytes,
+    }
+
+
+# ------------------------------------------------------------------------------ FFN and head
+
+
+def moe_active_experts(experts: int, topk: int, tokens: int) -> int:
+    """Experts a batch of ``tokens`` touches on average under uniform routing, in whole experts.
+
+    Each token picks ``topk`` of ``experts``; the expected number of distinct experts picked is
+    ``E (1 - (1 - k/E)^T)``, rounded up, and never more than ``min(E, T k)``.
+    """
+    expected = experts * (1.0 - (1.0 - topk / experts) ** tokens)
+    return max(1, min(experts, tokens * topk, math.ceil(expected - 1e-9)))
+
+
+def _bytes(elements: int, bits: int) -> int:
+    return -(-elements * bits // 8)
+
+
+@dataclass(frozen=True)
+class _Dtypes:
+    act: str
+    weight: str
+    a_bits: int
+    w_bits: int
+
+
+def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -> list[Kernel]:
+    """A dense feed-forward block: up (gate and up together), activation, down."""
+    d, up = f.hidden, f.up_width
+    bias = f.bias
+    up_w = d * up + (up if bias else 0)
+    down_w = f.inter * d + (d if bias else 0)
+    dtype = _gemm_dtype(dt.act, dt.weight, True)
+    act_in = up
+    return [
+        _gemm(
+            f"{prefix}_up",
+            dtype,
+            2 * tokens * d * up,
+            _bytes(up_w, dt.w_bits) + _bytes(tokens * (d + up), dt.a_bits),
+            (1, tokens, up, d),
+            calls,
+        ),
+        _elementwise(
+            f"{prefix}_act",
+            dt.act,
+            FFN_ACTIVATION_FLOPS_PER_ELEMENT * tokens * f.inter,
+            _bytes(tokens * (act_in + f.inter), dt.a_bits),
+            tokens * f.inter,
+            calls,
+        ),
+        _gemm(
+            f"{prefix}_down",
+            dtype,
+            2 * tokens * f.inter * d,
+            _bytes(down_w, dt.w_bits) + _bytes(tokens * (f.inter + d), dt.a_bits),
+            (1, tokens, d, f.inter),
+            calls,
+        ),
+    ]
+
+
+def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[Kernel]:
+    E, k, d = m.n_routed_experts, m.num_experts_per_tok, m.hidden_size
+    router = router_params(m)
+    out = [
+        _gemm(
+            "router",
+            _gemm_dtype(dt.act, dt.weight, True),
+            2 * tokens * d * E,
+            _bytes(router, dt.w_bits) + _bytes(tokens * (d + E), dt.a_bits),
+            (1, tokens, E, d),
+            calls,
+        )
+    ]
+    expert = expert_shape(m)
+    active = moe_active_experts(E, k, tokens)
+    out.append(
+        Kernel(
+            name="routed_experts",
+            kind="moe",
+            dtype=_gemm_dtype(dt.act, dt.weight, True),
+            flops=2 * tokens * k * expert.weights,
+            bytes=_bytes(active * expert.params, dt.w_bits) + _bytes(2 * tokens * k * d, dt.a_bits),
+            calls=calls,
+            shape={
+                "tokens": tokens,
+                "hidden": d,
+                "inter": expert.inter,
+                "experts": E,
+                "topk": k,
+                "active_experts": active,
+                "max_tokens_per_expert": -(-tokens * k // active),
+                "gated": int(expert.gated),
+            },
+        )
+    )
+    if m.n_shared_experts:
+        out += _ffn_block("shared_experts", shared_experts_shape(m), tokens, dt, calls)
+    return out
+
+
+def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int) -> Kernel:
+    nbytes = _bytes(2 * tokens * d, dt.a_bits) + _bytes(weights, dt.w_bits)
+    return _elementwise(
+        name, dt.act, NORM_FLOPS_PER_ELEMENT * tokens * d, nbytes, tokens * d, calls
+    )
+
+
+# ------------------------------------------------------------------------------ checkpoint reads
+
+#: Step kernel -> the checkpoint tensors of one layer it reads as its weights (names after
+#: ``model.layers.<i>.``; ``lm_head`` at the top level). ``q_absorb`` and ``o_absorb`` read
+#: the key and value rows of ``kv_b_proj`` (``W_UK`` and ``W_UV``).
+_READS: dict[str, tuple[str, ...]] = {
+    "q_proj": (r"self_attn\.q_proj\.(weight|bias)",),
+    "q_a_proj": (r"self_attn\.q_a_proj\.weight",),
+    "q_b_proj": (r"self_attn\.q_b_proj\.weight",),
+    "kv_proj": (r"self_attn\.[kv]_proj\.(weight|bias)",),
+    "kv_a_proj": (r"self_attn\.kv_a_proj_with_mqa\.weight",),
+    "kv_b_proj": (r"self_attn\.kv_b_proj\.weight",),
+    "o_proj": (r"self_attn\.o_proj\.(weight|bias)",),
+    "indexer_q_proj": (r"self_attn\.indexer\.wq_b\.weight",),
+    "indexer_k_proj": (r"self_attn\.indexer\.wk\.weight",),
+    "indexer_weights_proj": (r"self_attn\.indexer\.weights_proj\.weight",),
+    "dense_ffn_up": (r"mlp\.(gate|up|gate_up)_proj\.(weight|bias)",),
+    "dense_ffn_down": (r"mlp\.down_proj\.(weight|bias)",),
+    "shared_experts_up": (r"mlp\.shared_experts?\.(gate|up|gate_up)_proj\.(weight|bias)",),
+    "shared_experts_down": (r"mlp\.shared_experts?\.down_proj\.(weight|bias)",),
+    "router": (r"mlp\.(gate|router)\.(weight|e_score_correction_bias)",),
+    "routed_experts": (r"mlp\.experts\.(gate|up|gate_up|down)_proj",),
+    "input_norm": (r"input_layernorm\.weight",),
+    "post_attention_norm": (r"post_attention_layernorm\.weight",),
+    "q_a_layernorm": (r"self_attn\.q_a_layernorm\.weight",),
+    "kv_a_layernorm": (r"self_attn\.kv_a_layernorm\.weight",),
+}
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """How one kernel's weights are stored in the checkpoint: their logical parameters, the
+    bytes they occupy (values and scales; kept tensors in bf16), and whether any of them is
+    quantized. For the routed experts, figures of one expert."""
+
+    params: int
+    bytes: int
+    quantized: bool
+
+
+def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
+    """:func:`_checkpoint_reads`'s reads, without the cache."""
+    from mlacalc.cost.quant import Tensor, _kept, _tensors, tensor_bytes
+
+    scheme = m.quantization
+    all_tensors = _tensors(m)
+    dense = next((i for i in range(m.num_hidden_layers) if not m.is_moe_layer(i)), None)
+    moe = next((i for i in range(m.num_hidden_layers) if m.is_moe_layer(i)), None)
+    layer_of = {
+        "dense_ffn_up": dense,
+        "dense_ffn_down": dense,
+        "shared_experts_up": moe,
+        "shared_experts_down": moe,
+        "router": moe,
+        "routed_experts": moe,
+    }
+    by_layer: dict[int, list[Tensor]] = {}
+    for t in all_tensors:
+        hit = re.match(r"model\.layers\.(\d+)\.(.*)", t.name)
+        if hit:
+            by_layer.setdefault(int(hit[1]), []).append(Tensor(hit[2], t.shape, t.role))
+    out: dict[str, _Stored] = {}
+
+    def stored(ts: list[Tensor], experts: int = 1) -> _Stored:
+        params = nbytes = 0
+        quantized = False
+        for t in ts:
+            payload, scales = tensor_bytes(t, scheme)
+            params += t.numel
+            nbytes += payload + scales
+            quantized = quantized or not _kept(t, scheme)
+        return _Stored(params // experts, nbytes // experts, quantized)
+
+    for name, patterns in _READS.items():
+        i = layer_of.get(name, 0)
+        if i is None:
+            continue
+        rx = re.compile("|".join(patterns))
+        ts = [t for t in by_layer.get(i, []) if rx.fullmatch(t.name)]
+        if not ts:
+            continue
+        out[name] = stored(ts, m.n_routed_experts if name == "routed_experts" else 1)
+    kv_b = [t for t in by_layer.get(0, []) if t.name == "self_attn.kv_b_proj.weight"]
+    if kv_b and m.is_mla:
+        (t,) = kv_b
+        heads = m.num_attention_heads
+        uk = Tensor(t.name, (heads * m.qk_nope_head_dim, t.shape[1]), t.role)
+        whole, part = out["kv_b_proj"], stored([uk])
+        out["q_absorb"] = part
+        out["o_absorb"] = _Stored(
+            whole.params - part.params, whole.bytes - part.bytes, whole.quantized
+        )
+    final = [t for t in all_tensors if t.name == "model.norm.weight"]
+    if final:
+        out["final_norm"] = stored(final)
+    head = [t for t in all_tensors if t.name == "lm_head.weight"] or [
+        t for t in all_tensors if t.name == "model.embed_tokens.weight"
+    ]
+    if head:
+        out["lm_head"] = stored(head)
+    return out
+
+
+@lru_cache(maxsize=64)
+def one_layer(m: ModelConfig) -> ModelConfig:
+    """``m`` cut to one layer (the unit attention costs are counted on), validated once per
+    model rather than on every call."""
+    return m.with_changes(num_hidden_layers=1)
+
+
+@lru_cache(maxsize=32)
+def _checkpoint_reads(m: ModelConfig) -> tuple[dict[str, _Stored], str]:
+    """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
+    its kind (every layer of a kind holds the same tensors), and the class its quantized
+    weights run as (:func:`stored_dtype`; the scheme is parsed once per model here, not on
+    every step)."""
+    return _tensor_reads(m), stored_dtype(m.quantization)
+
+
+def stored_dtype(scheme: Any) -> str:
+    """The kernel class a kernel with weights stored as ``scheme`` runs as: block-scaled fp8
+    as ``fp8_block``; MXFP4 experts as the weight-only ``w4a16_mxfp4`` MoE (4-bit values
+    dequantized to bf16 in the kernel, bf16 tensor rate); integer groups as weight-only
+    ``w4a16`` / ``w8a16`` (a time-model profile without that class times it by its bf16
+    class, reading the quantized bytes)."""
+    if scheme.method == "fp8":
+        return "fp8_block"
+    if scheme.method == "mxfp4":
+        return "w4a16_mxfp4"
+    return f"w{scheme.bits}a16"
+
+
+def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kernel]:
+    """The kernels with each weight read as the checkpoint stores it: the weights' bytes at
+    ``weights_dtype`` replaced by their checkpoint bytes (values and scales; kept tensors in
+    bf16), the class by the storage (:func:`stored_dtype`; a kernel whose weights are all
+    kept computes in the activation dtype). FLOPs, shapes and activation bytes unchanged."""
+    reads, quantized_class = _checkpoint_reads(m)
+    out = []
+    for k in kernels:
+        s = reads.get(k.name)
+        if s is None:
+            out.append(k)
+            continue
+        copies = k.shape["active_experts"] if k.kind == "moe" else 1
+        logical = _bytes(copies * s.params, dt.w_bits)
+        # a norm's weights are kept: the kernel keeps its class
+        kept = k.dtype if k.kind == "elementwise" else dt.act
+        dtype = quantized_class if s.quantized and k.kind != "elementwise" else kept
+        out.append(
+            Kernel(
+                name=k.name,
+                kind=k.kind,
+                dtype=dtype,
+                flops=k.flops,
+                bytes=k.bytes - logical + copies * s.bytes,
+                calls=k.calls,
+                shape=k.shape,
+            )
+        )
+    return out
+
+
+def as_stored(
+    kernels: list[Kernel], model: ModelConfig | str, act_dtype: str = "bf16"
+) -> list[Kernel]:
+    """``kernels`` of ``model`` built with its ``weights_dtype`` (the step's, or the eager
+    op-by-op sequence's, named as the step names them), with each weight read as the
+    checkpoint stores it (see :func:`step_kernels`); unchanged for a model without a
+    ``quantization_config``."""
+    m = as_model(model)
+    if not checkpoint_stored(m):
+        return list(kernels)
+    w, a = m.weights_dtype, canonical_dtype(act_dtype)
+    return _as_stored(list(kernels), m, _Dtypes(a, w, dtype_bits(a), dtype_bits(w)))
+
+
+def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
+    """Checkpoint bytes of one routed expert's matrices (values and scales) and the class
+    its MoE kernel runs as, for a model :func:`checkpoint_stored` reads as stored (what the
+    ``routed_experts`` kernel reads per expert it touches)."""
+    m = as_model(model)
+    reads, quantized_class = _checkpoint_reads(m)
+    s = reads["routed_experts"]
+    return s.bytes, quantized_class if s.quantized else "bf16"
+
+
+def checkpoint_stored(model: ModelConfig | str) -> bool:
+    """Whether :func:`step_kernels` without a ``weight_dtype`` reads ``model``'s weights as its
+    checkpoint stores them (a model that declares a ``quantization_config`` sized from
+    ``config.json``)."""
+    # (a model's quantization_config always parses to a scheme sized from config.json)
+    return getattr(as_model(model), "quantization_config", None) is not None
+
+
+# ------------------------------------------------------------------------------ the step
+
+
+def _attention_layers(
+    m: ModelConfig, one: AttentionCost, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a
+) -> list[Kernel]:
+    """The attention kernels of every layer: one set per kind of layer (``calls`` = its
+    layers) when the layers differ (sliding or chunked layers between full ones)."""
+    uniform = m.full_attention_interval is None and m.global_head_dim is None
+    if uniform and not m.full_attention_layers:
+        return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
+    from mlacalc.cost.families import kind_model, layer_pattern
+
+    cost = attention_cost(m, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    kinds = {k.label: k for k in layer_pattern(m).layers}
+    out: list[Kernel] = []
+    for label, group in zip(cost.group_labels, cost.groups):
+        kind = kinds[label]
+        window = kind.window if kind.attention == "sliding" else None
+        out += attention_kernels(group, kind_model(m, kind), a, w, group.layers, window, kv_dtype)
+    return out
+
+
+def step_kernels(
+    model: ModelConfig | str,
+    phase: Phase,
+    seq_len: int,
+    batch: int = 1,
+    q_len: int | None = None,
+    impl: Impl | None = None,
+    causal: bool = False,
+    weight_dtype: str | None = None,
+    kv_dtype: Any = "bf16",
+    act_dtype: str = "bf16",
+    scope: Scope = "model",
+) -> list[Kernel]:
+    """The kernels of one step of a model, in the order a layer runs them.
+
+    ``scope="model"``: the embedding lookup, every decoder layer (attention block with its
+    norms, dense FFN or MoE; ``calls`` = the layers of each kind), the final norm and the
+    output head. ``scope="attention_layer"``: one attention block alone (what the
+    microbenchmark times). Arguments as :func:`mlacalc.attention_cost`.
+
+    ``weight_dtype`` None: a model that declares its checkpoint's ``quantization_config``
+    reads each weight as the checkpoint stores it. Every GEMM and MoE kernel reads the
+    checkpoint bytes of the tensors it multiplies by (values and scales, from
+    :func:`mlacalc.cost.quant.tensor_bytes`; tensors the checkpoint keeps in bf16 at two bytes; the
+    absorbed ``q_absorb`` / ``o_absorb`` the key and value rows of ``kv_b_proj``; the routed
+    experts each touched expert's stored bytes) and runs as the class of that storage
+    (:func:`stored_dtype`; kept tensors in the activation dtype); the norms read their bf16
+    weights. FLOPs, shapes and activation bytes are as with the model's ``weights_dtype``.
+    Any other model, or a chosen ``weight_dtype``, reads every weight in that dtype.
+
+    Examples
+    --------
+    >>> ks = step_kernels("llama-3-8b", "decode", 4096, scope="attention_layer")
+    >>> [(k.name, k.kind) for k in ks]  # doctest: +NORMALIZE_WHITESPACE
+    [('q_proj', 'gemm'), ('kv_proj', 'gemm'), ('rope', 'elementwise'),
+     ('attention', 'attention_decode'), ('o_proj', 'gemm')]
+    >>> ks[3].bytes == 2 * (4096 + 4096 * 2 * 1024 + 4096)   # q in, K and V of 4096 keys, out
+    True
+    """
+    args.choice("scope", scope, SCOPES)
+    m = as_model(model)
+    chosen = args.dtype("weight_dtype", weight_dtype, allow_none=True)
+    w = chosen or m.weights_dtype
+    a = args.dtype("act_dtype", act_dtype)
+    dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
+    stored = chosen is None and checkpoint_stored(m)
+    one = one_layer(m)
+    cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    if scope == "attention_layer":
+        layer = attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
+        return _as_stored(layer, m, dt) if stored else layer
+
+    L, d = m.num_hidden_layers, m.hidden_size
+    tokens = batch * cost.q_len
+    n_norms, norm_w = layer_norms(m)
+    out = [_elementwise("embedding", a, 0, _bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
+    out.append(_norm("input_norm", tokens, norm_w, d, dt, L))
+    out += _attention_layers(m, cost, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    if n_norms > 1:
+        out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
+    moe_layers = m.num_moe_layers
+    dense_layers = L - moe_layers
+    if dense_layers:
+        out += _ffn_block("dense_ffn", ffn_shape(m), tokens, dt, dense_layers)
+    if moe_layers:
+        out += _moe_kernels(m, tokens, dt, moe_layers)
+    final_w = 2 * d if m.family in ("gpt2", "falcon") else d
+    out.append(_norm("final_norm", tokens, final_w, d, dt, 1))
+    V = m.vocab_size
+    out.append(
+        _gemm(
+            "lm_head",
+            _gemm_dtype(a, w, True),
+            2 * batch * d * V,
+            _bytes(V * d, dt.w_bits) + _bytes(batch * (d + V), dt.a_bits),
+            (1, batch, V, d),
+            1,
+        )
+    )
+    return _as_stored(out, m, dt) if stored else out

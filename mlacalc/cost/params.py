@@ -1,0 +1,276 @@
+"""Whole-model parameter accounting, exactly as the reference implementations hold weights.
+
+Counting rules (``docs/conventions.md``, Parameters): every weight and bias the Hugging Face
+implementation of the architecture holds, norm weights included, MoE routers (and DeepSeek-V3's
+``e_score_correction_bias``) included, a tied embedding counted once. MTP (next-n prediction)
+modules are reported apart from the main model; they share the embedding and the output head,
+so only their own weights are counted.
+
+``active`` is what one token's matmuls touch: everything except the routed experts
+it does not use and except the input embedding and position tables (lookups); the
+output head counts, and a tied table counts because it does the output matmul.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlacalc.cost.engine import attention_params
+from mlacalc.models.loading import ModelConfig
+from mlacalc.words import arguments as args
+from mlacalc.words.dtypes import dtype_bits
+
+__all__ = [
+    "FFNShape",
+    "ParamCounts",
+    "expert_shape",
+    "ffn_shape",
+    "layer_norms",
+    "param_counts",
+    "router_params",
+    "shared_experts_shape",
+    "weight_bytes",
+]
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of a model; every field is an exact integer.
+
+    ``breakdown`` splits ``total`` (main model, MTP excluded) into its parts;
+    ``attention_breakdown`` splits one layer's attention by projection.
+    """
+
+    model: str
+    total: int
+    active: int
+    attention_per_layer: int
+    embedding: int
+    mtp: int
+    mtp_active: int
+    breakdown: dict[str, int] = field(default_factory=dict)
+    attention_breakdown: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_with_mtp(self) -> int:
+        return self.total + self.mtp
+
+    @property
+    def non_embedding(self) -> int:
+        """Total minus the input embedding and position tables (and an untied head)."""
+        b = self.breakdown
+        return self.total - b["embedding"] - b["position_embedding"] - b["lm_head"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "total": self.total,
+            "active": self.active,
+            "attention_per_layer": self.attention_per_layer,
+            "embedding": self.embedding,
+            "mtp": self.mtp,
+            "mtp_active": self.mtp_active,
+            "non_embedding": self.non_embedding,
+            "breakdown": dict(self.breakdown),
+            "attention_breakdown": dict(self.attention_breakdown),
+        }
+
+
+@dataclass(frozen=True)
+class FFNShape:
+    """Shape of one feed-forward block (a dense FFN, one routed expert, or the shared experts).
+
+    Gated blocks (SwiGLU / GeGLU) hold ``gate`` and ``up`` (``hidden -> inter``) and ``down``
+    (``inter -> hidden``); ungated ones (GPT-2, Falcon) ``up`` and ``down`` with a GELU between.
+    """
+
+    hidden: int
+    inter: int
+    gated: bool
+    bias: bool
+
+    @property
+    def matrices(self) -> int:
+        """Weight matrices of the block: 3 gated, 2 ungated."""
+        return 3 if self.gated else 2
+
+    @property
+    def up_width(self) -> int:
+        """Output width of the up projection (gate and up together when gated)."""
+        return (self.matrices - 1) * self.inter
+
+    @property
+    def weights(self) -> int:
+        """Weight-matrix elements of the block."""
+        return self.matrices * self.hidden * self.inter
+
+    @property
+    def biases(self) -> int:
+        """Bias elements of the block (0 without biases)."""
+        return self.up_width + self.hidden if self.bias else 0
+
+    @property
+    def params(self) -> int:
+        return self.weights + self.biases
+
+
+def ffn_shape(m: ModelConfig, width: int | None = None) -> FFNShape:
+    """The dense FFN of a model (``width`` defaults to ``intermediate_size``)."""
+    gated = m.family not in ("gpt2", "falcon")
+    bias = bool(m.mlp_bias) if gated else bool(m.bias)
+    return FFNShape(m.hidden_size, m.intermediate_size if width is None else width, gated, bias)
+
+
+def expert_shape(m: ModelConfig) -> FFNShape:
+    """One routed expert of a MoE layer (gated, no biases)."""
+    return FFNShape(m.hidden_size, m.moe_intermediate_size, True, False)
+
+
+def shared_experts_shape(m: ModelConfig) -> FFNShape:
+    """The shared experts of a MoE layer as one gated block of ``n_shared x moe_intermediate``."""
+    return FFNShape(m.hidden_size, m.n_shared_experts * m.moe_intermediate_size, True, False)
+
+
+def router_params(m: ModelConfig) -> int:
+    """Parameters of a MoE router: the gate weight (and DeepSeek-V3's correction bias)."""
+    router = m.n_routed_experts * m.hidden_size
+    if m.topk_method == "noaux_tc":
+        router += m.n_routed_experts  # e_score_correction_bias
+    return router
+
+
+def layer_norms(m: ModelConfig) -> tuple[int, int]:
+    """Norms of one decoder layer: how many, and the parameters of each."""
+    d = m.hidden_size
+    if m.family == "gpt2":
+        return 2, 2 * d  # ln_1, ln_2: LayerNorm weight and bias
+    if m.family == "falcon":
+        count = 2 if (m.new_decoder_architecture or not m.parallel_attn) else 1
+        return count, 2 * d
+    return 2, d  # RMSNorm weights
+
+
+def _ffn_dense(m: ModelConfig, width: int) -> int:
+    """A dense FFN of the given width."""
+    return ffn_shape(m, width).params
+
+
+def _norms_per_layer(m: ModelConfig) -> int:
+    count, each = layer_norms(m)
+    return count * each
+
+
+def _final_norm(m: ModelConfig) -> int:
+    return 2 * m.hidden_size if m.family in ("gpt2", "falcon") else m.hidden_size
+
+
+def _moe_parts(m: ModelConfig) -> dict[str, int]:
+    """Parameters of one MoE FFN, split into routed experts, shared experts and router."""
+    expert = expert_shape(m).params
+    return {
+        "expert": expert,
+        "routed": m.n_routed_experts * expert,
+        "shared": shared_experts_shape(m).params if m.n_shared_experts else 0,
+        "router": router_params(m),
+    }
+
+
+def param_counts(model: ModelConfig | str) -> ParamCounts:
+    """Total, active and per-part parameter counts of a model.
+
+    Examples
+    --------
+    >>> param_counts("gpt2").total
+    124439808
+    >>> param_counts("llama-2-7b").total
+    6738415616
+    """
+    m = args.model(model)
+    from mlacalc.cost import families
+
+    if families.arch_of(m) is not None:
+        return families.param_counts(m)
+    d, V, L = m.hidden_size, m.vocab_size, m.num_hidden_layers
+    attn = attention_params(m)
+    attn_layer = sum(attn.values())
+    embedding = V * d
+    position = m.max_position_embeddings * d if m.family == "gpt2" else 0
+    lm_head = 0 if m.tie_word_embeddings else V * d
+    norms = L * _norms_per_layer(m) + _final_norm(m)
+
+    dense_ffn = routed = shared = router = 0
+    inactive = 0
+    moe = _moe_parts(m) if m.is_moe else None
+    for i in range(L):
+        if m.is_moe_layer(i):
+            routed += moe["routed"]
+            shared += moe["shared"]
+            router += moe["router"]
+            inactive += (m.n_routed_experts - m.num_experts_per_tok) * moe["expert"]
+        else:
+            dense_ffn += _ffn_dense(m, m.intermediate_size)
+
+    breakdown = {
+        "embedding": embedding,
+        "position_embedding": position,
+        "lm_head": lm_head,
+        "attention": L * attn_layer,
+        "dense_ffn": dense_ffn,
+        "moe_routed_experts": routed,
+        "moe_shared_experts": shared,
+        "moe_router": router,
+        "norms": norms,
+    }
+    total = sum(breakdown.values())
+    lookups = position + (embedding if lm_head else 0)  # a tied table does the output matmul
+    active = total - lookups - inactive
+
+    mtp = mtp_active = 0
+    if m.num_nextn_predict_layers:
+        # DeepSeek-V3 MTP module: enorm, hnorm, eh_proj (2d -> d), one MoE decoder layer,
+        # shared_head.norm; embedding and output head are shared with the main model.
+        layer = attn_layer + _norms_per_layer(m)
+        layer += (
+            (moe["routed"] + moe["shared"] + moe["router"])
+            if moe
+            else _ffn_dense(m, m.intermediate_size)
+        )
+        own = 2 * d + 2 * d * d + layer + d
+        mtp = m.num_nextn_predict_layers * own
+        per_active = own - (
+            (m.n_routed_experts - m.num_experts_per_tok) * moe["expert"] if moe else 0
+        )
+        mtp_active = m.num_nextn_predict_layers * per_active
+    return ParamCounts(
+        model=m.name,
+        total=total,
+        active=active,
+        attention_per_layer=attn_layer,
+        embedding=embedding,
+        mtp=mtp,
+        mtp_active=mtp_active,
+        breakdown=breakdown,
+        attention_breakdown=attn,
+    )
+
+
+def weight_bytes(
+    model: ModelConfig | str, dtype: str | None = None, include_mtp: bool = False
+) -> int:
+    """Bytes of the model's weights stored in ``dtype``.
+
+    Without ``dtype``, the checkpoint's own bytes: for a model that declares its
+    ``quantization_config``, the exact bytes of its quantized tensors with their scales and
+    of the tensors it keeps in bf16 (:func:`mlacalc.cost.quant.checkpoint_weights`); otherwise
+    every parameter in ``weights_dtype``."""
+    m = args.model(model)
+    dtype = args.dtype("dtype", dtype, allow_none=True)
+    include_mtp = args.flag("include_mtp", include_mtp)
+    if dtype is None and m.quantization_config is not None:
+        from mlacalc.cost.quant import checkpoint_weights
+
+        return checkpoint_weights(m, include_mtp).total_bytes
+    counts = param_counts(m)
+    n = counts.total + (counts.mtp if include_mtp else 0)
+    return -(-n * dtype_bits(dtype or m.weights_dtype) // 8)

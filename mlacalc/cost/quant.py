@@ -1,0 +1,452 @@
+"""Quantized checkpoints: exact weight bytes from a config's ``quantization_config``.
+
+Parameter counts stay logical (unquantized, as Hugging Face counts them); this module
+gives the bytes the checkpoint's tensors occupy, scales included, and names the
+tensors that stay in the high-precision dtype. Schemes:
+
+- ``fp8`` with block scales (DeepSeek-V3/V3.2, Kimi K2, MiniMax-M2): each projection
+  matrix ``[out, in]`` is stored as 1-byte e4m3 values plus one float32 scale per
+  ``weight_block_size`` block, ``ceil(out/bm) * ceil(in/bn)`` scales; embeddings, the
+  output head, norms, biases, MoE routers and ``modules_to_not_convert`` stay bf16.
+- ``mxfp4`` (GPT-OSS): the routed experts' matrices in 4-bit values (two per byte)
+  with one 1-byte power-of-two scale per 32 values; ``modules_to_not_convert``
+  (attention, router, embedding, head) and every bias stay bf16.
+- ``compressed-tensors`` integer groups (Kimi K2 Thinking / K2.5 int4): the targeted
+  ``Linear`` matrices in ``num_bits`` packed into int32 words, one bf16 scale per
+  ``group_size`` values of a row (a zero point too when asymmetric), and the int32
+  ``weight_shape`` pair of each packed matrix; ``ignore`` patterns stay bf16.
+
+A checkpoint that keeps its scheme outside ``config.json`` (NVIDIA's ModelOpt exports
+write ``hf_quant_config.json``) cannot be sized from ``config.json`` alone:
+:func:`quantization_scheme` says so in its ``note`` and :func:`quantized_weight_bytes`
+refuses it by name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from mlacalc.words.errors import ConfigError
+
+__all__ = [
+    "QuantScheme",
+    "QuantizedWeights",
+    "Tensor",
+    "checkpoint_part_bytes",
+    "checkpoint_weights",
+    "quantization_scheme",
+    "quantized_weight_bytes",
+    "scheme_of",
+    "tensor_bytes",
+]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight tensor of a checkpoint.
+
+    ``role`` is ``"linear"`` for a projection matrix ``[out, in]``, ``"experts"`` for
+    ``E`` stacked expert matrices ``[E, out, in]``, and ``"other"`` for embeddings,
+    norms, biases, router weights and anything else that is never quantized.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    role: str = "other"
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class QuantScheme:
+    """A checkpoint's quantization, read from ``quantization_config``."""
+
+    method: str  # "fp8", "mxfp4", "int4", ... or "external"
+    block: tuple[int, int] | None = None
+    group_size: int | None = None
+    bits: int = 16
+    symmetric: bool = True
+    experts_only: bool = False
+    keep: tuple[str, ...] = ()  # substrings: modules left unquantized
+    keep_regex: tuple[str, ...] = ()
+    note: str = ""
+
+    def describe(self) -> str:
+        """The scheme in a few words, as reports name it (``fp8 block 128x128``)."""
+        if self.method == "fp8":
+            return f"fp8 block {self.block[0]}x{self.block[1]}"
+        if self.method == "mxfp4":
+            return "mxfp4 experts"
+        if self.method == "external":
+            return "external (hf_quant_config.json)"
+        side = "" if self.symmetric else ", asymmetric"
+        return f"{self.method} group {self.group_size}{side}"
+
+
+@dataclass(frozen=True)
+class QuantizedWeights:
+    """Bytes of a quantized checkpoint's weights, split into quantized payload, scales and
+    the tensors kept in the high-precision dtype (named in ``kept``)."""
+
+    scheme: str
+    total_bytes: int
+    quantized_params: int
+    payload_bytes: int
+    scale_bytes: int
+    kept_params: int
+    kept_bytes: int
+    kept: tuple[str, ...]
+    note: str = ""
+    description: str = ""
+    kept_parts: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line for reports: ``fp8 block 128x128, 673.2 GB incl. 0.16 GB scales; bf16:
+        embedding, norms, router, output head``."""
+        kept = ", ".join(self.kept_parts) or "nothing"
+        return (
+            f"{self.description or self.scheme}, {self.total_bytes / 1e9:,.1f} GB incl. "
+            f"{self.scale_bytes / 1e9:,.2f} GB scales; bf16: {kept}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scheme": self.scheme,
+            "description": self.description,
+            "total_bytes": self.total_bytes,
+            "quantized_params": self.quantized_params,
+            "payload_bytes": self.payload_bytes,
+            "scale_bytes": self.scale_bytes,
+            "kept_params": self.kept_params,
+            "kept_bytes": self.kept_bytes,
+            "kept": list(self.kept),
+            "kept_parts": list(self.kept_parts),
+            "note": self.note,
+        }
+
+
+_EXTERNAL_NOTE = (
+    "this checkpoint keeps its quantization in a separate hf_quant_config.json "
+    "(NVIDIA ModelOpt export); config.json alone does not give its weight bytes"
+)
+
+
+def external_quantization(model: Any) -> str:
+    """The note of a model imported from a checkpoint that keeps its quantization outside
+    ``config.json`` (its weights are then sized by a dtype, not as stored), else ""."""
+    return next((d for d in getattr(model, "derived", ()) if _EXTERNAL_NOTE in d), "")
+
+
+def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") -> QuantScheme | None:
+    """The scheme a ``config.json`` declares, ``None`` for an unquantized checkpoint.
+
+    A config without ``quantization_config`` whose name or architecture marks a
+    ModelOpt export (``NVFP4``/``FP4``/``FP8`` in ``_name_or_path``) gives the
+    ``"external"`` scheme with a note.
+    """
+    q = data.get("quantization_config")
+    if q is None and isinstance(data.get("text_config"), Mapping):
+        q = data["text_config"].get("quantization_config")
+    if q is None:
+        name = str(data.get("_name_or_path", "")) + " " + origin
+        if re.search(r"nvfp4|modelopt", name, re.IGNORECASE):
+            return QuantScheme(method="external", note=_EXTERNAL_NOTE)
+        return None
+    return scheme_of(q, origin)
+
+
+def _names(value: Any, origin: str, field: str) -> tuple[str, ...]:
+    """A list of module names (``null`` for none)."""
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(
+            f"must be a list of module names, got {type(value).__name__}",
+            source=origin,
+            field=f"quantization_config.{field}",
+        )
+    if not all(isinstance(v, str) for v in value) or len(value) > 256:
+        raise ConfigError(
+            "must be a list of at most 256 module names",
+            source=origin,
+            field=f"quantization_config.{field}",
+        )
+    return tuple(value)
+
+
+def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
+    """The scheme of one ``quantization_config`` mapping (as config.json writes it).
+
+    Raises :class:`~mlacalc.words.errors.ConfigError` naming the key for a scheme the product
+    does not model (``quant_method`` other than fp8, mxfp4 or compressed-tensors integer
+    groups) or a malformed value.
+    """
+    if not isinstance(q, Mapping):
+        raise ConfigError("must be an object", source=origin, field="quantization_config")
+    method = q.get("quant_method")
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        if not (
+            isinstance(block, Sequence)
+            and not isinstance(block, str)
+            and len(block) == 2
+            and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
+        ):
+            raise ConfigError(
+                "fp8 checkpoints are modelled with block scales; weight_block_size must be "
+                f"two positive integers, got {block!r}",
+                source=origin,
+                field="quantization_config.weight_block_size",
+            )
+        keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
+        return QuantScheme(method="fp8", block=(block[0], block[1]), bits=8, keep=keep)
+    if method == "mxfp4":
+        keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
+        return QuantScheme(method="mxfp4", group_size=32, bits=4, experts_only=True, keep=keep)
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        if not isinstance(groups, Mapping) or len(groups) != 1:
+            raise ConfigError(
+                f"{len(groups) if isinstance(groups, Mapping) else 'no'} config_groups; "
+                "one group is modelled",
+                source=origin,
+                field="quantization_config.config_groups",
+            )
+        group = next(iter(groups.values()))
+        w = group.get("weights") if isinstance(group, Mapping) else None
+        targets = group.get("targets") if isinstance(group, Mapping) else None
+        if (
+            not isinstance(w, Mapping)
+            or not isinstance(targets, Sequence)
+            or list(targets) != ["Linear"]
+            or w.get("type") != "int"
+            or w.get("strategy") != "group"
+            or w.get("num_bits") not in (2, 4, 8)
+            or not isinstance(w.get("group_size"), int)
+            or isinstance(w.get("group_size"), bool)
+            or w["group_size"] <= 0
+        ):
+            raise ConfigError(
+                "only integer group quantization (2, 4 or 8 bits, a positive group_size) of "
+                "Linear layers is modelled",
+                source=origin,
+                field="quantization_config.config_groups",
+                fix="the nearest modelled scheme is int4 with group scales",
+            )
+        if q.get("format") != "pack-quantized":
+            raise ConfigError(
+                f"format {q.get('format')!r} is not modelled",
+                source=origin,
+                field="quantization_config.format",
+                fix="use pack-quantized",
+            )
+        ignore = _names(q.get("ignore"), origin, "ignore")
+        for pattern in ignore:
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except re.error as exc:
+                    raise ConfigError(
+                        f"{pattern[:60]!r} is not a regular expression ({exc})",
+                        source=origin,
+                        field="quantization_config.ignore",
+                    ) from None
+        return QuantScheme(
+            method=f"int{w['num_bits']}",
+            group_size=w["group_size"],
+            bits=w["num_bits"],
+            symmetric=bool(w.get("symmetric", True)),
+            keep=tuple(i for i in ignore if not i.startswith("re:")),
+            keep_regex=tuple(i[3:] for i in ignore if i.startswith("re:")),
+        )
+    raise ConfigError(
+        f"quant_method {str(method)[:60]!r} is not modelled",
+        source=origin,
+        field="quantization_config.quant_method",
+        fix="modelled: fp8 (block scales), mxfp4, compressed-tensors int groups; remove "
+        "quantization_config to size the weights by weights_dtype",
+    )
+
+
+_NEVER = re.compile(
+    r"(embed|lm_head|norm|\.gate\.weight$|router|e_score_correction_bias|weights_proj)"
+)
+
+
+def _matches(pattern: str, module: str) -> bool:
+    """``modules_to_not_convert`` semantics: a glob (``model.layers.*.self_attn``) matches
+    the module or a parent of it; a plain name matches whole dotted components."""
+    if "*" in pattern:
+        rx = re.escape(pattern).replace(r"\*", r"[^.]*")
+        return re.fullmatch(rx + r"(\..*)?", module) is not None
+    return f".{pattern}." in f".{module}."
+
+
+def _kept(t: Tensor, s: QuantScheme) -> bool:
+    if t.role not in ("linear", "experts") or _NEVER.search(t.name):
+        return True
+    if s.experts_only and t.role != "experts":
+        return True
+    module = t.name.rsplit(".", 1)[0]
+    if any(_matches(k, module) for k in s.keep):
+        return True
+    return any(re.fullmatch(r, module) for r in s.keep_regex)
+
+
+def _quantized(shape: tuple[int, ...], role: str, s: QuantScheme) -> tuple[int, int]:
+    """(payload bytes, scale bytes) of one quantized tensor."""
+    experts = shape[0] if role == "experts" else 1
+    out, inp = shape[-2], shape[-1]
+    if s.method == "fp8":
+        bm, bn = s.block
+        return experts * out * inp, experts * 4 * (-(-out // bm)) * (-(-inp // bn))
+    if s.method == "mxfp4":
+        return experts * out * inp // 2, experts * out * (-(-inp // 32))
+    # packed integer groups: 32 // bits values per int32 word along the row
+    per_word = 32 // s.bits
+    words = -(-inp // per_word)
+    groups = -(-inp // s.group_size)
+    scales = experts * out * groups * 2 * (1 if s.symmetric else 2)
+    return experts * out * words * 4, scales + experts * 8  # + int32 weight_shape pair
+
+
+def tensor_bytes(t: Tensor, scheme: QuantScheme, kept_dtype_bytes: int = 2) -> tuple[int, int]:
+    """(payload bytes, scale bytes) of one tensor stored as ``scheme``; a tensor the scheme
+    keeps is all payload, at ``kept_dtype_bytes`` per value, with no scales."""
+    if _kept(t, scheme):
+        return t.numel * kept_dtype_bytes, 0
+    return _quantized(t.shape, t.role, scheme)
+
+
+def quantized_weight_bytes(
+    tensors: Iterable[Tensor], scheme: QuantScheme, kept_dtype_bytes: int = 2
+) -> QuantizedWeights:
+    """Exact bytes of ``tensors`` stored as ``scheme`` (kept tensors at ``kept_dtype_bytes``)."""
+    if scheme.method == "external":
+        raise ConfigError(
+            scheme.note,
+            field="quantization_config",
+            fix="give the scheme in config.json's quantization_config, or size the "
+            "weights with weight_dtype",
+        )
+    q_params = payload = scales = kept_params = 0
+    kept: list[str] = []
+    for t in tensors:
+        if _kept(t, scheme):
+            kept_params += t.numel
+            kept.append(t.name)
+            continue
+        p, s = _quantized(t.shape, t.role, scheme)
+        q_params += t.numel
+        payload += p
+        scales += s
+    kept_bytes = kept_params * kept_dtype_bytes
+    return QuantizedWeights(
+        scheme=scheme.method,
+        total_bytes=payload + scales + kept_bytes,
+        quantized_params=q_params,
+        payload_bytes=payload,
+        scale_bytes=scales,
+        kept_params=kept_params,
+        kept_bytes=kept_bytes,
+        kept=tuple(_collapse(kept)),
+        note=scheme.note,
+        description=scheme.describe(),
+        kept_parts=tuple(dict.fromkeys(_kept_label(n) for n in kept)),
+    )
+
+
+def _kept_label(name: str) -> str:
+    """What a kept tensor is, in the words reports use (``norms``, ``router``, ...)."""
+    leaf = name.rsplit(".", 1)[-1]
+    if "embed" in name:
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "output head"
+    if "norm" in name:
+        return "norms"
+    if "router" in name or name.endswith(".gate.weight") or "correction_bias" in name:
+        return "router"
+    if "bias" in leaf:
+        return "biases"
+    if "sinks" in leaf:
+        return "attention sinks"
+    if ".self_attn." in name:
+        return "attention"
+    if "shared_expert" in name:
+        return "shared experts"
+    if ".experts." in name:
+        return "routed experts"
+    return "dense MLP"
+
+
+def checkpoint_weights(model: Any, include_mtp: bool = False) -> QuantizedWeights | None:
+    """The checkpoint bytes of a model that declares its quantization
+    (``ModelConfig.quantization_config``), over its tensors (MTP modules too with
+    ``include_mtp``); ``None`` for a model without one. Tensors the scheme keeps are
+    sized in bf16, the released dtype of every quantized checkpoint modelled here."""
+    if getattr(model, "quantization_config", None) is None:
+        return None
+    return _checkpoint_weights(model, bool(include_mtp))
+
+
+@lru_cache(maxsize=32)
+def _checkpoint_weights(model: Any, include_mtp: bool) -> QuantizedWeights:
+    """:func:`checkpoint_weights`, once per model (models are frozen and hashable)."""
+    return quantized_weight_bytes(_tensors(model, include_mtp), model.quantization)
+
+
+def _tensors(model: Any, include_mtp: bool = False) -> list[Tensor]:
+    """The model's checkpoint tensors; refused for a layout whose tensors are not listed
+    (GPT-2, Falcon), naming ``quantization_config``."""
+    from mlacalc.cost.families import tensors
+
+    if model.family in ("gpt2", "falcon"):
+        raise ConfigError(
+            f"checkpoint quantization is modelled for the Llama, DeepSeek and MiniCPM3 "
+            f"layouts, not {model.family}",
+            source=model.origin,
+            field="quantization_config",
+            fix="remove quantization_config to size the weights with weights_dtype",
+        )
+    return tensors(model, include_mtp=include_mtp)
+
+
+def checkpoint_part_bytes(model: Any) -> dict[str, tuple[int, int]] | None:
+    """Parameters and checkpoint bytes by part of the model, ``part -> (params, bytes)``,
+    with the parts of :func:`mlacalc.param_counts`'s breakdown (``embedding``, ``lm_head``,
+    ``attention``, ``norms``, ``dense_ffn``, ``moe_routed_experts``, ``moe_shared_experts``,
+    ``moe_router``) plus ``mtp`` for the MTP modules; ``None`` without a quantization.
+
+    A layout that splits a part over GPUs holds that part's bytes in proportion to its
+    parameters: exact for whole experts, and for a matrix split on scale-block bounds."""
+    scheme = getattr(model, "quantization", None)
+    if scheme is None:
+        return None
+    from mlacalc.cost.families import _part
+
+    main = _tensors(model)
+    every = _tensors(model, include_mtp=True) if model.num_nextn_predict_layers else main
+    out: dict[str, list[int]] = {}
+    for i, t in enumerate(every):
+        part = _part(t.name) if i < len(main) else "mtp"
+        payload, scales = tensor_bytes(t, scheme)
+        acc = out.setdefault(part, [0, 0])
+        acc[0] += t.numel
+        acc[1] += payload + scales
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _collapse(names: list[str]) -> list[str]:
+    """Projection names with layer indices folded (``model.layers.*.self_attn.q_proj.weight``)."""
+    seen: dict[str, None] = {}
+    for n in names:
+        seen[re.sub(r"\.\d+\.", ".*.", n)] = None
+    return list(seen)

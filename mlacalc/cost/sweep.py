@@ -1,0 +1,259 @@
+"""Vectorised sweeps: numpy arrays of lengths, batches or dimensions in, arrays out.
+
+The same generated functions as the exact scalar path are evaluated on float64
+arrays, so a sweep agrees with :func:`mlacalc.kv_cache_bytes` and
+:func:`mlacalc.attention_flops` wherever float64 is exact (below 2**53).
+
+>>> import numpy as np
+>>> from mlacalc import sweep
+>>> sweep("deepseek-v3", "kv_cache_bytes", seq_len=np.array([1, 1024])).tolist()
+[70272.0, 71958528.0]
+>>> heads = np.array([1, 8, 32])
+>>> sweep("llama-3-8b", "kv_cache_bytes", seq_len=1, num_key_value_heads=heads).tolist()
+[16384.0, 131072.0, 524288.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mlacalc.cost import _generated as gen
+from mlacalc.cost.engine import evaluate, model_dims, model_layer_key, resolve_impl
+from mlacalc.models.loading import ModelConfig
+from mlacalc.models.schema import BOUNDS
+from mlacalc.words import arguments as args
+from mlacalc.words.dtypes import KVLayout, dtype_bits
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.vocab import FIELD_SYMBOLS, PHASES, SWEEP_QUANTITIES, Impl, Phase
+
+__all__ = ["SWEEP_DIMENSIONS", "SWEEP_QUANTITIES", "sweep"]
+
+#: config field -> symbol it sets
+SWEEP_DIMENSIONS = FIELD_SYMBOLS
+
+
+def _counts(name: str, value: Any, hi: int) -> np.ndarray:
+    """A number or array of whole numbers in ``1 .. hi``, as float64 (exact below 2^53)."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise InvalidArgumentError(
+            name, f"must be a positive integer or an array of them, got {value!r}"
+        )
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(name, "must be a positive integer or an array of them") from None
+    if arr.dtype.kind not in "iuf" or arr.size == 0:
+        raise InvalidArgumentError(
+            name, f"must hold positive integers, got an array of {arr.dtype} with {arr.size} values"
+        )
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr != np.floor(arr)):
+        raise InvalidArgumentError(name, "must hold whole numbers of at least 1")
+    if np.any(arr > hi):
+        raise InvalidArgumentError(name, f"holds a value above the bound of {hi:,}")
+    return arr
+
+
+def _check_broadcast(arrays: dict[str, np.ndarray]) -> None:
+    """Arrays that numpy cannot broadcast together are refused, naming them and their shapes."""
+    shapes = {k: np.shape(v) for k, v in arrays.items() if np.ndim(v)}
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        seen: dict[str, tuple] = {}
+        for k, shape in shapes.items():
+            for j, other in seen.items():
+                try:
+                    np.broadcast_shapes(shape, other)
+                except ValueError:
+                    raise InvalidArgumentError(
+                        k,
+                        f"has shape {shape}, which does not broadcast against {j} of shape "
+                        f"{other}; give arrays of one length, or shape them to broadcast "
+                        f"(e.g. {j}[:, None] for a grid)",
+                    ) from None
+            seen[k] = shape
+
+
+def _pairs(q, S, window, causal):
+    keys = S if window is None else np.minimum(S, window)
+    if not causal:
+        return q * keys
+    lo, hi = S - q + 1, S
+
+    def tri(a, c):
+        return np.where(c >= a, (a + c) * (c - a + 1) / 2, 0.0)
+
+    if window is None:
+        return tri(lo, hi)
+    return np.where(
+        hi <= window,
+        tri(lo, hi),
+        np.where(lo >= window, q * window, tri(lo, window) + (hi - window) * window),
+    )
+
+
+def sweep(
+    model: ModelConfig | str,
+    quantity: str,
+    *,
+    seq_len: Any = 1,
+    batch: Any = 1,
+    phase: Phase = "decode",
+    q_len: Any = None,
+    impl: Impl | None = None,
+    causal: bool = False,
+    kv_dtype: str | int | KVLayout = "bf16",
+    weight_dtype: str | None = None,
+    act_dtype: str = "bf16",
+    **dimensions: Any,
+) -> np.ndarray:
+    """Evaluate a quantity over arrays of ``seq_len``, ``batch``, ``q_len`` or model dimensions.
+
+    Arrays broadcast against each other (numpy rules). ``dimensions`` override
+    config fields by their schema names (``num_key_value_heads``, ``kv_lora_rank``,
+    ... see :data:`SWEEP_DIMENSIONS`). Returns float64.
+    """
+    m = args.model(model)
+    args.choice("quantity", quantity, SWEEP_QUANTITIES)
+    args.choice("phase", phase, PHASES)
+    causal = args.flag("causal", causal)
+    layout = args.kv_layout("kv_dtype", kv_dtype)
+    weight_dtype = args.dtype("weight_dtype", weight_dtype, allow_none=True)
+    act_dtype = args.dtype("act_dtype", act_dtype)
+    unknown = [k for k in dimensions if k not in SWEEP_DIMENSIONS]
+    if unknown:
+        raise InvalidArgumentError(
+            unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
+        )
+    if (
+        m.full_attention_interval is not None
+        or m.attention_chunk_size is not None
+        or m.full_attention_layers
+    ):
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
+            "are alike: use kv_cache_bytes / attention_cost per value (exact)",
+        )
+    if m.index_topk is not None:
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} uses sparse attention with a lightning indexer (index_topk); sweep "
+            "does not model its indexer keys, indexer FLOPs or top-k window: use "
+            "kv_cache_bytes / attention_cost per value (exact)",
+        )
+    impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
+    values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
+    layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
+    own = model_dims(m)
+    for name in dimensions:  # a field the model's formulas do not use would be ignored
+        sym = SWEEP_DIMENSIONS[name]
+        if sym != "L" and (sym not in own or (sym == "d_cq" and not m.q_lora_rank)):
+            kind = "MLA" if m.is_mla else "MHA/GQA/MQA"
+            fix = (
+                "sweep it on a model with query compression (q_lora_rank set)"
+                if sym == "d_cq"
+                else "sweep one of "
+                + ", ".join(
+                    f
+                    for f, v in SWEEP_DIMENSIONS.items()
+                    if v == "L" or (v in own and (v != "d_cq" or m.q_lora_rank))
+                )
+            )
+            raise InvalidArgumentError(
+                name, f"is not a dimension of {m.label} ({kind} attention); {fix}"
+            )
+    for name, value in dimensions.items():
+        arr = _counts(name, value, BOUNDS.get(name, args.MAX_TOKENS))
+        if SWEEP_DIMENSIONS[name] == "L":
+            layers = arr
+        else:
+            values[SWEEP_DIMENSIONS[name]] = arr
+    S = _counts("seq_len", seq_len, args.MAX_TOKENS)
+    B = _counts("batch", batch, args.MAX_BATCH)
+    named = {"seq_len": S, "batch": B}
+    for k in dimensions:
+        named[k] = layers if SWEEP_DIMENSIONS[k] == "L" else values[SWEEP_DIMENSIONS[k]]
+    if not m.is_mla and ("num_key_value_heads" in named or "num_attention_heads" in named):
+        n_h, n_kv = values["n_h"], values["n_kv"]
+        try:
+            h, kv = np.broadcast_arrays(n_h, n_kv)
+            bad = bool(np.any(h % kv))
+        except ValueError:
+            bad = False  # reported below, naming the arrays
+        if bad:
+            swept = (
+                "num_key_value_heads" if "num_key_value_heads" in named else "num_attention_heads"
+            )
+            raise InvalidArgumentError(
+                swept,
+                "num_key_value_heads must divide num_attention_heads (each KV head serves a "
+                f"whole group of query heads), got {n_kv.astype(np.int64).tolist()} KV heads "
+                f"for {n_h.astype(np.int64).tolist()} heads",
+            )
+    if q_len is not None and phase == "chunk":
+        named["q_len"] = _counts("q_len", q_len, args.MAX_TOKENS)
+    _check_broadcast(named)
+    window = m.sliding_window
+    keys = S if window is None else np.minimum(S, window)
+    fns = gen.LAYERS[model_layer_key(m, impl_name)]
+    row = evaluate(fns.kv_row_elements, values)
+
+    def layout_bytes(main, rope):
+        rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
+        out = np.ceil(main * layout.bits / 8) + np.ceil(rope * rope_bits / 8)
+        if layout.scale_group:
+            out = out + np.ceil(main / layout.scale_group) * layout.scale_bytes
+        return out
+
+    # bytes of one cached row of the ops' layout, and of the cache the model keeps
+    # (MLA's serving default runs expanded ops in prefill but keeps the latent)
+    latent_cache = m.is_mla and (impl_name != "naive" or impl is None)
+    ops_row_bytes = (
+        layout_bytes(values["d_c"], values["d_rope"])
+        if (m.is_mla and impl_name != "naive")
+        else layout_bytes(row, 0.0)
+    )
+    row_bytes = layout_bytes(values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
+    if quantity == "kv_cache_bytes":
+        return np.asarray(layers * B * keys * row_bytes, dtype=np.float64)
+
+    if phase == "prefill":
+        q = S
+    elif phase == "decode":
+        q = np.ones_like(S)
+    elif phase == "chunk":
+        if q_len is None:
+            raise InvalidArgumentError("q_len", "phase='chunk' needs q_len")
+        q = _counts("q_len", q_len, args.MAX_TOKENS)
+        if np.any(q > S):
+            raise InvalidArgumentError("q_len", "must be between 1 and seq_len")
+    values.update(
+        B=B,
+        q=q,
+        S=keys,
+        P=_pairs(q, S, window, causal),
+        b=ops_row_bytes / row,
+        b_w=dtype_bits(weight_dtype or m.weights_dtype) / 8,
+        b_a=dtype_bits(act_dtype) / 8,
+    )
+    if quantity == "attention_flops":
+        return np.asarray(layers * evaluate(fns.matmul_flops, values), dtype=np.float64)
+    ops = evaluate(fns.ops, values)
+    if quantity == "unfused_bytes":
+        total = sum(
+            op.act_read + op.weight_read + op.cache_read + op.act_write + op.cache_write
+            for op in ops
+        )
+    else:
+        weights = sum(op.weight_read for op in ops)
+        total = (
+            weights
+            + 2 * B * q * values["d"] * values["b_a"]
+            + B * keys * row_bytes
+            + B * q * row_bytes
+        )
+    return np.asarray(layers * total, dtype=np.float64)

@@ -1,0 +1,144 @@
+"""User-facing symbolic formulas (imports sympy on first call only).
+
+>>> from mlacalc import formula
+>>> formula("kv_cache_elements", "mla")
+d_c + d_rope
+>>> formula("kv_cache_elements", "gqa")
+2*d_h*n_kv
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlacalc.words import arguments as args
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.vocab import (
+    MLA_IMPLEMENTATIONS,
+    PHASES,
+    QUANTITIES,
+    STAGES,
+    STANDARD_IMPL,
+    VARIANTS,
+    Impl,
+    Phase,
+    Variant,
+    serving_impl,
+)
+
+__all__ = ["QUANTITIES", "VARIANTS", "formula"]
+
+
+def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
+    from dataclasses import replace
+
+    from mlacalc.cost.formulas import mha, mla
+
+    if variant == "mla":
+        if impl is None:
+            # serving default: expanded K/V in prefill and chunk, absorbed in decode;
+            # the cache is the latent either way
+            layer = mla.layer(serving_impl(phase), q_lora)
+            latent = mla.layer("absorbed", q_lora)
+            return replace(
+                layer, kv_row_elements=latent.kv_row_elements, kv_row_bytes=latent.kv_row_bytes
+            )
+        if impl not in MLA_IMPLEMENTATIONS:
+            raise InvalidArgumentError(
+                "impl",
+                f"unknown MLA implementation {impl!r}; use one of "
+                + ", ".join(MLA_IMPLEMENTATIONS),
+            )
+        return mla.layer(impl, q_lora)
+    if impl not in (None, STANDARD_IMPL):
+        raise InvalidArgumentError(
+            "impl", f"{variant.upper()} has one implementation ('{STANDARD_IMPL}')"
+        )
+    return mha.layer()
+
+
+def formula(
+    quantity: str,
+    variant: Variant,
+    impl: Impl | None = None,
+    *,
+    phase: Phase | None = None,
+    stage: str | None = None,
+    causal: bool = False,
+    q_lora: bool = True,
+    bias: bool = False,
+    rope: bool = True,
+) -> Any:
+    """The sympy expression of a quantity for an attention variant.
+
+    Parameters
+    ----------
+    quantity
+        One of :data:`QUANTITIES`.
+    variant
+        ``"mha"`` (``n_kv = n_h``), ``"gqa"``, ``"mqa"`` (``n_kv = 1``) or ``"mla"``.
+    impl
+        MLA implementation (``naive``, ``compressed``, ``absorbed``, ``absorbed_merged``);
+        ``None`` follows the serving default (absorbed in decode, expanded otherwise).
+    phase
+        For FLOPs and bytes: ``"prefill"`` (``q = S``), ``"decode"`` (``q = 1``) or
+        ``"chunk"`` (``q`` stays a symbol). ``None`` keeps ``q`` and the pair count
+        ``P`` as symbols.
+    stage
+        Restrict ``attention_flops`` to one stage (``q_proj``, ``kv_proj``, ``kv_up``,
+        ``absorb``, ``core``, ``o_proj``).
+    causal
+        Count only the pairs a causal kernel needs: ``P = q (2 S - q + 1) / 2``.
+    q_lora
+        MLA with query compression (``d_cq``) or a plain ``W_Q``.
+
+    Examples
+    --------
+    >>> formula("attention_flops", "mla", "absorbed", phase="decode", stage="core")
+    2*B*L*S*n_h*(2*d_c + d_rope)
+    """
+    args.choice("quantity", quantity, QUANTITIES)
+    args.choice("variant", variant, VARIANTS)
+    args.choice("phase", phase, PHASES, allow_none=True)
+    args.choice("stage", stage, STAGES, allow_none=True)
+    if impl is not None and not isinstance(impl, str):
+        raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
+    causal, q_lora = args.flag("causal", causal), args.flag("q_lora", q_lora)
+    bias, rope = args.flag("bias", bias), args.flag("rope", rope)
+    if stage is not None and quantity != "attention_flops":
+        raise InvalidArgumentError("stage", "only attention_flops is broken down by stage")
+
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+
+    layer = _layer(variant, impl, phase, q_lora)
+
+    if quantity == "kv_cache_elements":
+        expr = layer.kv_row_elements
+    elif quantity == "kv_cache_bytes":
+        expr = s.L * s.B * s.S * layer.kv_row_bytes
+    elif quantity == "attention_params":
+        expr = sp.Add(*layer.params.values())
+    elif quantity == "attention_flops":
+        expr = s.L * layer.matmul_flops(stage)
+    elif quantity == "elementwise_flops":
+        expr = s.L * layer.elementwise_flops()
+    elif quantity == "unfused_bytes":
+        expr = s.L * layer.unfused_bytes()
+    else:
+        expr = s.L * layer.fused_bytes()
+
+    subs: dict = {s.beta_qkv: int(bias), s.beta_o: int(bias), s.rho: int(rope)}
+    if variant == "mha":
+        subs[s.n_kv] = s.n_h
+    elif variant == "mqa":
+        subs[s.n_kv] = 1
+    expr = expr.subs(subs)
+    pairs = s.q * (2 * s.S - s.q + 1) / 2 if causal else s.q * s.S
+    expr = expr.subs(s.P, pairs)
+    if phase == "prefill":
+        expr = expr.subs(s.q, s.S)
+    elif phase == "decode":
+        expr = expr.subs(s.q, 1)
+    return sp.factor(expr)

@@ -1,0 +1,510 @@
+"""The hardware catalogue: what a kernel model needs to know about a device.
+
+One YAML file per device in ``mlacalc/data/hardware/``: dense tensor rates per dtype, HBM
+bandwidth and capacity, SM count, L2 size, the clock of the quoted tensor peak, the
+scale-up link (NVLink, Infinity Fabric or PCIe) and the scale-out network per GPU with
+their latencies, and the GPUs per node. ``source`` cites the device's documents and
+``field_sources`` names the source of every figure. Peaks are dense (no 2:4 sparsity)
+tensor-core rates with FP32 accumulate unless a file says otherwise; units are in the
+field names (decimal: 1 TFLOP/s = 1e12 FLOP/s, 1 GB = 1e9 B; ``l2_mib`` is 2^20 B);
+link bandwidths are per GPU in each direction. A device the microbenchmark measured
+loads from its sidecar with ``"measured:<set name>"`` (or the path of the ``.json``): its
+peaks are the measured matmul and copy ceilings.
+
+Names are case-insensitive. A family name that fits several entries (``"A100"``) is an
+error listing them; a family name with one usual meaning (``"H100"``) resolves to it and
+says so in the spec's ``alias_note``; the systems of the shared measured sets
+(``"h100_sxm"``, ``"a100_sxm"``) resolve to their catalogue devices.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Any
+
+from mlacalc.data import HARDWARE, MEASUREMENTS
+from mlacalc.words.dtypes import canonical_dtype
+from mlacalc.words.errors import (
+    AmbiguousHardwareError,
+    ConfigError,
+    InvalidArgumentError,
+    UnknownDtypeError,
+    UnknownHardwareError,
+)
+
+__all__ = [
+    "AmbiguousHardwareError",
+    "HardwareSpec",
+    "UnknownHardwareError",
+    "load_hardware",
+    "measured_sets",
+    "shipped_hardware",
+]
+
+_NUMBER_FIELDS = (
+    "memory_bandwidth_gb_per_s",
+    "memory_gb",
+    "sm_count",
+    "l2_mib",
+    "boost_clock_mhz",
+    "scale_up_gb_per_s",
+    "scale_up_latency_us",
+    "scale_out_gb_per_s",
+    "scale_out_latency_us",
+    "gpus_per_node",
+    "launch_latency_us",
+    "compute_capability",
+)
+_FIELDS = {
+    "name",
+    "display_name",
+    "vendor",
+    "form_factor",
+    "peak_tflops",
+    "accumulate",
+    "source",
+    "notes",
+    "kind",
+    "scale_up_link",
+    "scale_out_link",
+    "field_sources",
+    "architecture",
+    *_NUMBER_FIELDS,
+}
+_REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
+
+#: A family name with one usual meaning: the entry it resolves to.
+ALIASES: dict[str, str] = {
+    "h100": "H100-SXM",
+    "h200-sxm": "H200",
+    "h800-sxm": "H800",
+    "b200-hgx": "B200",
+    "rtx4090": "RTX-4090",
+    "rtx4080": "RTX-4080",
+    "4090": "RTX-4090",
+    "4080": "RTX-4080",
+}
+#: The systems of aiconfigurator-layout measured sets and the catalogue device each one is.
+MEASURED_SYSTEMS: dict[str, str] = {
+    "h100_sxm": "H100-SXM",
+    "a100_sxm": "A100-SXM-80GB",
+    "h200_sxm": "H200",
+    "b200_sxm": "B200",
+    "l40s": "L40S",
+}
+#: A family name with several entries: it lists them instead of picking one.
+FAMILIES: dict[str, tuple[str, ...]] = {"a100": ("A100-SXM-80GB", "A100-PCIe-40GB")}
+
+
+def lookup_peak(peaks: dict[str, float], dtype: str) -> float | None:
+    """The rate for ``dtype`` in a dtype -> FLOP/s table (fp8 variants share ``fp8``; a device
+    without fp8 units runs fp8 weights upcast at its bf16 rate), or None."""
+    key = canonical_dtype(dtype)
+    key = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(key, key)
+    if key in peaks:
+        return peaks[key]
+    if key == "fp8" and "bf16" in peaks:
+        return peaks["bf16"]
+    return None
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """A device: dense peak FLOP/s per dtype, bandwidth, capacity.
+
+    ``measured`` is true when the peaks are ceilings the microbenchmark measured;
+    ``launch_latency_s`` is the measured per-op latency, or ``None`` for catalogue entries.
+    """
+
+    name: str
+    display_name: str
+    kind: str  # "gpu" or "cpu"
+    peak_flops_per_s: dict[str, float]
+    memory_bandwidth_bytes_per_s: float
+    memory_bytes: int
+    sm_count: int | None = None
+    accumulate: str = "fp32"
+    vendor: str = ""
+    form_factor: str = ""
+    source: tuple[str, ...] = ()
+    notes: str = ""
+    measured: bool = False
+    launch_latency_s: float | None = None
+    origin: str = field(default="", compare=False)
+    l2_bytes: int | None = None
+    boost_clock_hz: float | None = None
+    scale_up_link: str = ""
+    scale_up_bytes_per_s: float | None = None
+    scale_up_latency_s: float | None = None
+    scale_out_link: str = ""
+    scale_out_bytes_per_s: float | None = None
+    scale_out_latency_s: float | None = None
+    gpus_per_node: int | None = None
+    field_sources: dict[str, str] = field(default_factory=dict, compare=False)
+    alias_note: str = field(default="", compare=False)
+    #: the vendor's architecture name ("Hopper", "Ada Lovelace", "CDNA 3"), and for an NVIDIA
+    #: GPU its CUDA compute capability (9.0 for Hopper): what decides which kernels a library
+    #: builds for the device. None where the file does not say.
+    architecture: str = ""
+    compute_capability: float | None = None
+
+    def link(self, n_gpus: int) -> tuple[float, float]:
+        """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
+        scale-up link within a node, the scale-out network across nodes. A missing latency is 0
+        (the time model's fixed cost per call stands for it); a missing bandwidth is an error."""
+        within = self.gpus_per_node is None or n_gpus <= self.gpus_per_node
+        if within or n_gpus <= 1:
+            bw, lat, what = self.scale_up_bytes_per_s, self.scale_up_latency_s, "scale_up_gb_per_s"
+        else:
+            bw, lat, what = (
+                self.scale_out_bytes_per_s,
+                self.scale_out_latency_s,
+                "scale_out_gb_per_s",
+            )
+        if bw is None:
+            raise InvalidArgumentError(
+                "hardware",
+                f"{self.name} has no {what} for a group of {n_gpus} GPUs; "
+                f"add it to a hardware file (see docs/hardware.md)",
+            )
+        return bw, lat or 0.0
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype`` (fp8 at the bf16 rate on a device without fp8)."""
+        value = lookup_peak(self.peak_flops_per_s, dtype)
+        if value is None:
+            raise InvalidArgumentError(
+                "dtype",
+                f"{self.name} has no {canonical_dtype(dtype)} peak; known: "
+                + ", ".join(self.peak_flops_per_s),
+            )
+        return value
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte where bf16 (or the first listed dtype) turns compute-bound."""
+        dtype = "bf16" if "bf16" in self.peak_flops_per_s else next(iter(self.peak_flops_per_s))
+        return self.peak(dtype) / self.memory_bandwidth_bytes_per_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "display_name": self.display_name,
+            "kind": self.kind,
+            "peak_flops_per_s": dict(self.peak_flops_per_s),
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+            "memory_bytes": self.memory_bytes,
+            "sm_count": self.sm_count,
+            "accumulate": self.accumulate,
+            "measured": self.measured,
+            "launch_latency_s": self.launch_latency_s,
+            "source": list(self.source),
+            "notes": self.notes,
+            "l2_bytes": self.l2_bytes,
+            "boost_clock_hz": self.boost_clock_hz,
+            "scale_up_link": self.scale_up_link,
+            "scale_up_bytes_per_s": self.scale_up_bytes_per_s,
+            "scale_up_latency_s": self.scale_up_latency_s,
+            "scale_out_link": self.scale_out_link,
+            "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
+            "scale_out_latency_s": self.scale_out_latency_s,
+            "gpus_per_node": self.gpus_per_node,
+            "field_sources": dict(self.field_sources),
+            "alias_note": self.alias_note,
+            "architecture": self.architecture,
+            "compute_capability": self.compute_capability,
+        }
+
+
+def _catalogue_dir() -> Path:
+    return HARDWARE
+
+
+def _measurements_dir() -> Path:
+    return MEASUREMENTS
+
+
+def shipped_hardware() -> list[str]:
+    return sorted(p.stem for p in _catalogue_dir().glob("*.yaml"))
+
+
+def measured_sets() -> list[str]:
+    """Names of the committed measurement sets (``measured:<name>`` loads their device)."""
+    return sorted(p.stem for p in _measurements_dir().glob("*.json"))
+
+
+def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(
+            f"must be a positive finite number, got {value!r}",
+            source=origin,
+            field=key,
+            fix="give the datasheet figure in the unit the field name says",
+        )
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"must be a positive integer, got {value!r}", source=origin, field=key)
+    return value
+
+
+#: FLOPs per byte of memory traffic at which a device turns compute-bound (its ridge point,
+#: per dtype): the catalogue's devices lie between 136 and 1,169, and a slow CUDA-core or CPU
+#: rate can be near 1; a peak or a bandwidth typed in the wrong unit (PFLOP/s for TFLOP/s, TB/s
+#: for GB/s) moves it a thousandfold, out of this range (an H200's bf16 peak typed in PFLOP/s:
+#: 0.21 FLOP per byte)
+RIDGE_RANGE = (0.5, 20_000.0)
+
+
+def _check_units(origin: str, flops: dict[str, float], bandwidth: float) -> None:
+    """A clear error for a peak or bandwidth whose ridge point no real device has: a unit slip."""
+    lo, hi = RIDGE_RANGE
+    for dtype, peak in flops.items():
+        ridge = peak / bandwidth
+        if lo <= ridge <= hi:
+            continue
+        raise ConfigError(
+            f"({peak / 1e12:,.4g} TFLOP/s) over memory_bandwidth_gb_per_s ({bandwidth / 1e9:,.4g} "
+            f"GB/s) is {ridge:,.3g} FLOP per byte, where real devices lie between about {lo:g} "
+            f"and {hi:,.0f}",
+            source=origin,
+            field=f"peak_tflops.{dtype}",
+            fix="check the units: peak_tflops in dense TFLOP/s (989.5 for an H100's bf16, not "
+            "0.99), memory_bandwidth_gb_per_s in GB/s (3350, not 3.35)",
+        )
+
+
+def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
+    if not isinstance(data, dict):
+        raise ConfigError("a hardware file must hold a mapping of fields", source=origin)
+    unknown = [k for k in data if k not in _FIELDS]
+    if unknown:
+        close = get_close_matches(str(unknown[0]), list(_FIELDS), n=1)
+        raise ConfigError(
+            "is not a hardware field",
+            source=origin,
+            field=str(unknown[0]),
+            fix=f"did you mean '{close[0]}'?" if close else "see docs/hardware.md",
+        )
+    for key in _REQUIRED:
+        if key not in data:
+            raise ConfigError("is missing", source=origin, field=key)
+    peaks = data["peak_tflops"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise ConfigError(
+            "must map dtypes to dense TFLOP/s, e.g. {bf16: 989.5}",
+            source=origin,
+            field="peak_tflops",
+        )
+    flops = {}
+    for dtype, value in peaks.items():
+        try:
+            key = canonical_dtype(str(dtype))
+        except UnknownDtypeError as exc:
+            raise ConfigError(str(exc), source=origin, field="peak_tflops") from None
+        flops[key] = float(_number(origin, f"peak_tflops.{dtype}", value)) * 1e12
+    source = data["source"]
+    source = (source,) if isinstance(source, str) else tuple(source)
+    sm = data.get("sm_count")
+    if sm is not None:
+        _number(origin, "sm_count", sm, integer=True)
+    latency = data.get("launch_latency_us")
+    if latency is not None:
+        latency = _number(origin, "launch_latency_us", latency) * 1e-6
+    kind = data.get("kind", "gpu")
+    if kind not in ("gpu", "cpu"):
+        raise ConfigError(f"must be gpu or cpu, got {kind!r}", source=origin, field="kind")
+    opt = {
+        k: (
+            _number(origin, k, data[k], integer=k in ("sm_count", "gpus_per_node"))
+            if data.get(k) is not None
+            else None
+        )
+        for k in (
+            "l2_mib",
+            "boost_clock_mhz",
+            "scale_up_gb_per_s",
+            "scale_up_latency_us",
+            "scale_out_gb_per_s",
+            "scale_out_latency_us",
+            "gpus_per_node",
+            "compute_capability",
+        )
+    }
+    sources = data.get("field_sources", {}) or {}
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        raise ConfigError(
+            "must map field names to the source of each figure",
+            source=origin,
+            field="field_sources",
+        )
+    stray = [k for k in sources if k not in _FIELDS]
+    if stray:
+        raise ConfigError(
+            "names a field the file does not have", source=origin, field=f"field_sources.{stray[0]}"
+        )
+
+    def scaled(key: str, factor: float) -> float | None:
+        return None if opt[key] is None else float(opt[key]) * factor
+
+    bandwidth = float(
+        _number(origin, "memory_bandwidth_gb_per_s", data["memory_bandwidth_gb_per_s"])
+    )
+    _check_units(origin, flops, bandwidth * 1e9)
+
+    return HardwareSpec(
+        name=str(data["name"]),
+        display_name=str(data.get("display_name", data["name"])),
+        kind=kind,
+        peak_flops_per_s=flops,
+        memory_bandwidth_bytes_per_s=bandwidth * 1e9,
+        memory_bytes=round(float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9),
+        sm_count=sm,
+        accumulate=str(data.get("accumulate", "fp32")),
+        vendor=str(data.get("vendor", "")),
+        form_factor=str(data.get("form_factor", "")),
+        source=source,
+        notes=str(data.get("notes", "")),
+        launch_latency_s=latency,
+        origin=origin,
+        l2_bytes=None if opt["l2_mib"] is None else round(opt["l2_mib"] * 2**20),
+        boost_clock_hz=scaled("boost_clock_mhz", 1e6),
+        scale_up_link=str(data.get("scale_up_link", "")),
+        scale_up_bytes_per_s=scaled("scale_up_gb_per_s", 1e9),
+        scale_up_latency_s=scaled("scale_up_latency_us", 1e-6),
+        scale_out_link=str(data.get("scale_out_link", "")),
+        scale_out_bytes_per_s=scaled("scale_out_gb_per_s", 1e9),
+        scale_out_latency_s=scaled("scale_out_latency_us", 1e-6),
+        gpus_per_node=None if opt["gpus_per_node"] is None else int(opt["gpus_per_node"]),
+        field_sources={str(k): v for k, v in sources.items()},
+        architecture=str(data.get("architecture", "")),
+        compute_capability=scaled("compute_capability", 1.0),
+    )
+
+
+def read_sidecar(path: Path) -> dict:
+    """The JSON sidecar of a measurement set, checked to be an ``mlacalc.bench/1`` file."""
+    try:
+        meta = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
+        ) from None
+    if not isinstance(meta, dict) or meta.get("schema") != "mlacalc.bench/1":
+        raise ConfigError(
+            "is not an mlacalc.bench/1 measurement sidecar",
+            source=str(path),
+            field="schema",
+            fix="pass the .json that mlacalc bench wrote",
+        )
+    for key in ("ceilings", "device", "rows_file"):
+        if key not in meta:
+            raise ConfigError("is missing", source=str(path), field=key)
+    return meta
+
+
+def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
+    """The device of a measurement set, with its measured ceilings as peaks."""
+    path = Path(json_path)
+    meta = read_sidecar(path)
+    device, ceilings = meta["device"], meta["ceilings"]
+    memory = device.get("memory_bytes")
+    if memory is None and device["kind"] == "cpu":
+        memory = _host_memory()
+    return HardwareSpec(
+        name=f"measured:{path.stem}",
+        display_name=f"{device['name']} (measured)",
+        kind="gpu" if device["kind"] == "cuda" else "cpu",
+        peak_flops_per_s={
+            canonical_dtype(k): float(v) for k, v in ceilings["matmul_flops_per_s"].items()
+        },
+        memory_bandwidth_bytes_per_s=float(ceilings["copy_bytes_per_s"]),
+        memory_bytes=int(memory or 0),
+        sm_count=device.get("sm_count"),
+        source=(f"measured by mlacalc bench: {path.name}",),
+        notes=f"{device['threads']} threads, torch {device['torch_version']}",
+        measured=True,
+        launch_latency_s=float(ceilings["launch_latency_s"]),
+        origin=str(path),
+    )
+
+
+def _host_memory() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpec:
+    """A device spec: a shipped name (``"H100-SXM"``, ``"h200"``), a YAML path,
+    ``"measured:<set>"`` for a committed measurement set, or a measurement ``.json``."""
+    if isinstance(name_or_path, HardwareSpec):
+        return name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise InvalidArgumentError(
+            "hardware", f"must be a hardware name or a file path, got {name_or_path!r}"
+        )
+    text = os.fspath(name_or_path).strip()
+    known = {n.lower(): n for n in shipped_hardware()}
+    key = text.lower()
+    if key in known:
+        path = _catalogue_dir() / f"{known[key]}.yaml"
+        return _load_yaml(path)
+    if key in FAMILIES:
+        raise AmbiguousHardwareError(text, FAMILIES[key])
+    target = ALIASES.get(key) or MEASURED_SYSTEMS.get(key)
+    if target is not None and target.lower() in known:
+        import dataclasses
+
+        spec = _load_yaml(_catalogue_dir() / f"{target}.yaml")
+        return dataclasses.replace(spec, alias_note=f"'{text}' means {target}")
+    if text.lower().startswith("measured:"):
+        set_name = text.split(":", 1)[1]
+        path = _measurements_dir() / f"{set_name}.json"
+        if not path.is_file():
+            raise UnknownHardwareError(
+                text, [f"measured:{s}" for s in measured_sets()] + shipped_hardware()
+            )
+        return hardware_from_measurements(path)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return hardware_from_measurements(path) if path.suffix == ".json" else _load_yaml(path)
+    if os.sep in text or text.endswith((".yaml", ".yml", ".json")):
+        raise InvalidArgumentError(
+            "hardware",
+            f"'{text}': no such file (check the path, or give a shipped hardware name)",
+        )
+    raise UnknownHardwareError(
+        text, shipped_hardware() + [f"measured:{s}" for s in measured_sets()]
+    )
+
+
+_CACHE: dict[tuple[str, str], HardwareSpec] = {}
+
+
+def _load_yaml(path: Path) -> HardwareSpec:
+    from mlacalc.words.safeio import parse_yaml as parse_yaml_text
+    from mlacalc.words.safeio import read_text as _read_text
+
+    text = _read_text(path)
+    key = (str(path), text)  # a file edited in place is read again
+    if key not in _CACHE:
+        data = parse_yaml_text(text, key[0])
+        if data is None:
+            raise ConfigError("is empty", source=key[0])
+        _CACHE[key] = hardware_from_dict(data, key[0])
+    return _CACHE[key]

@@ -1,0 +1,236 @@
+"""Measured sets as fitting observations, and row predictions of mapped tables.
+
+A measured table mapped onto kernels (:func:`mlacalc.measured.mapping.map_table`) gives, per row,
+the kernels the row timed. A table whose rows each hold one main kernel (every GEMM, attention,
+MLA, MoE and collective table) is fitted on: its main kernel class is fitted against the
+measured time less the predicted time of the row's minor kernels (quantize, element-wise).
+Composite rows (the MLA module tables: projections, norms, attention) are never fitted on;
+they check the fitted kernels together.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.words.errors import ConfigError
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = [
+    "MINOR_KINDS",
+    "NOT_CALLS",
+    "kernel_set_device",
+    "observations_of",
+    "predict_mapped",
+    "read_kernel_set",
+]
+
+#: Tables whose rows are not kernel calls and are never fitted on. (``computescale_perf`` is a
+#: difference of two timings, dynamic minus static quantization: the one kernel more a dynamic
+#: quantization launches, the absolute-maximum reduction. It is fitted as that kernel's own
+#: class, the ``amax`` variant of ``quantize``, which no other table and no step uses.)
+NOT_CALLS: tuple[str, ...] = ()
+
+#: Kernel classes that ride along with a row's main kernel and are predicted, not fitted.
+MINOR_KINDS = ("elementwise", "quantize")
+
+
+def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
+    return KernelBatch(
+        batch.kind,
+        batch.dtype,
+        batch.flops[idx],
+        batch.bytes[idx],
+        batch.calls[idx],
+        {k: v[idx] for k, v in batch.shape.items()},
+        batch.variant,
+    )
+
+
+def predict_mapped(
+    mapped: Any,
+    hardware: HardwareSpec | str | None = None,
+    profile: Profile | str | os.PathLike | None = None,
+) -> np.ndarray:
+    """Predicted seconds of every row of a mapped table (the sum of its kernels); NaN where the
+    row is not predicted. ``hardware`` defaults to the table's device."""
+    from mlacalc.timemodel.kernel_time import predict_batch
+
+    hw = load_hardware(hardware if hardware is not None else mapped.table.device)
+    prof = load_profile(profile)
+    n = len(mapped.table)
+    total = np.zeros(n)
+    for part in mapped.parts:
+        total += np.bincount(part.rows, weights=predict_batch(part.batch, hw, prof), minlength=n)
+    return np.where(mapped.modelled, total, np.nan)
+
+
+def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
+    from mlacalc.timemodel.fit import Observations
+    from mlacalc.timemodel.kernel_time import predict_batch
+
+    table = mapped.table
+    modelled = np.asarray(mapped.modelled, dtype=bool)
+    n = len(table)
+    if table.table in NOT_CALLS or not mapped.parts:
+        return []
+    main = [p for p in mapped.parts if p.batch.kind not in MINOR_KINDS] or list(mapped.parts)
+    counts = np.bincount(np.concatenate([p.rows for p in main]), minlength=n)
+    if np.any(counts[modelled] != 1):
+        return []  # composite rows (several main kernels): validated, not fitted
+    hw = load_hardware(table.device)
+    minor = np.zeros(n)
+    for p in mapped.parts:
+        if all(p is not q for q in main):
+            minor += np.bincount(p.rows, weights=predict_batch(p.batch, hw, profile), minlength=n)
+    out = []
+    for p in main:
+        keep = modelled[p.rows]
+        if not keep.any():
+            continue
+        rows = p.rows[keep]
+        seconds = table.seconds[rows] - minor[rows]
+        ok = seconds > 0
+        if not ok.any():
+            continue
+        out.append(
+            Observations(
+                device=table.device,
+                table=table.table,
+                batch=_take(p.batch, np.flatnonzero(keep)[ok]),
+                seconds=seconds[ok],
+                source=table.source,
+            )
+        )
+    return out
+
+
+#: GPU name fragments (as CUDA reports them) -> catalogue device; the first match wins.
+GPU_NAMES = (
+    (("H100", "PCIE"), "H100-PCIe"), (("H100",), "H100-SXM"), (("H200",), "H200"),
+    (("H800",), "H800"), (("B200",), "B200"), (("A100", "PCIE"), "A100-PCIe-40GB"),
+    (("A100",), "A100-SXM-80GB"), (("L40S",), "L40S"), (("4090",), "RTX-4090"),
+    (("4080",), "RTX-4080"), (("MI300X",), "MI300X"),
+)  # fmt: skip
+
+
+def kernel_set_device(meta: dict, json_path: Path) -> str:
+    """The catalogue device a ``calibrate`` run was taken on (matched by the GPU's name, e.g.
+    ``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else the run's own measured ceilings (the path
+    of its sidecar, which :func:`mlacalc.load_hardware` reads)."""
+    device = meta.get("device", {})
+    name = str(device.get("name", "")).upper()
+    if device.get("kind") == "cuda":
+        for parts, entry in GPU_NAMES:
+            if all(part in name for part in parts):
+                return entry
+    return str(json_path)
+
+
+def read_kernel_set(path: str | os.PathLike) -> list:
+    """Fitting observations of a microbenchmark ``calibrate`` run (``mlacalc bench --preset
+    calibrate``): one per kernel class, rows with status ``ok``."""
+    import csv
+
+    from mlacalc.hardware.catalogue import read_sidecar
+    from mlacalc.timemodel.fit import Observations
+
+    p = Path(path)
+    if p.suffix == ".csv":
+        p = p.with_suffix(".json")
+    meta = read_sidecar(p)
+    if meta.get("preset") != "calibrate":
+        raise ConfigError(
+            "is a microbenchmark run of attention layers, not of the kernel vocabulary",
+            source=str(p),
+            field="preset",
+            fix="run mlacalc bench --preset calibrate, or validate it instead",
+        )
+    rows_path = p.parent / str(meta["rows_file"])
+    try:
+        with open(rows_path, newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.DictReader(fh) if r.get("status") == "ok"]
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot be read ({exc.strerror or exc})", source=str(rows_path)
+        ) from None
+    device = kernel_set_device(meta, p)
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["kind"], r["dtype"]), []).append(r)
+    out = []
+    for (kind, dtype), rs in sorted(groups.items()):
+
+        def col(name: str, rs=rs) -> np.ndarray:
+            return np.array([float(r[name]) if r.get(name) not in (None, "") else 0.0 for r in rs])
+
+        shape = {
+            f: col(f)
+            for f in (
+                "m",
+                "n",
+                "k",
+                "groups",
+                "batch",
+                "q_len",
+                "kv_len",
+                "n_heads",
+                "n_kv",
+                "head_dim_qk",
+                "head_dim_v",
+                "window",
+                "causal",
+                "elements",
+                "warm_l2",
+            )
+            if any(r.get(f) not in (None, "") for r in rs)
+        }
+        try:
+            batch = KernelBatch(kind, dtype, col("flops"), col("bytes"), col("calls"), shape)
+            seconds = col("median_s")
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"has a malformed row ({exc})", source=str(rows_path)) from None
+        out.append(
+            Observations(
+                device=device,
+                table=f"calibrate:{kind}",
+                batch=batch,
+                seconds=seconds,
+                source=str(p),
+            )
+        )
+    return out
+
+
+def observations_of(item: Any, profile: Profile | None = None) -> list:
+    """Fitting observations of a measured set: a path (or list of paths) that
+    :func:`mlacalc.measured.tables.load_measured` reads, a measured set, a measured table or a
+    mapped table."""
+    from mlacalc.measured.mapping import MappedTable, map_table
+    from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
+
+    if isinstance(item, MappedTable):
+        return _mapped_observations(item, profile)
+    if isinstance(item, MeasuredTable):
+        return _mapped_observations(map_table(item), profile)
+    if isinstance(item, (str, os.PathLike)) and Path(item).suffix in (".json", ".csv"):
+        from mlacalc.hardware.catalogue import read_sidecar
+
+        json_path = Path(item).with_suffix(".json")
+        if json_path.is_file() and read_sidecar(json_path).get("preset") == "calibrate":
+            return read_kernel_set(json_path)
+    if not isinstance(item, MeasuredSet):
+        item = load_measured(item)
+    out = []
+    for table in item.tables:
+        try:
+            mapped = map_table(table)
+        except ConfigError:  # a table the mapping has no kernels for
+            continue
+        out += _mapped_observations(mapped, profile)
+    return out

@@ -1,0 +1,367 @@
+"""Measured sets: kernel timings with the shapes that produced them, read into one type.
+
+Two sources are read:
+
+* tables in aiconfigurator's native layout: ``<system>/<family>/<framework>/<version>/``
+  folders, each with a ``collection_meta.yaml`` and one or more ``*_perf.parquet`` tables.
+  A path may be the ``<system>`` folder, any folder below it, or one parquet file. Reading
+  parquet needs the optional ``measured`` extra (pyarrow);
+* the companion microbenchmark's own files (``mlacalc bench``: a ``.json`` sidecar and its
+  ``.csv`` rows), which need nothing beyond the standard library.
+
+Every table becomes a :class:`MeasuredTable`: its columns as numpy arrays (numbers as int64 or
+float64, text as numpy unicode arrays), the measured seconds per row, and where it came from.
+The system folder names the device, mapped onto the hardware catalogue by
+:data:`SYSTEM_DEVICES`; a system the catalogue does not know is an error that names it.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlacalc.words.errors import ConfigError, MlacalcError
+
+__all__ = [
+    "SYSTEM_DEVICES",
+    "SYSTEM_L2_BYTES",
+    "MeasuredSet",
+    "MeasuredTable",
+    "UnknownSystemError",
+    "load_measured",
+    "read_bench_set",
+]
+
+#: aiconfigurator system folder -> hardware catalogue name.
+SYSTEM_DEVICES: dict[str, str] = {
+    "h100_sxm": "H100-SXM",
+    "a100_sxm": "A100-SXM-80GB",
+    "h200_sxm": "H200",
+    "b200_sxm": "B200",
+    "l40s": "L40S",
+}
+
+#: L2 size the collectors read from the device (``torch.cuda.get_device_properties``), used by
+#: the GEMM table's weight-copy rule: H100 SXM5 50 MiB, A100 SXM4 40 MiB.
+SYSTEM_L2_BYTES: dict[str, int] = {
+    "h100_sxm": 50 * 2**20,
+    "a100_sxm": 40 * 2**20,
+    "h200_sxm": 50 * 2**20,
+}
+
+#: Largest ``collection_meta.yaml`` read (these files are a few hundred bytes).
+_META_LIMIT = 64 * 1024
+
+#: Columns that hold a time, and the factor that turns them into seconds. A table with several
+#: time columns becomes one row per (row, time column), with the column name in ``measure``.
+_TIME_COLUMNS: dict[str, tuple[tuple[str, str, float], ...]] = {
+    "wideep_deepep_ll_perf": (
+        ("dispatch", "dispatch_avg_t_us", 1e-6),
+        ("combine", "combine_avg_t_us", 1e-6),
+    ),
+    "wideep_deepep_normal_perf": (
+        ("dispatch", "dispatch_transmit_us", 1e-6),
+        ("combine", "combine_transmit_us", 1e-6),
+    ),
+}
+
+
+class UnknownSystemError(KeyError, MlacalcError):
+    """A measured set's system folder that has no device in the hardware catalogue."""
+
+    def __init__(self, system: str, source: str):
+        self.system, self.source = system, source
+        super().__init__(system)
+
+    def __str__(self) -> str:
+        known = ", ".join(f"{k} -> {v}" for k, v in SYSTEM_DEVICES.items())
+        return (
+            f"{self.source}: system '{self.system}' is not in the hardware catalogue (known: "
+            f"{known}); name the folder after a known system or add the device to "
+            "mlacalc/hardware_configs and SYSTEM_DEVICES"
+        )
+
+
+@dataclass(frozen=True)
+class MeasuredTable:
+    """One measured table: columns as numpy arrays and the measured seconds of every row.
+
+    ``table`` is the table name (``gemm_perf``, ``generation_attention_perf``, ... or
+    ``bench`` for a microbenchmark set); ``system`` the collector's system folder (or the
+    microbenchmark's device name); ``device`` the hardware catalogue name (or
+    ``measured:<set>`` for a microbenchmark set, whose device is its measured ceilings).
+    """
+
+    table: str
+    system: str
+    device: str
+    family: str
+    framework: str
+    version: str
+    provenance: str
+    source: str
+    columns: dict[str, np.ndarray]
+    seconds: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __len__(self) -> int:
+        return int(self.seconds.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        """A column by name; a missing column is an error naming the table and column."""
+        try:
+            return self.columns[name]
+        except KeyError:
+            raise ConfigError(
+                f"has no column '{name}' (columns: {', '.join(self.columns)})",
+                source=self.source,
+                field=name,
+            ) from None
+
+    @property
+    def label(self) -> str:
+        return f"{self.system}/{self.table}"
+
+
+@dataclass(frozen=True)
+class MeasuredSet:
+    """Measured tables read from one or more paths."""
+
+    tables: tuple[MeasuredTable, ...]
+    paths: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return sum(len(t) for t in self.tables)
+
+    def systems(self) -> list[str]:
+        return sorted({t.system for t in self.tables})
+
+    def table(self, name: str, system: str | None = None) -> MeasuredTable:
+        """The table called ``name`` (of ``system`` when several systems are loaded)."""
+        found = [
+            t for t in self.tables if t.table == name and (system is None or t.system == system)
+        ]
+        if len(found) != 1:
+            have = ", ".join(sorted({t.label for t in self.tables}))
+            what = (
+                "is not in this measured set"
+                if not found
+                else "is in several systems; pass system="
+            )
+            raise ConfigError(what, source=", ".join(self.paths), field=name, fix=f"tables: {have}")
+        return found[0]
+
+
+def _pyarrow():
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise MlacalcError(
+            "reading aiconfigurator parquet tables needs pyarrow: pip install 'mlacalc[measured]'"
+        ) from None
+    return pq
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """``collection_meta.yaml`` through the bounded safe reader (:mod:`mlacalc.words.safeio`)."""
+    from mlacalc.words.safeio import read_data
+
+    data = read_data(path, limit=_META_LIMIT, what="collection_meta.yaml files")
+    if not isinstance(data, dict):
+        raise ConfigError("must hold a mapping (schema_version, runtime, tables)", source=str(path))
+    runtime = data.get("runtime")
+    if not isinstance(runtime, dict) or "framework" not in runtime or "version" not in runtime:
+        raise ConfigError(
+            "is missing runtime.framework / runtime.version", source=str(path), field="runtime"
+        )
+    return data
+
+
+def _arrow_column(col) -> np.ndarray:
+    """One arrow column as a numpy array; text through its dictionary (fast on big tables)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        enc = pc.dictionary_encode(col).combine_chunks()
+        words = np.asarray(enc.dictionary.to_pylist(), dtype=str)
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        return words[codes] if len(words) else np.zeros(len(codes), dtype=str)
+    arr = col.to_numpy()
+    if arr.dtype.kind not in "iuf":
+        raise ConfigError(f"column '{col}' has an unsupported type {col.type}")
+    return arr
+
+
+def _system_of(leaf: Path) -> tuple[str, str]:
+    """(system, family) of a leaf folder ``<system>/<family>/<framework>/<version>``."""
+    parts = leaf.resolve().parts
+    if len(parts) < 4:
+        raise ConfigError(
+            "is not inside a <system>/<family>/<framework>/<version> folder",
+            source=str(leaf),
+            fix="pass the system folder or a file inside its layout",
+        )
+    return parts[-4], parts[-3]
+
+
+def _read_parquet(path: Path, meta: dict[str, Any]) -> list[MeasuredTable]:
+    pq = _pyarrow()
+    system, family = _system_of(path.parent)
+    if system not in SYSTEM_DEVICES:
+        raise UnknownSystemError(system, str(path))
+    try:
+        arrow = pq.read_table(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot be read as parquet ({exc})", source=str(path)) from None
+    name = path.stem
+    cols = {c: _arrow_column(arrow.column(c)) for c in arrow.column_names}
+    runtime = meta["runtime"]
+    common: dict[str, Any] = {
+        "system": system,
+        "device": SYSTEM_DEVICES[system],
+        "family": family,
+        "framework": str(runtime["framework"]),
+        "version": str(runtime["version"]),
+        "provenance": str(meta.get("provenance", "")),
+        "source": str(path),
+        "meta": {"status": (meta.get("tables") or {}).get(name, {})},
+    }
+    if name in _TIME_COLUMNS:
+        parts = _TIME_COLUMNS[name]
+        n = arrow.num_rows
+        for _, colname, _ in parts:
+            if colname not in cols:
+                raise ConfigError("is missing", source=str(path), field=colname)
+        long = {c: np.concatenate([v] * len(parts)) for c, v in cols.items()}
+        long["measure"] = np.repeat(np.array([p[0] for p in parts]), n)
+        long["row"] = np.tile(np.arange(n), len(parts))
+        seconds = np.concatenate([cols[c].astype(np.float64) * f for _, c, f in parts])
+        return [MeasuredTable(table=name, columns=long, seconds=seconds, **common)]
+    if "latency" not in cols:
+        raise ConfigError("has no latency column", source=str(path), field="latency")
+    seconds = cols["latency"].astype(np.float64) * 1e-3  # latency is ms per call
+    return [MeasuredTable(table=name, columns=cols, seconds=seconds, **common)]
+
+
+def _leaf_files(root: Path) -> list[Path]:
+    """Every ``*.parquet`` under ``root`` whose folder has a ``collection_meta.yaml``."""
+    files = sorted(root.rglob("*.parquet"))
+    if not files:
+        raise ConfigError(
+            "holds no *.parquet tables",
+            source=str(root),
+            fix="pass an aiconfigurator <system> folder, a folder below it, or a .parquet",
+        )
+    for f in files:
+        if not (f.parent / "collection_meta.yaml").is_file():
+            raise ConfigError(
+                "has no collection_meta.yaml beside it",
+                source=str(f),
+                fix="keep the aiconfigurator layout: every table folder has its meta file",
+            )
+    return files
+
+
+def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
+    """A microbenchmark set (``mlacalc bench`` ``.json`` sidecar or its ``.csv``) as one table.
+
+    Its rows are whole attention layers timed by the microbenchmark; the device is the set's
+    own measured ceilings (``measured:<set>``). Rows whose ``status`` is not ``ok`` keep a NaN
+    time and are reported as not predicted by that status.
+    """
+    from mlacalc.hardware.catalogue import read_sidecar
+
+    p = Path(path)
+    if p.suffix == ".csv":
+        p = p.with_suffix(".json")
+    meta = read_sidecar(p)
+    rows_path = p.parent / str(meta["rows_file"])
+    try:
+        with open(rows_path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            names = list(reader.fieldnames or [])
+            raw = list(reader)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot be read ({exc.strerror or exc})", source=str(rows_path)
+        ) from None
+    for need in ("model", "impl", "phase", "batch", "seq_len", "dtype", "status", "median_s"):
+        if need not in names:
+            raise ConfigError(
+                "is not an mlacalc.bench/1 rows file",
+                source=str(rows_path),
+                field=need,
+                fix="pass files written by mlacalc bench",
+            )
+    cols: dict[str, np.ndarray] = {}
+    for n in names:
+        values = [r[n] for r in raw]
+        try:
+            cols[n] = np.array([int(v) for v in values], dtype=np.int64)
+        except ValueError:
+            try:
+                cols[n] = np.array([float(v) if v else np.nan for v in values], dtype=np.float64)
+            except ValueError:
+                cols[n] = np.array(values, dtype=str)
+    seconds = np.where(cols["status"] == "ok", cols["median_s"].astype(np.float64), np.nan)
+    device = meta["device"]
+    return MeasuredTable(
+        table="bench",
+        system=str(device.get("name", p.stem)),
+        device=f"measured:{p.stem}",
+        family="bench",
+        framework="mlacalc.bench",
+        version=str(meta.get("schema")),
+        provenance="collected",
+        source=str(p),
+        columns=cols,
+        seconds=seconds,
+        meta={"sidecar": str(p), "preset": meta.get("preset")},
+    )
+
+
+def load_measured(paths: str | os.PathLike | list[str | os.PathLike]) -> MeasuredSet:
+    """Read measured tables from one or more paths.
+
+    A path is an aiconfigurator ``<system>`` folder, any folder below it, one ``*.parquet`` file
+    (each with ``collection_meta.yaml`` beside it), or a microbenchmark ``.json``/``.csv``.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise ConfigError(
+            "no measured set given",
+            source="measured",
+            fix="pass an aiconfigurator system folder, a parquet file or a bench .json",
+        )
+    tables: list[MeasuredTable] = []
+    for item in items:
+        p = Path(item).expanduser()
+        if not p.exists():
+            raise ConfigError(
+                "no such file or folder",
+                source=str(p),
+                fix="pass an aiconfigurator system folder, a parquet file or a bench .json",
+            )
+        if p.is_file() and p.suffix in (".json", ".csv"):
+            tables.append(read_bench_set(p))
+            continue
+        if p.is_file() and p.suffix != ".parquet":
+            raise ConfigError(
+                "is not a measured set (.parquet, bench .json or .csv)", source=str(p)
+            )
+        files = [p] if p.is_file() else _leaf_files(p)
+        metas: dict[Path, dict[str, Any]] = {}
+        for f in files:
+            meta_path = f.parent / "collection_meta.yaml"
+            if not meta_path.is_file():
+                raise ConfigError("has no collection_meta.yaml beside it", source=str(f))
+            if f.parent not in metas:
+                metas[f.parent] = _read_meta(meta_path)
+            tables.extend(_read_parquet(f, metas[f.parent]))
+    return MeasuredSet(tables=tuple(tables), paths=tuple(str(i) for i in items))

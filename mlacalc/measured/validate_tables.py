@@ -1,0 +1,338 @@
+"""Validation of measured sets: every row predicted and compared, per table and overall.
+
+Used by :func:`mlacalc.validate` with ``measured=``; see :mod:`mlacalc.measured.validate` and
+docs/measured-sets.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlacalc.words.errors import InvalidArgumentError, MlacalcError
+
+__all__ = ["ROOFLINE", "MeasuredValidation", "TableValidation", "validate_measured"]
+
+
+#: What ``profile="roofline"`` predicts with: the plain roofline bound, uncalibrated.
+ROOFLINE = "roofline"
+
+
+def _stats(err: np.ndarray) -> dict[str, float | None]:
+    if err.size == 0:
+        return {"median_abs_error": None, "signed_median_error": None, "p90_abs_error": None}
+    a = np.abs(err)
+    return {
+        "median_abs_error": float(np.median(a)),
+        "signed_median_error": float(np.median(err)),
+        "p90_abs_error": float(np.percentile(a, 90)),
+    }
+
+
+@dataclass
+class TableValidation:
+    """Predicted against measured for one table: per-row times and why rows are left out."""
+
+    table: str
+    system: str
+    device: str
+    framework: str
+    version: str
+    measured_s: np.ndarray
+    predicted_s: np.ndarray  # NaN where not predicted
+    reason: np.ndarray  # "" where predicted
+    rules: list[str]
+    calibration: str
+    mapped: Any = field(default=None, repr=False)
+    profile: str = ""  # the profile that predicted the table ("" for the plain roofline)
+
+    @property
+    def rows(self) -> int:
+        return int(self.measured_s.shape[0])
+
+    @property
+    def predicted_mask(self) -> np.ndarray:
+        return self.reason == ""
+
+    @property
+    def errors(self) -> np.ndarray:
+        """``predicted / measured - 1`` of the predicted rows."""
+        ok = self.predicted_mask
+        return self.predicted_s[ok] / self.measured_s[ok] - 1.0
+
+    def not_predicted_by_reason(self) -> dict[str, int]:
+        names, counts = np.unique(self.reason[~self.predicted_mask].astype(str), return_counts=True)
+        return {str(n): int(c) for n, c in zip(names, counts)}
+
+    def summary(self) -> dict[str, Any]:
+        ok = int(self.predicted_mask.sum())
+        return {
+            "table": self.table,
+            "system": self.system,
+            "framework": self.framework,
+            "version": self.version,
+            "rows": self.rows,
+            "predicted": ok,
+            "not_predicted": self.rows - ok,
+            **_stats(self.errors),
+            "device": self.device,
+            "calibration": self.calibration,
+            "profile": self.profile,
+            "not_predicted_by_reason": self.not_predicted_by_reason(),
+            "rules": list(self.rules),
+        }
+
+    def row_records(self) -> list[dict[str, Any]]:
+        """One dict per row: the table's own columns, measured and predicted seconds, error."""
+        cols = self.mapped.table.columns if self.mapped is not None else {}
+        skip = ("framework", "version", "device", "kernel_source", "latency")
+        names = [
+            "table",
+            "system",
+            "row",
+            *(c for c in cols if c not in skip),
+            "measured_s",
+            "predicted_s",
+            "error",
+            "not_predicted",
+        ]
+        ok = self.predicted_mask
+        finite = np.isfinite(self.predicted_s)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = self.predicted_s / self.measured_s - 1.0
+        columns = [
+            [self.table] * self.rows,
+            [self.system] * self.rows,
+            list(range(self.rows)),
+            *(cols[c].tolist() for c in cols if c not in skip),
+            self.measured_s.tolist(),
+            np.where(finite, self.predicted_s, np.nan).astype(object).tolist(),
+            err.astype(object).tolist(),
+            self.reason.astype(str).tolist(),
+        ]
+        pred_i, err_i, why_i = len(names) - 3, len(names) - 2, len(names) - 1
+        columns[pred_i] = [v if f else None for v, f in zip(columns[pred_i], finite.tolist())]
+        columns[err_i] = [v if o else None for v, o in zip(columns[err_i], ok.tolist())]
+        columns[why_i] = [w or None for w in columns[why_i]]
+        return [dict(zip(names, values)) for values in zip(*columns)]
+
+
+@dataclass
+class MeasuredValidation:
+    """Predicted against measured for a whole measured set, per table and overall."""
+
+    tables: list[TableValidation]
+    profile: str
+    paths: tuple[str, ...]
+
+    @property
+    def overall(self) -> dict[str, Any]:
+        rows = sum(t.rows for t in self.tables)
+        err = np.concatenate([t.errors for t in self.tables]) if self.tables else np.zeros(0)
+        return {
+            "rows": rows,
+            "predicted": int(err.size),
+            "not_predicted": rows - int(err.size),
+            **_stats(err),
+        }
+
+    def to_dict(self, rows: bool = False) -> dict[str, Any]:
+        """The JSON of ``mlacalc validate --measured`` (errors as fractions); with ``rows``,
+        every row as well."""
+        doc: dict[str, Any] = {
+            "overall": self.overall,
+            "tables": [t.summary() for t in self.tables],
+            "profile": self.profile,
+        }
+        if rows:
+            doc["rows"] = [r for t in self.tables for r in t.row_records()]
+        return doc
+
+
+def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
+    """(device, table) pairs a profile was fitted on, from its recorded provenance."""
+    return {
+        (str(e.get("device")), str(tab))
+        for e in getattr(prof, "fitted_on", ())
+        if isinstance(e, dict)
+        for tab in (e.get("tables") or {})
+    }
+
+
+def _profiles_not_fitted_on(devices: set[str]) -> list[str]:
+    """Shipped profiles fitted on none of ``devices`` (sorted by name)."""
+    from mlacalc.timemodel.profile import load_profile, shipped_profiles
+
+    out = []
+    for name in shipped_profiles():
+        try:
+            on = {d for d, _ in _fitted_tables(load_profile(name))}
+        except MlacalcError:
+            continue
+        if on and not on & devices:
+            out.append(name)
+    return out
+
+
+def _clash(prof: Any, tables: list[Any]) -> list[str]:
+    fitted = _fitted_tables(prof)
+    return sorted({f"{t.device}/{t.table}" for t in tables if (t.device, t.table) in fitted})
+
+
+def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
+    """Refuse a profile fitted on any of the tables it would validate."""
+    clash = _clash(prof, tables)
+    if clash:
+        devices = {t.device for t in tables}
+        others = _profiles_not_fitted_on(devices)
+        hint = (
+            f"use a profile not fitted on {', '.join(sorted(devices))}"
+            + (f" (shipped: {', '.join(others)})" if others else "")
+            + ", e.g. mlacalc calibrate OTHER_SET -o p.json, then --profile p.json"
+        )
+        raise InvalidArgumentError(
+            "profile",
+            f"profile '{prof.name}' was fitted on {', '.join(clash[:4])}"
+            f"{' ...' if len(clash) > 4 else ''}; validating on the data a "
+            f"profile was fitted on proves nothing: {hint}",
+        )
+
+
+def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
+    """The profile that predicts ``tables``, and its label. With no profile given, the shipped
+    default, or, when that was fitted on these tables, the shipped profile fitted on none of
+    their devices (leave-one-device-out); an explicit profile fitted on them is refused."""
+    from mlacalc.timemodel.profile import load_profile
+
+    prof = load_profile(profile)
+    if profile is None and _clash(prof, tables):
+        devices = {t.device for t in tables}
+        others = _profiles_not_fitted_on(devices)
+        if others:
+            alt = load_profile(others[0])
+            on = sorted({d for d, _ in _fitted_tables(alt)})
+            mine = sorted({d for d, _ in _fitted_tables(prof)})
+            return alt, (
+                f"{alt.name} (the default profile was fitted on {' and '.join(mine)}, "
+                f"these {' and '.join(sorted(devices))} tables included; this one on "
+                f"{' and '.join(on)} only)"
+            )
+    _check_not_fitted_on(prof, tables)
+    return prof, prof.name
+
+
+def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
+    """Per-row predicted seconds of a mapped table (NaN where a kernel cannot be predicted)."""
+    from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
+    from mlacalc.timemodel.model import COMM_KINDS
+
+    n = len(mapped.table)
+    total = np.zeros(n)
+    how: set[str] = set()
+    for part in mapped.parts:
+        b = part.batch
+        try:
+            if prof is None:
+                if b.kind in COMM_KINDS:
+                    raise InvalidArgumentError("kind", "the plain roofline has no link term")
+                t = roofline_seconds(b.flops, b.bytes, hw, b.dtype) * b.calls
+                how.add("plain roofline bound (datasheet peak and bandwidth; uncalibrated)")
+            else:
+                terms, text = batch_terms(b, hw, prof)
+                t = terms["seconds"]
+                how.add(text)
+        except MlacalcError:
+            t = np.full(len(b), np.nan)
+        total += np.bincount(part.rows, weights=np.asarray(t, dtype=np.float64), minlength=n)
+    return total, "; ".join(sorted(how))
+
+
+def _validate_bench_table(table: Any) -> TableValidation:
+    """A microbenchmark table: every ok row predicted by the unfused op model with the
+    set's measured ceilings (as :func:`validate` without ``measured``)."""
+    from mlacalc.measured.validate import validate_file
+
+    vs = validate_file(table.meta["sidecar"], "unfused")
+    pred = np.full(len(table), np.nan)
+    ok = np.nonzero(table.columns["status"] == "ok")[0]
+    for i, r in zip(ok, vs.rows):
+        pred[i] = r.predicted_s
+    reason = np.where(table.columns["status"] == "ok", "", "status").astype(object)
+    return TableValidation(
+        table.table,
+        table.system,
+        table.device,
+        table.framework,
+        table.version,
+        table.seconds,
+        pred,
+        reason,
+        [],
+        "unfused roofline with the set's measured ceilings",
+    )
+
+
+def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
+    """Predict every row of a measured set and compare with the measured time.
+
+    ``measured`` is a path (or paths) as :func:`mlacalc.measured.tables.load_measured` reads them,
+    or a loaded :class:`~mlacalc.measured.tables.MeasuredSet`. ``profile`` is a calibration profile
+    (name, path or object) or ``"roofline"`` for the plain roofline bound. ``None`` is the shipped
+    default, or, for a device whose tables that was fitted on, a shipped profile fitted on
+    none of that device's data (leave-one-device-out); an explicit profile fitted on any
+    table of the set is refused. Rows the
+    product cannot model or that a quirk rule excludes are counted as not predicted, by reason.
+    """
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import MeasuredSet, load_measured
+
+    mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
+    gpu_tables = [t for t in mset.tables if t.table != "bench"]
+    label = "plain roofline bound (uncalibrated)"
+    by_device: dict[str, Any] = {}
+    if gpu_tables and not (isinstance(profile, str) and profile == ROOFLINE):
+        if profile is None:  # each device by a profile not fitted on it
+            labels = []
+            for device in sorted({t.device for t in gpu_tables}):
+                mine = [t for t in gpu_tables if t.device == device]
+                by_device[device], text = _choose_profile(None, mine)
+                labels.append(text)
+            label = (
+                labels[0]
+                if len(set(labels)) == 1
+                else "; ".join(f"{d}: {lab}" for d, lab in zip(sorted(by_device), labels))
+            )
+        else:
+            prof, label = _choose_profile(profile, gpu_tables)
+            by_device = {t.device: prof for t in gpu_tables}
+    out = []
+    for t in mset.tables:
+        if t.table == "bench":
+            out.append(_validate_bench_table(t))
+            continue
+        mapped = map_table(t)
+        pred, how = _predict_mapped(mapped, load_hardware(t.device), by_device.get(t.device))
+        reason = mapped.reason.copy()
+        bad = (reason == "") & ~(np.isfinite(pred) & (pred > 0))
+        reason[bad] = "no_time_model"
+        pred = np.where(reason == "", pred, np.where(np.isfinite(pred), pred, np.nan))
+        out.append(
+            TableValidation(
+                t.table,
+                t.system,
+                t.device,
+                t.framework,
+                t.version,
+                t.seconds,
+                pred,
+                reason,
+                list(mapped.rules),
+                how,
+                mapped,
+                getattr(by_device.get(t.device), "name", ""),
+            )
+        )
+    return MeasuredValidation(out, label, mset.paths)

@@ -1,0 +1,121 @@
+"""Rules the family units of layered models share: reading the per-layer pattern of a
+``config.json`` into the schema's compact fields, and lifting a multimodal wrapper's
+``text_config``.
+
+A pattern is modelled when it is periodic: every ``k``-th layer (1-based) full and the
+others sliding or chunked (``full_attention_interval: k``), or every layer alike. A
+``layer_types`` list that is not is refused by name, as is a MoE placement other than
+every layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["check_every_layer_moe", "lift_text_config", "read_layer_types"]
+
+
+def read_layer_types(
+    data: Mapping[str, Any],
+    raw: dict[str, Any],
+    derived: list[str],
+    problems: list,
+    *,
+    off: str,
+    default_interval: int | None,
+    interval_key: str | None = None,
+) -> None:
+    """Set ``full_attention_interval`` from ``layer_types`` (or the family's default rule).
+
+    ``off`` is the ``layer_types`` name of the non-full layers (``sliding_attention`` or
+    ``chunked_attention``); ``interval_key`` a config.json key that states the period
+    (Gemma 3: ``sliding_window_pattern``).
+    """
+    n = raw.get("num_hidden_layers")
+    if not isinstance(n, int) or n <= 0:
+        return  # the schema reports num_hidden_layers
+    interval = default_interval
+    if interval_key is not None and data.get(interval_key) is not None:
+        interval = data[interval_key]
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
+            problems.append((interval_key, f"must be a positive integer, got {interval!r}", None))
+            return
+    types = data.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n:
+            problems.append(
+                ("layer_types", f"must list one type per layer (num_hidden_layers: {n})", None)
+            )
+            return
+        full = [i + 1 for i, t in enumerate(types) if t == "full_attention"]
+        other = {t for t in types if t != "full_attention"}
+        if other - {off}:
+            bad = sorted(other - {off})[0]
+            problems.append(
+                (
+                    "layer_types",
+                    f"layer type {bad!r} is not modelled for {data.get('model_type')}",
+                    f"the nearest modelled types are full_attention and {off}",
+                )
+            )
+            return
+        if not other:
+            interval = 1
+        elif (
+            full
+            and all(f == (j + 1) * full[0] for j, f in enumerate(full))
+            and (len(full) == n // full[0])
+        ):
+            interval = full[0]
+        elif not full:
+            interval = None
+        else:
+            problems.append(
+                (
+                    "layer_types",
+                    "only a periodic pattern (every k-th layer full) is modelled",
+                    "write full_attention every k-th layer",
+                )
+            )
+            return
+        derived.append(f"full_attention_interval = {interval!r} (read from layer_types)")
+    elif interval is not None:
+        derived.append(f"full_attention_interval = {interval!r} ({data.get('model_type')} rule)")
+    if interval == 1:
+        raw.pop("sliding_window", None)
+        raw.pop("attention_chunk_size", None)
+        interval = None
+    raw["full_attention_interval"] = interval
+
+
+def lift_text_config(
+    data: Mapping[str, Any], raw: dict[str, Any], renames: Mapping[str, str]
+) -> dict[str, Any]:
+    """Copy a wrapper's ``text_config`` fields into ``raw`` (the file's own keys win) and
+    return the text config (the data itself when there is none)."""
+    from mlacalc.models.schema import SPECS
+
+    text = data.get("text_config")
+    if not isinstance(text, Mapping):
+        return dict(data)
+    for key, value in text.items():
+        target = renames.get(key, key)
+        if target in SPECS and target not in ("name", "source", "model_type") and value is not None:
+            raw.setdefault(target, value)
+    merged = dict(text)
+    merged["model_type"] = data.get("model_type")
+    return merged
+
+
+def check_every_layer_moe(data: Mapping[str, Any], problems: list, key: str, default: Any) -> None:
+    """Refuse a MoE placement key whose value differs from "every layer" (``default``)."""
+    value = data.get(key)
+    if value is not None and value != default:
+        problems.append(
+            (
+                key,
+                f"{key}: {value!r} is not modelled; only a MoE FFN in every layer is",
+                f"use {key}: {default!r}",
+            )
+        )

@@ -1,0 +1,43 @@
+"""Default rules several family units share (each unit still lists the ones it uses)."""
+
+from __future__ import annotations
+
+from mlacalc.models.registry import Default
+
+__all__ = [
+    "MLA_IGNORED",
+    "MLA_MOE_REQUIRED",
+    "head_dim_from_width",
+    "kv_heads_equal_heads",
+    "mlp_four_times_width",
+]
+
+#: the widths an MLA config must state (it has no single head width), and its routed experts
+MLA_MOE_REQUIRED = (
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+)
+#: ``head_dim`` means nothing to MLA, which states its three widths
+MLA_IGNORED = {"head_dim": "MLA states qk_nope_head_dim, qk_rope_head_dim and v_head_dim"}
+
+
+def head_dim_from_width(why: str) -> Default:
+    """``head_dim = hidden_size // num_attention_heads`` (the usual Hugging Face rule)."""
+    return Default(
+        why,
+        rule=lambda v: v["hidden_size"] // v["num_attention_heads"],
+        needs=("hidden_size", "num_attention_heads"),
+    )
+
+
+def kv_heads_equal_heads(why: str) -> Default:
+    """``num_key_value_heads = num_attention_heads`` (multi-head attention)."""
+    return Default(why, rule=lambda v: v["num_attention_heads"], needs=("num_attention_heads",))
+
+
+def mlp_four_times_width(why: str) -> Default:
+    """``intermediate_size = 4 * hidden_size`` (GPT-2 and Falcon MLPs)."""
+    return Default(why, rule=lambda v: 4 * v["hidden_size"], needs=("hidden_size",))

@@ -1,0 +1,279 @@
+"""Translate a Hugging Face ``config.json`` mapping into the model schema.
+
+The steps are the same for every family; what differs is read from the family unit:
+check the keys the translation reads (types first, before any arithmetic), rename the
+family's spellings, apply its hook, drop what its architecture does not use, and hand
+the result to the schema, which fills absent fields from the family's defaults and
+reports every problem at once.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import MISSING
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any
+
+from mlacalc.models.registry import (
+    Family,
+    HFInput,
+    Problem,
+    family_of,
+    model_types,
+    nearest_model_type,
+    resolve_model_type,
+)
+from mlacalc.words.dtypes import canonical_dtype
+from mlacalc.words.errors import ConfigError, UnknownDtypeError
+
+__all__ = ["import_hf_config"]
+
+# null is a statement for these fields (no query compression, not MLA, no window)
+_NULL_MEANS_NONE = ("q_lora_rank", "kv_lora_rank", "sliding_window")
+_MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_MOE = (
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "topk_method",
+)
+
+# keys every family's translation reads
+_COMMON_INPUTS = {
+    "_name_or_path": HFInput("string", "the repository the file came from (names the model)"),
+    "torch_dtype": HFInput("string", "dtype of the released weights"),
+    "dtype": HFInput("string", "dtype of the released weights"),
+    "quantization_config": HFInput("mapping", "how the released weights are quantized"),
+    "text_config": HFInput("mapping", "the language model of a multimodal checkpoint"),
+}
+_PY_KIND = {"boolean": bool, "string": str, "mapping": dict}
+
+
+def import_hf_config(data: Any, origin: str = "config.json") -> Any:
+    """Convert a Hugging Face ``config.json`` mapping into a validated ``ModelConfig``.
+
+    Values the file leaves to the architecture's defaults are filled in by the same
+    rules as the Hugging Face configuration class of its ``model_type``, and each is
+    listed in ``derived``. Every wrong or missing value is reported in one
+    :class:`~mlacalc.words.errors.ConfigError`.
+    """
+    from mlacalc.models.schema import SPECS, build
+
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"a config.json must hold a JSON object, got {type(data).__name__}", source=origin
+        )
+    unit, model_type = _family(data, origin)
+    problems: list[tuple[str, str, str | None]] = []
+    inputs = {**_COMMON_INPUTS, **unit.inputs}
+    for key, spec in inputs.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, _PY_KIND[spec.kind]) or (
+            spec.kind == "string" and len(value) > 10_000
+        ):
+            problems.append(
+                (
+                    key,
+                    f"must be a {spec.kind}, got {type(value).__name__} ({spec.meaning})",
+                    "write true or false without quotes" if spec.kind == "boolean" else None,
+                )
+            )
+        elif spec.refuse_when is not None and value == spec.refuse_when:
+            problems.append((key, spec.refuse_why, None))
+    bad_inputs = {p[0] for p in problems}
+    problems += _misspelled_keys(data, unit, model_type)
+
+    raw: dict[str, Any] = {}
+    renamed: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            continue
+        if key in SPECS:
+            raw[key] = value
+        elif key in unit.renames:
+            renamed.setdefault(unit.renames[key], value)
+    for key, value in renamed.items():
+        raw.setdefault(key, value)  # the schema's own spelling wins
+    for key in list(raw):
+        if raw[key] is None and key not in _NULL_MEANS_NONE and key != "n_routed_experts":
+            del raw[key]  # null means "the class default"
+    for key in ("name", "source", "aliases", "display_name", "notes", "weights_dtype"):
+        raw.pop(key, None)  # never read from a config.json
+    raw["model_type"] = model_type
+    derived: list[str] = []
+    if unit.translate is not None:
+        unit.translate(
+            {k: v for k, v in data.items() if k not in bad_inputs}, raw, derived, problems
+        )
+    for key in unit.ignored:
+        raw.pop(key, None)
+    if not unit.mla:
+        for key in _MLA:
+            if raw.get(key) is None:
+                raw.pop(key, None)
+    if raw.get("n_routed_experts") is None and "n_routed_experts" in raw:
+        del raw["n_routed_experts"]
+    experts = raw.get("n_routed_experts")
+    no_default = "n_routed_experts" not in unit.defaults_for(model_type)
+    if experts == 0 or (experts is None and no_default and "n_routed_experts" not in unit.required):
+        for key in _MOE:
+            raw.pop(key, None)
+
+    raw["name"] = _name(
+        data.get("_name_or_path") if "_name_or_path" not in bad_inputs else None, origin, model_type
+    )
+    raw["source"] = f"Hugging Face config.json: {origin}"
+    dtype = data.get("torch_dtype") or data.get("dtype")
+    if isinstance(dtype, str):
+        with suppress(UnknownDtypeError):  # "auto" and the like: the schema default
+            raw["weights_dtype"] = canonical_dtype(dtype)
+    quantization = data.get("quantization_config")
+    if isinstance(quantization, dict) and quantization.get("quant_method") == "fp8":
+        raw["weights_dtype"] = "fp8"
+    if raw.get("quantization_config") is None:
+        _note_external_quantization(data, origin, derived)
+    return build(raw, origin, strict=True, derived=derived, problems=problems)
+
+
+#: schema fields a config.json never sets (the YAML file's own)
+_NOT_FROM_CONFIG = ("name", "source", "aliases", "display_name", "notes", "weights_dtype")
+#: config.json keys every family's hook may read besides the schema fields
+_HOOK_KEYS = ("layer_types",)
+
+
+def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]:
+    """Keys the family does not read that are a misspelling of a field it reads and that
+    the file leaves out: read as written, the field would silently take its default.
+
+    A key is a misspelling when, ignoring case and underscores, it equals the field with
+    a trailing ``s`` added or dropped, or is at least 90% alike in ``difflib``'s measure
+    (one or two letters off in a long name). Keys the family knows, or that close to a
+    field the file states, are not flagged: config.json files hold many keys mlacalc
+    does not need.
+    """
+    from mlacalc.models.schema import SPECS
+
+    scopes = [data]
+    if isinstance(data.get("text_config"), dict):
+        scopes.append(data["text_config"])
+    present = {k for scope in scopes for k in scope if isinstance(k, str)}
+    for key, target in unit.renames.items():
+        if key in present:
+            present.add(target)
+    read = (
+        set(SPECS)
+        | set(unit.renames)
+        | set(unit.inputs)
+        | set(_COMMON_INPUTS)
+        | set(unit.ignored)
+        | set(unit.reads)
+        | set(_HOOK_KEYS)
+        | {"model_type"}
+    )
+    fields = [
+        f
+        for f in (*SPECS, *unit.renames, *unit.inputs, *unit.reads)
+        if f not in _NOT_FROM_CONFIG
+        and f not in present
+        and not (f in unit.renames and unit.renames[f] in present)
+    ]
+    values = {unit.renames.get(k, k): v for scope in reversed(scopes) for k, v in scope.items()}
+    problems: list[Problem] = []
+    for key in sorted(present - read):
+        field = _closest(key, fields)
+        if field is None or _closest(key, sorted((present - {key}) & read)) is not None:
+            continue
+        problems.append(
+            (
+                key,
+                f"'{key}' is not a field of {model_type}; did you mean '{field}'? "
+                f"({_when_absent(unit.renames.get(field, field), unit, model_type, values)})",
+                f"rename it to '{field}'",
+            )
+        )
+    return problems
+
+
+def _when_absent(name: str, unit: Family, model_type: str, values: dict) -> str:
+    """What the field ``name`` becomes when the file leaves it out."""
+    from mlacalc.models.schema import SPECS, ModelConfig
+
+    rule = unit.defaults_for(model_type).get(name)
+    if rule is not None:
+        try:
+            value = rule.resolve(values)
+        except (KeyError, TypeError, ArithmeticError):
+            return f"absent, it would take the rule {rule.why}"
+        return f"absent, it would default to {value!r}: {rule.why}"
+    default = ModelConfig.__dataclass_fields__[name].default if name in SPECS else None
+    if name in SPECS and default is None:
+        return f"absent, it would be null: {SPECS[name].doc}"
+    if name in SPECS and not isinstance(default, type(MISSING)):
+        return f"absent, it would default to {default!r}: {SPECS[name].doc}"
+    return "absent, it would be read as not set"
+
+
+def _closest(key: str, fields: list[str]) -> str | None:
+    """The field ``key`` is a misspelling of, or None."""
+
+    def norm(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+
+    k = norm(key)
+    best, score = None, 0.0
+    for name in fields:
+        f = norm(name)
+        if k == f or k + "s" == f or k == f + "s":
+            return name
+        ratio = SequenceMatcher(None, k, f).ratio()
+        if ratio > score:
+            best, score = name, ratio
+    return best if score >= 0.9 else None
+
+
+def _note_external_quantization(data: dict, origin: str, derived: list[str]) -> None:
+    """A checkpoint that keeps its quantization outside config.json (a ModelOpt export's
+    hf_quant_config.json) is sized by weights_dtype; ``derived`` says so."""
+    from mlacalc.cost.quant import quantization_scheme
+
+    name = data.get("_name_or_path")
+    scheme = quantization_scheme({"_name_or_path": name if isinstance(name, str) else ""}, origin)
+    if scheme is not None and scheme.method == "external":
+        derived.append(f"quantization_config = None ({scheme.note}; weights sized by dtype)")
+
+
+def _family(data: dict, origin: str) -> tuple[Family, str]:
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or not model_type.strip():
+        shown = type(model_type).__name__ if model_type is not None else "nothing"
+        raise ConfigError(
+            f"must be a string naming the architecture, got {shown}",
+            source=origin,
+            field="model_type",
+            fix="supported: " + ", ".join(model_types()),
+        )
+    unit = family_of(model_type[:200])
+    if unit is None:
+        near = nearest_model_type(model_type[:200])
+        hint = f"did you mean '{near}'? " if near else ""
+        raise ConfigError(
+            f"unsupported model_type {model_type[:60]!r}",
+            source=origin,
+            field="model_type",
+            fix=f"{hint}supported: " + ", ".join(model_types()),
+        )
+    return unit, resolve_model_type(model_type)
+
+
+def _name(name_or_path: str | None, origin: str, model_type: str) -> str:
+    stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
+    if stem.lower().endswith(".config") and len(stem) > len(".config"):
+        stem = stem[: -len(".config")]  # minicpm-2b.config.json names minicpm-2b
+    name = (name_or_path or "").strip().rstrip("/").split("/")[-1] or stem or model_type
+    name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
+    return name or model_type.replace("_", "-")

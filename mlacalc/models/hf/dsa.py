@@ -1,0 +1,57 @@
+"""DeepSeek sparse attention: DeepSeek-V3.2 (``DeepseekV32Config``) and GLM-5
+(``GlmMoeDsaConfig``). DeepSeek-V3's MLA + MoE layout; each layer adds a lightweight
+indexer (``index_n_heads`` heads of ``index_head_dim``: ``wq_b`` from the query latent,
+``wk`` with a LayerNorm, ``weights_proj``) that caches one key per token, scores every key
+and lets the query attend the ``index_topk`` best."""
+
+from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
+from mlacalc.models.registry import Default, Family, register
+
+
+def _class(name: str, **values) -> dict[str, Default]:
+    return {k: Default(f"{name} default", value=v) for k, v in values.items()}
+
+
+FAMILY = register(
+    Family(
+        name="dsa",
+        model_types=("deepseek_v32", "glm_moe_dsa"),
+        layout="deepseek",
+        hf_class="transformers DeepseekV32Config / GlmMoeDsaConfig",
+        renames={"num_mtp_layers": "num_nextn_predict_layers"},
+        defaults={
+            "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),
+            "tie_word_embeddings": Default(
+                "DeepseekV32Config / GlmMoeDsaConfig default", value=False
+            ),
+            "moe_layer_freq": Default("every layer after the dense ones is MoE", value=1),
+            "topk_method": Default("DSA routers carry e_score_correction_bias", value="noaux_tc"),
+            "num_nextn_predict_layers": Default("absent: no MTP module", value=0),
+        },
+        defaults_by_type={
+            "deepseek_v32": _class(
+                "DeepseekV32Config",
+                q_lora_rank=1536,
+                n_shared_experts=1,
+                first_k_dense_replace=3,
+                index_n_heads=64,
+                index_head_dim=128,
+                index_topk=2048,
+            ),
+            "glm_moe_dsa": _class(
+                "GlmMoeDsaConfig",
+                q_lora_rank=2048,
+                n_shared_experts=1,
+                first_k_dense_replace=3,
+                index_n_heads=32,
+                index_head_dim=128,
+                index_topk=2048,
+            ),
+        },
+        required=MLA_MOE_REQUIRED,
+        ignored=MLA_IGNORED,
+        moe=True,
+        mtp=True,
+        mla=True,
+    )
+)

@@ -1,0 +1,35 @@
+"""Gemma 3 (``Gemma3TextConfig``): per-head query/key RMSNorm, four norms per layer, tied
+head; ``sliding_window`` layers with every ``sliding_window_pattern``-th layer full."""
+
+from mlacalc.models.hf._layer_types import read_layer_types
+from mlacalc.models.registry import Default, Family, register
+
+
+def _translate(data, raw, derived, problems) -> None:
+    read_layer_types(
+        data,
+        raw,
+        derived,
+        problems,
+        off="sliding_attention",
+        default_interval=6,
+        interval_key="sliding_window_pattern",
+    )
+
+
+FAMILY = register(
+    Family(
+        name="gemma3",
+        model_types=("gemma3_text",),
+        layout="llama",
+        hf_class="transformers Gemma3TextConfig",
+        defaults={
+            "head_dim": Default("Gemma3TextConfig default", value=256),
+            "num_key_value_heads": Default("Gemma3TextConfig default", value=4),
+            "tie_word_embeddings": Default("Gemma3TextConfig default", value=True),
+            "sliding_window": Default("Gemma3TextConfig default", value=4096),
+        },
+        reads=("sliding_window_pattern", "layer_types"),
+        translate=_translate,
+    )
+)

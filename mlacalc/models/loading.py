@@ -1,0 +1,233 @@
+"""Loading model files: the shipped index, :func:`load_model` and in-memory uploads.
+
+The schema and its validation live in :mod:`mlacalc.models.schema`, Hugging Face import in
+:mod:`mlacalc.models.hf` (one module per model family), and the bounded YAML/JSON reader in
+:mod:`mlacalc.words.safeio`; this module finds and reads the files. The names it has always
+offered (``ModelConfig``, ``model_from_dict``, ``import_hf_config``, ``FIELDS``,
+``MODEL_TYPES``) are re-exported here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mlacalc.data import MODELS
+from mlacalc.models.hf import family_of, import_hf_config, model_types
+from mlacalc.models.schema import FIELDS, ModelConfig, model_from_dict
+from mlacalc.words import safeio
+from mlacalc.words.errors import ConfigError, UnknownModelError
+
+__all__ = [
+    "FIELDS",
+    "MODEL_TYPES",
+    "ModelConfig",
+    "beyond_positions",
+    "import_hf_config",
+    "load_model",
+    "model_from_dict",
+    "parse_config_text",
+    "parse_upload",
+    "shipped_models",
+]
+
+
+#: model_type -> parameter layout it follows, from the family units in mlacalc.models.hf.
+MODEL_TYPES: dict[str, str] = {t: family_of(t).layout for t in model_types()}  # type: ignore[union-attr]
+
+
+# -----------------------------------------------------------------------------------
+# loading files
+
+
+def beyond_positions(model: ModelConfig, context: int) -> str | None:
+    """The notice for a context longer than the model's ``max_position_embeddings`` ("context
+    32,768 exceeds the model's max_position_embeddings (8,192)"), or None within it: a
+    warning, not an error (the counts still hold), in plan, the CLI and the app alike."""
+    most = getattr(model, "max_position_embeddings", None)
+    if not most or context <= most:
+        return None
+    return f"context {context:,} exceeds the model's max_position_embeddings ({most:,})"
+
+
+def _shipped_dir() -> Path:
+    return MODELS
+
+
+_INDEX: dict[str, Path] | None = None
+
+
+def _index() -> dict[str, Path]:
+    """Map every shipped name and alias to its file (read once, on first use)."""
+    global _INDEX
+    if _INDEX is None:
+        index: dict[str, Path] = {}
+        for path in sorted(_shipped_dir().glob("*.yaml")):
+            index[path.stem] = path
+            for alias in _read_aliases(path):
+                index[alias] = path
+        _INDEX = index
+    return _INDEX
+
+
+def _read_aliases(path: Path) -> list[str]:
+    # A cheap scan for the "aliases:" line, so listing names does not parse every file.
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("aliases:"):
+            body = line.split(":", 1)[1].strip().strip("[]")
+            return [a.strip().strip("'\"").lower() for a in body.split(",") if a.strip()]
+    return []
+
+
+def _is_shipped_file(key: str) -> bool:
+    if not key or len(key) > 200 or "/" in key or os.sep in key or "\0" in key:
+        return False
+    try:
+        return (_shipped_dir() / f"{key}.yaml").is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def shipped_models() -> list[str]:
+    """Names of the models shipped in ``model_configs/`` (aliases excluded)."""
+    return sorted(p.stem for p in _shipped_dir().glob("*.yaml"))
+
+
+_YAML_LIMIT = safeio.MAX_BYTES
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The text of a model or hardware file, within the reader's size bound."""
+    return safeio.read_text(path, what="model files")
+
+
+def parse_yaml_text(text: str, origin: str) -> Any:
+    """Parse YAML with the bounded safe reader (:func:`mlacalc.words.safeio.parse_yaml`)."""
+    return safeio.parse_yaml(text, origin)
+
+
+#: keys every Hugging Face config.json has and an mlacalc model file never does
+_HF_MARKERS = ("architectures", "transformers_version", "_name_or_path", "torch_dtype")
+
+
+def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> ModelConfig:
+    """Build a config from the text of a YAML model file or a Hugging Face config.json."""
+    stripped = text.lstrip()
+    is_json = origin.endswith(".json") or stripped.startswith("{")
+    if is_json and origin.lower().endswith((".yaml", ".yml")):
+        # a YAML file in flow style ({a: 1, ...}) starts like JSON: JSON when it is JSON (its
+        # messages are clearer), else YAML, which the extension says the file is
+        try:
+            data = safeio.parse_json(text, origin)
+        except ConfigError:
+            data = safeio.parse_yaml(text, origin)
+    else:
+        data = safeio.parse_data(text, origin, json_text=is_json)
+    if data is None:
+        raise ConfigError(
+            "is empty", source=origin, fix="a model file needs at least the required fields"
+        )
+    if is_json and isinstance(data, dict) and "model_type" in data and "name" not in data:
+        return import_hf_config(data, origin)
+    if (
+        is_json
+        and isinstance(data, dict)
+        and "name" not in data
+        and any(k in data for k in _HF_MARKERS)
+    ):
+        # a Hugging Face config.json without its model_type: say that, not every field
+        arch = data.get("architectures")
+        hint = (
+            f" (its architectures: {', '.join(map(str, arch))})" if isinstance(arch, list) else ""
+        )
+        raise ConfigError(
+            f"looks like a Hugging Face config.json but has no model_type{hint}",
+            source=origin,
+            field="model_type",
+            fix='add the family\'s model_type, e.g. "model_type": "llama"; known: '
+            + ", ".join(sorted(MODEL_TYPES)),
+        )
+    return model_from_dict(data, origin, require_source=shipped)
+
+
+def parse_upload(raw: bytes, filename: str, limit: int = _YAML_LIMIT) -> ModelConfig:
+    """A model from the bytes of an uploaded YAML file or config.json: parsed in memory with the
+    safe loader, never written to disk or executed; over ``limit`` bytes is refused."""
+    if len(raw) > limit:
+        raise ConfigError(
+            f"is {len(raw):,} bytes; model files are at most {limit:,} bytes", source=filename
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("is not UTF-8 text", source=filename) from None
+    return parse_config_text(text, filename)
+
+
+def load_model(name_or_path: str | os.PathLike | ModelConfig) -> ModelConfig:
+    """Load a validated model configuration.
+
+    Parameters
+    ----------
+    name_or_path
+        A shipped name (``"deepseek-v3"``, case-insensitive, aliases such as
+        ``"deepseek-r1"`` too), the path of a YAML model file, or the path of a
+        Hugging Face ``config.json``.
+
+    Examples
+    --------
+    >>> m = load_model("deepseek-v3")
+    >>> m.variant, m.kv_lora_rank, m.num_hidden_layers
+    ('mla', 512, 61)
+    """
+    if isinstance(name_or_path, ModelConfig):
+        return name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ConfigError(
+            f"expected a model name or a path, got {type(name_or_path).__name__}",
+            source=repr(name_or_path)[:60],
+        )
+    text = os.fspath(name_or_path)
+    key = text.strip().lower()
+    index = _index()
+    if key not in index and _is_shipped_file(key):
+        global _INDEX
+        _INDEX = None  # a file added since the index was read
+        index = _index()
+    if key in index:
+        return _load_file(index[key], shipped=True)
+    try:
+        path = Path(text).expanduser()
+        if path.is_dir() and (path / "config.json").is_file():
+            path = path / "config.json"
+        is_file = path.is_file()
+    except (OSError, ValueError, RuntimeError):  # a name no file system can hold
+        is_file = False
+    if is_file:
+        return _load_file(path)
+    looks_like_path = os.sep in text or text.endswith((".yaml", ".yml", ".json"))
+    if looks_like_path:
+        raise ConfigError(
+            "no such file", source=text[:200], fix="check the path, or give a shipped model name"
+        )
+    raise UnknownModelError(text, shipped_models())
+
+
+_CACHE: dict[tuple[str, float], ModelConfig] = {}
+
+
+def _load_file(path: Path, shipped: bool = False) -> ModelConfig:
+    try:
+        key = (str(path), path.stat().st_mtime)
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
+    cached = _CACHE.get(key)
+    if cached is None:
+        cached = parse_config_text(read_text(path), str(path), shipped=shipped)
+        _CACHE[key] = cached
+    return cached
+
+
+# the name other modules used before the reader moved to mlacalc.words.safeio
+_read_text = read_text

@@ -1,0 +1,530 @@
+"""Layers of different kinds: the per-layer pattern of a model and what each layer caches.
+
+A model is a stack of decoder layers, and layers differ. Each layer has one
+attention kind and one FFN kind:
+
+- ``full``: softmax attention over every key, the whole context cached;
+- ``sliding``: attends (and keeps) the last ``W`` keys only;
+- ``chunked``: attends within fixed chunks of ``C`` tokens (Llama 4), so a query sees
+  at most ``C`` keys and the cache needs at most ``C`` tokens;
+- ``linear``: linear attention / recurrent (Gated DeltaNet, Kimi Delta Attention): a
+  fixed-size state per sequence (a short convolution window plus a recurrent
+  matrix per head), no per-token cache;
+- ``mla``: multi-head latent attention, the compressed latent plus the shared RoPE key
+  cached per token;
+- ``dsa``: DeepSeek sparse attention: an MLA layer whose lightweight indexer keeps its
+  own per-token key cache, scores every key, and lets the query attend only the
+  ``top-k`` keys it selects;
+
+and ``rope`` false marks a layer without rotary position embedding (Llama 4's
+global layers). The FFN is ``dense`` or ``moe``.
+
+The pattern is read from a Hugging Face ``config.json`` by the same rules as the
+reference implementation (``layer_types``, ``sliding_window``,
+``sliding_window_pattern``, ``full_attention_interval``, ``attention_chunk_size``,
+``no_rope_layers``, ``first_k_dense_replace``, ``moe_layer_freq``,
+``interleave_moe_layer_step``, ``decoder_sparse_step``, ``mlp_only_layers``,
+``mlp_layer_types``, ``linear_attn_config``, ``index_*``). A layer type the product
+cannot model is refused by name.
+
+Cache conventions. A full, MLA or DSA layer keeps every token. A sliding layer keeps
+``min(S, W)`` tokens in the product's convention (what a serving engine's ring of
+``W`` slots holds) and ``min(S, W - 1)`` in the Hugging Face reference (its dynamic
+cache drops the oldest key once the new one is appended); a chunked layer likewise
+with ``C``. A linear layer's state is held as the reference holds it: the
+convolution window of ``K`` columns in the activation dtype and the recurrent state
+in float32 (``state_dtype`` changes it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.words.errors import ConfigError, InvalidArgumentError
+
+__all__ = [
+    "ATTENTION_KINDS",
+    "FFN_KINDS",
+    "CacheSpec",
+    "LayerKind",
+    "LayerPattern",
+    "cache_spec",
+    "layer_pattern",
+    "text_config",
+]
+
+ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "dsa")
+FFN_KINDS = ("dense", "moe")
+CONVENTIONS = ("engine", "hf")
+
+# layer_types values of the reference implementations -> attention kind
+_HF_LAYER_TYPES = {
+    "full_attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+}
+# layer_types values that exist upstream but are not modelled, with the nearest kind
+_UNMODELLED_LAYER_TYPES = {
+    "conv": "linear_attention (a state per sequence) is the nearest modelled kind",
+    "mamba": "linear_attention (a state per sequence) is the nearest modelled kind",
+    "hybrid": "full_attention is the nearest modelled kind",
+}
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """The kind of one decoder layer.
+
+    ``window`` is ``W`` for a sliding layer and ``C`` for a chunked one (``None``
+    otherwise); ``rope`` is false for a layer without rotary embedding.
+    """
+
+    attention: str
+    ffn: str = "dense"
+    window: int | None = None
+    rope: bool = True
+
+    @property
+    def label(self) -> str:
+        """``full``, ``sliding(128)``, ``chunked(8192)``, ``linear``, ``mla``, ``dsa``;
+        ``no-rope`` appended where the layer has no rotary embedding."""
+        text = self.attention if self.window is None else f"{self.attention}({self.window})"
+        return text if self.rope else f"{text} no-rope"
+
+    def tokens_kept(self, seq_len: int, convention: str = "engine") -> int:
+        """Tokens this layer's cache keeps per sequence after ``seq_len`` tokens."""
+        if self.attention == "linear":
+            return 0
+        if self.window is None:
+            return seq_len
+        return min(seq_len, self.window - (1 if convention == "hf" else 0))
+
+    def keys_attended(self, position: int) -> int:
+        """Keys the query at 1-based ``position`` attends (its own included)."""
+        if self.attention == "sliding":
+            return min(position, self.window)
+        if self.attention == "chunked":
+            return (position - 1) % self.window + 1
+        return position
+
+
+@dataclass(frozen=True)
+class LayerPattern:
+    """The kinds of a model's decoder layers, in order."""
+
+    layers: tuple[LayerKind, ...]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def counts(self) -> dict[str, int]:
+        """Layers per attention label, in order of first appearance."""
+        return dict(Counter(k.label for k in self.layers))
+
+    def groups(self) -> dict[LayerKind, int]:
+        """Layers per distinct kind (attention and FFN), in order of first appearance."""
+        return dict(Counter(self.layers))
+
+    @property
+    def is_uniform(self) -> bool:
+        return len({(k.attention, k.window, k.rope) for k in self.layers}) == 1
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(k.ffn == "moe" for k in self.layers)
+
+    def describe(self) -> str:
+        """One line such as ``"48 layers: 36 linear + 12 full; FFN: 48 MoE"``."""
+        parts = " + ".join(f"{n} {label}" for label, n in self.counts().items())
+        ffn = Counter(k.ffn for k in self.layers)
+        ffn_text = " + ".join(f"{ffn[f]} {'MoE' if f == 'moe' else f}" for f in FFN_KINDS if ffn[f])
+        return f"{self.num_layers} layers: {parts}; FFN: {ffn_text}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layers": self.num_layers,
+            "summary": self.describe(),
+            "attention": self.counts(),
+            "moe_layers": self.moe_layers,
+            "kinds": [
+                {
+                    "attention": k.attention,
+                    "window": k.window,
+                    "rope": k.rope,
+                    "ffn": k.ffn,
+                    "layers": n,
+                }
+                for k, n in self.groups().items()
+            ],
+        }
+
+
+# ----------------------------------------------------------------------------------
+# reading a config.json
+
+# older config.json spellings of the same fields
+_SPELLINGS = {
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_embd": "hidden_size",
+    "num_kv_heads": "num_key_value_heads",
+}
+
+
+def text_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: ``text_config`` of a multimodal wrapper, else the config,
+    with older spellings (``n_layer``, ``n_head``, ``n_embd``, ``num_kv_heads``) renamed."""
+    inner = data.get("text_config")
+    if isinstance(inner, Mapping):
+        out = dict(inner)
+        out.setdefault("model_type", data.get("model_type"))
+        for key in ("quantization_config", "tie_word_embeddings"):
+            if key in data and key not in out:
+                out[key] = data[key]
+    else:
+        out = dict(data)
+    for old, new in _SPELLINGS.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
+
+
+def _fail(origin: str, field: str, message: str, fix: str | None = None):
+    raise ConfigError(message, source=origin, field=field, fix=fix)
+
+
+def _int(raw: Mapping[str, Any], key: str, origin: str, default: Any = None) -> Any:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _fail(origin, key, f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
+    """``layer_types`` as the reference implementation derives it."""
+    mt = raw.get("model_type")
+    types = raw.get("layer_types")
+    if types is None:
+        if mt in ("gemma2", "gpt_oss"):
+            types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+        elif mt in ("gemma3", "gemma3_text", "cohere2"):
+            default = 4 if mt == "cohere2" else 6
+            period = _int(raw, "sliding_window_pattern", origin, default) or default
+            types = [
+                "sliding_attention" if (i + 1) % period else "full_attention" for i in range(n)
+            ]
+        elif mt in ("gemma4", "gemma4_text"):  # Gemma4TextConfig: period 6, last layer full
+            types = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+        elif mt in ("llama4", "llama4_text"):
+            no_rope = raw.get("no_rope_layers") or [
+                int((i + 1) % (_int(raw, "no_rope_layer_interval", origin, 4) or 4) != 0)
+                for i in range(n)
+            ]
+            if not isinstance(no_rope, list) or len(no_rope) != n:
+                _fail(origin, "no_rope_layers", f"must list one flag per layer ({n})")
+            types = ["chunked_attention" if flag else "full_attention" for flag in no_rope]
+        elif mt == "qwen3_next":
+            period = _int(raw, "full_attention_interval", origin, 4) or 4
+            types = ["linear_attention" if (i + 1) % period else "full_attention" for i in range(n)]
+        elif mt == "kimi_linear":
+            lin = raw.get("linear_attn_config") or {}
+            if "full_attn_layers" in lin and "kda_layers" in lin:
+                types = [None] * n
+                for i in lin["full_attn_layers"]:
+                    types[i - 1] = "full_attention"  # 1-based in the checkpoint
+                for i in lin["kda_layers"]:
+                    types[i - 1] = "linear_attention"
+            else:
+                types = [
+                    "full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)
+                ]
+        elif raw.get("use_sliding_window") and raw.get("sliding_window"):
+            # Qwen2/Qwen3: the first max_window_layers layers use full attention
+            full = _int(raw, "max_window_layers", origin, n)
+            types = ["full_attention" if i < full else "sliding_attention" for i in range(n)]
+        elif raw.get("sliding_window") and mt in (
+            "mistral",
+            "mixtral",
+            "phi3",
+            "ministral3",
+            "ministral",
+            "starcoder2",
+            "qwen2_moe_sw",
+        ):
+            types = ["sliding_attention"] * n
+        else:
+            types = ["full_attention"] * n
+    if mt in ("gemma4", "gemma4_text") and isinstance(types, list) and types:
+        types = [*types[:-1], "full_attention"]  # Gemma4TextConfig forces the last layer full
+    if not isinstance(types, list) or len(types) != n:
+        _fail(
+            origin,
+            "layer_types",
+            f"must list one type per layer ({n} layers), got "
+            f"{len(types) if isinstance(types, list) else type(types).__name__}",
+        )
+    for t in types:
+        if t in _UNMODELLED_LAYER_TYPES:
+            _fail(
+                origin,
+                "layer_types",
+                f"layer type {t!r} is not modelled",
+                _UNMODELLED_LAYER_TYPES[t],
+            )
+        if t not in _HF_LAYER_TYPES:
+            _fail(
+                origin,
+                "layer_types",
+                f"unknown layer type {t!r}",
+                "use one of: " + ", ".join(_HF_LAYER_TYPES),
+            )
+    return types
+
+
+def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
+    """Dense or MoE per layer, by the reference implementation's rule."""
+    mt = raw.get("model_type")
+    experts = (
+        raw.get("n_routed_experts") or raw.get("num_experts") or raw.get("num_local_experts") or 0
+    )
+    if not experts:
+        return ["dense"] * n
+    if isinstance(raw.get("mlp_layer_types"), list):
+        kinds = raw["mlp_layer_types"]
+        if len(kinds) != n or any(k not in ("dense", "sparse") for k in kinds):
+            _fail(
+                origin,
+                "mlp_layer_types",
+                f"must list 'dense' or 'sparse' for each of the {n} layers",
+            )
+        return ["moe" if k == "sparse" else "dense" for k in kinds]
+    if mt in ("llama4", "llama4_text"):
+        moe = raw.get("moe_layers")
+        if moe is None:
+            step = _int(raw, "interleave_moe_layer_step", origin, 1) or 1
+            moe = list(range(step - 1, n, step))
+        moe_set = set(moe)
+        return ["moe" if i in moe_set else "dense" for i in range(n)]
+    if "decoder_sparse_step" in raw or "mlp_only_layers" in raw:
+        step = _int(raw, "decoder_sparse_step", origin, 1) or 1
+        only = set(raw.get("mlp_only_layers") or [])
+        return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(n)]
+    first = _int(raw, "first_k_dense_replace", origin, 0) or 0
+    freq = raw.get("moe_layer_freq", 1)
+    if isinstance(freq, list):
+        if len(freq) != n:
+            _fail(origin, "moe_layer_freq", f"a list must hold one flag per layer ({n})")
+        return ["moe" if (flag and i >= first) else "dense" for i, flag in enumerate(freq)]
+    freq = _int(raw, "moe_layer_freq", origin, 1) or 1
+    return ["moe" if (i >= first and i % freq == 0) else "dense" for i in range(n)]
+
+
+def _is_mla(raw: Mapping[str, Any]) -> bool:
+    return raw.get("kv_lora_rank") is not None
+
+
+def _is_dsa(raw: Mapping[str, Any]) -> bool:
+    return (
+        raw.get("model_type") in ("deepseek_v32", "glm_moe_dsa")
+        or raw.get("index_topk") is not None
+    )
+
+
+def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
+    """The per-layer pattern of a Hugging Face ``config.json`` (a multimodal wrapper's
+    ``text_config`` is read) or of a :class:`~mlacalc.ModelConfig`.
+
+    Examples
+    --------
+    >>> qwen3_next = {"model_type": "qwen3_next", "num_hidden_layers": 8, "num_experts": 4}
+    >>> layer_pattern(qwen3_next).describe()
+    '8 layers: 6 linear + 2 full; FFN: 8 MoE'
+    """
+    data, origin = _config_dict(data, origin)
+    raw = text_config(data)
+    n = _int(raw, "num_hidden_layers", origin)
+    if not n:
+        _fail(origin, "num_hidden_layers", "is required and must be positive")
+    types = _attention_types(raw, n, origin)
+    ffn = _ffn_types(raw, n, origin)
+    window = _int(raw, "sliding_window", origin)
+    chunk = _int(raw, "attention_chunk_size", origin)
+    mt = raw.get("model_type")
+    nope_layers = mt in ("llama4", "llama4_text")
+    layers = []
+    for i, t in enumerate(types):
+        kind = _HF_LAYER_TYPES[t]
+        w = None
+        if kind == "sliding":
+            if not window:
+                _fail(
+                    origin,
+                    "sliding_window",
+                    f"layer {i} is a sliding-window layer but no window is set",
+                )
+            w = window
+        elif kind == "chunked":
+            if not chunk:
+                _fail(
+                    origin, "attention_chunk_size", f"layer {i} is chunked but no chunk size is set"
+                )
+            w = chunk
+        elif kind == "full" and _is_mla(raw):
+            kind = "dsa" if _is_dsa(raw) else "mla"
+        rope = not (nope_layers and kind == "full")
+        layers.append(LayerKind(attention=kind, ffn=ffn[i], window=w, rope=rope))
+    return LayerPattern(tuple(layers))
+
+
+# ----------------------------------------------------------------------------------
+# what each kind caches
+
+_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """Cache elements of each attention kind of one model.
+
+    ``token_elements[kind]`` is what one token adds to one layer of that kind
+    (K and V rows, or the MLA latent plus the RoPE key; a DSA layer adds the
+    indexer key in ``indexer_elements``); a linear layer holds
+    ``conv_elements`` (activation dtype) and ``state_elements`` (``state_dtype``)
+    per sequence whatever the context.
+    """
+
+    token_elements: dict[str, int]
+    indexer_elements: int = 0
+    conv_elements: int = 0
+    state_elements: int = 0
+
+    def layer_bytes(
+        self,
+        kind: LayerKind,
+        seq_len: int,
+        batch: int = 1,
+        kv_dtype: str = "bf16",
+        state_dtype: str = "fp32",
+        convention: str = "engine",
+    ) -> int:
+        """Bytes one layer of ``kind`` holds for ``batch`` sequences of ``seq_len`` tokens."""
+        if convention not in CONVENTIONS:
+            raise InvalidArgumentError(
+                "convention", f"use one of {', '.join(CONVENTIONS)}, got {convention!r}"
+            )
+        b = _bytes_per_element(kv_dtype, "kv_dtype")
+        if kind.attention == "linear":
+            s = _bytes_per_element(state_dtype, "state_dtype")
+            return batch * (self.conv_elements * b + self.state_elements * s)
+        row = self.token_elements[kind.attention] + (
+            self.indexer_elements if kind.attention == "dsa" else 0
+        )
+        return batch * kind.tokens_kept(seq_len, convention) * row * b
+
+    def model_bytes(
+        self,
+        pattern: LayerPattern,
+        seq_len: int,
+        batch: int = 1,
+        kv_dtype: str = "bf16",
+        state_dtype: str = "fp32",
+        convention: str = "engine",
+    ) -> dict[str, int]:
+        """Cache bytes by attention label (``sliding(128)``, ``full``, ...) for the whole model."""
+        out: dict[str, int] = {}
+        for kind, n in pattern.groups().items():
+            size = n * self.layer_bytes(kind, seq_len, batch, kv_dtype, state_dtype, convention)
+            out[kind.label] = out.get(kind.label, 0) + size
+        return out
+
+
+def _bytes_per_element(dtype: str, name: str) -> int:
+    if dtype not in _DTYPE_BYTES:
+        raise InvalidArgumentError(name, f"use one of {', '.join(_DTYPE_BYTES)}, got {dtype!r}")
+    return _DTYPE_BYTES[dtype]
+
+
+def _config_dict(data: Any, origin: str) -> tuple[Mapping[str, Any], str]:
+    """A config as a mapping: a ``config.json`` dict as it is, a :class:`ModelConfig` as its
+    fields (the Hugging Face names, ``model_type`` included)."""
+    if isinstance(data, Mapping):
+        return data, origin
+    to_dict = getattr(data, "to_dict", None)
+    if to_dict is not None and type(data).__name__ == "ModelConfig":
+        return to_dict(), getattr(data, "origin", None) or origin
+    raise InvalidArgumentError(
+        "config",
+        f"must be a ModelConfig (mlacalc.load_model) or a config.json dict, "
+        f"got {type(data).__name__}",
+    )
+
+
+def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
+    """Per-token and per-sequence cache elements of each attention kind a config uses:
+    ``data`` is a :class:`~mlacalc.ModelConfig` or a ``config.json`` dict.
+
+    >>> import mlacalc
+    >>> cache_spec(mlacalc.load_model("llama-3-8b")).token_elements["full"]
+    2048
+    """
+    data, origin = _config_dict(data, origin)
+    raw = text_config(data)
+    n_h = _int(raw, "num_attention_heads", origin)
+    n_kv = _int(raw, "num_key_value_heads", origin) or n_h
+    falcon = raw.get("model_type") in ("falcon", "RefinedWeb", "RefinedWebModel")
+    if falcon and raw.get("multi_query", True) and not raw.get("new_decoder_architecture", False):
+        n_kv = 1
+    d = _int(raw, "hidden_size", origin)
+    head = _int(raw, "head_dim", origin) or (d // n_h if d and n_h else None)
+    rows: dict[str, int] = {}
+    if head:
+        rows.update(dict.fromkeys(("full", "sliding", "chunked"), 2 * n_kv * head))
+    if raw.get("model_type") in ("gemma4", "gemma4_text"):
+        if raw.get("num_kv_shared_layers"):
+            _fail(
+                origin,
+                "num_kv_shared_layers",
+                "layers that reuse another layer's cache are not modelled",
+                "set it to 0; the nearest modelled layout keeps a cache in every layer",
+            )
+        # full layers: their own head width (default 512) and, with attention_k_eq_v, their
+        # own KV heads; the reference still holds keys and values as two tensors
+        k_eq_v = raw.get("attention_k_eq_v") is True
+        g_kv = (_int(raw, "num_global_key_value_heads", origin) if k_eq_v else None) or n_kv
+        g_head = _int(raw, "global_head_dim", origin, 512)
+        rows["full"] = 2 * g_kv * g_head
+    if _is_mla(raw):
+        latent = _int(raw, "kv_lora_rank", origin) + _int(raw, "qk_rope_head_dim", origin)
+        rows["mla"] = rows["dsa"] = latent
+    indexer = _int(raw, "index_head_dim", origin) or 0 if _is_dsa(raw) else 0
+    conv = state = 0
+    mt = raw.get("model_type")
+    if mt == "qwen3_next":  # Gated DeltaNet: conv over q, k, v; a k x v state per value head
+        hk, hv = (
+            _int(raw, "linear_num_key_heads", origin),
+            _int(raw, "linear_num_value_heads", origin),
+        )
+        dk, dv = (
+            _int(raw, "linear_key_head_dim", origin),
+            _int(raw, "linear_value_head_dim", origin),
+        )
+        kernel = _int(raw, "linear_conv_kernel_dim", origin)
+        conv = (2 * hk * dk + hv * dv) * kernel
+        state = hv * dk * dv
+    elif mt == "kimi_linear":  # Kimi Delta Attention: three short convs, a d x d state per head
+        lin = raw.get("linear_attn_config") or {}
+        heads = lin.get("num_heads", raw.get("linear_num_heads", 32))
+        dim = lin.get("head_dim", raw.get("linear_head_dim", 128))
+        kernel = lin.get("short_conv_kernel_size", raw.get("linear_conv_kernel_dim", 4))
+        conv = 3 * heads * dim * kernel
+        state = heads * dim * dim
+    return CacheSpec(
+        token_elements=rows, indexer_elements=indexer, conv_elements=conv, state_elements=state
+    )

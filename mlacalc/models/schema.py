@@ -1,0 +1,1267 @@
+"""The model schema: every field declared once, and the validation generated from it.
+
+A model is one mapping whose field names are the ones Hugging Face writes in
+``config.json`` (``hidden_size``, ``num_key_value_heads``, ``kv_lora_rank``, ...),
+plus ``name``, ``model_type`` and ``source``. Each field of :class:`ModelConfig`
+carries its :class:`Spec` (kind, upper bound, meaning); the checks of kind and
+range, the table :data:`FIELDS` and the field list of ``docs/config-schema.md`` all
+come from those declarations, so a field cannot exist unvalidated.
+
+Validation collects every problem before it reports: one :class:`ConfigError` lists
+each missing or invalid field (its ``field`` is the first one, ``problems`` all of
+them). Types and ranges are checked before any arithmetic reads a value.
+
+The attention variant is read from the fields, never from the model's name:
+``kv_lora_rank`` set means MLA; otherwise ``num_key_value_heads`` equal to
+``num_attention_heads`` is MHA, 1 is MQA, anything in between is GQA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Any
+
+from mlacalc.models import registry
+from mlacalc.words.dtypes import DTYPE_BITS, canonical_dtype
+from mlacalc.words.errors import ConfigError, UnknownDtypeError
+
+__all__ = [
+    "BOUNDS",
+    "FIELDS",
+    "SPECS",
+    "ModelConfig",
+    "Spec",
+    "model_from_dict",
+    "model_types",
+    "raise_problems",
+]
+
+# kinds of value
+POS = "positive integer"
+NONNEG = "non-negative integer"
+OPTPOS = "positive integer or null"
+BOOL = "boolean"
+STR = "string"
+OPTSTR = "string (may be empty)"
+STRS = "string or list of strings"
+NAMES = "list of strings"
+INTS = "list of positive integers"
+QUANT = "mapping or null"
+
+# documented upper bounds: far above every real model, low enough that no count overflows
+# a loop or a table and no string grows without end
+MAX_WIDTH = 1 << 20  # hidden, FFN, latent and head widths
+MAX_HEADS = 1 << 16  # attention and KV heads
+MAX_LAYERS = 2_048  # decoder layers and every per-layer count
+MAX_EXPERTS = 1 << 16  # routed and shared experts
+MAX_VOCAB = 1 << 24  # vocabulary entries
+MAX_TOKENS = 1 << 40  # context lengths and windows
+MAX_TEXT = 10_000  # characters of a string field
+MAX_ITEMS = 64  # entries of a list field
+
+#: Problems found while reading a model: (field, message, fix or None).
+Problem = tuple[str, str, "str | None"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One field of the schema: its kind, its inclusive upper bound, what it means, and
+    what an absent value means (``absent``)."""
+
+    kind: str
+    doc: str
+    hi: int | None = None
+    absent: str = ""
+
+    def check(self, name: str, value: Any) -> Problem | None:
+        """The problem with ``value`` for this field, or None when it is valid."""
+        kind = self.kind
+        if kind in (POS, NONNEG, OPTPOS):
+            if value is None and kind == OPTPOS:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int):
+                return (
+                    name,
+                    f"must be a {kind}, got {_show(value)} ({type(value).__name__})",
+                    f"write a whole number such as {name}: 128",
+                )
+            if kind in (POS, OPTPOS) and value <= 0:
+                fix = "use null for none" if kind == OPTPOS else "dimensions must be at least 1"
+                return (name, f"must be a {kind}, got {value}", fix)
+            if kind == NONNEG and value < 0:
+                return (name, f"must be a {kind}, got {value}", "use 0 for none")
+            if self.hi is not None and value > self.hi:
+                return (
+                    name,
+                    f"is {_show(value)}, above the bound of {self.hi:,}",
+                    "mlacalc reads values up to this bound (docs/config-schema.md)",
+                )
+            return None
+        if kind == BOOL:
+            if not isinstance(value, bool):
+                return (
+                    name,
+                    f"must be true or false, got {_show(value)} ({type(value).__name__})",
+                    "write true or false without quotes",
+                )
+            return None
+        if kind in (STR, OPTSTR):
+            if not isinstance(value, str) or (kind == STR and not value.strip()):
+                return (name, f"must be a non-empty string, got {_show(value)}", None)
+            if len(value) > (self.hi or MAX_TEXT):
+                return (
+                    name,
+                    f"is {len(value):,} characters, above the bound of {self.hi or MAX_TEXT:,}",
+                    None,
+                )
+            return None
+        if kind in (STRS, NAMES):
+            items = [value] if isinstance(value, str) and kind == STRS else value
+            if not isinstance(items, (list, tuple)) or not all(
+                isinstance(s, str) and s.strip() for s in items
+            ):
+                return (name, f"must be a {kind}, got {_show(value)}", None)
+            if kind == STRS and not items:
+                return (name, "must name at least one source", "say where the values come from")
+            if len(items) > MAX_ITEMS or any(len(s) > MAX_TEXT for s in items):
+                return (
+                    name,
+                    f"holds more than {MAX_ITEMS} entries or an entry over {MAX_TEXT:,} characters",
+                    None,
+                )
+            return None
+        if kind == INTS:
+            if not isinstance(value, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 < i <= (self.hi or 0)
+                for i in value
+            ):
+                return (
+                    name,
+                    f"must be a {kind} up to {self.hi:,}, got {_show(value)}",
+                    "list 1-based layer numbers such as [4, 8, 12]",
+                )
+            if list(value) != sorted(set(value)):
+                return (name, "must list each layer once, in increasing order", None)
+            return None
+        if kind == QUANT:
+            return _quantization_problem(name, value)
+        raise AssertionError(f"field {name}: unknown kind {kind!r}")  # pragma: no cover
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only, hashable mapping: how a model keeps a nested field such as
+    ``quantization_config`` (lists become tuples). ``thaw`` gives plain dicts and lists."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, data: Mapping[str, Any]):
+        self._items = {k: _freeze(v) for k, v in data.items()}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._items.items(), key=lambda kv: str(kv[0]))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return repr(self.thaw())
+
+    def __reduce__(self):
+        return (FrozenMapping, (self.thaw(),))
+
+    def thaw(self) -> dict[str, Any]:
+        """The mapping as plain dicts and lists (for YAML and JSON)."""
+        return {k: _thaw(v) for k, v in self._items.items()}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, FrozenMapping):
+        return value.thaw()
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _size(value: Any, depth: int = 0) -> int:
+    """Entries of a nested value (a bound on what a mapping field may hold)."""
+    if depth > 8:
+        return 1 << 30
+    if isinstance(value, Mapping):
+        return 1 + sum(1 + _size(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return 1 + sum(_size(v, depth + 1) for v in value)
+    return 1
+
+
+def _quantization_problem(name: str, value: Any) -> Problem | None:
+    """The problem with a ``quantization_config`` value, or None (``mlacalc.cost.quant`` reads
+    it)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return (
+            name,
+            f"must be a mapping as config.json writes it, got {_show(value)}",
+            "copy the checkpoint's quantization_config, or use null",
+        )
+    if _size(value) > 4 * MAX_ITEMS * 8:
+        return (name, "is nested deeper or holds more entries than a quantization_config", None)
+    from mlacalc.cost.quant import scheme_of
+
+    try:
+        scheme_of(value, "")
+    except ConfigError as exc:
+        return (exc.field or name, exc.message, exc.fix)
+    return None
+
+
+def _spec(
+    kind: str, doc: str, *, hi: int | None = None, default: Any = MISSING, absent: str = ""
+) -> Any:
+    """Declare a schema field: the dataclass field and its :class:`Spec` in one place."""
+    meta = {"spec": Spec(kind, doc, hi, absent)}
+    if default is MISSING:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """A validated model configuration (field names as in Hugging Face ``config.json``).
+
+    Build one with :func:`mlacalc.load_model` or :func:`model_from_dict`; the
+    constructor itself checks every value. ``derived`` lists the fields that were not
+    stated in the source and were filled in by a documented rule (for instance
+    ``head_dim = hidden_size / heads`` when a ``config.json`` omits it).
+    """
+
+    name: str = _spec(
+        STR,
+        "shipped name, lower-case with dashes (deepseek-v3)",
+        hi=200,
+        absent="the file's name (stem), lower-case with dashes",
+    )
+    model_type: str = _spec(STR, "Hugging Face model_type (see the list below)", hi=200)
+    source: tuple[str, ...] = _spec(
+        STRS,
+        "where every value comes from (config.json revision, paper section)",
+        absent="user files: the file's path; shipped files: required",
+    )
+    hidden_size: int = _spec(POS, "d, the model width", hi=MAX_WIDTH)
+    num_hidden_layers: int = _spec(POS, "L, decoder layers of the main model", hi=MAX_LAYERS)
+    num_attention_heads: int = _spec(POS, "n_h, query heads", hi=MAX_HEADS)
+    num_key_value_heads: int = _spec(
+        POS,
+        "n_kv, key/value heads (MLA files repeat n_h, as Hugging Face does)",
+        hi=MAX_HEADS,
+        absent="the family's default (see below)",
+    )
+    vocab_size: int = _spec(POS, "V, vocabulary size", hi=MAX_VOCAB)
+    intermediate_size: int = _spec(
+        POS, "FFN width of dense layers (GPT-2, Falcon: the MLP width)", hi=MAX_WIDTH
+    )
+    tie_word_embeddings: bool = _spec(
+        BOOL,
+        "output head shares the input embedding table",
+        absent="the family's default (see below)",
+    )
+    head_dim: int | None = _spec(
+        OPTPOS,
+        "d_h, per-head width of Q, K and V (MHA/GQA/MQA)",
+        hi=MAX_WIDTH,
+        default=None,
+        absent="the family's rule (see below); unused by MLA",
+    )
+    display_name: str = _spec(OPTSTR, "name for reports (DeepSeek-V3)", hi=200, default="")
+    aliases: tuple[str, ...] = _spec(NAMES, "other names that load this file", default=())
+    notes: str = _spec(OPTSTR, "free text", default="")
+    attention_bias: bool = _spec(
+        BOOL,
+        "bias on the attention projections (Llama: q,k,v,o; DeepSeek: q_a, kv_a, o)",
+        default=False,
+    )
+    qkv_bias: bool = _spec(
+        BOOL, "bias on the q, k and v projections only (Qwen2: true)", default=False
+    )
+    mlp_bias: bool = _spec(BOOL, "bias on the gated MLP projections", default=False)
+    q_lora_rank: int | None = _spec(
+        OPTPOS,
+        "d_cq, query compression rank; null means a plain W_Q",
+        hi=MAX_WIDTH,
+        default=None,
+        absent="MLA: the family's default (see below)",
+    )
+    kv_lora_rank: int | None = _spec(
+        OPTPOS, "d_c, MLA latent width; null or absent means not MLA", hi=MAX_WIDTH, default=None
+    )
+    qk_nope_head_dim: int | None = _spec(
+        OPTPOS, "d_nope, per-head query/key width without RoPE (MLA)", hi=MAX_WIDTH, default=None
+    )
+    qk_rope_head_dim: int | None = _spec(
+        OPTPOS, "d_rope, decoupled RoPE width, shared key (MLA)", hi=MAX_WIDTH, default=None
+    )
+    v_head_dim: int | None = _spec(
+        OPTPOS, "d_v, per-head value width (MLA)", hi=MAX_WIDTH, default=None
+    )
+    n_routed_experts: int = _spec(
+        NONNEG,
+        "routed experts per MoE layer (Mixtral: num_local_experts)",
+        hi=MAX_EXPERTS,
+        default=0,
+    )
+    n_shared_experts: int = _spec(
+        NONNEG,
+        "always-on shared experts per MoE layer",
+        hi=MAX_EXPERTS,
+        default=0,
+        absent="MoE: the family's default (see below)",
+    )
+    moe_intermediate_size: int | None = _spec(
+        OPTPOS, "FFN width of one expert", hi=MAX_WIDTH, default=None
+    )
+    num_experts_per_tok: int = _spec(
+        NONNEG, "routed experts a token uses", hi=MAX_EXPERTS, default=0
+    )
+    first_k_dense_replace: int = _spec(
+        NONNEG,
+        "leading layers that keep a dense FFN",
+        hi=MAX_LAYERS,
+        default=0,
+        absent="MoE: the family's default (see below)",
+    )
+    moe_layer_freq: int = _spec(
+        POS, "every k-th layer after the dense ones is MoE", hi=MAX_LAYERS, default=1
+    )
+    topk_method: str = _spec(
+        OPTSTR,
+        "router method; noaux_tc adds the e_score_correction_bias vector",
+        hi=200,
+        default="",
+        absent="MoE: the family's default (see below)",
+    )
+    num_nextn_predict_layers: int = _spec(
+        NONNEG,
+        "MTP (next-n prediction) modules, reported apart",
+        hi=MAX_LAYERS,
+        default=0,
+        absent="the family's default (see below)",
+    )
+    sliding_window: int | None = _spec(
+        OPTPOS,
+        "W, keys a query may attend (and the cache keeps); null for none",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    full_attention_interval: int | None = _spec(
+        OPTPOS,
+        "k: layers k, 2k, ... (1-based) use full attention and the others the sliding window "
+        "or the chunk (Gemma 3, GPT-OSS, Llama 4); null: every layer alike",
+        hi=MAX_LAYERS,
+        default=None,
+    )
+    full_attention_layers: tuple[int, ...] = _spec(
+        INTS,
+        "1-based layers with full attention, the others linear (Kimi Linear); empty: "
+        "full_attention_interval decides",
+        hi=MAX_LAYERS,
+        default=(),
+    )
+    attention_chunk_size: int | None = _spec(
+        OPTPOS,
+        "C: chunked layers attend within chunks of C tokens (Llama 4); null for none",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    global_head_dim: int | None = _spec(
+        OPTPOS,
+        "head width of the full-attention layers when it differs from head_dim (Gemma 4); "
+        "null: head_dim",
+        hi=MAX_WIDTH,
+        default=None,
+        absent="the family's default (see below)",
+    )
+    num_global_key_value_heads: int | None = _spec(
+        OPTPOS,
+        "KV heads of the full-attention layers (Gemma 4 with attention_k_eq_v); "
+        "null: num_key_value_heads",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    attention_k_eq_v: bool = _spec(
+        BOOL,
+        "the full-attention layers project one key per KV head and use it as the value too "
+        "(Gemma 4): no v_proj there; the cache still keeps K and V (V is normed, K normed "
+        "and rotated)",
+        default=False,
+    )
+    index_n_heads: int | None = _spec(
+        OPTPOS,
+        "DSA indexer heads (DeepSeek-V3.2, GLM-5); null: no sparse attention",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    index_head_dim: int | None = _spec(
+        OPTPOS, "DSA indexer key width, cached per token and layer", hi=MAX_WIDTH, default=None
+    )
+    index_topk: int | None = _spec(
+        OPTPOS, "DSA: keys each query attends, picked by the indexer", hi=MAX_TOKENS, default=None
+    )
+    linear_num_key_heads: int | None = _spec(
+        OPTPOS,
+        "linear-attention (Gated DeltaNet) key heads (Qwen3-Next); null: no linear layers",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    linear_num_value_heads: int | None = _spec(
+        OPTPOS,
+        "linear-attention value heads (one recurrent state each)",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    linear_key_head_dim: int | None = _spec(
+        OPTPOS, "linear-attention key width per head", hi=MAX_WIDTH, default=None
+    )
+    linear_value_head_dim: int | None = _spec(
+        OPTPOS, "linear-attention value width per head", hi=MAX_WIDTH, default=None
+    )
+    linear_conv_kernel_dim: int | None = _spec(
+        OPTPOS,
+        "linear-attention short convolution width (columns kept)",
+        hi=MAX_LAYERS,
+        default=None,
+    )
+    max_position_embeddings: int | None = _spec(
+        OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
+    )
+    weights_dtype: str = _spec(
+        STR, "dtype the released weights use (bf16, fp8, ...)", hi=200, default="bf16"
+    )
+    quantization_config: Mapping[str, Any] | None = _spec(
+        QUANT,
+        "the checkpoint's quantization as its config.json states it (fp8 with "
+        "weight_block_size, mxfp4, compressed-tensors int groups); weight bytes in reports "
+        "and plans follow it, scales included, unless a weight dtype is chosen",
+        default=None,
+    )
+    parallel_attn: bool = _spec(
+        BOOL, "Falcon: attention and MLP read the same normed input", default=False
+    )
+    new_decoder_architecture: bool = _spec(
+        BOOL, "Falcon-40B style: two layer norms per block", default=False
+    )
+    bias: bool = _spec(
+        BOOL, "Falcon/GPT-2 style: biases on every linear layer and layer norm", default=False
+    )
+    origin: str = field(default="<dict>", metadata={"internal": True})
+    derived: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
+
+    def __post_init__(self) -> None:
+        values = {f.name: getattr(self, f.name) for f in fields(self) if "spec" in f.metadata}
+        problems = check_values(values)
+        if problems:
+            raise_problems(self.origin, problems)
+
+    # -- derived, read-only views -------------------------------------------------
+    @property
+    def family(self) -> str:
+        """Parameter layout: llama, gpt2, falcon, deepseek or minicpm3."""
+        unit = registry.family_of(self.model_type)
+        assert unit is not None  # validated in __post_init__
+        return unit.layout
+
+    @property
+    def quantization(self) -> Any:
+        """The checkpoint's :class:`mlacalc.cost.quant.QuantScheme`, or None (unquantized)."""
+        if self.quantization_config is None:
+            return None
+        from mlacalc.cost.quant import scheme_of
+
+        return scheme_of(self.quantization_config, self.origin)
+
+    @property
+    def is_mla(self) -> bool:
+        """Whether attention is MLA (``kv_lora_rank`` is set)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def variant(self) -> str:
+        """``"mla"``, ``"mha"``, ``"mqa"`` or ``"gqa"``, read from the fields."""
+        if self.is_mla:
+            return "mla"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "mha"
+        if self.num_key_value_heads == 1:
+            return "mqa"
+        return "gqa"
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether some FFN layers are mixtures of routed experts."""
+        return self.n_routed_experts > 0
+
+    @property
+    def label(self) -> str:
+        """The name reports show."""
+        return self.display_name or self.name
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` (0-based) has a MoE FFN (DeepSeek's rule)."""
+        return (
+            self.is_moe and index >= self.first_k_dense_replace and index % self.moe_layer_freq == 0
+        )
+
+    @property
+    def num_moe_layers(self) -> int:
+        """How many decoder layers have a MoE FFN (counted in closed form)."""
+        if not self.is_moe or self.first_k_dense_replace >= self.num_hidden_layers:
+            return 0
+        freq, start, stop = self.moe_layer_freq, self.first_k_dense_replace, self.num_hidden_layers
+        first = -(-start // freq) * freq  # first multiple of freq at or after start
+        return 0 if first >= stop else (stop - 1 - first) // freq + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as a plain dict of the schema's fields."""
+        out = {}
+        for f in fields(self):
+            if "spec" not in f.metadata:
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else _thaw(value)
+        return out
+
+    def with_changes(self, **changes: Any) -> ModelConfig:
+        """A copy with some fields changed, validated again (for what-if studies)."""
+        unknown = [k for k in changes if k not in SPECS]
+        if unknown:
+            raise_problems(self.origin, [_unknown_field(k) for k in unknown])
+        if isinstance(changes.get("full_attention_layers"), list):
+            changes["full_attention_layers"] = tuple(changes["full_attention_layers"])
+        for key in ("source", "aliases"):
+            if isinstance(changes.get(key), (str, list)):
+                value = changes[key]
+                changes[key] = (value,) if isinstance(value, str) else tuple(value)
+        if isinstance(changes.get("quantization_config"), Mapping):
+            changes["quantization_config"] = _freeze(changes["quantization_config"])
+        return replace(self, **changes)
+
+
+#: field name -> its declaration.
+SPECS: dict[str, Spec] = {
+    f.name: f.metadata["spec"] for f in fields(ModelConfig) if "spec" in f.metadata
+}
+#: field -> (kind, meaning): every key a YAML file may hold.
+FIELDS: dict[str, tuple[str, str]] = {name: (s.kind, s.doc) for name, s in SPECS.items()}
+#: field -> inclusive upper bound, for every bounded field.
+BOUNDS: dict[str, int] = {name: s.hi for name, s in SPECS.items() if s.hi is not None}
+
+# every dataclass field is either a schema field or one of the loader's own records
+assert all("spec" in f.metadata or f.metadata.get("internal") for f in fields(ModelConfig))
+
+# fields every model file states: the size of a model is never guessed
+REQUIRED = (
+    "name",
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "vocab_size",
+    "intermediate_size",
+    "num_key_value_heads",
+    "tie_word_embeddings",
+)
+_MLA = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# fields every family fills by a rule when they are absent
+_FAMILY_FILLED = ("head_dim", "num_key_value_heads", "tie_word_embeddings")
+_MOE_REQUIRED = ("moe_intermediate_size", "num_experts_per_tok")
+_MOE_ONLY = (
+    "n_shared_experts",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+    "first_k_dense_replace",
+    "topk_method",
+)
+
+
+def model_types() -> list[str]:
+    """Every ``model_type`` the schema accepts (one family unit in ``mlacalc.models.hf`` each)."""
+    return registry.model_types()
+
+
+# -----------------------------------------------------------------------------------
+# validation of values (kinds and ranges first, then the relations between fields)
+
+
+def _show(value: Any) -> str:
+    """A value for a message, never long: big numbers by digit count, long text cut."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return (
+            f"a {len(str(abs(value))):,}-digit number"
+            if abs(value) < 10**4000
+            else "a number of over 4,000 digits"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    text = (
+        repr(value)
+        if not isinstance(value, (dict, list, tuple))
+        else f"a {type(value).__name__} of {len(value)} entries"
+    )
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unknown_field(key: Any) -> Problem:
+    name = str(key)[:60]
+    close = get_close_matches(name, list(SPECS), n=1)
+    fix = f"did you mean '{close[0]}'?" if close else "see docs/config-schema.md for the fields"
+    return (name, "is not a field of the model schema", fix)
+
+
+def _model_type_problem(model_type: Any) -> Problem | None:
+    if not isinstance(model_type, str) or not model_type.strip():
+        return (
+            "model_type",
+            f"must be a non-empty string, got {_show(model_type)}",
+            "use one of: " + ", ".join(registry.model_types()),
+        )
+    if registry.family_of(model_type) is None:
+        near = registry.nearest_model_type(model_type)
+        hint = f"did you mean '{near}'? " if near else ""
+        return (
+            "model_type",
+            f"unsupported model_type {_show(model_type)}",
+            f"{hint}supported: " + ", ".join(registry.model_types()),
+        )
+    return None
+
+
+def check_values(values: Mapping[str, Any], *, relations: bool = True) -> list[Problem]:
+    """Every problem with a mapping of schema values: kinds and bounds of each value, then
+    (unless ``relations`` is false) the relations between the fields whose values are
+    valid."""
+    problems: list[Problem] = []
+    bad: set[str] = set()
+    for name, value in values.items():
+        spec = SPECS.get(name)
+        if spec is None:
+            problems.append(_unknown_field(name))
+            bad.add(str(name))
+            continue
+        problem = spec.check(name, value)
+        if problem is None and name == "model_type":
+            problem = _model_type_problem(value)
+        if problem is None and name == "weights_dtype":
+            try:
+                canonical_dtype(value)
+            except UnknownDtypeError:
+                problem = (
+                    name,
+                    f"unknown dtype {_show(value)}",
+                    "use one of: " + ", ".join(DTYPE_BITS),
+                )
+        if problem is not None:
+            problems.append(problem)
+            bad.add(name)
+    if relations:
+        have = set(values) - bad
+        problems += _relations({k: values[k] for k in have}, have)
+    return problems
+
+
+def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """Checks between fields, each run only when the fields it reads are valid."""
+    out: list[Problem] = []
+
+    def ok(*names: str) -> bool:
+        return all(n in have for n in names)
+
+    unit = registry.family_of(v["model_type"]) if ok("model_type") else None
+    n_h, n_kv = v.get("num_attention_heads"), v.get("num_key_value_heads")
+    if ok("num_attention_heads", "num_key_value_heads"):
+        if n_kv > n_h:
+            out.append(
+                (
+                    "num_key_value_heads",
+                    f"{n_kv} KV heads exceed num_attention_heads ({n_h})",
+                    "num_key_value_heads must be at most num_attention_heads",
+                )
+            )
+        elif n_h % n_kv:
+            out.append(
+                (
+                    "num_key_value_heads",
+                    f"num_attention_heads {n_h} is not divisible by num_key_value_heads {n_kv}",
+                    "each KV head must serve the same number of query heads",
+                )
+            )
+    if ok("model_type") and v["model_type"] != "gemma4_text":
+        for name in _GLOBAL_ATTENTION:  # only Gemma 4's full layers differ this way
+            if v.get(name):
+                out.append(
+                    (
+                        name,
+                        f"is a Gemma 4 field (full layers' own attention); {v['model_type']} "
+                        "does not model it",
+                        "remove it, or use model_type gemma4_text",
+                    )
+                )
+    g_dim = v.get("global_head_dim")
+    if ok("global_head_dim") and g_dim and g_dim % 2:
+        out.append(
+            (
+                "global_head_dim",
+                f"RoPE rotates pairs of dimensions; {g_dim} is odd",
+                "use an even number",
+            )
+        )
+    g_kv = v.get("num_global_key_value_heads")
+    if ok("num_attention_heads", "num_global_key_value_heads") and g_kv and n_h % g_kv:
+        out.append(
+            (
+                "num_global_key_value_heads",
+                f"num_attention_heads {n_h} is not divisible by {g_kv}",
+                "each KV head must serve the same number of query heads",
+            )
+        )
+    is_mla = v.get("kv_lora_rank") is not None
+    if is_mla:
+        for name in _MLA[2:]:
+            if name in v and v[name] is None:
+                out.append(
+                    (
+                        name,
+                        "is required when kv_lora_rank is set (MLA)",
+                        f"add it: {SPECS[name].doc}",
+                    )
+                )
+        rope = v.get("qk_rope_head_dim")
+        if ok("qk_rope_head_dim") and rope is not None and rope % 2:
+            out.append(
+                (
+                    "qk_rope_head_dim",
+                    f"RoPE rotates pairs of dimensions; {rope} is odd",
+                    "use an even number",
+                )
+            )
+        if v.get("head_dim") is not None:
+            out.append(
+                (
+                    "head_dim",
+                    "with kv_lora_rank set (MLA), a model states qk_nope_head_dim, "
+                    "qk_rope_head_dim and v_head_dim instead of head_dim",
+                    "remove head_dim",
+                )
+            )
+        if ok("num_attention_heads", "num_key_value_heads") and n_kv != n_h:
+            out.append(
+                (
+                    "num_key_value_heads",
+                    f"an MLA model must repeat num_attention_heads "
+                    f"({n_h}) here, as Hugging Face does; got {n_kv}",
+                    f"set num_key_value_heads: {n_h}",
+                )
+            )
+        if v.get("sliding_window") is not None:
+            out.append(
+                (
+                    "sliding_window",
+                    "sliding windows are not modelled for MLA",
+                    "set sliding_window: null",
+                )
+            )
+    elif ok("kv_lora_rank") or "kv_lora_rank" not in have:
+        for name in _MLA[1:]:
+            if v.get(name) is not None:
+                out.append(
+                    (
+                        name,
+                        "is an MLA field but kv_lora_rank is not set",
+                        "set kv_lora_rank for an MLA model, or remove this field",
+                    )
+                )
+        if ok("head_dim"):
+            head_dim = v["head_dim"]
+            if head_dim is None:
+                out.append(
+                    ("head_dim", "is required for MHA/GQA/MQA models", "state the per-head width")
+                )
+            elif unit is not None and unit.rope and head_dim % 2:
+                out.append(
+                    (
+                        "head_dim",
+                        f"RoPE rotates pairs of dimensions; {head_dim} is odd",
+                        "use an even number",
+                    )
+                )
+            elif (
+                unit is not None
+                and unit.layout == "gpt2"
+                and ok("num_attention_heads", "hidden_size")
+                and head_dim * n_h != v["hidden_size"]
+            ):
+                out.append(
+                    (
+                        "head_dim",
+                        f"GPT-2 needs head_dim x num_attention_heads = hidden_size; "
+                        f"{head_dim} x {n_h} != {v['hidden_size']}",
+                        None,
+                    )
+                )
+    if (
+        unit is not None
+        and unit.layout == "gpt2"
+        and ok("max_position_embeddings")
+        and v["max_position_embeddings"] is None
+    ):
+        out.append(
+            (
+                "max_position_embeddings",
+                "GPT-2 learns a position table of this size; it is required",
+                None,
+            )
+        )
+
+    experts = v.get("n_routed_experts", 0) if ok("n_routed_experts") else None
+    if experts:
+        if unit is not None and not unit.moe:
+            out.append(
+                (
+                    "n_routed_experts",
+                    f"model_type {v['model_type']} has no MoE layers",
+                    "use a model_type whose family has experts (mixtral, deepseek_v3, ...)",
+                )
+            )
+        if ok("moe_intermediate_size") and v["moe_intermediate_size"] is None:
+            out.append(("moe_intermediate_size", "is required when n_routed_experts > 0", None))
+        if ok("num_experts_per_tok") and not 0 < v["num_experts_per_tok"] <= experts:
+            out.append(
+                (
+                    "num_experts_per_tok",
+                    f"must be between 1 and n_routed_experts "
+                    f"({experts}), got {v['num_experts_per_tok']}",
+                    None,
+                )
+            )
+    elif experts == 0:
+        if unit is not None and unit.requires_experts:
+            out.append(
+                (
+                    "n_routed_experts",
+                    f"a {v['model_type']} model needs its experts",
+                    "set n_routed_experts (num_local_experts)",
+                )
+            )
+        else:
+            stray = [n for n in ("n_shared_experts", "num_experts_per_tok") if ok(n) and v[n]]
+            if stray:
+                out.append(
+                    (
+                        stray[0],
+                        f"{' and '.join(stray)} set but n_routed_experts is 0",
+                        "set n_routed_experts or remove the expert fields",
+                    )
+                )
+    if (
+        ok("num_nextn_predict_layers")
+        and v["num_nextn_predict_layers"]
+        and unit is not None
+        and not unit.mtp
+    ):
+        out.append(
+            (
+                "num_nextn_predict_layers",
+                f"MTP modules are modelled for DeepSeek-style models only, not {v['model_type']}",
+                "remove num_nextn_predict_layers",
+            )
+        )
+    out += _indexer_problems(v, have, unit)
+    out += _linear_problems(v, have, unit)
+    if (
+        ok("quantization_config")
+        and v["quantization_config"] is not None
+        and unit is not None
+        and unit.layout in ("gpt2", "falcon")
+    ):
+        out.append(
+            (
+                "quantization_config",
+                f"checkpoint quantization is modelled for the Llama, DeepSeek and MiniCPM3 "
+                f"layouts, not {unit.layout} (its checkpoint tensors are not listed)",
+                "remove quantization_config to size the weights with weights_dtype",
+            )
+        )
+    return out
+
+
+#: the widths of linear-attention layers: all five for a family with them, none otherwise
+_LINEAR = (
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
+
+
+def _linear_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """A family with linear-attention layers needs their widths; another family has none."""
+    valid = [n for n in _LINEAR if n in have]
+    if unit is not None and unit.linear:
+        missing = [
+            (
+                n,
+                f"is required for model_type {v['model_type']} (linear-attention layers)",
+                f"add it: {SPECS[n].doc}",
+            )
+            for n in valid
+            if v[n] is None
+        ]
+        if missing:
+            return missing
+    stated = [n for n in valid if v[n] is not None]
+    if unit is not None and not unit.linear and stated:
+        return [
+            (
+                stated[0],
+                f"linear-attention layers are not modelled for model_type {v['model_type']}",
+                "remove the linear_* fields; qwen3_next and kimi_linear have such layers",
+            )
+        ]
+    if "linear_num_key_heads" in have and "linear_num_value_heads" in have:
+        hk, hv = v["linear_num_key_heads"], v["linear_num_value_heads"]
+        if hk and hv and hv % hk:
+            return [
+                (
+                    "linear_num_value_heads",
+                    f"{hv} is not a multiple of linear_num_key_heads {hk}",
+                    "each key head serves a whole number of value heads",
+                )
+            ]
+    return []
+
+
+#: the DSA lightning indexer's fields: all three or none
+_INDEXER = ("index_n_heads", "index_head_dim", "index_topk")
+_GLOBAL_ATTENTION = ("global_head_dim", "num_global_key_value_heads", "attention_k_eq_v")
+
+
+def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """A DSA model type needs its indexer; an indexer needs all three fields and MLA."""
+    valid = [n for n in _INDEXER if n in have]
+    stated = [n for n in valid if v[n] is not None]
+    if unit is not None and unit.name == "dsa":
+        return [
+            (
+                n,
+                f"is required for model_type {v['model_type']} (DeepSeek sparse attention)",
+                "state it as the checkpoint's config.json does "
+                "(index_n_heads, index_head_dim, index_topk)",
+            )
+            for n in valid
+            if v[n] is None
+        ]
+    if stated and len(stated) < len(valid):
+        missing = next(n for n in valid if v[n] is None)
+        return [
+            (
+                missing,
+                f"is required when {stated[0]} is set (DSA indexer)",
+                f"add it: {SPECS[missing].doc}, or remove " + ", ".join(stated),
+            )
+        ]
+    if stated and "kv_lora_rank" in have and v["kv_lora_rank"] is None:
+        return [
+            (
+                stated[0],
+                "a DSA indexer is modelled on MLA layers only, but kv_lora_rank is not set",
+                "set the MLA fields or remove " + ", ".join(stated),
+            )
+        ]
+    return []
+
+
+def raise_problems(origin: str, problems: list[Problem]) -> None:
+    """Raise one :class:`ConfigError` listing every problem (``field`` names the first;
+    ``problems`` holds them all as (field, message, fix))."""
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for problem in problems:
+        if (problem[0], problem[1]) not in seen:
+            seen.add((problem[0], problem[1]))
+            unique.append(problem)
+    first_field, first_message, first_fix = unique[0]
+    message = first_message + (f" ({first_fix})" if first_fix else "")
+    for name, text, fix in unique[1:]:
+        message += f"; field '{name}': {text}" + (f" ({fix})" if fix else "")
+    error = ConfigError(message, source=origin, field=first_field)
+    error.problems = tuple(unique)  # type: ignore[attr-defined]
+    raise error
+
+
+# -----------------------------------------------------------------------------------
+# building a config from a mapping
+
+
+def model_from_dict(
+    data: Any,
+    origin: str = "<dict>",
+    *,
+    strict: bool = True,
+    derived: tuple[str, ...] = (),
+    require_source: bool = False,
+) -> ModelConfig:
+    """Validate a mapping of schema fields and return a :class:`ModelConfig`.
+
+    ``strict`` rejects keys the schema does not know (YAML files are strict; a
+    Hugging Face ``config.json`` goes through :func:`mlacalc.import_hf_config`).
+    Absent fields take the defaults of the model_type's family (the Hugging Face
+    class defaults), each listed in ``derived``; ``name`` defaults to the file's
+    stem, and ``source`` to the file's path unless ``require_source`` (shipped files).
+    Every missing or invalid field is reported in one :class:`ConfigError`.
+    """
+    return build(data, origin, strict=strict, derived=derived, require_source=require_source)
+
+
+def build(
+    data: Any,
+    origin: str,
+    *,
+    strict: bool = True,
+    derived: Iterable[str] = (),
+    require_source: bool = False,
+    problems: list[Problem] | None = None,
+) -> ModelConfig:
+    """:func:`model_from_dict` with problems already found by a translator prepended."""
+    problems = list(problems or [])
+    if not isinstance(data, dict):
+        problems.append(
+            (
+                "",
+                f"the file must hold a mapping of fields, got {type(data).__name__}",
+                "write one 'field: value' per line",
+            )
+        )
+        _raise_mapping(origin, problems)
+    notes = list(derived)
+    inputs: dict[str, tuple[str, ...]] = {}  # field a rule filled -> the fields it read
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or key not in SPECS:
+            if strict:
+                problems.append(_unknown_field(key))
+            continue
+        values[key] = value
+
+    if "name" not in values:
+        stem = Path(origin).stem if origin and not origin.startswith("<") else ""
+        name = _slug(stem)
+        if name:
+            values["name"] = name
+            notes.append(f"name = {name!r} (the file's name)")
+    if "source" not in values:
+        if require_source:
+            problems.append(
+                ("source", "is missing", "shipped files say where every value comes from")
+            )
+        else:
+            values["source"] = (f"user file {origin}",)
+    value_problems = check_values(values, relations=False)  # kinds and bounds only
+    name = values.get("name")
+    if isinstance(name, str) and name.strip() and (name != name.strip().lower() or " " in name):
+        value_problems.append(
+            ("name", f"names are lower-case with dashes, got {_show(name)}", f"use '{_slug(name)}'")
+        )
+    problems += value_problems
+    bad = {p[0] for p in value_problems}
+    valid = {k: v for k, v in values.items() if k not in bad}
+
+    unit = registry.family_of(valid["model_type"]) if "model_type" in valid else None
+    if unit is not None:
+        problems += _apply_defaults(unit, valid, values, bad, notes, inputs)
+    problems += _missing(unit, values, bad)
+    have = [k for k in values if k not in bad]
+    problems += _relations({k: values[k] for k in have}, set(have))
+    if problems:
+        raise_problems(origin, _with_notes(problems, notes, inputs))
+
+    source = values.pop("source")
+    values["source"] = (source,) if isinstance(source, str) else tuple(source)
+    values["aliases"] = tuple(a.lower() for a in values.get("aliases", ()))
+    values["weights_dtype"] = canonical_dtype(values.get("weights_dtype", "bf16"))
+    if values.get("quantization_config") is not None:
+        values["quantization_config"] = _freeze(values["quantization_config"])
+    values["full_attention_layers"] = tuple(values.get("full_attention_layers", ()))
+    return ModelConfig(origin=origin, derived=tuple(notes), **values)
+
+
+def _with_notes(
+    problems: list[Problem], notes: list[str], inputs: dict[str, tuple[str, ...]]
+) -> list[Problem]:
+    """Say where a value came from when a problem is with a value a rule filled in."""
+    filled = {note.split(" = ", 1)[0]: note for note in notes if " = " in note}
+    out = []
+    for name, message, fix in problems:
+        if name in filled and "is missing" not in message:
+            source = f"; from {', '.join(inputs[name])}" if name in inputs else ""
+            message = f"{message} [{filled[name]}{source}]"
+        out.append((name, message, fix))
+    return out
+
+
+def _raise_mapping(origin: str, problems: list[Problem]) -> None:
+    message = "; ".join(p[1] + (f" ({p[2]})" if p[2] else "") for p in problems)
+    raise ConfigError(message, source=origin)
+
+
+def _slug(text: str) -> str:
+    return text.strip().lower().replace(" ", "-").replace("_", "-")[:200]
+
+
+def _apply_defaults(
+    unit: registry.Family,
+    valid: dict[str, Any],
+    values: dict[str, Any],
+    bad: set[str],
+    notes: list[str],
+    inputs: dict[str, tuple[str, ...]],
+) -> list[Problem]:
+    """Fill absent fields from the family's rules, in rule order, noting each in ``notes``;
+    the problems of rules that cannot give a valid value are returned."""
+    problems: list[Problem] = []
+    mla = valid.get("kv_lora_rank") is not None
+    if "kv_lora_rank" not in values and unit.mla:
+        mla = True  # reported missing; no non-MLA default applies
+    rules = unit.defaults_for(valid["model_type"])
+    for _ in range(2):  # rules may read fields other rules fill
+        experts = valid.get("n_routed_experts")
+        for name, rule in rules.items():
+            if name in values or name in bad:
+                continue
+            if (name == "head_dim" and mla) or (name in _MLA and not mla):
+                continue
+            if name in (*_MOE_ONLY, "moe_layer_freq") and not experts:
+                continue
+            if any(n not in valid for n in rule.needs):
+                bad.add(name)  # its inputs are reported; "missing" would add nothing
+                continue
+            value = rule.resolve(valid)
+            problem = SPECS[name].check(name, value)
+            if problem is not None:  # the rule on these inputs gives no valid value
+                bad.add(name)
+                problems.append(
+                    (
+                        name,
+                        f"is absent, and its rule ({rule.why}) on {', '.join(rule.needs)} gives "
+                        f"{_show(value)}: {problem[1]}",
+                        f"state {name}",
+                    )
+                )
+                continue
+            values[name] = valid[name] = value
+            notes.append(f"{name} = {value!r} ({rule.why})")
+            if rule.needs:
+                inputs[name] = rule.needs
+    return problems
+
+
+def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]) -> list[Problem]:
+    required = list(REQUIRED)
+    if unit is not None:
+        required += [n for n in unit.required if n not in required]
+    if values.get("kv_lora_rank") is not None:
+        required += [n for n in _MLA if n not in required]
+    elif (unit is None or not unit.mla) and "head_dim" not in required:
+        required.append("head_dim")
+    experts = values.get("n_routed_experts")
+    if isinstance(experts, int) and not isinstance(experts, bool) and experts > 0:
+        required += list(_MOE_REQUIRED)
+    if unit is None:
+        if "model_type" in values and "model_type" not in bad:
+            return []  # an unknown model_type is the one problem worth stating
+        # without a family, the fields its rules would fill are not reported missing
+        required = [n for n in required if n not in _FAMILY_FILLED]
+    return [
+        (name, "is missing", f"add it: {SPECS[name].doc}")
+        for name in required
+        if name not in values and name not in bad
+    ]
+
+
+def markdown_fields() -> str:
+    """The table of every field (kind, upper bound, meaning, absent) that
+    ``docs/config-schema.md`` shows; a test keeps the page equal to it."""
+    rows = ["| field | kind | at most | meaning | when absent |", "|---|---|---:|---|---|"]
+    defaults = {f.name: f.default for f in fields(ModelConfig)}
+    for name, spec in SPECS.items():
+        if spec.kind in (STR, OPTSTR):
+            bound = f"{spec.hi or MAX_TEXT:,} characters"
+        elif spec.kind in (STRS, NAMES):
+            bound = f"{MAX_ITEMS} entries"
+        elif spec.kind == INTS:
+            bound = f"{spec.hi:,} each"
+        else:
+            bound = f"{spec.hi:,}" if spec.hi is not None else ""
+        default = defaults[name]
+        if spec.absent:
+            absent = spec.absent
+        elif default is MISSING:
+            absent = "required"
+        elif default is None:
+            absent = "null"
+        elif default == () or default == "":
+            absent = "empty"
+        else:
+            absent = f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        rows.append(f"| `{name}` | {spec.kind} | {bound} | {spec.doc} | {absent} |")
+    return "\n".join(rows)
+
+
+# -----------------------------------------------------------------------------------
+# the generated parts of docs/config-schema.md
+
+_DOC_TABLES = {
+    "fields": markdown_fields,
+    "defaults": lambda: registry_tables()[0],
+    "spellings": lambda: registry_tables()[1],
+    "model-types": lambda: ", ".join(registry.model_types()) + ".",
+}
+
+
+def registry_tables() -> tuple[str, str]:
+    """The family defaults and spellings tables (from :mod:`mlacalc.models.hf`)."""
+    from mlacalc.models import hf
+
+    return hf.markdown_defaults(), hf.markdown_spellings()
+
+
+def refresh_schema_doc(text: str) -> str:
+    """``text`` with every ``<!-- generated: NAME -->`` ... ``<!-- end: NAME -->`` block
+    rewritten from the declarations (``python -m mlacalc.models.hf._docs`` updates the page)."""
+    for name, make in _DOC_TABLES.items():
+        start, end = f"<!-- generated: {name} -->", f"<!-- end: {name} -->"
+        if start not in text or end not in text:
+            raise ValueError(f"docs/config-schema.md lacks the {start} block")
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{make()}\n{end}{tail}"
+    return text

@@ -1,0 +1,984 @@
+"""The kernels one GPU runs in a serving step under a layout, and their time.
+
+A step runs ``dec_B`` decoding sequences (``dec_q`` new tokens each: 1, or 1 + the draft
+tokens that MTP verifies, attending ``dec_S`` keys) and ``pf_N`` prefilling sequences
+(``pf_q`` new tokens each after ``pf_prefix`` cached ones, causal) on one attention group;
+every argument may be a numpy array, so one call builds the kernels of many steps (a search
+evaluates every batch size at once). The GPU is a rank of the fullest pipeline stage.
+
+The kernels are the model step's (:func:`mlacalc.cost.model_step.step_kernels`: every projection,
+the attention core of each layer kind, norms, RoPE, FFN, router, shared experts, head, with
+their FLOPs and bytes), sharded under the layout:
+
+- each model-step kernel's work is affine in what drives it, so it is read off the model
+  step at a few tiny steps (:func:`_templates`): a fixed part (its weights), a part per
+  token (decode tokens and prompt tokens apart: a kernel both phases run reads its weights
+  once), and, for attention cores, a part per attended (query, key) pair (FLOPs) and per
+  cached row read (bytes). A step of any size is then these coefficients times its arrays;
+- tensor parallelism splits a kernel as its weights split (:data:`COLUMN` output features,
+  :data:`ROW` input features, :data:`HEADS` per-head products and attention heads; GQA
+  key/value heads up to ``n_kv`` ranks and replicated beyond); the MLA latent and query
+  down-projections, the router, norms and the DSA indexer are replicated (every rank does
+  all of them), and the latent decode core reads the whole latent cache on every rank;
+- the routed experts are the layout's: the experts this GPU holds, the tokens the routing
+  sends it from every attention group of the MoE group (``routing_imbalance`` x the even
+  share), and the experts those tokens touch;
+- communication is added where the layout needs it (see :mod:`mlacalc.serving.layout` and
+  :mod:`mlacalc.serving.comm`).
+
+Every kernel is timed by the calibrated kernel model
+(:func:`mlacalc.timemodel.kernel_time.predict_batch`),
+collectives included: all-reduce, all-gather, reduce-scatter, expert-parallel dispatch and
+combine (DeepEP low-latency rows for decode, normal rows with prompt tokens) and the stage
+hand-over, fitted on the measured NCCL, TensorRT-LLM and DeepEP tables, whenever the group fits
+in one node (over the scale-up link). The kernel model has no term for the scale-out network:
+a group that spans nodes is timed by the link model of :mod:`mlacalc.serving.comm` (network
+bandwidth and latency per GPU, its achieved share from the DeepSeek-V3 ISCA paper).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from mlacalc.cost.engine import kv_cache
+from mlacalc.cost.model_step import checkpoint_stored, stored_experts, weight_gemm_class
+from mlacalc.cost.params import expert_shape
+from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.comm import (
+    combine_bytes,
+    comm_seconds,
+    dispatch_bytes,
+    distinct_ranks_per_token,
+    remote_nodes_per_token,
+)
+from mlacalc.serving.layout import Layout, _stage_layers
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits
+from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
+from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
+
+__all__ = ["COLUMN", "HEADS", "ROW", "Spec", "StepModel", "StepTimes"]
+
+ACT = 2  # bytes per activation element (bf16)
+#: SMs a DeepEP normal-mode dispatch or combine runs on (DeepEP's ``Buffer.num_sms`` default)
+DEEPEP_NORMAL_SMS = 20
+
+#: Model-step GEMMs split by output features under tensor parallelism (column parallel).
+COLUMN = frozenset(
+    {
+        "q_proj",
+        "q_b_proj",
+        "q_gate_proj",
+        "kv_b_proj",
+        "dense_ffn_up",
+        "shared_experts_up",
+        "lm_head",
+        "linear_in_proj",
+    }
+)
+#: Model-step GEMMs split by input features (row parallel; an all-reduce follows).
+ROW = frozenset({"o_proj", "dense_ffn_down", "shared_experts_down", "linear_o_proj"})
+#: Per-head kernels split by heads: the absorbed products, the attention core, the element-wise
+#: work of the split heads and FFN width (RoPE, activations, linear attention's recurrence).
+HEADS = frozenset(
+    {
+        "q_absorb",
+        "o_absorb",
+        "attention",
+        "rope",
+        "dense_ffn_act",
+        "shared_experts_act",
+        "linear_conv",
+        "linear_core",
+        "linear_norm",
+    }
+)
+#: Model-step kernels of the output head (run once per step, on the last stage; the
+#: embedding, part ``embed``, runs on the first).
+_HEAD = frozenset({"final_norm", "lm_head"})
+#: Kernels whose tokens are the sequences sampled (one per prompt, every decode position).
+_PER_SEQUENCE = frozenset({"lm_head"})
+
+
+def _part(name: str) -> str:
+    if name == "embedding":
+        return "embed"
+    if name in _HEAD:
+        return "head"
+    if name.startswith("dense_ffn"):
+        return "dense_ffn"
+    if name in ("router", "routed_experts") or name.startswith("shared_experts"):
+        return "moe_ffn"
+    return "layer"
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One model-step kernel as coefficients of what drives its work (see the module
+    docstring): ``flops`` as (fixed, per decode token, per prompt token, per decode pair,
+    per decode pair of a selected key, per prompt causal pair, per prompt (token, key), per
+    prompt (token, selected key)),
+    ``bytes`` and sizes the same with cached rows read in decode and keys in the prompt for
+    the pairs."""
+
+    name: str
+    kind: str
+    dtype: str
+    part: str
+    calls: int
+    phases: str  # "both", "decode" or "prefill": which tokens run it
+    window: int  # a windowed core's keys per query (0: every key)
+    flops: Coef
+    bytes: Coef
+    elements: Coef  # an element-wise kernel's size
+    rows: Coef  # a GEMM's rows (m)
+    groups: Coef  # a GEMM's batched groups
+    shape: dict[str, int]
+
+
+Coef = tuple[float, ...]
+
+#: Decode steps the templates are read from: (batch, keys).
+_DECODE_POINTS = ((1, 2), (2, 2), (1, 3))
+
+
+def _prefill_points(cap: int | None) -> tuple[tuple[int, int], ...]:
+    """Prompt steps the templates are read from: (new tokens, keys), whole chunks of the
+    linear-attention kernels (their work is affine in whole chunks), and a chunk after more
+    than ``cap`` keys (the keys a DSA layer selects) where the model has one."""
+    from mlacalc.cost.linear import LINEAR_CHUNK as C
+
+    extra = ((C, cap + 2 * C),) if cap else ()
+    return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
+
+
+def _size(k: Kernel) -> list[int]:
+    """The shape figures that grow with the step: an element-wise kernel's elements, a
+    GEMM's rows and batched groups."""
+    return [int(k.shape.get(f, 0)) for f in ("elements", "m", "groups")]
+
+
+def _causal_pairs(q: Any, prefix: Any, window: int) -> Any:
+    """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends."""
+    if not window:
+        return q * prefix + q * (q + 1) / 2
+    c = np.clip(window - prefix, 0, q)  # queries whose keys all fit the window
+    return c * prefix + c * (c + 1) / 2 + (q - c) * window
+
+
+def _solve_exact(a: list[list[Fraction]], y: list[Fraction]) -> list[Fraction]:
+    """A least-squares solution of ``a x = y`` in exact arithmetic (normal equations); a
+    driver the others already span over the reference steps gets 0."""
+    n = len(a[0])
+    m = [[sum(r[i] * r[j] for r in a) for j in range(n)] for i in range(n)]
+    v = [sum(r[i] * yi for r, yi in zip(a, y)) for i in range(n)]
+    pivots: list[int] = []
+    row = 0
+    for c in range(n):
+        p = next((r for r in range(row, n) if m[r][c] != 0), None)
+        if p is None:
+            continue
+        m[row], m[p], v[row], v[p] = m[p], m[row], v[p], v[row]
+        for r in range(n):
+            if r != row and m[r][c] != 0:
+                k = m[r][c] / m[row][c]
+                m[r] = [x - k * z for x, z in zip(m[r], m[row])]
+                v[r] -= k * v[row]
+        pivots.append(c)
+        row += 1
+    x = [Fraction(0)] * n
+    for r, c in enumerate(pivots):
+        x[c] = v[r] / m[r][c]
+    return x
+
+
+@lru_cache(maxsize=256)
+def _solver(drivers: tuple[tuple[Any, ...], ...]) -> tuple[list[int], list[list[Fraction]]]:
+    """The drivers kept (a driver equal to an earlier one over every reference step, or zero,
+    gets none) and the exact matrix taking a work figure over the reference steps to its
+    coefficients: :func:`_solve_exact` is linear in the figures, so its columns are the
+    solutions for each reference step alone. One per set of drivers, shared by every kernel."""
+    cols = list(zip(*drivers))
+    keep = [j for j, c in enumerate(cols) if any(c) and not any(cols[i] == c for i in range(j))]
+    a = [[Fraction(row[j]) for j in keep] for row in drivers]
+    rows = len(drivers)
+    columns = [_solve_exact(a, [Fraction(int(r == i)) for r in range(rows)]) for i in range(rows)]
+    return keep, [list(x) for x in zip(*columns)]
+
+
+def _fit(drivers: list[list[Any]], values: list[list[float]]) -> list[Coef]:
+    """Coefficients of each work figure (FLOPs, bytes, sizes) over the drivers (rows: the
+    reference steps), exact where the work is affine in them; a driver equal to an earlier
+    one over every reference step (or zero) gets none."""
+    width = len(drivers[0])
+    keep, solve = _solver(tuple(tuple(row) for row in drivers))
+    out = []
+    for v in values:
+        y = [Fraction(t) for t in v]
+        coef = [0.0] * width
+        for j, g in zip(keep, solve):
+            coef[j] = float(sum((gi * yi for gi, yi in zip(g, y) if yi), Fraction(0)))
+        out.append(tuple(coef))
+    return out
+
+
+def _decode_points(cap: int | None) -> tuple[tuple[int, int], ...]:
+    """Decode steps the templates are read from: (batch, keys), and one past ``cap`` (the
+    keys a DSA layer selects) where the model has one."""
+    return _DECODE_POINTS + (((1, cap + 2),) if cap else ())
+
+
+def _solve_decode(k: list[Kernel], window: int, cap: int | None) -> list[Coef]:
+    """(fixed, per token, per key row, per selected row) FLOPs, bytes and sizes of a decode
+    kernel: rows ``min(keys, window)`` for a windowed core; selected rows ``min(keys,
+    index_topk)`` (a DSA layer's top-k indices; every key otherwise)."""
+    d = [
+        [1, b, b * (min(s, window) if window else s), b * min(s, cap) if cap else 0]
+        for b, s in _decode_points(cap)
+    ]
+    sizes = [list(v) for v in zip(*(_size(x) for x in k))]
+    return _fit(d, [[x.flops for x in k], [x.bytes for x in k], *sizes])
+
+
+def _solve_prefill(k: list[Kernel], window: int, cap: int | None) -> list[Coef]:
+    """(fixed, per token, per causal pair, per (token, key), per (token, selected key))
+    FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key)) bytes
+    and sizes of a prompt kernel; keys ``min(keys, window)`` for a windowed core, selected
+    keys ``min(keys, index_topk)``."""
+    f_rows, b_rows = [], []
+    for q, keys in _prefill_points(cap):
+        kw = min(keys, window) if window else keys
+        sel = q * min(keys, cap) if cap else 0
+        f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel])
+        b_rows.append([1, q, kw, q * kw, sel])
+    flops = _fit(f_rows, [[x.flops for x in k]])
+    sizes = [list(v) for v in zip(*(_size(x) for x in k))]
+    return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
+
+
+def _keyed(kernels: list[Kernel]) -> list[tuple[tuple[str, int], Kernel]]:
+    """Kernels keyed by name and occurrence (a model with layer kinds repeats names)."""
+    seen: dict[str, int] = {}
+    out = []
+    for k in kernels:
+        i = seen.get(k.name, 0)
+        seen[k.name] = i + 1
+        out.append(((k.name, i), k))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[_Template, ...]:
+    """The model step's kernels (:func:`mlacalc.cost.model_step.step_kernels`) as affine templates,
+    in the order a layer runs them: the decode step's, with the prompt's merged in where both
+    phases run the same kernel (name, kind and weights); the routed experts apart."""
+    from mlacalc.cost.model_step import step_kernels
+
+    def run(phase: str, seq_len: int, batch: int, q_len: int | None = None) -> list[Kernel]:
+        return step_kernels(
+            m,
+            phase,  # type: ignore[arg-type]
+            seq_len,
+            batch,
+            q_len,
+            causal=True,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_layout,
+        )
+
+    cap = m.index_topk
+    dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap)]
+    pre = [
+        _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
+        for q, keys in _prefill_points(cap)
+    ]
+    for lists in (dec, pre):
+        if len({tuple(key for key, _ in ks) for ks in lists}) != 1:  # pragma: no cover
+            raise AssertionError("the model step's kernels change with the step's size")
+    pre_by_key = {key: [ks[i][1] for ks in pre] for i, (key, _) in enumerate(pre[0])}
+    no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
+    no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0)] * 5
+
+    def make(ref: Kernel, phases: str, d: list[Coef], p: list[Coef]) -> _Template:
+        """A template from decode (``d``) and prompt (``p``) coefficients of FLOPs, bytes
+        and elements; the fixed part once."""
+        f, b, e, r, g = (
+            (d[i][0] + p[i][0], d[i][1], p[i][1], d[i][2], d[i][3], p[i][2], p[i][3], p[i][4])
+            for i in range(5)
+        )
+        return _Template(
+            ref.name,
+            ref.kind,
+            ref.dtype,
+            _part(ref.name),
+            ref.calls,
+            phases,
+            window(ref),
+            f,
+            b,
+            e,
+            r,
+            g,
+            dict(ref.shape),
+        )
+
+    def window(ref: Kernel) -> int:
+        return int(ref.shape.get("window", 0) or 0) if "n_heads" in ref.shape else 0
+
+    out: list[_Template] = []
+    used: set[tuple[str, int]] = set()
+    for i, (key, ref) in enumerate(dec[0]):
+        if ref.kind == "moe":
+            continue
+        d = _solve_decode([ks[i][1] for ks in dec], window(ref), cap)
+        ps = pre_by_key.get(key)
+        if key[0] in _PER_SEQUENCE:
+            # one row per sampled sequence: the decode coefficients (the prompt step's batch
+            # of one does not separate the fixed part from the per-sequence one)
+            out.append(make(ref, "both", d, no_pre))
+            used.add(key)
+            continue
+        if ps is not None and ps[0].kind == ref.kind:
+            p = _solve_prefill(ps, window(ps[0]), cap)
+            same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
+            if same_weights and not any(any(c[2:]) for c in d[:3] + p[:3]):
+                # the same kernel in both phases: its weights once, each phase's tokens
+                out.append(make(ref, "both", d, [(0.0, *c[1:]) for c in p]))
+                used.add(key)
+                continue
+        out.append(make(ref, "decode", d, no_pre))
+    # the prompt's own kernels (MLA's expanded K/V and its core), after the kernel they
+    # follow in the prompt step
+    for i, (key, ref) in enumerate(pre[0]):
+        if key in used or ref.kind == "moe":
+            continue
+        t = make(ref, "prefill", no_dec, _solve_prefill(pre_by_key[key], window(ref), cap))
+        before = {k for k, _ in pre[0][:i]}
+        at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
+        out.insert(at, t)
+    return tuple(out)
+
+
+@dataclass
+class Spec:
+    """One kernel of a layer (or of the head), over the evaluated steps (arrays)."""
+
+    name: str
+    kind: str
+    dtype: str
+    part: str  # "layer", "dense_ffn", "moe_ffn", "embed", "head", "p2p"
+    flops: np.ndarray
+    bytes: np.ndarray
+    shape: dict[str, np.ndarray] = field(default_factory=dict)
+    comm: bool = False
+    n_gpus: int = 1
+    network: bool = False
+    calls: int = 1  # the calls it makes in the whole step (layers of its kind)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Times of the evaluated steps (arrays), by part, and the per-kernel breakdown."""
+
+    seconds: np.ndarray  # one token's pass through every stage (a step's latency)
+    stage_seconds: np.ndarray  # the slowest stage (what limits the step rate under PP)
+    compute_s: np.ndarray
+    comm_s: np.ndarray
+    kernels: list[dict[str, Any]]
+
+
+def _arr(x: Any) -> np.ndarray:
+    return np.atleast_1d(np.asarray(x, dtype=np.float64))
+
+
+class StepModel:
+    """The per-GPU kernels of one model under one layout, weight dtype (None: as a quantized
+    checkpoint stores the weights, :func:`mlacalc.cost.model_step.step_kernels`) and KV layout."""
+
+    def __init__(
+        self,
+        m: ModelConfig,
+        lay: Layout,
+        weight_dtype: str | None,
+        kv_layout: KVLayout,
+        hw: HardwareSpec,
+        profile: Any = None,
+        routing_imbalance: float = 1.0,
+        fp8_dispatch: bool | None = None,
+    ):
+        self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
+        #: no weight dtype chosen: the weights as the checkpoint stores them
+        # (mlacalc.cost.model_step)
+        self.stored = weight_dtype is None and checkpoint_stored(m)
+        self.w_dtype = canonical_dtype(weight_dtype or m.weights_dtype)
+        self.w_bytes = dtype_bits(self.w_dtype) / 8
+        # the class of the weights' format, as mlacalc.cost.model_step's (the time model runs the
+        # kernel
+        # the device has for it: a dequantizing weight-only GEMM where its tensor cores lack it)
+        self.gemm_dtype = weight_gemm_class(self.w_dtype, "bf16")
+        self.imbalance = float(routing_imbalance)
+        self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
+        self.d = m.hidden_size
+        self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
+        self.templates = _templates(m, None if self.stored else self.w_dtype, kv_layout)
+        self.sharded = [self._sharded(t) for t in self.templates]
+        stages = _stage_layers(m, lay.pp)
+        self.stage_counts = [
+            (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
+            for r in stages
+        ]
+        #: calls of a kernel of each part in the whole step (the collectives of a part)
+        self.part_calls = {
+            "layer": m.num_hidden_layers,
+            "dense_ffn": sum(c[0] for c in self.stage_counts),
+            "moe_ffn": sum(c[1] for c in self.stage_counts),
+            "embed": 1,
+            "head": 1,
+            "p2p": lay.pp - 1,
+        }
+
+    # ------------------------------------------------------------------ kernel builders
+    def _sharded(self, t: _Template) -> tuple[list[float], ...]:
+        """A template's FLOPs, bytes, elements, rows and groups coefficients on this GPU
+        under tensor parallelism (see :data:`COLUMN`, :data:`ROW`, :data:`HEADS`), and its
+        fixed shape figures."""
+        f, b, e = list(t.flops), list(t.bytes), list(t.elements)
+        r, g, shape = list(t.rows), list(t.groups), dict(t.shape)
+        tp = self.lay.tp
+        heads = t.name in HEADS or (t.name.startswith("linear_") and t.name not in COLUMN | ROW)
+        if tp == 1:
+            pass
+        elif t.kind == "gemm" and (t.name in COLUMN | ROW or t.name == "kv_proj"):
+            n, k, groups = shape["n"], shape["k"], shape["groups"]
+            if t.name == "kv_proj":  # GQA K/V heads: split up to n_kv ranks, replicated beyond
+                n_kv = self.m.num_key_value_heads
+                dim, share = "n", math.ceil(n_kv / tp) / n_kv
+            else:
+                dim, share = ("n" if t.name in COLUMN else "k"), 1 / tp
+            act = (k + n) * groups * ACT  # per token, in and out
+            kept = (k + n * share if dim == "n" else k * share + n) * groups * ACT
+            f = [x * share for x in f]
+            b[0] *= share
+            for i in (1, 2):  # per token: the split activations and the cache rows written
+                b[i] = kept + (b[i] - act) * share if b[i] else 0.0
+            shape[dim] = math.ceil(shape[dim] * share)
+        elif heads and "n_heads" in shape:  # an attention core: heads split, rows as K/V heads
+            n_kv = shape["n_kv"]
+            rows = math.ceil(n_kv / tp) / n_kv
+            f = [x / tp for x in f]
+            b = [*(x / tp for x in b[:3]), *(x * rows for x in b[3:6]), *(x / tp for x in b[6:])]
+            shape["n_heads"] = math.ceil(shape["n_heads"] / tp)
+            shape["n_kv"] = math.ceil(n_kv / tp)
+        elif heads:  # per-head products and element-wise work: all of it split
+            f, b, e, g = ([x / tp for x in c] for c in (f, b, e, g))
+        # else replicated: the latent and query down-projections, router, norms, indexer
+        return f, b, e, r, g, shape
+
+    def _comm(
+        self,
+        out: list[Spec],
+        name: str,
+        kind: str,
+        part: str,
+        msg: np.ndarray,
+        n: int,
+        network: bool = False,
+        **fields: np.ndarray | float,
+    ) -> None:
+        """A collective over ``n`` GPUs; ``msg`` is one rank's message as
+        :func:`mlacalc.serving.comm.comm_seconds` counts it (its share for all-gather and
+        reduce-scatter), ``fields`` the kernel model's extra shape fields."""
+        if n > 1:
+            # the kernel model's message: the full per-rank buffer for all-gather and
+            # reduce-scatter (as the measured NCCL tables count it), else what the rank sends
+            full = msg * n if kind in ("all_gather", "reduce_scatter") else msg
+            shape = {"message_bytes": full, "n_gpus": np.full_like(msg, n)}
+            shape.update({k: v + msg * 0.0 for k, v in fields.items()})
+            out.append(
+                Spec(
+                    name,
+                    kind,
+                    "fp8" if kind == "dispatch" and self.fp8_dispatch else "bf16",
+                    part,
+                    msg * 0.0,
+                    msg,
+                    shape,
+                    comm=True,
+                    n_gpus=n,
+                    network=network,
+                    calls=self.part_calls[part],
+                )
+            )
+
+    def _from_templates(self, out: list[Spec], dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre) -> None:
+        """The model step's kernels (:func:`_templates`) sharded on this GPU, over the rows."""
+        T_dec, T_pf = dec_B * dec_q, pf_N * pf_q
+        logits = T_dec + pf_N  # prefill needs the last token's logits
+        cap = self.m.index_topk
+        one = np.ones_like(dec_B)
+        zero = 0.0 * one
+        ctx = pf_pre + pf_q
+        drivers: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+
+        def rows_of(window: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+            """The drivers of a template's coefficients (FLOPs, then bytes and sizes)."""
+            if window not in drivers:
+                S_eff = np.minimum(dec_S, window) if window else dec_S
+                rows_dec = dec_B * S_eff
+                keys_w = np.minimum(ctx, window) if window else ctx
+                full_pf = T_pf * keys_w
+                capped = dec_B * np.minimum(dec_S, cap) if cap else dec_B * dec_S
+                sel_pf = T_pf * np.minimum(ctx, cap) if cap else zero
+                pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
+                drivers[window] = (
+                    (one, T_dec, T_pf, rows_dec * dec_q, capped * dec_q, pairs_pf, full_pf, sel_pf),
+                    (one, T_dec, T_pf, rows_dec, capped, pf_N * keys_w, full_pf, sel_pf),
+                )
+            return drivers[window]
+
+        def lin(coef: Coef, x: tuple[Any, ...], on: Any) -> Any:
+            total = zero
+            for c, v in zip(coef, x):
+                if c:
+                    total = total + c * v
+            return on * total
+
+        for t, (f, b, e, r, g, shape) in zip(self.templates, self.sharded):
+            per_pair, per_row = rows_of(t.window)
+            if t.name in _PER_SEQUENCE:
+                per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero)
+                on = logits > 0
+            else:
+                on = {"both": T_dec + T_pf, "decode": T_dec, "prefill": T_pf}[t.phases] > 0
+            flops, nbytes = lin(f, per_pair, on), lin(b, per_row, on)
+            if t.kind == "gemm":
+                sh = {k: np.full_like(one, float(shape[k])) for k in ("n", "k")}
+                sh["m"] = lin(r, per_row, on)
+                sh["groups"] = lin(g, per_row, on)
+            elif "n_heads" in shape:  # an attention core: its phase's sequences
+                decode = t.phases == "decode"
+                sh = {k: float(v) * one for k, v in shape.items()}
+                sh.update(
+                    batch=dec_B if decode else pf_N,
+                    q_len=dec_q * one if decode else pf_q * one,
+                    kv_len=dec_S * one if decode else ctx * one,
+                    causal=one * (0.0 if decode else 1.0),  # decode attends every key
+                )
+            else:
+                sh = {"elements": lin(e, per_row, on)}
+            weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
+            dtype = self.gemm_dtype if weighted else t.dtype
+            out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
+
+    def _sampling(self, out: list[Spec], logits: np.ndarray) -> None:
+        """What turns the head's logits into tokens, per sampled position: under tensor
+        parallelism the vocabulary-split logits are gathered (each rank holds ``V / tp`` of
+        every row), then the sampler reads every row of ``V`` logits once (softmax over the
+        vocabulary, :data:`~mlacalc.words.vocab.SOFTMAX_FLOPS_PER_ELEMENT` per logit; top-k/top-p
+        are comparisons) and writes one token id per row."""
+        V = self.m.vocab_size
+        if not V:
+            return
+        self._comm(
+            out,
+            "all_gather of logits (TP)",
+            "all_gather",
+            "head",
+            logits * math.ceil(V / self.lay.tp) * ACT,
+            self.lay.tp,
+        )
+        elements = logits * V
+        out.append(
+            Spec(
+                "sampling",
+                "elementwise",
+                "bf16",
+                "head",
+                SOFTMAX_FLOPS_PER_ELEMENT * elements,
+                elements * ACT + logits * 4,  # the logits in, a 32-bit token id out per row
+                {"elements": elements},
+                calls=self.part_calls["head"],
+            )
+        )
+
+    def _moe(self, out: list[Spec], T: np.ndarray, decode: np.ndarray) -> None:
+        m, lay, d = self.m, self.lay, self.d
+        part = "moe_ffn"
+        E, k = m.n_routed_experts, m.num_experts_per_tok
+        slots = E + lay.redundant_experts  # experts placed, replicas included
+        groups = lay.moe_group // lay.tp  # attention groups feeding the MoE group
+        T_grp = T * groups  # distinct tokens entering the MoE group
+        local = slots // lay.ep
+        expert = expert_shape(m)
+        inter = expert.inter // lay.moe_tp
+        assign = T_grp * k / lay.ep * self.imbalance  # routed copies this GPU computes
+        active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
+        # the model step's routed-expert kernel on this GPU's share: 2 x weights FLOPs per
+        # routed copy, the touched experts' weights read once, each copy in and out once
+        flops = 2.0 * assign * expert.weights / lay.moe_tp
+        one, moe_dtype = (
+            stored_experts(m) if self.stored else (expert.params * self.w_bytes, self.gemm_dtype)
+        )
+        nbytes = active * one / lay.moe_tp + assign * 2 * d * ACT
+        out.append(
+            Spec(
+                "routed_experts",
+                "moe",
+                moe_dtype,
+                part,
+                flops,
+                nbytes,
+                {
+                    "tokens": T_grp,
+                    "hidden": np.full_like(T, d),
+                    "inter": np.full_like(T, inter),
+                    "experts": np.full_like(T, local),
+                    "topk": np.full_like(T, k),
+                    "active_experts": active,
+                    "max_tokens_per_expert": np.ceil(assign / np.maximum(active, 1.0)),
+                    "gated": np.full_like(T, 1 if expert.gated else 0),
+                },
+                calls=self.part_calls[part],
+            )
+        )
+        if lay.moe_group == lay.tp:
+            self._comm(out, "all_reduce after MoE (TP)", "all_reduce", part, T * d * ACT, lay.tp)
+        else:
+            sent = T / lay.tp  # tp ranks split their group's tokens
+            # the GPU holding the busiest experts receives (dispatch) and returns (combine)
+            # routing_imbalance x the even share: the exchange waits for it
+            hot = self.imbalance
+            if lay.ep > 1:
+                node = self.hw.gpus_per_node or lay.moe_group
+                if lay.moe_group <= node:
+                    # one node: the kernel model's DeepEP exchange (fitted on the measured
+                    # one-node tables): low-latency rows (decode) send every routed copy,
+                    # normal rows (prompt tokens) a token once per destination rank
+                    ranks = distinct_ranks_per_token(slots, k, lay.moe_group)
+                    copies = np.where(decode, float(k), ranks)
+                    low = decode * 1.0
+                    sms = np.where(decode, 0.0, float(DEEPEP_NORMAL_SMS))
+                    for kind, nbytes in (
+                        ("dispatch", dispatch_bytes(sent, copies, d, self.fp8_dispatch) * hot),
+                        ("combine", combine_bytes(sent, copies, d) * hot),
+                    ):
+                        self._comm(
+                            out,
+                            f"EP {kind}",
+                            kind,
+                            part,
+                            nbytes,
+                            lay.moe_group,
+                            tokens=sent,
+                            hidden=float(d),
+                            topk=float(k),
+                            copies=sent * copies * hot,
+                            low_latency=low,
+                            sms=sms,
+                        )
+                else:
+                    # across nodes (link model): decode rows (no prompt tokens): DeepEP
+                    # low-latency kernels, every routed copy over RDMA; rows with prompt
+                    # tokens: normal kernels, one copy per remote node over RDMA (forwarded
+                    # over NVLink, concurrently, not counted apart)
+                    low = decode
+                    normal_copies = remote_nodes_per_token(lay.moe_group, node, k)
+                    for mode, rows, n_copies in (
+                        ("low-latency", low, float(k)),
+                        ("normal", ~low, normal_copies),
+                    ):
+                        if not rows.any():
+                            continue
+                        self._comm(
+                            out,
+                            f"EP dispatch ({mode})",
+                            "dispatch",
+                            part,
+                            np.where(
+                                rows,
+                                dispatch_bytes(sent, n_copies, d, self.fp8_dispatch) * hot,
+                                0.0,
+                            ),
+                            lay.moe_group,
+                            network=True,
+                        )
+                        self._comm(
+                            out,
+                            f"EP combine ({mode})",
+                            "combine",
+                            part,
+                            np.where(rows, combine_bytes(sent, n_copies, d) * hot, 0.0),
+                            lay.moe_group,
+                            network=True,
+                        )
+            else:
+                self._comm(
+                    out,
+                    "all_gather before MoE (DP-attention)",
+                    "all_gather",
+                    part,
+                    sent * d * ACT,
+                    lay.moe_group,
+                )
+                self._comm(
+                    out,
+                    "reduce_scatter after MoE (DP-attention)",
+                    "reduce_scatter",
+                    part,
+                    sent * d * ACT,
+                    lay.moe_group,
+                )
+            if lay.tp > 1 and m.n_shared_experts:
+                self._comm(
+                    out,
+                    "all_reduce of shared experts (TP)",
+                    "all_reduce",
+                    part,
+                    T * d * ACT,
+                    lay.tp,
+                )
+
+    def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0) -> list[Spec]:
+        """Every kernel of the step on this GPU: the model step's, sharded, the routed
+        experts of the layout, its collectives and the stage hand-over."""
+        dec_B, pf_N = _arr(dec_B), _arr(pf_N)
+        n = max(len(dec_B), len(pf_N))
+        z = np.zeros(n)
+        dec_B, pf_N = dec_B + z, pf_N + z
+        dec_q, dec_S, pf_q, pf_pre = (_arr(x) + z for x in (dec_q, dec_S, pf_q, pf_pre))
+        T = dec_B * dec_q + pf_N * pf_q
+        decode = pf_N == 0  # rows without prompt tokens
+        out: list[Spec] = []
+        self._from_templates(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
+        self._sampling(out, dec_B * dec_q + pf_N)
+        act = T * self.d * ACT
+        self._comm(out, "all_reduce after attention (TP)", "all_reduce", "layer", act, self.lay.tp)
+        if self.part_calls["dense_ffn"]:
+            self._comm(
+                out, "all_reduce after FFN (TP)", "all_reduce", "dense_ffn", act, self.lay.tp
+            )
+        if self.m.num_moe_layers:
+            self._moe(out, T, decode)
+        if self.lay.pp > 1:
+            self._comm(out, "p2p to the next stage", "p2p", "p2p", act, 2)
+        return out
+
+    # ------------------------------------------------------------------ timing
+    def time_specs(self, specs: list[Spec]) -> list[np.ndarray]:
+        """Seconds of each spec (one call), as arrays."""
+        return time_jobs([(self, specs)], self.profile)[0]
+
+    def kernels(self, **kw: Any) -> list[Kernel]:
+        """The kernels of one step (the first row of ``kw``) as
+        :class:`mlacalc.words.kernels.Kernel`
+        records, each with the calls it makes in the whole step (layers of its kind), for the
+        kernel model's :func:`~mlacalc.timemodel.kernel_time.predict_kernels` or any other
+        consumer."""
+        out = []
+        for sp in self.specs(**kw):
+            work = sp.bytes[0] if sp.kind == "elementwise" or sp.comm else sp.flops[0]
+            if sp.calls and work > 0:
+                out.append(
+                    Kernel(
+                        sp.name,
+                        sp.kind,
+                        sp.dtype,
+                        round(float(sp.flops[0])),
+                        round(float(sp.bytes[0])),
+                        sp.calls,
+                        {k: round(float(v[0])) for k, v in sp.shape.items()},
+                    )
+                )
+        return out
+
+    def _p2p_group(self) -> int:
+        """A group size whose link carries the stage hand-over: the network when a stage fills
+        whole nodes, the scale-up link otherwise."""
+        node = self.hw.gpus_per_node
+        return self.lay.gpus if node and self.lay.stage_gpus >= node and self.lay.gpus > node else 2
+
+    def step(self, overlap: str = "none", **kw: Any) -> StepTimes:
+        """The time of the steps ``kw`` describes (see :meth:`specs`); ``overlap="tbo"`` splits
+        the step into two micro-batches whose communication hides behind the other's compute."""
+        specs = self.specs(**(halved(kw) if overlap == "tbo" else kw))
+        return self.compose(specs, self.time_specs(specs), overlap)
+
+    def compose(
+        self,
+        specs: list[Spec],
+        secs: list[np.ndarray],
+        overlap: str = "none",
+        rows: slice = slice(None),
+        breakdown: bool = True,
+    ) -> StepTimes:
+        """Sum the kernels' times (``rows`` of them) into a step through every stage."""
+        parts: dict[str, tuple[Any, Any]] = {}
+        layers = self.m.num_hidden_layers
+        for sp, t in zip(specs, secs):
+            # per layer of its part: a layer kernel's share of the layers (its kind's)
+            t = t[rows] * (sp.calls / layers if sp.part == "layer" else 1.0)
+            c, k = parts.get(sp.part, (0.0, 0.0))
+            parts[sp.part] = (c + (0 if sp.comm else t), k + (t if sp.comm else 0))
+
+        def part(name: str) -> tuple[Any, Any]:
+            c, k = parts.get(name, (0.0, 0.0))
+            if overlap == "tbo":  # two micro-batches: each one's links hide behind the other's
+                return 2 * c, 2 * np.maximum(np.subtract(k, c), 0.0)  # compute; exposed comm
+            return c, k
+
+        lc, lk = part("layer")
+        dc, dk = part("dense_ffn")
+        mc, mk = part("moe_ffn")
+        ec, ek = part("embed")
+        hc, hk = part("head")
+        pc, pk = part("p2p")
+        stage_times, compute, comm = [], 0.0, 0.0
+        last = len(self.stage_counts) - 1
+        for si, (nd, nm) in enumerate(self.stage_counts):
+            # the embedding on the first stage, the output head on the last (one stage: both)
+            c = nd * (lc + dc) + nm * (lc + mc) + (ec if si == 0 else 0) + (hc if si == last else 0)
+            k = nd * (lk + dk) + nm * (lk + mk) + (ek if si == 0 else 0) + (hk if si == last else 0)
+            if si < last:
+                c, k = c + pc, k + pk
+            stage_times.append(c + k)
+            compute, comm = compute + c, comm + k
+        zero = np.zeros(len(specs[0].flops[rows])) if specs else np.zeros(1)
+        compute, comm = compute + zero, comm + zero
+        total = compute + comm
+        stage = np.max(
+            np.vstack([np.broadcast_to(x, np.shape(total)) for x in stage_times]), axis=0
+        )
+        from mlacalc.timemodel.kernel_time import run_dtype
+
+        kernels = [
+            {
+                "name": sp.name,
+                "kind": sp.kind,
+                # the kernel the device runs (fp8 weights without fp8 tensor cores: w8a16)
+                "dtype": run_dtype(sp.kind, sp.dtype, self.hw) if not sp.comm else sp.dtype,
+                "part": sp.part,
+                "calls": sp.calls,
+                "flops": sp.flops[rows],
+                "bytes": sp.bytes[rows],
+                "seconds_per_call": t[rows],
+                "seconds": t[rows] * sp.calls,
+                "communication": sp.comm,
+            }
+            for sp, t in zip(specs, secs)
+            if sp.calls and breakdown
+        ]
+        return StepTimes(
+            np.asarray(total, dtype=float),
+            np.asarray(stage, dtype=float),
+            np.asarray(compute, dtype=float),
+            np.asarray(comm, dtype=float),
+            kernels,
+        )
+
+
+def halved(kw: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of one of the two micro-batches of a two-batch-overlap step."""
+    out = dict(kw)
+    for key in ("dec_B", "pf_N"):
+        if key in out:
+            out[key] = _arr(out[key]) / 2
+    return out
+
+
+def _variant(sp: Spec) -> str:
+    """The kernel-class variant of a spec, as :func:`mlacalc.words.kernels.variant_of` names it for
+    a single kernel (a GEMM of several groups is a batched GEMM)."""
+    return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1)))})
+
+
+def time_jobs(
+    jobs: list[tuple[StepModel, list[Spec]]], profile: Any = None
+) -> list[list[np.ndarray]]:
+    """Seconds of every spec of every job (a step model and its specs), with one kernel-model
+    call per kernel class and dtype across all jobs of a device."""
+    out: list[list[np.ndarray]] = [[np.zeros(1)] * len(specs) for _, specs in jobs]
+    groups: dict[tuple[int, str, str, str], list[tuple[int, int]]] = {}
+    hws: dict[int, HardwareSpec] = {}
+    for j, (sm, specs) in enumerate(jobs):
+        for i, sp in enumerate(specs):
+            if sp.comm:
+                n = sm._p2p_group() if sp.kind == "p2p" else sp.n_gpus
+                sm.hw.link(n)  # a missing link figure: named, with its fix
+                if sp.network or not _one_node(sm.hw, n):
+                    # the scale-out network: the kernel model has no term for it
+                    t = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
+                    out[j][i] = np.where(sp.bytes > 0, t, 0.0)  # a row that sends nothing
+                    continue
+            hws[id(sm.hw)] = sm.hw
+            groups.setdefault((id(sm.hw), sp.kind, sp.dtype, _variant(sp)), []).append((j, i))
+    for (hw_id, kind, dtype, variant), idx in groups.items():
+        specs = [jobs[j][1][i] for j, i in idx]
+        masks = [
+            (sp.bytes > 0) if kind == "elementwise" or sp.comm else (sp.flops > 0) for sp in specs
+        ]
+        if not any(mk.any() for mk in masks):
+            for (j, i), sp in zip(idx, specs):
+                out[j][i] = np.zeros_like(sp.flops)
+            continue
+        names = sorted({k for sp in specs for k in sp.shape})
+        batch = KernelBatch(
+            kind,
+            dtype,
+            np.concatenate([sp.flops[mk] for sp, mk in zip(specs, masks)]),
+            np.concatenate([sp.bytes[mk] for sp, mk in zip(specs, masks)]),
+            np.ones(int(sum(mk.sum() for mk in masks))),
+            {
+                key: np.concatenate(
+                    [sp.shape.get(key, np.zeros_like(sp.flops))[mk] for sp, mk in zip(specs, masks)]
+                )
+                for key in names
+            },
+            variant,
+        )
+        pred = _predict(
+            batch, hws[hw_id], profile if profile is not None else jobs[idx[0][0]][0].profile
+        )
+        pos = 0
+        for (j, i), sp, mk in zip(idx, specs, masks):
+            t = np.zeros_like(sp.flops)
+            n = int(mk.sum())
+            t[mk] = pred[pos : pos + n]
+            out[j][i] = t
+            pos += n
+    return out
+
+
+def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
+    """Whether a group of ``n_gpus`` GPUs talks over the scale-up link (within one node)."""
+    return hw.gpus_per_node is None or n_gpus <= hw.gpus_per_node
+
+
+def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
+    """Seconds per row from the calibrated kernel model, or the plain roofline (datasheet peak
+    and bandwidth) when the kernel model is not available."""
+    try:
+        from mlacalc.timemodel.kernel_time import predict_batch
+    except ImportError:  # pragma: no cover - the model ships with mlacalc
+        peak = hw.peak(batch.dtype if batch.dtype in hw.peak_flops_per_s else "bf16")
+        return (
+            np.maximum(batch.flops / peak, batch.bytes / hw.memory_bandwidth_bytes_per_s)
+            * batch.calls
+        )
+    seconds = np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
+    if batch.kind == "all_reduce" and batch.dtype == "bf16":
+        # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,
+        # whichever is faster: TensorRT-LLM's AUTO strategy hands large calls to NCCL (the
+        # measured 1.0 rows from 2^20 elements, which therefore fit the NCCL class, not the
+        # custom one), vLLM's and SGLang's custom all-reduce stop at a size of their own
+        nccl = dataclasses.replace(
+            batch, dtype="fp16", shape=dict(batch.shape, one_shot=np.zeros(len(batch)))
+        )
+        seconds = np.minimum(seconds, np.asarray(predict_batch(nccl, hw, profile), dtype=float))
+    return seconds

@@ -1,0 +1,322 @@
+"""Symbolic roofline insight (sympy): where MLA turns compute-bound, where absorption stops paying.
+
+- :func:`ridge_point`: FLOPs per byte at which a device turns compute-bound.
+- :func:`compute_bound_seq_len`: the KV length at which absorbed MLA decode crosses the ridge,
+  for the attention-core kernel alone (the FlashMLA kernel) and for the whole layer (weights
+  included, fused bound).
+- :func:`absorption_crossover`: the number of query tokens per sequence above which running
+  attention in latent space (absorbed) costs more FLOPs than expanding K/V from the latent
+  (compressed); seeds 002 and 003 argue about exactly this (decode vs prefill).
+
+Every function returns the sympy expression and its value for the model.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.loading import ModelConfig
+from mlacalc.words import arguments as args
+from mlacalc.words.dtypes import dtype_bits
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.vocab import MLA_FIELD_SYMBOLS
+
+__all__ = [
+    "Insight",
+    "absorption_crossover",
+    "compute_bound_seq_len",
+    "model_compute_bound_seq_len",
+    "ridge_point",
+]
+
+
+@dataclass(frozen=True)
+class Insight:
+    name: str
+    expression: Any  # sympy expression (the closed form)
+    value: float | None  # its value for the model and device, None if never reached
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "expression": str(self.expression),
+            "value": self.value,
+            "note": self.note,
+        }
+
+
+def _mla_values(m: ModelConfig) -> dict:
+    from mlacalc.cost import symbols as s
+
+    values = {s.ALL[sym]: getattr(m, name) or 0 for name, sym in MLA_FIELD_SYMBOLS.items()}
+    values[s.L] = 1
+    return values
+
+
+def _hardware(hardware: Any) -> HardwareSpec:
+    if not isinstance(hardware, (HardwareSpec, str, os.PathLike)) or hardware == "":
+        raise InvalidArgumentError(
+            "hardware", f"must be a HardwareSpec, a catalogue name or a path, got {hardware!r}"
+        )
+    return load_hardware(hardware)
+
+
+def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
+    """FLOPs per byte at which ``hardware`` turns compute-bound in ``dtype``."""
+    dtype = args.dtype("dtype", dtype)
+    hw = _hardware(hardware)
+    import sympy as sp
+
+    P, W = sp.symbols("P_peak BW", positive=True)
+    return Insight(
+        "ridge point (FLOP/byte)",
+        P / W,
+        hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s,
+        f"{hw.name}: {hw.peak(dtype) / 1e12:.1f} TFLOP/s {dtype} / "
+        f"{hw.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _ridge() -> Any:
+    """The symbol of a device's ridge point, FLOP/byte (sympy imported on first use)."""
+    import sympy as sp
+
+    return sp.Symbol("R", positive=True)
+
+
+@functools.lru_cache(maxsize=2)
+def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
+    """The closed forms behind :func:`compute_bound_seq_len`, solved once per query layout:
+    (name, the S at which intensity reaches the ridge ``R``, that S simplified for display,
+    the intensity's limit as S grows)."""
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+    from mlacalc.cost.symbolic import formula
+
+    # the attention-core kernel (as FlashMLA runs it): scores + values over the latent cache
+    core_flops = 2 * s.B * s.n_h * s.S * (2 * s.d_c + s.d_rope)
+    core_bytes = s.b * s.B * s.S * (s.d_c + s.d_rope) + s.b_a * s.B * s.n_h * (2 * s.d_c + s.d_rope)
+    layer_flops = formula("attention_flops", "mla", "absorbed", phase="decode", q_lora=q_lora)
+    layer_bytes = formula("fused_bytes", "mla", "absorbed", phase="decode", q_lora=q_lora)
+    out = []
+    for name, flops, nbytes in (
+        (
+            "plain roofline: absorbed decode core kernel turns compute-bound at S =",
+            core_flops,
+            core_bytes,
+        ),
+        (
+            "plain roofline: absorbed decode layer (fused, weights included) turns "
+            "compute-bound at S =",
+            layer_flops,
+            layer_bytes,
+        ),
+    ):
+        solutions = sp.solve(sp.Eq(flops, _ridge() * nbytes), s.S)
+        expr = solutions[0] if solutions else None
+        shown = sp.simplify(expr) if solutions else sp.nan
+        out.append((name, expr, shown, sp.limit(flops / nbytes, s.S, sp.oo)))
+    return tuple(out)
+
+
+def compute_bound_seq_len(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    batch: int = 1,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+) -> list[Insight]:
+    """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone, whole layer.
+
+    Plain roofline: the intensity against the datasheet ridge (peak / bandwidth). The kernel
+    model's ``bound`` labels use achieved rates and per-call costs and can differ; see
+    :func:`model_compute_bound_seq_len` for the S where they change.
+    """
+    m = as_model(model)
+    batch = args.count("batch", batch, args.MAX_BATCH)
+    dtype = args.dtype("dtype", dtype)
+    kv_dtype = args.dtype("kv_dtype", kv_dtype, allow_none=True)
+    if not m.is_mla:
+        raise InvalidArgumentError(
+            "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
+        )
+    hw = _hardware(hardware)
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+
+    ridge = hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s
+    b = sp.Rational(dtype_bits(kv_dtype or dtype), 8)
+    a = sp.Rational(dtype_bits(dtype), 8)
+    values = {
+        **_mla_values(m),
+        s.B: batch,
+        s.b: b,
+        s.b_a: a,
+        s.b_w: sp.Rational(dtype_bits(m.weights_dtype), 8),
+    }
+    out = []
+    for name, expr, shown, limit_expr in _crossing_forms(m.q_lora_rank is not None):
+        value = expr.subs(values).subs(_ridge(), ridge) if expr is not None else None
+        limit = limit_expr.subs(values)
+        expr = shown
+        if value is None or not value.is_real or value <= 0:
+            out.append(
+                Insight(
+                    name,
+                    expr,
+                    None,
+                    f"never: the intensity tends to {float(limit):.1f} FLOP/byte, below the "
+                    f"datasheet ridge {ridge:.1f} of {hw.name}",
+                )
+            )
+        else:
+            out.append(
+                Insight(
+                    name,
+                    expr,
+                    float(value),
+                    f"batch {batch}, {hw.name} datasheet ridge {ridge:.1f} FLOP/byte; intensity "
+                    f"tends to "
+                    f"{float(limit):.1f} as S grows",
+                )
+            )
+    return out
+
+
+#: KV lengths the kernel model is evaluated at by :func:`model_compute_bound_seq_len`
+_MODEL_GRID = tuple(2**k for k in range(6, 21))  # 64 .. 1,048,576
+#: the test behind a kernel-model label (the shown "formula")
+_MODEL_TEST = "compute_s > memory_s"
+
+
+def model_compute_bound_seq_len(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    batch: int = 1,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    profile: Any = None,
+    seq_len: int | None = None,
+) -> Insight | None:
+    """KV length S from which the kernel model labels absorbed MLA decode attention
+    compute-bound (the ``bound`` column of ``mlacalc roofline``), or None where the device
+    is timed by the plain roofline (then :func:`compute_bound_seq_len` says it).
+
+    The labels are the kernel model's (achieved compute and bandwidth of the attention
+    class, per-sequence work): they are evaluated at S = 64 .. 2^20 (powers of two), and the
+    crossing from memory- to compute-bound is then found exactly by bisection. ``value`` is
+    the S from which the kernel stays compute-bound up to 2^20, None when it is memory-bound
+    there; the note says where short contexts differ and the label at ``seq_len``.
+    """
+    from mlacalc.timemodel.predict import predict_time
+
+    m = as_model(model)
+    if not m.is_mla:
+        raise InvalidArgumentError(
+            "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
+        )
+    hw = _hardware(hardware)
+
+    def core(S: int) -> Any:
+        p = predict_time(
+            m, hw, "decode", S, batch, "absorbed", dtype=dtype, kv_dtype=kv_dtype, profile=profile
+        )
+        return p, next(o for o in p.ops if o.stage == "core")
+
+    first, _ = core(_MODEL_GRID[0])
+    if first.profile == "roofline":
+        return None
+    labels = [core(S)[1].bound for S in _MODEL_GRID]
+    name = (
+        f"kernel model ({first.profile}): absorbed decode attention kernel is compute-bound "
+        "from S ="
+    )
+    short = [S for S, b in zip(_MODEL_GRID, labels) if b == "compute"]
+    words = [f"batch {batch}, {hw.name}, labels of the table's kernel model"]
+    if seq_len is not None:
+        _, op = core(seq_len)
+        words.append(
+            f"at S = {seq_len:,}: {op.bound} (compute {op.compute_s * 1e6:,.1f} us, "
+            f"memory {op.memory_s * 1e6:,.1f} us)"
+        )
+    if labels[-1] != "compute":
+        if short:
+            words.append(f"compute-bound only at S <= {max(short):,} of the grid")
+        words.insert(1, f"memory-bound up to S = {_MODEL_GRID[-1]:,}")
+        return Insight(name, _MODEL_TEST, None, "; ".join(words))
+    below = [i for i, b in enumerate(labels) if b != "compute"]
+    if not below:
+        value = _MODEL_GRID[0]
+        words.insert(1, f"compute-bound at every S from {value:,} to {_MODEL_GRID[-1]:,}")
+    else:
+        lo, hi = _MODEL_GRID[below[-1]], _MODEL_GRID[below[-1] + 1]
+        while hi - lo > 1:  # lo: not compute-bound, hi: compute-bound
+            mid = (lo + hi) // 2
+            if core(mid)[1].bound == "compute":
+                hi = mid
+            else:
+                lo = mid
+        value = hi
+        if any(b == "compute" for b in labels[: below[0]]):
+            words.append("also compute-bound at short S (per-sequence work)")
+    return Insight(name, _MODEL_TEST, float(value), "; ".join(words))
+
+
+@functools.lru_cache(maxsize=2)
+def _crossover_forms(q_lora: bool) -> tuple[Any, Any]:
+    """The closed form of :func:`absorption_crossover` and its long-context limit, solved
+    once per query layout."""
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+    from mlacalc.cost.symbolic import formula
+
+    absorbed = formula("attention_flops", "mla", "absorbed", phase="chunk", q_lora=q_lora)
+    compressed = formula("attention_flops", "mla", "compressed", phase="chunk", q_lora=q_lora)
+    solutions = [x for x in sp.solve(sp.Eq(absorbed, compressed), s.q) if x != 0]
+    expr = sp.simplify(solutions[0])
+    return expr, sp.limit(expr, s.S, sp.oo)
+
+
+def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -> Insight:
+    """Query tokens per sequence above which absorbed MLA costs more FLOPs than compressed.
+
+    Both keep the same latent cache: ``compressed`` re-expands the ``S`` cached latents through
+    ``W_UKV`` every step, ``absorbed`` pays ``2 d_c + d_rope`` instead of ``d_nope + d_rope + d_v``
+    per (query, key) pair and head. Equal cost at
+    ``q* = S d_c (d_nope + d_v) / (S (2 d_c - d_nope - d_v) + d_c (d_nope + d_v))``, which tends to
+    ``d_c (d_nope + d_v) / (2 d_c - d_nope - d_v)`` for long contexts (170.7 for DeepSeek-V3).
+    """
+    m = as_model(model)
+    seq_len = args.optional_count("seq_len", seq_len, args.MAX_TOKENS)
+    if not m.is_mla:
+        raise InvalidArgumentError(
+            "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
+        )
+    from mlacalc.cost import symbols as s
+
+    expr, limit = _crossover_forms(m.q_lora_rank is not None)
+    values = _mla_values(m)
+    if seq_len is None:
+        return Insight(
+            "absorption stops paying above q =",
+            limit,
+            float(limit.subs(values)),
+            "long-context limit; below it (decode) absorb, above it (prefill) expand",
+        )
+    value = expr.subs(values).subs(s.S, seq_len)
+    return Insight(
+        "absorption stops paying above q =",
+        expr,
+        float(value),
+        f"at S = {seq_len}; below it (decode) absorb, above it (prefill) expand",
+    )

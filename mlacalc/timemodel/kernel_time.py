@@ -1,0 +1,272 @@
+"""The time of kernels on a device: the kernel model evaluated, and the plain roofline.
+
+The kernel time model: the time of a kernel on a device, calibrated on measured GPUs.
+
+``predict_batch`` predicts a :class:`~mlacalc.words.kernels.KernelBatch` (seconds per row, one numpy
+expression per class); ``predict_kernels`` predicts single kernels with their terms, the bound
+and how they were calibrated; ``roofline_seconds`` is the plain roofline (datasheet peak and
+bandwidth, no fixed cost), kept as the ideal. Parameters come from a calibration
+:class:`Profile` (the shipped ``"default"`` profile unless one is given), fitted by
+:func:`calibrate` on measured sets; :mod:`mlacalc.timemodel.model` documents every term.
+
+Examples
+--------
+>>> from mlacalc.words.kernels import Kernel
+>>> m, n, k = 64, 7168, 16384
+>>> k = Kernel("o_proj", "gemm", "bf16", flops=2 * m * n * k,
+...            bytes=2 * (m * k + k * n + m * n), shape={"m": m, "n": n, "k": k})
+>>> t = predict_kernels([k], "H100-SXM")[0]
+>>> t.bound, t.seconds > roofline_seconds(k.flops, k.bytes, "H100-SXM", "bf16")
+('memory', True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
+from mlacalc.timemodel.model import COMM_KINDS, kernel_terms, scale_params
+from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
+
+__all__ = [
+    "KernelTime",
+    "batch_terms",
+    "class_params",
+    "device_batch",
+    "predict_batch",
+    "predict_kernels",
+    "roofline_seconds",
+    "run_dtype",
+]
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """The predicted time of one kernel (all its ``calls``) and what it is made of."""
+
+    name: str
+    kind: str
+    dtype: str
+    seconds: float
+    compute_s: float
+    memory_s: float
+    fixed_s: float
+    extra_s: float
+    roofline_s: float
+    bound: str
+    calibration: str
+    profile: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "seconds": self.seconds,
+            "compute_s": self.compute_s,
+            "memory_s": self.memory_s,
+            "fixed_s": self.fixed_s,
+            "extra_s": self.extra_s,
+            "roofline_s": self.roofline_s,
+            "bound": self.bound,
+            "calibration": self.calibration,
+            "profile": self.profile,
+        }
+
+
+def _hardware(hardware: HardwareSpec | str) -> HardwareSpec:
+    return hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+
+
+def _check_batch(batch: Any) -> KernelBatch:
+    if not isinstance(batch, KernelBatch):
+        raise InvalidArgumentError("batch", f"expected a KernelBatch, got {type(batch).__name__}")
+    if batch.kind not in KERNEL_KINDS:
+        raise InvalidArgumentError(
+            "batch.kind", f"unknown kernel kind {batch.kind!r}; known: " + ", ".join(KERNEL_KINDS)
+        )
+    return batch
+
+
+#: (id of the spec, id of the profile, kind, dtype, variant) -> (spec, profile, figures, parameters
+#: scaled to the device's clock, how calibrated): the derived rates of a kernel class, worked
+#: out once per device and profile (the spec and profile are kept to check the ids).
+_CLASS_CACHE: dict[tuple[int, int, str, str, str], tuple[Any, Any, DeviceFigures, dict, str]] = {}
+
+
+def class_params(
+    hw: HardwareSpec, prof: Profile, kind: str, dtype: str, variant: str = ""
+) -> tuple[DeviceFigures, dict[str, float], str]:
+    """The device figures, the parameters of one kernel class on ``hw`` (clock-scaled, as
+    :func:`~mlacalc.timemodel.model.kernel_terms` takes them with ``scaled=True``) and how the
+    class was calibrated; cached per (device, profile, class)."""
+    key = (id(hw), id(prof), kind, dtype, variant)
+    hit = _CLASS_CACHE.get(key)
+    if hit is not None and hit[0] is hw and hit[1] is prof:
+        return hit[2], hit[3], hit[4]
+    fig = device_figures(hw)
+    params, how = prof.params(hw.name, kind, dtype, hw, variant)
+    scaled = scale_params(kind, params, fig)
+    if len(_CLASS_CACHE) > 512:
+        _CLASS_CACHE.clear()
+    _CLASS_CACHE[key] = (hw, prof, fig, scaled, how)
+    return fig, scaled, how
+
+
+def batch_terms(
+    batch: KernelBatch,
+    hardware: HardwareSpec | str,
+    profile: Profile | str | os.PathLike | None = None,
+) -> tuple[dict[str, np.ndarray], str]:
+    """Every term of every row of ``batch`` (see :func:`mlacalc.timemodel.model.kernel_terms`)
+    and how the class was calibrated."""
+    batch = _check_batch(batch)
+    hw = _hardware(hardware)
+    prof = load_profile(profile)
+    batch = device_batch(batch, hw)
+    fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
+    return kernel_terms(batch, fig, params, scaled=True), how
+
+
+def run_dtype(kind: str, dtype: str, hw: HardwareSpec) -> str:
+    """The dtype of the kernel ``hw`` runs for a ``kind`` kernel of ``dtype`` (the class
+    :func:`device_batch` times it with, and the one a kernel table shows): a GEMM or MoE of
+    fp8 weights on a device without fp8 tensor cores runs ``w8a16``, of fp4 weights without
+    fp4 tensor cores ``w4a16`` (MoE: ``w4a16_mxfp4``); anything else as given."""
+    if kind not in ("gemm", "moe"):
+        return dtype
+    peaks = device_figures(hw).peaks
+    if dtype.startswith("fp8") and "fp8" not in peaks:
+        return "w8a16"
+    if dtype == "fp4" and "fp4" not in peaks:
+        return "w4a16" if kind == "gemm" else "w4a16_mxfp4"
+    return dtype
+
+
+def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
+    """The kernels ``hw`` runs for ``batch``: every path that times a step (``predict_time``,
+    ``plan``, ``predict_kernels``) goes through here, so they agree on the kernel a device runs.
+
+    - weights in a format the device's tensor cores lack run a dequantizing weight-only GEMM,
+      each weight converted to bf16 in the kernel (as the int8/int4 weight-only GEMMs do; it
+      splits K as they do and quantizes no input), not the kernels whose rules the fp8 and fp4
+      classes state: fp8 weights without fp8 tensor cores (A100) the ``w8a16`` class (GEMMs
+      and MoE experts alike: no input quantization and no block-scale promotion; a profile
+      without a weight-only MoE fit times those experts with its bf16 MoE fit), fp4 weights
+      without fp4 tensor cores (every device before Blackwell) the ``w4a16`` class, and fp4
+      experts the weight-only MoE of 4-bit float experts (``w4a16_mxfp4``);
+    - an MLA decode kernel that does not say which kernel it is (a model step's; a measured
+      row does) runs the key-splitting kernel the serving engines have on every device, with
+      the operand reads of the device's tensor-core generation
+      (:func:`~mlacalc.timemodel.device.mla_decode_kernel`).
+    """
+    kind, dtype = batch.kind, batch.dtype
+    if kind == "gemm" or kind == "moe":
+        runs = run_dtype(kind, dtype, hw)
+        return batch if runs == dtype else dataclasses.replace(batch, dtype=runs)
+    if kind == "mla_decode" and "kv_split" not in batch.shape:
+        n = len(batch)
+        cols = mla_decode_kernel(device_figures(hw))
+        shape = dict(batch.shape)
+        shape.update({k: np.full(n, v) for k, v in cols.items()})
+        return dataclasses.replace(batch, shape=shape)
+    return batch
+
+
+def predict_batch(
+    batch: KernelBatch,
+    hardware: HardwareSpec | str,
+    profile: Profile | str | os.PathLike | None = None,
+) -> np.ndarray:
+    """Seconds per row of ``batch`` on ``hardware`` (all ``calls`` of each row), vectorised."""
+    terms, _ = batch_terms(batch, hardware, profile)
+    return terms["seconds"]
+
+
+def roofline_seconds(
+    flops: float | np.ndarray,
+    nbytes: float | np.ndarray,
+    hardware: HardwareSpec | str,
+    dtype: str = "bf16",
+) -> float | np.ndarray:
+    """The plain roofline: ``max(flops / peak, bytes / bandwidth)`` with datasheet figures, no
+    fixed cost; the ideal no kernel beats."""
+    fig = device_figures(_hardware(hardware))
+    out = np.maximum(
+        np.asarray(flops, dtype=np.float64) / fig.peak(dtype),
+        np.asarray(nbytes, dtype=np.float64) / fig.hbm_bytes_per_s,
+    )
+    return float(out) if out.ndim == 0 else out
+
+
+def _ideal(batch: KernelBatch, hw: HardwareSpec) -> np.ndarray:
+    """The plain roofline of each row (all calls): the link time at the full link bandwidth and
+    no latency for a collective."""
+    if batch.kind in COMM_KINDS:
+        ideal = dict(PARAMS_IDEAL)
+        return kernel_terms(batch, device_figures(hw), ideal)["seconds"]
+    return roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
+
+
+#: The ideal collective: the whole link, no latency, no synchronisation, no fixed cost, and no
+#: limit from the SMs a kernel runs on (DeepEP normal mode uses a set number of them).
+PARAMS_IDEAL = {
+    "link_eff": 1.0,
+    "latency_steps": 0.0,
+    "proto_s": 0.0,
+    "fixed_s": 0.0,
+    "sm_bandwidth": 1e9,
+}
+
+
+def predict_kernels(
+    kernels: list[Kernel],
+    hardware: HardwareSpec | str,
+    profile: Profile | str | os.PathLike | None = None,
+) -> list[KernelTime]:
+    """The predicted time of each kernel, in order, with its terms and calibration."""
+    hw = _hardware(hardware)
+    prof = load_profile(profile)
+    for i, k in enumerate(kernels):
+        if not isinstance(k, Kernel):
+            raise InvalidArgumentError(
+                f"kernels[{i}]", f"expected a Kernel, got {type(k).__name__}"
+            )
+    out: list[KernelTime | None] = [None] * len(kernels)
+    for idx, batch in batches_of(kernels):
+        run = device_batch(batch, hw)  # the kernel that runs (batch_terms finds it as it is)
+        terms, how = batch_terms(run, hw, prof)
+        ideal = _ideal(run, hw)  # at the rate of the kernel that runs
+        for j, i in enumerate(idx):
+            k = kernels[i]
+            c, m = float(terms["compute_s"][j]), float(terms["memory_s"][j])
+            fixed, extra = float(terms["fixed_s"][j]), float(terms["extra_s"][j])
+            if k.kind in COMM_KINDS:
+                bound = "link" if m > fixed else "latency"
+            elif fixed > max(c, m, extra):
+                bound = "latency"
+            else:
+                bound = "compute" if c >= m else "memory"
+            out[i] = KernelTime(
+                name=k.name,
+                kind=k.kind,
+                dtype=k.dtype,
+                seconds=float(terms["seconds"][j]),
+                compute_s=c * k.calls,
+                memory_s=m * k.calls,
+                fixed_s=fixed * k.calls,
+                extra_s=extra * k.calls,
+                roofline_s=float(ideal[j]),
+                bound=bound,
+                calibration=how,
+                profile=prof.name,
+            )
+    return [t for t in out if t is not None]

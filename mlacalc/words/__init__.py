@@ -1,0 +1,2 @@
+"""The vocabulary every layer speaks: names, dtypes, kernel records, errors, units, defaults
+and argument checks."""

@@ -1,0 +1,165 @@
+"""Checks of the public API's arguments, run once at the boundary before any arithmetic.
+
+Every public function of the calculator core passes its arguments through these checks, so a
+wrong type or an out-of-range value is an :class:`~mlacalc.words.errors.InvalidArgumentError` (or an
+:class:`~mlacalc.words.errors.UnknownDtypeError`) naming the argument and what it accepts, never a
+``TypeError`` from deep inside a formula. Names are resolved here once (a dtype to its canonical
+name, a KV dtype to its :class:`~mlacalc.words.dtypes.KVLayout`, a model name to its configuration).
+
+Upper bounds (far above any real workload, low enough that every count stays a quick exact
+integer): ``seq_len`` and ``q_len`` at most :data:`MAX_TOKENS` (2^40, as context lengths in
+model files), ``batch`` at most :data:`MAX_BATCH` (2^32 sequences).
+
+>>> count("batch", 8, MAX_BATCH)
+8
+>>> count("batch", "8", MAX_BATCH)
+Traceback (most recent call last):
+...
+mlacalc.words.errors.InvalidArgumentError: batch: must be a positive integer, got '8' (a str)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
+from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
+
+__all__ = [
+    "MAX_BATCH",
+    "MAX_TOKENS",
+    "choice",
+    "count",
+    "dtype",
+    "flag",
+    "kv_layout",
+    "model",
+    "one_or_many",
+    "optional_count",
+]
+
+#: Tokens: ``seq_len``, ``q_len`` and windows (the bound of context lengths in model files).
+MAX_TOKENS = 1 << 40
+#: Sequences in a batch.
+MAX_BATCH = 1 << 32
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{text} (a {type(value).__name__})"
+
+
+def count(name: str, value: Any, hi: int) -> int:
+    """A positive integer at most ``hi`` (numpy integers accepted; booleans are not counts)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        numpy_int = type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+        if numpy_int and value.dtype.kind in "iu":
+            return count(name, int(value), hi)
+        raise InvalidArgumentError(name, f"must be a positive integer, got {_show(value)}")
+    if value <= 0:
+        raise InvalidArgumentError(name, f"must be a positive integer, got {value}")
+    if value > hi:
+        raise InvalidArgumentError(
+            name, f"is {value:.3g}, above the bound of {hi:,} (2^{hi.bit_length() - 1})"
+        )
+    return value
+
+
+def optional_count(name: str, value: Any, hi: int) -> int | None:
+    """``None``, or a positive integer at most ``hi``."""
+    return None if value is None else count(name, value, hi)
+
+
+def flag(name: str, value: Any) -> bool:
+    """``True`` or ``False`` (not 0/1, not a string)."""
+    if not isinstance(value, bool):
+        type_name = type(value).__name__
+        if type(value).__module__ == "numpy" and type_name == "bool":  # numpy.bool
+            return bool(value)
+        raise InvalidArgumentError(name, f"must be True or False, got {_show(value)}")
+    return value
+
+
+def choice(name: str, value: Any, options: Iterable[str], *, allow_none: bool = False) -> Any:
+    """One of ``options`` (or ``None`` where ``allow_none``)."""
+    options = tuple(options)
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or value not in options:
+        got = repr(value) if isinstance(value, str) else _show(value)
+        raise InvalidArgumentError(name, f"unknown {name} {got}; use one of " + ", ".join(options))
+    return value
+
+
+def dtype(name: str, value: Any, *, allow_none: bool = False) -> str | None:
+    """The canonical name of a dtype (``"bfloat16"`` -> ``"bf16"``)."""
+    if value is None and allow_none:
+        return None
+    try:
+        return canonical_dtype(value)
+    except UnknownDtypeError as err:
+        raise UnknownDtypeError(value, err.known, err.what, argument=name) from None
+
+
+def kv_layout(name: str, value: Any) -> KVLayout:
+    """A KV-cache layout from a dtype name, a bit width, a layout name or a layout."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, KVLayout)):
+        raise InvalidArgumentError(
+            name, f"must be a dtype or layout name, a bit width or a KVLayout, got {_show(value)}"
+        )
+    if isinstance(value, int) and not 0 < value <= 64:
+        raise InvalidArgumentError(name, f"a bit width must be between 1 and 64, got {value}")
+    try:
+        return resolve_kv_layout(value)
+    except UnknownDtypeError as err:
+        raise UnknownDtypeError(value, err.known, err.what, argument=name) from None
+
+
+def model(value: Any, name: str = "model") -> Any:
+    """A :class:`~mlacalc.models.loading.ModelConfig` from itself, a shipped name or a file path."""
+    from mlacalc.models.loading import ModelConfig, load_model
+
+    if isinstance(value, ModelConfig):
+        return value
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value.strip()):
+        raise InvalidArgumentError(
+            name, f"must be a ModelConfig, a shipped model name or a path, got {_show(value)}"
+        )
+    return load_model(value)
+
+
+def one_or_many(name: str, value: Any, *, what: str = "values") -> tuple:
+    """The items of a list-valued argument as a tuple: a single string or path (which Python
+    would otherwise iterate one character at a time), or any other single non-iterable value,
+    is a list of one; an empty list is refused, naming the argument.
+
+    >>> one_or_many("kv_dtypes", "fp8")
+    ('fp8',)
+    >>> one_or_many("batches", ())
+    Traceback (most recent call last):
+    ...
+    mlacalc.words.errors.InvalidArgumentError: batches: is empty; give at least one of the values
+    """
+    if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Iterable):
+        items: tuple = (value,)
+    elif isinstance(value, dict):
+        raise InvalidArgumentError(name, f"must be a list of {what}, got {_show(value)}")
+    else:
+        items = tuple(value)
+    if not items:
+        raise InvalidArgumentError(name, f"is empty; give at least one of the {what}")
+    return items
+
+
+def finite_positive(name: str, value: Any) -> float:
+    """A finite positive real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentError(name, f"must be a positive number, got {_show(value)}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidArgumentError(name, f"must be a finite positive number, got {value!r}")
+    return value

@@ -1,0 +1,187 @@
+"""Data types and KV-cache storage layouts.
+
+Sizes are kept in *bits* so that 4-bit and 6-bit formats stay exact; bytes are
+derived at the edge. A :class:`KVLayout` describes how one cached row (one token
+of one layer) is stored: the bits of its main part, the bits of a separate RoPE
+part (MLA's decoupled key), and optional per-group scale factors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
+
+__all__ = [
+    "DTYPE_BITS",
+    "KV_LAYOUTS",
+    "KVLayout",
+    "check_kv_layout",
+    "dtype_bits",
+    "resolve_kv_layout",
+]
+
+#: Bits per element of the dtypes mlacalc knows (canonical names first).
+DTYPE_BITS: dict[str, int] = {
+    "fp32": 32,
+    "bf16": 16,
+    "fp16": 16,
+    "fp8": 8,
+    "fp8_e4m3": 8,
+    "fp8_e5m2": 8,
+    "int8": 8,
+    "int4": 4,
+    "fp4": 4,
+}
+
+_ALIASES = {
+    "float32": "fp32",
+    "float": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2",
+    "e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+}
+
+
+def canonical_dtype(name: str) -> str:
+    """Return the canonical name of a dtype (``"bfloat16"`` -> ``"bf16"``)."""
+    if not isinstance(name, str):
+        raise UnknownDtypeError(name, list(DTYPE_BITS))
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in DTYPE_BITS:
+        raise UnknownDtypeError(name, list(DTYPE_BITS))
+    return key
+
+
+def dtype_bits(name: str) -> int:
+    """Bits per element of a dtype.
+
+    Examples
+    --------
+    >>> dtype_bits("bf16"), dtype_bits("fp8"), dtype_bits("int4")
+    (16, 8, 4)
+    """
+    return DTYPE_BITS[canonical_dtype(name)]
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """How one cached row (one token, one layer) is stored.
+
+    Parameters
+    ----------
+    name
+        Label used in reports.
+    bits
+        Bits per element of the main part (K and V, or MLA's latent ``c_kv``).
+    rope_bits
+        Bits per element of MLA's decoupled RoPE key; ``None`` means ``bits``.
+        Ignored for MHA/GQA/MQA, whose RoPE is applied inside K.
+    scale_group
+        Elements of the main part that share one scale factor; 0 for none.
+    scale_bytes
+        Bytes of each scale factor.
+
+    The bytes of one row are ``ceil(main * bits / 8) + ceil(main / scale_group) *
+    scale_bytes + ceil(rope * rope_bits / 8)``: each part is packed to whole bytes.
+    """
+
+    name: str
+    bits: int
+    rope_bits: int | None = None
+    scale_group: int = 0
+    scale_bytes: int = 0
+
+    def __post_init__(self):
+        for field_name in ("bits", "scale_group", "scale_bytes"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidArgumentError(
+                    field_name, f"must be a non-negative integer, got {value!r}"
+                )
+        if self.bits == 0:
+            raise InvalidArgumentError("bits", "must be positive")
+        if self.rope_bits is not None and (
+            not isinstance(self.rope_bits, int) or self.rope_bits <= 0
+        ):
+            raise InvalidArgumentError(
+                "rope_bits", f"must be a positive integer, got {self.rope_bits!r}"
+            )
+        if (self.scale_group == 0) != (self.scale_bytes == 0):
+            raise InvalidArgumentError(
+                "scale_group", "scale_group and scale_bytes must be both zero or both positive"
+            )
+
+    @classmethod
+    def uniform(cls, dtype: str | int) -> KVLayout:
+        """A layout storing every element in one dtype (a name, or a bit width)."""
+        if isinstance(dtype, int) and not isinstance(dtype, bool):
+            return cls(name=f"{dtype}bit", bits=dtype)
+        name = canonical_dtype(dtype)
+        return cls(name=name, bits=DTYPE_BITS[name])
+
+    def row_bytes(self, main_elements: int, rope_elements: int = 0) -> int:
+        """Exact bytes of one cached row with ``main_elements`` + ``rope_elements``."""
+        rope_bits = self.bits if self.rope_bits is None else self.rope_bits
+        total = -(-main_elements * self.bits // 8)
+        if self.scale_group:
+            total += -(-main_elements // self.scale_group) * self.scale_bytes
+        total += -(-rope_elements * rope_bits // 8)
+        return total
+
+
+#: Named cache layouts beyond the plain dtypes.
+KV_LAYOUTS: dict[str, KVLayout] = {
+    # FlashMLA "FP8 with scale": 512 float8_e4m3 latent values quantised in 1x128 tiles
+    # with one float32 scale each (4 x 4 B), plus the 64-dim RoPE key kept in bfloat16.
+    # 512 + 16 + 128 = 656 bytes per token per layer for DeepSeek-V3.
+    # Source: deepseek-ai/FlashMLA README ("FP8 KV Cache"); vLLM's "fp8_ds_mla".
+    "fp8_ds_mla": KVLayout(name="fp8_ds_mla", bits=8, rope_bits=16, scale_group=128, scale_bytes=4),
+}
+
+
+def resolve_kv_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
+    """Turn a dtype name, bit width, layout name or :class:`KVLayout` into a layout."""
+    if isinstance(kv_dtype, KVLayout):
+        return kv_dtype
+    if isinstance(kv_dtype, str) and kv_dtype.strip().lower() in KV_LAYOUTS:
+        return KV_LAYOUTS[kv_dtype.strip().lower()]
+    if isinstance(kv_dtype, int) and not isinstance(kv_dtype, bool):
+        if kv_dtype <= 0:
+            raise InvalidArgumentError("kv_dtype", f"a bit width must be positive, got {kv_dtype}")
+        return KVLayout.uniform(kv_dtype)
+    try:
+        return KVLayout.uniform(kv_dtype)
+    except UnknownDtypeError:
+        raise UnknownDtypeError(
+            kv_dtype, list(DTYPE_BITS) + list(KV_LAYOUTS), what="KV dtype or layout"
+        ) from None
+
+
+def check_kv_layout(
+    layout: KVLayout, latent_cache: bool, model_name: str = "this model", argument: str = "kv_dtype"
+) -> KVLayout:
+    """Refuse a layout that does not apply to the cache a model keeps.
+
+    A layout with a separate RoPE part (``rope_bits``, as FlashMLA's ``fp8_ds_mla``)
+    describes MLA's latent row (the compressed ``c_kv`` plus the decoupled RoPE key);
+    a cache of per-head keys and values (MHA, GQA, MQA) has no such part, so its size
+    under that layout would be made up. ``latent_cache`` says whether the model keeps
+    the MLA latent row (an MLA model run naive keeps the same fp8 values and scales,
+    expanded per head).
+    """
+    if layout.rope_bits is not None and not latent_cache:
+        plain = ", ".join(DTYPE_BITS)
+        raise InvalidArgumentError(
+            argument,
+            f"layout '{layout.name}' is for an MLA latent cache (c_kv plus RoPE key); "
+            f"{model_name} caches per-head keys and values: use a plain dtype ({plain}) "
+            "or a bit width",
+        )
+    return layout
