@@ -73,12 +73,16 @@ What each table becomes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
 from mlacalc.measured.moe_routing import rank_loads
-from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredTable
+from mlacalc.measured.quirks import apply_quirks
+from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
+from mlacalc.timemodel.device import mla_decode_kernel
+from mlacalc.timemodel.fit import Observations
+from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
@@ -97,81 +101,6 @@ DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64,
 _BLOCK = 128  # fp8 block-scaling group
 _PAGE = 64  # paged-cache block, tokens
 _ROTARY = 128  # rotary dim hard-coded in the attention collector
-
-#: Reasons a row is not predicted, with what they mean.
-NOT_MODELLED: dict[str, str] = {
-    "unknown_dtype": "a dtype the kernel vocabulary has no class for",
-    "zero_time": "a measured time of zero (a difference floored at zero)",
-    "status": "the microbenchmark recorded this row as not ok",
-    "spike": "an isolated spike against both sweep neighbours (quirk rule)",
-    "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
-    "slower_than_more_work": "a MoE row over 2x a row whose GPU does more (quirk rule)",
-    "no_time_model": "the time model has no parameters for this kernel class",
-}
-
-
-@dataclass(frozen=True)
-class KernelPart:
-    """Kernels of one class for a subset of rows: ``rows[i]`` is the row of kernel ``i``."""
-
-    name: str
-    rows: np.ndarray
-    batch: KernelBatch
-
-
-@dataclass
-class MappedTable:
-    """A measured table as kernels: parts, the measured seconds, and why rows are left out."""
-
-    table: MeasuredTable
-    parts: list[KernelPart]
-    reason: np.ndarray  # "" where the row is predicted
-    flags: dict[str, np.ndarray] = field(default_factory=dict)
-    rules: list[str] = field(default_factory=list)  # quirk rules applied, in words
-
-    @property
-    def seconds(self) -> np.ndarray:
-        return self.table.seconds
-
-    @property
-    def modelled(self) -> np.ndarray:
-        return self.reason == ""
-
-    def exclude(self, mask: np.ndarray, why: str) -> int:
-        """Mark rows (not already excluded) as not predicted for ``why``; returns how many."""
-        hit = mask & (self.reason == "")
-        self.reason[hit] = why
-        return int(hit.sum())
-
-    def row_totals(self, field_name: str = "flops") -> np.ndarray:
-        """Per-row sum of a kernel field (``flops`` or ``bytes``) times its calls."""
-        out = np.zeros(len(self.table))
-        for p in self.parts:
-            out += np.bincount(
-                p.rows,
-                weights=getattr(p.batch, field_name) * p.batch.calls,
-                minlength=len(self.table),
-            )
-        return out
-
-    def kernels_of_row(self, row: int) -> list[dict]:
-        """The kernels of one row, as dicts (for row-level reports and tests)."""
-        out = []
-        for p in self.parts:
-            for i in np.nonzero(p.rows == row)[0]:
-                b = p.batch
-                out.append(
-                    {
-                        "name": p.name,
-                        "kind": b.kind,
-                        "dtype": b.dtype,
-                        "flops": float(b.flops[i]),
-                        "bytes": float(b.bytes[i]),
-                        "calls": float(b.calls[i]),
-                        "shape": {k: float(v[i]) for k, v in b.shape.items()},
-                    }
-                )
-        return out
 
 
 class _Builder:
@@ -267,27 +196,6 @@ class _Builder:
 
 def _f(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
-
-
-_DT = {
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "float16": "fp16",
-    "fp16": "fp16",
-    "half": "fp16",
-    "fp8": "fp8",
-    "fp8_block": "fp8_block",
-    "int8": "int8",
-    "w4a16_mxfp4": "w4a16_mxfp4",
-}
-
-
-def _canon(col: np.ndarray) -> np.ndarray:
-    """Table dtype labels as kernel dtypes (unknown labels become ``"?<label>"``)."""
-    out = np.empty(col.shape[0], dtype=object)
-    for label in np.unique(col):
-        out[col == label] = _DT.get(str(label), f"?{label}")
-    return out.astype(str)
 
 
 def _elem(dt: np.ndarray) -> np.ndarray:
@@ -393,7 +301,7 @@ def _gemm_kernels(
 
 
 def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
-    dt = _canon(t.column("gemm_dtype"))
+    dt = canon_dtypes(t.column("gemm_dtype"))
     m, n, k = _f(t.column("m")), _f(t.column("n")), _f(t.column("k"))
     rows = np.arange(len(t))
     weight = n * k * _elem(dt)
@@ -461,7 +369,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         _f(t.column("num_key_value_heads")),
     )
     hd, win = _f(t.column("head_dim")), _f(t.column("window_size"))
-    attn, kvd = _canon(t.column("attn_dtype")), _canon(t.column("kv_cache_dtype"))
+    attn, kvd = canon_dtypes(t.column("attn_dtype")), canon_dtypes(t.column("kv_cache_dtype"))
     rows = np.arange(len(t))
     kvb = _elem(kvd)
     if context:
@@ -591,8 +499,6 @@ def _mla_core(
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb) + quant_q
         flops = 2.0 * h * bs * kv * (lat + g["kv_lora"])
         nbytes = pre + bs * kv * lat * kvb + tok * h * lat * qb + tok * h * g["kv_lora"] * 2
-        from mlacalc.hardware.catalogue import load_hardware
-        from mlacalc.timemodel.device import mla_decode_kernel
 
         b.add_by_dtype(
             prefix + "mla_decode",
@@ -627,7 +533,7 @@ def _mla_core(
 
 def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
-    kvd = _canon(t.column("kv_cache_dtype"))
+    kvd = canon_dtypes(t.column("kv_cache_dtype"))
     rows = np.arange(len(t))
     a100 = t.system == "a100_sxm"
     if a100:
@@ -644,7 +550,7 @@ def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bo
 def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     g = DSV3
     bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
-    kvd, gt = _canon(t.column("kv_cache_dtype")), _canon(t.column("gemm_type"))
+    kvd, gt = canon_dtypes(t.column("kv_cache_dtype")), canon_dtypes(t.column("gemm_type"))
     rows = np.arange(len(t))
     if context:
         q, kv = _f(t.column("isl")), _f(t.column("isl"))
@@ -681,7 +587,7 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
 
 def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     op = t.column("op_name")
-    dt = _canon(t.column("bmm_dtype"))
+    dt = canon_dtypes(t.column("bmm_dtype"))
     dt = np.where(dt == "fp8", "fp8_block", dt)  # fp8 BMMs are 1x128 block-scaled
     T, h = _f(t.column("num_tokens")), _f(t.column("num_heads"))
     rows = np.arange(len(t))
@@ -726,7 +632,7 @@ def _draws_round_to_zero(pairs: np.ndarray, experts: np.ndarray, alpha: np.ndarr
 
 
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
-    dt = _canon(t.column("moe_dtype"))
+    dt = canon_dtypes(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
     hidden, inter = _f(t.column("hidden_size")), _f(t.column("inter_size"))
     topk, E = t.column("topk").astype(np.int64), t.column("num_experts").astype(np.int64)
@@ -971,7 +877,6 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     With ``quirks`` (the default) the quirk rules of :mod:`mlacalc.measured.quirks` mark the
     rows they exclude; kernels are still built for those rows, so a caller can look at them.
     """
-    from mlacalc.words.errors import ConfigError
 
     mapper = _MAPPERS.get(table.table)
     if mapper is None:
@@ -987,8 +892,6 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
     mapped.exclude(bad_time, "zero_time")
     if quirks:
-        from mlacalc.measured.quirks import apply_quirks
-
         apply_quirks(mapped)
     return mapped
 
@@ -1011,8 +914,6 @@ def observations(measured) -> list:
     ``measured`` is a :class:`~mlacalc.measured.tables.MeasuredSet`, a path or a list of paths.
     Composite rows (the MLA module tables) and microbenchmark tables are not fit input.
     """
-    from mlacalc.measured.tables import MeasuredSet, load_measured
-    from mlacalc.timemodel.fit import Observations
 
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
     out = []

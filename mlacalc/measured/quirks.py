@@ -55,7 +55,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from mlacalc.measured.mapping import MappedTable, _canon
+from mlacalc.measured.mapped import MappedTable, canon_dtypes
 from mlacalc.measured.tables import SYSTEM_L2_BYTES
 
 __all__ = ["MORE_WORK_FACTOR", "SPIKE_FACTOR", "SWEEPS", "apply_quirks", "slower_than_more_work"]
@@ -271,7 +271,7 @@ def apply_quirks(mapped: MappedTable) -> None:
         )
 
     if a100 and t.table in ("context_mla_perf", "generation_mla_perf") and "kv_cache_dtype" in cols:
-        relabelled = _canon(cols["kv_cache_dtype"]) == "fp8"
+        relabelled = canon_dtypes(cols["kv_cache_dtype"]) == "fp8"
         mapped.flags["fp8_label_is_bf16"] = relabelled
         mapped.rules.append(
             f"fp8_label_is_bf16: {int(relabelled.sum())} A100 rows labelled fp8 KV time as the "

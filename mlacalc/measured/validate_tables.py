@@ -11,6 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.mapping import map_table
+from mlacalc.measured.tables import MeasuredSet, load_measured
+from mlacalc.measured.validate_bench import validate_file
+from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
+from mlacalc.timemodel.profile import load_profile, shipped_profiles
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError
 
 __all__ = ["ROOFLINE", "MeasuredValidation", "TableValidation", "validate_measured"]
@@ -163,7 +169,6 @@ def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
 
 def _profiles_not_fitted_on(devices: set[str]) -> list[str]:
     """Shipped profiles fitted on none of ``devices`` (sorted by name)."""
-    from mlacalc.timemodel.profile import load_profile, shipped_profiles
 
     out = []
     for name in shipped_profiles():
@@ -204,7 +209,6 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
     """The profile that predicts ``tables``, and its label. With no profile given, the shipped
     default, or, when that was fitted on these tables, the shipped profile fitted on none of
     their devices (leave-one-device-out); an explicit profile fitted on them is refused."""
-    from mlacalc.timemodel.profile import load_profile
 
     prof = load_profile(profile)
     if profile is None and _clash(prof, tables):
@@ -225,7 +229,6 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     """Per-row predicted seconds of a mapped table (NaN where a kernel cannot be predicted)."""
-    from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
     from mlacalc.timemodel.model import COMM_KINDS
 
     n = len(mapped.table)
@@ -252,8 +255,6 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
 def _validate_bench_table(table: Any) -> TableValidation:
     """A microbenchmark table: every ok row predicted by the unfused op model with the
     set's measured ceilings (as :func:`validate` without ``measured``)."""
-    from mlacalc.measured.validate import validate_file
-
     vs = validate_file(table.meta["sidecar"], "unfused")
     pred = np.full(len(table), np.nan)
     ok = np.nonzero(table.columns["status"] == "ok")[0]
@@ -285,9 +286,6 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
     table of the set is refused. Rows the
     product cannot model or that a quirk rule excludes are counted as not predicted, by reason.
     """
-    from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import MeasuredSet, load_measured
 
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
     gpu_tables = [t for t in mset.tables if t.table != "bench"]

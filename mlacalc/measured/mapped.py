@@ -1,0 +1,109 @@
+"""A measured table mapped onto kernels: the records :mod:`~mlacalc.measured.mapping` builds
+and :mod:`~mlacalc.measured.quirks` marks, and the table dtype labels as kernel dtypes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlacalc.measured.tables import MeasuredTable
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = ["NOT_MODELLED", "KernelPart", "MappedTable", "canon_dtypes"]
+
+#: Reasons a row is not predicted, with what they mean.
+NOT_MODELLED: dict[str, str] = {
+    "unknown_dtype": "a dtype the kernel vocabulary has no class for",
+    "zero_time": "a measured time of zero (a difference floored at zero)",
+    "status": "the microbenchmark recorded this row as not ok",
+    "spike": "an isolated spike against both sweep neighbours (quirk rule)",
+    "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
+    "slower_than_more_work": "a MoE row over 2x a row whose GPU does more (quirk rule)",
+    "no_time_model": "the time model has no parameters for this kernel class",
+}
+
+
+@dataclass(frozen=True)
+class KernelPart:
+    """Kernels of one class for a subset of rows: ``rows[i]`` is the row of kernel ``i``."""
+
+    name: str
+    rows: np.ndarray
+    batch: KernelBatch
+
+
+@dataclass
+class MappedTable:
+    """A measured table as kernels: parts, the measured seconds, and why rows are left out."""
+
+    table: MeasuredTable
+    parts: list[KernelPart]
+    reason: np.ndarray  # "" where the row is predicted
+    flags: dict[str, np.ndarray] = field(default_factory=dict)
+    rules: list[str] = field(default_factory=list)  # quirk rules applied, in words
+
+    @property
+    def seconds(self) -> np.ndarray:
+        return self.table.seconds
+
+    @property
+    def modelled(self) -> np.ndarray:
+        return self.reason == ""
+
+    def exclude(self, mask: np.ndarray, why: str) -> int:
+        """Mark rows (not already excluded) as not predicted for ``why``; returns how many."""
+        hit = mask & (self.reason == "")
+        self.reason[hit] = why
+        return int(hit.sum())
+
+    def row_totals(self, field_name: str = "flops") -> np.ndarray:
+        """Per-row sum of a kernel field (``flops`` or ``bytes``) times its calls."""
+        out = np.zeros(len(self.table))
+        for p in self.parts:
+            out += np.bincount(
+                p.rows,
+                weights=getattr(p.batch, field_name) * p.batch.calls,
+                minlength=len(self.table),
+            )
+        return out
+
+    def kernels_of_row(self, row: int) -> list[dict]:
+        """The kernels of one row, as dicts (for row-level reports and tests)."""
+        out = []
+        for p in self.parts:
+            for i in np.nonzero(p.rows == row)[0]:
+                b = p.batch
+                out.append(
+                    {
+                        "name": p.name,
+                        "kind": b.kind,
+                        "dtype": b.dtype,
+                        "flops": float(b.flops[i]),
+                        "bytes": float(b.bytes[i]),
+                        "calls": float(b.calls[i]),
+                        "shape": {k: float(v[i]) for k, v in b.shape.items()},
+                    }
+                )
+        return out
+
+
+_DT = {
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float16": "fp16",
+    "fp16": "fp16",
+    "half": "fp16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "int8": "int8",
+    "w4a16_mxfp4": "w4a16_mxfp4",
+}
+
+
+def canon_dtypes(col: np.ndarray) -> np.ndarray:
+    """Table dtype labels as kernel dtypes (unknown labels become ``"?<label>"``)."""
+    out = np.empty(col.shape[0], dtype=object)
+    for label in np.unique(col):
+        out[col == label] = _DT.get(str(label), f"?{label}")
+    return out.astype(str)

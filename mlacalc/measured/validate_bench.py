@@ -1,0 +1,219 @@
+"""The microbenchmark's own files, predicted against measured row by row.
+
+Each row of a microbenchmark file (``.json`` sidecar or its ``.csv``) is predicted by the
+``mode`` roofline (the unfused op sequence the microbenchmark runs, by default) with the
+ceilings measured in the same run as calibration; rows are grouped by implementation or
+variant. The error of a row is ``predicted / measured - 1``: negative means too fast.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlacalc.hardware.catalogue import (
+    _measurements_dir,
+    hardware_from_measurements,
+    measured_sets,
+    read_sidecar,
+)
+from mlacalc.models.loading import load_model
+from mlacalc.timemodel.predict import Calibration, predict_time
+from mlacalc.words.arguments import one_or_many
+from mlacalc.words.errors import ConfigError, InvalidArgumentError
+
+__all__ = [
+    "ValidationRow",
+    "ValidationSet",
+    "default_measurement_files",
+    "validate_bench_files",
+    "validate_file",
+]
+
+_REQUIRED_COLUMNS = ("model", "impl", "phase", "batch", "seq_len", "dtype", "status", "median_s")
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    model: str
+    variant: str
+    impl: str
+    phase: str
+    batch: int
+    seq_len: int
+    measured_s: float
+    predicted_s: float
+    bound: str
+    flops: int = 0
+    bytes: int = 0
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured: negative means the roofline is optimistic."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "variant": self.variant,
+            "impl": self.impl,
+            "phase": self.phase,
+            "batch": self.batch,
+            "seq_len": self.seq_len,
+            "measured_s": self.measured_s,
+            "predicted_s": self.predicted_s,
+            "error": self.error,
+            "bound": self.bound,
+            "flops": self.flops,
+            "bytes": self.bytes,
+        }
+
+
+@dataclass(frozen=True)
+class ValidationSet:
+    name: str
+    device: str
+    mode: str
+    rows: tuple[ValidationRow, ...]
+    skipped: int = 0
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def median_abs_error(self) -> float:
+        return statistics.median(abs(r.error) for r in self.rows)
+
+    @property
+    def worst_abs_error(self) -> float:
+        return max(abs(r.error) for r in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "device": self.device,
+            "mode": self.mode,
+            "rows_validated": len(self.rows),
+            "rows_not_ok": self.skipped,
+            "median_abs_error": self.median_abs_error,
+            "worst_abs_error": self.worst_abs_error,
+            "by_impl": self.groups,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def default_measurement_files() -> list[Path]:
+    return [_measurements_dir() / f"{name}.json" for name in measured_sets()]
+
+
+def _group(rows: list[ValidationRow]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        key = r.impl if r.variant == "mla" else r.variant
+        groups.setdefault(key, []).append(abs(r.error))
+    return {
+        k: {"rows": len(v), "median_abs_error": statistics.median(v), "worst_abs_error": max(v)}
+        for k, v in groups.items()
+    }
+
+
+def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet:
+    given = Path(json_path)
+    if not given.exists():  # the path as the caller wrote it, not its sidecar's name
+        raise ConfigError(
+            "no such file",
+            source=str(given),
+            fix="pass a microbenchmark .json (or its .csv) that mlacalc bench wrote",
+        )
+    path = given
+    if path.suffix == ".csv":
+        path = path.with_suffix(".json")
+        if not path.is_file():
+            raise ConfigError(
+                f"has no {path.name} sidecar beside it",
+                source=str(given),
+                fix="keep the .json that mlacalc bench wrote next to its .csv",
+            )
+    meta = read_sidecar(path)
+    csv_path = path.parent / meta["rows_file"]
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in _REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ConfigError(
+                    "is not an mlacalc.bench/1 rows file",
+                    source=str(csv_path),
+                    field=missing[0],
+                    fix="pass files written by mlacalc bench",
+                )
+            raw = list(reader)
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(csv_path)) from None
+    hardware = hardware_from_measurements(path)
+    calibration = Calibration.from_measurements(meta)
+    rows, skipped = [], 0
+    for r in raw:
+        if r["status"] != "ok":
+            skipped += 1
+            continue
+        model = load_model(r["model"])
+        impl = None if r["impl"] == "standard" else r["impl"]
+        p = predict_time(
+            model,
+            hardware,
+            r["phase"],
+            int(r["seq_len"]),
+            int(r["batch"]),
+            impl=impl,
+            mode=mode,
+            dtype=r["dtype"],
+            calibration=calibration,
+        )
+        rows.append(
+            ValidationRow(
+                model=model.name,
+                variant=model.variant,
+                impl=r["impl"],
+                phase=r["phase"],
+                batch=int(r["batch"]),
+                seq_len=int(r["seq_len"]),
+                measured_s=float(r["median_s"]),
+                predicted_s=p.seconds,
+                bound=p.bound,
+                flops=p.flops,
+                bytes=p.bytes,
+            )
+        )
+    if not rows:
+        raise ConfigError("has no ok rows to validate", source=str(csv_path))
+    return ValidationSet(
+        name=path.stem,
+        device=meta["device"]["name"],
+        mode=mode,
+        rows=tuple(rows),
+        skipped=skipped,
+        groups=_group(rows),
+    )
+
+
+def validate_bench_files(files: list[str | Path] | None, mode: str) -> list[ValidationSet]:
+    """Validate microbenchmark files (one path is a list of one; None: every committed set)."""
+    if files is not None and not (isinstance(files, (list, tuple)) and not files):
+        # one path (a str or os.PathLike) is a list of one, not its characters
+        files = list(one_or_many("files", files, what="measurement files"))
+        for i, f in enumerate(files):
+            if not isinstance(f, (str, os.PathLike)):
+                raise InvalidArgumentError(
+                    f"files[{i}]", f"must be a path to a .json or .csv, got {type(f).__name__}"
+                )
+    paths = [Path(f) for f in files] if files else default_measurement_files()
+    if not paths:
+        raise ConfigError(
+            "no measurement files",
+            source="mlacalc/data/measurements",
+            fix="run mlacalc bench, or pass the files to validate",
+        )
+    return [validate_file(p, mode) for p in paths]
