@@ -4,6 +4,7 @@ its communication, serving figures for a request mix, and a search's Pareto fron
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -78,8 +79,47 @@ def gpus_text(p: dict) -> str:
     return str(p["gpus"])
 
 
+@dataclass(frozen=True)
+class PlanInputs:
+    """The planner's widgets, as read on this run (numbers as the widgets return them)."""
+
+    gpus: int
+    tp: int
+    ep: int
+    page: int
+    pp: int
+    dp_attention: bool
+    overlap: str
+    mode: str
+    reserve: float
+    isl: int
+    osl: int
+    conc: int
+    prefill_pass: str
+    lag: int
+
+
 def render(sc: Scenario) -> None:
-    model, seq_len, batch = sc.model, sc.seq_len, sc.batch
+    inputs = _read_inputs(sc)
+    result = _plan(sc, inputs)
+    if result is None:
+        return
+    context = (inputs.isl + inputs.osl) if inputs.isl else sc.seq_len
+    _show_provenance(result)
+    _show_fit_notes(result, inputs.isl, sc.batch, sc.seq_len)
+    _show_metrics(result, inputs.isl, sc.batch, context)
+    _show_memory(result, context)
+    _show_kernels(result)
+    download(result.to_dict(), f"{sc.model.name}-plan", "dl_plan")
+    if inputs.isl and st.checkbox(
+        "search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"
+    ):
+        _show_search(sc, inputs)
+
+
+def _read_inputs(sc: Scenario) -> PlanInputs:
+    """Draw the planner's widgets (deployment, memory, request mix) and read them; the GPU and
+    tensor-parallel counts go back into the URL."""
     seen = len(sc.url.notices)
     c1, c2, c3, c4 = st.columns(4)
     gpus = c1.number_input(
@@ -139,39 +179,73 @@ def render(sc: Scenario) -> None:
     )
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
-    serving = {}
-    if isl:
-        serving = dict(
-            isl=int(isl), osl=int(osl), concurrency=float(conc) if conc else None, mode=mode
-        )
-        if mode == "aggregated":
-            serving.update(prefill_pass=prefill_pass, output_lag_steps=int(lag))
+    return PlanInputs(
+        gpus=gpus,
+        tp=tp,
+        ep=ep,
+        page=page,
+        pp=pp,
+        dp_attention=dp_attention,
+        overlap=overlap,
+        mode=mode,
+        reserve=reserve,
+        isl=isl,
+        osl=osl,
+        conc=conc,
+        prefill_pass=prefill_pass,
+        lag=lag,
+    )
+
+
+def _serving_args(inputs: PlanInputs) -> dict:
+    """The request mix's arguments to :func:`mlacalc.plan` (none without input tokens)."""
+    if not inputs.isl:
+        return {}
+    serving = dict(
+        isl=int(inputs.isl),
+        osl=int(inputs.osl),
+        concurrency=float(inputs.conc) if inputs.conc else None,
+        mode=inputs.mode,
+    )
+    if inputs.mode == "aggregated":
+        serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=int(inputs.lag))
+    return serving
+
+
+def _plan(sc: Scenario, inputs: PlanInputs):
+    """The plan of the scenario on the widgets' deployment, or None (the error is shown)."""
+    serving = _serving_args(inputs)
+    gpus, tp, pp = inputs.gpus, inputs.tp, inputs.pp
     try:
         if gpus % (tp * pp):
             raise mlacalc.InvalidArgumentError(
                 "tp", f"tensor parallel {tp} x pipeline stages {pp} must divide the {gpus} GPUs"
             )
-        result = mlacalc.plan(
-            model,
+        return mlacalc.plan(
+            sc.model,
             sc.hardware,
             int(gpus),
             tp=int(tp),
-            ep=int(ep),
+            ep=int(inputs.ep),
             pp=int(pp),
-            dp_attention=bool(dp_attention),
-            overlap=overlap,
+            dp_attention=bool(inputs.dp_attention),
+            overlap=inputs.overlap,
             weight_dtype=sc.sized_weight_dtype,
             kv_dtype=sc.kv_dtype,
-            page_size=int(page),
-            memory_reserve=float(reserve),
+            page_size=int(inputs.page),
+            memory_reserve=float(inputs.reserve),
             # a request mix sizes each request at isl + osl (plan refuses a seq_len beside it)
-            seq_len=None if serving.get("isl") is not None else seq_len,
-            batch=batch,
+            seq_len=None if serving.get("isl") is not None else sc.seq_len,
+            batch=sc.batch,
             **serving,
         )
     except mlacalc.MlacalcError as exc:
         st.error(str(exc))
-        return
+        return None
+
+
+def _show_provenance(result) -> None:
+    """One caption: the deployment per GPU and where the times come from."""
     # the times' provenance only when a step was timed (a deployment that does not fit has
     # neither times nor a profile)
     timed = result.decode_step_s is not None
@@ -190,7 +264,10 @@ def render(sc: Scenario) -> None:
         )
         + "."
     )
-    # an answer, not an error: what does not fit is said in an info box
+
+
+def _show_fit_notes(result, isl: int, batch: int, seq_len: int) -> None:
+    """The plan's warnings and what does not fit, as info boxes (an answer, not an error)."""
     for w in result.warnings:
         st.info(w)
     if not isl and 0 < result.max_batch < batch:  # the plan's overflow, in the app's words
@@ -200,8 +277,12 @@ def render(sc: Scenario) -> None:
         )
     elif not result.fits:
         st.info(f"Does not fit: {result.overflow}")
+
+
+def _show_metrics(result, isl: int, batch: int, context: int) -> None:
+    """The headline metrics: capacity, decode speed, binding, and the serving figures of a
+    request mix."""
     c1, c2, c3, c4 = st.columns(4)
-    context = (isl + osl) if isl else seq_len
     c1.metric(f"largest batch at {context:,} tokens", f"{result.max_batch:,}")
     # the longest context is the plan's at the sidebar batch; with a request mix the serving
     # figures run the plan's own batch, so the label says whose batch this is
@@ -250,6 +331,10 @@ def render(sc: Scenario) -> None:
             help="Prompts' passes included (the decode figure above is decode-only steps).",
         )
         c4.metric("output tokens/s per user", f"{result.output_tokens_per_s_per_user:,.1f}")
+
+
+def _show_memory(result, context: int) -> None:
+    """What fills one GPU: a line of bytes, then the stacked bar of its parts."""
     st.markdown(
         f"Largest batch: **{result.max_batch:,}** sequences; weights per GPU: "
         f"**{result.weights_per_gpu_bytes:,} bytes** ({result.weight_format}); KV per token "
@@ -266,6 +351,11 @@ def render(sc: Scenario) -> None:
         f"{context:,} tokens, every layer kind: "
         f"**{result.kv_bytes_per_sequence_per_gpu:,} bytes**"
     )
+    st.plotly_chart(memory_figure(memory_parts(result, context)), width="stretch", key="plan_chart")
+
+
+def memory_parts(result, context: int) -> dict[str, int]:
+    """Bytes of one GPU by part: the weights' parts, the running batch's KV, reserve, free."""
     running = result.running_batch_per_group or 0
     kv_used = min(
         max(result.kv_budget_per_gpu_bytes, 0),
@@ -277,6 +367,11 @@ def render(sc: Scenario) -> None:
     fill[f"KV ({running:,.0f} x {context:,})"] = kv_used
     fill["reserve"] = result.memory_per_gpu_bytes - result.usable_per_gpu_bytes
     fill["free"] = max(0, result.usable_per_gpu_bytes - result.weights_per_gpu_bytes - kv_used)
+    return fill
+
+
+def memory_figure(fill: dict[str, int]) -> go.Figure:
+    """One horizontal bar of GiB, stacked by part, each part in its fixed colour."""
     spare = iter(range(len(fill)))
     fig = go.Figure(
         [
@@ -299,98 +394,124 @@ def render(sc: Scenario) -> None:
         # below the axis title, in the bar's order, wrapping: a side legend scrolls past ~8 parts
         legend=dict(orientation="h", yanchor="top", y=-0.55, x=0, traceorder="normal"),
     )
-    st.plotly_chart(fig, width="stretch", key="plan_chart")
-    if result.kernels:
-        st.markdown("**Decode step of one GPU, by kernel** (all calls of the step)")
+    return fig
+
+
+def _show_kernels(result) -> None:
+    """The decode step's kernels, slowest first (nothing when no step was timed)."""
+    if not result.kernels:
+        return
+    st.markdown("**Decode step of one GPU, by kernel** (all calls of the step)")
+    show_table(
+        [
+            {
+                "kernel": k["name"],
+                "kind": k["kind"],
+                "calls": k["calls"],
+                "ms": round(k["seconds"] * 1e3, 4),
+                "link": k["communication"],
+            }
+            for k in sorted(result.kernels, key=lambda k: -k["seconds"])
+        ]
+    )
+
+
+def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
+    """Search deployments at half, the same and twice the GPUs against TTFT / TPOT targets:
+    the frontier chart, the best point, why the others lose, and the frontier's download."""
+    c1, c2 = st.columns(2)
+    ttft = c1.number_input("TTFT target (s)", 0.01, 600.0, 2.0, key="plan_ttft")
+    tpot = c2.number_input("TPOT target (ms)", 1.0, 10_000.0, 50.0, key="plan_tpot") / 1e3
+    gpus = int(inputs.gpus)
+    counts = tuple(sorted({max(1, gpus // 2), gpus, gpus * 2}))
+    # the aggregated points run the engine chosen above (prompts' pass, output lag)
+    points, frontier, best, reasons, secs = _search(
+        sc.model,
+        sc.hardware,
+        counts,
+        int(inputs.isl),
+        int(inputs.osl),
+        float(ttft),
+        float(tpot),
+        inputs.prefill_pass,
+        int(inputs.lag),
+    )
+    fig = frontier_figure(points, frontier, best, secs)
+    st.plotly_chart(fig, width="stretch", key="plan_frontier")
+    _show_best(best)
+    _show_reasons(len(points), *reasons)
+    download(frontier, f"{sc.model.name}-frontier", "dl_frontier")
+
+
+def frontier_figure(points: list[dict], frontier: list[dict], best: dict | None, secs: float):
+    """Per-GPU against per-user output speed: every deployment, the Pareto frontier, the best
+    one meeting the targets (a star)."""
+    fig = go.Figure()
+    fig.add_scatter(
+        x=[p["output_tokens_per_s_per_user"] for p in points],
+        y=[p["output_tokens_per_s_per_gpu"] for p in points],
+        mode="markers",
+        name="deployments",
+        marker=dict(size=4, opacity=0.35),
+    )
+    fig.add_scatter(
+        x=[p["output_tokens_per_s_per_user"] for p in frontier],
+        y=[p["output_tokens_per_s_per_gpu"] for p in frontier],
+        mode="lines+markers",
+        name="Pareto frontier",
+    )
+    if best:
+        fig.add_scatter(
+            x=[best["output_tokens_per_s_per_user"]],
+            y=[best["output_tokens_per_s_per_gpu"]],
+            mode="markers",
+            name="best meeting the targets",
+            marker=dict(size=14, symbol="star"),
+        )
+    fig.update_layout(
+        title=f"{len(points):,} deployments searched in {secs:.2f} s",
+        xaxis_title="output tokens/s per user",
+        yaxis_title="output tokens/s per GPU",
+        height=420,
+    )
+    return fig
+
+
+def _show_best(best: dict | None) -> None:
+    """The best deployment meeting the targets, in a sentence (or that none does)."""
+    if not best:
+        st.info("No deployment meets the targets.")
+        return
+    st.markdown(
+        f"Best meeting the targets: **{gpus_text(best)} GPUs, {best['mode']}, "
+        f"{best['layout']}, {best['weight_dtype']} weights, {best['kv_dtype']} cache, "
+        f"batch {best['batch_per_group']}** "
+        f"per group: {best['output_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+        f"TTFT {best['ttft_s'] * 1e3:,.0f} ms, TPOT {best['tpot_s'] * 1e3:,.1f} ms"
+    )
+
+
+def _show_reasons(
+    timed: int, by_point: dict[str, int], ruled_out: dict[str, int], both: int
+) -> None:
+    """Why the other deployments lose: the timed ones by first reason, then those ruled out
+    before timing."""
+    st.markdown(
+        f"**Why the others lose**: the {timed:,} deployments timed, each counted once "
+        "under its first reason (misses TTFT, misses TPOT, then on the frontier or beaten); "
+        f"a point can fail several ways ({both:,} miss both targets)."
+    )
+    show_table(
+        [{"reason": k, "points": v} for k, v in sorted(by_point.items(), key=lambda kv: -kv[1])]
+    )
+    if ruled_out:
+        st.markdown(
+            f"**Ruled out before timing** ({sum(ruled_out.values()):,} candidates); "
+            "disaggregated GPUs read decode+prefill."
+        )
         show_table(
             [
-                {
-                    "kernel": k["name"],
-                    "kind": k["kind"],
-                    "calls": k["calls"],
-                    "ms": round(k["seconds"] * 1e3, 4),
-                    "link": k["communication"],
-                }
-                for k in sorted(result.kernels, key=lambda k: -k["seconds"])
+                {"reason": k, "candidates": v}
+                for k, v in sorted(ruled_out.items(), key=lambda kv: -kv[1])
             ]
         )
-    download(result.to_dict(), f"{model.name}-plan", "dl_plan")
-    if isl and st.checkbox(
-        "search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"
-    ):
-        c1, c2 = st.columns(2)
-        ttft = c1.number_input("TTFT target (s)", 0.01, 600.0, 2.0, key="plan_ttft")
-        tpot = c2.number_input("TPOT target (ms)", 1.0, 10_000.0, 50.0, key="plan_tpot") / 1e3
-        counts = tuple(sorted({max(1, int(gpus) // 2), int(gpus), int(gpus) * 2}))
-        # the aggregated points run the engine chosen above (prompts' pass, output lag)
-        points, frontier, best, reasons, secs = _search(
-            model,
-            sc.hardware,
-            counts,
-            int(isl),
-            int(osl),
-            float(ttft),
-            float(tpot),
-            prefill_pass,
-            int(lag),
-        )
-        fig = go.Figure()
-        fig.add_scatter(
-            x=[p["output_tokens_per_s_per_user"] for p in points],
-            y=[p["output_tokens_per_s_per_gpu"] for p in points],
-            mode="markers",
-            name="deployments",
-            marker=dict(size=4, opacity=0.35),
-        )
-        fig.add_scatter(
-            x=[p["output_tokens_per_s_per_user"] for p in frontier],
-            y=[p["output_tokens_per_s_per_gpu"] for p in frontier],
-            mode="lines+markers",
-            name="Pareto frontier",
-        )
-        if best:
-            fig.add_scatter(
-                x=[best["output_tokens_per_s_per_user"]],
-                y=[best["output_tokens_per_s_per_gpu"]],
-                mode="markers",
-                name="best meeting the targets",
-                marker=dict(size=14, symbol="star"),
-            )
-        fig.update_layout(
-            title=f"{len(points):,} deployments searched in {secs:.2f} s",
-            xaxis_title="output tokens/s per user",
-            yaxis_title="output tokens/s per GPU",
-            height=420,
-        )
-        st.plotly_chart(fig, width="stretch", key="plan_frontier")
-        if best:
-            st.markdown(
-                f"Best meeting the targets: **{gpus_text(best)} GPUs, {best['mode']}, "
-                f"{best['layout']}, {best['weight_dtype']} weights, {best['kv_dtype']} cache, "
-                f"batch {best['batch_per_group']}** "
-                f"per group: {best['output_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
-                f"TTFT {best['ttft_s'] * 1e3:,.0f} ms, TPOT {best['tpot_s'] * 1e3:,.1f} ms"
-            )
-        else:
-            st.info("No deployment meets the targets.")
-        by_point, ruled_out, both = reasons
-        st.markdown(
-            f"**Why the others lose**: the {len(points):,} deployments timed, each counted once "
-            "under its first reason (misses TTFT, misses TPOT, then on the frontier or beaten); "
-            f"a point can fail several ways ({both:,} miss both targets)."
-        )
-        show_table(
-            [{"reason": k, "points": v} for k, v in sorted(by_point.items(), key=lambda kv: -kv[1])]
-        )
-        if ruled_out:
-            st.markdown(
-                f"**Ruled out before timing** ({sum(ruled_out.values()):,} candidates); "
-                "disaggregated GPUs read decode+prefill."
-            )
-            show_table(
-                [
-                    {"reason": k, "candidates": v}
-                    for k, v in sorted(ruled_out.items(), key=lambda kv: -kv[1])
-                ]
-            )
-        download(frontier, f"{model.name}-frontier", "dl_frontier")
