@@ -7,13 +7,13 @@ a calibration profile, or by the plain roofline bound) and the committed microbe
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc.data import MEASURED
 from mlacalc.render import human_seconds
 from mlacalc.words.errors import MlacalcError
 
@@ -29,14 +29,11 @@ _NONE = "(choose a measured set)"
 #: the set: then a shipped profile fitted on none of the set's devices).
 _AUTO = "default"
 _OTHER = "other path ..."
-_REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
 
 
 def _default_sets() -> list[str]:
-    """The system folders of the shared reference, when it sits beside the repository."""
-    if not _REFERENCE.is_dir():
-        return []
-    return sorted(str(p) for p in _REFERENCE.iterdir() if p.is_dir())
+    """The system folders of the GPU tables shipped with the package (``mlacalc/data/measured``)."""
+    return sorted(str(p) for p in MEASURED.iterdir() if p.is_dir())
 
 
 @st.cache_data(show_spinner="predicting every row ...", max_entries=8)

@@ -1,4 +1,4 @@
-"""Accuracy of the kernel time model on the shared measured sets (H100-SXM, A100-SXM-80GB).
+"""Accuracy of the kernel time model on the published measured sets (H100-SXM, A100-SXM-80GB).
 
 Three figures, per table kind and pooled: the shipped profile on the devices it was fitted on,
 and leave-one-device-out (fit on H100-SXM only and predict A100-SXM-80GB, and the reverse).
@@ -6,9 +6,9 @@ Errors are ``predicted / measured - 1``; rows the mapping cannot model count as 
 
     python benchmarks/bench_timemodel.py [--refit [--write-dir DIR]] [--only TABLES] [--json OUT]
 
-Needs the ``measured`` extra (pyarrow) and the shared sets (``--measured ROOT``, default
-``../shared/reference/gpu-measured``). Targets: fitted device median <= 8% per kind, p90 <= 25%;
-leave-one-out median <= 12% pooled, <= 20% per kind, not predicted <= 5%.
+Needs the ``measured`` extra (pyarrow); reads the GPU tables shipped with the package
+(``--measured ROOT``, default ``mlacalc/data/measured``). Targets: fitted device median <= 8%
+per kind, p90 <= 25%; leave-one-out median <= 12% pooled, <= 20% per kind, not predicted <= 5%.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_ROOT = HERE.parent.parent / "shared" / "reference" / "gpu-measured"
+DEFAULT_ROOT = HERE.parent / "mlacalc" / "data" / "measured"  # the tables shipped with the package
 SYSTEMS = {"H100-SXM": "h100_sxm", "A100-SXM-80GB": "a100_sxm"}
 
 

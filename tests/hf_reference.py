@@ -14,8 +14,9 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 import torch
+from reference_data import HF_CONFIGS
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
+CONFIG_DIR = HF_CONFIGS
 
 
 def config_files() -> list[Path]:

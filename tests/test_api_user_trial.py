@@ -12,14 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from reference_data import MEASURED
 
 import mlacalc
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, UnknownDtypeError
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpu-measured"
-if not REF.is_dir():  # the shared folder beside the checkout, else this machine's
-    REF = Path("/work/shared/reference/gpu-measured")
-MLA_BMM = REF / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet"
+MLA_BMM = MEASURED / "a100_sxm/mla_bmm/trtllm/1.0.0/mla_bmm_perf.parquet"
 SHIPPED = Path(mlacalc.__file__).parent / "data" / "models"
 SEARCH = dict(isl=1000, osl=200)
 
@@ -27,7 +25,6 @@ SEARCH = dict(isl=1000, osl=200)
 # ---- 1. a str (or os.PathLike) is one item, not a sequence of characters
 
 
-@pytest.mark.skipif(not MLA_BMM.is_file(), reason="reference measured sets not present")
 @pytest.mark.parametrize("path", [str(MLA_BMM), MLA_BMM])
 def test_calibrate_takes_one_path_as_one_measured_set(path):
     pytest.importorskip("pyarrow")  # reading parquet tables needs the measured extra

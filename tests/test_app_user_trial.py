@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
 
+from reference_data import MEASURED, ROOT
+
 import mlacalc
 
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-REF = ROOT.parent / "shared" / "reference" / "gpu-measured"
+REF = MEASURED
 
 
 from test_app import markdown, run  # noqa: E402  (the app tests' runner, one copy)
@@ -36,8 +36,6 @@ def test_measured_default_profile_is_the_library_choice():
     profile ``mlacalc.validate(measured=...)`` chooses, and names it, instead of refusing."""
     pytest.importorskip("pyarrow.parquet")
     path = REF / "h100_sxm" / "mla_bmm"
-    if not path.is_dir():
-        pytest.skip(f"shared measured tables not found at {path}")
     expected = mlacalc.validate(measured=path)
     at = run()
     (pick,) = [s for s in at.selectbox if s.key == "meas_set"]

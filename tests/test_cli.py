@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc.cli import main
@@ -839,10 +840,7 @@ def test_report_pattern_of_a_uniform_model_reads_as_one_kind(run):
 def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
     """DeepSeek-V3.2 from its config.json: each layer keeps the latent plus a 128-value
     indexer key per token (bf16 cache)."""
-    path = (
-        Path(__file__).resolve().parents[2]
-        / "shared/reference/hf-configs/deepseek-v3.2.config.json"
-    )
+    path = HF_CONFIGS / "deepseek-v3.2.config.json"
     doc = json.loads(
         run("report", str(path), "-s", "4096", "--impl", "absorbed", "--format", "json")[0]
     )
@@ -864,9 +862,7 @@ def test_report_of_a_model_with_linear_layers_shows_pattern_and_cache(run):
     """Qwen3-Next: 36 linear-attention layers keep a fixed state per sequence (a 4-column
     convolution window over q, k, v in bf16 and a 128 x 128 float32 state per value head),
     12 full layers keep K and V of every token; attention FLOPs sum both kinds."""
-    path = Path(__file__).resolve().parents[2] / (
-        "shared/reference/hf-configs/qwen3-next-80b-a3b-thinking.config.json"
-    )
+    path = HF_CONFIGS / "qwen3-next-80b-a3b-thinking.config.json"
     doc = json.loads(run("report", str(path), "-s", "4096", "-b", "2", "--format", "json")[0])
     assert doc["layers"]["summary"] == "48 layers: 36 linear + 12 full; FFN: 48 MoE"
     state = (2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4

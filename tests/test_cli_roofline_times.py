@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from reference_data import MEASURED
 
 from mlacalc.timemodel.predict import predict_time
 
@@ -106,12 +107,7 @@ def test_q_len_outside_chunk_says_what_to_do(run):
 
 def test_validate_mode_with_measured_sets_is_named(run):
     pytest.importorskip("pyarrow")  # the parquet reader, an optional extra
-    from pathlib import Path
-
-    ref = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
-    table = ref / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
-    if not table.is_file():
-        pytest.skip(f"shared measured tables not found at {ref}")
+    table = MEASURED / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
     _, err = run("validate", "--measured", str(table), "--mode", "fused")
     assert "--mode applies to microbenchmark FILES" in err
     _, err = run("validate", "--measured", str(table))
@@ -120,14 +116,9 @@ def test_validate_mode_with_measured_sets_is_named(run):
 
 def test_validate_names_tables_predicted_without_a_class(run, tmp_path):
     pytest.importorskip("pyarrow")  # the parquet reader, an optional extra
-    from pathlib import Path
-
     from mlacalc.timemodel.profile import load_profile
 
-    ref = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
-    table = ref / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
-    if not table.is_file():
-        pytest.skip(f"shared measured tables not found at {ref}")
+    table = MEASURED / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
     data = load_profile("fit-h100-sxm").to_dict()
     keep = {k: v for k, v in data["classes"].items() if k.startswith("moe:")}
     data["classes"] = keep

@@ -18,15 +18,14 @@ import yaml
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from reference_data import HF_CONFIGS, HF_WRITTEN, ROOT  # noqa: E402
 
 import mlacalc  # noqa: E402
 from mlacalc import MlacalcError, ModelConfig  # noqa: E402
 from mlacalc.models import hf  # noqa: E402
 from mlacalc.models.loading import parse_upload  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent
-SHIPPED = sorted((ROOT.parent / "model_configs").glob("*.yaml"))
-SHARED = ROOT.parents[1] / "shared" / "reference" / "hf-configs"
+SHIPPED = sorted((ROOT / "model_configs").glob("*.yaml"))
 
 
 def _loads(path: Path) -> bool:
@@ -37,10 +36,9 @@ def _loads(path: Path) -> bool:
     return True
 
 
-# real config.json files: the repository's copies, and the shared reference set when present
-REAL = sorted((ROOT / "data" / "hf").glob("*.config.json"))
-if SHARED.is_dir():
-    REAL += sorted(p for p in SHARED.glob("*.config.json") if _loads(p))
+# config.json files: those written for the import tests, and the published ones that load
+REAL = sorted(HF_WRITTEN.glob("*.config.json"))
+REAL += sorted(p for p in HF_CONFIGS.glob("*.config.json") if _loads(p))
 
 # derandomized: CI sees the same cases every run; no shrinking: a failure reports its draws
 SETTINGS = settings(

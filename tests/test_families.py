@@ -9,16 +9,17 @@ the FlopCounterMode check, which importorskips torch.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
-from mlacalc.cost.families import chunked_keys_and_pairs, layer_pattern, tensors
+from mlacalc.cost.attention import chunked_keys_and_pairs
+from mlacalc.cost.families import layer_pattern, tensors
 from mlacalc.cost.quant import Tensor, quantization_scheme, quantized_weight_bytes
 from mlacalc.words.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
+CONFIGS = HF_CONFIGS
 NEW = (
     "qwen3-8b",
     "qwen3-30b-a3b",

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc.cost.families import kind_model, layer_pattern, tensors
 from mlacalc.models.patterns import LayerKind, cache_spec
 from mlacalc.words.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
-CONFIG = CONFIGS / "gemma-4-26b-a4b.config.json"
+CONFIG = HF_CONFIGS / "gemma-4-26b-a4b.config.json"
 
 D, L, V, H = 2816, 30, 262_144, 16
 E, K, MOE, DENSE = 128, 8, 704, 2112

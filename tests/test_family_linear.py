@@ -14,18 +14,17 @@ by FlopCounterMode: the independent route for that part.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_shape
 from mlacalc.words.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
-NEXT = CONFIGS / "qwen3-next-80b-a3b-thinking.config.json"
-KIMI = CONFIGS / "kimi-linear-48b-a3b.config.json"
+NEXT = HF_CONFIGS / "qwen3-next-80b-a3b-thinking.config.json"
+KIMI = HF_CONFIGS / "kimi-linear-48b-a3b.config.json"
 C = LINEAR_CHUNK
 
 # tiny linear layers: (h_k, h_v, d_k, d_v) for Gated DeltaNet, (H, D) for KDA; d = 64, K = 4

@@ -9,14 +9,13 @@ equal what mlacalc gives the MiniCPM config. The card's 2.7B is the tied layout.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
 
-CONFIG = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
-CONFIG = CONFIG / "minicpm-2b.config.json"
+CONFIG = HF_CONFIGS / "minicpm-2b.config.json"
 
 V, D, L, FFN = 122_760, 2_304, 40, 5_760
 LAYER = 4 * D * D + 3 * D * FFN + 2 * D  # q, k, v, o (36 heads x 64, MHA), gated MLP, 2 norms

@@ -2,14 +2,14 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
+from reference_data import HF_WRITTEN
 
 import mlacalc
 from mlacalc import ConfigError
 
-DATA = Path(__file__).parent / "data" / "hf"
+DATA = HF_WRITTEN
 NAMES = sorted(p.name.split(".config.json")[0] for p in DATA.glob("*.config.json"))
 
 

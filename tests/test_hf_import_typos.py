@@ -1,15 +1,14 @@
 """A misspelled config.json key is refused by name instead of leaving its field to a default."""
 
 import json
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS, HF_WRITTEN
 
 import mlacalc
 from mlacalc import ConfigError
 
-DATA = Path(__file__).parent / "data" / "hf"
-SHARED = Path("/work/shared/reference/hf-configs")
+DATA = HF_WRITTEN
 
 
 def _llama() -> dict:
@@ -119,9 +118,8 @@ def test_absent_llama_kv_heads_is_a_derived_note():
     assert "num_key_value_heads = 32 (LlamaConfig: absent means MHA)" in model.derived
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="the team's shared config.json set is not here")
 def test_no_shared_reference_config_is_taken_for_a_typo():
-    for path in sorted(SHARED.glob("*.json")):
+    for path in sorted(HF_CONFIGS.glob("*.json")):
         mlacalc.import_hf_config(json.loads(path.read_text()), str(path))
 
 
@@ -173,8 +171,7 @@ def test_minicpm_untied_head_is_noted_with_its_size():
 def _configs() -> list[tuple[str, dict]]:
     out = [(p.name, json.loads(p.read_text())) for p in sorted(DATA.glob("*.config.json"))]
     out += [("gemma4", _gemma4()), ("minicpm-2b", _minicpm_2b(False))]
-    if SHARED.is_dir():
-        out += [(p.name, json.loads(p.read_text())) for p in sorted(SHARED.glob("*.json"))]
+    out += [(p.name, json.loads(p.read_text())) for p in sorted(HF_CONFIGS.glob("*.json"))]
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from reference_data import HF_CONFIGS
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.plan import plan
@@ -213,14 +214,7 @@ def test_one_attention_layer_of_a_mixed_model_names_its_kind():
 def test_a_modelopt_export_sized_by_dtype_is_said_in_the_plan():
     """A ModelOpt export keeps its quantization outside config.json: plan sizes its weights
     by dtype and warns, naming the option (it answered in bf16 without a word)."""
-    from pathlib import Path
-
-    cfg = (
-        Path(__file__).resolve().parent.parent.parent
-        / "shared/reference/hf-configs/deepseek-v3.1-nvfp4.config.json"
-    )
-    if not cfg.is_file():
-        pytest.skip("shared reference configs not beside the project")
+    cfg = HF_CONFIGS / "deepseek-v3.1-nvfp4.config.json"
     p = plan(str(cfg), "B200", 8)
     assert any("hf_quant_config.json" in w and "--weight-dtype" in w for w in p.warnings)
     q = plan(str(cfg), "B200", 8, weight_dtype="fp4")

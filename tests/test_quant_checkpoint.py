@@ -3,9 +3,8 @@
 The exact checkpoint bytes of DeepSeek-V3 (fp8, 128x128 block scales), GPT-OSS-120B (MXFP4
 experts) and Kimi-K2 Thinking (compressed-tensors int4 groups of 32) are computed here a
 second way, by hand from the published widths (every projection matrix written out, the
-scheme's arithmetic applied), anchored on the parameter totals that
-``../shared/reference/published-facts.md`` A.5 lists (671,026,419,200 and 1,026,408,232,448)
-or that the Hugging Face implementation holds (GPT-OSS, ``tests/test_reference_hf.py``).
+scheme's arithmetic applied), anchored on the exact parameter totals recounted from the
+published configs (671,026,419,200 and 1,026,408,232,448) or that the Hugging Face implementation holds (GPT-OSS, ``tests/test_reference_hf.py``).
 With torch and transformers installed, the same schemes applied to the tensors of the
 Hugging Face models built on the meta device give the same bytes.
 """
@@ -14,15 +13,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_weights, quantization_scheme
 from mlacalc.words.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
+CONFIGS = HF_CONFIGS
 
 
 def _raw(name: str) -> dict:
@@ -41,7 +40,7 @@ def _fp8(out: int, inp: int) -> int:
 
 # ---------------------------------------------------------------- DeepSeek-V3, fp8 blocks
 
-DSV3_PARAMS = 671_026_419_200  # published-facts.md A.5
+DSV3_PARAMS = 671_026_419_200  # recounted from the published config.json
 DSV3_BYTES = 673_150_582_112
 
 
@@ -96,7 +95,7 @@ def test_gpt_oss_mxfp4_bytes():
 
 # ---------------------------------------------------------------- Kimi-K2 Thinking, int4 groups
 
-K2_PARAMS = 1_026_408_232_448  # published-facts.md A.5
+K2_PARAMS = 1_026_408_232_448  # recounted from the published config.json
 K2_ROUTED = 60 * 384 * 3 * 2048 * 7168  # 60 MoE layers, 384 experts of three 2048 x 7168
 K2_BYTES = 594_205_858_816
 
@@ -298,8 +297,9 @@ def test_plan_splits_each_tensor_as_tp_splits_it():
     by hand: q_a/kv_a projections, their norms, the layer norms and the routers whole, every
     other tensor an eighth. Each part but attention equals the plan's exactly; attention is
     sized in proportion to its parameters, off by its replicated bf16 norms and scales only."""
-    from mlacalc.cost.families import _part, tensors
     from mlacalc.cost.quant import tensor_bytes
+    from mlacalc.models.tensors import part_of as _part
+    from mlacalc.models.tensors import tensors
 
     m = mlacalc.load_model("deepseek-v3")
     whole = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")

@@ -1,6 +1,6 @@
-"""Every shared config.json against the Hugging Face implementation built on the meta device.
+"""Every vendored config.json against the Hugging Face implementation built on the meta device.
 
-For each config in ``../shared/reference/hf-configs/`` whose ``model_type`` transformers
+For each config in ``tests/data/hf-configs/`` whose ``model_type`` transformers
 implements, the model is built from the config alone (no weights, every tensor on
 ``meta``), and a forward of ``S`` tokens (``S`` in 1, 4096, 32768) on meta tensors
 fills its cache. Checked, to the parameter and to the byte:

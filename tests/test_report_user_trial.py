@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
-HF_CONFIGS = REFERENCE / "hf-configs"
-if not HF_CONFIGS.is_dir():  # the shared folder beside the checkout
-    HF_CONFIGS = Path("/work/shared/reference/hf-configs")
-CONFIGS = sorted(HF_CONFIGS.glob("*.config.json")) if HF_CONFIGS.is_dir() else []
+CONFIGS = sorted(HF_CONFIGS.glob("*.config.json"))
 
 
 def _figures(m) -> dict:
@@ -31,7 +27,6 @@ def _figures(m) -> dict:
 # -- 1. import-hf keeps every field a family would default (Mistral's sliding_window: null) ----
 
 
-@pytest.mark.skipif(not CONFIGS, reason="no shared reference hf-configs")
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name.split(".config.json")[0])
 def test_import_hf_yaml_round_trip_keeps_the_model(config, tmp_path, run):
     target = tmp_path / "m.yaml"
@@ -39,7 +34,6 @@ def test_import_hf_yaml_round_trip_keeps_the_model(config, tmp_path, run):
     assert _figures(mlacalc.load_model(target)) == _figures(mlacalc.load_model(config))
 
 
-@pytest.mark.skipif(not CONFIGS, reason="no shared reference hf-configs")
 def test_mistral_yaml_keeps_full_attention(tmp_path, run):
     config = HF_CONFIGS / "mistral-7b-v0.3.config.json"
     target = tmp_path / "m.yaml"

@@ -1,8 +1,8 @@
 """Serving: published analytic figures, measured scenarios, and physical consistency.
 
-Sources: /work/shared/reference/serving-figures.md sections 2.1 (DeepSeek-V3 ISCA 2025 paper,
-arXiv 2505.09343, section 2.3.2), 2.4 (DeepEP README @ebfe47e), 3.1 (LMSYS 96 x H100 blog
-@2db4e404) and 4.3 (TensorRT-LLM perf-overview @258c7540, v0.14 online table).
+Sources: the DeepSeek-V3 ISCA 2025 paper (arXiv 2505.09343, section 2.3.2), the DeepEP README
+(@ebfe47e), the LMSYS 96 x H100 blog (@2db4e404) and the TensorRT-LLM perf-overview (@258c7540,
+v0.14 online table).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ counts."""
 
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc.cost.model_step import (
@@ -138,7 +138,7 @@ def test_attention_layer_scope_and_bad_input():
 
 # -- DSA: the lightning indexer ----------------------------------------------------------
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hf-configs"
+REFERENCE = HF_CONFIGS
 
 
 @pytest.mark.parametrize("config", ["deepseek-v3.2.config.json", "glm-5.config.json"])

@@ -1,4 +1,4 @@
-"""The shipped profiles against the shared measured GPU tables (skipped where they are absent).
+"""The shipped profiles against the published GPU tables shipped with the package.
 
 Bounds are a little looser than the figures the README reports (benchmarks/bench_timemodel.py
 measures those), so that they hold the model to its accuracy without pinning every digit.
@@ -6,20 +6,19 @@ measures those), so that they hold the model to its accuracy without pinning eve
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 pytest.importorskip("pyarrow")
+
+from reference_data import MEASURED
 
 from mlacalc.measured.mapping import map_table
 from mlacalc.measured.observations import predict_mapped
 from mlacalc.measured.tables import load_measured
 from mlacalc.timemodel.profile import load_profile
 
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gpu-measured"
-pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="shared measured sets not present")
+ROOT = MEASURED
 
 
 def _errors(system: str, family: str, table: str, profile: str, dtype: str | None = None):

@@ -1,20 +1,19 @@
 """The paged GQA/MHA/MQA decode time model (``attention_decode``): the mechanisms it states,
 one by one on synthetic kernels, and its accuracy on the measured decode rows (a quick fit on a
-sample of the shared tables, skipped when they are absent)."""
+sample of the published GPU tables shipped with the package)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel import model as M
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words.kernels import KernelBatch
 
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
+REF = MEASURED
 H100 = device_figures(load_hardware("H100-SXM"))
 
 
@@ -131,8 +130,6 @@ def test_fp8_class_borrowed_from_a_bf16_fit_keeps_the_default_grouped_unit():
 @pytest.fixture(scope="module")
 def generation_tables():
     pytest.importorskip("pyarrow.parquet")
-    if not REF.is_dir():
-        pytest.skip(f"shared measured tables not found at {REF}")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.quirks import slower_than_more_work
@@ -154,13 +155,9 @@ def test_a_row_tile_fixed_by_the_call_pads_every_expert_to_it():
 def test_triton_row_tile_follows_the_tokens_over_the_local_experts():
     """The mapping's ``row_tile`` for the H100 mxfp4 (Triton) rows: the next power of two of
     tokens x top-k over the rank's E/ep experts, in 16..128; none for the other rows."""
-    import pathlib
-
     import pytest
 
-    root = pathlib.Path(__file__).resolve().parents[2] / "shared/reference/gpu-measured"
-    if not (root / "h100_sxm").is_dir():
-        pytest.skip("shared measured sets not here")
+    root = MEASURED
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
@@ -184,16 +181,12 @@ def test_pre_1_0_power_law_calls_of_few_tokens_stay_on_the_measured_rank():
     """The TensorRT-LLM 1.0 collector (the A100 table) puts a power-law call of tokens x top-k
     at most E/16 wholly on the measured rank: every assignment, on min(tokens x top-k, E/ep)
     experts; larger calls keep the straggler rank's loads."""
-    import pathlib
-
     import pytest
 
     from mlacalc.measured.mapping import _moe_pre_1_0
 
     assert _moe_pre_1_0("1.0.0") and not _moe_pre_1_0("1.3.0rc20")
-    root = pathlib.Path(__file__).resolve().parents[2] / "shared/reference/gpu-measured"
-    if not (root / "a100_sxm").is_dir():
-        pytest.skip("shared measured sets not here")
+    root = MEASURED
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured

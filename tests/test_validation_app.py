@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from reference_data import MEASURED as REF
+from reference_data import ROOT
 
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
-APP = Path(__file__).resolve().parents[1] / "app.py"
+APP = ROOT / "app.py"
 
 
 def test_measured_view_validates_a_chosen_set():
     pytest.importorskip("pyarrow.parquet")
     testing = pytest.importorskip("streamlit.testing.v1")
-    if not REF.is_dir():
-        pytest.skip(f"shared measured tables not found at {REF}")
     at = testing.AppTest.from_file(str(APP), default_timeout=120)
     at.run()
     assert not at.exception

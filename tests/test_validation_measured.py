@@ -4,15 +4,13 @@ that a profile never validates the data it was fitted on."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from reference_data import MEASURED
 
 from mlacalc import validate
 from mlacalc.words.errors import InvalidArgumentError
-
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "gpu-measured"
 
 _STATS = ("median_abs_error", "signed_median_error", "p90_abs_error")
 _TABLE_KEYS = {
@@ -30,9 +28,7 @@ _TABLE_KEYS = {
 @pytest.fixture(scope="module")
 def ref():
     pytest.importorskip("pyarrow.parquet")
-    if not REF.is_dir():
-        pytest.skip(f"shared measured tables not found at {REF}")
-    return REF
+    return MEASURED
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,24 @@
+"""Where the tests find their reference data: every path is inside the repository.
+
+- ``MEASURED``: NVIDIA's published GPU kernel tables (H100-SXM, A100-SXM), the copy shipped with
+  the package in ``mlacalc/data/measured/`` (license, source commit and ``TABLES.md`` beside);
+- ``HF_CONFIGS``: real ``config.json`` files of open models, ``tests/data/hf-configs/``
+  (``SOURCES.md`` names each file's source);
+- ``HF_WRITTEN``: small ``config.json`` files written for the import tests, ``tests/data/hf/``.
+
+Tests import the names they need (``from reference_data import MEASURED``) instead of building
+paths of their own, so no test depends on anything beside the checkout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlacalc.data import MEASURED
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+HF_CONFIGS = TESTS / "data" / "hf-configs"
+HF_WRITTEN = TESTS / "data" / "hf"
+
+__all__ = ["HF_CONFIGS", "HF_WRITTEN", "MEASURED", "ROOT", "TESTS"]
