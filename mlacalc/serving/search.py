@@ -371,9 +371,11 @@ def search(
         )
     B = np.asarray(batches, dtype=np.float64)
     k_max = max(1, PREFILL_TOKENS // isl)
-    from mlacalc.serving.plan import _load_profile, calibration_of, prefill_pool_seconds
+    from mlacalc.serving.disaggregated import prefill_pool_seconds
+    from mlacalc.serving.provenance import calibration_of
+    from mlacalc.timemodel.profile import load_profile
 
-    profile = _load_profile(profile)
+    profile = load_profile(profile)
     points: list[dict[str, Any]] = []
     reasons: Counter[str] = Counter()
     n_layouts = 0

@@ -1,0 +1,256 @@
+"""What fits on a GPU of a deployment: its weights, the KV cache left for the sequences, the
+largest batch at a context, the longest context at a batch, and what overflows when a part
+does not fit; and the same for the prefill pool of disaggregated serving (its weights beside
+the cache of the prompts one pass batches). No numpy: capacity alone is sized in integers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlacalc.models.loading import ModelConfig, beyond_positions
+from mlacalc.serving.layout import (
+    Layout,
+    kv_bytes_per_sequence_per_gpu,
+    kv_bytes_per_token_per_gpu,
+    weight_bytes_by_part,
+    weight_format,
+    weights_per_gpu,
+)
+from mlacalc.serving.plan_checks import PlanRequest
+from mlacalc.words.dtypes import KVLayout
+from mlacalc.words.units import human_bytes
+
+__all__ = [
+    "PREFILL_TOKENS",
+    "Capacity",
+    "PrefillRoom",
+    "capacity",
+    "longest_context",
+    "prefill_overflow",
+    "prefill_room",
+    "prompts_per_pass",
+]
+
+#: Prompt tokens a prefill pass batches on one attention group (SGLang's and DeepSeek's
+#: prefill runs use 16K tokens per GPU).
+PREFILL_TOKENS = 16384
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one GPU of the (decode) pool holds, in bytes, and what that leaves room for."""
+
+    memory: int
+    usable: int
+    weights: int
+    weight_format: str
+    #: bytes left for the KV cache after the weights (negative when they do not fit)
+    budget: int
+    per_token: int
+    tokens_per_gpu: int
+    context: int
+    #: one sequence of ``context`` tokens, every layer kind as it keeps it, in pages
+    seq_bytes: int
+    #: what a token adds in the layers keeping every token, and what a sequence holds beyond
+    per_token_full: int
+    fixed: int
+    per_group_seqs: int
+    max_batch: int
+    overflow: str | None
+    max_context: int | None
+    max_context_memory: int | None
+    #: the memory figures of :attr:`mlacalc.Plan.memory`
+    mem: dict[str, int]
+    #: the warnings of the context (beyond the model's positions)
+    warnings: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return self.overflow is None
+
+
+@dataclass(frozen=True)
+class PrefillRoom:
+    """A prefill pool's GPU: its weights, one prompt's cache, and the prompts whose cache
+    fits beside the weights (0: the pool cannot hold one)."""
+
+    weights: int
+    prompt_bytes: int
+    prompts: int
+
+
+def prompts_per_pass(isl: int, fit: int | None = None) -> int:
+    """The prompts of ``isl`` tokens one prefill pass batches (``k_max``): those of
+    :data:`PREFILL_TOKENS`, at least one, and no more than ``fit`` whose cache fits."""
+    k_max = max(1, PREFILL_TOKENS // isl)
+    return k_max if fit is None else min(k_max, fit)
+
+
+def capacity(req: PlanRequest) -> Capacity:
+    """The capacity of one GPU of ``req``'s (decode) pool at its context."""
+    m, lay, kv, include_mtp = req.m, req.lay, req.kv, req.include_mtp
+    memory = req.hw.memory_bytes
+    usable = int(memory * (1 - req.memory_reserve))
+    part_bytes = weight_bytes_by_part(m, lay, req.sized, include_mtp)
+    weights = weights_per_gpu(m, lay, req.sized, include_mtp)
+    w_format = weight_format(m, req.sized)
+    budget = usable - weights
+    per_token = kv_bytes_per_token_per_gpu(m, kv, lay, include_mtp)
+    context = req.context
+    beyond = beyond_positions(m, context)
+    seq_bytes, per_token_full, fixed = sequence_bytes(
+        m, kv, lay, context, req.page_size, include_mtp
+    )
+    per_group_seqs = max(budget, 0) // seq_bytes
+    max_batch = per_group_seqs * lay.dp
+    max_context = max_context_memory = None
+    if req.batch is not None and max_batch >= 1:  # fits, or only the batch asked does not
+        per_group = math.ceil(req.batch / lay.dp)
+        max_context_memory = longest_context(
+            m, kv, lay, req.page_size, include_mtp, budget // per_group
+        )
+        max_context = max_context_memory
+        if m.max_position_embeddings:
+            max_context = min(max_context, m.max_position_embeddings)
+    return Capacity(
+        memory=memory,
+        usable=usable,
+        weights=weights,
+        weight_format=w_format,
+        budget=budget,
+        per_token=per_token,
+        tokens_per_gpu=max(budget, 0) // per_token,
+        context=context,
+        seq_bytes=seq_bytes,
+        per_token_full=per_token_full,
+        fixed=fixed,
+        per_group_seqs=per_group_seqs,
+        max_batch=max_batch,
+        overflow=_overflow(req, usable, weights, w_format, budget, seq_bytes, per_group_seqs),
+        max_context=max_context,
+        max_context_memory=max_context_memory,
+        mem={
+            "weights": weights,
+            "kv_budget": max(budget, 0),
+            "reserve": memory - usable,
+            "memory": memory,
+            **{f"weights_{k}": v for k, v in part_bytes.items() if v},
+        },
+        warnings=(beyond,) if beyond else (),
+    )
+
+
+def sequence_bytes(
+    m: ModelConfig, kv: KVLayout, lay: Layout, context: int, page_size: int, include_mtp: bool
+) -> tuple[int, int, int]:
+    """One sequence of ``context`` tokens on a GPU (every layer keeps what its kind keeps:
+    window, indexer keys, linear state, in pages), what a token adds to it in the layers that
+    keep every token (a page's growth once the context is past every window), and the fixed
+    part beside those tokens."""
+    seq_bytes = kv_bytes_per_sequence_per_gpu(m, kv, lay, context, page_size, include_mtp)
+    far = page_size << 32
+    growth = kv_bytes_per_sequence_per_gpu(
+        m, kv, lay, far + page_size, page_size, include_mtp
+    ) - kv_bytes_per_sequence_per_gpu(m, kv, lay, far, page_size, include_mtp)
+    per_token_full = growth // page_size
+    fixed = seq_bytes - per_token_full * (-(-context // page_size) * page_size)
+    return seq_bytes, per_token_full, fixed
+
+
+def _overflow(
+    req: PlanRequest,
+    usable: int,
+    weights: int,
+    w_format: str,
+    budget: int,
+    seq_bytes: int,
+    per_group_seqs: int,
+) -> str | None:
+    """What overflows a GPU, in words (None when everything fits): the weights, one
+    sequence's cache (``per_group_seqs``: the sequences an attention group holds), or the
+    batch asked of a capacity plan."""
+    lay, context, batch = req.lay, req.context, req.batch
+    max_batch = per_group_seqs * lay.dp
+    if budget <= 0:
+        return (
+            f"weights: {human_bytes(weights)} per GPU in {w_format} ({lay.describe()}) exceed "
+            f"the {human_bytes(usable)} usable on {req.hw.name}; add GPUs, raise tp/ep or use a "
+            "smaller weight dtype"
+        )
+    if per_group_seqs < 1:
+        return (
+            f"kv cache: one sequence of {context:,} tokens needs "
+            f"{human_bytes(seq_bytes)} per GPU and "
+            f"{human_bytes(budget)} are left after the weights"
+        )
+    if batch is not None and req.isl is None and batch > max_batch:
+        # an answer, as the weights' and one sequence's overflow: the batch asked does not fit;
+        # the step is timed at the largest batch that does (``decode_batch`` says which)
+        return (
+            f"kv cache: a batch of {batch:,} at {context:,} tokens does not fit: "
+            f"{max_batch:,} do ({human_bytes(math.ceil(batch / lay.dp) * seq_bytes)} of cache "
+            f"per GPU against the {human_bytes(budget)} left after the weights); the times are "
+            f"for a batch of {max_batch:,}"
+        )
+    return None
+
+
+def longest_context(
+    m: ModelConfig, kv: KVLayout, lay: Layout, page_size: int, include_mtp: bool, room: int
+) -> int:
+    """The longest context (a multiple of ``page_size``) whose sequence fits in ``room`` bytes
+    on a GPU; a bisection, since the bytes of a sequence grow with its context, by layer kind.
+    A model whose every layer stops growing (sliding, linear) is capped at 2^40 tokens."""
+    sequence = (m, kv, lay, page_size, include_mtp, room)
+    if not _pages_fit(*sequence, 1):
+        return 0
+    lo, hi = 1, 2
+    while _pages_fit(*sequence, hi) and hi < (1 << 40) // page_size:
+        lo, hi = hi, hi * 2
+    if _pages_fit(*sequence, hi):
+        return hi * page_size
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _pages_fit(*sequence, mid) else (lo, mid)
+    return lo * page_size
+
+
+def _pages_fit(
+    m: ModelConfig,
+    kv: KVLayout,
+    lay: Layout,
+    page_size: int,
+    include_mtp: bool,
+    room: int,
+    pages: int,
+) -> bool:
+    """Whether a sequence of ``pages`` pages fits in ``room`` bytes on a GPU."""
+    seq = kv_bytes_per_sequence_per_gpu(m, kv, lay, pages * page_size, page_size, include_mtp)
+    return seq <= room
+
+
+def prefill_room(req: PlanRequest, usable: int) -> PrefillRoom:
+    """A GPU of ``req``'s prefill pool: it holds its weights and the cache of one prompt at
+    least; a pass batches at most the prompts whose cache fits beside the weights."""
+    assert req.p_lay is not None
+    weights = weights_per_gpu(req.m, req.p_lay, req.sized, req.include_mtp)
+    prompt = kv_bytes_per_sequence_per_gpu(
+        req.m, req.kv, req.p_lay, req.isl, req.page_size, req.include_mtp
+    )
+    return PrefillRoom(weights, prompt, max(usable - weights, 0) // prompt)
+
+
+def prefill_overflow(req: PlanRequest, room: PrefillRoom, usable: int, w_format: str) -> str:
+    """Why a prefill pool without room for one prompt does not fit, in words."""
+    p_lay, p_gpus = req.p_lay, req.p_gpus
+    assert p_lay is not None
+    return (
+        f"prefill pool: {human_bytes(room.weights)} of weights per GPU in {w_format} "
+        f"({p_lay.describe()} on {p_gpus} GPU{'s' if p_gpus > 1 else ''}) and the "
+        f"KV cache of one prompt of "
+        f"{req.isl:,} tokens ({human_bytes(room.prompt_bytes)} per GPU) exceed the "
+        f"{human_bytes(usable)} usable on {req.hw.name}; add prefill GPUs or raise "
+        "the prefill pool's tp/ep"
+    )

@@ -1,0 +1,299 @@
+"""The serving figures of a request mix on a deployment: its step times, TTFT, TPOT and
+tokens per second, and how the mix loads an aggregated deployment in steady state (a closed
+loop of requests in flight, or random arrivals at a rate). The model behind each figure is
+in :mod:`mlacalc.serving.plan`'s docstring; :mod:`mlacalc.serving.disaggregated` solves the
+load of a disaggregated one from the same step figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlacalc.cost.engine import kv_cache
+from mlacalc.serving.arrivals import step_chain
+from mlacalc.serving.capacity import prompts_per_pass
+from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.gpu_step import StepModel, StepTimes
+from mlacalc.serving.layout import Layout
+from mlacalc.serving.plan_checks import PlanRequest
+
+__all__ = [
+    "Load",
+    "MixTiming",
+    "closed_loop",
+    "mix_timing",
+    "open_loop",
+    "prompts",
+    "step_figures",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class MixTiming:
+    """A request mix on a deployment, ready to time: the decode pool's step model and the one
+    of the GPUs that run the prompts (the same, aggregated), and the prefill passes."""
+
+    req: PlanRequest
+    sm: StepModel
+    p_sm: StepModel
+    #: the layout of the GPUs that run the prompts (the decode pool's, aggregated)
+    p_lay: Layout
+    #: tokens a decode step computes per sequence (1 + the draft tokens)
+    q: int
+    #: tokens one step yields per sequence (``1 + a + a^2 ...`` at acceptance rate ``a``)
+    tau: float
+    #: the average context of the output, ``isl + osl / 2``
+    S_avg: float
+    #: the most prompts one prefill pass batches
+    k_max: int
+    #: ``t_pf[k]``: a prefill pass of ``k`` prompts (``t_pf[0] = 0``)
+    t_pf: np.ndarray
+    #: prompts per second the prefill servers finish (passes of ``k_max``)
+    pf_capacity: float
+    #: the KV transfer of one prompt to the decode pool (disaggregated; None otherwise)
+    transfer: float | None = None
+
+
+@dataclass(frozen=True)
+class Load:
+    """How a request mix loads the deployment in steady state."""
+
+    #: the step figures at the running batch (:func:`step_figures`); ``ttft`` there is the
+    #: prompt's own time, before the queue and the KV transfer
+    f: dict[str, Any]
+    #: the running sequences (all groups), and the requests in flight
+    running: float
+    concurrency: float | None
+    #: the wait in the queue, and the requests queued
+    queue: float = 0.0
+    queued: float = 0.0
+    #: the requests in flight an open loop settles at (0 in a closed loop)
+    conc: float = 0.0
+    sustainable: bool = True
+    #: whether the prefill pool's rate caps the requests served, and the decode pool's rate
+    #: at its largest batch (disaggregated)
+    prefill_bound: bool = False
+    decode_max: float | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def mix_timing(
+    req: PlanRequest, sm: StepModel, p_sm: StepModel, fit: int | None = None
+) -> MixTiming:
+    """``req``'s mix on the decode pool's step model ``sm`` with its prompts run by ``p_sm``;
+    ``fit``: the prompts whose cache fits on a prefill pool's GPU (caps a pass)."""
+    isl, osl, p_lay = req.isl, req.osl, p_sm.lay
+    k_max = prompts_per_pass(isl, fit)
+    ks = np.arange(1, k_max + 1, dtype=np.float64)
+    t_pf = np.concatenate([[0.0], p_sm.step(overlap=req.overlap, pf_N=ks, pf_q=isl).seconds])
+    transfer = None
+    if req.disaggregated:
+        transfer = kv_transfer_seconds(
+            req.hw, kv_cache(req.m, isl, 1, req.kv, None, False).total_bytes
+        )
+    return MixTiming(
+        req=req,
+        sm=sm,
+        p_sm=p_sm,
+        p_lay=p_lay,
+        q=1 + req.mtp_tokens,
+        tau=1.0 + sum(req.acceptance**i for i in range(1, req.mtp_tokens + 1)),
+        S_avg=isl + osl / 2,
+        k_max=k_max,
+        t_pf=t_pf,
+        pf_capacity=p_lay.dp * k_max / t_pf[k_max],
+        transfer=transfer,
+    )
+
+
+def prompts(mix: MixTiming, n: float) -> int:
+    """Prompts one prefill pass batches when ``n`` arrive together."""
+    return int(min(max(math.ceil(n - 1e-9), 1), mix.k_max))
+
+
+def step_figures(mix: MixTiming, B: float, rate: float | None = None) -> dict[str, Any]:
+    """The step, TTFT and cycle at a running batch of ``B`` per group; ``rate``: the arrival
+    rate per group (random arrivals batched into steps), None: a closed loop."""
+    req, lay = mix.req, mix.req.lay
+    in_system = B  # mean requests on the group (below 1: it idles between them)
+    B = max(B, 1.0)
+    mb = min(lay.pp, B)  # micro-batches in flight; fewer than pp leave pipeline bubbles
+    dec, t_step = _decode_step(mix, B, mb)
+    out: dict[str, Any] = {
+        "B": B,
+        "t_dec": t_step,
+        "compute": float(dec.compute_s[0]),
+        "comm": float(dec.comm_s[0]),
+    }
+    if req.mode == "disaggregated":
+        # the decode step has no prefill in it; the prefill pool's pass and wait follow from
+        # the request rate, which the caller solves for (closed and open loop)
+        cycle, ttft = t_step, 0.0
+    elif req.chunked_prefill:
+        cycle, ttft, out["prefill_overloaded"] = _chunked_cycle(mix, B, mb, dec, t_step)
+    elif rate is not None:
+        cycle, ttft = _arrivals_cycle(mix, B, mb, dec, t_step, rate, in_system)
+    else:
+        cycle, ttft = _in_flight_cycle(mix, B, mb, t_step)
+    if req.mode == "aggregated":
+        ttft += req.output_lag_steps * cycle  # the token is read back steps later
+    out["t_pf"] = mix.t_pf[prompts(mix, B * mix.tau / req.osl)]
+    # only the requests running make tokens: below one per group, the groups holding one
+    running = lay.dp * in_system
+    out.update(
+        cycle=cycle,
+        ttft=ttft,
+        tpot=cycle / mix.tau,
+        rate=running * mix.tau / cycle,
+        running=running,
+    )
+    return out
+
+
+def _decode_step(mix: MixTiming, B: float, mb: float) -> tuple[StepTimes, float]:
+    """The decode step at ``B`` per group in ``mb`` micro-batches, and its time with the MTP
+    module's drafts (one layer per draft token)."""
+    req, sm, lay = mix.req, mix.sm, mix.req.lay
+    dec = sm.step(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
+    t_step = lay.pp * float(dec.stage_seconds[0])
+    if req.mtp_tokens:
+        draft = sm.step(dec_B=B / mb, dec_q=1, dec_S=mix.S_avg)
+        ffn = "moe_ffn" if req.m.num_moe_layers else "dense_ffn"
+        one_layer = sum(
+            float(k["seconds_per_call"][0])
+            for k in draft.kernels
+            if k["part"] in ("layer", ffn, "embed", "head")
+        )
+        t_step += req.mtp_tokens * one_layer
+    return dec, t_step
+
+
+def _chunked_cycle(
+    mix: MixTiming, B: float, mb: float, dec: StepTimes, t_step: float
+) -> tuple[float, float, bool]:
+    """Chunked prefill: the cycle (every step carrying the prompt tokens the load brings),
+    the TTFT and whether the prompts need more tokens per step than a chunk."""
+    req, sm, lay = mix.req, mix.sm, mix.req.lay
+    isl, chunk = req.isl, req.chunked_prefill
+    decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
+    P = B * mix.tau * isl / req.osl  # prompt tokens each step must carry
+    mixed = sm.step(**decode, pf_N=1 / mb, pf_q=max(P, 1.0), pf_pre=max(isl - P, 0.0) / 2)
+    draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
+    cycle = lay.pp * float(mixed.stage_seconds[0]) + draft_s
+    # the prompt's own steps: step j carries its j-th chunk, min(N, what is left) of its
+    # tokens after the j N before (causal), beside the decode batch; TTFT is the wait for the
+    # step in progress (half a cycle) and the sum of those steps, so never below about one
+    # prefill pass of the prompt
+    starts = np.arange(0, isl, chunk, dtype=np.float64)
+    own = sm.step(
+        **decode,
+        pf_N=np.full(len(starts), 1 / mb),
+        pf_q=np.minimum(float(chunk), isl - starts),
+        pf_pre=starts,
+    )
+    chunk_steps = lay.pp * own.stage_seconds + draft_s
+    return cycle, cycle / 2 + float(np.sum(chunk_steps)), chunk < P
+
+
+def _arrivals_cycle(
+    mix: MixTiming,
+    B: float,
+    mb: float,
+    dec: StepTimes,
+    t_step: float,
+    rate: float,
+    in_system: float,
+) -> tuple[float, float]:
+    """In-flight batching under random arrivals at ``rate`` per group: each step carries the
+    prompts that arrived during the one before (:mod:`mlacalc.serving.arrivals`); the mean
+    step and the TTFT."""
+    req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
+    separate = req.prefill_pass == "separate"
+    ns = np.arange(k_max + 1, dtype=np.float64)  # t[n]: a step with n prompts
+    mixed = mix.sm.step(
+        overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg, pf_N=ns / mb, pf_q=req.isl
+    )
+    t = lay.pp * mixed.stage_seconds + (t_step - lay.pp * float(dec.stage_seconds[0]))
+    if separate:  # the prompts' own pass, then the decode pass
+        t = t_step + t_pf[: k_max + 1]
+    chain = step_chain(t, rate)
+    # the group is busy while a request is on it: with requests on it as random as their
+    # arrivals, a share 1 - exp(-L) of the time; an idle group runs the prompt at once (its
+    # own pass then the decode pass, when they are separate)
+    busy = 1.0 - math.exp(-in_system)
+    alone = float(t_pf[1]) + (t_step if separate else 0.0)
+    return chain.mean_step_s, busy * chain.ttft_s + (1.0 - busy) * alone
+
+
+def _in_flight_cycle(mix: MixTiming, B: float, mb: float, t_step: float) -> tuple[float, float]:
+    """In-flight batching in a closed loop: ``k`` prompts join a step of the running decode
+    batch, a share ``n / k`` of the steps carrying them (``n`` prompts arrive per step in
+    steady state); the mean step and the TTFT."""
+    req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
+    n = B * mix.tau / req.osl
+    k = prompts(mix, n)
+    mixed = mix.sm.step(
+        overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg, pf_N=k / mb, pf_q=req.isl
+    )
+    t_mix = lay.pp * float(mixed.stage_seconds[0])
+    if req.prefill_pass == "separate":
+        t_mix = t_step + float(t_pf[k])
+    share = min(n / k, 1.0)
+    cycle = (1 - share) * t_step + share * t_mix
+    if n > k:  # more prompts than one step batches
+        cycle += (n - k) * t_pf[k_max] / k_max
+    # the prompt waits for the running step (half of one on average), then its step
+    return cycle, t_step / 2 + t_mix
+
+
+def closed_loop(mix: MixTiming, max_batch: int, concurrency: float) -> Load:
+    """An aggregated deployment with ``concurrency`` requests in flight: as many run as fit,
+    the others wait their turn (Little's law)."""
+    lay, osl = mix.req.lay, mix.req.osl
+    running = min(concurrency, float(max_batch))
+    f = step_figures(mix, running / lay.dp)
+    queued = max(concurrency - max_batch, 0.0)
+    requests_per_s = f["rate"] / osl
+    queue = queued / requests_per_s if queued else 0.0
+    return Load(f=f, running=running, concurrency=concurrency, queue=queue, queued=queued)
+
+
+def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
+    """An aggregated deployment under random arrivals at ``request_rate``: the running batch
+    is the arrival rate times the time a request stays (a fixed point), the queue unbounded
+    where the deployment does not keep up."""
+    req, lay, osl = mix.req, mix.req.lay, mix.req.osl
+    conc = 1.0
+    in_flight = req.mode == "aggregated" and not req.chunked_prefill
+    group_rate = request_rate / lay.dp if in_flight else None
+    for _ in range(40):
+        f = step_figures(mix, min(conc, max_batch) / lay.dp, group_rate)
+        latency = f["ttft"] + osl * f["tpot"]
+        new = request_rate * latency
+        if abs(new - conc) < 1e-3 * max(conc, 1.0):
+            break
+        conc = 0.5 * conc + 0.5 * new
+    running = min(conc, float(max_batch))
+    f = step_figures(mix, running / lay.dp, group_rate)
+    capacity = f["rate"] / osl
+    queue = queued = 0.0
+    if conc > max_batch or request_rate >= capacity:
+        warning = (
+            f"request rate {request_rate:g}/s exceeds what the deployment sustains "
+            f"({capacity:.3g}/s): the queue grows without bound"
+        )
+        # both grow without bound
+        return Load(f, running, running, math.inf, math.inf, conc, False, warnings=(warning,))
+    if group_rate is None:
+        # M/D/1 wait for the prefill server of each attention group (chunks); in-flight
+        # batching's waits are in its step chain
+        t_pf, dp = mix.t_pf, mix.p_lay.dp
+        k = prompts(mix, request_rate / dp * t_pf[1])
+        service = t_pf[k] / k  # per prompt, batched as they arrive
+        rho = min(request_rate * service / dp, 0.999)
+        queue = rho / (2 * (1 - rho)) * t_pf[k]
+    return Load(f, running, running, queue, queued, conc)

@@ -1,0 +1,463 @@
+"""The arguments of :func:`mlacalc.plan`, checked and normalised into one record.
+
+:func:`check_request` refuses every argument that is out of range, of the wrong kind, or
+that does not apply beside the others (an :class:`~mlacalc.words.errors.InvalidArgumentError`
+naming the argument), before any work is done; what it returns, a :class:`PlanRequest`, is
+the request with its defaults filled in: the model and device loaded, the decode pool's
+layout and, disaggregated, the prefill pool's, the dtypes resolved, the calibration profile
+loaded. It needs no numpy.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.layout import Layout, make_layout
+from mlacalc.words import defaults
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
+from mlacalc.words.errors import InvalidArgumentError
+
+__all__ = [
+    "MODES",
+    "OVERLAPS",
+    "PREFILL_PASSES",
+    "PlanRequest",
+    "check_int",
+    "check_number",
+    "check_request",
+    "decode_layout",
+    "largest_ep",
+    "prefill_layout",
+]
+
+OVERLAPS = ("none", "tbo")
+#: How in-flight batching runs a step's prompts: in the decode batch's forward pass (weights
+#: read once), or in a pass of their own before it.
+PREFILL_PASSES = ("fused", "separate")
+MODES = ("aggregated", "disaggregated")
+#: The arguments that describe the prefill pool of ``mode="disaggregated"``.
+PREFILL_POOL_ARGUMENTS = (
+    "prefill_gpus",
+    "prefill_tp",
+    "prefill_ep",
+    "prefill_dp_attention",
+    "prefill_redundant_experts",
+)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One call of :func:`mlacalc.plan`, checked: every argument as the planner uses it."""
+
+    m: ModelConfig
+    hw: HardwareSpec
+    gpus: int
+    #: the decode pool's layout (the whole deployment's, aggregated)
+    lay: Layout
+    #: the dtype the weights are named by (the model's own when none was given) and the one
+    #: they are sized as (None: the checkpoint's own bytes)
+    w_dtype: str
+    sized: str | None
+    kv: KVLayout
+    page_size: int
+    memory_reserve: float
+    seq_len: int
+    batch: int | None
+    include_mtp: bool
+    isl: int | None
+    osl: int | None
+    concurrency: float | None
+    request_rate: float | None
+    mode: str
+    chunked_prefill: int | None
+    overlap: str
+    mtp_tokens: int
+    acceptance: float
+    imbalance: float
+    output_lag_steps: int
+    prefill_pass: str
+    profile: Any
+    #: the prefill pool (disaggregated; 0 GPUs and the decode pool's layout otherwise)
+    p_gpus: int = 0
+    p_lay: Layout | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def context(self) -> int:
+        """The context each sequence is sized at: ``isl + osl`` under a request mix."""
+        return (self.isl + self.osl) if self.isl is not None else self.seq_len
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.mode == "disaggregated"
+
+
+def check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:
+    """``value`` as an int of at least ``minimum`` (None passes where ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InvalidArgumentError(name, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_number(
+    name: str,
+    value: Any,
+    lo: float,
+    hi: float | None = None,
+    allow_none: bool = True,
+    closed_hi: bool = False,
+) -> float | None:
+    """``value`` as a finite float in ``[lo, hi)`` (``[lo, hi]`` where ``closed_hi``)."""
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < lo
+        or (hi is not None and (value > hi if closed_hi else value >= hi))
+    ):
+        span = f"[{lo}, {hi}{']' if closed_hi else ')'}" if hi is not None else f">= {lo}"
+        raise InvalidArgumentError(name, f"must be a number in {span}, got {value!r}")
+    return float(value)
+
+
+def check_request(
+    model: ModelConfig | str, hardware: HardwareSpec | str, gpus: int, **args: Any
+) -> PlanRequest:
+    """Every argument of :func:`mlacalc.plan` (``args``: its keyword arguments, all of them)
+    checked in turn, then the layouts made; the first wrong one is refused, naming it."""
+    m = as_model(model)
+    hw = load_hardware(hardware)
+    seq_len, isl, osl = _check_sizes(args)
+    concurrency, request_rate = _check_load(args["concurrency"], args["request_rate"])
+    mode = args["mode"]
+    chunked_prefill = _check_modes(args, isl, concurrency, request_rate)
+    mtp_tokens = check_int("mtp_tokens", args["mtp_tokens"], allow_none=False, minimum=0)
+    output_lag_steps = check_int("output_lag_steps", args["output_lag_steps"], False, minimum=0)
+    _check_engine(args["prefill_pass"], output_lag_steps, mode, chunked_prefill)
+    acceptance = _check_mtp(m, mtp_tokens, args["mtp_acceptance"])
+    imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
+    from mlacalc.timemodel.profile import load_profile
+
+    profile = load_profile(args["profile"])  # a bad name or file is refused before any work
+    lay = decode_layout(m, gpus, args)
+    p_gpus, p_lay = 0, None
+    if mode == "disaggregated":  # the prefill pool's layout, checked before anything is sized
+        p_gpus = check_int("prefill_gpus", args["prefill_gpus"]) or gpus
+        p_lay = prefill_layout(
+            m,
+            lay,
+            p_gpus,
+            check_int("prefill_tp", args["prefill_tp"]),
+            check_int("prefill_ep", args["prefill_ep"]),
+            args["prefill_dp_attention"],
+            check_int("prefill_redundant_experts", args["prefill_redundant_experts"], minimum=0),
+        )
+    include_mtp = args["include_mtp"] or bool(mtp_tokens)  # drafting needs the MTP weights
+    weight_dtype = args["weight_dtype"]
+    w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
+    return PlanRequest(
+        m=m,
+        hw=hw,
+        gpus=gpus,
+        lay=lay,
+        w_dtype=w_dtype,
+        # no dtype chosen: the checkpoint's own bytes (its quantization's, scales included)
+        sized=None if weight_dtype is None else w_dtype,
+        kv=resolve_kv_layout(args["kv_dtype"]),
+        page_size=args["page_size"],
+        memory_reserve=args["memory_reserve"],
+        seq_len=seq_len,
+        batch=args["batch"],
+        include_mtp=include_mtp,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        mode=mode,
+        chunked_prefill=chunked_prefill,
+        overlap=args["overlap"],
+        mtp_tokens=mtp_tokens,
+        acceptance=acceptance,
+        imbalance=imbalance,
+        output_lag_steps=output_lag_steps,
+        prefill_pass=args["prefill_pass"],
+        profile=profile,
+        p_gpus=p_gpus,
+        p_lay=p_lay,
+        warnings=_request_warnings(m, hw, weight_dtype, include_mtp),
+    )
+
+
+def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
+    """The page, context, batch and memory arguments and the request mix's lengths: the
+    context each sequence is sized at (``seq_len``, by default :data:`defaults.SEQ_LEN`),
+    ``isl`` and ``osl``."""
+    check_int("page_size", args["page_size"], allow_none=False)
+    seq_len = args["seq_len"]
+    check_int("seq_len", seq_len)
+    check_int("batch", args["batch"])
+    check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)
+    isl = check_int("isl", args["isl"])
+    osl = check_int("osl", args["osl"])
+    if seq_len is not None and isl is not None:
+        # a request mix sizes each sequence at isl + osl: a context given beside it would be
+        # dropped without a word
+        raise InvalidArgumentError(
+            "seq_len",
+            "does not apply with isl/osl: a request's context is isl + osl; leave seq_len out",
+        )
+    if seq_len is None:
+        seq_len = defaults.SEQ_LEN
+    if (isl is None) != (osl is None):
+        raise InvalidArgumentError(
+            "osl" if osl is None else "isl", "give both isl and osl for serving figures"
+        )
+    return seq_len, isl, osl
+
+
+def _check_load(concurrency: Any, request_rate: Any) -> tuple[float | None, float | None]:
+    """The requests in flight or their arrival rate (one of them at most)."""
+    concurrency = check_number("concurrency", concurrency, 1.0)
+    request_rate = check_number("request_rate", request_rate, 0.0)
+    if request_rate is not None and request_rate <= 0:
+        raise InvalidArgumentError("request_rate", f"must be positive, got {request_rate!r}")
+    if concurrency is not None and request_rate is not None:
+        raise InvalidArgumentError(
+            "request_rate", "give either concurrency or request_rate, not both"
+        )
+    return concurrency, request_rate
+
+
+def _check_modes(
+    args: dict[str, Any], isl: int | None, concurrency: Any, request_rate: Any
+) -> int | None:
+    """The choices (prefill pass, mode, overlap) and the arguments that apply to one mode
+    only; returns ``chunked_prefill`` checked."""
+    prefill_pass, mode, overlap = args["prefill_pass"], args["mode"], args["overlap"]
+    for name, value, allowed in (
+        ("prefill_pass", prefill_pass, PREFILL_PASSES),
+        ("mode", mode, MODES),
+        ("overlap", overlap, OVERLAPS),
+    ):
+        if value not in allowed:
+            raise InvalidArgumentError(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+    chunked_prefill = check_int("chunked_prefill", args["chunked_prefill"])
+    for name in PREFILL_POOL_ARGUMENTS:
+        if args[name] is not None and mode != "disaggregated":
+            raise InvalidArgumentError(name, "describes the prefill pool of mode='disaggregated'")
+    if chunked_prefill is not None and mode == "disaggregated":
+        raise InvalidArgumentError(
+            "chunked_prefill", "mixes prompts into decode steps: aggregated mode only"
+        )
+    if isl is None and (
+        concurrency is not None or request_rate is not None or mode != "aggregated"
+    ):
+        raise InvalidArgumentError("isl", "serving figures need the request mix: give isl and osl")
+    return chunked_prefill
+
+
+def _check_engine(
+    prefill_pass: str, output_lag_steps: int, mode: str, chunked_prefill: int | None
+) -> None:
+    """How an aggregated step runs its prompts and hands its tokens out: both describe
+    aggregated steps without chunks."""
+    if prefill_pass != "fused" and (mode == "disaggregated" or chunked_prefill is not None):
+        raise InvalidArgumentError(
+            "prefill_pass",
+            "describes aggregated steps that run whole prompts: leave it 'fused' with "
+            + ("mode='disaggregated'" if mode == "disaggregated" else "chunked_prefill"),
+        )
+    if output_lag_steps and mode == "disaggregated":
+        raise InvalidArgumentError(
+            "output_lag_steps", "applies to aggregated serving: leave it 0 with disaggregated"
+        )
+
+
+def _check_mtp(m: ModelConfig, mtp_tokens: int, mtp_acceptance: Any) -> float:
+    """The draft tokens' acceptance rate (0 without drafts): drafts need the model's MTP
+    module and a rate, and a rate needs drafts."""
+    if mtp_tokens and not m.num_nextn_predict_layers:
+        # the drafts run the model's MTP module (its weights held, its layer timed per draft
+        # token): a model without one would get the speed-up at no cost
+        raise InvalidArgumentError(
+            "mtp_tokens",
+            f"{m.label} has no MTP module (num_nextn_predict_layers is 0) to draft tokens "
+            "with; leave mtp_tokens 0",
+        )
+    if mtp_tokens and mtp_acceptance is None:
+        raise InvalidArgumentError(
+            "mtp_acceptance", "give the draft tokens' acceptance rate with mtp_tokens"
+        )
+    if mtp_acceptance is not None and not mtp_tokens:
+        # without draft tokens the rate would be dropped without a word
+        raise InvalidArgumentError(
+            "mtp_acceptance", "applies to draft tokens: give mtp_tokens (--mtp-tokens) with it"
+        )
+    return check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
+
+
+def _request_warnings(
+    m: ModelConfig, hw: HardwareSpec, weight_dtype: str | None, include_mtp: bool
+) -> tuple[str, ...]:
+    """What the request leaves to a reading worth saying: the device alias, weights whose
+    quantization config.json does not give, MTP weights asked of a model without them."""
+    warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
+    if weight_dtype is None:
+        from mlacalc.models.quantization import external_quantization
+
+        if external_quantization(m):
+            # a ModelOpt export: its stored bytes are not in config.json
+            warnings.append(
+                f"weights sized as {m.weights_dtype}: {m.label}'s checkpoint keeps its "
+                "quantization in a separate hf_quant_config.json (NVIDIA ModelOpt export), "
+                "which config.json does not give; give weight_dtype (--weight-dtype fp4 for "
+                "NVFP4) to size it"
+            )
+    if include_mtp and not m.num_nextn_predict_layers:
+        warnings.append(f"{m.label} has no MTP module: include_mtp holds nothing more")
+    return tuple(warnings)
+
+
+def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
+    """The decode pool's layout (``args``: plan's ``tp``, ``dp``, ``pp``, ``ep``,
+    ``dp_attention``, ``redundant_experts``). A tensor-parallel degree that was not given
+    follows from the GPUs (and dp, pp), so its error names what was given."""
+    tp, dp, pp = args["tp"], args["dp"], args["pp"]
+    try:
+        return make_layout(
+            m, gpus, tp, dp, pp, args["ep"], args["dp_attention"], args["redundant_experts"]
+        )
+    except InvalidArgumentError as exc:
+        if exc.argument != "tp" or tp is not None:
+            raise
+        arg = "gpus" if dp is None else "dp"
+        src = "every GPU of a stage" if dp is None else "the GPUs of a stage over dp"
+        raise InvalidArgumentError(
+            arg,
+            f"with no tp given, the tensor-parallel degree is {src} (gpus={gpus}"
+            + (f", pp={pp}" if pp != 1 else "")
+            + (f", dp={dp}" if dp is not None else "")
+            + f"): {exc.message}; give tp (--tp)"
+            + (
+                ", or split the GPUs with dp (--dp) or dp_attention (--dp-attention)"
+                if dp is None
+                else " or another dp"
+            ),
+        ) from None
+
+
+def largest_ep(m: ModelConfig, gpus: int, lay: Layout, redundant: int | None = None) -> int:
+    """The prefill pool's expert-parallel degree when none is given: the decode pool's, or the
+    largest below it that divides the pool and the expert slots (``redundant`` extra ones:
+    the pool's, by default the decode pool's)."""
+    slots = m.n_routed_experts + (lay.redundant_experts if redundant is None else redundant)
+    return max(
+        e for e in range(1, min(lay.ep, gpus) + 1) if gpus % e == 0 and (slots % e == 0 or e == 1)
+    )
+
+
+def prefill_layout(
+    m: ModelConfig,
+    lay: Layout,
+    gpus: int,
+    tp: int | None,
+    ep: int | None,
+    dp_attention: bool | None,
+    redundant: int | None,
+) -> Layout:
+    """The prefill pool's layout on ``gpus`` GPUs: each degree as given, else derived from the
+    decode pool's (``lay``). An error names the ``prefill_*`` argument it comes from, or, for
+    a derived degree, says where it came from and which argument sets it."""
+    dp_att = lay.dp_attention if dp_attention is None else dp_attention
+    red = lay.redundant_experts if redundant is None else redundant
+    p_tp, tp_from = _prefill_tp(lay, gpus, tp, dp_att)
+    if ep is not None:
+        p_ep, ep_from = ep, ""
+    else:
+        p_ep = largest_ep(m, gpus, lay, red)
+        ep_from = f"{p_ep}, from the decode pool's ep {lay.ep}"
+        if redundant is not None and redundant and lay.ep > 1 and p_ep == 1:
+            raise InvalidArgumentError(
+                "prefill_redundant_experts",
+                f"{redundant}: the {m.n_routed_experts + redundant} expert slots divide no "
+                f"expert-parallel degree above 1 of the {gpus}-GPU prefill pool up to the "
+                f"decode pool's ep {lay.ep}, so the pool would fall back to ep 1; give "
+                "prefill_ep (--prefill-ep), or redundant experts that round the slots up to "
+                "a multiple of it",
+            )
+    if dp_att and p_tp == gpus and gpus > 1:
+        raise _one_group_error(p_tp, tp_from, gpus, dp_attention is True)
+    try:
+        return make_layout(m, gpus, p_tp, None, 1, p_ep, dp_att, red)
+    except InvalidArgumentError as exc:
+        raise _prefill_error(exc, gpus, tp_from, ep_from, redundant) from None
+
+
+def _prefill_tp(lay: Layout, gpus: int, tp: int | None, dp_att: bool) -> tuple[int, str]:
+    """The prefill pool's tensor-parallel degree and, when derived, where it came from."""
+    if tp is not None:
+        return tp, ""
+    if dp_att and not lay.dp_attention:
+        # DP-attention asked of the pool alone: one GPU per attention group
+        return 1, "1 (DP-attention was asked of the pool)"
+    if gpus % lay.tp == 0:
+        return lay.tp, f"{lay.tp}, the decode pool's (tp)"
+    p_tp = 1 if dp_att else gpus
+    return p_tp, (
+        f"{p_tp}, from the pool's {gpus} GPUs since the decode pool's tp {lay.tp} does "
+        "not divide them"
+    )
+
+
+def _one_group_error(p_tp: int, tp_from: str, gpus: int, given_dpa: bool) -> InvalidArgumentError:
+    """DP-attention with one attention group would be plain TP under a DP-attention label:
+    refused whether the tp and the DP-attention were given or derived."""
+    return InvalidArgumentError(
+        "prefill_dp_attention" if given_dpa else "prefill_tp",
+        (
+            ""
+            if given_dpa
+            else "DP-attention (the decode pool's, as prefill_dp_attention is not given) "
+        )
+        + f"needs more than one attention group, but the prefill pool's tp is {p_tp}"
+        + (f" ({tp_from})" if tp_from else " (prefill_tp, --prefill-tp)")
+        + f" on its {gpus} GPUs: one group; give a smaller prefill_tp (--prefill-tp) or "
+        "leave DP-attention off the pool (prefill_dp_attention=False, "
+        "--no-prefill-dp-attention)",
+    )
+
+
+def _prefill_error(
+    exc: InvalidArgumentError, gpus: int, tp_from: str, ep_from: str, redundant: int | None
+) -> InvalidArgumentError:
+    """A layout error of the prefill pool, naming the ``prefill_*`` argument it comes from
+    (or, for a derived degree, where the degree came from)."""
+    derived = {"tp": (tp_from, "prefill_tp"), "ep": (ep_from, "prefill_ep")}
+    if exc.argument in derived and derived[exc.argument][0]:
+        src, arg = derived[exc.argument]
+        return InvalidArgumentError(
+            arg,
+            f"the prefill pool's default {exc.argument} is {src}: {exc.message}; give "
+            f"{arg} (--{arg.replace('_', '-')}) to set it",
+        )
+    renamed = {
+        "tp": "prefill_tp",
+        "ep": "prefill_ep",
+        "dp": "prefill_tp",
+        "gpus": "prefill_gpus",
+        "dp_attention": "prefill_dp_attention",
+        "redundant_experts": "prefill_redundant_experts"
+        if redundant is not None
+        else "redundant_experts",
+    }.get(exc.argument, exc.argument)
+    return InvalidArgumentError(renamed, f"{gpus}-GPU prefill pool: {exc.message}")

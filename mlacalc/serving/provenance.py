@@ -1,0 +1,76 @@
+"""Where a plan's and a search's times come from: the calibration profile that predicted
+the kernels, and how the device was predicted with it, in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mlacalc.data import PROFILES
+from mlacalc.hardware.catalogue import HardwareSpec
+
+__all__ = ["calibration_of"]
+
+
+def calibration_of(
+    profile: Any, hw: HardwareSpec, kernels: Iterable[dict[str, Any] | tuple[str, str]]
+) -> tuple[str, str]:
+    """The profile's name (its file beside it when it is not a shipped one) and, in words, how
+    the kernels on ``hw`` were predicted with it: the device as ``roofline`` says it
+    (:meth:`~mlacalc.timemodel.profile.Profile.describe`: "calibrated on A100-SXM-80GB,
+    H100-SXM; H200 by datasheet ratios from H100-SXM (same tensor-core generation)", the
+    pooled fit's "unvalidated"), then only the kernel classes (``kind``, ``dtype``) whose
+    parameters :meth:`~mlacalc.timemodel.profile.Profile.params` obtains otherwise. A measured
+    device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures."""
+    from collections import Counter
+    from pathlib import Path
+
+    import numpy as np
+
+    from mlacalc.timemodel.kernel_time import device_batch
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.words.kernels import KernelBatch
+
+    prof = load_profile(profile)
+    name = prof.name
+    shipped = PROFILES
+    if prof.origin and Path(prof.origin).resolve().parent != shipped:
+        name = f"{prof.name} ({prof.origin})"
+    classes = {
+        (k["kind"], k["dtype"]) if isinstance(k, dict) else (k[0], k[1])
+        for k in kernels
+        if not isinstance(k, dict) or "seconds" not in k or _takes_time(k["seconds"])
+    }
+    lead = prof.describe(hw.name, hw)
+    # what params says of a class predicted as the lead says the device is
+    expected = prof.fitted_how(hw.name, hw)
+    hows: Counter[str] = Counter()
+    for kind, dtype in sorted(classes):
+        # the class the device runs (fp8 weights without fp8 tensor cores: weight-only)
+        one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
+        run = device_batch(one, hw)
+        hows[prof.params(hw.name, run.kind, run.dtype, hw, run.variant)[1]] += 1
+    rest = sorted(h for h in hows if h != expected)
+    text = lead
+    if rest:
+        others = sum(hows[h] for h in rest)
+        text += (
+            f"; {others} of {sum(hows.values())} kernel classes otherwise: "
+            + "; ".join(rest[:3])
+            + (f"; and {len(rest) - 3} more" if len(rest) > 3 else "")
+        )
+    if getattr(hw, "measured", False):
+        # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
+        text = text.replace(
+            "by datasheet ratios", "by the ratios of its measured ceilings (mlacalc bench)"
+        )
+    return name, text
+
+
+def _takes_time(x: Any) -> bool:
+    """Whether any of a kernel's rows takes time (a number or an array)."""
+    try:
+        return bool(float(max(x)) > 0) if hasattr(x, "__len__") else float(x) > 0
+    except ValueError:  # an empty array
+        return False
