@@ -427,7 +427,8 @@ def test_every_dataclass_field_is_declared_in_the_schema():
 
 def test_schema_doc_shows_the_generated_tables():
     from mlacalc.models import hf
-    from mlacalc.models.schema import BOUNDS, markdown_fields, refresh_schema_doc
+    from mlacalc.models.hf._docs import refresh_schema_doc
+    from mlacalc.models.schema import BOUNDS, markdown_fields
     from mlacalc.words import safeio
 
     doc = (Path(__file__).parent.parent / "docs" / "config-schema.md").read_text()

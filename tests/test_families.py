@@ -14,7 +14,8 @@ import pytest
 from reference_data import HF_CONFIGS
 
 import mlacalc
-from mlacalc.cost.families import chunked_keys_and_pairs, layer_pattern, tensors
+from mlacalc.cost.attention import chunked_keys_and_pairs
+from mlacalc.cost.families import layer_pattern, tensors
 from mlacalc.cost.quant import Tensor, quantization_scheme, quantized_weight_bytes
 from mlacalc.words.errors import ConfigError
 

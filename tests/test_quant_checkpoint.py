@@ -297,7 +297,8 @@ def test_plan_splits_each_tensor_as_tp_splits_it():
     by hand: q_a/kv_a projections, their norms, the layer norms and the routers whole, every
     other tensor an eighth. Each part but attention equals the plan's exactly; attention is
     sized in proportion to its parameters, off by its replicated bf16 norms and scales only."""
-    from mlacalc.cost.families import _part, tensors
+    from mlacalc.models.tensors import part_of as _part
+    from mlacalc.models.tensors import tensors
     from mlacalc.cost.quant import tensor_bytes
 
     m = mlacalc.load_model("deepseek-v3")

@@ -46,17 +46,28 @@ and written every step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from mlacalc.cost.attention import AttentionCost, OpCost
+from mlacalc.models.architecture import arch_of
+from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
+from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
+from mlacalc.words.workload import Workload
 
 if TYPE_CHECKING:
-    from mlacalc.cost.engine import AttentionCost
     from mlacalc.models.schema import ModelConfig
-    from mlacalc.words.kernels import Kernel
 
-__all__ = ["LINEAR_CHUNK", "LinearShape", "linear_cost", "linear_kernels", "linear_shape"]
+__all__ = [
+    "LINEAR_CHUNK",
+    "LinearShape",
+    "gated_query_cost",
+    "linear_cost",
+    "linear_group_cost",
+    "linear_kernels",
+    "linear_shape",
+]
 
 #: Tokens per chunk of the chunked delta rule (the reference's and the serving kernels').
 LINEAR_CHUNK = 64
@@ -136,8 +147,6 @@ class LinearShape:
 
 def linear_shape(model: ModelConfig) -> LinearShape:
     """The linear-attention widths of a model with linear layers."""
-    from mlacalc.cost.families import arch_of
-
     arch = arch_of(model)
     kind = "kimi_delta" if arch is not None and arch.kimi_delta else "gated_deltanet"
     return LinearShape(
@@ -169,8 +178,6 @@ def linear_cost(
 ) -> AttentionCost:
     """The cost of ``layers`` linear-attention layers for one step of ``q`` new tokens per
     sequence, the last attending ``seq_len`` tokens (see the module docs)."""
-    from mlacalc.cost.engine import AttentionCost, OpCost
-    from mlacalc.words.dtypes import resolve_kv_layout
 
     s = linear_shape(model)
     tokens = batch * q
@@ -318,8 +325,6 @@ def linear_kernels(
     Intermediates are float32, as the reference computes them; ``linear_norm`` is
     element-wise.
     """
-    from mlacalc.cost.model_step import _gemm_dtype
-    from mlacalc.words.kernels import Kernel
 
     s = linear_shape(model)
     a = _bits(act_dtype)
@@ -363,7 +368,7 @@ def linear_kernels(
             gemm("linear_core_pv", act_dtype, g, c, dv, c, pv)
         elif o.kind == "matmul" and o.name != "linear_conv":
             g, m, n, k = o.shape
-            gemm(o.name, _gemm_dtype(act_dtype, weight_dtype, True), g, m, n, k, o.bytes)
+            gemm(o.name, gemm_class(act_dtype, weight_dtype, True), g, m, n, k, o.bytes)
         else:
             # element-wise kernels, and the depthwise causal convolution: a few taps per
             # channel (``1 x K`` by ``K`` products, no reduction across channels) that a
@@ -377,34 +382,24 @@ def linear_kernels(
 
 
 def _bits(dtype: str) -> int:
-    from mlacalc.words.dtypes import dtype_bits
-
     return dtype_bits(dtype)
 
 
-def linear_group_cost(
-    model: ModelConfig,
-    layers: int,
-    phase: str,
-    seq_len: int,
-    batch: int,
-    q_len: int | None,
-    causal: bool,
-    kv_dtype: Any,
-    weight_dtype: str | None,
-    act_dtype: str,
-) -> AttentionCost:
-    """:func:`linear_cost` from the arguments of :func:`mlacalc.attention_cost` (already
-    checked there)."""
-    from mlacalc.cost.engine import _phase_lengths
-    from mlacalc.words import arguments as args
-    from mlacalc.words.dtypes import dtype_bits
-
-    q = _phase_lengths(phase, seq_len, q_len)
-    layout = args.kv_layout("kv_dtype", kv_dtype)
-    w_bits = dtype_bits(weight_dtype or model.weights_dtype)
+def linear_group_cost(model: ModelConfig, layers: int, w: Workload) -> AttentionCost:
+    """:func:`linear_cost` of ``layers`` linear-attention layers for a checked workload
+    (:func:`mlacalc.cost.attention.checked_workload`)."""
+    w_bits = dtype_bits(w.weight_dtype or model.weights_dtype)
     return linear_cost(
-        model, layers, phase, seq_len, batch, q, causal, layout, w_bits, dtype_bits(act_dtype)
+        model,
+        layers,
+        w.phase,
+        w.seq_len,
+        w.batch,
+        w.q_len,
+        w.causal,
+        w.kv_dtype,
+        w_bits,
+        dtype_bits(w.act_dtype),
     )
 
 
@@ -414,10 +409,6 @@ def gated_query_cost(
     """A full layer whose ``q_proj`` also yields a per-head output gate (Qwen3-Next): one
     more ``d -> n_h d_h`` product (``q_gate_proj``, stage ``q_proj``) after the query's, its
     weights read once; the sigmoid gate on the core's output is element-wise."""
-    from dataclasses import replace
-
-    from mlacalc.cost.engine import OpCost
-    from mlacalc.words.dtypes import dtype_bits
 
     d, width = model.hidden_size, model.num_attention_heads * model.head_dim
     tokens = cost.batch * cost.q_len

@@ -59,9 +59,14 @@ from mlacalc.cost.params import (
     router_params,
     shared_experts_shape,
 )
+from mlacalc.cost.quant import Tensor, checkpoint_tensors, is_kept, tensor_bytes
 from mlacalc.models.loading import ModelConfig
 from mlacalc.words import arguments as args
-from mlacalc.words.dtypes import canonical_dtype, dtype_bits
+from mlacalc.words.dtypes import (
+    canonical_dtype,
+    dtype_bits,
+    gemm_class,
+)
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Impl, Phase, Scope
@@ -145,34 +150,6 @@ def kernel_stage(name: str) -> str:
         return KERNEL_STAGES[name]
     except KeyError:
         raise InvalidArgumentError("name", f"no step kernel is called {name!r}") from None
-
-
-def _gemm_dtype(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
-    """The class a GEMM runs as: a product by weights the class of their dtype
-    (:func:`weight_gemm_class`); every other product the activation dtype."""
-    return weight_gemm_class(weight_dtype, act_dtype) if has_weight else act_dtype
-
-
-def weight_gemm_class(weight_dtype: str, act_dtype: str = "bf16") -> str:
-    """The GEMM (and MoE) class of a product by weights of ``weight_dtype`` under
-    ``act_dtype`` activations: the one rule the model step (:func:`step_kernels`) and the
-    serving step (:class:`mlacalc.serving.gpu_step.StepModel`) share. fp8 weights run the fp8
-    GEMMs (DeepSeek-V3 style), fp4 weights the fp4 GEMMs; integer weights under 16-bit
-    activations the weight-only GEMMs (:func:`weight_only_class`); any other weights the
-    activation dtype. The class names the weights' format, not a device: on a device whose
-    tensor cores lack that format (fp8 on A100, fp4 before Blackwell) the time model runs the
-    dequantizing weight-only kernel instead (:func:`mlacalc.timemodel.kernel_time.device_batch`)."""
-    if weight_dtype.startswith("fp8") or weight_dtype == "fp4":
-        return weight_dtype
-    if act_dtype in ("bf16", "fp16") and weight_only_class(weight_dtype):
-        return weight_only_class(weight_dtype)
-    return act_dtype
-
-
-def weight_only_class(weight_dtype: str) -> str:
-    """The weight-only GEMM class of integer weights under 16-bit activations (``"w8a16"``,
-    ``"w4a16"``), or ``""`` for any other weight dtype."""
-    return f"w{weight_dtype[3:]}a16" if weight_dtype in ("int8", "int4") else ""
 
 
 def _gemm(
@@ -324,7 +301,7 @@ def indexer_kernels(
     b, q, S = cost.batch, cost.q_len, cost.seq_len
     tokens = b * q
     a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype)
-    gemm_dtype = _gemm_dtype(act_dtype, weight_dtype, True)
+    gemm_dtype = gemm_class(act_dtype, weight_dtype, True)
     row = indexer_row_bytes(model, kv_dtype)
     norm_weights = _bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
     pairs = attended_pairs(q, S, None, cost.causal)
@@ -432,7 +409,7 @@ def attention_kernels(
         out.append(
             _gemm(
                 op.name,
-                _gemm_dtype(act_dtype, weight_dtype, has_weight),
+                gemm_class(act_dtype, weight_dtype, has_weight),
                 op.flops,
                 nbytes,
                 op.shape,
@@ -499,7 +476,7 @@ def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -
     bias = f.bias
     up_w = d * up + (up if bias else 0)
     down_w = f.inter * d + (d if bias else 0)
-    dtype = _gemm_dtype(dt.act, dt.weight, True)
+    dtype = gemm_class(dt.act, dt.weight, True)
     act_in = up
     return [
         _gemm(
@@ -535,7 +512,7 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
     out = [
         _gemm(
             "router",
-            _gemm_dtype(dt.act, dt.weight, True),
+            gemm_class(dt.act, dt.weight, True),
             2 * tokens * d * E,
             _bytes(router, dt.w_bits) + _bytes(tokens * (d + E), dt.a_bits),
             (1, tokens, E, d),
@@ -548,7 +525,7 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
         Kernel(
             name="routed_experts",
             kind="moe",
-            dtype=_gemm_dtype(dt.act, dt.weight, True),
+            dtype=gemm_class(dt.act, dt.weight, True),
             flops=2 * tokens * k * expert.weights,
             bytes=_bytes(active * expert.params, dt.w_bits) + _bytes(2 * tokens * k * d, dt.a_bits),
             calls=calls,
@@ -618,10 +595,9 @@ class _Stored:
 
 def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
     """:func:`_checkpoint_reads`'s reads, without the cache."""
-    from mlacalc.cost.quant import Tensor, _kept, _tensors, tensor_bytes
 
     scheme = m.quantization
-    all_tensors = _tensors(m)
+    all_tensors = checkpoint_tensors(m)
     dense = next((i for i in range(m.num_hidden_layers) if not m.is_moe_layer(i)), None)
     moe = next((i for i in range(m.num_hidden_layers) if m.is_moe_layer(i)), None)
     layer_of = {
@@ -646,7 +622,7 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
             payload, scales = tensor_bytes(t, scheme)
             params += t.numel
             nbytes += payload + scales
-            quantized = quantized or not _kept(t, scheme)
+            quantized = quantized or not is_kept(t, scheme)
         return _Stored(params // experts, nbytes // experts, quantized)
 
     for name, patterns in _READS.items():
@@ -866,7 +842,7 @@ def step_kernels(
     out.append(
         _gemm(
             "lm_head",
-            _gemm_dtype(a, w, True),
+            gemm_class(a, w, True),
             2 * batch * d * V,
             _bytes(V * d, dt.w_bits) + _bytes(batch * (d + V), dt.a_bits),
             (1, batch, V, d),

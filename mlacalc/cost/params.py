@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlacalc.cost.engine import attention_params
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.architecture import arch_of
+from mlacalc.models.loading import ModelConfig, model_argument
+from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 
@@ -186,11 +188,9 @@ def param_counts(model: ModelConfig | str) -> ParamCounts:
     >>> param_counts("llama-2-7b").total
     6738415616
     """
-    m = args.model(model)
-    from mlacalc.cost import families
-
-    if families.arch_of(m) is not None:
-        return families.param_counts(m)
+    m = model_argument(model)
+    if arch_of(m) is not None:
+        return tensor_param_counts(m)
     d, V, L = m.hidden_size, m.vocab_size, m.num_hidden_layers
     attn = attention_params(m)
     attn_layer = sum(attn.values())
@@ -264,7 +264,7 @@ def weight_bytes(
     ``quantization_config``, the exact bytes of its quantized tensors with their scales and
     of the tensors it keeps in bf16 (:func:`mlacalc.cost.quant.checkpoint_weights`); otherwise
     every parameter in ``weights_dtype``."""
-    m = args.model(model)
+    m = model_argument(model)
     dtype = args.dtype("dtype", dtype, allow_none=True)
     include_mtp = args.flag("include_mtp", include_mtp)
     if dtype is None and m.quantization_config is not None:
@@ -274,3 +274,56 @@ def weight_bytes(
     counts = param_counts(m)
     n = counts.total + (counts.mtp if include_mtp else 0)
     return -(-n * dtype_bits(dtype or m.weights_dtype) // 8)
+
+
+def tensor_param_counts(model: ModelConfig) -> ParamCounts:
+    """Exact parameter counts of a model of a family with its own layers
+    (:mod:`mlacalc.models.architecture`), tensor by tensor."""
+    m = model
+    parts = dict.fromkeys(
+        (
+            "embedding",
+            "position_embedding",
+            "lm_head",
+            "attention",
+            "dense_ffn",
+            "moe_routed_experts",
+            "moe_shared_experts",
+            "moe_router",
+            "norms",
+        ),
+        0,
+    )
+    inactive = 0
+    for t in tensors(m):
+        parts[part_of(t.name)] += t.numel
+        if t.role in ("experts", "expert_bias"):
+            inactive += t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
+    total = sum(parts.values())
+    lookups = parts["embedding"] if parts["lm_head"] else 0
+    attn = {  # Gemma 4: its first (sliding) layer's
+        t.name.rsplit(".self_attn.", 1)[1].removesuffix(".weight"): t.numel
+        for t in first_attention_tensors(m)
+        if ".self_attn." in t.name
+    }
+    mtp = mtp_active = 0
+    if m.num_nextn_predict_layers:
+        extra = tensors(m, include_mtp=True)[len(tensors(m)) :]
+        mtp = sum(t.numel for t in extra)
+        unused = sum(
+            t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
+            for t in extra
+            if t.role in ("experts", "expert_bias")
+        )
+        mtp_active = mtp - unused
+    return ParamCounts(
+        model=m.name,
+        total=total,
+        active=total - lookups - inactive,
+        attention_per_layer=sum(attn.values()),
+        embedding=parts["embedding"],
+        mtp=mtp,
+        mtp_active=mtp_active,
+        breakdown=parts,
+        attention_breakdown=attn,
+    )

@@ -21,7 +21,7 @@ import numpy as np
 
 from mlacalc.cost import _generated as gen
 from mlacalc.cost.engine import evaluate, model_dims, model_layer_key, resolve_impl
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.schema import BOUNDS
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import KVLayout, dtype_bits
@@ -116,7 +116,7 @@ def sweep(
     config fields by their schema names (``num_key_value_heads``, ``kv_lora_rank``,
     ... see :data:`SWEEP_DIMENSIONS`). Returns float64.
     """
-    m = args.model(model)
+    m = model_argument(model)
     args.choice("quantity", quantity, SWEEP_QUANTITIES)
     args.choice("phase", phase, PHASES)
     causal = args.flag("causal", causal)

@@ -17,7 +17,8 @@ from mlacalc.data import MODELS
 from mlacalc.models.hf import family_of, import_hf_config, model_types
 from mlacalc.models.schema import FIELDS, ModelConfig, model_from_dict
 from mlacalc.words import safeio
-from mlacalc.words.errors import ConfigError, UnknownModelError
+from mlacalc.words.arguments import show_value
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, UnknownModelError
 
 __all__ = [
     "FIELDS",
@@ -26,6 +27,7 @@ __all__ = [
     "beyond_positions",
     "import_hf_config",
     "load_model",
+    "model_argument",
     "model_from_dict",
     "parse_config_text",
     "parse_upload",
@@ -231,3 +233,15 @@ def _load_file(path: Path, shipped: bool = False) -> ModelConfig:
 
 # the name other modules used before the reader moved to mlacalc.words.safeio
 _read_text = read_text
+
+
+def model_argument(value: Any, name: str = "model") -> ModelConfig:
+    """The model an argument means: a :class:`ModelConfig` as is, a shipped name or a file
+    path loaded; anything else an error naming ``name``."""
+    if isinstance(value, ModelConfig):
+        return value
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value.strip()):
+        raise InvalidArgumentError(
+            name, f"must be a ModelConfig, a shipped model name or a path, got {show_value(value)}"
+        )
+    return load_model(value)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mlacalc.models import registry
+from mlacalc.models.quantization import scheme_of
 from mlacalc.words.dtypes import DTYPE_BITS, canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
@@ -215,8 +216,8 @@ def _size(value: Any, depth: int = 0) -> int:
 
 
 def _quantization_problem(name: str, value: Any) -> Problem | None:
-    """The problem with a ``quantization_config`` value, or None (``mlacalc.cost.quant`` reads
-    it)."""
+    """The problem with a ``quantization_config`` value, or None
+    (:mod:`mlacalc.models.quantization` reads it)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -227,8 +228,6 @@ def _quantization_problem(name: str, value: Any) -> Problem | None:
         )
     if _size(value) > 4 * MAX_ITEMS * 8:
         return (name, "is nested deeper or holds more entries than a quantization_config", None)
-    from mlacalc.cost.quant import scheme_of
-
     try:
         scheme_of(value, "")
     except ConfigError as exc:
@@ -492,11 +491,10 @@ class ModelConfig:
 
     @property
     def quantization(self) -> Any:
-        """The checkpoint's :class:`mlacalc.cost.quant.QuantScheme`, or None (unquantized)."""
+        """The checkpoint's :class:`~mlacalc.models.quantization.QuantScheme`, or None
+        (unquantized)."""
         if self.quantization_config is None:
             return None
-        from mlacalc.cost.quant import scheme_of
-
         return scheme_of(self.quantization_config, self.origin)
 
     @property
@@ -690,14 +688,32 @@ def check_values(values: Mapping[str, Any], *, relations: bool = True) -> list[P
 
 def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     """Checks between fields, each run only when the fields it reads are valid."""
+    unit = registry.family_of(v["model_type"]) if "model_type" in have else None
+    out = _head_problems(v, have)
+    if v.get("kv_lora_rank") is not None:
+        out += _mla_problems(v, have)
+    else:
+        out += _not_mla_problems(v, have, unit)
+    out += _position_problems(v, have, unit)
+    out += _expert_problems(v, have, unit)
+    out += _mtp_problems(v, have, unit)
+    out += _indexer_problems(v, have, unit)
+    out += _linear_problems(v, have, unit)
+    out += _quantization_layout_problems(v, have, unit)
+    return out
+
+
+def _valid(have: set[str], *names: str) -> bool:
+    """Whether every named field passed its own check (a relation reads only those)."""
+    return all(n in have for n in names)
+
+
+def _head_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """KV heads against query heads, and Gemma 4's full-layer attention fields (theirs only,
+    an even global head width, global KV heads that divide the query heads)."""
     out: list[Problem] = []
-
-    def ok(*names: str) -> bool:
-        return all(n in have for n in names)
-
-    unit = registry.family_of(v["model_type"]) if ok("model_type") else None
     n_h, n_kv = v.get("num_attention_heads"), v.get("num_key_value_heads")
-    if ok("num_attention_heads", "num_key_value_heads"):
+    if _valid(have, "num_attention_heads", "num_key_value_heads"):
         if n_kv > n_h:
             out.append(
                 (
@@ -714,7 +730,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                     "each KV head must serve the same number of query heads",
                 )
             )
-    if ok("model_type") and v["model_type"] != "gemma4_text":
+    if _valid(have, "model_type") and v["model_type"] != "gemma4_text":
         for name in _GLOBAL_ATTENTION:  # only Gemma 4's full layers differ this way
             if v.get(name):
                 out.append(
@@ -726,7 +742,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                     )
                 )
     g_dim = v.get("global_head_dim")
-    if ok("global_head_dim") and g_dim and g_dim % 2:
+    if _valid(have, "global_head_dim") and g_dim and g_dim % 2:
         out.append(
             (
                 "global_head_dim",
@@ -735,7 +751,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
             )
         )
     g_kv = v.get("num_global_key_value_heads")
-    if ok("num_attention_heads", "num_global_key_value_heads") and g_kv and n_h % g_kv:
+    if _valid(have, "num_attention_heads", "num_global_key_value_heads") and g_kv and n_h % g_kv:
         out.append(
             (
                 "num_global_key_value_heads",
@@ -743,105 +759,126 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                 "each KV head must serve the same number of query heads",
             )
         )
-    is_mla = v.get("kv_lora_rank") is not None
-    if is_mla:
-        for name in _MLA[2:]:
-            if name in v and v[name] is None:
-                out.append(
-                    (
-                        name,
-                        "is required when kv_lora_rank is set (MLA)",
-                        f"add it: {SPECS[name].doc}",
-                    )
-                )
-        rope = v.get("qk_rope_head_dim")
-        if ok("qk_rope_head_dim") and rope is not None and rope % 2:
+    return out
+
+
+def _mla_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """With kv_lora_rank set (MLA): every MLA width stated, an even RoPE width, no head_dim,
+    KV heads repeating the query heads, no sliding window."""
+    out: list[Problem] = []
+    for name in _MLA[2:]:
+        if name in v and v[name] is None:
             out.append(
                 (
-                    "qk_rope_head_dim",
-                    f"RoPE rotates pairs of dimensions; {rope} is odd",
-                    "use an even number",
+                    name,
+                    "is required when kv_lora_rank is set (MLA)",
+                    f"add it: {SPECS[name].doc}",
                 )
             )
-        if v.get("head_dim") is not None:
-            out.append(
-                (
-                    "head_dim",
-                    "with kv_lora_rank set (MLA), a model states qk_nope_head_dim, "
-                    "qk_rope_head_dim and v_head_dim instead of head_dim",
-                    "remove head_dim",
-                )
+    rope = v.get("qk_rope_head_dim")
+    if _valid(have, "qk_rope_head_dim") and rope is not None and rope % 2:
+        out.append(
+            (
+                "qk_rope_head_dim",
+                f"RoPE rotates pairs of dimensions; {rope} is odd",
+                "use an even number",
             )
-        if ok("num_attention_heads", "num_key_value_heads") and n_kv != n_h:
-            out.append(
-                (
-                    "num_key_value_heads",
-                    f"an MLA model must repeat num_attention_heads "
-                    f"({n_h}) here, as Hugging Face does; got {n_kv}",
-                    f"set num_key_value_heads: {n_h}",
-                )
+        )
+    if v.get("head_dim") is not None:
+        out.append(
+            (
+                "head_dim",
+                "with kv_lora_rank set (MLA), a model states qk_nope_head_dim, "
+                "qk_rope_head_dim and v_head_dim instead of head_dim",
+                "remove head_dim",
             )
-        if v.get("sliding_window") is not None:
-            out.append(
-                (
-                    "sliding_window",
-                    "sliding windows are not modelled for MLA",
-                    "set sliding_window: null",
-                )
+        )
+    n_h, n_kv = v.get("num_attention_heads"), v.get("num_key_value_heads")
+    if _valid(have, "num_attention_heads", "num_key_value_heads") and n_kv != n_h:
+        out.append(
+            (
+                "num_key_value_heads",
+                f"an MLA model must repeat num_attention_heads "
+                f"({n_h}) here, as Hugging Face does; got {n_kv}",
+                f"set num_key_value_heads: {n_h}",
             )
-    elif ok("kv_lora_rank") or "kv_lora_rank" not in have:
-        for name in _MLA[1:]:
-            if v.get(name) is not None:
-                out.append(
-                    (
-                        name,
-                        "is an MLA field but kv_lora_rank is not set",
-                        "set kv_lora_rank for an MLA model, or remove this field",
-                    )
-                )
-        if ok("head_dim"):
-            head_dim = v["head_dim"]
-            if head_dim is None:
-                out.append(
-                    ("head_dim", "is required for MHA/GQA/MQA models", "state the per-head width")
-                )
-            elif unit is not None and unit.rope and head_dim % 2:
-                out.append(
-                    (
-                        "head_dim",
-                        f"RoPE rotates pairs of dimensions; {head_dim} is odd",
-                        "use an even number",
-                    )
-                )
-            elif (
-                unit is not None
-                and unit.layout == "gpt2"
-                and ok("num_attention_heads", "hidden_size")
-                and head_dim * n_h != v["hidden_size"]
-            ):
-                out.append(
-                    (
-                        "head_dim",
-                        f"GPT-2 needs head_dim x num_attention_heads = hidden_size; "
-                        f"{head_dim} x {n_h} != {v['hidden_size']}",
-                        None,
-                    )
-                )
+        )
+    if v.get("sliding_window") is not None:
+        out.append(
+            (
+                "sliding_window",
+                "sliding windows are not modelled for MLA",
+                "set sliding_window: null",
+            )
+        )
+    return out
+
+
+def _not_mla_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """Without kv_lora_rank (MHA/GQA/MQA): no MLA fields, and a head_dim that is stated, even
+    under RoPE, and for GPT-2 exactly hidden_size over the heads."""
+    out: list[Problem] = [
+        (
+            name,
+            "is an MLA field but kv_lora_rank is not set",
+            "set kv_lora_rank for an MLA model, or remove this field",
+        )
+        for name in _MLA[1:]
+        if v.get(name) is not None
+    ]
+    if not _valid(have, "head_dim"):
+        return out
+    head_dim, n_h = v["head_dim"], v.get("num_attention_heads")
+    if head_dim is None:
+        out.append(("head_dim", "is required for MHA/GQA/MQA models", "state the per-head width"))
+    elif unit is not None and unit.rope and head_dim % 2:
+        out.append(
+            (
+                "head_dim",
+                f"RoPE rotates pairs of dimensions; {head_dim} is odd",
+                "use an even number",
+            )
+        )
+    elif (
+        unit is not None
+        and unit.layout == "gpt2"
+        and _valid(have, "num_attention_heads", "hidden_size")
+        and head_dim * n_h != v["hidden_size"]
+    ):
+        out.append(
+            (
+                "head_dim",
+                f"GPT-2 needs head_dim x num_attention_heads = hidden_size; "
+                f"{head_dim} x {n_h} != {v['hidden_size']}",
+                None,
+            )
+        )
+    return out
+
+
+def _position_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """GPT-2's learned position table needs its size."""
     if (
         unit is not None
         and unit.layout == "gpt2"
-        and ok("max_position_embeddings")
+        and _valid(have, "max_position_embeddings")
         and v["max_position_embeddings"] is None
     ):
-        out.append(
+        return [
             (
                 "max_position_embeddings",
                 "GPT-2 learns a position table of this size; it is required",
                 None,
             )
-        )
+        ]
+    return []
 
-    experts = v.get("n_routed_experts", 0) if ok("n_routed_experts") else None
+
+def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """Routed experts only in a family with MoE layers, with their width and a top-k within
+    their number; none where the family needs them; no expert fields without experts."""
+    experts = v.get("n_routed_experts", 0) if _valid(have, "n_routed_experts") else None
+    out: list[Problem] = []
     if experts:
         if unit is not None and not unit.moe:
             out.append(
@@ -851,9 +888,9 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                     "use a model_type whose family has experts (mixtral, deepseek_v3, ...)",
                 )
             )
-        if ok("moe_intermediate_size") and v["moe_intermediate_size"] is None:
+        if _valid(have, "moe_intermediate_size") and v["moe_intermediate_size"] is None:
             out.append(("moe_intermediate_size", "is required when n_routed_experts > 0", None))
-        if ok("num_experts_per_tok") and not 0 < v["num_experts_per_tok"] <= experts:
+        if _valid(have, "num_experts_per_tok") and not 0 < v["num_experts_per_tok"] <= experts:
             out.append(
                 (
                     "num_experts_per_tok",
@@ -872,7 +909,9 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                 )
             )
         else:
-            stray = [n for n in ("n_shared_experts", "num_experts_per_tok") if ok(n) and v[n]]
+            stray = [
+                n for n in ("n_shared_experts", "num_experts_per_tok") if _valid(have, n) and v[n]
+            ]
             if stray:
                 out.append(
                     (
@@ -881,36 +920,44 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                         "set n_routed_experts or remove the expert fields",
                     )
                 )
+    return out
+
+
+def _mtp_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """Multi-token-prediction modules only for a family that models them."""
     if (
-        ok("num_nextn_predict_layers")
+        _valid(have, "num_nextn_predict_layers")
         and v["num_nextn_predict_layers"]
         and unit is not None
         and not unit.mtp
     ):
-        out.append(
+        return [
             (
                 "num_nextn_predict_layers",
                 f"MTP modules are modelled for DeepSeek-style models only, not {v['model_type']}",
                 "remove num_nextn_predict_layers",
             )
-        )
-    out += _indexer_problems(v, have, unit)
-    out += _linear_problems(v, have, unit)
+        ]
+    return []
+
+
+def _quantization_layout_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """Checkpoint quantization only for the layouts whose checkpoint tensors are listed."""
     if (
-        ok("quantization_config")
+        _valid(have, "quantization_config")
         and v["quantization_config"] is not None
         and unit is not None
         and unit.layout in ("gpt2", "falcon")
     ):
-        out.append(
+        return [
             (
                 "quantization_config",
                 f"checkpoint quantization is modelled for the Llama, DeepSeek and MiniCPM3 "
                 f"layouts, not {unit.layout} (its checkpoint tensors are not listed)",
                 "remove quantization_config to size the weights with weights_dtype",
             )
-        )
-    return out
+        ]
+    return []
 
 
 #: the widths of linear-attention layers: all five for a family with them, none otherwise
@@ -1237,31 +1284,3 @@ def markdown_fields() -> str:
 
 
 # -----------------------------------------------------------------------------------
-# the generated parts of docs/config-schema.md
-
-_DOC_TABLES = {
-    "fields": markdown_fields,
-    "defaults": lambda: registry_tables()[0],
-    "spellings": lambda: registry_tables()[1],
-    "model-types": lambda: ", ".join(registry.model_types()) + ".",
-}
-
-
-def registry_tables() -> tuple[str, str]:
-    """The family defaults and spellings tables (from :mod:`mlacalc.models.hf`)."""
-    from mlacalc.models import hf
-
-    return hf.markdown_defaults(), hf.markdown_spellings()
-
-
-def refresh_schema_doc(text: str) -> str:
-    """``text`` with every ``<!-- generated: NAME -->`` ... ``<!-- end: NAME -->`` block
-    rewritten from the declarations (``python -m mlacalc.models.hf._docs`` updates the page)."""
-    for name, make in _DOC_TABLES.items():
-        start, end = f"<!-- generated: {name} -->", f"<!-- end: {name} -->"
-        if start not in text or end not in text:
-            raise ValueError(f"docs/config-schema.md lacks the {start} block")
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{start}\n{make()}\n{end}{tail}"
-    return text

@@ -16,7 +16,7 @@ The rules, also printed by the reports:
 
 from __future__ import annotations
 
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.schema import BOUNDS
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
@@ -53,7 +53,7 @@ def as_variant(
     >>> as_variant("deepseek-v3", "mha").head_dim, as_variant("llama-3-8b", "mla").kv_lora_rank
     (128, 512)
     """
-    m = args.model(model)
+    m = model_argument(model)
     args.choice("variant", variant, EQUIVALENT_VARIANTS)
     num_key_value_heads = args.optional_count(
         "num_key_value_heads", num_key_value_heads, BOUNDS["num_key_value_heads"]
@@ -119,7 +119,7 @@ def as_variant(
 
 def one_head_shape_note(model: ModelConfig | str) -> str:
     """What the equivalents of a model with per-kind head shapes assume ("" otherwise)."""
-    m = args.model(model)
+    m = model_argument(model)
     if m.is_mla or (m.global_head_dim is None and not m.attention_k_eq_v):
         return ""
     full = m.global_head_dim or m.head_dim

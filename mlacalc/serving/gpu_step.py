@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.cost.engine import kv_cache
-from mlacalc.cost.model_step import checkpoint_stored, stored_experts, weight_gemm_class
+from mlacalc.cost.model_step import checkpoint_stored, stored_experts
 from mlacalc.cost.params import expert_shape
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
@@ -60,7 +60,7 @@ from mlacalc.serving.comm import (
     remote_nodes_per_token,
 )
 from mlacalc.serving.layout import Layout, _stage_layers
-from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
 

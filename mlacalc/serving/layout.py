@@ -28,9 +28,14 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from mlacalc.cost.attention import indexer_row_bytes
 from mlacalc.cost.engine import attention_params, kv_cache
+from mlacalc.cost.families import linear_state_bytes
 from mlacalc.cost.params import param_counts
+from mlacalc.cost.quant import checkpoint_part_bytes
+from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.models.tensors import part_of, tensors
 from mlacalc.words.dtypes import KVLayout, dtype_bits
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -234,13 +239,11 @@ def _layer_params(m: ModelConfig) -> tuple[dict[str, int], ...]:
     its own layers (Gemma 4, Qwen3-Next, gpt-oss, ...) is counted tensor by tensor, so a
     Gemma 4 full layer has its own heads and the dense MLP beside its experts is there;
     a base-layout model by the uniform formulas of :func:`mlacalc.cost.params.param_counts`."""
-    from mlacalc.cost import families
-
     L = m.num_hidden_layers
     out = [dict.fromkeys(_LAYER_PARTS, 0) for _ in range(L)]
-    if families.arch_of(m) is not None:
-        for t in families.tensors(m):
-            part = families._part(t.name)
+    if arch_of(m) is not None:
+        for t in tensors(m):
+            part = part_of(t.name)
             if part in _LAYER_PARTS and ".layers." in t.name:
                 out[int(t.name.split(".layers.", 1)[1].split(".", 1)[0])][part] += t.numel
         return tuple(out)
@@ -267,8 +270,6 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
         return 1.0
     if kind.attention == "linear":
         return 1.0 / tp
-    from mlacalc.cost.families import kind_model
-
     sub = kind_model(m, kind) if m.global_head_dim is not None or m.attention_k_eq_v else m
     return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
 
@@ -329,8 +330,6 @@ _CHECKPOINT_PARTS = {
 def _checkpoint_ratios(m: ModelConfig) -> dict[str, Fraction] | None:
     """Checkpoint bytes per parameter of each weight_breakdown part (scales included), or
     None for a model that declares no quantization."""
-    from mlacalc.cost.quant import checkpoint_part_bytes
-
     by_part = checkpoint_part_bytes(m)
     if by_part is None:
         return None
@@ -403,8 +402,6 @@ def kv_bytes_per_token_per_gpu(
 
 def layer_pattern_of(m: ModelConfig) -> tuple:
     """The model's layer kinds, in order."""
-    from mlacalc.cost.families import layer_pattern
-
     return layer_pattern(m).layers
 
 
@@ -412,8 +409,6 @@ def _gemma4_row_per_gpu(m: ModelConfig, layout: KVLayout, lay: Layout, kind) -> 
     """One token's cache row of a Gemma 4 layer on one rank: ``ceil(n_kv / tp)`` of its K/V
     heads, a full layer's heads and width its own (``global_head_dim``,
     ``num_global_key_value_heads``)."""
-    from mlacalc.cost.families import kind_model
-
     sub = kind_model(m, kind)
     heads = sub.num_key_value_heads
     return layout.row_bytes(2 * math.ceil(heads / lay.tp) * sub.head_dim)
@@ -436,8 +431,6 @@ def kv_bytes_per_sequence_per_gpu(
     tensor-parallel rank; GQA/MQA/MHA keep ``ceil(n_kv / tp)`` of their ``n_kv`` K/V heads
     (a linear layer's state splits by its heads: ``ceil(h / tp)`` of its key and value
     heads, their convolution channels and recurrent states, on every rank)."""
-    from mlacalc.cost.families import indexer_row_bytes, layer_pattern, linear_state_bytes
-
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
     dsa_row = row + (indexer_row_bytes(m, layout) if m.index_topk else 0)
     kinds = layer_pattern(m).layers

@@ -193,13 +193,13 @@ def compare_sglang_prefill(profile: Any = None) -> list[dict[str, Any]]:
     """The SGLang EP32 prefill node at each prompt length: predicted vs measured tokens/s."""
     import numpy as np
 
-    from mlacalc.cost.engine import _model
+    from mlacalc.cost.engine import as_model
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.serving.gpu_step import StepModel
     from mlacalc.serving.layout import make_layout
     from mlacalc.words.dtypes import resolve_kv_layout
 
-    m = _model("deepseek-v3")
+    m = as_model("deepseek-v3")
     hw = load_hardware("H100-SXM")
     lay = make_layout(m, 32, tp=1, ep=32, dp_attention=True, redundant_experts=32)
     sm = StepModel(m, lay, "fp8", resolve_kv_layout("bf16"), hw, profile)

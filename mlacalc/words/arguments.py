@@ -36,9 +36,9 @@ __all__ = [
     "dtype",
     "flag",
     "kv_layout",
-    "model",
     "one_or_many",
     "optional_count",
+    "show_value",
 ]
 
 #: Tokens: ``seq_len``, ``q_len`` and windows (the bound of context lengths in model files).
@@ -47,7 +47,8 @@ MAX_TOKENS = 1 << 40
 MAX_BATCH = 1 << 32
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A value as an error message quotes it (long text cut)."""
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
@@ -60,7 +61,7 @@ def count(name: str, value: Any, hi: int) -> int:
         numpy_int = type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
         if numpy_int and value.dtype.kind in "iu":
             return count(name, int(value), hi)
-        raise InvalidArgumentError(name, f"must be a positive integer, got {_show(value)}")
+        raise InvalidArgumentError(name, f"must be a positive integer, got {show_value(value)}")
     if value <= 0:
         raise InvalidArgumentError(name, f"must be a positive integer, got {value}")
     if value > hi:
@@ -81,7 +82,7 @@ def flag(name: str, value: Any) -> bool:
         type_name = type(value).__name__
         if type(value).__module__ == "numpy" and type_name == "bool":  # numpy.bool
             return bool(value)
-        raise InvalidArgumentError(name, f"must be True or False, got {_show(value)}")
+        raise InvalidArgumentError(name, f"must be True or False, got {show_value(value)}")
     return value
 
 
@@ -91,7 +92,7 @@ def choice(name: str, value: Any, options: Iterable[str], *, allow_none: bool = 
     if value is None and allow_none:
         return None
     if not isinstance(value, str) or value not in options:
-        got = repr(value) if isinstance(value, str) else _show(value)
+        got = repr(value) if isinstance(value, str) else show_value(value)
         raise InvalidArgumentError(name, f"unknown {name} {got}; use one of " + ", ".join(options))
     return value
 
@@ -110,7 +111,8 @@ def kv_layout(name: str, value: Any) -> KVLayout:
     """A KV-cache layout from a dtype name, a bit width, a layout name or a layout."""
     if isinstance(value, bool) or not isinstance(value, (str, int, KVLayout)):
         raise InvalidArgumentError(
-            name, f"must be a dtype or layout name, a bit width or a KVLayout, got {_show(value)}"
+            name,
+            f"must be a dtype or layout name, a bit width or a KVLayout, got {show_value(value)}",
         )
     if isinstance(value, int) and not 0 < value <= 64:
         raise InvalidArgumentError(name, f"a bit width must be between 1 and 64, got {value}")
@@ -118,19 +120,6 @@ def kv_layout(name: str, value: Any) -> KVLayout:
         return resolve_kv_layout(value)
     except UnknownDtypeError as err:
         raise UnknownDtypeError(value, err.known, err.what, argument=name) from None
-
-
-def model(value: Any, name: str = "model") -> Any:
-    """A :class:`~mlacalc.models.loading.ModelConfig` from itself, a shipped name or a file path."""
-    from mlacalc.models.loading import ModelConfig, load_model
-
-    if isinstance(value, ModelConfig):
-        return value
-    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value.strip()):
-        raise InvalidArgumentError(
-            name, f"must be a ModelConfig, a shipped model name or a path, got {_show(value)}"
-        )
-    return load_model(value)
 
 
 def one_or_many(name: str, value: Any, *, what: str = "values") -> tuple:
@@ -148,7 +137,7 @@ def one_or_many(name: str, value: Any, *, what: str = "values") -> tuple:
     if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Iterable):
         items: tuple = (value,)
     elif isinstance(value, dict):
-        raise InvalidArgumentError(name, f"must be a list of {what}, got {_show(value)}")
+        raise InvalidArgumentError(name, f"must be a list of {what}, got {show_value(value)}")
     else:
         items = tuple(value)
     if not items:
@@ -159,7 +148,7 @@ def one_or_many(name: str, value: Any, *, what: str = "values") -> tuple:
 def finite_positive(name: str, value: Any) -> float:
     """A finite positive real number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgumentError(name, f"must be a positive number, got {_show(value)}")
+        raise InvalidArgumentError(name, f"must be a positive number, got {show_value(value)}")
     if not math.isfinite(value) or value <= 0:
         raise InvalidArgumentError(name, f"must be a finite positive number, got {value!r}")
     return value

@@ -18,7 +18,10 @@ __all__ = [
     "KVLayout",
     "check_kv_layout",
     "dtype_bits",
+    "gemm_class",
     "resolve_kv_layout",
+    "weight_gemm_class",
+    "weight_only_class",
 ]
 
 #: Bits per element of the dtypes mlacalc knows (canonical names first).
@@ -185,3 +188,35 @@ def check_kv_layout(
             "or a bit width",
         )
     return layout
+
+
+# kernel dtype classes: the class a GEMM runs as
+
+
+def gemm_class(act_dtype: str, weight_dtype: str, has_weight: bool) -> str:
+    """The class a GEMM runs as: a product by weights the class of their dtype
+    (:func:`weight_gemm_class`); every other product the activation dtype."""
+    return weight_gemm_class(weight_dtype, act_dtype) if has_weight else act_dtype
+
+
+def weight_gemm_class(weight_dtype: str, act_dtype: str = "bf16") -> str:
+    """The GEMM (and MoE) class of a product by weights of ``weight_dtype`` under
+    ``act_dtype`` activations: the one rule the model step
+    (:func:`mlacalc.cost.model_step.step_kernels`) and the serving step
+    (:class:`mlacalc.serving.gpu_step.StepModel`) share. fp8 weights run the fp8 GEMMs
+    (DeepSeek-V3 style), fp4 weights the fp4 GEMMs; integer weights under 16-bit activations
+    the weight-only GEMMs (:func:`weight_only_class`); any other weights the activation dtype.
+    The class names the weights' format, not a device: on a device whose tensor cores lack
+    that format (fp8 on A100, fp4 before Blackwell) the time model runs the dequantizing
+    weight-only kernel instead (:func:`mlacalc.timemodel.kernel_time.device_batch`)."""
+    if weight_dtype.startswith("fp8") or weight_dtype == "fp4":
+        return weight_dtype
+    if act_dtype in ("bf16", "fp16") and weight_only_class(weight_dtype):
+        return weight_only_class(weight_dtype)
+    return act_dtype
+
+
+def weight_only_class(weight_dtype: str) -> str:
+    """The weight-only GEMM class of integer weights under 16-bit activations (``"w8a16"``,
+    ``"w4a16"``), or ``""`` for any other weight dtype."""
+    return f"w{weight_dtype[3:]}a16" if weight_dtype in ("int8", "int4") else ""

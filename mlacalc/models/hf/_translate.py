@@ -15,6 +15,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
+from mlacalc.models.quantization import quantization_scheme
 from mlacalc.models.registry import (
     Family,
     HFInput,
@@ -239,8 +240,6 @@ def _closest(key: str, fields: list[str]) -> str | None:
 def _note_external_quantization(data: dict, origin: str, derived: list[str]) -> None:
     """A checkpoint that keeps its quantization outside config.json (a ModelOpt export's
     hf_quant_config.json) is sized by weights_dtype; ``derived`` says so."""
-    from mlacalc.cost.quant import quantization_scheme
-
     name = data.get("_name_or_path")
     scheme = quantization_scheme({"_name_or_path": name if isinstance(name, str) else ""}, origin)
     if scheme is not None and scheme.method == "external":

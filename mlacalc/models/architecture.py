@@ -1,0 +1,159 @@
+"""Architectures beyond the base layouts: what each model family adds, layer by layer.
+
+The families here follow the Llama layout (RMSNorm, rotary attention with separate
+q/k/v/o projections, gated MLP or routed experts) and add, by a written rule of their
+Hugging Face implementation:
+
+=================  =========================================================================
+``qwen3``          per-head RMSNorm on queries and keys (``q_norm``, ``k_norm``: ``d_h`` each)
+``qwen3_moe``      Qwen3 attention; every layer a MoE of ``num_experts`` (router without bias)
+``glm4_moe``       GLM-4.5/4.7: q/k/v biases when ``attention_bias``; ``first_k_dense_replace``
+                   dense layers, then MoE with shared experts and a router correction bias
+``minimax_m2``     RMSNorm over the whole query and key projections (``n_h d_h``, ``n_kv d_h``);
+                   every layer a MoE, router with a correction bias, no shared expert
+``phi3``           fused ``qkv_proj`` and ``gate_up_proj`` (same counts as separate matrices)
+``gpt_oss``        biases on q/k/v/o, one attention-sink logit per head, router with a bias,
+                   experts with biases; sliding and full layers alternate
+``gemma3_text``    per-head q/k norms, four norms per layer (sandwich), tied head; ``W``-token
+                   sliding layers with every ``full_attention_interval``-th layer full
+``llama4_text``    chunked layers with every ``full_attention_interval``-th layer full and
+                   without RoPE; weightless L2 q/k norms; MoE with one shared expert; dense
+                   layers of ``intermediate_size`` (config.json: ``intermediate_size_mlp``)
+``gemma4_text``    Gemma 3's layer, and full layers with their own head width
+                   (``global_head_dim``) and, with ``attention_k_eq_v``, KV heads
+                   (``num_global_key_value_heads``) and no ``v_proj``; a dense MLP beside the
+                   routed experts (``n_shared_experts`` of them), a router with scale vectors,
+                   three more norms and a scalar per layer
+``qwen3_next``     Gated DeltaNet linear layers (:mod:`mlacalc.cost.linear`) with every
+                   ``full_attention_interval``-th layer full, its ``q_proj`` also yielding
+                   a per-head output gate; MoE with a gated shared expert
+``kimi_linear``    Kimi Delta Attention linear layers (:mod:`mlacalc.cost.linear`) with MLA full
+                   layers without RoPE at ``full_attention_layers``; DeepSeek-V3's MoE
+=================  =========================================================================
+
+:func:`layer_pattern` gives a model's per-layer kinds (:mod:`mlacalc.models.patterns`),
+:func:`param_counts` its exact parameters, and :func:`tensors` the checkpoint's weight
+tensors (for quantized byte counts in :mod:`mlacalc.cost.quant`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from mlacalc.models.patterns import LayerKind, LayerPattern
+
+if TYPE_CHECKING:
+    from mlacalc.models.schema import ModelConfig
+
+__all__ = ["ARCHS", "Arch", "arch_of", "describe", "kind_model", "layer_pattern"]
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What a family adds to the Llama layout (each a rule of its reference implementation)."""
+
+    qk_norm: str = ""  # "", "head" (d_h each) or "full" (n_h d_h and n_kv d_h)
+    norms_per_layer: int = 2
+    sinks: bool = False
+    router_bias: bool = False  # a bias on the router's logits (GPT-OSS)
+    correction_bias: bool = False  # a per-expert correction bias on the routing scores
+    expert_bias: bool = False
+    off_pattern: str = "full"  # kind of the layers that are not full: sliding/chunked
+    nope_full: bool = False  # full-attention layers without RoPE (Llama 4)
+    indexer: bool = False  # DeepSeek sparse attention: MLA plus a lightning indexer
+    shared_gate: bool = False  # a sigmoid gate on the shared expert (one d-wide row)
+    gated_query: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next)
+    kimi_delta: bool = False  # linear layers are Kimi Delta Attention (Kimi Linear)
+    global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
+
+
+ARCHS: dict[str, Arch] = {
+    "qwen3": Arch(qk_norm="head"),
+    "qwen3_moe": Arch(qk_norm="head"),
+    "glm4_moe": Arch(correction_bias=True),
+    "minimax_m2": Arch(qk_norm="full", correction_bias=True),
+    "phi3": Arch(off_pattern="sliding"),
+    "gpt_oss": Arch(sinks=True, router_bias=True, expert_bias=True, off_pattern="sliding"),
+    "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
+    "llama4_text": Arch(off_pattern="chunked", nope_full=True),
+    "qwen2_moe": Arch(shared_gate=True),
+    "gemma4_text": Arch(
+        qk_norm="head", norms_per_layer=4, off_pattern="sliding", global_attention=True
+    ),
+    "qwen3_next": Arch(qk_norm="head", shared_gate=True, gated_query=True, off_pattern="linear"),
+    "kimi_linear": Arch(
+        correction_bias=True, off_pattern="linear", nope_full=True, kimi_delta=True
+    ),
+    "cohere": Arch(norms_per_layer=1),
+    "cohere2": Arch(norms_per_layer=1, off_pattern="sliding"),
+    "deepseek_v32": Arch(correction_bias=True, indexer=True),
+    "glm_moe_dsa": Arch(correction_bias=True, indexer=True),
+}
+
+
+def arch_of(model: ModelConfig) -> Arch | None:
+    """The additions of the model's family, or None for a base-layout model."""
+    return ARCHS.get(model.model_type)
+
+
+@lru_cache(maxsize=512)
+def layer_pattern(model: ModelConfig) -> LayerPattern:
+    """The model's per-layer kinds, from its fields.
+
+    Without ``full_attention_interval`` every layer is alike: sliding when the model
+    has a ``sliding_window``, chunked with an ``attention_chunk_size``, else full (MLA
+    for an MLA model). With it, layers ``k, 2k, ...`` (1-based) are full and the others
+    sliding or chunked.
+    """
+    arch = arch_of(model) or Arch()
+    n = model.num_hidden_layers
+    interval = getattr(model, "full_attention_interval", None)
+    chunk = getattr(model, "attention_chunk_size", None)
+    own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")
+    if getattr(model, "linear_num_value_heads", None) is not None:
+        off = LayerKind("linear")
+    elif model.sliding_window is not None:
+        off = LayerKind("sliding", window=model.sliding_window)
+    elif chunk is not None:
+        off = LayerKind("chunked", window=chunk)
+    else:
+        off = LayerKind(own)
+    full = LayerKind(own, rope=not arch.nope_full)
+    listed = set(getattr(model, "full_attention_layers", ()) or ())
+    layers = []
+    for i in range(n):
+        attn = (
+            full
+            if (i + 1 in listed if listed else interval is not None and (i + 1) % interval == 0)
+            else off
+        )
+        ffn = "moe" if model.is_moe_layer(i) else "dense"
+        layers.append(LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope))
+    return LayerPattern(tuple(layers))
+
+
+def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
+    """The model as if every layer were of ``kind``: its window or chunk, and a Gemma 4
+    full layer's own head width and KV heads (``attention_k_eq_v`` kept only there)."""
+    changes: dict[str, Any] = dict(
+        full_attention_interval=None,
+        full_attention_layers=(),
+        sliding_window=kind.window if kind.attention == "sliding" else None,
+        attention_chunk_size=kind.window if kind.attention == "chunked" else None,
+    )
+    if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
+        full = kind.attention == "full"
+        changes.update(global_head_dim=None, num_global_key_value_heads=None)
+        changes["attention_k_eq_v"] = full and model.attention_k_eq_v
+        if full:
+            changes["head_dim"] = model.global_head_dim or model.head_dim
+            if model.attention_k_eq_v and model.num_global_key_value_heads:
+                changes["num_key_value_heads"] = model.num_global_key_value_heads
+    return model.with_changes(**changes)
+
+
+def describe(model: ModelConfig) -> dict[str, Any]:
+    """The pattern of a model for reports: summary line and layers by kind."""
+    return layer_pattern(model).to_dict()

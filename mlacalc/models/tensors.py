@@ -1,0 +1,330 @@
+"""The weight tensors of a model's checkpoint, by the parameter layout of its family.
+
+:func:`tensors` lists every weight tensor (name, shape, role) as the reference implementation
+holds it (experts stacked ``[E, out, in]``); :func:`part_of` names the part of the model a
+tensor belongs to (embedding, attention, dense FFN, routed or shared experts, router, norms,
+output head). Parameter counts (:mod:`mlacalc.cost.families`) and quantized checkpoint bytes
+(:mod:`mlacalc.cost.quant`) both sum over this list.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mlacalc.models.architecture import Arch, arch_of, layer_pattern
+
+if TYPE_CHECKING:
+    from mlacalc.models.schema import ModelConfig
+
+__all__ = ["Tensor", "first_attention_tensors", "part_of", "tensors"]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight tensor of a checkpoint.
+
+    ``role`` is ``"linear"`` for a projection matrix ``[out, in]``, ``"experts"`` for
+    ``E`` stacked expert matrices ``[E, out, in]``, and ``"other"`` for embeddings,
+    norms, biases, router weights and anything else that is never quantized.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    role: str = "other"
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def _gemma4_layer(m: ModelConfig, i: int, p: str) -> list[Tensor]:
+    """One Gemma 4 decoder layer (Hugging Face names); experts stacked ``[E, out, in]``."""
+    d, n_h = m.hidden_size, m.num_attention_heads
+    kind = layer_pattern(m).layers[i]
+    full = kind.attention == "full"
+    k_eq_v = full and m.attention_k_eq_v
+    d_h = (m.global_head_dim or m.head_dim) if full else m.head_dim
+    n_kv = m.num_global_key_value_heads if k_eq_v and m.num_global_key_value_heads else None
+    n_kv = n_kv or m.num_key_value_heads
+    a = f"{p}.self_attn"
+    if m.is_mla:  # an MLA equivalent of the model (mlacalc.models.variants)
+        out = _mla_tensors(m, arch_of(m) or Arch(), p)
+    else:
+        out = [
+            Tensor(f"{a}.q_proj.weight", (n_h * d_h, d), "linear"),
+            Tensor(f"{a}.k_proj.weight", (n_kv * d_h, d), "linear"),
+        ]
+        if not k_eq_v:
+            out.append(Tensor(f"{a}.v_proj.weight", (n_kv * d_h, d), "linear"))
+        out.append(Tensor(f"{a}.o_proj.weight", (d, n_h * d_h), "linear"))
+        if m.attention_bias:
+            out += [
+                Tensor(f"{a}.q_proj.bias", (n_h * d_h,)),
+                Tensor(f"{a}.k_proj.bias", (n_kv * d_h,)),
+            ]
+            if not k_eq_v:
+                out.append(Tensor(f"{a}.v_proj.bias", (n_kv * d_h,)))
+            out.append(Tensor(f"{a}.o_proj.bias", (d,)))
+        out += [Tensor(f"{a}.q_norm.weight", (d_h,)), Tensor(f"{a}.k_norm.weight", (d_h,))]
+    moe = m.is_moe_layer(i)
+    width = m.n_shared_experts * m.moe_intermediate_size if moe else m.intermediate_size
+    out += _mlp(f"{p}.mlp", d, width)
+    norms = [
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    ]
+    if moe:
+        e, w = m.n_routed_experts, m.moe_intermediate_size
+        out += [
+            Tensor(f"{p}.router.proj.weight", (e, d)),
+            Tensor(f"{p}.router.scale", (d,)),
+            Tensor(f"{p}.router.per_expert_scale", (e,)),
+            Tensor(f"{p}.experts.gate_up_proj", (e, 2 * w, d), "experts"),
+            Tensor(f"{p}.experts.down_proj", (e, d, w), "experts"),
+        ]
+        norms += [
+            "post_feedforward_layernorm_1",
+            "post_feedforward_layernorm_2",
+            "pre_feedforward_layernorm_2",
+        ]
+    out += [Tensor(f"{p}.{n}.weight", (d,)) for n in norms]
+    out.append(Tensor(f"{p}.layer_scalar", (1,)))
+    return out
+
+
+def _mla_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    """MLA projections (DeepSeek-V3 names), and a DSA layer's indexer."""
+    d, n_h, a = m.hidden_size, m.num_attention_heads, f"{p}.self_attn"
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    bias = m.attention_bias
+    out = []
+    if m.q_lora_rank:
+        out += [
+            Tensor(f"{a}.q_a_proj.weight", (m.q_lora_rank, d), "linear"),
+            Tensor(f"{a}.q_a_layernorm.weight", (m.q_lora_rank,)),
+            Tensor(f"{a}.q_b_proj.weight", (n_h * qk, m.q_lora_rank), "linear"),
+        ]
+        if bias:
+            out.append(Tensor(f"{a}.q_a_proj.bias", (m.q_lora_rank,)))
+    else:
+        out.append(Tensor(f"{a}.q_proj.weight", (n_h * qk, d), "linear"))
+    out += [
+        Tensor(
+            f"{a}.kv_a_proj_with_mqa.weight", (m.kv_lora_rank + m.qk_rope_head_dim, d), "linear"
+        ),
+        Tensor(f"{a}.kv_a_layernorm.weight", (m.kv_lora_rank,)),
+        Tensor(
+            f"{a}.kv_b_proj.weight",
+            (n_h * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank),
+            "linear",
+        ),
+        Tensor(f"{a}.o_proj.weight", (d, n_h * m.v_head_dim), "linear"),
+    ]
+    if bias:
+        out += [
+            Tensor(f"{a}.kv_a_proj_with_mqa.bias", (m.kv_lora_rank + m.qk_rope_head_dim,)),
+            Tensor(f"{a}.o_proj.bias", (d,)),
+        ]
+    if arch.indexer:
+        heads, width = m.index_n_heads, m.index_head_dim
+        source = m.q_lora_rank or d
+        out += [
+            Tensor(f"{a}.indexer.wq_b.weight", (heads * width, source), "linear"),
+            Tensor(f"{a}.indexer.wk.weight", (width, d), "linear"),
+            Tensor(f"{a}.indexer.k_norm.weight", (width,)),
+            Tensor(f"{a}.indexer.k_norm.bias", (width,)),
+            Tensor(f"{a}.indexer.weights_proj.weight", (heads, d), "linear"),
+        ]
+    return out
+
+
+def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    if m.is_mla:
+        return _mla_tensors(m, arch, p)
+    d, n_h, n_kv, d_h = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    qkv_bias = m.attention_bias or m.qkv_bias
+    out = [
+        Tensor(f"{p}.self_attn.q_proj.weight", (n_h * d_h * (1 + arch.gated_query), d), "linear"),
+        Tensor(f"{p}.self_attn.k_proj.weight", (n_kv * d_h, d), "linear"),
+        Tensor(f"{p}.self_attn.v_proj.weight", (n_kv * d_h, d), "linear"),
+        Tensor(f"{p}.self_attn.o_proj.weight", (d, n_h * d_h), "linear"),
+    ]
+    if qkv_bias:
+        out += [
+            Tensor(f"{p}.self_attn.q_proj.bias", (n_h * d_h * (1 + arch.gated_query),)),
+            Tensor(f"{p}.self_attn.k_proj.bias", (n_kv * d_h,)),
+            Tensor(f"{p}.self_attn.v_proj.bias", (n_kv * d_h,)),
+        ]
+    if m.attention_bias:
+        out.append(Tensor(f"{p}.self_attn.o_proj.bias", (d,)))
+    if arch.qk_norm == "head":
+        out += [
+            Tensor(f"{p}.self_attn.q_norm.weight", (d_h,)),
+            Tensor(f"{p}.self_attn.k_norm.weight", (d_h,)),
+        ]
+    elif arch.qk_norm == "full":
+        out += [
+            Tensor(f"{p}.self_attn.q_norm.weight", (n_h * d_h,)),
+            Tensor(f"{p}.self_attn.k_norm.weight", (n_kv * d_h,)),
+        ]
+    if arch.sinks:
+        out.append(Tensor(f"{p}.self_attn.sinks", (n_h,)))
+    return out
+
+
+def _mlp(p: str, d: int, width: int, bias: bool = False) -> list[Tensor]:
+    out = [
+        Tensor(f"{p}.gate_proj.weight", (width, d), "linear"),
+        Tensor(f"{p}.up_proj.weight", (width, d), "linear"),
+        Tensor(f"{p}.down_proj.weight", (d, width), "linear"),
+    ]
+    if bias:
+        out += [
+            Tensor(f"{p}.gate_proj.bias", (width,)),
+            Tensor(f"{p}.up_proj.bias", (width,)),
+            Tensor(f"{p}.down_proj.bias", (d,)),
+        ]
+    return out
+
+
+def _moe(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+    d, e, width = m.hidden_size, m.n_routed_experts, m.moe_intermediate_size
+    out = [
+        Tensor(f"{p}.mlp.experts.gate_proj", (e, width, d), "experts"),
+        Tensor(f"{p}.mlp.experts.up_proj", (e, width, d), "experts"),
+        Tensor(f"{p}.mlp.experts.down_proj", (e, d, width), "experts"),
+    ]
+    if arch.expert_bias:
+        out += [
+            Tensor(f"{p}.mlp.experts.gate_up_proj_bias", (e, 2 * width), "expert_bias"),
+            Tensor(f"{p}.mlp.experts.down_proj_bias", (e, d), "expert_bias"),
+        ]
+    out.append(Tensor(f"{p}.mlp.gate.weight", (e, d)))
+    if arch.router_bias:
+        out.append(Tensor(f"{p}.mlp.gate.bias", (e,)))
+    if arch.correction_bias or m.topk_method == "noaux_tc":
+        out.append(Tensor(f"{p}.mlp.gate.e_score_correction_bias", (e,)))
+    if m.n_shared_experts:
+        out += _mlp(f"{p}.mlp.shared_experts", d, m.n_shared_experts * width)
+    if arch.shared_gate:
+        out.append(Tensor(f"{p}.mlp.shared_expert_gate.weight", (1, d)))
+    return out
+
+
+def _linear_tensors(m: ModelConfig, p: str) -> list[Tensor]:
+    """A Gated DeltaNet layer (Qwen3-Next names)."""
+    d, a = m.hidden_size, f"{p}.linear_attn"
+    hk, hv = m.linear_num_key_heads, m.linear_num_value_heads
+    dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+    conv = 2 * hk * dk + hv * dv
+    return [
+        Tensor(f"{a}.in_proj_qkvz.weight", (2 * hk * dk + 2 * hv * dv, d), "linear"),
+        Tensor(f"{a}.in_proj_ba.weight", (2 * hv, d), "linear"),
+        Tensor(f"{a}.conv1d.weight", (conv, 1, m.linear_conv_kernel_dim)),
+        Tensor(f"{a}.dt_bias", (hv,)),
+        Tensor(f"{a}.A_log", (hv,)),
+        Tensor(f"{a}.norm.weight", (dv,)),
+        Tensor(f"{a}.out_proj.weight", (d, hv * dv), "linear"),
+    ]
+
+
+def _kda_tensors(m: ModelConfig, p: str) -> list[Tensor]:
+    """A Kimi Delta Attention layer (Kimi Linear names): ``H`` heads of ``D``."""
+    d, a = m.hidden_size, f"{p}.self_attn"
+    h, w = m.linear_num_value_heads, m.linear_value_head_dim
+    return [
+        Tensor(f"{a}.q_proj.weight", (h * w, d), "linear"),
+        Tensor(f"{a}.k_proj.weight", (h * w, d), "linear"),
+        Tensor(f"{a}.v_proj.weight", (h * w, d), "linear"),
+        Tensor(f"{a}.conv1d.weight", (3 * h * w, 1, m.linear_conv_kernel_dim)),
+        Tensor(f"{a}.forget_gate.f_a_proj.weight", (w, d), "linear"),
+        Tensor(f"{a}.forget_gate.f_b_proj.weight", (h * w, w), "linear"),
+        Tensor(f"{a}.forget_gate.dt_bias", (h * w,)),
+        Tensor(f"{a}.forget_gate.A_log", (1, 1, h, 1)),
+        Tensor(f"{a}.b_proj.weight", (h, d), "linear"),
+        Tensor(f"{a}.g_a_proj.weight", (w, d), "linear"),
+        Tensor(f"{a}.g_b_proj.weight", (h * w, w), "linear"),
+        Tensor(f"{a}.o_norm.weight", (w,)),
+        Tensor(f"{a}.o_proj.weight", (d, h * w), "linear"),
+    ]
+
+
+def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> list[Tensor]:
+    p, d = f"{prefix}.{i}", m.hidden_size
+    if arch.global_attention:
+        return _gemma4_layer(m, i, p)
+    linear = (  # MTP layers beyond the main model are full layers
+        arch.off_pattern == "linear"
+        and i < m.num_hidden_layers
+        and layer_pattern(m).layers[i].attention == "linear"
+    )
+    if linear:
+        out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
+    else:
+        out = _attention_tensors(m, arch, p)
+    if m.is_moe_layer(i):
+        out += _moe(m, arch, p)
+    else:
+        out += _mlp(f"{p}.mlp", d, m.intermediate_size, m.mlp_bias)
+    names = (
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    )[: arch.norms_per_layer]
+    out += [Tensor(f"{p}.{n}.weight", (d,)) for n in names]
+    return out
+
+
+def tensors(model: ModelConfig, include_mtp: bool = False) -> list[Tensor]:
+    """The weight tensors of the model's checkpoint (experts stacked ``[E, out, in]``)."""
+    m, arch = model, arch_of(model) or Arch()
+    d, v = m.hidden_size, m.vocab_size
+    out = [Tensor("model.embed_tokens.weight", (v, d))]
+    for i in range(m.num_hidden_layers):
+        out += _layer(m, arch, i)
+    out.append(Tensor("model.norm.weight", (d,)))
+    if not m.tie_word_embeddings:
+        out.append(Tensor("lm_head.weight", (v, d)))
+    if include_mtp:
+        for j in range(m.num_nextn_predict_layers):
+            p = f"model.layers.{m.num_hidden_layers + j}"
+            out += [
+                Tensor(f"{p}.enorm.weight", (d,)),
+                Tensor(f"{p}.hnorm.weight", (d,)),
+                Tensor(f"{p}.eh_proj.weight", (d, 2 * d), "linear"),
+                Tensor(f"{p}.shared_head.norm.weight", (d,)),
+            ]
+            out += _layer(m, arch, m.num_hidden_layers + j)
+    return out
+
+
+def part_of(name: str) -> str:
+    if name.startswith("model.embed_tokens"):
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "lm_head"
+    if ".self_attn." in name or ".linear_attn." in name:
+        return "attention"
+    if "norm" in name or name.endswith(".layer_scalar"):
+        return "norms"
+    if ".experts." in name:
+        return "moe_routed_experts"
+    if ".mlp.shared_experts." in name:
+        return "moe_shared_experts"
+    if ".mlp.gate." in name or ".router." in name or ".mlp.shared_expert_gate." in name:
+        return "moe_router"  # the shared expert's gate: one row scoring each token, a router
+    return "dense_ffn"
+
+
+def first_attention_tensors(model: ModelConfig) -> list[Tensor]:
+    """The attention tensors of the model's first layer (a Gemma 4 model: its whole first,
+    sliding, layer), prefixed ``x``: what ``attention_per_layer`` counts."""
+    arch = arch_of(model) or Arch()
+    if arch.global_attention:
+        return _layer(model, arch, 0, "x")
+    return _attention_tensors(model, arch, "x")
