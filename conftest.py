@@ -1,4 +1,9 @@
-"""Collection rules for ``pytest --doctest-modules`` over the package.
+"""Collection rules: doctests over the package, and the slow tests left out by default.
+
+Tests marked ``slow`` (the microbenchmark's runs, the browser, a few long property checks:
+each over about 10 s on two cores) are skipped unless ``--runslow`` is given or the marker
+expression names them (``-m slow``); ``.ci/run`` runs them as a step of their own. The
+default run stays a few minutes long; speed itself is measured in ``benchmarks/``, not here.
 
 The calculator core needs no optional extra. A package module, or a helper module of the
 tests, that imports an optional extra at its top (the microbenchmark imports PyTorch) is left
@@ -12,6 +17,8 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+
+import pytest
 
 #: the optional extras (see pyproject.toml) a package module may import at its top
 OPTIONAL = ("torch", "transformers", "pyarrow", "pandas", "scipy", "streamlit")
@@ -35,3 +42,18 @@ _ROOT = Path(__file__).resolve().parent
 #: package modules, and the tests' own helper modules (doctest collection imports them too)
 _MODULES = [*sorted((_ROOT / "mlacalc").rglob("*.py")), *sorted((_ROOT / "tests").glob("[!t]*.py"))]
 collect_ignore = [str(path.relative_to(_ROOT)) for path in _MODULES if _needs_missing_extra(path)]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--runslow", action="store_true", help="run the tests marked slow too (skipped by default)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--runslow") or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow or -m slow")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)

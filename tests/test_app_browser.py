@@ -23,6 +23,8 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 import mlacalc  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a browser session takes tens of seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -42,6 +42,7 @@ def check_files(csv_path, json_path):
     return rows, meta
 
 
+@pytest.mark.slow
 def test_quick_preset_through_the_cli(tmp_path, capsys):
     """What CI runs on every change: the quick preset, then a check of the files it wrote."""
     assert (
@@ -74,6 +75,7 @@ def test_quick_preset_through_the_cli(tmp_path, capsys):
     assert meta["device"]["threads"] == torch.get_num_threads()
 
 
+@pytest.mark.slow
 def test_no_cuda_falls_back_to_cpu_and_says_so(tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -103,6 +105,7 @@ def test_no_cuda_falls_back_to_cpu_and_says_so(tmp_path, capsys):
     assert meta["device"]["kind"] == "cpu" and meta["device"]["cuda_version"] is None
 
 
+@pytest.mark.slow
 def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
     original = runner._layer
 
@@ -130,6 +133,7 @@ def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
     assert gate["absorbed"] is False and gate["naive"] is True
 
 
+@pytest.mark.slow
 def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_available_bytes", lambda device: 1 << 20)
     csv_path, json_path = run_benchmark(
@@ -148,6 +152,7 @@ def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch):
     def oom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")

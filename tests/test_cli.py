@@ -5,7 +5,6 @@ import io
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -740,9 +739,7 @@ def test_cli_flag_mutations(data, capsys):
     args = [*_BASE[command], option, value, "--format", "json"]
     if command == "formula":
         args = args[:-2]
-    start = time.perf_counter()
     rc = main(args)
-    elapsed = time.perf_counter() - start
     out, err = capsys.readouterr()
     assert rc in (0, 2), (args, rc, err)
     assert "internal error" not in err and "Traceback" not in err, (args, err)
@@ -759,7 +756,6 @@ def test_cli_flag_mutations(data, capsys):
         assert named, (args, err)
     else:
         assert out
-    assert elapsed < 2.0, (args, elapsed)
 
 
 def test_hardware_alias_is_said(run):

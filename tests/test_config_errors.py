@@ -361,16 +361,12 @@ def test_five_thousand_digit_integer_in_a_file(tmp_path):
     assert "5,000 digits" in str(err) and "line 2" in str(err)
 
 
-def test_billion_laughs_fails_fast(tmp_path):
-    import time
-
+def test_billion_laughs_is_refused(tmp_path):
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for i in range(1, 9):
         prev, cur = chr(96 + i), chr(97 + i)
         lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
-    start = time.perf_counter()
     err = error_for(tmp_path, "\n".join(lines) + "\n")
-    assert time.perf_counter() - start < 0.5
     assert "aliases" in str(err) and len(str(err)) < 300
 
 

@@ -9,7 +9,6 @@ Hypothesis draws the values (derandomized, so CI sees the same cases every run).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -103,10 +102,9 @@ DELETE = object()
 
 def _check(build, data: dict, field: str, names: set[str], container: bool = False) -> None:
     """Build a model from ``data``: a valid result whose counts evaluate, or an error naming
-    the mutated field (any of its spellings), within a second. Removing
+    the mutated field (any of its spellings). Removing
     or replacing a mapping (``container``, such as ``text_config``) may instead report the
     fields it held as missing."""
-    start = time.perf_counter()
     try:
         model = build(data)
     except MlacalcError as exc:
@@ -126,8 +124,6 @@ def _check(build, data: dict, field: str, names: set[str], container: bool = Fal
             assert "not modelled" in str(exc), str(exc)[:300]
         else:
             assert flops > 0
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, (field, elapsed)
 
 
 def _spellings(field: str, model_type: object) -> set[str]:

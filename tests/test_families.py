@@ -8,8 +8,6 @@ the FlopCounterMode check, which importorskips torch.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from reference_data import HF_CONFIGS
 
@@ -319,24 +317,13 @@ def test_gpt_oss_checkpoint_bytes():
 @pytest.mark.parametrize(
     "name", (*NEW, "gemma-4-26b-a4b", "qwen3-next-80b-a3b", "kimi-linear-48b-a3b")
 )
-def test_load_and_report_fast(name):
-    """Loading a shipped model and computing its whole report stays under 50 ms warm."""
-
-    def report():
-        m = mlacalc.load_model(name)
-        mlacalc.param_counts(m)
-        mlacalc.kv_cache(m, 131072, 8)
-        for phase in ("prefill", "decode"):
-            mlacalc.attention_cost(m, phase, 131072, 8)
-        mlacalc.attention_cost(m, "chunk", 131072, 8, q_len=2048, causal=True)
-        layer_pattern(m).describe()
-
-    report()
-    best = min(_timed(report) for _ in range(5))
-    assert best < 0.05, f"{name}: {best * 1e3:.1f} ms"
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+def test_load_and_report(name):
+    """A shipped model loads and its whole report computes: parameters, the cache at 128K x 8,
+    prefill, decode and chunk costs, the layer pattern (benchmarks/bench_engine.py times it)."""
+    m = mlacalc.load_model(name)
+    assert mlacalc.param_counts(m).total > 0
+    assert mlacalc.kv_cache(m, 131072, 8).total_bytes > 0
+    for phase in ("prefill", "decode"):
+        assert mlacalc.attention_cost(m, phase, 131072, 8).flops > 0
+    assert mlacalc.attention_cost(m, "chunk", 131072, 8, q_len=2048, causal=True).flops > 0
+    assert layer_pattern(m).describe()

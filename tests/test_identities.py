@@ -2,6 +2,7 @@
 
 from fractions import Fraction
 
+import pytest
 import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,6 +147,7 @@ def _values(model, work):
     return v
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(
     model=mla_models(),

