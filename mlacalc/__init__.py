@@ -15,7 +15,8 @@ integers.
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
+import importlib
+from typing import Any
 
 from mlacalc.cost.engine import (
     AttentionCost,
@@ -28,11 +29,9 @@ from mlacalc.cost.engine import (
     kv_cache,
     kv_cache_bytes,
 )
-from mlacalc.cost.model_step import step_kernels
 from mlacalc.cost.params import ParamCounts, param_counts, weight_bytes
 from mlacalc.cost.symbolic import formula
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
-from mlacalc.measured.validate import validate
 from mlacalc.models.loading import (
     ModelConfig,
     import_hf_config,
@@ -40,8 +39,6 @@ from mlacalc.models.loading import (
     model_from_dict,
     shipped_models,
 )
-from mlacalc.serving.plan import Plan, plan
-from mlacalc.timemodel.predict import Calibration, Prediction, predict_time
 from mlacalc.words.dtypes import KV_LAYOUTS, KVLayout, dtype_bits
 from mlacalc.words.errors import (
     ConfigError,
@@ -52,11 +49,6 @@ from mlacalc.words.errors import (
     UnknownHardwareError,
     UnknownModelError,
 )
-
-try:
-    __version__ = _metadata.version("mlacalc")
-except _metadata.PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.0.0+unknown"
 
 __all__ = [  # noqa: RUF022  (grouped by topic)
     "__version__",
@@ -109,22 +101,37 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
 ]
 
 
-def __getattr__(name: str):
-    # numpy is imported only when a sweep is asked for, so a plain report stays fast.
-    if name == "sweep":
-        from mlacalc.cost.sweep import sweep
+#: Names loaded on first use, so that `import mlacalc` and a plain report stay light (numpy,
+#: the planner, the time model and the measured sets load only when asked for).
+_LAZY = {
+    "sweep": "mlacalc.cost.sweep",
+    "step_kernels": "mlacalc.cost.model_step",
+    "predict_time": "mlacalc.timemodel.predict",
+    "Prediction": "mlacalc.timemodel.predict",
+    "Calibration": "mlacalc.timemodel.predict",
+    "plan": "mlacalc.serving.plan",
+    "Plan": "mlacalc.serving.plan",
+    "search": "mlacalc.serving.search",
+    "validate": "mlacalc.measured.validate",
+    "calibrate": "mlacalc.measured.calibrate",
+    "load_profile": "mlacalc.timemodel.profile",
+}
 
-        return sweep
-    if name == "search":  # the deployment search, numpy-backed like sweep
-        from mlacalc.serving.search import search
 
-        return search
-    if name == "calibrate":  # fitting a profile on measured sets (numpy)
-        from mlacalc.measured.calibrate import calibrate
+def __getattr__(name: str) -> Any:
+    if name == "__version__":  # importlib.metadata is slow to import; read on first use
+        from importlib import metadata
 
-        return calibrate
-    if name == "load_profile":  # the kernel time model's profiles (numpy)
-        from mlacalc.timemodel.profile import load_profile
-
-        return load_profile
+        try:
+            return metadata.version("mlacalc")
+        except metadata.PackageNotFoundError:  # a source tree that is not installed
+            return "0.0.0+unknown"
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'mlacalc' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlacalc.data import MEASUREMENTS
 from mlacalc.hardware.catalogue import (
-    _measurements_dir,
     hardware_from_measurements,
     measured_sets,
     read_sidecar,
@@ -105,7 +105,7 @@ class ValidationSet:
 
 
 def default_measurement_files() -> list[Path]:
-    return [_measurements_dir() / f"{name}.json" for name in measured_sets()]
+    return [MEASUREMENTS / f"{name}.json" for name in measured_sets()]
 
 
 def _group(rows: list[ValidationRow]) -> dict[str, dict[str, float]]:

@@ -59,7 +59,7 @@ from mlacalc.serving.comm import (
     distinct_ranks_per_token,
     remote_nodes_per_token,
 )
-from mlacalc.serving.layout import Layout, _stage_layers
+from mlacalc.serving.layout import Layout, stage_layers
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
@@ -429,7 +429,7 @@ class StepModel:
         self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
         self.templates = _templates(m, None if self.stored else self.w_dtype, kv_layout)
         self.sharded = [self._sharded(t) for t in self.templates]
-        stages = _stage_layers(m, lay.pp)
+        stages = stage_layers(m, lay.pp)
         self.stage_counts = [
             (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
             for r in stages

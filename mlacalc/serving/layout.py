@@ -44,6 +44,7 @@ __all__ = [
     "kv_bytes_per_sequence_per_gpu",
     "kv_bytes_per_token_per_gpu",
     "make_layout",
+    "stage_layers",
     "weight_breakdown",
     "weight_bytes_by_part",
     "weight_format",
@@ -218,7 +219,7 @@ def _moe_flags(m: ModelConfig) -> tuple[bool, ...]:
     return hit[1]
 
 
-def _stage_layers(m: ModelConfig, pp: int) -> list[range]:
+def stage_layers(m: ModelConfig, pp: int) -> list[range]:
     """Contiguous layer ranges of the ``pp`` stages (the first stages take the remainder)."""
     base, extra = divmod(m.num_hidden_layers, pp)
     out, start = [], 0
@@ -287,7 +288,7 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
     slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
     shares: dict[Any, float] = {}
     best: dict[str, float] | None = None
-    stages = _stage_layers(m, lay.pp)
+    stages = stage_layers(m, lay.pp)
     for s, layers in enumerate(stages):
         part = dict.fromkeys(
             ("attention", "norms", "dense_ffn", "shared_experts", "router", "routed_experts"), 0.0
@@ -386,14 +387,14 @@ def kv_bytes_per_token_per_gpu(
     """Cache bytes one token adds on a GPU of the fullest stage: MLA's latent whole on every
     tensor-parallel rank, ``ceil(n_kv / tp)`` K/V heads of GQA/MQA/MHA per rank."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
-    layers = len(_stage_layers(m, lay.pp)[0]) + (m.num_nextn_predict_layers if include_mtp else 0)
+    layers = len(stage_layers(m, lay.pp)[0]) + (m.num_nextn_predict_layers if include_mtp else 0)
     if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
         kinds = layer_pattern_of(m)
-        first = _stage_layers(m, lay.pp)[0]
+        first = stage_layers(m, lay.pp)[0]
         return sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in first)
     if m.linear_num_value_heads is not None:  # a linear layer's state does not grow
         kinds = layer_pattern_of(m)
-        first = _stage_layers(m, lay.pp)[0]
+        first = stage_layers(m, lay.pp)[0]
         layers -= sum(kinds[i].attention == "linear" for i in first)
     if m.is_mla:
         return row * layers
@@ -447,7 +448,7 @@ def kv_bytes_per_sequence_per_gpu(
             return state
         return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
 
-    stages = _stage_layers(m, lay.pp)
+    stages = stage_layers(m, lay.pp)
     if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
         return max(
             sum(
