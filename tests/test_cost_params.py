@@ -205,7 +205,7 @@ def test_deepseek_v3_attention_breakdown(v3):
 
 def test_weight_bytes():
     assert mlacalc.weight_bytes("deepseek-v3", "fp8") == 671_026_419_200  # fp8: one byte each
-    # the checkpoint (tests/test_quant_checkpoint.py): fp8 with block scales, bf16 embedding,
+    # the checkpoint (tests/test_cost_quant.py): fp8 with block scales, bf16 embedding,
     # head, norms and router
     assert mlacalc.weight_bytes("deepseek-v3") == 673_150_582_112
     assert mlacalc.weight_bytes("deepseek-v3", "bf16") == 2 * 671_026_419_200

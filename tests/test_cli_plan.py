@@ -1,5 +1,7 @@
-"""The plan and search defects of the new-user trial (2026-11-27, third session): each test
-fails before its fix."""
+"""``mlacalc plan`` (and plan()): the two-batch-overlap table and bound, MTP, the disaggregated
+GPU rows, the context with a request mix, pipeline tables, error wording, the kernel class a
+device runs, mixed models, ModelOpt exports, the disaggregated pool's settling batch. Each test
+failed before its fix."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Disaggregated serving: the closed loop's and the open loop's accounting of the requests in
-flight (review of 2026-11-27, second round, items 1 and 2)."""
+flight."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,7 @@
-"""The plan and search defects of the user trial (2026-11-27): each fails before its fix."""
+"""``mlacalc plan`` and ``mlacalc search`` together (and plan()/search() beneath them): nothing
+fits, a batch beyond capacity, flags a request mix overrides, search -> plan reproducing a point,
+--profile and provenance, wording, the groups holding requests, the prefill pool's pass, memory
+and errors, CSV with nothing timed. Each test failed before its fix."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Planner review, second round (2026-11-27): chunked-prefill TTFT, the decode batch's label,
-the app's caption when nothing fits, the prefill pool's memory check and DP-attention with
-one attention group. Each test fails before its fix."""
+"""Prefill in plan(): chunked-prefill TTFT, the decode batch's label, the app's caption when
+nothing fits, the prefill pool's memory check and DP-attention with one attention group. Each
+test failed before its fix."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ The exact checkpoint bytes of DeepSeek-V3 (fp8, 128x128 block scales), GPT-OSS-1
 experts) and Kimi-K2 Thinking (compressed-tensors int4 groups of 32) are computed here a
 second way, by hand from the published widths (every projection matrix written out, the
 scheme's arithmetic applied), anchored on the exact parameter totals recounted from the
-published configs (671,026,419,200 and 1,026,408,232,448) or that the Hugging Face implementation holds (GPT-OSS, ``tests/test_reference_hf.py``).
+published configs (671,026,419,200 and 1,026,408,232,448) or that the Hugging Face
+implementation holds (GPT-OSS, ``tests/test_reference_hf.py``).
 With torch and transformers installed, the same schemes applied to the tensors of the
 Hugging Face models built on the meta device give the same bytes.
 """
@@ -297,9 +298,9 @@ def test_plan_splits_each_tensor_as_tp_splits_it():
     by hand: q_a/kv_a projections, their norms, the layer norms and the routers whole, every
     other tensor an eighth. Each part but attention equals the plan's exactly; attention is
     sized in proportion to its parameters, off by its replicated bf16 norms and scales only."""
+    from mlacalc.cost.quant import tensor_bytes
     from mlacalc.models.tensors import part_of as _part
     from mlacalc.models.tensors import tensors
-    from mlacalc.cost.quant import tensor_bytes
 
     m = mlacalc.load_model("deepseek-v3")
     whole = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")

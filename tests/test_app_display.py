@@ -1,4 +1,6 @@
-"""What a user trial of the app found: each finding as the app now answers it (AppTest)."""
+"""What the app shows (AppTest): the measured view's default profile, times in their units, the
+planner's context in the library's words, warnings past max_position_embeddings, URL values
+clamped, labels, colours and legends of the charts, the FLOPs tables, the README's models."""
 
 from __future__ import annotations
 

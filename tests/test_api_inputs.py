@@ -1,8 +1,8 @@
-"""Defects a user trial of the Python API found: a single string given where a list is taken
-was read one character at a time; errors that did not name the argument (or named the wrong
-path); bad input accepted silently or failing with a raw numpy error; ``cache_spec`` refused a
-ModelConfig; ``points_missing_both_targets`` was a dict key only; a flow-style YAML model file
-was refused as "not valid JSON". Each test failed before its fix."""
+"""What the public functions accept: a single string where a list is taken is one item (not a
+sequence of characters); errors name the argument (and the path the caller gave); bad input is
+refused by name, not accepted silently or left to a raw numpy error; ``cache_spec`` takes a
+ModelConfig; ``points_missing_both_targets`` is an attribute; a flow-style YAML model file
+loads. Each test failed before its fix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Defects a new-user trial found in the reports (import-hf, report, roofline, list, validate)."""
+"""The CLI's reports: import-hf round trips, report's prefill row, roofline's footer and
+--insight, the weights summary's units, fp8 warnings, list's KV per token."""
 
 from __future__ import annotations
 

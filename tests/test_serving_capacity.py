@@ -1,5 +1,5 @@
-"""The planner against the reviewer's findings: weights per GPU, capped context, KV lines,
-overload, and search's accounting of the points that lose."""
+"""What fits on a GPU in plan(): weights per GPU, the longest context a model's window allows,
+KV lines by kind of layer, overload, and search's accounting of the points that lose."""
 
 from __future__ import annotations
 
