@@ -18,7 +18,7 @@ from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.units import human_bytes
-from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA
+from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA, caches_latent
 
 __all__ = ["SCHEMA", "cache_by_kind", "compare_rows", "model_report", "model_summary"]
 
@@ -182,7 +182,7 @@ def _cache_impl(m: ModelConfig, impl: str, choice: str | None) -> str:
     """
     if not m.is_mla:
         return impl
-    return "naive" if (impl == "naive" and choice is not None) else "compressed"
+    return "compressed" if caches_latent(True, None if choice is None else impl) else "naive"
 
 
 def _impl_label(m: ModelConfig, phase: str, impl: str, choice: str | None) -> str:

@@ -29,6 +29,7 @@ from mlacalc.words.vocab import (
     PHASES,
     STAGES,
     STANDARD_IMPL,
+    caches_latent,
     layer_key,
     serving_impl,
 )
@@ -193,7 +194,7 @@ def kv_row(model: ModelConfig, impl: str, layout: KVLayout) -> tuple[int, int]:
     dims = _model_dims(model)
     fns = gen.LAYERS[model_layer_key(model, impl)]
     elements = evaluate(fns.kv_row_elements, dims)
-    if model.is_mla and impl != "naive":
+    if caches_latent(model.is_mla, impl):
         return elements, layout.row_bytes(model.kv_lora_rank, model.qk_rope_head_dim)
     return elements, layout.row_bytes(elements)
 

@@ -69,7 +69,14 @@ from mlacalc.words.dtypes import (
 )
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
-from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, SCOPES, Impl, Phase, Scope
+from mlacalc.words.vocab import (
+    ABSORBED_IMPLS,
+    NORM_FLOPS_PER_ELEMENT,
+    SCOPES,
+    Impl,
+    Phase,
+    Scope,
+)
 
 __all__ = [
     "FFN_ACTIVATION_FLOPS_PER_ELEMENT",
@@ -203,7 +210,7 @@ def _core_kernel(
     act_read = (scores.bytes_read - scores.cache_bytes_read) + (
         pv.bytes_read - pv.cache_bytes_read - softmax.bytes_written
     )
-    latent = model.is_mla and cost.impl in ("absorbed", "absorbed_merged")
+    latent = model.is_mla and cost.impl in ABSORBED_IMPLS
     cache_read = (
         max(scores.cache_bytes_read, pv.cache_bytes_read)
         if latent

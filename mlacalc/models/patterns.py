@@ -46,8 +46,8 @@ from typing import Any
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 
 __all__ = [
-    "ATTENTION_KINDS",
     "FFN_KINDS",
+    "LAYER_ATTENTION_KINDS",
     "CacheSpec",
     "LayerKind",
     "LayerPattern",
@@ -56,7 +56,8 @@ __all__ = [
     "text_config",
 ]
 
-ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "dsa")
+#: The attention a layer runs (what its cache keeps and what it attends).
+LAYER_ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "dsa")
 FFN_KINDS = ("dense", "moe")
 CONVENTIONS = ("engine", "hf")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "ABSORBED_IMPLS",
     "BENCH_SCHEMA",
     "ELEMENTWISE_STAGES",
     "FIELD_SYMBOLS",
@@ -31,6 +32,7 @@ __all__ = [
     "REPORT_SCHEMA",
     "ROPE_FLOPS_PER_ELEMENT",
     "SCOPES",
+    "SERVING_MODES",
     "SOFTMAX_FLOPS_PER_ELEMENT",
     "STAGES",
     "STANDARD_IMPL",
@@ -44,6 +46,7 @@ __all__ = [
     "Scope",
     "Stage",
     "Variant",
+    "caches_latent",
     "layer_key",
     "serving_impl",
 ]
@@ -67,6 +70,14 @@ Impl = Literal["naive", "compressed", "absorbed", "absorbed_merged", "standard"]
 IMPLEMENTATIONS: tuple[Impl, ...] = (*MLA_IMPLEMENTATIONS, STANDARD_IMPL)
 #: MLA implementations whose cache is the latent ``c_kv`` plus the shared RoPE key.
 LATENT_CACHE_IMPLS: tuple[MlaImpl, ...] = ("compressed", "absorbed", "absorbed_merged")
+#: MLA implementations whose attention runs in latent space (``W_UK`` absorbed into the query).
+ABSORBED_IMPLS: tuple[MlaImpl, ...] = ("absorbed", "absorbed_merged")
+
+
+def caches_latent(is_mla: bool, impl: str | None) -> bool:
+    """Whether a layer's cache holds the MLA latent: every MLA implementation but ``naive``,
+    and the serving default (``impl=None``), which keeps the latent in every phase."""
+    return is_mla and (impl is None or impl in LATENT_CACHE_IMPLS)
 
 
 def serving_impl(phase: str | None) -> MlaImpl:
@@ -130,6 +141,8 @@ SWEEP_QUANTITIES = ("kv_cache_bytes", "attention_flops", "fused_bytes", "unfused
 #: sequence the microbenchmark runs.
 Mode = Literal["fused", "unfused"]
 MODES: tuple[Mode, ...] = ("fused", "unfused")
+#: How a deployment serves: prefill and decode on the same GPUs, or in separate pools.
+SERVING_MODES = ("aggregated", "disaggregated")
 #: ``attention_layer``: one attention layer; ``model``: a whole forward step.
 Scope = Literal["attention_layer", "model"]
 SCOPES: tuple[Scope, ...] = ("attention_layer", "model")
