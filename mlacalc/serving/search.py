@@ -30,35 +30,27 @@ fit, misses TTFT, misses TPOT, or is beaten on both axes by a frontier point.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from mlacalc.cost.engine import as_model as _model
-from mlacalc.cost.engine import kv_cache
+from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.capacity import PREFILL_TOKENS, prompts_per_pass
 from mlacalc.serving.gpu_step import StepModel, time_jobs
-from mlacalc.serving.layout import (
-    Layout,
-    kv_bytes_per_sequence_per_gpu,
-    make_layout,
-    weight_format,
-    weights_per_gpu,
-)
+from mlacalc.serving.provenance import calibration_of
+from mlacalc.serving.search_points import evaluate, prefill_pools
+from mlacalc.serving.search_space import candidates
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
-from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
+from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
-__all__ = ["BATCHES", "SearchResult", "search"]
+__all__ = ["BATCHES", "PREFILL_TOKENS", "SearchRequest", "SearchResult", "search"]
 
 #: Running sequences per attention group that the search tries.
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-#: Prompt tokens one prefill pass batches on an attention group (as :mod:`mlacalc.serving.plan`).
-PREFILL_TOKENS = 16384
 
 FIELDS = (
     "gpus",
@@ -190,57 +182,181 @@ class SearchResult:
         return [self.row(p) for p in self.points]
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@dataclass(frozen=True)
+class SearchRequest:
+    """One call of :func:`search`, checked: every option as a tuple, the dtypes resolved, the
+    calibration profile loaded."""
+
+    m: ModelConfig
+    hw: HardwareSpec
+    gpus: tuple[int, ...]
+    isl: int
+    osl: int
+    ttft: float | None
+    tpot: float | None
+    #: the weight dtypes tried; ``own``: none was given, so the model's own is sized as its
+    #: checkpoint stores it
+    weight_dtypes: tuple[str, ...]
+    own: bool
+    kv_dtypes: tuple[str, ...]
+    modes: tuple[str, ...]
+    overlaps: tuple[str, ...]
+    batches: tuple[int, ...]
+    memory_reserve: float
+    page_size: int
+    prefill_pass: str
+    output_lag_steps: int
+    profile: Any
+
+    @property
+    def usable(self) -> int:
+        """Bytes of a GPU's memory the weights and the cache may take."""
+        return int(self.hw.memory_bytes * (1 - self.memory_reserve))
+
+    @property
+    def context(self) -> int:
+        return self.isl + self.osl
+
+    @property
+    def S_avg(self) -> float:
+        """The average context of the output."""
+        return self.isl + self.osl / 2
+
+    @property
+    def k_max(self) -> int:
+        """The most prompts one prefill pass batches."""
+        return prompts_per_pass(self.isl)
 
 
-def _layouts(
-    m: ModelConfig, hw: HardwareSpec, gpus: int, weight_dtype: str | None, usable: int
-) -> list[Layout]:
-    """The layouts worth trying on ``gpus`` GPUs (see the module docstring)."""
-    node = hw.gpus_per_node or gpus
-    out: list[Layout] = []
-    seen = set()
+def check_search(
+    model: ModelConfig | str,
+    hardware: HardwareSpec | str,
+    gpus: Any,
+    *,
+    isl: Any,
+    osl: Any,
+    ttft: Any,
+    tpot: Any,
+    weight_dtypes: Any,
+    kv_dtypes: Any,
+    modes: Any,
+    overlaps: Any,
+    batches: Any,
+    memory_reserve: Any,
+    page_size: int,
+    prefill_pass: Any,
+    output_lag_steps: Any,
+    profile: Any,
+) -> SearchRequest:
+    """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
+    normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
+    fp8 tensor cores, fp8."""
+    m = as_model(model)
+    hw = load_hardware(hardware)
+    # a list-valued option given one value (a str is one dtype, not its characters) is a list
+    # of one; an empty list is refused (it would search nothing and say nothing)
+    gpus = one_or_many("gpus", gpus, what="GPU counts")
+    kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
+    modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
+    overlaps = one_or_many("overlaps", overlaps, what="overlaps (none, tbo)")
+    if weight_dtypes is not None:
+        weight_dtypes = one_or_many("weight_dtypes", weight_dtypes, what="weight dtypes")
+    batches = tuple(
+        count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
+    )
+    _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
+    _check_engine(prefill_pass, output_lag_steps, memory_reserve)
+    _check_dtypes(weight_dtypes or (), kv_dtypes)
+    own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
+    if weight_dtypes is None:
+        weight_dtypes = (m.weights_dtype,)
+        if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
+            weight_dtypes += ("fp8",)
+    from mlacalc.timemodel.profile import load_profile
 
-    def add(**kw: Any) -> None:
-        try:
-            lay = make_layout(m, gpus, **kw)
-        except MlacalcError:
-            return
-        key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
-        if key not in seen:
-            seen.add(key)
-            out.append(lay)
-
-    tps = [t for t in _divisors(gpus) if t <= node and m.num_attention_heads % t == 0]
-    for tp in tps:
-        add(tp=tp)
-        if m.is_moe:
-            if tp > 1:
-                add(tp=tp, ep=tp)
-            for ep in (gpus,):
-                slots = m.n_routed_experts
-                extra = (-slots) % ep
-                add(tp=tp, ep=ep, dp_attention=True, redundant_experts=extra)
-                add(tp=tp, ep=ep, redundant_experts=extra)
-            add(tp=tp, dp_attention=True)
-    for pp in (2, 4, 8):
-        if gpus % pp == 0 and gpus // pp >= 1:
-            stage = gpus // pp
-            tp = max(t for t in _divisors(stage) if t <= node and m.num_attention_heads % t == 0)
-            add(tp=tp, pp=pp)
-    return [lay for lay in out if weights_per_gpu(m, lay, weight_dtype) < usable]
+    return SearchRequest(
+        m=m,
+        hw=hw,
+        gpus=gpus,
+        isl=isl,
+        osl=osl,
+        ttft=ttft,
+        tpot=tpot,
+        weight_dtypes=tuple(weight_dtypes),
+        own=own,
+        kv_dtypes=kv_dtypes,
+        modes=modes,
+        overlaps=overlaps,
+        batches=batches,
+        memory_reserve=memory_reserve,
+        page_size=page_size,
+        prefill_pass=prefill_pass,
+        output_lag_steps=output_lag_steps,
+        profile=load_profile(profile),
+    )
 
 
-def _needs_network(lay: Layout, hw: HardwareSpec) -> bool:
-    """Whether some collective or stage hand-over of the layout crosses nodes."""
-    node = hw.gpus_per_node
-    if node is None or lay.gpus <= node:
-        return False
-    return lay.tp > node or lay.moe_group > node or (lay.pp > 1 and lay.stage_gpus >= node)
+def _check_values(
+    gpus: tuple, isl: Any, osl: Any, ttft: Any, tpot: Any, modes: tuple, overlaps: tuple
+) -> None:
+    """The GPU counts, lengths, latency targets, overlaps and modes."""
+    for overlap in overlaps:
+        if overlap not in ("none", "tbo"):
+            raise InvalidArgumentError("overlaps", f"unknown overlap {overlap!r}; use none or tbo")
+    if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g <= 0 for g in gpus):
+        raise InvalidArgumentError("gpus", f"must be positive integers, got {gpus!r}")
+    for name, value in (("isl", isl), ("osl", osl)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
+    for name, value in (("ttft", ttft), ("tpot", tpot)):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise InvalidArgumentError(name, f"must be a positive number of seconds, got {value!r}")
+    for mode in modes:
+        if mode not in ("aggregated", "disaggregated"):
+            raise InvalidArgumentError(
+                "modes", f"unknown mode {mode!r}; use aggregated or disaggregated"
+            )
 
 
-def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _check_engine(prefill_pass: Any, output_lag_steps: Any, memory_reserve: Any) -> None:
+    """The engine of the aggregated points and the memory reserve."""
+    if prefill_pass not in ("fused", "separate"):
+        raise InvalidArgumentError(
+            "prefill_pass", f"must be one of fused, separate, got {prefill_pass!r}"
+        )
+    if (
+        isinstance(output_lag_steps, bool)
+        or not isinstance(output_lag_steps, int)
+        or output_lag_steps < 0
+    ):
+        raise InvalidArgumentError(
+            "output_lag_steps", f"must be a whole number of steps >= 0, got {output_lag_steps!r}"
+        )
+    if not 0 <= memory_reserve < 1:
+        raise InvalidArgumentError(
+            "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
+        )
+
+
+def _check_dtypes(weight_dtypes: tuple, kv_dtypes: tuple) -> None:
+    """Every dtype known; an unknown one names the argument (the option) it came in."""
+    for name, values, check in (
+        ("weight_dtypes", weight_dtypes, canonical_dtype),
+        ("kv_dtypes", kv_dtypes, resolve_kv_layout),
+    ):
+        for value in values:
+            try:
+                check(value)
+            except UnknownDtypeError as exc:
+                raise UnknownDtypeError(exc.name, exc.known, exc.what, name) from None
+
+
+def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Points no other point beats on both tokens/s per GPU and tokens/s per user (of points
     equal on both, as a decode point paired with several prefill layouts is, the one with the
     shortest TTFT)."""
@@ -258,6 +374,71 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
             front.append(p)
             best_gpu = p["output_tokens_per_s_per_gpu"]
     return front
+
+
+def mark_targets(points: list[dict[str, Any]], ttft: float | None, tpot: float | None) -> None:
+    """Mark each point with whether it meets the latency targets and which it misses."""
+    for p in points:
+        misses = []
+        if ttft is not None and p["ttft_s"] > ttft:
+            misses.append("misses TTFT")
+        if tpot is not None and p["tpot_s"] > tpot:
+            misses.append("misses TPOT")
+        p["meets_targets"] = not misses
+        p["reason"] = ", ".join(misses)
+
+
+def best_point(points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The point meeting the targets with the most tokens/s per GPU (then per user; of
+    equals, a decode point with several prefill layouts, the shortest TTFT)."""
+    return max(
+        (p for p in points if p["meets_targets"]),
+        key=lambda p: (
+            p["output_tokens_per_s_per_gpu"],
+            p["output_tokens_per_s_per_user"],
+            -p["ttft_s"],
+        ),
+        default=None,
+    )
+
+
+def best_calibration(
+    req: SearchRequest,
+    best: dict[str, Any] | None,
+    points: list[dict[str, Any]],
+    models: list[tuple[StepModel, StepModel]],
+) -> str:
+    """How the best point's own kernel classes were predicted, as plan of it describes them:
+    its decode step and one prompt's prefill on the GPUs that run it ("" without a best)."""
+    if best is None:
+        return ""
+    dec_sm, pf_sm = models[next(i for i, p in enumerate(points) if p is best)]
+    b, pp_b = float(best["batch_per_group"]), dec_sm.lay.pp
+    dec = dec_sm.step(overlap=best["overlap"], dec_B=b / min(pp_b, b), dec_q=1, dec_S=req.S_avg)
+    kernels = [*dec.kernels, *pf_sm.step(pf_N=1, pf_q=req.isl).kernels]
+    return calibration_of(req.profile, req.hw, kernels)[1]
+
+
+def explain(
+    points: list[dict[str, Any]],
+    front: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+    reasons: Counter[str],
+) -> None:
+    """Mark each point as on the frontier or not and give the others a reason they lose;
+    count the points by reason in ``reasons``."""
+    front_ids = {id(p) for p in front}
+    for p in points:
+        p["on_frontier"] = id(p) in front_ids
+        if p is best:
+            p["reason"] = "best"
+        elif not p["reason"]:
+            p["reason"] = (
+                "on the frontier, fewer tokens/s per GPU than the best"
+                if p["on_frontier"]
+                else "beaten on tokens/s per GPU and per user by a frontier point"
+            )
+        reasons[p["reason"].split(",")[0] if p is not best else "best"] += 1
 
 
 def search(
@@ -292,403 +473,25 @@ def search(
     >>> r.best["tpot_s"] <= 0.02 and r.best["fits"]
     True
     """
-    import time
-
+    args = dict(locals())  # the first statement: exactly the arguments
     t0 = time.perf_counter()
-    m = _model(model)
-    hw = load_hardware(hardware)
-    # a list-valued option given one value (a str is one dtype, not its characters) is a list
-    # of one; an empty list is refused (it would search nothing and say nothing)
-    gpus = one_or_many("gpus", gpus, what="GPU counts")
-    kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
-    modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
-    overlaps = one_or_many("overlaps", overlaps, what="overlaps (none, tbo)")
-    if weight_dtypes is not None:
-        weight_dtypes = one_or_many("weight_dtypes", weight_dtypes, what="weight dtypes")
-    batches = tuple(
-        count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
-    )
-    for overlap in overlaps:
-        if overlap not in ("none", "tbo"):
-            raise InvalidArgumentError("overlaps", f"unknown overlap {overlap!r}; use none or tbo")
-    if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g <= 0 for g in gpus):
-        raise InvalidArgumentError("gpus", f"must be positive integers, got {gpus!r}")
-    for name, value in (("isl", isl), ("osl", osl)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
-    for name, value in (("ttft", ttft), ("tpot", tpot)):
-        if value is not None and (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            raise InvalidArgumentError(name, f"must be a positive number of seconds, got {value!r}")
-    for mode in modes:
-        if mode not in ("aggregated", "disaggregated"):
-            raise InvalidArgumentError(
-                "modes", f"unknown mode {mode!r}; use aggregated or disaggregated"
-            )
-    if prefill_pass not in ("fused", "separate"):
-        raise InvalidArgumentError(
-            "prefill_pass", f"must be one of fused, separate, got {prefill_pass!r}"
-        )
-    if (
-        isinstance(output_lag_steps, bool)
-        or not isinstance(output_lag_steps, int)
-        or output_lag_steps < 0
-    ):
-        raise InvalidArgumentError(
-            "output_lag_steps", f"must be a whole number of steps >= 0, got {output_lag_steps!r}"
-        )
-    if not 0 <= memory_reserve < 1:
-        raise InvalidArgumentError(
-            "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
-        )
-    # an unknown dtype names the argument (the option) it came in
-    for name, values, check in (
-        ("weight_dtypes", weight_dtypes or (), canonical_dtype),
-        ("kv_dtypes", kv_dtypes, resolve_kv_layout),
-    ):
-        for value in values:
-            try:
-                check(value)
-            except UnknownDtypeError as exc:
-                raise UnknownDtypeError(exc.name, exc.known, exc.what, name) from None
-    own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
-    if weight_dtypes is None:
-        weight_dtypes = (m.weights_dtype,)
-        if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
-            weight_dtypes += ("fp8",)
-    usable = int(hw.memory_bytes * (1 - memory_reserve))
-    context = isl + osl
-    S_avg = isl + osl / 2
-    notes = []
-    if m.max_position_embeddings and context > m.max_position_embeddings:
-        notes.append(
-            f"context {context:,} exceeds the model's max_position_embeddings "
-            f"({m.max_position_embeddings:,})"
-        )
-    B = np.asarray(batches, dtype=np.float64)
-    k_max = max(1, PREFILL_TOKENS // isl)
-    from mlacalc.serving.disaggregated import prefill_pool_seconds
-    from mlacalc.serving.provenance import calibration_of
-    from mlacalc.timemodel.profile import load_profile
-
-    profile = load_profile(profile)
-    points: list[dict[str, Any]] = []
+    req = check_search(**args)  # every argument, checked and normalised
     reasons: Counter[str] = Counter()
-    n_layouts = 0
-    # ---- every step of every candidate as rows of one spec list per step model
-    jobs: list[tuple[StepModel, list]] = []
-    plans: list[dict[str, Any]] = []
-    for g in gpus:
-        for w in weight_dtypes:
-            sized = None if own and w == m.weights_dtype else w  # None: checkpoint bytes
-            lays = _layouts(m, hw, g, sized, usable)
-            if not lays:
-                reasons["does not fit: weights"] += len(kv_dtypes) * len(batches) * len(modes)
-                continue
-            if not hw.scale_out_bytes_per_s:
-                crossing = [lay for lay in lays if _needs_network(lay, hw)]
-                if crossing:
-                    reasons[f"{hw.name} has no network figures (scale_out_gb_per_s)"] += (
-                        len(crossing) * len(kv_dtypes) * len(batches) * len(modes)
-                    )
-                    lays = [lay for lay in lays if not _needs_network(lay, hw)]
-            for lay in lays:
-                weights = weights_per_gpu(m, lay, sized)
-                for kv in kv_dtypes:
-                    layout = resolve_kv_layout(kv)
-                    # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
-                    per_seq = kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size)
-                    per_group = (usable - weights) // per_seq
-                    fit = per_group >= B
-                    reasons["does not fit: kv cache"] += int((~fit).sum()) * len(modes)
-                    Bf = B[fit]
-                    comm = lay.tp > 1 or lay.ep > 1 or lay.moe_group > lay.tp or lay.pp > 1
-                    ovs = [o for o in overlaps if comm or o == "none"]
-                    n = Bf / osl
-                    k = np.clip(np.ceil(n - 1e-9), 1, k_max)
-                    dec_B, pf_N, pf_q, slices = [], [], [], {}
-                    pos = 0
-                    for ov in ovs:
-                        f = 0.5 if ov == "tbo" else 1.0
-                        rows = [("dec", Bf, 0 * Bf), ("mix", Bf, k)]
-                        if prefill_pass == "separate":  # the prompts' own pass
-                            rows[1] = ("mix", 0 * Bf, k)
-                        for what, db, pn in rows:
-                            mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
-                            dec_B.append(db / mb * f)
-                            pf_N.append(pn / mb * f)
-                            pf_q.append(np.full(len(Bf), float(isl)))
-                            slices[(ov, what)] = slice(pos, pos + len(Bf))
-                            pos += len(Bf)
-                    # a prefill pool holds the weights and the cache of one prompt of isl
-                    # tokens per GPU at least, and a pass batches at most the prompts whose
-                    # cache fits beside the weights (k_fit <= k_max), as plan checks it
-                    k_fit = 0
-                    if lay.pp == 1 and "disaggregated" in modes:
-                        one = kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, page_size)
-                        k_fit = int(min(k_max, max(usable - weights, 0) // one))
-                    if k_fit >= 1:
-                        # the layout as a prefill pool: its passes of 1 .. k_fit prompts
-                        # (its prompt rate: a pass of k_fit), under each overlap (a pool runs
-                        # its decode pool's, as plan times it)
-                        for ov in overlaps:
-                            f = 0.5 if ov == "tbo" else 1.0
-                            dec_B.append(np.zeros(k_fit))
-                            pf_N.append(np.arange(1.0, k_fit + 1) * f)
-                            pf_q.append(np.full(k_fit, float(isl)))
-                            slices[(ov, "prefill")] = slice(pos, pos + k_fit)
-                            pos += k_fit
-                    if not sum(len(x) for x in dec_B):
-                        continue  # no batch fits and no prefill pool to rate: nothing to time
-                    sm = StepModel(m, lay, sized, layout, hw, profile)
-                    specs = sm.specs(
-                        dec_B=np.concatenate(dec_B),
-                        dec_S=S_avg,
-                        pf_N=np.concatenate(pf_N),
-                        pf_q=np.concatenate(pf_q),
-                    )
-                    jobs.append((sm, specs))
-                    plans.append(
-                        {
-                            "g": g,
-                            "w": w,
-                            "label": weight_format(m, sized),
-                            "lay": lay,
-                            "kv": layout.name,
-                            "kv_layout": layout,
-                            "weights": weights,
-                            "per_seq": per_seq,
-                            "Bf": Bf,
-                            "k": k,
-                            "n": n,
-                            "ovs": ovs,
-                            "slices": slices,
-                            "k_fit": k_fit,
-                        }
-                    )
-    secs = time_jobs(jobs, profile)
-    profile_name, calibration = calibration_of(
-        profile, hw, {(sp.kind, sp.dtype) for _, specs in jobs for sp in specs if sp.calls}
-    )
-    # ---- prefill pools: per GPU count, weight and KV dtype and overlap, every layout that no
-    # other beats on both prompts/s and a one-prompt pass t_pf[1] (the Pareto set: the most
-    # prompts/s keeps up with the most decode, a short pass gives the shortest TTFT); each
-    # pool's prompts/s, t_pf[k] (a pass of k prompts) and layout, which the points report so
-    # that plan reproduces them
-    rated: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, StepModel]]] = {}
-    for (sm, specs), t, pl in zip(jobs, secs, plans):
-        for ov in overlaps:
-            sl = pl["slices"].get((ov, "prefill"))
-            if sl is None:
-                continue
-            t_pf = np.concatenate([[0.0], sm.compose(specs, t, ov, sl, breakdown=False).seconds])
-            k_fit = pl["k_fit"]  # the largest pass whose cache fits (plan's k_max)
-            rate = pl["lay"].dp * k_fit / t_pf[k_fit]
-            rated.setdefault((pl["g"], pl["w"], pl["kv"], ov), []).append((float(rate), t_pf, sm))
-    # per key, its pools (most prompts/s first): prompts/s, t_pf[0 .. k_fit] and step model
-    # (its layout)
-    pools: dict[tuple[int, str, str, str], list[tuple[float, np.ndarray, StepModel]]]
-    pools = {}
-    for key, cands in rated.items():
-        best_t1 = math.inf
-        # most prompts/s first (the shorter pass first among equals): a layout joins the set
-        # when its one-prompt pass is shorter than every faster layout's
-        for rate, t_pf, sm in sorted(cands, key=lambda c: (-c[0], c[1][1])):
-            if t_pf[1] < best_t1:
-                pools.setdefault(key, []).append((rate, t_pf, sm))
-                best_t1 = t_pf[1]
-    pool_fields = {
-        id(pool): {
-            "prefill_layout": pool[2].lay.describe(),
-            "prefill_tp": pool[2].lay.tp,
-            "prefill_ep": pool[2].lay.ep,
-            "prefill_dp_attention": pool[2].lay.dp_attention,
-            "prefill_redundant_experts": pool[2].lay.redundant_experts,
-        }
-        for pools_of_key in pools.values()
-        for pool in pools_of_key
-    }
-    largest = max(gpus)
-    # each point's step models (its decode pool's, the one that runs its prompts), by index
-    models: dict[int, tuple[StepModel, StepModel]] = {}
-    for (sm, specs), t, pl in zip(jobs, secs, plans):
-        lay, g, Bf = pl["lay"], pl["g"], pl["Bf"]
-        if not len(Bf):
-            continue
-        context_bytes = (Bf * pl["per_seq"]).astype(np.int64)
-        for ov in pl["ovs"]:
-            n_layouts += 1
-            t_step = (
-                lay.pp * sm.compose(specs, t, ov, pl["slices"][(ov, "dec")], False).stage_seconds
-            )
-            base = {
-                "layout": lay.describe(),
-                "tp": lay.tp,
-                "dp": lay.dp,
-                "pp": lay.pp,
-                "ep": lay.ep,
-                "redundant_experts": lay.redundant_experts,
-                "dp_attention": lay.dp_attention,
-                "overlap": ov,
-                "weight_dtype": pl["label"],
-                "kv_dtype": pl["kv"],
-                "weights_per_gpu_bytes": pl["weights"],
-                "fits": True,
-            }
-            if "aggregated" in modes:
-                mix = sm.compose(specs, t, ov, pl["slices"][(ov, "mix")], False)
-                t_mix = lay.pp * mix.stage_seconds
-                if prefill_pass == "separate":  # the prompts' pass, then the decode pass
-                    t_mix = t_step + mix.seconds
-                share = np.minimum(pl["n"] / pl["k"], 1.0)
-                cycle = (1 - share) * t_step + share * t_mix
-                ttft_s = t_step / 2 + t_mix + output_lag_steps * cycle
-                total = lay.dp * Bf / cycle
-                for i, b in enumerate(Bf):
-                    models[len(points)] = (sm, sm)
-                    points.append(
-                        {
-                            **base,
-                            "gpus": g,
-                            "mode": "aggregated",
-                            "decode_gpus": g,
-                            "prefill_gpus": 0,
-                            "batch_per_group": int(b),
-                            "concurrency": int(b * lay.dp),
-                            "ttft_s": float(ttft_s[i]),
-                            "tpot_s": float(cycle[i]),
-                            "output_tokens_per_s": float(total[i]),
-                            "output_tokens_per_s_per_gpu": float(total[i]) / g,
-                            "output_tokens_per_s_per_user": 1.0 / float(cycle[i]),
-                            "kv_per_gpu_bytes": int(context_bytes[i]),
-                        }
-                    )
-            if "disaggregated" in modes:
-                total = lay.dp * Bf / t_step
-                demand = total / osl  # prompts per second
-                row = kv_cache(m, isl, 1, pl["kv_layout"], None, False).total_bytes
-                transfer = kv_transfer_seconds(hw, row)
-                # every prefill pool (of the GPU counts given, each of its Pareto set of
-                # layouts) that keeps up, each a point, timed as plan times it (see plan's
-                # module docstring): the smallest pass that keeps up with the prompts on a
-                # prefill group, and the wait for the pass in progress (rho t_pf / 2)
-                pairs = []
-                settled = np.zeros(len(Bf), dtype=bool)  # batches only a smaller one holds
-                for pg in sorted(gpus):
-                    if g + pg > largest:
-                        continue
-                    for pool in pools.get((pg, pl["w"], pl["kv"], ov), ()):
-                        rate, t_pf, p_sm = pool
-                        keeps = rate >= demand
-                        if not keeps.any():
-                            continue
-                        ttft_s = prefill_pool_seconds(t_pf, demand / p_sm.lay.dp) + transfer
-                        # the requests in flight: the decode batch and, at the request rate,
-                        # those in the prefill pool and the KV transfer (Little's law), as
-                        # plan's closed loop counts them
-                        in_flight = lay.dp * Bf + demand * ttft_s
-                        # a batch whose requests in flight a smaller batch already reaches is
-                        # no steady state of the closed loop: with that many users it settles
-                        # at the smaller batch, as plan solves it (near a larger pass, the
-                        # shorter wait can hold fewer requests in flight at a larger batch)
-                        record = in_flight > np.concatenate(
-                            [[-np.inf], np.maximum.accumulate(in_flight)[:-1]]
-                        )
-                        settles = keeps & ~record
-                        keeps = keeps & record
-                        head = {
-                            **base,
-                            "mode": "disaggregated",
-                            "gpus": g + pg,
-                            "decode_gpus": g,
-                            "prefill_gpus": pg,
-                            **pool_fields[id(pool)],
-                        }
-                        pairs.append(
-                            (g + pg, keeps.tolist(), ttft_s.tolist(), p_sm, head, in_flight)
-                        )
-                        settled |= settles
-                # per batch size: its figures as Python numbers, then one point per pool
-                tps, tots = t_step.tolist(), total.tolist()
-                kvs = context_bytes.tolist()
-                for i, b in enumerate(Bf.tolist()):
-                    found = False
-                    for gpus_used, keeps, ttft_s, p_sm, head, in_flight in pairs:
-                        if not keeps[i]:
-                            continue
-                        found = True
-                        models[len(points)] = (sm, p_sm)
-                        points.append(
-                            {
-                                **head,
-                                "batch_per_group": int(b),
-                                "concurrency": float(in_flight[i]),
-                                "ttft_s": ttft_s[i],
-                                "tpot_s": tps[i],
-                                "output_tokens_per_s": tots[i],
-                                "output_tokens_per_s_per_gpu": tots[i] / gpus_used,
-                                "output_tokens_per_s_per_user": 1.0 / tps[i],
-                                "kv_per_gpu_bytes": kvs[i],
-                            }
-                        )
-                    if not found and settled[i]:
-                        reasons[
-                            "disaggregated: its requests in flight settle at a smaller batch"
-                        ] += 1
-                    elif not found:
-                        reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
+    cands = candidates(req, reasons)
+    secs = time_jobs([(c.sm, c.specs) for c in cands], req.profile)
+    classes = {(sp.kind, sp.dtype) for c in cands for sp in c.specs if sp.calls}
+    profile_name, calibration = calibration_of(req.profile, req.hw, classes)
+    found = evaluate(req, cands, secs, prefill_pools(req, cands, secs), reasons)
+    points = found.points
     ruled_out = {k: v for k, v in reasons.items() if v}
-    for p in points:
-        misses = []
-        if ttft is not None and p["ttft_s"] > ttft:
-            misses.append("misses TTFT")
-        if tpot is not None and p["tpot_s"] > tpot:
-            misses.append("misses TPOT")
-        p["meets_targets"] = not misses
-        p["reason"] = ", ".join(misses)
-    front = _pareto(points)
-    front_ids = {id(p) for p in front}
-    meeting = [p for p in points if p["meets_targets"]]
-    best = max(  # of equals (a decode point with several prefill layouts), the shortest TTFT
-        meeting,
-        key=lambda p: (
-            p["output_tokens_per_s_per_gpu"],
-            p["output_tokens_per_s_per_user"],
-            -p["ttft_s"],
-        ),
-        default=None,
-    )
-    best_calibration = ""
-    if best is not None:
-        # the best point's own kernel classes, as plan of it describes them: its decode step
-        # and one prompt's prefill on the GPUs that run it
-        dec_sm, pf_sm = models[next(i for i, p in enumerate(points) if p is best)]
-        b, pp_b = float(best["batch_per_group"]), dec_sm.lay.pp
-        kernels = [
-            *dec_sm.step(
-                overlap=best["overlap"], dec_B=b / min(pp_b, b), dec_q=1, dec_S=S_avg
-            ).kernels,
-            *pf_sm.step(pf_N=1, pf_q=isl).kernels,
-        ]
-        best_calibration = calibration_of(profile, hw, kernels)[1]
-    for p in points:
-        p["on_frontier"] = id(p) in front_ids
-        if p is best:
-            p["reason"] = "best"
-        elif not p["reason"]:
-            p["reason"] = (
-                "on the frontier, fewer tokens/s per GPU than the best"
-                if p["on_frontier"]
-                else "beaten on tokens/s per GPU and per user by a frontier point"
-            )
-        reasons[p["reason"].split(",")[0] if p is not best else "best"] += 1
+    mark_targets(points, req.ttft, req.tpot)
+    front = pareto(points)
+    best = best_point(points)
+    best_cal = best_calibration(req, best, points, found.models)
+    explain(points, front, best, reasons)
     return SearchResult(
-        model=m.name,
-        hardware=hw.name,
+        model=req.m.name,
+        hardware=req.hw.name,
         isl=isl,
         osl=osl,
         ttft_target_s=ttft,
@@ -697,9 +500,9 @@ def search(
         frontier=[dict(p) for p in front],
         best=dict(best) if best else None,
         reasons=dict(reasons),
-        layouts=n_layouts,
+        layouts=found.layouts,
         seconds=time.perf_counter() - t0,
-        notes=tuple(notes),
+        notes=_notes(req),
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
@@ -707,5 +510,13 @@ def search(
         calibration=calibration,
         memory_reserve=memory_reserve,
         page_size=page_size,
-        best_calibration=best_calibration,
+        best_calibration=best_cal,
     )
+
+
+def _notes(req: SearchRequest) -> tuple[str, ...]:
+    """What the search says of the request beside its points: a context beyond the model's."""
+    limit = req.m.max_position_embeddings
+    if limit and req.context > limit:
+        return (f"context {req.context:,} exceeds the model's max_position_embeddings ({limit:,})",)
+    return ()

@@ -1,0 +1,271 @@
+"""The points of a search, from its timed candidates: each layout's prefill pools (the Pareto
+set per GPU count, dtypes and overlap), then per candidate and overlap one aggregated point
+per batch and one disaggregated point per batch and prefill pool that keeps up, each timed as
+:func:`mlacalc.plan` times its deployment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlacalc.cost.engine import kv_cache
+from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.disaggregated import prefill_pool_seconds
+from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.search_space import Candidate
+
+if TYPE_CHECKING:
+    from mlacalc.serving.search import SearchRequest
+
+__all__ = ["Points", "PrefillPool", "evaluate", "prefill_pools"]
+
+PoolKey = tuple[int, str, str, str]
+
+
+@dataclass(frozen=True, eq=False)
+class PrefillPool:
+    """A layout as a prefill pool: the prompts/s it finishes (passes of its most prompts),
+    ``t_pf[k]`` a pass of ``k`` prompts, and its step model (its layout)."""
+
+    rate: float
+    t_pf: np.ndarray
+    sm: StepModel
+
+    def fields(self) -> dict[str, Any]:
+        """The pool's layout as a point reports it (so that plan reproduces it)."""
+        lay = self.sm.lay
+        return {
+            "prefill_layout": lay.describe(),
+            "prefill_tp": lay.tp,
+            "prefill_ep": lay.ep,
+            "prefill_dp_attention": lay.dp_attention,
+            "prefill_redundant_experts": lay.redundant_experts,
+        }
+
+
+@dataclass
+class Points:
+    """The points found so far, each with the step models that time it (its decode pool's and
+    the one that runs its prompts), the layouts timed and the reasons of the batches that
+    make no point."""
+
+    points: list[dict[str, Any]]
+    models: list[tuple[StepModel, StepModel]]
+    layouts: int
+    reasons: Counter[str]
+
+    def add(self, point: dict[str, Any], dec_sm: StepModel, pf_sm: StepModel) -> None:
+        self.models.append((dec_sm, pf_sm))
+        self.points.append(point)
+
+
+def prefill_pools(
+    req: SearchRequest, cands: list[Candidate], secs: list[Any]
+) -> dict[PoolKey, list[PrefillPool]]:
+    """Per GPU count, weight and KV dtype and overlap, every layout that no other beats on
+    both prompts/s and a one-prompt pass ``t_pf[1]`` (the Pareto set: the most prompts/s
+    keeps up with the most decode, a short pass gives the shortest TTFT), most prompts/s
+    first."""
+    rated: dict[PoolKey, list[PrefillPool]] = {}
+    for c, t in zip(cands, secs):
+        for ov in req.overlaps:
+            sl = c.slices.get((ov, "prefill"))
+            if sl is None:
+                continue
+            passes = c.sm.compose(c.specs, t, ov, sl, breakdown=False).seconds
+            t_pf = np.concatenate([[0.0], passes])
+            rate = c.lay.dp * c.k_fit / t_pf[c.k_fit]  # k_fit: plan's k_max
+            key = (c.gpus, c.weight, c.kv, ov)
+            rated.setdefault(key, []).append(PrefillPool(float(rate), t_pf, c.sm))
+    pools: dict[PoolKey, list[PrefillPool]] = {}
+    for key, rivals in rated.items():
+        best_t1 = math.inf
+        # most prompts/s first (the shorter pass first among equals): a layout joins the set
+        # when its one-prompt pass is shorter than every faster layout's
+        for pool in sorted(rivals, key=lambda p: (-p.rate, p.t_pf[1])):
+            if pool.t_pf[1] < best_t1:
+                pools.setdefault(key, []).append(pool)
+                best_t1 = pool.t_pf[1]
+    return pools
+
+
+def evaluate(
+    req: SearchRequest,
+    cands: list[Candidate],
+    secs: list[Any],
+    pools: dict[PoolKey, list[PrefillPool]],
+    reasons: Counter[str],
+) -> Points:
+    """Every point of the timed candidates (``secs``: their rows' times), in order."""
+    found = Points([], [], 0, reasons)
+    for c, t in zip(cands, secs):
+        if not len(c.Bf):
+            continue
+        context_bytes = (c.Bf * c.per_seq).astype(np.int64)
+        for ov in c.overlaps:
+            found.layouts += 1
+            dec = c.sm.compose(c.specs, t, ov, c.slices[(ov, "dec")], False)
+            t_step = c.lay.pp * dec.stage_seconds
+            base = _base(c, ov)
+            if "aggregated" in req.modes:
+                _aggregated(found, req, c, t, ov, t_step, base, context_bytes)
+            if "disaggregated" in req.modes:
+                _disaggregated(found, req, c, pools, ov, t_step, base, context_bytes)
+    return found
+
+
+def _base(c: Candidate, ov: str) -> dict[str, Any]:
+    """The fields a candidate's points share under overlap ``ov``."""
+    lay = c.lay
+    return {
+        "layout": lay.describe(),
+        "tp": lay.tp,
+        "dp": lay.dp,
+        "pp": lay.pp,
+        "ep": lay.ep,
+        "redundant_experts": lay.redundant_experts,
+        "dp_attention": lay.dp_attention,
+        "overlap": ov,
+        "weight_dtype": c.label,
+        "kv_dtype": c.kv,
+        "weights_per_gpu_bytes": c.weights,
+        "fits": True,
+    }
+
+
+def _aggregated(
+    found: Points,
+    req: SearchRequest,
+    c: Candidate,
+    t: Any,
+    ov: str,
+    t_step: np.ndarray,
+    base: dict[str, Any],
+    context_bytes: np.ndarray,
+) -> None:
+    """One aggregated point per batch: a share ``n / k`` of the steps carries ``k`` prompts
+    beside the decode batch, a prompt waits half a step, then its own."""
+    lay, g = c.lay, c.gpus
+    mix = c.sm.compose(c.specs, t, ov, c.slices[(ov, "mix")], False)
+    t_mix = lay.pp * mix.stage_seconds
+    if req.prefill_pass == "separate":  # the prompts' pass, then the decode pass
+        t_mix = t_step + mix.seconds
+    share = np.minimum(c.n / c.k, 1.0)
+    cycle = (1 - share) * t_step + share * t_mix
+    ttft_s = t_step / 2 + t_mix + req.output_lag_steps * cycle
+    total = lay.dp * c.Bf / cycle
+    for i, b in enumerate(c.Bf):
+        point = {
+            **base,
+            "gpus": g,
+            "mode": "aggregated",
+            "decode_gpus": g,
+            "prefill_gpus": 0,
+            "batch_per_group": int(b),
+            "concurrency": int(b * lay.dp),
+            "ttft_s": float(ttft_s[i]),
+            "tpot_s": float(cycle[i]),
+            "output_tokens_per_s": float(total[i]),
+            "output_tokens_per_s_per_gpu": float(total[i]) / g,
+            "output_tokens_per_s_per_user": 1.0 / float(cycle[i]),
+            "kv_per_gpu_bytes": int(context_bytes[i]),
+        }
+        found.add(point, c.sm, c.sm)
+
+
+def _pairings(
+    req: SearchRequest,
+    c: Candidate,
+    pools: dict[PoolKey, list[PrefillPool]],
+    ov: str,
+    demand: np.ndarray,
+    transfer: float,
+    base: dict[str, Any],
+) -> tuple[list[tuple], np.ndarray]:
+    """The candidate's decode pool with every prefill pool (of the GPU counts given, each of
+    its Pareto set of layouts) that keeps up with ``demand`` prompts/s at some batch, timed
+    as plan times it (see :mod:`mlacalc.serving.plan`): the smallest pass that keeps up with
+    the prompts on a prefill group, and the wait for the pass in progress (rho t_pf / 2).
+    Also the batches only a smaller one holds (no steady state of a closed loop)."""
+    g, lay = c.gpus, c.lay
+    largest = max(req.gpus)
+    pairs = []
+    settled = np.zeros(len(c.Bf), dtype=bool)
+    for pg in sorted(req.gpus):
+        if g + pg > largest:
+            continue
+        for pool in pools.get((pg, c.weight, c.kv, ov), ()):
+            keeps = pool.rate >= demand
+            if not keeps.any():
+                continue
+            ttft_s = prefill_pool_seconds(pool.t_pf, demand / pool.sm.lay.dp) + transfer
+            # the requests in flight: the decode batch and, at the request rate, those in the
+            # prefill pool and the KV transfer (Little's law), as plan's closed loop counts them
+            in_flight = lay.dp * c.Bf + demand * ttft_s
+            # a batch whose requests in flight a smaller batch already reaches is no steady
+            # state of the closed loop: with that many users it settles at the smaller batch,
+            # as plan solves it (near a larger pass, the shorter wait can hold fewer requests
+            # in flight at a larger batch)
+            record = in_flight > np.concatenate([[-np.inf], np.maximum.accumulate(in_flight)[:-1]])
+            settles = keeps & ~record
+            keeps = keeps & record
+            head = {
+                **base,
+                "mode": "disaggregated",
+                "gpus": g + pg,
+                "decode_gpus": g,
+                "prefill_gpus": pg,
+                **pool.fields(),
+            }
+            pairs.append((g + pg, keeps.tolist(), ttft_s.tolist(), pool.sm, head, in_flight))
+            settled |= settles
+    return pairs, settled
+
+
+def _disaggregated(
+    found: Points,
+    req: SearchRequest,
+    c: Candidate,
+    pools: dict[PoolKey, list[PrefillPool]],
+    ov: str,
+    t_step: np.ndarray,
+    base: dict[str, Any],
+    context_bytes: np.ndarray,
+) -> None:
+    """Per batch, one disaggregated point per prefill pool that keeps up; a batch with none
+    is counted in the reasons."""
+    total = c.lay.dp * c.Bf / t_step
+    demand = total / req.osl  # prompts per second
+    row = kv_cache(req.m, req.isl, 1, c.kv_layout, None, False).total_bytes
+    transfer = kv_transfer_seconds(req.hw, row)
+    pairs, settled = _pairings(req, c, pools, ov, demand, transfer, base)
+    # per batch size: its figures as Python numbers, then one point per pool
+    tps, tots = t_step.tolist(), total.tolist()
+    kvs = context_bytes.tolist()
+    for i, b in enumerate(c.Bf.tolist()):
+        paired = False
+        for gpus_used, keeps, ttft_s, p_sm, head, in_flight in pairs:
+            if not keeps[i]:
+                continue
+            paired = True
+            point = {
+                **head,
+                "batch_per_group": int(b),
+                "concurrency": float(in_flight[i]),
+                "ttft_s": ttft_s[i],
+                "tpot_s": tps[i],
+                "output_tokens_per_s": tots[i],
+                "output_tokens_per_s_per_gpu": tots[i] / gpus_used,
+                "output_tokens_per_s_per_user": 1.0 / tps[i],
+                "kv_per_gpu_bytes": kvs[i],
+            }
+            found.add(point, c.sm, p_sm)
+        if not paired and settled[i]:
+            found.reasons["disaggregated: its requests in flight settle at a smaller batch"] += 1
+        elif not paired:
+            found.reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1

@@ -1,0 +1,265 @@
+"""The candidates a search times: for each GPU count and weight dtype the layouts worth trying,
+and for each layout and KV dtype the batches that fit, as the rows of one vectorised step
+call (the decode steps, the steps that mix prompts in, and the layout's passes as a prefill
+pool). What is ruled out before timing is counted by reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.gpu_step import Spec, StepModel
+from mlacalc.serving.layout import (
+    Layout,
+    kv_bytes_per_sequence_per_gpu,
+    make_layout,
+    weight_format,
+    weights_per_gpu,
+)
+from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.errors import MlacalcError
+
+if TYPE_CHECKING:
+    from mlacalc.serving.search import SearchRequest
+
+__all__ = ["Candidate", "StepRows", "candidate_layouts", "candidates", "needs_network"]
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """One layout with one weight and KV dtype: the batches per group that fit and the rows of
+    its step model's call (``slices`` names them: ``(overlap, "dec")`` the decode steps,
+    ``(overlap, "mix")`` the steps with prompts, ``(overlap, "prefill")`` the layout's passes
+    as a prefill pool of ``1 .. k_fit`` prompts)."""
+
+    gpus: int
+    #: the weight dtype as the search names it, and as the points show it
+    weight: str
+    label: str
+    lay: Layout
+    kv: str
+    kv_layout: Any
+    weights: int
+    #: one sequence's cache on a GPU at the request's context
+    per_seq: int
+    #: the batches per group that fit, the prompts a step brings in at each and the prompts
+    #: one step batches
+    Bf: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    overlaps: tuple[str, ...]
+    slices: dict[tuple[str, str], slice]
+    k_fit: int
+    sm: StepModel
+    specs: list[Spec]
+
+
+class StepRows:
+    """The rows of one step model's vectorised call, each named block of them a slice."""
+
+    def __init__(self) -> None:
+        self.dec_B: list[np.ndarray] = []
+        self.pf_N: list[np.ndarray] = []
+        self.pf_q: list[np.ndarray] = []
+        self.slices: dict[tuple[str, str], slice] = {}
+        self.pos = 0
+
+    def add(self, key: tuple[str, str], dec_B: Any, pf_N: Any, pf_q: Any) -> None:
+        self.dec_B.append(dec_B)
+        self.pf_N.append(pf_N)
+        self.pf_q.append(pf_q)
+        self.slices[key] = slice(self.pos, self.pos + len(dec_B))
+        self.pos += len(dec_B)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidate_layouts(
+    m: ModelConfig, hw: HardwareSpec, gpus: int, weight_dtype: str | None, usable: int
+) -> list[Layout]:
+    """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) whose
+    weights fit in ``usable`` bytes per GPU."""
+    node = hw.gpus_per_node or gpus
+    out: list[Layout] = []
+    seen: set[tuple] = set()
+    tps = [t for t in _divisors(gpus) if t <= node and m.num_attention_heads % t == 0]
+    for tp in tps:
+        _add_layout(out, seen, m, gpus, tp=tp)
+        if m.is_moe:
+            if tp > 1:
+                _add_layout(out, seen, m, gpus, tp=tp, ep=tp)
+            for ep in (gpus,):
+                extra = (-m.n_routed_experts) % ep
+                _add_layout(
+                    out, seen, m, gpus, tp=tp, ep=ep, dp_attention=True, redundant_experts=extra
+                )
+                _add_layout(out, seen, m, gpus, tp=tp, ep=ep, redundant_experts=extra)
+            _add_layout(out, seen, m, gpus, tp=tp, dp_attention=True)
+    for pp in (2, 4, 8):
+        if gpus % pp == 0 and gpus // pp >= 1:
+            stage = gpus // pp
+            tp = max(t for t in _divisors(stage) if t <= node and m.num_attention_heads % t == 0)
+            _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
+    return [lay for lay in out if weights_per_gpu(m, lay, weight_dtype) < usable]
+
+
+def _add_layout(out: list[Layout], seen: set[tuple], m: ModelConfig, gpus: int, **kw: Any) -> None:
+    """Add the layout ``kw`` describes to ``out``, unless the model refuses it or it is there."""
+    try:
+        lay = make_layout(m, gpus, **kw)
+    except MlacalcError:
+        return
+    key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
+    if key not in seen:
+        seen.add(key)
+        out.append(lay)
+
+
+def needs_network(lay: Layout, hw: HardwareSpec) -> bool:
+    """Whether some collective or stage hand-over of the layout crosses nodes."""
+    node = hw.gpus_per_node
+    if node is None or lay.gpus <= node:
+        return False
+    return lay.tp > node or lay.moe_group > node or (lay.pp > 1 and lay.stage_gpus >= node)
+
+
+def candidates(req: SearchRequest, reasons: Counter[str]) -> list[Candidate]:
+    """Every candidate of the search, in order (GPU count, weight dtype, layout, KV dtype);
+    what is ruled out before timing is counted in ``reasons``."""
+    out = []
+    for g in req.gpus:
+        for w in req.weight_dtypes:
+            # the model's own weights are sized as its checkpoint stores them (None)
+            sized = None if req.own and w == req.m.weights_dtype else w
+            for lay in _fitting_layouts(req, g, sized, reasons):
+                weights = weights_per_gpu(req.m, lay, sized)
+                for kv in req.kv_dtypes:
+                    c = candidate(req, g, w, sized, lay, weights, kv, reasons)
+                    if c is not None:
+                        out.append(c)
+    return out
+
+
+def _fitting_layouts(
+    req: SearchRequest, g: int, sized: str | None, reasons: Counter[str]
+) -> list[Layout]:
+    """The layouts of ``g`` GPUs whose weights fit and whose links have figures."""
+    per_layout = len(req.kv_dtypes) * len(req.batches) * len(req.modes)
+    lays = candidate_layouts(req.m, req.hw, g, sized, req.usable)
+    if not lays:
+        reasons["does not fit: weights"] += per_layout
+        return []
+    if not req.hw.scale_out_bytes_per_s:
+        crossing = [lay for lay in lays if needs_network(lay, req.hw)]
+        if crossing:
+            reasons[f"{req.hw.name} has no network figures (scale_out_gb_per_s)"] += (
+                len(crossing) * per_layout
+            )
+            lays = [lay for lay in lays if not needs_network(lay, req.hw)]
+    return lays
+
+
+def candidate(
+    req: SearchRequest,
+    g: int,
+    w: str,
+    sized: str | None,
+    lay: Layout,
+    weights: int,
+    kv: str,
+    reasons: Counter[str],
+) -> Candidate | None:
+    """The candidate of one layout and KV dtype: the batches that fit (the others counted in
+    ``reasons``) and its rows; None when nothing is left to time."""
+    m, isl = req.m, req.isl
+    layout = resolve_kv_layout(kv)
+    # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
+    per_seq = kv_bytes_per_sequence_per_gpu(m, layout, lay, req.context, req.page_size)
+    per_group = (req.usable - weights) // per_seq
+    B = np.asarray(req.batches, dtype=np.float64)
+    fit = per_group >= B
+    reasons["does not fit: kv cache"] += int((~fit).sum()) * len(req.modes)
+    Bf = B[fit]
+    comm = lay.tp > 1 or lay.ep > 1 or lay.moe_group > lay.tp or lay.pp > 1
+    ovs = tuple(o for o in req.overlaps if comm or o == "none")
+    n = Bf / req.osl
+    k = np.clip(np.ceil(n - 1e-9), 1, req.k_max)
+    rows = StepRows()
+    _batch_rows(rows, req, lay, ovs, Bf, k)
+    # a prefill pool holds the weights and the cache of one prompt of isl tokens per GPU at
+    # least, and a pass batches at most the prompts whose cache fits beside the weights
+    # (k_fit <= k_max), as plan checks it
+    k_fit = 0
+    if lay.pp == 1 and "disaggregated" in req.modes:
+        one = kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, req.page_size)
+        k_fit = int(min(req.k_max, max(req.usable - weights, 0) // one))
+    if k_fit >= 1:
+        _pool_rows(rows, req, k_fit)
+    if not rows.pos:
+        return None  # no batch fits and no prefill pool to rate: nothing to time
+    sm = StepModel(m, lay, sized, layout, req.hw, req.profile)
+    specs = sm.specs(
+        dec_B=np.concatenate(rows.dec_B),
+        dec_S=req.S_avg,
+        pf_N=np.concatenate(rows.pf_N),
+        pf_q=np.concatenate(rows.pf_q),
+    )
+    return Candidate(
+        gpus=g,
+        weight=w,
+        label=weight_format(m, sized),
+        lay=lay,
+        kv=layout.name,
+        kv_layout=layout,
+        weights=weights,
+        per_seq=per_seq,
+        Bf=Bf,
+        n=n,
+        k=k,
+        overlaps=ovs,
+        slices=rows.slices,
+        k_fit=k_fit,
+        sm=sm,
+        specs=specs,
+    )
+
+
+def _batch_rows(
+    rows: StepRows,
+    req: SearchRequest,
+    lay: Layout,
+    ovs: tuple[str, ...],
+    Bf: np.ndarray,
+    k: np.ndarray,
+) -> None:
+    """Under each overlap, the decode steps of the batches ``Bf`` and the steps that carry
+    ``k`` prompts beside them (or, separate, the prompts' own pass)."""
+    for ov in ovs:
+        f = 0.5 if ov == "tbo" else 1.0
+        blocks = [("dec", Bf, 0 * Bf), ("mix", Bf, k)]
+        if req.prefill_pass == "separate":  # the prompts' own pass
+            blocks[1] = ("mix", 0 * Bf, k)
+        for what, db, pn in blocks:
+            mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
+            rows.add((ov, what), db / mb * f, pn / mb * f, np.full(len(Bf), float(req.isl)))
+
+
+def _pool_rows(rows: StepRows, req: SearchRequest, k_fit: int) -> None:
+    """The layout as a prefill pool: its passes of ``1 .. k_fit`` prompts (its prompt rate: a
+    pass of ``k_fit``), under each overlap (a pool runs its decode pool's, as plan times it)."""
+    for ov in req.overlaps:
+        f = 0.5 if ov == "tbo" else 1.0
+        rows.add(
+            (ov, "prefill"),
+            np.zeros(k_fit),
+            np.arange(1.0, k_fit + 1) * f,
+            np.full(k_fit, float(req.isl)),
+        )
