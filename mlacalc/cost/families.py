@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
 from mlacalc.cost.linear import gated_query_cost, linear_group_cost
 from mlacalc.models.architecture import (
-    ARCHS,
     Arch,
     arch_of,
     describe,
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
 __all__ = [
-    "ARCHS",
     "Arch",
     "arch_of",
     "describe",

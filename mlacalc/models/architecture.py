@@ -43,11 +43,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.models.patterns import LayerKind, LayerPattern
+from mlacalc.models.registry import families, family_of
 
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = ["ARCHS", "Arch", "arch_of", "describe", "kind_model", "layer_pattern"]
+__all__ = ["Arch", "arch_of", "archs", "describe", "kind_model", "layer_pattern"]
 
 
 @dataclass(frozen=True)
@@ -69,33 +70,16 @@ class Arch:
     global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
 
 
-ARCHS: dict[str, Arch] = {
-    "qwen3": Arch(qk_norm="head"),
-    "qwen3_moe": Arch(qk_norm="head"),
-    "glm4_moe": Arch(correction_bias=True),
-    "minimax_m2": Arch(qk_norm="full", correction_bias=True),
-    "phi3": Arch(off_pattern="sliding"),
-    "gpt_oss": Arch(sinks=True, router_bias=True, expert_bias=True, off_pattern="sliding"),
-    "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
-    "llama4_text": Arch(off_pattern="chunked", nope_full=True),
-    "qwen2_moe": Arch(shared_gate=True),
-    "gemma4_text": Arch(
-        qk_norm="head", norms_per_layer=4, off_pattern="sliding", global_attention=True
-    ),
-    "qwen3_next": Arch(qk_norm="head", shared_gate=True, gated_query=True, off_pattern="linear"),
-    "kimi_linear": Arch(
-        correction_bias=True, off_pattern="linear", nope_full=True, kimi_delta=True
-    ),
-    "cohere": Arch(norms_per_layer=1),
-    "cohere2": Arch(norms_per_layer=1, off_pattern="sliding"),
-    "deepseek_v32": Arch(correction_bias=True, indexer=True),
-    "glm_moe_dsa": Arch(correction_bias=True, indexer=True),
-}
+def archs() -> dict[str, Arch]:
+    """model_type -> :class:`Arch`, for every registered family that adds to its base layout
+    (each family module states its own, :mod:`mlacalc.models.hf`)."""
+    return {t: a for family in families().values() for t, a in family.archs.items()}
 
 
 def arch_of(model: ModelConfig) -> Arch | None:
     """The additions of the model's family, or None for a base-layout model."""
-    return ARCHS.get(model.model_type)
+    family = family_of(model.model_type)
+    return None if family is None else family.archs.get(model.model_type)
 
 
 @lru_cache(maxsize=512)

@@ -124,6 +124,10 @@ class Family:
     linear
         Whether the architecture has linear-attention layers (its files must state the
         ``linear_*`` widths; no other family may).
+    archs
+        model_type -> what it adds to its base layout, layer by layer (an
+        :class:`~mlacalc.models.architecture.Arch`: the cost rules of its reference
+        implementation); a type without one follows its layout's base rules.
     """
 
     name: str
@@ -145,6 +149,7 @@ class Family:
     rope: bool = True
     mla: bool = False
     linear: bool = False
+    archs: Mapping[str, Any] = field(default_factory=dict)
 
     def defaults_for(self, model_type: str) -> dict[str, Default]:
         """Every default rule that applies to ``model_type``."""

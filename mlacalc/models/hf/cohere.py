@@ -2,6 +2,7 @@
 attention and MLP read one LayerNorm (weight only) in parallel, tied head; Cohere2
 interleaves sliding layers with every ``sliding_window_pattern``-th layer full."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_layer_types
 from mlacalc.models.hf._rules import head_dim_from_width
 from mlacalc.models.registry import Default, Family, HFInput, register
@@ -46,5 +47,9 @@ FAMILY = register(
         },
         reads=("sliding_window_pattern", "layer_types"),
         translate=_translate,
+        archs={
+            "cohere": Arch(norms_per_layer=1),
+            "cohere2": Arch(norms_per_layer=1, off_pattern="sliding"),
+        },
     )
 )

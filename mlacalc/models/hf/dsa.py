@@ -4,6 +4,7 @@ indexer (``index_n_heads`` heads of ``index_head_dim``: ``wq_b`` from the query 
 ``wk`` with a LayerNorm, ``weights_proj``) that caches one key per token, scores every key
 and lets the query attend the ``index_topk`` best."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 from mlacalc.models.registry import Default, Family, register
 
@@ -53,5 +54,9 @@ FAMILY = register(
         moe=True,
         mtp=True,
         mla=True,
+        archs={
+            "deepseek_v32": Arch(correction_bias=True, indexer=True),
+            "glm_moe_dsa": Arch(correction_bias=True, indexer=True),
+        },
     )
 )

@@ -1,6 +1,7 @@
 """Gemma 3 (``Gemma3TextConfig``): per-head query/key RMSNorm, four norms per layer, tied
 head; ``sliding_window`` layers with every ``sliding_window_pattern``-th layer full."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_layer_types
 from mlacalc.models.registry import Default, Family, register
 
@@ -31,5 +32,8 @@ FAMILY = register(
         },
         reads=("sliding_window_pattern", "layer_types"),
         translate=_translate,
+        archs={
+            "gemma3_text": Arch(qk_norm="head", norms_per_layer=4, off_pattern="sliding"),
+        },
     )
 )

@@ -15,6 +15,7 @@ model only). Refused by name: per-layer embeddings (``hidden_size_per_layer_inpu
 default when absent), layers that reuse another layer's cache (``num_kv_shared_layers``),
 ``use_bidirectional_attention: all`` (halves the window and drops causality)."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_layer_types
 from mlacalc.models.registry import Default, Family, HFInput, register
 
@@ -151,5 +152,10 @@ FAMILY = register(
         reads=("hidden_size_per_layer_input", "num_kv_shared_layers", "layer_types"),
         translate=_translate,
         moe=True,
+        archs={
+            "gemma4_text": Arch(
+                qk_norm="head", norms_per_layer=4, off_pattern="sliding", global_attention=True
+            ),
+        },
     )
 )

@@ -2,6 +2,7 @@
 ``first_k_dense_replace`` dense layers, then MoE layers with shared experts and a router
 correction bias; ``num_nextn_predict_layers`` MTP modules (reported apart)."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._rules import head_dim_from_width
 from mlacalc.models.registry import Default, Family, HFInput, register
 
@@ -45,5 +46,8 @@ FAMILY = register(
         translate=_translate,
         moe=True,
         mtp=True,
+        archs={
+            "glm4_moe": Arch(correction_bias=True),
+        },
     )
 )

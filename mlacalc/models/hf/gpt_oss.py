@@ -2,6 +2,7 @@
 head; sliding (``sliding_window``) and full layers alternate; every FFN a MoE of
 ``num_local_experts`` experts of ``intermediate_size`` with biases, routers with a bias."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_layer_types
 from mlacalc.models.registry import Default, Family, register
 
@@ -37,5 +38,8 @@ FAMILY = register(
         translate=_translate,
         moe=True,
         requires_experts=True,
+        archs={
+            "gpt_oss": Arch(sinks=True, router_bias=True, expert_bias=True, off_pattern="sliding"),
+        },
     )
 )

@@ -14,6 +14,7 @@ every fourth layer from the fifth (1-based) is full. The full layers become
 first ``first_k_dense_replace``, 1, dense).
 """
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 from mlacalc.models.registry import Default, Family, HFInput, register
 
@@ -169,5 +170,10 @@ FAMILY = register(
         mla=True,
         rope=False,
         linear=True,
+        archs={
+            "kimi_linear": Arch(
+                correction_bias=True, off_pattern="linear", nope_full=True, kimi_delta=True
+            ),
+        },
     )
 )

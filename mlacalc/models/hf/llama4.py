@@ -3,6 +3,7 @@
 RoPE, weightless L2 query/key norms, MoE layers with one shared expert; routed and shared
 experts of ``intermediate_size``, dense layers of ``intermediate_size_mlp``."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe, lift_text_config, read_layer_types
 from mlacalc.models.registry import Default, Family, register
 
@@ -70,5 +71,8 @@ FAMILY = register(
         translate=_translate,
         moe=True,
         requires_experts=True,
+        archs={
+            "llama4_text": Arch(off_pattern="chunked", nope_full=True),
+        },
     )
 )

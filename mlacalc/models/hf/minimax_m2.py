@@ -3,6 +3,7 @@ projections, every FFN a MoE of ``num_local_experts`` experts of ``intermediate_
 routers with a correction bias. The checkpoint's MTP modules (``num_mtp_modules``) are not
 in the Hugging Face implementation and are not counted."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.registry import Default, Family, register
 
 
@@ -51,5 +52,8 @@ FAMILY = register(
         translate=_translate,
         moe=True,
         requires_experts=True,
+        archs={
+            "minimax_m2": Arch(qk_norm="full", correction_bias=True),
+        },
     )
 )

@@ -1,6 +1,7 @@
 """Phi-3 / Phi-3.5 / Phi-4-mini (``Phi3Config``): the Llama layout with fused ``qkv_proj`` and
 ``gate_up_proj`` (the same counts as separate matrices); ``sliding_window`` on every layer."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._rules import head_dim_from_width, kv_heads_equal_heads
 from mlacalc.models.registry import Default, Family, register
 
@@ -23,5 +24,8 @@ FAMILY = register(
         },
         reads=("partial_rotary_factor",),
         translate=_translate,
+        archs={
+            "phi3": Arch(off_pattern="sliding"),
+        },
     )
 )

@@ -2,6 +2,7 @@
 a MoE of ``num_experts`` plus one shared expert of ``shared_expert_intermediate_size``
 behind a sigmoid gate (``shared_expert_gate``: one weight row)."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe
 from mlacalc.models.hf._rules import head_dim_from_width
 from mlacalc.models.registry import Default, Family, HFInput, register
@@ -60,5 +61,8 @@ FAMILY = register(
         translate=_translate,
         moe=True,
         requires_experts=True,
+        archs={
+            "qwen2_moe": Arch(shared_gate=True),
+        },
     )
 )

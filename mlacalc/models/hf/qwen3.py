@@ -1,6 +1,7 @@
 """Qwen3 and Qwen3-MoE (``Qwen3Config``, ``Qwen3MoeConfig``): the Llama layout with per-head
 RMSNorm on queries and keys; Qwen3-MoE makes every FFN a mixture of ``num_experts``."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe
 from mlacalc.models.registry import Default, Family, HFInput, register
 
@@ -42,5 +43,9 @@ FAMILY = register(
         ignored={"sliding_window": "Qwen3 reads it only with use_sliding_window: true"},
         translate=_translate,
         moe=True,
+        archs={
+            "qwen3": Arch(qk_norm="head"),
+            "qwen3_moe": Arch(qk_norm="head"),
+        },
     )
 )

@@ -5,6 +5,7 @@ A linear layer keeps a fixed state per sequence (its convolution window and a ke
 matrix per value head), no per-token cache. Parameters and cache bytes are modelled; FLOPs
 of the linear layers are not, and are refused by name."""
 
+from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe
 from mlacalc.models.registry import Default, Family, HFInput, register
 
@@ -89,5 +90,10 @@ FAMILY = register(
         moe=True,
         requires_experts=True,
         linear=True,
+        archs={
+            "qwen3_next": Arch(
+                qk_norm="head", shared_gate=True, gated_query=True, off_pattern="linear"
+            ),
+        },
     )
 )
