@@ -240,31 +240,17 @@ def command(
     """
     from mlacalc.serving.plan import plan as make_plan
 
-    if isl is not None or osl is not None:
-        # the request mix sets the context and the requests in flight: the capacity options
-        # would be dropped without a word
-        if batch is not None:
-            raise click.BadParameter(
-                "does not apply with --isl/--osl: give the requests in flight with "
-                "--concurrency (or an arrival rate with --request-rate)",
-                param_hint="--batch",
-            )
-        if given("seq_len"):
-            raise click.BadParameter(
-                "does not apply with --isl/--osl: the context of a request is isl + osl",
-                param_hint="--seq-len",
-            )
-    for flag, value in (
-        ("--prefill-gpus", prefill_gpus),
-        ("--prefill-tp", prefill_tp),
-        ("--prefill-ep", prefill_ep),
-        ("--prefill-dp-attention", prefill_dp_attention),
-        ("--prefill-redundant-experts", prefill_redundant_experts),
-    ):
-        if value is not None and mode != "disaggregated":
-            raise click.BadParameter(
-                "describes the prefill pool: give it with --mode disaggregated", param_hint=flag
-            )
+    # plan checks every argument, its error naming the argument, which mlacalc.cli.main
+    # reports as its flag; here only what plan takes but the command line refuses (--batch
+    # beside a request mix, DP-attention over one group) and the GPUs' split in the flags'
+    # own words
+    if (isl is not None or osl is not None) and batch is not None:
+        # the request mix sets the requests in flight: the batch would be dropped without a word
+        raise click.BadParameter(
+            "does not apply with --isl/--osl: give the requests in flight with "
+            "--concurrency (or an arrival rate with --request-rate)",
+            param_hint="--batch",
+        )
     for flag, degree in (("--tp", tp), ("--dp", dp)):
         if degree is not None and gpus % degree:
             raise click.BadParameter(
@@ -279,17 +265,6 @@ def command(
             + ": give a smaller --tp, or leave --dp-attention off",
             param_hint="--dp-attention",
         )
-    if prefill_pass != "fused" and (mode == "disaggregated" or chunked_prefill is not None):
-        raise click.BadParameter(
-            "describes aggregated steps that run whole prompts: leave it 'fused' with "
-            + ("--mode disaggregated" if mode == "disaggregated" else "--chunked-prefill"),
-            param_hint="--prefill-pass",
-        )
-    if output_lag_steps and mode == "disaggregated":
-        raise click.BadParameter(
-            "applies to aggregated serving: leave it 0 with --mode disaggregated",
-            param_hint="--output-lag-steps",
-        )
     p = make_plan(
         load(model),
         hardware,
@@ -303,7 +278,8 @@ def command(
         kv_dtype=kv_dtype,
         page_size=page_size,
         memory_reserve=memory_reserve,
-        seq_len=None if isl is not None else seq_len,  # a request mix's context is isl + osl
+        # a request mix's context is isl + osl: plan refuses a --seq-len given beside it
+        seq_len=seq_len if isl is None or given("seq_len") else None,
         batch=batch,
         include_mtp=include_mtp,
         isl=isl,

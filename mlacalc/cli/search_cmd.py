@@ -176,6 +176,11 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
+def _split(text: str | None) -> tuple[str, ...] | None:
+    """A comma-separated option as its items (None as is)."""
+    return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
+
+
 @click.command("search")
 @click.argument("model")
 @click.option(
@@ -248,24 +253,19 @@ def command(
     """
     from mlacalc.serving.search import FIELDS, search
 
-    gpus = size_list(gpus_text) or []
-    if not gpus:
-        raise click.BadParameter("give at least one GPU count, e.g. 8,16", param_hint="--gpus")
-
-    def split(text: str | None) -> tuple[str, ...] | None:
-        return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
-
+    # search checks every list (an empty one is refused, naming it), which mlacalc.cli.main
+    # reports as its flag
     result = search(
         load(model),
         hardware,
-        gpus,
+        size_list(gpus_text) or [],
         isl=isl,
         osl=osl,
         ttft=ttft,
         tpot=tpot,
-        weight_dtypes=split(weight_dtypes),
-        kv_dtypes=split(kv_dtypes),
-        modes=split(modes),
+        weight_dtypes=_split(weight_dtypes),
+        kv_dtypes=_split(kv_dtypes),
+        modes=_split(modes),
         memory_reserve=memory_reserve,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,

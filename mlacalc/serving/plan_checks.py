@@ -214,7 +214,8 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
         # dropped without a word
         raise InvalidArgumentError(
             "seq_len",
-            "does not apply with isl/osl: a request's context is isl + osl; leave seq_len out",
+            "does not apply with isl/osl (--isl/--osl): a request's context is isl + osl; "
+            "leave seq_len out",
         )
     if seq_len is None:
         seq_len = defaults.SEQ_LEN
@@ -254,7 +255,9 @@ def _check_modes(
     chunked_prefill = check_int("chunked_prefill", args["chunked_prefill"])
     for name in PREFILL_POOL_ARGUMENTS:
         if args[name] is not None and mode != "disaggregated":
-            raise InvalidArgumentError(name, "describes the prefill pool of mode='disaggregated'")
+            raise InvalidArgumentError(
+                name, "describes the prefill pool of mode='disaggregated' (--mode disaggregated)"
+            )
     if chunked_prefill is not None and mode == "disaggregated":
         raise InvalidArgumentError(
             "chunked_prefill", "mixes prompts into decode steps: aggregated mode only"
@@ -275,11 +278,17 @@ def _check_engine(
         raise InvalidArgumentError(
             "prefill_pass",
             "describes aggregated steps that run whole prompts: leave it 'fused' with "
-            + ("mode='disaggregated'" if mode == "disaggregated" else "chunked_prefill"),
+            + (
+                "mode='disaggregated' (--mode disaggregated)"
+                if mode == "disaggregated"
+                else "chunked_prefill (--chunked-prefill)"
+            ),
         )
     if output_lag_steps and mode == "disaggregated":
         raise InvalidArgumentError(
-            "output_lag_steps", "applies to aggregated serving: leave it 0 with disaggregated"
+            "output_lag_steps",
+            "applies to aggregated serving: leave it 0 with mode='disaggregated' "
+            "(--mode disaggregated)",
         )
 
 
