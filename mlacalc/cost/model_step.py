@@ -50,7 +50,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost
+from mlacalc.cost.attention import attended_pairs, checked_workload, indexer_row_bytes
+from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
+from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.params import (
     FFNShape,
     expert_shape,
@@ -60,12 +62,14 @@ from mlacalc.cost.params import (
     shared_experts_shape,
 )
 from mlacalc.cost.quant import Tensor, checkpoint_tensors, is_kept, tensor_bytes
+from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import (
     canonical_dtype,
     dtype_bits,
     gemm_class,
+    resolve_kv_layout,
 )
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
@@ -77,6 +81,7 @@ from mlacalc.words.vocab import (
     Phase,
     Scope,
 )
+from mlacalc.words.workload import Workload
 
 __all__ = [
     "FFN_ACTIVATION_FLOPS_PER_ELEMENT",
@@ -236,16 +241,13 @@ def _core_kernel(
     }
     kind = _core_kind(model, cost.impl, cost.phase)
     dtype = act_dtype
-    if kind in ("attention_decode", "mla_decode"):
-        # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
-        # the fp8 decode kernels (GQA and MLA alike)
-        from mlacalc.words.dtypes import resolve_kv_layout
-
-        if resolve_kv_layout(kv_dtype).name.startswith("fp8"):
-            dtype = "fp8"
+    # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
+    # the fp8 decode kernels (GQA and MLA alike)
+    decode = kind in ("attention_decode", "mla_decode")
+    if decode and resolve_kv_layout(kv_dtype).name.startswith("fp8"):
+        dtype = "fp8"
     if kind == "attention_decode":
         # attention sinks keep the RoPE pre-kernel a kernel of its own
-        from mlacalc.cost.families import arch_of
 
         arch = arch_of(model)
         shape["sinks"] = int(bool(arch is not None and arch.sinks))
@@ -300,8 +302,6 @@ def indexer_kernels(
     """
     if model.index_topk is None:
         return []
-    from mlacalc.cost.engine import attended_pairs
-    from mlacalc.cost.families import indexer_row_bytes
 
     d, heads, width = model.hidden_size, model.index_n_heads, model.index_head_dim
     source = model.q_lora_rank or d
@@ -386,8 +386,6 @@ def attention_kernels(
     ``index_topk`` keys). ``kv_dtype``: the cache layout (a DSA layer's indexer keys).
     """
     if cost.variant == "linear":  # a linear-attention layer (mlacalc.cost.linear)
-        from mlacalc.cost.linear import linear_kernels
-
         return linear_kernels(cost, model, act_dtype, weight_dtype, calls)
     if window == -1:
         window = model.sliding_window if model.index_topk is None else model.index_topk
@@ -758,16 +756,15 @@ def checkpoint_stored(model: ModelConfig | str) -> bool:
 
 
 def _attention_layers(
-    m: ModelConfig, one: AttentionCost, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a
+    m: ModelConfig, one: AttentionCost, work: Workload, kv_dtype: Any
 ) -> list[Kernel]:
     """The attention kernels of every layer: one set per kind of layer (``calls`` = its
     layers) when the layers differ (sliding or chunked layers between full ones)."""
+    a, w = work.act_dtype, work.weight_dtype
     uniform = m.full_attention_interval is None and m.global_head_dim is None
     if uniform and not m.full_attention_layers:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
-    from mlacalc.cost.families import kind_model, layer_pattern
-
-    cost = attention_cost(m, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}
     out: list[Kernel] = []
     for label, group in zip(cost.group_labels, cost.groups):
@@ -824,7 +821,9 @@ def step_kernels(
     dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
     stored = chosen is None and checkpoint_stored(m)
     one = one_layer(m)
-    cost = attention_cost(one, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    asked = Workload(phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    work = checked_workload(asked, one)
+    cost = cost_of(one, work)
     if scope == "attention_layer":
         layer = attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
         return _as_stored(layer, m, dt) if stored else layer
@@ -834,7 +833,7 @@ def step_kernels(
     n_norms, norm_w = layer_norms(m)
     out = [_elementwise("embedding", a, 0, _bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
     out.append(_norm("input_norm", tokens, norm_w, d, dt, L))
-    out += _attention_layers(m, cost, phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
+    out += _attention_layers(m, cost, work, kv_dtype)
     if n_norms > 1:
         out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
     moe_layers = m.num_moe_layers
