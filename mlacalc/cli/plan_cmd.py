@@ -404,6 +404,23 @@ def kernels_note(p) -> str:
 
 def sections(p) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels."""
+    out = [
+        Section(
+            f"Plan: {p.model}",
+            ["quantity", "value"],
+            plan_rows(p),
+            note=times_note(p.profile, p.calibration),
+        )
+    ]
+    if p.ttft_s is not None:
+        out.append(Section("Serving", ["figure", "value"], serving_rows(p)))
+    if p.kernels:
+        out.append(kernels_section(p))
+    return out
+
+
+def plan_rows(p) -> list[list[str]]:
+    """What fits (memory, weights, cache, batch and context) and the step's times."""
     rows = [
         ["fits", "yes" if p.fits else f"no: {p.overflow}"],
         ["GPUs", gpus_text(p)],
@@ -454,64 +471,56 @@ def sections(p) -> list[Section]:
     rows.append(["binding resource", p.binding])
     for w in p.warnings:
         rows.append(["warning", w])
-    out = [
-        Section(
-            f"Plan: {p.model}",
-            ["quantity", "value"],
-            rows,
-            note=times_note(p.profile, p.calibration),
-        )
+    return rows
+
+
+def serving_rows(p) -> list[list[str]]:
+    """The serving figures of a request mix."""
+    srows = [
+        [
+            "mode",
+            f"{p.mode}"
+            + (f" (+{p.prefill_gpus} prefill GPUs: {p.prefill_layout})" if p.prefill_gpus else ""),
+        ],
+        ["requests in flight", p.queue_text()],
+        ["TTFT", p.ttft_text()],
+        ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
+        ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
+        ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
+        ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
+        ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
     ]
-    if p.ttft_s is not None:
-        srows = [
-            [
-                "mode",
-                f"{p.mode}"
-                + (
-                    f" (+{p.prefill_gpus} prefill GPUs: {p.prefill_layout})"
-                    if p.prefill_gpus
-                    else ""
-                ),
-            ],
-            ["requests in flight", p.queue_text()],
-            ["TTFT", p.ttft_text()],
-            ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
-            ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
-            ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
-            ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
-            ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
+    if p.mode == "aggregated":
+        srows.insert(1, ["prompts' forward pass", p.prefill_pass])
+        if p.output_lag_steps:
+            srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
+    if p.kv_transfer_s is not None:
+        srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
+    return srows
+
+
+def kernels_section(p) -> Section:
+    """The step's kernels, the longest first."""
+    krows = [
+        [
+            k["name"],
+            k["kind"],
+            str(k["calls"]),
+            f"{k['seconds'] * 1e3:,.3f}",
+            "link" if k["communication"] else k["dtype"],
         ]
-        if p.mode == "aggregated":
-            srows.insert(1, ["prompts' forward pass", p.prefill_pass])
-            if p.output_lag_steps:
-                srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
-        if p.kv_transfer_s is not None:
-            srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
-        out.append(Section("Serving", ["figure", "value"], srows))
-    if p.kernels:
-        krows = [
-            [
-                k["name"],
-                k["kind"],
-                str(k["calls"]),
-                f"{k['seconds'] * 1e3:,.3f}",
-                "link" if k["communication"] else k["dtype"],
-            ]
-            for k in sorted(p.kernels, key=lambda k: -k["seconds"])
-        ]
-        title = "Decode step of one GPU, by kernel"
-        if p.kernels_scope:
-            title = (
-                "Decode step by kernel: "
-                + ("one of the two micro-batches" if p.overlap == "tbo" else "one micro-batch")
-                + (f", the {p.pp} pipeline stages together" if p.pp > 1 else "")
-            )
-        out.append(
-            Section(
-                title,
-                ["kernel", "kind", "calls", "ms (all calls)", "dtype"],
-                krows,
-                note=kernels_note(p),
-            )
+        for k in sorted(p.kernels, key=lambda k: -k["seconds"])
+    ]
+    title = "Decode step of one GPU, by kernel"
+    if p.kernels_scope:
+        title = (
+            "Decode step by kernel: "
+            + ("one of the two micro-batches" if p.overlap == "tbo" else "one micro-batch")
+            + (f", the {p.pp} pipeline stages together" if p.pp > 1 else "")
         )
-    return out
+    return Section(
+        title,
+        ["kernel", "kind", "calls", "ms (all calls)", "dtype"],
+        krows,
+        note=kernels_note(p),
+    )
