@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -129,11 +130,72 @@ def command(
       mlacalc roofline deepseek-v3 --hardware H200 --insight
       mlacalc roofline deepseek-v3 --hardware H200 --profile fit-h100-sxm
     """
-    from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.timemodel.predict import predict_time
-
     m = load(model)
     wanted = phases(phase)
+    _check_flags(wanted, q_len, causal, mode, profile, calibrate)
+    impl = check_impl(m, impl)
+    profile = load_profile_option(profile, plain=True)
+    device = _device(hardware, profile)
+    request = _Request(
+        m, device, seq_len, batch, impl, mode, dtype, scope, q_len, weight_dtype, kv_dtype, causal
+    )
+    predictions = [_predict(request, ph, profile, calibrate) for ph in wanted]
+    check_context(m, seq_len)
+    no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
+    if no_fp8:
+        warn(no_fp8)
+    # what --profile roofline would print for the same call, so that the footer of a kernel
+    # model prediction can state both plain figures exactly (they differ: see _times_note)
+    plain = [
+        _predict(request, p.phase, "roofline") if p.profile != "roofline" else None
+        for p in predictions
+    ]
+    insights = _insights(request, profile, calibrate) if insight else []
+    kinds = [
+        _layer_kinds(
+            m,
+            p,
+            q_len if p.phase == "chunk" else None,
+            kv_dtype or dtype,
+            causal and p.phase != "decode",
+        )
+        for p in predictions
+    ]
+    doc = {
+        "predictions": [p.to_dict() for p in predictions],
+        "insights": [i.to_dict() for i in insights],
+    }
+    for d, k in zip(doc["predictions"], kinds):
+        if k:
+            d["layer_kinds"] = k  # per op, "" outside the attention block
+    emit(
+        fmt,
+        doc,
+        lambda: _sections(m, predictions, kinds, plain, insights, causal),
+        header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n",
+    )
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What every phase's prediction of one command shares."""
+
+    model: Any
+    device: Any
+    seq_len: int
+    batch: int
+    impl: str
+    mode: str
+    dtype: str
+    scope: str
+    q_len: int | None
+    weight_dtype: str | None
+    kv_dtype: str | None
+    causal: bool
+
+
+def _check_flags(wanted: list[str], q_len, causal: bool, mode: str, profile, calibrate) -> None:
+    """Refuse flags that do not go together; warn of one that changes nothing."""
     check_q_len(wanted, q_len)
     check_causal(wanted, causal)
     if causal and wanted != ["decode"] and mode == "unfused":
@@ -146,8 +208,12 @@ def command(
             "--profile and --calibrate exclude each other: --calibrate predicts with the roofline "
             "on a sidecar's measured ceilings; --profile with the kernel model"
         )
-    impl = check_impl(m, impl)
-    profile = load_profile_option(profile, plain=True)
+
+
+def _device(hardware: str, profile) -> Any:
+    """The device, with its alias note, and a warning where a profile does not apply to it."""
+    from mlacalc.hardware.catalogue import load_hardware
+
     device = load_hardware(hardware)
     if getattr(device, "alias_note", ""):
         note(device.alias_note)
@@ -157,149 +223,138 @@ def command(
             + ("measured ceilings" if device.measured else "datasheet figures")
             + " (a profile calibrates GPU kernels); ignored"
         )
+    return device
 
-    def predict(phase: str, how: Any, calibration: Any = None) -> Any:
-        """One phase's prediction with profile ``how`` (the command's, or the plain bound)."""
-        return predict_time(
-            m,
-            device,
-            phase,
-            seq_len,
-            batch,
-            impl,
-            mode,
-            dtype,
-            scope,
-            q_len=q_len if phase == "chunk" else None,
-            weight_dtype=weight_dtype,
-            kv_dtype=kv_dtype,
-            calibration=calibration,
-            causal=causal and phase != "decode",
-            profile=how,
-        )
 
-    predictions = [predict(ph, profile, calibrate) for ph in wanted]
-    check_context(m, seq_len)
-    no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
-    if no_fp8:
-        warn(no_fp8)
-    # what --profile roofline would print for the same call, so that the footer of a kernel
-    # model prediction can state both plain figures exactly (they differ: see _times_note)
-    plain = [predict(p.phase, "roofline") if p.profile != "roofline" else None for p in predictions]
-    insights = []
-    if insight:  # symbolic: sympy only on request, so the plain command starts fast
-        from mlacalc.timemodel.insight import (
-            absorption_crossover,
-            compute_bound_seq_len,
-            model_compute_bound_seq_len,
-            ridge_point,
-        )
+def _predict(r: _Request, phase: str, how: Any, calibration: Any = None) -> Any:
+    """One phase's prediction with profile ``how`` (the command's, or the plain bound)."""
+    from mlacalc.timemodel.predict import predict_time
 
-        insights = [ridge_point(device, dtype)]  # the plain roofline's (datasheet) ridge
-        if m.is_mla:
-            insights += compute_bound_seq_len(m, device, batch, dtype, kv_dtype)
-            # the same question for the kernel model, whose labels the table shows
-            if calibrate is None:
-                by_model = model_compute_bound_seq_len(
-                    m, device, batch, dtype, kv_dtype, profile, seq_len
-                )
-                insights += [by_model] if by_model is not None else []
-            insights += [absorption_crossover(m), absorption_crossover(m, seq_len)]
-    doc = {
-        "predictions": [p.to_dict() for p in predictions],
-        "insights": [i.to_dict() for i in insights],
-    }
+    return predict_time(
+        r.model,
+        r.device,
+        phase,
+        r.seq_len,
+        r.batch,
+        r.impl,
+        r.mode,
+        r.dtype,
+        r.scope,
+        q_len=r.q_len if phase == "chunk" else None,
+        weight_dtype=r.weight_dtype,
+        kv_dtype=r.kv_dtype,
+        calibration=calibration,
+        causal=r.causal and phase != "decode",
+        profile=how,
+    )
 
-    kinds = [
-        _layer_kinds(
-            m,
-            p,
-            q_len if p.phase == "chunk" else None,
-            kv_dtype or dtype,
-            causal and p.phase != "decode",
-        )
-        for p in predictions
+
+def _insights(r: _Request, profile, calibrate) -> list:
+    """The symbolic answers of --insight: the ridge point and, for MLA, where absorbed decode
+    turns compute-bound (by the roofline, and by the kernel model without --calibrate) and
+    the absorption crossover. Sympy loads only here, so the plain command starts fast."""
+    from mlacalc.timemodel.insight import (
+        absorption_crossover,
+        compute_bound_seq_len,
+        model_compute_bound_seq_len,
+        ridge_point,
+    )
+
+    m, device, dtype, kv_dtype = r.model, r.device, r.dtype, r.kv_dtype
+    insights = [ridge_point(device, dtype)]  # the plain roofline's (datasheet) ridge
+    if m.is_mla:
+        insights += compute_bound_seq_len(m, device, r.batch, dtype, kv_dtype)
+        # the same question for the kernel model, whose labels the table shows
+        if calibrate is None:
+            by_model = model_compute_bound_seq_len(
+                m, device, r.batch, dtype, kv_dtype, profile, r.seq_len
+            )
+            insights += [by_model] if by_model is not None else []
+        insights += [absorption_crossover(m), absorption_crossover(m, r.seq_len)]
+    return insights
+
+
+def _sections(m, predictions: list, kinds: list, plain: list, insights: list, causal: bool):
+    """The table/markdown sections: one per phase, then the insights (or a line on what
+    --insight would add)."""
+    out = [
+        _prediction_section(m, p, kind, flat, causal)
+        for p, kind, flat in zip(predictions, kinds, plain)
     ]
-    for d, k in zip(doc["predictions"], kinds):
-        if k:
-            d["layer_kinds"] = k  # per op, "" outside the attention block
-
-    def sections():
-        out = []
-        for p, kind, flat in zip(predictions, kinds, plain):
-            # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
-            # inside its own times): a column only where it says something
-            tiles = p.profile == "roofline" and any(o.efficiency != 1.0 for o in p.ops)
-            rows = [
-                [o.name]
-                + ([kind[i]] if kind else [])
-                + [
-                    o.stage,
-                    human_si(o.flops),
-                    human_bytes(o.bytes),
-                    f"{o.arithmetic_intensity:,.1f}",
-                    o.bound,
-                ]
-                + ([f"{o.efficiency:.2f}"] if tiles else [])
-                + [f"{o.seconds * 1e6:,.1f}"]
-                for i, o in enumerate(p.ops)
-            ]
-            rows.append(
-                ["total"]
-                + ([""] if kind else [])
-                + [
-                    "",
-                    human_si(p.flops),
-                    human_bytes(p.bytes),
-                    f"{p.arithmetic_intensity:,.1f}",
-                    p.bound,
-                ]
-                + ([""] if tiles else [])
-                + [f"{p.seconds * 1e6:,.1f}"]
+    if not insights:
+        if m.is_mla:
+            out[-1].note += (
+                "\n--insight adds the ridge point, the KV length where absorbed MLA decode "
+                "turns compute-bound, and the absorption crossover."
             )
-            out.append(
-                Section(
-                    f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
-                    f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
-                    f"{_weights(p)}"
-                    f"{', causal' if causal and p.phase != 'decode' else ''})"
-                    # a model whose layers differ: which one stands for it
-                    + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
-                    ["kernel"]
-                    + (["layer kind"] if kind else [])
-                    + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
-                    + (["tile eff."] if tiles else [])
-                    + ["time (us)"],
-                    rows,
-                    note=_times_note(p, flat),
-                )
-            )
-        if not insights:
-            if m.is_mla:
-                out[-1].note += (
-                    "\n--insight adds the ridge point, the KV length where absorbed MLA decode "
-                    "turns compute-bound, and the absorption crossover."
-                )
-            else:
-                out[-1].note += "\n--insight adds the ridge point."
-            return out
-        out.append(
-            Section(
-                "Insight",
-                ["quantity", "value", "formula / note"],
-                [
-                    [
-                        i.name,
-                        "never" if i.value is None else f"{i.value:,.1f}",
-                        f"{i.expression}  ({i.note})" if len(str(i.expression)) < 80 else i.note,
-                    ]
-                    for i in insights
-                ],
-            )
-        )
+        else:
+            out[-1].note += "\n--insight adds the ridge point."
         return out
+    out.append(
+        Section(
+            "Insight",
+            ["quantity", "value", "formula / note"],
+            [
+                [
+                    i.name,
+                    "never" if i.value is None else f"{i.value:,.1f}",
+                    f"{i.expression}  ({i.note})" if len(str(i.expression)) < 80 else i.note,
+                ]
+                for i in insights
+            ],
+        )
+    )
+    return out
 
-    emit(fmt, doc, sections, header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n")
+
+def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
+    """One phase's kernels with their figures and bound, a total row, and the times' note
+    (``flat``: the plain roofline's prediction of the same call, or None)."""
+    # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
+    # inside its own times): a column only where it says something
+    tiles = p.profile == "roofline" and any(o.efficiency != 1.0 for o in p.ops)
+    rows = [
+        [o.name]
+        + ([kind[i]] if kind else [])
+        + [
+            o.stage,
+            human_si(o.flops),
+            human_bytes(o.bytes),
+            f"{o.arithmetic_intensity:,.1f}",
+            o.bound,
+        ]
+        + ([f"{o.efficiency:.2f}"] if tiles else [])
+        + [f"{o.seconds * 1e6:,.1f}"]
+        for i, o in enumerate(p.ops)
+    ]
+    rows.append(
+        ["total"]
+        + ([""] if kind else [])
+        + [
+            "",
+            human_si(p.flops),
+            human_bytes(p.bytes),
+            f"{p.arithmetic_intensity:,.1f}",
+            p.bound,
+        ]
+        + ([""] if tiles else [])
+        + [f"{p.seconds * 1e6:,.1f}"]
+    )
+    return Section(
+        f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
+        f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
+        f"{_weights(p)}"
+        f"{', causal' if causal and p.phase != 'decode' else ''})"
+        # a model whose layers differ: which one stands for it
+        + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
+        ["kernel"]
+        + (["layer kind"] if kind else [])
+        + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
+        + (["tile eff."] if tiles else [])
+        + ["time (us)"],
+        rows,
+        note=_times_note(p, flat),
+    )
 
 
 def _times_note(p, plain=None) -> str:
