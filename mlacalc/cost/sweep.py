@@ -123,77 +123,16 @@ def sweep(
     layout = args.kv_layout("kv_dtype", kv_dtype)
     weight_dtype = args.dtype("weight_dtype", weight_dtype, allow_none=True)
     act_dtype = args.dtype("act_dtype", act_dtype)
-    unknown = [k for k in dimensions if k not in SWEEP_DIMENSIONS]
-    if unknown:
-        raise InvalidArgumentError(
-            unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
-        )
-    if (
-        m.full_attention_interval is not None
-        or m.attention_chunk_size is not None
-        or m.full_attention_layers
-    ):
-        raise InvalidArgumentError(
-            "model",
-            f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
-            "are alike: use kv_cache_bytes / attention_cost per value (exact)",
-        )
-    if m.index_topk is not None:
-        raise InvalidArgumentError(
-            "model",
-            f"{m.label} uses sparse attention with a lightning indexer (index_topk); sweep "
-            "does not model its indexer keys, indexer FLOPs or top-k window: use "
-            "kv_cache_bytes / attention_cost per value (exact)",
-        )
+    _check_sweepable(m, dimensions)
     impl_name = resolve_impl(m, impl, None if quantity == "kv_cache_bytes" else phase)
-    values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
-    layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
-    own = model_dims(m)
-    for name in dimensions:  # a field the model's formulas do not use would be ignored
-        sym = SWEEP_DIMENSIONS[name]
-        if sym != "L" and (sym not in own or (sym == "d_cq" and not m.q_lora_rank)):
-            kind = "MLA" if m.is_mla else "MHA/GQA/MQA"
-            fix = (
-                "sweep it on a model with query compression (q_lora_rank set)"
-                if sym == "d_cq"
-                else "sweep one of "
-                + ", ".join(
-                    f
-                    for f, v in SWEEP_DIMENSIONS.items()
-                    if v == "L" or (v in own and (v != "d_cq" or m.q_lora_rank))
-                )
-            )
-            raise InvalidArgumentError(
-                name, f"is not a dimension of {m.label} ({kind} attention); {fix}"
-            )
-    for name, value in dimensions.items():
-        arr = _counts(name, value, BOUNDS.get(name, args.MAX_TOKENS))
-        if SWEEP_DIMENSIONS[name] == "L":
-            layers = arr
-        else:
-            values[SWEEP_DIMENSIONS[name]] = arr
+    _check_model_dimensions(m, dimensions)
+    values, layers = _dimension_values(m, dimensions)
     S = _counts("seq_len", seq_len, args.MAX_TOKENS)
     B = _counts("batch", batch, args.MAX_BATCH)
     named = {"seq_len": S, "batch": B}
     for k in dimensions:
         named[k] = layers if SWEEP_DIMENSIONS[k] == "L" else values[SWEEP_DIMENSIONS[k]]
-    if not m.is_mla and ("num_key_value_heads" in named or "num_attention_heads" in named):
-        n_h, n_kv = values["n_h"], values["n_kv"]
-        try:
-            h, kv = np.broadcast_arrays(n_h, n_kv)
-            bad = bool(np.any(h % kv))
-        except ValueError:
-            bad = False  # reported below, naming the arrays
-        if bad:
-            swept = (
-                "num_key_value_heads" if "num_key_value_heads" in named else "num_attention_heads"
-            )
-            raise InvalidArgumentError(
-                swept,
-                "num_key_value_heads must divide num_attention_heads (each KV head serves a "
-                f"whole group of query heads), got {n_kv.astype(np.int64).tolist()} KV heads "
-                f"for {n_h.astype(np.int64).tolist()} heads",
-            )
+    _check_head_groups(m, values, named)
     if q_len is not None and phase == "chunk":
         named["q_len"] = _counts("q_len", q_len, args.MAX_TOKENS)
     _check_broadcast(named)
@@ -201,36 +140,10 @@ def sweep(
     keys = S if window is None else np.minimum(S, window)
     fns = gen.LAYERS[model_layer_key(m, impl_name)]
     row = evaluate(fns.kv_row_elements, values)
-
-    def layout_bytes(main, rope):
-        rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
-        out = np.ceil(main * layout.bits / 8) + np.ceil(rope * rope_bits / 8)
-        if layout.scale_group:
-            out = out + np.ceil(main / layout.scale_group) * layout.scale_bytes
-        return out
-
-    # bytes of one cached row of the ops' layout, and of the cache the model keeps
-    # (MLA's serving default runs expanded ops in prefill but keeps the latent)
-    latent_cache = m.is_mla and (impl_name != "naive" or impl is None)
-    ops_row_bytes = (
-        layout_bytes(values["d_c"], values["d_rope"])
-        if (m.is_mla and impl_name != "naive")
-        else layout_bytes(row, 0.0)
-    )
-    row_bytes = layout_bytes(values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
+    ops_row_bytes, row_bytes = _row_bytes(m, impl, impl_name, layout, values, row)
     if quantity == "kv_cache_bytes":
         return np.asarray(layers * B * keys * row_bytes, dtype=np.float64)
-
-    if phase == "prefill":
-        q = S
-    elif phase == "decode":
-        q = np.ones_like(S)
-    elif phase == "chunk":
-        if q_len is None:
-            raise InvalidArgumentError("q_len", "phase='chunk' needs q_len")
-        q = _counts("q_len", q_len, args.MAX_TOKENS)
-        if np.any(q > S):
-            raise InvalidArgumentError("q_len", "must be between 1 and seq_len")
+    q = _query_tokens(phase, S, q_len)
     values.update(
         B=B,
         q=q,
@@ -257,3 +170,128 @@ def sweep(
             + B * q * row_bytes
         )
     return np.asarray(layers * total, dtype=np.float64)
+
+
+def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
+    """Refuse a dimension sweep cannot set, and a model whose layers differ or that has a
+    lightning indexer (sweep evaluates one kind of layer, no indexer)."""
+    unknown = [k for k in dimensions if k not in SWEEP_DIMENSIONS]
+    if unknown:
+        raise InvalidArgumentError(
+            unknown[0], "cannot be swept; use one of " + ", ".join(SWEEP_DIMENSIONS)
+        )
+    if (
+        m.full_attention_interval is not None
+        or m.attention_chunk_size is not None
+        or m.full_attention_layers
+    ):
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
+            "are alike: use kv_cache_bytes / attention_cost per value (exact)",
+        )
+    if m.index_topk is not None:
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} uses sparse attention with a lightning indexer (index_topk); sweep "
+            "does not model its indexer keys, indexer FLOPs or top-k window: use "
+            "kv_cache_bytes / attention_cost per value (exact)",
+        )
+
+
+def _check_model_dimensions(m: ModelConfig, dimensions: dict[str, Any]) -> None:
+    """Refuse a field the model's formulas do not use (it would be ignored), naming those
+    that can be swept on this model."""
+    own = model_dims(m)
+    for name in dimensions:
+        sym = SWEEP_DIMENSIONS[name]
+        if sym != "L" and (sym not in own or (sym == "d_cq" and not m.q_lora_rank)):
+            kind = "MLA" if m.is_mla else "MHA/GQA/MQA"
+            fix = (
+                "sweep it on a model with query compression (q_lora_rank set)"
+                if sym == "d_cq"
+                else "sweep one of "
+                + ", ".join(
+                    f
+                    for f, v in SWEEP_DIMENSIONS.items()
+                    if v == "L" or (v in own and (v != "d_cq" or m.q_lora_rank))
+                )
+            )
+            raise InvalidArgumentError(
+                name, f"is not a dimension of {m.label} ({kind} attention); {fix}"
+            )
+
+
+def _dimension_values(
+    m: ModelConfig, dimensions: dict[str, Any]
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The formulas' symbol values as float64 (the model's, with the swept ones in their
+    place) and the layer count (the model's, or the swept ``num_hidden_layers``)."""
+    values: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in model_dims(m).items()}
+    layers = np.asarray(m.num_hidden_layers, dtype=np.float64)
+    for name, value in dimensions.items():
+        arr = _counts(name, value, BOUNDS.get(name, args.MAX_TOKENS))
+        if SWEEP_DIMENSIONS[name] == "L":
+            layers = arr
+        else:
+            values[SWEEP_DIMENSIONS[name]] = arr
+    return values, layers
+
+
+def _check_head_groups(m: ModelConfig, values: dict[str, Any], named: dict[str, Any]) -> None:
+    """With swept heads (MHA/GQA/MQA), every KV head count must divide its query heads."""
+    if m.is_mla or not ("num_key_value_heads" in named or "num_attention_heads" in named):
+        return
+    n_h, n_kv = values["n_h"], values["n_kv"]
+    try:
+        h, kv = np.broadcast_arrays(n_h, n_kv)
+        bad = bool(np.any(h % kv))
+    except ValueError:
+        bad = False  # reported by _check_broadcast, naming the arrays
+    if bad:
+        swept = "num_key_value_heads" if "num_key_value_heads" in named else "num_attention_heads"
+        raise InvalidArgumentError(
+            swept,
+            "num_key_value_heads must divide num_attention_heads (each KV head serves a "
+            f"whole group of query heads), got {n_kv.astype(np.int64).tolist()} KV heads "
+            f"for {n_h.astype(np.int64).tolist()} heads",
+        )
+
+
+def _layout_bytes(layout: KVLayout, main, rope):
+    """Bytes of a cached row of ``main`` elements plus ``rope`` RoPE elements in ``layout``
+    (each part rounded up to whole bytes, plus the scales of a grouped layout)."""
+    rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
+    out = np.ceil(main * layout.bits / 8) + np.ceil(rope * rope_bits / 8)
+    if layout.scale_group:
+        out = out + np.ceil(main / layout.scale_group) * layout.scale_bytes
+    return out
+
+
+def _row_bytes(m: ModelConfig, impl: Impl | None, impl_name: str, layout: KVLayout, values, row):
+    """Bytes of one cached row of the ops' layout, and of the cache the model keeps (MLA's
+    serving default runs expanded ops in prefill but keeps the latent)."""
+    latent_cache = m.is_mla and (impl_name != "naive" or impl is None)
+    ops_row_bytes = (
+        _layout_bytes(layout, values["d_c"], values["d_rope"])
+        if (m.is_mla and impl_name != "naive")
+        else _layout_bytes(layout, row, 0.0)
+    )
+    row_bytes = (
+        _layout_bytes(layout, values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
+    )
+    return ops_row_bytes, row_bytes
+
+
+def _query_tokens(phase: Phase, S: np.ndarray, q_len: Any) -> np.ndarray:
+    """New tokens per sequence: the whole prompt, one, or a chunk of ``q_len`` (at most S)."""
+    if phase == "prefill":
+        return S
+    if phase == "decode":
+        return np.ones_like(S)
+    if q_len is None:
+        raise InvalidArgumentError("q_len", "phase='chunk' needs q_len")
+    q = _counts("q_len", q_len, args.MAX_TOKENS)
+    if np.any(q > S):
+        raise InvalidArgumentError("q_len", "must be between 1 and seq_len")
+    return q
