@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
-from mlacalc.cost.linear import gated_query_cost, linear_group_cost
+from mlacalc.cost.linear import gated_query_cost, linear_cost
 from mlacalc.models.architecture import (
     Arch,
     arch_of,
@@ -157,7 +157,7 @@ def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
 def _kind_cost(model: ModelConfig, kind: LayerKind, n: int, w: Workload) -> AttentionCost:
     """The attention cost of the ``n`` layers of one kind."""
     if kind.attention == "linear":  # a fixed state per sequence (mlacalc.cost.linear)
-        return linear_group_cost(model, n, w)
+        return linear_cost(model, n, w)
     sub = kind_model(model, kind).with_changes(num_hidden_layers=n)
     k_eq_v = sub.attention_k_eq_v
     if k_eq_v:

@@ -47,7 +47,7 @@ and written every step.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlacalc.cost.attention import AttentionCost, OpCost
 from mlacalc.models.architecture import arch_of
@@ -64,7 +64,6 @@ __all__ = [
     "LinearShape",
     "gated_query_cost",
     "linear_cost",
-    "linear_group_cost",
     "linear_kernels",
     "linear_shape",
 ]
@@ -164,21 +163,13 @@ def _bytes(elements: int, bits: int) -> int:
     return -(-elements * bits // 8)
 
 
-def linear_cost(
-    model: ModelConfig,
-    layers: int,
-    phase: str,
-    seq_len: int,
-    batch: int,
-    q: int,
-    causal: bool,
-    layout: Any,
-    weight_bits: int,
-    act_bits: int,
-) -> AttentionCost:
-    """The cost of ``layers`` linear-attention layers for one step of ``q`` new tokens per
-    sequence, the last attending ``seq_len`` tokens (see the module docs)."""
-
+def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost:
+    """The cost of ``layers`` linear-attention layers for one step of a checked workload
+    (:func:`mlacalc.cost.attention.checked_workload`): ``q_len`` new tokens per sequence, the
+    last attending ``seq_len`` tokens (see the module docs)."""
+    seq_len, batch, q, layout = work.seq_len, work.batch, work.q_len, work.kv_dtype
+    weight_bits = dtype_bits(work.weight_dtype or model.weights_dtype)
+    act_bits = dtype_bits(work.act_dtype)
     s = linear_shape(model)
     tokens = batch * q
     d = s.hidden
@@ -284,11 +275,11 @@ def linear_cost(
         model=model.name,
         variant="linear",
         impl="recurrent" if recurrent else "chunked",
-        phase=phase,
+        phase=work.phase,
         seq_len=seq_len,
         q_len=q,
         batch=batch,
-        causal=causal,
+        causal=work.causal,
         layers=layers,
         pairs_per_head=0,
         ops=tuple(ops),
@@ -383,24 +374,6 @@ def linear_kernels(
 
 def _bits(dtype: str) -> int:
     return dtype_bits(dtype)
-
-
-def linear_group_cost(model: ModelConfig, layers: int, w: Workload) -> AttentionCost:
-    """:func:`linear_cost` of ``layers`` linear-attention layers for a checked workload
-    (:func:`mlacalc.cost.attention.checked_workload`)."""
-    w_bits = dtype_bits(w.weight_dtype or model.weights_dtype)
-    return linear_cost(
-        model,
-        layers,
-        w.phase,
-        w.seq_len,
-        w.batch,
-        w.q_len,
-        w.causal,
-        w.kv_dtype,
-        w_bits,
-        dtype_bits(w.act_dtype),
-    )
 
 
 def gated_query_cost(
