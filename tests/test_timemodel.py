@@ -12,8 +12,8 @@ from mlacalc.measured.calibrate import calibrate
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.fit import Observations, error_stats, fit_class
 from mlacalc.timemodel.kernel_time import predict_batch, predict_kernels, roofline_seconds
-from mlacalc.timemodel.model import default_params, kernel_terms
 from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import Kernel, KernelBatch, batches_of
 
@@ -340,7 +340,7 @@ def test_fp8_gemm_borrowing_a_bf16_fit_pays_its_quantize_passes():
 
 
 def test_plugin_gemm_timed_outside_a_graph_pays_a_launch():
-    from mlacalc.timemodel.model import UNGRAPHED_LAUNCH_S
+    from mlacalc.timemodel.terms import UNGRAPHED_LAUNCH_S
 
     k = gemm(64, 1024, 1024)
     plugin = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, shape={**k.shape, "plugin": 1})
@@ -383,7 +383,7 @@ def test_block_scaled_fp8_gemm_does_not_split_k():
     """A GEMM with fewer output tiles than SMs splits K (bf16, per-tensor fp8), except the
     block-scaled fp8 kernel, whose tile walks all of K: with few tiles its time grows with k
     as one tile's walk."""
-    from mlacalc.timemodel.model import NO_SPLIT_K
+    from mlacalc.timemodel.gemm_time import NO_SPLIT_K
 
     assert "fp8_block" in NO_SPLIT_K and "bf16" not in NO_SPLIT_K and "fp8" not in NO_SPLIT_K
 

@@ -9,7 +9,8 @@ import pytest
 from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
-from mlacalc.timemodel import model as M
+from mlacalc.timemodel import attention_time, mla_time, shared
+from mlacalc.timemodel import terms as M
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words.kernels import KernelBatch
 
@@ -257,7 +258,7 @@ def test_grouped_units_beyond_the_resident_slots_pay_a_wave_each():
         b = KernelBatch(b.kind, b.dtype, b.flops, np.zeros(len(b)), b.calls, b.shape)
         return M.kernel_terms(b, fig, _params(**prm))["compute_s"]
 
-    assert M._decode_unit_bytes(_decode("fp8"), 256.0, 16.0) == 65536.0
+    assert attention_time._decode_unit_bytes(_decode("fp8"), 256.0, 16.0) == 65536.0
     fp8 = walk("fp8", [396.0, 397.0, 792.0, 793.0])
     assert fp8[0] == pytest.approx(0.0, abs=1e-15)
     assert fp8[1] == pytest.approx(4 * wave * scale, rel=1e-9)
@@ -342,7 +343,7 @@ def test_mla_key_splits_pay_a_combine_kernel_and_their_partials():
     t = M.kernel_terms(_mla(rope_kernel=0.0, kv_split=[1.0, 0.0], batch=1.0), H100, prm)
     # 128 heads: two 64-head units, each split into 32 parts of 128 of the 4096 keys
     # (FlashMLA's parts: two 64-token blocks, ``MLA_SPLIT_KEYS``)
-    assert M.MLA_SPLIT_KEYS == 128.0
+    assert mla_time.MLA_SPLIT_KEYS == 128.0
     units = 2.0 * min(np.floor(H100.sm_count / 2.0), 4096 / 128)
     partial = units * 64 * 512 * 4.0
     expect = 2e-6 * scale + partial / (prm["eff_memory"] * H100.hbm_bytes_per_s)
@@ -380,8 +381,8 @@ def test_mla_decode_shared_memory_fill_and_query_per_key():
             batch.kind, dtype, np.zeros(1), np.zeros(1), batch.calls, batch.shape
         )
         smem[dtype] = M.kernel_terms(no_flops, fig, prm)["compute_s"][0]
-    per_key = 576 * 2.0 / (M.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
-    reads = (576 + 512) * 2.0 / (M.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    per_key = 576 * 2.0 / (shared.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    reads = (576 + 512) * 2.0 / (shared.SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     assert smem["bf16"] == pytest.approx(kv * (reads + 2 * per_key), rel=1e-9)
     assert smem["fp8"] == pytest.approx(kv * (reads + per_key), rel=1e-9)
 

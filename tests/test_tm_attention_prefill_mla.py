@@ -6,7 +6,8 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.model import SFU_EXP_PER_CLOCK, default_params, kernel_terms
+from mlacalc.timemodel.shared import SFU_EXP_PER_CLOCK
+from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
 
@@ -123,7 +124,8 @@ def test_fp8_prefill_transposes_its_value_blocks():
     # added to the products and exponentials, and the conversion of every probability to fp8
     # (one instruction per two scores at 16 a clock per SM); a bf16 kernel has neither. Both
     # read each K and V block from shared memory once per 64-row warp-group MMA (H100)
-    from mlacalc.timemodel.model import CONVERT_PER_CLOCK, SMEM_BYTES_PER_CLOCK, _combine
+    from mlacalc.timemodel.shared import CONVERT_PER_CLOCK, SMEM_BYTES_PER_CLOCK
+    from mlacalc.timemodel.shared import combine as _combine
 
     fig = device_figures(load_hardware("H100-SXM"))
     prm = default_params("attention_prefill")
@@ -150,7 +152,7 @@ def test_prefill_operand_reads_follow_the_mma_instruction():
     # compute capability 8, twice on 9 (the same device figures otherwise)
     from dataclasses import replace
 
-    from mlacalc.timemodel.model import SMEM_BYTES_PER_CLOCK
+    from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK
 
     fig = device_figures(load_hardware("A100-SXM-80GB"))
     assert fig.compute_capability == 8.0
@@ -238,7 +240,7 @@ def test_mla_decode_operand_reads_through_shared_memory():
     # warp-group read (FlashMLA): 3 x 1088 x 2 bytes more per key through shared memory, added
     # to the products; the warp group's reads bound its products' pace instead (overlapped),
     # so the four-read kernel takes at least those extra bytes' time more
-    from mlacalc.timemodel.model import SMEM_BYTES_PER_CLOCK
+    from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK
 
     fig = device_figures(load_hardware("A100-SXM-80GB"))
     prm = default_params("mla_decode")

@@ -13,7 +13,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapping import map_table
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.model import REFERENCE_CLOCK_HZ, default_params, kernel_terms
+from mlacalc.timemodel.terms import REFERENCE_CLOCK_HZ, default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from mlacalc.hardware.catalogue import load_hardware
-from mlacalc.timemodel import model
+from mlacalc.timemodel import gemm_time as model
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.model import default_params, kernel_terms
 from mlacalc.timemodel.profile import Profile
+from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
 
@@ -71,7 +71,7 @@ def test_dequantization_adds_per_weight_element_and_row_tile():
 def test_weight_only_conversion_has_a_physical_default():
     """Without a fit (a profile fitted where no weight-only GEMM ran) each weight's conversion
     costs 1.5 instructions on the 128 lanes an SM issues a clock, at the reference clock."""
-    from mlacalc.timemodel.model import PARAMS
+    from mlacalc.timemodel.terms import PARAMS
 
     dq = default_params("gemm")["dequant_s"]
     assert dq == pytest.approx(1.5 / 128.0 / 1.83e9)
@@ -83,7 +83,7 @@ def test_weight_only_conversion_has_a_physical_default():
 def test_weight_only_tiles_run_two_to_an_sm(monkeypatch):
     """Weight-only kernels hold two tiles on an SM: 128 column tiles on the A100's 108 SMs (two
     on some) take well under twice the time of 96 (one each); one tile at a time, twice."""
-    from mlacalc.timemodel import model
+    from mlacalc.timemodel import gemm_time as model
 
     batch = _gemm("w4a16", [16, 16], [12288, 16384], 65536)
     two = _terms(batch, dequant_s=0.0, tile_s=0.0)["compute_s"]
@@ -244,7 +244,7 @@ def test_the_tile_is_the_fastest_in_all(monkeypatch):
     batch = _gemm("bf16", [64, 80, 128, 1024], [128, 8192, 8192, 512], [1536, 16384, 4096, 4096])
     chosen = _terms(batch, "H100-SXM", **slow)["seconds"]
     for tile in model.GEMM_TILES:
-        monkeypatch.setitem(model._TILES, "", model._tile_arrays((tile,)))
+        monkeypatch.setitem(model._TILES, "", model.tile_arrays((tile,)))
         alone = _terms(batch, "H100-SXM", **slow)["seconds"]
         assert np.all(chosen <= alone * (1 + 1e-12))
     monkeypatch.undo()

@@ -8,7 +8,7 @@ from reference_data import MEASURED
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.quirks import slower_than_more_work
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.model import default_params, kernel_terms
+from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
 FIG = device_figures(load_hardware("H100-SXM"))
@@ -215,7 +215,7 @@ def test_routing_past_the_fused_top_k_pays_each_selection_round():
     """``select_s``: a call routing each token to more than ``FUSED_TOPK_MAX`` experts runs a
     generic top-k, ``topk`` rounds a call, whatever its token count; up to the fused kernel's
     limit the term is absent."""
-    from mlacalc.timemodel.model import FUSED_TOPK_MAX
+    from mlacalc.timemodel.moe_time import FUSED_TOPK_MAX
 
     def extra(topk, select_s):
         t = _moe(tokens=[1, 64], topk=topk, active=[topk, topk], select_s=select_s)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlacalc.timemodel.model import default_params
 from mlacalc.timemodel.profile import Profile
+from mlacalc.timemodel.terms import default_params
 
 A2A_INT8 = {"fixed_s": 9e-6, "link_eff": 0.5, "latency_steps": 0.1, "proto_s": 4e-6}
 A2A_FP16 = {"fixed_s": 8e-6, "link_eff": 0.55, "latency_steps": 0.09, "proto_s": 4e-6}

@@ -12,8 +12,8 @@ import pytest
 import mlacalc
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.kernel_time import batch_terms, class_params, predict_kernels
-from mlacalc.timemodel.model import kernel_terms
 from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words.kernels import Kernel, batches_of
 
 
@@ -156,7 +156,7 @@ def test_a_user_file_picks_its_kernels_by_one_rule(tmp_path, text, generation):
     capability never selects NVIDIA kernels; every rule (prefill MMA rows and resident tiles,
     MLA operand reads, Hopper's fp8 decode) follows the same generation."""
     from mlacalc.timemodel.device import device_figures, mla_decode_kernel
-    from mlacalc.timemodel.model import _mma_rows
+    from mlacalc.timemodel.shared import mma_rows as _mma_rows
 
     path = tmp_path / "gpu.yaml"
     path.write_text(

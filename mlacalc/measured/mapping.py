@@ -702,9 +702,9 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     nbytes = wbytes + T * hidden * 2 * 2
     # the Triton MoE (GPT-OSS mxfp4 on H100, ``kernel_source`` moe_torch_flow; the A100
     # table's CUDA rows carry the same label) fixes its row tile from the call
-    # (:func:`~mlacalc.timemodel.model.triton_moe_row_tile`, the rule a model step's MXFP4
+    # (:func:`~mlacalc.timemodel.moe_time.triton_moe_row_tile`, the rule a model step's MXFP4
     # experts follow too)
-    from mlacalc.timemodel.model import triton_moe_row_tile
+    from mlacalc.timemodel.moe_time import triton_moe_row_tile
 
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
     tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))

@@ -229,7 +229,7 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     """Per-row predicted seconds of a mapped table (NaN where a kernel cannot be predicted)."""
-    from mlacalc.timemodel.model import COMM_KINDS
+    from mlacalc.timemodel.terms import COMM_KINDS
 
     n = len(mapped.table)
     total = np.zeros(n)

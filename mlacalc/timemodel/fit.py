@@ -1,10 +1,10 @@
 """Fitting a calibration profile on measured sets.
 
 For every kernel class, the parameters the model lists in
-:data:`mlacalc.timemodel.model.FIT_PARAMS` are fitted by least squares on the log of
+:data:`mlacalc.timemodel.terms.FIT_PARAMS` are fitted by least squares on the log of
 predicted / measured time, with a robust loss so that the isolated spikes of measured tables
 do not pull the fit. Each parameter is searched inside its physical bounds
-(:data:`~mlacalc.timemodel.model.PARAMS`) through a logistic transform of its logarithm.
+(:data:`~mlacalc.timemodel.terms.PARAMS`) through a logistic transform of its logarithm.
 ``scipy.optimize.least_squares`` is used when scipy is installed; otherwise a
 Levenberg-Marquardt iteration in numpy with Huber weights does the same job.
 
@@ -24,8 +24,8 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.model import PARAMS, class_key, default_params, fit_params, kernel_terms
 from mlacalc.timemodel.profile import Profile
+from mlacalc.timemodel.terms import PARAMS, class_key, default_params, fit_params, kernel_terms
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import KernelBatch
 

@@ -1,13 +1,12 @@
 """The time of kernels on a device: the kernel model evaluated, and the plain roofline.
 
-The kernel time model: the time of a kernel on a device, calibrated on measured GPUs.
-
 ``predict_batch`` predicts a :class:`~mlacalc.words.kernels.KernelBatch` (seconds per row, one numpy
 expression per class); ``predict_kernels`` predicts single kernels with their terms, the bound
 and how they were calibrated; ``roofline_seconds`` is the plain roofline (datasheet peak and
-bandwidth, no fixed cost), kept as the ideal. Parameters come from a calibration
-:class:`Profile` (the shipped ``"default"`` profile unless one is given), fitted by
-:func:`calibrate` on measured sets; :mod:`mlacalc.timemodel.model` documents every term.
+bandwidth, no fixed cost; :mod:`mlacalc.timemodel.roofline_time`), kept as the ideal.
+Parameters come from a calibration :class:`Profile` (the shipped ``"default"`` profile unless
+one is given), fitted by :func:`calibrate` on measured sets; :mod:`mlacalc.timemodel.terms`
+documents every term.
 
 Examples
 --------
@@ -31,8 +30,9 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
-from mlacalc.timemodel.model import COMM_KINDS, kernel_terms, scale_params
 from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds
+from mlacalc.timemodel.terms import COMM_KINDS, kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
 
@@ -106,7 +106,7 @@ def class_params(
     hw: HardwareSpec, prof: Profile, kind: str, dtype: str, variant: str = ""
 ) -> tuple[DeviceFigures, dict[str, float], str]:
     """The device figures, the parameters of one kernel class on ``hw`` (clock-scaled, as
-    :func:`~mlacalc.timemodel.model.kernel_terms` takes them with ``scaled=True``) and how the
+    :func:`~mlacalc.timemodel.terms.kernel_terms` takes them with ``scaled=True``) and how the
     class was calibrated; cached per (device, profile, class)."""
     key = (id(hw), id(prof), kind, dtype, variant)
     hit = _CLASS_CACHE.get(key)
@@ -126,7 +126,7 @@ def batch_terms(
     hardware: HardwareSpec | str,
     profile: Profile | str | os.PathLike | None = None,
 ) -> tuple[dict[str, np.ndarray], str]:
-    """Every term of every row of ``batch`` (see :func:`mlacalc.timemodel.model.kernel_terms`)
+    """Every term of every row of ``batch`` (see :func:`mlacalc.timemodel.terms.kernel_terms`)
     and how the class was calibrated."""
     batch = _check_batch(batch)
     hw = _hardware(hardware)
@@ -198,33 +198,10 @@ def roofline_seconds(
     dtype: str = "bf16",
 ) -> float | np.ndarray:
     """The plain roofline: ``max(flops / peak, bytes / bandwidth)`` with datasheet figures, no
-    fixed cost; the ideal no kernel beats."""
-    fig = device_figures(_hardware(hardware))
-    out = np.maximum(
-        np.asarray(flops, dtype=np.float64) / fig.peak(dtype),
-        np.asarray(nbytes, dtype=np.float64) / fig.hbm_bytes_per_s,
-    )
+    fixed cost; the ideal no kernel beats
+    (:func:`~mlacalc.timemodel.roofline_time.ideal_seconds`)."""
+    out = ideal_seconds(flops, nbytes, device_figures(_hardware(hardware)), dtype)
     return float(out) if out.ndim == 0 else out
-
-
-def _ideal(batch: KernelBatch, hw: HardwareSpec) -> np.ndarray:
-    """The plain roofline of each row (all calls): the link time at the full link bandwidth and
-    no latency for a collective."""
-    if batch.kind in COMM_KINDS:
-        ideal = dict(PARAMS_IDEAL)
-        return kernel_terms(batch, device_figures(hw), ideal)["seconds"]
-    return roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
-
-
-#: The ideal collective: the whole link, no latency, no synchronisation, no fixed cost, and no
-#: limit from the SMs a kernel runs on (DeepEP normal mode uses a set number of them).
-PARAMS_IDEAL = {
-    "link_eff": 1.0,
-    "latency_steps": 0.0,
-    "proto_s": 0.0,
-    "fixed_s": 0.0,
-    "sm_bandwidth": 1e9,
-}
 
 
 def predict_kernels(
@@ -244,7 +221,7 @@ def predict_kernels(
     for idx, batch in batches_of(kernels):
         run = device_batch(batch, hw)  # the kernel that runs (batch_terms finds it as it is)
         terms, how = batch_terms(run, hw, prof)
-        ideal = _ideal(run, hw)  # at the rate of the kernel that runs
+        ideal = ideal_batch_seconds(run, device_figures(hw))  # the rate of the kernel that runs
         for j, i in enumerate(idx):
             k = kernels[i]
             c, m = float(terms["compute_s"][j]), float(terms["memory_s"][j])

@@ -1,36 +1,25 @@
-"""Roofline time predictions from the engine's FLOPs and bytes.
+"""A model's step timed kernel by kernel, from the engine's FLOPs and bytes.
 
-Each kernel takes ``max(flops / peak, bytes / bandwidth)`` plus a launch latency. Two modes:
+The kernels are timed by the kernel time model (:mod:`mlacalc.timemodel`, a calibration
+profile) or, with ``profile="roofline"``, a microbenchmark calibration or a measured device, by
+its plain roofline class (:mod:`mlacalc.timemodel.roofline_time`): both turn a kernel into
+seconds in the time model, this module only gathers a step's kernels and sums them. Two
+modes:
 
-- ``fused``: the ideal lower bound for kernels a serving engine fuses: every GEMM one
-  kernel reading its weight once, the attention core one flash-style kernel (scores,
+- ``fused``: the kernels a serving engine runs (:mod:`mlacalc.cost.model_step`): every GEMM
+  one kernel reading its weight once, the attention core one flash-style kernel (scores,
   softmax and the value product without materialising the score matrix, each cached byte
   read once), element-wise work fused into its neighbours, the new cache rows written once;
 - ``unfused``: the op-by-op PyTorch sequence the microbenchmark runs: every op reads its
   inputs and writes its outputs (the score matrix included) and every dispatched ATen op
-  pays a launch latency.
-
-What a plain roofline misses, and what corrects it here:
-
-- calibration: peaks from the ceilings the microbenchmark measured on the device in the
-  same run (a large matmul, a large matrix-vector product, a large copy, a trivial op)
-  instead of datasheet figures; matmuls stream their operands at the measured
-  matrix-vector bandwidth, element-wise ops at the copy bandwidth; and the measured time
-  of ``[M x n] @ [n x n]`` GEMMs for M from 1 up sets a floor under every matmul (scaled
-  to its size), because a few-row product runs far below both roofs on real libraries;
-- skinny products: a GPU matmul whose output has fewer 128x128 tiles than the device has
-  SMs cannot use every SM, so its compute peak is scaled by ``tiles / SMs`` (decode-time
-  attention products such as ``[128 x S] @ [S x 512]`` run as batched products with B x 4
-  tiles); a single GEMM may split K (cuBLAS split-K), at most once per 512 of K. The fused
-  attention core splits the keys across SMs (flash-decoding), so it is not penalised.
-  This correction has not been checked against GPU measurements yet.
+  pays a launch latency (:data:`LAUNCHES`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +32,20 @@ from mlacalc.cost.model_step import (
     one_layer,
     step_kernels,
 )
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, lookup_peak, read_sidecar
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
+from mlacalc.timemodel.roofline_time import (
+    ROOFLINE,
+    TILE,
+    Calibration,
+    RooflineRates,
+    ideal_seconds,
+    roofline_terms,
+)
+from mlacalc.timemodel.terms import COMM_KINDS
 from mlacalc.words import arguments
-from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
-from mlacalc.words.kernels import KERNEL_KINDS, Kernel
+from mlacalc.words.kernels import Kernel, batches_of
 from mlacalc.words.vocab import MODES, SCOPES
 
 __all__ = [
@@ -58,15 +55,8 @@ __all__ = [
     "Calibration",
     "OpTime",
     "Prediction",
-    "kernel_time",
     "predict_time",
 ]
-
-TILE = 128
-#: ``profile=ROOFLINE`` predicts with the plain roofline bound instead of the kernel time model
-ROOFLINE = "roofline"
-#: latency assumed per kernel launch when no measurement calibrates it
-DEFAULT_LAUNCH_S = {"gpu": 5e-6, "cpu": 2e-6}
 
 #: ATen ops (views excluded) one forward of a reference layer dispatches, by layer and by
 #: whether the step has one new token (no mask) or several; counted with TorchDispatchMode
@@ -93,61 +83,6 @@ LAUNCHES = {
     ("mla_absorbed_merged_noqlora", True, True): 53,
     ("mla_absorbed_merged_noqlora", True, False): 59,
 }
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Ceilings measured on one device: they replace the datasheet peaks."""
-
-    matmul_flops_per_s: dict[str, float]
-    copy_bytes_per_s: float
-    launch_latency_s: float
-    gemv_bytes_per_s: dict[str, float] = field(default_factory=dict)
-    #: dtype -> (n, [M...], [seconds...]) of [M x n] @ [n x n] GEMMs measured on the device
-    gemm_m_sweep: dict[str, tuple] = field(default_factory=dict)
-    source: str = ""
-
-    @classmethod
-    def from_measurements(cls, json_path: str | Path | dict) -> Calibration:
-        meta = json_path if isinstance(json_path, dict) else read_sidecar(Path(json_path))
-        c = meta["ceilings"]
-        return cls(
-            matmul_flops_per_s={
-                canonical_dtype(k): float(v) for k, v in c["matmul_flops_per_s"].items()
-            },
-            copy_bytes_per_s=float(c["copy_bytes_per_s"]),
-            launch_latency_s=float(c["launch_latency_s"]),
-            gemv_bytes_per_s={
-                canonical_dtype(k): float(v) for k, v in c.get("gemv_bytes_per_s", {}).items()
-            },
-            gemm_m_sweep={
-                canonical_dtype(k): (int(v["n"]), tuple(v["m"]), tuple(v["seconds"]))
-                for k, v in c.get("gemm_m_sweep", {}).items()
-            },
-            source=str(meta.get("rows_file", "")),
-        )
-
-    def gemm_seconds(self, dtype: str, G: int, M: int, N: int, K: int) -> float | None:
-        """Time of G products [M x K] @ [K x N] read off the measured GEMM sweep (scaled by
-        N K / n^2, interpolated linearly in M, extrapolated in proportion to M beyond the sweep),
-        or None."""
-        sweep = self.gemm_m_sweep.get(canonical_dtype(dtype))
-        if not sweep:
-            return None
-        n, ms, secs = sweep
-        if ms[0] >= M:
-            per = secs[0]
-        elif ms[-1] <= M:
-            per = secs[-1] * M / ms[-1]
-        else:
-            i = next(j for j in range(1, len(ms)) if ms[j] >= M)
-            frac = (M - ms[i - 1]) / (ms[i] - ms[i - 1])
-            per = secs[i - 1] + frac * (secs[i] - secs[i - 1])
-        return G * per * (N * K) / (n * n)
-
-
-#: the collectives among the kernel kinds (their time is link time, not memory)
-_COMM_KINDS = KERNEL_KINDS[KERNEL_KINDS.index("all_reduce") :]
 
 
 @dataclass(frozen=True)
@@ -187,7 +122,7 @@ class OpTime:
         memory time and its other work: a small kernel) and, of a collective, ``"link"`` (as
         :func:`mlacalc.timemodel.kernel_time.predict_kernels` says)."""
         if self.model_s:
-            if self.kind in _COMM_KINDS:
+            if self.kind in COMM_KINDS:
                 return "link" if self.memory_s > self.launch_s else "latency"
             other = self.launch_s - self.fixed_s
             if self.fixed_s > max(self.compute_s, self.memory_s, other):
@@ -340,210 +275,6 @@ class Prediction:
 # ------------------------------------------------------------------------------------
 
 
-class _Rates:
-    """Peaks, bandwidths and latency for one prediction (catalogue or calibrated)."""
-
-    def __init__(
-        self,
-        hw: HardwareSpec,
-        calibration: Calibration | None,
-        dtype: str,
-        weight_dtype: str,
-        launch_latency_s: float | None,
-        stored: bool = False,
-    ):
-        self.hw = hw
-        self.cal = calibration
-        self.dtype, self.weight_dtype = dtype, weight_dtype
-        #: weights read as the model's checkpoint stores them (no weight dtype chosen)
-        self.stored = stored
-        if calibration is not None:
-            self.copy_bw = calibration.copy_bytes_per_s
-            self.gemv_bw = calibration.gemv_bytes_per_s.get(dtype, self.copy_bw)
-            latency = calibration.launch_latency_s
-        else:
-            self.copy_bw = self.gemv_bw = hw.memory_bandwidth_bytes_per_s
-            latency = (
-                hw.launch_latency_s
-                if hw.launch_latency_s is not None
-                else DEFAULT_LAUNCH_S[hw.kind]
-            )
-        self.latency = launch_latency_s if launch_latency_s is not None else latency
-
-    def peak(self, dtype: str) -> float:
-        if self.cal is not None:
-            measured = lookup_peak(self.cal.matmul_flops_per_s, dtype)
-            if measured is not None:
-                return measured
-        return self.hw.peak(dtype)
-
-    def matmul_peak(self, has_weight: bool) -> float:
-        # GEMMs on fp8 weights run at the fp8 rate (DeepSeek-V3 style; a device without fp8
-        # at its bf16 rate), on fp4 weights at the fp4 rate where the device has fp4 tensor
-        # cores (the class mlacalc.cost.model_step.weight_gemm_class names, as the kernel model's);
-        # the attention core in the compute dtype
-        if has_weight:
-            w = canonical_dtype(self.weight_dtype)
-            if w.startswith("fp8"):
-                return self.peak("fp8")
-            if w == "fp4" and "fp4" in self.hw.peak_flops_per_s:
-                return self.peak("fp4")
-        return self.peak(self.dtype)
-
-    def tile_efficiency(self, shape) -> float:
-        """Share of the SMs a (batched) product can keep busy: its 128x128 output tiles, times
-        the K-splits a single GEMM can use (split-K, at most one per 512 of K); batched
-        products (G > 1) are not split."""
-        if shape is None or self.hw.kind != "gpu" or not self.hw.sm_count:
-            return 1.0
-        G, M, N, K = shape
-        sms = self.hw.sm_count
-        tiles = G * math.ceil(M / TILE) * math.ceil(N / TILE)
-        if G == 1 and tiles < sms:
-            tiles *= min(math.ceil(sms / tiles), max(1, K // 512))
-        return min(1.0, tiles / sms)
-
-
-def _matmul_time(rates: _Rates, name, stage, flops, nbytes, shape, has_weight, launches) -> OpTime:
-    eff = rates.tile_efficiency(shape)
-    floor = 0.0
-    if rates.cal is not None and shape is not None:
-        floor = rates.cal.gemm_seconds(rates.dtype, *shape) or 0.0
-    return OpTime(
-        name=name,
-        stage=stage,
-        kind="matmul",
-        flops=flops,
-        bytes=nbytes,
-        compute_s=flops / (rates.matmul_peak(has_weight) * eff),
-        memory_s=nbytes / rates.gemv_bw,
-        launch_s=launches * rates.latency,
-        efficiency=eff,
-        measured_floor_s=floor,
-    )
-
-
-def _core_shape(k: Kernel) -> tuple[int, int, int, int]:
-    """(G, M, N, K) of the score product of an attention-core kernel."""
-    f = k.shape
-    keys = f["kv_len"] if not f["window"] else min(f["kv_len"], f["window"])
-    if k.kind == "mla_decode":  # latent heads share one cached row: one product per sequence
-        return (f["batch"], f["q_len"] * f["n_heads"], keys, f["head_dim_qk"])
-    group = round(f["n_heads"] / f["n_kv"] * f["q_len"])
-    return (f["batch"] * f["n_kv"], group, keys, f["head_dim_qk"])
-
-
-def _kernel_shape(k: Kernel) -> tuple[int, int, int, int] | None:
-    f = k.shape
-    if k.kind == "gemm":
-        return (f["groups"], f["m"], f["n"], f["k"])
-    if k.kind == "moe":
-        return (f["active_experts"], f["max_tokens_per_expert"], f["inter"], f["hidden"])
-    if k.kind in ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode"):
-        return _core_shape(k)
-    return None
-
-
-def kernel_time(rates: _Rates, k: Kernel) -> OpTime:
-    """The roofline of one kernel of :func:`mlacalc.cost.model_step.step_kernels`, all its
-    ``calls``.
-
-    GEMMs and MoE blocks run at the matmul peak of their weights' dtype, the attention core
-    at the compute dtype's; element-wise kernels stream at the copy bandwidth."""
-    stage = kernel_stage(k.name)
-    if k.kind == "elementwise":
-        t = OpTime(
-            name=k.name,
-            stage=stage,
-            kind=k.kind,
-            flops=k.flops,
-            bytes=k.bytes,
-            compute_s=0.0,
-            memory_s=k.bytes / rates.copy_bw,
-            launch_s=rates.latency,
-        )
-    else:
-        # a GEMM or MoE runs at its weights' rate; with the weights as the checkpoint stores
-        # them, a kernel of kept bf16 weights or of a weight-only class (4-bit values
-        # dequantized to bf16) at the compute dtype's
-        weighted = k.kind in ("gemm", "moe") and not (
-            rates.stored and not k.dtype.startswith("fp8")
-        )
-        t = _matmul_time(rates, k.name, stage, k.flops, k.bytes, _kernel_shape(k), weighted, 1)
-    return _scale(t, k.calls) if k.calls != 1 else t
-
-
-def _attention_ops(
-    model: ModelConfig,
-    rates: _Rates,
-    phase,
-    seq_len,
-    batch,
-    q_len,
-    impl,
-    causal,
-    mode,
-    kv_dtype,
-    layers: int,
-) -> tuple[list[OpTime], int]:
-    """The attention kernels of ``layers`` layers, and the new tokens per sequence of the step
-    (unfused: the eager sequence's full score matrix, masked, whether causal or not)."""
-    causal = causal and mode != "unfused"
-    cost = attention_cost(
-        model, phase, seq_len, batch, q_len, impl, causal, kv_dtype, rates.weight_dtype, rates.dtype
-    )
-    out: list[OpTime] = []
-    if mode == "unfused":
-        key = model_layer_key(model, cost.impl)
-        rope = not (not model.is_mla and model.family == "gpt2")
-        total = LAUNCHES[(key, rope, cost.q_len == 1)]
-        matmuls = [o for o in cost.ops if o.kind == "matmul"]
-        others = [o for o in cost.ops if o.kind != "matmul"]
-        extra = (total - len(matmuls)) / max(len(others), 1)
-        for op in cost.ops:
-            if op.kind == "matmul":
-                t = _matmul_time(
-                    rates, op.name, op.stage, op.flops, op.bytes, op.shape, op.weight_bytes > 0, 1
-                )
-            else:
-                t = OpTime(
-                    name=op.name,
-                    stage=op.stage,
-                    kind=op.kind,
-                    flops=op.flops,
-                    bytes=op.bytes,
-                    compute_s=0.0,
-                    memory_s=op.bytes / rates.copy_bw,
-                    launch_s=extra * rates.latency,
-                )
-            out.append(t)
-    else:
-        # the serving kernels of the step (mlacalc.cost.model_step); element-wise work (norms,
-        # RoPE) is fused into its neighbours here, as the fused bound assumes
-        if rates.stored:  # the weights as the checkpoint stores them
-            kernels = step_kernels(
-                model,
-                phase,
-                seq_len,
-                batch,
-                q_len,
-                impl,
-                causal,
-                None,
-                kv_dtype,
-                rates.dtype,
-                scope="attention_layer",
-            )
-        else:
-            kernels = attention_kernels(
-                cost, model, rates.dtype, rates.weight_dtype, kv_dtype=kv_dtype
-            )
-        out = [kernel_time(rates, k) for k in kernels if k.kind != "elementwise"]
-    if layers != 1:
-        out = [_scale(o, layers) for o in out]
-    return out, cost.q_len
-
-
 def _scale(op: OpTime, n: int) -> OpTime:
     return OpTime(
         name=op.name,
@@ -559,29 +290,37 @@ def _scale(op: OpTime, n: int) -> OpTime:
     )
 
 
-def _ffn_and_head_ops(
-    model: ModelConfig, rates: _Rates, phase, seq_len, batch, q_len, impl, causal, kv_dtype
+def _roofline_ops(
+    kernels: list[Kernel],
+    rates: RooflineRates,
+    stages: list[str] | None = None,
+    launches: list[float] | None = None,
+    weighted: list[bool] | None = None,
 ) -> list[OpTime]:
-    """FFN / MoE (the experts a batch touches read once) and the output head on one token per
-    sequence: the step's kernels after the attention blocks, element-wise work fused."""
-    kernels = step_kernels(
-        model,
-        phase,
-        seq_len,
-        batch,
-        q_len,
-        impl,
-        causal,
-        None if rates.stored else rates.weight_dtype,
-        kv_dtype,
-        rates.dtype,
-        scope="model",
-    )
-    return [
-        kernel_time(rates, k)
-        for k in kernels
-        if k.kind != "elementwise" and kernel_stage(k.name) in ("ffn", "head")
-    ]
+    """Kernels timed by the plain roofline class (:func:`roofline_terms`), all their calls.
+    ``launches`` and ``weighted`` (the eager sequence): each kernel's ATen launches and whether
+    it runs at its weights' rate (by default one launch, and the serving kernels' rule,
+    :meth:`RooflineRates.weighted`)."""
+    terms = roofline_terms(kernels, rates, weighted=weighted, launches=launches)
+    compute, memory = terms["compute_s"].tolist(), terms["memory_s"].tolist()
+    launch, floor = terms["fixed_s"].tolist(), terms["floor_s"].tolist()
+    efficiency = terms["efficiency"].tolist()
+    out = []
+    for i, k in enumerate(kernels):
+        t = OpTime(
+            name=k.name,
+            stage=stages[i] if stages is not None else kernel_stage(k.name),
+            kind=k.kind if k.kind == "elementwise" else "matmul",
+            flops=k.flops,
+            bytes=k.bytes,
+            compute_s=compute[i],
+            memory_s=memory[i],
+            launch_s=launch[i],
+            efficiency=efficiency[i],
+            measured_floor_s=floor[i],
+        )
+        out.append(_scale(t, k.calls) if k.calls != 1 else t)
+    return out
 
 
 _MATMUL_KINDS = (
@@ -605,16 +344,15 @@ def _model_ops(
     plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
     kernel's ops; a kernel shorter than that waits on the CPU."""
     from mlacalc.timemodel.kernel_time import class_params, device_batch
-    from mlacalc.timemodel.model import kernel_terms
-    from mlacalc.words.kernels import batches_of
+    from mlacalc.timemodel.terms import kernel_terms
 
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
         batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
         fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
         terms = kernel_terms(batch, fig, params, scaled=True)
-        # the plain roofline bound of each kernel (all calls), with the datasheet figures
-        peak, bw = fig.peak(batch.dtype), fig.hbm_bytes_per_s
+        # the plain roofline bound of each kernel (one call), with the datasheet figures
+        ideal = ideal_seconds(batch.flops, batch.bytes, fig, batch.dtype).tolist()
         seconds = terms["seconds"].tolist()
         compute = terms["compute_s"].tolist()
         memory = terms["memory_s"].tolist()
@@ -636,30 +374,40 @@ def _model_ops(
                 memory_s=memory[j] * calls,
                 launch_s=launch[j] * calls,
                 model_s=t,
-                roofline_s=max(k.flops / peak, k.bytes / bw) * calls,
+                roofline_s=ideal[j] * calls,
                 calibration=how,
                 fixed_s=fixed[j] * calls,
             )
     return [o for o in out if o is not None]
 
 
-def _eager_kernels(
-    cost: Any, model: ModelConfig, dtype: str, weight_dtype: str, latency: float
-) -> tuple[list[Kernel], list[float], list[str]]:
+@dataclass(frozen=True)
+class _Eager:
+    """The op-by-op eager sequence of one attention layer as kernels, with each kernel's ATen
+    launches, stage, and whether it multiplies by a weight."""
+
+    kernels: list[Kernel]
+    launches: list[float]
+    stages: list[str]
+    weighted: list[bool]
+
+
+def _eager_kernels(cost: Any, model: ModelConfig, dtype: str, weight_dtype: str) -> _Eager:
     """The op-by-op eager PyTorch sequence of one attention layer as kernels (every matmul a
     GEMM, every other op an element-wise kernel reading its inputs and writing its outputs),
-    and the CPU dispatch time of each (its ATen ops times the per-op launch latency)."""
+    and the ATen ops each dispatches (a matmul one; the layer's other ops share the rest of
+    the layer's count, :data:`LAUNCHES`)."""
     key = model_layer_key(model, cost.impl)
     rope = not (not model.is_mla and model.family == "gpt2")
     total = LAUNCHES[(key, rope, cost.q_len == 1)]
     matmuls = [o for o in cost.ops if o.kind == "matmul"]
     extra = (total - len(matmuls)) / max(len(cost.ops) - len(matmuls), 1)
-    kernels, dispatch, stages = [], [], []
+    eager = _Eager([], [], [], [])
     for op in cost.ops:
-        stages.append(op.stage)
+        eager.stages.append(op.stage)
         if op.kind == "matmul" and op.shape is not None:
             g, m, n, k = op.shape
-            kernels.append(
+            eager.kernels.append(
                 Kernel(
                     op.name,
                     "gemm",
@@ -669,9 +417,10 @@ def _eager_kernels(
                     shape={"groups": g, "m": m, "n": n, "k": k},
                 )
             )
-            dispatch.append(latency)
+            eager.launches.append(1)
+            eager.weighted.append(op.weight_bytes > 0)
         else:
-            kernels.append(
+            eager.kernels.append(
                 Kernel(
                     op.name,
                     "elementwise",
@@ -681,8 +430,9 @@ def _eager_kernels(
                     shape={"elements": int(op.bytes) // 2},
                 )
             )
-            dispatch.append(extra * latency)
-    return kernels, dispatch, stages
+            eager.launches.append(extra)
+            eager.weighted.append(False)
+    return eager
 
 
 #: hardware argument -> (spec, the file it was read from, that file's mtime): a device named
@@ -716,12 +466,148 @@ def _hardware_of(hardware: HardwareSpec | str) -> HardwareSpec:
     return hw
 
 
-def _prediction(
-    m, hw, rates, phase, seq_len, batch, q, impl, mode, scope, dtype, ops, **how
-) -> Prediction:
+@dataclass(frozen=True)
+class _Step:
+    """One step to time, its arguments checked: the model, what the step runs and in which
+    dtypes (``stored``: the weights as the checkpoint stores them)."""
+
+    m: ModelConfig
+    phase: str
+    seq_len: int
+    batch: int
+    q_len: int | None
+    impl: str | None
+    causal: bool
+    mode: str
+    scope: str
+    dtype: str
+    weight_dtype: str
+    kv: str
+    stored: bool
+
+    def attention_cost(self, causal: bool) -> Any:
+        """The attention cost of one layer of the step."""
+        return attention_cost(
+            one_layer(self.m),
+            self.phase,
+            self.seq_len,
+            self.batch,
+            self.q_len,
+            self.impl,
+            causal,
+            self.kv,
+            self.weight_dtype,
+            self.dtype,
+        )
+
+    @property
+    def step_weights(self) -> str | None:
+        """:func:`step_kernels`' weight dtype: None where the checkpoint's storage is read."""
+        return None if self.stored else self.weight_dtype
+
+    def kernels(self, model: ModelConfig, scope: str, weights: str | None) -> list[Kernel]:
+        """The serving kernels (:func:`step_kernels`) of ``model`` over ``scope``, weights
+        read in ``weights`` (None: as the checkpoint stores them)."""
+        return step_kernels(
+            model,
+            self.phase,
+            self.seq_len,
+            self.batch,
+            self.q_len,
+            self.impl,
+            self.causal,
+            weights,
+            self.kv,
+            self.dtype,
+            scope=scope,
+        )
+
+
+def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> tuple:
+    """The eager op-by-op sequence timed by the kernel time model, each op a kernel that
+    cannot run faster than the CPU dispatches it; the FFN/MoE and head kernels of a whole
+    step; and the step's new tokens per sequence."""
+    one = one_layer(step.m)
+    # the eager sequence computes every score and masks the upper triangle: its matmuls are
+    # the full matrix's, causal or not
+    cost = step.attention_cost(False)
+    eager = _eager_kernels(cost, one, step.dtype, step.weight_dtype)
+    kernels, stages = eager.kernels, list(eager.stages)
+    dispatch = [n * latency for n in eager.launches]
+    if step.stored:  # the projections' weights as the checkpoint stores them
+        kernels = as_stored(kernels, one, step.dtype)
+    if step.scope == "model":
+        layers = step.m.num_hidden_layers
+        kernels = [
+            Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, k.calls * layers, k.shape)
+            for k in kernels
+        ]
+        rest = [
+            k
+            for k in step.kernels(step.m, "model", step.step_weights)
+            if kernel_stage(k.name) in ("ffn", "head")
+        ]
+        kernels += rest
+        dispatch += [latency] * len(rest)
+        stages += [kernel_stage(k.name) for k in rest]
+    return _model_ops(kernels, hw, prof, dispatch, stages), cost.q_len
+
+
+def _model_fused(step: _Step, hw: HardwareSpec, prof: Any) -> tuple:
+    """The serving kernels of the step timed by the kernel time model, and the step's new
+    tokens per sequence."""
+    kernels = step.kernels(step.m, step.scope, step.step_weights)
+    ops = _model_ops(kernels, hw, prof)
+    q = step.q_len if step.q_len is not None else (step.seq_len if step.phase == "prefill" else 1)
+    if step.phase == "chunk" or step.q_len is not None:
+        q = step.attention_cost(step.causal).q_len
+    return ops, q
+
+
+def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime], int]:
+    """The plain roofline of the attention kernels of one layer (scaled to every layer of a
+    whole step), and the step's new tokens per sequence. Unfused: the eager sequence's full
+    score matrix, masked, whether causal or not, every op a launch; fused: the serving kernels
+    (:mod:`mlacalc.cost.model_step`), element-wise work (norms, RoPE) fused into its
+    neighbours, as the fused bound assumes."""
+    causal = step.causal and step.mode != "unfused"
+    cost = step.attention_cost(causal)
+    one = one_layer(step.m)
+    if step.mode == "unfused":
+        eager = _eager_kernels(cost, one, rates.dtype, rates.weight_dtype)
+        out = _roofline_ops(
+            eager.kernels, rates, eager.stages, eager.launches, weighted=eager.weighted
+        )
+    else:
+        if rates.stored:  # the weights as the checkpoint stores them
+            kernels = step.kernels(one, "attention_layer", None)
+        else:
+            kernels = attention_kernels(
+                cost, one, rates.dtype, rates.weight_dtype, kv_dtype=step.kv
+            )
+        out = _roofline_ops([k for k in kernels if k.kind != "elementwise"], rates)
+    layers = 1 if step.scope == "attention_layer" else step.m.num_hidden_layers
+    if layers != 1:
+        out = [_scale(o, layers) for o in out]
+    return out, cost.q_len
+
+
+def _roofline_ffn_and_head(step: _Step, rates: RooflineRates) -> list[OpTime]:
+    """The plain roofline of the FFN / MoE kernels (the experts a batch touches read once) and
+    the output head on one token per sequence: the step's kernels after the attention blocks,
+    element-wise work fused."""
+    kernels = step.kernels(step.m, "model", step.step_weights)
+    return _roofline_ops(
+        [k for k in kernels if k.kind != "elementwise" and kernel_stage(k.name) in ("ffn", "head")],
+        rates,
+    )
+
+
+def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
     """The prediction of a step from its timed ops; ``how`` says how it was calibrated."""
+    m = step.m
     layer = ""
-    if scope == "attention_layer":
+    if step.scope == "attention_layer":
         # one layer stands for the model: where its layers differ, the first layer's kind is
         # timed (one_layer), and the prediction says so rather than stand for every kind
         from mlacalc.cost.families import layer_pattern
@@ -733,21 +619,72 @@ def _prediction(
     return Prediction(
         model=m.name,
         hardware=hw.name,
-        phase=phase,
-        seq_len=seq_len,
-        batch=batch,
+        phase=step.phase,
+        seq_len=step.seq_len,
+        batch=step.batch,
         q_len=q,
         impl=impl,
-        mode=mode,
-        scope=scope,
-        dtype=dtype,
+        mode=step.mode,
+        scope=step.scope,
+        dtype=step.dtype,
         ops=tuple(ops),
-        peak_flops_per_s=rates.peak(dtype),
+        peak_flops_per_s=rates.peak(step.dtype),
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=f"checkpoint {m.quantization.describe()}" if rates.stored else rates.weight_dtype,
         layer=layer,
         **how,
     )
+
+
+def _calibration_of(calibration: Any) -> Calibration | None:
+    """A :class:`Calibration`, or one read from a microbenchmark ``.json`` (or its dict)."""
+    if calibration is None or isinstance(calibration, Calibration):
+        return calibration
+    if not isinstance(calibration, (str, Path, os.PathLike, dict)):
+        raise InvalidArgumentError(
+            "calibration",
+            f"must be a Calibration or the path of a microbenchmark .json, "
+            f"got {type(calibration).__name__}",
+        )
+    try:
+        return Calibration.from_measurements(calibration)
+    except (ConfigError, KeyError, TypeError, ValueError) as exc:
+        why = f"has no {exc} entry" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidArgumentError(
+            "calibration",
+            f"{why}; pass a Calibration or the .json sidecar that mlacalc bench wrote",
+        ) from None
+
+
+def _check_mode(m: ModelConfig, mode: str, scope: str) -> None:
+    """Errors for a mode or scope :func:`predict_time` cannot take."""
+    if mode not in MODES:
+        raise InvalidArgumentError("mode", f"unknown mode {mode!r}; use fused or unfused")
+    if scope not in SCOPES:
+        raise InvalidArgumentError(
+            "scope", f"unknown scope {scope!r}; use attention_layer or model"
+        )
+    if mode == "unfused" and m.linear_num_value_heads is not None:
+        raise InvalidArgumentError(
+            "mode",
+            f"{m.label} has linear-attention layers, whose eager op-by-op sequence is not "
+            "modelled; use mode='fused' (the serving kernels)",
+        )
+
+
+def _check_latency(launch_latency_s: Any) -> None:
+    """An error for a launch latency that is not a number of seconds."""
+    if launch_latency_s is not None and (
+        isinstance(launch_latency_s, bool)
+        or not isinstance(launch_latency_s, (int, float))
+        or not math.isfinite(launch_latency_s)
+        or launch_latency_s < 0
+    ):
+        raise InvalidArgumentError(
+            "launch_latency_s",
+            f"must be a finite number of seconds >= 0 (or None for the device's), "
+            f"got {launch_latency_s!r}",
+        )
 
 
 def predict_time(
@@ -808,53 +745,31 @@ def predict_time(
     """
     m = as_model(model)
     hw = _hardware_of(hardware)
-    if mode not in MODES:
-        raise InvalidArgumentError("mode", f"unknown mode {mode!r}; use fused or unfused")
-    if scope not in SCOPES:
-        raise InvalidArgumentError(
-            "scope", f"unknown scope {scope!r}; use attention_layer or model"
-        )
-    if mode == "unfused" and m.linear_num_value_heads is not None:
-        raise InvalidArgumentError(
-            "mode",
-            f"{m.label} has linear-attention layers, whose eager op-by-op sequence is not "
-            "modelled; use mode='fused' (the serving kernels)",
-        )
+    _check_mode(m, mode, scope)
     dtype = arguments.dtype("dtype", dtype)  # an unknown dtype names its argument
     stored = weight_dtype is None and checkpoint_stored(m)
     if weight_dtype:
         weight_dtype = arguments.dtype("weight_dtype", weight_dtype)
     else:
         weight_dtype = m.weights_dtype if stored else dtype
-    if launch_latency_s is not None and (
-        isinstance(launch_latency_s, bool)
-        or not isinstance(launch_latency_s, (int, float))
-        or not math.isfinite(launch_latency_s)
-        or launch_latency_s < 0
-    ):
-        raise InvalidArgumentError(
-            "launch_latency_s",
-            f"must be a finite number of seconds >= 0 (or None for the device's), "
-            f"got {launch_latency_s!r}",
-        )
-    if calibration is not None and not isinstance(calibration, Calibration):
-        if not isinstance(calibration, (str, Path, os.PathLike, dict)):
-            raise InvalidArgumentError(
-                "calibration",
-                f"must be a Calibration or the path of a microbenchmark .json, "
-                f"got {type(calibration).__name__}",
-            )
-        try:
-            calibration = Calibration.from_measurements(calibration)
-        except (ConfigError, KeyError, TypeError, ValueError) as exc:
-            why = f"has no {exc} entry" if isinstance(exc, KeyError) else str(exc)
-            raise InvalidArgumentError(
-                "calibration",
-                f"{why}; pass a Calibration or the .json sidecar that mlacalc bench wrote",
-            ) from None
-    rates = _Rates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
-    step_weights = None if stored else weight_dtype  # step_kernels' weight_dtype
-    kv = kv_dtype or dtype
+    _check_latency(launch_latency_s)
+    calibration = _calibration_of(calibration)
+    rates = RooflineRates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
+    step = _Step(
+        m=m,
+        phase=phase,
+        seq_len=seq_len,
+        batch=batch,
+        q_len=q_len,
+        impl=impl,
+        causal=causal,
+        mode=mode,
+        scope=scope,
+        dtype=dtype,
+        weight_dtype=weight_dtype,
+        kv=kv_dtype or dtype,
+        stored=stored,
+    )
     resolved = resolve_impl(m, impl, phase)
     use_model = (
         not (isinstance(profile, str) and profile == ROOFLINE)
@@ -867,100 +782,21 @@ def predict_time(
 
         prof = load_profile(profile)
         if mode == "unfused":
-            one = one_layer(m)
-            # the eager sequence computes every score and masks the upper triangle: its
-            # matmuls are the full matrix's, causal or not
-            cost = attention_cost(
-                one, phase, seq_len, batch, q_len, impl, False, kv, weight_dtype, dtype
-            )
-            kernels, dispatch, stages = _eager_kernels(
-                cost, one, dtype, weight_dtype, rates.latency
-            )
-            if stored:  # the projections' weights as the checkpoint stores them
-                kernels = as_stored(kernels, one, dtype)
-            if scope == "model":
-                layers = m.num_hidden_layers
-                kernels = [
-                    Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, k.calls * layers, k.shape)
-                    for k in kernels
-                ]
-                rest = [
-                    k
-                    for k in step_kernels(
-                        m,
-                        phase,
-                        seq_len,
-                        batch,
-                        q_len,
-                        impl,
-                        causal,
-                        step_weights,
-                        kv,
-                        dtype,
-                        scope="model",
-                    )
-                    if kernel_stage(k.name) in ("ffn", "head")
-                ]
-                kernels += rest
-                dispatch += [rates.latency] * len(rest)
-                stages += [kernel_stage(k.name) for k in rest]
-            ops = _model_ops(kernels, hw, prof, dispatch, stages)
-            q = cost.q_len
+            ops, q = _model_unfused(step, hw, prof, rates.latency)
         else:
-            kernels = step_kernels(
-                m, phase, seq_len, batch, q_len, impl, causal, step_weights, kv, dtype, scope=scope
-            )
-            ops = _model_ops(kernels, hw, prof)
-            q = q_len if q_len is not None else (seq_len if phase == "prefill" else 1)
-            if phase == "chunk" or q_len is not None:
-                q = attention_cost(
-                    one_layer(m),
-                    phase,
-                    seq_len,
-                    batch,
-                    q_len,
-                    impl,
-                    causal,
-                    kv,
-                    weight_dtype,
-                    dtype,
-                ).q_len
+            ops, q = _model_fused(step, hw, prof)
         return _prediction(
-            m,
+            step,
             hw,
             rates,
-            phase,
-            seq_len,
-            batch,
             q,
             resolved,
-            mode,
-            scope,
-            dtype,
             ops,
             calibrated=bool(prof.fitted_devices),
             profile=prof.name,
             calibration=prof.describe(hw.name, hw),
         )
-    one = one_layer(m)
-    layers = 1 if scope == "attention_layer" else m.num_hidden_layers
-    ops, q = _attention_ops(
-        one, rates, phase, seq_len, batch, q_len, impl, causal, mode, kv, layers
-    )
+    ops, q = _roofline_attention(step, rates)
     if scope == "model":
-        ops += _ffn_and_head_ops(m, rates, phase, seq_len, batch, q_len, impl, causal, kv)
-    return _prediction(
-        m,
-        hw,
-        rates,
-        phase,
-        seq_len,
-        batch,
-        q,
-        resolved,
-        mode,
-        scope,
-        dtype,
-        ops,
-        calibrated=calibration is not None,
-    )
+        ops += _roofline_ffn_and_head(step, rates)
+    return _prediction(step, hw, rates, q, resolved, ops, calibrated=calibration is not None)

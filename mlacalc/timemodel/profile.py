@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mlacalc.data import PROFILES
-from mlacalc.timemodel.model import PARAMS, borrowed_params, class_key, default_params
+from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_params
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 
 __all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]

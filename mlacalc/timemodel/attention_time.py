@@ -1,0 +1,384 @@
+"""The attention classes of the time model: ``attention_prefill`` (and the expanded MLA prefill,
+``mla_prefill``) and ``attention_decode``; :func:`attention_time` also serves ``mla_decode``.
+
+Prefill (:func:`prefill_terms`): 128 x 128 tiles over queries and keys, the softmax's
+exponentials on the SFUs (``eff_exp``, ``sfu_overlap``), the K/V operands each MMA reads from
+shared memory (64 rows a read on Hopper, 16 before), the tiles an SM's shared memory holds at
+once, the fp8 V transpose and probability conversion, fp8 head dims padded to powers of two,
+banded windows (``mask_s``), a call's and a unit's waits in seconds (``call_latency_s``,
+``unit_latency_s``) and the RoPE pre-kernel (``pre_latency_s`` and a streaming pass).
+
+Decode (:func:`decode_terms`): (sequence, KV-head group) units with key splits, per-unit work
+as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``),
+further kernels of a call (``launch_s``), the in-kernel merge of Hopper's fp8 XQA key splits
+(``merge_s``), fp8 cache conversion (``dequant_s``), per-head cache re-reads beyond 32 query
+heads per KV head (``fallback_reads``) and waves of resident units (``wave_s``). The figures
+behind each rule are in docs/decisions.md ("Time model").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.shared import (
+    CONVERT_PER_CLOCK,
+    SFU_EXP_PER_CLOCK,
+    SMEM_BYTES_PER_CLOCK,
+    col,
+    combine,
+    elem_bytes,
+    memory_share,
+    mma_rows,
+    smem_per_sm,
+)
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = ["attention_shape", "attention_time", "decode_splits", "decode_terms", "prefill_terms"]
+
+
+def attention_shape(batch: KernelBatch) -> dict[str, np.ndarray]:
+    """The shape columns every attention class reads."""
+    kv = col(batch, "kv_len", 1)
+    heads = col(batch, "n_heads", 1)
+    n_kv = np.maximum(col(batch, "n_kv", 1), 1.0)
+    window = col(batch, "window", 0)
+    return {
+        "b": col(batch, "batch", 1),
+        "q": col(batch, "q_len", 1),
+        "kv": kv,
+        "heads": heads,
+        "n_kv": n_kv,
+        "window": window,
+        "kv_eff": np.where(window > 0, np.minimum(kv, window), kv),
+        "group": heads / n_kv,
+    }
+
+
+def attention_time(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    *,
+    units: np.ndarray,
+    unit_blocks: np.ndarray,
+    unit_cost: np.ndarray,
+    masked: np.ndarray,
+    serial: np.ndarray | None = None,
+    flops: np.ndarray | None = None,
+    nbytes: np.ndarray | None = None,
+    sfu: np.ndarray | None = None,
+    latency: float | None = None,
+    call: float | None = None,
+) -> dict[str, np.ndarray]:
+    """Compute and memory terms of an attention kernel from its work units: ``units`` spread
+    over the SMs in waves, each walking ``unit_blocks`` KV blocks (``masked`` of them on the
+    masking path) and paying ``unit_cost`` times the per-unit work once. ``serial``: the units
+    one SM works through in turn (default: its waves)."""
+    sms = fig.sm_count
+    waves = np.ceil(units / sms)
+    occupancy = units / (waves * sms)
+    if fig.kind == "cpu":
+        occupancy = np.ones(len(batch))  # no SM waves on a CPU
+    if serial is None:
+        serial = waves
+    # every wave of units pays its per-unit work (loading queries, the final reduction) and
+    # walks its blocks (page lookups, softmax rescaling) beside the math, overlapping the
+    # streaming of the cache
+    work = serial * (
+        prm["block_s"] * unit_blocks + prm["mask_s"] * masked + prm["seq_s"] * unit_cost
+    )
+    if latency is not None:
+        # a wait on memory per unit, seconds whatever the SM clock
+        work = work + serial * latency
+    flops = batch.flops if flops is None else flops
+    nbytes = batch.bytes if nbytes is None else nbytes
+    compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
+    if sfu is not None:
+        # the softmax's exponentials on the special-function units, beside the tensor cores
+        compute = combine(compute, sfu / occupancy, prm["sfu_overlap"])
+    compute = compute + work
+    memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm))
+    # a fixed time per call that is a wait, seconds whatever the SM clock
+    extra = np.full(len(batch), call if call is not None else 0.0)
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+
+
+def prefill_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``attention_prefill`` and ``mla_prefill``: tiled over queries and keys."""
+    a = attention_shape(batch)
+    b, q, kv, heads, window, kv_eff = a["b"], a["q"], a["kv"], a["heads"], a["window"], a["kv_eff"]
+    # one unit per (sequence, head, 128-query tile), each over its keys in 128-key blocks
+    # (a causal tile sees half the keys on average)
+    units = b * heads * np.ceil(q / 128.0)
+    unit_blocks = np.ceil(kv_eff / 128.0)
+    unit_blocks = np.where(col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
+    # a sliding window shorter than the keys is a band: a 128-query tile meets the
+    # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
+    # band's edges masked inside), not the ``window`` keys per query the FLOPs count
+    banded = (window > 0) & (kv > window)
+    band_blocks = np.ceil((window + 127.0) / 128.0)
+    unit_blocks = np.where(banded, band_blocks, unit_blocks)
+    padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
+    # the band's two edge blocks are masked (the window's lower edge and the diagonal cut
+    # through them) and take the kernel's masking path, every block of a 128-key window;
+    # the blocks between them are whole (a causal tile masks only its diagonal block, which
+    # the per-unit work covers)
+    masked = np.where(banded, np.minimum(band_blocks, 2.0), 0.0)
+    # one exponential per computed score (query, key pair), on the SFUs, not the tensor cores:
+    # ``SFU_EXP_PER_CLOCK`` a clock per SM at ``eff_exp`` of that rate (1: the datasheet rate),
+    # combined with the tensor time by the p-norm ``sfu_overlap`` (FlashAttention-3 overlaps
+    # the two in part). With fp8 or head_dim 64 on H100 the exponentials take as long as the
+    # products at full rate. A kernel with no value product (an indexer's ReLU logits) has no
+    # softmax
+    d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
+    scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
+    sfu = scores / (prm["eff_exp"] * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    # the call's fixed time and each unit's fixed work are waits on memory and launches, not
+    # cycles: seconds on every device (``call_latency_s``, ``unit_latency_s``; the clocked
+    # ``fixed_s`` and ``seq_s`` stay at 0 for the prefill kinds). The MLA prefill rows have one
+    # head shape, which cannot tell the exponentials from the products: ``mla_prefill`` keeps
+    # the default ``sfu_overlap``
+    # an fp8 kernel transposes each 128-key V block in shared memory before its MMA (the fp8
+    # tensor-core MMA takes its B operand K-major only; FlashAttention-3, section 3.3): the
+    # block's bytes read and written once through the SM's shared memory, part of the unit's
+    # serial work (a quarter of an fp8 block's MMA time at full rate whatever the head dim)
+    fp8 = batch.dtype.startswith("fp8")
+    transpose = 0.0
+    if fp8:
+        transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    flops = batch.flops * padded
+    if fp8:
+        # the fp8 kernels are built for power-of-two head sizes: a head dim of 192 runs padded
+        # to 256 (the bf16 kernel has a 192 of its own)
+        pad_qk = 2.0 ** np.ceil(np.log2(np.maximum(d_qk, 1.0)))
+        pad_v = np.where(d_v > 0, 2.0 ** np.ceil(np.log2(np.maximum(d_v, 1.0))), 0.0)
+        flops = flops * (pad_qk + pad_v) / np.maximum(d_qk + d_v, 1.0)
+    # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
+    # walks, once per group of query rows one MMA instruction covers (``mma_rows``: a Hopper
+    # warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at the SM's shared-memory
+    # bandwidth; a 128-query tile reads each block 2 times on Hopper, 8 on Ampere: as long as
+    # the A100 tile's MMAs at full rate, half the H100 tile's (the rows of a short prompt's
+    # tile and the keys of its blocks, not whole 128 x 128 tiles)
+    reads = np.ceil(np.minimum(q, 128.0) / mma_rows(fig))
+    keys = unit_blocks * np.minimum(kv_eff, 128.0)
+    operand = (
+        keys
+        * reads
+        * (d_qk + d_v)
+        * elem_bytes(batch.dtype)
+        / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    )
+    # an fp8 kernel converts each score's probability to fp8 and permutes it into the fp8
+    # MMA's register layout before the value product (FlashAttention-3, section 3.3): one
+    # instruction per two scores at the conversion rate, on the path between the softmax and
+    # the product, not hidden behind the MMAs
+    pre_bytes = col(batch, "preprocess_bytes", 0)
+    # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
+    resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
+    convert = 0.0
+    if fp8:
+        convert = scores * 0.5 / (CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    out = attention_time(
+        batch,
+        fig,
+        prm,
+        units=units,
+        unit_blocks=unit_blocks,
+        unit_cost=np.ones(len(batch)),
+        masked=masked,
+        flops=flops,
+        nbytes=batch.bytes - pre_bytes,
+        sfu=sfu,
+        latency=prm["unit_latency_s"] * resident + transpose + operand,
+        call=prm["call_latency_s"],
+    )
+    occupancy = np.maximum(units / (np.ceil(units / fig.sm_count) * fig.sm_count), 1e-9)
+    out["compute_s"] = out["compute_s"] + convert / occupancy
+    # the RoPE + cache-write pre-kernel the measured rows time before the attention kernel
+    # (TensorRT-LLM's QKV preprocessing): a kernel of its own, its launch and wait
+    # (``pre_latency_s``, seconds as the call's) and one streaming pass over its bytes
+    # (``preprocess_bytes``: the fused QKV read, Q written, the new K/V rows appended; MLA's
+    # fp8 quantization of q, k and v) after the attention kernel's own time. ``rope_kernel``
+    # 0: the caller times RoPE and the append as a kernel of its own, as a model step does (the
+    # measured rows include it, the default); a kernel without a value product (an indexer's
+    # logits) has none
+    pre = (col(batch, "rope_kernel", 1) > 0) & (d_v > 0)
+    stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    out["extra_s"] = out["extra_s"] + np.where(pre, prm["pre_latency_s"] + stream, 0.0)
+    return out
+
+
+def _resident_waves(
+    units: np.ndarray, fig: DeviceFigures, d_qk: np.ndarray, d_v: np.ndarray, elem: float
+) -> np.ndarray:
+    """Waves of a prefill's units with as many tiles resident on an SM as its shared memory
+    holds, per wave of one tile an SM. Hopper's warp-specialized kernels (compute capability
+    9 and later; FlashAttention-3) are persistent, one tile an SM; an Ampere/Ada kernel
+    (FlashAttention-2: a 128-query tile and one 64-key K and V stage) fits
+    ``smem // ((128 d_qk + 64 (d_qk + d_v)) x element bytes)`` tiles on an SM: two at head
+    dim 128 on A100 (64 of 164 KB), one for MLA's 192/128 (88 KB)."""
+    if fig.tensor_core_generation != "sm80":
+        return np.ones(len(units))
+    one = np.maximum(np.ceil(units / fig.sm_count), 1.0)
+    smem = smem_per_sm(fig)
+    tile = (128.0 * d_qk + 64.0 * (d_qk + d_v)) * elem
+    resident = np.maximum(np.floor(smem / np.maximum(tile, 1.0)), 1.0)
+    return np.ceil(units / (fig.sm_count * resident)) / one
+
+
+def decode_splits(
+    batch: KernelBatch,
+    heads_units: np.ndarray,
+    keys: np.ndarray,
+    slots: float,
+    part_keys: float = 256.0,
+) -> np.ndarray:
+    """Key splits of a decode unit (flash-decoding): where the kernel can split
+    (``kv_split``) and its units leave some of the ``slots`` resident units idle, a unit's
+    ``keys`` split into parts of at least ``part_keys`` (:data:`DECODE_SPLIT_KEYS`,
+    :data:`~mlacalc.timemodel.mla_time.MLA_SPLIT_KEYS`), as many as fill them."""
+    can_split = (col(batch, "kv_split", 1) > 0) & (heads_units < slots)
+    return np.where(
+        can_split,
+        np.clip(np.floor(slots / heads_units), 1.0, np.maximum(1.0, np.ceil(keys / part_keys))),
+        1.0,
+    )
+
+
+#: Decode kernels (TRT-LLM XQA and MMHA multi-block mode) split a unit's keys across SMs up to
+#: this many resident units per SM, every split at least :data:`DECODE_SPLIT_KEYS` keys (MLA
+#: decode splits up to one unit a SM: :mod:`~mlacalc.timemodel.mla_time`).
+DECODE_SPLIT_UNITS_PER_SM = 4.0
+DECODE_SPLIT_KEYS = 256.0
+
+#: Bytes a grouped decode unit holds on its SM per query row and head-dim element beside its
+#: K/V stage: two FP32 copies of its output tile (the running accumulator and the rescaled
+#: partial result it exchanges through shared memory). An assumed figure, which the fit barely
+#: feels.
+DECODE_ROW_BYTES = 8.0
+
+
+def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) -> np.ndarray:
+    """Bytes a grouped decode unit holds on its SM: one 64-token K and V stage of the cache
+    (its element size: 1 for an fp8 cache, else 2) and :data:`DECODE_ROW_BYTES` per query row
+    and head-dim element."""
+    elem = 1.0 if batch.dtype.startswith("fp8") else 2.0
+    return 64.0 * hd * 2.0 * elem + DECODE_ROW_BYTES * qrows * hd
+
+
+def decode_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``attention_decode``: paged GQA/MHA/MQA decode (XQA for grouped queries, MMHA per head),
+    after the RoPE + cache-append pre-kernel, with a reduction kernel when the keys split."""
+    a = attention_shape(batch)
+    b, q, n_kv, heads = a["b"], a["q"], a["n_kv"], a["heads"]
+    group, kv_eff = a["group"], a["kv_eff"]
+    hd = col(batch, "head_dim_qk", 128)
+    # grouped-query kernels give one unit to a KV head and all its query heads (up to 32,
+    # beyond which the query heads run one unit each); MHA one unit per head
+    grouped = (group > 1) & (group <= 32)
+    heads_units = np.where(grouped, b * n_kv, b * heads)
+    # multi-block mode: while the units leave the SMs' resident slots idle, each unit's keys
+    # are split into parts of at least DECODE_SPLIT_KEYS keys; a reduction kernel merges them
+    # (Hopper's fp8-cache XQA kernel, ``sm90``: an fp8 cache on compute capability 9.0 and
+    # later, splits the keys of the window; MMHA and the other XQA kernels the whole cache,
+    # their splits before the window finding no keys)
+    sm90 = batch.dtype.startswith("fp8") & grouped & fig.sm90_or_later  # CC >= 9.0 (Hopper on)
+    sms = fig.sm_count
+    split_keys = np.where(sm90, kv_eff, a["kv"])
+    splits = decode_splits(batch, heads_units, split_keys, sms * DECODE_SPLIT_UNITS_PER_SM)
+    units = heads_units * splits
+    # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
+    # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
+    # multiplies its query rows against each whole block in tensor-core row tiles: more rows
+    # per KV head than a tile walk each block twice. MMHA walks the keys one by one (a key to
+    # a thread group), its walk the keys' share of a block.
+    # The kernels are built for power-of-two head sizes: a head dim of 192 runs padded to 256.
+    # Row tiles: 16 query rows for the mma.sync XQA kernel, 8 for Hopper's, whose warp-group
+    # MMA takes the query heads as its N dimension (multiples of 8)
+    hd = 2.0 ** np.ceil(np.log2(np.maximum(hd, 1.0)))
+    row_tile = np.where(sm90, 8.0, 16.0)
+    rows = np.where(grouped, group * q, 1.0)
+    # the keys a part walks: its share of the window (Hopper's fp8 XQA, or no window); where
+    # the splits partition the whole cache, the window's keys fall in the last parts, each
+    # holding at most ``kv / splits`` of them, so a longer cache never shortens the walk
+    partitioned = ~sm90 & (kv_eff < a["kv"])
+    part_keys = np.minimum(kv_eff, np.ceil(a["kv"] / splits))
+    walked = np.where(
+        partitioned,
+        np.where(grouped, np.ceil(part_keys / 64.0), part_keys / 64.0),
+        np.where(grouped, np.ceil(np.ceil(kv_eff / 64.0) / splits), kv_eff / 64.0 / splits),
+    )
+    # the parts that hold keys (all of them without a window)
+    busy = heads_units * np.where(
+        partitioned, np.minimum(splits, np.ceil(kv_eff / np.maximum(part_keys, 1.0))), splits
+    )
+    unit_blocks = walked * (hd / 128.0)
+    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / row_tile), 1.0)
+    # per-unit work (loading the queries, the final softmax normalisation and output write):
+    # a grouped (XQA) unit's fixed part is ``grouped_unit`` MMHA heads; each query head it
+    # carries adds ``qhead_unit`` per 128 of head dim; Hopper's warp-group MMA computes its
+    # query heads in whole multiples of 8 (its N dimension), padded ones included
+    qrows = np.where(sm90, np.ceil(rows / 8.0) * 8.0, rows)
+    unit_cost = np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * qrows * hd / 128
+    # the per-unit work is issue throughput the units resident on an SM share: it costs
+    # units / SMs of it (one unit alone on an SM takes no more than its latency, which the
+    # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
+    # one unit's walk
+    share = units / sms
+    # beyond 32 query heads per KV head every decode query head streams the cache itself;
+    # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
+    # loads each K/V block once for its 128 queries, whatever the grouping)
+    nbytes = batch.bytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
+    # (every part pays its per-unit work, empty or not; only the parts holding keys stream
+    # the cache and keep tensor cores busy)
+    out = attention_time(
+        batch,
+        fig,
+        prm,
+        units=busy,
+        unit_blocks=unit_blocks * np.maximum(share, 1.0),
+        unit_cost=unit_cost * share,
+        masked=np.zeros(len(batch)),
+        serial=np.ones(len(batch)),
+        nbytes=nbytes,
+    )
+    # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
+    # dot products (Hopper's fp8 XQA multiplies fp8 on the tensor cores): ``dequant_s`` of an
+    # SM per element, spread over the SMs its parts holding keys keep busy
+    mmha_fp8 = batch.dtype.startswith("fp8") & ~sm90
+    elements = b * heads * kv_eff * hd * 2.0
+    out["compute_s"] = out["compute_s"] + np.where(
+        mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, sms), 0.0
+    )
+    # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
+    # Hopper's fp8-cache XQA kernel (grouped queries, no attention sinks) does itself, and the
+    # reduction of the key splits (a kernel of its own but in Hopper's fp8 XQA)
+    # (``rope_kernel`` 0: the caller times RoPE and the append as a kernel of its own, as a
+    # model step does; the measured rows include it, the default)
+    fused = sm90 & (col(batch, "sinks", 0) <= 0)
+    pre = (~fused) & (col(batch, "rope_kernel", 1) > 0)
+    kernels = pre.astype(np.float64) + ((splits > 1) & ~sm90)
+    out["extra_s"] = out["extra_s"] + prm["launch_s"] * kernels
+    # Hopper's fp8 XQA kernel merges a unit's key splits itself, no reduction kernel: the last
+    # part of a unit to finish reads every part's partial result in turn, on one SM after the
+    # walk (``merge_s`` per part and 128 of head dim)
+    merged = np.where(sm90 & (splits > 1), splits * hd / 128.0, 0.0)
+    out["extra_s"] = out["extra_s"] + prm["merge_s"] * merged
+    # resident units: a grouped (XQA) unit holds one 64-token K and V stage of the cache
+    # (64 x head dim x 2 x element bytes) and its query rows' partial output on the SM
+    # (DECODE_ROW_BYTES per query row and head-dim element), so the shared memory of an SM
+    # (228 KB on compute capability 9.0, 164 KB on 8.0) holds a few of them; a unit beyond
+    # them (every part, holding keys or not, takes a slot) waits for one, and every further
+    # wave of resident units pays a unit's latency, ``wave_s`` per 8 query rows and 1024 of
+    # head dim (its row tiles' work)
+    resident = np.maximum(np.floor(smem_per_sm(fig) / _decode_unit_bytes(batch, hd, qrows)), 1.0)
+    waves = np.ceil(units / (sms * resident))
+    out["compute_s"] = out["compute_s"] + np.where(
+        grouped, prm["wave_s"] * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
+    )
+    return out

@@ -1,0 +1,110 @@
+"""The collective classes of the time model: ``all_reduce``, ``all_gather``,
+``reduce_scatter``, ``all_to_all``, ``p2p``, and DeepEP's ``dispatch`` and ``combine``.
+
+Terms: ``fixed + steps x latency_steps x link latency`` plus the algorithm bytes the faster of
+two ways: flagged stores at half of ``link_eff x link bandwidth`` (issued by the SMs, so
+clock-scaled), or bulk copies at the full rate behind ``proto_s`` per step. An all-reduce is
+the faster of a ring (2(n-1)/n of the message), one-shot (every peer's message read directly;
+not in NCCL) and, where the switch reduces in the fabric (``link_multicast``: NVLink SHARP),
+the switch-reduced all-reduce (the message once each way at ``switch_eff`` of the link). A
+ring rank also copies its own 1/n share through HBM at ``eff_memory``. NCCL's all-to-all sends
+flagged up to 16 KB a peer and in bulk above, all peers at once behind one synchronisation;
+DeepEP's kernels pay SM work per token (``token_copies``). The figures behind each rule are in
+docs/decisions.md ("Time model").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = ["P2P_FLAGGED_BYTES", "collective_terms"]
+
+#: (flagged stores), and in bulk above: NCCL's documented NCCL_P2P_LL_THRESHOLD default, 16384.
+P2P_FLAGGED_BYTES = 16384.0
+
+
+def collective_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=np.float64)
+    n = np.maximum(col(batch, "n_gpus", 2), 1.0)
+    link = prm["link_eff"] * fig.link_bytes_per_s
+    lat = prm["latency_steps"] * fig.link_latency_s
+    kind = batch.kind
+    proto = prm["proto_s"]
+
+    # flagged stores are issued one by one by the SMs of the library's channels, whose count
+    # follows the links (25 GB/s each way a link on NVLink 3 and 4): their rate is the link
+    # bandwidth's share at the reference clock, scaled with the clock. Issue can slow a
+    # transfer below the link's rate, never speed it beyond: a device clocked
+    # above the reference moves its stores at the link's rate
+    issue = min(1.0, fig.clock_hz / REFERENCE_CLOCK_HZ)
+
+    def stepped(steps: np.ndarray, volume: np.ndarray) -> np.ndarray:
+        # the faster of the two ways a library moves a step's data: flagged 8-byte stores that
+        # carry 4 bytes each (half the link bandwidth, no synchronisation: NCCL's LL), or bulk
+        # copies at the full link bandwidth behind a synchronisation per step
+        flagged = steps * lat + 2.0 * volume / (link * issue)
+        bulk = steps * (lat + proto) + volume / link
+        return np.minimum(flagged, bulk)
+
+    # a ring rank also copies its own 1/n share between its buffers (out-of-place: input to
+    # output, or the reduced share to the output), read and written in HBM by the
+    # collective's own few SMs at ``eff_memory`` of the bandwidth, in series with the ring;
+    # the ideal collective (no ``eff_memory``) has no such copy
+    own = 2.0 * msg / n / (prm.get("eff_memory", np.inf) * fig.hbm_bytes_per_s)
+    if kind == "all_reduce":
+        ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg) + own
+        # one-shot: every peer's message read directly, by loads and stores the SMs issue
+        # one by one, at the clock-scaled rate of the flagged steps above. NCCL has no
+        # one-shot (``one_shot = 0``); custom all-reduces take it
+        one_shot = lat + (n - 1) * msg / (link * issue)
+        comm = np.where(col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
+        if fig.link_multicast > 0:
+            # a switch that reduces in the fabric (NVLink SHARP, NCCL's NVLS): every rank
+            # sends its message to the switch once and receives the sum once, at ``switch_eff``
+            # times the ring's link efficiency, in bulk; each of its two phases (reduce,
+            # multicast) ends when
+            # every rank has heard from the n - 1 others, the ring's 2(n - 1) synchronised
+            # steps. Taken where it is faster, as NCCL's tuner does. ``switch_eff`` is kept
+            # between 0.5 and 1: below 4/7 the switch would never beat the ring at 8 GPUs or
+            # fewer, which the flag (and NCCL's use of it at 8 GPUs) contradicts
+            nvls = 2 * (n - 1) * (lat + proto) + msg / (prm.get("switch_eff", 1.0) * link)
+            comm = np.minimum(comm, nvls)
+    elif kind in ("dispatch", "combine"):
+        # expert-parallel token exchange: the low-latency kernels send every copy straight to
+        # its rank in one step; normal mode goes through n - 1 steps and moves data with the
+        # SMs it is given (``sms``; 0 = all), each drawing ``sm_bandwidth`` x link / SMs, at
+        # the slower of the link and those SMs. The SMs also work on every token whatever its
+        # copies (the senders of every rank scan each token's routing; the combine reduces and
+        # writes each token once): ``token_copies`` copies' worth of work a token
+        low = col(batch, "low_latency", 0) > 0
+        sms = col(batch, "sms", 0)
+        share = np.where(sms > 0, sms * prm["sm_bandwidth"] / fig.sm_count, np.inf)
+        tokens = col(batch, "tokens", 0)
+        copies = np.maximum(col(batch, "copies", 1), 1e-9)
+        work = 1.0 + prm.get("token_copies", 0.0) * tokens / copies
+        link_t = (n - 1) / n * msg / link
+        sm_t = link_t * work / share
+        comm = np.where(low, lat + msg / link, (n - 1) * lat + np.maximum(link_t, sm_t))
+    elif kind == "all_to_all":
+        # NCCL's all-to-all is n - 1 point-to-point sends and receives, whose protocol is not
+        # tuned per call: LL up to NCCL_P2P_LL_THRESHOLD bytes a peer, bulk (Simple) above
+        # (:data:`P2P_FLAGGED_BYTES`). The sends run at once in one grouped kernel: a bulk
+        # exchange synchronises once, whatever n, and the rank's send to itself is one of
+        # them, beside the others, not after them
+        steps, volume = n - 1, (n - 1) / n * msg
+        flagged = steps * lat + 2.0 * volume / (link * issue)
+        bulk = lat + proto + volume / link
+        comm = np.maximum(np.where(msg / n <= P2P_FLAGGED_BYTES, flagged, bulk), own)
+    elif kind in ("all_gather", "reduce_scatter"):
+        comm = stepped(n - 1, (n - 1) / n * msg) + own
+    else:  # p2p
+        comm = lat + msg / link
+    comm = np.where(n <= 1, 0.0, comm)
+    zeros = np.zeros(len(batch))
+    return {"compute_s": zeros, "memory_s": comm, "extra_s": zeros}

@@ -1,0 +1,391 @@
+"""The ``gemm`` class of the time model: a dense (or batched) GEMM of one library kernel.
+
+Terms: every candidate output tile of the dtype's library (the fastest is run) and split-K
+count, in waves over the SMs; the tensor time at ``eff_compute`` of the dtype's rate per SM
+(a small tile reaches less of it, :func:`~mlacalc.timemodel.shared.tile_rate`); the operand
+stream at the bandwidth the busy SMs draw, weights a warm replay keeps in the L2 read at
+``l2_speedup``; a cost per wave of tiles (``tile_s``); the unhidden share of the output write
+(``epilogue_share``); split-K's fp32 partial sums through HBM and its reduce kernel. GEMV
+kernels take the few-row calls where a library has them. fp8 GEMMs add the quantization of
+their bf16 input (``quant_fixed_s``, ``quant_bytes``), block-scaled fp8 the CUDA-core rescale
+of each K block (``promote_cycles``), weight-only GEMMs the conversion of each weight
+(``dequant_s``). The figures behind each rule are in docs/decisions.md ("Time model").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.shared import (
+    SCALE_BLOCK_K,
+    col,
+    combine,
+    elem_bytes,
+    memory_share,
+    tile_arrays,
+    tile_rate,
+)
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = ["GEMM_TILES", "NO_SPLIT_K", "gemm_terms"]
+
+#: Output tiles a GEMM library chooses between, with the share of the SM's tensor rate each
+#: reaches (:func:`~mlacalc.timemodel.shared.tile_rate`). The tile giving the shortest time is
+#: taken.
+GEMM_TILES = tuple(
+    (tm, tn, tile_rate(tm, tn))
+    for tm, tn in ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+)
+
+#: The tiles of the kernels of a dtype whose library has its own list (others: GEMM_TILES).
+#: Weight-only GEMMs (TensorRT-LLM's fpA_intB CUTLASS kernels on SM80) have row tiles down to
+#: 16 (CtaShape16x128x64, 32x128, 64x128, 128x128): at m <= 16 a tile pads the rows to 16, not
+#: 64. SmoothQuant int8 GEMMs (its CUTLASS int8 runner): 32x128, 64x128, 128x64, 64x64,
+#: 128x256 and 256x128. Both lists are the candidate tiles of TensorRT-LLM's CUTLASS heuristic
+#: (cutlass_heuristic.cpp) as recalled, not checked against its source; the measured A100 rows
+#: support the 16-row weight-only tile.
+_WEIGHT_ONLY_TILES = tuple(
+    (tm, tn, tile_rate(tm, tn)) for tm, tn in ((16, 128), (32, 128), (64, 128), (128, 128))
+)
+TILES_BY_DTYPE = {
+    "w4a16": _WEIGHT_ONLY_TILES,
+    "w8a16": _WEIGHT_ONLY_TILES,
+    "int8": tuple(
+        (tm, tn, tile_rate(tm, tn))
+        for tm, tn in ((32, 128), (64, 128), (128, 64), (64, 64), (128, 256), (256, 128))
+    ),
+}
+
+#: GEMM dtypes whose kernels never split K across SMs: a block-scaled fp8 GEMM multiplies each
+#: 128-wide K block's partial product by its two scales into the tile's fp32 accumulator, so one
+#: tile walks the whole of K; the SmoothQuant int8 GEMM has no split-K either.
+NO_SPLIT_K = ("fp8_block", "int8")
+
+#: The split-K rule of a dtype whose kernels have their own (others: SPLIT_K_CHOICES): (least K
+#: a split walks, most splits). Weight-only GEMMs split K in 2 at most, each split walking at
+#: least 4,096.
+SPLIT_K_BY_DTYPE = {"w4a16": (4096.0, 2.0), "w8a16": (4096.0, 2.0)}
+
+#: GEMM dtypes whose kernel is chosen by TensorRT-LLM's plugin profiler: it times every
+#: candidate (tile, split) at power-of-two row counts and a call of m rows runs the one chosen
+#: for the next power of two at or above m.
+PROFILED_POW2_M = ("w4a16", "w8a16", "int8")
+
+#: Calls of at most this many rows that a dtype's library runs as a GEMV kernel on the CUDA
+#: cores instead of its tiled GEMM (TensorRT-LLM's plugins take their CUDA-core kernel below
+#: 5 rows), and whether its blocks split K across SMs: the SmoothQuant int8 GEMV does, the
+#: weight-only batched GEMV does not (a block walks all of K for its columns).
+GEMV_MAX_M = {"int8": 4, "w4a16": 4, "w8a16": 4}
+GEMV_SPLITS_K = {"int8": True, "w4a16": False, "w8a16": False}
+
+#: Calls of at most this many rows that a dtype's library runs as a CUDA-core GEMV (cuBLAS
+#: dispatches a GEMM with a vector operand to its gemv kernels) where its tiled kernel would be
+#: bound by its padded tensor-core work rather than its operand reads. The GEMV pads no rows to
+#: a tensor-core tile and its blocks (a warp per output column) cover every SM, so it is
+#: memory-bound; a 64-row tile walking K on a few SMs is not where the tensor rate per SM is low
+#: (Ada GeForce: 512 dense bf16 FLOP a clock an SM, A100 2048, H100 about 4096). Not at m >= 2
+#: and not for fp8 (cuBLASLt's fp8 matmuls are tensor-core kernels).
+CUDA_CORE_GEMV_MAX_M = {"bf16": 1, "fp16": 1}
+
+#: CUDA-core instructions a GEMV issues per SM and clock: the 64 FP32 lanes of an A100 SM (H100
+#: and Ada have 128; the smaller figure, so the GEMV never looks faster than the hardware). It
+#: spends ``m`` fused multiply-adds and one bf16 -> fp32 conversion (a shift) on each weight.
+GEMV_LANES_PER_CLOCK = 64.0
+
+#: The least K a split walks in a kernel with neither a rule of its own (SPLIT_K_BY_DTYPE) nor
+#: the cuBLAS choice (SPLIT_K_CHOICES), as the SmoothQuant int8 GEMV: a library splits K only
+#: while each split's partial product outweighs the reduction of the partial sums.
+SPLIT_K_CHUNK = 1024
+
+#: The split counts a GEMM library without its own split-K rule (cuBLAS(Lt): bf16, fp16,
+#: per-tensor fp8) chooses between, each capped by the idle SMs (``inf``: as many splits as
+#: they allow) and by SPLIT_K_LEAST_K, the least K a split walks (two 64-deep K stages of a
+#: bf16 mainloop, one 128-deep stage of fp8). The library's heuristic runs the fastest: a split
+#: fills idle SMs (each busy SM draws its share of the bandwidth, ``sm_bandwidth``) and shortens
+#: the walk, and pays its partial sums (SPLIT_K_PARTIAL_BYTES) and SPLIT_K_REDUCE_NODES more
+#: kernels, the reduction of the partial sums (cuBLAS's split-K reduce kernel), each a fixed
+#: cost of the class (``fixed_s``).
+SPLIT_K_CHOICES = (1.0, 2.0, 4.0, 8.0, 16.0, np.inf)
+SPLIT_K_LEAST_K = 128
+SPLIT_K_REDUCE_NODES = 1.0
+
+#: Bytes of HBM traffic per output element and split of a split-K GEMM's reduction: the split
+#: writes its fp32 partial sum (4) and the reduction reads it back (4).
+SPLIT_K_PARTIAL_BYTES = 8.0
+
+#: Output tiles one SM runs at once, for a library whose kernels do (others: one at a time).
+#: TensorRT-LLM's weight-only CUTLASS kernels (fpA_intB) are four-warp CTAs whose register use
+#: leaves room for two on an SM (65,536 registers an SM / (128 threads x 255 registers), the
+#: per-thread cap; their heuristic counts waves with this occupancy, as recalled, not checked
+#: against its source). An SM holding two tiles issues one's MMAs while the other waits on its
+#: loads (:func:`_tile_seconds`).
+RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
+
+_TILES = {d: tile_arrays(t) for d, t in TILES_BY_DTYPE.items()}
+_TILES[""] = tile_arrays(GEMM_TILES)
+
+
+@dataclass
+class _Call:
+    """A batch of GEMM calls and its candidate kernels: shape columns (one per row) and the
+    candidate tiles (and split counts) as arrays of (candidate, 1)."""
+
+    batch: KernelBatch
+    fig: DeviceFigures
+    prm: dict[str, float]
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    groups: np.ndarray
+    per_sm: float
+    tm: np.ndarray
+    tn: np.ndarray
+    rate: np.ndarray
+    can_split: bool | np.ndarray
+    #: a cuBLAS-style class: the split count is chosen among SPLIT_K_CHOICES (``choice``)
+    choose_split: bool
+    choice: np.ndarray | None
+    #: the most splits each row's K allows
+    most: np.ndarray
+    weight: np.ndarray
+    warm: np.ndarray
+    resident_share: np.ndarray
+
+
+def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Call:
+    """The candidate kernels of a batch: the dtype's tiles, its GEMV for few-row calls, and
+    the split-K rule of its library."""
+    m, n, k = col(batch, "m", 1), col(batch, "n", 1), col(batch, "k", 1)
+    groups = col(batch, "groups", 1)
+    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / fig.sm_count
+    # every candidate tile at once: arrays of (tile, row)
+    tm, tn, rate = _TILES.get(batch.dtype, _TILES[""])
+    can_split = batch.dtype not in NO_SPLIT_K
+    gemv_rows = GEMV_MAX_M.get(batch.dtype, 0)
+    if gemv_rows:
+        # a GEMV kernel for the few-row calls: its blocks take all the rows (a row tile of
+        # ``gemv_rows``) and a slice of the columns, and split K among them or not
+        gemv = m <= gemv_rows
+        tm = np.where(gemv, float(gemv_rows), tm)
+        rate = np.where(gemv, tile_rate(gemv_rows, 128), rate)
+        can_split = (can_split | gemv) if GEMV_SPLITS_K[batch.dtype] else (can_split & ~gemv)
+    chunk, cap = SPLIT_K_BY_DTYPE.get(batch.dtype, (SPLIT_K_CHUNK, np.inf))
+    # the split count a library chooses (SPLIT_K_CHOICES): every tile once per choice
+    # (``can_split`` is one flag here: a dtype with a GEMV kernel has one per row)
+    choose_split = not gemv_rows and batch.dtype not in SPLIT_K_BY_DTYPE and bool(can_split)
+    choice = None
+    if choose_split:
+        chunk = SPLIT_K_LEAST_K
+        count = len(tm)
+        tm, tn, rate = (np.repeat(a, len(SPLIT_K_CHOICES), axis=0) for a in (tm, tn, rate))
+        choice = np.tile(np.asarray(SPLIT_K_CHOICES, dtype=np.float64), count)[:, None]
+    most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
+    weight = groups * n * k * elem_bytes(batch.dtype)
+    # a warm replay keeps the weights resident when all the copies the caller cycles through
+    # (``weight_copies``) fit in the share of the L2 a kernel's operands can hold
+    warm = col(batch, "warm_l2", 0) > 0
+    footprint = weight * np.maximum(col(batch, "weight_copies", 1), 1.0)
+    resident_share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    return _Call(
+        batch=batch,
+        fig=fig,
+        prm=prm,
+        m=m,
+        n=n,
+        k=k,
+        groups=groups,
+        per_sm=per_sm,
+        tm=tm,
+        tn=tn,
+        rate=rate,
+        can_split=can_split,
+        choose_split=choose_split,
+        choice=choice,
+        most=most,
+        weight=weight,
+        warm=warm,
+        resident_share=resident_share,
+    )
+
+
+def _streams(
+    c: _Call, units: np.ndarray, nbytes: np.ndarray, out: np.ndarray, resident: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The HBM time of the operands (those resident in the L2 at ``l2_speedup``) and of the
+    unhidden epilogue write, at the bandwidth ``units`` concurrent work units draw."""
+    prm, fig = c.prm, c.fig
+    epi = prm["epilogue_share"]
+    bw = prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm)
+    memory = (nbytes - resident - epi * out) / bw + resident / (
+        prm["l2_speedup"] * fig.hbm_bytes_per_s
+    )
+    return memory, epi * out / bw
+
+
+def _tile_seconds(c: _Call, waves: np.ndarray, walk: np.ndarray) -> np.ndarray:
+    """The busiest SM's time on its tiles: ``waves`` tiles walking ``walk`` of K each, at the
+    tile's share of the SM's tensor rate, ``tile_s`` a wave (the pipeline's fill and the
+    epilogue's fixed part), and the dtype's CUDA-core work beside the MMAs.
+
+    Tiles resident on an SM at once (RESIDENT_TILES_BY_DTYPE) run ``resident`` at a time, and a
+    group of j tiles reaches min(1, j x rate) of the SM's tensor rate: a small tile alone
+    leaves the tensor cores idle while it waits on its loads; two fill them."""
+    prm, dtype = c.prm, c.batch.dtype
+    resident = np.maximum(np.minimum(waves, RESIDENT_TILES_BY_DTYPE.get(dtype, 1.0)), 1.0)
+    full, rest = np.floor(waves / resident), np.mod(waves, resident)
+    slots = full * resident / np.minimum(1.0, resident * c.rate) + rest / np.minimum(
+        1.0, rest * c.rate + (rest == 0)
+    )
+    cand = slots * 2.0 * c.tm * c.tn * walk / c.per_sm + waves * prm["tile_s"]
+    if dtype in ("fp8_block",):
+        # block scaling: after each 128-deep K block a tile multiplies its partial product
+        # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
+        # tensor cores' fp8 accumulation is not kept across blocks): ``promote_cycles`` per
+        # output element and block on one SM, beside the MMAs of the next block
+        cand = cand + waves * c.tm * c.tn * np.ceil(walk / SCALE_BLOCK_K) * (
+            prm["promote_cycles"] / c.fig.clock_hz
+        )
+    if dtype in ("w4a16", "w8a16"):
+        # weight-only: every tile converts the weights of its columns to bf16 on the CUDA
+        # cores as it walks K (``dequant_s`` per element on one SM), once per row tile
+        cand = cand + waves * c.tn * walk * prm["dequant_s"]
+    return cand
+
+
+def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
+    """Every candidate (tile, split) of a call of ``rows`` rows moving ``nbytes``: its compute,
+    the units drawing the bandwidth, its partial sums' time, its reduce kernel and its whole
+    time (what the library's profiler picks by)."""
+    prm, fig, groups = c.prm, c.fig, c.groups
+    sms = fig.sm_count
+    tiles = groups * np.ceil(rows / c.tm) * np.ceil(c.n / c.tn)
+    fill = np.clip(np.floor(sms / tiles), 1.0, c.most)
+    if c.choose_split:
+        fill = np.minimum(fill, c.choice)
+    splits = np.where((tiles < sms) & (groups <= 1) & c.can_split, fill, 1.0)
+    waves = np.ceil(tiles * splits / sms)
+    walk = np.ceil(c.k / splits)
+    cand = _tile_seconds(c, waves, walk)
+    # split-K's reduction: every split writes its fp32 partial tile and the reduction reads
+    # them all back (SPLIT_K_PARTIAL_BYTES a padded output element and split) at the class's
+    # HBM rate, after the splits' mainloops: memory time (HBM traffic, combined with the
+    # mainloops by the class's overlap), weighed by the library against the idle SMs a split
+    # fills
+    partials = np.where(splits > 1, splits * tiles * c.tm * c.tn * SPLIT_K_PARTIAL_BYTES, 0.0)
+    partial_s = np.broadcast_to(partials / (prm["eff_memory"] * fig.hbm_bytes_per_s), cand.shape)
+    resident_b = np.where(c.warm, c.resident_share * np.minimum(c.weight, nbytes), 0.0)
+    # the output tiles' epilogue: a tile writes its output after its mainloop, so the write is
+    # not hidden behind that tile's MMAs; the share ``epilogue_share`` of it is not hidden
+    # behind other tiles' mainloops either and adds to the time
+    out = groups * rows * c.n * col(c.batch, "out_elem", 2.0)
+    out = np.minimum(out, np.maximum(nbytes - resident_b, 0.0))
+    # the library's profiler runs the fastest kernel: the tile and split whose whole time
+    # (compute, memory at the bandwidth its units draw, the partial sums, the epilogue) is
+    # least, not the least compute
+    units_all = np.broadcast_to(tiles * splits, cand.shape)
+    memory_all, extra_all = _streams(c, units_all, nbytes, out, resident_b)
+    # the reduction's own kernels where a chosen split count splits (SPLIT_K_CHOICES)
+    reduce = np.broadcast_to(
+        np.where(c.choose_split & (splits > 1), SPLIT_K_REDUCE_NODES * prm["fixed_s"], 0.0),
+        cand.shape,
+    )
+    total = combine(cand, memory_all + partial_s, prm["overlap"]) + extra_all + reduce
+    return {
+        "reduce": reduce,
+        "compute": cand,
+        "units": units_all,
+        "partial": partial_s,
+        "total": total,
+        "out": out,
+        "resident": resident_b,
+    }
+
+
+def _best(c: _Call, at: dict[str, np.ndarray]) -> np.ndarray:
+    """The candidate each row runs: the fastest, or for a profiled plugin (PROFILED_POW2_M)
+    the fastest at the next power of two of its rows, the count the profiler timed."""
+    best = np.argmin(at["total"], axis=0)
+    if c.batch.dtype in PROFILED_POW2_M:
+        m, n, k = c.m, c.n, c.k
+        profiled = np.exp2(np.ceil(np.log2(np.maximum(m, 1.0))))
+        in_elem = 1.0 if c.batch.dtype == "int8" else 2.0
+        row_bytes = k * in_elem + n * col(c.batch, "out_elem", 2.0)
+        moved = c.batch.bytes + c.groups * (profiled - m) * row_bytes
+        best = np.argmin(_candidates(c, profiled, moved)["total"], axis=0)
+    return best
+
+
+def _cuda_core_gemv(
+    c: _Call, at: dict[str, np.ndarray], chosen: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``chosen`` with the CUDA-core GEMV (CUDA_CORE_GEMV_MAX_M) where the tiled kernel's
+    padded tensor-core work outlasts its reads of the operands: (m + 1) instructions per
+    weight element on GEMV_LANES_PER_CLOCK lanes of every SM, its blocks on all SMs. The
+    tiled kernel's work is that of its most split candidate (the least compute)."""
+    fig, prm, m = c.fig, c.prm, c.m
+    sms = fig.sm_count
+    cols = np.arange(len(c.batch))
+    least = np.argmin(at["compute"], axis=0)
+    share = memory_share(at["units"][least, cols], fig, prm)
+    stream = c.batch.bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * share)
+    tiled = at["compute"][least, cols]
+    gemv = (m <= CUDA_CORE_GEMV_MAX_M[c.batch.dtype]) & (c.groups <= 1) & (tiled > stream)
+    lanes = GEMV_LANES_PER_CLOCK * fig.clock_hz * sms
+    return {
+        "compute": np.where(gemv, (m + 1.0) * c.n * c.k / lanes, chosen["compute"]),
+        "units": np.where(gemv, float(sms), chosen["units"]),
+        "partial": np.where(gemv, 0.0, chosen["partial"]),
+        "reduce": np.where(gemv, 0.0, chosen["reduce"]),
+    }
+
+
+def _input_quantization(c: _Call) -> np.ndarray:
+    """Seconds of an fp8 GEMM's quantization of its bf16 input: ``quant_passes`` reads of it
+    (amax, scaling) and the write of its fp8 copy, which the GEMM then reads (its bytes count
+    only that read), and a fixed cost per graph node (``quant_launches``; one per pass where
+    not given: a dynamic per-tensor quantization is three, the amax reduction's memset and
+    kernel, then the scaling pass)."""
+    batch, prm = c.batch, c.prm
+    quantized = col(batch, "quantize_input", 1) > 0
+    passes = col(batch, "quant_passes", 1)
+    qbytes = c.groups * c.m * c.k * (2.0 * passes + 1.0)
+    launches = np.asarray(batch.shape.get("quant_launches", passes), dtype=np.float64)
+    return np.where(
+        quantized,
+        prm["quant_fixed_s"] * launches
+        + prm["quant_bytes"] * qbytes / (prm["eff_memory"] * c.fig.hbm_bytes_per_s),
+        0.0,
+    )
+
+
+def gemm_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``compute_s``, ``memory_s`` and ``extra_s`` of a batch of GEMMs: the kernel the
+    library runs (its tile, split and GEMV rules), then its streams and extra work."""
+    c = _call(batch, fig, prm)
+    at = _candidates(c, c.m, batch.bytes)
+    best = _best(c, at)
+    cols = np.arange(len(batch))
+    chosen = {name: at[name][best, cols] for name in ("compute", "units", "partial", "reduce")}
+    if CUDA_CORE_GEMV_MAX_M.get(batch.dtype, 0):
+        chosen = _cuda_core_gemv(c, at, chosen)
+    if fig.kind == "cpu":
+        # a CPU has no output tiles to quantize: its cores share the whole product
+        zeros = np.zeros(len(batch))
+        chosen = {
+            "compute": batch.flops / (prm["eff_compute"] * fig.peak(batch.dtype)),
+            "units": np.full(len(batch), np.inf),
+            "partial": zeros,
+            "reduce": zeros,
+        }
+    memory, extra = _streams(c, chosen["units"], batch.bytes, at["out"], at["resident"])
+    extra = extra + chosen["reduce"]
+    # the split-K partial sums are HBM traffic: memory time, not compute
+    memory = memory + chosen["partial"]
+    if batch.dtype.startswith("fp8"):
+        extra = extra + _input_quantization(c)
+    return {"compute_s": chosen["compute"], "memory_s": memory, "extra_s": extra}

@@ -1,0 +1,131 @@
+"""The ``mla_decode`` class of the time model: latent (absorbed) MLA decode.
+
+Terms: units of one sequence and 64 query heads over the shared latent cache; the key-splitting
+kernel (FlashMLA: its combine kernel and the parts' fp32 partial results) against the one that
+walks a whole cache on one SM (its own overlap, ``walk_overlap``); the latent rows' and the
+query tile's shared-memory traffic (a bound on a warp-group MMA's pace, a cost added to an
+``mma.sync`` kernel's); a call's and a unit's waits in seconds (``call_latency_s``,
+``unit_latency_s``); the RoPE pre-kernel and the fp8 query quantization (``launch_s`` each and
+their bytes). The figures behind each rule are in docs/decisions.md ("Time model").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlacalc.timemodel.attention_time import attention_shape, attention_time, decode_splits
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK, col, combine
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = ["MLA_SPLIT_KEYS", "mla_decode_terms"]
+
+#: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
+MLA_SPLIT_KEYS = 128.0
+
+
+def mla_decode_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``mla_decode``: latent (absorbed) MLA decode."""
+    a = attention_shape(batch)
+    b, q, heads, kv_eff = a["b"], a["q"], a["heads"], a["kv_eff"]
+    # latent heads: one work unit per sequence and 64 query heads (every head shares the
+    # latent cache), all of them reading the same cache blocks
+    tiles = np.ceil(heads * q / 64.0)
+    heads_units = b * tiles
+    # (one unit a SM: the latent kernels' units fill the SMs by themselves)
+    splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, MLA_SPLIT_KEYS)
+    units = heads_units * splits
+    # a kernel that cannot split the keys (``kv_split = 0``, the A100 rows) walks all of a
+    # sequence's keys on one SM, multiplying a whole 64-row tile of query heads against each
+    # latent key at that SM's tensor rate (128 heads: two tiles, two units). A splitting
+    # kernel (FlashMLA) is bound by the cache stream below 64 heads: only its real products
+    # are counted
+    padded = tiles * 64.0 / np.maximum(heads * q, 1.0)
+    splits_allowed = col(batch, "kv_split", 1) > 0
+    # the latent key and value rows of every 64-token block the unit walks pass through the
+    # SM's shared memory once per reader (bf16 operands, 128 bytes a clock): a Hopper
+    # warp-group MMA reads them once for its 64-row tile (FlashMLA, ``operand_reads = 1``);
+    # Ampere's mma.sync kernel has four warps of 16 rows each read every row themselves
+    # (``operand_reads = 4``, set by the mapping for the A100 kernel)
+    row_bytes = (col(batch, "head_dim_qk", 576) + col(batch, "head_dim_v", 512)) * 2.0
+    # the call's fixed time and each unit's fixed work (its query tile in, its output or
+    # partial result out) are waits in seconds, as in prefill (``call_latency_s``,
+    # ``unit_latency_s``)
+    unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)  # whole 64-token blocks a unit walks
+    # besides the operand reads, each key costs the shared memory its latent row's fill (the
+    # copy from the cache, in the cache's bytes) and the 64-row query tile's re-read per
+    # 64-key block (the tile, 64 x 576, does not stay in registers beside the 64 x 512 fp32
+    # output accumulator: ``d_qk`` query bytes a key)
+    d_qk = col(batch, "head_dim_qk", 576)
+    wgmma = col(batch, "operand_reads", 1) <= 1.0
+    q_bytes = 1.0 if batch.dtype.startswith("fp8") else 2.0
+    fill_bytes = d_qk * (col(batch, "kv_bytes", 2) + q_bytes)
+    smem = (
+        unit_blocks
+        * 64.0
+        * (row_bytes * col(batch, "operand_reads", 1) + fill_bytes)
+        / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    )
+    # the RoPE + latent-append pre-kernel (``mla_rope_generation``) and, with an fp8 cache, the
+    # quantization of q to fp8 in a pass of its own are kernels of the call before the
+    # attention: ``launch_s`` each and their bytes (``preprocess_bytes``) streamed at the
+    # class's bandwidth, not hidden behind the attention's work. ``rope_kernel`` 0: the caller
+    # times RoPE and the append as kernels of its own, as a model step does (the measured
+    # rows include them, the default)
+    pre_bytes = col(batch, "preprocess_bytes", 0)
+    rope = col(batch, "rope_kernel", 1) > 0
+    pre_kernels = 1.0 + float(batch.dtype.startswith("fp8"))
+    pre = np.where(
+        rope,
+        prm["launch_s"] * pre_kernels + pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
+        0.0,
+    )
+    # a key-splitting kernel (FlashMLA) merges the splits' partial results in a combine
+    # kernel of its own: one more launch where the keys split, and every part writes the fp32
+    # partial output of its real query rows (at most its 64-row tile: 128 KB at d_v 512),
+    # which the combine kernel reads back: at small batch the parts fill the SMs and move
+    # megabytes
+    rows = np.minimum(heads * q / tiles, 64.0)
+    partial = np.where(splits > 1, units * rows * col(batch, "head_dim_v", 512) * 4.0, 0.0)
+    merge = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    pre = pre + np.where(splits > 1, merge, 0.0)
+    # the units one SM works through in turn: a splitting kernel's SMs take the short units as
+    # they free up; the non-splitting kernel's units each walk a whole cache, in whole waves
+    # over the SMs
+    serial = np.where(
+        splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
+    )
+    out = attention_time(
+        batch,
+        fig,
+        prm,
+        units=units,
+        unit_blocks=unit_blocks,
+        unit_cost=np.full(len(batch), prm["grouped_unit"]),
+        masked=np.zeros(len(batch)),
+        serial=serial,
+        flops=batch.flops * np.where(splits_allowed, 1.0, padded),
+        nbytes=np.maximum(batch.bytes - pre_bytes, 0.0) + partial,
+        latency=np.where(wgmma, smem / np.maximum(unit_blocks, 1.0), smem) + prm["unit_latency_s"],
+        call=prm["call_latency_s"],
+    )
+    # a warp-group MMA takes its operands from shared memory as it multiplies, and the copy
+    # engine fills the next blocks beside it: there the shared-memory traffic bounds the
+    # products' pace rather than adding to it, but for a unit's first block, which must land
+    # before its first product (the latency above). An ``mma.sync`` kernel (four reads) adds
+    # the traffic whole
+    out["compute_s"] = np.where(
+        wgmma, np.maximum(out["compute_s"], serial * smem), out["compute_s"]
+    )
+    out["extra_s"] = out["extra_s"] + pre
+    # the two kernels overlap their loads with their products differently: FlashMLA's
+    # producer warps load the next blocks while its consumers multiply (``overlap``); the
+    # non-splitting kernel barely does (``walk_overlap``): its own p keeps either kernel's fit
+    # from setting the other's
+    walk = ~splits_allowed
+    both = combine(out["compute_s"], out["memory_s"], prm["walk_overlap"])
+    out["compute_s"] = np.where(walk, both, out["compute_s"])
+    out["memory_s"] = np.where(walk, 0.0, out["memory_s"])
+    return out

@@ -1,0 +1,142 @@
+"""The ``moe`` class of the time model: the fused routed-expert layer of one rank.
+
+Terms: two grouped GEMMs (FC1: hidden -> (gate and) up, FC2: intermediate -> hidden) with
+per-expert row tiles (the library's fastest, or the one the call fixes: ``row_tile``, the
+Triton MoE), each over the touched experts' weights at the bandwidth its tiles draw; a cost
+per wave of tiles (``tile_s``); block-scaled fp8's rescale of each K block
+(``promote_cycles``); the routing of every (token, expert) pair (``route_s``); the selection
+rounds of a top-k above the fused routing's limit (``select_s``) and the streaming passes
+around the GEMMs (``act_passes``). The figures behind each rule are in docs/decisions.md
+("Time model").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.shared import SCALE_BLOCK_K, col, memory_share, tile_arrays, tile_rate
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = ["FUSED_TOPK_MAX", "moe_terms", "triton_moe_row_tile"]
+
+#: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
+#: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
+#: reaches (:func:`~mlacalc.timemodel.shared.tile_rate`), as arrays of (tile, row).
+_MOE_TILES = tuple(
+    (tm, tn, tile_rate(tm, tn))
+    for tm, tn in (
+        (16, 128),
+        (32, 128),
+        (64, 64),
+        (64, 128),
+        (128, 64),
+        (128, 128),
+        (128, 256),
+        (256, 128),
+    )
+)
+_MOE_TM, _MOE_TN, _MOE_RATE = tile_arrays(_MOE_TILES)
+_MOE_GEMMS = np.arange(2)[:, None]
+
+
+def _moe_m_tiles(
+    tm: np.ndarray, active: np.ndarray, pairs: np.ndarray, top: np.ndarray
+) -> np.ndarray:
+    """Row tiles of ``tm`` rows a grouped GEMM runs over the rank's experts: the most-loaded
+    expert's ``top`` rows, the other ``active - 1`` experts sharing the rest equally (each
+    expert's rows padded to whole tiles)."""
+    rest = np.maximum(pairs - top, 0.0) / np.maximum(active - 1.0, 1.0)
+    return np.ceil(top / tm) + (active - 1.0) * np.ceil(rest / tm)
+
+
+def triton_moe_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -> np.ndarray:
+    """The row tile the Triton MoE kernel (GPT-OSS's MXFP4 experts) fixes from the call, not
+    from the rows an expert gets: as if every (token, top-k) pair were spread over the rank's
+    ``experts`` (block_m = the next power of 2 of ``tokens x topk / experts``, kept in
+    16..128: the rule of triton_kernels' opt_flags as recalled, no copy of its source at
+    hand). The measured H100 rows step up where that ratio passes 16 and 64, at the same
+    ratio for every expert count and EP size."""
+    per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 128.0)
+
+
+#: The most experts a token the fused MoE routing kernel selects; more take a generic top-k
+#: (:func:`moe_terms`, ``select_s``). TensorRT-LLM's fused routing kernels keep at most 8
+#: experts a token as recalled (no copy of their source at hand); the measured H100 rows agree:
+#: top-1 to top-8 share one fixed cost, top-10 and top-22 pay more
+FUSED_TOPK_MAX = 8
+
+
+def moe_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``moe``: the fused routed-expert layer of one rank, two grouped GEMMs (FC1: hidden ->
+    (gate and) up, FC2: intermediate -> hidden) over the experts the batch touches, and the
+    kernels around them (routing, permute with the activation quantization, the gated
+    activation, the weighted finalize)."""
+    hidden = col(batch, "hidden", 1)
+    inter = col(batch, "inter", 1)
+    gated = col(batch, "gated", 1)
+    active = np.maximum(col(batch, "active_experts", 1), 1.0)
+    mats = np.where(gated > 0, 3.0, 2.0)
+    pairs = np.maximum(batch.flops / (2.0 * hidden * inter * mats), 1.0)
+    # rows of the most-loaded expert: at least the mean, at most every assignment
+    top = col(batch, "max_tokens_per_expert", 0)
+    top = np.clip(np.where(top > 0, top, pairs / active), pairs / active, pairs)
+    sms = fig.sm_count
+    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
+    # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
+    # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
+    # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy
+    # (the library's profiler picks each GEMM's fastest tile: the shortest time is taken).
+    # Arrays of (GEMM, tile, row).
+    n = np.array([inter * (mats - 1.0), hidden])[:, None, :]
+    k = np.array([hidden, inter])[:, None, :]
+    tiles = _moe_m_tiles(_MOE_TM, active, pairs, top) * np.ceil(n / _MOE_TN)
+    waves = np.ceil(tiles / sms)
+    # each wave of tiles also pays ``tile_s`` beside its main loop: filling the operand
+    # pipeline, the epilogue's stores, the scheduler's switch to the next expert's problem
+    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE) + prm["tile_s"])
+    # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
+    # only the tiles of that many rows
+    # (a model step's MXFP4 experts run the Triton kernel the measured rows time, by the same
+    # rule, :func:`triton_moe_row_tile`)
+    if "row_tile" in batch.shape or batch.dtype != "w4a16_mxfp4":
+        row_tile = col(batch, "row_tile", 0)
+    else:
+        row_tile = triton_moe_row_tile(
+            col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1)
+        )
+    candidates = np.where((row_tile > 0) & (row_tile != _MOE_TM), np.inf, candidates)
+    if batch.dtype == "fp8_block":
+        # block scaling, as in the GEMM: after each 128-deep K block a tile rescales its
+        # partial product into its fp32 accumulator on the CUDA cores, ``promote_cycles`` per
+        # output element and block. Not fitted: the physical default (one FMA on the 128
+        # lanes of an SM)
+        candidates = candidates + waves * _MOE_TM * _MOE_TN * np.ceil(k / SCALE_BLOCK_K) * (
+            prm["promote_cycles"] / fig.clock_hz
+        )
+    best = np.argmin(candidates, axis=1)
+    compute = candidates.min(axis=1).sum(axis=0)
+    units = tiles[_MOE_GEMMS, best, np.arange(len(batch))]
+    bw = prm["eff_memory"] * fig.hbm_bytes_per_s
+    share = memory_share(units, fig, prm)
+    memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
+    # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
+    # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate
+    assignments = col(batch, "assignments", 0)
+    assignments = np.where(assignments > 0, assignments, pairs)
+    extra = prm["act_passes"] * assignments * (hidden + inter) * 2.0 / bw
+    # routing every token entering the rank: top-k selection and the gather/scatter indices
+    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
+    tokens = col(batch, "tokens", 0)
+    routed = np.where(tokens > 0, tokens * col(batch, "topk", 1), assignments)
+    extra = extra + prm["route_s"] * routed / sms
+    # routing each token to more than ``FUSED_TOPK_MAX`` experts leaves the fused top-k
+    # kernel for a generic top-k whose ``topk`` selection rounds each end in a reduction over
+    # the token's logits: ``select_s`` a round, once a call (its tokens run side by side, so
+    # not per token). A fit on a table without a top-k above 8 keeps the default 0
+    topk = col(batch, "topk", 1)
+    extra = extra + prm["select_s"] * np.where(topk > FUSED_TOPK_MAX, topk, 0.0)
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}

@@ -1,0 +1,125 @@
+"""What the kernel classes of the time model share: the reference clock, the per-clock rates of
+an SM, and the numeric helpers every class evaluates its terms with.
+
+- ``col``: a shape column of a :class:`KernelBatch`, or a default for every row;
+- ``combine``: the p-norm ``(c^p + m^p)^(1/p)`` of compute and memory time (a large ``p`` is
+  the roofline's ``max``, ``p = 1`` no overlap);
+- ``memory_share``: the share of the HBM bandwidth a kernel with few work units draws (each
+  busy SM ``sm_bandwidth`` times its share);
+- ``tile_rate`` / ``tile_arrays``: the share of an SM's tensor rate an output tile reaches, and
+  candidate tiles as arrays of (tile, row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.words.dtypes import DTYPE_BITS
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = [
+    "CONVERT_PER_CLOCK",
+    "REFERENCE_CLOCK_HZ",
+    "SCALE_BLOCK_K",
+    "SFU_EXP_PER_CLOCK",
+    "SMEM_BYTES_PER_CLOCK",
+    "col",
+    "combine",
+    "elem_bytes",
+    "memory_share",
+    "mma_rows",
+    "smem_per_sm",
+    "tile_arrays",
+    "tile_rate",
+]
+
+#: Times of work done on the SMs (fixed costs, per-unit and per-block work, the fixed cost of
+#: quantizing) are stated at this clock and scale with ``REFERENCE_CLOCK_HZ / clock`` of the
+#: device: they are cycles (:func:`mlacalc.timemodel.terms.scale_params`).
+REFERENCE_CLOCK_HZ = 1.83e9
+
+#: Conversion instructions (FP32 to a narrower type) one SM issues per clock (16 on Ampere and
+#: Hopper; CUDA C Programming Guide, arithmetic instruction throughput table)
+CONVERT_PER_CLOCK = 16.0
+
+#: Exponentials one SM's special-function units issue per clock (MUFU.EX2: 16 a clock per SM
+#: on Ampere and Hopper; CUDA C Programming Guide, arithmetic instruction throughput table)
+SFU_EXP_PER_CLOCK = 16.0
+
+#: Bytes one SM's shared memory reads or writes a clock (32 banks of 4 bytes; Ampere and Hopper
+#: tuning guides)
+SMEM_BYTES_PER_CLOCK = 128.0
+
+#: The K depth of one scale block of a block-scaled fp8 GEMM (1x128 activation, 128x128 weight
+#: blocks): every tile rescales its partial product once per block.
+SCALE_BLOCK_K = 128
+
+#: Shared memory an SM offers its blocks, bytes, by compute capability (CUDA C Programming
+#: Guide, technical specifications per compute capability: 164 KB on 8.0 and 8.7, 100 KB on
+#: 8.6, 8.9 and 12.0, 228 KB on 9.0 and 10.0)
+_SMEM_PER_SM = {
+    8.0: 164.0 * 1024,
+    8.6: 100.0 * 1024,
+    8.7: 164.0 * 1024,
+    8.9: 100.0 * 1024,
+    9.0: 228.0 * 1024,
+    10.0: 228.0 * 1024,
+    12.0: 100.0 * 1024,
+}
+
+
+def col(batch: KernelBatch, name: str, default: float) -> np.ndarray:
+    """The shape column ``name`` of ``batch`` as floats, or ``default`` on every row."""
+    value = batch.shape.get(name)
+    if value is None:
+        return np.full(len(batch), float(default))
+    return np.asarray(value, dtype=np.float64)
+
+
+def elem_bytes(dtype: str) -> float:
+    """Bytes of one element of a kernel dtype (``fp8_block`` as fp8; unknown: 2)."""
+    base = dtype.split("_")[0] if dtype not in DTYPE_BITS else dtype
+    return DTYPE_BITS.get(base, 16) / 8
+
+
+def combine(c: np.ndarray, m: np.ndarray, p: float) -> np.ndarray:
+    """The p-norm of two times: how far a kernel overlaps them."""
+    hi = np.maximum(np.maximum(c, m), 1e-30)
+    return hi * ((c / hi) ** p + (m / hi) ** p) ** (1.0 / p)
+
+
+def memory_share(units: np.ndarray, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
+    """Share of the HBM bandwidth a kernel with ``units`` concurrent work units can draw."""
+    return np.minimum(1.0, units * prm["sm_bandwidth"] / fig.sm_count)
+
+
+def tile_rate(tm: int, tn: int) -> float:
+    """Share of the SM's tensor rate an output tile reaches: operand reuse falls with the
+    tile's intensity ``tm tn / (tm + tn)`` (64 for 128x128), as its square root below that."""
+    return min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5)
+
+
+def tile_arrays(tiles: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, columns and rates of ``(tm, tn, rate)`` tiles, as column arrays of (tile, 1)."""
+    return (
+        np.array([t[0] for t in tiles], dtype=np.float64)[:, None],
+        np.array([t[1] for t in tiles], dtype=np.float64)[:, None],
+        np.array([t[2] for t in tiles])[:, None],
+    )
+
+
+def smem_per_sm(fig: DeviceFigures) -> float:
+    """Shared memory of one SM (:data:`_SMEM_PER_SM`); a capability the table lacks takes
+    Hopper's 228 KB from 9.0 on, else the smallest figure (also any device without one)."""
+    cc = fig.compute_capability
+    return _SMEM_PER_SM.get(cc, 228.0 * 1024 if cc >= 9.0 else min(_SMEM_PER_SM.values()))
+
+
+def mma_rows(fig: DeviceFigures) -> float:
+    """Query rows one tensor-core MMA instruction covers, sharing the K/V operand it reads from
+    shared memory: 64 for the warp-group MMA of compute capability 9 and later (``wgmma``,
+    m64nNk16; PTX ISA), 16 for the per-warp ``mma.sync`` (m16n8k16) of NVIDIA devices before
+    (Ampere, Ada; :attr:`~mlacalc.timemodel.device.DeviceFigures.tensor_core_generation`
+    ``"sm80"``). Other devices (not NVIDIA, or without a capability) take 64."""
+    return 16.0 if fig.tensor_core_generation == "sm80" else 64.0

@@ -1,0 +1,398 @@
+"""The kernel classes of the time model: their parameters, and the one function that turns a
+batch of kernels into seconds (:func:`kernel_terms`).
+
+A kernel's time on a device is
+
+    fixed + combine(compute, memory) + extra work a roofline has no term for
+
+- ``compute`` = FLOPs at ``eff_compute`` of the dense tensor rate of its dtype, in whole waves
+  of work units (output tiles, attention units) over the SMs;
+- ``memory`` = HBM bytes at ``eff_memory`` of the datasheet bandwidth, limited when a kernel
+  has too few work units to draw the whole bandwidth; operands a warm replay keeps in the L2
+  are read at ``l2_speedup`` times the HBM bandwidth;
+- ``combine`` is the p-norm ``(c^p + m^p)^(1/p)`` with ``p = overlap``;
+- the extra work and the terms of each kind are its module's: :mod:`.gemm_time`,
+  :mod:`.attention_time` (prefill and decode), :mod:`.mla_time`, :mod:`.moe_time`,
+  :mod:`.comm_time` (collectives: link time, no compute), :mod:`.elementwise_time`
+  (element-wise and quantize kernels); the plain roofline bound is :mod:`.roofline_time`;
+- a kernel timed outside a CUDA graph (``plugin = 1``) adds :data:`UNGRAPHED_LAUNCH_S`.
+
+Every parameter is a fraction or multiple of a datasheet figure, or a time of work on the SMs
+stated at a reference clock (cycles, scaled by the device's clock; of a collective, its fixed
+cost, per-step synchronisation and per-step wait), or, for the waits both measured devices
+show equal whatever their clocks, seconds; so a profile fitted on measured devices transfers.
+Why each term is there, with the figures, is in docs/decisions.md ("Time model").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlacalc.timemodel.attention_time import decode_terms, prefill_terms
+from mlacalc.timemodel.comm_time import collective_terms
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.elementwise_time import streaming_terms
+from mlacalc.timemodel.gemm_time import gemm_terms
+from mlacalc.timemodel.mla_time import mla_decode_terms
+from mlacalc.timemodel.moe_time import moe_terms
+from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = [
+    "ATTENTION_KINDS",
+    "COMM_KINDS",
+    "DEFAULTS",
+    "FIT_PARAMS",
+    "PARAMS",
+    "REFERENCE_CLOCK_HZ",
+    "UNGRAPHED_LAUNCH_S",
+    "borrowed_params",
+    "class_key",
+    "default_params",
+    "fit_params",
+    "kernel_terms",
+    "scale_params",
+]
+
+COMM_KINDS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "p2p",
+    "dispatch",
+    "combine",
+)
+ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode")
+
+#: The clocked parameters: times of work done on the SMs (fixed costs, per-unit and per-block
+#: work, the fixed cost of quantizing), stated at :data:`REFERENCE_CLOCK_HZ` and scaled with
+#: ``REFERENCE_CLOCK_HZ / clock`` of the device.
+CLOCKED = (
+    "fixed_s",
+    "block_s",
+    "seq_s",
+    "quant_fixed_s",
+    "mask_s",
+    "dequant_s",
+    "tile_s",
+    "route_s",
+    "select_s",
+    "launch_s",
+    "merge_s",
+    "wave_s",
+)
+#: The clocked terms of a collective: its fixed cost (its kernel's launch, the flag handshakes
+#: of its protocol), its bulk copies' synchronisation per step and its per-step wait
+#: (``latency_steps`` link latencies). A step ends when the SMs polling a flag see a peer's
+#: write land: the datasheet link latency (one figure for NVLink 3 and 4, measured at a Hopper
+#: clock) stated in cycles of the SMs that poll and answer it.
+COMM_CLOCKED = ("fixed_s", "proto_s", "latency_steps")
+
+#: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
+#: engine's profiler, ``plugin = 1``): the host launch a graph replay removes and the fitted
+#: fixed costs, all taken from graph replays, leave out. The same 5 us per launch the unfused
+#: mode assumes without a measured figure
+#: (:data:`mlacalc.timemodel.roofline_time.DEFAULT_LAUNCH_S`).
+UNGRAPHED_LAUNCH_S = 5e-6
+
+PARAMS: dict[str, tuple[float, float, str]] = {
+    "eff_compute": (0.02, 1.0, "fraction of the dense tensor rate at full occupancy"),
+    "eff_memory": (0.05, 1.0, "fraction of the HBM bandwidth a streaming kernel reaches"),
+    "fixed_s": (1e-7, 2e-4, "fixed cost per call, seconds at the reference clock"),
+    "overlap": (1.0, 16.0, "p of the p-norm combining compute and memory time (16 ~ max)"),
+    "l2_share": (0.01, 1.0, "share of the L2 whose operands stay resident between warm calls"),
+    "l2_speedup": (1.0, 12.0, "L2 read bandwidth in multiples of the HBM bandwidth"),
+    "sm_bandwidth": (0.5, 16.0, "bandwidth one busy SM draws, in multiples of HBM / SMs"),
+    "block_s": (0.0, 2e-5, "seconds per KV block a work unit walks (attention)"),
+    "seq_s": (0.0, 5e-5, "seconds per work unit: a sequence and head (group) (attention)"),
+    "mask_s": (0.0, 2e-5, "seconds per masked KV block a prefill tile walks (band edges)"),
+    "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
+    "fallback_reads": (0.01, 1.0, "share of repeated per-head cache reads that miss the L2"),
+    "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
+    "quant_fixed_s": (0.0, 5e-5, "fixed cost of one quantization pass over a GEMM's input, s"),
+    "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
+    "link_eff": (0.02, 1.0, "fraction of the scale-up link bandwidth a collective reaches"),
+    "latency_steps": (0.0, 20.0, "link latencies per algorithm step, at the reference clock"),
+    "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
+    "eff_exp": (0.05, 1.0, "fraction of the SFU exponential rate (16 a clock per SM) reached"),
+    "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
+    "dequant_s": (0.0, 1e-9, "seconds one SM takes to convert one element on its CUDA cores"),
+    "tile_s": (0.0, 2e-5, "seconds per wave of GEMM/MoE output tiles beside their main loop"),
+    "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
+    "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
+    "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
+    "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
+    "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
+    "switch_eff": (0.5, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
+    "unit_latency_s": (0.0, 2e-5, "seconds a prefill work unit waits on memory, not clocked"),
+    "call_latency_s": (1e-7, 2e-4, "seconds of a prefill call's launches and waits, not clocked"),
+    "pre_latency_s": (0.0, 2e-5, "seconds of a prefill call's RoPE pre-kernel, not clocked"),
+    "epilogue_share": (0.0, 1.0, "share of a GEMM's output write no tile's mainloop hides"),
+    "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
+    "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
+    "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
+    "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
+}
+
+#: Starting values, and the values a kernel class without a calibration uses.
+DEFAULTS: dict[str, float] = {
+    "eff_compute": 0.7,
+    "eff_memory": 0.85,
+    "fixed_s": 3e-6,
+    "overlap": 4.0,
+    "l2_share": 0.2,
+    "l2_speedup": 3.0,
+    "sm_bandwidth": 3.0,
+    "block_s": 1e-7,
+    "seq_s": 1e-6,
+    "mask_s": 0.0,
+    "grouped_unit": 1.0,
+    "fallback_reads": 0.5,
+    "act_passes": 2.0,
+    "quant_fixed_s": 0.0,
+    "quant_bytes": 1.0,
+    "link_eff": 0.7,
+    "latency_steps": 1.0,
+    "proto_s": 0.0,
+    "eff_exp": 0.8,
+    "sfu_overlap": 16.0,
+    "dequant_s": 0.0,
+    "tile_s": 0.0,
+    "route_s": 0.0,
+    "select_s": 0.0,
+    # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
+    "promote_cycles": 1.0 / 128.0,
+    "launch_s": 2e-6,
+    "qhead_unit": 0.1,
+    "switch_eff": 1.0,
+    "unit_latency_s": 0.0,
+    "call_latency_s": 0.0,
+    "pre_latency_s": 0.0,
+    # a tile's epilogue writes its output after its mainloop, unhidden
+    "epilogue_share": 1.0,
+    "token_copies": 0.0,
+    "merge_s": 0.0,
+    # a further wave of resident decode units costs 1 us per 8 query rows and 1024 of head
+    # dim (between the fitted XQA figures)
+    "wave_s": 1e-6,
+    # no overlap: a kernel that walks a cache on one SM without a producer warp waits for each
+    # block's loads before its products
+    "walk_overlap": 1.0,
+}
+
+#: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
+
+#: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
+_PREFILL_DEFAULTS: dict[str, float] = {
+    "fixed_s": 0.0,
+    "eff_exp": 1.0,
+    "sfu_overlap": 2.0,
+    "eff_compute": 0.55,
+    "seq_s": 0.0,
+    "pre_latency_s": 3e-6,
+    "call_latency_s": 1e-5,
+    "unit_latency_s": 3e-6,
+}
+
+_KIND_DEFAULTS: dict[str, dict[str, float]] = {
+    # DeepEP's normal kernels without a fit of their own (a profile fitted where no DeepEP was
+    # measured): their SMs draw the link with 24 of a 132-SM part (``sm_bandwidth`` = 132 /
+    # 24, in link / SMs), the SMs DeepEP 1.0.0 runs them on
+    "dispatch": {"sm_bandwidth": 5.5},
+    "combine": {"sm_bandwidth": 5.5},
+    # prefill: the RoPE + cache-write pre-kernel's launch and wait (``pre_latency_s``) is not
+    # fitted (every measured prefill row has it); the waits start where the measured rows put
+    # them, 10 us a call and 3 us a unit; the exponentials run at the SFUs' datasheet rate
+    # (``eff_exp`` 1, not fitted), how much of them the MMAs hide is ``sfu_overlap``, started
+    # at 2 (a Euclidean p-norm: FlashAttention-3's two warp-groups overlap one's softmax with
+    # the other's MMAs, in part)
+    "attention_prefill": _PREFILL_DEFAULTS,
+    "attention_decode": {"fixed_s": 8e-6},
+    "mla_prefill": _PREFILL_DEFAULTS,
+    "mla_decode": {"fixed_s": 0.0, "eff_compute": 0.6, "seq_s": 0.0},
+    "moe": {"fixed_s": 2e-5, "eff_compute": 0.5},
+    "elementwise": {"fixed_s": 2e-6},
+    # a weight-only GEMM's conversion of each weight to bf16 (``dequant_s``) where no fit saw
+    # one: about 1.5 instructions an element (the interleaved int4/int8 -> bf16 conversion,
+    # about one a weight, and the per-channel scale's multiply, one per two) on the 128 lanes
+    # an SM issues each clock (four schedulers of 32)
+    "gemm": {"dequant_s": 1.5 / 128.0 / REFERENCE_CLOCK_HZ},
+    # a quantize kernel without a fit: one graph node costs about 1 us (an assumed figure:
+    # launch to completion of a kernel whose blocks make one memory round trip and one
+    # store); the operands of a warm replay stay in half the L2 (A100 and H100 keep a line
+    # read by every SM in each of their two L2 partitions)
+    "quantize": {"fixed_s": 1e-6, "l2_share": 0.5},
+}
+
+_COMM_FIT = ("fixed_s", "link_eff", "latency_steps", "proto_s", "eff_memory")
+
+#: The parameters a fit adjusts, by kind (the others keep their defaults).
+FIT_PARAMS: dict[str, tuple[str, ...]] = {
+    "gemm": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "l2_share",
+        "l2_speedup",
+        "sm_bandwidth",
+        "epilogue_share",
+        "tile_s",
+    ),
+    "attention_prefill": (
+        "eff_compute",
+        "eff_memory",
+        "call_latency_s",
+        "overlap",
+        "unit_latency_s",
+        "block_s",
+        "mask_s",
+        "sfu_overlap",
+    ),
+    "mla_prefill": (
+        "eff_compute",
+        "eff_memory",
+        "call_latency_s",
+        "overlap",
+        "unit_latency_s",
+    ),
+    "attention_decode": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "sm_bandwidth",
+        "block_s",
+        "seq_s",
+        "grouped_unit",
+        "fallback_reads",
+        "launch_s",
+        "qhead_unit",
+        "wave_s",
+    ),
+    "mla_decode": (
+        "eff_compute",
+        "eff_memory",
+        "call_latency_s",
+        "overlap",
+        "block_s",
+        "unit_latency_s",
+        "walk_overlap",
+    ),
+    "moe": (
+        "eff_compute",
+        "eff_memory",
+        "fixed_s",
+        "overlap",
+        "sm_bandwidth",
+        "act_passes",
+        "tile_s",
+        "route_s",
+        "select_s",
+    ),
+    "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
+    "quantize": ("eff_memory", "fixed_s", "sm_bandwidth", "l2_share", "l2_speedup"),
+    **{k: _COMM_FIT for k in COMM_KINDS},
+    "all_reduce": (*_COMM_FIT, "switch_eff"),
+    "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies"),
+    "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies"),
+}
+_FP8_QUANT = ("quant_fixed_s", "quant_bytes")
+
+
+def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
+    """The parameters a fit adjusts for one kernel class."""
+    names = FIT_PARAMS.get(kind, ("eff_compute", "eff_memory", "fixed_s"))
+    if kind == "gemm" and dtype.startswith("fp8"):
+        names = names + _FP8_QUANT
+    if kind == "gemm" and dtype == "fp8_block":
+        names = (*names, "promote_cycles")
+    if kind == "gemm" and dtype in ("w4a16", "w8a16"):
+        names = (*names, "dequant_s")
+    if kind == "attention_decode" and dtype.startswith("fp8"):
+        names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
+        names = (*names, "merge_s")  # Hopper's fp8 XQA merges its key splits itself
+    return names
+
+
+def borrowed_params(
+    kind: str, dtype: str, params: dict[str, float], fitted: dict[str, float]
+) -> dict[str, float]:
+    """``params`` of a ``kind``/``dtype`` class whose fit (``fitted``) came from another dtype
+    (a profile fitted on a device without fp8 units has no fp8 class): the terms that fit
+    never saw get their physical reading instead of the uncalibrated defaults. The compute
+    rate and the bytes already follow the dtype (its datasheet peak, its element size); each
+    graph node of an fp8 GEMM's input quantization (``quant_launches``: three for a dynamic
+    per-tensor one) is one more kernel of the class, so it costs the class's fixed cost, and
+    the quantization's bytes (its reads of the bf16 input and its fp8 write) move at the
+    class's bandwidth (``quant_bytes = 1``)."""
+    if kind == "gemm" and dtype.startswith("fp8") and "quant_fixed_s" not in fitted:
+        params["quant_fixed_s"] = params["fixed_s"]
+        params["quant_bytes"] = 1.0
+    if kind == "attention_decode" and dtype.startswith("fp8") and "dequant_s" not in fitted:
+        # a grouped-query unit of a bf16 fit is the bf16 XQA kernel's; an fp8 cache on a device
+        # with fp8 tensor cores runs another kernel (Hopper's fp8 XQA) that fit never saw: its
+        # unit keeps the uncalibrated cost of one MHA head
+        params["grouped_unit"] = DEFAULTS["grouped_unit"]
+    return params
+
+
+def class_key(kind: str, dtype: str, variant: str = "") -> str:
+    """The name of a kernel class in a profile: ``"gemm:fp8_block"``, or with a variant (another
+    kernel of the same kind, see :mod:`mlacalc.words.kernels`) ``"gemm:fp8_block:bmm"``."""
+    return f"{kind}:{dtype}:{variant}" if variant else f"{kind}:{dtype}"
+
+
+def default_params(kind: str) -> dict[str, float]:
+    """The uncalibrated starting point of a kernel class."""
+    out = dict(DEFAULTS)
+    out.update(_KIND_DEFAULTS.get(kind, {}))
+    return out
+
+
+def scale_params(kind: str, prm: dict[str, float], fig: DeviceFigures) -> dict[str, float]:
+    """``prm`` with the times of work on the SMs (cycles, stated at the reference clock) scaled
+    to the device's clock; of a collective only its fixed cost and synchronisation."""
+    scale = REFERENCE_CLOCK_HZ / fig.clock_hz
+    out = dict(prm)
+    for name in COMM_CLOCKED if kind in COMM_KINDS else CLOCKED:
+        out[name] = prm[name] * scale
+    return out
+
+
+def kernel_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], *, scaled: bool = False
+) -> dict[str, np.ndarray]:
+    """The time terms of every kernel of ``batch`` on ``fig`` with parameters ``prm``:
+    ``compute_s``, ``memory_s`` (link time for collectives), ``fixed_s``, ``extra_s`` and
+    ``seconds`` per call (times ``calls``). ``scaled``: ``prm`` is already clock-scaled
+    (:func:`scale_params`)."""
+    kind = batch.kind
+    if not scaled:
+        prm = scale_params(kind, prm, fig)
+    if kind == "gemm":
+        terms = gemm_terms(batch, fig, prm)
+    elif kind in ("attention_prefill", "mla_prefill"):
+        terms = prefill_terms(batch, fig, prm)
+    elif kind == "attention_decode":
+        terms = decode_terms(batch, fig, prm)
+    elif kind == "mla_decode":
+        terms = mla_decode_terms(batch, fig, prm)
+    elif kind == "moe":
+        terms = moe_terms(batch, fig, prm)
+    elif kind in COMM_KINDS:
+        terms = collective_terms(batch, fig, prm)
+    else:
+        terms = streaming_terms(batch, fig, prm)
+    if kind in COMM_KINDS:
+        body = terms["memory_s"]
+    else:
+        body = combine(terms["compute_s"], terms["memory_s"], prm["overlap"])
+    calls = np.asarray(batch.calls, dtype=np.float64)
+    fixed = np.full(len(batch), prm["fixed_s"])
+    if "plugin" in batch.shape:
+        fixed = fixed + UNGRAPHED_LAUNCH_S * (col(batch, "plugin", 0) > 0)
+    terms["fixed_s"] = fixed
+    terms["seconds"] = (fixed + body + terms["extra_s"]) * calls
+    return terms
