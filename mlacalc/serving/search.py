@@ -38,11 +38,11 @@ from typing import Any
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.capacity import PREFILL_TOKENS, prompts_per_pass
+from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.search_points import evaluate, prefill_pools
-from mlacalc.serving.search_space import candidates
+from mlacalc.serving.search_space import SearchRequest, candidates
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
@@ -180,52 +180,6 @@ class SearchResult:
     def rows(self) -> list[dict[str, Any]]:
         """Every point as a flat record (for CSV and notebooks)."""
         return [self.row(p) for p in self.points]
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """One call of :func:`search`, checked: every option as a tuple, the dtypes resolved, the
-    calibration profile loaded."""
-
-    m: ModelConfig
-    hw: HardwareSpec
-    gpus: tuple[int, ...]
-    isl: int
-    osl: int
-    ttft: float | None
-    tpot: float | None
-    #: the weight dtypes tried; ``own``: none was given, so the model's own is sized as its
-    #: checkpoint stores it
-    weight_dtypes: tuple[str, ...]
-    own: bool
-    kv_dtypes: tuple[str, ...]
-    modes: tuple[str, ...]
-    overlaps: tuple[str, ...]
-    batches: tuple[int, ...]
-    memory_reserve: float
-    page_size: int
-    prefill_pass: str
-    output_lag_steps: int
-    profile: Any
-
-    @property
-    def usable(self) -> int:
-        """Bytes of a GPU's memory the weights and the cache may take."""
-        return int(self.hw.memory_bytes * (1 - self.memory_reserve))
-
-    @property
-    def context(self) -> int:
-        return self.isl + self.osl
-
-    @property
-    def S_avg(self) -> float:
-        """The average context of the output."""
-        return self.isl + self.osl / 2
-
-    @property
-    def k_max(self) -> int:
-        """The most prompts one prefill pass batches."""
-        return prompts_per_pass(self.isl)
 
 
 def check_search(

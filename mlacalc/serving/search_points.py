@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +17,7 @@ from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
 from mlacalc.serving.disaggregated import prefill_pool_seconds
 from mlacalc.serving.gpu_step import StepModel
-from mlacalc.serving.search_space import Candidate
-
-if TYPE_CHECKING:
-    from mlacalc.serving.search import SearchRequest
+from mlacalc.serving.search_space import Candidate, SearchRequest
 
 __all__ = ["Points", "PrefillPool", "evaluate", "prefill_pools"]
 

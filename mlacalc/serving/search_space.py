@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.capacity import prompts_per_pass
 from mlacalc.serving.gpu_step import Spec, StepModel
 from mlacalc.serving.layout import (
     Layout,
@@ -25,10 +26,60 @@ from mlacalc.serving.layout import (
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import MlacalcError
 
-if TYPE_CHECKING:
-    from mlacalc.serving.search import SearchRequest
+__all__ = [
+    "Candidate",
+    "SearchRequest",
+    "StepRows",
+    "candidate_layouts",
+    "candidates",
+    "needs_network",
+]
 
-__all__ = ["Candidate", "StepRows", "candidate_layouts", "candidates", "needs_network"]
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One call of :func:`mlacalc.serving.search.search`, checked: every option as a tuple, the dtypes resolved, the
+    calibration profile loaded."""
+
+    m: ModelConfig
+    hw: HardwareSpec
+    gpus: tuple[int, ...]
+    isl: int
+    osl: int
+    ttft: float | None
+    tpot: float | None
+    #: the weight dtypes tried; ``own``: none was given, so the model's own is sized as its
+    #: checkpoint stores it
+    weight_dtypes: tuple[str, ...]
+    own: bool
+    kv_dtypes: tuple[str, ...]
+    modes: tuple[str, ...]
+    overlaps: tuple[str, ...]
+    batches: tuple[int, ...]
+    memory_reserve: float
+    page_size: int
+    prefill_pass: str
+    output_lag_steps: int
+    profile: Any
+
+    @property
+    def usable(self) -> int:
+        """Bytes of a GPU's memory the weights and the cache may take."""
+        return int(self.hw.memory_bytes * (1 - self.memory_reserve))
+
+    @property
+    def context(self) -> int:
+        return self.isl + self.osl
+
+    @property
+    def S_avg(self) -> float:
+        """The average context of the output."""
+        return self.isl + self.osl / 2
+
+    @property
+    def k_max(self) -> int:
+        """The most prompts one prefill pass batches."""
+        return prompts_per_pass(self.isl)
 
 
 @dataclass(frozen=True, eq=False)
