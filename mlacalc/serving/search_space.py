@@ -38,8 +38,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """One call of :func:`mlacalc.serving.search.search`, checked: every option as a tuple, the dtypes resolved, the
-    calibration profile loaded."""
+    """One call of :func:`mlacalc.serving.search.search`, checked: every option as a tuple,
+    the dtypes resolved, the calibration profile loaded."""
 
     m: ModelConfig
     hw: HardwareSpec
