@@ -32,9 +32,9 @@ def test_link_multicast_is_a_sourced_datasheet_figure():
     h100 = device_figures(load_hardware("H100-SXM"))
     a100 = device_figures(load_hardware("A100-SXM-80GB"))
     assert h100.link_multicast == 1.0 and a100.link_multicast == 0.0
-    for fig in (h100, a100):
-        (note,) = [f for f in fig.fallbacks if f.startswith("link_multicast")]
-        assert "NVSwitch" in note
+    for name in ("H100-SXM", "A100-SXM-80GB"):  # from the catalogue, with its source
+        assert "NVSwitch" in load_hardware(name).field_sources["scale_up_multicast"]
+        assert not [f for f in device_figures(load_hardware(name)).fallbacks if "multicast" in f]
 
 
 def test_switch_reduced_all_reduce_only_where_the_switch_reduces():

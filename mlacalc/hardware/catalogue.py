@@ -7,14 +7,18 @@ their latencies, and the GPUs per node. ``source`` cites the device's documents 
 ``field_sources`` names the source of every figure. Peaks are dense (no 2:4 sparsity)
 tensor-core rates with FP32 accumulate unless a file says otherwise; units are in the
 field names (decimal: 1 TFLOP/s = 1e12 FLOP/s, 1 GB = 1e9 B; ``l2_mib`` is 2^20 B);
-link bandwidths are per GPU in each direction. A device the microbenchmark measured
-loads from its sidecar with ``"measured:<set name>"`` (or the path of the ``.json``): its
-peaks are the measured matmul and copy ceilings.
+link bandwidths are per GPU in each direction; ``scale_up_multicast`` says whether the
+scale-up switch reduces and multicasts in the fabric (NVLink SHARP). These files are the only
+source of a device's figures: the time model (:mod:`mlacalc.timemodel.device`) and the
+measured-set reader (:mod:`mlacalc.measured.tables`) read them through this module. A device
+the microbenchmark measured loads from its sidecar with ``"measured:<set name>"`` (or the path
+of the ``.json``): its peaks are the measured matmul and copy ceilings.
 
 Names are case-insensitive. A family name that fits several entries (``"A100"``) is an
 error listing them; a family name with one usual meaning (``"H100"``) resolves to it and
-says so in the spec's ``alias_note``; the systems of the shared measured sets
-(``"h100_sxm"``, ``"a100_sxm"``) resolve to their catalogue devices.
+says so in the spec's ``alias_note``; the systems of aiconfigurator-layout measured sets
+(``"h100_sxm"``, ``"a100_sxm"``: :data:`MEASURED_SYSTEMS`, the one system table) resolve to
+their catalogue devices.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ _FIELDS = {
     "scale_out_link",
     "field_sources",
     "architecture",
+    "scale_up_multicast",
     *_NUMBER_FIELDS,
 }
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
@@ -152,6 +157,9 @@ class HardwareSpec:
     #: builds for the device. None where the file does not say.
     architecture: str = ""
     compute_capability: float | None = None
+    #: whether the scale-up switch reduces and multicasts in the fabric (NVLink SHARP, used by
+    #: NCCL's NVLS all-reduce); None where the file does not say
+    scale_up_multicast: bool | None = None
 
     def link(self, n_gpus: int) -> tuple[float, float]:
         """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
@@ -218,6 +226,7 @@ class HardwareSpec:
             "alias_note": self.alias_note,
             "architecture": self.architecture,
             "compute_capability": self.compute_capability,
+            "scale_up_multicast": self.scale_up_multicast,
         }
 
 
@@ -355,6 +364,11 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
     def scaled(key: str, factor: float) -> float | None:
         return None if opt[key] is None else float(opt[key]) * factor
 
+    multicast = data.get("scale_up_multicast")
+    if multicast is not None and not isinstance(multicast, bool):
+        raise ConfigError(
+            f"must be true or false, got {multicast!r}", source=origin, field="scale_up_multicast"
+        )
     bandwidth = float(
         _number(origin, "memory_bandwidth_gb_per_s", data["memory_bandwidth_gb_per_s"])
     )
@@ -387,6 +401,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         field_sources={str(k): v for k, v in sources.items()},
         architecture=str(data.get("architecture", "")),
         compute_capability=scaled("compute_capability", 1.0),
+        scale_up_multicast=multicast,
     )
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mlacalc.hardware.catalogue import MEASURED_SYSTEMS
 from mlacalc.words.errors import ConfigError, MlacalcError
 
 __all__ = [
@@ -37,22 +39,38 @@ __all__ = [
     "read_bench_set",
 ]
 
-#: aiconfigurator system folder -> hardware catalogue name.
-SYSTEM_DEVICES: dict[str, str] = {
-    "h100_sxm": "H100-SXM",
-    "a100_sxm": "A100-SXM-80GB",
-    "h200_sxm": "H200",
-    "b200_sxm": "B200",
-    "l40s": "L40S",
-}
+#: aiconfigurator system folder -> hardware catalogue name: the catalogue's own table.
+SYSTEM_DEVICES: Mapping[str, str] = MEASURED_SYSTEMS
 
-#: L2 size the collectors read from the device (``torch.cuda.get_device_properties``), used by
-#: the GEMM table's weight-copy rule: H100 SXM5 50 MiB, A100 SXM4 40 MiB.
-SYSTEM_L2_BYTES: dict[str, int] = {
-    "h100_sxm": 50 * 2**20,
-    "a100_sxm": 40 * 2**20,
-    "h200_sxm": 50 * 2**20,
-}
+
+class _SystemL2(Mapping[str, int]):
+    """System folder -> the L2 bytes of its device, as the catalogue gives them (the figure the
+    collectors read with ``torch.cuda.get_device_properties``), for the systems whose device
+    has one; read from the catalogue on first use."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, int] | None = None
+
+    def _read(self) -> dict[str, int]:
+        if self._table is None:
+            from mlacalc.hardware.catalogue import load_hardware
+
+            l2 = {s: load_hardware(d).l2_bytes for s, d in SYSTEM_DEVICES.items()}
+            self._table = {s: int(b) for s, b in l2.items() if b}
+        return self._table
+
+    def __getitem__(self, system: str) -> int:
+        return self._read()[system]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+#: L2 size of each system's device (the GEMM table's weight-copy rule reads it).
+SYSTEM_L2_BYTES: Mapping[str, int] = _SystemL2()
 
 #: Largest ``collection_meta.yaml`` read (these files are a few hundred bytes).
 _META_LIMIT = 64 * 1024

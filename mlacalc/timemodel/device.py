@@ -3,8 +3,9 @@
 Every parameter of a calibration profile is relative to one of these figures (a fraction of
 the tensor rate, of the HBM bandwidth, of the L2 size, of the scale-up link bandwidth), so a
 profile fitted on measured devices predicts any device from its catalogue entry. Figures come
-from the hardware catalogue (:mod:`mlacalc.hardware.catalogue`); where a catalogue entry lacks one,
-the datasheet value below is used and its source is reported with the prediction.
+from the hardware catalogue (:mod:`mlacalc.hardware.catalogue`, the one source of a device's
+figures); where an entry lacks one, an assumption (:data:`ASSUMED`) stands in and is listed
+in :attr:`DeviceFigures.fallbacks` (and in the notes of a profile fitted on the device).
 """
 
 from __future__ import annotations
@@ -14,118 +15,18 @@ from dataclasses import dataclass, field
 from mlacalc.hardware.catalogue import HardwareSpec, lookup_peak
 from mlacalc.words.errors import MlacalcError
 
-__all__ = ["DATASHEET_FALLBACK", "DeviceFigures", "device_figures", "mla_decode_kernel"]
+__all__ = ["ASSUMED", "DeviceFigures", "device_figures", "mla_decode_kernel"]
 
-_NVLS_HOPPER = (
-    "NVIDIA Hopper architecture whitepaper: third-generation NVSwitch with NVLink SHARP "
-    "(in-switch reductions and multicast), used by NCCL's NVLS all-reduce"
-)
-
-#: Datasheet figures used only where a catalogue entry has no such field:
-#: device -> {field: (value, source)}. Units: l2 bytes, clocks MHz, links bytes/s one way, s;
-#: ``link_multicast`` 1 where the scale-up switch reduces and multicasts in the fabric.
-DATASHEET_FALLBACK: dict[str, dict[str, tuple[float, str]]] = {
-    "H100-SXM": {
-        "l2_bytes": (50 * 2**20, "NVIDIA Hopper whitepaper: 50 MB L2 (H100 SXM5)"),
-        "link_bytes_per_s": (450e9, "NVIDIA H100 datasheet: NVLink 900 GB/s both ways"),
-        "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us"),
-        "link_multicast": (1.0, _NVLS_HOPPER),
-    },
-    "H200": {
-        "l2_bytes": (50 * 2**20, "NVIDIA H200 (GH100, same L2 as H100 SXM5): 50 MB"),
-        "link_bytes_per_s": (450e9, "NVIDIA H200 datasheet: NVLink 900 GB/s both ways"),
-        "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us"),
-        "link_multicast": (1.0, _NVLS_HOPPER),
-    },
-    "H800": {
-        "l2_bytes": (50 * 2**20, "GH100 die as H100 SXM5: 50 MB L2"),
-        "link_bytes_per_s": (200e9, "NVIDIA H800: NVLink 400 GB/s both ways"),
-        "link_latency_s": (3.33e-6, "DeepSeek-V3 ISCA 2025 paper, Table 5: NVLink 3.33 us (H800)"),
-        "link_multicast": (1.0, "HGX H800: GH100 on the third-gen NVSwitch; " + _NVLS_HOPPER),
-    },
-    "H100-PCIe": {
-        "l2_bytes": (50 * 2**20, "NVIDIA Hopper whitepaper: 50 MB L2"),
-        "link_bytes_per_s": (64e9, "PCIe Gen5 x16: 64 GB/s one way"),
-        "link_latency_s": (
-            5e-6,
-            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
-        ),
-    },
-    "A100-SXM-80GB": {
-        "l2_bytes": (40 * 2**20, "NVIDIA Ampere whitepaper: 40 MB L2 (A100)"),
-        "link_bytes_per_s": (300e9, "NVIDIA A100 datasheet: NVLink 600 GB/s both ways"),
-        "link_latency_s": (
-            3.33e-6,
-            "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5; no NVLink 3 figure); "
-            "a collective's per-step wait counts it in SM cycles, so it scales with the clock",
-        ),
-        "link_multicast": (
-            0.0,
-            "NVIDIA Hopper whitepaper: NVLink SHARP is new in the third-generation NVSwitch; "
-            "the A100's second-generation NVSwitch has no in-switch reduction",
-        ),
-    },
-    "A100-PCIe-40GB": {
-        "l2_bytes": (40 * 2**20, "NVIDIA Ampere whitepaper: 40 MB L2 (A100)"),
-        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way"),
-        "link_latency_s": (
-            5e-6,
-            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
-        ),
-    },
-    "B200": {
-        "sm_count": (148, "NVIDIA Blackwell (B200): 148 SMs, two dies"),
-        "l2_bytes": (126 * 2**20, "NVIDIA Blackwell B200: 126 MB L2 (two dies)"),
-        "link_bytes_per_s": (900e9, "NVIDIA B200 datasheet: NVLink 5, 1.8 TB/s both ways"),
-        "link_latency_s": (
-            3.33e-6,
-            "NVLink latency taken as Hopper's (DeepSeek-V3 paper, Table 5)",
-        ),
-        "link_multicast": (
-            1.0,
-            "NVIDIA Blackwell architecture technical brief: fifth-generation NVLink Switch "
-            "with NVLink SHARP in-network reductions",
-        ),
-    },
-    "L40S": {
-        "l2_bytes": (96 * 2**20, "NVIDIA Ada whitepaper: AD102 96 MB L2"),
-        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way (no NVLink)"),
-        "link_latency_s": (
-            5e-6,
-            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
-        ),
-    },
-    "RTX-4090": {
-        "l2_bytes": (72 * 2**20, "NVIDIA Ada whitepaper: RTX 4090 72 MB L2"),
-        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way (no NVLink)"),
-        "link_latency_s": (
-            5e-6,
-            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
-        ),
-    },
-    "RTX-4080": {
-        "l2_bytes": (64 * 2**20, "NVIDIA Ada whitepaper: RTX 4080 64 MB L2"),
-        "link_bytes_per_s": (32e9, "PCIe Gen4 x16: 32 GB/s one way (no NVLink)"),
-        "link_latency_s": (
-            5e-6,
-            "PCIe peer-to-peer, typical order of magnitude (no datasheet figure)",
-        ),
-    },
-    "MI300X": {
-        "l2_bytes": (256 * 2**20, "AMD CDNA 3 whitepaper: 256 MB Infinity Cache"),
-        "link_bytes_per_s": (
-            448e9,
-            "AMD MI300X datasheet: 7 Infinity Fabric links, 896 GB/s both ways",
-        ),
-        "link_latency_s": (3.33e-6, "taken as NVLink's (no datasheet figure)"),
-    },
-}
-
-#: Last-resort figures for a device neither the catalogue nor the table above describes.
-_GENERIC = {
+#: Assumptions for a figure a device's catalogue file does not give (no datasheet figure, or a
+#: user's file without it): figure -> (value, what is assumed).
+ASSUMED: dict[str, tuple[float, str]] = {
     "l2_bytes": (40 * 2**20, "no L2 figure for this device: 40 MB assumed"),
     "link_bytes_per_s": (32e9, "no link figure for this device: PCIe Gen4 x16 assumed"),
-    "link_latency_s": (5e-6, "no link latency for this device: 5 us assumed"),
+    "link_latency_s": (
+        5e-6,
+        "no link latency for this device: 5 us assumed (PCIe peer-to-peer, a typical order of "
+        "magnitude; no datasheet figure)",
+    ),
     "sm_count": (108, "no SM count for this device: 108 assumed"),
     "clock_hz": (1.83e9, "no clock for this device: 1830 MHz (H100 SXM's) assumed"),
     "link_multicast": (0.0, "no in-switch reduction figure for this device: none assumed"),
@@ -229,25 +130,27 @@ _CACHE: dict[int, tuple[HardwareSpec, DeviceFigures]] = {}
 
 
 def device_figures(hw: HardwareSpec) -> DeviceFigures:
-    """The figures of ``hw``: catalogue fields first, then :data:`DATASHEET_FALLBACK`."""
+    """The figures of ``hw``: its catalogue fields, then :data:`ASSUMED`."""
     key = id(hw)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] is hw:
         return cached[1]
-    table = DATASHEET_FALLBACK.get(hw.name, {})
     values: dict[str, float] = {}
     fallbacks: list[str] = []
     for figure, (attrs, scales) in _ATTRS.items():
         value = None
         for attr, scale in zip(attrs, scales):
             raw = getattr(hw, attr, None)
+            if isinstance(raw, bool):  # a yes/no figure (scale_up_multicast): 1 or 0
+                value = float(raw)
+                break
             if raw:
                 value = float(raw) * scale
                 break
         if value is None and figure == "sm_count" and hw.kind == "cpu":
             value = 1.0  # a CPU: no SM tiling, one pool of cores
         if value is None:
-            value, source = table.get(figure) or _GENERIC[figure]
+            value, source = ASSUMED[figure]
             fallbacks.append(f"{figure} = {value:g} ({source})")
         values[figure] = value
     fig = DeviceFigures(
