@@ -562,6 +562,62 @@ def run_benchmark(
     """Run the points, write ``<name>.csv`` and ``<name>.json`` into ``out_dir``; return both."""
     if dtype not in TORCH_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TORCH_DTYPES)}")
+    dev = _pick_device(device, threads, log)
+    threads_used = torch.get_num_threads()
+    info = device_info(dev, threads_used)
+    log(f"mlacalc bench: {len(points)} points on {info['name']} ({dtype}, {threads_used} threads)")
+    ceilings = _measure_and_log_ceilings(dev, dtype, log)
+    models = {p.model: load_model(p.model) for p in points}
+    numerics, failed = _gate_models(models.values(), dtype, dev, log)
+    timing = _Timing(
+        warmup=warmup,
+        repeats=repeats,
+        max_seconds=max_seconds,
+        # > L2 / LLC: rotate input sets
+        cache_bytes_target=(100 << 20) if dev.type == "cuda" else (64 << 20),
+    )
+    rows = _bench_rows(points, models, failed, dtype, dev, timing, progress)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = name or _default_name(info, dev, preset, dtype)
+    csv_path, json_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
+    _write_rows(csv_path, rows)
+    sidecar = {
+        "schema": SCHEMA,
+        "rows_file": csv_path.name,
+        "preset": preset,
+        "dtype": dtype,
+        "device": info,
+        "warmup": warmup,
+        "max_repeats": repeats,
+        "max_seconds_per_point": max_seconds,
+        "statistic": "median of the timed repeats; q1/q3 are the inclusive quartiles",
+        "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "ceilings": ceilings,
+        "numerics": numerics,
+        "counts": {
+            s: sum(r["status"] == s for r in rows)
+            for s in ("ok", "skipped", "oom", "numerics_failed")
+        },
+    }
+    json_path.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
+    return csv_path, json_path
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """How each point is timed (the arguments of :func:`time_point` after the device)."""
+
+    warmup: int
+    repeats: int
+    max_seconds: float
+    cache_bytes_target: int
+
+
+def _pick_device(device: str, threads: int | None, log: Callable[[str], None]) -> torch.device:
+    """The torch device to run on (``auto``: CUDA when there is one; CUDA asked for without
+    one falls back to the CPU, said in the log); on the CPU, its thread count set."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -573,10 +629,11 @@ def run_benchmark(
     dev = torch.device(device)
     if dev.type == "cpu":
         torch.set_num_threads(threads or os.cpu_count() or 1)
-    threads_used = torch.get_num_threads()
-    info = device_info(dev, threads_used)
-    log(f"mlacalc bench: {len(points)} points on {info['name']} ({dtype}, {threads_used} threads)")
+    return dev
 
+
+def _measure_and_log_ceilings(dev: torch.device, dtype: str, log: Callable[[str], None]) -> dict:
+    """The device's ceilings for the dtypes the roofline reads (and the run's), logged."""
     ceiling_dtypes = ["fp32", "bf16"] if dev.type == "cpu" else ["bf16", "fp16", "fp32"]
     if dtype not in ceiling_dtypes:
         ceiling_dtypes.append(dtype)
@@ -590,10 +647,16 @@ def run_benchmark(
         + f", copy {ceilings['copy_bytes_per_s'] / 1e9:.1f} GB/s"
         + f", op latency {ceilings['launch_latency_s'] * 1e6:.1f} us"
     )
+    return ceilings
 
-    models = {p.model: load_model(p.model) for p in points}
+
+def _gate_models(
+    models: Iterable[ModelConfig], dtype: str, dev: torch.device, log: Callable[[str], None]
+) -> tuple[list[dict], set[tuple[str, str]]]:
+    """The numerics gate of every model: its results, and the (model, impl) pairs that failed
+    (logged; they are not timed)."""
     numerics, failed = [], set()
-    for model in models.values():
+    for model in models:
         for result in numerics_gate(model, dtype, dev):
             numerics.append(result)
             if not result["passed"]:
@@ -604,14 +667,23 @@ def run_benchmark(
                     f"decode {result['rel_err_decode_vs_prefill']:.2e}); "
                     "not timed"
                 )
+    return numerics, failed
 
-    cache_target = (
-        (100 << 20) if dev.type == "cuda" else (64 << 20)
-    )  # > L2 / LLC: rotate input sets
-    rows = []
-    available = _available_bytes(dev)
+
+def _bench_rows(
+    points: list[BenchPoint],
+    models: dict[str, ModelConfig],
+    failed: set[tuple[str, str]],
+    dtype: str,
+    dev: torch.device,
+    timing: _Timing,
+    progress: bool,
+) -> list[dict]:
+    """One CSV row per point, in order, under a progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    rows = []
+    available = _available_bytes(dev)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -636,79 +708,71 @@ def run_benchmark(
                         dtype,
                         "numerics_failed",
                         None,
-                        warmup,
+                        timing.warmup,
                         0,
                         "failed the numerics gate",
                     )
                 )
-            elif _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) > 0.8 * available:
-                rows.append(
-                    _row(
-                        model,
-                        point,
-                        dtype,
-                        "skipped",
-                        None,
-                        warmup,
-                        0,
-                        "needs about "
-                        f"{_estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize) / 2**30:.1f}"
-                        f" GiB, {available / 2**30:.1f} GiB free",
-                    )
-                )
             else:
-                try:
-                    stats, sets = time_point(
-                        model,
-                        point,
-                        dtype,
-                        dev,
-                        warmup=warmup,
-                        repeats=repeats,
-                        max_seconds=max_seconds,
-                        cache_bytes_target=cache_target,
-                    )
-                    rows.append(_row(model, point, dtype, "ok", stats, warmup, sets))
-                except torch.OutOfMemoryError as exc:
-                    rows.append(
-                        _row(
-                            model,
-                            point,
-                            dtype,
-                            "oom",
-                            None,
-                            warmup,
-                            0,
-                            str(exc).splitlines()[0][:200],
-                        )
-                    )
-                except RuntimeError as exc:
-                    if "out of memory" not in str(exc).lower():
-                        raise
-                    rows.append(
-                        _row(
-                            model,
-                            point,
-                            dtype,
-                            "oom",
-                            None,
-                            warmup,
-                            0,
-                            str(exc).splitlines()[0][:200],
-                        )
-                    )
-                finally:
-                    if dev.type == "cuda":
-                        torch.cuda.empty_cache()
+                rows.append(_point_row(model, point, dtype, dev, timing, available))
             bar.advance(task)
+    return rows
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+def _point_row(
+    model: ModelConfig,
+    point: BenchPoint,
+    dtype: str,
+    dev: torch.device,
+    timing: _Timing,
+    available: int,
+) -> dict:
+    """A point's row: skipped when it would not fit in memory, else timed (``oom`` when the
+    device runs out of memory after all)."""
+    needs = _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize)
+    if needs > 0.8 * available:
+        return _row(
+            model,
+            point,
+            dtype,
+            "skipped",
+            None,
+            timing.warmup,
+            0,
+            f"needs about {needs / 2**30:.1f} GiB, {available / 2**30:.1f} GiB free",
+        )
+    try:
+        stats, sets = time_point(
+            model,
+            point,
+            dtype,
+            dev,
+            warmup=timing.warmup,
+            repeats=timing.repeats,
+            max_seconds=timing.max_seconds,
+            cache_bytes_target=timing.cache_bytes_target,
+        )
+        return _row(model, point, dtype, "ok", stats, timing.warmup, sets)
+    except RuntimeError as exc:  # torch.OutOfMemoryError is one
+        if not isinstance(exc, torch.OutOfMemoryError) and "out of memory" not in str(exc).lower():
+            raise
+        first_line = str(exc).splitlines()[0][:200]
+        return _row(model, point, dtype, "oom", None, timing.warmup, 0, first_line)
+    finally:
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _default_name(info: dict, dev: torch.device, preset: str, dtype: str) -> str:
+    """``<device type>-<device name slug>-<preset>-<dtype>``, the files' default stem."""
     slug = "".join(c if c.isalnum() else "-" for c in info["name"].lower()).strip("-")
     while "--" in slug:
         slug = slug.replace("--", "-")
-    name = name or f"{dev.type}-{slug[:40]}-{preset}-{dtype}"
-    csv_path, json_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
+    return f"{dev.type}-{slug[:40]}-{preset}-{dtype}"
+
+
+def _write_rows(csv_path: Path, rows: list[dict]) -> None:
+    """The rows as CSV, in :data:`CSV_FIELDS` order, an empty cell for None."""
     import csv
 
     with open(csv_path, "w", newline="", encoding="utf-8") as fh:
@@ -716,24 +780,3 @@ def run_benchmark(
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    sidecar = {
-        "schema": SCHEMA,
-        "rows_file": csv_path.name,
-        "preset": preset,
-        "dtype": dtype,
-        "device": info,
-        "warmup": warmup,
-        "max_repeats": repeats,
-        "max_seconds_per_point": max_seconds,
-        "statistic": "median of the timed repeats; q1/q3 are the inclusive quartiles",
-        "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "ceilings": ceilings,
-        "numerics": numerics,
-        "counts": {
-            s: sum(r["status"] == s for r in rows)
-            for s in ("ok", "skipped", "oom", "numerics_failed")
-        },
-    }
-    json_path.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
-    return csv_path, json_path
