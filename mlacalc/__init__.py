@@ -119,7 +119,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # importlib.metadata is slow to import; read on first use
+    if name == "__version__":
+        # deferred: importlib.metadata is slow to import; the version is read on first use
         from importlib import metadata
 
         try:

@@ -17,6 +17,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from mlacalc.models.registry import family_of
 from mlacalc.words.units import human_bytes, human_si
 
 __all__ = [
@@ -127,8 +132,6 @@ def ratio(x: float) -> str:
 
 def render_table(sections: list[Section], header: str = "", width: int | None = None) -> str:
     """Plain-text tables (rich, no colour) at ``width`` columns (default: 160)."""
-    from rich.console import Console
-    from rich.table import Table
 
     buffer = io.StringIO()
     console = Console(
@@ -263,9 +266,6 @@ def model_yaml(m: Any, origin: str = "") -> str:
     to non-zero, so there a zero is written. ``q_lora_rank`` stays for MLA models (``null``
     means a plain query projection). The text loads back to the same model (a test).
     """
-    import yaml
-
-    from mlacalc.models.registry import family_of
 
     # A field the family defaults when absent must be written even when it is empty, false
     # or zero: Mistral's ``sliding_window: null`` (full attention) would otherwise load back

@@ -13,6 +13,7 @@ from typing import Any
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.params import param_counts, weight_bytes
+from mlacalc.cost.quant import checkpoint_weights
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
@@ -307,7 +308,6 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
     ``weight_dtype``, a model that declares its checkpoint's quantization is sized as the
     checkpoint stores it (``format`` "checkpoint fp8 block 128x128", ``checkpoint`` its
     payload, scales and bf16-kept tensors); otherwise every parameter in the dtype."""
-    from mlacalc.cost.quant import checkpoint_weights
 
     checkpoint = checkpoint_weights(m) if weight_dtype is None else None
     total = weight_bytes(m, weight_dtype)

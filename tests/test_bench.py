@@ -180,7 +180,7 @@ def test_inputs_are_never_zeros():
 
 
 def test_timer_statistics():
-    stats = runner._stats([5.0, 1.0, 2.0, 3.0, 4.0])
+    stats = runner.timing_stats([5.0, 1.0, 2.0, 3.0, 4.0])
     assert (
         stats["median_s"] == 3.0
         and stats["q1_s"] == 2.0

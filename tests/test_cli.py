@@ -535,12 +535,12 @@ def test_flags_are_checked(run, args, needle):
 
 
 def test_internal_error_is_one_line(run, monkeypatch):
-    import mlacalc.report
+    import mlacalc.cli.report_cmd
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("integer division or modulo by zero")
 
-    monkeypatch.setattr(mlacalc.report, "model_report", broken)
+    monkeypatch.setattr(mlacalc.cli.report_cmd, "model_report", broken)
     _, err = run("report", "gpt2", code=2)
     assert err.startswith("mlacalc: internal error: ZeroDivisionError") and err.count("\n") == 1
     monkeypatch.setenv("MLACALC_DEBUG", "1")

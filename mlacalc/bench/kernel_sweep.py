@@ -31,11 +31,11 @@ import torch
 from mlacalc.bench.runner import (
     SCHEMA,
     TORCH_DTYPES,
-    _stats,
-    _sync,
     device_info,
     measure_ceilings,
+    synchronize,
     time_fn,
+    timing_stats,
 )
 
 __all__ = ["KERNEL_FIELDS", "ROWS_SCHEMA", "kernel_points", "run_calibrate"]
@@ -212,7 +212,7 @@ def run_calibrate(
         try:
             fn, fields = _kernel(point, dtype, dev, gen)
             base.update(fields)
-            stats = _stats(
+            stats = timing_stats(
                 time_fn(fn, dev, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
             )
             base.update(
@@ -270,13 +270,13 @@ def _tiny_ceilings(dev: torch.device, dtype: str) -> dict:
     gen = torch.Generator(device="cpu").manual_seed(3)
     tdt = TORCH_DTYPES[dtype]
     a = torch.randn(512, 512, generator=gen).to(dev, tdt)
-    mm = _stats(time_fn(lambda i: a @ a, dev, warmup=1, repeats=5, max_seconds=1))["median_s"]
+    mm = timing_stats(time_fn(lambda i: a @ a, dev, warmup=1, repeats=5, max_seconds=1))["median_s"]
     src = torch.randn(1 << 22, generator=gen).to(dev, tdt)
     dst = torch.empty_like(src)
-    cp = _stats(time_fn(lambda i: dst.copy_(src), dev, warmup=1, repeats=5, max_seconds=1))
+    cp = timing_stats(time_fn(lambda i: dst.copy_(src), dev, warmup=1, repeats=5, max_seconds=1))
     one = torch.zeros(1, device=dev, dtype=tdt)
-    lat = _stats(time_fn(lambda i: one.add_(1), dev, warmup=1, repeats=20, max_seconds=1))
-    _sync(dev)
+    lat = timing_stats(time_fn(lambda i: one.add_(1), dev, warmup=1, repeats=20, max_seconds=1))
+    synchronize(dev)
     return {
         "matmul_flops_per_s": {dtype: 2 * 512**3 / mm},
         "matmul_n": 512,

@@ -12,6 +12,7 @@ roofline's calibration. Results go to a CSV (one row per point) and a JSON sidec
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mlacalc.bench.torch_layers import layer_for_model
 from mlacalc.cost.engine import attention_cost, kv_cache_bytes
@@ -42,6 +44,9 @@ __all__ = [
     "numerics_gate",
     "preset_points",
     "run_benchmark",
+    "synchronize",
+    "time_fn",
+    "timing_stats",
 ]
 
 SCHEMA = BENCH_SCHEMA
@@ -211,7 +216,8 @@ def device_info(device: torch.device, threads: int) -> dict:
     return info
 
 
-def _sync(device: torch.device):
+def synchronize(device: torch.device):
+    """Wait for the device's queued work (a no-op on the CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -228,7 +234,7 @@ def time_fn(
     ``repeats`` timed calls (at least 3) within ``max_seconds``."""
     for i in range(warmup):
         fn(i)
-    _sync(device)
+    synchronize(device)
     times: list[float] = []
     budget_start = time.perf_counter()
     for i in range(repeats):
@@ -248,7 +254,8 @@ def time_fn(
     return times
 
 
-def _stats(times: list[float]) -> dict:
+def timing_stats(times: list[float]) -> dict:
+    """Median, quartiles and spread of a list of timings (seconds)."""
     times = sorted(times)
     if len(times) >= 4:
         q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
@@ -279,7 +286,7 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
             )
             for _ in range(2)
         ]
-        t = _stats(
+        t = timing_stats(
             time_fn(
                 lambda i, sets=sets: torch.matmul(*sets[i % 2]),
                 device,
@@ -298,7 +305,7 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
             torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)
         ]
         vec = torch.randn(1, side, generator=gen).to(device, TORCH_DTYPES[dt])
-        t = _stats(
+        t = timing_stats(
             time_fn(
                 lambda i, vec=vec, mats=mats: torch.nn.functional.linear(vec, mats[i % 2]),
                 device,
@@ -320,7 +327,7 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
         seconds = []
         for m in ms:
             xs = [torch.randn(m, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
-            t = _stats(
+            t = timing_stats(
                 time_fn(
                     lambda i, xs=xs, mats=mats: torch.nn.functional.linear(xs[i % 2], mats[i % 2]),
                     device,
@@ -334,7 +341,9 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
     elements = (1 << 29) if device.type == "cuda" else (1 << 26)  # 2 GiB / 256 MiB of fp32
     src = torch.randn(elements, generator=gen).to(device)
     dst = torch.empty_like(src)
-    t = _stats(time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=10))
+    t = timing_stats(
+        time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=10)
+    )
     out["copy_bytes"] = 2 * src.nbytes
     out["copy_bytes_per_s"] = 2 * src.nbytes / t["median_s"]
     tiny = torch.ones(8, device=device)
@@ -344,7 +353,7 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
         for _ in range(calls):
             tiny.add_(1.0)
 
-    t = _stats(time_fn(many, device, warmup=1, repeats=7, max_seconds=5))
+    t = timing_stats(time_fn(many, device, warmup=1, repeats=7, max_seconds=5))
     out["launch_latency_s"] = t["median_s"] / calls
     return out
 
@@ -541,7 +550,7 @@ def time_point(
             layer(x, cache, start=used)
 
     times = time_fn(run, device, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
-    return _stats(times), sets
+    return timing_stats(times), sets
 
 
 def run_benchmark(
@@ -680,7 +689,6 @@ def _bench_rows(
     progress: bool,
 ) -> list[dict]:
     """One CSV row per point, in order, under a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     rows = []
     available = _available_bytes(dev)
@@ -773,7 +781,6 @@ def _default_name(info: dict, dev: torch.device, preset: str, dtype: str) -> str
 
 def _write_rows(csv_path: Path, rows: list[dict]) -> None:
     """The rows as CSV, in :data:`CSV_FIELDS` order, an empty cell for None."""
-    import csv
 
     with open(csv_path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, lineterminator="\n")

@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from mlacalc.models.loading import ModelConfig, load_model
+
 __all__ = ["MHACache", "MHAReference", "MLACache", "MLAReference", "RMSNorm", "layer_for_model"]
 
 
@@ -461,7 +463,6 @@ def layer_for_model(
     device=None,
 ) -> nn.Module:
     """A reference layer with a model's attention dimensions (``model``: a ModelConfig or name)."""
-    from mlacalc.models.loading import ModelConfig, load_model
 
     m = model if isinstance(model, ModelConfig) else load_model(model)
     if m.is_mla:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import click
 
 from mlacalc.cli.common import IMPL_CHOICE, load, phases, size_list
@@ -92,15 +94,16 @@ def command(
       mlacalc bench --model deepseek-v3 --impl absorbed --impl naive --phase decode \
           --batch 1,8 --seq-len 4k,32k
     """
-    import importlib.util
 
     if importlib.util.find_spec("torch") is None:
         raise MlacalcError("the microbenchmark needs PyTorch: pip install 'mlacalc[bench]'")
+    # deferred: the microbenchmark needs PyTorch (the bench extra); no other command loads it
     from mlacalc.bench.runner import PRESETS, custom_points, preset_points, run_benchmark
 
     if preset and models:
         raise click.BadParameter("use --preset or --model, not both", param_hint="--model")
     if preset == "calibrate":
+        # deferred: the kernel sweep needs PyTorch (the bench extra)
         from mlacalc.bench.kernel_sweep import run_calibrate
 
         csv_path, json_path = run_calibrate(

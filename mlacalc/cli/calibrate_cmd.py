@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from mlacalc.cli.common import Section, emit, format_option
+from mlacalc.words.errors import InvalidArgumentError
 
 
 def _pct(x: float | None) -> str:
@@ -44,8 +45,8 @@ def command(measured, output, name, fmt):
       mlacalc calibrate my_h200/ bench-results/cuda-h200-calibrate.json -o h200.json
       mlacalc validate --measured tables/a100_sxm --profile h100.json
     """
+    # deferred: fitting loads numpy and the measured sets; `mlacalc --help` stays light
     from mlacalc.measured.calibrate import calibrate
-    from mlacalc.words.errors import InvalidArgumentError
 
     out = Path(output)
     if out.suffix.lower() != ".json":

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import click
+from click.core import ParameterSource
 
+from mlacalc.models.loading import beyond_positions, load_model
 from mlacalc.render import (
     Section,
     render_csv,
@@ -19,6 +21,7 @@ from mlacalc.render import (
     render_rows_csv,
     render_table,
 )
+from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.vocab import (
     IMPLEMENTATIONS,
@@ -120,7 +123,6 @@ class DtypeType(click.ParamType):
         self.layouts = layouts
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
 
         key = str(value).strip().lower()
         if self.layouts and key in KV_LAYOUTS:
@@ -194,7 +196,6 @@ def check_context(m: Any, seq_len: int) -> None:
     """A warning (not an error: the counts still hold) when a ``--seq-len`` the user gave is
     longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it
     once the command has done its work, so that an error is the only line it prints."""
-    from mlacalc.models.loading import beyond_positions
 
     beyond = beyond_positions(m, seq_len)
     if beyond and given("seq_len"):
@@ -225,8 +226,8 @@ def load_profile_option(profile: str | None, plain: bool = False):
     profile = profile.strip()
     if plain and profile == "roofline":
         return profile
+    # deferred: profiles load numpy; only the commands given --profile need them
     from mlacalc.timemodel.profile import load_profile
-    from mlacalc.words.errors import MlacalcError
 
     try:
         return load_profile(profile)
@@ -243,7 +244,6 @@ def load_profile_option(profile: str | None, plain: bool = False):
 
 def given(name: str) -> bool:
     """Whether the option of parameter ``name`` was given (not left at its default)."""
-    from click.core import ParameterSource
 
     source = click.get_current_context().get_parameter_source(name)
     return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
@@ -289,7 +289,6 @@ def load(name: str, flag: str | None = None):
 
     With ``flag``, an error names that option (``--subs``), not only the model.
     """
-    from mlacalc.models.loading import load_model
 
     if flag is None:
         return load_model(name)

@@ -14,7 +14,9 @@ from mlacalc.cli.common import (
     load,
     size_text,
 )
+from mlacalc.models.variants import as_variant, one_head_shape_note
 from mlacalc.render import human_bytes, human_si
+from mlacalc.report import compare_rows
 from mlacalc.words import defaults as D
 from mlacalc.words.vocab import VARIANTS
 
@@ -62,8 +64,6 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
       mlacalc compare llama-3-70b qwen2.5-72b deepseek-v2 --seq-len 32k
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
     """
-    from mlacalc.models.variants import as_variant, one_head_shape_note
-    from mlacalc.report import compare_rows
 
     loaded = [load(name) for name in models]
     note = ""

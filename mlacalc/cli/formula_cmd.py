@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
+from mlacalc.cost.symbolic import formula as build
 from mlacalc.words.vocab import (
     MATMUL_STAGES,
     MHA_FIELD_SYMBOLS,
@@ -69,10 +70,10 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
       mlacalc formula attention_flops --variant mla --impl naive --phase prefill --causal --latex
       mlacalc formula kv_cache_elements --variant mla --subs deepseek-v3
     """
+    # deferred: sympy loads for the formula itself, not for `--help`
     import sympy as sp
 
     from mlacalc.cost import symbols as s
-    from mlacalc.cost.symbolic import formula as build
 
     if variant != "mla" and impl not in (None, STANDARD_IMPL):
         raise click.BadParameter(f"{variant.upper()} has one implementation", param_hint="--impl")

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import click
+
+from mlacalc.cost.engine import attention_flops, kv_cache_bytes
+from mlacalc.cost.params import param_counts
+from mlacalc.models.loading import load_model
+from mlacalc.render import model_yaml
+from mlacalc.words.errors import MlacalcError
 
 
 @click.command("import-hf")
@@ -22,19 +30,12 @@ def command(config, output, force):
     Example:
       mlacalc import-hf ./DeepSeek-V3/config.json -o deepseek-v3-local.yaml
     """
-    from mlacalc.cost.engine import attention_flops, kv_cache_bytes
-    from mlacalc.cost.params import param_counts
-    from mlacalc.models.loading import load_model
-    from mlacalc.render import model_yaml
-    from mlacalc.words.errors import MlacalcError
 
     m = load_model(config)
     text = model_yaml(m, config)
     if output == "-":
         output = None  # standard output, as the help says of no -o
     if output:
-        import os
-
         folder = os.path.dirname(os.path.abspath(output))
         if not os.path.isdir(folder):
             raise click.BadParameter(

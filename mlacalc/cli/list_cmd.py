@@ -5,6 +5,10 @@ from __future__ import annotations
 import click
 
 from mlacalc.cli.common import Section, emit, format_option
+from mlacalc.cost.engine import kv_cache
+from mlacalc.cost.params import param_counts
+from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
+from mlacalc.models.loading import load_model, shipped_models
 from mlacalc.render import human_bytes, human_si
 from mlacalc.words import defaults as D
 
@@ -27,9 +31,6 @@ def command(show_hardware, fmt):
     """
     if show_hardware:
         return _list_hardware(fmt)
-    from mlacalc.cost.engine import kv_cache
-    from mlacalc.cost.params import param_counts
-    from mlacalc.models.loading import load_model, shipped_models
 
     rows = []
     for name in shipped_models():
@@ -108,7 +109,6 @@ def command(show_hardware, fmt):
 
 
 def _list_hardware(fmt):
-    from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
 
     specs = [load_hardware(n) for n in shipped_hardware()] + [
         load_hardware(f"measured:{n}") for n in measured_sets()

@@ -238,7 +238,6 @@ def command(
           --isl 2000 --osl 500 --concurrency 512 --mode disaggregated --prefill-gpus 8 \\
           --prefill-tp 8 --prefill-ep 8 --no-prefill-dp-attention   # a search's answer
     """
-    from mlacalc.serving.plan import plan as make_plan
 
     # plan checks every argument, its error naming the argument, which mlacalc.cli.main
     # reports as its flag; here only what plan takes but the command line refuses (--batch
@@ -265,6 +264,9 @@ def command(
             + ": give a smaller --tp, or leave --dp-attention off",
             param_hint="--dp-attention",
         )
+    # deferred: the planner loads numpy and the time model; `mlacalc --help` stays light
+    from mlacalc.serving.plan import plan as make_plan
+
     p = make_plan(
         load(model),
         hardware,

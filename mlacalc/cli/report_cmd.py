@@ -24,6 +24,7 @@ from mlacalc.cli.common import (
     size_text,
 )
 from mlacalc.render import human_bytes, human_si, ratio
+from mlacalc.report import model_report
 from mlacalc.words import defaults as D
 from mlacalc.words.vocab import MATMUL_STAGES
 
@@ -77,7 +78,6 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
       mlacalc report llama-3-70b --phase decode --format json
       mlacalc report ./config.json --phase chunk --q-len 512
     """
-    from mlacalc.report import model_report
 
     check_q_len(phases(phase), q_len)
     check_causal(phases(phase), causal)

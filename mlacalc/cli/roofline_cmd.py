@@ -30,7 +30,11 @@ from mlacalc.cli.common import (
     size_text,
     warn,
 )
+from mlacalc.cost.engine import attention_cost
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.render import human_bytes, human_si
+from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
 
 
@@ -212,7 +216,6 @@ def _check_flags(wanted: list[str], q_len, causal: bool, mode: str, profile, cal
 
 def _device(hardware: str, profile) -> Any:
     """The device, with its alias note, and a warning where a profile does not apply to it."""
-    from mlacalc.hardware.catalogue import load_hardware
 
     device = load_hardware(hardware)
     if getattr(device, "alias_note", ""):
@@ -228,6 +231,7 @@ def _device(hardware: str, profile) -> Any:
 
 def _predict(r: _Request, phase: str, how: Any, calibration: Any = None) -> Any:
     """One phase's prediction with profile ``how`` (the command's, or the plain bound)."""
+    # deferred: the time model loads numpy; `mlacalc roofline --help` stays light
     from mlacalc.timemodel.predict import predict_time
 
     return predict_time(
@@ -253,6 +257,7 @@ def _insights(r: _Request, profile, calibrate) -> list:
     """The symbolic answers of --insight: the ridge point and, for MLA, where absorbed decode
     turns compute-bound (by the roofline, and by the kernel model without --calibrate) and
     the absorption crossover. Sympy loads only here, so the plain command starts fast."""
+    # deferred: sympy loads only for --insight
     from mlacalc.timemodel.insight import (
         absorption_crossover,
         compute_bound_seq_len,
@@ -410,7 +415,6 @@ def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:
     times it); "" when none applies."""
     if device.kind != "gpu" or device.measured:
         return ""
-    from mlacalc.timemodel.device import device_figures
 
     if "fp8" in device_figures(device).peaks:
         return ""
@@ -448,8 +452,6 @@ def _layer_kinds(m, p, q_len, kv_dtype, causal) -> list[str]:
     """
     if p.scope != "model":
         return []
-    from mlacalc.cost.engine import attention_cost
-    from mlacalc.cost.model_step import step_kernels
 
     labels = attention_cost(
         m, p.phase, p.seq_len, p.batch, q_len, p.impl, causal, kv_dtype

@@ -20,6 +20,7 @@ from mlacalc.cli.common import (
     profile_option,
     size_list,
 )
+from mlacalc.cli.plan_cmd import times_note
 from mlacalc.words import defaults as D
 
 
@@ -251,6 +252,7 @@ def command(
           --ttft 2s --tpot 50ms
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
     """
+    # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.serving.search import FIELDS, search
 
     # search checks every list (an empty one is refused, naming it), which mlacalc.cli.main
@@ -288,7 +290,6 @@ def command(
 
 def sections(result, model: str | None = None, hardware: str | None = None, profile=None):
     """The best deployment, the frontier and the count of losers by reason."""
-    from mlacalc.cli.plan_cmd import times_note
 
     heads = [title for _, title in _POINT_COLUMNS]
     out = []

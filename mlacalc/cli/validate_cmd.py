@@ -167,6 +167,7 @@ def command(files, measured, profile, mode, show_rows, fmt):
       mlacalc validate
       mlacalc validate bench-results/cuda-h100-full-bf16.json --rows
     """
+    # deferred: validating loads numpy (and pyarrow for GPU tables); `--help` stays light
     from mlacalc.measured.validate import validate as run_validation
 
     if measured:

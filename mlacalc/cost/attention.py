@@ -60,8 +60,6 @@ def as_model(model: ModelConfig | str) -> ModelConfig:
     return model_argument(model)
 
 
-
-
 def positive_count(name: str, value: Any, hi: int = args.MAX_TOKENS) -> int:
     """A whole count of at least 1 and at most ``hi``, or an error naming ``name``."""
     return args.count(name, value, hi)
@@ -158,8 +156,6 @@ def attended_pairs(q: int, seq_len: int, window: int | None = None, causal: bool
 def model_layer_key(model: ModelConfig, impl: str) -> str:
     """Name of the generated evaluators of a model's attention layer for ``impl``."""
     return layer_key(model.is_mla, impl, bool(model.q_lora_rank))
-
-
 
 
 def model_dims(model: ModelConfig) -> dict[str, int]:
@@ -355,7 +351,6 @@ def _ceil(x) -> int:
     return x if isinstance(x, int) else math.ceil(x)
 
 
-
 def checked_workload(w: Workload, model: ModelConfig | None = None) -> Workload:
     """``w`` with every field checked, in the order the public functions report errors:
     ``seq_len``, ``batch``, ``causal``, the phase and ``q_len`` (resolved to the new tokens
@@ -374,9 +369,7 @@ def checked_workload(w: Workload, model: ModelConfig | None = None) -> Workload:
         raise InvalidArgumentError(
             "impl", f"must be an implementation name or None, got {w.impl!r}"
         )
-    return Workload(
-        w.phase, seq_len, batch, q, w.impl, causal, layout, weight_dtype, act_dtype
-    )
+    return Workload(w.phase, seq_len, batch, q, w.impl, causal, layout, weight_dtype, act_dtype)
 
 
 def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:

@@ -61,7 +61,6 @@ __all__ = [
 ]
 
 
-
 def attention_params(model: ModelConfig | str) -> dict[str, int]:
     """Parameters of each attention projection of one layer (reference-implementation names)."""
     model = as_model(model)

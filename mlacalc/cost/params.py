@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlacalc.cost.engine import attention_params
+from mlacalc.cost.quant import checkpoint_weights
 from mlacalc.models.architecture import arch_of
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
@@ -268,8 +269,6 @@ def weight_bytes(
     dtype = args.dtype("dtype", dtype, allow_none=True)
     include_mtp = args.flag("include_mtp", include_mtp)
     if dtype is None and m.quantization_config is not None:
-        from mlacalc.cost.quant import checkpoint_weights
-
         return checkpoint_weights(m, include_mtp).total_bytes
     counts = param_counts(m)
     n = counts.total + (counts.mtp if include_mtp else 0)

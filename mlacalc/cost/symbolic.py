@@ -9,6 +9,7 @@ d_c + d_rope
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mlacalc.words import arguments as args
@@ -30,8 +31,7 @@ __all__ = ["QUANTITIES", "VARIANTS", "formula"]
 
 
 def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
-    from dataclasses import replace
-
+    # deferred: the symbolic layers load sympy; the numeric path never does
     from mlacalc.cost.formulas import mha, mla
 
     if variant == "mla":
@@ -108,6 +108,7 @@ def formula(
     if stage is not None and quantity != "attention_flops":
         raise InvalidArgumentError("stage", "only attention_flops is broken down by stage")
 
+    # deferred: sympy loads only when a formula is asked for
     import sympy as sp
 
     from mlacalc.cost import symbols as s

@@ -23,6 +23,7 @@ their catalogue devices.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -40,6 +41,8 @@ from mlacalc.words.errors import (
     UnknownDtypeError,
     UnknownHardwareError,
 )
+from mlacalc.words.safeio import parse_yaml as parse_yaml_text
+from mlacalc.words.safeio import read_text as _read_text
 
 __all__ = [
     "AmbiguousHardwareError",
@@ -483,8 +486,6 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
         raise AmbiguousHardwareError(text, FAMILIES[key])
     target = ALIASES.get(key) or MEASURED_SYSTEMS.get(key)
     if target is not None and target.lower() in known:
-        import dataclasses
-
         spec = _load_yaml(_catalogue_dir() / f"{target}.yaml")
         return dataclasses.replace(spec, alias_note=f"'{text}' means {target}")
     if text.lower().startswith("measured:"):
@@ -512,8 +513,6 @@ _CACHE: dict[tuple[str, str], HardwareSpec] = {}
 
 
 def _load_yaml(path: Path) -> HardwareSpec:
-    from mlacalc.words.safeio import parse_yaml as parse_yaml_text
-    from mlacalc.words.safeio import read_text as _read_text
 
     text = _read_text(path)
     key = (str(path), text)  # a file edited in place is read again

@@ -82,6 +82,7 @@ from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.device import mla_decode_kernel
 from mlacalc.timemodel.fit import Observations
+from mlacalc.timemodel.moe_time import triton_moe_row_tile
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
@@ -704,7 +705,6 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # table's CUDA rows carry the same label) fixes its row tile from the call
     # (:func:`~mlacalc.timemodel.moe_time.triton_moe_row_tile`, the rule a model step's MXFP4
     # experts follow too)
-    from mlacalc.timemodel.moe_time import triton_moe_row_tile
 
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
     tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))

@@ -10,13 +10,18 @@ they check the fitted kernels together.
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, read_sidecar
+from mlacalc.measured.mapping import MappedTable, map_table
+from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
+from mlacalc.timemodel.fit import Observations
+from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
@@ -59,7 +64,6 @@ def predict_mapped(
 ) -> np.ndarray:
     """Predicted seconds of every row of a mapped table (the sum of its kernels); NaN where the
     row is not predicted. ``hardware`` defaults to the table's device."""
-    from mlacalc.timemodel.kernel_time import predict_batch
 
     hw = load_hardware(hardware if hardware is not None else mapped.table.device)
     prof = load_profile(profile)
@@ -71,8 +75,6 @@ def predict_mapped(
 
 
 def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
-    from mlacalc.timemodel.fit import Observations
-    from mlacalc.timemodel.kernel_time import predict_batch
 
     table = mapped.table
     modelled = np.asarray(mapped.modelled, dtype=bool)
@@ -135,10 +137,6 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
 def read_kernel_set(path: str | os.PathLike) -> list:
     """Fitting observations of a microbenchmark ``calibrate`` run (``mlacalc bench --preset
     calibrate``): one per kernel class, rows with status ``ok``."""
-    import csv
-
-    from mlacalc.hardware.catalogue import read_sidecar
-    from mlacalc.timemodel.fit import Observations
 
     p = Path(path)
     if p.suffix == ".csv":
@@ -211,16 +209,12 @@ def observations_of(item: Any, profile: Profile | None = None) -> list:
     """Fitting observations of a measured set: a path (or list of paths) that
     :func:`mlacalc.measured.tables.load_measured` reads, a measured set, a measured table or a
     mapped table."""
-    from mlacalc.measured.mapping import MappedTable, map_table
-    from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
 
     if isinstance(item, MappedTable):
         return _mapped_observations(item, profile)
     if isinstance(item, MeasuredTable):
         return _mapped_observations(map_table(item), profile)
     if isinstance(item, (str, os.PathLike)) and Path(item).suffix in (".json", ".csv"):
-        from mlacalc.hardware.catalogue import read_sidecar
-
         json_path = Path(item).with_suffix(".json")
         if json_path.is_file() and read_sidecar(json_path).get("preset") == "calibrate":
             return read_kernel_set(json_path)

@@ -55,6 +55,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable, canon_dtypes
 from mlacalc.measured.tables import SYSTEM_L2_BYTES
 
@@ -279,8 +280,6 @@ def apply_quirks(mapped: MappedTable) -> None:
         )
 
     if t.table == "generation_attention_perf":
-        from mlacalc.hardware.catalogue import load_hardware
-
         bw = load_hardware(t.device).memory_bandwidth_bytes_per_s
         l2 = SYSTEM_L2_BYTES.get(t.system, 0)
         kv_read = np.zeros(n)

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.hardware.catalogue import MEASURED_SYSTEMS
+from mlacalc.hardware.catalogue import MEASURED_SYSTEMS, load_hardware, read_sidecar
 from mlacalc.words.errors import ConfigError, MlacalcError
+from mlacalc.words.safeio import read_data
 
 __all__ = [
     "SYSTEM_DEVICES",
@@ -53,8 +54,6 @@ class _SystemL2(Mapping[str, int]):
 
     def _read(self) -> dict[str, int]:
         if self._table is None:
-            from mlacalc.hardware.catalogue import load_hardware
-
             l2 = {s: load_hardware(d).l2_bytes for s, d in SYSTEM_DEVICES.items()}
             self._table = {s: int(b) for s, b in l2.items() if b}
         return self._table
@@ -177,6 +176,7 @@ class MeasuredSet:
 
 def _pyarrow():
     try:
+        # deferred: pyarrow is the optional measured extra (pip install 'mlacalc[measured]')
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - depends on the environment
         raise MlacalcError(
@@ -187,7 +187,6 @@ def _pyarrow():
 
 def _read_meta(path: Path) -> dict[str, Any]:
     """``collection_meta.yaml`` through the bounded safe reader (:mod:`mlacalc.words.safeio`)."""
-    from mlacalc.words.safeio import read_data
 
     data = read_data(path, limit=_META_LIMIT, what="collection_meta.yaml files")
     if not isinstance(data, dict):
@@ -202,6 +201,7 @@ def _read_meta(path: Path) -> dict[str, Any]:
 
 def _arrow_column(col) -> np.ndarray:
     """One arrow column as a numpy array; text through its dictionary (fast on big tables)."""
+    # deferred: pyarrow is the optional measured extra
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -293,7 +293,6 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     own measured ceilings (``measured:<set>``). Rows whose ``status`` is not ``ok`` keep a NaN
     time and are reported as not predicted by that status.
     """
-    from mlacalc.hardware.catalogue import read_sidecar
 
     p = Path(path)
     if p.suffix == ".csv":

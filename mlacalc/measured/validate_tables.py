@@ -17,6 +17,7 @@ from mlacalc.measured.tables import MeasuredSet, load_measured
 from mlacalc.measured.validate_bench import validate_file
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
+from mlacalc.timemodel.terms import COMM_KINDS
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError
 
 __all__ = ["ROOFLINE", "MeasuredValidation", "TableValidation", "validate_measured"]
@@ -229,7 +230,6 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     """Per-row predicted seconds of a mapped table (NaN where a kernel cannot be predicted)."""
-    from mlacalc.timemodel.terms import COMM_KINDS
 
     n = len(mapped.table)
     total = np.zeros(n)

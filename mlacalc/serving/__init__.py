@@ -10,6 +10,7 @@ mlacalc stays fast.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from mlacalc.serving.layout import Layout, make_layout
@@ -35,7 +36,5 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,6 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.timemodel.kernel_time import predict_kernels
+from mlacalc.words.kernels import Kernel
 
 __all__ = [
     "COMM_KINDS",
@@ -160,8 +162,6 @@ def kv_transfer_seconds(hw: HardwareSpec, nbytes: float) -> float:
         bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
         return lat + nbytes / (bw * LINK_EFFICIENCY)
     hw.link(2)  # a missing scale-up figure: named, with its fix
-    from mlacalc.timemodel.kernel_time import predict_kernels
-    from mlacalc.words.kernels import Kernel
 
     kernel = Kernel(
         "KV transfer",

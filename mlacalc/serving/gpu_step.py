@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 
 from mlacalc.cost.engine import kv_cache
-from mlacalc.cost.model_step import checkpoint_stored, stored_experts
+from mlacalc.cost.linear import LINEAR_CHUNK
+from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.params import expert_shape
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
@@ -60,6 +61,7 @@ from mlacalc.serving.comm import (
     remote_nodes_per_token,
 )
 from mlacalc.serving.layout import Layout, stage_layers
+from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
@@ -153,8 +155,7 @@ def _prefill_points(cap: int | None) -> tuple[tuple[int, int], ...]:
     """Prompt steps the templates are read from: (new tokens, keys), whole chunks of the
     linear-attention kernels (their work is affine in whole chunks), and a chunk after more
     than ``cap`` keys (the keys a DSA layer selects) where the model has one."""
-    from mlacalc.cost.linear import LINEAR_CHUNK as C
-
+    C = LINEAR_CHUNK
     extra = ((C, cap + 2 * C),) if cap else ()
     return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
 
@@ -279,7 +280,6 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
     """The model step's kernels (:func:`mlacalc.cost.model_step.step_kernels`) as affine templates,
     in the order a layer runs them: the decode step's, with the prompt's merged in where both
     phases run the same kernel (name, kind and weights); the routed experts apart."""
-    from mlacalc.cost.model_step import step_kernels
 
     def run(phase: str, seq_len: int, batch: int, q_len: int | None = None) -> list[Kernel]:
         return step_kernels(
@@ -855,7 +855,6 @@ class StepModel:
         stage = np.max(
             np.vstack([np.broadcast_to(x, np.shape(total)) for x in stage_times]), axis=0
         )
-        from mlacalc.timemodel.kernel_time import run_dtype
 
         kernels = [
             {
@@ -961,16 +960,7 @@ def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
 
 
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
-    """Seconds per row from the calibrated kernel model, or the plain roofline (datasheet peak
-    and bandwidth) when the kernel model is not available."""
-    try:
-        from mlacalc.timemodel.kernel_time import predict_batch
-    except ImportError:  # pragma: no cover - the model ships with mlacalc
-        peak = hw.peak(batch.dtype if batch.dtype in hw.peak_flops_per_s else "bf16")
-        return (
-            np.maximum(batch.flops / peak, batch.bytes / hw.memory_bandwidth_bytes_per_s)
-            * batch.calls
-        )
+    """Seconds per row from the calibrated kernel model."""
     seconds = np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
     if batch.kind == "all_reduce" and batch.dtype == "bf16":
         # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,

@@ -89,8 +89,10 @@ from mlacalc.serving.capacity import (
     prefill_overflow,
     prefill_room,
 )
+from mlacalc.serving.disaggregated import disaggregated_load
+from mlacalc.serving.figures import closed_loop, mix_timing, open_loop
+from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.plan_checks import (
-    MODES,
     OVERLAPS,
     PREFILL_PASSES,
     PlanRequest,
@@ -101,16 +103,17 @@ from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_second
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout
 from mlacalc.words.errors import DoesNotFitError
+from mlacalc.words.vocab import SERVING_MODES
 
 if TYPE_CHECKING:
     from mlacalc.serving.figures import Load, MixTiming
     from mlacalc.serving.gpu_step import StepModel
 
 __all__ = [
-    "MODES",
     "OVERLAPS",
     "PREFILL_PASSES",
     "PREFILL_TOKENS",
+    "SERVING_MODES",
     "DoesNotFitError",
     "Plan",
     "calibration_of",
@@ -350,7 +353,6 @@ def plan(
     if not cap.fits and cap.max_batch < 1:
         return unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
     # the step model needs numpy; capacity figures alone do not
-    from mlacalc.serving.gpu_step import StepModel
 
     sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, req.imbalance)
     if req.isl is None:
@@ -475,9 +477,6 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
 def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: StepModel) -> Plan:
     """The serving figures of ``req``'s request mix: the steady state of its requests in
     flight (or arriving at a rate) on the decode pool and, disaggregated, the prefill pool."""
-    from mlacalc.serving.disaggregated import disaggregated_load
-    from mlacalc.serving.figures import closed_loop, mix_timing, open_loop
-    from mlacalc.serving.gpu_step import StepModel
 
     concurrency = req.concurrency
     if req.request_rate is None and concurrency is None:

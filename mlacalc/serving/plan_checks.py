@@ -18,13 +18,15 @@ from typing import Any
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
+from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.vocab import SERVING_MODES
 
 __all__ = [
-    "MODES",
     "OVERLAPS",
     "PREFILL_PASSES",
     "PlanRequest",
@@ -40,7 +42,6 @@ OVERLAPS = ("none", "tbo")
 #: How in-flight batching runs a step's prompts: in the decode batch's forward pass (weights
 #: read once), or in a pass of their own before it.
 PREFILL_PASSES = ("fused", "separate")
-MODES = ("aggregated", "disaggregated")
 #: The arguments that describe the prefill pool of ``mode="disaggregated"``.
 PREFILL_POOL_ARGUMENTS = (
     "prefill_gpus",
@@ -146,7 +147,6 @@ def check_request(
     _check_engine(args["prefill_pass"], output_lag_steps, mode, chunked_prefill)
     acceptance = _check_mtp(m, mtp_tokens, args["mtp_acceptance"])
     imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
-    from mlacalc.timemodel.profile import load_profile
 
     profile = load_profile(args["profile"])  # a bad name or file is refused before any work
     lay = decode_layout(m, gpus, args)
@@ -247,7 +247,7 @@ def _check_modes(
     prefill_pass, mode, overlap = args["prefill_pass"], args["mode"], args["overlap"]
     for name, value, allowed in (
         ("prefill_pass", prefill_pass, PREFILL_PASSES),
-        ("mode", mode, MODES),
+        ("mode", mode, SERVING_MODES),
         ("overlap", overlap, OVERLAPS),
     ):
         if value not in allowed:
@@ -321,17 +321,14 @@ def _request_warnings(
     """What the request leaves to a reading worth saying: the device alias, weights whose
     quantization config.json does not give, MTP weights asked of a model without them."""
     warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
-    if weight_dtype is None:
-        from mlacalc.models.quantization import external_quantization
-
-        if external_quantization(m):
-            # a ModelOpt export: its stored bytes are not in config.json
-            warnings.append(
-                f"weights sized as {m.weights_dtype}: {m.label}'s checkpoint keeps its "
-                "quantization in a separate hf_quant_config.json (NVIDIA ModelOpt export), "
-                "which config.json does not give; give weight_dtype (--weight-dtype fp4 for "
-                "NVFP4) to size it"
-            )
+    # a ModelOpt export: its stored bytes are not in config.json
+    if weight_dtype is None and external_quantization(m):
+        warnings.append(
+            f"weights sized as {m.weights_dtype}: {m.label}'s checkpoint keeps its "
+            "quantization in a separate hf_quant_config.json (NVIDIA ModelOpt export), "
+            "which config.json does not give; give weight_dtype (--weight-dtype fp4 for "
+            "NVFP4) to size it"
+        )
     if include_mtp and not m.num_nextn_predict_layers:
         warnings.append(f"{m.label} has no MTP module: include_mtp holds nothing more")
     return tuple(warnings)

@@ -4,11 +4,18 @@ the kernels, and how the device was predicted with it, in words.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.timemodel.kernel_time import device_batch
+from mlacalc.timemodel.profile import load_profile
+from mlacalc.words.kernels import KernelBatch
 
 __all__ = ["calibration_of"]
 
@@ -23,14 +30,6 @@ def calibration_of(
     pooled fit's "unvalidated"), then only the kernel classes (``kind``, ``dtype``) whose
     parameters :meth:`~mlacalc.timemodel.profile.Profile.params` obtains otherwise. A measured
     device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures."""
-    from collections import Counter
-    from pathlib import Path
-
-    import numpy as np
-
-    from mlacalc.timemodel.kernel_time import device_batch
-    from mlacalc.timemodel.profile import load_profile
-    from mlacalc.words.kernels import KernelBatch
 
     prof = load_profile(profile)
     name = prof.name

@@ -39,6 +39,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.layout import make_layout
+from mlacalc.serving.plan import plan
+from mlacalc.words.dtypes import resolve_kv_layout
+
 __all__ = [
     "SGLANG_EP32_PREFILL",
     "SGLANG_EP72",
@@ -191,13 +200,6 @@ SGLANG_EP32_PREFILL: dict[int, float] = {1024: 57674.0, 2048: 54543.0, 4096: 503
 
 def compare_sglang_prefill(profile: Any = None) -> list[dict[str, Any]]:
     """The SGLang EP32 prefill node at each prompt length: predicted vs measured tokens/s."""
-    import numpy as np
-
-    from mlacalc.cost.engine import as_model
-    from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.serving.gpu_step import StepModel
-    from mlacalc.serving.layout import make_layout
-    from mlacalc.words.dtypes import resolve_kv_layout
 
     m = as_model("deepseek-v3")
     hw = load_hardware("H100-SXM")
@@ -234,7 +236,6 @@ def compare(
     """Predict every online row at its request rate (bf16 weights and cache, as the source ran),
     each step running its prompts as ``prefill_pass`` says, each token reaching the client
     ``lag_steps`` steps after the step that computes it."""
-    from mlacalc.serving.plan import plan
 
     out = []
     for r in rows:
@@ -266,7 +267,6 @@ def compare(
 def compare_offline(profile: Any = None) -> list[dict[str, Any]]:
     """Predict every offline row with as many sequences as fit; a row whose deployment does
     not fit (weights and one sequence's cache) is returned with ``fits`` false."""
-    from mlacalc.serving.plan import plan
 
     out = []
     for model, tp, isl, osl, hw, measured in TRTLLM_OFFLINE:
@@ -299,7 +299,6 @@ def compare_offline(profile: Any = None) -> list[dict[str, Any]]:
 
 def compare_sglang(profile: Any = None) -> dict[str, Any]:
     """The SGLang EP72 decode node: predicted against measured output tokens/s per node."""
-    from mlacalc.serving.plan import plan
 
     s = SGLANG_EP72
     p = plan(

@@ -43,6 +43,7 @@ from mlacalc.serving.gpu_step import StepModel, time_jobs
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.search_points import evaluate, prefill_pools
 from mlacalc.serving.search_space import SearchRequest, candidates
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
@@ -226,7 +227,6 @@ def check_search(
         weight_dtypes = (m.weights_dtype,)
         if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
             weight_dtypes += ("fp8",)
-    from mlacalc.timemodel.profile import load_profile
 
     return SearchRequest(
         m=m,

@@ -214,6 +214,7 @@ def fit_class(
     least_squares = None
     if use_scipy:
         try:
+            # deferred: scipy is optional; without it the fit runs its own Levenberg-Marquardt
             from scipy.optimize import least_squares
         except ImportError:
             least_squares = None

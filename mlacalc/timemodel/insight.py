@@ -18,9 +18,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import sympy as sp
+
+from mlacalc.cost import symbols as s
 from mlacalc.cost.engine import as_model
+from mlacalc.cost.symbolic import formula
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
+from mlacalc.timemodel.predict import predict_time
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.errors import InvalidArgumentError
@@ -52,7 +57,6 @@ class Insight:
 
 
 def _mla_values(m: ModelConfig) -> dict:
-    from mlacalc.cost import symbols as s
 
     values = {s.ALL[sym]: getattr(m, name) or 0 for name, sym in MLA_FIELD_SYMBOLS.items()}
     values[s.L] = 1
@@ -71,7 +75,6 @@ def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
     """FLOPs per byte at which ``hardware`` turns compute-bound in ``dtype``."""
     dtype = args.dtype("dtype", dtype)
     hw = _hardware(hardware)
-    import sympy as sp
 
     P, W = sp.symbols("P_peak BW", positive=True)
     return Insight(
@@ -86,7 +89,6 @@ def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
 @functools.lru_cache(maxsize=1)
 def _ridge() -> Any:
     """The symbol of a device's ridge point, FLOP/byte (sympy imported on first use)."""
-    import sympy as sp
 
     return sp.Symbol("R", positive=True)
 
@@ -96,10 +98,6 @@ def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
     """The closed forms behind :func:`compute_bound_seq_len`, solved once per query layout:
     (name, the S at which intensity reaches the ridge ``R``, that S simplified for display,
     the intensity's limit as S grows)."""
-    import sympy as sp
-
-    from mlacalc.cost import symbols as s
-    from mlacalc.cost.symbolic import formula
 
     # the attention-core kernel (as FlashMLA runs it): scores + values over the latent cache
     core_flops = 2 * s.B * s.n_h * s.S * (2 * s.d_c + s.d_rope)
@@ -149,9 +147,6 @@ def compute_bound_seq_len(
             "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
         )
     hw = _hardware(hardware)
-    import sympy as sp
-
-    from mlacalc.cost import symbols as s
 
     ridge = hw.peak(dtype) / hw.memory_bandwidth_bytes_per_s
     b = sp.Rational(dtype_bits(kv_dtype or dtype), 8)
@@ -217,7 +212,6 @@ def model_compute_bound_seq_len(
     the S from which the kernel stays compute-bound up to 2^20, None when it is memory-bound
     there; the note says where short contexts differ and the label at ``seq_len``.
     """
-    from mlacalc.timemodel.predict import predict_time
 
     m = as_model(model)
     if not m.is_mla:
@@ -275,10 +269,6 @@ def model_compute_bound_seq_len(
 def _crossover_forms(q_lora: bool) -> tuple[Any, Any]:
     """The closed form of :func:`absorption_crossover` and its long-context limit, solved
     once per query layout."""
-    import sympy as sp
-
-    from mlacalc.cost import symbols as s
-    from mlacalc.cost.symbolic import formula
 
     absorbed = formula("attention_flops", "mla", "absorbed", phase="chunk", q_lora=q_lora)
     compressed = formula("attention_flops", "mla", "compressed", phase="chunk", q_lora=q_lora)
@@ -302,7 +292,6 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
         raise InvalidArgumentError(
             "model", f"{m.label} is {m.variant.upper()}; this insight is for MLA"
         )
-    from mlacalc.cost import symbols as s
 
     expr, limit = _crossover_forms(m.q_lora_rank is not None)
     values = _mla_values(m)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlacalc.cost.engine import as_model, attention_cost, model_layer_key, resolve_impl
+from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.model_step import (
     as_stored,
     attention_kernels,
@@ -34,6 +35,8 @@ from mlacalc.cost.model_step import (
 )
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
+from mlacalc.timemodel.kernel_time import class_params, device_batch
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
     TILE,
@@ -42,7 +45,7 @@ from mlacalc.timemodel.roofline_time import (
     ideal_seconds,
     roofline_terms,
 )
-from mlacalc.timemodel.terms import COMM_KINDS
+from mlacalc.timemodel.terms import COMM_KINDS, kernel_terms
 from mlacalc.words import arguments
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import Kernel, batches_of
@@ -343,8 +346,6 @@ def _model_ops(
     """Kernels timed by the kernel time model (one numpy evaluation per kernel class), with the
     plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
     kernel's ops; a kernel shorter than that waits on the CPU."""
-    from mlacalc.timemodel.kernel_time import class_params, device_batch
-    from mlacalc.timemodel.terms import kernel_terms
 
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
@@ -610,7 +611,6 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
     if step.scope == "attention_layer":
         # one layer stands for the model: where its layers differ, the first layer's kind is
         # timed (one_layer), and the prediction says so rather than stand for every kind
-        from mlacalc.cost.families import layer_pattern
 
         pattern = layer_pattern(m)
         if len({k.label for k in pattern.layers}) > 1:
@@ -778,8 +778,6 @@ def predict_time(
         and hw.kind == "gpu"
     )
     if use_model:
-        from mlacalc.timemodel.profile import load_profile
-
         prof = load_profile(profile)
         if mode == "unfused":
             ops, q = _model_unfused(step, hw, prof, rates.latency)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mlacalc.data import PROFILES
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_params
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 
@@ -110,8 +111,6 @@ class Profile:
         best, best_gap = None, math.log(1.5)
         for name in self.fitted_devices:
             try:
-                from mlacalc.hardware.catalogue import load_hardware
-
                 other_hw = load_hardware(name)
                 other = _rate_per_clock(other_hw)
             except MlacalcError:

@@ -139,7 +139,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
 def batches_of(kernels: list[Kernel]) -> list[tuple[list[int], KernelBatch]]:
     """Group single kernels by (kind, dtype, variant) into batches; each with the indices it
     came from."""
-    import numpy as np  # imported here: a single Kernel needs no numpy
+    # deferred: a single Kernel needs no numpy, so the numeric path stays without it
+    import numpy as np
 
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, k in enumerate(kernels):

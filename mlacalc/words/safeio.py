@@ -28,6 +28,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from mlacalc.words.errors import ConfigError
 
 __all__ = [
@@ -225,7 +227,6 @@ def _check_json_depth(text: str, origin: str) -> None:
 
 def parse_yaml(text: str, origin: str) -> Any:
     """Parse YAML with the safe loader after the bounds are checked on its event stream."""
-    import yaml
 
     if not text.strip():
         raise ConfigError(
@@ -285,7 +286,6 @@ def _yaml_path(stack: list[_Frame]) -> str | None:
 
 
 def _check_yaml_events(events: Any, origin: str) -> None:
-    import yaml
 
     anchors: dict[str, int] = {}
     stack: list[_Frame] = []

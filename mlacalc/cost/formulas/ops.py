@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from mlacalc.cost.symbols import B, S, b_a, d, q
 from mlacalc.words.vocab import (
     ELEMENTWISE_STAGES,
     MATMUL_STAGES,
@@ -96,7 +97,6 @@ class Layer:
     def fused_bytes(self) -> sp.Expr:
         """Ideal fused lower bound: each weight once, the input and the output once,
         every cached row of the S keys read once and the q new rows written once."""
-        from mlacalc.cost.symbols import B, S, b_a, d, q
 
         weights = sp.Add(*[o.weight_read for o in self.ops])
         return weights + 2 * B * q * d * b_a + B * S * self.kv_row_bytes + B * q * self.kv_row_bytes

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mlacalc.models.schema import SPECS
+
 __all__ = ["check_every_layer_moe", "lift_text_config", "read_layer_types"]
 
 
@@ -40,6 +42,16 @@ def read_layer_types(
         interval = data[interval_key]
         if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
             problems.append((interval_key, f"must be a positive integer, got {interval!r}", None))
+            return
+        hi = SPECS["full_attention_interval"].hi
+        if interval > hi:  # named as the file names it, not as the field it becomes
+            problems.append(
+                (
+                    interval_key,
+                    f"is {interval:,}, above the bound of {hi:,}",
+                    "mlacalc reads values up to this bound (docs/config-schema.md)",
+                )
+            )
             return
     types = data.get("layer_types")
     if types is not None:
@@ -94,7 +106,6 @@ def lift_text_config(
 ) -> dict[str, Any]:
     """Copy a wrapper's ``text_config`` fields into ``raw`` (the file's own keys win) and
     return the text config (the data itself when there is none)."""
-    from mlacalc.models.schema import SPECS
 
     text = data.get("text_config")
     if not isinstance(text, Mapping):

@@ -25,6 +25,7 @@ from mlacalc.models.registry import (
     nearest_model_type,
     resolve_model_type,
 )
+from mlacalc.models.schema import SPECS, ModelConfig, build
 from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
@@ -61,7 +62,6 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
     listed in ``derived``. Every wrong or missing value is reported in one
     :class:`~mlacalc.words.errors.ConfigError`.
     """
-    from mlacalc.models.schema import SPECS, build
 
     if not isinstance(data, dict):
         raise ConfigError(
@@ -157,7 +157,6 @@ def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]
     field the file states, are not flagged: config.json files hold many keys mlacalc
     does not need.
     """
-    from mlacalc.models.schema import SPECS
 
     scopes = [data]
     if isinstance(data.get("text_config"), dict):
@@ -202,7 +201,6 @@ def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]
 
 def _when_absent(name: str, unit: Family, model_type: str, values: dict) -> str:
     """What the field ``name`` becomes when the file leaves it out."""
-    from mlacalc.models.schema import SPECS, ModelConfig
 
     rule = unit.defaults_for(model_type).get(name)
     if rule is not None:

@@ -4,14 +4,13 @@ Kimi-K2's ``config.json`` names DeepSeek-V3's configuration class, so it takes V
 Kimi-K2.5 (``kimi_k25``) wraps the same language model in ``text_config``.
 """
 
+from mlacalc.models.hf._layer_types import lift_text_config
 from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 from mlacalc.models.registry import Default, Family, register
 
 
 def _translate(data, raw, derived, problems) -> None:
     if isinstance(data.get("text_config"), dict):  # Kimi-K2.5: the language model is text_config
-        from mlacalc.models.hf._layer_types import lift_text_config
-
         lift_text_config(data, raw, {"num_mtp_layers": "num_nextn_predict_layers"})
         derived.append("read text_config (the language model of the multimodal checkpoint)")
     if raw.get("q_lora_rank") == 0:

@@ -6,7 +6,7 @@ matrix per value head), no per-token cache. Parameters and cache bytes are model
 of the linear layers are not, and are refused by name."""
 
 from mlacalc.models.architecture import Arch
-from mlacalc.models.hf._layer_types import check_every_layer_moe
+from mlacalc.models.hf._layer_types import check_every_layer_moe, read_layer_types
 from mlacalc.models.registry import Default, Family, HFInput, register
 
 
@@ -15,8 +15,6 @@ def _translate(data, raw, derived, problems) -> None:
     check_every_layer_moe(data, problems, "mlp_only_layers", [])
     types = data.get("layer_types")
     if types is not None:
-        from mlacalc.models.hf._layer_types import read_layer_types
-
         read_layer_types(
             {
                 **data,

@@ -1,0 +1,41 @@
+"""The data shipped in the repository: every table a shipped profile was fitted on is vendored,
+and every vendored data folder keeps its license and source beside it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reference_data import HF_CONFIGS, MEASURED
+
+from mlacalc.data import PROFILES
+
+
+@pytest.mark.parametrize("path", sorted(PROFILES.glob("*.json")), ids=lambda p: p.stem)
+def test_a_shipped_profile_names_the_vendored_tables_it_was_fitted_on(path):
+    fitted_on = json.loads(path.read_text())["fitted_on"]
+    assert fitted_on, f"{path.name} records no tables"
+    for entry in fitted_on:
+        assert entry["sources"], f"{path.name}: {entry['device']} names no source table"
+        for source in entry["sources"]:
+            assert (MEASURED / source).is_file(), f"{path.name}: {source} is not vendored"
+
+
+@pytest.mark.parametrize(
+    "folder,license_name,source_name",
+    [
+        (MEASURED, "LICENSE-aiconfigurator", "SOURCE_COMMIT"),
+        (HF_CONFIGS, "LICENSE-Apache-2.0", "SOURCES.md"),
+    ],
+    ids=["measured-tables", "hf-configs"],
+)
+def test_vendored_data_keeps_its_license_and_source(folder, license_name, source_name):
+    assert (folder / license_name).is_file()
+    assert (folder / source_name).read_text().strip()
+    assert (folder / "README.md").is_file()
+
+
+def test_every_vendored_config_is_named_in_its_sources():
+    sources = (HF_CONFIGS / "SOURCES.md").read_text()
+    missing = [p.name for p in sorted(HF_CONFIGS.glob("*.json")) if p.name not in sources]
+    assert not missing, f"configs without a source line in SOURCES.md: {missing}"
