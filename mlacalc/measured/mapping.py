@@ -670,7 +670,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # the later collector (the H100 table) spreads a power-law call whose draws all round
         # to zero over the ranks as round-robin routing does. Its draws of a call of tokens x
         # top-k at most E lie in [0.01, 2], scaled to sum to tokens x top-k; rounded to the
-        # nearest integer (as recalled: no copy of the collector in the shared reference), none
+        # nearest integer (as recalled: no copy of the collector ships with the tables), none
         # reaches 1 while the largest, 2, scales below 1/2 (:func:`_draws_round_to_zero`), and
         # the assignments are then handed out one an expert. Such rows take the time of the
         # balanced row of the same call and split: median ratio 0.98-1.00 (quartiles

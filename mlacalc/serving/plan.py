@@ -120,7 +120,7 @@ __all__ = [
     "plan",
 ]
 
-#: the name tests/test_plan_user_trial.py reads the step's roof by (step_report.step_bound)
+#: the name tests/test_cli_plan.py reads the step's roof by (step_report.step_bound)
 _bound = step_bound
 
 

@@ -63,7 +63,7 @@ __all__ = [
 
 #: ATen ops (views excluded) one forward of a reference layer dispatches, by layer and by
 #: whether the step has one new token (no mask) or several; counted with TorchDispatchMode
-#: (tests/test_roofline.py recounts them).
+#: (tests/test_timemodel_predict.py recounts them).
 LAUNCHES = {
     ("mha", True, True): 47,
     ("mha", True, False): 55,  # (key, rope, single-token)

@@ -2,7 +2,7 @@
 
 The numeric path must not import sympy (it takes longer to import than a whole
 report may take), so every expression the engine evaluates is printed here as a
-plain Python function. ``tests/test_codegen.py`` regenerates the module and
+plain Python function. ``tests/test_cost_codegen.py`` regenerates the module and
 checks that the committed file is identical, so the two cannot drift apart.
 
 Run ``python -m mlacalc.cost.formulas.codegen`` after changing a formula.
