@@ -2,19 +2,8 @@
 
 Parameter counts stay logical (unquantized, as Hugging Face counts them); this module
 gives the bytes the checkpoint's tensors occupy, scales included, and names the
-tensors that stay in the high-precision dtype. Schemes:
-
-- ``fp8`` with block scales (DeepSeek-V3/V3.2, Kimi K2, MiniMax-M2): each projection
-  matrix ``[out, in]`` is stored as 1-byte e4m3 values plus one float32 scale per
-  ``weight_block_size`` block, ``ceil(out/bm) * ceil(in/bn)`` scales; embeddings, the
-  output head, norms, biases, MoE routers and ``modules_to_not_convert`` stay bf16.
-- ``mxfp4`` (GPT-OSS): the routed experts' matrices in 4-bit values (two per byte)
-  with one 1-byte power-of-two scale per 32 values; ``modules_to_not_convert``
-  (attention, router, embedding, head) and every bias stay bf16.
-- ``compressed-tensors`` integer groups (Kimi K2 Thinking / K2.5 int4): the targeted
-  ``Linear`` matrices in ``num_bits`` packed into int32 words, one bf16 scale per
-  ``group_size`` values of a row (a zero point too when asymmetric), and the int32
-  ``weight_shape`` pair of each packed matrix; ``ignore`` patterns stay bf16.
+tensors that stay in the high-precision dtype, by the scheme
+:mod:`mlacalc.models.quantization` reads (fp8 blocks, mxfp4 experts, integer groups).
 
 A checkpoint that keeps its scheme outside ``config.json`` (NVIDIA's ModelOpt exports
 write ``hf_quant_config.json``) cannot be sized from ``config.json`` alone:

@@ -925,15 +925,7 @@ def observations(measured) -> list:
             if pos.size == 0:
                 continue
             b = part.batch
-            sub = KernelBatch(
-                b.kind,
-                b.dtype,
-                b.flops[pos],
-                b.bytes[pos],
-                b.calls[pos],
-                {k: v[pos] for k, v in b.shape.items()},
-                b.variant,
-            )
+            sub = b.take(pos)
             out.append(
                 Observations(
                     device=table.device,

@@ -45,18 +45,6 @@ NOT_CALLS: tuple[str, ...] = ()
 MINOR_KINDS = ("elementwise", "quantize")
 
 
-def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
-    return KernelBatch(
-        batch.kind,
-        batch.dtype,
-        batch.flops[idx],
-        batch.bytes[idx],
-        batch.calls[idx],
-        {k: v[idx] for k, v in batch.shape.items()},
-        batch.variant,
-    )
-
-
 def predict_mapped(
     mapped: Any,
     hardware: HardwareSpec | str | None = None,
@@ -104,7 +92,7 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
             Observations(
                 device=table.device,
                 table=table.table,
-                batch=_take(p.batch, np.flatnonzero(keep)[ok]),
+                batch=p.batch.take(np.flatnonzero(keep)[ok]),
                 seconds=seconds[ok],
                 source=table.source,
             )

@@ -103,18 +103,6 @@ def _subsample(n: int, limit: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, limit).astype(np.int64))
 
 
-def _take(batch: KernelBatch, idx: np.ndarray) -> KernelBatch:
-    return KernelBatch(
-        batch.kind,
-        batch.dtype,
-        batch.flops[idx],
-        batch.bytes[idx],
-        batch.calls[idx],
-        {k: v[idx] for k, v in batch.shape.items()},
-        batch.variant,
-    )
-
-
 def _lm(fun, x0: np.ndarray, iterations: int = 60) -> np.ndarray:
     """Levenberg-Marquardt with Huber weights (the numpy route when scipy is missing)."""
     x, lam = x0.copy(), 1e-2
@@ -188,7 +176,7 @@ def fit_class(
         idx = _subsample(int(ok.sum()), _MAX_ROWS)
         keep = np.flatnonzero(ok)[idx]
         fig = device_figures(load_hardware(obs.device))
-        parts.append((_take(obs.batch, keep), fig, np.log(sec[keep]), obs.device))
+        parts.append((obs.batch.take(keep), fig, np.log(sec[keep]), obs.device))
     devices = {p[3] for p in parts}
     rows_per_device = {d: sum(len(p[0]) for p in parts if p[3] == d) for d in devices}
     weights = [

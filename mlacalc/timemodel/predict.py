@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlacalc.cost.engine import as_model, attention_cost, model_layer_key, resolve_impl
+from mlacalc.cost.attention import checked_workload
+from mlacalc.cost.engine import as_model, cost_of, model_layer_key, resolve_impl
 from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.model_step import (
     as_stored,
@@ -50,6 +51,7 @@ from mlacalc.words import arguments
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import Kernel, batches_of
 from mlacalc.words.vocab import MODES, SCOPES
+from mlacalc.words.workload import Workload
 
 __all__ = [
     "LAUNCHES",
@@ -469,57 +471,41 @@ def _hardware_of(hardware: HardwareSpec | str) -> HardwareSpec:
 
 @dataclass(frozen=True)
 class _Step:
-    """One step to time, its arguments checked: the model, what the step runs and in which
-    dtypes (``stored``: the weights as the checkpoint stores them)."""
+    """One step to time: the model, what the step is asked (its :class:`Workload`, the weight
+    dtype resolved), how it runs (``mode``, ``scope``) and whether the weights are read as the
+    checkpoint stores them (``stored``)."""
 
     m: ModelConfig
-    phase: str
-    seq_len: int
-    batch: int
-    q_len: int | None
-    impl: str | None
-    causal: bool
+    work: Workload
     mode: str
     scope: str
-    dtype: str
-    weight_dtype: str
-    kv: str
     stored: bool
 
     def attention_cost(self, causal: bool) -> Any:
         """The attention cost of one layer of the step."""
-        return attention_cost(
-            one_layer(self.m),
-            self.phase,
-            self.seq_len,
-            self.batch,
-            self.q_len,
-            self.impl,
-            causal,
-            self.kv,
-            self.weight_dtype,
-            self.dtype,
-        )
+        one = one_layer(self.m)
+        return cost_of(one, checked_workload(self.work.with_changes(causal=causal), one))
 
     @property
     def step_weights(self) -> str | None:
         """:func:`step_kernels`' weight dtype: None where the checkpoint's storage is read."""
-        return None if self.stored else self.weight_dtype
+        return None if self.stored else self.work.weight_dtype
 
     def kernels(self, model: ModelConfig, scope: str, weights: str | None) -> list[Kernel]:
         """The serving kernels (:func:`step_kernels`) of ``model`` over ``scope``, weights
         read in ``weights`` (None: as the checkpoint stores them)."""
+        w = self.work
         return step_kernels(
             model,
-            self.phase,
-            self.seq_len,
-            self.batch,
-            self.q_len,
-            self.impl,
-            self.causal,
+            w.phase,
+            w.seq_len,
+            w.batch,
+            w.q_len,
+            w.impl,
+            w.causal,
             weights,
-            self.kv,
-            self.dtype,
+            w.kv_dtype,
+            w.act_dtype,
             scope=scope,
         )
 
@@ -532,11 +518,11 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
     # the eager sequence computes every score and masks the upper triangle: its matmuls are
     # the full matrix's, causal or not
     cost = step.attention_cost(False)
-    eager = _eager_kernels(cost, one, step.dtype, step.weight_dtype)
+    eager = _eager_kernels(cost, one, step.work.act_dtype, step.work.weight_dtype)
     kernels, stages = eager.kernels, list(eager.stages)
     dispatch = [n * latency for n in eager.launches]
     if step.stored:  # the projections' weights as the checkpoint stores them
-        kernels = as_stored(kernels, one, step.dtype)
+        kernels = as_stored(kernels, one, step.work.act_dtype)
     if step.scope == "model":
         layers = step.m.num_hidden_layers
         kernels = [
@@ -559,9 +545,10 @@ def _model_fused(step: _Step, hw: HardwareSpec, prof: Any) -> tuple:
     tokens per sequence."""
     kernels = step.kernels(step.m, step.scope, step.step_weights)
     ops = _model_ops(kernels, hw, prof)
-    q = step.q_len if step.q_len is not None else (step.seq_len if step.phase == "prefill" else 1)
-    if step.phase == "chunk" or step.q_len is not None:
-        q = step.attention_cost(step.causal).q_len
+    w = step.work
+    q = w.q_len if w.q_len is not None else (w.seq_len if w.phase == "prefill" else 1)
+    if w.phase == "chunk" or w.q_len is not None:
+        q = step.attention_cost(w.causal).q_len
     return ops, q
 
 
@@ -571,7 +558,7 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
     score matrix, masked, whether causal or not, every op a launch; fused: the serving kernels
     (:mod:`mlacalc.cost.model_step`), element-wise work (norms, RoPE) fused into its
     neighbours, as the fused bound assumes."""
-    causal = step.causal and step.mode != "unfused"
+    causal = step.work.causal and step.mode != "unfused"
     cost = step.attention_cost(causal)
     one = one_layer(step.m)
     if step.mode == "unfused":
@@ -584,7 +571,7 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
             kernels = step.kernels(one, "attention_layer", None)
         else:
             kernels = attention_kernels(
-                cost, one, rates.dtype, rates.weight_dtype, kv_dtype=step.kv
+                cost, one, rates.dtype, rates.weight_dtype, kv_dtype=step.work.kv_dtype
             )
         out = _roofline_ops([k for k in kernels if k.kind != "elementwise"], rates)
     layers = 1 if step.scope == "attention_layer" else step.m.num_hidden_layers
@@ -619,16 +606,16 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
     return Prediction(
         model=m.name,
         hardware=hw.name,
-        phase=step.phase,
-        seq_len=step.seq_len,
-        batch=step.batch,
+        phase=step.work.phase,
+        seq_len=step.work.seq_len,
+        batch=step.work.batch,
         q_len=q,
         impl=impl,
         mode=step.mode,
         scope=step.scope,
-        dtype=step.dtype,
+        dtype=step.work.act_dtype,
         ops=tuple(ops),
-        peak_flops_per_s=rates.peak(step.dtype),
+        peak_flops_per_s=rates.peak(step.work.act_dtype),
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=f"checkpoint {m.quantization.describe()}" if rates.stored else rates.weight_dtype,
         layer=layer,
@@ -755,21 +742,10 @@ def predict_time(
     _check_latency(launch_latency_s)
     calibration = _calibration_of(calibration)
     rates = RooflineRates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
-    step = _Step(
-        m=m,
-        phase=phase,
-        seq_len=seq_len,
-        batch=batch,
-        q_len=q_len,
-        impl=impl,
-        causal=causal,
-        mode=mode,
-        scope=scope,
-        dtype=dtype,
-        weight_dtype=weight_dtype,
-        kv=kv_dtype or dtype,
-        stored=stored,
+    work = Workload(
+        phase, seq_len, batch, q_len, impl, causal, kv_dtype or dtype, weight_dtype, dtype
     )
+    step = _Step(m=m, work=work, mode=mode, scope=scope, stored=stored)
     resolved = resolve_impl(m, impl, phase)
     use_model = (
         not (isinstance(profile, str) and profile == ROOFLINE)

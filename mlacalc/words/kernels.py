@@ -125,6 +125,18 @@ class KernelBatch:
     def __len__(self) -> int:
         return int(self.flops.shape[0])
 
+    def take(self, idx: Any) -> KernelBatch:
+        """The kernels at ``idx`` (an index array or a boolean mask), as a batch of their own."""
+        return KernelBatch(
+            self.kind,
+            self.dtype,
+            self.flops[idx],
+            self.bytes[idx],
+            self.calls[idx],
+            {k: v[idx] for k, v in self.shape.items()},
+            self.variant,
+        )
+
 
 def variant_of(kind: str, shape: dict[str, Any]) -> str:
     """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups,
