@@ -178,9 +178,10 @@ def test_user_file_with_links(tmp_path):
 
 
 def test_measured_set_reader_agrees_with_the_catalogue():
-    """The measured-set reader's system -> device map and L2 sizes are the catalogue's."""
+    """The measured-set reader's system -> device map is the catalogue's one table (not a copy)
+    and its L2 sizes are the catalogue's."""
     sets = pytest.importorskip("mlacalc.measured.tables")
-    assert sets.SYSTEM_DEVICES == MEASURED_SYSTEMS
+    assert sets.SYSTEM_DEVICES is MEASURED_SYSTEMS
     for system, l2 in sets.SYSTEM_L2_BYTES.items():
         assert load_hardware(system).l2_bytes == l2, system
 

@@ -100,7 +100,8 @@ class UnknownSystemError(KeyError, MlacalcError):
         return (
             f"{self.source}: system '{self.system}' is not in the hardware catalogue (known: "
             f"{known}); name the folder after a known system or add the device to "
-            "mlacalc/hardware_configs and SYSTEM_DEVICES"
+            "mlacalc/data/hardware and its system name to MEASURED_SYSTEMS in "
+            "mlacalc/hardware/catalogue.py"
         )
 
 
