@@ -44,7 +44,7 @@ def layer_kinds(model: ModelConfig) -> list[tuple[str, ModelConfig]]:
     A model whose layers are alike has one entry (kind ""); linear-attention layers are
     left out (no attention kernel to place on a roofline).
     """
-    from mlacalc.cost.families import kind_model, layer_pattern
+    from mlacalc.models.architecture import kind_model, layer_pattern
 
     kinds = {k.label: k for k in layer_pattern(model).layers}
     if len(kinds) < 2:

@@ -15,8 +15,8 @@ integers.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import importlib as _importlib
+from typing import Any as _Any
 
 from mlacalc.cost.engine import (
     AttentionCost,
@@ -118,7 +118,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name == "__version__":
         # deferred: importlib.metadata is slow to import; the version is read on first use
         from importlib import metadata
@@ -128,7 +128,7 @@ def __getattr__(name: str) -> Any:
         except metadata.PackageNotFoundError:  # a source tree that is not installed
             return "0.0.0+unknown"
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'mlacalc' has no attribute {name!r}")

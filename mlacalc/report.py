@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
-from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.params import param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_weights
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many

@@ -307,7 +307,7 @@ def test_kv_tab_per_token_names_the_layers_counted():
 def test_roofline_tab_shows_each_kind_of_layer():
     """Gemma-4: a full layer reads every token's K and V, a sliding one its window; one row
     per kind, each the time of a model made of that kind of layer."""
-    from mlacalc.cost.families import kind_model, layer_pattern
+    from mlacalc.models.architecture import kind_model, layer_pattern
 
     at = run(model="gemma-4-26b-a4b", hw="H100-SXM", seq_len="131072", batch="8")
     table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
@@ -326,7 +326,7 @@ def test_roofline_tab_reads_a_checkpoint_as_stored():
     at = run(model="gpt-oss-120b", hw="H100-SXM", seq_len="8192", batch="4")
     table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
     got = table[(table["phase"] == "decode") & (table["layer kind"] == "full")].iloc[0]
-    from mlacalc.cost.families import kind_model, layer_pattern
+    from mlacalc.models.architecture import kind_model, layer_pattern
 
     model = mlacalc.load_model("gpt-oss-120b")
     full = next(k for k in layer_pattern(model).layers if k.label == "full")

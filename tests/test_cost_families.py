@@ -13,8 +13,9 @@ from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc.cost.attention import chunked_keys_and_pairs
-from mlacalc.cost.families import layer_pattern, tensors
 from mlacalc.cost.quant import Tensor, quantization_scheme, quantized_weight_bytes
+from mlacalc.models.architecture import layer_pattern
+from mlacalc.models.tensors import tensors
 from mlacalc.words.errors import ConfigError
 
 CONFIGS = HF_CONFIGS

@@ -17,8 +17,9 @@ import pytest
 from reference_data import HF_CONFIGS
 
 import mlacalc
-from mlacalc.cost.families import kind_model, layer_pattern, tensors
+from mlacalc.models.architecture import kind_model, layer_pattern
 from mlacalc.models.patterns import LayerKind, cache_spec
+from mlacalc.models.tensors import tensors
 from mlacalc.words.errors import ConfigError
 
 CONFIG = HF_CONFIGS / "gemma-4-26b-a4b.config.json"

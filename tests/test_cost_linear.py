@@ -19,8 +19,8 @@ import pytest
 from reference_data import HF_CONFIGS
 
 import mlacalc
-from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_shape
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.words.errors import ConfigError
 
 NEXT = HF_CONFIGS / "qwen3-next-80b-a3b-thinking.config.json"

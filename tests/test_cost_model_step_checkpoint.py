@@ -14,9 +14,9 @@ import pytest
 
 from mlacalc import predict_time
 from mlacalc.cost.engine import as_model
-from mlacalc.cost.families import tensors
 from mlacalc.cost.model_step import as_stored, checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.quant import checkpoint_weights, tensor_bytes
+from mlacalc.models.tensors import tensors
 
 #: Tensors the step does not read as weights: the embedding table (the lookup reads the
 #: tokens' rows, counted as activations), GPT-OSS's expert and router biases and attention

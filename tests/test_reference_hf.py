@@ -127,8 +127,8 @@ def test_kv_cache_bytes_match_reference(name, seq_len):
 def test_quantized_bytes_match_reference_tensors(name):
     """The checkpoint bytes of the product's tensor list equal those of the reference
     model's own tensors (roles from its module types) under the config's scheme."""
-    from mlacalc.cost.families import tensors
     from mlacalc.cost.quant import quantization_scheme, quantized_weight_bytes
+    from mlacalc.models.tensors import tensors
 
     raw = ref.raw_config(name)
     scheme = quantization_scheme(raw)

@@ -264,8 +264,11 @@ def attention_cost(
 
 
 def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
-    """The attention cost of all layers for a checked workload: a model whose layers differ
-    kind by kind (:func:`mlacalc.cost.families.pattern_cost`), any other as one kind."""
+    """The attention cost of all layers for a workload: a model whose layers differ kind by
+    kind (:func:`mlacalc.cost.families.pattern_cost`), any other as one kind. The workload is
+    checked first (:func:`~mlacalc.cost.attention.checked_workload`; a checked one passes
+    unchanged)."""
+    w = checked_workload(w, model)
     if (
         model.full_attention_interval is not None
         or model.global_head_dim is not None

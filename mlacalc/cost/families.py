@@ -12,17 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
+from mlacalc.cost.attention import AttentionCost, checked_workload, indexer_row_bytes, uniform_cost
 from mlacalc.cost.linear import gated_query_cost, linear_cost
-from mlacalc.models.architecture import (
-    Arch,
-    arch_of,
-    describe,
-    kind_model,
-    layer_pattern,
-)
+from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.patterns import LayerKind
-from mlacalc.models.tensors import tensors
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import STAGES
 from mlacalc.words.workload import Workload
@@ -30,17 +23,7 @@ from mlacalc.words.workload import Workload
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = [
-    "Arch",
-    "arch_of",
-    "describe",
-    "kind_model",
-    "kv_by_kind",
-    "layer_pattern",
-    "linear_state_bytes",
-    "pattern_cost",
-    "tensors",
-]
+__all__ = ["kv_by_kind", "linear_state_bytes", "pattern_cost"]
 
 
 def _k_eq_v(cost: Any) -> Any:
@@ -131,6 +114,7 @@ def kv_by_kind(
 def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     """The attention cost of a model whose layers differ, for a checked workload: one cost
     per kind of layer, summed."""
+    w = checked_workload(w, model)
     groups: dict[str, tuple[LayerKind, int]] = {}
     for k in layer_pattern(model).layers:
         kind, n = groups.get(k.label, (k, 0))

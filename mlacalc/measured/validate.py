@@ -27,7 +27,7 @@ from mlacalc.measured.validate_bench import (
     validate_bench_files,
     validate_file,
 )
-from mlacalc.measured.validate_tables import validate_measured as _validate_measured
+from mlacalc.measured.validate_tables import validate_measured
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = [
@@ -38,14 +38,6 @@ __all__ = [
     "validate_file",
     "validate_measured",
 ]
-
-
-def validate_measured(measured: Any, profile: Any = None) -> Any:
-    """Predict every row of a measured set against its measured time (see
-    :func:`mlacalc.measured.validate_tables.validate_measured`)."""
-    # deferred: the measured-set path needs numpy, and `import mlacalc` stays without it
-
-    return _validate_measured(measured, profile)
 
 
 def validate(

@@ -25,7 +25,6 @@ from typing import Any
 
 from mlacalc.cost.attention import checked_workload
 from mlacalc.cost.engine import as_model, cost_of, model_layer_key, resolve_impl
-from mlacalc.cost.families import layer_pattern
 from mlacalc.cost.model_step import (
     as_stored,
     attention_kernels,
@@ -35,6 +34,7 @@ from mlacalc.cost.model_step import (
     step_kernels,
 )
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.timemodel.kernel_time import class_params, device_batch
 from mlacalc.timemodel.profile import load_profile

@@ -177,7 +177,7 @@ class RooflineRates:
     def matmul_peak(self, has_weight: bool) -> float:
         """The rate of a product: on fp8 weights the fp8 rate (DeepSeek-V3 style; a device
         without fp8 at its bf16 rate), on fp4 weights the fp4 rate where the device has fp4
-        tensor cores (the class :func:`mlacalc.cost.model_step.weight_gemm_class` names, as
+        tensor cores (the class :func:`mlacalc.words.dtypes.weight_gemm_class` names, as
         the kernel model's); a product without weights (the attention core) in the compute
         dtype."""
         if has_weight:
