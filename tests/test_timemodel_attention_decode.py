@@ -170,12 +170,11 @@ def test_quick_fit_on_h100_decode_rows(generation_tables):
     for part, pos in single_kernel_rows(mapped):
         if part.batch.kind != "attention_decode" or part.batch.dtype != "bf16":
             continue
-        from mlacalc.timemodel.fit import _take
 
-        batch = _take(part.batch, pos)
+        batch = part.batch.take(pos)
         seconds = t.seconds[part.rows[pos]]
         sample = np.unique(np.linspace(0, len(pos) - 1, 1500).astype(np.int64))
-        obs = Observations("H100-SXM", t.table, _take(batch, sample), seconds[sample])
+        obs = Observations("H100-SXM", t.table, batch.take(sample), seconds[sample])
         fitted = fit_class([obs])
         prm = _params(**fitted)
         stats = error_stats(M.kernel_terms(batch, H100, prm)["seconds"], seconds)
