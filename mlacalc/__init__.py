@@ -31,7 +31,6 @@ from mlacalc.cost.engine import (
 )
 from mlacalc.cost.params import ParamCounts, param_counts, weight_bytes
 from mlacalc.cost.symbolic import formula
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import (
     ModelConfig,
     import_hf_config,
@@ -102,8 +101,11 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
 
 
 #: Names loaded on first use, so that `import mlacalc` and a plain report stay light (numpy,
-#: the planner, the time model and the measured sets load only when asked for).
+#: the hardware catalogue, the planner, the time model and the measured sets load only when
+#: asked for).
 _LAZY = {
+    "load_hardware": "mlacalc.hardware.catalogue",
+    "HardwareSpec": "mlacalc.hardware.catalogue",
     "sweep": "mlacalc.cost.sweep",
     "step_kernels": "mlacalc.cost.model_step",
     "predict_time": "mlacalc.timemodel.predict",
