@@ -27,19 +27,22 @@ COMMANDS = [
 ]
 
 
-def _cpu() -> float:
+def children_cpu_seconds() -> float:
+    """User and system CPU seconds of the finished child processes so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
+def once(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds of one fresh process."""
+    start, start_cpu = time.perf_counter(), children_cpu_seconds()
+    subprocess.run(args, check=True, capture_output=True, env=env)
+    return time.perf_counter() - start, children_cpu_seconds() - start_cpu
+
+
 def cold(args: list[str], runs: int) -> tuple[float, float]:
     """Median wall and CPU seconds of ``runs`` fresh processes."""
-    wall, cpu = [], []
-    for _ in range(runs):
-        start, start_cpu = time.perf_counter(), _cpu()
-        subprocess.run(args, check=True, capture_output=True)
-        wall.append(time.perf_counter() - start)
-        cpu.append(_cpu() - start_cpu)
+    wall, cpu = zip(*(once(args) for _ in range(runs)))
     return statistics.median(wall), statistics.median(cpu)
 
 

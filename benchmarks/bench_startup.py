@@ -10,23 +10,15 @@ of the ratios are printed. Target: a cold report within 2x of importing numpy an
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+import bench_cli  # beside this file: one way to time a fresh process
 
 BASELINE = [sys.executable, "-c", "import numpy, yaml"]
 TARGET = 2.0
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 #: the environment of the timed processes: Python may write its bytecode caches, as it does on
 #: a user's machine (a shell with PYTHONDONTWRITEBYTECODE set would compile every module of
 #: mlacalc again in every process, while numpy's caches were written when it was installed)
@@ -34,10 +26,8 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def once(args: list[str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one fresh process."""
-    start, start_cpu = time.perf_counter(), _cpu()
-    subprocess.run(args, check=True, capture_output=True, env=ENV)
-    return time.perf_counter() - start, _cpu() - start_cpu
+    """Wall and CPU seconds of one fresh process, Python free to write its bytecode caches."""
+    return bench_cli.once(args, ENV)
 
 
 def paired(command: list[str], pairs: int) -> dict[str, float]:

@@ -51,7 +51,6 @@ __all__ = [
     "phase_lengths",
     "positive_count",
     "resolve_impl",
-    "uniform_cost",
 ]
 
 
@@ -374,8 +373,7 @@ def checked_workload(w: Workload, model: ModelConfig | None = None) -> Workload:
 
 def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     """The attention cost of a model whose attention layers are all alike, for a checked
-    workload (:func:`checked_workload`)."""
-    w = checked_workload(w, model)
+    workload (:func:`checked_workload`; :func:`mlacalc.cost.engine.cost_of` checks it)."""
     phase, seq_len, batch, q, impl, causal = w.phase, w.seq_len, w.batch, w.q_len, w.impl, w.causal
     layout, weight_dtype, act_dtype = w.kv_dtype, w.weight_dtype, w.act_dtype
     # The serving default (impl=None) runs the expanded op sequence in prefill and chunk

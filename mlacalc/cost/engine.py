@@ -260,14 +260,14 @@ def attention_cost(
     """
     model = as_model(model)
     asked = Workload(phase, seq_len, batch, q_len, impl, causal, kv_dtype, weight_dtype, act_dtype)
-    return cost_of(model, checked_workload(asked, model))
+    return cost_of(model, asked)
 
 
 def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
     """The attention cost of all layers for a workload: a model whose layers differ kind by
-    kind (:func:`mlacalc.cost.families.pattern_cost`), any other as one kind. The workload is
-    checked first (:func:`~mlacalc.cost.attention.checked_workload`; a checked one passes
-    unchanged)."""
+    kind (:func:`mlacalc.cost.families.pattern_cost`), any other as one kind. This is where a
+    workload is checked (:func:`~mlacalc.cost.attention.checked_workload`; a checked one passes
+    unchanged); the functions it calls take the checked record."""
     w = checked_workload(w, model)
     if (
         model.full_attention_interval is not None

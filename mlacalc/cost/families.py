@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mlacalc.cost.attention import AttentionCost, checked_workload, indexer_row_bytes, uniform_cost
+from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
 from mlacalc.cost.linear import gated_query_cost, linear_cost
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.patterns import LayerKind
@@ -23,7 +23,7 @@ from mlacalc.words.workload import Workload
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = ["kv_by_kind", "linear_state_bytes", "pattern_cost"]
+__all__ = ["kv_by_kind", "linear_state_bytes"]
 
 
 def _k_eq_v(cost: Any) -> Any:
@@ -113,8 +113,8 @@ def kv_by_kind(
 
 def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     """The attention cost of a model whose layers differ, for a checked workload: one cost
-    per kind of layer, summed."""
-    w = checked_workload(w, model)
+    per kind of layer, summed (reached through :func:`mlacalc.cost.engine.cost_of`, which
+    checks the workload)."""
     groups: dict[str, tuple[LayerKind, int]] = {}
     for k in layer_pattern(model).layers:
         kind, n = groups.get(k.label, (k, 0))

@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from mlacalc.cost.attention import AttentionCost, OpCost, checked_workload
+from mlacalc.cost.attention import AttentionCost, OpCost
 from mlacalc.models.architecture import arch_of
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
@@ -167,7 +167,6 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
     """The cost of ``layers`` linear-attention layers for one step of a checked workload
     (:func:`mlacalc.cost.attention.checked_workload`): ``q_len`` new tokens per sequence, the
     last attending ``seq_len`` tokens (see the module docs)."""
-    work = checked_workload(work, model)
     seq_len, batch, q, layout = work.seq_len, work.batch, work.q_len, work.kv_dtype
     weight_bits = dtype_bits(work.weight_dtype or model.weights_dtype)
     act_bits = dtype_bits(work.act_dtype)

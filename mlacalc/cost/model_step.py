@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from mlacalc.cost.attention import attended_pairs, checked_workload, indexer_row_bytes
+from mlacalc.cost.attention import attended_pairs, indexer_row_bytes
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.params import (
@@ -821,8 +821,7 @@ def step_kernels(
     dt = _Dtypes(a, w, dtype_bits(a), dtype_bits(w))
     stored = chosen is None and checkpoint_stored(m)
     one = one_layer(m)
-    asked = Workload(phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
-    work = checked_workload(asked, one)
+    work = Workload(phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     cost = cost_of(one, work)
     if scope == "attention_layer":
         layer = attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlacalc.cost.attention import checked_workload
 from mlacalc.cost.engine import as_model, cost_of, model_layer_key, resolve_impl
 from mlacalc.cost.model_step import (
     as_stored,
@@ -484,7 +483,7 @@ class _Step:
     def attention_cost(self, causal: bool) -> Any:
         """The attention cost of one layer of the step."""
         one = one_layer(self.m)
-        return cost_of(one, checked_workload(self.work.with_changes(causal=causal), one))
+        return cost_of(one, self.work.with_changes(causal=causal))
 
     @property
     def step_weights(self) -> str | None:
