@@ -132,7 +132,6 @@ def ratio(x: float) -> str:
 
 def render_table(sections: list[Section], header: str = "", width: int | None = None) -> str:
     """Plain-text tables (rich, no colour) at ``width`` columns (default: 160)."""
-
     buffer = io.StringIO()
     console = Console(
         file=buffer,

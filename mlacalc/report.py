@@ -308,7 +308,6 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
     ``weight_dtype``, a model that declares its checkpoint's quantization is sized as the
     checkpoint stores it (``format`` "checkpoint fp8 block 128x128", ``checkpoint`` its
     payload, scales and bf16-kept tensors); otherwise every parameter in the dtype."""
-
     checkpoint = checkpoint_weights(m) if weight_dtype is None else None
     total = weight_bytes(m, weight_dtype)
     with_mtp = weight_bytes(m, weight_dtype, include_mtp=True)

@@ -689,7 +689,6 @@ def _bench_rows(
     progress: bool,
 ) -> list[dict]:
     """One CSV row per point, in order, under a progress bar."""
-
     rows = []
     available = _available_bytes(dev)
     with Progress(
@@ -781,7 +780,6 @@ def _default_name(info: dict, dev: torch.device, preset: str, dtype: str) -> str
 
 def _write_rows(csv_path: Path, rows: list[dict]) -> None:
     """The rows as CSV, in :data:`CSV_FIELDS` order, an empty cell for None."""
-
     with open(csv_path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, lineterminator="\n")
         writer.writeheader()

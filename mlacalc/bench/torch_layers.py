@@ -463,7 +463,6 @@ def layer_for_model(
     device=None,
 ) -> nn.Module:
     """A reference layer with a model's attention dimensions (``model``: a ModelConfig or name)."""
-
     m = model if isinstance(model, ModelConfig) else load_model(model)
     if m.is_mla:
         layer = MLAReference(

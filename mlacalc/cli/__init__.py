@@ -95,7 +95,6 @@ def _one_line(text: str) -> str:
 
 def _option_for(argv: list[str] | None, argument: str) -> str | None:
     """The option of the command in ``argv`` that an API argument name comes from, if any."""
-
     words = list(sys.argv[1:] if argv is None else argv)
     name = next((w for w in words if not str(w).startswith("-")), None)
     if name not in COMMANDS:

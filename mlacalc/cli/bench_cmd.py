@@ -94,7 +94,6 @@ def command(
       mlacalc bench --model deepseek-v3 --impl absorbed --impl naive --phase decode \
           --batch 1,8 --seq-len 4k,32k
     """
-
     if importlib.util.find_spec("torch") is None:
         raise MlacalcError("the microbenchmark needs PyTorch: pip install 'mlacalc[bench]'")
     # deferred: the microbenchmark needs PyTorch (the bench extra); no other command loads it

@@ -196,7 +196,6 @@ def check_context(m: Any, seq_len: int) -> None:
     """A warning (not an error: the counts still hold) when a ``--seq-len`` the user gave is
     longer than the model's ``max_position_embeddings``, as ``plan`` and ``search`` say. Call it
     once the command has done its work, so that an error is the only line it prints."""
-
     beyond = beyond_positions(m, seq_len)
     if beyond and given("seq_len"):
         warn(
@@ -244,7 +243,6 @@ def load_profile_option(profile: str | None, plain: bool = False):
 
 def given(name: str) -> bool:
     """Whether the option of parameter ``name`` was given (not left at its default)."""
-
     source = click.get_current_context().get_parameter_source(name)
     return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
@@ -289,7 +287,6 @@ def load(name: str, flag: str | None = None):
 
     With ``flag``, an error names that option (``--subs``), not only the model.
     """
-
     if flag is None:
         return load_model(name)
     try:

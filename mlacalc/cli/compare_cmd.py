@@ -64,7 +64,6 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
       mlacalc compare llama-3-70b qwen2.5-72b deepseek-v2 --seq-len 32k
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
     """
-
     loaded = [load(name) for name in models]
     note = ""
     if as_variants:

@@ -30,7 +30,6 @@ def command(config, output, force):
     Example:
       mlacalc import-hf ./DeepSeek-V3/config.json -o deepseek-v3-local.yaml
     """
-
     m = load_model(config)
     text = model_yaml(m, config)
     if output == "-":

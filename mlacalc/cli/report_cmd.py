@@ -78,7 +78,6 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
       mlacalc report llama-3-70b --phase decode --format json
       mlacalc report ./config.json --phase chunk --q-len 512
     """
-
     check_q_len(phases(phase), q_len)
     check_causal(phases(phase), causal)
     m = load(model)

@@ -216,7 +216,6 @@ def _check_flags(wanted: list[str], q_len, causal: bool, mode: str, profile, cal
 
 def _device(hardware: str, profile) -> Any:
     """The device, with its alias note, and a warning where a profile does not apply to it."""
-
     device = load_hardware(hardware)
     if getattr(device, "alias_note", ""):
         note(device.alias_note)

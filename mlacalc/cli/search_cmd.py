@@ -290,7 +290,6 @@ def command(
 
 def sections(result, model: str | None = None, hardware: str | None = None, profile=None):
     """The best deployment, the frontier and the count of losers by reason."""
-
     heads = [title for _, title in _POINT_COLUMNS]
     out = []
     targets = [

@@ -316,7 +316,6 @@ def linear_kernels(
     Intermediates are float32, as the reference computes them; ``linear_norm`` is
     element-wise.
     """
-
     s = linear_shape(model)
     a = _bits(act_dtype)
     f = 8 * STATE_BYTES
@@ -382,7 +381,6 @@ def gated_query_cost(
     """A full layer whose ``q_proj`` also yields a per-head output gate (Qwen3-Next): one
     more ``d -> n_h d_h`` product (``q_gate_proj``, stage ``q_proj``) after the query's, its
     weights read once; the sigmoid gate on the core's output is element-wise."""
-
     d, width = model.hidden_size, model.num_attention_heads * model.head_dim
     tokens = cost.batch * cost.q_len
     a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype or model.weights_dtype)

@@ -600,7 +600,6 @@ class _Stored:
 
 def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
     """:func:`_checkpoint_reads`'s reads, without the cache."""
-
     scheme = m.quantization
     all_tensors = checkpoint_tensors(m)
     dense = next((i for i in range(m.num_hidden_layers) if not m.is_moe_layer(i)), None)

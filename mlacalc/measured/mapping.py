@@ -877,7 +877,6 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     With ``quirks`` (the default) the quirk rules of :mod:`mlacalc.measured.quirks` mark the
     rows they exclude; kernels are still built for those rows, so a caller can look at them.
     """
-
     mapper = _MAPPERS.get(table.table)
     if mapper is None:
         raise ConfigError(
@@ -914,7 +913,6 @@ def observations(measured) -> list:
     ``measured`` is a :class:`~mlacalc.measured.tables.MeasuredSet`, a path or a list of paths.
     Composite rows (the MLA module tables) and microbenchmark tables are not fit input.
     """
-
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
     out = []
     for table in mset.tables:

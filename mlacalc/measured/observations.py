@@ -52,7 +52,6 @@ def predict_mapped(
 ) -> np.ndarray:
     """Predicted seconds of every row of a mapped table (the sum of its kernels); NaN where the
     row is not predicted. ``hardware`` defaults to the table's device."""
-
     hw = load_hardware(hardware if hardware is not None else mapped.table.device)
     prof = load_profile(profile)
     n = len(mapped.table)
@@ -125,7 +124,6 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
 def read_kernel_set(path: str | os.PathLike) -> list:
     """Fitting observations of a microbenchmark ``calibrate`` run (``mlacalc bench --preset
     calibrate``): one per kernel class, rows with status ``ok``."""
-
     p = Path(path)
     if p.suffix == ".csv":
         p = p.with_suffix(".json")
@@ -197,7 +195,6 @@ def observations_of(item: Any, profile: Profile | None = None) -> list:
     """Fitting observations of a measured set: a path (or list of paths) that
     :func:`mlacalc.measured.tables.load_measured` reads, a measured set, a measured table or a
     mapped table."""
-
     if isinstance(item, MappedTable):
         return _mapped_observations(item, profile)
     if isinstance(item, MeasuredTable):

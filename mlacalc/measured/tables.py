@@ -188,7 +188,6 @@ def _pyarrow():
 
 def _read_meta(path: Path) -> dict[str, Any]:
     """``collection_meta.yaml`` through the bounded safe reader (:mod:`mlacalc.words.safeio`)."""
-
     data = read_data(path, limit=_META_LIMIT, what="collection_meta.yaml files")
     if not isinstance(data, dict):
         raise ConfigError("must hold a mapping (schema_version, runtime, tables)", source=str(path))
@@ -294,7 +293,6 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     own measured ceilings (``measured:<set>``). Rows whose ``status`` is not ``ok`` keep a NaN
     time and are reported as not predicted by that status.
     """
-
     p = Path(path)
     if p.suffix == ".csv":
         p = p.with_suffix(".json")

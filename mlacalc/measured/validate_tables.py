@@ -170,7 +170,6 @@ def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
 
 def _profiles_not_fitted_on(devices: set[str]) -> list[str]:
     """Shipped profiles fitted on none of ``devices`` (sorted by name)."""
-
     out = []
     for name in shipped_profiles():
         try:
@@ -210,7 +209,6 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
     """The profile that predicts ``tables``, and its label. With no profile given, the shipped
     default, or, when that was fitted on these tables, the shipped profile fitted on none of
     their devices (leave-one-device-out); an explicit profile fitted on them is refused."""
-
     prof = load_profile(profile)
     if profile is None and _clash(prof, tables):
         devices = {t.device for t in tables}
@@ -230,7 +228,6 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     """Per-row predicted seconds of a mapped table (NaN where a kernel cannot be predicted)."""
-
     n = len(mapped.table)
     total = np.zeros(n)
     how: set[str] = set()
@@ -286,7 +283,6 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
     table of the set is refused. Rows the
     product cannot model or that a quirk rule excludes are counted as not predicted, by reason.
     """
-
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
     gpu_tables = [t for t in mset.tables if t.table != "bench"]
     label = "plain roofline bound (uncalibrated)"

@@ -477,7 +477,6 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
 def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: StepModel) -> Plan:
     """The serving figures of ``req``'s request mix: the steady state of its requests in
     flight (or arriving at a rate) on the decode pool and, disaggregated, the prefill pool."""
-
     concurrency = req.concurrency
     if req.request_rate is None and concurrency is None:
         concurrency = float(cap.max_batch)

@@ -30,7 +30,6 @@ def calibration_of(
     pooled fit's "unvalidated"), then only the kernel classes (``kind``, ``dtype``) whose
     parameters :meth:`~mlacalc.timemodel.profile.Profile.params` obtains otherwise. A measured
     device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures."""
-
     prof = load_profile(profile)
     name = prof.name
     shipped = PROFILES

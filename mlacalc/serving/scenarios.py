@@ -200,7 +200,6 @@ SGLANG_EP32_PREFILL: dict[int, float] = {1024: 57674.0, 2048: 54543.0, 4096: 503
 
 def compare_sglang_prefill(profile: Any = None) -> list[dict[str, Any]]:
     """The SGLang EP32 prefill node at each prompt length: predicted vs measured tokens/s."""
-
     m = as_model("deepseek-v3")
     hw = load_hardware("H100-SXM")
     lay = make_layout(m, 32, tp=1, ep=32, dp_attention=True, redundant_experts=32)
@@ -236,7 +235,6 @@ def compare(
     """Predict every online row at its request rate (bf16 weights and cache, as the source ran),
     each step running its prompts as ``prefill_pass`` says, each token reaching the client
     ``lag_steps`` steps after the step that computes it."""
-
     out = []
     for r in rows:
         p = plan(
@@ -267,7 +265,6 @@ def compare(
 def compare_offline(profile: Any = None) -> list[dict[str, Any]]:
     """Predict every offline row with as many sequences as fit; a row whose deployment does
     not fit (weights and one sequence's cache) is returned with ``fits`` false."""
-
     out = []
     for model, tp, isl, osl, hw, measured in TRTLLM_OFFLINE:
         kw = dict(
@@ -299,7 +296,6 @@ def compare_offline(profile: Any = None) -> list[dict[str, Any]]:
 
 def compare_sglang(profile: Any = None) -> dict[str, Any]:
     """The SGLang EP72 decode node: predicted against measured output tokens/s per node."""
-
     s = SGLANG_EP72
     p = plan(
         s["model"],

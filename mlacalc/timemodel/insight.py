@@ -89,7 +89,6 @@ def ridge_point(hardware: HardwareSpec | str, dtype: str = "bf16") -> Insight:
 @functools.lru_cache(maxsize=1)
 def _ridge() -> Any:
     """The symbol of a device's ridge point, FLOP/byte (sympy imported on first use)."""
-
     return sp.Symbol("R", positive=True)
 
 
@@ -212,7 +211,6 @@ def model_compute_bound_seq_len(
     the S from which the kernel stays compute-bound up to 2^20, None when it is memory-bound
     there; the note says where short contexts differ and the label at ``seq_len``.
     """
-
     m = as_model(model)
     if not m.is_mla:
         raise InvalidArgumentError(
@@ -269,7 +267,6 @@ def model_compute_bound_seq_len(
 def _crossover_forms(q_lora: bool) -> tuple[Any, Any]:
     """The closed form of :func:`absorption_crossover` and its long-context limit, solved
     once per query layout."""
-
     absorbed = formula("attention_flops", "mla", "absorbed", phase="chunk", q_lora=q_lora)
     compressed = formula("attention_flops", "mla", "compressed", phase="chunk", q_lora=q_lora)
     solutions = [x for x in sp.solve(sp.Eq(absorbed, compressed), s.q) if x != 0]

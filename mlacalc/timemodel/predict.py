@@ -347,7 +347,6 @@ def _model_ops(
     """Kernels timed by the kernel time model (one numpy evaluation per kernel class), with the
     plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
     kernel's ops; a kernel shorter than that waits on the CPU."""
-
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
         batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)

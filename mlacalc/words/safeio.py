@@ -227,7 +227,6 @@ def _check_json_depth(text: str, origin: str) -> None:
 
 def parse_yaml(text: str, origin: str) -> Any:
     """Parse YAML with the safe loader after the bounds are checked on its event stream."""
-
     if not text.strip():
         raise ConfigError(
             "is empty", source=origin, fix="a model file needs at least the required fields"

@@ -97,6 +97,5 @@ class Layer:
     def fused_bytes(self) -> sp.Expr:
         """Ideal fused lower bound: each weight once, the input and the output once,
         every cached row of the S keys read once and the q new rows written once."""
-
         weights = sp.Add(*[o.weight_read for o in self.ops])
         return weights + 2 * B * q * d * b_a + B * S * self.kv_row_bytes + B * q * self.kv_row_bytes

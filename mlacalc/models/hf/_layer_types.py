@@ -106,7 +106,6 @@ def lift_text_config(
 ) -> dict[str, Any]:
     """Copy a wrapper's ``text_config`` fields into ``raw`` (the file's own keys win) and
     return the text config (the data itself when there is none)."""
-
     text = data.get("text_config")
     if not isinstance(text, Mapping):
         return dict(data)

@@ -62,7 +62,6 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
     listed in ``derived``. Every wrong or missing value is reported in one
     :class:`~mlacalc.words.errors.ConfigError`.
     """
-
     if not isinstance(data, dict):
         raise ConfigError(
             f"a config.json must hold a JSON object, got {type(data).__name__}", source=origin
@@ -157,7 +156,6 @@ def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]
     field the file states, are not flagged: config.json files hold many keys mlacalc
     does not need.
     """
-
     scopes = [data]
     if isinstance(data.get("text_config"), dict):
         scopes.append(data["text_config"])
@@ -201,7 +199,6 @@ def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]
 
 def _when_absent(name: str, unit: Family, model_type: str, values: dict) -> str:
     """What the field ``name`` becomes when the file leaves it out."""
-
     rule = unit.defaults_for(model_type).get(name)
     if rule is not None:
         try:
