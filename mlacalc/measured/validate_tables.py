@@ -17,8 +17,8 @@ from mlacalc.measured.tables import MeasuredSet, load_measured
 from mlacalc.measured.validate_bench import validate_file
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
-from mlacalc.timemodel.terms import COMM_KINDS
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError
+from mlacalc.words.kernels import COMM_KINDS
 
 __all__ = ["ROOFLINE", "MeasuredValidation", "TableValidation", "validate_measured"]
 

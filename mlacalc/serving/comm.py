@@ -38,7 +38,6 @@ from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.words.kernels import Kernel
 
 __all__ = [
-    "COMM_KINDS",
     "LINK_EFFICIENCY",
     "combine_bytes",
     "comm_seconds",
@@ -50,15 +49,6 @@ __all__ = [
 ]
 
 LINK_EFFICIENCY = 0.8
-COMM_KINDS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "p2p",
-    "dispatch",
-    "combine",
-)
 #: fp8 dispatch carries one fp32 scale per 128-element block (DeepEP, DeepGEMM block scaling)
 FP8_SCALE_BLOCK = 128
 

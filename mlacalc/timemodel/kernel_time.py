@@ -32,9 +32,9 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds
-from mlacalc.timemodel.terms import COMM_KINDS, kernel_terms, scale_params
+from mlacalc.timemodel.terms import kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.kernels import KERNEL_KINDS, Kernel, KernelBatch, batches_of
+from mlacalc.words.kernels import COMM_KINDS, KERNEL_KINDS, Kernel, KernelBatch, batches_of
 
 __all__ = [
     "KernelTime",

@@ -45,10 +45,10 @@ from mlacalc.timemodel.roofline_time import (
     ideal_seconds,
     roofline_terms,
 )
-from mlacalc.timemodel.terms import COMM_KINDS, kernel_terms
+from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words import arguments
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
-from mlacalc.words.kernels import Kernel, batches_of
+from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of
 from mlacalc.words.vocab import MODES, SCOPES
 from mlacalc.words.workload import Workload
 

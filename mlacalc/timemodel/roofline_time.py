@@ -30,9 +30,9 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, lookup_peak, read_sidecar
 from mlacalc.timemodel.device import DeviceFigures
-from mlacalc.timemodel.terms import COMM_KINDS, kernel_terms
+from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words.dtypes import canonical_dtype
-from mlacalc.words.kernels import Kernel, KernelBatch
+from mlacalc.words.kernels import COMM_KINDS, Kernel, KernelBatch
 
 __all__ = [
     "DEFAULT_LAUNCH_S",

@@ -36,11 +36,9 @@ from mlacalc.timemodel.gemm_time import gemm_terms
 from mlacalc.timemodel.mla_time import mla_decode_terms
 from mlacalc.timemodel.moe_time import moe_terms
 from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import COMM_KINDS, KernelBatch
 
 __all__ = [
-    "ATTENTION_KINDS",
-    "COMM_KINDS",
     "DEFAULTS",
     "FIT_PARAMS",
     "PARAMS",
@@ -54,16 +52,6 @@ __all__ = [
     "scale_params",
 ]
 
-COMM_KINDS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "p2p",
-    "dispatch",
-    "combine",
-)
-ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode")
 
 #: The clocked parameters: times of work done on the SMs (fixed costs, per-unit and per-block
 #: work, the fixed cost of quantizing), stated at :data:`REFERENCE_CLOCK_HZ` and scaled with

@@ -65,17 +65,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported where kernels are batched, not for a single Kernel
     import numpy as np
 
-__all__ = ["KERNEL_KINDS", "Kernel", "KernelBatch", "batches_of", "variant_of"]
+__all__ = [
+    "ATTENTION_KINDS",
+    "COMM_KINDS",
+    "KERNEL_KINDS",
+    "Kernel",
+    "KernelBatch",
+    "batches_of",
+    "variant_of",
+]
 
-KERNEL_KINDS = (
-    "gemm",
-    "attention_prefill",
-    "attention_decode",
-    "mla_prefill",
-    "mla_decode",
-    "moe",
-    "elementwise",
-    "quantize",
+#: The attention kernels: prefill and decode, per-head (MHA/GQA/MQA) or MLA.
+ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode")
+#: The collectives and transfers between GPUs.
+COMM_KINDS = (
     "all_reduce",
     "all_gather",
     "reduce_scatter",
@@ -84,6 +87,8 @@ KERNEL_KINDS = (
     "dispatch",
     "combine",
 )
+#: Every kind of kernel the time model knows.
+KERNEL_KINDS = ("gemm", *ATTENTION_KINDS, "moe", "elementwise", "quantize", *COMM_KINDS)
 
 
 @dataclass(frozen=True)
