@@ -4,6 +4,8 @@
   the package in ``mlacalc/data/measured/`` (license, source commit and ``TABLES.md`` beside);
 - ``HF_CONFIGS``: real ``config.json`` files of open models, ``tests/data/hf-configs/``
   (``SOURCES.md`` names each file's source);
+- ``HF_CONFIGS_2``: the second set, newer families and NVIDIA's NVFP4 / FP8 checkpoints with their
+  ``hf_quant_config.json``, ``tests/data/hf-configs-2/`` (``SOURCES.md`` beside);
 - ``HF_WRITTEN``: small ``config.json`` files written for the import tests, ``tests/data/hf/``.
 
 Tests import the names they need (``from reference_data import MEASURED``) instead of building
@@ -19,6 +21,7 @@ from mlacalc.data import MEASURED
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 HF_CONFIGS = TESTS / "data" / "hf-configs"
+HF_CONFIGS_2 = TESTS / "data" / "hf-configs-2"
 HF_WRITTEN = TESTS / "data" / "hf"
 
-__all__ = ["HF_CONFIGS", "HF_WRITTEN", "MEASURED", "ROOT", "TESTS"]
+__all__ = ["HF_CONFIGS", "HF_CONFIGS_2", "HF_WRITTEN", "MEASURED", "ROOT", "TESTS"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from reference_data import HF_CONFIGS, MEASURED
+from reference_data import HF_CONFIGS, HF_CONFIGS_2, MEASURED
 
 from mlacalc.data import PROFILES
 
@@ -26,8 +26,9 @@ def test_a_shipped_profile_names_the_vendored_tables_it_was_fitted_on(path):
     [
         (MEASURED, "LICENSE-aiconfigurator", "SOURCE_COMMIT"),
         (HF_CONFIGS, "LICENSE-Apache-2.0", "SOURCES.md"),
+        (HF_CONFIGS_2, "LICENSE-Apache-2.0", "SOURCES.md"),
     ],
-    ids=["measured-tables", "hf-configs"],
+    ids=["measured-tables", "hf-configs", "hf-configs-2"],
 )
 def test_vendored_data_keeps_its_license_and_source(folder, license_name, source_name):
     assert (folder / license_name).is_file()
@@ -35,7 +36,8 @@ def test_vendored_data_keeps_its_license_and_source(folder, license_name, source
     assert (folder / "README.md").is_file()
 
 
-def test_every_vendored_config_is_named_in_its_sources():
-    sources = (HF_CONFIGS / "SOURCES.md").read_text()
-    missing = [p.name for p in sorted(HF_CONFIGS.glob("*.json")) if p.name not in sources]
+@pytest.mark.parametrize("folder", [HF_CONFIGS, HF_CONFIGS_2], ids=["hf-configs", "hf-configs-2"])
+def test_every_vendored_config_is_named_in_its_sources(folder):
+    sources = (folder / "SOURCES.md").read_text()
+    missing = [p.name for p in sorted(folder.glob("*.json")) if p.name not in sources]
     assert not missing, f"configs without a source line in SOURCES.md: {missing}"
