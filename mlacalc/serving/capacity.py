@@ -121,7 +121,8 @@ def capacity(req: PlanRequest) -> Capacity:
         weight_format=w_format,
         budget=budget,
         per_token=per_token,
-        tokens_per_gpu=max(budget, 0) // per_token,
+        # a model whose layers keep no per-token cache (linear only) is not sized by tokens
+        tokens_per_gpu=max(budget, 0) // per_token if per_token else 0,
         context=context,
         seq_bytes=seq_bytes,
         per_token_full=per_token_full,

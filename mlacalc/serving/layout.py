@@ -177,6 +177,15 @@ def make_layout(
             f"expert parallel degree {ep} does not divide the MoE group of "
             f"{group} GPUs (tp={tp}{', whole stage' if group == stage else ''})",
         )
+    if m.is_moe and group // ep > m.moe_intermediate_size:
+        # each routed expert's FFN split group/ep ways: past its intermediate size some GPUs
+        # would hold no column of it (the step's times were NaN)
+        raise InvalidArgumentError(
+            "ep",
+            f"each routed expert of {m.label} would be split {group // ep} ways (the MoE group "
+            f"of {group} GPUs over ep={ep}), more than its {m.moe_intermediate_size} "
+            "intermediate columns; raise ep (--ep) or use fewer GPUs per MoE group",
+        )
     return Layout(
         gpus=gpus,
         tp=tp,
@@ -384,18 +393,25 @@ def weight_format(m: ModelConfig, weight_dtype: str | None) -> str:
 def kv_bytes_per_token_per_gpu(
     m: ModelConfig, layout: KVLayout, lay: Layout, include_mtp: bool = False
 ) -> int:
-    """Cache bytes one token adds on a GPU of the fullest stage: MLA's latent whole on every
-    tensor-parallel rank, ``ceil(n_kv / tp)`` K/V heads of GQA/MQA/MHA per rank."""
+    """Cache bytes one token adds on a GPU of the fullest stage (the stage whose layers keep
+    the most per token): MLA's latent whole on every tensor-parallel rank, ``ceil(n_kv / tp)``
+    K/V heads of GQA/MQA/MHA per rank."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
-    layers = len(stage_layers(m, lay.pp)[0]) + (m.num_nextn_predict_layers if include_mtp else 0)
+    stages = stage_layers(m, lay.pp)
+    mtp = m.num_nextn_predict_layers if include_mtp else 0
+    layers = len(stages[0]) + mtp
     if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
         kinds = layer_pattern_of(m)
-        first = stage_layers(m, lay.pp)[0]
-        return sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in first)
+        return max(
+            sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in stage) for stage in stages
+        )
     if m.linear_num_value_heads is not None:  # a linear layer's state does not grow
+        # the fullest stage counts: with a deep pipeline the first may hold linear layers only
         kinds = layer_pattern_of(m)
-        first = stage_layers(m, lay.pp)[0]
-        layers -= sum(kinds[i].attention == "linear" for i in first)
+        layers = max(
+            sum(kinds[i].attention != "linear" for i in stage) + (mtp if j == 0 else 0)
+            for j, stage in enumerate(stages)
+        )
     if m.is_mla:
         return row * layers
     return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads

@@ -377,7 +377,8 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         memory_per_gpu_bytes=cap.memory,
         usable_per_gpu_bytes=cap.usable,
         weights_per_gpu_bytes=cap.weights,
-        kv_budget_per_gpu_bytes=cap.budget,
+        # what the weights leave for the cache: none (0) when they do not fit, never negative
+        kv_budget_per_gpu_bytes=max(cap.budget, 0),
         kv_bytes_per_token_per_gpu=cap.per_token,
         kv_bytes_per_sequence_per_gpu=cap.seq_bytes,
         kv_bytes_per_token_full_layers_per_gpu=cap.per_token_full,
