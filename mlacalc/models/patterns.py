@@ -68,6 +68,8 @@ _HF_LAYER_TYPES = {
     "chunked_attention": "chunked",
     "linear_attention": "linear",
 }
+# model types whose linear layers are Gated DeltaNet (Qwen3-Next's layer)
+_GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
 # layer_types values that exist upstream but are not modelled, with the nearest kind
 _UNMODELLED_LAYER_TYPES = {
     "conv": "linear_attention (a state per sequence) is the nearest modelled kind",
@@ -231,7 +233,7 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
             if not isinstance(no_rope, list) or len(no_rope) != n:
                 _fail(origin, "no_rope_layers", f"must list one flag per layer ({n})")
             types = ["chunked_attention" if flag else "full_attention" for flag in no_rope]
-        elif mt == "qwen3_next":
+        elif mt in _GATED_DELTANET:
             period = _int(raw, "full_attention_interval", origin, 4) or 4
             types = ["linear_attention" if (i + 1) % period else "full_attention" for i in range(n)]
         elif mt == "kimi_linear":
@@ -507,7 +509,7 @@ def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
     indexer = _int(raw, "index_head_dim", origin) or 0 if _is_dsa(raw) else 0
     conv = state = 0
     mt = raw.get("model_type")
-    if mt == "qwen3_next":  # Gated DeltaNet: conv over q, k, v; a k x v state per value head
+    if mt in _GATED_DELTANET:  # Gated DeltaNet: conv over q, k, v; a k x v state per value head
         hk, hv = (
             _int(raw, "linear_num_key_heads", origin),
             _int(raw, "linear_num_value_heads", origin),
