@@ -1,0 +1,168 @@
+"""What a conversion to MLA changes: parameters, cache and FLOPs of the source and the result.
+
+A :class:`~mlacalc.models.convert.Conversion` holds the converted model in DeepSeek's MLA form,
+which the engine counts like any MLA model. A joint SVD is exactly that form. A split SVD is a
+key latent and a value latent of ``d_c / 2`` each, whose up-projection is block-diagonal: the
+layer as converted multiplies only the non-zero blocks, so its own counts are smaller:
+
+- projection parameters: ``r_k n_h d_v + r_v n_h d_nope`` fewer (the zero blocks);
+- expanded implementations (``naive``, ``compressed``): the up-projection ``kv_b_proj`` costs
+  ``2 rows n_h (r_k d_nope + r_v d_v)`` instead of ``2 rows n_h d_c (d_nope + d_v)``;
+- ``absorbed``: the query absorbs ``W_UK`` into the key latent only (``r_k`` wide), the scores
+  run over ``r_k + d_rope`` dimensions, the values over ``r_v`` and ``W_UV`` maps ``r_v`` back.
+
+``conversion_cost`` gives both: the split layer's own figures and the served (dense) figures
+every other view reports. The projection parameters here are the matmul weights (no norm): the
+served layer also has the latent norm's ``d_c`` weights, counted by
+:func:`mlacalc.attention_params`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.cost.engine import attention_cost, attention_params, kv_cache
+from mlacalc.cost.params import param_counts
+from mlacalc.models.convert import Conversion
+from mlacalc.words import arguments as args
+from mlacalc.words.errors import InvalidArgumentError
+
+__all__ = ["CONVERTED_IMPLS", "ConversionCost", "conversion_cost"]
+
+#: MLA implementations whose split-SVD counts are built (the merged absorption needs a
+#: compressed query, which neither conversion has by default)
+CONVERTED_IMPLS = ("naive", "compressed", "absorbed")
+
+_NORMS = ("kv_a_layernorm", "q_a_layernorm")
+
+
+@dataclass(frozen=True)
+class ConversionCost:
+    """Source and converted counts of one conversion for one step.
+
+    Per layer: ``*_projection_params`` (attention matmul weights), ``*_cache_elements`` (per
+    token). Whole model: ``*_params`` and ``*_cache_bytes_per_token`` (at ``kv_dtype``).
+    ``stage_flops`` are the converted attention blocks of all layers by stage for the step
+    (split SVD: the split layer's own; ``served_stage_flops`` the dense form's);
+    ``source_stage_flops`` the source model's for the same step.
+    """
+
+    conversion: Conversion
+    phase: str
+    seq_len: int
+    batch: int
+    impl: str
+    source_projection_params: int
+    projection_params: int
+    served_projection_params: int
+    source_cache_elements: int
+    cache_elements: int
+    source_params: int
+    params: int
+    served_params: int
+    source_cache_bytes_per_token: int
+    cache_bytes_per_token: int
+    source_stage_flops: dict[str, int]
+    stage_flops: dict[str, int]
+    served_stage_flops: dict[str, int]
+
+    @property
+    def flops(self) -> int:
+        return sum(self.stage_flops.values())
+
+    @property
+    def source_flops(self) -> int:
+        return sum(self.source_stage_flops.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "conversion"}
+        return {"conversion": self.conversion.to_dict(), **out, "flops": self.flops}
+
+
+def _zero_blocks(c: Conversion) -> int:
+    """Weights of a split SVD's block-diagonal up-projection that are zero in the dense form."""
+    if c.key_rank is None:
+        return 0
+    m = c.model
+    return m.num_attention_heads * (c.key_rank * m.v_head_dim + c.value_rank * m.qk_nope_head_dim)
+
+
+def _projections(model: Any) -> int:
+    return sum(v for k, v in attention_params(model).items() if k not in _NORMS)
+
+
+def _split_flops(c: Conversion, cost: Any) -> dict[str, int]:
+    """The split layer's stage FLOPs from the dense form's ops (exact integer rescaling)."""
+    m = c.model
+    d_c, r_k, r_v = c.kv_lora_rank, c.key_rank, c.value_rank
+    d_nope, d_v, d_r = m.qk_nope_head_dim, m.v_head_dim, m.qk_rope_head_dim
+    out: dict[str, int] = dict.fromkeys(cost.stage_flops, 0)
+    absorbed = cost.impl == "absorbed"
+    for op in cost.ops:
+        if op.kind != "matmul":
+            continue
+        f = op.flops
+        if op.name == "kv_b_proj":
+            f = f * (r_k * d_nope + r_v * d_v) // (d_c * (d_nope + d_v))
+        elif op.name == "q_absorb":
+            f = f * r_k // d_c
+        elif op.name == "o_absorb" or (absorbed and op.name == "pv"):
+            f = f * r_v // d_c
+        elif absorbed and op.name == "scores":
+            f = f * (r_k + d_r) // (d_c + d_r)
+        out[op.stage] = out.get(op.stage, 0) + f * cost.layers
+    return out
+
+
+def conversion_cost(
+    conversion: Conversion,
+    phase: str = "decode",
+    seq_len: int = 4096,
+    batch: int = 1,
+    impl: str = "absorbed",
+    kv_dtype: str = "bf16",
+    causal: bool = False,
+) -> ConversionCost:
+    """Parameters, cache and attention FLOPs of a conversion's source and result for one step.
+
+    Examples
+    --------
+    >>> from mlacalc.models.convert import convert
+    >>> cc = conversion_cost(convert("llama-2-7b", kv_lora_rank=512, svd="split"))
+    >>> cc.served_projection_params - cc.projection_params   # zero blocks: 32 x 256 x (128 + 64)
+    1572864
+    """
+    if not isinstance(conversion, Conversion):
+        raise InvalidArgumentError(
+            "conversion",
+            f"expected a Conversion (from convert()), got {args.show_value(conversion)}",
+        )
+    args.choice("impl", impl, CONVERTED_IMPLS)
+    c, m, src = conversion, conversion.model, conversion.source
+    cost = attention_cost(m, phase, seq_len, batch, impl=impl, causal=causal, kv_dtype=kv_dtype)
+    source = attention_cost(src, phase, seq_len, batch, causal=causal, kv_dtype=kv_dtype)
+    zeros = _zero_blocks(c)
+    served_total = param_counts(m).total
+    served_stage = {k: v for k, v in cost.stage_flops.items()}
+    split = _split_flops(c, cost) if c.key_rank is not None else served_stage
+    return ConversionCost(
+        conversion=c,
+        phase=cost.phase,
+        seq_len=cost.seq_len,
+        batch=cost.batch,
+        impl=impl,
+        source_projection_params=_projections(src),
+        projection_params=_projections(m) - zeros,
+        served_projection_params=_projections(m),
+        source_cache_elements=c.source_cache_elements,
+        cache_elements=c.cache_elements,
+        source_params=param_counts(src).total,
+        params=served_total - zeros * m.num_hidden_layers,
+        served_params=served_total,
+        source_cache_bytes_per_token=kv_cache(src, 1, kv_dtype=kv_dtype).bytes_per_token,
+        cache_bytes_per_token=kv_cache(m, 1, kv_dtype=kv_dtype, impl=impl).bytes_per_token,
+        source_stage_flops=dict(source.stage_flops),
+        stage_flops=split,
+        served_stage_flops=served_stage,
+    )

@@ -1,0 +1,239 @@
+"""Conversion to MLA (TransMLA, MHA2MLA): the converted model against a reference conversion built
+here in PyTorch on small layers (replicate the key projection, truncated SVD to the rank), its
+tensors' sizes, its cache tensors' bytes and FlopCounterMode on its forward pass, split and joint,
+expanded and absorbed; and the record, the refusals and every view taking the converted model."""
+
+from __future__ import annotations
+
+import pytest
+
+import mlacalc
+from mlacalc.cost.convert_cost import conversion_cost
+from mlacalc.models.convert import convert, equivalence_rank
+from mlacalc.words.errors import InvalidArgumentError
+
+D, N_H, D_H, L = 64, 4, 16, 2
+
+
+def small(n_kv: int) -> mlacalc.ModelConfig:
+    return mlacalc.model_from_dict(
+        {
+            "name": f"tiny-{n_kv}",
+            "model_type": "llama",
+            "hidden_size": D,
+            "num_hidden_layers": L,
+            "num_attention_heads": N_H,
+            "num_key_value_heads": n_kv,
+            "head_dim": D_H,
+            "vocab_size": 128,
+            "intermediate_size": 96,
+            "tie_word_embeddings": False,
+        }
+    )
+
+
+def test_llama_3_70b_transmla_record():
+    c = convert("llama-3-70b", method="transmla", kv_lora_rank=512)
+    m = c.model
+    assert (m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim) == (
+        512,
+        64,
+        64,
+        128,
+    )
+    assert m.num_key_value_heads == 64 and m.q_lora_rank is None
+    assert (c.source_cache_elements, c.cache_elements) == (2048, 576)
+    assert c.equivalence_rank == equivalence_rank("llama-3-70b") == 1984
+    assert c.full_rank == 8 * (256 - 64)
+    assert ("kv_lora_rank", None, 512) in c.changes
+    # every view takes the converted model
+    assert mlacalc.kv_cache_bytes(m, 1) == 576 * 2 * 80
+    assert mlacalc.param_counts(m).total > 0
+    assert mlacalc.attention_flops(m, "decode", 4096, impl="absorbed") > 0
+    assert mlacalc.predict_time(m, "H100", "decode", 4096, batch=8, scope="model").seconds > 0
+
+
+def test_rope_strategy_changes_no_count():
+    base = conversion_cost(convert("llama-2-7b", method="mha2mla", kv_lora_rank=256))
+    for s in ("high", "low", "uniform", "2-norm"):
+        c = convert("llama-2-7b", method="mha2mla", kv_lora_rank=256, rope_strategy=s)
+        cc = conversion_cost(c)
+        assert c.rope_strategy == s
+        assert (cc.params, cc.flops, cc.cache_bytes_per_token) == (
+            base.params,
+            base.flops,
+            base.cache_bytes_per_token,
+        )
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("gpt2", "no RoPE"),
+        ("qwen3-8b", "k_norm"),
+        ("gemma-3-1b", "sliding window"),
+        ("qwen3-next-80b-a3b", "linear-attention"),
+        ("llama-4-scout", "chunked or sliding"),
+        ("deepseek-v3", "already MLA"),
+    ],
+)
+def test_refusals_name_the_reason(model, why):
+    with pytest.raises(InvalidArgumentError, match=why) as err:
+        convert(model)
+    assert str(err.value).startswith("model: cannot convert to MLA")
+    assert "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference conversion in PyTorch
+
+
+def _reference(torch, n_kv: int, d_c: int, rope: int, svd: str):
+    """Weights of a GQA layer converted by hand: the converted tensors and the served form."""
+    g = torch.Generator().manual_seed(0)
+    wq = torch.randn(D, N_H * D_H, generator=g, dtype=torch.float64)
+    wk = torch.randn(D, n_kv * D_H, generator=g, dtype=torch.float64)
+    wv = torch.randn(D, n_kv * D_H, generator=g, dtype=torch.float64)
+    wo = torch.randn(N_H * D_H, D, generator=g, dtype=torch.float64)
+    rep = torch.arange(N_H) // (N_H // n_kv)  # the KV head of each query head
+    k_rep = wk.view(D, n_kv, D_H)[:, rep]  # TransMLA: keys replicated to the query heads
+    v_rep = wv.view(D, n_kv, D_H)[:, rep]
+    nope = D_H - rope
+    w_kr = k_rep[:, 0, nope:]  # one shared RoPE key (d x rope)
+    k_nope = k_rep[:, :, :nope].reshape(D, N_H * nope)
+    v_all = v_rep.reshape(D, N_H * D_H)
+
+    def trunc(w, r):
+        u, s, vh = torch.linalg.svd(w, full_matrices=False)
+        return u[:, :r] * s[:r], vh[:r]
+
+    if svd == "joint":
+        down, up = trunc(torch.cat([k_nope, v_all], 1), d_c)
+        up_k, up_v = up[:, : N_H * nope], up[:, N_H * nope :]
+        tensors = [wq, down, w_kr, up, wo]
+        key_lat = val_lat = slice(0, d_c)
+    else:
+        dk, up_k = trunc(k_nope, d_c // 2)
+        dv, up_v = trunc(v_all, d_c // 2)
+        down = torch.cat([dk, dv], 1)
+        tensors = [wq, dk, dv, w_kr, up_k, up_v, wo]
+        key_lat, val_lat = slice(0, d_c // 2), slice(d_c // 2, d_c)
+    return {
+        "tensors": tensors,
+        "wq": wq,
+        "down": down,
+        "w_kr": w_kr,
+        "up_k": up_k,
+        "up_v": up_v,
+        "wo": wo,
+        "key_lat": key_lat,
+        "val_lat": val_lat,
+        "nope": nope,
+    }
+
+
+def _expanded(torch, r, x):
+    """The converted layer run expanded (``naive`` prefill): K and V from the latent."""
+    t, nope = x.shape[0], r["nope"]
+    q = (x @ r["wq"]).view(t, N_H, D_H).transpose(0, 1)
+    c = x @ r["down"]
+    kr = x @ r["w_kr"]
+    k_nope = (c[:, r["key_lat"]] @ r["up_k"]).view(t, N_H, nope).transpose(0, 1)
+    v = (c[:, r["val_lat"]] @ r["up_v"]).view(t, N_H, D_H).transpose(0, 1)
+    k = torch.cat([k_nope, kr.expand(N_H, t, -1)], -1)
+    p = torch.softmax(q @ k.transpose(1, 2), -1)
+    return (p @ v).transpose(0, 1).reshape(t, N_H * D_H) @ r["wo"]
+
+
+def _absorbed(torch, r, x, cached):
+    """The converted layer run absorbed: new tokens ``x`` attend ``cached`` latent rows and
+    themselves; W_UK goes into the query and W_UV after the attention."""
+    t, nope = x.shape[0], r["nope"]
+    q = (x @ r["wq"]).view(t, N_H, D_H).transpose(0, 1)
+    c_new = x @ r["down"]
+    kr_new = x @ r["w_kr"]
+    c = torch.cat([cached[0], c_new])
+    kr = torch.cat([cached[1], kr_new])
+    r_k = r["up_k"].shape[0]
+    w_uk = r["up_k"].view(r_k, N_H, nope).permute(1, 2, 0)  # (n_h, nope, r_k)
+    q_lat = q[..., :nope] @ w_uk  # (n_h, t, r_k)
+    key = torch.cat([c[:, r["key_lat"]], kr], -1)  # (S, r_k + rope)
+    p = torch.softmax(torch.cat([q_lat, q[..., nope:]], -1) @ key.T, -1)
+    o_lat = p @ c[:, r["val_lat"]]  # (n_h, t, r_v)
+    r_v = r["up_v"].shape[0]
+    w_uv = r["up_v"].view(r_v, N_H, D_H).transpose(0, 1)  # (n_h, r_v, d_v)
+    return (o_lat @ w_uv).transpose(0, 1).reshape(t, N_H * D_H) @ r["wo"]
+
+
+CASES = [
+    ("transmla", 2, "joint"),
+    ("transmla", 2, "split"),
+    ("mha2mla", 4, "joint"),
+    ("mha2mla", 4, "split"),
+]
+
+
+@pytest.mark.parametrize(("method", "n_kv", "svd"), CASES)
+def test_params_and_cache_equal_the_reference_conversion(method, n_kv, svd):
+    torch = pytest.importorskip("torch")
+    d_c, rope = 24, 4
+    conv = convert(small(n_kv), method=method, kv_lora_rank=d_c, rope_dim=rope, svd=svd)
+    cc = conversion_cost(conv)
+    r = _reference(torch, n_kv, d_c, rope, svd)
+    assert cc.projection_params == sum(t.numel() for t in r["tensors"])
+    served = mlacalc.attention_params(conv.model)
+    assert sum(served.values()) == cc.served_projection_params + d_c  # + the latent's norm
+    assert cc.source_projection_params == D * N_H * D_H * 2 + 2 * D * n_kv * D_H
+    # the cache: the latent rows and the shared RoPE key of 10 tokens, in bf16
+    x = torch.randn(10, D, dtype=torch.float64)
+    cache = [(x @ r["down"]).bfloat16(), (x @ r["w_kr"]).bfloat16()]
+    assert sum(t.nbytes for t in cache) * L == mlacalc.kv_cache_bytes(conv.model, 10)
+    assert cc.cache_bytes_per_token == sum(t.nbytes for t in cache) * L // 10
+
+
+@pytest.mark.parametrize(("method", "n_kv", "svd"), CASES)
+@pytest.mark.parametrize(
+    ("impl", "phase"), [("naive", "prefill"), ("absorbed", "decode"), ("absorbed", "prefill")]
+)
+def test_flops_equal_flopcountermode(method, n_kv, svd, impl, phase):
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode  # deferred: optional extra (torch)
+
+    d_c, rope, s = 24, 4, 12
+    conv = convert(small(n_kv), method=method, kv_lora_rank=d_c, rope_dim=rope, svd=svd)
+    cc = conversion_cost(conv, phase=phase, seq_len=s, impl=impl)
+    r = _reference(torch, n_kv, d_c, rope, svd)
+    new = s if phase == "prefill" else 1
+    x = torch.randn(new, D, dtype=torch.float64)
+    old = torch.randn(s - new, D, dtype=torch.float64)
+    cached = (old @ r["down"], old @ r["w_kr"])
+    with FlopCounterMode(display=False) as fc:
+        if impl == "naive":
+            _expanded(torch, r, x)
+        else:
+            _absorbed(torch, r, x, cached)
+    assert cc.flops == fc.get_total_flops() * L
+    if svd == "joint":
+        assert cc.stage_flops == cc.served_stage_flops
+
+
+def test_absorbed_reference_equals_expanded():
+    """The reference layers are one layer: absorbed and expanded give the same output."""
+    torch = pytest.importorskip("torch")
+    r = _reference(torch, 2, 24, 4, "split")
+    x = torch.randn(7, D, dtype=torch.float64)
+    empty = (torch.zeros(0, 24, dtype=torch.float64), torch.zeros(0, 4, dtype=torch.float64))
+    # causal masks aside, a full (non-causal) pass: both forms give the same output
+    assert torch.allclose(_expanded(torch, r, x), _absorbed(torch, r, x, empty), atol=1e-9)
+
+
+def test_equivalence_rank_is_lossless_for_transmla():
+    """At the full rank the truncated SVD reproduces the replicated projections exactly."""
+    torch = pytest.importorskip("torch")
+    conv = convert(small(2), kv_lora_rank=None, rope_dim=4)
+    assert conv.kv_lora_rank == conv.equivalence_rank == 2 * 2 * D_H - 4
+    r = _reference(torch, 2, conv.full_rank, 4, "joint")
+    k_nope_v = r["down"] @ torch.cat([r["up_k"], r["up_v"]], 1)
+    ref = _reference(torch, 2, 200, 4, "joint")  # untruncated
+    full = ref["down"] @ torch.cat([ref["up_k"], ref["up_v"]], 1)
+    assert torch.allclose(k_nope_v, full, atol=1e-9)
