@@ -248,7 +248,9 @@ def test_defaults_follow_the_hugging_face_class(model_type):
     if _HF_CLASS_TYPE.get(model_type, model_type) not in CONFIG_MAPPING:
         pytest.skip(f"{model_type}: remote code, no transformers class; its unit states the rule")
     ref = CONFIG_MAPPING[_HF_CLASS_TYPE.get(model_type, model_type)]()
-    spelled = {field: key for key, field in unit.renames.items()}
+    spelled: dict[str, str] = {}
+    for key, field in unit.renames.items():
+        spelled.setdefault(field, key)  # the family's first spelling of a field
 
     def reference(field):
         for key in (field, spelled.get(field)):
@@ -268,7 +270,8 @@ def test_defaults_follow_the_hugging_face_class(model_type):
     if model_type == "gemma4_text":
         data["hidden_size_per_layer_input"] = 0  # per-layer embeddings are refused by name
         ref.allow_global_per_layer_attribute_access = True  # the sliding layers' head_dim
-    if unit.moe and "num_experts_per_tok" not in data and data.get("n_routed_experts"):
+    experts = data.get(spelled.get("n_routed_experts", "n_routed_experts"))
+    if unit.moe and "num_experts_per_tok" not in data and experts:
         data["num_experts_per_tok"] = 2  # DeepseekV2Config leaves it null; mlacalc needs it
     model = mlacalc.import_hf_config(data)
     compared = 0

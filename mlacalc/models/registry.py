@@ -19,6 +19,7 @@ from difflib import get_close_matches
 from typing import Any
 
 __all__ = [
+    "COUNT_FREE",
     "Default",
     "Family",
     "HFInput",
@@ -32,6 +33,117 @@ __all__ = [
 
 #: Parameter layouts the counting code knows (see mlacalc.cost.params and mlacalc.cost.engine).
 LAYOUTS = ("llama", "gpt2", "falcon", "deepseek", "minicpm3")
+
+#: Configuration fields many Hugging Face classes read that change no parameter, cache byte or
+#: FLOP mlacalc counts (field -> why). A family lists its own such fields in
+#: ``Family.irrelevant``; the two together, with what the family reads, must cover every field
+#: its Hugging Face class reads (``tests/test_models_fields_read.py``).
+COUNT_FREE: Mapping[str, str] = {
+    **dict.fromkeys(
+        ("bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id"),
+        "a token id of the tokenizer",
+    ),
+    **dict.fromkeys(
+        (
+            "image_token_id",
+            "image_token_index",
+            "video_token_id",
+            "video_token_index",
+            "audio_token_id",
+            "audio_token_index",
+            "vision_start_token_id",
+            "vision_end_token_id",
+            "boi_token_id",
+            "boi_token_index",
+            "eoi_token_id",
+            "eoi_token_index",
+            "boa_token_id",
+            "eoa_token_id",
+            "eoa_token_index",
+        ),
+        "a token id of the multimodal prompt",
+    ),
+    **dict.fromkeys(
+        ("vision_config", "audio_config"),
+        "a vision or audio tower: reported apart from the language model",
+    ),
+    "use_cache": "whether a forward returns its cache (a runtime switch)",
+    "initializer_range": "the spread of initial weights (training)",
+    **dict.fromkeys(
+        (
+            "attention_dropout",
+            "hidden_dropout",
+            "embedding_dropout",
+            "residual_dropout",
+            "embd_pdrop",
+            "resid_pdrop",
+            "attn_pdrop",
+            "mlp_dropout",
+            "classifier_dropout",
+            "projector_dropout",
+        ),
+        "dropout (training only)",
+    ),
+    **dict.fromkeys(
+        (
+            "rope_parameters",
+            "rope_scaling",
+            "rope_theta",
+            "original_max_position_embeddings",
+            "rope_interleave",
+            "partial_rotary_factor",
+        ),
+        "rotary frequencies and their scaling: no parameter, and the rotation is element-wise",
+    ),
+    **dict.fromkeys(
+        ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps"),
+        "a norm's epsilon",
+    ),
+    **dict.fromkeys(
+        ("hidden_act", "hidden_activation", "activation_function", "activation"),
+        "the activation function (element-wise; the gated or plain MLP shape is the layout's)",
+    ),
+    **dict.fromkeys(
+        ("output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "aux_loss_alpha"),
+        "a router's training loss or noise",
+    ),
+    **dict.fromkeys(
+        ("norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "scoring_func"),
+        "how routing weights are picked and scaled: the same experts' products run",
+    ),
+    **dict.fromkeys(
+        (
+            "max_length",
+            "model_max_length",
+            "tokenizer_class",
+            "_from_model_config",
+            "attn_implementation",
+        ),
+        "bookkeeping of the export or the tokenizer",
+    ),
+    "pretraining_tp": "the tensor-parallel split used in pretraining: the same products",
+    **dict.fromkeys(
+        (
+            "logit_scale",
+            "logits_scaling",
+            "final_logit_softcapping",
+            "attn_logit_softcapping",
+            "query_pre_attn_scalar",
+            "attention_multiplier",
+            "embedding_multiplier",
+            "residual_multiplier",
+            "attn_scale",
+            "attn_temperature_tuning",
+            "floor_scale",
+            "swiglu_alpha",
+            "swiglu_limit",
+            "scale_emb",
+            "dim_model_base",
+            "scale_depth",
+        ),
+        "a scalar scale, cap or clamp of activations (no parameter; element-wise)",
+    ),
+}
 
 #: Problems found while translating: (field, message, fix or None).
 Problem = tuple[str, str, "str | None"]
@@ -106,6 +218,19 @@ class Family:
     reads
         Further ``config.json`` keys the ``translate`` hook reads (neither schema fields nor
         ``inputs``): known keys, never taken for a misspelling of a field.
+    irrelevant
+        Fields the family's Hugging Face class reads that change no parameter, cache byte or
+        FLOP mlacalc counts, each with the reason (``{"scale_emb": "scales activations"}``),
+        beyond the ones most classes share (:data:`COUNT_FREE`). **No field is ignored**:
+        every field the class reads (its annotated fields and its ``attribute_map``, and
+        those of its ``text_config`` class for a multimodal wrapper; for remote code, the
+        keys of the vendored configs of its types) must be a schema field, a rename, an
+        input, a read, an ``ignored`` field, or be listed here or in :data:`COUNT_FREE`;
+        ``tests/test_models_fields_read.py`` fails on any other, for every registered
+        family. A field that changes a count and is not modelled is refused by the
+        translation (an ``inputs`` entry with ``refuse_when``, or a problem from the hook),
+        never listed here. A value of a listed field that is not a finite number (JSON
+        ``Infinity``, ``NaN``) loads with a note; anywhere else it is refused.
     translate
         Optional hook ``translate(data, raw, derived, problems)`` for rules a table
         cannot say (Falcon's ``multi_query``): ``data`` is the config.json mapping,
@@ -142,6 +267,7 @@ class Family:
     inputs: Mapping[str, HFInput] = field(default_factory=dict)
     ignored: Mapping[str, str] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
+    irrelevant: Mapping[str, str] = field(default_factory=dict)
     translate: Callable[..., None] | None = None
     moe: bool = False
     requires_experts: bool = False

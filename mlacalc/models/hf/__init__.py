@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from mlacalc.models.hf._translate import import_hf_config
+from mlacalc.models.hf._translate import import_hf_config, known_fields
 from mlacalc.models.registry import (
+    COUNT_FREE,
     LAYOUTS,
     Default,
     Family,
@@ -27,6 +28,7 @@ from mlacalc.models.registry import (
 )
 
 __all__ = [
+    "COUNT_FREE",
     "LAYOUTS",
     "Default",
     "Family",
@@ -34,6 +36,7 @@ __all__ = [
     "families",
     "family_of",
     "import_hf_config",
+    "known_fields",
     "markdown_defaults",
     "markdown_spellings",
     "model_types",
@@ -74,6 +77,8 @@ def markdown_spellings() -> str:
                 rows.append(f"| {types} | `{key}` | read by the family's rules (see its unit) |")
         for key, why in unit.ignored.items():
             rows.append(f"| {types} | `{key}` | ignored: {why} |")
+        for key, why in unit.irrelevant.items():
+            rows.append(f"| {types} | `{key}` | changes no count: {why} |")
         for alias, target in unit.aliases.items():
             rows.append(f"| {alias} | `model_type` | means `{target}` |")
     return "\n".join(rows)

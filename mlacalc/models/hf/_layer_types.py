@@ -118,6 +118,28 @@ def lift_text_config(
     return merged
 
 
+def read_mlp_layer_types(data: Mapping[str, Any], raw: dict, derived: list, problems: list) -> None:
+    """``mlp_layer_types`` (``"dense"`` / ``"sparse"`` per layer) read as
+    ``first_k_dense_replace`` when its dense layers lead; any other placement is refused."""
+    kinds = data.get("mlp_layer_types")
+    if kinds is None:
+        return
+    dense = 0
+    while isinstance(kinds, list) and dense < len(kinds) and kinds[dense] == "dense":
+        dense += 1
+    if not isinstance(kinds, list) or any(k != "sparse" for k in kinds[dense:]):
+        problems.append(
+            (
+                "mlp_layer_types",
+                "only leading dense layers followed by MoE layers are modelled",
+                "write 'dense' for the first layers and 'sparse' for the rest",
+            )
+        )
+        return
+    raw["first_k_dense_replace"] = dense
+    derived.append(f"first_k_dense_replace = {dense} (read from mlp_layer_types)")
+
+
 def check_every_layer_moe(data: Mapping[str, Any], problems: list, key: str, default: Any) -> None:
     """Refuse a MoE placement key whose value differs from "every layer" (``default``)."""
     value = data.get(key)

@@ -17,6 +17,7 @@ from typing import Any
 
 from mlacalc.models.quantization import quantization_scheme
 from mlacalc.models.registry import (
+    COUNT_FREE,
     Family,
     HFInput,
     Problem,
@@ -29,7 +30,7 @@ from mlacalc.models.schema import SPECS, ModelConfig, build
 from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
-__all__ = ["import_hf_config"]
+__all__ = ["import_hf_config", "known_fields"]
 
 # null is a statement for these fields (no query compression, not MLA, no window)
 _NULL_MEANS_NONE = ("q_lora_rank", "kv_lora_rank", "sliding_window")
@@ -146,6 +147,24 @@ _NOT_FROM_CONFIG = ("name", "source", "aliases", "display_name", "notes", "weigh
 _HOOK_KEYS = ("layer_types",)
 
 
+def known_fields(unit: Family) -> set[str]:
+    """Every ``config.json`` key the family accounts for: schema fields, its renames, inputs,
+    hook reads, ``ignored`` and ``irrelevant`` fields, and the keys every class shares that
+    change no count (:data:`~mlacalc.models.registry.COUNT_FREE`)."""
+    return (
+        set(SPECS)
+        | set(unit.renames)
+        | set(unit.inputs)
+        | set(_COMMON_INPUTS)
+        | set(unit.ignored)
+        | set(unit.reads)
+        | set(unit.irrelevant)
+        | set(COUNT_FREE)
+        | set(_HOOK_KEYS)
+        | {"model_type"}
+    )
+
+
 def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]:
     """Keys the family does not read that are a misspelling of a field it reads and that
     the file leaves out: read as written, the field would silently take its default.
@@ -163,16 +182,7 @@ def _misspelled_keys(data: dict, unit: Family, model_type: str) -> list[Problem]
     for key, target in unit.renames.items():
         if key in present:
             present.add(target)
-    read = (
-        set(SPECS)
-        | set(unit.renames)
-        | set(unit.inputs)
-        | set(_COMMON_INPUTS)
-        | set(unit.ignored)
-        | set(unit.reads)
-        | set(_HOOK_KEYS)
-        | {"model_type"}
-    )
+    read = known_fields(unit)
     fields = [
         f
         for f in (*SPECS, *unit.renames, *unit.inputs, *unit.reads)

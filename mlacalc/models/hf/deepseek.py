@@ -37,7 +37,16 @@ FAMILY = register(
         aliases={"kimi_k25": "kimi_k2"},
         layout="deepseek",
         hf_class="transformers DeepseekV2Config / DeepseekV3Config",
-        renames={"num_mtp_layers": "num_nextn_predict_layers"},
+        renames={
+            "num_mtp_layers": "num_nextn_predict_layers",
+            "num_local_experts": "n_routed_experts",
+            "num_experts": "n_routed_experts",
+        },
+        irrelevant={
+            "seq_aux": "Kimi-K2: a sequence-level auxiliary loss (training)",
+            "projection_hidden_size": "Kimi-K2.5: the vision projector (reported apart)",
+            "projection_layer_norm_eps": "Kimi-K2.5: the vision projector (reported apart)",
+        },
         defaults={
             "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),
             "tie_word_embeddings": Default("DeepseekV2/V3Config default", value=False),

@@ -5,8 +5,44 @@ indexer (``index_n_heads`` heads of ``index_head_dim``: ``wq_b`` from the query 
 and lets the query attend the ``index_topk`` best."""
 
 from mlacalc.models.architecture import Arch
+from mlacalc.models.hf._layer_types import read_mlp_layer_types
 from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 from mlacalc.models.registry import Default, Family, register
+
+
+def _indexer_types(data) -> list | None:
+    """GlmMoeDsaConfig's per-layer indexer modes, by its own rule: ``indexer_types`` as
+    written, else ``index_topk_pattern`` (``"F"`` full, ``"S"`` shared), else the schedule
+    ``index_topk_freq`` / ``index_skip_topk_offset`` (defaults 1 and 2: every layer full)."""
+    kinds = data.get("indexer_types")
+    if kinds is not None:
+        return kinds
+    pattern = data.get("index_topk_pattern")
+    if pattern is not None:
+        if isinstance(pattern, str):
+            return [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+        return pattern
+    freq, offset = data.get("index_topk_freq", 1), data.get("index_skip_topk_offset", 2)
+    n = data.get("num_hidden_layers")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (freq, offset, n)):
+        return None
+    freq = max(freq, 1)
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+
+
+def _translate(data, raw, derived, problems) -> None:
+    read_mlp_layer_types(data, raw, derived, problems)
+    if data.get("model_type") != "glm_moe_dsa":
+        return
+    kinds = _indexer_types(data)
+    if kinds is not None and any(k != "full" for k in kinds):
+        problems.append(
+            (
+                "indexer_types",
+                "layers that reuse the previous layer's top-k (shared indexers) are not modelled",
+                "every layer 'full'",
+            )
+        )
 
 
 def _class(name: str, **values) -> dict[str, Default]:
@@ -19,7 +55,10 @@ FAMILY = register(
         model_types=("deepseek_v32", "glm_moe_dsa"),
         layout="deepseek",
         hf_class="transformers DeepseekV32Config / GlmMoeDsaConfig",
-        renames={"num_mtp_layers": "num_nextn_predict_layers"},
+        renames={
+            "num_mtp_layers": "num_nextn_predict_layers",
+            "num_local_experts": "n_routed_experts",
+        },
         defaults={
             "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),
             "tie_word_embeddings": Default(
@@ -51,6 +90,14 @@ FAMILY = register(
         },
         required=MLA_MOE_REQUIRED,
         ignored=MLA_IGNORED,
+        reads=(
+            "mlp_layer_types",
+            "indexer_types",
+            "index_topk_pattern",
+            "index_topk_freq",
+            "index_skip_topk_offset",
+        ),
+        translate=_translate,
         moe=True,
         mtp=True,
         mla=True,

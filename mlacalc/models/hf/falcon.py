@@ -6,6 +6,7 @@ from mlacalc.models.registry import Default, Family, HFInput, register
 
 def _translate(data, raw, derived, problems) -> None:
     """``multi_query`` decides the KV heads unless the new decoder architecture states them."""
+    _check_parallel_norms(data, problems)
     heads = raw.get("num_attention_heads")
     new_arch = data.get("new_decoder_architecture")
     if new_arch is True or not isinstance(heads, int) or isinstance(heads, bool):
@@ -22,6 +23,25 @@ def _translate(data, raw, derived, problems) -> None:
     )
     if data.get("alibi") is True:
         derived.append("alibi: true (no RoPE)")
+
+
+def _check_parallel_norms(data, problems) -> None:
+    """``num_ln_in_parallel_attn`` of a parallel block: FalconDecoderLayer holds two norms
+    (``ln_attn``, ``ln_mlp``) when it is 2 (the new decoder architecture's default) and one
+    otherwise; a value that departs from its architecture's default is refused."""
+    stated = data.get("num_ln_in_parallel_attn")
+    if stated is None or data.get("parallel_attn") is False:
+        return
+    expected = 2 if data.get("new_decoder_architecture") is True else 1
+    if stated != expected:
+        problems.append(
+            (
+                "num_ln_in_parallel_attn",
+                f"{stated!r} norms before a parallel block is not modelled for this architecture "
+                f"(modelled: {expected}, the FalconConfig rule)",
+                f"use num_ln_in_parallel_attn: {expected} or leave it out",
+            )
+        )
 
 
 FAMILY = register(
@@ -56,7 +76,7 @@ FAMILY = register(
             "multi_query": HFInput("boolean", "one K/V head shared by every query head"),
             "alibi": HFInput("boolean", "ALiBi position bias instead of RoPE"),
         },
-        reads=("multi_query", "alibi"),
+        reads=("multi_query", "alibi", "num_ln_in_parallel_attn"),
         translate=_translate,
     )
 )

@@ -3,7 +3,7 @@ head; ``sliding_window`` layers with every ``sliding_window_pattern``-th layer f
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_layer_types
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import Default, Family, HFInput, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -29,6 +29,14 @@ FAMILY = register(
             "num_key_value_heads": Default("Gemma3TextConfig default", value=4),
             "tie_word_embeddings": Default("Gemma3TextConfig default", value=True),
             "sliding_window": Default("Gemma3TextConfig default", value=4096),
+        },
+        inputs={
+            "use_bidirectional_attention": HFInput(
+                "boolean",
+                "text tokens attend both ways (an embedding model, not a causal LM)",
+                refuse_when=True,
+                refuse_why="bidirectional attention (an encoder) is not modelled: causal LMs only",
+            )
         },
         reads=("sliding_window_pattern", "layer_types"),
         translate=_translate,

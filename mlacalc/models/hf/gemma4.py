@@ -150,6 +150,10 @@ FAMILY = register(
             ),
         },
         reads=("hidden_size_per_layer_input", "num_kv_shared_layers", "layer_types"),
+        irrelevant={
+            "use_double_wide_mlp": "widens the MLP of KV-shared layers only, which are refused",
+            "vocab_size_per_layer_input": "the per-layer embeddings' vocabulary: they are refused",
+        },
         translate=_translate,
         moe=True,
         archs={

@@ -20,7 +20,10 @@ FAMILY = register(
         model_types=("glm4_moe",),
         layout="llama",
         hf_class="transformers Glm4MoeConfig",
-        renames={"num_mtp_layers": "num_nextn_predict_layers"},
+        renames={
+            "num_mtp_layers": "num_nextn_predict_layers",
+            "num_local_experts": "n_routed_experts",
+        },
         defaults={
             "head_dim": head_dim_from_width("Glm4MoeConfig: hidden_size / num_attention_heads"),
             "num_key_value_heads": Default("Glm4MoeConfig default", value=8),

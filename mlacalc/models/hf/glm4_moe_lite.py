@@ -3,29 +3,9 @@
 and a router correction bias. The dense/MoE split comes from ``mlp_layer_types`` (default:
 the first layer dense) or ``first_k_dense_replace``."""
 
+from mlacalc.models.hf._layer_types import read_mlp_layer_types
 from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
 from mlacalc.models.registry import Default, Family, register
-
-
-def _translate(data, raw, derived, problems) -> None:
-    kinds = data.get("mlp_layer_types")
-    if kinds is None:
-        return
-    dense = 0
-    while dense < len(kinds) and kinds[dense] == "dense":
-        dense += 1
-    if not isinstance(kinds, list) or any(k != "sparse" for k in kinds[dense:]):
-        problems.append(
-            (
-                "mlp_layer_types",
-                "only leading dense layers followed by MoE layers are modelled",
-                "write 'dense' for the first layers and 'sparse' for the rest",
-            )
-        )
-        return
-    raw["first_k_dense_replace"] = dense
-    derived.append(f"first_k_dense_replace = {dense} (read from mlp_layer_types)")
-
 
 FAMILY = register(
     Family(
@@ -33,6 +13,7 @@ FAMILY = register(
         model_types=("glm4_moe_lite",),
         layout="deepseek",
         hf_class="transformers Glm4MoeLiteConfig",
+        renames={"num_local_experts": "n_routed_experts"},
         defaults={
             "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),
             "tie_word_embeddings": Default("Glm4MoeLiteConfig default", value=False),
@@ -50,7 +31,7 @@ FAMILY = register(
         required=MLA_MOE_REQUIRED,
         ignored=MLA_IGNORED,
         reads=("mlp_layer_types",),
-        translate=_translate,
+        translate=read_mlp_layer_types,
         moe=True,
         mtp=True,
         mla=True,

@@ -1,7 +1,7 @@
 """GPT-2 (``GPT2Config``): LayerNorm and Conv1D with biases, GELU MLP, learned positions."""
 
 from mlacalc.models.hf._rules import head_dim_from_width, kv_heads_equal_heads, mlp_four_times_width
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import Default, Family, HFInput, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -29,6 +29,29 @@ FAMILY = register(
             "tie_word_embeddings": Default("GPT-2 ties its output head to wte", value=True),
             "bias": Default("GPT-2 has biases on every linear layer and layer norm", value=True),
             "max_position_embeddings": Default("GPT2Config n_positions default", value=1024),
+        },
+        inputs={
+            "add_cross_attention": HFInput(
+                "boolean",
+                "cross-attention to an encoder in every block",
+                refuse_when=True,
+                refuse_why="cross-attention (an encoder-decoder GPT-2) is not modelled",
+            )
+        },
+        irrelevant={
+            "scale_attn_weights": "scales attention scores (element-wise)",
+            "scale_attn_by_inverse_layer_idx": "scales attention scores (element-wise)",
+            "reorder_and_upcast_attn": "the precision of the score product, same FLOPs",
+            **dict.fromkeys(
+                (
+                    "summary_type",
+                    "summary_use_proj",
+                    "summary_activation",
+                    "summary_proj_to_labels",
+                    "summary_first_dropout",
+                ),
+                "the sequence-summary head of GPT2DoubleHeadsModel, not the causal LM",
+            ),
         },
         translate=_translate,
         rope=False,

@@ -18,6 +18,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers GptOssConfig",
         renames={
+            "num_experts": "n_routed_experts",
             "num_local_experts": "n_routed_experts",
             "experts_per_token": "num_experts_per_tok",
         },

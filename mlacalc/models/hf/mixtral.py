@@ -9,7 +9,7 @@ FAMILY = register(
         model_types=("mixtral",),
         layout="llama",
         hf_class="transformers MixtralConfig",
-        renames={"num_local_experts": "n_routed_experts"},
+        renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width(
                 "MixtralConfig: head_dim = hidden_size / num_attention_heads"

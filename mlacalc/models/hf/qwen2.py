@@ -24,5 +24,8 @@ FAMILY = register(
             ),
         },
         ignored={"sliding_window": "Qwen2 reads it only with use_sliding_window: true"},
+        irrelevant={
+            "max_window_layers": "read only with use_sliding_window: true, which is refused"
+        },
     )
 )

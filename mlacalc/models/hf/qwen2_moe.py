@@ -57,7 +57,14 @@ FAMILY = register(
             ),
         },
         ignored={"sliding_window": "Qwen2-MoE reads it only with use_sliding_window: true"},
-        reads=("shared_expert_intermediate_size",),
+        irrelevant={
+            "max_window_layers": "read only with use_sliding_window: true, which is refused"
+        },
+        reads=(
+            "decoder_sparse_step",
+            "mlp_only_layers",
+            "shared_expert_intermediate_size",
+        ),
         translate=_translate,
         moe=True,
         requires_experts=True,

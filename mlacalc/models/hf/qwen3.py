@@ -40,7 +40,11 @@ FAMILY = register(
             },
         },
         inputs={"use_sliding_window": _SLIDING},
+        reads=("decoder_sparse_step", "mlp_only_layers"),
         ignored={"sliding_window": "Qwen3 reads it only with use_sliding_window: true"},
+        irrelevant={
+            "max_window_layers": "read only with use_sliding_window: true, which is refused"
+        },
         translate=_translate,
         moe=True,
         archs={

@@ -83,7 +83,12 @@ FAMILY = register(
             ),
         },
         ignored={"sliding_window": "Qwen3-Next reads it only with use_sliding_window: true"},
-        reads=("layer_types", "shared_expert_intermediate_size"),
+        reads=(
+            "decoder_sparse_step",
+            "mlp_only_layers",
+            "layer_types",
+            "shared_expert_intermediate_size",
+        ),
         translate=_translate,
         moe=True,
         requires_experts=True,
