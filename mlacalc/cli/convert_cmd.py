@@ -1,0 +1,258 @@
+"""`mlacalc convert`: a GQA/MHA model converted to MLA (TransMLA, MHA2MLA), source beside result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mlacalc.cli.common import (
+    KV_DTYPE,
+    SIZE,
+    Section,
+    emit,
+    format_option,
+    load,
+    size_list,
+    size_text,
+)
+from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost
+from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
+from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
+from mlacalc.words import defaults as D
+
+
+def _side_by_side(cc, t: dict) -> list[list]:
+    """Rows of (quantity, source, converted, converted / source)."""
+    c = cc.conversion
+    s, m = c.source, c.model
+    text = [
+        ["attention", s.variant.upper(), f"MLA ({c.method}, {c.svd} SVD)"],
+        ["KV heads / latent", str(s.num_key_value_heads), f"d_c {c.kv_lora_rank:,}"],
+        [
+            "head widths (q·k nope + rope, v)",
+            f"{s.head_dim} + 0, {s.head_dim}",
+            f"{m.qk_nope_head_dim} + {m.qk_rope_head_dim}, {m.v_head_dim}",
+        ],
+    ]
+    numbers = [
+        ("cache elements / token / layer", cc.source_cache_elements, cc.cache_elements, str),
+        (
+            "cache / token (all layers)",
+            cc.source_cache_bytes_per_token,
+            cc.cache_bytes_per_token,
+            human_bytes,
+        ),
+        (
+            "attention weights / layer",
+            cc.source_projection_params,
+            cc.projection_params,
+            human_si,
+        ),
+        ("parameters (model)", cc.source_params, cc.params, human_si),
+        (f"attention FLOPs, decode ({cc.impl})", cc.source_flops, cc.flops, human_si),
+    ]
+    for phase in ("decode", "prefill"):
+        if phase in t:
+            a, b = t[phase]
+            numbers.append((f"{phase} step time ({t['hardware']})", a, b, human_seconds))
+    rows = [[*r, ""] for r in text]
+    for label, a, b, fmt in numbers:
+        rows.append([label, fmt(a), fmt(b), f"{b / a:.3g}x" if a else ""])
+    return rows
+
+
+@click.command("convert")
+@click.argument("model")
+@click.option(
+    "--method",
+    type=click.Choice(list(CONVERSION_METHODS)),
+    default="transmla",
+    show_default=True,
+    help="TransMLA (GQA: replicate the keys, factor) or MHA2MLA (partial RoPE, SVD).",
+)
+@click.option(
+    "--kv-lora-rank",
+    type=SIZE,
+    default=None,
+    help="Latent rank d_c (default: the rank whose cache equals the source's).",
+)
+@click.option(
+    "--rope-dim",
+    type=int,
+    default=None,
+    help="Dimensions of each head that keep RoPE (default 64).",
+)
+@click.option(
+    "--svd",
+    type=click.Choice(list(SVD_MODES)),
+    default="joint",
+    show_default=True,
+    help="One latent for keys and values, or half each.",
+)
+@click.option(
+    "--rope-strategy",
+    type=click.Choice(list(ROPE_STRATEGIES)),
+    default=None,
+    help="MHA2MLA's partial-RoPE choice (changes no count; default 2-norm).",
+)
+@click.option("--q-lora-rank", type=SIZE, default=None, help="Compress the query to this rank too.")
+@click.option(
+    "--seq-len",
+    "-s",
+    type=SIZE,
+    default=size_text(D.COMPARE_SEQ_LEN),
+    show_default=True,
+    help="Keys a decode step attends; tokens of a prefill.",
+)
+@click.option("--batch", "-b", type=SIZE, default=D.BATCH, show_default=True, help="Sequences.")
+@click.option(
+    "--kv-dtype", type=KV_DTYPE, default=D.KV_DTYPE, show_default=True, help="KV-cache dtype."
+)
+@click.option(
+    "--impl",
+    type=click.Choice(list(CONVERTED_IMPLS)),
+    default="absorbed",
+    show_default=True,
+    help="MLA implementation of the converted model's decode.",
+)
+@click.option(
+    "--hardware",
+    "--hw",
+    default=None,
+    help="Time a decode and a prefill step of each model on this device (one GPU).",
+)
+@click.option(
+    "--ranks", default=None, help="Sweep these latent ranks (e.g. 256,512,1k) on --hardware."
+)
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the converted model as a YAML file every other command loads.",
+)
+@format_option
+def command(
+    model,
+    method,
+    kv_lora_rank,
+    rope_dim,
+    svd,
+    rope_strategy,
+    q_lora_rank,
+    seq_len,
+    batch,
+    kv_dtype,
+    impl,
+    hardware,
+    ranks,
+    save,
+    fmt,
+):
+    """Convert a GQA/MQA/MHA model to MLA and show the source beside the result.
+
+    \b
+    Examples:
+      mlacalc convert llama-3-70b --method transmla --kv-lora-rank 512
+      mlacalc convert qwen2.5-72b --kv-lora-rank 512 --hardware H100 --ranks 256,512,1k,1984
+      mlacalc convert llama-2-7b --method mha2mla --svd split --kv-lora-rank 256 --save m.yaml
+    """
+    src = load(model)
+    c = convert(
+        src,
+        method=method,
+        kv_lora_rank=kv_lora_rank,
+        rope_dim=rope_dim,
+        svd=svd,
+        keep_q_full=q_lora_rank is None,
+        q_lora_rank=q_lora_rank,
+        rope_strategy=rope_strategy,
+    )
+    cc = conversion_cost(c, "decode", seq_len, batch, impl=impl, kv_dtype=kv_dtype)
+    times: dict = {}
+    sweep = []
+    if ranks is not None and hardware is None:
+        raise click.BadParameter(
+            "--ranks times each rank: name a device with --hardware", param_hint="--ranks"
+        )
+    if hardware is not None:
+        # deferred: the time model loads numpy and the profiles; the counts alone stay light
+        from mlacalc.serving.convert_sweep import rank_sweep, step_seconds
+
+        times["hardware"] = hardware
+        for phase in ("decode", "prefill"):
+            times[phase] = (
+                step_seconds(src, hardware, phase, seq_len, batch, None),
+                step_seconds(
+                    c.model, hardware, phase, seq_len, batch, impl if phase == "decode" else None
+                ),
+            )
+        if ranks is not None:
+            sweep = rank_sweep(
+                src,
+                size_list(ranks),
+                hardware,
+                method,
+                svd,
+                rope_dim,
+                seq_len,
+                batch,
+                impl,
+                kv_dtype,
+            )
+    if save is not None:
+        head = f"# Converted to MLA by mlacalc convert {model} ({method}, {svd} SVD)\n"
+        save.write_text(head + model_yaml(c.model))
+    document = cc.to_dict() | ({"times_s": times} if times else {})
+    if sweep:
+        document["rank_sweep"] = [r.to_dict() for r in sweep]
+
+    def sections():
+        out = [
+            Section(
+                f"{src.label} -> MLA at seq_len {seq_len:,} x batch {batch:,} (KV {kv_dtype})",
+                ["", "source", "converted", "ratio"],
+                _side_by_side(cc, times),
+                note=f"equivalence rank (same cache) {c.equivalence_rank:,}; full rank of the "
+                f"position-free K and V projections {c.full_rank:,}",
+            ),
+            Section(
+                "What changed",
+                ["field", "before", "after"],
+                [
+                    [f, "null" if b is None else b, "null" if a is None else a]
+                    for f, b, a in c.changes
+                ],
+                note="; ".join(c.notes),
+            ),
+        ]
+        if sweep:
+            out.append(
+                Section(
+                    f"Ranks on {hardware} (rank 0: the source model)",
+                    [
+                        "d_c",
+                        "cache / token",
+                        "parameters",
+                        "decode attention FLOPs",
+                        "decode step",
+                        "prefill step",
+                    ],
+                    [
+                        [
+                            r.rank or "source",
+                            human_bytes(r.cache_bytes_per_token),
+                            human_si(r.params),
+                            human_si(r.decode_attention_flops),
+                            human_seconds(r.decode_s),
+                            human_seconds(r.prefill_s),
+                        ]
+                        for r in sweep
+                    ],
+                )
+            )
+        if save is not None:
+            out[-1].note += f"; converted model written to {save}"
+        return out
+
+    emit(fmt, document, sections)

@@ -1,0 +1,140 @@
+"""`mlacalc convert`, the rank sweep, and the conversion's bad inputs: one line naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mlacalc
+from mlacalc.cost.convert_cost import conversion_cost
+from mlacalc.models.convert import convert
+from mlacalc.serving.convert_sweep import rank_sweep
+from mlacalc.words.errors import MlacalcError
+
+
+def test_cli_side_by_side(run):
+    out, _ = run("convert", "llama-3-70b", "--method", "transmla", "--kv-lora-rank", "512")
+    assert "Llama-3-70B -> MLA" in out
+    line = next(x for x in out.splitlines() if "cache elements / token / layer" in x)
+    assert "2048" in line and "576" in line and "0.281x" in line
+    assert "│ kv_lora_rank" in out and "0.281x" in out
+
+
+def test_cli_json_is_exact(run):
+    out, _ = run("convert", "qwen2.5-72b", "--kv-lora-rank", "512", "--format", "json")
+    doc = json.loads(out)
+    cc = conversion_cost(convert("qwen2.5-72b", kv_lora_rank=512), seq_len=32768)
+    assert doc["params"] == cc.params and doc["flops"] == cc.flops
+    assert doc["conversion"]["equivalence_rank"] == 1984
+    assert {"field": "qkv_bias", "before": True, "after": False} in doc["conversion"]["changes"]
+
+
+def test_cli_saved_model_loads_in_every_command(run, tmp_path):
+    path = tmp_path / "m.yaml"
+    run(
+        "convert",
+        "llama-2-7b",
+        "--method",
+        "mha2mla",
+        "--svd",
+        "split",
+        "--kv-lora-rank",
+        "256",
+        "--save",
+        path,
+    )
+    m = mlacalc.load_model(path)
+    want = convert("llama-2-7b", method="mha2mla", svd="split", kv_lora_rank=256).model
+    assert m.to_dict() == want.to_dict()
+    out, _ = run("report", path, "--seq-len", "4k", "--format", "json")
+    latent = [r for r in json.loads(out)["kv_cache"] if r["impl"] == "absorbed"]
+    assert latent[0]["bytes_per_token"] == 320 * 2 * 32
+    run("roofline", path, "--hardware", "H100", "--seq-len", "4k", "--format", "json")
+
+
+def test_rank_sweep_and_cli_ranks(run):
+    rows = rank_sweep("llama-3-8b", [256, 1984], "H100", seq_len=2048, batch=4)
+    assert [r.rank for r in rows] == [0, 256, 1984]
+    assert rows[2].cache_bytes_per_token == rows[0].cache_bytes_per_token  # equivalence rank
+    assert rows[1].decode_s < rows[0].decode_s  # a 5x smaller cache reads faster
+    assert all(r.prefill_s > 0 for r in rows)
+    out, _ = run("convert", "llama-3-8b", "--hw", "H100", "--ranks", "256,1984", "-s", "2k")
+    assert "Ranks on H100" in out and "decode step time (H100)" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["gpt2"], "no RoPE"),
+        (["llama-3-8b", "--rope-dim", "7"], "--rope-dim: RoPE rotates pairs"),
+        (["llama-3-8b", "--rope-dim", "128"], "--rope-dim: is 128"),
+        (["llama-3-8b", "--svd", "split", "--kv-lora-rank", "511"], "--kv-lora-rank: svd='split'"),
+        (["llama-3-8b", "--kv-lora-rank", "0"], "--kv-lora-rank"),
+        (["llama-3-8b", "--method", "transmla", "--rope-strategy", "high"], "--rope-strategy"),
+        (["llama-3-8b", "--method", "nope"], "--method"),
+        (["llama-3-8b", "--ranks", "256"], "--ranks"),
+    ],
+)
+def test_cli_errors_are_one_line(run, argv, fragment):
+    out, err = run("convert", *argv, code=2)
+    assert fragment in err and err.count("\n") == 1 and not out
+
+
+BAD = [
+    ({"to": "gqa"}, "to"),
+    ({"method": "svd"}, "method"),
+    ({"method": 3}, "method"),
+    ({"kv_lora_rank": 0}, "kv_lora_rank"),
+    ({"kv_lora_rank": -5}, "kv_lora_rank"),
+    ({"kv_lora_rank": 2.5}, "kv_lora_rank"),
+    ({"kv_lora_rank": True}, "kv_lora_rank"),
+    ({"kv_lora_rank": 1 << 40}, "kv_lora_rank"),
+    ({"kv_lora_rank": 301, "svd": "split"}, "kv_lora_rank"),
+    ({"rope_dim": 0}, "rope_dim"),
+    ({"rope_dim": 3}, "rope_dim"),
+    ({"rope_dim": 128}, "rope_dim"),
+    ({"rope_dim": "64"}, "rope_dim"),
+    ({"svd": "both"}, "svd"),
+    ({"svd": None}, "svd"),
+    ({"keep_q_full": "yes"}, "keep_q_full"),
+    ({"keep_q_full": False}, "q_lora_rank"),
+    ({"q_lora_rank": 512}, "q_lora_rank"),
+    ({"keep_q_full": False, "q_lora_rank": 0}, "q_lora_rank"),
+    ({"method": "mha2mla", "rope_strategy": "fastest"}, "rope_strategy"),
+    ({"method": "transmla", "rope_strategy": "low"}, "rope_strategy"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "field"), BAD)
+def test_convert_mutations_name_the_field(kwargs, field):
+    with pytest.raises(MlacalcError) as err:
+        convert("llama-3-8b", **kwargs)
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"impl": "absorbed_merged"}, "impl"), ({"seq_len": 0}, "seq_len"), ({"batch": -1}, "batch")],
+)
+def test_conversion_cost_mutations(kwargs, field):
+    with pytest.raises(MlacalcError, match=f"^{field}: "):
+        conversion_cost(convert("llama-3-8b"), **kwargs)
+    with pytest.raises(MlacalcError, match=r"^conversion: "):
+        conversion_cost(mlacalc.load_model("llama-3-8b"))
+
+
+def test_sweep_mutations():
+    with pytest.raises(MlacalcError, match=r"^ranks: is empty"):
+        rank_sweep("llama-3-8b", [])
+    with pytest.raises(MlacalcError, match=r"^kv_lora_rank: "):
+        rank_sweep("llama-3-8b", [0])
+    with pytest.raises(MlacalcError, match=r"hardware|H1000"):
+        rank_sweep("llama-3-8b", [64], "H1000")
+
+
+def test_q_compression_and_mixtral():
+    c = convert("mixtral-8x7b", keep_q_full=False, q_lora_rank=1536, kv_lora_rank=512)
+    assert c.model.q_lora_rank == 1536 and c.model.n_routed_experts == 8
+    assert mlacalc.param_counts(c.model).total < mlacalc.param_counts("mixtral-8x7b").total
