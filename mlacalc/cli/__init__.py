@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "list": "list_cmd",
     "report": "report_cmd",
     "compare": "compare_cmd",
+    "convert": "convert_cmd",
     "formula": "formula_cmd",
     "import-hf": "import_hf_cmd",
     "roofline": "roofline_cmd",
