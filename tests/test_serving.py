@@ -383,7 +383,9 @@ def test_collectives_in_one_node_are_timed_by_the_kernel_model():
             comm = [k for k in kernels if k.kind in kinds]
             assert {k.kind for k in comm} == kinds, lay
             predicted = sum(float(predict_batch(b, hw).sum()) for _, b in batches_of(comm))
-            assert predicted == pytest.approx(float(sm.step(**kw).comm_s[0]), rel=1e-6), kw
+            # the records round their shape fields to integers (the hottest rank's copies are
+            # not whole under random routing)
+            assert predicted == pytest.approx(float(sm.step(**kw).comm_s[0]), rel=1e-5), kw
             if "dispatch" in kinds:  # decode rows low-latency, prompt rows normal mode
                 low = {k.shape["low_latency"] for k in comm}
                 assert low == ({1} if "dec_B" in kw else {0})

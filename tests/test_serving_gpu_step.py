@@ -34,11 +34,12 @@ def _keyed(kernels):
     return out
 
 
-def _pair(model: str, phase: str, tp: int = 1, ep: int = 1):
+def _pair(model: str, phase: str, tp: int = 1, ep: int = 1, routing: str = "balanced"):
     m = as_model(model)
     gpus = max(tp, ep)
     lay = make_layout(m, gpus, tp=tp, dp=gpus // tp, ep=ep, dp_attention=ep > tp)
-    sm = StepModel(m, lay, m.weights_dtype, resolve_kv_layout("bf16"), load_hardware("H200"))
+    hw = load_hardware("H200")
+    sm = StepModel(m, lay, m.weights_dtype, resolve_kv_layout("bf16"), hw, routing=routing)
     kv = resolve_kv_layout("bf16")
     if phase == "decode":
         ref = step_kernels(m, "decode", S, B, weight_dtype=m.weights_dtype, kv_dtype=kv)
@@ -106,12 +107,19 @@ def test_tensor_parallel_splits_heads_ffn_and_vocabulary(model):
 
 
 def test_expert_parallel_splits_the_routed_flops():
-    """EP8 with DP-attention: each GPU computes 1/8 of the routed copies of the 8 groups'
-    tokens, i.e. the routed FLOPs of one group's step."""
+    """EP8 with DP-attention, balanced routing: each GPU computes 1/8 of the routed copies of
+    the 8 groups' tokens, i.e. the routed FLOPs of one group's step. Random routing: the GPU
+    the exchange waits for (the hottest) computes more, by the spread of a binomial share."""
     ref, ours = _pair("deepseek-v3", "decode", tp=1, ep=8)
     moe = ours[("routed_experts", 0)]
     assert moe.flops == ref[("routed_experts", 0)].flops
     assert moe.shape["experts"] == 256 // 8
+    hot = _pair("deepseek-v3", "decode", tp=1, ep=8, routing="random")[1][("routed_experts", 0)]
+    copies = B * 8 * 8  # tokens of the 8 groups x top-8
+    mean = copies / 8
+    c8 = 1.4342  # expected maximum of 8 standard normals (Blom)
+    spread = c8 * (mean * (1 - 1 / 8)) ** 0.5
+    assert hot.flops == pytest.approx(moe.flops * (mean + spread) / mean, rel=1e-6)
 
 
 def test_layer_kinds_scale_with_context_as_they_keep_it():

@@ -20,6 +20,7 @@ from mlacalc.serving.comm import kv_transfer_seconds
 from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.layout import Layout
 from mlacalc.serving.plan_checks import PlanRequest
+from mlacalc.serving.ranks import synced_groups, synced_prompts
 
 __all__ = [
     "Load",
@@ -56,6 +57,9 @@ class MixTiming:
     pf_capacity: float
     #: the KV transfer of one prompt to the decode pool (disaggregated; None otherwise)
     transfer: float | None = None
+    #: attention groups of the decode pool that meet at every MoE layer's exchange (1: each
+    #: runs on its own; :mod:`mlacalc.serving.ranks`)
+    groups: int = 1
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ def mix_timing(
         t_pf=t_pf,
         pf_capacity=p_lay.dp * k_max / t_pf[k_max],
         transfer=transfer,
+        groups=synced_groups(req.m, req.lay),
     )
 
 
@@ -175,15 +180,32 @@ def _decode_step(mix: MixTiming, B: float, mb: float) -> tuple[StepTimes, float]
 def _chunked_cycle(
     mix: MixTiming, B: float, mb: float, dec: StepTimes, t_step: float
 ) -> tuple[float, float, bool]:
-    """Chunked prefill: the cycle (every step carrying the prompt tokens the load brings),
+    """Chunked prefill: the cycle (one group: every step carrying the prompt tokens the load
+    brings; synced groups: a share of the steps as slow as a group carrying a whole chunk),
     the TTFT and whether the prompts need more tokens per step than a chunk."""
     req, sm, lay = mix.req, mix.sm, mix.req.lay
     isl, chunk = req.isl, req.chunked_prefill
     decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
     P = B * mix.tau * isl / req.osl  # prompt tokens each step must carry
-    mixed = sm.step(**decode, pf_N=1 / mb, pf_q=max(P, 1.0), pf_pre=max(isl - P, 0.0) / 2)
     draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
-    cycle = lay.pp * float(mixed.stage_seconds[0]) + draft_s
+    moe_starts: float | None = None
+    if mix.groups == 1:
+        # one group: every step carries the prompt tokens the load brings
+        mixed = sm.step(**decode, pf_N=1 / mb, pf_q=max(P, 1.0), pf_pre=max(isl - P, 0.0) / 2)
+        cycle = lay.pp * float(mixed.stage_seconds[0]) + draft_s
+    else:
+        # synced groups (mlacalc.serving.ranks): a group with a prompt waiting carries a chunk
+        # of N tokens, the others none; the P / N chunks a group brings per step, dealt over
+        # the g groups, make a share of the steps as slow as a chunk's, the experts seeing
+        # the set's mean
+        _, share, _, mean = (float(x) for x in synced_prompts(P / chunk, mix.groups, 1))
+        q = float(min(chunk, isl))
+        mixed = sm.step(
+            **decode, pf_N=1 / mb, pf_q=q, pf_pre=max(isl - q, 0.0) / 2, pf_moe=mean / mb
+        )
+        t_mixed = lay.pp * float(mixed.stage_seconds[0])
+        cycle = (1 - share) * lay.pp * float(dec.stage_seconds[0]) + share * t_mixed + draft_s
+        moe_starts = mean / mb
     # the prompt's own steps: step j carries its j-th chunk, min(N, what is left) of its
     # tokens after the j N before (causal), beside the decode batch; TTFT is the wait for the
     # step in progress (half a cycle) and the sum of those steps, so never below about one
@@ -194,6 +216,7 @@ def _chunked_cycle(
         pf_N=np.full(len(starts), 1 / mb),
         pf_q=np.minimum(float(chunk), isl - starts),
         pf_pre=starts,
+        pf_moe=moe_starts,
     )
     chunk_steps = lay.pp * own.stage_seconds + draft_s
     return cycle, cycle / 2 + float(np.sum(chunk_steps)), chunk < P
@@ -209,43 +232,60 @@ def _arrivals_cycle(
     in_system: float,
 ) -> tuple[float, float]:
     """In-flight batching under random arrivals at ``rate`` per group: each step carries the
-    prompts that arrived during the one before (:mod:`mlacalc.serving.arrivals`); the mean
-    step and the TTFT."""
-    req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
+    prompts that arrived during the one before (:mod:`mlacalc.serving.arrivals`) at the
+    ``g`` synced groups together (the slowest group sets the step,
+    :mod:`mlacalc.serving.ranks`); the mean step and the TTFT."""
+    req, lay, t_pf, k_max, g = mix.req, mix.req.lay, mix.t_pf, mix.k_max, mix.groups
     separate = req.prefill_pass == "separate"
-    ns = np.arange(k_max + 1, dtype=np.float64)  # t[n]: a step with n prompts
+    # t[J]: a step carrying J prompts over the g synced groups (one group: its own prompts),
+    # the slowest group prefilling ceil(J / g) of them, the experts J / g per group
+    J = np.arange(g * k_max + 1, dtype=np.float64)
+    slow = np.ceil(J / g - 1e-9)
     mixed = mix.sm.step(
-        overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg, pf_N=ns / mb, pf_q=req.isl
+        overlap=req.overlap,
+        dec_B=B / mb,
+        dec_q=mix.q,
+        dec_S=mix.S_avg,
+        pf_N=slow / mb,
+        pf_q=req.isl,
+        pf_moe=J / g / mb,
     )
     t = lay.pp * mixed.stage_seconds + (t_step - lay.pp * float(dec.stage_seconds[0]))
     if separate:  # the prompts' own pass, then the decode pass
-        t = t_step + t_pf[: k_max + 1]
-    chain = step_chain(t, rate)
-    # the group is busy while a request is on it: with requests on it as random as their
-    # arrivals, a share 1 - exp(-L) of the time; an idle group runs the prompt at once (its
+        t = t_step + t_pf[slow.astype(int)]
+    chain = step_chain(t, rate * g)
+    # the set is busy while a request is on it: with requests on it as random as their
+    # arrivals, a share 1 - exp(-L) of the time; an idle set runs the prompt at once (its
     # own pass then the decode pass, when they are separate)
-    busy = 1.0 - math.exp(-in_system)
+    busy = 1.0 - math.exp(-in_system * g)
     alone = float(t_pf[1]) + (t_step if separate else 0.0)
     return chain.mean_step_s, busy * chain.ttft_s + (1.0 - busy) * alone
 
 
 def _in_flight_cycle(mix: MixTiming, B: float, mb: float, t_step: float) -> tuple[float, float]:
-    """In-flight batching in a closed loop: ``k`` prompts join a step of the running decode
-    batch, a share ``n / k`` of the steps carrying them (``n`` prompts arrive per step in
-    steady state); the mean step and the TTFT."""
+    """In-flight batching in a closed loop: ``n`` prompts arrive per group per step in steady
+    state; over the ``g`` synced groups (:mod:`mlacalc.serving.ranks`) ``K = ceil(g n)`` join
+    a share ``g n / K`` of the steps, the slowest group prefilling ``ceil(K / g)`` of them and
+    the experts seeing ``K / g`` per group (one group: ``k = ceil(n)`` in a share ``n / k``);
+    the mean step and the TTFT."""
     req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
     n = B * mix.tau / req.osl
-    k = prompts(mix, n)
+    _, share, slow, mean = (float(x) for x in synced_prompts(n, mix.groups, k_max))
     mixed = mix.sm.step(
-        overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg, pf_N=k / mb, pf_q=req.isl
+        overlap=req.overlap,
+        dec_B=B / mb,
+        dec_q=mix.q,
+        dec_S=mix.S_avg,
+        pf_N=slow / mb,
+        pf_q=req.isl,
+        pf_moe=mean / mb,
     )
     t_mix = lay.pp * float(mixed.stage_seconds[0])
     if req.prefill_pass == "separate":
-        t_mix = t_step + float(t_pf[k])
-    share = min(n / k, 1.0)
+        t_mix = t_step + float(t_pf[int(slow)])
     cycle = (1 - share) * t_step + share * t_mix
-    if n > k:  # more prompts than one step batches
-        cycle += (n - k) * t_pf[k_max] / k_max
+    if n > mean:  # more prompts than one step batches
+        cycle += (n - mean) * t_pf[k_max] / k_max
     # the prompt waits for the running step (half of one on average), then its step
     return cycle, t_step / 2 + t_mix
 

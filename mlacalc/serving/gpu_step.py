@@ -61,6 +61,7 @@ from mlacalc.serving.comm import (
     remote_nodes_per_token,
 )
 from mlacalc.serving.layout import Layout, stage_layers
+from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
@@ -412,8 +413,28 @@ class StepModel:
         profile: Any = None,
         routing_imbalance: float = 1.0,
         fp8_dispatch: bool | None = None,
+        routing: str = "random",
+        expert_skew: float = 0.0,
+        rebalance: bool | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
+        #: how a step's copies spread over the expert ranks (:mod:`mlacalc.serving.ranks`):
+        #: ``random`` or ``balanced``, the experts' popularity (Zipf exponent) and whether the
+        #: placement is rebalanced (EPLB; by default when redundant experts are placed)
+        self.routing = routing
+        self.expert_skew = float(expert_skew)
+        self.rebalance = lay.redundant_experts > 0 if rebalance is None else bool(rebalance)
+        self.placement = (
+            placement_imbalance(
+                m.n_routed_experts,
+                lay.ep,
+                lay.redundant_experts,
+                self.expert_skew,
+                self.rebalance,
+            )
+            if m.num_moe_layers
+            else 1.0
+        )
         #: no weight dtype chosen: the weights as the checkpoint stores them
         # (mlacalc.cost.model_step)
         self.stored = weight_dtype is None and checkpoint_stored(m)
@@ -608,17 +629,25 @@ class StepModel:
             )
         )
 
-    def _moe(self, out: list[Spec], T: np.ndarray, decode: np.ndarray) -> None:
+    def _moe(self, out: list[Spec], T: np.ndarray, T_moe: np.ndarray, decode: np.ndarray) -> None:
+        """The routed experts and their exchange: this GPU's group sends its own ``T``
+        tokens; the experts compute the MoE group's, ``T_moe`` per attention group (the
+        groups' mean; a synced group that prefills more than the others waits for them at the
+        exchange, :mod:`mlacalc.serving.ranks`), the hottest rank's share of them."""
         m, lay, d = self.m, self.lay, self.d
         part = "moe_ffn"
         E, k = m.n_routed_experts, m.num_experts_per_tok
         slots = E + lay.redundant_experts  # experts placed, replicas included
         groups = lay.moe_group // lay.tp  # attention groups feeding the MoE group
-        T_grp = T * groups  # distinct tokens entering the MoE group
+        T_grp = T_moe * groups  # distinct tokens entering the MoE group
         local = slots // lay.ep
         expert = expert_shape(m)
         inter = expert.inter // lay.moe_tp
-        assign = T_grp * k / lay.ep * self.imbalance  # routed copies this GPU computes
+        # the hottest rank's share of the copies over the even one: the experts' popularity
+        # and the step's finite sample (mlacalc.serving.ranks), times the user's measured
+        # factor
+        hot = self.imbalance * routing_factor(T_grp * k, lay.ep, self.placement, self.routing)
+        assign = T_grp * k / lay.ep * hot  # routed copies this GPU computes
         active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
         # the model step's routed-expert kernel on this GPU's share: 2 x weights FLOPs per
         # routed copy, the touched experts' weights read once, each copy in and out once
@@ -642,7 +671,10 @@ class StepModel:
                     "experts": np.full_like(T, local),
                     "topk": np.full_like(T, k),
                     "active_experts": active,
-                    "max_tokens_per_expert": np.ceil(assign / np.maximum(active, 1.0)),
+                    "max_tokens_per_expert": np.maximum(
+                        np.ceil(assign / np.maximum(active, 1.0)),
+                        hottest_expert_rows(assign, local, self.routing),
+                    ),
                     "gated": np.full_like(T, 1 if expert.gated else 0),
                 },
                 calls=self.part_calls[part],
@@ -653,10 +685,9 @@ class StepModel:
         else:
             sent = T / lay.tp  # tp ranks split their group's tokens
             # the GPU holding the busiest experts receives (dispatch) and returns (combine)
-            # routing_imbalance x the even share: the exchange waits for it
-            hot = self.imbalance
+            # ``hot`` x the even share: the exchange waits for it
             if lay.ep > 1:
-                node = self.hw.gpus_per_node or lay.moe_group
+                node = self.hw.scale_up_gpus or lay.moe_group
                 if lay.moe_group <= node:
                     # one node: the kernel model's DeepEP exchange (fitted on the measured
                     # one-node tables): low-latency rows (decode) send every routed copy,
@@ -745,16 +776,21 @@ class StepModel:
                     lay.tp,
                 )
 
-    def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0) -> list[Spec]:
+    def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0, pf_moe=None) -> list[Spec]:
         """Every kernel of the step on this GPU: the model step's, sharded, the routed
-        experts of the layout, its collectives and the stage hand-over."""
+        experts of the layout, its collectives and the stage hand-over. ``pf_moe``: the
+        prompts per attention group the experts see (the synced groups' mean; by default
+        this group's ``pf_N``)."""
         dec_B, pf_N = _arr(dec_B), _arr(pf_N)
-        n = max(len(dec_B), len(pf_N))
+        n = max(len(dec_B), len(pf_N), 1 if pf_moe is None else len(_arr(pf_moe)))
         z = np.zeros(n)
         dec_B, pf_N = dec_B + z, pf_N + z
+        pf_moe = pf_N if pf_moe is None else _arr(pf_moe) + z
         dec_q, dec_S, pf_q, pf_pre = (_arr(x) + z for x in (dec_q, dec_S, pf_q, pf_pre))
         T = dec_B * dec_q + pf_N * pf_q
-        decode = pf_N == 0  # rows without prompt tokens
+        T_moe = dec_B * dec_q + pf_moe * pf_q
+        # rows without prompt tokens on any synced group (the exchange's mode is the set's)
+        decode = (pf_N == 0) & (pf_moe == 0)
         out: list[Spec] = []
         self._from_templates(out, dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
         self._sampling(out, dec_B * dec_q + pf_N)
@@ -765,7 +801,7 @@ class StepModel:
                 out, "all_reduce after FFN (TP)", "all_reduce", "dense_ffn", act, self.lay.tp
             )
         if self.m.num_moe_layers:
-            self._moe(out, T, decode)
+            self._moe(out, T, T_moe, decode)
         if self.lay.pp > 1:
             self._comm(out, "p2p to the next stage", "p2p", "p2p", act, 2)
         return out
@@ -801,7 +837,7 @@ class StepModel:
     def _p2p_group(self) -> int:
         """A group size whose link carries the stage hand-over: the network when a stage fills
         whole nodes, the scale-up link otherwise."""
-        node = self.hw.gpus_per_node
+        node = self.hw.scale_up_gpus
         return self.lay.gpus if node and self.lay.stage_gpus >= node and self.lay.gpus > node else 2
 
     def step(self, overlap: str = "none", **kw: Any) -> StepTimes:
@@ -885,8 +921,8 @@ class StepModel:
 def halved(kw: dict[str, Any]) -> dict[str, Any]:
     """The arguments of one of the two micro-batches of a two-batch-overlap step."""
     out = dict(kw)
-    for key in ("dec_B", "pf_N"):
-        if key in out:
+    for key in ("dec_B", "pf_N", "pf_moe"):
+        if out.get(key) is not None:
             out[key] = _arr(out[key]) / 2
     return out
 
@@ -955,8 +991,9 @@ def time_jobs(
 
 
 def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
-    """Whether a group of ``n_gpus`` GPUs talks over the scale-up link (within one node)."""
-    return hw.gpus_per_node is None or n_gpus <= hw.gpus_per_node
+    """Whether a group of ``n_gpus`` GPUs talks over the scale-up link (within one node, or one
+    NVLink domain of several: :attr:`HardwareSpec.scale_up_gpus`)."""
+    return hw.scale_up_gpus is None or n_gpus <= hw.scale_up_gpus
 
 
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:

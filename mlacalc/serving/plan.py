@@ -328,6 +328,9 @@ def plan(
     mtp_tokens: int = 0,
     mtp_acceptance: float | None = None,
     routing_imbalance: float = 1.0,
+    routing: str = "random",
+    expert_skew: float = 0.0,
+    rebalance: bool | None = None,
     redundant_experts: int = 0,
     output_lag_steps: int = 0,
     prefill_pass: str = "fused",
@@ -354,7 +357,7 @@ def plan(
         return unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
     # the step model needs numpy; capacity figures alone do not
 
-    sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, req.imbalance)
+    sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args())
     if req.isl is None:
         return capacity_plan(req, cap, common, sm)
     return serving_plan(req, cap, common, sm)
@@ -485,7 +488,9 @@ def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: St
         room = prefill_room(req, cap.usable)
         if room.prompts < 1:
             return unfitted_prefill_pool(req, cap, common, room)
-        p_sm = StepModel(req.m, req.p_lay, req.sized, req.kv, req.hw, req.profile, req.imbalance)
+        p_sm = StepModel(
+            req.m, req.p_lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args()
+        )
         mix = mix_timing(req, sm, p_sm, room.prompts)
         load = disaggregated_load(mix, cap.max_batch, concurrency, req.request_rate)
     else:

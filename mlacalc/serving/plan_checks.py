@@ -20,6 +20,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
+from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
@@ -88,6 +89,21 @@ class PlanRequest:
     p_gpus: int = 0
     p_lay: Layout | None = None
     warnings: tuple[str, ...] = ()
+    #: how a step's copies spread over the expert ranks (mlacalc.serving.ranks): ``random``
+    #: or ``balanced``, the experts' Zipf-like popularity exponent, and whether the placement
+    #: is rebalanced (None: when redundant experts are placed)
+    routing: str = "random"
+    expert_skew: float = 0.0
+    rebalance: bool | None = None
+
+    def step_model_args(self) -> dict[str, Any]:
+        """The routing arguments of the request's step models."""
+        return {
+            "routing_imbalance": self.imbalance,
+            "routing": self.routing,
+            "expert_skew": self.expert_skew,
+            "rebalance": self.rebalance,
+        }
 
     @property
     def context(self) -> int:
@@ -147,6 +163,7 @@ def check_request(
     _check_engine(args["prefill_pass"], output_lag_steps, mode, chunked_prefill)
     acceptance = _check_mtp(m, mtp_tokens, args["mtp_acceptance"])
     imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
+    routing, expert_skew, rebalance = _check_routing(args)
 
     profile = load_profile(args["profile"])  # a bad name or file is refused before any work
     lay = decode_layout(m, gpus, args)
@@ -195,7 +212,26 @@ def check_request(
         p_gpus=p_gpus,
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp),
+        routing=routing,
+        expert_skew=expert_skew,
+        rebalance=rebalance,
     )
+
+
+def _check_routing(args: dict[str, Any]) -> tuple[str, float, bool | None]:
+    """How the routing loads the experts: ``routing`` one of :data:`ROUTINGS`, ``expert_skew``
+    a finite exponent >= 0 (at most 4: beyond, one expert takes nearly every copy),
+    ``rebalance`` None or a bool."""
+    routing = args["routing"]
+    if routing not in ROUTINGS:
+        raise InvalidArgumentError(
+            "routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}"
+        )
+    skew = check_number("expert_skew", args["expert_skew"], 0.0, 4.0, False, closed_hi=True)
+    rebalance = args["rebalance"]
+    if rebalance is not None and not isinstance(rebalance, bool):
+        raise InvalidArgumentError("rebalance", f"must be True, False or None, got {rebalance!r}")
+    return routing, float(skew or 0.0), rebalance
 
 
 def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:

@@ -145,14 +145,15 @@ def _aggregated(
     base: dict[str, Any],
     context_bytes: np.ndarray,
 ) -> None:
-    """One aggregated point per batch: a share ``n / k`` of the steps carries ``k`` prompts
-    beside the decode batch, a prompt waits half a step, then its own."""
+    """One aggregated point per batch: a share of the steps carries prompts beside the
+    decode batch (``k`` on the slowest synced group), a prompt waits half a step, then its
+    own."""
     lay, g = c.lay, c.gpus
     mix = c.sm.compose(c.specs, t, ov, c.slices[(ov, "mix")], False)
     t_mix = lay.pp * mix.stage_seconds
     if req.prefill_pass == "separate":  # the prompts' pass, then the decode pass
         t_mix = t_step + mix.seconds
-    share = np.minimum(c.n / c.k, 1.0)
+    share = c.share  # of the steps that carry prompts (the synced groups' together)
     cycle = (1 - share) * t_step + share * t_mix
     ttft_s = t_step / 2 + t_mix + req.output_lag_steps * cycle
     total = lay.dp * c.Bf / cycle

@@ -23,6 +23,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
+from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import MlacalcError
 
@@ -100,10 +101,12 @@ class Candidate:
     #: one sequence's cache on a GPU at the request's context
     per_seq: int
     #: the batches per group that fit, the prompts a step brings in at each and the prompts
-    #: one step batches
+    #: the slowest synced group prefills in a step that carries any (one group: its own),
+    #: with the share of the steps that carry them (:mod:`mlacalc.serving.ranks`)
     Bf: np.ndarray
     n: np.ndarray
     k: np.ndarray
+    share: np.ndarray
     overlaps: tuple[str, ...]
     slices: dict[tuple[str, str], slice]
     k_fit: int
@@ -118,13 +121,17 @@ class StepRows:
         self.dec_B: list[np.ndarray] = []
         self.pf_N: list[np.ndarray] = []
         self.pf_q: list[np.ndarray] = []
+        self.pf_moe: list[np.ndarray] = []
         self.slices: dict[tuple[str, str], slice] = {}
         self.pos = 0
 
-    def add(self, key: tuple[str, str], dec_B: Any, pf_N: Any, pf_q: Any) -> None:
+    def add(
+        self, key: tuple[str, str], dec_B: Any, pf_N: Any, pf_q: Any, pf_moe: Any = None
+    ) -> None:
         self.dec_B.append(dec_B)
         self.pf_N.append(pf_N)
         self.pf_q.append(pf_q)
+        self.pf_moe.append(pf_N if pf_moe is None else pf_moe)
         self.slices[key] = slice(self.pos, self.pos + len(dec_B))
         self.pos += len(dec_B)
 
@@ -138,7 +145,7 @@ def candidate_layouts(
 ) -> list[Layout]:
     """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) whose
     weights fit in ``usable`` bytes per GPU."""
-    node = hw.gpus_per_node or gpus
+    node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
     tps = [t for t in _divisors(gpus) if t <= node and m.num_attention_heads % t == 0]
@@ -176,7 +183,7 @@ def _add_layout(out: list[Layout], seen: set[tuple], m: ModelConfig, gpus: int, 
 
 def needs_network(lay: Layout, hw: HardwareSpec) -> bool:
     """Whether some collective or stage hand-over of the layout crosses nodes."""
-    node = hw.gpus_per_node
+    node = hw.scale_up_gpus
     if node is None or lay.gpus <= node:
         return False
     return lay.tp > node or lay.moe_group > node or (lay.pp > 1 and lay.stage_gpus >= node)
@@ -242,9 +249,9 @@ def candidate(
     comm = lay.tp > 1 or lay.ep > 1 or lay.moe_group > lay.tp or lay.pp > 1
     ovs = tuple(o for o in req.overlaps if comm or o == "none")
     n = Bf / req.osl
-    k = np.clip(np.ceil(n - 1e-9), 1, req.k_max)
+    _, share, k, mean = synced_prompts(n, synced_groups(m, lay), req.k_max)
     rows = StepRows()
-    _batch_rows(rows, req, lay, ovs, Bf, k)
+    _batch_rows(rows, req, lay, ovs, Bf, k, mean)
     # a prefill pool holds the weights and the cache of one prompt of isl tokens per GPU at
     # least, and a pass batches at most the prompts whose cache fits beside the weights
     # (k_fit <= k_max), as plan checks it
@@ -262,6 +269,7 @@ def candidate(
         dec_S=req.S_avg,
         pf_N=np.concatenate(rows.pf_N),
         pf_q=np.concatenate(rows.pf_q),
+        pf_moe=np.concatenate(rows.pf_moe),
     )
     return Candidate(
         gpus=g,
@@ -275,6 +283,7 @@ def candidate(
         Bf=Bf,
         n=n,
         k=k,
+        share=share,
         overlaps=ovs,
         slices=rows.slices,
         k_fit=k_fit,
@@ -290,17 +299,20 @@ def _batch_rows(
     ovs: tuple[str, ...],
     Bf: np.ndarray,
     k: np.ndarray,
+    mean: np.ndarray,
 ) -> None:
     """Under each overlap, the decode steps of the batches ``Bf`` and the steps that carry
-    ``k`` prompts beside them (or, separate, the prompts' own pass)."""
+    ``k`` prompts beside them on the slowest group, the experts seeing ``mean`` per group
+    (or, separate, the prompts' own pass)."""
     for ov in ovs:
         f = 0.5 if ov == "tbo" else 1.0
-        blocks = [("dec", Bf, 0 * Bf), ("mix", Bf, k)]
+        blocks = [("dec", Bf, 0 * Bf, 0 * Bf), ("mix", Bf, k, mean)]
         if req.prefill_pass == "separate":  # the prompts' own pass
-            blocks[1] = ("mix", 0 * Bf, k)
-        for what, db, pn in blocks:
+            blocks[1] = ("mix", 0 * Bf, k, k)
+        for what, db, pn, pm in blocks:
             mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
-            rows.add((ov, what), db / mb * f, pn / mb * f, np.full(len(Bf), float(req.isl)))
+            isl = np.full(len(Bf), float(req.isl))
+            rows.add((ov, what), db / mb * f, pn / mb * f, isl, pm / mb * f)
 
 
 def _pool_rows(rows: StepRows, req: SearchRequest, k_fit: int) -> None:
