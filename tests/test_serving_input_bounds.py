@@ -55,3 +55,62 @@ def test_plan_that_does_not_fit_reports_a_kv_budget_of_zero_not_negative():
     p = mlacalc.plan("deepseek-v3", "H100-SXM", 1)
     assert not p.fits
     assert p.kv_budget_per_gpu_bytes == 0 == p.memory["kv_budget"]
+
+
+# ---- the arrivals model: bounded in memory and time for any request mix
+
+
+def _chain_cost(t, rate):
+    """(seconds, peak bytes Python allocated) of one step_chain."""
+    import time
+    import tracemalloc
+
+    from mlacalc.serving.arrivals import step_chain
+
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        chain = step_chain(t, rate)
+        return chain, time.perf_counter() - t0, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("rate", [1e-6, 1.0, 1e4, 1e9])
+def test_arrivals_chain_of_one_token_prompts_is_bounded_in_memory_and_time(rate):
+    # isl 1: 16,385 states; the dense chain built (16385)^2 matrices (2 GB each) for minutes
+    np = pytest.importorskip("numpy")
+    t = 0.01 + 2e-5 * np.arange(16385)
+    chain, seconds, peak = _chain_cost(t, rate)
+    assert seconds < 3.0 and peak < 64 * 2**20
+    figures = (chain.wait_s, chain.own_step_s, chain.mean_step_s, chain.prompts_per_step)
+    assert all(math.isfinite(x) and x >= 0 for x in figures)
+    assert t[0] <= chain.mean_step_s <= t[-1]
+
+
+def _binned_and_exact(t, rate):
+    from mlacalc.serving import arrivals
+
+    binned = arrivals.step_chain(t, rate)
+    exact_states, arrivals.EXACT_STATES = arrivals.EXACT_STATES, 10**6
+    try:
+        return binned, arrivals.step_chain(t, rate)
+    finally:
+        arrivals.EXACT_STATES = exact_states
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [
+        1.0,  # idle
+        1000.0,  # loaded: 17 prompts a step
+        3500.0,  # saturated: every step the fullest
+        pytest.param(2000.0, marks=pytest.mark.slow),  # 100 prompts a step
+        pytest.param(2400.0, marks=pytest.mark.slow),  # near saturation: 600, in the bins
+    ],
+)
+def test_arrivals_binned_chain_agrees_with_the_exact_one(rate):
+    np = pytest.importorskip("numpy")
+    binned, exact = _binned_and_exact(0.01 + 4e-4 * np.arange(801), rate)
+    for name in ("wait_s", "own_step_s", "mean_step_s"):
+        assert getattr(binned, name) == pytest.approx(getattr(exact, name), rel=5e-3)
