@@ -29,19 +29,23 @@ fit, misses TTFT, misses TPOT, or is beaten on both axes by a frontier point.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
+from mlacalc.serving.layout import weight_format
 from mlacalc.serving.provenance import calibration_of
-from mlacalc.serving.search_points import evaluate, prefill_pools
+from mlacalc.serving.search_points import Points, evaluate, prefill_pools
 from mlacalc.serving.search_space import SearchRequest, candidates
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
@@ -50,8 +54,13 @@ from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
 __all__ = ["BATCHES", "PREFILL_TOKENS", "SearchRequest", "SearchResult", "search"]
 
-#: Running sequences per attention group that the search tries.
+#: Running sequences per attention group that the search tries (refined near the targets,
+#: see :func:`refine`).
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: The largest GPU budget a search spends.
+MAX_BUDGET = 4096
+#: Batches a search adds between the searched batches next to its best point's, on each side.
+REFINE_POINTS = 12
 
 FIELDS = (
     "gpus",
@@ -80,6 +89,11 @@ FIELDS = (
     "output_tokens_per_s",
     "output_tokens_per_s_per_gpu",
     "output_tokens_per_s_per_user",
+    "requests_per_s",
+    "request_latency_s",
+    "replicas",
+    "budget_gpus",
+    "budget_output_tokens_per_s",
     "weights_per_gpu_bytes",
     "kv_per_gpu_bytes",
     "fits",
@@ -122,6 +136,8 @@ class SearchResult:
     #: how the best point's own kernels were predicted (its decode step and its prompts'
     #: prefill, as :attr:`mlacalc.Plan.calibration` of its plan says it)
     best_calibration: str = ""
+    #: the GPU budget the search spent (None: the GPU counts were given one by one)
+    budget: int | None = None
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -168,6 +184,7 @@ class SearchResult:
             "best_calibration": self.best_calibration,
             "memory_reserve": self.memory_reserve,
             "page_size": self.page_size,
+            "budget": self.budget,
         }
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -181,6 +198,18 @@ class SearchResult:
     def rows(self) -> list[dict[str, Any]]:
         """Every point as a flat record (for CSV and notebooks)."""
         return [self.row(p) for p in self.points]
+
+
+def budget_counts(budget: int) -> tuple[int, ...]:
+    """The pool sizes a budget of ``budget`` GPUs is split into: every power of two below it
+    and the budget itself (a decode pool and a prefill pool within the budget, each of these
+    sizes; a deployment smaller than the budget is replicated)."""
+    counts = {budget}
+    c = 1
+    while c < budget:
+        counts.add(c)
+        c *= 2
+    return tuple(sorted(counts))
 
 
 def check_search(
@@ -210,6 +239,11 @@ def check_search(
     hw = load_hardware(hardware)
     # a list-valued option given one value (a str is one dtype, not its characters) is a list
     # of one; an empty list is refused (it would search nothing and say nothing)
+    budget = None
+    if isinstance(gpus, int) and not isinstance(gpus, bool):
+        # one number: a budget, split between pools and replicas
+        budget = count("gpus", gpus, MAX_BUDGET)
+        gpus = budget_counts(budget)
     gpus = one_or_many("gpus", gpus, what="GPU counts")
     kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
     modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
@@ -247,6 +281,7 @@ def check_search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         profile=load_profile(profile),
+        budget=budget,
     )
 
 
@@ -342,12 +377,26 @@ def mark_targets(points: list[dict[str, Any]], ttft: float | None, tpot: float |
         p["reason"] = ", ".join(misses)
 
 
-def best_point(points: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The point meeting the targets with the most tokens/s per GPU (then per user; of
-    equals, a decode point with several prefill layouts, the shortest TTFT)."""
+def spend(req: SearchRequest, points: list[dict[str, Any]]) -> None:
+    """What running each point takes: its requests per second and a request's latency
+    (``ttft + osl x tpot``), and under a budget the replicas of it the budget holds
+    (``budget // gpus``, decode and prefill pools together) with their output tokens/s."""
+    for p in points:
+        p["requests_per_s"] = p["output_tokens_per_s"] / req.osl
+        p["request_latency_s"] = p["ttft_s"] + req.osl * p["tpot_s"]
+        p["replicas"] = (req.budget or p["gpus"]) // p["gpus"]
+        p["budget_gpus"] = req.budget
+        p["budget_output_tokens_per_s"] = p["replicas"] * p["output_tokens_per_s"]
+
+
+def best_point(points: list[dict[str, Any]], budget: bool = False) -> dict[str, Any] | None:
+    """The point meeting the targets with the most tokens/s per GPU (under a budget, the most
+    tokens/s its replicas give within it), then per user; of equals, a decode point with
+    several prefill layouts, the shortest TTFT."""
     return max(
         (p for p in points if p["meets_targets"]),
         key=lambda p: (
+            p["budget_output_tokens_per_s"] if budget else 0.0,
             p["output_tokens_per_s_per_gpu"],
             p["output_tokens_per_s_per_user"],
             -p["ttft_s"],
@@ -435,12 +484,19 @@ def search(
     secs = time_jobs([(c.sm, c.specs) for c in cands], req.profile)
     classes = {(sp.kind, sp.dtype) for c in cands for sp in c.specs if sp.calls}
     profile_name, calibration = calibration_of(req.profile, req.hw, classes)
-    found = evaluate(req, cands, secs, prefill_pools(req, cands, secs), reasons)
-    points = found.points
+    pools = prefill_pools(req, cands, secs)
+    found = evaluate(req, cands, secs, pools, reasons)
     ruled_out = {k: v for k, v in reasons.items() if v}
-    mark_targets(points, req.ttft, req.tpot)
+    spend(req, found.points)
+    mark_targets(found.points, req.ttft, req.tpot)
+    best = best_point(found.points, req.budget is not None)
+    if best is not None:
+        refine(req, best, pools, found)
+        spend(req, found.points)
+        mark_targets(found.points, req.ttft, req.tpot)
+        best = best_point(found.points, req.budget is not None)
+    points = found.points
     front = pareto(points)
-    best = best_point(points)
     best_cal = best_calibration(req, best, points, found.models)
     explain(points, front, best, reasons)
     return SearchResult(
@@ -465,7 +521,55 @@ def search(
         memory_reserve=memory_reserve,
         page_size=page_size,
         best_calibration=best_cal,
+        budget=req.budget,
     )
+
+
+def refine(
+    req: SearchRequest,
+    best: dict[str, Any],
+    pools: dict[Any, list[Any]],
+    found: Points,
+) -> None:
+    """Batches between the searched ones next to the best point's (whole numbers, at most
+    :data:`REFINE_POINTS` of them, spaced evenly in ratio) for the best point's decode
+    layout, dtypes and overlap, its prefill pools as before; their points join ``found``.
+    The targets are met or missed between two searched batches, so the best batch meeting
+    them lies in that gap."""
+    b = best["batch_per_group"]
+    lo = max((x for x in req.batches if x < b), default=max(1, b // 2))
+    hi = min((x for x in req.batches if x > b), default=b * 2)
+    grid = set()
+    for edge in (lo, hi):
+        a, z = sorted((b, edge))
+        if z - a < 2:
+            continue
+        ratios = np.geomspace(a, z, REFINE_POINTS + 2)[1:-1]
+        grid |= {round(float(r)) for r in ratios} - {a, z}
+    grid = {x for x in grid if 1 <= x <= MAX_BATCH}
+    if not grid:
+        return
+    sub = dataclasses.replace(req, batches=tuple(sorted(grid)), overlaps=(best["overlap"],))
+    lay_key = (best["tp"], best["dp"], best["pp"], best["ep"], best["dp_attention"])
+
+    def keep(g: int, w: str, lay: Any, kv: str) -> bool:
+        key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention)
+        weight = best["weight_dtype"]
+        return (
+            g == best["decode_gpus"]
+            and key == lay_key
+            and lay.redundant_experts == best["redundant_experts"]
+            and resolve_kv_layout(kv).name == best["kv_dtype"]
+            and weight_format(req.m, None if req.own and w == req.m.weights_dtype else w) == weight
+        )
+
+    cands = candidates(sub, Counter(), keep)
+    cands = [dataclasses.replace(c, overlaps=(best["overlap"],)) for c in cands]
+    secs = time_jobs([(c.sm, c.specs) for c in cands], req.profile)
+    more = evaluate(sub, cands, secs, pools, Counter())
+    for point, models in zip(more.points, more.models):
+        if best["mode"] == point["mode"]:
+            found.add(point, *models)
 
 
 def _notes(req: SearchRequest) -> tuple[str, ...]:

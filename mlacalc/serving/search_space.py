@@ -7,6 +7,7 @@ pool). What is ruled out before timing is counted by reason.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,9 @@ class SearchRequest:
     prefill_pass: str
     output_lag_steps: int
     profile: Any
+    #: the GPU budget (``gpus`` then holds the pool sizes it is split into); None: the GPU
+    #: counts were given one by one
+    budget: int | None = None
 
     @property
     def usable(self) -> int:
@@ -189,9 +193,14 @@ def needs_network(lay: Layout, hw: HardwareSpec) -> bool:
     return lay.tp > node or lay.moe_group > node or (lay.pp > 1 and lay.stage_gpus >= node)
 
 
-def candidates(req: SearchRequest, reasons: Counter[str]) -> list[Candidate]:
+def candidates(
+    req: SearchRequest,
+    reasons: Counter[str],
+    keep: Callable[[int, str, Layout, str], bool] | None = None,
+) -> list[Candidate]:
     """Every candidate of the search, in order (GPU count, weight dtype, layout, KV dtype);
-    what is ruled out before timing is counted in ``reasons``."""
+    what is ruled out before timing is counted in ``reasons``. ``keep(gpus, weight dtype,
+    layout, KV dtype)``: only the candidates it accepts (a refinement's)."""
     out = []
     for g in req.gpus:
         for w in req.weight_dtypes:
@@ -200,6 +209,8 @@ def candidates(req: SearchRequest, reasons: Counter[str]) -> list[Candidate]:
             for lay in _fitting_layouts(req, g, sized, reasons):
                 weights = weights_per_gpu(req.m, lay, sized)
                 for kv in req.kv_dtypes:
+                    if keep is not None and not keep(g, w, lay, kv):
+                        continue
                     c = candidate(req, g, w, sized, lay, weights, kv, reasons)
                     if c is not None:
                         out.append(c)
