@@ -62,6 +62,8 @@ WHATIF_MHA = [
 #: URL parameters the sidebar writes (the planner adds its own).
 #: URL parameters the planner view reads.
 PLANNER_URL_KEYS = {"gpus", "tp"}
+#: URL parameter of the open tab (its title; the first tab when absent).
+VIEW_KEY = "view"
 URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "whatif"} | {
     FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA
 }
@@ -97,9 +99,10 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
         state["weight_dtype"], state["w_user"] = url_weight, True
     whatif_symbols = {FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA}
     state["whatif"] = url.flag("whatif", default=any(k in st.query_params for k in whatif_symbols))
+    url.choice(VIEW_KEY, [v.TITLE for v in VIEWS], VIEWS[0].TITLE, "view")  # a notice if unknown
     for key in st.query_params:
-        if key not in URL_KEYS | PLANNER_URL_KEYS:
-            shown = ", ".join(sorted(URL_KEYS | PLANNER_URL_KEYS))
+        if key not in URL_KEYS | PLANNER_URL_KEYS | {VIEW_KEY}:
+            shown = ", ".join(sorted(URL_KEYS | PLANNER_URL_KEYS | {VIEW_KEY}))
             url.notices.append(f"Unknown URL parameter '{key[:64]}' ignored (known: {shown}).")
 
 st.title("mlacalc")
@@ -248,6 +251,11 @@ st.subheader(
 if model.derived:
     st.caption("Derived: " + "; ".join(model.derived))
 
-for view, tab in zip(VIEWS, st.tabs([v.TITLE for v in VIEWS])):
-    with tab:
-        view.render(scenario)
+# Only the open tab runs (the tab is bound to the URL as ?view=...): a first load computes one
+# view, so the server answers the browser's requests for the widgets' scripts at once (while
+# every tab ran, the sidebar's widgets stayed grey placeholders until the whole page was done).
+tabs = st.tabs([v.TITLE for v in VIEWS], key=VIEW_KEY, bind="query-params")
+for view, tab in zip(VIEWS, tabs):
+    if tab.open:
+        with tab:
+            view.render(scenario)

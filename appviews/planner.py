@@ -1,18 +1,23 @@
-"""Serving / capacity planner view: what fits per GPU and what fills it, the per-GPU step with
-its communication, serving figures for a request mix, and a search's Pareto frontier."""
+"""Serving / capacity planner view, the answer first: whether a request mix fits the deployment,
+at what load, with TTFT, TPOT, tokens/s per GPU and per user and what binds; the inputs below
+it; then capacity at the sidebar's workload, what fills a GPU, the step's kernels, and a
+search's Pareto frontier coloured by GPU count with the targets drawn."""
 
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
+from mlacalc.words.units import human_bytes
 
-from .common import Scenario, download, show_notices, show_table
+from .common import Scenario, context_text, download, show_notices, show_table
 
 TITLE = "Capacity planner"
 
@@ -56,8 +61,8 @@ def _search(
     prefill_pass: str = "fused",
     output_lag_steps: int = 0,
 ):
-    from mlacalc.serving.search import search
-
+    """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
+    request mix and targets draws the chart again without searching)."""
     r = search(
         model,
         hardware,
@@ -79,6 +84,11 @@ def gpus_text(p: dict) -> str:
     return str(p["gpus"])
 
 
+def gib(n: float) -> str:
+    """Bytes as a person reads them on this page: ``79.29 GiB`` (GiB = 2^30 B)."""
+    return f"{n / 2**30:,.2f} GiB"
+
+
 @dataclass(frozen=True)
 class PlanInputs:
     """The planner's widgets, as read on this run (numbers as the widgets return them)."""
@@ -94,262 +104,357 @@ class PlanInputs:
     reserve: float
     isl: int
     osl: int
+    #: requests in flight; 0: the most that meet both targets
     conc: int
     prefill_pass: str
     lag: int
+    ttft: float = D.TTFT_TARGET_S
+    tpot: float = D.TPOT_TARGET_S
+
+
+@dataclass(frozen=True)
+class Load:
+    """The requests in flight the answer is given at, and why that many."""
+
+    concurrency: int
+    #: "asked" (typed in), "targets" (the most meeting both targets), "memory" (as many as fit
+    #: already meet them), "none" (not even one request meets them: shown at one)
+    why: str
 
 
 def render(sc: Scenario) -> None:
+    answer = st.container()  # the answer first; the inputs below it are read before it is filled
     inputs = _read_inputs(sc)
-    result = _plan(sc, inputs)
-    if result is None:
-        return
-    context = (inputs.isl + inputs.osl) if inputs.isl else sc.seq_len
-    _show_provenance(result)
-    _show_fit_notes(result, inputs.isl, sc.batch, sc.seq_len)
-    _show_metrics(result, inputs.isl, sc.batch, context)
-    _show_memory(result, context)
+    with answer:
+        result, load = _serving_plan(sc, inputs)
+        if result is None:
+            return
+        show_answer(result, load, inputs, sc.model.label)
+    _show_capacity(sc, inputs)
+    _show_memory(result, result.context)
     _show_kernels(result)
     download(result.to_dict(), f"{sc.model.name}-plan", "dl_plan")
-    if inputs.isl and st.checkbox(
-        "search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"
-    ):
+    if st.checkbox("search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"):
         _show_search(sc, inputs)
 
 
 def _read_inputs(sc: Scenario) -> PlanInputs:
-    """Draw the planner's widgets (deployment, memory, request mix) and read them; the GPU and
-    tensor-parallel counts go back into the URL."""
+    """Draw the planner's widgets (the deployment and request mix in one row, the rest in an
+    expander) and read them; the GPU and tensor-parallel counts go back into the URL."""
     seen = len(sc.url.notices)
-    c1, c2, c3, c4 = st.columns(4)
-    gpus = c1.number_input(
-        "GPUs", 1, 4096, sc.url.integer("gpus", D.GPUS, 1, 4096), key="plan_gpus"
-    )
-    tp = c2.number_input(
-        "tensor parallel",
-        1,
-        4096,
-        min(int(gpus), sc.url.integer("tp", int(gpus), 1, 4096)),
-        key="plan_tp",
-    )
-    ep = c3.number_input("expert parallel", 1, 4096, D.EP, key="plan_ep")
-    page = c4.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
-    c1, c2, c3, c4 = st.columns(4)
-    pp = c1.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
-    dp_attention = c2.checkbox(
-        "DP-attention",
-        False,
-        key="plan_dpa",
-        help="Data-parallel attention (each attention replica serves its own sequences); "
-        "the experts are shared by the stage.",
-    )
-    overlap = c3.selectbox("overlap", ["none", "tbo"], key="plan_overlap")
-    mode = c4.selectbox("prefill / decode", ["aggregated", "disaggregated"], key="plan_mode")
-    reserve = st.slider(
-        "memory reserve (activations, workspace)",
-        0.0,
-        0.5,
-        D.MEMORY_RESERVE,
-        0.01,
-        key="plan_reserve",
-    )
-    c1, c2, c3 = st.columns(3)
-    isl = c1.number_input(
-        "input tokens per request (0: capacity only)", 0, 1 << 20, 0, key="plan_isl"
-    )
-    osl = c2.number_input("output tokens per request", 1, 1 << 20, 500, key="plan_osl")
-    conc = c3.number_input("requests in flight (0: as many as fit)", 0, 1 << 22, 0, key="plan_conc")
-    c1, c2 = st.columns(2)
-    prefill_pass = c1.selectbox(
-        "prompts' forward pass (aggregated)",
-        ["fused", "separate"],
-        key="plan_prefill_pass",
-        help="fused: new prompts run in the decode batch's pass; separate: in a pass of their "
-        "own before the decode pass (the first token leaves with the step).",
-        disabled=mode != "aggregated",
-    )
-    lag = c2.number_input(
-        "output lag (steps, aggregated)",
+    url_gpus = sc.url.integer("gpus", D.GPUS, 1, 4096)
+    url_tp = sc.url.integer("tp", url_gpus, 1, 4096)
+    if url_tp > url_gpus:
+        sc.url.notices.append(
+            f"URL parameter 'tp={url_tp}' is above 'gpus={url_gpus}': tensor parallelism "
+            f"cannot span more GPUs than there are; using tp={url_gpus}."
+        )
+        url_tp = url_gpus
+    st.markdown("**Deployment and request mix**")
+    c = st.columns(7)
+    gpus = c[0].number_input("GPUs", 1, 4096, url_gpus, key="plan_gpus")
+    tp = c[1].number_input("tensor parallel", 1, 4096, min(int(gpus), url_tp), key="plan_tp")
+    isl = c[2].number_input("input tokens", 1, 1 << 20, D.ISL, key="plan_isl")
+    osl = c[3].number_input("output tokens", 1, 1 << 20, D.OSL, key="plan_osl")
+    conc = c[4].number_input(
+        "requests in flight",
         0,
-        1024,
+        1 << 22,
         0,
-        key="plan_output_lag",
-        help="Steps between computing a token and the client getting it: TTFT grows by as many.",
-        disabled=mode != "aggregated",
+        key="plan_conc",
+        help="0: the most that meet both latency targets (not as many as fit).",
     )
+    ttft = c[5].number_input("TTFT target (s)", 0.01, 600.0, D.TTFT_TARGET_S, key="plan_ttft")
+    tpot = (
+        c[6].number_input("TPOT target (ms)", 1.0, 10_000.0, D.TPOT_TARGET_S * 1e3, key="plan_tpot")
+        / 1e3
+    )
+    with st.expander("Layout, memory and engine"):
+        c1, c2, c3, c4 = st.columns(4)
+        ep = c1.number_input("expert parallel", 1, 4096, D.EP, key="plan_ep")
+        pp = c2.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
+        page = c3.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
+        dp_attention = c4.checkbox(
+            "DP-attention",
+            False,
+            key="plan_dpa",
+            help="Data-parallel attention (each attention replica serves its own sequences); "
+            "the experts are shared by the stage.",
+        )
+        c1, c2, c3, c4 = st.columns(4)
+        overlap = c1.selectbox("overlap", ["none", "tbo"], key="plan_overlap")
+        mode = c2.selectbox("prefill / decode", ["aggregated", "disaggregated"], key="plan_mode")
+        prefill_pass = c3.selectbox(
+            "prompts' forward pass (aggregated)",
+            ["fused", "separate"],
+            key="plan_prefill_pass",
+            help="fused: new prompts run in the decode batch's pass; separate: in a pass of "
+            "their own before the decode pass (the first token leaves with the step).",
+            disabled=mode != "aggregated",
+        )
+        lag = c4.number_input(
+            "output lag (steps, aggregated)",
+            0,
+            1024,
+            0,
+            key="plan_output_lag",
+            help="Steps between computing a token and the client getting it: TTFT grows by "
+            "as many.",
+            disabled=mode != "aggregated",
+        )
+        reserve = st.slider(
+            "memory reserve (activations, workspace)",
+            0.0,
+            0.5,
+            D.MEMORY_RESERVE,
+            0.01,
+            key="plan_reserve",
+        )
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     return PlanInputs(
-        gpus=gpus,
-        tp=tp,
-        ep=ep,
-        page=page,
-        pp=pp,
-        dp_attention=dp_attention,
+        gpus=int(gpus),
+        tp=int(tp),
+        ep=int(ep),
+        page=int(page),
+        pp=int(pp),
+        dp_attention=bool(dp_attention),
         overlap=overlap,
         mode=mode,
-        reserve=reserve,
-        isl=isl,
-        osl=osl,
-        conc=conc,
+        reserve=float(reserve),
+        isl=int(isl),
+        osl=int(osl),
+        conc=int(conc),
         prefill_pass=prefill_pass,
-        lag=lag,
+        lag=int(lag),
+        ttft=float(ttft),
+        tpot=float(tpot),
+    )
+
+
+def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
+    """The deployment's arguments to :func:`mlacalc.plan` (no workload)."""
+    if inputs.gpus % (inputs.tp * inputs.pp):
+        raise mlacalc.InvalidArgumentError(
+            "tp",
+            f"tensor parallel {inputs.tp} x pipeline stages {inputs.pp} must divide the "
+            f"{inputs.gpus} GPUs",
+        )
+    return dict(
+        tp=inputs.tp,
+        ep=inputs.ep,
+        pp=inputs.pp,
+        dp_attention=inputs.dp_attention,
+        overlap=inputs.overlap,
+        weight_dtype=sc.sized_weight_dtype,
+        kv_dtype=sc.kv_dtype,
+        page_size=inputs.page,
+        memory_reserve=inputs.reserve,
     )
 
 
 def _serving_args(inputs: PlanInputs) -> dict:
-    """The request mix's arguments to :func:`mlacalc.plan` (none without input tokens)."""
-    if not inputs.isl:
-        return {}
-    serving = dict(
-        isl=int(inputs.isl),
-        osl=int(inputs.osl),
-        concurrency=float(inputs.conc) if inputs.conc else None,
-        mode=inputs.mode,
-    )
+    """The request mix's arguments to :func:`mlacalc.plan` (without the concurrency)."""
+    serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode)
     if inputs.mode == "aggregated":
-        serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=int(inputs.lag))
+        serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=inputs.lag)
     return serving
 
 
-def _plan(sc: Scenario, inputs: PlanInputs):
-    """The plan of the scenario on the widgets' deployment, or None (the error is shown)."""
-    serving = _serving_args(inputs)
-    gpus, tp, pp = inputs.gpus, inputs.tp, inputs.pp
+def meets(p, ttft: float, tpot: float) -> bool:
+    """Whether a plan meets both latency targets (a growing queue meets none)."""
+    return (
+        p.fits
+        and p.tpot_s is not None
+        and p.ttft_s is not None
+        and math.isfinite(p.ttft_s)
+        and p.tpot_s <= tpot
+        and p.ttft_s <= ttft
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def most_meeting_targets(
+    model, hardware: str, gpus: int, args: tuple, ttft: float, tpot: float
+) -> Load | None:
+    """The most requests in flight whose plan meets both targets: TTFT and TPOT grow with the
+    requests in flight, so a bisection between one and as many as fit finds it (a dozen plans
+    of ~15 ms, cached). None when the deployment does not fit."""
+    kwargs = dict(args)
+    full = mlacalc.plan(model, hardware, gpus, **kwargs)
+    if not full.fits or not full.concurrency:
+        return None
+    hi = max(1, int(full.concurrency))
+    if meets(mlacalc.plan(model, hardware, gpus, **kwargs, concurrency=float(hi)), ttft, tpot):
+        return Load(hi, "memory")
+    if not meets(mlacalc.plan(model, hardware, gpus, **kwargs, concurrency=1.0), ttft, tpot):
+        return Load(1, "none")
+    lo = 1  # lo meets the targets, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        p = mlacalc.plan(model, hardware, gpus, **kwargs, concurrency=float(mid))
+        lo, hi = (mid, hi) if meets(p, ttft, tpot) else (lo, mid)
+    return Load(lo, "targets")
+
+
+def _serving_plan(sc: Scenario, inputs: PlanInputs):
+    """The plan of the request mix on the widgets' deployment at the requests in flight asked
+    (or the most meeting the targets) and that load; (None, None) after showing the error."""
     try:
-        if gpus % (tp * pp):
-            raise mlacalc.InvalidArgumentError(
-                "tp", f"tensor parallel {tp} x pipeline stages {pp} must divide the {gpus} GPUs"
+        args = {**_layout_args(sc, inputs), **_serving_args(inputs)}
+        load = Load(inputs.conc, "asked") if inputs.conc else None
+        if load is None:
+            load = most_meeting_targets(
+                sc.model,
+                sc.hardware,
+                inputs.gpus,
+                tuple(sorted(args.items())),
+                inputs.ttft,
+                inputs.tpot,
             )
-        return mlacalc.plan(
-            sc.model,
-            sc.hardware,
-            int(gpus),
-            tp=int(tp),
-            ep=int(inputs.ep),
-            pp=int(pp),
-            dp_attention=bool(inputs.dp_attention),
-            overlap=inputs.overlap,
-            weight_dtype=sc.sized_weight_dtype,
-            kv_dtype=sc.kv_dtype,
-            page_size=int(inputs.page),
-            memory_reserve=float(inputs.reserve),
-            # a request mix sizes each request at isl + osl (plan refuses a seq_len beside it)
-            seq_len=None if serving.get("isl") is not None else sc.seq_len,
-            batch=sc.batch,
-            **serving,
-        )
+        conc = float(load.concurrency) if load else None
+        return mlacalc.plan(sc.model, sc.hardware, inputs.gpus, **args, concurrency=conc), load
     except mlacalc.MlacalcError as exc:
         st.error(str(exc))
-        return None
+        return None, None
+
+
+def answer_line(result, load: Load | None, inputs: PlanInputs, label: str) -> str:
+    """The answer in one line: fits or not, the deployment, and at what load."""
+    where = f"{label} on {result.total_gpus} x {result.hardware}"
+    if result.mode == "disaggregated":
+        where += f" ({result.gpus} decode + {result.prefill_gpus} prefill)"
+    deployment = f"{where}, {result.layout}, weights {result.weight_format}, KV {result.kv_layout}"
+    if not result.fits:
+        return f"**Does not fit**: {deployment}. {result.overflow}"
+    mix = f"{inputs.isl:,} in / {inputs.osl:,} out"
+    targets = f"TTFT <= {inputs.ttft:g} s and TPOT <= {inputs.tpot * 1e3:g} ms"
+    n = f"{result.concurrency:,.0f}"
+    why = {
+        None: "",
+        "asked": f"{n} requests in flight (as asked)",
+        "targets": f"{n} requests in flight: the most that meet {targets}",
+        "memory": f"{n} requests in flight: as many as fit, and they meet {targets}",
+        "none": f"1 request in flight: not even one meets {targets}",
+    }[load.why if load else None]
+    meet = (
+        ""
+        if load and load.why != "asked"
+        else (
+            " Meets the targets."
+            if meets(result, inputs.ttft, inputs.tpot)
+            else f" Misses {targets}."
+        )
+    )
+    return f"**Fits**: {deployment}; {mix} tokens per request, {why}.{meet}"
+
+
+def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> None:
+    """The answer at the top: one line, then TTFT, TPOT, tokens/s per GPU and per user and
+    what binds; below them, the plan's warnings and where the times come from."""
+    text = answer_line(result, load, inputs, label)
+    (st.success if result.fits and meets(result, inputs.ttft, inputs.tpot) else st.warning)(text)
+    if not result.fits or result.tpot_s is None:
+        return
+    c = st.columns([1, 1, 1, 1, 2])
+    c[0].metric("TTFT", result.ttft_text().split(" (")[0])
+    c[1].metric("TPOT", f"{result.tpot_s * 1e3:,.2f} ms")
+    c[2].metric(
+        "tokens/s per GPU",
+        f"{result.output_tokens_per_s_per_gpu:,.1f}",
+        help="Output tokens per second of one GPU, the prompts' passes included.",
+    )
+    c[3].metric(
+        "tokens/s per user",
+        f"{result.output_tokens_per_s_per_user:,.1f}",
+        help="Output tokens per second one request receives.",
+    )
+    # a metric's value truncates ("memory band..."): label and value as text that wraps
+    c[4].markdown(
+        '<div style="font-size:0.875rem">binding</div>'
+        f'<div style="font-size:1.5rem;line-height:1.25">{html.escape(result.binding)}</div>',
+        unsafe_allow_html=True,
+        help="What limits the decode step's time.",
+    )
+    for w in result.warnings:
+        st.info(w)
+    _show_provenance(result)
 
 
 def _show_provenance(result) -> None:
     """One caption: the deployment per GPU and where the times come from."""
-    # the times' provenance only when a step was timed (a deployment that does not fit has
-    # neither times nor a profile)
-    timed = result.decode_step_s is not None
     how = (
         f"profile '{result.profile}': {result.calibration}"
         if result.profile
         else result.calibration
     )
     st.caption(
-        f"Per GPU: {result.gpus} x {result.hardware} ({result.layout})"
-        + (
-            "; times are the calibrated kernel model's, communication included"
-            + (f" ({how})" if how else "")
-            if timed
-            else "; nothing fits, so no step is timed"
-        )
-        + "."
+        f"Per GPU: {result.gpus} x {result.hardware} ({result.layout}); times are the "
+        "calibrated kernel model's, communication included" + (f" ({how})" if how else "") + "."
     )
 
 
-def _show_fit_notes(result, isl: int, batch: int, seq_len: int) -> None:
-    """The plan's warnings and what does not fit, as info boxes (an answer, not an error)."""
-    for w in result.warnings:
-        st.info(w)
-    if not isl and 0 < result.max_batch < batch:  # the plan's overflow, in the app's words
-        st.info(
-            f"A batch of {batch:,} at {seq_len:,} tokens does not fit: {result.max_batch:,} do. "
-            f"The figures below are for {result.max_batch:,}."
+def _show_capacity(sc: Scenario, inputs: PlanInputs) -> None:
+    """Capacity at the sidebar's context and batch: the largest batch at that context and the
+    longest context at that batch, under one rule for a context past the model's
+    ``max_position_embeddings`` (counted as if the model were trained for it, said once)."""
+    try:
+        cap = mlacalc.plan(
+            sc.model,
+            sc.hardware,
+            inputs.gpus,
+            **_layout_args(sc, inputs),
+            seq_len=sc.seq_len,
+            batch=sc.batch,
         )
-    elif not result.fits:
-        st.info(f"Does not fit: {result.overflow}")
-
-
-def _show_metrics(result, isl: int, batch: int, context: int) -> None:
-    """The headline metrics: capacity, decode speed, binding, and the serving figures of a
-    request mix."""
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric(f"largest batch at {context:,} tokens", f"{result.max_batch:,}")
-    # the longest context is the plan's at the sidebar batch; with a request mix the serving
-    # figures run the plan's own batch, so the label says whose batch this is
-    c2.metric(
-        f"longest context at sidebar batch {batch:,}"
-        if isl
-        else f"longest context at batch {batch:,}",
-        f"{result.max_context:,}" if result.max_context else "-",
-        help=(
-            (result.longest_context_text() if result.max_context else "")
-            + (
-                f" At the sidebar's batch of {batch:,}; the serving figures below run "
-                f"{result.decode_batch:,} sequences."
-                if isl and result.decode_batch
-                else ""
-            )
-        ).strip()
-        or None,
+    except mlacalc.MlacalcError as exc:
+        st.error(str(exc))
+        return
+    st.markdown(
+        f"**Capacity at the sidebar's workload** ({sc.seq_len:,} tokens, batch {sc.batch:,})"
     )
-    if result.max_context_memory and result.max_context_memory > (result.max_context or 0):
-        # the library's words (as the command line prints them)
-        c2.caption(result.longest_context_text())
+    beyond = context_text(sc.model, sc.seq_len)
+    if beyond:
+        st.info(f"{beyond}.", icon=":material/warning:")
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"largest batch at {sc.seq_len:,} tokens", f"{cap.max_batch:,}")
+    # past the limit every figure is counted as if the model were trained for it: the longest
+    # context is then memory's own; within it, the limit caps it and memory's figure is named
+    longest = cap.max_context_memory if beyond else cap.max_context
+    c2.metric(f"longest context at batch {sc.batch:,}", f"{longest:,}" if longest else "-")
+    if not beyond and cap.max_context_memory and cap.max_context_memory > (cap.max_context or 0):
+        c2.caption(cap.longest_context_text())
     c3.metric(
-        f"decode tokens/s at batch {result.decode_batch:,}"
-        if result.decode_batch
-        else "decode tokens/s",
-        f"{result.decode_tokens_per_s:,.0f}" if result.decode_tokens_per_s else "nothing fits",
-        help="Steps that only decode, all GPUs; the serving figures below include the "
-        "prompts' passes.",
+        f"decode tokens/s at batch {cap.decode_batch:,}" if cap.decode_batch else "decode tokens/s",
+        f"{cap.decode_tokens_per_s:,.0f}" if cap.decode_tokens_per_s else "nothing fits",
+        help="Steps that only decode, all GPUs.",
     )
-    # a metric's value truncates at a quarter of the page ("memory band..."): label and value
-    # as text that wraps
-    c4.markdown(
-        '<div style="font-size:0.875rem">binding</div>'
-        f'<div style="font-size:1.75rem;line-height:1.25">{html.escape(result.binding)}</div>',
-        unsafe_allow_html=True,
-        help="What limits the decode step's time.",
-    )
-    if result.ttft_s is not None:
-        c1, c2, c3, c4 = st.columns(4)
-        c1.metric("TTFT", result.ttft_text().split(" (")[0])
-        c2.metric("TPOT", f"{result.tpot_s * 1e3:,.2f} ms")
-        c3.metric(
-            "output tokens/s per GPU",
-            f"{result.output_tokens_per_s_per_gpu:,.1f}",
-            help="Prompts' passes included (the decode figure above is decode-only steps).",
+    if 0 < cap.max_batch < sc.batch:
+        st.info(
+            f"A batch of {sc.batch:,} at {sc.seq_len:,} tokens does not fit: {cap.max_batch:,} do."
         )
-        c4.metric("output tokens/s per user", f"{result.output_tokens_per_s_per_user:,.1f}")
+    elif not cap.fits:
+        st.info(f"Does not fit: {cap.overflow}")
 
 
 def _show_memory(result, context: int) -> None:
-    """What fills one GPU: a line of bytes, then the stacked bar of its parts."""
+    """What fills one GPU: a line in GiB (KV per token in its own unit), then the stacked bar
+    of its parts."""
+    per_token = (
+        f": **{human_bytes(result.kv_bytes_per_token_per_gpu)}**"
+        if result.kv_every_token
+        else " in the layers keeping every token: "
+        f"**{human_bytes(result.kv_bytes_per_token_full_layers_per_gpu)}**, plus "
+        f"**{human_bytes(result.kv_bytes_fixed_per_sequence_per_gpu)}** per sequence "
+        "(windows, linear states)"
+    )
     st.markdown(
-        f"Largest batch: **{result.max_batch:,}** sequences; weights per GPU: "
-        f"**{result.weights_per_gpu_bytes:,} bytes** ({result.weight_format}); KV per token "
-        "per GPU"
-        + (
-            f": **{result.kv_bytes_per_token_per_gpu:,} bytes**"
-            if result.kv_every_token
-            else f" in the layers keeping every token: "
-            f"**{result.kv_bytes_per_token_full_layers_per_gpu:,} bytes**, plus "
-            f"**{result.kv_bytes_fixed_per_sequence_per_gpu:,} bytes** per sequence "
-            "(windows, linear states)"
-        )
-        + "; one sequence of "
-        f"{context:,} tokens, every layer kind: "
-        f"**{result.kv_bytes_per_sequence_per_gpu:,} bytes**"
+        f"Largest batch: **{result.max_batch:,}** sequences of {context:,} tokens; weights per "
+        f"GPU: **{gib(result.weights_per_gpu_bytes)}** ({result.weight_format}); KV budget per "
+        f"GPU: **{gib(max(result.kv_budget_per_gpu_bytes, 0))}**; KV per token per GPU"
+        + per_token
+        + f"; one sequence of {context:,} tokens, every layer kind: "
+        f"**{human_bytes(result.kv_bytes_per_sequence_per_gpu)}**"
     )
     st.plotly_chart(memory_figure(memory_parts(result, context)), width="stretch", key="plan_chart")
 
@@ -417,11 +522,8 @@ def _show_kernels(result) -> None:
 
 
 def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
-    """Search deployments at half, the same and twice the GPUs against TTFT / TPOT targets:
-    the frontier chart, the best point, why the others lose, and the frontier's download."""
-    c1, c2 = st.columns(2)
-    ttft = c1.number_input("TTFT target (s)", 0.01, 600.0, 2.0, key="plan_ttft")
-    tpot = c2.number_input("TPOT target (ms)", 1.0, 10_000.0, 50.0, key="plan_tpot") / 1e3
+    """Search deployments at half, the same and twice the GPUs against the targets above: the
+    frontier chart, the chosen point in words, why the others lose, the frontier's download."""
     gpus = int(inputs.gpus)
     counts = tuple(sorted({max(1, gpus // 2), gpus, gpus * 2}))
     # the aggregated points run the engine chosen above (prompts' pass, output lag)
@@ -429,66 +531,108 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
         sc.model,
         sc.hardware,
         counts,
-        int(inputs.isl),
-        int(inputs.osl),
-        float(ttft),
-        float(tpot),
+        inputs.isl,
+        inputs.osl,
+        inputs.ttft,
+        inputs.tpot,
         inputs.prefill_pass,
-        int(inputs.lag),
+        inputs.lag,
     )
-    fig = frontier_figure(points, frontier, best, secs)
+    fig = frontier_figure(points, frontier, best, secs, inputs.tpot)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
-    _show_best(best)
+    st.markdown(best_text(best, points, inputs.ttft, inputs.tpot))
     _show_reasons(len(points), *reasons)
     download(frontier, f"{sc.model.name}-frontier", "dl_frontier")
 
 
-def frontier_figure(points: list[dict], frontier: list[dict], best: dict | None, secs: float):
-    """Per-GPU against per-user output speed: every deployment, the Pareto frontier, the best
-    one meeting the targets (a star)."""
+#: Marker colours by GPU count (the total of a disaggregated deployment), in count order.
+GPU_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+
+def total_gpus(p: dict) -> int:
+    """Every GPU of a searched deployment (a disaggregated one's decode and prefill pools)."""
+    return int(p["gpus"])
+
+
+def frontier_figure(
+    points: list[dict],
+    frontier: list[dict],
+    best: dict | None,
+    secs: float,
+    tpot: float | None = None,
+):
+    """Per-GPU against per-user output speed: the deployments, one colour per GPU count (one
+    trace per count, not per point), the Pareto frontier, the TPOT target as the per-user
+    speed it implies (1 / TPOT: points right of it meet it), the chosen one (a star)."""
     fig = go.Figure()
-    fig.add_scatter(
-        x=[p["output_tokens_per_s_per_user"] for p in points],
-        y=[p["output_tokens_per_s_per_gpu"] for p in points],
-        mode="markers",
-        name="deployments",
-        marker=dict(size=4, opacity=0.35),
-    )
+    counts = sorted({total_gpus(p) for p in points})
+    for i, n in enumerate(counts):
+        mine = [p for p in points if total_gpus(p) == n]
+        fig.add_scattergl(
+            x=[p["output_tokens_per_s_per_user"] for p in mine],
+            y=[p["output_tokens_per_s_per_gpu"] for p in mine],
+            mode="markers",
+            name=f"{n} GPUs",
+            marker=dict(size=5, opacity=0.45, color=GPU_COLOURS[i % len(GPU_COLOURS)]),
+        )
     fig.add_scatter(
         x=[p["output_tokens_per_s_per_user"] for p in frontier],
         y=[p["output_tokens_per_s_per_gpu"] for p in frontier],
         mode="lines+markers",
         name="Pareto frontier",
+        line=dict(color="#333333"),
     )
+    if tpot:
+        fig.add_vline(
+            x=1 / tpot,
+            line_dash="dash",
+            line_color="#d62728",
+            annotation_text=f"TPOT target {tpot * 1e3:g} ms",
+            annotation_position="top right",
+        )
     if best:
         fig.add_scatter(
             x=[best["output_tokens_per_s_per_user"]],
             y=[best["output_tokens_per_s_per_gpu"]],
             mode="markers",
-            name="best meeting the targets",
-            marker=dict(size=14, symbol="star"),
+            name="chosen: best meeting the targets",
+            marker=dict(size=16, symbol="star", color="#ffbf00", line=dict(color="black", width=1)),
         )
     fig.update_layout(
         title=f"{len(points):,} deployments searched in {secs:.2f} s",
         xaxis_title="output tokens/s per user",
         yaxis_title="output tokens/s per GPU",
-        height=420,
+        height=440,
     )
     return fig
 
 
-def _show_best(best: dict | None) -> None:
-    """The best deployment meeting the targets, in a sentence (or that none does)."""
+def best_text(best: dict | None, points: list[dict], ttft: float, tpot: float) -> str:
+    """The chosen deployment and why, in words (or that none meets the targets)."""
+    targets = f"TTFT <= {ttft:g} s and TPOT <= {tpot * 1e3:g} ms"
+    meeting = [p for p in points if p["meets_targets"]]
     if not best:
-        st.info("No deployment meets the targets.")
-        return
-    st.markdown(
-        f"Best meeting the targets: **{gpus_text(best)} GPUs, {best['mode']}, "
-        f"{best['layout']}, {best['weight_dtype']} weights, {best['kv_dtype']} cache, "
-        f"batch {best['batch_per_group']}** "
-        f"per group: {best['output_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
-        f"TTFT {best['ttft_s'] * 1e3:,.0f} ms, TPOT {best['tpot_s'] * 1e3:,.1f} ms"
+        return f"**No deployment meets {targets}** ({len(points):,} searched)."
+    runner = max(
+        (p for p in meeting if total_gpus(p) != total_gpus(best)),
+        key=lambda p: p["output_tokens_per_s_per_gpu"],
+        default=None,
     )
+    text = (
+        f"**Chosen: {gpus_text(best)} GPUs, {best['mode']}, {best['layout']}, "
+        f"{best['weight_dtype']} weights, {best['kv_dtype']} cache, batch "
+        f"{best['batch_per_group']} per group**: of the {len(meeting):,} deployments meeting "
+        f"{targets}, it gives the most output tokens/s per GPU, "
+        f"{best['output_tokens_per_s_per_gpu']:,.0f} (TTFT {best['ttft_s'] * 1e3:,.0f} ms, "
+        f"TPOT {best['tpot_s'] * 1e3:,.1f} ms, {best['output_tokens_per_s_per_user']:,.1f} "
+        "tokens/s per user)."
+    )
+    if runner:
+        text += (
+            f" The best on another GPU count, {gpus_text(runner)} GPUs, gives "
+            f"{runner['output_tokens_per_s_per_gpu']:,.0f} per GPU."
+        )
+    return text
 
 
 def _show_reasons(

@@ -24,14 +24,16 @@ class UrlState:
     def __init__(self, params: Mapping[str, Any]):
         self.params = params
         self.notices: list[str] = []
+        #: the keys whose repetition was noted already
+        self.repeated: set[str] = set()
 
     def describe(self, name: str) -> str:
         """``'name=value'`` for a notice, or ``'name'`` alone when the value is too long."""
-        text = str(self.params.get(name, "")).strip()
+        text = str(self._last(name) or "").strip()
         return f"'{name}'" if len(text) > MAX_VALUE_CHARS else f"'{name}={text}'"
 
     def _raw(self, name: str) -> str | None:
-        value = self.params.get(name)
+        value = self._last(name)
         if value is None:
             return None
         text = str(value).strip()
@@ -41,6 +43,26 @@ class UrlState:
             )
             return None
         return text
+
+    def _last(self, name: str) -> Any:
+        """The value of ``name``; a key given more than once is read as its last value, with a
+        notice naming every value (once per key)."""
+        get_all = getattr(self.params, "get_all", None)
+        values = list(get_all(name)) if get_all else []
+        if not values:
+            value = self.params.get(name)
+            values = list(value) if isinstance(value, (list, tuple)) else [value]
+        values = [v for v in values if v is not None]
+        if not values:
+            return None
+        if len(values) > 1 and name not in self.repeated:
+            self.repeated.add(name)
+            shown = ", ".join(str(v)[:MAX_VALUE_CHARS] for v in values[:8])
+            self.notices.append(
+                f"URL parameter '{name}' is given {len(values)} times ({shown}); "
+                f"using the last, {str(values[-1])[:MAX_VALUE_CHARS]}."
+            )
+        return values[-1]
 
     def integer(self, name: str, default: int, lo: int, hi: int) -> int:
         """A whole number in [lo, hi]; outside it is clamped (either side, with a notice), a

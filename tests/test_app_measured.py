@@ -13,6 +13,7 @@ def test_measured_view_validates_a_chosen_set():
     pytest.importorskip("pyarrow.parquet")
     testing = pytest.importorskip("streamlit.testing.v1")
     at = testing.AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params["view"] = "Measured sets"
     at.run()
     assert not at.exception
     (pick,) = [s for s in at.selectbox if s.key == "meas_set"]

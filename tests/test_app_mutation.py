@@ -62,7 +62,10 @@ KEYS = [
     "d_h",
     "gpus",
     "tp",
+    "view",
 ]
+#: The planner's tab (the only one reading ``gpus`` and ``tp``).
+PLANNER = "Capacity planner"
 
 
 def run(query: dict[str, str], upload: tuple[str, bytes] | None = None) -> AppTest:
@@ -83,11 +86,15 @@ def notices(at: AppTest) -> str:
 
 @pytest.mark.parametrize("value", ["abc", "0", "💥", "x" * 5000, str(10**30), "-7", "2.5"])
 def test_every_url_parameter_with_junk(value):
-    """Every parameter at once with one bad value: all named in notices, every view renders."""
+    """Every parameter at once with one bad value: all named in notices, the first view renders;
+    the planner's parameters with the planner open."""
     at = run(dict.fromkeys(KEYS, value))
     text = "\n".join(m.value for m in at.markdown)
     assert "KV cache total" in text and len(at.tabs) == 6
     shown = notices(at)
+    planner = run({**dict.fromkeys(KEYS, value), "view": PLANNER})
+    assert "Deployment and request mix" in "\n".join(m.value for m in planner.markdown)
+    shown += "\n" + notices(planner)
     for key in KEYS:
         if (key, value) in (("whatif", "0"), ("d_cq", "0")):  # valid: no what-if, plain W_Q
             continue
@@ -108,6 +115,24 @@ def test_every_url_parameter_with_junk(value):
 def test_random_url_mutations(query):
     at = run(query)
     assert "KV cache total" in "\n".join(m.value for m in at.markdown)
+
+
+def test_every_url_parameter_repeated_is_named():
+    """A key given twice is read as its last value, with a notice naming both values."""
+    twice = {
+        "model": ["llama-3-8b", "gpt2"],
+        "seq_len": ["4096", "8192"],
+        "batch": ["2", "3"],
+        "kv": ["fp8", "bf16"],
+        "hw": ["H100-SXM", "H200"],
+        "gpus": ["4", "2"],
+        "tp": ["2", "1"],
+    }
+    at = run({**twice, "view": PLANNER})
+    shown = notices(at)
+    for key, (a, b) in twice.items():
+        assert f"URL parameter '{key}' is given 2 times ({a}, {b}); using the last, {b}." in shown
+    assert at.number_input(key="plan_gpus").value == 2 and at.selectbox(key="model").value == "gpt2"
 
 
 def _shipped(name: str) -> bytes:

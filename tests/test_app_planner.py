@@ -1,4 +1,6 @@
-"""The app's planner view: serving figures, what does not fit, the step breakdown, the search."""
+"""The app's planner view: the answer first (fits, deployment, TTFT, TPOT, tokens/s, what binds),
+a request mix always present, the load that meets the targets, capacity at the sidebar's
+workload under one rule past max_position_embeddings, memory in GiB, URL notices, the search."""
 
 from __future__ import annotations
 
@@ -11,12 +13,17 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
 import mlacalc
+from mlacalc.words import defaults as D
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PLANNER = "Capacity planner"
+#: The default deployment's arguments (8 x H200 at TP8, the app's page size and KV dtype).
+LAYOUT = dict(tp=8, kv_dtype="bf16", page_size=16)
 
 
 def _run(**query) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["view"] = PLANNER
     for key, value in query.items():
         at.query_params[key] = value
     at.run()
@@ -24,31 +31,70 @@ def _run(**query) -> AppTest:
     return at
 
 
-def test_batch_that_does_not_fit_says_so_and_serving_figures_show():
+def _walk(node, out: list) -> list:
+    for child in getattr(node, "children", {}).values():
+        out.append(child)
+        _walk(child, out)
+    return out
+
+
+def _planner_elements(at: AppTest) -> list:
+    (tab,) = [t for t in at.tabs if t.label == PLANNER]
+    return _walk(tab, [])
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_answer_comes_before_the_inputs():
+    """Page logic of the browser test: the answer box and TTFT, TPOT, tokens/s per GPU and per
+    user come first in the planner's tab, the widgets after them."""
+    kinds = [(type(e).__name__, getattr(e, "label", None)) for e in _planner_elements(_run())]
+    first_input = next(i for i, (k, _) in enumerate(kinds) if k == "NumberInput")
+    answer = next(i for i, (k, _) in enumerate(kinds) if k in ("Success", "Warning"))
+    heads = {
+        label: i
+        for i, (k, label) in enumerate(kinds)
+        if k == "Metric" and label in ("TTFT", "TPOT", "tokens/s per GPU", "tokens/s per user")
+    }
+    assert len(heads) == 4 and answer < min(heads.values()) and max(heads.values()) < first_input
+
+
+def test_default_load_is_the_most_that_meet_the_default_targets():
+    """A request mix is always present (2,000 in / 500 out) and the requests in flight are the
+    most meeting TTFT 2 s and TPOT 50 ms, not as many as fit (DeepSeek-V3 on 8 x H200)."""
+    at = _run()
+    (box,) = at.success
+    assert box.value.startswith("**Fits**: DeepSeek-V3 on 8 x H200, TP8")
+    assert f"{D.ISL:,} in / {D.OSL:,} out" in box.value
+    n = int(box.value.split(" requests in flight")[0].rsplit(", ", 1)[1].replace(",", ""))
+    mix = dict(isl=D.ISL, osl=D.OSL, **LAYOUT)
+    p = mlacalc.plan("deepseek-v3", "H200", 8, concurrency=float(n), **mix)
+    over = mlacalc.plan("deepseek-v3", "H200", 8, concurrency=float(n + 1), **mix)
+    full = mlacalc.plan("deepseek-v3", "H200", 8, **mix)
+    assert p.tpot_s <= D.TPOT_TARGET_S < over.tpot_s and n < full.concurrency
+    m = metrics(at)
+    assert m["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms" and m["TTFT"] == p.ttft_text()
+    assert m["tokens/s per GPU"] == f"{p.output_tokens_per_s_per_gpu:,.1f}"
+    assert m["tokens/s per user"] == f"{p.output_tokens_per_s_per_user:,.1f}"
+    assert any(f">{p.binding}</div>" in x.value for x in at.markdown)
+
+
+def test_a_load_asked_is_used_and_judged_against_the_targets():
+    at = _run()
+    at.number_input(key="plan_conc").set_value(200).run()
+    (box,) = at.warning
+    p = mlacalc.plan("deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, concurrency=200.0, **LAYOUT)
+    assert "200 requests in flight (as asked)" in box.value and "Misses TTFT" in box.value
+    assert metrics(at)["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"
+
+
+def test_batch_that_does_not_fit_at_the_sidebar_context_says_so():
     at = _run()
     # 8 x 128K sequences of DeepSeek-V3 on 8 x H200 at TP8: only 4 fit
     assert any("A batch of 8 at 131,072 tokens does not fit: 4 do" in i.value for i in at.info)
-    at.number_input(key="plan_isl").set_value(2000).run()
-    assert not at.exception
-    p = mlacalc.plan(
-        "deepseek-v3",
-        "H200",
-        8,
-        tp=8,
-        kv_dtype="bf16",
-        page_size=16,
-        batch=8,
-        isl=2000,
-        osl=500,
-    )
-    labels = {m.label: m.value for m in at.metric}
-    assert (
-        labels["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"
-        and labels["TTFT"] == f"{p.ttft_s * 1e3:,.1f} ms"
-    )
-    at.checkbox(key="plan_search").check().run()
-    assert not at.exception
-    assert any("Best meeting the targets" in m.value for m in at.markdown)
+    assert metrics(at)["largest batch at 131,072 tokens"] == "4"
 
 
 def test_weights_that_do_not_fit_are_an_answer():
@@ -56,44 +102,52 @@ def test_weights_that_do_not_fit_are_an_answer():
     at.number_input(key="plan_gpus").set_value(1)
     at.number_input(key="plan_tp").set_value(1)
     at.run()
-    assert not at.exception
-    assert any(i.value.startswith("Does not fit: weights") for i in at.info) and not at.error
+    assert not at.exception and not at.error
+    assert at.warning[0].value.startswith("**Does not fit**: DeepSeek-V3 on 1 x H200")
+    assert any(i.value.startswith("Does not fit: weights") for i in at.info)
+
+
+def test_memory_in_gib_not_bytes():
+    at = _run()
+    text = "\n".join(m.value for m in at.markdown)
+    p = mlacalc.plan("deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, **LAYOUT)
+    assert f"weights per GPU: **{p.weights_per_gpu_bytes / 2**30:,.2f} GiB**" in text
+    assert f"{p.weights_per_gpu_bytes:,}" not in text and " bytes**" not in text
+
+
+def test_url_with_a_repeated_key_or_tp_above_gpus_gets_a_notice():
+    at = _run(gpus=["8", "16"], tp="32")
+    shown = [w.value for w in at.warning]
+    assert "URL parameter 'gpus' is given 2 times (8, 16); using the last, 16." in shown
+    assert any("'tp=32' is above 'gpus=16'" in w and "using tp=16" in w for w in shown)
+    assert at.number_input(key="plan_gpus").value == 16
+    assert at.number_input(key="plan_tp").value == 16
 
 
 def test_plan_view_takes_the_engine():
     """The prompts' pass and the output lag reach plan(): the metrics are plan()'s."""
     at = _run()
-    at.number_input(key="plan_isl").set_value(2000)
+    at.number_input(key="plan_conc").set_value(64)
     at.selectbox(key="plan_prefill_pass").set_value("separate")
     at.number_input(key="plan_output_lag").set_value(1)
     at.run()
     assert not at.exception
+    engine = dict(prefill_pass="separate", output_lag_steps=1)
     p = mlacalc.plan(
-        "deepseek-v3",
-        "H200",
-        8,
-        tp=8,
-        kv_dtype="bf16",
-        page_size=16,
-        batch=8,
-        isl=2000,
-        osl=500,
-        prefill_pass="separate",
-        output_lag_steps=1,
+        "deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, concurrency=64.0, **LAYOUT, **engine
     )
-    fused = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, page_size=16, batch=8, isl=2000, osl=500)
-    labels = {m.label: m.value for m in at.metric}
+    fused = mlacalc.plan("deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, concurrency=64.0)
+    m = metrics(at)
     assert p.ttft_s > fused.ttft_s
-    assert labels["TTFT"] == f"{p.ttft_s * 1e3:,.1f} ms"
-    assert labels["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"
+    assert m["TTFT"] == p.ttft_text() and m["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms"
     # the search beside it runs the same engine: its frontier is search()'s with that engine
     at.checkbox(key="plan_search").check().run()
     assert not at.exception
     from mlacalc.serving.search import search
 
-    def frontier(**engine):
+    def frontier(**kw):
         r = search(
-            "deepseek-v3", "H200", [4, 8, 16], isl=2000, osl=500, ttft=2.0, tpot=0.05, **engine
+            "deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05, **kw
         )
         return [p["output_tokens_per_s_per_user"] for p in r.frontier]
 
@@ -103,9 +157,34 @@ def test_plan_view_takes_the_engine():
         for trace in json.loads(el.proto.spec)["data"]
         if trace.get("name") == "Pareto frontier"
     ]
-    separate = frontier(prefill_pass="separate", output_lag_steps=1)
+    separate = frontier(**engine)
     assert separate != frontier() and len(drawn) == 1
     assert drawn[0] == pytest.approx(separate, rel=1e-9)
+
+
+def test_search_frontier_coloured_by_gpu_count_with_the_targets_drawn_and_the_choice_explained():
+    at = _run()
+    at.checkbox(key="plan_search").check().run()
+    assert not at.exception
+    spec = next(
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "deployments searched" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
+    from mlacalc.serving.search import search
+
+    r = search("deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05)
+    counts = sorted({p["gpus"] for p in r.points})  # 4 x H200 hold no DeepSeek-V3
+    by_count = [t for t in spec["data"] if t.get("name", "").endswith(" GPUs")]
+    assert [t["name"] for t in by_count] == [f"{n} GPUs" for n in counts] and len(counts) >= 2
+    assert len({t["marker"]["color"] for t in by_count}) == len(counts)
+    assert sum(len(t["x"]) for t in by_count) == len(r.points)  # one trace per count
+    assert len(spec["data"]) == len(counts) + 2  # and the frontier and the chosen point
+    lines = [s for s in spec["layout"]["shapes"] if s.get("type") == "line"]
+    assert [s["x0"] for s in lines] == [pytest.approx(1 / D.TPOT_TARGET_S)]
+    chosen = next(m.value for m in at.markdown if m.value.startswith("**Chosen:"))
+    assert "it gives the most output tokens/s per GPU" in chosen
+    assert "meeting TTFT <= 2 s and TPOT <= 50 ms" in chosen
 
 
 def test_longest_context_stops_at_the_window_and_kv_line_splits_fixed_part():
@@ -113,10 +192,27 @@ def test_longest_context_stops_at_the_window_and_kv_line_splits_fixed_part():
     with memory's own figure beside it; the KV line names the layers keeping every token."""
     at = _run(model="gpt-oss-120b", hw="H100-SXM")
     p = mlacalc.plan("gpt-oss-120b", "H100-SXM", 8, tp=8, page_size=16, batch=8)
-    labels = {m.label: m.value for m in at.metric}
-    assert labels["longest context at batch 8"] == "131,072"
+    assert metrics(at)["longest context at batch 8"] == "131,072"
     # the library's words, as the command line prints them
     assert any(p.longest_context_text() in c.value for c in at.caption)
     assert f"memory allows {p.max_context_memory:,}" in p.longest_context_text()
     line = next(m.value for m in at.markdown if "KV per token per GPU" in m.value)
-    assert "layers keeping every token: **4,608 bytes**" in line
+    assert "layers keeping every token: **4.50 KiB**" in line
+
+
+def test_context_past_max_position_embeddings_is_one_rule_and_one_sentence():
+    """Past the model's positions every capacity figure is counted as if it were trained for
+    it, said once: the longest context at the batch is memory's figure, never the limit beside
+    a batch that only fits past it (was: largest batch at 131,072 tokens 20 beside longest
+    context at batch 8: 8,192)."""
+    at = _run(model="llama-3-8b", seq_len="131072", batch="8", gpus="1", tp="1")
+    p = mlacalc.plan("llama-3-8b", "H200", 1, tp=1, page_size=16, seq_len=131072, batch=8)
+    m = metrics(at)
+    assert m["largest batch at 131,072 tokens"] == f"{p.max_batch:,}"
+    assert m["longest context at batch 8"] == f"{p.max_context_memory:,}"
+    said = [i.value for i in at.info if "max_position_embeddings" in i.value]
+    assert len(said) == 1 and "counted as if it were" in said[0]
+    # consistent: the batch at 131,072 is at least 8 exactly when 8 fit 131,072 tokens or more
+    assert (p.max_batch >= 8) == (p.max_context_memory >= 131072)
+    within = metrics(_run(model="llama-3-8b", seq_len="4096", batch="8", gpus="1", tp="1"))
+    assert within["longest context at batch 8"] == "8,192"

@@ -15,15 +15,19 @@ __all__ = [
     "EP",
     "GPUS",
     "HARDWARE",
+    "ISL",
     "KV_DTYPE",
     "MEMORY_RESERVE",
     "MODE",
     "MODEL",
+    "OSL",
     "PAGE_SIZE",
     "ROOFLINE_PHASE",
     "ROOFLINE_SEQ_LEN",
     "SCOPE",
     "SEQ_LEN",
+    "TPOT_TARGET_S",
+    "TTFT_TARGET_S",
 ]
 
 #: Model the app opens on.
@@ -53,3 +57,9 @@ GPUS = 8
 EP = 1
 PAGE_SIZE = 16
 MEMORY_RESERVE = 0.1
+#: The app planner's request mix (tokens in and out per request) and its latency targets: the
+#: requests in flight default to the most that meet both targets, not to as many as fit.
+ISL = 2000
+OSL = 500
+TTFT_TARGET_S = 2.0
+TPOT_TARGET_S = 0.05
