@@ -41,3 +41,23 @@ def test_every_vendored_config_is_named_in_its_sources(folder):
     sources = (folder / "SOURCES.md").read_text()
     missing = [p.name for p in sorted(folder.glob("*.json")) if p.name not in sources]
     assert not missing, f"configs without a source line in SOURCES.md: {missing}"
+
+
+def test_every_vendored_table_maps_onto_kernels_or_is_listed_as_not_mapped():
+    """Both shared folders are vendored (every system, and every engine's tables on H100 and
+    B200), and every table maps onto kernels or is listed with its reason in
+    ``mapping.UNMAPPED`` and in docs/measured-sets.md: nothing is dropped silently."""
+    from reference_data import ROOT
+
+    from mlacalc.measured.mapping import UNMAPPED, mapped_tables
+
+    systems = {p.name for p in MEASURED.iterdir() if p.is_dir()}
+    assert {"a100_sxm", "h100_sxm", "b200_sxm"} <= systems
+    for system in ("h100_sxm", "b200_sxm"):
+        frameworks = {p.parent.parent.name for p in (MEASURED / system).rglob("*.parquet")}
+        assert {"trtllm", "sglang", "vllm", "nccl"} <= frameworks, system
+    names = {p.stem for p in MEASURED.rglob("*.parquet")}
+    assert not names - set(mapped_tables()) - set(UNMAPPED)
+    assert not set(UNMAPPED) & set(mapped_tables())
+    docs = (ROOT / "docs" / "measured-sets.md").read_text()
+    assert not [name for name in UNMAPPED if f"`{name}`" not in docs]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mlacalc.cli.common import Section, emit, format_option
+from mlacalc.cli.common import Section, emit, format_option, serving_engine_option
 from mlacalc.words.errors import InvalidArgumentError
 
 
@@ -28,8 +28,9 @@ def _signed(x: float | None) -> str:
     help="Where to write the fitted profile (JSON).",
 )
 @click.option("--name", default=None, help="Profile name (default: the output file's stem).")
+@serving_engine_option
 @format_option
-def command(measured, output, name, fmt):
+def command(measured, output, name, engine, fmt):
     """Fit a calibration profile on measured sets.
 
     MEASURED is an aiconfigurator <system> folder (or any folder below it, or one .parquet
@@ -42,6 +43,7 @@ def command(measured, output, name, fmt):
     \b
     Examples:
       mlacalc calibrate tables/h100_sxm -o h100.json
+      mlacalc calibrate tables/b200_sxm --engine vllm -o b200-vllm.json
       mlacalc calibrate my_h200/ bench-results/cuda-h200-calibrate.json -o h200.json
       mlacalc validate --measured tables/a100_sxm --profile h100.json
     """
@@ -51,7 +53,7 @@ def command(measured, output, name, fmt):
     out = Path(output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError("--output", f"{output!r}: write the profile to a .json file")
-    prof = calibrate(list(measured), name=name or out.stem)
+    prof = calibrate(list(measured), name=name or out.stem, engine=engine)
     prof.save(out)
     records = [
         {"device": device, "class": key, **stats}
@@ -74,7 +76,7 @@ def command(measured, output, name, fmt):
         ]
         return [
             Section(
-                f"profile '{prof.name}' written to {out} (fitted on "
+                f"profile '{prof.name}' written to {out} (engine {prof.engine}, fitted on "
                 f"{', '.join(prof.fitted_devices)}); residuals, error = predicted / measured - 1",
                 [
                     "device",

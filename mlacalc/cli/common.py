@@ -247,6 +247,18 @@ def given(name: str) -> bool:
     return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
+def serving_engine_option(f: Callable) -> Callable:
+    """``--engine``: the serving engine whose kernels are predicted, fitted or validated
+    (TensorRT-LLM by default; every output names the engine it is for)."""
+    return click.option(
+        "--engine",
+        "engine",
+        type=click.Choice(["trtllm", "sglang", "vllm"]),
+        default=None,
+        help="Serving engine whose kernels are timed: trtllm (default), sglang or vllm.",
+    )(f)
+
+
 def format_option(f: Callable) -> Callable:
     """The ``--format`` option every report takes."""
     return click.option(

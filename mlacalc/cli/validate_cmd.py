@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from mlacalc.cli.common import Section, emit, format_option, given, warn
+from mlacalc.cli.common import Section, emit, format_option, given, serving_engine_option, warn
 
 _KEY_SKIP = (
     "table",
@@ -66,6 +66,14 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
     )
     flags = sorted({r for t in v.tables for r in t.rules if r.startswith("non_split_kv")})
     notes = "; ".join(["quirk rules: docs/measured-sets.md", *flags])
+    unmapped = {
+        t.table: r.split(": ", 1)[-1]
+        for t in v.tables
+        for r in t.rules
+        if r.startswith("not_mapped")
+    }
+    for table, why in sorted(unmapped.items()):
+        notes += f"\nnot mapped: {table} ({why})"
     # a profile without a class for some kernels predicts them with the datasheet defaults:
     # say which tables, as their figures do not test a calibration
     bare = [
@@ -80,7 +88,8 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
         )
     out = [
         Section(
-            f"predicted ({v.profile}) vs measured; error = predicted / measured - 1",
+            f"engine {v.engine}: predicted ({v.profile}) vs measured; error = predicted / "
+            "measured - 1",
             [
                 "system",
                 "table",
@@ -149,8 +158,9 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
     help="Microbenchmark files only: unfused models the op sequence the microbenchmark runs.",
 )
 @click.option("--rows", "show_rows", is_flag=True, help="Also print every row.")
+@serving_engine_option
 @format_option
-def command(files, measured, profile, mode, show_rows, fmt):
+def command(files, measured, profile, mode, show_rows, engine, fmt):
     """Predicted vs measured.
 
     With --measured, every row of a measured set (GPU kernel tables in aiconfigurator's
@@ -162,6 +172,7 @@ def command(files, measured, profile, mode, show_rows, fmt):
     \b
     Examples:
       mlacalc validate --measured tables/a100_sxm
+      mlacalc validate --measured tables/b200_sxm --engine sglang
       mlacalc validate --measured a100_sxm/gemm --profile roofline --format json
       mlacalc validate --measured my_h200/ --profile fitted-on-h100.json --rows --format csv
       mlacalc validate
@@ -178,7 +189,7 @@ def command(files, measured, profile, mode, show_rows, fmt):
                 "--mode applies to microbenchmark FILES; --measured rows are predicted as "
                 "measured (each table's kernels); ignored"
             )
-        v = run_validation(measured=list(measured), profile=profile)
+        v = run_validation(measured=list(measured), profile=profile, engine=engine)
         if fmt == "csv":
             if show_rows:
                 emit(fmt, [r for t in v.tables for r in t.row_records()], list, rows_csv=True)
@@ -197,6 +208,8 @@ def command(files, measured, profile, mode, show_rows, fmt):
         return
     if profile is not None:
         raise click.UsageError("--profile applies to --measured sets")
+    if engine is not None:
+        raise click.UsageError("--engine applies to --measured sets (GPU kernel tables)")
     _bench_files(run_validation(list(files) or None, mode), mode, show_rows, fmt)
 
 

@@ -21,6 +21,7 @@ NOT_MODELLED: dict[str, str] = {
     "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
     "slower_than_more_work": "a MoE row over 2x a row whose GPU does more (quirk rule)",
     "no_time_model": "the time model has no parameters for this kernel class",
+    "not_mapped": "a table mlacalc reads but does not map onto kernels (mapping.UNMAPPED)",
 }
 
 
@@ -98,6 +99,9 @@ _DT = {
     "fp8_block": "fp8_block",
     "int8": "int8",
     "w4a16_mxfp4": "w4a16_mxfp4",
+    "nvfp4": "nvfp4",
+    "w4a8_mxfp4_mxfp8": "w4a8_mxfp4",
+    "int4_wo": "w4a16",
 }
 
 

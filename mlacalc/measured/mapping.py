@@ -89,6 +89,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "DSV3",
     "NOT_MODELLED",
+    "UNMAPPED",
     "KernelPart",
     "MappedTable",
     "map_table",
@@ -173,11 +174,14 @@ class _Builder:
         flops,
         nbytes,
         calls=1,
+        variant: str | np.ndarray = "",
         **shape,
     ) -> None:
-        """Add one batch per distinct dtype among ``rows``."""
-        for dt in np.unique(dtypes):
-            sel = dtypes == dt
+        """Add one batch per distinct dtype among ``rows`` (and per distinct variant, when
+        ``variant`` is an array indexed like ``rows``)."""
+        variants = np.broadcast_to(np.asarray(variant, dtype=str), np.shape(dtypes))
+        for dt, var in sorted(set(zip(np.asarray(dtypes).tolist(), variants.tolist()))):
+            sel = (dtypes == dt) & (variants == var)
 
             def pick(v, sel=sel):
                 a = np.asarray(v)
@@ -191,6 +195,7 @@ class _Builder:
                 pick(flops),
                 pick(nbytes),
                 pick(calls),
+                variant=str(var),
                 **{k: pick(v) for k, v in shape.items()},
             )
 
@@ -202,8 +207,49 @@ def _f(a: np.ndarray) -> np.ndarray:
 def _elem(dt: np.ndarray) -> np.ndarray:
     """Bytes per element of a kernel dtype column."""
     return np.select(
-        [np.isin(dt, ["fp8", "fp8_block", "int8"]), dt == "w4a16_mxfp4"], [1.0, 0.5], 2.0
+        [
+            np.isin(dt, ["fp8", "fp8_block", "int8"]),
+            np.isin(dt, ["w4a16_mxfp4", "nvfp4", "w4a8_mxfp4", "w4a16"]),
+        ],
+        [1.0, 0.5],
+        2.0,
     )
+
+
+#: Block-scale bytes per weight element of the 4-bit formats: nvfp4 an fp8 (E4M3) scale per 16
+#: elements, mxfp4 an 8-bit power-of-two (E8M0) scale per 32, int4 weight-only an fp16 scale
+#: per group of 128.
+_SCALE_BYTES = {
+    "nvfp4": 1.0 / 16,
+    "w4a16_mxfp4": 1.0 / 32,
+    "w4a8_mxfp4": 1.0 / 32,
+    "w4a16": 2.0 / 128,
+}
+_NVFP4_GROUP = 16  # nvfp4 block: 16 elements share one fp8 scale
+
+
+def _source_variants(t: MeasuredTable, dt: np.ndarray) -> np.ndarray:
+    """Each row's class variant from its ``kernel_source``: of the kernels a table times for one
+    dtype, the one with the most rows is the class itself (``""``), every other one a variant
+    named after it (fitted apart). A ``_nongated`` kernel is its gated kernel's (``gated``
+    says which); a table without the column, or with one kernel per dtype, has no variants."""
+    out = np.full(len(t), "", dtype=object)
+    if "kernel_source" not in t.columns:
+        return out.astype(str)
+    src = t.columns["kernel_source"].astype(str)
+    nongated = np.char.endswith(src, "_nongated")
+    for d in np.unique(dt):
+        sel = (dt == d) & ~nongated
+        if not sel.any():
+            continue
+        names, counts = np.unique(src[sel], return_counts=True)
+        if len(names) < 2:
+            continue
+        main = names[np.argmax(counts)]
+        for name in names:
+            if name != main:
+                out[sel & (src == name)] = str(name).replace(":", "_")
+    return out.astype(str)
 
 
 def _quantize(
@@ -256,7 +302,7 @@ def _gemm_kernels(
     quantize also permutes heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the
     batched GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
-    e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0}[dtype]
+    e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5}[dtype]
     nbytes = g * (m * k * e + k * n * e + m * n * out_elem)
     quant = {"quantize_input": 0, "quant_group": 0, "quant_passes": 0, "quant_permute": 0}
     if dtype == "fp8":
@@ -279,6 +325,16 @@ def _gemm_kernels(
             "quant_group": _BLOCK,
             "quant_passes": 1,
             "quant_permute": permute,
+        }
+    elif dtype == "nvfp4":
+        # both operands' fp8 scales (one per 16 elements along K); the bf16 input is quantized
+        # to nvfp4 by a kernel of its own, one pass writing the 4-bit copy and its scales
+        nbytes = nbytes + g * (m + n) * np.ceil(k / _NVFP4_GROUP)
+        quant = {
+            "quantize_input": 1,
+            "quant_group": _NVFP4_GROUP,
+            "quant_passes": 1,
+            "quant_permute": 0,
         }
     b.add(
         name,
@@ -311,11 +367,20 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         copies = np.full(len(t), 5.0)
     else:
         copies = np.clip(np.ceil(l2 / weight), 1, 5)
-    for d in ("bf16", "fp16", "fp8", "fp8_block"):
-        sel = dt == d
-        if sel.any():
+    variants = _source_variants(t, dt)
+    for d in ("bf16", "fp16", "fp8", "fp8_block", "nvfp4"):
+        for var in np.unique(variants[dt == d]):
+            sel = (dt == d) & (variants == var)
             _gemm_kernels(
-                b, "gemm", rows[sel], d, m[sel], n[sel], k[sel], weight_copies=copies[sel]
+                b,
+                "gemm",
+                rows[sel],
+                d,
+                m[sel],
+                n[sel],
+                k[sel],
+                weight_copies=copies[sel],
+                variant=str(var),
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16
@@ -348,9 +413,46 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             quantize_input=0,
             plugin=1,
         )
-    known = ["bf16", "fp16", "fp8", "fp8_block"]
+    known = ["bf16", "fp16", "fp8", "fp8_block", "nvfp4"]
     other = ~np.isin(dt, known) & ~np.isin(t.column("gemm_dtype"), ["int8_wo", "int4_wo", "sq"])
     reason[other] = "unknown_dtype"
+
+
+def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """A vision encoder's attention (``encoder_attention_perf``): bidirectional (non-causal)
+    multi-head attention over ``isl`` tokens per image, as many K/V heads as query heads, no
+    paged cache and no RoPE inside the call (the row has no KV-dtype or rotary columns): q, k
+    and v read once, the output written once. The kernel (FlashAttention-4 under SGLang and
+    vLLM on B200, TensorRT-LLM's own FMHA) is the ``encoder`` variant of the prefill class,
+    fitted apart from the causal paged-cache kernels."""
+    bs, hq, hd, s = (_f(t.column(c)) for c in ("batch_size", "num_heads", "head_dim", "isl"))
+    dt = canon_dtypes(t.column("attn_dtype"))
+    rows = np.arange(len(t))
+    tok = bs * s
+    elem = _elem(dt)
+    flops = 2.0 * hq * bs * s * s * (hd + hd)
+    nbytes = tok * hq * hd * elem * 4.0
+    ok = ~np.char.startswith(dt, "?")
+    b.add_by_dtype(
+        "encoder_attention",
+        "attention_prefill",
+        dt[ok],
+        rows[ok],
+        flops[ok],
+        nbytes[ok],
+        variant="encoder",
+        batch=bs[ok],
+        q_len=s[ok],
+        kv_len=s[ok],
+        n_heads=hq[ok],
+        n_kv=hq[ok],
+        head_dim_qk=hd[ok],
+        head_dim_v=hd[ok],
+        window=0.0,
+        causal=0,
+        kv_bytes=elem[ok],
+    )
+    reason[~ok] = "unknown_dtype"
 
 
 def _pairs(q_len: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -429,6 +531,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         rows,
         flops,
         nbytes,
+        variant=_source_variants(t, fmha_dt),
         batch=bs,
         q_len=q,
         kv_len=kv,
@@ -559,7 +662,7 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         q, kv = np.ones(len(t)), _f(t.column("step")) + 1.0
     tok = bs * q
     lat = g["kv_lora"] + g["rope"]
-    for d in ("bf16", "fp8_block"):
+    for d in ("bf16", "fp8_block", "nvfp4"):
         s = gt == d
         if not s.any():
             continue
@@ -699,7 +802,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         active_e * mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter_l / _BLOCK),
         0.0,
     )
-    wbytes = wbytes + np.where(dt == "w4a16_mxfp4", active_e * mats * hidden * inter_l / 32, 0.0)
+    scale = np.array([_SCALE_BYTES.get(str(d), 0.0) for d in dt]) if len(dt) else np.zeros(0)
+    wbytes = wbytes + active_e * mats * hidden * inter_l * scale
     nbytes = wbytes + T * hidden * 2 * 2
     # the Triton MoE (GPT-OSS mxfp4 on H100, ``kernel_source`` moe_torch_flow; the A100
     # table's CUDA rows carry the same label) fixes its row tile from the call
@@ -711,6 +815,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     row_tile = np.where(triton, tile, 0.0)
     rows = np.arange(len(t))
     ok = ~np.char.startswith(dt, "?")
+    variants = _source_variants(t, dt)
     b.add_by_dtype(
         "moe",
         "moe",
@@ -718,6 +823,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         rows[ok],
         flops[ok],
         nbytes[ok],
+        variant=variants[ok],
         tokens=T[ok],
         hidden=hidden[ok],
         inter=inter_l[ok],
@@ -759,8 +865,15 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     nccl = elems >= _trtllm_nccl_from(t.version)
     # the calls TensorRT-LLM hands to NCCL run NCCL's ring all-reduce of 2-byte elements (its
     # fp16 and bf16 kernels move the same bytes the same way: the nccl_perf ``half`` class)
+    # SGLang's and vLLM's tables time their custom all-reduce twice (``backend`` *_graph: in a
+    # CUDA graph, as served; *_eager: launched from Python, each call paying the host's
+    # launch and its input copy into the registered buffer): the eager rows are the ``eager``
+    # variant of the class, fitted apart, and a step predicts the graph kernel
+    backend = t.columns.get("backend", np.full(len(t), "")).astype(str)
+    eager = np.char.endswith(backend, "_eager")
     for name, dtype, sel, extra in (
-        ("custom_allreduce", "bf16", ~nccl, {}),
+        ("custom_allreduce", "bf16", ~nccl & ~eager, {}),
+        ("custom_allreduce_eager", "bf16", ~nccl & eager, {"variant": "eager"}),
         ("custom_allreduce_nccl", "fp16", nccl, {"one_shot": 0}),
     ):
         b.add_collective(name, "all_reduce", dtype, rows[sel], msg[sel], n[sel], **extra)
@@ -850,6 +963,7 @@ def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_
 _MAPPERS = {
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
+    "encoder_attention_perf": _encoder_attention_table,
     "generation_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=False),
     "context_mla_perf": lambda t, b, r: _mla_table(t, b, r, context=True),
     "generation_mla_perf": lambda t, b, r: _mla_table(t, b, r, context=False),
@@ -866,8 +980,56 @@ _MAPPERS = {
 }
 
 
+#: Tables read but not mapped onto kernels, each with the reason. Their rows are counted as not
+#: predicted (reason ``not_mapped``) by :func:`map_table`, never dropped; docs/measured-sets.md
+#: says what one row of each measures, as far as the columns and meta files tell.
+UNMAPPED: dict[str, str] = {
+    "gdn_perf": (
+        "Gated DeltaNet module (causal conv1d + chunked or recurrent gated delta rule): the "
+        "time model has no linear-attention kernel kind yet"
+    ),
+    "mamba2_perf": (
+        "Mamba-2 mixer (causal conv1d + chunked selective-state scan): the time model has no "
+        "state-space kernel kind yet"
+    ),
+    "dsa_context_module_perf": (
+        "DeepSeek sparse-attention module (indexer, top-k, sparse MLA, projections); its "
+        "kernel composition is not recorded in the table"
+    ),
+    "dsa_generation_module_perf": (
+        "DeepSeek sparse-attention decode module; composition not recorded in the table"
+    ),
+    "dsv4_csa_context_module_perf": (
+        "DeepSeek-V4 compressed sparse attention module; composition not recorded"
+    ),
+    "dsv4_csa_generation_module_perf": (
+        "DeepSeek-V4 compressed sparse attention decode module; composition not recorded"
+    ),
+    "dsv4_csa_topk_calib_perf": "a top-k calibration sweep of DeepSeek-V4's indexer (score modes)",
+    "dsv4_hca_context_module_perf": (
+        "DeepSeek-V4 heavily compressed attention module; composition not recorded"
+    ),
+    "dsv4_hca_generation_module_perf": (
+        "DeepSeek-V4 heavily compressed attention decode module; composition not recorded"
+    ),
+    "dsv4_hca_attn_module_perf": "DeepSeek-V4 HCA attention kernel; geometry not recorded",
+    "dsv4_paged_mqa_logits_module_perf": (
+        "DeepGEMM fp8 paged MQA-logits kernel of the DeepSeek-V4 indexer; geometry not recorded"
+    ),
+    "glm5_dsa_attn_module_perf": "GLM-5 sparse MLA kernel (FlashMLA sparse); top-k not recorded",
+    "glm5_mqa_logits_module_perf": "GLM-5 indexer fp8 MQA-logits kernel; geometry not recorded",
+    "glm5_topk_module_perf": "GLM-5 indexer top-k transform; geometry not recorded",
+    "msa_context_module_perf": "MiniMax-M3 sparse attention module; composition not recorded",
+    "msa_generation_module_perf": "MiniMax-M3 sparse attention decode module; not recorded",
+    "mhc_module_perf": (
+        "DeepSeek-V4 manifold hyper-connection pre/post mixing (Sinkhorn iterations): no "
+        "kernel kind for it"
+    ),
+}
+
+
 def mapped_tables() -> list[str]:
-    """Names of the tables :func:`map_table` knows."""
+    """Names of the tables :func:`map_table` maps onto kernels."""
     return sorted(_MAPPERS)
 
 
@@ -878,6 +1040,11 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     rows they exclude; kernels are still built for those rows, so a caller can look at them.
     """
     mapper = _MAPPERS.get(table.table)
+    if mapper is None and table.table in UNMAPPED:
+        reason = np.full(len(table), "not_mapped", dtype=object)
+        mapped = MappedTable(table=table, parts=[], reason=reason)
+        mapped.rules.append(f"not_mapped: {UNMAPPED[table.table]}")
+        return mapped
     if mapper is None:
         raise ConfigError(
             f"is a table mlacalc cannot map onto kernels (known: {', '.join(sorted(_MAPPERS))})",

@@ -191,10 +191,12 @@ def read_kernel_set(path: str | os.PathLike) -> list:
     return out
 
 
-def observations_of(item: Any, profile: Profile | None = None) -> list:
+def observations_of(
+    item: Any, profile: Profile | None = None, *, engine: str | None = None
+) -> list:
     """Fitting observations of a measured set: a path (or list of paths) that
-    :func:`mlacalc.measured.tables.load_measured` reads, a measured set, a measured table or a
-    mapped table."""
+    :func:`mlacalc.measured.tables.load_measured` reads (``engine``'s tables and the shared
+    ones: see there), a measured set, a measured table or a mapped table."""
     if isinstance(item, MappedTable):
         return _mapped_observations(item, profile)
     if isinstance(item, MeasuredTable):
@@ -204,7 +206,7 @@ def observations_of(item: Any, profile: Profile | None = None) -> list:
         if json_path.is_file() and read_sidecar(json_path).get("preset") == "calibrate":
             return read_kernel_set(json_path)
     if not isinstance(item, MeasuredSet):
-        item = load_measured(item)
+        item = load_measured(item, engine=engine)
     out = []
     for table in item.tables:
         try:

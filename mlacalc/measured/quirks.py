@@ -80,7 +80,7 @@ _MOE_CALL = (
 
 #: Table -> (sweep column, columns that stay fixed along a sweep).
 SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "gemm_perf": ("m", ("gemm_dtype", "n", "k")),
+    "gemm_perf": ("m", ("gemm_dtype", "kernel_source", "n", "k")),
     "context_attention_perf": (
         "isl",
         (
@@ -91,6 +91,7 @@ SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "window_size",
             "attn_dtype",
             "kv_cache_dtype",
+            "kernel_source",
         ),
     ),
     "generation_attention_perf": (
@@ -103,16 +104,20 @@ SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "window_size",
             "attn_dtype",
             "kv_cache_dtype",
+            "kernel_source",
         ),
     ),
     "context_mla_perf": ("isl", ("kv_cache_dtype", "num_heads", "batch_size", "tp_size")),
     "generation_mla_perf": ("step", ("kv_cache_dtype", "num_heads", "batch_size", "tp_size")),
-    "mla_context_module_perf": ("isl", ("kv_cache_dtype", "gemm_type", "num_heads", "batch_size")),
+    "mla_context_module_perf": (
+        "isl",
+        ("kv_cache_dtype", "gemm_type", "mla_dtype", "kernel_source", "num_heads", "batch_size"),
+    ),
     "mla_generation_module_perf": (
         "step",
         ("kv_cache_dtype", "gemm_type", "num_heads", "batch_size"),
     ),
-    "mla_bmm_perf": ("num_tokens", ("op_name", "bmm_dtype", "num_heads")),
+    "mla_bmm_perf": ("num_tokens", ("op_name", "bmm_dtype", "kernel_source", "num_heads")),
     "moe_perf": (
         "num_tokens",
         (
@@ -127,7 +132,7 @@ SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "distribution",
         ),
     ),
-    "custom_allreduce_perf": ("message_size", ("num_gpus",)),
+    "custom_allreduce_perf": ("message_size", ("num_gpus", "backend")),
     "nccl_perf": ("message_size", ("op_name", "nccl_dtype", "num_gpus")),
     "wideep_deepep_ll_perf": ("num_token", ("measure", "hidden_size", "num_topk", "num_experts")),
     "wideep_deepep_normal_perf": (

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import MEASURED_SYSTEMS, load_hardware, read_sidecar
+from mlacalc.words.engines import ALL_ENGINES, SHARED, check_engine, engine_of_framework
 from mlacalc.words.errors import ConfigError, MlacalcError
 from mlacalc.words.safeio import read_data
 
@@ -112,7 +113,9 @@ class MeasuredTable:
     ``table`` is the table name (``gemm_perf``, ``generation_attention_perf``, ... or
     ``bench`` for a microbenchmark set); ``system`` the collector's system folder (or the
     microbenchmark's device name); ``device`` the hardware catalogue name (or
-    ``measured:<set>`` for a microbenchmark set, whose device is its measured ceilings).
+    ``measured:<set>`` for a microbenchmark set, whose device is its measured ceilings);
+    ``engine`` the serving engine whose kernels the table timed (:mod:`mlacalc.words.engines`;
+    ``""`` for a library every engine calls, NCCL or DeepEP, and for a microbenchmark set).
     """
 
     table: str
@@ -126,6 +129,7 @@ class MeasuredTable:
     columns: dict[str, np.ndarray]
     seconds: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    engine: str = SHARED
 
     def __len__(self) -> int:
         return int(self.seconds.shape[0])
@@ -240,7 +244,16 @@ def _read_parquet(path: Path, meta: dict[str, Any]) -> list[MeasuredTable]:
     name = path.stem
     cols = {c: _arrow_column(arrow.column(c)) for c in arrow.column_names}
     runtime = meta["runtime"]
+    engine = engine_of_framework(str(runtime["framework"]))
+    if engine is None:
+        raise ConfigError(
+            f"names framework '{runtime['framework']}', whose engine mlacalc does not know",
+            source=str(path.parent / "collection_meta.yaml"),
+            field="runtime.framework",
+            fix="use trtllm, sglang, vllm, nccl or wideep_sglang",
+        )
     common: dict[str, Any] = {
+        "engine": engine,
         "system": system,
         "device": SYSTEM_DEVICES[system],
         "family": family,
@@ -342,12 +355,19 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     )
 
 
-def load_measured(paths: str | os.PathLike | list[str | os.PathLike]) -> MeasuredSet:
+def load_measured(
+    paths: str | os.PathLike | list[str | os.PathLike], *, engine: str | None = None
+) -> MeasuredSet:
     """Read measured tables from one or more paths.
 
     A path is an aiconfigurator ``<system>`` folder, any folder below it, one ``*.parquet`` file
     (each with ``collection_meta.yaml`` beside it), or a microbenchmark ``.json``/``.csv``.
+    ``engine`` keeps the tables of one engine and those every engine shares (NCCL, DeepEP;
+    default: :data:`~mlacalc.words.engines.DEFAULT_ENGINE`); ``"all"`` keeps every table. A
+    parquet file named alone is read whatever its engine. Folders are read file by file in
+    sorted order, so a folder's tables come in one order on every machine.
     """
+    want = check_engine(engine, allow_all=True)
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
         raise ConfigError(
@@ -373,11 +393,24 @@ def load_measured(paths: str | os.PathLike | list[str | os.PathLike]) -> Measure
             )
         files = [p] if p.is_file() else _leaf_files(p)
         metas: dict[Path, dict[str, Any]] = {}
+        before, skipped = len(tables), set()
         for f in files:
             meta_path = f.parent / "collection_meta.yaml"
             if not meta_path.is_file():
                 raise ConfigError("has no collection_meta.yaml beside it", source=str(f))
             if f.parent not in metas:
                 metas[f.parent] = _read_meta(meta_path)
+            framework = str(metas[f.parent]["runtime"]["framework"])
+            mine = engine_of_framework(framework)
+            if not p.is_file() and want != ALL_ENGINES and mine not in (want, SHARED, None):
+                skipped.add(mine)
+                continue
             tables.extend(_read_parquet(f, metas[f.parent]))
+        if len(tables) == before:
+            raise ConfigError(
+                f"holds no tables of engine '{want}' (it holds: {', '.join(sorted(skipped))})",
+                source=str(p),
+                field="engine",
+                fix=f"pass engine= one of {', '.join(sorted(skipped))} (--engine on the CLI)",
+            )
     return MeasuredSet(tables=tuple(tables), paths=tuple(str(i) for i in items))

@@ -46,6 +46,7 @@ def validate(
     *,
     measured: Any = None,
     profile: Any = None,
+    engine: str | None = None,
 ) -> Any:
     """Predicted against measured.
 
@@ -55,12 +56,17 @@ def validate(
     the plain bound), as a :class:`~mlacalc.measured.validate_tables.MeasuredValidation`.
     Without it: the microbenchmark files ``files`` (``.json`` sidecars or their ``.csv``; every
     committed set when None), each row predicted by the ``mode`` roofline with the set's
-    measured ceilings, as ValidationSets.
+    measured ceilings, as ValidationSets. ``engine`` (``trtllm`` by default, ``sglang``,
+    ``vllm``): whose measured tables a folder gives and whose profiles predict them.
     """
     if measured is not None:
         if files:
             raise InvalidArgumentError("files", "give either files or measured=, not both")
-        return validate_measured(measured, profile)
+        return validate_measured(measured, profile, engine=engine)
+    if engine is not None:
+        raise InvalidArgumentError(
+            "engine", "an engine applies to measured= sets (GPU kernel tables); pass measured=PATH"
+        )
     if profile is not None:
         raise InvalidArgumentError(
             "profile", "a profile applies to measured= sets; pass measured=PATH"

@@ -17,10 +17,26 @@ from mlacalc.measured.tables import MeasuredSet, load_measured
 from mlacalc.measured.validate_bench import validate_file
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
+from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
 
-__all__ = ["ROOFLINE", "MeasuredValidation", "TableValidation", "validate_measured"]
+__all__ = [
+    "ROOFLINE",
+    "MeasuredValidation",
+    "TableValidation",
+    "engine_profile",
+    "stand_in_note",
+    "validate_measured",
+]
+
+
+def stand_in_note(prof: Any, engine: str) -> str:
+    """What a label adds when a profile of another engine predicts ``engine``'s kernels."""
+    theirs = getattr(prof, "engine", DEFAULT_ENGINE)
+    if theirs == engine:
+        return ""
+    return f" [{theirs} kernels stand in for {engine}: no {engine} profile fits these devices]"
 
 
 #: What ``profile="roofline"`` predicts with: the plain roofline bound, uncalibrated.
@@ -133,6 +149,7 @@ class MeasuredValidation:
     tables: list[TableValidation]
     profile: str
     paths: tuple[str, ...]
+    engine: str = DEFAULT_ENGINE
 
     @property
     def overall(self) -> dict[str, Any]:
@@ -152,6 +169,7 @@ class MeasuredValidation:
             "overall": self.overall,
             "tables": [t.summary() for t in self.tables],
             "profile": self.profile,
+            "engine": self.engine,
         }
         if rows:
             doc["rows"] = [r for t in self.tables for r in t.row_records()]
@@ -168,22 +186,42 @@ def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
     }
 
 
-def _profiles_not_fitted_on(devices: set[str]) -> list[str]:
-    """Shipped profiles fitted on none of ``devices`` (sorted by name)."""
+def _profiles_not_fitted_on(devices: set[str], engine: str = DEFAULT_ENGINE) -> list[str]:
+    """Shipped profiles of ``engine`` fitted on none of ``devices`` (sorted by name)."""
     out = []
     for name in shipped_profiles():
         try:
-            on = {d for d, _ in _fitted_tables(load_profile(name))}
+            prof = load_profile(name)
         except MlacalcError:
             continue
-        if on and not on & devices:
+        on = {d for d, _ in _fitted_tables(prof)}
+        if on and not on & devices and prof.engine == engine:
             out.append(name)
     return out
 
 
+def engine_profile(engine: str) -> str:
+    """The shipped profile a prediction for ``engine`` uses by default: ``default`` for
+    TensorRT-LLM, ``default-<engine>`` for another engine where one ships, else ``default``
+    (another engine's kernels standing in, which every output then says)."""
+    if engine == DEFAULT_ENGINE or f"default-{engine}" not in shipped_profiles():
+        return "default"
+    return f"default-{engine}"
+
+
 def _clash(prof: Any, tables: list[Any]) -> list[str]:
+    """The tables of ``tables`` the profile was fitted on: same device and table, of the
+    profile's engine or shared by every engine (another engine's table of the same name timed
+    other kernels)."""
     fitted = _fitted_tables(prof)
-    return sorted({f"{t.device}/{t.table}" for t in tables if (t.device, t.table) in fitted})
+    engine = getattr(prof, "engine", DEFAULT_ENGINE)
+    return sorted(
+        {
+            f"{t.device}/{t.table}"
+            for t in tables
+            if (t.device, t.table) in fitted and t.engine in (engine, SHARED)
+        }
+    )
 
 
 def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
@@ -205,14 +243,17 @@ def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
         )
 
 
-def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
+def _choose_profile(
+    profile: Any, tables: list[Any], engine: str = DEFAULT_ENGINE
+) -> tuple[Any, str]:
     """The profile that predicts ``tables``, and its label. With no profile given, the shipped
-    default, or, when that was fitted on these tables, the shipped profile fitted on none of
-    their devices (leave-one-device-out); an explicit profile fitted on them is refused."""
-    prof = load_profile(profile)
+    default of ``engine``, or, when that was fitted on these tables, the shipped profile of the
+    engine fitted on none of their devices (leave-one-device-out); an explicit profile fitted
+    on them is refused."""
+    prof = load_profile(engine_profile(engine) if profile is None else profile)
     if profile is None and _clash(prof, tables):
         devices = {t.device for t in tables}
-        others = _profiles_not_fitted_on(devices)
+        others = _profiles_not_fitted_on(devices, engine)
         if others:
             alt = load_profile(others[0])
             on = sorted({d for d, _ in _fitted_tables(alt)})
@@ -221,9 +262,9 @@ def _choose_profile(profile: Any, tables: list[Any]) -> tuple[Any, str]:
                 f"{alt.name} (the default profile was fitted on {' and '.join(mine)}, "
                 f"these {' and '.join(sorted(devices))} tables included; this one on "
                 f"{' and '.join(on)} only)"
-            )
+            ) + stand_in_note(alt, engine)
     _check_not_fitted_on(prof, tables)
-    return prof, prof.name
+    return prof, prof.name + (stand_in_note(prof, engine) if profile is None else "")
 
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
@@ -249,15 +290,23 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     return total, "; ".join(sorted(how))
 
 
+#: The reason a row whose measured time is not a finite positive number is not predicted.
+MEASURED_TIME = "measured_time_not_positive"
+
+
 def _validate_bench_table(table: Any) -> TableValidation:
     """A microbenchmark table: every ok row predicted by the unfused op model with the
     set's measured ceilings (as :func:`validate` without ``measured``)."""
     vs = validate_file(table.meta["sidecar"], "unfused")
     pred = np.full(len(table), np.nan)
-    ok = np.nonzero(table.columns["status"] == "ok")[0]
-    for i, r in zip(ok, vs.rows):
+    status_ok = table.columns["status"] == "ok"
+    # an ok row whose time is NaN, infinite, zero or negative is never scored (validate_file
+    # leaves it out too): counted apart
+    usable = status_ok & np.isfinite(table.seconds) & (table.seconds > 0)
+    for i, r in zip(np.nonzero(usable)[0], vs.rows):
         pred[i] = r.predicted_s
-    reason = np.where(table.columns["status"] == "ok", "", "status").astype(object)
+    reason = np.where(status_ok, "", "status").astype(object)
+    reason[status_ok & ~usable] = MEASURED_TIME
     return TableValidation(
         table.table,
         table.system,
@@ -272,7 +321,9 @@ def _validate_bench_table(table: Any) -> TableValidation:
     )
 
 
-def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
+def validate_measured(
+    measured: Any, profile: Any = None, *, engine: str | None = None
+) -> MeasuredValidation:
     """Predict every row of a measured set and compare with the measured time.
 
     ``measured`` is a path (or paths) as :func:`mlacalc.measured.tables.load_measured` reads them,
@@ -282,8 +333,11 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
     none of that device's data (leave-one-device-out); an explicit profile fitted on any
     table of the set is refused. Rows the
     product cannot model or that a quirk rule excludes are counted as not predicted, by reason.
+    ``engine`` (default ``trtllm``): whose tables a folder gives (with those every engine
+    shares) and whose shipped profiles predict them.
     """
-    mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured)
+    engine = check_engine(engine)
+    mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured, engine=engine)
     gpu_tables = [t for t in mset.tables if t.table != "bench"]
     label = "plain roofline bound (uncalibrated)"
     by_device: dict[str, Any] = {}
@@ -292,7 +346,7 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
             labels = []
             for device in sorted({t.device for t in gpu_tables}):
                 mine = [t for t in gpu_tables if t.device == device]
-                by_device[device], text = _choose_profile(None, mine)
+                by_device[device], text = _choose_profile(None, mine, engine)
                 labels.append(text)
             label = (
                 labels[0]
@@ -300,7 +354,7 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
                 else "; ".join(f"{d}: {lab}" for d, lab in zip(sorted(by_device), labels))
             )
         else:
-            prof, label = _choose_profile(profile, gpu_tables)
+            prof, label = _choose_profile(profile, gpu_tables, engine)
             by_device = {t.device: prof for t in gpu_tables}
     out = []
     for t in mset.tables:
@@ -310,6 +364,8 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
         mapped = map_table(t)
         pred, how = _predict_mapped(mapped, load_hardware(t.device), by_device.get(t.device))
         reason = mapped.reason.copy()
+        # a measured time that is NaN, infinite, zero or negative is never scored
+        reason[(reason == "") & ~(np.isfinite(t.seconds) & (t.seconds > 0))] = MEASURED_TIME
         bad = (reason == "") & ~(np.isfinite(pred) & (pred > 0))
         reason[bad] = "no_time_model"
         pred = np.where(reason == "", pred, np.where(np.isfinite(pred), pred, np.nan))
@@ -329,4 +385,4 @@ def validate_measured(measured: Any, profile: Any = None) -> MeasuredValidation:
                 getattr(by_device.get(t.device), "name", ""),
             )
         )
-    return MeasuredValidation(out, label, mset.paths)
+    return MeasuredValidation(out, label, mset.paths, engine)

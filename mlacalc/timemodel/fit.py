@@ -26,6 +26,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.profile import Profile
 from mlacalc.timemodel.terms import PARAMS, class_key, default_params, fit_params, kernel_terms
+from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import KernelBatch
 
@@ -235,6 +236,7 @@ def fit_profile(
     use_scipy: bool = True,
     notes: Iterable[str] = (),
     progress=None,
+    engine: str = DEFAULT_ENGINE,
 ) -> Profile:
     """Fit a profile on kernel observations (:func:`mlacalc.measured.calibrate.calibrate` gathers
     them from measured sets). Records what it was fitted on and the residuals per device and
@@ -297,4 +299,5 @@ def fit_profile(
         fitted_on=tuple(fitted_on),
         residuals=residuals,
         notes=tuple(notes) + tuple(extra),
+        engine=engine,
     )

@@ -351,7 +351,10 @@ def _input_quantization(c: _Call) -> np.ndarray:
     batch, prm = c.batch, c.prm
     quantized = col(batch, "quantize_input", 1) > 0
     passes = col(batch, "quant_passes", 1)
-    qbytes = c.groups * c.m * c.k * (2.0 * passes + 1.0)
+    # the quantized copy: one byte an element (fp8), half a byte and an fp8 scale per 16
+    # (nvfp4)
+    written = 0.5 + 1.0 / 16 if batch.dtype == "nvfp4" else 1.0
+    qbytes = c.groups * c.m * c.k * (2.0 * passes + written)
     launches = np.asarray(batch.shape.get("quant_launches", passes), dtype=np.float64)
     return np.where(
         quantized,
@@ -386,6 +389,6 @@ def gemm_terms(
     extra = extra + chosen["reduce"]
     # the split-K partial sums are HBM traffic: memory time, not compute
     memory = memory + chosen["partial"]
-    if batch.dtype.startswith("fp8"):
+    if batch.dtype.startswith("fp8") or batch.dtype == "nvfp4":
         extra = extra + _input_quantization(c)
     return {"compute_s": chosen["compute"], "memory_s": memory, "extra_s": extra}

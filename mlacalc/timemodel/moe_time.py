@@ -18,7 +18,12 @@ from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import SCALE_BLOCK_K, col, memory_share, tile_arrays, tile_rate
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["FUSED_TOPK_MAX", "moe_terms", "triton_moe_row_tile"]
+__all__ = ["FUSED_TOPK_MAX", "RATE_DTYPE", "moe_terms", "triton_moe_row_tile"]
+
+#: The tensor rate a MoE dtype multiplies at where it is not its own name: mxfp4 weights with
+#: mxfp8 activations run Blackwell's mixed-format MMA (``kind::f8f6f4``), whose rate is the fp8
+#: rate whatever the narrower operand (only both operands in fp4 doubles it).
+RATE_DTYPE = {"w4a8_mxfp4": "fp8"}
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
@@ -85,7 +90,7 @@ def moe_terms(
     top = col(batch, "max_tokens_per_expert", 0)
     top = np.clip(np.where(top > 0, top, pairs / active), pairs / active, pairs)
     sms = fig.sm_count
-    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / sms
+    per_sm = prm["eff_compute"] * fig.peak(RATE_DTYPE.get(batch.dtype, batch.dtype)) / sms
     # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
     # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
     # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy

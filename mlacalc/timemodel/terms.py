@@ -292,8 +292,8 @@ _FP8_QUANT = ("quant_fixed_s", "quant_bytes")
 def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     """The parameters a fit adjusts for one kernel class."""
     names = FIT_PARAMS.get(kind, ("eff_compute", "eff_memory", "fixed_s"))
-    if kind == "gemm" and dtype.startswith("fp8"):
-        names = names + _FP8_QUANT
+    if kind == "gemm" and (dtype.startswith("fp8") or dtype == "nvfp4"):
+        names = names + _FP8_QUANT  # the GEMM's input quantization (fp8 or nvfp4)
     if kind == "gemm" and dtype == "fp8_block":
         names = (*names, "promote_cycles")
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):

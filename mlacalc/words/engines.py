@@ -1,0 +1,73 @@
+"""The serving engines whose kernels the time model predicts.
+
+An *engine* is the inference framework that runs a model's kernels on a GPU: its attention
+backends, GEMM libraries, fused MoE and all-reduce. The same layer costs a different time under
+TensorRT-LLM, SGLang and vLLM, so every kernel time is an engine's time, and the engine is a
+dimension of every prediction, fit and validation:
+
+- ``trtllm``: NVIDIA TensorRT-LLM (the default: the first measured tables were its kernels);
+- ``sglang``: SGLang (FlashInfer / its own attention backends, DeepGEMM, Triton fused MoE,
+  its custom all-reduce);
+- ``vllm``: vLLM (FlashInfer / FlashAttention / Triton attention, CUTLASS and DeepGEMM
+  GEMMs, its fused-MoE back-ends, its custom all-reduce).
+
+A measured table belongs to the engine of its collector's framework folder
+(:data:`FRAMEWORK_ENGINES`); a table of a communication library every engine calls (NCCL,
+DeepEP) belongs to none and is read with every engine's tables (:data:`SHARED`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlacalc.words.errors import InvalidArgumentError
+
+__all__ = [
+    "ALL_ENGINES",
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "FRAMEWORK_ENGINES",
+    "SHARED",
+    "check_engine",
+    "engine_of_framework",
+]
+
+#: The engines, in the order outputs list them.
+ENGINES = ("trtllm", "sglang", "vllm")
+#: The engine a prediction is for when none is named.
+DEFAULT_ENGINE = "trtllm"
+#: Read every engine's tables (``load_measured(..., engine=ALL_ENGINES)``).
+ALL_ENGINES = "all"
+#: The engine of a table that belongs to none: a communication library every engine calls.
+SHARED = ""
+
+#: A collector's ``runtime.framework`` (lower case) -> the engine its tables belong to.
+#: ``nccl``: NCCL's own collectives, which every engine calls; ``wideep_sglang``: DeepEP's
+#: expert-parallel dispatch and combine kernels as collected under SGLang 0.5.12 (DeepEP is a
+#: library of its own that the engines call for wide expert parallelism), both shared.
+FRAMEWORK_ENGINES = {
+    "trtllm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "sglang": "sglang",
+    "vllm": "vllm",
+    "nccl": SHARED,
+    "wideep_sglang": SHARED,
+}
+
+
+def engine_of_framework(framework: str) -> str | None:
+    """The engine of a collector's framework name, :data:`SHARED` for a shared library, or
+    None for a framework mlacalc does not know."""
+    return FRAMEWORK_ENGINES.get(str(framework).strip().lower())
+
+
+def check_engine(value: Any, *, name: str = "engine", allow_all: bool = False) -> str:
+    """``value`` as an engine name (None is the default engine); anything else is an
+    :class:`~mlacalc.words.errors.InvalidArgumentError` naming the engines."""
+    if value is None:
+        return DEFAULT_ENGINE
+    options = ENGINES + ((ALL_ENGINES,) if allow_all else ())
+    if isinstance(value, str) and value.strip().lower() in options:
+        return value.strip().lower()
+    shown = repr(value) if isinstance(value, str) else f"{value!r} (a {type(value).__name__})"
+    raise InvalidArgumentError(name, f"must be one of {', '.join(options)}, got {shown}")
