@@ -65,6 +65,16 @@ def test_tensor_peak_equals_sms_times_clock_times_rate_per_sm():
         "RTX-4080": 512,
         "L40S": 1024,
         "MI300X": 2048,
+        "MI325X": 2048,
+        "MI355X": 4096,  # CDNA 4 doubles CDNA 3's rate per compute unit
+        "A30": 2048,
+        "L4": 1024,
+        "RTX-PRO-6000-Server": 1024,  # compute capability 12.0: Ada's rate per SM
+        "B200": 8192,  # fifth-generation tensor cores: twice Hopper's rate per SM
+        "B300": 8192,
+        "GB200": 8192,
+        "GB300": 8192,
+        # H20 has none: its rate is capped below SMs x clock x Hopper's (no clock is given)
     }
     for name, rate in per_sm_clock.items():
         hw = load_hardware(name)
@@ -91,7 +101,7 @@ def test_b200_sm_count_and_fp4():
 
 def test_fp4_only_where_the_device_has_it():
     have = {n for n in shipped_hardware() if "fp4" in load_hardware(n).peak_flops_per_s}
-    assert have == {"B200"}
+    assert have == {"B200", "B300", "GB200", "GB300", "RTX-PRO-6000-Server", "MI355X"}
 
 
 def test_links_in_and_across_nodes():

@@ -36,7 +36,13 @@ def test_the_catalogue_lies_well_inside_the_range(tmp_path):
     lo, hi = RIDGE_RANGE
     for name in shipped_hardware():
         hw = load_hardware(name)
-        for peak in hw.peak_flops_per_s.values():
+        for dtype, peak in hw.peak_flops_per_s.items():
             ridge = peak / hw.memory_bandwidth_bytes_per_s
+            if (dtype == "int8" and hw.compute_capability == 10.3) or name == "H20":
+                # real ridges of 20-40 FLOP per byte, inside the range but not a hundred times
+                # in: Blackwell Ultra (B300, GB300) cut INT8 to 153.5 / 165 TOPS, and H20's
+                # export-capped tensor rate (148 TFLOP/s bf16) sits on 4 TB/s of HBM3
+                assert 10 * lo < ridge < hi / 10, name
+                continue
             assert 100 * lo < ridge < hi / 10, name
     assert load_hardware(_variant(tmp_path, memory_bandwidth_gb_per_s=5000)).name == "H200"

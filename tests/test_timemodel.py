@@ -241,9 +241,17 @@ def test_expert_exchange_modes():
 
 def test_unmeasured_devices_take_the_fit_of_their_generation():
     """A device nobody measured is predicted with the fit of the measured device of its vendor
-    and tensor-core generation (bf16 FLOP per clock per SM), else the fit pooled over all."""
-    prof = load_profile("default")
-    assert set(prof.fitted_devices) == {"H100-SXM", "A100-SXM-80GB"}
+    and architecture, else the fit pooled over all, naming the nearest fitted architecture whose
+    kernels it runs (unvalidated)."""
+    from mlacalc.timemodel.profile import Profile
+
+    shipped = load_profile("default")
+    keep = ("H100-SXM", "A100-SXM-80GB")  # the Hopper and Ampere fits, whatever else ships
+    prof = Profile(
+        name="hopper-ampere",
+        classes=shipped.classes,
+        devices={d: shipped.devices[d] for d in keep},
+    )
     near = {
         h: prof.nearest_fitted(load_hardware(h))
         for h in ("H200", "H800", "H100-PCIe", "A100-PCIe-40GB", "B200", "MI300X", "RTX-4090")
@@ -257,10 +265,16 @@ def test_unmeasured_devices_take_the_fit_of_their_generation():
         "MI300X": None,
         "RTX-4090": None,
     }
+    # the pooled fit stands in; the nearest fitted architecture whose kernels they run is named
+    assert prof.nearest_architecture(load_hardware("B200")) == "H100-SXM"
+    assert prof.nearest_architecture(load_hardware("RTX-4090")) == "A100-SXM-80GB"
+    assert prof.nearest_architecture(load_hardware("MI300X")) is None
     _, how = prof.params("H200", "gemm", "bf16", load_hardware("H200"))
     assert how == "H200 by datasheet ratios from H100-SXM (same tensor-core generation)"
     _, how = prof.params("B200", "gemm", "bf16", load_hardware("B200"))
     assert how.startswith("B200 by datasheet ratios (profile fitted on")
+    text = prof.describe("B200", load_hardware("B200"))
+    assert "nearest fitted architecture Hopper (H100-SXM)" in text and "unvalidated" in text
 
 
 def test_cached_class_rates_give_the_uncached_times():

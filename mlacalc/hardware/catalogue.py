@@ -64,6 +64,7 @@ _NUMBER_FIELDS = (
     "scale_out_gb_per_s",
     "scale_out_latency_us",
     "gpus_per_node",
+    "scale_up_domain_gpus",
     "launch_latency_us",
     "compute_capability",
 )
@@ -82,8 +83,10 @@ _FIELDS = {
     "field_sources",
     "architecture",
     "scale_up_multicast",
+    "assumed",
     *_NUMBER_FIELDS,
 }
+_INTEGER_FIELDS = ("sm_count", "gpus_per_node", "scale_up_domain_gpus")
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
 
 #: A family name with one usual meaning: the entry it resolves to.
@@ -163,12 +166,26 @@ class HardwareSpec:
     #: whether the scale-up switch reduces and multicasts in the fabric (NVLink SHARP, used by
     #: NCCL's NVLS all-reduce); None where the file does not say
     scale_up_multicast: bool | None = None
+    #: GPUs on one scale-up fabric when it spans several nodes (an NVLink domain: 72 on a
+    #: GB200/GB300 NVL72 rack of 4-GPU trays); None: the fabric is the node's
+    scale_up_domain_gpus: int | None = None
+    #: the YAML keys whose figure is a stated assumption, not the device's own datasheet
+    #: figure (another device's figure standing in): the time model lists them as assumed
+    assumed: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def scale_up_gpus(self) -> int | None:
+        """GPUs one scale-up fabric joins (the NVLink domain, else the node); None: no limit
+        given. A group of at most this many GPUs talks over the scale-up link."""
+        return self.scale_up_domain_gpus or self.gpus_per_node
 
     def link(self, n_gpus: int) -> tuple[float, float]:
         """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
-        scale-up link within a node, the scale-out network across nodes. A missing latency is 0
-        (the time model's fixed cost per call stands for it); a missing bandwidth is an error."""
-        within = self.gpus_per_node is None or n_gpus <= self.gpus_per_node
+        scale-up link within one scale-up fabric (a node, or an NVLink domain of several, as a
+        GB200 NVL72 rack: :attr:`scale_up_gpus`), the scale-out network beyond it. A missing
+        latency is 0 (the time model's fixed cost per call stands for it); a missing bandwidth
+        is an error."""
+        within = self.scale_up_gpus is None or n_gpus <= self.scale_up_gpus
         if within or n_gpus <= 1:
             bw, lat, what = self.scale_up_bytes_per_s, self.scale_up_latency_s, "scale_up_gb_per_s"
         else:
@@ -230,6 +247,8 @@ class HardwareSpec:
             "architecture": self.architecture,
             "compute_capability": self.compute_capability,
             "scale_up_multicast": self.scale_up_multicast,
+            "scale_up_domain_gpus": self.scale_up_domain_gpus,
+            "assumed": list(self.assumed),
         }
 
 
@@ -336,7 +355,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         raise ConfigError(f"must be gpu or cpu, got {kind!r}", source=origin, field="kind")
     opt = {
         k: (
-            _number(origin, k, data[k], integer=k in ("sm_count", "gpus_per_node"))
+            _number(origin, k, data[k], integer=k in _INTEGER_FIELDS)
             if data.get(k) is not None
             else None
         )
@@ -348,9 +367,19 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
             "scale_out_gb_per_s",
             "scale_out_latency_us",
             "gpus_per_node",
+            "scale_up_domain_gpus",
             "compute_capability",
         )
     }
+    domain, node = opt["scale_up_domain_gpus"], opt["gpus_per_node"]
+    if domain is not None and node is not None and domain < node:
+        raise ConfigError(
+            f"must be at least gpus_per_node ({node:g}), got {domain:g}",
+            source=origin,
+            field="scale_up_domain_gpus",
+            fix="give the GPUs one NVLink domain joins (72 for an NVL72 rack), or leave it out",
+        )
+    assumed = _assumed(data.get("assumed"), data, origin)
     sources = data.get("field_sources", {}) or {}
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise ConfigError(
@@ -405,7 +434,29 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         architecture=str(data.get("architecture", "")),
         compute_capability=scaled("compute_capability", 1.0),
         scale_up_multicast=multicast,
+        scale_up_domain_gpus=None if domain is None else int(domain),
+        assumed=assumed,
     )
+
+
+def _assumed(raw: Any, data: dict, origin: str) -> tuple[str, ...]:
+    """The ``assumed`` list: figures of the file that are assumptions, each a number field the
+    file gives."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
+        raise ConfigError(
+            "must list the field names whose figure is an assumption",
+            source=origin,
+            field="assumed",
+            fix="e.g. assumed: [scale_up_latency_us]",
+        )
+    for key in raw:
+        if key not in _NUMBER_FIELDS or key not in data:
+            raise ConfigError(
+                "names a figure the file does not give", source=origin, field=f"assumed.{key}"
+            )
+    return tuple(raw)
 
 
 def read_sidecar(path: Path) -> dict:

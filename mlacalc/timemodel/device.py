@@ -5,7 +5,8 @@ the tensor rate, of the HBM bandwidth, of the L2 size, of the scale-up link band
 profile fitted on measured devices predicts any device from its catalogue entry. Figures come
 from the hardware catalogue (:mod:`mlacalc.hardware.catalogue`, the one source of a device's
 figures); where an entry lacks one, an assumption (:data:`ASSUMED`) stands in and is listed
-in :attr:`DeviceFigures.fallbacks` (and in the notes of a profile fitted on the device).
+in :attr:`DeviceFigures.fallbacks` (and in the notes of a profile fitted on the device), as is
+every figure the file itself lists as ``assumed`` (another device's figure standing in).
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ _ATTRS = {
     "sm_count": (("sm_count",), (1.0,)),
     "clock_hz": (("boost_clock_hz", "boost_clock_mhz"), (1.0, 1e6)),
     "link_multicast": (("scale_up_multicast",), (1.0,)),
+}
+
+
+#: the YAML keys a hardware file may list as ``assumed`` -> the figure of this module they give
+_ASSUMED_KEYS = {
+    "l2_mib": "l2_bytes",
+    "scale_up_gb_per_s": "link_bytes_per_s",
+    "scale_up_latency_us": "link_latency_s",
+    "sm_count": "sm_count",
+    "boost_clock_mhz": "clock_hz",
 }
 
 
@@ -153,6 +164,11 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
             value, source = ASSUMED[figure]
             fallbacks.append(f"{figure} = {value:g} ({source})")
         values[figure] = value
+    for key in getattr(hw, "assumed", ()) or ():  # the file's own stated assumptions
+        figure = _ASSUMED_KEYS.get(key)
+        if figure is not None:
+            why = hw.field_sources.get(key, "stated as an assumption in the hardware file")
+            fallbacks.append(f"{figure} = {values[figure]:g} (assumed: {why})")
     fig = DeviceFigures(
         name=hw.name,
         kind=hw.kind,

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from mlacalc.data import PROFILES
-from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.timemodel.device import DeviceFigures, device_figures
 from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_params
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
@@ -106,30 +107,63 @@ class Profile:
         return table[same_kind[0]] if same_kind else None
 
     def nearest_fitted(self, hardware: Any) -> str | None:
-        """The fitted device of the same vendor and tensor-core generation as ``hardware``
-        (dense bf16 FLOP per clock per SM within a factor 1.5, the nearest), or None."""
+        """The fitted device whose fit stands in for ``hardware``: of its vendor, one of the
+        same architecture (an NVIDIA GPU's compute capability major and architecture name: a
+        B200 fit for B300, GB200 and GB300; H100's for H200, H800 and H20; A100's for A30), the
+        nearest in dense bf16 FLOP per clock per SM; for a file that gives neither capability
+        nor a known architecture, the device within a factor 1.5 of that rate. None otherwise:
+        the pooled fit stands in (:meth:`nearest_architecture` names the fitted architecture
+        whose kernels the device runs). Another architecture's own fit does not: on the shipped
+        tables the pooled fit predicted B200 as well as H100's fit did (NCCL 23% against 28%),
+        and A100's fit on Ada's and the RTX PRO 6000's SM counts predicted a GEMM with more rows
+        up to 18% faster (L4; the pooled fit 6%)."""
+        return self._ranked(hardware)[0]
+
+    def nearest_architecture(self, hardware: Any) -> str | None:
+        """The fitted device of another architecture whose kernels ``hardware`` runs (the same
+        tensor-core generation, :attr:`DeviceFigures.tensor_core_generation`: Ada's and the RTX
+        PRO 6000's per-warp ``mma.sync`` kernels are Ampere's, data-centre Blackwell's
+        warp-group MMAs Hopper's), nearest in FLOP per clock per SM; None where a device of its
+        own architecture is fitted, or none of its generation."""
+        return self._ranked(hardware)[1]
+
+    def _ranked(self, hardware: Any) -> tuple[str | None, str | None]:
+        """(:meth:`nearest_fitted`, :meth:`nearest_architecture`) of ``hardware``."""
+        fig = _figures(hardware)
+        if fig is None:
+            return None, None
         rate = _rate_per_clock(hardware)
-        if rate is None:
-            return None
-        key = (tuple(self.fitted_devices), str(getattr(hardware, "vendor", "")), rate)
+        vendor = str(getattr(hardware, "vendor", ""))
+        key = (tuple(self.fitted_devices), vendor, fig.compute_capability, fig.architecture, rate)
         if key in _NEAREST:
             return _NEAREST[key]
-        best, best_gap = None, math.log(1.5)
+        best: dict[int, tuple[float, str]] = {}
         for name in self.fitted_devices:
             try:
                 other_hw = load_hardware(name)
-                other = _rate_per_clock(other_hw)
             except MlacalcError:
                 continue
-            if other is None or getattr(other_hw, "vendor", "") != getattr(hardware, "vendor", ""):
+            other = _figures(other_hw)
+            if other is None or str(getattr(other_hw, "vendor", "")) != vendor:
                 continue
-            gap = abs(math.log(rate / other))
-            if gap < best_gap:
-                best, best_gap = name, gap
+            other_rate = _rate_per_clock(other_hw)
+            gap = abs(math.log(rate / other_rate)) if rate and other_rate else math.inf
+            if _same_architecture(fig, other):
+                tier = 0
+            elif min(fig.compute_capability, other.compute_capability) <= 0:
+                tier = 0 if gap < math.log(1.5) else -1  # no capability: by the rate alone
+            elif fig.tensor_core_generation == other.tensor_core_generation:
+                tier = 1
+            else:
+                tier = -1
+            if tier >= 0 and (tier not in best or (gap, name) < best[tier]):
+                best[tier] = (gap, name)
+        near = best[0][1] if 0 in best else None
+        found = (near, best[1][1] if near is None and 1 in best else None)
         if len(_NEAREST) > 256:
             _NEAREST.clear()
-        _NEAREST[key] = best
-        return best
+        _NEAREST[key] = found
+        return found
 
     def params(
         self, device: str, kind: str, dtype: str, hardware: Any = None, variant: str = ""
@@ -196,16 +230,26 @@ class Profile:
             return f"calibrated on {on}; {device} by its own fit"
         if hardware is None:
             return f"calibrated on {on}; {device} by datasheet ratios"
-        near = self.nearest_fitted(hardware)
+        near, kin = self._ranked(hardware)
         if near is not None:
-            return (
+            text = (
                 f"calibrated on {on}; {device} by datasheet ratios from {near} (same tensor-core "
                 "generation)"
             )
-        return (
-            f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no measured "
-            "device of its vendor and tensor-core generation: unvalidated)"
-        )
+        elif kin is not None:
+            theirs = _figures(load_hardware(kin))
+            text = (
+                f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no "
+                f"measured device of its architecture; nearest fitted architecture "
+                f"{(theirs.architecture if theirs else '') or kin} ({kin}), whose kernels it runs: "
+                "unvalidated)"
+            )
+        else:
+            text = (
+                f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no "
+                "measured device of its vendor and tensor-core generation: unvalidated)"
+            )
+        return text + _assumed_note(hardware)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -253,6 +297,33 @@ class Profile:
             json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n", encoding="utf-8"
         )
         return out
+
+
+def _figures(hardware: Any) -> DeviceFigures | None:
+    """The time model's figures of a GPU (None for a CPU or an object without a spec's
+    fields)."""
+    if getattr(hardware, "kind", "gpu") != "gpu" or not isinstance(hardware, HardwareSpec):
+        return None
+    return device_figures(hardware)
+
+
+def _same_architecture(fig: DeviceFigures, other: DeviceFigures) -> bool:
+    """Whether two NVIDIA GPUs are of one architecture: the same compute capability major
+    and, where both files name it, the same architecture (Ada's 8.9 is not Ampere's 8.0)."""
+    if fig.compute_capability <= 0 or other.compute_capability <= 0:
+        return False
+    if int(fig.compute_capability) != int(other.compute_capability):
+        return False
+    mine, theirs = fig.architecture.strip().lower(), other.architecture.strip().lower()
+    return not (mine and theirs and mine != theirs)
+
+
+def _assumed_note(hardware: Any) -> str:
+    """The figures of a device's file that are assumptions (its ``assumed`` list), or ''."""
+    assumed = tuple(getattr(hardware, "assumed", ()) or ())
+    if not assumed:
+        return ""
+    return f"; assumed, not its datasheet's: {', '.join(assumed)}"
 
 
 def _rate_per_clock(hardware: Any) -> float | None:
@@ -305,8 +376,10 @@ def shipped_profiles() -> list[str]:
 
 
 _CACHE: dict[tuple[str, float], Profile] = {}
-#: (fitted devices, vendor, FLOP/clk/SM) -> the nearest fitted device
-_NEAREST: dict[tuple[tuple[str, ...], str, float], str | None] = {}
+#: (fitted devices, vendor, capability, architecture, FLOP/clk/SM) -> the fitted device of its
+#: architecture and the nearest fitted one of another architecture of its generation
+_NEAREST: dict[tuple, tuple[str | None, str | None]] = {}
+
 _SHIPPED: dict[str, Profile] = {}
 
 
