@@ -65,6 +65,9 @@ class Capacity:
     mem: dict[str, int]
     #: the warnings of the context (beyond the model's positions)
     warnings: tuple[str, ...]
+    #: what caps ``max_batch``: the KV cache, or the engine's admission limit
+    #: (:func:`mlacalc.serving.plan.admitted`)
+    admission: str = "kv capacity"
 
     @property
     def fits(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mlacalc.cost.engine import as_model
@@ -21,6 +21,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
 from mlacalc.serving.ranks import ROUTINGS
+from mlacalc.serving.scheduler import Scheduler
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
@@ -95,14 +96,20 @@ class PlanRequest:
     routing: str = "random"
     expert_skew: float = 0.0
     rebalance: bool | None = None
+    #: what the engine admits: requests running per attention group, tokens per step (None:
+    #: no cap beyond memory and the prefill pass's); its host work (mlacalc.serving.scheduler)
+    max_running: int | None = None
+    max_tokens: int | None = None
+    scheduler: Scheduler = field(default_factory=Scheduler)
 
     def step_model_args(self) -> dict[str, Any]:
-        """The routing arguments of the request's step models."""
+        """The routing and scheduler arguments of the request's step models."""
         return {
             "routing_imbalance": self.imbalance,
             "routing": self.routing,
             "expert_skew": self.expert_skew,
             "rebalance": self.rebalance,
+            "scheduler": self.scheduler,
         }
 
     @property
@@ -164,6 +171,7 @@ def check_request(
     acceptance = _check_mtp(m, mtp_tokens, args["mtp_acceptance"])
     imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
     routing, expert_skew, rebalance = _check_routing(args)
+    max_running, max_tokens, scheduler = _check_scheduler(args)
 
     profile = load_profile(args["profile"])  # a bad name or file is refused before any work
     lay = decode_layout(m, gpus, args)
@@ -215,7 +223,33 @@ def check_request(
         routing=routing,
         expert_skew=expert_skew,
         rebalance=rebalance,
+        max_running=max_running,
+        max_tokens=max_tokens,
+        scheduler=scheduler,
     )
+
+
+def _check_scheduler(args: dict[str, Any]) -> tuple[int | None, int | None, Scheduler]:
+    """The engine's admission limits and host work: whole numbers >= 1 (None: no cap),
+    finite seconds >= 0 (at most 1 s a step: beyond, the figure is not a host's), a bool."""
+    max_running = check_int("max_running", args["max_running"])
+    max_tokens = check_int("max_tokens", args["max_tokens"])
+    seconds = {
+        name: check_number(name, args[name], 0.0, 1.0, allow_none=False, closed_hi=True)
+        for name in ("host_step_s", "host_per_sequence_s", "launch_s")
+    }
+    overlap = args["overlap_schedule"]
+    if not isinstance(overlap, bool):
+        raise InvalidArgumentError("overlap_schedule", f"must be True or False, got {overlap!r}")
+    graph = check_int("cuda_graph_max_batch", args["cuda_graph_max_batch"])
+    scheduler = Scheduler(
+        host_step_s=seconds["host_step_s"] or 0.0,
+        host_per_sequence_s=seconds["host_per_sequence_s"] or 0.0,
+        overlap=overlap,
+        cuda_graph_max_batch=graph,
+        launch_s=seconds["launch_s"] or 0.0,
+    )
+    return max_running, max_tokens, scheduler
 
 
 def _check_routing(args: dict[str, Any]) -> tuple[str, float, bool | None]:
