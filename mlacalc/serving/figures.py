@@ -92,6 +92,8 @@ def mix_timing(
     ``fit``: the prompts whose cache fits on a prefill pool's GPU (caps a pass)."""
     isl, osl, p_lay = req.isl, req.osl, p_sm.lay
     k_max = prompts_per_pass(isl, fit)
+    if req.max_tokens is not None:  # the engine's tokens per step: whole prompts that fit
+        k_max = min(k_max, max(1, req.max_tokens // isl))
     ks = np.arange(1, k_max + 1, dtype=np.float64)
     t_pf = np.concatenate([[0.0], p_sm.step(overlap=req.overlap, pf_N=ks, pf_q=isl).seconds])
     transfer = None
@@ -185,6 +187,8 @@ def _chunked_cycle(
     the TTFT and whether the prompts need more tokens per step than a chunk."""
     req, sm, lay = mix.req, mix.sm, mix.req.lay
     isl, chunk = req.isl, req.chunked_prefill
+    if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
+        chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
     decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
     P = B * mix.tau * isl / req.osl  # prompt tokens each step must carry
     draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any

@@ -62,6 +62,7 @@ from mlacalc.serving.comm import (
 )
 from mlacalc.serving.layout import Layout, stage_layers
 from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
+from mlacalc.serving.scheduler import Scheduler
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
@@ -70,6 +71,10 @@ from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
 __all__ = ["COLUMN", "HEADS", "ROW", "Spec", "StepModel", "StepTimes"]
 
 ACT = 2  # bytes per activation element (bf16)
+#: The kind of the spec that carries a step's host work (not a kernel: never timed by the
+#: kernel model; :meth:`StepModel.compose` adds it)
+HOST = "host"
+
 #: SMs a DeepEP normal-mode dispatch or combine runs on (DeepEP's ``Buffer.num_sms`` default)
 DEEPEP_NORMAL_SMS = 20
 
@@ -416,8 +421,11 @@ class StepModel:
         routing: str = "random",
         expert_skew: float = 0.0,
         rebalance: bool | None = None,
+        scheduler: Scheduler | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
+        #: the engine's host work around each step (mlacalc.serving.scheduler)
+        self.scheduler = scheduler or Scheduler()
         #: how a step's copies spread over the expert ranks (:mod:`mlacalc.serving.ranks`):
         #: ``random`` or ``balanced``, the experts' popularity (Zipf exponent) and whether the
         #: placement is rebalanced (EPLB; by default when redundant experts are placed)
@@ -804,6 +812,21 @@ class StepModel:
             self._moe(out, T, T_moe, decode)
         if self.lay.pp > 1:
             self._comm(out, "p2p to the next stage", "p2p", "p2p", act, 2)
+        if not self.scheduler.idle:
+            # the host's work (not a kernel: no calls, timed by compose from its rows): the
+            # sequences in the step, its tokens and whether it is a decode step
+            out.append(
+                Spec(
+                    "host",
+                    HOST,
+                    "",
+                    "host",
+                    dec_B + pf_N,
+                    T,
+                    {"decode": decode * 1.0},
+                    calls=0,
+                )
+            )
         return out
 
     # ------------------------------------------------------------------ timing
@@ -857,7 +880,11 @@ class StepModel:
         """Sum the kernels' times (``rows`` of them) into a step through every stage."""
         parts: dict[str, tuple[Any, Any]] = {}
         layers = self.m.num_hidden_layers
+        host = None
         for sp, t in zip(specs, secs):
+            if sp.kind == HOST:
+                host = sp
+                continue
             # per layer of its part: a layer kernel's share of the layers (its kind's)
             t = t[rows] * (sp.calls / layers if sp.part == "layer" else 1.0)
             c, k = parts.get(sp.part, (0.0, 0.0))
@@ -891,6 +918,18 @@ class StepModel:
         stage = np.max(
             np.vstack([np.broadcast_to(x, np.shape(total)) for x in stage_times]), axis=0
         )
+        if host is not None:
+            # the engine's host work beside (overlap scheduling) or after the GPU's
+            launches = sum(sp.calls for sp in specs if sp.kind != HOST)
+            whole = 2.0 if overlap == "tbo" else 1.0  # the step's, not one micro-batch's
+            h = self.scheduler.host_seconds(
+                whole * host.flops[rows],
+                whole * host.bytes[rows],
+                host.shape["decode"][rows] > 0,
+                launches,
+            )
+            total = self.scheduler.step_seconds(total, h)
+            stage = self.scheduler.step_seconds(stage, h)
 
         kernels = [
             {
@@ -943,6 +982,9 @@ def time_jobs(
     hws: dict[int, HardwareSpec] = {}
     for j, (sm, specs) in enumerate(jobs):
         for i, sp in enumerate(specs):
+            if sp.kind == HOST:
+                out[j][i] = np.zeros_like(sp.flops)
+                continue
             if sp.comm:
                 n = sm._p2p_group() if sp.kind == "p2p" else sp.n_gpus
                 sm.hw.link(n)  # a missing link figure: named, with its fix

@@ -75,6 +75,7 @@ and kernel rows) and :mod:`~mlacalc.serving.provenance` (the profile behind the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,9 @@ class Plan:
     #: it ("calibrated on H100-SXM", "H200 by datasheet ratios from H100-SXM (...)")
     profile: str = ""
     calibration: str = ""
+    #: what caps ``max_batch``: "kv capacity" (memory) or "engine max_running" (the batch the
+    #: engine admits, ``max_running`` per attention group)
+    admission: str = "kv capacity"
 
     @property
     def context(self) -> int:
@@ -331,6 +335,13 @@ def plan(
     routing: str = "random",
     expert_skew: float = 0.0,
     rebalance: bool | None = None,
+    max_running: int | None = None,
+    max_tokens: int | None = None,
+    host_step_s: float = 0.0,
+    host_per_sequence_s: float = 0.0,
+    overlap_schedule: bool = True,
+    cuda_graph_max_batch: int | None = None,
+    launch_s: float = 0.0,
     redundant_experts: int = 0,
     output_lag_steps: int = 0,
     prefill_pass: str = "fused",
@@ -351,7 +362,7 @@ def plan(
     """
     # every argument, checked and normalised (locals() here: exactly the arguments)
     req = check_request(**locals())
-    cap = capacity(req)
+    cap = admitted(req, capacity(req))
     common = plan_fields(req, cap)
     if not cap.fits and cap.max_batch < 1:
         return unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
@@ -361,6 +372,17 @@ def plan(
     if req.isl is None:
         return capacity_plan(req, cap, common, sm)
     return serving_plan(req, cap, common, sm)
+
+
+def admitted(req: PlanRequest, cap: Capacity) -> Capacity:
+    """The capacity with the batch the engine admits: at most ``max_running`` requests per
+    attention group (the plan's ``admission`` says whether memory or the engine binds)."""
+    if req.max_running is None:
+        return cap
+    engine = req.max_running * req.lay.dp
+    if engine >= cap.max_batch:
+        return cap
+    return dataclasses.replace(cap, max_batch=engine, admission="engine max_running")
 
 
 def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
@@ -406,6 +428,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         concurrency=req.concurrency,
         request_rate=req.request_rate,
         warnings=req.warnings + cap.warnings,
+        admission=cap.admission,
     )
 
 
@@ -450,7 +473,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
     bound = step_bound(req.hw, dec.kernels, compute, comm, overlap, links)
     prefill_s = float(sm.step(overlap=overlap, pf_N=1, pf_q=req.seq_len).seconds[0])
     binding = (
-        "kv capacity"
+        cap.admission
         if batch is None or batch > max_batch
         else {"memory": "memory bandwidth"}.get(bound, bound)
     )
@@ -540,7 +563,7 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
     return tuple(warnings)
 
 
-def serving_binding(load: Load, max_batch: int, bound: str) -> str:
+def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> str:
     """The resource that binds a request mix: the KV cache when requests queue for it (or
     arrive faster than the batch it holds serves them), the prefill pool when its rate caps
     the requests served, else the decode step's roof (``bound``)."""
@@ -548,7 +571,7 @@ def serving_binding(load: Load, max_batch: int, bound: str) -> str:
     if (queued and math.isfinite(queued) and not load.prefill_bound) or (
         not load.sustainable and load.conc > max_batch
     ):
-        return "kv capacity"
+        return admission
     if load.prefill_bound:
         return "prefill pool"
     return {"memory": "memory bandwidth"}.get(bound, bound)
@@ -591,7 +614,7 @@ def serving_record(
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
         decode_bound=bound,
         prefill_s=float(mix.t_pf[1]),
-        binding=serving_binding(load, cap.max_batch, bound),
+        binding=serving_binding(load, cap.max_batch, bound, cap.admission),
         fits=True,
         memory=cap.mem,
         running_batch_per_group=f["running"] / lay.dp,

@@ -45,6 +45,7 @@ from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
 from mlacalc.serving.layout import weight_format
 from mlacalc.serving.provenance import calibration_of
+from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools
 from mlacalc.serving.search_space import SearchRequest, candidates
 from mlacalc.timemodel.profile import load_profile
@@ -231,6 +232,9 @@ def check_search(
     prefill_pass: Any,
     output_lag_steps: Any,
     profile: Any,
+    max_running: Any = None,
+    max_tokens: Any = None,
+    scheduler: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -282,7 +286,20 @@ def check_search(
         output_lag_steps=output_lag_steps,
         profile=load_profile(profile),
         budget=budget,
+        max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
+        max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
+        scheduler=_check_scheduler(scheduler),
     )
+
+
+def _check_scheduler(scheduler: Any) -> Scheduler | None:
+    """The engine's host work: a :class:`~mlacalc.serving.scheduler.Scheduler` or None."""
+    if scheduler is not None and not isinstance(scheduler, Scheduler):
+        raise InvalidArgumentError(
+            "scheduler",
+            f"must be a mlacalc.serving.scheduler.Scheduler or None, got {scheduler!r}",
+        )
+    return scheduler
 
 
 def _check_values(
@@ -463,12 +480,20 @@ def search(
     prefill_pass: str = "fused",
     output_lag_steps: int = 0,
     profile: Any = None,
+    max_running: int | None = None,
+    max_tokens: int | None = None,
+    scheduler: Scheduler | None = None,
 ) -> SearchResult:
-    """Explore deployments of ``model`` on ``gpus`` (each count a separate option) for requests of
-    ``isl`` prompt and ``osl`` output tokens; ``ttft`` and ``tpot`` (seconds) are the targets.
-    ``prefill_pass`` and ``output_lag_steps`` describe the engine of the aggregated points as
-    :func:`mlacalc.plan` does: prompts in the decode batch's pass (``"fused"``) or in a pass of
-    their own before it (``"separate"``), and the steps a token waits before it is read back.
+    """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
+    output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
+    counts, each a separate option; one number, a budget split between a decode pool and a
+    prefill pool of any of :func:`budget_counts` and replicas (each point says how many the
+    budget holds, and the best is the most tokens/s they give). ``prefill_pass`` and
+    ``output_lag_steps`` describe the engine of the aggregated points as :func:`mlacalc.plan`
+    does: prompts in the decode batch's pass (``"fused"``) or in a pass of their own before it
+    (``"separate"``), and the steps a token waits before it is read back; ``max_running``,
+    ``max_tokens`` and ``scheduler`` what the engine admits and its host work
+    (:mod:`mlacalc.serving.scheduler`), as :func:`mlacalc.plan` takes them.
 
     Examples
     --------
@@ -532,15 +557,18 @@ def refine(
     found: Points,
 ) -> None:
     """Batches between the searched ones next to the best point's (whole numbers, at most
-    :data:`REFINE_POINTS` of them, spaced evenly in ratio) for the best point's decode
+    :data:`REFINE_POINTS` on each side, spaced evenly in ratio; none beyond the first or last
+    searched batch) for the best point's decode
     layout, dtypes and overlap, its prefill pools as before; their points join ``found``.
     The targets are met or missed between two searched batches, so the best batch meeting
     them lies in that gap."""
     b = best["batch_per_group"]
-    lo = max((x for x in req.batches if x < b), default=max(1, b // 2))
-    hi = min((x for x in req.batches if x > b), default=b * 2)
+    lo = max((x for x in req.batches if x < b), default=None)
+    hi = min((x for x in req.batches if x > b), default=None)
     grid = set()
     for edge in (lo, hi):
+        if edge is None:  # the best is at an end of the searched batches: nothing beyond
+            continue
         a, z = sorted((b, edge))
         if z - a < 2:
             continue

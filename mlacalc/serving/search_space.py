@@ -25,6 +25,7 @@ from mlacalc.serving.layout import (
     weights_per_gpu,
 )
 from mlacalc.serving.ranks import synced_groups, synced_prompts
+from mlacalc.serving.scheduler import Scheduler
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import MlacalcError
 
@@ -66,6 +67,11 @@ class SearchRequest:
     #: the GPU budget (``gpus`` then holds the pool sizes it is split into); None: the GPU
     #: counts were given one by one
     budget: int | None = None
+    #: what the engine admits (running requests per attention group, tokens per step) and
+    #: its host work (:mod:`mlacalc.serving.scheduler`)
+    max_running: int | None = None
+    max_tokens: int | None = None
+    scheduler: Scheduler | None = None
 
     @property
     def usable(self) -> int:
@@ -83,8 +89,11 @@ class SearchRequest:
 
     @property
     def k_max(self) -> int:
-        """The most prompts one prefill pass batches."""
-        return prompts_per_pass(self.isl)
+        """The most prompts one prefill pass batches (within the engine's tokens per step)."""
+        k_max = prompts_per_pass(self.isl)
+        if self.max_tokens is not None:
+            k_max = min(k_max, max(1, self.max_tokens // self.isl))
+        return k_max
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,6 +265,10 @@ def candidate(
     B = np.asarray(req.batches, dtype=np.float64)
     fit = per_group >= B
     reasons["does not fit: kv cache"] += int((~fit).sum()) * len(req.modes)
+    if req.max_running is not None:
+        admitted = req.max_running >= B
+        reasons["beyond the engine's max_running"] += int((fit & ~admitted).sum()) * len(req.modes)
+        fit &= admitted
     Bf = B[fit]
     comm = lay.tp > 1 or lay.ep > 1 or lay.moe_group > lay.tp or lay.pp > 1
     ovs = tuple(o for o in req.overlaps if comm or o == "none")
@@ -274,7 +287,7 @@ def candidate(
         _pool_rows(rows, req, k_fit)
     if not rows.pos:
         return None  # no batch fits and no prefill pool to rate: nothing to time
-    sm = StepModel(m, lay, sized, layout, req.hw, req.profile)
+    sm = StepModel(m, lay, sized, layout, req.hw, req.profile, scheduler=req.scheduler)
     specs = sm.specs(
         dec_B=np.concatenate(rows.dec_B),
         dec_S=req.S_avg,

@@ -1,0 +1,134 @@
+"""The engine's scheduler around the GPU's step: its host work per step, whether that work
+overlaps the GPU's, CUDA graphs for decode, and what the engine admits (running requests and
+tokens per step), with each engine's published defaults.
+
+**Host work.** Each step the engine's CPU schedules the batch, prepares its inputs and reads
+the sampled tokens back: ``host_step_s`` per step plus ``host_per_sequence_s`` per sequence in
+it, and, for a step the GPU does not replay from a CUDA graph, ``launch_s`` per kernel launched
+(a decode step of at most ``cuda_graph_max_batch`` tokens per GPU is captured: one launch).
+Without overlap scheduling the GPU waits for it: a step takes ``gpu + host``. With it (SGLang's
+and TensorRT-LLM's overlap scheduler, vLLM's asynchronous scheduling) the CPU prepares step
+``n + 1`` while the GPU runs step ``n``: a step takes ``max(gpu, host)``.
+
+**Admission.** ``max_running`` caps the requests running at once (the batch the engine admits,
+below what memory holds or not: the plan says which binds), ``max_tokens`` the tokens one
+step carries (decode tokens and prompt tokens together, as vLLM's ``max_num_batched_tokens``
+and TensorRT-LLM's ``max_num_tokens`` count them): a whole prompt joins a step only where it
+fits, a chunk is at most what the decode tokens leave.
+
+:data:`ENGINE_DEFAULTS` holds each engine's defaults as its server documents them. The host
+times are not among them: no engine publishes its own. One published pair bounds SGLang's on
+one deployment (LMSYS, 2025-07-17: DeepSeek-V3 on 16 H200, 2 requests per rank, 51.0 output
+tokens/s per rank without overlap scheduling and 60.4 with it): the step the overlap hides is
+``2 / 51.0 - 2 / 60.4 = 6.1 ms`` there, a figure of that scale and batch only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ENGINE_DEFAULTS", "EngineDefaults", "Scheduler", "engine_settings"]
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """The host side of a step (see the module docstring). The defaults leave the GPU's step
+    as it is: no host time, overlap on, every step's launches free."""
+
+    host_step_s: float = 0.0
+    host_per_sequence_s: float = 0.0
+    overlap: bool = True
+    #: decode steps of at most this many tokens per attention group replay a CUDA graph
+    #: (None: every decode step does)
+    cuda_graph_max_batch: int | None = None
+    #: host seconds per kernel launched outside a CUDA graph
+    launch_s: float = 0.0
+
+    @property
+    def idle(self) -> bool:
+        """Whether the scheduler adds nothing to any step."""
+        return not (self.host_step_s or self.host_per_sequence_s or self.launch_s)
+
+    def host_seconds(
+        self, sequences: np.ndarray, tokens: np.ndarray, decode: np.ndarray, launches: int
+    ) -> np.ndarray:
+        """The host's seconds for steps of ``sequences`` sequences and ``tokens`` tokens per
+        group; ``decode``: the rows without prompt tokens; ``launches``: kernels in a step."""
+        cap = self.cuda_graph_max_batch
+        graph = decode & (np.asarray(tokens) <= (np.inf if cap is None else cap))
+        launch = np.where(graph, self.launch_s, launches * self.launch_s)
+        return self.host_step_s + self.host_per_sequence_s * sequences + launch
+
+    def step_seconds(self, gpu: np.ndarray, host: np.ndarray) -> np.ndarray:
+        """A step with the host's work: after the GPU's, or beside it (overlap)."""
+        return np.maximum(gpu, host) if self.overlap else gpu + host
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """An engine's published scheduler defaults on a datacenter GPU of 80 GB or more."""
+
+    name: str
+    version: str
+    #: requests running at once (None: as many as the KV cache holds)
+    max_running: int | None
+    #: tokens one step carries (None: no cap beyond the prefill pass's)
+    max_tokens: int | None
+    #: prompt tokens per chunk (None: chunked prefill off by default)
+    chunked_prefill: int | None
+    overlap: bool
+    cuda_graph_max_batch: int | None
+    source: str
+
+
+#: Each engine's defaults as its server's argument defaults give them at the version named,
+#: recalled from the engines' argument parsers at those versions (no copy of them is vendored
+#: here: check them against the version you run); several depend on the GPU's memory, those
+#: for 80 GB and more are listed.
+ENGINE_DEFAULTS = {
+    "sglang": EngineDefaults(
+        name="sglang",
+        version="0.4.9",
+        max_running=None,
+        max_tokens=16384,  # --max-prefill-tokens
+        chunked_prefill=8192,  # --chunked-prefill-size on 80 GB-class GPUs
+        overlap=True,  # overlap scheduler on unless --disable-overlap-schedule
+        cuda_graph_max_batch=160,  # --cuda-graph-max-bs
+        source="sglang python/sglang/srt/server_args.py",
+    ),
+    "vllm": EngineDefaults(
+        name="vllm",
+        version="0.10",
+        max_running=1024,  # --max-num-seqs (V1 engine, GPUs of 70 GiB and more)
+        max_tokens=8192,  # --max-num-batched-tokens (online server)
+        chunked_prefill=8192,  # chunked prefill always on in V1: the token budget
+        overlap=False,  # --async-scheduling is opt-in
+        cuda_graph_max_batch=512,  # the largest captured size
+        source="vllm vllm/engine/arg_utils.py (_set_default_args_v1), config cudagraph sizes",
+    ),
+    "trtllm": EngineDefaults(
+        name="trtllm",
+        version="1.0",
+        max_running=2048,  # --max_batch_size
+        max_tokens=8192,  # --max_num_tokens
+        chunked_prefill=None,  # enable_chunked_prefill off by default
+        overlap=True,  # overlap scheduler on unless disable_overlap_scheduler
+        cuda_graph_max_batch=None,  # cuda_graph_config: the batch sizes given
+        source="TensorRT-LLM tensorrt_llm/llmapi/llm_args.py, trtllm-serve options",
+    ),
+}
+
+
+def engine_settings(engine: str) -> dict[str, object]:
+    """The :func:`mlacalc.plan` arguments of an engine's scheduler defaults
+    (:data:`ENGINE_DEFAULTS`): ``plan(..., **engine_settings("vllm"))``."""
+    d = ENGINE_DEFAULTS[engine]
+    return {
+        "max_running": d.max_running,
+        "max_tokens": d.max_tokens,
+        "chunked_prefill": d.chunked_prefill,
+        "overlap_schedule": d.overlap,
+        "cuda_graph_max_batch": d.cuda_graph_max_batch,
+    }

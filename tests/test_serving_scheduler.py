@@ -1,0 +1,138 @@
+"""The engine's scheduler (mlacalc.serving.scheduler): host work beside or after the GPU's
+step, CUDA graphs for decode, and what the engine admits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlacalc.serving.plan import plan
+from mlacalc.serving.scheduler import ENGINE_DEFAULTS, Scheduler, engine_settings
+from mlacalc.words.errors import InvalidArgumentError
+
+LLAMA = dict(model="llama-3-8b", hardware="H100-SXM", gpus=1)
+CAPACITY = dict(seq_len=2048, batch=64)
+
+
+def _plan(**kw):
+    return plan(LLAMA["model"], LLAMA["hardware"], LLAMA["gpus"], **kw)
+
+
+def test_host_work_beside_or_after_the_gpu():
+    """Without overlap scheduling the GPU waits for the host (gpu + host); with it the host
+    prepares the next step during this one (max(gpu, host)): never faster than the GPU alone,
+    never slower than without overlap."""
+    gpu = _plan(**CAPACITY).decode_step_s
+    for host in (1e-4, 2e-3, 0.05):
+        on = _plan(**CAPACITY, host_step_s=host).decode_step_s
+        off = _plan(**CAPACITY, host_step_s=host, overlap_schedule=False).decode_step_s
+        assert on == pytest.approx(max(gpu, host), rel=1e-9)
+        assert off == pytest.approx(gpu + host, rel=1e-9)
+        assert gpu <= on <= off
+    per_seq = _plan(**CAPACITY, host_per_sequence_s=1e-4, overlap_schedule=False).decode_step_s
+    assert per_seq == pytest.approx(gpu + 64 * 1e-4, rel=1e-9)
+
+
+def test_cuda_graphs_up_to_a_batch():
+    """A decode step of at most cuda_graph_max_batch tokens replays a graph (one launch); a
+    larger one launches every kernel, each paying launch_s on the host."""
+    s = Scheduler(launch_s=5e-6, cuda_graph_max_batch=32, overlap=False)
+    decode = np.array([True, True, False])
+    host = s.host_seconds(np.array([32, 33, 1]), np.array([32, 33, 500]), decode, 400)
+    assert list(host) == pytest.approx([5e-6, 400 * 5e-6, 400 * 5e-6])
+    gpu = _plan(seq_len=2048, batch=32).decode_step_s
+    graphed = _plan(seq_len=2048, batch=32, launch_s=5e-6, cuda_graph_max_batch=32)
+    eager = _plan(
+        seq_len=2048, batch=64, launch_s=5e-6, cuda_graph_max_batch=32, overlap_schedule=False
+    )
+    assert graphed.decode_step_s == pytest.approx(max(gpu, 5e-6))
+    assert eager.decode_step_s > _plan(seq_len=2048, batch=64).decode_step_s
+
+
+def test_max_throughput_is_the_batch_the_engine_admits():
+    """Without a load, a request mix runs the largest batch admitted: memory's, or the
+    engine's max_running per attention group where that is smaller, and the plan says which."""
+    mix = dict(isl=1000, osl=200)
+    free = _plan(**mix)
+    capped = _plan(**mix, max_running=64)
+    assert free.admission == "kv capacity" and free.max_batch > 64
+    assert capped.admission == "engine max_running" and capped.max_batch == 64
+    assert capped.concurrency == 64 and capped.binding != "kv capacity"
+    assert capped.output_tokens_per_s < free.output_tokens_per_s
+    assert _plan(**mix, max_running=10**6).admission == "kv capacity"
+    queued = _plan(**mix, max_running=64, concurrency=100)
+    assert queued.binding == "engine max_running" and queued.queued == pytest.approx(36)
+
+
+def test_the_token_budget_caps_what_a_step_carries():
+    """max_tokens: whole prompts per step only where they fit (at least one), and a chunk is
+    what the decode tokens leave of the budget."""
+    mix = dict(isl=4000, osl=200, concurrency=256)
+    wide = _plan(**mix)
+    narrow = _plan(**mix, max_tokens=4096)
+    assert narrow.tpot_s >= wide.tpot_s * (1 - 1e-9)
+    chunked = _plan(**mix, chunked_prefill=2048)
+    budget = _plan(**mix, chunked_prefill=2048, max_tokens=256 + 512)  # chunks of 512
+    assert budget.ttft_s > chunked.ttft_s
+
+
+def test_engine_defaults_are_plan_arguments():
+    for name, d in ENGINE_DEFAULTS.items():
+        assert d.name == name and d.source and d.version
+        p = _plan(isl=1000, osl=200, concurrency=8, **engine_settings(name))
+        assert p.tpot_s > 0
+    assert engine_settings("vllm")["max_running"] == 1024
+
+
+@pytest.mark.parametrize(
+    ("kw", "arg"),
+    [
+        (dict(max_running=0), "max_running"),
+        (dict(max_tokens=1.5), "max_tokens"),
+        (dict(host_step_s=-1e-3), "host_step_s"),
+        (dict(host_step_s=float("inf")), "host_step_s"),
+        (dict(host_per_sequence_s=2.0), "host_per_sequence_s"),
+        (dict(launch_s=float("nan")), "launch_s"),
+        (dict(overlap_schedule="yes"), "overlap_schedule"),
+        (dict(cuda_graph_max_batch=0), "cuda_graph_max_batch"),
+    ],
+)
+def test_scheduler_arguments_are_checked(kw, arg):
+    with pytest.raises(InvalidArgumentError) as e:
+        _plan(**CAPACITY, **kw)
+    assert e.value.argument == arg
+
+
+def test_search_under_the_engines_limits_is_plan():
+    """A search under max_running, max_tokens and host work gives the points plan gives."""
+    from mlacalc.serving.search import search
+
+    s = Scheduler(host_step_s=4e-3, overlap=False)
+    r = search(
+        "llama-3-8b",
+        "H100-SXM",
+        [1],
+        isl=1000,
+        osl=200,
+        tpot=0.03,
+        max_running=100,
+        max_tokens=4000,
+        scheduler=s,
+    )
+    assert r.best and all(p["batch_per_group"] <= 100 for p in r.points)
+    assert r.reasons.get("beyond the engine's max_running")
+    b = r.best
+    p = _plan(
+        isl=1000,
+        osl=200,
+        concurrency=b["concurrency"],
+        tp=b["tp"],
+        kv_dtype=b["kv_dtype"],
+        weight_dtype=None if b["weight_dtype"] == "bf16" else b["weight_dtype"],
+        max_running=100,
+        max_tokens=4000,
+        host_step_s=4e-3,
+        overlap_schedule=False,
+    )
+    assert p.tpot_s == pytest.approx(b["tpot_s"], rel=1e-6)
+    assert p.ttft_s == pytest.approx(b["ttft_s"], rel=1e-6)
