@@ -83,6 +83,7 @@ def _point(
         "intensity": p.arithmetic_intensity,
         "flops_per_s": p.flops / p.seconds,
         "seconds": p.seconds,
+        "ridge": p.ridge,
         "bound": p.bound,
         "calibration": p.calibration,
         "profile": p.profile,
@@ -179,12 +180,17 @@ def render(sc: Scenario) -> None:
                 "impl": pt["impl"],
                 **({"layer kind": pt["kind"]} if kinds else {}),
                 "FLOP/byte": round(pt["intensity"], 1),
+                "ridge": round(pt["ridge"], 1),
+                "bound": pt["bound"],
                 "attained FLOP/s": human_si(pt["flops_per_s"], "FLOP/s"),
                 "time (us)": round(pt["seconds"] * 1e6, 2),
-                "bound": pt["bound"],
             }
             for pt in points
         ],
         scope=scope,
     )
     st.markdown(f"Ridge point of {device.name} ({dtype}): **{peak / bw:,.1f} FLOP/byte**")
+    st.caption(
+        "bound: a layer's FLOPs per byte against the ridge of the dtype doing most of its FLOPs "
+        "(the ridge column; an fp8 GEMM's is twice bf16's), as `mlacalc roofline` labels it."
+    )

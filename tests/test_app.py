@@ -372,3 +372,16 @@ def test_charts_and_wide_tables_stay_readable():
     at = run("FLOPs", model="kimi-linear-48b-a3b")
     flops = next(d.value for d in at.dataframe if "total FLOPs" in d.value.columns)
     assert list(flops.columns[:3]) == ["impl", "total FLOPs", "FLOP/byte"]
+
+
+def test_roofline_tab_bound_is_intensity_against_the_ridge():
+    """Was: decode absorbed_merged at 166.5 FLOP/byte labelled compute-bound on an H200 whose
+    ridge is 206.2 (and compressed at 226.8 on a B200, ridge 292.2). Every row's bound now
+    follows its FLOP/byte against the ridge shown beside it."""
+    for hw in ("H200", "B200"):
+        at = run("Roofline", hw=hw, seq_len="32768", batch="64")
+        table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
+        assert len(table) == 8  # four MLA implementations, decode and prefill: one view
+        for _, row in table.iterrows():
+            expected = "compute" if row["FLOP/byte"] >= row["ridge"] else "memory"
+            assert row["bound"] == expected, (hw, dict(row))

@@ -74,21 +74,59 @@ def test_profile_and_calibrate_exclude_each_other(run, tmp_path):
     assert "--profile and --calibrate" in err
 
 
-def test_small_kernels_are_latency_bound_and_large_ones_are_not():
-    """A kernel whose fixed cost outweighs its compute, memory and other work is ``latency``
-    bound (a norm at batch 1); a long GEMM is compute bound; the step's bound stays compute or
-    memory."""
+def test_bound_is_intensity_against_the_ridge_and_latency_is_the_models_term():
+    """``bound`` is one rule (FLOPs per byte against the ridge of the kernel's dtype); the time
+    model's largest term, where a small kernel's fixed cost per call outweighs the rest, is
+    ``limited_by`` (a norm at batch 1 is latency-limited, and memory-bound)."""
     p = predict_time("llama-3-8b", "H100-SXM", "decode", 1024, 1, scope="model")
-    bounds = {o.name: o.bound for o in p.ops}
-    assert bounds["input_norm"] == "latency"
-    # the step's bound: each kernel by its larger term, the two sums making the whole time
+    norm = next(o for o in p.ops if o.name == "input_norm")
+    assert norm.limited_by == "latency" and norm.bound == "memory"
+    for o in p.ops:
+        assert o.bound == ("compute" if o.arithmetic_intensity >= o.ridge else "memory")
+        if o.limited_by == "latency":
+            assert o.fixed_s > max(o.compute_s, o.memory_s, o.launch_s - o.fixed_s)
+    assert p.bound == ("compute" if p.arithmetic_intensity >= p.ridge else "memory") == "memory"
+    # the step's time still splits into its kernels' larger terms
     assert p.compute_s + p.memory_s == pytest.approx(p.seconds, rel=1e-12)
-    assert p.bound == ("compute" if p.compute_s > p.memory_s else "memory") == "memory"
     big = predict_time("llama-3-8b", "H100-SXM", "prefill", 8192, 8, scope="model")
     assert {o.name: o.bound for o in big.ops}["dense_ffn_up"] == "compute"
-    for o in p.ops:
-        if o.bound == "latency":
-            assert o.fixed_s > max(o.compute_s, o.memory_s, o.launch_s - o.fixed_s)
+
+
+def test_q_a_proj_at_2_flop_per_byte_is_memory_bound(run):
+    """Was: ``roofline deepseek-v3 -H H100`` labelled q_a_proj, 2.0 FLOP/byte, compute-bound
+    (the time model's compute term of a GEMV spread over few SMs). Every row's label now follows
+    its FLOP/byte against the ridges the note names."""
+    doc = json.loads(run("roofline", "deepseek-v3", "-H", "H100", "--format", "json")[0])
+    ops = {o["name"]: o for o in doc["predictions"][0]["ops"]}
+    assert ops["q_a_proj"]["arithmetic_intensity_flops_per_byte"] == pytest.approx(2.0, abs=0.1)
+    assert ops["q_a_proj"]["bound"] == "memory"
+    for o in ops.values():
+        intensity, ridge = o["arithmetic_intensity_flops_per_byte"], o["ridge"]
+        assert o["bound"] == ("compute" if intensity >= ridge else "memory"), o["name"]
+    text = run("roofline", "deepseek-v3", "-H", "H100")[0]
+    row = next(line for line in text.splitlines() if "q_a_proj" in line)
+    assert "memory" in row and "compute" not in row
+    assert "295.4 or 590.7 FLOP/byte" in " ".join(text.split())
+
+
+def test_mla_implementations_side_by_side_in_one_call(run):
+    """``--impl all`` (or a comma list): each implementation's table and one side-by-side."""
+    doc = json.loads(
+        run(
+            "roofline", "deepseek-v3", "-H", "H200", "-b", "64", "--impl", "all", "--format", "json"
+        )[0]
+    )
+    rows = doc["side_by_side"]
+    assert [r["impl"] for r in rows] == ["naive", "compressed", "absorbed", "absorbed_merged"]
+    for r, p in zip(rows, doc["predictions"]):
+        assert r["seconds"] == p["seconds"] and r["bound"] == p["bound"]
+    assert min(r["x_fastest"] for r in rows) == 1.0
+    text = run("roofline", "deepseek-v3", "-H", "H200", "--impl", "absorbed,compressed")[0]
+    assert "MLA implementations side by side" in text
+    _, err = run("roofline", "deepseek-v3", "-H", "H200", "--impl", "absorbed,absorbed", code=2)
+    assert "names an implementation twice" in err
+    _, err = run("roofline", "deepseek-v3", "-H", "H200", "--impl", "standard", code=2)
+    assert "'standard' is the implementation of MHA" in err
 
 
 def test_a_context_beyond_the_models_positions_is_warned(run):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
@@ -36,6 +36,25 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.render import human_bytes, human_si
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
+from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
+
+
+class ImplList(click.ParamType):
+    """``--impl``: one implementation, several (``absorbed,compressed``) or ``all`` (every MLA
+    implementation, side by side in one call)."""
+
+    name = "IMPL[,IMPL...]|all"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        text = str(value).strip()
+        if text.lower() == "all":
+            return ["all"]
+        names = [IMPL_CHOICE.convert(v.strip(), param, ctx) for v in text.split(",")]
+        if len(set(names)) != len(names):
+            self.fail(f"{text!r} names an implementation twice", param, ctx)
+        return names
 
 
 @click.command("roofline")
@@ -58,7 +77,13 @@ from mlacalc.words import defaults as D
 @click.option("--batch", "-b", type=SIZE, default=D.BATCH, show_default=True)
 @click.option("--q-len", type=SIZE, default=None, help="New tokens per sequence for --phase chunk.")
 @click.option(
-    "--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default)."
+    "--impl",
+    type=ImplList(),
+    default=None,
+    help="MLA implementation (default: serving default); several, comma-separated, or 'all': "
+    "their tables and a side-by-side comparison in one call. Choices: "
+    + ", ".join(IMPL_CHOICE.choices)
+    + ".",
 )
 @click.option(
     "--mode",
@@ -133,17 +158,31 @@ def command(
       mlacalc roofline llama-3-70b --hardware H100-SXM --scope model --weight-dtype fp8 --batch 32
       mlacalc roofline deepseek-v3 --hardware H200 --insight
       mlacalc roofline deepseek-v3 --hardware H200 --profile fit-h100-sxm
+      mlacalc roofline deepseek-v3 --hardware H200 --impl all --batch 64
     """
     m = load(model)
     wanted = phases(phase)
     _check_flags(wanted, q_len, causal, mode, profile, calibrate)
-    impl = check_impl(m, impl)
+    impls = _impls(m, impl)
     profile = load_profile_option(profile, plain=True)
     device = _device(hardware, profile)
     request = _Request(
-        m, device, seq_len, batch, impl, mode, dtype, scope, q_len, weight_dtype, kv_dtype, causal
+        m,
+        device,
+        seq_len,
+        batch,
+        impls[0],
+        mode,
+        dtype,
+        scope,
+        q_len,
+        weight_dtype,
+        kv_dtype,
+        causal,
     )
-    predictions = [_predict(request, ph, profile, calibrate) for ph in wanted]
+    predictions = [
+        _predict(replace(request, impl=i), ph, profile, calibrate) for i in impls for ph in wanted
+    ]
     check_context(m, seq_len)
     no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
     if no_fp8:
@@ -169,6 +208,8 @@ def command(
         "predictions": [p.to_dict() for p in predictions],
         "insights": [i.to_dict() for i in insights],
     }
+    if len(impls) > 1:
+        doc["side_by_side"] = side_by_side(predictions)
     for d, k in zip(doc["predictions"], kinds):
         if k:
             d["layer_kinds"] = k  # per op, "" outside the attention block
@@ -196,6 +237,40 @@ class _Request:
     weight_dtype: str | None
     kv_dtype: str | None
     causal: bool
+
+
+def _impls(m, impl: list[str] | None) -> list[str | None]:
+    """The implementations to predict: the one asked, each of several, or every one of the
+    model's (``all``); ``[None]`` for the serving default."""
+    if impl is None:
+        return [None]
+    if impl == ["all"]:
+        return list(MLA_IMPLEMENTATIONS) if m.is_mla else [None]
+    return [check_impl(m, i) for i in impl]
+
+
+def side_by_side(predictions: list) -> list[dict[str, Any]]:
+    """One row per (phase, implementation): FLOPs, bytes, FLOPs per byte, the bound, the time
+    and how many times the fastest of its phase it takes."""
+    order = list(dict.fromkeys(p.phase for p in predictions))
+    predictions = sorted(predictions, key=lambda p: order.index(p.phase))  # by phase, stable
+    fastest = {}
+    for p in predictions:
+        fastest[p.phase] = min(fastest.get(p.phase, p.seconds), p.seconds)
+    return [
+        {
+            "phase": p.phase,
+            "impl": p.impl,
+            "flops": p.flops,
+            "bytes": p.bytes,
+            "arithmetic_intensity_flops_per_byte": p.arithmetic_intensity,
+            "ridge_flops_per_byte": p.ridge,
+            "bound": p.bound,
+            "seconds": p.seconds,
+            "x_fastest": p.seconds / fastest[p.phase],
+        }
+        for p in predictions
+    ]
 
 
 def _check_flags(wanted: list[str], q_len, causal: bool, mode: str, profile, calibrate) -> None:
@@ -285,6 +360,8 @@ def _sections(m, predictions: list, kinds: list, plain: list, insights: list, ca
         _prediction_section(m, p, kind, flat, causal)
         for p, kind, flat in zip(predictions, kinds, plain)
     ]
+    if len({p.impl for p in predictions}) > 1:
+        out.append(_side_by_side_section(m, predictions))
     if not insights:
         if m.is_mla:
             out[-1].note += (
@@ -306,9 +383,49 @@ def _sections(m, predictions: list, kinds: list, plain: list, insights: list, ca
                 ]
                 for i in insights
             ],
+            text_columns=(2,),
         )
     )
     return out
+
+
+def _side_by_side_section(m, predictions: list) -> Section:
+    """The implementations side by side: one row per phase and implementation."""
+    rows = [
+        [
+            r["phase"],
+            r["impl"],
+            human_si(r["flops"]),
+            human_bytes(r["bytes"]),
+            f"{r['arithmetic_intensity_flops_per_byte']:,.1f}",
+            f"{r['ridge_flops_per_byte']:,.1f}",
+            r["bound"],
+            f"{r['seconds'] * 1e6:,.1f}",
+            f"{r['x_fastest']:,.2f}",
+        ]
+        for r in side_by_side(predictions)
+    ]
+    p = predictions[0]
+    return Section(
+        f"{m.label} on {p.hardware}: MLA implementations side by side ({p.scope}, {p.mode}, "
+        f"seq_len {p.seq_len:,} x batch {p.batch:,})",
+        [
+            "phase",
+            "impl",
+            "FLOPs",
+            "bytes",
+            "FLOP/byte",
+            "ridge",
+            "bound",
+            "time (us)",
+            "x fastest",
+        ],
+        rows,
+        note="bound: the step's FLOPs per byte against the ridge (FLOP/byte) of the dtype doing "
+        "most of its FLOPs; x fastest: the time over the fastest implementation's in the same "
+        "phase.",
+        text_columns=(1, 6),
+    )
 
 
 def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
@@ -395,17 +512,16 @@ def _times_note(p, plain=None) -> str:
                 + f", {(plain.seconds - launch) * 1e6:,.1f} us, plus "
                 f"{launch * 1e6:,.1f} us of launch latency."
             )
-    bounds = {o.bound for o in p.ops}
-    words = []
-    if "latency" in bounds:
-        waits = "its fixed cost per call" + (
-            " or the CPU's dispatch of its ops" if p.mode == "unfused" else ""
-        )
-        words.append(f"latency: {waits} outweighs its compute and memory time")
-    if "link" in bounds:
+    ridges = sorted({round(o.ridge, 1) for o in p.ops if o.ridge})
+    words = [
+        "a kernel's FLOPs per byte against the device's ridge for the dtype it runs ("
+        + " or ".join(f"{r:,.1f}" for r in ridges)
+        + " FLOP/byte): compute at or above it, else memory"
+    ]
+    if any(o.bound == "link" for o in p.ops):
         words.append("link: a collective's transfer")
-    words.append("the total: the larger term of each kernel, summed")
-    return how + " bound (" + "; ".join(words) + ")."
+    words.append(f"the total: the step's FLOPs per byte against {p.ridge:,.1f}")
+    return how + " bound: " + "; ".join(words) + "."
 
 
 def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:

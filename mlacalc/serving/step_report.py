@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.words.kernels import roofline_bound
 
 if TYPE_CHECKING:
     from mlacalc.serving.gpu_step import StepModel
@@ -34,11 +35,9 @@ def step_bound(
         return "communication"
     flops = sum(float(k["flops"][0]) * k["calls"] for k in st_kernels if not k["communication"])
     nbytes = sum(float(k["bytes"][0]) * k["calls"] for k in st_kernels if not k["communication"])
-    return (
-        "compute"
-        if flops / hw.peak("bf16") > nbytes / hw.memory_bandwidth_bytes_per_s
-        else "memory"
-    )
+    # the one rule of every bound label: intensity against the ridge (here bf16's, the rate
+    # the step's attention and activations run at)
+    return roofline_bound(flops, nbytes, hw.peak("bf16") / hw.memory_bandwidth_bytes_per_s)
 
 
 def links_seconds(kernels: list[dict[str, Any]], comm_s: float, overlap: str) -> float:

@@ -133,9 +133,9 @@ def compute_bound_seq_len(
 ) -> list[Insight]:
     """KV length S at which absorbed MLA decode becomes compute-bound: kernel alone, whole layer.
 
-    Plain roofline: the intensity against the datasheet ridge (peak / bandwidth). The kernel
-    model's ``bound`` labels use achieved rates and per-call costs and can differ; see
-    :func:`model_compute_bound_seq_len` for the S where they change.
+    Plain roofline: the closed-form intensity against the datasheet ridge (peak / bandwidth);
+    :func:`model_compute_bound_seq_len` applies the same rule to the kernel as the kernel
+    model runs it (its dtype and the bytes it moves).
     """
     m = as_model(model)
     batch = args.count("batch", batch, args.MAX_BATCH)
@@ -188,8 +188,9 @@ def compute_bound_seq_len(
 
 #: KV lengths the kernel model is evaluated at by :func:`model_compute_bound_seq_len`
 _MODEL_GRID = tuple(2**k for k in range(6, 21))  # 64 .. 1,048,576
-#: the test behind a kernel-model label (the shown "formula")
-_MODEL_TEST = "compute_s > memory_s"
+#: the test behind a kernel's bound label (the shown "formula"): the one rule of the ``bound``
+#: column (:func:`mlacalc.words.kernels.roofline_bound`)
+_MODEL_TEST = "FLOPs / bytes >= ridge of the kernel's dtype"
 
 
 def model_compute_bound_seq_len(
@@ -201,15 +202,15 @@ def model_compute_bound_seq_len(
     profile: Any = None,
     seq_len: int | None = None,
 ) -> Insight | None:
-    """KV length S from which the kernel model labels absorbed MLA decode attention
-    compute-bound (the ``bound`` column of ``mlacalc roofline``), or None where the device
-    is timed by the plain roofline (then :func:`compute_bound_seq_len` says it).
+    """KV length S from which absorbed MLA decode attention, as the kernel model runs it, is
+    labelled compute-bound (the ``bound`` column of ``mlacalc roofline``: its FLOPs per byte
+    against the device's ridge for the kernel's dtype), or None where the device is timed by
+    the plain roofline (then :func:`compute_bound_seq_len` says it).
 
-    The labels are the kernel model's (achieved compute and bandwidth of the attention
-    class, per-sequence work): they are evaluated at S = 64 .. 2^20 (powers of two), and the
-    crossing from memory- to compute-bound is then found exactly by bisection. ``value`` is
-    the S from which the kernel stays compute-bound up to 2^20, None when it is memory-bound
-    there; the note says where short contexts differ and the label at ``seq_len``.
+    The labels are evaluated at S = 64 .. 2^20 (powers of two) and the crossing from memory- to
+    compute-bound is found exactly by bisection. ``value`` is the S from which the kernel stays
+    compute-bound up to 2^20, None when it does not; the note gives the label, the intensity
+    and the ridge at ``seq_len``.
     """
     m = as_model(model)
     if not m.is_mla:
@@ -229,26 +230,30 @@ def model_compute_bound_seq_len(
         return None
     labels = [core(S)[1].bound for S in _MODEL_GRID]
     name = (
-        f"kernel model ({first.profile}): absorbed decode attention kernel is compute-bound "
-        "from S ="
+        f"kernel model ({first.profile}): absorbed decode attention kernel stays "
+        "compute-bound from S ="
     )
-    short = [S for S, b in zip(_MODEL_GRID, labels) if b == "compute"]
-    words = [f"batch {batch}, {hw.name}, labels of the table's kernel model"]
+    words = [f"batch {batch}, {hw.name}, the bound column's rule"]
     if seq_len is not None:
         _, op = core(seq_len)
         words.append(
-            f"at S = {seq_len:,}: {op.bound} (compute {op.compute_s * 1e6:,.1f} us, "
-            f"memory {op.memory_s * 1e6:,.1f} us)"
+            f"at S = {seq_len:,}: {op.bound} ({op.arithmetic_intensity:,.1f} FLOP/byte, "
+            f"ridge {op.ridge:,.1f})"
         )
+    compute = [S for S, b in zip(_MODEL_GRID, labels) if b == "compute"]
     if labels[-1] != "compute":
-        if short:
-            words.append(f"compute-bound only at S <= {max(short):,} of the grid")
-        words.insert(1, f"memory-bound up to S = {_MODEL_GRID[-1]:,}")
+        if compute:  # compute-bound somewhere, memory-bound again at the longest S
+            words.append(
+                f"compute-bound at S = {min(compute):,} to {max(compute):,} of the grid, "
+                f"memory-bound at S = {_MODEL_GRID[-1]:,}"
+            )
+        else:
+            words.append(f"memory-bound at every S from {_MODEL_GRID[0]:,} to {_MODEL_GRID[-1]:,}")
         return Insight(name, _MODEL_TEST, None, "; ".join(words))
     below = [i for i, b in enumerate(labels) if b != "compute"]
     if not below:
         value = _MODEL_GRID[0]
-        words.insert(1, f"compute-bound at every S from {value:,} to {_MODEL_GRID[-1]:,}")
+        words.append(f"compute-bound at every S from {value:,} to {_MODEL_GRID[-1]:,}")
     else:
         lo, hi = _MODEL_GRID[below[-1]], _MODEL_GRID[below[-1] + 1]
         while hi - lo > 1:  # lo: not compute-bound, hi: compute-bound

@@ -31,10 +31,17 @@ import numpy as np
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
 from mlacalc.timemodel.profile import Profile, load_profile
-from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds
+from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds, kernel_ridge
 from mlacalc.timemodel.terms import kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.kernels import COMM_KINDS, KERNEL_KINDS, Kernel, KernelBatch, batches_of
+from mlacalc.words.kernels import (
+    COMM_KINDS,
+    KERNEL_KINDS,
+    Kernel,
+    KernelBatch,
+    batches_of,
+    roofline_bound,
+)
 
 __all__ = [
     "KernelTime",
@@ -61,9 +68,14 @@ class KernelTime:
     fixed_s: float
     extra_s: float
     roofline_s: float
+    #: ``"compute"`` or ``"memory"`` by the one rule (intensity against the ridge of the dtype
+    #: the kernel runs: :func:`mlacalc.words.kernels.roofline_bound`), ``"link"`` a collective
     bound: str
     calibration: str
     profile: str
+    #: the time model's largest term: ``"compute"``, ``"memory"``, ``"latency"`` (the fixed
+    #: cost per call outweighs the rest) or ``"link"``; can differ from ``bound``
+    limited_by: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +89,7 @@ class KernelTime:
             "extra_s": self.extra_s,
             "roofline_s": self.roofline_s,
             "bound": self.bound,
+            "limited_by": self.limited_by,
             "calibration": self.calibration,
             "profile": self.profile,
         }
@@ -222,16 +235,17 @@ def predict_kernels(
         run = device_batch(batch, hw)  # the kernel that runs (batch_terms finds it as it is)
         terms, how = batch_terms(run, hw, prof)
         ideal = ideal_batch_seconds(run, device_figures(hw))  # the rate of the kernel that runs
+        ridge = kernel_ridge(device_figures(hw), run.kind, run.dtype)
         for j, i in enumerate(idx):
             k = kernels[i]
             c, m = float(terms["compute_s"][j]), float(terms["memory_s"][j])
             fixed, extra = float(terms["fixed_s"][j]), float(terms["extra_s"][j])
             if k.kind in COMM_KINDS:
-                bound = "link" if m > fixed else "latency"
+                limited = "link" if m > fixed else "latency"
             elif fixed > max(c, m, extra):
-                bound = "latency"
+                limited = "latency"
             else:
-                bound = "compute" if c >= m else "memory"
+                limited = "compute" if c >= m else "memory"
             out[i] = KernelTime(
                 name=k.name,
                 kind=k.kind,
@@ -242,8 +256,9 @@ def predict_kernels(
                 fixed_s=fixed * k.calls,
                 extra_s=extra * k.calls,
                 roofline_s=float(ideal[j]),
-                bound=bound,
+                bound=roofline_bound(k.flops, k.bytes, ridge, k.kind),
                 calibration=how,
                 profile=prof.name,
+                limited_by=limited,
             )
     return [t for t in out if t is not None]

@@ -43,6 +43,7 @@ __all__ = [
     "RooflineRates",
     "ideal_batch_seconds",
     "ideal_seconds",
+    "kernel_ridge",
     "roofline_terms",
 ]
 
@@ -73,6 +74,15 @@ def ideal_seconds(
         np.asarray(flops, dtype=np.float64) / fig.peak(dtype),
         np.asarray(nbytes, dtype=np.float64) / fig.hbm_bytes_per_s,
     )
+
+
+def kernel_ridge(fig: DeviceFigures, kind: str, dtype: str) -> float:
+    """FLOPs per byte at which ``fig``'s device turns compute-bound for a ``kind`` kernel of
+    ``dtype`` (as the device runs it): the datasheet peak of that dtype over HBM bandwidth;
+    0 for a collective (no FLOPs to weigh)."""
+    if kind in COMM_KINDS:
+        return 0.0
+    return fig.peak(dtype) / fig.hbm_bytes_per_s
 
 
 def ideal_batch_seconds(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:

@@ -72,6 +72,7 @@ __all__ = [
     "Kernel",
     "KernelBatch",
     "batches_of",
+    "roofline_bound",
     "variant_of",
 ]
 
@@ -89,6 +90,22 @@ COMM_KINDS = (
 )
 #: Every kind of kernel the time model knows.
 KERNEL_KINDS = ("gemm", *ATTENTION_KINDS, "moe", "elementwise", "quantize", *COMM_KINDS)
+
+
+def roofline_bound(flops: float, nbytes: float, ridge: float, kind: str = "") -> str:
+    """What bounds a kernel, by the one rule every front end shows: ``"compute"`` when its
+    arithmetic intensity (FLOPs per byte moved) reaches the device's ridge point for the
+    kernel's own dtype (peak FLOP/s over memory bandwidth), else ``"memory"``; a collective
+    (``kind`` in :data:`COMM_KINDS`) is ``"link"``.
+
+    >>> roofline_bound(2.0e6, 1.0e6, 295.4), roofline_bound(2.4e8, 1.0e6, 206.2)
+    ('memory', 'compute')
+    """
+    if kind in COMM_KINDS:
+        return "link"
+    if flops <= 0:
+        return "memory"
+    return "compute" if nbytes <= 0 or flops >= ridge * nbytes else "memory"
 
 
 @dataclass(frozen=True)
