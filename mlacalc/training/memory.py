@@ -1,0 +1,225 @@
+"""Training memory: activations saved for the backward pass, and weights, gradients and optimizer
+states per GPU.
+
+**Activations.** The bytes of the tensors a layer saves for its backward pass, for one
+micro-batch of ``N = micro_batch x seq_len`` tokens (``a`` bytes per activation element, fp32
+statistics at 4 bytes). The layer is written as Megatron-LM and Hugging Face write it, each
+operation saving what PyTorch's autograd saves for it (``tests/test_training_memory.py`` builds
+these layers and captures the saved tensors with ``torch.autograd.graph.saved_tensors_hooks``):
+
+- an RMSNorm saves its input and the per-token reciprocal RMS (fp32); a linear layer its input
+  (the weight is a parameter, not an activation); SiLU its input; a product both operands;
+  a flash-attention kernel its query, key, value, output and the per-row log-sum-exp (fp32);
+  a materialized attention (scores, softmax, values as three operations) its query and key,
+  the probabilities (``n_h T^2`` per sequence) and its values;
+- attention, MHA/GQA/MQA (flash): input, its RMS, the normed input, Q, K, V (``n_kv`` heads),
+  the output and the log-sum-exp;
+- MLA expanded (flash): input, RMS, normed input; the compressed query, its RMS and its normed
+  form (with ``q_lora_rank``); the latent before its norm, the RMS and the normed latent; the
+  query, the key (``[k_nope, k_rope]``, ``n_h`` heads) and the value; output and log-sum-exp.
+  With ``recompute="kv_up"`` K and V are not kept; the RoPE key is (``d_rope`` per token) and
+  K, V are made again from the latent before the attention's backward;
+- MLA absorbed (materialized): as expanded up to the latent, then the query (the absorbed
+  product reads its position-free part), the absorbed query ``[q W_UK, q_rope]``
+  (``n_h (d_c + d_rope)``), the key ``[c, k_rope]`` (``d_c + d_rope``), the probabilities, the
+  latent output (``n_h d_c``) and the output (``n_h d_v``);
+- dense FFN (gated): input, RMS, normed input, gate, up, SiLU(gate) and their product;
+- MoE: input, RMS, normed input, the router's probabilities (fp32, ``E`` per token) and its
+  top-k indices (int64); per routed copy of a token (``N k`` of them) the gathered input, the
+  expert's gate, up, activation and product, its output, its routing weight (fp32) and the
+  weighted output the combine adds back (an index-add keeps its source), the token it came
+  from and its place among the top-k (int64, the gather indices); the shared experts as a
+  dense FFN of their width;
+- ``recompute="full"``: a decoder layer keeps its input alone;
+- the embedding its token ids (int64); the head: the final norm's input and RMS, the normed
+  input, the log-probabilities (``N V``), the targets (int64) and the loss's total weight.
+
+A causal mask is one constant for all layers and is not counted. Activation accounting is
+built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, no extra norms); other families
+are refused by name.
+
+**Weights, gradients, optimizer.** Bytes per parameter by ``precision``: ``bf16-mixed``
+(Megatron-LM: bf16 weights, fp32 gradients and master weights, fp32 Adam moments),
+``fp8-mixed`` (DeepSeek-V3: as bf16-mixed with bf16 Adam moments), ``bf16`` (everything bf16,
+no master copy) and ``fp32``; optimizer states: AdamW/Adam 2, Lion and SGD with momentum 1,
+SGD 0. ZeRO stage 1 shards the master weights and optimizer states over the data-parallel
+ranks, stage 2 also the gradients, stage 3 also the weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.cost.params import expert_shape, ffn_shape, shared_experts_shape
+from mlacalc.models.architecture import arch_of
+from mlacalc.models.loading import ModelConfig
+from mlacalc.words import arguments as args
+from mlacalc.words.dtypes import dtype_bits
+from mlacalc.words.errors import InvalidArgumentError
+
+__all__ = [
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "ActivationTensor",
+    "layer_activations",
+    "optimizer_bytes_per_param",
+    "state_bytes",
+]
+
+F32 = 4
+I64 = 8
+
+#: optimizer -> states per parameter
+OPTIMIZERS = {"adamw": 2, "adam": 2, "lion": 1, "sgd-momentum": 1, "sgd": 0}
+#: precision -> (weight, gradient, master, state) bytes per parameter (master 0: none)
+PRECISIONS = {
+    "bf16-mixed": (2, 4, 4, 4),
+    "fp8-mixed": (2, 4, 4, 2),
+    "bf16": (2, 2, 0, 2),
+    "fp32": (4, 4, 0, 4),
+}
+
+
+@dataclass(frozen=True)
+class ActivationTensor:
+    """One saved tensor of a layer: its name, elements, bytes and the layers that save it."""
+
+    block: str
+    name: str
+    elements: int
+    bytes: int
+    layers: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def check_layout(m: ModelConfig) -> None:
+    """Refuse a family whose layer the activation accounting does not describe."""
+    arch = arch_of(m)
+    extra = arch is not None and (
+        arch.qk_norm or arch.norms_per_layer != 2 or arch.sinks or arch.gated_query
+    )
+    if m.family not in ("llama", "deepseek") or extra or not ffn_shape(m).gated:
+        raise InvalidArgumentError(
+            "model",
+            f"activation memory of {m.label} ({m.model_type}) is not built: it is for the Llama "
+            "and DeepSeek layouts (RMSNorm, gated FFN, no extra norms)",
+        )
+
+
+def _attention(m: ModelConfig, n: int, b: int, t: int, impl: str, recompute: str, a: int):
+    d, n_h = m.hidden_size, m.num_attention_heads
+    out = [("input", n * d, a), ("input_rms", n, F32), ("normed_input", n * d, a)]
+    if not m.is_mla:
+        d_h, n_kv = m.head_dim, m.num_key_value_heads
+        return [
+            *out,
+            ("q", n * n_h * d_h, a),
+            ("k", n * n_kv * d_h, a),
+            ("v", n * n_kv * d_h, a),
+            ("output", n * n_h * d_h, a),
+            ("logsumexp", b * n_h * t, F32),
+        ]
+    d_c, d_r, d_v = m.kv_lora_rank, m.qk_rope_head_dim, m.v_head_dim
+    d_qk = m.qk_nope_head_dim + d_r
+    if m.q_lora_rank:
+        q = m.q_lora_rank
+        out += [("q_latent", n * q, a), ("q_latent_rms", n, F32), ("q_latent_normed", n * q, a)]
+    out += [("kv_latent", n * d_c, a), ("kv_latent_rms", n, F32), ("kv_latent_normed", n * d_c, a)]
+    out.append(("q", n * n_h * d_qk, a))
+    if impl == "absorbed":
+        return [
+            *out,
+            ("q_absorbed", n * n_h * (d_c + d_r), a),
+            ("key_latent", n * (d_c + d_r), a),
+            ("probabilities", b * n_h * t * t, a),
+            ("output_latent", n * n_h * d_c, a),
+            ("output", n * n_h * d_v, a),
+        ]
+    if recompute == "kv_up":
+        out.append(("k_rope", n * d_r, a))
+    else:
+        out += [("k", n * n_h * d_qk, a), ("v", n * n_h * d_v, a)]
+    return [*out, ("output", n * n_h * d_v, a), ("logsumexp", b * n_h * t, F32)]
+
+
+def _ffn(n: int, d: int, f: int, a: int, prefix: str = "") -> list[tuple[str, int, int]]:
+    return [(f"{prefix}{x}", n * f, a) for x in ("gate", "up", "activation", "product")]
+
+
+def _moe(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
+    d, E, k = m.hidden_size, m.n_routed_experts, m.num_experts_per_tok
+    f_e = expert_shape(m).inter
+    out = [("router_probabilities", n * E, F32), ("router_topk_index", n * k, I64)]
+    out += [("expert_input", n * k * d, a), *_ffn(n * k, d, f_e, a, "expert_")]
+    out += [
+        ("expert_output", n * k * d, a),
+        ("routing_weight", n * k, F32),
+        ("weighted_output", n * k * d, a),
+        ("expert_index", n * k, I64),
+        ("routing_index", n * k, I64),
+    ]
+    if m.n_shared_experts:
+        out += _ffn(n, d, shared_experts_shape(m).inter, a, "shared_")
+    return out
+
+
+def layer_activations(
+    m: ModelConfig, seq_len: int, micro_batch: int, impl: str, recompute: str, dtype: str = "bf16"
+) -> list[ActivationTensor]:
+    """The tensors every decoder layer and the head save for the backward pass of one
+    micro-batch (``layers``: how many layers save each)."""
+    check_layout(m)
+    a = dtype_bits(dtype) // 8
+    b, t = micro_batch, seq_len
+    n, d, L = b * t, m.hidden_size, m.num_hidden_layers
+    out: list[ActivationTensor] = []
+    if recompute == "full":
+        out.append(ActivationTensor("layer", "input", n * d, n * d * a, L))
+    else:
+        for name, el, size in _attention(m, n, b, t, impl, recompute, a):
+            out.append(ActivationTensor("attention", name, el, el * size, L))
+        norm = [("input", n * d, a), ("input_rms", n, F32), ("normed_input", n * d, a)]
+        moe_layers = m.num_moe_layers
+        if L - moe_layers:
+            dense = norm + _ffn(n, d, ffn_shape(m).inter, a)
+            out += [ActivationTensor("ffn", x, el, el * s, L - moe_layers) for x, el, s in dense]
+        if moe_layers:
+            moe = norm + _moe(m, n, a)
+            out += [ActivationTensor("moe", x, el, el * s, moe_layers) for x, el, s in moe]
+    head = [
+        ("token_ids", n, I64),
+        ("final_norm_input", n * d, a),
+        ("final_norm_rms", n, F32),
+        ("normed", n * d, a),
+        ("log_probabilities", n * m.vocab_size, a),
+        ("targets", n, I64),
+        ("loss_weight", 1, a),
+    ]
+    out += [ActivationTensor("head", x, el, el * s, 1) for x, el, s in head]
+    return out
+
+
+def optimizer_bytes_per_param(optimizer: Any, precision: Any) -> tuple[int, int, int, int]:
+    """(weight, gradient, master, optimizer-state) bytes per parameter."""
+    states = OPTIMIZERS[args.choice("optimizer", optimizer, OPTIMIZERS)]
+    w, g, master, s = PRECISIONS[args.choice("precision", precision, PRECISIONS)]
+    return w, g, master, states * s
+
+
+def state_bytes(params: float, optimizer: str, precision: str, dp: int, zero: int) -> dict:
+    """Weights, gradients, master weights and optimizer states of ``params`` parameters on one
+    GPU, sharded over ``dp`` data-parallel ranks by ZeRO stage ``zero``."""
+    w, g, master, s = optimizer_bytes_per_param(optimizer, precision)
+    shard = {
+        k: (dp if zero >= stage else 1)
+        for k, stage in (("weights", 3), ("gradients", 2), ("master", 1), ("optimizer", 1))
+    }
+    return {
+        "weights": params * w / shard["weights"],
+        "gradients": params * g / shard["gradients"],
+        "master_weights": params * master / shard["master"],
+        "optimizer_states": params * s / shard["optimizer"],
+    }

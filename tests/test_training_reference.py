@@ -1,0 +1,405 @@
+"""Training FLOPs and activation memory against reference layers built here in PyTorch.
+
+The reference model is written as the accounting in :mod:`mlacalc.training.memory` describes it:
+RMSNorm and flash attention as autograd functions that save what the fused kernels save (the
+input and its reciprocal RMS; Q, K, V, the output and the log-sum-exp), MLA's key/value
+up-projection recomputed inside the attention's backward (``recompute="kv_up"``), a whole layer
+recomputed from its input (``"full"``), the absorbed path as plain operations (its scores and
+probabilities materialized). ``FlopCounterMode`` counts forward and backward; the tensors saved
+for backward are captured with ``torch.autograd.graph.saved_tensors_hooks`` and counted once
+per storage, parameters left out."""
+
+from __future__ import annotations
+
+import pytest
+
+import mlacalc
+from mlacalc.training.flops import training_flops
+from mlacalc.training.memory import layer_activations
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+EPS = 1e-6
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one thread (on a shared machine more threads only wait for each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+MLA = {
+    "name": "tiny-mla",
+    "model_type": "deepseek_v3",
+    "hidden_size": 64,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 96,
+    "intermediate_size": 80,
+    "kv_lora_rank": 24,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 12,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 10,
+    "n_routed_experts": 6,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 20,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "tie_word_embeddings": False,
+    "topk_method": "greedy",
+    "num_nextn_predict_layers": 0,
+}
+MLA_Q = {**MLA, "name": "tiny-mla-q", "q_lora_rank": 16, "num_hidden_layers": 2}
+GQA = {
+    "name": "tiny-gqa",
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 96,
+    "intermediate_size": 80,
+    "tie_word_embeddings": False,
+}
+
+
+class RMS(torch.autograd.Function):
+    """A fused RMSNorm: saves its input and the per-row reciprocal RMS (fp32)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        r = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS)
+        ctx.save_for_backward(x, r, w)
+        return (x.float() * r).to(x.dtype) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, r, w = ctx.saved_tensors
+        xn = x.float() * r
+        gw = (g.float() * xn).reshape(-1, x.shape[-1]).sum(0).to(w.dtype)
+        gx = g.float() * w.float()
+        gx = r * (gx - xn * (gx * xn).mean(-1, keepdim=True))
+        return gx.to(x.dtype), gw
+
+
+def _attend(q, k, v):
+    """(b, T, h, d) layout in; the heads of k, v repeat to q's; returns o, lse."""
+    _b, _t, h, _ = q.shape
+    rep = h // k.shape[2]
+    qh = q.transpose(1, 2)
+    kh = k.transpose(1, 2).repeat_interleave(rep, 1)
+    vh = v.transpose(1, 2).repeat_interleave(rep, 1)
+    s = (qh @ kh.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
+    lse = torch.logsumexp(s, -1, keepdim=True)
+    o = (torch.exp(s - lse).to(q.dtype) @ vh).transpose(1, 2).contiguous()
+    return o, lse, qh, kh, vh
+
+
+def _attend_back(g, q, k, v, o, lse):
+    b, t, h, _ = q.shape
+    rep = h // k.shape[2]
+    qh = q.transpose(1, 2)
+    kh = k.transpose(1, 2).repeat_interleave(rep, 1)
+    vh = v.transpose(1, 2).repeat_interleave(rep, 1)
+    s = (qh @ kh.transpose(-1, -2)).float() * q.shape[-1] ** -0.5  # recomputed scores
+    p = torch.exp(s - lse).to(q.dtype)
+    gh = g.transpose(1, 2)
+    dv = p.transpose(-1, -2) @ gh
+    dp = (gh @ vh.transpose(-1, -2)).float()
+    ds = p.float() * (dp - (g.float() * o.float()).sum(-1).transpose(1, 2)[..., None])
+    ds = (ds * q.shape[-1] ** -0.5).to(q.dtype)
+    dq = ds @ kh
+    dk = ds.transpose(-1, -2) @ qh
+
+    def fold(x):  # back to the K/V heads
+        return x.view(b, -1, rep, t, x.shape[-1]).sum(2).transpose(1, 2)
+
+    return dq.transpose(1, 2), fold(dk), fold(dv)
+
+
+class Flash(torch.autograd.Function):
+    """Flash attention: saves Q, K, V, the output and the log-sum-exp; the backward recomputes
+    the scores."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        o, lse, *_ = _attend(q, k, v)
+        ctx.save_for_backward(q, k, v, o, lse)
+        return o
+
+    @staticmethod
+    def backward(ctx, g):
+        return _attend_back(g, *ctx.saved_tensors)
+
+
+class UpFlash(torch.autograd.Function):
+    """MLA's up-projection and flash attention, K and V made again from the latent in the
+    backward (Megatron-LM's mla_up_proj recompute): saves q, the latent, the RoPE key, output
+    and log-sum-exp."""
+
+    @staticmethod
+    def forward(ctx, q, c, kr, w_uk, w_uv):
+        k, v = _up(q, c, kr, w_uk, w_uv)
+        o, lse, *_ = _attend(q, k, v)
+        ctx.save_for_backward(q, c, kr, o, lse, w_uk, w_uv)
+        return o
+
+    @staticmethod
+    def backward(ctx, g):
+        q, c, kr, o, lse, w_uk, w_uv = ctx.saved_tensors
+        k, v = _up(q, c, kr, w_uk, w_uv)  # recomputed
+        dq, dk, dv = _attend_back(g, q, k, v, o, lse)
+        b, t, h, _ = q.shape
+        dn = w_uk.shape[0] // h
+        dkn = dk[..., :dn].reshape(b * t, -1)
+        dvf = dv.reshape(b * t, -1)
+        cf = c.reshape(b * t, -1)
+        dc = (dkn @ w_uk + dvf @ w_uv).view_as(c)
+        return dq, dc, dk[..., dn:].sum(2), dkn.T @ cf, dvf.T @ cf
+
+
+def _up(q, c, kr, w_uk, w_uv):
+    b, t, h, _ = q.shape
+    k_nope = (c @ w_uk.T).view(b, t, h, -1)
+    v = (c @ w_uv.T).view(b, t, h, -1)
+    k = torch.cat([k_nope, kr[:, :, None, :].expand(b, t, h, kr.shape[-1])], -1)
+    return k, v
+
+
+class Recompute(torch.autograd.Function):
+    """A whole layer recomputed from its input in the backward."""
+
+    @staticmethod
+    def forward(ctx, fn, x, *params):
+        ctx.fn = fn
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return fn(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x2 = x.detach().requires_grad_()
+            out = ctx.fn(x2)
+            params = [p for p in ctx.fn.params if p.requires_grad]
+            grads = torch.autograd.grad(out, [x2, *params], g)
+        return (None, grads[0], *([None] * len(ctx.fn.params)))
+
+
+def P(*shape):
+    return torch.nn.Parameter(torch.randn(*shape, dtype=torch.bfloat16) * 0.1)
+
+
+class Model:
+    """The reference model of a ModelConfig: every parameter at its shape."""
+
+    def __init__(self, m, impl, recompute):
+        self.m, self.impl, self.recompute = m, impl, recompute
+        d, h = m.hidden_size, m.num_attention_heads
+        self.layers = []
+        for i in range(m.num_hidden_layers):
+            w = {"n1": P(d), "n2": P(d)}
+            if m.is_mla:
+                dn, dr, dv, dc = (
+                    m.qk_nope_head_dim,
+                    m.qk_rope_head_dim,
+                    m.v_head_dim,
+                    m.kv_lora_rank,
+                )
+                if m.q_lora_rank:
+                    w |= {
+                        "wqa": P(m.q_lora_rank, d),
+                        "nq": P(m.q_lora_rank),
+                        "wqb": P(h * (dn + dr), m.q_lora_rank),
+                    }
+                w |= {
+                    "wq": P(h * (dn + dr), d),
+                    "wdkv": P(dc, d),
+                    "wkr": P(dr, d),
+                    "nc": P(dc),
+                    "wuk": P(h * dn, dc),
+                    "wuv": P(h * dv, dc),
+                    "wo": P(d, h * dv),
+                }
+            else:
+                dh, nkv = m.head_dim, m.num_key_value_heads
+                w |= {
+                    "wq": P(h * dh, d),
+                    "wk": P(nkv * dh, d),
+                    "wv": P(nkv * dh, d),
+                    "wo": P(d, h * dh),
+                }
+            if m.is_moe_layer(i):
+                f, E, fs = (
+                    m.moe_intermediate_size,
+                    m.n_routed_experts,
+                    (m.n_shared_experts * m.moe_intermediate_size),
+                )
+                w |= {
+                    "wr": P(E, d),
+                    "eg": [P(f, d) for _ in range(E)],
+                    "eu": [P(f, d) for _ in range(E)],
+                    "ed": [P(d, f) for _ in range(E)],
+                    "sg": P(fs, d),
+                    "su": P(fs, d),
+                    "sd": P(d, fs),
+                }
+            else:
+                f = m.intermediate_size
+                w |= {"g": P(f, d), "u": P(f, d), "dn": P(d, f)}
+            self.layers.append(w)
+        self.emb = P(m.vocab_size, d)
+        self.nf = P(d)
+        self.head = P(m.vocab_size, d)
+
+    def params(self):
+        out = [self.emb, self.nf, self.head]
+        for w in self.layers:
+            for v in w.values():
+                out += v if isinstance(v, list) else [v]
+        return out
+
+    def attention(self, w, x):
+        m = self.m
+        b, t, _d = x.shape
+        h = m.num_attention_heads
+        hn = RMS.apply(x, w["n1"])
+        if not m.is_mla:
+            dh = m.head_dim
+            q = F.linear(hn, w["wq"]).view(b, t, h, dh)
+            k = F.linear(hn, w["wk"]).view(b, t, -1, dh)
+            v = F.linear(hn, w["wv"]).view(b, t, -1, dh)
+            return F.linear(Flash.apply(q, k, v).view(b, t, -1), w["wo"])
+        dn, dr, dv, dc = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
+        if m.q_lora_rank:
+            q = F.linear(RMS.apply(F.linear(hn, w["wqa"]), w["nq"]), w["wqb"])
+        else:
+            q = F.linear(hn, w["wq"])
+        q = q.view(b, t, h, dn + dr)
+        c = RMS.apply(F.linear(hn, w["wdkv"]), w["nc"])
+        kr = F.linear(hn, w["wkr"])
+        if self.impl == "expanded" and self.recompute == "kv_up":
+            o = UpFlash.apply(q, c, kr, w["wuk"], w["wuv"])
+        elif self.impl == "expanded":
+            k_nope = F.linear(c, w["wuk"]).view(b, t, h, dn)
+            v = F.linear(c, w["wuv"]).view(b, t, h, dv)
+            k = torch.cat([k_nope, kr[:, :, None, :].expand(b, t, h, dr)], -1)
+            o = Flash.apply(q, k, v)
+        else:
+            n = b * t
+            q_nope = q.view(n, h, dn + dr)[..., :dn].transpose(0, 1)  # (h, N, dn)
+            q_lat = torch.bmm(q_nope, w["wuk"].view(h, dn, dc))  # (h, N, dc)
+            q_lat = q_lat.view(h, b, t, dc).transpose(0, 1)
+            q_cat = torch.cat([q_lat, q[..., dn:].transpose(1, 2)], -1).view(b, h * t, dc + dr)
+            key = torch.cat([c, kr], -1)
+            s = torch.bmm(q_cat, key.transpose(1, 2)) * (dn + dr) ** -0.5
+            p = torch.softmax(s, -1)
+            o_lat = torch.bmm(p, c).view(b, h, t, dc).transpose(0, 1).reshape(h, n, dc)
+            o = torch.bmm(o_lat, w["wuv"].view(h, dv, dc).transpose(1, 2))
+            o = o.transpose(0, 1).reshape(b, t, h * dv)
+        return F.linear(o.reshape(b, t, -1), w["wo"])
+
+    def ffn(self, w, x):
+        hn = RMS.apply(x, w["n2"])
+        if "g" in w:
+            return F.linear(F.silu(F.linear(hn, w["g"])) * F.linear(hn, w["u"]), w["dn"])
+        b, t, d = x.shape
+        k, E = self.m.num_experts_per_tok, self.m.n_routed_experts
+        flat = hn.view(b * t, d)
+        probs = torch.softmax(F.linear(flat, w["wr"]).float(), -1)
+        wt, idx = torch.topk(probs, k, -1)
+        order = torch.argsort(idx.reshape(-1), stable=True)
+        tok = order // k
+        x_all = flat[tok]
+        counts = torch.bincount(idx.reshape(-1), minlength=E).tolist()
+        ys, start = [], 0
+        for e, n_e in enumerate(counts):
+            xe = x_all[start : start + n_e]
+            a = F.silu(F.linear(xe, w["eg"][e])) * F.linear(xe, w["eu"][e])
+            ys.append(F.linear(a, w["ed"][e]))
+            start += n_e
+        y = (torch.cat(ys) * wt.reshape(-1)[order].unsqueeze(1)).to(hn.dtype)
+        out = torch.zeros_like(flat).index_add(0, tok, y)
+        shared = F.silu(F.linear(flat, w["sg"])) * F.linear(flat, w["su"])
+        return (out + F.linear(shared, w["sd"])).view(b, t, d)
+
+    def layer(self, w, x):
+        x = x + self.attention(w, x)
+        return x + self.ffn(w, x)
+
+    def loss(self, tokens, targets):
+        x = F.embedding(tokens, self.emb)
+        for w in self.layers:
+            if self.recompute == "full":
+                fn = lambda y, w=w: self.layer(w, y)  # noqa: E731
+                fn.params = [
+                    v for val in w.values() for v in (val if isinstance(val, list) else [val])
+                ]
+                x = Recompute.apply(fn, x, *fn.params)
+            else:
+                x = self.layer(w, x)
+        logits = F.linear(RMS.apply(x, self.nf), self.head)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def _saved_bytes(model, tokens, targets):
+    params = {p.untyped_storage().data_ptr() for p in model.params()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params and t.numel():
+            seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model.loss(tokens, targets)
+    return sum(seen.values()), loss
+
+
+CASES = [
+    (MLA, "expanded", "none"),
+    (MLA, "expanded", "kv_up"),
+    (MLA, "expanded", "full"),
+    (MLA, "absorbed", "none"),
+    (MLA, "absorbed", "full"),
+    (MLA_Q, "expanded", "none"),
+    (MLA_Q, "absorbed", "none"),
+    (GQA, "expanded", "none"),
+    (GQA, "expanded", "full"),
+]
+
+
+def _setup(cfg, impl, recompute, b=2, t=16):
+    torch.manual_seed(0)
+    m = mlacalc.model_from_dict(cfg)
+    model = Model(m, impl, recompute)
+    tokens = torch.randint(0, m.vocab_size, (b, t))
+    targets = torch.randint(0, m.vocab_size, (b, t))
+    return m, model, tokens, targets
+
+
+@pytest.mark.parametrize(("cfg", "impl", "recompute"), CASES)
+def test_activation_bytes_equal_saved_tensors(cfg, impl, recompute):
+    m, model, tokens, targets = _setup(cfg, impl, recompute)
+    saved, _ = _saved_bytes(model, tokens, targets)
+    acts = layer_activations(m, 16, 2, impl, recompute)
+    assert saved == sum(a.bytes * a.layers for a in acts)
+
+
+@pytest.mark.parametrize(("cfg", "impl", "recompute"), CASES)
+def test_training_flops_equal_flopcountermode(cfg, impl, recompute):
+    m, model, tokens, targets = _setup(cfg, impl, recompute)
+    with FlopCounterMode(display=False) as fc:
+        model.loss(tokens, targets).backward()
+    f = training_flops(m, 16, 2, impl=impl, recompute=recompute, causal=False)
+    assert fc.get_total_flops() == f.hardware_flops
