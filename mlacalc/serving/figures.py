@@ -107,7 +107,7 @@ def mix_timing(
         p_sm=p_sm,
         p_lay=p_lay,
         q=1 + req.mtp_tokens,
-        tau=1.0 + sum(req.acceptance**i for i in range(1, req.mtp_tokens + 1)),
+        tau=req.tau,
         S_avg=isl + osl / 2,
         k_max=k_max,
         t_pf=t_pf,

@@ -331,6 +331,7 @@ def plan(
     overlap: str = "none",
     mtp_tokens: int = 0,
     mtp_acceptance: float | None = None,
+    mtp_acceptance_length: float | None = None,
     routing_imbalance: float = 1.0,
     routing: str = "random",
     expert_skew: float = 0.0,

@@ -22,6 +22,7 @@ from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
+from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
@@ -101,6 +102,8 @@ class PlanRequest:
     max_running: int | None = None
     max_tokens: int | None = None
     scheduler: Scheduler = field(default_factory=Scheduler)
+    #: tokens a step yields per sequence (1 + the accepted drafts; mlacalc.serving.speculative)
+    tau: float = 1.0
 
     def step_model_args(self) -> dict[str, Any]:
         """The routing and scheduler arguments of the request's step models."""
@@ -168,7 +171,9 @@ def check_request(
     mtp_tokens = check_int("mtp_tokens", args["mtp_tokens"], allow_none=False, minimum=0)
     output_lag_steps = check_int("output_lag_steps", args["output_lag_steps"], False, minimum=0)
     _check_engine(args["prefill_pass"], output_lag_steps, mode, chunked_prefill)
-    acceptance = _check_mtp(m, mtp_tokens, args["mtp_acceptance"])
+    acceptance, tau, mtp_note = _check_mtp(
+        m, mtp_tokens, args["mtp_acceptance"], args["mtp_acceptance_length"]
+    )
     imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
     routing, expert_skew, rebalance = _check_routing(args)
     max_running, max_tokens, scheduler = _check_scheduler(args)
@@ -219,13 +224,15 @@ def check_request(
         profile=profile,
         p_gpus=p_gpus,
         p_lay=p_lay,
-        warnings=_request_warnings(m, hw, weight_dtype, include_mtp),
+        warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
+        + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
         rebalance=rebalance,
         max_running=max_running,
         max_tokens=max_tokens,
         scheduler=scheduler,
+        tau=tau,
     )
 
 
@@ -362,9 +369,13 @@ def _check_engine(
         )
 
 
-def _check_mtp(m: ModelConfig, mtp_tokens: int, mtp_acceptance: Any) -> float:
-    """The draft tokens' acceptance rate (0 without drafts): drafts need the model's MTP
-    module and a rate, and a rate needs drafts."""
+def _check_mtp(
+    m: ModelConfig, mtp_tokens: int, mtp_acceptance: Any, length: Any
+) -> tuple[float, float, str]:
+    """The draft tokens' acceptance rate (0 without drafts or where only a length is given),
+    the acceptance length (tokens a step yields per sequence; a published default where
+    neither is given, :mod:`mlacalc.serving.speculative`) and its note: drafts need the
+    model's MTP module, a rate or length needs drafts."""
     if mtp_tokens and not m.num_nextn_predict_layers:
         # the drafts run the model's MTP module (its weights held, its layer timed per draft
         # token): a model without one would get the speed-up at no cost
@@ -373,16 +384,10 @@ def _check_mtp(m: ModelConfig, mtp_tokens: int, mtp_acceptance: Any) -> float:
             f"{m.label} has no MTP module (num_nextn_predict_layers is 0) to draft tokens "
             "with; leave mtp_tokens 0",
         )
-    if mtp_tokens and mtp_acceptance is None:
-        raise InvalidArgumentError(
-            "mtp_acceptance", "give the draft tokens' acceptance rate with mtp_tokens"
-        )
-    if mtp_acceptance is not None and not mtp_tokens:
-        # without draft tokens the rate would be dropped without a word
-        raise InvalidArgumentError(
-            "mtp_acceptance", "applies to draft tokens: give mtp_tokens (--mtp-tokens) with it"
-        )
-    return check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True) or 0.0
+    rate = check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True)
+    length = check_number("mtp_acceptance_length", length, 1.0)
+    tau, note = acceptance_length(m.label, True, mtp_tokens, rate, length)
+    return rate or 0.0, tau, note
 
 
 def _request_warnings(
