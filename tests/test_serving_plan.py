@@ -81,7 +81,8 @@ def test_plan_bad_input():
         ({"tp": 3}, "tp"),
         ({"pp": 3}, "pp"),
         ({"isl": 100}, "osl"),
-        ({"isl": 10, "osl": 10, "mtp_tokens": 1}, "mtp_acceptance"),
+        # 4 drafts: no published acceptance length to default to (1 to 3 have one)
+        ({"isl": 10, "osl": 10, "mtp_tokens": 4}, "mtp_acceptance"),
         ({"overlap": "full"}, "overlap"),
         ({"mode": "split"}, "mode"),
         ({"concurrency": float("nan")}, "concurrency"),
