@@ -24,11 +24,11 @@ their catalogue devices.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from difflib import get_close_matches
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from mlacalc.words.errors import (
     UnknownDtypeError,
     UnknownHardwareError,
 )
+from mlacalc.words.safeio import parse_json
 from mlacalc.words.safeio import parse_yaml as parse_yaml_text
 from mlacalc.words.safeio import read_text as _read_text
 
@@ -460,15 +461,9 @@ def _assumed(raw: Any, data: dict, origin: str) -> tuple[str, ...]:
 
 
 def read_sidecar(path: Path) -> dict:
-    """The JSON sidecar of a measurement set, checked to be an ``mlacalc.bench/1`` file."""
-    try:
-        meta = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
-        ) from None
+    """The JSON sidecar of a measurement set, checked to be an ``mlacalc.bench/1`` file whose
+    fields every reader uses have their types and physical bounds (:func:`check_sidecar`)."""
+    meta = parse_json(_read_text(Path(path), what="measurement sidecars"), str(path))
     if not isinstance(meta, dict) or meta.get("schema") != "mlacalc.bench/1":
         raise ConfigError(
             "is not an mlacalc.bench/1 measurement sidecar",
@@ -479,7 +474,107 @@ def read_sidecar(path: Path) -> dict:
     for key in ("ceilings", "device", "rows_file"):
         if key not in meta:
             raise ConfigError("is missing", source=str(path), field=key)
+    check_sidecar(meta, str(path))
     return meta
+
+
+def _sidecar_error(origin: str, field: str, what: str) -> ConfigError:
+    return ConfigError(
+        f"must be {what}", source=origin, field=field, fix="pass the .json that mlacalc bench wrote"
+    )
+
+
+def _rate(meta: dict, origin: str, field: str, *, zero: bool = False) -> None:
+    """A positive finite number (``zero``: or 0) at ``field`` (dotted) of ``meta``."""
+    value: Any = meta
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        raise _sidecar_error(origin, field, f"a {'non-negative' if zero else 'positive'} number")
+
+
+def _rates_by_dtype(ceilings: dict, origin: str, name: str, *, required: bool) -> None:
+    table = ceilings.get(name)
+    if table is None and not required:
+        return
+    if not isinstance(table, dict) or (required and not table):
+        raise _sidecar_error(origin, f"ceilings.{name}", "a mapping of dtypes to rates")
+    for dtype in table:
+        try:
+            canonical_dtype(dtype)
+        except UnknownDtypeError:
+            raise _sidecar_error(
+                origin, f"ceilings.{name}.{str(dtype)[:20]}", "keyed by a known dtype"
+            ) from None
+        _rate(ceilings, origin, f"{name}.{dtype}")
+
+
+def check_sidecar(meta: dict, origin: str) -> None:
+    """The fields of a measurement sidecar the readers use: ``rows_file`` a file name beside
+    it, ``device`` a mapping whose ``kind`` is cuda or cpu, the ceilings positive finite rates
+    by known dtype, the GEMM sweep increasing sizes with positive times; every error one line
+    naming the file and field (a malformed sidecar was an AttributeError, KeyError or
+    IndexError in the API, the CLI and the app)."""
+    rows = meta["rows_file"]
+    if not isinstance(rows, str) or not rows or Path(rows).name != rows or rows in (".", ".."):
+        raise _sidecar_error(origin, "rows_file", "the name of the rows file beside it")
+    device = meta["device"]
+    if not isinstance(device, dict) or device.get("kind") not in ("cuda", "cpu"):
+        raise _sidecar_error(origin, "device.kind", "cuda or cpu, in a mapping 'device'")
+    for key in ("memory_bytes", "sm_count"):
+        value = device.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _sidecar_error(origin, f"device.{key}", "a whole number")
+        if value is not None and value <= 0:
+            raise _sidecar_error(origin, f"device.{key}", "positive")
+    ceilings = meta["ceilings"]
+    if not isinstance(ceilings, dict):
+        raise _sidecar_error(origin, "ceilings", "a mapping of measured ceilings")
+    _rates_by_dtype(ceilings, origin, "matmul_flops_per_s", required=True)
+    _rates_by_dtype(ceilings, origin, "gemv_bytes_per_s", required=False)
+    _rate(ceilings, origin, "copy_bytes_per_s")
+    _rate(ceilings, origin, "launch_latency_s", zero=True)
+    sweeps = ceilings.get("gemm_m_sweep", {})
+    if not isinstance(sweeps, dict):
+        raise _sidecar_error(origin, "ceilings.gemm_m_sweep", "a mapping of dtypes to sweeps")
+    for dtype, sweep in sweeps.items():
+        where = f"ceilings.gemm_m_sweep.{str(dtype)[:20]}"
+        _check_sweep(sweep, origin, where)
+        try:
+            canonical_dtype(dtype)
+        except UnknownDtypeError:
+            raise _sidecar_error(origin, where, "keyed by a known dtype") from None
+
+
+def _check_sweep(sweep: Any, origin: str, where: str) -> None:
+    """One dtype's GEMM sweep: ``n`` and increasing sizes ``m``, a positive time for each."""
+    if not isinstance(sweep, dict):
+        raise _sidecar_error(origin, where, "a mapping with n, m and seconds")
+    n, ms, secs = sweep.get("n"), sweep.get("m"), sweep.get("seconds")
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise _sidecar_error(origin, f"{where}.n", "a positive whole number")
+    if (
+        not isinstance(ms, list)
+        or not ms
+        or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in ms)
+        or any(b <= a for a, b in pairwise(ms))
+    ):
+        raise _sidecar_error(origin, f"{where}.m", "increasing positive whole numbers")
+    if (
+        not isinstance(secs, list)
+        or len(secs) != len(ms)
+        or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0
+            for s in secs
+        )
+    ):
+        raise _sidecar_error(origin, f"{where}.seconds", "a positive time for each m")
 
 
 def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
@@ -501,7 +596,7 @@ def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
         memory_bytes=int(memory or 0),
         sm_count=device.get("sm_count"),
         source=(f"measured by mlacalc bench: {path.name}",),
-        notes=f"{device['threads']} threads, torch {device['torch_version']}",
+        notes=f"{device.get('threads', '?')} threads, torch {device.get('torch_version', '?')}",
         measured=True,
         launch_latency_s=float(ceilings["launch_latency_s"]),
         origin=str(path),

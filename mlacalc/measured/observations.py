@@ -112,7 +112,8 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
     """The catalogue device a ``calibrate`` run was taken on (matched by the GPU's name, e.g.
     ``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else the run's own measured ceilings (the path
     of its sidecar, which :func:`mlacalc.load_hardware` reads)."""
-    device = meta.get("device", {})
+    device = meta.get("device")
+    device = device if isinstance(device, dict) else {}
     name = str(device.get("name", "")).upper()
     if device.get("kind") == "cuda":
         for parts, entry in GPU_NAMES:
@@ -138,15 +139,32 @@ def read_kernel_set(path: str | os.PathLike) -> list:
     rows_path = p.parent / str(meta["rows_file"])
     try:
         with open(rows_path, newline="", encoding="utf-8") as fh:
-            rows = [r for r in csv.DictReader(fh) if r.get("status") == "ok"]
+            reader = csv.DictReader(fh)
+            names = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("status") == "ok"]
     except OSError as exc:
         raise ConfigError(
             f"cannot be read ({exc.strerror or exc})", source=str(rows_path)
         ) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(
+            f"is not a CSV text file ({str(exc)[:80]})",
+            source=str(rows_path),
+            fix="pass the files mlacalc bench --preset calibrate wrote",
+        ) from None
+    for need in ("kind", "dtype", "flops", "bytes", "status", "median_s"):
+        if need not in names:
+            raise ConfigError(
+                "is not a calibrate rows file: the column is missing",
+                source=str(rows_path),
+                field=need,
+                fix="pass the files mlacalc bench --preset calibrate wrote",
+            )
     device = kernel_set_device(meta, p)
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["kind"], r["dtype"]), []).append(r)
+        # a short row reads None for its missing cells
+        groups.setdefault((str(r["kind"]), str(r["dtype"])), []).append(r)
     out = []
     for (kind, dtype), rs in sorted(groups.items()):
 
@@ -177,8 +195,10 @@ def read_kernel_set(path: str | os.PathLike) -> list:
         try:
             batch = KernelBatch(kind, dtype, col("flops"), col("bytes"), col("calls"), shape)
             seconds = col("median_s")
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(f"has a malformed row ({exc})", source=str(rows_path)) from None
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"has a malformed row ({str(exc)[:80]})", source=str(rows_path)
+            ) from None
         out.append(
             Observations(
                 device=device,

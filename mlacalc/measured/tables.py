@@ -320,6 +320,12 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
         raise ConfigError(
             f"cannot be read ({exc.strerror or exc})", source=str(rows_path)
         ) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(
+            f"is not a CSV text file ({str(exc)[:80]})",
+            source=str(rows_path),
+            fix="pass files written by mlacalc bench",
+        ) from None
     for need in ("model", "impl", "phase", "batch", "seq_len", "dtype", "status", "median_s"):
         if need not in names:
             raise ConfigError(
@@ -330,7 +336,7 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
             )
     cols: dict[str, np.ndarray] = {}
     for n in names:
-        values = [r[n] for r in raw]
+        values = [r[n] or "" for r in raw]  # a short row reads None for its missing cells
         try:
             cols[n] = np.array([int(v) for v in values], dtype=np.int64)
         except ValueError:

@@ -9,6 +9,7 @@ variant. The error of a row is ``predicted / measured - 1``: negative means too 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ class ValidationSet:
     rows: tuple[ValidationRow, ...]
     skipped: int = 0
     groups: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ok rows whose time cannot be scored (NaN, infinite, zero or negative), by reason
+    excluded: dict[str, int] = field(default_factory=dict)
 
     @property
     def median_abs_error(self) -> float:
@@ -97,6 +100,7 @@ class ValidationSet:
             "mode": self.mode,
             "rows_validated": len(self.rows),
             "rows_not_ok": self.skipped,
+            "rows_excluded": dict(self.excluded),
             "median_abs_error": self.median_abs_error,
             "worst_abs_error": self.worst_abs_error,
             "by_impl": self.groups,
@@ -152,21 +156,33 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             raw = list(reader)
     except OSError as exc:
         raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(csv_path)) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(
+            f"is not a CSV text file ({str(exc)[:80]})",
+            source=str(csv_path),
+            fix="pass files written by mlacalc bench",
+        ) from None
     hardware = hardware_from_measurements(path)
     calibration = Calibration.from_measurements(meta)
     rows, skipped = [], 0
-    for r in raw:
+    excluded: dict[str, int] = {}
+    for i, r in enumerate(raw, start=2):  # line 1 is the header
         if r["status"] != "ok":
             skipped += 1
             continue
+        sizes, reason = _row_sizes(r, csv_path, i)
+        if reason:  # a time that cannot be scored: counted, never scored
+            excluded[reason] = excluded.get(reason, 0) + 1
+            continue
+        batch, seq_len, measured = sizes
         model = load_model(r["model"])
         impl = None if r["impl"] == "standard" else r["impl"]
         p = predict_time(
             model,
             hardware,
             r["phase"],
-            int(r["seq_len"]),
-            int(r["batch"]),
+            seq_len,
+            batch,
             impl=impl,
             mode=mode,
             dtype=r["dtype"],
@@ -178,9 +194,9 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
                 variant=model.variant,
                 impl=r["impl"],
                 phase=r["phase"],
-                batch=int(r["batch"]),
-                seq_len=int(r["seq_len"]),
-                measured_s=float(r["median_s"]),
+                batch=batch,
+                seq_len=seq_len,
+                measured_s=measured,
                 predicted_s=p.seconds,
                 bound=p.bound,
                 flops=p.flops,
@@ -188,15 +204,48 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             )
         )
     if not rows:
-        raise ConfigError("has no ok rows to validate", source=str(csv_path))
+        why = "; ".join(f"{n} {reason}" for reason, n in sorted(excluded.items()))
+        raise ConfigError(
+            "has no ok rows to validate" + (f" (excluded: {why})" if why else ""),
+            source=str(csv_path),
+        )
     return ValidationSet(
         name=path.stem,
-        device=meta["device"]["name"],
+        device=str(meta["device"].get("name", path.stem)),
         mode=mode,
         rows=tuple(rows),
         skipped=skipped,
         groups=_group(rows),
+        excluded=excluded,
     )
+
+
+def _row_sizes(r: dict[str, Any], csv_path: Path, line: int) -> tuple[tuple[int, int, float], str]:
+    """(batch, seq_len, measured seconds) of an ok row, or why its time cannot be scored; a
+    size that is not a positive whole number is an error naming the line and column."""
+    sizes = []
+    for name in ("batch", "seq_len"):
+        try:
+            value = int(str(r[name]))
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ConfigError(
+                f"line {line}: must be a positive whole number, got {str(r[name])[:20]!r}",
+                source=str(csv_path),
+                field=name,
+                fix="pass files written by mlacalc bench",
+            )
+        sizes.append(value)
+    try:
+        measured = float(str(r["median_s"]))
+    except ValueError:
+        return (0, 0, 0.0), "time not a number"
+    if not math.isfinite(measured):
+        return (0, 0, 0.0), "time not finite (NaN or infinite)"
+    if measured <= 0:
+        return (0, 0, 0.0), "time zero or negative"
+    return (sizes[0], sizes[1], measured), ""
 
 
 def validate_bench_files(files: list[str | Path] | None, mode: str) -> list[ValidationSet]:

@@ -1,0 +1,310 @@
+"""Mutation suite of the measured inputs besides the parquet tables: microbenchmark sidecars
+and their rows, calibrate kernel sets, and the observations ``calibrate`` fits on.
+
+A malformed sidecar (every field the readers use, mutated) is refused in one line naming the
+file and field by every reader: ``validate`` of the files and of ``measured=``, the hardware
+loader and the command line; never an AttributeError, KeyError, IndexError or
+UnicodeDecodeError. A row whose time is NaN, infinite, zero or negative is never scored: it is
+left out and counted by reason. ``calibrate`` leaves out rows it cannot fit on and refuses a
+class with no more rows than parameters (it reported a residual of 1e-6 for 9 parameters on one
+row), and invents no class from an unknown kind. Each test is named after the defect it caught
+(issue 26)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlacalc
+from mlacalc.cli import main
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.validate_tables import MEASURED_TIME
+from mlacalc.timemodel.fit import Observations
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
+from mlacalc.words.kernels import KernelBatch
+
+SHIPPED = next((Path(mlacalc.__file__).parent / "data" / "measurements").glob("*.json"))
+META = json.loads(SHIPPED.read_text(encoding="utf-8"))
+ROWS = SHIPPED.with_suffix(".csv").read_text(encoding="utf-8").splitlines()
+
+
+def _set(tmp_path: Path, meta=None, rows=None, name="set") -> Path:
+    """A microbenchmark set in ``tmp_path``: the shipped one, or its sidecar and rows changed."""
+    meta = copy.deepcopy(META if meta is None else meta)
+    if isinstance(meta, dict) and meta.get("rows_file") == META["rows_file"]:
+        meta["rows_file"] = f"{name}.csv"
+    (tmp_path / f"{name}.csv").write_text("\n".join(ROWS if rows is None else rows) + "\n")
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(meta))
+    return path
+
+
+def _one_line(exc: BaseException, path: Path) -> str:
+    text = str(exc)
+    assert "\n" not in text and str(path.parent) in text, text
+    return text
+
+
+def _readers(path: Path):
+    """Every reader of a microbenchmark set, as (name, call)."""
+    return [
+        ("validate", lambda: mlacalc.validate([path])),
+        ("validate measured=", lambda: mlacalc.validate(measured=path)),
+        ("load_hardware", lambda: load_hardware(path)),
+    ]
+
+
+def _mutate(meta: dict, where: str, value) -> dict:
+    meta = copy.deepcopy(meta)
+    *parents, last = where.split(".")
+    node = meta
+    for p in parents:
+        node = node[p]
+    if value is _DROP:
+        node.pop(last)
+    else:
+        node[last] = value
+    return meta
+
+
+_DROP = object()
+BAD_SIDECARS = [
+    ("device", "H100"),
+    ("device", []),
+    ("device", _DROP),
+    ("device.kind", "gpu"),
+    ("device.kind", None),
+    ("device.kind", _DROP),
+    ("device.memory_bytes", -5),
+    ("device.memory_bytes", "80GB"),
+    ("ceilings", []),
+    ("ceilings.matmul_flops_per_s", {}),
+    ("ceilings.matmul_flops_per_s", "fast"),
+    ("ceilings.matmul_flops_per_s", {"fp99": 1e12}),
+    ("ceilings.matmul_flops_per_s", {"fp32": -1.0}),
+    ("ceilings.matmul_flops_per_s", {"fp32": 0}),
+    ("ceilings.matmul_flops_per_s", {"fp32": "1e12"}),
+    ("ceilings.copy_bytes_per_s", 0),
+    ("ceilings.copy_bytes_per_s", -1e9),
+    ("ceilings.copy_bytes_per_s", None),
+    ("ceilings.copy_bytes_per_s", _DROP),
+    ("ceilings.launch_latency_s", -1e-6),
+    ("ceilings.launch_latency_s", "1us"),
+    ("ceilings.gemv_bytes_per_s", [1, 2]),
+    ("ceilings.gemm_m_sweep", [1]),
+    ("ceilings.gemm_m_sweep.fp32", []),
+    ("ceilings.gemm_m_sweep.fp32.n", 0),
+    ("ceilings.gemm_m_sweep.fp32.m", [4, 2, 1]),
+    ("ceilings.gemm_m_sweep.fp32.m", []),
+    ("ceilings.gemm_m_sweep.fp32.seconds", [1e-3]),
+    ("ceilings.gemm_m_sweep.fp32.seconds", [-1.0] * 10),
+    ("rows_file", 5),
+    ("rows_file", ""),
+    ("rows_file", "../elsewhere.csv"),
+    ("rows_file", "/etc/hostname"),
+    ("schema", "mlacalc.bench/2"),
+]
+
+
+@pytest.mark.parametrize(("where", "value"), BAD_SIDECARS, ids=lambda x: str(x)[:30])
+def test_bench_sidecar_malformed_is_one_line_naming_the_field_in_every_reader(
+    tmp_path, where, value
+):
+    path = _set(tmp_path, _mutate(META, where, value))
+    field = where.split(".")[-1]
+    for name, call in _readers(path):
+        with pytest.raises(MlacalcError) as err:
+            call()
+        text = _one_line(err.value, path)
+        assert field in text or where.split(".")[0] in text, (name, text)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"\xff\xfe\x00{", b"[]", b'"x"', b"[" * 50_000, b'{"schema": NaN}'],
+    ids=["empty", "truncated", "not-utf8", "list", "string", "deep", "nan"],
+)
+def test_bench_sidecar_that_is_not_json_is_one_line_in_every_reader(tmp_path, raw):
+    path = tmp_path / "set.json"
+    path.write_bytes(raw)
+    (tmp_path / "set.csv").write_text("\n".join(ROWS))
+    for _, call in _readers(path):
+        with pytest.raises(MlacalcError) as err:
+            call()
+        _one_line(err.value, path)
+
+
+def test_bench_sidecar_malformed_on_the_command_line_is_one_line_exit_2(tmp_path, capsys):
+    for i, (where, value) in enumerate(BAD_SIDECARS[::4]):
+        path = _set(tmp_path, _mutate(META, where, value), name=f"s{i}")
+        for args in (["validate", str(path)], ["validate", "--measured", str(path)]):
+            assert main(args) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "internal error" not in err, err
+
+
+# ---- the rows: a time that cannot be scored is left out and counted
+
+
+def _rows_with(median: dict[int, str]) -> list[str]:
+    """The shipped rows with the median time of some rows replaced."""
+    reader = list(csv.reader(ROWS))
+    col = reader[0].index("median_s")
+    for i, value in median.items():
+        reader[i][col] = value
+    return [",".join(r) for r in reader]
+
+
+@pytest.mark.parametrize("bad", ["nan", "-0.004", "0", "inf", "-inf"])
+def test_bench_set_nan_or_negative_times_are_never_scored(tmp_path, bad):
+    # a median of NaN and a -4100% error were scored before
+    path = _set(tmp_path, rows=_rows_with({1: bad, 2: bad}))
+    (v,) = mlacalc.validate([path])
+    (ref,) = mlacalc.validate([SHIPPED])
+    assert len(v.rows) == len(ref.rows) - 2
+    assert sum(v.excluded.values()) == 2 and v.to_dict()["rows_excluded"] == v.excluded
+    assert all(math.isfinite(r.error) and r.measured_s > 0 for r in v.rows)
+    assert math.isfinite(v.median_abs_error)
+    m = mlacalc.validate(measured=path)
+    (t,) = m.tables
+    assert t.not_predicted_by_reason().get(MEASURED_TIME) == 2
+    assert math.isfinite(t.summary()["median_abs_error"])
+
+
+def test_bench_set_with_no_usable_time_is_refused_counting_the_reasons(tmp_path):
+    n = len(ROWS) - 1
+    path = _set(tmp_path, rows=_rows_with(dict.fromkeys(range(1, n + 1), "nan")))
+    with pytest.raises(ConfigError, match=rf"no ok rows to validate \(excluded: {n} time not fin"):
+        mlacalc.validate([path])
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("batch", "abc"), ("seq_len", "-4"), ("batch", "1.5"), ("seq_len", "")]
+)
+def test_bench_rows_malformed_size_is_one_line_naming_line_and_column(tmp_path, column, value):
+    reader = list(csv.reader(ROWS))
+    reader[3][reader[0].index(column)] = value
+    path = _set(tmp_path, rows=[",".join(r) for r in reader])
+    with pytest.raises(ConfigError, match=rf"field '{column}': line 4: must be a positive"):
+        mlacalc.validate([path])
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ["model,impl"],  # columns missing
+        [ROWS[0], "deepseek-v2-lite,mla"],  # a short row
+        None,  # not UTF-8 (written below)
+    ],
+    ids=["columns", "short", "not-utf8"],
+)
+def test_bench_rows_file_malformed_is_one_line(tmp_path, rows):
+    path = _set(tmp_path, rows=rows or ROWS)
+    if rows is None:
+        (tmp_path / "set.csv").write_bytes(b"\xff\xfe" + "\n".join(ROWS).encode("utf-16"))
+    for _, call in _readers(path)[:2]:
+        with pytest.raises(MlacalcError) as err:
+            call()
+        _one_line(err.value, path)
+
+
+# ---- calibrate's observations
+
+
+def _obs(kind="gemm", dtype="bf16", n=40, seconds=None, device="H100-SXM") -> Observations:
+    m = np.linspace(16, 4096, n)
+    size = np.full(n, 4096.0)
+    flops = 2 * m * size * size
+    nbytes = 2 * (m * size + size * size + m * size)
+    batch = KernelBatch(kind, dtype, flops, nbytes, np.ones(n), {"m": m, "n": size, "k": size})
+    secs = flops / 500e12 + 5e-6 if seconds is None else np.asarray(seconds, dtype=float)
+    return Observations(device, "gemm_perf", batch, secs)
+
+
+def test_calibrate_refuses_nine_parameters_on_one_row_as_underdetermined():
+    with pytest.raises(InvalidArgumentError, match=r"underdetermined: 1 row\(s\) for the 9 "):
+        mlacalc.calibrate([_obs(n=1)], use_scipy=False)
+
+
+def test_calibrate_leaves_an_underdetermined_class_out_and_says_so():
+    prof = mlacalc.calibrate([_obs(), _obs(dtype="fp16", n=2)], use_scipy=False)
+    assert list(prof.classes) == ["gemm:bf16"]
+    assert any("gemm:fp16 not fitted (underdetermined: 2 row(s)" in n for n in prof.notes)
+
+
+@pytest.mark.parametrize("bad", [math.nan, -1e-5, 0.0, math.inf, -math.inf])
+def test_calibrate_with_zero_negative_nan_or_infinite_timings_excludes_and_counts(bad):
+    times = _obs().seconds.copy()
+    times[:10] = bad
+    prof = mlacalc.calibrate([_obs(seconds=times)], use_scipy=False)
+    assert prof.residuals["H100-SXM"]["gemm:bf16"]["rows"] == 30
+    assert any("10 row(s) of gemm:bf16 (gemm_perf) excluded: time" in n for n in prof.notes)
+    assert all(math.isfinite(v) for v in prof.classes["gemm:bf16"].values())
+    with pytest.raises(InvalidArgumentError, match=r"^measured_sets: no kernel rows .*40 time"):
+        mlacalc.calibrate([_obs(seconds=np.full(40, bad))], use_scipy=False)
+
+
+def test_calibrate_of_unknown_kind_warp_drive_invents_no_class():
+    prof = mlacalc.calibrate([_obs(), _obs(kind="warp_drive", dtype="fp32")], use_scipy=False)
+    assert not any(k.startswith("warp_drive") for k in prof.classes)
+    assert any("unknown kernel kind 'warp_drive'" in n for n in prof.notes)
+    with pytest.raises(InvalidArgumentError, match=r"unknown kernel kind 'warp_drive'"):
+        mlacalc.calibrate([_obs(kind="warp_drive", dtype="fp32")], use_scipy=False)
+
+
+def _kernel_set(tmp_path: Path, rows: list[dict], columns=None) -> Path:
+    """A calibrate-preset kernel set (sidecar and rows) on the shipped set's CPU ceilings."""
+    meta = copy.deepcopy(META)
+    meta.update(preset="calibrate", rows_file="k.csv")
+    columns = columns or ["kind", "dtype", "flops", "bytes", "calls", "m", "n", "k", "status",
+                          "median_s"]  # fmt: skip
+    with open(tmp_path / "k.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(meta))
+    return path
+
+
+def _gemm_rows(n=12, **over) -> list[dict]:
+    out = []
+    for i in range(n):
+        m = 64 * (i + 1)
+        row = dict(kind="gemm", dtype="fp32", m=m, n=1024, k=1024, calls=1, status="ok")
+        row.update(flops=2 * m * 1024 * 1024, bytes=4 * (2 * m * 1024 + 1024 * 1024))
+        row["median_s"] = row["flops"] / 2e11 + 2e-5
+        out.append({**row, **over})
+    return out
+
+
+@pytest.mark.parametrize(
+    ("rows", "columns", "match"),
+    [
+        (_gemm_rows(kind="warp_drive"), None, "unknown kernel kind 'warp_drive'"),
+        (_gemm_rows(median_s="nan"), None, "time not finite"),
+        (_gemm_rows(median_s="-1"), None, "time zero or negative"),
+        (_gemm_rows(flops="abc"), None, "malformed row"),
+        (_gemm_rows(), ["dtype", "flops", "bytes", "status", "median_s"], "field 'kind'"),
+        (_gemm_rows(n=3), None, "underdetermined: 3 row"),
+    ],
+    ids=["unknown-kind", "nan", "negative", "junk", "no-kind", "three-rows"],
+)
+def test_calibrate_kernel_set_file_malformed_is_one_line(tmp_path, rows, columns, match):
+    path = _kernel_set(tmp_path, rows, columns)
+    with pytest.raises(MlacalcError, match=match) as err:
+        mlacalc.calibrate(str(path), use_scipy=False)
+    assert "\n" not in str(err.value)
+
+
+def test_calibrate_kernel_set_file_fits_its_usable_rows(tmp_path):
+    rows = _gemm_rows() + _gemm_rows(n=2, median_s="nan")
+    prof = mlacalc.calibrate(str(_kernel_set(tmp_path, rows)), use_scipy=False)
+    assert list(prof.classes) == ["gemm:fp32"]
+    assert any("2 row(s) of gemm:fp32" in n and "time not finite" in n for n in prof.notes)
