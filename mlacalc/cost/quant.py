@@ -5,10 +5,11 @@ gives the bytes the checkpoint's tensors occupy, scales included, and names the
 tensors that stay in the high-precision dtype, by the scheme
 :mod:`mlacalc.models.quantization` reads (fp8 blocks, mxfp4 experts, integer groups).
 
-A checkpoint that keeps its scheme outside ``config.json`` (NVIDIA's ModelOpt exports
-write ``hf_quant_config.json``) cannot be sized from ``config.json`` alone:
-:func:`quantization_scheme` says so in its ``note`` and :func:`quantized_weight_bytes`
-refuses it by name.
+A ModelOpt export's ``hf_quant_config.json`` read beside its ``config.json`` gives its scheme
+(NVFP4, FP8 per tensor, mixed precision); without that file the checkpoint cannot be sized
+from ``config.json`` alone: :func:`quantization_scheme` says so in its ``note`` and
+:func:`quantized_weight_bytes` refuses it by name. :func:`component_precision` gives the
+per-component record the serving planner reads.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Any
 
 from mlacalc.models.quantization import (
+    COMPONENTS,
+    ComponentPrecision,
     QuantScheme,
     quantization_scheme,
     scheme_of,
@@ -28,12 +32,14 @@ from mlacalc.models.tensors import Tensor, part_of, tensors
 from mlacalc.words.errors import ConfigError
 
 __all__ = [
+    "ComponentPrecision",
     "QuantScheme",
     "QuantizedWeights",
     "Tensor",
     "checkpoint_part_bytes",
     "checkpoint_tensors",
     "checkpoint_weights",
+    "component_precision",
     "is_kept",
     "quantization_scheme",
     "quantized_weight_bytes",
@@ -98,21 +104,60 @@ def _matches(pattern: str, module: str) -> bool:
     return f".{pattern}." in f".{module}."
 
 
+def _module(t: Tensor) -> str:
+    """The module a tensor belongs to (a stacked expert tensor names its projection)."""
+    return t.name if t.role == "experts" else t.name.rsplit(".", 1)[0]
+
+
+def _glob(pattern: str, module: str) -> bool:
+    """ModelOpt's ``exclude_modules`` semantics: an fnmatch glob over the whole name, which
+    also covers the module's children."""
+    return fnmatchcase(module, pattern) or fnmatchcase(module, pattern + ".*")
+
+
+def tensor_format(t: Tensor, s: QuantScheme) -> str | None:
+    """The format ``t`` is stored in under ``s`` (``nvfp4``, ``fp8``...), None when kept in
+    the released dtype."""
+    if s.method == "mixed":
+        module = _module(t)
+        if len(t.shape) < 2 or any(_glob(k, module) for k in s.keep):
+            return None
+        return next((f for m, f in s.per_module if _glob(m, module)), None)
+    if is_kept(t, s):
+        return None
+    return "fp8" if s.method == "fp8" else s.method
+
+
 def is_kept(t: Tensor, s: QuantScheme) -> bool:
+    if s.method == "mixed":
+        return tensor_format(t, s) is None
     if t.role not in ("linear", "experts") or _NEVER.search(t.name):
         return True
     if s.experts_only and t.role != "experts":
         return True
     module = t.name.rsplit(".", 1)[0]
+    if s.glob:
+        return any(_glob(k, _module(t)) for k in s.keep)
     if any(_matches(k, module) for k in s.keep):
         return True
     return any(re.fullmatch(r, module) for r in s.keep_regex)
 
 
-def _quantized(shape: tuple[int, ...], role: str, s: QuantScheme) -> tuple[int, int]:
-    """(payload bytes, scale bytes) of one quantized tensor."""
+def _quantized(
+    shape: tuple[int, ...], role: str, s: QuantScheme, fmt: str | None = None
+) -> tuple[int, int]:
+    """(payload bytes, scale bytes) of one quantized tensor (``fmt``: its format under a
+    mixed scheme)."""
     experts = shape[0] if role == "experts" else 1
     out, inp = shape[-2], shape[-1]
+    fmt = fmt or s.method
+    if fmt in ("nvfp4", "w4a16_nvfp4"):
+        # e2m1 pairs in bytes, an e4m3 scale per 16 values, float32 weight_scale_2 and,
+        # with quantized activations, a float32 input_scale per matrix
+        scalars = 4 + (4 if (fmt == "nvfp4" and (s.input_scale or s.method == "mixed")) else 0)
+        return experts * out * (-(-inp // 2)), experts * (out * (-(-inp // 16)) + scalars)
+    if fmt == "fp8_tensor":
+        return experts * out * inp, experts * 8  # float32 weight_scale and input_scale
     if s.method == "fp8":
         bm, bn = s.block
         return experts * out * inp, experts * 4 * (-(-out // bm)) * (-(-inp // bn))
@@ -129,9 +174,10 @@ def _quantized(shape: tuple[int, ...], role: str, s: QuantScheme) -> tuple[int, 
 def tensor_bytes(t: Tensor, scheme: QuantScheme, kept_dtype_bytes: int = 2) -> tuple[int, int]:
     """(payload bytes, scale bytes) of one tensor stored as ``scheme``; a tensor the scheme
     keeps is all payload, at ``kept_dtype_bytes`` per value, with no scales."""
-    if is_kept(t, scheme):
+    fmt = tensor_format(t, scheme)
+    if fmt is None:
         return t.numel * kept_dtype_bytes, 0
-    return _quantized(t.shape, t.role, scheme)
+    return _quantized(t.shape, t.role, scheme, fmt)
 
 
 def quantized_weight_bytes(
@@ -148,11 +194,12 @@ def quantized_weight_bytes(
     q_params = payload = scales = kept_params = 0
     kept: list[str] = []
     for t in tensors:
-        if is_kept(t, scheme):
+        fmt = tensor_format(t, scheme)
+        if fmt is None:
             kept_params += t.numel
             kept.append(t.name)
             continue
-        p, s = _quantized(t.shape, t.role, scheme)
+        p, s = _quantized(t.shape, t.role, scheme, fmt)
         q_params += t.numel
         payload += p
         scales += s
@@ -179,7 +226,7 @@ def _kept_label(name: str) -> str:
         return "embedding"
     if name.startswith("lm_head"):
         return "output head"
-    if "norm" in name:
+    if "norm" in name or name.endswith(".layer_scalar"):
         return "norms"
     if "router" in name or name.endswith(".gate.weight") or "correction_bias" in name:
         return "router"
@@ -255,3 +302,42 @@ def _collapse(names: list[str]) -> list[str]:
     for n in names:
         seen[re.sub(r"\.\d+\.", ".*.", n)] = None
     return list(seen)
+
+
+#: the parts of :func:`mlacalc.models.tensors.part_of` -> the components of ComponentPrecision
+_COMPONENT_OF = {
+    "attention": "attention",
+    "dense_ffn": "dense_ffn",
+    "moe_routed_experts": "experts",
+    "moe_shared_experts": "shared_experts",
+    "embedding": "embeddings",
+    "lm_head": "head",
+}
+
+
+def component_precision(model: Any, include_mtp: bool = False) -> ComponentPrecision:
+    """Each part of the model's checkpoint in its stored format, with its parameters, and the
+    KV-cache dtype the checkpoint is calibrated for (:class:`ComponentPrecision`).
+
+    A model without a quantization holds every component in its ``weights_dtype``; a model
+    that declares one (``quantization_config``, or ModelOpt's ``hf_quant_config.json`` read
+    beside its ``config.json``) has each tensor in the scheme's format or, where the scheme
+    keeps it, in bf16. Norms, routers and biases are not components."""
+    scheme = getattr(model, "quantization", None)
+    released = getattr(model, "weights_dtype", "bf16") or "bf16"
+    if scheme is None or scheme.method == "external":
+        source = "weights_dtype" if scheme is None else "weights_dtype (" + scheme.note + ")"
+        kept_fmt, scheme = released, None
+    else:
+        source, kept_fmt = f"quantization_config: {scheme.describe()}", "bf16"
+    out: dict[str, dict[str, int]] = {}
+    for t in tensors(model, include_mtp=include_mtp):
+        component = _COMPONENT_OF.get(part_of(t.name))
+        if component is None or len(t.shape) < 2:
+            continue
+        fmt = (tensor_format(t, scheme) if scheme is not None else None) or kept_fmt
+        acc = out.setdefault(component, {})
+        acc[fmt] = acc.get(fmt, 0) + t.numel
+    ordered = {c: out[c] for c in COMPONENTS if c in out}
+    kv = scheme.kv_cache if scheme is not None else None
+    return ComponentPrecision(weights=ordered, kv_cache=kv, source=source)

@@ -9,6 +9,7 @@ offered (``ModelConfig``, ``model_from_dict``, ``import_hf_config``, ``FIELDS``,
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "model_from_dict",
     "parse_config_text",
     "parse_upload",
+    "quant_config_beside",
     "shipped_models",
 ]
 
@@ -113,8 +115,16 @@ def parse_yaml_text(text: str, origin: str) -> Any:
 _HF_MARKERS = ("architectures", "transformers_version", "_name_or_path", "torch_dtype")
 
 
-def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> ModelConfig:
-    """Build a config from the text of a YAML model file or a Hugging Face config.json."""
+def parse_config_text(
+    text: str,
+    origin: str,
+    *,
+    shipped: bool = False,
+    quant_text: str | None = None,
+    quant_origin: str = "hf_quant_config.json",
+) -> ModelConfig:
+    """Build a config from the text of a YAML model file or a Hugging Face config.json
+    (with ``quant_text``, the ModelOpt ``hf_quant_config.json`` published beside it)."""
     stripped = text.lstrip()
     is_json = origin.endswith(".json") or stripped.startswith("{")
     if is_json and origin.lower().endswith((".yaml", ".yml")):
@@ -125,13 +135,14 @@ def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> Model
         except ConfigError:
             data = safeio.parse_yaml(text, origin)
     else:
-        data = safeio.parse_data(text, origin, json_text=is_json)
+        data = safeio.parse_data(text, origin, json_text=is_json, nonfinite=is_json)
     if data is None:
         raise ConfigError(
             "is empty", source=origin, fix="a model file needs at least the required fields"
         )
     if is_json and isinstance(data, dict) and "model_type" in data and "name" not in data:
-        return import_hf_config(data, origin)
+        quant = None if quant_text is None else safeio.parse_json(quant_text, quant_origin)
+        return import_hf_config(data, origin, hf_quant=quant, hf_quant_origin=quant_origin)
     if (
         is_json
         and isinstance(data, dict)
@@ -153,18 +164,30 @@ def parse_config_text(text: str, origin: str, *, shipped: bool = False) -> Model
     return model_from_dict(data, origin, require_source=shipped)
 
 
-def parse_upload(raw: bytes, filename: str, limit: int = _YAML_LIMIT) -> ModelConfig:
-    """A model from the bytes of an uploaded YAML file or config.json: parsed in memory with the
-    safe loader, never written to disk or executed; over ``limit`` bytes is refused."""
+def parse_upload(
+    raw: bytes,
+    filename: str,
+    limit: int = _YAML_LIMIT,
+    quant: bytes | None = None,
+    quant_filename: str = "hf_quant_config.json",
+) -> ModelConfig:
+    """A model from the bytes of an uploaded YAML file or config.json (and, with ``quant``, the
+    ModelOpt ``hf_quant_config.json`` uploaded beside it): parsed in memory with the safe
+    loader, never written to disk or executed; over ``limit`` bytes is refused."""
+    text = _upload_text(raw, filename, limit)
+    quant_text = None if quant is None else _upload_text(quant, quant_filename, limit)
+    return parse_config_text(text, filename, quant_text=quant_text, quant_origin=quant_filename)
+
+
+def _upload_text(raw: bytes, filename: str, limit: int) -> str:
     if len(raw) > limit:
         raise ConfigError(
             f"is {len(raw):,} bytes; model files are at most {limit:,} bytes", source=filename
         )
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("is not UTF-8 text", source=filename) from None
-    return parse_config_text(text, filename)
 
 
 def load_model(name_or_path: str | os.PathLike | ModelConfig) -> ModelConfig:
@@ -216,17 +239,47 @@ def load_model(name_or_path: str | os.PathLike | ModelConfig) -> ModelConfig:
     raise UnknownModelError(text, shipped_models())
 
 
-_CACHE: dict[tuple[str, float], ModelConfig] = {}
+#: loaded files by path and content digest (a file rewritten within the same second as its
+#: last read still loads anew: the key is what it holds, not its mtime)
+_CACHE: dict[tuple[str, str], ModelConfig] = {}
+_CACHE_LIMIT = 256
+
+
+def quant_config_beside(path: Path) -> Path | None:
+    """The ModelOpt ``hf_quant_config.json`` published beside a ``config.json``
+    (``X.config.json`` -> ``X.hf_quant_config.json``), or None."""
+    name = path.name
+    if name == "config.json":
+        candidate = path.with_name("hf_quant_config.json")
+    elif name.endswith(".config.json"):
+        candidate = path.with_name(name[: -len(".config.json")] + ".hf_quant_config.json")
+    else:
+        return None
+    try:
+        return candidate if candidate.is_file() else None
+    except OSError:
+        return None
 
 
 def _load_file(path: Path, shipped: bool = False) -> ModelConfig:
-    try:
-        key = (str(path), path.stat().st_mtime)
-    except OSError as exc:
-        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
+    text = read_text(path)
+    quant_path = None if shipped else quant_config_beside(path)
+    quant_text = None if quant_path is None else read_text(quant_path)
+    digest = hashlib.sha256(text.encode("utf-8"))
+    if quant_text is not None:
+        digest.update(b"\0" + quant_text.encode("utf-8"))
+    key = (str(path), digest.hexdigest())
     cached = _CACHE.get(key)
     if cached is None:
-        cached = parse_config_text(read_text(path), str(path), shipped=shipped)
+        cached = parse_config_text(
+            text,
+            str(path),
+            shipped=shipped,
+            quant_text=quant_text,
+            quant_origin=str(quant_path) if quant_path is not None else "hf_quant_config.json",
+        )
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = cached
     return cached
 

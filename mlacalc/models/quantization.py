@@ -16,9 +16,25 @@ Hugging Face import use them to validate and record a model's scheme, and
   ``group_size`` values of a row (a zero point too when asymmetric), and the int32
   ``weight_shape`` pair of each packed matrix; ``ignore`` patterns stay bf16.
 
-A checkpoint that keeps its scheme outside ``config.json`` (NVIDIA's ModelOpt exports write
-``hf_quant_config.json``) is recorded as the ``external`` scheme with a note saying that its
-weights are then sized by a dtype (:func:`external_quantization`).
+- ``nvfp4`` (NVIDIA ModelOpt ``quant_algo: NVFP4``, compressed-tensors ``nvfp4-pack-quantized``):
+  each targeted matrix ``[out, in]`` in 4-bit floats (two per byte), one fp8 (e4m3) scale per
+  ``group_size`` (16) values of a row, and per matrix one float32 global scale
+  (``weight_scale_2``) and, when activations are quantized too (NVFP4, not W4A16_NVFP4), one
+  float32 ``input_scale``; ``exclude_modules`` (``ignore``) stay bf16.
+- ``fp8_tensor`` (ModelOpt ``quant_algo: FP8``): 1-byte e4m3 values with one float32
+  ``weight_scale`` and one float32 ``input_scale`` per matrix.
+- ``mixed`` (ModelOpt ``quant_algo: MIXED_PRECISION``): each module listed in
+  ``quantized_layers`` in its own algorithm (FP8, NVFP4, W4A16_NVFP4), every other one bf16.
+
+ModelOpt exports keep the scheme in ``hf_quant_config.json`` beside ``config.json``
+(:func:`modelopt_config` turns it into the ``quantization_config`` the loader records); a
+checkpoint whose name marks such an export but whose ``hf_quant_config.json`` is not at hand
+is recorded as the ``external`` scheme with a note saying that its weights are then sized by
+a dtype (:func:`external_quantization`).
+
+:class:`ComponentPrecision` is the per-component record the serving planner reads: the format
+of the attention, dense FFN, routed and shared experts, embedding and head weights (with the
+parameters in each format) and the KV-cache dtype the checkpoint was calibrated for.
 """
 
 from __future__ import annotations
@@ -30,7 +46,91 @@ from typing import Any
 
 from mlacalc.words.errors import ConfigError
 
-__all__ = ["QuantScheme", "external_quantization", "quantization_scheme", "scheme_of"]
+__all__ = [
+    "COMPONENTS",
+    "ComponentPrecision",
+    "QuantScheme",
+    "external_quantization",
+    "format_dtype",
+    "language_model_name",
+    "modelopt_config",
+    "quantization_scheme",
+    "scheme_of",
+]
+
+#: the parts of a checkpoint :class:`ComponentPrecision` names, in report order
+COMPONENTS = ("attention", "dense_ffn", "experts", "shared_experts", "embeddings", "head")
+
+#: storage format -> the dtype name of :mod:`mlacalc.words.dtypes` its GEMMs run in
+_FORMAT_DTYPE = {
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp32": "fp32",
+    "fp8": "fp8",
+    "fp8_tensor": "fp8",
+    "nvfp4": "fp4",
+    "w4a16_nvfp4": "fp4",
+    "mxfp4": "fp4",
+    "int4": "int4",
+    "int8": "int8",
+    "int2": "int4",
+}
+
+
+def format_dtype(fmt: str) -> str:
+    """The dtype (:data:`mlacalc.words.dtypes.DTYPE_BITS` name) of a storage format: the
+    weights' element type a GEMM reads (``nvfp4`` -> ``fp4``, ``fp8_tensor`` -> ``fp8``)."""
+    return _FORMAT_DTYPE.get(fmt, fmt)
+
+
+@dataclass(frozen=True)
+class ComponentPrecision:
+    """How each part of a checkpoint is stored, for the serving planner.
+
+    ``weights`` maps each of :data:`COMPONENTS` the model has to ``{format: parameters}``:
+    formats are ``bf16`` (or the released dtype), ``fp8`` (block scales), ``fp8_tensor``,
+    ``nvfp4``, ``w4a16_nvfp4``, ``mxfp4``, ``int4`` ...; a component split between formats
+    (DeepSeek-V3.1 NVFP4 keeps its MTP layer's experts in bf16) lists each with its
+    parameters. ``kv_cache`` is the KV-cache dtype the checkpoint was calibrated for
+    (``"fp8"`` from ModelOpt's ``kv_cache_quant_algo`` or ``kv_cache_scheme``), ``None``
+    when it states none (the engine's choice). ``source`` says where it was read.
+    Norms, routers and biases are not components: they stay in the released dtype.
+    """
+
+    weights: Mapping[str, Mapping[str, int]]
+    kv_cache: str | None = None
+    source: str = ""
+
+    def format_of(self, component: str) -> str | None:
+        """The format holding most of ``component``'s parameters (None when absent)."""
+        formats = self.weights.get(component)
+        if not formats:
+            return None
+        return max(formats.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+    def dtype_of(self, component: str) -> str | None:
+        """The dtype a GEMM of ``component`` reads its weights in (``fp4``, ``fp8``, ``bf16``)."""
+        fmt = self.format_of(component)
+        return None if fmt is None else format_dtype(fmt)
+
+    def describe(self) -> str:
+        """One line: ``attention bf16, experts nvfp4, ...; KV cache fp8``."""
+        parts = []
+        for name in COMPONENTS:
+            formats = self.weights.get(name)
+            if formats:
+                shown = "+".join(f for f, _ in sorted(formats.items(), key=lambda kv: -kv[1]))
+                parts.append(f"{name} {shown}")
+        kv = f"; KV cache {self.kv_cache}" if self.kv_cache else ""
+        return ", ".join(parts) + kv
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "weights": {k: dict(v) for k, v in self.weights.items()},
+            "formats": {k: self.format_of(k) for k in self.weights},
+            "kv_cache": self.kv_cache,
+            "source": self.source,
+        }
 
 
 @dataclass(frozen=True)
@@ -46,6 +146,10 @@ class QuantScheme:
     keep: tuple[str, ...] = ()  # substrings: modules left unquantized
     keep_regex: tuple[str, ...] = ()
     note: str = ""
+    glob: bool = False  # keep patterns are fnmatch globs over whole names (ModelOpt)
+    input_scale: bool = False  # a float32 input_scale per matrix (activations quantized)
+    per_module: tuple[tuple[str, str], ...] = ()  # (module glob, format): mixed precision
+    kv_cache: str | None = None  # the KV-cache dtype the checkpoint is calibrated for
 
     def describe(self) -> str:
         """The scheme in a few words, as reports name it (``fp8 block 128x128``)."""
@@ -55,6 +159,14 @@ class QuantScheme:
             return "mxfp4 experts"
         if self.method == "external":
             return "external (hf_quant_config.json)"
+        if self.method == "nvfp4":
+            kind = "nvfp4" if self.input_scale else "w4a16 nvfp4"
+            return f"{kind} group {self.group_size}"
+        if self.method == "fp8_tensor":
+            return "fp8 per-tensor"
+        if self.method == "mixed":
+            kinds = sorted({f for _, f in self.per_module})
+            return "mixed " + "/".join(kinds)
         side = "" if self.symmetric else ", asymmetric"
         return f"{self.method} group {self.group_size}{side}"
 
@@ -99,9 +211,9 @@ def _names(value: Any, origin: str, field: str) -> tuple[str, ...]:
             source=origin,
             field=f"quantization_config.{field}",
         )
-    if not all(isinstance(v, str) for v in value) or len(value) > 256:
+    if not all(isinstance(v, str) for v in value) or len(value) > 2048:
         raise ConfigError(
-            "must be a list of at most 256 module names",
+            "must be a list of at most 2,048 module names",
             source=origin,
             field=f"quantization_config.{field}",
         )
@@ -137,6 +249,10 @@ def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
     if method == "mxfp4":
         keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
         return QuantScheme(method="mxfp4", group_size=32, bits=4, experts_only=True, keep=keep)
+    if method == "modelopt":
+        return _modelopt_scheme(q, origin)
+    if method == "compressed-tensors" and _float_group(q) is not None:
+        return _float_scheme(q, origin)
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
         if not isinstance(groups, Mapping) or len(groups) != 1:
@@ -197,6 +313,201 @@ def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
         f"quant_method {str(method)[:60]!r} is not modelled",
         source=origin,
         field="quantization_config.quant_method",
-        fix="modelled: fp8 (block scales), mxfp4, compressed-tensors int groups; remove "
+        fix="modelled: fp8 (block scales), mxfp4, modelopt (NVFP4, FP8, MIXED_PRECISION), "
+        "compressed-tensors int or nvfp4 groups; remove "
         "quantization_config to size the weights by weights_dtype",
+    )
+
+
+# -----------------------------------------------------------------------------------
+# NVIDIA ModelOpt (hf_quant_config.json, or quant_method "modelopt" in config.json)
+
+#: ModelOpt quant_algo -> (storage format, activations quantized)
+_MODELOPT_ALGOS = {
+    "NVFP4": ("nvfp4", True),
+    "W4A16_NVFP4": ("w4a16_nvfp4", False),
+    "FP8": ("fp8_tensor", True),
+}
+
+#: prefixes the multimodal and hybrid exports put before the language model's own names
+_PREFIXES = (
+    ("model.language_model.", "model."),
+    ("language_model.model.", "model."),
+    ("language_model.lm_head", "lm_head"),
+    ("language_model.", ""),
+    ("backbone.embeddings", "model.embed_tokens"),
+    ("backbone.", "model."),
+)
+
+
+def language_model_name(name: str) -> str:
+    """A module name of an export as the language model's own (``model.layers.3...``), each
+    expert's index folded (``experts.*``): the names :mod:`mlacalc.models.tensors` uses."""
+    for old, new in _PREFIXES:
+        if name.startswith(old):
+            name = new + name[len(old) :]
+            break
+    return re.sub(r"\.experts\.\d+\.", ".experts.", name)
+
+
+def modelopt_config(hf_quant: Any, origin: str = "hf_quant_config.json") -> dict[str, Any]:
+    """The ``quantization_config`` a ModelOpt ``hf_quant_config.json`` means: its
+    ``quantization`` block with ``quant_method: modelopt``, every module name read as the
+    language model's own and per-expert entries folded into one (so the record stays small).
+    Refused naming the key when the file is not a ModelOpt export."""
+    block = hf_quant.get("quantization") if isinstance(hf_quant, Mapping) else None
+    if not isinstance(block, Mapping):
+        raise ConfigError(
+            "has no 'quantization' object (not a ModelOpt hf_quant_config.json)",
+            source=origin,
+            field="quantization",
+        )
+    out: dict[str, Any] = {"quant_method": "modelopt"}
+    for key in ("quant_algo", "group_size", "kv_cache_quant_algo"):
+        if block.get(key) is not None:
+            out[key] = block[key]
+    exclude = _names(block.get("exclude_modules"), origin, "exclude_modules")
+    out["exclude_modules"] = list(dict.fromkeys(language_model_name(e) for e in exclude))
+    layers = block.get("quantized_layers")
+    if layers is not None:
+        if not isinstance(layers, Mapping) or len(layers) > 200_000:
+            raise ConfigError(
+                "must map module names to their quant_algo",
+                source=origin,
+                field="quantization.quantized_layers",
+            )
+        grouped: dict[str, dict[str, None]] = {}
+        for module, spec in layers.items():
+            algo = spec.get("quant_algo") if isinstance(spec, Mapping) else None
+            if not isinstance(algo, str):
+                raise ConfigError(
+                    f"{str(module)[:60]!r} names no quant_algo",
+                    source=origin,
+                    field="quantization.quantized_layers",
+                )
+            grouped.setdefault(algo, {})[language_model_name(str(module))] = None
+        out["quantized_layers"] = {k: list(v) for k, v in grouped.items()}
+    return out
+
+
+def _modelopt_scheme(q: Mapping[str, Any], origin: str) -> QuantScheme:
+    """The scheme of a ``quant_method: modelopt`` mapping (from hf_quant_config.json through
+    :func:`modelopt_config`, or as config.json writes it with ``config_groups``/``ignore``)."""
+    algo = q.get("quant_algo")
+    field = "quantization_config.quant_algo"
+    kv = _kv_dtype(q)
+    keep = tuple(
+        language_model_name(k)
+        for k in _names(q.get("exclude_modules", q.get("ignore")), origin, "exclude_modules")
+    )
+    group = q.get("group_size")
+    if group is None:
+        weights = _float_group(q)
+        group = weights.get("group_size") if weights else None
+    if algo == "MIXED_PRECISION":
+        layers = q.get("quantized_layers")
+        if not isinstance(layers, Mapping) or not layers:
+            raise ConfigError(
+                "MIXED_PRECISION names no quantized_layers",
+                source=origin,
+                field="quantization_config.quantized_layers",
+            )
+        per_module: list[tuple[str, str]] = []
+        for name, modules in layers.items():
+            if name not in _MODELOPT_ALGOS:
+                raise ConfigError(
+                    f"quant_algo {str(name)[:40]!r} of a layer is not modelled",
+                    source=origin,
+                    field="quantization_config.quantized_layers",
+                    fix="modelled: " + ", ".join(_MODELOPT_ALGOS),
+                )
+            fmt = _MODELOPT_ALGOS[name][0]
+            per_module += [(str(m), fmt) for m in _names(modules, origin, "quantized_layers")]
+        return QuantScheme(
+            method="mixed",
+            bits=4,
+            group_size=16,
+            keep=keep,
+            glob=True,
+            per_module=tuple(per_module),
+            kv_cache=kv,
+        )
+    if algo not in _MODELOPT_ALGOS:
+        raise ConfigError(
+            f"quant_algo {str(algo)[:40]!r} is not modelled",
+            source=origin,
+            field=field,
+            fix="modelled: NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION",
+        )
+    fmt, acts = _MODELOPT_ALGOS[algo]
+    if fmt == "fp8_tensor":
+        return QuantScheme(method=fmt, bits=8, keep=keep, glob=True, input_scale=True, kv_cache=kv)
+    if group not in (16, None):
+        raise ConfigError(
+            f"NVFP4 with group_size {group!r} is not modelled (NVFP4 scales 16 values)",
+            source=origin,
+            field="quantization_config.group_size",
+            fix="group_size: 16",
+        )
+    return QuantScheme(
+        method="nvfp4", bits=4, group_size=16, keep=keep, glob=True, input_scale=acts, kv_cache=kv
+    )
+
+
+def _kv_dtype(q: Mapping[str, Any]) -> str | None:
+    """The KV-cache dtype a config calibrates (``kv_cache_quant_algo: FP8`` or a float
+    ``kv_cache_scheme`` of 8 bits), else None."""
+    algo = q.get("kv_cache_quant_algo")
+    if isinstance(algo, str) and algo.upper() == "FP8":
+        return "fp8"
+    scheme = q.get("kv_cache_scheme")
+    if (
+        isinstance(scheme, Mapping)
+        and scheme.get("type") == "float"
+        and scheme.get("num_bits") == 8
+    ):
+        return "fp8"
+    return None
+
+
+def _float_group(q: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The weights entry of a single config group of 4- or 8-bit floats, else None."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, Mapping) or len(groups) != 1:
+        return None
+    group = next(iter(groups.values()))
+    weights = group.get("weights") if isinstance(group, Mapping) else None
+    if isinstance(weights, Mapping) and weights.get("type") == "float":
+        return weights
+    return None
+
+
+def _float_scheme(q: Mapping[str, Any], origin: str) -> QuantScheme:
+    """compressed-tensors float groups: NVFP4 (4 bits, group 16) or fp8 per tensor."""
+    weights = _float_group(q) or {}
+    groups = q.get("config_groups") or {}
+    group = next(iter(groups.values()))
+    acts = group.get("input_activations") if isinstance(group, Mapping) else None
+    ignore = _names(q.get("ignore"), origin, "ignore")
+    keep = tuple(language_model_name(i) for i in ignore if not i.startswith("re:"))
+    regex = tuple(i[3:] for i in ignore if i.startswith("re:"))
+    kv = _kv_dtype(q)
+    if weights.get("num_bits") == 4 and weights.get("group_size") == 16:
+        return QuantScheme(
+            method="nvfp4",
+            bits=4,
+            group_size=16,
+            keep=keep,
+            keep_regex=regex,
+            input_scale=isinstance(acts, Mapping),
+            kv_cache=kv,
+        )
+    if weights.get("num_bits") == 8 and weights.get("strategy", "tensor") == "tensor":
+        return QuantScheme(
+            method="fp8_tensor", bits=8, keep=keep, keep_regex=regex, input_scale=True, kv_cache=kv
+        )
+    raise ConfigError(
+        "only NVFP4 (4-bit floats in groups of 16) and per-tensor fp8 float groups are modelled",
+        source=origin,
+        field="quantization_config.config_groups",
     )

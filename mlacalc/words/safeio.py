@@ -92,7 +92,9 @@ def read_data(path: str | Path, *, limit: int = MAX_BYTES, what: str = "files") 
     return parse_data(text, str(path), json_text=str(path).endswith(".json"))
 
 
-def parse_data(text: str, origin: str, *, json_text: bool | None = None) -> Any:
+def parse_data(
+    text: str, origin: str, *, json_text: bool | None = None, nonfinite: bool = False
+) -> Any:
     """Parse YAML or JSON text within every bound.
 
     ``json_text`` None decides by the text: an object that starts with ``{`` is JSON
@@ -104,15 +106,17 @@ def parse_data(text: str, origin: str, *, json_text: bool | None = None) -> Any:
         )
     if json_text is None:
         json_text = text.lstrip().startswith("{")
-    return parse_json(text, origin) if json_text else parse_yaml(text, origin)
+    return parse_json(text, origin, nonfinite=nonfinite) if json_text else parse_yaml(text, origin)
 
 
 # -----------------------------------------------------------------------------------
 # JSON
 
 
-def parse_json(text: str, origin: str) -> Any:
-    """Parse JSON with bounded depth and integer length; duplicate keys and NaN are errors."""
+def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
+    """Parse JSON with bounded depth and integer length; duplicate keys are errors, and so are
+    ``NaN`` and ``Infinity`` unless ``nonfinite`` keeps them as floats (a Hugging Face config
+    may hold one in a field that changes no count: the importer decides by the field)."""
     if not text.strip():
         raise ConfigError("is empty", source=origin)
     _check_json_depth(text, origin)
@@ -126,6 +130,8 @@ def parse_json(text: str, origin: str) -> Any:
         return int(digits)
 
     def parse_constant(name: str) -> Any:
+        if nonfinite:
+            return float(name)
         return _Refused(f"holds {name}, which is not a JSON number", "write a finite number")
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -9,13 +9,13 @@ reports every problem at once.
 
 from __future__ import annotations
 
-from contextlib import suppress
+import math
 from dataclasses import MISSING
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
-from mlacalc.models.quantization import quantization_scheme
+from mlacalc.models.quantization import modelopt_config, quantization_scheme
 from mlacalc.models.registry import (
     COUNT_FREE,
     Family,
@@ -55,20 +55,35 @@ _COMMON_INPUTS = {
 _PY_KIND = {"boolean": bool, "string": str, "mapping": dict}
 
 
-def import_hf_config(data: Any, origin: str = "config.json") -> Any:
+def import_hf_config(
+    data: Any,
+    origin: str = "config.json",
+    *,
+    hf_quant: Any = None,
+    hf_quant_origin: str = "hf_quant_config.json",
+) -> Any:
     """Convert a Hugging Face ``config.json`` mapping into a validated ``ModelConfig``.
 
     Values the file leaves to the architecture's defaults are filled in by the same
     rules as the Hugging Face configuration class of its ``model_type``, and each is
     listed in ``derived``. Every wrong or missing value is reported in one
-    :class:`~mlacalc.words.errors.ConfigError`.
+    :class:`~mlacalc.words.errors.ConfigError`. ``hf_quant`` is the ModelOpt
+    ``hf_quant_config.json`` published beside the file (it becomes the model's
+    ``quantization_config``, which it states more fully than config.json does).
     """
     if not isinstance(data, dict):
         raise ConfigError(
             f"a config.json must hold a JSON object, got {type(data).__name__}", source=origin
         )
+    quant_note = None
+    if hf_quant is not None:
+        data = dict(data)
+        data["quantization_config"] = modelopt_config(hf_quant, hf_quant_origin)
+        algo = data["quantization_config"].get("quant_algo", "?")
+        quant_note = f"quantization_config read from {Path(hf_quant_origin).name} (ModelOpt {algo})"
     unit, model_type = _family(data, origin)
     problems: list[tuple[str, str, str | None]] = []
+    data, nonfinite_notes = _nonfinite(data, unit, problems)
     inputs = {**_COMMON_INPUTS, **unit.inputs}
     for key, spec in inputs.items():
         value = data.get(key)
@@ -106,11 +121,12 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
     for key in ("name", "source", "aliases", "display_name", "notes", "weights_dtype"):
         raw.pop(key, None)  # never read from a config.json
     raw["model_type"] = model_type
-    derived: list[str] = []
+    derived: list[str] = ([quant_note] if quant_note else []) + nonfinite_notes
     if unit.translate is not None:
         unit.translate(
             {k: v for k, v in data.items() if k not in bad_inputs}, raw, derived, problems
         )
+    _text_config_wins(data, raw, unit, derived)
     for key in unit.ignored:
         raw.pop(key, None)
     if not unit.mla:
@@ -129,10 +145,20 @@ def import_hf_config(data: Any, origin: str = "config.json") -> Any:
         data.get("_name_or_path") if "_name_or_path" not in bad_inputs else None, origin, model_type
     )
     raw["source"] = f"Hugging Face config.json: {origin}"
-    dtype = data.get("torch_dtype") or data.get("dtype")
-    if isinstance(dtype, str):
-        with suppress(UnknownDtypeError):  # "auto" and the like: the schema default
-            raw["weights_dtype"] = canonical_dtype(dtype)
+    dtype_key = "torch_dtype" if data.get("torch_dtype") is not None else "dtype"
+    dtype = data.get(dtype_key)
+    if isinstance(dtype, str) and dtype_key not in bad_inputs:
+        try:
+            raw["weights_dtype"] = canonical_dtype(dtype.removeprefix("torch."))
+        except UnknownDtypeError:
+            if dtype.strip().lower() != "auto":  # "auto": the schema default
+                problems.append(
+                    (
+                        dtype_key,
+                        f"{dtype[:40]!r} is not a floating-point dtype weights are released in",
+                        "use bfloat16, float16, float32 or float8_e4m3fn (or auto)",
+                    )
+                )
     quantization = data.get("quantization_config")
     if isinstance(quantization, dict) and quantization.get("quant_method") == "fp8":
         raw["weights_dtype"] = "fp8"
@@ -240,6 +266,70 @@ def _closest(key: str, fields: list[str]) -> str | None:
         if ratio > score:
             best, score = name, ratio
     return best if score >= 0.9 else None
+
+
+def _holds_nonfinite(value: Any, depth: int = 0) -> str | None:
+    """``"Infinity"``, ``"-Infinity"`` or ``"NaN"`` when a value holds such a float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return next((h for v in value if (h := _holds_nonfinite(v, depth + 1))), None)
+    if depth < 8 and isinstance(value, dict):
+        return next((h for v in value.values() if (h := _holds_nonfinite(v, depth + 1))), None)
+    return None
+
+
+def _nonfinite(data: dict, unit: Family, problems: list) -> tuple[dict, list[str]]:
+    """Keys holding ``Infinity`` or ``NaN``: dropped with a note where the family lists the
+    field as changing no count (``irrelevant``, ``ignored``, ``COUNT_FREE``), refused naming
+    the field anywhere else."""
+    quiet = set(unit.irrelevant) | set(unit.ignored) | set(COUNT_FREE)
+    notes: list[str] = []
+    out = dict(data)
+    scopes = [(out, "")]
+    if isinstance(out.get("text_config"), dict):
+        out["text_config"] = dict(out["text_config"])
+        scopes.append((out["text_config"], "text_config."))
+    for scope, prefix in scopes:
+        for key in list(scope):
+            held = _holds_nonfinite(scope[key]) if key != "text_config" else None
+            if held is None:
+                continue
+            if key in quiet:
+                del scope[key]
+                notes.append(f"{prefix}{key} holds {held}: read as nothing (it changes no count)")
+            else:
+                problems.append(
+                    (f"{prefix}{key}", f"holds {held}, which is not a finite number", None)
+                )
+                del scope[key]
+    return out, notes
+
+
+#: fields a multimodal wrapper may state for itself, apart from its text_config
+_WRAPPER_OWN = ("tie_word_embeddings", "quantization_config", "name", "source", "model_type")
+
+
+def _text_config_wins(data: dict, raw: dict, unit: Family, derived: list[str]) -> None:
+    """A schema field stated both at the top of the file and in ``text_config`` with another
+    value is read from ``text_config`` (the language model transformers builds), with a note
+    naming the field: a top-level ``hidden_size`` never silently overrides it."""
+    text = data.get("text_config")
+    if not isinstance(text, dict):
+        return
+    inner = {unit.renames.get(k, k): v for k, v in text.items() if isinstance(k, str)}
+    for key, value in data.items():
+        field = unit.renames.get(key, key) if isinstance(key, str) else None
+        if field not in SPECS or field in _WRAPPER_OWN or field not in inner:
+            continue
+        if value is None or inner[field] is None or inner[field] == value:
+            continue
+        if raw.get(field) == value:
+            raw[field] = inner[field]
+            derived.append(
+                f"{field} = {inner[field]!r} from text_config (the top-level {key}: {value!r} "
+                "is not the language model's)"
+            )
 
 
 def _note_external_quantization(data: dict, origin: str, derived: list[str]) -> None:
