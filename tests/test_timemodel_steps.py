@@ -233,8 +233,9 @@ def test_a_steps_mla_decode_runs_the_key_splitting_kernel_of_its_generation(devi
     ((_, batch),) = batches_of([mla])
     run = device_batch(batch, hw)
     assert run.shape["kv_split"][0] == 1.0 and run.shape["operand_reads"][0] == reads
-    fig, prm, _ = class_params(hw, load_profile(), "mla_decode", mla.dtype, "")
     p = mlacalc.predict_time("deepseek-v3", hw, "decode", 8192, batch=4)
+    # the profile the step used: TensorRT-LLM's fit of the device where one ships (B200)
+    fig, prm, _ = class_params(hw, load_profile(p.profile), "mla_decode", mla.dtype, "")
     (t,) = [o.model_s for o in p.ops if o.name == "attention"]
     assert t == pytest.approx(kernel_terms(run, fig, prm, scaled=True)["seconds"][0])
     walk = dict(run.shape, kv_split=np.array([0.0]))
@@ -280,7 +281,7 @@ def test_fp4_weights_run_one_class_in_predict_time_and_plan(device, run):
     # predict_time times o_proj as the kernel the device runs, as plan's predict_batch does
     p = mlacalc.predict_time(m, hw, "decode", 4096, batch=16, weight_dtype="fp4", scope="model")
     (t,) = [o for o in p.ops if o.name == "o_proj"]
-    (ref,) = predict_kernels([gemms["o_proj"]], hw)
+    (ref,) = predict_kernels([gemms["o_proj"]], hw, p.profile)
     assert t.model_s == pytest.approx(ref.seconds)
 
 

@@ -35,8 +35,8 @@ from mlacalc.cost.model_step import (
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
-from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.kernel_time import class_params, device_batch, run_dtype
+from mlacalc.timemodel.engine_profiles import engine_note, profile_for
+from mlacalc.timemodel.kernel_time import class_params, device_batch
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -44,13 +44,13 @@ from mlacalc.timemodel.roofline_time import (
     Calibration,
     RooflineRates,
     ideal_seconds,
-    kernel_ridge,
     roofline_terms,
 )
 from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words import arguments
+from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
-from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of, roofline_bound
+from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of
 from mlacalc.words.vocab import MODES, SCOPES
 from mlacalc.words.workload import Workload
 
@@ -114,9 +114,6 @@ class OpTime:
     calibration: str = ""
     #: of ``launch_s``, the fixed cost per call (all calls; the kernel time model's, else 0)
     fixed_s: float = 0.0
-    #: FLOPs per byte at which the device turns compute-bound in the dtype this kernel runs
-    #: (datasheet peak of that dtype over HBM bandwidth); 0 for a collective
-    ridge: float = 0.0
 
     @property
     def seconds(self) -> float:
@@ -126,16 +123,10 @@ class OpTime:
 
     @property
     def bound(self) -> str:
-        """``"compute"`` or ``"memory"``: the kernel's arithmetic intensity against the
-        device's ridge for the kernel's own dtype (:func:`mlacalc.words.kernels.
-        roofline_bound`, the one rule every front end shows); ``"link"`` for a collective."""
-        return roofline_bound(self.flops, self.bytes, self.ridge, self.kind)
-
-    @property
-    def limited_by(self) -> str:
-        """The time model's largest term of this kernel, which can differ from :attr:`bound`
-        (a small GEMM spread over few SMs is compute-limited at 2 FLOP/byte): ``"compute"``,
-        ``"memory"``, ``"latency"`` (its fixed cost per call outweighs the rest) or ``"link"``."""
+        """What limits the kernel: ``"compute"`` or ``"memory"``; of a kernel the time model
+        predicts, also ``"latency"`` (its fixed cost per call outweighs its compute time, its
+        memory time and its other work: a small kernel) and, of a collective, ``"link"`` (as
+        :func:`mlacalc.timemodel.kernel_time.predict_kernels` says)."""
         if self.model_s:
             if self.kind in COMM_KINDS:
                 return "link" if self.memory_s > self.launch_s else "latency"
@@ -166,8 +157,6 @@ class OpTime:
             "roofline_s": self.roofline_s or max(self.compute_s, self.memory_s),
             "calibration": self.calibration,
             "fixed_s": self.fixed_s,
-            "ridge": self.ridge,
-            "limited_by": self.limited_by,
         }
 
 
@@ -201,6 +190,9 @@ class Prediction:
     #: and the model's pattern ("sliding(128): layer 1 of 36 layers: 18 sliding(128) + 18
     #: full"); "" where the layers are alike or the step is the whole model's
     layer: str = ""
+    #: the serving engine whose kernels were timed (``mode="fused"``; :mod:`mlacalc.words.engines`),
+    #: or ``"eager PyTorch"`` for ``mode="unfused"``
+    engine: str = DEFAULT_ENGINE
 
     @property
     def seconds(self) -> float:
@@ -226,16 +218,10 @@ class Prediction:
         return sum(o.seconds for o in self.ops if not o.compute_s > o.memory_s)
 
     @property
-    def ridge(self) -> float:
-        """The ridge point of the dtype that does most of the step's FLOPs (FLOP/byte)."""
-        heavy = max(self.ops, key=lambda o: (o.flops, o.ridge), default=None)
-        return heavy.ridge if heavy is not None else 0.0
-
-    @property
     def bound(self) -> str:
-        """``"compute"`` or ``"memory"``: the step's arithmetic intensity against :attr:`ridge`,
-        by the rule each kernel's :attr:`OpTime.bound` follows."""
-        return roofline_bound(self.flops, self.bytes, self.ridge)
+        """``"compute"`` or ``"memory"``: which kind of kernel takes most of the time, each
+        kernel by its larger term (a latency-bound kernel by its compute or memory time)."""
+        return "compute" if self.compute_s > self.memory_s else "memory"
 
     @property
     def launch_s(self) -> float:
@@ -285,6 +271,7 @@ class Prediction:
             "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
             "launch_s": self.launch_s,
             "roofline_s": self.roofline_s,
+            "engine": self.engine,
             "profile": self.profile,
             "calibration": self.calibration,
             "calibrated": self.calibrated,
@@ -310,7 +297,6 @@ def _scale(op: OpTime, n: int) -> OpTime:
         launch_s=op.launch_s * n,
         efficiency=op.efficiency,
         measured_floor_s=op.measured_floor_s * n,
-        ridge=op.ridge,
     )
 
 
@@ -329,7 +315,6 @@ def _roofline_ops(
     compute, memory = terms["compute_s"].tolist(), terms["memory_s"].tolist()
     launch, floor = terms["fixed_s"].tolist(), terms["floor_s"].tolist()
     efficiency = terms["efficiency"].tolist()
-    fig = device_figures(rates.hw)
     out = []
     for i, k in enumerate(kernels):
         t = OpTime(
@@ -343,7 +328,6 @@ def _roofline_ops(
             launch_s=launch[i],
             efficiency=efficiency[i],
             measured_floor_s=floor[i],
-            ridge=kernel_ridge(fig, k.kind, run_dtype(k.kind, k.dtype, rates.hw)),
         )
         out.append(_scale(t, k.calls) if k.calls != 1 else t)
     return out
@@ -381,7 +365,6 @@ def _model_ops(
         memory = terms["memory_s"].tolist()
         launch = (terms["fixed_s"] + terms["extra_s"]).tolist()
         fixed = terms["fixed_s"].tolist()
-        ridge = kernel_ridge(fig, batch.kind, batch.dtype)
         for j, i in enumerate(idx):
             k = kernels[i]
             calls = k.calls
@@ -401,7 +384,6 @@ def _model_ops(
                 roofline_s=ideal[j] * calls,
                 calibration=how,
                 fixed_s=fixed[j] * calls,
-                ridge=ridge,
             )
     return [o for o in out if o is not None]
 
@@ -714,6 +696,7 @@ def predict_time(
     calibration: Calibration | str | Path | None = None,
     launch_latency_s: float | None = None,
     profile: Any = None,
+    engine: str | None = None,
 ) -> Prediction:
     """Roofline time of one attention layer (``scope="attention_layer"``, what the microbenchmark
     times) or of a whole forward step (``scope="model"``: every layer's attention and FFN/MoE,
@@ -732,6 +715,10 @@ def predict_time(
     :mod:`mlacalc.cost.model_step`;
     ``mode="unfused"`` the eager op-by-op sequence, each op a calibrated kernel that cannot
     run faster than the CPU dispatches it (``launch_latency_s`` per ATen op, 5 us by default).
+    ``engine`` (``"trtllm"`` by default, ``"sglang"``, ``"vllm"``): the serving engine whose
+    fused kernels are timed, by the shipped profile of that engine fitted on the device where
+    one ships, else the engine's default profile, else TensorRT-LLM's standing in (the
+    prediction's ``calibration`` says so; ``engine`` on the prediction names it).
     ``causal`` (prefill and chunk): the fused kernels skip the masked half; the eager sequence
     computes every score and masks it, so ``causal`` changes nothing there.
     ``profile="roofline"`` gives the plain roofline bound instead (``max(FLOPs / peak,
@@ -755,6 +742,7 @@ def predict_time(
     m = as_model(model)
     hw = _hardware_of(hardware)
     _check_mode(m, mode, scope)
+    engine_name = _engine_of(engine, mode)
     dtype = arguments.dtype("dtype", dtype)  # an unknown dtype names its argument
     stored = weight_dtype is None and checkpoint_stored(m)
     if weight_dtype:
@@ -776,7 +764,12 @@ def predict_time(
         and hw.kind == "gpu"
     )
     if use_model:
-        prof = load_profile(profile)
+        # the serving engine's own profile for the device (fused kernels), else as named
+        if mode == "fused" and profile is None:
+            prof, note = profile_for(engine_name, hw.name)
+        else:
+            prof = load_profile(profile)
+            note = engine_note(prof, engine_name) if mode == "fused" else ""
         if mode == "unfused":
             ops, q = _model_unfused(step, hw, prof, rates.latency)
         else:
@@ -790,9 +783,27 @@ def predict_time(
             ops,
             calibrated=bool(prof.fitted_devices),
             profile=prof.name,
-            calibration=prof.describe(hw.name, hw),
+            calibration=prof.describe(hw.name, hw) + (f"; {note}" if note else ""),
+            engine=engine_name,
         )
     ops, q = _roofline_attention(step, rates)
     if scope == "model":
         ops += _roofline_ffn_and_head(step, rates)
-    return _prediction(step, hw, rates, q, resolved, ops, calibrated=calibration is not None)
+    return _prediction(
+        step, hw, rates, q, resolved, ops, calibrated=calibration is not None, engine=engine_name
+    )
+
+
+def _engine_of(engine: Any, mode: str) -> str:
+    """The engine a prediction is for: a serving engine for the fused kernels (default
+    TensorRT-LLM); eager PyTorch for the unfused sequence, where naming an engine is an
+    error."""
+    if mode == "unfused":
+        if engine is not None:
+            raise InvalidArgumentError(
+                "engine",
+                "applies to mode='fused' (a serving engine's kernels); mode='unfused' is eager "
+                "PyTorch",
+            )
+        return "eager PyTorch"
+    return check_engine(engine)

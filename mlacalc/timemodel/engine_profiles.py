@@ -1,0 +1,99 @@
+"""Which calibration profile predicts an engine's kernels on a device.
+
+Every shipped profile was fitted on one engine's measured tables (``Profile.engine``). A
+prediction for an engine on a device, with no profile named, uses the shipped profile of that
+engine fitted on that device's own tables where one ships (``fit-b200-sxm`` for TensorRT-LLM on
+B200), else the engine's default (``default`` for TensorRT-LLM, ``default-<engine>``), else
+TensorRT-LLM's default standing in, which the prediction then says. A profile of another engine
+never stands in silently: :func:`engine_note` is the words every output adds.
+
+Within an engine's profile, a kernel class the engine's tables do not time on any device (vLLM
+publishes no stand-alone MLA decode table, only whole modules) is taken from the TensorRT-LLM
+default profile (:func:`with_stand_ins`), and :attr:`Profile.notes` lists each such class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
+from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
+
+__all__ = ["STAND_IN_NOTE", "engine_note", "profile_for", "with_stand_ins"]
+
+#: The prefix of a profile note that names a class another engine's fit stands in for.
+STAND_IN_NOTE = "stand-in: "
+
+_COMPOSED: dict[tuple[str, str], Profile] = {}
+
+
+def _shipped_of(engine: str) -> list[Profile]:
+    out = []
+    for name in shipped_profiles():
+        prof = load_profile(name)
+        if prof.engine == engine:
+            out.append(prof)
+    return out
+
+
+def with_stand_ins(prof: Profile, base: Profile) -> Profile:
+    """``prof`` with every class it lacks (pooled and per device) taken from ``base`` (another
+    engine's profile), each listed in the notes as a stand-in; ``prof`` itself when it lacks
+    none or both are one engine's."""
+    if prof.engine == base.engine or not base.classes:
+        return prof
+    key = (prof.name + "|" + prof.origin, base.name)
+    hit = _COMPOSED.get(key)
+    if hit is not None:
+        return hit
+    missing = sorted(k for k in base.classes if k not in prof.classes)
+    if not missing:
+        return prof
+    classes = dict(prof.classes)
+    classes.update({k: base.classes[k] for k in missing})
+    devices = {d: dict(c) for d, c in prof.devices.items()}
+    for device, table in base.devices.items():
+        mine = devices.setdefault(device, {})
+        for k in missing:
+            if k in table and k not in mine:
+                mine[k] = table[k]
+    notes = prof.notes + tuple(
+        f"{STAND_IN_NOTE}{k} from {base.engine} profile {base.name} (no {prof.engine} table)"
+        for k in missing
+    )
+    composed = dataclasses.replace(prof, classes=classes, devices=devices, notes=notes)
+    _COMPOSED[key] = composed
+    return composed
+
+
+def profile_for(engine: Any, device: str | None = None) -> tuple[Profile, str]:
+    """The shipped profile that predicts ``engine``'s kernels on ``device`` and a note of what
+    stood in (``""`` when nothing did): the engine's profile fitted on the device, else the
+    engine's default, else TensorRT-LLM's default."""
+    engine = check_engine(engine)
+    base = load_profile(DEFAULT_PROFILE)
+    mine = _shipped_of(engine)
+    if engine == DEFAULT_ENGINE:
+        own = [p for p in mine if device and p.fitted_devices == [device]]
+        if device and device not in base.fitted_devices and own:
+            return own[0], ""
+        return base, ""
+    default = [p for p in mine if p.name == f"default-{engine}"]
+    own = [p for p in mine if device and device in p.fitted_devices]
+    if default and (not device or device in default[0].fitted_devices or not own):
+        return with_stand_ins(default[0], base), ""
+    if own:
+        return with_stand_ins(own[0], base), ""
+    return base, engine_note(base, engine)
+
+
+def engine_note(prof: Profile, engine: str) -> str:
+    """Words for a prediction of ``engine`` made with ``prof``: empty when the profile is the
+    engine's own, else what stood in."""
+    if prof.engine == engine:
+        return ""
+    return (
+        f"{prof.engine} kernels stand in for {engine}: no {engine} profile ships "
+        f"(profile {prof.name})"
+    )
