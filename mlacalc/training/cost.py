@@ -1,0 +1,271 @@
+"""``training_cost``: what one training step of a model costs, and the absorbed-vs-expanded table.
+
+Composes :mod:`mlacalc.training.flops` (FLOPs by stage), :mod:`mlacalc.training.memory`
+(activations per recompute policy; weights, gradients and optimizer states) and, given a
+device, :mod:`mlacalc.training.step` (the step time on a parallel layout, MFU, tokens per
+second per GPU).
+
+Memory per GPU: the activations of the layers a pipeline stage holds, divided over the
+tensor-parallel ranks (sequence parallelism; exact at ``tp = 1``, an even split beyond), times
+the micro-batches in flight on the first stage under 1F1B (``min(pp, micro-batches)``); the
+weights, gradients, master weights and optimizer states of the rank's parameters (non-expert
+parameters over ``tp x pp``, routed experts over ``ep x pp``), sharded by ZeRO over ``dp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.cost.params import param_counts
+from mlacalc.models.loading import ModelConfig, model_argument
+from mlacalc.training.flops import (
+    TrainingFlops,
+    check_recompute,
+    default_attention,
+    engine_impl,
+    training_flops,
+)
+from mlacalc.training.memory import (
+    ActivationTensor,
+    layer_activations,
+    optimizer_bytes_per_param,
+    state_bytes,
+)
+from mlacalc.training.step import Layout, StepTime, make_layout, step_time
+from mlacalc.words import arguments as args
+from mlacalc.words.errors import InvalidArgumentError
+
+__all__ = ["TrainingCost", "absorption_table", "training_cost"]
+
+_MAX_SEQ = 1 << 24
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    """One training step: FLOPs, memory and (with a device) time."""
+
+    model: str
+    seq_len: int
+    impl: str
+    recompute: str
+    attention: str
+    optimizer: str
+    precision: str
+    zero: int
+    layout: Layout
+    flops: TrainingFlops
+    activations: tuple[ActivationTensor, ...]
+    activation_bytes_per_gpu: float
+    states_per_gpu: dict[str, float]
+    params_per_gpu: float
+    time: StepTime | None
+    peak_flops_per_s: float | None
+
+    @property
+    def activation_bytes(self) -> int:
+        """Activations of one micro-batch through the whole model (one GPU holding it)."""
+        return sum(a.bytes * a.layers for a in self.activations)
+
+    @property
+    def activation_bytes_per_layer(self) -> dict[str, int]:
+        """Bytes one layer of each block kind saves."""
+        out: dict[str, int] = {}
+        for a in self.activations:
+            out[a.block] = out.get(a.block, 0) + a.bytes
+        return out
+
+    @property
+    def memory_per_gpu(self) -> float:
+        return self.activation_bytes_per_gpu + sum(self.states_per_gpu.values())
+
+    @property
+    def step_flops(self) -> int:
+        """Model FLOPs of the whole step (every micro-batch on every data-parallel rank)."""
+        return self.flops.model_flops * self.layout.global_batch // self.layout.micro_batch
+
+    @property
+    def mfu(self) -> float | None:
+        if self.time is None or not self.peak_flops_per_s:
+            return None
+        return self.step_flops / (self.time.step_s * self.layout.gpus * self.peak_flops_per_s)
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float | None:
+        if self.time is None:
+            return None
+        return self.layout.global_batch * self.seq_len / self.time.step_s / self.layout.gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "seq_len": self.seq_len,
+            "impl": self.impl,
+            "recompute": self.recompute,
+            "attention": self.attention,
+            "optimizer": self.optimizer,
+            "precision": self.precision,
+            "zero": self.zero,
+            "layout": self.layout.to_dict(),
+            "flops_per_micro_batch": self.flops.to_dict(),
+            "model_flops_per_token": self.flops.model_flops // self.flops.tokens,
+            "activation_bytes_per_micro_batch": self.activation_bytes,
+            "activation_bytes_per_layer": self.activation_bytes_per_layer,
+            "activations": [a.to_dict() for a in self.activations],
+            "activation_bytes_per_gpu": self.activation_bytes_per_gpu,
+            "states_per_gpu": self.states_per_gpu,
+            "params_per_gpu": self.params_per_gpu,
+            "memory_per_gpu": self.memory_per_gpu,
+            "time": None if self.time is None else self.time.to_dict(),
+            "mfu": self.mfu,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+        }
+
+
+def _params_per_gpu(m: ModelConfig, lay: Layout) -> float:
+    pc = param_counts(m)
+    experts = pc.breakdown.get("moe_routed_experts", 0)
+    return ((pc.total - experts) / lay.tp + experts / lay.ep) / lay.pp
+
+
+def training_cost(
+    model: ModelConfig | str,
+    seq_len: int = 4096,
+    micro_batch: int = 1,
+    impl: str = "expanded",
+    recompute: str = "none",
+    hardware: Any = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    ep: int = 1,
+    global_batch: int | None = None,
+    optimizer: str = "adamw",
+    precision: str = "bf16-mixed",
+    zero: int = 1,
+    attention: str | None = None,
+    profile: Any = None,
+    overlap: bool = False,
+) -> TrainingCost:
+    """FLOPs, memory and (with ``hardware``) the time of one training step.
+
+    Parameters
+    ----------
+    impl
+        ``"expanded"`` (K and V made from the latent, flash attention) or ``"absorbed"``
+        (attention in latent space, probabilities kept); only MLA has both.
+    recompute
+        ``"none"``, ``"kv_up"`` (MLA's up-projection again in the backward) or ``"full"``.
+    tp, pp, dp, ep, micro_batch, global_batch
+        the parallel layout (see :mod:`mlacalc.training.step`); batches in sequences.
+    optimizer, precision, zero
+        ``adamw``, ``adam``, ``lion``, ``sgd-momentum``, ``sgd``; ``bf16-mixed``, ``fp8-mixed``,
+        ``bf16``, ``fp32``; ZeRO stage 0 to 3.
+    overlap
+        hide the tensor-, expert- and pipeline-parallel communication behind the compute (a
+        schedule such as DualPipe); otherwise it adds to it.
+
+    Examples
+    --------
+    >>> c = training_cost("deepseek-v3", seq_len=4096)
+    >>> round(c.flops.per_token / 1e9, 1)
+    250.5
+    """
+    m = model_argument(model)
+    seq_len = args.count("seq_len", seq_len, _MAX_SEQ)
+    engine_impl(m, impl)
+    recompute = check_recompute(m, impl, recompute)
+    attention = attention or default_attention(impl)
+    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
+        raise InvalidArgumentError(
+            "zero", f"ZeRO stage must be 0, 1, 2 or 3, got {args.show_value(zero)}"
+        )
+    _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
+    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
+    flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
+    acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute))
+    layer_bytes = sum(a.bytes * a.layers for a in acts if a.block != "head")
+    head = sum(a.bytes for a in acts if a.block == "head")
+    in_flight = min(lay.pp, lay.micro_batches)
+    act_gpu = (layer_bytes / lay.pp / lay.tp) * in_flight + head / lay.tp
+    params_gpu = _params_per_gpu(m, lay)
+    states = state_bytes(params_gpu, optimizer, precision, lay.dp, zero)
+    time = None
+    peak = None
+    if hardware is not None:
+        gemm_dtype = "fp8" if precision == "fp8-mixed" else "bf16"
+        time = step_time(
+            m,
+            lay,
+            hardware,
+            seq_len,
+            impl,
+            recompute,
+            attention,
+            "bf16",
+            gemm_dtype,
+            params_gpu,
+            sum(states.values()) * 2,
+            g,
+            profile,
+            args.flag("overlap", overlap),
+        )
+        peak = _peak(hardware)
+    return TrainingCost(
+        model=m.name,
+        seq_len=seq_len,
+        impl=impl,
+        recompute=recompute,
+        attention=attention,
+        optimizer=optimizer,
+        precision=precision,
+        zero=zero,
+        layout=lay,
+        flops=flops,
+        activations=acts,
+        activation_bytes_per_gpu=act_gpu,
+        states_per_gpu=states,
+        params_per_gpu=params_gpu,
+        time=time,
+        peak_flops_per_s=peak,
+    )
+
+
+def _peak(hardware: Any) -> float:
+    """The dense bf16 peak that MFU divides by (also for fp8 training, as reported)."""
+    # deferred: the hardware catalogue loads only when a device is named
+    from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+
+    hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+    return hw.peak("bf16")
+
+
+def absorption_table(
+    model: ModelConfig | str, seq_lens: Any = (1024, 4096, 16384, 65536), micro_batch: int = 1
+) -> list[dict[str, Any]]:
+    """Absorbed against expanded training per sequence length: attention-core and total FLOPs
+    and the activations of one micro-batch (expanded with ``kv_up`` recompute, as the seed's
+    training default; absorbed with nothing to recompute), and their ratios."""
+    m = model_argument(model)
+    if not m.is_mla:
+        raise InvalidArgumentError("model", f"{m.label} is not MLA: it has no absorbed path")
+    rows = []
+    for t in args.one_or_many("seq_lens", seq_lens, what="sequence lengths"):
+        e = training_cost(m, t, micro_batch, "expanded", "kv_up")
+        a = training_cost(m, t, micro_batch, "absorbed", "none")
+        ec, ac = e.flops.forward["attention_core"], a.flops.forward["attention_core"]
+        rows.append(
+            {
+                "seq_len": e.seq_len,
+                "core_flops_expanded": ec,
+                "core_flops_absorbed": ac,
+                "core_ratio": ac / ec,
+                "flops_expanded": e.flops.hardware_flops,
+                "flops_absorbed": a.flops.hardware_flops,
+                "flops_ratio": a.flops.hardware_flops / e.flops.hardware_flops,
+                "activations_expanded": e.activation_bytes,
+                "activations_absorbed": a.activation_bytes,
+                "activations_ratio": a.activation_bytes / e.activation_bytes,
+            }
+        )
+    return rows

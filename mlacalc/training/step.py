@@ -1,0 +1,403 @@
+"""The time of one training step on a parallel layout, from the kernel time model.
+
+Layout (Megatron-LM's ranks): ``tp`` tensor-parallel ranks, ``pp`` pipeline stages, ``dp``
+data-parallel ranks (``tp x pp x dp`` GPUs); ``ep`` expert-parallel ranks carved out of the
+data-parallel ones (``ep`` divides ``dp``; each holds ``E / ep`` routed experts). A step runs
+``global_batch / (micro_batch x dp)`` micro-batches through the pipeline with the 1F1B
+schedule, then reduces the gradients over the data-parallel ranks and steps the optimizer.
+
+One GPU's kernels for one micro-batch (one pipeline stage: ``L / pp`` layers; the last stage
+also runs the head, and the slowest stage sets the pace):
+
+- forward: the model step's kernels (:func:`mlacalc.training.flops.forward_kernels`) sharded as
+  Megatron-LM shards them: column-parallel projections (queries, MLA's up-projections, FFN up)
+  split their outputs over ``tp``, row-parallel ones (output projection, FFN down) their inputs,
+  the attention core its heads (GQA's KV heads up to ``n_kv`` ranks), the head its vocabulary;
+  MLA's down-projections and the router are replicated; element-wise work is split (sequence
+  parallelism); the routed experts are grouped GEMMs over the rank's ``E / ep`` experts, each
+  receiving an even share of the tokens of its expert-parallel group (``tokens / tp`` per rank);
+- backward: each GEMM as its two gradient GEMMs (input and weight, shapes transposed); the
+  attention core as its class at the backward's FLOPs (the flash backward: twice the forward
+  plus the recomputed scores; this assumes the backward kernel runs at the forward kernel's
+  efficiency); the absorbed path's materialized scores, softmax and values as GEMMs and an
+  element-wise pass; element-wise kernels move twice their forward bytes;
+- recomputation: the recomputed kernels again (forward);
+- communication, by the link model of :mod:`mlacalc.serving.comm` (scale-up link within a
+  node, the scale-out network beyond), added to the compute or, with ``overlap`` (a schedule
+  such as DeepSeek's DualPipe that hides it), overlapped with it (the longer of the two):
+  tensor parallelism with sequence parallelism, an all-gather and a reduce-scatter of the
+  layer's activations around attention and around the FFN, forward and backward; expert
+  parallelism, a dispatch (fp8 with fp8 training) and a combine (bf16), forward and backward,
+  as DeepEP's normal kernels send them (every routed copy within a node; across nodes one copy
+  per remote node a token's experts live on, experts spread evenly, no node limit); pipeline
+  stages, the activations of a micro-batch forward and their gradients backward; data
+  parallelism, once per step, a reduce-scatter of the gradients and an all-gather of the
+  weights (ZeRO-1), hidden behind the last micro-batch's backward up to its length.
+
+Step time = ``(micro-batches + pp - 1) x`` the stage's micro-batch time ``+`` the exposed
+data-parallel time ``+`` the optimizer step (an element-wise kernel reading and writing the
+rank's weights, gradients and states).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.cost.params import expert_shape
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.comm import (
+    combine_bytes,
+    comm_seconds,
+    dispatch_bytes,
+    remote_nodes_per_token,
+)
+from mlacalc.timemodel.kernel_time import predict_kernels
+from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
+from mlacalc.words import arguments as args
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.kernels import Kernel
+
+__all__ = ["Layout", "StepTime", "make_layout", "step_time"]
+
+_COLUMN = {"q_proj", "q_b_proj", "kv_b_proj", "dense_ffn_up", "shared_experts_up"}
+_ROW = {"o_proj", "dense_ffn_down", "shared_experts_down"}
+_REPLICATED = {"q_a_proj", "kv_a_proj", "router"}
+_BIG = 1 << 24
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A training layout: parallel ranks and batch sizes (sequences)."""
+
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    micro_batch: int
+    global_batch: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def micro_batches(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    def to_dict(self) -> dict[str, int]:
+        return {**self.__dict__, "gpus": self.gpus, "micro_batches": self.micro_batches}
+
+
+def make_layout(
+    m: ModelConfig,
+    tp: Any = 1,
+    pp: Any = 1,
+    dp: Any = 1,
+    ep: Any = 1,
+    micro_batch: Any = 1,
+    global_batch: Any = None,
+) -> Layout:
+    """A checked layout for ``m`` (``global_batch`` defaults to one micro-batch per rank)."""
+    tp, pp, dp, ep = (
+        args.count(n, v, _BIG) for n, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
+    )
+    micro_batch = args.count("micro_batch", micro_batch, _BIG)
+    if global_batch is None:
+        global_batch = micro_batch * dp
+    global_batch = args.count("global_batch", global_batch, 1 << 40)
+    if global_batch % (micro_batch * dp):
+        raise InvalidArgumentError(
+            "global_batch",
+            f"{global_batch:,} sequences do not split into micro-batches of {micro_batch} on "
+            f"{dp} data-parallel ranks; use a multiple of {micro_batch * dp:,}",
+        )
+    if m.num_attention_heads % tp:
+        raise InvalidArgumentError(
+            "tp", f"{m.label}'s {m.num_attention_heads} heads do not split over {tp} ranks"
+        )
+    if pp > m.num_hidden_layers:
+        raise InvalidArgumentError(
+            "pp", f"{pp} stages for {m.num_hidden_layers} layers: at most one stage per layer"
+        )
+    if ep > 1 and not m.is_moe:
+        raise InvalidArgumentError("ep", f"{m.label} has no experts to spread over {ep} ranks")
+    if dp % ep or (m.is_moe and m.n_routed_experts % ep):
+        raise InvalidArgumentError(
+            "ep",
+            f"{ep} expert-parallel ranks must divide the {dp} data-parallel ranks and the "
+            f"{m.n_routed_experts} experts",
+        )
+    return Layout(tp, pp, dp, ep, micro_batch, global_batch)
+
+
+def _shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
+    """One GPU's share of a forward kernel under the layout (the layers of one stage)."""
+    tp = lay.tp
+    calls = k.calls if k.calls == 1 else math.ceil(k.calls / lay.pp)
+    s = dict(k.shape)
+    flops, nbytes = k.flops, k.bytes
+    if k.kind == "gemm":
+        if k.name in _COLUMN or k.name == "lm_head":
+            s["n"] = max(1, s["n"] // tp)
+            flops, nbytes = flops // tp, nbytes // tp
+        elif k.name in _ROW:
+            s["k"] = max(1, s["k"] // tp)
+            flops, nbytes = flops // tp, nbytes // tp
+        elif k.name not in _REPLICATED:  # the absorbed per-head products
+            s["groups"] = max(1, s["groups"] // tp)
+            flops, nbytes = flops // tp, nbytes // tp
+    elif k.kind in core_kinds():
+        s["n_heads"] = s["n_heads"] // tp
+        s["n_kv"] = max(1, s["n_kv"] // tp)
+        flops, nbytes = flops // tp, nbytes // tp
+    elif k.kind == "moe":
+        return _experts(k, m, lay, calls)
+    else:
+        flops, nbytes = flops // tp, nbytes // tp
+        s = {"elements": max(1, s.get("elements", 1) // tp)}
+    return [Kernel(k.name, k.kind, k.dtype, flops, nbytes, calls, s)]
+
+
+def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]:
+    """The routed experts of one rank as grouped GEMMs (balanced routing)."""
+    f = expert_shape(m)
+    local = m.n_routed_experts // lay.ep
+    tokens = k.shape["tokens"] // lay.tp  # the rank's tokens (sequence parallel)
+    per_expert = max(1, tokens * m.num_experts_per_tok * lay.ep // m.n_routed_experts)
+    up = 2 * per_expert * f.up_width * f.hidden * local
+    down = 2 * per_expert * f.hidden * f.inter * local
+    w = 2 if k.dtype != "fp8" else 1
+    return [
+        Kernel(
+            "experts_up",
+            "gemm",
+            k.dtype,
+            up,
+            local * f.up_width * f.hidden * w,
+            calls,
+            {"m": per_expert, "n": f.up_width, "k": f.hidden, "groups": local},
+        ),
+        Kernel(
+            "experts_down",
+            "gemm",
+            k.dtype,
+            down,
+            local * f.inter * f.hidden * w,
+            calls,
+            {"m": per_expert, "n": f.hidden, "k": f.inter, "groups": local},
+        ),
+    ]
+
+
+def _backward(k: Kernel, attention: str) -> list[Kernel]:
+    """The backward kernels of a forward kernel."""
+    if k.kind == "gemm":
+        s = k.shape
+        dgrad = {**s, "n": s["k"], "k": s["n"]}
+        wgrad = {**s, "m": s["k"], "k": s["m"]}
+        return [
+            Kernel(k.name + "_dgrad", "gemm", k.dtype, k.flops, k.bytes, k.calls, dgrad),
+            Kernel(k.name + "_wgrad", "gemm", k.dtype, k.flops, k.bytes, k.calls, wgrad),
+        ]
+    if k.kind in core_kinds():
+        extra = score_flops(k) if attention == "flash" else 0
+        return [
+            Kernel(
+                k.name + "_backward",
+                k.kind,
+                k.dtype,
+                2 * k.flops + extra,
+                2 * k.bytes,
+                k.calls,
+                k.shape,
+            )
+        ]
+    return [Kernel(k.name + "_backward", k.kind, k.dtype, k.flops, 2 * k.bytes, k.calls, k.shape)]
+
+
+def _materialized(k: Kernel) -> list[Kernel]:
+    """An absorbed core with its probabilities kept: scores, softmax and values apart."""
+    s = k.shape
+    b, h, t = s["batch"], s["n_heads"], s["q_len"]
+    e, d_c = s["head_dim_qk"], s["head_dim_v"]
+    probs = b * h * t * t
+    return [
+        Kernel(
+            "scores",
+            "gemm",
+            k.dtype,
+            2 * b * h * t * t * e,
+            2 * (b * t * (h + 1) * e + probs),
+            k.calls,
+            {"m": h * t, "n": t, "k": e, "groups": b},
+        ),
+        Kernel(
+            "softmax", "elementwise", k.dtype, 5 * probs, 4 * probs, k.calls, {"elements": probs}
+        ),
+        Kernel(
+            "pv",
+            "gemm",
+            k.dtype,
+            2 * b * h * t * t * d_c,
+            2 * (probs + b * t * (h + 1) * d_c),
+            k.calls,
+            {"m": h * t, "n": d_c, "k": t, "groups": b},
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A training step's time and its parts (seconds)."""
+
+    layout: Layout
+    hardware: str
+    step_s: float
+    micro_batch_s: float
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    tp_comm_s: float
+    ep_comm_s: float
+    pp_comm_s: float
+    bubble_s: float
+    dp_comm_s: float
+    dp_exposed_s: float
+    optimizer_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "layout"}
+        return {"layout": self.layout.to_dict(), **out}
+
+
+def _comm(kind: str, nbytes: float, n: int, hw: HardwareSpec, span: int) -> float:
+    if n <= 1:
+        return 0.0
+    network = bool(hw.gpus_per_node and span > hw.gpus_per_node)
+    return float(comm_seconds(kind, nbytes, n, hw, network=network))
+
+
+def _ep_seconds(m: ModelConfig, lay: Layout, hw: HardwareSpec, tokens: float, fp8: bool) -> float:
+    """One dispatch and one combine of a rank's ``tokens`` (DeepEP's normal kernels: within a
+    node every routed copy over the scale-up link; across nodes one copy per remote node the
+    token's experts live on, over the network, forwarded within that node)."""
+    k, d = m.num_experts_per_tok, m.hidden_size
+    node = hw.gpus_per_node or lay.ep * lay.tp
+    span = lay.ep * lay.tp
+    if span <= node:
+        sent = (dispatch_bytes(tokens, k, d, fp8), combine_bytes(tokens, k, d))
+        return sum(
+            _comm(kind, b, lay.ep, hw, span) for kind, b in zip(("dispatch", "combine"), sent)
+        )
+    copies = remote_nodes_per_token(lay.ep, max(1, node // lay.tp), k)
+    sent = (dispatch_bytes(tokens, copies, d, fp8), combine_bytes(tokens, copies, d))
+    return sum(_comm(kind, b, lay.ep, hw, span) for kind, b in zip(("dispatch", "combine"), sent))
+
+
+def _seconds(kernels: list[Kernel], hw: HardwareSpec, profile: Any) -> float:
+    return sum(t.seconds for t in predict_kernels(kernels, hw, profile)) if kernels else 0.0
+
+
+def step_time(
+    m: ModelConfig,
+    lay: Layout,
+    hardware: Any,
+    seq_len: int,
+    impl: str,
+    recompute: str,
+    attention: str,
+    dtype: str,
+    gemm_dtype: str,
+    params_per_gpu: float,
+    state_bytes_per_gpu: float,
+    grad_bytes: int,
+    profile: Any = None,
+    overlap: bool = False,
+) -> StepTime:
+    """The predicted time of one training step (see the module's description)."""
+    hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+    fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, dtype)
+    fwd: list[Kernel] = []
+    for k in fwd_all:
+        if k.name == "embedding":
+            continue
+        if k.kind == "mla_decode" and attention == "materialized":
+            k_parts = _materialized(k)
+        else:
+            k_parts = [k]
+        for part in k_parts:
+            for s in _shard(part, m, lay):
+                if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in ("scores", "pv"):
+                    s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
+                fwd.append(s)
+    bwd = [b for k in fwd for b in _backward(k, attention)]
+    again = [
+        k
+        for k in fwd
+        if (recompute == "full" and k.name not in ("lm_head", "final_norm"))
+        or (recompute == "kv_up" and k.name == "kv_b_proj")
+    ]
+    t_f, t_b, t_r = (_seconds(x, hw, profile) for x in (fwd, bwd, again))
+    a = 2 if dtype == "bf16" else 4
+    tokens = lay.micro_batch * seq_len
+    layers = math.ceil(m.num_hidden_layers / lay.pp)
+    moe_layers = math.ceil(m.num_moe_layers / lay.pp)
+    act = tokens * m.hidden_size * a
+    tp_comm = 0.0
+    if lay.tp > 1:
+        one = _comm("all_gather", act / lay.tp, lay.tp, hw, lay.tp)
+        one += _comm("reduce_scatter", act / lay.tp, lay.tp, hw, lay.tp)
+        blocks = layers * 2 - (moe_layers if lay.ep > 1 else 0)
+        tp_comm = 2 * blocks * one  # forward and backward
+    ep_comm = 0.0
+    if lay.ep > 1:
+        ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, gemm_dtype == "fp8")
+    pp_comm = 0.0
+    if lay.pp > 1:
+        pp_comm = 2 * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.dp + 1)
+    compute = t_f + t_b + t_r
+    comm = tp_comm + ep_comm + pp_comm
+    micro = max(compute, comm) if overlap else compute + comm
+    n_micro = lay.micro_batches
+    bubble = (lay.pp - 1) * micro
+    dp_comm = 0.0
+    if lay.dp > 1:
+        share = params_per_gpu / lay.dp
+        dp_comm = _comm("reduce_scatter", share * grad_bytes, lay.dp, hw, lay.dp * lay.tp)
+        dp_comm += _comm("all_gather", share * 2, lay.dp, hw, lay.dp * lay.tp)
+    exposed = max(0.0, dp_comm - t_b)
+    elements = max(1, int(params_per_gpu))
+    opt = _seconds(
+        [
+            Kernel(
+                "optimizer",
+                "elementwise",
+                "fp32",
+                0,
+                int(state_bytes_per_gpu),
+                1,
+                {"elements": elements},
+            )
+        ],
+        hw,
+        profile,
+    )
+    return StepTime(
+        layout=lay,
+        hardware=hw.name,
+        step_s=n_micro * micro + bubble + exposed + opt,
+        micro_batch_s=micro,
+        forward_s=t_f,
+        backward_s=t_b,
+        recompute_s=t_r,
+        tp_comm_s=tp_comm,
+        ep_comm_s=ep_comm,
+        pp_comm_s=pp_comm,
+        bubble_s=bubble,
+        dp_comm_s=dp_comm,
+        dp_exposed_s=exposed,
+        optimizer_s=opt,
+    )
