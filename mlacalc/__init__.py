@@ -77,6 +77,8 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
     "formula",
     "step_kernels",
     "sweep",
+    "convert",
+    "training_cost",
     # hardware, roofline, planning
     "load_hardware",
     "HardwareSpec",
@@ -117,6 +119,8 @@ _LAZY = {
     "validate": "mlacalc.measured.validate",
     "calibrate": "mlacalc.measured.calibrate",
     "load_profile": "mlacalc.timemodel.profile",
+    "convert": "mlacalc.models.convert",
+    "training_cost": "mlacalc.training.cost",
 }
 
 
