@@ -72,6 +72,92 @@ class _SystemL2(Mapping[str, int]):
 #: L2 size of each system's device (the GEMM table's weight-copy rule reads it).
 SYSTEM_L2_BYTES: Mapping[str, int] = _SystemL2()
 
+#: Columns that hold numbers in aiconfigurator's tables (sizes, counts, times) and columns that
+#: hold text (dtypes, names, modes): a table that gives one of them in the other type is
+#: refused, naming the column. Columns named in neither are read as they come.
+NUMBER_COLUMNS = frozenset(
+    [
+        "batch_size",
+        "beam_width",
+        "chunk_size",
+        "combine_avg_t_us",
+        "combine_bandwidth_gbps",
+        "combine_notify_us",
+        "combine_sms",
+        "combine_transmit_us",
+        "compress_ratio",
+        "d_conv",
+        "d_model",
+        "d_state",
+        "dispatch_avg_t_us",
+        "dispatch_bandwidth_gbps",
+        "dispatch_notify_us",
+        "dispatch_sms",
+        "dispatch_transmit_us",
+        "hc_mult",
+        "head_dim",
+        "head_k_dim",
+        "head_v_dim",
+        "hidden_size",
+        "inter_size",
+        "isl",
+        "k",
+        "latency",
+        "local_num_heads",
+        "m",
+        "message_size",
+        "moe_ep_size",
+        "moe_tp_size",
+        "n",
+        "n_groups",
+        "nheads",
+        "node_num",
+        "num_experts",
+        "num_gpus",
+        "num_heads",
+        "num_k_heads",
+        "num_key_value_heads",
+        "num_sites",
+        "num_token",
+        "num_tokens",
+        "num_topk",
+        "num_v_heads",
+        "seq_len",
+        "sinkhorn_iters",
+        "step",
+        "topk",
+        "tp_size",
+        "window_size",
+    ]
+)
+TEXT_COLUMNS = frozenset(
+    [
+        "allreduce_dtype",
+        "architecture",
+        "attn_dtype",
+        "backend",
+        "bmm_dtype",
+        "device",
+        "distribution",
+        "framework",
+        "gemm_dtype",
+        "gemm_type",
+        "implementation",
+        "kernel_source",
+        "kv_cache_dtype",
+        "mla_dtype",
+        "model",
+        "model_name",
+        "moe_dtype",
+        "nccl_dtype",
+        "op_name",
+        "phase",
+        "quant_dtype",
+        "score_mode",
+        "version",
+    ]
+)
+
 #: Largest ``collection_meta.yaml`` read (these files are a few hundred bytes).
 _META_LIMIT = 64 * 1024
 
@@ -203,21 +289,40 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return data
 
 
-def _arrow_column(col) -> np.ndarray:
-    """One arrow column as a numpy array; text through its dictionary (fast on big tables)."""
+def _arrow_column(col, name: str, source: str) -> np.ndarray:
+    """One arrow column as a numpy array: numbers as int64 or float64 (a missing value NaN),
+    text through its dictionary (fast on big tables; a dictionary-encoded column, as pandas
+    writes a category, is read the same; a missing value ""). A column of another type, or of
+    the wrong one of the two for its name (:data:`NUMBER_COLUMNS`, :data:`TEXT_COLUMNS`), is
+    one line naming the file and the column (it printed the column's data)."""
     # deferred: pyarrow is the optional measured extra
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        enc = pc.dictionary_encode(col).combine_chunks()
+    kind = col.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+        col = pc.cast(col, kind)
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    number = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+    want = "numbers" if name in NUMBER_COLUMNS else "text" if name in TEXT_COLUMNS else ""
+    if not (text or number) or (want == "numbers" and text) or (want == "text" and number):
+        raise ConfigError(
+            f"holds {str(kind)[:60]}; this column holds {want or 'numbers or text'}",
+            source=source,
+            field=name,
+            fix="write the table with the column's type as aiconfigurator's collectors do",
+        )
+    if text:
+        enc = pc.dictionary_encode(pc.fill_null(col, "")).combine_chunks()
         words = np.asarray(enc.dictionary.to_pylist(), dtype=str)
         codes = enc.indices.to_numpy(zero_copy_only=False)
         return words[codes] if len(words) else np.zeros(len(codes), dtype=str)
-    arr = col.to_numpy()
-    if arr.dtype.kind not in "iuf":
-        raise ConfigError(f"column '{col}' has an unsupported type {col.type}")
-    return arr
+    if pa.types.is_boolean(kind):
+        col = pc.cast(col, pa.int64())
+    if col.null_count:  # a missing number is NaN
+        return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    return np.asarray(col.to_numpy(), dtype=np.float64 if pa.types.is_floating(kind) else np.int64)
 
 
 def _system_of(leaf: Path) -> tuple[str, str]:
@@ -242,7 +347,7 @@ def _read_parquet(path: Path, meta: dict[str, Any]) -> list[MeasuredTable]:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot be read as parquet ({exc})", source=str(path)) from None
     name = path.stem
-    cols = {c: _arrow_column(arrow.column(c)) for c in arrow.column_names}
+    cols = {c: _arrow_column(arrow.column(c), c, str(path)) for c in arrow.column_names}
     runtime = meta["runtime"]
     engine = engine_of_framework(str(runtime["framework"]))
     if engine is None:
