@@ -1,0 +1,226 @@
+"""`mlacalc train`: what a training step costs (FLOPs by stage, activations, optimizer memory,
+step time on a parallel layout), and absorbed against expanded MLA training."""
+
+from __future__ import annotations
+
+import click
+
+from mlacalc.cli.common import SIZE, Section, emit, format_option, load, size_list
+from mlacalc.render import human_bytes, human_seconds, human_si
+from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
+from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
+
+_PARTS = (
+    ("forward", "forward_s"),
+    ("backward", "backward_s"),
+    ("recompute", "recompute_s"),
+    ("tensor-parallel comm", "tp_comm_s"),
+    ("expert-parallel comm", "ep_comm_s"),
+    ("pipeline comm", "pp_comm_s"),
+    ("micro-batch (stage)", "micro_batch_s"),
+    ("pipeline bubble", "bubble_s"),
+    ("data-parallel comm (exposed)", "dp_exposed_s"),
+    ("optimizer step", "optimizer_s"),
+    ("step", "step_s"),
+)
+
+
+def _sections(c, table) -> list[Section]:
+    f = c.flops
+    tok = f.tokens
+    stages = [
+        [
+            s,
+            human_si(f.forward[s]),
+            human_si(f.backward[s]),
+            human_si(f.recompute[s]),
+            f"{(f.forward[s] + f.backward[s]) / tok / 1e9:,.2f}",
+        ]
+        for s in TRAINING_STAGES
+    ]
+    stages.append(
+        [
+            "total",
+            human_si(sum(f.forward.values())),
+            human_si(sum(f.backward.values())),
+            human_si(sum(f.recompute.values())),
+            f"{f.per_token / 1e9:,.2f}",
+        ]
+    )
+    lay = c.layout
+    out = [
+        Section(
+            f"{c.model}: FLOPs of one micro-batch ({lay.micro_batch} x {c.seq_len:,} tokens, "
+            f"{c.impl}, {c.attention} attention, recompute {c.recompute})",
+            ["stage", "forward", "backward", "recomputed", "model GFLOPs / token"],
+            stages,
+            note="causal pairs; backward = 2 x forward; recomputed: the flash backward's scores "
+            "and the recompute policy (hardware FLOPs, not in MFU)",
+        ),
+        Section(
+            "Activations saved for backward",
+            ["block", "bytes per layer", "layers", "bytes"],
+            [[b, human_bytes(v), n, human_bytes(v * n)] for b, v, n in _blocks(c)]
+            + [["one micro-batch, whole model", "", "", human_bytes(c.activation_bytes)]],
+        ),
+        Section(
+            f"Memory per GPU (tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, ep {lay.ep}; "
+            f"{c.optimizer}, {c.precision}, ZeRO-{c.zero})",
+            ["part", "bytes"],
+            [[k.replace("_", " "), human_bytes(v)] for k, v in c.states_per_gpu.items()]
+            + [
+                ["activations (micro-batches in flight)", human_bytes(c.activation_bytes_per_gpu)],
+                ["total", human_bytes(c.memory_per_gpu)],
+            ],
+            note=f"{human_si(c.params_per_gpu)} parameters per GPU",
+        ),
+    ]
+    if c.time is not None:
+        t = c.time
+        out.append(
+            Section(
+                f"Step on {lay.gpus:,} x {t.hardware} ({lay.micro_batches:,} micro-batches, "
+                f"global batch {lay.global_batch:,} sequences)",
+                ["part", "time"],
+                [[name, human_seconds(getattr(t, key))] for name, key in _PARTS],
+                note=f"MFU {c.mfu:.1%} (dense bf16 peak); {c.tokens_per_s_per_gpu:,.0f} tokens/s "
+                "per GPU; a prediction of the kernel time model and the link model",
+            )
+        )
+    if table:
+        out.append(
+            Section(
+                "Absorbed against expanded training (expanded: kv_up recompute; absorbed: "
+                "probabilities kept)",
+                ["seq_len", "core FLOPs", "total FLOPs", "activations"],
+                [
+                    [
+                        f"{r['seq_len']:,}",
+                        f"{r['core_ratio']:.2f}x",
+                        f"{r['flops_ratio']:.2f}x",
+                        f"{r['activations_ratio']:.2f}x",
+                    ]
+                    for r in table
+                ],
+                note="absorbed / expanded, one micro-batch through the whole model",
+            )
+        )
+    return out
+
+
+def _blocks(c) -> list[tuple[str, int, int]]:
+    per: dict[str, list[int]] = {}
+    for a in c.activations:
+        per.setdefault(a.block, [0, a.layers])[0] += a.bytes
+    return [(b, v, n) for b, (v, n) in per.items()]
+
+
+@click.command("train")
+@click.argument("model")
+@click.option(
+    "--seq-len", "-s", type=SIZE, default="4k", show_default=True, help="Tokens per sequence."
+)
+@click.option(
+    "--micro-batch", type=SIZE, default=1, show_default=True, help="Sequences per micro-batch."
+)
+@click.option(
+    "--global-batch",
+    type=SIZE,
+    default=None,
+    help="Sequences per step (default: one micro-batch per data-parallel rank).",
+)
+@click.option(
+    "--impl",
+    type=click.Choice(list(TRAINING_IMPLS)),
+    default="expanded",
+    show_default=True,
+    help="MLA path: expanded (flash) or absorbed.",
+)
+@click.option(
+    "--recompute",
+    type=click.Choice(list(RECOMPUTE_POLICIES)),
+    default="none",
+    show_default=True,
+    help="Activation recomputation.",
+)
+@click.option("--hardware", "--hw", default=None, help="Predict the step time on this GPU.")
+@click.option("--tp", type=SIZE, default=1, show_default=True, help="Tensor-parallel ranks.")
+@click.option("--pp", type=SIZE, default=1, show_default=True, help="Pipeline stages.")
+@click.option("--dp", type=SIZE, default=1, show_default=True, help="Data-parallel ranks.")
+@click.option(
+    "--ep", type=SIZE, default=1, show_default=True, help="Expert-parallel ranks (divide --dp)."
+)
+@click.option(
+    "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True
+)
+@click.option(
+    "--precision", type=click.Choice(list(PRECISIONS)), default="bf16-mixed", show_default=True
+)
+@click.option(
+    "--zero",
+    type=click.IntRange(0, 3),
+    default=1,
+    show_default=True,
+    help="ZeRO stage over the data-parallel ranks.",
+)
+@click.option(
+    "--overlap", is_flag=True, help="Hide TP/EP/PP communication behind compute (DualPipe-like)."
+)
+@click.option(
+    "--absorption",
+    default=None,
+    help="Absorbed vs expanded table at these lengths (e.g. 1k,4k,16k,64k).",
+)
+@format_option
+def command(
+    model,
+    seq_len,
+    micro_batch,
+    global_batch,
+    impl,
+    recompute,
+    hardware,
+    tp,
+    pp,
+    dp,
+    ep,
+    optimizer,
+    precision,
+    zero,
+    overlap,
+    absorption,
+    fmt,
+):
+    """FLOPs, activation memory, optimizer memory and step time of one training step.
+
+    \b
+    Examples:
+      mlacalc train deepseek-v3 --seq-len 4k --recompute kv_up --absorption 1k,4k,16k,64k
+      mlacalc train llama-3.1-405b -s 8k --hw H100 --tp 8 --pp 16 --dp 64 --global-batch 2048
+      mlacalc train deepseek-v3 --hw H800 --pp 16 --dp 128 --ep 64 --global-batch 15360 \\
+          --precision fp8-mixed --overlap
+    """
+    # deferred: the training model loads numpy and the time model; --help stays light
+    from mlacalc.training.cost import absorption_table, training_cost
+
+    m = load(model)
+    c = training_cost(
+        m,
+        seq_len,
+        micro_batch,
+        impl,
+        recompute,
+        hardware,
+        tp,
+        pp,
+        dp,
+        ep,
+        global_batch,
+        optimizer,
+        precision,
+        zero,
+        overlap=overlap,
+    )
+    table = absorption_table(m, size_list(absorption), micro_batch) if absorption else []
+    document = c.to_dict() | ({"absorption": table} if table else {})
+    emit(fmt, document, lambda: _sections(c, table))
