@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "report": "report_cmd",
     "compare": "compare_cmd",
     "convert": "convert_cmd",
+    "train": "train_cmd",
     "formula": "formula_cmd",
     "import-hf": "import_hf_cmd",
     "roofline": "roofline_cmd",
