@@ -308,3 +308,23 @@ def test_calibrate_kernel_set_file_fits_its_usable_rows(tmp_path):
     prof = mlacalc.calibrate(str(_kernel_set(tmp_path, rows)), use_scipy=False)
     assert list(prof.classes) == ["gemm:fp32"]
     assert any("2 row(s) of gemm:fp32" in n and "time not finite" in n for n in prof.notes)
+
+
+# ---- the path arguments
+
+
+@pytest.mark.parametrize("value", ["", "  ", [""], ["", str(SHIPPED)], b"x", 5, {"a": 1}])
+def test_validate_measured_empty_string_does_not_validate_the_working_directory(
+    value, monkeypatch, tmp_path
+):
+    # '' was Path(''): the working directory, read as a measured set (47 tables in a checkout)
+    monkeypatch.chdir(tmp_path)
+    for call in (lambda: mlacalc.validate(measured=value), lambda: mlacalc.calibrate(value)):
+        with pytest.raises(InvalidArgumentError, match=r"^measured(_sets)?(\[\d\])?: must be"):
+            call()
+
+
+def test_validate_measured_empty_string_on_the_command_line_names_the_flag(capsys):
+    assert main(["validate", "--measured", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--measured" in err and "internal" not in err

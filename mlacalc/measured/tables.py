@@ -28,7 +28,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import MEASURED_SYSTEMS, load_hardware, read_sidecar
 from mlacalc.words.engines import ALL_ENGINES, SHARED, check_engine, engine_of_framework
-from mlacalc.words.errors import ConfigError, MlacalcError
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.safeio import read_data
 
 __all__ = [
@@ -466,6 +466,17 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     )
 
 
+def _path_list(paths: Any) -> list:
+    """Several paths: a list or tuple (anything else is refused by name)."""
+    if not isinstance(paths, (list, tuple)):
+        raise InvalidArgumentError(
+            "measured",
+            f"must be a path or a list of paths, got {type(paths).__name__}; pass an "
+            "aiconfigurator system folder, a parquet file or a bench .json",
+        )
+    return list(paths)
+
+
 def load_measured(
     paths: str | os.PathLike | list[str | os.PathLike], *, engine: str | None = None
 ) -> MeasuredSet:
@@ -479,7 +490,7 @@ def load_measured(
     sorted order, so a folder's tables come in one order on every machine.
     """
     want = check_engine(engine, allow_all=True)
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else _path_list(paths)
     if not items:
         raise ConfigError(
             "no measured set given",
@@ -487,7 +498,14 @@ def load_measured(
             fix="pass an aiconfigurator system folder, a parquet file or a bench .json",
         )
     tables: list[MeasuredTable] = []
-    for item in items:
+    for i, item in enumerate(items):
+        if not isinstance(item, (str, os.PathLike)) or not os.fspath(item).strip():
+            # '' is no path: Path('') is the working directory, which was read as a set
+            raise InvalidArgumentError(
+                "measured" if len(items) == 1 else f"measured[{i}]",
+                f"must be the path of a measured set, got {str(item)[:40]!r}; pass an "
+                "aiconfigurator system folder, a parquet file or a bench .json",
+            )
         p = Path(item).expanduser()
         if not p.exists():
             raise ConfigError(
