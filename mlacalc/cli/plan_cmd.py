@@ -20,6 +20,12 @@ from mlacalc.cli.common import (
     profile_option,
     size_text,
 )
+from mlacalc.cli.serving_flags import (
+    engine_option_values,
+    launch_options,
+    launch_text,
+    plan_engine_options,
+)
 from mlacalc.render import human_bytes, human_si
 from mlacalc.words import defaults as D
 
@@ -181,6 +187,8 @@ def layout_options(f):
     show_default=True,
     help="Tokens of the busiest expert GPU over the mean.",
 )
+@plan_engine_options
+@launch_options
 @profile_option()
 @format_option
 def command(
@@ -219,6 +227,7 @@ def command(
     routing_imbalance,
     profile,
     fmt,
+    **engine_opts,
 ):
     """Capacity plan: what fits on the GPUs, the per-GPU step with its communication, and the
     serving figures (TTFT, TPOT, tokens/s) of a request mix. A deployment that does not fit is
@@ -267,6 +276,9 @@ def command(
     # deferred: the planner loads numpy and the time model; `mlacalc --help` stays light
     from mlacalc.serving.plan import plan as make_plan
 
+    launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    engine = engine_option_values(engine_opts, chunked=mode != "disaggregated")
+    chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
         load(model),
         hardware,
@@ -303,9 +315,57 @@ def command(
         prefill_dp_attention=prefill_dp_attention,
         prefill_redundant_experts=prefill_redundant_experts,
         profile=load_profile_option(profile),
+        **engine,
     )
     doc = p.to_dict()
+    text = ""
+    if launch and p.fits:
+        text = launch_text(
+            launch,
+            model_path or model,
+            _point(p, redundant_experts, overlap, kv_dtype),
+            gpus_per_node=p_hardware_node(hardware),
+            memory_reserve=memory_reserve,
+            prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),
+            max_tokens=engine["max_tokens"],
+            chunked_prefill=chunked_prefill,
+            overlap_schedule=engine["overlap_schedule"],
+            cuda_graph_max_batch=engine["cuda_graph_max_batch"],
+            mtp_tokens=mtp_tokens,
+        )
+        doc["launch"] = text
     emit(fmt, doc, lambda: sections(p))
+    if text and fmt in ("table", "markdown"):
+        click.echo(text, nl=False)
+
+
+def p_hardware_node(hardware: str) -> int | None:
+    """GPUs per node of a device (None: not stated)."""
+    from mlacalc.hardware.catalogue import load_hardware  # deferred: --help stays light
+
+    return load_hardware(hardware).gpus_per_node
+
+
+def _point(p, redundant_experts: int, overlap: str, kv_dtype: str) -> dict:
+    """A plan's deployment in a search point's fields (the launch commands read them)."""
+    return {
+        "mode": p.mode,
+        "decode_gpus": p.gpus,
+        "tp": p.tp,
+        "dp": p.dp,
+        "pp": p.pp,
+        "ep": p.ep,
+        "dp_attention": p.dp_attention,
+        "redundant_experts": redundant_experts,
+        "overlap": overlap,
+        "kv_dtype": p.kv_layout,
+        "batch_per_group": max(1, -(-p.max_batch // p.dp)),
+        "prefill_gpus": p.prefill_gpus,
+        "prefill_tp": p.prefill_tp,
+        "prefill_ep": p.prefill_ep,
+        "prefill_dp_attention": p.prefill_dp_attention,
+        "prefill_redundant_experts": p.prefill_redundant_experts,
+    }
 
 
 def kv_rows(p) -> list[list[str]]:
@@ -443,7 +503,8 @@ def plan_rows(p) -> list[list[str]]:
         ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
         *kv_rows(p),
         [
-            f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens",
+            f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens"
+            + (" (the engine's max running)" if p.admission != "kv capacity" else ""),
             f"{p.max_batch:,}",
         ],
     ]

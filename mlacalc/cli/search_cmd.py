@@ -21,6 +21,12 @@ from mlacalc.cli.common import (
     size_list,
 )
 from mlacalc.cli.plan_cmd import times_note
+from mlacalc.cli.serving_flags import (
+    engine_option_values,
+    launch_options,
+    launch_text,
+    search_engine_options,
+)
 from mlacalc.words import defaults as D
 
 
@@ -193,7 +199,8 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     "gpus_text",
     default=str(D.GPUS),
     show_default=True,
-    help="GPU counts to consider, e.g. 8,16,32.",
+    help="A GPU budget (one number: split between prefill and decode pools and replicas) or "
+    "GPU counts to consider one by one, e.g. 8,16,32.",
 )
 @click.option("--isl", type=SIZE, required=True, help="Input (prompt) tokens per request.")
 @click.option("--osl", type=SIZE, required=True, help="Output tokens per request.")
@@ -219,6 +226,8 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
 @engine_options
+@search_engine_options
+@launch_options
 @profile_option()
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
@@ -241,6 +250,7 @@ def command(
     profile,
     all_points,
     fmt,
+    **engine_opts,
 ):
     """Search layouts, batch sizes, dtypes and aggregated vs disaggregated serving for the
     deployment with the most output tokens/s per GPU that meets the latency targets; print the
@@ -253,14 +263,22 @@ def command(
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.scheduler import Scheduler
     from mlacalc.serving.search import FIELDS, search
+
+    launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    engine = engine_option_values(engine_opts, chunked=False)
+    counts = size_list(gpus_text) or []
+    # one number is a budget to spend; a list, the GPU counts one by one
+    budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
     # search checks every list (an empty one is refused, naming it), which mlacalc.cli.main
     # reports as its flag
     result = search(
         load(model),
         hardware,
-        size_list(gpus_text) or [],
+        budget if budget is not None else counts,
         isl=isl,
         osl=osl,
         ttft=ttft,
@@ -272,6 +290,9 @@ def command(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         profile=load_profile_option(profile),
+        max_running=engine["max_running"],
+        max_tokens=engine["max_tokens"],
+        scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
     )
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
@@ -283,9 +304,24 @@ def command(
     doc = result.to_dict()
     if result.best:
         doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
+    text = ""
+    if launch and result.best:
+        text = launch_text(
+            launch,
+            model_path or model,
+            result.best,
+            gpus_per_node=load_hardware(hardware).gpus_per_node,
+            memory_reserve=memory_reserve,
+            prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // isl),
+            max_tokens=engine["max_tokens"],
+            overlap_schedule=engine["overlap_schedule"],
+        )
+        doc["launch"] = text
     if all_points:
         doc["points"] = result.rows()
     emit(fmt, doc, lambda: sections(result, model, hardware, profile))
+    if text and fmt in ("table", "markdown"):
+        click.echo(text, nl=False)
 
 
 def sections(result, model: str | None = None, hardware: str | None = None, profile=None):
@@ -299,6 +335,18 @@ def sections(result, model: str | None = None, hardware: str | None = None, prof
     ]
     if result.best:
         best_note = times_note(result.profile, result.best_calibration or result.calibration)
+        b = result.best
+        if result.budget:
+            best_note += (
+                f" Budget {result.budget} GPUs: {b['replicas']} replica(s) of {b['gpus']} GPUs, "
+                f"{b['budget_output_tokens_per_s']:,.0f} output tokens/s,"
+            )
+        else:
+            best_note += " One deployment:"
+        best_note += (
+            f" {b['requests_per_s'] * b['replicas']:,.2f} requests/s, a request's latency "
+            f"{duration_text(b['request_latency_s'])} (TTFT + osl x TPOT)."
+        )
         if model is not None:
             best_note += " The same figures: " + plan_command(
                 model, hardware or result.hardware, result, result.best, profile

@@ -1,0 +1,191 @@
+"""Options ``plan`` and ``search`` share for the engine around the GPU's step and for a
+deployment's launch: the routing's load on the experts, the engine's admission limits and host
+work (with an engine's published defaults), MTP's acceptance length, and the engine command
+lines that start what was planned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from mlacalc.cli.common import COUNT, SIZE, given
+
+__all__ = [
+    "ENGINE_NAMES",
+    "engine_option_values",
+    "launch_options",
+    "launch_text",
+    "plan_engine_options",
+    "search_engine_options",
+]
+
+#: The engines whose defaults and command lines mlacalc knows (mlacalc.serving.scheduler and
+#: mlacalc.serving.launch; kept here so that --help needs neither).
+ENGINE_NAMES = ("sglang", "vllm", "trtllm")
+_MS = click.FloatRange(0, 1000)
+
+
+def _options(f: Callable, options: list[Callable]) -> Callable:
+    for decorator in reversed(options):
+        f = decorator(f)
+    return f
+
+
+def _scheduler_options() -> list[Callable]:
+    return [
+        click.option(
+            "--engine-defaults",
+            type=click.Choice(ENGINE_NAMES),
+            default=None,
+            help="Take an engine's published scheduler defaults (max running, token budget, "
+            "chunked prefill, CUDA graphs, overlap scheduling) for what is not given.",
+        ),
+        click.option(
+            "--max-running",
+            type=COUNT,
+            default=None,
+            help="Requests the engine runs at once per attention group (default: what fits).",
+        ),
+        click.option(
+            "--max-tokens", type=SIZE, default=None, help="Tokens the engine carries per step."
+        ),
+        click.option(
+            "--host-step-ms",
+            type=_MS,
+            default=0.0,
+            help="Host (CPU) milliseconds per step: scheduling, inputs, reading tokens back.",
+        ),
+        click.option(
+            "--overlap-schedule/--no-overlap-schedule",
+            default=None,
+            help="Host work beside the GPU's step (overlap scheduling; default) or after it.",
+        ),
+    ]
+
+
+def plan_engine_options(f: Callable) -> Callable:
+    """``plan``'s options for the routing, the engine's scheduler and MTP's acceptance."""
+    return _options(
+        f,
+        [
+            click.option(
+                "--routing",
+                type=click.Choice(["random", "balanced"]),
+                default="random",
+                show_default=True,
+                help="How a step's tokens spread over the expert ranks: a random sample "
+                "(the hottest rank sets the exchange) or exactly balanced.",
+            ),
+            click.option(
+                "--expert-skew",
+                type=click.FloatRange(0, 4),
+                default=0.0,
+                show_default=True,
+                help="Zipf exponent of the experts' popularity (0: all equally popular).",
+            ),
+            click.option(
+                "--rebalance/--no-rebalance",
+                default=None,
+                help="Place the experts by their load (EPLB; default: with redundant experts).",
+            ),
+            *_scheduler_options(),
+            click.option(
+                "--host-per-sequence-ms",
+                type=_MS,
+                default=0.0,
+                help="Host milliseconds per sequence in a step.",
+            ),
+            click.option(
+                "--cuda-graph-max-batch",
+                type=COUNT,
+                default=None,
+                help="Decode steps of at most this many tokens per group replay a CUDA graph.",
+            ),
+            click.option(
+                "--launch-us",
+                type=click.FloatRange(0, 1e6),
+                default=0.0,
+                help="Host microseconds per kernel launched outside a CUDA graph.",
+            ),
+            click.option(
+                "--mtp-acceptance-length",
+                type=click.FloatRange(1, 17),
+                default=None,
+                help="Tokens a step yields per sequence with MTP drafts (instead of "
+                "--mtp-acceptance; default for DeepSeek: its published figure).",
+            ),
+        ],
+    )
+
+
+def search_engine_options(f: Callable) -> Callable:
+    """``search``'s options for the engine's scheduler."""
+    return _options(f, _scheduler_options())
+
+
+def launch_options(f: Callable) -> Callable:
+    """``--launch ENGINE`` and ``--model-path``: print the commands that start the deployment."""
+    return _options(
+        f,
+        [
+            click.option(
+                "--launch",
+                type=click.Choice(ENGINE_NAMES),
+                default=None,
+                help="Print the command lines that start the deployment on this engine.",
+            ),
+            click.option(
+                "--model-path",
+                default=None,
+                help="The checkpoint the launch commands load (default: the model's name).",
+            ),
+        ],
+    )
+
+
+def engine_option_values(opts: dict[str, Any], chunked: bool = True) -> dict[str, Any]:
+    """The library's arguments of the options (``opts`` pops them): an engine's defaults
+    where ``--engine-defaults`` names one and the option was not given."""
+    out: dict[str, Any] = {
+        "max_running": opts.pop("max_running"),
+        "max_tokens": opts.pop("max_tokens"),
+        "host_step_s": opts.pop("host_step_ms") / 1e3,
+    }
+    overlap = opts.pop("overlap_schedule")
+    engine = opts.pop("engine_defaults")
+    if "host_per_sequence_ms" in opts:  # plan's
+        out["host_per_sequence_s"] = opts.pop("host_per_sequence_ms") / 1e3
+        out["launch_s"] = opts.pop("launch_us") / 1e6
+        out["cuda_graph_max_batch"] = opts.pop("cuda_graph_max_batch")
+        for name in ("routing", "expert_skew", "rebalance", "mtp_acceptance_length"):
+            out[name] = opts.pop(name)
+    out["overlap_schedule"] = True if overlap is None else overlap
+    if engine is not None:
+        # deferred: the scheduler's table needs numpy beneath it; --help stays light
+        from mlacalc.serving.scheduler import engine_settings
+
+        for name, value in engine_settings(engine).items():
+            if name == "chunked_prefill":  # plan's own flag; search runs no chunks
+                if chunked and not given("chunked_prefill"):
+                    out[name] = value
+            elif name == "overlap_schedule":
+                if overlap is None:
+                    out[name] = value
+            elif name in out and out[name] is None:  # an option left out
+                out[name] = value
+    return out
+
+
+def launch_text(engine: str, model_path: str, point: dict[str, Any], **context: Any) -> str:
+    """The launch commands of a deployment (a search point, or a plan's fields in its keys),
+    each under a comment line saying which server it starts."""
+    # deferred: the launch builder is needed only when --launch is given
+    from mlacalc.serving.launch import deployments, launch_commands
+
+    pools = deployments(point, **context)
+    lines = [f"# {engine}: the commands that start this deployment"]
+    for what, command in launch_commands(engine, model_path, pools):
+        lines += [f"# {what}", command]
+    return "\n".join(lines) + "\n"

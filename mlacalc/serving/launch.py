@@ -1,0 +1,295 @@
+"""The command lines that start a planned deployment on a serving engine: SGLang's
+``python -m sglang.launch_server``, vLLM's ``vllm serve`` and TensorRT-LLM's ``trtllm-serve``,
+with the options for the point's layout (tensor, data, pipeline and expert parallelism,
+DP-attention, redundant experts, two-batch overlap), its KV dtype, its running batch, the
+engine's token budget and chunked prefill, CUDA graphs, overlap scheduling and MTP drafts.
+
+A disaggregated point is two servers (its prefill pool and its decode pool) and the engine's
+own router or proxy in front of them; each pool's command is given, the router named. A pool
+of more GPUs than a node is one server across nodes: the command is run on each node with its
+rank (the options that say so are given with ``$NODE_RANK`` and ``$HEAD`` to fill).
+
+Each engine counts some options its own way, as stated beside them: SGLang's ``--tp`` is the
+GPUs of the instance under DP-attention (its ``--dp`` the attention groups), TensorRT-LLM's
+``--tp_size`` likewise with ``enable_attention_dp``; vLLM shares the experts over every GPU of
+the instance (``--enable-expert-parallel``: EP = TP x DP). The option names are those of SGLang
+0.4.9, vLLM 0.10 and TensorRT-LLM 1.0.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from mlacalc.words.errors import InvalidArgumentError
+
+__all__ = ["ENGINES", "Deployment", "deployments", "launch_commands"]
+
+ENGINES = ("sglang", "vllm", "trtllm")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One pool of a planned deployment as an engine needs it."""
+
+    gpus: int
+    tp: int
+    dp: int
+    pp: int
+    ep: int
+    dp_attention: bool
+    redundant_experts: int
+    overlap: str
+    kv_dtype: str
+    #: running requests per attention group (the admitted batch)
+    batch_per_group: int
+    #: the pool's role in a disaggregated deployment ("" aggregated)
+    role: str = ""
+    gpus_per_node: int | None = None
+    memory_fraction: float = 0.9
+    max_tokens: int | None = None
+    chunked_prefill: int | None = None
+    cuda_graph_max_batch: int | None = None
+    overlap_schedule: bool = True
+    mtp_tokens: int = 0
+
+    @property
+    def nodes(self) -> int:
+        node = self.gpus_per_node or self.gpus
+        return max(1, -(-self.gpus // node))
+
+
+def _kv(engine: str, kv: str) -> str | None:
+    """The engine's name for a KV dtype (None: its default, the model's own dtype)."""
+    if kv in ("bf16", "fp16"):
+        return None
+    if kv.startswith("fp8"):
+        return "fp8_e4m3" if engine == "sglang" else "fp8"
+    raise InvalidArgumentError("kv_dtype", f"{kv!r} has no {engine} KV-cache option")
+
+
+def _nodes(d: Deployment, head: str, rank: str) -> list[str]:
+    if d.nodes <= 1:
+        return []
+    return [head.format(n=d.nodes), rank]
+
+
+def _sglang(model: str, d: Deployment) -> list[str]:
+    w = ["python -m sglang.launch_server", f"--model-path {shlex.quote(model)}"]
+    w.append(f"--tp {d.tp * d.dp}" if d.dp_attention else f"--tp {d.tp}")
+    if d.dp > 1:
+        w.append(f"--dp {d.dp}")
+    if d.dp_attention and d.dp > 1:
+        w.append("--enable-dp-attention")
+    if d.pp > 1:
+        w.append(f"--pp-size {d.pp}")
+    if d.ep > 1:
+        w += [f"--ep-size {d.ep}", "--moe-a2a-backend deepep"]
+    if d.redundant_experts:
+        w.append(f"--ep-num-redundant-experts {d.redundant_experts}")
+    if d.overlap == "tbo":
+        w.append("--enable-two-batch-overlap")
+    kv = _kv("sglang", d.kv_dtype)
+    if kv:
+        w.append(f"--kv-cache-dtype {kv}")
+    w += [
+        f"--mem-fraction-static {d.memory_fraction:.2f}",
+        f"--max-running-requests {d.batch_per_group * d.dp}",  # the instance's, all groups
+    ]
+    if d.max_tokens:
+        w.append(f"--max-prefill-tokens {d.max_tokens}")
+    if d.chunked_prefill:
+        w.append(f"--chunked-prefill-size {d.chunked_prefill}")
+    w.append(f"--cuda-graph-max-bs {d.cuda_graph_max_batch or d.batch_per_group}")
+    if not d.overlap_schedule:
+        w.append("--disable-overlap-schedule")
+    if d.mtp_tokens:
+        w += [
+            "--speculative-algorithm EAGLE",
+            f"--speculative-num-steps {d.mtp_tokens}",
+            "--speculative-eagle-topk 1",
+            f"--speculative-num-draft-tokens {d.mtp_tokens + 1}",
+        ]
+    if d.role:
+        w.append(f"--disaggregation-mode {d.role}")
+    return w + _nodes(d, "--nnodes {n} --dist-init-addr $HEAD:5000", "--node-rank $NODE_RANK")
+
+
+def _vllm(model: str, d: Deployment) -> list[str]:
+    w = ["vllm serve", shlex.quote(model), f"--tensor-parallel-size {d.tp}"]
+    if d.dp > 1:
+        w.append(f"--data-parallel-size {d.dp}")
+    if d.pp > 1:
+        w.append(f"--pipeline-parallel-size {d.pp}")
+    if d.ep > 1:
+        w.append("--enable-expert-parallel")  # EP over every GPU of the instance
+        if d.redundant_experts:
+            w += ["--enable-eplb", f"--num-redundant-experts {d.redundant_experts}"]
+    if d.overlap == "tbo":
+        w.append("--enable-dbo")
+    kv = _kv("vllm", d.kv_dtype)
+    if kv:
+        w.append(f"--kv-cache-dtype {kv}")
+    w += [
+        f"--gpu-memory-utilization {d.memory_fraction:.2f}",
+        f"--max-num-seqs {d.batch_per_group}",
+    ]
+    budget = d.max_tokens or d.chunked_prefill
+    if budget:
+        w.append(f"--max-num-batched-tokens {budget}")
+    if d.cuda_graph_max_batch:
+        sizes = {"max_capture_size": d.cuda_graph_max_batch}
+        w.append(f"--compilation-config {shlex.quote(json.dumps(sizes))}")
+    if d.overlap_schedule:
+        w.append("--async-scheduling")
+    if d.mtp_tokens:
+        spec = {"method": "deepseek_mtp", "num_speculative_tokens": d.mtp_tokens}
+        w.append(f"--speculative-config {shlex.quote(json.dumps(spec))}")
+    if d.role:
+        conn = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        w.append(f"--kv-transfer-config {shlex.quote(json.dumps(conn))}")
+    if d.nodes > 1:  # data-parallel ranks over nodes; tensor parallelism across them on Ray
+        w += [
+            "--data-parallel-size-local $LOCAL_DP",
+            "--data-parallel-address $HEAD",
+            "--data-parallel-start-rank $START_RANK",
+        ]
+    return w
+
+
+def _trtllm(model: str, d: Deployment) -> list[str]:
+    extra: dict[str, Any] = {"enable_attention_dp": bool(d.dp_attention and d.dp > 1)}
+    kv = _kv("trtllm", d.kv_dtype)
+    extra["kv_cache_config"] = {"free_gpu_memory_fraction": round(d.memory_fraction, 2)}
+    if kv:
+        extra["kv_cache_config"]["dtype"] = kv
+    if d.chunked_prefill:
+        extra["enable_chunked_prefill"] = True
+    extra["cuda_graph_config"] = {
+        "enable_padding": True,
+        "max_batch_size": d.cuda_graph_max_batch or d.batch_per_group,
+    }
+    if not d.overlap_schedule:
+        extra["disable_overlap_scheduler"] = True
+    if d.mtp_tokens:
+        extra["speculative_config"] = {
+            "decoding_type": "MTP",
+            "num_nextn_predict_layers": d.mtp_tokens,
+        }
+    if d.redundant_experts:
+        extra["moe_config"] = {"load_balancer": {"num_slots": d.redundant_experts}}
+    if d.overlap == "tbo":
+        extra["enable_two_batch_overlap"] = True  # recent releases; older ones lack it
+    tp = d.tp * d.dp if d.dp_attention else d.tp
+    options = f"extra-{d.role or 'server'}.yml"
+    w = [
+        f"cat > {options} <<'EOF'\n{_yaml(extra)}EOF\n",
+        "trtllm-serve",
+        shlex.quote(model),
+        "--backend pytorch",
+        f"--tp_size {tp}",
+        f"--ep_size {d.ep}",
+        f"--pp_size {d.pp}",
+        f"--max_batch_size {d.batch_per_group}",
+    ]
+    if d.max_tokens or d.chunked_prefill:
+        w.append(f"--max_num_tokens {d.max_tokens or d.chunked_prefill}")
+    w.append(f"--extra_llm_api_options {options}")
+    if d.nodes > 1:  # one server over several nodes: started through MPI
+        w.insert(1, f"mpirun -n {d.gpus} --hostfile $HOSTFILE trtllm-llmapi-launch")
+    return w
+
+
+def _yaml(doc: dict[str, Any], indent: int = 0) -> str:
+    """A small YAML writer for the options file (nested dicts, scalars)."""
+    out = []
+    for key, value in doc.items():
+        pad = "  " * indent
+        if isinstance(value, dict):
+            out.append(f"{pad}{key}:\n{_yaml(value, indent + 1)}")
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            out.append(f"{pad}{key}: {text}\n")
+    return "".join(out)
+
+
+_BUILDERS = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
+_ROUTERS = {
+    "sglang": "python -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill http://$PREFILL:30000 --decode http://$DECODE:30000",
+    "vllm": "# a proxy that sends each request to the prefill server, then the decode server "
+    "(vLLM's disaggregated-serving proxy example)",
+    "trtllm": "trtllm-serve disaggregated -c disagg-config.yml  "
+    "# its context_servers: the prefill server, generation_servers: the decode server",
+}
+
+
+def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tuple[str, str]]:
+    """``(what, command)`` for each pool of a deployment (one aggregated pool, or a
+    disaggregated prefill and decode pool and the router in front of them), on ``engine``."""
+    if engine not in _BUILDERS:
+        raise InvalidArgumentError("engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
+    out = []
+    for d in pools:
+        what = f"{d.role} pool" if d.role else "server"
+        if d.nodes > 1:
+            what += f" (run on each of its {d.nodes} nodes)"
+        words = _BUILDERS[engine](model, d)
+        # an options file written first (TensorRT-LLM) stands on its own lines
+        first = words[0] if words[0].endswith("\n") else ""
+        out.append((what, first + " ".join(words[1:] if first else words)))
+    if any(d.role for d in pools):
+        out.append(("router", _ROUTERS[engine]))
+    return out
+
+
+def deployments(
+    point: dict[str, Any],
+    gpus_per_node: int | None,
+    memory_reserve: float,
+    prompts_per_pass: int,
+    **settings: Any,
+) -> list[Deployment]:
+    """The pools of a search point (or of the same fields of a plan): the decode pool (the
+    only one, aggregated) and, disaggregated, the prefill pool first, running up to
+    ``prompts_per_pass`` prompts per group; ``settings``: the engine's options
+    (``max_tokens``, ``chunked_prefill``, ``cuda_graph_max_batch``, ``overlap_schedule``,
+    ``mtp_tokens``)."""
+    common = dict(gpus_per_node=gpus_per_node, memory_fraction=1.0 - memory_reserve)
+    disaggregated = point.get("mode") == "disaggregated"
+    decode = Deployment(
+        gpus=point["decode_gpus"],
+        tp=point["tp"],
+        dp=point["dp"],
+        pp=point["pp"],
+        ep=point["ep"],
+        dp_attention=point["dp_attention"],
+        redundant_experts=point["redundant_experts"],
+        overlap=point["overlap"],
+        kv_dtype=point["kv_dtype"],
+        batch_per_group=int(point["batch_per_group"]),
+        role="decode" if disaggregated else "",
+        **common,
+        **settings,
+    )
+    if not disaggregated:
+        return [decode]
+    p_gpus, p_tp = point["prefill_gpus"], point["prefill_tp"]
+    prefill = Deployment(
+        gpus=p_gpus,
+        tp=p_tp,
+        dp=p_gpus // p_tp,
+        pp=1,
+        ep=point["prefill_ep"],
+        dp_attention=bool(point["prefill_dp_attention"]),
+        redundant_experts=point["prefill_redundant_experts"],
+        overlap=point["overlap"],
+        kv_dtype=point["kv_dtype"],
+        batch_per_group=prompts_per_pass,
+        role="prefill",
+        **common,
+        **{k: v for k, v in settings.items() if k != "mtp_tokens"},
+    )
+    return [prefill, decode]

@@ -1,0 +1,104 @@
+"""The engine command lines of a planned deployment (mlacalc.serving.launch) and the engine
+options of ``mlacalc plan`` and ``mlacalc search``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlacalc.serving.launch import Deployment, deployments, launch_commands
+from mlacalc.words.errors import InvalidArgumentError
+
+SPLIT = {  # a search point: 8 decode GPUs (TP2 DP-attention4 EP8) + 8 prefill (TP1 DPA8 EP8)
+    "mode": "disaggregated",
+    "gpus": 16,
+    "decode_gpus": 8,
+    "tp": 2,
+    "dp": 4,
+    "pp": 1,
+    "ep": 8,
+    "dp_attention": True,
+    "redundant_experts": 0,
+    "overlap": "tbo",
+    "kv_dtype": "fp8",
+    "batch_per_group": 167,
+    "prefill_gpus": 8,
+    "prefill_tp": 1,
+    "prefill_ep": 8,
+    "prefill_dp_attention": True,
+    "prefill_redundant_experts": 0,
+}
+
+
+def _commands(engine, point=SPLIT, **settings):
+    pools = deployments(point, 8, 0.1, 8, **settings)
+    return dict(launch_commands(engine, "deepseek-ai/DeepSeek-V3", pools))
+
+
+def test_sglang_counts_the_instance_under_dp_attention():
+    c = _commands("sglang", mtp_tokens=1)
+    decode, prefill = c["decode pool"], c["prefill pool"]
+    for flag in ("--tp 8", "--dp 4", "--enable-dp-attention", "--ep-size 8",
+                 "--kv-cache-dtype fp8_e4m3", "--enable-two-batch-overlap",
+                 "--max-running-requests 668", "--disaggregation-mode decode",
+                 "--speculative-num-steps 1", "--speculative-num-draft-tokens 2"):  # fmt: skip
+        assert flag in decode, flag
+    assert "--dp 8" in prefill and "--disaggregation-mode prefill" in prefill
+    assert "speculative" not in prefill  # the prefill pool drafts nothing
+    assert "sglang_router" in c["router"]
+
+
+def test_vllm_and_trtllm_options():
+    v = _commands("vllm", max_tokens=8192)["decode pool"]
+    for flag in ("--tensor-parallel-size 2", "--data-parallel-size 4",
+                 "--enable-expert-parallel", "--kv-cache-dtype fp8", "--max-num-seqs 167",
+                 "--max-num-batched-tokens 8192", "--enable-dbo", "NixlConnector"):  # fmt: skip
+        assert flag in v, flag
+    t = _commands("trtllm", cuda_graph_max_batch=128)["decode pool"]
+    assert "enable_attention_dp: true" in t and "max_batch_size: 128" in t
+    for flag in ("--tp_size 8", "--ep_size 8", "--max_batch_size 167",
+                 "--extra_llm_api_options extra-decode.yml"):  # fmt: skip
+        assert flag in t, flag
+
+
+def test_a_pool_over_several_nodes_and_an_aggregated_one():
+    wide = dict(SPLIT, mode="aggregated", decode_gpus=16, tp=1, dp=16, ep=16)
+    c = launch_commands("sglang", "m", deployments(wide, 8, 0.1, 8))
+    ((what, cmd),) = c
+    assert what == "server (run on each of its 2 nodes)"
+    assert "--nnodes 2" in cmd and "--node-rank $NODE_RANK" in cmd
+    assert "disaggregation" not in cmd
+    with pytest.raises(InvalidArgumentError):
+        launch_commands("tgi", "m", [Deployment(1, 1, 1, 1, 1, False, 0, "none", "bf16", 8)])
+
+
+def test_plan_engine_defaults_and_launch(run):
+    out, _ = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 1000,
+                 "--osl", 200, "--max-running", 64, "--launch", "vllm")  # fmt: skip
+    assert "(the engine's max running)" in out
+    assert "vllm serve llama-3-8b --tensor-parallel-size 1" in out and "--max-num-seqs 64" in out
+    out, _ = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 1000,
+                 "--osl", 200, "--engine-defaults", "vllm", "--format", "json")  # fmt: skip
+    doc = json.loads(out)
+    assert doc["admission"] == "kv capacity" and doc["max_batch"] < 1024  # memory binds
+    out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 1, "--ep", 8,
+                 "--dp-attention", "--isl", 2000, "--osl", 500, "--concurrency", 256,
+                 "--expert-skew", 0.5, "--routing", "balanced", "--mtp-tokens", 1,
+                 "--format", "json")  # fmt: skip
+    doc = json.loads(out)
+    assert doc["tokens_per_step"] == pytest.approx(1.85)
+
+
+def test_search_budget_and_launch(run):
+    out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 2, "--isl", 1000,
+                 "--osl", 200, "--tpot", "30ms", "--launch", "sglang", "--max-running", 100,
+                 "--model-path", "meta-llama/Llama-3.1-8B-Instruct")  # fmt: skip
+    assert "Budget 2 GPUs:" in out and "replica(s)" in out
+    assert "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct" in out
+    out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 2, "--isl", 1000,
+                 "--osl", 200, "--format", "json")  # fmt: skip
+    assert json.loads(out)["budget"] == 2
+    out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", "1,2", "--isl", 1000,
+                 "--osl", 200, "--format", "json")  # fmt: skip
+    assert json.loads(out)["budget"] is None
