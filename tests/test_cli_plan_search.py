@@ -367,11 +367,16 @@ def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
     from mlacalc.timemodel.profile import load_profile
 
     prof = load_profile(None)
-    for name in ("MI300X", "B200"):
-        hw = load_hardware(name)
-        p = plan("llama-3-8b", name, 1, isl=1000, osl=200, concurrency=8)
-        assert p.calibration.startswith(prof.describe(hw.name, hw))
-        assert "unvalidated" in p.calibration
+    hw = load_hardware("MI300X")
+    p = plan("llama-3-8b", "MI300X", 1, isl=1000, osl=200, concurrency=8)
+    assert p.calibration.startswith(prof.describe(hw.name, hw))
+    assert "unvalidated" in p.calibration and p.engine == "trtllm"
+    # B200 has a TensorRT-LLM fit of its own: the engine's profile of the device times it
+    p = plan("llama-3-8b", "B200", 1, isl=1000, osl=200, concurrency=8)
+    assert p.profile == "fit-b200-sxm" and p.calibration.startswith("calibrated on B200")
+    # an engine with no profile for the device: TensorRT-LLM's stands in, and the plan says so
+    p = plan("llama-3-8b", "MI300X", 1, isl=1000, osl=200, concurrency=8, engine="vllm")
+    assert p.engine == "vllm" and "trtllm kernels stand in for vllm" in p.calibration
     cpu = plan("gpt2", "measured:cpu-2core-epyc-fp32", 1, profile="fit-h100-sxm")
     assert "measured ceilings" in cpu.calibration and "datasheet ratios" not in cpu.calibration
 

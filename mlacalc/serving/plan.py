@@ -226,6 +226,8 @@ class Plan:
     #: it ("calibrated on H100-SXM", "H200 by datasheet ratios from H100-SXM (...)")
     profile: str = ""
     calibration: str = ""
+    #: the serving engine whose kernels were timed (trtllm, sglang, vllm)
+    engine: str = "trtllm"
     #: what caps ``max_batch``: "kv capacity" (memory) or "engine max_running" (the batch the
     #: engine admits, ``max_running`` per attention group)
     admission: str = "kv capacity"
@@ -347,6 +349,7 @@ def plan(
     output_lag_steps: int = 0,
     prefill_pass: str = "fused",
     profile: Any = None,
+    engine: str | None = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
     serving figures (see the module docstring). With ``mode="disaggregated"``, ``gpus`` is
@@ -413,6 +416,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         # the context each sequence was sized at: isl + osl under a request mix
         seq_len=cap.context,
         batch=req.batch,
+        engine=req.engine,
         max_batch=cap.max_batch,
         max_context=cap.max_context,
         max_context_memory=cap.max_context_memory,
@@ -498,7 +502,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         kernels=kernel_rows(dec.kernels),
         kernels_scope=kernels_scope(sm, overlap, micro),
         profile=name,
-        calibration=how,
+        calibration=how + req.engine_note,
     )
 
 
@@ -605,7 +609,7 @@ def serving_record(
         decode_batch=max(round(load.running), 1),
         decode_running=f["running"],
         profile=name,
-        calibration=how,
+        calibration=how + req.engine_note,
         prefill_layout=p_lay.describe() if p_lay else "",
         prefill_tp=p_lay.tp if p_lay else None,
         prefill_ep=p_lay.ep if p_lay else None,

@@ -20,10 +20,10 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
+from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.speculative import acceptance_length
-from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
@@ -87,6 +87,9 @@ class PlanRequest:
     output_lag_steps: int
     prefill_pass: str
     profile: Any
+    #: the serving engine whose kernels are timed, and what stood in for it (words)
+    engine: str = "trtllm"
+    engine_note: str = ""
     #: the prefill pool (disaggregated; 0 GPUs and the decode pool's layout otherwise)
     p_gpus: int = 0
     p_lay: Layout | None = None
@@ -178,7 +181,8 @@ def check_request(
     routing, expert_skew, rebalance = _check_routing(args)
     max_running, max_tokens, scheduler = _check_scheduler(args)
 
-    profile = load_profile(args["profile"])  # a bad name or file is refused before any work
+    # a bad name or file is refused before any work; none: the engine's profile for the device
+    profile, engine, engine_note = engine_profile_of(args["profile"], args["engine"], hw)
     lay = decode_layout(m, gpus, args)
     p_gpus, p_lay = 0, None
     if mode == "disaggregated":  # the prefill pool's layout, checked before anything is sized
@@ -222,6 +226,8 @@ def check_request(
         output_lag_steps=output_lag_steps,
         prefill_pass=args["prefill_pass"],
         profile=profile,
+        engine=engine,
+        engine_note=engine_note,
         p_gpus=p_gpus,
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)

@@ -13,11 +13,28 @@ import numpy as np
 
 from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.timemodel.engine_profiles import engine_note, profile_for
 from mlacalc.timemodel.kernel_time import device_batch
 from mlacalc.timemodel.profile import load_profile
+from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["calibration_of"]
+__all__ = ["calibration_of", "engine_profile_of"]
+
+
+def engine_profile_of(profile: Any, engine: Any, hw: HardwareSpec) -> tuple[Any, str, str]:
+    """The profile a plan or search times ``engine``'s kernels on ``hw`` with, the engine's
+    name and what stood in for it (``"; ..."`` to add to the calibration line, or ``""``): with
+    no profile named, the engine's own profile for the device
+    (:func:`~mlacalc.timemodel.engine_profiles.profile_for`); a named one as given, said when
+    it is another engine's."""
+    name = check_engine(engine)
+    if profile is None:
+        prof, note = profile_for(name, hw.name, hw)
+    else:
+        prof = load_profile(profile)
+        note = engine_note(prof, name)
+    return prof, name, f"; {note}" if note else ""
 
 
 def calibration_of(

@@ -3,9 +3,11 @@
 Every shipped profile was fitted on one engine's measured tables (``Profile.engine``). A
 prediction for an engine on a device, with no profile named, uses the shipped profile of that
 engine fitted on that device's own tables where one ships (``fit-b200-sxm`` for TensorRT-LLM on
-B200), else the engine's default (``default`` for TensorRT-LLM, ``default-<engine>``), else
-TensorRT-LLM's default standing in, which the prediction then says. A profile of another engine
-never stands in silently: :func:`engine_note` is the words every output adds.
+B200), else the engine's default (``default`` for TensorRT-LLM, ``default-<engine>``), else the
+engine's profile of a device of the same tensor-core generation (H200 under SGLang: the SGLang
+fit of H100), else TensorRT-LLM's default standing in, which the prediction then says. A
+profile of another engine never stands in silently: :func:`engine_note` is the words every
+output adds.
 
 Within an engine's profile, a kernel class the engine's tables do not time on any device (vLLM
 publishes no stand-alone MLA decode table, only whole modules) is taken from the TensorRT-LLM
@@ -39,9 +41,9 @@ def _shipped_of(engine: str) -> list[Profile]:
 
 def with_stand_ins(prof: Profile, base: Profile) -> Profile:
     """``prof`` with every class it lacks (pooled and per device) taken from ``base`` (another
-    engine's profile), each listed in the notes as a stand-in; ``prof`` itself when it lacks
-    none or both are one engine's."""
-    if prof.engine == base.engine or not base.classes:
+    engine's profile, or the engine's default where ``prof`` was fitted on one device's tables
+    only), each listed in the notes as a stand-in; ``prof`` itself when it lacks none."""
+    if prof is base or not base.classes:
         return prof
     key = (prof.name + "|" + prof.origin, base.name)
     hit = _COMPOSED.get(key)
@@ -54,37 +56,47 @@ def with_stand_ins(prof: Profile, base: Profile) -> Profile:
     classes.update({k: base.classes[k] for k in missing})
     devices = {d: dict(c) for d, c in prof.devices.items()}
     for device, table in base.devices.items():
-        mine = devices.setdefault(device, {})
+        if device not in devices:  # the profile's fitted devices stay its own
+            continue
+        mine = devices[device]
         for k in missing:
             if k in table and k not in mine:
                 mine[k] = table[k]
+    why = f"no {prof.engine} table" if prof.engine != base.engine else "no table of its own"
     notes = prof.notes + tuple(
-        f"{STAND_IN_NOTE}{k} from {base.engine} profile {base.name} (no {prof.engine} table)"
-        for k in missing
+        f"{STAND_IN_NOTE}{k} from {base.engine} profile {base.name} ({why})" for k in missing
     )
     composed = dataclasses.replace(prof, classes=classes, devices=devices, notes=notes)
     _COMPOSED[key] = composed
     return composed
 
 
-def profile_for(engine: Any, device: str | None = None) -> tuple[Profile, str]:
+def profile_for(
+    engine: Any, device: str | None = None, hardware: Any = None
+) -> tuple[Profile, str]:
     """The shipped profile that predicts ``engine``'s kernels on ``device`` and a note of what
-    stood in (``""`` when nothing did): the engine's profile fitted on the device, else the
-    engine's default, else TensorRT-LLM's default."""
+    stood in (``""`` when nothing did): the engine's profile fitted on the device; else its
+    default (``default``, ``default-<engine>``) where one ships; else (given the device's
+    ``hardware``) its profile fitted on a device of the same tensor-core generation, which
+    predicts this one by datasheet ratios; else TensorRT-LLM's default, standing in."""
     engine = check_engine(engine)
     base = load_profile(DEFAULT_PROFILE)
     mine = _shipped_of(engine)
     if engine == DEFAULT_ENGINE:
         own = [p for p in mine if device and p.fitted_devices == [device]]
         if device and device not in base.fitted_devices and own:
-            return own[0], ""
+            return with_stand_ins(own[0], base), ""
         return base, ""
-    default = [p for p in mine if p.name == f"default-{engine}"]
     own = [p for p in mine if device and device in p.fitted_devices]
-    if default and (not device or device in default[0].fitted_devices or not own):
-        return with_stand_ins(default[0], base), ""
     if own:
         return with_stand_ins(own[0], base), ""
+    default = [p for p in mine if p.name == f"default-{engine}"]
+    if default:
+        return with_stand_ins(default[0], base), ""
+    if hardware is not None:
+        near = [p for p in mine if p.nearest_fitted(hardware) is not None]
+        if near:
+            return with_stand_ins(near[0], base), ""
     return base, engine_note(base, engine)
 
 

@@ -766,7 +766,7 @@ def predict_time(
     if use_model:
         # the serving engine's own profile for the device (fused kernels), else as named
         if mode == "fused" and profile is None:
-            prof, note = profile_for(engine_name, hw.name)
+            prof, note = profile_for(engine_name, hw.name, hw)
         else:
             prof = load_profile(profile)
             note = engine_note(prof, engine_name) if mode == "fused" else ""
