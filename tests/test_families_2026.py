@@ -1,0 +1,110 @@
+"""The 2026 families that need no new layer kind, against the Hugging Face implementation.
+
+For each config (a shared one in ``tests/data/hf-configs-2/``, or a transformers class's
+defaults for a family the shared folders lack), the language model is built on the ``meta``
+device and its parameters compared with ``mlacalc.param_counts(...).total``, to the
+parameter; a meta forward of ``S`` tokens (1, 4096, 32768) fills its cache, whose bytes are
+compared with ``kv_cache_bytes`` in the reference's convention (a sliding window keeps ``W - 1``
+tokens there; ``min(S, W)`` in the product's). A multimodal checkpoint is built whole
+(``...ForConditionalGeneration``) and its vision tower's parameters set apart: the product
+counts the language model and its head.
+
+Builds of the largest configs (hundreds of layers of experts on meta) take seconds each; the
+default run checks every config's parameters and the cache at 4096 tokens, ``--runslow``
+the cache at 1 and 32768 tokens too.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import pytest
+from reference_data import HF_CONFIGS_2
+
+import mlacalc
+from mlacalc.models.patterns import cache_spec, layer_pattern
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+#: shared configs of this issue's families (and new configs of families mlacalc had)
+SHARED = [
+    "Qwen--Qwen3-VL-8B-Instruct",
+    "Qwen--Qwen3-VL-30B-A3B-Instruct",
+    "zai-org--GLM-5.1",
+    "Qwen--Qwen3-Coder-480B-A35B-Instruct",
+    "MiniMaxAI--MiniMax-M2.7",
+]
+
+
+def _raw(name: str) -> dict:
+    data = json.loads((HF_CONFIGS_2 / f"{name}.config.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if k != "quantization_config"}
+
+
+@lru_cache(maxsize=2)
+def _reference(name: str):
+    """(language model with its head, parameters of the language model and head)."""
+    data = _raw(name)
+    config = transformers.AutoConfig.for_model(**data)
+    text = config.get_text_config()
+    with torch.device("meta"):
+        try:
+            model = transformers.AutoModelForCausalLM.from_config(text, dtype=torch.bfloat16)
+            whole = model
+        except ValueError:  # a text config with no causal-LM class: build the wrapper
+            whole = transformers.AutoModelForImageTextToText.from_config(
+                config, dtype=torch.bfloat16
+            )
+            model = whole
+    seen: set[int] = set()
+    total = 0
+    for key, value in whole.state_dict(keep_vars=True).items():
+        if id(value) in seen or key.startswith(("model.visual.", "visual.", "model.vision")):
+            continue
+        seen.add(id(value))
+        total += value.numel()
+    return model, total
+
+
+def _cache(name: str, seq_len: int) -> int:
+    model, _ = _reference(name)
+    ids = torch.zeros(1, seq_len, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+    total = 0
+    for layer in cache.layers:
+        for value in vars(layer).values():
+            if isinstance(value, torch.Tensor) and value.dim() >= 2:
+                total += value.nbytes
+    return total
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_parameters_equal_the_reference(name):
+    model = mlacalc.load_model(HF_CONFIGS_2 / f"{name}.config.json")
+    assert mlacalc.param_counts(model).total == _reference(name)[1]
+
+
+#: configs whose cache check at 4096 tokens runs by default (the rest: --runslow)
+_FAST = ("Qwen--Qwen3-VL-8B-Instruct", "Qwen--Qwen3-VL-30B-A3B-Instruct")
+CACHE_CASES = [
+    pytest.param(
+        name, seq_len, marks=() if (seq_len == 4096 and name in _FAST) else pytest.mark.slow
+    )
+    for name in SHARED
+    for seq_len in (1, 4096, 32768)
+]
+
+
+@pytest.mark.parametrize(("name", "seq_len"), CACHE_CASES)
+def test_cache_bytes_equal_the_reference(name, seq_len):
+    model = mlacalc.load_model(HF_CONFIGS_2 / f"{name}.config.json")
+    raw = _raw(name)
+    pattern = layer_pattern(raw)
+    ours = sum(cache_spec(raw).model_bytes(pattern, seq_len, convention="hf").values())
+    assert ours == _cache(name, seq_len)
+    assert mlacalc.kv_cache_bytes(model, seq_len) == sum(
+        cache_spec(raw).model_bytes(pattern, seq_len).values()
+    )
