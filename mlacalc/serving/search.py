@@ -591,7 +591,8 @@ def refine(
             and weight_format(req.m, None if req.own and w == req.m.weights_dtype else w) == weight
         )
 
-    cands = candidates(sub, Counter(), keep)
+    # only the best's decode GPU count is laid out again; the pairing sees every count
+    cands = candidates(dataclasses.replace(sub, gpus=(best["decode_gpus"],)), Counter(), keep)
     cands = [dataclasses.replace(c, overlaps=(best["overlap"],)) for c in cands]
     secs = time_jobs([(c.sm, c.specs) for c in cands], req.profile)
     more = evaluate(sub, cands, secs, pools, Counter())
