@@ -1,0 +1,185 @@
+"""Convert-to-MLA view: the sidebar's model converted (TransMLA or MHA2MLA) at a chosen rank,
+source beside result, and cache, parameters and decode time against the rank."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from mlacalc.cost.convert_cost import conversion_cost
+from mlacalc.models.convert import (
+    CONVERSION_METHODS,
+    ROPE_STRATEGIES,
+    SVD_MODES,
+    conversion_refusal,
+    convert,
+)
+from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.convert_sweep import rank_sweep
+from mlacalc.words.errors import MlacalcError
+from mlacalc.words.units import human_bytes, human_si
+
+from .common import Scenario, download, show_table
+
+TITLE = "Convert to MLA"
+
+
+@st.cache_data(show_spinner=False)
+def _sweep(
+    model: ModelConfig,
+    ranks: tuple[int, ...],
+    hardware: str,
+    method: str,
+    svd: str,
+    rope: int,
+    seq_len: int,
+    batch: int,
+) -> list[dict]:
+    rows = rank_sweep(model, ranks, hardware, method, svd, rope, seq_len, batch)
+    return [r.to_dict() for r in rows]
+
+
+def _ranks(equivalence: int, svd: str) -> tuple[int, ...]:
+    """Powers of two from 64 up to the equivalence rank, and the equivalence rank itself."""
+    out, r = [], 64
+    while r < equivalence:
+        out.append(r)
+        r *= 2
+    out.append(equivalence - (equivalence % 2 if svd == "split" else 0))
+    return tuple(out)
+
+
+def _figure(rows: list[dict], key: str, title: str, unit: str, scale: float) -> go.Figure:
+    src, conv = rows[0], rows[1:]
+    fig = go.Figure(
+        go.Scatter(
+            x=[r["rank"] for r in conv],
+            y=[r[key] / scale for r in conv],
+            mode="lines+markers",
+            name="converted",
+        )
+    )
+    fig.add_hline(y=src[key] / scale, line_dash="dash", annotation_text="source")
+    fig.update_layout(
+        title=title,
+        xaxis_title="latent rank d_c",
+        yaxis_title=unit,
+        height=300,
+        margin=dict(t=50, b=40),
+    )
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def render(sc: Scenario) -> None:
+    m = sc.model
+    why = conversion_refusal(m)
+    if why:
+        st.info(f"{m.label} cannot be converted to MLA: {why}.", icon=":material/block:")
+        return
+    st.caption(
+        "A post-training conversion's costs before any fine-tuning: TransMLA (GQA: keys "
+        "replicated to the query heads, then factored) or MHA2MLA (partial RoPE and an SVD of "
+        "the position-free keys and values), into DeepSeek's MLA form."
+    )
+    c1, c2, c3, c4 = st.columns(4)
+    method = c1.radio("method", CONVERSION_METHODS, key="cv_method", horizontal=True)
+    svd = c2.radio("SVD", SVD_MODES, key="cv_svd", horizontal=True)
+    rope = c3.number_input(
+        "RoPE dims per head",
+        min_value=2,
+        max_value=max(2, m.head_dim - 2),
+        step=2,
+        value=min(64, m.head_dim // 2 - (m.head_dim // 2) % 2),
+        key="cv_rope",
+    )
+    strategy = None
+    if method == "mha2mla":
+        strategy = c4.selectbox("partial RoPE", ROPE_STRATEGIES, index=3, key="cv_strategy")
+    try:
+        eq = convert(m, rope_dim=int(rope)).equivalence_rank
+        rank = st.slider(
+            "latent rank d_c",
+            min_value=16,
+            max_value=int(eq),
+            value=min(512, int(eq)),
+            step=16 if svd == "split" else 1,
+            key="cv_rank",
+        )
+        c = convert(
+            m,
+            method=method,
+            kv_lora_rank=int(rank),
+            rope_dim=int(rope),
+            svd=svd,
+            rope_strategy=strategy,
+        )
+        cc = conversion_cost(c, "decode", sc.seq_len, sc.batch, kv_dtype=sc.kv_dtype)
+    except MlacalcError as exc:
+        st.error(str(exc))
+        return
+    k1, k2, k3 = st.columns(3)
+    k1.metric(
+        "cache per token",
+        human_bytes(cc.cache_bytes_per_token),
+        f"{cc.cache_bytes_per_token / cc.source_cache_bytes_per_token - 1:+.1%}",
+        delta_color="inverse",
+    )
+    k2.metric(
+        "parameters",
+        human_si(cc.params),
+        f"{cc.params / cc.source_params - 1:+.2%}",
+        delta_color="off",
+    )
+    k3.metric("rank with the source's cache", f"{c.equivalence_rank:,}")
+    show_table(
+        [
+            {
+                "quantity": "cache elements / token / layer",
+                "source": cc.source_cache_elements,
+                "converted": cc.cache_elements,
+            },
+            {
+                "quantity": "cache bytes / token",
+                "source": cc.source_cache_bytes_per_token,
+                "converted": cc.cache_bytes_per_token,
+            },
+            {
+                "quantity": "attention weights / layer",
+                "source": cc.source_projection_params,
+                "converted": cc.projection_params,
+            },
+            {"quantity": "parameters", "source": cc.source_params, "converted": cc.params},
+            {
+                "quantity": f"attention FLOPs, decode at {sc.seq_len:,} x {sc.batch} (absorbed)",
+                "source": cc.source_flops,
+                "converted": cc.flops,
+            },
+        ],
+        scope=f"{m.label} -> {c.model.label}; KV {sc.kv_dtype}.",
+    )
+    show_table([{"field": f, "before": str(b), "after": str(a)} for f, b, a in c.changes])
+    for note in c.notes:
+        st.caption(note)
+    with st.spinner("Timing each rank"):
+        rows = _sweep(
+            m,
+            _ranks(c.equivalence_rank, svd),
+            sc.hardware,
+            method,
+            svd,
+            int(rope),
+            sc.seq_len,
+            sc.batch,
+        )
+    st.markdown(
+        f"Against the rank, on one **{sc.device.name}** holding the model, decode at "
+        f"{sc.seq_len:,} keys x batch {sc.batch} (absorbed):"
+    )
+    g1, g2, g3 = st.columns(3)
+    g1.plotly_chart(
+        _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024), key="cv_cache_chart"
+    )
+    g2.plotly_chart(_figure(rows, "params", "parameters", "billions", 1e9), key="cv_params_chart")
+    g3.plotly_chart(_figure(rows, "decode_s", "decode step", "ms", 1e-3), key="cv_time_chart")
+    download(rows, f"{m.name}-{method}-ranks", "dl_convert")

@@ -1,0 +1,153 @@
+"""Training view: one training step of the sidebar's model (FLOPs by stage, activations per
+recompute policy, memory per GPU, step time on a layout) and absorbed against expanded MLA."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from mlacalc.models.loading import ModelConfig
+from mlacalc.training.cost import absorption_table, training_cost
+from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
+from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
+from mlacalc.words.errors import MlacalcError
+from mlacalc.words.units import human_bytes, human_si
+
+from .common import Scenario, download, show_table
+
+TITLE = "Training"
+
+
+@st.cache_data(show_spinner=False)
+def _cost(model: ModelConfig, hardware: str, **kw) -> dict:
+    return training_cost(model, hardware=hardware, **kw).to_dict()
+
+
+@st.cache_data(show_spinner=False)
+def _absorption(model: ModelConfig, micro_batch: int) -> list[dict]:
+    return absorption_table(model, (1024, 4096, 16384, 65536), micro_batch)
+
+
+def _flops_figure(d: dict) -> go.Figure:
+    f = d["flops_per_micro_batch"]
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=part, x=list(TRAINING_STAGES), y=[f[part][s] / 1e12 for s in TRAINING_STAGES]
+            )
+            for part in ("forward", "backward", "recompute")
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        title="FLOPs of one micro-batch by stage",
+        yaxis_title="TFLOPs",
+        height=320,
+        margin=dict(t=50, b=40),
+    )
+    return fig
+
+
+def _inputs(m: ModelConfig) -> dict:
+    c = st.columns(4)
+    kw = {
+        "seq_len": c[0].number_input("sequence length", 128, 1 << 20, 4096, 1024, key="tr_seq"),
+        "micro_batch": c[1].number_input("micro-batch", 1, 4096, 1, key="tr_mb"),
+        "impl": c[2].radio(
+            "MLA path",
+            ("expanded", "absorbed") if m.is_mla else ("expanded",),
+            key="tr_impl",
+            horizontal=True,
+        ),
+        "recompute": c[3].selectbox("recompute", RECOMPUTE_POLICIES, key="tr_recompute"),
+    }
+    c = st.columns(5)
+    for col, name in zip(c, ("tp", "pp", "dp", "ep")):
+        kw[name] = col.number_input(name, 1, 1 << 16, 1, key=f"tr_{name}")
+    kw["global_batch"] = c[4].number_input(
+        "global batch (sequences)", 1, 1 << 24, int(kw["micro_batch"] * kw["dp"]), key="tr_gb"
+    )
+    c = st.columns(4)
+    kw["optimizer"] = c[0].selectbox("optimizer", list(OPTIMIZERS), key="tr_opt")
+    kw["precision"] = c[1].selectbox("precision", list(PRECISIONS), key="tr_prec")
+    kw["zero"] = c[2].selectbox("ZeRO stage", (0, 1, 2, 3), index=1, key="tr_zero")
+    kw["overlap"] = c[3].checkbox("overlap communication", key="tr_overlap")
+    return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
+
+
+def render(sc: Scenario) -> None:
+    m = sc.model
+    kw = _inputs(m)
+    try:
+        d = _cost(m, sc.hardware, **kw)
+    except MlacalcError as exc:
+        st.error(str(exc))
+        return
+    f = d["flops_per_micro_batch"]
+    k = st.columns(4)
+    k[0].metric("model FLOPs per token", human_si(d["model_flops_per_token"]))
+    k[1].metric("memory per GPU", human_bytes(d["memory_per_gpu"]))
+    if d["time"] is not None:
+        k[2].metric(
+            f"step on {d['layout']['gpus']:,} x {sc.device.name}", f"{d['time']['step_s']:,.2f} s"
+        )
+        k[3].metric(
+            "MFU",
+            f"{d['mfu']:.1%}",
+            f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU",
+            delta_color="off",
+        )
+    st.plotly_chart(_flops_figure(d), key="tr_flops_chart")
+    show_table(
+        [
+            {
+                "stage": s,
+                "forward": f["forward"][s],
+                "backward": f["backward"][s],
+                "recomputed": f["recompute"][s],
+            }
+            for s in TRAINING_STAGES
+        ],
+        scope="Matmul FLOPs of one micro-batch, whole model; causal pairs; backward = 2 x forward; "
+        "recomputed: the flash backward's scores and the recompute policy.",
+    )
+    show_table(
+        [{"block": b, "bytes per layer": v} for b, v in d["activation_bytes_per_layer"].items()]
+        + [
+            {
+                "block": "one micro-batch, whole model",
+                "bytes per layer": d["activation_bytes_per_micro_batch"],
+            }
+        ],
+        scope="Activations saved for backward (exact for one GPU holding the layer).",
+    )
+    show_table(
+        [{"part": p, "bytes": round(v)} for p, v in d["states_per_gpu"].items()]
+        + [{"part": "activations in flight", "bytes": round(d["activation_bytes_per_gpu"])}],
+        scope=f"Memory per GPU: {human_si(d['params_per_gpu'])} parameters per GPU.",
+    )
+    if d["time"] is not None:
+        t = d["time"]
+        show_table(
+            [
+                {"part": key.removesuffix("_s").replace("_", " "), "seconds": v}
+                for key, v in t.items()
+                if key.endswith("_s")
+            ],
+            scope="A prediction of the kernel time model and the link model "
+            "(benchmarks/bench_training.py gives its error on published runs).",
+        )
+    if m.is_mla:
+        st.markdown("**Absorbed against expanded training** (absorbed / expanded with kv_up)")
+        show_table(
+            [
+                {
+                    "seq_len": r["seq_len"],
+                    "core FLOPs": round(r["core_ratio"], 2),
+                    "total FLOPs": round(r["flops_ratio"], 2),
+                    "activations": round(r["activations_ratio"], 2),
+                }
+                for r in _absorption(m, kw["micro_batch"])
+            ]
+        )
+    download(d, f"{m.name}-training", "dl_training")

@@ -1,0 +1,64 @@
+"""The app's Convert-to-MLA and Training tabs through AppTest: they render, follow their widgets
+and say why a model cannot be converted or trained here."""
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+from streamlit.testing.v1 import AppTest
+
+import mlacalc
+from mlacalc.cost.convert_cost import conversion_cost
+from mlacalc.models.convert import convert
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def run(view: str, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in {**query, "view": view}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_convert_tab_llama():
+    at = run("Convert to MLA", model="llama-3-70b", seq_len="4096", batch="1")
+    m = metrics(at)
+    assert m["rank with the source's cache"] == "1,984"
+    cc = conversion_cost(convert("llama-3-70b", kv_lora_rank=512), seq_len=4096)
+    assert m["cache per token"] == "90.00 KiB" == f"{cc.cache_bytes_per_token / 1024:.2f} KiB"
+    at.slider(key="cv_rank").set_value(256).run()
+    assert metrics(at)["cache per token"] == "50.00 KiB"
+    at.radio(key="cv_method").set_value("mha2mla").run()
+    assert not at.exception
+    assert any("partial RoPE" in c.value for c in at.caption)
+
+
+def test_convert_tab_refuses_mla():
+    at = run("Convert to MLA")  # DeepSeek-V3 by default
+    assert any("already MLA" in i.value for i in at.info)
+
+
+def test_training_tab():
+    at = run("Training", model="deepseek-v3", hw="H800")
+    m = metrics(at)
+    per_token = mlacalc.training_cost("deepseek-v3", 4096).flops.model_flops // 4096
+    assert m["model FLOPs per token"] == mlacalc.render.human_si(per_token)
+    assert "MFU" in m
+    at.selectbox(key="tr_recompute").set_value("kv_up").run()
+    assert not at.exception
+    at.radio(key="tr_impl").set_value("absorbed").run()
+    assert any("kv_up" in e.value for e in at.error)  # absorbed has no up-projection
+
+
+def test_training_tab_refuses_by_name():
+    at = run("Training", model="gpt2", hw="H100")
+    assert any("activation memory of GPT-2" in e.value for e in at.error)
