@@ -15,7 +15,7 @@ import streamlit as st
 st.set_page_config(page_title="mlacalc: what attention costs", page_icon="🧮", layout="wide")
 
 import mlacalc
-from appviews import flops, kv_cache, measured, parameters, planner, roofline
+from appviews import convert, flops, kv_cache, measured, parameters, planner, roofline, training
 from appviews.common import (
     Scenario,
     load_shipped,
@@ -31,7 +31,7 @@ from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
 from mlacalc.words.vocab import FIELD_SYMBOLS
 
 #: The tabs, in order; adding a view is one line here.
-VIEWS = [kv_cache, parameters, flops, roofline, planner, measured]
+VIEWS = [kv_cache, parameters, flops, roofline, planner, measured, convert, training]
 
 #: The dtypes mlacalc knows (weights), and the KV layouts on top (KV cache).
 W_DTYPES = list(DTYPE_BITS)
