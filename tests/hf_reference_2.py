@@ -11,7 +11,7 @@ the logical tensors). Needs ``torch`` and ``transformers``.
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import cache, lru_cache
 
 import torch
 from reference_data import HF_CONFIGS_2
@@ -59,10 +59,16 @@ def param_count(model: torch.nn.Module) -> int:
     return total
 
 
+@lru_cache(maxsize=2)
+def named_build(name: str, layers: int | None = None) -> torch.nn.Module:
+    """The text model of the shared config ``name`` (kept for the next test of the same one)."""
+    return build(raw_config(name), layers)
+
+
 @cache
 def named_param_count(name: str) -> int:
     """Parameters of the shared config ``name``'s text model."""
-    return param_count(build(raw_config(name)))
+    return param_count(named_build(name))
 
 
 def _tensors(obj, seen: set[int]):

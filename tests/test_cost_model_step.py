@@ -15,6 +15,7 @@ from mlacalc.cost.model_step import (
     moe_active_experts,
     step_kernels,
 )
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.words.kernels import KERNEL_KINDS
 
 ATTENTION_CORE_KINDS = {"attention_prefill", "attention_decode", "mla_prefill", "mla_decode"}
@@ -72,18 +73,21 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
             assert k.flops == 2 * f["groups"] * f["m"] * f["n"] * f["k"], k.name
     # the attention kernels of every layer carry exactly the engine's matmul FLOPs
     attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
-    # (the linear layers' depthwise conv: matmul FLOPs in the engine, a streaming kernel here)
-    matmul = sum(
-        k.flops * k.calls for k in attention if k.kind != "elementwise" or k.name == "linear_conv"
-    )
+    # (the linear and Mamba-2 layers' depthwise conv: matmul FLOPs in the engine, a streaming
+    # kernel here)
+    convs = ("linear_conv", "mamba_conv")
+    matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise" or k.name in convs)
     assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q)
     core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS and k.name == "attention"]
     core += [k for k in kernels if k.name in ("linear_core", "linear_core_state")]  # linear
-    assert sum(k.calls for k in core) == m.num_hidden_layers  # one per kind of layer
+    core += [k for k in kernels if k.name in ("mamba_state_update", "mamba_ssd_states")]
+    # one per layer with a sequence mixer (Nemotron-H's MoE and MLP blocks have none)
+    kinds = layer_pattern(m).layers
+    assert sum(k.calls for k in core) == sum(k.attention != "none" for k in kinds)
     scorers = [k for k in kernels if k.name == "indexer_scores"]  # a DSA layer's indexer
     assert sum(k.calls for k in scorers) == (m.num_hidden_layers if m.index_topk else 0)
     ffn_calls = sum(k.calls for k in kernels if k.name in ("dense_ffn_up", "router"))
-    assert ffn_calls == m.num_hidden_layers
+    assert ffn_calls == sum(k.ffn != "none" for k in kinds)
 
 
 def test_llama_3_8b_decode_flops_by_hand():

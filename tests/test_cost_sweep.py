@@ -12,7 +12,11 @@ from mlacalc import InvalidArgumentError, sweep
 def test_sweep_matches_scalar(name):
     model = mlacalc.load_model(name)
     S = np.array([1, 17, 4096, 131072])
-    layered = model.full_attention_interval is not None or model.full_attention_layers
+    layered = (
+        model.full_attention_interval is not None
+        or model.full_attention_layers
+        or model.block_types
+    )
     if layered or model.attention_chunk_size is not None:
         with pytest.raises(InvalidArgumentError, match="layers of different kinds"):
             sweep(model, "kv_cache_bytes", seq_len=S)

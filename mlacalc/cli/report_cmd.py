@@ -221,7 +221,9 @@ def _report_sections(doc: dict) -> list[Section]:
                     k["kind"],
                     f"{k['layers']:,}",
                     _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
-                    "fixed state" if k["kind"] == "linear" else f"{k['tokens_per_layer']:,}",
+                    "fixed state"
+                    if k["kind"] in ("linear", "mamba")
+                    else ("-" if k["kind"] == "none" else f"{k['tokens_per_layer']:,}"),
                     f"{k['bytes']:,}",
                     human_bytes(k["bytes"]),
                 ]
@@ -229,8 +231,9 @@ def _report_sections(doc: dict) -> list[Section]:
                 for k in r["by_kind"]
             ],
             note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
-            "layer a fixed state per sequence (its recurrent state, in the dtype the model "
-            "keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys.",
+            "or Mamba-2 layer a fixed state per sequence (its recurrent state, in the dtype the "
+            "model keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys; "
+            "a layer without a sequence mixer (none) nothing.",
             text_columns=(1,),
         )
     ] * split

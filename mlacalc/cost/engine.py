@@ -180,6 +180,7 @@ def kv_cache(
         or model.attention_chunk_size is not None
         or model.global_head_dim is not None
         or bool(model.full_attention_layers)
+        or bool(model.block_types)
     )
     if layered or model.index_topk is not None:
         by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
@@ -273,6 +274,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         model.full_attention_interval is not None
         or model.global_head_dim is not None
         or model.full_attention_layers
+        or model.block_types
     ):
         return pattern_cost(model, w)
     return uniform_cost(model, w)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
 from mlacalc.cost.linear import gated_query_cost, linear_cost
+from mlacalc.cost.mamba import mamba_cost, mamba_state_bytes
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.patterns import LayerKind
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -95,12 +96,15 @@ def kv_by_kind(
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1
     dsa_row = row_bytes + (indexer_row_bytes(model, layout) if model.index_topk else 0)
-    if "linear" in out:
-        element = resolve_kv_layout("bf16" if layout is None else layout).row_bytes(1)
-        state = linear_state_bytes(model, element)
+    element = resolve_kv_layout("bf16" if layout is None else layout).row_bytes(1)
+    fixed = {
+        "linear": linear_state_bytes(model, element) if "linear" in out else 0,
+        "mamba": mamba_state_bytes(model, element) if "mamba" in out else 0,
+        "none": 0,
+    }
     return tuple(
-        (label, n, t, n * batch * state)
-        if label == "linear"
+        (label, n, t, n * batch * fixed[label])
+        if label in fixed
         else (
             label,
             n,
@@ -121,7 +125,11 @@ def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
         groups[k.label] = (kind, n + 1)
     order = sorted(
         groups.items(),
-        key=lambda item: (item[1][0].window is not None, item[1][0].attention == "linear"),
+        key=lambda item: (
+            item[1][0].attention == "none",
+            item[1][0].window is not None,
+            item[1][0].attention in ("linear", "mamba"),
+        ),
     )
     costs, labels = [], []
     for label, (kind, n) in order:
@@ -138,10 +146,33 @@ def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     )
 
 
+def _no_mixer(model: ModelConfig, n: int, w: Workload) -> AttentionCost:
+    """The attention cost of ``n`` layers without a sequence mixer: nothing."""
+    return AttentionCost(
+        model=model.name,
+        variant="none",
+        impl="none",
+        phase=w.phase,
+        seq_len=w.seq_len,
+        q_len=w.q_len,
+        batch=w.batch,
+        causal=w.causal,
+        layers=n,
+        pairs_per_head=0,
+        ops=(),
+        stage_flops=dict.fromkeys(STAGES, 0),
+        fused_layer_bytes=0,
+    )
+
+
 def _kind_cost(model: ModelConfig, kind: LayerKind, n: int, w: Workload) -> AttentionCost:
     """The attention cost of the ``n`` layers of one kind."""
     if kind.attention == "linear":  # a fixed state per sequence (mlacalc.cost.linear)
         return linear_cost(model, n, w)
+    if kind.attention == "mamba":  # a fixed state per sequence (mlacalc.cost.mamba)
+        return mamba_cost(model, n, w)
+    if kind.attention == "none":  # no sequence mixer (Nemotron-H's MoE and MLP blocks)
+        return _no_mixer(model, n, w)
     sub = kind_model(model, kind).with_changes(num_hidden_layers=n)
     k_eq_v = sub.attention_k_eq_v
     if k_eq_v:

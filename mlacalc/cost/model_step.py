@@ -53,6 +53,7 @@ from typing import Any
 from mlacalc.cost.attention import attended_pairs, indexer_row_bytes
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
+from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_kernels
 from mlacalc.cost.params import (
     FFNShape,
     expert_shape,
@@ -148,6 +149,15 @@ KERNEL_STAGES: dict[str, str] = {
     "linear_core_pv": "core",
     "linear_norm": "norm",
     "linear_o_proj": "o_proj",
+    # Mamba-2 layers (mlacalc.cost.mamba) and Nemotron-H's latent MoE projections
+    **{
+        name: {"mamba_in_proj": "kv_proj", "mamba_norm": "norm", "mamba_out_proj": "o_proj"}.get(
+            name, "core"
+        )
+        for name in MAMBA_KERNELS
+    },
+    "moe_latent_in": "ffn",
+    "moe_latent_out": "ffn",
 }
 
 #: Attention ops whose work a serving kernel does inside a neighbour (their bytes are counted
@@ -387,6 +397,10 @@ def attention_kernels(
     """
     if cost.variant == "linear":  # a linear-attention layer (mlacalc.cost.linear)
         return linear_kernels(cost, model, act_dtype, weight_dtype, calls)
+    if cost.variant == "mamba":  # a Mamba-2 layer (mlacalc.cost.mamba)
+        return mamba_kernels(cost, model, act_dtype, weight_dtype, calls)
+    if cost.variant == "none":  # no sequence mixer (Nemotron-H's FFN blocks)
+        return []
     if window == -1:
         window = model.sliding_window if model.index_topk is None else model.index_topk
     ops = {o.name: o for o in cost.ops}
@@ -514,6 +528,7 @@ def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -
 def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[Kernel]:
     E, k, d = m.n_routed_experts, m.num_experts_per_tok, m.hidden_size
     router = router_params(m)
+    expert = expert_shape(m)
     out = [
         _gemm(
             "router",
@@ -524,19 +539,22 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
             calls,
         )
     ]
-    expert = expert_shape(m)
     active = moe_active_experts(E, k, tokens)
+    latent = expert.hidden
+    if m.moe_latent_size:  # Nemotron-H: the experts work in a latent width
+        out.append(_latent_proj("moe_latent_in", d, latent, m.mlp_bias, tokens, dt, calls))
     out.append(
         Kernel(
             name="routed_experts",
             kind="moe",
             dtype=gemm_class(dt.act, dt.weight, True),
             flops=2 * tokens * k * expert.weights,
-            bytes=_bytes(active * expert.params, dt.w_bits) + _bytes(2 * tokens * k * d, dt.a_bits),
+            bytes=_bytes(active * expert.params, dt.w_bits)
+            + _bytes(2 * tokens * k * latent, dt.a_bits),
             calls=calls,
             shape={
                 "tokens": tokens,
-                "hidden": d,
+                "hidden": latent,
                 "inter": expert.inter,
                 "experts": E,
                 "topk": k,
@@ -546,9 +564,26 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
             },
         )
     )
+    if m.moe_latent_size:
+        out.append(_latent_proj("moe_latent_out", latent, d, m.mlp_bias, tokens, dt, calls))
     if m.n_shared_experts:
         out += _ffn_block("shared_experts", shared_experts_shape(m), tokens, dt, calls)
     return out
+
+
+def _latent_proj(
+    name: str, n_in: int, n_out: int, bias: bool, tokens: int, dt: _Dtypes, calls: int
+) -> Kernel:
+    """A projection into or out of the experts' latent width (Nemotron-H)."""
+    weights = n_in * n_out + (n_out if bias else 0)
+    return _gemm(
+        name,
+        gemm_class(dt.act, dt.weight, True),
+        2 * tokens * n_in * n_out,
+        _bytes(weights, dt.w_bits) + _bytes(tokens * (n_in + n_out), dt.a_bits),
+        (1, tokens, n_out, n_in),
+        calls,
+    )
 
 
 def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int) -> Kernel:
@@ -662,7 +697,9 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
 @lru_cache(maxsize=64)
 def one_layer(m: ModelConfig) -> ModelConfig:
     """``m`` cut to one layer (the unit attention costs are counted on), validated once per
-    model rather than on every call."""
+    model rather than on every call; a model of one mixer per layer, its attention block)."""
+    if m.block_types:
+        return m.with_changes(num_hidden_layers=1, block_types=("attention",))
     return m.with_changes(num_hidden_layers=1)
 
 
@@ -761,7 +798,7 @@ def _attention_layers(
     layers) when the layers differ (sliding or chunked layers between full ones)."""
     a, w = work.act_dtype, work.weight_dtype
     uniform = m.full_attention_interval is None and m.global_head_dim is None
-    if uniform and not m.full_attention_layers:
+    if uniform and not m.full_attention_layers and not m.block_types:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}
@@ -835,7 +872,7 @@ def step_kernels(
     if n_norms > 1:
         out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
     moe_layers = m.num_moe_layers
-    dense_layers = L - moe_layers
+    dense_layers = m.block_types.count("mlp") if m.block_types else L - moe_layers
     if dense_layers:
         out += _ffn_block("dense_ffn", ffn_shape(m), tokens, dt, dense_layers)
     if moe_layers:

@@ -118,27 +118,39 @@ class FFNShape:
         return self.weights + self.biases
 
 
+def _ungated(m: ModelConfig) -> bool:
+    """Whether the model's MLPs and experts are up and down only (Nemotron-H)."""
+    arch = arch_of(m)
+    return arch is not None and arch.ungated_mlp
+
+
 def ffn_shape(m: ModelConfig, width: int | None = None) -> FFNShape:
     """The dense FFN of a model (``width`` defaults to ``intermediate_size``)."""
-    gated = m.family not in ("gpt2", "falcon")
+    gated = m.family not in ("gpt2", "falcon") and not _ungated(m)
     bias = bool(m.mlp_bias) if gated else bool(m.bias)
     return FFNShape(m.hidden_size, m.intermediate_size if width is None else width, gated, bias)
 
 
 def expert_shape(m: ModelConfig) -> FFNShape:
-    """One routed expert of a MoE layer (gated, no biases)."""
-    return FFNShape(m.hidden_size, m.moe_intermediate_size, True, False)
+    """One routed expert of a MoE layer (gated, no biases; Nemotron-H's up and down only, in
+    its ``moe_latent_size``)."""
+    width = m.moe_latent_size or m.hidden_size
+    return FFNShape(width, m.moe_intermediate_size, not _ungated(m), False)
 
 
 def shared_experts_shape(m: ModelConfig) -> FFNShape:
-    """The shared experts of a MoE layer as one gated block of ``n_shared x moe_intermediate``."""
-    return FFNShape(m.hidden_size, m.n_shared_experts * m.moe_intermediate_size, True, False)
+    """The shared experts of a MoE layer as one gated block of ``n_shared x moe_intermediate``
+    (Nemotron-H's ungated, with the MLP's biases)."""
+    ungated = _ungated(m)
+    width = m.n_shared_experts * m.moe_intermediate_size
+    return FFNShape(m.hidden_size, width, not ungated, ungated and m.mlp_bias)
 
 
 def router_params(m: ModelConfig) -> int:
     """Parameters of a MoE router: the gate weight (and DeepSeek-V3's correction bias)."""
     router = m.n_routed_experts * m.hidden_size
-    if m.topk_method == "noaux_tc":
+    arch = arch_of(m)
+    if m.topk_method == "noaux_tc" or (arch is not None and arch.mamba):  # Nemotron-H's
         router += m.n_routed_experts  # e_score_correction_bias
     return router
 
@@ -151,6 +163,8 @@ def layer_norms(m: ModelConfig) -> tuple[int, int]:
     if m.family == "falcon":
         count = 2 if (m.new_decoder_architecture or not m.parallel_attn) else 1
         return count, 2 * d
+    if m.block_types:
+        return 1, d  # one norm before each block's one mixer (Nemotron-H)
     return 2, d  # RMSNorm weights
 
 

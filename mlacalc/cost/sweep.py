@@ -184,6 +184,7 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
         m.full_attention_interval is not None
         or m.attention_chunk_size is not None
         or m.full_attention_layers
+        or m.block_types
     ):
         raise InvalidArgumentError(
             "model",

@@ -29,6 +29,9 @@ Hugging Face implementation:
                    a per-head output gate; MoE with a gated shared expert
 ``kimi_linear``    Kimi Delta Attention linear layers (:mod:`mlacalc.cost.linear`) with MLA full
                    layers without RoPE at ``full_attention_layers``; DeepSeek-V3's MoE
+``nemotron_h``     one mixer per layer (``block_types``): Mamba-2 (:mod:`mlacalc.cost.mamba`),
+                   attention, a MoE or an MLP, each after one norm; MLPs and experts of up
+                   and down only (relu2), routed experts in a latent width
 =================  =========================================================================
 
 :func:`layer_pattern` gives a model's per-layer kinds (:mod:`mlacalc.models.patterns`),
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from mlacalc.models.patterns import LayerKind, LayerPattern
+from mlacalc.models.patterns import BLOCK_LAYERS, LayerKind, LayerPattern
 from mlacalc.models.registry import families, family_of
 
 if TYPE_CHECKING:
@@ -68,6 +71,8 @@ class Arch:
     gated_query: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next)
     kimi_delta: bool = False  # linear layers are Kimi Delta Attention (Kimi Linear)
     global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
+    mamba: bool = False  # Mamba-2 state-space layers (mlacalc.cost.mamba)
+    ungated_mlp: bool = False  # MLPs and experts of up and down only (Nemotron-H's relu2)
 
 
 def archs() -> dict[str, Arch]:
@@ -93,6 +98,8 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     """
     arch = arch_of(model) or Arch()
     n = model.num_hidden_layers
+    if model.block_types:  # one mixer per layer, no FFN beside an attention or SSM
+        return LayerPattern(tuple(BLOCK_LAYERS[b] for b in model.block_types))
     interval = getattr(model, "full_attention_interval", None)
     chunk = getattr(model, "attention_chunk_size", None)
     own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")
@@ -127,6 +134,8 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
         sliding_window=kind.window if kind.attention == "sliding" else None,
         attention_chunk_size=kind.window if kind.attention == "chunked" else None,
     )
+    if model.block_types:  # one kind of block: a plain model of that kind
+        changes["block_types"] = ()
     if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
         full = kind.attention == "full"
         changes.update(global_head_dim=None, num_global_key_value_heads=None)

@@ -46,19 +46,21 @@ from typing import Any
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 
 __all__ = [
+    "BLOCK_LAYERS",
     "FFN_KINDS",
     "LAYER_ATTENTION_KINDS",
     "CacheSpec",
     "LayerKind",
     "LayerPattern",
+    "block_types",
     "cache_spec",
     "layer_pattern",
     "text_config",
 ]
 
 #: The attention a layer runs (what its cache keeps and what it attends).
-LAYER_ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "dsa")
-FFN_KINDS = ("dense", "moe")
+LAYER_ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "dsa", "mamba", "none")
+FFN_KINDS = ("dense", "moe", "none")
 CONVENTIONS = ("engine", "hf")
 
 # layer_types values of the reference implementations -> attention kind
@@ -68,6 +70,8 @@ _HF_LAYER_TYPES = {
     "chunked_attention": "chunked",
     "linear_attention": "linear",
 }
+# kinds that keep a fixed state per sequence instead of per-token rows
+_STATE_KINDS = ("linear", "mamba")
 # model types whose linear layers are Gated DeltaNet (Qwen3-Next's layer)
 _GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
 # layer_types values that exist upstream but are not modelled, with the nearest kind
@@ -100,7 +104,7 @@ class LayerKind:
 
     def tokens_kept(self, seq_len: int, convention: str = "engine") -> int:
         """Tokens this layer's cache keeps per sequence after ``seq_len`` tokens."""
-        if self.attention == "linear":
+        if self.attention in _STATE_KINDS or self.attention == "none":
             return 0
         if self.window is None:
             return seq_len
@@ -145,7 +149,9 @@ class LayerPattern:
         """One line such as ``"48 layers: 36 linear + 12 full; FFN: 48 MoE"``."""
         parts = " + ".join(f"{n} {label}" for label, n in self.counts().items())
         ffn = Counter(k.ffn for k in self.layers)
-        ffn_text = " + ".join(f"{ffn[f]} {'MoE' if f == 'moe' else f}" for f in FFN_KINDS if ffn[f])
+        ffn_text = " + ".join(
+            f"{ffn[f]} {'MoE' if f == 'moe' else f}" for f in FFN_KINDS if ffn[f] and f != "none"
+        )
         return f"{self.num_layers} layers: {parts}; FFN: {ffn_text}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -340,6 +346,60 @@ def _is_dsa(raw: Mapping[str, Any]) -> bool:
     )
 
 
+#: Nemotron-H's block names (``layers_block_type``, older files' ``hybrid_override_pattern``
+#: letters) -> the schema's block kinds
+_BLOCK_NAMES = {
+    "mamba": "mamba",
+    "linear_attention": "mamba",
+    "M": "mamba",
+    "attention": "attention",
+    "full_attention": "attention",
+    "*": "attention",
+    "moe": "moe",
+    "E": "moe",
+    "mlp": "mlp",
+    "-": "mlp",
+}
+#: a block kind -> its layer kind (``none``: no sequence mixer, or no FFN)
+BLOCK_LAYERS = {
+    "mamba": LayerKind("mamba", ffn="none"),
+    "attention": LayerKind("full", ffn="none"),
+    "moe": LayerKind("none", ffn="moe"),
+    "mlp": LayerKind("none", ffn="dense"),
+}
+
+
+def block_types(raw: Mapping[str, Any], origin: str = "config.json") -> list[str] | None:
+    """A one-mixer-per-layer model's blocks (``mamba``, ``attention``, ``moe``, ``mlp``), read
+    as Nemotron-H's configuration class reads them: ``layers_block_type`` (or its alias
+    ``layer_types``; ``linear_attention`` is a Mamba-2 layer there), else the letters of
+    ``hybrid_override_pattern`` (``M``, ``*``, ``E``, ``-``); None for another model."""
+    if raw.get("block_types"):  # a model's own field (ModelConfig.to_dict)
+        return list(raw["block_types"])
+    if raw.get("model_type") not in ("nemotron_h",) and not raw.get("layers_block_type"):
+        return None
+    listed = raw.get("layers_block_type") or raw.get("layer_types")
+    key = "layers_block_type"
+    if listed is None and raw.get("hybrid_override_pattern") is not None:
+        listed, key = raw["hybrid_override_pattern"], "hybrid_override_pattern"
+        if not isinstance(listed, str):
+            _fail(origin, key, f"must be a string of M, *, E and -, got {listed!r}")
+        listed = list(listed)
+    if listed is None:  # NemotronHConfig's default: one block of each kind
+        listed = ["mamba", "moe", "attention", "mlp"]
+    if not isinstance(listed, (list, tuple)) or not listed:
+        _fail(origin, key, "must list each layer's block", "name mamba, attention, moe or mlp")
+    bad = [b for b in listed if not isinstance(b, str) or b not in _BLOCK_NAMES]
+    if bad:
+        _fail(
+            origin,
+            key,
+            f"names an unknown block {bad[0]!r}",
+            "use mamba (linear_attention, M), attention (full_attention, *), moe (E) or mlp (-)",
+        )
+    return [_BLOCK_NAMES[b] for b in listed]
+
+
 def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     """The per-layer pattern of a Hugging Face ``config.json`` (a multimodal wrapper's
     ``text_config`` is read) or of a :class:`~mlacalc.ModelConfig`.
@@ -352,6 +412,9 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     """
     data, origin = _config_dict(data, origin)
     raw = text_config(data)
+    blocks = block_types(raw, origin)
+    if blocks is not None:
+        return LayerPattern(tuple(BLOCK_LAYERS[b] for b in blocks))
     n = _int(raw, "num_hidden_layers", origin)
     if not n:
         _fail(origin, "num_hidden_layers", "is required and must be positive")
@@ -423,9 +486,11 @@ class CacheSpec:
                 "convention", f"use one of {', '.join(CONVENTIONS)}, got {convention!r}"
             )
         b = _bytes_per_element(kv_dtype, "kv_dtype")
-        if kind.attention == "linear":
+        if kind.attention in _STATE_KINDS:
             s = _bytes_per_element(state_dtype, "state_dtype")
             return batch * (self.conv_elements * b + self.state_elements * s)
+        if kind.attention == "none":
+            return 0
         row = self.token_elements[kind.attention] + (
             self.indexer_elements if kind.attention == "dsa" else 0
         )
@@ -521,6 +586,13 @@ def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
         kernel = _int(raw, "linear_conv_kernel_dim", origin)
         conv = (2 * hk * dk + hv * dv) * kernel
         state = hv * dk * dv
+    elif raw.get("mamba_num_heads"):  # Mamba-2: conv over x, B, C; a P x N state per head
+        heads, width = _int(raw, "mamba_num_heads", origin), _int(raw, "mamba_head_dim", origin)
+        groups = _int(raw, "mamba_n_groups", origin) or _int(raw, "n_groups", origin)
+        n_state = _int(raw, "ssm_state_size", origin)
+        kernel = _int(raw, "mamba_d_conv", origin) or _int(raw, "conv_kernel", origin)
+        conv = (heads * width + 2 * groups * n_state) * kernel
+        state = heads * width * n_state
     elif mt == "kimi_linear":  # Kimi Delta Attention: three short convs, a d x d state per head
         lin = raw.get("linear_attn_config") or {}
         heads = lin.get("num_heads", raw.get("linear_num_heads", 32))

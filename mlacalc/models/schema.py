@@ -51,6 +51,9 @@ OPTSTR = "string (may be empty)"
 STRS = "string or list of strings"
 NAMES = "list of strings"
 INTS = "list of positive integers"
+BLOCKS = "list of block kinds"
+#: the kinds of block a ``block_types`` list names (Nemotron-H: one mixer per layer)
+BLOCK_KINDS = ("mamba", "attention", "moe", "mlp")
 QUANT = "mapping or null"
 
 # documented upper bounds: far above every real model, low enough that no count overflows
@@ -147,6 +150,16 @@ class Spec:
                 )
             if list(value) != sorted(set(value)):
                 return (name, "must list each layer once, in increasing order", None)
+            return None
+        if kind == BLOCKS:
+            if not isinstance(value, (list, tuple)) or any(b not in BLOCK_KINDS for b in value):
+                return (
+                    name,
+                    f"must list one of {', '.join(BLOCK_KINDS)} per layer, got {_show(value)}",
+                    "name each layer's block: mamba, attention, moe or mlp",
+                )
+            if len(value) > MAX_LAYERS:
+                return (name, f"lists more than {MAX_LAYERS:,} layers", None)
             return None
         if kind == QUANT:
             return _quantization_problem(name, value)
@@ -450,6 +463,47 @@ class ModelConfig:
         hi=MAX_LAYERS,
         default=None,
     )
+    mamba_num_heads: int | None = _spec(
+        OPTPOS,
+        "Mamba-2 heads of the state-space layers (one P x N state each); null: no SSM layers",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    mamba_head_dim: int | None = _spec(
+        OPTPOS, "Mamba-2 head width P (inner width: heads x P)", hi=MAX_WIDTH, default=None
+    )
+    ssm_state_size: int | None = _spec(
+        OPTPOS, "Mamba-2 state width N per head", hi=MAX_WIDTH, default=None
+    )
+    mamba_n_groups: int | None = _spec(
+        OPTPOS,
+        "Mamba-2 groups of B and C (the heads of a group share them)",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    mamba_d_conv: int | None = _spec(
+        OPTPOS, "Mamba-2 short convolution width (columns kept)", hi=MAX_LAYERS, default=None
+    )
+    mamba_chunk_size: int | None = _spec(
+        OPTPOS, "Mamba-2 chunk length of the chunked scan", hi=MAX_TOKENS, default=None
+    )
+    mamba_conv_bias: bool = _spec(BOOL, "a bias on the Mamba-2 convolution", default=True)
+    mamba_bias: bool = _spec(
+        BOOL, "biases on the Mamba-2 input and output projections", default=False
+    )
+    block_types: tuple[str, ...] = _spec(
+        BLOCKS,
+        "one block per layer, each one mixer after one norm: mamba, attention, moe or mlp "
+        "(Nemotron-H); empty: every layer is attention and an FFN",
+        default=(),
+    )
+    moe_latent_size: int | None = _spec(
+        OPTPOS,
+        "routed experts work in this width, projected from and to the hidden width "
+        "(Nemotron-H); null: the hidden width",
+        hi=MAX_WIDTH,
+        default=None,
+    )
     max_position_embeddings: int | None = _spec(
         OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
     )
@@ -524,7 +578,10 @@ class ModelConfig:
         return self.display_name or self.name
 
     def is_moe_layer(self, index: int) -> bool:
-        """Whether decoder layer ``index`` (0-based) has a MoE FFN (DeepSeek's rule)."""
+        """Whether decoder layer ``index`` (0-based) has a MoE FFN (DeepSeek's rule; a model
+        with ``block_types``: whether the layer is a ``moe`` block)."""
+        if self.block_types:
+            return index < len(self.block_types) and self.block_types[index] == "moe"
         return (
             self.is_moe and index >= self.first_k_dense_replace and index % self.moe_layer_freq == 0
         )
@@ -532,6 +589,8 @@ class ModelConfig:
     @property
     def num_moe_layers(self) -> int:
         """How many decoder layers have a MoE FFN (counted in closed form)."""
+        if self.block_types:
+            return self.block_types.count("moe")
         if not self.is_moe or self.first_k_dense_replace >= self.num_hidden_layers:
             return 0
         freq, start, stop = self.moe_layer_freq, self.first_k_dense_replace, self.num_hidden_layers
@@ -553,8 +612,9 @@ class ModelConfig:
         unknown = [k for k in changes if k not in SPECS]
         if unknown:
             raise_problems(self.origin, [_unknown_field(k) for k in unknown])
-        if isinstance(changes.get("full_attention_layers"), list):
-            changes["full_attention_layers"] = tuple(changes["full_attention_layers"])
+        for key in ("full_attention_layers", "block_types"):
+            if isinstance(changes.get(key), list):
+                changes[key] = tuple(changes[key])
         for key in ("source", "aliases"):
             if isinstance(changes.get(key), (str, list)):
                 value = changes[key]
@@ -699,6 +759,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out += _mtp_problems(v, have, unit)
     out += _indexer_problems(v, have, unit)
     out += _linear_problems(v, have, unit)
+    out += _mamba_problems(v, have, unit)
     out += _quantization_layout_problems(v, have, unit)
     return out
 
@@ -1007,6 +1068,50 @@ def _linear_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
     return []
 
 
+#: the widths of Mamba-2 layers: all for a family with them, none otherwise
+_MAMBA = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "mamba_n_groups", "mamba_d_conv")
+
+
+def _mamba_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """Mamba-2 widths: all or none, the heads a multiple of the groups; a block list as long
+    as the layers and naming mamba only with the widths."""
+    valid = [n for n in _MAMBA if n in have]
+    stated = [n for n in valid if v[n] is not None]
+    blocks = v.get("block_types") or () if "block_types" in have else ()
+    ssm = unit is not None and any(getattr(a, "mamba", False) for a in unit.archs.values())
+    if (stated or blocks) and unit is not None and not ssm:
+        return [
+            (
+                stated[0] if stated else "block_types",
+                f"Mamba-2 layers and one-mixer blocks are not modelled for model_type "
+                f"{v['model_type']}",
+                "remove the Mamba-2 fields and block_types; nemotron_h has such layers",
+            )
+        ]
+    needed = "mamba" in blocks or (stated and len(stated) < len(_MAMBA))
+    if needed:
+        missing = [n for n in valid if v[n] is None]
+        if missing:
+            return [
+                (n, "is required with Mamba-2 layers", f"add it: {SPECS[n].doc}") for n in missing
+            ]
+    if _valid(have, "mamba_num_heads", "mamba_n_groups") and stated:
+        heads, groups = v["mamba_num_heads"], v["mamba_n_groups"]
+        if heads % groups:  # either field may be the wrong one: both are named
+            why = f"mamba_num_heads {heads} is not a multiple of mamba_n_groups {groups}"
+            fix = "each group of B and C serves a whole number of heads"
+            return [("mamba_num_heads", why, fix), ("mamba_n_groups", why, fix)]
+    if blocks and _valid(have, "num_hidden_layers") and len(blocks) != v["num_hidden_layers"]:
+        return [
+            (
+                "block_types",
+                f"lists {len(blocks)} blocks for num_hidden_layers {v['num_hidden_layers']}",
+                "list one block per layer",
+            )
+        ]
+    return []
+
+
 #: the DSA lightning indexer's fields: all three or none
 _INDEXER = ("index_n_heads", "index_head_dim", "index_topk")
 _GLOBAL_ATTENTION = ("global_head_dim", "num_global_key_value_heads", "attention_k_eq_v")
@@ -1158,6 +1263,7 @@ def build(
     if values.get("quantization_config") is not None:
         values["quantization_config"] = _freeze(values["quantization_config"])
     values["full_attention_layers"] = tuple(values.get("full_attention_layers", ()))
+    values["block_types"] = tuple(values.get("block_types", ()))
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
 
 
@@ -1266,6 +1372,8 @@ def markdown_fields() -> str:
             bound = f"{MAX_ITEMS} entries"
         elif spec.kind == INTS:
             bound = f"{spec.hi:,} each"
+        elif spec.kind == BLOCKS:
+            bound = f"{MAX_LAYERS:,} entries"
         else:
             bound = f"{spec.hi:,}" if spec.hi is not None else ""
         default = defaults[name]

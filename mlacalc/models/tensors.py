@@ -253,8 +253,84 @@ def _kda_tensors(m: ModelConfig, p: str) -> list[Tensor]:
     ]
 
 
+def mamba_tensors(m: ModelConfig, p: str) -> list[Tensor]:
+    """A Mamba-2 mixer (names after Nemotron-H's ``mixer.``, under ``mamba.``): ``H`` heads of
+    ``P``, inner width ``I = H P``, ``G`` groups of B and C of width ``N``; ``in_proj`` makes the
+    gate (``I``), x, B and C (the convolution's ``I + 2 G N`` channels) and one step size per
+    head; ``D``, ``A_log`` and ``dt_bias`` per head; a gated RMSNorm over ``I``; ``out_proj``."""
+    d, a = m.hidden_size, f"{p}.mamba"
+    inner = m.mamba_num_heads * m.mamba_head_dim
+    conv = inner + 2 * m.mamba_n_groups * m.ssm_state_size
+    proj = inner + conv + m.mamba_num_heads
+    out = [Tensor(f"{a}.in_proj.weight", (proj, d), "linear")]
+    if m.mamba_bias:
+        out.append(Tensor(f"{a}.in_proj.bias", (proj,)))
+    out.append(Tensor(f"{a}.conv1d.weight", (conv, 1, m.mamba_d_conv)))
+    if m.mamba_conv_bias:
+        out.append(Tensor(f"{a}.conv1d.bias", (conv,)))
+    out += [Tensor(f"{a}.{n}", (m.mamba_num_heads,)) for n in ("dt_bias", "A_log", "D")]
+    out += [
+        Tensor(f"{a}.norm.weight", (inner,)),
+        Tensor(f"{a}.out_proj.weight", (d, inner), "linear"),
+    ]
+    if m.mamba_bias:
+        out.append(Tensor(f"{a}.out_proj.bias", (d,)))
+    return out
+
+
+def _up_down(p: str, d: int, width: int, bias: bool) -> list[Tensor]:
+    """An MLP of up and down only (Nemotron-H's relu2 MLP and shared expert)."""
+    out = [
+        Tensor(f"{p}.up_proj.weight", (width, d), "linear"),
+        Tensor(f"{p}.down_proj.weight", (d, width), "linear"),
+    ]
+    if bias:
+        out += [Tensor(f"{p}.up_proj.bias", (width,)), Tensor(f"{p}.down_proj.bias", (d,))]
+    return out
+
+
+def _latent_moe(m: ModelConfig, p: str) -> list[Tensor]:
+    """Nemotron-H's MoE: ungated experts (up and down) in the latent width, the projections
+    to and from it, a router with its correction bias, one ungated shared expert."""
+    d, e, w = m.hidden_size, m.n_routed_experts, m.moe_intermediate_size
+    width = m.moe_latent_size or d
+    out = [
+        Tensor(f"{p}.mlp.experts.up_proj", (e, w, width), "experts"),
+        Tensor(f"{p}.mlp.experts.down_proj", (e, width, w), "experts"),
+        Tensor(f"{p}.mlp.gate.weight", (e, d)),
+        Tensor(f"{p}.mlp.gate.e_score_correction_bias", (e,)),
+    ]
+    out += _up_down(f"{p}.mlp.shared_experts", d, m.n_shared_experts * w, m.mlp_bias)
+    if m.moe_latent_size:
+        out += [
+            Tensor(f"{p}.mlp.fc1_latent_proj.weight", (width, d), "linear"),
+            Tensor(f"{p}.mlp.fc2_latent_proj.weight", (d, width), "linear"),
+        ]
+        if m.mlp_bias:
+            out += [
+                Tensor(f"{p}.mlp.fc1_latent_proj.bias", (width,)),
+                Tensor(f"{p}.mlp.fc2_latent_proj.bias", (d,)),
+            ]
+    return out
+
+
+def _block(m: ModelConfig, arch: Arch, i: int, p: str) -> list[Tensor]:
+    """One block of a one-mixer-per-layer model (``block_types``): its norm and mixer."""
+    block = m.block_types[i]
+    out = [Tensor(f"{p}.norm.weight", (m.hidden_size,))]
+    if block == "mamba":
+        return out + mamba_tensors(m, p)
+    if block == "attention":
+        return out + _attention_tensors(m, arch, p)
+    if block == "moe":
+        return out + _latent_moe(m, p)
+    return out + _up_down(f"{p}.mlp", m.hidden_size, m.intermediate_size, m.mlp_bias)
+
+
 def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> list[Tensor]:
     p, d = f"{prefix}.{i}", m.hidden_size
+    if m.block_types and i < m.num_hidden_layers:
+        return _block(m, arch, i, p)
     if arch.global_attention:
         return _gemma4_layer(m, i, p)
     linear = (  # MTP layers beyond the main model are full layers
@@ -308,7 +384,7 @@ def part_of(name: str) -> str:
         return "embedding"
     if name.startswith("lm_head"):
         return "lm_head"
-    if ".self_attn." in name or ".linear_attn." in name:
+    if ".self_attn." in name or ".linear_attn." in name or ".mamba." in name:
         return "attention"
     if "norm" in name or name.endswith(".layer_scalar"):
         return "norms"

@@ -278,7 +278,7 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
     layer splits by its heads."""
     if tp == 1:
         return 1.0
-    if kind.attention == "linear":
+    if kind.attention in ("linear", "mamba"):
         return 1.0 / tp
     sub = kind_model(m, kind) if m.global_head_dim is not None or m.attention_k_eq_v else m
     return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
@@ -405,16 +405,20 @@ def kv_bytes_per_token_per_gpu(
         return max(
             sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in stage) for stage in stages
         )
-    if m.linear_num_value_heads is not None:  # a linear layer's state does not grow
+    if m.linear_num_value_heads is not None or m.block_types:  # a state does not grow
         # the fullest stage counts: with a deep pipeline the first may hold linear layers only
         kinds = layer_pattern_of(m)
         layers = max(
-            sum(kinds[i].attention != "linear" for i in stage) + (mtp if j == 0 else 0)
+            sum(kinds[i].attention not in _NO_ROWS for i in stage) + (mtp if j == 0 else 0)
             for j, stage in enumerate(stages)
         )
     if m.is_mla:
         return row * layers
     return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads
+
+
+#: kinds of layer that keep no per-token rows (a fixed state, or no sequence mixer)
+_NO_ROWS = ("linear", "mamba", "none")
 
 
 def layer_pattern_of(m: ModelConfig) -> tuple:
@@ -447,7 +451,9 @@ def kv_bytes_per_sequence_per_gpu(
     MTP layers are full layers of the first stage. MLA's latent is whole on every
     tensor-parallel rank; GQA/MQA/MHA keep ``ceil(n_kv / tp)`` of their ``n_kv`` K/V heads
     (a linear layer's state splits by its heads: ``ceil(h / tp)`` of its key and value
-    heads, their convolution channels and recurrent states, on every rank)."""
+    heads, their convolution channels and recurrent states, on every rank; a Mamba-2 layer's
+    ``ceil(H / tp)`` heads and ``ceil(G / tp)`` groups of B and C, a group replicated where
+    the ranks outnumber the groups)."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
     dsa_row = row + (indexer_row_bytes(m, layout) if m.index_topk else 0)
     kinds = layer_pattern(m).layers
@@ -474,7 +480,8 @@ def kv_bytes_per_sequence_per_gpu(
             for stage in stages
         )
     per_stage = [
-        sum(layer_bytes(kinds[i]) for i in stage if kinds[i].label != "linear") for stage in stages
+        sum(layer_bytes(kinds[i]) for i in stage if kinds[i].attention not in _NO_ROWS)
+        for stage in stages
     ]
     if include_mtp and m.num_nextn_predict_layers:
         per_stage[0] += m.num_nextn_predict_layers * paged(context) * dsa_row
@@ -489,4 +496,11 @@ def kv_bytes_per_sequence_per_gpu(
         state = layout.row_bytes(conv) + hv * dk * dv * 4
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].label == "linear" for i in stage)
+    if m.mamba_num_heads is not None:  # the state of the rank's Mamba-2 heads and groups
+        heads = math.ceil(m.mamba_num_heads / lay.tp)
+        groups = math.ceil(m.mamba_n_groups / lay.tp)
+        conv = (heads * m.mamba_head_dim + 2 * groups * m.ssm_state_size) * m.mamba_d_conv
+        state = layout.row_bytes(conv) + heads * m.mamba_head_dim * m.ssm_state_size * 4
+        for j, stage in enumerate(stages):
+            per_stage[j] += state * sum(kinds[i].attention == "mamba" for i in stage)
     return max(per_stage)

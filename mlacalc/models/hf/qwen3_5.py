@@ -86,18 +86,19 @@ _LINEAR_DEFAULTS = {
     "linear_conv_kernel_dim": Default("Qwen3_5TextConfig default", value=4),
 }
 
-#: config.json keys of the text model that change no parameter, cache byte or FLOP
-IGNORED = {
+#: schema fields of the file that the text model does not read
+IGNORED = {"sliding_window": "Qwen3.5 has no sliding layers"}
+#: fields the Hugging Face classes read (or the files hold) that change no count
+IRRELEVANT = {
     "mtp_num_hidden_layers": "the MTP layers are not built by the Hugging Face class",
     "mtp_use_dedicated_embeddings": "the MTP layers are not built by the Hugging Face class",
     "attn_output_gate": "the reference always gates the full layers' output (q_proj x2)",
-    "output_gate_type": "an activation of the output gate (no count)",
+    "output_gate_type": "an activation of the output gate (element-wise)",
     "mamba_ssm_dtype": "the reference cache holds the recurrent state in float32 whatever it says",
-    "router_aux_loss_coef": "a training loss weight",
-    "partial_rotary_factor": "rotary width (no matmul count)",
-    "sliding_window": "Qwen3.5 has no sliding layers",
     "mlp_only_layers": "Qwen3_5MoeTextConfig does not read it: every layer is MoE",
+    "language_model_only": "whether the vision tower is loaded (not counted either way)",
 }
+
 
 FAMILY = register(
     Family(
@@ -120,6 +121,7 @@ FAMILY = register(
             },
         },
         ignored=IGNORED,
+        irrelevant=IRRELEVANT,
         reads=("text_config", "layer_types", "shared_expert_intermediate_size"),
         translate=_translate,
         moe=True,

@@ -1,0 +1,200 @@
+"""Mamba-2 state-space layers (Nemotron-H's mixer): FLOPs against the Hugging Face layer under
+FlopCounterMode, the step's kernels, the state, the model cards and the loader's rules.
+
+FlopCounterMode counts matrix products and convolutions. Where the reference computes what
+the product does not count, the difference is written out and added: the convolution
+outputs it computes and discards (``K - 1`` per channel in prefill, ``2 K - 1`` in a chunk
+after a context, one in decode) and its chunk-to-chunk product over a ``(c + 1) x (c + 1)``
+decay matrix (:meth:`MambaShape.reference_mixing_flops`), where the product counts the state
+pass as the element-wise scan a serving kernel runs. Decode's state update is element-wise
+in the reference (``state * dA + dB x``); the product counts it as the rank-one product it is
+(``2 P N`` per head), so the reference's visible decode core is half the product's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import mlacalc
+from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_shape
+from mlacalc.cost.model_step import KERNEL_STAGES, step_kernels
+from mlacalc.models.architecture import layer_pattern
+from mlacalc.models.hf import import_hf_config
+from mlacalc.words.errors import ConfigError
+
+# a tiny Nemotron-H of one Mamba-2 layer: d 64, 4 heads of 8, 2 groups of state 16, K 4, Q 32
+TINY = dict(
+    model_type="nemotron_h",
+    hidden_size=64,
+    vocab_size=96,
+    layers_block_type=["mamba"],
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    mamba_num_heads=4,
+    mamba_head_dim=8,
+    n_groups=2,
+    ssm_state_size=16,
+    conv_kernel=4,
+    chunk_size=32,
+    intermediate_size=128,
+)
+
+
+def _tiny_model():
+    return import_hf_config(dict(TINY))
+
+
+def _reference():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM, NemotronHConfig
+
+    torch.manual_seed(0)
+    cfg = NemotronHConfig(**{k: v for k, v in TINY.items() if k != "model_type"})
+    # the Mamba-2 layer first; an attention layer after it (the reference's cache needs one)
+    cfg.layers_block_type = ["linear_attention", "full_attention"]
+    return torch, AutoModelForCausalLM.from_config(cfg).float().eval()
+
+
+def _counted(fn) -> int:
+    """FLOPs FlopCounterMode sees in the first layer's mixer (the Mamba-2 layer)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    counts = counter.get_flop_counts()
+    return sum(counts["NemotronHForCausalLM.model.layers.0.mixer"].values())
+
+
+def _ours(phase, seq_len, q_len=None):
+    cost = mlacalc.attention_cost(_tiny_model(), phase, seq_len, 1, q_len=q_len)
+    assert cost.group_labels == ("mamba",)
+    return cost.flops
+
+
+def test_prefill_flops_equal_reference():
+    """A prefill of 100 tokens (4 chunks of 32, the last padded) through the reference."""
+    torch, model = _reference()
+    s, q = mamba_shape(_tiny_model()), 100
+    ids = torch.zeros(1, q, dtype=torch.long)
+    with torch.no_grad():
+        seen = _counted(lambda: model(input_ids=ids, use_cache=True))
+    discarded = 2 * s.conv_dim * s.conv_kernel * (s.conv_kernel - 1)
+    assert seen == _ours("prefill", q) + s.reference_mixing_flops(q) + discarded
+
+
+def test_chunk_and_decode_flops_equal_reference():
+    """A chunk of 40 tokens after 100 (initial state passed in), then one decode token."""
+    torch, model = _reference()
+    s = mamba_shape(_tiny_model())
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros(1, 100, dtype=torch.long), use_cache=True)
+        cache = out.past_key_values
+        chunk = torch.zeros(1, 40, dtype=torch.long)
+        seen = _counted(lambda: model(input_ids=chunk, past_key_values=cache, use_cache=True))
+        discarded = 2 * s.conv_dim * s.conv_kernel * (2 * s.conv_kernel - 1)
+        expected = _ours("chunk", 140, q_len=40) + s.reference_mixing_flops(40) + discarded
+        assert seen == expected
+        one = torch.zeros(1, 1, dtype=torch.long)
+        seen = _counted(lambda: model(input_ids=one, past_key_values=cache, use_cache=True))
+    core = s.core_flops(1, recurrent=True)
+    # the reference's update is element-wise: it shows the read-out (half the product's core)
+    visible = _ours("decode", 141) - core // 2 + 2 * s.conv_dim * s.conv_kernel
+    assert seen == visible
+
+
+def test_rank_one_update_equals_reference_expression():
+    """The decode update counted as a rank-one product equals the reference's element-wise
+    ``state * dA + (dt B) x`` (one head, P x N)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(2)
+    state, x, b = torch.randn(8, 16), torch.randn(8), torch.randn(16)
+    dt, a = 0.3, -0.7
+    ref = state * torch.exp(torch.tensor(dt * a)) + (dt * b)[None, :] * x[:, None]
+    ours = torch.exp(torch.tensor(dt * a)) * state + x[:, None] @ (dt * b)[None, :]
+    assert torch.allclose(ours, ref)
+
+
+def test_step_kernels_carry_the_cost_exactly():
+    """The layer's kernels sum to its FLOPs (state pass apart) in prefill and decode, each a
+    named Mamba-2 kernel with a stage."""
+    m = _tiny_model()
+    for phase, seq_len in (("prefill", 100), ("decode", 141)):
+        cost = mlacalc.attention_cost(m, phase, seq_len, 3)
+        ks = [k for k in step_kernels(m, phase, seq_len, 3) if k.name.startswith("mamba_")]
+        assert {k.name for k in ks} <= set(MAMBA_KERNELS)
+        assert all(KERNEL_STAGES[k.name] for k in ks)
+        gemm = sum(k.flops * k.calls for k in ks if k.kind == "gemm")
+        conv = next(k for k in ks if k.name == "mamba_conv")
+        assert gemm + conv.flops == cost.flops
+    s = mamba_shape(m)
+    decode = {k.name: k for k in step_kernels(m, "decode", 141, 3)}
+    state = 3 * (s.conv_dim * s.conv_kernel * 2 + s.state_elements * 4)
+    assert decode["mamba_state_update"].bytes >= 2 * s.state_elements * 4 * 3
+    assert decode["mamba_conv"].bytes >= 2 * 3 * s.conv_dim * s.conv_kernel * 2
+    assert mlacalc.kv_cache_bytes(m, 141, 3) == state
+
+
+def test_state_is_constant_in_context_and_has_both_precisions():
+    """A Mamba-2 layer's state does not grow with the context; bf16 state (an engine's
+    choice) halves the SSM part."""
+    from mlacalc.models.patterns import cache_spec
+
+    m = _tiny_model()
+    kind = layer_pattern(m).layers[0]
+    spec = cache_spec(m)
+    conv = (4 * 8 + 2 * 2 * 16) * 4 * 2  # K columns of x, B and C in bf16
+    assert {spec.layer_bytes(kind, s) for s in (1, 4096, 1 << 20)} == {conv + 4 * 8 * 16 * 4}
+    assert spec.layer_bytes(kind, 9, state_dtype="bf16") == conv + 4 * 8 * 16 * 2
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "active"),
+    [
+        ("nemotron-3-super-120b-a12b", 120_668_707_840, 12_233_366_528),
+        ("nemotron-3-ultra-550b-a55b", 549_308_993_536, 54_985_101_312),
+        ("qwen3.5-122b-a10b", 122_111_526_912, 9_008_449_536),
+    ],
+)
+def test_shipped_flagships_and_cards(name, total, active):
+    """The shipped flagships load by name with the reference's parameters (the figures of
+    tests/test_families_hybrid.py), and the model cards' figures agree within their rounding:
+    Nemotron-3 Super 120B (truncated) and 12B active, Ultra 550B (to two figures) and 55B
+    active; Qwen3.5-122B-A10B 122B, its 10B active counting the input embedding as Qwen's
+    cards do (9.77B)."""
+    counts = mlacalc.param_counts(name)
+    assert (counts.total, counts.active) == (total, active)
+    billions = counts.total / 1e9
+    if name.startswith("nemotron-3-super"):
+        assert (int(billions), round(counts.active / 1e9)) == (120, 12)
+    elif name.startswith("nemotron-3-ultra"):
+        assert (round(billions, -1), round(counts.active / 1e9)) == (550, 55)
+    else:
+        with_embedding = counts.active + counts.breakdown["embedding"]
+        assert (round(billions), round(with_embedding / 1e9)) == (122, 10)
+
+
+def test_block_list_errors_name_the_field():
+    """A block the family does not know, or a list that disagrees with the layers, is one
+    error naming the field."""
+    with pytest.raises(ConfigError, match="layers_block_type"):
+        import_hf_config({**TINY, "layers_block_type": ["mamba", "conv"]})
+    with pytest.raises(ConfigError, match="hybrid_override_pattern"):
+        import_hf_config(
+            {k: v for k, v in TINY.items() if k != "layers_block_type"}
+            | {"hybrid_override_pattern": "M*X"}
+        )
+    with pytest.raises(ConfigError, match="mamba_n_groups"):
+        import_hf_config({**TINY, "n_groups": 3})
+    with pytest.raises(ConfigError, match="moe_shared_expert_intermediate_size"):
+        import_hf_config(
+            {
+                **TINY,
+                "layers_block_type": ["moe"],
+                "moe_intermediate_size": 64,
+                "moe_shared_expert_intermediate_size": 100,
+            }
+        )
+    with pytest.raises(ConfigError, match="mamba_num_heads"):
+        mlacalc.load_model("llama-3-8b").with_changes(mamba_num_heads=4)
