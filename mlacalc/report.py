@@ -118,8 +118,9 @@ def _kinds(m: ModelConfig, cache: KVCache) -> list[str]:
 
 
 def _kind_row(m: ModelConfig, kind: str, seq_len: int, kv_dtype: Any, impl: str | None) -> Any:
-    """Bytes of one token's row in one layer of ``kind`` (None for a linear layer's state)."""
-    if kind == "linear":
+    """Bytes of one token's row in one layer of ``kind`` (None for a linear or Mamba-2 layer's
+    state, and for a layer without a sequence mixer)."""
+    if kind in ("linear", "mamba", "none"):
         return None
     one = {r["kind"]: r for r in cache_by_kind(m, kv_cache(m, 1, 1, kv_dtype, impl))}[kind]
     return one["bytes"] // one["layers"]
