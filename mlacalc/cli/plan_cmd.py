@@ -18,6 +18,7 @@ from mlacalc.cli.common import (
     load,
     load_profile_option,
     profile_option,
+    serving_engine_option,
     size_text,
 )
 from mlacalc.cli.serving_flags import (
@@ -190,6 +191,7 @@ def layout_options(f):
 @plan_engine_options
 @launch_options
 @profile_option()
+@serving_engine_option
 @format_option
 def command(
     model,
@@ -226,6 +228,7 @@ def command(
     redundant_experts,
     routing_imbalance,
     profile,
+    engine,
     fmt,
     **engine_opts,
 ):
@@ -277,6 +280,7 @@ def command(
     from mlacalc.serving.plan import plan as make_plan
 
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     engine = engine_option_values(engine_opts, chunked=mode != "disaggregated")
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
@@ -315,6 +319,7 @@ def command(
         prefill_dp_attention=prefill_dp_attention,
         prefill_redundant_experts=prefill_redundant_experts,
         profile=load_profile_option(profile),
+        engine=serving_engine,
         **engine,
     )
     doc = p.to_dict()
@@ -421,9 +426,10 @@ def decode_at(p) -> str:
     return text
 
 
-def times_note(profile: str, calibration: str) -> str:
-    """The provenance of the times: the profile and how the device was predicted with it."""
-    how = f"profile {profile}: {calibration}" if profile else calibration
+def times_note(profile: str, calibration: str, engine: str = "trtllm") -> str:
+    """The provenance of the times: the serving engine whose kernels are timed, the profile and
+    how the device was predicted with it."""
+    how = f"engine {engine}; " + (f"profile {profile}: {calibration}" if profile else calibration)
     return (
         "Times are the kernel time model's predictions"
         + (f" ({how})" if how else "")
@@ -471,7 +477,7 @@ def sections(p) -> list[Section]:
             f"Plan: {p.model}",
             ["quantity", "value"],
             plan_rows(p),
-            note=times_note(p.profile, p.calibration),
+            note=times_note(p.profile, p.calibration, p.engine),
         )
     ]
     if p.ttft_s is not None:
