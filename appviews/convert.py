@@ -178,8 +178,16 @@ def render(sc: Scenario) -> None:
     )
     g1, g2, g3 = st.columns(3)
     g1.plotly_chart(
-        _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024), key="cv_cache_chart"
+        _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024),
+        key="cv_cache_chart",
+        width="stretch",
     )
-    g2.plotly_chart(_figure(rows, "params", "parameters", "billions", 1e9), key="cv_params_chart")
-    g3.plotly_chart(_figure(rows, "decode_s", "decode step", "ms", 1e-3), key="cv_time_chart")
+    g2.plotly_chart(
+        _figure(rows, "params", "parameters", "billions", 1e9),
+        key="cv_params_chart",
+        width="stretch",
+    )
+    g3.plotly_chart(
+        _figure(rows, "decode_s", "decode step", "ms", 1e-3), key="cv_time_chart", width="stretch"
+    )
     download(rows, f"{m.name}-{method}-ranks", "dl_convert")

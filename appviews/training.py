@@ -84,6 +84,13 @@ def render(sc: Scenario) -> None:
         st.error(str(exc))
         return
     f = d["flops_per_micro_batch"]
+    if d["fits"] is False:
+        st.warning(
+            f"A GPU's share, {human_bytes(d['memory_per_gpu'])}, does not fit in the "
+            f"{human_bytes(d['device_memory_bytes'])} of a {sc.device.name}: spread the model "
+            "(tp, pp, ep), shard more (ZeRO) or recompute.",
+            icon=":material/memory:",
+        )
     k = st.columns(4)
     k[0].metric("model FLOPs per token", human_si(d["model_flops_per_token"]))
     k[1].metric("memory per GPU", human_bytes(d["memory_per_gpu"]))
@@ -97,7 +104,7 @@ def render(sc: Scenario) -> None:
             f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU",
             delta_color="off",
         )
-    st.plotly_chart(_flops_figure(d), key="tr_flops_chart")
+    st.plotly_chart(_flops_figure(d), key="tr_flops_chart", width="stretch")
     show_table(
         [
             {

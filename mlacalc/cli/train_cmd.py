@@ -72,7 +72,13 @@ def _sections(c, table) -> list[Section]:
                 ["activations (micro-batches in flight)", human_bytes(c.activation_bytes_per_gpu)],
                 ["total", human_bytes(c.memory_per_gpu)],
             ],
-            note=f"{human_si(c.params_per_gpu)} parameters per GPU",
+            note=f"{human_si(c.params_per_gpu)} parameters per GPU"
+            + (
+                ""
+                if c.fits is None
+                else f"; {'fits in' if c.fits else 'DOES NOT FIT in'} the "
+                f"{human_bytes(c.device_memory_bytes)} of a {c.time.hardware}"
+            ),
         ),
     ]
     if c.time is not None:

@@ -61,6 +61,15 @@ class TrainingCost:
     params_per_gpu: float
     time: StepTime | None
     peak_flops_per_s: float | None
+    #: the device's memory (with a device), to say whether a rank's share fits
+    device_memory_bytes: float | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether a GPU's memory holds its share (None without a device)."""
+        if self.device_memory_bytes is None:
+            return None
+        return self.memory_per_gpu <= self.device_memory_bytes
 
     @property
     def activation_bytes(self) -> int:
@@ -116,6 +125,8 @@ class TrainingCost:
             "states_per_gpu": self.states_per_gpu,
             "params_per_gpu": self.params_per_gpu,
             "memory_per_gpu": self.memory_per_gpu,
+            "device_memory_bytes": self.device_memory_bytes,
+            "fits": self.fits,
             "time": None if self.time is None else self.time.to_dict(),
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -192,6 +203,7 @@ def training_cost(
     states = state_bytes(params_gpu, optimizer, precision, lay.dp, zero)
     time = None
     peak = None
+    memory = None
     if hardware is not None:
         gemm_dtype = "fp8" if precision == "fp8-mixed" else "bf16"
         time = step_time(
@@ -210,7 +222,7 @@ def training_cost(
             profile,
             args.flag("overlap", overlap),
         )
-        peak = _peak(hardware)
+        peak, memory = _device(hardware)
     return TrainingCost(
         model=m.name,
         seq_len=seq_len,
@@ -228,16 +240,18 @@ def training_cost(
         params_per_gpu=params_gpu,
         time=time,
         peak_flops_per_s=peak,
+        device_memory_bytes=memory,
     )
 
 
-def _peak(hardware: Any) -> float:
-    """The dense bf16 peak that MFU divides by (also for fp8 training, as reported)."""
+def _device(hardware: Any) -> tuple[float, float]:
+    """The dense bf16 peak that MFU divides by (also for fp8 training, as reported) and the
+    device's memory."""
     # deferred: the hardware catalogue loads only when a device is named
     from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    return hw.peak("bf16")
+    return hw.peak("bf16"), float(hw.memory_bytes)
 
 
 def absorption_table(
