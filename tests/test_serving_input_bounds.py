@@ -114,3 +114,31 @@ def test_arrivals_binned_chain_agrees_with_the_exact_one(rate):
     binned, exact = _binned_and_exact(0.01 + 4e-4 * np.arange(801), rate)
     for name in ("wait_s", "own_step_s", "mean_step_s"):
         assert getattr(binned, name) == pytest.approx(getattr(exact, name), rel=5e-3)
+
+
+def test_plan_with_one_token_prompts_under_a_request_rate_is_bounded_in_memory_and_time():
+    # plan('llama-3-8b', 'H100-SXM', 1, isl=1, osl=1, request_rate=1.0) built two matrices of
+    # (16385)^2 (4 GB) and ran for minutes; the step table was timed at all 16,385 prompt counts
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        p = mlacalc.plan("llama-3-8b", "H100-SXM", 1, isl=1, osl=1, request_rate=1.0)
+        seconds, peak = time.perf_counter() - t0, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seconds < 20 and peak < 128 * 2**20, (seconds, peak)
+    assert p.fits and p.sustainable and not _finite_figures(p)
+    assert 0 < p.tpot_s < p.ttft_s < 1
+
+
+def test_search_with_one_token_prompts_is_bounded_in_time():
+    # the app's search ran out of memory at isl 1 (every prefill pool timed at 16,384 passes)
+    import time
+
+    t0 = time.perf_counter()
+    r = mlacalc.search("llama-3-8b", "H100-SXM", [1, 2], isl=1, osl=1)
+    assert time.perf_counter() - t0 < 20
+    assert r.best and all(not _finite_figures(p) for p in r.points)

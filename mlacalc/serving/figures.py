@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.cost.engine import kv_cache
-from mlacalc.serving.arrivals import step_chain
+from mlacalc.serving.arrivals import sample_states, step_chain
 from mlacalc.serving.capacity import prompts_per_pass
 from mlacalc.serving.comm import kv_transfer_seconds
 from mlacalc.serving.gpu_step import StepModel, StepTimes
@@ -94,8 +94,12 @@ def mix_timing(
     k_max = prompts_per_pass(isl, fit)
     if req.max_tokens is not None:  # the engine's tokens per step: whole prompts that fit
         k_max = min(k_max, max(1, req.max_tokens // isl))
+    # a pass of k prompts, k = 1 .. k_max: timed at every k or, for short prompts (thousands
+    # of k), at the arrivals model's sample of them and interpolated between
     ks = np.arange(1, k_max + 1, dtype=np.float64)
-    t_pf = np.concatenate([[0.0], p_sm.step(overlap=req.overlap, pf_N=ks, pf_q=isl).seconds])
+    timed = sample_states(k_max + 1)[1:].astype(np.float64)
+    seconds = p_sm.step(overlap=req.overlap, pf_N=timed, pf_q=isl).seconds
+    t_pf = np.concatenate([[0.0], np.interp(ks, timed, seconds)])
     transfer = None
     if req.disaggregated:
         transfer = kv_transfer_seconds(
@@ -242,8 +246,11 @@ def _arrivals_cycle(
     req, lay, t_pf, k_max, g = mix.req, mix.req.lay, mix.t_pf, mix.k_max, mix.groups
     separate = req.prefill_pass == "separate"
     # t[J]: a step carrying J prompts over the g synced groups (one group: its own prompts),
-    # the slowest group prefilling ceil(J / g) of them, the experts J / g per group
-    J = np.arange(g * k_max + 1, dtype=np.float64)
+    # the slowest group prefilling ceil(J / g) of them, the experts J / g per group; timed at
+    # every J or, past the arrivals model's exact states (short prompts: thousands of J), at
+    # the first J of each of its bins and interpolated between (bounded in time and memory)
+    states = np.arange(g * k_max + 1, dtype=np.float64)
+    J = sample_states(len(states)).astype(np.float64)
     slow = np.ceil(J / g - 1e-9)
     mixed = mix.sm.step(
         overlap=req.overlap,
@@ -254,9 +261,10 @@ def _arrivals_cycle(
         pf_q=req.isl,
         pf_moe=J / g / mb,
     )
-    t = lay.pp * mixed.stage_seconds + (t_step - lay.pp * float(dec.stage_seconds[0]))
+    stages = np.interp(states, J, mixed.stage_seconds)
+    t = lay.pp * stages + (t_step - lay.pp * float(dec.stage_seconds[0]))
     if separate:  # the prompts' own pass, then the decode pass
-        t = t_step + t_pf[slow.astype(int)]
+        t = t_step + t_pf[np.ceil(states / g - 1e-9).astype(int)]
     chain = step_chain(t, rate * g)
     # the set is busy while a request is on it: with requests on it as random as their
     # arrivals, a share 1 - exp(-L) of the time; an idle set runs the prompt at once (its

@@ -17,7 +17,7 @@ from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
 from mlacalc.serving.disaggregated import prefill_pool_seconds
 from mlacalc.serving.gpu_step import StepModel
-from mlacalc.serving.search_space import Candidate, SearchRequest
+from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 
 __all__ = ["Points", "PrefillPool", "evaluate", "prefill_pools"]
 
@@ -75,7 +75,8 @@ def prefill_pools(
             if sl is None:
                 continue
             passes = c.sm.compose(c.specs, t, ov, sl, breakdown=False).seconds
-            t_pf = np.concatenate([[0.0], passes])
+            ks = np.arange(1.0, c.k_fit + 1)
+            t_pf = np.concatenate([[0.0], np.interp(ks, pool_passes(c.k_fit), passes)])
             rate = c.lay.dp * c.k_fit / t_pf[c.k_fit]  # k_fit: plan's k_max
             key = (c.gpus, c.weight, c.kv, ov)
             rated.setdefault(key, []).append(PrefillPool(float(rate), t_pf, c.sm))
