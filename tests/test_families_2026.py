@@ -108,3 +108,43 @@ def test_cache_bytes_equal_the_reference(name, seq_len):
     assert mlacalc.kv_cache_bytes(model, seq_len) == sum(
         cache_spec(raw).model_bytes(pattern, seq_len).values()
     )
+
+
+def test_mimo_is_qwen2_with_deepseek_style_mtp_layers():
+    """MiMo-7B (remote code): the main model equals Qwen2 built from the same config on the
+    meta device; its MTP layer the rule's modules (two norms, the 2d -> d input projection, a
+    Qwen2 decoder layer, a final norm), also built from transformers' Qwen2 modules."""
+    from transformers.models.qwen2 import modeling_qwen2 as q2
+
+    data = _raw("XiaomiMiMo--MiMo-7B-Base")
+    model = mlacalc.load_model(HF_CONFIGS_2 / "XiaomiMiMo--MiMo-7B-Base.config.json")
+    config = transformers.Qwen2Config(
+        **{k: v for k, v in data.items() if k not in ("model_type", "architectures")}
+    )
+    d = config.hidden_size
+    with torch.device("meta"):
+        main = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        mtp = torch.nn.ModuleList(
+            [
+                q2.Qwen2RMSNorm(d),
+                q2.Qwen2RMSNorm(d),
+                torch.nn.Linear(2 * d, d, bias=False),
+                q2.Qwen2DecoderLayer(config, 0),
+                q2.Qwen2RMSNorm(d),
+            ]
+        )
+    counts = mlacalc.param_counts(model).to_dict()
+    assert counts["total"] == sum(p.numel() for p in main.parameters())
+    assert (
+        counts["mtp"] == sum(p.numel() for p in mtp.parameters()) * data["num_nextn_predict_layers"]
+    )
+    ids = torch.zeros(1, 4096, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        cache = main(input_ids=ids, use_cache=True).past_key_values
+    ref = sum(
+        t.nbytes
+        for layer in cache.layers
+        for t in vars(layer).values()
+        if isinstance(t, torch.Tensor) and t.dim() >= 2
+    )
+    assert mlacalc.kv_cache_bytes(model, 4096) == ref
