@@ -18,6 +18,7 @@ from mlacalc.cli.common import (
     load,
     load_profile_option,
     profile_option,
+    serving_engine_option,
     size_list,
 )
 from mlacalc.cli.plan_cmd import times_note
@@ -229,6 +230,7 @@ def _split(text: str | None) -> tuple[str, ...] | None:
 @search_engine_options
 @launch_options
 @profile_option()
+@serving_engine_option
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
@@ -248,6 +250,7 @@ def command(
     prefill_pass,
     output_lag_steps,
     profile,
+    engine,
     all_points,
     fmt,
     **engine_opts,
@@ -268,6 +271,7 @@ def command(
     from mlacalc.serving.search import FIELDS, search
 
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     engine = engine_option_values(engine_opts, chunked=False)
     counts = size_list(gpus_text) or []
     # one number is a budget to spend; a list, the GPU counts one by one
@@ -290,6 +294,7 @@ def command(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         profile=load_profile_option(profile),
+        engine=serving_engine,
         max_running=engine["max_running"],
         max_tokens=engine["max_tokens"],
         scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
@@ -334,7 +339,9 @@ def sections(result, model: str | None = None, hardware: str | None = None, prof
         if value
     ]
     if result.best:
-        best_note = times_note(result.profile, result.best_calibration or result.calibration)
+        best_note = times_note(
+            result.profile, result.best_calibration or result.calibration, result.engine
+        )
         b = result.best
         if result.budget:
             best_note += (
@@ -371,7 +378,7 @@ def sections(result, model: str | None = None, hardware: str | None = None, prof
                 title,
                 ["reason", "points"],
                 [[k, str(v)] for k, v in sorted(result.reasons.items())],
-                note=times_note(result.profile, result.calibration)
+                note=times_note(result.profile, result.calibration, result.engine)
                 if result.points
                 else "; ".join(result.notes),
             )

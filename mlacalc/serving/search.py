@@ -44,11 +44,10 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
 from mlacalc.serving.layout import weight_format
-from mlacalc.serving.provenance import calibration_of
+from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools
 from mlacalc.serving.search_space import SearchRequest, candidates
-from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
@@ -137,6 +136,8 @@ class SearchResult:
     #: how the best point's own kernels were predicted (its decode step and its prompts'
     #: prefill, as :attr:`mlacalc.Plan.calibration` of its plan says it)
     best_calibration: str = ""
+    #: the serving engine whose kernels were timed (trtllm, sglang, vllm)
+    engine: str = "trtllm"
     #: the GPU budget the search spent (None: the GPU counts were given one by one)
     budget: int | None = None
 
@@ -235,6 +236,7 @@ def check_search(
     max_running: Any = None,
     max_tokens: Any = None,
     scheduler: Any = None,
+    engine: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -266,6 +268,8 @@ def check_search(
         if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
             weight_dtypes += ("fp8",)
 
+    # none named: the engine's profile for the device (what stood in is said)
+    prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     return SearchRequest(
         m=m,
         hw=hw,
@@ -284,7 +288,9 @@ def check_search(
         page_size=page_size,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
-        profile=load_profile(profile),
+        profile=prof,
+        engine=engine_name,
+        engine_note=engine_note,
         budget=budget,
         max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
@@ -483,6 +489,7 @@ def search(
     max_running: int | None = None,
     max_tokens: int | None = None,
     scheduler: Scheduler | None = None,
+    engine: str | None = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -542,7 +549,8 @@ def search(
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
         profile=profile_name,
-        calibration=calibration,
+        calibration=calibration + req.engine_note,
+        engine=req.engine,
         memory_reserve=memory_reserve,
         page_size=page_size,
         best_calibration=best_cal,
