@@ -10,13 +10,17 @@ modes:
   one kernel reading its weight once, the attention core one flash-style kernel (scores,
   softmax and the value product without materialising the score matrix, each cached byte
   read once), element-wise work fused into its neighbours, the new cache rows written once;
-- ``unfused``: the op-by-op PyTorch sequence the microbenchmark runs: every op reads its
-  inputs and writes its outputs (the score matrix included) and every dispatched ATen op
-  pays a launch latency (:data:`LAUNCHES`).
+- ``unfused``: the op-by-op PyTorch sequence the microbenchmark runs, as eager PyTorch runs
+  it (:mod:`mlacalc.timemodel.eager_time`): every op reads its inputs and writes its outputs
+  (the score matrix included, and the copies eager operators make of permuted views); every
+  ATen op (:data:`LAUNCHES`) is dispatched by the host, which on a GPU queues the kernels
+  ahead of the device (a step costs the larger of the two totals, plus the pipe's fill) and
+  on a CPU runs them itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -35,6 +39,12 @@ from mlacalc.cost.model_step import (
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.timemodel.eager_time import (
+    cpu_eager_seconds,
+    dispatch_queue,
+    eager_passes,
+    host_runs_kernels,
+)
 from mlacalc.timemodel.engine_profiles import engine_note, profile_for
 from mlacalc.timemodel.kernel_time import class_params, device_batch
 from mlacalc.timemodel.profile import load_profile
@@ -48,6 +58,7 @@ from mlacalc.timemodel.roofline_time import (
 )
 from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words import arguments
+from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of
@@ -351,8 +362,11 @@ def _model_ops(
     stages: list[str] | None = None,
 ) -> list[OpTime]:
     """Kernels timed by the kernel time model (one numpy evaluation per kernel class), with the
-    plain roofline bound of each. ``dispatch_s`` (eager mode): the CPU time to dispatch each
-    kernel's ops; a kernel shorter than that waits on the CPU."""
+    plain roofline bound of each. ``dispatch_s`` (eager mode): the host's time to dispatch one
+    call of each kernel's ops; the host queues the calls ahead of the GPU
+    (:func:`dispatch_queue`) and a kernel's time includes what the GPU waited for the host
+    before its calls."""
+
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
         batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
@@ -369,8 +383,6 @@ def _model_ops(
             k = kernels[i]
             calls = k.calls
             t = seconds[j]
-            if dispatch_s is not None:
-                t = max(t, dispatch_s[i] * calls)
             out[i] = OpTime(
                 name=k.name,
                 stage=stages[i] if stages is not None else kernel_stage(k.name),
@@ -385,7 +397,13 @@ def _model_ops(
                 calibration=how,
                 fixed_s=fixed[j] * calls,
             )
-    return [o for o in out if o is not None]
+    ops = [o for o in out if o is not None]
+    if dispatch_s is not None:  # the eager sequence: the host's queue runs ahead of the GPU
+        calls = [k.calls for k in kernels]
+        host = [d * c for d, c in zip(dispatch_s, calls)]
+        waits = dispatch_queue([o.model_s for o in ops], host, calls)
+        ops = [dataclasses.replace(o, model_s=o.model_s + w) for o, w in zip(ops, waits)]
+    return ops
 
 
 @dataclass(frozen=True)
@@ -397,20 +415,42 @@ class _Eager:
     launches: list[float]
     stages: list[str]
     weighted: list[bool]
+    #: bytes each op writes to a fresh output (0: in place, as the cache rows)
+    written: list[float] = dataclasses.field(default_factory=list)
 
 
 def _eager_kernels(cost: Any, model: ModelConfig, dtype: str, weight_dtype: str) -> _Eager:
     """The op-by-op eager PyTorch sequence of one attention layer as kernels (every matmul a
-    GEMM, every other op an element-wise kernel reading its inputs and writing its outputs),
-    and the ATen ops each dispatches (a matmul one; the layer's other ops share the rest of
-    the layer's count, :data:`LAUNCHES`)."""
+    GEMM, every other op an element-wise kernel reading its inputs and writing its outputs, and
+    the passes eager operators add, :func:`eager_passes`: the scale and mask passes over the
+    scores, the copies of permuted views), and the ATen ops each dispatches (a matmul one; the
+    layer's other ops share the rest of the layer's count, :data:`LAUNCHES`)."""
     key = model_layer_key(model, cost.impl)
     rope = not (not model.is_mla and model.family == "gpt2")
     total = LAUNCHES[(key, rope, cost.q_len == 1)]
+    ops: list[Any] = list(cost.ops)
+    passes = eager_passes(model, cost.impl, cost.batch, cost.q_len, cost.seq_len)
+    for after, name, elements in passes:
+        names = [o[0] if isinstance(o, tuple) else o.name for o in ops]
+        at = names.index(after) + 1 if after in names else names.index("scores")
+        stage = next(o.stage for o in cost.ops if o.name == "scores")
+        ops.insert(at, (name, stage, elements))
     matmuls = [o for o in cost.ops if o.kind == "matmul"]
-    extra = (total - len(matmuls)) / max(len(cost.ops) - len(matmuls), 1)
+    extra = (total - len(matmuls)) / max(len(ops) - len(matmuls), 1)
+    size = dtype_bits(dtype) // 8 or 1
     eager = _Eager([], [], [], [])
-    for op in cost.ops:
+    for op in ops:
+        if isinstance(op, tuple):  # a pass eager PyTorch adds: read and write every value
+            name, stage, elements = op
+            nbytes = 2 * elements * size
+            eager.stages.append(stage)
+            eager.kernels.append(
+                Kernel(name, "elementwise", dtype, 0, nbytes, shape={"elements": nbytes // 2})
+            )
+            eager.launches.append(extra)
+            eager.weighted.append(False)
+            eager.written.append(nbytes / 2)
+            continue
         eager.stages.append(op.stage)
         if op.kind == "matmul" and op.shape is not None:
             g, m, n, k = op.shape
@@ -426,6 +466,7 @@ def _eager_kernels(cost: Any, model: ModelConfig, dtype: str, weight_dtype: str)
             )
             eager.launches.append(1)
             eager.weighted.append(op.weight_bytes > 0)
+            eager.written.append(float(op.bytes_written))
         else:
             eager.kernels.append(
                 Kernel(
@@ -439,6 +480,7 @@ def _eager_kernels(cost: Any, model: ModelConfig, dtype: str, weight_dtype: str)
             )
             eager.launches.append(extra)
             eager.weighted.append(False)
+            eager.written.append(0.0 if op.name == "cache_write" else float(op.bytes_written))
     return eager
 
 
@@ -570,6 +612,8 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
         out = _roofline_ops(
             eager.kernels, rates, eager.stages, eager.launches, weighted=eager.weighted
         )
+        layers = 1 if step.scope == "attention_layer" else step.m.num_hidden_layers
+        out = _eager_host(out, eager, rates, layers)
     else:
         if rates.stored:  # the weights as the checkpoint stores them
             kernels = step.kernels(one, "attention_layer", None)
@@ -582,6 +626,35 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
     if layers != 1:
         out = [_scale(o, layers) for o in out]
     return out, cost.q_len
+
+
+def _eager_host(
+    ops: list[OpTime], eager: _Eager, rates: RooflineRates, layers: int
+) -> list[OpTime]:
+    """The eager sequence's ops as the host runs them. On a CPU the host runs every op itself:
+    its dispatch (``launch_s``) adds to its time, and so does what eager PyTorch adds there
+    (:func:`cpu_eager_seconds`: fresh outputs' first touch, ``bmm``'s entries run one by one).
+    On a GPU the host queues the ops ahead of it (:func:`dispatch_queue`, the sequence repeated
+    ``layers`` times): an op's ``launch_s`` becomes what the GPU waited for the host before it."""
+    if host_runs_kernels(rates.hw.kind):
+        extra = cpu_eager_seconds(
+            [None if w else _products(k) for k, w in zip(eager.kernels, eager.weighted)],
+            eager.written,
+            [o.memory_s for o in ops],
+            rates.latency,
+        )
+        return [dataclasses.replace(o, launch_s=o.launch_s + e) for o, e in zip(ops, extra)]
+    busy = [max(o.compute_s, o.memory_s, o.measured_floor_s) * layers for o in ops]
+    waits = dispatch_queue(busy, [o.launch_s * layers for o in ops], [layers] * len(ops))
+    return [dataclasses.replace(o, launch_s=w / layers) for o, w in zip(ops, waits)]
+
+
+def _products(k: Kernel) -> tuple[int, int, int, int] | None:
+    """(G, M, N, K) of an eager product without weights (the attention core), else None."""
+    f = k.shape
+    if k.kind != "gemm" or "groups" not in f:
+        return None
+    return (int(f["groups"]), int(f["m"]), int(f["n"]), int(f["k"]))
 
 
 def _roofline_ffn_and_head(step: _Step, rates: RooflineRates) -> list[OpTime]:
@@ -713,8 +786,10 @@ def predict_time(
     A100-SXM-80GB sets, other devices by their datasheet figures; ``calibration`` on the
     prediction says which). ``mode="fused"`` is the serving kernels of
     :mod:`mlacalc.cost.model_step`;
-    ``mode="unfused"`` the eager op-by-op sequence, each op a calibrated kernel that cannot
-    run faster than the CPU dispatches it (``launch_latency_s`` per ATen op, 5 us by default).
+    ``mode="unfused"`` the eager op-by-op sequence, each op a calibrated kernel; the host
+    dispatches every ATen op (``launch_latency_s`` each, 5 us by default on a GPU) and queues
+    the kernels ahead of the GPU, so the step costs the larger of the host's and the GPU's
+    totals (plus the pipe's fill), not a dispatch floor per op.
     ``engine`` (``"trtllm"`` by default, ``"sglang"``, ``"vllm"``): the serving engine whose
     fused kernels are timed, by the shipped profile of that engine fitted on the device where
     one ships, else the engine's default profile, else TensorRT-LLM's standing in (the

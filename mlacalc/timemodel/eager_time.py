@@ -1,0 +1,164 @@
+"""Eager PyTorch as it runs: the host's dispatch queue, and the passes over memory that eager
+operators make beyond the engine's op sequence.
+
+**The queue.** In eager PyTorch the host dispatches each ATen op (argument checks, output
+allocation, the launch) and returns before the kernel has run; the GPU works through its queue
+while the host dispatches the next ops. A step that ends in a synchronisation therefore costs
+the larger of the two totals, the GPU's and the host's, plus the fill of the pipe: never a
+dispatch floor under every op. :func:`dispatch_queue` runs the queue call by call: the host
+issues call ``j`` when it has dispatched it (the dispatch times before it summed), the GPU
+starts it when both that has happened and the call before it has finished. What the GPU waits
+for the host is each kernel's wait. On a CPU the host runs the operators itself: there is no
+queue and every op's dispatch adds to its time (:func:`host_runs_kernels`).
+
+**Eager operators.** :func:`eager_passes` lists what eager PyTorch does with the reference
+layers' shapes (:mod:`mlacalc.bench.torch_layers`) that the engine's op sequence leaves out:
+
+- ``scores * scale`` is an op of its own (a pass over the score matrix), and so is
+  ``masked_fill`` with several new tokens;
+- ``torch.matmul`` of two 4-D tensors folds the batch dimensions into one before ``bmm``; an
+  operand whose two batch dimensions cannot be merged in place (a permuted view: compressed
+  MLA's values ``kv_b_proj(...).view(B, S, h, d).transpose(1, 2)[..., d_nope:]``, the queries
+  of several new tokens grouped by head) is copied first;
+- an ``einsum`` returns its result as a permuted view of the ``bmm`` it ran (absorbed MLA's
+  ``bqhc,hvc->bqhv``, computed as ``[h, bq, v]``): the ``reshape`` after it copies it, and so
+  does the ``reshape`` of several new tokens' per-head output back to ``[B, q, h d]``.
+
+A product of queries against a latent cache broadcast over heads (``[B, h, q, c] @ [B, 1, c,
+S]``) would make ``torch.matmul`` expand and copy the cache once per head; the reference layers
+fold the heads into the rows instead (``[B, q h, c] @ [B, c, S]``: the latent read once per
+sequence), so the engine's ``scores`` product already is what runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mlacalc.models.loading import ModelConfig
+
+__all__ = [
+    "BMM_ENTRY_DISPATCHES",
+    "BMM_ROW_BANDWIDTH",
+    "FIRST_TOUCH_BYTES_PER_S",
+    "FRESH_OUTPUT_BYTES",
+    "cpu_eager_seconds",
+    "dispatch_queue",
+    "eager_passes",
+    "host_runs_kernels",
+]
+
+
+def dispatch_queue(
+    gpu_s: Sequence[float], host_s: Sequence[float], calls: Sequence[int]
+) -> list[float]:
+    """The seconds the GPU waits for the host before each kernel's calls, all calls summed:
+    kernel ``i`` runs ``calls[i]`` times, each call ``gpu_s[i] / calls[i]`` on the GPU after
+    ``host_s[i] / calls[i]`` of dispatch on the host. Calls go round by round (call ``r`` of
+    every kernel with more than ``r`` calls, in order: a layer's ops, layer after layer). The
+    step is ``sum(gpu_s) + sum(wait)``: at least the larger of the two totals, at most their
+    sum."""
+    n = len(gpu_s)
+    if not (len(host_s) == len(calls) == n):
+        raise ValueError("gpu_s, host_s and calls must have one entry per kernel")
+    count = [max(1, int(c)) for c in calls]
+    per_gpu = [g / c for g, c in zip(gpu_s, count)]
+    per_host = [h / c for h, c in zip(host_s, count)]
+    wait = [0.0] * n
+    host_t = gpu_t = 0.0
+    for r in range(max(count, default=0)):
+        for i in range(n):
+            if count[i] > r:
+                host_t += per_host[i]
+                start = max(host_t, gpu_t)
+                wait[i] += start - gpu_t
+                gpu_t = start + per_gpu[i]
+    return wait
+
+
+def host_runs_kernels(kind: str) -> bool:
+    """Whether the host itself runs the kernels (a CPU device): no queue, each op's dispatch
+    adds to its time."""
+    return kind == "cpu"
+
+
+def eager_passes(
+    model: ModelConfig, impl: str | None, batch: int, q: int, keys: int
+) -> list[tuple[str, str, int]]:
+    """The passes eager PyTorch makes over memory that the engine's op sequence of one layer
+    leaves out, for the reference layer of ``model`` (``impl`` for MLA) at ``batch`` sequences,
+    ``q`` new tokens each and ``keys`` keys: ``(after, name, elements)``, each a pass reading
+    and writing ``elements`` values right after the engine op ``after``."""
+    h = model.num_attention_heads
+    out: list[tuple[str, str, int]] = []
+    if model.is_mla:
+        dq = model.qk_nope_head_dim + model.qk_rope_head_dim
+        dv = model.v_head_dim
+        rows = batch * h * q  # one score row per (sequence, head, new token)
+        expanded = impl in ("naive", "compressed")
+        if expanded and q > 1:  # qf.transpose(1, 2) folded by matmul: copied
+            out.append(("cache_write", "q_heads_copy", batch * q * h * dq))
+        out.append(("scores", "scale", rows * keys))
+        if q > 1:
+            out.append(("scale", "mask", rows * keys))
+        if impl == "compressed":  # kv_b_proj's values, a permuted view, folded by matmul
+            out.append(("softmax", "v_copy", batch * h * keys * dv))
+        if expanded and q > 1:  # out.transpose(1, 2).reshape(B, q, h dv)
+            out.append(("pv", "out_copy", batch * q * h * dv))
+        if impl == "absorbed":  # the einsum's permuted [b, q, h, v] view, reshaped
+            out.append(("o_absorb", "out_copy", batch * q * h * dv))
+        return out
+    d = model.head_dim
+    window = model.sliding_window
+    span = keys if not window else min(keys, window)
+    rows = batch * h * q
+    if q > 1:  # the heads of each KV head grouped: xq permuted, reshaped or folded, copied
+        out.append(("rope", "q_heads_copy", batch * q * h * d))
+    out.append(("scores", "scale", rows * span))
+    if q > 1:
+        out.append(("scale", "mask", rows * span))
+        out.append(("pv", "out_copy", batch * q * h * d))  # permute(0, 3, 1, 2, 4).reshape
+    return out
+
+
+#: An output of at least this many bytes is mapped fresh from the operating system on every
+#: allocation (glibc's largest ``mmap`` threshold, 32 MiB on 64-bit Linux: such blocks are
+#: unmapped when freed), so its first write pays the page faults.
+FRESH_OUTPUT_BYTES = 32 * 2**20
+#: Bytes per second at which a fresh output's pages are faulted in and zeroed on first write,
+#: where a microbenchmark set did not measure it: calibrated on the committed CPU set (its 13
+#: compressed-MLA rows, whose re-expanded keys and values are gigabytes; 3-5 GB/s fit equally
+#: well), in line with a page fault of about a microsecond per 4 KiB page.
+FIRST_TOUCH_BYTES_PER_S = 4e9
+#: Dispatches per batch entry of a CPU ``bmm``: it runs its entries one after another, each a
+#: ``select`` of its operands and an ``addmm`` (two trivial-op latencies, calibrated on the
+#: committed CPU set; four fit as well).
+BMM_ENTRY_DISPATCHES = 2.0
+#: The share of the measured matrix-vector bandwidth a CPU ``bmm`` entry of one row reaches
+#: (a head's query against its own keys or values: a small matrix-vector product run alone, on
+#: one thread, not split over the cores as the measured large one is): calibrated on the
+#: committed CPU set's naive MLA and MHA decode rows.
+BMM_ROW_BANDWIDTH = 0.75
+
+
+def cpu_eager_seconds(
+    products: Sequence[tuple[int, int, int, int] | None],
+    written: Sequence[float],
+    memory_s: Sequence[float],
+    latency_s: float,
+    first_touch_bytes_per_s: float = FIRST_TOUCH_BYTES_PER_S,
+) -> list[float]:
+    """What eager PyTorch on a CPU adds to each op of a sequence, beyond its roofline and its
+    dispatch: the first touch of a fresh output of :data:`FRESH_OUTPUT_BYTES` or more
+    (``written`` bytes at ``first_touch_bytes_per_s``); for a batched product without weights
+    (``products``: its ``(G, M, N, K)``, G > 1), the dispatch of each of its G entries and, where
+    an entry has one row, its operands read at :data:`BMM_ROW_BANDWIDTH` of the measured rate
+    (``memory_s``: the op's memory time at that rate)."""
+    out = []
+    for prod, nbytes, mem in zip(products, written, memory_s):
+        extra = nbytes / first_touch_bytes_per_s if nbytes >= FRESH_OUTPUT_BYTES else 0.0
+        if prod is not None and prod[0] > 1:
+            extra += prod[0] * BMM_ENTRY_DISPATCHES * latency_s
+            if prod[1] == 1:
+                extra += mem * (1.0 / BMM_ROW_BANDWIDTH - 1.0)
+        out.append(extra)
+    return out
