@@ -15,6 +15,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
+from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
 from mlacalc.serving.gpu_step import Spec, StepModel
 from mlacalc.serving.layout import (
@@ -36,6 +37,7 @@ __all__ = [
     "candidate_layouts",
     "candidates",
     "needs_network",
+    "pool_passes",
 ]
 
 
@@ -72,6 +74,9 @@ class SearchRequest:
     max_running: int | None = None
     max_tokens: int | None = None
     scheduler: Scheduler | None = None
+    #: the serving engine whose kernels are timed, and what stood in for it (words)
+    engine: str = "trtllm"
+    engine_note: str = ""
     #: the serving engine whose kernels are timed, and what stood in for it (words)
     engine: str = "trtllm"
     engine_note: str = ""
@@ -342,14 +347,17 @@ def _batch_rows(
             rows.add((ov, what), db / mb * f, pn / mb * f, isl, pm / mb * f)
 
 
+def pool_passes(k_fit: int) -> np.ndarray:
+    """The passes a prefill pool is timed at: of every ``1 .. k_fit`` prompts or, for short
+    prompts (thousands), of the arrivals model's sample of them, interpolated between."""
+    return sample_states(k_fit + 1)[1:].astype(np.float64)
+
+
 def _pool_rows(rows: StepRows, req: SearchRequest, k_fit: int) -> None:
     """The layout as a prefill pool: its passes of ``1 .. k_fit`` prompts (its prompt rate: a
-    pass of ``k_fit``), under each overlap (a pool runs its decode pool's, as plan times it)."""
+    pass of ``k_fit``; :func:`pool_passes`), under each overlap (a pool runs its decode pool's,
+    as plan times it)."""
+    ks = pool_passes(k_fit)
     for ov in req.overlaps:
         f = 0.5 if ov == "tbo" else 1.0
-        rows.add(
-            (ov, "prefill"),
-            np.zeros(k_fit),
-            np.arange(1.0, k_fit + 1) * f,
-            np.full(k_fit, float(req.isl)),
-        )
+        rows.add((ov, "prefill"), np.zeros(len(ks)), ks * f, np.full(len(ks), float(req.isl)))
