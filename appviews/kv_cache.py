@@ -46,6 +46,16 @@ def equivalents(
     return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype)
 
 
+def keeps(kind_row: dict) -> str:
+    """What one layer of a kind keeps, in words (the table's text column beside its numbers)."""
+    kind = kind_row["kind"]
+    if kind == "linear":
+        return "a fixed state per sequence"
+    if kind.startswith(("sliding", "chunked")):
+        return f"its window: {kind_row['tokens_per_layer']:,} tokens"
+    return "every token"
+
+
 def render(sc: Scenario) -> None:
     model, device, seq_len, batch, kv_dtype = sc.model, sc.device, sc.seq_len, sc.batch, sc.kv_dtype
     show_context_warning(sc)
@@ -76,9 +86,10 @@ def render(sc: Scenario) -> None:
                 {
                     "kind of layer": k["kind"],
                     "layers": k["layers"],
-                    "bytes/token/layer": k["bytes_per_token_per_layer"] or "fixed state",
+                    "keeps": keeps(k),
+                    "bytes/token/layer": k["bytes_per_token_per_layer"] or None,
                     "tokens kept per layer": (
-                        "fixed state" if k["kind"] == "linear" else k["tokens_per_layer"]
+                        None if k["kind"] == "linear" else k["tokens_per_layer"]
                     ),
                     "bytes": k["bytes"],
                     "total": human_bytes(k["bytes"]),
@@ -94,7 +105,7 @@ def render(sc: Scenario) -> None:
         [
             {
                 "implementation": r["impl"],
-                "elements/token/layer": r["elements_per_token_per_layer"] or "mixed",
+                "elements/token/layer": r["elements_per_token_per_layer"] or None,
                 "layers a token adds to": r["layers_per_token"],
                 "bytes/token": r["bytes_per_token"],
                 "total bytes": r["total_bytes"],
@@ -105,7 +116,7 @@ def render(sc: Scenario) -> None:
         ],
         scope=f"Whole model: all {model.num_hidden_layers} layers, {batch:,} sequences of "
         f"{seq_len:,} tokens, KV in {kv_dtype}; per token: the layers one more token adds a "
-        "row to (elements and bytes of one such layer).",
+        "row to (elements and bytes of one such layer; empty where the layers' rows differ).",
     )
     download(rows, f"{model.name}-kv-cache", "dl_kv")
     log_axes = st.checkbox("log axes", value=True, key="kv_log")

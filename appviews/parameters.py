@@ -5,11 +5,35 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from mlacalc.words.units import human_si
+from mlacalc.words.units import human_bytes, human_si
 
 from .common import Scenario, download, show_table
 
 TITLE = "Parameters"
+
+
+def shares_figure(breakdown: dict[str, int]) -> go.Figure:
+    """The parts of the model as shares of its parameters, on a linear axis (a share on a log
+    axis makes a 2% part look like half the model), each bar labelled with its count."""
+    parts = {k: v for k, v in breakdown.items() if v}
+    total = sum(parts.values())
+    fig = go.Figure(
+        go.Bar(
+            x=[100 * v / total for v in parts.values()],
+            y=list(parts.keys()),
+            orientation="h",
+            text=[f"{human_si(v)} ({100 * v / total:.1f}%)" for v in parts.values()],
+            textposition="auto",
+        )
+    )
+    fig.update_layout(
+        title="Parameters of the whole model by part (main model, MTP apart)",
+        xaxis_title="share of the parameters (%)",
+        height=320,
+        margin=dict(t=50, b=40),
+    )
+    fig.update_xaxes(type="linear", range=[0, 100])
+    return fig
 
 
 def render(sc: Scenario) -> None:
@@ -21,17 +45,10 @@ def render(sc: Scenario) -> None:
     st.markdown(f"Total parameters: **{p['total']:,}**; active: **{p['active']:,}**")
     st.markdown(f"Layer pattern: **{sc.doc['layers']['summary']}**")
     w = sc.doc["weights"]
-    st.markdown(f"Weights: **{w['total_bytes']:,} bytes**, {w['summary']}")
-    parts = {k: v for k, v in p["breakdown"].items() if v}
-    fig = go.Figure(go.Bar(x=list(parts.values()), y=list(parts.keys()), orientation="h"))
-    fig.update_layout(
-        title="Parameters of the whole model (main model, MTP apart)",
-        xaxis_title="parameters",
-        height=320,
-        margin=dict(t=50, b=40),
+    st.markdown(
+        f"Weights: **{human_bytes(w['total_bytes'])}** ({w['total_bytes']:,} bytes), {w['summary']}"
     )
-    fig.update_xaxes(type="log", exponentformat="SI")
-    st.plotly_chart(fig, width="stretch", key="params_chart")
+    st.plotly_chart(shares_figure(p["breakdown"]), width="stretch", key="params_chart")
     show_table(
         [
             {"projection (one layer)": k, "parameters": v}

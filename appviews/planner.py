@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc.cost.engine import attention_cost
+from mlacalc.report import attention_kind_labels
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
@@ -132,7 +134,7 @@ def render(sc: Scenario) -> None:
         show_answer(result, load, inputs, sc.model.label)
     _show_capacity(sc, inputs)
     _show_memory(result, result.context)
-    _show_kernels(result)
+    _show_kernels(result, sc.model)
     download(result.to_dict(), f"{sc.model.name}-plan", "dl_plan")
     if st.checkbox("search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"):
         _show_search(sc, inputs)
@@ -502,21 +504,29 @@ def memory_figure(fill: dict[str, int]) -> go.Figure:
     return fig
 
 
-def _show_kernels(result) -> None:
-    """The decode step's kernels, slowest first (nothing when no step was timed)."""
+def _show_kernels(result, model) -> None:
+    """The decode step's kernels, slowest first, each attention kernel with the kind of layer
+    it runs in (a model of full and sliding layers has an ``attention`` of each; nothing when
+    no step was timed)."""
     if not result.kernels:
         return
+    kinds = attention_kind_labels(
+        [k["name"] for k in result.kernels],
+        [k["calls"] for k in result.kernels],
+        attention_cost(model, "decode", result.context, 1).group_labels,
+    )
     st.markdown("**Decode step of one GPU, by kernel** (all calls of the step)")
     show_table(
         [
             {
                 "kernel": k["name"],
+                **({"layer kind": kinds[i]} if kinds else {}),
                 "kind": k["kind"],
                 "calls": k["calls"],
                 "ms": round(k["seconds"] * 1e3, 4),
                 "link": k["communication"],
             }
-            for k in sorted(result.kernels, key=lambda k: -k["seconds"])
+            for i, k in sorted(enumerate(result.kernels), key=lambda ik: -ik[1]["seconds"])
         ]
     )
 

@@ -79,15 +79,25 @@ def grid_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[st
 
     A column holding an integer beyond 2^53 in magnitude (which a grid would round to a
     float, or refuse beyond 2^63) becomes exact text with thousands separators; kinds are
-    ``"int"``, ``"exact"`` (such text), ``"float"`` and ``"text"``.
+    ``"int"``, ``"exact"`` (such text), ``"float"`` and ``"text"``. A column mixing numbers and
+    text is refused (TypeError): numbers stay numbers, words go in a column of their own.
 
     >>> rows, kinds = grid_rows([{"n": 2**60 + 1, "k": 3}, {"n": 5, "k": 4}])
     >>> rows[0]["n"], rows[1]["n"], kinds
     ('1,152,921,504,606,846,977', '5', {'n': 'exact', 'k': 'int'})
     """
     kinds: dict[str, str] = {}
+    numeric: set[str] = set()
     for row in rows:
         for key, value in row.items():
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number:
+                numeric.add(key)
+            if (kinds.get(key) == "text" and number) or (key in numeric and isinstance(value, str)):
+                raise TypeError(
+                    f"table column {key!r} mixes numbers and text ({value!r}): a grid column "
+                    "holds one type; put the words in a column of their own (empty cells: None)"
+                )
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 kind = "text" if value is not None else kinds.get(key, "int")
             elif isinstance(value, float):
@@ -130,8 +140,21 @@ def ratio(x: float) -> str:
     return f"{x:,.2f}x"
 
 
+def _column_widths(section: Section) -> list[int]:
+    """Each column's width: its longest cell, or its header's longest word when that is
+    longer (headers wrap at spaces)."""
+    widths = []
+    for i, col in enumerate(section.columns):
+        cells = [len(str(row[i])) for row in section.rows if i < len(row)]
+        widths.append(max([*cells, *(len(w) for w in str(col).split()), 1]))
+    return widths
+
+
 def render_table(sections: list[Section], header: str = "", width: int | None = None) -> str:
-    """Plain-text tables (rich, no colour) at ``width`` columns (default: 160)."""
+    """Plain-text tables (rich, no colour) at ``width`` columns (default: 160). Headers wrap
+    at spaces; a name (the first column, and the text columns) is never cut, as
+    ``kimi-linear-48b-a3`` / ``b`` was: figures fold first when the table would not fit, and
+    a table whose names alone do not fit is drawn wider than ``width``."""
     buffer = io.StringIO()
     console = Console(
         file=buffer,
@@ -144,12 +167,22 @@ def render_table(sections: list[Section], header: str = "", width: int | None = 
         console.print(header)
     for section in sections:
         table = Table(title=section.title, title_justify="left", show_lines=False)
+        widths = _column_widths(section)
+        text = [i == 0 or i in section.text_columns for i in range(len(widths))]
         for i, col in enumerate(section.columns):
-            left = i == 0 or i in section.text_columns
-            table.add_column(col, justify="left" if left else "right", overflow="fold")
+            table.add_column(
+                col,
+                justify="left" if text[i] else "right",
+                min_width=widths[i] if text[i] else None,
+                overflow="fold",
+            )
         for row in section.rows:
             table.add_row(*[str(c) for c in row])
+        # the names whole, four characters of each figure, a space each side and a rule each
+        needed = sum(w if t else 4 for w, t in zip(widths, text)) + 3 * len(widths) + 1
+        console.width = max(width or 160, needed)
         console.print(table)
+        console.width = width or 160
         if section.note:
             console.print(section.note)
     console.print(UNITS_NOTE)

@@ -21,7 +21,14 @@ from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.units import human_bytes
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA, caches_latent
 
-__all__ = ["SCHEMA", "cache_by_kind", "compare_rows", "model_report", "model_summary"]
+__all__ = [
+    "SCHEMA",
+    "attention_kind_labels",
+    "cache_by_kind",
+    "compare_rows",
+    "model_report",
+    "model_summary",
+]
 
 SCHEMA = REPORT_SCHEMA
 #: MLA implementations whose caches the report compares (absorbed_merged keeps absorbed's).
@@ -379,3 +386,33 @@ def compare_rows(
             }
         )
     return rows
+
+
+def attention_kind_labels(names: list[str], calls: list[int], kinds: tuple[str, ...]) -> list[str]:
+    """The kind of layer (``full``, ``sliding(1024)``, ``linear``...) of each kernel of a
+    model step whose layers differ, "" outside the attention block; [] when it cannot be told.
+
+    ``names`` and ``calls`` are the step's kernels in order; ``kinds`` the attention groups in
+    the order the step runs them (``attention_cost(...).group_labels``). The attention block's
+    kernels lie between ``input_norm`` and ``post_attention_norm``; a kind's kernels run as
+    many times as it has layers, and a new kind starts where that count changes or a kernel
+    name comes again (Gemma 4: ``attention`` x 5 full, then ``attention`` x 25 sliding).
+
+    >>> attention_kind_labels(
+    ...     ["input_norm", "qkv", "attention", "qkv", "attention", "post_attention_norm"],
+    ...     [30, 5, 5, 25, 25, 30], ("full", "sliding(1024)"))
+    ['', 'full', 'full', 'sliding(1024)', 'sliding(1024)', '']
+    """
+    if len(kinds) < 2 or "input_norm" not in names or "post_attention_norm" not in names:
+        return []
+    out = [""] * len(names)
+    start, end = names.index("input_norm") + 1, names.index("post_attention_norm")
+    group, seen, count = -1, set(), None
+    for i in range(start, end):
+        if names[i] in seen or calls[i] != count:
+            group, seen, count = group + 1, set(), calls[i]
+        seen.add(names[i])
+        if group >= len(kinds):
+            return []
+        out[i] = kinds[group]
+    return out if group == len(kinds) - 1 else []

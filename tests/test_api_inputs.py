@@ -193,15 +193,25 @@ def test_points_missing_both_targets_is_an_attribute():
 # ---- 6. the suggested plan command's concurrency reads back as the point's
 
 
-def test_plan_command_concurrency_reads_back_exactly():
+def test_plan_command_concurrency_is_rounded_and_reproduces_the_point(run):
+    """Was: a reproduce command carried ``--concurrency 517.9548047710623``. The printed figure
+    is rounded (to within a quarter of CONCURRENCY_SNAP) and plan reads it as the whole decode
+    batch's in-flight count, so the command gives the point's figures exactly."""
     from mlacalc.cli.search_cmd import _concurrency, plan_command
 
     assert _concurrency(128.0) == "128"
-    assert _concurrency(521.4663596440286) == "521.4663596440286"
+    assert _concurrency(521.4663596440286) == "521.47"
+    assert _concurrency(517.9548047710623) == "517.95"
+    assert _concurrency(1.0184619) == "1.01846"
     r = mlacalc.search("llama-3-8b", "H100-SXM", [1, 2], tpot=0.02, **SEARCH)
-    for p in r.points[:: max(len(r.points) // 10, 1)]:
-        word = plan_command("llama-3-8b", "H100-SXM", r, p).split("--concurrency ")[1].split()[0]
-        assert float(word) == p["concurrency"]
+    disaggregated = [p for p in r.points if p["mode"] == "disaggregated"]
+    for p in disaggregated[:: max(len(disaggregated) // 6, 1)]:
+        cmd = plan_command("llama-3-8b", "H100-SXM", r, p).split()
+        word = cmd[cmd.index("--concurrency") + 1]
+        assert len(word.split(".")[-1]) <= 6 and float(word) != p["concurrency"]
+        got = json.loads(run(*cmd[1:], "--format", "json")[0])
+        for key in ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu"):
+            assert got[key] == pytest.approx(p[key], rel=1e-12, abs=0), (key, " ".join(cmd))
 
 
 # ---- 7. a .yaml file is YAML, flow style included

@@ -52,14 +52,20 @@ def test_grid_rows_keep_every_digit_beyond_two_to_the_53():
     assert same == [{"a": 1}] and kinds == {"a": "int"}
 
 
-def test_tables_fit_the_width():
-    sections = [Section("A title", ["quantity", "value"], [["x" * 50, f"{BIG:,}"]], note="n")]
-    for width in (60, 100, 160):
+def test_tables_fit_the_width_and_never_cut_a_name():
+    """A table fits the width; narrower, figures fold and headers wrap, but a name is never
+    cut (was: ``kimi-linear-48b-a3`` / ``b``); where the names alone do not fit the table is
+    drawn wider instead."""
+    name = "kimi-linear-48b-a3b"
+    sections = [Section("A title", ["model name", "value"], [[name, f"{BIG:,}"]], note="n")]
+    for width in (26, 40, 60, 100, 160):
         text = render_table(sections, "header", width=width)
-        assert max(len(line) for line in text.splitlines()) <= width
+        table = [line for line in text.splitlines() if line.startswith(("┃", "│", "┏", "└"))]
+        assert any(f"│ {name} │" in line for line in table), text
+        assert max(len(line) for line in table) <= max(width, len(name) + 4 + 7)
         assert "header" in text and "A title" in text
     markdown = render_markdown(sections)
-    assert "| quantity | value |" in markdown and "|---|---:|" in markdown
+    assert "| model name | value |" in markdown and "|---|---:|" in markdown
 
 
 def test_human_seconds():

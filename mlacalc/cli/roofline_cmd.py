@@ -34,6 +34,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.render import human_bytes, human_si
+from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
@@ -461,6 +462,13 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
         + ([""] if tiles else [])
         + [f"{p.seconds * 1e6:,.1f}"]
     )
+    columns = (
+        ["kernel"]
+        + (["layer kind"] if kind else [])
+        + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
+        + (["tile eff."] if tiles else [])
+        + ["time (us)"]
+    )
     return Section(
         f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
         f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
@@ -468,13 +476,12 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
         f"{', causal' if causal and p.phase != 'decode' else ''})"
         # a model whose layers differ: which one stands for it
         + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
-        ["kernel"]
-        + (["layer kind"] if kind else [])
-        + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
-        + (["tile eff."] if tiles else [])
-        + ["time (us)"],
+        columns,
         rows,
         note=_times_note(p, flat),
+        text_columns=tuple(
+            i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound")
+        ),
     )
 
 
@@ -559,12 +566,8 @@ def _weights(p) -> str:
 
 def _layer_kinds(m, p, q_len, kv_dtype, causal) -> list[str]:
     """The kind of layer of each kernel of a model-scope step whose layers differ (the
-    attention kernels run once per kind, full layers first); [] when one kind.
-
-    The attention block's kernels lie between ``input_norm`` and ``post_attention_norm``;
-    a kind's kernels run as many times as it has layers, and a new kind starts where that
-    count changes or a kernel name comes again.
-    """
+    attention kernels run once per kind, full layers first; :func:`mlacalc.report.
+    attention_kind_labels`); [] when one kind."""
     if p.scope != "model":
         return []
 
@@ -577,17 +580,6 @@ def _layer_kinds(m, p, q_len, kv_dtype, causal) -> list[str]:
         m, p.phase, p.seq_len, p.batch, q_len, p.impl, causal, None, kv_dtype, scope="model"
     )
     names = [k.name for k in kernels]
-    if names != [o.name for o in p.ops] or "input_norm" not in names:
+    if names != [o.name for o in p.ops]:
         return []
-    out = [""] * len(names)
-    start, end = names.index("input_norm") + 1, names.index("post_attention_norm")
-    group, seen, calls = -1, set(), None
-    for i in range(start, end):
-        k = kernels[i]
-        if k.name in seen or k.calls != calls:
-            group, seen, calls = group + 1, set(), k.calls
-        seen.add(k.name)
-        if group >= len(labels):
-            return []
-        out[i] = labels[group]
-    return out if group == len(labels) - 1 else []
+    return attention_kind_labels(names, [k.calls for k in kernels], labels)

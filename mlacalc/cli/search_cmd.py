@@ -95,18 +95,19 @@ def _layout_cell(p: dict[str, Any]) -> str:
 
 def _concurrency(value: float) -> str:
     """A point's concurrency as ``--concurrency`` takes it: a whole number as one (``128``),
-    else the shortest decimal that reads back as the same float (``521.4663596440286``).
-
-    Not rounded further: a disaggregated point's concurrency is the in-flight count of its
-    whole decode batch (``plan`` snaps to that batch only within 1e-9), and plan's closed loop
-    jumps (prefill pass size, whole batches), so a rounded figure can land on another side
-    of a jump. Measured on the disaggregated points of ``search`` (llama-3-70b H100-SXM
-    --gpus 2,4 --isl 4000 --osl 500; deepseek-v3 H200 --gpus 8,16 --isl 2000 --osl 500;
-    llama-3-8b H100-SXM --gpus 1,2 --isl 1000 --osl 200): with the full figure plan gave the
-    point's TTFT/TPOT/tokens/s exactly; at 6 significant digits they differed by up to 2.9%
-    (deepseek-v3) and 1.6% (llama-3-8b), at 7 digits by up to 41% (llama-3-8b)."""
+    else rounded to the fewest decimals that stay within a quarter of
+    :data:`mlacalc.words.defaults.CONCURRENCY_SNAP` of it (``517.95`` for 517.9548047710623): plan
+    reads a concurrency that close to a whole decode batch's in-flight count as that count,
+    so the rounded command gives the point's figures exactly (a disaggregated point's
+    concurrency is such a count; plan's closed loop jumps between whole batches, so rounding
+    without that snap moved TTFT and TPOT by up to 41%)."""
     value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
+    if value.is_integer():
+        return str(int(value))
+    for digits in range(1, 10):
+        if abs(round(value, digits) - value) <= 0.25 * D.CONCURRENCY_SNAP * value:
+            return f"{value:.{digits}f}"
+    return repr(value)
 
 
 def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=None) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.serving.figures import Load, MixTiming, step_figures
+from mlacalc.words import defaults
 
 __all__ = [
     "crossing",
@@ -235,6 +236,27 @@ def disaggregated_load(
     return replace(load, decode_max=decode_max)
 
 
+#: A concurrency within this fraction of a whole decode batch's requests in flight is read as
+#: that batch's: the concurrency of a search point (a whole batch's in-flight count, a float
+#: such as 517.9548047710623) printed rounded to within a quarter of it gives the point's
+#: figures exactly (``mlacalc search`` prints ``--concurrency 517.95``)
+SNAP = defaults.CONCURRENCY_SNAP
+
+
+def snapped(mix: MixTiming, D_cap: float, concurrency: float, start: int) -> float:
+    """``concurrency``, or the requests in flight of the first whole decode batch whose count
+    lies within :data:`SNAP` of it (see there)."""
+    if mix.req.mtp_tokens:  # no vectorised whole batches with MTP drafts
+        return concurrency
+    dp = mix.req.lay.dp
+    reaches = partial(_in_flight_reaches, concurrency * (1 - SNAP))
+    hi, _ = first_whole(mix, D_cap, reaches, max(1, start - 1))
+    if hi % dp or hi > D_cap:
+        return concurrency
+    count = in_flight(mix, hi)
+    return count if abs(count - concurrency) <= SNAP * concurrency else concurrency
+
+
 def _closed_loop(mix: MixTiming, D_cap: float, concurrency: float, prefill_bound: bool) -> Load:
     """A closed loop of ``concurrency`` requests: ``N = D + X(D) (pool wait + pass +
     transfer)``, solved for ``D``; beyond the decode batch cap (the prefill pool's rate or
@@ -244,6 +266,7 @@ def _closed_loop(mix: MixTiming, D_cap: float, concurrency: float, prefill_bound
     # times a pass of k_max and the wait for one in progress) reaches N
     held = mix.pf_capacity * (1.5 * float(mix.t_pf[-1]) + mix.transfer)
     start = math.floor((concurrency - held) / dp)
+    concurrency = snapped(mix, D_cap, concurrency, start)
     n_cap = in_flight(mix, D_cap)
     queued = 0.0
     if concurrency >= n_cap:

@@ -11,6 +11,7 @@ __all__ = [
     "APP_BATCH",
     "BATCH",
     "COMPARE_SEQ_LEN",
+    "CONCURRENCY_SNAP",
     "DTYPE",
     "EP",
     "GPUS",
@@ -63,3 +64,7 @@ ISL = 2000
 OSL = 500
 TTFT_TARGET_S = 2.0
 TPOT_TARGET_S = 0.05
+#: A disaggregated plan reads a concurrency within this fraction of a whole decode batch's
+#: requests in flight as that batch's, so a search point's concurrency (such a count, a long
+#: float) printed rounded to within a quarter of it reproduces the point exactly.
+CONCURRENCY_SNAP = 1e-4
