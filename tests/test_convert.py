@@ -237,3 +237,23 @@ def test_equivalence_rank_is_lossless_for_transmla():
     ref = _reference(torch, 2, 200, 4, "joint")  # untruncated
     full = ref["down"] @ torch.cat([ref["up_k"], ref["up_v"]], 1)
     assert torch.allclose(k_nope_v, full, atol=1e-9)
+
+
+def test_seed002_transmla_keeps_the_cache_and_rank_is_n_kv_d_h():
+    """'without increasing the KV cache size' (at the equivalence rank) and 'its rank is at most
+    n_k d_h' (the replicated key projection of Llama-3-70B: 8 x 128 = 1,024)."""
+    torch = pytest.importorskip("torch")
+    c = convert("llama-3-70b", method="transmla")
+    assert mlacalc.kv_cache_bytes(c.model, 4096) == mlacalc.kv_cache_bytes("llama-3-70b", 4096)
+    g = torch.Generator().manual_seed(1)
+    wk = torch.randn(256, 8 * 16, generator=g, dtype=torch.float64)  # d=256, 8 KV heads of 16
+    replicated = wk.view(256, 8, 16)[:, torch.arange(64) // 8].reshape(256, 64 * 16)
+    assert torch.linalg.matrix_rank(replicated) == 8 * 16
+
+
+def test_seed002_joint_svd_is_the_standard_mla_form():
+    """Joint SVD is DeepSeek's layer exactly; split needs a block-diagonal up-projection."""
+    joint = conversion_cost(convert("llama-2-7b", method="mha2mla", kv_lora_rank=512))
+    split = conversion_cost(convert("llama-2-7b", method="mha2mla", kv_lora_rank=512, svd="split"))
+    assert joint.projection_params == joint.served_projection_params
+    assert split.served_projection_params - split.projection_params == 32 * 256 * (128 + 64)

@@ -266,3 +266,34 @@ def test_absorption_table_mutations():
 def test_cli_train_errors_are_one_line(run, argv, fragment):
     out, err = run("train", "llama-3-8b", "-s", "1k", *argv, code=2)
     assert fragment in err and err.count("\n") == 1 and not out
+
+
+def test_seed003_latent_and_rope_key_are_tens_of_megabytes():
+    """'c_kv and K_rope, a few tens of megabytes': at B=8, T=8192 (bf16), 72 MiB a layer."""
+    m = mlacalc.load_model("deepseek-v3").with_changes(
+        num_attention_heads=24, num_key_value_heads=24
+    )
+    acts = {
+        a.name: a.bytes
+        for a in training_cost(m, 8192, 8, recompute="kv_up").activations
+        if a.block == "attention"
+    }
+    assert acts["kv_latent_normed"] + acts["k_rope"] == 8 * 8192 * (512 + 64) * 2 == 72 * 2**20
+
+
+def test_seed003_absorbed_query_is_wider_than_q():
+    """Q' = [q W_UK, q_rope] is d_c + d_rope = 576 wide per head against 192 for Q: 3x."""
+    acts = {
+        a.name: a.bytes
+        for a in training_cost("deepseek-v3", 4096, impl="absorbed").activations
+        if a.block == "attention"
+    }
+    assert acts["q_absorbed"] == 3 * acts["q"]
+
+
+def test_seed003_ratio_improves_as_the_rank_drops():
+    m = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=256)
+    core = [
+        training_flops(m, 4096, impl=i).forward["attention_core"] for i in ("expanded", "absorbed")
+    ]
+    assert core[1] / core[0] == pytest.approx((2 * 256 + 64) / 320)  # 1.8x, was 3.4x
