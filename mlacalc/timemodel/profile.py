@@ -13,6 +13,7 @@ class, and notes (datasheet figures used where the catalogue had none). Profiles
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from mlacalc.timemodel.device import DeviceFigures, device_figures
 from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_params
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
+from mlacalc.words.kernels import KERNEL_KINDS
 
 __all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]
 
@@ -272,6 +274,7 @@ class Profile:
                 field="schema",
                 fix="pass a file written by mlacalc calibrate",
             )
+        _check_provenance(data, origin)
         classes = _check_classes(data.get("classes", {}), origin, "classes")
         devices_raw = data.get("devices", {})
         if not isinstance(devices_raw, dict):
@@ -355,15 +358,60 @@ def _check_classes(raw: Any, origin: str, where: str) -> dict[str, dict[str, flo
                     field=f"{where}.{key}.{name}",
                     fix="known: " + ", ".join(PARAMS),
                 )
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            lo, hi = _param_limits(name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not lo * (1 - 1e-9) <= value <= hi * (1 + 1e-9)
+            ):
+                # NaN, 1e300 efficiencies or a p-norm of 0 gave NaN, absurd times or a
+                # ZeroDivisionError in every prediction the profile made
                 raise ConfigError(
-                    f"must be a non-negative number, got {value!r}",
+                    f"must be a number in [{lo:g}, {hi:g}] ({PARAMS[name][2]}), got "
+                    f"{str(value)[:40]}",
                     source=origin,
                     field=f"{where}.{key}.{name}",
+                    fix="keep it in the range mlacalc calibrate fits it in, or refit the profile",
                 )
             checked[name] = float(value)
         out[str(key)] = checked
     return out
+
+
+_LIMITS: dict[str, tuple[float, float]] = {}
+
+
+def _param_limits(name: str) -> tuple[float, float]:
+    """The range a profile's parameter may take: the one the fitter searches
+    (:data:`~mlacalc.timemodel.terms.PARAMS`), widened to the defaults a class without a fit
+    keeps (a fitted profile writes them too)."""
+    if not _LIMITS:
+        defaults = [default_params(kind) for kind in KERNEL_KINDS]
+        for n, (lo, hi, _) in PARAMS.items():
+            values = [d[n] for d in defaults if n in d]
+            _LIMITS[n] = (min([lo, *values]), max([hi, *values]))
+    return _LIMITS[name]
+
+
+def _check_provenance(data: dict[str, Any], origin: str) -> None:
+    """A profile's ``fitted_on``, ``residuals`` and ``notes``: lists, a mapping and a list of
+    text (a number or a string there was a raw TypeError or a profile whose notes were its
+    characters)."""
+    for name, kind, what in (
+        ("fitted_on", list, "a list of the measured sets it was fitted on"),
+        ("residuals", dict, "a mapping of devices to residuals per kernel class"),
+        ("notes", list, "a list of notes (text)"),
+    ):
+        if name in data and not isinstance(data[name], kind):
+            raise ConfigError(
+                f"must be {what}, got {type(data[name]).__name__}",
+                source=origin,
+                field=name,
+                fix="pass a file written by mlacalc calibrate",
+            )
+    if not all(isinstance(n, str) for n in data.get("notes", ())):
+        raise ConfigError("must hold text only", source=origin, field="notes")
 
 
 def _profiles_dir() -> Path:
@@ -375,11 +423,10 @@ def shipped_profiles() -> list[str]:
     return sorted(p.stem for p in _profiles_dir().glob("*.json"))
 
 
-_CACHE: dict[tuple[str, float], Profile] = {}
+_CACHE: dict[tuple[str, str], Profile] = {}
 #: (fitted devices, vendor, capability, architecture, FLOP/clk/SM) -> the fitted device of its
 #: architecture and the nearest fitted one of another architecture of its generation
 _NEAREST: dict[tuple, tuple[str | None, str | None]] = {}
-
 _SHIPPED: dict[str, Profile] = {}
 
 
@@ -397,6 +444,12 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
     A100-SXM-80GB sets), a JSON path, or a :class:`Profile` (returned as is)."""
     if isinstance(name_or_path, Profile):
         return name_or_path
+    if name_or_path is not None and not isinstance(name_or_path, (str, os.PathLike)):
+        raise InvalidArgumentError(
+            "profile",
+            "must be a shipped profile name, a JSON path or a Profile, got "
+            f"{type(name_or_path).__name__}",
+        )
     text = DEFAULT_PROFILE if name_or_path is None else os.fspath(name_or_path).strip()
     shipped = _SHIPPED.get(text)
     if shipped is not None:  # a shipped profile: read once per process
@@ -416,19 +469,29 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
                 "mlacalc calibrate",
             )
     try:
-        stamp = path.stat().st_mtime
-    except OSError:
-        stamp = 0.0
-    key = (str(path), stamp)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
+    # keyed by the content: a file rewritten within the clock's resolution (same mtime) is
+    # read again, not answered from the cache
+    key = (str(path), hashlib.sha256(raw).hexdigest())
     if key not in _CACHE:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=str(path)) from None
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"is not UTF-8 text (byte {exc.start})",
+                source=str(path),
+                fix="pass a JSON file written by mlacalc calibrate",
+            ) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
             ) from None
+        except RecursionError:
+            raise ConfigError("nests too deeply to be a profile", source=str(path)) from None
+        if len(_CACHE) > 64:
+            _CACHE.clear()
         _CACHE[key] = Profile.from_dict(data, str(path))
     if path.parent == _profiles_dir() and path.stem == text:
         _SHIPPED[text] = _CACHE[key]
