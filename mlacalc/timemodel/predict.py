@@ -39,6 +39,7 @@ from mlacalc.cost.model_step import (
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.eager_time import (
     cpu_eager_seconds,
     dispatch_queue,
@@ -46,7 +47,7 @@ from mlacalc.timemodel.eager_time import (
     host_runs_kernels,
 )
 from mlacalc.timemodel.engine_profiles import engine_note, profile_for
-from mlacalc.timemodel.kernel_time import class_params, device_batch
+from mlacalc.timemodel.kernel_time import class_params, device_batch, run_dtype
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -54,6 +55,7 @@ from mlacalc.timemodel.roofline_time import (
     Calibration,
     RooflineRates,
     ideal_seconds,
+    kernel_ridge,
     roofline_terms,
 )
 from mlacalc.timemodel.terms import kernel_terms
@@ -61,7 +63,7 @@ from mlacalc.words import arguments
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
-from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of
+from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of, roofline_bound
 from mlacalc.words.vocab import MODES, SCOPES
 from mlacalc.words.workload import Workload
 
@@ -125,6 +127,9 @@ class OpTime:
     calibration: str = ""
     #: of ``launch_s``, the fixed cost per call (all calls; the kernel time model's, else 0)
     fixed_s: float = 0.0
+    #: FLOPs per byte at which the device turns compute-bound in the dtype this kernel runs
+    #: (datasheet peak of that dtype over HBM bandwidth); 0 for a collective
+    ridge: float = 0.0
 
     @property
     def seconds(self) -> float:
@@ -134,10 +139,16 @@ class OpTime:
 
     @property
     def bound(self) -> str:
-        """What limits the kernel: ``"compute"`` or ``"memory"``; of a kernel the time model
-        predicts, also ``"latency"`` (its fixed cost per call outweighs its compute time, its
-        memory time and its other work: a small kernel) and, of a collective, ``"link"`` (as
-        :func:`mlacalc.timemodel.kernel_time.predict_kernels` says)."""
+        """``"compute"`` or ``"memory"``: the kernel's arithmetic intensity against the
+        device's ridge for the kernel's own dtype (:func:`mlacalc.words.kernels.
+        roofline_bound`, the one rule every front end shows); ``"link"`` for a collective."""
+        return roofline_bound(self.flops, self.bytes, self.ridge, self.kind)
+
+    @property
+    def limited_by(self) -> str:
+        """The time model's largest term of this kernel, which can differ from :attr:`bound`
+        (a small GEMM spread over few SMs is compute-limited at 2 FLOP/byte): ``"compute"``,
+        ``"memory"``, ``"latency"`` (its fixed cost per call outweighs the rest) or ``"link"``."""
         if self.model_s:
             if self.kind in COMM_KINDS:
                 return "link" if self.memory_s > self.launch_s else "latency"
@@ -168,6 +179,8 @@ class OpTime:
             "roofline_s": self.roofline_s or max(self.compute_s, self.memory_s),
             "calibration": self.calibration,
             "fixed_s": self.fixed_s,
+            "ridge": self.ridge,
+            "limited_by": self.limited_by,
         }
 
 
@@ -229,10 +242,16 @@ class Prediction:
         return sum(o.seconds for o in self.ops if not o.compute_s > o.memory_s)
 
     @property
+    def ridge(self) -> float:
+        """The ridge point of the dtype that does most of the step's FLOPs (FLOP/byte)."""
+        heavy = max(self.ops, key=lambda o: (o.flops, o.ridge), default=None)
+        return heavy.ridge if heavy is not None else 0.0
+
+    @property
     def bound(self) -> str:
-        """``"compute"`` or ``"memory"``: which kind of kernel takes most of the time, each
-        kernel by its larger term (a latency-bound kernel by its compute or memory time)."""
-        return "compute" if self.compute_s > self.memory_s else "memory"
+        """``"compute"`` or ``"memory"``: the step's arithmetic intensity against :attr:`ridge`,
+        by the rule each kernel's :attr:`OpTime.bound` follows."""
+        return roofline_bound(self.flops, self.bytes, self.ridge)
 
     @property
     def launch_s(self) -> float:
@@ -308,6 +327,7 @@ def _scale(op: OpTime, n: int) -> OpTime:
         launch_s=op.launch_s * n,
         efficiency=op.efficiency,
         measured_floor_s=op.measured_floor_s * n,
+        ridge=op.ridge,
     )
 
 
@@ -326,6 +346,7 @@ def _roofline_ops(
     compute, memory = terms["compute_s"].tolist(), terms["memory_s"].tolist()
     launch, floor = terms["fixed_s"].tolist(), terms["floor_s"].tolist()
     efficiency = terms["efficiency"].tolist()
+    fig = device_figures(rates.hw)
     out = []
     for i, k in enumerate(kernels):
         t = OpTime(
@@ -339,6 +360,7 @@ def _roofline_ops(
             launch_s=launch[i],
             efficiency=efficiency[i],
             measured_floor_s=floor[i],
+            ridge=kernel_ridge(fig, k.kind, run_dtype(k.kind, k.dtype, rates.hw)),
         )
         out.append(_scale(t, k.calls) if k.calls != 1 else t)
     return out
@@ -366,7 +388,6 @@ def _model_ops(
     call of each kernel's ops; the host queues the calls ahead of the GPU
     (:func:`dispatch_queue`) and a kernel's time includes what the GPU waited for the host
     before its calls."""
-
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
         batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
@@ -379,6 +400,7 @@ def _model_ops(
         memory = terms["memory_s"].tolist()
         launch = (terms["fixed_s"] + terms["extra_s"]).tolist()
         fixed = terms["fixed_s"].tolist()
+        ridge = kernel_ridge(fig, batch.kind, batch.dtype)
         for j, i in enumerate(idx):
             k = kernels[i]
             calls = k.calls
@@ -396,6 +418,7 @@ def _model_ops(
                 roofline_s=ideal[j] * calls,
                 calibration=how,
                 fixed_s=fixed[j] * calls,
+                ridge=ridge,
             )
     ops = [o for o in out if o is not None]
     if dispatch_s is not None:  # the eager sequence: the host's queue runs ahead of the GPU
