@@ -24,6 +24,15 @@ __all__ = [
 #: The engines whose defaults and command lines mlacalc knows (mlacalc.serving.scheduler and
 #: mlacalc.serving.launch; kept here so that --help needs neither).
 ENGINE_NAMES = ("sglang", "vllm", "trtllm")
+#: --X-dtype flags of the components of mlacalc.models.quantization.COMPONENTS
+_COMPONENT_FLAGS = (
+    ("attention", "attention", "attention"),
+    ("dense-ffn", "dense_ffn", "dense FFN"),
+    ("expert", "experts", "routed experts'"),
+    ("shared-expert", "shared_experts", "shared experts'"),
+    ("embedding", "embeddings", "embedding"),
+    ("head", "head", "output head"),
+)
 _MS = click.FloatRange(0, 1000)
 
 
@@ -109,6 +118,16 @@ def plan_engine_options(f: Callable) -> Callable:
                 default=0.0,
                 help="Host microseconds per kernel launched outside a CUDA graph.",
             ),
+            *[
+                click.option(
+                    f"--{flag}-dtype",
+                    f"{component}_dtype",
+                    default=None,
+                    help=f"Format of the {what} weights (bf16, fp8, fp4, nvfp4, mxfp4, int4; "
+                    "default: the checkpoint's or --weight-dtype).",
+                )
+                for flag, component, what in _COMPONENT_FLAGS
+            ],
             click.option(
                 "--mtp-acceptance-length",
                 type=click.FloatRange(1, 17),
@@ -161,6 +180,8 @@ def engine_option_values(opts: dict[str, Any], chunked: bool = True) -> dict[str
         out["cuda_graph_max_batch"] = opts.pop("cuda_graph_max_batch")
         for name in ("routing", "expert_skew", "rebalance", "mtp_acceptance_length"):
             out[name] = opts.pop(name)
+        formats = {c: opts.pop(f"{c}_dtype") for _, c, _ in _COMPONENT_FLAGS}
+        out["component_dtypes"] = {c: f for c, f in formats.items() if f is not None} or None
     out["overlap_schedule"] = True if overlap is None else overlap
     if engine is not None:
         # deferred: the scheduler's table needs numpy beneath it; --help stays light

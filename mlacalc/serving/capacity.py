@@ -19,6 +19,7 @@ from mlacalc.serving.layout import (
     weights_per_gpu,
 )
 from mlacalc.serving.plan_checks import PlanRequest
+from mlacalc.serving.precision import component_weight_bytes
 from mlacalc.words.dtypes import KVLayout
 from mlacalc.words.units import human_bytes
 
@@ -99,6 +100,10 @@ def capacity(req: PlanRequest) -> Capacity:
     part_bytes = weight_bytes_by_part(m, lay, req.sized, include_mtp)
     weights = weights_per_gpu(m, lay, req.sized, include_mtp)
     w_format = weight_format(m, req.sized)
+    if req.components:  # named components in formats of their own (serving.precision)
+        part_bytes = component_weight_bytes(m, lay, req.sized, req.components, include_mtp)
+        weights = sum(part_bytes.values())
+        w_format += "".join(f", {c} {f}" for c, f in req.components.items())
     budget = usable - weights
     per_token = kv_bytes_per_token_per_gpu(m, kv, lay, include_mtp)
     context = req.context
@@ -240,6 +245,9 @@ def prefill_room(req: PlanRequest, usable: int) -> PrefillRoom:
     least; a pass batches at most the prompts whose cache fits beside the weights."""
     assert req.p_lay is not None
     weights = weights_per_gpu(req.m, req.p_lay, req.sized, req.include_mtp)
+    if req.components:
+        parts = component_weight_bytes(req.m, req.p_lay, req.sized, req.components, req.include_mtp)
+        weights = sum(parts.values())
     prompt = kv_bytes_per_sequence_per_gpu(
         req.m, req.kv, req.p_lay, req.isl, req.page_size, req.include_mtp
     )

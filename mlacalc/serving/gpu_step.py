@@ -51,6 +51,7 @@ from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.params import expert_shape
+from mlacalc.cost.quant import checkpoint_part_bytes
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.comm import (
@@ -61,6 +62,7 @@ from mlacalc.serving.comm import (
     remote_nodes_per_token,
 )
 from mlacalc.serving.layout import Layout, stage_layers
+from mlacalc.serving.precision import component_of, format_bits, format_class
 from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
@@ -422,8 +424,11 @@ class StepModel:
         expert_skew: float = 0.0,
         rebalance: bool | None = None,
         scheduler: Scheduler | None = None,
+        component_dtypes: dict[str, str] | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
+        #: weight formats of named components over the base (mlacalc.serving.precision)
+        self.components = dict(component_dtypes or {})
         #: the engine's host work around each step (mlacalc.serving.scheduler)
         self.scheduler = scheduler or Scheduler()
         #: how a step's copies spread over the expert ranks (:mod:`mlacalc.serving.ranks`):
@@ -458,6 +463,10 @@ class StepModel:
         self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
         self.templates = _templates(m, None if self.stored else self.w_dtype, kv_layout)
         self.sharded = [self._sharded(t) for t in self.templates]
+        #: each template's weight class where a component's format replaces the base one
+        self.formats: list[str | None] = [
+            self._reformat(t, c) for t, c in zip(self.templates, self.sharded)
+        ]
         stages = stage_layers(m, lay.pp)
         self.stage_counts = [
             (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
@@ -474,6 +483,31 @@ class StepModel:
         }
 
     # ------------------------------------------------------------------ kernel builders
+    def _base_bits(self, component: str) -> float:
+        """Bits per weight of a component in the base format: the checkpoint's own (its
+        bytes over its parameters, scales included) or the weight dtype's."""
+        if self.stored:
+            part = {
+                "experts": "moe_routed_experts",
+                "shared_experts": "moe_shared_experts",
+                "head": "lm_head",
+                "embeddings": "embedding",
+            }.get(component, component)
+            params, nbytes = (checkpoint_part_bytes(self.m) or {}).get(part, (0, 0))
+            if params:
+                return 8.0 * nbytes / params
+        return float(dtype_bits(self.w_dtype))
+
+    def _reformat(self, t: _Template, coefs: tuple[list[float], ...]) -> str | None:
+        """A GEMM whose component has a format of its own: its weights' bytes (the fixed
+        part of its bytes) at that format's bits, and the class it then runs in."""
+        comp = component_of(t.name, t.part)
+        fmt = self.components.get(comp) if comp else None
+        if fmt is None or t.kind != "gemm" or coefs[1][0] <= 0:
+            return None
+        coefs[1][0] *= format_bits(fmt) / self._base_bits(comp)
+        return format_class(fmt)
+
     def _sharded(self, t: _Template) -> tuple[list[float], ...]:
         """A template's FLOPs, bytes, elements, rows and groups coefficients on this GPU
         under tensor parallelism (see :data:`COLUMN`, :data:`ROW`, :data:`HEADS`), and its
@@ -579,7 +613,7 @@ class StepModel:
                     total = total + c * v
             return on * total
 
-        for t, (f, b, e, r, g, shape) in zip(self.templates, self.sharded):
+        for t, (f, b, e, r, g, shape), fmt in zip(self.templates, self.sharded, self.formats):
             per_pair, per_row = rows_of(t.window)
             if t.name in _PER_SEQUENCE:
                 per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero)
@@ -603,7 +637,7 @@ class StepModel:
             else:
                 sh = {"elements": lin(e, per_row, on)}
             weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
-            dtype = self.gemm_dtype if weighted else t.dtype
+            dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
 
     def _sampling(self, out: list[Spec], logits: np.ndarray) -> None:
@@ -663,6 +697,9 @@ class StepModel:
         one, moe_dtype = (
             stored_experts(m) if self.stored else (expert.params * self.w_bytes, self.gemm_dtype)
         )
+        if "experts" in self.components:  # the experts in a format of their own
+            fmt = self.components["experts"]
+            one, moe_dtype = expert.params * format_bits(fmt) / 8, format_class(fmt)
         nbytes = active * one / lay.moe_tp + assign * 2 * d * ACT
         out.append(
             Spec(

@@ -313,6 +313,7 @@ def plan(
     pp: int = 1,
     dp_attention: bool = False,
     weight_dtype: str | None = None,
+    component_dtypes: dict[str, str] | None = None,
     kv_dtype: str | KVLayout = "bf16",
     page_size: int = defaults.PAGE_SIZE,
     memory_reserve: float = defaults.MEMORY_RESERVE,

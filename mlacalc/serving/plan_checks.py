@@ -20,6 +20,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
+from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
@@ -107,6 +108,8 @@ class PlanRequest:
     scheduler: Scheduler = field(default_factory=Scheduler)
     #: tokens a step yields per sequence (1 + the accepted drafts; mlacalc.serving.speculative)
     tau: float = 1.0
+    #: weight formats of named components over the base (mlacalc.serving.precision)
+    components: dict[str, str] = field(default_factory=dict)
 
     def step_model_args(self) -> dict[str, Any]:
         """The routing and scheduler arguments of the request's step models."""
@@ -116,6 +119,7 @@ class PlanRequest:
             "expert_skew": self.expert_skew,
             "rebalance": self.rebalance,
             "scheduler": self.scheduler,
+            "component_dtypes": self.components,
         }
 
     @property
@@ -178,6 +182,7 @@ def check_request(
         m, mtp_tokens, args["mtp_acceptance"], args["mtp_acceptance_length"]
     )
     imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
+    _check_imbalance(m, imbalance)
     routing, expert_skew, rebalance = _check_routing(args)
     max_running, max_tokens, scheduler = _check_scheduler(args)
 
@@ -239,6 +244,7 @@ def check_request(
         max_tokens=max_tokens,
         scheduler=scheduler,
         tau=tau,
+        components=check_components(args["component_dtypes"]),
     )
 
 
@@ -279,6 +285,20 @@ def _check_routing(args: dict[str, Any]) -> tuple[str, float, bool | None]:
     if rebalance is not None and not isinstance(rebalance, bool):
         raise InvalidArgumentError("rebalance", f"must be True, False or None, got {rebalance!r}")
     return routing, float(skew or 0.0), rebalance
+
+
+def _check_imbalance(m: ModelConfig, imbalance: float) -> None:
+    """The busiest expert's load over the mean: at most every token's top-k on one expert,
+    ``n_routed_experts / num_experts_per_tok`` (1e300 overflowed the step's arithmetic)."""
+    if m.is_moe and m.num_experts_per_tok:
+        most = m.n_routed_experts / m.num_experts_per_tok
+        if imbalance > most:
+            raise InvalidArgumentError(
+                "routing_imbalance",
+                f"{imbalance:g} is past the most {m.label} allows, {most:g} (every token "
+                f"routed to one same expert: {m.n_routed_experts} experts / "
+                f"{m.num_experts_per_tok} per token); give the busiest expert's load over the mean",
+            )
 
 
 def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:

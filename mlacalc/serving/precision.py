@@ -1,0 +1,138 @@
+"""Weights per component: each part of the model in its own format, as deployments ship
+them (experts in nvfp4 with attention in fp8 or bf16, the head in bf16) and the KV cache apart.
+
+A checkpoint's own formats are read where it states them (``weight_dtype=None``: its
+``quantization_config`` or ModelOpt's ``hf_quant_config.json``, per tensor with the modules it
+excludes, :func:`mlacalc.cost.quant.component_precision`); ``component_dtypes`` overrides named
+components on top of that base (or of ``weight_dtype``): ``{"experts": "nvfp4", "attention":
+"fp8"}`` (``--expert-dtype nvfp4 --attention-dtype fp8``). The components are
+:data:`mlacalc.models.quantization.COMPONENTS`: ``attention`` (every projection of a layer's
+attention, the absorbed MLA products with them), ``dense_ffn``, ``experts`` (the routed ones),
+``shared_experts``, ``embeddings`` and ``head``; norms and routers stay as they are.
+
+A component in a format is sized at the format's bits per weight, its scales included
+(:data:`FORMAT_BITS`: nvfp4 4.5, one fp8 scale per 16; mxfp4 4.25, one 8-bit scale per 32;
+the others their dtype's bits), and each of its kernels is timed by its own class: the GEMM
+(or grouped MoE) class of that weight format (:func:`mlacalc.words.dtypes.weight_gemm_class`:
+fp8 weights the fp8 GEMMs, fp4 the fp4 GEMMs where the device has them, integer weights the
+weight-only kernels), reading the weights in that format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from mlacalc.cost.params import param_counts
+from mlacalc.models.loading import ModelConfig
+from mlacalc.models.quantization import COMPONENTS, format_dtype
+from mlacalc.serving.layout import Layout, weight_breakdown, weight_bytes_by_part
+from mlacalc.words.dtypes import canonical_dtype, dtype_bits, weight_gemm_class
+from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
+
+__all__ = [
+    "FORMAT_BITS",
+    "check_components",
+    "component_of",
+    "component_weight_bytes",
+    "format_bits",
+    "format_class",
+]
+
+#: Bits per weight of formats whose scales add to their elements.
+FORMAT_BITS = {"nvfp4": 4.5, "mxfp4": 4.25}
+
+#: weight_breakdown's parts each component sizes.
+_PART = {
+    "attention": "attention",
+    "dense_ffn": "dense_ffn",
+    "experts": "routed_experts",
+    "shared_experts": "shared_experts",
+}
+
+
+def format_bits(fmt: str) -> float:
+    """Bits per weight of a format, scales included."""
+    return FORMAT_BITS.get(fmt, dtype_bits(format_dtype(fmt)))
+
+
+def format_class(fmt: str) -> str:
+    """The GEMM (and grouped MoE) class a product by weights in ``fmt`` runs in."""
+    return weight_gemm_class(canonical_dtype(format_dtype(fmt)), "bf16")
+
+
+def check_components(value: Any) -> dict[str, str]:
+    """``component_dtypes`` checked: a mapping of components to known formats."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(
+            "component_dtypes",
+            f"must map components ({', '.join(COMPONENTS)}) to formats, got {value!r}",
+        )
+    out = {}
+    for comp, fmt in value.items():
+        if comp not in COMPONENTS:
+            raise InvalidArgumentError(
+                "component_dtypes",
+                f"unknown component {comp!r}; use one of {', '.join(COMPONENTS)}",
+            )
+        try:
+            name = str(fmt).strip().lower()
+            canonical_dtype(format_dtype(name))
+        except UnknownDtypeError:
+            raise InvalidArgumentError(
+                "component_dtypes",
+                f"{comp}: unknown format {fmt!r}; use a dtype (bf16, fp8, fp4, int4 ...) or "
+                "nvfp4, mxfp4",
+            ) from None
+        out[comp] = name
+    return out
+
+
+def component_of(name: str, part: str) -> str | None:
+    """The component a serving-step kernel's weights belong to (None: norms, routers, the
+    sampler, attention cores)."""
+    if name.startswith("shared_experts"):
+        return "shared_experts"
+    if name == "routed_experts":
+        return "experts"
+    if name == "router":
+        return None
+    if name == "lm_head":
+        return "head"
+    if name == "embedding":
+        return "embeddings"
+    return {"layer": "attention", "dense_ffn": "dense_ffn"}.get(part)
+
+
+def component_weight_bytes(
+    m: ModelConfig,
+    lay: Layout,
+    sized: str | None,
+    components: Mapping[str, str],
+    include_mtp: bool = False,
+) -> dict[str, int]:
+    """Bytes of weights on the fullest GPU by part (:func:`weight_bytes_by_part`), the named
+    components in their formats; the embedding and the head, one part, split by their
+    parameters."""
+    out = dict(weight_bytes_by_part(m, lay, sized, include_mtp))
+    if not components:
+        return out
+    params = weight_breakdown(m, lay, include_mtp)
+    for comp, fmt in components.items():
+        if comp in _PART and params.get(_PART[comp]):
+            out[_PART[comp]] = math.ceil(params[_PART[comp]] * format_bits(fmt) / 8)
+    emb, head = components.get("embeddings"), components.get("head")
+    if (emb or head) and params.get("embedding_head"):
+        b = param_counts(m).breakdown
+        e_params = b["embedding"] + b["position_embedding"]
+        total = e_params + b["lm_head"]
+        share = e_params / total if total else 0.0
+        base_bits = out["embedding_head"] * 8 / params["embedding_head"]
+        bits_e = format_bits(emb) if emb else base_bits
+        bits_h = format_bits(head) if head else base_bits
+        n = params["embedding_head"]
+        out["embedding_head"] = math.ceil(n * (share * bits_e + (1 - share) * bits_h) / 8)
+    return out

@@ -1,0 +1,88 @@
+"""Weights per component (mlacalc.serving.precision): each component sized in its own format
+and each of its kernels timed by its own class."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.layout import make_layout, weight_breakdown, weight_bytes_by_part
+from mlacalc.serving.plan import plan
+from mlacalc.serving.precision import component_weight_bytes, format_bits
+from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.errors import InvalidArgumentError
+
+DSV3 = as_model("deepseek-v3")
+B200 = load_hardware("B200")
+DPA8 = dict(tp=1, dp_attention=True, ep=8)
+LAY = make_layout(DSV3, 8, **DPA8)
+
+
+def test_each_component_sized_in_its_format():
+    """The routed experts in nvfp4 hold 4.5 bits a weight (one fp8 scale per 16), the
+    attention in fp8 8; every other part as the checkpoint stores it, byte for byte."""
+    base = weight_bytes_by_part(DSV3, LAY, None)
+    params = weight_breakdown(DSV3, LAY)
+    mixed = component_weight_bytes(DSV3, LAY, None, {"experts": "nvfp4", "attention": "fp8"})
+    assert mixed["routed_experts"] == math.ceil(params["routed_experts"] * 4.5 / 8)
+    assert mixed["attention"] == math.ceil(params["attention"])
+    assert {k: v for k, v in mixed.items() if k not in ("routed_experts", "attention")} == {
+        k: v for k, v in base.items() if k not in ("routed_experts", "attention")
+    }
+    p = plan(DSV3, B200, 8, **DPA8, seq_len=4096, component_dtypes={"experts": "nvfp4"})
+    q = plan(DSV3, B200, 8, **DPA8, seq_len=4096)
+    assert q.weights_per_gpu_bytes - p.weights_per_gpu_bytes == (
+        base["routed_experts"] - math.ceil(params["routed_experts"] * 4.5 / 8)
+    )
+    assert p.max_batch > q.max_batch and "experts nvfp4" in p.weight_format
+    assert format_bits("mxfp4") == 4.25 and format_bits("fp8") == 8
+
+
+def test_each_kernel_timed_by_its_own_class():
+    """The experts' grouped GEMM runs the fp4 class and reads 4.5-bit weights, the attention
+    projections the fp8 class, the head and the router as before."""
+    kv = resolve_kv_layout("bf16")
+    base = StepModel(DSV3, LAY, None, kv, B200)
+    formats = {"experts": "nvfp4", "attention": "fp8"}
+    mixed = StepModel(DSV3, LAY, None, kv, B200, component_dtypes=formats)
+    kb = {k.name: k for k in base.kernels(dec_B=64, dec_S=2000)}
+    km = {k.name: k for k in mixed.kernels(dec_B=64, dec_S=2000)}
+    assert km["routed_experts"].dtype == "fp4" and kb["routed_experts"].dtype == "fp8_block"
+    assert km["o_proj"].dtype == "fp8" and km["q_b_proj"].dtype == "fp8"
+    assert km["lm_head"].dtype == kb["lm_head"].dtype and km["router"].dtype == "bf16"
+    assert km["routed_experts"].bytes < kb["routed_experts"].bytes
+    assert km["routed_experts"].flops == kb["routed_experts"].flops  # the same work
+
+
+def test_fewer_bits_for_the_experts_never_slower_on_blackwell():
+    """bf16 experts do not fit 8 B200; fp8 ones step slower than nvfp4 ones."""
+    kw = dict(**DPA8, seq_len=4096, batch=256)
+    assert not plan(DSV3, B200, 8, **kw, component_dtypes={"experts": "bf16"}).fits
+    fp8 = plan(DSV3, B200, 8, **kw, component_dtypes={"experts": "fp8"}).decode_step_s
+    fp4 = plan(DSV3, B200, 8, **kw, component_dtypes={"experts": "nvfp4"}).decode_step_s
+    assert fp8 > fp4
+
+
+@pytest.mark.parametrize(
+    "bad", [{"expert": "fp4"}, {"experts": "nvfp5"}, ["experts", "fp4"], {"head": 4}]
+)
+def test_component_dtypes_are_checked(bad):
+    with pytest.raises(InvalidArgumentError) as e:
+        plan(DSV3, B200, 8, **DPA8, seq_len=4096, component_dtypes=bad)
+    assert e.value.argument == "component_dtypes"
+
+
+def test_the_cli_flags(run):
+    out, _ = run("plan", "deepseek-v3", "-H", "B200", "--gpus", 8, "--tp", 1, "--ep", 8,
+                 "--dp-attention", "--seq-len", 4096, "--expert-dtype", "nvfp4",
+                 "--attention-dtype", "fp8", "--format", "json")  # fmt: skip
+    import json
+
+    doc = json.loads(out)
+    assert doc["weight_format"].endswith("attention fp8, experts nvfp4")
+    kernels = {k["name"]: k for k in doc["kernels"]}
+    assert kernels["routed_experts"]["dtype"] == "fp4"
