@@ -218,3 +218,29 @@ def test_shipped_profiles_transfer_by_architecture(profile):
     pred = mlacalc.predict_time("llama-3-8b", "B300", "decode", 2048, 4, profile=prof)
     assert "B300 by datasheet ratios from" in pred.calibration
     assert f"from {b300}" in pred.calibration if b300 else "unvalidated" in pred.calibration
+
+
+def test_blackwell_parts_use_a_shipped_blackwell_fit_by_default():
+    """With no profile named, B300, GB200 and GB300 are predicted with a shipped one-device
+    Blackwell fit where one ships (fit-b200-sxm), else the default's pooled fit, saying which."""
+    blackwell = [
+        name
+        for name in shipped_profiles()
+        if any(
+            math.floor(device_figures(load_hardware(d)).compute_capability) == 10
+            for d in load_profile(name).fitted_devices
+        )
+    ]
+    for hw in ("B300", "GB200", "GB300"):
+        pred = mlacalc.predict_time("deepseek-v3", hw, "decode", 4096, 8)
+        if blackwell:
+            assert pred.profile in blackwell
+            assert f"{hw} by datasheet ratios from B200 (same tensor-core generation)" in (
+                pred.calibration
+            )
+        else:
+            assert "pooled fit" in pred.calibration and "unvalidated" in pred.calibration
+    # the rack's GPUs are faster than HGX B200's (8 TB/s, 2.5 PFLOP/s bf16), not slower
+    b200 = mlacalc.predict_time("deepseek-v3", "B200", "decode", 4096, 64, scope="model")
+    gb200 = mlacalc.predict_time("deepseek-v3", "GB200", "decode", 4096, 64, scope="model")
+    assert 0.85 * b200.seconds < gb200.seconds < b200.seconds

@@ -78,7 +78,9 @@ def profile_for(
     stood in (``""`` when nothing did): the engine's profile fitted on the device; else its
     default (``default``, ``default-<engine>``) where one ships; else (given the device's
     ``hardware``) its profile fitted on a device of the same tensor-core generation, which
-    predicts this one by datasheet ratios; else TensorRT-LLM's default, standing in."""
+    predicts this one by datasheet ratios; else TensorRT-LLM's default, standing in. Under
+    TensorRT-LLM a device whose architecture the default was not fitted on takes the one-device
+    profile of its architecture where one ships (B300, GB200, GB300: ``fit-b200-sxm``)."""
     engine = check_engine(engine)
     base = load_profile(DEFAULT_PROFILE)
     mine = _shipped_of(engine)
@@ -86,6 +88,12 @@ def profile_for(
         own = [p for p in mine if device and p.fitted_devices == [device]]
         if device and device not in base.fitted_devices and own:
             return with_stand_ins(own[0], base), ""
+        if hardware is not None and device not in base.fitted_devices:
+            # a device of an architecture only a one-device profile was fitted on (B300, GB200
+            # and GB300 by fit-b200-sxm): that fit, by datasheet ratios, not the pooled one
+            kin = [p for p in mine if len(p.fitted_devices) == 1 and p.nearest_fitted(hardware)]
+            if kin and base.nearest_fitted(hardware) is None:
+                return with_stand_ins(kin[0], base), ""
         return base, ""
     own = [p for p in mine if device and device in p.fitted_devices]
     if own:
