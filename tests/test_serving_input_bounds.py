@@ -142,3 +142,64 @@ def test_search_with_one_token_prompts_is_bounded_in_time():
     r = mlacalc.search("llama-3-8b", "H100-SXM", [1, 2], isl=1, osl=1)
     assert time.perf_counter() - t0 < 20
     assert r.best and all(not _finite_figures(p) for p in r.points)
+
+
+# ---- plan and search arguments: a mutation suite (every argument, wrong types and bounds)
+
+BAD = [None, True, 0, -1, 1.5, math.nan, math.inf, "x", "8", [], 10**12, 1e300, -0.0, {}]
+SEARCH_ARGS = dict(ttft=None, tpot=None, weight_dtypes=None, kv_dtypes=("bf16",),
+                   modes=("aggregated",), overlaps=("none",), batches=(8,),
+                   memory_reserve=0.1, page_size=16, prefill_pass="fused",
+                   output_lag_steps=0, profile=None)  # fmt: skip
+PLAN_ARGS = ["tp", "dp", "pp", "ep", "seq_len", "batch", "page_size", "memory_reserve",
+             "concurrency", "request_rate", "chunked_prefill", "mtp_tokens", "routing_imbalance",
+             "redundant_experts", "output_lag_steps", "kv_dtype", "weight_dtype", "dp_attention",
+             "overlap", "mode", "prefill_pass", "profile"]  # fmt: skip
+
+
+def _answer_or_one_line(call) -> object:
+    """The result, or None after a one-line MlacalcError; any other exception fails."""
+    try:
+        return call()
+    except mlacalc.MlacalcError as exc:
+        assert "\n" not in str(exc), str(exc)
+        return None
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH_ARGS))
+def test_search_argument_mutated_is_an_answer_or_one_line(name):
+    # page_size 0 or None and memory_reserve None were a raw ZeroDivisionError or TypeError
+    for value in BAD:
+        r = _answer_or_one_line(
+            lambda value=value: mlacalc.search(
+                "llama-3-8b", "H100-SXM", [1], isl=1000, osl=100, **{**SEARCH_ARGS, name: value}
+            )
+        )
+        for p in r.points if r is not None else ():
+            assert not _finite_figures(p), (name, value, p)
+
+
+@pytest.mark.parametrize("name", PLAN_ARGS)
+def test_plan_argument_mutated_is_an_answer_or_one_line(name):
+    import warnings
+
+    for value in BAD:
+        mix = {} if name in ("seq_len", "batch") else dict(isl=1000, osl=100)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no overflow inside
+            p = _answer_or_one_line(
+                lambda value=value, mix=mix: mlacalc.plan(
+                    "deepseek-v2-lite", "H100-SXM", 2, **mix, **{name: value}
+                )
+            )
+        if p is not None:
+            bad = [k for k in _finite_figures(p) if not (k in ("ttft_s", "queued") and
+                                                        not p.sustainable)]  # fmt: skip
+            assert not bad, (name, value, bad)
+
+
+def test_plan_routing_imbalance_past_every_token_on_one_expert_is_refused():
+    # 1e300 overflowed the step's arithmetic; the most is n_routed_experts / top-k
+    with pytest.raises(InvalidArgumentError, match=r"^routing_imbalance: 33 is past .* 32"):
+        mlacalc.plan("deepseek-v3", "H200", 8, routing_imbalance=33.0)
+    assert mlacalc.plan("deepseek-v3", "H200", 8, routing_imbalance=32.0).fits

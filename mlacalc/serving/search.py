@@ -44,6 +44,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
 from mlacalc.serving.layout import weight_format
+from mlacalc.serving.plan_checks import check_int, check_number
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools
@@ -261,6 +262,9 @@ def check_search(
     )
     _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
     _check_engine(prefill_pass, output_lag_steps, memory_reserve)
+    # checked before arithmetic, as plan checks them (a page of 0 or a reserve of None was
+    # a raw ZeroDivisionError or TypeError)
+    check_int("page_size", page_size, allow_none=False)
     _check_dtypes(weight_dtypes or (), kv_dtypes)
     own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
     if weight_dtypes is None:
@@ -349,10 +353,7 @@ def _check_engine(prefill_pass: Any, output_lag_steps: Any, memory_reserve: Any)
         raise InvalidArgumentError(
             "output_lag_steps", f"must be a whole number of steps >= 0, got {output_lag_steps!r}"
         )
-    if not 0 <= memory_reserve < 1:
-        raise InvalidArgumentError(
-            "memory_reserve", f"must be a fraction in [0, 1), got {memory_reserve!r}"
-        )
+    check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
 
 
 def _check_dtypes(weight_dtypes: tuple, kv_dtypes: tuple) -> None:
