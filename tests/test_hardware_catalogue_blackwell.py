@@ -244,3 +244,11 @@ def test_blackwell_parts_use_a_shipped_blackwell_fit_by_default():
     b200 = mlacalc.predict_time("deepseek-v3", "B200", "decode", 4096, 64, scope="model")
     gb200 = mlacalc.predict_time("deepseek-v3", "GB200", "decode", 4096, 64, scope="model")
     assert 0.85 * b200.seconds < gb200.seconds < b200.seconds
+
+
+def test_names_people_use_for_the_added_devices():
+    assert load_hardware("rtx-pro-6000").name == "RTX-PRO-6000-Server"
+    assert load_hardware("rtx_pro_6000_server").name == "RTX-PRO-6000-Server"  # the system file
+    gb = load_hardware("GB200-NVL72")
+    assert gb.name == "GB200" and gb.alias_note == "'GB200-NVL72' means GB200"
+    assert load_hardware("gb300-nvl72").name == "GB300" and load_hardware("b300").name == "B300"

@@ -100,6 +100,12 @@ ALIASES: dict[str, str] = {
     "rtx4080": "RTX-4080",
     "4090": "RTX-4090",
     "4080": "RTX-4080",
+    "b300-hgx": "B300",
+    "gb200-nvl72": "GB200",
+    "gb300-nvl72": "GB300",
+    "rtx-pro-6000": "RTX-PRO-6000-Server",
+    "rtx-pro-6000-blackwell": "RTX-PRO-6000-Server",
+    "rtx_pro_6000_server": "RTX-PRO-6000-Server",
 }
 #: The systems of aiconfigurator-layout measured sets and the catalogue device each one is.
 MEASURED_SYSTEMS: dict[str, str] = {

@@ -86,12 +86,14 @@ class DeviceFigures:
         measured tables show two generations' kernels differ:
 
         - ``"sm80"``: NVIDIA compute capability 8.x (Ampere: A100; Ada: L40S, RTX 40xx) and
-          12.x (consumer Blackwell, RTX 50xx, without the data-centre parts' large MMAs):
+          12.x (consumer and workstation Blackwell, RTX 50xx and the RTX PRO 6000, without the
+          data-centre parts' large MMAs):
           per-warp ``mma.sync`` tiles of 16 query rows, as the measured A100 kernels;
         - ``"sm90"``: NVIDIA compute capability 9.x and 10.x-11.x (Hopper: H100, H200, H800;
-          data-centre Blackwell: B200): warp-group MMAs of 64 rows and TMA, as the measured H100
-          kernels (TensorRT-LLM's fp8-cache XQA decode, FlashMLA, FlashAttention-3); Blackwell
-          takes Hopper's rules, the nearer generation, unvalidated (no Blackwell table ships);
+          data-centre Blackwell: B200, B300, GB200, GB300): warp-group MMAs of 64 rows and TMA,
+          as the measured H100 kernels (TensorRT-LLM's fp8-cache XQA decode, FlashMLA,
+          FlashAttention-3); Blackwell takes Hopper's tile rules, the nearer generation (B200's
+          own tables fit its parameters: ``fit-b200-sxm``);
         - ``"other"``: any other vendor (MI300X), or a device whose file gives no capability:
           the large-tile rules of ``sm90`` where a kernel's tile shape is concerned, the
           other kernels' rules where a Hopper-only kernel is concerned (the fp8-cache XQA
