@@ -1,0 +1,164 @@
+"""The serving engine as a dimension: which tables an engine reads, which profile predicts an
+engine's kernels on a device, what every output says of it, and the engine argument's checks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from reference_data import MEASURED
+
+import mlacalc
+from mlacalc.words.engines import DEFAULT_ENGINE, ENGINES, check_engine, engine_of_framework
+from mlacalc.words.errors import ConfigError, InvalidArgumentError
+
+
+@pytest.mark.parametrize(
+    "value", ["tensorrt", "", 3, None.__class__, ["sglang"], "all", "s glang"], ids=repr
+)
+def test_an_engine_that_is_not_one_is_refused_by_name(value):
+    with pytest.raises(InvalidArgumentError, match=r"^engine: must be one of trtllm, sglang, vllm"):
+        check_engine(value)
+
+
+def test_engines_and_frameworks():
+    assert ENGINES == ("trtllm", "sglang", "vllm") and DEFAULT_ENGINE == "trtllm"
+    assert check_engine(None) == "trtllm" and check_engine(" SGLang ") == "sglang"
+    assert check_engine("all", allow_all=True) == "all"
+    # NCCL and DeepEP are libraries every engine calls: their tables are shared
+    assert engine_of_framework("nccl") == "" and engine_of_framework("wideep_sglang") == ""
+    assert engine_of_framework("TRTLLM") == "trtllm" and engine_of_framework("foo") is None
+
+
+def test_a_folder_gives_one_engines_tables_and_the_shared_ones():
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.tables import load_measured
+
+    root = MEASURED / "h100_sxm" / "comm"
+    default = {(t.table, t.engine) for t in load_measured(root).tables}
+    assert default == {
+        ("nccl_perf", ""),
+        ("custom_allreduce_perf", "trtllm"),
+        ("wideep_deepep_ll_perf", ""),
+        ("wideep_deepep_normal_perf", ""),
+    }
+    sglang = {(t.table, t.engine) for t in load_measured(root, engine="sglang").tables}
+    assert ("custom_allreduce_perf", "sglang") in sglang and ("nccl_perf", "") in sglang
+    assert not any(e == "trtllm" for _, e in sglang)
+    every = load_measured(root, engine="all").tables
+    assert {t.engine for t in every} == {"", "trtllm", "sglang", "vllm"}
+    # a folder of another engine's tables only: the error names the engines it holds
+    with pytest.raises(ConfigError, match=r"holds no tables of engine 'trtllm' .*sglang"):
+        load_measured(MEASURED / "h100_sxm" / "mhc")
+    with pytest.raises(InvalidArgumentError, match=r"^engine: must be one of"):
+        load_measured(root, engine="tgi")
+
+
+def test_a_collector_framework_nobody_knows_is_an_error_naming_the_meta_file(tmp_path):
+    pytest.importorskip("pyarrow")
+    import shutil
+
+    from mlacalc.measured.tables import load_measured
+
+    leaf = tmp_path / "h100_sxm" / "quantize" / "tgi" / "1.0"
+    leaf.mkdir(parents=True)
+    src = MEASURED / "h100_sxm" / "quantize" / "trtllm" / "1.3.0rc20"
+    shutil.copy(src / "scale_matrix_perf.parquet", leaf)
+    meta = (src / "collection_meta.yaml").read_text().replace("framework: trtllm", "framework: tgi")
+    (leaf / "collection_meta.yaml").write_text(meta)
+    with pytest.raises(ConfigError, match=r"collection_meta.yaml.*runtime.framework.*'tgi'"):
+        load_measured(tmp_path / "h100_sxm", engine="all")
+
+
+def test_every_prediction_names_its_engine_and_what_stood_in():
+    p = mlacalc.predict_time("deepseek-v3", "H200", "decode", 4096, batch=8)
+    assert p.engine == "trtllm" and p.to_dict()["engine"] == "trtllm"
+    assert "stand in" not in p.calibration
+    # B200 has a TensorRT-LLM fit of its own
+    b = mlacalc.predict_time("deepseek-v3", "B200", "decode", 4096, batch=8)
+    assert b.profile == "fit-b200-sxm" and b.calibration.startswith("calibrated on B200")
+    # an engine with no profile of the device's kind: TensorRT-LLM's stands in, said so
+    m = mlacalc.predict_time("llama-3-8b", "MI300X", "decode", 4096, batch=8, engine="vllm")
+    assert m.engine == "vllm" and "trtllm kernels stand in for vllm" in m.calibration
+    # a named profile of another engine is said too
+    n = mlacalc.predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 8, engine="sglang",
+                             profile="default")  # fmt: skip
+    assert "trtllm kernels stand in for sglang" in n.calibration
+    # eager PyTorch is not a serving engine
+    e = mlacalc.predict_time("llama-3-8b", "H100-SXM", "decode", 4096, batch=8, mode="unfused")
+    assert e.engine == "eager PyTorch"
+    with pytest.raises(InvalidArgumentError, match=r"^engine: applies to mode='fused'"):
+        mlacalc.predict_time("llama-3-8b", "H100-SXM", "decode", 4096, 8, mode="unfused",
+                             engine="sglang")  # fmt: skip
+
+
+def test_a_profile_file_names_its_engine(tmp_path):
+    from mlacalc.timemodel.profile import load_profile
+
+    shipped = load_profile("fit-b200-sxm")
+    assert shipped.engine == "trtllm"
+    doc = shipped.to_dict()
+    assert doc["engine"] == "trtllm"
+    doc["engine"] = "tgi"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=r"bad.json.*engine"):
+        load_profile(bad)
+    del doc["engine"]  # a profile written before engines: TensorRT-LLM's
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    assert load_profile(old).engine == "trtllm"
+
+
+def test_fp4_weights_on_b200_are_timed_by_the_measured_nvfp4_fit():
+    """A model step's fp4 GEMM is the nvfp4 class of the B200 tables: an o_proj of m=16,
+    n=k=4096 measured 14.0 us (TensorRT-LLM, B200); the shipped B200 fit predicts it within
+    5%."""
+    from mlacalc.timemodel.kernel_time import predict_kernels
+    from mlacalc.words.kernels import Kernel
+
+    k = Kernel("o_proj", "gemm", "fp4", 2 * 16 * 4096 * 4096, 16 * 4096 * 2 + 4096 * 4096 // 2
+               + 16 * 4096 * 2, 1, {"m": 16, "n": 4096, "k": 4096, "groups": 1})  # fmt: skip
+    (t,) = predict_kernels([k], "B200", "fit-b200-sxm")
+    assert t.seconds == pytest.approx(14.0e-6, rel=0.05)
+
+
+def _fitted(system: str, family: str, table: str, profile: str, engine: str = "trtllm"):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(MEASURED / system / family, engine=engine).tables
+    t = next(x for x in tables if x.table == table and x.engine == engine)
+    mapped = map_table(t)
+    pred = predict_mapped(mapped, None, load_profile(profile))
+    return mapped, pred / t.seconds - 1.0
+
+
+@pytest.mark.parametrize(
+    "table, family, dtype, median, p90",
+    [
+        # B200 TensorRT-LLM, fitted on B200 (fit-b200-sxm); bounds a little above the measured
+        # figures (README accuracy table); the 6% / 20% targets are not met by every kind
+        ("gemm_perf", "gemm", "nvfp4", 0.085, 0.27),
+        ("gemm_perf", "gemm", "fp8", 0.05, 0.13),
+        ("gemm_perf", "gemm", "bf16", 0.075, 0.22),
+        ("context_mla_perf", "mla", None, 0.10, 0.45),
+        ("generation_mla_perf", "mla", None, 0.10, 0.33),
+    ],
+)
+def test_b200_fitted_accuracy(table, family, dtype, median, p90):
+    mapped, err = _fitted("b200_sxm", family, table, "fit-b200-sxm")
+    ok = mapped.modelled & np.isfinite(err)
+    if dtype is not None:
+        keep = np.zeros(len(ok), dtype=bool)
+        for p in mapped.parts:
+            if p.batch.dtype == dtype and p.batch.kind == "gemm":
+                keep[p.rows] = True
+        ok &= keep
+    e = np.abs(err[ok])
+    assert ok.sum() > 100
+    assert np.median(e) <= median and np.percentile(e, 90) <= p90
