@@ -25,7 +25,8 @@ def _cost(model: ModelConfig, hardware: str, **kw) -> dict:
 
 @st.cache_data(show_spinner=False)
 def _absorption(model: ModelConfig, micro_batch: int) -> list[dict]:
-    return absorption_table(model, (1024, 4096, 16384, 65536), micro_batch)
+    ranks = sorted({64, 128, 256, model.kv_lora_rank})
+    return absorption_table(model, (1024, 4096, 16384, 65536), micro_batch, ranks)
 
 
 def _flops_figure(d: dict) -> go.Figure:
@@ -145,10 +146,14 @@ def render(sc: Scenario) -> None:
             "(benchmarks/bench_training.py gives its error on published runs).",
         )
     if m.is_mla:
-        st.markdown("**Absorbed against expanded training** (absorbed / expanded with kv_up)")
+        st.markdown(
+            "**Absorbed against expanded training** (absorbed / expanded with kv_up recompute, "
+            "at the model's latent width and narrower ones)"
+        )
         show_table(
             [
                 {
+                    "d_c": r["kv_lora_rank"],
                     "seq_len": r["seq_len"],
                     "core FLOPs": round(r["core_ratio"], 2),
                     "total FLOPs": round(r["flops_ratio"], 2),

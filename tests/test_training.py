@@ -261,6 +261,7 @@ def test_absorption_table_mutations():
         (["--optimizer", "adagrad"], "--optimizer"),
         (["--micro-batch", "0"], "--micro-batch"),
         (["--absorption", "1k"], "is not MLA"),
+        (["--absorption-ranks", "64"], "--absorption-ranks"),
     ],
 )
 def test_cli_train_errors_are_one_line(run, argv, fragment):
@@ -297,3 +298,21 @@ def test_seed003_ratio_improves_as_the_rank_drops():
         training_flops(m, 4096, impl=i).forward["attention_core"] for i in ("expanded", "absorbed")
     ]
     assert core[1] / core[0] == pytest.approx((2 * 256 + 64) / 320)  # 1.8x, was 3.4x
+
+
+def test_absorbed_training_over_widths():
+    """Over latent widths: absorbed costs fewer FLOPs where 2 d_c + d_rope < 320 (d_c < 128 at
+    DeepSeek-V3's heads) and more memory at every width and length."""
+    rows = absorption_table("deepseek-v3", [4096, 65536], kv_lora_ranks=[64, 128, 256, 512])
+    by = {(r["kv_lora_rank"], r["seq_len"]): r for r in rows}
+    assert by[64, 4096]["core_ratio"] == pytest.approx(0.6)
+    assert by[128, 4096]["core_ratio"] == pytest.approx(1.0)
+    assert by[64, 65536]["flops_ratio"] < 1 < by[256, 4096]["flops_ratio"]
+    assert all(r["activations_ratio"] > 1 for r in rows)
+    with pytest.raises(MlacalcError, match="kv_lora_ranks"):
+        absorption_table("deepseek-v3", [4096], kv_lora_ranks=[0])
+
+
+def test_training_cost_contract_names():
+    c = training_cost("deepseek-v3", 4096)
+    assert c.flops_per_token == c.flops.per_token and c.fits is None

@@ -98,9 +98,10 @@ def _sections(c, table) -> list[Section]:
             Section(
                 "Absorbed against expanded training (expanded: kv_up recompute; absorbed: "
                 "probabilities kept)",
-                ["seq_len", "core FLOPs", "total FLOPs", "activations"],
+                ["d_c", "seq_len", "core FLOPs", "total FLOPs", "activations"],
                 [
                     [
+                        f"{r['kv_lora_rank']:,}",
                         f"{r['seq_len']:,}",
                         f"{r['core_ratio']:.2f}x",
                         f"{r['flops_ratio']:.2f}x",
@@ -108,7 +109,8 @@ def _sections(c, table) -> list[Section]:
                     ]
                     for r in table
                 ],
-                note="absorbed / expanded, one micro-batch through the whole model",
+                note="absorbed / expanded, one micro-batch through the whole model; absorbed "
+                "costs fewer core FLOPs only where 2 d_c + d_rope < d_nope + d_rope + d_v",
             )
         )
     return out
@@ -177,6 +179,11 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     default=None,
     help="Absorbed vs expanded table at these lengths (e.g. 1k,4k,16k,64k).",
 )
+@click.option(
+    "--absorption-ranks",
+    default=None,
+    help="... and at these latent widths d_c (e.g. 64,128,256,512; default the model's).",
+)
 @format_option
 def command(
     model,
@@ -195,6 +202,7 @@ def command(
     zero,
     overlap,
     absorption,
+    absorption_ranks,
     fmt,
 ):
     """FLOPs, activation memory, optimizer memory and step time of one training step.
@@ -227,6 +235,11 @@ def command(
         zero,
         overlap=overlap,
     )
-    table = absorption_table(m, size_list(absorption), micro_batch) if absorption else []
+    if absorption_ranks and not absorption:
+        raise click.BadParameter(
+            "needs --absorption (the lengths)", param_hint="--absorption-ranks"
+        )
+    ranks = size_list(absorption_ranks)
+    table = absorption_table(m, size_list(absorption), micro_batch, ranks) if absorption else []
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table))

@@ -72,6 +72,11 @@ class TrainingCost:
         return self.memory_per_gpu <= self.device_memory_bytes
 
     @property
+    def flops_per_token(self) -> float:
+        """Model FLOPs (forward and backward) per token."""
+        return self.flops.per_token
+
+    @property
     def activation_bytes(self) -> int:
         """Activations of one micro-batch through the whole model (one GPU holding it)."""
         return sum(a.bytes * a.layers for a in self.activations)
@@ -255,31 +260,45 @@ def _device(hardware: Any) -> tuple[float, float]:
 
 
 def absorption_table(
-    model: ModelConfig | str, seq_lens: Any = (1024, 4096, 16384, 65536), micro_batch: int = 1
+    model: ModelConfig | str,
+    seq_lens: Any = (1024, 4096, 16384, 65536),
+    micro_batch: int = 1,
+    kv_lora_ranks: Any = None,
 ) -> list[dict[str, Any]]:
-    """Absorbed against expanded training per sequence length: attention-core and total FLOPs
-    and the activations of one micro-batch (expanded with ``kv_up`` recompute, as the seed's
-    training default; absorbed with nothing to recompute), and their ratios."""
+    """Absorbed against expanded training per sequence length (and per latent width
+    ``kv_lora_ranks``, the model's own by default): attention-core and total FLOPs and the
+    activations of one micro-batch (expanded with ``kv_up`` recompute, as the seed's training
+    default; absorbed with nothing to recompute), and their ratios. Absorbed costs fewer core
+    FLOPs only where ``2 d_c + d_rope < d_nope + d_rope + d_v``."""
     m = model_argument(model)
     if not m.is_mla:
         raise InvalidArgumentError("model", f"{m.label} is not MLA: it has no absorbed path")
+    ranks = (
+        (m.kv_lora_rank,)
+        if kv_lora_ranks is None
+        else args.one_or_many("kv_lora_ranks", kv_lora_ranks, what="latent ranks")
+    )
     rows = []
-    for t in args.one_or_many("seq_lens", seq_lens, what="sequence lengths"):
-        e = training_cost(m, t, micro_batch, "expanded", "kv_up")
-        a = training_cost(m, t, micro_batch, "absorbed", "none")
-        ec, ac = e.flops.forward["attention_core"], a.flops.forward["attention_core"]
-        rows.append(
-            {
-                "seq_len": e.seq_len,
-                "core_flops_expanded": ec,
-                "core_flops_absorbed": ac,
-                "core_ratio": ac / ec,
-                "flops_expanded": e.flops.hardware_flops,
-                "flops_absorbed": a.flops.hardware_flops,
-                "flops_ratio": a.flops.hardware_flops / e.flops.hardware_flops,
-                "activations_expanded": e.activation_bytes,
-                "activations_absorbed": a.activation_bytes,
-                "activations_ratio": a.activation_bytes / e.activation_bytes,
-            }
-        )
+    for r in ranks:
+        r = args.count("kv_lora_ranks", r, 1 << 20)
+        mr = m if r == m.kv_lora_rank else m.with_changes(kv_lora_rank=r)
+        for t in args.one_or_many("seq_lens", seq_lens, what="sequence lengths"):
+            e = training_cost(mr, t, micro_batch, "expanded", "kv_up")
+            a = training_cost(mr, t, micro_batch, "absorbed", "none")
+            ec, ac = e.flops.forward["attention_core"], a.flops.forward["attention_core"]
+            rows.append(
+                {
+                    "kv_lora_rank": r,
+                    "seq_len": e.seq_len,
+                    "core_flops_expanded": ec,
+                    "core_flops_absorbed": ac,
+                    "core_ratio": ac / ec,
+                    "flops_expanded": e.flops.hardware_flops,
+                    "flops_absorbed": a.flops.hardware_flops,
+                    "flops_ratio": a.flops.hardware_flops / e.flops.hardware_flops,
+                    "activations_expanded": e.activation_bytes,
+                    "activations_absorbed": a.activation_bytes,
+                    "activations_ratio": a.activation_bytes / e.activation_bytes,
+                }
+            )
     return rows
