@@ -198,3 +198,112 @@ def test_block_list_errors_name_the_field():
         )
     with pytest.raises(ConfigError, match="mamba_num_heads"):
         mlacalc.load_model("llama-3-8b").with_changes(mamba_num_heads=4)
+
+
+# a tiny Bamba: Mamba-2 layers with attention at layers 2 and 5 (0-based), each with an MLP
+TINY_BAMBA = dict(
+    model_type="bamba",
+    hidden_size=64,
+    num_hidden_layers=6,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    vocab_size=96,
+    attn_layer_indices=[2, 5],
+    mamba_n_heads=4,
+    mamba_n_groups=2,
+    mamba_d_state=16,
+    mamba_chunk_size=32,
+    mamba_expand=1,
+)
+
+
+def test_bamba_params_state_and_flops_equal_reference():
+    """Bamba (a Mamba-2 or attention mixer and an MLP in every layer): parameters, each
+    layer's cache after 1 and 300 tokens, and the Mamba-2 layer's prefill FLOPs equal the
+    reference's (the same additions as Nemotron-H's mixer)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import hf_reference_2 as ref
+    from transformers import AutoModelForCausalLM, BambaConfig
+
+    from mlacalc.models.patterns import cache_spec
+
+    m = import_hf_config(dict(TINY_BAMBA))
+    pattern = layer_pattern(m)
+    assert pattern.describe() == "6 layers: 4 mamba + 2 full; FFN: 6 dense"
+    meta = ref.build(dict(TINY_BAMBA))
+    assert mlacalc.param_counts(m).total == ref.param_count(meta)
+    spec = cache_spec(m)
+    for seq_len in (1, 300):
+        per_layer = ref.cache_bytes(meta, seq_len)
+        ours = [spec.layer_bytes(k, seq_len, convention="hf") for k in pattern.layers]
+        assert [b for _, b in per_layer] == ours
+        assert mlacalc.kv_cache_bytes(m, seq_len) == sum(ours)
+    torch.manual_seed(0)
+    config = BambaConfig(**{k: v for k, v in TINY_BAMBA.items() if k != "model_type"})
+    model = AutoModelForCausalLM.from_config(config).float().eval()
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(input_ids=torch.zeros(1, 100, dtype=torch.long), use_cache=True)
+    seen = sum(counter.get_flop_counts()["BambaForCausalLM.model.layers.0.mamba"].values())
+    cost = mlacalc.attention_cost(m, "prefill", 100)
+    mamba = cost.groups[cost.group_labels.index("mamba")]
+    s = mamba_shape(m)
+    discarded = 2 * s.conv_dim * s.conv_kernel * (s.conv_kernel - 1)
+    assert seen == mamba.flops // mamba.layers + s.reference_mixing_flops(100) + discarded
+
+
+def test_bamba_refusals_name_the_field():
+    with pytest.raises(ConfigError, match="mamba_expand"):
+        import_hf_config({**TINY_BAMBA, "mamba_n_heads": 3})
+    with pytest.raises(ConfigError, match="mamba_d_head"):
+        import_hf_config({**TINY_BAMBA, "mamba_d_head": 8})
+    with pytest.raises(ConfigError, match="attn_layer_indices"):
+        import_hf_config({**TINY_BAMBA, "attn_layer_indices": [6]})
+
+
+TINY_GRANITE = dict(
+    model_type="granitemoehybrid",
+    hidden_size=64,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=24,
+    vocab_size=96,
+    layer_types=["mamba", "attention", "mamba", "mamba"],
+    mamba_n_heads=4,
+    mamba_n_groups=2,
+    mamba_d_state=16,
+    mamba_chunk_size=32,
+    mamba_expand=1,
+    shared_intermediate_size=100,
+    num_local_experts=6,
+)
+
+
+@pytest.mark.parametrize("experts", [6, 0])
+def test_granite_hybrid_params_and_state_equal_reference(experts):
+    """Granite 4.0 hybrids: Mamba-2 or attention, then routed experts of intermediate_size
+    beside a shared MLP of shared_intermediate_size (not a multiple of it here), or the
+    shared MLP alone; parameters, cache and the step's FFN kernels."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import hf_reference_2 as ref
+
+    from mlacalc.models.patterns import cache_spec
+
+    data = {**TINY_GRANITE, "num_local_experts": experts}
+    m = import_hf_config(dict(data))
+    meta = ref.build(data)
+    assert mlacalc.param_counts(m).total == ref.param_count(meta)
+    pattern = layer_pattern(m)
+    spec = cache_spec(m)
+    per_layer = ref.cache_bytes(meta, 300)
+    assert [b for _, b in per_layer] == [
+        spec.layer_bytes(k, 300, convention="hf") for k in pattern.layers
+    ]
+    ks = {k.name: k for k in step_kernels(m, "decode", 300, 2)}
+    shared = "shared_experts_up" if experts else "dense_ffn_up"
+    assert ks[shared].shape["n"] == 2 * 100 and ks[shared].calls == 4

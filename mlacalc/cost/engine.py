@@ -181,6 +181,7 @@ def kv_cache(
         or model.global_head_dim is not None
         or bool(model.full_attention_layers)
         or bool(model.block_types)
+        or model.mamba_num_heads is not None
     )
     if layered or model.index_topk is not None:
         by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
@@ -275,6 +276,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         or model.global_head_dim is not None
         or model.full_attention_layers
         or model.block_types
+        or model.mamba_num_heads is not None
     ):
         return pattern_cost(model, w)
     return uniform_cost(model, w)

@@ -798,7 +798,8 @@ def _attention_layers(
     layers) when the layers differ (sliding or chunked layers between full ones)."""
     a, w = work.act_dtype, work.weight_dtype
     uniform = m.full_attention_interval is None and m.global_head_dim is None
-    if uniform and not m.full_attention_layers and not m.block_types:
+    mamba = m.mamba_num_heads is not None
+    if uniform and not m.full_attention_layers and not m.block_types and not mamba:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}

@@ -142,7 +142,7 @@ def shared_experts_shape(m: ModelConfig) -> FFNShape:
     """The shared experts of a MoE layer as one gated block of ``n_shared x moe_intermediate``
     (Nemotron-H's ungated, with the MLP's biases)."""
     ungated = _ungated(m)
-    width = m.n_shared_experts * m.moe_intermediate_size
+    width = m.shared_intermediate_size or m.n_shared_experts * m.moe_intermediate_size
     return FFNShape(m.hidden_size, width, not ungated, ungated and m.mlp_bias)
 
 

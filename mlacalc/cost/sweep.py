@@ -185,6 +185,7 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
         or m.attention_chunk_size is not None
         or m.full_attention_layers
         or m.block_types
+        or m.mamba_num_heads is not None
     ):
         raise InvalidArgumentError(
             "model",

@@ -105,6 +105,8 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")
     if getattr(model, "linear_num_value_heads", None) is not None:
         off = LayerKind("linear")
+    elif model.mamba_num_heads is not None:  # Mamba-2 layers between listed attention ones
+        off = LayerKind("mamba")
     elif model.sliding_window is not None:
         off = LayerKind("sliding", window=model.sliding_window)
     elif chunk is not None:
@@ -125,6 +127,17 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     return LayerPattern(tuple(layers))
 
 
+#: the Mamba-2 widths a model of another kind of layer drops
+_MAMBA_FIELDS = (
+    "mamba_num_heads",
+    "mamba_head_dim",
+    "ssm_state_size",
+    "mamba_n_groups",
+    "mamba_d_conv",
+    "mamba_chunk_size",
+)
+
+
 def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
     """The model as if every layer were of ``kind``: its window or chunk, and a Gemma 4
     full layer's own head width and KV heads (``attention_k_eq_v`` kept only there)."""
@@ -136,6 +149,8 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
     )
     if model.block_types:  # one kind of block: a plain model of that kind
         changes["block_types"] = ()
+    if model.mamba_num_heads is not None and kind.attention != "mamba":
+        changes.update(dict.fromkeys(_MAMBA_FIELDS, None))
     if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
         full = kind.attention == "full"
         changes.update(global_head_dim=None, num_global_key_value_heads=None)

@@ -497,6 +497,13 @@ class ModelConfig:
         "(Nemotron-H); empty: every layer is attention and an FFN",
         default=(),
     )
+    shared_intermediate_size: int | None = _spec(
+        OPTPOS,
+        "width of the shared expert MLP beside the routed experts (Granite 4); null: "
+        "n_shared_experts x moe_intermediate_size",
+        hi=MAX_WIDTH,
+        default=None,
+    )
     moe_latent_size: int | None = _spec(
         OPTPOS,
         "routed experts work in this width, projected from and to the hidden width "

@@ -209,7 +209,8 @@ def _moe(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
     if arch.correction_bias or m.topk_method == "noaux_tc":
         out.append(Tensor(f"{p}.mlp.gate.e_score_correction_bias", (e,)))
     if m.n_shared_experts:
-        out += _mlp(f"{p}.mlp.shared_experts", d, m.n_shared_experts * width)
+        shared = m.shared_intermediate_size or m.n_shared_experts * width
+        out += _mlp(f"{p}.mlp.shared_experts", d, shared)
     if arch.shared_gate:
         out.append(Tensor(f"{p}.mlp.shared_expert_gate.weight", (1, d)))
     return out
@@ -340,6 +341,8 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
     )
     if linear:
         out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
+    elif arch.mamba and i < m.num_hidden_layers and layer_pattern(m).layers[i].attention == "mamba":
+        out = mamba_tensors(m, p)
     else:
         out = _attention_tensors(m, arch, p)
     if m.is_moe_layer(i):

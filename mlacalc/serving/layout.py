@@ -405,7 +405,7 @@ def kv_bytes_per_token_per_gpu(
         return max(
             sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in stage) for stage in stages
         )
-    if m.linear_num_value_heads is not None or m.block_types:  # a state does not grow
+    if m.linear_num_value_heads is not None or m.mamba_num_heads is not None:  # a fixed state
         # the fullest stage counts: with a deep pipeline the first may hold linear layers only
         kinds = layer_pattern_of(m)
         layers = max(
