@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,8 +264,22 @@ def _cell(value: Any, json_cells: bool) -> Any:
 
 
 def render_json(document: Any) -> str:
-    """Indented JSON with exact integers (Python ints are written digit for digit)."""
-    return json.dumps(document, indent=2) + "\n"
+    """Indented JSON with exact integers (Python ints are written digit for digit); a float
+    that is not finite (an unbounded queue's TTFT) is null, never the ``NaN`` or ``Infinity``
+    that no JSON reader takes."""
+    return json.dumps(_json_finite(document), indent=2, allow_nan=False) + "\n"
+
+
+def _json_finite(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_finite(v) for v in x]
+    if hasattr(x, "dtype") and hasattr(x, "item") and getattr(x, "ndim", None) == 0:
+        return _json_finite(x.item())  # a numpy scalar
+    return x
 
 
 #: Flags written only when true (a false one is the default), except where a family needs it.

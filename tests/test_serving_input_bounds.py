@@ -203,3 +203,19 @@ def test_plan_routing_imbalance_past_every_token_on_one_expert_is_refused():
     with pytest.raises(InvalidArgumentError, match=r"^routing_imbalance: 33 is past .* 32"):
         mlacalc.plan("deepseek-v3", "H200", 8, routing_imbalance=33.0)
     assert mlacalc.plan("deepseek-v3", "H200", 8, routing_imbalance=32.0).fits
+
+
+def test_cli_json_is_strict_json_even_for_an_unbounded_queue(capsys):
+    # "NaN" and "Infinity" are no JSON; an unbounded TTFT is null
+    import json
+
+    from mlacalc.cli import main
+    from mlacalc.render import render_json
+
+    doc = {"ttft_s": math.inf, "x": [math.nan, 1.5], "n": 10**30}
+    assert json.loads(render_json(doc)) == {"ttft_s": None, "x": [None, 1.5], "n": 10**30}
+    args = ["plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", "1", "--isl", "1000", "--osl",
+            "100", "--request-rate", "1000", "--format", "json"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
+    assert out["fits"] and out["ttft_s"] is None
