@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from mlacalc.cost.convert_cost import conversion_cost
+from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost, flops_by_phase
 from mlacalc.models.convert import (
     CONVERSION_METHODS,
     ROPE_STRATEGIES,
@@ -157,6 +157,15 @@ def render(sc: Scenario) -> None:
             },
         ],
         scope=f"{m.label} -> {c.model.label}; KV {sc.kv_dtype}.",
+    )
+    show_table(
+        [
+            {"phase": r["phase"], "source": r["source"]}
+            | {f"converted, {i}": r[i] for i in CONVERTED_IMPLS}
+            for r in flops_by_phase(c, sc.seq_len, sc.batch, sc.kv_dtype)
+        ],
+        scope=f"Attention FLOPs of all layers: a causal prefill of {sc.seq_len:,} tokens and a "
+        f"decode step at {sc.seq_len:,} keys, batch {sc.batch}, in each MLA implementation.",
     )
     show_table([{"field": f, "before": str(b), "after": str(a)} for f, b, a in c.changes])
     for note in c.notes:

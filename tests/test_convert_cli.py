@@ -28,6 +28,15 @@ def test_cli_json_is_exact(run):
     assert doc["params"] == cc.params and doc["flops"] == cc.flops
     assert doc["conversion"]["equivalence_rank"] == 1984
     assert {"field": "qkv_bias", "before": True, "after": False} in doc["conversion"]["changes"]
+    by = {r["phase"]: r for r in doc["attention_flops_by_phase"]}
+    c = convert("qwen2.5-72b", kv_lora_rank=512)
+    assert by["decode"]["source"] == mlacalc.attention_flops("qwen2.5-72b", "decode", 32768)
+    assert by["decode"]["absorbed"] == mlacalc.attention_flops(
+        c.model, "decode", 32768, impl="absorbed"
+    )
+    assert by["prefill"]["naive"] == mlacalc.attention_flops(
+        c.model, "prefill", 32768, impl="naive", causal=True
+    )
 
 
 def test_cli_saved_model_loads_in_every_command(run, tmp_path):

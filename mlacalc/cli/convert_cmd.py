@@ -16,7 +16,7 @@ from mlacalc.cli.common import (
     size_list,
     size_text,
 )
-from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost
+from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost, flops_by_phase
 from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
 from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
 from mlacalc.words import defaults as D
@@ -203,7 +203,10 @@ def command(
     if save is not None:
         head = f"# Converted to MLA by mlacalc convert {model} ({method}, {svd} SVD)\n"
         save.write_text(head + model_yaml(c.model))
-    document = cc.to_dict() | ({"times_s": times} if times else {})
+    by_phase = flops_by_phase(c, seq_len, batch, kv_dtype)
+    document = cc.to_dict() | {"attention_flops_by_phase": by_phase}
+    if times:
+        document["times_s"] = times
     if sweep:
         document["rank_sweep"] = [r.to_dict() for r in sweep]
 
@@ -215,6 +218,19 @@ def command(
                 _side_by_side(cc, times),
                 note=f"equivalence rank (same cache) {c.equivalence_rank:,}; full rank of the "
                 f"position-free K and V projections {c.full_rank:,}",
+            ),
+            Section(
+                f"Attention FLOPs, all layers (prefill of {seq_len:,} tokens, causal; decode at "
+                f"{seq_len:,} keys; batch {batch:,})",
+                ["phase", "source", *(f"converted, {i}" for i in CONVERTED_IMPLS)],
+                [
+                    [r["phase"], human_si(r["source"])] + [human_si(r[i]) for i in CONVERTED_IMPLS]
+                    for r in by_phase
+                ],
+                note="split SVD: the split layer's own FLOPs (the served dense form multiplies "
+                "the zero blocks too)"
+                if c.svd == "split"
+                else "",
             ),
             Section(
                 "What changed",

@@ -28,7 +28,7 @@ from mlacalc.models.convert import Conversion
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
-__all__ = ["CONVERTED_IMPLS", "ConversionCost", "conversion_cost"]
+__all__ = ["CONVERTED_IMPLS", "ConversionCost", "conversion_cost", "flops_by_phase"]
 
 #: MLA implementations whose split-SVD counts are built (the merged absorption needs a
 #: compressed query, which neither conversion has by default)
@@ -166,3 +166,22 @@ def conversion_cost(
         stage_flops=split,
         served_stage_flops=served_stage,
     )
+
+
+def flops_by_phase(
+    c: Conversion, seq_len: int, batch: int = 1, kv_dtype: str = "bf16"
+) -> list[dict[str, Any]]:
+    """Attention FLOPs of all layers for a prefill of ``seq_len`` tokens (causal) and a decode
+    step at ``seq_len`` keys: the source's, and the converted model's in each implementation."""
+    rows = []
+    for phase in ("prefill", "decode"):
+        causal = phase == "prefill"
+        row = {"phase": phase}
+        for impl in CONVERTED_IMPLS:
+            cc = conversion_cost(
+                c, phase, seq_len, batch, impl=impl, kv_dtype=kv_dtype, causal=causal
+            )
+            row["source"] = cc.source_flops
+            row[impl] = cc.flops
+        rows.append(row)
+    return rows
