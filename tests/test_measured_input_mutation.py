@@ -328,3 +328,12 @@ def test_validate_measured_empty_string_on_the_command_line_names_the_flag(capsy
     assert main(["validate", "--measured", ""]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--measured" in err and "internal" not in err
+
+
+def test_calibrate_command_says_which_rows_it_left_out(tmp_path, capsys):
+    rows = _gemm_rows() + _gemm_rows(n=3, median_s="nan") + _gemm_rows(n=2, kind="warp_drive")
+    path = _kernel_set(tmp_path, rows)
+    assert main(["calibrate", str(path), "-o", str(tmp_path / "out.json")]) == 0
+    err = capsys.readouterr().err
+    assert "3 row(s) of gemm:fp32" in err and "time not finite" in err
+    assert "unknown kernel kind 'warp_drive'" in err

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mlacalc.cli.common import Section, emit, format_option, serving_engine_option
+from mlacalc.cli.common import Section, emit, format_option, serving_engine_option, warn
 from mlacalc.words.errors import InvalidArgumentError
 
 
@@ -55,6 +55,9 @@ def command(measured, output, name, engine, fmt):
         raise InvalidArgumentError("--output", f"{output!r}: write the profile to a .json file")
     prof = calibrate(list(measured), name=name or out.stem, engine=engine)
     prof.save(out)
+    for note in prof.notes:  # rows left out of the fit, by reason (also in the profile's notes)
+        if " excluded: " in note or " not fitted (" in note:
+            warn(note)
     records = [
         {"device": device, "class": key, **stats}
         for device, classes in prof.residuals.items()
