@@ -198,3 +198,26 @@ def test_unfused_mode_on_the_cpu_set_within_ten_percent():
         assert stats["median_abs_error"] <= 0.15, (group, stats)
     signed = sorted(r.error for r in v.rows)
     assert abs(signed[len(signed) // 2]) <= 0.05  # neither optimistic nor pessimistic overall
+
+
+def test_a_measured_first_touch_rate_is_used_and_checked(tmp_path):
+    """A CPU set that measured its first-touch rate is predicted with it (the compressed layer's
+    gigabyte outputs slow with a slower rate); a bad figure is refused naming the field."""
+    import json
+
+    from mlacalc.data import MEASUREMENTS
+    from mlacalc.words.errors import ConfigError
+
+    meta = json.loads((MEASUREMENTS / "cpu-2core-epyc-fp32.json").read_text())
+    args = ("deepseek-v2-lite", "measured:cpu-2core-epyc-fp32", "decode", 8192, 8)
+    kw = {"impl": "compressed", "mode": "unfused", "dtype": "fp32"}
+    base = predict_time(*args, **kw, calibration=meta).seconds
+    meta["ceilings"]["first_touch_bytes_per_s"] = 1e9
+    slow = predict_time(*args, **kw, calibration=meta).seconds
+    assert slow > 1.2 * base
+    for bad in (-1.0, "fast", float("nan")):
+        meta["ceilings"]["first_touch_bytes_per_s"] = bad
+        path = tmp_path / "set.json"
+        path.write_text(json.dumps(meta))
+        with pytest.raises(ConfigError, match="first_touch_bytes_per_s"):
+            mlacalc.validate([path])

@@ -273,7 +273,8 @@ def timing_stats(times: list[float]) -> dict:
 
 def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
     """A large matmul per dtype (FLOP/s), a large matrix-vector product per dtype (bytes of the
-    matrix per second), a large copy (bytes/s, read + write) and a trivial op's latency (s)."""
+    matrix per second), a large copy (bytes/s, read + write), on a CPU the first touch of a
+    fresh output (bytes/s) and a trivial op's latency (s)."""
     gen = torch.Generator(device="cpu").manual_seed(7)
     out: dict = {"matmul_flops_per_s": {}, "matmul_n": None}
     n = 8192 if device.type == "cuda" else 2048
@@ -346,6 +347,24 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
     )
     out["copy_bytes"] = 2 * src.nbytes
     out["copy_bytes_per_s"] = 2 * src.nbytes / t["median_s"]
+    if device.type == "cpu":
+        # the first write of a fresh output big enough to be mapped from the operating system
+        # on every allocation (page faults, zeroing), beyond the same write into mapped memory
+        fill = timing_stats(
+            time_fn(lambda i: dst.fill_(1.0), device, warmup=2, repeats=10, max_seconds=10)
+        )
+        fresh = timing_stats(
+            time_fn(
+                lambda i: torch.empty_like(src).fill_(1.0),
+                device,
+                warmup=2,
+                repeats=10,
+                max_seconds=10,
+            )
+        )
+        extra = fresh["median_s"] - fill["median_s"]
+        if extra > 0:
+            out["first_touch_bytes_per_s"] = src.nbytes / extra
     tiny = torch.ones(8, device=device)
     calls = 1000
 

@@ -546,6 +546,8 @@ def check_sidecar(meta: dict, origin: str) -> None:
     _rates_by_dtype(ceilings, origin, "gemv_bytes_per_s", required=False)
     _rate(ceilings, origin, "copy_bytes_per_s")
     _rate(ceilings, origin, "launch_latency_s", zero=True)
+    if "first_touch_bytes_per_s" in ceilings:  # measured by CPU runs since the eager model
+        _rate(ceilings, origin, "first_touch_bytes_per_s")
     sweeps = ceilings.get("gemm_m_sweep", {})
     if not isinstance(sweeps, dict):
         raise _sidecar_error(origin, "ceilings.gemm_m_sweep", "a mapping of dtypes to sweeps")

@@ -41,6 +41,7 @@ from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.eager_time import (
+    FIRST_TOUCH_BYTES_PER_S,
     cpu_eager_seconds,
     dispatch_queue,
     eager_passes,
@@ -660,11 +661,13 @@ def _eager_host(
     On a GPU the host queues the ops ahead of it (:func:`dispatch_queue`, the sequence repeated
     ``layers`` times): an op's ``launch_s`` becomes what the GPU waited for the host before it."""
     if host_runs_kernels(rates.hw.kind):
+        touch = rates.cal.first_touch_bytes_per_s if rates.cal is not None else None
         extra = cpu_eager_seconds(
             [None if w else _products(k) for k, w in zip(eager.kernels, eager.weighted)],
             eager.written,
             [o.memory_s for o in ops],
             rates.latency,
+            touch or FIRST_TOUCH_BYTES_PER_S,
         )
         return [dataclasses.replace(o, launch_s=o.launch_s + e) for o, e in zip(ops, extra)]
     busy = [max(o.compute_s, o.memory_s, o.measured_floor_s) * layers for o in ops]

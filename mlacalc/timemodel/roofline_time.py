@@ -105,6 +105,9 @@ class Calibration:
     #: dtype -> (n, [M...], [seconds...]) of [M x n] @ [n x n] GEMMs measured on the device
     gemm_m_sweep: dict[str, tuple] = field(default_factory=dict)
     source: str = ""
+    #: bytes per second at which a fresh output's pages are first touched (a CPU run measures
+    #: it; None: the eager model's calibrated value, mlacalc.timemodel.eager_time)
+    first_touch_bytes_per_s: float | None = None
 
     @classmethod
     def from_measurements(cls, json_path: str | Path | dict) -> Calibration:
@@ -124,6 +127,9 @@ class Calibration:
                 for k, v in c.get("gemm_m_sweep", {}).items()
             },
             source=str(meta.get("rows_file", "")),
+            first_touch_bytes_per_s=(
+                float(c["first_touch_bytes_per_s"]) if c.get("first_touch_bytes_per_s") else None
+            ),
         )
 
     def gemm_seconds(self, dtype: str, G: int, M: int, N: int, K: int) -> float | None:
