@@ -337,3 +337,10 @@ def test_calibrate_command_says_which_rows_it_left_out(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "3 row(s) of gemm:fp32" in err and "time not finite" in err
     assert "unknown kernel kind 'warp_drive'" in err
+
+
+def test_validate_command_says_which_rows_it_left_out(tmp_path, capsys):
+    path = _set(tmp_path, rows=_rows_with({1: "nan", 2: "-1"}))
+    assert main(["validate", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "rows left out: 1 time not finite (NaN or infinite); 1 time zero or negative" in out

@@ -236,9 +236,12 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
                     f"{100 * v.worst_abs_error:.1f}%",
                 ]
             )
+            # ok rows whose time cannot be scored (NaN, infinite, zero or negative), by reason
+            left = "; ".join(f"{n} {why}" for why, n in sorted(v.excluded.items()))
             out.append(
                 Section(
-                    f"{v.name} ({v.device}), {mode} roofline vs measured",
+                    f"{v.name} ({v.device}), {mode} roofline vs measured"
+                    + (f" (rows left out: {left})" if left else ""),
                     ["implementation / variant", "rows", "median |error|", "worst |error|"],
                     rows,
                 )
