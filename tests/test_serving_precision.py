@@ -86,3 +86,32 @@ def test_the_cli_flags(run):
     assert doc["weight_format"].endswith("attention fp8, experts nvfp4")
     kernels = {k["name"]: k for k in doc["kernels"]}
     assert kernels["routed_experts"]["dtype"] == "fp4"
+
+
+def test_component_formats_are_a_searched_choice(run):
+    """search(component_choices=) tries each choice beside the weights as they are; a point
+    says its component_dtypes, plan of it gives its figures, and the printed plan command
+    carries the component flags."""
+    from mlacalc.serving.search import search
+
+    r = search("deepseek-v3", "B200", 8, isl=2000, osl=500, tpot=0.05, modes=("aggregated",),
+               component_choices=[{"experts": "nvfp4"}])  # fmt: skip
+    formats = {tuple(p["component_dtypes"].items()) for p in r.points}
+    assert formats == {(), (("experts", "nvfp4"),)}
+    b = r.best
+    assert b["component_dtypes"] == {"experts": "nvfp4"}  # fits 4 GPUs: two replicas
+    assert b["gpus"] == 4 and b["replicas"] == 2
+    lay = dict(tp=b["tp"], ep=b["ep"], kv_dtype=b["kv_dtype"])
+    p = plan(DSV3, B200, 4, **lay, isl=2000, osl=500, concurrency=b["concurrency"],
+             component_dtypes=b["component_dtypes"])  # fmt: skip
+    assert p.tpot_s == pytest.approx(b["tpot_s"], rel=1e-6)
+    assert p.output_tokens_per_s == pytest.approx(b["output_tokens_per_s"], rel=1e-6)
+    out, _ = run("search", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 2000, "--osl",
+                 500, "--tpot", "50ms", "--modes", "aggregated", "--component-choice",
+                 "experts=nvfp4", "--format", "json")  # fmt: skip
+    import json
+
+    assert "--expert-dtype nvfp4" in json.loads(out)["plan_command"]
+    with pytest.raises(InvalidArgumentError) as e:
+        search("deepseek-v3", "B200", 8, isl=2000, osl=500, component_choices=[{"gate": "fp4"}])
+    assert e.value.argument == "component_choices"

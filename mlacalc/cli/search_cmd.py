@@ -22,7 +22,9 @@ from mlacalc.cli.common import (
     size_list,
 )
 from mlacalc.cli.plan_cmd import times_note
+from mlacalc.cli.serving_flags import component_choices as parse_component_choices
 from mlacalc.cli.serving_flags import (
+    component_flags,
     engine_option_values,
     launch_options,
     launch_text,
@@ -131,8 +133,10 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         words.append("--dp-attention")
     if p["overlap"] != "none":
         words.append(f"--overlap {p['overlap']}")
-    if not str(p["weight_dtype"]).startswith("checkpoint "):
-        words.append(f"--weight-dtype {shlex.quote(str(p['weight_dtype']))}")
+    base = str(p["weight_dtype"]).split(", ")[0]  # the components' formats follow the base
+    if not base.startswith("checkpoint "):
+        words.append(f"--weight-dtype {shlex.quote(base)}")
+    words += component_flags(p.get("component_dtypes"))
     if getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:
         words.append(f"--memory-reserve {float(result.memory_reserve)!r}")
     if getattr(result, "page_size", D.PAGE_SIZE) != D.PAGE_SIZE:
@@ -272,6 +276,7 @@ def command(
     from mlacalc.serving.search import FIELDS, search
 
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    choices = parse_component_choices(engine_opts.pop("component_choices"))
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     engine = engine_option_values(engine_opts, chunked=False)
     counts = size_list(gpus_text) or []
@@ -299,6 +304,7 @@ def command(
         max_running=engine["max_running"],
         max_tokens=engine["max_tokens"],
         scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
+        component_choices=choices,
     )
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]

@@ -14,6 +14,8 @@ from mlacalc.cli.common import COUNT, SIZE, given
 
 __all__ = [
     "ENGINE_NAMES",
+    "component_choices",
+    "component_flags",
     "engine_option_values",
     "launch_options",
     "launch_text",
@@ -140,8 +142,43 @@ def plan_engine_options(f: Callable) -> Callable:
 
 
 def search_engine_options(f: Callable) -> Callable:
-    """``search``'s options for the engine's scheduler."""
-    return _options(f, _scheduler_options())
+    """``search``'s options for the engine's scheduler and the component formats it tries."""
+    return _options(
+        f,
+        [
+            *_scheduler_options(),
+            click.option(
+                "--component-choice",
+                "component_choices",
+                multiple=True,
+                help="Weight formats per component to try beside the weights as they are, "
+                "e.g. 'experts=nvfp4,attention=fp8' (repeat for more).",
+            ),
+        ],
+    )
+
+
+def component_choices(texts: tuple[str, ...]) -> list[dict[str, str]] | None:
+    """``--component-choice`` values as mappings (``experts=nvfp4,attention=fp8``)."""
+    out = []
+    for text in texts:
+        choice = {}
+        for item in text.split(","):
+            name, sep, fmt = item.partition("=")
+            if not sep or not name.strip() or not fmt.strip():
+                raise click.BadParameter(
+                    f"{item!r} is not COMPONENT=FORMAT (e.g. experts=nvfp4)",
+                    param_hint="--component-choice",
+                )
+            choice[name.strip().replace("-", "_")] = fmt.strip()
+        out.append(choice)
+    return out or None
+
+
+def component_flags(formats: dict[str, str] | None) -> list[str]:
+    """``plan``'s flags for a point's component formats."""
+    names = {component: flag for flag, component, _ in _COMPONENT_FLAGS}
+    return [f"--{names[c]}-dtype {f}" for c, f in (formats or {}).items()]
 
 
 def launch_options(f: Callable) -> Callable:

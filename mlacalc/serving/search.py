@@ -45,10 +45,11 @@ from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
 from mlacalc.serving.layout import weight_format
 from mlacalc.serving.plan_checks import check_int, check_number
+from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools
-from mlacalc.serving.search_space import SearchRequest, candidates
+from mlacalc.serving.search_space import SearchRequest, candidates, weight_key
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
@@ -82,6 +83,7 @@ FIELDS = (
     "dp_attention",
     "overlap",
     "weight_dtype",
+    "component_dtypes",
     "kv_dtype",
     "batch_per_group",
     "concurrency",
@@ -238,6 +240,7 @@ def check_search(
     max_tokens: Any = None,
     scheduler: Any = None,
     engine: Any = None,
+    component_choices: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -299,7 +302,27 @@ def check_search(
         max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
         scheduler=_check_scheduler(scheduler),
+        components=_check_component_choices(component_choices),
     )
+
+
+def _check_component_choices(choices: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """The per-component weight formats to try over each weight dtype: the weights as they
+    are (no components named) first, then each choice (a mapping of components to formats)."""
+    if choices is None:
+        return ((),)
+    if isinstance(choices, dict):
+        choices = (choices,)
+    out: list[tuple[tuple[str, str], ...]] = [()]
+    for choice in one_or_many("component_choices", choices, what="component formats"):
+        try:
+            checked = check_components(choice)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError("component_choices", exc.message) from None
+        key = tuple(sorted(checked.items()))
+        if key not in out:
+            out.append(key)
+    return tuple(out)
 
 
 def _check_scheduler(scheduler: Any) -> Scheduler | None:
@@ -491,6 +514,7 @@ def search(
     max_tokens: int | None = None,
     scheduler: Scheduler | None = None,
     engine: str | None = None,
+    component_choices: Any = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -501,7 +525,10 @@ def search(
     does: prompts in the decode batch's pass (``"fused"``) or in a pass of their own before it
     (``"separate"``), and the steps a token waits before it is read back; ``max_running``,
     ``max_tokens`` and ``scheduler`` what the engine admits and its host work
-    (:mod:`mlacalc.serving.scheduler`), as :func:`mlacalc.plan` takes them.
+    (:mod:`mlacalc.serving.scheduler`), as :func:`mlacalc.plan` takes them;
+    ``component_choices``: per-component weight formats to try beside the weights as they are
+    (``[{"experts": "nvfp4"}, {"experts": "nvfp4", "attention": "fp8"}]``), each point saying
+    its ``component_dtypes`` (:mod:`mlacalc.serving.precision`).
 
     Examples
     --------
@@ -589,15 +616,20 @@ def refine(
     sub = dataclasses.replace(req, batches=tuple(sorted(grid)), overlaps=(best["overlap"],))
     lay_key = (best["tp"], best["dp"], best["pp"], best["ep"], best["dp_attention"])
 
+    # the components' part of the best's weight choice
+    best_key = weight_key("", tuple(sorted((best.get("component_dtypes") or {}).items())))
+
     def keep(g: int, w: str, lay: Any, kv: str) -> bool:
         key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention)
-        weight = best["weight_dtype"]
+        w0, _, comps = w.partition("+")
+        base = weight_format(req.m, None if req.own and w0 == req.m.weights_dtype else w0)
         return (
             g == best["decode_gpus"]
             and key == lay_key
             and lay.redundant_experts == best["redundant_experts"]
             and resolve_kv_layout(kv).name == best["kv_dtype"]
-            and weight_format(req.m, None if req.own and w == req.m.weights_dtype else w) == weight
+            and best["weight_dtype"].startswith(base)
+            and ("+" + comps if comps else "") == best_key
         )
 
     # only the best's decode GPU count is laid out again; the pairing sees every count

@@ -130,6 +130,7 @@ def _base(c: Candidate, ov: str) -> dict[str, Any]:
         "dp_attention": lay.dp_attention,
         "overlap": ov,
         "weight_dtype": c.label,
+        "component_dtypes": dict(c.components),
         "kv_dtype": c.kv,
         "weights_per_gpu_bytes": c.weights,
         "fits": True,

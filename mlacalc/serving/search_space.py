@@ -25,6 +25,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
+from mlacalc.serving.precision import component_weight_bytes
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -74,6 +75,9 @@ class SearchRequest:
     max_running: int | None = None
     max_tokens: int | None = None
     scheduler: Scheduler | None = None
+    #: the per-component weight formats tried over each weight dtype (``()``: none; each a
+    #: sorted tuple of (component, format), :mod:`mlacalc.serving.precision`)
+    components: tuple[tuple[tuple[str, str], ...], ...] = ((),)
     #: the serving engine whose kernels are timed, and what stood in for it (words)
     engine: str = "trtllm"
     engine_note: str = ""
@@ -133,6 +137,8 @@ class Candidate:
     k_fit: int
     sm: StepModel
     specs: list[Spec]
+    #: the named components' weight formats (mlacalc.serving.precision)
+    components: tuple[tuple[str, str], ...] = ()
 
 
 class StepRows:
@@ -162,10 +168,15 @@ def _divisors(n: int) -> list[int]:
 
 
 def candidate_layouts(
-    m: ModelConfig, hw: HardwareSpec, gpus: int, weight_dtype: str | None, usable: int
+    m: ModelConfig,
+    hw: HardwareSpec,
+    gpus: int,
+    weight_dtype: str | None,
+    usable: int,
+    components: tuple[tuple[str, str], ...] = (),
 ) -> list[Layout]:
     """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) whose
-    weights fit in ``usable`` bytes per GPU."""
+    weights (``components`` in formats of their own) fit in ``usable`` bytes per GPU."""
     node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
@@ -187,7 +198,21 @@ def candidate_layouts(
             stage = gpus // pp
             tp = max(t for t in _divisors(stage) if t <= node and m.num_attention_heads % t == 0)
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
-    return [lay for lay in out if weights_per_gpu(m, lay, weight_dtype) < usable]
+    return [lay for lay in out if layout_weights(m, lay, weight_dtype, components) < usable]
+
+
+def layout_weights(
+    m: ModelConfig, lay: Layout, sized: str | None, components: tuple[tuple[str, str], ...]
+) -> int:
+    """Bytes of weights on a layout's fullest GPU, named components in their formats."""
+    if not components:
+        return weights_per_gpu(m, lay, sized)
+    return sum(component_weight_bytes(m, lay, sized, dict(components)).values())
+
+
+def weight_key(w: str, components: tuple[tuple[str, str], ...]) -> str:
+    """A weight choice as one string: the dtype and its components' formats."""
+    return w + "".join(f"+{c}:{f}" for c, f in components)
 
 
 def _add_layout(out: list[Layout], seen: set[tuple], m: ModelConfig, gpus: int, **kw: Any) -> None:
@@ -220,26 +245,32 @@ def candidates(
     layout, KV dtype)``: only the candidates it accepts (a refinement's)."""
     out = []
     for g in req.gpus:
-        for w in req.weight_dtypes:
+        for w0 in req.weight_dtypes:
             # the model's own weights are sized as its checkpoint stores them (None)
-            sized = None if req.own and w == req.m.weights_dtype else w
-            for lay in _fitting_layouts(req, g, sized, reasons):
-                weights = weights_per_gpu(req.m, lay, sized)
-                for kv in req.kv_dtypes:
-                    if keep is not None and not keep(g, w, lay, kv):
-                        continue
-                    c = candidate(req, g, w, sized, lay, weights, kv, reasons)
-                    if c is not None:
-                        out.append(c)
+            sized = None if req.own and w0 == req.m.weights_dtype else w0
+            for comps in req.components:
+                w = weight_key(w0, comps)
+                for lay in _fitting_layouts(req, g, sized, reasons, comps):
+                    weights = layout_weights(req.m, lay, sized, comps)
+                    for kv in req.kv_dtypes:
+                        if keep is not None and not keep(g, w, lay, kv):
+                            continue
+                        c = candidate(req, g, w, sized, lay, weights, kv, reasons, comps)
+                        if c is not None:
+                            out.append(c)
     return out
 
 
 def _fitting_layouts(
-    req: SearchRequest, g: int, sized: str | None, reasons: Counter[str]
+    req: SearchRequest,
+    g: int,
+    sized: str | None,
+    reasons: Counter[str],
+    comps: tuple[tuple[str, str], ...] = (),
 ) -> list[Layout]:
     """The layouts of ``g`` GPUs whose weights fit and whose links have figures."""
     per_layout = len(req.kv_dtypes) * len(req.batches) * len(req.modes)
-    lays = candidate_layouts(req.m, req.hw, g, sized, req.usable)
+    lays = candidate_layouts(req.m, req.hw, g, sized, req.usable, comps)
     if not lays:
         reasons["does not fit: weights"] += per_layout
         return []
@@ -262,6 +293,7 @@ def candidate(
     weights: int,
     kv: str,
     reasons: Counter[str],
+    comps: tuple[tuple[str, str], ...] = (),
 ) -> Candidate | None:
     """The candidate of one layout and KV dtype: the batches that fit (the others counted in
     ``reasons``) and its rows; None when nothing is left to time."""
@@ -295,7 +327,16 @@ def candidate(
         _pool_rows(rows, req, k_fit)
     if not rows.pos:
         return None  # no batch fits and no prefill pool to rate: nothing to time
-    sm = StepModel(m, lay, sized, layout, req.hw, req.profile, scheduler=req.scheduler)
+    sm = StepModel(
+        m,
+        lay,
+        sized,
+        layout,
+        req.hw,
+        req.profile,
+        scheduler=req.scheduler,
+        component_dtypes=dict(comps),
+    )
     specs = sm.specs(
         dec_B=np.concatenate(rows.dec_B),
         dec_S=req.S_avg,
@@ -306,7 +347,8 @@ def candidate(
     return Candidate(
         gpus=g,
         weight=w,
-        label=weight_format(m, sized),
+        label=weight_format(m, sized) + "".join(f", {c} {f}" for c, f in comps),
+        components=comps,
         lay=lay,
         kv=layout.name,
         kv_layout=layout,
