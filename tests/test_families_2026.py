@@ -148,3 +148,42 @@ def test_mimo_is_qwen2_with_deepseek_style_mtp_layers():
         if isinstance(t, torch.Tensor) and t.dim() >= 2
     )
     assert mlacalc.kv_cache_bytes(model, 4096) == ref
+
+
+#: families the shared folders lack: checked on their transformers class's defaults (each
+#: class's docstring names the checkpoint the defaults reproduce)
+CLASS_DEFAULTS = ["smollm3", "gemma2", "olmo2", "olmoe", "seed_oss", "ernie4_5", "exaone4"]
+
+
+@lru_cache(maxsize=1)
+def _default_model(model_type: str):
+    config = transformers.CONFIG_MAPPING[model_type]()
+    data = config.to_dict()
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    return data, model
+
+
+@pytest.mark.parametrize("model_type", CLASS_DEFAULTS)
+def test_class_defaults_equal_the_reference(model_type):
+    data, reference = _default_model(model_type)
+    model = mlacalc.import_hf_config(data)
+    seen: set[int] = set()
+    params = 0
+    for value in reference.state_dict(keep_vars=True).values():
+        if id(value) not in seen:
+            seen.add(id(value))
+            params += value.numel()
+    assert mlacalc.param_counts(model).total == params
+    ids = torch.zeros(1, 4096, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        cache = reference(input_ids=ids, use_cache=True).past_key_values
+    held = sum(
+        t.nbytes
+        for layer in cache.layers
+        for t in vars(layer).values()
+        if isinstance(t, torch.Tensor) and t.dim() >= 2
+    )
+    pattern = layer_pattern(data)
+    assert layer_pattern(model) == pattern
+    assert sum(cache_spec(data).model_bytes(pattern, 4096, convention="hf").values()) == held

@@ -223,9 +223,13 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     if types is None:
         if mt in ("gemma2", "gpt_oss"):
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
-        elif mt in ("gemma3", "gemma3_text", "cohere2"):
-            default = 4 if mt == "cohere2" else 6
-            period = _int(raw, "sliding_window_pattern", origin, default) or default
+        elif mt in ("gemma3", "gemma3_text", "cohere2", "exaone4"):
+            default = 4 if mt in ("cohere2", "exaone4") else 6
+            period = (
+                _int(raw, "sliding_window_pattern", origin, None)
+                or _int(raw, "full_attention_interval", origin, None)
+                or default
+            )
             types = [
                 "sliding_attention" if (i + 1) % period else "full_attention" for i in range(n)
             ]
@@ -400,6 +404,16 @@ def block_types(raw: Mapping[str, Any], origin: str = "config.json") -> list[str
     return [_BLOCK_NAMES[b] for b in listed]
 
 
+def _smollm3_no_rope(raw: Mapping[str, Any], n: int, origin: str) -> list[int]:
+    """SmolLM3's ``no_rope_layers`` (1: RoPE, 0: none), or its interval rule."""
+    if isinstance(raw.get("no_rope_layers"), list):
+        return list(raw["no_rope_layers"])
+    interval = _int(raw, "full_attention_interval", origin, None) or _int(
+        raw, "no_rope_layer_interval", origin, 4
+    )
+    return [int((i + 1) % (interval or 4) != 0) for i in range(n)]
+
+
 def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     """The per-layer pattern of a Hugging Face ``config.json`` (a multimodal wrapper's
     ``text_config`` is read) or of a :class:`~mlacalc.ModelConfig`.
@@ -424,6 +438,7 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     chunk = _int(raw, "attention_chunk_size", origin)
     mt = raw.get("model_type")
     nope_layers = mt in ("llama4", "llama4_text")
+    no_rope = _smollm3_no_rope(raw, n, origin) if mt == "smollm3" else None
     layers = []
     for i, t in enumerate(types):
         kind = _HF_LAYER_TYPES[t]
@@ -444,7 +459,7 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
             w = chunk
         elif kind == "full" and _is_mla(raw):
             kind = "dsa" if _is_dsa(raw) else "mla"
-        rope = not (nope_layers and kind == "full")
+        rope = not (nope_layers and kind == "full") and not (no_rope and not no_rope[i])
         layers.append(LayerKind(attention=kind, ffn=ffn[i], window=w, rope=rope))
     return LayerPattern(tuple(layers))
 

@@ -32,6 +32,9 @@ def _translate(data, raw, derived, problems) -> None:
         derived.append(
             f"read text_config (the language model); the vision tower{tower} is reported apart"
         )
+    if isinstance(data.get("text_config"), dict) and "tie_word_embeddings" not in raw:
+        raw["tie_word_embeddings"] = False
+        derived.append("tie_word_embeddings = False (the Qwen3VLConfig wrapper's default)")
     if raw.get("model_type") == "qwen3_vl_moe_text":
         check_every_layer_moe(text, problems, "decoder_sparse_step", 1)
         check_every_layer_moe(text, problems, "mlp_only_layers", [])
@@ -55,6 +58,10 @@ FAMILY = register(
                 "intermediate_size": Default("Qwen3VLTextConfig default", value=22016),
             },
             "qwen3_vl_moe_text": {
+                "tie_word_embeddings": Default(
+                    "Qwen3VLMoeTextConfig default (a Qwen3VLMoeConfig wrapper's is false)",
+                    value=True,
+                ),
                 "num_key_value_heads": Default("Qwen3VLMoeTextConfig default", value=16),
                 "n_routed_experts": Default("Qwen3VLMoeTextConfig num_experts", value=60),
                 "num_experts_per_tok": Default("Qwen3VLMoeTextConfig default", value=4),
