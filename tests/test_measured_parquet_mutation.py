@@ -149,3 +149,30 @@ def test_parquet_mutated_at_random_reads_or_is_one_line(tmp_path):
                 assert math.isfinite(s["median_abs_error"])
 
     check()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tables", [1, 2]),  # was an AttributeError
+        ("tables", {"gemm_perf": "complete"}),
+        ("runtime", "trtllm"),
+        ("runtime", {"framework": ["trtllm"], "version": "1.0.0"}),
+        ("runtime", {"framework": "trtllm", "version": None}),
+        ("runtime", {"framework": "warp", "version": "1"}),
+    ],
+    ids=str,
+)
+def test_collection_meta_malformed_is_one_line_naming_the_field(tmp_path, field, value):
+    import yaml
+
+    path = _write(tmp_path, TABLE)
+    meta_path = tmp_path / "a100_sxm/gemm/trtllm/1.0.0/collection_meta.yaml"
+    meta = yaml.safe_load(meta_path.read_text())
+    meta[field] = value
+    meta_path.write_text(yaml.safe_dump(meta))
+    for call in (lambda: load_measured(path), lambda: mlacalc.calibrate(path)):
+        with pytest.raises(ConfigError) as err:
+            call()
+        text = str(err.value)
+        assert "\n" not in text and "collection_meta.yaml" in text and field in text, text

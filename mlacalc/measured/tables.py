@@ -286,6 +286,15 @@ def _read_meta(path: Path) -> dict[str, Any]:
         raise ConfigError(
             "is missing runtime.framework / runtime.version", source=str(path), field="runtime"
         )
+    for name in ("framework", "version"):
+        if not isinstance(runtime[name], (str, int, float)) or isinstance(runtime[name], bool):
+            raise ConfigError("must be text", source=str(path), field=f"runtime.{name}")
+    tables = data.get("tables")
+    if tables is not None and (
+        not isinstance(tables, dict) or not all(isinstance(v, dict) for v in tables.values())
+    ):
+        # a list here was an AttributeError
+        raise ConfigError("must map table names to their status", source=str(path), field="tables")
     return data
 
 
