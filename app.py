@@ -28,6 +28,7 @@ from mlacalc.hardware.catalogue import measured_sets, shipped_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
+from mlacalc.words.engines import DEFAULT_ENGINE, ENGINES
 from mlacalc.words.vocab import FIELD_SYMBOLS
 
 #: The tabs, in order; adding a view is one line here.
@@ -64,7 +65,7 @@ WHATIF_MHA = [
 PLANNER_URL_KEYS = {"gpus", "tp"}
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"
-URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "whatif"} | {
+URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "engine", "whatif"} | {
     FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA
 }
 
@@ -94,6 +95,7 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
     state["batch"] = url.integer("batch", D.APP_BATCH, 1, 1 << 20)
     state["kv_dtype"] = url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")
     state["hardware"] = url.choice("hw", known_hardware, D.HARDWARE, "device")
+    state["engine"] = url.choice("engine", list(ENGINES), DEFAULT_ENGINE, "serving engine")
     url_weight = url.choice("w", W_DTYPES, None, "weight dtype")
     if url_weight is not None:
         state["weight_dtype"], state["w_user"] = url_weight, True
@@ -208,6 +210,14 @@ with st.sidebar:
     elif weight_dtype != model_weight:
         st.caption(f"{model.label} ships {model_weight} weights; sized here in {weight_dtype}.")
     hardware = st.selectbox("device", known_hardware, key="hardware")
+    engine = st.selectbox(
+        "serving engine",
+        list(ENGINES),
+        key="engine",
+        help="Whose kernels are timed (attention backends, GEMM libraries, fused MoE, "
+        "all-reduce): each engine's profile fitted on its own measured tables; where an engine "
+        "has none for the device, TensorRT-LLM's stands in and the times say so.",
+    )
 
 show_notices(url)
 query = {
@@ -216,6 +226,7 @@ query = {
     "batch": str(batch),
     "kv": kv_dtype,
     "hw": hardware,
+    "engine": engine,
 }
 if state.get("w_user"):
     query["w"] = weight_dtype
@@ -242,6 +253,7 @@ scenario = Scenario(
     ),
     url=url,
     weight_chosen=bool(state.get("w_user")),
+    engine=engine,
 )
 
 st.subheader(

@@ -35,6 +35,8 @@ class Scenario:
     #: whether the user picked the weight dtype; until then weights are sized in the model's
     #: own format (a quantized checkpoint's exact bytes, scales included)
     weight_chosen: bool = False
+    #: the serving engine whose kernels are timed (trtllm, sglang, vllm)
+    engine: str = "trtllm"
 
     @property
     def sized_weight_dtype(self) -> str | None:

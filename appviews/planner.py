@@ -62,6 +62,7 @@ def _search(
     tpot: float,
     prefill_pass: str = "fused",
     output_lag_steps: int = 0,
+    engine: str = "trtllm",
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching)."""
@@ -75,6 +76,7 @@ def _search(
         tpot=tpot,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
+        engine=engine,
     )
     return r.points, r.frontier, r.best, (r.point_reasons, r.ruled_out, r.missing_both), r.seconds
 
@@ -136,6 +138,13 @@ def render(sc: Scenario) -> None:
     _show_memory(result, result.context)
     _show_kernels(result, sc.model)
     download(result.to_dict(), f"{sc.model.name}-plan", "dl_plan")
+    search_section(sc, inputs)
+
+
+@st.fragment
+def search_section(sc: Scenario, inputs: PlanInputs) -> None:
+    """The search, a fragment of the page: ticking it re-runs only this part (the answer and
+    the tables above are not computed or sent again), as fast as the command line's search."""
     if st.checkbox("search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"):
         _show_search(sc, inputs)
 
@@ -303,7 +312,7 @@ def _serving_plan(sc: Scenario, inputs: PlanInputs):
     """The plan of the request mix on the widgets' deployment at the requests in flight asked
     (or the most meeting the targets) and that load; (None, None) after showing the error."""
     try:
-        args = {**_layout_args(sc, inputs), **_serving_args(inputs)}
+        args = {**_layout_args(sc, inputs), **_serving_args(inputs), "engine": sc.engine}
         load = Load(inputs.conc, "asked") if inputs.conc else None
         if load is None:
             load = most_meeting_targets(
@@ -385,7 +394,7 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
 
 def _show_provenance(result) -> None:
     """One caption: the deployment per GPU and where the times come from."""
-    how = (
+    how = f"engine {result.engine}; " + (
         f"profile '{result.profile}': {result.calibration}"
         if result.profile
         else result.calibration
@@ -547,6 +556,7 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
         inputs.tpot,
         inputs.prefill_pass,
         inputs.lag,
+        sc.engine,
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
@@ -578,7 +588,7 @@ def frontier_figure(
     counts = sorted({total_gpus(p) for p in points})
     for i, n in enumerate(counts):
         mine = [p for p in points if total_gpus(p) == n]
-        fig.add_scattergl(
+        fig.add_scatter(
             x=[p["output_tokens_per_s_per_user"] for p in mine],
             y=[p["output_tokens_per_s_per_gpu"] for p in mine],
             mode="markers",

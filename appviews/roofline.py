@@ -27,6 +27,7 @@ def roofline_points(
     dtype: str,
     weight_dtype: str | None,
     kv_dtype: str,
+    engine: str = "trtllm",
 ) -> list[dict]:
     impls = MLA_IMPLS if model.is_mla else [None]
     points = []
@@ -34,7 +35,7 @@ def roofline_points(
         for impl in impls:
             for kind, one in layer_kinds(model):
                 args = (hardware, phase, seq_len, b, impl, dtype, weight_dtype, kv_dtype)
-                points.append(_point(one, kind, *args))
+                points.append(_point(one, kind, *args, engine))
     return points
 
 
@@ -63,6 +64,7 @@ def _point(
     dtype: str,
     weight_dtype: str | None,
     kv_dtype: str,
+    engine: str = "trtllm",
 ) -> dict:
     p = mlacalc.predict_time(
         model,
@@ -75,6 +77,7 @@ def _point(
         dtype=dtype,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
+        engine=engine,
     )
     return {
         "phase": phase,
@@ -86,6 +89,7 @@ def _point(
         "ridge": p.ridge,
         "bound": p.bound,
         "calibration": p.calibration,
+        "engine": p.engine,
         "profile": p.profile,
     }
 
@@ -95,7 +99,14 @@ def render(sc: Scenario) -> None:
     show_context_warning(sc)
     dtype = "fp32" if device.kind == "cpu" else "bf16"
     points = roofline_points(
-        sc.model, hardware, sc.seq_len, sc.batch, dtype, sc.sized_weight_dtype, sc.kv_dtype
+        sc.model,
+        hardware,
+        sc.seq_len,
+        sc.batch,
+        dtype,
+        sc.sized_weight_dtype,
+        sc.kv_dtype,
+        sc.engine,
     )
     kinds = sorted({pt["kind"] for pt in points if pt["kind"]})
     which = (
@@ -121,7 +132,8 @@ def render(sc: Scenario) -> None:
     )
     if points and points[0]["profile"] != "roofline":
         scope += (
-            f" Times: the kernel time model, profile '{points[0]['profile']}': "
+            f" Times: the kernel time model, engine {points[0]['engine']}, profile "
+            f"'{points[0]['profile']}': "
             f"{points[0]['calibration']}."
         )
     elif points:
