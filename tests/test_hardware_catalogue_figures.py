@@ -30,6 +30,7 @@ SOURCED = {
     "scale_out_bytes_per_s": "scale_out_gb_per_s",
     "scale_out_latency_s": "scale_out_latency_us",
     "gpus_per_node": "gpus_per_node",
+    "scale_up_domain_gpus": "scale_up_domain_gpus",
     "compute_capability": "compute_capability",
 }
 
