@@ -147,3 +147,13 @@ def test_q_compression_and_mixtral():
     c = convert("mixtral-8x7b", keep_q_full=False, q_lora_rank=1536, kv_lora_rank=512)
     assert c.model.q_lora_rank == 1536 and c.model.n_routed_experts == 8
     assert mlacalc.param_counts(c.model).total < mlacalc.param_counts("mixtral-8x7b").total
+
+
+def test_plan_and_search_take_the_converted_model():
+    """At TP8 every rank keeps the whole latent while GQA's 8 KV heads split over the 8 ranks:
+    Llama-3-70B holds 40 sequences of 32K on 8 H100s, converted to d_c = 512 only 17."""
+    c = convert("llama-3-70b", kv_lora_rank=512)
+    assert mlacalc.plan("llama-3-70b", "H100", gpus=8, seq_len=32768).max_batch == 40
+    assert mlacalc.plan(c.model, "H100", gpus=8, seq_len=32768).max_batch == 17
+    result = mlacalc.search(c.model, "H100", gpus=[8], isl=2000, osl=500)
+    assert result.points and result.model == c.model.name
