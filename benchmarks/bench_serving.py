@@ -3,6 +3,7 @@
 (a) the DeepSeek-V3 ISCA 2025 paper's communication-bound TPOT from its own inputs;
 (b) DeepEP dispatch/combine latencies from bytes and link bandwidth (H800, CX7 400 Gb/s);
 (c) the SGLang 96 x H100 decode node (EP72, DP-attention, two-batch overlap);
+(c2) DeepSeek's H800 figures: its profile's EP128 decode and EP32 prefill, the Day-6 decode;
 (d) the TensorRT-LLM v0.14 online table: TTFT, ITL and output tokens/s per row, with errors
     (random arrivals at each row's rate, each step's prompts in a pass of their own before
     the decode pass);
@@ -26,6 +27,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
 from mlacalc.serving.scenarios import (
     compare,
+    compare_deepseek,
     compare_offline,
     compare_sglang,
     compare_sglang_prefill,
@@ -72,6 +74,11 @@ def main() -> None:
             f"{r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%})"
         )
     rows = compare()
+    for r in compare_deepseek():
+        print(
+            f"(c2) DeepSeek H800 {r['scenario']}: {r['predicted_tokens_per_s_per_node']:,.0f} "
+            f"tok/s/node vs {r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%})"
+        )
     print("(d) TensorRT-LLM v0.14 online table (predicted / measured):")
     print(
         "    model           GPU       ISL  OSL  QPS | TTFT ms          | ITL ms           "

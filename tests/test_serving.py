@@ -109,6 +109,19 @@ def test_sglang_ep72_decode_node():
     assert r["plan"].fits and r["decode_step_s"] == pytest.approx(0.092, rel=0.25)  # ITL ~100 ms
 
 
+def test_deepseek_h800_figures():
+    """DeepSeek's profile on H800 (EP128 decode at 128 requests/GPU and 4K tokens, balanced
+    routing as the profile states: 18,598 tok/s/node; EP32 prefill of 16,384 tokens/GPU in 4K
+    prompts: 62,713) and the Day-6 decode (EP144, 32 redundant experts, KV 4,989, the batch
+    SGLang's table assumes: 14,800): each within 25%."""
+    from mlacalc.serving.scenarios import compare_deepseek
+
+    rows = {r["scenario"]: r for r in compare_deepseek()}
+    assert len(rows) == 3
+    assert all(abs(r["error"]) <= 0.25 for r in rows.values()), rows
+    assert rows["profile prefill EP32"]["error"] == pytest.approx(0.0, abs=0.10)
+
+
 def test_trtllm_online_table():
     """Llama-3.1 70B TP4 and 8B TP1 on H100/H200 at fixed request rates: TTFT, ITL and
     output tokens/s within 25% on every row. Arrivals are random (a step carries the prompts

@@ -32,6 +32,16 @@ bound them.
   tokens of KV: 22,282 output tokens/s per node; and its prefill pool of 4 nodes at EP32 with
   16,384 prompt tokens per GPU per pass (DeepEP normal kernels, two-batch overlap): 57,674,
   54,543 and 50,302 input tokens/s per node for 1K, 2K and 4K prompts.
+- ``DEEPSEEK``: DeepSeek's inference-system figures on H800. Its profile
+  (``deepseek-ai/profile-data@44960242:README.md``, as SGLang's large-scale EP post derives
+  per-node figures from it): decode at EP128 with DP-attention, 128 requests per GPU at 4K
+  tokens, "an absolutely balanced MoE routing strategy": 18,598 output tokens/s per node;
+  prefill at EP32, 16,384 tokens per GPU of 4K prompts: 62,713 input tokens/s per node. And the
+  Day-6 post (``deepseek-ai/open-infra-index@3122a252:202502OpenSourceWeek/day_6_...md``):
+  decode at EP144 with 32 redundant experts (18 nodes), 14,800 output tokens/s per node, an
+  average KV length of 4,989, the batch not stated (SGLang's table takes 128 per GPU; so does
+  the planner, saying so), a day's average rather than a peak. Both with two-batch overlap
+  (DeepSeek's five-stage decode pipeline is not modelled beyond it).
 """
 
 from __future__ import annotations
@@ -49,12 +59,14 @@ from mlacalc.serving.plan import plan
 from mlacalc.words.dtypes import resolve_kv_layout
 
 __all__ = [
+    "DEEPSEEK",
     "SGLANG_EP32_PREFILL",
     "SGLANG_EP72",
     "TRTLLM_OFFLINE",
     "TRTLLM_ONLINE",
     "OnlineRow",
     "compare",
+    "compare_deepseek",
     "compare_offline",
     "compare_sglang",
     "compare_sglang_prefill",
@@ -216,6 +228,76 @@ def compare_sglang_prefill(profile: Any = None) -> list[dict[str, Any]]:
                 "measured_tokens_per_s_per_node": measured,
                 "error": per_node / measured - 1,
                 "pass_s": t,
+            }
+        )
+    return out
+
+
+#: DeepSeek's H800 figures (see the module docstring): name -> scenario.
+DEEPSEEK: dict[str, dict[str, Any]] = {
+    "profile decode EP128": {
+        "gpus": 128,
+        "ep": 128,
+        "redundant_experts": 0,
+        "batch_per_gpu": 128,
+        "kv_len": 4096,
+        "routing": "balanced",
+        "tokens_per_s_per_node": 18598.0,
+    },
+    "profile prefill EP32": {
+        "gpus": 32,
+        "ep": 32,
+        "redundant_experts": 0,
+        "prompt_tokens_per_gpu": 16384,
+        "isl": 4096,
+        "routing": "balanced",
+        "tokens_per_s_per_node": 62713.0,
+    },
+    "day-6 decode EP144": {
+        "gpus": 144,
+        "ep": 144,
+        "redundant_experts": 32,
+        "batch_per_gpu": 128,  # not stated by the post: SGLang's table's assumption
+        "kv_len": 4989,
+        "routing": "random",
+        "tokens_per_s_per_node": 14800.0,
+    },
+}
+
+
+def compare_deepseek(profile: Any = None) -> list[dict[str, Any]]:
+    """DeepSeek's H800 figures: predicted against published tokens/s per node (8 GPUs)."""
+    m, hw = as_model("deepseek-v3"), load_hardware("H800")
+    out = []
+    for name, s in DEEPSEEK.items():
+        lay = make_layout(
+            m,
+            s["gpus"],
+            tp=1,
+            ep=s["ep"],
+            dp_attention=True,
+            redundant_experts=s["redundant_experts"],
+        )
+        sm = StepModel(m, lay, "fp8", resolve_kv_layout("bf16"), hw, profile, routing=s["routing"])
+        if "isl" in s:
+            prompts = s["prompt_tokens_per_gpu"] // s["isl"]
+            t = float(sm.step(overlap="tbo", pf_N=float(prompts), pf_q=s["isl"]).seconds[0])
+            tokens = prompts * s["isl"]
+        else:
+            t = float(
+                sm.step(overlap="tbo", dec_B=float(s["batch_per_gpu"]), dec_S=s["kv_len"]).seconds[
+                    0
+                ]
+            )
+            tokens = s["batch_per_gpu"]
+        per_node = 8 * tokens / t
+        out.append(
+            {
+                "scenario": name,
+                "predicted_tokens_per_s_per_node": per_node,
+                "measured_tokens_per_s_per_node": s["tokens_per_s_per_node"],
+                "error": per_node / s["tokens_per_s_per_node"] - 1,
+                "step_s": t,
             }
         )
     return out
