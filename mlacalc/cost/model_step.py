@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -699,7 +700,7 @@ def one_layer(m: ModelConfig) -> ModelConfig:
     """``m`` cut to one layer (the unit attention costs are counted on), validated once per
     model rather than on every call; a model of one mixer per layer, its attention block)."""
     if m.block_types:
-        return m.with_changes(num_hidden_layers=1, block_types=("attention",))
+        return m.with_changes(num_hidden_layers=1, block_types=("attention",), block_widths=())
     return m.with_changes(num_hidden_layers=1)
 
 
@@ -874,7 +875,10 @@ def step_kernels(
         out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
     moe_layers = m.num_moe_layers
     dense_layers = m.block_types.count("mlp") if m.block_types else L - moe_layers
-    if dense_layers:
+    if dense_layers and m.block_widths:  # blocks of their own widths (Nemotron-NAS)
+        for width, n in sorted(Counter(m.block_widths).items(), reverse=True):
+            out += _ffn_block("dense_ffn", ffn_shape(m, width), tokens, dt, n)
+    elif dense_layers:
         out += _ffn_block("dense_ffn", ffn_shape(m), tokens, dt, dense_layers)
     if moe_layers:
         out += _moe_kernels(m, tokens, dt, moe_layers)

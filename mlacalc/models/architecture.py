@@ -72,6 +72,7 @@ class Arch:
     kimi_delta: bool = False  # linear layers are Kimi Delta Attention (Kimi Linear)
     global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
     mamba: bool = False  # Mamba-2 state-space layers (mlacalc.cost.mamba)
+    blocks: bool = False  # one mixer per layer, listed in block_types (Nemotron-H, -NAS)
     ungated_mlp: bool = False  # MLPs and experts of up and down only (Nemotron-H's relu2)
 
 
@@ -148,7 +149,7 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
         attention_chunk_size=kind.window if kind.attention == "chunked" else None,
     )
     if model.block_types:  # one kind of block: a plain model of that kind
-        changes["block_types"] = ()
+        changes["block_types"] = changes["block_widths"] = ()
     if model.mamba_num_heads is not None and kind.attention != "mamba":
         changes.update(dict.fromkeys(_MAMBA_FIELDS, None))
     if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:

@@ -52,6 +52,7 @@ STRS = "string or list of strings"
 NAMES = "list of strings"
 INTS = "list of positive integers"
 BLOCKS = "list of block kinds"
+WIDTHS = "list of widths"
 #: the kinds of block a ``block_types`` list names (Nemotron-H: one mixer per layer)
 BLOCK_KINDS = ("mamba", "attention", "moe", "mlp")
 QUANT = "mapping or null"
@@ -160,6 +161,19 @@ class Spec:
                 )
             if len(value) > MAX_LAYERS:
                 return (name, f"lists more than {MAX_LAYERS:,} layers", None)
+            return None
+        if kind == WIDTHS:
+            if not isinstance(value, (list, tuple)) or not all(
+                isinstance(w, int) and not isinstance(w, bool) and 0 < w <= (self.hi or 0)
+                for w in value
+            ):
+                return (
+                    name,
+                    f"must be a {kind} up to {self.hi:,}, got {_show(value)}",
+                    "list one positive width per block",
+                )
+            if len(value) > MAX_LAYERS:
+                return (name, f"lists more than {MAX_LAYERS:,} widths", None)
             return None
         if kind == QUANT:
             return _quantization_problem(name, value)
@@ -497,6 +511,13 @@ class ModelConfig:
         "(Nemotron-H); empty: every layer is attention and an FFN",
         default=(),
     )
+    block_widths: tuple[int, ...] = _spec(
+        WIDTHS,
+        "the FFN width of each mlp block of block_types, in order (DeciLM / Nemotron-NAS: "
+        "layers of their own widths); empty: intermediate_size for every one",
+        hi=MAX_WIDTH,
+        default=(),
+    )
     shared_intermediate_size: int | None = _spec(
         OPTPOS,
         "width of the shared expert MLP beside the routed experts (Granite 4); null: "
@@ -619,7 +640,7 @@ class ModelConfig:
         unknown = [k for k in changes if k not in SPECS]
         if unknown:
             raise_problems(self.origin, [_unknown_field(k) for k in unknown])
-        for key in ("full_attention_layers", "block_types"):
+        for key in ("full_attention_layers", "block_types", "block_widths"):
             if isinstance(changes.get(key), list):
                 changes[key] = tuple(changes[key])
         for key in ("source", "aliases"):
@@ -1085,14 +1106,22 @@ def _mamba_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pro
     valid = [n for n in _MAMBA if n in have]
     stated = [n for n in valid if v[n] is not None]
     blocks = v.get("block_types") or () if "block_types" in have else ()
-    ssm = unit is not None and any(getattr(a, "mamba", False) for a in unit.archs.values())
-    if (stated or blocks) and unit is not None and not ssm:
+    archs = unit.archs.values() if unit is not None else ()
+    ssm = any(getattr(a, "mamba", False) for a in archs)
+    if (stated or "mamba" in blocks) and unit is not None and not ssm:
         return [
             (
                 stated[0] if stated else "block_types",
-                f"Mamba-2 layers and one-mixer blocks are not modelled for model_type "
-                f"{v['model_type']}",
-                "remove the Mamba-2 fields and block_types; nemotron_h has such layers",
+                f"Mamba-2 layers are not modelled for model_type {v['model_type']}",
+                "remove the Mamba-2 fields; nemotron_h, bamba and granitemoehybrid have them",
+            )
+        ]
+    if blocks and unit is not None and not any(getattr(a, "blocks", False) for a in archs):
+        return [
+            (
+                "block_types",
+                f"layers of one mixer each are not modelled for model_type {v['model_type']}",
+                "remove block_types; nemotron_h and nemotron-nas have such layers",
             )
         ]
     needed = "mamba" in blocks or (stated and len(stated) < len(_MAMBA))
@@ -1108,6 +1137,15 @@ def _mamba_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pro
             why = f"mamba_num_heads {heads} is not a multiple of mamba_n_groups {groups}"
             fix = "each group of B and C serves a whole number of heads"
             return [("mamba_num_heads", why, fix), ("mamba_n_groups", why, fix)]
+    widths = v.get("block_widths") or () if "block_widths" in have else ()
+    if widths and len(widths) != list(blocks).count("mlp"):
+        return [
+            (
+                "block_widths",
+                f"lists {len(widths)} widths for {list(blocks).count('mlp')} mlp blocks",
+                "list one width per mlp block of block_types",
+            )
+        ]
     if blocks and _valid(have, "num_hidden_layers") and len(blocks) != v["num_hidden_layers"]:
         return [
             (
@@ -1271,6 +1309,7 @@ def build(
         values["quantization_config"] = _freeze(values["quantization_config"])
     values["full_attention_layers"] = tuple(values.get("full_attention_layers", ()))
     values["block_types"] = tuple(values.get("block_types", ()))
+    values["block_widths"] = tuple(values.get("block_widths", ()))
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
 
 
@@ -1381,6 +1420,8 @@ def markdown_fields() -> str:
             bound = f"{spec.hi:,} each"
         elif spec.kind == BLOCKS:
             bound = f"{MAX_LAYERS:,} entries"
+        elif spec.kind == WIDTHS:
+            bound = f"{spec.hi:,} each, {MAX_LAYERS:,} entries"
         else:
             bound = f"{spec.hi:,}" if spec.hi is not None else ""
         default = defaults[name]

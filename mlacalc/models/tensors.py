@@ -18,7 +18,7 @@ from mlacalc.models.architecture import Arch, arch_of, layer_pattern
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = ["Tensor", "first_attention_tensors", "part_of", "tensors"]
+__all__ = ["Tensor", "block_width", "first_attention_tensors", "part_of", "tensors"]
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,18 @@ def _block(m: ModelConfig, arch: Arch, i: int, p: str) -> list[Tensor]:
         return out + _attention_tensors(m, arch, p)
     if block == "moe":
         return out + _latent_moe(m, p)
-    return out + _up_down(f"{p}.mlp", m.hidden_size, m.intermediate_size, m.mlp_bias)
+    width = block_width(m, i)
+    if arch.ungated_mlp:
+        return out + _up_down(f"{p}.mlp", m.hidden_size, width, m.mlp_bias)
+    return out + _mlp(f"{p}.mlp", m.hidden_size, width, m.mlp_bias)
+
+
+def block_width(m: ModelConfig, i: int) -> int:
+    """The FFN width of block ``i`` (an ``mlp`` block): its entry of ``block_widths``, else
+    ``intermediate_size``."""
+    if not m.block_widths:
+        return m.intermediate_size
+    return m.block_widths[m.block_types[:i].count("mlp")]
 
 
 def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> list[Tensor]:

@@ -141,7 +141,11 @@ FAMILY = register(
         moe=True,
         archs={
             "nemotron_h": Arch(
-                norms_per_layer=1, correction_bias=True, mamba=True, ungated_mlp=True
+                norms_per_layer=1,
+                correction_bias=True,
+                mamba=True,
+                ungated_mlp=True,
+                blocks=True,
             ),
         },
     )
