@@ -105,7 +105,6 @@ ALIASES: dict[str, str] = {
     "gb300-nvl72": "GB300",
     "rtx-pro-6000": "RTX-PRO-6000-Server",
     "rtx-pro-6000-blackwell": "RTX-PRO-6000-Server",
-    "rtx_pro_6000_server": "RTX-PRO-6000-Server",
 }
 #: The systems of aiconfigurator-layout measured sets and the catalogue device each one is.
 MEASURED_SYSTEMS: dict[str, str] = {
@@ -114,6 +113,15 @@ MEASURED_SYSTEMS: dict[str, str] = {
     "h200_sxm": "H200",
     "b200_sxm": "B200",
     "l40s": "L40S",
+    # the other systems NVIDIA describes (aiconfigurator's systems/*.yaml) that have a catalogue
+    # entry: a user's tables of them load against it (a100_pcie is the 80 GB card: none)
+    "b300_sxm": "B300",
+    "gb200": "GB200",
+    "gb300": "GB300",
+    "rtx_pro_6000_server": "RTX-PRO-6000-Server",
+    "h100_pcie": "H100-PCIe",
+    "a30": "A30",
+    "l4": "L4",
 }
 #: A family name with several entries: it lists them instead of picking one.
 FAMILIES: dict[str, tuple[str, ...]] = {"a100": ("A100-SXM-80GB", "A100-PCIe-40GB")}
