@@ -221,3 +221,19 @@ def test_a_measured_first_touch_rate_is_used_and_checked(tmp_path):
         path.write_text(json.dumps(meta))
         with pytest.raises(ConfigError, match="first_touch_bytes_per_s"):
             mlacalc.validate([path])
+
+
+def test_the_plain_roofline_of_the_eager_sequence_queues_on_a_gpu_and_adds_on_a_cpu():
+    """profile='roofline' times each op by its bound; on a GPU the host's dispatch queues ahead
+    of those (between the larger total and the sum), on a CPU every op's dispatch adds."""
+    args = ("llama-3-8b", "H100-SXM", "decode", 4096, 4)
+    kw = {"mode": "unfused", "profile": "roofline", "launch_latency_s": 20e-6}
+    p = predict_time(*args, **kw)
+    busy = sum(max(o.compute_s, o.memory_s, o.measured_floor_s) for o in p.ops)
+    host = LAUNCHES[("mha", True, True)] * 20e-6
+    assert max(busy, host) * (1 - 1e-9) <= p.seconds <= busy + host
+    assert p.seconds < busy + host  # the queue overlaps them
+    cpu = predict_time(
+        "llama-3-8b", "measured:cpu-2core-epyc-fp32", "decode", 4096, 4, mode="unfused"
+    )
+    assert all(o.launch_s > 0 for o in cpu.ops)  # each op's dispatch, paid in turn
