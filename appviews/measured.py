@@ -14,6 +14,7 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.data import MEASURED
+from mlacalc.measured.tables import measured_fingerprint
 from mlacalc.render import human_seconds
 from mlacalc.words.errors import MlacalcError
 
@@ -37,7 +38,9 @@ def _default_sets() -> list[str]:
 
 
 @st.cache_data(show_spinner="predicting every row ...", max_entries=8)
-def _gpu_validation(path: str, profile: str) -> dict[str, Any]:
+def _gpu_validation(path: str, profile: str, content: str) -> dict[str, Any]:
+    # ``content``: the set's fingerprint (measured_fingerprint), part of the cache key so that a
+    # set rewritten in place is validated again, not answered from the cache
     import numpy as np
 
     # "default" is the library's own choice (profile=None): the shipped default, or, for a set
@@ -135,7 +138,7 @@ def _gpu_section() -> None:
         )
         return
     try:
-        doc = _gpu_validation(path, profile)
+        doc = _gpu_validation(path, profile, measured_fingerprint(path))
     except MlacalcError as exc:
         st.error(str(exc))
         return

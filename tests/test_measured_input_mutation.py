@@ -344,3 +344,20 @@ def test_validate_command_says_which_rows_it_left_out(tmp_path, capsys):
     assert main(["validate", str(path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "rows left out: 1 time not finite (NaN or infinite); 1 time zero or negative" in out
+
+
+def test_measured_cache_key_changes_when_a_set_is_rewritten_within_the_same_second(tmp_path):
+    # the app's validation cache was keyed by the path: a set rewritten in place was answered
+    # from the cache; its key now carries the content
+    import os
+
+    from mlacalc.measured.tables import measured_fingerprint
+
+    path = _set(tmp_path)
+    before = measured_fingerprint(tmp_path)
+    assert measured_fingerprint(tmp_path) == before == measured_fingerprint([tmp_path])
+    stamp = os.stat(tmp_path / "set.csv").st_mtime_ns
+    _set(tmp_path, rows=_rows_with({1: "0.5"}))
+    os.utime(tmp_path / "set.csv", ns=(stamp, stamp))
+    assert measured_fingerprint(tmp_path) != before
+    assert measured_fingerprint(path) != measured_fingerprint(tmp_path / "missing")

@@ -18,6 +18,7 @@ The system folder names the device, mapped onto the hardware catalogue by
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ __all__ = [
     "MeasuredTable",
     "UnknownSystemError",
     "load_measured",
+    "measured_fingerprint",
     "read_bench_set",
 ]
 
@@ -473,6 +475,25 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
         seconds=seconds,
         meta={"sidecar": str(p), "preset": meta.get("preset")},
     )
+
+
+def measured_fingerprint(paths: Any) -> str:
+    """A digest of the content of measured sets (a path or a list; a folder by every file
+    below it, in sorted order, names and bytes): a cache keyed by it reads a set again when a
+    file changes, even within the same second (a cache keyed by path or modification time
+    answered with the old one). A path that does not exist adds its name only."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
+    digest = hashlib.sha256()
+    for item in items:
+        p = Path(os.fspath(item)).expanduser()
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in files:
+            digest.update(str(f).encode("utf-8", "replace") + b"\0")
+            try:
+                digest.update(f.read_bytes())
+            except OSError:
+                digest.update(b"\1")
+    return digest.hexdigest()
 
 
 def _path_list(paths: Any) -> list:
