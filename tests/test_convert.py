@@ -85,6 +85,8 @@ def test_rope_strategy_changes_no_count():
         ("qwen3-next-80b-a3b", "linear-attention"),
         ("llama-4-scout", "chunked or sliding"),
         ("deepseek-v3", "already MLA"),
+        ("nemotron-3-super-120b-a12b", "mamba"),
+        ("llama-3.3-nemotron-super-49b", "full/none"),
     ],
 )
 def test_refusals_name_the_reason(model, why):

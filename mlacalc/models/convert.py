@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlacalc.models.architecture import arch_of
+from mlacalc.models.architecture import arch_of, layer_pattern
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.registry import family_of
 from mlacalc.models.schema import BOUNDS
@@ -171,6 +171,12 @@ def conversion_refusal(model: ModelConfig) -> str:
         return f"{m.label}'s full layers have their own head shape; only one head shape converts"
     if m.index_topk is not None:
         return f"{m.label} has sparse (DSA) attention"
+    kinds = sorted({f"{k.attention}/{k.ffn}" for k in layer_pattern(m).layers})
+    if kinds not in (["full/dense"], ["full/moe"], ["full/dense", "full/moe"]):
+        return (
+            f"{m.label}'s layers are {', '.join(kinds)} (attention/FFN): only decoder layers of "
+            "full attention with an FFN convert (no Mamba, attention-only or FFN-only blocks)"
+        )
     unit = family_of(m.model_type)
     if unit is not None and not unit.rope:
         return (

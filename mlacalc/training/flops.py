@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlacalc.cost.model_step import kernel_stage, step_kernels
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
@@ -94,12 +95,19 @@ def training_stage(k: Kernel) -> str:
     return _STAGE.get(stage, "ffn" if stage == "ffn" else stage)
 
 
+_TRAINABLE = ("full", "sliding", "chunked", "mla")
+
+
 def _refuse(m: ModelConfig) -> None:
-    if m.linear_num_key_heads is not None or m.index_topk is not None:
+    pattern = layer_pattern(m).layers
+    odd = sorted({k.attention for k in pattern if k.attention not in _TRAINABLE})
+    odd += sorted({f"FFN {k.ffn}" for k in pattern if k.ffn not in ("dense", "moe")})
+    if m.linear_num_key_heads is not None or m.index_topk is not None or odd:
+        kinds = ", ".join(odd) or "linear or sparse (DSA) attention"
         raise InvalidArgumentError(
             "model",
-            f"training costs of {m.label}'s linear or sparse (DSA) attention layers are not "
-            "built; full, sliding and chunked attention layers are",
+            f"training costs of {m.label}'s {kinds} layers are not built; decoder layers of "
+            "full, sliding or chunked attention (MHA/GQA/MQA/MLA) with an FFN are",
         )
 
 
