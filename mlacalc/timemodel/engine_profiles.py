@@ -114,6 +114,6 @@ def engine_note(prof: Profile, engine: str) -> str:
     if prof.engine == engine:
         return ""
     return (
-        f"{prof.engine} kernels stand in for {engine}: no {engine} profile ships "
+        f"{prof.engine} kernels stand in for {engine}: no {engine} profile fits this device "
         f"(profile {prof.name})"
     )
