@@ -772,6 +772,18 @@ class StepModel:
                     ):
                         if not rows.any():
                             continue
+                        # the kernel model's shape of the same exchange: the floor of its
+                        # time, a call never being faster than over the scale-up link
+                        # (time_jobs)
+                        kernel = dict(
+                            tokens=np.where(rows, sent, 0.0),
+                            hidden=float(d),
+                            topk=float(k),
+                            copies=np.where(rows, sent * n_copies * hot, 0.0),
+                            low_latency=rows * (1.0 if mode == "low-latency" else 0.0),
+                            sms=0.0 if mode == "low-latency" else float(DEEPEP_NORMAL_SMS),
+                            n_gpus=float(node),  # the kernel model's group: one domain
+                        )
                         self._comm(
                             out,
                             f"EP dispatch ({mode})",
@@ -784,6 +796,7 @@ class StepModel:
                             ),
                             lay.moe_group,
                             network=True,
+                            **kernel,
                         )
                         self._comm(
                             out,
@@ -793,6 +806,7 @@ class StepModel:
                             np.where(rows, combine_bytes(sent, n_copies, d) * hot, 0.0),
                             lay.moe_group,
                             network=True,
+                            **kernel,
                         )
             else:
                 self._comm(
@@ -1017,6 +1031,9 @@ def time_jobs(
     out: list[list[np.ndarray]] = [[np.zeros(1)] * len(specs) for _, specs in jobs]
     groups: dict[tuple[int, str, str, str], list[tuple[int, int]]] = {}
     hws: dict[int, HardwareSpec] = {}
+    #: network exchanges' link-model times: each is also timed by the kernel model as if
+    #: within the scale-up domain, and takes the longer (the call's own fixed work stays)
+    floors: dict[tuple[int, int], np.ndarray] = {}
     for j, (sm, specs) in enumerate(jobs):
         for i, sp in enumerate(specs):
             if sp.kind == HOST:
@@ -1029,7 +1046,9 @@ def time_jobs(
                     # the scale-out network: the kernel model has no term for it
                     t = comm_seconds(sp.kind, sp.bytes, n, sm.hw, network=sp.network)
                     out[j][i] = np.where(sp.bytes > 0, t, 0.0)  # a row that sends nothing
-                    continue
+                    if sp.kind not in ("dispatch", "combine") or "copies" not in sp.shape:
+                        continue
+                    floors[(j, i)] = out[j][i]
             hws[id(sm.hw)] = sm.hw
             groups.setdefault((id(sm.hw), sp.kind, sp.dtype, _variant(sp)), []).append((j, i))
     for (hw_id, kind, dtype, variant), idx in groups.items():
@@ -1064,7 +1083,7 @@ def time_jobs(
             t = np.zeros_like(sp.flops)
             n = int(mk.sum())
             t[mk] = pred[pos : pos + n]
-            out[j][i] = t
+            out[j][i] = np.maximum(t, floors[(j, i)]) if (j, i) in floors else t
             pos += n
     return out
 
