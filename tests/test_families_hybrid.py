@@ -64,7 +64,14 @@ def test_layer_cache_equals_reference(name, seq_len):
         assert nbytes == spec.layer_bytes(pattern.layers[i], seq_len, convention="hf"), (name, i)
 
 
-@pytest.mark.parametrize("name", NAMES)
+#: whole-model forwards cost seconds each; one config of each family runs by default
+_WHOLE_FAST = ("Qwen--Qwen3.5-122B-A10B", "nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n if n in _WHOLE_FAST else pytest.param(n, marks=pytest.mark.slow) for n in NAMES],
+)
 def test_whole_model_state_equals_reference(name):
     """kv_cache_bytes of the whole model after one token equals the reference cache's."""
     data = ref.raw_config(name)
