@@ -725,6 +725,16 @@ class StepModel:
                 calls=self.part_calls[part],
             )
         )
+        self._moe_exchange(out, T, decode, slots, hot)
+
+    def _moe_exchange(
+        self, out: list[Spec], T: np.ndarray, decode: np.ndarray, slots: int, hot: np.ndarray
+    ) -> None:
+        """The routed experts' collectives: an all-reduce under TP alone; the EP exchange
+        (dispatch and combine, ``hot`` x the even share on the hottest rank) within a domain or
+        over the network; DP-attention without EP's all-gather and reduce-scatter."""
+        m, lay, d = self.m, self.lay, self.d
+        part, k = "moe_ffn", m.num_experts_per_tok
         if lay.moe_group == lay.tp:
             self._comm(out, "all_reduce after MoE (TP)", "all_reduce", part, T * d * ACT, lay.tp)
         else:
