@@ -239,7 +239,7 @@ def test_training_cost_mutations_name_the_field(kwargs, field):
         ("nemotron-3-super-120b-a12b", {}, "mamba"),
         ("deepseek-v3.2", {}, "dsa"),
         ("gpt2", {}, "activation memory of GPT-2"),
-        ("qwen3-8b", {}, "activation memory of Qwen3-8B"),
+        ("gemma-3-1b", {}, "activation memory of Gemma 3 1B"),
     ],
 )
 def test_training_refusals(model, kwargs, fragment):

@@ -71,6 +71,9 @@ GQA = {
 }
 
 
+QWEN3 = {**GQA, "name": "tiny-qwen3", "model_type": "qwen3"}
+
+
 class RMS(torch.autograd.Function):
     """A fused RMSNorm: saves its input and the per-row reciprocal RMS (fp32)."""
 
@@ -277,6 +280,8 @@ class Model:
             dh = m.head_dim
             q = F.linear(hn, w["wq"]).view(b, t, h, dh)
             k = F.linear(hn, w["wk"]).view(b, t, -1, dh)
+            if "qn" in w:  # Qwen3's per-head query and key norms
+                q, k = RMS.apply(q, w["qn"]), RMS.apply(k, w["kn"])
             v = F.linear(hn, w["wv"]).view(b, t, -1, dh)
             return F.linear(Flash.apply(q, k, v).view(b, t, -1), w["wo"])
         dn, dr, dv, dc = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
@@ -376,6 +381,7 @@ CASES = [
     (MLA_Q, "absorbed", "none"),
     (GQA, "expanded", "none"),
     (GQA, "expanded", "full"),
+    (QWEN3, "expanded", "none"),
 ]
 
 

@@ -13,7 +13,8 @@ these layers and captures the saved tensors with ``torch.autograd.graph.saved_te
   a materialized attention (scores, softmax, values as three operations) its query and key,
   the probabilities (``n_h T^2`` per sequence) and its values;
 - attention, MHA/GQA/MQA (flash): input, its RMS, the normed input, Q, K, V (``n_kv`` heads),
-  the output and the log-sum-exp;
+  the output and the log-sum-exp; with query and key norms (Qwen3 per head, MiniMax-M2 over the
+  whole projection) also Q and K before their norm and the norms' RMS;
 - MLA expanded (flash): input, RMS, normed input; the compressed query, its RMS and its normed
   form (with ``q_lora_rank``); the latent before its norm, the RMS and the normed latent; the
   query, the key (``[k_nope, k_rope]``, ``n_h`` heads) and the value; output and log-sum-exp.
@@ -99,13 +100,16 @@ def check_layout(m: ModelConfig) -> None:
     """Refuse a family whose layer the activation accounting does not describe."""
     arch = arch_of(m)
     extra = arch is not None and (
-        arch.qk_norm or arch.norms_per_layer != 2 or arch.sinks or arch.gated_query
+        arch.qk_norm not in ("", "head", "full")
+        or arch.norms_per_layer != 2
+        or arch.sinks
+        or arch.gated_query
     )
     if m.family not in ("llama", "deepseek") or extra or not ffn_shape(m).gated:
         raise InvalidArgumentError(
             "model",
             f"activation memory of {m.label} ({m.model_type}) is not built: it is for the Llama "
-            "and DeepSeek layouts (RMSNorm, gated FFN, no extra norms)",
+            "and DeepSeek layouts (RMSNorm, gated FFN, no norms but q/k norms)",
         )
 
 
