@@ -27,6 +27,7 @@ from mlacalc.cli.common import (
     note,
     phases,
     profile_option,
+    serving_engine_option,
     size_text,
     warn,
 )
@@ -130,6 +131,7 @@ class ImplList(click.ParamType):
     help="Also solve, symbolically, for the ridge point, the KV length where absorbed MLA decode "
     "turns compute-bound and the absorption crossover (loads sympy: about a second).",
 )
+@serving_engine_option
 @format_option
 def command(
     model,
@@ -148,6 +150,7 @@ def command(
     profile,
     causal,
     insight,
+    engine,
     fmt,
 ):
     """Roofline time of an attention layer or a model step, kernel by kernel, with its bound.
@@ -160,6 +163,7 @@ def command(
       mlacalc roofline deepseek-v3 --hardware H200 --insight
       mlacalc roofline deepseek-v3 --hardware H200 --profile fit-h100-sxm
       mlacalc roofline deepseek-v3 --hardware H200 --impl all --batch 64
+      mlacalc roofline deepseek-v3 --hardware B200 --engine sglang --batch 64
     """
     m = load(model)
     wanted = phases(phase)
@@ -180,6 +184,7 @@ def command(
         weight_dtype,
         kv_dtype,
         causal,
+        engine,
     )
     predictions = [
         _predict(replace(request, impl=i), ph, profile, calibrate) for i in impls for ph in wanted
@@ -238,6 +243,8 @@ class _Request:
     weight_dtype: str | None
     kv_dtype: str | None
     causal: bool
+    #: the serving engine (--engine; None: the default, TensorRT-LLM, for the fused kernels)
+    engine: str | None = None
 
 
 def _impls(m, impl: list[str] | None) -> list[str | None]:
@@ -325,6 +332,7 @@ def _predict(r: _Request, phase: str, how: Any, calibration: Any = None) -> Any:
         calibration=calibration,
         causal=r.causal and phase != "decode",
         profile=how,
+        engine=r.engine,
     )
 
 
@@ -505,7 +513,8 @@ def _times_note(p, plain=None) -> str:
         )
     else:
         how = (
-            f"Times: kernel time model, profile {p.profile!r}: {p.calibration}. Plain roofline "
+            f"Times: kernel time model, engine {p.engine}, profile {p.profile!r}: "
+            f"{p.calibration}. Plain roofline "
             f"bound (max(FLOPs / peak, bytes / bandwidth) per kernel, datasheet figures, no "
             f"cost per call) of these {len(p.ops)} kernels: {p.roofline_s * 1e6:,.1f} us."
         )
