@@ -6,6 +6,8 @@ expanded and absorbed; and the record, the refusals and every view taking the co
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mlacalc
 from mlacalc.cost.convert_cost import conversion_cost
@@ -269,3 +271,28 @@ def test_seed002_joint_svd_is_the_standard_mla_form():
     split = conversion_cost(convert("llama-2-7b", method="mha2mla", kv_lora_rank=512, svd="split"))
     assert joint.projection_params == joint.served_projection_params
     assert split.served_projection_params - split.projection_params == 32 * 256 * (128 + 64)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n_kv=st.sampled_from([1, 2, 4]),
+    group=st.sampled_from([1, 2, 4]),
+    d_h=st.sampled_from([16, 32, 64, 128]),
+    rope_half=st.integers(1, 8),
+    rank_half=st.integers(1, 300),
+    svd=st.sampled_from(["joint", "split"]),
+)
+def test_conversion_closed_forms(n_kv, group, d_h, rope_half, rank_half, svd):
+    """Parameters and cache of any conversion against the closed forms of the converted layer."""
+    rope, d_c = min(2 * rope_half, d_h - 2), 2 * rank_half
+    n_h, d = n_kv * group, 256
+    src = small(n_kv).with_changes(
+        num_attention_heads=n_h, num_key_value_heads=n_kv, head_dim=d_h, hidden_size=d
+    )
+    cc = conversion_cost(convert(src, kv_lora_rank=d_c, rope_dim=rope, svd=svd))
+    nope = d_h - rope
+    up = d_c * n_h * (nope + d_h) if svd == "joint" else d_c // 2 * n_h * (nope + d_h)
+    assert cc.projection_params == d * n_h * d_h + d * (d_c + rope) + up + n_h * d_h * d
+    assert cc.cache_elements == d_c + rope
+    assert cc.cache_bytes_per_token == (d_c + rope) * 2 * L
+    assert cc.source_cache_bytes_per_token == 2 * n_kv * d_h * 2 * L
