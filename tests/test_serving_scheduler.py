@@ -3,6 +3,8 @@ step, CUDA graphs for decode, and what the engine admits."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,18 @@ def test_search_under_the_engines_limits_is_plan():
     )
     assert p.tpot_s == pytest.approx(b["tpot_s"], rel=1e-6)
     assert p.ttft_s == pytest.approx(b["ttft_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize("rate", [5.0, 10.0, 15.0])
+def test_a_bigger_token_budget_never_lowers_ttft_under_load(rate):
+    """Random arrivals into in-flight batching: a bigger budget batches more prompts into a
+    step, and a prompt waits for its whole step (and for the longer steps before it), so its
+    TTFT never falls, nor does the inter-token time."""
+    runs = [
+        _plan(isl=2000, osl=100, request_rate=rate, max_tokens=t) for t in (2000, 4000, 8000, 16000)
+    ]
+    assert all(p.sustainable for p in runs)
+    for key in ("ttft_s", "tpot_s"):
+        values = [getattr(p, key) for p in runs]
+        assert all(a <= b * (1 + 1e-9) for a, b in pairwise(values)), (key, values)
+    assert runs[-1].ttft_s > runs[0].ttft_s
