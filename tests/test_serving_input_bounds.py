@@ -219,3 +219,15 @@ def test_cli_json_is_strict_json_even_for_an_unbounded_queue(capsys):
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
     assert out["fits"] and out["ttft_s"] is None
+
+
+def test_cli_plan_on_4096_gpus_with_experts_split_past_their_columns_prints_no_nan_ms(capsys):
+    # it printed "nan ms" for the step, TTFT and TPOT and said the plan fits
+    from mlacalc.cli import main
+
+    args = ["plan", "deepseek-v3", "-H", "H200", "--gpus", "4096", "--tp", "1",
+            "--dp-attention", "--isl", "1000", "--osl", "100", "--concurrency", "4096"]  # fmt: skip
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "--ep" in captured.err
+    assert "nan" not in (captured.out + captured.err).lower()
