@@ -1137,6 +1137,15 @@ def _mamba_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pro
             why = f"mamba_num_heads {heads} is not a multiple of mamba_n_groups {groups}"
             fix = "each group of B and C serves a whole number of heads"
             return [("mamba_num_heads", why, fix), ("mamba_n_groups", why, fix)]
+    experts = v.get("n_routed_experts") if "n_routed_experts" in have else None
+    if "moe" in blocks and not experts:
+        return [
+            (
+                "n_routed_experts",
+                "is required by the moe blocks of block_types",
+                "state the routed experts, or list no moe block",
+            )
+        ]
     widths = v.get("block_widths") or () if "block_widths" in have else ()
     if widths and len(widths) != list(blocks).count("mlp"):
         return [

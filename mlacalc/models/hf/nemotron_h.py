@@ -62,7 +62,8 @@ def _translate(data, raw, derived, problems) -> None:
         for key in ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"):
             raw.pop(key, None)
         return
-    raw.setdefault("n_routed_experts", 8)
+    if raw.get("n_routed_experts") is None:  # absent or null: NemotronHConfig's default
+        raw["n_routed_experts"] = 8
     width = raw.get("moe_intermediate_size", 7688)
     shared = data.get("moe_shared_expert_intermediate_size", 7688)
     if not (isinstance(shared, int) and isinstance(width, int) and width > 0 and shared > 0):

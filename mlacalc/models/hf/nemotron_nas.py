@@ -113,7 +113,11 @@ def _translate(data, raw, derived, problems) -> None:
         (group,) = groups
         if heads % group:
             problems.append(
-                ("block_configs", f"n_heads_in_group {group} does not divide {heads} heads", None)
+                (
+                    "num_attention_heads",
+                    f"{heads} is not a multiple of block_configs' n_heads_in_group {group}",
+                    "each group of query heads shares one KV head",
+                )
             )
             return
         raw["num_key_value_heads"] = heads // group
