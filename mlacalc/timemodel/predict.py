@@ -705,7 +705,10 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         pattern = layer_pattern(m)
         if len({k.label for k in pattern.layers}) > 1:
             summary = str(pattern.to_dict().get("summary", "")).split(";")[0]
-            layer = f"{pattern.layers[0].label}: layer 1 of {summary}"
+            first = 0  # a model of one mixer per layer times its first attention block
+            if m.block_types and "attention" in m.block_types:
+                first = m.block_types.index("attention")
+            layer = f"{pattern.layers[first].label}: layer {first + 1} of {summary}"
     return Prediction(
         model=m.name,
         hardware=hw.name,
