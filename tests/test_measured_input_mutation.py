@@ -161,7 +161,7 @@ def _rows_with(median: dict[int, str]) -> list[str]:
     return [",".join(r) for r in reader]
 
 
-@pytest.mark.parametrize("bad", ["nan", "-0.004", "0", "inf", "-inf"])
+@pytest.mark.parametrize("bad", ["nan", "-0.004", "0", "inf", "-inf", "abc", ""])
 def test_bench_set_nan_or_negative_times_are_never_scored(tmp_path, bad):
     # a median of NaN and a -4100% error were scored before
     path = _set(tmp_path, rows=_rows_with({1: bad, 2: bad}))

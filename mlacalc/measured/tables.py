@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -415,6 +416,13 @@ def _leaf_files(root: Path) -> list[Path]:
     return files
 
 
+def _float_or_nan(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     """A microbenchmark set (``mlacalc bench`` ``.json`` sidecar or its ``.csv``) as one table.
 
@@ -460,7 +468,9 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
                 cols[n] = np.array([float(v) if v else np.nan for v in values], dtype=np.float64)
             except ValueError:
                 cols[n] = np.array(values, dtype=str)
-    seconds = np.where(cols["status"] == "ok", cols["median_s"].astype(np.float64), np.nan)
+    # a time that is not a number (text in a cell) is NaN: counted as not predicted, not scored
+    times = np.array([_float_or_nan(r["median_s"]) for r in raw], dtype=np.float64)
+    seconds = np.where(cols["status"] == "ok", times, np.nan)
     device = meta["device"]
     return MeasuredTable(
         table="bench",
