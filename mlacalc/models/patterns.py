@@ -15,6 +15,10 @@ attention kind and one FFN kind:
 - ``dsa``: DeepSeek sparse attention: an MLA layer whose lightweight indexer keeps its
   own per-token key cache, scores every key, and lets the query attend only the
   ``top-k`` keys it selects;
+- ``mamba``: a Mamba-2 state-space layer (Nemotron-H, Bamba, Granite 4.0 hybrids): a fixed
+  state per sequence (a convolution window and a ``P x N`` matrix per head), no keys;
+- ``none``: no sequence mixer at all (a Nemotron-H or Nemotron-NAS block that is only a MoE
+  or an MLP; its FFN kind says which), caching nothing;
 
 and ``rope`` false marks a layer without rotary position embedding (Llama 4's
 global layers). The FFN is ``dense`` or ``moe``.
@@ -305,10 +309,20 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     """Dense or MoE per layer, by the reference implementation's rule."""
     mt = raw.get("model_type")
     experts = (
-        raw.get("n_routed_experts") or raw.get("num_experts") or raw.get("num_local_experts") or 0
+        raw.get("n_routed_experts")
+        or raw.get("num_experts")
+        or raw.get("num_local_experts")
+        or raw.get("moe_num_experts")
+        or 0
     )
     if not experts:
         return ["dense"] * n
+    if mt == "ernie4_5_moe" and "first_k_dense_replace" not in raw:  # Ernie4_5_MoeConfig's rule
+        start = _int(raw, "moe_layer_start_index", origin, 1) or 0
+        end = raw.get("moe_layer_end_index", -1)
+        end = n - 1 if end in (-1, None) else end
+        step = _int(raw, "moe_layer_interval", origin, 1) or 1
+        return ["moe" if ((i + 1) % step == 0 and start <= i <= end) else "dense" for i in range(n)]
     if isinstance(raw.get("mlp_layer_types"), list):
         kinds = raw["mlp_layer_types"]
         if len(kinds) != n or any(k not in ("dense", "sparse") for k in kinds):
