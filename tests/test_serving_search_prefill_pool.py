@@ -14,7 +14,7 @@ from mlacalc.cli.search_cmd import plan_command
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu, make_layout, weights_per_gpu
-from mlacalc.serving.search import PREFILL_TOKENS, search
+from mlacalc.serving.search import BATCHES, PREFILL_TOKENS, search
 from mlacalc.words.dtypes import resolve_kv_layout
 
 MODEL, HW, ISL, OSL = "llama-3-70b", "H100-SXM", 4000, 500
@@ -58,9 +58,16 @@ def test_search_offers_prefill_pools_where_one_prompt_fits_but_not_a_whole_pass(
     # pools whose whole pass of k_max prompts does not fit are offered (before: none)
     assert capped
     # and here one of them gives the best disaggregated point meeting the targets (within 1%
-    # of the best point overall): a prefill pool that batches fewer than k_max prompts
+    # of the best point overall on the searched batches, before the refinement near the best
+    # adds batches to the best's own deployment): a prefill pool that batches fewer than
+    # k_max prompts
     best = _best_disaggregated(result)
-    assert best["output_tokens_per_s_per_gpu"] >= 0.99 * result.best["output_tokens_per_s_per_gpu"]
+    grid = max(
+        p["output_tokens_per_s_per_gpu"]
+        for p in result.points
+        if p["meets_targets"] and p["batch_per_group"] in BATCHES
+    )
+    assert best["output_tokens_per_s_per_gpu"] >= 0.99 * grid
     room, one = _pool_memory(m, hw, best, result)
     assert one <= room < k_max * one
 
