@@ -152,12 +152,24 @@ def test_mimo_is_qwen2_with_deepseek_style_mtp_layers():
 
 #: families the shared folders lack: checked on their transformers class's defaults (each
 #: class's docstring names the checkpoint the defaults reproduce)
-CLASS_DEFAULTS = ["smollm3", "gemma2", "olmo2", "olmoe", "seed_oss", "ernie4_5", "exaone4"]
+CLASS_DEFAULTS = [
+    "smollm3",
+    "gemma2",
+    "olmo2",
+    "olmoe",
+    "seed_oss",
+    "ernie4_5",
+    "exaone4",
+    "ernie4_5_moe",
+    "hunyuan_v1_moe",
+]
+#: what a class's defaults lack to build at all (HunYuanMoEV1Config leaves head_dim None)
+_BUILDABLE = {"hunyuan_v1_moe": {"head_dim": 128, "num_experts": 8, "moe_topk": [2] * 32}}
 
 
 @lru_cache(maxsize=1)
 def _default_model(model_type: str):
-    config = transformers.CONFIG_MAPPING[model_type]()
+    config = transformers.CONFIG_MAPPING[model_type](**_BUILDABLE.get(model_type, {}))
     data = config.to_dict()
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)

@@ -309,10 +309,20 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     """Dense or MoE per layer, by the reference implementation's rule."""
     mt = raw.get("model_type")
     experts = (
-        raw.get("n_routed_experts") or raw.get("num_experts") or raw.get("num_local_experts") or 0
+        raw.get("n_routed_experts")
+        or raw.get("num_experts")
+        or raw.get("num_local_experts")
+        or raw.get("moe_num_experts")
+        or 0
     )
     if not experts:
         return ["dense"] * n
+    if mt == "ernie4_5_moe" and "first_k_dense_replace" not in raw:  # Ernie4_5_MoeConfig's rule
+        start = _int(raw, "moe_layer_start_index", origin, 1) or 0
+        end = raw.get("moe_layer_end_index", -1)
+        end = n - 1 if end in (-1, None) else end
+        step = _int(raw, "moe_layer_interval", origin, 1) or 1
+        return ["moe" if ((i + 1) % step == 0 and start <= i <= end) else "dense" for i in range(n)]
     if isinstance(raw.get("mlp_layer_types"), list):
         kinds = raw["mlp_layer_types"]
         if len(kinds) != n or any(k not in ("dense", "sparse") for k in kinds):
