@@ -145,6 +145,8 @@ TABS = {
     "Roofline": "Ridge point of",
     "Capacity planner": "memory reserve",
     "Measured sets": "Microbenchmark sets",
+    "Convert to MLA": "post-training conversion",
+    "Training": "model FLOPs per token",
 }
 
 
