@@ -73,15 +73,15 @@ def _figure(rows: list[dict], key: str, title: str, unit: str, scale: float) -> 
 
 def render(sc: Scenario) -> None:
     m = sc.model
-    why = conversion_refusal(m)
-    if why:
-        st.info(f"{m.label} cannot be converted to MLA: {why}.", icon=":material/block:")
-        return
     st.caption(
         "A post-training conversion's costs before any fine-tuning: TransMLA (GQA: keys "
         "replicated to the query heads, then factored) or MHA2MLA (partial RoPE and an SVD of "
         "the position-free keys and values), into DeepSeek's MLA form."
     )
+    why = conversion_refusal(m)
+    if why:
+        st.info(f"{m.label} cannot be converted to MLA: {why}.", icon=":material/block:")
+        return
     c1, c2, c3, c4 = st.columns(4)
     method = c1.radio("method", CONVERSION_METHODS, key="cv_method", horizontal=True)
     svd = c2.radio("SVD", SVD_MODES, key="cv_svd", horizontal=True)
