@@ -32,6 +32,7 @@ from mlacalc.serving.scenarios import (
     compare_sglang,
     compare_sglang_prefill,
 )
+from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
 
 DEEPEP = {
@@ -74,6 +75,15 @@ def main() -> None:
             f"{r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%})"
         )
     rows = compare()
+    mtp = plan(
+        "deepseek-v3", "H100-SXM", 72, tp=1, ep=72, dp_attention=True, redundant_experts=32,
+        overlap="tbo", seq_len=4000, batch=128 * 72, mtp_tokens=1, mtp_acceptance=0.6,
+    )  # fmt: skip
+    print(
+        f"(c3) SGLang EP72 decode with simulated MTP (128 seq/GPU x 2 tokens, KV 4,000, 60% "
+        f"accepted; reported, not checked): {mtp.decode_tokens_per_s / 9:,.0f} tok/s/node vs "
+        f"17,373 ({mtp.decode_tokens_per_s / 9 / 17373 - 1:+.1%})"
+    )
     for r in compare_deepseek():
         print(
             f"(c2) DeepSeek H800 {r['scenario']}: {r['predicted_tokens_per_s_per_node']:,.0f} "

@@ -70,3 +70,15 @@ def test_mtp_arguments_are_checked(kw, arg):
     with pytest.raises(InvalidArgumentError) as e:
         plan("llama-3-8b", "H100-SXM", 1, isl=100, osl=100, mtp_tokens=1)
     assert e.value.argument == "mtp_tokens"
+
+
+def test_a_capacity_plan_verifies_and_drafts_too():
+    """Without a request mix, a plan with drafts times the step that verifies k + 1 tokens per
+    sequence and drafts k, and counts tau tokens per sequence a step (it timed a plain step
+    and counted one token before)."""
+    kw = dict(tp=1, dp_attention=True, ep=8, seq_len=4000, batch=8 * 64)
+    plain = plan("deepseek-v3", "H200", 8, **kw)
+    mtp = plan("deepseek-v3", "H200", 8, **kw, mtp_tokens=1, mtp_acceptance_length=1.85)
+    assert mtp.tokens_per_step == 1.85
+    assert mtp.decode_step_s > plain.decode_step_s
+    assert mtp.decode_tokens_per_s == pytest.approx(mtp.decode_batch * 1.85 / mtp.decode_step_s)

@@ -26,6 +26,7 @@ __all__ = [
     "Load",
     "MixTiming",
     "closed_loop",
+    "draft_seconds",
     "mix_timing",
     "open_loop",
     "prompts",
@@ -171,16 +172,22 @@ def _decode_step(mix: MixTiming, B: float, mb: float) -> tuple[StepTimes, float]
     req, sm, lay = mix.req, mix.sm, mix.req.lay
     dec = sm.step(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
     t_step = lay.pp * float(dec.stage_seconds[0])
-    if req.mtp_tokens:
-        draft = sm.step(dec_B=B / mb, dec_q=1, dec_S=mix.S_avg)
-        ffn = "moe_ffn" if req.m.num_moe_layers else "dense_ffn"
-        one_layer = sum(
-            float(k["seconds_per_call"][0])
-            for k in draft.kernels
-            if k["part"] in ("layer", ffn, "embed", "head")
-        )
-        t_step += req.mtp_tokens * one_layer
-    return dec, t_step
+    return dec, t_step + draft_seconds(sm, req.mtp_tokens, B / mb, mix.S_avg)
+
+
+def draft_seconds(sm: StepModel, drafts: int, B: float, S: float) -> float:
+    """The MTP module's drafts in a step: ``drafts`` times one layer and the head at ``B``
+    sequences of ``S`` keys (0 without drafts)."""
+    if not drafts:
+        return 0.0
+    draft = sm.step(dec_B=B, dec_q=1, dec_S=S)
+    ffn = "moe_ffn" if sm.m.num_moe_layers else "dense_ffn"
+    one_layer = sum(
+        float(k["seconds_per_call"][0])
+        for k in draft.kernels
+        if k["part"] in ("layer", ffn, "embed", "head")
+    )
+    return drafts * one_layer
 
 
 def _chunked_cycle(

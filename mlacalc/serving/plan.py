@@ -91,7 +91,7 @@ from mlacalc.serving.capacity import (
     prefill_room,
 )
 from mlacalc.serving.disaggregated import disaggregated_load
-from mlacalc.serving.figures import closed_loop, mix_timing, open_loop
+from mlacalc.serving.figures import closed_loop, draft_seconds, mix_timing, open_loop
 from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.plan_checks import (
     OVERLAPS,
@@ -272,6 +272,14 @@ class Plan:
         1,731,104)")."""
         if self.max_context is None:
             return "-"
+        limit = self.max_position_embeddings
+        if limit and self.context > limit and self.max_context_memory is not None:
+            # one rule: a plan asked past the model's positions counts every figure as if the
+            # model were trained for them (its warning says so once), the longest context too
+            return (
+                f"{self.max_context_memory:,} tokens (memory's, counted past the model's "
+                f"max_position_embeddings, {limit:,}, as the rest of the plan)"
+            )
         text = f"{self.max_context:,} tokens"
         if self.max_context_memory is not None and self.max_context_memory > self.max_context:
             # the cap is the model's position limit, not an attention window (a model with
@@ -472,8 +480,12 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
     run_batch = max_batch if batch is None else min(batch, max_batch)
     B = math.ceil(run_batch / lay.dp)
     micro = B / min(lay.pp, max(B, 1))
-    dec = sm.step(overlap=overlap, dec_B=micro, dec_S=req.seq_len)
-    step = lay.pp * float(dec.stage_seconds[0])
+    # with MTP a step verifies 1 + drafts tokens per sequence and drafts them first
+    q = 1 + req.mtp_tokens
+    dec = sm.step(overlap=overlap, dec_B=micro, dec_q=q, dec_S=req.seq_len)
+    step = lay.pp * float(dec.stage_seconds[0]) + draft_seconds(
+        sm, req.mtp_tokens, micro, req.seq_len
+    )
     compute, comm = float(dec.compute_s[0]), float(dec.comm_s[0])
     links = links_seconds(dec.kernels, comm, overlap)
     bound = step_bound(req.hw, dec.kernels, compute, comm, overlap, links)
@@ -489,7 +501,8 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         decode_batch=run_batch,
         decode_running=float(run_batch),
         decode_step_s=step,
-        decode_tokens_per_s=run_batch / step,
+        decode_tokens_per_s=run_batch * req.tau / step,
+        tokens_per_step=req.tau,
         decode_bound=bound,
         prefill_s=prefill_s,
         binding=binding,
