@@ -25,6 +25,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes, isca_comm_bound_tpot
+from mlacalc.serving.plan import plan
 from mlacalc.serving.scenarios import (
     compare,
     compare_deepseek,
@@ -32,7 +33,6 @@ from mlacalc.serving.scenarios import (
     compare_sglang,
     compare_sglang_prefill,
 )
-from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
 
 DEEPEP = {
