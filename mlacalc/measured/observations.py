@@ -122,6 +122,16 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
     return str(json_path)
 
 
+def _cell(text: Any) -> float:
+    """A number of a kernel-set row: an empty cell is 0, text NaN."""
+    if text in (None, ""):
+        return 0.0
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 def read_kernel_set(path: str | os.PathLike) -> list:
     """Fitting observations of a microbenchmark ``calibrate`` run (``mlacalc bench --preset
     calibrate``): one per kernel class, rows with status ``ok``."""
@@ -169,7 +179,8 @@ def read_kernel_set(path: str | os.PathLike) -> list:
     for (kind, dtype), rs in sorted(groups.items()):
 
         def col(name: str, rs=rs) -> np.ndarray:
-            return np.array([float(r[name]) if r.get(name) not in (None, "") else 0.0 for r in rs])
+            # a cell that is not a number is NaN: calibrate leaves its row out, counted
+            return np.array([_cell(r.get(name)) for r in rs], dtype=np.float64)
 
         shape = {
             f: col(f)

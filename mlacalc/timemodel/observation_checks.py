@@ -2,11 +2,11 @@
 
 A measured time that is not a finite positive number (NaN, infinite, zero or negative: a
 failed or corrupted measurement), or a row whose FLOPs, bytes or calls are not finite and
-non-negative (or a shape not finite), is never fitted on; a kernel kind the time model does
-not know has no class to fit (a class of it would be invented and never used). A class
-fitted on one device with no more rows than the parameters it adjusts would match them
-exactly and report a residual of about zero, which says nothing: those rows are left out of
-that device's fit and said so.
+non-negative (or that moves no bytes, has a GEMM size of 0 or a shape not finite), is never
+fitted on; a kernel kind the time model does not know has no class to fit (a class of it
+would be invented and never used). A class fitted on one device with no more rows than the
+parameters it adjusts would match them exactly and report a residual of about zero, which
+says nothing: those rows are left out of that device's fit and said so.
 
 :func:`usable_observations` returns what is left and, in words, what was excluded and why (the
 lines go into the profile's notes), and refuses a set with no usable row, counting the reasons.
@@ -42,7 +42,16 @@ def _row_reasons(o: Observations) -> np.ndarray:
         bad_work |= ~np.isfinite(calls) | (calls < 0)
         for col in o.batch.shape.values():
             bad_work |= ~np.isfinite(np.asarray(col, dtype=np.float64))
-    reasons[bad_work] = "FLOPs, bytes or calls negative or not finite, or a shape not finite"
+        # a kernel moves data; a GEMM has three sizes (0 divided its tiles by zero)
+        bad_work |= work[1] <= 0
+        if o.batch.kind == "gemm":
+            for name in ("m", "n", "k"):
+                if name in o.batch.shape:
+                    bad_work |= np.asarray(o.batch.shape[name], dtype=np.float64) <= 0
+    reasons[bad_work] = (
+        "FLOPs, bytes or calls negative or not finite, no bytes, a GEMM size of 0, or a shape "
+        "not finite"
+    )
     reasons[seconds <= 0] = "time zero or negative"
     reasons[~np.isfinite(seconds)] = "time not finite (NaN or infinite)"
     return reasons
