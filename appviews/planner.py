@@ -588,7 +588,7 @@ def frontier_figure(
     counts = sorted({total_gpus(p) for p in points})
     for i, n in enumerate(counts):
         mine = [p for p in points if total_gpus(p) == n]
-        fig.add_scatter(
+        fig.add_scattergl(  # WebGL: thousands of points draw in a fraction of SVG's time
             x=[p["output_tokens_per_s_per_user"] for p in mine],
             y=[p["output_tokens_per_s_per_gpu"] for p in mine],
             mode="markers",

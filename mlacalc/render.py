@@ -141,13 +141,20 @@ def ratio(x: float) -> str:
     return f"{x:,.2f}x"
 
 
+#: The widest a name column is kept whole (a model or kernel name); a longer label, a
+#: sentence, wraps at its spaces
+NAME_WIDTH = 40
+
+
 def _column_widths(section: Section) -> list[int]:
-    """Each column's width: its longest cell, or its header's longest word when that is
-    longer (headers wrap at spaces)."""
+    """Each column's width: its longest cell (at most :data:`NAME_WIDTH`, beyond which a label
+    wraps at spaces), or its header's longest word when that is longer."""
     widths = []
     for i, col in enumerate(section.columns):
         cells = [len(str(row[i])) for row in section.rows if i < len(row)]
-        widths.append(max([*cells, *(len(w) for w in str(col).split()), 1]))
+        widths.append(
+            max([min(max(cells, default=1), NAME_WIDTH), *(len(w) for w in str(col).split()), 1])
+        )
     return widths
 
 

@@ -143,7 +143,7 @@ TABS = {
     "Parameters": "Total parameters:",
     "FLOPs": "Formulas",
     "Roofline": "Ridge point of",
-    "Capacity planner": "memory reserve",
+    "Capacity planner": "Deployment and request mix",
     "Measured sets": "Microbenchmark sets",
     "Convert to MLA": "post-training conversion",
     "Training": "model FLOPs per token",
@@ -206,3 +206,64 @@ def test_every_tab_with_a_bad_url_and_after_a_model_switch(server, browser):
     assert "model=llama-3-70b" in browser.current_url and "&w=" not in browser.current_url
     assert _select(browser, "weight dtype").get_attribute("value") == "bf16"  # was fp8
     _visit_every_tab(browser, "llama")
+
+
+#: The planner's answer: the metric labels that must be in the first screen.
+ANSWER = ("TTFT", "TPOT", "tokens/s per GPU", "tokens/s per user")
+
+
+def _rects(driver, labels) -> dict[str, dict]:
+    """The bounding box of each metric whose label is one of ``labels`` (viewport pixels)."""
+    return driver.execute_script(
+        """
+        const out = {};
+        for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
+            const label = m.querySelector('[data-testid="stMetricLabel"]');
+            if (label && arguments[0].includes(label.innerText.trim())) {
+                const r = m.getBoundingClientRect();
+                out[label.innerText.trim()] = {top: r.top, bottom: r.bottom, left: r.left,
+                                               right: r.right};
+            }
+        }
+        return out;
+        """,
+        list(labels),
+    )
+
+
+def test_planner_answer_is_above_the_fold_at_1440x900(server, browser):
+    """The planner at 1440 x 900: the fits line, TTFT, TPOT and tokens/s per GPU and per user
+    are in the first screen, before any input; and the sidebar's widgets are drawn (not grey
+    placeholders) once the page's text is (a first load runs the open tab only)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+    )
+    start = time.time()
+    browser.get(f"{server}/?view=Capacity+planner")
+    _wait_text(browser, "requests in flight: the most that meet")
+    WebDriverWait(browser, 60).until(lambda d: len(_rects(d, ANSWER)) == len(ANSWER))
+    WebDriverWait(browser, 60).until(
+        lambda d: (
+            not d.find_elements(
+                By.CSS_SELECTOR, '[data-testid="stSidebar"] [data-testid="stSkeleton"]'
+            )
+        )
+    )
+    ready = time.time() - start
+    time.sleep(1.5)  # let the charts below draw
+    _no_exception(browser)
+    browser.save_screenshot(str(SHOTS / "planner-1440x900.png"))
+    height = browser.execute_script("return window.innerHeight")
+    assert height == 900
+    rects = _rects(browser, ANSWER)
+    for label, r in rects.items():
+        assert r["top"] >= 0 and r["bottom"] <= height, (label, r)
+    answer = browser.find_element(By.CSS_SELECTOR, '[data-testid="stAlertContentSuccess"]')
+    assert answer.rect["y"] + answer.rect["height"] <= height
+    assert answer.text.startswith("Fits: DeepSeek-V3 on 8 x H200")
+    gpus = browser.find_element(By.CSS_SELECTOR, 'input[aria-label="GPUs"]')
+    assert gpus.rect["y"] > max(r["bottom"] for r in rects.values())  # the inputs come after
+    # the first screen was ready (text and sidebar widgets) well before a whole page's run
+    assert ready < 30, ready
