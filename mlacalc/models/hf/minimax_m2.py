@@ -20,6 +20,8 @@ def _translate(data, raw, derived, problems) -> None:
         problems.append(
             ("shared_intermediate_size", "shared experts are not modelled for MiniMax-M2", None)
         )
+    elif "shared_intermediate_size" in raw:  # 0: no shared expert (not the schema's width)
+        del raw["shared_intermediate_size"]
     if data.get("num_mtp_modules"):
         derived.append(
             f"MTP modules ({data['num_mtp_modules']}) not counted: the Hugging Face "
