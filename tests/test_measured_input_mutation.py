@@ -324,6 +324,12 @@ def test_validate_measured_empty_string_does_not_validate_the_working_directory(
             call()
 
 
+@pytest.mark.parametrize("value", ["", " ", [""]])
+def test_validate_files_empty_string_is_not_the_working_directory(value):
+    with pytest.raises(InvalidArgumentError, match=r"^files\[0\]: must be a path"):
+        mlacalc.validate(value)
+
+
 def test_validate_measured_empty_string_on_the_command_line_names_the_flag(capsys):
     assert main(["validate", "--measured", ""]) == 2
     err = capsys.readouterr().err

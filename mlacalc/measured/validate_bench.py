@@ -258,6 +258,10 @@ def validate_bench_files(files: list[str | Path] | None, mode: str) -> list[Vali
                 raise InvalidArgumentError(
                     f"files[{i}]", f"must be a path to a .json or .csv, got {type(f).__name__}"
                 )
+            if not os.fspath(f).strip():  # Path('') is the working directory
+                raise InvalidArgumentError(
+                    f"files[{i}]", f"must be a path to a .json or .csv, got {os.fspath(f)!r}"
+                )
     paths = [Path(f) for f in files] if files else default_measurement_files()
     if not paths:
         raise ConfigError(
