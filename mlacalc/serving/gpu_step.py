@@ -374,6 +374,15 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
     return tuple(out)
 
 
+@lru_cache(maxsize=256)
+def _stage_counts(m: ModelConfig, pp: int) -> tuple[tuple[int, int], ...]:
+    """(dense layers, MoE layers) of each of ``pp`` pipeline stages."""
+    return tuple(
+        (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
+        for r in stage_layers(m, pp)
+    )
+
+
 @dataclass
 class Spec:
     """One kernel of a layer (or of the head), over the evaluated steps (arrays)."""
@@ -467,11 +476,7 @@ class StepModel:
         self.formats: list[str | None] = [
             self._reformat(t, c) for t, c in zip(self.templates, self.sharded)
         ]
-        stages = stage_layers(m, lay.pp)
-        self.stage_counts = [
-            (sum(not m.is_moe_layer(i) for i in r), sum(m.is_moe_layer(i) for i in r))
-            for r in stages
-        ]
+        self.stage_counts = _stage_counts(m, lay.pp)
         #: calls of a kernel of each part in the whole step (the collectives of a part)
         self.part_calls = {
             "layer": m.num_hidden_layers,

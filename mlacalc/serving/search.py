@@ -551,9 +551,10 @@ def search(
     mark_targets(found.points, req.ttft, req.tpot)
     best = best_point(found.points, req.budget is not None)
     if best is not None:
+        first = len(found.points)
         refine(req, best, pools, found)
-        spend(req, found.points)
-        mark_targets(found.points, req.ttft, req.tpot)
+        spend(req, found.points[first:])  # the refined points
+        mark_targets(found.points[first:], req.ttft, req.tpot)
         best = best_point(found.points, req.budget is not None)
     points = found.points
     front = pareto(points)
