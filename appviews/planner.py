@@ -558,7 +558,7 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
         inputs.lag,
         sc.engine,
     )
-    fig = frontier_figure(points, frontier, best, secs, inputs.tpot)
+    fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
     st.markdown(best_text(best, points, inputs.ttft, inputs.tpot))
     _show_reasons(len(points), *reasons)
@@ -580,10 +580,12 @@ def frontier_figure(
     best: dict | None,
     secs: float,
     tpot: float | None = None,
+    ttft: float | None = None,
 ):
     """Per-GPU against per-user output speed: the deployments, one colour per GPU count (one
     trace per count, not per point), the Pareto frontier, the TPOT target as the per-user
-    speed it implies (1 / TPOT: points right of it meet it), the chosen one (a star)."""
+    speed it implies (1 / TPOT: points right of it meet it), the TTFT target as a cross on the
+    points that miss it, the chosen one (a star)."""
     fig = go.Figure()
     counts = sorted({total_gpus(p) for p in points})
     for i, n in enumerate(counts):
@@ -594,6 +596,15 @@ def frontier_figure(
             mode="markers",
             name=f"{n} GPUs",
             marker=dict(size=5, opacity=0.45, color=GPU_COLOURS[i % len(GPU_COLOURS)]),
+        )
+    late = [p for p in points if ttft and not (p["ttft_s"] is not None and p["ttft_s"] <= ttft)]
+    if late:
+        fig.add_scattergl(
+            x=[p["output_tokens_per_s_per_user"] for p in late],
+            y=[p["output_tokens_per_s_per_gpu"] for p in late],
+            mode="markers",
+            name=f"misses TTFT {ttft:g} s",
+            marker=dict(size=7, symbol="x", color="#7f7f7f"),
         )
     fig.add_scatter(
         x=[p["output_tokens_per_s_per_user"] for p in frontier],

@@ -179,7 +179,12 @@ def test_search_frontier_coloured_by_gpu_count_with_the_targets_drawn_and_the_ch
     assert [t["name"] for t in by_count] == [f"{n} GPUs" for n in counts] and len(counts) >= 2
     assert len({t["marker"]["color"] for t in by_count}) == len(counts)
     assert sum(len(t["x"]) for t in by_count) == len(r.points)  # one trace per count
-    assert len(spec["data"]) == len(counts) + 2  # and the frontier and the chosen point
+    # and the frontier, the chosen point and the points missing TTFT (a cross each)
+    late = [p for p in r.points if not (p["ttft_s"] is not None and p["ttft_s"] <= 2.0)]
+    assert len(spec["data"]) == len(counts) + 2 + bool(late)
+    if late:
+        (cross,) = [t for t in spec["data"] if t.get("name") == "misses TTFT 2 s"]
+        assert len(cross["x"]) == len(late) and cross["marker"]["symbol"] == "x"
     lines = [s for s in spec["layout"]["shapes"] if s.get("type") == "line"]
     assert [s["x0"] for s in lines] == [pytest.approx(1 / D.TPOT_TARGET_S)]
     chosen = next(m.value for m in at.markdown if m.value.startswith("**Chosen:"))
