@@ -231,3 +231,22 @@ def test_cli_plan_on_4096_gpus_with_experts_split_past_their_columns_prints_no_n
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and "--ep" in captured.err
     assert "nan" not in (captured.out + captured.err).lower()
+
+
+def test_plan_chunked_prefill_of_one_token_chunks_is_bounded_and_agrees():
+    # a 100,000-token prompt in chunks of 1 timed 100,000 steps: 30 s and 3 GB
+    import time
+
+    from mlacalc.serving import figures
+
+    kw = dict(isl=8000, osl=100, chunked_prefill=4)
+    sampled = mlacalc.plan("llama-3-8b", "H100-SXM", 2, **kw)
+    most, figures._MOST_CHUNKS = figures._MOST_CHUNKS, 10**9
+    try:
+        exact = mlacalc.plan("llama-3-8b", "H100-SXM", 2, **kw)
+    finally:
+        figures._MOST_CHUNKS = most
+    assert sampled.ttft_s == pytest.approx(exact.ttft_s, rel=1e-5)
+    t0 = time.perf_counter()
+    p = mlacalc.plan("llama-3-8b", "H100-SXM", 2, isl=100000, osl=1, chunked_prefill=1)
+    assert time.perf_counter() - t0 < 10 and not _finite_figures(p) and p.ttft_s > 0
