@@ -241,6 +241,8 @@ class Model:
                     "wv": P(nkv * dh, d),
                     "wo": P(d, h * dh),
                 }
+                if m.model_type == "qwen3":  # per-head query and key norms
+                    w |= {"qn": P(dh), "kn": P(dh)}
             if m.is_moe_layer(i):
                 f, E, fs = (
                     m.moe_intermediate_size,

@@ -118,6 +118,15 @@ def _attention(m: ModelConfig, n: int, b: int, t: int, impl: str, recompute: str
     out = [("input", n * d, a), ("input_rms", n, F32), ("normed_input", n * d, a)]
     if not m.is_mla:
         d_h, n_kv = m.head_dim, m.num_key_value_heads
+        arch = arch_of(m)
+        if arch is not None and arch.qk_norm:  # the norm's input and its RMS (per head or row)
+            rows = (n_h, n_kv) if arch.qk_norm == "head" else (1, 1)
+            out += [
+                ("q_before_norm", n * n_h * d_h, a),
+                ("q_rms", n * rows[0], F32),
+                ("k_before_norm", n * n_kv * d_h, a),
+                ("k_rms", n * rows[1], F32),
+            ]
         return [
             *out,
             ("q", n * n_h * d_h, a),
