@@ -102,3 +102,14 @@ def test_search_budget_and_launch(run):
     out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", "1,2", "--isl", 1000,
                  "--osl", 200, "--format", "json")  # fmt: skip
     assert json.loads(out)["budget"] is None
+
+
+def test_a_search_result_gives_its_launch_commands():
+    from mlacalc.serving.search import search
+
+    r = search("llama-3-8b", "H100-SXM", 2, isl=1000, osl=200, tpot=0.03)
+    ((what, cmd),) = r.launch_commands("vllm", "meta-llama/Llama-3.1-8B-Instruct")
+    assert what == "server" and cmd.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
+    assert f"--max-num-seqs {r.best['batch_per_group']}" in cmd
+    with pytest.raises(InvalidArgumentError):
+        r.launch_commands("tgi")

@@ -43,6 +43,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, time_jobs
+from mlacalc.serving.launch import deployments, launch_commands
 from mlacalc.serving.layout import weight_format
 from mlacalc.serving.plan_checks import check_int, check_number
 from mlacalc.serving.precision import check_components
@@ -203,6 +204,23 @@ class SearchResult:
     def rows(self) -> list[dict[str, Any]]:
         """Every point as a flat record (for CSV and notebooks)."""
         return [self.row(p) for p in self.points]
+
+    def launch_commands(
+        self, engine: str, model_path: str | None = None, point: dict[str, Any] | None = None
+    ) -> list[tuple[str, str]]:
+        """``(what, command)`` that start ``point`` (the best by default) on ``engine``
+        (``"sglang"``, ``"vllm"``, ``"trtllm"``; :mod:`mlacalc.serving.launch`), loading
+        ``model_path`` (the model's name by default)."""
+        p = point if point is not None else self.best
+        if p is None:
+            raise InvalidArgumentError("point", "no deployment meets the targets to launch")
+        pools = deployments(
+            p,
+            load_hardware(self.hardware).gpus_per_node,
+            self.memory_reserve,
+            max(1, PREFILL_TOKENS // self.isl),
+        )
+        return launch_commands(engine, model_path or self.model, pools)
 
 
 def budget_counts(budget: int) -> tuple[int, ...]:
