@@ -72,6 +72,16 @@ GQA = {
 
 
 QWEN3 = {**GQA, "name": "tiny-qwen3", "model_type": "qwen3"}
+GPT2 = {
+    "name": "tiny-gpt2",
+    "model_type": "gpt2",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "vocab_size": 96,
+    "intermediate_size": 256,
+    "max_position_embeddings": 64,
+}
 
 
 class RMS(torch.autograd.Function):
@@ -91,6 +101,28 @@ class RMS(torch.autograd.Function):
         gx = g.float() * w.float()
         gx = r * (gx - xn * (gx * xn).mean(-1, keepdim=True))
         return gx.to(x.dtype), gw
+
+
+class LN(torch.autograd.Function):
+    """A fused LayerNorm: saves its input, mean and reciprocal standard deviation (fp32)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias):
+        xf = x.float()
+        mu = xf.mean(-1, keepdim=True)
+        r = torch.rsqrt((xf - mu).pow(2).mean(-1, keepdim=True) + EPS)
+        ctx.save_for_backward(x, mu, r, w)
+        return ((xf - mu) * r).to(x.dtype) * w + bias
+
+    @staticmethod
+    def backward(ctx, g):
+        x, mu, r, w = ctx.saved_tensors
+        xn = (x.float() - mu) * r
+        flat = g.float().reshape(-1, x.shape[-1])
+        gw = (flat * xn.reshape(flat.shape)).sum(0).to(w.dtype)
+        gx = g.float() * w.float()
+        gx = r * (gx - gx.mean(-1, keepdim=True) - xn * (gx * xn).mean(-1, keepdim=True))
+        return gx.to(x.dtype), gw, flat.sum(0).to(w.dtype)
 
 
 def _attend(q, k, v):
@@ -209,6 +241,29 @@ class Model:
         self.m, self.impl, self.recompute = m, impl, recompute
         d, h = m.hidden_size, m.num_attention_heads
         self.layers = []
+        if m.family == "gpt2":
+            f = m.intermediate_size
+            for _ in range(m.num_hidden_layers):
+                self.layers.append(
+                    {
+                        "n1": P(d),
+                        "b1": P(d),
+                        "wqkv": P(3 * d, d),
+                        "bqkv": P(3 * d),
+                        "wo": P(d, d),
+                        "bo": P(d),
+                        "n2": P(d),
+                        "b2": P(d),
+                        "fc": P(f, d),
+                        "bfc": P(f),
+                        "pr": P(d, f),
+                        "bpr": P(d),
+                    }
+                )
+            self.emb, self.pos = P(m.vocab_size, d), P(m.max_position_embeddings, d)
+            self.nf, self.bf = P(d), P(d)
+            self.head = self.emb  # tied
+            return
         for i in range(m.num_hidden_layers):
             w = {"n1": P(d), "n2": P(d)}
             if m.is_mla:
@@ -268,6 +323,7 @@ class Model:
 
     def params(self):
         out = [self.emb, self.nf, self.head]
+        out += [getattr(self, x) for x in ("pos", "bf") if hasattr(self, x)]
         for w in self.layers:
             for v in w.values():
                 out += v if isinstance(v, list) else [v]
@@ -277,6 +333,11 @@ class Model:
         m = self.m
         b, t, _d = x.shape
         h = m.num_attention_heads
+        if m.family == "gpt2":
+            hn = LN.apply(x, w["n1"], w["b1"])
+            qkv = F.linear(hn, w["wqkv"], w["bqkv"]).view(b, t, 3, h, -1)
+            o = Flash.apply(*qkv.unbind(2))
+            return F.linear(o.view(b, t, -1), w["wo"], w["bo"])
         hn = RMS.apply(x, w["n1"])
         if not m.is_mla:
             dh = m.head_dim
@@ -316,6 +377,10 @@ class Model:
         return F.linear(o.reshape(b, t, -1), w["wo"])
 
     def ffn(self, w, x):
+        if "fc" in w:  # GPT-2's MLP: c_fc, GELU, c_proj
+            hn = LN.apply(x, w["n2"], w["b2"])
+            u = F.linear(hn, w["fc"], w["bfc"])
+            return F.linear(F.gelu(u, approximate="tanh"), w["pr"], w["bpr"])
         hn = RMS.apply(x, w["n2"])
         if "g" in w:
             return F.linear(F.silu(F.linear(hn, w["g"])) * F.linear(hn, w["u"]), w["dn"])
@@ -345,6 +410,8 @@ class Model:
 
     def loss(self, tokens, targets):
         x = F.embedding(tokens, self.emb)
+        if hasattr(self, "pos"):
+            x = x + F.embedding(torch.arange(tokens.shape[1]), self.pos)
         for w in self.layers:
             if self.recompute == "full":
                 fn = lambda y, w=w: self.layer(w, y)  # noqa: E731
@@ -354,7 +421,8 @@ class Model:
                 x = Recompute.apply(fn, x, *fn.params)
             else:
                 x = self.layer(w, x)
-        logits = F.linear(RMS.apply(x, self.nf), self.head)
+        final = LN.apply(x, self.nf, self.bf) if hasattr(self, "bf") else RMS.apply(x, self.nf)
+        logits = F.linear(final, self.head)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
@@ -384,6 +452,8 @@ CASES = [
     (GQA, "expanded", "none"),
     (GQA, "expanded", "full"),
     (QWEN3, "expanded", "none"),
+    (GPT2, "expanded", "none"),
+    (GPT2, "expanded", "full"),
 ]
 
 

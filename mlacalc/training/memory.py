@@ -35,9 +35,13 @@ these layers and captures the saved tensors with ``torch.autograd.graph.saved_te
 - the embedding its token ids (int64); the head: the final norm's input and RMS, the normed
   input, the log-probabilities (``N V``), the targets (int64) and the loss's total weight.
 
+- GPT-2: LayerNorms save their input, mean and reciprocal standard deviation (fp32); the fused
+  ``c_attn``'s output holds Q, K and V (the flash kernel keeps it whole); the MLP saves the
+  ``c_fc`` output (GELU's input) and the GELU output; the embedding also its position ids.
+
 A causal mask is one constant for all layers and is not counted. Activation accounting is
-built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, no extra norms); other families
-are refused by name.
+built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, query/key norms) and GPT-2's;
+other families are refused by name.
 
 **Weights, gradients, optimizer.** Bytes per parameter by ``precision``: ``bf16-mixed``
 (Megatron-LM: bf16 weights, fp32 gradients and master weights, fp32 Adam moments),
@@ -105,17 +109,38 @@ def check_layout(m: ModelConfig) -> None:
         or arch.sinks
         or arch.gated_query
     )
-    if m.family not in ("llama", "deepseek") or extra or not ffn_shape(m).gated:
+    gpt2 = m.family == "gpt2"
+    if (
+        m.family not in ("llama", "deepseek", "gpt2")
+        or extra
+        or (not gpt2 and not ffn_shape(m).gated)
+    ):
         raise InvalidArgumentError(
             "model",
             f"activation memory of {m.label} ({m.model_type}) is not built: it is for the Llama "
-            "and DeepSeek layouts (RMSNorm, gated FFN, no norms but q/k norms)",
+            "and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms) and GPT-2's",
         )
+
+
+def _norm(n: int, d: int, a: int, layer_norm: bool) -> list[tuple[str, int, int]]:
+    """A norm's saved tensors: its input, its statistics (fp32), its output."""
+    stats = (
+        [("input_mean", n, F32), ("input_rstd", n, F32)] if layer_norm else [("input_rms", n, F32)]
+    )
+    return [("input", n * d, a), *stats, ("normed_input", n * d, a)]
 
 
 def _attention(m: ModelConfig, n: int, b: int, t: int, impl: str, recompute: str, a: int):
     d, n_h = m.hidden_size, m.num_attention_heads
-    out = [("input", n * d, a), ("input_rms", n, F32), ("normed_input", n * d, a)]
+    out = _norm(n, d, a, m.family == "gpt2")
+    if m.family == "gpt2":  # one fused c_attn: Q, K and V are views of its output
+        d_h = m.head_dim
+        return [
+            *out,
+            ("qkv", n * 3 * n_h * d_h, a),
+            ("output", n * n_h * d_h, a),
+            ("logsumexp", b * n_h * t, F32),
+        ]
     if not m.is_mla:
         d_h, n_kv = m.head_dim, m.num_key_value_heads
         arch = arch_of(m)
@@ -194,18 +219,27 @@ def layer_activations(
     else:
         for name, el, size in _attention(m, n, b, t, impl, recompute, a):
             out.append(ActivationTensor("attention", name, el, el * size, L))
-        norm = [("input", n * d, a), ("input_rms", n, F32), ("normed_input", n * d, a)]
+        norm = _norm(n, d, a, m.family == "gpt2")
         moe_layers = m.num_moe_layers
         if L - moe_layers:
-            dense = norm + _ffn(n, d, ffn_shape(m).inter, a)
+            f = ffn_shape(m).inter
+            mlp = [("fc_output", n * f, a), ("activation", n * f, a)]
+            dense = norm + (mlp if m.family == "gpt2" else _ffn(n, d, f, a))
             out += [ActivationTensor("ffn", x, el, el * s, L - moe_layers) for x, el, s in dense]
         if moe_layers:
             moe = norm + _moe(m, n, a)
             out += [ActivationTensor("moe", x, el, el * s, moe_layers) for x, el, s in moe]
+    stats = (
+        [("final_norm_mean", n, F32), ("final_norm_rstd", n, F32)]
+        if m.family == "gpt2"
+        else [("final_norm_rms", n, F32)]
+    )
+    positions = [("position_ids", t, I64)] if m.family == "gpt2" else []
     head = [
         ("token_ids", n, I64),
+        *positions,
         ("final_norm_input", n * d, a),
-        ("final_norm_rms", n, F32),
+        *stats,
         ("normed", n * d, a),
         ("log_probabilities", n * m.vocab_size, a),
         ("targets", n, I64),
