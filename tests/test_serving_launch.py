@@ -113,3 +113,20 @@ def test_a_search_result_gives_its_launch_commands():
     assert f"--max-num-seqs {r.best['batch_per_group']}" in cmd
     with pytest.raises(InvalidArgumentError):
         r.launch_commands("tgi")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--component-choice", "experts"), "--component-choice"),
+        (("--component-choice", "gate=fp4"), "component"),
+        (("--engine-defaults", "tgi"), "--engine-defaults"),
+        (("--launch", "tgi"), "--launch"),
+        (("--max-running", 0), "--max-running"),
+        (("--host-step-ms", -1), "--host-step-ms"),
+    ],
+)
+def test_search_engine_flags_are_checked(run, args, flag):
+    _, err = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 100, "--osl",
+                 100, *args, code=2)  # fmt: skip
+    assert flag in err and len(err.strip().splitlines()) <= 3, err
