@@ -296,3 +296,15 @@ def test_conversion_closed_forms(n_kv, group, d_h, rope_half, rank_half, svd):
     assert cc.cache_elements == d_c + rope
     assert cc.cache_bytes_per_token == (d_c + rope) * 2 * L
     assert cc.source_cache_bytes_per_token == 2 * n_kv * d_h * 2 * L
+
+
+def test_encoder_models_are_refused_by_name(tmp_path):
+    """An encoder (BERT) never becomes a model mlacalc converts: its config is refused naming
+    the model_type."""
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, '
+        '"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128}'
+    )
+    with pytest.raises(mlacalc.MlacalcError, match="model_type 'bert'"):
+        convert(path)
