@@ -216,6 +216,9 @@ BAD = [
     ({"global_batch": 0}, "global_batch"),
     ({"hardware": "H1000"}, "hardware"),
     ({"overlap": "yes", "hardware": "H100"}, "overlap"),
+    ({"comm_sms": -1, "hardware": "H100"}, "comm_sms"),
+    ({"comm_sms": 500, "hardware": "H100"}, "comm_sms"),
+    ({"comm_sms": True, "hardware": "H100"}, "comm_sms"),
 ]
 
 

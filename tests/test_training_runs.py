@@ -1,11 +1,12 @@
 """The training step time against published runs (benchmarks/bench_training.py prints them).
 
-Errors measured when the model was written (nothing fitted to these runs): DeepSeek-V3 +60.3%
-(DualPipe's full overlap taken at its word, FP8 GEMMs at the fitted FP8 rate, no SMs given to
-communication), DeepSeek-V2 +30.1% (its GPU count assumed), Llama 3 405B on 8,192 GPUs -8.4%,
-on 16,384 GPUs -28.1% (16 micro-batches on 16 stages: a 1F1B bubble of 15/31 of the step, where
-Meta ran an interleaved schedule). The bounds below hold each error a few points beyond that, so
-a change that makes a prediction worse fails here.
+Errors measured when the model was written (nothing fitted to these runs): DeepSeek-V3 +36.5%
+(DualPipe's full overlap taken at its word, FP8 GEMMs at the fitted FP8 rate; the 20 SMs it
+keeps for communication are modelled, +60.3% without), DeepSeek-V2 +30.1% (its GPU count
+assumed), Llama 3 405B on 8,192 GPUs -8.4%, on 16,384 GPUs -28.1% (16 micro-batches on 16
+stages: a 1F1B bubble of 15/31 of the step, where Meta ran an interleaved schedule). The bounds
+below hold each error a few points beyond that, so a change that makes a prediction worse fails
+here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from mlacalc.training.runs import PUBLISHED_RUNS, compare_runs
 
 BOUNDS = {
-    "DeepSeek-V3 pre-training": (0.55, 0.65),
+    "DeepSeek-V3 pre-training": (0.31, 0.42),
     "DeepSeek-V2 pre-training": (0.25, 0.35),
     "Llama 3 405B, 8,192 GPUs": (-0.13, -0.04),
     "Llama 3 405B, 16,384 GPUs": (-0.33, -0.23),

@@ -175,6 +175,13 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "--overlap", is_flag=True, help="Hide TP/EP/PP communication behind compute (DualPipe-like)."
 )
 @click.option(
+    "--comm-sms",
+    type=click.IntRange(0, 1 << 16),
+    default=0,
+    show_default=True,
+    help="SMs per GPU kept for communication (their compute is lost; DeepSeek-V3: 20).",
+)
+@click.option(
     "--absorption",
     default=None,
     help="Absorbed vs expanded table at these lengths (e.g. 1k,4k,16k,64k).",
@@ -201,6 +208,7 @@ def command(
     precision,
     zero,
     overlap,
+    comm_sms,
     absorption,
     absorption_ranks,
     fmt,
@@ -234,6 +242,7 @@ def command(
         precision,
         zero,
         overlap=overlap,
+        comm_sms=comm_sms,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

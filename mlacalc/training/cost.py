@@ -162,6 +162,7 @@ def training_cost(
     attention: str | None = None,
     profile: Any = None,
     overlap: bool = False,
+    comm_sms: int = 0,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -180,6 +181,9 @@ def training_cost(
     overlap
         hide the tensor-, expert- and pipeline-parallel communication behind the compute (a
         schedule such as DualPipe); otherwise it adds to it.
+    comm_sms
+        SMs of each GPU given to communication kernels (their compute is lost to the GEMMs and
+        attention: DeepSeek-V3 gives 20 of 132).
 
     Examples
     --------
@@ -226,6 +230,7 @@ def training_cost(
             g,
             profile,
             args.flag("overlap", overlap),
+            _comm_sms(comm_sms),
         )
         peak, memory = _device(hardware)
     return TrainingCost(
@@ -247,6 +252,12 @@ def training_cost(
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
     )
+
+
+def _comm_sms(value: Any) -> int:
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    return args.count("comm_sms", value, 1 << 16)
 
 
 def _device(hardware: Any) -> tuple[float, float]:

@@ -34,6 +34,9 @@ also runs the head, and the slowest stage sets the pace):
   parallelism, once per step, a reduce-scatter of the gradients and an all-gather of the
   weights (ZeRO-1), hidden behind the last micro-batch's backward up to its length.
 
+With ``comm_sms`` (DeepSeek-V3 gives 20 of an H800's 132 SMs to communication while it
+overlaps), the compute kernels take ``sm_count / (sm_count - comm_sms)`` longer.
+
 Step time = ``(micro-batches + pp - 1) x`` the stage's micro-batch time ``+`` the exposed
 data-parallel time ``+`` the optimizer step (an element-wise kernel reading and writing the
 rank's weights, gradients and states).
@@ -316,6 +319,7 @@ def step_time(
     grad_bytes: int,
     profile: Any = None,
     overlap: bool = False,
+    comm_sms: int = 0,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description)."""
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
@@ -341,6 +345,14 @@ def step_time(
         or (recompute == "kv_up" and k.name == "kv_b_proj")
     ]
     t_f, t_b, t_r = (_seconds(x, hw, profile) for x in (fwd, bwd, again))
+    if comm_sms:  # SMs kept for communication run no compute: the rest take longer
+        if not hw.sm_count or comm_sms >= hw.sm_count:
+            raise InvalidArgumentError(
+                "comm_sms",
+                f"{comm_sms} SMs for communication out of {hw.sm_count or 'unknown'} on {hw.name}",
+            )
+        scale = hw.sm_count / (hw.sm_count - comm_sms)
+        t_f, t_b, t_r = t_f * scale, t_b * scale, t_r * scale
     a = 2 if dtype == "bf16" else 4
     tokens = lay.micro_batch * seq_len
     layers = math.ceil(m.num_hidden_layers / lay.pp)
