@@ -14,6 +14,7 @@ output head counts, and a tied table counts because it does the output matmul.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.engine import attention_params
@@ -289,9 +290,11 @@ def weight_bytes(
     return -(-n * dtype_bits(dtype or m.weights_dtype) // 8)
 
 
+@lru_cache(maxsize=256)
 def tensor_param_counts(model: ModelConfig) -> ParamCounts:
     """Exact parameter counts of a model of a family with its own layers
-    (:mod:`mlacalc.models.architecture`), tensor by tensor."""
+    (:mod:`mlacalc.models.architecture`), tensor by tensor (once per model: models are
+    frozen and hashable, and a report asks several times)."""
     m = model
     parts = dict.fromkeys(
         (
@@ -308,7 +311,8 @@ def tensor_param_counts(model: ModelConfig) -> ParamCounts:
         0,
     )
     inactive = 0
-    for t in tensors(m):
+    main = tensors(m)
+    for t in main:
         parts[part_of(t.name)] += t.numel
         if t.role in ("experts", "expert_bias"):
             inactive += t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
@@ -321,7 +325,7 @@ def tensor_param_counts(model: ModelConfig) -> ParamCounts:
     }
     mtp = mtp_active = 0
     if m.num_nextn_predict_layers:
-        extra = tensors(m, include_mtp=True)[len(tensors(m)) :]
+        extra = tensors(m, include_mtp=True)[len(main) :]
         mtp = sum(t.numel for t in extra)
         unused = sum(
             t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase, translate
 from functools import lru_cache
 from typing import Any
 
@@ -115,14 +115,64 @@ def _glob(pattern: str, module: str) -> bool:
     return fnmatchcase(module, pattern) or fnmatchcase(module, pattern + ".*")
 
 
+def _prefixes(module: str) -> list[str]:
+    """The module and each of its parents (``a.b.c``, ``a.b``, ``a``)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+@lru_cache(maxsize=64)
+def _globs(patterns: tuple[str, ...]) -> tuple[frozenset[str], re.Pattern | None]:
+    """Exact names and one compiled expression for the wildcard patterns of a list (the
+    checkpoint's thousands of tensors are matched against hundreds of names)."""
+    exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
+    wild = [p for p in patterns if p not in exact]
+    if not wild:
+        return exact, None
+    body = "|".join(f"(?:{fnmatch_regex(p)})" for p in wild)
+    return exact, re.compile(rf"(?:{body})(?:\..*)?\Z", re.DOTALL)
+
+
+def fnmatch_regex(pattern: str) -> str:
+    """The regular expression of one fnmatch glob (no anchors)."""
+    return translate(pattern).removeprefix("(?s:").removesuffix(")\\Z")
+
+
+def _matches_any(patterns: tuple[str, ...], module: str) -> bool:
+    exact, wild = _globs(patterns)
+    if exact and any(p in exact for p in _prefixes(module)):
+        return True
+    return wild is not None and wild.match(module) is not None
+
+
+@lru_cache(maxsize=64)
+def _per_module(
+    pairs: tuple[tuple[str, str], ...],
+) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """A mixed scheme's exact module names -> format (the first listing wins), and its
+    wildcard entries in order."""
+    exact: dict[str, str] = {}
+    wild = []
+    for module, fmt in pairs:
+        if any(c in module for c in "*?["):
+            wild.append((module, fmt))
+        else:
+            exact.setdefault(module, fmt)
+    return exact, tuple(wild)
+
+
 def tensor_format(t: Tensor, s: QuantScheme) -> str | None:
     """The format ``t`` is stored in under ``s`` (``nvfp4``, ``fp8``...), None when kept in
     the released dtype."""
     if s.method == "mixed":
         module = _module(t)
-        if len(t.shape) < 2 or any(_glob(k, module) for k in s.keep):
+        if len(t.shape) < 2 or _matches_any(s.keep, module):
             return None
-        return next((f for m, f in s.per_module if _glob(m, module)), None)
+        exact, wild = _per_module(s.per_module)
+        for name in _prefixes(module):
+            if name in exact:
+                return exact[name]
+        return next((f for m, f in wild if _glob(m, module)), None)
     if is_kept(t, s):
         return None
     return "fp8" if s.method == "fp8" else s.method
@@ -137,7 +187,7 @@ def is_kept(t: Tensor, s: QuantScheme) -> bool:
         return True
     module = t.name.rsplit(".", 1)[0]
     if s.glob:
-        return any(_glob(k, _module(t)) for k in s.keep)
+        return _matches_any(s.keep, _module(t))
     if any(_matches(k, module) for k in s.keep):
         return True
     return any(re.fullmatch(r, module) for r in s.keep_regex)

@@ -340,6 +340,9 @@ _PREFIXES = (
 )
 
 
+_EXPERT_INDEX = re.compile(r"\.experts\.\d+\.")
+
+
 def language_model_name(name: str) -> str:
     """A module name of an export as the language model's own (``model.layers.3...``), each
     expert's index folded (``experts.*``): the names :mod:`mlacalc.models.tensors` uses."""
@@ -347,7 +350,20 @@ def language_model_name(name: str) -> str:
         if name.startswith(old):
             name = new + name[len(old) :]
             break
-    return re.sub(r"\.experts\.\d+\.", ".experts.", name)
+    return _EXPERT_INDEX.sub(".experts.", name) if ".experts." in name else name
+
+
+_PREFIX_RE = re.compile("^(" + "|".join(re.escape(old) for old, _ in _PREFIXES) + ")", re.MULTILINE)
+
+
+def _language_model_names(names: list[str]) -> list[str]:
+    """:func:`language_model_name` of many names at once (one pass over their text: a
+    mixed-precision export lists thousands)."""
+    if not names:
+        return []
+    table = dict(_PREFIXES)
+    text = _PREFIX_RE.sub(lambda m: table[m.group(1)], "\n".join(names))
+    return _EXPERT_INDEX.sub(".experts.", text).split("\n")
 
 
 def modelopt_config(hf_quant: Any, origin: str = "hf_quant_config.json") -> dict[str, Any]:
@@ -377,15 +393,16 @@ def modelopt_config(hf_quant: Any, origin: str = "hf_quant_config.json") -> dict
                 field="quantization.quantized_layers",
             )
         grouped: dict[str, dict[str, None]] = {}
-        for module, spec in layers.items():
+        modules = [str(m).replace("\n", " ") for m in layers]
+        for module, name, spec in zip(modules, _language_model_names(modules), layers.values()):
             algo = spec.get("quant_algo") if isinstance(spec, Mapping) else None
             if not isinstance(algo, str):
                 raise ConfigError(
-                    f"{str(module)[:60]!r} names no quant_algo",
+                    f"{module[:60]!r} names no quant_algo",
                     source=origin,
                     field="quantization.quantized_layers",
                 )
-            grouped.setdefault(algo, {})[language_model_name(str(module))] = None
+            grouped.setdefault(algo, {})[name] = None
         out["quantized_layers"] = {k: list(v) for k, v in grouped.items()}
     return out
 

@@ -119,11 +119,13 @@ def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
     may hold one in a field that changes no count: the importer decides by the field)."""
     if not text.strip():
         raise ConfigError("is empty", source=origin)
-    _check_json_depth(text, origin)
+
+    refused: list[bool] = []  # set once a value is refused: only then is the tree walked
 
     def parse_int(digits: str) -> Any:
         count = len(digits.lstrip("-"))
         if count > MAX_INT_DIGITS:
+            refused.append(True)
             return _Refused(
                 f"holds an integer of {count:,} digits; at most {MAX_INT_DIGITS} are read", None
             )
@@ -132,6 +134,7 @@ def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
     def parse_constant(name: str) -> Any:
         if nonfinite:
             return float(name)
+        refused.append(True)
         return _Refused(f"holds {name}, which is not a JSON number", "write a finite number")
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -157,7 +160,10 @@ def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
         ) from None
     except RecursionError:  # pragma: no cover - the depth scan keeps this away
         raise ConfigError(f"nests deeper than {MAX_DEPTH} levels", source=origin) from None
-    _raise_refused(data, [], origin)
+    if text.count("[") + text.count("{") > MAX_DEPTH and _tree_depth(data) > MAX_DEPTH:
+        _check_json_depth(text, origin)  # the scan over the text names the keys leading there
+    if refused:
+        _raise_refused(data, [], origin)
     return data
 
 
@@ -184,6 +190,23 @@ def _raise_refused(value: Any, path: list[str], origin: str) -> None:
 def _short(key: Any) -> str:
     text = str(key)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _tree_depth(value: Any) -> int:
+    """The nesting depth of parsed JSON (objects and arrays), walked without recursion."""
+    most = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        most = max(most, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return most
 
 
 def _check_json_depth(text: str, origin: str) -> None:

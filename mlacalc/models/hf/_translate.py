@@ -262,7 +262,10 @@ def _closest(key: str, fields: list[str]) -> str | None:
         f = norm(name)
         if k == f or k + "s" == f or k == f + "s":
             return name
-        ratio = SequenceMatcher(None, k, f).ratio()
+        matcher = SequenceMatcher(None, k, f)
+        if matcher.real_quick_ratio() < 0.9 or matcher.quick_ratio() < 0.9:
+            continue  # upper bounds of the ratio: below the cut, it cannot be a misspelling
+        ratio = matcher.ratio()
         if ratio > score:
             best, score = name, ratio
     return best if score >= 0.9 else None
