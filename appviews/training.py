@@ -68,11 +68,19 @@ def _inputs(m: ModelConfig) -> dict:
     kw["global_batch"] = c[4].number_input(
         "global batch (sequences)", 1, 1 << 24, int(kw["micro_batch"] * kw["dp"]), key="tr_gb"
     )
-    c = st.columns(4)
+    c = st.columns(5)
     kw["optimizer"] = c[0].selectbox("optimizer", list(OPTIMIZERS), key="tr_opt")
     kw["precision"] = c[1].selectbox("precision", list(PRECISIONS), key="tr_prec")
     kw["zero"] = c[2].selectbox("ZeRO stage", (0, 1, 2, 3), index=1, key="tr_zero")
-    kw["overlap"] = c[3].checkbox("overlap communication", key="tr_overlap")
+    kw["comm_sms"] = c[3].number_input(
+        "SMs for communication",
+        0,
+        1024,
+        0,
+        key="tr_comm_sms",
+        help="SMs per GPU kept for communication kernels (DeepSeek-V3: 20 of 132)",
+    )
+    kw["overlap"] = c[4].checkbox("overlap communication", key="tr_overlap")
     return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
 
 
