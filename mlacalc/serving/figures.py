@@ -27,6 +27,7 @@ __all__ = [
     "MixTiming",
     "closed_loop",
     "draft_seconds",
+    "in_progress",
     "mix_timing",
     "open_loop",
     "prompts",
@@ -317,8 +318,17 @@ def _in_flight_cycle(mix: MixTiming, B: float, mb: float, t_step: float) -> tupl
     cycle = (1 - share) * t_step + share * t_mix
     if n > mean:  # more prompts than one step batches
         cycle += (n - mean) * t_pf[k_max] / k_max
-    # the prompt waits for the running step (half of one on average), then its step
-    return cycle, t_step / 2 + t_mix
+    # the prompt waits for the step in progress, then its own: half a step on average, a
+    # prompt step's half as often as the steps carry prompts (the residual of a random
+    # arrival, E[T^2] / 2 E[T], over the decode and prompt steps)
+    return cycle, in_progress(t_step, t_mix, share) + t_mix
+
+
+def in_progress(t_step: Any, t_mix: Any, share: Any) -> Any:
+    """The mean wait of a request arriving at random for the step in progress, when a share
+    ``share`` of the steps take ``t_mix`` and the others ``t_step``: ``E[T^2] / (2 E[T])``."""
+    mean = (1 - share) * t_step + share * t_mix
+    return ((1 - share) * t_step**2 + share * t_mix**2) / (2 * mean)
 
 
 def closed_loop(mix: MixTiming, max_batch: int, concurrency: float) -> Load:

@@ -16,6 +16,7 @@ import numpy as np
 from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
 from mlacalc.serving.disaggregated import prefill_pool_seconds
+from mlacalc.serving.figures import in_progress
 from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 
@@ -157,7 +158,7 @@ def _aggregated(
         t_mix = t_step + mix.seconds
     share = c.share  # of the steps that carry prompts (the synced groups' together)
     cycle = (1 - share) * t_step + share * t_mix
-    ttft_s = t_step / 2 + t_mix + req.output_lag_steps * cycle
+    ttft_s = in_progress(t_step, t_mix, share) + t_mix + req.output_lag_steps * cycle
     total = lay.dp * c.Bf / cycle
     for i, b in enumerate(c.Bf):
         point = {
