@@ -321,3 +321,8 @@ def test_absorbed_training_over_widths():
 def test_training_cost_contract_names():
     c = training_cost("deepseek-v3", 4096)
     assert c.flops_per_token == c.flops.per_token and c.fits is None
+
+
+def test_cli_train_warns_of_flags_without_a_device(run):
+    _, err = run("train", "llama-3-8b", "-s", "1k", "--overlap", "--comm-sms", "20")
+    assert "--overlap times the step" in err and "--comm-sms times the step" in err

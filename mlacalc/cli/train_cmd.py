@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from mlacalc.cli.common import SIZE, Section, emit, format_option, load, size_list
+from mlacalc.cli.common import SIZE, Section, emit, format_option, load, size_list, warn
 from mlacalc.render import human_bytes, human_seconds, human_si
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
@@ -226,6 +226,10 @@ def command(
     from mlacalc.training.cost import absorption_table, training_cost
 
     m = load(model)
+    if hardware is None:
+        for flag, given_value in (("--overlap", overlap), ("--comm-sms", comm_sms)):
+            if given_value:
+                warn(f"{flag} times the step: it has no effect without --hardware")
     c = training_cost(
         m,
         seq_len,
