@@ -72,6 +72,14 @@ GQA = {
 
 
 QWEN3 = {**GQA, "name": "tiny-qwen3", "model_type": "qwen3"}
+MINIMAX = {
+    **GQA,
+    "name": "tiny-minimax",
+    "model_type": "minimax_m2",
+    "n_routed_experts": 6,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 20,
+}
 GPT2 = {
     "name": "tiny-gpt2",
     "model_type": "gpt2",
@@ -298,6 +306,8 @@ class Model:
                 }
                 if m.model_type == "qwen3":  # per-head query and key norms
                     w |= {"qn": P(dh), "kn": P(dh)}
+                if m.model_type == "minimax_m2":  # norms over the whole projections
+                    w |= {"qf": P(h * dh), "kf": P(nkv * dh)}
             if m.is_moe_layer(i):
                 f, E, fs = (
                     m.moe_intermediate_size,
@@ -341,8 +351,10 @@ class Model:
         hn = RMS.apply(x, w["n1"])
         if not m.is_mla:
             dh = m.head_dim
-            q = F.linear(hn, w["wq"]).view(b, t, h, dh)
-            k = F.linear(hn, w["wk"]).view(b, t, -1, dh)
+            q, k = F.linear(hn, w["wq"]), F.linear(hn, w["wk"])
+            if "qf" in w:  # MiniMax-M2's norms over the whole query and key projections
+                q, k = RMS.apply(q, w["qf"]), RMS.apply(k, w["kf"])
+            q, k = q.view(b, t, h, dh), k.view(b, t, -1, dh)
             if "qn" in w:  # Qwen3's per-head query and key norms
                 q, k = RMS.apply(q, w["qn"]), RMS.apply(k, w["kn"])
             v = F.linear(hn, w["wv"]).view(b, t, -1, dh)
@@ -452,6 +464,7 @@ CASES = [
     (GQA, "expanded", "none"),
     (GQA, "expanded", "full"),
     (QWEN3, "expanded", "none"),
+    (MINIMAX, "expanded", "none"),
     (GPT2, "expanded", "none"),
     (GPT2, "expanded", "full"),
 ]
