@@ -239,7 +239,7 @@ def command(
                     [f, "null" if b is None else b, "null" if a is None else a]
                     for f, b, a in c.changes
                 ],
-                note="; ".join(c.notes),
+                note="\n".join(f"- {n}" for n in c.notes),
             ),
         ]
         if sweep:
