@@ -516,6 +516,10 @@ def plan_rows(p) -> list[list[str]]:
     ]
     if p.max_context is not None:
         rows.append([f"longest context at batch {p.batch:,}", p.longest_context_text()])
+    if p.expert_rank_load is not None:
+        rows.append(
+            ["hottest expert rank's copies over the even share", f"{p.expert_rank_load:.3f}x"]
+        )
     if p.decode_step_s is not None:
         at = decode_at(p)
         rows.append(

@@ -850,6 +850,16 @@ class StepModel:
                     lay.tp,
                 )
 
+    def expert_rank_load(self, tokens: float) -> float | None:
+        """The hottest expert rank's routed copies over the even share when ``tokens`` per
+        attention group enter a MoE layer (None: no experts shared over ranks)."""
+        m, lay = self.m, self.lay
+        if not m.num_moe_layers or lay.ep <= 1:
+            return None
+        copies = np.array([tokens * (lay.moe_group // lay.tp) * m.num_experts_per_tok])
+        hot = routing_factor(copies, lay.ep, self.placement, self.routing)
+        return float(self.imbalance * hot[0])
+
     def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0, pf_moe=None) -> list[Spec]:
         """Every kernel of the step on this GPU: the model step's, sharded, the routed
         experts of the layout, its collectives and the stage hand-over. ``pf_moe``: the

@@ -231,6 +231,10 @@ class Plan:
     #: what caps ``max_batch``: "kv capacity" (memory) or "engine max_running" (the batch the
     #: engine admits, ``max_running`` per attention group)
     admission: str = "kv capacity"
+    #: the hottest expert rank's routed copies over the even share at the decode step (the
+    #: routing's sample spread, the experts' placement and ``routing_imbalance``; None without
+    #: experts shared over ranks)
+    expert_rank_load: float | None = None
 
     @property
     def context(self) -> int:
@@ -503,6 +507,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         decode_step_s=step,
         decode_tokens_per_s=run_batch * req.tau / step,
         tokens_per_step=req.tau,
+        expert_rank_load=sm.expert_rank_load(B * q),
         decode_bound=bound,
         prefill_s=prefill_s,
         binding=binding,
@@ -631,6 +636,7 @@ def serving_record(
         prefill_redundant_experts=p_lay.redundant_experts if p_lay else None,
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
+        expert_rank_load=mix.sm.expert_rank_load(B_run * mix.q),
         decode_bound=bound,
         prefill_s=float(mix.t_pf[1]),
         binding=serving_binding(load, cap.max_batch, bound, cap.admission),
