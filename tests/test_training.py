@@ -326,3 +326,22 @@ def test_training_cost_contract_names():
 def test_cli_train_warns_of_flags_without_a_device(run):
     _, err = run("train", "llama-3-8b", "-s", "1k", "--overlap", "--comm-sms", "20")
     assert "--overlap times the step" in err and "--comm-sms times the step" in err
+
+
+def test_tensor_parallel_shards_sum_to_the_model():
+    """Per GPU at TP4, every matmul kernel holds a quarter of the model's FLOPs (Llama: nothing
+    replicated); DeepSeek-V3's latent and query down-projections and router stay whole."""
+    from mlacalc.training.flops import forward_kernels
+    from mlacalc.training.step import make_layout, shard
+
+    for name, whole in (
+        ("llama-3-8b", set()),
+        ("deepseek-v3", {"q_a_proj", "kv_a_proj", "router"}),
+    ):
+        m = mlacalc.load_model(name)
+        lay = make_layout(m, tp=4, ep=1)
+        for k in forward_kernels(m, 1024, 1):
+            if k.kind in ("elementwise", "quantize", "moe"):
+                continue
+            (part,) = shard(k, m, lay)
+            assert part.flops * (1 if k.name in whole else 4) == k.flops, k.name

@@ -63,7 +63,7 @@ from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
 
-__all__ = ["Layout", "StepTime", "make_layout", "step_time"]
+__all__ = ["Layout", "StepTime", "make_layout", "shard", "step_time"]
 
 _COLUMN = {"q_proj", "q_b_proj", "kv_b_proj", "dense_ffn_up", "shared_experts_up"}
 _ROW = {"o_proj", "dense_ffn_down", "shared_experts_down"}
@@ -136,7 +136,7 @@ def make_layout(
     return Layout(tp, pp, dp, ep, micro_batch, global_batch)
 
 
-def _shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
+def shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
     """One GPU's share of a forward kernel under the layout (the layers of one stage)."""
     tp = lay.tp
     calls = k.calls if k.calls == 1 else math.ceil(k.calls / lay.pp)
@@ -333,7 +333,7 @@ def step_time(
         else:
             k_parts = [k]
         for part in k_parts:
-            for s in _shard(part, m, lay):
+            for s in shard(part, m, lay):
                 if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in ("scores", "pv"):
                     s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
                 fwd.append(s)
