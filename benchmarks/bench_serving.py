@@ -84,6 +84,20 @@ def main() -> None:
         f"accepted; reported, not checked): {mtp.decode_tokens_per_s / 9:,.0f} tok/s/node vs "
         f"17,373 ({mtp.decode_tokens_per_s / 9 / 17373 - 1:+.1%})"
     )
+    kw = dict(tp=1, dp_attention=True, ep=16, seq_len=65536 + 2048, batch=32)
+    base = plan("deepseek-v3", "H200", 16, **kw).decode_tokens_per_s / 16
+    print(
+        f"(c4) LMSYS MTP blog, DeepSeek-V3 on 16 H200, 2 requests/rank at 64K (reported, not "
+        f"checked): no MTP {base:.1f} tok/s/rank vs 60.4 with overlap scheduling "
+        f"({base / 60.4 - 1:+.0%})"
+    )
+    for k, tau, measured in ((2, 2.18, 81.5), (3, 2.44, 82.0)):
+        p = plan("deepseek-v3", "H200", 16, **kw, mtp_tokens=k, mtp_acceptance_length=tau)
+        got = p.decode_tokens_per_s / 16
+        print(
+            f"     {k + 1}-token MTP window, length {tau}: {got:.1f} vs {measured} "
+            f"({got / measured - 1:+.0%}); speed-up {got / base:.2f}x vs {measured / 60.4:.2f}x"
+        )
     for r in compare_deepseek():
         print(
             f"(c2) DeepSeek H800 {r['scenario']}: {r['predicted_tokens_per_s_per_node']:,.0f} "
