@@ -199,3 +199,51 @@ def test_class_defaults_equal_the_reference(model_type):
     pattern = layer_pattern(data)
     assert layer_pattern(model) == pattern
     assert sum(cache_spec(data).model_bytes(pattern, 4096, convention="hf").values()) == held
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [
+        {"interleave_moe_layer_step": 2},
+        {"moe_layers": [1, 3, 5, 7]},
+        {"interleave_moe_layer_step": 4},
+    ],
+    ids=["step-2", "moe-layers", "step-4"],
+)
+def test_llama4_interleaved_moe_layers_equal_the_reference(placement):
+    """Llama-4-Maverick's placement (MoE in every second layer), on 8 layers of the class's
+    defaults: parameters, the dense/MoE pattern and the cache at 4096 tokens."""
+    config = transformers.Llama4TextConfig(num_hidden_layers=8, **placement)
+    data = config.to_dict()
+    with torch.device("meta"):
+        reference = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model = mlacalc.import_hf_config(data)
+    assert mlacalc.param_counts(model).total == sum(p.numel() for p in reference.parameters())
+    moe = [
+        i
+        for i, layer in enumerate(reference.model.layers)
+        if hasattr(layer.feed_forward, "experts")
+    ]
+    assert [i for i, k in enumerate(layer_pattern(model).layers) if k.ffn == "moe"] == moe
+    assert layer_pattern(data) == layer_pattern(model)
+    ids = torch.zeros(1, 4096, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        cache = reference(input_ids=ids, use_cache=True).past_key_values
+    held = sum(
+        t.nbytes
+        for layer in cache.layers
+        for t in vars(layer).values()
+        if isinstance(t, torch.Tensor) and t.dim() >= 2
+    )
+    assert (
+        sum(cache_spec(data).model_bytes(layer_pattern(data), 4096, convention="hf").values())
+        == held
+    )
+
+
+def test_llama4_moe_layers_of_another_shape_are_refused():
+    with pytest.raises(mlacalc.ConfigError) as info:
+        mlacalc.import_hf_config(
+            transformers.Llama4TextConfig(num_hidden_layers=8, moe_layers=[0, 3]).to_dict()
+        )
+    assert info.value.field == "moe_layers"

@@ -335,7 +335,11 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     if mt in ("llama4", "llama4_text"):
         moe = raw.get("moe_layers")
         if moe is None:
-            step = _int(raw, "interleave_moe_layer_step", origin, 1) or 1
+            step = (
+                _int(raw, "interleave_moe_layer_step", origin, None)
+                or _int(raw, "moe_layer_freq", origin, None)  # a ModelConfig's fields
+                or 1
+            )
             moe = list(range(step - 1, n, step))
         moe_set = set(moe)
         return ["moe" if i in moe_set else "dense" for i in range(n)]
@@ -350,7 +354,8 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
             _fail(origin, "moe_layer_freq", f"a list must hold one flag per layer ({n})")
         return ["moe" if (flag and i >= first) else "dense" for i, flag in enumerate(freq)]
     freq = _int(raw, "moe_layer_freq", origin, 1) or 1
-    return ["moe" if (i >= first and i % freq == 0) else "dense" for i in range(n)]
+    off = _int(raw, "moe_layer_offset", origin, 0) or 0
+    return ["moe" if (i >= first and (i - off) % freq == 0) else "dense" for i in range(n)]
 
 
 def _is_mla(raw: Mapping[str, Any]) -> bool:

@@ -379,6 +379,13 @@ class ModelConfig:
     moe_layer_freq: int = _spec(
         POS, "every k-th layer after the dense ones is MoE", hi=MAX_LAYERS, default=1
     )
+    moe_layer_offset: int = _spec(
+        NONNEG,
+        "MoE layers are the 0-based i with (i - offset) % moe_layer_freq == 0 (Llama 4's "
+        "interleave_moe_layer_step k: freq k, offset k - 1)",
+        hi=MAX_LAYERS,
+        default=0,
+    )
     topk_method: str = _spec(
         OPTSTR,
         "router method; noaux_tc adds the e_score_correction_bias vector",
@@ -611,7 +618,9 @@ class ModelConfig:
         if self.block_types:
             return index < len(self.block_types) and self.block_types[index] == "moe"
         return (
-            self.is_moe and index >= self.first_k_dense_replace and index % self.moe_layer_freq == 0
+            self.is_moe
+            and index >= self.first_k_dense_replace
+            and (index - self.moe_layer_offset) % self.moe_layer_freq == 0
         )
 
     @property
@@ -622,7 +631,8 @@ class ModelConfig:
         if not self.is_moe or self.first_k_dense_replace >= self.num_hidden_layers:
             return 0
         freq, start, stop = self.moe_layer_freq, self.first_k_dense_replace, self.num_hidden_layers
-        first = -(-start // freq) * freq  # first multiple of freq at or after start
+        # the first layer at or after start with (i - offset) a multiple of freq
+        first = start + (self.moe_layer_offset - start) % freq
         return 0 if first >= stop else (stop - 1 - first) // freq + 1
 
     def to_dict(self) -> dict[str, Any]:
