@@ -60,5 +60,5 @@ def test_training_tab():
 
 
 def test_training_tab_refuses_by_name():
-    at = run("Training", model="falcon-7b", hw="H100")
-    assert any("activation memory of Falcon-7B" in e.value for e in at.error)
+    at = run("Training", model="gemma-3-1b", hw="H100")
+    assert any("activation memory of Gemma 3 1B" in e.value for e in at.error)

@@ -241,7 +241,6 @@ def test_training_cost_mutations_name_the_field(kwargs, field):
         ("qwen3-next-80b-a3b", {}, "linear"),
         ("nemotron-3-super-120b-a12b", {}, "mamba"),
         ("deepseek-v3.2", {}, "dsa"),
-        ("falcon-7b", {}, "activation memory of Falcon-7B"),
         ("gemma-3-1b", {}, "activation memory of Gemma 3 1B"),
     ],
 )

@@ -72,6 +72,26 @@ GQA = {
 
 
 QWEN3 = {**GQA, "name": "tiny-qwen3", "model_type": "qwen3"}
+FALCON = {
+    "name": "tiny-falcon",
+    "model_type": "falcon",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "vocab_size": 96,
+    "intermediate_size": 256,
+    "parallel_attn": True,
+    "new_decoder_architecture": False,
+    "bias": False,
+    "tie_word_embeddings": True,
+}
+FALCON_NEW = {
+    **FALCON,
+    "name": "tiny-falcon-new",
+    "num_key_value_heads": 2,
+    "new_decoder_architecture": True,
+}
 MINIMAX = {
     **GQA,
     "name": "tiny-minimax",
@@ -249,6 +269,17 @@ class Model:
         self.m, self.impl, self.recompute = m, impl, recompute
         d, h = m.hidden_size, m.num_attention_heads
         self.layers = []
+        if m.family == "falcon":
+            f, dh, nkv = m.intermediate_size, m.head_dim, m.num_key_value_heads
+            for _ in range(m.num_hidden_layers):
+                w = {"n1": P(d), "b1": P(d), "wqkv": P((h + 2 * nkv) * dh, d)}
+                w |= {"wo": P(d, h * dh), "fc": P(f, d), "pr": P(d, f)}
+                if m.new_decoder_architecture:
+                    w |= {"n2": P(d), "b2": P(d)}
+                self.layers.append(w)
+            self.emb, self.nf, self.bf = P(m.vocab_size, d), P(d), P(d)
+            self.head = self.emb  # tied
+            return
         if m.family == "gpt2":
             f = m.intermediate_size
             for _ in range(m.num_hidden_layers):
@@ -417,8 +448,22 @@ class Model:
         return (out + F.linear(shared, w["sd"])).view(b, t, d)
 
     def layer(self, w, x):
+        if self.m.family == "falcon":  # attention and MLP read the same input, in parallel
+            return x + self.falcon_attention(w, x) + self.falcon_mlp(w, x)
         x = x + self.attention(w, x)
         return x + self.ffn(w, x)
+
+    def falcon_attention(self, w, x):
+        b, t, _ = x.shape
+        h, nkv = self.m.num_attention_heads, self.m.num_key_value_heads
+        self._hn = LN.apply(x, w["n1"], w["b1"])
+        qkv = F.linear(self._hn, w["wqkv"]).view(b, t, h + 2 * nkv, -1)
+        q, k, v = qkv[:, :, :h], qkv[:, :, h : h + nkv], qkv[:, :, h + nkv :]
+        return F.linear(Flash.apply(q, k, v).view(b, t, -1), w["wo"])
+
+    def falcon_mlp(self, w, x):
+        hm = LN.apply(x, w["n2"], w["b2"]) if "n2" in w else self._hn
+        return F.linear(F.gelu(F.linear(hm, w["fc"])), w["pr"])
 
     def loss(self, tokens, targets):
         x = F.embedding(tokens, self.emb)
@@ -466,6 +511,9 @@ CASES = [
     (QWEN3, "expanded", "none"),
     (MINIMAX, "expanded", "none"),
     (GPT2, "expanded", "none"),
+    (FALCON, "expanded", "none"),
+    (FALCON_NEW, "expanded", "none"),
+    (FALCON, "expanded", "full"),
     (GPT2, "expanded", "full"),
 ]
 

@@ -35,9 +35,11 @@ these layers and captures the saved tensors with ``torch.autograd.graph.saved_te
 - the embedding its token ids (int64); the head: the final norm's input and RMS, the normed
   input, the log-probabilities (``N V``), the targets (int64) and the loss's total weight.
 
-- GPT-2: LayerNorms save their input, mean and reciprocal standard deviation (fp32); the fused
-  ``c_attn``'s output holds Q, K and V (the flash kernel keeps it whole); the MLP saves the
-  ``c_fc`` output (GELU's input) and the GELU output; the embedding also its position ids.
+- GPT-2 and Falcon: LayerNorms save their input, mean and reciprocal standard deviation (fp32);
+  the fused QKV projection's output holds Q, K and V (the flash kernel keeps it whole); the MLP
+  saves its first projection's output (GELU's input) and the GELU output; GPT-2's embedding also
+  its position ids; Falcon-7B's MLP reads the attention's normed input (one norm per layer),
+  the new decoder architecture's a second norm of the same input.
 
 A causal mask is one constant for all layers and is not counted. Activation accounting is
 built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, query/key norms) and GPT-2's;
@@ -109,16 +111,14 @@ def check_layout(m: ModelConfig) -> None:
         or arch.sinks
         or arch.gated_query
     )
-    gpt2 = m.family == "gpt2"
-    if (
-        m.family not in ("llama", "deepseek", "gpt2")
-        or extra
-        or (not gpt2 and not ffn_shape(m).gated)
-    ):
+    ungated = m.family in ("gpt2", "falcon")
+    known = ("llama", "deepseek", "gpt2", "falcon")
+    if m.family not in known or extra or (not ungated and not ffn_shape(m).gated):
         raise InvalidArgumentError(
             "model",
             f"activation memory of {m.label} ({m.model_type}) is not built: it is for the Llama "
-            "and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms) and GPT-2's",
+            "and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms), GPT-2 and "
+            "Falcon",
         )
 
 
@@ -130,14 +130,27 @@ def _norm(n: int, d: int, a: int, layer_norm: bool) -> list[tuple[str, int, int]
     return [("input", n * d, a), *stats, ("normed_input", n * d, a)]
 
 
+def _ffn_norm(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
+    """The FFN's norm: its own (sequential layers), none (Falcon-7B's MLP reads the attention's
+    normed input), or a second norm of the same input (Falcon's new decoder architecture)."""
+    d = m.hidden_size
+    if m.family != "falcon":
+        return _norm(n, d, a, m.family == "gpt2")
+    if m.new_decoder_architecture:
+        return [("input_mean", n, F32), ("input_rstd", n, F32), ("normed_input", n * d, a)]
+    if m.parallel_attn:
+        return []
+    return _norm(n, d, a, True)
+
+
 def _attention(m: ModelConfig, n: int, b: int, t: int, impl: str, recompute: str, a: int):
     d, n_h = m.hidden_size, m.num_attention_heads
-    out = _norm(n, d, a, m.family == "gpt2")
-    if m.family == "gpt2":  # one fused c_attn: Q, K and V are views of its output
-        d_h = m.head_dim
+    out = _norm(n, d, a, m.family in ("gpt2", "falcon"))
+    if m.family in ("gpt2", "falcon"):  # one fused QKV projection: Q, K, V are views of it
+        d_h, n_kv = m.head_dim, m.num_key_value_heads
         return [
             *out,
-            ("qkv", n * 3 * n_h * d_h, a),
+            ("qkv", n * (n_h + 2 * n_kv) * d_h, a),
             ("output", n * n_h * d_h, a),
             ("logsumexp", b * n_h * t, F32),
         ]
@@ -219,19 +232,19 @@ def layer_activations(
     else:
         for name, el, size in _attention(m, n, b, t, impl, recompute, a):
             out.append(ActivationTensor("attention", name, el, el * size, L))
-        norm = _norm(n, d, a, m.family == "gpt2")
+        norm = _ffn_norm(m, n, a)
         moe_layers = m.num_moe_layers
         if L - moe_layers:
             f = ffn_shape(m).inter
             mlp = [("fc_output", n * f, a), ("activation", n * f, a)]
-            dense = norm + (mlp if m.family == "gpt2" else _ffn(n, d, f, a))
+            dense = norm + (mlp if m.family in ("gpt2", "falcon") else _ffn(n, d, f, a))
             out += [ActivationTensor("ffn", x, el, el * s, L - moe_layers) for x, el, s in dense]
         if moe_layers:
             moe = norm + _moe(m, n, a)
             out += [ActivationTensor("moe", x, el, el * s, moe_layers) for x, el, s in moe]
     stats = (
         [("final_norm_mean", n, F32), ("final_norm_rstd", n, F32)]
-        if m.family == "gpt2"
+        if m.family in ("gpt2", "falcon")
         else [("final_norm_rms", n, F32)]
     )
     positions = [("position_ids", t, I64)] if m.family == "gpt2" else []
