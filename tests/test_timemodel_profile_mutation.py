@@ -193,3 +193,16 @@ def test_profile_mutated_at_random_loads_and_predicts_or_is_refused(tmp_path):
 
     assert hypothesis
     check()
+
+
+@pytest.mark.parametrize("value", [0, math.nan, 1e300, -1.0])
+def test_profile_made_in_code_is_checked_as_a_file_is(value):
+    # a Profile object went straight to the time model: overlap 0 divided by zero
+    from mlacalc.timemodel.profile import Profile
+
+    bad = Profile(name="mine", classes={"gemm:bf16": {"overlap": value}})
+    with pytest.raises(ConfigError, match=r"^profile 'mine': field 'classes.gemm:bf16.overlap'"):
+        mlacalc.plan("llama-3-8b", "H100-SXM", 1, profile=bad)
+    good = Profile(name="mine", classes={"gemm:bf16": {"overlap": 2.0}})
+    assert load_profile(good) is good
+    _predicts(good)

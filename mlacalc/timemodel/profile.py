@@ -414,6 +414,26 @@ def _check_provenance(data: dict[str, Any], origin: str) -> None:
         raise ConfigError("must hold text only", source=origin, field="notes")
 
 
+#: id -> a Profile object whose parameters were checked (the object kept, so its id stays its)
+_CHECKED: dict[int, Profile] = {}
+
+
+def _checked(profile: Profile) -> Profile:
+    """A Profile made in code, its parameters checked as a file's are (once per object): a
+    p-norm of 0 or a NaN efficiency was a ZeroDivisionError or NaN in every prediction."""
+    if _CHECKED.get(id(profile)) is not profile:
+        where = profile.origin or f"profile {profile.name!r}"
+        if not isinstance(profile.classes, dict) or not isinstance(profile.devices, dict):
+            raise ConfigError("must map kernel classes to parameters", source=where)
+        _check_classes(profile.classes, where, "classes")
+        for device, classes in profile.devices.items():
+            _check_classes(classes, where, f"devices.{device}")
+        if len(_CHECKED) > 64:
+            _CHECKED.clear()
+        _CHECKED[id(profile)] = profile
+    return profile
+
+
 def _profiles_dir() -> Path:
     return PROFILES
 
@@ -443,7 +463,7 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
     """A calibration profile: a shipped name (``"default"``, fitted on the shared H100-SXM and
     A100-SXM-80GB sets), a JSON path, or a :class:`Profile` (returned as is)."""
     if isinstance(name_or_path, Profile):
-        return name_or_path
+        return _checked(name_or_path)
     if name_or_path is not None and not isinstance(name_or_path, (str, os.PathLike)):
         raise InvalidArgumentError(
             "profile",
