@@ -307,3 +307,21 @@ def test_granite_hybrid_params_and_state_equal_reference(experts):
     ks = {k.name: k for k in step_kernels(m, "decode", 300, 2)}
     shared = "shared_experts_up" if experts else "dense_ffn_up"
     assert ks[shared].shape["n"] == 2 * 100 and ks[shared].calls == 4
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v4", "falcon_h1", "jamba"])
+def test_known_unmodelled_types_say_why_without_a_look_alike(model_type, tmp_path):
+    """A config of a family known but not modelled is refused with what is missing, never
+    with a look-alike to try (deepseek_v4 is not deepseek_v3)."""
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type, "hidden_size": 64}), encoding="utf-8")
+    for load in (lambda: mlacalc.load_model(path), lambda: mlacalc.load_model(path.as_posix())):
+        with pytest.raises(ConfigError, match="is not modelled") as info:
+            load()
+        assert "did you mean" not in str(info.value) and model_type in str(info.value)
+    with pytest.raises(ConfigError, match="is not modelled"):
+        mlacalc.model_from_dict(
+            {"model_type": model_type, "name": "x", "source": "y", "hidden_size": 8}
+        )

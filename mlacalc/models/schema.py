@@ -740,6 +740,12 @@ def _model_type_problem(model_type: Any) -> Problem | None:
             f"must be a non-empty string, got {_show(model_type)}",
             "use one of: " + ", ".join(registry.model_types()),
         )
+    if registry.family_of(model_type) is None and model_type in registry.NOT_MODELLED:
+        return (
+            "model_type",
+            f"model_type {_show(model_type)} is not modelled: {registry.NOT_MODELLED[model_type]}",
+            "supported: " + ", ".join(registry.model_types()),
+        )
     if registry.family_of(model_type) is None:
         near = registry.nearest_model_type(model_type)
         hint = f"did you mean '{near}'? " if near else ""

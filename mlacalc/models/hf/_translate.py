@@ -18,6 +18,7 @@ from typing import Any
 from mlacalc.models.quantization import modelopt_config, quantization_scheme
 from mlacalc.models.registry import (
     COUNT_FREE,
+    NOT_MODELLED,
     Family,
     HFInput,
     Problem,
@@ -355,6 +356,13 @@ def _family(data: dict, origin: str) -> tuple[Family, str]:
             fix="supported: " + ", ".join(model_types()),
         )
     unit = family_of(model_type[:200])
+    if unit is None and model_type in NOT_MODELLED:  # known, not modelled: no look-alike hint
+        raise ConfigError(
+            f"model_type {model_type!r} is not modelled: {NOT_MODELLED[model_type]}",
+            source=origin,
+            field="model_type",
+            fix="supported: " + ", ".join(model_types()),
+        )
     if unit is None:
         near = nearest_model_type(model_type[:200])
         hint = f"did you mean '{near}'? " if near else ""
