@@ -77,7 +77,10 @@ def render(sc: Scenario) -> None:
         f"{100 * smallest['total_bytes'] / device.memory_bytes:,.1f}%",
     )
     label = "latent, as served" if model.is_mla else model.variant.upper()
-    st.markdown(f"KV cache total ({label}): **{smallest['total_bytes']:,} bytes**")
+    st.markdown(
+        f"KV cache total ({label}): **{human_bytes(smallest['total_bytes'])}** "
+        f"({smallest['total_bytes']:,} bytes)"
+    )
     pattern = sc.doc["layers"]
     st.markdown(f"Layer pattern: **{pattern['summary']}**")
     if len(pattern["attention"]) > 1 or "dsa" in pattern["attention"]:

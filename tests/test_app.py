@@ -47,7 +47,7 @@ def metrics(at) -> dict:
 def test_default_scenario_every_view():
     runs = every_view()
     text = "\n".join(markdown(at) for at in runs)
-    assert f"**{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes**" in text
+    assert f"({mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes)" in text
     assert f"**{mlacalc.param_counts('deepseek-v3').total:,}**" in text
     p = mlacalc.plan(
         "deepseek-v3", "H200", 8, tp=8, kv_dtype="bf16", page_size=16, seq_len=131072, batch=8
@@ -71,7 +71,7 @@ def test_widgets_drive_the_numbers():
     at.run()
     assert not at.exception
     expected = mlacalc.kv_cache_bytes("deepseek-v3", 4096, 3, kv_dtype="fp8_ds_mla")
-    assert f"**{expected:,} bytes**" in markdown(at)
+    assert f"({expected:,} bytes)" in markdown(at)
     assert at.query_params["seq_len"] == "4096" and at.query_params["kv"] == "fp8_ds_mla"
 
 
@@ -80,7 +80,7 @@ def test_other_model_and_equivalents():
     at.selectbox(key="model").set_value("llama-3-70b")
     at.run()
     assert not at.exception
-    assert f"**{mlacalc.kv_cache_bytes('llama-3-70b', 131072, 8):,} bytes**" in markdown(at)
+    assert f"({mlacalc.kv_cache_bytes('llama-3-70b', 131072, 8):,} bytes)" in markdown(at)
     assert "GQA" in at.subheader[0].value
     equivalents = at.dataframe[1].value
     assert len(equivalents) == 4
@@ -91,7 +91,7 @@ def test_scenario_from_the_url():
     expected = mlacalc.kv_cache_bytes(
         "mistral-7b", 10000, 2, kv_dtype="fp8"
     )  # sliding window: 4096 kept
-    assert f"**{expected:,} bytes**" in markdown(at)
+    assert f"({expected:,} bytes)" in markdown(at)
     assert at.selectbox(key="hardware").value == "RTX-4090"
 
 
@@ -104,7 +104,7 @@ def test_url_sizes_read_as_the_command_line_reads_them():
 def test_bad_url_values_fall_back():
     at = run(model="no-such-model", seq_len="-5", batch="x", kv="fp6", hw="H300")
     # below the range is clamped (seq_len 1), a non-number falls back (batch 8)
-    assert f"**{mlacalc.kv_cache_bytes('deepseek-v3', 1, 8):,} bytes**" in markdown(at)
+    assert f"({mlacalc.kv_cache_bytes('deepseek-v3', 1, 8):,} bytes)" in markdown(at)
     notices = " ".join(w.value for w in at.warning)
     for name in ("model=no-such-model", "seq_len=-5", "batch=x", "kv=fp6", "hw=H300"):
         assert f"'{name}'" in notices, (name, notices)
@@ -122,7 +122,7 @@ def test_issue_examples_from_the_url():
     assert any("'batch=" in w.value and "clamped" in w.value for w in at.warning)
     at = run(seq_len="16777216", batch="1048576")  # the widgets' largest values
     expected = mlacalc.kv_cache_bytes("deepseek-v3", 16777216, 1048576)
-    assert expected > 2**53 and f"**{expected:,} bytes**" in markdown(at) and not at.warning
+    assert expected > 2**53 and f"({expected:,} bytes)" in markdown(at) and not at.warning
 
 
 def test_weight_dtype_follows_the_model_until_the_user_picks_one():
@@ -178,7 +178,7 @@ def test_roofline_tab_uses_the_sidebar_dtypes():
 def test_what_if_edits_live_in_the_url():
     at = run(whatif="1", d_c="256", L="30")
     model = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=256, num_hidden_layers=30)
-    assert f"**{mlacalc.kv_cache_bytes(model, 131072, 8):,} bytes**" in markdown(at)
+    assert f"({mlacalc.kv_cache_bytes(model, 131072, 8):,} bytes)" in markdown(at)
     assert at.query_params["d_c"] == "256" and at.query_params["whatif"] == "1"
     at.slider(key="w_dc").set_value(512).run()
     assert at.query_params["d_c"] == "512"
@@ -208,7 +208,7 @@ def test_what_if_dimensions():
     at.slider(key="w_dc").set_value(256).run()
     assert not at.exception
     model = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=256)
-    assert f"**{mlacalc.kv_cache_bytes(model, 131072, 8):,} bytes**" in markdown(at)
+    assert f"({mlacalc.kv_cache_bytes(model, 131072, 8):,} bytes)" in markdown(at)
 
 
 def test_invalid_what_if_shows_an_error_and_keeps_working():
@@ -218,7 +218,7 @@ def test_invalid_what_if_shows_an_error_and_keeps_working():
     at.number_input(key="w_kv").set_value(5).run()
     assert not at.exception
     assert any("num_key_value_heads" in e.value for e in at.error)
-    assert f"**{mlacalc.kv_cache_bytes('llama-3-8b', 131072, 8):,} bytes**" in markdown(at)
+    assert f"({mlacalc.kv_cache_bytes('llama-3-8b', 131072, 8):,} bytes)" in markdown(at)
 
 
 def test_planner_widgets_and_errors():
@@ -282,7 +282,7 @@ def test_layer_pattern_and_cache_by_kind():
     row = 2 * 8 * 64 * 2
     assert list(table["kind of layer"]) == ["sliding(128)", "full"]
     assert [int(b) for b in table["bytes"]] == [18 * 3 * 128 * row, 18 * 3 * 4096 * row]
-    assert f"**{sum(int(b) for b in table['bytes']):,} bytes**" in text
+    assert f"({sum(int(b) for b in table['bytes']):,} bytes)" in text
     plain = markdown(run(model="llama-3-8b"))
     assert "Layer pattern: **32 layers: 32 full; FFN: 32 dense**" in plain
 

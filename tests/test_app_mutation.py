@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 import mlacalc
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-DEFAULT_KV = f"**{mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes**"
+DEFAULT_KV = f"({mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes)"
 
 JUNK = [
     "",
@@ -211,7 +211,7 @@ def test_good_upload_is_used():
     at = run({}, upload=("gpt2.yaml", _shipped("gpt2")))
     assert not any("Showing" in e.value for e in at.error)  # no upload error (the planner
     assert "GPT-2" in at.subheader[0].value  # may still refuse tp 8 for 12 heads)
-    assert f"**{mlacalc.kv_cache_bytes('gpt2', 131072, 8):,} bytes**" in "\n".join(
+    assert f"({mlacalc.kv_cache_bytes('gpt2', 131072, 8):,} bytes)" in "\n".join(
         m.value for m in at.markdown
     )
     assert any("not the upload" in c.value for c in at.caption)
