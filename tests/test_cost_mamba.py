@@ -325,3 +325,37 @@ def test_known_unmodelled_types_say_why_without_a_look_alike(model_type, tmp_pat
         mlacalc.model_from_dict(
             {"model_type": model_type, "name": "x", "source": "y", "hidden_size": 8}
         )
+
+
+def test_latent_moe_flops_equal_reference():
+    """Nemotron-H's MoE block (router, fc1_latent_proj, ungated experts in the latent width,
+    fc2_latent_proj, the ungated shared expert) under FlopCounterMode equals the step's FFN
+    kernels of one layer."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import NemotronHConfig
+    from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMoE
+
+    tiny = {
+        **TINY,
+        "layers_block_type": ["moe"],
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 3,
+        "moe_intermediate_size": 48,
+        "moe_shared_expert_intermediate_size": 96,
+        "moe_latent_size": 40,
+    }
+    config = NemotronHConfig(**{k: v for k, v in tiny.items() if k != "model_type"})
+    torch.manual_seed(0)
+    block = NemotronHMoE(config).float().eval()
+    for p in block.parameters():
+        torch.nn.init.normal_(p, std=0.1)
+    tokens = 20
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        block(torch.randn(1, tokens, 64))
+    m = import_hf_config(dict(tiny))
+    ffn = [k for k in step_kernels(m, "prefill", tokens) if KERNEL_STAGES[k.name] == "ffn"]
+    assert {k.name for k in ffn} >= {"router", "moe_latent_in", "routed_experts", "moe_latent_out"}
+    ours = sum(k.flops * k.calls for k in ffn if k.kind != "elementwise")
+    assert counter.get_total_flops() == ours
