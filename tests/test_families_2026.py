@@ -35,6 +35,9 @@ SHARED = [
     "zai-org--GLM-5.1",
     "Qwen--Qwen3-Coder-480B-A35B-Instruct",
     "MiniMaxAI--MiniMax-M2.7",
+    "nvidia--DeepSeek-V3.1-NVFP4",
+    "nvidia--Kimi-K2.6-NVFP4",
+    "nvidia--Gemma-4-31B-IT-NVFP4",
 ]
 
 
