@@ -176,3 +176,15 @@ def test_collection_meta_malformed_is_one_line_naming_the_field(tmp_path, field,
             call()
         text = str(err.value)
         assert "\n" not in text and "collection_meta.yaml" in text and field in text, text
+
+
+def test_parquet_outside_the_folder_layout_is_one_line_naming_it(tmp_path):
+    # a parquet file whose folders are not <system>/<family>/<framework>/<version> (one close
+    # to the root was read as system '/')
+    folder = tmp_path / "loose"
+    folder.mkdir()
+    shutil.copy(SOURCE / "collection_meta.yaml", folder)
+    pq.write_table(TABLE, folder / "gemm_perf.parquet")
+    with pytest.raises(MlacalcError) as err:
+        load_measured(str(folder / "gemm_perf.parquet"))
+    assert "\n" not in str(err.value) and "'/'" not in str(err.value)

@@ -339,7 +339,8 @@ def _arrow_column(col, name: str, source: str) -> np.ndarray:
 
 def _system_of(leaf: Path) -> tuple[str, str]:
     """(system, family) of a leaf folder ``<system>/<family>/<framework>/<version>``."""
-    parts = leaf.resolve().parts
+    full = leaf.resolve()
+    parts = full.parts[1:] if full.anchor else full.parts  # the root ('/') names no system
     if len(parts) < 4:
         raise ConfigError(
             "is not inside a <system>/<family>/<framework>/<version> folder",
