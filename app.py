@@ -101,7 +101,12 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
         state["weight_dtype"], state["w_user"] = url_weight, True
     whatif_symbols = {FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA}
     state["whatif"] = url.flag("whatif", default=any(k in st.query_params for k in whatif_symbols))
-    url.choice(VIEW_KEY, [v.TITLE for v in VIEWS], VIEWS[0].TITLE, "view")  # a notice if unknown
+    titles = [v.TITLE for v in VIEWS]
+    if VIEW_KEY in st.query_params and st.query_params[VIEW_KEY] not in titles:  # as written
+        url.notices.append(
+            f"URL parameter {url.describe(VIEW_KEY)} is not a known view ({', '.join(titles)}); "
+            f"showing {titles[0]}."
+        )
     for key in st.query_params:
         if key not in URL_KEYS | PLANNER_URL_KEYS | {VIEW_KEY}:
             shown = ", ".join(sorted(URL_KEYS | PLANNER_URL_KEYS | {VIEW_KEY}))

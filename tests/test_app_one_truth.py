@@ -62,3 +62,6 @@ def test_only_the_open_tab_runs():
     assert "per token, all layers" not in [m.label for m in planner.metric]
     bad = run(view="No such tab")
     assert any("'view=No such tab' is not a known view" in w.value for w in bad.warning)
+    lower = run(view=PLANNER.lower())  # a tab's title as written, or the first tab
+    assert any("is not a known view" in w.value for w in lower.warning)
+    assert "plan_gpus" not in [n.key for n in lower.number_input]
