@@ -37,6 +37,7 @@ ROWS = SHIPPED.with_suffix(".csv").read_text(encoding="utf-8").splitlines()
 def _set(tmp_path: Path, meta=None, rows=None, name="set") -> Path:
     """A microbenchmark set in ``tmp_path``: the shipped one, or its sidecar and rows changed."""
     meta = copy.deepcopy(META if meta is None else meta)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     if isinstance(meta, dict) and meta.get("rows_file") == META["rows_file"]:
         meta["rows_file"] = f"{name}.csv"
     (tmp_path / f"{name}.csv").write_text("\n".join(ROWS if rows is None else rows) + "\n")
@@ -393,3 +394,26 @@ def test_calibrate_kernel_set_mutated_at_random_fits_finite_or_is_one_line(tmp_p
                 assert "\n" not in str(exc)
                 continue
         assert all(math.isfinite(v) for c in prof.classes.values() for v in c.values())
+
+
+@pytest.mark.slow
+def test_app_measured_view_shows_a_malformed_sidecar_as_one_error(tmp_path):
+    """The app's measured view given the path of malformed sidecars and rows: an error element
+    naming the file, never an exception element."""
+    testing = pytest.importorskip("streamlit.testing.v1")
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    at = testing.AppTest.from_file(str(app), default_timeout=120)
+    at.query_params["view"] = "Measured sets"
+    at.run()
+    (pick,) = [s for s in at.selectbox if s.key == "meas_set"]
+    pick.set_value("other path ...").run()
+    cases = [
+        _set(tmp_path / "a", _mutate(META, "device", "H100")),
+        _set(tmp_path / "b", _mutate(META, "ceilings.copy_bytes_per_s", -1)),
+        _set(tmp_path / "c", _mutate(META, "rows_file", "../x.csv")),
+    ]
+    for path in cases:
+        (box,) = [t for t in at.text_input if t.key == "meas_path"]
+        box.set_value(str(path)).run()
+        assert not at.exception
+        assert any(str(path) in e.value for e in at.error)
