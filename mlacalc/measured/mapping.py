@@ -455,6 +455,104 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
     reason[~ok] = "unknown_dtype"
 
 
+#: Tokens per chunk of the chunked gated delta rule (flash-linear-attention's kernels).
+_GDN_CHUNK = 64
+
+
+def _conv1d(
+    b: _Builder, rows, src, tokens, seqs, channels, d_conv, prefix: str = "", per_seq: bool = False
+) -> None:
+    """Causal depthwise conv1d rows (``causal_conv1d_fn`` over ``tokens``, or
+    ``causal_conv1d_update`` one token a sequence): bf16 in and out over ``channels``, the
+    ``d_conv``-tap filters, and the ``d_conv - 1`` rows of state each sequence keeps (written
+    by the prompt kernel, read and written by the update); ``2 x d_conv`` FLOPs an element.
+    ``elementwise`` kernels (streaming work on the CUDA cores), variants ``conv1d`` and
+    ``conv1d_update`` (``prefix`` another model's kernels: ``mamba2_``), fitted apart.
+    ``per_seq``: the prompt kernel runs once a sequence (``launches`` = sequences): TensorRT-LLM's
+    rows grow by about 1.4 us a sequence at any length (B200, Qwen3.5-27B: 6.6 us for one
+    sequence of 4,096 tokens' neighbours, 21 us for 8 of one token, 101 us for 64 of 8), where
+    SGLang's and vLLM's do not (2.5 us for 8 of one token, 3.5 us for 64 of 4)."""
+    for name, variant, state_passes in (
+        ("causal_conv1d_fn", "conv1d", 1.0),
+        ("causal_conv1d_update", "conv1d_update", 2.0),
+    ):
+        s = src == name
+        if not s.any():
+            continue
+        e = tokens[s] * channels[s]
+        state = state_passes * seqs[s] * channels[s] * (d_conv[s] - 1.0) * 2.0
+        b.add(
+            name,
+            "elementwise",
+            "bf16",
+            rows[s],
+            2.0 * d_conv[s] * e,
+            4.0 * e + 2.0 * channels[s] * d_conv[s] + state,
+            variant=prefix + variant,
+            elements=e,
+            launches=seqs[s] if per_seq and name == "causal_conv1d_fn" else 1.0,
+        )
+
+
+def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``gdn_perf``: one kernel of a Gated DeltaNet layer a row (Qwen3.5 geometries, heads as
+    the row gives them). The conv1d kernels over the q, k and v channels (``2 Hk dk + Hv dv``);
+    the gated delta rule over ``num_tokens``: chunked for a prompt (``chunk_gated_delta_rule``;
+    per token and value head the matmuls of the chunked form at 64-token chunks:
+    ``6 dk dv`` for the state terms and ``2 x 64 x (3 dk + 2 dv)`` within the chunk, an
+    estimate of the kernel's work, not a count of it) or recurrent one token a sequence
+    (``fused_recurrent``: ``7 dk dv``, the fp32 state read and written). Bytes: q, k, v, the
+    output in bf16, the gate and beta in fp32, the fp32 state (written by the prompt kernel,
+    read and written by the recurrent one). ``elementwise`` variants ``gdn_chunk`` and
+    ``gdn_recurrent``, fitted apart."""
+    src = np.char.replace(t.column("kernel_source").astype(str), "_packed_decode", "")
+    src = np.char.replace(src, "chunk_gated_delta_rule_flashinfer", "chunk_gated_delta_rule")
+    rows = np.arange(len(t))
+    hk, dk = _f(t.column("num_k_heads")), _f(t.column("head_k_dim"))
+    hv, dv = _f(t.column("num_v_heads")), _f(t.column("head_v_dim"))
+    tokens, seqs = _f(t.column("num_tokens")), _f(t.column("batch_size"))
+    channels = 2 * hk * dk + hv * dv
+    per_seq = t.engine == "trtllm"
+    _conv1d(b, rows, src, tokens, seqs, channels, _f(t.column("d_conv")), "", per_seq)
+    io = tokens * (2 * hk * dk + 2 * hv * dv) * 2.0 + tokens * hv * 8.0
+    state = seqs * hv * dk * dv * 4.0
+    for name, variant, flops, nbytes in (
+        (
+            "chunk_gated_delta_rule",
+            "gdn_chunk",
+            tokens * hv * (6 * dk * dv + 2 * _GDN_CHUNK * (3 * dk + 2 * dv)),
+            io + state,
+        ),
+        (
+            "fused_recurrent_gated_delta_rule",
+            "gdn_recurrent",
+            tokens * hv * 7 * dk * dv,
+            io + 2 * state,
+        ),
+    ):
+        s = src == name
+        if s.any():
+            b.add(name, "elementwise", "bf16", rows[s], flops[s], nbytes[s], variant=variant,
+                  elements=tokens[s] * hv[s] * dv[s])  # fmt: skip
+    known = ["causal_conv1d_fn", "causal_conv1d_update", "chunk_gated_delta_rule",
+             "chunk_gated_delta_rule_flashinfer", "fused_recurrent_gated_delta_rule"]  # fmt: skip
+    reason[~np.isin(src, known)] = "unknown_dtype"
+
+
+def _mamba2_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``mamba2_perf``: the causal conv1d kernels of a Mamba-2 mixer (over ``x``, ``B`` and
+    ``C``: ``nheads x head_dim + 2 x n_groups x d_state`` channels; variants ``mamba2_conv1d``
+    and ``mamba2_conv1d_update``: TensorRT-LLM's Mamba-2 conv kernels time unlike its GDN ones);
+    the table has no scan rows."""
+    src = t.column("kernel_source").astype(str)
+    channels = _f(t.column("nheads")) * _f(t.column("head_dim")) + 2 * _f(
+        t.column("n_groups")
+    ) * _f(t.column("d_state"))
+    _conv1d(b, np.arange(len(t)), src, _f(t.column("num_tokens")), _f(t.column("batch_size")),
+            channels, _f(t.column("d_conv")), "mamba2_", t.engine == "trtllm")  # fmt: skip
+    reason[~np.isin(src, ["causal_conv1d_fn", "causal_conv1d_update"])] = "unknown_dtype"
+
+
 def _pairs(q_len: np.ndarray, window: np.ndarray) -> np.ndarray:
     """(query, key) pairs of a causal prompt of ``q_len`` tokens per sequence, window-capped:
     query ``i`` (1-based) attends ``min(i, w)`` keys."""
@@ -969,6 +1067,8 @@ _MAPPERS = {
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
     "encoder_attention_perf": _encoder_attention_table,
+    "gdn_perf": _gdn_table,
+    "mamba2_perf": _mamba2_table,
     "generation_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=False),
     "context_mla_perf": lambda t, b, r: _mla_table(t, b, r, context=True),
     "generation_mla_perf": lambda t, b, r: _mla_table(t, b, r, context=False),
@@ -989,14 +1089,6 @@ _MAPPERS = {
 #: predicted (reason ``not_mapped``) by :func:`map_table`, never dropped; docs/measured-sets.md
 #: says what one row of each measures, as far as the columns and meta files tell.
 UNMAPPED: dict[str, str] = {
-    "gdn_perf": (
-        "Gated DeltaNet module (causal conv1d + chunked or recurrent gated delta rule): the "
-        "time model has no linear-attention kernel kind yet"
-    ),
-    "mamba2_perf": (
-        "Mamba-2 mixer (causal conv1d + chunked selective-state scan): the time model has no "
-        "state-space kernel kind yet"
-    ),
     "dsa_context_module_perf": (
         "DeepSeek sparse-attention module (indexer, top-k, sparse MLA, projections); its "
         "kernel composition is not recorded in the table"
