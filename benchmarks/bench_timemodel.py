@@ -5,10 +5,20 @@ and leave-one-device-out (fit on H100-SXM only and predict A100-SXM-80GB, and th
 Errors are ``predicted / measured - 1``; rows the mapping cannot model count as not predicted.
 
     python benchmarks/bench_timemodel.py [--refit [--write-dir DIR]] [--only TABLES] [--json OUT]
+    python benchmarks/bench_timemodel.py --engines [--loo-profile H100=PATH] [--json OUT]
 
 Needs the ``measured`` extra (pyarrow); reads the GPU tables shipped with the package
 (``--measured ROOT``, default ``mlacalc/data/measured``). Targets: fitted device median <= 8%
 per kind, p90 <= 25%; leave-one-out median <= 12% pooled, <= 20% per kind, not predicted <= 5%.
+
+``--engines`` (slower: every table of H100 and B200, about 1.5 M rows): per engine (TensorRT-LLM,
+SGLang, vLLM) and device, each table kind predicted by the engine's shipped profile of that
+device (fitted) and by the engine's profile of the other device (leave one device out; for
+TensorRT-LLM B200 from the H100 + A100 default, and H100 from a B200 + A100 fit passed with
+``--loo-profile H100-SXM=PATH``, which ``mlacalc calibrate a100_sxm b200_sxm`` writes), the rows
+not predicted per table, and the time of ``mlacalc validate`` over one device and engine.
+Targets (the issue): fitted median <= 6% per kind, p90 <= 20%; leave-one-out pooled median
+<= 12% per engine; not predicted <= 2% of every table; validate <= 15 s.
 """
 
 from __future__ import annotations
@@ -118,11 +128,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-loo", action="store_true", help="skip leave-one-device-out")
     ap.add_argument("--json", help="write every figure as JSON")
     ap.add_argument(
+        "--engines",
+        action="store_true",
+        help="per engine and device on H100 and B200: fitted, leave one device out, not predicted",
+    )
+    ap.add_argument(
+        "--loo-profile",
+        action="append",
+        default=[],
+        metavar="DEVICE=PATH",
+        help="with --engines: the TensorRT-LLM profile that predicts DEVICE leaving it out",
+    )
+    ap.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        help="with --engines: only this engine (repeatable; default: all three)",
+    )
+    ap.add_argument(
         "--only",
         help="comma-separated table names (or parts of them): read, fit and evaluate only those "
         "(a quick look at a few kernel classes; the shipped profile is fitted on every table)",
     )
     args = ap.parse_args(argv)
+    if args.engines:
+        return engines_main(args)
 
     from mlacalc.measured.calibrate import calibrate
     from mlacalc.measured.mapping import map_table
@@ -182,6 +212,61 @@ def main(argv: list[str] | None = None) -> int:
     print("\n## Speed (ms per call, best of 5 x 100)\n")
     for k, v in results["speed_ms"].items():
         print(f"- {k}: {v:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+#: Engine -> device -> (the shipped profile fitted on the device, the one that leaves it out).
+ENGINE_PROFILES = {
+    "trtllm": {"H100-SXM": ("default", None), "B200": ("fit-b200-sxm", "default")},
+    "sglang": {
+        "H100-SXM": ("fit-h100-sxm-sglang", "fit-b200-sxm-sglang"),
+        "B200": ("fit-b200-sxm-sglang", "fit-h100-sxm-sglang"),
+    },
+    "vllm": {
+        "H100-SXM": ("fit-h100-sxm-vllm", "fit-b200-sxm-vllm"),
+        "B200": ("fit-b200-sxm-vllm", "fit-h100-sxm-vllm"),
+    },
+}
+ENGINE_SYSTEMS = {"H100-SXM": "h100_sxm", "B200": "b200_sxm"}
+
+
+def engines_main(args) -> int:
+    """``--engines``: every engine on H100 and B200 (see the module docstring)."""
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.measured.validate import validate
+    from mlacalc.timemodel.profile import load_profile
+
+    loo_given = dict(s.split("=", 1) for s in args.loo_profile)
+    results: dict = {}
+    for engine, devices in ENGINE_PROFILES.items():
+        if args.engine and engine not in args.engine:
+            continue
+        for device, (fitted, loo) in devices.items():
+            system = ENGINE_SYSTEMS[device]
+            t0 = time.perf_counter()
+            validate(measured=str(Path(args.measured) / system), engine=engine)
+            took = time.perf_counter() - t0
+            tables = load_measured(Path(args.measured) / system, engine=engine).tables
+            mapped = [map_table(t) for t in tables]  # the engine's tables and the shared ones
+            key = f"{engine} {device}"
+            results[key] = {"validate_s": took, "not_predicted": {}}
+            for m in mapped:
+                left = int((m.reason != "").sum())
+                results[key]["not_predicted"][m.table.table] = [left, len(m.table)]
+            results[key]["fitted"] = evaluate({device: mapped}, load_profile(fitted))[device]
+            loo = loo_given.get(device, loo) if engine == "trtllm" else loo
+            if loo:
+                results[key]["loo"] = evaluate({device: mapped}, load_profile(loo))[device]
+                results[key]["loo_profile"] = loo
+            show(f"{engine} on {device}: fitted ({fitted})", {device: results[key]["fitted"]})
+            if loo:
+                show(f"{engine} on {device}: leave one out ({loo})", {device: results[key]["loo"]})
+            print(f"\nvalidate over {system} ({engine}): {took:.1f} s; not predicted per table:")
+            for name, (left, rows) in results[key]["not_predicted"].items():
+                print(f"- {name}: {left} of {rows} ({left / rows:.1%})")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
