@@ -250,3 +250,82 @@ def test_llama4_moe_layers_of_another_shape_are_refused():
             transformers.Llama4TextConfig(num_hidden_layers=8, moe_layers=[0, 3]).to_dict()
         )
     assert info.value.field == "moe_layers"
+
+
+#: GLM-DSA schedules with layers that reuse the previous layer's top-k (GlmMoeDsaConfig reads
+#: indexer_types, index_topk_pattern, or index_topk_freq / index_skip_topk_offset)
+DSA_SCHEDULES = [
+    {"index_topk_freq": 2},
+    {"index_topk_pattern": "FFSFSSFF"},
+    {"index_topk_freq": 3, "index_skip_topk_offset": 1},
+]
+
+
+def _glm_dsa(**schedule) -> dict:
+    data = _raw("zai-org--GLM-5.1")
+    return {**data, "num_hidden_layers": 8, "n_routed_experts": 8, **schedule}
+
+
+@pytest.mark.parametrize("schedule", DSA_SCHEDULES, ids=["freq-2", "pattern", "freq-3-offset-1"])
+def test_glm_dsa_shared_indexer_layers_equal_the_reference(schedule):
+    """Shared layers hold no indexer and cache no indexer key: parameters, each layer's cache
+    bytes at 4096 tokens and the pattern equal the reference built on the meta device."""
+    data = _glm_dsa(**schedule)
+    config = transformers.AutoConfig.for_model(**data)
+    with torch.device("meta"):
+        reference = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model = mlacalc.import_hf_config(data)
+    shared = [i + 1 for i, k in enumerate(config.indexer_types) if k == "shared"]
+    assert shared and list(model.shared_indexer_layers) == shared
+    seen: set[int] = set()
+    params = 0
+    for value in reference.state_dict(keep_vars=True).values():
+        if id(value) not in seen:
+            seen.add(id(value))
+            params += value.numel()
+    assert mlacalc.param_counts(model).total == params
+    ids = torch.zeros(1, 4096, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        cache = reference(input_ids=ids, use_cache=True).past_key_values
+    held = [
+        sum(t.nbytes for t in vars(layer).values() if isinstance(t, torch.Tensor) and t.dim() >= 2)
+        for layer in cache.layers
+    ]
+    pattern = layer_pattern(data)
+    assert pattern == layer_pattern(model)
+    assert [k.label for k in pattern.layers if not k.indexer] == ["dsa-shared"] * len(shared)
+    spec = cache_spec(data)
+    assert [spec.layer_bytes(k, 4096, convention="hf") for k in pattern.layers] == held
+    assert mlacalc.kv_cache_bytes(model, 4096) == sum(held)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_glm_dsa_shared_layers_skip_the_indexer_work(phase):
+    """A shared layer does the attention of a DSA layer without its indexer: the model's
+    FLOPs (attention cost and step kernels alike) fall by one layer's indexer per shared layer."""
+    from mlacalc.cost.model_step import step_kernels
+
+    full = mlacalc.import_hf_config(_glm_dsa())
+    shared = mlacalc.import_hf_config(_glm_dsa(index_topk_freq=2))
+    one = mlacalc.import_hf_config({**_glm_dsa(), "num_hidden_layers": 1})
+
+    def flops(m):
+        return sum(mlacalc.attention_cost(m, phase, 4096).stage_flops.values())
+
+    indexer = flops(one) - flops(one.with_changes(shared_indexer_layers=(1,)))
+    assert indexer > 0
+    n = len(shared.shared_indexer_layers)
+    assert flops(full) - flops(shared) == n * indexer
+
+    def kernel_flops(m):
+        return sum(k.flops * k.calls for k in step_kernels(m, phase, 4096))
+
+    assert kernel_flops(full) - kernel_flops(shared) == n * indexer
+    names = {k.name for k in step_kernels(shared, phase, 4096)}
+    assert any(name.startswith("indexer") for name in names)  # the full layers keep theirs
+
+
+def test_a_shared_first_indexer_layer_is_refused():
+    with pytest.raises(mlacalc.ConfigError) as info:
+        mlacalc.import_hf_config(_glm_dsa(index_topk_pattern="SFFFFFFF"))
+    assert info.value.field == "indexer_types"

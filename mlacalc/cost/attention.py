@@ -425,8 +425,8 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     weights = sum(o.weight_bytes for o in ops)
     io = 2 * batch * q * model.hidden_size * a_bits // 8
     fused = weights + io + batch * keys * cache_row_bytes + batch * q * cache_row_bytes
-    if model.index_topk is not None:
-        # DSA: the indexer scores every key
+    if model.index_topk is not None and not model.every_indexer_shared:
+        # DSA: the indexer scores every key (a shared layer reuses the previous one's top-k)
         extra, extra_bytes = indexer_cost(model, q, seq_len, batch, causal, layout, w_bits)
         for stage, flops in extra.items():
             stage_flops[stage] += layers * flops

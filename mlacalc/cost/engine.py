@@ -277,6 +277,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         or model.full_attention_layers
         or model.block_types
         or model.mamba_num_heads is not None
+        or (model.shared_indexer_layers and not model.every_indexer_shared)
     ):
         return pattern_cost(model, w)
     return uniform_cost(model, w)

@@ -311,8 +311,8 @@ def indexer_kernels(
     ``kv_proj`` and ``core``); the indexer's norm and RoPE run inside its projections and
     carry no FLOPs here, as the engine's element-wise figure has none for them.
     """
-    if model.index_topk is None:
-        return []
+    if model.index_topk is None or model.every_indexer_shared:
+        return []  # not DSA, or a layer that reuses the previous one's top-k
 
     d, heads, width = model.hidden_size, model.index_n_heads, model.index_head_dim
     source = model.q_lora_rank or d
@@ -800,7 +800,8 @@ def _attention_layers(
     a, w = work.act_dtype, work.weight_dtype
     uniform = m.full_attention_interval is None and m.global_head_dim is None
     mamba = m.mamba_num_heads is not None
-    if uniform and not m.full_attention_layers and not m.block_types and not mamba:
+    shared = bool(m.shared_indexer_layers) and not m.every_indexer_shared  # DSA: some reuse
+    if uniform and not m.full_attention_layers and not m.block_types and not mamba and not shared:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}

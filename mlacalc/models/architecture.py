@@ -116,6 +116,7 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
         off = LayerKind(own)
     full = LayerKind(own, rope=not arch.nope_full)
     listed = set(getattr(model, "full_attention_layers", ()) or ())
+    shared = set(model.shared_indexer_layers)
     layers = []
     for i in range(n):
         attn = (
@@ -124,7 +125,10 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
             else off
         )
         ffn = "moe" if model.is_moe_layer(i) else "dense"
-        layers.append(LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope))
+        indexer = not (attn.attention == "dsa" and i + 1 in shared)
+        layers.append(
+            LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope, indexer=indexer)
+        )
     return LayerPattern(tuple(layers))
 
 
@@ -145,6 +149,11 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
     changes: dict[str, Any] = dict(
         full_attention_interval=None,
         full_attention_layers=(),
+        shared_indexer_layers=(
+            tuple(range(1, model.num_hidden_layers + 1))
+            if (kind.attention == "dsa" and not kind.indexer)
+            else ()
+        ),
         sliding_window=kind.window if kind.attention == "sliding" else None,
         attention_chunk_size=kind.window if kind.attention == "chunked" else None,
     )

@@ -98,12 +98,15 @@ class LayerKind:
     ffn: str = "dense"
     window: int | None = None
     rope: bool = True
+    indexer: bool = True  # a DSA layer with its own indexer ("dsa-shared": the previous one's)
 
     @property
     def label(self) -> str:
         """``full``, ``sliding(128)``, ``chunked(8192)``, ``linear``, ``mla``, ``dsa``;
         ``no-rope`` appended where the layer has no rotary embedding."""
         text = self.attention if self.window is None else f"{self.attention}({self.window})"
+        if self.attention == "dsa" and not self.indexer:
+            text = "dsa-shared"
         return text if self.rope else f"{text} no-rope"
 
     def tokens_kept(self, seq_len: int, convention: str = "engine") -> int:
@@ -423,6 +426,33 @@ def block_types(raw: Mapping[str, Any], origin: str = "config.json") -> list[str
     return [_BLOCK_NAMES[b] for b in listed]
 
 
+def shared_indexer_layers(raw: Mapping[str, Any]) -> list[int] | None:
+    """1-based layers of a GLM-DSA config that reuse the previous layer's top-k, by
+    GlmMoeDsaConfig's rule: ``indexer_types`` as written, else ``index_topk_pattern`` (``F``
+    full, ``S`` shared), else the schedule ``index_topk_freq`` / ``index_skip_topk_offset``
+    (defaults 1 and 2: every layer full). None when a value is malformed."""
+    if raw.get("shared_indexer_layers"):  # a ModelConfig's field
+        return list(raw["shared_indexer_layers"])
+    kinds = raw.get("indexer_types")
+    if kinds is None and raw.get("index_topk_pattern") is not None:
+        pattern = raw["index_topk_pattern"]
+        kinds = (
+            [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+            if isinstance(pattern, str)
+            else pattern
+        )
+    if kinds is None:
+        freq, offset = raw.get("index_topk_freq", 1), raw.get("index_skip_topk_offset", 2)
+        n = raw.get("num_hidden_layers")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (freq, offset, n)):
+            return None
+        freq = max(freq, 1)
+        kinds = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+    if not isinstance(kinds, list) or any(k not in ("full", "shared") for k in kinds):
+        return None
+    return [i + 1 for i, k in enumerate(kinds) if k == "shared"]
+
+
 def _smollm3_no_rope(raw: Mapping[str, Any], n: int, origin: str) -> list[int]:
     """SmolLM3's ``no_rope_layers`` (1: RoPE, 0: none), or its interval rule."""
     if isinstance(raw.get("no_rope_layers"), list):
@@ -458,6 +488,7 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     mt = raw.get("model_type")
     nope_layers = mt in ("llama4", "llama4_text")
     no_rope = _smollm3_no_rope(raw, n, origin) if mt == "smollm3" else None
+    shared = set(shared_indexer_layers(raw) or ()) if _is_dsa(raw) else set()
     layers = []
     for i, t in enumerate(types):
         kind = _HF_LAYER_TYPES[t]
@@ -479,7 +510,8 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
         elif kind == "full" and _is_mla(raw):
             kind = "dsa" if _is_dsa(raw) else "mla"
         rope = not (nope_layers and kind == "full") and not (no_rope and not no_rope[i])
-        layers.append(LayerKind(attention=kind, ffn=ffn[i], window=w, rope=rope))
+        indexer = not (kind == "dsa" and shared and i + 1 in shared)
+        layers.append(LayerKind(attention=kind, ffn=ffn[i], window=w, rope=rope, indexer=indexer))
     return LayerPattern(tuple(layers))
 
 
@@ -526,7 +558,7 @@ class CacheSpec:
         if kind.attention == "none":
             return 0
         row = self.token_elements[kind.attention] + (
-            self.indexer_elements if kind.attention == "dsa" else 0
+            self.indexer_elements if (kind.attention == "dsa" and kind.indexer) else 0
         )
         return batch * kind.tokens_kept(seq_len, convention) * row * b
 

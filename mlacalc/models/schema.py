@@ -413,6 +413,13 @@ class ModelConfig:
         hi=MAX_LAYERS,
         default=None,
     )
+    shared_indexer_layers: tuple[int, ...] = _spec(
+        INTS,
+        "1-based DSA layers that reuse the previous layer's top-k: no indexer weights, no "
+        "indexer key cached (GLM-DSA's indexer_types 'shared'); empty: every layer has one",
+        hi=MAX_LAYERS,
+        default=(),
+    )
     full_attention_layers: tuple[int, ...] = _spec(
         INTS,
         "1-based layers with full attention, the others linear (Kimi Linear); empty: "
@@ -612,6 +619,13 @@ class ModelConfig:
         """The name reports show."""
         return self.display_name or self.name
 
+    @property
+    def every_indexer_shared(self) -> bool:
+        """Whether no layer of this DSA model runs its own indexer (a model of only shared
+        layers: what :func:`~mlacalc.models.architecture.kind_model` makes of that kind)."""
+        shared = set(self.shared_indexer_layers)
+        return bool(shared) and all(i in shared for i in range(1, self.num_hidden_layers + 1))
+
     def is_moe_layer(self, index: int) -> bool:
         """Whether decoder layer ``index`` (0-based) has a MoE FFN (DeepSeek's rule; a model
         with ``block_types``: whether the layer is a ``moe`` block)."""
@@ -650,7 +664,12 @@ class ModelConfig:
         unknown = [k for k in changes if k not in SPECS]
         if unknown:
             raise_problems(self.origin, [_unknown_field(k) for k in unknown])
-        for key in ("full_attention_layers", "block_types", "block_widths"):
+        for key in (
+            "full_attention_layers",
+            "block_types",
+            "block_widths",
+            "shared_indexer_layers",
+        ):
             if isinstance(changes.get(key), list):
                 changes[key] = tuple(changes[key])
         for key in ("source", "aliases"):
@@ -802,6 +821,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out += _expert_problems(v, have, unit)
     out += _mtp_problems(v, have, unit)
     out += _indexer_problems(v, have, unit)
+    out += _shared_indexer_problems(v, have)
     out += _linear_problems(v, have, unit)
     out += _mamba_problems(v, have, unit)
     out += _quantization_layout_problems(v, have, unit)
@@ -1222,6 +1242,16 @@ def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
     return []
 
 
+def _shared_indexer_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """Shared indexer layers: a DSA model's (a layer past num_hidden_layers is none)."""
+    if "shared_indexer_layers" not in have or not v["shared_indexer_layers"]:
+        return []
+    name = "shared_indexer_layers"
+    if "index_topk" in have and v["index_topk"] is None:
+        return [(name, "is read only for a DSA model (index_topk set)", "remove it")]
+    return []
+
+
 def raise_problems(origin: str, problems: list[Problem]) -> None:
     """Raise one :class:`ConfigError` listing every problem (``field`` names the first;
     ``problems`` holds them all as (field, message, fix))."""
@@ -1333,6 +1363,7 @@ def build(
     if values.get("quantization_config") is not None:
         values["quantization_config"] = _freeze(values["quantization_config"])
     values["full_attention_layers"] = tuple(values.get("full_attention_layers", ()))
+    values["shared_indexer_layers"] = tuple(values.get("shared_indexer_layers", ()))
     values["block_types"] = tuple(values.get("block_types", ()))
     values["block_widths"] = tuple(values.get("block_widths", ()))
     return ModelConfig(origin=origin, derived=tuple(notes), **values)

@@ -129,7 +129,8 @@ def _mla_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
             Tensor(f"{a}.kv_a_proj_with_mqa.bias", (m.kv_lora_rank + m.qk_rope_head_dim,)),
             Tensor(f"{a}.o_proj.bias", (d,)),
         ]
-    if arch.indexer:
+    layer = int(p.rsplit(".", 1)[-1]) + 1 if p.rsplit(".", 1)[-1].isdigit() else 0
+    if arch.indexer and layer not in m.shared_indexer_layers:  # a shared layer has none
         heads, width = m.index_n_heads, m.index_head_dim
         source = m.q_lora_rank or d
         out += [

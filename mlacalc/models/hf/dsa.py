@@ -7,41 +7,34 @@ and lets the query attend the ``index_topk`` best."""
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_mlp_layer_types
 from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
+from mlacalc.models.patterns import shared_indexer_layers
 from mlacalc.models.registry import Default, Family, register
-
-
-def _indexer_types(data) -> list | None:
-    """GlmMoeDsaConfig's per-layer indexer modes, by its own rule: ``indexer_types`` as
-    written, else ``index_topk_pattern`` (``"F"`` full, ``"S"`` shared), else the schedule
-    ``index_topk_freq`` / ``index_skip_topk_offset`` (defaults 1 and 2: every layer full)."""
-    kinds = data.get("indexer_types")
-    if kinds is not None:
-        return kinds
-    pattern = data.get("index_topk_pattern")
-    if pattern is not None:
-        if isinstance(pattern, str):
-            return [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
-        return pattern
-    freq, offset = data.get("index_topk_freq", 1), data.get("index_skip_topk_offset", 2)
-    n = data.get("num_hidden_layers")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (freq, offset, n)):
-        return None
-    freq = max(freq, 1)
-    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
 
 
 def _translate(data, raw, derived, problems) -> None:
     read_mlp_layer_types(data, raw, derived, problems)
     if data.get("model_type") != "glm_moe_dsa":
         return
-    kinds = _indexer_types(data)
-    if kinds is not None and any(k != "full" for k in kinds):
+    shared = shared_indexer_layers(data)
+    if shared is None:
         problems.append(
             (
                 "indexer_types",
-                "layers that reuse the previous layer's top-k (shared indexers) are not modelled",
-                "every layer 'full'",
+                "must list 'full' or 'shared' per layer (or index_topk_pattern / "
+                "index_topk_freq / index_skip_topk_offset state the schedule)",
+                None,
             )
+        )
+        return
+    if shared and shared[0] == 1:
+        problems.append(
+            ("indexer_types", "the first layer cannot be shared: no earlier top-k to reuse", None)
+        )
+    elif shared:
+        raw["shared_indexer_layers"] = shared
+        derived.append(
+            f"shared_indexer_layers: {len(shared)} of the layers reuse the previous layer's "
+            "top-k (no indexer weights, no indexer key cached)"
         )
 
 
