@@ -187,13 +187,13 @@ def test_block_list_errors_name_the_field():
         )
     with pytest.raises(ConfigError, match="mamba_n_groups"):
         import_hf_config({**TINY, "n_groups": 3})
-    with pytest.raises(ConfigError, match="moe_shared_expert_intermediate_size"):
+    with pytest.raises(ConfigError, match="shared_intermediate_size"):  # its schema name
         import_hf_config(
             {
                 **TINY,
                 "layers_block_type": ["moe"],
                 "moe_intermediate_size": 64,
-                "moe_shared_expert_intermediate_size": 100,
+                "moe_shared_expert_intermediate_size": -5,
             }
         )
     with pytest.raises(ConfigError, match="mamba_num_heads"):
@@ -343,7 +343,7 @@ def test_latent_moe_flops_equal_reference():
         "n_routed_experts": 8,
         "num_experts_per_tok": 3,
         "moe_intermediate_size": 48,
-        "moe_shared_expert_intermediate_size": 96,
+        "moe_shared_expert_intermediate_size": 100,
         "moe_latent_size": 40,
     }
     config = NemotronHConfig(**{k: v for k, v in tiny.items() if k != "model_type"})

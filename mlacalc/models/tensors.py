@@ -302,7 +302,8 @@ def _latent_moe(m: ModelConfig, p: str) -> list[Tensor]:
         Tensor(f"{p}.mlp.gate.weight", (e, d)),
         Tensor(f"{p}.mlp.gate.e_score_correction_bias", (e,)),
     ]
-    out += _up_down(f"{p}.mlp.shared_experts", d, m.n_shared_experts * w, m.mlp_bias)
+    shared = m.shared_intermediate_size or m.n_shared_experts * w
+    out += _up_down(f"{p}.mlp.shared_experts", d, shared, m.mlp_bias)
     if m.moe_latent_size:
         out += [
             Tensor(f"{p}.mlp.fc1_latent_proj.weight", (width, d), "linear"),

@@ -9,8 +9,7 @@ beside its mixer, so a model of ``L`` blocks has ``L`` layers whose kinds are ``
 expert and the routed experts are ungated (``up_proj``, relu2, ``down_proj``); with
 ``moe_latent_size`` the routed experts work in that width between ``fc1_latent_proj`` and
 ``fc2_latent_proj``; the router keeps a correction bias. The shared expert's width
-``moe_shared_expert_intermediate_size`` is read as ``n_shared_experts`` experts of
-``moe_intermediate_size`` (a width that is not a multiple is refused).
+``moe_shared_expert_intermediate_size`` is its own width (``shared_intermediate_size``).
 
 A Mamba-2 layer keeps a fixed state per sequence, as the Hugging Face cache holds it: the
 convolution window (``conv_kernel`` columns over x, B and C, in the activation dtype) and one
@@ -32,6 +31,7 @@ _RENAMES = {
     "use_conv_bias": "mamba_conv_bias",
     "use_bias": "mamba_bias",
     "num_local_experts": "n_routed_experts",
+    "moe_shared_expert_intermediate_size": "shared_intermediate_size",
 }
 
 
@@ -64,25 +64,13 @@ def _translate(data, raw, derived, problems) -> None:
         return
     if raw.get("n_routed_experts") is None:  # absent or null: NemotronHConfig's default
         raw["n_routed_experts"] = 8
-    width = raw.get("moe_intermediate_size", 7688)
-    shared = data.get("moe_shared_expert_intermediate_size", 7688)
-    if not (isinstance(shared, int) and isinstance(width, int) and width > 0 and shared > 0):
-        return  # the schema reports moe_intermediate_size; a bad shared width is named here
-    if shared % width:
-        problems.append(
-            (
-                "moe_shared_expert_intermediate_size",
-                f"{shared} is not a multiple of moe_intermediate_size {width}",
-                "the shared expert is modelled as n_shared_experts experts of that width",
-            )
+    raw["n_shared_experts"] = 1  # NemotronHMoE's one shared expert; the file's is not read
+    if raw.get("shared_intermediate_size") is None:
+        raw["shared_intermediate_size"] = 7688
+        derived.append(
+            "shared_intermediate_size = 7688 (NemotronHConfig's "
+            "moe_shared_expert_intermediate_size default)"
         )
-        return
-    raw["n_shared_experts"] = shared // width  # the file's n_shared_experts is not read
-    derived.append(
-        f"n_shared_experts = {shared // width} (NemotronHMoE's one shared expert of "
-        f"moe_shared_expert_intermediate_size {shared}, as experts of moe_intermediate_size "
-        f"{width})"
-    )
 
 
 FAMILY = register(
@@ -136,7 +124,6 @@ FAMILY = register(
             "layers_block_type",
             "layer_types",
             "hybrid_override_pattern",
-            "moe_shared_expert_intermediate_size",
         ),
         translate=_translate,
         moe=True,
