@@ -133,9 +133,16 @@ with st.sidebar:
             "An uploaded file stays in this browser session: a shared link carries the shipped "
             "model, the workload and what-if edits, not the upload."
         )
+        quant = st.file_uploader(
+            "Its hf_quant_config.json (optional: a ModelOpt NVFP4 / FP8 export's scheme)",
+            type=["json"],
+            key="upload_quant",
+        )
         if upload is not None:
             try:
-                model = load_uploaded(upload.getvalue(), upload.name)
+                model = load_uploaded(
+                    upload.getvalue(), upload.name, quant.getvalue() if quant else None
+                )
             except mlacalc.MlacalcError as exc:
                 st.error(f"{exc}. Showing {model.label}.")
 

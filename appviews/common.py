@@ -50,8 +50,9 @@ def load_shipped(name: str) -> ModelConfig:
 
 
 @st.cache_data(show_spinner=False)
-def load_uploaded(raw: bytes, filename: str) -> ModelConfig:
-    return parse_upload(raw, filename, MAX_UPLOAD_BYTES)
+def load_uploaded(raw: bytes, filename: str, quant: bytes | None = None) -> ModelConfig:
+    """An uploaded model file, with the ModelOpt ``hf_quant_config.json`` uploaded beside it."""
+    return parse_upload(raw, filename, MAX_UPLOAD_BYTES, quant=quant)
 
 
 @st.cache_data(show_spinner=False)

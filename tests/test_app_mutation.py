@@ -68,13 +68,19 @@ KEYS = [
 PLANNER = "Capacity planner"
 
 
-def run(query: dict[str, str], upload: tuple[str, bytes] | None = None) -> AppTest:
+def run(
+    query: dict[str, str],
+    upload: tuple[str, bytes] | None = None,
+    quant: tuple[str, bytes] | None = None,
+) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     for key, value in query.items():
         at.query_params[key] = value
     at.run()
     if upload is not None:
         at.radio(key="source").set_value("Upload a config").run()
+        if quant is not None:
+            at.file_uploader(key="upload_quant").set_value((quant[0], quant[1], "text/plain"))
         at.file_uploader(key="upload").set_value((upload[0], upload[1], "text/plain")).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -215,3 +221,28 @@ def test_good_upload_is_used():
         m.value for m in at.markdown
     )
     assert any("not the upload" in c.value for c in at.caption)
+
+
+def _nvfp4() -> tuple[bytes, bytes]:
+    from reference_data import HF_CONFIGS_2
+
+    stem = HF_CONFIGS_2 / "nvidia--DeepSeek-V3.1-NVFP4"
+    return (
+        stem.with_name(stem.name + ".config.json").read_bytes(),
+        stem.with_name(stem.name + ".hf_quant_config.json").read_bytes(),
+    )
+
+
+def test_an_upload_with_its_hf_quant_config_is_sized_as_stored():
+    config, quant = _nvfp4()
+    at = run({}, upload=("config.json", config), quant=("hf_quant_config.json", quant))
+    assert not any("Showing" in e.value for e in at.error)
+    shown = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+    assert "nvfp4" in shown.lower()
+
+
+def test_a_hostile_hf_quant_config_upload_is_one_error():
+    config, _ = _nvfp4()
+    at = run({}, upload=("config.json", config), quant=("hf_quant_config.json", b'{"a": [1'))
+    assert any("hf_quant_config.json" in e.value for e in at.error)
+    assert all("Traceback" not in e.value for e in at.error)
