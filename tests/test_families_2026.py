@@ -165,6 +165,7 @@ CLASS_DEFAULTS = [
     "exaone4",
     "ernie4_5_moe",
     "hunyuan_v1_moe",
+    "starcoder2",
 ]
 #: what a class's defaults lack to build at all (HunYuanMoEV1Config leaves head_dim None)
 _BUILDABLE = {"hunyuan_v1_moe": {"head_dim": 128, "num_experts": 8, "moe_topk": [2] * 32}}
