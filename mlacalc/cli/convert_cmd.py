@@ -118,7 +118,9 @@ def _side_by_side(cc, t: dict) -> list[list]:
 )
 @click.option(
     "--hardware",
+    "-H",
     "--hw",
+    "hardware",
     default=None,
     help="Time a decode and a prefill step of each model on this device (one GPU).",
 )

@@ -151,7 +151,9 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     show_default=True,
     help="Activation recomputation.",
 )
-@click.option("--hardware", "--hw", default=None, help="Predict the step time on this GPU.")
+@click.option(
+    "--hardware", "-H", "--hw", "hardware", default=None, help="Predict the step time on this GPU."
+)
 @click.option("--tp", type=SIZE, default=1, show_default=True, help="Tensor-parallel ranks.")
 @click.option("--pp", type=SIZE, default=1, show_default=True, help="Pipeline stages.")
 @click.option("--dp", type=SIZE, default=1, show_default=True, help="Data-parallel ranks.")
