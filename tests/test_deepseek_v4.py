@@ -1,0 +1,223 @@
+"""DeepSeek-V4's rules (:mod:`mlacalc.models.deepseek_v4`) against transformers' implementation.
+
+Tensors (names and shapes) and parameters equal the checkpoint of ``DeepseekV4ForCausalLM``
+built on the meta device from the published DeepSeek-V4-Pro config and from variations of it;
+each layer's cache bytes equal the reference cache's tensors after meta forwards of ``S``
+tokens (``S`` in 1, 4096, 32768); an attention layer of each kind, and a whole small model,
+compute the FLOPs ``FlopCounterMode`` counts. Bad fields are refused naming the field.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mlacalc.models import deepseek_v4 as v4
+from mlacalc.words.errors import ConfigError
+
+PRO = "deepseek-ai--DeepSeek-V4-Pro"
+
+
+def _pro() -> dict:
+    ref = pytest.importorskip("hf_reference_2")
+    return ref.raw_config(PRO)
+
+
+def _first(raw: dict, layers: int) -> dict:
+    """The config with only its first ``layers`` layers (as the reference route builds)."""
+    out = {**raw, "num_hidden_layers": layers}
+    for key in ("compress_ratios", "layer_types", "mlp_layer_types"):
+        if isinstance(out.get(key), list):
+            out[key] = out[key][:layers]
+    return out
+
+
+def test_pro_parameters_published():
+    """DeepSeek-V4-Pro: 1,572,999,528,803 parameters and buffers in the reference's checkpoint
+    (MTP layer not built), the model card's "1.6T" to its rounding."""
+    c = v4.read_config(_pro())
+    assert v4.param_count(c) == 1_572_999_528_803
+    assert round(v4.param_count(c) / 1e12, 1) == 1.6
+    assert c.layer_types[:3] == (v4.HCA, v4.HCA, v4.CSA) and len(c.layer_types) == 61
+    assert c.mlp_layer_types.count("hash_moe") == 3
+
+
+VARIATIONS = {
+    "pro": {},
+    "tied, mlp bias": {"tie_word_embeddings": True, "mlp_bias": True},
+    "listed types": {
+        "layer_types": [v4.SLIDING, v4.CSA, v4.HCA, v4.SLIDING],
+        "mlp_layer_types": ["moe", "hash_moe", "moe", "moe"],
+        "compress_rates": {v4.CSA: 8, v4.HCA: 64},
+    },
+    "legacy rates": {"compress_rate_csa": 2, "compress_rate_hca": 32, "num_hash_layers": 1},
+    "class defaults": "defaults",
+}
+
+
+def _variation(name: str, layers: int = 4) -> dict:
+    change = VARIATIONS[name]
+    if change == "defaults":
+        return {"model_type": "deepseek_v4", "num_hidden_layers": layers}
+    return {**_first(_pro(), layers), **change}
+
+
+@pytest.mark.parametrize("name", list(VARIATIONS))
+def test_tensors_equal_reference(name):
+    """Every tensor of the checkpoint, by name and shape, and the parameter total."""
+    ref = pytest.importorskip("hf_reference_2")
+    data = _variation(name)
+    model = ref.build(data)
+    state = {k: tuple(v.shape) for k, v in model.state_dict(keep_vars=True).items()}
+    c = v4.read_config(data)
+    mine = dict(v4.tensors(c))
+    if c.tie_word_embeddings:  # one tensor under two names in the reference
+        assert state.pop("lm_head.weight") == state["model.embed_tokens.weight"]
+    assert mine == state
+    assert v4.param_count(c) == ref.param_count(model)
+
+
+def test_whole_pro_equals_reference():
+    """The whole 61-layer model (0.5 s on meta)."""
+    ref = pytest.importorskip("hf_reference_2")
+    assert v4.param_count(v4.read_config(_pro())) == ref.param_count(ref.build(_pro()))
+
+
+@pytest.mark.parametrize("seq_len", [1, 5, 131, 4096, 32768])
+@pytest.mark.parametrize("name", ["pro", "listed types"])
+def test_cache_equals_reference(name, seq_len):
+    """Each layer's cache bytes after one forward (HCA, CSA and sliding layers, windows full
+    and not, compressors with and without pending tokens)."""
+    ref = pytest.importorskip("hf_reference_2")
+    data = _variation(name, 3 if name == "pro" else 4)
+    got = [b for _, b in ref.cache_bytes(ref.build(data), seq_len)]
+    mine = [sum(parts.values()) for parts in v4.cache_bytes(v4.read_config(data), seq_len)]
+    assert mine == got
+
+
+def test_cache_parts_and_engine_convention():
+    """Pro at 32768 tokens: an HCA layer keeps 127 window rows, 256 pooled keys and nothing
+    pending; a CSA layer adds 8192 indexer keys and the overlap; the engine's window is W."""
+    c = v4.read_config(_pro())
+    hca, _, csa = v4.cache_bytes(c, 32768)[:3]
+    assert hca == {"window": 127 * 512 * 2, "compressed": 256 * 512 * 2, "pending": 0}
+    assert csa == {
+        "window": 127 * 1024,
+        "compressed": 8192 * 1024,
+        "indexer": 8192 * 128 * 2,
+        "pending": 0,
+        "overlap": 2 * 4 * (512 + 128) * 2,
+    }
+    engine = v4.cache_bytes(c, 32768, convention="engine")
+    assert engine[0]["window"] == 128 * 512 * 2
+    assert v4.cache_bytes(c, 100, convention="engine")[0]["window"] == 100 * 512 * 2
+    with pytest.raises(ValueError, match="convention"):
+        v4.cache_bytes(c, 1, convention="vllm")
+
+
+TINY = dict(
+    model_type="deepseek_v4",
+    vocab_size=100,
+    hidden_size=64,
+    moe_intermediate_size=16,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    head_dim=32,
+    q_lora_rank=16,
+    num_experts_per_tok=2,
+    n_routed_experts=4,
+    hc_mult=2,
+    sliding_window=8,
+    o_groups=2,
+    o_lora_rank=8,
+    index_n_heads=2,
+    index_head_dim=8,
+    index_topk=3,
+    layer_types=[v4.SLIDING, v4.CSA, v4.HCA],
+    compress_rates={v4.CSA: 4, v4.HCA: 16},
+    num_hash_layers=1,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_flops():
+    """FlopCounterMode's counts, by module, of a 40-token forward of a tiny model."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional
+
+    torch.manual_seed(0)
+    config = transformers.DeepseekV4Config(
+        **{k: v for k, v in TINY.items() if k != "model_type"}, experts_implementation="eager"
+    )
+    model = transformers.DeepseekV4ForCausalLM(config).eval()
+    ids = torch.randint(0, 100, (1, 40))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, use_cache=False)
+    return {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
+
+
+@pytest.mark.parametrize("layer", [0, 1, 2])
+def test_attention_flops_equal_flop_counter(tiny_flops, layer):
+    """A sliding, a CSA and an HCA attention layer (the eager reference's dense core)."""
+    c = v4.read_config(TINY)
+    stages = v4.attention_flops(c, c.layer_types[layer], 40)
+    counted = tiny_flops[f"DeepseekV4ForCausalLM.model.layers.{layer}.self_attn"]
+    assert sum(v for k, v in stages.items() if k != "core_causal") == counted
+
+
+def test_forward_flops_equal_flop_counter(tiny_flops):
+    c = v4.read_config(TINY)
+    parts = v4.forward_flops(c, 40)
+    assert sum(parts.values()) == tiny_flops["Global"]
+    assert parts["moe"] == 3 * tiny_flops["DeepseekV4ForCausalLM.model.layers.0.mlp"]
+
+
+def test_causal_core_counts_the_keys_a_query_may_see():
+    """Sliding: min(j, W) keys; HCA adds j // 16 pooled keys; CSA at most index_topk (3)."""
+    c = v4.read_config(TINY)
+    per_key = 4 * 4 * 32
+    window = sum(min(j, 8) for j in range(1, 41))
+    assert v4.attention_flops(c, v4.SLIDING, 40)["core_causal"] == per_key * window
+    hca = window + sum(j // 16 for j in range(1, 41))
+    assert v4.attention_flops(c, v4.HCA, 40)["core_causal"] == per_key * hca
+    csa = window + sum(min(j // 4, 3) for j in range(1, 41))
+    assert v4.attention_flops(c, v4.CSA, 40)["core_causal"] == per_key * csa
+
+
+BAD = {
+    "compress_ratios": ([0, 4, 64], "compress_ratios"),
+    "layer_types": (["full_attention"] * 3, "layer_types"),
+    "mlp_layer_types": (["dense", "moe", "moe"], "mlp_layer_types"),
+    "num_hash_layers": (-1, "num_hash_layers"),
+    "compress_rates": ({v4.CSA: 0}, "compress_rates"),
+    "compress_rate_hca": ("128", "compress_rates"),
+    "n_shared_experts": (2, "n_shared_experts"),
+    "num_key_value_heads": (8, "num_key_value_heads"),
+    "o_groups": (3, "o_groups"),
+    "hidden_size": (0, "hidden_size"),
+    "head_dim": (True, "head_dim"),
+    "index_topk": (None, "index_topk"),
+    "hc_mult": (2.5, "hc_mult"),
+    "num_experts_per_tok": (9, "num_experts_per_tok"),
+    "tie_word_embeddings": ("no", "tie_word_embeddings"),
+    "model_type": ("deepseek_v3", "model_type"),
+}
+
+
+@pytest.mark.parametrize("key", list(BAD))
+def test_bad_field_refused_by_name(key):
+    """Each bad value: one ConfigError, one line, naming the field."""
+    value, field = BAD[key]
+    data = {**TINY, key: value}
+    if key == "compress_ratios":
+        data.pop("layer_types")
+    with pytest.raises(ConfigError) as err:
+        v4.read_config(data, origin="v4.json")
+    text = str(err.value)
+    assert f"field '{field}'" in text and "v4.json" in text and "\n" not in text
+
+
+def test_short_per_layer_list_refused():
+    data = {**TINY, "layer_types": [v4.CSA, v4.HCA]}
+    with pytest.raises(ConfigError, match="layer_types"):
+        v4.read_config(data)
