@@ -97,9 +97,10 @@ def kv_by_kind(
         entry[0] += 1
     dsa_row = row_bytes + (indexer_row_bytes(model, layout) if model.index_topk else 0)
     element = resolve_kv_layout("bf16" if layout is None else layout).row_bytes(1)
+    beside = {k.label for k in pattern.layers if k.mamba}  # Falcon-H1: Mamba-2 beside attention
     fixed = {
         "linear": linear_state_bytes(model, element) if "linear" in out else 0,
-        "mamba": mamba_state_bytes(model, element) if "mamba" in out else 0,
+        "mamba": mamba_state_bytes(model, element) if "mamba" in out or beside else 0,
         "none": 0,
     }
     return tuple(
@@ -109,7 +110,8 @@ def kv_by_kind(
             label,
             n,
             t,
-            n * batch * t * (dsa_row if label == "dsa" else own_row.get(label, row_bytes)),
+            n * batch * t * (dsa_row if label == "dsa" else own_row.get(label, row_bytes))
+            + (n * batch * fixed["mamba"] if label in beside else 0),
         )
         for label, (n, t) in out.items()
     )
@@ -133,6 +135,11 @@ def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     )
     costs, labels = [], []
     for label, (kind, n) in order:
+        if kind.mamba:  # attention and Mamba-2 side by side (Falcon-H1): costed apart
+            plain = replace(kind, mamba=False)
+            costs += [_kind_cost(model, plain, n, w), mamba_cost(model, n, w)]
+            labels += [plain.label, "mamba"]
+            continue
         costs.append(_kind_cost(model, kind, n, w))
         labels.append(label)
     stage = {s: sum(c.stage_flops.get(s, 0) for c in costs) for s in STAGES}

@@ -96,6 +96,7 @@ class MambaShape:
     chunk: int
     conv_bias: bool = True
     proj_bias: bool = False
+    norm: bool = True  # the gated RMSNorm's weight (Falcon-H1 may have the gate alone)
 
     @property
     def inner(self) -> int:
@@ -116,7 +117,7 @@ class MambaShape:
     def small_params(self) -> int:
         """Convolution taps (and bias), ``dt_bias``, ``A_log``, ``D`` and the norm's weight."""
         conv = self.conv_dim * (self.conv_kernel + (1 if self.conv_bias else 0))
-        return conv + 3 * self.heads + self.inner
+        return conv + 3 * self.heads + (self.inner if self.norm else 0)
 
     @property
     def state_elements(self) -> int:
@@ -162,6 +163,7 @@ def mamba_shape(model: ModelConfig) -> MambaShape:
         chunk=model.mamba_chunk_size or 128,
         conv_bias=model.mamba_conv_bias,
         proj_bias=model.mamba_bias,
+        norm=model.mamba_gated_norm,
     )
 
 
@@ -259,7 +261,7 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         NORM_FLOPS_PER_ELEMENT * tokens * s.inner,
         _bytes(2 * tokens * s.inner, a_bits),
         _bytes(tokens * s.inner, a_bits),
-        weights=_bytes(s.inner, SMALL_BITS),
+        weights=_bytes(s.inner if s.norm else 0, SMALL_BITS),
     )
     op(
         "mamba_out_proj",

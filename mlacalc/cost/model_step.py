@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -66,6 +66,7 @@ from mlacalc.cost.params import (
 from mlacalc.cost.quant import Tensor, checkpoint_tensors, is_kept, tensor_bytes
 from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.models.patterns import LayerKind
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import (
     canonical_dtype,
@@ -805,6 +806,10 @@ def _attention_layers(
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}
+    for k in list(kinds.values()):
+        if k.mamba:  # attention and Mamba-2 side by side (Falcon-H1): each group its kernels
+            kinds.setdefault(replace(k, mamba=False).label, replace(k, mamba=False))
+            kinds.setdefault("mamba", LayerKind("mamba"))
     out: list[Kernel] = []
     for label, group in zip(cost.group_labels, cost.groups):
         kind = kinds[label]

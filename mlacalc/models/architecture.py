@@ -29,6 +29,8 @@ Hugging Face implementation:
                    a per-head output gate; MoE with a gated shared expert
 ``kimi_linear``    Kimi Delta Attention linear layers (:mod:`mlacalc.cost.linear`) with MLA full
                    layers without RoPE at ``full_attention_layers``; DeepSeek-V3's MoE
+``falcon_h1``      full attention and a Mamba-2 mixer (:mod:`mlacalc.cost.mamba`) side by side
+                   on the same normed input in every layer, then a gated MLP
 ``nemotron_h``     one mixer per layer (``block_types``): Mamba-2 (:mod:`mlacalc.cost.mamba`),
                    attention, a MoE or an MLP, each after one norm; MLPs and experts of up
                    and down only (relu2), routed experts in a latent width
@@ -74,6 +76,7 @@ class Arch:
     mamba: bool = False  # Mamba-2 state-space layers (mlacalc.cost.mamba)
     blocks: bool = False  # one mixer per layer, listed in block_types (Nemotron-H, -NAS)
     ungated_mlp: bool = False  # MLPs and experts of up and down only (Nemotron-H's relu2)
+    parallel_mamba: bool = False  # a Mamba-2 mixer beside the attention in every layer (Falcon-H1)
 
 
 def archs() -> dict[str, Arch]:
@@ -101,6 +104,13 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     n = model.num_hidden_layers
     if model.block_types:  # one mixer per layer, no FFN beside an attention or SSM
         return LayerPattern(tuple(BLOCK_LAYERS[b] for b in model.block_types))
+    if arch.parallel_mamba and model.mamba_num_heads is not None:  # side by side, every layer
+        return LayerPattern(
+            tuple(
+                LayerKind("full", ffn="moe" if model.is_moe_layer(i) else "dense", mamba=True)
+                for i in range(n)
+            )
+        )
     interval = getattr(model, "full_attention_interval", None)
     chunk = getattr(model, "attention_chunk_size", None)
     own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")

@@ -17,6 +17,9 @@ attention kind and one FFN kind:
   ``top-k`` keys it selects;
 - ``mamba``: a Mamba-2 state-space layer (Nemotron-H, Bamba, Granite 4.0 hybrids): a fixed
   state per sequence (a convolution window and a ``P x N`` matrix per head), no keys;
+- ``full+mamba``: full attention and a Mamba-2 mixer side by side on the same normed input,
+  their outputs added (Falcon-H1, ``LayerKind.mamba``): the attention's per-token rows and
+  the Mamba-2 state per sequence;
 - ``none``: no sequence mixer at all (a Nemotron-H or Nemotron-NAS block that is only a MoE
   or an MLP; its FFN kind says which), caching nothing;
 
@@ -99,6 +102,7 @@ class LayerKind:
     window: int | None = None
     rope: bool = True
     indexer: bool = True  # a DSA layer with its own indexer ("dsa-shared": the previous one's)
+    mamba: bool = False  # a Mamba-2 mixer beside the attention, on the same input (Falcon-H1)
 
     @property
     def label(self) -> str:
@@ -107,6 +111,8 @@ class LayerKind:
         text = self.attention if self.window is None else f"{self.attention}({self.window})"
         if self.attention == "dsa" and not self.indexer:
             text = "dsa-shared"
+        if self.mamba:
+            text = f"{text}+mamba"
         return text if self.rope else f"{text} no-rope"
 
     def tokens_kept(self, seq_len: int, convention: str = "engine") -> int:
@@ -481,11 +487,12 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     n = _int(raw, "num_hidden_layers", origin)
     if not n:
         _fail(origin, "num_hidden_layers", "is required and must be positive")
-    types = _attention_types(raw, n, origin)
+    mt = raw.get("model_type")
+    beside = mt == "falcon_h1"  # FalconH1Config: every layer "hybrid" (attention + Mamba-2)
+    types = ["full_attention"] * n if beside else _attention_types(raw, n, origin)
     ffn = _ffn_types(raw, n, origin)
     window = _int(raw, "sliding_window", origin)
     chunk = _int(raw, "attention_chunk_size", origin)
-    mt = raw.get("model_type")
     nope_layers = mt in ("llama4", "llama4_text")
     no_rope = _smollm3_no_rope(raw, n, origin) if mt == "smollm3" else None
     shared = set(shared_indexer_layers(raw) or ()) if _is_dsa(raw) else set()
@@ -511,7 +518,11 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
             kind = "dsa" if _is_dsa(raw) else "mla"
         rope = not (nope_layers and kind == "full") and not (no_rope and not no_rope[i])
         indexer = not (kind == "dsa" and shared and i + 1 in shared)
-        layers.append(LayerKind(attention=kind, ffn=ffn[i], window=w, rope=rope, indexer=indexer))
+        layers.append(
+            LayerKind(
+                attention=kind, ffn=ffn[i], window=w, rope=rope, indexer=indexer, mamba=beside
+            )
+        )
     return LayerPattern(tuple(layers))
 
 
@@ -557,10 +568,14 @@ class CacheSpec:
             return batch * (self.conv_elements * b + self.state_elements * s)
         if kind.attention == "none":
             return 0
+        beside = 0  # a Mamba-2 mixer beside the attention (Falcon-H1): its state too
+        if kind.mamba:
+            s = _bytes_per_element(state_dtype, "state_dtype")
+            beside = batch * (self.conv_elements * b + self.state_elements * s)
         row = self.token_elements[kind.attention] + (
             self.indexer_elements if (kind.attention == "dsa" and kind.indexer) else 0
         )
-        return batch * kind.tokens_kept(seq_len, convention) * row * b
+        return batch * kind.tokens_kept(seq_len, convention) * row * b + beside
 
     def model_bytes(
         self,
@@ -652,6 +667,14 @@ def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
         kernel = _int(raw, "linear_conv_kernel_dim", origin)
         conv = (2 * hk * dk + hv * dv) * kernel
         state = hv * dk * dv
+    elif mt == "falcon_h1" and not raw.get("mamba_num_heads"):  # a config.json: its spellings
+        n_state = _int(raw, "mamba_d_state", origin, 256)
+        inner = _int(raw, "mamba_d_ssm", origin, 1024)  # null: mamba_expand x hidden_size
+        if inner is None:
+            inner = (_int(raw, "mamba_expand", origin, 2) or 0) * (d or 0)
+        groups = _int(raw, "mamba_n_groups", origin, 1)
+        conv = (inner + 2 * groups * n_state) * _int(raw, "mamba_d_conv", origin, 4)
+        state = inner * n_state  # a P x N matrix per head, P x heads = the inner width
     elif raw.get("mamba_num_heads"):  # Mamba-2: conv over x, B, C; a P x N state per head
         heads, width = _int(raw, "mamba_num_heads", origin), _int(raw, "mamba_head_dim", origin)
         groups = _int(raw, "mamba_n_groups", origin) or _int(raw, "n_groups", origin)

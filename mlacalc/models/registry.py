@@ -337,8 +337,6 @@ NOT_MODELLED: Mapping[str, str] = {
     "deepseek_v4": "its compressed sparse and heavily compressed attention (compress_ratios), "
     "the compressors' and indexer's caches, hash-routed MoE and hyper-connections are not "
     "modelled yet; no other model_type stands for it",
-    "falcon_h1": "attention and a Mamba-2 mixer side by side in every layer are not modelled "
-    "yet (Mamba-2 layers between attention layers are: bamba, granitemoehybrid)",
     "jamba": "Mamba-1 layers are not modelled yet (Mamba-2 layers are: nemotron_h, bamba, "
     "granitemoehybrid)",
 }

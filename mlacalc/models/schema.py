@@ -519,6 +519,12 @@ class ModelConfig:
     mamba_bias: bool = _spec(
         BOOL, "biases on the Mamba-2 input and output projections", default=False
     )
+    mamba_gated_norm: bool = _spec(
+        BOOL,
+        "the Mamba-2 output's gated RMSNorm has a weight over the inner width (false: the "
+        "gate alone, Falcon-H1 without mamba_rms_norm)",
+        default=True,
+    )
     block_types: tuple[str, ...] = _spec(
         BLOCKS,
         "one block per layer, each one mixer after one norm: mamba, attention, moe or mlp "

@@ -271,10 +271,9 @@ def mamba_tensors(m: ModelConfig, p: str) -> list[Tensor]:
     if m.mamba_conv_bias:
         out.append(Tensor(f"{a}.conv1d.bias", (conv,)))
     out += [Tensor(f"{a}.{n}", (m.mamba_num_heads,)) for n in ("dt_bias", "A_log", "D")]
-    out += [
-        Tensor(f"{a}.norm.weight", (inner,)),
-        Tensor(f"{a}.out_proj.weight", (d, inner), "linear"),
-    ]
+    if m.mamba_gated_norm:
+        out.append(Tensor(f"{a}.norm.weight", (inner,)))
+    out.append(Tensor(f"{a}.out_proj.weight", (d, inner), "linear"))
     if m.mamba_bias:
         out.append(Tensor(f"{a}.out_proj.bias", (d,)))
     return out
@@ -356,6 +355,8 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
         out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
     elif arch.mamba and i < m.num_hidden_layers and layer_pattern(m).layers[i].attention == "mamba":
         out = mamba_tensors(m, p)
+    elif arch.parallel_mamba and m.mamba_num_heads and i < m.num_hidden_layers:  # side by side
+        out = _attention_tensors(m, arch, p) + mamba_tensors(m, p)
     else:
         out = _attention_tensors(m, arch, p)
     if m.is_moe_layer(i):

@@ -502,5 +502,7 @@ def kv_bytes_per_sequence_per_gpu(
         conv = (heads * m.mamba_head_dim + 2 * groups * m.ssm_state_size) * m.mamba_d_conv
         state = layout.row_bytes(conv) + heads * m.mamba_head_dim * m.ssm_state_size * 4
         for j, stage in enumerate(stages):
-            per_stage[j] += state * sum(kinds[i].attention == "mamba" for i in stage)
+            per_stage[j] += state * sum(
+                kinds[i].attention == "mamba" or kinds[i].mamba for i in stage
+            )  # a Mamba-2 layer, or one beside the attention (Falcon-H1)
     return max(per_stage)
