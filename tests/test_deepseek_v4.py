@@ -221,3 +221,52 @@ def test_short_per_layer_list_refused():
     data = {**TINY, "layer_types": [v4.CSA, v4.HCA]}
     with pytest.raises(ConfigError, match="layer_types"):
         v4.read_config(data)
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.DeepseekV4Config(
+        **{k: v for k, v in TINY.items() if k != "model_type"}, experts_implementation="eager"
+    )
+    return transformers.DeepseekV4ForCausalLM(config).eval()
+
+
+def _held_bytes(obj, torch, seen: set[int]) -> int:
+    """Bytes of the cache tensors reachable from one cache layer (each tensor once; scalars
+    are bookkeeping), as the reference route counts them."""
+    if isinstance(obj, torch.Tensor):
+        if id(obj) in seen or obj.dim() < 2:
+            return 0
+        seen.add(id(obj))
+        return obj.nbytes
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_held_bytes(v, torch, seen) for v in obj)
+    return 0
+
+
+@pytest.mark.parametrize(("context", "new"), [(3, 1), (5, 1), (37, 1), (39, 1), (30, 6)])
+def test_cached_step_flops_and_cache_equal_reference(tiny_model, context, new):
+    """A decode step or a chunk after ``context`` cached tokens (windows closing in the step
+    and not): each attention layer's FLOPs equal FlopCounterMode's, and the cache then holds
+    what one forward of ``context + new`` tokens leaves."""
+    import torch  # deferred: torch is optional (the fixture skipped without it)
+    from torch.utils.flop_counter import FlopCounterMode  # deferred: as above
+
+    c = v4.read_config(TINY)
+    with torch.no_grad():
+        cache = tiny_model(input_ids=torch.zeros(1, context, dtype=torch.long)).past_key_values
+        with FlopCounterMode(display=False) as counter:
+            tiny_model(input_ids=torch.zeros(1, new, dtype=torch.long), past_key_values=cache)
+    counts = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
+    for i, kind in enumerate(c.layer_types):
+        stages = v4.attention_flops(c, kind, new, context=context)
+        got = counts[f"DeepseekV4ForCausalLM.model.layers.{i}.self_attn"]
+        assert sum(v for k, v in stages.items() if k != "core_causal") == got
+    held = [_held_bytes(vars(layer), torch, set()) for layer in cache.layers]
+    mine = v4.cache_bytes(c, context + new, dtype_bytes=4)  # the tiny model runs in float32
+    assert [sum(parts.values()) for parts in mine] == held

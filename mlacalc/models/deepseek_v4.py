@@ -375,33 +375,40 @@ def cache_bytes(
     ]
 
 
-def attention_flops(c: V4Config, layer_type: str, seq_len: int) -> dict[str, int]:
-    """FLOPs of one attention layer's prefill forward of ``seq_len`` tokens (batch 1, no
-    cache before), by stage, as the reference computes them (2 per multiply-add; element-wise
-    work, softmax, norms, rotary and top-k not counted, as ``FlopCounterMode`` counts).
+def attention_flops(c: V4Config, layer_type: str, seq_len: int, context: int = 0) -> dict[str, int]:
+    """FLOPs of one attention layer's forward of ``seq_len`` new tokens after ``context``
+    cached ones (batch 1; ``context`` 0 is a prefill, ``seq_len`` 1 a decode step), by
+    stage, as the reference computes them (2 per multiply-add; element-wise work, softmax,
+    norms, rotary and top-k not counted, as ``FlopCounterMode`` counts).
 
-    ``core`` is the reference's eager attention: every query against every window key and
-    every pooled key (masked, not skipped), ``4 n_h (S + S // rate) head_dim S``.
-    ``core_causal`` is the work a kernel that skips masked keys does: per query at 1-based
-    position ``j``, ``min(j, W)`` window keys plus the pooled keys it may see (``j // rate``;
-    in a CSA layer at most ``index_topk`` of them); ``indexer_score`` likewise scores every
-    pooled key in the reference (``2 n_i d_i S (S // rate)``).
+    With ``T = context + S`` tokens seen, ``P = T // rate`` pooled keys exist. ``core`` is the
+    reference's eager attention: every new query against every key it holds, masked, not
+    skipped: the window rows its cache kept (``min(context, W - 1)``) plus the new ones, and
+    every pooled key, ``4 n_h head_dim S (min(context, W - 1) + S + P)``. ``core_causal`` is
+    the work of a kernel that skips masked keys: the query at 1-based position ``j`` sees
+    ``min(j, W)`` window keys and ``j // rate`` pooled keys (in a CSA layer at most
+    ``index_topk`` of them). ``indexer_score``: a CSA query's indexer scores every pooled key
+    (``2 n_i d_i S P``), in the reference as in DeepSeek's kernels.
     """
     if layer_type not in LAYER_TYPES:
         raise ValueError(f"layer_type must be one of {LAYER_TYPES}, got {layer_type!r}")
+    for name, value in (("seq_len", seq_len), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
     s, d, nh, hd = seq_len, c.hidden_size, c.num_attention_heads, c.head_dim
-    g, r = c.o_groups, c.o_lora_rank
+    g, r, w = c.o_groups, c.o_lora_rank, c.sliding_window
     out = {
         "q_proj": 2 * s * (d * c.q_lora_rank + c.q_lora_rank * nh * hd),
         "kv_proj": 2 * s * d * hd,
         "o_proj": 2 * s * (nh * hd * r + g * r * d),
     }
-    pooled = 0 if layer_type == SLIDING else s // c.rate(layer_type)
-    out["core"] = 4 * nh * hd * s * (s + pooled)
+    rate = c.rate(layer_type) if layer_type != SLIDING else 0
+    pooled = (context + s) // rate if rate else 0
+    out["core"] = 4 * nh * hd * s * (min(context, w - 1) + s + pooled)
     keys = 0
-    for j in range(1, s + 1):
-        seen = 0 if layer_type == SLIDING else j // c.rate(layer_type)
-        keys += min(j, c.sliding_window) + (min(seen, c.index_topk) if layer_type == CSA else seen)
+    for j in range(context + 1, context + s + 1):
+        seen = j // rate if rate else 0
+        keys += min(j, w) + (min(seen, c.index_topk) if layer_type == CSA else seen)
     out["core_causal"] = 4 * nh * hd * keys
     if layer_type == HCA:
         out["compressor"] = 2 * s * d * 2 * hd
