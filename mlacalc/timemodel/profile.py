@@ -105,7 +105,9 @@ class Profile:
         for key in keys:
             if key in table:
                 return table[key]
-        same_kind = sorted(k for k in table if k.split(":", 1)[0] == kind)
+        # another dtype's plain class of the kind; never a variant's (a profile holding only
+        # the Gated DeltaNet variants of elementwise kernels does not time a model's norms)
+        same_kind = sorted(k for k in table if k.split(":", 1)[0] == kind and k.count(":") == 1)
         return table[same_kind[0]] if same_kind else None
 
     def nearest_fitted(self, hardware: Any) -> str | None:
