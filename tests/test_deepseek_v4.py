@@ -39,6 +39,9 @@ def test_pro_parameters_published():
     assert round(v4.param_count(c) / 1e12, 1) == 1.6
     assert c.layer_types[:3] == (v4.HCA, v4.HCA, v4.CSA) and len(c.layer_types) == 61
     assert c.mlp_layer_types.count("hash_moe") == 3
+    # a token: 6 of 384 experts in each of 61 layers; 48.85 B without the input embedding
+    assert v4.active_param_count(c) == 49_781_408_099
+    assert v4.active_param_count(c, embedding=False) == 49_781_408_099 - 129280 * 7168
 
 
 VARIATIONS = {
@@ -107,6 +110,10 @@ def test_cache_parts_and_engine_convention():
         "pending": 0,
         "overlap": 2 * 4 * (512 + 128) * 2,
     }
+    totals = {s: sum(sum(p.values()) for p in v4.cache_bytes(c, s)) for s in (1, 4096, 32768)}
+    assert totals == {1: 279_552, 4096: 48_577_536, 32768: 330_939_392}  # docs/deepseek-v4.md
+    million = v4.cache_bytes(c, 1_048_576, convention="engine")
+    assert sum(sum(p.values()) for p in million) == 10_334_679_040
     engine = v4.cache_bytes(c, 32768, convention="engine")
     assert engine[0]["window"] == 128 * 512 * 2
     assert v4.cache_bytes(c, 100, convention="engine")[0]["window"] == 100 * 512 * 2

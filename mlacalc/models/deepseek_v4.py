@@ -48,6 +48,7 @@ __all__ = [
     "LAYER_TYPES",
     "SLIDING",
     "V4Config",
+    "active_param_count",
     "attention_flops",
     "cache_bytes",
     "forward_flops",
@@ -324,6 +325,18 @@ def tensors(c: V4Config) -> list[tuple[str, tuple[int, ...]]]:
 def param_count(c: V4Config) -> int:
     """Parameters (and saved buffers) of the checkpoint, MTP layers excluded."""
     return sum(math.prod(shape) for _, shape in tensors(c))
+
+
+def active_param_count(c: V4Config, embedding: bool = True) -> int:
+    """Parameters a token uses: all but the routed experts it is not sent to
+    (``num_experts_per_tok`` of ``n_routed_experts`` per layer); the input embedding (one row
+    read, not a product) is left out with ``embedding=False``."""
+    unused = c.n_routed_experts - c.num_experts_per_tok
+    per_expert = 3 * c.hidden_size * c.moe_intermediate_size
+    total = param_count(c) - c.num_hidden_layers * unused * per_expert
+    if not embedding and not c.tie_word_embeddings:
+        total -= c.vocab_size * c.hidden_size
+    return total
 
 
 def _layer_cache(c: V4Config, kind: str, s: int, convention: str) -> dict[str, int]:
