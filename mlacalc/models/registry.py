@@ -335,8 +335,9 @@ def family_of(model_type: str) -> Family | None:
 #: refused with this reason instead of a look-alike name (deepseek_v4 is not deepseek_v3)
 NOT_MODELLED: Mapping[str, str] = {
     "deepseek_v4": "its compressed sparse and heavily compressed attention (compress_ratios), "
-    "the compressors' and indexer's caches, hash-routed MoE and hyper-connections are not "
-    "modelled yet; no other model_type stands for it",
+    "hash-routed MoE and hyper-connections are not yet known to the cost and time rules "
+    "(its parameters, cache and FLOPs by the reference's rules: mlacalc.models.deepseek_v4, "
+    "docs/deepseek-v4.md); no other model_type stands for it",
     "jamba": "Mamba-1 layers are not modelled yet (Mamba-2 layers are: nemotron_h, bamba, "
     "granitemoehybrid)",
 }
