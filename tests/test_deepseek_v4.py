@@ -53,6 +53,14 @@ VARIATIONS = {
         "compress_rates": {v4.CSA: 8, v4.HCA: 64},
     },
     "legacy rates": {"compress_rate_csa": 2, "compress_rate_hca": 32, "num_hash_layers": 1},
+    "narrower": {
+        "hc_mult": 3,
+        "o_groups": 4,
+        "num_hash_layers": 0,
+        "sliding_window": 64,
+        "index_n_heads": 32,
+        "layer_types": [v4.HCA, v4.CSA, v4.CSA, v4.HCA, v4.CSA],
+    },
     "class defaults": "defaults",
 }
 
@@ -77,6 +85,26 @@ def test_tensors_equal_reference(name):
         assert state.pop("lm_head.weight") == state["model.embed_tokens.weight"]
     assert mine == state
     assert v4.param_count(c) == ref.param_count(model)
+
+
+def test_pro_attention_flops_on_meta():
+    """DeepSeek-V4-Pro's own widths: its first HCA and CSA layers' prefill of 4096 tokens
+    counted by FlopCounterMode on the meta device (shapes only, 4 s)."""
+    torch = pytest.importorskip("torch")
+    ref = pytest.importorskip("hf_reference_2")
+    from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional
+
+    data = _first(_pro(), 3)
+    model = ref.build(data)
+    ids = torch.zeros(1, 4096, dtype=torch.long, device="meta")
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, use_cache=True)
+    counts = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
+    c = v4.read_config(data)
+    for i, kind in enumerate(c.layer_types):
+        stages = v4.attention_flops(c, kind, 4096)
+        got = counts[f"DeepseekV4ForCausalLM.model.layers.{i}.self_attn"]
+        assert sum(v for k, v in stages.items() if k != "core_causal") == got
 
 
 def test_whole_pro_equals_reference():
@@ -196,6 +224,7 @@ BAD = {
     "layer_types": (["full_attention"] * 3, "layer_types"),
     "mlp_layer_types": (["dense", "moe", "moe"], "mlp_layer_types"),
     "num_hash_layers": (-1, "num_hash_layers"),
+    "num_nextn_predict_layers": (1.0, "num_nextn_predict_layers"),
     "compress_rates": ({v4.CSA: 0}, "compress_rates"),
     "compress_rate_hca": ("128", "compress_rates"),
     "n_shared_experts": (2, "n_shared_experts"),

@@ -91,7 +91,8 @@ DEFAULTS: Mapping[str, Any] = {
     "num_hash_layers": 3,
 }
 _DEFAULT_RATES = {CSA: 4, HCA: 128}
-_INT_FIELDS = tuple(k for k, v in DEFAULTS.items() if type(v) is int)
+_COUNTS = ("num_nextn_predict_layers", "num_hash_layers")  # may be 0
+_INT_FIELDS = tuple(k for k, v in DEFAULTS.items() if type(v) is int and k not in _COUNTS)
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ def read_config(raw: Mapping[str, Any], origin: str = "config.json") -> V4Config
     if raw.get("model_type", "deepseek_v4") != "deepseek_v4":
         _fail(origin, "model_type", f"is {raw.get('model_type')!r}, not deepseek_v4")
     values: dict[str, Any] = {k: _positive(raw, k, origin) for k in _INT_FIELDS}
-    for key in ("num_nextn_predict_layers", "num_hash_layers"):
+    for key in _COUNTS:
         value = raw.get(key, DEFAULTS[key])
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             _fail(origin, key, f"must be an integer >= 0, got {value!r}")
