@@ -35,6 +35,7 @@ from mlacalc.cost.attention import (
     uniform_cost,
 )
 from mlacalc.cost.families import kv_by_kind, pattern_cost
+from mlacalc.models.architecture import arch_of
 from mlacalc.models.loading import ModelConfig
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import KVLayout, check_kv_layout
@@ -278,6 +279,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         or model.block_types
         or model.mamba_num_heads is not None
         or (model.shared_indexer_layers and not model.every_indexer_shared)
+        or getattr(arch_of(model), "head_gate", False)  # Step-3.7's g_proj (families)
     ):
         return pattern_cost(model, w)
     return uniform_cost(model, w)

@@ -187,6 +187,8 @@ def _kind_cost(model: ModelConfig, kind: LayerKind, n: int, w: Workload) -> Atte
     cost = uniform_cost(sub, w)
     if not kind.rope:  # a layer without rotary embedding runs no RoPE kernel
         cost = replace(cost, ops=tuple(o for o in cost.ops if o.name != "rope"))
-    if (arch_of(model) or Arch()).gated_query and not sub.is_mla:
-        cost = gated_query_cost(cost, sub, w.weight_dtype, w.act_dtype)
+    arch = arch_of(model) or Arch()
+    if (arch.gated_query or arch.head_gate) and not sub.is_mla:
+        width = sub.num_attention_heads if arch.head_gate else None  # one gate a head
+        cost = gated_query_cost(cost, sub, w.weight_dtype, w.act_dtype, width)
     return _k_eq_v(cost) if k_eq_v else cost

@@ -376,12 +376,19 @@ def _bits(dtype: str) -> int:
 
 
 def gated_query_cost(
-    cost: AttentionCost, model: ModelConfig, weight_dtype: str | None, act_dtype: str
+    cost: AttentionCost,
+    model: ModelConfig,
+    weight_dtype: str | None,
+    act_dtype: str,
+    width: int | None = None,
 ) -> AttentionCost:
-    """A full layer whose ``q_proj`` also yields a per-head output gate (Qwen3-Next): one
-    more ``d -> n_h d_h`` product (``q_gate_proj``, stage ``q_proj``) after the query's, its
-    weights read once; the sigmoid gate on the core's output is element-wise."""
-    d, width = model.hidden_size, model.num_attention_heads * model.head_dim
+    """A full layer whose ``q_proj`` also yields an output gate (Qwen3-Next): one more
+    ``d -> n_h d_h`` product (``q_gate_proj``, stage ``q_proj``) after the query's, its
+    weights read once; the sigmoid gate on the core's output is element-wise. ``width``
+    narrows the gate: ``n_h`` for one gate a head (Step-3.7's ``g_proj``)."""
+    d = model.hidden_size
+    if width is None:
+        width = model.num_attention_heads * model.head_dim
     tokens = cost.batch * cost.q_len
     a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype or model.weights_dtype)
     weights = _bytes(d * width, w_bits)

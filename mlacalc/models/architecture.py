@@ -71,6 +71,7 @@ class Arch:
     indexer: bool = False  # DeepSeek sparse attention: MLA plus a lightning indexer
     shared_gate: bool = False  # a sigmoid gate on the shared expert (one d-wide row)
     gated_query: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next)
+    head_gate: bool = False  # g_proj: d -> n_h, a sigmoid gate per head on the core (Step-3.7)
     kimi_delta: bool = False  # linear layers are Kimi Delta Attention (Kimi Linear)
     global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
     mamba: bool = False  # Mamba-2 state-space layers (mlacalc.cost.mamba)

@@ -271,6 +271,9 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
                 types = [
                     "full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)
                 ]
+        elif raw.get("full_attention_layers") and raw.get("sliding_window"):
+            listed = set(raw["full_attention_layers"])  # a ModelConfig's 1-based full layers
+            types = ["full_attention" if i + 1 in listed else "sliding_attention" for i in range(n)]
         elif raw.get("use_sliding_window") and raw.get("sliding_window"):
             # Qwen2/Qwen3: the first max_window_layers layers use full attention
             full = _int(raw, "max_window_layers", origin, n)
@@ -287,6 +290,9 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
             types = ["sliding_attention"] * n
         else:
             types = ["full_attention"] * n
+    mtp = raw.get("num_nextn_predict_layers")
+    if mt == "step3p7" and isinstance(types, list) and isinstance(mtp, int) and mtp > 0:
+        types = types[:n] if len(types) == n + mtp else types  # Step3p7TextConfig drops the pad
     if mt in ("gemma4", "gemma4_text") and isinstance(types, list) and types:
         types = [*types[:-1], "full_attention"]  # Gemma4TextConfig forces the last layer full
     if not isinstance(types, list) or len(types) != n:
@@ -332,8 +338,15 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
         end = n - 1 if end in (-1, None) else end
         step = _int(raw, "moe_layer_interval", origin, 1) or 1
         return ["moe" if ((i + 1) % step == 0 and start <= i <= end) else "dense" for i in range(n)]
+    if mt == "step3p7" and "mlp_layer_types" not in raw and "source" not in raw:
+        listed = raw.get("moe_layers_enum")  # Step3p7TextConfig's rule (a ModelConfig: below)
+        items = listed.split(",") if isinstance(listed, str) else listed
+        moe = set(range(3, n)) if items is None else {int(i) for i in items if str(i).strip()}
+        return ["moe" if i in moe else "dense" for i in range(n)]
     if isinstance(raw.get("mlp_layer_types"), list):
         kinds = raw["mlp_layer_types"]
+        if mt == "step3p7" and isinstance(mtp := raw.get("num_nextn_predict_layers"), int):
+            kinds = kinds[:n] if len(kinds) == n + mtp else kinds  # the MTP pad dropped
         if len(kinds) != n or any(k not in ("dense", "sparse") for k in kinds):
             _fail(
                 origin,

@@ -174,6 +174,8 @@ def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
         ]
     if arch.sinks:
         out.append(Tensor(f"{p}.self_attn.sinks", (n_h,)))
+    if arch.head_gate:
+        out.append(Tensor(f"{p}.self_attn.g_proj.weight", (n_h, d), "linear"))
     return out
 
 

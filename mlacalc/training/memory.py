@@ -110,6 +110,7 @@ def check_layout(m: ModelConfig) -> None:
         or arch.norms_per_layer != 2
         or arch.sinks
         or arch.gated_query
+        or arch.head_gate
     )
     ungated = m.family in ("gpt2", "falcon")
     known = ("llama", "deepseek", "gpt2", "falcon")
