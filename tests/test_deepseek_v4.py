@@ -253,6 +253,11 @@ def test_bad_field_refused_by_name(key):
     assert f"field '{field}'" in text and "v4.json" in text and "\n" not in text
 
 
+def test_not_an_object_refused():
+    with pytest.raises(ConfigError, match="JSON object"):
+        v4.read_config([1, 2], origin="v4.json")
+
+
 def test_short_per_layer_list_refused():
     data = {**TINY, "layer_types": [v4.CSA, v4.HCA]}
     with pytest.raises(ConfigError, match="layer_types"):
@@ -306,3 +311,29 @@ def test_cached_step_flops_and_cache_equal_reference(tiny_model, context, new):
     held = [_held_bytes(vars(layer), torch, set()) for layer in cache.layers]
     mine = v4.cache_bytes(c, context + new, dtype_bytes=4)  # the tiny model runs in float32
     assert [sum(parts.values()) for parts in mine] == held
+
+
+def test_no_field_ignored():
+    """Every field DeepseekV4Config reads (its annotations and attribute_map, the legacy
+    spellings its __post_init__ folds in) and every key of the published config is read
+    here or listed, with its reason, as changing no count."""
+    transformers = pytest.importorskip("transformers")
+    cls = transformers.DeepseekV4Config
+    fields = {f for f in cls.__annotations__ if not f.startswith("_")} | set(cls.attribute_map)
+    legacy = {"compress_ratios", "compress_rate_csa", "compress_rate_hca", "num_hash_layers"}
+    export = {"architectures", "transformers_version", "torch_dtype", "model_type"}
+    known = set(v4.DEFAULTS) | set(v4.READ) | set(v4.IRRELEVANT) | export
+    assert not (fields | legacy | {"qk_rope_head_dim"}) - known
+    assert not set(_pro()) - known
+
+
+@pytest.mark.parametrize(("alias", "field"), list(v4.ALIASES.items()))
+def test_aliases_read_as_the_class_maps_them(alias, field):
+    ref = pytest.importorskip("hf_reference_2")
+    data = {**_first(_pro(), 2), alias: 64}
+    data.pop(field)
+    c = v4.read_config(data)
+    assert v4.param_count(c) == ref.param_count(ref.build(data))
+    assert getattr(c, field) == 64
+    with pytest.raises(ConfigError, match=alias):
+        v4.read_config({**_first(_pro(), 2), alias: 64})

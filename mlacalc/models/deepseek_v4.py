@@ -43,9 +43,12 @@ from typing import Any
 from mlacalc.words.errors import ConfigError
 
 __all__ = [
+    "ALIASES",
     "CSA",
     "HCA",
+    "IRRELEVANT",
     "LAYER_TYPES",
+    "READ",
     "SLIDING",
     "V4Config",
     "active_param_count",
@@ -91,6 +94,57 @@ DEFAULTS: Mapping[str, Any] = {
     "num_hash_layers": 3,
 }
 _DEFAULT_RATES = {CSA: 4, HCA: 128}
+#: the class's attribute_map: a config.json may spell these fields so
+ALIASES: Mapping[str, str] = {
+    "num_local_experts": "n_routed_experts",
+    "intermediate_size": "moe_intermediate_size",
+}
+#: every field read besides DEFAULTS' (the per-layer lists, rates and their legacy spellings)
+READ = (
+    "model_type",
+    "num_key_value_heads",
+    "layer_types",
+    "compress_ratios",
+    "mlp_layer_types",
+    "compress_rates",
+    "compress_rate_csa",
+    "compress_rate_hca",
+    *ALIASES,
+)
+#: fields the class reads that change no parameter, cache byte or FLOP counted here (why)
+IRRELEVANT: Mapping[str, str] = {
+    **dict.fromkeys(
+        (
+            "rope_theta",
+            "rope_parameters",
+            "rope_scaling",
+            "compress_rope_theta",
+            "partial_rotary_factor",
+            "qk_rope_head_dim",
+            "max_position_embeddings",
+        ),
+        "rotary frequencies: no parameter, the rotation is element-wise",
+    ),
+    **dict.fromkeys(
+        ("hc_sinkhorn_iters", "hc_eps", "rms_norm_eps", "swiglu_limit", "hidden_act"),
+        "element-wise work (Sinkhorn normalisation, norms, clipping, the activation)",
+    ),
+    **dict.fromkeys(
+        ("scoring_func", "norm_topk_prob", "routed_scaling_factor", "topk_method"),
+        "how routing weights are computed and scaled: the same experts run",
+    ),
+    **dict.fromkeys(
+        ("output_router_logits", "router_aux_loss_coef", "router_jitter_noise"),
+        "a router's training loss or noise",
+    ),
+    **dict.fromkeys(
+        ("attention_dropout", "initializer_range", "use_cache"), "training or runtime switches"
+    ),
+    **dict.fromkeys(("bos_token_id", "eos_token_id", "pad_token_id"), "a token id"),
+    "attention_bias": "the reference's projections have no bias whatever it says",
+    "expert_dtype": "the published checkpoint's storage of the experts, not their count",
+    "quantization_config": "the published checkpoint's storage, not the logical parameters",
+}
 _COUNTS = ("num_nextn_predict_layers", "num_hash_layers")  # may be 0
 _INT_FIELDS = tuple(k for k, v in DEFAULTS.items() if type(v) is int and k not in _COUNTS)
 
@@ -201,6 +255,14 @@ def read_config(raw: Mapping[str, Any], origin: str = "config.json") -> V4Config
     other than 1 (its attention has one shared K = V head whatever the value), heads that do
     not split into ``o_groups``.
     """
+    if not isinstance(raw, Mapping):
+        _fail(origin, "config", f"must be a JSON object, got {type(raw).__name__}")
+    raw = dict(raw)
+    for alias, field in ALIASES.items():  # the class's attribute_map
+        if alias in raw:
+            if field in raw and raw[field] != raw[alias]:
+                _fail(origin, alias, f"is {raw[alias]!r} but {field} is {raw[field]!r}")
+            raw[field] = raw[alias]
     if raw.get("model_type", "deepseek_v4") != "deepseek_v4":
         _fail(origin, "model_type", f"is {raw.get('model_type')!r}, not deepseek_v4")
     values: dict[str, Any] = {k: _positive(raw, k, origin) for k in _INT_FIELDS}
