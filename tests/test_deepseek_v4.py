@@ -44,6 +44,15 @@ def test_pro_parameters_published():
     assert v4.active_param_count(c, embedding=False) == 49_781_408_099 - 129280 * 7168
 
 
+def test_class_defaults_are_flash():
+    """DeepseekV4Config's defaults (DeepSeek-V4-Flash-Base): 284 B, 13 B a token without the
+    input embedding (docs/deepseek-v4.md)."""
+    c = v4.read_config({"model_type": "deepseek_v4"})
+    assert v4.param_count(c) == 284_328_206_295
+    assert v4.active_param_count(c) == 13_795_598_295
+    assert v4.active_param_count(c, embedding=False) == 13_266_067_415
+
+
 VARIATIONS = {
     "pro": {},
     "tied, mlp bias": {"tie_word_embeddings": True, "mlp_bias": True},
