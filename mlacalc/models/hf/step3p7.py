@@ -230,7 +230,6 @@ FAMILY = register(
             "num_sliding_attention_heads",
             "layer_types",
             "mlp_layer_types",
-            "mtp_layer_types",
             "num_nextn_predict_layers",
         ),
         irrelevant={
@@ -238,6 +237,7 @@ FAMILY = register(
             "moe_router_scaling_factor": "scales the routed experts' output only",
             "swiglu_limits": "clamps the routed experts' activations only",
             "swiglu_limits_shared": "clamps the shared expert's activations only",
+            "mtp_layer_types": "the MTP layers' attention kinds: MTP layers are not built",
             "mtp_mlp_layer_types": "the MTP layers' MLP kinds: MTP layers are not built",
             "use_moe_router_bias": "remote code's switch: the class always holds the bias",
             "projector_bias": "the vision projector's bias: the vision tower is not counted",
