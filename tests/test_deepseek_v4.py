@@ -317,6 +317,7 @@ def test_cached_step_flops_and_cache_equal_reference(tiny_model, context, new):
         stages = v4.attention_flops(c, kind, new, context=context)
         got = counts[f"DeepseekV4ForCausalLM.model.layers.{i}.self_attn"]
         assert sum(v for k, v in stages.items() if k != "core_causal") == got
+    assert sum(v4.forward_flops(c, new, context).values()) == counts["Global"]
     held = [_held_bytes(vars(layer), torch, set()) for layer in cache.layers]
     mine = v4.cache_bytes(c, context + new, dtype_bytes=4)  # the tiny model runs in float32
     assert [sum(parts.values()) for parts in mine] == held

@@ -496,18 +496,19 @@ def attention_flops(c: V4Config, layer_type: str, seq_len: int, context: int = 0
     return out
 
 
-def forward_flops(c: V4Config, seq_len: int) -> dict[str, int]:
-    """FLOPs of the whole model's prefill forward of ``seq_len`` tokens (batch 1), by part,
-    as the reference computes them (:func:`attention_flops`' ``core`` for the attention, the
-    eager dense product): ``attention``; ``moe`` (router, ``num_experts_per_tok`` routed
-    experts and the shared one per token; a hash layer's router runs too, for the weights);
-    ``hyper`` (per layer two mixers of ``2 S n d (2 + n) n`` and two stream mixes of
-    ``2 S n^2 d``, and the head mixer ``2 S n^2 d``); ``lm_head``."""
+def forward_flops(c: V4Config, seq_len: int, context: int = 0) -> dict[str, int]:
+    """FLOPs of the whole model's forward of ``seq_len`` new tokens after ``context`` cached
+    ones (batch 1; logits for every new token), by part, as the reference computes them
+    (:func:`attention_flops`' ``core`` for the attention, the eager dense product):
+    ``attention``; ``moe`` (router, ``num_experts_per_tok`` routed experts and the shared one
+    per token; a hash layer's router runs too, for the weights); ``hyper`` (per layer two mixers
+    of ``2 S n d (2 + n) n`` and two stream mixes of ``2 S n^2 d``, and the head mixer ``2 S n^2
+    d``); ``lm_head``."""
     s, d, n = seq_len, c.hidden_size, c.hc_mult
     w, e, k = c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok
     attention = 0
     for kind in c.layer_types:
-        stages = attention_flops(c, kind, s)
+        stages = attention_flops(c, kind, s, context)
         attention += sum(v for key, v in stages.items() if key != "core_causal")
     layers = c.num_hidden_layers
     return {
