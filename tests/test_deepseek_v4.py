@@ -59,7 +59,7 @@ VARIATIONS = {
     "listed types": {
         "layer_types": [v4.SLIDING, v4.CSA, v4.HCA, v4.SLIDING],
         "mlp_layer_types": ["moe", "hash_moe", "moe", "moe"],
-        "compress_rates": {v4.CSA: 8, v4.HCA: 64},
+        "compress_rates": {v4.CSA: 8, v4.HCA: 64, v4.SLIDING: 0},
     },
     "legacy rates": {"compress_rate_csa": 2, "compress_rate_hca": 32, "num_hash_layers": 1},
     "narrower": {
@@ -235,6 +235,7 @@ BAD = {
     "num_hash_layers": (-1, "num_hash_layers"),
     "num_nextn_predict_layers": (1.0, "num_nextn_predict_layers"),
     "compress_rates": ({v4.CSA: 0}, "compress_rates"),
+    "sliding_window": (1, "sliding_window"),
     "compress_rate_hca": ("128", "compress_rates"),
     "n_shared_experts": (2, "n_shared_experts"),
     "num_key_value_heads": (8, "num_key_value_heads"),

@@ -234,9 +234,9 @@ def _rates(raw: Mapping[str, Any], origin: str) -> tuple[tuple[str, int], ...]:
     rates = raw.get("compress_rates")
     if rates is None:
         rates = dict(_DEFAULT_RATES)
-    elif not isinstance(rates, dict) or set(rates) - {CSA, HCA}:
+    elif not isinstance(rates, dict) or set(rates) - set(LAYER_TYPES):
         _fail(origin, "compress_rates", f"must map {CSA} and {HCA} to a rate")
-    rates = {**_DEFAULT_RATES, **rates}
+    rates = {**_DEFAULT_RATES, **{k: v for k, v in rates.items() if k != SLIDING}}
     for legacy, kind in (("compress_rate_csa", CSA), ("compress_rate_hca", HCA)):
         if raw.get(legacy) is not None:
             rates[kind] = raw[legacy]
@@ -280,6 +280,8 @@ def read_config(raw: Mapping[str, Any], origin: str = "config.json") -> V4Config
         _fail(origin, "n_shared_experts", "must be 1: DeepSeek-V4 has one shared expert")
     if raw.get("num_key_value_heads", 1) != 1:
         _fail(origin, "num_key_value_heads", "must be 1: one K = V head is shared by all heads")
+    if values["sliding_window"] < 2:  # the reference's cache keeps the last W - 1 rows
+        _fail(origin, "sliding_window", "must be at least 2", "use 2 or more")
     n = values["num_hidden_layers"]
     heads, groups = values["num_attention_heads"], values["o_groups"]
     if heads * values["head_dim"] % groups:
