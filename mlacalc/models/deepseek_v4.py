@@ -466,7 +466,7 @@ def attention_flops(c: V4Config, layer_type: str, seq_len: int, context: int = 0
     the work of a kernel that skips masked keys: the query at 1-based position ``j`` sees
     ``min(j, W)`` window keys and ``j // rate`` pooled keys (in a CSA layer at most
     ``index_topk`` of them). ``indexer_score``: a CSA query's indexer scores every pooled key
-    (``2 n_i d_i S P``), in the reference as in DeepSeek's kernels.
+    the reference holds (``2 n_i d_i S P``, the future ones masked after scoring).
     """
     if layer_type not in LAYER_TYPES:
         raise ValueError(f"layer_type must be one of {LAYER_TYPES}, got {layer_type!r}")
