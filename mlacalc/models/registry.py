@@ -338,6 +338,10 @@ NOT_MODELLED: Mapping[str, str] = {
     "hash-routed MoE and hyper-connections are not yet known to the cost and time rules "
     "(its parameters, cache and FLOPs by the reference's rules: mlacalc.models.deepseek_v4, "
     "docs/deepseek-v4.md); no other model_type stands for it",
+    "mimo_v2_flash": "its attention has query/key heads of head_dim (192) and value heads of "
+    "v_head_dim (128), which the MHA/GQA cost formula (one d_h) does not express, sliding layers "
+    "with twice the KV heads of the full ones and attention sinks in the sliding layers only; "
+    "mimo is MiMo-7B, another layout",
     "jamba": "Mamba-1 layers are not modelled yet (Mamba-2 layers are: nemotron_h, bamba, "
     "granitemoehybrid)",
 }
