@@ -183,6 +183,7 @@ def kv_cache(
         or bool(model.full_attention_layers)
         or bool(model.block_types)
         or model.mamba_num_heads is not None
+        or model.mamba_dt_rank is not None
     )
     if layered or model.index_topk is not None:
         by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
@@ -278,6 +279,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         or model.full_attention_layers
         or model.block_types
         or model.mamba_num_heads is not None
+        or model.mamba_dt_rank is not None
         or (model.shared_indexer_layers and not model.every_indexer_shared)
         or getattr(arch_of(model), "head_gate", False)  # Step-3.7's g_proj (families)
     ):

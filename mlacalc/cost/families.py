@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
 from mlacalc.cost.linear import gated_query_cost, linear_cost
 from mlacalc.cost.mamba import mamba_cost, mamba_state_bytes
+from mlacalc.cost.mamba1 import mamba1_cost, mamba1_state_bytes
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.patterns import LayerKind
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -101,6 +102,7 @@ def kv_by_kind(
     fixed = {
         "linear": linear_state_bytes(model, element) if "linear" in out else 0,
         "mamba": mamba_state_bytes(model, element) if "mamba" in out or beside else 0,
+        "mamba1": mamba1_state_bytes(model, element) if "mamba1" in out else 0,
         "none": 0,
     }
     return tuple(
@@ -130,7 +132,7 @@ def pattern_cost(model: ModelConfig, w: Workload) -> AttentionCost:
         key=lambda item: (
             item[1][0].attention == "none",
             item[1][0].window is not None,
-            item[1][0].attention in ("linear", "mamba"),
+            item[1][0].attention in ("linear", "mamba", "mamba1"),
         ),
     )
     costs, labels = [], []
@@ -178,6 +180,8 @@ def _kind_cost(model: ModelConfig, kind: LayerKind, n: int, w: Workload) -> Atte
         return linear_cost(model, n, w)
     if kind.attention == "mamba":  # a fixed state per sequence (mlacalc.cost.mamba)
         return mamba_cost(model, n, w)
+    if kind.attention == "mamba1":  # Jamba's Mamba-1 (mlacalc.cost.mamba1)
+        return mamba1_cost(model, n, w)
     if kind.attention == "none":  # no sequence mixer (Nemotron-H's MoE and MLP blocks)
         return _no_mixer(model, n, w)
     sub = kind_model(model, kind).with_changes(num_hidden_layers=n)

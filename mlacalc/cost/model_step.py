@@ -55,6 +55,7 @@ from mlacalc.cost.attention import attended_pairs, indexer_row_bytes
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_kernels
+from mlacalc.cost.mamba1 import MAMBA1_KERNELS, mamba1_kernels
 from mlacalc.cost.params import (
     FFNShape,
     expert_shape,
@@ -157,6 +158,16 @@ KERNEL_STAGES: dict[str, str] = {
             name, "core"
         )
         for name in MAMBA_KERNELS
+    },
+    **{  # Jamba's Mamba-1 layers (mlacalc.cost.mamba1)
+        name: {
+            "mamba1_in_proj": "kv_proj",
+            "mamba1_x_proj": "kv_proj",
+            "mamba1_dt_proj": "kv_proj",
+            "mamba1_dt_norms": "norm",
+            "mamba1_out_proj": "o_proj",
+        }.get(name, "core")
+        for name in MAMBA1_KERNELS
     },
     "moe_latent_in": "ffn",
     "moe_latent_out": "ffn",
@@ -401,6 +412,8 @@ def attention_kernels(
         return linear_kernels(cost, model, act_dtype, weight_dtype, calls)
     if cost.variant == "mamba":  # a Mamba-2 layer (mlacalc.cost.mamba)
         return mamba_kernels(cost, model, act_dtype, weight_dtype, calls)
+    if cost.variant == "mamba1":  # a Mamba-1 layer (mlacalc.cost.mamba1)
+        return mamba1_kernels(cost, model, act_dtype, weight_dtype, calls)
     if cost.variant == "none":  # no sequence mixer (Nemotron-H's FFN blocks)
         return []
     if window == -1:
@@ -800,7 +813,7 @@ def _attention_layers(
     layers) when the layers differ (sliding or chunked layers between full ones)."""
     a, w = work.act_dtype, work.weight_dtype
     uniform = m.full_attention_interval is None and m.global_head_dim is None
-    mamba = m.mamba_num_heads is not None
+    mamba = m.mamba_num_heads is not None or m.mamba_dt_rank is not None
     shared = bool(m.shared_indexer_layers) and not m.every_indexer_shared  # DSA: some reuse
     if uniform and not m.full_attention_layers and not m.block_types and not mamba and not shared:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)

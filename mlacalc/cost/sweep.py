@@ -186,6 +186,7 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
         or m.full_attention_layers
         or m.block_types
         or m.mamba_num_heads is not None
+        or m.mamba_dt_rank is not None
     ):
         raise InvalidArgumentError(
             "model",

@@ -31,6 +31,9 @@ Hugging Face implementation:
                    layers without RoPE at ``full_attention_layers``; DeepSeek-V3's MoE
 ``falcon_h1``      full attention and a Mamba-2 mixer (:mod:`mlacalc.cost.mamba`) side by side
                    on the same normed input in every layer, then a gated MLP
+``jamba``          Mamba-1 selective-scan layers (:mod:`mlacalc.cost.mamba1`) with attention
+                   without RoPE at ``full_attention_layers``; Mixtral's MoE every
+                   ``moe_layer_freq``-th layer from ``moe_layer_offset``, gated MLPs between
 ``nemotron_h``     one mixer per layer (``block_types``): Mamba-2 (:mod:`mlacalc.cost.mamba`),
                    attention, a MoE or an MLP, each after one norm; MLPs and experts of up
                    and down only (relu2), routed experts in a latent width
@@ -77,6 +80,7 @@ class Arch:
     mamba: bool = False  # Mamba-2 state-space layers (mlacalc.cost.mamba)
     blocks: bool = False  # one mixer per layer, listed in block_types (Nemotron-H, -NAS)
     ungated_mlp: bool = False  # MLPs and experts of up and down only (Nemotron-H's relu2)
+    mamba1: bool = False  # Mamba-1 selective-scan layers (mlacalc.cost.mamba1; Jamba)
     parallel_mamba: bool = False  # a Mamba-2 mixer beside the attention in every layer (Falcon-H1)
 
 
@@ -119,6 +123,8 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
         off = LayerKind("linear")
     elif model.mamba_num_heads is not None:  # Mamba-2 layers between listed attention ones
         off = LayerKind("mamba")
+    elif model.mamba_dt_rank is not None:  # Mamba-1 layers between listed attention ones
+        off = LayerKind("mamba1")
     elif model.sliding_window is not None:
         off = LayerKind("sliding", window=model.sliding_window)
     elif chunk is not None:
@@ -172,6 +178,9 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
         changes["block_types"] = changes["block_widths"] = ()
     if model.mamba_num_heads is not None and kind.attention != "mamba":
         changes.update(dict.fromkeys(_MAMBA_FIELDS, None))
+    if model.mamba_dt_rank is not None and kind.attention != "mamba1":  # Jamba's Mamba-1
+        changes.update(dict.fromkeys(("mamba_dt_rank", "mamba_inner_size"), None))
+        changes.update(ssm_state_size=None, mamba_d_conv=None)
     if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
         full = kind.attention == "full"
         changes.update(global_head_dim=None, num_global_key_value_heads=None)

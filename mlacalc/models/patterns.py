@@ -17,6 +17,8 @@ attention kind and one FFN kind:
   ``top-k`` keys it selects;
 - ``mamba``: a Mamba-2 state-space layer (Nemotron-H, Bamba, Granite 4.0 hybrids): a fixed
   state per sequence (a convolution window and a ``P x N`` matrix per head), no keys;
+- ``mamba1``: a Mamba-1 selective-scan layer (Jamba): a fixed state per sequence (a
+  convolution window over ``I`` channels and ``N`` float32 values per channel), no keys;
 - ``full+mamba``: full attention and a Mamba-2 mixer side by side on the same normed input,
   their outputs added (Falcon-H1, ``LayerKind.mamba``): the attention's per-token rows and
   the Mamba-2 state per sequence;
@@ -66,7 +68,17 @@ __all__ = [
 ]
 
 #: The attention a layer runs (what its cache keeps and what it attends).
-LAYER_ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "dsa", "mamba", "none")
+LAYER_ATTENTION_KINDS = (
+    "full",
+    "sliding",
+    "chunked",
+    "linear",
+    "mla",
+    "dsa",
+    "mamba",
+    "mamba1",
+    "none",
+)
 FFN_KINDS = ("dense", "moe", "none")
 CONVENTIONS = ("engine", "hf")
 
@@ -78,7 +90,7 @@ _HF_LAYER_TYPES = {
     "linear_attention": "linear",
 }
 # kinds that keep a fixed state per sequence instead of per-token rows
-_STATE_KINDS = ("linear", "mamba")
+_STATE_KINDS = ("linear", "mamba", "mamba1")
 # model types whose linear layers are Gated DeltaNet (Qwen3-Next's layer)
 _GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
 # layer_types values that exist upstream but are not modelled, with the nearest kind
@@ -680,6 +692,14 @@ def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
         kernel = _int(raw, "linear_conv_kernel_dim", origin)
         conv = (2 * hk * dk + hv * dv) * kernel
         state = hv * dk * dv
+    elif raw.get("mamba_dt_rank") or mt == "jamba":  # Mamba-1: conv over x; N per channel
+        inner = _int(raw, "mamba_inner_size", origin) or (
+            (_int(raw, "mamba_expand", origin, 2) or 0) * (d or 0)
+        )
+        conv = inner * (_int(raw, "mamba_d_conv", origin, 4) or 0)
+        state = inner * (
+            _int(raw, "ssm_state_size", origin) or _int(raw, "mamba_d_state", origin, 16)
+        )
     elif mt == "falcon_h1" and not raw.get("mamba_num_heads"):  # a config.json: its spellings
         n_state = _int(raw, "mamba_d_state", origin, 256)
         inner = _int(raw, "mamba_d_ssm", origin, 1024)  # null: mamba_expand x hidden_size

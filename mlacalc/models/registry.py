@@ -342,8 +342,6 @@ NOT_MODELLED: Mapping[str, str] = {
     "v_head_dim (128), which the MHA/GQA cost formula (one d_h) does not express, sliding layers "
     "with twice the KV heads of the full ones and attention sinks in the sliding layers only; "
     "mimo is MiMo-7B, another layout",
-    "jamba": "Mamba-1 layers are not modelled yet (Mamba-2 layers are: nemotron_h, bamba, "
-    "granitemoehybrid)",
 }
 
 

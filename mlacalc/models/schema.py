@@ -519,6 +519,19 @@ class ModelConfig:
     mamba_bias: bool = _spec(
         BOOL, "biases on the Mamba-2 input and output projections", default=False
     )
+    mamba_dt_rank: int | None = _spec(
+        OPTPOS,
+        "Mamba-1 step-size rank R (x_proj's low-rank step size; set: the state-space layers are "
+        "Mamba-1, Jamba); null: none",
+        hi=MAX_WIDTH,
+        default=None,
+    )
+    mamba_inner_size: int | None = _spec(
+        OPTPOS,
+        "Mamba-1 inner width I (mamba_expand x hidden_size): x, z and one N-wide state per channel",
+        hi=MAX_WIDTH,
+        default=None,
+    )
     mamba_gated_norm: bool = _spec(
         BOOL,
         "the Mamba-2 output's gated RMSNorm has a weight over the inner width (false: the "
@@ -1142,6 +1155,30 @@ def _linear_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
 _MAMBA = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "mamba_n_groups", "mamba_d_conv")
 
 
+#: the widths of Mamba-1 layers (with ssm_state_size and mamba_d_conv)
+_MAMBA1 = ("mamba_dt_rank", "mamba_inner_size")
+
+
+def _mamba1_problems(v: Mapping[str, Any], have: set[str], unit: Any, one: list) -> list[Problem]:
+    """Mamba-1 widths: all of them, a family with Mamba-1 layers, no Mamba-2 heads."""
+    if unit is not None and not any(getattr(a, "mamba1", False) for a in unit.archs.values()):
+        return [
+            (
+                one[0],
+                f"Mamba-1 layers are not modelled for model_type {v['model_type']}",
+                "remove the Mamba-1 fields; jamba has them",
+            )
+        ]
+    needed = (*_MAMBA1, "ssm_state_size", "mamba_d_conv")
+    missing = [n for n in needed if n in have and v[n] is None]
+    if missing:
+        return [(n, "is required with Mamba-1 layers", f"add it: {SPECS[n].doc}") for n in missing]
+    for n in ("mamba_num_heads", "mamba_head_dim", "mamba_n_groups"):
+        if n in have and v[n] is not None:
+            return [(n, "is a Mamba-2 width; Mamba-1 layers have none", "remove it")]
+    return []
+
+
 def _mamba_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
     """Mamba-2 widths: all or none, the heads a multiple of the groups; a block list as long
     as the layers and naming mamba only with the widths."""
@@ -1149,6 +1186,9 @@ def _mamba_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pro
     stated = [n for n in valid if v[n] is not None]
     blocks = v.get("block_types") or () if "block_types" in have else ()
     archs = unit.archs.values() if unit is not None else ()
+    one = [n for n in _MAMBA1 if n in have and v[n] is not None]
+    if one:  # Mamba-1 layers (Jamba): their own widths, none of Mamba-2's heads
+        return _mamba1_problems(v, have, unit, one)
     ssm = any(getattr(a, "mamba", False) for a in archs)
     if (stated or "mamba" in blocks) and unit is not None and not ssm:
         return [

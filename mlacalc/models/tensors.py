@@ -281,6 +281,34 @@ def mamba_tensors(m: ModelConfig, p: str) -> list[Tensor]:
     return out
 
 
+def mamba1_tensors(m: ModelConfig, p: str) -> list[Tensor]:
+    """A Mamba-1 mixer (Jamba's ``mamba.``): ``in_proj`` ``d -> 2 I``, the depthwise
+    convolution over ``I``, ``x_proj`` ``I -> R + 2 N``, ``dt_proj`` ``R -> I`` with a bias,
+    ``A_log`` ``I x N``, ``D``, the step size's, B's and C's RMSNorms, ``out_proj``."""
+    d, a = m.hidden_size, f"{p}.mamba"
+    i, n, r = m.mamba_inner_size, m.ssm_state_size, m.mamba_dt_rank
+    out = [Tensor(f"{a}.in_proj.weight", (2 * i, d), "linear")]
+    if m.mamba_bias:
+        out.append(Tensor(f"{a}.in_proj.bias", (2 * i,)))
+    out.append(Tensor(f"{a}.conv1d.weight", (i, 1, m.mamba_d_conv)))
+    if m.mamba_conv_bias:
+        out.append(Tensor(f"{a}.conv1d.bias", (i,)))
+    out += [
+        Tensor(f"{a}.x_proj.weight", (r + 2 * n, i), "linear"),
+        Tensor(f"{a}.dt_proj.weight", (i, r), "linear"),
+        Tensor(f"{a}.dt_proj.bias", (i,)),
+        Tensor(f"{a}.A_log", (i, n)),
+        Tensor(f"{a}.D", (i,)),
+        Tensor(f"{a}.out_proj.weight", (d, i), "linear"),
+        Tensor(f"{a}.dt_layernorm.weight", (r,)),
+        Tensor(f"{a}.b_layernorm.weight", (n,)),
+        Tensor(f"{a}.c_layernorm.weight", (n,)),
+    ]
+    if m.mamba_bias:
+        out.append(Tensor(f"{a}.out_proj.bias", (d,)))
+    return out
+
+
 def _up_down(p: str, d: int, width: int, bias: bool) -> list[Tensor]:
     """An MLP of up and down only (Nemotron-H's relu2 MLP and shared expert)."""
     out = [
@@ -357,6 +385,10 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
         out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
     elif arch.mamba and i < m.num_hidden_layers and layer_pattern(m).layers[i].attention == "mamba":
         out = mamba_tensors(m, p)
+    elif (
+        arch.mamba1 and i < m.num_hidden_layers and layer_pattern(m).layers[i].attention == "mamba1"
+    ):
+        out = mamba1_tensors(m, p)
     elif arch.parallel_mamba and m.mamba_num_heads and i < m.num_hidden_layers:  # side by side
         out = _attention_tensors(m, arch, p) + mamba_tensors(m, p)
     else:

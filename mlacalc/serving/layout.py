@@ -278,7 +278,7 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
     layer splits by its heads."""
     if tp == 1:
         return 1.0
-    if kind.attention in ("linear", "mamba"):
+    if kind.attention in ("linear", "mamba", "mamba1"):
         return 1.0 / tp
     sub = kind_model(m, kind) if m.global_head_dim is not None or m.attention_k_eq_v else m
     return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
@@ -505,4 +505,9 @@ def kv_bytes_per_sequence_per_gpu(
             per_stage[j] += state * sum(
                 kinds[i].attention == "mamba" or kinds[i].mamba for i in stage
             )  # a Mamba-2 layer, or one beside the attention (Falcon-H1)
+    if m.mamba_dt_rank is not None:  # the state of the rank's Mamba-1 channels (Jamba)
+        inner = math.ceil(m.mamba_inner_size / lay.tp)
+        state = layout.row_bytes(inner * m.mamba_d_conv) + inner * m.ssm_state_size * 4
+        for j, stage in enumerate(stages):
+            per_stage[j] += state * sum(kinds[i].attention == "mamba1" for i in stage)
     return max(per_stage)
