@@ -122,7 +122,8 @@ def test_whole_pro_equals_reference():
     assert v4.param_count(v4.read_config(_pro())) == ref.param_count(ref.build(_pro()))
 
 
-@pytest.mark.parametrize("seq_len", [1, 5, 131, 4096, 32768])
+# the 32768-token forwards: slow (run with --runslow -m slow), as the other families' tests
+@pytest.mark.parametrize("seq_len", [1, 5, 131, 4096, pytest.param(32768, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", ["pro", "listed types"])
 def test_cache_equals_reference(name, seq_len):
     """Each layer's cache bytes after one forward (HCA, CSA and sliding layers, windows full
