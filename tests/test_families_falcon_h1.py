@@ -231,3 +231,12 @@ def test_mutated_fields_load_or_name_the_field():
             _check(data, names)
 
     run()
+
+
+def test_training_costs_refuse_the_side_by_side_layers():
+    """Training costs do not build a Mamba-2 mixer beside the attention: refused by name, never
+    counted as attention alone."""
+    from mlacalc.words.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=r"full\+mamba"):
+        mlacalc.training_cost("falcon-h1-34b")

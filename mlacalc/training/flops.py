@@ -101,6 +101,7 @@ _TRAINABLE = ("full", "sliding", "chunked", "mla")
 def _refuse(m: ModelConfig) -> None:
     pattern = layer_pattern(m).layers
     odd = sorted({k.attention for k in pattern if k.attention not in _TRAINABLE})
+    odd += sorted({k.label for k in pattern if k.mamba})  # Falcon-H1: Mamba-2 beside attention
     odd += sorted({f"FFN {k.ffn}" for k in pattern if k.ffn not in ("dense", "moe")})
     if m.linear_num_key_heads is not None or m.index_topk is not None or odd:
         kinds = ", ".join(odd) or "linear or sparse (DSA) attention"
