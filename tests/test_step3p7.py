@@ -122,22 +122,49 @@ def test_the_head_gate_is_one_product_a_head():
     assert query  # the query's own product is there too
 
 
-def test_the_gate_matches_flopcounter():
+def test_attention_layers_match_flopcounter():
+    """One full and one sliding Step3p7Attention (eager, 8 tokens) under FlopCounterMode: q, k,
+    v, g and o products and the two core products. The eager reference multiplies every
+    (query, key) pair and masks; the product counts the pairs a window keeps, so the sliding
+    layer differs by exactly the masked pairs' score and value products."""
+    from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional
+    from transformers.models.step3p7.modeling_step3p7 import (
+        Step3p7Attention,
+        Step3p7RotaryEmbedding,
+    )
+
     text = transformers.Step3p7TextConfig(
-        num_hidden_layers=1,
+        num_hidden_layers=2,
         hidden_size=64,
         head_dim=16,
         num_attention_heads=4,
         num_key_value_heads=2,
+        layer_types=["full_attention", "sliding_attention"],
+        sliding_window=4,
+        intermediate_size=96,
+        vocab_size=100,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        share_expert_dim=32,
     )
-    from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional
-    from transformers.models.step3p7.modeling_step3p7 import Step3p7Attention
-
-    layer = Step3p7Attention(text, 0)
-    x = torch.zeros(1, 8, 64)
-    with FlopCounterMode(display=False) as counter:
-        layer.g_proj(x)
-    assert counter.get_total_flops() == 2 * 8 * 64 * 4
+    text._attn_implementation = "eager"
+    s, n_h, d_h = 8, 4, 16
+    x, pos = torch.zeros(1, s, 64), torch.arange(s)[None]
+    reference = []
+    for i in range(2):
+        layer = Step3p7Attention(text.per_layer_config[i], i)
+        cos, sin = Step3p7RotaryEmbedding(text)(x, pos, layer_type=text.layer_types[i])
+        with FlopCounterMode(display=False) as counter:
+            layer(x, (cos, sin), attention_mask=None)
+        reference.append(counter.get_total_flops())
+    model = mlacalc.import_hf_config({**text.to_dict(), "model_type": "step3p5"})
+    by_kind = mlacalc.attention_cost(model, phase="prefill", seq_len=s).to_dict()["by_kind"]
+    ours = {k["kind"]: k for k in by_kind}
+    assert ours["full"]["flops"] == reference[0]
+    kept = ours["sliding(4)"]["pairs_per_head"]  # 8 x 4: each query's window (not causal)
+    assert kept == 32
+    assert ours["sliding(4)"]["flops"] + 2 * 2 * n_h * (s * s - kept) * d_h == reference[1]
 
 
 @pytest.mark.parametrize(

@@ -353,7 +353,10 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     if mt == "step3p7" and "mlp_layer_types" not in raw and "source" not in raw:
         listed = raw.get("moe_layers_enum")  # Step3p7TextConfig's rule (a ModelConfig: below)
         items = listed.split(",") if isinstance(listed, str) else listed
-        moe = set(range(3, n)) if items is None else {int(i) for i in items if str(i).strip()}
+        try:
+            moe = set(range(3, n)) if items is None else {int(i) for i in items if str(i).strip()}
+        except (TypeError, ValueError):
+            _fail(origin, "moe_layers_enum", f"must list layer indices, got {listed!r}")
         return ["moe" if i in moe else "dense" for i in range(n)]
     if isinstance(raw.get("mlp_layer_types"), list):
         kinds = raw["mlp_layer_types"]

@@ -115,7 +115,7 @@ def _layer_types(text, raw, derived, problems, n, mtp) -> None:
     if not isinstance(types, list) or (n is not None and len(types) != n):
         problems.append(("layer_types", f"must list one type per layer ({n})", None))
         return
-    unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
+    unknown = [t for t in types if t not in ("full_attention", "sliding_attention")]
     if unknown:
         problems.append(
             (
@@ -157,6 +157,16 @@ def _mlp_types(text, raw, derived, problems, n, mtp) -> None:
                 )
                 return
             source = "moe_layers_enum"
+            moe &= set(range(n or 0))  # the class ignores other indices (MTP ones too)
+            if moe and moe != set(range(min(moe), n or 0)):
+                problems.append(
+                    (
+                        "moe_layers_enum",
+                        "only leading dense layers followed by MoE layers are modelled",
+                        "list every 0-based layer from the first MoE one to the last",
+                    )
+                )
+                return
         else:
             moe = set(range(_DENSE_LEAD, n or 0))
             source = f"the Step3p7TextConfig default: layers {_DENSE_LEAD} and on MoE"
