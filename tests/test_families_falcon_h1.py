@@ -240,3 +240,11 @@ def test_training_costs_refuse_the_side_by_side_layers():
 
     with pytest.raises(InvalidArgumentError, match=r"full\+mamba"):
         mlacalc.training_cost("falcon-h1-34b")
+
+
+def test_conversion_to_mla_refuses_the_side_by_side_layers():
+    from mlacalc.models.convert import conversion_refusal
+
+    assert "Mamba-2 mixer beside the attention" in conversion_refusal(
+        mlacalc.load_model("falcon-h1-34b")
+    )

@@ -171,6 +171,11 @@ def conversion_refusal(model: ModelConfig) -> str:
         return f"{m.label}'s full layers have their own head shape; only one head shape converts"
     if m.index_topk is not None:
         return f"{m.label} has sparse (DSA) attention"
+    if any(k.mamba for k in layer_pattern(m).layers):
+        return (
+            f"{m.label} runs a Mamba-2 mixer beside the attention in its layers: its fixed state "
+            "has no latent to convert (only full-attention layers convert)"
+        )
     kinds = sorted({f"{k.attention}/{k.ffn}" for k in layer_pattern(m).layers})
     if kinds not in (["full/dense"], ["full/moe"], ["full/dense", "full/moe"]):
         return (
