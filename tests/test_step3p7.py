@@ -109,6 +109,15 @@ def test_class_defaults_equal_the_reference():
     assert layer_pattern(model).describe() == "5 layers: 5 full; FFN: 3 dense + 2 MoE"
 
 
+def test_sweep_refuses_the_gate_it_does_not_hold():
+    model = mlacalc.import_hf_config(
+        {**transformers.Step3p7TextConfig(num_hidden_layers=2).to_dict(), "model_type": "step3p5"}
+    )
+    assert not model.full_attention_layers  # every layer full: one kind, yet a gate
+    with pytest.raises(MlacalcError, match="g_proj"):
+        mlacalc.sweep(model, "attention_flops", seq_len=[1024, 2048])
+
+
 def test_the_head_gate_is_one_product_a_head():
     model = mlacalc.load_model(PATH)
     d, n_h, d_h = model.hidden_size, model.num_attention_heads, model.head_dim

@@ -21,6 +21,7 @@ import numpy as np
 
 from mlacalc.cost import _generated as gen
 from mlacalc.cost.engine import evaluate, model_dims, model_layer_key, resolve_impl
+from mlacalc.models.architecture import arch_of
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.schema import BOUNDS
 from mlacalc.words import arguments as args
@@ -199,6 +200,12 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
             f"{m.label} uses sparse attention with a lightning indexer (index_topk); sweep "
             "does not model its indexer keys, indexer FLOPs or top-k window: use "
             "kv_cache_bytes / attention_cost per value (exact)",
+        )
+    if getattr(arch_of(m), "head_gate", False):
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} has a per-head output gate (g_proj) that sweep's formulas do not hold: "
+            "use kv_cache_bytes / attention_cost per value (exact)",
         )
 
 
