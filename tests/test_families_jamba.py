@@ -19,6 +19,7 @@ from mlacalc.cost.mamba1 import Mamba1Shape, mamba1_shape
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.hf import import_hf_config
+from mlacalc.models.patterns import layer_pattern as config_pattern
 
 TINY = dict(
     model_type="jamba",
@@ -107,6 +108,7 @@ def test_tiny_params_and_state_equal_reference(data, summary):
     assert mamba1_shape(m).params() == sum(p.numel() for p in mixer.parameters())
     spec = cache_spec(m)
     raw = cache_spec(dict(data))  # the config.json's own spellings give the same state
+    assert config_pattern(dict(data)) == pattern == config_pattern(m)
     assert (raw.conv_elements, raw.state_elements) == (spec.conv_elements, spec.state_elements)
     for seq_len in (1, 300):
         per_layer = ref.cache_bytes(meta, seq_len)

@@ -497,6 +497,34 @@ def _smollm3_no_rope(raw: Mapping[str, Any], n: int, origin: str) -> list[int]:
     return [int((i + 1) % (interval or 4) != 0) for i in range(n)]
 
 
+def _jamba_pattern(raw: Mapping[str, Any], n: int, origin: str) -> LayerPattern:
+    """Jamba's layers by JambaConfig's rule (a config.json's ``attn_layer_period`` /
+    ``attn_layer_offset`` and ``expert_layer_period`` / ``expert_layer_offset``, or a
+    ModelConfig's ``full_attention_layers``, ``moe_layer_freq`` and ``moe_layer_offset``):
+    attention without RoPE where listed, Mamba-1 elsewhere; a MoE where ``num_experts > 1``."""
+    listed = raw.get("full_attention_layers")
+    if listed is None:
+        period = _int(raw, "attn_layer_period", origin, 8) or 1
+        offset = _int(raw, "attn_layer_offset", origin, 4) or 0
+        listed = [i + 1 for i in range(n) if i % period == offset]
+    listed = set(listed)
+    own = "n_routed_experts" in raw  # a ModelConfig's names, else the config.json's
+    experts = _int(raw, "n_routed_experts" if own else "num_experts", origin, 16)
+    freq = _int(raw, "moe_layer_freq" if own else "expert_layer_period", origin, 2) or 1
+    first = _int(raw, "moe_layer_offset" if own else "expert_layer_offset", origin, 1) or 0
+    moe = bool(experts) and experts > 1
+    return LayerPattern(
+        tuple(
+            LayerKind(
+                "full" if i + 1 in listed else "mamba1",
+                ffn="moe" if moe and (i - first) % freq == 0 else "dense",
+                rope=i + 1 not in listed,
+            )
+            for i in range(n)
+        )
+    )
+
+
 def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     """The per-layer pattern of a Hugging Face ``config.json`` (a multimodal wrapper's
     ``text_config`` is read) or of a :class:`~mlacalc.ModelConfig`.
@@ -516,6 +544,8 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     if not n:
         _fail(origin, "num_hidden_layers", "is required and must be positive")
     mt = raw.get("model_type")
+    if mt == "jamba":
+        return _jamba_pattern(raw, n, origin)
     beside = mt == "falcon_h1"  # FalconH1Config: every layer "hybrid" (attention + Mamba-2)
     types = ["full_attention"] * n if beside else _attention_types(raw, n, origin)
     ffn = _ffn_types(raw, n, origin)
