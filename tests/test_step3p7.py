@@ -210,3 +210,14 @@ def test_legacy_moe_layers_enum_and_mtp_pad_are_read():
     )
     assert wrapper.text_config.mlp_layer_types == ["dense"] * 5 + ["sparse"] * 40
     assert len(wrapper.text_config.layer_types) == 45
+
+
+def test_the_wrapper_given_the_flat_file_builds_its_defaults():
+    """Why the reference takes the file's fields as text_config (docs/model-families.md): the
+    wrapper given the flat file keeps them on itself and builds its default text config."""
+    data = {k: v for k, v in _flat().items() if k != "model_type"}
+    text = transformers.Step3p7Config(**data).text_config
+    assert text.vocab_size == 128_815 != data["vocab_size"]
+    assert set(text.layer_types) == {"full_attention"} and text.sliding_window is None
+    own = transformers.Step3p7Config(text_config=data).text_config
+    assert own.vocab_size == data["vocab_size"] and own.sliding_window == 512
