@@ -246,3 +246,33 @@ def test_mutated_fields_load_or_name_the_field():
             _check(data, _names(field, "jamba") | related.get(field, set()))
 
     run()
+
+
+def test_decode_flops_equal_reference():
+    """One decode token after 20 through the reference cache: the same products (the state's
+    read-out ``2 I N``); the reference's convolution over the cached window computes one output
+    more than it keeps (``2 I K``), added."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForCausalLM, JambaConfig
+
+    m = import_hf_config(dict(TINY))
+    torch.manual_seed(0)
+    config = JambaConfig(**{k: v for k, v in TINY.items() if k != "model_type"})
+    model = AutoModelForCausalLM.from_config(config).float().eval()
+    with torch.no_grad():
+        past = model(input_ids=torch.zeros(1, 20, dtype=torch.long), use_cache=True)
+        with FlopCounterMode(display=False) as counter:
+            model(
+                input_ids=torch.zeros(1, 1, dtype=torch.long),
+                past_key_values=past.past_key_values,
+                use_cache=True,
+            )
+    seen = sum(counter.get_flop_counts()["JambaForCausalLM.model.layers.0.mamba"].values())
+    cost = mlacalc.attention_cost(m, "decode", 21)
+    group = cost.groups[cost.group_labels.index("mamba1")]
+    s = mamba1_shape(m)
+    assert group.impl == "recurrent"
+    products = sum(o.flops for o in group.ops if o.kind == "matmul")
+    assert seen == products + 2 * s.inner * s.conv_kernel
