@@ -75,15 +75,18 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
     attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
     # (the linear and Mamba-2 layers' depthwise conv: matmul FLOPs in the engine, a streaming
     # kernel here)
-    convs = ("linear_conv", "mamba_conv")
+    convs = ("linear_conv", "mamba_conv", "mamba1_conv")
     matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise" or k.name in convs)
     assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q)
     core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS and k.name == "attention"]
     core += [k for k in kernels if k.name in ("linear_core", "linear_core_state")]  # linear
     core += [k for k in kernels if k.name in ("mamba_state_update", "mamba_ssd_states")]
-    # one per layer with a sequence mixer (Nemotron-H's MoE and MLP blocks have none)
+    core += [k for k in kernels if k.name == "mamba1_scan"]  # Jamba's Mamba-1
+    # one per sequence mixer (Nemotron-H's MoE and MLP blocks have none; a Falcon-H1 layer
+    # two: the attention and the Mamba-2 mixer beside it)
     kinds = layer_pattern(m).layers
-    assert sum(k.calls for k in core) == sum(k.attention != "none" for k in kinds)
+    mixers = sum(k.attention != "none" for k in kinds) + sum(k.mamba for k in kinds)
+    assert sum(k.calls for k in core) == mixers
     scorers = [k for k in kernels if k.name == "indexer_scores"]  # a DSA layer's indexer
     assert sum(k.calls for k in scorers) == (m.num_hidden_layers if m.index_topk else 0)
     ffn_calls = sum(k.calls for k in kernels if k.name in ("dense_ffn_up", "router"))

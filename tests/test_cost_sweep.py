@@ -16,6 +16,7 @@ def test_sweep_matches_scalar(name):
         model.full_attention_interval is not None
         or model.full_attention_layers
         or model.block_types
+        or model.mamba_num_heads is not None  # Falcon-H1: Mamba-2 beside every attention
     )
     if layered or model.attention_chunk_size is not None:
         with pytest.raises(InvalidArgumentError, match="layers of different kinds"):

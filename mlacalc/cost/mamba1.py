@@ -60,7 +60,9 @@ MAMBA1_KERNELS = {
     "mamba1_x_proj": "gemm: I -> the step size's rank, B and C",
     "mamba1_dt_norms": "elementwise: the RMSNorms of the step size, B and C",
     "mamba1_dt_proj": "gemm: the step size R -> I",
-    "mamba1_scan": "elementwise: the selective scan (state update and read-out, gated)",
+    "mamba1_scan": "gemm: the scan's read-out y = C h, tokens x I products 1 x N by N x 1",
+    "mamba1_state_update": "elementwise: h = exp(dt A) h + dt B x, the float32 state read "
+    "and written",
     "mamba1_out_proj": "gemm: I -> d",
 }
 
@@ -233,25 +235,33 @@ def mamba1_kernels(
     cost: AttentionCost, model: ModelConfig, act_dtype: str, weight_dtype: str, calls: int = 1
 ) -> list[Kernel]:
     """The serving kernels of one Mamba-1 layer, from its :func:`mamba1_cost` (names and roles
-    in :data:`MAMBA1_KERNELS`): the projections as GEMMs of their exact shapes; the
-    convolution, the norms and the selective scan (one fused streaming kernel: the read-out's
-    products and the state update's element-wise work, the float32 state read and written) on
-    the CUDA cores."""
+    in :data:`MAMBA1_KERNELS`): the projections as GEMMs of their exact shapes; the scan's
+    read-out as ``tokens x I`` products ``1 x N`` by ``N x 1`` (its inputs, output, ``A_log``
+    and ``D`` read); the state update as a streaming kernel (the float32 state read and
+    written, the convolution window apart); the convolution and the norms on the CUDA cores."""
+    s = mamba1_shape(model)
     a = dtype_bits(act_dtype)
+    tokens = cost.batch * cost.q_len
     out: list[Kernel] = []
-    update = next(o for o in cost.ops if o.name == "mamba1_state_update")
+
+    def elementwise(name: str, flops: int, nbytes: int, elements: int) -> None:
+        shape = {"elements": elements}
+        out.append(Kernel(name, "elementwise", act_dtype, flops, nbytes, calls=calls, shape=shape))
+
     for o in cost.ops:
-        if o.name == "mamba1_state_update":
-            continue  # timed with the scan
-        if o.kind == "matmul" and o.shape is not None and o.name != "mamba1_conv":
+        if o.name == "mamba1_scan":
+            shape = {"m": 1, "n": 1, "k": s.state, "groups": tokens * s.inner}
+            nbytes = o.bytes - o.cache_bytes_read - o.cache_bytes_written
+            out.append(Kernel(o.name, "gemm", act_dtype, o.flops, nbytes, calls=calls, shape=shape))
+        elif o.name == "mamba1_state_update":
+            scan = next(x for x in cost.ops if x.name == "mamba1_scan")
+            state = scan.cache_bytes_read + scan.cache_bytes_written
+            elementwise(o.name, o.flops, state, cost.batch * s.state_elements)
+        elif o.kind == "matmul" and o.name != "mamba1_conv":
             g, m, n, k = o.shape
             shape = {"m": m, "n": n, "k": k, "groups": g}
             dtype = gemm_class(act_dtype, weight_dtype, True)
             out.append(Kernel(o.name, "gemm", dtype, o.flops, o.bytes, calls=calls, shape=shape))
-            continue
-        flops = o.flops + (update.flops if o.name == "mamba1_scan" else 0)
-        shape = {"elements": o.bytes_written * 8 // max(1, a)}
-        out.append(
-            Kernel(o.name, "elementwise", act_dtype, flops, o.bytes, calls=calls, shape=shape)
-        )
+        else:  # the depthwise convolution and the norms stream on the CUDA cores
+            elementwise(o.name, o.flops, o.bytes, o.bytes_written * 8 // max(1, a))
     return out
