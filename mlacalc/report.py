@@ -125,9 +125,9 @@ def _kinds(m: ModelConfig, cache: KVCache) -> list[str]:
 
 
 def _kind_row(m: ModelConfig, kind: str, seq_len: int, kv_dtype: Any, impl: str | None) -> Any:
-    """Bytes of one token's row in one layer of ``kind`` (None for a linear or Mamba-2 layer's
+    """Bytes of one token's row in one layer of ``kind`` (None for a linear or Mamba layer's
     state, and for a layer without a sequence mixer)."""
-    if kind in ("linear", "mamba", "none"):
+    if kind in ("linear", "mamba", "mamba1", "none"):
         return None
     one = {r["kind"]: r for r in cache_by_kind(m, kv_cache(m, 1, 1, kv_dtype, impl))}[kind]
     return one["bytes"] // one["layers"]

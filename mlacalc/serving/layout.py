@@ -418,7 +418,7 @@ def kv_bytes_per_token_per_gpu(
 
 
 #: kinds of layer that keep no per-token rows (a fixed state, or no sequence mixer)
-_NO_ROWS = ("linear", "mamba", "none")
+_NO_ROWS = ("linear", "mamba", "mamba1", "none")
 
 
 def layer_pattern_of(m: ModelConfig) -> tuple:
