@@ -222,7 +222,7 @@ def _report_sections(doc: dict) -> list[Section]:
                     f"{k['layers']:,}",
                     _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
                     "fixed state"
-                    if k["kind"] in ("linear", "mamba")
+                    if k["kind"] in ("linear", "mamba", "mamba1")
                     else ("-" if k["kind"] == "none" else f"{k['tokens_per_layer']:,}"),
                     f"{k['bytes']:,}",
                     human_bytes(k["bytes"]),
