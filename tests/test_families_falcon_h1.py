@@ -250,3 +250,17 @@ def test_conversion_to_mla_refuses_the_side_by_side_layers():
     assert "Mamba-2 mixer beside the attention" in conversion_refusal(
         mlacalc.load_model("falcon-h1-34b")
     )
+
+
+def test_absent_kv_heads_take_the_class_default_and_null_means_one_per_query_head():
+    """FalconH1Config: an absent num_key_value_heads is 8, an explicit null is the head count."""
+    base = {
+        "model_type": "falcon_h1",
+        "hidden_size": 1024,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 16,
+        "vocab_size": 1000,
+        "intermediate_size": 2048,
+    }
+    assert mlacalc.import_hf_config(dict(base)).num_key_value_heads == 8
+    assert mlacalc.import_hf_config({**base, "num_key_value_heads": None}).num_key_value_heads == 16

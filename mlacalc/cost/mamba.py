@@ -137,7 +137,7 @@ class MambaShape:
 
         >>> s = MambaShape(4096, 128, 64, 8, 128, 4, 128)
         >>> s.core_flops(1, recurrent=True) // 128, s.core_flops(128, False) // 128 // 128
-        (32768, 98304)
+        (32768, 81920)
         """
         p, n = self.head_dim, self.state
         if recurrent:

@@ -36,7 +36,13 @@ def _is_int(value) -> bool:
 
 def _translate(data, raw, derived, problems) -> None:
     """The Mamba-2 inner width (``mamba_d_ssm`` or ``mamba_expand x hidden_size``) into
-    ``mamba_head_dim`` by FalconH1Config's rule; the two projection biases checked equal."""
+    ``mamba_head_dim`` by FalconH1Config's rule; the two projection biases checked equal.
+    An explicit ``num_key_value_heads: null`` means one KV head per query head (the class's
+    rule), where an absent one takes the class default 8."""
+    null_kv = "num_key_value_heads" in data and data["num_key_value_heads"] is None
+    if null_kv and "num_attention_heads" in raw:
+        raw["num_key_value_heads"] = raw["num_attention_heads"]
+        derived.append("num_key_value_heads = num_attention_heads (null in the file)")
     d, heads = raw.get("hidden_size"), raw.get("mamba_num_heads", 128)
     inner, expand = data.get("mamba_d_ssm", 1024), data.get("mamba_expand", 2)
     if inner is None:
@@ -102,11 +108,8 @@ FAMILY = register(
             "intermediate_size": Default("FalconH1Config default", value=14336),
             "tie_word_embeddings": Default("FalconH1Config default", value=False),
             "max_position_embeddings": Default("FalconH1Config default", value=8192),
-            "num_key_value_heads": Default(
-                "FalconH1Config: null means num_attention_heads",
-                rule=lambda v: v["num_attention_heads"],
-                needs=("num_attention_heads",),
-            ),
+            # absent: the class default 8; an explicit null: num_attention_heads (_translate)
+            "num_key_value_heads": Default("FalconH1Config default", value=8),
             "head_dim": Default(
                 "the attention's width: hidden_size / num_attention_heads (LlamaAttention)",
                 rule=lambda v: v["hidden_size"] // v["num_attention_heads"],
