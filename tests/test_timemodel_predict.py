@@ -257,3 +257,23 @@ def test_launch_counts_match_the_reference_layers():
                     layer(x, cache, start=S - q)
                 key = (model_layer_key(model, impl or "standard"), model.family != "gpt2", q == 1)
                 assert LAUNCHES[key] == Count.n, key
+
+
+def test_a_named_device_is_read_again_when_its_file_content_changes(monkeypatch):
+    """The per-name hardware cache is keyed by the file's content, not its modification time
+    (a rewrite within the file system's time resolution kept the old spec)."""
+    from mlacalc.timemodel import predict as predict_module
+
+    reads = []
+
+    def counted(name):
+        reads.append(name)
+        return mlacalc.load_hardware(name)
+
+    monkeypatch.setattr(predict_module, "_HARDWARE", {})
+    monkeypatch.setattr(predict_module, "load_hardware", counted)
+    first = predict_module._hardware_of("H100-SXM")
+    assert predict_module._hardware_of("H100-SXM") is first and len(reads) == 1  # remembered
+    spec, origin, _ = predict_module._HARDWARE["H100-SXM"]
+    predict_module._HARDWARE["H100-SXM"] = (spec, origin, b"another content's digest")
+    assert predict_module._hardware_of("H100-SXM") == first and len(reads) == 2  # read again

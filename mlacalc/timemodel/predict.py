@@ -21,6 +21,7 @@ modes:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 from dataclasses import dataclass
@@ -508,34 +509,38 @@ def _eager_kernels(cost: Any, model: ModelConfig, dtype: str, weight_dtype: str)
     return eager
 
 
-#: hardware argument -> (spec, the file it was read from, that file's mtime): a device named
-#: again is not looked up and read again unless its file changed.
-_HARDWARE: dict[str, tuple[HardwareSpec, str, int]] = {}
+#: hardware argument -> (spec, the file it was read from, a digest of that file's bytes): a
+#: device named again is not parsed and checked again unless its file's content changed (a
+#: modification time can stay the same across a rewrite within the file system's resolution).
+_HARDWARE: dict[str, tuple[HardwareSpec, str, bytes]] = {}
+
+
+def _digest(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.blake2b(f.read(), digest_size=16).digest()
+    except OSError:
+        return None
 
 
 def _hardware_of(hardware: HardwareSpec | str) -> HardwareSpec:
-    """:func:`mlacalc.load_hardware`, remembered per name while its file is unchanged."""
+    """:func:`mlacalc.load_hardware`, remembered per name while its file's content is unchanged."""
     if isinstance(hardware, HardwareSpec):
         return hardware
     # names only: a path is read each time (it may be relative to another directory)
     named = isinstance(hardware, str) and not hardware.endswith((".yaml", ".yml", ".json"))
     key = hardware if named and os.sep not in hardware else None
     hit = _HARDWARE.get(key) if key is not None else None
-    if hit is not None:
-        try:
-            if os.stat(hit[1]).st_mtime_ns == hit[2]:
-                return hit[0]
-        except OSError:
-            pass
+    if hit is not None and _digest(hit[1]) == hit[2]:
+        return hit[0]
     hw = load_hardware(hardware)
     if key is not None and hw.origin:
-        try:
-            stamp = os.stat(hw.origin).st_mtime_ns
-        except OSError:
+        digest = _digest(hw.origin)
+        if digest is None:
             return hw
         if len(_HARDWARE) > 128:
             _HARDWARE.clear()
-        _HARDWARE[key] = (hw, hw.origin, stamp)
+        _HARDWARE[key] = (hw, hw.origin, digest)
     return hw
 
 
