@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from mlacalc.serving.plan import plan
-from mlacalc.serving.search import BATCHES, REFINE_POINTS, budget_counts, search
+from mlacalc.serving.search import (
+    BATCHES,
+    REFINE_POINTS,
+    budget_counts,
+    node_unit,
+    search,
+    tight_counts,
+)
 from mlacalc.words.errors import InvalidArgumentError
 
 ISSUE = dict(isl=2000, osl=500, tpot=0.05)  # the 16-GPU question of the issue
@@ -18,7 +25,8 @@ def dsv3_16():
     return search("deepseek-v3", "H200", 16, **ISSUE)
 
 
-def _plan_of(b, isl, osl):
+def _plan_of(b, isl, osl, model="deepseek-v3", hardware="H200", weights=None):
+    weights = weights or {}
     extra = {}
     if b["mode"] == "disaggregated":
         extra = dict(
@@ -30,8 +38,8 @@ def _plan_of(b, isl, osl):
             prefill_redundant_experts=b["prefill_redundant_experts"],
         )
     return plan(
-        "deepseek-v3",
-        "H200",
+        model,
+        hardware,
         b["decode_gpus"],
         tp=b["tp"],
         ep=b["ep"],
@@ -44,13 +52,23 @@ def _plan_of(b, isl, osl):
         osl=osl,
         concurrency=b["concurrency"],
         **extra,
+        **weights,
     )
 
 
 def test_budget_pool_sizes():
-    assert budget_counts(16) == (1, 2, 4, 8, 16)
-    assert budget_counts(24) == (1, 2, 4, 8, 16, 24)
+    """Every multiple of the unit (the fewest GPUs the weights fit on, rounded up to tile a
+    node), the powers of two from it and the budget itself."""
+    assert budget_counts(16) == tuple(range(1, 17))
+    assert budget_counts(24, 8) == (8, 16, 24)
+    assert budget_counts(20, 8) == (8, 16, 20)
+    assert budget_counts(24, 6) == (6, 8, 12, 16, 18, 24)
     assert budget_counts(1) == (1,)
+    assert budget_counts(4, 8) == (4,)  # a unit beyond the budget: the budget alone
+    assert [node_unit(f, 8) for f in (1, 3, 5, 6, 8, 9, 17)] == [1, 4, 8, 8, 8, 16, 24]
+    # aggregated deployments: per replica count, the largest size within budget // r
+    assert tight_counts(64, budget_counts(64, 8)) == (8, 16, 32, 64)
+    assert tight_counts(24, budget_counts(24)) == (1, 2, 3, 4, 6, 8, 12, 24)
     with pytest.raises(InvalidArgumentError, match="gpus"):
         search("deepseek-v3", "H200", 0, **ISSUE)
 
@@ -119,3 +137,34 @@ def test_a_list_of_counts_keeps_its_meaning():
     assert r.budget is None
     assert {p["gpus"] for p in r.points} <= {1, 2}
     assert all(p["replicas"] == 1 for p in r.points)
+
+
+def test_a_split_off_the_powers_of_two_is_found_and_plan_reproduces_it():
+    """Llama-3-70B on a budget of 24 H100 with long prompts (4000 + 500, TTFT 2 s, TPOT
+    30 ms): the best split is 10 decode + 14 prefill GPUs, one replica, 27% more output
+    tokens/s than any split of powers of two (8 + 16, 16 + 8, ...) among the same points;
+    plan of it gives its figures."""
+    kw = dict(isl=4000, osl=500, ttft=2.0, tpot=0.03)
+    r = search("llama-3-70b", "H100-SXM", 24, **kw)
+    b = r.best
+
+    def pow2(x):
+        return x & (x - 1) == 0
+
+    assert b["mode"] == "disaggregated"
+    assert not (pow2(b["decode_gpus"]) and pow2(b["prefill_gpus"]))
+    assert b["decode_gpus"] + b["prefill_gpus"] <= 24
+    assert {p["decode_gpus"] for p in r.points} >= {8, 10, 12, 14, 16}
+    grid = [
+        p["budget_output_tokens_per_s"]
+        for p in r.points
+        if p["meets_targets"]
+        and all(pow2(x) or x in (0, 24) for x in (p["decode_gpus"], p["prefill_gpus"]))
+    ]
+    assert b["budget_output_tokens_per_s"] > 1.1 * max(grid)
+    assert b["weight_dtype"] == "fp8"
+    p = _plan_of(b, 4000, 500, "llama-3-70b", "H100-SXM", dict(weight_dtype="fp8"))
+    assert p.ttft_s == pytest.approx(b["ttft_s"], rel=1e-6)
+    assert p.tpot_s == pytest.approx(b["tpot_s"], rel=1e-6)
+    assert p.output_tokens_per_s == pytest.approx(b["output_tokens_per_s"], rel=1e-6)
+    assert p.total_gpus == b["gpus"]

@@ -50,7 +50,12 @@ from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools
-from mlacalc.serving.search_space import SearchRequest, candidates, weight_key
+from mlacalc.serving.search_space import (
+    SearchRequest,
+    candidate_layouts,
+    candidates,
+    weight_key,
+)
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
@@ -64,6 +69,8 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 MAX_BUDGET = 4096
 #: Batches a search adds between the searched batches next to its best point's, on each side.
 REFINE_POINTS = 12
+#: Decode setups whose batches a search refines (the best point's and the runners-up's).
+REFINE_SETUPS = 2
 
 FIELDS = (
     "gpus",
@@ -223,16 +230,63 @@ class SearchResult:
         return launch_commands(engine, model_path or self.model, pools)
 
 
-def budget_counts(budget: int) -> tuple[int, ...]:
-    """The pool sizes a budget of ``budget`` GPUs is split into: every power of two below it
-    and the budget itself (a decode pool and a prefill pool within the budget, each of these
+def budget_counts(budget: int, unit: int = 1) -> tuple[int, ...]:
+    """The pool sizes a budget of ``budget`` GPUs is split into: every multiple of ``unit``
+    (the fewest GPUs any layout of the model fits on), every power of two from ``unit`` and
+    the budget itself (a decode pool and a prefill pool within the budget, each of these
     sizes; a deployment smaller than the budget is replicated)."""
-    counts = {budget}
+    unit = max(1, min(unit, budget))
+    counts = set(range(unit, budget + 1, unit)) | {budget}
     c = 1
     while c < budget:
-        counts.add(c)
+        if c >= unit:
+            counts.add(c)
         c *= 2
     return tuple(sorted(counts))
+
+
+def tight_counts(budget: int, counts: tuple[int, ...]) -> tuple[int, ...]:
+    """Of ``counts``, the sizes worth running aggregated: per number of replicas ``r``, the
+    largest count within ``budget // r``. A smaller count giving the same replicas leaves
+    GPUs of the budget idle that the larger one serves with (decode pools and prefill pools
+    take every count)."""
+    out = set()
+    for r in range(1, budget // counts[0] + 1):
+        fit = [c for c in counts if c <= budget // r]
+        if fit:
+            out.add(max(fit))
+    return tuple(sorted(out))
+
+
+def node_unit(fit: int, node: int) -> int:
+    """The pool unit of a model that fits on ``fit`` GPUs, on nodes of ``node``: the
+    smallest divisor of the node (or multiple of it) of at least ``fit`` GPUs, so that pools
+    of multiples of it tile whole nodes (six GPUs on eight-GPU nodes strand two that cannot
+    hold the weights: the unit is eight)."""
+    if fit >= node:
+        return -(-fit // node) * node
+    return min(d for d in range(fit, node + 1) if node % d == 0)
+
+
+def smallest_fit(
+    m: ModelConfig,
+    hw: HardwareSpec,
+    budget: int,
+    weight_dtypes: tuple[str, ...],
+    own: bool,
+    usable: int,
+    components: tuple[tuple[tuple[str, str], ...], ...],
+    cache: dict | None = None,
+) -> int:
+    """The fewest GPUs (within ``budget``) on which some layout holds the weights in some
+    searched weight choice (``budget``: none does; the search then says so)."""
+    for g in range(1, budget + 1):
+        for w in weight_dtypes:
+            sized = None if own and w == m.weights_dtype else w
+            for comps in components:
+                if candidate_layouts(m, hw, g, sized, usable, comps, cache):
+                    return g
+    return budget
 
 
 def check_search(
@@ -271,7 +325,7 @@ def check_search(
     if isinstance(gpus, int) and not isinstance(gpus, bool):
         # one number: a budget, split between pools and replicas
         budget = count("gpus", gpus, MAX_BUDGET)
-        gpus = budget_counts(budget)
+        gpus = (budget,)  # split below, once the weight choices are known
     gpus = one_or_many("gpus", gpus, what="GPU counts")
     kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
     modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
@@ -293,6 +347,14 @@ def check_search(
         if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
             weight_dtypes += ("fp8",)
 
+    components = _check_component_choices(component_choices)
+    whole, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
+    if budget is not None:
+        usable = int(hw.memory_bytes * (1 - memory_reserve))
+        unit = smallest_fit(m, hw, budget, tuple(weight_dtypes), own, usable, components, cache)
+        unit = node_unit(unit, hw.gpus_per_node or 1)
+        gpus = budget_counts(budget, unit)
+        whole = tight_counts(budget, gpus)
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     return SearchRequest(
@@ -320,7 +382,9 @@ def check_search(
         max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
         scheduler=_check_scheduler(scheduler),
-        components=_check_component_choices(component_choices),
+        components=components,
+        whole_gpus=whole,
+        weight_cache=cache,
     )
 
 
@@ -570,7 +634,8 @@ def search(
     best = best_point(found.points, req.budget is not None)
     if best is not None:
         first = len(found.points)
-        refine(req, best, pools, found)
+        for seed in refine_seeds(found.points, req.budget is not None):
+            refine(req, seed, pools, found)
         spend(req, found.points[first:])  # the refined points
         mark_targets(found.points[first:], req.ttft, req.tpot)
         best = best_point(found.points, req.budget is not None)
@@ -603,6 +668,28 @@ def search(
         best_calibration=best_cal,
         budget=req.budget,
     )
+
+
+def refine_seeds(points: list[dict[str, Any]], budget: bool) -> list[dict[str, Any]]:
+    """The points whose batches are refined: the best point meeting the targets of each of
+    the :data:`REFINE_SETUPS` best decode setups (GPUs, layout, dtypes, overlap). A setup
+    behind the best at the searched batches can pass it between them."""
+    seeds: dict[tuple, dict[str, Any]] = {}
+    ranked = sorted(
+        (p for p in points if p["meets_targets"]),
+        key=lambda p: (
+            p["budget_output_tokens_per_s"] if budget else 0.0,
+            p["output_tokens_per_s_per_gpu"],
+        ),
+        reverse=True,
+    )
+    for p in ranked:
+        key = (p["mode"], p["decode_gpus"])
+        if key not in seeds:
+            seeds[key] = p
+            if len(seeds) == REFINE_SETUPS:
+                break
+    return list(seeds.values())
 
 
 def refine(

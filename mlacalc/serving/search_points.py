@@ -90,7 +90,24 @@ def prefill_pools(
             if pool.t_pf[1] < best_t1:
                 pools.setdefault(key, []).append(pool)
                 best_t1 = pool.t_pf[1]
+    if req.budget is not None:
+        _across_counts(pools)
     return pools
+
+
+def _across_counts(pools: dict[PoolKey, list[PrefillPool]]) -> None:
+    """Under a budget, drop a pool that one of no more GPUs (same dtypes and overlap) beats
+    on both prompts/s and the one-prompt pass: it takes more of the budget for no gain."""
+    kept: dict[tuple[str, str, str], list[PrefillPool]] = {}
+    for key in sorted(pools):
+        mine = kept.setdefault(key[1:], [])
+        fewer = list(mine)  # pools of fewer GPUs
+        pools[key] = [
+            p
+            for p in pools[key]
+            if not any(q.rate >= p.rate and q.t_pf[1] <= p.t_pf[1] for q in fewer)
+        ]
+        mine.extend(pools[key])
 
 
 def evaluate(
@@ -111,7 +128,7 @@ def evaluate(
             dec = c.sm.compose(c.specs, t, ov, c.slices[(ov, "dec")], False)
             t_step = c.lay.pp * dec.stage_seconds
             base = _base(c, ov)
-            if "aggregated" in req.modes:
+            if "aggregated" in req.modes and (ov, "mix") in c.slices:
                 _aggregated(found, req, c, t, ov, t_step, base, context_bytes)
             if "disaggregated" in req.modes:
                 _disaggregated(found, req, c, pools, ov, t_step, base, context_bytes)
@@ -250,7 +267,7 @@ def _disaggregated(
     kvs = context_bytes.tolist()
     for i, b in enumerate(c.Bf.tolist()):
         paired = False
-        for gpus_used, keeps, ttft_s, p_sm, head, in_flight in pairs:
+        for gpus_used, keeps, ttft_s, p_sm, head, in_flight in _budget_front(req, pairs, i):
             if not keeps[i]:
                 continue
             paired = True
@@ -270,3 +287,21 @@ def _disaggregated(
             found.reasons["disaggregated: its requests in flight settle at a smaller batch"] += 1
         elif not paired:
             found.reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
+
+
+def _budget_front(req: SearchRequest, pairs: list[tuple], i: int) -> list[tuple]:
+    """The pairings of batch ``i`` worth a point. Under a budget, of the pairings that keep
+    up and give the same replicas (so the same output tokens/s within the budget, and the
+    same TPOT), those no other beats on both GPUs (tokens/s per GPU) and TTFT: the best and
+    the frontier are the same without the rest."""
+    if req.budget is None:
+        return pairs
+    live = sorted((p for p in pairs if p[1][i]), key=lambda p: (p[0], p[2][i]))
+    front: dict[int, float] = {}
+    out = []
+    for p in live:
+        r = req.budget // p[0]
+        if p[2][i] < front.get(r, math.inf):
+            front[r] = p[2][i]
+            out.append(p)
+    return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,9 +81,11 @@ class SearchRequest:
     #: the serving engine whose kernels are timed, and what stood in for it (words)
     engine: str = "trtllm"
     engine_note: str = ""
-    #: the serving engine whose kernels are timed, and what stood in for it (words)
-    engine: str = "trtllm"
-    engine_note: str = ""
+    #: under a budget, the GPU counts run aggregated; the others of ``gpus`` are decode and
+    #: prefill pools only (None: every count)
+    whole_gpus: tuple[int, ...] | None = None
+    #: each layout's weight bytes per GPU, counted once per search (layout_weights)
+    weight_cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def usable(self) -> int:
@@ -174,9 +176,11 @@ def candidate_layouts(
     weight_dtype: str | None,
     usable: int,
     components: tuple[tuple[str, str], ...] = (),
+    cache: dict | None = None,
 ) -> list[Layout]:
     """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) whose
-    weights (``components`` in formats of their own) fit in ``usable`` bytes per GPU."""
+    weights (``components`` in formats of their own) fit in ``usable`` bytes per GPU
+    (``cache``: see :func:`layout_weights`)."""
     node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
@@ -198,16 +202,29 @@ def candidate_layouts(
             stage = gpus // pp
             tp = max(t for t in _divisors(stage) if t <= node and m.num_attention_heads % t == 0)
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
-    return [lay for lay in out if layout_weights(m, lay, weight_dtype, components) < usable]
+    return [lay for lay in out if layout_weights(m, lay, weight_dtype, components, cache) < usable]
 
 
 def layout_weights(
-    m: ModelConfig, lay: Layout, sized: str | None, components: tuple[tuple[str, str], ...]
+    m: ModelConfig,
+    lay: Layout,
+    sized: str | None,
+    components: tuple[tuple[str, str], ...],
+    cache: dict | None = None,
 ) -> int:
-    """Bytes of weights on a layout's fullest GPU, named components in their formats."""
+    """Bytes of weights on a layout's fullest GPU, named components in their formats
+    (``cache``: a dict kept for one model, each layout's bytes counted once in it)."""
+    key = (lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
+    key += (sized, components)
+    if cache is not None and key in cache:
+        return cache[key]
     if not components:
-        return weights_per_gpu(m, lay, sized)
-    return sum(component_weight_bytes(m, lay, sized, dict(components)).values())
+        out = weights_per_gpu(m, lay, sized)
+    else:
+        out = sum(component_weight_bytes(m, lay, sized, dict(components)).values())
+    if cache is not None:
+        cache[key] = out
+    return out
 
 
 def weight_key(w: str, components: tuple[tuple[str, str], ...]) -> str:
@@ -251,7 +268,7 @@ def candidates(
             for comps in req.components:
                 w = weight_key(w0, comps)
                 for lay in _fitting_layouts(req, g, sized, reasons, comps):
-                    weights = layout_weights(req.m, lay, sized, comps)
+                    weights = layout_weights(req.m, lay, sized, comps, req.weight_cache)
                     for kv in req.kv_dtypes:
                         if keep is not None and not keep(g, w, lay, kv):
                             continue
@@ -270,7 +287,7 @@ def _fitting_layouts(
 ) -> list[Layout]:
     """The layouts of ``g`` GPUs whose weights fit and whose links have figures."""
     per_layout = len(req.kv_dtypes) * len(req.batches) * len(req.modes)
-    lays = candidate_layouts(req.m, req.hw, g, sized, req.usable, comps)
+    lays = candidate_layouts(req.m, req.hw, g, sized, req.usable, comps, req.weight_cache)
     if not lays:
         reasons["does not fit: weights"] += per_layout
         return []
@@ -315,12 +332,18 @@ def candidate(
     n = Bf / req.osl
     _, share, k, mean = synced_prompts(n, synced_groups(m, lay), req.k_max)
     rows = StepRows()
-    _batch_rows(rows, req, lay, ovs, Bf, k, mean)
+    # a count a budget does not run aggregated (mlacalc.serving.search.tight_counts): no
+    # steps with prompts
+    mixed = req.whole_gpus is None or g in req.whole_gpus
+    _batch_rows(rows, req, lay, ovs, Bf, k, mean, mixed)
     # a prefill pool holds the weights and the cache of one prompt of isl tokens per GPU at
     # least, and a pass batches at most the prompts whose cache fits beside the weights
     # (k_fit <= k_max), as plan checks it
     k_fit = 0
-    if lay.pp == 1 and "disaggregated" in req.modes:
+    # under a budget, a pool of more GPUs than the budget leaves beside the smallest decode
+    # pool never pairs
+    pairs = req.budget is None or g + min(req.gpus) <= req.budget
+    if lay.pp == 1 and "disaggregated" in req.modes and pairs:
         one = kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, req.page_size)
         k_fit = int(min(req.k_max, max(req.usable - weights, 0) // one))
     if k_fit >= 1:
@@ -374,15 +397,18 @@ def _batch_rows(
     Bf: np.ndarray,
     k: np.ndarray,
     mean: np.ndarray,
+    mixed: bool = True,
 ) -> None:
-    """Under each overlap, the decode steps of the batches ``Bf`` and the steps that carry
-    ``k`` prompts beside them on the slowest group, the experts seeing ``mean`` per group
-    (or, separate, the prompts' own pass)."""
+    """Under each overlap, the decode steps of the batches ``Bf`` and (``mixed``) the steps
+    that carry ``k`` prompts beside them on the slowest group, the experts seeing ``mean``
+    per group (or, separate, the prompts' own pass)."""
     for ov in ovs:
         f = 0.5 if ov == "tbo" else 1.0
         blocks = [("dec", Bf, 0 * Bf, 0 * Bf), ("mix", Bf, k, mean)]
         if req.prefill_pass == "separate":  # the prompts' own pass
             blocks[1] = ("mix", 0 * Bf, k, k)
+        if not mixed:
+            blocks = blocks[:1]
         for what, db, pn, pm in blocks:
             mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
             isl = np.full(len(Bf), float(req.isl))
