@@ -22,6 +22,7 @@ from mlacalc.cli.common import (
     size_text,
 )
 from mlacalc.cli.serving_flags import (
+    defaults_note,
     engine_option_values,
     launch_options,
     launch_text,
@@ -281,7 +282,8 @@ def command(
 
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
-    engine = engine_option_values(engine_opts, chunked=mode != "disaggregated")
+    engine = engine_option_values(engine_opts, mode != "disaggregated", serving_engine)
+    defaults, note = defaults_note(engine)  # whose defaults filled what was not given
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
         load(model),
@@ -322,7 +324,7 @@ def command(
         engine=serving_engine,
         **engine,
     )
-    doc = p.to_dict()
+    doc = {**p.to_dict(), "scheduler_defaults": defaults}
     text = ""
     if launch and p.fits:
         text = launch_text(
@@ -340,8 +342,8 @@ def command(
         )
         doc["launch"] = text
     emit(fmt, doc, lambda: sections(p))
-    if text and fmt in ("table", "markdown"):
-        click.echo(text, nl=False)
+    if fmt in ("table", "markdown"):
+        click.echo(note + text, nl=False)
 
 
 def p_hardware_node(hardware: str) -> int | None:

@@ -25,6 +25,7 @@ from mlacalc.cli.plan_cmd import times_note
 from mlacalc.cli.serving_flags import component_choices as parse_component_choices
 from mlacalc.cli.serving_flags import (
     component_flags,
+    defaults_note,
     engine_option_values,
     launch_options,
     launch_text,
@@ -278,7 +279,8 @@ def command(
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
     choices = parse_component_choices(engine_opts.pop("component_choices"))
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
-    engine = engine_option_values(engine_opts, chunked=False)
+    engine = engine_option_values(engine_opts, chunked=False, serving_engine=serving_engine)
+    defaults, note = defaults_note(engine)  # whose defaults filled what was not given
     counts = size_list(gpus_text) or []
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
@@ -314,6 +316,7 @@ def command(
         emit(fmt, rows, list, rows_csv=True)
         return
     doc = result.to_dict()
+    doc["scheduler_defaults"] = defaults
     if result.best:
         doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
     text = ""
@@ -332,8 +335,8 @@ def command(
     if all_points:
         doc["points"] = result.rows()
     emit(fmt, doc, lambda: sections(result, model, hardware, profile))
-    if text and fmt in ("table", "markdown"):
-        click.echo(text, nl=False)
+    if fmt in ("table", "markdown"):
+        click.echo(note + text, nl=False)
 
 
 def sections(result, model: str | None = None, hardware: str | None = None, profile=None):

@@ -16,6 +16,8 @@ __all__ = [
     "ENGINE_NAMES",
     "component_choices",
     "component_flags",
+    "defaults_line",
+    "defaults_note",
     "engine_option_values",
     "launch_options",
     "launch_text",
@@ -48,10 +50,11 @@ def _scheduler_options() -> list[Callable]:
     return [
         click.option(
             "--engine-defaults",
-            type=click.Choice(ENGINE_NAMES),
+            type=click.Choice((*ENGINE_NAMES, "none")),
             default=None,
-            help="Take an engine's published scheduler defaults (max running, token budget, "
-            "chunked prefill, CUDA graphs, overlap scheduling) for what is not given.",
+            help="Whose published scheduler defaults (max running, token budget, chunked "
+            "prefill, CUDA graphs, overlap scheduling) fill what is not given: by default "
+            "--engine's when it is given; 'none' for none.",
         ),
         click.option(
             "--max-running",
@@ -201,9 +204,13 @@ def launch_options(f: Callable) -> Callable:
     )
 
 
-def engine_option_values(opts: dict[str, Any], chunked: bool = True) -> dict[str, Any]:
+def engine_option_values(
+    opts: dict[str, Any], chunked: bool = True, serving_engine: str | None = None
+) -> dict[str, Any]:
     """The library's arguments of the options (``opts`` pops them): an engine's defaults
-    where ``--engine-defaults`` names one and the option was not given."""
+    where the option was not given, that engine ``--engine-defaults`` or, without it, the
+    serving engine (``--engine``; ``--engine-defaults none``: no defaults). ``"defaults"``
+    holds the engine whose defaults were taken (None: none), for the output to say."""
     out: dict[str, Any] = {
         "max_running": opts.pop("max_running"),
         "max_tokens": opts.pop("max_tokens"),
@@ -211,6 +218,9 @@ def engine_option_values(opts: dict[str, Any], chunked: bool = True) -> dict[str
     }
     overlap = opts.pop("overlap_schedule")
     engine = opts.pop("engine_defaults")
+    engine = serving_engine if engine is None else engine
+    engine = None if engine == "none" else engine
+    out["defaults"] = engine
     if "host_per_sequence_ms" in opts:  # plan's
         out["host_per_sequence_s"] = opts.pop("host_per_sequence_ms") / 1e3
         out["launch_s"] = opts.pop("launch_us") / 1e6
@@ -234,6 +244,35 @@ def engine_option_values(opts: dict[str, Any], chunked: bool = True) -> dict[str
             elif name in out and out[name] is None:  # an option left out
                 out[name] = value
     return out
+
+
+def defaults_note(values: dict[str, Any]) -> tuple[str | None, str]:
+    """The engine whose scheduler defaults :func:`engine_option_values` took (``values``
+    pops it; None: none) and the line the output says it in ("" for none)."""
+    engine = values.pop("defaults")
+    return engine, defaults_line(engine, given("engine_defaults"))
+
+
+def defaults_line(engine: str | None, given_by_flag: bool) -> str:
+    """What the output says of the scheduler defaults it took (engine None: "")."""
+    if engine is None:
+        return ""
+    # deferred: the scheduler's table needs numpy beneath it; --help stays light
+    from mlacalc.serving.scheduler import ENGINE_DEFAULTS
+
+    d = ENGINE_DEFAULTS[engine]
+
+    def tok(v: int | None, none: str) -> str:
+        return none if v is None else f"{v:,}"
+
+    why = "--engine-defaults" if given_by_flag else "--engine; --engine-defaults none for none"
+    return (
+        f"# scheduler defaults: {engine} {d.version}'s (max running "
+        f"{tok(d.max_running, 'what fits')}, max tokens {tok(d.max_tokens, 'no cap')}, chunked "
+        f"prefill {tok(d.chunked_prefill, 'off')}, CUDA graphs to "
+        f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
+        f"{'on' if d.overlap else 'off'}) where not given (from {why})\n"
+    )
 
 
 def launch_text(engine: str, model_path: str, point: dict[str, Any], **context: Any) -> str:

@@ -1,0 +1,96 @@
+"""``--engine`` brings its scheduler defaults: ``plan`` and ``search`` take the engine's
+published admission defaults (max running, max tokens, chunked prefill, CUDA graphs, overlap
+scheduling) for what is not given, say whose they took, and ``--engine-defaults`` still
+names another engine's or ``none``. The Python API is unchanged: ``plan(engine=...)`` times
+that engine's kernels only, and ``**engine_settings(...)`` gives its defaults."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlacalc.serving.plan import plan
+from mlacalc.serving.scheduler import engine_settings
+
+PLAN = ("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 3000, "--osl", 200,
+        "--concurrency", 64, "--format", "json")  # fmt: skip
+KW = dict(isl=3000, osl=200, concurrency=64)
+
+
+def _figures(doc_or_plan):
+    d = doc_or_plan if isinstance(doc_or_plan, dict) else doc_or_plan.to_dict()
+    return d["ttft_s"], d["tpot_s"], d["output_tokens_per_s"]
+
+
+def test_plan_engine_takes_its_defaults(run):
+    out, _ = run(*PLAN, "--engine", "vllm")
+    doc = json.loads(out)
+    assert doc["scheduler_defaults"] == "vllm"
+    expected = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW, **engine_settings("vllm"))
+    assert _figures(doc) == pytest.approx(_figures(expected), rel=1e-9)
+    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW)
+    # vLLM's 8,192-token budget and no overlap scheduling change the figures
+    assert _figures(doc) != pytest.approx(_figures(bare), rel=1e-6)
+
+
+def test_engine_defaults_override_and_none(run):
+    out, _ = run(*PLAN, "--engine", "vllm", "--engine-defaults", "none")
+    doc = json.loads(out)
+    assert doc["scheduler_defaults"] is None
+    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW)
+    assert _figures(doc) == pytest.approx(_figures(bare), rel=1e-9)
+    out, _ = run(*PLAN, "--engine", "vllm", "--engine-defaults", "sglang")
+    doc = json.loads(out)
+    assert doc["scheduler_defaults"] == "sglang"
+    other = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW, **engine_settings("sglang"))
+    assert _figures(doc) == pytest.approx(_figures(other), rel=1e-9)
+
+
+def test_a_given_option_beats_the_engine_default(run):
+    out, _ = run(*PLAN, "--engine", "vllm", "--max-tokens", 2048, "--overlap-schedule")
+    doc = json.loads(out)
+    settings = {**engine_settings("vllm"), "max_tokens": 2048, "overlap_schedule": True}
+    expected = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW, **settings)
+    assert _figures(doc) == pytest.approx(_figures(expected), rel=1e-9)
+
+
+def test_no_engine_no_defaults_and_the_output_says_which(run):
+    out, _ = run(*PLAN)
+    assert json.loads(out)["scheduler_defaults"] is None
+    out, _ = run(*PLAN[:-2], "--engine", "sglang")
+    assert "# scheduler defaults: sglang 0.4.9's (max running what fits, max tokens 16,384" in out
+    assert "(from --engine; --engine-defaults none for none)" in out
+    out, _ = run(*PLAN[:-2], "--engine-defaults", "trtllm")
+    assert "# scheduler defaults: trtllm 1.0's (max running 2,048" in out
+    assert "(from --engine-defaults)" in out
+    out, _ = run(*PLAN[:-2])
+    assert "scheduler defaults" not in out
+
+
+def test_search_engine_takes_its_admission_defaults(run):
+    """search --engine vllm is search(engine="vllm") with vLLM's running cap, token budget
+    and no overlap scheduling; --engine-defaults none is the bare search."""
+    from mlacalc.serving.scheduler import Scheduler
+    from mlacalc.serving.search import search
+
+    args = ("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 3000,
+            "--osl", 200, "--modes", "aggregated", "--format", "json")  # fmt: skip
+    kw = dict(isl=3000, osl=200, modes=("aggregated",), engine="vllm")
+    doc = json.loads(run(*args, "--engine", "vllm")[0])
+    assert doc["scheduler_defaults"] == "vllm"
+    s = engine_settings("vllm")
+    expected = search(
+        "llama-3-8b",
+        "H100-SXM",
+        [1],
+        **kw,
+        max_running=s["max_running"],
+        max_tokens=s["max_tokens"],
+        scheduler=Scheduler(overlap=s["overlap_schedule"]),
+    ).best
+    assert _figures(doc["best"]) == pytest.approx(_figures(expected), rel=1e-9)
+    none = json.loads(run(*args, "--engine", "vllm", "--engine-defaults", "none")[0])
+    assert none["scheduler_defaults"] is None
+    bare = search("llama-3-8b", "H100-SXM", [1], **kw).best
+    assert _figures(none["best"]) == pytest.approx(_figures(bare), rel=1e-9)
