@@ -90,7 +90,29 @@ def test_search_engine_takes_its_admission_defaults(run):
         scheduler=Scheduler(overlap=s["overlap_schedule"]),
     ).best
     assert _figures(doc["best"]) == pytest.approx(_figures(expected), rel=1e-9)
+    out, _ = run(*args[:-2], "--engine", "vllm")
+    assert "# scheduler defaults: vllm 0.10's (max running 1,024, max tokens 8,192, " in out
+    assert "chunked prefill not run by search" in out
     none = json.loads(run(*args, "--engine", "vllm", "--engine-defaults", "none")[0])
     assert none["scheduler_defaults"] is None
     bare = search("llama-3-8b", "H100-SXM", [1], **kw).best
     assert _figures(none["best"]) == pytest.approx(_figures(bare), rel=1e-9)
+
+
+def test_search_plan_command_carries_the_engine(run):
+    """The plan command a search prints runs its engine as the search did (its kernels, its
+    admission values, no chunked prefill): the same figures."""
+    import shlex
+
+    args = ("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 2, "--isl", 3000, "--osl", 200,
+            "--tpot", "30ms", "--engine", "vllm", "--format", "json")  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    cmd = doc["plan_command"]
+    assert "--engine vllm --engine-defaults none --max-running 1024 --max-tokens 8192" in cmd
+    assert cmd.endswith("--no-overlap-schedule")
+    words = shlex.split(cmd)[1:]  # without "mlacalc"
+    p = json.loads(run(*words, "--format", "json")[0])
+    assert p["scheduler_defaults"] is None
+    b = doc["best"]
+    assert p["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-6)
+    assert p["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-6)

@@ -170,6 +170,24 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     return " ".join(str(w) for w in words)
 
 
+def scheduler_words(serving_engine: str | None, values: dict[str, Any]) -> str:
+    """The plan options that run a search's engine as the search did: its kernels, the
+    admission values it used, and no other defaults (plan would add the engine's chunked
+    prefill, which the search does not run)."""
+    words = []
+    if serving_engine is not None:
+        words += [f"--engine {serving_engine}", "--engine-defaults none"]
+    if values["max_running"] is not None:
+        words.append(f"--max-running {values['max_running']}")
+    if values["max_tokens"] is not None:
+        words.append(f"--max-tokens {values['max_tokens']}")
+    if values["host_step_s"]:
+        words.append(f"--host-step-ms {values['host_step_s'] * 1e3!r}")
+    if not values["overlap_schedule"]:
+        words.append("--no-overlap-schedule")
+    return "".join(f" {w}" for w in words)
+
+
 def _gpus(p: dict[str, Any]) -> str:
     """A point's GPUs: ``2+1`` (decode + prefill) for a disaggregated one."""
     if p.get("mode") == "disaggregated" and p.get("prefill_gpus"):
@@ -280,7 +298,9 @@ def command(
     choices = parse_component_choices(engine_opts.pop("component_choices"))
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     engine = engine_option_values(engine_opts, chunked=False, serving_engine=serving_engine)
-    defaults, note = defaults_note(engine)  # whose defaults filled what was not given
+    defaults, note = defaults_note(
+        engine, chunked=False
+    )  # whose defaults filled what was not given
     counts = size_list(gpus_text) or []
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
@@ -319,6 +339,7 @@ def command(
     doc["scheduler_defaults"] = defaults
     if result.best:
         doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
+        doc["plan_command"] += scheduler_words(serving_engine, engine)
     text = ""
     if launch and result.best:
         text = launch_text(
@@ -334,12 +355,15 @@ def command(
         doc["launch"] = text
     if all_points:
         doc["points"] = result.rows()
-    emit(fmt, doc, lambda: sections(result, model, hardware, profile))
+    extra = scheduler_words(serving_engine, engine)
+    emit(fmt, doc, lambda: sections(result, model, hardware, profile, extra))
     if fmt in ("table", "markdown"):
         click.echo(note + text, nl=False)
 
 
-def sections(result, model: str | None = None, hardware: str | None = None, profile=None):
+def sections(
+    result, model: str | None = None, hardware: str | None = None, profile=None, extra: str = ""
+):
     """The best deployment, the frontier and the count of losers by reason."""
     heads = [title for _, title in _POINT_COLUMNS]
     out = []
@@ -368,6 +392,7 @@ def sections(result, model: str | None = None, hardware: str | None = None, prof
             best_note += " The same figures: " + plan_command(
                 model, hardware or result.hardware, result, result.best, profile
             )
+            best_note += extra  # the engine's options (scheduler_words)
         out.append(
             Section(
                 f"Best deployment of {result.model} on {result.hardware} "

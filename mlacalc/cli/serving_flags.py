@@ -246,14 +246,15 @@ def engine_option_values(
     return out
 
 
-def defaults_note(values: dict[str, Any]) -> tuple[str | None, str]:
+def defaults_note(values: dict[str, Any], chunked: bool = True) -> tuple[str | None, str]:
     """The engine whose scheduler defaults :func:`engine_option_values` took (``values``
-    pops it; None: none) and the line the output says it in ("" for none)."""
+    pops it; None: none) and the line the output says it in ("" for none); ``chunked``:
+    whether the command runs chunked prefill (search does not)."""
     engine = values.pop("defaults")
-    return engine, defaults_line(engine, given("engine_defaults"))
+    return engine, defaults_line(engine, given("engine_defaults"), chunked)
 
 
-def defaults_line(engine: str | None, given_by_flag: bool) -> str:
+def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool = True) -> str:
     """What the output says of the scheduler defaults it took (engine None: "")."""
     if engine is None:
         return ""
@@ -269,7 +270,8 @@ def defaults_line(engine: str | None, given_by_flag: bool) -> str:
     return (
         f"# scheduler defaults: {engine} {d.version}'s (max running "
         f"{tok(d.max_running, 'what fits')}, max tokens {tok(d.max_tokens, 'no cap')}, chunked "
-        f"prefill {tok(d.chunked_prefill, 'off')}, CUDA graphs to "
+        f"prefill {tok(d.chunked_prefill, 'off') if chunked else 'not run by search'}, "
+        "CUDA graphs to "
         f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
         f"{'on' if d.overlap else 'off'}) where not given (from {why})\n"
     )
