@@ -17,8 +17,16 @@ from mlacalc.words.errors import ConfigError
 PRO = "deepseek-ai--DeepSeek-V4-Pro"
 
 
+def _reference():
+    """The shared reference helpers; they need the optional extras torch and transformers
+    (skipped with the extra's name when one is missing, as the core suite requires)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return pytest.importorskip("hf_reference_2")
+
+
 def _pro() -> dict:
-    ref = pytest.importorskip("hf_reference_2")
+    ref = _reference()
     return ref.raw_config(PRO)
 
 
@@ -84,7 +92,7 @@ def _variation(name: str, layers: int = 4) -> dict:
 @pytest.mark.parametrize("name", list(VARIATIONS))
 def test_tensors_equal_reference(name):
     """Every tensor of the checkpoint, by name and shape, and the parameter total."""
-    ref = pytest.importorskip("hf_reference_2")
+    ref = _reference()
     data = _variation(name)
     model = ref.build(data)
     state = {k: tuple(v.shape) for k, v in model.state_dict(keep_vars=True).items()}
@@ -100,7 +108,7 @@ def test_pro_attention_flops_on_meta():
     """DeepSeek-V4-Pro's own widths: its first HCA and CSA layers' prefill of 4096 tokens
     counted by FlopCounterMode on the meta device (shapes only, 4 s)."""
     torch = pytest.importorskip("torch")
-    ref = pytest.importorskip("hf_reference_2")
+    ref = _reference()
     from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional
 
     data = _first(_pro(), 3)
@@ -118,7 +126,7 @@ def test_pro_attention_flops_on_meta():
 
 def test_whole_pro_equals_reference():
     """The whole 61-layer model (0.5 s on meta)."""
-    ref = pytest.importorskip("hf_reference_2")
+    ref = _reference()
     assert v4.param_count(v4.read_config(_pro())) == ref.param_count(ref.build(_pro()))
 
 
@@ -128,7 +136,7 @@ def test_whole_pro_equals_reference():
 def test_cache_equals_reference(name, seq_len):
     """Each layer's cache bytes after one forward (HCA, CSA and sliding layers, windows full
     and not, compressors with and without pending tokens)."""
-    ref = pytest.importorskip("hf_reference_2")
+    ref = _reference()
     data = _variation(name, 3 if name == "pro" else 4)
     got = [b for _, b in ref.cache_bytes(ref.build(data), seq_len)]
     mine = [sum(parts.values()) for parts in v4.cache_bytes(v4.read_config(data), seq_len)]
@@ -341,7 +349,7 @@ def test_no_field_ignored():
 
 @pytest.mark.parametrize(("alias", "field"), list(v4.ALIASES.items()))
 def test_aliases_read_as_the_class_maps_them(alias, field):
-    ref = pytest.importorskip("hf_reference_2")
+    ref = _reference()
     data = {**_first(_pro(), 2), alias: 64}
     data.pop(field)
     c = v4.read_config(data)
