@@ -51,6 +51,7 @@ __all__ = [
     "phase_lengths",
     "positive_count",
     "resolve_impl",
+    "state_layer_cost",
 ]
 
 
@@ -512,3 +513,42 @@ def chunked_keys_and_pairs(q: int, seq_len: int, chunk: int, causal: bool) -> tu
             pairs += (b - a + 1) * (b - start)
         start += chunk
     return keys, pairs
+
+
+def state_layer_cost(
+    model: ModelConfig,
+    layers: int,
+    work: Workload,
+    ops: list[OpCost],
+    *,
+    variant: str,
+    impl: str,
+    io_bytes: int,
+    state_bytes: int,
+) -> AttentionCost:
+    """The cost record of ``layers`` layers that keep a fixed state per sequence (linear
+    attention, Mamba-2, Mamba-1) from one layer's ``ops``: the stages' matmul FLOPs over the
+    layers, and the fused lower bound of one layer's bytes: its weights, the block's input and
+    output (``io_bytes``), the state read when tokens came before this step and written back."""
+    stage = dict.fromkeys(STAGES, 0)
+    for o in ops:
+        if o.kind == "matmul":
+            stage[o.stage] += layers * o.flops
+    prior = work.seq_len > work.q_len
+    weights = sum(o.weight_bytes for o in ops)
+    fused = weights + io_bytes + (state_bytes if prior else 0) + state_bytes
+    return AttentionCost(
+        model=model.name,
+        variant=variant,
+        impl=impl,
+        phase=work.phase,
+        seq_len=work.seq_len,
+        q_len=work.q_len,
+        batch=work.batch,
+        causal=work.causal,
+        layers=layers,
+        pairs_per_head=0,
+        ops=tuple(ops),
+        stage_flops=stage,
+        fused_layer_bytes=fused,
+    )

@@ -49,11 +49,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from mlacalc.cost.attention import AttentionCost, OpCost
+from mlacalc.cost.attention import AttentionCost, OpCost, state_layer_cost
 from mlacalc.models.architecture import arch_of
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
-from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
+from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
 from mlacalc.words.workload import Workload
 
 if TYPE_CHECKING:
@@ -263,28 +263,15 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         weights=_bytes(s.value_width * d, weight_bits),
         shape=(1, tokens, d, s.value_width),
     )
-    stage = dict.fromkeys(STAGES, 0)
-    for o in ops:
-        if o.kind == "matmul":
-            stage[o.stage] += layers * o.flops
-    weights = sum(o.weight_bytes for o in ops)
-    io = 2 * _bytes(tokens * d, act_bits)
-    state = conv_state + rec_state
-    fused = weights + io + (state if prior else 0) + state
-    return AttentionCost(
-        model=model.name,
+    return state_layer_cost(
+        model,
+        layers,
+        work,
+        ops,
         variant="linear",
         impl="recurrent" if recurrent else "chunked",
-        phase=work.phase,
-        seq_len=seq_len,
-        q_len=q,
-        batch=batch,
-        causal=work.causal,
-        layers=layers,
-        pairs_per_head=0,
-        ops=tuple(ops),
-        stage_flops=stage,
-        fused_layer_bytes=fused,
+        io_bytes=2 * _bytes(tokens * d, act_bits),
+        state_bytes=conv_state + rec_state,
     )
 
 

@@ -43,10 +43,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mlacalc.cost.attention import AttentionCost, OpCost
+from mlacalc.cost.attention import AttentionCost, OpCost, state_layer_cost
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
-from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
+from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
 from mlacalc.words.workload import Workload
 
 if TYPE_CHECKING:
@@ -273,27 +273,15 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         weights=_bytes(s.inner * d + (d if s.proj_bias else 0), w_bits),
         shape=(1, tokens, d, s.inner),
     )
-    stage = dict.fromkeys(STAGES, 0)
-    for o in ops:
-        if o.kind == "matmul":
-            stage[o.stage] += layers * o.flops
-    weights = sum(o.weight_bytes for o in ops)
-    state = conv_state + ssm_state
-    fused = weights + 2 * _bytes(tokens * d, a_bits) + (state if prior else 0) + state
-    return AttentionCost(
-        model=model.name,
+    return state_layer_cost(
+        model,
+        layers,
+        work,
+        ops,
         variant="mamba",
         impl="recurrent" if recurrent else "chunked",
-        phase=work.phase,
-        seq_len=seq_len,
-        q_len=q,
-        batch=batch,
-        causal=work.causal,
-        layers=layers,
-        pairs_per_head=0,
-        ops=tuple(ops),
-        stage_flops=stage,
-        fused_layer_bytes=fused,
+        io_bytes=2 * _bytes(tokens * d, a_bits),
+        state_bytes=conv_state + ssm_state,
     )
 
 
