@@ -48,6 +48,8 @@ __all__ = [
     "kv_row",
     "model_dims",
     "model_layer_key",
+    "op_cost",
+    "packed_bytes",
     "phase_lengths",
     "positive_count",
     "resolve_impl",
@@ -513,6 +515,39 @@ def chunked_keys_and_pairs(q: int, seq_len: int, chunk: int, causal: bool) -> tu
             pairs += (b - a + 1) * (b - start)
         start += chunk
     return keys, pairs
+
+
+def packed_bytes(elements: int, bits: int) -> int:
+    """Bytes of ``elements`` values of ``bits`` each, packed and rounded up to a whole byte."""
+    return -(-elements * bits // 8)
+
+
+def op_cost(
+    name: str,
+    stage: str,
+    kind: str,
+    flops: int,
+    read: int,
+    written: int,
+    weights: int = 0,
+    c_read: int = 0,
+    c_write: int = 0,
+    shape: tuple[int, ...] | None = None,
+) -> OpCost:
+    """One operation of a layer: its activations read and written, plus the weights it reads
+    and the cache or state it reads and writes (counted in its bytes and apart)."""
+    return OpCost(
+        name=name,
+        stage=stage,
+        kind=kind,
+        flops=flops,
+        bytes_read=read + weights + c_read,
+        bytes_written=written + c_write,
+        weight_bytes=weights,
+        cache_bytes_read=c_read,
+        cache_bytes_written=c_write,
+        shape=shape,
+    )
 
 
 def state_layer_cost(

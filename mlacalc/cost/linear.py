@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from mlacalc.cost.attention import AttentionCost, OpCost, state_layer_cost
+from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
 from mlacalc.models.architecture import arch_of
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
@@ -159,10 +159,6 @@ def linear_shape(model: ModelConfig) -> LinearShape:
     )
 
 
-def _bytes(elements: int, bits: int) -> int:
-    return -(-elements * bits // 8)
-
-
 def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost:
     """The cost of ``layers`` linear-attention layers for one step of a checked workload
     (:func:`mlacalc.cost.attention.checked_workload`): ``q_len`` new tokens per sequence, the
@@ -176,34 +172,21 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
     prior = seq_len > q
     recurrent = prior and q == 1
     cache_bits = resolve_kv_layout(layout).row_bytes(1) * 8
-    conv_state = _bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
+    conv_state = packed_bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
     rec_state = batch * s.state_elements * STATE_BYTES
     ops = []
 
-    def op(name, stage, kind, flops, read, written, weights=0, c_read=0, c_write=0, shape=None):
-        ops.append(
-            OpCost(
-                name=name,
-                stage=stage,
-                kind=kind,
-                flops=flops,
-                bytes_read=read + weights + c_read,
-                bytes_written=written + c_write,
-                weight_bytes=weights,
-                cache_bytes_read=c_read,
-                cache_bytes_written=c_write,
-                shape=shape,
-            )
-        )
+    def op(*args, **kwargs) -> None:
+        ops.append(op_cost(*args, **kwargs))
 
     op(
         "linear_in_proj",
         "kv_proj",
         "matmul",
         2 * tokens * d * s.in_width,
-        _bytes(tokens * d, act_bits),
-        _bytes(tokens * s.in_width, act_bits),
-        weights=_bytes(d * s.in_width, weight_bits),
+        packed_bytes(tokens * d, act_bits),
+        packed_bytes(tokens * s.in_width, act_bits),
+        weights=packed_bytes(d * s.in_width, weight_bits),
         shape=(1, tokens, s.in_width, d),
     )
     if s.gate_up_width:
@@ -213,9 +196,9 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
             "kv_proj",
             "matmul",
             2 * tokens * s.d_k * s.gate_up_width,
-            _bytes(2 * tokens * s.d_k, act_bits),
-            _bytes(tokens * s.gate_up_width, act_bits),
-            weights=_bytes(s.d_k * s.gate_up_width, weight_bits),
+            packed_bytes(2 * tokens * s.d_k, act_bits),
+            packed_bytes(tokens * s.gate_up_width, act_bits),
+            weights=packed_bytes(s.d_k * s.gate_up_width, weight_bits),
             shape=(2, tokens, half, s.d_k),
         )
     op(
@@ -223,9 +206,9 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         "core",
         "matmul",
         2 * tokens * s.conv_dim * s.conv_kernel,
-        _bytes(tokens * s.conv_dim, act_bits),
-        _bytes(tokens * s.conv_dim, act_bits),
-        weights=_bytes(s.conv_dim * s.conv_kernel, SMALL_BITS),
+        packed_bytes(tokens * s.conv_dim, act_bits),
+        packed_bytes(tokens * s.conv_dim, act_bits),
+        weights=packed_bytes(s.conv_dim * s.conv_kernel, SMALL_BITS),
         c_read=conv_state if prior else 0,
         c_write=conv_state,
         shape=(s.conv_dim, tokens, 1, s.conv_kernel),
@@ -237,9 +220,9 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         "core",
         "matmul",
         batch * s.core_flops(q, recurrent),
-        _bytes(tokens * (s.conv_dim + gates), act_bits),
-        _bytes(tokens * s.value_width, act_bits),
-        weights=_bytes(vectors, SMALL_BITS),
+        packed_bytes(tokens * (s.conv_dim + gates), act_bits),
+        packed_bytes(tokens * s.value_width, act_bits),
+        weights=packed_bytes(vectors, SMALL_BITS),
         c_read=rec_state if prior else 0,
         c_write=rec_state,
         shape=None,
@@ -249,18 +232,18 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         "norm",
         "norm",
         NORM_FLOPS_PER_ELEMENT * tokens * (2 * s.k_heads * s.d_k + s.value_width),
-        _bytes(2 * tokens * s.value_width, act_bits),
-        _bytes(tokens * s.value_width, act_bits),
-        weights=_bytes(s.d_v, SMALL_BITS),
+        packed_bytes(2 * tokens * s.value_width, act_bits),
+        packed_bytes(tokens * s.value_width, act_bits),
+        weights=packed_bytes(s.d_v, SMALL_BITS),
     )
     op(
         "linear_o_proj",
         "o_proj",
         "matmul",
         2 * tokens * s.value_width * d,
-        _bytes(tokens * s.value_width, act_bits),
-        _bytes(tokens * d, act_bits),
-        weights=_bytes(s.value_width * d, weight_bits),
+        packed_bytes(tokens * s.value_width, act_bits),
+        packed_bytes(tokens * d, act_bits),
+        weights=packed_bytes(s.value_width * d, weight_bits),
         shape=(1, tokens, d, s.value_width),
     )
     return state_layer_cost(
@@ -270,7 +253,7 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         ops,
         variant="linear",
         impl="recurrent" if recurrent else "chunked",
-        io_bytes=2 * _bytes(tokens * d, act_bits),
+        io_bytes=2 * packed_bytes(tokens * d, act_bits),
         state_bytes=conv_state + rec_state,
     )
 
@@ -321,10 +304,18 @@ def linear_kernels(
             g = cost.batch * s.v_heads * -(-cost.q_len // c)
             state = o.cache_bytes_read + o.cache_bytes_written
             inputs = o.bytes_read - o.cache_bytes_read
-            gemm("linear_core_qk", act_dtype, 2 * g, c, c, dk, inputs + _bytes(2 * g * c * c, f))
-            wu = _bytes(g * c * (dk + dv), f)
+            gemm(
+                "linear_core_qk",
+                act_dtype,
+                2 * g,
+                c,
+                c,
+                dk,
+                inputs + packed_bytes(2 * g * c * c, f),
+            )
+            wu = packed_bytes(g * c * (dk + dv), f)
             if s.kind == "kimi_delta":
-                block = _bytes(g * c * c, f)
+                block = packed_bytes(g * c * c, f)
                 gemm(
                     "linear_core_inverse", act_dtype, g, (c - 1) // 3, 2 * c - 1, c // 2, 2 * block
                 )
@@ -337,11 +328,15 @@ def linear_kernels(
                     c - 1,
                     dk + dv,
                     c // 2,
-                    _bytes(g * c * c, f) + 2 * wu,
+                    packed_bytes(g * c * c, f) + 2 * wu,
                 )
-            chunk_states = _bytes(2 * g * dk * dv, f)
+            chunk_states = packed_bytes(2 * g * dk * dv, f)
             gemm("linear_core_state", act_dtype, 3 * g, c, dv, dk, wu + chunk_states + state)
-            pv = _bytes(g * c * c, f) + _bytes(g * (c * dv + dk * dv), f) + o.bytes_written
+            pv = (
+                packed_bytes(g * c * c, f)
+                + packed_bytes(g * (c * dv + dk * dv), f)
+                + o.bytes_written
+            )
             gemm("linear_core_pv", act_dtype, g, c, dv, c, pv)
         elif o.kind == "matmul" and o.name != "linear_conv":
             g, m, n, k = o.shape
@@ -378,14 +373,14 @@ def gated_query_cost(
         width = model.num_attention_heads * model.head_dim
     tokens = cost.batch * cost.q_len
     a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype or model.weights_dtype)
-    weights = _bytes(d * width, w_bits)
+    weights = packed_bytes(d * width, w_bits)
     gate = OpCost(
         name="q_gate_proj",
         stage="q_proj",
         kind="matmul",
         flops=2 * tokens * d * width,
-        bytes_read=weights + _bytes(tokens * d, a_bits),
-        bytes_written=_bytes(tokens * width, a_bits),
+        bytes_read=weights + packed_bytes(tokens * d, a_bits),
+        bytes_written=packed_bytes(tokens * width, a_bits),
         weight_bytes=weights,
         cache_bytes_read=0,
         cache_bytes_written=0,

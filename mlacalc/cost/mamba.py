@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mlacalc.cost.attention import AttentionCost, OpCost, state_layer_cost
+from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
@@ -175,10 +175,6 @@ def mamba_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = STAT
     return s.conv_dim * s.conv_kernel * kv_bytes + s.state_elements * state_bytes
 
 
-def _bytes(elements: int, bits: int) -> int:
-    return -(-elements * bits // 8)
-
-
 def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost:
     """The cost of ``layers`` Mamba-2 layers for one step of a checked workload: ``q_len``
     new tokens per sequence, the last at position ``seq_len`` (see the module docs)."""
@@ -190,25 +186,12 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
     prior = seq_len > q
     recurrent = prior and q == 1
     cache_bits = resolve_kv_layout(work.kv_dtype).row_bytes(1) * 8
-    conv_state = _bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
+    conv_state = packed_bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
     ssm_state = batch * s.state_elements * STATE_BYTES
     ops: list[OpCost] = []
 
-    def op(name, stage, kind, flops, read, written, weights=0, c_read=0, c_write=0, shape=None):
-        ops.append(
-            OpCost(
-                name=name,
-                stage=stage,
-                kind=kind,
-                flops=flops,
-                bytes_read=read + weights + c_read,
-                bytes_written=written + c_write,
-                weight_bytes=weights,
-                cache_bytes_read=c_read,
-                cache_bytes_written=c_write,
-                shape=shape,
-            )
-        )
+    def op(*args, **kwargs) -> None:
+        ops.append(op_cost(*args, **kwargs))
 
     proj_bias = s.in_width if s.proj_bias else 0
     op(
@@ -216,9 +199,9 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         "kv_proj",
         "matmul",
         2 * tokens * d * s.in_width,
-        _bytes(tokens * d, a_bits),
-        _bytes(tokens * s.in_width, a_bits),
-        weights=_bytes(d * s.in_width + proj_bias, w_bits),
+        packed_bytes(tokens * d, a_bits),
+        packed_bytes(tokens * s.in_width, a_bits),
+        weights=packed_bytes(d * s.in_width + proj_bias, w_bits),
         shape=(1, tokens, s.in_width, d),
     )
     conv_w = s.conv_dim * (s.conv_kernel + (1 if s.conv_bias else 0))
@@ -227,9 +210,9 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         "core",
         "matmul",
         2 * tokens * s.conv_dim * s.conv_kernel,
-        _bytes(tokens * s.conv_dim, a_bits),
-        _bytes(tokens * s.conv_dim, a_bits),
-        weights=_bytes(conv_w, SMALL_BITS),
+        packed_bytes(tokens * s.conv_dim, a_bits),
+        packed_bytes(tokens * s.conv_dim, a_bits),
+        weights=packed_bytes(conv_w, SMALL_BITS),
         c_read=conv_state if prior else 0,
         c_write=conv_state,
         shape=(s.conv_dim, tokens, 1, s.conv_kernel),
@@ -239,9 +222,9 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         "core",
         "matmul",
         batch * s.core_flops(q, recurrent),
-        _bytes(tokens * (s.conv_dim + s.heads), a_bits),
-        _bytes(tokens * s.inner, a_bits),
-        weights=_bytes(3 * s.heads, SMALL_BITS),
+        packed_bytes(tokens * (s.conv_dim + s.heads), a_bits),
+        packed_bytes(tokens * s.inner, a_bits),
+        weights=packed_bytes(3 * s.heads, SMALL_BITS),
         c_read=ssm_state if prior else 0,
         c_write=ssm_state,
     )
@@ -259,18 +242,18 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         "norm",
         "norm",
         NORM_FLOPS_PER_ELEMENT * tokens * s.inner,
-        _bytes(2 * tokens * s.inner, a_bits),
-        _bytes(tokens * s.inner, a_bits),
-        weights=_bytes(s.inner if s.norm else 0, SMALL_BITS),
+        packed_bytes(2 * tokens * s.inner, a_bits),
+        packed_bytes(tokens * s.inner, a_bits),
+        weights=packed_bytes(s.inner if s.norm else 0, SMALL_BITS),
     )
     op(
         "mamba_out_proj",
         "o_proj",
         "matmul",
         2 * tokens * s.inner * d,
-        _bytes(tokens * s.inner, a_bits),
-        _bytes(tokens * d, a_bits),
-        weights=_bytes(s.inner * d + (d if s.proj_bias else 0), w_bits),
+        packed_bytes(tokens * s.inner, a_bits),
+        packed_bytes(tokens * d, a_bits),
+        weights=packed_bytes(s.inner * d + (d if s.proj_bias else 0), w_bits),
         shape=(1, tokens, d, s.inner),
     )
     return state_layer_cost(
@@ -280,7 +263,7 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
         ops,
         variant="mamba",
         impl="recurrent" if recurrent else "chunked",
-        io_bytes=2 * _bytes(tokens * d, a_bits),
+        io_bytes=2 * packed_bytes(tokens * d, a_bits),
         state_bytes=conv_state + ssm_state,
     )
 
@@ -325,8 +308,8 @@ def mamba_kernels(
             g = cost.batch * s.heads * s.chunks(cost.q_len)
             state = o.cache_bytes_read + o.cache_bytes_written
             inputs = o.bytes_read - o.cache_bytes_read
-            scores = _bytes(g * c * c, f)
-            chunk_states = _bytes(g * p * n, f)
+            scores = packed_bytes(g * c * c, f)
+            chunk_states = packed_bytes(g * p * n, f)
             gemm("mamba_ssd_cb", act_dtype, g, c, c, n, inputs + scores)
             gemm("mamba_ssd_diag", act_dtype, g, c, p, c, 2 * scores)
             gemm("mamba_ssd_states", act_dtype, g, p, n, c, chunk_states)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mlacalc.cost.attention import AttentionCost, OpCost, state_layer_cost
+from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
@@ -123,10 +123,6 @@ def mamba1_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = STA
     return s.inner * s.conv_kernel * kv_bytes + s.state_elements * state_bytes
 
 
-def _bytes(elements: int, bits: int) -> int:
-    return -(-elements * bits // 8)
-
-
 def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost:
     """The cost of ``layers`` Mamba-1 layers for one step of a checked workload (see the
     module docs)."""
@@ -137,36 +133,23 @@ def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
     tokens, d, i = batch * q, s.hidden, s.inner
     prior = seq_len > q
     cache_bits = resolve_kv_layout(work.kv_dtype).row_bytes(1) * 8
-    conv_state = _bytes(batch * i * s.conv_kernel, cache_bits)
+    conv_state = packed_bytes(batch * i * s.conv_kernel, cache_bits)
     ssm_state = batch * s.state_elements * STATE_BYTES
     ops: list[OpCost] = []
 
-    def op(name, stage, kind, flops, read, written, weights=0, c_read=0, c_write=0, shape=None):
-        ops.append(
-            OpCost(
-                name=name,
-                stage=stage,
-                kind=kind,
-                flops=flops,
-                bytes_read=read + weights + c_read,
-                bytes_written=written + c_write,
-                weight_bytes=weights,
-                cache_bytes_read=c_read,
-                cache_bytes_written=c_write,
-                shape=shape,
-            )
-        )
+    def op(*args, **kwargs) -> None:
+        ops.append(op_cost(*args, **kwargs))
 
     def proj(name, stage, n_in, n_out, bias=0, bias_bits=None):
-        bias_bytes = _bytes(bias, bias_bits or w_bits)
+        bias_bytes = packed_bytes(bias, bias_bits or w_bits)
         op(
             name,
             stage,
             "matmul",
             2 * tokens * n_in * n_out,
-            _bytes(tokens * n_in, a_bits),
-            _bytes(tokens * n_out, a_bits),
-            weights=_bytes(n_in * n_out, w_bits) + bias_bytes,
+            packed_bytes(tokens * n_in, a_bits),
+            packed_bytes(tokens * n_out, a_bits),
+            weights=packed_bytes(n_in * n_out, w_bits) + bias_bytes,
             shape=(1, tokens, n_out, n_in),
         )
 
@@ -176,9 +159,9 @@ def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         "core",
         "matmul",
         2 * tokens * i * s.conv_kernel,
-        _bytes(tokens * i, a_bits),
-        _bytes(tokens * i, a_bits),
-        weights=_bytes(i * (s.conv_kernel + (1 if s.conv_bias else 0)), SMALL_BITS),
+        packed_bytes(tokens * i, a_bits),
+        packed_bytes(tokens * i, a_bits),
+        weights=packed_bytes(i * (s.conv_kernel + (1 if s.conv_bias else 0)), SMALL_BITS),
         c_read=conv_state if prior else 0,
         c_write=conv_state,
         shape=(i, tokens, 1, s.conv_kernel),
@@ -189,9 +172,9 @@ def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         "norm",
         "norm",
         NORM_FLOPS_PER_ELEMENT * tokens * s.x_width,
-        _bytes(tokens * s.x_width, a_bits),
-        _bytes(tokens * s.x_width, a_bits),
-        weights=_bytes(s.x_width, SMALL_BITS),
+        packed_bytes(tokens * s.x_width, a_bits),
+        packed_bytes(tokens * s.x_width, a_bits),
+        weights=packed_bytes(s.x_width, SMALL_BITS),
     )
     proj("mamba1_dt_proj", "kv_proj", s.rank, i, i, SMALL_BITS)
     op(
@@ -199,9 +182,9 @@ def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         "core",
         "matmul",
         2 * tokens * i * s.state,
-        _bytes(tokens * (3 * i + 2 * s.state), a_bits),  # x, dt, z, B and C
-        _bytes(tokens * i, a_bits),
-        weights=_bytes(i * s.state + i, SMALL_BITS),  # A_log and D
+        packed_bytes(tokens * (3 * i + 2 * s.state), a_bits),  # x, dt, z, B and C
+        packed_bytes(tokens * i, a_bits),
+        weights=packed_bytes(i * s.state + i, SMALL_BITS),  # A_log and D
         c_read=ssm_state if prior else 0,
         c_write=ssm_state,
     )
@@ -214,7 +197,7 @@ def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
         ops,
         variant="mamba1",
         impl="recurrent" if prior and q == 1 else "scan",
-        io_bytes=2 * _bytes(tokens * d, a_bits),
+        io_bytes=2 * packed_bytes(tokens * d, a_bits),
         state_bytes=conv_state + ssm_state,
     )
 

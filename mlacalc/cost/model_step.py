@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from mlacalc.cost.attention import attended_pairs, indexer_row_bytes
+from mlacalc.cost.attention import attended_pairs, indexer_row_bytes, packed_bytes
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_kernels
@@ -333,7 +333,7 @@ def indexer_kernels(
     a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype)
     gemm_dtype = gemm_class(act_dtype, weight_dtype, True)
     row = indexer_row_bytes(model, kv_dtype)
-    norm_weights = _bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
+    norm_weights = packed_bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
     pairs = attended_pairs(q, S, None, cost.causal)
     logits = b * q * S * _LOGIT_BYTES
     return [
@@ -341,8 +341,8 @@ def indexer_kernels(
             "indexer_q_proj",
             gemm_dtype,
             2 * tokens * source * heads * width,
-            _bytes(source * heads * width, w_bits)
-            + _bytes(tokens * (source + heads * width), a_bits),
+            packed_bytes(source * heads * width, w_bits)
+            + packed_bytes(tokens * (source + heads * width), a_bits),
             (1, tokens, heads * width, source),
             calls,
         ),
@@ -350,7 +350,7 @@ def indexer_kernels(
             "indexer_weights_proj",
             gemm_dtype,
             2 * tokens * d * heads,
-            _bytes(d * heads, w_bits) + _bytes(tokens * (d + heads), a_bits),
+            packed_bytes(d * heads, w_bits) + packed_bytes(tokens * (d + heads), a_bits),
             (1, tokens, heads, d),
             calls,
         ),
@@ -358,7 +358,10 @@ def indexer_kernels(
             "indexer_k_proj",
             gemm_dtype,
             2 * tokens * d * width,
-            _bytes(d * width, w_bits) + norm_weights + _bytes(tokens * d, a_bits) + tokens * row,
+            packed_bytes(d * width, w_bits)
+            + norm_weights
+            + packed_bytes(tokens * d, a_bits)
+            + tokens * row,
             (1, tokens, width, d),
             calls,
         ),
@@ -367,7 +370,7 @@ def indexer_kernels(
             kind="mla_decode" if cost.phase == "decode" else "attention_prefill",
             dtype=act_dtype,
             flops=2 * b * heads * width * pairs,
-            bytes=_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
+            bytes=packed_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
             calls=calls,
             shape={
                 "batch": b,
@@ -492,10 +495,6 @@ def moe_active_experts(experts: int, topk: int, tokens: int) -> int:
     return max(1, min(experts, tokens * topk, math.ceil(expected - 1e-9)))
 
 
-def _bytes(elements: int, bits: int) -> int:
-    return -(-elements * bits // 8)
-
-
 @dataclass(frozen=True)
 class _Dtypes:
     act: str
@@ -517,7 +516,7 @@ def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -
             f"{prefix}_up",
             dtype,
             2 * tokens * d * up,
-            _bytes(up_w, dt.w_bits) + _bytes(tokens * (d + up), dt.a_bits),
+            packed_bytes(up_w, dt.w_bits) + packed_bytes(tokens * (d + up), dt.a_bits),
             (1, tokens, up, d),
             calls,
         ),
@@ -525,7 +524,7 @@ def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -
             f"{prefix}_act",
             dt.act,
             FFN_ACTIVATION_FLOPS_PER_ELEMENT * tokens * f.inter,
-            _bytes(tokens * (act_in + f.inter), dt.a_bits),
+            packed_bytes(tokens * (act_in + f.inter), dt.a_bits),
             tokens * f.inter,
             calls,
         ),
@@ -533,7 +532,7 @@ def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -
             f"{prefix}_down",
             dtype,
             2 * tokens * f.inter * d,
-            _bytes(down_w, dt.w_bits) + _bytes(tokens * (f.inter + d), dt.a_bits),
+            packed_bytes(down_w, dt.w_bits) + packed_bytes(tokens * (f.inter + d), dt.a_bits),
             (1, tokens, d, f.inter),
             calls,
         ),
@@ -549,7 +548,7 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
             "router",
             gemm_class(dt.act, dt.weight, True),
             2 * tokens * d * E,
-            _bytes(router, dt.w_bits) + _bytes(tokens * (d + E), dt.a_bits),
+            packed_bytes(router, dt.w_bits) + packed_bytes(tokens * (d + E), dt.a_bits),
             (1, tokens, E, d),
             calls,
         )
@@ -564,8 +563,8 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
             kind="moe",
             dtype=gemm_class(dt.act, dt.weight, True),
             flops=2 * tokens * k * expert.weights,
-            bytes=_bytes(active * expert.params, dt.w_bits)
-            + _bytes(2 * tokens * k * latent, dt.a_bits),
+            bytes=packed_bytes(active * expert.params, dt.w_bits)
+            + packed_bytes(2 * tokens * k * latent, dt.a_bits),
             calls=calls,
             shape={
                 "tokens": tokens,
@@ -595,14 +594,14 @@ def _latent_proj(
         name,
         gemm_class(dt.act, dt.weight, True),
         2 * tokens * n_in * n_out,
-        _bytes(weights, dt.w_bits) + _bytes(tokens * (n_in + n_out), dt.a_bits),
+        packed_bytes(weights, dt.w_bits) + packed_bytes(tokens * (n_in + n_out), dt.a_bits),
         (1, tokens, n_out, n_in),
         calls,
     )
 
 
 def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int) -> Kernel:
-    nbytes = _bytes(2 * tokens * d, dt.a_bits) + _bytes(weights, dt.w_bits)
+    nbytes = packed_bytes(2 * tokens * d, dt.a_bits) + packed_bytes(weights, dt.w_bits)
     return _elementwise(
         name, dt.act, NORM_FLOPS_PER_ELEMENT * tokens * d, nbytes, tokens * d, calls
     )
@@ -753,7 +752,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
             out.append(k)
             continue
         copies = k.shape["active_experts"] if k.kind == "moe" else 1
-        logical = _bytes(copies * s.params, dt.w_bits)
+        logical = packed_bytes(copies * s.params, dt.w_bits)
         # a norm's weights are kept: the kernel keeps its class
         kept = k.dtype if k.kind == "elementwise" else dt.act
         dtype = quantized_class if s.quantized and k.kind != "elementwise" else kept
@@ -887,7 +886,7 @@ def step_kernels(
     L, d = m.num_hidden_layers, m.hidden_size
     tokens = batch * cost.q_len
     n_norms, norm_w = layer_norms(m)
-    out = [_elementwise("embedding", a, 0, _bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
+    out = [_elementwise("embedding", a, 0, packed_bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
     out.append(_norm("input_norm", tokens, norm_w, d, dt, L))
     out += _attention_layers(m, cost, work, kv_dtype)
     if n_norms > 1:
@@ -909,7 +908,7 @@ def step_kernels(
             "lm_head",
             gemm_class(a, w, True),
             2 * batch * d * V,
-            _bytes(V * d, dt.w_bits) + _bytes(batch * (d + V), dt.a_bits),
+            packed_bytes(V * d, dt.w_bits) + packed_bytes(batch * (d + V), dt.a_bits),
             (1, batch, V, d),
             1,
         )
