@@ -42,7 +42,7 @@ from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
-from mlacalc.serving.gpu_step import StepModel, time_jobs
+from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.launch import deployments, launch_commands
 from mlacalc.serving.layout import weight_format
 from mlacalc.serving.plan_checks import check_int, check_number
@@ -54,6 +54,7 @@ from mlacalc.serving.search_space import (
     SearchRequest,
     candidate_layouts,
     candidates,
+    time_candidates,
     weight_key,
 )
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
@@ -623,7 +624,7 @@ def search(
     req = check_search(**args)  # every argument, checked and normalised
     reasons: Counter[str] = Counter()
     cands = candidates(req, reasons)
-    secs = time_jobs([(c.sm, c.specs) for c in cands], req.profile)
+    secs = time_candidates(cands, req.profile)
     classes = {(sp.kind, sp.dtype) for c in cands for sp in c.specs if sp.calls}
     profile_name, calibration = calibration_of(req.profile, req.hw, classes)
     pools = prefill_pools(req, cands, secs)
@@ -741,7 +742,7 @@ def refine(
     # only the best's decode GPU count is laid out again; the pairing sees every count
     cands = candidates(dataclasses.replace(sub, gpus=(best["decode_gpus"],)), Counter(), keep)
     cands = [dataclasses.replace(c, overlaps=(best["overlap"],)) for c in cands]
-    secs = time_jobs([(c.sm, c.specs) for c in cands], req.profile)
+    secs = time_candidates(cands, req.profile)
     more = evaluate(sub, cands, secs, pools, Counter())
     for point, models in zip(more.points, more.models):
         if best["mode"] == point["mode"]:

@@ -15,9 +15,8 @@ import numpy as np
 
 from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
-from mlacalc.serving.disaggregated import prefill_pool_seconds
 from mlacalc.serving.figures import in_progress
-from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 
 __all__ = ["Points", "PrefillPool", "evaluate", "prefill_pools"]
@@ -62,6 +61,18 @@ class Points:
         self.points.append(point)
 
 
+def composed(req: SearchRequest, c: Candidate, t: Any, ov: str, what: str) -> StepTimes:
+    """The steps of the candidate's rows ``what`` under overlap ``ov``, summed from its
+    kernels' times ``t``; candidates sharing their kernels (replicas, see
+    :func:`mlacalc.serving.search_space.candidate`) share them (their times are the
+    same: :func:`mlacalc.serving.search_space.time_candidates`)."""
+    sl = c.slices[(ov, what)]
+    key = ("composed", id(c.specs), ov, sl.start, sl.stop)
+    if key not in req.step_cache:
+        req.step_cache[key] = c.sm.compose(c.specs, t, ov, sl, breakdown=False)
+    return req.step_cache[key]
+
+
 def prefill_pools(
     req: SearchRequest, cands: list[Candidate], secs: list[Any]
 ) -> dict[PoolKey, list[PrefillPool]]:
@@ -75,7 +86,7 @@ def prefill_pools(
             sl = c.slices.get((ov, "prefill"))
             if sl is None:
                 continue
-            passes = c.sm.compose(c.specs, t, ov, sl, breakdown=False).seconds
+            passes = composed(req, c, t, ov, "prefill").seconds
             ks = np.arange(1.0, c.k_fit + 1)
             t_pf = np.concatenate([[0.0], np.interp(ks, pool_passes(c.k_fit), passes)])
             rate = c.lay.dp * c.k_fit / t_pf[c.k_fit]  # k_fit: plan's k_max
@@ -125,7 +136,7 @@ def evaluate(
         context_bytes = (c.Bf * c.per_seq).astype(np.int64)
         for ov in c.overlaps:
             found.layouts += 1
-            dec = c.sm.compose(c.specs, t, ov, c.slices[(ov, "dec")], False)
+            dec = composed(req, c, t, ov, "dec")
             t_step = c.lay.pp * dec.stage_seconds
             base = _base(c, ov)
             if "aggregated" in req.modes and (ov, "mix") in c.slices:
@@ -169,7 +180,7 @@ def _aggregated(
     decode batch (``k`` on the slowest synced group), a prompt waits half a step, then its
     own."""
     lay, g = c.lay, c.gpus
-    mix = c.sm.compose(c.specs, t, ov, c.slices[(ov, "mix")], False)
+    mix = composed(req, c, t, ov, "mix")
     t_mix = lay.pp * mix.stage_seconds
     if req.prefill_pass == "separate":  # the prompts' pass, then the decode pass
         t_mix = t_step + mix.seconds
@@ -196,6 +207,37 @@ def _aggregated(
         found.add(point, c.sm, c.sm)
 
 
+def _pool_stack(
+    req: SearchRequest, g: int, key: tuple[str, str, str], pools: dict[PoolKey, list[PrefillPool]]
+) -> tuple[list[tuple[int, PrefillPool]], np.ndarray, ...]:
+    """The prefill pools a decode pool of ``g`` GPUs pairs with (dtypes and overlap ``key``;
+    of the GPU counts given, within the largest), in order, with their passes stacked: one
+    row per pool of ``t_pf`` (padded with infinite passes), its prompts per second at each
+    pass size, its largest pass, its groups and its prompt rate. Every decode pool of ``g``
+    GPUs and those dtypes pairs with the same (kept per search)."""
+    cache_key = ("pools", g, key)
+    if cache_key in req.step_cache:
+        return req.step_cache[cache_key]
+    largest = max(req.gpus)
+    order = [
+        (pg, pool)
+        for pg in sorted(req.gpus)
+        if g + pg <= largest
+        for pool in pools.get((pg, *key), ())
+    ]
+    width = max((len(pool.t_pf) for _, pool in order), default=1)
+    t_pf = np.full((len(order), width), np.inf)
+    for row, (_, pool) in enumerate(order):
+        t_pf[row, : len(pool.t_pf)] = pool.t_pf
+    per_s = np.arange(1.0, width) / t_pf[:, 1:]  # a pass of k prompts: k / t_pf[k] (inf: 0)
+    k_max = np.array([len(pool.t_pf) - 1 for _, pool in order], dtype=np.int64)
+    groups = np.array([pool.sm.lay.dp for _, pool in order], dtype=np.float64)
+    rate = np.array([pool.rate for _, pool in order], dtype=np.float64)
+    out = (order, t_pf, per_s, k_max, groups, rate)
+    req.step_cache[cache_key] = out
+    return out
+
+
 def _pairings(
     req: SearchRequest,
     c: Candidate,
@@ -208,40 +250,47 @@ def _pairings(
     """The candidate's decode pool with every prefill pool (of the GPU counts given, each of
     its Pareto set of layouts) that keeps up with ``demand`` prompts/s at some batch, timed
     as plan times it (see :mod:`mlacalc.serving.plan`): the smallest pass that keeps up with
-    the prompts on a prefill group, and the wait for the pass in progress (rho t_pf / 2).
+    the prompts on a prefill group, and the wait for the pass in progress (rho t_pf / 2), as
+    :func:`mlacalc.serving.disaggregated.prefill_pool_pass` has them, for all pools at once.
     Also the batches only a smaller one holds (no steady state of a closed loop)."""
     g, lay = c.gpus, c.lay
-    largest = max(req.gpus)
-    pairs = []
+    order, t_pf, per_s, k_max, groups, rate = _pool_stack(req, g, (c.weight, c.kv, ov), pools)
     settled = np.zeros(len(c.Bf), dtype=bool)
-    for pg in sorted(req.gpus):
-        if g + pg > largest:
-            continue
-        for pool in pools.get((pg, c.weight, c.kv, ov), ()):
-            keeps = pool.rate >= demand
-            if not keeps.any():
-                continue
-            ttft_s = prefill_pool_seconds(pool.t_pf, demand / pool.sm.lay.dp) + transfer
-            # the requests in flight: the decode batch and, at the request rate, those in the
-            # prefill pool and the KV transfer (Little's law), as plan's closed loop counts them
-            in_flight = lay.dp * c.Bf + demand * ttft_s
-            # a batch whose requests in flight a smaller batch already reaches is no steady
-            # state of the closed loop: with that many users it settles at the smaller batch,
-            # as plan solves it (near a larger pass, the shorter wait can hold fewer requests
-            # in flight at a larger batch)
-            record = in_flight > np.concatenate([[-np.inf], np.maximum.accumulate(in_flight)[:-1]])
-            settles = keeps & ~record
-            keeps = keeps & record
-            head = {
-                **base,
-                "mode": "disaggregated",
-                "gpus": g + pg,
-                "decode_gpus": g,
-                "prefill_gpus": pg,
-                **pool.fields(),
-            }
-            pairs.append((g + pg, keeps.tolist(), ttft_s.tolist(), pool.sm, head, in_flight))
-            settled |= settles
+    if not order:
+        return [], settled
+    keeps = rate[:, None] >= demand[None, :]  # pools x batches
+    d = demand[None, :] / groups[:, None]  # prompts/s on one prefill group
+    up = per_s[:, None, :] >= d[:, :, None]
+    k = np.where(up.any(axis=2), up.argmax(axis=2) + 1, k_max[:, None])
+    t_k = np.take_along_axis(t_pf, k, axis=1)
+    rho = np.minimum(d * t_k / k, 1.0)
+    ttft = t_k + rho * t_k / 2 + transfer
+    # the requests in flight: the decode batch and, at the request rate, those in the
+    # prefill pool and the KV transfer (Little's law), as plan's closed loop counts them
+    in_flight = lay.dp * c.Bf[None, :] + demand[None, :] * ttft
+    # a batch whose requests in flight a smaller batch already reaches is no steady state
+    # of the closed loop: with that many users it settles at the smaller batch, as plan
+    # solves it (near a larger pass, the shorter wait can hold fewer requests in flight at
+    # a larger batch)
+    before = np.maximum.accumulate(in_flight, axis=1)[:, :-1]
+    record = in_flight > np.concatenate([np.full((len(order), 1), -np.inf), before], axis=1)
+    live = keeps.any(axis=1)
+    settled = (keeps & ~record & live[:, None]).any(axis=0)
+    keeps &= record
+    pairs = []
+    for row in np.flatnonzero(live).tolist():
+        pg, pool = order[row]
+        head = {
+            **base,
+            "mode": "disaggregated",
+            "gpus": g + pg,
+            "decode_gpus": g,
+            "prefill_gpus": pg,
+            **pool.fields(),
+        }
+        pairs.append(
+            (g + pg, keeps[row].tolist(), ttft[row].tolist(), pool.sm, head, in_flight[row])
+        )
     return pairs, settled
 
 
@@ -259,8 +308,11 @@ def _disaggregated(
     is counted in the reasons."""
     total = c.lay.dp * c.Bf / t_step
     demand = total / req.osl  # prompts per second
-    row = kv_cache(req.m, req.isl, 1, c.kv_layout, None, False).total_bytes
-    transfer = kv_transfer_seconds(req.hw, row)
+    key = ("transfer", c.kv)  # a prompt's cache sent to the decode pool
+    if key not in req.step_cache:
+        row = kv_cache(req.m, req.isl, 1, c.kv_layout, None, False).total_bytes
+        req.step_cache[key] = kv_transfer_seconds(req.hw, row)
+    transfer = req.step_cache[key]
     pairs, settled = _pairings(req, c, pools, ov, demand, transfer, base)
     # per batch size: its figures as Python numbers, then one point per pool
     tps, tots = t_step.tolist(), total.tolist()

@@ -6,6 +6,7 @@ pool). What is ruled out before timing is counted by reason.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
-from mlacalc.serving.gpu_step import Spec, StepModel
+from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
@@ -39,6 +40,7 @@ __all__ = [
     "candidates",
     "needs_network",
     "pool_passes",
+    "time_candidates",
 ]
 
 
@@ -86,6 +88,9 @@ class SearchRequest:
     whole_gpus: tuple[int, ...] | None = None
     #: each layout's weight bytes per GPU, counted once per search (layout_weights)
     weight_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    #: one search's step models and their kernels by what they depend on, and sequences'
+    #: cache bytes per GPU (:func:`candidate`)
+    step_cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def usable(self) -> int:
@@ -213,9 +218,10 @@ def layout_weights(
     cache: dict | None = None,
 ) -> int:
     """Bytes of weights on a layout's fullest GPU, named components in their formats
-    (``cache``: a dict kept for one model, each layout's bytes counted once in it)."""
-    key = (lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
-    key += (sized, components)
+    (``cache``: a dict kept for one model, each split's bytes counted once in it: a GPU's
+    weights depend on the tensor and pipeline split, the GPUs sharing the routed experts and
+    their redundant copies, not on replicas)."""
+    key = (lay.tp, lay.pp, lay.moe_group, lay.redundant_experts, sized, components)
     if cache is not None and key in cache:
         return cache[key]
     if not components:
@@ -317,7 +323,7 @@ def candidate(
     m, isl = req.m, req.isl
     layout = resolve_kv_layout(kv)
     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
-    per_seq = kv_bytes_per_sequence_per_gpu(m, layout, lay, req.context, req.page_size)
+    per_seq = _per_sequence(req, layout, lay, req.context)
     per_group = (req.usable - weights) // per_seq
     B = np.asarray(req.batches, dtype=np.float64)
     fit = per_group >= B
@@ -344,29 +350,13 @@ def candidate(
     # pool never pairs
     pairs = req.budget is None or g + min(req.gpus) <= req.budget
     if lay.pp == 1 and "disaggregated" in req.modes and pairs:
-        one = kv_bytes_per_sequence_per_gpu(m, layout, lay, isl, req.page_size)
+        one = _per_sequence(req, layout, lay, isl)
         k_fit = int(min(req.k_max, max(req.usable - weights, 0) // one))
     if k_fit >= 1:
         _pool_rows(rows, req, k_fit)
     if not rows.pos:
         return None  # no batch fits and no prefill pool to rate: nothing to time
-    sm = StepModel(
-        m,
-        lay,
-        sized,
-        layout,
-        req.hw,
-        req.profile,
-        scheduler=req.scheduler,
-        component_dtypes=dict(comps),
-    )
-    specs = sm.specs(
-        dec_B=np.concatenate(rows.dec_B),
-        dec_S=req.S_avg,
-        pf_N=np.concatenate(rows.pf_N),
-        pf_q=np.concatenate(rows.pf_q),
-        pf_moe=np.concatenate(rows.pf_moe),
-    )
+    sm, specs = _step(req, lay, sized, layout, comps, rows)
     return Candidate(
         gpus=g,
         weight=w,
@@ -387,6 +377,60 @@ def candidate(
         sm=sm,
         specs=specs,
     )
+
+
+def _per_sequence(req: SearchRequest, layout: Any, lay: Layout, context: int) -> int:
+    """One sequence's cache bytes on a GPU of ``lay`` (as
+    :func:`mlacalc.serving.layout.kv_bytes_per_sequence_per_gpu` counts them), once per
+    tensor and pipeline split: the cache splits by attention heads and by stages, never by
+    experts or replicas."""
+    key = ("per_sequence", layout.name, lay.tp, lay.pp, context)
+    if key not in req.step_cache:
+        req.step_cache[key] = kv_bytes_per_sequence_per_gpu(
+            req.m, layout, lay, context, req.page_size
+        )
+    return req.step_cache[key]
+
+
+def _step(
+    req: SearchRequest,
+    lay: Layout,
+    sized: str | None,
+    layout: Any,
+    comps: tuple[tuple[str, str], ...],
+    rows: StepRows,
+) -> tuple[StepModel, list[Spec]]:
+    """The step model of ``lay`` and its kernels over ``rows``. A step model reads of its
+    layout only the tensor, pipeline and expert splits (and the GPUs a stage hand-over
+    spans): replicas of a layout on more GPUs, and DP-attention layouts that differ only in
+    their GPU count where the experts are split alike, share the step model's kernels (a
+    copy of the step model holds each layout) and, at the same rows, the kernels' figures."""
+    p2p = (lay.gpus, lay.stage_gpus) if lay.pp > 1 else None
+    sig = (lay.tp, lay.pp, lay.ep, lay.moe_group, lay.moe_tp, lay.redundant_experts, p2p)
+    sig += (sized, layout.name, comps)
+    arrays = [np.concatenate(a) for a in (rows.dec_B, rows.pf_N, rows.pf_q, rows.pf_moe)]
+    key = ("specs", sig, *(a.tobytes() for a in arrays))
+    model = req.step_cache.get(("model", sig))
+    if model is None:
+        model = StepModel(
+            req.m,
+            lay,
+            sized,
+            layout,
+            req.hw,
+            req.profile,
+            scheduler=req.scheduler,
+            component_dtypes=dict(comps),
+        )
+        req.step_cache[("model", sig)] = model
+    sm = copy.copy(model)
+    sm.lay = lay
+    if key not in req.step_cache:
+        dec_B, pf_N, pf_q, pf_moe = arrays
+        req.step_cache[key] = sm.specs(
+            dec_B=dec_B, dec_S=req.S_avg, pf_N=pf_N, pf_q=pf_q, pf_moe=pf_moe
+        )
+    return sm, req.step_cache[key]
 
 
 def _batch_rows(
@@ -429,3 +473,42 @@ def _pool_rows(rows: StepRows, req: SearchRequest, k_fit: int) -> None:
     for ov in req.overlaps:
         f = 0.5 if ov == "tbo" else 1.0
         rows.add((ov, "prefill"), np.zeros(len(ks)), ks * f, np.full(len(ks), float(req.isl)))
+
+
+def _spec_key(sm: StepModel, sp: Spec) -> tuple:
+    """What a kernel's time per call depends on: its class, its rows' FLOPs, bytes and shape
+    figures and, for a collective, its group (a stage hand-over's link: the layout's GPUs and
+    stage size). Equal keys are timed once (one search's candidates share one device and
+    profile)."""
+    shape = tuple((k, np.asarray(v).tobytes()) for k, v in sorted(sp.shape.items()))
+    key = (sp.kind, sp.dtype, sp.comm, sp.n_gpus, sp.network, sp.flops.tobytes())
+    key += (sp.bytes.tobytes(), shape)
+    if sp.kind == "p2p":
+        key += (sm.lay.gpus, sm.lay.stage_gpus)
+    return key
+
+
+def time_candidates(cands: list[Candidate], profile: Any) -> list[list[np.ndarray]]:
+    """Seconds of every candidate's specs, as :func:`mlacalc.serving.gpu_step.time_jobs`
+    gives them, each distinct kernel timed once: replicas of a layout (data parallel beyond
+    it) and layouts that differ only in their experts run the same attention kernels at the
+    same batches, and most rows of a search repeat (DeepSeek-V3 on 64 H200: 350,726 rows,
+    6,532 distinct)."""
+    jobs: list[tuple[StepModel, list[Spec]]] = []
+    job_of: dict[int, int] = {}  # a step model's job
+    seen: dict[tuple, tuple[int, int]] = {}
+    where = []
+    for c in cands:
+        refs = []
+        for sp in c.specs:
+            key = _spec_key(c.sm, sp)
+            if key not in seen:
+                j = job_of.setdefault(id(c.sm), len(jobs))
+                if j == len(jobs):
+                    jobs.append((c.sm, []))
+                seen[key] = (j, len(jobs[j][1]))
+                jobs[j][1].append(sp)
+            refs.append(seen[key])
+        where.append(refs)
+    secs = time_jobs(jobs, profile)
+    return [[secs[j][i] for j, i in refs] for refs in where]

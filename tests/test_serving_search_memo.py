@@ -1,0 +1,88 @@
+"""A search times each distinct kernel once and shares step models between replicas
+(:func:`mlacalc.serving.search_space.time_candidates`, the step cache of a
+:class:`~mlacalc.serving.search_space.SearchRequest`); the answer is the one it gave before
+(the speed is measured by ``benchmarks/bench_search.py``, not asserted here)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from mlacalc.serving.gpu_step import StepModel, time_jobs
+from mlacalc.serving.scheduler import Scheduler
+from mlacalc.serving.search import BATCHES, check_search, search
+from mlacalc.serving.search_space import candidates, time_candidates
+
+
+def _request(budget: int):
+    return check_search(
+        "deepseek-v3",
+        "H200",
+        budget,
+        isl=2000,
+        osl=500,
+        ttft=None,
+        tpot=0.05,
+        weight_dtypes=None,
+        kv_dtypes=("bf16", "fp8"),
+        modes=("aggregated", "disaggregated"),
+        overlaps=("none", "tbo"),
+        batches=BATCHES,
+        memory_reserve=0.1,
+        page_size=16,
+        prefill_pass="fused",
+        output_lag_steps=0,
+        profile=None,
+        scheduler=Scheduler(),
+    )
+
+
+def test_shared_kernels_time_as_each_candidate_alone():
+    """Candidates of a 16-GPU budget: replicas share their kernels (fewer distinct kernel
+    lists than candidates), each candidate's step model holds its own layout, and every
+    kernel's seconds equal those of the candidate timed alone with a step model built for
+    its own layout."""
+    req = _request(16)
+    cands = candidates(req, Counter())
+    assert len({id(c.specs) for c in cands}) < len(cands)
+    shared = Counter(id(c.specs) for c in cands)
+    together = time_candidates(cands, req.profile)
+    checked = 0
+    for c, secs in zip(cands, together):
+        if shared[id(c.specs)] < 2 or checked >= 8:
+            continue
+        checked += 1
+        assert c.sm.lay is c.lay
+        own = StepModel(
+            req.m, c.lay, None, c.kv_layout, req.hw, req.profile, scheduler=req.scheduler
+        )
+        alone = time_jobs([(own, c.specs)], req.profile)[0]
+        for a, b in zip(secs, alone):
+            np.testing.assert_array_equal(a, b)
+        for ov in c.overlaps:
+            sl = c.slices[(ov, "dec")]
+            np.testing.assert_array_equal(
+                c.sm.compose(c.specs, secs, ov, sl, False).seconds,
+                own.compose(c.specs, alone, ov, sl, False).seconds,
+            )
+    assert checked
+
+
+def test_the_64_gpu_answer_is_the_one_before_the_kernels_were_shared():
+    """DeepSeek-V3 on a budget of 64 H200 (2,000 + 500 tokens, TPOT 50 ms), the search of
+    docs/speed.md: the same points and best as when every candidate was timed on its own
+    (commit 29fb6cc; the figures move only with the time model)."""
+    r = search("deepseek-v3", "H200", 64, isl=2000, osl=500, tpot=0.05)
+    b = r.best
+    assert len(r.points) == 16900 and r.layouts == 540
+    assert (b["mode"], b["decode_gpus"], b["prefill_gpus"]) == ("disaggregated", 32, 32)
+    assert (b["layout"], b["prefill_layout"]) == (
+        "TP2 DP-attention16 EP32",
+        "TP1 DP-attention32 EP32",
+    )
+    assert (b["overlap"], b["kv_dtype"], b["batch_per_group"]) == ("tbo", "fp8", 186)
+    assert b["budget_output_tokens_per_s"] == pytest.approx(59858.60532230832, rel=1e-9)
+    assert b["ttft_s"] == pytest.approx(0.3923001229027405, rel=1e-9)
+    assert b["tpot_s"] == pytest.approx(0.049717162369148846, rel=1e-9)
