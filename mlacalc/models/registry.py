@@ -334,6 +334,11 @@ def family_of(model_type: str) -> Family | None:
 #: model types known to exist but not modelled yet, with what is missing: a file of one is
 #: refused with this reason instead of a look-alike name (deepseek_v4 is not deepseek_v3)
 NOT_MODELLED: Mapping[str, str] = {
+    "kimi_k3": "its text model is Kimi Linear with a latent MoE (routed experts on a "
+    "routed_expert_hidden_size projection of the hidden state), attention residuals "
+    "(attn_res_block_size) and output-gated MLA (mla_use_output_gate), which no transformers "
+    "class implements and whose modelling code is not published with the config; kimi_linear "
+    "would count another model",
     "deepseek_v4": "its compressed sparse and heavily compressed attention (compress_ratios), "
     "hash-routed MoE and hyper-connections are not yet known to the cost and time rules "
     "(its parameters, cache and FLOPs by the reference's rules: mlacalc.models.deepseek_v4, "

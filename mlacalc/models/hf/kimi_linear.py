@@ -71,7 +71,35 @@ def _full_layers(data, n, problems) -> list[int] | None:
     return [i + 1 for i in range(n) if i and i % 4 == 0]
 
 
+#: fields of Kimi-K3's text config (model_type kimi_linear inside a kimi_k3 wrapper) that
+#: change counts KimiLinearConfig's model does not have: field -> (value that is harmless, what
+#: it adds). transformers' KimiLinear ignores them and would build another model, so a config
+#: that sets them is refused rather than counted as plain Kimi Linear.
+_K3_ONLY = {
+    "routed_expert_hidden_size": (
+        None,
+        "Kimi-K3's latent MoE: routed experts on a narrower projection",
+    ),
+    "attn_res_block_size": (None, "Kimi-K3's attention residuals over blocks of layers"),
+    "mla_use_output_gate": (False, "Kimi-K3's output gate on the MLA layers"),
+}
+
+
+def _refuse_k3_fields(data, problems) -> None:
+    for key, (harmless, what) in _K3_ONLY.items():
+        value = data.get(key)
+        if value is not None and value != harmless and value != data.get("hidden_size"):
+            problems.append(
+                (
+                    key,
+                    f"not modelled: {what} (no transformers class implements it)",
+                    "remove the field only if the checkpoint does not use it",
+                )
+            )
+
+
 def _translate(data, raw, derived, problems) -> None:
+    _refuse_k3_fields(data, problems)
     lin = data.get("linear_attn_config") or {}
     for key, fields in _LINEAR_KEYS.items():
         top = next(k for k, v in _TOP_KEYS.items() if v == key)
