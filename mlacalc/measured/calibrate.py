@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from mlacalc.measured.observations import observations_of
+from mlacalc.measured.mapping import MappedTable, map_table
+from mlacalc.measured.observations import (
+    RESIDUAL_SHARE,
+    observations_of,
+    residual_observations,
+)
+from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
+from mlacalc.timemodel.engine_profiles import with_stand_ins
 from mlacalc.timemodel.fit import Observations, fit_profile
 from mlacalc.timemodel.observation_checks import usable_observations
-from mlacalc.timemodel.profile import Profile
+from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile
 from mlacalc.words.arguments import one_or_many
 from mlacalc.words.engines import check_engine
-from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.errors import ConfigError, InvalidArgumentError
 
 
 def _as_observations(item: Any, engine: str) -> list[Observations]:
@@ -54,6 +64,81 @@ def calibrate(
     # each said in the profile's notes
     obs, excluded = usable_observations(obs)
     notes = (*notes, *excluded)
-    return fit_profile(
+    prof = fit_profile(
         obs, name=name, use_scipy=use_scipy, notes=notes, progress=progress, engine=engine
+    )
+    mapped = []
+    for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
+        mapped += _mapped_of(item, engine)
+    return fit_composite_classes(prof, mapped, use_scipy=use_scipy, progress=progress)
+
+
+def _mapped_of(item: Any, engine: str) -> list[MappedTable]:
+    """The mapped tables of a calibrate input (none for observations or a kernel set)."""
+    if isinstance(item, Observations):
+        return []
+    if isinstance(item, (list, tuple)):
+        return [m for sub in item for m in _mapped_of(sub, engine)]
+    if isinstance(item, MappedTable):
+        return [item]
+    if isinstance(item, MeasuredTable):
+        return [map_table(item)]
+    if isinstance(item, (str, os.PathLike)) and Path(item).suffix in (".json", ".csv"):
+        return []
+    mset = item if isinstance(item, MeasuredSet) else load_measured(item, engine=engine)
+    out = []
+    for table in mset.tables:
+        try:
+            out.append(map_table(table))
+        except ConfigError:  # a table the mapping has no kernels for
+            continue
+    return out
+
+
+def fit_composite_classes(
+    prof: Profile, mapped: list[MappedTable], *, use_scipy: bool = True, progress=None
+) -> Profile:
+    """``prof`` with the kernel classes that only composite rows time (vLLM's MLA attention,
+    published only inside its whole-module tables) fitted on those rows' residuals
+    (:func:`~mlacalc.measured.observations.residual_observations`: the row's time less the
+    other kernels' predictions by ``prof``, with the TensorRT-LLM default standing in for a
+    class ``prof`` lacks, as it does in a prediction); ``prof`` itself when no such row."""
+    predictor = with_stand_ins(prof, load_profile(DEFAULT_PROFILE))
+    obs: list[Observations] = []
+    for m in mapped:
+        obs += residual_observations(m, predictor, set(prof.classes))
+    obs, excluded = usable_observations(obs)
+    if not obs:
+        return prof
+    extra = fit_profile(obs, name=prof.name, use_scipy=use_scipy, progress=progress)
+    new = sorted(k for k in extra.classes if k not in prof.classes)
+    if not new:
+        return prof
+    classes = {**prof.classes, **{k: extra.classes[k] for k in new}}
+    devices = {d: dict(c) for d, c in prof.devices.items()}
+    residuals = {d: dict(c) for d, c in prof.residuals.items()}
+    for d, table in extra.devices.items():
+        devices.setdefault(d, {}).update({k: v for k, v in table.items() if k in new})
+    for d, table in extra.residuals.items():
+        residuals.setdefault(d, {}).update({k: v for k, v in table.items() if k in new})
+    fitted_on = [dict(f, tables=dict(f["tables"])) for f in prof.fitted_on]
+    for f in extra.fitted_on:
+        mine = next((g for g in fitted_on if g["device"] == f["device"]), None)
+        if mine is None:
+            fitted_on.append(f)
+            continue
+        mine["tables"].update(f["tables"])
+        mine["sources"] = sorted(set(mine.get("sources", [])) | set(f.get("sources", [])))
+    note = (
+        f"{', '.join(new)}: fitted on the residuals of composite rows (a row's time less this "
+        f"profile's prediction of its other kernels, where at least {RESIDUAL_SHARE:.0%} of the "
+        "row): no single-kernel table times these classes"
+    )
+    return dataclasses.replace(
+        prof,
+        classes=classes,
+        devices=devices,
+        residuals=residuals,
+        fitted_on=tuple(fitted_on),
+        notes=(*prof.notes, note, *excluded),
     )

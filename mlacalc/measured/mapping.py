@@ -45,7 +45,8 @@ What each table becomes:
   ``self_attn.forward`` runs: fused q_a+kv_a projection (7168 -> 2112), two RMSNorms, q_b, then
   kv_b and the MLA context kernel, or the pre-BMM, MLA decode kernel and post-BMM, and o_proj.
   With ``fp8_block`` projections q_a+kv_a, q_b and o_proj are fp8 GEMMs with their quantize;
-  kv_b and the absorption BMMs stay bf16.
+  kv_b and the absorption BMMs stay bf16. SGLang's and vLLM's tables: each attention backend
+  (``kernel_source``) a variant of the MLA class, the prompt kernel in the row's ``mla_dtype``.
 * ``mla_bmm_perf``: a batched GEMM with ``groups = num_heads``: pre ``[T,128] @ [128,512]``,
   post ``[T,512] @ [512,128]``; fp8 is 1x128 block-scaled with its permute-and-quantize
   (``quant_permute = 1``); the batched kernel is the ``bmm`` variant of
@@ -368,6 +369,17 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     else:
         copies = np.clip(np.ceil(l2 / weight), 1, 5)
     variants = _source_variants(t, dt)
+    if t.engine == "vllm" and "kernel_source" in t.columns:
+        # quirk of vLLM's table (mapping rule): its fp8_block rows time a floor of 57-93 us on
+        # H100 and 175-275 us on B200 at every m up to 4,096 (n = 3,072, k = 1,536), where the
+        # same GEMM takes 6-8 us in SGLang's and TensorRT-LLM's tables and vLLM's whole MLA
+        # decode module with three such GEMMs takes 87 us (B200, batch 1): not the kernel a
+        # served step runs. Every kernel_source of them is a variant of its own, fitted apart,
+        # and no plain fp8_block class is fitted from them (a step's block-scaled GEMM then
+        # takes the bf16 GEMM's fit at the fp8 rate)
+        blk = dt == "fp8_block"
+        src = t.columns["kernel_source"].astype(str)
+        variants = np.where(blk, np.char.replace(src, ":", "_"), variants)
     for d in ("bf16", "fp16", "fp8", "fp8_block", "nvfp4"):
         for var in np.unique(variants[dt == d]):
             sel = (dt == d) & (variants == var)
@@ -651,9 +663,24 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
 
 
 def _mla_core(
-    b: _Builder, rows, bs, h, q, kv, kvd, *, context: bool, a100: bool = False, prefix: str = ""
+    b: _Builder,
+    rows,
+    bs,
+    h,
+    q,
+    kv,
+    kvd,
+    *,
+    context: bool,
+    a100: bool = False,
+    prefix: str = "",
+    variant="",
+    attn_fp8=None,
 ) -> None:
-    """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write."""
+    """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write.
+    ``variant``: the class variant per row (the engine's attention backend, from
+    ``kernel_source``); ``attn_fp8``: per row whether the prompt kernel is an fp8 FMHA (default:
+    with an fp8 cache, TensorRT-LLM's rule)."""
     g = DSV3
     kvb = _elem(kvd)
     tok = bs * q
@@ -665,7 +692,7 @@ def _mla_core(
         flops = 2.0 * h * pairs * (qk + v)
         # with an fp8 cache the attention is an fp8 FMHA: q, k and v are quantized (read in
         # bf16, written in fp8) and read by the kernel in fp8; the output stays bf16
-        fp8 = kvb < 2
+        fp8 = kvb < 2 if attn_fp8 is None else np.asarray(attn_fp8, dtype=bool)
         qkv = tok * h * (qk + qk + v)
         nbytes = pre + np.where(fp8, qkv * 3.0 + qkv, qkv * 2.0) + tok * h * v * 2.0
         # the quantization of q, k and v is a pass before the attention kernel, with the RoPE
@@ -678,6 +705,7 @@ def _mla_core(
             rows,
             flops,
             nbytes,
+            variant=variant,
             batch=bs,
             q_len=q,
             kv_len=q,
@@ -709,6 +737,7 @@ def _mla_core(
             rows,
             flops,
             nbytes,
+            variant=variant,
             batch=bs,
             q_len=q,
             kv_len=kv,
@@ -783,7 +812,19 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     else:
         _gemm_kernels(b, "bmm_pre", rows, "bf16", tok, g["kv_lora"], g["nope"], h, variant="bmm")
         _gemm_kernels(b, "bmm_post", rows, "bf16", tok, g["v"], g["kv_lora"], h, variant="bmm")
-    _mla_core(b, rows, bs, h, q, kv, kvd, context=context)
+    # SGLang's and vLLM's module tables time several attention backends (``kernel_source``:
+    # vLLM's FLASH_ATTN, FLASH_ATTN_MLA, FLASHMLA on H100, FLASH_ATTN, FLASHINFER_MLA,
+    # TRTLLM_RAGGED on B200), each a variant of the MLA class; their prompt kernel runs in the
+    # ``mla_dtype`` the row names (vLLM's FLASH_ATTN prefill stays bf16 over an fp8 cache),
+    # where TensorRT-LLM's runs an fp8 FMHA over an fp8 cache
+    attn_fp8 = None
+    if t.engine != "trtllm" and "mla_dtype" in t.columns:
+        attn_fp8 = canon_dtypes(t.column("mla_dtype")) == "fp8"
+    core_dt = np.where(
+        (kvd == "fp8") if attn_fp8 is None or not context else attn_fp8, "fp8", "bf16"
+    )
+    variant = _source_variants(t, core_dt) if t.engine != "trtllm" else ""
+    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, variant=variant, attn_fp8=attn_fp8)
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "observations_of",
     "predict_mapped",
     "read_kernel_set",
+    "residual_observations",
 ]
 
 #: Tables whose rows are not kernel calls and are never fitted on. (``computescale_perf`` is a
@@ -93,6 +94,59 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
                 table=table.table,
                 batch=p.batch.take(np.flatnonzero(keep)[ok]),
                 seconds=seconds[ok],
+                source=table.source,
+            )
+        )
+    return out
+
+
+#: A composite row fits the one kernel its single-kernel tables leave unfitted only where that
+#: kernel's share of the row (the row's time less the others' predictions) is at least this:
+#: below it the other kernels' errors, a few per cent of the row, would be the residual's tens
+#: of per cent (a rule of the residual's arithmetic, not fitted to a table).
+RESIDUAL_SHARE = 0.25
+
+
+def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
+    """Fitting observations a composite table's rows give of a kernel kind no single-kernel
+    table times (``fitted``: the class keys already fitted; a kind with any of them is fitted,
+    its other dtypes and variants borrowing as a prediction does): for each row whose main
+    kernels hold exactly one kernel of an unfitted kind, that kernel against the row's time less the
+    predicted time (``profile``) of every other kernel of the row, where that residual is at
+    least :data:`RESIDUAL_SHARE` of the row. vLLM publishes its MLA attention only inside the
+    whole-module tables; this is how its MLA classes are fitted."""
+    table = mapped.table
+    n = len(table)
+    modelled = np.asarray(mapped.modelled, dtype=bool)
+    main = [p for p in mapped.parts if p.batch.kind not in MINOR_KINDS]
+    if not main or not modelled.any():
+        return []
+    counts = np.bincount(np.concatenate([p.rows for p in main]), minlength=n)
+    if not np.any(counts[modelled] > 1):
+        return []  # single-kernel rows are fitted directly
+    hw = load_hardware(table.device)
+    fitted_kinds = {key.split(":", 1)[0] for key in fitted}
+    open_parts = [p for p in main if p.batch.kind not in fitted_kinds]
+    if not open_parts:
+        return []
+    n_open = np.bincount(np.concatenate([p.rows for p in open_parts]), minlength=n)
+    others = np.zeros(n)
+    for p in mapped.parts:
+        if all(p is not q for q in open_parts):
+            others += np.bincount(p.rows, weights=predict_batch(p.batch, hw, profile), minlength=n)
+    residual = table.seconds - others
+    usable = modelled & (n_open == 1) & (residual >= RESIDUAL_SHARE * table.seconds)
+    out = []
+    for p in open_parts:
+        keep = np.flatnonzero(usable[p.rows])
+        if keep.size == 0:
+            continue
+        out.append(
+            Observations(
+                device=table.device,
+                table=table.table,
+                batch=p.batch.take(keep),
+                seconds=residual[p.rows[keep]],
                 source=table.source,
             )
         )

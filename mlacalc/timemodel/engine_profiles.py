@@ -9,9 +9,10 @@ fit of H100), else TensorRT-LLM's default standing in, which the prediction then
 profile of another engine never stands in silently: :func:`engine_note` is the words every
 output adds.
 
-Within an engine's profile, a kernel class the engine's tables do not time on any device (vLLM
-publishes no stand-alone MLA decode table, only whole modules) is taken from the TensorRT-LLM
-default profile (:func:`with_stand_ins`), and :attr:`Profile.notes` lists each such class.
+Within an engine's profile, a kernel class the engine's tables do not time on any device (B200
+has no DeepEP table) is taken from the TensorRT-LLM default profile (:func:`with_stand_ins`), and
+:attr:`Profile.notes` lists each such class. (vLLM's MLA attention, published only inside whole
+modules, is fitted on the module rows' residuals: ``mlacalc.measured.calibrate``.)
 """
 
 from __future__ import annotations
