@@ -8,6 +8,7 @@ documented in the README and held stable by ``tests/test_cli.py``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
@@ -15,6 +16,7 @@ from mlacalc.cost.params import param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
+from mlacalc.models.patterns import COMPRESSED_KINDS
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -127,8 +129,17 @@ def _kinds(m: ModelConfig, cache: KVCache) -> list[str]:
 def _kind_row(m: ModelConfig, kind: str, seq_len: int, kv_dtype: Any, impl: str | None) -> Any:
     """Bytes of one token's row in one layer of ``kind`` (None for a linear or Mamba layer's
     state, and for a layer without a sequence mixer)."""
-    if kind in ("linear", "mamba", "mamba1", "none"):
+    if kind in ("linear", "mamba", "mamba1", "none") or kind.startswith("swa"):
         return None
+    if kind in COMPRESSED_KINDS:  # DeepSeek-V4: a pooled key per ratio tokens, averaged over
+        # the ratios' period past the window (the window and the compressors' state bounded)
+        period = math.lcm(*(r for r in m.compress_ratios if r))
+        start = -(-max(seq_len, m.sliding_window) // period) * period
+        rows = [
+            {r["kind"]: r for r in cache_by_kind(m, kv_cache(m, s, 1, kv_dtype, impl))}[kind]
+            for s in (start, start + period)
+        ]
+        return (rows[1]["bytes"] - rows[0]["bytes"]) // (period * rows[0]["layers"])
     one = {r["kind"]: r for r in cache_by_kind(m, kv_cache(m, 1, 1, kv_dtype, impl))}[kind]
     return one["bytes"] // one["layers"]
 

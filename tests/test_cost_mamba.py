@@ -20,6 +20,7 @@ from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_shape
 from mlacalc.cost.model_step import KERNEL_STAGES, step_kernels
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.hf import import_hf_config
+from mlacalc.models.registry import NOT_MODELLED
 from mlacalc.words.errors import ConfigError
 
 # a tiny Nemotron-H of one Mamba-2 layer: d 64, 4 heads of 8, 2 groups of state 16, K 4, Q 32
@@ -309,10 +310,10 @@ def test_granite_hybrid_params_and_state_equal_reference(experts):
     assert ks[shared].shape["n"] == 2 * 100 and ks[shared].calls == 4
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v4"])
+@pytest.mark.parametrize("model_type", sorted(NOT_MODELLED))
 def test_known_unmodelled_types_say_why_without_a_look_alike(model_type, tmp_path):
     """A config of a family known but not modelled is refused with what is missing, never
-    with a look-alike to try (deepseek_v4 is not deepseek_v3)."""
+    with a look-alike to try (before it was modelled: deepseek_v4 is not deepseek_v3)."""
     import json
 
     path = tmp_path / "config.json"

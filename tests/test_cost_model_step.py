@@ -72,7 +72,7 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
             f = k.shape
             assert k.flops == 2 * f["groups"] * f["m"] * f["n"] * f["k"], k.name
     # the attention kernels of every layer carry exactly the engine's matmul FLOPs
-    attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head")]
+    attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head", "hyper")]
     # (the linear and Mamba-2 layers' depthwise conv: matmul FLOPs in the engine, a streaming
     # kernel here)
     convs = ("linear_conv", "mamba_conv", "mamba1_conv")
@@ -88,7 +88,10 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
     mixers = sum(k.attention != "none" for k in kinds) + sum(k.mamba for k in kinds)
     assert sum(k.calls for k in core) == mixers
     scorers = [k for k in kernels if k.name == "indexer_scores"]  # a DSA layer's indexer
-    assert sum(k.calls for k in scorers) == (m.num_hidden_layers if m.index_topk else 0)
+    indexed = m.num_hidden_layers if m.index_topk else 0
+    if m.compress_ratios:  # DeepSeek-V4: the CSA layers' indexers
+        indexed = sum(k.attention == "csa" for k in kinds)
+    assert sum(k.calls for k in scorers) == indexed
     ffn_calls = sum(k.calls for k in kernels if k.name in ("dense_ffn_up", "router"))
     assert ffn_calls == sum(k.ffn != "none" for k in kinds)
 

@@ -184,6 +184,7 @@ def kv_cache(
         or bool(model.block_types)
         or model.mamba_num_heads is not None
         or model.mamba_dt_rank is not None
+        or bool(model.compress_ratios)  # DeepSeek-V4 (mlacalc.cost.compressed)
     )
     if layered or model.index_topk is not None:
         by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
@@ -280,6 +281,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         or model.block_types
         or model.mamba_num_heads is not None
         or model.mamba_dt_rank is not None
+        or model.compress_ratios  # DeepSeek-V4 (mlacalc.cost.compressed)
         or (model.shared_indexer_layers and not model.every_indexer_shared)
         or getattr(arch_of(model), "head_gate", False)  # Step-3.7's g_proj (families)
     ):

@@ -13,11 +13,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
+from mlacalc.cost.compressed import compressed_cost, compressed_layer_bytes
 from mlacalc.cost.linear import gated_query_cost, linear_cost
 from mlacalc.cost.mamba import mamba_cost, mamba_state_bytes
 from mlacalc.cost.mamba1 import mamba1_cost, mamba1_state_bytes
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
-from mlacalc.models.patterns import LayerKind
+from mlacalc.models.patterns import COMPRESSED_KINDS, LayerKind
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import STAGES
 from mlacalc.words.workload import Workload
@@ -105,6 +106,10 @@ def kv_by_kind(
         "mamba1": mamba1_state_bytes(model, element) if "mamba1" in out else 0,
         "none": 0,
     }
+    v4 = {k.label: k for k in pattern.layers if k.attention in COMPRESSED_KINDS}
+    fixed.update(  # DeepSeek-V4: the window, pooled keys and compressor state per sequence
+        (label, compressed_layer_bytes(model, kind, seq_len, layout)) for label, kind in v4.items()
+    )
     return tuple(
         (label, n, t, n * batch * fixed[label])
         if label in fixed
@@ -184,6 +189,8 @@ def _kind_cost(model: ModelConfig, kind: LayerKind, n: int, w: Workload) -> Atte
         return mamba1_cost(model, n, w)
     if kind.attention == "none":  # no sequence mixer (Nemotron-H's MoE and MLP blocks)
         return _no_mixer(model, n, w)
+    if kind.attention in COMPRESSED_KINDS:  # DeepSeek-V4 (mlacalc.cost.compressed)
+        return compressed_cost(model, kind, n, w)
     sub = kind_model(model, kind).with_changes(num_hidden_layers=n)
     k_eq_v = sub.attention_k_eq_v
     if k_eq_v:

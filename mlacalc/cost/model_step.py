@@ -52,6 +52,7 @@ from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.attention import attended_pairs, indexer_row_bytes, packed_bytes
+from mlacalc.cost.compressed import COMPRESSED_KERNELS, compressed_kernels
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_kernels
@@ -171,6 +172,10 @@ KERNEL_STAGES: dict[str, str] = {
     },
     "moe_latent_in": "ffn",
     "moe_latent_out": "ffn",
+    **COMPRESSED_KERNELS,  # DeepSeek-V4's layers (mlacalc.cost.compressed)
+    "hc_mix_weights": "hyper",  # DeepSeek-V4's hyper-connections (hyper_kernels)
+    "hc_stream_mix": "hyper",
+    "hc_head": "hyper",
 }
 
 #: Attention ops whose work a serving kernel does inside a neighbour (their bytes are counted
@@ -395,6 +400,53 @@ def indexer_kernels(
     ]
 
 
+#: the attention variants of DeepSeek-V4's layers
+COMPRESSED_KERNEL_VARIANTS = ("csa", "hca", "swa")
+
+
+def hyper_kernels(m: ModelConfig, tokens: int, dt: _Dtypes) -> list[Kernel]:
+    """DeepSeek-V4's hyper-connections (``hc_mult`` = ``n`` residual streams of ``d``): in each
+    layer two mixers (before the attention and before the MoE), each a GEMM of the ``n d``
+    streams to ``(2 + n) n`` mixing weights (``hc_mix_weights``) and the mixing of the streams,
+    ``n x n`` by ``n x d`` per token (``hc_stream_mix``: a streaming kernel on the CUDA cores,
+    its FLOPs the reference's ``bmm``); before the head one GEMM of ``n d`` to
+    ``n`` (``hc_head``). FLOPs as the reference's products (:mod:`mlacalc.models.deepseek_v4`'s
+    ``forward_flops``' ``hyper``). Empty without hyper-connections."""
+    n, d, L = m.hc_mult, m.hidden_size, m.num_hidden_layers
+    if not n:
+        return []
+    width, mix = n * d, (2 + n) * n
+    act = packed_bytes(tokens * width, dt.a_bits)
+    mixed = packed_bytes(tokens * mix, dt.a_bits)
+    small = 16  # the mixers' weights, biases and scales: bf16 in the checkpoint
+    return [
+        _gemm(
+            "hc_mix_weights",
+            dt.act,
+            2 * tokens * width * mix,
+            packed_bytes(mix * width + mix + 3, small) + act + mixed,
+            (1, tokens, mix, width),
+            2 * L,
+        ),
+        _elementwise(  # a 4 x 4 mix of each token's streams: a streaming kernel
+            "hc_stream_mix",
+            dt.act,
+            2 * tokens * n * n * d,
+            2 * act + packed_bytes(tokens * n * n, dt.a_bits),
+            tokens * width,
+            2 * L,
+        ),
+        _gemm(
+            "hc_head",
+            dt.act,
+            2 * tokens * width * n,
+            packed_bytes(n * width + n + 1, small) + act + packed_bytes(tokens * n, dt.a_bits),
+            (1, tokens, n, width),
+            1,
+        ),
+    ]
+
+
 def attention_kernels(
     cost: AttentionCost,
     model: ModelConfig,
@@ -419,6 +471,8 @@ def attention_kernels(
         return mamba1_kernels(cost, model, act_dtype, weight_dtype, calls)
     if cost.variant == "none":  # no sequence mixer (Nemotron-H's FFN blocks)
         return []
+    if cost.variant in COMPRESSED_KERNEL_VARIANTS:  # DeepSeek-V4 (mlacalc.cost.compressed)
+        return compressed_kernels(cost, model, act_dtype, weight_dtype, calls)
     if window == -1:
         window = model.sliding_window if model.index_topk is None else model.index_topk
     ops = {o.name: o for o in cost.ops}
@@ -714,6 +768,11 @@ def one_layer(m: ModelConfig) -> ModelConfig:
     model rather than on every call; a model of one mixer per layer, its attention block)."""
     if m.block_types:
         return m.with_changes(num_hidden_layers=1, block_types=("attention",), block_widths=())
+    if m.compress_ratios:  # DeepSeek-V4: its first layer's kind
+        hashed = tuple(i for i in m.hash_moe_layers if i == 1)
+        return m.with_changes(
+            num_hidden_layers=1, compress_ratios=m.compress_ratios[:1], hash_moe_layers=hashed
+        )
     return m.with_changes(num_hidden_layers=1)
 
 
@@ -814,7 +873,9 @@ def _attention_layers(
     uniform = m.full_attention_interval is None and m.global_head_dim is None
     mamba = m.mamba_num_heads is not None or m.mamba_dt_rank is not None
     shared = bool(m.shared_indexer_layers) and not m.every_indexer_shared  # DSA: some reuse
-    if uniform and not m.full_attention_layers and not m.block_types and not mamba and not shared:
+    v4 = bool(m.compress_ratios)  # DeepSeek-V4's kinds (mlacalc.cost.compressed)
+    plain = not m.full_attention_layers and not m.block_types and not mamba and not shared
+    if uniform and plain and not v4:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}
@@ -900,6 +961,7 @@ def step_kernels(
         out += _ffn_block("dense_ffn", ffn_shape(m), tokens, dt, dense_layers)
     if moe_layers:
         out += _moe_kernels(m, tokens, dt, moe_layers)
+    out += hyper_kernels(m, tokens, dt)
     final_w = 2 * d if m.family in ("gpt2", "falcon") else d
     out.append(_norm("final_norm", tokens, final_w, d, dt, 1))
     V = m.vocab_size

@@ -313,7 +313,8 @@ def tensor_param_counts(model: ModelConfig) -> ParamCounts:
     inactive = 0
     main = tensors(m)
     for t in main:
-        parts[part_of(t.name)] += t.numel
+        part = part_of(t.name)  # a part of one family only (hyper_connections) when present
+        parts[part] = parts.get(part, 0) + t.numel
         if t.role in ("experts", "expert_bias"):
             inactive += t.numel // m.n_routed_experts * (m.n_routed_experts - m.num_experts_per_tok)
     total = sum(parts.values())

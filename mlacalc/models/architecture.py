@@ -31,6 +31,10 @@ Hugging Face implementation:
                    layers without RoPE at ``full_attention_layers``; DeepSeek-V3's MoE
 ``falcon_h1``      full attention and a Mamba-2 mixer (:mod:`mlacalc.cost.mamba`) side by side
                    on the same normed input in every layer, then a gated MLP
+``deepseek_v4``    its own layers (:mod:`mlacalc.cost.compressed`): ``csa`` / ``hca`` / ``swa`` by
+                   ``compress_ratios``, a grouped output projection, hash-routed MoE layers
+                   (``hash_moe_layers``) and hyper-connections (``hc_mult``); tensors from
+                   :mod:`mlacalc.models.deepseek_v4`
 ``jamba``          Mamba-1 selective-scan layers (:mod:`mlacalc.cost.mamba1`) with attention
                    without RoPE at ``full_attention_layers``; Mixtral's MoE every
                    ``moe_layer_freq``-th layer from ``moe_layer_offset``, gated MLPs between
@@ -82,6 +86,7 @@ class Arch:
     ungated_mlp: bool = False  # MLPs and experts of up and down only (Nemotron-H's relu2)
     mamba1: bool = False  # Mamba-1 selective-scan layers (mlacalc.cost.mamba1; Jamba)
     parallel_mamba: bool = False  # a Mamba-2 mixer beside the attention in every layer (Falcon-H1)
+    compressed: bool = False  # DeepSeek-V4: csa / hca / swa layers (mlacalc.cost.compressed)
 
 
 def archs() -> dict[str, Arch]:
@@ -116,6 +121,8 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
                 for i in range(n)
             )
         )
+    if arch.compressed:  # DeepSeek-V4: each layer's kind from its compress ratio
+        return _compressed_pattern(model)
     interval = getattr(model, "full_attention_interval", None)
     chunk = getattr(model, "attention_chunk_size", None)
     own = "dsa" if model.index_topk is not None else ("mla" if model.is_mla else "full")
@@ -149,6 +156,23 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
     return LayerPattern(tuple(layers))
 
 
+def _compressed_pattern(model: ModelConfig) -> LayerPattern:
+    """DeepSeek-V4's layers: ``csa`` where the ratio is ``compress_rate_csa``, ``hca`` where it
+    is ``compress_rate_hca``, ``swa`` (the window only) where it is 0; every one a MoE."""
+    kinds = {0: "swa", model.compress_rate_csa: "csa", model.compress_rate_hca: "hca"}
+    return LayerPattern(
+        tuple(
+            LayerKind(
+                kinds[r],
+                ffn="moe" if model.is_moe_layer(i) else "dense",
+                window=model.sliding_window,
+                ratio=r,
+            )
+            for i, r in enumerate(model.compress_ratios)
+        )
+    )
+
+
 #: the Mamba-2 widths a model of another kind of layer drops
 _MAMBA_FIELDS = (
     "mamba_num_heads",
@@ -176,6 +200,9 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
     )
     if model.block_types:  # one kind of block: a plain model of that kind
         changes["block_types"] = changes["block_widths"] = ()
+    if model.compress_ratios:  # DeepSeek-V4: every layer of this kind, its window kept
+        changes["sliding_window"] = model.sliding_window
+        changes["compress_ratios"] = (kind.ratio,) * model.num_hidden_layers
     if model.mamba_num_heads is not None and kind.attention != "mamba":
         changes.update(dict.fromkeys(_MAMBA_FIELDS, None))
     if model.mamba_dt_rank is not None and kind.attention != "mamba1":  # Jamba's Mamba-1

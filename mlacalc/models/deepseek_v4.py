@@ -26,11 +26,12 @@ DeepSeek-V4 (``model_type`` ``deepseek_v4``; transformers 5.23's ``DeepseekV4Con
 This module reads a ``config.json`` by the class's own rules (legacy ``compress_ratios``,
 ``num_hash_layers``, ``compress_rate_csa`` / ``compress_rate_hca`` folded in as
 ``__post_init__`` does) and gives the checkpoint's tensors as the reference names them, the
-cache the reference holds after a forward, and the FLOPs of one attention layer. It is not
-yet a loadable family: the registry still refuses ``deepseek_v4`` (``NOT_MODELLED``) because
-the product's per-kind cost rules (step kernels, the time model, the planner) do not know
-these layers; every count here is checked against transformers on the meta device
-(``tests/test_deepseek_v4.py``).
+cache the reference holds after a forward, and the FLOPs of one attention layer; every count
+here is checked against transformers on the meta device (``tests/test_deepseek_v4.py``). The
+loadable family (:mod:`mlacalc.models.hf.dsv4`) reads a config into the schema's fields, and
+:func:`config_of` turns a loaded model back into a :class:`V4Config` for these rules, which
+the layer kinds ``csa`` / ``hca`` / ``swa`` of :mod:`mlacalc.cost.compressed` lay out as
+operations and kernels.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ __all__ = [
     "active_param_count",
     "attention_flops",
     "cache_bytes",
+    "causal_keys",
+    "config_of",
     "forward_flops",
+    "layer_cache",
     "param_count",
     "read_config",
     "tensors",
@@ -147,6 +151,7 @@ IRRELEVANT: Mapping[str, str] = {
 }
 _COUNTS = ("num_nextn_predict_layers", "num_hash_layers")  # may be 0
 _INT_FIELDS = tuple(k for k, v in DEFAULTS.items() if type(v) is int and k not in _COUNTS)
+_INDEX = ("index_head_dim", "index_topk")  # with index_n_heads: absent without a CSA layer
 
 
 @dataclass(frozen=True)
@@ -296,6 +301,30 @@ def read_config(raw: Mapping[str, Any], origin: str = "config.json") -> V4Config
     )
 
 
+def config_of(model: Any) -> V4Config:
+    """The :class:`V4Config` of a loaded ``deepseek_v4`` :class:`~mlacalc.ModelConfig` (its
+    ``compress_ratios``, rates, ``hash_moe_layers`` and widths; the schema checked them)."""
+    m = model
+    kinds = {0: SLIDING, m.compress_rate_csa: CSA, m.compress_rate_hca: HCA}
+    hashed = set(m.hash_moe_layers)
+    return V4Config(
+        **{k: getattr(m, k) for k in _INT_FIELDS if k not in ("index_n_heads", *_INDEX)},
+        **{k: getattr(m, k) or DEFAULTS[k] for k in ("index_n_heads", *_INDEX)},
+        num_nextn_predict_layers=0,
+        num_hash_layers=len(hashed),
+        tie_word_embeddings=m.tie_word_embeddings,
+        mlp_bias=m.mlp_bias,
+        layer_types=tuple(kinds[r] for r in m.compress_ratios),
+        mlp_layer_types=tuple(
+            "hash_moe" if i + 1 in hashed else "moe" for i in range(m.num_hidden_layers)
+        ),
+        compress_rates=(
+            (CSA, m.compress_rate_csa or _DEFAULT_RATES[CSA]),
+            (HCA, m.compress_rate_hca or _DEFAULT_RATES[HCA]),
+        ),
+    )
+
+
 def _compressor(c: V4Config, p: str, width: int, rate: int, overlap: bool) -> list:
     """A compressor's tensors: kv and gate projections, a position bias per slot, a norm.
     An overlapping (CSA) compressor projects to two series of ``width``."""
@@ -404,7 +433,7 @@ def active_param_count(c: V4Config, embedding: bool = True) -> int:
     return total
 
 
-def _layer_cache(c: V4Config, kind: str, s: int, convention: str) -> dict[str, int]:
+def layer_cache(c: V4Config, kind: str, s: int, convention: str) -> dict[str, int]:
     """Rows x width (elements) of one layer's cache after ``s`` tokens, by part."""
     hd, w = c.head_dim, c.sliding_window
     window = min(s, w - 1) if convention == "hf" else min(s, w)
@@ -448,9 +477,30 @@ def cache_bytes(
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 0:
         raise ValueError(f"seq_len must be an integer >= 0, got {seq_len!r}")
     return [
-        {k: v * dtype_bytes for k, v in _layer_cache(c, kind, seq_len, convention).items()}
+        {k: v * dtype_bytes for k, v in layer_cache(c, kind, seq_len, convention).items()}
         for kind in c.layer_types
     ]
+
+
+def _floor_sum(n: int, rate: int) -> int:
+    """``sum(j // rate for j in 1..n)`` in closed form."""
+    q = n // rate
+    return rate * q * (q - 1) // 2 + q * (n - q * rate + 1) if n > 0 else 0
+
+
+def causal_keys(n: int, window: int, rate: int = 0, topk: int | None = None) -> int:
+    """Keys the queries at 1-based positions ``1..n`` attend together, in closed form: each
+    query ``j`` its ``min(j, window)`` window keys and ``j // rate`` pooled ones (at most
+    ``topk`` where an indexer picks them; ``rate`` 0: none)."""
+    full = min(n, window)
+    keys = full * (full + 1) // 2 + window * max(0, n - window)
+    if rate:
+        if topk is None:
+            keys += _floor_sum(n, rate)
+        else:  # j // rate reaches topk at j = topk * rate
+            below = min(n, topk * rate - 1)
+            keys += _floor_sum(below, rate) + topk * max(0, n - below)
+    return keys
 
 
 def attention_flops(c: V4Config, layer_type: str, seq_len: int, context: int = 0) -> dict[str, int]:
@@ -483,11 +533,13 @@ def attention_flops(c: V4Config, layer_type: str, seq_len: int, context: int = 0
     rate = c.rate(layer_type) if layer_type != SLIDING else 0
     pooled = (context + s) // rate if rate else 0
     out["core"] = 4 * nh * hd * s * (min(context, w - 1) + s + pooled)
-    keys = 0
-    for j in range(context + 1, context + s + 1):
-        seen = j // rate if rate else 0
-        keys += min(j, w) + (min(seen, c.index_topk) if layer_type == CSA else seen)
-    out["core_causal"] = 4 * nh * hd * keys
+    topk = c.index_topk if layer_type == CSA else None
+    out["core_causal"] = (
+        4
+        * nh
+        * hd
+        * (causal_keys(context + s, w, rate, topk) - causal_keys(context, w, rate, topk))
+    )
     if layer_type == HCA:
         out["compressor"] = 2 * s * d * 2 * hd
     elif layer_type == CSA:

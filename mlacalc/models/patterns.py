@@ -15,6 +15,10 @@ attention kind and one FFN kind:
 - ``dsa``: DeepSeek sparse attention: an MLA layer whose lightweight indexer keeps its
   own per-token key cache, scores every key, and lets the query attend only the
   ``top-k`` keys it selects;
+- ``csa``, ``hca``, ``swa``: DeepSeek-V4's layers: one shared K = V head over a window of the
+  last ``W`` keys, plus keys pooled every ``ratio`` tokens (``csa``: overlapping windows, an
+  indexer picking ``index_topk`` of them; ``hca``: all attended; ``swa``: none)
+  (:mod:`mlacalc.cost.compressed`);
 - ``mamba``: a Mamba-2 state-space layer (Nemotron-H, Bamba, Granite 4.0 hybrids): a fixed
   state per sequence (a convolution window and a ``P x N`` matrix per head), no keys;
 - ``mamba1``: a Mamba-1 selective-scan layer (Jamba): a fixed state per sequence (a
@@ -56,6 +60,7 @@ from mlacalc.words.errors import ConfigError, InvalidArgumentError
 
 __all__ = [
     "BLOCK_LAYERS",
+    "COMPRESSED_KINDS",
     "FFN_KINDS",
     "LAYER_ATTENTION_KINDS",
     "CacheSpec",
@@ -77,8 +82,14 @@ LAYER_ATTENTION_KINDS = (
     "dsa",
     "mamba",
     "mamba1",
+    "csa",
+    "hca",
+    "swa",
     "none",
 )
+#: DeepSeek-V4's attention kinds: every layer a window of the last keys (one shared K = V
+#: head); CSA and HCA add keys pooled from every ``ratio`` tokens (mlacalc.cost.compressed)
+COMPRESSED_KINDS = ("csa", "hca", "swa")
 FFN_KINDS = ("dense", "moe", "none")
 CONVENTIONS = ("engine", "hf")
 
@@ -115,12 +126,15 @@ class LayerKind:
     rope: bool = True
     indexer: bool = True  # a DSA layer with its own indexer ("dsa-shared": the previous one's)
     mamba: bool = False  # a Mamba-2 mixer beside the attention, on the same input (Falcon-H1)
+    ratio: int = 0  # DeepSeek-V4's csa / hca: the tokens pooled into one compressed key
 
     @property
     def label(self) -> str:
         """``full``, ``sliding(128)``, ``chunked(8192)``, ``linear``, ``mla``, ``dsa``;
         ``no-rope`` appended where the layer has no rotary embedding."""
         text = self.attention if self.window is None else f"{self.attention}({self.window})"
+        if self.attention in ("csa", "hca"):  # the window is every V4 layer's: not shown
+            text = self.attention
         if self.attention == "dsa" and not self.indexer:
             text = "dsa-shared"
         if self.mamba:
@@ -133,10 +147,14 @@ class LayerKind:
             return 0
         if self.window is None:
             return seq_len
-        return min(seq_len, self.window - (1 if convention == "hf" else 0))
+        window = min(seq_len, self.window - (1 if convention == "hf" else 0))
+        return window + (seq_len // self.ratio if self.ratio else 0)  # V4: the pooled keys too
 
     def keys_attended(self, position: int) -> int:
         """Keys the query at 1-based ``position`` attends (its own included)."""
+        if self.attention in COMPRESSED_KINDS:  # the window and the pooled keys (CSA: at most
+            # index_topk of them, which this kind does not know)
+            return min(position, self.window) + (position // self.ratio if self.ratio else 0)
         if self.attention == "sliding":
             return min(position, self.window)
         if self.attention == "chunked":

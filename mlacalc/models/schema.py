@@ -53,6 +53,7 @@ NAMES = "list of strings"
 INTS = "list of positive integers"
 BLOCKS = "list of block kinds"
 WIDTHS = "list of widths"
+RATIOS = "list of compress ratios"
 #: the kinds of block a ``block_types`` list names (Nemotron-H: one mixer per layer)
 BLOCK_KINDS = ("mamba", "attention", "moe", "mlp")
 QUANT = "mapping or null"
@@ -174,6 +175,20 @@ class Spec:
                 )
             if len(value) > MAX_LAYERS:
                 return (name, f"lists more than {MAX_LAYERS:,} widths", None)
+            return None
+        if kind == RATIOS:
+            if not isinstance(value, (list, tuple)) or not all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= (self.hi or 0)
+                for r in value
+            ):
+                return (
+                    name,
+                    f"must be a {kind} (integers from 0 to {self.hi:,}), got {_show(value)}",
+                    "list each layer's ratio: 0 for the window only, else the tokens pooled "
+                    "into one compressed key",
+                )
+            if len(value) > MAX_LAYERS:
+                return (name, f"lists more than {MAX_LAYERS:,} layers", None)
             return None
         if kind == QUANT:
             return _quantization_problem(name, value)
@@ -467,6 +482,53 @@ class ModelConfig:
     index_topk: int | None = _spec(
         OPTPOS, "DSA: keys each query attends, picked by the indexer", hi=MAX_TOKENS, default=None
     )
+    compress_ratios: tuple[int, ...] = _spec(
+        RATIOS,
+        "DeepSeek-V4: per layer, the tokens pooled into one compressed key (compress_rate_csa: "
+        "compressed sparse attention with its indexer and index_topk; compress_rate_hca: "
+        "heavily compressed attention; 0: the sliding window only); empty: none",
+        hi=MAX_TOKENS,
+        default=(),
+    )
+    compress_rate_csa: int | None = _spec(
+        OPTPOS,
+        "DeepSeek-V4: the ratio of the compressed sparse attention layers (overlapping "
+        "windows, an indexer); null: none",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    compress_rate_hca: int | None = _spec(
+        OPTPOS,
+        "DeepSeek-V4: the ratio of the heavily compressed attention layers; null: none",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    o_groups: int | None = _spec(
+        OPTPOS,
+        "DeepSeek-V4: groups of the grouped output projection (o_a_proj); null: a plain o_proj",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    o_lora_rank: int | None = _spec(
+        OPTPOS,
+        "DeepSeek-V4: each output group's rank (o_a_proj -> o_b_proj)",
+        hi=MAX_WIDTH,
+        default=None,
+    )
+    hc_mult: int | None = _spec(
+        OPTPOS,
+        "DeepSeek-V4: residual streams of the hyper-connections (two mixers a layer, one "
+        "before the head); null: a plain residual",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    hash_moe_layers: tuple[int, ...] = _spec(
+        INTS,
+        "DeepSeek-V4: 1-based MoE layers that route by a frozen token-id table (tid2eid, "
+        "vocab_size x num_experts_per_tok int64) instead of the router's top-k",
+        hi=MAX_LAYERS,
+        default=(),
+    )
     linear_num_key_heads: int | None = _spec(
         OPTPOS,
         "linear-attention (Gated DeltaNet) key heads (Qwen3-Next); null: no linear layers",
@@ -688,6 +750,8 @@ class ModelConfig:
             "block_types",
             "block_widths",
             "shared_indexer_layers",
+            "compress_ratios",
+            "hash_moe_layers",
         ):
             if isinstance(changes.get(key), list):
                 changes[key] = tuple(changes[key])
@@ -841,6 +905,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out += _mtp_problems(v, have, unit)
     out += _indexer_problems(v, have, unit)
     out += _shared_indexer_problems(v, have)
+    out += _compressed_problems(v, have, unit)
     out += _linear_problems(v, have, unit)
     out += _mamba_problems(v, have, unit)
     out += _quantization_layout_problems(v, have, unit)
@@ -968,7 +1033,7 @@ def _not_mla_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
             "set kv_lora_rank for an MLA model, or remove this field",
         )
         for name in _MLA[1:]
-        if v.get(name) is not None
+        if v.get(name) is not None and not (name == "q_lora_rank" and _compressed_family(unit))
     ]
     if not _valid(have, "head_dim"):
         return out
@@ -1257,6 +1322,7 @@ def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
     """A DSA model type needs its indexer; an indexer needs all three fields and MLA."""
     valid = [n for n in _INDEXER if n in have]
     stated = [n for n in valid if v[n] is not None]
+    v4 = _compressed_family(unit)  # DeepSeek-V4's CSA layers: an indexer without MLA
     if unit is not None and unit.name == "dsa":
         return [
             (
@@ -1277,7 +1343,7 @@ def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
                 f"add it: {SPECS[missing].doc}, or remove " + ", ".join(stated),
             )
         ]
-    if stated and "kv_lora_rank" in have and v["kv_lora_rank"] is None:
+    if stated and "kv_lora_rank" in have and v["kv_lora_rank"] is None and not v4:
         return [
             (
                 stated[0],
@@ -1286,6 +1352,87 @@ def _indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
             )
         ]
     return []
+
+
+#: DeepSeek-V4's fields (compressed attention, grouped output, hyper-connections, hash routing)
+_COMPRESSED = (
+    "compress_ratios",
+    "compress_rate_csa",
+    "compress_rate_hca",
+    "o_groups",
+    "o_lora_rank",
+    "hc_mult",
+    "hash_moe_layers",
+)
+
+
+def _compressed_family(unit: Any) -> bool:
+    """Whether the family's layers are DeepSeek-V4's (compressed attention)."""
+    return unit is not None and any(getattr(a, "compressed", False) for a in unit.archs.values())
+
+
+def _compressed_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """DeepSeek-V4's fields: its family's only; every one of them there, a ratio per layer that
+    is 0 or one of the two rates, the indexer with CSA layers, one K = V head, one shared
+    expert, output groups that divide the heads' width, hash layers among the layers."""
+    stated = [n for n in _COMPRESSED if n in have and v[n] not in (None, (), [])]
+    if not _compressed_family(unit):
+        if stated and unit is not None:
+            return [
+                (stated[0], f"is a DeepSeek-V4 field, not read for {v['model_type']}", "remove it")
+            ]
+        return []
+    need = (
+        "compress_ratios",
+        "o_groups",
+        "o_lora_rank",
+        "hc_mult",
+        "q_lora_rank",
+        "sliding_window",
+    )
+    missing = [n for n in need if n in have and v[n] in (None, (), [])]
+    if missing:
+        return [
+            (n, "is required for DeepSeek-V4 layers", f"add it: {SPECS[n].doc}") for n in missing
+        ]
+    if not _valid(have, *need, "num_hidden_layers", "compress_rate_csa", "compress_rate_hca"):
+        return []
+    n, ratios = v["num_hidden_layers"], v["compress_ratios"]
+    csa, hca = v["compress_rate_csa"], v["compress_rate_hca"]
+    if len(ratios) != n:
+        return [("compress_ratios", f"lists {len(ratios)} layers, num_hidden_layers is {n}", None)]
+    rates = {0, *(r for r in (csa, hca) if r is not None)}
+    bad = [r for r in ratios if r not in rates]
+    if bad:
+        return [
+            (
+                "compress_ratios",
+                f"holds {bad[0]}, which is neither 0 nor compress_rate_csa ({csa}) nor "
+                f"compress_rate_hca ({hca})",
+                "use 0, compress_rate_csa or compress_rate_hca per layer",
+            )
+        ]
+    if csa is not None and csa == hca:
+        return [("compress_rate_hca", f"equals compress_rate_csa ({csa})", "give the kinds apart")]
+    out: list[Problem] = []
+    if csa in ratios and any(v.get(k) is None for k in _INDEXER):
+        k = next(k for k in _INDEXER if v.get(k) is None)
+        out.append((k, "is required with compressed sparse attention layers", None))
+    if v.get("num_key_value_heads") not in (None, 1):
+        out.append(
+            ("num_key_value_heads", "must be 1: one K = V head is shared by all heads", None)
+        )
+    if v.get("n_shared_experts") not in (None, 1):
+        out.append(("n_shared_experts", "must be 1: DeepSeek-V4 has one shared expert", None))
+    if v["sliding_window"] < 2:
+        out.append(("sliding_window", "must be at least 2", "use 2 or more"))
+    width = (v.get("num_attention_heads") or 0) * (v.get("head_dim") or 0)
+    if width % v["o_groups"]:
+        out.append(("o_groups", f"must divide num_attention_heads x head_dim ({width})", None))
+    hashed = v.get("hash_moe_layers") or ()
+    if hashed and hashed[-1] > n:
+        out.append(("hash_moe_layers", f"names layer {hashed[-1]}, past the {n} layers", None))
+    return out
 
 
 def _shared_indexer_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
@@ -1412,6 +1559,8 @@ def build(
     values["shared_indexer_layers"] = tuple(values.get("shared_indexer_layers", ()))
     values["block_types"] = tuple(values.get("block_types", ()))
     values["block_widths"] = tuple(values.get("block_widths", ()))
+    values["compress_ratios"] = tuple(values.get("compress_ratios", ()))
+    values["hash_moe_layers"] = tuple(values.get("hash_moe_layers", ()))
     return ModelConfig(origin=origin, derived=tuple(notes), **values)
 
 

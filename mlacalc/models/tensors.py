@@ -10,9 +10,10 @@ output head). Parameter counts (:mod:`mlacalc.cost.families`) and quantized chec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from mlacalc.models import deepseek_v4
 from mlacalc.models.architecture import Arch, arch_of, layer_pattern
 
 if TYPE_CHECKING:
@@ -407,9 +408,28 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
     return out
 
 
+def _v4_role(name: str, shape: tuple[int, ...]) -> str:
+    """A DeepSeek-V4 tensor's role: the routed experts, a projection matrix, or other (norms,
+    sinks, the compressors' position biases, the router and its tables, the mixers)."""
+    if ".experts." in name:
+        return "experts"
+    other = (".gate.", "position_bias", "_hc.", "hc_head", "embed_tokens")
+    if len(shape) == 2 and name.endswith(".weight") and not any(o in name for o in other):
+        return "linear"
+    return "other"
+
+
+def _v4_tensors(m: ModelConfig) -> list[Tensor]:
+    """DeepSeek-V4's checkpoint as its reference names it (:mod:`mlacalc.models.deepseek_v4`;
+    the MTP layers are not built there and not listed)."""
+    return [Tensor(n, s, _v4_role(n, s)) for n, s in deepseek_v4.tensors(deepseek_v4.config_of(m))]
+
+
 def tensors(model: ModelConfig, include_mtp: bool = False) -> list[Tensor]:
     """The weight tensors of the model's checkpoint (experts stacked ``[E, out, in]``)."""
     m, arch = model, arch_of(model) or Arch()
+    if arch.compressed:  # DeepSeek-V4: its own layers (compressed attention, mixers)
+        return _v4_tensors(m)
     d, v = m.hidden_size, m.vocab_size
     out = [Tensor("model.embed_tokens.weight", (v, d))]
     for i in range(m.num_hidden_layers):
@@ -437,6 +457,8 @@ def part_of(name: str) -> str:
         return "lm_head"
     if ".self_attn." in name or ".linear_attn." in name or ".mamba." in name:
         return "attention"
+    if "_hc." in name or name.startswith("model.hc_head."):  # DeepSeek-V4's stream mixers
+        return "hyper_connections"
     if "norm" in name or name.endswith(".layer_scalar"):
         return "norms"
     if ".experts." in name:
@@ -452,6 +474,10 @@ def first_attention_tensors(model: ModelConfig) -> list[Tensor]:
     """The attention tensors of the model's first layer (a Gemma 4 model: its whole first,
     sliding, layer), prefixed ``x``: what ``attention_per_layer`` counts."""
     arch = arch_of(model) or Arch()
+    if arch.compressed:  # DeepSeek-V4: its first layer's attention (and compressor, indexer)
+        first = "model.layers.0.self_attn."
+        return [replace(t, name="x.self_attn." + t.name[len(first) :])
+                for t in _v4_tensors(model) if t.name.startswith(first)]  # fmt: skip
     if arch.global_attention:
         return _layer(model, arch, 0, "x")
     return _attention_tensors(model, arch, "x")

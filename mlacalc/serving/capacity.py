@@ -159,11 +159,13 @@ def sequence_bytes(
     keep every token (a page's growth once the context is past every window), and the fixed
     part beside those tokens."""
     seq_bytes = kv_bytes_per_sequence_per_gpu(m, kv, lay, context, page_size, include_mtp)
-    far = page_size << 32
+    # DeepSeek-V4: a pooled key per ratio tokens, so the growth over the ratios' period
+    step = math.lcm(page_size, *(r for r in m.compress_ratios if r))
+    far = step << 32
     growth = kv_bytes_per_sequence_per_gpu(
-        m, kv, lay, far + page_size, page_size, include_mtp
+        m, kv, lay, far + step, page_size, include_mtp
     ) - kv_bytes_per_sequence_per_gpu(m, kv, lay, far, page_size, include_mtp)
-    per_token_full = growth // page_size
+    per_token_full = growth // step
     fixed = seq_bytes - per_token_full * (-(-context // page_size) * page_size)
     return seq_bytes, per_token_full, fixed
 

@@ -94,13 +94,14 @@ COLUMN = frozenset(
     }
 )
 #: Model-step GEMMs split by input features (row parallel; an all-reduce follows).
-ROW = frozenset({"o_proj", "dense_ffn_down", "shared_experts_down", "linear_o_proj"})
+ROW = frozenset({"o_proj", "o_b_proj", "dense_ffn_down", "shared_experts_down", "linear_o_proj"})
 #: Per-head kernels split by heads: the absorbed products, the attention core, the element-wise
 #: work of the split heads and FFN width (RoPE, activations, linear attention's recurrence).
 HEADS = frozenset(
     {
         "q_absorb",
         "o_absorb",
+        "o_a_proj",  # DeepSeek-V4's grouped output projection: its groups split
         "attention",
         "rope",
         "dense_ffn_act",
@@ -159,13 +160,46 @@ Coef = tuple[float, ...]
 _DECODE_POINTS = ((1, 2), (2, 2), (1, 3))
 
 
-def _prefill_points(cap: int | None) -> tuple[tuple[int, int], ...]:
+def _prefill_points(cap: int | None, period: int = 0) -> tuple[tuple[int, int], ...]:
     """Prompt steps the templates are read from: (new tokens, keys), whole chunks of the
     linear-attention kernels (their work is affine in whole chunks), and a chunk after more
-    than ``cap`` keys (the keys a DSA layer selects) where the model has one."""
-    C = LINEAR_CHUNK
+    than ``cap`` keys (the keys a DSA layer selects) where the model has one. DeepSeek-V4
+    (``period``: the window and the compress ratios' common multiple): chunks after a full
+    window, in whole periods, so that the window's keys are a constant per query and the
+    pooled keys a ratio of the keys."""
+    C = period or LINEAR_CHUNK
     extra = ((C, cap + 2 * C),) if cap else ()
+    if period:
+        return ((C, 2 * C), (2 * C, 3 * C), (2 * C, 4 * C), (3 * C, 4 * C), *extra)
     return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
+
+
+def _attended(shape: dict[str, Any], keys: Any) -> Any:
+    """The keys an attention core reads after ``keys`` tokens: all of them, or (a DeepSeek-V4
+    core, its shape's ``pooled_ratio``) its window's and the pooled ones (at most
+    ``pooled_cap`` of those where an indexer picks them)."""
+    ratio = shape.get("pooled_ratio")
+    if not ratio:
+        return keys
+    pooled = keys // ratio
+    if shape.get("pooled_cap"):
+        pooled = np.minimum(pooled, shape["pooled_cap"])
+    return np.minimum(keys, shape.get("pooled_window", 0)) + pooled
+
+
+def _period(m: ModelConfig) -> int:
+    """DeepSeek-V4: the common multiple of its window and compress ratios (0 otherwise)."""
+    if not m.compress_ratios:
+        return 0
+    return math.lcm(m.sliding_window, *(r for r in m.compress_ratios if r))
+
+
+def _cap(m: ModelConfig) -> int | None:
+    """The keys past which a sparse layer's selected keys stop growing: DSA's ``index_topk``;
+    DeepSeek-V4's CSA ``index_topk`` pooled keys, ``index_topk x compress_rate_csa`` keys."""
+    if m.compress_ratios and m.index_topk and m.compress_rate_csa in m.compress_ratios:
+        return m.index_topk * m.compress_rate_csa
+    return None if m.compress_ratios else m.index_topk
 
 
 def _size(k: Kernel) -> list[int]:
@@ -238,31 +272,35 @@ def _fit(drivers: list[list[Any]], values: list[list[float]]) -> list[Coef]:
     return out
 
 
-def _decode_points(cap: int | None) -> tuple[tuple[int, int], ...]:
+def _decode_points(cap: int | None, period: int = 0) -> tuple[tuple[int, int], ...]:
     """Decode steps the templates are read from: (batch, keys), and one past ``cap`` (the
-    keys a DSA layer selects) where the model has one."""
+    keys a DSA layer selects) where the model has one; DeepSeek-V4 (``period``) after a full
+    window, in whole periods (see :func:`_prefill_points`)."""
+    if period:
+        base = ((1, period), (2, period), (1, 2 * period))
+        return base + (((1, cap + period),) if cap else ())
     return _DECODE_POINTS + (((1, cap + 2),) if cap else ())
 
 
-def _solve_decode(k: list[Kernel], window: int, cap: int | None) -> list[Coef]:
+def _solve_decode(k: list[Kernel], window: int, cap: int | None, period: int = 0) -> list[Coef]:
     """(fixed, per token, per key row, per selected row) FLOPs, bytes and sizes of a decode
     kernel: rows ``min(keys, window)`` for a windowed core; selected rows ``min(keys,
     index_topk)`` (a DSA layer's top-k indices; every key otherwise)."""
     d = [
         [1, b, b * (min(s, window) if window else s), b * min(s, cap) if cap else 0]
-        for b, s in _decode_points(cap)
+        for b, s in _decode_points(cap, period)
     ]
     sizes = [list(v) for v in zip(*(_size(x) for x in k))]
     return _fit(d, [[x.flops for x in k], [x.bytes for x in k], *sizes])
 
 
-def _solve_prefill(k: list[Kernel], window: int, cap: int | None) -> list[Coef]:
+def _solve_prefill(k: list[Kernel], window: int, cap: int | None, period: int = 0) -> list[Coef]:
     """(fixed, per token, per causal pair, per (token, key), per (token, selected key))
     FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key)) bytes
     and sizes of a prompt kernel; keys ``min(keys, window)`` for a windowed core, selected
     keys ``min(keys, index_topk)``."""
     f_rows, b_rows = [], []
-    for q, keys in _prefill_points(cap):
+    for q, keys in _prefill_points(cap, period):
         kw = min(keys, window) if window else keys
         sel = q * min(keys, cap) if cap else 0
         f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel])
@@ -301,11 +339,11 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             kv_dtype=kv_layout,
         )
 
-    cap = m.index_topk
-    dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap)]
+    cap, period = _cap(m), _period(m)
+    dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap, period)]
     pre = [
         _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
-        for q, keys in _prefill_points(cap)
+        for q, keys in _prefill_points(cap, period)
     ]
     for lists in (dec, pre):
         if len({tuple(key for key, _ in ks) for ks in lists}) != 1:  # pragma: no cover
@@ -345,7 +383,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
     for i, (key, ref) in enumerate(dec[0]):
         if ref.kind == "moe":
             continue
-        d = _solve_decode([ks[i][1] for ks in dec], window(ref), cap)
+        d = _solve_decode([ks[i][1] for ks in dec], window(ref), cap, period)
         ps = pre_by_key.get(key)
         if key[0] in _PER_SEQUENCE:
             # one row per sampled sequence: the decode coefficients (the prompt step's batch
@@ -354,7 +392,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             used.add(key)
             continue
         if ps is not None and ps[0].kind == ref.kind:
-            p = _solve_prefill(ps, window(ps[0]), cap)
+            p = _solve_prefill(ps, window(ps[0]), cap, period)
             same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
             if same_weights and not any(any(c[2:]) for c in d[:3] + p[:3]):
                 # the same kernel in both phases: its weights once, each phase's tokens
@@ -367,7 +405,8 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
     for i, (key, ref) in enumerate(pre[0]):
         if key in used or ref.kind == "moe":
             continue
-        t = make(ref, "prefill", no_dec, _solve_prefill(pre_by_key[key], window(ref), cap))
+        prompt = _solve_prefill(pre_by_key[key], window(ref), cap, period)
+        t = make(ref, "prefill", no_dec, prompt)
         before = {k for k, _ in pre[0][:i]}
         at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
         out.insert(at, t)
@@ -589,7 +628,7 @@ class StepModel:
         """The model step's kernels (:func:`_templates`) sharded on this GPU, over the rows."""
         T_dec, T_pf = dec_B * dec_q, pf_N * pf_q
         logits = T_dec + pf_N  # prefill needs the last token's logits
-        cap = self.m.index_topk
+        cap = _cap(self.m)
         one = np.ones_like(dec_B)
         zero = 0.0 * one
         ctx = pf_pre + pf_q
@@ -636,7 +675,7 @@ class StepModel:
                 sh.update(
                     batch=dec_B if decode else pf_N,
                     q_len=dec_q * one if decode else pf_q * one,
-                    kv_len=dec_S * one if decode else ctx * one,
+                    kv_len=_attended(shape, dec_S if decode else ctx) * one,
                     causal=one * (0.0 if decode else 1.0),  # decode attends every key
                 )
             else:

@@ -29,12 +29,14 @@ from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.attention import indexer_row_bytes
+from mlacalc.cost.compressed import compressed_attention_split, compressed_layer_bytes
 from mlacalc.cost.engine import attention_params, kv_cache
 from mlacalc.cost.families import linear_state_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import checkpoint_part_bytes
 from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.models.patterns import COMPRESSED_KINDS
 from mlacalc.models.tensors import part_of, tensors
 from mlacalc.words.dtypes import KVLayout, dtype_bits
 from mlacalc.words.errors import InvalidArgumentError
@@ -280,6 +282,9 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
         return 1.0
     if kind.attention in ("linear", "mamba", "mamba1"):
         return 1.0 / tp
+    if kind.attention in COMPRESSED_KINDS:  # DeepSeek-V4: the query heads' tensors split
+        split, total = compressed_attention_split(m, kind)
+        return (split / tp + total - split) / total
     sub = kind_model(m, kind) if m.global_head_dim is not None or m.attention_k_eq_v else m
     return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
 
@@ -396,6 +401,15 @@ def kv_bytes_per_token_per_gpu(
     """Cache bytes one token adds on a GPU of the fullest stage (the stage whose layers keep
     the most per token): MLA's latent whole on every tensor-parallel rank, ``ceil(n_kv / tp)``
     K/V heads of GQA/MQA/MHA per rank."""
+    if m.compress_ratios:  # DeepSeek-V4: a pooled key per ratio tokens, averaged over the
+        # ratios' period far past the window (the window and the compressors' state bounded)
+        period = math.lcm(*(r for r in m.compress_ratios if r)) or 1
+        far = period << 32
+        grown = (
+            kv_bytes_per_sequence_per_gpu(m, layout, lay, s, 1, include_mtp)
+            for s in (far, far + period)
+        )
+        return -(next(grown) - next(grown)) // period
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
     stages = stage_layers(m, lay.pp)
     mtp = m.num_nextn_predict_layers if include_mtp else 0
@@ -471,6 +485,10 @@ def kv_bytes_per_sequence_per_gpu(
         return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
 
     stages = stage_layers(m, lay.pp)
+    if m.compress_ratios:  # DeepSeek-V4: one K = V head, whole on every rank (its window, the
+        # pooled keys and indexer keys, the compressors' state: mlacalc.cost.compressed)
+        held = {k: compressed_layer_bytes(m, k, paged(context), layout) for k in set(kinds)}
+        return max(sum(held[kinds[i]] for i in stage) for stage in stages)
     if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
         return max(
             sum(

@@ -1,0 +1,318 @@
+"""DeepSeek-V4's attention layers (``csa``, ``hca``, ``swa``): FLOPs, bytes, cache and kernels.
+
+Every DeepSeek-V4 layer attends with one shared K = V head of ``head_dim`` (``D``): a query
+low-rank path (``q_a_proj`` ``d -> q_lora_rank``, its norm, ``q_b_proj`` to ``n_h D``), the
+window's key (``kv_proj`` ``d -> D``), one sink logit per head, a grouped output projection
+(``o_groups`` products of ``n_h D / g -> o_lora_rank``, then ``g o_lora_rank -> d``). The kinds
+differ in what the query sees besides the last ``W`` (``sliding_window``) keys:
+
+- ``hca`` (heavily compressed attention): a compressor (kv and gate projections ``d -> D``
+  each) pools every ``m' = compress_rate_hca`` tokens into one key; every pooled key is
+  attended;
+- ``csa`` (compressed sparse attention): the compressor projects two overlapping series
+  (``d -> 2 D`` kv and gate) pooled every ``m = compress_rate_csa`` tokens; a lightning indexer
+  with its own compressor at ``index_head_dim`` (``d_i``), a query (``q_lora_rank -> n_i d_i``)
+  and per-head weights (``d -> n_i``) scores every pooled key, and the query attends the
+  ``index_topk`` best;
+- ``swa``: the window only.
+
+The counting rules are :mod:`mlacalc.models.deepseek_v4`'s (checked against transformers'
+``modeling_deepseek_v4`` with ``FlopCounterMode``); this module lays them out as one layer's
+operations. FLOPs (2 per multiply-add): the projections as above, ``compressor`` and
+``indexer_compressor`` (stage ``kv_proj``), the indexer's query and weights (``q_proj``),
+``indexer_scores`` (``2 n_i d_i`` per query and pooled key, stage ``core``) and ``attention``
+(``core``): ``4 n_h D`` per (query, key) pair over the keys a kernel that skips masked ones
+attends, the query at 1-based position ``j`` ``min(j, W)`` window keys and ``j // m`` pooled
+keys (at most ``index_topk`` in a CSA layer). The reference's eager product (every pooled key,
+masked) is :func:`mlacalc.models.deepseek_v4.attention_flops`' ``core``.
+
+Cache per sequence (:func:`compressed_layer_bytes`, the engine convention: a ring of ``W``
+window rows): the window's rows, one pooled key of ``D`` per ``m`` tokens, a CSA layer's pooled
+indexer key of ``d_i`` per ``m`` tokens, and the compressors' bounded state (the kv and gate
+rows of an unfinished window; CSA's overlap rows): it grows by ``2 D / m'`` values a token in an
+HCA layer and ``(D + d_i) / m`` in a CSA layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes
+from mlacalc.models import deepseek_v4 as v4
+from mlacalc.models.patterns import LayerKind
+from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
+from mlacalc.words.kernels import Kernel
+from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
+from mlacalc.words.workload import Workload
+
+if TYPE_CHECKING:
+    from mlacalc.models.schema import ModelConfig
+
+__all__ = [
+    "COMPRESSED_KERNELS",
+    "compressed_attention_split",
+    "compressed_cost",
+    "compressed_kernels",
+    "compressed_layer_bytes",
+    "compressed_row_elements",
+]
+
+#: DeepSeek-V4's kind -> the reference's layer type
+_TYPES = {"csa": v4.CSA, "hca": v4.HCA, "swa": v4.SLIDING}
+#: bytes of one indexer logit and of one picked key's index
+_LOGIT_BYTES = 4
+_INDEX_BYTES = 4
+
+#: The step kernels of a DeepSeek-V4 layer, each with its stage.
+COMPRESSED_KERNELS = {
+    "q_a_proj": "q_proj",
+    "q_b_proj": "q_proj",
+    "q_a_layernorm": "norm",
+    "kv_proj": "kv_proj",
+    "compressor": "kv_proj",
+    "compressor_pool": "core",
+    "indexer_compressor": "kv_proj",
+    "indexer_q_proj": "q_proj",
+    "indexer_weights_proj": "q_proj",
+    "indexer_scores": "core",
+    "indexer_topk": "core",
+    "attention": "core",
+    "o_a_proj": "o_proj",
+    "o_b_proj": "o_proj",
+}
+
+
+def _layer_type(kind: LayerKind | str) -> str:
+    return _TYPES[kind.attention if isinstance(kind, LayerKind) else kind]
+
+
+def compressed_layer_bytes(
+    model: ModelConfig, kind: LayerKind | str, seq_len: int, layout: Any = None
+) -> int:
+    """Bytes one layer of ``kind`` holds for one sequence after ``seq_len`` tokens, every part
+    (window, pooled keys, indexer keys, the compressors' state) in the cache layout's element
+    size, the engine convention (a ring of ``W`` window rows)."""
+    c = v4.config_of(model)
+    parts = v4.layer_cache(c, _layer_type(kind), seq_len, "engine")
+    return resolve_kv_layout("bf16" if layout is None else layout).row_bytes(sum(parts.values()))
+
+
+def compressed_row_elements(model: ModelConfig, kind: LayerKind | str) -> tuple[int, int]:
+    """``(window, pooled)``: elements one token adds to a layer's window rows and, averaged over
+    a window of ``ratio`` tokens, to its pooled keys (a fraction's numerator over the ratio:
+    ``D`` for HCA and ``D + d_i`` for CSA, 0 for a window-only layer)."""
+    t = _layer_type(kind)
+    if t == v4.SLIDING:
+        return model.head_dim, 0
+    return model.head_dim, model.head_dim + (model.index_head_dim if t == v4.CSA else 0)
+
+
+@lru_cache(maxsize=64)
+def compressed_attention_split(model: ModelConfig, kind: LayerKind) -> tuple[int, int]:
+    """``(split, total)``: of one layer's attention parameters, those a tensor-parallel split
+    by query heads divides (``q_b_proj``, the grouped ``o_a_proj`` and ``o_b_proj``, the
+    sinks) and all of them (the query's low-rank input, the shared K = V projection, the
+    compressors and the indexer are kept whole on every rank)."""
+    c = v4.config_of(model)
+    t = _layer_type(kind)
+    one = replace(c, num_hidden_layers=1, layer_types=(t,), mlp_layer_types=("moe",))
+    attention = [(n, math.prod(s)) for n, s in v4.tensors(one) if ".self_attn." in n]
+    heads = (".self_attn.q_b_proj.", ".o_a_proj.", ".o_b_proj.", ".sinks")
+    split = sum(size for n, size in attention if any(h in n for h in heads))
+    return split, sum(size for _, size in attention)
+
+
+def compressed_cost(
+    model: ModelConfig, kind: LayerKind, layers: int, work: Workload
+) -> AttentionCost:
+    """The cost of ``layers`` DeepSeek-V4 layers of ``kind`` for one step of a checked workload
+    (see the module docs): one layer's operations; the stages over every layer and sequence."""
+    c = v4.config_of(model)
+    t = _layer_type(kind)
+    b, q, S = work.batch, work.q_len, work.seq_len
+    context = S - q
+    flops = v4.attention_flops(c, t, q, context)
+    w_bits = dtype_bits(work.weight_dtype or model.weights_dtype)
+    a_bits = dtype_bits(work.act_dtype)
+    row = resolve_kv_layout(work.kv_dtype).row_bytes
+    tokens, d, nh, hd = b * q, c.hidden_size, c.num_attention_heads, c.head_dim
+    rate = c.rate(t) if t != v4.SLIDING else 0
+    pooled = S // rate if rate else 0
+    new_pooled = pooled - (context // rate if rate else 0)
+    window = min(S, c.sliding_window)
+    ops: list[OpCost] = []
+
+    def proj(name: str, stage: str, n_in: int, n_out: int, groups: int = 1, **cache: int):
+        ops.append(
+            op_cost(
+                name,
+                stage,
+                "matmul",
+                2 * tokens * n_in * n_out * groups,
+                packed_bytes(tokens * n_in * groups, a_bits),
+                packed_bytes(tokens * n_out * groups, a_bits),
+                weights=packed_bytes(n_in * n_out * groups, w_bits),
+                shape=(groups, tokens, n_out, n_in),
+                **cache,
+            )
+        )
+
+    r = c.q_lora_rank
+    proj("q_a_proj", "q_proj", d, r)
+    ops.append(
+        op_cost(
+            "q_a_layernorm",
+            "norm",
+            "norm",
+            NORM_FLOPS_PER_ELEMENT * tokens * r,
+            packed_bytes(tokens * r, a_bits),
+            packed_bytes(tokens * r, a_bits),
+            weights=packed_bytes(r, 16),
+        )
+    )
+    proj("q_b_proj", "q_proj", r, nh * hd)
+    proj("kv_proj", "kv_proj", d, hd, c_write=b * row(q * hd))
+    if t != v4.SLIDING:
+        series = 2 if t == v4.CSA else 1  # CSA: two overlapping series
+        proj("compressor", "kv_proj", d, 2 * series * hd)
+        ops.append(  # the softmax-gated pooling of rate rows into one key, per series
+            op_cost(
+                "compressor_pool",
+                "core",
+                "elementwise",
+                4 * tokens * series * hd,
+                packed_bytes(tokens * 2 * series * hd, a_bits),
+                0,
+                weights=packed_bytes(rate * series * hd, 16),
+                c_write=b * row(new_pooled * hd),
+            )
+        )
+    if t == v4.CSA:
+        ni, di = c.index_n_heads, c.index_head_dim
+        proj("indexer_compressor", "kv_proj", d, 4 * di, c_write=b * row(new_pooled * di))
+        proj("indexer_q_proj", "q_proj", r, ni * di)
+        proj("indexer_weights_proj", "q_proj", d, ni)
+        logits = tokens * pooled * _LOGIT_BYTES
+        ops.append(
+            op_cost(
+                "indexer_scores",
+                "core",
+                "matmul",
+                b * flops["indexer_score"],
+                packed_bytes(tokens * ni * (di + 1), a_bits),
+                logits,
+                c_read=b * row(pooled * di),
+            )
+        )
+        picked = min(pooled, c.index_topk)
+        ops.append(
+            op_cost(
+                "indexer_topk", "core", "elementwise", 0, logits, tokens * picked * _INDEX_BYTES
+            )
+        )
+        attended = picked if q == 1 else pooled  # a decode step reads its top-k, a chunk all
+    else:
+        attended = pooled
+    ops.append(
+        op_cost(
+            "attention",
+            "core",
+            "matmul",
+            b * flops["core_causal"],
+            packed_bytes(tokens * nh * hd, a_bits) + packed_bytes(nh, 32),  # q, the sinks
+            packed_bytes(tokens * nh * hd, a_bits),
+            c_read=b * row((window + attended) * hd),
+        )
+    )
+    g, o = c.o_groups, c.o_lora_rank
+    proj("o_a_proj", "o_proj", nh * hd // g, o, groups=g)
+    proj("o_b_proj", "o_proj", g * o, d)
+    stage = dict.fromkeys(STAGES, 0)
+    for op in ops:
+        if op.kind == "matmul":
+            stage[op.stage] += layers * op.flops
+    io = 2 * packed_bytes(tokens * d, a_bits)
+    fused = (
+        sum(op.weight_bytes for op in ops)
+        + io
+        + sum(op.cache_bytes_read + op.cache_bytes_written for op in ops)
+    )
+    return AttentionCost(
+        model=model.name,
+        variant=kind.attention,
+        impl="compressed",
+        phase=work.phase,
+        seq_len=S,
+        q_len=q,
+        batch=b,
+        causal=work.causal,
+        layers=layers,
+        pairs_per_head=b * flops["core_causal"] // (4 * nh * hd),
+        ops=tuple(ops),
+        stage_flops=stage,
+        fused_layer_bytes=fused,
+    )
+
+
+def _attention_kernel(name: str, kind: str, o: OpCost, act: str, calls: int, **shape) -> Kernel:
+    return Kernel(name, kind, act, o.flops, o.bytes, calls=calls, shape=shape)
+
+
+def compressed_kernels(
+    cost: AttentionCost, model: ModelConfig, act_dtype: str, weight_dtype: str, calls: int = 1
+) -> list[Kernel]:
+    """The serving kernels of one DeepSeek-V4 layer from its :func:`compressed_cost`, each a
+    class the time model has: the projections (the grouped ``o_a_proj`` as ``o_groups``
+    products) as GEMMs of their exact shapes; ``attention`` as an MQA attention kernel (one
+    K = V head of ``head_dim`` for ``n_h`` query heads) over the keys a query attends (the
+    window and its pooled keys: the last query's count as ``kv_len``, the exact FLOPs);
+    ``indexer_scores`` as ``n_i`` heads of ``index_head_dim`` against one shared key per pooled
+    position (``head_dim_v`` 0), every pooled key; the pooling, the norm and the top-k as
+    streaming kernels."""
+    c = v4.config_of(model)
+    b, q, S = cost.batch, cost.q_len, cost.seq_len
+    decode = cost.phase == "decode"
+    rate = {"csa": c.rate(v4.CSA), "hca": c.rate(v4.HCA)}.get(cost.variant, 0)
+    pooled = S // rate if rate else 0
+    seen = min(S, c.sliding_window) + (
+        min(pooled, c.index_topk) if cost.variant == "csa" else pooled
+    )
+    gemm_dtype = gemm_class(act_dtype, weight_dtype, True)
+    a_bits = dtype_bits(act_dtype)
+    out: list[Kernel] = []
+    for o in cost.ops:
+        if o.name == "attention":
+            kind = "attention_decode" if decode else "attention_prefill"
+            out.append(
+                _attention_kernel(
+                    o.name, kind, o, act_dtype, calls, batch=b, q_len=q, kv_len=seen,
+                    n_heads=c.num_attention_heads, n_kv=1, head_dim_qk=c.head_dim,
+                    head_dim_v=c.head_dim, window=0, causal=0, pooled_ratio=rate,
+                    pooled_cap=c.index_topk if cost.variant == "csa" else 0,
+                    pooled_window=c.sliding_window,
+                )
+            )  # fmt: skip
+        elif o.name == "indexer_scores":
+            kind = "mla_decode" if decode else "attention_prefill"
+            out.append(
+                _attention_kernel(
+                    o.name, kind, o, act_dtype, calls, batch=b, q_len=q, kv_len=max(pooled, 1),
+                    n_heads=c.index_n_heads, n_kv=1, head_dim_qk=c.index_head_dim, head_dim_v=0,
+                    window=0, causal=0, pooled_ratio=rate, pooled_cap=0, pooled_window=0,
+                )
+            )  # fmt: skip
+        elif o.kind == "matmul":
+            g, m, n, k = o.shape
+            shape = {"m": m, "n": n, "k": k, "groups": g}
+            k = Kernel(o.name, "gemm", gemm_dtype, o.flops, o.bytes, calls=calls, shape=shape)
+            out.append(k)
+        else:
+            elements = max(1, o.bytes_read * 8 // max(1, a_bits))
+            shape = {"elements": elements}
+            out.append(
+                Kernel(o.name, "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape)
+            )
+    return out

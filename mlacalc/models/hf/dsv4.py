@@ -1,0 +1,108 @@
+"""DeepSeek-V4 (``DeepseekV4Config``): compressed attention, hash-routed MoE, hyper-connections.
+
+The file is read by the class's own rules (:func:`mlacalc.models.deepseek_v4.read_config`:
+``layer_types`` or the legacy ``compress_ratios``, ``compress_rates`` or
+``compress_rate_csa`` / ``compress_rate_hca``, ``mlp_layer_types`` or ``num_hash_layers``,
+the attribute map) and each of its layers becomes a layer kind of the schema: ``csa``
+(compressed sparse attention: keys pooled from overlapping windows every ``compress_rate_csa``
+tokens, a lightning indexer picking ``index_topk`` of them), ``hca`` (heavily compressed
+attention: every key pooled from ``compress_rate_hca`` tokens attended) or ``swa`` (the
+window only), each with its sliding window of ``sliding_window`` keys on one shared K = V
+head; the first layers' MoE routes by a frozen token-id table (``hash_moe_layers``); the
+residual is ``hc_mult`` streams mixed by hyper-connections. The costs are
+:mod:`mlacalc.cost.compressed`; the counts equal the reference on the meta device
+(``tests/test_dsv4_family.py``).
+"""
+
+from mlacalc.models import deepseek_v4 as v4
+from mlacalc.models.architecture import Arch
+from mlacalc.models.registry import Default, Family, register
+from mlacalc.words.errors import ConfigError
+
+#: the V4Config fields written into the schema's fields of the same name
+_SAME = (
+    "vocab_size",
+    "hidden_size",
+    "moe_intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "head_dim",
+    "q_lora_rank",
+    "num_experts_per_tok",
+    "n_routed_experts",
+    "n_shared_experts",
+    "hc_mult",
+    "sliding_window",
+    "o_groups",
+    "o_lora_rank",
+    "tie_word_embeddings",
+    "mlp_bias",
+)
+_INDEXER = ("index_n_heads", "index_head_dim", "index_topk")
+#: fields the reference reads that are schema fields (read or dropped as such, not listed)
+_SCHEMA_FIELDS = ("quantization_config", "qk_rope_head_dim", "max_position_embeddings")
+
+
+def _translate(data, raw, derived, problems) -> None:
+    try:
+        c = v4.read_config(data)
+    except ConfigError as error:
+        problems.append((error.field or "config", error.message, error.fix))
+        return
+    for key in _SAME:
+        raw[key] = getattr(c, key)
+    raw["num_key_value_heads"] = 1
+    raw["intermediate_size"] = c.moe_intermediate_size  # the class's alias; no dense FFN
+    csa, hca = c.rate(v4.CSA), c.rate(v4.HCA)
+    ratio = {v4.SLIDING: 0, v4.CSA: csa, v4.HCA: hca}
+    raw["compress_ratios"] = [ratio[t] for t in c.layer_types]
+    raw["compress_rate_csa"], raw["compress_rate_hca"] = csa, hca
+    if v4.CSA in c.layer_types:
+        raw.update({k: getattr(c, k) for k in _INDEXER})
+    else:  # no indexer is built without a CSA layer
+        for k in _INDEXER:
+            raw.pop(k, None)
+    raw["hash_moe_layers"] = [i + 1 for i, t in enumerate(c.mlp_layer_types) if t == "hash_moe"]
+    derived.append(
+        "compress_ratios: each layer's kind by DeepseekV4Config's rules (layer_types or the "
+        f"legacy compress_ratios, first {c.num_hidden_layers} entries), rates {csa} (csa) and "
+        f"{hca} (hca); hash_moe_layers: {len(raw['hash_moe_layers'])} (mlp_layer_types or "
+        "num_hash_layers)"
+    )
+
+
+def _class(**values) -> dict[str, Default]:
+    return {k: Default("DeepseekV4Config default", value=v) for k, v in values.items()}
+
+
+FAMILY = register(
+    Family(
+        name="dsv4",
+        model_types=("deepseek_v4",),
+        layout="llama",
+        hf_class="transformers DeepseekV4Config",
+        renames={"num_local_experts": "n_routed_experts"},
+        defaults={
+            **_class(**{k: v4.DEFAULTS[k] for k in _SAME if k not in ("num_hidden_layers",)}),
+            "num_key_value_heads": Default("one K = V head shared by all heads", value=1),
+            "compress_rate_csa": Default("DeepseekV4Config compress_rates default", value=4),
+            "compress_rate_hca": Default("DeepseekV4Config compress_rates default", value=128),
+        },
+        required=("compress_ratios",),
+        ignored={
+            "num_nextn_predict_layers": "the reference builds no MTP layer (not counted)",
+            "qk_rope_head_dim": "the rotated part of each head: element-wise, no parameter",
+        },
+        reads=(
+            "layer_types",
+            "mlp_layer_types",
+            "compress_rates",
+            "num_hash_layers",
+        ),
+        irrelevant={k: why for k, why in v4.IRRELEVANT.items() if k not in _SCHEMA_FIELDS},
+        translate=_translate,
+        moe=True,
+        requires_experts=True,
+        archs={"deepseek_v4": Arch(compressed=True, sinks=True)},
+    )
+)

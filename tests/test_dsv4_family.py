@@ -1,0 +1,291 @@
+"""DeepSeek-V4 as a loadable family (``deepseek_v4``: :mod:`mlacalc.models.hf.dsv4`, the layer
+kinds ``csa`` / ``hca`` / ``swa`` of :mod:`mlacalc.cost.compressed`).
+
+Parameters equal the reference built on the meta device and the exact figure of
+:mod:`mlacalc.models.deepseek_v4`; the cache equals the reference's tensors where the two
+conventions agree (fewer than ``W`` tokens) and the module's engine convention everywhere; the
+attention FLOPs and the step's kernels equal the module's counts (checked there against
+``FlopCounterMode``); serving's cache grows by one pooled key per ratio tokens; bad values of
+the new fields are refused in one line naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+import mlacalc
+from mlacalc.cost.engine import attention_cost, kv_cache
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.models import deepseek_v4 as v4
+from mlacalc.models.architecture import layer_pattern
+from mlacalc.models.hf import import_hf_config
+from mlacalc.report import model_report
+from mlacalc.words.errors import ConfigError
+
+PRO_JSON = (
+    Path(__file__).parent / "data" / "hf-configs-2" / "deepseek-ai--DeepSeek-V4-Pro.config.json"
+)
+PRO_TOTAL = 1_572_999_528_803
+
+
+def _raw() -> dict:
+    return json.loads(PRO_JSON.read_text(encoding="utf-8"))
+
+
+def _first(raw: dict, layers: int) -> dict:
+    out = {**raw, "num_hidden_layers": layers}
+    for key in ("compress_ratios", "layer_types", "mlp_layer_types"):
+        if isinstance(out.get(key), list):
+            out[key] = out[key][:layers]
+    return out
+
+
+def _reference():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return pytest.importorskip("hf_reference_2")
+
+
+TINY = dict(
+    model_type="deepseek_v4",
+    vocab_size=100,
+    hidden_size=64,
+    moe_intermediate_size=16,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    head_dim=32,
+    q_lora_rank=16,
+    num_experts_per_tok=2,
+    n_routed_experts=4,
+    hc_mult=2,
+    sliding_window=8,
+    o_groups=2,
+    o_lora_rank=8,
+    index_n_heads=2,
+    index_head_dim=8,
+    index_topk=3,
+    layer_types=[v4.SLIDING, v4.CSA, v4.HCA, v4.CSA],
+    compress_rates={v4.CSA: 4, v4.HCA: 16},
+    mlp_layer_types=["moe", "hash_moe", "moe", "moe"],
+)
+
+
+@pytest.fixture(scope="module")
+def pro():
+    return mlacalc.load_model("deepseek-v4-pro")
+
+
+def test_shipped_pro_equals_its_config_json(pro):
+    """The shipped YAML and the published config.json read the same model: 61 layers, 31 hca
+    and 30 csa, the exact parameters of the reference's checkpoint."""
+    from_json = import_hf_config(_raw())
+    skip = ("name", "source", "display_name", "notes", "aliases")
+    assert {k: v for k, v in pro.to_dict().items() if k not in skip} == {
+        k: v for k, v in from_json.to_dict().items() if k not in skip
+    }
+    assert layer_pattern(pro).describe() == "61 layers: 31 hca + 30 csa; FFN: 61 MoE"
+    counts = mlacalc.param_counts(pro)
+    c = v4.read_config(_raw())
+    assert counts.total == PRO_TOTAL == v4.param_count(c)
+    assert counts.active == v4.active_param_count(c, embedding=False) == 48_854_729_059
+    assert counts.breakdown["hyper_connections"] == 61 * 2 * (24 * 4 * 7168 + 24 + 3) + (
+        4 * 4 * 7168 + 4 + 1
+    )
+    tid2eid = 3 * 129280 * 6  # the hash layers' token-id tables, counted with the router
+    assert counts.breakdown["moe_router"] == 61 * 384 * 7168 + 58 * 384 + tid2eid
+    first = [s for n, s in v4.tensors(c) if n.startswith("model.layers.0.self_attn.")]
+    assert counts.attention_per_layer == sum(math.prod(s) for s in first)
+
+
+@pytest.mark.parametrize("name", ["tiny", "pro, 3 layers"])
+def test_parameters_equal_reference_on_meta(name):
+    ref = _reference()
+    data = dict(TINY) if name == "tiny" else _first(_raw(), 3)
+    m = import_hf_config(data)
+    assert mlacalc.param_counts(m).total == ref.param_count(ref.build(data))
+
+
+@pytest.mark.parametrize("seq_len", [1, 5, 100])
+def test_cache_equals_reference_below_the_window(seq_len):
+    """Below ``W`` tokens the engine's ring and the reference's cache hold the same rows: the
+    whole cache equals the reference's tensors (HCA and CSA layers, pending windows)."""
+    ref = _reference()
+    data = _first(_raw(), 3)
+    got = sum(b for _, b in ref.cache_bytes(ref.build(data), seq_len))
+    assert kv_cache(import_hf_config(data), seq_len).total_bytes == got
+
+
+@pytest.mark.parametrize("seq_len", [1, 5, 131, 4096, 32768, 1_048_576])
+def test_cache_equals_module_engine_convention(pro, seq_len):
+    c = v4.config_of(pro)
+    parts = v4.cache_bytes(c, seq_len, convention="engine")
+    cache = kv_cache(pro, seq_len, batch=3)
+    assert cache.total_bytes == 3 * sum(sum(p.values()) for p in parts)
+    by = {label: b for label, _, _, b in cache.by_kind}
+    hca = [sum(p.values()) for p, t in zip(parts, c.layer_types) if t == v4.HCA]
+    assert by["hca"] == 3 * sum(hca)
+    assert kv_cache(pro, seq_len, kv_dtype="fp8").total_bytes == cache.total_bytes // 6
+
+
+def test_cache_grows_by_a_pooled_key_per_ratio_tokens(pro):
+    """One token adds 2 D / 128 bytes to an HCA layer and 2 (D + d_i) / 4 to a CSA layer (bf16):
+    31 x 8 + 30 x 320 = 9,848 bytes; serving's per-token and per-sequence figures agree."""
+    from mlacalc.serving.layout import (
+        kv_bytes_per_sequence_per_gpu,
+        kv_bytes_per_token_per_gpu,
+        make_layout,
+    )
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    a, b = (kv_cache(pro, s).total_bytes for s in (32768, 32768 + 128))
+    assert b - a == 128 * (31 * 8 + 30 * 320) == 128 * 9848  # a period of both ratios
+    # the next token alone: the compressors' pending rows (kv and gate, CSA two series each)
+    assert kv_cache(pro, 32768).bytes_per_token == 31 * 2 * 512 * 2 + 30 * 4 * 640 * 2
+    bf16 = resolve_kv_layout("bf16")
+    lay = make_layout(pro, 8, tp=8)
+    assert kv_bytes_per_token_per_gpu(pro, bf16, lay) == 9848  # one K = V head: whole per rank
+    a, b = (kv_bytes_per_sequence_per_gpu(pro, bf16, lay, s) for s in (1 << 15, 1 << 16))
+    assert b - a == 9848 * (1 << 15)
+    assert a == kv_cache(pro, 1 << 15).total_bytes
+
+
+@pytest.mark.parametrize(
+    ("phase", "seq_len", "q_len"),
+    [("decode", 32768, 1), ("prefill", 4096, 4096), ("chunk", 9000, 512)],
+)
+def test_attention_flops_equal_module(pro, phase, seq_len, q_len):
+    """Every layer's projections, compressors, indexer and the causal core (the keys a kernel
+    that skips masked ones attends), batch 2."""
+    c = v4.config_of(pro)
+    q = 1 if phase == "decode" else q_len
+    want = 0
+    for t in c.layer_types:
+        stages = v4.attention_flops(c, t, q, seq_len - q)
+        want += sum(v for k, v in stages.items() if k != "core")
+    cost = attention_cost(pro, phase, seq_len, batch=2, q_len=q_len if phase == "chunk" else None)
+    assert cost.flops == 2 * want
+    assert cost.group_labels == ("hca", "csa")
+
+
+def test_step_kernels_equal_module_forward(pro):
+    """A decode step's kernels (matmul FLOPs, the hyper-connections' stream mix included) equal
+    the module's forward of one token with the causal core."""
+    c = v4.config_of(pro)
+    S = 32768
+    ks = step_kernels(pro, "decode", S)
+    got = sum(k.flops * k.calls for k in ks if k.kind != "elementwise")
+    got += sum(k.flops * k.calls for k in ks if k.name == "hc_stream_mix")
+    parts = v4.forward_flops(c, 1, S - 1)
+    eager = sum(
+        v4.attention_flops(c, t, 1, S - 1)[k]
+        for t in c.layer_types
+        for k in ("core", "core_causal")
+        if k == "core"
+    )
+    causal = sum(v4.attention_flops(c, t, 1, S - 1)["core_causal"] for t in c.layer_types)
+    assert got == sum(parts.values()) - eager + causal
+
+
+def test_time_plan_and_search_run(pro):
+    """predict_time, plan and search take the model; the decode core reads the keys it attends
+    (a window and the pooled keys), not the whole context."""
+    p = mlacalc.predict_time(pro, "h200", "decode", 131072, batch=8, scope="model")
+    assert p.seconds > 0
+    plan = mlacalc.plan(pro, "h200", gpus=16, seq_len=131072)
+    assert plan.fits and plan.kv_bytes_per_token_per_gpu == 9848
+    core = [k for k in plan.kernels if k["name"] == "attention"]
+    assert len(core) == 2  # hca and csa
+    for k in core:  # 1,152 keys a query at most (128 + 1024): far below the context's bytes
+        assert k["bytes_per_call"] < plan.decode_batch * 1152 * 512 * 2 * 1.5
+    best = mlacalc.search(pro, "h200", gpus=(16,), isl=4096, osl=1024, modes=("aggregated",))
+    assert best is not None
+
+
+def test_report_loads_warm_fast(pro):
+    model_report(pro)  # warm
+    start = time.perf_counter()
+    model = mlacalc.load_model("deepseek-v4-pro")
+    doc = model_report(model)
+    assert time.perf_counter() - start < 0.5  # 50 ms on the development machine; margin for CI
+    assert doc["parameters"]["total"] == PRO_TOTAL
+
+
+# -------------------------------------------------------------------------- bad input
+
+BAD_YAML = {
+    "compress_ratios": ([128, 4], "compress_ratios"),  # not one per layer
+    "compress_ratios ": ([128, 4, 64, 4] + [4] * 57, "compress_ratios"),  # not a rate
+    "compress_ratios  ": ("128", "compress_ratios"),
+    "compress_rate_hca": (4, "compress_rate_hca"),  # equals the CSA rate
+    "index_topk": (None, "index_topk"),  # CSA layers need their indexer
+    "hash_moe_layers": ([1, 99], "hash_moe_layers"),
+    "o_groups": (3, "o_groups"),
+    "num_key_value_heads": (2, "num_key_value_heads"),
+    "hc_mult": (0, "hc_mult"),
+    "o_lora_rank": (None, "o_lora_rank"),
+}
+
+
+@pytest.mark.parametrize("key", list(BAD_YAML))
+def test_bad_field_refused_in_one_line(pro, key):
+    value, field = BAD_YAML[key]
+    data = pro.to_dict()
+    data[key.strip()] = value
+    with pytest.raises(ConfigError) as info:
+        mlacalc.model_from_dict(data)
+    message = str(info.value)
+    assert field in message and "\n" not in message.strip()
+
+
+def test_v4_fields_refused_on_another_family():
+    data = mlacalc.load_model("llama-3-8b").to_dict()
+    data["hc_mult"] = 4
+    with pytest.raises(ConfigError, match="hc_mult"):
+        mlacalc.model_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("compress_ratios", [0, 4, 64]),
+        ("layer_types", ["full_attention"] * 61),
+        ("compress_rates", {v4.CSA: 0}),
+        ("num_hash_layers", -1),
+        ("index_topk", "many"),
+    ],
+)
+def test_bad_config_json_refused_naming_the_field(key, value):
+    data = {**_raw(), key: value}
+    if key == "compress_rates":
+        data.pop("compress_ratios")
+    with pytest.raises(ConfigError) as info:
+        import_hf_config(data)
+    assert key in str(info.value)
+
+
+def test_mutations_never_give_a_silent_number(pro):
+    """Random edits of the new fields: every one either loads to a model whose counts follow
+    (parameters positive, cache and FLOPs computed) or is refused naming a field."""
+    import random
+
+    rng = random.Random(4)
+    base = pro.to_dict()
+    keys = ("compress_ratios", "compress_rate_csa", "compress_rate_hca", "hash_moe_layers",
+            "o_groups", "hc_mult", "index_topk", "sliding_window")  # fmt: skip
+    for _ in range(40):
+        data = dict(base)
+        key = rng.choice(keys)
+        data[key] = rng.choice([0, 1, 2, 4, 128, -1, None, [1], [0] * 61, [4] * 61, "x", 3.5])
+        try:
+            m = mlacalc.model_from_dict(data)
+        except ConfigError as error:
+            assert error.field in (*keys, "compress_ratios") or key in str(error)
+            continue
+        assert mlacalc.param_counts(m).total > 0
+        assert kv_cache(m, 1000).total_bytes > 0
+        assert attention_cost(m, "decode", 1000).flops > 0
