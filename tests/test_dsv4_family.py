@@ -289,3 +289,19 @@ def test_mutations_never_give_a_silent_number(pro):
         assert mlacalc.param_counts(m).total > 0
         assert kv_cache(m, 1000).total_bytes > 0
         assert attention_cost(m, "decode", 1000).flops > 0
+
+
+@pytest.mark.parametrize("kind", ["hca", "csa"])
+def test_decode_layer_time_near_the_measured_b200_modules(kind):
+    """A sample of sglang 0.5.14's B200 module rows (DeepSeek-V4-Pro, one GPU, fp8 cache): the
+    predicted layer time within 0.8x to 1.4x of the measured one at the median (nothing fitted
+    on these rows; benchmarks/bench_dsv4_modules.py runs every row)."""
+    pytest.importorskip("pyarrow")
+    import statistics
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from bench_dsv4_modules import ratios
+
+    got = ratios(kind, "decode", 24)
+    assert 0.8 < statistics.median(got) < 1.4

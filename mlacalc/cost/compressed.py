@@ -262,19 +262,26 @@ def _attention_kernel(name: str, kind: str, o: OpCost, act: str, calls: int, **s
 
 
 def compressed_kernels(
-    cost: AttentionCost, model: ModelConfig, act_dtype: str, weight_dtype: str, calls: int = 1
+    cost: AttentionCost,
+    model: ModelConfig,
+    act_dtype: str,
+    weight_dtype: str,
+    calls: int = 1,
+    kv_dtype: Any = "bf16",
 ) -> list[Kernel]:
     """The serving kernels of one DeepSeek-V4 layer from its :func:`compressed_cost`, each a
     class the time model has: the projections (the grouped ``o_a_proj`` as ``o_groups``
-    products) as GEMMs of their exact shapes; ``attention`` as an MQA attention kernel (one
-    K = V head of ``head_dim`` for ``n_h`` query heads) over the keys a query attends (the
-    window and its pooled keys: the last query's count as ``kv_len``, the exact FLOPs);
+    products) as GEMMs of their exact shapes; ``attention`` over the keys a query attends (the
+    window and its pooled keys: the last query's count as ``kv_len``, the exact FLOPs), in
+    decode the latent decode class (``mla_decode``: ``n_h`` query heads over one shared row
+    of ``head_dim``, K = V, as FlashMLA runs it; in the cache's dtype, an fp8 cache the fp8
+    kernel), in a prompt an MQA prefill (one K = V head);
     ``indexer_scores`` as ``n_i`` heads of ``index_head_dim`` against one shared key per pooled
     position (``head_dim_v`` 0), every pooled key; the pooling, the norm and the top-k as
     streaming kernels."""
     c = v4.config_of(model)
     b, q, S = cost.batch, cost.q_len, cost.seq_len
-    decode = cost.phase == "decode"
+    decode = cost.phase == "decode" or cost.q_len == 1  # one query: the decode kernel
     rate = {"csa": c.rate(v4.CSA), "hca": c.rate(v4.HCA)}.get(cost.variant, 0)
     pooled = S // rate if rate else 0
     seen = min(S, c.sliding_window) + (
@@ -282,17 +289,19 @@ def compressed_kernels(
     )
     gemm_dtype = gemm_class(act_dtype, weight_dtype, True)
     a_bits = dtype_bits(act_dtype)
+    fp8 = resolve_kv_layout(kv_dtype).name.startswith("fp8")
+    core_dtype = "fp8" if decode and fp8 else act_dtype  # the decode kernel follows its cache
     out: list[Kernel] = []
     for o in cost.ops:
         if o.name == "attention":
-            kind = "attention_decode" if decode else "attention_prefill"
+            kind = "mla_decode" if decode else "attention_prefill"
             out.append(
                 _attention_kernel(
-                    o.name, kind, o, act_dtype, calls, batch=b, q_len=q, kv_len=seen,
+                    o.name, kind, o, core_dtype, calls, batch=b, q_len=q, kv_len=seen,
                     n_heads=c.num_attention_heads, n_kv=1, head_dim_qk=c.head_dim,
                     head_dim_v=c.head_dim, window=0, causal=0, pooled_ratio=rate,
                     pooled_cap=c.index_topk if cost.variant == "csa" else 0,
-                    pooled_window=c.sliding_window,
+                    pooled_window=c.sliding_window, rope_kernel=1,
                 )
             )  # fmt: skip
         elif o.name == "indexer_scores":

@@ -472,7 +472,7 @@ def attention_kernels(
     if cost.variant == "none":  # no sequence mixer (Nemotron-H's FFN blocks)
         return []
     if cost.variant in COMPRESSED_KERNEL_VARIANTS:  # DeepSeek-V4 (mlacalc.cost.compressed)
-        return compressed_kernels(cost, model, act_dtype, weight_dtype, calls)
+        return compressed_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
     if window == -1:
         window = model.sliding_window if model.index_topk is None else model.index_topk
     ops = {o.name: o for o in cost.ops}
