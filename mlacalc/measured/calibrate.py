@@ -107,10 +107,27 @@ def fit_composite_classes(
     obs: list[Observations] = []
     for m in mapped:
         obs += residual_observations(m, predictor, set(prof.classes))
-    obs, excluded = usable_observations(obs)
+    if not obs:
+        return prof
+    try:
+        obs, excluded = usable_observations(obs)
+    except InvalidArgumentError:  # no residual a fit can use
+        return prof
     if not obs:
         return prof
     extra = fit_profile(obs, name=prof.name, use_scipy=use_scipy, progress=progress)
+    new = sorted(k for k in extra.classes if k not in prof.classes)
+    note = (
+        f"{', '.join(new)}: fitted on the residuals of composite rows (a row's time less this "
+        f"profile's prediction of its other kernels, where at least {RESIDUAL_SHARE:.0%} of the "
+        "row): no single-kernel table times these classes"
+    )
+    return with_classes(prof, extra, note, excluded)
+
+
+def with_classes(prof: Profile, extra: Profile, note: str, excluded=()) -> Profile:
+    """``prof`` with the classes of ``extra`` it lacks (pooled, per device, residuals, what they
+    were fitted on), ``note`` and ``excluded`` added to its notes; ``prof`` when none."""
     new = sorted(k for k in extra.classes if k not in prof.classes)
     if not new:
         return prof
@@ -129,11 +146,6 @@ def fit_composite_classes(
             continue
         mine["tables"].update(f["tables"])
         mine["sources"] = sorted(set(mine.get("sources", [])) | set(f.get("sources", [])))
-    note = (
-        f"{', '.join(new)}: fitted on the residuals of composite rows (a row's time less this "
-        f"profile's prediction of its other kernels, where at least {RESIDUAL_SHARE:.0%} of the "
-        "row): no single-kernel table times these classes"
-    )
     return dataclasses.replace(
         prof,
         classes=classes,

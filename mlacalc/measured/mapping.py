@@ -1104,7 +1104,145 @@ def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_
         _quantize(b, "scale_matrix", rows, e, 0, 1)
 
 
+#: The lightning indexer of the sparse-attention models the tables name (``model`` column):
+#: indexer heads, indexer head dim, top-k keys (their config.json, vendored under
+#: model_configs/: glm-5.1.yaml, which equals GLM-5's key for key, and deepseek-v3.2.yaml).
+INDEXERS = {
+    "zai-org/GLM-5": (32, 128, 2048),
+    "zai-org/GLM-5-FP8": (32, 128, 2048),
+    "zai-org/GLM-5.2": (32, 128, 2048),
+    "zai-org/GLM-5.2-FP8": (32, 128, 2048),
+    "nvidia/GLM-5.2-NVFP4": (32, 128, 2048),
+    "deepseek-ai/DeepSeek-V3.2": (64, 128, 2048),
+    # DeepSeek-V4-Flash (mlacalc.models.deepseek_v4's defaults, its config.json)
+    "sgl-project/DeepSeek-V4-Flash-FP8": (64, 128, 512),
+}
+# (GLM-5.2 and its FP8 / NVFP4 checkpoints: GLM-5's indexer, an assumption: the same
+# architecture class, GlmMoeDsaForCausalLM, and no GLM-5.2 config vendored)
+_MMA_ROWS = 128  # DeepGEMM's MQA-logits tile: 128 (query, indexer head) rows a CTA
+
+
+def _indexer_geometry(t: MeasuredTable, reason: np.ndarray):
+    """(indexer heads, head dim, top-k) per row from the ``model`` column; rows of a model not
+    in :data:`INDEXERS` are marked ``unknown_model``."""
+    models = t.column("model").astype(str)
+    known = np.isin(models, list(INDEXERS))
+    reason[~known] = "unknown_model"
+    geo = np.array([INDEXERS.get(m, (0, 0, 0)) for m in models], dtype=np.float64).reshape(-1, 3)
+    return geo[:, 0], geo[:, 1], geo[:, 2], known
+
+
+def _mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``glm5_mqa_logits_module_perf``: DeepGEMM's ``fp8_mqa_logits``, the indexer's scores of a
+    prompt: ``batch_size`` sequences of ``isl`` new tokens after ``step`` cached ones, each query
+    scoring its causal range of keys on every indexer head (fp8 q and k, a ReLU, the heads
+    summed with per-head weights) into one fp32 logit per (query, key). The kernel tiles 128
+    (query, head) rows a CTA with all of a query's heads, so the mapped unit is that tile:
+    ``q_len = isl x heads`` rows of one head of ``index_head_dim`` (``n_heads = 1``),
+    ``kv_len`` the mean keys a query attends (``step + (isl + 1) / 2``), no value product
+    (``head_dim_v = 0``: no softmax, no RoPE kernel). ``attention_prefill`` variant
+    ``indexer``, fp8, fitted apart."""
+    heads, dim, _, known = _indexer_geometry(t, reason)
+    bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
+    pairs = bs * (isl * step + isl * (isl + 1) / 2)
+    tok = bs * isl
+    nbytes = tok * heads * (dim + 4) + bs * (step + isl) * (dim + 4) + pairs * 4
+    rows = np.arange(len(t))[known]
+    k = known
+    b.add("mqa_logits", "attention_prefill", "fp8", rows, (2 * heads * dim * pairs)[k],
+          nbytes[k], variant="indexer", batch=bs[k], q_len=(isl * heads)[k],
+          kv_len=(step + (isl + 1) / 2)[k], n_heads=1, n_kv=1, head_dim_qk=dim[k],
+          head_dim_v=0, window=0, causal=0, kv_bytes=1, rope_kernel=0,
+          preprocess_bytes=0)  # fmt: skip
+
+
+def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``dsv4_paged_mqa_logits_module_perf``: DeepGEMM's ``fp8_paged_mqa_logits`` (vLLM:
+    ``fp8_fp4_paged_mqa_logits``), DeepSeek-V4's indexer scoring ``isl`` next tokens of each of
+    ``batch_size`` sequences against the compressed keys of its paged cache: ``step + isl``
+    tokens pooled ``compress_ratio`` (4) to one key, query ``i`` seeing ``(step + i) / ratio``
+    of them (one row of 1,048,576 cached tokens at batch 1 reads its 262,144 fp8 keys in
+    10 us: the HBM time of the compressed keys, not of the tokens). The decode form of the
+    indexer, as a model step's: ``mla_decode``, fp8, variant ``indexer``, every indexer head
+    sharing one key, no value product, the keys split over the SMs; bytes the fp8 q with its
+    head weights, the compressed keys with their scales and one fp32 logit per pair."""
+    heads, dim, _, known = _indexer_geometry(t, reason)
+    bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
+    ratio = np.maximum(_f(t.column("compress_ratio")), 1.0)
+    keys = np.floor((step + isl) / ratio)
+    pairs = bs * isl * (step + (isl + 1) / 2) / ratio
+    nbytes = bs * isl * heads * (dim + 4) + bs * keys * (dim + 4) + pairs * 4
+    rows = np.arange(len(t))
+    k = known
+    b.add("paged_mqa_logits", "mla_decode", "fp8", rows[k], (2 * heads * dim * pairs)[k],
+          nbytes[k], variant="indexer", batch=bs[k], q_len=isl[k], kv_len=np.maximum(keys, 1)[k],
+          n_heads=heads[k], n_kv=1, head_dim_qk=dim[k], head_dim_v=0, window=0, causal=1,
+          page_size=_PAGE, kv_bytes=1, kv_split=1, operand_reads=1, rope_kernel=0,
+          preprocess_bytes=0)  # fmt: skip
+
+
+def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``glm5_topk_module_perf``: SGLang's ``fast_topk_transform_fused``, the ``index_topk``
+    best keys of each query's fp32 logits (``batch_size x isl`` queries over ``step + isl``
+    keys), per ``score_mode`` (``flat``, ``top_last``: the logits' distribution, which sets the
+    selection's passes) a variant of its own: an ``elementwise`` kernel of one CTA a query
+    (``units``: the queries with more than ``index_topk`` causal keys, which select), the
+    logits of each query's causal keys read once and the int32 indices written, and a wait
+    per wave of selecting rows (``unit_latency_s``). Where the keys number no more than
+    ``index_topk`` every key is selected, no kernel runs and the row's time is 0
+    (``zero_time``)."""
+    _, _, topk, known = _indexer_geometry(t, reason)
+    bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
+    q = bs * isl
+    # query i (1-based) of a sequence ranks its causal keys, step + i of them; a query with no
+    # more than index_topk keys takes them all without a selection
+    pairs = bs * (isl * step + isl * (isl + 1) / 2)
+    selecting = bs * np.clip(step + isl - topk, 0.0, isl)
+    mode = t.column("score_mode").astype(str)
+    rows = np.arange(len(t))
+    for m in np.unique(mode[known]):
+        s = known & (mode == m)
+        b.add("topk", "elementwise", "bf16", rows[s], 0.0,
+              (pairs * 4 + q * topk * 4)[s], variant=f"topk_{m}",
+              elements=pairs[s], units=np.maximum(selecting, 1.0)[s])  # fmt: skip
+
+
+def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``glm5_dsa_attn_module_perf``: FlashMLA's ``flash_mla_sparse_fwd``, the sparse MLA of a
+    prompt in the absorbed (latent) form: each of the ``batch_size x isl`` tokens attends the
+    ``index_topk`` keys its indexer picked (the kernel walks every top-k slot whatever the
+    cache holds: the rows do not change with ``step``), ``num_heads`` query heads sharing one
+    576-wide latent key (512-wide values), bf16 operands. One token is one unit of the
+    ``mla_decode`` model (``batch`` = tokens, ``q_len = 1``; on H100 no key splitting: the
+    kernel's CTA takes a token's 64 heads and walks its keys), variant ``sparse``; bytes: q,
+    the gathered latent rows (each cached row once: a sequence's tokens pick among the same
+    ``step + isl`` rows, which the L2 serves to the others), the output."""
+    _, _, topk, known = _indexer_geometry(t, reason)
+    bs, isl, h = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("num_heads"))
+    tok = bs * isl
+    g = DSV3
+    lat = g["kv_lora"] + g["rope"]
+    flops = 2.0 * h * tok * topk * (lat + g["kv_lora"])
+    step = _f(t.column("step"))
+    cached = bs * np.minimum(step + isl, np.maximum(topk, 1) * np.maximum(isl, 1))
+    nbytes = tok * h * lat * 2 + cached * lat * 2 + tok * h * g["kv_lora"] * 2
+    rows = np.arange(len(t))
+    k = known
+    # H100's kernel walks a token's keys on one SM (a row of few tokens takes the time of one
+    # token's walk: 62-72 us from 1 to 64 tokens at batch 1); B200's splits them, as the decode
+    # kernels do (28-39 us at 4 tokens, where one walk a token predicted 70% more)
+    split = 0.0 if t.system == "h100_sxm" else 1.0
+    b.add("sparse_mla", "mla_decode", "bf16", rows[k], flops[k], nbytes[k], variant="sparse",
+          batch=tok[k], q_len=1, kv_len=topk[k], n_heads=h[k], n_kv=1, head_dim_qk=lat,
+          head_dim_v=g["kv_lora"], window=0, causal=1, page_size=_PAGE, kv_bytes=2,
+          kv_split=split, operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
+
+
 _MAPPERS = {
+    "glm5_mqa_logits_module_perf": _mqa_logits_table,
+    "dsv4_paged_mqa_logits_module_perf": _paged_mqa_logits_table,
+    "glm5_topk_module_perf": _topk_table,
+    "glm5_dsa_attn_module_perf": _sparse_mla_table,
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
     "encoder_attention_perf": _encoder_attention_table,
@@ -1132,7 +1270,10 @@ _MAPPERS = {
 UNMAPPED: dict[str, str] = {
     "dsa_context_module_perf": (
         "DeepSeek sparse-attention module (indexer, top-k, sparse MLA, projections); its "
-        "kernel composition is not recorded in the table"
+        "kernel composition is not recorded in the table, and its rows time the engine's "
+        "launch sequence, not its kernels: DeepSeek-V3.2 at one sequence of one to four new "
+        "tokens takes 0.30 ms (TensorRT-LLM), 0.87-0.97 ms (SGLang), 1.27 ms (vLLM) on H100 "
+        "at any cached length up to 1,536, several times the module's weight reads (64 us)"
     ),
     "dsa_generation_module_perf": (
         "DeepSeek sparse-attention decode module; composition not recorded in the table"
@@ -1151,12 +1292,6 @@ UNMAPPED: dict[str, str] = {
         "DeepSeek-V4 heavily compressed attention decode module; composition not recorded"
     ),
     "dsv4_hca_attn_module_perf": "DeepSeek-V4 HCA attention kernel; geometry not recorded",
-    "dsv4_paged_mqa_logits_module_perf": (
-        "DeepGEMM fp8 paged MQA-logits kernel of the DeepSeek-V4 indexer; geometry not recorded"
-    ),
-    "glm5_dsa_attn_module_perf": "GLM-5 sparse MLA kernel (FlashMLA sparse); top-k not recorded",
-    "glm5_mqa_logits_module_perf": "GLM-5 indexer fp8 MQA-logits kernel; geometry not recorded",
-    "glm5_topk_module_perf": "GLM-5 indexer top-k transform; geometry not recorded",
     "msa_context_module_perf": "MiniMax-M3 sparse attention module; composition not recorded",
     "msa_generation_module_perf": "MiniMax-M3 sparse attention decode module; not recorded",
     "mhc_module_perf": (

@@ -1,8 +1,9 @@
 """The streaming classes of the time model: ``elementwise`` and ``quantize`` kernels (and any
 kind without a class of its own).
 
-Terms: the bytes at ``eff_memory`` of the HBM bandwidth, drawn by one work unit per 64 KB (a
-small kernel leaves SMs idle: ``sm_bandwidth``); a warm replay's quantize input read from the
+Terms: the bytes at ``eff_memory`` of the HBM bandwidth, drawn by one work unit per 64 KB, or
+per row where the kernel gives each row a CTA (``units``; a small kernel leaves SMs idle:
+``sm_bandwidth``); a warm replay's quantize input read from the
 L2 at ``l2_speedup``; the FLOPs at the CUDA-core rate; the fixed cost of each further graph
 node of the call (``launches``).
 """
@@ -22,6 +23,10 @@ def streaming_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
     units = np.maximum(np.ceil(batch.bytes / 65536.0), 1.0)
+    # a kernel that gives each row one CTA (a top-k selection walks its row's logits on one
+    # SM: ``units`` = rows) draws bandwidth by its rows, not by 64 KB pieces
+    rows = col(batch, "units", 0)
+    units = np.where(rows > 0, np.maximum(rows, 1.0), units)
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm)
     resident = np.zeros(len(batch))
     if batch.kind == "quantize" and "elements" in batch.shape:
@@ -42,6 +47,12 @@ def streaming_terms(
     # a call of several graph nodes (``launches``: the amax reduction is a memset of its scale
     # and the reduction kernel) pays the fixed cost of each
     extra = (np.maximum(col(batch, "launches", 1), 1.0) - 1.0) * prm["fixed_s"]
+    # a row's CTA also waits on its own passes' synchronisations (a top-k selection's radix
+    # passes over its row: about 8 us a row on H100 whatever its length, 10 us for one row of
+    # 2,048 keys, 124 us for 2,048 rows): ``unit_latency_s`` per wave of rows over the SMs
+    extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * prm.get(
+        "unit_latency_s", 0.0
+    )
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 

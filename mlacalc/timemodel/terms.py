@@ -279,7 +279,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "route_s",
         "select_s",
     ),
-    "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth"),
+    "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth", "unit_latency_s"),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth", "l2_share", "l2_speedup"),
     **{k: _COMM_FIT for k in COMM_KINDS},
     "all_reduce": (*_COMM_FIT, "switch_eff"),
