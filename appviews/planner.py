@@ -650,7 +650,9 @@ def best_text(best: dict | None, points: list[dict], ttft: float, tpot: float) -
         default=None,
     )
     text = (
-        f"**Chosen: {gpus_text(best)} GPUs, {best['mode']}, {best['layout']}, "
+        f"**Chosen: {gpus_text(best)} GPUs, {best['mode']}"
+        + (f" with chunked prefill of {n:,} tokens" if (n := best.get("chunked_prefill")) else "")
+        + f", {best['layout']}, "
         f"{best['weight_dtype']} weights, {best['kv_dtype']} cache, batch "
         f"{best['batch_per_group']} per group**: of the {len(meeting):,} deployments meeting "
         f"{targets}, it gives the most output tokens/s per GPU, "

@@ -92,7 +92,7 @@ def test_search_engine_takes_its_admission_defaults(run):
     assert _figures(doc["best"]) == pytest.approx(_figures(expected), rel=1e-9)
     out, _ = run(*args[:-2], "--engine", "vllm")
     assert "# scheduler defaults: vllm 0.10's (max running 1,024, max tokens 8,192, " in out
-    assert "chunked prefill not run by search" in out
+    assert "chunked prefill searched (--chunked-prefills)" in out
     none = json.loads(run(*args, "--engine", "vllm", "--engine-defaults", "none")[0])
     assert none["scheduler_defaults"] is None
     bare = search("llama-3-8b", "H100-SXM", [1], **kw).best

@@ -135,6 +135,7 @@ def test_search_under_the_engines_limits_is_plan():
         max_tokens=4000,
         host_step_s=4e-3,
         overlap_schedule=False,
+        chunked_prefill=b["chunked_prefill"],  # None: whole prompts
     )
     assert p.tpot_s == pytest.approx(b["tpot_s"], rel=1e-6)
     assert p.ttft_s == pytest.approx(b["ttft_s"], rel=1e-6)

@@ -71,6 +71,7 @@ def test_search_points_agree_with_plan():
             isl=1000,
             osl=500,
             concurrency=point["concurrency"],
+            chunked_prefill=point["chunked_prefill"],  # None: whole prompts
         )
         assert p.tpot_s == pytest.approx(point["tpot_s"], rel=1e-9)
         assert p.ttft_s == pytest.approx(point["ttft_s"], rel=1e-9)
@@ -157,6 +158,7 @@ def test_expert_parallel_points_agree_with_plan():
             isl=1000,
             osl=500,
             concurrency=point["concurrency"],
+            chunked_prefill=point["chunked_prefill"],  # None: whole prompts
         )
         assert p.tpot_s == pytest.approx(point["tpot_s"], rel=1e-9)
         assert p.ttft_s == pytest.approx(point["ttft_s"], rel=1e-9)

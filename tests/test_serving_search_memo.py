@@ -73,8 +73,9 @@ def test_shared_kernels_time_as_each_candidate_alone():
 def test_the_64_gpu_answer_is_the_one_before_the_kernels_were_shared():
     """DeepSeek-V3 on a budget of 64 H200 (2,000 + 500 tokens, TPOT 50 ms), the search of
     docs/speed.md: the same points and best as when every candidate was timed on its own
-    (commit 29fb6cc; the figures move only with the time model)."""
-    r = search("deepseek-v3", "H200", 64, isl=2000, osl=500, tpot=0.05)
+    (commit 29fb6cc; the figures move only with the time model), whole prompts only (the
+    chunked-prefill points came later)."""
+    r = search("deepseek-v3", "H200", 64, isl=2000, osl=500, tpot=0.05, chunked_prefills=None)
     b = r.best
     assert len(r.points) == 16900 and r.layouts == 540
     assert (b["mode"], b["decode_gpus"], b["prefill_gpus"]) == ("disaggregated", 32, 32)

@@ -161,6 +161,8 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         if p.get("prefill_redundant_experts") != p["redundant_experts"]:
             words.append(f"--prefill-redundant-experts {p['prefill_redundant_experts']}")
     else:
+        if p.get("chunked_prefill"):
+            words.append(f"--chunked-prefill {p['chunked_prefill']}")
         if result.prefill_pass != "fused":
             words.append(f"--prefill-pass {result.prefill_pass}")
         if result.output_lag_steps:
@@ -173,7 +175,7 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
 def scheduler_words(serving_engine: str | None, values: dict[str, Any]) -> str:
     """The plan options that run a search's engine as the search did: its kernels, the
     admission values it used, and no other defaults (plan would add the engine's chunked
-    prefill, which the search does not run)."""
+    prefill; a point's own chunked prefill is in :func:`plan_command`)."""
     words = []
     if serving_engine is not None:
         words += [f"--engine {serving_engine}", "--engine-defaults none"]
@@ -195,8 +197,14 @@ def _gpus(p: dict[str, Any]) -> str:
     return str(p["gpus"])
 
 
+def _mode(p: dict[str, Any]) -> str:
+    """A point's mode, with its chunked-prefill token budget (``aggregated, chunks 8192``)."""
+    n = p.get("chunked_prefill")
+    return f"{p['mode']}, chunks {n}" if n else str(p["mode"])
+
+
 def _row(p: dict[str, Any]) -> list[str]:
-    special = {"gpus": _gpus, "layout": _layout_cell}
+    special = {"gpus": _gpus, "layout": _layout_cell, "mode": _mode}
     return [special[k](p) if k in special else _cell(k, p[k]) for k, _ in _POINT_COLUMNS]
 
 
@@ -244,6 +252,14 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     help="aggregated and/or disaggregated prefill/decode.",
 )
 @click.option(
+    "--chunked-prefills",
+    "chunks_text",
+    default=",".join(str(n) for n in D.SEARCH_CHUNKS),
+    show_default=True,
+    help="Chunked-prefill token budgets the aggregated points are also run at ('none': "
+    "whole prompts only).",
+)
+@click.option(
     "--memory-reserve",
     type=FRACTION,
     default=D.MEMORY_RESERVE,
@@ -270,6 +286,7 @@ def command(
     weight_dtypes,
     kv_dtypes,
     modes,
+    chunks_text,
     memory_reserve,
     prefill_pass,
     output_lag_steps,
@@ -327,6 +344,7 @@ def command(
         max_tokens=engine["max_tokens"],
         scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
         component_choices=choices,
+        chunked_prefills=None if chunks_text.strip() == "none" else size_list(chunks_text),
     )
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]

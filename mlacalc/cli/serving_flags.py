@@ -249,7 +249,7 @@ def engine_option_values(
 def defaults_note(values: dict[str, Any], chunked: bool = True) -> tuple[str | None, str]:
     """The engine whose scheduler defaults :func:`engine_option_values` took (``values``
     pops it; None: none) and the line the output says it in ("" for none); ``chunked``:
-    whether the command runs chunked prefill (search does not)."""
+    whether the command runs the engine's chunked prefill (search runs its own budgets)."""
     engine = values.pop("defaults")
     return engine, defaults_line(engine, given("engine_defaults"), chunked)
 
@@ -270,7 +270,7 @@ def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool = True)
     return (
         f"# scheduler defaults: {engine} {d.version}'s (max running "
         f"{tok(d.max_running, 'what fits')}, max tokens {tok(d.max_tokens, 'no cap')}, chunked "
-        f"prefill {tok(d.chunked_prefill, 'off') if chunked else 'not run by search'}, "
+        f"prefill {tok(d.chunked_prefill, 'off') if chunked else 'searched (--chunked-prefills)'}, "
         "CUDA graphs to "
         f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
         f"{'on' if d.overlap else 'off'}) where not given (from {why})\n"

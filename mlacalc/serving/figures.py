@@ -211,10 +211,12 @@ def _chunked_cycle(
         cycle = lay.pp * float(mixed.stage_seconds[0]) + draft_s
     else:
         # synced groups (mlacalc.serving.ranks): a group with a prompt waiting carries a chunk
-        # of N tokens, the others none; the P / N chunks a group brings per step, dealt over
-        # the g groups, make a share of the steps as slow as a chunk's, the experts seeing
-        # the set's mean
-        _, share, _, mean = (float(x) for x in synced_prompts(P / chunk, mix.groups, 1))
+        # of N tokens, the others none; the chunks a group brings per step, each prompt's
+        # ceil(isl / N) (a chunk holds one prompt's tokens: a budget beyond the prompt
+        # carries the prompt alone), dealt over the g groups, make a share of the steps as
+        # slow as a chunk's, the experts seeing the set's mean
+        chunks = P / isl * math.ceil(isl / chunk)
+        _, share, _, mean = (float(x) for x in synced_prompts(chunks, mix.groups, 1))
         q = float(min(chunk, isl))
         mixed = sm.step(
             **decode, pf_N=1 / mb, pf_q=q, pf_pre=max(isl - q, 0.0) / 2, pf_moe=mean / mb

@@ -57,17 +57,21 @@ from mlacalc.serving.search_space import (
     time_candidates,
     weight_key,
 )
+from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
-__all__ = ["BATCHES", "PREFILL_TOKENS", "SearchRequest", "SearchResult", "search"]
+__all__ = ["BATCHES", "CHUNKS", "PREFILL_TOKENS", "SearchRequest", "SearchResult", "search"]
 
 #: Running sequences per attention group that the search tries (refined near the targets,
 #: see :func:`refine`).
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 #: The largest GPU budget a search spends.
 MAX_BUDGET = 4096
+#: Chunked-prefill token budgets an aggregated point is also run at (SGLang's and vLLM's
+#: default, 8,192, among them; :data:`mlacalc.serving.scheduler.ENGINE_DEFAULTS`).
+CHUNKS = D.SEARCH_CHUNKS
 #: Batches a search adds between the searched batches next to its best point's, on each side.
 REFINE_POINTS = 12
 #: Decode setups whose batches a search refines (the best point's and the runners-up's).
@@ -94,6 +98,7 @@ FIELDS = (
     "weight_dtype",
     "component_dtypes",
     "kv_dtype",
+    "chunked_prefill",
     "batch_per_group",
     "concurrency",
     "ttft_s",
@@ -314,6 +319,7 @@ def check_search(
     scheduler: Any = None,
     engine: Any = None,
     component_choices: Any = None,
+    chunked_prefills: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -386,7 +392,16 @@ def check_search(
         components=components,
         whole_gpus=whole,
         weight_cache=cache,
+        chunks=_check_chunks(chunked_prefills),
     )
+
+
+def _check_chunks(chunks: Any) -> tuple[int, ...]:
+    """The chunked-prefill token budgets tried (sorted, each once; ``None`` or empty: none)."""
+    if chunks is None or (isinstance(chunks, (tuple, list)) and not chunks):
+        return ()
+    values = one_or_many("chunked_prefills", chunks, what="chunked-prefill token budgets")
+    return tuple(sorted({count("chunked_prefills", n, 1 << 30) for n in values}))
 
 
 def _check_component_choices(choices: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
@@ -598,6 +613,7 @@ def search(
     scheduler: Scheduler | None = None,
     engine: str | None = None,
     component_choices: Any = None,
+    chunked_prefills: Any = CHUNKS,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -611,7 +627,10 @@ def search(
     (:mod:`mlacalc.serving.scheduler`), as :func:`mlacalc.plan` takes them;
     ``component_choices``: per-component weight formats to try beside the weights as they are
     (``[{"experts": "nvfp4"}, {"experts": "nvfp4", "attention": "fp8"}]``), each point saying
-    its ``component_dtypes`` (:mod:`mlacalc.serving.precision`).
+    its ``component_dtypes`` (:mod:`mlacalc.serving.precision`); ``chunked_prefills``: the
+    token budgets of chunked prefill the aggregated points are also run at (each point says
+    its ``chunked_prefill``, None: whole prompts; ``None`` or ``()``: whole prompts only; with
+    ``prefill_pass="separate"`` none, as plan refuses the two together).
 
     Examples
     --------

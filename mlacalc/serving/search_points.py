@@ -67,10 +67,13 @@ def composed(req: SearchRequest, c: Candidate, t: Any, ov: str, what: str) -> St
     :func:`mlacalc.serving.search_space.candidate`) share them (their times are the
     same: :func:`mlacalc.serving.search_space.time_candidates`)."""
     sl = c.slices[(ov, what)]
-    key = ("composed", id(c.specs), ov, sl.start, sl.stop)
-    if key not in req.step_cache:
-        req.step_cache[key] = c.sm.compose(c.specs, t, ov, sl, breakdown=False)
-    return req.step_cache[key]
+    key = ("composed", id(c.specs), ov)
+    if key not in req.step_cache:  # every row at once (each row's sum is its own)
+        req.step_cache[key] = c.sm.compose(c.specs, t, ov, slice(None), breakdown=False)
+    whole = req.step_cache[key]
+    return StepTimes(
+        whole.seconds[sl], whole.stage_seconds[sl], whole.compute_s[sl], whole.comm_s[sl], []
+    )
 
 
 def prefill_pools(
@@ -161,6 +164,7 @@ def _base(c: Candidate, ov: str) -> dict[str, Any]:
         "weight_dtype": c.label,
         "component_dtypes": dict(c.components),
         "kv_dtype": c.kv,
+        "chunked_prefill": None,
         "weights_per_gpu_bytes": c.weights,
         "fits": True,
     }
@@ -179,7 +183,7 @@ def _aggregated(
     """One aggregated point per batch: a share of the steps carries prompts beside the
     decode batch (``k`` on the slowest synced group), a prompt waits half a step, then its
     own."""
-    lay, g = c.lay, c.gpus
+    lay = c.lay
     mix = composed(req, c, t, ov, "mix")
     t_mix = lay.pp * mix.stage_seconds
     if req.prefill_pass == "separate":  # the prompts' pass, then the decode pass
@@ -187,24 +191,74 @@ def _aggregated(
     share = c.share  # of the steps that carry prompts (the synced groups' together)
     cycle = (1 - share) * t_step + share * t_mix
     ttft_s = in_progress(t_step, t_mix, share) + t_mix + req.output_lag_steps * cycle
-    total = lay.dp * c.Bf / cycle
-    for i, b in enumerate(c.Bf):
-        point = {
-            **base,
-            "gpus": g,
-            "mode": "aggregated",
-            "decode_gpus": g,
-            "prefill_gpus": 0,
-            "batch_per_group": int(b),
-            "concurrency": int(b * lay.dp),
-            "ttft_s": float(ttft_s[i]),
-            "tpot_s": float(cycle[i]),
-            "output_tokens_per_s": float(total[i]),
-            "output_tokens_per_s_per_gpu": float(total[i]) / g,
-            "output_tokens_per_s_per_user": 1.0 / float(cycle[i]),
-            "kv_per_gpu_bytes": int(context_bytes[i]),
-        }
-        found.add(point, c.sm, c.sm)
+    for i in range(len(c.Bf)):
+        _aggregated_point(found, c, base, i, float(cycle[i]), float(ttft_s[i]), context_bytes)
+    for i, (cycle_c, ttft_c, n) in _chunked(req, c, t, ov, t_step):
+        point = _aggregated_point(found, c, base, i, cycle_c, ttft_c, context_bytes)
+        point["chunked_prefill"] = n
+
+
+def _aggregated_point(
+    found: Points,
+    c: Candidate,
+    base: dict[str, Any],
+    i: int,
+    cycle: float,
+    ttft_s: float,
+    context_bytes: np.ndarray,
+) -> dict[str, Any]:
+    """The aggregated point of batch ``i`` with its cycle (TPOT) and TTFT."""
+    lay, g, b = c.lay, c.gpus, c.Bf[i]
+    total = float(lay.dp * b / cycle)
+    point = {
+        **base,
+        "gpus": g,
+        "mode": "aggregated",
+        "decode_gpus": g,
+        "prefill_gpus": 0,
+        "batch_per_group": int(b),
+        "concurrency": int(b * lay.dp),
+        "ttft_s": ttft_s,
+        "tpot_s": cycle,
+        "output_tokens_per_s": total,
+        "output_tokens_per_s_per_gpu": total / g,
+        "output_tokens_per_s_per_user": 1.0 / cycle,
+        "kv_per_gpu_bytes": int(context_bytes[i]),
+    }
+    found.add(point, c.sm, c.sm)
+    return point
+
+
+def _chunked(
+    req: SearchRequest, c: Candidate, t: Any, ov: str, t_step: np.ndarray
+) -> list[tuple[int, tuple[float, float, int]]]:
+    """The candidate's chunked-prefill points (batch, cycle, TTFT, token budget), as plan
+    times them (``mlacalc.serving.figures``): the cycle, a share of the steps carrying a chunk
+    (one group: every step, the prompt tokens the load brings); TTFT, half a cycle and the
+    prompt's own chunk steps. Per batch, only the budgets no other beats on both the cycle
+    (so TPOT and tokens/s) and TTFT."""
+    lay = c.lay
+    per_batch: dict[int, list[tuple[float, float, int]]] = {}
+    if not c.chunked:
+        return []
+    stage = lay.pp * composed(req, c, t, ov, "chunked").stage_seconds
+    for n, ch in c.chunked.items():
+        cycle = (1 - ch.share) * t_step[ch.batches] + ch.share * stage[ch.first : ch.own]
+        steps = np.bincount(ch.owner, weights=stage[ch.own : ch.end], minlength=len(cycle))
+        ttft = cycle / 2 + steps + req.output_lag_steps * cycle
+        for j, i in enumerate(ch.batches.tolist()):
+            per_batch.setdefault(i, []).append((float(cycle[j]), float(ttft[j]), n))
+    out = []
+    for i, options in sorted(per_batch.items()):
+        for o in options:
+            beaten = any(
+                (x[0] <= o[0] and x[1] <= o[1]) and (x[:2] != o[:2] or k < options.index(o))
+                for k, x in enumerate(options)
+                if x is not o
+            )
+            if not beaten:
+                out.append((i, o))
+    return out
 
 
 def _pool_stack(

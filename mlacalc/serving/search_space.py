@@ -83,6 +83,8 @@ class SearchRequest:
     #: the serving engine whose kernels are timed, and what stood in for it (words)
     engine: str = "trtllm"
     engine_note: str = ""
+    #: the chunked-prefill token budgets aggregated points are also timed at (``()``: none)
+    chunks: tuple[int, ...] = ()
     #: under a budget, the GPU counts run aggregated; the others of ``gpus`` are decode and
     #: prefill pools only (None: every count)
     whole_gpus: tuple[int, ...] | None = None
@@ -116,6 +118,25 @@ class SearchRequest:
 
 
 @dataclass(frozen=True, eq=False)
+class Chunked:
+    """A candidate's steps under chunked prefill of ``N`` tokens a step, as
+    :func:`mlacalc.plan` times them (``mlacalc.serving.figures``): per batch (those in
+    ``batches``, the indices into the candidate's) the chunk, the share of the steps that
+    carry one (one attention group: every step, carrying the prompt tokens the load brings),
+    and, for the TTFT, the prompt's own chunk steps (``owner``: the batch of each)."""
+
+    batches: np.ndarray
+    chunk: np.ndarray
+    share: np.ndarray
+    owner: np.ndarray
+    #: the rows of its cycle steps (``first:own``) and of the prompt's own steps
+    #: (``own:end``) in the candidate's ``(overlap, "chunked")`` block
+    first: int
+    own: int
+    end: int
+
+
+@dataclass(frozen=True, eq=False)
 class Candidate:
     """One layout with one weight and KV dtype: the batches per group that fit and the rows of
     its step model's call (``slices`` names them: ``(overlap, "dec")`` the decode steps,
@@ -146,6 +167,8 @@ class Candidate:
     specs: list[Spec]
     #: the named components' weight formats (mlacalc.serving.precision)
     components: tuple[tuple[str, str], ...] = ()
+    #: per chunked-prefill token budget, its :class:`Chunked` rows (aggregated points)
+    chunked: dict[int, Chunked] = field(default_factory=dict)
 
 
 class StepRows:
@@ -156,16 +179,24 @@ class StepRows:
         self.pf_N: list[np.ndarray] = []
         self.pf_q: list[np.ndarray] = []
         self.pf_moe: list[np.ndarray] = []
+        self.pf_pre: list[np.ndarray] = []
         self.slices: dict[tuple[str, str], slice] = {}
         self.pos = 0
 
     def add(
-        self, key: tuple[str, str], dec_B: Any, pf_N: Any, pf_q: Any, pf_moe: Any = None
+        self,
+        key: tuple[str, str],
+        dec_B: Any,
+        pf_N: Any,
+        pf_q: Any,
+        pf_moe: Any = None,
+        pf_pre: Any = None,
     ) -> None:
         self.dec_B.append(dec_B)
         self.pf_N.append(pf_N)
         self.pf_q.append(pf_q)
         self.pf_moe.append(pf_N if pf_moe is None else pf_moe)
+        self.pf_pre.append(0 * dec_B if pf_pre is None else pf_pre)
         self.slices[key] = slice(self.pos, self.pos + len(dec_B))
         self.pos += len(dec_B)
 
@@ -342,6 +373,9 @@ def candidate(
     # steps with prompts
     mixed = req.whole_gpus is None or g in req.whole_gpus
     _batch_rows(rows, req, lay, ovs, Bf, k, mean, mixed)
+    chunked = {}
+    if mixed and req.prefill_pass == "fused" and "aggregated" in req.modes:
+        chunked = _chunk_rows(rows, req, lay, ovs, Bf, synced_groups(m, lay))
     # a prefill pool holds the weights and the cache of one prompt of isl tokens per GPU at
     # least, and a pass batches at most the prompts whose cache fits beside the weights
     # (k_fit <= k_max), as plan checks it
@@ -376,6 +410,7 @@ def candidate(
         k_fit=k_fit,
         sm=sm,
         specs=specs,
+        chunked=chunked,
     )
 
 
@@ -408,7 +443,9 @@ def _step(
     p2p = (lay.gpus, lay.stage_gpus) if lay.pp > 1 else None
     sig = (lay.tp, lay.pp, lay.ep, lay.moe_group, lay.moe_tp, lay.redundant_experts, p2p)
     sig += (sized, layout.name, comps)
-    arrays = [np.concatenate(a) for a in (rows.dec_B, rows.pf_N, rows.pf_q, rows.pf_moe)]
+    arrays = [
+        np.concatenate(a) for a in (rows.dec_B, rows.pf_N, rows.pf_q, rows.pf_moe, rows.pf_pre)
+    ]
     key = ("specs", sig, *(a.tobytes() for a in arrays))
     model = req.step_cache.get(("model", sig))
     if model is None:
@@ -426,9 +463,9 @@ def _step(
     sm = copy.copy(model)
     sm.lay = lay
     if key not in req.step_cache:
-        dec_B, pf_N, pf_q, pf_moe = arrays
+        dec_B, pf_N, pf_q, pf_moe, pf_pre = arrays
         req.step_cache[key] = sm.specs(
-            dec_B=dec_B, dec_S=req.S_avg, pf_N=pf_N, pf_q=pf_q, pf_moe=pf_moe
+            dec_B=dec_B, dec_S=req.S_avg, pf_N=pf_N, pf_q=pf_q, pf_moe=pf_moe, pf_pre=pf_pre
         )
     return sm, req.step_cache[key]
 
@@ -457,6 +494,70 @@ def _batch_rows(
             mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
             isl = np.full(len(Bf), float(req.isl))
             rows.add((ov, what), db / mb * f, pn / mb * f, isl, pm / mb * f)
+
+
+def _chunk_rows(
+    rows: StepRows,
+    req: SearchRequest,
+    lay: Layout,
+    ovs: tuple[str, ...],
+    Bf: np.ndarray,
+    groups: int,
+) -> dict[int, Chunked]:
+    """Under each overlap, one block of rows (``(overlap, "chunked")``): for each
+    chunked-prefill budget ``N`` of ``req.chunks`` the rows plan times a chunked step by
+    (``mlacalc.serving.figures``): at each batch ``B`` the prompt tokens the load brings,
+    ``P = B isl / osl``, in every step (one group) or a chunk of ``min(N, isl)`` in a share of
+    the steps (synced groups, the experts seeing the set's mean); then the prompt's own
+    steps, its ``j``-th chunk after the ``j N`` tokens before. The chunk is what the decode
+    tokens leave of ``max_tokens``. A batch whose prompts need more than a chunk a step (plan
+    warns: they queue) or more than :data:`MOST_CHUNK_STEPS` steps a prompt has no chunked
+    point; budgets of the whole prompt or more run the same steps (a chunk holds one
+    prompt), so only the largest of them (the most batches it keeps up with) is timed."""
+    out: dict[int, Chunked] = {}
+    isl = req.isl
+    mb = np.minimum(lay.pp, np.maximum(Bf, 1))
+    P = Bf * isl / req.osl
+    chunks = req.chunks
+    if req.max_tokens is None:
+        whole = [n for n in chunks if n >= isl]
+        chunks = tuple(n for n in chunks if n < isl) + tuple(whole[-1:])
+    parts: list[tuple] = []  # per budget: dec_B, pf_N, pf_q, pf_moe, pf_pre (unscaled)
+    pos = 0
+    for N in chunks:
+        chunk = np.full(len(Bf), float(N))
+        if req.max_tokens is not None:
+            chunk = np.maximum(1.0, np.minimum(float(N), req.max_tokens - np.ceil(Bf)))
+        steps = np.ceil(isl / chunk)
+        ok = np.flatnonzero((chunk >= P) & (steps <= MOST_CHUNK_STEPS))
+        if not len(ok):
+            continue
+        B, m, c, p = Bf[ok], mb[ok], chunk[ok], P[ok]
+        if groups == 1:  # every step carries the prompt tokens the load brings
+            share = np.ones(len(ok))
+            q, pre, moe = np.maximum(p, 1.0), np.maximum(isl - p, 0.0) / 2, 1 / m
+        else:  # a share of the steps as slow as a group carrying a chunk
+            _, share, _, mean = synced_prompts(p / isl * np.ceil(isl / c), groups, 1)
+            q = np.minimum(c, isl)
+            pre, moe = np.maximum(isl - q, 0.0) / 2, mean / m
+        owner = np.repeat(np.arange(len(ok)), steps[ok].astype(np.int64))
+        starts = np.concatenate([np.arange(0.0, isl, x) for x in c])
+        parts.append((B / m, 1 / m, q, moe, pre))
+        parts.append(
+            ((B / m)[owner], (1 / m)[owner], np.minimum(c[owner], isl - starts), moe[owner], starts)
+        )
+        out[N] = Chunked(ok, c, share, owner, pos, pos + len(ok), pos + len(ok) + len(owner))
+        pos += len(ok) + len(owner)
+    if parts:
+        dec_B, pf_N, pf_q, pf_moe, pf_pre = (np.concatenate(a) for a in zip(*parts))
+        for ov in ovs:
+            f = 0.5 if ov == "tbo" else 1.0
+            rows.add((ov, "chunked"), dec_B * f, pf_N * f, pf_q, pf_moe * f, pf_pre)
+    return out
+
+
+#: Most chunk steps of one prompt a search times (more: no chunked point at that budget).
+MOST_CHUNK_STEPS = 64
 
 
 def pool_passes(k_fit: int) -> np.ndarray:
@@ -498,8 +599,12 @@ def time_candidates(cands: list[Candidate], profile: Any) -> list[list[np.ndarra
     job_of: dict[int, int] = {}  # a step model's job
     seen: dict[tuple, tuple[int, int]] = {}
     where = []
+    listed: dict[int, list[tuple[int, int]]] = {}  # a kernel list shared by candidates
     for c in cands:
-        refs = []
+        if id(c.specs) in listed:
+            where.append(listed[id(c.specs)])
+            continue
+        refs = listed[id(c.specs)] = []
         for sp in c.specs:
             key = _spec_key(c.sm, sp)
             if key not in seen:

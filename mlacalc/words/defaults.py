@@ -64,6 +64,9 @@ ISL = 2000
 OSL = 500
 TTFT_TARGET_S = 2.0
 TPOT_TARGET_S = 0.05
+#: Chunked-prefill token budgets a search also runs its aggregated points at: SGLang's and
+#: vLLM's default (8,192) and one budget each side of it.
+SEARCH_CHUNKS = (2048, 8192, 16384)
 #: A disaggregated plan reads a concurrency within this fraction of a whole decode batch's
 #: requests in flight as that batch's, so a search point's concurrency (such a count, a long
 #: float) printed rounded to within a quarter of it reproduces the point exactly.
