@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.params import param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_weights
@@ -182,7 +183,11 @@ def kv_rows(
                 "bytes_per_token_per_layer": sizes.pop() if one else None,
                 "layers_per_token": sum(n for n, _b in growth.values()),
                 "layer_kinds_per_token": list(growth),
-                "bytes_per_token": cache.bytes_per_token,
+                # DeepSeek-V4: the growth averaged over the compress ratios' period (the next
+                # token alone adds the compressors' pending rows)
+                "bytes_per_token": compressed_growth(m, seq_len, kv_dtype)
+                if m.compress_ratios
+                else cache.bytes_per_token,
                 "tokens_per_layer": cache.tokens_per_layer,
                 "total_bytes": cache.total_bytes,
                 "by_kind": by_kind,

@@ -22,6 +22,10 @@ def test_sweep_matches_scalar(name):
         with pytest.raises(InvalidArgumentError, match="layers of different kinds"):
             sweep(model, "kv_cache_bytes", seq_len=S)
         return
+    if model.compress_ratios:  # DeepSeek-V4's pooled keys and compressors
+        with pytest.raises(InvalidArgumentError, match="compressed attention"):
+            sweep(model, "kv_cache_bytes", seq_len=S)
+        return
     if model.index_topk is not None:
         with pytest.raises(InvalidArgumentError, match="lightning indexer"):
             sweep(model, "kv_cache_bytes", seq_len=S)

@@ -305,3 +305,34 @@ def test_decode_layer_time_near_the_measured_b200_modules(kind):
 
     got = ratios(kind, "decode", 24)
     assert 0.8 < statistics.median(got) < 1.4
+
+
+def test_report_and_list_give_the_mean_growth(pro, run):
+    """The report's and the list's "per token" for these layers: the growth averaged over the
+    ratios' period (9,848 bytes), not the next token's pending rows."""
+    from mlacalc.report import kv_rows
+
+    assert kv_rows(pro, 131072, 1, "bf16")[0]["bytes_per_token"] == 9848
+    out, _ = run("list", "--format", "json")
+    rows = json.loads(out)
+    rows = next(v for v in rows.values() if isinstance(v, list)) if isinstance(rows, dict) else rows
+    row = next(r for r in rows if r["name"] == "deepseek-v4-pro")
+    assert row["kv_bytes_per_token_bf16"] == 9848 and row["total_params"] == PRO_TOTAL
+    report, _ = run("report", "deepseek-v4-pro", "--seq-len", "32k")
+    assert "61 layers: 31 hca + 30 csa" in report
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: mlacalc.sweep(m, "kv_cache_bytes", seq_len=[1024, 2048]),
+        lambda m: mlacalc.training_cost(m, seq_len=4096),
+        lambda m: __import__("mlacalc.models.variants").models.variants.as_variant(m, "mla"),
+    ],
+)
+def test_surfaces_without_these_layers_refuse_by_name(pro, call):
+    """sweep, training and the variant equivalents do not model these layers: each refuses in
+    one line naming the model, never a figure of a look-alike."""
+    with pytest.raises(mlacalc.MlacalcError) as info:
+        call(pro)
+    assert "\n" not in str(info.value).strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mlacalc.cli.common import Section, emit, format_option
+from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.params import param_counts
 from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
@@ -54,7 +55,10 @@ def command(show_hardware, fmt):
                 # what one more token adds at the report's default seq_len, as report says,
                 # and the whole cache of one sequence of that length (a windowed model's
                 # figure: its window's tokens in every layer)
-                "kv_bytes_per_token_bf16": cache.bytes_per_token,
+                # (DeepSeek-V4: averaged over its compress ratios' period)
+                "kv_bytes_per_token_bf16": compressed_growth(m, D.SEQ_LEN)
+                if m.compress_ratios
+                else cache.bytes_per_token,
                 "kv_bytes_one_sequence_bf16": cache.total_bytes,
                 "kv_bytes_per_token_bf16_short": first,
                 "window_full": cache.bytes_per_token < first,

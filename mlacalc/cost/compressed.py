@@ -55,6 +55,7 @@ __all__ = [
     "COMPRESSED_KERNELS",
     "compressed_attention_split",
     "compressed_cost",
+    "compressed_growth",
     "compressed_kernels",
     "compressed_layer_bytes",
     "compressed_row_elements",
@@ -98,6 +99,27 @@ def compressed_layer_bytes(
     c = v4.config_of(model)
     parts = v4.layer_cache(c, _layer_type(kind), seq_len, "engine")
     return resolve_kv_layout("bf16" if layout is None else layout).row_bytes(sum(parts.values()))
+
+
+def compressed_growth(model: ModelConfig, seq_len: int, layout: Any = None) -> int:
+    """Bytes one more token adds to one sequence's cache of every layer, averaged over a period
+    of the compress ratios once the window is full (from ``seq_len`` on): a pooled key (and a
+    CSA layer's pooled indexer key) per ratio tokens, the window and the compressors' state
+    bounded. The next token alone adds the compressors' pending rows or, at a window's end,
+    a pooled key (``kv_cache(...).bytes_per_token``)."""
+    period = math.lcm(*(r for r in model.compress_ratios if r)) or 1
+    start = -(-max(seq_len, model.sliding_window) // period) * period
+    kinds = _kinds(model)
+    at, after = (
+        sum(compressed_layer_bytes(model, k, s, layout) for k in kinds)
+        for s in (start, start + period)
+    )
+    return (after - at) // period
+
+
+def _kinds(model: ModelConfig) -> list[str]:
+    names = {0: "swa", model.compress_rate_csa: "csa", model.compress_rate_hca: "hca"}
+    return [names[r] for r in model.compress_ratios]
 
 
 def compressed_row_elements(model: ModelConfig, kind: LayerKind | str) -> tuple[int, int]:

@@ -194,6 +194,13 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
             f"{m.label} has layers of different kinds; sweep evaluates models whose layers "
             "are alike: use kv_cache_bytes / attention_cost per value (exact)",
         )
+    if m.compress_ratios:
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} has DeepSeek-V4's compressed attention (compress_ratios); sweep's "
+            "formulas do not hold its pooled keys or compressors: use kv_cache_bytes / "
+            "attention_cost per value (exact)",
+        )
     if m.index_topk is not None:
         raise InvalidArgumentError(
             "model",

@@ -55,6 +55,12 @@ def as_variant(
     """
     m = model_argument(model)
     args.choice("variant", variant, EQUIVALENT_VARIANTS)
+    if m.compress_ratios:  # DeepSeek-V4: window, pooled keys and compressors in every layer
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label}'s compressed attention (compress_ratios) has no MHA/GQA/MQA/MLA "
+            "equivalent modelled: compare it as it is",
+        )
     num_key_value_heads = args.optional_count(
         "num_key_value_heads", num_key_value_heads, BOUNDS["num_key_value_heads"]
     )
