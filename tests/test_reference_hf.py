@@ -15,6 +15,10 @@ Linear-attention models run the 32768-token forward on their first layers only (
 reference's chunked recurrence on meta tensors costs about a second per layer there):
 a layer's cache does not depend on the layers after it, and the whole-model check at
 1 and 4096 tokens covers every layer.
+
+The default run checks every config at 1 token and, except linear-attention models, at 4096;
+``--runslow`` (CI's slow step) adds 32768 tokens everywhere and 4096 for linear attention,
+whose forwards there take seconds each.
 """
 
 from __future__ import annotations
@@ -33,6 +37,23 @@ from mlacalc.words.errors import ConfigError
 NAMES = [p.name.removesuffix(".config.json") for p in ref.config_files()]
 IMPLEMENTED = [n for n in NAMES if ref.implemented(n)]
 SEQ_LENS = (1, 4096, 32768)
+
+
+def _is_linear(name: str) -> bool:
+    return any(k.attention == "linear" for k in layer_pattern(ref.raw_config(name)).layers)
+
+
+def _cases() -> list:
+    """(name, seq_len) pairs; the long forwards marked slow (see the module's docstring)."""
+    out = []
+    for name in IMPLEMENTED:
+        for seq_len in SEQ_LENS:
+            slow = seq_len > 4096 or (seq_len == 4096 and _is_linear(name))
+            out.append(pytest.param(name, seq_len, marks=pytest.mark.slow if slow else ()))
+    return out
+
+
+CASES = _cases()
 
 # cache layer class of the reference -> attention kinds it holds
 _CLASSES = {
@@ -68,8 +89,7 @@ def test_pattern_matches_reference_cache_layers(name):
         assert kind.attention in _CLASSES[cls], (name, i, cls, kind)
 
 
-@pytest.mark.parametrize("seq_len", SEQ_LENS)
-@pytest.mark.parametrize("name", IMPLEMENTED)
+@pytest.mark.parametrize(("name", "seq_len"), CASES)
 def test_layer_cache_bytes_match_reference(name, seq_len):
     """Per-layer cache bytes, reference convention, equal the reference's tensors' nbytes."""
     raw = _text(name)
@@ -101,8 +121,7 @@ def test_param_counts_match_reference(name):
     assert mlacalc.param_counts(model).total == ref.param_count(name)
 
 
-@pytest.mark.parametrize("seq_len", SEQ_LENS)
-@pytest.mark.parametrize("name", IMPLEMENTED)
+@pytest.mark.parametrize(("name", "seq_len"), CASES)
 def test_kv_cache_bytes_match_reference(name, seq_len):
     """mlacalc's KV bytes equal the reference cache's bytes after a forward of seq_len tokens."""
     model = _loaded(name)
