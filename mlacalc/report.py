@@ -60,6 +60,7 @@ _MODEL_FIELDS = (
     "global_head_dim",
     "num_global_key_value_heads",
     "attention_k_eq_v",
+    "sliding_key_value_heads",
     "tie_word_embeddings",
     "weights_dtype",
 )

@@ -226,3 +226,34 @@ def test_fp8_ds_mla_layout_row():
     per_layer = latent.nbytes + scales.nbytes + rope.nbytes
     assert per_layer == 656
     assert mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype="fp8_ds_mla") == 61 * per_layer
+
+
+@pytest.mark.parametrize(
+    ("phase", "S", "q", "causal", "window"),
+    [
+        ("prefill", 7, None, False, None),
+        ("prefill", 7, None, True, None),
+        ("decode", 7, None, False, None),
+        ("chunk", 9, 3, True, 5),
+        ("decode", 9, None, False, 5),
+    ],
+)
+def test_value_heads_of_their_own_width(phase, S, q, causal, window):
+    """MiMo-V2-Flash's value heads (d_v 12) narrower than its query/key heads (d_h 20): the
+    reference layer's FLOPs and cache equal the counts, full and sliding."""
+    model = tiny_mha(
+        4,
+        2,
+        d_h=20,
+        window=window,
+        model="mimo-v2-flash",
+        v_head_dim=12,
+        full_attention_layers=(),
+        sliding_key_value_heads=None,
+    )
+    check(model, None, phase, S, 2, q=q, causal=causal)
+    layer = layer_for_model(model)
+    assert layer.v_proj.weight.shape == (2 * 12, 40)
+    assert sum(p.numel() for p in layer.parameters()) == sum(
+        mlacalc.attention_params(model).values()
+    )

@@ -127,7 +127,8 @@ class MHACache:
 
 
 class MHAReference(nn.Module):
-    """Multi-head attention with ``n_kv`` KV heads (MHA: n_kv = n_h, MQA: n_kv = 1).
+    """Multi-head attention with ``n_kv`` KV heads (MHA: n_kv = n_h, MQA: n_kv = 1); value
+    heads of ``d_v`` (None: ``d_h``; MiMo-V2-Flash's are narrower than its query/key heads).
 
     ``offset`` is the number of tokens before the cache's first row (non-zero once
     a sliding window has dropped old tokens); positions are absolute.
@@ -145,16 +146,18 @@ class MHAReference(nn.Module):
         use_rope: bool = True,
         window: int | None = None,
         cache_dtype: torch.dtype | None = None,
+        d_v: int | None = None,
     ):
         super().__init__()
         if n_h % n_kv:
             raise ValueError("n_h must be a multiple of n_kv")
         self.d, self.n_h, self.n_kv, self.d_h = d, n_h, n_kv, d_h
+        self.d_v = d_v or d_h
         self.use_rope, self.window, self.cache_dtype = use_rope, window, cache_dtype
         self.q_proj = nn.Linear(d, n_h * d_h, bias=qkv_bias)
         self.k_proj = nn.Linear(d, n_kv * d_h, bias=qkv_bias)
-        self.v_proj = nn.Linear(d, n_kv * d_h, bias=qkv_bias)
-        self.o_proj = nn.Linear(n_h * d_h, d, bias=o_bias)
+        self.v_proj = nn.Linear(d, n_kv * self.d_v, bias=qkv_bias)
+        self.o_proj = nn.Linear(n_h * self.d_v, d, bias=o_bias)
 
     def empty_cache(self, batch: int, dtype=None, device=None, capacity: int = 0) -> MHACache:
         """A cache with room for ``capacity`` tokens and none used."""
@@ -162,7 +165,7 @@ class MHAReference(nn.Module):
         shape = (batch, self.n_kv, capacity, self.d_h)
         return MHACache(
             torch.empty(shape, dtype=dtype, device=device),
-            torch.empty(shape, dtype=dtype, device=device),
+            torch.empty((*shape[:3], self.d_v), dtype=dtype, device=device),
             used=0,
         )
 
@@ -176,7 +179,7 @@ class MHAReference(nn.Module):
         # K and V are projected by one fused matmul when the weights are concatenated;
         # two Linear calls count the same FLOPs and keep the HF parameter names.
         xk = self.k_proj(x).view(B, q, self.n_kv, self.d_h)
-        xv = self.v_proj(x).view(B, q, self.n_kv, self.d_h)
+        xv = self.v_proj(x).view(B, q, self.n_kv, self.d_v)
         if self.use_rope:
             xq, xk = rope(xq, positions), rope(xk, positions)
         used = cache.length
@@ -191,7 +194,7 @@ class MHAReference(nn.Module):
             .reshape(B, self.n_kv, g * q, self.d_h)
         )
         kt = k_all.to(x.dtype).transpose(-1, -2)  # [B, n_kv, d_h, S] (a view)
-        vv = v_all.to(x.dtype)  # [B, n_kv, S, d_h]
+        vv = v_all.to(x.dtype)  # [B, n_kv, S, d_v]
         scale = 1.0 / math.sqrt(self.d_h)
         window = self.window
         if mode == "dense":
@@ -207,7 +210,7 @@ class MHAReference(nn.Module):
                 allowed = _mask(q, S - lo, window, x.device).repeat(g, 1)
                 scores = scores.masked_fill(~allowed, float("-inf"))
             probs = torch.softmax(scores, -1)
-            out = torch.matmul(probs, vv[:, :, lo:])  # [B, n_kv, g*q, d_h]
+            out = torch.matmul(probs, vv[:, :, lo:])  # [B, n_kv, g*q, d_v]
         else:
             rows = []
             for i, (lo, hi) in enumerate(
@@ -221,12 +224,12 @@ class MHAReference(nn.Module):
                 if window is not None:
                     ok &= keys > pos - window
                 p = torch.softmax(s.masked_fill(~ok, float("-inf")), -1)
-                rows.append(torch.matmul(p, vv[:, :, lo:hi]))  # [B, n_kv, g, d_h]
-            out = torch.stack(rows, 3).reshape(B, self.n_kv, g * q, self.d_h)
+                rows.append(torch.matmul(p, vv[:, :, lo:hi]))  # [B, n_kv, g, d_v]
+            out = torch.stack(rows, 3).reshape(B, self.n_kv, g * q, self.d_v)
         out = (
-            out.view(B, self.n_kv, g, q, self.d_h)
+            out.view(B, self.n_kv, g, q, self.d_v)
             .permute(0, 3, 1, 2, 4)
-            .reshape(B, q, self.n_h * self.d_h)
+            .reshape(B, q, self.n_h * self.d_v)
         )
         keep = S if window is None else min(S, window)
         if keep < S:
@@ -483,6 +486,7 @@ def layer_for_model(
             m.num_attention_heads,
             m.num_key_value_heads,
             m.head_dim,
+            d_v=m.v_head_dim,
             qkv_bias=m.attention_bias or m.qkv_bias or m.bias,
             o_bias=m.attention_bias or m.bias,
             use_rope=m.family != "gpt2",

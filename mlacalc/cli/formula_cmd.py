@@ -113,6 +113,12 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
             raise click.BadParameter(
                 f"{m.label} is {m.variant.upper()}, not {variant.upper()}", param_hint="--subs"
             )
+        if not m.is_mla and m.v_head_dim is not None and m.v_head_dim != m.head_dim:
+            raise click.BadParameter(
+                f"{m.label}'s value heads ({m.v_head_dim}) are narrower than its query/key heads "
+                f"({m.head_dim}), and the printed formula has one d_h; `mlacalc report` counts it",
+                param_hint="--subs",
+            )
         fields = MLA_FIELD_SYMBOLS if m.is_mla else MHA_FIELD_SYMBOLS
         values = {s.ALL[symbol]: getattr(m, field) or 0 for field, symbol in fields.items()}
         expr = sp.factor(expr.subs(values))

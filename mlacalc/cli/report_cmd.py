@@ -115,8 +115,12 @@ def _report_header(doc: dict) -> str:
         ]
     else:
         dims += [f"n_kv={m['num_key_value_heads']}", f"d_h={m['head_dim']}"]
+        if m.get("v_head_dim"):  # MiMo-V2-Flash: value heads of their own width
+            dims.append(f"d_v={m['v_head_dim']}")
     if m.get("sliding_window"):
         dims.append(f"window={m['sliding_window']}")
+    if m.get("sliding_key_value_heads"):  # MiMo-V2-Flash: the sliding layers' own KV heads
+        dims.append(f"sliding layers: n_kv={m['sliding_key_value_heads']}")
     if m.get("global_head_dim"):  # Gemma 4: the full layers' own heads
         full_kv = (m.get("attention_k_eq_v") and m.get("num_global_key_value_heads")) or m[
             "num_key_value_heads"

@@ -46,45 +46,45 @@ class LayerFunctions(NamedTuple):
     matmul_flops: Evaluator
 
 
-ARGS_ops_mha = ('B', 'P', 'S', 'b', 'b_a', 'b_w', 'beta_o', 'beta_qkv', 'd', 'd_h', 'n_h', 'n_kv', 'q', 'rho')
+ARGS_ops_mha = ('B', 'P', 'S', 'b', 'b_a', 'b_w', 'beta_o', 'beta_qkv', 'd', 'd_h', 'd_v', 'n_h', 'n_kv', 'q', 'rho')
 
 
-def ops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, n_h, n_kv, q, rho):
+def ops_mha(B, P, S, b, b_a, b_w, beta_o, beta_qkv, d, d_h, d_v, n_h, n_kv, q, rho):
     return (
         OpTerms('q_proj', 'q_proj', 'matmul', 2*B*d*d_h*n_h*q, B*b_a*d*q, b_w*d_h*n_h*(beta_qkv + d), 0, B*b_a*d_h*n_h*q, 0, (1, B*q, d_h*n_h, d)),
-        OpTerms('kv_proj', 'kv_proj', 'matmul', 4*B*d*d_h*n_kv*q, B*b_a*d*q, 2*b_w*d_h*n_kv*(beta_qkv + d), 0, 2*B*b_a*d_h*n_kv*q, 0, (1, B*q, 2*d_h*n_kv, d)),
+        OpTerms('kv_proj', 'kv_proj', 'matmul', 2*B*d*n_kv*q*(d_h + d_v), B*b_a*d*q, b_w*n_kv*(beta_qkv*d_h + beta_qkv*d_v + d*d_h + d*d_v), 0, B*b_a*n_kv*q*(d_h + d_v), 0, (1, B*q, n_kv*(d_h + d_v), d)),
         OpTerms('rope', 'rope', 'elementwise', 3*B*d_h*q*rho*(n_h + n_kv), B*b_a*d_h*q*rho*(n_h + n_kv), 0, 0, B*b_a*d_h*q*rho*(n_h + n_kv), 0, None),
-        OpTerms('cache_write', 'cache', 'elementwise', 0, 2*B*b_a*d_h*n_kv*q, 0, 0, 0, 2*B*b*d_h*n_kv*q, None),
+        OpTerms('cache_write', 'cache', 'elementwise', 0, B*b_a*n_kv*q*(d_h + d_v), 0, 0, 0, B*b*n_kv*q*(d_h + d_v), None),
         OpTerms('scores', 'core', 'matmul', 2*B*P*d_h*n_h, B*b_a*d_h*n_h*q, 0, B*S*b*d_h*n_kv, B*S*b_a*n_h*q, 0, (B*n_kv, n_h*q/n_kv, S, d_h)),
         OpTerms('softmax', 'softmax', 'elementwise', 5*B*S*n_h*q, B*S*b_a*n_h*q, 0, 0, B*S*b_a*n_h*q, 0, None),
-        OpTerms('pv', 'core', 'matmul', 2*B*P*d_h*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_h*n_kv, B*b_a*d_h*n_h*q, 0, (B*n_kv, n_h*q/n_kv, d_h, S)),
-        OpTerms('o_proj', 'o_proj', 'matmul', 2*B*d*d_h*n_h*q, B*b_a*d_h*n_h*q, b_w*d*(beta_o + d_h*n_h), 0, B*b_a*d*q, 0, (1, B*q, d, d_h*n_h)),
+        OpTerms('pv', 'core', 'matmul', 2*B*P*d_v*n_h, B*S*b_a*n_h*q, 0, B*S*b*d_v*n_kv, B*b_a*d_v*n_h*q, 0, (B*n_kv, n_h*q/n_kv, d_v, S)),
+        OpTerms('o_proj', 'o_proj', 'matmul', 2*B*d*d_v*n_h*q, B*b_a*d_v*n_h*q, b_w*d*(beta_o + d_v*n_h), 0, B*b_a*d*q, 0, (1, B*q, d, d_v*n_h)),
     )
 
 
-ARGS_matmul_flops_mha = ('B', 'P', 'd', 'd_h', 'n_h', 'n_kv', 'q')
+ARGS_matmul_flops_mha = ('B', 'P', 'd', 'd_h', 'd_v', 'n_h', 'n_kv', 'q')
 
 
-def matmul_flops_mha(B, P, d, d_h, n_h, n_kv, q):
-    return 4*B*d_h*(P*n_h + d*n_h*q + d*n_kv*q)
+def matmul_flops_mha(B, P, d, d_h, d_v, n_h, n_kv, q):
+    return 2*B*(d_h + d_v)*(P*n_h + d*n_h*q + d*n_kv*q)
 
 
-ARGS_kv_row_elements_mha = ('d_h', 'n_kv')
+ARGS_kv_row_elements_mha = ('d_h', 'd_v', 'n_kv')
 
 
-def kv_row_elements_mha(d_h, n_kv):
-    return 2*d_h*n_kv
+def kv_row_elements_mha(d_h, d_v, n_kv):
+    return n_kv*(d_h + d_v)
 
 
-ARGS_params_mha = ('beta_o', 'beta_qkv', 'd', 'd_h', 'n_h', 'n_kv')
+ARGS_params_mha = ('beta_o', 'beta_qkv', 'd', 'd_h', 'd_v', 'n_h', 'n_kv')
 
 
-def params_mha(beta_o, beta_qkv, d, d_h, n_h, n_kv):
+def params_mha(beta_o, beta_qkv, d, d_h, d_v, n_h, n_kv):
     return {
         'q_proj': d_h*n_h*(beta_qkv + d),
         'k_proj': d_h*n_kv*(beta_qkv + d),
-        'v_proj': d_h*n_kv*(beta_qkv + d),
-        'o_proj': d*(beta_o + d_h*n_h),
+        'v_proj': d_v*n_kv*(beta_qkv + d),
+        'o_proj': d*(beta_o + d_v*n_h),
     }
 
 

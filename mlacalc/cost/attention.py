@@ -174,6 +174,7 @@ def _model_dims(model: ModelConfig) -> dict[str, int]:
     dims["beta_qkv"] = int(model.attention_bias or model.qkv_bias or model.bias)
     dims["beta_o"] = int(model.attention_bias or model.bias)
     dims["rho"] = 0 if model.family == "gpt2" else 1
+    dims["d_v"] = model.v_head_dim or model.head_dim  # value heads of their own (MiMo-V2-Flash)
     return dims
 
 

@@ -180,6 +180,7 @@ def kv_cache(
         model.full_attention_interval is not None
         or model.attention_chunk_size is not None
         or model.global_head_dim is not None
+        or model.sliding_key_value_heads is not None  # MiMo-V2-Flash's own sliding KV heads
         or bool(model.full_attention_layers)
         or bool(model.block_types)
         or model.mamba_num_heads is not None
@@ -277,6 +278,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
     if (
         model.full_attention_interval is not None
         or model.global_head_dim is not None
+        or model.sliding_key_value_heads is not None  # MiMo-V2-Flash's own sliding KV heads
         or model.full_attention_layers
         or model.block_types
         or model.mamba_num_heads is not None

@@ -82,7 +82,8 @@ def kv_by_kind(
     indexer key in the cache layout (``index_head_dim`` values; an 8-bit layout adds a
     float32 scale per 128 values, as DeepSeek's indexer cache keeps it). A Gemma 4 full
     layer's row is its own: K and V of ``num_global_key_value_heads`` heads of
-    ``global_head_dim`` (two tensors even with ``attention_k_eq_v``)."""
+    ``global_head_dim`` (two tensors even with ``attention_k_eq_v``); a MiMo-V2-Flash sliding
+    layer's too: K (``head_dim``) and V (``v_head_dim``) of ``sliding_key_value_heads``."""
     out: dict[str, list[int]] = {}
     full_row = row_bytes
     if (model.global_head_dim is not None or model.attention_k_eq_v) and not model.is_mla:
@@ -94,6 +95,13 @@ def kv_by_kind(
     full = next((k.label for k in pattern.layers if k.window is None), "full")
     kinds += [(full, seq_len)] * (layers - len(kinds))
     own_row = {k.label: full_row for k in pattern.layers if k.attention == "full"}
+    if model.sliding_key_value_heads is not None:  # MiMo-V2-Flash: sliding layers' own KV heads
+        kv_layout = resolve_kv_layout("bf16" if layout is None else layout)
+        for k in pattern.layers:
+            if k.attention == "sliding":
+                sub = kind_model(model, k)
+                width = sub.head_dim + (sub.v_head_dim or sub.head_dim)  # K and V
+                own_row[k.label] = kv_layout.row_bytes(sub.num_key_value_heads * width)
     for label, tokens in kinds:
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1

@@ -66,7 +66,7 @@ from mlacalc.cost.params import (
     shared_experts_shape,
 )
 from mlacalc.cost.quant import Tensor, checkpoint_tensors, is_kept, tensor_bytes
-from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
+from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import LayerKind
 from mlacalc.words import arguments as args
@@ -255,7 +255,8 @@ def _core_kernel(
         n_kv = model.num_attention_heads
         d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
     else:
-        n_kv, d_qk, d_v = model.num_key_value_heads, model.head_dim, model.head_dim
+        n_kv, d_qk = model.num_key_value_heads, model.head_dim
+        d_v = model.v_head_dim or model.head_dim  # MiMo-V2-Flash: values narrower than keys
     shape = {
         "batch": cost.batch,
         "q_len": cost.q_len,
@@ -277,8 +278,8 @@ def _core_kernel(
     if kind == "attention_decode":
         # attention sinks keep the RoPE pre-kernel a kernel of its own
 
-        arch = arch_of(model)
-        shape["sinks"] = int(bool(arch is not None and arch.sinks))
+        arch = arch_of(model) or Arch()
+        shape["sinks"] = int(arch.sinks or (arch.sliding_sinks and window is not None))
     if kind in ("attention_decode", "attention_prefill", "mla_prefill", "mla_decode"):
         # the step times RoPE and the cache append as kernels of their own (``rope``), so the
         # attention kernel (decode or prefill) does not count the RoPE + append pre-kernel the
@@ -871,6 +872,7 @@ def _attention_layers(
     layers) when the layers differ (sliding or chunked layers between full ones)."""
     a, w = work.act_dtype, work.weight_dtype
     uniform = m.full_attention_interval is None and m.global_head_dim is None
+    uniform = uniform and m.sliding_key_value_heads is None  # MiMo-V2-Flash: per-kind KV heads
     mamba = m.mamba_num_heads is not None or m.mamba_dt_rank is not None
     shared = bool(m.shared_indexer_layers) and not m.every_indexer_shared  # DSA: some reuse
     v4 = bool(m.compress_ratios)  # DeepSeek-V4's kinds (mlacalc.cost.compressed)

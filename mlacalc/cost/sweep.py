@@ -188,6 +188,7 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
         or m.block_types
         or m.mamba_num_heads is not None
         or m.mamba_dt_rank is not None
+        or m.sliding_key_value_heads is not None  # MiMo-V2-Flash: sliding layers' own KV heads
     ):
         raise InvalidArgumentError(
             "model",

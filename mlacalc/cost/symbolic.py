@@ -131,6 +131,8 @@ def formula(
         expr = s.L * layer.fused_bytes()
 
     subs: dict = {s.beta_qkv: int(bias), s.beta_o: int(bias), s.rho: int(rope)}
+    if variant != "mla":  # one head width: d_v is MiMo-V2-Flash's alone (model_dims)
+        subs[s.d_v] = s.d_h
     if variant == "mha":
         subs[s.n_kv] = s.n_h
     elif variant == "mqa":

@@ -19,6 +19,10 @@ Hugging Face implementation:
 ``llama4_text``    chunked layers with every ``full_attention_interval``-th layer full and
                    without RoPE; weightless L2 q/k norms; MoE with one shared expert; dense
                    layers of ``intermediate_size`` (config.json: ``intermediate_size_mlp``)
+``mimo_v2_flash``  value heads of ``v_head_dim`` narrower than the query/key heads of
+                   ``head_dim``; sliding layers of their own KV heads
+                   (``sliding_key_value_heads``) with one sink logit per head, full layers
+                   without; MoE with a correction bias after a dense first layer
 ``gemma4_text``    Gemma 3's layer, and full layers with their own head width
                    (``global_head_dim``) and, with ``attention_k_eq_v``, KV heads
                    (``num_global_key_value_heads``) and no ``v_proj``; a dense MLP beside the
@@ -70,6 +74,7 @@ class Arch:
     qk_norm: str = ""  # "", "head" (d_h each) or "full" (n_h d_h and n_kv d_h)
     norms_per_layer: int = 2
     sinks: bool = False
+    sliding_sinks: bool = False  # attention sinks in the sliding layers only (MiMo-V2-Flash)
     router_bias: bool = False  # a bias on the router's logits (GPT-OSS)
     correction_bias: bool = False  # a per-expert correction bias on the routing scores
     expert_bias: bool = False
@@ -186,7 +191,8 @@ _MAMBA_FIELDS = (
 
 def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
     """The model as if every layer were of ``kind``: its window or chunk, and a Gemma 4
-    full layer's own head width and KV heads (``attention_k_eq_v`` kept only there)."""
+    full layer's own head width and KV heads (``attention_k_eq_v`` kept only there), a
+    MiMo-V2-Flash sliding layer's own KV heads (``sliding_key_value_heads``)."""
     changes: dict[str, Any] = dict(
         full_attention_interval=None,
         full_attention_layers=(),
@@ -216,6 +222,10 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
             changes["head_dim"] = model.global_head_dim or model.head_dim
             if model.attention_k_eq_v and model.num_global_key_value_heads:
                 changes["num_key_value_heads"] = model.num_global_key_value_heads
+    if model.sliding_key_value_heads is not None:
+        changes["sliding_key_value_heads"] = None
+        if kind.attention == "sliding":
+            changes["num_key_value_heads"] = model.sliding_key_value_heads
     return model.with_changes(**changes)
 
 

@@ -301,6 +301,12 @@ def _attention_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
                 types = [
                     "full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)
                 ]
+        elif mt == "mimo_v2_flash" and "full_attention_layers" not in raw:
+            # MiMoV2FlashConfig: the first layer and every 6th (1-based) full
+            types = [
+                "full_attention" if (i == 0 or not (i + 1) % 6) else "sliding_attention"
+                for i in range(n)
+            ]
         elif raw.get("full_attention_layers") and raw.get("sliding_window"):
             listed = set(raw["full_attention_layers"])  # a ModelConfig's 1-based full layers
             types = ["full_attention" if i + 1 in listed else "sliding_attention" for i in range(n)]
@@ -568,6 +574,9 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     types = ["full_attention"] * n if beside else _attention_types(raw, n, origin)
     ffn = _ffn_types(raw, n, origin)
     window = _int(raw, "sliding_window", origin)
+    if mt == "mimo_v2_flash":  # the class's window: sliding_window_size keys plus the query
+        size = _int(raw, "sliding_window_size", origin)
+        window = size + 1 if size is not None else (window or 129)
     chunk = _int(raw, "attention_chunk_size", origin)
     nope_layers = mt in ("llama4", "llama4_text")
     no_rope = _smollm3_no_rope(raw, n, origin) if mt == "smollm3" else None
@@ -725,6 +734,11 @@ def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
         g_kv = (_int(raw, "num_global_key_value_heads", origin) if k_eq_v else None) or n_kv
         g_head = _int(raw, "global_head_dim", origin, 512)
         rows["full"] = 2 * g_kv * g_head
+    if raw.get("model_type") == "mimo_v2_flash" and head:
+        # K of head_dim and V of v_head_dim; sliding layers hold twice the full ones' KV heads
+        width = head + (_int(raw, "v_head_dim", origin, 128) or head)
+        s_kv = _int(raw, "sliding_key_value_heads", origin) or 2 * n_kv
+        rows.update(full=n_kv * width, chunked=n_kv * width, sliding=s_kv * width)
     if _is_mla(raw):
         latent = _int(raw, "kv_lora_rank", origin) + _int(raw, "qk_rope_head_dim", origin)
         rows["mla"] = rows["dsa"] = latent

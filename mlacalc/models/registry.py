@@ -339,10 +339,6 @@ NOT_MODELLED: Mapping[str, str] = {
     "(attn_res_block_size) and output-gated MLA (mla_use_output_gate), which no transformers "
     "class implements and whose modelling code is not published with the config; kimi_linear "
     "would count another model",
-    "mimo_v2_flash": "its attention has query/key heads of head_dim (192) and value heads of "
-    "v_head_dim (128), which the MHA/GQA cost formula (one d_h) does not express, sliding layers "
-    "with twice the KV heads of the full ones and attention sinks in the sliding layers only; "
-    "mimo is MiMo-7B, another layout",
 }
 
 

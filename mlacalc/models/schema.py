@@ -363,7 +363,11 @@ class ModelConfig:
         OPTPOS, "d_rope, decoupled RoPE width, shared key (MLA)", hi=MAX_WIDTH, default=None
     )
     v_head_dim: int | None = _spec(
-        OPTPOS, "d_v, per-head value width (MLA)", hi=MAX_WIDTH, default=None
+        OPTPOS,
+        "d_v, per-head value width (MLA; without MLA only MiMo-V2-Flash, whose value heads "
+        "are narrower than its query/key heads of head_dim)",
+        hi=MAX_WIDTH,
+        default=None,
     )
     n_routed_experts: int = _spec(
         NONNEG,
@@ -469,6 +473,13 @@ class ModelConfig:
         "(Gemma 4): no v_proj there; the cache still keeps K and V (V is normed, K normed "
         "and rotated)",
         default=False,
+    )
+    sliding_key_value_heads: int | None = _spec(
+        OPTPOS,
+        "KV heads of the sliding-window layers when they differ from num_key_value_heads "
+        "(MiMo-V2-Flash: twice those of its full layers); null: num_key_value_heads",
+        hi=MAX_HEADS,
+        default=None,
     )
     index_n_heads: int | None = _spec(
         OPTPOS,
@@ -968,7 +979,37 @@ def _head_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
                 "each KV head must serve the same number of query heads",
             )
         )
-    return out
+    return out + _sliding_heads_problems(v, have)
+
+
+#: model types whose attention has value heads of their own width (v_head_dim without MLA)
+#: and sliding layers of their own KV heads (sliding_key_value_heads)
+_OWN_VALUE_WIDTH = ("mimo_v2_flash",)
+
+
+def _sliding_heads_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """sliding_key_value_heads: MiMo-V2-Flash's only, at most the query heads, dividing them."""
+    s_kv, n_h = v.get("sliding_key_value_heads"), v.get("num_attention_heads")
+    if not _valid(have, "sliding_key_value_heads") or s_kv is None:
+        return []
+    if _valid(have, "model_type") and v["model_type"] not in _OWN_VALUE_WIDTH:
+        return [
+            (
+                "sliding_key_value_heads",
+                f"is a MiMo-V2-Flash field (sliding layers' own KV heads); {v['model_type']} "
+                "does not model it",
+                "remove it, or use model_type mimo_v2_flash",
+            )
+        ]
+    if _valid(have, "num_attention_heads") and (s_kv > n_h or n_h % s_kv):
+        return [
+            (
+                "sliding_key_value_heads",
+                f"{s_kv} KV heads do not divide num_attention_heads {n_h}",
+                "each KV head must serve the same number of query heads",
+            )
+        ]
+    return []
 
 
 def _mla_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
@@ -1033,8 +1074,18 @@ def _not_mla_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
             "set kv_lora_rank for an MLA model, or remove this field",
         )
         for name in _MLA[1:]
-        if v.get(name) is not None and not (name == "q_lora_rank" and _compressed_family(unit))
+        if v.get(name) is not None
+        and not (name == "q_lora_rank" and _compressed_family(unit))
+        and not (name == "v_head_dim" and v.get("model_type") in _OWN_VALUE_WIDTH)
     ]
+    if v.get("model_type") in _OWN_VALUE_WIDTH and "v_head_dim" in v and v["v_head_dim"] is None:
+        out.append(
+            (
+                "v_head_dim",
+                f"is required for model_type {v['model_type']} (the value heads' width)",
+                "state the per-head value width (MiMo-V2-Flash: 128)",
+            )
+        )
     if not _valid(have, "head_dim"):
         return out
     head_dim, n_h = v["head_dim"], v.get("num_attention_heads")
@@ -1607,7 +1658,8 @@ def _apply_defaults(
         for name, rule in rules.items():
             if name in values or name in bad:
                 continue
-            if (name == "head_dim" and mla) or (name in _MLA and not mla):
+            own_v = name == "v_head_dim" and valid["model_type"] in _OWN_VALUE_WIDTH
+            if (name == "head_dim" and mla) or (name in _MLA and not mla and not own_v):
                 continue
             if name in (*_MOE_ONLY, "moe_layer_freq") and not experts:
                 continue

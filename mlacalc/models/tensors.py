@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mlacalc.models import deepseek_v4
-from mlacalc.models.architecture import Arch, arch_of, layer_pattern
+from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
+from mlacalc.models.patterns import LayerKind
 
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
@@ -144,22 +145,25 @@ def _mla_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
     return out
 
 
-def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
+def _attention_tensors(m: ModelConfig, arch: Arch, p: str, sinks: bool = False) -> list[Tensor]:
+    """One layer's attention; ``sinks`` adds a sink logit per head beside ``arch.sinks``, and a
+    value width of its own (``v_head_dim`` without MLA) shapes ``v_proj`` and ``o_proj``."""
     if m.is_mla:
         return _mla_tensors(m, arch, p)
     d, n_h, n_kv, d_h = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    d_v = m.v_head_dim or d_h
     qkv_bias = m.attention_bias or m.qkv_bias
     out = [
         Tensor(f"{p}.self_attn.q_proj.weight", (n_h * d_h * (1 + arch.gated_query), d), "linear"),
         Tensor(f"{p}.self_attn.k_proj.weight", (n_kv * d_h, d), "linear"),
-        Tensor(f"{p}.self_attn.v_proj.weight", (n_kv * d_h, d), "linear"),
-        Tensor(f"{p}.self_attn.o_proj.weight", (d, n_h * d_h), "linear"),
+        Tensor(f"{p}.self_attn.v_proj.weight", (n_kv * d_v, d), "linear"),
+        Tensor(f"{p}.self_attn.o_proj.weight", (d, n_h * d_v), "linear"),
     ]
     if qkv_bias:
         out += [
             Tensor(f"{p}.self_attn.q_proj.bias", (n_h * d_h * (1 + arch.gated_query),)),
             Tensor(f"{p}.self_attn.k_proj.bias", (n_kv * d_h,)),
-            Tensor(f"{p}.self_attn.v_proj.bias", (n_kv * d_h,)),
+            Tensor(f"{p}.self_attn.v_proj.bias", (n_kv * d_v,)),
         ]
     if m.attention_bias:
         out.append(Tensor(f"{p}.self_attn.o_proj.bias", (d,)))
@@ -173,7 +177,7 @@ def _attention_tensors(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
             Tensor(f"{p}.self_attn.q_norm.weight", (n_h * d_h,)),
             Tensor(f"{p}.self_attn.k_norm.weight", (n_kv * d_h,)),
         ]
-    if arch.sinks:
+    if arch.sinks or sinks:
         out.append(Tensor(f"{p}.self_attn.sinks", (n_h,)))
     if arch.head_gate:
         out.append(Tensor(f"{p}.self_attn.g_proj.weight", (n_h, d), "linear"))
@@ -392,6 +396,10 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
         out = mamba1_tensors(m, p)
     elif arch.parallel_mamba and m.mamba_num_heads and i < m.num_hidden_layers:  # side by side
         out = _attention_tensors(m, arch, p) + mamba_tensors(m, p)
+    elif m.sliding_key_value_heads is not None or arch.sliding_sinks:  # MiMo-V2-Flash
+        kind = layer_pattern(m).layers[i] if i < m.num_hidden_layers else LayerKind("full")
+        sliding = kind.attention == "sliding"
+        out = _attention_tensors(kind_model(m, kind), arch, p, sinks=arch.sliding_sinks and sliding)
     else:
         out = _attention_tensors(m, arch, p)
     if m.is_moe_layer(i):

@@ -34,6 +34,7 @@ _UNIFORM_HEADS = {
     "global_head_dim": None,
     "num_global_key_value_heads": None,
     "attention_k_eq_v": False,
+    "sliding_key_value_heads": None,  # MiMo-V2-Flash's sliding layers lose their own KV heads
 }
 
 
@@ -84,7 +85,7 @@ def as_variant(
             "kv_lora_rank": kv_lora_rank or (m.kv_lora_rank if m.is_mla else 4 * base),
             "qk_rope_head_dim": rope,
             "qk_nope_head_dim": base,
-            "v_head_dim": m.v_head_dim if m.is_mla else base,
+            "v_head_dim": m.v_head_dim or base,  # MLA's, MiMo-V2-Flash's, else d_h
             "q_lora_rank": q_lora_rank
             if q_lora_rank is not None
             else (m.q_lora_rank if m.is_mla else None),
@@ -118,14 +119,23 @@ def as_variant(
         display_name=label,
         num_key_value_heads=n_kv,
         head_dim=d_h,
-        **dict.fromkeys(_MLA_FIELDS),
-        **_UNIFORM_HEADS,
+        **{
+            **dict.fromkeys(_MLA_FIELDS),
+            **_UNIFORM_HEADS,
+            "v_head_dim": None if m.is_mla else m.v_head_dim,  # MiMo-V2-Flash keeps its own
+        },
     )
 
 
 def one_head_shape_note(model: ModelConfig | str) -> str:
     """What the equivalents of a model with per-kind head shapes assume ("" otherwise)."""
     m = model_argument(model)
+    if m.sliding_key_value_heads is not None and not m.is_mla:
+        return (
+            f"{m.label}'s sliding layers have their own KV heads "
+            f"({m.sliding_key_value_heads}); the other designs use its full layers' heads in "
+            "every layer"
+        )
     if m.is_mla or (m.global_head_dim is None and not m.attention_k_eq_v):
         return ""
     full = m.global_head_dim or m.head_dim

@@ -285,7 +285,8 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
     if kind.attention in COMPRESSED_KINDS:  # DeepSeek-V4: the query heads' tensors split
         split, total = compressed_attention_split(m, kind)
         return (split / tp + total - split) / total
-    sub = kind_model(m, kind) if m.global_head_dim is not None or m.attention_k_eq_v else m
+    own = m.global_head_dim is not None or m.attention_k_eq_v or m.sliding_key_value_heads
+    sub = kind_model(m, kind) if own else m
     return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
 
 
@@ -414,7 +415,7 @@ def kv_bytes_per_token_per_gpu(
     stages = stage_layers(m, lay.pp)
     mtp = m.num_nextn_predict_layers if include_mtp else 0
     layers = len(stages[0]) + mtp
-    if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
+    if m.global_head_dim is not None or m.sliding_key_value_heads is not None:  # own heads
         kinds = layer_pattern_of(m)
         return max(
             sum(_gemma4_row_per_gpu(m, layout, lay, kinds[i]) for i in stage) for stage in stages
@@ -443,10 +444,12 @@ def layer_pattern_of(m: ModelConfig) -> tuple:
 def _gemma4_row_per_gpu(m: ModelConfig, layout: KVLayout, lay: Layout, kind) -> int:
     """One token's cache row of a Gemma 4 layer on one rank: ``ceil(n_kv / tp)`` of its K/V
     heads, a full layer's heads and width its own (``global_head_dim``,
-    ``num_global_key_value_heads``)."""
+    ``num_global_key_value_heads``); a MiMo-V2-Flash layer's K of ``head_dim`` and V of
+    ``v_head_dim``, a sliding layer's ``sliding_key_value_heads``."""
     sub = kind_model(m, kind)
     heads = sub.num_key_value_heads
-    return layout.row_bytes(2 * math.ceil(heads / lay.tp) * sub.head_dim)
+    width = sub.head_dim + (sub.v_head_dim or sub.head_dim)  # K and V
+    return layout.row_bytes(math.ceil(heads / lay.tp) * width)
 
 
 def kv_bytes_per_sequence_per_gpu(
@@ -489,7 +492,7 @@ def kv_bytes_per_sequence_per_gpu(
         # pooled keys and indexer keys, the compressors' state: mlacalc.cost.compressed)
         held = {k: compressed_layer_bytes(m, k, paged(context), layout) for k in set(kinds)}
         return max(sum(held[kinds[i]] for i in stage) for stage in stages)
-    if m.global_head_dim is not None:  # Gemma 4: full layers keep rows of their own heads
+    if m.global_head_dim is not None or m.sliding_key_value_heads is not None:  # own heads
         return max(
             sum(
                 paged(kinds[i].tokens_kept(context)) * _gemma4_row_per_gpu(m, layout, lay, kinds[i])

@@ -116,7 +116,8 @@ def eager_passes(
     out.append(("scores", "scale", rows * span))
     if q > 1:
         out.append(("scale", "mask", rows * span))
-        out.append(("pv", "out_copy", batch * q * h * d))  # permute(0, 3, 1, 2, 4).reshape
+        dv = model.v_head_dim or d  # MiMo-V2-Flash's values are narrower than its keys
+        out.append(("pv", "out_copy", batch * q * h * dv))  # permute(0, 3, 1, 2, 4).reshape
     return out
 
 

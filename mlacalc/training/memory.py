@@ -109,6 +109,7 @@ def check_layout(m: ModelConfig) -> None:
         arch.qk_norm not in ("", "head", "full")
         or arch.norms_per_layer != 2
         or arch.sinks
+        or arch.sliding_sinks  # MiMo-V2-Flash: also values narrower than keys, not laid out
         or arch.gated_query
         or arch.head_gate
     )
