@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from mlacalc.cost import compressed as cc
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.words.errors import ConfigError
 
@@ -119,7 +120,7 @@ def test_pro_attention_flops_on_meta():
     counts = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
     c = v4.read_config(data)
     for i, kind in enumerate(c.layer_types):
-        stages = v4.attention_flops(c, kind, 4096)
+        stages = cc.attention_flops(c, kind, 4096)
         got = counts[f"DeepseekV4ForCausalLM.model.layers.{i}.self_attn"]
         assert sum(v for k, v in stages.items() if k != "core_causal") == got
 
@@ -139,7 +140,7 @@ def test_cache_equals_reference(name, seq_len):
     ref = _reference()
     data = _variation(name, 3 if name == "pro" else 4)
     got = [b for _, b in ref.cache_bytes(ref.build(data), seq_len)]
-    mine = [sum(parts.values()) for parts in v4.cache_bytes(v4.read_config(data), seq_len)]
+    mine = [sum(parts.values()) for parts in cc.cache_bytes(v4.read_config(data), seq_len)]
     assert mine == got
 
 
@@ -147,7 +148,7 @@ def test_cache_parts_and_engine_convention():
     """Pro at 32768 tokens: an HCA layer keeps 127 window rows, 256 pooled keys and nothing
     pending; a CSA layer adds 8192 indexer keys and the overlap; the engine's window is W."""
     c = v4.read_config(_pro())
-    hca, _, csa = v4.cache_bytes(c, 32768)[:3]
+    hca, _, csa = cc.cache_bytes(c, 32768)[:3]
     assert hca == {"window": 127 * 512 * 2, "compressed": 256 * 512 * 2, "pending": 0}
     assert csa == {
         "window": 127 * 1024,
@@ -156,15 +157,15 @@ def test_cache_parts_and_engine_convention():
         "pending": 0,
         "overlap": 2 * 4 * (512 + 128) * 2,
     }
-    totals = {s: sum(sum(p.values()) for p in v4.cache_bytes(c, s)) for s in (1, 4096, 32768)}
+    totals = {s: sum(sum(p.values()) for p in cc.cache_bytes(c, s)) for s in (1, 4096, 32768)}
     assert totals == {1: 279_552, 4096: 48_577_536, 32768: 330_939_392}  # docs/deepseek-v4.md
-    million = v4.cache_bytes(c, 1_048_576, convention="engine")
+    million = cc.cache_bytes(c, 1_048_576, convention="engine")
     assert sum(sum(p.values()) for p in million) == 10_334_679_040
-    engine = v4.cache_bytes(c, 32768, convention="engine")
+    engine = cc.cache_bytes(c, 32768, convention="engine")
     assert engine[0]["window"] == 128 * 512 * 2
-    assert v4.cache_bytes(c, 100, convention="engine")[0]["window"] == 100 * 512 * 2
+    assert cc.cache_bytes(c, 100, convention="engine")[0]["window"] == 100 * 512 * 2
     with pytest.raises(ValueError, match="convention"):
-        v4.cache_bytes(c, 1, convention="vllm")
+        cc.cache_bytes(c, 1, convention="vllm")
 
 
 TINY = dict(
@@ -213,14 +214,14 @@ def tiny_flops():
 def test_attention_flops_equal_flop_counter(tiny_flops, layer):
     """A sliding, a CSA and an HCA attention layer (the eager reference's dense core)."""
     c = v4.read_config(TINY)
-    stages = v4.attention_flops(c, c.layer_types[layer], 40)
+    stages = cc.attention_flops(c, c.layer_types[layer], 40)
     counted = tiny_flops[f"DeepseekV4ForCausalLM.model.layers.{layer}.self_attn"]
     assert sum(v for k, v in stages.items() if k != "core_causal") == counted
 
 
 def test_forward_flops_equal_flop_counter(tiny_flops):
     c = v4.read_config(TINY)
-    parts = v4.forward_flops(c, 40)
+    parts = cc.forward_flops(c, 40)
     assert sum(parts.values()) == tiny_flops["Global"]
     assert parts["moe"] == 3 * tiny_flops["DeepseekV4ForCausalLM.model.layers.0.mlp"]
 
@@ -230,11 +231,11 @@ def test_causal_core_counts_the_keys_a_query_may_see():
     c = v4.read_config(TINY)
     per_key = 4 * 4 * 32
     window = sum(min(j, 8) for j in range(1, 41))
-    assert v4.attention_flops(c, v4.SLIDING, 40)["core_causal"] == per_key * window
+    assert cc.attention_flops(c, v4.SLIDING, 40)["core_causal"] == per_key * window
     hca = window + sum(j // 16 for j in range(1, 41))
-    assert v4.attention_flops(c, v4.HCA, 40)["core_causal"] == per_key * hca
+    assert cc.attention_flops(c, v4.HCA, 40)["core_causal"] == per_key * hca
     csa = window + sum(min(j // 4, 3) for j in range(1, 41))
-    assert v4.attention_flops(c, v4.CSA, 40)["core_causal"] == per_key * csa
+    assert cc.attention_flops(c, v4.CSA, 40)["core_causal"] == per_key * csa
 
 
 BAD = {
@@ -324,12 +325,12 @@ def test_cached_step_flops_and_cache_equal_reference(tiny_model, context, new):
             tiny_model(input_ids=torch.zeros(1, new, dtype=torch.long), past_key_values=cache)
     counts = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
     for i, kind in enumerate(c.layer_types):
-        stages = v4.attention_flops(c, kind, new, context=context)
+        stages = cc.attention_flops(c, kind, new, context=context)
         got = counts[f"DeepseekV4ForCausalLM.model.layers.{i}.self_attn"]
         assert sum(v for k, v in stages.items() if k != "core_causal") == got
-    assert sum(v4.forward_flops(c, new, context).values()) == counts["Global"]
+    assert sum(cc.forward_flops(c, new, context).values()) == counts["Global"]
     held = [_held_bytes(vars(layer), torch, set()) for layer in cache.layers]
-    mine = v4.cache_bytes(c, context + new, dtype_bytes=4)  # the tiny model runs in float32
+    mine = cc.cache_bytes(c, context + new, dtype_bytes=4)  # the tiny model runs in float32
     assert [sum(parts.values()) for parts in mine] == held
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import mlacalc
+from mlacalc.cost import compressed as cc
 from mlacalc.cost.engine import attention_cost, kv_cache
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.models import deepseek_v4 as v4
@@ -123,7 +124,7 @@ def test_cache_equals_reference_below_the_window(seq_len):
 @pytest.mark.parametrize("seq_len", [1, 5, 131, 4096, 32768, 1_048_576])
 def test_cache_equals_module_engine_convention(pro, seq_len):
     c = v4.config_of(pro)
-    parts = v4.cache_bytes(c, seq_len, convention="engine")
+    parts = cc.cache_bytes(c, seq_len, convention="engine")
     cache = kv_cache(pro, seq_len, batch=3)
     assert cache.total_bytes == 3 * sum(sum(p.values()) for p in parts)
     by = {label: b for label, _, _, b in cache.by_kind}
@@ -165,7 +166,7 @@ def test_attention_flops_equal_module(pro, phase, seq_len, q_len):
     q = 1 if phase == "decode" else q_len
     want = 0
     for t in c.layer_types:
-        stages = v4.attention_flops(c, t, q, seq_len - q)
+        stages = cc.attention_flops(c, t, q, seq_len - q)
         want += sum(v for k, v in stages.items() if k != "core")
     cost = attention_cost(pro, phase, seq_len, batch=2, q_len=q_len if phase == "chunk" else None)
     assert cost.flops == 2 * want
@@ -180,14 +181,14 @@ def test_step_kernels_equal_module_forward(pro):
     ks = step_kernels(pro, "decode", S)
     got = sum(k.flops * k.calls for k in ks if k.kind != "elementwise")
     got += sum(k.flops * k.calls for k in ks if k.name == "hc_stream_mix")
-    parts = v4.forward_flops(c, 1, S - 1)
+    parts = cc.forward_flops(c, 1, S - 1)
     eager = sum(
-        v4.attention_flops(c, t, 1, S - 1)[k]
+        cc.attention_flops(c, t, 1, S - 1)[k]
         for t in c.layer_types
         for k in ("core", "core_causal")
         if k == "core"
     )
-    causal = sum(v4.attention_flops(c, t, 1, S - 1)["core_causal"] for t in c.layer_types)
+    causal = sum(cc.attention_flops(c, t, 1, S - 1)["core_causal"] for t in c.layer_types)
     assert got == sum(parts.values()) - eager + causal
 
 

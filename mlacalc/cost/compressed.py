@@ -16,15 +16,17 @@ differ in what the query sees besides the last ``W`` (``sliding_window``) keys:
   ``index_topk`` best;
 - ``swa``: the window only.
 
-The counting rules are :mod:`mlacalc.models.deepseek_v4`'s (checked against transformers'
-``modeling_deepseek_v4`` with ``FlopCounterMode``); this module lays them out as one layer's
-operations. FLOPs (2 per multiply-add): the projections as above, ``compressor`` and
+The counting rules are at the end of this module (:func:`cache_bytes`, :func:`attention_flops`,
+:func:`forward_flops`, on the :class:`~mlacalc.models.deepseek_v4.V4Config` the model reads
+into; checked against transformers' ``modeling_deepseek_v4`` on the meta device and with
+``FlopCounterMode``); :func:`compressed_cost` lays them out as one layer's operations.
+FLOPs (2 per multiply-add): the projections as above, ``compressor`` and
 ``indexer_compressor`` (stage ``kv_proj``), the indexer's query and weights (``q_proj``),
 ``indexer_scores`` (``2 n_i d_i`` per query and pooled key, stage ``core``) and ``attention``
 (``core``): ``4 n_h D`` per (query, key) pair over the keys a kernel that skips masked ones
 attends, the query at 1-based position ``j`` ``min(j, W)`` window keys and ``j // m`` pooled
 keys (at most ``index_topk`` in a CSA layer). The reference's eager product (every pooled key,
-masked) is :func:`mlacalc.models.deepseek_v4.attention_flops`' ``core``.
+masked) is :func:`attention_flops`' ``core``.
 
 Cache per sequence (:func:`compressed_layer_bytes`, the engine convention: a ring of ``W``
 window rows): the window's rows, one pooled key of ``D`` per ``m`` tokens, a CSA layer's pooled
@@ -53,12 +55,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPRESSED_KERNELS",
+    "CONVENTIONS",
+    "attention_flops",
+    "cache_bytes",
+    "causal_keys",
     "compressed_attention_split",
     "compressed_cost",
     "compressed_growth",
     "compressed_kernels",
     "compressed_layer_bytes",
     "compressed_row_elements",
+    "forward_flops",
+    "layer_cache",
 ]
 
 #: DeepSeek-V4's kind -> the reference's layer type
@@ -97,7 +105,7 @@ def compressed_layer_bytes(
     (window, pooled keys, indexer keys, the compressors' state) in the cache layout's element
     size, the engine convention (a ring of ``W`` window rows)."""
     c = v4.config_of(model)
-    parts = v4.layer_cache(c, _layer_type(kind), seq_len, "engine")
+    parts = layer_cache(c, _layer_type(kind), seq_len, "engine")
     return resolve_kv_layout("bf16" if layout is None else layout).row_bytes(sum(parts.values()))
 
 
@@ -156,7 +164,7 @@ def compressed_cost(
     t = _layer_type(kind)
     b, q, S = work.batch, work.q_len, work.seq_len
     context = S - q
-    flops = v4.attention_flops(c, t, q, context)
+    flops = attention_flops(c, t, q, context)
     w_bits = dtype_bits(work.weight_dtype or model.weights_dtype)
     a_bits = dtype_bits(work.act_dtype)
     row = resolve_kv_layout(work.kv_dtype).row_bytes
@@ -347,3 +355,153 @@ def compressed_kernels(
                 Kernel(o.name, "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape)
             )
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# the counting rules of DeepSeek-V4's layers (checked against the reference)
+
+#: the cache conventions: the reference's (``hf``: the last ``W - 1`` window rows) and an
+#: engine's ring of ``W`` slots
+CONVENTIONS = ("hf", "engine")
+
+
+def layer_cache(c: v4.V4Config, kind: str, s: int, convention: str) -> dict[str, int]:
+    """Rows x width (elements) of one layer's cache after ``s`` tokens, by part."""
+    hd, w = c.head_dim, c.sliding_window
+    window = min(s, w - 1) if convention == "hf" else min(s, w)
+    parts = {"window": window * hd}  # K = V: one tensor
+    if kind == v4.SLIDING:  # the reference's generic sliding cache holds K and V apart
+        parts["window"] *= 2 if convention == "hf" else 1
+        return parts
+    rate = c.rate(kind)
+    entries, pending = divmod(s, rate)
+    parts["compressed"] = entries * hd
+    if kind == v4.HCA:  # the tokens of an unfinished window: their kv and gate projections
+        parts["pending"] = 2 * pending * hd
+        return parts
+    ihd = c.index_head_dim
+    parts["indexer"] = entries * ihd
+    # two series each of kv and gate per pending token; the last full window's first series
+    # (kv and gate, rate rows each) carried for the next window's overlap
+    parts["pending"] = 2 * pending * 2 * (hd + ihd)
+    parts["overlap"] = 2 * rate * (hd + ihd) if entries else 0
+    return parts
+
+
+def cache_bytes(
+    c: v4.V4Config, seq_len: int, convention: str = "hf", dtype_bytes: int = 2
+) -> list[dict[str, int]]:
+    """Bytes each layer caches for one sequence after a forward of ``seq_len`` tokens, by part.
+
+    Parts: ``window`` (the sliding window's shared K = V rows: ``min(S, W - 1)`` as the
+    reference's cache keeps them, ``min(S, W)`` in the ``engine`` convention of a ring of ``W``
+    slots; a ``sliding_attention`` layer's reference cache is the generic sliding one, which
+    holds the same rows twice, as keys and as values, the engine's once), ``compressed`` (one
+    pooled key per ``rate`` tokens, ``head_dim`` wide), ``indexer`` (a v4.CSA layer's pooled
+    indexer keys, ``index_head_dim`` wide), ``pending`` (the kv and gate projections of the
+    tokens of an unfinished window, two series of each in a v4.CSA layer, for the compressor and
+    the indexer) and ``overlap`` (a v4.CSA layer's last full window's first series, kv and gate,
+    carried into the next window). Every part is held in the activation dtype (``dtype_bytes``;
+    bf16 in the reference on the meta device).
+    """
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 0:
+        raise ValueError(f"seq_len must be an integer >= 0, got {seq_len!r}")
+    return [
+        {k: v * dtype_bytes for k, v in layer_cache(c, kind, seq_len, convention).items()}
+        for kind in c.layer_types
+    ]
+
+
+def _floor_sum(n: int, rate: int) -> int:
+    """``sum(j // rate for j in 1..n)`` in closed form."""
+    q = n // rate
+    return rate * q * (q - 1) // 2 + q * (n - q * rate + 1) if n > 0 else 0
+
+
+def causal_keys(n: int, window: int, rate: int = 0, topk: int | None = None) -> int:
+    """Keys the queries at 1-based positions ``1..n`` attend together, in closed form: each
+    query ``j`` its ``min(j, window)`` window keys and ``j // rate`` pooled ones (at most
+    ``topk`` where an indexer picks them; ``rate`` 0: none)."""
+    full = min(n, window)
+    keys = full * (full + 1) // 2 + window * max(0, n - window)
+    if rate:
+        if topk is None:
+            keys += _floor_sum(n, rate)
+        else:  # j // rate reaches topk at j = topk * rate
+            below = min(n, topk * rate - 1)
+            keys += _floor_sum(below, rate) + topk * max(0, n - below)
+    return keys
+
+
+def attention_flops(
+    c: v4.V4Config, layer_type: str, seq_len: int, context: int = 0
+) -> dict[str, int]:
+    """FLOPs of one attention layer's forward of ``seq_len`` new tokens after ``context``
+    cached ones (batch 1; ``context`` 0 is a prefill, ``seq_len`` 1 a decode step), by
+    stage, as the reference computes them (2 per multiply-add; element-wise work, softmax,
+    norms, rotary and top-k not counted, as ``FlopCounterMode`` counts).
+
+    With ``T = context + S`` tokens seen, ``P = T // rate`` pooled keys exist. ``core`` is the
+    reference's eager attention: every new query against every key it holds, masked, not
+    skipped: the window rows its cache kept (``min(context, W - 1)``) plus the new ones, and
+    every pooled key, ``4 n_h head_dim S (min(context, W - 1) + S + P)``. ``core_causal`` is
+    the work of a kernel that skips masked keys: the query at 1-based position ``j`` sees
+    ``min(j, W)`` window keys and ``j // rate`` pooled keys (in a v4.CSA layer at most
+    ``index_topk`` of them). ``indexer_score``: a v4.CSA query's indexer scores every pooled key
+    the reference holds (``2 n_i d_i S P``, the future ones masked after scoring).
+    """
+    if layer_type not in v4.LAYER_TYPES:
+        raise ValueError(f"layer_type must be one of {v4.LAYER_TYPES}, got {layer_type!r}")
+    for name, value in (("seq_len", seq_len), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    s, d, nh, hd = seq_len, c.hidden_size, c.num_attention_heads, c.head_dim
+    g, r, w = c.o_groups, c.o_lora_rank, c.sliding_window
+    out = {
+        "q_proj": 2 * s * (d * c.q_lora_rank + c.q_lora_rank * nh * hd),
+        "kv_proj": 2 * s * d * hd,
+        "o_proj": 2 * s * (nh * hd * r + g * r * d),
+    }
+    rate = c.rate(layer_type) if layer_type != v4.SLIDING else 0
+    pooled = (context + s) // rate if rate else 0
+    out["core"] = 4 * nh * hd * s * (min(context, w - 1) + s + pooled)
+    topk = c.index_topk if layer_type == v4.CSA else None
+    out["core_causal"] = (
+        4
+        * nh
+        * hd
+        * (causal_keys(context + s, w, rate, topk) - causal_keys(context, w, rate, topk))
+    )
+    if layer_type == v4.HCA:
+        out["compressor"] = 2 * s * d * 2 * hd
+    elif layer_type == v4.CSA:
+        ni, di = c.index_n_heads, c.index_head_dim
+        out["compressor"] = 2 * s * d * 2 * (2 * hd)
+        out["indexer_proj"] = 2 * s * (d * 2 * (2 * di) + c.q_lora_rank * ni * di + d * ni)
+        out["indexer_score"] = 2 * ni * di * s * pooled
+    return out
+
+
+def forward_flops(c: v4.V4Config, seq_len: int, context: int = 0) -> dict[str, int]:
+    """FLOPs of the whole model's forward of ``seq_len`` new tokens after ``context`` cached
+    ones (batch 1; logits for every new token), by part, as the reference computes them
+    (:func:`attention_flops`' ``core`` for the attention, the eager dense product):
+    ``attention``; ``moe`` (router, ``num_experts_per_tok`` routed experts and the shared one
+    per token; a hash layer's router runs too, for the weights); ``hyper`` (per layer two mixers
+    of ``2 S n d (2 + n) n`` and two stream mixes of ``2 S n^2 d``, and the head mixer ``2 S n^2
+    d``); ``lm_head``."""
+    s, d, n = seq_len, c.hidden_size, c.hc_mult
+    w, e, k = c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok
+    attention = 0
+    for kind in c.layer_types:
+        stages = attention_flops(c, kind, s, context)
+        attention += sum(v for key, v in stages.items() if key != "core_causal")
+    layers = c.num_hidden_layers
+    return {
+        "attention": attention,
+        "moe": layers * 2 * s * d * (e + 3 * w * (k + 1)),
+        "hyper": layers * 2 * (2 * s * n * d * (2 + n) * n + 2 * s * n * n * d) + 2 * s * n * n * d,
+        "lm_head": 2 * s * d * c.vocab_size,
+    }

@@ -411,7 +411,7 @@ def hyper_kernels(m: ModelConfig, tokens: int, dt: _Dtypes) -> list[Kernel]:
     streams to ``(2 + n) n`` mixing weights (``hc_mix_weights``) and the mixing of the streams,
     ``n x n`` by ``n x d`` per token (``hc_stream_mix``: a streaming kernel on the CUDA cores,
     its FLOPs the reference's ``bmm``); before the head one GEMM of ``n d`` to
-    ``n`` (``hc_head``). FLOPs as the reference's products (:mod:`mlacalc.models.deepseek_v4`'s
+    ``n`` (``hc_head``). FLOPs as the reference's products (:mod:`mlacalc.cost.compressed`'s
     ``forward_flops``' ``hyper``). Empty without hyper-connections."""
     n, d, L = m.hc_mult, m.hidden_size, m.num_hidden_layers
     if not n:

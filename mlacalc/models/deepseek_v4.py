@@ -25,13 +25,13 @@ DeepSeek-V4 (``model_type`` ``deepseek_v4``; transformers 5.23's ``DeepseekV4Con
 
 This module reads a ``config.json`` by the class's own rules (legacy ``compress_ratios``,
 ``num_hash_layers``, ``compress_rate_csa`` / ``compress_rate_hca`` folded in as
-``__post_init__`` does) and gives the checkpoint's tensors as the reference names them, the
-cache the reference holds after a forward, and the FLOPs of one attention layer; every count
-here is checked against transformers on the meta device (``tests/test_deepseek_v4.py``). The
-loadable family (:mod:`mlacalc.models.hf.dsv4`) reads a config into the schema's fields, and
-:func:`config_of` turns a loaded model back into a :class:`V4Config` for these rules, which
-the layer kinds ``csa`` / ``hca`` / ``swa`` of :mod:`mlacalc.cost.compressed` lay out as
-operations and kernels.
+``__post_init__`` does) and gives the checkpoint's tensors as the reference names them and
+their parameters; the cache the reference holds after a forward and the FLOPs of a layer and
+of the model are counted in :mod:`mlacalc.cost.compressed` (``cache_bytes``,
+``attention_flops``, ``forward_flops``). The loadable family (:mod:`mlacalc.models.hf.dsv4`)
+reads a config into the schema's fields, and :func:`config_of` turns a loaded model back into a
+:class:`V4Config` for these rules. Every count is checked against transformers on the meta
+device (``tests/test_deepseek_v4.py``).
 """
 
 from __future__ import annotations
@@ -53,12 +53,7 @@ __all__ = [
     "SLIDING",
     "V4Config",
     "active_param_count",
-    "attention_flops",
-    "cache_bytes",
-    "causal_keys",
     "config_of",
-    "forward_flops",
-    "layer_cache",
     "param_count",
     "read_config",
     "tensors",
@@ -71,7 +66,6 @@ LAYER_TYPES = (SLIDING, CSA, HCA)
 MLP_LAYER_TYPES = ("hash_moe", "moe")
 # the legacy per-layer integers of a published config.json -> layer type (the class's table)
 _RATIO_TO_TYPE = {0: SLIDING, 4: CSA, 128: HCA}
-CONVENTIONS = ("hf", "engine")
 
 #: DeepseekV4Config's class defaults (transformers 5.23) for a field a config.json omits
 DEFAULTS: Mapping[str, Any] = {
@@ -431,143 +425,3 @@ def active_param_count(c: V4Config, embedding: bool = True) -> int:
     if not embedding and not c.tie_word_embeddings:
         total -= c.vocab_size * c.hidden_size
     return total
-
-
-def layer_cache(c: V4Config, kind: str, s: int, convention: str) -> dict[str, int]:
-    """Rows x width (elements) of one layer's cache after ``s`` tokens, by part."""
-    hd, w = c.head_dim, c.sliding_window
-    window = min(s, w - 1) if convention == "hf" else min(s, w)
-    parts = {"window": window * hd}  # K = V: one tensor
-    if kind == SLIDING:  # the reference's generic sliding cache holds K and V apart
-        parts["window"] *= 2 if convention == "hf" else 1
-        return parts
-    rate = c.rate(kind)
-    entries, pending = divmod(s, rate)
-    parts["compressed"] = entries * hd
-    if kind == HCA:  # the tokens of an unfinished window: their kv and gate projections
-        parts["pending"] = 2 * pending * hd
-        return parts
-    ihd = c.index_head_dim
-    parts["indexer"] = entries * ihd
-    # two series each of kv and gate per pending token; the last full window's first series
-    # (kv and gate, rate rows each) carried for the next window's overlap
-    parts["pending"] = 2 * pending * 2 * (hd + ihd)
-    parts["overlap"] = 2 * rate * (hd + ihd) if entries else 0
-    return parts
-
-
-def cache_bytes(
-    c: V4Config, seq_len: int, convention: str = "hf", dtype_bytes: int = 2
-) -> list[dict[str, int]]:
-    """Bytes each layer caches for one sequence after a forward of ``seq_len`` tokens, by part.
-
-    Parts: ``window`` (the sliding window's shared K = V rows: ``min(S, W - 1)`` as the
-    reference's cache keeps them, ``min(S, W)`` in the ``engine`` convention of a ring of ``W``
-    slots; a ``sliding_attention`` layer's reference cache is the generic sliding one, which
-    holds the same rows twice, as keys and as values, the engine's once), ``compressed`` (one
-    pooled key per ``rate`` tokens, ``head_dim`` wide), ``indexer`` (a CSA layer's pooled
-    indexer keys, ``index_head_dim`` wide), ``pending`` (the kv and gate projections of the
-    tokens of an unfinished window, two series of each in a CSA layer, for the compressor and
-    the indexer) and ``overlap`` (a CSA layer's last full window's first series, kv and gate,
-    carried into the next window). Every part is held in the activation dtype (``dtype_bytes``;
-    bf16 in the reference on the meta device).
-    """
-    if convention not in CONVENTIONS:
-        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 0:
-        raise ValueError(f"seq_len must be an integer >= 0, got {seq_len!r}")
-    return [
-        {k: v * dtype_bytes for k, v in layer_cache(c, kind, seq_len, convention).items()}
-        for kind in c.layer_types
-    ]
-
-
-def _floor_sum(n: int, rate: int) -> int:
-    """``sum(j // rate for j in 1..n)`` in closed form."""
-    q = n // rate
-    return rate * q * (q - 1) // 2 + q * (n - q * rate + 1) if n > 0 else 0
-
-
-def causal_keys(n: int, window: int, rate: int = 0, topk: int | None = None) -> int:
-    """Keys the queries at 1-based positions ``1..n`` attend together, in closed form: each
-    query ``j`` its ``min(j, window)`` window keys and ``j // rate`` pooled ones (at most
-    ``topk`` where an indexer picks them; ``rate`` 0: none)."""
-    full = min(n, window)
-    keys = full * (full + 1) // 2 + window * max(0, n - window)
-    if rate:
-        if topk is None:
-            keys += _floor_sum(n, rate)
-        else:  # j // rate reaches topk at j = topk * rate
-            below = min(n, topk * rate - 1)
-            keys += _floor_sum(below, rate) + topk * max(0, n - below)
-    return keys
-
-
-def attention_flops(c: V4Config, layer_type: str, seq_len: int, context: int = 0) -> dict[str, int]:
-    """FLOPs of one attention layer's forward of ``seq_len`` new tokens after ``context``
-    cached ones (batch 1; ``context`` 0 is a prefill, ``seq_len`` 1 a decode step), by
-    stage, as the reference computes them (2 per multiply-add; element-wise work, softmax,
-    norms, rotary and top-k not counted, as ``FlopCounterMode`` counts).
-
-    With ``T = context + S`` tokens seen, ``P = T // rate`` pooled keys exist. ``core`` is the
-    reference's eager attention: every new query against every key it holds, masked, not
-    skipped: the window rows its cache kept (``min(context, W - 1)``) plus the new ones, and
-    every pooled key, ``4 n_h head_dim S (min(context, W - 1) + S + P)``. ``core_causal`` is
-    the work of a kernel that skips masked keys: the query at 1-based position ``j`` sees
-    ``min(j, W)`` window keys and ``j // rate`` pooled keys (in a CSA layer at most
-    ``index_topk`` of them). ``indexer_score``: a CSA query's indexer scores every pooled key
-    the reference holds (``2 n_i d_i S P``, the future ones masked after scoring).
-    """
-    if layer_type not in LAYER_TYPES:
-        raise ValueError(f"layer_type must be one of {LAYER_TYPES}, got {layer_type!r}")
-    for name, value in (("seq_len", seq_len), ("context", context)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    s, d, nh, hd = seq_len, c.hidden_size, c.num_attention_heads, c.head_dim
-    g, r, w = c.o_groups, c.o_lora_rank, c.sliding_window
-    out = {
-        "q_proj": 2 * s * (d * c.q_lora_rank + c.q_lora_rank * nh * hd),
-        "kv_proj": 2 * s * d * hd,
-        "o_proj": 2 * s * (nh * hd * r + g * r * d),
-    }
-    rate = c.rate(layer_type) if layer_type != SLIDING else 0
-    pooled = (context + s) // rate if rate else 0
-    out["core"] = 4 * nh * hd * s * (min(context, w - 1) + s + pooled)
-    topk = c.index_topk if layer_type == CSA else None
-    out["core_causal"] = (
-        4
-        * nh
-        * hd
-        * (causal_keys(context + s, w, rate, topk) - causal_keys(context, w, rate, topk))
-    )
-    if layer_type == HCA:
-        out["compressor"] = 2 * s * d * 2 * hd
-    elif layer_type == CSA:
-        ni, di = c.index_n_heads, c.index_head_dim
-        out["compressor"] = 2 * s * d * 2 * (2 * hd)
-        out["indexer_proj"] = 2 * s * (d * 2 * (2 * di) + c.q_lora_rank * ni * di + d * ni)
-        out["indexer_score"] = 2 * ni * di * s * pooled
-    return out
-
-
-def forward_flops(c: V4Config, seq_len: int, context: int = 0) -> dict[str, int]:
-    """FLOPs of the whole model's forward of ``seq_len`` new tokens after ``context`` cached
-    ones (batch 1; logits for every new token), by part, as the reference computes them
-    (:func:`attention_flops`' ``core`` for the attention, the eager dense product):
-    ``attention``; ``moe`` (router, ``num_experts_per_tok`` routed experts and the shared one
-    per token; a hash layer's router runs too, for the weights); ``hyper`` (per layer two mixers
-    of ``2 S n d (2 + n) n`` and two stream mixes of ``2 S n^2 d``, and the head mixer ``2 S n^2
-    d``); ``lm_head``."""
-    s, d, n = seq_len, c.hidden_size, c.hc_mult
-    w, e, k = c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok
-    attention = 0
-    for kind in c.layer_types:
-        stages = attention_flops(c, kind, s, context)
-        attention += sum(v for key, v in stages.items() if key != "core_causal")
-    layers = c.num_hidden_layers
-    return {
-        "attention": attention,
-        "moe": layers * 2 * s * d * (e + 3 * w * (k + 1)),
-        "hyper": layers * 2 * (2 * s * n * d * (2 + n) * n + 2 * s * n * n * d) + 2 * s * n * n * d,
-        "lm_head": 2 * s * d * c.vocab_size,
-    }
