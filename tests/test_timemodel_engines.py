@@ -336,17 +336,22 @@ def test_vllm_block_scaled_gemm_rows_are_variants_and_no_plain_class_is_fitted_o
         # 6.8% / 45%
         ("glm5_mqa_logits_module_perf", 0.075, 0.29, 0),
         ("dsv4_paged_mqa_logits_module_perf", 0.075, 0.47, 0),
+        # DeepSeek-V4's hyper-connection kernels: 5.0% / 19% (post), 3.5% / 12% (pre)
+        ("mhc_module_perf", 0.05, 0.19, 0),
         ("glm5_topk_module_perf", 0.11, 0.36, 2444),
         ("glm5_dsa_attn_module_perf", 0.04, 0.12, 0),
     ],
 )
-def test_sglang_glm5_indexer_kernels_are_mapped_and_predicted(table, median, p90, zero):
+def test_sglang_sparse_attention_and_hyper_connection_kernels_are_mapped_and_predicted(
+    table, median, p90, zero
+):
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
     from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "h100_sxm" / "sparse_attention" / "sglang" / "0.5.14" / f"{table}.parquet"
+    family = "mhc" if table.startswith("mhc") else "sparse_attention"
+    path = MEASURED / "h100_sxm" / family / "sglang" / "0.5.14" / f"{table}.parquet"
     (t,) = load_measured(path).tables
     mapped = map_table(t)
     err = predict_mapped(mapped, None, "fit-h100-sxm-sglang") / t.seconds - 1.0

@@ -1181,6 +1181,43 @@ def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -
           preprocess_bytes=0)  # fmt: skip
 
 
+def _mhc_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``mhc_module_perf``: DeepSeek-V4's manifold hyper-connections around one layer, for
+    ``num_tokens`` tokens of ``hc_mult`` (n = 4) residual streams of ``hidden_size`` (d):
+    ``pre`` (one fused kernel: the n d streams to (2 + n) n mixing weights, their
+    ``sinkhorn_iters`` Sinkhorn normalisation, the streams mixed into the layer's input) and
+    ``post`` (the layer's output and the streams mixed back into n streams). Streaming
+    ``elementwise`` kernels, variants ``mhc_pre`` and ``mhc_post`` (another kernel of the same
+    op, ``kernel_source``, a variant of its own: TensorRT-LLM's three ``pre`` kernels). The
+    streams are fp32: with them every op moves its bytes at one share of HBM on both devices
+    (``post`` at 4,096 tokens of 4,096: 570 MB in 209 us on H100, 97 us on B200, 81% and 73% of
+    the datasheet bandwidth; in bf16 its B200 rows would reach 39%, H100's 43%). Bytes: ``pre``
+    the streams read once and the bf16 input written; ``post`` the streams read and written and
+    the bf16 output read. ``num_sites`` (2 in every row) is not a factor: one value cannot tell
+    it from the fitted rate."""
+    T, d = _f(t.column("num_tokens")), _f(t.column("hidden_size"))
+    n, iters = _f(t.column("hc_mult")), _f(t.column("sinkhorn_iters"))
+    op = t.column("op_name").astype(str)
+    rows = np.arange(len(t))
+    pre = op == "pre"
+    flops = np.where(
+        pre,
+        T * (2 * n * d * (2 + n) * n + iters * 4 * n * n + 2 * n * d),
+        T * (2 * n * n * d + 2 * n * d),
+    )
+    nbytes = np.where(pre, T * (n * d * 4 + d * 2), T * (2 * n * d * 4 + d * 2))
+    src = _source_variants(t, op)
+    variant = np.array(
+        [f"mhc_{o}" + (f"_{v}" if v else "") for o, v in zip(op.tolist(), src.tolist())]
+    )
+    ok = np.isin(op, ["pre", "post"])
+    for v in np.unique(variant[ok]):
+        sel = ok & (variant == v)
+        b.add("mhc", "elementwise", "bf16", rows[sel], flops[sel], nbytes[sel], variant=str(v),
+              elements=(T * n * d)[sel])  # fmt: skip
+    reason[~ok] = "unknown_dtype"
+
+
 def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``glm5_topk_module_perf``: SGLang's ``fast_topk_transform_fused``, the ``index_topk``
     best keys of each query's fp32 logits (``batch_size x isl`` queries over ``step + isl``
@@ -1241,6 +1278,7 @@ def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
 _MAPPERS = {
     "glm5_mqa_logits_module_perf": _mqa_logits_table,
     "dsv4_paged_mqa_logits_module_perf": _paged_mqa_logits_table,
+    "mhc_module_perf": _mhc_table,
     "glm5_topk_module_perf": _topk_table,
     "glm5_dsa_attn_module_perf": _sparse_mla_table,
     "gemm_perf": _gemm_table,
@@ -1294,10 +1332,6 @@ UNMAPPED: dict[str, str] = {
     "dsv4_hca_attn_module_perf": "DeepSeek-V4 HCA attention kernel; geometry not recorded",
     "msa_context_module_perf": "MiniMax-M3 sparse attention module; composition not recorded",
     "msa_generation_module_perf": "MiniMax-M3 sparse attention decode module; not recorded",
-    "mhc_module_perf": (
-        "DeepSeek-V4 manifold hyper-connection pre/post mixing (Sinkhorn iterations): no "
-        "kernel kind for it"
-    ),
 }
 
 
