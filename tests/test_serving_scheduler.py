@@ -154,3 +154,32 @@ def test_a_bigger_token_budget_never_lowers_ttft_under_load(rate):
         values = [getattr(p, key) for p in runs]
         assert all(a <= b * (1 + 1e-9) for a, b in pairwise(values)), (key, values)
     assert runs[-1].ttft_s > runs[0].ttft_s
+
+
+def test_sglang_runs_speculative_decoding_without_its_overlap_scheduler(run):
+    """SGLang turns its overlap scheduler off under speculative decoding, so the host's work
+    follows the GPU's step with MTP drafts (the LMSYS MTP blog's 6.1 ms a step, from its own
+    pair with and without overlap: bench_serving.py (c4)); an engine whose rule is not known
+    keeps its setting; `plan --engine sglang --mtp-tokens 2` runs that way."""
+    import json
+
+    assert engine_settings("sglang")["overlap_schedule"] is True
+    assert engine_settings("sglang", drafts=2)["overlap_schedule"] is False
+    assert engine_settings("trtllm", drafts=2)["overlap_schedule"] is True
+    assert engine_settings("vllm", drafts=2)["overlap_schedule"] is False  # off by default
+    kw = dict(tp=1, dp_attention=True, ep=8, seq_len=4096, batch=64, host_step_s=6e-3)
+    on = plan("deepseek-v3", "H200", 8, **kw, mtp_tokens=2)
+    off = plan("deepseek-v3", "H200", 8, **kw, mtp_tokens=2, overlap_schedule=False)
+    assert off.decode_step_s > on.decode_step_s
+    args = ["plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 1, "--dp-attention",
+            "--ep", 8, "--seq-len", 4096, "--batch", 64, "--host-step-ms", 6, "--mtp-tokens", 2,
+            "--engine-defaults", "sglang", "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    s = engine_settings("sglang", drafts=2)
+    expected = plan("deepseek-v3", "H200", 8, **{**kw, **s}, mtp_tokens=2)
+    assert doc["decode_step_s"] == pytest.approx(expected.decode_step_s, rel=1e-9)
+    no_drafts = json.loads(run(*args[:-6], "--engine-defaults", "sglang", "--format", "json")[0])
+    assert no_drafts["decode_step_s"] == pytest.approx(
+        plan("deepseek-v3", "H200", 8, **{**kw, **engine_settings("sglang")}).decode_step_s,
+        rel=1e-9,
+    )

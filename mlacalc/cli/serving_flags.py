@@ -205,12 +205,16 @@ def launch_options(f: Callable) -> Callable:
 
 
 def engine_option_values(
-    opts: dict[str, Any], chunked: bool = True, serving_engine: str | None = None
+    opts: dict[str, Any],
+    chunked: bool = True,
+    serving_engine: str | None = None,
+    drafts: int | None = 0,
 ) -> dict[str, Any]:
     """The library's arguments of the options (``opts`` pops them): an engine's defaults
     where the option was not given, that engine ``--engine-defaults`` or, without it, the
     serving engine (``--engine``; ``--engine-defaults none``: no defaults). ``"defaults"``
-    holds the engine whose defaults were taken (None: none), for the output to say."""
+    holds the engine whose defaults were taken (None: none), for the output to say;
+    ``drafts``: the MTP draft tokens (an engine may run without overlap scheduling then)."""
     out: dict[str, Any] = {
         "max_running": opts.pop("max_running"),
         "max_tokens": opts.pop("max_tokens"),
@@ -234,7 +238,7 @@ def engine_option_values(
         # deferred: the scheduler's table needs numpy beneath it; --help stays light
         from mlacalc.serving.scheduler import engine_settings
 
-        for name, value in engine_settings(engine).items():
+        for name, value in engine_settings(engine, drafts).items():
             if name == "chunked_prefill":  # plan's own flag; search runs no chunks
                 if chunked and not given("chunked_prefill"):
                     out[name] = value
@@ -273,7 +277,9 @@ def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool = True)
         f"prefill {tok(d.chunked_prefill, 'off') if chunked else 'searched (--chunked-prefills)'}, "
         "CUDA graphs to "
         f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
-        f"{'on' if d.overlap else 'off'}) where not given (from {why})\n"
+        f"{'on' if d.overlap else 'off'}"
+        f"{', off with MTP drafts' if d.overlap and d.overlap_with_drafts is False else ''}) "
+        f"where not given (from {why})\n"
     )
 
 

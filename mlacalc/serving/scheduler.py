@@ -81,6 +81,10 @@ class EngineDefaults:
     overlap: bool
     cuda_graph_max_batch: int | None
     source: str
+    #: whether the overlap scheduler stays on with speculative decoding (MTP drafts): the
+    #: verify step's accepted tokens are read back before the next step is scheduled, so an
+    #: engine may turn it off (None: not known; the overlap setting stands)
+    overlap_with_drafts: bool | None = None
 
 
 #: Each engine's defaults as its server's argument defaults give them at the version named,
@@ -97,6 +101,8 @@ ENGINE_DEFAULTS = {
         overlap=True,  # overlap scheduler on unless --disable-overlap-schedule
         cuda_graph_max_batch=160,  # --cuda-graph-max-bs
         source="sglang python/sglang/srt/server_args.py",
+        # "Overlap scheduler is disabled because of using eagle speculative decoding"
+        overlap_with_drafts=False,
     ),
     "vllm": EngineDefaults(
         name="vllm",
@@ -121,14 +127,19 @@ ENGINE_DEFAULTS = {
 }
 
 
-def engine_settings(engine: str) -> dict[str, object]:
+def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:
     """The :func:`mlacalc.plan` arguments of an engine's scheduler defaults
-    (:data:`ENGINE_DEFAULTS`): ``plan(..., **engine_settings("vllm"))``."""
+    (:data:`ENGINE_DEFAULTS`): ``plan(..., **engine_settings("vllm"))``; ``drafts``: the MTP
+    draft tokens a step verifies (an engine that turns its overlap scheduler off under
+    speculative decoding runs without it)."""
     d = ENGINE_DEFAULTS[engine]
+    overlap = d.overlap
+    if drafts and d.overlap_with_drafts is not None:
+        overlap = overlap and d.overlap_with_drafts
     return {
         "max_running": d.max_running,
         "max_tokens": d.max_tokens,
         "chunked_prefill": d.chunked_prefill,
-        "overlap_schedule": d.overlap,
+        "overlap_schedule": overlap,
         "cuda_graph_max_batch": d.cuda_graph_max_batch,
     }
