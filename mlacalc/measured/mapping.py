@@ -376,7 +376,8 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # decode module with three such GEMMs takes 87 us (B200, batch 1): not the kernel a
         # served step runs. Every kernel_source of them is a variant of its own, fitted apart,
         # and no plain fp8_block class is fitted from them (a step's block-scaled GEMM then
-        # takes the bf16 GEMM's fit at the fp8 rate)
+        # takes TensorRT-LLM's fit as a stand-in; the profile alone, vLLM's bf16 GEMM fit at
+        # the fp8 rate)
         blk = dt == "fp8_block"
         src = t.columns["kernel_source"].astype(str)
         variants = np.where(blk, np.char.replace(src, ":", "_"), variants)
