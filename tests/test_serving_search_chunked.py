@@ -125,6 +125,8 @@ def test_plan_command_of_a_chunked_best_reproduces_it(run):
     p = json.loads(run(*shlex.split(cmd)[1:], "--format", "json")[0])
     assert p["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-6)
     assert p["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-6)
+    launch = json.loads(run(*args, "--launch", "sglang")[0])["launch"]
+    assert f"--chunked-prefill-size {b['chunked_prefill']}" in launch
     none = json.loads(run(*args, "--chunked-prefills", "none")[0])
     assert none["best"]["chunked_prefill"] is None
     assert "--chunked-prefill" not in none["plan_command"]

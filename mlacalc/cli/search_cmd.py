@@ -369,6 +369,7 @@ def command(
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // isl),
             max_tokens=engine["max_tokens"],
             overlap_schedule=engine["overlap_schedule"],
+            chunked_prefill=result.best.get("chunked_prefill"),
         )
         doc["launch"] = text
     if all_points:

@@ -232,6 +232,7 @@ class SearchResult:
             load_hardware(self.hardware).gpus_per_node,
             self.memory_reserve,
             max(1, PREFILL_TOKENS // self.isl),
+            chunked_prefill=p.get("chunked_prefill"),
         )
         return launch_commands(engine, model_path or self.model, pools)
 
