@@ -337,3 +337,38 @@ def test_surfaces_without_these_layers_refuse_by_name(pro, call):
     with pytest.raises(mlacalc.MlacalcError) as info:
         call(pro)
     assert "\n" not in str(info.value).strip()
+
+
+def test_serving_step_templates_equal_the_model_step(pro):
+    """The serving step's kernels (read off the model step at a few tiny steps) equal the model
+    step's at real sizes: the attention cores and the indexer over the window and the pooled
+    keys, decode and prompts after a full window (a prompt from the start within 1.5%)."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    model = StepModel(
+        pro, make_layout(pro, 1, tp=1), None, resolve_kv_layout("bf16"), load_hardware("h200")
+    )
+
+    def flops(kernels, name):
+        return [k.flops * k.calls for k in kernels if k.name == name]
+
+    cases = [
+        ("decode", dict(dec_B=8, dec_S=32768), 0.0),
+        ("chunk", dict(pf_N=1, pf_q=2048, pf_pre=30000), 0.0),
+    ]
+    cases.append(("prefill", dict(pf_N=1, pf_q=131072, pf_pre=0), 0.015))
+    for phase, kw, tol in cases:
+        got = model.kernels(**kw)
+        if phase == "decode":
+            want = step_kernels(pro, "decode", kw["dec_S"], kw["dec_B"])
+        else:
+            S = kw["pf_q"] + kw["pf_pre"]
+            want = step_kernels(
+                pro, phase, S, 1, q_len=kw["pf_q"] if kw["pf_pre"] else None, causal=True
+            )
+        for name in ("attention", "indexer_scores", "q_b_proj"):
+            for a, b in zip(flops(got, name), flops(want, name), strict=True):
+                assert abs(a - b) <= tol * b, (phase, name, a, b)

@@ -187,6 +187,21 @@ def _attended(shape: dict[str, Any], keys: Any) -> Any:
     return np.minimum(keys, shape.get("pooled_window", 0)) + pooled
 
 
+def _pooled(n: Any, rate: int, topk: int) -> Any:
+    """``sum(min(j // rate, topk) for j in 1..n)``: the pooled keys the queries at positions
+    ``1..n`` of a DeepSeek-V4 CSA layer attend together (numpy arrays or numbers)."""
+    below = np.minimum(n, topk * rate - 1)
+    q = below // rate
+    return rate * q * (q - 1) // 2 + q * (below - q * rate + 1) + topk * np.maximum(0, n - below)
+
+
+def _csa(m: ModelConfig) -> tuple[int, int] | None:
+    """DeepSeek-V4: its CSA layers' (ratio, index_topk), None without them."""
+    if m.compress_ratios and m.index_topk and m.compress_rate_csa in m.compress_ratios:
+        return m.compress_rate_csa, m.index_topk
+    return None
+
+
 def _period(m: ModelConfig) -> int:
     """DeepSeek-V4: the common multiple of its window and compress ratios (0 otherwise)."""
     if not m.compress_ratios:
@@ -294,7 +309,13 @@ def _solve_decode(k: list[Kernel], window: int, cap: int | None, period: int = 0
     return _fit(d, [[x.flops for x in k], [x.bytes for x in k], *sizes])
 
 
-def _solve_prefill(k: list[Kernel], window: int, cap: int | None, period: int = 0) -> list[Coef]:
+def _solve_prefill(
+    k: list[Kernel],
+    window: int,
+    cap: int | None,
+    period: int = 0,
+    csa: tuple[int, int] | None = None,
+) -> list[Coef]:
     """(fixed, per token, per causal pair, per (token, key), per (token, selected key))
     FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key)) bytes
     and sizes of a prompt kernel; keys ``min(keys, window)`` for a windowed core, selected
@@ -303,6 +324,8 @@ def _solve_prefill(k: list[Kernel], window: int, cap: int | None, period: int = 
     for q, keys in _prefill_points(cap, period):
         kw = min(keys, window) if window else keys
         sel = q * min(keys, cap) if cap else 0
+        if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most index_topk
+            sel = _pooled(keys, *csa) - _pooled(keys - q, *csa)
         f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel])
         b_rows.append([1, q, kw, q * kw, sel])
     flops = _fit(f_rows, [[x.flops for x in k]])
@@ -339,7 +362,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             kv_dtype=kv_layout,
         )
 
-    cap, period = _cap(m), _period(m)
+    cap, period, csa = _cap(m), _period(m), _csa(m)
     dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap, period)]
     pre = [
         _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
@@ -392,7 +415,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             used.add(key)
             continue
         if ps is not None and ps[0].kind == ref.kind:
-            p = _solve_prefill(ps, window(ps[0]), cap, period)
+            p = _solve_prefill(ps, window(ps[0]), cap, period, csa)
             same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
             if same_weights and not any(any(c[2:]) for c in d[:3] + p[:3]):
                 # the same kernel in both phases: its weights once, each phase's tokens
@@ -405,7 +428,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
     for i, (key, ref) in enumerate(pre[0]):
         if key in used or ref.kind == "moe":
             continue
-        prompt = _solve_prefill(pre_by_key[key], window(ref), cap, period)
+        prompt = _solve_prefill(pre_by_key[key], window(ref), cap, period, csa)
         t = make(ref, "prefill", no_dec, prompt)
         before = {k for k, _ in pre[0][:i]}
         at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
@@ -628,7 +651,7 @@ class StepModel:
         """The model step's kernels (:func:`_templates`) sharded on this GPU, over the rows."""
         T_dec, T_pf = dec_B * dec_q, pf_N * pf_q
         logits = T_dec + pf_N  # prefill needs the last token's logits
-        cap = _cap(self.m)
+        cap, csa = _cap(self.m), _csa(self.m)
         one = np.ones_like(dec_B)
         zero = 0.0 * one
         ctx = pf_pre + pf_q
@@ -643,6 +666,8 @@ class StepModel:
                 full_pf = T_pf * keys_w
                 capped = dec_B * np.minimum(dec_S, cap) if cap else dec_B * dec_S
                 sel_pf = T_pf * np.minimum(ctx, cap) if cap else zero
+                if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most top-k
+                    sel_pf = pf_N * (_pooled(ctx, *csa) - _pooled(pf_pre, *csa))
                 pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
                 drivers[window] = (
                     (one, T_dec, T_pf, rows_dec * dec_q, capped * dec_q, pairs_pf, full_pf, sel_pf),
