@@ -74,7 +74,14 @@ def _mutate(meta: dict, where: str, value) -> dict:
     return meta
 
 
-_DROP = object()
+class _Drop:
+    """A field removed from the sidecar (its repr is the test id: the same in every process)."""
+
+    def __repr__(self) -> str:
+        return "<dropped>"
+
+
+_DROP = _Drop()
 BAD_SIDECARS = [
     ("device", "H100"),
     ("device", []),
