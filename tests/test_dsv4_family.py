@@ -372,3 +372,15 @@ def test_serving_step_templates_equal_the_model_step(pro):
         for name in ("attention", "indexer_scores", "q_b_proj"):
             for a, b in zip(flops(got, name), flops(want, name), strict=True):
                 assert abs(a - b) <= tol * b, (phase, name, a, b)
+
+
+def test_checkpoint_keeps_the_token_id_tables_as_int64(pro):
+    """The fp8 checkpoint's kept tensors in bf16, but the hash layers' tid2eid tables as the
+    int64 buffers the reference saves (8 bytes a value), named as the router's."""
+    from mlacalc.cost.quant import checkpoint_weights
+
+    ck = checkpoint_weights(pro)
+    tables = 3 * 129280 * 6
+    assert ck.kept_bytes == 2 * ck.kept_params + 6 * tables
+    assert "router" in ck.kept_parts and "hyper-connections" in ck.kept_parts
+    assert "dense MLP" not in ck.kept_parts

@@ -226,8 +226,14 @@ def tensor_bytes(t: Tensor, scheme: QuantScheme, kept_dtype_bytes: int = 2) -> t
     keeps is all payload, at ``kept_dtype_bytes`` per value, with no scales."""
     fmt = tensor_format(t, scheme)
     if fmt is None:
-        return t.numel * kept_dtype_bytes, 0
+        return t.numel * _kept_bytes(t, kept_dtype_bytes), 0
     return _quantized(t.shape, t.role, scheme, fmt)
+
+
+def _kept_bytes(t: Tensor, kept_dtype_bytes: int) -> int:
+    """Bytes of one value of a kept tensor: an int64 buffer's 8 (DeepSeek-V4's ``tid2eid``),
+    else the released dtype's."""
+    return 8 if t.role == "int64" else kept_dtype_bytes
 
 
 def quantized_weight_bytes(
@@ -241,19 +247,19 @@ def quantized_weight_bytes(
             fix="give the scheme in config.json's quantization_config, or size the "
             "weights with weight_dtype",
         )
-    q_params = payload = scales = kept_params = 0
+    q_params = payload = scales = kept_params = kept_bytes = 0
     kept: list[str] = []
     for t in tensors:
         fmt = tensor_format(t, scheme)
         if fmt is None:
             kept_params += t.numel
+            kept_bytes += t.numel * _kept_bytes(t, kept_dtype_bytes)
             kept.append(t.name)
             continue
         p, s = _quantized(t.shape, t.role, scheme, fmt)
         q_params += t.numel
         payload += p
         scales += s
-    kept_bytes = kept_params * kept_dtype_bytes
     return QuantizedWeights(
         scheme=scheme.method,
         total_bytes=payload + scales + kept_bytes,
@@ -280,6 +286,10 @@ def _kept_label(name: str) -> str:
         return "norms"
     if "router" in name or name.endswith(".gate.weight") or "correction_bias" in name:
         return "router"
+    if name.endswith(".gate.tid2eid"):  # DeepSeek-V4's hash layers: the token-id table
+        return "router"
+    if "_hc." in name or name.startswith("model.hc_head."):
+        return "hyper-connections"
     if "bias" in leaf:
         return "biases"
     if "sinks" in leaf:

@@ -28,8 +28,9 @@ class Tensor:
     """One weight tensor of a checkpoint.
 
     ``role`` is ``"linear"`` for a projection matrix ``[out, in]``, ``"experts"`` for
-    ``E`` stacked expert matrices ``[E, out, in]``, and ``"other"`` for embeddings,
-    norms, biases, router weights and anything else that is never quantized.
+    ``E`` stacked expert matrices ``[E, out, in]``, ``"int64"`` for an integer buffer the
+    checkpoint saves (DeepSeek-V4's ``tid2eid``), and ``"other"`` for embeddings, norms,
+    biases, router weights and anything else that is never quantized.
     """
 
     name: str
@@ -421,6 +422,8 @@ def _v4_role(name: str, shape: tuple[int, ...]) -> str:
     sinks, the compressors' position biases, the router and its tables, the mixers)."""
     if ".experts." in name:
         return "experts"
+    if name.endswith(".tid2eid"):  # the hash layers' token-id table: an int64 buffer
+        return "int64"
     other = (".gate.", "position_bias", "_hc.", "hc_head", "embed_tokens")
     if len(shape) == 2 and name.endswith(".weight") and not any(o in name for o in other):
         return "linear"
