@@ -169,6 +169,10 @@ class Candidate:
     components: tuple[tuple[str, str], ...] = ()
     #: per chunked-prefill token budget, its :class:`Chunked` rows (aggregated points)
     chunked: dict[int, Chunked] = field(default_factory=dict)
+    #: the rows its kernels were built at (``dec_B``, ``pf_N``, ``pf_q``, ``pf_moe``,
+    #: ``pf_pre`` of :meth:`~mlacalc.serving.gpu_step.StepModel.specs`, ``dec_S`` the
+    #: request's average context)
+    rows: tuple[np.ndarray, ...] = ()
 
 
 class StepRows:
@@ -390,7 +394,7 @@ def candidate(
         _pool_rows(rows, req, k_fit)
     if not rows.pos:
         return None  # no batch fits and no prefill pool to rate: nothing to time
-    sm, specs = _step(req, lay, sized, layout, comps, rows)
+    sm, specs, arrays = _step(req, lay, sized, layout, comps, rows)
     return Candidate(
         gpus=g,
         weight=w,
@@ -411,6 +415,7 @@ def candidate(
         sm=sm,
         specs=specs,
         chunked=chunked,
+        rows=arrays,
     )
 
 
@@ -434,12 +439,13 @@ def _step(
     layout: Any,
     comps: tuple[tuple[str, str], ...],
     rows: StepRows,
-) -> tuple[StepModel, list[Spec]]:
-    """The step model of ``lay`` and its kernels over ``rows``. A step model reads of its
-    layout only the tensor, pipeline and expert splits (and the GPUs a stage hand-over
-    spans): replicas of a layout on more GPUs, and DP-attention layouts that differ only in
-    their GPU count where the experts are split alike, share the step model's kernels (a
-    copy of the step model holds each layout) and, at the same rows, the kernels' figures."""
+) -> tuple[StepModel, list[Spec], list[np.ndarray]]:
+    """The step model of ``lay``, its kernels over ``rows`` and the rows' arrays. A step
+    model reads of its layout only the tensor, pipeline and expert splits (and the GPUs a
+    stage hand-over spans): replicas of a layout on more GPUs, and DP-attention layouts
+    that differ only in their GPU count where the experts are split alike, share the step
+    model's kernels (a copy of the step model holds each layout) and, at the same rows,
+    the kernels' figures."""
     p2p = (lay.gpus, lay.stage_gpus) if lay.pp > 1 else None
     sig = (lay.tp, lay.pp, lay.ep, lay.moe_group, lay.moe_tp, lay.redundant_experts, p2p)
     sig += (sized, layout.name, comps)
@@ -467,7 +473,7 @@ def _step(
         req.step_cache[key] = sm.specs(
             dec_B=dec_B, dec_S=req.S_avg, pf_N=pf_N, pf_q=pf_q, pf_moe=pf_moe, pf_pre=pf_pre
         )
-    return sm, req.step_cache[key]
+    return sm, req.step_cache[key], arrays
 
 
 def _batch_rows(
