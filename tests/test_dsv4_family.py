@@ -27,6 +27,7 @@ from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.hf import import_hf_config
 from mlacalc.report import model_report
 from mlacalc.words.errors import ConfigError
+from mlacalc.words.kernels import variant_of
 
 PRO_JSON = (
     Path(__file__).parent / "data" / "hf-configs-2" / "deepseek-ai--DeepSeek-V4-Pro.config.json"
@@ -174,22 +175,21 @@ def test_attention_flops_equal_module(pro, phase, seq_len, q_len):
 
 
 def test_step_kernels_equal_module_forward(pro):
-    """A decode step's kernels (matmul FLOPs, the hyper-connections' stream mix included) equal
-    the module's forward of one token with the causal core."""
+    """A decode step's kernels (matmul FLOPs; the hyper-connection kernels, streaming kernels
+    that hold the reference's mixer products and the n d multiply-adds of each mix into or out
+    of the streams) equal the module's forward of one token with the causal core."""
     c = v4.config_of(pro)
-    S = 32768
+    S, n, d, L = 32768, pro.hc_mult, pro.hidden_size, pro.num_hidden_layers
     ks = step_kernels(pro, "decode", S)
     got = sum(k.flops * k.calls for k in ks if k.kind != "elementwise")
-    got += sum(k.flops * k.calls for k in ks if k.name == "hc_stream_mix")
+    got += sum(k.flops * k.calls for k in ks if k.name in ("mhc_pre", "mhc_post"))
     parts = cc.forward_flops(c, 1, S - 1)
-    eager = sum(
-        cc.attention_flops(c, t, 1, S - 1)[k]
-        for t in c.layer_types
-        for k in ("core", "core_causal")
-        if k == "core"
-    )
+    eager = sum(cc.attention_flops(c, t, 1, S - 1)["core"] for t in c.layer_types)
     causal = sum(cc.attention_flops(c, t, 1, S - 1)["core_causal"] for t in c.layer_types)
-    assert got == sum(parts.values()) - eager + causal
+    mixes = 2 * L * 2 * (2 * n * d)  # two sites a layer, into and out of the streams
+    assert got == sum(parts.values()) - eager + causal + mixes
+    variants = {k.name: variant_of(k.kind, k.shape) for k in ks if k.name.startswith("mhc")}
+    assert variants == {"mhc_pre": "mhc_pre", "mhc_post": "mhc_post"}  # their fitted classes
 
 
 def test_time_plan_and_search_run(pro):
@@ -384,3 +384,14 @@ def test_checkpoint_keeps_the_token_id_tables_as_int64(pro):
     assert ck.kept_bytes == 2 * ck.kept_params + 6 * tables
     assert "router" in ck.kept_parts and "hyper-connections" in ck.kept_parts
     assert "dense MLP" not in ck.kept_parts
+
+
+def test_one_gpu_holds_every_parameter(pro):
+    """At one GPU the plan's weight parts add up to the parameters, the hyper-connection mixers
+    included (a part of their own); at TP 8 those are whole on every rank."""
+    from mlacalc.serving.layout import make_layout, weight_breakdown
+
+    parts = weight_breakdown(pro, make_layout(pro, 1))
+    assert round(sum(parts.values())) == PRO_TOTAL
+    eight = weight_breakdown(pro, make_layout(pro, 8, tp=8))
+    assert eight["hyper_connections"] == parts["hyper_connections"]

@@ -173,8 +173,8 @@ KERNEL_STAGES: dict[str, str] = {
     "moe_latent_in": "ffn",
     "moe_latent_out": "ffn",
     **COMPRESSED_KERNELS,  # DeepSeek-V4's layers (mlacalc.cost.compressed)
-    "hc_mix_weights": "hyper",  # DeepSeek-V4's hyper-connections (hyper_kernels)
-    "hc_stream_mix": "hyper",
+    "mhc_pre": "hyper",  # DeepSeek-V4's hyper-connections (hyper_kernels)
+    "mhc_post": "hyper",
     "hc_head": "hyper",
 }
 
@@ -401,47 +401,54 @@ def indexer_kernels(
     ]
 
 
+#: Bytes of one value of DeepSeek-V4's residual streams (float32, as the engines hold them).
+_STREAM_BYTES = 4
 #: the attention variants of DeepSeek-V4's layers
 COMPRESSED_KERNEL_VARIANTS = ("csa", "hca", "swa")
 
 
 def hyper_kernels(m: ModelConfig, tokens: int, dt: _Dtypes) -> list[Kernel]:
-    """DeepSeek-V4's hyper-connections (``hc_mult`` = ``n`` residual streams of ``d``): in each
-    layer two mixers (before the attention and before the MoE), each a GEMM of the ``n d``
-    streams to ``(2 + n) n`` mixing weights (``hc_mix_weights``) and the mixing of the streams,
-    ``n x n`` by ``n x d`` per token (``hc_stream_mix``: a streaming kernel on the CUDA cores,
-    its FLOPs the reference's ``bmm``); before the head one GEMM of ``n d`` to
-    ``n`` (``hc_head``). FLOPs as the reference's products (:mod:`mlacalc.cost.compressed`'s
-    ``forward_flops``' ``hyper``). Empty without hyper-connections."""
+    """DeepSeek-V4's hyper-connections (``hc_mult`` = ``n`` residual streams of ``d``, float32
+    as the engines hold them), as the engines run them (the measured ``mhc`` tables): around
+    the attention and around the MoE of each layer, ``mhc_pre`` (one fused streaming kernel: the
+    ``n d`` streams to ``(2 + n) n`` mixing weights, their Sinkhorn normalisation, the streams
+    mixed into the sublayer's bf16 input) and ``mhc_post`` (the sublayer's output and the
+    streams mixed back into ``n`` streams); before the head one GEMM of ``n d`` to ``n``
+    (``hc_head``). Bytes as the measured rows count them (the streams read, and written by
+    ``post``; the bf16 input or output); FLOPs the reference's products
+    (:mod:`mlacalc.cost.compressed`'s ``forward_flops``' ``hyper``) plus the ``n d``
+    multiply-adds of each mix into or out of the streams. Empty without hyper-connections."""
     n, d, L = m.hc_mult, m.hidden_size, m.num_hidden_layers
     if not n:
         return []
     width, mix = n * d, (2 + n) * n
-    act = packed_bytes(tokens * width, dt.a_bits)
-    mixed = packed_bytes(tokens * mix, dt.a_bits)
-    small = 16  # the mixers' weights, biases and scales: bf16 in the checkpoint
+    streams = tokens * width * _STREAM_BYTES
+    one = packed_bytes(tokens * d, dt.a_bits)  # the sublayer's input or output
+    small = 16  # the head mixer's weights, bias and scale: bf16 in the checkpoint
     return [
-        _gemm(
-            "hc_mix_weights",
+        Kernel(
+            "mhc_pre",
+            "elementwise",
             dt.act,
-            2 * tokens * width * mix,
-            packed_bytes(mix * width + mix + 3, small) + act + mixed,
-            (1, tokens, mix, width),
-            2 * L,
+            tokens * (2 * width * mix + 2 * width),
+            streams + one,
+            calls=2 * L,
+            shape={"elements": tokens * width, "mhc": 1},
         ),
-        _elementwise(  # a 4 x 4 mix of each token's streams: a streaming kernel
-            "hc_stream_mix",
+        Kernel(
+            "mhc_post",
+            "elementwise",
             dt.act,
-            2 * tokens * n * n * d,
-            2 * act + packed_bytes(tokens * n * n, dt.a_bits),
-            tokens * width,
-            2 * L,
+            tokens * (2 * n * width + 2 * width),
+            2 * streams + one,
+            calls=2 * L,
+            shape={"elements": tokens * width, "mhc": 2},
         ),
         _gemm(
             "hc_head",
             dt.act,
             2 * tokens * width * n,
-            packed_bytes(n * width + n + 1, small) + act + packed_bytes(tokens * n, dt.a_bits),
+            packed_bytes(n * width + n + 1, small) + streams + packed_bytes(tokens * n, dt.a_bits),
             (1, tokens, n, width),
             1,
         ),

@@ -705,6 +705,8 @@ class StepModel:
                 )
             else:
                 sh = {"elements": lin(e, per_row, on)}
+                if "mhc" in shape:  # DeepSeek-V4's hyper-connections: their kernel class
+                    sh["mhc"] = float(shape["mhc"]) * one
             weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
@@ -1109,7 +1111,13 @@ def halved(kw: dict[str, Any]) -> dict[str, Any]:
 def _variant(sp: Spec) -> str:
     """The kernel-class variant of a spec, as :func:`mlacalc.words.kernels.variant_of` names it for
     a single kernel (a GEMM of several groups is a batched GEMM)."""
-    return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1)))})
+    return variant_of(
+        sp.kind,
+        {
+            "groups": float(np.max(sp.shape.get("groups", 1))),
+            "mhc": float(np.max(sp.shape.get("mhc", 0))),  # DeepSeek-V4's hyper-connections
+        },
+    )
 
 
 def time_jobs(

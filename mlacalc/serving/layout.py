@@ -319,6 +319,8 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
             part["router"] += p["moe_router"]  # replicated on every rank
             part["routed_experts"] += p["moe_routed_experts"] * slots / lay.moe_group
         part["norms"] = b["norms"] * len(layers) / m.num_hidden_layers  # final norm spread
+        if b.get("hyper_connections"):  # DeepSeek-V4's stream mixers: whole on every rank
+            part["hyper_connections"] = b["hyper_connections"] * len(layers) / m.num_hidden_layers
         part["embedding_head"] = (
             (b["embedding"] + b["position_embedding"]) if s == 0 else 0
         ) / lay.tp + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0)
@@ -339,6 +341,7 @@ _CHECKPOINT_PARTS = {
     "routed_experts": ("moe_routed_experts",),
     "embedding_head": ("embedding", "position_embedding", "lm_head"),
     "mtp": ("mtp",),
+    "hyper_connections": ("hyper_connections",),
 }
 
 

@@ -162,11 +162,15 @@ class KernelBatch:
 
 def variant_of(kind: str, shape: dict[str, Any]) -> str:
     """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups,
-    ``"amax"`` for a quantize that writes nothing (the scale alone), else ``""``."""
+    ``"amax"`` for a quantize that writes nothing (the scale alone), ``"mhc_pre"`` /
+    ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2), else
+    ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
     if kind == "quantize" and float(shape.get("write", 1)) == 0:
         return "amax"
+    if kind == "elementwise" and shape.get("mhc"):  # DeepSeek-V4's hyper-connections
+        return "mhc_pre" if float(shape["mhc"]) == 1 else "mhc_post"
     return ""
 
 
