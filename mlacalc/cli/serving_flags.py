@@ -239,7 +239,7 @@ def engine_option_values(
         from mlacalc.serving.scheduler import engine_settings
 
         for name, value in engine_settings(engine, drafts).items():
-            if name == "chunked_prefill":  # plan's own flag; search runs no chunks
+            if name == "chunked_prefill":  # plan's own flag; search runs its own budgets
                 if chunked and not given("chunked_prefill"):
                     out[name] = value
             elif name == "overlap_schedule":
