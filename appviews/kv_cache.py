@@ -53,6 +53,10 @@ def keeps(kind_row: dict) -> str:
         return "a fixed state per sequence"
     if kind.startswith(("sliding", "chunked")):
         return f"its window: {kind_row['tokens_per_layer']:,} tokens"
+    if kind in ("csa", "hca"):  # DeepSeek-V4: the window and one pooled key per ratio tokens
+        return f"its window and pooled keys: {kind_row['tokens_per_layer']:,} rows"
+    if kind.startswith("swa"):
+        return f"its window: {kind_row['tokens_per_layer']:,} tokens"
     return "every token"
 
 

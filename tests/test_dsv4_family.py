@@ -395,3 +395,16 @@ def test_one_gpu_holds_every_parameter(pro):
     assert round(sum(parts.values())) == PRO_TOTAL
     eight = weight_breakdown(pro, make_layout(pro, 8, tp=8))
     assert eight["hyper_connections"] == parts["hyper_connections"]
+
+
+def test_app_kv_view_shows_the_kinds():
+    """The app's KV cache view: the layer pattern, each kind's rows (its window and pooled keys)
+    and, where the variant equivalents are refused, the refusal as a note, not an error."""
+    pytest.importorskip("streamlit")
+    from test_app import run  # deferred: the app's own test helper (Streamlit is optional)
+
+    at = run(model="deepseek-v4-pro")
+    assert any("31 hca + 30 csa" in m.value for m in at.markdown)
+    kinds = at.dataframe[0].value
+    assert kinds["keeps"].str.startswith("its window and pooled keys").all()
+    assert any("no MHA/GQA/MQA/MLA equivalent" in i.value for i in at.info)
