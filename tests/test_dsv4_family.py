@@ -408,3 +408,25 @@ def test_app_kv_view_shows_the_kinds():
     kinds = at.dataframe[0].value
     assert kinds["keeps"].str.startswith("its window and pooled keys").all()
     assert any("no MHA/GQA/MQA/MLA equivalent" in i.value for i in at.info)
+
+
+def test_window_only_layers_and_listed_types():
+    """A config of every kind (swa, csa, hca: TINY's listed layer_types, rates 4 and 16, a hash
+    layer in the middle): the pattern, the cache by the module's engine convention and the
+    attention FLOPs by the module's rules, kind by kind."""
+    m = import_hf_config(dict(TINY))
+    c = v4.config_of(m)
+    assert layer_pattern(m).describe() == "4 layers: 1 swa(8) + 2 csa + 1 hca; FFN: 4 MoE"
+    assert m.hash_moe_layers == (2,) and m.compress_ratios == (0, 4, 16, 4)
+    for S in (3, 8, 9, 40, 1000):
+        want = sum(sum(p.values()) for p in cc.cache_bytes(c, S, convention="engine"))
+        assert kv_cache(m, S).total_bytes == want
+        cost = attention_cost(m, "decode", S)
+        flops = sum(
+            v
+            for t in c.layer_types
+            for k, v in cc.attention_flops(c, t, 1, S - 1).items()
+            if k != "core"
+        )
+        assert cost.flops == flops
+    assert mlacalc.param_counts(m).total == v4.param_count(c)
