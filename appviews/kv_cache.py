@@ -87,7 +87,7 @@ def render(sc: Scenario) -> None:
     )
     pattern = sc.doc["layers"]
     st.markdown(f"Layer pattern: **{pattern['summary']}**")
-    if len(pattern["attention"]) > 1 or "dsa" in pattern["attention"]:
+    if len(pattern["attention"]) > 1 or bool({"dsa", "msa"} & set(pattern["attention"])):
         show_table(
             [
                 {
@@ -106,7 +106,8 @@ def render(sc: Scenario) -> None:
             scope=f"The cache ({label}) by kind of layer, {batch:,} sequences of {seq_len:,} "
             "tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, a linear "
             "layer a fixed state per sequence (its recurrent state, in the dtype the model keeps "
-            "it, not the KV dtype), a DSA layer the latent plus its indexer keys.",
+            "it, not the KV dtype), a DSA layer the latent plus its indexer keys, a block-sparse "
+            "(msa) layer K, V and its indexer keys.",
         )
     show_table(
         [

@@ -179,7 +179,8 @@ def _report_sections(doc: dict) -> list[Section]:
     ]
     kv_title = f"KV cache at seq_len {s['seq_len']:,} x batch {s['batch']:,} ({s['kv_dtype']})"
     # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
-    split = len(doc["layers"]["attention"]) > 1 or "dsa" in doc["layers"]["attention"]
+    kinds = set(doc["layers"]["attention"])
+    split = len(kinds) > 1 or bool({"dsa", "msa"} & kinds)
     sections.append(
         Section(
             kv_title,
@@ -237,7 +238,8 @@ def _report_sections(doc: dict) -> list[Section]:
             note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
             "or Mamba-2 layer a fixed state per sequence (its recurrent state, in the dtype the "
             "model keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys; "
-            "a layer without a sequence mixer (none) nothing.",
+            "a block-sparse (msa) layer K, V and its indexer keys; a layer without a sequence "
+            "mixer (none) nothing.",
             text_columns=(1,),
         )
     ] * split

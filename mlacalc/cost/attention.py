@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from mlacalc.cost import _generated as gen
+from mlacalc.cost.block_sparse import block_indexer_cost, block_sparse_keys_and_pairs
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import KVLayout, check_kv_layout, dtype_bits, resolve_kv_layout
@@ -395,6 +396,10 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     pairs = attended_pairs(q, seq_len, window, causal)
     if model.attention_chunk_size is not None:
         keys, pairs = chunked_keys_and_pairs(q, seq_len, model.attention_chunk_size, causal)
+    sparse = model.sparse_block_size is not None  # MiniMax-M3: the blocks its indexer picks
+    if sparse:
+        block, topk = model.sparse_block_size, model.sparse_topk_blocks
+        keys, pairs = block_sparse_keys_and_pairs(q, seq_len, block, topk, causal)
     values = dict(
         model_dims(model),
         B=batch,
@@ -432,6 +437,11 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     if model.index_topk is not None and not model.every_indexer_shared:
         # DSA: the indexer scores every key (a shared layer reuses the previous one's top-k)
         extra, extra_bytes = indexer_cost(model, q, seq_len, batch, causal, layout, w_bits)
+        for stage, flops in extra.items():
+            stage_flops[stage] += layers * flops
+        fused += extra_bytes
+    if sparse:  # the block-sparse indexer scores every key
+        extra, extra_bytes = block_indexer_cost(model, q, seq_len, batch, causal, layout, w_bits)
         for stage, flops in extra.items():
             stage_flops[stage] += layers * flops
         fused += extra_bytes

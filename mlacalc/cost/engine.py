@@ -187,7 +187,8 @@ def kv_cache(
         or model.mamba_dt_rank is not None
         or bool(model.compress_ratios)  # DeepSeek-V4 (mlacalc.cost.compressed)
     )
-    if layered or model.index_topk is not None:
+    sparse = model.sparse_block_size is not None  # MiniMax-M3: K, V and the indexer key
+    if layered or sparse or model.index_topk is not None:
         by_kind = kv_by_kind(model, seq_len, batch, row_bytes, layers, layout)
         total = sum(b for *_, b in by_kind)
         tokens = max(t for _, _, t, _ in by_kind)
@@ -285,6 +286,7 @@ def cost_of(model: ModelConfig, w: Workload) -> AttentionCost:
         or model.mamba_dt_rank is not None
         or model.compress_ratios  # DeepSeek-V4 (mlacalc.cost.compressed)
         or (model.shared_indexer_layers and not model.every_indexer_shared)
+        or bool(model.sparse_attention_layers)  # MiniMax-M3: full and block-sparse layers
         or getattr(arch_of(model), "head_gate", False)  # Step-3.7's g_proj (families)
     ):
         return pattern_cost(model, w)

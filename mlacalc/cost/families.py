@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.cost.attention import AttentionCost, indexer_row_bytes, uniform_cost
+from mlacalc.cost.block_sparse import block_indexer_row_bytes
 from mlacalc.cost.compressed import compressed_cost, compressed_layer_bytes
 from mlacalc.cost.linear import gated_query_cost, linear_cost
 from mlacalc.cost.mamba import mamba_cost, mamba_state_bytes
@@ -95,6 +96,8 @@ def kv_by_kind(
     full = next((k.label for k in pattern.layers if k.window is None), "full")
     kinds += [(full, seq_len)] * (layers - len(kinds))
     own_row = {k.label: full_row for k in pattern.layers if k.attention == "full"}
+    if model.sparse_block_size is not None:  # MiniMax-M3: K, V and the indexer key
+        own_row["msa"] = row_bytes + block_indexer_row_bytes(model, layout)
     if model.sliding_key_value_heads is not None:  # MiMo-V2-Flash: sliding layers' own KV heads
         kv_layout = resolve_kv_layout("bf16" if layout is None else layout)
         for k in pattern.layers:

@@ -52,6 +52,11 @@ from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.attention import attended_pairs, indexer_row_bytes, packed_bytes
+from mlacalc.cost.block_sparse import (
+    BLOCK_SPARSE_KERNELS,
+    block_indexer_kernels,
+    block_sparse_core,
+)
 from mlacalc.cost.compressed import COMPRESSED_KERNELS, compressed_kernels
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
@@ -173,6 +178,7 @@ KERNEL_STAGES: dict[str, str] = {
     "moe_latent_in": "ffn",
     "moe_latent_out": "ffn",
     **COMPRESSED_KERNELS,  # DeepSeek-V4's layers (mlacalc.cost.compressed)
+    **BLOCK_SPARSE_KERNELS,  # MiniMax-M3's block-sparse indexer (mlacalc.cost.block_sparse)
     "mhc_pre": "hyper",  # DeepSeek-V4's hyper-connections (hyper_kernels)
     "mhc_post": "hyper",
     "hc_head": "hyper",
@@ -492,6 +498,7 @@ def attention_kernels(
         if op.name in _FUSED_AWAY:
             if op.name in ("scores",) and not core_done:
                 out += indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
+                out += block_indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
                 out.append(_core_kernel(model, cost, ops, act_dtype, calls, window, kv_dtype))
                 core_done = True
             continue
@@ -781,6 +788,8 @@ def one_layer(m: ModelConfig) -> ModelConfig:
         return m.with_changes(
             num_hidden_layers=1, compress_ratios=m.compress_ratios[:1], hash_moe_layers=hashed
         )
+    if m.sparse_attention_layers:  # MiniMax-M3: its first layer's kind (full or block-sparse)
+        return kind_model(m, layer_pattern(m).layers[0]).with_changes(num_hidden_layers=1)
     return m.with_changes(num_hidden_layers=1)
 
 
@@ -884,6 +893,7 @@ def _attention_layers(
     shared = bool(m.shared_indexer_layers) and not m.every_indexer_shared  # DSA: some reuse
     v4 = bool(m.compress_ratios)  # DeepSeek-V4's kinds (mlacalc.cost.compressed)
     plain = not m.full_attention_layers and not m.block_types and not mamba and not shared
+    plain = plain and not m.sparse_attention_layers  # MiniMax-M3: full and block-sparse
     if uniform and plain and not v4:
         return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
     cost = cost_of(m, work)
@@ -896,7 +906,13 @@ def _attention_layers(
     for label, group in zip(cost.group_labels, cost.groups):
         kind = kinds[label]
         window = kind.window if kind.attention == "sliding" else None
-        out += attention_kernels(group, kind_model(m, kind), a, w, group.layers, window, kv_dtype)
+        sub = kind_model(m, kind)
+        if kind.attention == "msa":  # the core attends at most T blocks of B keys
+            window = m.sparse_topk_blocks * m.sparse_block_size
+            kernels = attention_kernels(group, sub, a, w, group.layers, window, kv_dtype)
+            out += block_sparse_core(kernels, sub)
+            continue
+        out += attention_kernels(group, sub, a, w, group.layers, window, kv_dtype)
     return out
 
 

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from mlacalc.models.patterns import BLOCK_LAYERS, LayerKind, LayerPattern
+from mlacalc.models.patterns import BLOCK_LAYERS, SPARSE_BLOCK_FIELDS, LayerKind, LayerPattern
 from mlacalc.models.registry import families, family_of
 
 if TYPE_CHECKING:
@@ -154,6 +154,8 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
             else off
         )
         ffn = "moe" if model.is_moe_layer(i) else "dense"
+        if model.is_sparse_layer(i):  # MiniMax-M3's block-sparse layers (the others full)
+            attn = LayerKind("msa")
         indexer = not (attn.attention == "dsa" and i + 1 in shared)
         layers.append(
             LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope, indexer=indexer)
@@ -206,6 +208,10 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
     )
     if model.block_types:  # one kind of block: a plain model of that kind
         changes["block_types"] = changes["block_widths"] = ()
+    if model.sparse_block_size is not None:  # MiniMax-M3: block-sparse everywhere, or nowhere
+        changes["sparse_attention_layers"] = ()
+        if kind.attention != "msa":
+            changes.update(dict.fromkeys(SPARSE_BLOCK_FIELDS, None))
     if model.compress_ratios:  # DeepSeek-V4: every layer of this kind, its window kept
         changes["sliding_window"] = model.sliding_window
         changes["compress_ratios"] = (kind.ratio,) * model.num_hidden_layers

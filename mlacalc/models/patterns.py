@@ -63,6 +63,7 @@ __all__ = [
     "COMPRESSED_KINDS",
     "FFN_KINDS",
     "LAYER_ATTENTION_KINDS",
+    "SPARSE_BLOCK_FIELDS",
     "CacheSpec",
     "LayerKind",
     "LayerPattern",
@@ -80,6 +81,7 @@ LAYER_ATTENTION_KINDS = (
     "linear",
     "mla",
     "dsa",
+    "msa",
     "mamba",
     "mamba1",
     "csa",
@@ -91,6 +93,14 @@ LAYER_ATTENTION_KINDS = (
 #: head); CSA and HCA add keys pooled from every ``ratio`` tokens (mlacalc.cost.compressed)
 COMPRESSED_KINDS = ("csa", "hca", "swa")
 FFN_KINDS = ("dense", "moe", "none")
+#: the schema fields of MiniMax-M3's block-sparse attention (kind ``msa``)
+SPARSE_BLOCK_FIELDS = (
+    "sparse_block_size",
+    "sparse_topk_blocks",
+    "sparse_local_blocks",
+    "sparse_index_heads",
+    "sparse_index_dim",
+)
 CONVENTIONS = ("engine", "hf")
 
 # layer_types values of the reference implementations -> attention kind
@@ -419,6 +429,27 @@ def _ffn_types(raw: Mapping[str, Any], n: int, origin: str) -> list[str]:
     return ["moe" if (i >= first and (i - off) % freq == 0) else "dense" for i in range(n)]
 
 
+def _sparse_layers(raw: Mapping[str, Any], n: int) -> set[int]:
+    """0-based block-sparse layers (MiniMax-M3, kind ``msa``): a ModelConfig's
+    ``sparse_attention_layers`` (empty: all, with ``sparse_block_size``), or a config.json's
+    ``sparse_attention_config.sparse_attention_freq``."""
+    cfg = raw.get("sparse_attention_config")
+    if isinstance(cfg, Mapping) and isinstance(cfg.get("sparse_attention_freq"), list):
+        return {i for i, f in enumerate(cfg["sparse_attention_freq"]) if f}
+    if raw.get("sparse_block_size") is None:
+        return set()
+    listed = raw.get("sparse_attention_layers") or range(1, n + 1)
+    return {i - 1 for i in listed}
+
+
+def _sparse_index_dim(raw: Mapping[str, Any]) -> int:
+    """The indexer key width of a block-sparse layer (0 without such layers)."""
+    cfg = raw.get("sparse_attention_config")
+    if isinstance(cfg, Mapping) and cfg.get("sparse_attention_freq"):
+        return cfg.get("sparse_index_dim", 128)
+    return (raw.get("sparse_block_size") and raw.get("sparse_index_dim")) or 0
+
+
 def _is_mla(raw: Mapping[str, Any]) -> bool:
     return raw.get("kv_lora_rank") is not None
 
@@ -581,6 +612,7 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
     nope_layers = mt in ("llama4", "llama4_text")
     no_rope = _smollm3_no_rope(raw, n, origin) if mt == "smollm3" else None
     shared = set(shared_indexer_layers(raw) or ()) if _is_dsa(raw) else set()
+    sparse = _sparse_layers(raw, n)
     layers = []
     for i, t in enumerate(types):
         kind = _HF_LAYER_TYPES[t]
@@ -601,6 +633,8 @@ def layer_pattern(data: Any, origin: str = "config.json") -> LayerPattern:
             w = chunk
         elif kind == "full" and _is_mla(raw):
             kind = "dsa" if _is_dsa(raw) else "mla"
+        if kind == "full" and i in sparse:
+            kind = "msa"
         rope = not (nope_layers and kind == "full") and not (no_rope and not no_rope[i])
         indexer = not (kind == "dsa" and shared and i + 1 in shared)
         layers.append(
@@ -743,6 +777,8 @@ def cache_spec(data: Any, origin: str = "config.json") -> CacheSpec:
         latent = _int(raw, "kv_lora_rank", origin) + _int(raw, "qk_rope_head_dim", origin)
         rows["mla"] = rows["dsa"] = latent
     indexer = _int(raw, "index_head_dim", origin) or 0 if _is_dsa(raw) else 0
+    if head and _sparse_index_dim(raw):  # MiniMax-M3: K, V and the indexer key per token
+        rows["msa"] = 2 * n_kv * head + _sparse_index_dim(raw)
     conv = state = 0
     mt = raw.get("model_type")
     if mt in _GATED_DELTANET:  # Gated DeltaNet: conv over q, k, v; a k x v state per value head

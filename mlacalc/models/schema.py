@@ -481,6 +481,45 @@ class ModelConfig:
         hi=MAX_HEADS,
         default=None,
     )
+    sparse_block_size: int | None = _spec(
+        OPTPOS,
+        "MiniMax-M3 block-sparse attention: keys per block, the unit its indexer scores "
+        "(max over the block's keys) and the core attends; null: no block-sparse layers",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    sparse_topk_blocks: int | None = _spec(
+        OPTPOS,
+        "block-sparse attention: blocks each query attends (its local blocks among them)",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    sparse_local_blocks: int | None = _spec(
+        OPTPOS,
+        "block-sparse attention: blocks ending at the query's own, always attended "
+        "(1 to sparse_topk_blocks)",
+        hi=MAX_TOKENS,
+        default=None,
+    )
+    sparse_index_heads: int | None = _spec(
+        OPTPOS,
+        "block-sparse attention: indexer heads scoring every key (one block choice per head)",
+        hi=MAX_HEADS,
+        default=None,
+    )
+    sparse_index_dim: int | None = _spec(
+        OPTPOS,
+        "block-sparse attention: indexer key width, cached per token in each block-sparse layer",
+        hi=MAX_WIDTH,
+        default=None,
+    )
+    sparse_attention_layers: tuple[int, ...] = _spec(
+        INTS,
+        "1-based block-sparse layers, the others full; empty: every layer (with "
+        "sparse_block_size), or none",
+        hi=MAX_LAYERS,
+        default=(),
+    )
     index_n_heads: int | None = _spec(
         OPTPOS,
         "DSA indexer heads (DeepSeek-V3.2, GLM-5); null: no sparse attention",
@@ -718,6 +757,14 @@ class ModelConfig:
         shared = set(self.shared_indexer_layers)
         return bool(shared) and all(i in shared for i in range(1, self.num_hidden_layers + 1))
 
+    def is_sparse_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` (0-based) is block-sparse (MiniMax-M3): listed in
+        ``sparse_attention_layers``, or any layer when that is empty and the fields are set."""
+        if self.sparse_block_size is None:
+            return False
+        listed = self.sparse_attention_layers
+        return index + 1 in listed if listed else 0 <= index < self.num_hidden_layers
+
     def is_moe_layer(self, index: int) -> bool:
         """Whether decoder layer ``index`` (0-based) has a MoE FFN (DeepSeek's rule; a model
         with ``block_types``: whether the layer is a ``moe`` block)."""
@@ -761,6 +808,7 @@ class ModelConfig:
             "block_types",
             "block_widths",
             "shared_indexer_layers",
+            "sparse_attention_layers",
             "compress_ratios",
             "hash_moe_layers",
         ):
@@ -916,6 +964,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out += _mtp_problems(v, have, unit)
     out += _indexer_problems(v, have, unit)
     out += _shared_indexer_problems(v, have)
+    out += _sparse_block_problems(v, have)
     out += _compressed_problems(v, have, unit)
     out += _linear_problems(v, have, unit)
     out += _mamba_problems(v, have, unit)
@@ -1496,6 +1545,82 @@ def _shared_indexer_problems(v: Mapping[str, Any], have: set[str]) -> list[Probl
     return []
 
 
+#: MiniMax-M3's block-sparse attention: all five or none
+_SPARSE_BLOCK = (
+    "sparse_block_size",
+    "sparse_topk_blocks",
+    "sparse_local_blocks",
+    "sparse_index_heads",
+    "sparse_index_dim",
+)
+#: what block-sparse layers are not modelled beside (their keys are GQA rows; every layer is
+#: full or block-sparse)
+_NOT_BESIDE_SPARSE = (
+    "kv_lora_rank",
+    "index_topk",
+    "sliding_window",
+    "attention_chunk_size",
+    "full_attention_interval",
+)
+
+
+def _sparse_block_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """Block-sparse attention needs all five widths, 1 to ``sparse_topk_blocks`` local blocks,
+    GQA layers only (full or block-sparse), and its layers within the model."""
+    valid = [n for n in _SPARSE_BLOCK if n in have]
+    stated = [n for n in valid if v[n] is not None]
+    layers = v.get("sparse_attention_layers") if "sparse_attention_layers" in have else ()
+    if not stated:
+        if layers:
+            return [
+                (
+                    "sparse_attention_layers",
+                    "is read only with block-sparse attention (sparse_block_size set)",
+                    "remove it",
+                )
+            ]
+        return []
+    if len(stated) < len(valid):
+        missing = next(n for n in valid if v[n] is None)
+        return [
+            (
+                missing,
+                f"is required when {stated[0]} is set (block-sparse attention)",
+                f"add it: {SPECS[missing].doc}",
+            )
+        ]
+    other = [n for n in _NOT_BESIDE_SPARSE if n in have and v[n] is not None]
+    if other:
+        return [
+            (
+                other[0],
+                "block-sparse attention is modelled on GQA layers, every other layer full",
+                f"remove {other[0]} or the sparse_* fields",
+            )
+        ]
+    if len(valid) == len(_SPARSE_BLOCK):
+        local, topk = v["sparse_local_blocks"], v["sparse_topk_blocks"]
+        if local > topk:
+            return [
+                (
+                    "sparse_local_blocks",
+                    f"{local} local blocks exceed sparse_topk_blocks {topk}: which blocks a "
+                    "query attends would depend on ties",
+                    f"use 1 to {topk}",
+                )
+            ]
+    n = v.get("num_hidden_layers") if "num_hidden_layers" in have else None
+    if layers and isinstance(n, int) and max(layers) > n:
+        return [
+            (
+                "sparse_attention_layers",
+                f"names layer {max(layers)}, past num_hidden_layers {n} (1-based)",
+                None,
+            )
+        ]
+    return []
+
+
 def raise_problems(origin: str, problems: list[Problem]) -> None:
     """Raise one :class:`ConfigError` listing every problem (``field`` names the first;
     ``problems`` holds them all as (field, message, fix))."""
@@ -1608,6 +1733,7 @@ def build(
         values["quantization_config"] = _freeze(values["quantization_config"])
     values["full_attention_layers"] = tuple(values.get("full_attention_layers", ()))
     values["shared_indexer_layers"] = tuple(values.get("shared_indexer_layers", ()))
+    values["sparse_attention_layers"] = tuple(values.get("sparse_attention_layers", ()))
     values["block_types"] = tuple(values.get("block_types", ()))
     values["block_widths"] = tuple(values.get("block_widths", ()))
     values["compress_ratios"] = tuple(values.get("compress_ratios", ()))

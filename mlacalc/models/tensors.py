@@ -182,6 +182,15 @@ def _attention_tensors(m: ModelConfig, arch: Arch, p: str, sinks: bool = False) 
         out.append(Tensor(f"{p}.self_attn.sinks", (n_h,)))
     if arch.head_gate:
         out.append(Tensor(f"{p}.self_attn.g_proj.weight", (n_h, d), "linear"))
+    layer = p.rsplit(".", 1)[-1]
+    if m.sparse_block_size is not None and layer.isdigit() and m.is_sparse_layer(int(layer)):
+        heads, width, a = m.sparse_index_heads, m.sparse_index_dim, f"{p}.self_attn.indexer"
+        out += [  # MiniMax-M3's block-sparse indexer (its query and key, an RMSNorm on each)
+            Tensor(f"{a}.q_proj.weight", (heads * width, d), "linear"),
+            Tensor(f"{a}.k_proj.weight", (width, d), "linear"),
+            Tensor(f"{a}.q_norm.weight", (width,)),
+            Tensor(f"{a}.k_norm.weight", (width,)),
+        ]
     return out
 
 

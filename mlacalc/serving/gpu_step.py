@@ -178,6 +178,8 @@ def _attended(shape: dict[str, Any], keys: Any) -> Any:
     """The keys an attention core reads after ``keys`` tokens: all of them, or (a DeepSeek-V4
     core, its shape's ``pooled_ratio``) its window's and the pooled ones (at most
     ``pooled_cap`` of those where an indexer picks them)."""
+    if shape.get("selected_cap"):  # MiniMax-M3's block-sparse decode: its chosen blocks
+        return np.minimum(keys, shape["selected_cap"])
     ratio = shape.get("pooled_ratio")
     if not ratio:
         return keys
@@ -203,7 +205,11 @@ def _csa(m: ModelConfig) -> tuple[int, int] | None:
 
 
 def _period(m: ModelConfig) -> int:
-    """DeepSeek-V4: the common multiple of its window and compress ratios (0 otherwise)."""
+    """DeepSeek-V4: the common multiple of its window and compress ratios; MiniMax-M3: its
+    key block (the indexer's block scores and each query's blocks are affine in whole blocks);
+    0 otherwise."""
+    if m.sparse_block_size is not None:
+        return m.sparse_block_size
     if not m.compress_ratios:
         return 0
     return math.lcm(m.sliding_window, *(r for r in m.compress_ratios if r))
@@ -212,6 +218,8 @@ def _period(m: ModelConfig) -> int:
 def _cap(m: ModelConfig) -> int | None:
     """The keys past which a sparse layer's selected keys stop growing: DSA's ``index_topk``;
     DeepSeek-V4's CSA ``index_topk`` pooled keys, ``index_topk x compress_rate_csa`` keys."""
+    if m.sparse_block_size is not None:  # MiniMax-M3: T blocks of B keys (kind msa)
+        return m.sparse_topk_blocks * m.sparse_block_size
     if m.compress_ratios and m.index_topk and m.compress_rate_csa in m.compress_ratios:
         return m.index_topk * m.compress_rate_csa
     return None if m.compress_ratios else m.index_topk

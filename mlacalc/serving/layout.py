@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.attention import indexer_row_bytes
+from mlacalc.cost.block_sparse import block_indexer_row_bytes
 from mlacalc.cost.compressed import compressed_attention_split, compressed_layer_bytes
 from mlacalc.cost.engine import attention_params, kv_cache
 from mlacalc.cost.families import linear_state_bytes
@@ -512,6 +513,11 @@ def kv_bytes_per_sequence_per_gpu(
     if not m.is_mla:
         n_kv = m.num_key_value_heads
         per_stage = [b * math.ceil(n_kv / lay.tp) // n_kv for b in per_stage]
+    if m.sparse_block_size is not None:  # MiniMax-M3: each block-sparse layer's indexer key,
+        # whole on every rank (one key for all the indexer's heads)
+        key = paged(context) * block_indexer_row_bytes(m, layout)
+        for j, stage in enumerate(stages):
+            per_stage[j] += key * sum(kinds[i].attention == "msa" for i in stage)
     if m.linear_num_value_heads is not None:  # the state of the rank's linear heads
         hk = math.ceil(m.linear_num_key_heads / lay.tp)
         hv = math.ceil(m.linear_num_value_heads / lay.tp)
