@@ -30,6 +30,10 @@ def test_sweep_matches_scalar(name):
         with pytest.raises(InvalidArgumentError, match="lightning indexer"):
             sweep(model, "kv_cache_bytes", seq_len=S)
         return
+    if model.sparse_block_size is not None:  # MiniMax-M3's block-sparse layers
+        with pytest.raises(InvalidArgumentError, match="block-sparse attention"):
+            sweep(model, "kv_cache_bytes", seq_len=S)
+        return
     B = np.array([1, 3, 8, 2])
     impls = (
         ("naive", "compressed", "absorbed", "absorbed_merged", None) if model.is_mla else (None,)

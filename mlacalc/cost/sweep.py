@@ -202,6 +202,13 @@ def _check_sweepable(m: ModelConfig, dimensions: dict[str, Any]) -> None:
             "formulas do not hold its pooled keys or compressors: use kv_cache_bytes / "
             "attention_cost per value (exact)",
         )
+    if m.sparse_block_size is not None:
+        raise InvalidArgumentError(
+            "model",
+            f"{m.label} has block-sparse attention with an indexer (sparse_block_size); sweep "
+            "does not model its indexer keys, indexer FLOPs or chosen blocks: use "
+            "kv_cache_bytes / attention_cost per value (exact)",
+        )
     if m.index_topk is not None:
         raise InvalidArgumentError(
             "model",
