@@ -446,3 +446,16 @@ def test_bad_block_sparse_fields_of_a_model_file_are_refused(changes, field):
         mlacalc.model_from_dict(data, "minimax-m3.yaml")
     assert err.value.field == field
     assert "\n" not in str(err.value).strip()
+
+
+def test_its_attention_as_other_designs():
+    """MHA/GQA/MQA keep the block-sparse layers (other KV heads); MLA is refused by name."""
+    from mlacalc.models.variants import as_variant
+
+    m = mlacalc.load_model("minimax-m3")
+    mqa = as_variant(m, "mqa")
+    assert mqa.sparse_block_size == 128
+    assert mlacalc.kv_cache(mqa, 4096).bytes_per_token == 3 * 512 + 57 * (512 + 256)
+    with pytest.raises(mlacalc.InvalidArgumentError) as err:
+        as_variant(m, "mla")
+    assert err.value.argument == "variant"

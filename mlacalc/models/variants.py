@@ -62,6 +62,12 @@ def as_variant(
             f"{m.label}'s compressed attention (compress_ratios) has no MHA/GQA/MQA/MLA "
             "equivalent modelled: compare it as it is",
         )
+    if m.sparse_block_size is not None and variant == "mla":  # MiniMax-M3's msa layers
+        raise InvalidArgumentError(
+            "variant",
+            f"{m.label}'s block-sparse attention (sparse_block_size: GQA keys and an indexer) "
+            "has no MLA equivalent modelled: compare it as mha, gqa or mqa",
+        )
     num_key_value_heads = args.optional_count(
         "num_key_value_heads", num_key_value_heads, BOUNDS["num_key_value_heads"]
     )
