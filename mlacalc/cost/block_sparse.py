@@ -156,8 +156,8 @@ def block_indexer_kernels(
     - ``block_indexer_q_proj``, ``block_indexer_k_proj`` (``gemm``): ``d -> n_i d_i`` and
       ``d -> d_i``, their RMSNorm weights read and the new keys written to the cache by the
       second;
-    - ``block_indexer_scores`` (``mla_decode`` in decode, every indexer head against one shared
-      key as in latent decode; ``attention_prefill`` otherwise, no value product):
+    - ``block_indexer_scores`` (``attention_decode`` in decode: an MQA decode of ``n_i`` query
+      heads on one shared key; ``attention_prefill`` otherwise; no value product):
       ``2 n_i d_i`` FLOPs per (query, key) pair over every key (causal or not as asked), the
       cached keys read once, one float32 score per (head, query, block of ``B`` keys) written:
       the max over a block taken in the kernel's epilogue (its key tiles hold whole blocks),
@@ -205,7 +205,7 @@ def block_indexer_kernels(
         ),
         Kernel(
             name="block_indexer_scores",
-            kind="mla_decode" if cost.phase == "decode" else "attention_prefill",
+            kind="attention_decode" if cost.phase == "decode" else "attention_prefill",
             dtype=act_dtype,
             flops=flops["core"],
             bytes=_packed(tokens * heads * width, a_bits) + b * S * row + logits,
