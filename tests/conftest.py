@@ -10,6 +10,13 @@ def v3():
     return mlacalc.load_model("deepseek-v3")
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch):
+    """Every test sees no ``$COLUMNS`` (tables at the CLI's 160 without a terminal), as in a
+    plain run; pytest-xdist's workers set ``COLUMNS=80``. A test that wants a width sets it."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def run(capsys):
     """``run("roofline", "deepseek-v3", ..., code=0)``: the CLI in process (every argument as
