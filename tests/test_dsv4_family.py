@@ -430,3 +430,14 @@ def test_window_only_layers_and_listed_types():
         )
         assert cost.flops == flops
     assert mlacalc.param_counts(m).total == v4.param_count(c)
+
+
+def test_drafts_on_its_unmodelled_mtp_module_are_refused_by_name():
+    """Its config states one MTP module, which the reference does not build: plan refuses
+    drafts on it naming mtp_tokens and why, rather than 'no MTP module' or a free speed-up."""
+    with pytest.raises(mlacalc.MlacalcError) as err:
+        mlacalc.plan("deepseek-v4-pro", "B200", 8, seq_len=4096, batch=8, mtp_tokens=1)
+    text = str(err.value)
+    assert "mtp_tokens" in text and "MTP module is not modelled" in text and "\n" not in text
+    with_mtp = mlacalc.plan("deepseek-v4-pro", "B200", 8, seq_len=4096, batch=8, include_mtp=True)
+    assert any("MTP module is not modelled" in w for w in with_mtp.warnings)

@@ -402,6 +402,12 @@ def _check_mtp(
     the acceptance length (tokens a step yields per sequence; a published default where
     neither is given, :mod:`mlacalc.serving.speculative`) and its note: drafts need the
     model's MTP module, a rate or length needs drafts."""
+    if mtp_tokens and m.compress_ratios:
+        raise InvalidArgumentError(
+            "mtp_tokens",
+            f"{m.label}'s MTP module is not modelled (DeepSeek-V4's is not built by the "
+            "transformers reference, so no layer of it is counted or timed); leave mtp_tokens 0",
+        )
     if mtp_tokens and not m.num_nextn_predict_layers:
         # the drafts run the model's MTP module (its weights held, its layer timed per draft
         # token): a model without one would get the speed-up at no cost
@@ -430,7 +436,9 @@ def _request_warnings(
             "which config.json does not give; give weight_dtype (--weight-dtype fp4 for "
             "NVFP4) to size it"
         )
-    if include_mtp and not m.num_nextn_predict_layers:
+    if include_mtp and m.compress_ratios:
+        warnings.append(f"{m.label}'s MTP module is not modelled: include_mtp holds nothing more")
+    elif include_mtp and not m.num_nextn_predict_layers:
         warnings.append(f"{m.label} has no MTP module: include_mtp holds nothing more")
     return tuple(warnings)
 
