@@ -43,6 +43,9 @@ class MappedTable:
     reason: np.ndarray  # "" where the row is predicted
     flags: dict[str, np.ndarray] = field(default_factory=dict)
     rules: list[str] = field(default_factory=list)  # quirk rules applied, in words
+    #: per row, the host's dispatch time of a module launched eagerly (NaN where none): the
+    #: row's prediction is the larger of it and its kernels' sum (mlacalc.timemodel.host_floor)
+    host_s: np.ndarray | None = None
 
     @property
     def seconds(self) -> np.ndarray:
@@ -51,6 +54,13 @@ class MappedTable:
     @property
     def modelled(self) -> np.ndarray:
         return self.reason == ""
+
+    def with_host_floor(self, kernel_s: np.ndarray) -> np.ndarray:
+        """Per-row predictions from the kernels' summed seconds: the larger of them and the
+        row's host floor, where it has one."""
+        if self.host_s is None:
+            return kernel_s
+        return np.where(np.isfinite(self.host_s), np.maximum(kernel_s, self.host_s), kernel_s)
 
     def exclude(self, mask: np.ndarray, why: str) -> int:
         """Mark rows (not already excluded) as not predicted for ``why``; returns how many."""

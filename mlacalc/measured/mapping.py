@@ -83,6 +83,7 @@ from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.device import mla_decode_kernel
 from mlacalc.timemodel.fit import Observations
+from mlacalc.timemodel.host_floor import host_floor_seconds
 from mlacalc.timemodel.moe_time import triton_moe_row_tile
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
@@ -112,6 +113,7 @@ class _Builder:
     def __init__(self, n: int):
         self.n = n
         self.parts: list[KernelPart] = []
+        self.host_s: np.ndarray | None = None  # a host floor per row (NaN: none), or none
 
     def add(
         self,
@@ -1283,12 +1285,152 @@ def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
           kv_split=split, operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
 
 
+#: The MLA geometry of the sparse-attention models the DSA module tables name: hidden, q and kv
+#: LoRA ranks, the nope, RoPE and value head dims (their config.json, vendored under
+#: mlacalc/data/models/: deepseek-v3.2.yaml, glm-5.1.yaml, which equals GLM-5's; GLM-5.2 taken
+#: as GLM-5's, as in :data:`INDEXERS`).
+_GLM5 = {"hidden": 6144, "q_lora": 2048, "kv_lora": 512, "nope": 192, "rope": 64, "v": 256}
+DSA_GEOMETRY = {
+    "deepseek-ai/DeepSeek-V3.2": DSV3,
+    **{m: _GLM5 for m in INDEXERS if "GLM-5" in m},
+}
+
+
+def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-row MLA geometry (:data:`DSA_GEOMETRY`); a model not listed is ``unknown_model``."""
+    models = t.column("model").astype(str)
+    reason[~np.isin(models, list(DSA_GEOMETRY))] = "unknown_model"
+    return {
+        key: np.array([DSA_GEOMETRY.get(m, DSV3)[key] for m in models], dtype=np.float64)
+        for key in DSV3
+    }
+
+
+def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
+    """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
+    sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
+    generation table) after ``step`` cached ones, as a composite of the kernels it runs, under
+    a host floor (:mod:`mlacalc.timemodel.host_floor`): the rows time the engine's eager
+    launch sequence, so a row's prediction is the larger of its kernels' sum and the engine's
+    fitted dispatch time of the module (``MappedTable.host_s``).
+
+    Kernels (``T`` tokens): the fused q_a + kv_a projection, q_b and o_proj GEMMs in the row's
+    ``gemm_type``, the two RMSNorms; the indexer (unless ``op_name`` says it was skipped): its
+    wq_b and wk GEMMs (``gemm_type``) and head-weights GEMM (bf16), the logits (a prompt:
+    ``attention_prefill`` fp8 ``indexer`` over each query's causal keys, as
+    ``glm5_mqa_logits_module_perf``; decode: ``mla_decode`` fp8 ``indexer`` over the cache, as
+    ``dsv4_paged_mqa_logits_module_perf`` uncompressed) and the top-k (``elementwise``
+    ``topk_flat``, as ``glm5_topk_module_perf``; none where no query has more keys than the
+    top-k, as that table's zero rows show); then the attention. SGLang's dense path
+    (``kernel_source`` ``..._dense_mha_fa3``: up to 2,048 keys) is the kv_b GEMM and an
+    ``mla_prefill`` of the new tokens over every key; every other prompt row the absorbed
+    sparse path: the pre-BMM, the sparse MLA of each token over ``min(top-k, keys)`` latent
+    rows (``mla_decode`` ``sparse``, as ``glm5_dsa_attn_module_perf``), the post-BMM; a decode
+    row the BMMs around ``mla_decode`` over ``min(top-k, step + 1)`` rows. Which projections the
+    engines fuse and where the indexer's RoPE and quantization run is not recorded: they are
+    left in the kernels above (minor next to the GEMMs)."""
+    g = _dsa_geometry(t, reason)
+    ih, idim, topk, _ = _indexer_geometry(t, reason)
+    bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
+    isl = _f(t.column("isl")) if context else np.ones(len(t))
+    step = _f(t.column("step"))
+    keys = step + isl
+    kvd, gt = canon_dtypes(t.column("kv_cache_dtype")), canon_dtypes(t.column("gemm_type"))
+    op = t.column("op_name").astype(str)
+    src = t.column("kernel_source").astype(str)
+    indexer = ~np.char.endswith(op, "skip_indexer")
+    dense = np.char.endswith(src, "dense_mha_fa3")
+    rows = np.arange(len(t))
+    tok = bs * isl
+    lat = g["kv_lora"] + g["rope"]
+    for d in ("bf16", "fp8_block"):
+        s = gt == d
+        if not s.any():
+            continue
+        r, tk = rows[s], tok[s]
+        _gemm_kernels(b, "q_a+kv_a", r, d, tk, (g["q_lora"] + lat)[s], g["hidden"][s])
+        _gemm_kernels(b, "q_b", r, d, tk, (h * (g["nope"] + g["rope"]))[s], g["q_lora"][s])
+        _gemm_kernels(b, "o_proj", r, d, tk, g["hidden"][s], (h * g["v"])[s])
+        x = s & indexer
+        if x.any():
+            _gemm_kernels(b, "wq_b", rows[x], d, tok[x], (ih * idim)[x], g["q_lora"][x])
+            _gemm_kernels(b, "wk", rows[x], d, tok[x], idim[x], g["hidden"][x])
+    x = indexer
+    _gemm_kernels(b, "weights_proj", rows[x], "bf16", tok[x], ih[x], g["hidden"][x])
+    for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):
+        b.add(name, "elementwise", "bf16", rows, 0.0, tok * width * 4 + width * 2,
+              elements=tok * width)  # fmt: skip
+    pairs = bs * (isl * step + isl * (isl + 1) / 2)
+    if context:
+        nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
+        b.add("mqa_logits", "attention_prefill", "fp8", rows[x], (2 * ih * idim * pairs)[x],
+              nb[x], variant="indexer", batch=bs[x], q_len=(isl * ih)[x],
+              kv_len=(step + (isl + 1) / 2)[x], n_heads=1, n_kv=1, head_dim_qk=idim[x],
+              head_dim_v=0, window=0, causal=0, kv_bytes=1, rope_kernel=0,
+              preprocess_bytes=0)  # fmt: skip
+    else:
+        nb = bs * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
+        b.add("paged_mqa_logits", "mla_decode", "fp8", rows[x], (2 * ih * idim * pairs)[x],
+              nb[x], variant="indexer", batch=bs[x], q_len=1, kv_len=keys[x],
+              n_heads=ih[x], n_kv=1, head_dim_qk=idim[x], head_dim_v=0, window=0, causal=1,
+              page_size=_PAGE, kv_bytes=1, kv_split=1, operand_reads=1, rope_kernel=0,
+              preprocess_bytes=0)  # fmt: skip
+    selecting = bs * np.clip(keys - topk, 0.0, isl)
+    x = indexer & (selecting > 0)  # no query with more keys than top-k: no selection runs
+    b.add("topk", "elementwise", "bf16", rows[x], 0.0, (pairs * 4 + tok * topk * 4)[x],
+          variant="topk_flat", elements=pairs[x], units=selecting[x])  # fmt: skip
+    kvb = _elem(kvd)
+    d_ = dense & context
+    if d_.any():
+        qk = g["nope"] + g["rope"]
+        _gemm_kernels(b, "kv_b", rows[d_], "bf16", (bs * keys)[d_], (h * (g["nope"] + g["v"]))[d_],
+                      g["kv_lora"][d_])  # fmt: skip
+        qkv = tok * h * qk * 2 + bs * keys * h * (qk + g["v"]) * 2
+        b.add("mla_context", "mla_prefill", "bf16", rows[d_],
+              (2.0 * h * pairs * (qk + g["v"]))[d_], (qkv + tok * h * g["v"] * 2)[d_],
+              batch=bs[d_], q_len=isl[d_], kv_len=keys[d_], n_heads=h[d_], n_kv=h[d_],
+              head_dim_qk=qk[d_], head_dim_v=g["v"][d_], window=0, causal=1, kv_bytes=2,
+              preprocess_bytes=(tok * lat * 4)[d_],
+              rope_elements=(tok * (h + 1) * g["rope"])[d_])  # fmt: skip
+    sp = ~d_
+    r = rows[sp]
+    _gemm_kernels(b, "bmm_pre", r, "bf16", tok[sp], g["kv_lora"][sp], g["nope"][sp], h[sp],
+                  variant="bmm")  # fmt: skip
+    _gemm_kernels(b, "bmm_post", r, "bf16", tok[sp], g["v"][sp], g["kv_lora"][sp], h[sp],
+                  variant="bmm")  # fmt: skip
+    kv = np.minimum(keys, np.maximum(topk, 1))
+    flops = 2.0 * h * tok * kv * (lat + g["kv_lora"])
+    cached = bs * np.minimum(keys, kv * isl)
+    if context:
+        nbytes = tok * h * lat * 2 + cached * lat * 2 + tok * h * g["kv_lora"] * 2
+        split = 0.0 if t.system == "h100_sxm" else 1.0
+        b.add("sparse_mla", "mla_decode", "bf16", r, flops[sp], nbytes[sp], variant="sparse",
+              batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=h[sp], n_kv=1,
+              head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
+              page_size=_PAGE, kv_bytes=2, kv_split=split, operand_reads=1,
+              preprocess_bytes=0, rope_elements=0)  # fmt: skip
+    else:
+        pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
+        nbytes = pre + cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2
+        b.add_by_dtype("mla_decode", "mla_decode", np.where(kvd == "fp8", "fp8", "bf16")[sp], r,
+                       flops[sp], nbytes[sp], batch=bs[sp], q_len=1, kv_len=kv[sp],
+                       n_heads=h[sp], n_kv=1, head_dim_qk=lat[sp],
+                       head_dim_v=g["kv_lora"][sp], window=0, causal=1, page_size=_PAGE,
+                       kv_bytes=kvb[sp], **mla_decode_kernel(load_hardware(t.system)),
+                       preprocess_bytes=pre[sp],
+                       rope_elements=(tok * (h + 1) * g["rope"])[sp])  # fmt: skip
+    reason[np.char.startswith(gt, "?")] = "unknown_dtype"
+    b.host_s = host_floor_seconds(t.system, t.engine, t.table, src)
+
+
 _MAPPERS = {
     "glm5_mqa_logits_module_perf": _mqa_logits_table,
     "dsv4_paged_mqa_logits_module_perf": _paged_mqa_logits_table,
     "mhc_module_perf": _mhc_table,
     "glm5_topk_module_perf": _topk_table,
     "glm5_dsa_attn_module_perf": _sparse_mla_table,
+    "dsa_context_module_perf": lambda t, b, r: _dsa_module_table(t, b, r, context=True),
+    "dsa_generation_module_perf": lambda t, b, r: _dsa_module_table(t, b, r, context=False),
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
     "encoder_attention_perf": _encoder_attention_table,
@@ -1314,16 +1456,6 @@ _MAPPERS = {
 #: predicted (reason ``not_mapped``) by :func:`map_table`, never dropped; docs/measured-sets.md
 #: says what one row of each measures, as far as the columns and meta files tell.
 UNMAPPED: dict[str, str] = {
-    "dsa_context_module_perf": (
-        "DeepSeek sparse-attention module (indexer, top-k, sparse MLA, projections); its "
-        "kernel composition is not recorded in the table, and its rows time the engine's "
-        "launch sequence, not its kernels: DeepSeek-V3.2 at one sequence of one to four new "
-        "tokens takes 0.30 ms (TensorRT-LLM), 0.87-0.97 ms (SGLang), 1.27 ms (vLLM) on H100 "
-        "at any cached length up to 1,536, several times the module's weight reads (64 us)"
-    ),
-    "dsa_generation_module_perf": (
-        "DeepSeek sparse-attention decode module; composition not recorded in the table"
-    ),
     "dsv4_csa_context_module_perf": (
         "DeepSeek-V4 compressed sparse attention module; composition not recorded"
     ),
@@ -1369,7 +1501,7 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     reason = np.full(len(table), "", dtype=object)
     b = _Builder(len(table))
     mapper(table, b, reason)
-    mapped = MappedTable(table=table, parts=b.parts, reason=reason)
+    mapped = MappedTable(table=table, parts=b.parts, reason=reason, host_s=b.host_s)
     bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
     mapped.exclude(bad_time, "zero_time")
     if quirks:

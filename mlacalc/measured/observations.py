@@ -51,15 +51,16 @@ def predict_mapped(
     hardware: HardwareSpec | str | None = None,
     profile: Profile | str | os.PathLike | None = None,
 ) -> np.ndarray:
-    """Predicted seconds of every row of a mapped table (the sum of its kernels); NaN where the
-    row is not predicted. ``hardware`` defaults to the table's device."""
+    """Predicted seconds of every row of a mapped table (the sum of its kernels, at least the
+    row's host floor where it has one); NaN where the row is not predicted. ``hardware``
+    defaults to the table's device."""
     hw = load_hardware(hardware if hardware is not None else mapped.table.device)
     prof = load_profile(profile)
     n = len(mapped.table)
     total = np.zeros(n)
     for part in mapped.parts:
         total += np.bincount(part.rows, weights=predict_batch(part.batch, hw, prof), minlength=n)
-    return np.where(mapped.modelled, total, np.nan)
+    return np.where(mapped.modelled, mapped.with_host_floor(total), np.nan)
 
 
 def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
@@ -136,6 +137,8 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
             others += np.bincount(p.rows, weights=predict_batch(p.batch, hw, profile), minlength=n)
     residual = table.seconds - others
     usable = modelled & (n_open == 1) & (residual >= RESIDUAL_SHARE * table.seconds)
+    if mapped.host_s is not None:  # a host-floored row's time is not its kernels' sum
+        usable &= ~np.isfinite(mapped.host_s)
     out = []
     for p in open_parts:
         keep = np.flatnonzero(usable[p.rows])

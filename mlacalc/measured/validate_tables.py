@@ -287,7 +287,9 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
         except MlacalcError:
             t = np.full(len(b), np.nan)
         total += np.bincount(part.rows, weights=np.asarray(t, dtype=np.float64), minlength=n)
-    return total, "; ".join(sorted(how))
+    if mapped.host_s is not None and np.isfinite(mapped.host_s).any():
+        how.add("a module's kernels under the engine's host floor (mlacalc.timemodel.host_floor)")
+    return mapped.with_host_floor(total), "; ".join(sorted(how))
 
 
 #: The reason a row whose measured time is not a finite positive number is not predicted.

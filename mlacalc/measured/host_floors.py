@@ -1,0 +1,83 @@
+"""Fit the host floors of the module tables timed eagerly (:mod:`mlacalc.timemodel.host_floor`).
+
+For each group of a table's rows (device, engine, table, ``kernel_source``) the floor is the
+median measured time of its rows of the fewest tokens (``batch_size x isl``: one to four tokens
+in every group but SGLang's sparse prompt path, whose smallest rows are four tokens after
+2,048 cached), across every model, head count, dtype and cached length of the group. The
+records say what each floor was fitted on, its residuals, the median share of those rows'
+time the kernels (the mapped composite, without a floor) take by the given profile, and check
+the form past the floor: on the rows whose kernels are predicted above the floor, the median
+error of ``max(kernels, floor)`` against ``kernels + floor``. A group whose fewest-token rows
+are the kernels' own time (:data:`HOST_BOUND_SHARE`) has no floor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.mapped import MappedTable
+from mlacalc.timemodel.kernel_time import predict_batch
+from mlacalc.timemodel.profile import Profile
+
+__all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "kernel_seconds"]
+
+#: A group has a host floor only where the kernels of its fewest-token rows take at most this
+#: share of their measured time (median): above it those rows are the kernels' own time (a
+#: CUDA-graphed decode module: SGLang's at one token on H100, 1.0-1.2 of it), not a dispatch.
+HOST_BOUND_SHARE = 0.5
+
+
+def kernel_seconds(mapped: MappedTable, profile: Profile) -> np.ndarray:
+    """Per-row sum of the predicted seconds of a mapped table's kernels, without a floor."""
+    hw = load_hardware(mapped.table.device)
+    n = len(mapped.table)
+    total = np.zeros(n)
+    for part in mapped.parts:
+        t = predict_batch(part.batch, hw, profile)
+        total += np.bincount(part.rows, weights=t, minlength=n)
+    return total
+
+
+def _median_abs(err: np.ndarray) -> float | None:
+    return float(np.median(np.abs(err))) if err.size else None
+
+
+def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any]]:
+    """One record per ``kernel_source`` group of a host-floored table: its key, the floor
+    (seconds; None where no row is host-bound), the rows it was fitted on, their median and
+    p90 |error| against the floor, and past the floor the rows and the median |error| of the
+    max and the sum forms."""
+    t = mapped.table
+    kern = kernel_seconds(mapped, profile)
+    meas = t.seconds
+    ok = mapped.modelled & np.isfinite(kern) & (meas > 0)
+    src = t.column("kernel_source").astype(str)
+    tokens_of = t.column("batch_size").astype(np.float64) * t.column("isl").astype(np.float64)
+    out = []
+    for name in np.unique(src):
+        g = ok & (src == name)
+        tokens = tokens_of[g].min() if g.any() else 0.0
+        bound = g & (tokens_of == tokens)
+        share = float(np.median(kern[bound] / meas[bound])) if bound.any() else np.inf
+        rec: dict[str, Any] = {
+            "key": (t.system, t.engine, t.table, str(name)),
+            "rows": int(g.sum()),
+            "fitted_on": int(bound.sum()),
+            "tokens": float(tokens),
+            "floor_s": None,
+            "kernel_share": share,
+        }
+        if share <= HOST_BOUND_SHARE:
+            floor = float(np.median(meas[bound]))
+            err = floor / meas[bound] - 1
+            rec.update(floor_s=floor, median=_median_abs(err),
+                       p90=float(np.percentile(np.abs(err), 90)))  # fmt: skip
+            past = g & (kern > floor)
+            rec["past_rows"] = int(past.sum())
+            rec["past_max"] = _median_abs(np.maximum(kern[past], floor) / meas[past] - 1)
+            rec["past_sum"] = _median_abs((kern[past] + floor) / meas[past] - 1)
+        out.append(rec)
+    return out
