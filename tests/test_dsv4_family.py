@@ -441,3 +441,42 @@ def test_drafts_on_its_unmodelled_mtp_module_are_refused_by_name():
     assert "mtp_tokens" in text and "MTP module is not modelled" in text and "\n" not in text
     with_mtp = mlacalc.plan("deepseek-v4-pro", "B200", 8, seq_len=4096, batch=8, include_mtp=True)
     assert any("MTP module is not modelled" in w for w in with_mtp.warnings)
+
+
+def test_fp4_experts_bytes_equal_the_fp8_integrations_modules(pro):
+    """expert_dtype fp4 (config.json's top level, moved into quantization_config as
+    DeepseekV4Config does): each layer's routed experts are stored as transformers' fp8
+    integration allocates them (e2m1 pairs in int8, a ue8m0 scale per 32 along the row), the
+    rest in fp8 with 128x128 blocks; the shipped YAML and the config.json agree."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import DeepseekV4Config
+    from transformers.integrations.finegrained_fp8 import FP8Experts
+
+    from mlacalc.cost.quant import quantized_weight_bytes
+    from mlacalc.models.tensors import tensors
+
+    scheme = pro.quantization
+    assert scheme.expert_format == "mxfp4" and "mxfp4 experts" in scheme.describe()
+    assert import_hf_config(_raw()).quantization == scheme
+    ours = quantized_weight_bytes(
+        [t for t in tensors(pro) if t.role == "experts" and ".layers.0." in t.name], scheme
+    )
+    config = DeepseekV4Config(**{k: v for k, v in _raw().items() if k != "quantization_config"})
+    with torch.device("meta"):
+        module = FP8Experts(config, block_size=(128, 128), scale_fmt="ue8m0", expert_dtype="fp4")
+    held = dict(module.named_parameters())
+    payload = sum(held[k].numel() * held[k].element_size() for k in ("gate_up_proj", "down_proj"))
+    scales = sum(v.numel() * v.element_size() for k, v in held.items() if k.endswith("scale_inv"))
+    assert (ours.payload_bytes, ours.scale_bytes) == (payload, scales)
+
+
+@pytest.mark.parametrize("value", ["fp2", 4, None])
+def test_a_bad_expert_dtype_is_refused_naming_the_field(value):
+    raw = {**_raw(), "expert_dtype": value}
+    if value is None:  # null: the class default, fp8 experts
+        assert import_hf_config(raw).quantization.expert_format is None
+        return
+    with pytest.raises(ConfigError) as err:
+        import_hf_config(raw)
+    assert "expert_dtype" in str(err.value) and "\n" not in str(err.value)

@@ -175,6 +175,8 @@ def tensor_format(t: Tensor, s: QuantScheme) -> str | None:
         return next((f for m, f in wild if _glob(m, module)), None)
     if is_kept(t, s):
         return None
+    if t.role == "experts" and s.expert_format:
+        return s.expert_format
     return "fp8" if s.method == "fp8" else s.method
 
 
@@ -208,6 +210,8 @@ def _quantized(
         return experts * out * (-(-inp // 2)), experts * (out * (-(-inp // 16)) + scalars)
     if fmt == "fp8_tensor":
         return experts * out * inp, experts * 8  # float32 weight_scale and input_scale
+    if fmt == "mxfp4":  # e2m1 pairs in bytes, a ue8m0 (one-byte) scale per 32 along the row
+        return experts * out * inp // 2, experts * out * (-(-inp // 32))
     if s.method == "fp8":
         bm, bn = s.block
         return experts * out * inp, experts * 4 * (-(-out // bm)) * (-(-inp // bn))

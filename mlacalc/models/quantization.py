@@ -150,9 +150,14 @@ class QuantScheme:
     input_scale: bool = False  # a float32 input_scale per matrix (activations quantized)
     per_module: tuple[tuple[str, str], ...] = ()  # (module glob, format): mixed precision
     kv_cache: str | None = None  # the KV-cache dtype the checkpoint is calibrated for
+    #: the routed experts' format where it differs from the method's (DeepSeek-V4's fp8
+    #: checkpoint with ``expert_dtype: fp4``: e2m1 pairs, a ue8m0 scale per 32 values)
+    expert_format: str | None = None
 
     def describe(self) -> str:
         """The scheme in a few words, as reports name it (``fp8 block 128x128``)."""
+        if self.method == "fp8" and self.expert_format:
+            return f"fp8 block {self.block[0]}x{self.block[1]}, {self.expert_format} experts"
         if self.method == "fp8":
             return f"fp8 block {self.block[0]}x{self.block[1]}"
         if self.method == "mxfp4":
@@ -193,6 +198,9 @@ def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") ->
     q = data.get("quantization_config")
     if q is None and isinstance(data.get("text_config"), Mapping):
         q = data["text_config"].get("quantization_config")
+    if isinstance(q, Mapping) and "expert_dtype" in data and "expert_dtype" not in q:
+        # DeepseekV4Config moves a top-level expert_dtype into the quantization config
+        q = {**q, "expert_dtype": data["expert_dtype"]}
     if q is None:
         name = str(data.get("_name_or_path", "")) + " " + origin
         if re.search(r"nvfp4|modelopt", name, re.IGNORECASE):
@@ -245,7 +253,20 @@ def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
                 field="quantization_config.weight_block_size",
             )
         keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
-        return QuantScheme(method="fp8", block=(block[0], block[1]), bits=8, keep=keep)
+        experts = q.get("expert_dtype", "fp8")
+        if experts not in ("fp8", "fp4"):
+            raise ConfigError(
+                f"must be 'fp8' or 'fp4' (the routed experts' format), got {experts!r}",
+                source=origin,
+                field="quantization_config.expert_dtype",
+            )
+        return QuantScheme(
+            method="fp8",
+            block=(block[0], block[1]),
+            bits=8,
+            keep=keep,
+            expert_format="mxfp4" if experts == "fp4" else None,
+        )
     if method == "mxfp4":
         keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
         return QuantScheme(method="mxfp4", group_size=32, bits=4, experts_only=True, keep=keep)

@@ -63,6 +63,12 @@ def _translate(data, raw, derived, problems) -> None:
         for k in _INDEXER:
             raw.pop(k, None)
     raw["hash_moe_layers"] = [i + 1 for i, t in enumerate(c.mlp_layer_types) if t == "hash_moe"]
+    quant, experts = data.get("quantization_config"), data.get("expert_dtype")
+    if isinstance(quant, dict) and experts is not None and "expert_dtype" not in quant:
+        # DeepseekV4Config moves a top-level expert_dtype into the quantization config, where
+        # the fp8 integration stores the routed experts as e2m1 with a ue8m0 scale per 32
+        raw["quantization_config"] = {**quant, "expert_dtype": experts}
+        derived.append(f"quantization_config.expert_dtype = {experts!r} (from expert_dtype)")
     derived.append(
         "compress_ratios: each layer's kind by DeepseekV4Config's rules (layer_types or the "
         f"legacy compress_ratios, first {c.num_hidden_layers} entries), rates {csa} (csa) and "
@@ -98,8 +104,13 @@ FAMILY = register(
             "mlp_layer_types",
             "compress_rates",
             "num_hash_layers",
+            "expert_dtype",
         ),
-        irrelevant={k: why for k, why in v4.IRRELEVANT.items() if k not in _SCHEMA_FIELDS},
+        irrelevant={
+            k: why
+            for k, why in v4.IRRELEVANT.items()
+            if k not in _SCHEMA_FIELDS and k != "expert_dtype"
+        },
         translate=_translate,
         moe=True,
         requires_experts=True,
