@@ -480,3 +480,17 @@ def test_a_bad_expert_dtype_is_refused_naming_the_field(value):
     with pytest.raises(ConfigError) as err:
         import_hf_config(raw)
     assert "expert_dtype" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_fp4_experts_are_timed_as_the_expert_dtype_flag_times_them(pro):
+    """The checkpoint's fp4 experts run the fp4 MoE (fp4 tensor cores on Blackwell, the
+    weight-only MXFP4 MoE before it), as ``--expert-dtype mxfp4`` runs them: the same step."""
+    moe = [k for k in step_kernels(pro, "decode", 4096, 8) if k.kind == "moe"]
+    assert [k.dtype for k in moe] == ["fp4"]
+    for hw in ("B200", "H200"):
+        read = mlacalc.plan(pro, hw, 8, seq_len=4096, batch=64)
+        flag = mlacalc.plan(
+            pro, hw, 8, seq_len=4096, batch=64, component_dtypes={"experts": "mxfp4"}
+        )
+        assert read.weights_per_gpu_bytes == flag.weights_per_gpu_bytes
+        assert read.tpot_s == pytest.approx(flag.tpot_s, rel=1e-9)

@@ -805,7 +805,8 @@ def _checkpoint_reads(m: ModelConfig) -> tuple[dict[str, _Stored], str]:
 def stored_dtype(scheme: Any) -> str:
     """The kernel class a kernel with weights stored as ``scheme`` runs as: block-scaled fp8
     as ``fp8_block``; MXFP4 experts as the weight-only ``w4a16_mxfp4`` MoE (4-bit values
-    dequantized to bf16 in the kernel, bf16 tensor rate); integer groups as weight-only
+    dequantized to bf16 in the kernel, bf16 tensor rate; an fp8 checkpoint's fp4 experts
+    (``expert_format``) as :func:`_experts_class` says); integer groups as weight-only
     ``w4a16`` / ``w8a16`` (a time-model profile without that class times it by its bf16
     class, reading the quantized bytes)."""
     if scheme.method == "fp8":
@@ -832,6 +833,8 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
         # a norm's weights are kept: the kernel keeps its class
         kept = k.dtype if k.kind == "elementwise" else dt.act
         dtype = quantized_class if s.quantized and k.kind != "elementwise" else kept
+        if s.quantized and k.kind == "moe":
+            dtype = _experts_class(m, quantized_class)
         out.append(
             Kernel(
                 name=k.name,
@@ -867,7 +870,17 @@ def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
     m = as_model(model)
     reads, quantized_class = _checkpoint_reads(m)
     s = reads["routed_experts"]
-    return s.bytes, quantized_class if s.quantized else "bf16"
+    return s.bytes, _experts_class(m, quantized_class) if s.quantized else "bf16"
+
+
+def _experts_class(m: ModelConfig, quantized_class: str) -> str:
+    """The class the routed experts' MoE runs as: the checkpoint's, or, for experts in a
+    format of their own (DeepSeek-V4's fp4 experts in an fp8 checkpoint), the fp4 MoE, as
+    ``--expert-dtype mxfp4`` times them: fp4 tensor cores where the device has them, else the
+    weight-only ``w4a16_mxfp4`` MoE (:func:`mlacalc.timemodel.kernel_time.run_dtype`)."""
+    if getattr(m.quantization, "expert_format", None) == "mxfp4":
+        return "fp4"
+    return quantized_class
 
 
 def checkpoint_stored(model: ModelConfig | str) -> bool:
