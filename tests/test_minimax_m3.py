@@ -459,3 +459,19 @@ def test_its_attention_as_other_designs():
     with pytest.raises(mlacalc.InvalidArgumentError) as err:
         as_variant(m, "mla")
     assert err.value.argument == "variant"
+
+
+def test_a_vision_language_wrapper_is_read_through_its_text_config():
+    """A MiniMaxM3VLConfig file (model_type minimax_m3_vl, the language model in text_config
+    as MiniMaxM3VLTextConfig writes it) gives the published file's counts; the vision tower
+    is reported apart."""
+    transformers = pytest.importorskip("transformers")
+    direct = import_hf_config(_raw())
+    text = {k: v for k, v in _as_text(_raw()).items() if k != "architectures"}
+    wrapper = transformers.MiniMaxM3VLConfig(text_config=text).to_dict()
+    assert wrapper["model_type"] == "minimax_m3_vl" and "vision_config" in wrapper
+    model = import_hf_config(wrapper)
+    assert mlacalc.param_counts(model).total == mlacalc.param_counts(direct).total
+    for s in (1, 4096, 32768):
+        assert mlacalc.kv_cache_bytes(model, s) == mlacalc.kv_cache_bytes(direct, s)
+    assert any("vision tower is reported apart" in d for d in model.derived)

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlacalc.models.architecture import Arch
-from mlacalc.models.hf._layer_types import read_mlp_layer_types
+from mlacalc.models.hf._layer_types import lift_text_config, read_mlp_layer_types
 from mlacalc.models.registry import Default, Family, HFInput, register
 
 _SPARSE = "sparse_attention_config"
@@ -252,6 +252,9 @@ def _moe_layers(data: Mapping[str, Any], raw: dict, derived: list, problems: lis
 
 
 def _translate(data, raw, derived, problems) -> None:
+    if isinstance(data.get("text_config"), Mapping):  # a MiniMaxM3VLConfig wrapper
+        data = lift_text_config(data, raw, {})
+        derived.append("read text_config (the language model); the vision tower is reported apart")
     n = raw.get("num_hidden_layers")
     if raw.pop("num_nextn_predict_layers", None):
         derived.append(
@@ -293,7 +296,7 @@ FAMILY = register(
     Family(
         name="minimax_m3",
         model_types=("minimax_m3",),
-        aliases={"minimax_m3_vl_text": "minimax_m3"},
+        aliases={"minimax_m3_vl_text": "minimax_m3", "minimax_m3_vl": "minimax_m3"},
         layout="llama",
         hf_class="transformers MiniMaxM3VLTextConfig (the published minimax_m3 file as its fields)",
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
@@ -332,6 +335,8 @@ FAMILY = register(
             "num_mtp_modules",
         ),
         irrelevant={
+            "projector_hidden_size": "a MiniMaxM3VLConfig wrapper's vision projector: the "
+            "vision tower is reported apart",
             "rotary_dim": "the rotated channels of each head (partial RoPE): element-wise",
             "use_gemma_norm": "RMSNorm scaled by 1 + weight: the same one weight per channel",
             "use_routing_bias": "the router's correction bias is a buffer the class always holds",
