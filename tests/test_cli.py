@@ -526,6 +526,26 @@ def test_validate_cli(run):
         (["compare", "gpt2", "--seq-len", "9" * 5000], "--seq-len"),
         (["roofline", "gpt2", "-H", "H200", "--calibrate", ""], "--calibrate"),
         (["formula", "kv_cache_elements", "--variant", "mla", "--subs", "0"], "--subs"),
+        # a comma list names its option (was "Invalid value: '0' must be positive")
+        (
+            [
+                "search",
+                "gpt2",
+                "-H",
+                "H200",
+                "--gpus",
+                "1",
+                "--isl",
+                "9",
+                "--osl",
+                "9",
+                "--chunked-prefills",
+                "0",
+            ],
+            "--chunked-prefills: '0' must be positive",
+        ),
+        (["search", "gpt2", "-H", "H200", "--gpus", "1,x", "--isl", "9", "--osl", "9"], "--gpus"),
+        (["train", "gpt2", "--absorption", "4k,z"], "--absorption: 'z' is not a size"),
     ],
 )
 def test_flags_are_checked(run, args, needle):

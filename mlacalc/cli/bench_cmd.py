@@ -126,7 +126,11 @@ def command(
     else:
         wanted = phases(phase)
         points = custom_points(
-            [load(name) for name in models], impls, wanted, size_list(batches), size_list(seqs)
+            [load(name) for name in models],
+            impls,
+            wanted,
+            size_list(batches, "--batch"),
+            size_list(seqs, "--seq-len"),
         )
         dtype = dtype or "fp32"
     csv_path, json_path = run_benchmark(

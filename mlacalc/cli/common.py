@@ -312,11 +312,16 @@ def phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
-def size_list(text: str | None) -> list[int] | None:
-    """``'1,8,32k'`` -> ``[1, 8, 32768]``."""
+def size_list(text: str | None, option: str | None = None) -> list[int] | None:
+    """``'1,8,32k'`` -> ``[1, 8, 32768]``; a part that is no size is refused naming
+    ``option`` (``--gpus``)."""
     if text is None:
         return None
-    return [SIZE.convert(part, None, None) for part in text.split(",") if part.strip()]
+    try:
+        return [SIZE.convert(part, None, None) for part in text.split(",") if part.strip()]
+    except click.BadParameter as exc:
+        exc.param_hint = exc.param_hint or option
+        raise
 
 
 def terminal_width(default: int = 160) -> int:

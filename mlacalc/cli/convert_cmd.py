@@ -192,7 +192,7 @@ def command(
         if ranks is not None:
             sweep = rank_sweep(
                 src,
-                size_list(ranks),
+                size_list(ranks, "--ranks"),
                 hardware,
                 method,
                 svd,

@@ -318,7 +318,7 @@ def command(
     defaults, note = defaults_note(
         engine, chunked=False
     )  # whose defaults filled what was not given
-    counts = size_list(gpus_text) or []
+    counts = size_list(gpus_text, "--gpus") or []
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
@@ -344,7 +344,9 @@ def command(
         max_tokens=engine["max_tokens"],
         scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
         component_choices=choices,
-        chunked_prefills=None if chunks_text.strip() == "none" else size_list(chunks_text),
+        chunked_prefills=None
+        if chunks_text.strip() == "none"
+        else size_list(chunks_text, "--chunked-prefills"),
     )
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]

@@ -254,7 +254,11 @@ def command(
         raise click.BadParameter(
             "needs --absorption (the lengths)", param_hint="--absorption-ranks"
         )
-    ranks = size_list(absorption_ranks)
-    table = absorption_table(m, size_list(absorption), micro_batch, ranks) if absorption else []
+    ranks = size_list(absorption_ranks, "--absorption-ranks")
+    table = (
+        absorption_table(m, size_list(absorption, "--absorption"), micro_batch, ranks)
+        if absorption
+        else []
+    )
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table))
