@@ -10,7 +10,7 @@ import numpy as np
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["NOT_MODELLED", "KernelPart", "MappedTable", "canon_dtypes"]
+__all__ = ["NOT_MODELLED", "KernelPart", "MappedTable", "canon_dtypes", "distinct_kernels"]
 
 #: Reasons a row is not predicted, with what they mean.
 NOT_MODELLED: dict[str, str] = {
@@ -97,6 +97,25 @@ class MappedTable:
                     }
                 )
         return out
+
+
+def distinct_kernels(batch: KernelBatch) -> tuple[KernelBatch, np.ndarray]:
+    """The distinct kernels of a batch (equal FLOPs, bytes, calls and shape fields: one kernel
+    call the time model times alike) and, per kernel, the index of its distinct one: a
+    module's GEMM of a given token count recurs in every row of that count (DeepSeek-V3.2's
+    projections: 1.4 M kernels, a few thousand shapes), timed once."""
+    n = len(batch.flops)
+    key = np.zeros(n, dtype=np.int64)
+    for col in (batch.flops, batch.bytes, batch.calls, *batch.shape.values()):
+        col = np.asarray(col)
+        if n < 2 or col.min() == col.max():
+            continue  # a constant column tells no kernel from another
+        _, code = np.unique(col, return_inverse=True)
+        # the codes of the columns so far, recompressed so the key stays below n squared
+        _, key = np.unique(key * n + code.reshape(-1), return_inverse=True)
+        key = key.reshape(-1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return batch.take(first), inverse.reshape(-1)
 
 
 _DT = {

@@ -68,6 +68,12 @@ What each table becomes:
   per 128, a 16-byte header; the table's bandwidth column matches this exactly), LL combine
   ``tokens * topk * hidden * 2``. Normal mode sends a token once per destination rank:
   ``tokens * r`` copies, ``r`` the expected distinct ranks among its top-k experts.
+* ``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
+  sparse-attention module, a composite of its projections, indexer, top-k and sparse (or
+  SGLang's dense) MLA, under the engine's host floor (``MappedTable.host_s``, a row predicted
+  as the larger of its kernels' sum and the floor; :mod:`mlacalc.timemodel.host_floor`).
+* ``dsv4_{csa,hca}_{context,generation}_module_perf``: one DeepSeek-V4 attention layer of that
+  kind as a model step's kernel list (:mod:`mlacalc.measured.dsv4_modules`).
 * ``scale_matrix_perf``: a static per-tensor quantize of bf16 ``[m,k]`` (one pass, fp8 out);
   ``computescale_perf``: the amax/scale part alone (one pass, nothing written).
 """
@@ -77,6 +83,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.dsv4_modules import dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
 from mlacalc.measured.moe_routing import rank_loads
 from mlacalc.measured.quirks import apply_quirks
@@ -1423,6 +1430,14 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     b.host_s = host_floor_seconds(t.system, t.engine, t.table, src)
 
 
+def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``dsv4_{csa,hca}_{context,generation}_module_perf``: one DeepSeek-V4 attention layer of
+    that kind as a model step's kernels (:mod:`mlacalc.measured.dsv4_modules`), under the
+    engine's host floor where it has one (:mod:`mlacalc.timemodel.host_floor`)."""
+    b.parts.extend(dsv4_module_parts(t, reason))
+    b.host_s = host_floor_seconds(t.system, t.engine, t.table, t.column("kernel_source"))
+
+
 _MAPPERS = {
     "glm5_mqa_logits_module_perf": _mqa_logits_table,
     "dsv4_paged_mqa_logits_module_perf": _paged_mqa_logits_table,
@@ -1431,6 +1446,10 @@ _MAPPERS = {
     "glm5_dsa_attn_module_perf": _sparse_mla_table,
     "dsa_context_module_perf": lambda t, b, r: _dsa_module_table(t, b, r, context=True),
     "dsa_generation_module_perf": lambda t, b, r: _dsa_module_table(t, b, r, context=False),
+    "dsv4_csa_context_module_perf": _dsv4_module_table,
+    "dsv4_csa_generation_module_perf": _dsv4_module_table,
+    "dsv4_hca_context_module_perf": _dsv4_module_table,
+    "dsv4_hca_generation_module_perf": _dsv4_module_table,
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
     "encoder_attention_perf": _encoder_attention_table,
@@ -1456,19 +1475,7 @@ _MAPPERS = {
 #: predicted (reason ``not_mapped``) by :func:`map_table`, never dropped; docs/measured-sets.md
 #: says what one row of each measures, as far as the columns and meta files tell.
 UNMAPPED: dict[str, str] = {
-    "dsv4_csa_context_module_perf": (
-        "DeepSeek-V4 compressed sparse attention module; composition not recorded"
-    ),
-    "dsv4_csa_generation_module_perf": (
-        "DeepSeek-V4 compressed sparse attention decode module; composition not recorded"
-    ),
     "dsv4_csa_topk_calib_perf": "a top-k calibration sweep of DeepSeek-V4's indexer (score modes)",
-    "dsv4_hca_context_module_perf": (
-        "DeepSeek-V4 heavily compressed attention module; composition not recorded"
-    ),
-    "dsv4_hca_generation_module_perf": (
-        "DeepSeek-V4 heavily compressed attention decode module; composition not recorded"
-    ),
     "dsv4_hca_attn_module_perf": "DeepSeek-V4 HCA attention kernel; geometry not recorded",
     "msa_context_module_perf": "MiniMax-M3 sparse attention module; composition not recorded",
     "msa_generation_module_perf": "MiniMax-M3 sparse attention decode module; not recorded",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, read_sidecar
+from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import MappedTable, map_table
 from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.fit import Observations
@@ -59,7 +60,9 @@ def predict_mapped(
     n = len(mapped.table)
     total = np.zeros(n)
     for part in mapped.parts:
-        total += np.bincount(part.rows, weights=predict_batch(part.batch, hw, prof), minlength=n)
+        b, inverse = distinct_kernels(part.batch)
+        t = np.asarray(predict_batch(b, hw, prof), dtype=np.float64)[inverse]
+        total += np.bincount(part.rows, weights=t, minlength=n)
     return np.where(mapped.modelled, mapped.with_host_floor(total), np.nan)
 
 

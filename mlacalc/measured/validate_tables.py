@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import map_table
 from mlacalc.measured.tables import MeasuredSet, load_measured
 from mlacalc.measured.validate_bench import validate_file
@@ -273,7 +274,7 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     total = np.zeros(n)
     how: set[str] = set()
     for part in mapped.parts:
-        b = part.batch
+        b, inverse = distinct_kernels(part.batch)
         try:
             if prof is None:
                 if b.kind in COMM_KINDS:
@@ -286,7 +287,8 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
                 how.add(text)
         except MlacalcError:
             t = np.full(len(b), np.nan)
-        total += np.bincount(part.rows, weights=np.asarray(t, dtype=np.float64), minlength=n)
+        t = np.asarray(t, dtype=np.float64)[inverse]
+        total += np.bincount(part.rows, weights=t, minlength=n)
     if mapped.host_s is not None and np.isfinite(mapped.host_s).any():
         how.add("a module's kernels under the engine's host floor (mlacalc.timemodel.host_floor)")
     return mapped.with_host_floor(total), "; ".join(sorted(how))

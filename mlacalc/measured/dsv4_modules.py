@@ -1,0 +1,140 @@
+"""DeepSeek-V4's compressed attention module tables as the kernels a model step runs.
+
+``dsv4_{csa,hca}_{context,generation}_module_perf`` (SGLang, vLLM; H100, B200) time one
+attention layer of DeepSeek-V4-Flash or -Pro of that kind (CSA: one pooled key per 4 tokens
+and the lightning indexer's top-k; HCA: one per 128, all attended) for ``batch_size``
+sequences of ``isl`` new tokens after ``step`` cached ones, ``num_heads`` local heads. A row
+is the layer's kernel list as :mod:`mlacalc.cost.compressed` builds it for a model step
+(``compressed_cost`` and ``compressed_kernels``: the projections, the compressor and its
+pooling, the indexer, the core attention, the grouped output projection), for the row's
+model with its local heads (``o_groups`` scaled with them, at least one), an fp8 cache, bf16
+activations and the row's ``gemm_type`` weights (``fp8_block``: the fp8 GEMMs of a step).
+
+Building the list row by row costs about 0.14 ms, 14 s for one device's SGLang tables. Every
+quantity of the list (FLOPs, bytes, every shape field) is affine in the batch ``b`` at a fixed
+head count (the projections' rows, the attention's units and its cache reads grow with it,
+the weights do not) and affine in the local heads ``h`` at a fixed batch (q_b's outputs, the
+output groups (one per 8 heads in both models at every head count the tables hold), the
+attention's heads; the compressor and the indexer do not change): bilinear, ``A + B b + C h +
+D b h``. So the list is built at four corners per distinct (model, ``gemm_type``, ``isl``,
+``step``), batch 1 and 2 by 8 and 16 heads, and a row is their bilinear interpolation
+(tests/test_measured_dsv4_modules.py checks it against the list built at the row's own batch
+and heads).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from mlacalc.cost.compressed import compressed_cost, compressed_kernels
+from mlacalc.measured.mapped import KernelPart
+from mlacalc.measured.tables import MeasuredTable
+from mlacalc.models import deepseek_v4 as v4
+from mlacalc.models.loading import ModelConfig, load_model
+from mlacalc.models.patterns import LayerKind
+from mlacalc.words.kernels import Kernel, KernelBatch
+from mlacalc.words.workload import Workload
+
+__all__ = ["DSV4_MODELS", "dsv4_module_kernels", "dsv4_module_parts"]
+
+#: The checkpoints the tables name: DeepSeek-V4-Pro (the shipped ``deepseek-v4-pro``; the FP8
+#: checkpoint and the original are one architecture) and DeepSeek-V4-Flash (the config class's
+#: defaults, :data:`mlacalc.models.deepseek_v4.DEFAULTS`: Pro's layout at 4,096 wide, 64 heads,
+#: q rank 1,024, 8 output groups, top-k 512).
+DSV4_MODELS = {
+    "sgl-project/DeepSeek-V4-Pro-FP8": "pro",
+    "deepseek-ai/DeepSeek-V4-Pro": "pro",
+    "sgl-project/DeepSeek-V4-Flash-FP8": "flash",
+}
+_FLASH = {
+    k: v4.DEFAULTS[k]
+    for k in ("hidden_size", "num_attention_heads", "q_lora_rank", "o_groups", "o_lora_rank",
+              "index_n_heads", "index_head_dim", "index_topk", "sliding_window", "head_dim")
+}  # fmt: skip
+_WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
+_H1, _H2 = 8, 16  # the local head counts the lists are built at (one output group, two)
+
+
+@cache
+def _model(name: str, heads: int) -> ModelConfig:
+    """The row's model with ``heads`` local heads (its output groups scaled with them)."""
+    pro = load_model("deepseek-v4-pro")
+    base = pro if DSV4_MODELS[name] == "pro" else pro.with_changes(**_FLASH)
+    groups = max(1, base.o_groups * heads // base.num_attention_heads)
+    return base.with_changes(num_attention_heads=heads, o_groups=groups)
+
+
+def dsv4_module_kernels(
+    model: str, kind: str, heads: int, gemm_type: str, batch: int, isl: int, step: int,
+    decode: bool,
+) -> list[Kernel]:  # fmt: skip
+    """The kernels of one row: a ``kind`` (``csa``/``hca``) layer of ``model`` (a name of
+    :data:`DSV4_MODELS`) at ``heads`` local heads, ``batch`` sequences of ``isl`` new tokens
+    after ``step`` cached ones (``decode``: one new token, the decode kernels)."""
+    m = _model(model, heads)
+    rate = m.compress_rate_csa if kind == "csa" else m.compress_rate_hca
+    layer = LayerKind(kind, ffn="moe", ratio=rate)
+    seq = isl + step
+    phase = "decode" if decode else ("chunk" if step else "prefill")
+    w = Workload(phase, seq, batch, q_len=isl, causal=True, kv_dtype="fp8",
+                 weight_dtype=_WEIGHTS[gemm_type])  # fmt: skip
+    cost = compressed_cost(m, layer, 1, w)
+    return compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
+
+
+def _vector(k: Kernel, fields: list[str]) -> np.ndarray:
+    return np.array([k.flops, k.bytes, k.calls, *(k.shape[f] for f in fields)], dtype=np.float64)
+
+
+def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
+    """The kernels of every row of a DeepSeek-V4 CSA/HCA module table (see the module docs);
+    rows of a model not in :data:`DSV4_MODELS` or a ``gemm_type`` it has no weights for are
+    marked (``unknown_model``, ``unknown_dtype``)."""
+    kind = "csa" if "_csa_" in t.table else "hca"
+    decode = "generation" in t.table
+    models = t.column("model").astype(str)
+    gemm = t.column("gemm_type").astype(str)
+    reason[~np.isin(models, list(DSV4_MODELS))] = "unknown_model"
+    reason[~np.isin(gemm, list(_WEIGHTS))] = "unknown_dtype"
+    ok = np.isin(models, list(DSV4_MODELS)) & np.isin(gemm, list(_WEIGHTS))
+    heads = t.column("num_heads").astype(np.int64)
+    bs = t.column("batch_size").astype(np.int64)
+    isl = np.ones(len(t), dtype=np.int64) if decode else t.column("isl").astype(np.int64)
+    step = t.column("step").astype(np.int64)
+    keys = np.stack([isl, step], axis=1)
+    # the kernels of each (name, kind, dtype) slot, one value vector per row
+    slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]] = {}
+    for (model, g), rows in _groups(models, gemm, ok):
+        uniq, inverse = np.unique(keys[rows], axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        for u, (q, s) in enumerate(uniq.tolist()):
+            at = rows[inverse == u]
+            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, decode)
+                       for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
+            b = bs[at].astype(np.float64)[:, None] - 1.0
+            h = (heads[at].astype(np.float64)[:, None] - _H1) / (_H2 - _H1)
+            for k11, k21, k12, k22 in zip(*corners):
+                key = (k11.name, k11.kind, k11.dtype)
+                fields, idx, vals = slots.setdefault(key, (sorted(k11.shape), [], []))
+                v11, v21, v12, v22 = (_vector(k, fields)[None, :] for k in (k11, k21, k12, k22))
+                idx.extend(at.tolist())
+                vals.append(
+                    v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11)
+                )
+    parts = []
+    for (name, kk, dtype), (fields, idx, vals) in slots.items():
+        v = np.concatenate(vals)
+        shape = {f: v[:, 3 + i] for i, f in enumerate(fields)}
+        shape["warm_l2"] = np.ones(len(idx))  # the collectors never flush the L2
+        batch = KernelBatch(kind=kk, dtype=dtype, flops=v[:, 0], bytes=v[:, 1], calls=v[:, 2],
+                            shape=shape)  # fmt: skip
+        parts.append(KernelPart(name, np.asarray(idx, dtype=np.int64), batch))
+    return parts
+
+
+def _groups(models: np.ndarray, gemm: np.ndarray, ok: np.ndarray):
+    for model in np.unique(models[ok]):
+        for g in np.unique(gemm[ok & (models == model)]):
+            yield (str(model), str(g)), np.flatnonzero(ok & (models == model) & (gemm == g))
