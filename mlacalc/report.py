@@ -392,7 +392,11 @@ def compare_rows(
                 "total_params": counts.total,
                 "active_params": counts.active,
                 "attention_params_per_layer": counts.attention_per_layer,
-                "kv_bytes_per_token": cache.bytes_per_token,
+                # as report's KV table counts it (DeepSeek-V4: averaged over the compress
+                # ratios' period, not the next token's pending compressor rows)
+                "kv_bytes_per_token": compressed_growth(m, seq_len, kv_dtype)
+                if m.compress_ratios
+                else cache.bytes_per_token,
                 "kv_total_bytes": cache.total_bytes,
                 "decode_impl": decode.impl,
                 "decode_flops": decode.flops,

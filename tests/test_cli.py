@@ -263,6 +263,16 @@ def test_compare_as_variants(run):
     assert "as MLA" in md and "d_c = 4 d_h" in md
 
 
+def test_compare_kv_per_token_is_the_reports(run):
+    """compare's KV / token is report's (DeepSeek-V4: the growth over the compress ratios'
+    period, 9,848 B at 32k; was the next token's pending compressor rows, 212 KiB)."""
+    rows = json.loads(run("compare", "deepseek-v4-pro", "mimo-v2-flash", "--format", "json")[0])
+    for r in rows:
+        doc = json.loads(run("report", r["model"], "--seq-len", "32k", "--format", "json")[0])
+        assert r["kv_bytes_per_token"] == doc["kv_cache"][0]["bytes_per_token"]
+    assert rows[0]["kv_bytes_per_token"] == 9_848
+
+
 def test_formula(run):
     assert run("formula", "kv_cache_elements", "--variant", "mla")[0].strip() == "d_c + d_rope"
     out, _ = run(
