@@ -8,10 +8,10 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.models.loading import ModelConfig
-from mlacalc.models.variants import as_variant, one_head_shape_note
-from mlacalc.report import compare_rows
+from mlacalc.models.variants import one_head_shape_note
+from mlacalc.report import compare_rows, variant_equivalents
 from mlacalc.words.units import human_bytes, human_si
-from mlacalc.words.vocab import STANDARD_IMPL, VARIANTS, serving_impl
+from mlacalc.words.vocab import STANDARD_IMPL, serving_impl
 
 from .common import Scenario, download, show_context_warning, show_table
 
@@ -41,9 +41,10 @@ def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> 
 @st.cache_data(show_spinner=False)
 def equivalents(
     model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, kv_heads: int | None
-) -> list[dict]:
-    variants = [as_variant(model, v, num_key_value_heads=kv_heads) for v in VARIANTS]
-    return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype)
+) -> tuple[list[dict], list[str]]:
+    """The equivalents' rows, and why a variant has none (MiniMax-M3: no MLA)."""
+    variants, missing = variant_equivalents(model, kv_heads)
+    return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype), missing
 
 
 def keeps(kind_row: dict) -> str:
@@ -167,7 +168,7 @@ def render(sc: Scenario) -> None:
     st.markdown("**The same model as MHA, GQA, MQA and MLA** (everything but the attention kept)")
     kv_heads = None if model.num_attention_heads % 8 else 8
     try:
-        eq = equivalents(model, seq_len, batch, kv_dtype, kv_heads)
+        eq, missing = equivalents(model, seq_len, batch, kv_dtype, kv_heads)
         show_table(
             [
                 {
@@ -181,7 +182,8 @@ def render(sc: Scenario) -> None:
             ],
             scope=f"Whole model, KV in {kv_dtype}; decode FLOPs: attention of all layers, "
             f"one step of {batch:,} sequences. The model's own design is the model itself."
-            + (f" {one_head_shape_note(model)}." if one_head_shape_note(model) else ""),
+            + (f" {one_head_shape_note(model)}." if one_head_shape_note(model) else "")
+            + "".join(f" Not shown: {why}." for why in missing),
         )
         download(eq, f"{model.name}-equivalents", "dl_eq")
     except mlacalc.MlacalcError as exc:

@@ -18,11 +18,13 @@ from mlacalc.cost.quant import checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import COMPRESSED_KINDS
+from mlacalc.models.variants import as_variant
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
 from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
-from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA, caches_latent
+from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA, VARIANTS, caches_latent
 
 __all__ = [
     "SCHEMA",
@@ -31,6 +33,7 @@ __all__ = [
     "compare_rows",
     "model_report",
     "model_summary",
+    "variant_equivalents",
 ]
 
 SCHEMA = REPORT_SCHEMA
@@ -358,6 +361,23 @@ def _attention_section(m: ModelConfig, *rest: Any) -> dict[str, Any]:
     """``attention``: the rows of :func:`attention_rows`, every kind of layer summed (linear
     layers included: :mod:`mlacalc.cost.linear`)."""
     return {"attention": attention_rows(m, *rest)}
+
+
+def variant_equivalents(
+    model: ModelConfig, kv_heads: int | None = None
+) -> tuple[list[ModelConfig], list[str]]:
+    """The model as each of its MHA / GQA / MQA / MLA equivalents (its own design: itself),
+    and the reasons of the variants it has none of (MiniMax-M3: no MLA equivalent). A model
+    with none at all (DeepSeek-V4) is refused, as is a bad ``kv_heads``."""
+    equivalents, missing = [], []
+    for v in VARIANTS:
+        try:
+            equivalents.append(as_variant(model, v, num_key_value_heads=kv_heads))
+        except InvalidArgumentError as exc:
+            if exc.argument != "variant":  # the whole model, or kv_heads
+                raise
+            missing.append(exc.message)
+    return equivalents, missing
 
 
 def compare_rows(

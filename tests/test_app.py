@@ -385,3 +385,13 @@ def test_roofline_tab_bound_is_intensity_against_the_ridge():
         for _, row in table.iterrows():
             expected = "compute" if row["FLOP/byte"] >= row["ridge"] else "memory"
             assert row["bound"] == expected, (hw, dict(row))
+
+
+def test_kv_view_equivalents_name_the_variant_without_one():
+    """MiniMax-M3 has MHA / GQA / MQA equivalents but no MLA one: the table shows the three,
+    and a line names the missing one (was one 'No equivalents' box for all four)."""
+    at = run(model="minimax-m3")
+    designs = list(at.dataframe[-1].value["design"])
+    assert designs == ["MiniMax-M3 as MHA", "MiniMax-M3 as GQA", "MiniMax-M3 as MQA"]
+    assert any("Not shown:" in c.value and "no MLA equivalent" in c.value for c in at.caption)
+    assert not any("No equivalents" in i.value for i in at.info)

@@ -263,6 +263,17 @@ def test_compare_as_variants(run):
     assert "as MLA" in md and "d_c = 4 d_h" in md
 
 
+def test_compare_as_variants_names_a_variant_without_an_equivalent(run):
+    """MiniMax-M3 has no MLA equivalent: the other three are compared and a note names the
+    missing one (was an error for all four); DeepSeek-V4, with none at all, is refused."""
+    rows = json.loads(run("compare", "minimax-m3", "--as-variants", "--format", "json")[0])
+    assert [r["variant"] for r in rows] == ["gqa", "mha", "gqa", "mqa"]
+    md, _ = run("compare", "minimax-m3", "--as-variants", "--format", "markdown")
+    assert "Not shown: MiniMax-M3's block-sparse attention" in md and "no MLA equivalent" in md
+    _, err = run("compare", "deepseek-v4-pro", "--as-variants", code=2)
+    assert "compress_ratios" in err and err.count("\n") == 1
+
+
 def test_compare_kv_per_token_is_the_reports(run):
     """compare's KV / token is report's (DeepSeek-V4: the growth over the compress ratios'
     period, 9,848 B at 32k; was the next token's pending compressor rows, 212 KiB)."""

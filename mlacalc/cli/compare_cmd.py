@@ -14,11 +14,10 @@ from mlacalc.cli.common import (
     load,
     size_text,
 )
-from mlacalc.models.variants import as_variant, one_head_shape_note
+from mlacalc.models.variants import one_head_shape_note
 from mlacalc.render import human_bytes, human_si
-from mlacalc.report import compare_rows
+from mlacalc.report import compare_rows, variant_equivalents
 from mlacalc.words import defaults as D
-from mlacalc.words.vocab import VARIANTS
 
 
 @click.command("compare")
@@ -70,12 +69,13 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         if len(loaded) != 1:
             raise click.BadParameter("--as-variants takes exactly one model", param_hint="MODELS")
         base = loaded[0]
-        equivalents = [as_variant(base, v, num_key_value_heads=kv_heads) for v in VARIANTS]
+        equivalents, missing = variant_equivalents(base, kv_heads)
         loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
         note = (
             "Equivalents keep everything but the attention; MLA -> MHA family uses head_dim = "
             "qk_nope_head_dim, MHA family -> MLA uses d_c = 4 d_h, d_rope = d_h / 2."
         )
+        note += "".join(f" Not shown: {why}." for why in missing)
         if one_head_shape_note(base):
             note += " " + one_head_shape_note(base) + "."
     elif kv_heads is not None:
