@@ -24,7 +24,12 @@ from appviews.common import (
     show_notices,
 )
 from appviews.urlstate import UrlState
-from mlacalc.hardware.catalogue import measured_sets, shipped_hardware
+from mlacalc.hardware.catalogue import (
+    ALIASES,
+    MEASURED_SYSTEMS,
+    measured_sets,
+    shipped_hardware,
+)
 from mlacalc.models.loading import ModelConfig
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
@@ -94,7 +99,9 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
     state["seq_len"] = url.integer("seq_len", D.SEQ_LEN, 1, 16 * 2**20)
     state["batch"] = url.integer("batch", D.APP_BATCH, 1, 1 << 20)
     state["kv_dtype"] = url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")
-    state["hardware"] = url.choice("hw", known_hardware, D.HARDWARE, "device")
+    state["hardware"] = url.choice(
+        "hw", known_hardware, D.HARDWARE, "device", aliases=ALIASES | MEASURED_SYSTEMS
+    )
     state["engine"] = url.choice("engine", list(ENGINES), DEFAULT_ENGINE, "serving engine")
     url_weight = url.choice("w", W_DTYPES, None, "weight dtype")
     if url_weight is not None:

@@ -114,14 +114,27 @@ class UrlState:
             return clamped
         return value
 
-    def choice(self, name: str, choices: Sequence[T], default: T, what: str = "value") -> T:
-        """One of ``choices`` (compared as text, case-insensitively); otherwise the default."""
+    def choice(
+        self,
+        name: str,
+        choices: Sequence[T],
+        default: T,
+        what: str = "value",
+        aliases: Mapping[str, T] | None = None,
+    ) -> T:
+        """One of ``choices`` (compared as text, case-insensitively), or the one an alias
+        names (``H200-SXM`` for ``H200``, as the command line reads it, with a notice);
+        otherwise the default."""
         text = self._raw(name)
         if text is None:
             return default
         for c in choices:
             if str(c).lower() == text.lower():
                 return c
+        target = (aliases or {}).get(text.lower())
+        if target is not None and target in choices:
+            self.notices.append(f"URL parameter '{name}={text}' means {target}.")
+            return target
         shown = ", ".join(str(c) for c in list(choices)[:12])
         more = ", ..." if len(choices) > 12 else ""
         self.notices.append(

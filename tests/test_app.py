@@ -110,6 +110,14 @@ def test_bad_url_values_fall_back():
         assert f"'{name}'" in notices, (name, notices)
 
 
+def test_url_device_alias_reads_as_the_command_line():
+    """hw=H200-SXM is H200, as `mlacalc plan -H H200-SXM` reads it, with a notice (was 'not a
+    known device; using H200' on the default, and any other aliased device lost)."""
+    at = run(model="deepseek-v3", hw="B200-HGX")
+    assert at.selectbox(key="hardware").value == "B200"
+    assert [w.value for w in at.warning] == ["URL parameter 'hw=B200-HGX' means B200."]
+
+
 def test_issue_examples_from_the_url():
     at = run(model="nonexistent", kv="fp99", hw="TPU")
     notices = [w.value for w in at.warning]
