@@ -51,15 +51,20 @@ def test_interpolated_rows_are_the_kernel_list_built_at_the_rows_own_batch_and_h
 
 
 def test_every_v4_module_row_of_a_known_checkpoint_is_predicted():
-    """vLLM's H100 V4 module tables: every row predicted (none left out)."""
+    """vLLM's H100 V4 module tables and its HCA attention kernel table: every row predicted
+    (none left out); the kernel table's rows are the list's ``attention`` kernel alone."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
 
-    for table in ("dsv4_csa_context_module_perf", "dsv4_hca_generation_module_perf"):
+    tables = ("dsv4_csa_context_module_perf", "dsv4_hca_generation_module_perf",
+              "dsv4_hca_attn_module_perf")  # fmt: skip
+    for table in tables:
         mapped = map_table(_table("h100_sxm", "vllm", table))
         pred = predict_mapped(mapped, None, "fit-h100-sxm-vllm")
         assert mapped.modelled.all() and np.isfinite(pred).all()
+        if table == "dsv4_hca_attn_module_perf":
+            assert {p.name for p in mapped.parts} == {"attention"}
 
 
 #: Each engine's V4 module tables by its fitted profile of the device (read alone), nothing
@@ -82,6 +87,9 @@ V4 = [
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_generation_module_perf", 0.362, 0.62),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_context_module_perf", 0.163, 0.44),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_generation_module_perf", 0.184, 0.41),
+    # the HCA attention kernel alone (its H100 decode rows 5.8x over, B200's 1.2x)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_attn_module_perf", 0.28, 0.94),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_attn_module_perf", 0.308, 0.47),
 ]
 
 

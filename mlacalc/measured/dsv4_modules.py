@@ -20,6 +20,11 @@ D b h``. So the list is built at four corners per distinct (model, ``gemm_type``
 ``step``), batch 1 and 2 by 8 and 16 heads, and a row is their bilinear interpolation
 (tests/test_measured_dsv4_modules.py checks it against the list built at the row's own batch
 and heads).
+
+vLLM's ``dsv4_hca_attn_module_perf`` times the HCA layer's attention kernel alone
+(``FLASHMLA_SPARSE_DSV4``, DeepSeek-V4-Flash's 64 heads, an fp8 cache): the ``attention``
+kernel of that list, decode where ``isl`` is 1, else a causal prompt of ``isl`` after
+``step`` (as ``benchmarks/bench_dsv4_modules.py`` compares it).
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     rows of a model not in :data:`DSV4_MODELS` or a ``gemm_type`` it has no weights for are
     marked (``unknown_model``, ``unknown_dtype``)."""
     kind = "csa" if "_csa_" in t.table else "hca"
-    decode = "generation" in t.table
+    core = t.table == "dsv4_hca_attn_module_perf"  # the attention kernel alone
     models = t.column("model").astype(str)
     gemm = t.column("gemm_type").astype(str)
     reason[~np.isin(models, list(DSV4_MODELS))] = "unknown_model"
@@ -101,18 +106,22 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     ok = np.isin(models, list(DSV4_MODELS)) & np.isin(gemm, list(_WEIGHTS))
     heads = t.column("num_heads").astype(np.int64)
     bs = t.column("batch_size").astype(np.int64)
-    isl = np.ones(len(t), dtype=np.int64) if decode else t.column("isl").astype(np.int64)
+    generation = "generation" in t.table
+    isl = np.ones(len(t), dtype=np.int64) if generation else t.column("isl").astype(np.int64)
     step = t.column("step").astype(np.int64)
-    keys = np.stack([isl, step], axis=1)
+    decode = (isl == 1) if core else np.full(len(t), generation)
+    keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     # the kernels of each (name, kind, dtype) slot, one value vector per row
     slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]] = {}
     for (model, g), rows in _groups(models, gemm, ok):
         uniq, inverse = np.unique(keys[rows], axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
-        for u, (q, s) in enumerate(uniq.tolist()):
+        for u, (q, s, d) in enumerate(uniq.tolist()):
             at = rows[inverse == u]
-            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, decode)
+            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d))
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
+            if core:
+                corners = [[k for k in c if k.name == "attention"] for c in corners]
             b = bs[at].astype(np.float64)[:, None] - 1.0
             h = (heads[at].astype(np.float64)[:, None] - _H1) / (_H2 - _H1)
             for k11, k21, k12, k22 in zip(*corners):

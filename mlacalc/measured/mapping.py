@@ -1450,6 +1450,7 @@ _MAPPERS = {
     "dsv4_csa_generation_module_perf": _dsv4_module_table,
     "dsv4_hca_context_module_perf": _dsv4_module_table,
     "dsv4_hca_generation_module_perf": _dsv4_module_table,
+    "dsv4_hca_attn_module_perf": _dsv4_module_table,
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
     "encoder_attention_perf": _encoder_attention_table,
@@ -1476,7 +1477,6 @@ _MAPPERS = {
 #: says what one row of each measures, as far as the columns and meta files tell.
 UNMAPPED: dict[str, str] = {
     "dsv4_csa_topk_calib_perf": "a top-k calibration sweep of DeepSeek-V4's indexer (score modes)",
-    "dsv4_hca_attn_module_perf": "DeepSeek-V4 HCA attention kernel; geometry not recorded",
     "msa_context_module_perf": "MiniMax-M3 sparse attention module; composition not recorded",
     "msa_generation_module_perf": "MiniMax-M3 sparse attention decode module; not recorded",
 }
