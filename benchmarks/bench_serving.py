@@ -9,9 +9,9 @@
     the decode pass);
 (e) search() for DeepSeek-V3 on 8-64 H200 GPUs: median wall time;
 (f) the TensorRT-LLM v0.17 offline max-throughput table (FP8), every row with its error;
-(g) two-batch overlap: the shipped per-part rule against a two-stream schedule with each
-    micro-batch's dependencies, on the SGLang EP72 decode and EP32 prefill (2K) rows (the
-    analysis behind the README's "Still off"; not a rule the planner uses).
+(g) two-batch overlap per MoE layer: the per-part rule (prefill), the five-stage decode
+    schedule (decode, ``gpu_step.five_stage_layer``) and an unconstrained two-stream schedule,
+    on the SGLang EP72 decode and EP32 prefill (2K) rows, with the step gains the blog measures.
 
     python benchmarks/bench_serving.py
 """
@@ -206,11 +206,65 @@ def two_stream_layer(attn: float, dispatch: float, experts: float, combine: floa
     return (ends[-1] - ends[19]) / 20
 
 
+def sglang_prefill_layer(
+    attn: float, dispatch: float, experts: float, shared: float, combine: float, slow: float
+) -> float:
+    """Steady-state time of one MoE layer of two prompt micro-batches under SGLang 0.4.9's
+    prefill strategy (``deepseek_blog_prefill``, ``tbo_delta_stages=0``), stage by stage:
+    [attention, router, dispatch_a] [dispatch_b, experts, combine_a] [shared experts,
+    combine_b, the next layer's attention ...], A and B alternating. DeepEP's normal kernels:
+    ``dispatch_a`` / ``combine_a`` record an event on the compute stream, ``dispatch_b`` /
+    ``combine_b`` launch the transfer on one communication stream after that event and make
+    the compute stream wait for it; the experts' GEMMs run on ``1 / slow`` of the SMs (the
+    attention's are left at full speed)."""
+    tc = link = 0.0
+    ready: dict[str, float] = {}
+    done: dict[str, float] = {}
+    ends = []
+
+    def first(mb: str) -> None:  # attention, router, dispatch_a
+        nonlocal tc
+        tc += attn
+        ready["d" + mb] = tc
+
+    def second(mb: str) -> None:  # dispatch_b, experts, combine_a
+        nonlocal tc, link
+        link = done["d" + mb] = max(ready["d" + mb], link) + dispatch
+        tc = max(tc, done["d" + mb]) + experts * slow
+        ready["c" + mb] = tc
+
+    def third(mb: str) -> None:  # shared experts, combine_b
+        nonlocal tc, link
+        tc += shared * slow
+        link = done["c" + mb] = max(ready["c" + mb], link) + combine
+        tc = max(tc, done["c" + mb])
+
+    first("A")
+    first("B")
+    for _ in range(40):
+        second("A")
+        second("B")
+        third("A")
+        first("A")
+        third("B")
+        first("B")
+        ends.append(tc)
+    return (ends[-1] - ends[19]) / 20
+
+
 def overlap_analysis() -> None:
-    """(g): per MoE layer, the per-part rule against the two-stream schedule; in prefill the
-    compute beside a DeepEP normal-mode exchange runs on the SMs the exchange leaves."""
+    """(g): per MoE layer, the per-part rule (the planner's for rows with prompt tokens), the
+    five-stage decode schedule (the planner's for decode rows) and an unconstrained two-stream
+    schedule; in prefill the compute beside a DeepEP normal-mode exchange also on the SMs the
+    exchange leaves."""
     from mlacalc.cost.engine import as_model
-    from mlacalc.serving.gpu_step import DEEPEP_NORMAL_SMS, StepModel, halved
+    from mlacalc.serving.gpu_step import (
+        DEEPEP_NORMAL_SMS,
+        StepModel,
+        five_stage_layer,
+        halved,
+        stage_piece,
+    )
     from mlacalc.serving.layout import make_layout
     from mlacalc.words.dtypes import resolve_kv_layout
 
@@ -234,35 +288,60 @@ def overlap_analysis() -> None:
         specs = sm.specs(**halved(kw))
         secs = sm.time_specs(specs)
         layers = m.num_hidden_layers
-        part = {"attn": 0.0, "experts": 0.0, "dispatch": 0.0, "combine": 0.0}
+        pieces: dict[str, float] = {}
+        router = 0.0
         for sp, t in zip(specs, secs):
+            if sp.part not in ("layer", "moe_ffn"):
+                continue
             # per layer, as the step composes them: a layer kernel's share of the layers
             t = float(t[0]) * (sp.calls / layers if sp.part == "layer" else 1.0)
-            if sp.part == "layer" and not sp.comm:
-                part["attn"] += t
-            elif sp.part == "moe_ffn":
-                key = sp.kind if sp.comm else "experts"
-                part[key if key in part else "experts"] += t
-        rule = 2 * part["attn"] + 2 * max(part["experts"], part["dispatch"] + part["combine"])
-        free = two_stream_layer(part["attn"], part["dispatch"], part["experts"], part["combine"])
+            pieces[stage_piece(sp)] = pieces.get(stage_piece(sp), 0.0) + t
+            router += t if sp.name == "router" else 0.0
+        attn = pieces["prep"] + pieces["core"]
+        ep = pieces["dispatch"] + pieces["combine"]
+        # the per-part rule counts the router with the MoE part, the five stages with the core
+        rule = 2 * (attn - router) + 2 * max(router + pieces["shared"] + pieces["experts"], ep)
+        c5, k5 = five_stage_layer(pieces)
+        five = float(c5 + k5)
+        free = two_stream_layer(attn, pieces["dispatch"], pieces["shared"] + pieces["experts"],
+                                pieces["combine"])  # fmt: skip
         line = (
-            f"    {label}: per MoE layer, rule {rule * 1e3:.2f} ms, two streams "
-            f"{free * 1e3:.2f} ms ({rule / free:.2f}x)"
+            f"    {label}: per MoE layer, per-part rule {rule * 1e3:.2f} ms, five stages "
+            f"{five * 1e3:.2f} ms, two streams {free * 1e3:.2f} ms"
         )
-        if gain:  # the whole step without overlap, with the rule, with two streams
+        if gain:  # the whole step without overlap, with each schedule (decode runs five stages)
             off = float(sm.step(**kw).seconds[0])
             on = float(sm.step(overlap="tbo", **kw).seconds[0])
-            two = on - m.num_moe_layers * (rule - free)
+            per_part = on + m.num_moe_layers * (rule - five)
+            two = on - m.num_moe_layers * (five - free)
             line += (
-                f"; step gain {off / on:.3f}x (rule), {off / two:.3f}x (two streams), "
-                f"measured {gain}x"
+                f"; step gain {off / per_part:.3f}x (per-part rule), {off / on:.3f}x (five "
+                f"stages, the planner's), {off / two:.3f}x (two streams), measured {gain}x"
             )
         if "prefill" in label and sms:
             slow = sms / (sms - DEEPEP_NORMAL_SMS)
             shared = two_stream_layer(
-                part["attn"] * slow, part["dispatch"], part["experts"] * slow, part["combine"]
+                attn * slow,
+                pieces["dispatch"],
+                (pieces["shared"] + pieces["experts"]) * slow,
+                pieces["combine"],
             )
             line += f"; computing on {sms - DEEPEP_NORMAL_SMS} of {sms} SMs {shared * 1e3:.2f} ms"
+            # SGLang's prefill strategy, its GEMMs on the SMs the exchange leaves
+            sg = [
+                sglang_prefill_layer(
+                    attn, pieces["dispatch"], pieces["experts"], pieces["shared"],
+                    pieces["combine"], f,
+                )
+                for f in (1.0, slow)
+            ]  # fmt: skip
+            on = float(sm.step(overlap="tbo", **kw).seconds[0])
+            with_sg = on - m.num_moe_layers * (rule - sg[1])
+            line += (
+                f"; SGLang's prefill schedule {sg[0] * 1e3:.2f} ms (all SMs), "
+                f"{sg[1] * 1e3:.2f} ms ({sms - DEEPEP_NORMAL_SMS} SMs): the step "
+                f"{on * 1e3:.1f} -> {with_sg * 1e3:.1f} ms, tokens/s x{on / with_sg:.3f}"
+            )
         print(line)
 
 

@@ -1029,6 +1029,7 @@ class StepModel:
     ) -> StepTimes:
         """Sum the kernels' times (``rows`` of them) into a step through every stage."""
         parts: dict[str, tuple[Any, Any]] = {}
+        stages: dict[str, Any] = {}  # a MoE layer's pieces of the five-stage schedule
         layers = self.m.num_hidden_layers
         host = None
         for sp, t in zip(specs, secs):
@@ -1039,6 +1040,13 @@ class StepModel:
             t = t[rows] * (sp.calls / layers if sp.part == "layer" else 1.0)
             c, k = parts.get(sp.part, (0.0, 0.0))
             parts[sp.part] = (c + (0 if sp.comm else t), k + (t if sp.comm else 0))
+            if overlap == "tbo" and sp.part in ("layer", "moe_ffn"):
+                piece = stage_piece(sp)
+                stages[piece] = stages.get(piece, 0.0) + t
+                if sp.kind == "dispatch":  # decode rows: the low-latency kernels
+                    low = np.asarray(sp.shape.get("low_latency", 0.0))
+                    low = np.broadcast_to(low, np.shape(sp.flops))[rows] > 0
+                    stages["low"] = stages.get("low", False) | low
 
         def part(name: str) -> tuple[Any, Any]:
             c, k = parts.get(name, (0.0, 0.0))
@@ -1049,6 +1057,10 @@ class StepModel:
         lc, lk = part("layer")
         dc, dk = part("dense_ffn")
         mc, mk = part("moe_ffn")
+        if "low" in stages:  # decode rows of a two-batch-overlap step: the five stages
+            sc, sk = five_stage_layer(stages)
+            mc = np.where(stages["low"], sc - lc, mc)
+            mk = np.where(stages["low"], sk - lk, mk)
         ec, ek = part("embed")
         hc, hk = part("head")
         pc, pk = part("p2p")
@@ -1105,6 +1117,55 @@ class StepModel:
             np.asarray(comm, dtype=float),
             kernels,
         )
+
+
+#: Kernels of a layer's second attention stage (the attention core and what follows it)
+#: in the five-stage decode schedule; the projections before the core are its first.
+_ATTENTION_CORE = frozenset(
+    {"attention", "o_absorb", "o_proj", "o_a_proj", "o_b_proj", "post_attention_norm", "router"}
+)
+
+
+def stage_piece(sp: Spec) -> str:
+    """Which piece of a MoE layer's five-stage schedule a layer or MoE kernel is."""
+    if sp.comm:
+        return sp.kind if sp.kind in ("dispatch", "combine") else f"{sp.part}_links"
+    if sp.part == "layer":
+        return "core" if sp.name in _ATTENTION_CORE else "prep"
+    if sp.name in _ATTENTION_CORE:
+        return "core"
+    return "experts" if sp.kind == "moe" else "shared"
+
+
+def five_stage_layer(pieces: dict[str, Any]) -> tuple[Any, Any]:
+    """Compute and exposed links of one MoE layer of a two-batch-overlap decode step: the
+    schedule DeepSeek describes for its decode ("we subdivide the attention layer into two
+    steps and use a 5-stage pipeline") and SGLang runs with DeepEP's low-latency kernels
+    (``operations_strategy._compute_moe_deepseek_blog_decode`` in SGLang 0.4.9: stages
+    [attention projections], [attention core, gate], [dispatch send, shared experts],
+    [dispatch receive, routed experts, combine send], [combine receive]; micro-batch B runs
+    two stages behind A on one compute stream). The low-latency kernels send through the NIC
+    and receive through a hook, holding no SMs in between, so one micro-batch's dispatch is
+    in flight while its own shared experts and the other's projections run, its combine
+    while the other's attention core runs; nothing hides its routed experts' wait for its
+    own dispatch, nor a combine the other's core does not cover. Each transfer starts after
+    the one before it has been received, so the link never queues, and a micro-batch's half
+    of the layer is ``max(shared + projections, dispatch) + experts + max(core, combine)``;
+    the layer is two halves. ``pieces`` are one micro-batch's per-layer seconds (``prep``,
+    ``core``, ``shared``, ``experts``, ``dispatch``, ``combine``; a TP layout's all-reduces
+    as ``layer_links`` and ``moe_ffn_links``, hidden behind their part's compute as before)."""
+
+    def get(key: str) -> Any:
+        return pieces.get(key, 0.0)
+
+    prep, core, shared, experts = get("prep"), get("core"), get("shared"), get("experts")
+    compute = 2 * (prep + core + shared + experts)
+    half = np.maximum(shared + prep, get("dispatch")) + experts + np.maximum(core, get("combine"))
+    links = 2 * half - compute
+    # the TP all-reduces of the attention and of the shared experts: the per-part rule
+    links = links + 2 * np.maximum(get("layer_links") - (prep + core), 0.0)
+    links = links + 2 * np.maximum(get("moe_ffn_links") - (shared + experts), 0.0)
+    return compute, links
 
 
 def halved(kw: dict[str, Any]) -> dict[str, Any]:

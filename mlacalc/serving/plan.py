@@ -62,7 +62,9 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
 run it) splits each step into two micro-batches whose communication hides behind the other's
-computation; ``"none"`` adds them.
+computation (a decode step's MoE layers in DeepSeek's five stages,
+:func:`~mlacalc.serving.gpu_step.five_stage_layer`; every other part behind its own compute);
+``"none"`` adds them.
 
 The planner's parts, each a module of its own: :mod:`~mlacalc.serving.plan_checks` (every
 argument checked and normalised into a request record), :mod:`~mlacalc.serving.capacity`
