@@ -246,3 +246,19 @@ def test_a_context_beside_a_request_mix_is_refused_by_name():
         plan("llama-3-8b", "H100-SXM", 1, seq_len=8192, isl=1000, osl=100, concurrency=4)
     assert plan("llama-3-8b", "H100-SXM", 1, isl=1000, osl=100, concurrency=4).seq_len == 1100
     assert plan("llama-3-8b", "H100-SXM", 1).seq_len == 131072
+
+
+def test_kernel_table_names_each_attention_kernels_layer_kind(run):
+    """A model of several kinds of layer: each attention kernel's row says its kind (the app's
+    'layer kind' column; two bare 'attention' rows of 9 and 39 calls before). One kind: no
+    column."""
+    md, _ = run("plan", "mimo-v2-flash", "-H", "H200", "--gpus", "8", "--format", "markdown")
+    table = md.split("by kernel", 1)[1]
+    assert "| kernel | layer kind | kind |" in table
+    assert "| attention | full | attention_decode | 9 |" in table
+    assert "| attention | sliding(129) | attention_decode | 39 |" in table
+    assert "| routed_experts |  | moe |" in table
+    md, _ = run("plan", "deepseek-v4-pro", "-H", "B200", "--gpus", "8", "--format", "markdown")
+    assert "| indexer_scores | csa |" in md and "| compressor | hca |" in md
+    md, _ = run("plan", "llama-3-8b", "-H", "H200", "--gpus", "1", "--format", "markdown")
+    assert "layer kind" not in md

@@ -28,7 +28,9 @@ from mlacalc.cli.serving_flags import (
     launch_text,
     plan_engine_options,
 )
+from mlacalc.cost.engine import attention_cost
 from mlacalc.render import human_bytes, human_si
+from mlacalc.report import attention_kind_labels
 from mlacalc.words import defaults as D
 
 
@@ -286,7 +288,7 @@ def command(
     defaults, note = defaults_note(engine)  # whose defaults filled what was not given
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
-        load(model),
+        loaded := load(model),
         hardware,
         gpus,
         tp=tp,
@@ -341,7 +343,7 @@ def command(
             mtp_tokens=mtp_tokens,
         )
         doc["launch"] = text
-    emit(fmt, doc, lambda: sections(p))
+    emit(fmt, doc, lambda: sections(p, loaded))
     if fmt in ("table", "markdown"):
         click.echo(note + text, nl=False)
 
@@ -472,8 +474,9 @@ def kernels_note(p) -> str:
     )
 
 
-def sections(p) -> list[Section]:
-    """The plan as tables: memory and capacity, serving figures, the step's kernels."""
+def sections(p, model=None) -> list[Section]:
+    """The plan as tables: memory and capacity, serving figures, the step's kernels (each
+    attention kernel with its kind of layer, where ``model``'s layers differ)."""
     out = [
         Section(
             f"Plan: {p.model}",
@@ -485,7 +488,7 @@ def sections(p) -> list[Section]:
     if p.ttft_s is not None:
         out.append(Section("Serving", ["figure", "value"], serving_rows(p)))
     if p.kernels:
-        out.append(kernels_section(p))
+        out.append(kernels_section(p, model))
     return out
 
 
@@ -574,17 +577,27 @@ def serving_rows(p) -> list[list[str]]:
     return srows
 
 
-def kernels_section(p) -> Section:
-    """The step's kernels, the longest first."""
+def kernels_section(p, model=None) -> Section:
+    """The step's kernels, the longest first; on a model whose layers differ, each attention
+    kernel with its kind of layer (``full``, ``sliding(128)``, ``csa``), as the app shows it."""
+    kinds = []
+    if model is not None:
+        kinds = attention_kind_labels(
+            [k["name"] for k in p.kernels],
+            [k["calls"] for k in p.kernels],
+            attention_cost(model, "decode", p.context, 1).group_labels,
+        )
+    order = sorted(range(len(p.kernels)), key=lambda i: -p.kernels[i]["seconds"])
     krows = [
         [
-            k["name"],
-            k["kind"],
-            str(k["calls"]),
-            f"{k['seconds'] * 1e3:,.3f}",
-            "link" if k["communication"] else k["dtype"],
+            p.kernels[i]["name"],
+            *([kinds[i]] if kinds else []),
+            p.kernels[i]["kind"],
+            str(p.kernels[i]["calls"]),
+            f"{p.kernels[i]['seconds'] * 1e3:,.3f}",
+            "link" if p.kernels[i]["communication"] else p.kernels[i]["dtype"],
         ]
-        for k in sorted(p.kernels, key=lambda k: -k["seconds"])
+        for i in order
     ]
     title = "Decode step of one GPU, by kernel"
     if p.kernels_scope:
@@ -595,7 +608,8 @@ def kernels_section(p) -> Section:
         )
     return Section(
         title,
-        ["kernel", "kind", "calls", "ms (all calls)", "dtype"],
+        ["kernel", *(["layer kind"] if kinds else []), "kind", "calls", "ms (all calls)", "dtype"],
         krows,
         note=kernels_note(p),
+        text_columns=(1,) if kinds else (),
     )
