@@ -160,3 +160,20 @@ def test_list_kv_per_token_is_unambiguous(run):
     table = run("list")[0]
     line = next(row for row in table.splitlines() if "mistral-7b" in row)
     assert "128.00 KiB" in line and "0 B (window" in line
+
+
+def test_report_says_what_deepseek_v4s_compressed_layers_keep(run):
+    """DeepSeek-V4-Pro's header says what d_h is and what csa / hca pool; the per-token note
+    says the figure is averaged over the pooling (it said 'a row in each layer still keeping
+    every token'), and the by-kind note names the compressed kinds (it named none)."""
+    out, _ = run("report", "deepseek-v4-pro", "--format", "markdown")
+    first = out.splitlines()[0]
+    assert "d_h=512 (one K = V head)" in first
+    assert "csa: one pooled key per 4 tokens, 1,024 picked by its indexer" in first
+    assert "hca: one per 128 tokens, all attended" in first
+    assert "averaged over the pooling (hca, csa layers: 9.62 KiB/token)" in out
+    assert "still keeping every token" not in out
+    assert "a compressed layer (csa, hca) its window's rows and its pooled keys" in out
+    mimo, _ = run("report", "mimo-v2-flash", "--format", "markdown")
+    assert "K = V" not in mimo and "pooled" not in mimo.split("KV cache by kind")[0]
+    assert "still keeping every token (full layers: 22.50 KiB/token)" in mimo

@@ -94,11 +94,21 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
         q_len=q_len,
     )
     check_context(m, seq_len)
-    header = _report_header(doc)
+    header = _report_header(doc, _compressed_dims(m))
     emit(fmt, doc, lambda: _report_sections(doc), header)
 
 
-def _report_header(doc: dict) -> str:
+def _compressed_dims(m) -> list[str]:
+    """DeepSeek-V4's compressed attention in the header's words: what its pooled keys are."""
+    if not m.compress_ratios:
+        return []
+    return [
+        f"csa: one pooled key per {m.compress_rate_csa} tokens, {m.index_topk:,} picked "
+        f"by its indexer; hca: one per {m.compress_rate_hca} tokens, all attended"
+    ]
+
+
+def _report_header(doc: dict, extra: list[str] | tuple = ()) -> str:
     m, s = doc["model"], doc["settings"]
     dims = [
         f"d={m['hidden_size']}",
@@ -115,6 +125,8 @@ def _report_header(doc: dict) -> str:
         ]
     else:
         dims += [f"n_kv={m['num_key_value_heads']}", f"d_h={m['head_dim']}"]
+        if extra:  # DeepSeek-V4: its one KV head is both the key and the value
+            dims[-1] += " (one K = V head)"
         if m.get("v_head_dim"):  # MiMo-V2-Flash: value heads of their own width
             dims.append(f"d_v={m['v_head_dim']}")
     if m.get("sliding_window"):
@@ -127,6 +139,7 @@ def _report_header(doc: dict) -> str:
         ]
         k_eq_v = ", K=V" if m.get("attention_k_eq_v") else ""
         dims.append(f"full layers: n_kv={full_kv}, d_h={m['global_head_dim']}{k_eq_v}")
+    dims += extra
     lines = [
         f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
         f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
@@ -238,8 +251,10 @@ def _report_sections(doc: dict) -> list[Section]:
             note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
             "or Mamba-2 layer a fixed state per sequence (its recurrent state, in the dtype the "
             "model keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys; "
-            "a block-sparse (msa) layer K, V and its indexer keys; a layer without a sequence "
-            "mixer (none) nothing.",
+            "a block-sparse (msa) layer K, V and its indexer keys; a compressed layer (csa, "
+            "hca) its window's rows and its pooled keys (csa: with their indexer keys), its "
+            "bytes/token/layer averaged over the pooling; a layer without a sequence mixer "
+            "(none) nothing.",
             text_columns=(1,),
         )
     ] * split
@@ -294,6 +309,12 @@ def _counted_layers(row: dict, split: bool) -> str:
 def _per_token_note(doc: dict) -> str:
     r = doc["kv_cache"][0]
     kinds = ", ".join(r["layer_kinds_per_token"]) or "no"
+    if {"csa", "hca"} & set(r["layer_kinds_per_token"]):  # DeepSeek-V4
+        return (
+            f"per token: what one more token adds at this seq_len, averaged over the pooling "
+            f"({kinds} layers: {human_bytes(r['bytes_per_token'])}/token): a compressed layer "
+            "adds one pooled key per compress-ratio tokens; its window is full: see by kind."
+        )
     return (
         f"per token: what one more token adds at this seq_len, a row in each layer still "
         f"keeping every token ({kinds} layers: {human_bytes(r['bytes_per_token'])}/token); "
