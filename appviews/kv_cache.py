@@ -42,9 +42,9 @@ def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> 
 def equivalents(
     model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, kv_heads: int | None
 ) -> tuple[list[dict], list[str]]:
-    """The equivalents' rows, and why a variant has none (MiniMax-M3: no MLA)."""
-    variants, missing = variant_equivalents(model, kv_heads)
-    return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype), missing
+    """The equivalents' rows, and notes on them (a variant without one; windows dropped)."""
+    variants, notes = variant_equivalents(model, kv_heads)
+    return compare_rows(variants, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype), notes
 
 
 def keeps(kind_row: dict) -> str:
@@ -168,7 +168,7 @@ def render(sc: Scenario) -> None:
     st.markdown("**The same model as MHA, GQA, MQA and MLA** (everything but the attention kept)")
     kv_heads = None if model.num_attention_heads % 8 else 8
     try:
-        eq, missing = equivalents(model, seq_len, batch, kv_dtype, kv_heads)
+        eq, notes = equivalents(model, seq_len, batch, kv_dtype, kv_heads)
         show_table(
             [
                 {
@@ -183,7 +183,7 @@ def render(sc: Scenario) -> None:
             scope=f"Whole model, KV in {kv_dtype}; decode FLOPs: attention of all layers, "
             f"one step of {batch:,} sequences. The model's own design is the model itself."
             + (f" {one_head_shape_note(model)}." if one_head_shape_note(model) else "")
-            + "".join(f" Not shown: {why}." for why in missing),
+            + "".join(f" {n}" for n in notes),
         )
         download(eq, f"{model.name}-equivalents", "dl_eq")
     except mlacalc.MlacalcError as exc:

@@ -367,17 +367,26 @@ def variant_equivalents(
     model: ModelConfig, kv_heads: int | None = None
 ) -> tuple[list[ModelConfig], list[str]]:
     """The model as each of its MHA / GQA / MQA / MLA equivalents (its own design: itself),
-    and the reasons of the variants it has none of (MiniMax-M3: no MLA equivalent). A model
-    with none at all (DeepSeek-V4) is refused, as is a bad ``kv_heads``."""
-    equivalents, missing = [], []
+    and notes, one sentence each: the variants it has none of (MiniMax-M3: no MLA
+    equivalent), and an MLA equivalent that drops the sliding windows (Gemma 3, MiMo-V2-Flash:
+    every layer attends every key). A model with none at all (DeepSeek-V4) is refused, as is
+    a bad ``kv_heads``."""
+    equivalents, notes = [], []
     for v in VARIANTS:
         try:
             equivalents.append(as_variant(model, v, num_key_value_heads=kv_heads))
         except InvalidArgumentError as exc:
             if exc.argument != "variant":  # the whole model, or kv_heads
                 raise
-            missing.append(exc.message)
-    return equivalents, missing
+            notes.append(f"Not shown: {exc.message}.")
+    sliding = any(k.attention == "sliding" for k in layer_pattern(model).layers)
+    mla = [e for e in equivalents if e.is_mla and e is not model]
+    if sliding and mla and not any(k.attention == "sliding" for k in layer_pattern(mla[0]).layers):
+        notes.append(
+            f"The MLA equivalent has no sliding window: all {model.num_hidden_layers} layers "
+            "attend and cache every token."
+        )
+    return equivalents, notes
 
 
 def compare_rows(

@@ -274,6 +274,16 @@ def test_compare_as_variants_names_a_variant_without_an_equivalent(run):
     assert "compress_ratios" in err and err.count("\n") == 1
 
 
+def test_compare_as_variants_says_the_mla_equivalent_drops_the_windows(run):
+    """The MLA equivalent of a model with sliding layers attends every key in every layer
+    (its MHA/GQA/MQA equivalents keep the windows): the note says so (it said 'Equivalents
+    keep everything but the attention' alone)."""
+    md, _ = run("compare", "gemma-3-1b", "--as-variants", "--format", "markdown")
+    assert "The MLA equivalent has no sliding window: all 26 layers attend" in md
+    md, _ = run("compare", "llama-3-8b", "--as-variants", "--format", "markdown")
+    assert "sliding window" not in md
+
+
 def test_compare_kv_per_token_is_the_reports(run):
     """compare's KV / token is report's (DeepSeek-V4: the growth over the compress ratios'
     period, 9,848 B at 32k; was the next token's pending compressor rows, 212 KiB)."""

@@ -69,13 +69,13 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         if len(loaded) != 1:
             raise click.BadParameter("--as-variants takes exactly one model", param_hint="MODELS")
         base = loaded[0]
-        equivalents, missing = variant_equivalents(base, kv_heads)
+        equivalents, notes = variant_equivalents(base, kv_heads)
         loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
         note = (
             "Equivalents keep everything but the attention; MLA -> MHA family uses head_dim = "
             "qk_nope_head_dim, MHA family -> MLA uses d_c = 4 d_h, d_rope = d_h / 2."
         )
-        note += "".join(f" Not shown: {why}." for why in missing)
+        note += "".join(f" {n}" for n in notes)
         if one_head_shape_note(base):
             note += " " + one_head_shape_note(base) + "."
     elif kv_heads is not None:
