@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.timemodel.insight import absorption_crossover
 from mlacalc.words.units import human_si
 from mlacalc.words.vocab import MATMUL_STAGES
@@ -13,6 +14,25 @@ from mlacalc.words.vocab import MATMUL_STAGES
 from .common import Scenario, download, show_context_warning, show_table
 
 TITLE = "FLOPs"
+#: kinds of layer the variant's formulas describe as they are
+_PLAIN = ("full", "mla")
+
+
+def plain_form_caveat(model) -> str:
+    """A line saying the formulas are the plain layer's where the model's layers are not
+    (DeepSeek-V4's csa / hca, MiniMax-M3's msa, sliding windows, MiMo's own value width);
+    "" where they describe every layer."""
+    kinds = sorted({k.label for k in layer_pattern(model).layers if k.attention not in _PLAIN})
+    if not kinds and not (model.v_head_dim and not model.is_mla):
+        return ""
+    parts = [f"{', '.join(kinds)} layers"] if kinds else []
+    if model.v_head_dim and not model.is_mla:
+        parts.append(f"value heads of their own width (d_v = {model.v_head_dim})")
+    return (
+        f"These are a plain {model.variant.upper()} layer's formulas, every key attended: "
+        f"{model.label}'s {' and '.join(parts)} are counted by their own rules (the numbers "
+        "above), not by these."
+    )
 
 
 @st.cache_data(show_spinner=False)
@@ -110,6 +130,9 @@ def render(sc: Scenario) -> None:
         c1.metric("absorbed / naive attention-core FLOPs", f"{ratio:.2f}x")
         c2.metric("absorption stops paying above", f"{cross.value:,.1f} query tokens")
     st.markdown("**Formulas** (sympy; symbols as in the docs: B batch, S keys, L layers, ...)")
+    other = plain_form_caveat(model)
+    if other:
+        st.caption(other)
     for label, tex in formulas_latex(model.q_lora_rank is not None, model.variant).items():
         st.caption(label)
         st.latex(tex)

@@ -403,3 +403,15 @@ def test_kv_view_equivalents_name_the_variant_without_one():
     assert designs == ["MiniMax-M3 as MHA", "MiniMax-M3 as GQA", "MiniMax-M3 as MQA"]
     assert any("Not shown:" in c.value and "no MLA equivalent" in c.value for c in at.caption)
     assert not any("No equivalents" in i.value for i in at.info)
+
+
+def test_flops_formulas_say_where_they_do_not_describe_the_layers():
+    """The FLOPs tab's formulas are a plain layer's: on DeepSeek-V4-Pro (csa / hca) a caption
+    says its layers are counted by their own rules (the MQA formulas stood alone before);
+    Llama-3-8B's full layers need no such line."""
+    at = run("FLOPs", model="deepseek-v4-pro")
+    assert any(
+        "plain MQA layer's formulas" in c.value and "csa, hca layers" in c.value for c in at.caption
+    )
+    at = run("FLOPs", model="llama-3-8b")
+    assert not any("plain GQA layer's formulas" in c.value for c in at.caption)
