@@ -24,7 +24,13 @@ from mlacalc.words.arguments import one_or_many
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
-from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, REPORT_SCHEMA, VARIANTS, caches_latent
+from mlacalc.words.vocab import (
+    MLA_IMPLEMENTATIONS,
+    REPORT_SCHEMA,
+    STANDARD_IMPL,
+    VARIANTS,
+    caches_latent,
+)
 
 __all__ = [
     "SCHEMA",
@@ -222,6 +228,8 @@ def _impl_label(m: ModelConfig, phase: str, impl: str, choice: str | None) -> st
     bytes are the compressed ones: it is labelled for both, never as plain ``naive``. In
     prefill every key is new, so it equals ``compressed`` exactly (FLOPs and bytes).
     """
+    if m.compress_ratios and impl == "compressed":  # DeepSeek-V4: its one implementation, as
+        return STANDARD_IMPL  # --impl and the KV rows name it (not MLA's compressed)
     if not (m.is_mla and choice is None):
         return impl
     if impl == "naive":

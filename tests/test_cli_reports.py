@@ -177,3 +177,13 @@ def test_report_says_what_deepseek_v4s_compressed_layers_keep(run):
     mimo, _ = run("report", "mimo-v2-flash", "--format", "markdown")
     assert "K = V" not in mimo and "pooled" not in mimo.split("KV cache by kind")[0]
     assert "still keeping every token (full layers: 22.50 KiB/token)" in mimo
+
+
+def test_report_flops_rows_name_the_implementation_as_impl_does(run):
+    """DeepSeek-V4-Pro's FLOPs rows are 'standard', the name --impl and the KV rows use (they
+    said 'compressed', an MLA implementation's name), and the MLA-default footnote is only
+    under an MLA model's table."""
+    out, _ = run("report", "deepseek-v4-pro", "--format", "markdown")
+    assert "| decode | standard |" in out and "| decode | compressed" not in out
+    assert "MLA default" not in out
+    assert "MLA default" in run("report", "deepseek-v3", "--format", "markdown")[0]

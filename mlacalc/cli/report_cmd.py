@@ -285,10 +285,14 @@ def _report_sections(doc: dict) -> list[Section]:
                 "FLOP/byte",
             ],
             rows,
-            note="fused bytes: ideal lower bound (weights, input/output and cache once); "
-            "MLA default = the compressed latent cache always, K/V expanded from it for the "
-            "new tokens in prefill and chunk (naive FLOPs; in prefill the same as compressed), "
-            "absorbed in decode.",
+            note="fused bytes: ideal lower bound (weights, input/output and cache once)"
+            + (
+                "; MLA default = the compressed latent cache always, K/V expanded from it for "
+                "the new tokens in prefill and chunk (naive FLOPs; in prefill the same as "
+                "compressed), absorbed in decode."
+                if doc["model"]["variant"] == "mla"
+                else "."
+            ),
         )
     )
     return sections
