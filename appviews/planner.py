@@ -135,7 +135,7 @@ def render(sc: Scenario) -> None:
             return
         show_answer(result, load, inputs, sc.model.label)
     _show_capacity(sc, inputs)
-    _show_memory(result, result.context)
+    _show_memory(result, result.context, bool(sc.model.compress_ratios))
     _show_kernels(result, sc.model)
     download(result.to_dict(), f"{sc.model.name}-plan", "dl_plan")
     search_section(sc, inputs)
@@ -448,14 +448,19 @@ def _show_capacity(sc: Scenario, inputs: PlanInputs) -> None:
         st.info(f"Does not fit: {cap.overflow}")
 
 
-def _show_memory(result, context: int) -> None:
+def _show_memory(result, context: int, compressed: bool = False) -> None:
     """What fills one GPU: a line in GiB (KV per token in its own unit), then the stacked bar
-    of its parts."""
+    of its parts. ``compressed`` (DeepSeek-V4): no layer keeps every token; a token adds its
+    share of the pooled keys."""
     per_token = (
         f": **{human_bytes(result.kv_bytes_per_token_per_gpu)}**"
         if result.kv_every_token
-        else " in the layers keeping every token: "
-        f"**{human_bytes(result.kv_bytes_per_token_full_layers_per_gpu)}**, plus "
+        else (
+            ", pooled keys averaged over the compress ratios: "
+            if compressed
+            else " in the layers keeping every token: "
+        )
+        + f"**{human_bytes(result.kv_bytes_per_token_full_layers_per_gpu)}**, plus "
         f"**{human_bytes(result.kv_bytes_fixed_per_sequence_per_gpu)}** per sequence "
         "(windows, linear states)"
     )

@@ -221,3 +221,13 @@ def test_context_past_max_position_embeddings_is_one_rule_and_one_sentence():
     assert (p.max_batch >= 8) == (p.max_context_memory >= 131072)
     within = metrics(_run(model="llama-3-8b", seq_len="4096", batch="8", gpus="1", tp="1"))
     assert within["longest context at batch 8"] == "8,192"
+
+
+def test_deepseek_v4_kv_line_names_the_pooled_keys():
+    """The planner's memory line on DeepSeek-V4-Pro: the per-token figure is the pooled keys
+    averaged over the compress ratios, as `mlacalc plan` says it (not 'the layers keeping every
+    token': none does)."""
+    at = _run(model="deepseek-v4-pro")
+    line = next(m.value for m in at.markdown if "KV per token per GPU" in m.value)
+    assert "pooled keys averaged over the compress ratios: **9.62 KiB**" in line
+    assert "keeping every token" not in line

@@ -262,3 +262,16 @@ def test_kernel_table_names_each_attention_kernels_layer_kind(run):
     assert "| indexer_scores | csa |" in md and "| compressor | hca |" in md
     md, _ = run("plan", "llama-3-8b", "-H", "H200", "--gpus", "1", "--format", "markdown")
     assert "layer kind" not in md
+
+
+def test_kv_per_token_line_of_deepseek_v4_names_the_pooled_keys(run):
+    """DeepSeek-V4 has no layer keeping every token: its per-token line says the figure is the
+    pooled keys averaged over the compress ratios (it said 'layers keeping every token')."""
+    md, _ = run("plan", "deepseek-v4-pro", "-H", "B200", "--gpus", "8", "--format", "markdown")
+    assert (
+        "| KV per token per GPU (bf16), pooled keys averaged over the compress ratios | 9,848 B |"
+        in md
+    )
+    assert "keeping every token" not in md
+    md, _ = run("plan", "mimo-v2-flash", "-H", "B200", "--gpus", "8", "--format", "markdown")
+    assert "layers keeping every token | 5,760 B |" in md

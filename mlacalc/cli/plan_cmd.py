@@ -377,11 +377,13 @@ def _point(p, redundant_experts: int, overlap: str, kv_dtype: str) -> dict:
     }
 
 
-def kv_rows(p) -> list[list[str]]:
+def kv_rows(p, compressed: bool = False) -> list[list[str]]:
     """The cache lines of the plan. A model whose layers do not all keep every token
     (sliding or chunked windows, linear states, indexer keys) shows what a token adds in the
     layers that keep every token and the fixed part a sequence holds beside it; their sum at
-    the context is one sequence, and the budget over that is the largest batch per group."""
+    the context is one sequence, and the budget over that is the largest batch per group.
+    ``compressed`` (DeepSeek-V4): no layer keeps every token; a token adds its share of the
+    pooled keys, averaged over the compress ratios."""
     seq = [
         f"KV per sequence of {p.context:,} tokens per GPU",
         f"{human_bytes(p.kv_bytes_per_sequence_per_gpu)} ({p.kv_bytes_per_sequence_per_gpu:,} B)",
@@ -394,7 +396,12 @@ def kv_rows(p) -> list[list[str]]:
         ]
     return [
         [
-            f"KV per token per GPU ({p.kv_layout}), layers keeping every token",
+            f"KV per token per GPU ({p.kv_layout}), "
+            + (
+                "pooled keys averaged over the compress ratios"
+                if compressed
+                else "layers keeping every token"
+            ),
             f"{p.kv_bytes_per_token_full_layers_per_gpu:,} B",
         ],
         [
@@ -481,7 +488,7 @@ def sections(p, model=None) -> list[Section]:
         Section(
             f"Plan: {p.model}",
             ["quantity", "value"],
-            plan_rows(p),
+            plan_rows(p, bool(model is not None and model.compress_ratios)),
             note=times_note(p.profile, p.calibration, p.engine),
         )
     ]
@@ -492,7 +499,7 @@ def sections(p, model=None) -> list[Section]:
     return out
 
 
-def plan_rows(p) -> list[list[str]]:
+def plan_rows(p, compressed: bool = False) -> list[list[str]]:
     """What fits (memory, weights, cache, batch and context) and the step's times."""
     rows = [
         ["fits", "yes" if p.fits else f"no: {p.overflow}"],
@@ -512,7 +519,7 @@ def plan_rows(p) -> list[list[str]]:
             rows.append([f"  {key[8:].replace('_', ' ')}", human_bytes(value)])
     rows += [
         ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
-        *kv_rows(p),
+        *kv_rows(p, compressed),
         [
             f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens"
             + (" (the engine's max running)" if p.admission != "kv capacity" else ""),
