@@ -187,3 +187,17 @@ def test_report_flops_rows_name_the_implementation_as_impl_does(run):
     assert "| decode | standard |" in out and "| decode | compressed" not in out
     assert "MLA default" not in out
     assert "MLA default" in run("report", "deepseek-v3", "--format", "markdown")[0]
+
+
+def test_list_says_what_deepseek_v4s_per_token_figures_are(run):
+    """list's DeepSeek-V4-Pro row: 273 KiB per token at a short sequence (a window row and the
+    compressors' pending rows, 279,552 B) beside 9.62 KiB added at 128k; the note says which
+    is which (it explained neither)."""
+    rows = {r["name"]: r for r in json.loads(run("list", "--format", "json")[0])}
+    v4 = rows["deepseek-v4-pro"]
+    assert v4["kv_bytes_per_token_bf16_short"] == 279_552
+    assert v4["kv_bytes_per_token_bf16"] == 9_848
+    md, _ = run("list", "--format", "markdown")
+    assert (
+        "DeepSeek-V4-Pro: KV per token is a token's window row and its compressors' pending" in md
+    )

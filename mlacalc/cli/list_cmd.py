@@ -33,9 +33,11 @@ def command(show_hardware, fmt):
     if show_hardware:
         return _list_hardware(fmt)
 
-    rows = []
+    rows, compressed = [], []
     for name in shipped_models():
         m = load_model(name)
+        if m.compress_ratios:
+            compressed.append(m.label)
         counts = param_counts(m)
         cache = kv_cache(m, D.SEQ_LEN)
         # what one token adds while every layer still keeps every token (seq_len 1 -> 2): the
@@ -105,7 +107,14 @@ def command(show_hardware, fmt):
                 f"token adds at seq_len {D.SEQ_LEN:,}, as `mlacalc report` counts it (sliding or "
                 "chunked layers whose window is full and linear layers add none: 'window full' "
                 "where that makes it smaller); a windowed model's cache is in the last column (its "
-                "window in every sliding layer).",
+                "window in every sliding layer)."
+                + (
+                    f" {', '.join(compressed)}: KV per token is a token's window row and its "
+                    "compressors' pending rows (kept until pooled); added per token, the pooled "
+                    "keys averaged over the compress ratios."
+                    if compressed
+                    else ""
+                ),
             )
         ]
 
