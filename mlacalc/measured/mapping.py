@@ -74,6 +74,8 @@ What each table becomes:
   as the larger of its kernels' sum and the floor; :mod:`mlacalc.timemodel.host_floor`).
 * ``dsv4_{csa,hca}_{context,generation}_module_perf``: one DeepSeek-V4 attention layer of that
   kind as a model step's kernel list (:mod:`mlacalc.measured.dsv4_modules`).
+* ``msa_{context,generation}_module_perf``: one MiniMax-M3 block-sparse (``msa``) layer's
+  attention block as a model step's kernel list (:mod:`mlacalc.measured.msa_modules`).
 * ``scale_matrix_perf``: a static per-tensor quantize of bf16 ``[m,k]`` (one pass, fp8 out);
   ``computescale_perf``: the amax/scale part alone (one pass, nothing written).
 """
@@ -86,6 +88,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
 from mlacalc.measured.moe_routing import rank_loads
+from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.device import mla_decode_kernel
@@ -1438,6 +1441,14 @@ def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> Non
     b.host_s = host_floor_seconds(t.system, t.engine, t.table, t.column("kernel_source"))
 
 
+def _msa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    """``msa_{context,generation}_module_perf``: one MiniMax-M3 block-sparse layer's attention
+    block as a model step's kernels (:mod:`mlacalc.measured.msa_modules`), under the engine's
+    host floor where it has one (none is listed for these tables: their kernels' time)."""
+    b.parts.extend(msa_module_parts(t, reason))
+    b.host_s = host_floor_seconds(t.system, t.engine, t.table, t.column("kernel_source"))
+
+
 _MAPPERS = {
     "glm5_mqa_logits_module_perf": _mqa_logits_table,
     "dsv4_paged_mqa_logits_module_perf": _paged_mqa_logits_table,
@@ -1451,6 +1462,8 @@ _MAPPERS = {
     "dsv4_hca_context_module_perf": _dsv4_module_table,
     "dsv4_hca_generation_module_perf": _dsv4_module_table,
     "dsv4_hca_attn_module_perf": _dsv4_module_table,
+    "msa_context_module_perf": _msa_module_table,
+    "msa_generation_module_perf": _msa_module_table,
     "gemm_perf": _gemm_table,
     "context_attention_perf": lambda t, b, r: _attention_table(t, b, r, context=True),
     "encoder_attention_perf": _encoder_attention_table,
@@ -1477,8 +1490,6 @@ _MAPPERS = {
 #: says what one row of each measures, as far as the columns and meta files tell.
 UNMAPPED: dict[str, str] = {
     "dsv4_csa_topk_calib_perf": "a top-k calibration sweep of DeepSeek-V4's indexer (score modes)",
-    "msa_context_module_perf": "MiniMax-M3 sparse attention module; composition not recorded",
-    "msa_generation_module_perf": "MiniMax-M3 sparse attention decode module; not recorded",
 }
 
 
