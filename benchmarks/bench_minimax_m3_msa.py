@@ -3,8 +3,9 @@
 The rows: vLLM 0.24.0's ``msa_generation_module_perf`` and ``msa_context_module_perf`` (H100,
 ``MiniMaxM3SparseTritonImpl``, TP1, bf16 GEMMs and cache), each the latency of one attention
 module; the rows with ``num_heads`` 64 (MiniMax-M3's query heads) are compared. The tables do
-not record what the module holds (mlacalc/measured/mapping.py lists them as not mapped); here
-it is read as one block-sparse layer's attention kernels of the model step: q/k/v projections,
+not record what the module holds; here, as mlacalc/measured/msa_modules.py maps every row of
+them (every head count, both devices; docs/measured-sets.md), it is read as one block-sparse
+layer's attention kernels of the model step: q/k/v projections,
 RoPE, the indexer (``block_indexer_*``), the core and ``o_proj``. The prediction: those
 kernels of ``mlacalc.cost.model_step.step_kernels`` for the shipped ``minimax-m3`` (decode at
 ``step + 1`` keys; a causal prompt of ``isl`` tokens after ``step`` cached ones), timed by the
