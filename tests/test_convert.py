@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import mlacalc
 from mlacalc.cost.convert_cost import conversion_cost
-from mlacalc.models.convert import convert, equivalence_rank
+from mlacalc.models.convert import conversion_refusal, convert, equivalence_rank
 from mlacalc.words.errors import InvalidArgumentError
 
 D, N_H, D_H, L = 64, 4, 16, 2
@@ -308,3 +308,19 @@ def test_encoder_models_are_refused_by_name(tmp_path):
     )
     with pytest.raises(mlacalc.MlacalcError, match="model_type 'bert'"):
         convert(path)
+
+
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("deepseek-v4-pro", "compressed attention (compress_ratios"),
+        ("mimo-v2-flash", "sliding window of 129 tokens"),
+        ("jamba-1.5-mini", "mamba1/dense"),
+    ],
+)
+def test_refusal_names_the_models_own_reason(name, why):
+    """DeepSeek-V4-Pro was refused for its window (the advice, drop sliding_window, is a dead
+    end: every V4 layer needs it), MiMo-V2-Flash and Jamba for 'linear-attention layers' they
+    do not have (their full_attention_layers list was read as a linear model's)."""
+    text = conversion_refusal(mlacalc.load_model(name))
+    assert why in text and "linear-attention" not in text

@@ -151,10 +151,16 @@ def conversion_refusal(model: ModelConfig) -> str:
     m = model
     if m.is_mla:
         return f"{m.label} is already MLA (kv_lora_rank {m.kv_lora_rank})"
-    if m.linear_num_key_heads is not None or m.full_attention_layers:
+    # full_attention_layers alone is no linear layer (MiMo-V2-Flash lists its full ones there)
+    if m.linear_num_key_heads is not None:
         return (
             f"{m.label} has linear-attention layers: their fixed state has no latent to convert "
             "(only full-attention layers convert)"
+        )
+    if m.compress_ratios:  # DeepSeek-V4: window, pooled keys and compressors in every layer
+        return (
+            f"{m.label}'s compressed attention (compress_ratios: csa / hca / swa layers of one "
+            "shared K = V head) has no MLA form modelled"
         )
     if m.sliding_window is not None:
         return (
