@@ -577,6 +577,15 @@ def test_validate_cli(run):
         ),
         (["search", "gpt2", "-H", "H200", "--gpus", "1,x", "--isl", "9", "--osl", "9"], "--gpus"),
         (["train", "gpt2", "--absorption", "4k,z"], "--absorption: 'z' is not a size"),
+        # a plain layer's formula does not describe these layers (printed 1024 for V4's rows)
+        (
+            ["formula", "kv_cache_elements", "--variant", "mqa", "--subs", "deepseek-v4-pro"],
+            "--subs: DeepSeek-V4-Pro's csa, hca layers are not the plain MQA layer",
+        ),
+        (
+            ["formula", "kv_cache_elements", "--variant", "gqa", "--subs", "minimax-m3"],
+            "MiniMax-M3's msa layers",
+        ),
     ],
 )
 def test_flags_are_checked(run, args, needle):

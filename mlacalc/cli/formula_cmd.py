@@ -6,6 +6,7 @@ import click
 
 from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
 from mlacalc.cost.symbolic import formula as build
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.words.vocab import (
     MATMUL_STAGES,
     MHA_FIELD_SYMBOLS,
@@ -15,6 +16,10 @@ from mlacalc.words.vocab import (
     QUANTITIES,
     STANDARD_IMPL,
 )
+
+#: kinds of layer with rules of their own: a plain layer's formula does not describe them
+#: (DeepSeek-V4's compressed layers, MiniMax-M3's block-sparse ones, DSA's indexed ones)
+_OWN_RULES = ("csa", "hca", "swa", "msa", "dsa")
 
 
 @click.command("formula")
@@ -117,6 +122,14 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
             raise click.BadParameter(
                 f"{m.label}'s value heads ({m.v_head_dim}) are narrower than its query/key heads "
                 f"({m.head_dim}), and the printed formula has one d_h; `mlacalc report` counts it",
+                param_hint="--subs",
+            )
+        own = sorted({k.label for k in layer_pattern(m).layers if k.attention in _OWN_RULES})
+        if own:  # their cache rows, keys attended and projections are not the formula's
+            raise click.BadParameter(
+                f"{m.label}'s {', '.join(own)} layers are not the plain {m.variant.upper()} "
+                "layer the formula describes (cache rows, keys attended, projections of their "
+                "own); `mlacalc report` counts them",
                 param_hint="--subs",
             )
         fields = MLA_FIELD_SYMBOLS if m.is_mla else MHA_FIELD_SYMBOLS
