@@ -108,7 +108,9 @@ def render(sc: Scenario) -> None:
             "tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, a linear "
             "layer a fixed state per sequence (its recurrent state, in the dtype the model keeps "
             "it, not the KV dtype), a DSA layer the latent plus its indexer keys, a block-sparse "
-            "(msa) layer K, V and its indexer keys.",
+            "(msa) layer K, V and its indexer keys, a compressed layer (csa, hca) its window's "
+            "rows and its pooled keys (csa: with their indexer keys), its bytes/token/layer "
+            "averaged over the pooling.",
         )
     show_table(
         [

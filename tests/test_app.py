@@ -415,3 +415,13 @@ def test_flops_formulas_say_where_they_do_not_describe_the_layers():
     )
     at = run("FLOPs", model="llama-3-8b")
     assert not any("plain GQA layer's formulas" in c.value for c in at.caption)
+
+
+def test_kv_view_by_kind_caption_names_the_compressed_kinds():
+    """DeepSeek-V4-Pro's cache by kind of layer: the caption says what a csa / hca layer keeps
+    and that its bytes/token/layer is averaged (it named every kind but these), as report does."""
+    at = run(model="deepseek-v4-pro")
+    assert any(
+        "a compressed layer (csa, hca) its window's rows and its pooled keys" in c.value
+        for c in at.caption
+    )
