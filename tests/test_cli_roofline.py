@@ -194,3 +194,14 @@ def test_import_hf_dash_writes_standard_output(run, tmp_path, monkeypatch):
         "import-hf", str(Path(__file__).parent / "data/hf/falcon-7b.config.json"), "-o", "-"
     )
     assert "num_key_value_heads" in out and not (tmp_path / "-").exists()
+
+
+def test_minimax_m3_layer_is_the_kind_it_names(run):
+    """MiniMax-M3's one layer is its first, a full one: no block indexer among its kernels (it
+    timed a full layer's attention with an msa layer's indexer beside it, 136.7 us for 107.4)."""
+    doc = json.loads(run("roofline", "minimax-m3", "-H", "H200", "--format", "json")[0])
+    doc = doc["predictions"][0]
+    names = [o["name"] for o in doc["ops"]]
+    assert "full: layer 1 of 60 layers" in doc["layer"]
+    assert not [n for n in names if n.startswith("block_indexer")], names
+    assert names == ["q_proj", "kv_proj", "rope", "attention", "o_proj"]

@@ -979,7 +979,7 @@ def step_kernels(
     work = Workload(phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     cost = cost_of(one, work)
     if scope == "attention_layer":
-        layer = attention_kernels(cost, m, a, w, 1, kv_dtype=kv_dtype)
+        layer = attention_kernels(cost, one, a, w, 1, kv_dtype=kv_dtype)
         return _as_stored(layer, m, dt) if stored else layer
 
     L, d = m.num_hidden_layers, m.hidden_size
