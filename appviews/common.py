@@ -104,8 +104,10 @@ def show_context_warning(sc: Scenario) -> None:
 
 
 def show_table(rows: list[dict[str, Any]], scope: str = "") -> None:
-    """A data grid: thousands separators, exact text for integers beyond 2^53, a scope line."""
-    shown, kinds = grid_rows(rows)
+    """A data grid: thousands separators, exact text for integers beyond 2^53, a scope line.
+    A column empty in every row is left out (the grid would print 'None' in each cell)."""
+    empty = {k for k in (rows[0] if rows else {}) if all(r.get(k) is None for r in rows)}
+    shown, kinds = grid_rows([{k: v for k, v in r.items() if k not in empty} for r in rows])
     config = {}
     for column, kind in kinds.items():
         if kind in ("int", "float"):  # thousands separators in the reader's locale

@@ -127,7 +127,8 @@ def render(sc: Scenario) -> None:
         ],
         scope=f"Whole model: all {model.num_hidden_layers} layers, {batch:,} sequences of "
         f"{seq_len:,} tokens, KV in {kv_dtype}; per token: the layers one more token adds a "
-        "row to (elements and bytes of one such layer; empty where the layers' rows differ).",
+        "row to (elements and bytes of one such layer; no elements column where the layers' rows "
+        "differ: see by kind).",
     )
     download(rows, f"{model.name}-kv-cache", "dl_kv")
     log_axes = st.checkbox("log axes", value=True, key="kv_log")

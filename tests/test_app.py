@@ -425,3 +425,15 @@ def test_kv_view_by_kind_caption_names_the_compressed_kinds():
         "a compressed layer (csa, hca) its window's rows and its pooled keys" in c.value
         for c in at.caption
     )
+
+
+def test_a_column_empty_in_every_row_is_left_out():
+    """MiniMax-M3's layers' rows differ: the cache table has no elements/token/layer value, and
+    the grid printed 'None' in it; the column is left out (one kind: it stays)."""
+    at = run(model="minimax-m3")
+    tables = [d.value for d in at.dataframe]
+    per_impl = next(t for t in tables if "layers a token adds to" in t.columns)
+    assert "elements/token/layer" not in per_impl.columns
+    at = run(model="llama-3-8b")
+    per_impl = next(d.value for d in at.dataframe if "layers a token adds to" in d.value.columns)
+    assert list(per_impl["elements/token/layer"]) == [2048]
