@@ -146,7 +146,7 @@ def _fitted(system: str, family: str, table: str, profile: str, engine: str = "t
         ("gemm_perf", "gemm", "nvfp4", 0.085, 0.27),
         ("gemm_perf", "gemm", "fp8", 0.05, 0.13),
         ("gemm_perf", "gemm", "bf16", 0.075, 0.22),
-        ("context_mla_perf", "mla", None, 0.10, 0.45),
+        ("context_mla_perf", "mla", None, 0.075, 0.27),  # was 0.10 / 0.45: 128-row MMA
         ("generation_mla_perf", "mla", None, 0.10, 0.33),
     ],
 )
@@ -182,17 +182,17 @@ def test_sglang_gemm_on_h100_is_its_own_fit():
 #: they stand, not at the target.
 POOLED = [
     ("trtllm", "h100_sxm", "default", 0.06, 0.20),
-    ("trtllm", "b200_sxm", "fit-b200-sxm", 0.08, 0.27),
-    ("trtllm", "b200_sxm", "default", 0.19, None),
+    ("trtllm", "b200_sxm", "fit-b200-sxm", 0.075, 0.26),
+    ("trtllm", "b200_sxm", "default", 0.165, None),  # 0.19 before the Blackwell terms
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", 0.097, 0.33),
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", 0.106, 0.33),
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", 0.10, 0.32),
     ("sglang", "h100_sxm", "fit-b200-sxm-sglang", 0.23, None),
-    ("sglang", "b200_sxm", "fit-h100-sxm-sglang", 0.29, None),
-    ("trtllm", "h100_sxm", "fit-b200-sxm", 0.14, None),
+    ("sglang", "b200_sxm", "fit-h100-sxm-sglang", 0.26, None),  # 0.29 before the Blackwell terms
+    ("trtllm", "h100_sxm", "fit-b200-sxm", 0.135, None),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", 0.095, 0.34),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", 0.095, 0.32),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", 0.095, 0.31),
     ("vllm", "h100_sxm", "fit-b200-sxm-vllm", 0.25, None),
-    ("vllm", "b200_sxm", "fit-h100-sxm-vllm", 0.31, None),
+    ("vllm", "b200_sxm", "fit-h100-sxm-vllm", 0.295, None),
 ]
 
 
@@ -246,8 +246,10 @@ def _vllm_module(system: str, table: str, profile: str):
             "b200_sxm",
             "mla_context_module_perf",
             "fit-b200-sxm-vllm",
-            0.115,
-            0.38,
+            # 0.115 / 0.38 before the Blackwell prefill terms and the refit of the GEMM and
+            # MLA prefill classes: median 10.7% -> 12.2%, p90 36.9% -> 29.3%
+            0.125,
+            0.30,
             marks=pytest.mark.slow,
         ),
         pytest.param(

@@ -147,7 +147,7 @@ def prefill_terms(
     # serial work (a quarter of an fp8 block's MMA time at full rate whatever the head dim)
     fp8 = batch.dtype.startswith("fp8")
     transpose = 0.0
-    if fp8:
+    if fp8 and not fig.tcgen05:  # Blackwell's MMA reads an MN-major fp8 operand as it is
         transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     flops = batch.flops * padded
     if fp8:

@@ -93,7 +93,8 @@ class DeviceFigures:
           data-centre Blackwell: B200, B300, GB200, GB300): warp-group MMAs of 64 rows and TMA,
           as the measured H100 kernels (TensorRT-LLM's fp8-cache XQA decode, FlashMLA,
           FlashAttention-3); Blackwell takes Hopper's tile rules, the nearer generation (B200's
-          own tables fit its parameters: ``fit-b200-sxm``);
+          own tables fit its parameters: ``fit-b200-sxm``), but for the terms :attr:`tcgen05`
+          and :func:`~mlacalc.timemodel.shared.operand_reuse` change;
         - ``"other"``: any other vendor (MI300X), or a device whose file gives no capability:
           the large-tile rules of ``sm90`` where a kernel's tile shape is concerned, the
           other kernels' rules where a Hopper-only kernel is concerned (the fp8-cache XQA
@@ -108,6 +109,20 @@ class DeviceFigures:
         """True where the device runs Hopper's own kernels (``tensor_core_generation`` is
         ``"sm90"``: H100, H200, H800, B200)."""
         return self.tensor_core_generation == "sm90"
+
+    @property
+    def tcgen05(self) -> bool:
+        """True on data-centre Blackwell (NVIDIA compute capability 10.x-11.x: B200, B300,
+        GB200, GB300), whose fifth-generation tensor cores run ``tcgen05.mma`` (PTX ISA):
+        one thread issues an MMA of 128 rows per SM (256 across an SM pair) accumulating in
+        tensor memory, reading operands of either major order from shared memory, with block
+        scale factors applied inside the MMA (``kind::mxf8f6f4``, ``kind::mxf4nvf4``). Where the
+        time model's terms were stated for Hopper's warp-group MMAs (64 rows, fp8 B operand
+        K-major only, scales applied on the CUDA cores) they read this flag:
+        :func:`~mlacalc.timemodel.shared.mma_rows`, the fp8 prefill's V transpose, the
+        block-scaled kernels' rescale (``promote_cycles``)."""
+        cc = self.compute_capability
+        return self.vendor.lower() in ("", "nvidia") and 10.0 <= cc < 12.0
 
     def peak(self, dtype: str) -> float:
         """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device

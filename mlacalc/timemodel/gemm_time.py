@@ -25,6 +25,7 @@ from mlacalc.timemodel.shared import (
     combine,
     elem_bytes,
     memory_share,
+    operand_reuse,
     tile_arrays,
     tile_rate,
 )
@@ -163,6 +164,9 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / fig.sm_count
     # every candidate tile at once: arrays of (tile, row)
     tm, tn, rate = _TILES.get(batch.dtype, _TILES[""])
+    reuse = operand_reuse(fig)
+    if reuse > 1.0:  # a tensor rate per SM above Hopper's asks more reuse of every tile
+        rate = tile_rate(tm, tn, reuse)
     can_split = batch.dtype not in NO_SPLIT_K
     gemv_rows = GEMV_MAX_M.get(batch.dtype, 0)
     if gemv_rows:
@@ -240,11 +244,13 @@ def _tile_seconds(c: _Call, waves: np.ndarray, walk: np.ndarray) -> np.ndarray:
         1.0, rest * c.rate + (rest == 0)
     )
     cand = slots * 2.0 * c.tm * c.tn * walk / c.per_sm + waves * prm["tile_s"]
-    if dtype in ("fp8_block",):
+    if dtype in ("fp8_block",) and not c.fig.tcgen05:
         # block scaling: after each 128-deep K block a tile multiplies its partial product
         # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
         # tensor cores' fp8 accumulation is not kept across blocks): ``promote_cycles`` per
-        # output element and block on one SM, beside the MMAs of the next block
+        # output element and block on one SM, beside the MMAs of the next block. Not where the
+        # MMA applies the scales itself (``tcgen05``: B200's own fit drove the term to about
+        # 0, 2.5e-7 cycles against H100's 0.0081)
         cand = cand + waves * c.tm * c.tn * np.ceil(walk / SCALE_BLOCK_K) * (
             prm["promote_cycles"] / c.fig.clock_hz
         )

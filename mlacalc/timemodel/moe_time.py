@@ -102,6 +102,9 @@ def moe_terms(
     waves = np.ceil(tiles / sms)
     # each wave of tiles also pays ``tile_s`` beside its main loop: filling the operand
     # pipeline, the epilogue's stores, the scheduler's switch to the next expert's problem
+    # (no operand-reuse derating at a tensor rate per SM above Hopper's, unlike the dense GEMM,
+    # :func:`~mlacalc.timemodel.shared.operand_reuse`: B200's grouped-GEMM fits reach their
+    # compute bound, eff_compute 1.0, without it)
     candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE) + prm["tile_s"])
     # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
     # only the tiles of that many rows
@@ -114,11 +117,11 @@ def moe_terms(
             col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1)
         )
     candidates = np.where((row_tile > 0) & (row_tile != _MOE_TM), np.inf, candidates)
-    if batch.dtype == "fp8_block":
-        # block scaling, as in the GEMM: after each 128-deep K block a tile rescales its
-        # partial product into its fp32 accumulator on the CUDA cores, ``promote_cycles`` per
-        # output element and block. Not fitted: the physical default (one FMA on the 128
-        # lanes of an SM)
+    if batch.dtype == "fp8_block" and not fig.tcgen05:
+        # block scaling, as in the GEMM (none where the MMA applies the scales, ``tcgen05``):
+        # after each 128-deep K block a tile rescales its partial product into its fp32
+        # accumulator on the CUDA cores, ``promote_cycles`` per output element and block. Not
+        # fitted: the physical default (one FMA on the 128 lanes of an SM)
         candidates = candidates + waves * _MOE_TM * _MOE_TN * np.ceil(k / SCALE_BLOCK_K) * (
             prm["promote_cycles"] / fig.clock_hz
         )

@@ -6,7 +6,8 @@ an SM, and the numeric helpers every class evaluates its terms with.
   the roofline's ``max``, ``p = 1`` no overlap);
 - ``memory_share``: the share of the HBM bandwidth a kernel with few work units draws (each
   busy SM ``sm_bandwidth`` times its share);
-- ``tile_rate`` / ``tile_arrays``: the share of an SM's tensor rate an output tile reaches, and
+- ``tile_rate`` / ``tile_arrays`` / ``operand_reuse``: the share of an SM's tensor rate an output
+  tile reaches (and the reuse a device's rate per SM asks of it), and
   candidate tiles as arrays of (tile, row).
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "elem_bytes",
     "memory_share",
     "mma_rows",
+    "operand_reuse",
     "smem_per_sm",
     "tile_arrays",
     "tile_rate",
@@ -94,10 +96,37 @@ def memory_share(units: np.ndarray, fig: DeviceFigures, prm: dict[str, float]) -
     return np.minimum(1.0, units * prm["sm_bandwidth"] / fig.sm_count)
 
 
-def tile_rate(tm: int, tn: int) -> float:
+def tile_rate(tm, tn, reuse: float = 1.0):
     """Share of the SM's tensor rate an output tile reaches: operand reuse falls with the
-    tile's intensity ``tm tn / (tm + tn)`` (64 for 128x128), as its square root below that."""
-    return min(1.0, (tm * tn / (tm + tn) / 64.0) ** 0.5)
+    tile's intensity ``tm tn / (tm + tn)`` (64 for 128x128 on Hopper), as its square root
+    below that. ``reuse`` multiplies the intensity a tile needs (:func:`operand_reuse`)."""
+    return np.minimum(1.0, np.sqrt(tm * tn / (tm + tn) / (64.0 * reuse)))
+
+
+#: Dense bf16 FLOP per clock of one Hopper SM: the tensor rate per SM at which
+#: :func:`tile_rate`'s reference intensity (64) was fitted (H100 SXM: 989.5 TFLOPS / (132 SMs x
+#: 1,830 MHz) = 4,096).
+HOPPER_BF16_PER_CLOCK = 4096.0
+
+
+def operand_reuse(fig: DeviceFigures) -> float:
+    """How many times Hopper's operand reuse an output tile needs to keep the device's tensor
+    cores busy: its dense bf16 FLOP per clock per SM over Hopper's, where that is above 1 on
+    a device of Hopper's tile rules (``tensor_core_generation`` ``"sm90"``), else 1.
+
+    A tile's operands come from shared memory at a rate per SM and clock that Blackwell did not
+    double (128 bytes a clock, as Hopper's), while its fifth-generation tensor cores do twice
+    the FLOPs per clock per SM (B200: 2,250 TFLOPS / (148 x 1,856 MHz) = 8,192, Hopper's
+    4,096): a tile must reuse each operand byte twice as often, so the intensity at which it
+    reaches the full rate doubles (128: a 256 x 256 tile, the two-SM MMA pair's), and the
+    128 x 256 tile the libraries' lists top out at reaches sqrt(85.3 / 128) = 0.82 of it.
+    The same holds for fp8 and fp4 (twice and four times the FLOPs on half and a quarter of
+    the bytes). Below Hopper's rate (H20's cut tensor cores) Hopper's rule is kept (the
+    tiles' reuse then suffices); ``sm80`` devices (``mma.sync`` from registers) keep theirs."""
+    if fig.tensor_core_generation != "sm90" or fig.clock_hz <= 0 or fig.sm_count <= 0:
+        return 1.0
+    per_clock = fig.peak("bf16") / (fig.sm_count * fig.clock_hz)
+    return max(1.0, round(per_clock / HOPPER_BF16_PER_CLOCK, 2))
 
 
 def tile_arrays(tiles: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -121,5 +150,9 @@ def mma_rows(fig: DeviceFigures) -> float:
     shared memory: 64 for the warp-group MMA of compute capability 9 and later (``wgmma``,
     m64nNk16; PTX ISA), 16 for the per-warp ``mma.sync`` (m16n8k16) of NVIDIA devices before
     (Ampere, Ada; :attr:`~mlacalc.timemodel.device.DeviceFigures.tensor_core_generation`
-    ``"sm80"``). Other devices (not NVIDIA, or without a capability) take 64."""
+    ``"sm80"``), 128 for data-centre Blackwell's ``tcgen05.mma`` (one MMA of 128 rows an SM,
+    :attr:`~mlacalc.timemodel.device.DeviceFigures.tcgen05`: a 128-query tile reads each K/V
+    block once). Other devices (not NVIDIA, or without a capability) take 64."""
+    if fig.tcgen05:
+        return 128.0
     return 16.0 if fig.tensor_core_generation == "sm80" else 64.0
