@@ -494,3 +494,13 @@ def test_fp4_experts_are_timed_as_the_expert_dtype_flag_times_them(pro):
         )
         assert read.weights_per_gpu_bytes == flag.weights_per_gpu_bytes
         assert read.tpot_s == pytest.approx(flag.tpot_s, rel=1e-9)
+
+
+def test_layer_kinds_from_the_class_rule_are_said():
+    """Without layer_types and compress_ratios the class's default placement is used, and the
+    load says so (the published file lists its 31 hca and 30 csa layers)."""
+    listed = import_hf_config(_raw()).derived
+    assert any("read from compress_ratios" in d and "(31 hca, 30 csa" in d for d in listed)
+    raw = {k: v for k, v in _raw().items() if k not in ("compress_ratios", "layer_types")}
+    said = import_hf_config(raw).derived
+    assert any("neither layer_types nor compress_ratios given" in d for d in said)

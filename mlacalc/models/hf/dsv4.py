@@ -69,11 +69,19 @@ def _translate(data, raw, derived, problems) -> None:
         # the fp8 integration stores the routed experts as e2m1 with a ue8m0 scale per 32
         raw["quantization_config"] = {**quant, "expert_dtype": experts}
         derived.append(f"quantization_config.expert_dtype = {experts!r} (from expert_dtype)")
+    if data.get("layer_types") is not None or data.get("compress_ratios") is not None:
+        given = "layer_types" if data.get("layer_types") is not None else "compress_ratios"
+        kinds = f"each layer's kind read from {given}, its first {c.num_hidden_layers} entries"
+    else:  # neither listed: the class's own rule, which a user should know was applied
+        kinds = (
+            "neither layer_types nor compress_ratios given, so each layer's kind is "
+            "DeepseekV4Config's default, two hca layers then csa and hca alternating"
+        )
+    counts = {k: c.layer_types.count(k) for k in (v4.CSA, v4.HCA, v4.SLIDING)}
     derived.append(
-        "compress_ratios: each layer's kind by DeepseekV4Config's rules (layer_types or the "
-        f"legacy compress_ratios, first {c.num_hidden_layers} entries), rates {csa} (csa) and "
-        f"{hca} (hca); hash_moe_layers: {len(raw['hash_moe_layers'])} (mlp_layer_types or "
-        "num_hash_layers)"
+        f"compress_ratios: {kinds} ({counts[v4.HCA]} hca, {counts[v4.CSA]} "
+        f"csa, {counts[v4.SLIDING]} sliding), rates {csa} (csa) and {hca} (hca); "
+        f"hash_moe_layers: {len(raw['hash_moe_layers'])} (mlp_layer_types or num_hash_layers)"
     )
 
 
