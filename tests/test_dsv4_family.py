@@ -504,3 +504,16 @@ def test_layer_kinds_from_the_class_rule_are_said():
     raw = {k: v for k, v in _raw().items() if k not in ("compress_ratios", "layer_types")}
     said = import_hf_config(raw).derived
     assert any("neither layer_types nor compress_ratios given" in d for d in said)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("index_topk", 0), ("o_groups", 7), ("compress_ratios", [7] * 62), ("num_hash_layers", -1)],
+)
+def test_a_bad_field_is_the_only_field_named(key, value):
+    """The refusal names the bad field once, not also fields missing or inconsistent only
+    because the translation stopped at it (intermediate_size, compress_ratios' length)."""
+    with pytest.raises(ConfigError) as err:
+        import_hf_config({**_raw(), key: value})
+    text = str(err.value)
+    assert text.count("field '") == 1 and f"field '{key}'" in text

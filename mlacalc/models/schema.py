@@ -1672,8 +1672,10 @@ def build(
     require_source: bool = False,
     problems: list[Problem] | None = None,
 ) -> ModelConfig:
-    """:func:`model_from_dict` with problems already found by a translator prepended."""
-    problems = list(problems or [])
+    """:func:`model_from_dict` with problems already found by a translator prepended (a
+    field the translator named is not named again by the value checks)."""
+    translated = list(problems or [])
+    problems = list(translated)
     if not isinstance(data, dict):
         problems.append(
             (
@@ -1723,6 +1725,8 @@ def build(
     have = [k for k in values if k not in bad]
     problems += _relations({k: values[k] for k in have}, set(have))
     if problems:
+        named = {p[0] for p in translated}  # said once, in the translator's words
+        problems = translated + [p for p in problems[len(translated) :] if p[0] not in named]
         raise_problems(origin, _with_notes(problems, notes, inputs))
 
     source = values.pop("source")

@@ -48,6 +48,7 @@ def _translate(data, raw, derived, problems) -> None:
         c = v4.read_config(data)
     except ConfigError as error:
         problems.append((error.field or "config", error.message, error.fix))
+        _as_far_as_read(data, raw)
         return
     for key in _SAME:
         raw[key] = getattr(c, key)
@@ -83,6 +84,18 @@ def _translate(data, raw, derived, problems) -> None:
         f"csa, {counts[v4.SLIDING]} sliding), rates {csa} (csa) and {hca} (hca); "
         f"hash_moe_layers: {len(raw['hash_moe_layers'])} (mlp_layer_types or num_hash_layers)"
     )
+
+
+def _as_far_as_read(data, raw) -> None:
+    """After a field the class's rules refuse, what the translation gives regardless (the
+    experts' width as the FFN's, the first ``num_hidden_layers`` ratios), so the refusal is
+    not joined by fields missing or inconsistent only because the translation stopped."""
+    width = data.get("moe_intermediate_size")
+    if "intermediate_size" not in raw and isinstance(width, int) and not isinstance(width, bool):
+        raw["intermediate_size"] = width
+    n, ratios = raw.get("num_hidden_layers"), raw.get("compress_ratios")
+    if isinstance(n, int) and isinstance(ratios, list) and len(ratios) > n > 0:
+        raw["compress_ratios"] = ratios[:n]
 
 
 def _class(**values) -> dict[str, Default]:
