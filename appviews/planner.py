@@ -465,7 +465,8 @@ def _show_memory(result, context: int, compressed: bool = False) -> None:
         "(windows, linear states)"
     )
     st.markdown(
-        f"Largest batch: **{result.max_batch:,}** sequences of {context:,} tokens; weights per "
+        f"**At the request mix** ({context:,} tokens a sequence, input and output): largest "
+        f"batch **{result.max_batch:,}** sequences; weights per "
         f"GPU: **{gib(result.weights_per_gpu_bytes)}** ({result.weight_format}); KV budget per "
         f"GPU: **{gib(max(result.kv_budget_per_gpu_bytes, 0))}**; KV per token per GPU"
         + per_token
