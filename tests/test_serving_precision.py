@@ -115,3 +115,14 @@ def test_component_formats_are_a_searched_choice(run):
     with pytest.raises(InvalidArgumentError) as e:
         search("deepseek-v3", "B200", 8, isl=2000, osl=500, component_choices=[{"gate": "fp4"}])
     assert e.value.argument == "component_choices"
+
+
+def test_a_format_the_device_cannot_run_is_said():
+    """nvfp4 experts on H200 (no fp4 tensor cores) are sized in nvfp4 and timed as the
+    weight-only MXFP4 MoE: the plan says so; on B200 they run as fp4 and nothing is said."""
+    asked = dict(seq_len=4096, batch=8, component_dtypes={"experts": "nvfp4"})
+    h200 = plan("deepseek-v3", "H200", 8, **asked)
+    said = [w for w in h200.warnings if w.startswith("experts in nvfp4")]
+    assert len(said) == 1 and "no fp4 tensor cores" in said[0] and "w4a16_mxfp4" in said[0]
+    b200 = plan("deepseek-v3", "B200", 8, **asked)
+    assert not [w for w in b200.warnings if w.startswith("experts in nvfp4")]

@@ -20,11 +20,12 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization
 from mlacalc.serving.layout import Layout, make_layout
-from mlacalc.serving.precision import check_components
+from mlacalc.serving.precision import check_components, format_class
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.speculative import acceptance_length
+from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
@@ -202,6 +203,7 @@ def check_request(
             check_int("prefill_redundant_experts", args["prefill_redundant_experts"], minimum=0),
         )
     include_mtp = args["include_mtp"] or bool(mtp_tokens)  # drafting needs the MTP weights
+    components = check_components(args["component_dtypes"])
     weight_dtype = args["weight_dtype"]
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     return PlanRequest(
@@ -236,6 +238,7 @@ def check_request(
         p_gpus=p_gpus,
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
+        + _format_warnings(components, hw)
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -244,7 +247,7 @@ def check_request(
         max_tokens=max_tokens,
         scheduler=scheduler,
         tau=tau,
-        components=check_components(args["component_dtypes"]),
+        components=components,
     )
 
 
@@ -420,6 +423,21 @@ def _check_mtp(
     length = check_number("mtp_acceptance_length", length, 1.0)
     tau, note = acceptance_length(m.label, True, mtp_tokens, rate, length)
     return rate or 0.0, tau, note
+
+
+def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str, ...]:
+    """A component in a format whose tensor cores the device lacks (nvfp4 experts on H200):
+    sized in that format, timed as the dequantizing kernel the device runs instead."""
+    out = []
+    for component, fmt in components.items():
+        runs_as = format_class(fmt)
+        runs = run_dtype("moe" if component == "experts" else "gemm", runs_as, hw)
+        if runs != runs_as:
+            out.append(
+                f"{component} in {fmt}: {hw.name} has no {runs_as} tensor cores, so they are "
+                f"sized in {fmt} and timed as the weight-only kernel it runs instead ({runs})"
+            )
+    return tuple(out)
 
 
 def _request_warnings(
