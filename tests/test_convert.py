@@ -314,13 +314,15 @@ def test_encoder_models_are_refused_by_name(tmp_path):
     "name,why",
     [
         ("deepseek-v4-pro", "compressed attention (compress_ratios"),
-        ("mimo-v2-flash", "sliding window of 129 tokens"),
+        ("mimo-v2-flash", "value heads or sliding layers have their own shape"),
         ("jamba-1.5-mini", "mamba1/dense"),
     ],
 )
 def test_refusal_names_the_models_own_reason(name, why):
     """DeepSeek-V4-Pro was refused for its window (the advice, drop sliding_window, is a dead
     end: every V4 layer needs it), MiMo-V2-Flash and Jamba for 'linear-attention layers' they
-    do not have (their full_attention_layers list was read as a linear model's)."""
+    do not have (their full_attention_layers list was read as a linear model's). MiMo-V2-Flash
+    is refused for its heads' shapes, not its window: a file without the window is refused in
+    turn (its sliding layers' own KV heads)."""
     text = conversion_refusal(mlacalc.load_model(name))
     assert why in text and "linear-attention" not in text

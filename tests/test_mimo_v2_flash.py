@@ -279,3 +279,19 @@ def test_variants_and_conversion_say_what_they_assume():
     assert "sliding layers have their own KV heads" in one_head_shape_note(model)
     every_layer_full = model.with_changes(sliding_window=None, full_attention_layers=())
     assert "value heads" in conversion_refusal(every_layer_full)
+
+
+def test_without_a_window_the_sliding_layers_are_refused_not_dropped():
+    """sliding_window null would turn the 39 sliding layers into full ones of 4 KV heads and
+    no sinks (another model's parameters and cache): refused naming the field. And convert
+    names what stops it, not the window (whose removal is refused in turn)."""
+    data = {**mlacalc.load_model("mimo-v2-flash").to_dict(), "sliding_window": None}
+    data.pop("name", None)
+    with pytest.raises(MlacalcError) as err:
+        model_from_dict(data, "mimo.yaml")
+    assert "field 'sliding_window'" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(MlacalcError) as err:
+        mlacalc.convert("mimo-v2-flash", to="mla", kv_lora_rank=512)
+    assert "value heads or sliding layers" in str(err.value) and "sliding_window" not in str(
+        err.value
+    )

@@ -162,6 +162,8 @@ def conversion_refusal(model: ModelConfig) -> str:
             f"{m.label}'s compressed attention (compress_ratios: csa / hca / swa layers of one "
             "shared K = V head) has no MLA form modelled"
         )
+    if not m.is_mla and (m.v_head_dim or m.sliding_key_value_heads):
+        return f"{m.label}'s value heads or sliding layers have their own shape; only one converts"
     if m.sliding_window is not None:
         return (
             f"{m.label} has a sliding window of {m.sliding_window:,} tokens: a converted layer "
@@ -175,8 +177,6 @@ def conversion_refusal(model: ModelConfig) -> str:
         )
     if m.global_head_dim is not None or m.attention_k_eq_v:
         return f"{m.label}'s full layers have their own head shape; only one head shape converts"
-    if not m.is_mla and (m.v_head_dim or m.sliding_key_value_heads):
-        return f"{m.label}'s value heads or sliding layers have their own shape; only one converts"
     if m.index_topk is not None:
         return f"{m.label} has sparse (DSA) attention"
     if any(k.mamba for k in layer_pattern(m).layers):

@@ -1058,6 +1058,20 @@ def _sliding_heads_problems(v: Mapping[str, Any], have: set[str]) -> list[Proble
                 "each KV head must serve the same number of query heads",
             )
         ]
+    full, n = v.get("full_attention_layers") or (), v.get("num_hidden_layers")
+    others = isinstance(n, int) and bool(full) and len(set(full)) < n  # layers meant sliding
+    if _valid(have, "sliding_window") and v.get("sliding_window") is None and others:
+        # without a window no layer is sliding, and the sliding layers' own KV heads and sinks
+        # would vanish: another model's counts, not this one's with every token kept
+        return [
+            (
+                "sliding_window",
+                "is null, but the sliding layers keep their own KV heads "
+                f"(sliding_key_value_heads {s_kv}) and sinks, which a layer without a window "
+                "does not model",
+                "give the window (MiMo-V2-Flash: 129)",
+            )
+        ]
     return []
 
 
