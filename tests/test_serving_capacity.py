@@ -173,3 +173,19 @@ def test_plan_captions_decode_only_figure_and_uses_gib_in_its_fit_message():
     assert not big.fits and "GB " not in big.overflow
     assert human_bytes(big.weights_per_gpu_bytes) in big.overflow
     assert human_bytes(big.usable_per_gpu_bytes) in big.overflow
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3.2", "minimax-m3", "glm-5.1"])
+def test_per_token_bytes_hold_the_indexer_keys(name):
+    """A DSA or block-sparse layer keeps an indexer key a token beside its row: the per-token
+    figure (and the tokens a GPU holds, read from it) is the sequence's growth, every layer's
+    own (it had left the indexer keys out: MiniMax-M3 30,720 B a token on TP8, not 45,312)."""
+    from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu, kv_bytes_per_token_per_gpu
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    m = load_model(name)
+    bf16 = resolve_kv_layout("bf16")
+    for lay in (make_layout(m, 8, tp=8), make_layout(m, 16, tp=1, ep=16, dp_attention=True)):
+        per_token = kv_bytes_per_token_per_gpu(m, bf16, lay)
+        for s in (1, 4096, 32768):
+            assert kv_bytes_per_sequence_per_gpu(m, bf16, lay, s) == s * per_token, (lay, s)

@@ -415,6 +415,12 @@ def kv_bytes_per_token_per_gpu(
             for s in (far, far + period)
         )
         return -(next(grown) - next(grown)) // period
+    if m.index_head_dim is not None or m.sparse_index_dim is not None:
+        # DSA and MiniMax-M3's block-sparse layers keep an indexer key a token beside their
+        # K/V or latent row (none in a layer sharing another's indexer): the growth of one
+        # token, every layer's own, as the sequence's bytes count it
+        grown = (kv_bytes_per_sequence_per_gpu(m, layout, lay, s, 1, include_mtp) for s in (1, 2))
+        return -(next(grown) - next(grown))
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
     stages = stage_layers(m, lay.pp)
     mtp = m.num_nextn_predict_layers if include_mtp else 0
