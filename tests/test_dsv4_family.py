@@ -517,3 +517,15 @@ def test_a_bad_field_is_the_only_field_named(key, value):
         import_hf_config({**_raw(), key: value})
     text = str(err.value)
     assert text.count("field '") == 1 and f"field '{key}'" in text
+
+
+def test_every_quantized_gemm_of_the_checkpoint_runs_block_scaled(pro):
+    """Every GEMM whose weights the checkpoint stores in fp8 blocks runs the block-scaled
+    class with its scales (kv_proj, the compressors, the indexer's projections and the grouped
+    output projection had kept the per-tensor class); the indexer's weights_proj, kept in bf16
+    by the checkpoint, runs in bf16."""
+    gemms = {(k.name, k.calls): k for k in step_kernels(pro, "decode", 4096, 8) if k.kind == "gemm"}
+    classes = {name: k.dtype for (name, _), k in gemms.items()}
+    for name in ("kv_proj", "compressor", "o_a_proj", "o_b_proj", "indexer_q_proj"):
+        assert classes[name] == "fp8_block", name
+    assert classes["indexer_weights_proj"] == "bf16"

@@ -685,13 +685,25 @@ _READS: dict[str, tuple[str, ...]] = {
     "q_proj": (r"self_attn\.q_proj\.(weight|bias)",),
     "q_a_proj": (r"self_attn\.q_a_proj\.weight",),
     "q_b_proj": (r"self_attn\.q_b_proj\.weight",),
-    "kv_proj": (r"self_attn\.[kv]_proj\.(weight|bias)",),
+    "kv_proj": (r"self_attn\.([kv]|kv)_proj\.(weight|bias)",),  # DeepSeek-V4: one K = V
     "kv_a_proj": (r"self_attn\.kv_a_proj_with_mqa\.weight",),
     "kv_b_proj": (r"self_attn\.kv_b_proj\.weight",),
     "o_proj": (r"self_attn\.o_proj\.(weight|bias)",),
-    "indexer_q_proj": (r"self_attn\.indexer\.wq_b\.weight",),
+    "indexer_q_proj": (
+        r"self_attn\.indexer\.wq_b\.weight",
+        r"self_attn\.compressor\.indexer\.q_b_proj\.weight",
+    ),
     "indexer_k_proj": (r"self_attn\.indexer\.wk\.weight",),
-    "indexer_weights_proj": (r"self_attn\.indexer\.weights_proj\.weight",),
+    "indexer_weights_proj": (
+        r"self_attn\.indexer\.weights_proj\.weight",
+        r"self_attn\.compressor\.indexer\.scorer\.weights_proj\.weight",
+    ),
+    # DeepSeek-V4: the grouped output projection, the compressors (the pooled keys' and the
+    # indexer's, each a kv and a gate projection: one kernel each)
+    "o_a_proj": (r"self_attn\.o_a_proj\.weight",),
+    "o_b_proj": (r"self_attn\.o_b_proj\.weight",),
+    "compressor": (r"self_attn\.compressor\.(kv|gate)_proj\.weight",),
+    "indexer_compressor": (r"self_attn\.compressor\.indexer\.(kv|gate)_proj\.weight",),
     "dense_ffn_up": (r"mlp\.(gate|up|gate_up)_proj\.(weight|bias)",),
     "dense_ffn_down": (r"mlp\.down_proj\.(weight|bias)",),
     "shared_experts_up": (r"mlp\.shared_experts?\.(gate|up|gate_up)_proj\.(weight|bias)",),
@@ -748,11 +760,21 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
         return _Stored(params // experts, nbytes // experts, quantized)
 
     for name, patterns in _READS.items():
-        i = layer_of.get(name, 0)
-        if i is None:
-            continue
         rx = re.compile("|".join(patterns))
-        ts = [t for t in by_layer.get(i, []) if rx.fullmatch(t.name)]
+        if name in layer_of:
+            i = layer_of[name]
+            if i is None:
+                continue
+            ts = [t for t in by_layer.get(i, []) if rx.fullmatch(t.name)]
+        else:  # the first layer that holds them (DeepSeek-V4's indexer: csa layers only)
+            ts = next(
+                (
+                    hit
+                    for j in sorted(by_layer)
+                    if (hit := [t for t in by_layer[j] if rx.fullmatch(t.name)])
+                ),
+                [],
+            )
         if not ts:
             continue
         out[name] = stored(ts, m.n_routed_experts if name == "routed_experts" else 1)
