@@ -34,12 +34,12 @@ from functools import cache
 import numpy as np
 
 from mlacalc.cost.compressed import compressed_cost, compressed_kernels
-from mlacalc.measured.mapped import KernelPart
+from mlacalc.measured.mapped import KernelPart, KernelSlots
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import LayerKind
-from mlacalc.words.kernels import Kernel, KernelBatch
+from mlacalc.words.kernels import Kernel
 from mlacalc.words.workload import Workload
 
 __all__ = ["DSV4_MODELS", "dsv4_module_kernels", "dsv4_module_parts"]
@@ -89,10 +89,6 @@ def dsv4_module_kernels(
     return compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
 
 
-def _vector(k: Kernel, fields: list[str]) -> np.ndarray:
-    return np.array([k.flops, k.bytes, k.calls, *(k.shape[f] for f in fields)], dtype=np.float64)
-
-
 def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     """The kernels of every row of a DeepSeek-V4 CSA/HCA module table (see the module docs);
     rows of a model not in :data:`DSV4_MODELS` or a ``gemm_type`` it has no weights for are
@@ -111,8 +107,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     step = t.column("step").astype(np.int64)
     decode = (isl == 1) if core else np.full(len(t), generation)
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
-    # the kernels of each (name, kind, dtype) slot, one value vector per row
-    slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]] = {}
+    slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for (model, g), rows in _groups(models, gemm, ok):
         uniq, inverse = np.unique(keys[rows], axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -125,22 +120,13 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
             b = bs[at].astype(np.float64)[:, None] - 1.0
             h = (heads[at].astype(np.float64)[:, None] - _H1) / (_H2 - _H1)
             for k11, k21, k12, k22 in zip(*corners):
-                key = (k11.name, k11.kind, k11.dtype)
-                fields, idx, vals = slots.setdefault(key, (sorted(k11.shape), [], []))
-                v11, v21, v12, v22 = (_vector(k, fields)[None, :] for k in (k11, k21, k12, k22))
-                idx.extend(at.tolist())
-                vals.append(
-                    v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11)
+                v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
+                slots.add(
+                    k11,
+                    at,
+                    v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11),
                 )
-    parts = []
-    for (name, kk, dtype), (fields, idx, vals) in slots.items():
-        v = np.concatenate(vals)
-        shape = {f: v[:, 3 + i] for i, f in enumerate(fields)}
-        shape["warm_l2"] = np.ones(len(idx))  # the collectors never flush the L2
-        batch = KernelBatch(kind=kk, dtype=dtype, flops=v[:, 0], bytes=v[:, 1], calls=v[:, 2],
-                            shape=shape)  # fmt: skip
-        parts.append(KernelPart(name, np.asarray(idx, dtype=np.int64), batch))
-    return parts
+    return slots.parts()
 
 
 def _groups(models: np.ndarray, gemm: np.ndarray, ok: np.ndarray):

@@ -8,9 +8,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlacalc.measured.tables import MeasuredTable
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import Kernel, KernelBatch
 
-__all__ = ["NOT_MODELLED", "KernelPart", "MappedTable", "canon_dtypes", "distinct_kernels"]
+__all__ = [
+    "NOT_MODELLED",
+    "KernelPart",
+    "KernelSlots",
+    "MappedTable",
+    "canon_dtypes",
+    "distinct_kernels",
+]
 
 #: Reasons a row is not predicted, with what they mean.
 NOT_MODELLED: dict[str, str] = {
@@ -96,6 +103,42 @@ class MappedTable:
                         "shape": {k: float(v[i]) for k, v in b.shape.items()},
                     }
                 )
+        return out
+
+
+class KernelSlots:
+    """Kernels of module rows built at a few corners of (batch, heads) and interpolated per
+    row, gathered by (name, kind, dtype) into one :class:`KernelPart` each (the module tables
+    of :mod:`~mlacalc.measured.dsv4_modules` and :mod:`~mlacalc.measured.msa_modules`)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]]
+        self._slots = {}
+
+    def fields(self, k: Kernel) -> list[str]:
+        """The shape fields of ``k``'s slot (fixed by its first kernel)."""
+        return self._slots.setdefault((k.name, k.kind, k.dtype), (sorted(k.shape), [], []))[0]
+
+    def vector(self, k: Kernel) -> np.ndarray:
+        """``k`` as one row: FLOPs, bytes, calls and its slot's shape fields."""
+        fields = self.fields(k)
+        return np.array([k.flops, k.bytes, k.calls, *(k.shape[f] for f in fields)], np.float64)
+
+    def add(self, k: Kernel, rows: np.ndarray, values: np.ndarray) -> None:
+        """The rows ``rows`` of the table run ``k``'s slot at ``values`` (one vector a row)."""
+        _, idx, vals = self._slots[(k.name, k.kind, k.dtype)]
+        idx.extend(rows.tolist())
+        vals.append(values)
+
+    def parts(self) -> list[KernelPart]:
+        out = []
+        for (name, kind, dtype), (fields, idx, vals) in self._slots.items():
+            v = np.concatenate(vals)
+            shape = {f: v[:, 3 + i] for i, f in enumerate(fields)}
+            shape["warm_l2"] = np.ones(len(idx))  # the collectors never flush the L2
+            batch = KernelBatch(kind=kind, dtype=dtype, flops=v[:, 0], bytes=v[:, 1],
+                                calls=v[:, 2], shape=shape)  # fmt: skip
+            out.append(KernelPart(name, np.asarray(idx, dtype=np.int64), batch))
         return out
 
 

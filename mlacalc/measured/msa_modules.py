@@ -35,11 +35,11 @@ import numpy as np
 from mlacalc.cost.block_sparse import block_sparse_core
 from mlacalc.cost.engine import cost_of
 from mlacalc.cost.model_step import attention_kernels
-from mlacalc.measured.mapped import KernelPart
+from mlacalc.measured.mapped import KernelPart, KernelSlots
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.models.architecture import kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
-from mlacalc.words.kernels import Kernel, KernelBatch
+from mlacalc.words.kernels import Kernel
 from mlacalc.words.workload import Workload
 
 __all__ = ["MSA_MODELS", "msa_module_kernels", "msa_module_parts"]
@@ -81,10 +81,6 @@ def msa_module_kernels(
     return block_sparse_core(kernels, m)
 
 
-def _vector(k: Kernel, fields: list[str]) -> np.ndarray:
-    return np.array([k.flops, k.bytes, k.calls, *(k.shape[f] for f in fields)], dtype=np.float64)
-
-
 def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     """The kernels of every row of a MiniMax-M3 msa module table (see the module docs); rows
     of another model or of a ``gemm_type`` / ``kv_cache_dtype`` without a dtype here are
@@ -106,25 +102,13 @@ def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                      isl[ok].astype(str), step[ok].astype(str)], axis=1)  # fmt: skip
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    # the kernels of each (name, kind, dtype) slot, one value vector per row
-    slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]] = {}
+    slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for u, (model, g, c, h, q, s) in enumerate(uniq.tolist()):
         at = ok[inverse == u]
         one, two = (msa_module_kernels(model, int(h), g, c, bb, int(q), int(s), decode)
                     for bb in (1, 2))  # fmt: skip
         b = bs[at][:, None] - 1.0
         for k1, k2 in zip(one, two):
-            key = (k1.name, k1.kind, k1.dtype)
-            fields, idx, vals = slots.setdefault(key, (sorted(k1.shape), [], []))
-            v1, v2 = _vector(k1, fields)[None, :], _vector(k2, fields)[None, :]
-            idx.extend(at.tolist())
-            vals.append(v1 + b * (v2 - v1))
-    parts = []
-    for (name, kk, dtype), (fields, idx, vals) in slots.items():
-        v = np.concatenate(vals)
-        shape = {f: v[:, 3 + i] for i, f in enumerate(fields)}
-        shape["warm_l2"] = np.ones(len(idx))  # the collectors never flush the L2
-        batch = KernelBatch(kind=kk, dtype=dtype, flops=v[:, 0], bytes=v[:, 1], calls=v[:, 2],
-                            shape=shape)  # fmt: skip
-        parts.append(KernelPart(name, np.asarray(idx, dtype=np.int64), batch))
-    return parts
+            v1, v2 = slots.vector(k1)[None, :], slots.vector(k2)[None, :]
+            slots.add(k1, at, v1 + b * (v2 - v1))
+    return slots.parts()
