@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
-from mlacalc.words.kernels import Kernel
+from mlacalc.words.kernels import Kernel, indexer_score_shape
 
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
@@ -210,17 +210,7 @@ def block_indexer_kernels(
             flops=flops["core"],
             bytes=_packed(tokens * heads * width, a_bits) + b * S * row + logits,
             calls=calls,
-            shape={
-                "batch": b,
-                "q_len": q,
-                "kv_len": S,
-                "n_heads": heads,
-                "n_kv": 1,
-                "head_dim_qk": width,
-                "head_dim_v": 0,
-                "window": 0,
-                "causal": int(cost.causal),
-            },
+            shape=indexer_score_shape(b, q, S, heads, width, cost.causal),
         ),
         Kernel(
             name="block_indexer_topk",

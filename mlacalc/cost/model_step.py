@@ -82,7 +82,7 @@ from mlacalc.words.dtypes import (
     resolve_kv_layout,
 )
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.kernels import Kernel
+from mlacalc.words.kernels import Kernel, indexer_score_shape
 from mlacalc.words.vocab import (
     ABSORBED_IMPLS,
     NORM_FLOPS_PER_ELEMENT,
@@ -384,17 +384,7 @@ def indexer_kernels(
             flops=2 * b * heads * width * pairs,
             bytes=packed_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
             calls=calls,
-            shape={
-                "batch": b,
-                "q_len": q,
-                "kv_len": S,
-                "n_heads": heads,
-                "n_kv": 1,
-                "head_dim_qk": width,
-                "head_dim_v": 0,
-                "window": 0,
-                "causal": int(cost.causal),
-            },
+            shape=indexer_score_shape(b, q, S, heads, width, cost.causal),
         ),
         _elementwise(
             "indexer_topk",

@@ -72,9 +72,28 @@ __all__ = [
     "Kernel",
     "KernelBatch",
     "batches_of",
+    "indexer_score_shape",
     "roofline_bound",
     "variant_of",
 ]
+
+
+def indexer_score_shape(batch: int, q_len: int, kv_len: int, heads: int, width: int,
+                        causal: bool) -> dict[str, int]:  # fmt: skip
+    """The shape of an indexer's score kernel (DSA's lightning indexer, MiniMax-M3's block
+    indexer): ``heads`` query heads of ``width`` over one shared key per token, no values."""
+    return {
+        "batch": batch,
+        "q_len": q_len,
+        "kv_len": kv_len,
+        "n_heads": heads,
+        "n_kv": 1,
+        "head_dim_qk": width,
+        "head_dim_v": 0,
+        "window": 0,
+        "causal": int(causal),
+    }
+
 
 #: The attention kernels: prefill and decode, per-head (MHA/GQA/MQA) or MLA.
 ATTENTION_KINDS = ("attention_prefill", "attention_decode", "mla_prefill", "mla_decode")
