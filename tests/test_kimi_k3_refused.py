@@ -69,3 +69,17 @@ def test_transformers_kimi_linear_reads_none_of_the_k3_fields():
     source = "".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py")))
     assert "class KimiLinearConfig" in source
     assert [f for f in _K3_FIELDS if f in source] == []
+
+
+def test_only_each_fields_own_harmless_value_loads():
+    """Experts as wide as the model are no latent MoE; an attention-residual block or an
+    output gate of any stated value is refused, even one that equals hidden_size."""
+    config = _text_config()
+    for field in _K3_FIELDS:
+        config.pop(field)
+    for field, value in (
+        ("attn_res_block_size", config["hidden_size"]),
+        ("mla_use_output_gate", True),
+    ):
+        with pytest.raises(MlacalcError, match=f"field '{field}'"):
+            mlacalc.import_hf_config({**config, field: value})

@@ -77,7 +77,7 @@ def _full_layers(data, n, problems) -> list[int] | None:
 #: that sets them is refused rather than counted as plain Kimi Linear.
 _K3_ONLY = {
     "routed_expert_hidden_size": (
-        None,
+        "hidden_size",  # experts as wide as the model: no latent projection
         "Kimi-K3's latent MoE: routed experts on a narrower projection",
     ),
     "attn_res_block_size": (None, "Kimi-K3's attention residuals over blocks of layers"),
@@ -88,7 +88,9 @@ _K3_ONLY = {
 def _refuse_k3_fields(data, problems) -> None:
     for key, (harmless, what) in _K3_ONLY.items():
         value = data.get(key)
-        if value is not None and value != harmless and value != data.get("hidden_size"):
+        if harmless == "hidden_size":
+            harmless = data.get("hidden_size")
+        if value is not None and value != harmless:
             problems.append(
                 (
                     key,
