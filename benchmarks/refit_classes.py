@@ -1,0 +1,205 @@
+"""Refit some kernel classes of the shipped profiles, leaving every other class as it is.
+
+Every kernel class is fitted on its own rows (:func:`mlacalc.timemodel.fit.fit_profile`), so a
+change to one class's formula needs only that class refitted, in every profile that holds it,
+on the same tables the profile was fitted on (its ``fitted_on`` devices and its engine). This
+script does that and writes the classes (pooled, per device and their residuals) into the
+profile files in place; the rest of each file is unchanged.
+
+    python benchmarks/refit_classes.py --classes 'attention_decode:*' [--profiles NAME,...]
+        [--stage] [--dry-run]
+
+``--classes``: comma-separated class keys or shell patterns (``moe:*``, ``gemm:fp8_block``).
+``--profiles``: shipped profile names (default: every shipped profile). ``--stage``: also put,
+for each profile, the committed file (``git show HEAD:``) with only these classes replaced into
+git's index, so a commit takes these classes and no one else's uncommitted change to the file.
+A class the profile's tables time only inside composite rows (vLLM's MLA) is refitted on
+those rows' residuals, as ``mlacalc calibrate`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PROFILES = ROOT / "mlacalc" / "data" / "profiles"
+MEASURED = ROOT / "mlacalc" / "data" / "measured"
+
+
+def _matches(key: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def _systems_of(devices: list[str]) -> list[Path]:
+    from mlacalc.measured.tables import SYSTEM_DEVICES
+
+    out = []
+    for device in devices:
+        found = [s for s, d in SYSTEM_DEVICES.items() if d == device and (MEASURED / s).is_dir()]
+        if not found:
+            raise SystemExit(f"refit_classes: no shipped measured set for device {device}")
+        out.append(MEASURED / found[0])
+    return out
+
+
+def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
+    """The classes of profile ``name`` matching ``patterns``, refitted: a dict with ``classes``,
+    ``devices`` and ``residuals`` holding only those classes."""
+    from mlacalc.measured.calibrate import _mapped_of
+    from mlacalc.measured.observations import observations_of, residual_observations
+    from mlacalc.timemodel.engine_profiles import with_stand_ins
+    from mlacalc.timemodel.fit import fit_profile
+    from mlacalc.timemodel.observation_checks import usable_observations
+    from mlacalc.timemodel.profile import DEFAULT_PROFILE, load_profile
+    from mlacalc.timemodel.terms import class_key
+
+    prof = load_profile(name)
+    devices = [f["device"] for f in prof.fitted_on]
+    paths = [str(p) for p in _systems_of(devices)]
+    obs = [
+        o
+        for o in observations_of(paths, engine=prof.engine)
+        if _matches(class_key(o.batch.kind, o.batch.dtype, o.batch.variant), patterns)
+    ]
+    fitted = {}
+    if obs:
+        obs, _ = usable_observations(obs)
+        fitted = fit_profile(obs, name=name, use_scipy=use_scipy, engine=prof.engine).to_dict()
+    # classes the profile fitted on composite rows' residuals (its notes say which: vLLM's MLA)
+    # are refitted the same way, their direct rows (if any now) pooled with the residuals
+    noted = set()
+    for note in prof.notes:
+        if "fitted on the residuals of composite rows" in note:
+            noted |= {k.strip() for k in note.split(":", 1)[0].split(",")}
+    composite = sorted(k for k in prof.classes if _matches(k, patterns) and k in noted)
+    composite += sorted(
+        k
+        for k in prof.classes
+        if _matches(k, patterns) and k not in noted and k not in fitted.get("classes", {})
+    )
+    if composite:
+        import dataclasses
+
+        kinds = {k.split(":", 1)[0] for k in composite}
+        keep = {k: v for k, v in prof.classes.items() if k.split(":", 1)[0] not in kinds}
+        base = dataclasses.replace(
+            prof,
+            classes=keep,
+            devices={d: {k: v for k, v in t.items() if k in keep} for d, t in prof.devices.items()},
+        )
+        predictor = with_stand_ins(base, load_profile(DEFAULT_PROFILE))
+        robs = [
+            o for o in obs if class_key(o.batch.kind, o.batch.dtype, o.batch.variant) in composite
+        ]
+        for m in _mapped_of(paths, prof.engine):
+            robs += residual_observations(m, predictor, set(keep))
+        robs = [
+            o for o in robs if class_key(o.batch.kind, o.batch.dtype, o.batch.variant) in composite
+        ]
+        if robs:
+            robs, _ = usable_observations(robs)
+            extra = fit_profile(robs, name=name, use_scipy=use_scipy, engine=prof.engine)
+            extra_d = extra.to_dict()
+            if not fitted:
+                fitted = {"classes": {}, "devices": {}, "residuals": {}}
+            for part in ("devices", "residuals"):
+                for d in fitted[part]:
+                    fitted[part][d] = {
+                        k: v for k, v in fitted[part][d].items() if k not in extra_d["classes"]
+                    }
+            fitted["classes"].update(extra_d["classes"])
+            for part in ("devices", "residuals"):
+                for d, t in extra_d[part].items():
+                    fitted[part].setdefault(d, {}).update(t)
+    return {
+        "classes": fitted.get("classes", {}),
+        "devices": fitted.get("devices", {}),
+        "residuals": fitted.get("residuals", {}),
+    }
+
+
+def merged(text: str, new: dict, patterns: list[str]) -> str:
+    """A profile file's text with the classes of ``new`` put in (a class matching ``patterns``
+    that the refit no longer finds keeps its old values: :func:`main` names it)."""
+    data = json.loads(text)
+
+    def replace(table: dict, fresh: dict) -> dict:
+        # a class keeps its place in the file; a new one goes at the end
+        out = {k: fresh.get(k, v) for k, v in table.items()}
+        out.update({k: v for k, v in fresh.items() if k not in out})
+        return out
+
+    data["classes"] = replace(data["classes"], new["classes"])
+    for part in ("devices", "residuals"):
+        for device, table in data.get(part, {}).items():
+            data[part][device] = replace(table, new[part].get(device, {}))
+    return json.dumps(data, indent=1, sort_keys=False) + "\n"
+
+
+def _stage(path: Path, new: dict, patterns: list[str]) -> None:
+    rel = path.relative_to(ROOT).as_posix()
+    head = subprocess.run(
+        ["git", "show", f"HEAD:{rel}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        cwd=ROOT,
+        input=merged(head, new, patterns),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run(
+        ["git", "update-index", "--cacheinfo", f"100644,{blob},{rel}"], cwd=ROOT, check=True
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--classes", required=True, help="class keys or patterns, comma-separated")
+    ap.add_argument("--profiles", default="", help="profile names, comma-separated (default all)")
+    ap.add_argument("--stage", action="store_true", help="stage HEAD's files + these classes")
+    ap.add_argument("--dry-run", action="store_true", help="print the refits, write nothing")
+    args = ap.parse_args(argv)
+    from mlacalc.timemodel.profile import load_profile, shipped_profiles
+
+    patterns = [p.strip() for p in args.classes.split(",") if p.strip()]
+    names = [p.strip() for p in args.profiles.split(",") if p.strip()] or shipped_profiles()
+    for name in names:
+        path = PROFILES / f"{name}.json"
+        if not path.is_file():
+            print(f"refit_classes: no shipped profile {name!r}", file=sys.stderr)
+            return 2
+        t0 = time.time()
+        new = refit(name, patterns)
+        keys = sorted(new["classes"])
+        print(f"{name}: {len(keys)} class(es) refitted in {time.time() - t0:.0f} s: {keys}")
+        for device, table in new["residuals"].items():
+            for k in keys:
+                r = table.get(k)
+                if r:
+                    print(
+                        f"  {device} {k}: rows {r['rows']}, median "
+                        f"{r['median_abs_error']:.1%}, p90 {r['p90_abs_error']:.1%}"
+                    )
+        old = load_profile(name)
+        kept = sorted(k for k in old.classes if _matches(k, patterns) and k not in new["classes"])
+        if kept:
+            print(f"  not refitted (no rows found; old values kept): {kept}")
+        if args.dry_run or not keys:
+            continue
+        path.write_text(merged(path.read_text(encoding="utf-8"), new, patterns), encoding="utf-8")
+        if args.stage:
+            _stage(path, new, patterns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
