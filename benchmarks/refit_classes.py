@@ -7,14 +7,16 @@ script does that and writes the classes (pooled, per device and their residuals)
 profile files in place; the rest of each file is unchanged.
 
     python benchmarks/refit_classes.py --classes 'attention_decode:*' [--profiles NAME,...]
-        [--stage] [--dry-run]
+        [--stage] [--dry-run] [--drop-unfitted]
 
 ``--classes``: comma-separated class keys or shell patterns (``moe:*``, ``gemm:fp8_block``).
 ``--profiles``: shipped profile names (default: every shipped profile). ``--stage``: also put,
 for each profile, the committed file (``git show HEAD:``) with only these classes replaced into
 git's index, so a commit takes these classes and no one else's uncommitted change to the file.
 A class the profile's tables time only inside composite rows (vLLM's MLA) is refitted on
-those rows' residuals, as ``mlacalc calibrate`` does.
+those rows' residuals, as ``mlacalc calibrate`` does. A matching class no row of the tables
+times any more keeps its old values, or with ``--drop-unfitted`` is removed (a mapping that
+now runs those rows as another class: the profile then looks the kernel up as any unfitted one).
 """
 
 from __future__ import annotations
@@ -127,12 +129,16 @@ def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
 
 def merged(text: str, new: dict, patterns: list[str]) -> str:
     """A profile file's text with the classes of ``new`` put in (a class matching ``patterns``
-    that the refit no longer finds keeps its old values: :func:`main` names it)."""
+    that the refit no longer finds keeps its old values, :func:`main` names it; where
+    ``new["drop"]`` is true such classes are removed)."""
     data = json.loads(text)
+    drop = set()
+    if new.get("drop"):
+        drop = {k for k in data["classes"] if _matches(k, patterns) and k not in new["classes"]}
 
     def replace(table: dict, fresh: dict) -> dict:
         # a class keeps its place in the file; a new one goes at the end
-        out = {k: fresh.get(k, v) for k, v in table.items()}
+        out = {k: fresh.get(k, v) for k, v in table.items() if k not in drop}
         out.update({k: v for k, v in fresh.items() if k not in out})
         return out
 
@@ -167,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", default="", help="profile names, comma-separated (default all)")
     ap.add_argument("--stage", action="store_true", help="stage HEAD's files + these classes")
     ap.add_argument("--dry-run", action="store_true", help="print the refits, write nothing")
+    ap.add_argument(
+        "--drop-unfitted",
+        action="store_true",
+        help="remove matching classes that no row times any more (default: keep old values)",
+    )
     args = ap.parse_args(argv)
     from mlacalc.timemodel.profile import load_profile, shipped_profiles
 
@@ -191,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
         old = load_profile(name)
         kept = sorted(k for k in old.classes if _matches(k, patterns) and k not in new["classes"])
-        if kept:
+        new["drop"] = args.drop_unfitted
+        if kept and args.drop_unfitted:
+            print(f"  removed (no rows found): {kept}")
+        elif kept:
             print(f"  not refitted (no rows found; old values kept): {kept}")
         if args.dry_run or not keys:
             continue

@@ -307,6 +307,20 @@ def test_residual_observations_fit_the_one_unfitted_kernel_of_a_module_row():
         np.testing.assert_allclose(np.sort(o.seconds), np.sort(resid[keep]))
 
 
+def test_trtllm_b200_fp8_bmm_rows_are_bf16_bmms_of_dequantized_weights():
+    """TensorRT-LLM's fp8 MLA BMM on B200 (``trtllm_bmm_out_dequant_bf16``) dequantizes its
+    weights to bf16 when loaded and times as the bf16 BMM: mapped as one, nothing quantized,
+    and the H100 + A100 fit predicts it (leaving B200 out: 82% off as a block-scaled BMM)."""
+    mapped, err = _fitted("b200_sxm", "mla_bmm", "mla_bmm_perf", "default")
+    source = mapped.table.column("kernel_source").astype(str)
+    deq = np.char.endswith(source, "_dequant_bf16")
+    assert deq.sum() == 424
+    for p in mapped.parts:
+        if np.isin(p.rows, np.flatnonzero(deq)).any():
+            assert p.batch.kind == "gemm" and p.batch.dtype == "bf16"
+    assert np.median(np.abs(err[deq])) <= 0.07
+
+
 def test_vllm_profiles_fit_no_plain_block_scaled_gemm():
     from mlacalc.timemodel.profile import load_profile
 
