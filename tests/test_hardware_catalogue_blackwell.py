@@ -85,7 +85,7 @@ def test_other_added_devices_are_physical():
 def test_nvl72_rack_is_one_nvlink_domain():
     gb = load_hardware("GB200")
     assert gb.gpus_per_node == 4 and gb.scale_up_gpus == 72
-    assert gb.link(4) == gb.link(72) == (900e9, 3.33e-6)  # NVLink across the trays of a rack
+    assert gb.link(4) == gb.link(72) == (900e9, 5.33e-6)  # NVLink across the trays of a rack
     assert gb.link(73) == (100e9, 2.8e-6)  # beyond the rack: the network
     b200 = load_hardware("B200")
     assert b200.scale_up_gpus == 8 and b200.link(16) == (50e9, 2.8e-6)

@@ -127,7 +127,7 @@ def class_params(
         return hit[2], hit[3], hit[4]
     fig = device_figures(hw)
     params, how = prof.params(hw.name, kind, dtype, hw, variant)
-    scaled = scale_params(kind, params, fig)
+    scaled = scale_params(kind, params, fig, variant)
     if len(_CLASS_CACHE) > 512:
         _CLASS_CACHE.clear()
     _CLASS_CACHE[key] = (hw, prof, fig, scaled, how)

@@ -22,6 +22,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "CONVERT_PER_CLOCK",
     "REFERENCE_CLOCK_HZ",
+    "REFERENCE_LINK_LATENCY_S",
     "SCALE_BLOCK_K",
     "SFU_EXP_PER_CLOCK",
     "SMEM_BYTES_PER_CLOCK",
@@ -40,6 +41,13 @@ __all__ = [
 #: quantizing) are stated at this clock and scale with ``REFERENCE_CLOCK_HZ / clock`` of the
 #: device: they are cycles (:func:`mlacalc.timemodel.terms.scale_params`).
 REFERENCE_CLOCK_HZ = 1.83e9
+
+#: A collective's fixed cost and per-step synchronisation are flag round trips between GPUs:
+#: they are stated at this scale-up link latency (NVLink 4's, the DeepSeek-V3 ISCA 2025 paper's
+#: H800 measurement, Table 5: the H100-SXM catalogue figure) and scale with ``link latency /
+#: REFERENCE_LINK_LATENCY_S`` of the device, as well as with its clock
+#: (:func:`mlacalc.timemodel.terms.scale_params`).
+REFERENCE_LINK_LATENCY_S = 3.33e-6
 
 #: Conversion instructions (FP32 to a narrower type) one SM issues per clock (16 on Ampere and
 #: Hopper; CUDA C Programming Guide, arithmetic instruction throughput table)

@@ -35,7 +35,7 @@ from mlacalc.timemodel.elementwise_time import streaming_terms
 from mlacalc.timemodel.gemm_time import gemm_terms
 from mlacalc.timemodel.mla_time import mla_decode_terms
 from mlacalc.timemodel.moe_time import moe_terms
-from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
+from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, REFERENCE_LINK_LATENCY_S, col, combine
 from mlacalc.words.kernels import COMM_KINDS, KernelBatch
 
 __all__ = [
@@ -76,6 +76,17 @@ CLOCKED = (
 #: write land: the datasheet link latency (one figure for NVLink 3 and 4, measured at a Hopper
 #: clock) stated in cycles of the SMs that poll and answer it.
 COMM_CLOCKED = ("fixed_s", "proto_s", "latency_steps")
+#: The terms of a collective that are flag round trips over the scale-up fabric beside their
+#: cycles: its fixed cost and its bulk copies' synchronisation per step, stated at
+#: :data:`~mlacalc.timemodel.shared.REFERENCE_LINK_LATENCY_S` and scaled with the device's
+#: link latency (its per-step wait, ``latency_steps``, is already in link latencies). The
+#: smallest calls take 1.60x as long on B200 as on H100 in every engine's CUDA-graph custom
+#: all-reduce (1.46x in NCCL's, launched from the host) where the clocks differ by 1.4%.
+COMM_ROUND_TRIPS = ("fixed_s", "proto_s")
+#: Collective variants launched from the host, one call at a time (SGLang's and vLLM's eager
+#: custom all-reduce): their fixed cost is the host's launch and input copy (about 30 us on
+#: H100 and B200 alike), not the fabric's round trips; it stays a time at the reference clock.
+HOST_LAUNCHED = ("eager",)
 
 #: Launch latency of a kernel timed outside a CUDA graph (a TensorRT plugin layer timed by the
 #: engine's profiler, ``plugin = 1``): the host launch a graph replay removes and the fitted
@@ -339,13 +350,21 @@ def default_params(kind: str) -> dict[str, float]:
     return out
 
 
-def scale_params(kind: str, prm: dict[str, float], fig: DeviceFigures) -> dict[str, float]:
+def scale_params(
+    kind: str, prm: dict[str, float], fig: DeviceFigures, variant: str = ""
+) -> dict[str, float]:
     """``prm`` with the times of work on the SMs (cycles, stated at the reference clock) scaled
-    to the device's clock; of a collective only its fixed cost and synchronisation."""
+    to the device's clock; of a collective only its fixed cost and synchronisation, which also
+    scale with the device's link latency (:data:`COMM_ROUND_TRIPS`) unless the ``variant`` is
+    launched from the host (:data:`HOST_LAUNCHED`)."""
     scale = REFERENCE_CLOCK_HZ / fig.clock_hz
     out = dict(prm)
     for name in COMM_CLOCKED if kind in COMM_KINDS else CLOCKED:
         out[name] = prm[name] * scale
+    if kind in COMM_KINDS and variant not in HOST_LAUNCHED and fig.link_latency_s > 0:
+        trips = fig.link_latency_s / REFERENCE_LINK_LATENCY_S
+        for name in COMM_ROUND_TRIPS:
+            out[name] = out[name] * trips
     return out
 
 
@@ -358,7 +377,7 @@ def kernel_terms(
     (:func:`scale_params`)."""
     kind = batch.kind
     if not scaled:
-        prm = scale_params(kind, prm, fig)
+        prm = scale_params(kind, prm, fig, batch.variant)
     if kind == "gemm":
         terms = gemm_terms(batch, fig, prm)
     elif kind in ("attention_prefill", "mla_prefill"):
