@@ -54,13 +54,16 @@ def kind_of(mapped) -> list[tuple[str, np.ndarray]]:
     return [(k, label == k) for k in sorted(set(label.tolist()))]
 
 
-def stats(pred: np.ndarray, meas: np.ndarray, modelled: np.ndarray) -> dict:
+def stats(pred: np.ndarray, meas: np.ndarray, modelled: np.ndarray, zero=None) -> dict:
+    """``zero``: rows predicted exactly as no kernel (0 s, as measured): predicted, outside
+    the error figures (0 / 0 has no relative error)."""
     ok = modelled & np.isfinite(pred)
     err = pred[ok] / meas[ok] - 1.0
+    done = int(ok.sum()) + (0 if zero is None else int(np.sum(zero)))
     out = {
         "rows": len(meas),
-        "predicted": int(ok.sum()),
-        "not_predicted": int(len(meas) - ok.sum()),
+        "predicted": done,
+        "not_predicted": int(len(meas) - done),
     }
     if err.size:
         out.update(
@@ -72,24 +75,30 @@ def stats(pred: np.ndarray, meas: np.ndarray, modelled: np.ndarray) -> dict:
 
 
 def evaluate(mapped_by_device: dict, profile) -> dict:
+    from mlacalc.measured.mapping import NO_KERNEL
     from mlacalc.measured.observations import predict_mapped
 
     out: dict = {}
     for device, tables in mapped_by_device.items():
         if not tables:
             continue
-        pooled_p, pooled_m, pooled_ok = [], [], []
+        pooled_p, pooled_m, pooled_ok, pooled_z = [], [], [], []
         for mapped in tables:
             pred = predict_mapped(mapped, device, profile)
             meas = mapped.table.seconds
             ok = np.asarray(mapped.modelled, dtype=bool)
+            zero = mapped.reason == NO_KERNEL
             for kind, sel in kind_of(mapped):
-                out.setdefault(device, {})[kind] = stats(pred[sel], meas[sel], ok[sel])
+                out.setdefault(device, {})[kind] = stats(pred[sel], meas[sel], ok[sel], zero[sel])
             pooled_p.append(pred)
             pooled_m.append(meas)
             pooled_ok.append(ok)
+            pooled_z.append(zero)
         out[device]["pooled"] = stats(
-            np.concatenate(pooled_p), np.concatenate(pooled_m), np.concatenate(pooled_ok)
+            np.concatenate(pooled_p),
+            np.concatenate(pooled_m),
+            np.concatenate(pooled_ok),
+            np.concatenate(pooled_z),
         )
     return out
 
@@ -234,7 +243,7 @@ ENGINE_SYSTEMS = {"H100-SXM": "h100_sxm", "B200": "b200_sxm"}
 
 def engines_main(args) -> int:
     """``--engines``: every engine on H100 and B200 (see the module docstring)."""
-    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.mapping import map_table, not_predicted
     from mlacalc.measured.tables import load_measured
     from mlacalc.measured.validate import validate
     from mlacalc.timemodel.profile import load_profile
@@ -258,7 +267,7 @@ def engines_main(args) -> int:
             key = f"{engine} {device}"
             results[key] = {"validate_s": took, "not_predicted": {}}
             for m in mapped:
-                left = int((m.reason != "").sum())
+                left = int(not_predicted(m.reason).sum())
                 results[key]["not_predicted"][m.table.table] = [left, len(m.table)]
             results[key]["fitted"] = evaluate({device: mapped}, load_profile(fitted))[device]
             loo = loo_given.get(device, loo) if engine == "trtllm" else loo

@@ -37,6 +37,9 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
     for t in v.tables:
         s = t.summary()
         why = ", ".join(f"{k} {n}" for k, n in s["not_predicted_by_reason"].items())
+        if s["predicted_zero"]:  # predicted, outside the error figures: say how many
+            zero = f"predicted as no kernel (0 s) {s['predicted_zero']}"
+            why = ", ".join(filter(None, [zero, why]))
         rows.append(
             [
                 s["system"],

@@ -102,14 +102,33 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "DSV3",
     "NOT_MODELLED",
+    "NO_KERNEL",
     "UNMAPPED",
     "KernelPart",
     "MappedTable",
     "map_table",
     "mapped_tables",
+    "not_predicted",
     "observations",
     "single_kernel_rows",
 ]
+
+#: The reason of a row whose shape runs no kernel (the engine makes no call, or the measured
+#: difference has nothing to time) and whose measured time is 0: the time model predicts it
+#: exactly, 0 s. Such a row counts as predicted (:func:`not_predicted`) and stays outside the
+#: relative-error statistics (0 / 0 has no relative error) and every fit.
+NO_KERNEL = "no_kernel"
+
+#: The reason of a row the mapping runs no kernel for whose measured time is positive: the
+#: prediction (0 s) misses it, counted as not predicted.
+NO_KERNEL_TIMED = "no_kernel_timed"
+
+
+def not_predicted(reason: np.ndarray) -> np.ndarray:
+    """Rows not predicted: a reason other than ``""`` and :data:`NO_KERNEL` (a row predicted
+    exactly as no kernel, 0 s)."""
+    return (reason != "") & (reason != NO_KERNEL)
+
 
 #: DeepSeek-V3 attention geometry of the MLA tables.
 DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64, "v": 128}
@@ -1199,6 +1218,9 @@ def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     ratio = np.maximum(_f(t.column("compress_ratio")), 1.0)
     keys = np.floor((step + isl) / ratio)
+    # DeepSeek-V4-Pro (the shipped mlacalc/data/models/deepseek-v4-pro.yaml)
+    "sgl-project/DeepSeek-V4-Pro-FP8": (64, 128, 1024),
+    "deepseek-ai/DeepSeek-V4-Pro": (64, 128, 1024),
     pairs = bs * isl * (step + (isl + 1) / 2) / ratio
     nbytes = bs * isl * heads * (dim + 4) + bs * keys * (dim + 4) + pairs * 4
     rows = np.arange(len(t))
@@ -1254,23 +1276,28 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     selection's passes) a variant of its own: an ``elementwise`` kernel of one CTA a query
     (``units``: the queries with more than ``index_topk`` causal keys, which select), the
     logits of each query's causal keys read once and the int32 indices written, and a wait
-    per wave of selecting rows (``unit_latency_s``). Where the keys number no more than
-    ``index_topk`` every key is selected, no kernel runs and the row's time is 0
-    (``zero_time``)."""
+    per wave of selecting rows (``unit_latency_s``). Where no query has more keys than
+    ``index_topk`` every key is selected and no kernel runs: the row is predicted as 0 s
+    (:data:`NO_KERNEL`; the tables time exactly these rows 0).
+
+    ``dsv4_csa_topk_calib_perf`` (SGLang's calibration sweep of DeepSeek-V4's top-k transform,
+    ``topk_transform_v1`` / ``_v2``, score modes ``v1_flat`` ...) is the same kernel over
+    DeepSeek-V4's compressed keys: query ``i`` sees ``floor((step + i) / compress_ratio)``
+    pooled keys, and the row is 0 where none has more than the model's ``index_topk``."""
     _, _, topk, known = _indexer_geometry(t, reason)
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     q = bs * isl
-    # query i (1-based) of a sequence ranks its causal keys, step + i of them; a query with no
-    # more than index_topk keys takes them all without a selection
-    pairs = bs * (isl * step + isl * (isl + 1) / 2)
-    selecting = bs * np.clip(step + isl - topk, 0.0, isl)
+    # query i (1-based) of a sequence ranks its causal keys, floor((step + i) / ratio) of them;
+    # a query with no more than index_topk keys takes them all without a selection
+    pairs = bs * (_pooled_keys_below(step + isl, ratio) - _pooled_keys_below(step, ratio))
+    selecting = bs * np.clip(step + isl - ratio * (topk + 1) + 1, 0.0, isl)
     mode = t.column("score_mode").astype(str)
     rows = np.arange(len(t))
     for m in np.unique(mode[known]):
-        s = known & (mode == m)
+        s = known & (mode == m) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0,
               (pairs * 4 + q * topk * 4)[s], variant=f"topk_{m}",
-              elements=pairs[s], units=np.maximum(selecting, 1.0)[s])  # fmt: skip
+              elements=pairs[s], units=selecting[s])  # fmt: skip
 
 
 def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -1301,6 +1328,13 @@ def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
     b.add("sparse_mla", "mla_decode", "bf16", rows[k], flops[k], nbytes[k], variant="sparse",
           batch=tok[k], q_len=1, kv_len=topk[k], n_heads=h[k], n_kv=1, head_dim_qk=lat,
           head_dim_v=g["kv_lora"], window=0, causal=1, page_size=_PAGE, kv_bytes=2,
+def _pooled_keys_below(n: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """``sum(floor(j / ratio) for j in 1..n)``: the keys queries 1..n see, ``ratio`` tokens
+    pooled to one key (exact integers; ``n (n + 1) / 2`` at ratio 1)."""
+    q, rem = n // ratio, n % ratio
+    return ratio * q * (q - 1) / 2 + q * (rem + 1)
+
+
           kv_split=split, operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
 
 
@@ -1313,6 +1347,8 @@ DSA_GEOMETRY = {
     "deepseek-ai/DeepSeek-V3.2": DSV3,
     **{m: _GLM5 for m in INDEXERS if "GLM-5" in m},
 }
+    ratio = _f(t.column("compress_ratio")) if "compress_ratio" in t.columns else np.ones(len(t))
+    ratio = np.maximum(ratio, 1.0)
 
 
 def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]:
@@ -1320,6 +1356,8 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
     models = t.column("model").astype(str)
     reason[~np.isin(models, list(DSA_GEOMETRY))] = "unknown_model"
     return {
+    none = known & (selecting <= 0)
+    reason[none] = NO_KERNEL
         key: np.array([DSA_GEOMETRY.get(m, DSV3)[key] for m in models], dtype=np.float64)
         for key in DSV3
     }
@@ -1497,9 +1535,7 @@ _MAPPERS = {
 #: Tables read but not mapped onto kernels, each with the reason. Their rows are counted as not
 #: predicted (reason ``not_mapped``) by :func:`map_table`, never dropped; docs/measured-sets.md
 #: says what one row of each measures, as far as the columns and meta files tell.
-UNMAPPED: dict[str, str] = {
-    "dsv4_csa_topk_calib_perf": "a top-k calibration sweep of DeepSeek-V4's indexer (score modes)",
-}
+UNMAPPED: dict[str, str] = {}
 
 
 def mapped_tables() -> list[str]:
@@ -1517,6 +1553,7 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     if mapper is None and table.table in UNMAPPED:
         reason = np.full(len(table), "not_mapped", dtype=object)
         mapped = MappedTable(table=table, parts=[], reason=reason)
+    "dsv4_csa_topk_calib_perf": _topk_table,
         mapped.rules.append(f"not_mapped: {UNMAPPED[table.table]}")
         return mapped
     if mapper is None:
@@ -1575,3 +1612,5 @@ def observations(measured) -> list:
                 )
             )
     return out
+    timed = (reason == NO_KERNEL) & ~bad_time  # no kernel said, a time measured: a miss
+    mapped.reason[timed] = NO_KERNEL_TIMED

@@ -13,7 +13,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import distinct_kernels
-from mlacalc.measured.mapping import map_table
+from mlacalc.measured.mapping import NO_KERNEL, map_table, not_predicted
 from mlacalc.measured.tables import MeasuredSet, load_measured
 from mlacalc.measured.validate_bench import validate_file
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
@@ -66,7 +66,7 @@ class TableValidation:
     version: str
     measured_s: np.ndarray
     predicted_s: np.ndarray  # NaN where not predicted
-    reason: np.ndarray  # "" where predicted
+    reason: np.ndarray  # "" where predicted (NO_KERNEL: predicted exactly, 0 s)
     rules: list[str]
     calibration: str
     mapped: Any = field(default=None, repr=False)
@@ -82,16 +82,23 @@ class TableValidation:
 
     @property
     def errors(self) -> np.ndarray:
-        """``predicted / measured - 1`` of the predicted rows."""
+        """``predicted / measured - 1`` of the predicted rows (not of the rows predicted as no
+        kernel, 0 s as measured: 0 / 0 has no relative error)."""
         ok = self.predicted_mask
         return self.predicted_s[ok] / self.measured_s[ok] - 1.0
 
+    @property
+    def predicted_zero(self) -> int:
+        """Rows predicted exactly as no kernel (0 s, as measured): counted as predicted."""
+        return int((self.reason == NO_KERNEL).sum())
+
     def not_predicted_by_reason(self) -> dict[str, int]:
-        names, counts = np.unique(self.reason[~self.predicted_mask].astype(str), return_counts=True)
+        left = not_predicted(self.reason)
+        names, counts = np.unique(self.reason[left].astype(str), return_counts=True)
         return {str(n): int(c) for n, c in zip(names, counts)}
 
     def summary(self) -> dict[str, Any]:
-        ok = int(self.predicted_mask.sum())
+        ok = self.rows - int(not_predicted(self.reason).sum())
         return {
             "table": self.table,
             "system": self.system,
@@ -100,6 +107,7 @@ class TableValidation:
             "rows": self.rows,
             "predicted": ok,
             "not_predicted": self.rows - ok,
+            "predicted_zero": self.predicted_zero,
             **_stats(self.errors),
             "device": self.device,
             "calibration": self.calibration,
@@ -139,7 +147,7 @@ class TableValidation:
         pred_i, err_i, why_i = len(names) - 3, len(names) - 2, len(names) - 1
         columns[pred_i] = [v if f else None for v, f in zip(columns[pred_i], finite.tolist())]
         columns[err_i] = [v if o else None for v, o in zip(columns[err_i], ok.tolist())]
-        columns[why_i] = [w or None for w in columns[why_i]]
+        columns[why_i] = [None if w in ("", NO_KERNEL) else w for w in columns[why_i]]
         return [dict(zip(names, values)) for values in zip(*columns)]
 
 
@@ -156,10 +164,11 @@ class MeasuredValidation:
     def overall(self) -> dict[str, Any]:
         rows = sum(t.rows for t in self.tables)
         err = np.concatenate([t.errors for t in self.tables]) if self.tables else np.zeros(0)
+        zero = sum(t.predicted_zero for t in self.tables)
         return {
             "rows": rows,
-            "predicted": int(err.size),
-            "not_predicted": rows - int(err.size),
+            "predicted": int(err.size) + zero,
+            "not_predicted": rows - int(err.size) - zero,
             **_stats(err),
         }
 
@@ -373,6 +382,7 @@ def validate_measured(
         bad = (reason == "") & ~(np.isfinite(pred) & (pred > 0))
         reason[bad] = "no_time_model"
         pred = np.where(reason == "", pred, np.where(np.isfinite(pred), pred, np.nan))
+        pred[reason == NO_KERNEL] = 0.0  # no kernel runs: 0 s, as measured
         out.append(
             TableValidation(
                 t.table,
