@@ -1164,6 +1164,9 @@ INDEXERS = {
     "deepseek-ai/DeepSeek-V3.2": (64, 128, 2048),
     # DeepSeek-V4-Flash (mlacalc.models.deepseek_v4's defaults, its config.json)
     "sgl-project/DeepSeek-V4-Flash-FP8": (64, 128, 512),
+    # DeepSeek-V4-Pro (the shipped mlacalc/data/models/deepseek-v4-pro.yaml)
+    "sgl-project/DeepSeek-V4-Pro-FP8": (64, 128, 1024),
+    "deepseek-ai/DeepSeek-V4-Pro": (64, 128, 1024),
 }
 # (GLM-5.2 and its FP8 / NVFP4 checkpoints: GLM-5's indexer, an assumption: the same
 # architecture class, GlmMoeDsaForCausalLM, and no GLM-5.2 config vendored)
@@ -1218,9 +1221,6 @@ def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     ratio = np.maximum(_f(t.column("compress_ratio")), 1.0)
     keys = np.floor((step + isl) / ratio)
-    # DeepSeek-V4-Pro (the shipped mlacalc/data/models/deepseek-v4-pro.yaml)
-    "sgl-project/DeepSeek-V4-Pro-FP8": (64, 128, 1024),
-    "deepseek-ai/DeepSeek-V4-Pro": (64, 128, 1024),
     pairs = bs * isl * (step + (isl + 1) / 2) / ratio
     nbytes = bs * isl * heads * (dim + 4) + bs * keys * (dim + 4) + pairs * 4
     rows = np.arange(len(t))
@@ -1269,6 +1269,13 @@ def _mhc_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     reason[~ok] = "unknown_dtype"
 
 
+def _pooled_keys_below(n: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """``sum(floor(j / ratio) for j in 1..n)``: the keys queries 1..n see, ``ratio`` tokens
+    pooled to one key (exact integers; ``n (n + 1) / 2`` at ratio 1)."""
+    q, rem = n // ratio, n % ratio
+    return ratio * q * (q - 1) / 2 + q * (rem + 1)
+
+
 def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``glm5_topk_module_perf``: SGLang's ``fast_topk_transform_fused``, the ``index_topk``
     best keys of each query's fp32 logits (``batch_size x isl`` queries over ``step + isl``
@@ -1286,6 +1293,8 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     pooled keys, and the row is 0 where none has more than the model's ``index_topk``."""
     _, _, topk, known = _indexer_geometry(t, reason)
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
+    ratio = _f(t.column("compress_ratio")) if "compress_ratio" in t.columns else np.ones(len(t))
+    ratio = np.maximum(ratio, 1.0)
     q = bs * isl
     # query i (1-based) of a sequence ranks its causal keys, floor((step + i) / ratio) of them;
     # a query with no more than index_topk keys takes them all without a selection
@@ -1293,6 +1302,8 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     selecting = bs * np.clip(step + isl - ratio * (topk + 1) + 1, 0.0, isl)
     mode = t.column("score_mode").astype(str)
     rows = np.arange(len(t))
+    none = known & (selecting <= 0)
+    reason[none] = NO_KERNEL
     for m in np.unique(mode[known]):
         s = known & (mode == m) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0,
@@ -1328,13 +1339,6 @@ def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
     b.add("sparse_mla", "mla_decode", "bf16", rows[k], flops[k], nbytes[k], variant="sparse",
           batch=tok[k], q_len=1, kv_len=topk[k], n_heads=h[k], n_kv=1, head_dim_qk=lat,
           head_dim_v=g["kv_lora"], window=0, causal=1, page_size=_PAGE, kv_bytes=2,
-def _pooled_keys_below(n: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-    """``sum(floor(j / ratio) for j in 1..n)``: the keys queries 1..n see, ``ratio`` tokens
-    pooled to one key (exact integers; ``n (n + 1) / 2`` at ratio 1)."""
-    q, rem = n // ratio, n % ratio
-    return ratio * q * (q - 1) / 2 + q * (rem + 1)
-
-
           kv_split=split, operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
 
 
@@ -1347,8 +1351,6 @@ DSA_GEOMETRY = {
     "deepseek-ai/DeepSeek-V3.2": DSV3,
     **{m: _GLM5 for m in INDEXERS if "GLM-5" in m},
 }
-    ratio = _f(t.column("compress_ratio")) if "compress_ratio" in t.columns else np.ones(len(t))
-    ratio = np.maximum(ratio, 1.0)
 
 
 def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]:
@@ -1356,8 +1358,6 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
     models = t.column("model").astype(str)
     reason[~np.isin(models, list(DSA_GEOMETRY))] = "unknown_model"
     return {
-    none = known & (selecting <= 0)
-    reason[none] = NO_KERNEL
         key: np.array([DSA_GEOMETRY.get(m, DSV3)[key] for m in models], dtype=np.float64)
         for key in DSV3
     }
@@ -1501,6 +1501,7 @@ _MAPPERS = {
     "dsv4_paged_mqa_logits_module_perf": _paged_mqa_logits_table,
     "mhc_module_perf": _mhc_table,
     "glm5_topk_module_perf": _topk_table,
+    "dsv4_csa_topk_calib_perf": _topk_table,
     "glm5_dsa_attn_module_perf": _sparse_mla_table,
     "dsa_context_module_perf": lambda t, b, r: _dsa_module_table(t, b, r, context=True),
     "dsa_generation_module_perf": lambda t, b, r: _dsa_module_table(t, b, r, context=False),
@@ -1553,7 +1554,6 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     if mapper is None and table.table in UNMAPPED:
         reason = np.full(len(table), "not_mapped", dtype=object)
         mapped = MappedTable(table=table, parts=[], reason=reason)
-    "dsv4_csa_topk_calib_perf": _topk_table,
         mapped.rules.append(f"not_mapped: {UNMAPPED[table.table]}")
         return mapped
     if mapper is None:
@@ -1567,6 +1567,8 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     mapper(table, b, reason)
     mapped = MappedTable(table=table, parts=b.parts, reason=reason, host_s=b.host_s)
     bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
+    timed = (reason == NO_KERNEL) & ~bad_time  # no kernel said, a time measured: a miss
+    mapped.reason[timed] = NO_KERNEL_TIMED
     mapped.exclude(bad_time, "zero_time")
     if quirks:
         apply_quirks(mapped)
@@ -1612,5 +1614,3 @@ def observations(measured) -> list:
                 )
             )
     return out
-    timed = (reason == NO_KERNEL) & ~bad_time  # no kernel said, a time measured: a miss
-    mapped.reason[timed] = NO_KERNEL_TIMED
