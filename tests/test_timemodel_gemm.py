@@ -208,6 +208,31 @@ def test_dynamic_fp8_quantization_pays_a_fixed_cost_per_graph_node():
     assert float(bld.parts[0].batch.shape["quant_launches"][0]) == 3.0
 
 
+def test_a_per_tensor_amax_lasts_at_least_its_chain_of_atomics():
+    """vLLM's amax kernel folds each token's maximum into the one scale with an atomic: the
+    atomics on one address queue at the L2 (``atomic_cycles`` each), so the quantization
+    lasts at least tokens x cycles / clock, however little it reads; where its read of the
+    input outlasts the chain, nothing is added. The mapping gives vLLM's rows one a token."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("gemm")
+    prm.update(atomic_cycles=12.0)
+    cols = {"quantize_input": 1, "quant_passes": 2, "quant_launches": 3}
+    for m, k, chained in ((8192, 128, True), (64, 65536, False)):
+        plain = kernel_terms(_gemm("fp8", m, 128, k, **cols), fig, prm)["extra_s"][0]
+        atom = _gemm("fp8", m, 128, k, quant_atomics=m, **cols)
+        extra = kernel_terms(atom, fig, prm)["extra_s"][0] - plain
+        read = prm["quant_bytes"] * 2.0 * m * k / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+        chain = m * 12.0 / fig.clock_hz
+        assert extra == pytest.approx(max(chain - read, 0.0), abs=1e-12)
+        assert (extra > 0) == chained
+    from mlacalc.measured.mapping import _Builder, _gemm_kernels
+
+    bld = _Builder(1)
+    _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [64.0], [64.0], amax_atomics=1.0)
+    _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [64.0], [64.0])
+    assert [float(p.batch.shape["quant_atomics"][0]) for p in bld.parts] == [16.0, 0.0]
+
+
 def test_split_k_pays_its_reduction(monkeypatch):
     """A split-K GEMM writes each split's fp32 partial tile and reads it back (8 bytes a padded
     output element and split, at the class's HBM rate); a GEMM with a wave of tiles or more

@@ -328,10 +328,12 @@ def _gemm_kernels(
     out_elem=2.0,
     permute=0,
     variant="",
+    amax_atomics=0.0,
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
-    (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling)
-    or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
+    (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
+    ``amax_atomics = 1`` where the amax kernel's blocks, one a token, each fold their maximum
+    into the scale with an atomic: ``quant_atomics`` = tokens) or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
     quantize also permutes heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the
     batched GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
@@ -348,6 +350,7 @@ def _gemm_kernels(
             "quant_passes": 2,
             "quant_permute": 0,
             "quant_launches": 3,
+            "quant_atomics": amax_atomics * g * m,
         }
     elif dtype == "fp8_block":
         nbytes = nbytes + 4.0 * g * (
@@ -401,6 +404,9 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     else:
         copies = np.clip(np.ceil(l2 / weight), 1, 5)
     variants = _source_variants(t, dt)
+    # vLLM's dynamic per-tensor fp8 quantization (``scaled_fp8_quant``): its amax kernel runs
+    # a block per token, each folding its maximum into the one scale with an atomic
+    atomics = 1.0 if t.engine == "vllm" else 0.0
     if t.engine == "vllm" and "kernel_source" in t.columns:
         # quirk of vLLM's table (mapping rule): its fp8_block rows time a floor of 57-93 us on
         # H100 and 175-275 us on B200 at every m up to 4,096 (n = 3,072, k = 1,536), where the
@@ -426,6 +432,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 k[sel],
                 weight_copies=copies[sel],
                 variant=str(var),
+                amax_atomics=atomics,
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16

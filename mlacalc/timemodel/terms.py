@@ -121,6 +121,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
     "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
+    "atomic_cycles": (0.0, 64.0, "clock cycles per atomic folded into one address (the L2's)"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
     "switch_eff": (0.5, 1.0, "link efficiency of an in-switch (NVLS) all-reduce, x link_eff"),
@@ -162,6 +163,9 @@ DEFAULTS: dict[str, float] = {
     "select_s": 0.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
+    # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 11.8 cycles each
+    # in the fit on its H100 gemm_perf rows, 10.3 on its B200 rows (6.4 and 5.5 ns)
+    "atomic_cycles": 11.8,
     "launch_s": 2e-6,
     "qhead_unit": 0.1,
     "switch_eff": 1.0,
@@ -307,6 +311,8 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = names + _FP8_QUANT  # the GEMM's input quantization (fp8 or nvfp4)
     if kind == "gemm" and dtype == "fp8_block":
         names = (*names, "promote_cycles")
+    if kind == "gemm" and dtype == "fp8":
+        names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
         names = (*names, "dequant_s")
     if kind == "attention_decode" and dtype.startswith("fp8"):
