@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPRESSED_KERNELS",
     "CONVENTIONS",
+    "HEAD_TILE",
     "attention_flops",
     "cache_bytes",
     "causal_keys",
@@ -74,6 +75,14 @@ _TYPES = {"csa": v4.CSA, "hca": v4.HCA, "swa": v4.SLIDING}
 #: bytes of one indexer logit and of one picked key's index
 _LOGIT_BYTES = 4
 _INDEX_BYTES = 4
+#: the paged cache's block (tokens) of the indexer's decode kernel
+_PAGE = 64
+#: the query heads FlashMLA's sparse attention kernels (DeepSeek-V4's core in SGLang and vLLM)
+#: take at a time: a rank of fewer local heads (tensor parallel) pads its queries to 64 and
+#: runs the products of the padded heads too (the module tables: the error of the layer's
+#: prompts is flat across 8-64 local heads with the pad, -35% to -15% from 64 down to 8
+#: heads without it)
+HEAD_TILE = 64
 
 #: The step kernels of a DeepSeek-V4 layer, each with its stage.
 COMPRESSED_KERNELS = {
@@ -322,25 +331,49 @@ def compressed_kernels(
     fp8 = resolve_kv_layout(kv_dtype).name.startswith("fp8")
     core_dtype = "fp8" if decode and fp8 else act_dtype  # the decode kernel follows its cache
     out: list[Kernel] = []
+    nh = c.num_attention_heads
+    tile = max(nh, HEAD_TILE)  # FlashMLA's sparse kernels take the query heads 64 at a time
     for o in cost.ops:
         if o.name == "attention":
             kind = "mla_decode" if decode else "attention_prefill"
+            # the padded heads' products run, their queries are read and outputs written
+            act = o.bytes_read - o.cache_bytes_read - o.weight_bytes
+            padded = replace(
+                o,
+                flops=o.flops * tile // nh,
+                bytes_read=o.bytes_read + act * (tile - nh) // nh,
+                bytes_written=o.bytes_written * tile // nh,
+            )
             out.append(
                 _attention_kernel(
-                    o.name, kind, o, core_dtype, calls, batch=b, q_len=q, kv_len=seen,
-                    n_heads=c.num_attention_heads, n_kv=1, head_dim_qk=c.head_dim,
+                    o.name, kind, padded, core_dtype, calls, batch=b, q_len=q, kv_len=seen,
+                    n_heads=tile, n_kv=1, head_dim_qk=c.head_dim,
                     head_dim_v=c.head_dim, window=0, causal=0, pooled_ratio=rate,
                     pooled_cap=c.index_topk if cost.variant == "csa" else 0,
-                    pooled_window=c.sliding_window, rope_kernel=1,
+                    pooled_window=c.sliding_window, rope_kernel=1, sparse=int(decode),
+                )
+            )  # fmt: skip
+        elif o.name == "indexer_scores" and decode:
+            # DeepGEMM's fp8 paged MQA logits, as both engines run it and the
+            # dsv4_paged_mqa_logits tables time it (variant ``indexer``): the fp8 pooled keys
+            # split over the SMs, every indexer head sharing one key, no value product
+            out.append(
+                _attention_kernel(
+                    o.name, "mla_decode", o, "fp8", calls, batch=b, q_len=q,
+                    kv_len=max(pooled, 1), n_heads=c.index_n_heads, n_kv=1,
+                    head_dim_qk=c.index_head_dim, head_dim_v=0, window=0, causal=1,
+                    page_size=_PAGE, kv_bytes=1, kv_split=1, operand_reads=1, rope_kernel=0,
+                    preprocess_bytes=0, indexer=1, pooled_ratio=rate, pooled_cap=0,
+                    pooled_window=0,
                 )
             )  # fmt: skip
         elif o.name == "indexer_scores":
-            kind = "mla_decode" if decode else "attention_prefill"
             out.append(
                 _attention_kernel(
-                    o.name, kind, o, act_dtype, calls, batch=b, q_len=q, kv_len=max(pooled, 1),
-                    n_heads=c.index_n_heads, n_kv=1, head_dim_qk=c.index_head_dim, head_dim_v=0,
-                    window=0, causal=0, pooled_ratio=rate, pooled_cap=0, pooled_window=0,
+                    o.name, "attention_prefill", o, act_dtype, calls, batch=b, q_len=q,
+                    kv_len=max(pooled, 1), n_heads=c.index_n_heads, n_kv=1,
+                    head_dim_qk=c.index_head_dim, head_dim_v=0, window=0, causal=0,
+                    pooled_ratio=rate, pooled_cap=0, pooled_window=0,
                 )
             )  # fmt: skip
         elif o.kind == "matmul":

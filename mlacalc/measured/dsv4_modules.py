@@ -16,8 +16,10 @@ head count (the projections' rows, the attention's units and its cache reads gro
 the weights do not) and affine in the local heads ``h`` at a fixed batch (q_b's outputs, the
 output groups (one per 8 heads in both models at every head count the tables hold), the
 attention's heads; the compressor and the indexer do not change): bilinear, ``A + B b + C h +
-D b h``. So the list is built at four corners per distinct (model, ``gemm_type``, ``isl``,
-``step``), batch 1 and 2 by 8 and 16 heads, and a row is their bilinear interpolation
+D b h``; the core runs at least :data:`~mlacalc.cost.compressed.HEAD_TILE` heads (padded), so
+it is bilinear in ``max(h, 64)``. So the list is built at four corners per distinct (model,
+``gemm_type``, ``isl``, ``step``), batch 1 and 2 by 64 and 128 heads, and a row is their
+bilinear interpolation
 (tests/test_measured_dsv4_modules.py checks it against the list built at the row's own batch
 and heads).
 
@@ -33,7 +35,7 @@ from functools import cache
 
 import numpy as np
 
-from mlacalc.cost.compressed import compressed_cost, compressed_kernels
+from mlacalc.cost.compressed import HEAD_TILE, compressed_cost, compressed_kernels
 from mlacalc.measured.mapped import KernelPart, KernelSlots
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.models import deepseek_v4 as v4
@@ -59,7 +61,9 @@ _FLASH = {
               "index_n_heads", "index_head_dim", "index_topk", "sliding_window", "head_dim")
 }  # fmt: skip
 _WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
-_H1, _H2 = 8, 16  # the local head counts the lists are built at (one output group, two)
+#: the local head counts the lists are built at (8 and 16 output groups); every kernel is
+#: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
+_H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
 
 
 @cache
@@ -118,8 +122,11 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
             b = bs[at].astype(np.float64)[:, None] - 1.0
-            h = (heads[at].astype(np.float64)[:, None] - _H1) / (_H2 - _H1)
+            h_all = heads[at].astype(np.float64)[:, None]
             for k11, k21, k12, k22 in zip(*corners):
+                # the core runs at least HEAD_TILE heads (padded): affine in them from there
+                hh = np.maximum(h_all, HEAD_TILE) if k11.name == "attention" else h_all
+                h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
                 slots.add(
                     k11,

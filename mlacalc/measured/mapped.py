@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlacalc.measured.tables import MeasuredTable
-from mlacalc.words.kernels import Kernel, KernelBatch
+from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 
 __all__ = [
     "NOT_MODELLED",
@@ -131,14 +131,23 @@ class KernelSlots:
         vals.append(values)
 
     def parts(self) -> list[KernelPart]:
+        """One part per (name, kind, dtype) and class variant: the variant a model step's
+        kernel takes from its shape (:func:`~mlacalc.words.kernels.variant_of`: a GEMM of
+        several groups is a ``bmm``), row by row, as the step's kernels are batched."""
         out = []
         for (name, kind, dtype), (fields, idx, vals) in self._slots.items():
             v = np.concatenate(vals)
-            shape = {f: v[:, 3 + i] for i, f in enumerate(fields)}
-            shape["warm_l2"] = np.ones(len(idx))  # the collectors never flush the L2
-            batch = KernelBatch(kind=kind, dtype=dtype, flops=v[:, 0], bytes=v[:, 1],
-                                calls=v[:, 2], shape=shape)  # fmt: skip
-            out.append(KernelPart(name, np.asarray(idx, dtype=np.int64), batch))
+            rows = np.asarray(idx, dtype=np.int64)
+            uniq, inverse = np.unique(v[:, 3:], axis=0, return_inverse=True)
+            names = [variant_of(kind, dict(zip(fields, u.tolist()))) for u in uniq]
+            per_row = np.asarray(names, dtype=object)[inverse.reshape(-1)]
+            for variant in sorted(set(names)):
+                at = np.flatnonzero(per_row == variant)
+                shape = {f: v[at, 3 + i] for i, f in enumerate(fields)}
+                shape["warm_l2"] = np.ones(len(at))  # the collectors never flush the L2
+                batch = KernelBatch(kind=kind, dtype=dtype, flops=v[at, 0], bytes=v[at, 1],
+                                    calls=v[at, 2], shape=shape, variant=variant)  # fmt: skip
+                out.append(KernelPart(name, rows[at], batch))
         return out
 
 
