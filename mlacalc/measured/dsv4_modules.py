@@ -44,7 +44,7 @@ from mlacalc.models.patterns import LayerKind
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.workload import Workload
 
-__all__ = ["DSV4_MODELS", "dsv4_module_kernels", "dsv4_module_parts"]
+__all__ = ["DSV4_MODELS", "FLAT_TOPK", "dsv4_module_kernels", "dsv4_module_parts"]
 
 #: The checkpoints the tables name: DeepSeek-V4-Pro (the shipped ``deepseek-v4-pro``; the FP8
 #: checkpoint and the original are one architecture) and DeepSeek-V4-Flash (the config class's
@@ -61,6 +61,13 @@ _FLASH = {
               "index_n_heads", "index_head_dim", "index_topk", "sliding_window", "head_dim")
 }  # fmt: skip
 _WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
+#: The class variant of the CSA top-k in SGLang's decode rows: ``topk_transform_v2`` over flat
+#: logits (the collector's random weights score every key alike), fitted on SGLang's
+#: ``dsv4_csa_topk_calib_perf``. The rows show it: DeepSeek-V4-Flash's CSA decode at one
+#: sequence takes 118-121 us up to 2,048 cached tokens and 201-206 us from 4,096 to 65,536 (the
+#: top-k selects once a query has more than 512 pooled keys), as the calibration's v2 kernel
+#: on flat logits takes 82 us there; DeepSeek-V4-Pro's jump comes at 6,144 (1,024 keys).
+FLAT_TOPK = "topk_v2_flat"
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
@@ -77,11 +84,13 @@ def _model(name: str, heads: int) -> ModelConfig:
 
 def dsv4_module_kernels(
     model: str, kind: str, heads: int, gemm_type: str, batch: int, isl: int, step: int,
-    decode: bool,
+    decode: bool, flat_topk: bool = False,
 ) -> list[Kernel]:  # fmt: skip
     """The kernels of one row: a ``kind`` (``csa``/``hca``) layer of ``model`` (a name of
     :data:`DSV4_MODELS`) at ``heads`` local heads, ``batch`` sequences of ``isl`` new tokens
-    after ``step`` cached ones (``decode``: one new token, the decode kernels)."""
+    after ``step`` cached ones (``decode``: one new token, the decode kernels). ``flat_topk``:
+    the CSA top-k is SGLang's ``topk_transform_v2`` over flat logits (:data:`FLAT_TOPK`), as
+    ``dsv4_csa_topk_calib_perf`` maps it: one unit a query that selects."""
     m = _model(model, heads)
     rate = m.compress_rate_csa if kind == "csa" else m.compress_rate_hca
     layer = LayerKind(kind, ffn="moe", ratio=rate)
@@ -90,7 +99,26 @@ def dsv4_module_kernels(
     w = Workload(phase, seq, batch, q_len=isl, causal=True, kv_dtype="fp8",
                  weight_dtype=_WEIGHTS[gemm_type])  # fmt: skip
     cost = compressed_cost(m, layer, 1, w)
-    return compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
+    out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
+    if not (flat_topk and kind == "csa"):
+        return out
+    # query i (1-based) of a sequence ranks floor((step + i) / rate) pooled keys; one with no
+    # more than index_topk of them takes them all (the calibration table's rule)
+    topk = m.index_topk
+    pairs = batch * (_pooled_below(seq, rate) - _pooled_below(step, rate))
+    selecting = batch * min(max(seq - rate * (topk + 1) + 1, 0), isl)
+    if not selecting:  # no query selects: the step's kernel (the indices of every key)
+        return out
+    nbytes = pairs * 4 + batch * isl * topk * 4  # the fp32 logits read, the indices written
+    shape = {"elements": pairs, "units": selecting}
+    flat = Kernel("indexer_topk_flat", "elementwise", "bf16", 0, nbytes, shape=shape)
+    return [flat if k.name == "indexer_topk" else k for k in out]
+
+
+def _pooled_below(n: int, rate: int) -> int:
+    """``sum(j // rate for j in 1..n)``: the pooled keys queries 1..n see."""
+    q, rem = divmod(n, rate)
+    return rate * q * (q - 1) // 2 + q * (rem + 1)
 
 
 def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
@@ -110,6 +138,9 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     isl = np.ones(len(t), dtype=np.int64) if generation else t.column("isl").astype(np.int64)
     step = t.column("step").astype(np.int64)
     decode = (isl == 1) if core else np.full(len(t), generation)
+    # SGLang's decode rows: the v2 top-k over flat logits (its prompt rows show no such step:
+    # their top-k stays the step's kernel)
+    flat = t.engine == "sglang" and generation
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for (model, g), rows in _groups(models, gemm, ok):
@@ -117,7 +148,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
         inverse = inverse.reshape(-1)
         for u, (q, s, d) in enumerate(uniq.tolist()):
             at = rows[inverse == u]
-            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d))
+            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), flat)
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
@@ -128,6 +159,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 hh = np.maximum(h_all, HEAD_TILE) if k11.name == "attention" else h_all
                 h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
+                if k11.name == "indexer_topk_flat":
+                    slots.name_variant(k11, FLAT_TOPK)
                 slots.add(
                     k11,
                     at,

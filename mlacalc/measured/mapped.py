@@ -114,6 +114,12 @@ class KernelSlots:
     def __init__(self) -> None:
         self._slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]]
         self._slots = {}
+        self._variants: dict[tuple[str, str, str], str] = {}
+
+    def name_variant(self, k: Kernel, variant: str) -> None:
+        """Time every kernel of ``k``'s slot by the class ``variant`` (a kernel the table's
+        engine runs in place of the step's: SGLang's flat-logit top-k)."""
+        self._variants[(k.name, k.kind, k.dtype)] = variant
 
     def fields(self, k: Kernel) -> list[str]:
         """The shape fields of ``k``'s slot (fixed by its first kernel)."""
@@ -139,7 +145,8 @@ class KernelSlots:
             v = np.concatenate(vals)
             rows = np.asarray(idx, dtype=np.int64)
             uniq, inverse = np.unique(v[:, 3:], axis=0, return_inverse=True)
-            names = [variant_of(kind, dict(zip(fields, u.tolist()))) for u in uniq]
+            named = self._variants.get((name, kind, dtype))
+            names = [named or variant_of(kind, dict(zip(fields, u.tolist()))) for u in uniq]
             per_row = np.asarray(names, dtype=object)[inverse.reshape(-1)]
             for variant in sorted(set(names)):
                 at = np.flatnonzero(per_row == variant)
