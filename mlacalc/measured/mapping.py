@@ -511,6 +511,13 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
 _GDN_CHUNK = 64
 
 
+#: Channels one CTA of TensorRT-LLM's prompt conv1d kernel takes, inferred from its rows (not
+#: from its source): its one-token rows step by about 5.3 us (H100) for every wave of 32-channel
+#: CTAs a sequence adds over the SMs (Mamba-2, 6,144 / 10,240 / 18,432 channels: 10.3 / 15.0 /
+#: 26.4 us for one sequence, 2 / 3 / 5 waves; 17.1 / 26.2 / 49.4 us for two, 3 / 5 / 9 waves)
+_CONV_CTA_CHANNELS = 32.0
+
+
 def _conv1d(
     b: _Builder, rows, src, tokens, seqs, channels, d_conv, prefix: str = "", per_seq: bool = False
 ) -> None:
@@ -520,7 +527,7 @@ def _conv1d(
     by the prompt kernel, read and written by the update); ``2 x d_conv`` FLOPs an element.
     ``elementwise`` kernels (streaming work on the CUDA cores), variants ``conv1d`` and
     ``conv1d_update`` (``prefix`` another model's kernels: ``mamba2_``), fitted apart.
-    ``per_seq``: the prompt kernel runs once a sequence (``launches`` = sequences): TensorRT-LLM's
+    ``per_seq``: the prompt kernel runs once a sequence (:func:`_per_sequence`): TensorRT-LLM's
     rows grow by about 1.4 us a sequence at any length (B200, Qwen3.5-27B: 6.6 us for one
     sequence of 4,096 tokens' neighbours, 21 us for 8 of one token, 101 us for 64 of 8), where
     SGLang's and vLLM's do not (2.5 us for 8 of one token, 3.5 us for 64 of 4)."""
@@ -542,8 +549,20 @@ def _conv1d(
             4.0 * e + 2.0 * channels[s] * d_conv[s] + state,
             variant=prefix + variant,
             elements=e,
-            launches=seqs[s] if per_seq and name == "causal_conv1d_fn" else 1.0,
+            **_per_sequence(name, prefix, per_seq, seqs[s], channels[s]),
         )
+
+
+def _per_sequence(name: str, prefix: str, per_seq: bool, seqs, channels) -> dict:
+    """The shape fields of TensorRT-LLM's prompt conv1d kernels, which run once a sequence:
+    Mamba-2's in waves of 32-channel CTAs a sequence (``units``: a wait of ``unit_latency_s``
+    a wave), the GDN one a launch a sequence (``launches``: its rows step by about 1.4 us a
+    sequence whatever its channels)."""
+    if not per_seq or name != "causal_conv1d_fn":
+        return {}
+    if prefix == "mamba2_":
+        return {"units": seqs * np.ceil(channels / _CONV_CTA_CHANNELS)}
+    return {"launches": seqs}
 
 
 def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -555,9 +574,15 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     estimate of the kernel's work, not a count of it) or recurrent one token a sequence
     (``fused_recurrent``: ``7 dk dv``, the fp32 state read and written). Bytes: q, k, v, the
     output in bf16, the gate and beta in fp32, the fp32 state (written by the prompt kernel,
-    read and written by the recurrent one). ``elementwise`` variants ``gdn_chunk`` and
-    ``gdn_recurrent``, fitted apart."""
+    read and written by the recurrent one); flash-linear-attention's chunked form (SGLang's and
+    TensorRT-LLM's) moves its intermediates through HBM between its kernels, an estimate of
+    that traffic replacing q, k, v and the output (FlashInfer's fused kernel, vLLM's, does
+    not). The chunks a (sequence, value head) walks one after another: ``chunks``, over
+    ``seq_heads``. ``elementwise`` variants ``gdn_chunk`` and ``gdn_recurrent``, fitted apart."""
     src = np.char.replace(t.column("kernel_source").astype(str), "_packed_decode", "")
+    # FlashInfer's chunked kernel (vLLM's) is one fused kernel: no pass of its own over
+    # intermediates in HBM (flash-linear-attention's, the other engines', writes and reads them)
+    fused = src == "chunk_gated_delta_rule_flashinfer"
     src = np.char.replace(src, "chunk_gated_delta_rule_flashinfer", "chunk_gated_delta_rule")
     rows = np.arange(len(t))
     hk, dk = _f(t.column("num_k_heads")), _f(t.column("head_k_dim"))
@@ -574,13 +599,23 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     conv_channels = hk * dk if per_seq else channels
     _conv1d(b, rows, src, tokens, seqs, conv_channels, _f(t.column("d_conv")), "", per_seq)
     io = tokens * (2 * hk * dk + 2 * hv * dv) * 2.0 + tokens * hv * 8.0
+    # the chunked kernel's passes over its sequence's chunks, one after another for each
+    # (sequence, value head): the inter-chunk state recurrence; the recurrent kernel's one step
+    chunks = np.where(src == "chunk_gated_delta_rule", np.ceil(tokens / seqs / _GDN_CHUNK), 1.0)
+    # the chunked form's passes, each (token, value head) in bf16 unless said: q and k read
+    # by five of its kernels (k four times), v read and o written once, w, u and the new
+    # values written and read back; the chunk's fp32 products and their bf16 inverse
+    # written and read; the per-chunk states (dk x dv bf16) written and read back
+    passes = tokens * (
+        10.0 * hk * dk + hv * (16.0 * dv + 12.0 * _GDN_CHUNK + 4.0 * dk * dv / _GDN_CHUNK)
+    )
     state = seqs * hv * dk * dv * 4.0
     for name, variant, flops, nbytes in (
         (
             "chunk_gated_delta_rule",
             "gdn_chunk",
             tokens * hv * (6 * dk * dv + 2 * _GDN_CHUNK * (3 * dk + 2 * dv)),
-            io + state,
+            np.where(fused, io, np.maximum(io, passes)) + state,
         ),
         (
             "fused_recurrent_gated_delta_rule",
@@ -592,7 +627,8 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         s = src == name
         if s.any():
             b.add(name, "elementwise", "bf16", rows[s], flops[s], nbytes[s], variant=variant,
-                  elements=tokens[s] * hv[s] * dv[s])  # fmt: skip
+                  elements=tokens[s] * hv[s] * dv[s], chunks=chunks[s],
+                  seq_heads=seqs[s] * hv[s])  # fmt: skip
     known = ["causal_conv1d_fn", "causal_conv1d_update", "chunk_gated_delta_rule",
              "chunk_gated_delta_rule_flashinfer", "fused_recurrent_gated_delta_rule"]  # fmt: skip
     reason[~np.isin(src, known)] = "unknown_dtype"

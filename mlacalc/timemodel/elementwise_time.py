@@ -5,7 +5,9 @@ Terms: the bytes at ``eff_memory`` of the HBM bandwidth, drawn by one work unit 
 per row where the kernel gives each row a CTA (``units``; a small kernel leaves SMs idle:
 ``sm_bandwidth``); a warm replay's quantize input read from the
 L2 at ``l2_speedup``; the FLOPs at the CUDA-core rate; the fixed cost of each further graph
-node of the call (``launches``).
+node of the call (``launches``). The linear-attention kernels of :data:`SM_BOUND_VARIANTS` draw
+bytes at a rate per SM and clock, capped by the HBM; a chunked kernel's units walk their chunks
+one after another (``chunks``, ``seq_heads``), ``unit_latency_s`` a chunk.
 """
 
 from __future__ import annotations
@@ -13,10 +15,31 @@ from __future__ import annotations
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
-from mlacalc.timemodel.shared import col, memory_share
+from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, memory_share
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["streaming_terms"]
+__all__ = ["SM_BOUND_VARIANTS", "SM_BYTES_PER_CLOCK", "streaming_terms"]
+
+#: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels
+#: and flash-linear-attention's (and FlashInfer's) chunked gated delta rule keep a fixed number
+#: of loads in flight per SM (their tiles and warps are fixed in their source), so by Little's
+#: law they move bytes at a rate per SM and clock. On the published tables their largest calls
+#: take 0.80-0.82x (conv1d) and 0.62-0.79x (chunked rule) of H100's time on B200, where the SMs
+#: x clock give 0.88x and the HBM 0.44x; B200's fits reached 0.38-0.50 of its HBM where H100's
+#: reached 0.69-0.86 of its own. The recurrent decode kernel is not one of them: it streams
+#: its fp32 state at HBM rate on both (0.50-0.72x).
+SM_BOUND_VARIANTS = (
+    "conv1d",
+    "conv1d_update",
+    "gdn_chunk",
+    "mamba2_conv1d",
+    "mamba2_conv1d_update",
+)
+
+#: The bytes a clock one SM of :data:`SM_BOUND_VARIANTS` draws at full efficiency: H100-SXM's
+#: HBM bandwidth per SM and clock (3.35 TB/s over 132 SMs at 1,830 MHz: 13.9 bytes), the
+#: device their loads in flight were tuned on; capped by the device's HBM bandwidth.
+SM_BYTES_PER_CLOCK = 3.35e12 / 132 / REFERENCE_CLOCK_HZ
 
 
 def streaming_terms(
@@ -27,7 +50,10 @@ def streaming_terms(
     # SM: ``units`` = rows) draws bandwidth by its rows, not by 64 KB pieces
     rows = col(batch, "units", 0)
     units = np.where(rows > 0, np.maximum(rows, 1.0), units)
-    bw = prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm)
+    reach = fig.hbm_bytes_per_s
+    if batch.variant in SM_BOUND_VARIANTS:
+        reach = min(reach, SM_BYTES_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    bw = prm["eff_memory"] * reach * memory_share(units, fig, prm)
     resident = np.zeros(len(batch))
     if batch.kind == "quantize" and "elements" in batch.shape:
         # a warm replay on the same input (``warm_l2``: calls on one input, no L2 flush)
@@ -50,9 +76,15 @@ def streaming_terms(
     # a row's CTA also waits on its own passes' synchronisations (a top-k selection's radix
     # passes over its row: about 8 us a row on H100 whatever its length, 10 us for one row of
     # 2,048 keys, 124 us for 2,048 rows): ``unit_latency_s`` per wave of rows over the SMs
-    extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * prm.get(
-        "unit_latency_s", 0.0
-    )
+    # a chunked linear-attention kernel's state recurrence: each (sequence, head) walks its
+    # sequence's chunks one after another (``chunks`` a unit, ``seq_heads`` units), a wait of
+    # ``unit_latency_s`` a chunk, in waves of units over the SMs (TensorRT-LLM's H100 rows: one
+    # sequence of 32K tokens at 16 heads takes 1.5x four of 8K, the same work, about 1.4 us
+    # more a chunk; vLLM's fused kernel takes the same 1.5 ms at 6 and 32 heads, 1 and 2
+    # sequences: its chunks' walk alone)
+    waves = np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0)
+    waves = waves + col(batch, "chunks", 0) * np.ceil(col(batch, "seq_heads", 0) / fig.sm_count)
+    extra = extra + waves * prm.get("unit_latency_s", 0.0)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
