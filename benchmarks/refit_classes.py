@@ -79,7 +79,10 @@ def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
     noted = set()
     for note in prof.notes:
         if "fitted on the residuals of composite rows" in note:
-            noted |= {k.strip() for k in note.split(":", 1)[0].split(",")}
+            # "mla_decode:bf16, mla_prefill:bf16:FLASHMLA: fitted on the residuals ...": the
+            # keys hold colons themselves, so the list ends at the note's own ": fitted"
+            listed = note.split(": fitted on the residuals", 1)[0]
+            noted |= {k.strip() for k in listed.split(",")}
     composite = sorted(k for k in prof.classes if _matches(k, patterns) and k in noted)
     composite += sorted(
         k

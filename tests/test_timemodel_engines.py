@@ -147,7 +147,9 @@ def _fitted(system: str, family: str, table: str, profile: str, engine: str = "t
         ("gemm_perf", "gemm", "fp8", 0.05, 0.13),
         ("gemm_perf", "gemm", "bf16", 0.075, 0.22),
         ("context_mla_perf", "mla", None, 0.075, 0.27),  # was 0.10 / 0.45: 128-row MMA
-        ("generation_mla_perf", "mla", None, 0.10, 0.33),
+        # bf16 / fp8 9.4% / 8.6% (p90 30.9% / 29.1%) before the 128-head tcgen05 unit;
+        # both dtypes 8.4% / 28.0% after (bound was 0.10 / 0.33)
+        ("generation_mla_perf", "mla", None, 0.09, 0.30),
     ],
 )
 def test_b200_fitted_accuracy(table, family, dtype, median, p90):
@@ -256,8 +258,11 @@ def _vllm_module(system: str, table: str, profile: str):
             "b200_sxm",
             "mla_generation_module_perf",
             "fit-b200-sxm-vllm",
-            0.16,
-            0.42,
+            # 15.1% / 40.7% before the 128-head tcgen05 unit and the refit of vLLM's MLA
+            # decode classes on the same residual rows; 14.5% / 42.1% after (the p90's rows
+            # are small-batch rows whose GEMMs and fixed costs dominate)
+            0.155,
+            0.43,
             marks=pytest.mark.slow,
         ),
     ],
@@ -484,15 +489,21 @@ def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, 
 #: standing in, as validate and the benchmark read it).
 DSA = [
     ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_context_module_perf", 0.20, 0.57),
-    ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_generation_module_perf", 0.30, 0.69),
+    # B200 generation rows after the 128-head tcgen05 MLA decode unit and the refit of the
+    # MLA decode classes: TensorRT-LLM median 0.2998 -> 0.3006, vLLM 0.318 / 0.737 -> 0.320
+    # / 0.741 (their dense MLA decode borrows those classes)
+    ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_generation_module_perf", 0.305, 0.69),
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_context_module_perf", 0.19, 0.60),
-    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_generation_module_perf", 0.088, 0.56),
+    # p90 0.557 -> 0.584 and B200 median 0.338 -> 0.343 when SGLang's fp8 MLA decode classes
+    # were refitted as FlashAttention-3 over a converted cache (H100) and on 128-head units
+    # (B200): these rows' FlashMLA / TensorRT-LLM-gen fp8 decode borrows that class
+    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_generation_module_perf", 0.088, 0.59),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.291, 0.88),
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_generation_module_perf", 0.34, 0.81),
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_generation_module_perf", 0.345, 0.81),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.185, 0.53),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.49, 0.79),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.25, 0.51),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.32, 0.74),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.325, 0.745),
 ]
 
 

@@ -759,11 +759,13 @@ def _mla_core(
     prefix: str = "",
     variant="",
     attn_fp8=None,
+    convert=None,
 ) -> None:
     """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write.
     ``variant``: the class variant per row (the engine's attention backend, from
     ``kernel_source``); ``attn_fp8``: per row whether the prompt kernel is an fp8 FMHA (default:
-    with an fp8 cache, TensorRT-LLM's rule)."""
+    with an fp8 cache, TensorRT-LLM's rule); ``convert``: per row whether the decode kernel has
+    its fp8 cache converted to bf16 by a kernel of its own (``cache_convert``; default none)."""
     g = DSV3
     kvb = _elem(kvd)
     tok = bs * q
@@ -803,7 +805,9 @@ def _mla_core(
             rope_elements=tok * (h + 1) * g["rope"],
         )
     else:
-        qb = np.where(kvd == "fp8", 1.0, 2.0)
+        # a converted cache (``cache_convert``) is attended in bf16: q is not quantized
+        convert = np.zeros(len(rows), bool) if convert is None else np.asarray(convert, bool)
+        qb = np.where((kvd == "fp8") & ~convert, 1.0, 2.0)
         # mla_rope_generation: q read and written in bf16, latent appended; with an fp8 cache
         # q is then quantized to fp8 in a pass of its own (bf16 read, fp8 written): the H100
         # fp8 rows at step 1 take more time than the bf16 ones (b = 1024, 128 heads: 311 against
@@ -840,6 +844,7 @@ def _mla_core(
             **mla_decode_kernel(
                 load_hardware("a100_sxm" if a100 else "h100_sxm"), non_splitting=a100
             ),
+            cache_convert=convert.astype(np.float64),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )
@@ -858,7 +863,14 @@ def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bo
         q, kv = _f(t.column("isl")), _f(t.column("isl"))
     else:
         q, kv = np.ones(len(t)), _f(t.column("step")) + 1.0
-    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, a100=a100)
+    # SGLang's FlashAttention-3 backend (``kernel_source`` flash_attention, its H100 rows) does
+    # not read an fp8 latent cache: a kernel of its own converts it to bf16 first
+    # (``cache_convert``; :func:`~mlacalc.timemodel.mla_time.mla_decode_terms`)
+    convert = None
+    if "kernel_source" in t.columns:
+        fa3 = t.columns["kernel_source"].astype(str) == "flash_attention"
+        convert = fa3 & (kvd == "fp8")
+    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, a100=a100, convert=convert)
 
 
 def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:

@@ -1,6 +1,8 @@
 """The ``mla_decode`` class of the time model: latent (absorbed) MLA decode.
 
-Terms: units of one sequence and 64 query heads over the shared latent cache; the key-splitting
+Terms: units of one sequence and 64 query heads (128 on ``tcgen05`` devices) over the shared
+latent cache; an fp8 cache converted to bf16 by a kernel of its own (``cache_convert``,
+``dequant_s``) where the kernel cannot read it; the key-splitting
 kernel (FlashMLA: its combine kernel and the parts' fp32 partial results) against the one that
 walks a whole cache on one SM (its own overlap, ``walk_overlap``); the latent rows' and the
 query tile's shared-memory traffic (a bound on a warp-group MMA's pace, a cost added to an
@@ -15,13 +17,25 @@ import numpy as np
 
 from mlacalc.timemodel.attention_time import attention_shape, attention_time, decode_splits
 from mlacalc.timemodel.device import DeviceFigures
-from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK, col, combine
+from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK, col, combine, mma_rows
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["MLA_SPLIT_KEYS", "mla_decode_terms"]
+__all__ = ["MLA_SPLIT_KEYS", "mla_decode_terms", "mla_tile_rows"]
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
 MLA_SPLIT_KEYS = 128.0
+
+
+def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Query heads one latent decode unit carries: 64 (a Hopper warp group's MMA rows, the
+    A100 kernel's four 16-row warps), 128 where ``tcgen05`` MMAs cover 128 rows
+    (:func:`~mlacalc.timemodel.shared.mma_rows`): the measured B200 rows take no longer at 128
+    heads than at 64 (TensorRT-LLM, 64 sequences of 131K keys: 1,733 against 1,699 us bf16,
+    847 against 933 us fp8), where two 64-head units would each stream the cache. The sparse
+    and indexer variants keep 64 (their kernels are not the dense latent one)."""
+    if batch.variant in ("sparse", "indexer"):
+        return 64.0
+    return max(64.0, mma_rows(fig))
 
 
 def mla_decode_terms(
@@ -30,9 +44,11 @@ def mla_decode_terms(
     """``mla_decode``: latent (absorbed) MLA decode."""
     a = attention_shape(batch)
     b, q, heads, kv_eff = a["b"], a["q"], a["heads"], a["kv_eff"]
-    # latent heads: one work unit per sequence and 64 query heads (every head shares the
-    # latent cache), all of them reading the same cache blocks
-    tiles = np.ceil(heads * q / 64.0)
+    # latent heads: one work unit per sequence and tile of query heads (every head shares the
+    # latent cache), all of them reading the same cache blocks: 64 heads a tile, 128 on
+    # data-centre Blackwell, whose ``tcgen05`` MMA covers 128 rows (``mla_tile_rows``)
+    tile_rows = mla_tile_rows(batch, fig)
+    tiles = np.ceil(heads * q / tile_rows)
     heads_units = b * tiles
     # (one unit a SM: the latent kernels' units fill the SMs by themselves)
     splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, MLA_SPLIT_KEYS)
@@ -42,7 +58,7 @@ def mla_decode_terms(
     # latent key at that SM's tensor rate (128 heads: two tiles, two units). A splitting
     # kernel (FlashMLA) is bound by the cache stream below 64 heads: only its real products
     # are counted
-    padded = tiles * 64.0 / np.maximum(heads * q, 1.0)
+    padded = tiles * tile_rows / np.maximum(heads * q, 1.0)
     splits_allowed = col(batch, "kv_split", 1) > 0
     # the latent key and value rows of every 64-token block the unit walks pass through the
     # SM's shared memory once per reader (bf16 operands, 128 bytes a clock): a Hopper
@@ -62,6 +78,26 @@ def mla_decode_terms(
     wgmma = col(batch, "operand_reads", 1) <= 1.0
     q_bytes = 1.0 if batch.dtype.startswith("fp8") else 2.0
     fill_bytes = d_qk * (col(batch, "kv_bytes", 2) + q_bytes)
+    # a kernel that cannot read an fp8 cache (``cache_convert`` 1: SGLang's FlashAttention-3
+    # backend on Hopper, set by the mapping from the row's ``kernel_source``) has every cached
+    # latent row of the call's sequences converted to bf16 in a kernel of its own before a
+    # bf16 attention: a call's launch and wait (``call_latency_s``, as the attention's own), the
+    # conversion on the CUDA cores (``dequant_s`` an element and SM) against its bytes (fp8
+    # read, bf16 written) at the class's bandwidth, and the attention then reads bf16 rows at
+    # the bf16 rate, its q not quantized. The H100 rows show each term: fp8 takes 2.06 ns a
+    # cached token at any head count from 1 to 64 (bf16 0.38 ns: not the units' work, which
+    # grows with the 64-head tiles), and 5.5 us more than bf16 at one key
+    convert = col(batch, "cache_convert", 0) > 0
+    cached = b * kv_eff * d_qk
+    kvb = col(batch, "kv_bytes", 2)
+    conv_s = np.maximum(
+        cached * prm["dequant_s"] / fig.sm_count,
+        cached * (kvb + 2.0) / (prm["eff_memory"] * fig.hbm_bytes_per_s),
+    )
+    conv = np.where(convert, prm["call_latency_s"] + conv_s, 0.0)
+    # the converted rows' products at the bf16 rate (the class's own dtype's, fp8, is twice it)
+    rate = np.where(convert, fig.peak(batch.dtype) / fig.peak("bf16"), 1.0)
+    fill_bytes = np.where(convert, d_qk * 4.0, fill_bytes)
     smem = (
         unit_blocks
         * 64.0
@@ -76,7 +112,7 @@ def mla_decode_terms(
     # rows include them, the default)
     pre_bytes = col(batch, "preprocess_bytes", 0)
     rope = col(batch, "rope_kernel", 1) > 0
-    pre_kernels = 1.0 + float(batch.dtype.startswith("fp8"))
+    pre_kernels = np.where(convert, 1.0, 1.0 + float(batch.dtype.startswith("fp8")))
     pre = np.where(
         rope,
         prm["launch_s"] * pre_kernels + pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
@@ -87,7 +123,7 @@ def mla_decode_terms(
     # partial output of its real query rows (at most its 64-row tile: 128 KB at d_v 512),
     # which the combine kernel reads back: at small batch the parts fill the SMs and move
     # megabytes
-    rows = np.minimum(heads * q / tiles, 64.0)
+    rows = np.minimum(heads * q / tiles, tile_rows)
     partial = np.where(splits > 1, units * rows * col(batch, "head_dim_v", 512) * 4.0, 0.0)
     merge = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     pre = pre + np.where(splits > 1, merge, 0.0)
@@ -106,8 +142,10 @@ def mla_decode_terms(
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
         serial=serial,
-        flops=batch.flops * np.where(splits_allowed, 1.0, padded),
-        nbytes=np.maximum(batch.bytes - pre_bytes, 0.0) + partial,
+        flops=batch.flops * np.where(splits_allowed, 1.0, padded) * rate,
+        nbytes=np.maximum(batch.bytes - pre_bytes, 0.0)
+        + partial
+        + np.where(convert, cached * (2.0 - kvb), 0.0),
         latency=np.where(wgmma, smem / np.maximum(unit_blocks, 1.0), smem) + prm["unit_latency_s"],
         call=prm["call_latency_s"],
     )
@@ -119,7 +157,7 @@ def mla_decode_terms(
     out["compute_s"] = np.where(
         wgmma, np.maximum(out["compute_s"], serial * smem), out["compute_s"]
     )
-    out["extra_s"] = out["extra_s"] + pre
+    out["extra_s"] = out["extra_s"] + pre + conv
     # the two kernels overlap their loads with their products differently: FlashMLA's
     # producer warps load the next blocks while its consumers multiply (``overlap``); the
     # non-splitting kernel barely does (``walk_overlap``): its own p keeps either kernel's fit
