@@ -1418,6 +1418,42 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
     }
 
 
+#: The sparse MLA kernels of the DSA module tables that walk every one of a query's top-k
+#: slots whatever the keys (the slots past the cache padded), a pass of 64 query heads at a
+#: time (fewer heads padded to 64), each pass gathering its query's slots (a decode kernel's
+#: read of a sequence's cache): ``(system, engine, phase, kernel_source part, KV dtype, most
+#: heads)``, a rule each, the phase ``context`` or ``any``, ``""`` any source or dtype.
+#:
+#: - TensorRT-LLM on H100, both phases: its prompt rows time the same per token at any prompt
+#:   length (8 heads, 256 sequences: 1.42-1.43 us a token from 16 to 512 tokens a sequence,
+#:   where a query's keys grow 32-fold) and head count up to 64 (1.35 us a token at 1 head,
+#:   1.79 at 64 with the projections), twice that at 128 (3.4 us): one 64-head pass over 2,048
+#:   slots a query, two at 128; its decode rows alike (1.5 us a sequence at any cached length
+#:   under 512, heads up to 64; 3.0 at 128). Predicted as FlashMLA's 64-head passes the
+#:   per-token figures were 3.3x too fast (the slots' bytes read once); with each pass's
+#:   gather read as a decode kernel reads its cache, 6-16% too fast.
+#: - vLLM's H100 prompt rows with an fp8 cache and at most 16 heads: 0.94-1.00 us a token at
+#:   every prompt length (bf16 cache, or 32 heads and more: 0.23-0.65, growing with the keys).
+_SPARSE_WALK = (
+    ("h100_sxm", "trtllm", "any", "", "", 128),
+    ("h100_sxm", "vllm", "context", "", "fp8", 16),
+)
+
+
+def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: bool):
+    """Per row the heads a pass of the sparse MLA kernel takes where it walks every top-k slot
+    of a query (:data:`_SPARSE_WALK`: 64), 0 where it walks the slots the keys fill at the
+    row's heads."""
+    out = np.zeros(len(t))
+    src = t.column("kernel_source").astype(str)
+    for system, engine, phase, part, dtype, most in _SPARSE_WALK:
+        if (system, engine) != (t.system, t.engine) or (phase == "context" and not context):
+            continue
+        hit = (np.char.find(src, part) >= 0) & (heads <= most)
+        out[hit & ((kvd == dtype) if dtype else True)] = 64.0
+    return out
+
+
 def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
     sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
@@ -1511,25 +1547,34 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     _gemm_kernels(b, "bmm_post", r, "bf16", tok[sp], g["v"][sp], g["kv_lora"][sp], h[sp],
                   variant="bmm")  # fmt: skip
     kv = np.minimum(keys, np.maximum(topk, 1))
-    flops = 2.0 * h * tok * kv * (lat + g["kv_lora"])
     cached = bs * np.minimum(keys, kv * isl)
+    # the kernels that walk every top-k slot of a query with its heads padded (_SPARSE_WALK)
+    walk = _sparse_walk(t, kvd, h, context)
+    kv = np.where(walk > 0, np.maximum(topk, 1), kv)
+    hk = np.where(walk > 0, np.ceil(h / np.maximum(walk, 1)) * walk, h)  # the kernel's heads
+    cached = np.where(walk > 0, tok * kv * hk / np.maximum(walk, 1), cached)  # a gather a pass
+    flops = 2.0 * hk * tok * kv * (lat + g["kv_lora"])
     if context:
-        nbytes = tok * h * lat * 2 + cached * lat * 2 + tok * h * g["kv_lora"] * 2
+        gather = np.where(walk > 0, kvb, 2.0)  # a walking kernel gathers the cache as stored
+        nbytes = tok * hk * lat * 2 + cached * lat * gather + tok * hk * g["kv_lora"] * 2
         split = 0.0 if t.system == "h100_sxm" else 1.0
         b.add("sparse_mla", "mla_decode", "bf16", r, flops[sp], nbytes[sp], variant="sparse",
-              batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=h[sp], n_kv=1,
+              batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
               head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
               page_size=_PAGE, kv_bytes=2, kv_split=split, operand_reads=1,
               preprocess_bytes=0, rope_elements=0)  # fmt: skip
     else:
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
-        nbytes = pre + cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2
+        nbytes = pre + cached * lat * kvb + tok * hk * lat * 2 + tok * hk * g["kv_lora"] * 2
+        # a query walking every slot runs the prompt's sparse kernel (one query, its slots)
+        kern = mla_decode_kernel(load_hardware(t.system))
+        split = np.where(walk > 0, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
         b.add_by_dtype("mla_decode", "mla_decode", np.where(kvd == "fp8", "fp8", "bf16")[sp], r,
-                       flops[sp], nbytes[sp], batch=bs[sp], q_len=1, kv_len=kv[sp],
-                       n_heads=h[sp], n_kv=1, head_dim_qk=lat[sp],
-                       head_dim_v=g["kv_lora"][sp], window=0, causal=1, page_size=_PAGE,
-                       kv_bytes=kvb[sp], **mla_decode_kernel(load_hardware(t.system)),
-                       preprocess_bytes=pre[sp],
+                       flops[sp], nbytes[sp], variant=np.where(walk > 0, "sparse", "")[sp],
+                       batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
+                       head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
+                       page_size=_PAGE, kv_bytes=kvb[sp], kv_split=split[sp],
+                       operand_reads=kern["operand_reads"], preprocess_bytes=pre[sp],
                        rope_elements=(tok * (h + 1) * g["rope"])[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
     b.host_s = host_floor_seconds(t.system, t.engine, t.table, src)

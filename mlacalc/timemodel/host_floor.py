@@ -32,6 +32,7 @@ _CTX, _GEN = "dsa_context_module_perf", "dsa_generation_module_perf"
 HOST_FLOOR_S: dict[tuple[str, str, str, str], float] = {
     ("h100_sxm", "trtllm", _CTX, "default"): 0.000246,
     ("h100_sxm", "trtllm", _GEN, "default"): 0.0002685,
+    ("b200_sxm", "trtllm", _GEN, "default"): 0.0001115,
     ("h100_sxm", "sglang", _CTX, "sglang_dsa_dense_mha_fa3"): 0.000849,
     ("h100_sxm", "sglang", _CTX, "sglang_dsa_indexer_flashmla_kv"): 0.001544,
     ("h100_sxm", "sglang", _CTX, "sglang_dsa_indexer_flashmla_sparse"): 0.001472,
@@ -46,6 +47,7 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str], float] = {
     ("b200_sxm", "vllm", _CTX, "FLASHINFER_MLA_SPARSE"): 0.001868,
     ("b200_sxm", "vllm", _CTX, "FLASHMLA_SPARSE"): 0.001741,
     ("b200_sxm", "vllm", _GEN, "FLASHINFER_MLA_SPARSE"): 0.0001611,
+    ("b200_sxm", "vllm", _GEN, "FLASHMLA_SPARSE"): 0.0001889,
 }
 
 
