@@ -131,3 +131,20 @@ def test_linear_attention_carries_between_devices(system, engine, table, profile
     pred = predict_mapped(m, None, profile)
     ok = m.modelled & np.isfinite(pred)
     assert ok.sum() > 600 and np.median(np.abs(pred[ok] / t.seconds[ok] - 1)) <= bound
+
+
+def test_a_fused_chunked_kernel_streams_while_it_walks():
+    """FlashInfer's fused kernel (``fused``) overlaps its traffic with its walk (a p-norm,
+    p = 4); flash-linear-attention's kernels add the walk after their passes."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = _prm(unit_latency_s=1e-6)
+    nbytes = 512e-6 * h100.hbm_bytes_per_s  # 512 us of traffic, as long as the walk
+    split = kernel_terms(_batch("gdn_chunk", nbytes, chunks=512, seq_heads=16), h100, prm)
+    fused = kernel_terms(_batch("gdn_chunk", nbytes, chunks=512, seq_heads=16, fused=1), h100, prm)
+    assert split["memory_s"][0] == pytest.approx(512e-6)
+    assert split["extra_s"][0] == pytest.approx(512e-6)
+    assert fused["extra_s"][0] == 0.0
+    assert fused["memory_s"][0] == pytest.approx(512e-6 * 2**0.25)
+    _, m = _mapped("h100_sxm", "vllm", "gdn_perf")
+    (p,) = [p for p in m.parts if p.batch.variant == "gdn_chunk"]
+    assert np.all(p.batch.shape["fused"] == 1)

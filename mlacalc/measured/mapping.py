@@ -628,7 +628,7 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         if s.any():
             b.add(name, "elementwise", "bf16", rows[s], flops[s], nbytes[s], variant=variant,
                   elements=tokens[s] * hv[s] * dv[s], chunks=chunks[s],
-                  seq_heads=seqs[s] * hv[s])  # fmt: skip
+                  seq_heads=seqs[s] * hv[s], fused=fused[s] * 1.0)  # fmt: skip
     known = ["causal_conv1d_fn", "causal_conv1d_update", "chunk_gated_delta_rule",
              "chunk_gated_delta_rule_flashinfer", "fused_recurrent_gated_delta_rule"]  # fmt: skip
     reason[~np.isin(src, known)] = "unknown_dtype"
