@@ -81,6 +81,30 @@ def test_bf16_decode_splits_the_whole_cache_under_a_window():
     assert fp8[1] == pytest.approx(fp8[0], rel=1e-9)
 
 
+def test_packing_kernels_keep_every_query_head_of_a_kv_head_in_one_unit():
+    # 64 query heads on one KV head: XQA (head_pack 32, the default) runs a unit a query head
+    # (MMHA) and re-reads the cache per head; a packing kernel (head_pack 0: FlashAttention-3,
+    # FlashInfer) keeps one unit a KV head and reads the cache once
+    wide = dict(batch=2048.0, n_heads=64.0, n_kv=1.0, kv_len=2.0)
+    over = dict(seq_s=3e-6, grouped_unit=1.0, fallback_reads=0.5)
+    xqa = M.kernel_terms(_decode("bf16", **wide), H100, _params(**over))
+    packed = M.kernel_terms(_decode("bf16", head_pack=0.0, **wide), H100, _params(**over))
+    assert packed["compute_s"][0] < xqa["compute_s"][0] / 5.0
+    assert packed["memory_s"][0] < xqa["memory_s"][0]
+    # within 32 heads a KV head the two rules are one
+    narrow = dict(batch=64.0, n_heads=32.0, n_kv=1.0)
+    same = [_seconds(_decode("bf16", head_pack=p, **narrow), **over)[0] for p in (32.0, 0.0)]
+    assert same[0] == pytest.approx(same[1], rel=1e-12)
+
+
+def test_packing_kernels_split_the_windows_keys_only():
+    # FlashAttention-3's windowed decode finds the window's key blocks before splitting them:
+    # as fast at 65,536 cached keys as at 1,024 (the XQA rule above splits the whole cache)
+    kv = [1024.0, 65536.0]
+    t = _seconds(_decode("bf16", batch=4.0, window=128.0, kv_len=kv, head_pack=0.0))
+    assert t[1] == pytest.approx(t[0], rel=1e-9)
+
+
 def test_mmha_walks_keys_one_by_one_xqa_whole_blocks():
     kv = [2.0, 64.0]
     mha = _seconds(_decode("bf16", batch=2048.0, n_heads=32.0, n_kv=32.0, kv_len=kv))

@@ -290,3 +290,32 @@ def test_prefill_tiles_resident_by_shared_memory():
         a = kernel_terms(batch, fig, prm)["compute_s"][0]
         b = kernel_terms(batch, hopper, prm)["compute_s"][0]
         assert abs((b - a) - gap) < 2e-7
+
+
+def test_a_packing_prefill_fills_its_tiles_with_the_query_heads_of_a_kv_head():
+    # 16-token prompts, 64 query heads on one KV head: FlashAttention-3's pack_gqa (head_pack
+    # 0) puts 8 heads x 16 positions in a 128-row tile, 8 tiles a sequence; a tile a query
+    # head (head_pack 1, the prefill default) gives 64 tiles of 16 rows. Long prompts fill
+    # every tile either way: the same units, the same time
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    prm.update(unit_latency_s=2e-6)
+
+    def seconds(isl: float, pack: float) -> float:
+        batch, _ = _prefill("bf16", 128.0, 128.0, isl=isl, heads=64.0)
+        shape = dict(batch.shape, batch=np.array([128.0]), n_kv=np.array([1.0]))
+        shape["head_pack"] = np.array([pack])
+        b = KernelBatch("attention_prefill", "bf16", batch.flops * 128, batch.bytes, batch.calls,
+                        shape)  # fmt: skip
+        return kernel_terms(b, fig, prm)["seconds"][0]
+
+    assert seconds(16.0, 0.0) < seconds(16.0, 1.0) / 3.0
+    assert seconds(8192.0, 0.0) == seconds(8192.0, 1.0)
+    # the default (no head_pack) is a tile a query head
+    batch, _ = _prefill("bf16", 128.0, 128.0, isl=16.0, heads=64.0)
+    with_one = KernelBatch("attention_prefill", "bf16", batch.flops, batch.bytes, batch.calls,
+                           dict(batch.shape, head_pack=np.array([1.0])))  # fmt: skip
+    assert (
+        kernel_terms(batch, fig, prm)["seconds"][0]
+        == kernel_terms(with_one, fig, prm)["seconds"][0]
+    )

@@ -485,6 +485,15 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
     flops = 2.0 * hq * bs * s * s * (hd + hd)
     nbytes = tok * hq * hd * elem * 4.0
     ok = ~np.char.startswith(dt, "?")
+    # mapping rule (another kernel): TensorRT-LLM's encoder rows at a head dim that is not a
+    # multiple of 16 (72: SigLIP's) run another, slower kernel than at 64 and 80 (B200, 16
+    # heads, one image of 32,768 tokens: 27.4 ms at 72, 5.7 ms at 64 and 6.5 ms at 80), where
+    # SGLang's and vLLM's kernels take 6.2-6.7 ms. A bf16 MMA reads 16 elements of its K
+    # dimension (the head dim of the scores' product) at a time; the kernel without a build for
+    # the head dim is the ``encoder_fallback`` variant, fitted apart
+    variant = np.full(len(t), "encoder", dtype=object)
+    if t.engine == "trtllm":
+        variant[hd % 16 != 0] = "encoder_fallback"
     b.add_by_dtype(
         "encoder_attention",
         "attention_prefill",
@@ -492,7 +501,7 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
         rows[ok],
         flops[ok],
         nbytes[ok],
-        variant="encoder",
+        variant=variant[ok].astype(str),
         batch=bs[ok],
         q_len=s[ok],
         kv_len=s[ok],
@@ -658,6 +667,31 @@ def _pairs(q_len: np.ndarray, window: np.ndarray) -> np.ndarray:
     return np.where(window > 0, capped, full)
 
 
+#: The prompt kernels that pack the query heads of a KV head into one tile's rows
+#: (FlashAttention-3's ``pack_gqa`` over a paged cache): SGLang's and vLLM's on H100.
+_PACKING_PREFILL = ("fa3", "vllm_flash_attn_fa3")
+
+
+def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
+    """The most query heads per KV head one unit of a row's kernel carries (``head_pack``; 0:
+    every one). Decode: TensorRT-LLM's own kernels (XQA; kernel source ``torch_flow`` or none
+    recorded) 32, beyond which every query head runs a unit of its own (the MMHA kernel); the
+    other engines' kernels (FlashAttention-3, FlashInfer with TensorRT-LLM-gen, Triton) pack
+    every one (B200, 2,048 sequences, 64 query heads on one KV head, one cached key:
+    TensorRT-LLM 1,355 us, SGLang 47 us, vLLM 38 us). Prompt: FlashAttention-3 packs every one
+    (:data:`_PACKING_PREFILL`; H100, 128 prompts of 16 tokens, 64 query heads: 57 us on one KV head,
+    247 us on 64), the other kernels none (1: a tile a query head; TensorRT-LLM 216 and 259 us)."""
+    n = len(t)
+    source = t.columns.get("kernel_source")
+    src = source.astype(str) if source is not None else np.full(n, "", dtype=object)
+    if context:
+        return np.where(np.isin(src, _PACKING_PREFILL), 0.0, 1.0)
+    if t.engine in ("trtllm", "") or source is None:
+        own = (src == "torch_flow") | (src == "") if t.engine == "trtllm" else np.ones(n, bool)
+        return np.where(own, 32.0, 0.0)
+    return np.zeros(n)
+
+
 def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     bs, hq, hkv = (
         _f(t.column("batch_size")),
@@ -716,6 +750,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
             kv_read = kv_read * kv_reads / 2.0
         kind = "attention_decode"
     flops = 2.0 * hq * pairs * (hd + hd)
+    head_pack = _head_pack(t, context=context)
     nbytes = pre_bytes + tok * hq * hd * qb + kv_read + tok * hq * hd * out_b
     b.add_by_dtype(
         "attention" if context else "attention_decode",
@@ -737,6 +772,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         sinks=(hd == 64).astype(np.float64),
         page_size=_PAGE,
         kv_bytes=kvb,
+        head_pack=head_pack,
         preprocess_bytes=pre_bytes,
         rope_elements=tok * (hq + hkv) * rot,
         kv_reads=kv_reads,

@@ -111,8 +111,14 @@ def prefill_terms(
     a = attention_shape(batch)
     b, q, kv, heads, window, kv_eff = a["b"], a["q"], a["kv"], a["heads"], a["window"], a["kv_eff"]
     # one unit per (sequence, head, 128-query tile), each over its keys in 128-key blocks
-    # (a causal tile sees half the keys on average)
-    units = b * heads * np.ceil(q / 128.0)
+    # (a causal tile sees half the keys on average). A kernel that packs the query heads of a
+    # KV head into a tile's rows (``head_pack`` 0: FlashAttention-3's ``pack_gqa``; 1, the
+    # default: a tile a query head) has a unit per (sequence, KV head, 128 of its query
+    # positions x query heads): a short prompt's tile is full where it had ``q`` rows
+    pack = col(batch, "head_pack", 1)
+    per_unit = np.where(pack <= 0, a["group"], np.clip(pack, 1.0, a["group"]))
+    units = b * heads / per_unit * np.ceil(q * per_unit / 128.0)
+    rows = np.minimum(q * per_unit, 128.0)
     unit_blocks = np.ceil(kv_eff / 128.0)
     unit_blocks = np.where(col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
     # a sliding window shorter than the keys is a band: a 128-query tile meets the
@@ -162,7 +168,7 @@ def prefill_terms(
     # bandwidth; a 128-query tile reads each block 2 times on Hopper, 8 on Ampere: as long as
     # the A100 tile's MMAs at full rate, half the H100 tile's (the rows of a short prompt's
     # tile and the keys of its blocks, not whole 128 x 128 tiles)
-    reads = np.ceil(np.minimum(q, 128.0) / mma_rows(fig))
+    reads = np.ceil(rows / mma_rows(fig))
     keys = unit_blocks * np.minimum(kv_eff, 128.0)
     operand = (
         keys
@@ -278,18 +284,26 @@ def decode_terms(
     b, q, n_kv, heads = a["b"], a["q"], a["n_kv"], a["heads"]
     group, kv_eff = a["group"], a["kv_eff"]
     hd = col(batch, "head_dim_qk", 128)
-    # grouped-query kernels give one unit to a KV head and all its query heads (up to 32,
-    # beyond which the query heads run one unit each); MHA one unit per head
-    grouped = (group > 1) & (group <= 32)
+    # grouped-query kernels give one unit to a KV head and all its query heads, up to
+    # ``head_pack`` of them (TensorRT-LLM's XQA: 32, the default; beyond them the query heads
+    # run one unit each, the MMHA kernel); FlashAttention-3, FlashInfer and the Triton decode
+    # kernels pack every query head of a KV head into the unit's rows (``head_pack`` 0); MHA
+    # one unit per head
+    pack = col(batch, "head_pack", 32)
+    within = (pack <= 0) | (group <= pack)
+    grouped = (group > 1) & within
     heads_units = np.where(grouped, b * n_kv, b * heads)
     # multi-block mode: while the units leave the SMs' resident slots idle, each unit's keys
     # are split into parts of at least DECODE_SPLIT_KEYS keys; a reduction kernel merges them
     # (Hopper's fp8-cache XQA kernel, ``sm90``: an fp8 cache on compute capability 9.0 and
     # later, splits the keys of the window; MMHA and the other XQA kernels the whole cache,
-    # their splits before the window finding no keys)
+    # their splits before the window finding no keys; the packing kernels, ``head_pack`` 0,
+    # find the window's key blocks first and split those: FlashAttention-3's windowed decode
+    # takes as long at 131,072 cached keys as at 128)
     sm90 = batch.dtype.startswith("fp8") & grouped & fig.sm90_or_later  # CC >= 9.0 (Hopper on)
+    window_split = sm90 | (pack <= 0)
     sms = fig.sm_count
-    split_keys = np.where(sm90, kv_eff, a["kv"])
+    split_keys = np.where(window_split, kv_eff, a["kv"])
     splits = decode_splits(batch, heads_units, split_keys, sms * DECODE_SPLIT_UNITS_PER_SM)
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
@@ -303,10 +317,11 @@ def decode_terms(
     hd = 2.0 ** np.ceil(np.log2(np.maximum(hd, 1.0)))
     row_tile = np.where(sm90, 8.0, 16.0)
     rows = np.where(grouped, group * q, 1.0)
-    # the keys a part walks: its share of the window (Hopper's fp8 XQA, or no window); where
-    # the splits partition the whole cache, the window's keys fall in the last parts, each
-    # holding at most ``kv / splits`` of them, so a longer cache never shortens the walk
-    partitioned = ~sm90 & (kv_eff < a["kv"])
+    # the keys a part walks: its share of the window (Hopper's fp8 XQA, the packing kernels,
+    # or no window); where the splits partition the whole cache, the window's keys fall in the
+    # last parts, each holding at most ``kv / splits`` of them, so a longer cache never
+    # shortens the walk
+    partitioned = ~window_split & (kv_eff < a["kv"])
     part_keys = np.minimum(kv_eff, np.ceil(a["kv"] / splits))
     walked = np.where(
         partitioned,
@@ -330,10 +345,10 @@ def decode_terms(
     # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
     # one unit's walk
     share = units / sms
-    # beyond 32 query heads per KV head every decode query head streams the cache itself;
+    # beyond ``head_pack`` query heads per KV head every decode query head streams the cache;
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
-    nbytes = batch.bytes * np.where(group > 32, 1.0 + prm["fallback_reads"] * (group - 1.0), 1.0)
+    nbytes = batch.bytes * np.where(within, 1.0, 1.0 + prm["fallback_reads"] * (group - 1.0))
     # (every part pays its per-unit work, empty or not; only the parts holding keys stream
     # the cache and keep tensor cores busy)
     out = attention_time(

@@ -42,7 +42,10 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   (passes over the input), ``quant_permute`` (1 = the quantize also permutes);
 - attention classes: ``kv_bytes`` (bytes per cached element), ``page_size``, ``sinks``,
   ``preprocess_bytes`` (RoPE and cache-append traffic inside ``bytes``), ``rope_elements``,
-  ``kv_reads`` (cache passes from HBM: 2 = K and V, 1 = K alone);
+  ``kv_reads`` (cache passes from HBM: 2 = K and V, 1 = K alone), ``head_pack`` (the most
+  query heads per KV head one unit carries, 0 = every one; default 32 for ``attention_decode``,
+  TensorRT-LLM's XQA, and 1 for ``attention_prefill``, a tile a query head; FlashAttention-3
+  packs every one in both, FlashInfer and the Triton decode kernels in decode);
   ``mla_decode`` also ``kv_split`` (0 = keys are not split across SMs);
 - ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
