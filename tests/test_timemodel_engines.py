@@ -500,7 +500,10 @@ DSA = [
     # were refitted as FlashAttention-3 over a converted cache (H100) and on 128-head units
     # (B200): these rows' FlashMLA / TensorRT-LLM-gen fp8 decode borrows that class
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_generation_module_perf", 0.088, 0.59),
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.291, 0.88),
+    # B200 prompt rows 0.290 / 0.877 before the dense path's B200 source (TensorRT-LLM's
+    # ragged attention) was read as the dense path and the TensorRT-LLM-gen sparse path ran
+    # in the cache's dtype (mapping._dsa_module_table)
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.14, 0.62),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_generation_module_perf", 0.345, 0.81),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.17, 0.27),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.49, 0.79),

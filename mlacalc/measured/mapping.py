@@ -1506,7 +1506,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     ``dsv4_paged_mqa_logits_module_perf`` uncompressed) and the top-k (``elementwise``
     ``topk_flat``, as ``glm5_topk_module_perf``; none where no query has more keys than the
     top-k, as that table's zero rows show); then the attention. SGLang's dense path
-    (``kernel_source`` ``..._dense_mha_fa3``: up to 2,048 keys) is the kv_b GEMM and an
+    (``kernel_source`` ``..._dense_mha_fa3`` on H100, ``..._dense_mha_trtllm_ragged`` on
+    B200: up to 2,048 keys) is the kv_b GEMM and an
     ``mla_prefill`` of the new tokens over every key; every other prompt row the absorbed
     sparse path: the pre-BMM, the sparse MLA of each token over ``min(top-k, keys)`` latent
     rows (``mla_decode`` ``sparse``, as ``glm5_dsa_attn_module_perf``), the post-BMM; a decode
@@ -1523,7 +1524,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     op = t.column("op_name").astype(str)
     src = t.column("kernel_source").astype(str)
     indexer = ~np.char.endswith(op, "skip_indexer")
-    dense = np.char.endswith(src, "dense_mha_fa3")
+    dense = np.char.find(src, "_dense_mha_") >= 0  # FlashAttention-3 (H100), TRT-LLM ragged (B200)
     rows = np.arange(len(t))
     tok = bs * isl
     lat = g["kv_lora"] + g["rope"]
@@ -1594,11 +1595,21 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         gather = np.where(walk > 0, kvb, 2.0)  # a walking kernel gathers the cache as stored
         nbytes = tok * hk * lat * 2 + cached * lat * gather + tok * hk * g["kv_lora"] * 2
         split = 0.0 if t.system == "h100_sxm" else 1.0
-        b.add("sparse_mla", "mla_decode", "bf16", r, flops[sp], nbytes[sp], variant="sparse",
-              batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
-              head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
-              page_size=_PAGE, kv_bytes=2, kv_split=split, operand_reads=1,
-              preprocess_bytes=0, rope_elements=0)  # fmt: skip
+        # SGLang's TensorRT-LLM-gen path on B200 (``kernel_source`` ``..._trtllm``) runs the MLA
+        # decode kernel of its generation_mla_perf rows (``trtllm_mla``), a prompt token a
+        # query over its top-k slots, in the cache's dtype: that table's plain class times it
+        # (an fp8 cache: fp8 q and latent rows at the fp8 rate; as FlashMLA's bf16 prompt
+        # kernel, 2.3-3.4x its time: 0.37-0.96 us a token where the rows take 0.12-0.31)
+        gen = (t.system == "b200_sxm") & np.char.endswith(src, "_trtllm")
+        qb = np.where(gen, kvb, 2.0)
+        nbytes = tok * hk * lat * qb + cached * lat * np.where(gen, kvb, gather)
+        nbytes = nbytes + tok * hk * g["kv_lora"] * 2
+        b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen, kvd, "bf16")[sp], r,
+                       flops[sp], nbytes[sp], variant=np.where(gen, "", "sparse")[sp],
+                       batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
+                       head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
+                       page_size=_PAGE, kv_bytes=np.where(gen, kvb, 2.0)[sp], kv_split=split,
+                       operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
     else:
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
         nbytes = pre + cached * lat * kvb + tok * hk * lat * 2 + tok * hk * g["kv_lora"] * 2
