@@ -350,7 +350,7 @@ def compressed_kernels(
                     n_heads=tile, n_kv=1, head_dim_qk=c.head_dim,
                     head_dim_v=c.head_dim, window=0, causal=0, pooled_ratio=rate,
                     pooled_cap=c.index_topk if cost.variant == "csa" else 0,
-                    pooled_window=c.sliding_window, rope_kernel=1, sparse=int(decode),
+                    pooled_window=c.sliding_window, rope_kernel=1, sparse=1,
                 )
             )  # fmt: skip
         elif o.name == "indexer_scores" and decode:

@@ -187,8 +187,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
     ``"amax"`` for a quantize that writes nothing (the scale alone), ``"mhc_pre"`` /
     ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2),
     ``"indexer"`` for an indexer's fp8 score kernel (shape ``indexer`` 1: DeepGEMM's MQA
-    logits, as the indexer tables time it), ``"sparse"`` for an MLA decode over rows picked
-    by index (shape ``sparse`` 1: FlashMLA's sparse decode), else ``""``."""
+    logits, as the indexer tables time it), ``"sparse"`` for a decode or prompt core over rows
+    picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), else ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
     if kind == "quantize" and float(shape.get("write", 1)) == 0:
@@ -197,8 +197,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return "mhc_pre" if float(shape["mhc"]) == 1 else "mhc_post"
     if kind in ("mla_decode", "attention_prefill") and shape.get("indexer"):
         return "indexer"  # DeepGEMM's fp8 MQA logits (DeepSeek-V4's indexer scores)
-    if kind == "mla_decode" and shape.get("sparse"):
-        return "sparse"  # FlashMLA's sparse decode over picked rows (DeepSeek-V4's core)
+    if kind in ("mla_decode", "attention_prefill") and shape.get("sparse"):
+        return "sparse"  # FlashMLA's sparse kernels over picked rows (DeepSeek-V4's core)
     return ""
 
 
