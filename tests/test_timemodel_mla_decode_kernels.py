@@ -165,3 +165,47 @@ def test_sglang_fp8_decode_conversion_fits_and_transfers(system, profile, median
     e = _sglang_decode_errors(system, profile, "fp8")
     assert e.size > 1000
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
+def test_a_step_runs_the_kernel_its_engines_class_was_fitted_on():
+    # a model step's fp8 MLA decode (its kernel chosen by the device rule, ``step_kernel``)
+    # under SGLang on Hopper converts its cache, as SGLang's H100 rows did; not under
+    # TensorRT-LLM, not on B200, not a measured row (which names its own kernel), not bf16
+    from mlacalc.timemodel.kernel_time import device_batch
+    from mlacalc.timemodel.mla_time import engine_mla_kernel
+
+    step = _decode([128.0], 32768.0, dtype="fp8")
+    del step.shape["cache_convert"], step.shape["kv_bytes"]
+    for name, engine, expected in (
+        ("H100-SXM", "sglang", True),
+        ("H200", "sglang", True),
+        ("H100-SXM", "trtllm", False),
+        ("B200", "sglang", False),
+    ):
+        run = device_batch(step, load_hardware(name))
+        out = engine_mla_kernel(run, engine, _fig(name))
+        assert ("cache_convert" in out.shape) is expected
+        if expected:
+            assert out.shape["cache_convert"][0] == 1.0 and out.shape["kv_bytes"][0] == 1.0
+    measured = _decode([128.0], 32768.0, dtype="fp8")  # carries cache_convert 0
+    out = engine_mla_kernel(
+        device_batch(measured, load_hardware("H100-SXM")), "sglang", _fig("H100-SXM")
+    )
+    assert out.shape["cache_convert"][0] == 0.0
+    bf16 = device_batch(_decode([128.0], 32768.0), load_hardware("H100-SXM"))
+    assert engine_mla_kernel(bf16, "sglang", _fig("H100-SXM")) is bf16
+
+
+def test_sglang_fp8_decode_step_on_hopper_is_slower_than_bf16():
+    # SGLang's H100 rows, 16 sequences of 32K keys at 128 heads: about 1.15 ms with an fp8
+    # cache against 0.27 ms bf16; TensorRT-LLM's fp8 kernel is the faster one
+    import mlacalc
+
+    def attention_s(engine, kv):
+        p = mlacalc.predict_time(
+            "deepseek-v3", "H100-SXM", "decode", 32768, batch=16, engine=engine, kv_dtype=kv
+        )
+        return next(o for o in p.ops if o.name == "attention").model_s
+
+    assert attention_s("sglang", "fp8") > 3.0 * attention_s("sglang", "bf16")
+    assert attention_s("trtllm", "fp8") < attention_s("trtllm", "bf16")

@@ -30,6 +30,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
+from mlacalc.timemodel.mla_time import engine_mla_kernel
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds, kernel_ridge
 from mlacalc.timemodel.terms import kernel_terms, scale_params
@@ -146,6 +147,7 @@ def batch_terms(
     prof = load_profile(profile)
     batch = device_batch(batch, hw)
     fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
+    batch = engine_mla_kernel(batch, prof.engine, fig)  # the kernel the class was fitted on
     return kernel_terms(batch, fig, params, scaled=True), how
 
 
@@ -190,6 +192,7 @@ def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
         cols = mla_decode_kernel(device_figures(hw))
         shape = dict(batch.shape)
         shape.update({k: np.full(n, v) for k, v in cols.items()})
+        shape["step_kernel"] = np.ones(n)  # chosen here: an engine's rule may refine it
         return dataclasses.replace(batch, shape=shape)
     return batch
 

@@ -13,6 +13,8 @@ their bytes). The figures behind each rule are in docs/decisions.md ("Time model
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from mlacalc.timemodel.attention_time import attention_shape, attention_time, decode_splits
@@ -20,10 +22,41 @@ from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK, col, combine, mma_rows
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["MLA_SPLIT_KEYS", "mla_decode_terms", "mla_tile_rows"]
+__all__ = [
+    "CONVERTING_KERNELS",
+    "MLA_SPLIT_KEYS",
+    "engine_mla_kernel",
+    "mla_decode_terms",
+    "mla_tile_rows",
+]
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
 MLA_SPLIT_KEYS = 128.0
+
+
+#: (engine, tensor-core generation) whose MLA decode kernel cannot read an fp8 cache, so a
+#: kernel of its own converts it first (``cache_convert``): SGLang's FlashAttention-3 backend,
+#: which its H100 tables time with an fp8 cache (``kernel_source`` flash_attention); on B200
+#: it runs TensorRT-LLM-gen's MLA kernel, which reads fp8.
+CONVERTING_KERNELS = frozenset({("sglang", "sm90")})
+
+
+def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """``batch`` with ``cache_convert`` (and an fp8 cache's ``kv_bytes``) where its engine's
+    MLA decode kernel on ``fig`` converts an fp8 cache (:data:`CONVERTING_KERNELS`) and the
+    batch is a step's, whose kernel the device rule chose (``step_kernel``, set by
+    :func:`~mlacalc.timemodel.kernel_time.device_batch`; a measured row names the kernel it
+    timed): a step is timed with the kernel its class was fitted on."""
+    if batch.kind != "mla_decode" or batch.variant or batch.dtype != "fp8":
+        return batch
+    if "step_kernel" not in batch.shape:
+        return batch
+    gen = "tcgen05" if fig.tcgen05 else fig.tensor_core_generation
+    if "cache_convert" in batch.shape or (engine, gen) not in CONVERTING_KERNELS:
+        return batch
+    shape = {**batch.shape, "cache_convert": np.ones(len(batch))}
+    shape.setdefault("kv_bytes", np.ones(len(batch)))
+    return dataclasses.replace(batch, shape=shape)
 
 
 def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> float:
