@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
@@ -288,3 +289,160 @@ def test_later_power_law_calls_whose_draws_round_to_zero_take_the_round_robin_lo
     assert new["assignments"][6] > 1.2 * new["assignments"][5]
     old = shape("1.0.0")
     assert old["assignments"][1] == 22.0 and old["active_experts"][1] == 16.0
+
+
+def test_sglang_triton_moe_takes_its_default_tile():
+    """SGLang's Triton fused MoE without a tuned config: a 16 x 32 tile while the tokens are
+    no more than the rank's experts, 64 x 64 past them (the measured rows step up there). A
+    call that fixes both sides of its tile takes that tile alone, the 16 x 32 one included,
+    which no call that leaves the tile free is given."""
+    from mlacalc.timemodel.moe_time import triton_moe_default_tile
+
+    rows, cols = triton_moe_default_tile(np.array([1.0, 32.0, 33.0]), np.array([32.0] * 3))
+    assert rows.tolist() == [16, 16, 64] and cols.tolist() == [32, 32, 64]
+    tokens = np.array([512.0, 512.0, 512.0])
+    pairs = tokens * 8
+    shape = {
+        "tokens": tokens,
+        "topk": np.full(3, 8.0),
+        "hidden": np.full(3, float(HIDDEN)),
+        "inter": np.full(3, float(INTER)),
+        "gated": np.ones(3),
+        "active_experts": np.full(3, 32.0),
+        "max_tokens_per_expert": pairs / 32,
+        "assignments": pairs,
+    }
+    batch = KernelBatch(
+        "moe",
+        "bf16",
+        2.0 * pairs * HIDDEN * INTER * 3,
+        32 * 3 * HIDDEN * INTER * 2.0 + pairs * HIDDEN * 4,
+        np.ones(3),
+        dict(shape, row_tile=np.array([16.0, 64.0, 0.0]), col_tile=np.array([32.0, 64.0, 0.0])),
+    )
+    c = kernel_terms(batch, FIG, default_params("moe"))["compute_s"]
+    # the 16 x 32 tile: four times the 64 x 64 tile's row tiles, at a lower share of the rate
+    assert c[0] > 1.5 * c[1] > 1.5 * c[2]
+    free = _moe(tokens=[512], active=[32], top=[128])["compute_s"]
+    assert free[0] == c[2]
+
+
+def test_a_model_step_takes_the_tile_its_engines_triton_class_was_fitted_on():
+    """A model step's MoE (no tile of its own) under SGLang's profile on Hopper runs the Triton
+    kernel SGLang's bf16 and MXFP4 classes were fitted on, with its default tile; TensorRT-LLM's
+    CUTLASS MoE, SGLang on B200 (FlashInfer's TensorRT-LLM MoE), a variant and a call that
+    names its tile keep theirs."""
+    from mlacalc.timemodel.moe_time import engine_moe_tiles
+
+    b200 = device_figures(load_hardware("B200"))
+    tokens = np.array([8.0, 64.0])
+    shape = {"tokens": tokens, "experts": np.array([32.0, 32.0])}
+    batch = KernelBatch("moe", "bf16", tokens, tokens, np.ones(2), shape)
+    tiled = engine_moe_tiles(batch, "sglang", FIG)
+    assert tiled.shape["row_tile"].tolist() == [16, 64]
+    assert tiled.shape["col_tile"].tolist() == [32, 64]
+    assert engine_moe_tiles(batch, "trtllm", FIG) is batch
+    assert engine_moe_tiles(batch, "sglang", b200) is batch
+    fp8 = KernelBatch("moe", "fp8_block", tokens, tokens, np.ones(2), shape)
+    assert engine_moe_tiles(fp8, "sglang", FIG) is fp8
+    own = KernelBatch("moe", "bf16", tokens, tokens, np.ones(2), dict(shape, row_tile=tokens))
+    assert engine_moe_tiles(own, "sglang", FIG) is own
+
+
+@pytest.mark.slow
+def test_sglang_triton_rows_carry_their_default_tile_and_are_fitted():
+    """SGLang's H100 Triton MoE rows (bf16, MXFP4) carry the default config's tile, the other
+    kernels of its table none; the Triton bf16 class's fitted median |error| 15.7% -> 13.4%,
+    p90 42.4% -> 36.9% with it (fit-h100-sxm-sglang)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "h100_sxm" / "moe" / "sglang" / "0.5.14" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    m = map_table(t)
+    src = t.column("kernel_source").astype(str)
+    triton = np.zeros(len(t), dtype=bool)
+    for part in m.parts:
+        s = part.batch.shape
+        if part.batch.dtype in ("bf16", "w4a16_mxfp4") and not part.batch.variant:
+            assert np.all(src[part.rows] == "sglang_fused_moe_triton")
+            small = s["tokens"] <= s["experts"]
+            assert np.array_equal(s["row_tile"], np.where(small, 16.0, 64.0))
+            assert np.array_equal(s["col_tile"], np.where(small, 32.0, 64.0))
+            triton[part.rows[part.batch.dtype == "bf16"]] = True
+        else:
+            assert not np.any(s["col_tile"])
+    err = np.abs(predict_mapped(m, None, "fit-h100-sxm-sglang") / t.seconds - 1.0)
+    e = err[triton & m.modelled & np.isfinite(err)]
+    assert e.size > 38000 and np.median(e) <= 0.14 and np.percentile(e, 90) <= 0.38
+
+
+#: Nemotron-H's expert shapes (hidden, intermediate, experts, top-k) in the measured tables
+NEMOTRON_H = [
+    [2688, 1856, 128, 6],
+    [1024, 2688, 512, 22],
+    [4096, 2688, 512, 22],
+    [2048, 5120, 512, 22],
+    [8192, 5120, 512, 22],
+]
+
+
+@pytest.mark.slow
+def test_unlabelled_nongated_shapes_are_read_without_a_gate():
+    """vLLM's table times Nemotron-H's squared-ReLU expert shapes (TensorRT-LLM's tables time
+    them only with their ``_nongated`` kernels) without the label: they map with two matrices,
+    and so read, next to none of their rows beats the HBM roofline (hundreds did as gated)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "h100_sxm" / "moe" / "vllm" / "0.24.0" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    shape = np.stack([t.column(c) for c in ("hidden_size", "inter_size", "num_experts", "topk")])
+    nemotron = shape.T[:, None, :] == np.array(NEMOTRON_H)
+    nemotron = nemotron.all(axis=2).any(axis=1)
+    assert nemotron.sum() > 4000
+    gated = np.zeros(len(t))
+    weights = np.zeros(len(t))
+    for part in map_table(t).parts:
+        s = part.batch.shape
+        gated[part.rows] = s["gated"]
+        weights[part.rows] = part.batch.bytes - s["tokens"] * s["hidden"] * 4
+    assert not gated[nemotron].any() and gated[~nemotron].all()
+    beat = t.seconds < weights / load_hardware("H100-SXM").memory_bandwidth_bytes_per_s
+    assert beat[nemotron].sum() <= 25
+
+
+def test_trtllm_gen_fp4_kernels_size_their_row_tile_by_the_mean_load():
+    """TensorRT-LLM-gen's fp4 MoE kernels: the next power of two of tokens x top-k over the
+    rank's experts, in 16..256; a model step under an engine whose class is that kernel (SGLang
+    and vLLM nvfp4 and w4a8 MXFP4, TensorRT-LLM's w4a8 MXFP4, on B200) takes it, TensorRT-LLM's
+    CUTLASS nvfp4 class and Hopper do not."""
+    from mlacalc.timemodel.moe_time import engine_moe_tiles, trtllm_gen_row_tile
+
+    tokens = np.array([1.0, 4.0, 32.0, 33.0, 160.0, 100000.0])
+    assert trtllm_gen_row_tile(tokens, np.full(6, 6.0), np.full(6, 6.0)).tolist() == [
+        16,
+        16,
+        32,
+        64,
+        256,
+        256,
+    ]
+    b200 = device_figures(load_hardware("B200"))
+    shape = {"tokens": tokens, "topk": np.full(6, 6.0), "experts": np.full(6, 6.0)}
+
+    def batch(dtype):
+        return KernelBatch("moe", dtype, tokens, tokens, np.ones(6), dict(shape))
+
+    for engine in ("sglang", "vllm"):
+        for dtype in ("nvfp4", "w4a8_mxfp4"):
+            tiled = engine_moe_tiles(batch(dtype), engine, b200)
+            assert tiled.shape["row_tile"].tolist() == [16, 16, 32, 64, 256, 256]
+            assert not tiled.shape["col_tile"].any()
+    nvfp4 = batch("nvfp4")
+    assert engine_moe_tiles(nvfp4, "trtllm", b200) is nvfp4
+    assert "row_tile" in engine_moe_tiles(batch("w4a8_mxfp4"), "trtllm", b200).shape
+    assert engine_moe_tiles(nvfp4, "sglang", FIG) is nvfp4

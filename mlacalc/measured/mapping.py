@@ -95,7 +95,12 @@ from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable,
 from mlacalc.timemodel.device import mla_decode_kernel
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.host_floor import host_floor_seconds
-from mlacalc.timemodel.moe_time import triton_moe_row_tile
+from mlacalc.timemodel.moe_time import (
+    TRTLLM_GEN_FP4,
+    triton_moe_default_tile,
+    triton_moe_row_tile,
+    trtllm_gen_row_tile,
+)
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
@@ -1013,6 +1018,31 @@ def _draws_round_to_zero(pairs: np.ndarray, experts: np.ndarray, alpha: np.ndarr
     return (pairs <= experts) & (hi * pairs < 0.5 * experts * mean)
 
 
+#: (hidden, inter_size, experts, top-k) of the MoE shapes whose experts have no gate
+#: (Nemotron-H's squared-ReLU experts, two matrices): TensorRT-LLM's tables time exactly these
+#: shapes with their ``_nongated`` kernels; SGLang's and vLLM's tables time them without the
+#: label, and read as gated (three matrices) 649 of vLLM's 4,455 H100 rows of them, 906 of
+#: 3,321 B200 rows and 3,399 of SGLang's 22,032 B200 rows would beat the HBM roofline (vLLM
+#: H100, bf16, one token, top-22 of 512: 334 us where 22 gated experts' weights need 413 us at
+#: the datasheet bandwidth); read as two matrices 20, 25 and 135 do, about the rate of the
+#: other shapes' rows (the L2's doing)
+_NONGATED_SHAPES = (
+    (2688, 1856, 128, 6),
+    (1024, 2688, 512, 22),
+    (4096, 2688, 512, 22),
+    (2048, 5120, 512, 22),
+    (8192, 5120, 512, 22),
+)
+
+
+def _nongated_shape(hidden, inter, experts, topk) -> np.ndarray:
+    """Rows of a :data:`_NONGATED_SHAPES` shape."""
+    out = np.zeros(len(hidden), dtype=bool)
+    for h, i, e, k in _NONGATED_SHAPES:
+        out |= (hidden == h) & (inter == i) & (experts == e) & (topk == k)
+    return out
+
+
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = canon_dtypes(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
@@ -1070,6 +1100,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             most[few] = spread.max_per_expert
     source = t.columns.get("kernel_source", np.full(len(t), ""))
     gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
+    gated[_nongated_shape(hidden, inter, E, topk)] = 0.0
     mats = np.where(gated > 0, 3.0, 2.0)
     inter_l = inter / tp
     flops = 2.0 * assigned * hidden * inter_l * mats
@@ -1091,6 +1122,21 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
     tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
     row_tile = np.where(triton, tile, 0.0)
+    # SGLang's Triton fused MoE (bf16, MXFP4) with its default config: a 16 x 32 tile while
+    # the tokens are no more than the rank's experts, else 64 x 64
+    # (:func:`~mlacalc.timemodel.moe_time.triton_moe_default_tile`)
+    sg = (source.astype(str) == "sglang_fused_moe_triton") & (dt != "fp8_block")
+    sg_rows, sg_cols = triton_moe_default_tile(T.astype(float), (E // ep).astype(float))
+    row_tile = np.where(sg, sg_rows, row_tile)
+    # TensorRT-LLM-gen's fp4 MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,
+    # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM) size their row tile by the mean
+    # load (:func:`~mlacalc.timemodel.moe_time.trtllm_gen_row_tile`)
+    srcs = source.astype(str)
+    gen = np.isin(srcs, ["moe_torch_flow", "moe_torch_flow_min_latency"])
+    gen = (gen | (np.char.find(srcs, "flashinfer_trtllm") >= 0)) & np.isin(dt, TRTLLM_GEN_FP4)
+    gen_tile = trtllm_gen_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
+    row_tile = np.where(gen, gen_tile, row_tile)
+    col_tile = np.where(sg, sg_cols, 0.0)
     rows = np.arange(len(t))
     ok = ~np.char.startswith(dt, "?")
     variants = _source_variants(t, dt)
@@ -1116,6 +1162,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         ep=ep[ok],
         tp=tp[ok],
         row_tile=row_tile[ok],
+        col_tile=col_tile[ok],
     )
     reason[~ok] = "unknown_dtype"
 

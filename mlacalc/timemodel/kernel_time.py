@@ -31,6 +31,7 @@ import numpy as np
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
 from mlacalc.timemodel.mla_time import engine_mla_kernel
+from mlacalc.timemodel.moe_time import engine_moe_tiles
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds, kernel_ridge
 from mlacalc.timemodel.terms import kernel_terms, scale_params
@@ -147,6 +148,7 @@ def batch_terms(
     prof = load_profile(profile)
     batch = device_batch(batch, hw)
     fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
+    batch = engine_moe_tiles(batch, prof.engine, fig)  # the tiles the class was fitted on
     batch = engine_mla_kernel(batch, prof.engine, fig)  # the kernel the class was fitted on
     return kernel_terms(batch, fig, params, scaled=True), how
 

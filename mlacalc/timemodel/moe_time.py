@@ -12,13 +12,26 @@ around the GEMMs (``act_passes``). The figures behind each rule are in docs/deci
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import SCALE_BLOCK_K, col, memory_share, tile_arrays, tile_rate
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["FUSED_TOPK_MAX", "RATE_DTYPE", "moe_terms", "triton_moe_row_tile"]
+__all__ = [
+    "FUSED_TOPK_MAX",
+    "RATE_DTYPE",
+    "TRITON_DEFAULT_TILE",
+    "TRTLLM_GEN_FP4",
+    "TRTLLM_GEN_TILE",
+    "engine_moe_tiles",
+    "moe_terms",
+    "triton_moe_default_tile",
+    "triton_moe_row_tile",
+    "trtllm_gen_row_tile",
+]
 
 #: The tensor rate a MoE dtype multiplies at where it is not its own name: mxfp4 weights with
 #: mxfp8 activations run Blackwell's mixed-format MMA (``kind::f8f6f4``), whose rate is the fp8
@@ -39,9 +52,13 @@ _MOE_TILES = tuple(
         (128, 128),
         (128, 256),
         (256, 128),
+        # the Triton MoE's small default tile (16 x 32), taken only where a call fixes it
+        (16, 32),
     )
 )
 _MOE_TM, _MOE_TN, _MOE_RATE = tile_arrays(_MOE_TILES)
+#: the tiles a library picks from when the call fixes none (all but the Triton MoE's own)
+_MOE_FREE = (np.arange(len(_MOE_TILES)) < len(_MOE_TILES) - 1)[:, None]
 _MOE_GEMMS = np.arange(2)[:, None]
 
 
@@ -64,6 +81,76 @@ def triton_moe_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarra
     ratio for every expert count and EP size."""
     per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
     return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 128.0)
+
+
+#: The MoE dtypes whose TensorRT-LLM-gen kernels (Blackwell) size their row tile by the mean
+#: load, :func:`trtllm_gen_row_tile`: 4-bit weights with fp4 or mxfp8 activations
+TRTLLM_GEN_FP4 = ("nvfp4", "w4a8_mxfp4")
+
+
+def trtllm_gen_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -> np.ndarray:
+    """The row tile (``tile_tokens_dim``) of TensorRT-LLM-gen's fp4 MoE kernels: the next power
+    of two of the mean (token, expert) pairs of the rank's ``experts``, ``tokens x topk /
+    experts``, kept in 16..256 (the kernels go down to 8 rows, which the tile list lacks: as
+    recalled, no copy of their source at hand). The measured B200 rows step up by 1.2-1.8x
+    where that mean passes 16, 64 and 128, at every expert count, under TensorRT-LLM (w4a8
+    MXFP4, min-latency nvfp4), SGLang and vLLM (FlashInfer's TensorRT-LLM MoE, nvfp4 and w4a8
+    MXFP4) alike. Their bf16, fp8 and weight-only kernels are not held to it: with the rule
+    vLLM's bf16 and block-scaled fp8 fits got worse (7.0% -> 9.6%, 9.9% -> 12.6% median) and
+    SGLang's weight-only ones too."""
+    per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 256.0)
+
+
+def triton_moe_default_tile(
+    tokens: np.ndarray, experts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (rows, columns) output tile of SGLang's Triton fused MoE where no tuned config
+    file holds the call's shape: ``get_default_config`` (as recalled, no copy of its source at
+    hand) takes BLOCK_SIZE_M 16 by BLOCK_SIZE_N 32 while the call's tokens are no more than the
+    rank's ``experts``, else 64 by 64. SGLang's measured bf16 and MXFP4 Triton rows step up by
+    1.2-1.5x (median 1.35 on H100, over the model's 1.03 with the fastest tile) exactly between
+    the last token count at or under the rank's experts and the next, on H100 and B200, at
+    every expert count from 1 to 512 and both routings; the block-scaled fp8 rows (a fixed 64
+    by 128 block there) do not."""
+    small = tokens <= experts
+    return np.where(small, 16.0, 64.0), np.where(small, 32.0, 64.0)
+
+
+#: The MoE classes an engine's model step runs through its Triton fused MoE with the default
+#: config's tile (:func:`triton_moe_default_tile`), by tensor-core generation: SGLang's measured
+#: H100 bf16 and MXFP4 rows are its Triton kernel (the tables' ``kernel_source``); on B200
+#: (``tcgen05``) its bf16 class is FlashInfer's TensorRT-LLM MoE and the Triton one a variant
+TRITON_DEFAULT_TILE = {("sglang", "sm90"): ("bf16", "w4a16_mxfp4")}
+
+#: The MoE classes an engine's model step runs through TensorRT-LLM-gen's fp4 kernels
+#: (:func:`trtllm_gen_row_tile`), on data-centre Blackwell: the classes whose measured rows are
+#: those kernels (TensorRT-LLM's nvfp4 class is its CUTLASS kernel, the min-latency one a
+#: variant)
+TRTLLM_GEN_TILE = {
+    ("trtllm", "tcgen05"): ("w4a8_mxfp4",),
+    ("sglang", "tcgen05"): TRTLLM_GEN_FP4,
+    ("vllm", "tcgen05"): TRTLLM_GEN_FP4,
+}
+
+
+def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """``batch`` with the tile its engine's Triton fused MoE fixes (``row_tile``,
+    ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
+    names no tile of its own (a model step's; a measured row carries its own): the step is timed
+    with the tiles its class was fitted on."""
+    gen = "tcgen05" if fig.tcgen05 else fig.tensor_core_generation
+    if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
+        return batch
+    tokens, experts = col(batch, "tokens", 1), col(batch, "experts", 1)
+    if batch.dtype in TRITON_DEFAULT_TILE.get((engine, gen), ()):
+        rows, cols = triton_moe_default_tile(tokens, experts)
+    elif batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ()):
+        rows = trtllm_gen_row_tile(tokens, col(batch, "topk", 1), experts)
+        cols = np.zeros(len(batch))
+    else:
+        return batch
+    return dataclasses.replace(batch, shape={**batch.shape, "row_tile": rows, "col_tile": cols})
 
 
 #: The most experts a token the fused MoE routing kernel selects; more take a generic top-k
@@ -116,7 +203,15 @@ def moe_terms(
         row_tile = triton_moe_row_tile(
             col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1)
         )
-    candidates = np.where((row_tile > 0) & (row_tile != _MOE_TM), np.inf, candidates)
+    # a call that fixes its tile's columns too (``col_tile``, the Triton MoE's default config)
+    # takes that one tile; else the row tile's, or any tile of the library's list
+    col_tile = col(batch, "col_tile", 0)
+    allowed = np.where(
+        row_tile > 0,
+        (row_tile == _MOE_TM) & np.where(col_tile > 0, col_tile == _MOE_TN, _MOE_FREE),
+        _MOE_FREE,
+    )
+    candidates = np.where(allowed, candidates, np.inf)
     if batch.dtype == "fp8_block" and not fig.tcgen05:
         # block scaling, as in the GEMM (none where the MMA applies the scales, ``tcgen05``):
         # after each 128-deep K block a tile rescales its partial product into its fp32
