@@ -319,3 +319,19 @@ def test_a_packing_prefill_fills_its_tiles_with_the_query_heads_of_a_kv_head():
         kernel_terms(batch, fig, prm)["seconds"][0]
         == kernel_terms(with_one, fig, prm)["seconds"][0]
     )
+
+
+def test_only_blackwell_kernels_take_exponentials_faster_than_the_sfus():
+    # eff_exp above 1 (exponentials on the FMA pipes too) speeds a B200 prompt bound by its
+    # exponentials; on H100 the SFUs' rate is the most any fit gives
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, sfu_overlap=16.0, unit_latency_s=0.0, call_latency_s=1e-7)
+    for name, faster in (("B200", True), ("H100-SXM", False)):
+        fig = device_figures(load_hardware(name))
+        batch, _ = _prefill("fp8", 128.0, 128.0, isl=16384.0)
+        one = kernel_terms(batch, fig, dict(prm, eff_exp=1.0))["compute_s"][0]
+        more = kernel_terms(batch, fig, dict(prm, eff_exp=1.5))["compute_s"][0]
+        if faster:
+            assert more < 0.9 * one
+        else:
+            assert more == one

@@ -2,11 +2,12 @@
 ``mla_prefill``) and ``attention_decode``; :func:`attention_time` also serves ``mla_decode``.
 
 Prefill (:func:`prefill_terms`): 128 x 128 tiles over queries and keys, the softmax's
-exponentials on the SFUs (``eff_exp``, ``sfu_overlap``), the K/V operands each MMA reads from
-shared memory (64 rows a read on Hopper, 16 before), the tiles an SM's shared memory holds at
-once, the fp8 V transpose and probability conversion, fp8 head dims padded to powers of two,
-banded windows (``mask_s``), a call's and a unit's waits in seconds (``call_latency_s``,
-``unit_latency_s``) and the RoPE pre-kernel (``pre_latency_s`` and a streaming pass).
+exponentials on the SFUs (``eff_exp``, ``sfu_overlap``; on Blackwell some on the FMA pipes),
+the K/V operands each MMA reads from shared memory (64 rows a read on Hopper, 16 before), the
+tiles an SM's shared memory holds at once, the fp8 V transpose and probability conversion,
+fp8 head dims padded to powers of two, banded windows (``mask_s``), a call's and a unit's
+waits in seconds (``call_latency_s``, ``unit_latency_s``) and the RoPE pre-kernel
+(``pre_latency_s`` and a streaming pass).
 
 Decode (:func:`decode_terms`): (sequence, KV-head group) units with key splits, per-unit work
 as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``),
@@ -138,10 +139,15 @@ def prefill_terms(
     # combined with the tensor time by the p-norm ``sfu_overlap`` (FlashAttention-3 overlaps
     # the two in part). With fp8 or head_dim 64 on H100 the exponentials take as long as the
     # products at full rate. A kernel with no value product (an indexer's ReLU logits) has no
-    # softmax
+    # softmax. Blackwell's kernels (``tcgen05``: FlashAttention-4, TensorRT-LLM-gen) compute
+    # some of the exponentials on the FMA pipes, a polynomial exp2 beside the SFUs, so their
+    # rate is above the SFUs' (``eff_exp`` over 1; fitted on B200's fp8 prompts: 1.52, 1.57 and
+    # 1.58 under TensorRT-LLM, SGLang and vLLM); Hopper's and Ampere's kernels take every one
+    # on the SFUs (at most their rate, whatever the fit that predicts them)
     d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
     scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
-    sfu = scores / (prm["eff_exp"] * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    eff_exp = prm["eff_exp"] if fig.tcgen05 else min(prm["eff_exp"], 1.0)
+    sfu = scores / (eff_exp * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
     # the call's fixed time and each unit's fixed work are waits on memory and launches, not
     # cycles: seconds on every device (``call_latency_s``, ``unit_latency_s``; the clocked
     # ``fixed_s`` and ``seq_s`` stay at 0 for the prefill kinds). The MLA prefill rows have one

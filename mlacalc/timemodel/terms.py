@@ -114,7 +114,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "link_eff": (0.02, 1.0, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step, at the reference clock"),
     "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
-    "eff_exp": (0.05, 1.0, "fraction of the SFU exponential rate (16 a clock per SM) reached"),
+    "eff_exp": (0.05, 4.0, "exponential rate in SFU rates (16 a clock per SM; >1: FMA too)"),
     "sfu_overlap": (1.0, 16.0, "p of the p-norm combining tensor-core and exponential time"),
     "dequant_s": (0.0, 1e-9, "seconds one SM takes to convert one element on its CUDA cores"),
     "tile_s": (0.0, 2e-5, "seconds per wave of GEMM/MoE output tiles beside their main loop"),
@@ -206,8 +206,9 @@ _KIND_DEFAULTS: dict[str, dict[str, float]] = {
     "combine": {"sm_bandwidth": 5.5},
     # prefill: the RoPE + cache-write pre-kernel's launch and wait (``pre_latency_s``) is not
     # fitted (every measured prefill row has it); the waits start where the measured rows put
-    # them, 10 us a call and 3 us a unit; the exponentials run at the SFUs' datasheet rate
-    # (``eff_exp`` 1, not fitted), how much of them the MMAs hide is ``sfu_overlap``, started
+    # them, 10 us a call and 3 us a unit; the exponentials start at the SFUs' datasheet rate
+    # (``eff_exp`` 1; fitted, above 1 only on Blackwell, whose kernels compute some on the FMA
+    # pipes), how much of them the MMAs hide is ``sfu_overlap``, started
     # at 2 (a Euclidean p-norm: FlashAttention-3's two warp-groups overlap one's softmax with
     # the other's MMAs, in part)
     "attention_prefill": _PREFILL_DEFAULTS,
@@ -261,6 +262,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "block_s",
         "mask_s",
         "sfu_overlap",
+        "eff_exp",
     ),
     "mla_prefill": (
         "eff_compute",
