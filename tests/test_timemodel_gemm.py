@@ -233,6 +233,30 @@ def test_a_per_tensor_amax_lasts_at_least_its_chain_of_atomics():
     assert [float(p.batch.shape["quant_atomics"][0]) for p in bld.parts] == [16.0, 0.0]
 
 
+def test_cutlass_scaled_mm_takes_its_tile_from_the_rows_and_never_splits_k():
+    """CUTLASS's Hopper fp8 scaled_mm (``cutlass_dispatch``) runs 64 x 64 tiles up to 64 rows,
+    64 x 128 up to 128 and 128 x 128 beyond, each walking all of K: n = 128, k = 65,536 steps
+    up at 65 and 129 rows (measured on H100: 47-54, 67-101, 167-197 us); cuBLAS's fp8 splits
+    K and does not. The same rule on B200 (no steps there; it fits them as well)."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("gemm")
+    ms = [64, 65, 128, 129]
+    cutlass = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4, cutlass_dispatch=1), h100, prm)
+    cublas = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4), h100, prm)
+    c, b = cutlass["compute_s"], cublas["compute_s"]
+    # one tile a 64-row block of each 64 or 128 columns, all of K, at the tile's rate
+    per_sm = prm["eff_compute"] * h100.peak("fp8") / h100.sm_count
+    for i, (tm, tn) in enumerate(((64, 64), (64, 128), (64, 128), (128, 128))):
+        rate = min(1.0, np.sqrt(tm * tn / (tm + tn) / 64.0))
+        assert c[i] == pytest.approx(2.0 * tm * tn * 65536 / (rate * per_sm), rel=1e-9)
+    assert c[1] > 1.4 * c[0] and c[3] > 1.4 * c[2] and np.all(b < c)
+    b200 = device_figures(load_hardware("B200"))
+    on_b200 = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4, cutlass_dispatch=1), b200, prm)
+    plain = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4), b200, prm)
+    assert np.all(plain["compute_s"] < on_b200["compute_s"])
+    assert on_b200["compute_s"][3] > 1.4 * on_b200["compute_s"][2]
+
+
 def test_split_k_pays_its_reduction(monkeypatch):
     """A split-K GEMM writes each split's fp32 partial tile and reads it back (8 bytes a padded
     output element and split, at the class's HBM rate); a GEMM with a wave of tiles or more

@@ -446,3 +446,33 @@ def test_trtllm_gen_fp4_kernels_size_their_row_tile_by_the_mean_load():
     assert engine_moe_tiles(nvfp4, "trtllm", b200) is nvfp4
     assert "row_tile" in engine_moe_tiles(batch("w4a8_mxfp4"), "trtllm", b200).shape
     assert engine_moe_tiles(nvfp4, "sglang", FIG) is nvfp4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "engine, system, version, profile, median, p90",
+    [
+        # moe_perf pooled median / p90, fitted (bench_timemodel.py --engines --only moe_perf):
+        # after the kernels' own tiles and the gateless Nemotron-H shapes (before: SGLang 11.7% /
+        # 35.7% and 12.0% / 34.1%, vLLM 8.6% / 39.1% and 9.0% / 32.2%, TensorRT-LLM B200 9.3% /
+        # 30.2%)
+        ("trtllm", "h100_sxm", "1.3.0rc20", "default", 0.062, 0.21),
+        ("trtllm", "b200_sxm", "1.3.0rc20", "fit-b200-sxm", 0.092, 0.29),
+        ("sglang", "h100_sxm", "0.5.14", "fit-h100-sxm-sglang", 0.108, 0.345),
+        ("sglang", "b200_sxm", "0.5.14", "fit-b200-sxm-sglang", 0.102, 0.30),
+        ("vllm", "h100_sxm", "0.24.0", "fit-h100-sxm-vllm", 0.08, 0.295),
+        ("vllm", "b200_sxm", "0.24.0", "fit-b200-sxm-vllm", 0.082, 0.275),
+    ],
+)
+def test_moe_tables_fitted_per_engine(engine, system, version, profile, median, p90):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    (t,) = load_measured(MEASURED / system / "moe" / engine / version / "moe_perf.parquet").tables
+    m = map_table(t)
+    pred = predict_mapped(m, None, profile)
+    ok = m.modelled & np.isfinite(pred)
+    e = np.abs(pred[ok] / t.seconds[ok] - 1.0)
+    assert np.median(e) <= median and np.percentile(e, 90) <= p90

@@ -135,6 +135,9 @@ def not_predicted(reason: np.ndarray) -> np.ndarray:
     return (reason != "") & (reason != NO_KERNEL)
 
 
+#: ``kernel_source`` of the per-tensor fp8 GEMM rows that run CUTLASS's ``scaled_mm``.
+CUTLASS_FP8_SOURCES = ("sglang_sgl_kernel_fp8_scaled_mm", "CutlassFP8ScaledMMLinearKernel")
+
 #: DeepSeek-V3 attention geometry of the MLA tables.
 DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64, "v": 128}
 _BLOCK = 128  # fp8 block-scaling group
@@ -334,11 +337,13 @@ def _gemm_kernels(
     permute=0,
     variant="",
     amax_atomics=0.0,
+    cutlass_dispatch=0.0,
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
     ``amax_atomics = 1`` where the amax kernel's blocks, one a token, each fold their maximum
-    into the scale with an atomic: ``quant_atomics`` = tokens) or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
+    into the scale with an atomic: ``quant_atomics`` = tokens; ``cutlass_dispatch = 1`` where
+    the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
     quantize also permutes heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the
     batched GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
@@ -356,6 +361,7 @@ def _gemm_kernels(
             "quant_permute": 0,
             "quant_launches": 3,
             "quant_atomics": amax_atomics * g * m,
+            "cutlass_dispatch": cutlass_dispatch * np.ones_like(m),
         }
     elif dtype == "fp8_block":
         nbytes = nbytes + 4.0 * g * (
@@ -412,6 +418,12 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # vLLM's dynamic per-tensor fp8 quantization (``scaled_fp8_quant``): its amax kernel runs
     # a block per token, each folding its maximum into the one scale with an atomic
     atomics = 1.0 if t.engine == "vllm" else 0.0
+    # SGLang's and vLLM's per-tensor fp8 GEMM is CUTLASS's scaled_mm, its tile picked by the
+    # row count (gemm_time.CUTLASS_SM90_FP8_TILES), not cuBLAS's
+    source = t.columns.get("kernel_source")
+    cutlass = np.zeros(len(t))
+    if source is not None:
+        cutlass = np.isin(source.astype(str), CUTLASS_FP8_SOURCES).astype(np.float64)
     if t.engine == "vllm" and "kernel_source" in t.columns:
         # quirk of vLLM's table (mapping rule): its fp8_block rows time a floor of 57-93 us on
         # H100 and 175-275 us on B200 at every m up to 4,096 (n = 3,072, k = 1,536), where the
@@ -438,6 +450,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 weight_copies=copies[sel],
                 variant=str(var),
                 amax_atomics=atomics,
+                cutlass_dispatch=cutlass[sel],
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16
