@@ -44,7 +44,14 @@ from mlacalc.models.patterns import LayerKind
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.workload import Workload
 
-__all__ = ["DSV4_MODELS", "FLAT_TOPK", "dsv4_module_kernels", "dsv4_module_parts"]
+__all__ = [
+    "DSV4_MODELS",
+    "FLAT_TOPK",
+    "LONG_ROW",
+    "LONG_TOPK",
+    "dsv4_module_kernels",
+    "dsv4_module_parts",
+]
 
 #: The checkpoints the tables name: DeepSeek-V4-Pro (the shipped ``deepseek-v4-pro``; the FP8
 #: checkpoint and the original are one architecture) and DeepSeek-V4-Flash (the config class's
@@ -68,6 +75,13 @@ _WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
 #: top-k selects once a query has more than 512 pooled keys), as the calibration's v2 kernel
 #: on flat logits takes 82 us there; DeepSeek-V4-Pro's jump comes at 6,144 (1,024 keys).
 FLAT_TOPK = "topk_v2_flat"
+#: Past this many pooled keys a row the v2 kernel takes another path, whose time the
+#: calibration shows does not depend on the logits' spread: on flat logits 10.0-16.9 us on H100
+#: from 32,768 to 262,144 pooled keys against 9.4-14.3 us on top-last ones, where up to 16,384
+#: flat logits take 82 us (no calibration row lies between 16,384 and 32,768). Those rows are
+#: timed by the top-last variant (:data:`LONG_TOPK`).
+LONG_ROW = 16384
+LONG_TOPK = "topk_v2_top_last"
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
@@ -111,7 +125,8 @@ def dsv4_module_kernels(
         return out
     nbytes = pairs * 4 + batch * isl * topk * 4  # the fp32 logits read, the indices written
     shape = {"elements": pairs, "units": selecting}
-    flat = Kernel("indexer_topk_flat", "elementwise", "bf16", 0, nbytes, shape=shape)
+    name = "indexer_topk_long" if seq // rate > LONG_ROW else "indexer_topk_flat"
+    flat = Kernel(name, "elementwise", "bf16", 0, nbytes, shape=shape)
     return [flat if k.name == "indexer_topk" else k for k in out]
 
 
@@ -159,8 +174,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 hh = np.maximum(h_all, HEAD_TILE) if k11.name == "attention" else h_all
                 h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
-                if k11.name == "indexer_topk_flat":
-                    slots.name_variant(k11, FLAT_TOPK)
+                if k11.name in ("indexer_topk_flat", "indexer_topk_long"):
+                    slots.name_variant(k11, FLAT_TOPK if k11.name.endswith("flat") else LONG_TOPK)
                 slots.add(
                     k11,
                     at,
