@@ -264,6 +264,8 @@ def engines_main(args) -> int:
                 wanted = [w.strip() for w in args.only.split(",") if w.strip()]
                 tables = [t for t in tables if any(w in t.table for w in wanted)]
             mapped = [map_table(t) for t in tables]  # the engine's tables and the shared ones
+            if not mapped:  # --only named no table of this engine on this device
+                continue
             key = f"{engine} {device}"
             results[key] = {"validate_s": took, "not_predicted": {}}
             for m in mapped:

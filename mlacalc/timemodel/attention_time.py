@@ -19,6 +19,8 @@ behind each rule are in docs/decisions.md ("Time model").
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
@@ -35,7 +37,49 @@ from mlacalc.timemodel.shared import (
 )
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["attention_shape", "attention_time", "decode_splits", "decode_terms", "prefill_terms"]
+__all__ = [
+    "PACKING_PREFILL",
+    "attention_shape",
+    "attention_time",
+    "decode_splits",
+    "decode_terms",
+    "engine_attention_kernel",
+    "prefill_terms",
+]
+
+#: (engine, tensor-core generation) whose prompt attention kernel packs the query heads of a KV
+#: head into a tile's rows (``head_pack`` 0): FlashAttention-3, which SGLang and vLLM run on
+#: Hopper; on Blackwell they run FlashInfer / TensorRT-LLM-gen, a tile a query head
+PACKING_PREFILL = frozenset({("sglang", "sm90"), ("vllm", "sm90")})
+
+#: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
+#: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to 32
+PACKING_DECODE = frozenset({"sglang", "vllm"})
+
+
+def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """``batch`` with the ``head_pack`` of its engine's dense attention kernel on ``fig`` where
+    the batch names none (a model step's; a measured attention row carries its kernel's): a step
+    is timed with the packing its class was fitted on (the mapping's rule,
+    ``mlacalc.measured.mapping``). SGLang and vLLM pack every query head of a KV head into a
+    decode unit on every device, and into a prompt tile on Hopper (FlashAttention-3)."""
+    if batch.kind not in ("attention_decode", "attention_prefill") or "head_pack" in batch.shape:
+        return batch
+    if batch.variant or "pooled_ratio" in batch.shape:
+        # a kernel of its own (an encoder's, a sparse or indexer variant) or DeepSeek-V4's
+        # compressed attention, which runs V4's own kernels, not the engine's dense backend
+        # (its module rows: packing them the FlashAttention-3 way reads 2-4 points worse)
+        return batch
+    gen = "tcgen05" if fig.tcgen05 else fig.tensor_core_generation
+    if batch.kind == "attention_decode":
+        if engine not in PACKING_DECODE:
+            return batch
+        pack = 0.0
+    elif (engine, gen) in PACKING_PREFILL:
+        pack = 0.0
+    else:
+        return batch
+    return dataclasses.replace(batch, shape={**batch.shape, "head_pack": np.full(len(batch), pack)})
 
 
 def attention_shape(batch: KernelBatch) -> dict[str, np.ndarray]:

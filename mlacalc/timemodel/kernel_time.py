@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.timemodel.attention_time import engine_attention_kernel
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
 from mlacalc.timemodel.mla_time import engine_mla_kernel
 from mlacalc.timemodel.moe_time import engine_moe_tiles
@@ -50,6 +51,7 @@ __all__ = [
     "batch_terms",
     "class_params",
     "device_batch",
+    "engine_batch",
     "predict_batch",
     "predict_kernels",
     "roofline_seconds",
@@ -148,9 +150,21 @@ def batch_terms(
     prof = load_profile(profile)
     batch = device_batch(batch, hw)
     fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
-    batch = engine_moe_tiles(batch, prof.engine, fig)  # the tiles the class was fitted on
-    batch = engine_mla_kernel(batch, prof.engine, fig)  # the kernel the class was fitted on
+    batch = engine_batch(batch, prof.engine, fig)
     return kernel_terms(batch, fig, params, scaled=True), how
+
+
+def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """A model step's ``batch`` as ``engine``'s kernel runs it on ``fig``, the kernel its class
+    was fitted on: the fused MoE's tiles (:func:`~mlacalc.timemodel.moe_time.engine_moe_tiles`),
+    the MLA decode kernel (:func:`~mlacalc.timemodel.mla_time.engine_mla_kernel`) and the
+    attention kernels' head packing
+    (:func:`~mlacalc.timemodel.attention_time.engine_attention_kernel`); a measured row, which
+    names its kernel, is left as it is. Every path that times a step's kernels goes through
+    here (``predict_batch``, ``predict_time``'s model ops)."""
+    batch = engine_moe_tiles(batch, engine, fig)
+    batch = engine_mla_kernel(batch, engine, fig)
+    return engine_attention_kernel(batch, engine, fig)
 
 
 def run_dtype(kind: str, dtype: str, hw: HardwareSpec) -> str:

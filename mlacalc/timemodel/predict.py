@@ -49,8 +49,7 @@ from mlacalc.timemodel.eager_time import (
     host_runs_kernels,
 )
 from mlacalc.timemodel.engine_profiles import engine_note, profile_for
-from mlacalc.timemodel.kernel_time import class_params, device_batch, run_dtype
-from mlacalc.timemodel.mla_time import engine_mla_kernel
+from mlacalc.timemodel.kernel_time import class_params, device_batch, engine_batch, run_dtype
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -395,7 +394,7 @@ def _model_ops(
     for idx, batch in batches_of(kernels):
         batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
         fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
-        batch = engine_mla_kernel(batch, getattr(prof, "engine", ""), fig)  # its class's kernel
+        batch = engine_batch(batch, getattr(prof, "engine", ""), fig)  # its class's kernel
         terms = kernel_terms(batch, fig, params, scaled=True)
         # the plain roofline bound of each kernel (one call), with the datasheet figures
         ideal = ideal_seconds(batch.flops, batch.bytes, fig, batch.dtype).tolist()

@@ -1,0 +1,115 @@
+"""A model step's kernels are timed as the engine's kernels run them (the kernels its classes
+were fitted on), on every path that times a step: ``predict_time`` and ``predict_kernels``
+(which ``plan`` and ``search`` use) agree, kernel by kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mlacalc
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.attention_time import engine_attention_kernel
+from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.kernel_time import predict_batch, predict_kernels
+from mlacalc.words.kernels import KernelBatch
+
+H100 = device_figures(load_hardware("H100-SXM"))
+B200 = device_figures(load_hardware("B200"))
+
+
+def _attention(kind: str, variant: str = "", **extra) -> KernelBatch:
+    n = 3
+    shape = {
+        "batch": np.full(n, 4.0),
+        "q_len": np.full(n, 1.0 if kind == "attention_decode" else 16.0),
+        "kv_len": np.array([128.0, 4096.0, 32768.0]),
+        "n_heads": np.full(n, 64.0),
+        "n_kv": np.full(n, 1.0),
+        "head_dim_qk": np.full(n, 128.0),
+        "head_dim_v": np.full(n, 128.0),
+        "window": np.zeros(n),
+        "causal": np.ones(n),
+    }
+    shape.update({k: np.full(n, v) for k, v in extra.items()})
+    return KernelBatch(
+        kind=kind,
+        dtype="bf16",
+        flops=np.full(n, 1e9),
+        bytes=np.full(n, 1e7),
+        calls=np.ones(n),
+        shape=shape,
+        variant=variant,
+    )
+
+
+def test_the_engines_decode_kernels_pack_every_query_head_of_a_kv_head():
+    batch = _attention("attention_decode")
+    for engine in ("sglang", "vllm"):
+        for fig in (H100, B200):
+            packed = engine_attention_kernel(batch, engine, fig)
+            assert np.all(packed.shape["head_pack"] == 0)
+    # TensorRT-LLM's XQA keeps its own rule (32, the kernel's default)
+    assert engine_attention_kernel(batch, "trtllm", H100) is batch
+
+
+def test_prompts_pack_on_hopper_only():
+    batch = _attention("attention_prefill")
+    for engine in ("sglang", "vllm"):
+        assert np.all(engine_attention_kernel(batch, engine, H100).shape["head_pack"] == 0)
+        # Blackwell's prompt kernels (FlashInfer / TensorRT-LLM-gen): a tile a query head
+        assert engine_attention_kernel(batch, engine, B200) is batch
+    assert engine_attention_kernel(batch, "trtllm", H100) is batch
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        _attention("attention_decode", head_pack=32.0),  # a measured row names its kernel's
+        _attention("attention_prefill", "sparse"),  # a kernel of its own
+        _attention("attention_prefill", "encoder"),
+        _attention("attention_prefill", pooled_ratio=4.0),  # DeepSeek-V4's own kernels
+    ],
+    ids=["measured", "sparse", "encoder", "dsv4"],
+)
+def test_kernels_that_name_their_own_rule_are_left_alone(batch):
+    assert engine_attention_kernel(batch, "sglang", H100) is batch
+
+
+def test_a_step_without_its_kernels_packing_is_timed_as_the_packed_kernel():
+    """64 query heads on one KV head, 16-token prompts on H100 under SGLang: the step, which
+    names no ``head_pack``, is timed as the FlashAttention-3 kernel (packed) its class was
+    fitted on, not as a tile a query head (which the class's parameters do not describe)."""
+    bare = _attention("attention_prefill")
+    packed = _attention("attention_prefill", head_pack=0.0)
+    one = _attention("attention_prefill", head_pack=1.0)
+    prof = "fit-h100-sxm-sglang"
+    t_bare = predict_batch(bare, "H100-SXM", prof)
+    assert np.array_equal(t_bare, predict_batch(packed, "H100-SXM", prof))
+    assert not np.allclose(t_bare, predict_batch(one, "H100-SXM", prof), rtol=1e-3)
+    # under TensorRT-LLM the same step keeps a tile a query head
+    trt = predict_batch(bare, "H100-SXM", "fit-h100-sxm")
+    assert np.array_equal(trt, predict_batch(one, "H100-SXM", "fit-h100-sxm"))
+
+
+@pytest.mark.parametrize(
+    "model, phase, seq, q",
+    [("qwen3-30b-a3b", "prefill", 16, None), ("qwen3-30b-a3b", "decode", 4096, None)],
+)
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_predict_time_and_predict_kernels_agree_kernel_by_kernel(model, phase, seq, q, engine):
+    """predict_time's model ops and predict_kernels (plan's and search's route) time each of a
+    step's kernels alike under an engine: the MoE tiles, the MLA kernel and the attention
+    packing of the engine's classes are applied on both."""
+    pred = mlacalc.predict_time(model, "H100", phase, seq, batch=8, scope="model", engine=engine)
+    kernels = step_kernels(model, phase, seq, batch=8, q_len=q)  # predict_time: not causal
+    by_name = {t.name: t.seconds for t in predict_kernels(kernels, "H100", pred.profile)}
+    ops = {op.name: op.model_s for op in pred.ops}
+    checked = 0
+    for name in ("attention", "routed_experts"):
+        for key in by_name:
+            if key == name and key in ops:
+                assert ops[key] == pytest.approx(by_name[key], rel=1e-9), key
+                checked += 1
+    assert checked >= 2, sorted(by_name)
