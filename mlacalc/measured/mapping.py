@@ -96,7 +96,9 @@ from mlacalc.timemodel.device import mla_decode_kernel
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.host_floor import host_floor_seconds
 from mlacalc.timemodel.moe_time import (
+    MARLIN_COLS,
     TRTLLM_GEN_FP4,
+    marlin_row_tile,
     triton_moe_default_tile,
     triton_moe_row_tile,
     trtllm_gen_row_tile,
@@ -1150,6 +1152,12 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     gen_tile = trtllm_gen_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
     row_tile = np.where(gen, gen_tile, row_tile)
     col_tile = np.where(sg, sg_cols, 0.0)
+    # Marlin's MoE (SGLang's and vLLM's int4 and MXFP4 weight-only kernels): its block of rows
+    # by the mean load (:func:`~mlacalc.timemodel.moe_time.marlin_row_tile`)
+    marlin = np.char.find(source.astype(str), "marlin") >= 0
+    m_rows = marlin_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
+    row_tile = np.where(marlin, m_rows, row_tile)
+    col_tile = np.where(marlin, MARLIN_COLS, col_tile)
     rows = np.arange(len(t))
     ok = ~np.char.startswith(dt, "?")
     variants = _source_variants(t, dt)
