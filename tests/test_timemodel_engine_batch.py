@@ -113,3 +113,36 @@ def test_predict_time_and_predict_kernels_agree_kernel_by_kernel(model, phase, s
                 assert ops[key] == pytest.approx(by_name[key], rel=1e-9), key
                 checked += 1
     assert checked >= 2, sorted(by_name)
+
+
+def _gemm(dtype: str, variant: str = "", **extra) -> KernelBatch:
+    m = np.array([1.0, 96.0, 512.0])
+    shape = {"m": m, "n": np.full(3, 4096.0), "k": np.full(3, 4096.0), "groups": np.ones(3)}
+    shape.update({k: np.full(3, v) for k, v in extra.items()})
+    return KernelBatch(
+        kind="gemm",
+        dtype=dtype,
+        flops=2 * m * 4096 * 4096,
+        bytes=4096 * 4096 + 2 * m * 4096 * 2,
+        calls=np.ones(3),
+        shape=shape,
+        variant=variant,
+    )
+
+
+def test_the_engines_per_tensor_fp8_gemm_is_cutlass_scaled_mm():
+    from mlacalc.timemodel.gemm_time import engine_gemm_kernel
+
+    step = _gemm("fp8")
+    for engine in ("sglang", "vllm"):
+        for fig in (H100, B200):
+            assert np.all(engine_gemm_kernel(step, engine, fig).shape["cutlass_dispatch"] == 1)
+    assert engine_gemm_kernel(step, "trtllm", H100) is step  # cuBLAS, which splits K
+    for other in (_gemm("fp8_block"), _gemm("bf16"), _gemm("fp8", cutlass_dispatch=0.0)):
+        assert engine_gemm_kernel(other, "sglang", H100) is other
+    # the step is timed as the kernel the class was fitted on
+    prof = "fit-h100-sxm-vllm"
+    assert np.array_equal(
+        predict_batch(step, "H100-SXM", prof),
+        predict_batch(_gemm("fp8", cutlass_dispatch=1.0), "H100-SXM", prof),
+    )

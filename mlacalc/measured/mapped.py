@@ -152,6 +152,12 @@ class KernelSlots:
                 at = np.flatnonzero(per_row == variant)
                 shape = {f: v[at, 3 + i] for i, f in enumerate(fields)}
                 shape["warm_l2"] = np.ones(len(at))  # the collectors never flush the L2
+                if kind == "gemm" and dtype == "fp8":
+                    # the module's block-scaled GEMMs (``gemm_type`` fp8_block), which the
+                    # per-tensor class stands in for (docs/measured-sets.md): not CUTLASS's
+                    # per-tensor ``scaled_mm``, whose tiles an engine's own fp8 step takes
+                    # (gemm_time.engine_gemm_kernel)
+                    shape["cutlass_dispatch"] = np.zeros(len(at))
                 batch = KernelBatch(kind=kind, dtype=dtype, flops=v[at, 0], bytes=v[at, 1],
                                     calls=v[at, 2], shape=shape, variant=variant)  # fmt: skip
                 out.append(KernelPart(name, rows[at], batch))

@@ -14,6 +14,7 @@ of each K block (``promote_cycles``), weight-only GEMMs the conversion of each w
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ from mlacalc.timemodel.shared import (
 )
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["GEMM_TILES", "NO_SPLIT_K", "gemm_terms"]
+__all__ = ["CUTLASS_FP8_ENGINES", "GEMM_TILES", "NO_SPLIT_K", "engine_gemm_kernel", "gemm_terms"]
 
 #: Output tiles a GEMM library chooses between, with the share of the SM's tensor rate each
 #: reaches (:func:`~mlacalc.timemodel.shared.tile_rate`). The tile giving the shortest time is
@@ -138,6 +139,25 @@ RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
 CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128.0, 128.0))
 
 _TILES = {d: tile_arrays(t) for d, t in TILES_BY_DTYPE.items()}
+
+#: Engines whose per-tensor fp8 GEMM is CUTLASS's ``scaled_mm`` (:data:`CUTLASS_SM90_FP8_TILES`;
+#: SGLang's ``sgl_kernel.fp8_scaled_mm``, vLLM's ``cutlass_scaled_mm``), the kernel their
+#: ``gemm:fp8`` classes were fitted on; TensorRT-LLM's is cuBLAS's, which splits K.
+CUTLASS_FP8_ENGINES = frozenset({"sglang", "vllm"})
+
+
+def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """``batch`` with ``cutlass_dispatch`` where its engine's per-tensor fp8 GEMM is CUTLASS's
+    ``scaled_mm`` (:data:`CUTLASS_FP8_ENGINES`) and the batch names no kernel (a model step's;
+    a measured row carries its own): the step is timed with the tiles its class was fitted on."""
+    if batch.kind != "gemm" or batch.dtype != "fp8" or batch.variant:
+        return batch
+    if "cutlass_dispatch" in batch.shape or engine not in CUTLASS_FP8_ENGINES:
+        return batch
+    shape = {**batch.shape, "cutlass_dispatch": np.ones(len(batch))}
+    return dataclasses.replace(batch, shape=shape)
+
+
 _TILES[""] = tile_arrays(GEMM_TILES)
 
 

@@ -163,8 +163,9 @@ DEFAULTS: dict[str, float] = {
     "select_s": 0.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
-    # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 11.8 cycles each
-    # in the fit on its H100 gemm_perf rows, 10.3 on its B200 rows (6.4 and 5.5 ns)
+    # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 11.5 cycles each
+    # in the shipped fit on its H100 gemm_perf rows, 11.1 on its B200 rows (6.3 and 6.0 ns);
+    # the starting value is the first fit's, before the CUTLASS tile rule (11.8)
     "atomic_cycles": 11.8,
     "launch_s": 2e-6,
     "qhead_unit": 0.1,
