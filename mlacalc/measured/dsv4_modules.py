@@ -74,6 +74,13 @@ _WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
 #: sequence takes 118-121 us up to 2,048 cached tokens and 201-206 us from 4,096 to 65,536 (the
 #: top-k selects once a query has more than 512 pooled keys), as the calibration's v2 kernel
 #: on flat logits takes 82 us there; DeepSeek-V4-Pro's jump comes at 6,144 (1,024 keys).
+#: Fitted, the class is in effect a constant: three of its four parameters (``eff_memory``,
+#: ``sm_bandwidth``, ``unit_latency_s``) sit at their upper bounds, and it gives 81.6-84.1 us on
+#: H100 (64.7-66.0 us on B200) to every row of up to 128 sequences, as the rows of 4,096 to
+#: 65,536 cached tokens take 81-85 us (65-69 us). Over its 122 rows a device median / p90
+#: |error| 1.0% / 400% on H100, 1.1% / 300% on B200: the p90 is the 14 long rows (10-17 us,
+#: predicted 4-8x; the modules time them by :data:`LONG_TOPK`), without which it is 4.1% / 5.6%;
+#: the rows at 3,072 cached tokens (768 pooled keys) take 39-49 us, predicted 64-70% over.
 FLAT_TOPK = "topk_v2_flat"
 #: Past this many pooled keys a row the v2 kernel takes another path, whose time the
 #: calibration shows does not depend on the logits' spread: on flat logits 10.0-16.9 us on H100
