@@ -18,7 +18,7 @@ from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine, memory_share
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["SM_BOUND_VARIANTS", "SM_BYTES_PER_CLOCK", "streaming_terms"]
+__all__ = ["FUSED_WALK_NORM", "SM_BOUND_VARIANTS", "SM_BYTES_PER_CLOCK", "streaming_terms"]
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels
 #: and flash-linear-attention's (and FlashInfer's) chunked gated delta rule keep a fixed number
@@ -35,6 +35,15 @@ SM_BOUND_VARIANTS = (
     "mamba2_conv1d",
     "mamba2_conv1d_update",
 )
+
+#: The p of the p-norm by which a fused chunked linear-attention kernel (``fused``: FlashInfer's
+#: chunked gated delta rule, vLLM's) overlaps its traffic with its chunks' walk. Chosen, not
+#: fitted: picked on vLLM's H100 ``gdn_perf`` chunked rows (4,141), the ``gdn_chunk`` class
+#: refitted at each p: median / p90 |error| 10.2% / 38% at p = 1, 6.1% / 35% at 2, 4.4% / 33%
+#: at 4, 3.8% / 31% at 8, 3.6% / 31% at 12; from 16 (and at the max, the roofline's rule) the
+#: fit drops the walk, 18.9% / 73%. 4 sits well below that edge; B200's rows (4,144) give
+#: 3.9% / 46% at 4 (3.5-3.6% from 6 to 16, 23.5% at 32).
+FUSED_WALK_NORM = 4.0
 
 #: The bytes a clock one SM of :data:`SM_BOUND_VARIANTS` draws at full efficiency: H100-SXM's
 #: HBM bandwidth per SM and clock (3.35 TB/s over 132 SMs at 1,830 MHz: 13.9 bytes), the
@@ -83,12 +92,12 @@ def streaming_terms(
     # more a chunk; vLLM's fused kernel takes the same 1.5 ms at 6 and 32 heads, 1 and 2
     # sequences: its chunks' walk alone). A kernel of several kernels (flash-linear-attention's)
     # walks after its other passes; a fused one (``fused``: FlashInfer's) streams while it
-    # walks, the two overlapped as a kernel's compute and memory are (a p-norm, p = 4; the
-    # roofline's max left a fit of vLLM's H100 rows at no walk, 18.9% off, where 4 gives 4.4%)
+    # walks, the two overlapped as a kernel's compute and memory are (a p-norm: p chosen,
+    # :data:`FUSED_WALK_NORM`)
     lat = prm.get("unit_latency_s", 0.0)
     walk = col(batch, "chunks", 0) * np.ceil(col(batch, "seq_heads", 0) / fig.sm_count) * lat
     fused = col(batch, "fused", 0) > 0
-    memory = np.where(fused, combine(memory, walk, 4.0), memory)
+    memory = np.where(fused, combine(memory, walk, FUSED_WALK_NORM), memory)
     extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat
     extra = extra + np.where(fused, 0.0, walk)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
