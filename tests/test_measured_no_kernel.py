@@ -11,6 +11,7 @@ import pytest
 from reference_data import MEASURED
 
 import mlacalc
+from mlacalc.cli.validate_cmd import _measured_sections
 from mlacalc.measured.mapping import NO_KERNEL, NO_KERNEL_TIMED, map_table, not_predicted
 from mlacalc.measured.tables import load_measured
 
@@ -83,11 +84,12 @@ def test_a_no_kernel_row_that_times_something_is_counted_a_miss(tmp_path):
     folder.mkdir(parents=True)
     (folder / "collection_meta.yaml").write_text((src / "collection_meta.yaml").read_text())
     pq.write_table(table, folder / "glm5_topk_module_perf.parquet")
-    v = mlacalc.validate(
+    val = mlacalc.validate(
         measured=str(folder / "glm5_topk_module_perf.parquet"),
         profile="fit-b200-sxm-sglang",
         engine="sglang",
-    ).tables[0]
+    )
+    v = val.tables[0]
     s = v.summary()
     assert s["rows"] == 23 and s["predicted_zero"] == 2
     assert s["not_predicted_by_reason"] == {NO_KERNEL_TIMED: 1}
@@ -95,3 +97,11 @@ def test_a_no_kernel_row_that_times_something_is_counted_a_miss(tmp_path):
     assert (v.predicted_s[v.reason == NO_KERNEL] == 0).all()
     rows = v.row_records()
     assert [r["not_predicted"] for r in rows[:3]] == [NO_KERNEL_TIMED, None, None]
+    # the text table gives the rows predicted as no kernel in a column of the predicted ones,
+    # not among the reasons rows are not predicted
+    (sec, *_) = _measured_sections(val, False)
+    cells = dict(zip(sec.columns, sec.rows[0]))
+    assert cells["predicted"] == "22" and cells["of which 0 s"] == "2"
+    assert cells["not predicted"] == "1"
+    assert cells["not predicted by reason"] == f"{NO_KERNEL_TIMED} 1"
+    assert dict(zip(sec.columns, sec.rows[-1]))["of which 0 s"] == "2"
