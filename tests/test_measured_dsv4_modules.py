@@ -100,8 +100,9 @@ def test_every_v4_module_row_of_a_known_checkpoint_is_predicted():
             assert {p.name for p in mapped.parts} == {"attention"}
 
 
-#: Each engine's V4 module tables by its fitted profile of the device (read alone), nothing
-#: fitted on them: (engine, system, profile, table, median, p90), as measured-sets.md gives.
+#: Each engine's V4 module tables by its fitted profile of the device (read alone): (engine,
+#: system, profile, table, median, p90), as measured-sets.md gives. Nothing is fitted on the
+#: layer module rows; the HCA attention kernel's rows (the last two) fit vLLM's sparse classes.
 #: The step's indexer scores run DeepGEMM's fp8 MQA logits (the class its indexer tables
 #: fit), its grouped o_a a batched GEMM, its core 64 heads at least (FlashMLA's tile) and
 #: FlashMLA's sparse kernels (vLLM: the classes its HCA attention table fits, decode and
