@@ -39,14 +39,21 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
 - ``gemm``: ``warm_l2`` (1 = operands stay in L2 between calls), ``weight_copies`` (distinct
   weight copies cycled per graph), ``quantize_input`` (1 = an fp8 GEMM that also quantizes
   its bf16 input), ``quant_group`` (0 = per tensor, 128 = 1x128 blocks), ``quant_passes``
-  (passes over the input), ``quant_permute`` (1 = the quantize also permutes);
+  (passes over the input), ``quant_permute`` (1 = the quantize also permutes),
+  ``quant_launches`` (the quantization's graph nodes; default one a pass), ``quant_atomics``
+  (atomics by which a per-tensor amax folds its blocks, one a token, into its one scale),
+  ``cutlass_dispatch`` (1 = CUTLASS's ``scaled_mm``, whose tile the row count picks: SGLang's
+  and vLLM's per-tensor fp8 GEMM);
 - attention classes: ``kv_bytes`` (bytes per cached element), ``page_size``, ``sinks``,
   ``preprocess_bytes`` (RoPE and cache-append traffic inside ``bytes``), ``rope_elements``,
   ``kv_reads`` (cache passes from HBM: 2 = K and V, 1 = K alone), ``head_pack`` (the most
   query heads per KV head one unit carries, 0 = every one; default 32 for ``attention_decode``,
   TensorRT-LLM's XQA, and 1 for ``attention_prefill``, a tile a query head; FlashAttention-3
   packs every one in both, FlashInfer and the Triton decode kernels in decode);
-  ``mla_decode`` also ``kv_split`` (0 = keys are not split across SMs);
+  ``mla_decode`` also ``kv_split`` (0 = keys are not split across SMs), ``step_kernel`` (1 =
+  a model step's kernel, chosen by the device's rule, which an engine's rule may refine),
+  ``cache_convert`` (1 = an fp8 cache converted to bf16 by a kernel of its own before a bf16
+  attention: SGLang's Hopper kernel);
 - ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
 - ``quantize``: ``group``, ``passes``, ``write`` (0 = computes the scale only);
