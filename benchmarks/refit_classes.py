@@ -4,10 +4,12 @@ Every kernel class is fitted on its own rows (:func:`mlacalc.timemodel.fit.fit_p
 change to one class's formula needs only that class refitted, in every profile that holds it,
 on the same tables the profile was fitted on (its ``fitted_on`` devices and its engine). This
 script does that and writes the classes (pooled, per device and their residuals) into the
-profile files in place; the rest of each file is unchanged.
+profile files in place, merges the tables they were fitted on into ``fitted_on`` (a table the
+profile had not listed is added) and restates the device figure notes (``"B200:
+link_latency_s = ..."``) from the current catalogue; the rest of each file is unchanged.
 
     python benchmarks/refit_classes.py --classes 'attention_decode:*' [--profiles NAME,...]
-        [--stage] [--dry-run] [--drop-unfitted]
+        [--stage] [--dry-run] [--drop-unfitted] [--record-only]
 
 ``--classes``: comma-separated class keys or shell patterns (``moe:*``, ``gemm:fp8_block``).
 ``--profiles``: shipped profile names (default: every shipped profile). ``--stage``: also put,
@@ -17,11 +19,14 @@ A class the profile's tables time only inside composite rows (vLLM's MLA) is ref
 those rows' residuals, as ``mlacalc calibrate`` does. A matching class no row of the tables
 times any more keeps its old values, or with ``--drop-unfitted`` is removed (a mapping that
 now runs those rows as another class: the profile then looks the kernel up as any unfitted one).
+``--record-only`` fits nothing: it gathers the same rows and writes only ``fitted_on`` and the
+device figure notes (a record that an earlier refit left behind).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import subprocess
@@ -51,13 +56,17 @@ def _systems_of(devices: list[str]) -> list[Path]:
     return out
 
 
-def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
+def refit(
+    name: str, patterns: list[str], use_scipy: bool = True, record_only: bool = False
+) -> dict:
     """The classes of profile ``name`` matching ``patterns``, refitted: a dict with ``classes``,
-    ``devices`` and ``residuals`` holding only those classes."""
+    ``devices`` and ``residuals`` holding only those classes, and ``fitted_on``, the record
+    (:func:`mlacalc.timemodel.fit.fitted_record`) of the rows they were fitted on. With
+    ``record_only`` nothing is fitted: only ``fitted_on`` is filled, from the same rows."""
     from mlacalc.measured.calibrate import _mapped_of
     from mlacalc.measured.observations import observations_of, residual_observations
     from mlacalc.timemodel.engine_profiles import with_stand_ins
-    from mlacalc.timemodel.fit import fit_profile
+    from mlacalc.timemodel.fit import fit_profile, fitted_record
     from mlacalc.timemodel.observation_checks import usable_observations
     from mlacalc.timemodel.profile import DEFAULT_PROFILE, load_profile
     from mlacalc.timemodel.terms import class_key
@@ -70,10 +79,18 @@ def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
         for o in observations_of(paths, engine=prof.engine)
         if _matches(class_key(o.batch.kind, o.batch.dtype, o.batch.variant), patterns)
     ]
+    if record_only:  # the record of the profile's classes: rows of no class it holds are not
+        obs = [
+            o
+            for o in obs
+            if class_key(o.batch.kind, o.batch.dtype, o.batch.variant) in prof.classes
+        ]
     fitted = {}
     if obs:
         obs, _ = usable_observations(obs)
-        fitted = fit_profile(obs, name=name, use_scipy=use_scipy, engine=prof.engine).to_dict()
+        if not record_only:
+            fitted = fit_profile(obs, name=name, use_scipy=use_scipy, engine=prof.engine).to_dict()
+    direct = {class_key(o.batch.kind, o.batch.dtype, o.batch.variant) for o in obs}
     # classes the profile fitted on composite rows' residuals (its notes say which: vLLM's MLA)
     # are refitted the same way, their direct rows (if any now) pooled with the residuals
     noted = set()
@@ -85,13 +102,10 @@ def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
             noted |= {k.strip() for k in listed.split(",")}
     composite = sorted(k for k in prof.classes if _matches(k, patterns) and k in noted)
     composite += sorted(
-        k
-        for k in prof.classes
-        if _matches(k, patterns) and k not in noted and k not in fitted.get("classes", {})
+        k for k in prof.classes if _matches(k, patterns) and k not in noted and k not in direct
     )
+    used = obs
     if composite:
-        import dataclasses
-
         kinds = {k.split(":", 1)[0] for k in composite}
         keep = {k: v for k, v in prof.classes.items() if k.split(":", 1)[0] not in kinds}
         base = dataclasses.replace(
@@ -110,6 +124,10 @@ def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
         ]
         if robs:
             robs, _ = usable_observations(robs)
+            done = {class_key(o.batch.kind, o.batch.dtype, o.batch.variant) for o in robs}
+            keyed = [(class_key(o.batch.kind, o.batch.dtype, o.batch.variant), o) for o in obs]
+            used = [o for k, o in keyed if k not in done] + robs
+        if robs and not record_only:
             extra = fit_profile(robs, name=name, use_scipy=use_scipy, engine=prof.engine)
             extra_d = extra.to_dict()
             if not fitted:
@@ -127,14 +145,68 @@ def refit(name: str, patterns: list[str], use_scipy: bool = True) -> dict:
         "classes": fitted.get("classes", {}),
         "devices": fitted.get("devices", {}),
         "residuals": fitted.get("residuals", {}),
+        "fitted_on": fitted_record(used),
+        "found": sorted({class_key(o.batch.kind, o.batch.dtype, o.batch.variant) for o in used}),
     }
+
+
+def merged_record(old: list[dict], new: list[dict], every_class: bool = False) -> list[dict]:
+    """A profile's ``fitted_on`` with a refit's put in. ``tables`` counts, per table, the rows
+    the profile's classes were fitted on, summed over its classes; a refit of some classes
+    counts only theirs. So a table the record lacks is added with the refit's count (no other
+    class was fitted on it); a table both hold keeps the larger count (the record's covers
+    every class, the refit's only its own, unless the mapping now gives these classes alone
+    more rows than the whole record held); where the refit covered ``every_class`` of the
+    profile, its count replaces the record's. Sources are the union of both."""
+    out = [
+        {"device": e["device"], "tables": dict(e["tables"]), "sources": list(e["sources"])}
+        for e in old
+    ]
+    by_device = {e["device"]: e for e in out}
+    for e in new:
+        mine = by_device.get(e["device"])
+        if mine is None:
+            mine = {"device": e["device"], "tables": {}, "sources": []}
+            out.append(mine)
+            by_device[e["device"]] = mine
+        for table, rows in e["tables"].items():
+            had = mine["tables"].get(table)
+            mine["tables"][table] = rows if had is None or every_class else max(had, rows)
+        mine["sources"] = sorted(set(mine["sources"]) | set(e["sources"]))
+    return out
+
+
+def refreshed_notes(notes: list[str], devices: list[str]) -> list[str]:
+    """``notes`` with each device's figure notes (``"<device>: <figure> = ..."``, written by
+    :func:`mlacalc.timemodel.fit.fallback_notes` at fit time) replaced by the current ones: a
+    figure the catalogue now gives is no longer noted, a changed assumption is restated. The
+    current notes take the place of the device's first old one (else go first)."""
+    from mlacalc.timemodel.device import DeviceFigures
+    from mlacalc.timemodel.fit import fallback_notes
+
+    figures = [f.name for f in dataclasses.fields(DeviceFigures)]
+    out = list(notes)
+    for device in devices:
+        stale = tuple(f"{device}: {figure} = " for figure in figures)
+        at = next((i for i, n in enumerate(out) if n.startswith(stale)), 0)
+        head = [n for n in out[:at] if not n.startswith(stale)]
+        tail = [n for n in out[at:] if not n.startswith(stale)]
+        out = head + fallback_notes(device) + tail
+    return out
 
 
 def merged(text: str, new: dict, patterns: list[str]) -> str:
     """A profile file's text with the classes of ``new`` put in (a class matching ``patterns``
     that the refit no longer finds keeps its old values, :func:`main` names it; where
-    ``new["drop"]`` is true such classes are removed)."""
+    ``new["drop"]`` is true such classes are removed), its ``fitted_on`` merged in
+    (:func:`merged_record`) and the device figure notes made current (:func:`refreshed_notes`).
+    Where ``new["record_only"]`` is true, the classes are left as they are."""
     data = json.loads(text)
+    every = all(_matches(k, patterns) for k in data["classes"])
+    data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every)
+    data["notes"] = refreshed_notes(data["notes"], [e["device"] for e in data["fitted_on"]])
+    if new.get("record_only"):
+        return json.dumps(data, indent=1, sort_keys=False) + "\n"
     drop = set()
     if new.get("drop"):
         drop = {k for k in data["classes"] if _matches(k, patterns) and k not in new["classes"]}
@@ -177,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", action="store_true", help="stage HEAD's files + these classes")
     ap.add_argument("--dry-run", action="store_true", help="print the refits, write nothing")
     ap.add_argument(
+        "--record-only",
+        action="store_true",
+        help="fit nothing: merge only the tables these classes are fitted on into fitted_on "
+        "and make the device figure notes current",
+    )
+    ap.add_argument(
         "--drop-unfitted",
         action="store_true",
         help="remove matching classes that no row times any more (default: keep old values)",
@@ -192,9 +270,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"refit_classes: no shipped profile {name!r}", file=sys.stderr)
             return 2
         t0 = time.time()
-        new = refit(name, patterns)
+        new = refit(name, patterns, record_only=args.record_only)
+        new["record_only"] = args.record_only
         keys = sorted(new["classes"])
-        print(f"{name}: {len(keys)} class(es) refitted in {time.time() - t0:.0f} s: {keys}")
+        if args.record_only:
+            print(f"{name}: rows of {new['found']} gathered in {time.time() - t0:.0f} s")
+        else:
+            print(f"{name}: {len(keys)} class(es) refitted in {time.time() - t0:.0f} s: {keys}")
+        for e in new["fitted_on"]:
+            print(f"  {e['device']} fitted on: {e['tables']}")
         for device, table in new["residuals"].items():
             for k in keys:
                 r = table.get(k)
@@ -204,13 +288,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"{r['median_abs_error']:.1%}, p90 {r['p90_abs_error']:.1%}"
                     )
         old = load_profile(name)
-        kept = sorted(k for k in old.classes if _matches(k, patterns) and k not in new["classes"])
+        kept = sorted(k for k in old.classes if _matches(k, patterns) and k not in new["found"])
         new["drop"] = args.drop_unfitted
         if kept and args.drop_unfitted:
             print(f"  removed (no rows found): {kept}")
         elif kept:
             print(f"  not refitted (no rows found; old values kept): {kept}")
-        if args.dry_run or not keys:
+        if args.dry_run or not (keys or (args.record_only and new["fitted_on"])):
             continue
         path.write_text(merged(path.read_text(encoding="utf-8"), new, patterns), encoding="utf-8")
         if args.stage:

@@ -277,6 +277,21 @@ def fit_profile(
                 np.concatenate(pred_pool), np.concatenate(meas)
             )["median_abs_error"]
             residuals.setdefault(device, {})[key] = stats
+    extra = [n for device in sorted({o.device for o in obs}) for n in fallback_notes(device)]
+    return Profile(
+        name=name,
+        classes=classes,
+        devices=devices,
+        fitted_on=tuple(fitted_record(obs)),
+        residuals=residuals,
+        notes=tuple(notes) + tuple(extra),
+        engine=engine,
+    )
+
+
+def fitted_record(obs: list[Observations]) -> list[dict]:
+    """A profile's ``fitted_on`` for a fit on ``obs``: per device, the rows of each table the
+    classes were fitted on (summed over classes) and the files the tables came from."""
     fitted_on = []
     for device in sorted({o.device for o in obs}):
         tables: dict[str, int] = {}
@@ -288,16 +303,10 @@ def fit_profile(
             {"/".join(Path(o.source).parts[-5:]) for o in obs if o.device == device and o.source}
         )
         fitted_on.append({"device": device, "tables": tables, "sources": sources})
-    extra = []
-    for device in sorted({o.device for o in obs}):
-        for fb in device_figures(load_hardware(device)).fallbacks:
-            extra.append(f"{device}: {fb}")
-    return Profile(
-        name=name,
-        classes=classes,
-        devices=devices,
-        fitted_on=tuple(fitted_on),
-        residuals=residuals,
-        notes=tuple(notes) + tuple(extra),
-        engine=engine,
-    )
+    return fitted_on
+
+
+def fallback_notes(device: str) -> list[str]:
+    """The notes a profile fitted on ``device`` carries for the figures its catalogue entry
+    lacks or states as assumed (``"<device>: <figure> = <value> (<source>)"``)."""
+    return [f"{device}: {fb}" for fb in device_figures(load_hardware(device)).fallbacks]

@@ -1,0 +1,110 @@
+"""The shipped profiles' records: ``fitted_on`` accounts for every row a class was fitted on,
+and the device figure notes are the catalogue's current ones (benchmarks/refit_classes.py keeps
+both when it refits some classes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.fit import fallback_notes
+from mlacalc.timemodel.profile import shipped_profiles
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = ROOT / "mlacalc" / "data" / "profiles"
+FIGURES = tuple(f.name for f in dataclasses.fields(DeviceFigures))
+FIX = "python benchmarks/refit_classes.py --classes '*' --record-only --profiles {}"
+
+
+def _refit_tool():
+    spec = importlib.util.spec_from_file_location(
+        "refit_classes", ROOT / "benchmarks" / "refit_classes.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _profile(name: str) -> dict:
+    return json.loads((PROFILES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", shipped_profiles())
+def test_device_figure_notes_are_current(name):
+    data = _profile(name)
+    for entry in data["fitted_on"]:
+        device = entry["device"]
+        prefixes = tuple(f"{device}: {f} = " for f in FIGURES)
+        noted = [n for n in data["notes"] if n.startswith(prefixes)]
+        fix = FIX.format(name)
+        assert noted == fallback_notes(device), f"{name}: stale notes of {device}; run {fix}"
+
+
+#: vLLM's attention_prefill:bf16 was last fitted while the 1,752 prompt rows of
+#: dsv4_hca_attn_module_perf ran as that class; they are attention_prefill:bf16:sparse's now
+#: (fitted on them since), so its residuals count 1,752 rows no table of the record holds any
+#: more. Strict: a refit of attention_prefill:bf16 there makes these pass, and the mark goes.
+STALE_CLASS = pytest.mark.xfail(
+    strict=True, reason="attention_prefill:bf16 holds rows now the sparse class's: refit it"
+)
+COUNTED = [
+    pytest.param(n, marks=STALE_CLASS) if n.endswith("-vllm") else n for n in shipped_profiles()
+]
+
+
+@pytest.mark.parametrize("name", COUNTED)
+def test_fitted_on_counts_every_fitted_row(name):
+    # fit_profile counts each row once, under its table and under its class: so per device the
+    # tables' rows add up to the classes' rows; a class fitted on a table the record lacks (or
+    # on more rows than it holds) breaks the sum
+    data = _profile(name)
+    assert {e["device"] for e in data["fitted_on"]} >= set(data["residuals"]), name
+    for entry in data["fitted_on"]:
+        device = entry["device"]
+        tables = sum(entry["tables"].values())
+        classes = sum(r["rows"] for r in data["residuals"].get(device, {}).values())
+        assert tables == classes, f"{name} {device}: {tables} table rows, {classes} class rows"
+        assert len(entry["sources"]) >= len(entry["tables"]), (name, device)
+
+
+def test_merged_record_adds_new_tables_and_sources():
+    tool = _refit_tool()
+    old = [{"device": "B200", "tables": {"gemm_perf": 100, "moe_perf": 50}, "sources": ["a/g"]}]
+    new = [{"device": "B200", "tables": {"gemm_perf": 30, "topk_perf": 7}, "sources": ["a/t"]}]
+    out = tool.merged_record(old, new)
+    assert out == [
+        {
+            "device": "B200",
+            "tables": {"gemm_perf": 100, "moe_perf": 50, "topk_perf": 7},
+            "sources": ["a/g", "a/t"],
+        }
+    ]
+    assert old[0]["tables"] == {"gemm_perf": 100, "moe_perf": 50}  # not changed in place
+    # a refit of every class recounts: its counts replace the record's
+    full = tool.merged_record(old, new, every_class=True)
+    assert full[0]["tables"] == {"gemm_perf": 30, "moe_perf": 50, "topk_perf": 7}
+    # a refit whose classes alone now take more rows than the record held
+    more = [{"device": "B200", "tables": {"moe_perf": 80}, "sources": []}]
+    assert tool.merged_record(old, more)[0]["tables"]["moe_perf"] == 80
+    # a device the record lacks is added
+    h100 = [{"device": "H100-SXM", "tables": {"gemm_perf": 3}, "sources": ["h/g"]}]
+    assert [e["device"] for e in tool.merged_record(old, h100)] == ["B200", "H100-SXM"]
+
+
+def test_refreshed_notes_replace_stale_device_figures():
+    tool = _refit_tool()
+    notes = [
+        "B200: quantize:fp8:amax not fitted (underdetermined)",
+        "B200: link_latency_s = 3.33e-06 (assumed: an old figure)",
+        "H100-SXM: link_multicast = 1 (a figure the catalogue now gives)",
+        "gemm:*: refitted",
+    ]
+    out = tool.refreshed_notes(notes, ["B200", "H100-SXM"])
+    assert out == [notes[0], *fallback_notes("B200"), *fallback_notes("H100-SXM"), notes[3]]
+    assert all("3.33e-06" not in n for n in out)
+    assert tool.refreshed_notes(out, ["B200", "H100-SXM"]) == out  # idempotent
