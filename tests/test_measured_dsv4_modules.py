@@ -148,6 +148,22 @@ def test_v4_module_rows_of_every_engine_and_device(engine, system, profile, tabl
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
 
 
+def test_the_core_runs_its_heads_padded_to_a_multiple_of_the_kernels_tile():
+    """FlashMLA's sparse kernels take the query heads 64 at a time: 8 and 64 local heads run
+    64, 96 and 128 run 128 (the padded heads' products too)."""
+    from mlacalc.measured.dsv4_modules import dsv4_module_kernels
+
+    def core(heads):
+        ks = dsv4_module_kernels("deepseek-ai/DeepSeek-V4-Pro", "hca", heads, "fp8_block", 1, 1,
+                                 4096, True)  # fmt: skip
+        (k,) = [k for k in ks if k.name == "attention"]
+        return k.shape["n_heads"], k.flops
+
+    (h8, f8), (h64, f64), (h96, f96), (h128, f128) = map(core, (8, 64, 96, 128))
+    assert (h8, h64, h96, h128) == (64, 64, 128, 128)
+    assert f8 == f64 and f96 == f128 == 2 * f64
+
+
 def test_distinct_kernels_time_each_shape_once():
     """A batch's distinct kernels (equal in every field) and each kernel's index among them."""
     from mlacalc.measured.mapped import distinct_kernels

@@ -78,10 +78,10 @@ _INDEX_BYTES = 4
 #: the paged cache's block (tokens) of the indexer's decode kernel
 _PAGE = 64
 #: the query heads FlashMLA's sparse attention kernels (DeepSeek-V4's core in SGLang and vLLM)
-#: take at a time: a rank of fewer local heads (tensor parallel) pads its queries to 64 and
-#: runs the products of the padded heads too (the module tables: the error of the layer's
-#: prompts is flat across 8-64 local heads with the pad, -35% to -15% from 64 down to 8
-#: heads without it)
+#: take at a time: a rank's local heads (tensor parallel) are padded to a multiple of it (8 to
+#: 64 heads run 64), the padded heads' products run too (the module tables: the error of the
+#: layer's prompts is flat across 8-64 local heads with the pad, -35% to -15% from 64 down to
+#: 8 heads without it)
 HEAD_TILE = 64
 
 #: The step kernels of a DeepSeek-V4 layer, each with its stage.
@@ -332,7 +332,9 @@ def compressed_kernels(
     core_dtype = "fp8" if decode and fp8 else act_dtype  # the decode kernel follows its cache
     out: list[Kernel] = []
     nh = c.num_attention_heads
-    tile = max(nh, HEAD_TILE)  # FlashMLA's sparse kernels take the query heads 64 at a time
+    # FlashMLA's sparse kernels take the query heads 64 at a time: the heads padded to a
+    # multiple of 64 (a rank of 8-64 heads runs 64, as the module tables show; 96 would run 128)
+    tile = math.ceil(nh / HEAD_TILE) * HEAD_TILE
     for o in cost.ops:
         if o.name == "attention":
             kind = "mla_decode" if decode else "attention_prefill"

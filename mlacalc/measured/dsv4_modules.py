@@ -177,8 +177,10 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
             b = bs[at].astype(np.float64)[:, None] - 1.0
             h_all = heads[at].astype(np.float64)[:, None]
             for k11, k21, k12, k22 in zip(*corners):
-                # the core runs at least HEAD_TILE heads (padded): affine in them from there
-                hh = np.maximum(h_all, HEAD_TILE) if k11.name == "attention" else h_all
+                # the core runs its heads padded to a multiple of HEAD_TILE
+                # (compressed_kernels): affine in those
+                pad = np.ceil(h_all / HEAD_TILE) * HEAD_TILE
+                hh = pad if k11.name == "attention" else h_all
                 h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
                 if k11.name in ("indexer_topk_flat", "indexer_topk_long"):
