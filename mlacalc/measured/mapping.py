@@ -345,9 +345,10 @@ def _gemm_kernels(
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
     ``amax_atomics = 1`` where the amax kernel's blocks, one a token, each fold their maximum
     into the scale with an atomic: ``quant_atomics`` = tokens; ``cutlass_dispatch = 1`` where
-    the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks (``quant_group = 128``, one pass; ``quant_permute = 1`` when the
-    quantize also permutes heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the
-    batched GEMM kernel, fitted apart from the plain GEMMs."""
+    the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks
+    (``quant_group = 128``, one pass; ``quant_permute = 1`` when the quantize also permutes
+    heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the batched GEMM kernel,
+    fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
     e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5}[dtype]
     nbytes = g * (m * k * e + k * n * e + m * n * out_elem)
