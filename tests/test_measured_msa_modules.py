@@ -119,7 +119,9 @@ MSA = [
     ("h100_sxm", "fit-h100-sxm-vllm", "msa_generation_module_perf", 0.565, 1.50),
     ("h100_sxm", "fit-h100-sxm-vllm", "msa_context_module_perf", 0.47, 1.045),
     ("b200_sxm", "fit-b200-sxm-vllm", "msa_generation_module_perf", 0.512, 1.095),
-    ("b200_sxm", "fit-b200-sxm-vllm", "msa_context_module_perf", 0.245, 0.775),
+    # 0.239 before vLLM's attention_prefill:bf16 was refitted without the V4 sparse prompt
+    # rows (its own rows 10.7% -> 9.1%): 0.251
+    ("b200_sxm", "fit-b200-sxm-vllm", "msa_context_module_perf", 0.255, 0.775),
 ]
 
 

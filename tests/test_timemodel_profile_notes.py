@@ -45,19 +45,7 @@ def test_device_figure_notes_are_current(name):
         assert noted == fallback_notes(device), f"{name}: stale notes of {device}; run {fix}"
 
 
-#: vLLM's attention_prefill:bf16 was last fitted while the 1,752 prompt rows of
-#: dsv4_hca_attn_module_perf ran as that class; they are attention_prefill:bf16:sparse's now
-#: (fitted on them since), so its residuals count 1,752 rows no table of the record holds any
-#: more. Strict: a refit of attention_prefill:bf16 there makes these pass, and the mark goes.
-STALE_CLASS = pytest.mark.xfail(
-    strict=True, reason="attention_prefill:bf16 holds rows now the sparse class's: refit it"
-)
-COUNTED = [
-    pytest.param(n, marks=STALE_CLASS) if n.endswith("-vllm") else n for n in shipped_profiles()
-]
-
-
-@pytest.mark.parametrize("name", COUNTED)
+@pytest.mark.parametrize("name", shipped_profiles())
 def test_fitted_on_counts_every_fitted_row(name):
     # fit_profile counts each row once, under its table and under its class: so per device the
     # tables' rows add up to the classes' rows; a class fitted on a table the record lacks (or
