@@ -374,6 +374,28 @@ def test_serving_step_templates_equal_the_model_step(pro):
                 assert abs(a - b) <= tol * b, (phase, name, a, b)
 
 
+def test_a_rank_runs_its_share_of_the_sparse_cores_heads_padded_to_64(pro):
+    """FlashMLA's sparse core takes a rank's query heads 64 at a time (cost.compressed.HEAD_TILE):
+    DeepSeek-V4-Pro's 128 heads at TP2 are 64 a rank, at TP4 and TP8 32 and 16, each run as 64,
+    so a rank's core does the same work from TP2 on (half of TP1's), not 1/8 of it at TP8."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    def core(tp):
+        model = StepModel(
+            pro, make_layout(pro, tp, tp=tp), None, resolve_kv_layout("bf16"), load_hardware("h200")
+        )
+        ks = [k for k in model.kernels(dec_B=8, dec_S=32768) if k.name == "attention"]
+        return [(k.flops * k.calls, k.shape["n_heads"]) for k in ks]
+
+    one, two = core(1), core(2)
+    assert [h for _, h in one] == [128, 128] and [h for _, h in two] == [64, 64]
+    assert [f for f, _ in two] == [f / 2 for f, _ in one]
+    assert core(4) == two and core(8) == two
+
+
 def test_checkpoint_keeps_the_token_id_tables_as_int64(pro):
     """The fp8 checkpoint's kept tensors in bf16, but the hash layers' tid2eid tables as the
     int64 buffers the reference saves (8 bytes a value), named as the router's."""

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.cost.compressed import HEAD_TILE
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
@@ -610,9 +611,18 @@ class StepModel:
         elif heads and "n_heads" in shape:  # an attention core: heads split, rows as K/V heads
             n_kv = shape["n_kv"]
             rows = math.ceil(n_kv / tp) / n_kv
-            f = [x / tp for x in f]
-            b = [*(x / tp for x in b[:3]), *(x * rows for x in b[3:6]), *(x / tp for x in b[6:])]
-            shape["n_heads"] = math.ceil(shape["n_heads"] / tp)
+            share, local = 1 / tp, math.ceil(shape["n_heads"] / tp)
+            if shape.get("sparse"):
+                # DeepSeek-V4's sparse core takes a rank's query heads HEAD_TILE at a time
+                # (cost.compressed): the template runs the model's heads padded, a rank its own
+                # share of them padded again (DeepSeek-V4-Pro at TP8: 16 heads, run as 64)
+                mine = math.ceil(self.m.num_attention_heads / tp)
+                local = math.ceil(mine / HEAD_TILE) * HEAD_TILE
+                share = local / shape["n_heads"]
+            f = [x * share for x in f]
+            b = [*(x * share for x in b[:3]), *(x * rows for x in b[3:6])]
+            b += [x * share for x in t.bytes[6:]]
+            shape["n_heads"] = local
             shape["n_kv"] = math.ceil(n_kv / tp)
         elif heads:  # per-head products and element-wise work: all of it split
             f, b, e, g = ([x / tp for x in c] for c in (f, b, e, g))
