@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import shutil
 
+import numpy as np
 import pytest
 
 pa = pytest.importorskip("pyarrow")  # reading parquet tables needs the measured extra
@@ -100,6 +101,18 @@ def test_parquet_missing_values_read_as_nan_and_empty_text(tmp_path):
     v = mlacalc.validate(measured=_write(tmp_path, table), profile="roofline").tables[0]
     assert v.summary()["predicted"] == _plain(tmp_path)["predicted"] - 1
     assert math.isfinite(v.summary()["median_abs_error"])
+
+
+def test_parquet_sizes_that_overflow_are_not_predicted_by_their_own_reason(tmp_path):
+    """m of 1e307 in three rows: the GEMM's FLOPs (2 m n k) overflow, so a row has no finite
+    work; it is left out as such, not as a class the time model lacks."""
+    m = TABLE.column("m").to_pylist()
+    path = _write(tmp_path, _replace("m", pa.array([1e307] * 3 + m[3:], pa.float64())))
+    with np.errstate(over="ignore"):
+        t = mlacalc.validate(measured=path, profile="roofline").tables[0]
+    assert list(t.reason[:3]) == ["work_not_finite"] * 3
+    assert "no_time_model" not in t.not_predicted_by_reason()
+    assert t.summary()["predicted"] == _plain(tmp_path)["predicted"] - 3
 
 
 @pytest.mark.parametrize("bad", [math.nan, 0.0, -0.02, math.inf])

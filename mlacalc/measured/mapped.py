@@ -28,6 +28,7 @@ NOT_MODELLED: dict[str, str] = {
     "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
     "slower_than_more_work": "a MoE row over 2x a row whose GPU does more (quirk rule)",
     "no_time_model": "the time model has no parameters for this kernel class",
+    "work_not_finite": "shape columns whose FLOPs or bytes overflow (no finite work)",
     "not_mapped": "a table mlacalc reads but does not map onto kernels (mapping.UNMAPPED)",
 }
 

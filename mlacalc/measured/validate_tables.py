@@ -306,6 +306,10 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
 #: The reason a row whose measured time is not a finite positive number is not predicted.
 MEASURED_TIME = "measured_time_not_positive"
 
+#: The reason a row whose sizes give no finite work is not predicted: its kernels' FLOPs or
+#: bytes overflow (a column far outside any real shape: 1e307 rows), so no time is a number.
+WORK_SIZE = "work_not_finite"
+
 
 def _validate_bench_table(table: Any) -> TableValidation:
     """A microbenchmark table: every ok row predicted by the unfused op model with the
@@ -379,6 +383,8 @@ def validate_measured(
         reason = mapped.reason.copy()
         # a measured time that is NaN, infinite, zero or negative is never scored
         reason[(reason == "") & ~(np.isfinite(t.seconds) & (t.seconds > 0))] = MEASURED_TIME
+        work = mapped.row_totals("flops") + mapped.row_totals("bytes")
+        reason[(reason == "") & ~np.isfinite(work)] = WORK_SIZE
         bad = (reason == "") & ~(np.isfinite(pred) & (pred > 0))
         reason[bad] = "no_time_model"
         pred = np.where(reason == "", pred, np.where(np.isfinite(pred), pred, np.nan))
