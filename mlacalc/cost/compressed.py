@@ -68,6 +68,7 @@ __all__ = [
     "compressed_row_elements",
     "forward_flops",
     "layer_cache",
+    "padded_heads",
 ]
 
 #: DeepSeek-V4's kind -> the reference's layer type
@@ -83,6 +84,13 @@ _PAGE = 64
 #: layer's prompts is flat across 8-64 local heads with the pad, -35% to -15% from 64 down to
 #: 8 heads without it)
 HEAD_TILE = 64
+
+
+def padded_heads(heads: int) -> int:
+    """The query heads FlashMLA's sparse kernels run for ``heads``: a multiple of
+    :data:`HEAD_TILE` (8-64 heads run 64, 96 run 128)."""
+    return math.ceil(heads / HEAD_TILE) * HEAD_TILE
+
 
 #: The step kernels of a DeepSeek-V4 layer, each with its stage.
 COMPRESSED_KERNELS = {
@@ -334,7 +342,7 @@ def compressed_kernels(
     nh = c.num_attention_heads
     # FlashMLA's sparse kernels take the query heads 64 at a time: the heads padded to a
     # multiple of 64 (a rank of 8-64 heads runs 64, as the module tables show; 96 would run 128)
-    tile = math.ceil(nh / HEAD_TILE) * HEAD_TILE
+    tile = padded_heads(nh)
     for o in cost.ops:
         if o.name == "attention":
             kind = "mla_decode" if decode else "attention_prefill"

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import HEAD_TILE
+from mlacalc.cost.compressed import padded_heads
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
@@ -613,15 +613,14 @@ class StepModel:
             rows = math.ceil(n_kv / tp) / n_kv
             share, local = 1 / tp, math.ceil(shape["n_heads"] / tp)
             if shape.get("sparse"):
-                # DeepSeek-V4's sparse core takes a rank's query heads HEAD_TILE at a time
-                # (cost.compressed): the template runs the model's heads padded, a rank its own
-                # share of them padded again (DeepSeek-V4-Pro at TP8: 16 heads, run as 64)
-                mine = math.ceil(self.m.num_attention_heads / tp)
-                local = math.ceil(mine / HEAD_TILE) * HEAD_TILE
+                # DeepSeek-V4's sparse core takes a rank's query heads 64 at a time
+                # (cost.compressed.padded_heads): the template runs the model's heads padded,
+                # a rank its own share of them padded again (V4-Pro at TP8: 16 heads, run as 64)
+                local = padded_heads(math.ceil(self.m.num_attention_heads / tp))
                 share = local / shape["n_heads"]
             f = [x * share for x in f]
-            b = [*(x * share for x in b[:3]), *(x * rows for x in b[3:6])]
-            b += [x * share for x in t.bytes[6:]]
+            # per token and per row the heads' share; the K/V rows (3-5) as the KV heads
+            b = [x * (rows if 3 <= i < 6 else share) for i, x in enumerate(b)]
             shape["n_heads"] = local
             shape["n_kv"] = math.ceil(n_kv / tp)
         elif heads:  # per-head products and element-wise work: all of it split

@@ -38,6 +38,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "PACKING_DECODE",
     "PACKING_PREFILL",
     "attention_shape",
     "attention_time",
@@ -70,16 +71,13 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
         # compressed attention, which runs V4's own kernels, not the engine's dense backend
         # (its module rows: packing them the FlashAttention-3 way reads 2-4 points worse)
         return batch
-    gen = "tcgen05" if fig.tcgen05 else fig.tensor_core_generation
     if batch.kind == "attention_decode":
-        if engine not in PACKING_DECODE:
-            return batch
-        pack = 0.0
-    elif (engine, gen) in PACKING_PREFILL:
-        pack = 0.0
+        packs = engine in PACKING_DECODE
     else:
+        packs = (engine, fig.kernel_generation) in PACKING_PREFILL
+    if not packs:
         return batch
-    return dataclasses.replace(batch, shape={**batch.shape, "head_pack": np.full(len(batch), pack)})
+    return dataclasses.replace(batch, shape={**batch.shape, "head_pack": np.zeros(len(batch))})
 
 
 def attention_shape(batch: KernelBatch) -> dict[str, np.ndarray]:

@@ -124,6 +124,14 @@ class DeviceFigures:
         cc = self.compute_capability
         return self.vendor.lower() in ("", "nvidia") and 10.0 <= cc < 12.0
 
+    @property
+    def kernel_generation(self) -> str:
+        """The key of the engines' per-generation kernel tables (which kernel an engine runs on
+        the device: ``moe_time.TRITON_DEFAULT_TILE``, ``mla_time.CONVERTING_KERNELS``,
+        ``attention_time.PACKING_PREFILL``): ``"tcgen05"`` on data-centre Blackwell, whose
+        engines run other kernels than on Hopper, else :attr:`tensor_core_generation`."""
+        return "tcgen05" if self.tcgen05 else self.tensor_core_generation
+
     def peak(self, dtype: str) -> float:
         """Dense tensor rate for a kernel dtype (``fp8_block`` computes at the fp8 rate; a device
         without fp8 units runs fp8 at its bf16 rate)."""

@@ -139,6 +139,7 @@ RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
 CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128.0, 128.0))
 
 _TILES = {d: tile_arrays(t) for d, t in TILES_BY_DTYPE.items()}
+_TILES[""] = tile_arrays(GEMM_TILES)
 
 #: Engines whose per-tensor fp8 GEMM is CUTLASS's ``scaled_mm`` (:data:`CUTLASS_SM90_FP8_TILES`;
 #: SGLang's ``sgl_kernel.fp8_scaled_mm``, vLLM's ``cutlass_scaled_mm``), the kernel their
@@ -156,9 +157,6 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
         return batch
     shape = {**batch.shape, "cutlass_dispatch": np.ones(len(batch))}
     return dataclasses.replace(batch, shape=shape)
-
-
-_TILES[""] = tile_arrays(GEMM_TILES)
 
 
 @dataclass

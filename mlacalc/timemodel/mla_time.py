@@ -51,7 +51,7 @@ def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
         return batch
     if "step_kernel" not in batch.shape:
         return batch
-    gen = "tcgen05" if fig.tcgen05 else fig.tensor_core_generation
+    gen = fig.kernel_generation
     if "cache_convert" in batch.shape or (engine, gen) not in CONVERTING_KERNELS:
         return batch
     shape = {**batch.shape, "cache_convert": np.ones(len(batch))}

@@ -173,7 +173,7 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
     names no tile of its own (a model step's; a measured row carries its own): the step is timed
     with the tiles its class was fitted on."""
-    gen = "tcgen05" if fig.tcgen05 else fig.tensor_core_generation
+    gen = fig.kernel_generation
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
     tokens, experts = col(batch, "tokens", 1), col(batch, "experts", 1)
