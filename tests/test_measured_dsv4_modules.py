@@ -1,11 +1,9 @@
 """DeepSeek-V4's compressed attention module tables mapped onto a model step's kernels."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-MEASURED = Path(__file__).resolve().parent.parent / "mlacalc" / "data" / "measured"
+from mapped_rows import assert_row_runs
+from reference_data import MEASURED
 
 
 def _table(system: str, engine: str, table: str):
@@ -48,14 +46,7 @@ def test_interpolated_rows_are_the_kernel_list_built_at_the_rows_own_batch_and_h
             int(c["batch_size"][row]), 1 if decode else int(c["isl"][row]), int(c["step"][row]),
             decode, engine == "sglang" and decode,
         )  # fmt: skip
-        got = {k["name"]: k for k in mapped.kernels_of_row(row)}
-        assert set(got) == {k.name for k in want}
-        for k in want:
-            g = got[k.name]
-            assert (g["kind"], g["dtype"]) == (k.kind, k.dtype)
-            np.testing.assert_allclose([g["flops"], g["bytes"]], [k.flops, k.bytes], rtol=1e-9)
-            for f, v in k.shape.items():
-                assert g["shape"][f] == pytest.approx(v, rel=1e-9), (k.name, f)
+        assert_row_runs(mapped, row, want)
 
 
 def test_sglang_decode_top_k_is_the_flat_logit_kernel_where_a_query_selects():

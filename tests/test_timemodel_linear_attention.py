@@ -5,18 +5,16 @@ form's HBM passes, and TensorRT-LLM's prompt conv in waves of channel blocks."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
+from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.elementwise_time import SM_BYTES_PER_CLOCK
 from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
-
-MEASURED = Path(__file__).resolve().parents[1] / "mlacalc" / "data" / "measured"
 
 
 def _batch(variant: str, nbytes: float, **fields: float) -> KernelBatch:

@@ -4,18 +4,15 @@ the 128 query heads a Blackwell ``tcgen05`` unit carries (docs/time-model.md, "M
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.mla_time import mla_tile_rows
 from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
-
-MEASURED = Path(__file__).resolve().parents[1] / "mlacalc" / "data" / "measured"
 
 
 def _fig(name):
