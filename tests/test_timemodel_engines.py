@@ -148,8 +148,9 @@ def _fitted(system: str, family: str, table: str, profile: str, engine: str = "t
         ("gemm_perf", "gemm", "bf16", 0.075, 0.22),
         ("context_mla_perf", "mla", None, 0.075, 0.27),  # was 0.10 / 0.45: 128-row MMA
         # bf16 / fp8 9.4% / 8.6% (p90 30.9% / 29.1%) before the 128-head tcgen05 unit;
-        # both dtypes 8.4% / 28.0% after (bound was 0.10 / 0.33)
-        ("generation_mla_perf", "mla", None, 0.09, 0.30),
+        # both dtypes 8.4% / 28.0% after (bound was 0.10 / 0.33); 7.8% / 22.1% with 16-row
+        # units at 32 heads and byte-wide fp8 operands (bound was 0.09 / 0.30)
+        ("generation_mla_perf", "mla", None, 0.08, 0.23),
     ],
 )
 def test_b200_fitted_accuracy(table, family, dtype, median, p90):
@@ -206,9 +207,16 @@ def test_pooled_accuracy_per_engine_and_device(engine, system, profile, median, 
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
     from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
     from mlacalc.timemodel.profile import load_profile
 
     prof = load_profile(profile)
+    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
+    if device not in prof.fitted_devices:
+        # left out: the kernels the engine runs there that TensorRT-LLM's fit of the other
+        # device times stand in, as benchmarks/bench_timemodel.py --engines composes them
+        trt = load_profile("default" if system == "b200_sxm" else "fit-b200-sxm")
+        prof = with_generation_kernels(prof, trt, mlacalc.load_hardware(device))
     errs = []
     for t in load_measured(MEASURED / system, engine=engine).tables:
         mapped = map_table(t)
@@ -261,9 +269,10 @@ def _vllm_module(system: str, table: str, profile: str):
             "fit-b200-sxm-vllm",
             # 15.1% / 40.7% before the 128-head tcgen05 unit and the refit of vLLM's MLA
             # decode classes on the same residual rows; 14.5% / 42.1% after (the p90's rows
-            # are small-batch rows whose GEMMs and fixed costs dominate)
-            0.155,
-            0.43,
+            # are small-batch rows whose GEMMs and fixed costs dominate); 11.1% / 41.9% with
+            # 16-row units at 32 heads and byte-wide fp8 operands (bound was 0.155 / 0.43)
+            0.115,
+            0.425,
             marks=pytest.mark.slow,
         ),
     ],

@@ -10,7 +10,7 @@ from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.mla_time import mla_tile_rows
+from mlacalc.timemodel.mla_time import mla_tile_rows, mla_unit_rows
 from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
@@ -115,6 +115,52 @@ def test_tile_rows_by_mma(name, variant, rows):
     assert mla_tile_rows(_decode([128.0], 1024.0, variant=variant), _fig(name)) == rows
 
 
+@pytest.mark.parametrize(
+    "name, heads, rows, units",
+    [
+        ("B200", 1.0, 16.0, 1.0),
+        ("B200", 16.0, 16.0, 1.0),
+        ("B200", 32.0, 16.0, 2.0),
+        ("B200", 64.0, 128.0, 1.0),
+        ("B200", 128.0, 128.0, 1.0),
+        ("H100-SXM", 32.0, 64.0, 1.0),
+        ("H100-SXM", 128.0, 64.0, 2.0),
+    ],
+)
+def test_blackwell_runs_16_row_units_up_to_32_heads(name, heads, rows, units):
+    # every engine's B200 rows: 32 heads take 1.5-1.6x the time of 16 or 64 heads, 1-16 heads
+    # one time: two 16-row units each streaming the cache; Hopper keeps its 64-row tile
+    got = mla_unit_rows(_decode([heads], 1024.0), _fig(name))
+    assert got[0] == rows and np.ceil(heads / got[0]) == units
+    assert mla_unit_rows(_decode([32.0], 1024.0, variant="sparse"), _fig(name))[0] == 64.0
+
+
+def test_blackwell_32_heads_cost_more_than_16_and_64():
+    prm = default_params("mla_decode")
+    t = kernel_terms(_decode([16.0, 32.0, 64.0], 131072.0, batch=128.0), _fig("B200"), prm)
+    s = t["seconds"]
+    assert s[1] > 1.2 * s[0] and s[1] > 1.2 * s[2]
+
+
+def test_fp8_operands_are_a_byte_on_blackwell_and_transposed_on_hopper():
+    # at one head the products are nothing and the shared-memory traffic sets the pace: B200's
+    # fp8 MMA reads byte-wide latent rows (half bf16's traffic); Hopper's transposes each
+    # block's values in shared memory first, about bf16's traffic. A converted cache is bf16
+    prm = default_params("mla_decode")
+    kv, b = 131072.0, 64.0
+    ratio = {}
+    for name in ("H100-SXM", "B200"):
+        fp8 = kernel_terms(_decode([1.0], kv, batch=b, dtype="fp8"), _fig(name), prm)
+        bf16 = kernel_terms(_decode([1.0], kv, batch=b), _fig(name), prm)
+        ratio[name] = fp8["compute_s"][0] / bf16["compute_s"][0]
+    assert ratio["B200"] == pytest.approx(0.5, rel=0.05)
+    assert 0.65 < ratio["H100-SXM"] < 0.8
+    h100 = _fig("H100-SXM")
+    conv = kernel_terms(_decode([1.0], kv, batch=b, dtype="fp8", convert=1.0), h100, prm)
+    bf16 = kernel_terms(_decode([1.0], kv, batch=b), h100, prm)
+    assert conv["compute_s"][0] == pytest.approx(bf16["compute_s"][0], rel=1e-6)
+
+
 def test_blackwell_streams_the_cache_once_for_128_heads():
     # B200 (TensorRT-LLM, 64 sequences of 131K keys): 128 heads take no longer than 64 (1,733
     # against 1,699 us bf16). Hopper's two 64-head units each pass every latent row through
@@ -154,8 +200,9 @@ def _sglang_decode_errors(system: str, profile: str, dtype: str) -> np.ndarray:
         # fitted: 15.2% / 65.9% before the conversion (a per-block cost stood in for it)
         ("h100_sxm", "fit-h100-sxm-sglang", 0.035, 0.09),
         # B200 (trtllm_mla, which reads fp8) from H100's fit: 220% / 1,613% before (H100's
-        # per-block cost carried to a kernel that converts nothing), 23.4% / 44.5% after
-        ("b200_sxm", "fit-h100-sxm-sglang", 0.25, 0.47),
+        # per-block cost carried to a kernel that converts nothing), 23.4% / 44.5% after; 20.8%
+        # / 41.8% with B200's 16-row units and fp8 operands a byte wide
+        ("b200_sxm", "fit-h100-sxm-sglang", 0.22, 0.44),
     ],
 )
 def test_sglang_fp8_decode_conversion_fits_and_transfers(system, profile, median, p90):

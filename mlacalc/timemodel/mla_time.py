@@ -1,8 +1,9 @@
 """The ``mla_decode`` class of the time model: latent (absorbed) MLA decode.
 
-Terms: units of one sequence and 64 query heads (128 on ``tcgen05`` devices) over the shared
-latent cache; an fp8 cache converted to bf16 by a kernel of its own (``cache_convert``,
-``dequant_s``) where the kernel cannot read it; the key-splitting
+Terms: units of one sequence and 64 query heads (128 on ``tcgen05`` devices, whose engines'
+kernel takes 16 at 32 heads or fewer) over the shared latent cache, its rows a byte wide in an
+fp8 kernel (transposed in shared memory on Hopper); an fp8 cache converted to bf16 by a kernel
+of its own (``cache_convert``, ``dequant_s``) where the kernel cannot read it; the key-splitting
 kernel (FlashMLA: its combine kernel and the parts' fp32 partial results) against the one that
 walks a whole cache on one SM (its own overlap, ``walk_overlap``); the latent rows' and the
 query tile's shared-memory traffic (a bound on a warp-group MMA's pace, a cost added to an
@@ -28,6 +29,7 @@ __all__ = [
     "engine_mla_kernel",
     "mla_decode_terms",
     "mla_tile_rows",
+    "mla_unit_rows",
 ]
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
@@ -71,6 +73,27 @@ def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> float:
     return max(64.0, mma_rows(fig))
 
 
+#: Query rows (heads x query tokens) up to which the Blackwell MLA decode kernel the engines run
+#: (TensorRT-LLM-gen's, which SGLang's ``trtllm_mla`` and vLLM's FLASHINFER_MLA call too) takes
+#: a 16-row unit (:func:`mla_unit_rows`).
+SMALL_UNIT_ROWS = 16.0
+
+
+def mla_unit_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
+    """Query rows a latent decode unit carries, per kernel: :func:`mla_tile_rows`, except on
+    ``tcgen05`` devices at 32 query rows or fewer, where the engines' Blackwell kernel runs
+    units of 16 rows: up to 16 heads one unit, 17-32 two, each streaming the sequence's latent
+    rows through its shared memory. Every engine's B200 rows show it (TensorRT-LLM, SGLang,
+    vLLM's module rows; bf16 and fp8): 32 heads take 1.5-1.6x the time of 16 or of 64 heads
+    (TensorRT-LLM bf16, 128 sequences of 131K keys: 3,389 / 5,147 / 3,375 us at 16 / 32 / 64
+    heads), while 1-16 heads take one time. A kernel-selection fact read from B200's own rows,
+    not from H100's: see docs/time-model.md ("MLA decode")."""
+    tile = mla_tile_rows(batch, fig)
+    rows = attention_shape(batch)["heads"] * col(batch, "q_len", 1)
+    small = bool(fig.tcgen05) and batch.variant not in ("sparse", "indexer")
+    return np.where(small & (rows <= 2.0 * SMALL_UNIT_ROWS), SMALL_UNIT_ROWS, tile)
+
+
 def mla_decode_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -80,7 +103,8 @@ def mla_decode_terms(
     # latent heads: one work unit per sequence and tile of query heads (every head shares the
     # latent cache), all of them reading the same cache blocks: 64 heads a tile, 128 on
     # data-centre Blackwell, whose ``tcgen05`` MMA covers 128 rows (``mla_tile_rows``)
-    tile_rows = mla_tile_rows(batch, fig)
+    # (16 rows a unit up to 32 heads on ``tcgen05``: ``mla_unit_rows``)
+    tile_rows = mla_unit_rows(batch, fig)
     tiles = np.ceil(heads * q / tile_rows)
     heads_units = b * tiles
     # (one unit a SM: the latent kernels' units fill the SMs by themselves)
@@ -98,7 +122,26 @@ def mla_decode_terms(
     # warp-group MMA reads them once for its 64-row tile (FlashMLA, ``operand_reads = 1``);
     # Ampere's mma.sync kernel has four warps of 16 rows each read every row themselves
     # (``operand_reads = 4``, set by the mapping for the A100 kernel)
-    row_bytes = (col(batch, "head_dim_qk", 576) + col(batch, "head_dim_v", 512)) * 2.0
+    # An fp8 kernel that reads the cache itself multiplies fp8 operands (its q quantized to
+    # fp8), a byte an element: on ``tcgen05`` devices as they are; Hopper's fp8 warp-group MMA
+    # takes its B operand K-major only, so each 64-key block's latent values are transposed in
+    # shared memory first (FlashAttention-3, section 3.3), a read and a write of their bytes,
+    # which brings Hopper's fp8 traffic to about bf16's. Devices without fp8 tensor cores
+    # (``sm80``, ``other``) convert the rows to bf16 operands; the sparse and indexer variants
+    # keep the bf16 width (their kernels are not the dense latent one)
+    d_v = col(batch, "head_dim_v", 512)
+    fp8_mma = (
+        batch.dtype.startswith("fp8")
+        & (col(batch, "cache_convert", 0) <= 0)
+        & (batch.variant not in ("sparse", "indexer"))
+        & (fig.kernel_generation in ("sm90", "tcgen05"))
+    )
+    transpose = 0.0 if fig.tcgen05 else 2.0 * d_v
+    row_bytes = np.where(
+        fp8_mma,
+        col(batch, "head_dim_qk", 576) + d_v + transpose,
+        (col(batch, "head_dim_qk", 576) + d_v) * 2.0,
+    )
     # the call's fixed time and each unit's fixed work (its query tile in, its output or
     # partial result out) are waits in seconds, as in prefill (``call_latency_s``,
     # ``unit_latency_s``)
