@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
 from mlacalc.models.architecture import arch_of
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
-from mlacalc.words.kernels import Kernel
+from mlacalc.words.kernels import Kernel, linear_code
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
 from mlacalc.words.workload import Workload
 
@@ -62,7 +62,10 @@ if TYPE_CHECKING:
 __all__ = [
     "LINEAR_CHUNK",
     "LinearShape",
+    "conv_shape",
+    "delta_rule_flops",
     "gated_query_cost",
+    "gdn_kernel_bytes",
     "linear_cost",
     "linear_kernels",
     "linear_shape",
@@ -132,16 +135,41 @@ class LinearShape:
         >>> s.core_flops(1, recurrent=True) // 32, s.core_flops(64, recurrent=False) // 64 // 32
         (98304, 163584)
         """
-        dk, dv = self.d_k, self.d_v
-        if recurrent:
-            return self.v_heads * q * 6 * dk * dv
-        c = LINEAR_CHUNK
-        chunks = -(-q // c)
-        if self.kind == "kimi_delta":
-            per = 6 * c * c * dk + 4 * c * c * dv + 6 * c * dk * dv + (c - 1) * c * (2 * c - 1) // 3
-        else:
-            per = 4 * c * c * dk + 2 * c * c * dv + 6 * c * dk * dv + c * (c - 1) * (dk + dv)
-        return self.v_heads * chunks * per
+        return delta_rule_flops(self.kind, q, self.v_heads, self.d_k, self.d_v, recurrent)
+
+
+def delta_rule_flops(kind: str, q, v_heads, d_k, d_v, recurrent: bool):
+    """Delta-rule FLOPs of one sequence's ``q`` new tokens over ``v_heads`` value heads (the
+    module docs' counts; integers in, an integer out, or numpy arrays of them elementwise:
+    the measured ``gdn_perf`` rows are mapped with the same count)."""
+    if recurrent:
+        return v_heads * q * 6 * d_k * d_v
+    c = LINEAR_CHUNK
+    chunks = -(-q // c)
+    if kind == "kimi_delta":
+        per = 6 * c * c * d_k + 4 * c * c * d_v + 6 * c * d_k * d_v + (c - 1) * c * (2 * c - 1) // 3
+    else:
+        per = 4 * c * c * d_k + 2 * c * c * d_v + 6 * c * d_k * d_v + c * (c - 1) * (d_k + d_v)
+    return v_heads * chunks * per
+
+
+def gdn_kernel_bytes(tokens, seqs, k_heads, d_k, v_heads, d_v) -> tuple:
+    """The HBM traffic of the serving engines' Gated DeltaNet kernels over ``tokens`` new
+    tokens of ``seqs`` sequences (integers, or numpy arrays elementwise): ``(io, passes,
+    state)``. ``io``: q and k (``k_heads x d_k``), v in and the output out (``v_heads x
+    d_v``) in bf16, the gate and beta in float32. ``passes``: flash-linear-attention's chunked
+    form (SGLang's and TensorRT-LLM's), which moves its intermediates through HBM between its
+    kernels, each (token, value head) in bf16 unless said: q and k read by five of its
+    kernels (k four times), v read and the output written once, ``w``, ``u`` and the new
+    values written and read back, the chunk's float32 products and their bf16 inverse
+    written and read, the per-chunk states (``d_k x d_v`` bf16) written and read back: an
+    estimate of that traffic, which replaces ``io`` where it is larger (FlashInfer's fused
+    kernel, vLLM's, moves ``io`` alone). ``state``: one float32 ``d_k x d_v`` state per
+    sequence and value head, written once."""
+    c = LINEAR_CHUNK
+    io = tokens * (2 * k_heads * d_k + 2 * v_heads * d_v) * 2 + tokens * v_heads * 8
+    passes = tokens * (10 * k_heads * d_k + v_heads * (16 * d_v + 12 * c + 4 * d_k * d_v // c))
+    return io, passes, seqs * v_heads * d_k * d_v * STATE_BYTES
 
 
 def linear_shape(model: ModelConfig) -> LinearShape:
@@ -263,27 +291,36 @@ def linear_kernels(
 ) -> list[Kernel]:
     """The serving kernels of one linear-attention layer, from its :func:`linear_cost`.
 
-    Every product is a ``gemm`` whose shape gives its FLOPs exactly (``2 g m n k``):
-    ``linear_in_proj`` (and Kimi's ``linear_gate_proj``, two products) and
-    ``linear_o_proj``; ``linear_conv``, the depthwise convolution (one ``1 x K`` by ``K``
-    product per channel and token; its window read and written); the delta rule, in its
-    recurrent form ``linear_core`` (three ``1 x d_k`` by ``d_k x d_v`` products per token and
-    value head, the state streamed in and out), in its chunked form, over ``G`` = sequences x
-    value heads x chunks:
+    Every projection is a ``gemm`` whose shape gives its FLOPs exactly (``2 g m n k``):
+    ``linear_in_proj`` (and Kimi's ``linear_gate_proj``, two products) and ``linear_o_proj``.
+    ``linear_conv``, the depthwise causal convolution (a few taps per channel and token, its
+    window read and written), is the streaming kernel the engines run (``causal_conv1d_fn``
+    for a prompt or chunk, ``causal_conv1d_update`` one token a sequence): the measured
+    classes ``conv1d`` and ``conv1d_update`` (shape ``linear``, :data:`LINEAR_VARIANTS`).
+
+    Gated DeltaNet's delta rule is one kernel, ``linear_core``, as the engines run it and
+    their ``gdn_perf`` rows time it: recurrent (``fused_recurrent_gated_delta_rule``, class
+    ``gdn_recurrent``: the float32 state streamed in and out) or chunked
+    (``chunk_gated_delta_rule``, class ``gdn_chunk``: its FLOPs the chunked count; its bytes
+    flash-linear-attention's passes over its intermediates, :func:`gdn_kernel_bytes`, and the
+    state; ``fused_bytes`` what FlashInfer's fused kernel, vLLM's, moves instead; ``chunks``
+    a sequence walks one after another, ``seq_heads`` walkers).
+
+    Kimi Delta Attention's rule has no measured table: recurrent, ``linear_core`` (three
+    ``1 x d_k`` by ``d_k x d_v`` products per token and value head); chunked, over ``G`` =
+    sequences x value heads x chunks:
 
     - ``linear_core_qk``: ``k_beta k^T`` and ``q k^T`` (``2G`` products ``C x d_k`` by
       ``d_k x C``), the chunk's q, k, v and gates read, the two ``C x C`` blocks written;
-    - Gated DeltaNet ``linear_core_solve``: the two unit triangular solves, as the
-      half-filled products they are (``G`` products ``C - 1`` by ``C / 2`` by
-      ``d_k + d_v``); Kimi ``linear_core_inverse`` (its inverse by rows, ``G`` products of
-      ``(C - 1) / 3 x C / 2`` by ``2 C - 1``: ``(C - 1) C (2 C - 1) / 3`` FLOPs) and
-      ``linear_core_apply`` (the inverse times ``v_beta`` and the decayed keys);
+    - ``linear_core_inverse`` (its inverse by rows, ``G`` products of ``(C - 1) / 3 x C / 2``
+      by ``2 C - 1``: ``(C - 1) C (2 C - 1) / 3`` FLOPs) and ``linear_core_apply`` (the
+      inverse times ``v_beta`` and the decayed keys);
     - ``linear_core_state``: the state read twice and updated per chunk (``3G`` products
       ``C x d_k`` by ``d_k x d_v``), each chunk's state read and written (float32);
     - ``linear_core_pv``: the intra-chunk product with the new values (``G`` products
       ``C x C`` by ``C x d_v``), the output written.
 
-    Intermediates are float32, as the reference computes them; ``linear_norm`` is
+    Its intermediates are float32, as the reference computes them; ``linear_norm`` is
     element-wise.
     """
     s = linear_shape(model)
@@ -297,7 +334,9 @@ def linear_kernels(
         out.append(Kernel(name, "gemm", dtype, 2 * g * m * n * k, nbytes, calls=calls, shape=shape))
 
     for o in cost.ops:
-        if o.name == "linear_core" and cost.impl == "recurrent":
+        if o.name == "linear_core" and s.kind == "gated_deltanet":
+            out.append(_gdn_core(o, cost, s, act_dtype, calls))
+        elif o.name == "linear_core" and cost.impl == "recurrent":
             g = 3 * cost.batch * s.v_heads * cost.q_len
             gemm("linear_core", act_dtype, g, 1, dv, dk, o.bytes)
         elif o.name == "linear_core":
@@ -314,29 +353,12 @@ def linear_kernels(
                 inputs + packed_bytes(2 * g * c * c, f),
             )
             wu = packed_bytes(g * c * (dk + dv), f)
-            if s.kind == "kimi_delta":
-                block = packed_bytes(g * c * c, f)
-                gemm(
-                    "linear_core_inverse", act_dtype, g, (c - 1) // 3, 2 * c - 1, c // 2, 2 * block
-                )
-                gemm("linear_core_apply", act_dtype, g, c, dk + dv, c, block + 2 * wu)
-            else:
-                gemm(
-                    "linear_core_solve",
-                    act_dtype,
-                    g,
-                    c - 1,
-                    dk + dv,
-                    c // 2,
-                    packed_bytes(g * c * c, f) + 2 * wu,
-                )
+            block = packed_bytes(g * c * c, f)
+            gemm("linear_core_inverse", act_dtype, g, (c - 1) // 3, 2 * c - 1, c // 2, 2 * block)
+            gemm("linear_core_apply", act_dtype, g, c, dk + dv, c, block + 2 * wu)
             chunk_states = packed_bytes(2 * g * dk * dv, f)
             gemm("linear_core_state", act_dtype, 3 * g, c, dv, dk, wu + chunk_states + state)
-            pv = (
-                packed_bytes(g * c * c, f)
-                + packed_bytes(g * (c * dv + dk * dv), f)
-                + o.bytes_written
-            )
+            pv = block + packed_bytes(g * (c * dv + dk * dv), f) + o.bytes_written
             gemm("linear_core_pv", act_dtype, g, c, dv, c, pv)
         elif o.kind == "matmul" and o.name != "linear_conv":
             g, m, n, k = o.shape
@@ -345,12 +367,50 @@ def linear_kernels(
             # element-wise kernels, and the depthwise causal convolution: a few taps per
             # channel (``1 x K`` by ``K`` products, no reduction across channels) that a
             # streaming kernel runs on the CUDA cores, not a batched GEMM of 1 x 1 tiles
-            elements = o.bytes_written * 8 // max(1, a)
-            shape = {"elements": elements}
+            shape = {"elements": o.bytes_written * 8 // max(1, a)}
+            if o.name == "linear_conv":
+                update = cost.impl == "recurrent"
+                shape.update(conv_shape(update, cost.batch, s.conv_dim))
             out.append(
                 Kernel(o.name, "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape)
             )
     return out
+
+
+def conv_shape(update: bool, seqs: int, channels: int, prefix: str = "") -> dict[str, int]:
+    """The shape fields of a causal conv1d kernel of a step: its measured class (``linear``:
+    ``conv1d`` for a prompt or chunk, ``conv1d_update`` one token a sequence; ``prefix``
+    ``mamba2_`` for Mamba-2's), the sequences and the channels (an engine whose prompt kernel
+    runs per sequence: :func:`mlacalc.timemodel.elementwise_time.engine_linear_kernel`)."""
+    variant = prefix + ("conv1d_update" if update else "conv1d")
+    return {"linear": linear_code(variant), "seqs": seqs, "channels": channels}
+
+
+def _gdn_core(o: OpCost, cost: AttentionCost, s: LinearShape, act_dtype: str, calls: int) -> Kernel:
+    """Gated DeltaNet's delta rule as the engines' one kernel (:func:`linear_kernels`): its
+    exact FLOPs and bytes (inputs, output, state), and the shape fields its class reads:
+    the sequences, value heads and chunks each (sequence, head) walks; a chunked kernel's
+    ``fla_bytes``, what flash-linear-attention's passes over its intermediates add to the
+    call's traffic (:func:`gdn_kernel_bytes`; an engine running them adds it)."""
+    tokens = cost.batch * cost.q_len
+    shape = {
+        "elements": tokens * s.v_heads * s.d_v,
+        "seqs": cost.batch,
+        "heads": s.v_heads,
+        "seq_heads": cost.batch * s.v_heads,
+    }
+    if cost.impl == "recurrent":
+        shape.update(linear=linear_code("gdn_recurrent"), chunks=1)
+    else:
+        io, passes, _ = gdn_kernel_bytes(tokens, cost.batch, s.k_heads, s.d_k, s.v_heads, s.d_v)
+        shape.update(
+            linear=linear_code("gdn_chunk"),
+            chunks=-(-cost.q_len // LINEAR_CHUNK),
+            fla_bytes=max(0, passes - io),
+        )
+    return Kernel(
+        "linear_core", "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape
+    )
 
 
 def _bits(dtype: str) -> int:

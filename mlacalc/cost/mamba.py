@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
+from mlacalc.cost.linear import conv_shape
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
@@ -298,6 +299,9 @@ def mamba_kernels(
 
     def elementwise(name: str, flops: int, nbytes: int, elements: int) -> None:
         shape = {"elements": elements}
+        if name == "mamba_conv":  # the measured Mamba-2 conv1d classes
+            update = cost.impl == "recurrent"
+            shape.update(conv_shape(update, cost.batch, s.conv_dim, prefix="mamba2_"))
         out.append(Kernel(name, "elementwise", act_dtype, flops, nbytes, calls=calls, shape=shape))
 
     for o in cost.ops:

@@ -15,8 +15,9 @@ Kernels, per layer kind (``calls`` = the layers of that kind, FLOPs and bytes pe
   expanded heads, ``mla_decode`` for MLA in latent space, whatever the phase), and its norms and
   RoPE as ``elementwise`` kernels; a DSA layer (DeepSeek sparse attention) runs its lightning
   indexer before the core (:func:`indexer_kernels`) and its core attends the top-k keys only;
-- linear-attention layer (Gated DeltaNet, Kimi Delta Attention): its projections, short
-  convolution and delta rule as GEMMs of exact shape and its gated norm as an
+- linear-attention layer (Gated DeltaNet, Kimi Delta Attention): its projections as GEMMs of
+  exact shape, its short convolution and Gated DeltaNet's delta rule as the engines' streaming
+  kernels of the measured classes (Kimi's rule as GEMMs of exact shape), its gated norm as an
   ``elementwise`` kernel (:func:`mlacalc.cost.linear.linear_kernels`), the fixed state per
   sequence read and written as memory;
 - FFN: a dense FFN as an up (gate and up together) ``gemm``, the activation (``elementwise``)
@@ -151,7 +152,6 @@ KERNEL_STAGES: dict[str, str] = {
     "linear_conv": "core",
     "linear_core": "core",
     "linear_core_qk": "core",
-    "linear_core_solve": "core",
     "linear_core_inverse": "core",
     "linear_core_apply": "core",
     "linear_core_state": "core",

@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlacalc.cost.linear import LINEAR_CHUNK, delta_rule_flops, gdn_kernel_bytes
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
@@ -93,6 +94,7 @@ from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.device import mla_decode_kernel
+from mlacalc.timemodel.elementwise_time import CONV_CTA_CHANNELS
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.host_floor import host_floor_seconds
 from mlacalc.timemodel.moe_time import (
@@ -537,17 +539,6 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
     reason[~ok] = "unknown_dtype"
 
 
-#: Tokens per chunk of the chunked gated delta rule (flash-linear-attention's kernels).
-_GDN_CHUNK = 64
-
-
-#: Channels one CTA of TensorRT-LLM's prompt conv1d kernel takes, inferred from its rows (not
-#: from its source): its one-token rows step by about 5.3 us (H100) for every wave of 32-channel
-#: CTAs a sequence adds over the SMs (Mamba-2, 6,144 / 10,240 / 18,432 channels: 10.3 / 15.0 /
-#: 26.4 us for one sequence, 2 / 3 / 5 waves; 17.1 / 26.2 / 49.4 us for two, 3 / 5 / 9 waves)
-_CONV_CTA_CHANNELS = 32.0
-
-
 def _conv1d(
     b: _Builder, rows, src, tokens, seqs, channels, d_conv, prefix: str = "", per_seq: bool = False
 ) -> None:
@@ -591,23 +582,21 @@ def _per_sequence(name: str, prefix: str, per_seq: bool, seqs, channels) -> dict
     if not per_seq or name != "causal_conv1d_fn":
         return {}
     if prefix == "mamba2_":
-        return {"units": seqs * np.ceil(channels / _CONV_CTA_CHANNELS)}
+        return {"units": seqs * np.ceil(channels / CONV_CTA_CHANNELS)}
     return {"launches": seqs}
 
 
 def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``gdn_perf``: one kernel of a Gated DeltaNet layer a row (Qwen3.5 geometries, heads as
     the row gives them). The conv1d kernels over the q, k and v channels (``2 Hk dk + Hv dv``);
-    the gated delta rule over ``num_tokens``: chunked for a prompt (``chunk_gated_delta_rule``;
-    per token and value head the matmuls of the chunked form at 64-token chunks:
-    ``6 dk dv`` for the state terms and ``2 x 64 x (3 dk + 2 dv)`` within the chunk, an
-    estimate of the kernel's work, not a count of it) or recurrent one token a sequence
-    (``fused_recurrent``: ``7 dk dv``, the fp32 state read and written). Bytes: q, k, v, the
-    output in bf16, the gate and beta in fp32, the fp32 state (written by the prompt kernel,
-    read and written by the recurrent one); flash-linear-attention's chunked form (SGLang's and
-    TensorRT-LLM's) moves its intermediates through HBM between its kernels, an estimate of
-    that traffic replacing q, k, v and the output (FlashInfer's fused kernel, vLLM's, does
-    not). The chunks a (sequence, value head) walks one after another: ``chunks``, over
+    the gated delta rule over ``num_tokens``: chunked for a prompt (``chunk_gated_delta_rule``)
+    or recurrent one token a sequence (``fused_recurrent``), the FLOPs of each form as a model
+    step counts them (:func:`mlacalc.cost.linear.delta_rule_flops`). Bytes
+    (:func:`mlacalc.cost.linear.gdn_kernel_bytes`): q, k, v, the output in bf16, the gate and
+    beta in fp32, the fp32 state (written by the prompt kernel, read and written by the
+    recurrent one); flash-linear-attention's chunked form (SGLang's and TensorRT-LLM's) moves
+    its intermediates through HBM between its kernels, an estimate of that traffic replacing
+    q, k, v and the output (FlashInfer's fused kernel, vLLM's, does not). The chunks a (sequence, value head) walks one after another: ``chunks``, over
     ``seq_heads``. ``elementwise`` variants ``gdn_chunk`` and ``gdn_recurrent``, fitted apart."""
     src = np.char.replace(t.column("kernel_source").astype(str), "_packed_decode", "")
     # FlashInfer's chunked kernel (vLLM's) is one fused kernel: no pass of its own over
@@ -628,29 +617,23 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # Which channels the collector passed is not recorded
     conv_channels = hk * dk if per_seq else channels
     _conv1d(b, rows, src, tokens, seqs, conv_channels, _f(t.column("d_conv")), "", per_seq)
-    io = tokens * (2 * hk * dk + 2 * hv * dv) * 2.0 + tokens * hv * 8.0
+    # the traffic and the FLOPs a model step's kernel carries (mlacalc.cost.linear)
+    io, passes, state = gdn_kernel_bytes(tokens, seqs, hk, dk, hv, dv)
     # the chunked kernel's passes over its sequence's chunks, one after another for each
     # (sequence, value head): the inter-chunk state recurrence; the recurrent kernel's one step
-    chunks = np.where(src == "chunk_gated_delta_rule", np.ceil(tokens / seqs / _GDN_CHUNK), 1.0)
-    # the chunked form's passes, each (token, value head) in bf16 unless said: q and k read
-    # by five of its kernels (k four times), v read and o written once, w, u and the new
-    # values written and read back; the chunk's fp32 products and their bf16 inverse
-    # written and read; the per-chunk states (dk x dv bf16) written and read back
-    passes = tokens * (
-        10.0 * hk * dk + hv * (16.0 * dv + 12.0 * _GDN_CHUNK + 4.0 * dk * dv / _GDN_CHUNK)
-    )
-    state = seqs * hv * dk * dv * 4.0
+    chunks = np.where(src == "chunk_gated_delta_rule", np.ceil(tokens / seqs / LINEAR_CHUNK), 1.0)
+    q = tokens / seqs
     for name, variant, flops, nbytes in (
         (
             "chunk_gated_delta_rule",
             "gdn_chunk",
-            tokens * hv * (6 * dk * dv + 2 * _GDN_CHUNK * (3 * dk + 2 * dv)),
+            seqs * delta_rule_flops("gated_deltanet", q, hv, dk, dv, recurrent=False),
             np.where(fused, io, np.maximum(io, passes)) + state,
         ),
         (
             "fused_recurrent_gated_delta_rule",
             "gdn_recurrent",
-            tokens * hv * 7 * dk * dv,
+            seqs * delta_rule_flops("gated_deltanet", q, hv, dk, dv, recurrent=True),
             io + 2 * state,
         ),
     ):

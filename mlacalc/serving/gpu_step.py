@@ -232,6 +232,23 @@ def _size(k: Kernel) -> list[int]:
     return [int(k.shape.get(f, 0)) for f in ("elements", "m", "groups")]
 
 
+def _linear_fields(shape: dict[str, Any], elements: Any, seqs: Any, q: Any, one: Any) -> dict:
+    """The shape fields of a linear layer's kernel class
+    (:func:`mlacalc.cost.linear.linear_kernels`) for ``seqs`` sequences of ``q`` new tokens
+    each, ``elements`` its output elements: the constant ones as they are, the sequences, the
+    (sequence, value head) walkers and the chunks each walks (one for the recurrent kernel),
+    flash-linear-attention's added traffic in proportion to the elements."""
+    out = {k: float(v) * one for k, v in shape.items() if k not in ("elements", "seqs")}
+    out["seqs"] = seqs
+    if "heads" in shape:
+        out["seq_heads"] = seqs * shape["heads"]
+        chunked = variant_of("elementwise", shape) == "gdn_chunk"
+        out["chunks"] = np.ceil(q / LINEAR_CHUNK) * one if chunked else one
+    if "fla_bytes" in shape:
+        out["fla_bytes"] = elements * (shape["fla_bytes"] / shape["elements"])
+    return out
+
+
 def _causal_pairs(q: Any, prefix: Any, window: int) -> Any:
     """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends."""
     if not window:
@@ -426,7 +443,10 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
         if ps is not None and ps[0].kind == ref.kind:
             p = _solve_prefill(ps, window(ps[0]), cap, period, csa)
             same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
-            if same_weights and not any(any(c[2:]) for c in d[:3] + p[:3]):
+            # one kernel class (a linear layer's conv and delta rule run another kernel for
+            # a prompt than for one token a sequence)
+            same_class = variant_of(ref.kind, ref.shape) == variant_of(ps[0].kind, ps[0].shape)
+            if same_weights and same_class and not any(any(c[2:]) for c in d[:3] + p[:3]):
                 # the same kernel in both phases: its weights once, each phase's tokens
                 out.append(make(ref, "both", d, [(0.0, *c[1:]) for c in p]))
                 used.add(key)
@@ -625,6 +645,9 @@ class StepModel:
             shape["n_kv"] = math.ceil(n_kv / tp)
         elif heads:  # per-head products and element-wise work: all of it split
             f, b, e, g = ([x / tp for x in c] for c in (f, b, e, g))
+            for fld in ("channels", "heads"):  # a linear layer's conv channels, value heads
+                if fld in shape:
+                    shape[fld] = math.ceil(shape[fld] / tp)
         # else replicated: the latent and query down-projections, router, norms, indexer
         return f, b, e, r, g, shape
 
@@ -724,6 +747,11 @@ class StepModel:
                 sh = {"elements": lin(e, per_row, on)}
                 if "mhc" in shape:  # DeepSeek-V4's hyper-connections: their kernel class
                     sh["mhc"] = float(shape["mhc"]) * one
+                if "linear" in shape:  # a linear layer's conv or delta rule: its class
+                    decode = t.phases == "decode"
+                    seqs = (dec_B if decode else pf_N) * on
+                    q = one if decode else pf_q
+                    sh.update(_linear_fields(shape, sh["elements"], seqs, q, one))
             weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))

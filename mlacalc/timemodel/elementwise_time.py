@@ -12,13 +12,29 @@ one after another (``chunks``, ``seq_heads``), ``unit_latency_s`` a chunk.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine, memory_share
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["FUSED_WALK_NORM", "SM_BOUND_VARIANTS", "SM_BYTES_PER_CLOCK", "streaming_terms"]
+__all__ = [
+    "CONV_CTA_CHANNELS",
+    "FUSED_WALK_NORM",
+    "SM_BOUND_VARIANTS",
+    "SM_BYTES_PER_CLOCK",
+    "engine_linear_kernel",
+    "streaming_terms",
+]
+
+#: Channels one CTA of TensorRT-LLM's Mamba-2 prompt conv1d kernel takes (it runs in waves of
+#: such CTAs, a sequence's after another: ``units``), inferred from its rows, not from its
+#: source: its one-token rows step by about 5.3 us (H100) for every wave of 32-channel CTAs a
+#: sequence adds over the SMs (6,144 / 10,240 / 18,432 channels: 10.3 / 15.0 / 26.4 us for one
+#: sequence, 2 / 3 / 5 waves; 17.1 / 26.2 / 49.4 us for two, 3 / 5 / 9 waves).
+CONV_CTA_CHANNELS = 32
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels
 #: and flash-linear-attention's (and FlashInfer's) chunked gated delta rule keep a fixed number
@@ -49,6 +65,32 @@ FUSED_WALK_NORM = 4.0
 #: HBM bandwidth per SM and clock (3.35 TB/s over 132 SMs at 1,830 MHz: 13.9 bytes), the
 #: device their loads in flight were tuned on; capped by the device's HBM bandwidth.
 SM_BYTES_PER_CLOCK = 3.35e12 / 132 / REFERENCE_CLOCK_HZ
+
+
+def engine_linear_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """A model step's linear-attention kernels (:data:`~mlacalc.words.kernels.LINEAR_VARIANTS`)
+    as ``engine`` runs them, as its ``gdn_perf`` and ``mamba2_perf`` rows time them: vLLM's
+    chunked delta rule is FlashInfer's fused kernel (``fused``: its chunks' walk overlapped
+    with its traffic, which is the step's bytes), the other engines' flash-linear-attention's
+    kernels, which also pass their intermediates through HBM (the step's ``fla_bytes``);
+    TensorRT-LLM's prompt conv1d kernels run a sequence at a time (Gated DeltaNet's a launch a
+    sequence, Mamba-2's in waves of :data:`CONV_CTA_CHANNELS`-channel CTAs a sequence). A
+    measured row, which names its kernel, has neither field nor ``seqs`` and is left as it
+    is. ``fig`` is unused: no rule here depends on the device."""
+    del fig
+    shape = batch.shape
+    if batch.variant == "gdn_chunk" and "fla_bytes" in shape:
+        if engine == "vllm":
+            return dataclasses.replace(batch, shape=dict(shape, fused=np.ones(len(batch))))
+        return dataclasses.replace(batch, bytes=batch.bytes + shape["fla_bytes"])
+    if engine != "trtllm" or "seqs" not in shape:
+        return batch
+    if batch.variant == "conv1d":
+        return dataclasses.replace(batch, shape=dict(shape, launches=shape["seqs"]))
+    if batch.variant == "mamba2_conv1d":
+        units = shape["seqs"] * np.ceil(shape["channels"] / CONV_CTA_CHANNELS)
+        return dataclasses.replace(batch, shape=dict(shape, units=units))
+    return batch
 
 
 def streaming_terms(

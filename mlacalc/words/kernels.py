@@ -79,10 +79,12 @@ __all__ = [
     "ATTENTION_KINDS",
     "COMM_KINDS",
     "KERNEL_KINDS",
+    "LINEAR_VARIANTS",
     "Kernel",
     "KernelBatch",
     "batches_of",
     "indexer_score_shape",
+    "linear_code",
     "roofline_bound",
     "variant_of",
 ]
@@ -189,17 +191,43 @@ class KernelBatch:
         )
 
 
+#: The measured classes of the linear-attention kernels a step runs (``elementwise``, shape
+#: ``linear`` = position + 1): the causal conv1d kernels (a prompt's and the one-token update;
+#: Mamba-2's apart), Gated DeltaNet's chunked and recurrent delta rule, each fitted on its
+#: engine's ``gdn_perf`` / ``mamba2_perf`` rows.
+LINEAR_VARIANTS = (
+    "conv1d",
+    "conv1d_update",
+    "gdn_chunk",
+    "gdn_recurrent",
+    "mamba2_conv1d",
+    "mamba2_conv1d_update",
+)
+
+
+def linear_code(variant: str) -> int:
+    """The ``linear`` shape field that names ``variant`` (:data:`LINEAR_VARIANTS`).
+
+    >>> linear_code("gdn_chunk"), variant_of("elementwise", {"linear": 3})
+    (3, 'gdn_chunk')
+    """
+    return LINEAR_VARIANTS.index(variant) + 1
+
+
 def variant_of(kind: str, shape: dict[str, Any]) -> str:
     """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups,
     ``"amax"`` for a quantize that writes nothing (the scale alone), ``"mhc_pre"`` /
     ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2),
     ``"indexer"`` for an indexer's fp8 score kernel (shape ``indexer`` 1: DeepGEMM's MQA
     logits, as the indexer tables time it), ``"sparse"`` for a decode or prompt core over rows
-    picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), else ``""``."""
+    picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), a linear-attention
+    kernel's measured class (shape ``linear``: :data:`LINEAR_VARIANTS`), else ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
     if kind == "quantize" and float(shape.get("write", 1)) == 0:
         return "amax"
+    if kind == "elementwise" and shape.get("linear"):  # a linear-attention kernel's class
+        return LINEAR_VARIANTS[int(shape["linear"]) - 1]
     if kind == "elementwise" and shape.get("mhc"):  # DeepSeek-V4's hyper-connections
         return "mhc_pre" if float(shape["mhc"]) == 1 else "mhc_post"
     if kind in ("mla_decode", "attention_prefill") and shape.get("indexer"):
