@@ -88,11 +88,13 @@ def test_block_scales_cost_nothing_on_the_cuda_cores_of_blackwell():
         assert bool(b > a * 1.01) is differs
 
 
-def test_nvfp4_borrows_the_block_scaled_fp8_fit_where_no_fp4_was_measured():
+def test_nvfp4_borrows_an_fp8_fit_where_no_fp4_was_measured():
+    """Where no fp4 was measured an nvfp4 GEMM borrows the per-tensor fp8 GEMM fit, an nvfp4
+    MoE the block-scaled fp8 MoE fit (profile._KIND_FIRST_STAND_INS, profile._STAND_INS)."""
     prof = load_profile("default")
     hw = load_hardware("B200")
-    for kind in ("gemm", "moe"):
+    for kind, dtype in (("gemm", "fp8"), ("moe", "fp8_block")):
         got, _ = prof.params("B200", kind, "nvfp4", hw)
-        fp8_block, _ = prof.params("B200", kind, "fp8_block", hw)
-        assert got["eff_compute"] == fp8_block["eff_compute"]
-        assert got["fixed_s"] == fp8_block["fixed_s"]
+        lent, _ = prof.params("B200", kind, dtype, hw)
+        assert got["eff_compute"] == lent["eff_compute"]
+        assert got["fixed_s"] == lent["fixed_s"]

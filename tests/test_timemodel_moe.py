@@ -497,3 +497,67 @@ def test_marlin_moe_takes_the_first_block_its_mean_load_fills_below_0_9():
         assert tiled.shape["row_tile"].tolist() == [8, 8, 16, 48, 64, 64]
         assert np.all(tiled.shape["col_tile"] == 128)
     assert engine_moe_tiles(batch, "sglang", b200) is batch
+
+
+def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_hopper_fit():
+    """SGLang and vLLM run FlashInfer's TensorRT-LLM MoE on B200: their H100 profiles, predicting
+    B200, take TensorRT-LLM's own-kernel MoE classes (bf16, fp8, block-scaled fp8) from its
+    profile; the engine's own class stays its kernel's variant (SGLang's Triton MoE, which
+    B200's table holds apart); nvfp4 without a fit of its own takes the bf16 class; a class
+    TensorRT-LLM times with another kernel on H100 (MXFP4: the Triton MoE) is not taken."""
+    from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    trt, b200 = load_profile("default"), load_hardware("B200")
+    sg = load_profile("fit-h100-sxm-sglang")
+    got = with_generation_kernels(sg, trt, b200)
+    assert got.classes["moe:bf16"] == trt.classes["moe:bf16"]
+    assert got.classes["moe:fp8_block"] == trt.classes["moe:fp8_block"]
+    assert got.classes["moe:bf16:sglang_fused_moe_triton"] == sg.classes["moe:bf16"]
+    assert got.classes["moe:nvfp4"] == trt.classes["moe:bf16"]
+    assert got.classes["moe:w4a16_mxfp4"] == sg.classes["moe:w4a16_mxfp4"]
+    assert got.devices == sg.devices  # H100's own level is untouched
+    assert any(n.startswith(STAND_IN_NOTE + "moe:bf16 from trtllm") for n in got.notes)
+    params, _ = got.params("B200", "moe", "bf16", b200)
+    assert params["eff_compute"] == trt.classes["moe:bf16"]["eff_compute"]
+    vl = load_profile("fit-h100-sxm-vllm")
+    got = with_generation_kernels(vl, trt, b200)
+    assert got.classes["moe:fp8"] == trt.classes["moe:fp8"]
+    assert got.classes["moe:w4a16"] == vl.classes["moe:w4a16"]  # Marlin on both
+    # nothing to do: the device's own generation, TensorRT-LLM's own profile, no base of it
+    assert with_generation_kernels(sg, trt, load_hardware("H200")) is sg
+    assert with_generation_kernels(trt, trt, b200) is trt
+    assert with_generation_kernels(sg, load_profile("fit-b200-sxm-vllm"), b200) is sg
+    assert with_generation_kernels(load_profile("fit-b200-sxm-sglang"), trt, b200).classes == (
+        load_profile("fit-b200-sxm-sglang").classes
+    )
+
+
+@pytest.mark.slow
+def test_vllms_b200_fp8_moe_from_its_h100_profile_is_trtllms_kernel():
+    """vLLM's H100 per-tensor fp8 MoE is FlashInfer's CUTLASS path at 0.17 of the tensor rate;
+    on B200 vLLM runs FlashInfer's TensorRT-LLM MoE: its B200 rows from the H100 profile alone
+    were 299% slow at the median, with TensorRT-LLM's H100 fp8 MoE standing in 23%."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    t = next(
+        x
+        for x in load_measured(MEASURED / "b200_sxm" / "moe", engine="vllm").tables
+        if x.engine == "vllm"
+    )
+    mapped = map_table(t)
+    prof = with_generation_kernels(
+        load_profile("fit-h100-sxm-vllm"), load_profile("default"), load_hardware("B200")
+    )
+    err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+    keep = np.zeros(len(t), dtype=bool)
+    for p in mapped.parts:
+        if p.batch.dtype == "fp8":
+            keep[p.rows] = True
+    e = np.abs(err[keep & mapped.modelled & np.isfinite(err)])
+    assert len(e) > 12000 and np.median(e) <= 0.25

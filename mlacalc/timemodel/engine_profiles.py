@@ -12,7 +12,10 @@ output adds.
 Within an engine's profile, a kernel class the engine's tables do not time on any device (B200
 has no DeepEP table) is taken from the TensorRT-LLM default profile (:func:`with_stand_ins`), and
 :attr:`Profile.notes` lists each such class. (vLLM's MLA attention, published only inside whole
-modules, is fitted on the module rows' residuals: ``mlacalc.measured.calibrate``.)
+modules, is fitted on the module rows' residuals: ``mlacalc.measured.calibrate``.) An engine's
+profile predicting a device of a kernel generation it was not fitted on takes TensorRT-LLM's
+MoE classes for the MoE the engine runs there through TensorRT-LLM's kernels
+(:func:`with_generation_kernels`: SGLang's and vLLM's FlashInfer TensorRT-LLM MoE on Blackwell).
 """
 
 from __future__ import annotations
@@ -20,10 +23,26 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.moe_time import (
+    ENGINE_MOE_KERNEL,
+    TRTLLM_GEN_TILE,
+    TRTLLM_MOE,
+    TRTLLM_OWN_MOE,
+)
 from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
+from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
+from mlacalc.words.errors import MlacalcError
 
-__all__ = ["STAND_IN_NOTE", "engine_note", "profile_for", "with_stand_ins"]
+__all__ = [
+    "STAND_IN_NOTE",
+    "engine_note",
+    "profile_for",
+    "with_generation_kernels",
+    "with_stand_ins",
+]
 
 #: The prefix of a profile note that names a class another engine's fit stands in for.
 STAND_IN_NOTE = "stand-in: "
@@ -72,6 +91,76 @@ def with_stand_ins(prof: Profile, base: Profile) -> Profile:
     return composed
 
 
+def _generations(prof: Profile) -> set[str]:
+    """The kernel generations (:attr:`DeviceFigures.kernel_generation`) of a profile's fitted
+    devices that the catalogue knows."""
+    out = set()
+    for name in prof.fitted_devices:
+        try:
+            out.add(device_figures(load_hardware(name)).kernel_generation)
+        except MlacalcError:
+            continue
+    return out
+
+
+def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Profile:
+    """``prof``, an engine's profile fitted on devices of another kernel generation than
+    ``hardware``'s, with the MoE classes the engine runs there through TensorRT-LLM's own MoE
+    kernels (FlashInfer's ``trtllm`` backend on data-centre Blackwell:
+    :data:`~mlacalc.timemodel.moe_time.TRTLLM_MOE`) taken from TensorRT-LLM's profile ``base``,
+    where ``base`` was fitted on TensorRT-LLM's own kernels of ``prof``'s generation (its
+    CUTLASS MoE on Hopper: :data:`~mlacalc.timemodel.moe_time.TRTLLM_OWN_MOE`), and each noted
+    as a stand-in. The engine's own class of such a dtype, fitted on another kernel (SGLang's
+    Triton MoE on H100), stays the class of that kernel's variant
+    (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`), which a table of the device holds
+    apart. ``prof`` itself where its engine runs no such kernel on ``hardware``, where ``base``
+    is not TensorRT-LLM's or where a fitted device of ``prof`` is of ``hardware``'s generation.
+    (These are pooled classes: the device's own level of ``prof`` is another generation's.)"""
+    if prof.engine == DEFAULT_ENGINE or base.engine != DEFAULT_ENGINE or hardware is None:
+        return prof
+    gen = device_figures(hardware).kernel_generation
+    moved = TRTLLM_MOE.get((prof.engine, gen), ())
+    mine = _generations(prof)
+    if not moved or gen in mine or len(mine) != 1:
+        return prof
+    src = next(iter(mine))
+    if src not in _generations(base):
+        return prof
+    key = (prof.name + "|" + prof.origin, base.name + "|" + base.origin, gen)
+    hit = _COMPOSED.get(key)
+    if hit is not None:
+        return hit
+    classes = dict(prof.classes)
+    notes = list(prof.notes)
+    kept = ENGINE_MOE_KERNEL.get((prof.engine, src), {})
+    for dtype in moved:
+        name = class_key("moe", dtype)
+        if dtype not in TRTLLM_OWN_MOE.get(src, ()) or name not in base.classes:
+            continue
+        if name in prof.classes and dtype in kept:
+            classes.setdefault(class_key("moe", dtype, kept[dtype]), prof.classes[name])
+        classes[name] = base.classes[name]
+        notes.append(
+            f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name} ({prof.engine} runs "
+            f"TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
+        )
+    for dtype in TRTLLM_GEN_TILE.get((prof.engine, gen), ()):
+        # TensorRT-LLM-gen's fp4 MoE quantizes its activations inside its fused routing and
+        # FC1's epilogue: it pays no passes of its own over 1x128 blocks, as Hopper's
+        # block-scaled fp8 MoE does (TensorRT-LLM's H100 fit: act_passes 14.8 against bf16's
+        # 5.3), so with no fit of its own the bf16 class stands in, at its tensor rate
+        name, plain = class_key("moe", dtype), class_key("moe", "bf16")
+        if name not in classes and plain in classes:
+            classes[name] = classes[plain]
+            notes.append(
+                f"{STAND_IN_NOTE}{name} from {plain} (TensorRT-LLM-gen's fused quantization; "
+                f"no {dtype} fit of {src})"
+            )
+    composed = dataclasses.replace(prof, classes=classes, notes=tuple(notes))
+    _COMPOSED[key] = composed
+    return composed
+
+
 def profile_for(
     engine: Any, device: str | None = None, hardware: Any = None
 ) -> tuple[Profile, str]:
@@ -101,11 +190,11 @@ def profile_for(
         return with_stand_ins(own[0], base), ""
     default = [p for p in mine if p.name == f"default-{engine}"]
     if default:
-        return with_stand_ins(default[0], base), ""
+        return with_generation_kernels(with_stand_ins(default[0], base), base, hardware), ""
     if hardware is not None:
         near = [p for p in mine if p.nearest_fitted(hardware) is not None]
         if near:
-            return with_stand_ins(near[0], base), ""
+            return with_generation_kernels(with_stand_ins(near[0], base), base, hardware), ""
     return base, engine_note(base, engine)
 
 

@@ -21,6 +21,7 @@ from mlacalc.timemodel.shared import SCALE_BLOCK_K, col, memory_share, tile_arra
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "ENGINE_MOE_KERNEL",
     "FUSED_TOPK_MAX",
     "MARLIN_COLS",
     "MARLIN_TILE",
@@ -28,6 +29,8 @@ __all__ = [
     "TRITON_DEFAULT_TILE",
     "TRTLLM_GEN_FP4",
     "TRTLLM_GEN_TILE",
+    "TRTLLM_MOE",
+    "TRTLLM_OWN_MOE",
     "engine_moe_tiles",
     "marlin_row_tile",
     "moe_terms",
@@ -165,6 +168,39 @@ TRTLLM_GEN_TILE = {
     ("trtllm", "tcgen05"): ("w4a8_mxfp4",),
     ("sglang", "tcgen05"): TRTLLM_GEN_FP4,
     ("vllm", "tcgen05"): TRTLLM_GEN_FP4,
+}
+
+
+#: The MoE classes an engine runs through TensorRT-LLM's own MoE kernels on a kernel
+#: generation: FlashInfer's ``trtllm`` MoE backend (it wraps TensorRT-LLM-gen's kernels), which
+#: SGLang and vLLM take on data-centre Blackwell for these dtypes (in their B200 tables every
+#: such class's most rows have a ``kernel_source`` naming ``flashinfer_trtllm``; vLLM's int4
+#: experts are Marlin's). A profile of the engine fitted on another generation has not timed
+#: them (:func:`mlacalc.timemodel.engine_profiles.with_generation_kernels`).
+TRTLLM_MOE = {
+    ("sglang", "tcgen05"): ("bf16", "fp8_block", "nvfp4", "w4a16", "w4a16_mxfp4", "w4a8_mxfp4"),
+    ("vllm", "tcgen05"): ("bf16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a8_mxfp4"),
+}
+
+#: The MoE classes TensorRT-LLM's own tables time on its own kernels on a generation (the
+#: CUTLASS MoE on Hopper; its Hopper MXFP4 class is the Triton MoE, ``moe_torch_flow``).
+TRTLLM_OWN_MOE = {"sm90": ("bf16", "fp8", "fp8_block")}
+
+#: The kernel an engine's plain MoE class of a dtype was fitted on, by generation (the
+#: ``kernel_source`` of the class's rows in its tables), for the classes TRTLLM_MOE and
+#: TRTLLM_OWN_MOE have in common: the name under which a table of another generation, where
+#: the engine runs TensorRT-LLM's kernel for the dtype, holds that kernel's rows as a variant
+#: (SGLang's Triton MoE on B200).
+ENGINE_MOE_KERNEL = {
+    ("sglang", "sm90"): {
+        "bf16": "sglang_fused_moe_triton",
+        "fp8_block": "sglang_fused_moe_triton",
+    },
+    ("vllm", "sm90"): {
+        "bf16": "vllm_unquantizedfusedmoe_triton_tritonexperts",
+        "fp8": "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
+        "fp8_block": "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",
+    },
 }
 
 
