@@ -129,3 +129,34 @@ def test_a_mamba2_step_runs_the_measured_conv_classes():
 
     assert conv_s(64, "trtllm") > 1.5 * conv_s(1, "trtllm")
     assert conv_s(64, "sglang") < 1.2 * conv_s(1, "sglang")
+
+
+@pytest.mark.parametrize("device", list(SYSTEMS))
+@pytest.mark.parametrize(
+    "phase,seqs,tokens,source",
+    [("prefill", 4, 8192, "causal_conv1d_fn"), ("decode", 64, 64, "causal_conv1d_update")],
+)
+def test_a_step_times_its_mamba2_conv_as_the_measured_rows(device, phase, seqs, tokens, source):
+    """Nemotron 3 Super's Mamba-2 conv under TensorRT-LLM (its rows time that model's
+    geometry): the step's kernel and the row get the same class and about the same seconds
+    (the step's window holds K rows, the kernel's K - 1)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.timemodel.engine_profiles import profile_for
+
+    t, mapped = _mapped(device, "trtllm", "mamba2_perf")
+    c = t.columns
+    rows = np.nonzero(
+        (c["kernel_source"].astype(str) == source)
+        & (np.char.find(c["model_name"].astype(str), "Super-120B") >= 0)
+        & (c["batch_size"] == seqs)
+        & (c["num_tokens"] == tokens)
+        & mapped.modelled
+    )[0]
+    assert len(rows), "no measured row of Nemotron 3 Super's shape"
+    prof, _ = profile_for("trtllm", device)
+    seq_len = tokens // seqs if phase == "prefill" else 8192
+    (kernel,) = [k for k in step_kernels(MAMBA, phase, seq_len, seqs) if k.name == "mamba_conv"]
+    (part,) = [p for p in mapped.parts if int(rows[0]) in p.rows]
+    assert variant_of(kernel.kind, kernel.shape) == part.batch.variant
+    step = _step_seconds(kernel, device, prof)
+    assert step == pytest.approx(_row_seconds(mapped, int(rows[0]), device, prof), rel=0.2)
