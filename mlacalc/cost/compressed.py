@@ -1,7 +1,8 @@
 """DeepSeek-V4's attention layers (``csa``, ``hca``, ``swa``): FLOPs, bytes, cache and kernels.
 
 Every DeepSeek-V4 layer attends with one shared K = V head of ``head_dim`` (``D``): a query
-low-rank path (``q_a_proj`` ``d -> q_lora_rank``, its norm, ``q_b_proj`` to ``n_h D``), the
+low-rank path (``q_a_proj`` ``d -> q_lora_rank``, its norm, ``q_b_proj`` to ``n_h D``, each
+head's row normalised without weight and rotated: ``rope``, one streaming pass), the
 window's key (``kv_proj`` ``d -> D``), one sink logit per head, a grouped output projection
 (``o_groups`` products of ``n_h D / g -> o_lora_rank``, then ``g o_lora_rank -> d``). The kinds
 differ in what the query sees besides the last ``W`` (``sliding_window``) keys:
@@ -97,6 +98,7 @@ COMPRESSED_KERNELS = {
     "q_a_proj": "q_proj",
     "q_b_proj": "q_proj",
     "q_a_layernorm": "norm",
+    "rope": "rope",
     "kv_proj": "kv_proj",
     "compressor": "kv_proj",
     "compressor_pool": "core",
@@ -221,6 +223,16 @@ def compressed_cost(
         )
     )
     proj("q_b_proj", "q_proj", r, nh * hd)
+    ops.append(  # the query's per-head RMSNorm (no weight) and RoPE, one pass over its rows
+        op_cost(
+            "rope",
+            "rope",
+            "elementwise",
+            NORM_FLOPS_PER_ELEMENT * tokens * nh * hd,
+            packed_bytes(tokens * nh * hd, a_bits),
+            packed_bytes(tokens * nh * hd, a_bits),
+        )
+    )
     proj("kv_proj", "kv_proj", d, hd, c_write=b * row(q * hd))
     if t != v4.SLIDING:
         series = 2 if t == v4.CSA else 1  # CSA: two overlapping series

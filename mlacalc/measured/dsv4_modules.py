@@ -31,13 +31,15 @@ kernel of that list, decode where ``isl`` is 1, else a causal prompt of ``isl`` 
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
 from mlacalc.cost.compressed import HEAD_TILE, compressed_cost, compressed_kernels
 from mlacalc.measured.mapped import KernelPart, KernelSlots
-from mlacalc.measured.tables import MeasuredTable
+from mlacalc.measured.tables import MeasuredTable, load_measured
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import LayerKind
@@ -49,8 +51,10 @@ __all__ = [
     "FLAT_TOPK",
     "LONG_ROW",
     "LONG_TOPK",
+    "SHARED_KERNEL_TABLES",
     "dsv4_module_kernels",
     "dsv4_module_parts",
+    "shared_kernel_tables",
 ]
 
 #: The checkpoints the tables name: DeepSeek-V4-Pro (the shipped ``deepseek-v4-pro``; the FP8
@@ -89,9 +93,38 @@ FLAT_TOPK = "topk_v2_flat"
 #: timed by the top-last variant (:data:`LONG_TOPK`).
 LONG_ROW = 16384
 LONG_TOPK = "topk_v2_top_last"
+#: Kernel tables of one engine that time a kernel another engine's module runs too, and that
+#: engine's fit takes in: ``{engine: {(the engine that measured it, table), ...}}``. SGLang's
+#: DeepSeek-V4 layer (``kernel_source`` ``compressed_flashmla``) runs FlashMLA's sparse kernels,
+#: the kernels vLLM's ``dsv4_hca_attn_module_perf`` times alone (``FLASHMLA_SPARSE_DSV4``, the
+#: HCA core of DeepSeek-V4-Flash); SGLang publishes no table of them alone, so its profiles
+#: fitted no ``sparse`` prefill class and timed its prompt core by the dense prefill class of
+#: FA3's tables, which gives that table's prompt rows 35-37% less than measured at the
+#: median (H100 195 us where the kernel takes 389 at 4,096 tokens; B200 110 against 253).
+SHARED_KERNEL_TABLES = {"sglang": frozenset({("vllm", "dsv4_hca_attn_module_perf")})}
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
+
+
+def shared_kernel_tables(paths, engine: str | None) -> list[MeasuredTable]:
+    """The tables of :data:`SHARED_KERNEL_TABLES` for ``engine`` under ``paths`` (a measured
+    set's folders, as :func:`~mlacalc.measured.tables.load_measured` takes them): the other
+    engine's files of those names, read whatever their engine; none where ``engine`` borrows
+    none or ``paths`` holds none of them."""
+    want = SHARED_KERNEL_TABLES.get(engine)
+    if not want:
+        return []
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    out = []
+    for item in items:
+        root = Path(item)
+        if not root.is_dir():
+            continue
+        for other, name in sorted(want):
+            for f in sorted(root.rglob(f"{name}.parquet")):
+                out += [t for t in load_measured(f).tables if t.engine == other]
+    return out
 
 
 @cache
