@@ -503,8 +503,8 @@ def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_ho
     """SGLang and vLLM run FlashInfer's TensorRT-LLM MoE on B200: their H100 profiles, predicting
     B200, take TensorRT-LLM's own-kernel MoE classes (bf16, fp8, block-scaled fp8) from its
     profile; the engine's own class stays its kernel's variant (SGLang's Triton MoE, which
-    B200's table holds apart); nvfp4 without a fit of its own takes the bf16 class; a class
-    TensorRT-LLM times with another kernel on H100 (MXFP4: the Triton MoE) is not taken."""
+    B200's table holds apart); a dtype TensorRT-LLM times with another kernel on H100 (MXFP4:
+    the Triton MoE) or not at all (nvfp4) takes TensorRT-LLM's own bf16 class."""
     from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, with_generation_kernels
     from mlacalc.timemodel.profile import load_profile
 
@@ -515,7 +515,9 @@ def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_ho
     assert got.classes["moe:fp8_block"] == trt.classes["moe:fp8_block"]
     assert got.classes["moe:bf16:sglang_fused_moe_triton"] == sg.classes["moe:bf16"]
     assert got.classes["moe:nvfp4"] == trt.classes["moe:bf16"]
-    assert got.classes["moe:w4a16_mxfp4"] == sg.classes["moe:w4a16_mxfp4"]
+    # TensorRT-LLM's Hopper MXFP4 class is the Triton MoE's: its own bf16 class stands in
+    assert got.classes["moe:w4a16_mxfp4"] == trt.classes["moe:bf16"]
+    assert got.classes["moe:w4a16_mxfp4:sglang_fused_moe_triton"] == sg.classes["moe:w4a16_mxfp4"]
     assert got.devices == sg.devices  # H100's own level is untouched
     assert any(n.startswith(STAND_IN_NOTE + "moe:bf16 from trtllm") for n in got.notes)
     params, _ = got.params("B200", "moe", "bf16", b200)

@@ -25,12 +25,7 @@ from typing import Any
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.moe_time import (
-    ENGINE_MOE_KERNEL,
-    TRTLLM_GEN_TILE,
-    TRTLLM_MOE,
-    TRTLLM_OWN_MOE,
-)
+from mlacalc.timemodel.moe_time import ENGINE_MOE_KERNEL, TRTLLM_MOE, TRTLLM_OWN_MOE
 from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
@@ -107,15 +102,16 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     """``prof``, an engine's profile fitted on devices of another kernel generation than
     ``hardware``'s, with the MoE classes the engine runs there through TensorRT-LLM's own MoE
     kernels (FlashInfer's ``trtllm`` backend on data-centre Blackwell:
-    :data:`~mlacalc.timemodel.moe_time.TRTLLM_MOE`) taken from TensorRT-LLM's profile ``base``,
-    where ``base`` was fitted on TensorRT-LLM's own kernels of ``prof``'s generation (its
-    CUTLASS MoE on Hopper: :data:`~mlacalc.timemodel.moe_time.TRTLLM_OWN_MOE`), and each noted
-    as a stand-in. The engine's own class of such a dtype, fitted on another kernel (SGLang's
-    Triton MoE on H100), stays the class of that kernel's variant
-    (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`), which a table of the device holds
-    apart. ``prof`` itself where its engine runs no such kernel on ``hardware``, where ``base``
-    is not TensorRT-LLM's or where a fitted device of ``prof`` is of ``hardware``'s generation.
-    (These are pooled classes: the device's own level of ``prof`` is another generation's.)"""
+    :data:`~mlacalc.timemodel.moe_time.TRTLLM_MOE`) taken from TensorRT-LLM's profile ``base``
+    fitted on ``prof``'s generation: its class of the dtype where that is TensorRT-LLM's own
+    kernel (its CUTLASS MoE on Hopper: :data:`~mlacalc.timemodel.moe_time.TRTLLM_OWN_MOE`),
+    else its own bf16 class; each noted as a stand-in. The engine's own class of such a
+    dtype, fitted on another kernel (SGLang's Triton MoE on H100), stays the class of that
+    kernel's variant (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`), which a table of
+    the device holds apart. ``prof`` itself where its engine runs no such kernel on
+    ``hardware``, where ``base`` is not TensorRT-LLM's or where a fitted device of ``prof`` is of
+    ``hardware``'s generation. (These are pooled classes: the device's own level of ``prof`` is
+    another generation's.)"""
     if prof.engine == DEFAULT_ENGINE or base.engine != DEFAULT_ENGINE or hardware is None:
         return prof
     gen = device_figures(hardware).kernel_generation
@@ -133,29 +129,26 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     classes = dict(prof.classes)
     notes = list(prof.notes)
     kept = ENGINE_MOE_KERNEL.get((prof.engine, src), {})
+    own, plain = TRTLLM_OWN_MOE.get(src, ()), class_key("moe", "bf16")
     for dtype in moved:
+        # TensorRT-LLM's own class of the dtype; else (its Hopper MXFP4 class is the Triton
+        # MoE's; no Hopper table of nvfp4, w4a8 MXFP4 or int4) its own bf16 class: the same
+        # library's routing, permutation and fused passes around its grouped GEMMs, at the
+        # dtype's rate and bytes. TensorRT-LLM-gen's fp4 kernels quantize their activations
+        # inside the routing and FC1's epilogue, with no passes of their own over 1x128 blocks
+        # as Hopper's block-scaled fp8 MoE pays (TensorRT-LLM's H100 fit: act_passes 14.8, its
+        # bf16 class 5.3), so not the block-scaled fp8 class either
         name = class_key("moe", dtype)
-        if dtype not in TRTLLM_OWN_MOE.get(src, ()) or name not in base.classes:
+        lent = name if dtype in own else plain
+        if lent not in base.classes:
             continue
         if name in prof.classes and dtype in kept:
             classes.setdefault(class_key("moe", dtype, kept[dtype]), prof.classes[name])
-        classes[name] = base.classes[name]
+        classes[name] = base.classes[lent]
         notes.append(
-            f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name} ({prof.engine} runs "
-            f"TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
+            f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
+            f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
         )
-    for dtype in TRTLLM_GEN_TILE.get((prof.engine, gen), ()):
-        # TensorRT-LLM-gen's fp4 MoE quantizes its activations inside its fused routing and
-        # FC1's epilogue: it pays no passes of its own over 1x128 blocks, as Hopper's
-        # block-scaled fp8 MoE does (TensorRT-LLM's H100 fit: act_passes 14.8 against bf16's
-        # 5.3), so with no fit of its own the bf16 class stands in, at its tensor rate
-        name, plain = class_key("moe", dtype), class_key("moe", "bf16")
-        if name not in classes and plain in classes:
-            classes[name] = classes[plain]
-            notes.append(
-                f"{STAND_IN_NOTE}{name} from {plain} (TensorRT-LLM-gen's fused quantization; "
-                f"no {dtype} fit of {src})"
-            )
     composed = dataclasses.replace(prof, classes=classes, notes=tuple(notes))
     _COMPOSED[key] = composed
     return composed

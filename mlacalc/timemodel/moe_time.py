@@ -187,19 +187,21 @@ TRTLLM_MOE = {
 TRTLLM_OWN_MOE = {"sm90": ("bf16", "fp8", "fp8_block")}
 
 #: The kernel an engine's plain MoE class of a dtype was fitted on, by generation (the
-#: ``kernel_source`` of the class's rows in its tables), for the classes TRTLLM_MOE and
-#: TRTLLM_OWN_MOE have in common: the name under which a table of another generation, where
-#: the engine runs TensorRT-LLM's kernel for the dtype, holds that kernel's rows as a variant
-#: (SGLang's Triton MoE on B200).
+#: ``kernel_source`` of the class's rows in its tables), for the classes TRTLLM_MOE moves: the
+#: name under which a table of another generation, where the engine runs TensorRT-LLM's kernel
+#: for the dtype, holds that kernel's rows as a variant (SGLang's Triton MoE on B200).
 ENGINE_MOE_KERNEL = {
     ("sglang", "sm90"): {
         "bf16": "sglang_fused_moe_triton",
         "fp8_block": "sglang_fused_moe_triton",
+        "w4a16_mxfp4": "sglang_fused_moe_triton",
+        "w4a16": "sglang_marlin_moe",
     },
     ("vllm", "sm90"): {
         "bf16": "vllm_unquantizedfusedmoe_triton_tritonexperts",
         "fp8": "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
         "fp8_block": "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",
+        "w4a16_mxfp4": "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
     },
 }
 
