@@ -44,6 +44,21 @@ def _matches(key: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(key, p) for p in patterns)
 
 
+def _residual_variant(key: str) -> bool:
+    """A class of a kernel variant only composite rows time (MiniMax-M3's block-sparse cores)."""
+    from mlacalc.measured.observations import RESIDUAL_VARIANTS
+
+    return key.count(":") >= 2 and key.rsplit(":", 1)[1] in RESIDUAL_VARIANTS
+
+
+#: the profile note naming classes fitted on composite rows' residuals (``mlacalc calibrate``'s)
+RESIDUAL_NOTE = (
+    "fitted on the residuals of composite rows (a row's time less this profile's prediction "
+    "of its other kernels, where at least 25% of the row): no single-kernel table times "
+    "these classes"
+)
+
+
 def _systems_of(devices: list[str]) -> list[Path]:
     from mlacalc.measured.tables import SYSTEM_DEVICES
 
@@ -64,7 +79,11 @@ def refit(
     (:func:`mlacalc.timemodel.fit.fitted_record`) of the rows they were fitted on. With
     ``record_only`` nothing is fitted: only ``fitted_on`` is filled, from the same rows."""
     from mlacalc.measured.calibrate import _mapped_of
-    from mlacalc.measured.observations import observations_of, residual_observations
+    from mlacalc.measured.observations import (
+        RESIDUAL_VARIANTS,
+        observations_of,
+        residual_observations,
+    )
     from mlacalc.timemodel.engine_profiles import with_stand_ins
     from mlacalc.timemodel.fit import fit_profile, fitted_record
     from mlacalc.timemodel.observation_checks import usable_observations
@@ -104,10 +123,17 @@ def refit(
     composite += sorted(
         k for k in prof.classes if _matches(k, patterns) and k not in noted and k not in direct
     )
+    # a variant only composite rows time (RESIDUAL_VARIANTS) is open on its own, its kind's
+    # other classes kept, whether or not the profile holds it yet
+    open_variants = any(p.endswith(tuple(f":{v}" for v in RESIDUAL_VARIANTS)) for p in patterns)
     used = obs
-    if composite:
-        kinds = {k.split(":", 1)[0] for k in composite}
-        keep = {k: v for k, v in prof.classes.items() if k.split(":", 1)[0] not in kinds}
+    if composite or open_variants:
+        kinds = {k.split(":", 1)[0] for k in composite if not _residual_variant(k)}
+        keep = {
+            k: v
+            for k, v in prof.classes.items()
+            if k.split(":", 1)[0] not in kinds and k not in composite
+        }
         base = dataclasses.replace(
             prof,
             classes=keep,
@@ -120,7 +146,10 @@ def refit(
         for m in _mapped_of(paths, prof.engine):
             robs += residual_observations(m, predictor, set(keep))
         robs = [
-            o for o in robs if class_key(o.batch.kind, o.batch.dtype, o.batch.variant) in composite
+            o
+            for o in robs
+            if (key := class_key(o.batch.kind, o.batch.dtype, o.batch.variant)) in composite
+            or (_residual_variant(key) and _matches(key, patterns))
         ]
         if robs:
             robs, _ = usable_observations(robs)
@@ -138,10 +167,14 @@ def refit(
                         k: v for k, v in fitted[part][d].items() if k not in extra_d["classes"]
                     }
             fitted["classes"].update(extra_d["classes"])
+            fresh = sorted(k for k in extra_d["classes"] if _residual_variant(k))
+            if fresh:
+                fitted["note"] = f"{', '.join(fresh)}: {RESIDUAL_NOTE}"
             for part in ("devices", "residuals"):
                 for d, t in extra_d[part].items():
                     fitted[part].setdefault(d, {}).update(t)
     return {
+        "note": fitted.get("note", ""),
         "classes": fitted.get("classes", {}),
         "devices": fitted.get("devices", {}),
         "residuals": fitted.get("residuals", {}),
@@ -205,6 +238,8 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     every = all(_matches(k, patterns) for k in data["classes"])
     data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every)
     data["notes"] = refreshed_notes(data["notes"], [e["device"] for e in data["fitted_on"]])
+    if new.get("note") and new["note"] not in data["notes"]:
+        data["notes"].append(new["note"])
     if new.get("record_only"):
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
     drop = set()

@@ -19,6 +19,14 @@ sequence the time grows with the heads as the q/o weights do and halves with ``f
 (the projections are in the call); at 256 sequences of 131,072 keys it is about 3 ms on H100
 at any head count (the indexer's scores over every key, which no head count shares).
 
+Four rules of the engine's module change the step's list, each read off the rows
+(docs/measured-sets.md gives the evidence): the four projections of the hidden state run as
+one GEMM (``qkv_proj``, :func:`_fused_projection`); a prompt of one new token runs the decode
+path; the indexer's keys stay bf16 whatever the cache; a longer prompt's core runs one query
+token at a time (:func:`_per_token`). The engine's block-sparse cores are class variants of
+their own (:data:`CORE_VARIANTS`), which no single-kernel table times: they are fitted on these
+rows' residuals (:func:`mlacalc.measured.observations.residual_observations`).
+
 Every quantity of the list (FLOPs, bytes, every shape field) is affine in the batch at a fixed
 (heads, dtypes, ``isl``, ``step``): the list is built at batch 1 and 2 per distinct key and a
 row is their linear interpolation (tests/test_measured_msa_modules.py checks it against the
@@ -32,7 +40,11 @@ from functools import cache
 
 import numpy as np
 
-from mlacalc.cost.block_sparse import block_sparse_core
+from mlacalc.cost.block_sparse import (
+    BLOCK_SPARSE_KERNELS,
+    block_sparse_core,
+    block_sparse_keys_and_pairs,
+)
 from mlacalc.cost.engine import cost_of
 from mlacalc.cost.model_step import attention_kernels
 from mlacalc.measured.mapped import KernelPart, KernelSlots
@@ -42,13 +54,18 @@ from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.workload import Workload
 
-__all__ = ["MSA_MODELS", "msa_module_kernels", "msa_module_parts"]
+__all__ = ["CORE_VARIANTS", "MSA_MODELS", "PROMPT_CORE", "msa_module_kernels", "msa_module_parts"]
 
 #: The checkpoint the tables name, as the shipped model it is.
 MSA_MODELS = {"MiniMaxAI/MiniMax-M3": "minimax-m3"}
 #: ``gemm_type`` -> the weights' dtype (``fp8_block``: a step's fp8 GEMMs; ``nvfp4``: fp4)
 _WEIGHTS = {"bfloat16": "bf16", "bf16": "bf16", "fp8_block": "fp8", "nvfp4": "fp4"}
 _CACHE = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8"}
+#: the kernel name of a prompt's core run one query token at a time (:func:`_per_token`)
+PROMPT_CORE = "attention_per_token"
+#: the engine's block-sparse kernels, which no single-kernel table times: core name -> class
+#: variant, each fitted on the residuals of these tables' rows (docs/measured-sets.md)
+CORE_VARIANTS = {"attention": "msa", PROMPT_CORE: "msa_prefill"}
 
 
 @cache
@@ -70,15 +87,73 @@ def msa_module_kernels(
     after ``step`` cached ones (``decode``: one new token, the decode kernels)."""
     m = _model(model, heads)
     w, kv = _WEIGHTS[gemm_type], _CACHE[kv_cache_dtype]
-    if decode:
-        work = Workload("decode", step + 1, batch, None, None, False, kv, w, "bf16")
+    if decode or isl == 1:  # one new token: the engine's decode path, prompt or not
+        work = Workload("decode", step + isl, batch, None, None, False, kv, w, "bf16")
     elif step:
         work = Workload("chunk", isl + step, batch, isl, None, True, kv, w, "bf16")
     else:
         work = Workload("prefill", isl, batch, None, None, True, kv, w, "bf16")
     window = m.sparse_topk_blocks * m.sparse_block_size
     kernels = attention_kernels(cost_of(m, work), m, "bf16", w, 1, window, kv)
-    return block_sparse_core(kernels, m)
+    if kv != "bf16":  # the indexer's keys stay bf16 whatever the cache (module docs)
+        keys = attention_kernels(cost_of(m, work), m, "bf16", w, 1, window, "bf16")
+        indexer = {k.name: k for k in keys if k.name in BLOCK_SPARSE_KERNELS}
+        kernels = [indexer.get(k.name, k) for k in kernels]
+    kernels = _fused_projection(block_sparse_core(kernels, m))
+    if work.phase == "decode":
+        return kernels
+    return [_per_token(k, m) if k.name == "attention" else k for k in kernels]
+
+
+def _per_token(core: Kernel, m: ModelConfig) -> Kernel:
+    """A prompt's block-sparse core as the engine's sparse kernel runs it: every new token a
+    query of its own over the blocks its indexer chose (no two queries share a block list), an
+    ``attention_decode`` over ``batch * q`` one-token queries (:data:`PROMPT_CORE`) each
+    attending the mean of the keys the new tokens attend (rounded up; the time model walks a
+    unit's keys in 64-key blocks). FLOPs and bytes are the counted core's."""
+    s = core.shape
+    b, q, S = s["batch"], s["q_len"], s["kv_len"]
+    B, T = m.sparse_block_size, m.sparse_topk_blocks
+    _, pairs = block_sparse_keys_and_pairs(q, S, B, T, True)
+    keys = -(-pairs // q)
+    shape = {"batch": b * q, "q_len": 1, "kv_len": keys, "n_heads": s["n_heads"],
+             "n_kv": s["n_kv"], "head_dim_qk": s["head_dim_qk"], "head_dim_v": s["head_dim_v"],
+             "window": 0, "causal": 0, "sinks": 0, "rope_kernel": 0,
+             "selected_cap": T * B}  # fmt: skip
+    return Kernel(PROMPT_CORE, "attention_decode", core.dtype, core.flops, core.bytes,
+                  core.calls, shape)  # fmt: skip
+
+
+#: the GEMMs of the hidden state that run as one (``qkv_proj``), in the order their outputs
+#: are concatenated
+_FUSED = ("q_proj", "kv_proj", "block_indexer_q_proj", "block_indexer_k_proj")
+
+
+def _fused_projection(kernels: list[Kernel]) -> list[Kernel]:
+    """``kernels`` with the four projections of the hidden state (:data:`_FUSED`) as one GEMM,
+    ``qkv_proj``, in the first one's place: ``m`` tokens by ``d`` to the concatenated ``n``,
+    the FLOPs and weight, output and cache bytes theirs, the hidden state read once (each of
+    the four read it)."""
+    parts = [k for k in kernels if k.name in _FUSED]
+    first = parts[0]
+    m, d = first.shape["m"], first.shape["k"]
+    reread = (len(parts) - 1) * m * d * 2  # bf16 activations
+    fused = Kernel(
+        name="qkv_proj",
+        kind="gemm",
+        dtype=first.dtype,
+        flops=sum(k.flops for k in parts),
+        bytes=sum(k.bytes for k in parts) - reread,
+        calls=first.calls,
+        shape={"m": m, "n": sum(k.shape["n"] for k in parts), "k": d, "groups": 1},
+    )
+    out = []
+    for k in kernels:
+        if k is first:
+            out.append(fused)
+        elif k.name not in _FUSED:
+            out.append(k)
+    return out
 
 
 def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
@@ -111,4 +186,6 @@ def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
         for k1, k2 in zip(one, two):
             v1, v2 = slots.vector(k1)[None, :], slots.vector(k2)[None, :]
             slots.add(k1, at, v1 + b * (v2 - v1))
+            if k1.name in CORE_VARIANTS:
+                slots.name_variant(k1, CORE_VARIANTS[k1.name])
     return slots.parts()

@@ -18,12 +18,15 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, read_sidecar
+from mlacalc.measured.dsv4_modules import shared_kernel_tables
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import MappedTable, map_table
+from mlacalc.measured.msa_modules import CORE_VARIANTS
 from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.timemodel.terms import class_key
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
@@ -110,6 +113,16 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
 #: of per cent (a rule of the residual's arithmetic, not fitted to a table).
 RESIDUAL_SHARE = 0.25
 
+#: kernel variants that only composite rows time, fitted on their residuals as an unfitted kind
+RESIDUAL_VARIANTS = frozenset(CORE_VARIANTS.values())
+
+
+def _residual_variant(part: Any, fitted: Any) -> bool:
+    """Whether ``part`` is a kernel variant only composite rows time (MiniMax-M3's block-sparse
+    kernels, :data:`~mlacalc.measured.msa_modules.CORE_VARIANTS`) and ``fitted`` lacks it."""
+    b = part.batch
+    return b.variant in RESIDUAL_VARIANTS and class_key(b.kind, b.dtype, b.variant) not in fitted
+
 
 def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
     """Fitting observations a composite table's rows give of a kernel kind no single-kernel
@@ -118,7 +131,9 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
     kernels hold exactly one kernel of an unfitted kind, that kernel against the row's time less the
     predicted time (``profile``) of every other kernel of the row, where that residual is at
     least :data:`RESIDUAL_SHARE` of the row. vLLM publishes its MLA attention only inside the
-    whole-module tables; this is how its MLA classes are fitted."""
+    whole-module tables; this is how its MLA classes are fitted. A kernel variant no
+    single-kernel table times (:data:`RESIDUAL_VARIANTS`) is open too while ``fitted`` lacks
+    its class, though its kind is fitted: MiniMax-M3's block-sparse cores."""
     table = mapped.table
     n = len(table)
     modelled = np.asarray(mapped.modelled, dtype=bool)
@@ -130,7 +145,9 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
         return []  # single-kernel rows are fitted directly
     hw = load_hardware(table.device)
     fitted_kinds = {key.split(":", 1)[0] for key in fitted}
-    open_parts = [p for p in main if p.batch.kind not in fitted_kinds]
+    open_parts = [
+        p for p in main if p.batch.kind not in fitted_kinds or _residual_variant(p, fitted)
+    ]
     if not open_parts:
         return []
     n_open = np.bincount(np.concatenate([p.rows for p in open_parts]), minlength=n)
@@ -296,10 +313,13 @@ def observations_of(
         json_path = Path(item).with_suffix(".json")
         if json_path.is_file() and read_sidecar(json_path).get("preset") == "calibrate":
             return read_kernel_set(json_path)
+    tables: list[MeasuredTable] = []
     if not isinstance(item, MeasuredSet):
+        # and the other engines' tables of a kernel this engine's modules run too
+        tables = shared_kernel_tables(item, engine)
         item = load_measured(item, engine=engine)
     out = []
-    for table in item.tables:
+    for table in [*item.tables, *tables]:
         try:
             mapped = map_table(table)
         except ConfigError:  # a table the mapping has no kernels for
