@@ -253,3 +253,22 @@ def test_sglang_fp8_decode_step_on_hopper_is_slower_than_bf16():
 
     assert attention_s("sglang", "fp8") > 3.0 * attention_s("sglang", "bf16")
     assert attention_s("trtllm", "fp8") < attention_s("trtllm", "bf16")
+
+
+def test_an_engines_hopper_profile_times_blackwells_mla_decode_with_trtllms_classes():
+    # SGLang's trtllm_mla and vLLM's FLASHINFER_MLA run TensorRT-LLM-gen's MLA decode kernel on
+    # B200: their H100-only profiles, predicting B200, take TensorRT-LLM's mla_decode classes;
+    # not on a device of their own generation, and TensorRT-LLM's own profile is left alone
+    from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    trt, b200 = load_profile("default"), load_hardware("B200")
+    for engine in ("sglang", "vllm"):
+        prof = load_profile(f"fit-h100-sxm-{engine}")
+        got = with_generation_kernels(prof, trt, b200)
+        for dtype in ("bf16", "fp8"):
+            key = f"mla_decode:{dtype}"
+            assert got.classes[key] == trt.classes[key] != prof.classes[key]
+            assert any(n.startswith(f"{STAND_IN_NOTE}{key} from trtllm") for n in got.notes)
+        assert with_generation_kernels(prof, trt, load_hardware("H200")) is prof
+    assert with_generation_kernels(trt, trt, b200) is trt

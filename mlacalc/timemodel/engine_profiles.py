@@ -25,6 +25,7 @@ from typing import Any
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.mla_time import TRTLLM_MLA_DECODE
 from mlacalc.timemodel.moe_time import ENGINE_MOE_KERNEL, TRTLLM_MOE, TRTLLM_OWN_MOE
 from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
@@ -110,14 +111,18 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     kernel's variant (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`), which a table of
     the device holds apart. ``prof`` itself where its engine runs no such kernel on
     ``hardware``, where ``base`` is not TensorRT-LLM's or where a fitted device of ``prof`` is of
-    ``hardware``'s generation. (These are pooled classes: the device's own level of ``prof`` is
-    another generation's.)"""
+    ``hardware``'s generation. Likewise the MLA decode classes where the engine runs
+    TensorRT-LLM's own MLA decode kernel there
+    (:data:`~mlacalc.timemodel.mla_time.TRTLLM_MLA_DECODE`: SGLang's and vLLM's on Blackwell),
+    from ``base``'s classes of the same dtype. (These are
+    pooled classes: the device's own level of ``prof`` is another generation's.)"""
     if prof.engine == DEFAULT_ENGINE or base.engine != DEFAULT_ENGINE or hardware is None:
         return prof
     gen = device_figures(hardware).kernel_generation
     moved = TRTLLM_MOE.get((prof.engine, gen), ())
+    mla = (prof.engine, gen) in TRTLLM_MLA_DECODE
     mine = _generations(prof)
-    if not moved or gen in mine or len(mine) != 1:
+    if not (moved or mla) or gen in mine or len(mine) != 1:
         return prof
     src = next(iter(mine))
     if src not in _generations(base):
@@ -149,6 +154,15 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
         )
+    for dtype in ("bf16", "fp8") if mla else ():
+        name = class_key("mla_decode", dtype)
+        if name in base.classes:
+            classes[name] = base.classes[name]
+            notes.append(
+                f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {name} "
+                f"({prof.engine} runs TensorRT-LLM's MLA decode kernel on {gen}; its own fit "
+                f"is of {src})"
+            )
     composed = dataclasses.replace(prof, classes=classes, notes=tuple(notes))
     _COMPOSED[key] = composed
     return composed

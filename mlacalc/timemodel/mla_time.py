@@ -26,6 +26,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "CONVERTING_KERNELS",
     "MLA_SPLIT_KEYS",
+    "TRTLLM_MLA_DECODE",
     "engine_mla_kernel",
     "mla_decode_terms",
     "mla_tile_rows",
@@ -41,6 +42,13 @@ MLA_SPLIT_KEYS = 128.0
 #: which its H100 tables time with an fp8 cache (``kernel_source`` flash_attention); on B200
 #: it runs TensorRT-LLM-gen's MLA kernel, which reads fp8.
 CONVERTING_KERNELS = frozenset({("sglang", "sm90")})
+
+#: (engine, kernel generation) whose MLA decode kernel is TensorRT-LLM's own: on data-centre
+#: Blackwell SGLang's ``trtllm_mla`` and vLLM's FLASHINFER_MLA backends call TensorRT-LLM-gen's
+#: MLA decode kernel (the B200 tables' ``kernel_source``), where on Hopper they run
+#: FlashAttention-3's and FlashMLA's. An engine profile fitted on Hopper alone predicts them
+#: with TensorRT-LLM's classes (:func:`~mlacalc.timemodel.engine_profiles.with_generation_kernels`).
+TRTLLM_MLA_DECODE = frozenset({("sglang", "tcgen05"), ("vllm", "tcgen05")})
 
 
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
