@@ -16,9 +16,12 @@ link_latency_s = ..."``) from the current catalogue; the rest of each file is un
 for each profile, the committed file (``git show HEAD:``) with only these classes replaced into
 git's index, so a commit takes these classes and no one else's uncommitted change to the file.
 A class the profile's tables time only inside composite rows (vLLM's MLA) is refitted on
-those rows' residuals, as ``mlacalc calibrate`` does. A matching class no row of the tables
-times any more keeps its old values, or with ``--drop-unfitted`` is removed (a mapping that
-now runs those rows as another class: the profile then looks the kernel up as any unfitted one).
+those rows' residuals, as ``mlacalc calibrate`` does; a class of a variant only composite rows
+time (``observations.RESIDUAL_VARIANTS``: MiniMax-M3's block-sparse cores) the same way, its
+kind's other classes kept, and put into a profile that lacks it with the note saying so. A
+matching class no row of the tables times any more keeps its old values, or with
+``--drop-unfitted`` is removed (a mapping that now runs those rows as another class: the
+profile then looks the kernel up as any unfitted one).
 ``--record-only`` fits nothing: it gathers the same rows and writes only ``fitted_on`` and the
 device figure notes (a record that an earlier refit left behind).
 """
