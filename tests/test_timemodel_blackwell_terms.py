@@ -89,11 +89,15 @@ def test_block_scales_cost_nothing_on_the_cuda_cores_of_blackwell():
 
 
 def test_nvfp4_borrows_an_fp8_fit_where_no_fp4_was_measured():
-    """Where no fp4 was measured an nvfp4 GEMM borrows the per-tensor fp8 GEMM fit, an nvfp4
-    MoE the block-scaled fp8 MoE fit (profile._KIND_FIRST_STAND_INS, profile._STAND_INS)."""
-    prof = load_profile("default")
+    """Where no fp4 was measured an nvfp4 GEMM or MoE borrows the block-scaled fp8 fit under
+    TensorRT-LLM (profile._STAND_INS); SGLang's nvfp4 GEMM its CUTLASS per-tensor fp8 fit
+    (profile._KIND_FIRST_STAND_INS)."""
     hw = load_hardware("B200")
-    for kind, dtype in (("gemm", "fp8"), ("moe", "fp8_block")):
+    sg = load_profile("fit-h100-sxm-sglang")
+    got, _ = sg.params("B200", "gemm", "nvfp4", hw)
+    assert got["fixed_s"] == sg.params("B200", "gemm", "fp8", hw)[0]["fixed_s"]
+    prof = load_profile("default")
+    for kind, dtype in (("gemm", "fp8_block"), ("moe", "fp8_block")):
         got, _ = prof.params("B200", kind, "nvfp4", hw)
         lent, _ = prof.params("B200", kind, dtype, hw)
         assert got["eff_compute"] == lent["eff_compute"]

@@ -140,10 +140,11 @@ def test_profile_without_fp8_times_per_tensor_fp8_with_its_int8_fit():
     assert block["fixed_s"] == 2e-6
 
 
-def test_profile_without_fp4_times_an_nvfp4_gemm_with_its_per_tensor_fp8_fit():
+def test_profile_without_fp4_times_an_nvfp4_gemm_with_its_cutlass_fp8_fit():
     """A profile fitted where no fp4 tensor cores were measured (H100): an nvfp4 GEMM borrows
-    the per-tensor fp8 GEMM's fit (an input quantized by a kernel of its own, K split), else the
-    block-scaled one; an nvfp4 MoE keeps the block-scaled MoE fit."""
+    the engine's CUTLASS fp8 GEMM fit, SGLang's and vLLM's per-tensor one (else the
+    block-scaled one), TensorRT-LLM's block-scaled one (its per-tensor fp8 is cuBLAS's); an
+    nvfp4 MoE keeps the block-scaled MoE fit."""
     table = {
         "gemm:bf16": {"fixed_s": 2e-6},
         "gemm:fp8": {"fixed_s": 3e-6},
@@ -151,11 +152,14 @@ def test_profile_without_fp4_times_an_nvfp4_gemm_with_its_per_tensor_fp8_fit():
         "moe:fp8": {"fixed_s": 7e-6},
         "moe:fp8_block": {"fixed_s": 9e-6},
     }
-    prof = Profile(name="h100", devices={"H100-SXM": table})
-    assert prof.params("H100-SXM", "gemm", "nvfp4")[0]["fixed_s"] == 3e-6
-    assert prof.params("H100-SXM", "moe", "nvfp4")[0]["fixed_s"] == 9e-6
+    for engine in ("sglang", "vllm"):
+        prof = Profile(name="h100", devices={"H100-SXM": table}, engine=engine)
+        assert prof.params("H100-SXM", "gemm", "nvfp4")[0]["fixed_s"] == 3e-6
+        assert prof.params("H100-SXM", "moe", "nvfp4")[0]["fixed_s"] == 9e-6
     block_only = {k: v for k, v in table.items() if k != "gemm:fp8"}
-    prof = Profile(name="h100", devices={"H100-SXM": block_only})
+    prof = Profile(name="h100", devices={"H100-SXM": block_only}, engine="sglang")
+    assert prof.params("H100-SXM", "gemm", "nvfp4")[0]["fixed_s"] == 5e-6
+    prof = Profile(name="h100", devices={"H100-SXM": table})
     assert prof.params("H100-SXM", "gemm", "nvfp4")[0]["fixed_s"] == 5e-6
 
 
