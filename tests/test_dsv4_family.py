@@ -552,3 +552,31 @@ def test_every_quantized_gemm_of_the_checkpoint_runs_block_scaled(pro):
     for name in ("kv_proj", "compressor", "o_a_proj", "o_b_proj", "indexer_q_proj"):
         assert classes[name] == "fp8_block", name
     assert classes["indexer_weights_proj"] == "bf16"
+
+
+def test_a_served_prompts_indexer_scores_take_the_model_steps_geometry(pro):
+    """A served prompt's indexer scores are DeepGEMM's MQA logits as the model step lays them
+    out (cost.compressed): a (query, head) row a unit, the mean pooled keys a query of the
+    chunk sees, no causal mask of their own; not the core's geometry the served step gives
+    other attention kernels."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    model = StepModel(
+        pro, make_layout(pro, 1, tp=1), None, resolve_kv_layout("bf16"), load_hardware("h200")
+    )
+    for q, pre in ((2048, 30000), (4096, 0)):
+        (got,) = [
+            k for k in model.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name == "indexer_scores"
+        ]
+        phase = "chunk" if pre else "prefill"
+        want = [k for k in step_kernels(pro, phase, q + pre, 1, q_len=q if pre else None,
+                                        causal=True) if k.name == "indexer_scores"]  # fmt: skip
+        assert (
+            (got.kind, got.dtype) == (want[0].kind, want[0].dtype) == ("attention_prefill", "fp8")
+        )
+        for field in ("q_len", "n_heads", "causal"):
+            assert got.shape[field] == want[0].shape[field]
+        assert abs(got.shape["kv_len"] - want[0].shape["kv_len"]) <= 1

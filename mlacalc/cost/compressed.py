@@ -70,6 +70,7 @@ __all__ = [
     "forward_flops",
     "layer_cache",
     "padded_heads",
+    "pooled_below",
 ]
 
 #: DeepSeek-V4's kind -> the reference's layer type
@@ -85,6 +86,13 @@ _PAGE = 64
 #: layer's prompts is flat across 8-64 local heads with the pad, -35% to -15% from 64 down to
 #: 8 heads without it)
 HEAD_TILE = 64
+
+
+def pooled_below(n: Any, rate: int) -> Any:
+    """``sum(j // rate for j in 1..n)``: the pooled keys the queries at positions ``1..n`` of
+    a sequence see together (numbers or numpy arrays)."""
+    q = n // rate
+    return rate * q * (q - 1) // 2 + q * (n - q * rate + 1)
 
 
 def padded_heads(heads: int) -> int:
@@ -335,9 +343,10 @@ def compressed_kernels(
     decode the latent decode class (``mla_decode``: ``n_h`` query heads over one shared row
     of ``head_dim``, K = V, as FlashMLA runs it; in the cache's dtype, an fp8 cache the fp8
     kernel), in a prompt an MQA prefill (one K = V head);
-    ``indexer_scores`` as ``n_i`` heads of ``index_head_dim`` against one shared key per pooled
-    position (``head_dim_v`` 0), every pooled key; the pooling, the norm and the top-k as
-    streaming kernels."""
+    ``indexer_scores`` DeepGEMM's fp8 kernels: in decode its paged MQA logits (``n_i`` heads of
+    ``index_head_dim`` against one shared key per pooled position, ``head_dim_v`` 0), in a
+    prompt its MQA logits (a (query, head) row a unit over the pooled keys the query sees);
+    the pooling, the norms, the query's ``rope`` pass and the top-k as streaming kernels."""
     c = v4.config_of(model)
     b, q, S = cost.batch, cost.q_len, cost.seq_len
     decode = cost.phase == "decode" or cost.q_len == 1  # one query: the decode kernel
@@ -390,12 +399,20 @@ def compressed_kernels(
                 )
             )  # fmt: skip
         elif o.name == "indexer_scores":
+            # DeepGEMM's fp8 MQA logits, the prompt form of the indexer (the kernel
+            # glm5_mqa_logits_module_perf times, variant ``indexer``): a CTA takes a query's
+            # heads together, so a unit is one (query, head) row (``rows_per_query`` of them
+            # a query) of one head of ``d_i`` over the pooled keys that query sees, their
+            # mean over the chunk's queries as ``kv_len``
+            keys_each = (pooled_below(S, rate) - pooled_below(S - q, rate)) / q
             out.append(
                 _attention_kernel(
-                    o.name, "attention_prefill", o, act_dtype, calls, batch=b, q_len=q,
-                    kv_len=max(pooled, 1), n_heads=c.index_n_heads, n_kv=1,
+                    o.name, "attention_prefill", o, "fp8", calls, batch=b,
+                    q_len=q * c.index_n_heads, kv_len=max(keys_each, 1), n_heads=1, n_kv=1,
                     head_dim_qk=c.index_head_dim, head_dim_v=0, window=0, causal=0,
-                    pooled_ratio=rate, pooled_cap=0, pooled_window=0,
+                    kv_bytes=1, rope_kernel=0, preprocess_bytes=0, indexer=1,
+                    rows_per_query=c.index_n_heads, pooled_ratio=rate, pooled_cap=0,
+                    pooled_window=0,
                 )
             )  # fmt: skip
         elif o.kind == "matmul":

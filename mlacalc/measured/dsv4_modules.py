@@ -37,7 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mlacalc.cost.compressed import HEAD_TILE, compressed_cost, compressed_kernels
+from mlacalc.cost.compressed import (
+    HEAD_TILE,
+    compressed_cost,
+    compressed_kernels,
+    pooled_below,
+)
 from mlacalc.measured.mapped import KernelPart, KernelSlots
 from mlacalc.measured.tables import MeasuredTable, load_measured
 from mlacalc.models import deepseek_v4 as v4
@@ -159,7 +164,7 @@ def dsv4_module_kernels(
     # query i (1-based) of a sequence ranks floor((step + i) / rate) pooled keys; one with no
     # more than index_topk of them takes them all (the calibration table's rule)
     topk = m.index_topk
-    pairs = batch * (_pooled_below(seq, rate) - _pooled_below(step, rate))
+    pairs = batch * (pooled_below(seq, rate) - pooled_below(step, rate))
     selecting = batch * min(max(seq - rate * (topk + 1) + 1, 0), isl)
     if not selecting:  # no query selects: the step's kernel (the indices of every key)
         return out
@@ -168,12 +173,6 @@ def dsv4_module_kernels(
     name = "indexer_topk_long" if seq // rate > LONG_ROW else "indexer_topk_flat"
     flat = Kernel(name, "elementwise", "bf16", 0, nbytes, shape=shape)
     return [flat if k.name == "indexer_topk" else k for k in out]
-
-
-def _pooled_below(n: int, rate: int) -> int:
-    """``sum(j // rate for j in 1..n)``: the pooled keys queries 1..n see."""
-    q, rem = divmod(n, rate)
-    return rate * q * (q - 1) // 2 + q * (rem + 1)
 
 
 def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:

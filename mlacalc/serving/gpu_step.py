@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import padded_heads
+from mlacalc.cost.compressed import padded_heads, pooled_below
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
@@ -743,6 +743,18 @@ class StepModel:
                     kv_len=_attended(shape, dec_S if decode else ctx) * one,
                     causal=one * (0.0 if decode else 1.0),  # decode attends every key
                 )
+                if shape.get("rows_per_query") and not decode:
+                    # DeepSeek-V4's prompt indexer (cost.compressed): a unit a (query, head)
+                    # row over the pooled keys each query sees, their mean over the chunk
+                    rate = shape["pooled_ratio"]
+                    seen = (pooled_below(ctx, rate) - pooled_below(pf_pre, rate)) / np.maximum(
+                        pf_q, 1
+                    )
+                    sh.update(
+                        q_len=pf_q * shape["rows_per_query"] * one,
+                        kv_len=np.maximum(seen, 1) * one,
+                        causal=zero,
+                    )
             else:
                 sh = {"elements": lin(e, per_row, on)}
                 if "mhc" in shape:  # DeepSeek-V4's hyper-connections: their kernel class
