@@ -32,6 +32,7 @@ kernel of that list, decode where ``isl`` is 1, else a causal prompt of ``isl`` 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -56,6 +57,7 @@ __all__ = [
     "FLAT_TOPK",
     "LONG_ROW",
     "LONG_TOPK",
+    "RAGGED",
     "SHARED_KERNEL_TABLES",
     "dsv4_module_kernels",
     "dsv4_module_parts",
@@ -107,6 +109,15 @@ LONG_TOPK = "topk_v2_top_last"
 #: FA3's tables, which gives that table's prompt rows 35-37% less than measured at the
 #: median (H100 195 us where the kernel takes 389 at 4,096 tokens; B200 110 against 253).
 SHARED_KERNEL_TABLES = {"sglang": frozenset({("vllm", "dsv4_hca_attn_module_perf")})}
+#: The engines whose prompt core runs the chunk's tokens of every sequence as one ragged batch
+#: (FlashMLA's sparse prefill takes each token's own index list, a token a unit, as GLM-5's
+#: ``glm5_dsa_attn_module_perf`` maps it), nothing padded per sequence: SGLang. Its module
+#: rows show it: HCA prompts (H100, DeepSeek-V4-Flash, 64 heads, bf16) take what their
+#: attention-less kernels leave at about 140 ns a token however the tokens split into
+#: sequences (1,024 tokens as 1,024 x 1, 256 x 4, 64 x 16: 142, 140, 140 us), where vLLM's
+#: kernel table, on which the ``sparse`` prefill class is fitted, takes 1.6 us a sequence of 4
+#: tokens (1,631 us at 1,024 x 4 against 389 us for one sequence of 4,096).
+RAGGED = frozenset({"sglang"})
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
@@ -143,13 +154,14 @@ def _model(name: str, heads: int) -> ModelConfig:
 
 def dsv4_module_kernels(
     model: str, kind: str, heads: int, gemm_type: str, batch: int, isl: int, step: int,
-    decode: bool, flat_topk: bool = False,
+    decode: bool, flat_topk: bool = False, ragged: bool = False,
 ) -> list[Kernel]:  # fmt: skip
     """The kernels of one row: a ``kind`` (``csa``/``hca``) layer of ``model`` (a name of
     :data:`DSV4_MODELS`) at ``heads`` local heads, ``batch`` sequences of ``isl`` new tokens
     after ``step`` cached ones (``decode``: one new token, the decode kernels). ``flat_topk``:
     the CSA top-k is SGLang's ``topk_transform_v2`` over flat logits (:data:`FLAT_TOPK`), as
-    ``dsv4_csa_topk_calib_perf`` maps it: one unit a query that selects."""
+    ``dsv4_csa_topk_calib_perf`` maps it: one unit a query that selects. ``ragged``: a
+    prompt's core runs the tokens of every sequence as one ragged batch (:data:`RAGGED`)."""
     m = _model(model, heads)
     rate = m.compress_rate_csa if kind == "csa" else m.compress_rate_hca
     layer = LayerKind(kind, ffn="moe", ratio=rate)
@@ -159,6 +171,8 @@ def dsv4_module_kernels(
                  weight_dtype=_WEIGHTS[gemm_type])  # fmt: skip
     cost = compressed_cost(m, layer, 1, w)
     out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
+    if ragged and not decode:
+        out = [_ragged(k) if k.name == "attention" else k for k in out]
     if not (flat_topk and kind == "csa"):
         return out
     # query i (1-based) of a sequence ranks floor((step + i) / rate) pooled keys; one with no
@@ -173,6 +187,13 @@ def dsv4_module_kernels(
     name = "indexer_topk_long" if seq // rate > LONG_ROW else "indexer_topk_flat"
     flat = Kernel(name, "elementwise", "bf16", 0, nbytes, shape=shape)
     return [flat if k.name == "indexer_topk" else k for k in out]
+
+
+def _ragged(k: Kernel) -> Kernel:
+    """``k``, a prompt core, over the tokens of all its sequences as one: one sequence of
+    ``batch x q_len`` queries, each with the keys it had."""
+    shape = {**k.shape, "batch": 1, "q_len": k.shape["batch"] * k.shape["q_len"]}
+    return replace(k, shape=shape)
 
 
 def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
@@ -195,6 +216,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     # SGLang's decode rows: the v2 top-k over flat logits (its prompt rows show no such step:
     # their top-k stays the step's kernel)
     flat = t.engine == "sglang" and generation
+    ragged = t.engine in RAGGED
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for (model, g), rows in _groups(models, gemm, ok):
@@ -202,7 +224,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
         inverse = inverse.reshape(-1)
         for u, (q, s, d) in enumerate(uniq.tolist()):
             at = rows[inverse == u]
-            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), flat)
+            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), flat, ragged)
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
