@@ -74,6 +74,33 @@ def test_sglang_decode_top_k_is_the_flat_logit_kernel_where_a_query_selects():
     assert "indexer_topk_flat" not in {p.name for p in vllm.parts}
 
 
+def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects():
+    """SGLang's CSA prompt rows run the top-k as the calibration's v1 kernel over flat logits
+    (topk_v1_flat), one unit a query that selects, in rows where a query has more pooled keys
+    than the top-k (query j of a sequence sees (step + j) // 4 keys); the step's top-k
+    elsewhere; vLLM's rows keep the step's."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.dsv4_modules import PROMPT_TOPK
+    from mlacalc.measured.mapping import map_table
+
+    t = _table("h100_sxm", "sglang", "dsv4_csa_context_module_perf")
+    parts = {p.name: p for p in map_table(t).parts}
+    flat, plain = parts["indexer_topk_prompt"], parts["indexer_topk"]
+    assert flat.batch.variant == PROMPT_TOPK and plain.batch.variant == ""
+    topk = np.where(np.char.find(t.column("model").astype(str), "Pro") >= 0, 1024, 512)
+    last = (t.column("step").astype(np.int64) + t.column("isl").astype(np.int64)) // 4
+    assert set(flat.rows.tolist()) == set(np.flatnonzero(last > topk).tolist())
+    assert set(plain.rows.tolist()) == set(np.flatnonzero(last <= topk).tolist())
+    (row,) = np.flatnonzero(flat.rows == flat.rows[0])
+    b = t.column("batch_size")[flat.rows[0]]
+    q, s = t.column("isl")[flat.rows[0]], t.column("step")[flat.rows[0]]
+    k = topk[flat.rows[0]]
+    want = b * sum(1 for j in range(1, q + 1) if (s + j) // 4 > k)
+    assert flat.batch.shape["units"][row] == pytest.approx(want)
+    vllm = map_table(_table("h100_sxm", "vllm", "dsv4_csa_context_module_perf"))
+    assert "indexer_topk_prompt" not in {p.name for p in vllm.parts}
+
+
 def test_every_v4_module_row_of_a_known_checkpoint_is_predicted():
     """vLLM's H100 V4 module tables and its HCA attention kernel table: every row predicted
     (none left out); the kernel table's rows are the list's ``attention`` kernel alone."""
@@ -116,12 +143,13 @@ V4 = [
     # -> 0.158 / 0.193 (p90 0.60 / 0.62 -> 0.43 / 0.37), vLLM 0.140 / 0.146 -> 0.128 / 0.150.
     # SGLang's prompt core over its tokens as one ragged batch (dsv4_modules.RAGGED): SGLang
     # prompts 0.158 / 0.103 / 0.193 / 0.124 -> 0.157 / 0.085 / 0.196 / 0.112, their p90 0.43 /
-    # 0.44 / 0.37 / 0.52 -> 0.31 / 0.24 / 0.33 / 0.24
-    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_csa_context_module_perf", 0.16, 0.315),
+    # 0.44 / 0.37 / 0.52 -> 0.31 / 0.24 / 0.33 / 0.24. SGLang's CSA prompt top-k as the v1
+    # flat-logit kernel where queries select: 0.157 / 0.196 -> 0.136 / 0.147 (p90 0.27 / 0.26)
+    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_csa_context_module_perf", 0.14, 0.275),
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_csa_generation_module_perf", 0.07, 0.175),
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_hca_context_module_perf", 0.09, 0.24),
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_hca_generation_module_perf", 0.065, 0.18),
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_csa_context_module_perf", 0.20, 0.335),
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_csa_context_module_perf", 0.15, 0.265),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_csa_generation_module_perf", 0.11, 0.235),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_hca_context_module_perf", 0.115, 0.24),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_hca_generation_module_perf", 0.08, 0.22),

@@ -57,6 +57,7 @@ __all__ = [
     "FLAT_TOPK",
     "LONG_ROW",
     "LONG_TOPK",
+    "PROMPT_TOPK",
     "RAGGED",
     "SHARED_KERNEL_TABLES",
     "dsv4_module_kernels",
@@ -100,6 +101,17 @@ FLAT_TOPK = "topk_v2_flat"
 #: timed by the top-last variant (:data:`LONG_TOPK`).
 LONG_ROW = 16384
 LONG_TOPK = "topk_v2_top_last"
+#: SGLang's prompt top-k: ``topk_transform_v1`` over flat logits (the transform the
+#: calibration times at prompt sizes: 31-51 ns a selecting query on H100 from 256 to 8,192
+#: queries, where the top-last logits take 11-18), one unit a query that selects. The rows
+#: show it: a CSA prompt row's residual a token, less the HCA row's of the same shape, rises
+#: by 60-90 ns on H100 (about 50 on B200) once queries have more pooled keys than the top-k.
+PROMPT_TOPK = "topk_v1_flat"
+_TOPK_VARIANTS = {
+    "indexer_topk_flat": FLAT_TOPK,
+    "indexer_topk_long": LONG_TOPK,
+    "indexer_topk_prompt": PROMPT_TOPK,
+}
 #: Kernel tables of one engine that time a kernel another engine's module runs too, and that
 #: engine's fit takes in: ``{engine: {(the engine that measured it, table), ...}}``. SGLang's
 #: DeepSeek-V4 layer (``kernel_source`` ``compressed_flashmla``) runs FlashMLA's sparse kernels,
@@ -159,8 +171,9 @@ def dsv4_module_kernels(
     """The kernels of one row: a ``kind`` (``csa``/``hca``) layer of ``model`` (a name of
     :data:`DSV4_MODELS`) at ``heads`` local heads, ``batch`` sequences of ``isl`` new tokens
     after ``step`` cached ones (``decode``: one new token, the decode kernels). ``flat_topk``:
-    the CSA top-k is SGLang's ``topk_transform_v2`` over flat logits (:data:`FLAT_TOPK`), as
-    ``dsv4_csa_topk_calib_perf`` maps it: one unit a query that selects. ``ragged``: a
+    the CSA top-k is SGLang's transform over flat logits, in decode ``topk_transform_v2``
+    (:data:`FLAT_TOPK`), in a prompt ``topk_transform_v1`` (:data:`PROMPT_TOPK`), as
+    ``dsv4_csa_topk_calib_perf`` maps them: one unit a query that selects. ``ragged``: a
     prompt's core runs the tokens of every sequence as one ragged batch (:data:`RAGGED`)."""
     m = _model(model, heads)
     rate = m.compress_rate_csa if kind == "csa" else m.compress_rate_hca
@@ -185,6 +198,8 @@ def dsv4_module_kernels(
     nbytes = pairs * 4 + batch * isl * topk * 4  # the fp32 logits read, the indices written
     shape = {"elements": pairs, "units": selecting}
     name = "indexer_topk_long" if seq // rate > LONG_ROW else "indexer_topk_flat"
+    if not decode:  # a prompt's queries: the v1 transform, as the calibration times prompts
+        name = "indexer_topk_prompt"
     flat = Kernel(name, "elementwise", "bf16", 0, nbytes, shape=shape)
     return [flat if k.name == "indexer_topk" else k for k in out]
 
@@ -213,9 +228,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     isl = np.ones(len(t), dtype=np.int64) if generation else t.column("isl").astype(np.int64)
     step = t.column("step").astype(np.int64)
     decode = (isl == 1) if core else np.full(len(t), generation)
-    # SGLang's decode rows: the v2 top-k over flat logits (its prompt rows show no such step:
-    # their top-k stays the step's kernel)
-    flat = t.engine == "sglang" and generation
+    # SGLang's rows: the top-k over flat logits (decode the v2 transform, a prompt the v1)
+    flat = t.engine == "sglang"
     ragged = t.engine in RAGGED
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
@@ -237,8 +251,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 hh = pad if k11.name == "attention" else h_all
                 h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
-                if k11.name in ("indexer_topk_flat", "indexer_topk_long"):
-                    slots.name_variant(k11, FLAT_TOPK if k11.name.endswith("flat") else LONG_TOPK)
+                if k11.name in _TOPK_VARIANTS:
+                    slots.name_variant(k11, _TOPK_VARIANTS[k11.name])
                 slots.add(
                     k11,
                     at,
