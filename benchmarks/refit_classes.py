@@ -186,14 +186,18 @@ def refit(
     }
 
 
-def merged_record(old: list[dict], new: list[dict], every_class: bool = False) -> list[dict]:
+def merged_record(
+    old: list[dict], new: list[dict], every_class: bool = False, own: frozenset = frozenset()
+) -> list[dict]:
     """A profile's ``fitted_on`` with a refit's put in. ``tables`` counts, per table, the rows
     the profile's classes were fitted on, summed over its classes; a refit of some classes
     counts only theirs. So a table the record lacks is added with the refit's count (no other
     class was fitted on it); a table both hold keeps the larger count (the record's covers
     every class, the refit's only its own, unless the mapping now gives these classes alone
     more rows than the whole record held); where the refit covered ``every_class`` of the
-    profile, its count replaces the record's. Sources are the union of both."""
+    profile, its count replaces the record's, as it does on a device of ``own`` (where these
+    classes alone were fitted on the refit's tables: :func:`own_devices`). Sources are the union
+    of both."""
     out = [
         {"device": e["device"], "tables": dict(e["tables"]), "sources": list(e["sources"])}
         for e in old
@@ -207,9 +211,25 @@ def merged_record(old: list[dict], new: list[dict], every_class: bool = False) -
             by_device[e["device"]] = mine
         for table, rows in e["tables"].items():
             had = mine["tables"].get(table)
-            mine["tables"][table] = rows if had is None or every_class else max(had, rows)
+            alone = every_class or e["device"] in own
+            mine["tables"][table] = rows if had is None or alone else max(had, rows)
         mine["sources"] = sorted(set(mine["sources"]) | set(e["sources"]))
     return out
+
+
+def own_devices(data: dict, new: dict, patterns: list[str]) -> frozenset:
+    """The devices of profile ``data`` whose record of the refit's tables counts the rows of the
+    classes matching ``patterns`` and no other class's (their residual rows sum to the record's
+    count of those tables: composite module tables only these classes are fitted on), so the
+    refit's counts replace the record's there."""
+    out = set()
+    for e in new.get("fitted_on", []):
+        mine = next((f for f in data["fitted_on"] if f["device"] == e["device"]), None)
+        residuals = data.get("residuals", {}).get(e["device"], {})
+        rows = sum(r.get("rows", 0) for k, r in residuals.items() if _matches(k, patterns))
+        if mine and rows and rows == sum(mine["tables"].get(t, 0) for t in e["tables"]):
+            out.add(e["device"])
+    return frozenset(out)
 
 
 def refreshed_notes(notes: list[str], devices: list[str]) -> list[str]:
@@ -239,7 +259,8 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     Where ``new["record_only"]`` is true, the classes are left as they are."""
     data = json.loads(text)
     every = all(_matches(k, patterns) for k in data["classes"])
-    data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every)
+    own = new.get("own", own_devices(data, new, patterns))
+    data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every, own)
     data["notes"] = refreshed_notes(data["notes"], [e["device"] for e in data["fitted_on"]])
     if new.get("note") and new["note"] not in data["notes"]:
         data["notes"].append(new["note"])
@@ -260,6 +281,13 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
         for device, table in data.get(part, {}).items():
             data[part][device] = replace(table, new[part].get(device, {}))
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
+
+
+def _head_text(path: Path) -> str | None:
+    """The committed text of ``path`` (None where it is not committed)."""
+    rel = path.relative_to(ROOT).as_posix()
+    out = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout if out.returncode == 0 else None
 
 
 def _stage(path: Path, new: dict, patterns: list[str]) -> None:
@@ -334,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  not refitted (no rows found; old values kept): {kept}")
         if args.dry_run or not (keys or (args.record_only and new["fitted_on"])):
             continue
+        head = _head_text(path)
+        if head is not None:  # judged on the committed file, whose record matches its classes
+            new["own"] = own_devices(json.loads(head), new, patterns)
         path.write_text(merged(path.read_text(encoding="utf-8"), new, patterns), encoding="utf-8")
         if args.stage:
             _stage(path, new, patterns)

@@ -102,15 +102,17 @@ def msa_module_kernels(
     kernels = _fused_projection(block_sparse_core(kernels, m))
     if work.phase == "decode":
         return kernels
-    return [_per_token(k, m) if k.name == "attention" else k for k in kernels]
+    return [_per_token(k, m, kv) if k.name == "attention" else k for k in kernels]
 
 
-def _per_token(core: Kernel, m: ModelConfig) -> Kernel:
+def _per_token(core: Kernel, m: ModelConfig, cache: str) -> Kernel:
     """A prompt's block-sparse core as the engine's sparse kernel runs it: every new token a
     query of its own over the blocks its indexer chose (no two queries share a block list), an
     ``attention_decode`` over ``batch * q`` one-token queries (:data:`PROMPT_CORE`) each
     attending the mean of the keys the new tokens attend (rounded up; the time model walks a
-    unit's keys in 64-key blocks). FLOPs and bytes are the counted core's."""
+    unit's keys in 64-key blocks), in the ``cache``'s dtype as the decode core is (it reads
+    the cache as it is: an fp8 cache's prompt rows take some 1.45 times the bf16 cache's on
+    H100 at long prompts). FLOPs and bytes are the counted core's."""
     s = core.shape
     b, q, S = s["batch"], s["q_len"], s["kv_len"]
     B, T = m.sparse_block_size, m.sparse_topk_blocks
@@ -120,8 +122,8 @@ def _per_token(core: Kernel, m: ModelConfig) -> Kernel:
              "n_kv": s["n_kv"], "head_dim_qk": s["head_dim_qk"], "head_dim_v": s["head_dim_v"],
              "window": 0, "causal": 0, "sinks": 0, "rope_kernel": 0,
              "selected_cap": T * B}  # fmt: skip
-    return Kernel(PROMPT_CORE, "attention_decode", core.dtype, core.flops, core.bytes,
-                  core.calls, shape)  # fmt: skip
+    return Kernel(PROMPT_CORE, "attention_decode", cache, core.flops, core.bytes, core.calls,
+                  shape)  # fmt: skip
 
 
 #: the GEMMs of the hidden state that run as one (``qkv_proj``), in the order their outputs
