@@ -54,6 +54,13 @@ def _residual_variant(key: str) -> bool:
     return key.count(":") >= 2 and key.rsplit(":", 1)[1] in RESIDUAL_VARIANTS
 
 
+def _variant_note(note: str) -> bool:
+    """Whether ``note`` is the residual fit's note (:data:`RESIDUAL_NOTE`) of variant classes."""
+    if not note.endswith(RESIDUAL_NOTE):
+        return False
+    return all(_residual_variant(k.strip()) for k in note.split(": fitted on", 1)[0].split(","))
+
+
 #: the profile note naming classes fitted on composite rows' residuals (``mlacalc calibrate``'s)
 RESIDUAL_NOTE = (
     "fitted on the residuals of composite rows (a row's time less this profile's prediction "
@@ -262,8 +269,8 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     own = new.get("own", own_devices(data, new, patterns))
     data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every, own)
     data["notes"] = refreshed_notes(data["notes"], [e["device"] for e in data["fitted_on"]])
-    if new.get("note") and new["note"] not in data["notes"]:
-        data["notes"].append(new["note"])
+    if new.get("note"):  # in place of an earlier note of such classes
+        data["notes"] = [n for n in data["notes"] if not _variant_note(n)] + [new["note"]]
     if new.get("record_only"):
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
     drop = set()
