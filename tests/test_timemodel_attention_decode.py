@@ -242,6 +242,71 @@ def test_sm90_fp8_xqa_merges_its_splits_in_kernel():
     assert long["extra_s"][0] == pytest.approx(256 * merge * scale, rel=1e-9)
 
 
+def test_blackwell_decode_runs_rope_apart_and_merges_splits_in_kernel():
+    # TensorRT-LLM-gen's decode kernel (every engine's on B200): the RoPE + append pre-kernel
+    # runs before it for either cache dtype (no fused fp8 XQA), and its key splits reduce in
+    # the kernel (no reduction kernel); a kernel the table names as another (a variant) keeps
+    # the reduction kernel
+    b200 = device_figures(load_hardware("B200"))
+    launch = 3e-6
+    scale = M.REFERENCE_CLOCK_HZ / b200.clock_hz
+    prm = _params(launch_s=launch, merge_s=0.0, seq_s=0.0, block_s=0.0)
+    kv = [256.0, 512.0]  # one part, two parts
+    for dtype in ("bf16", "fp8"):
+        b = _decode(dtype, batch=1.0, n_kv=1.0, kv_len=kv)
+        extra = M.kernel_terms(b, b200, prm)["extra_s"]
+        assert extra[0] == pytest.approx(launch * scale, rel=1e-9)  # the pre-kernel
+        assert extra[1] == pytest.approx(extra[0], rel=1e-9)  # no reduction kernel
+    other = _decode("bf16", batch=1.0, n_kv=1.0, kv_len=kv)
+    other = KernelBatch(
+        other.kind,
+        other.dtype,
+        other.flops,
+        other.bytes,
+        other.calls,
+        other.shape,
+        variant="triton",
+    )
+    extra = M.kernel_terms(other, b200, prm)["extra_s"]
+    assert extra[1] - extra[0] == pytest.approx(launch * scale, rel=1e-9)
+
+
+def test_flash_attention_3_runs_its_append_and_combine_kernels_for_an_fp8_cache_too():
+    # a packing kernel on Hopper (head_pack 0: FlashAttention-3) is not the fp8 XQA: the
+    # engine's cache append runs before it and its combine kernel after its key splits, for
+    # either cache dtype; no in-kernel merge
+    launch, merge = 3e-6, 5e-8
+    scale = M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    prm = _params(launch_s=launch, merge_s=merge, seq_s=0.0, block_s=0.0)
+    kv = [256.0, 512.0]
+    for dtype in ("bf16", "fp8"):
+        b = _decode(dtype, batch=1.0, n_kv=1.0, kv_len=kv, head_pack=0.0)
+        extra = M.kernel_terms(b, H100, prm)["extra_s"]
+        assert extra[0] == pytest.approx(launch * scale, rel=1e-9)
+        assert extra[1] == pytest.approx(2 * launch * scale, rel=1e-9)
+
+
+def test_sglang_blackwell_converts_an_fp8_kernels_query_first():
+    # SGLang's TensorRT-LLM-gen path: two elementwise kernels over the query, a launch each
+    # and 7 bytes a query element at the class's share of HBM; a prompt pays the pre-kernel's
+    # wait per kernel, a decode the launch
+    b200 = device_figures(load_hardware("B200"))
+    scale = M.REFERENCE_CLOCK_HZ / b200.clock_hz
+    prm = _params(launch_s=2e-6, eff_memory=0.8)
+    dec = _decode("fp8", batch=64.0, n_heads=32.0, q_convert=[0.0, 2.0])
+    extra = M.kernel_terms(dec, b200, prm)["extra_s"]
+    stream = 64 * 32 * 128 * 7.0 / (0.8 * b200.hbm_bytes_per_s)
+    assert extra[1] - extra[0] == pytest.approx(2 * 2e-6 * scale + stream, rel=1e-9)
+    # a model step under SGLang on B200 takes the kernels; vLLM's and H100's do not
+    step = _decode("fp8")
+    ran = attention_time.engine_attention_kernel(step, "sglang", b200)
+    assert ran.shape["q_convert"][0] == attention_time.QUERY_CONVERT_KERNELS
+    for engine, fig in (("vllm", b200), ("sglang", H100)):
+        assert "q_convert" not in attention_time.engine_attention_kernel(step, engine, fig).shape
+    bf16 = attention_time.engine_attention_kernel(_decode("bf16"), "sglang", b200)
+    assert "q_convert" not in bf16.shape
+
+
 def test_sm90_query_heads_pad_to_eight_in_the_unit_work():
     # Hopper's warp-group MMA: 12 query heads a KV head cost the unit work of 16; the
     # mma.sync kernel (bf16) counts the 12 it has

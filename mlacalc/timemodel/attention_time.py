@@ -40,12 +40,15 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "PACKING_DECODE",
     "PACKING_PREFILL",
+    "QUERY_CONVERT_BYTES",
+    "QUERY_CONVERT_KERNELS",
     "attention_shape",
     "attention_time",
     "decode_splits",
     "decode_terms",
     "engine_attention_kernel",
     "prefill_terms",
+    "query_convert_s",
 ]
 
 #: (engine, tensor-core generation) whose prompt attention kernel packs the query heads of a KV
@@ -57,13 +60,25 @@ PACKING_PREFILL = frozenset({("sglang", "sm90"), ("vllm", "sm90")})
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to 32
 PACKING_DECODE = frozenset({"sglang", "vllm"})
 
+#: Elementwise kernels SGLang runs over the query before its TensorRT-LLM-gen attention kernel
+#: (``trtllm_mha``, Blackwell) with an fp8 cache, which takes an fp8 query: read from SGLang's
+#: B200 rows, not from its source. Its fp8 rows take 6.4 us more than its bf16 rows of the same
+#: shape at the floor of a prompt and 6.2 us of a decode (two launches; H100's FlashAttention-3
+#: rows 0.3 us more in a prompt), and a prompt 1.08 us more per million query elements beyond
+#: (residual median 2.4 us over 14,600 shape pairs under 0.3 ms): 7 bytes an element at 0.81 of
+#: B200's HBM, a bf16 pass (2 bytes read, 2 written) and the fp8 cast (2 read, 1 written).
+#: vLLM's FlashInfer path on B200, which takes a bf16 query, shows none (0.1 us).
+QUERY_CONVERT_KERNELS = 2.0
+QUERY_CONVERT_BYTES = 7.0
+
 
 def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with the ``head_pack`` of its engine's dense attention kernel on ``fig`` where
     the batch names none (a model step's; a measured attention row carries its kernel's): a step
     is timed with the packing its class was fitted on (the mapping's rule,
     ``mlacalc.measured.mapping``). SGLang and vLLM pack every query head of a KV head into a
-    decode unit on every device, and into a prompt tile on Hopper (FlashAttention-3)."""
+    decode unit on every device, and into a prompt tile on Hopper (FlashAttention-3); SGLang on
+    Blackwell converts an fp8 kernel's query first (:data:`QUERY_CONVERT_KERNELS`)."""
     if batch.kind not in ("attention_decode", "attention_prefill") or "head_pack" in batch.shape:
         return batch
     if batch.variant or "pooled_ratio" in batch.shape:
@@ -75,9 +90,15 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
         packs = engine in PACKING_DECODE
     else:
         packs = (engine, fig.kernel_generation) in PACKING_PREFILL
-    if not packs:
+    cols: dict[str, np.ndarray] = {}
+    if packs:
+        cols["head_pack"] = np.zeros(len(batch))
+    if engine == "sglang" and fig.tcgen05 and batch.dtype.startswith("fp8"):
+        # SGLang's TensorRT-LLM-gen backend converts the query to fp8 first
+        cols["q_convert"] = np.full(len(batch), QUERY_CONVERT_KERNELS)
+    if not cols:
         return batch
-    return dataclasses.replace(batch, shape={**batch.shape, "head_pack": np.zeros(len(batch))})
+    return dataclasses.replace(batch, shape={**batch.shape, **cols})
 
 
 def attention_shape(batch: KernelBatch) -> dict[str, np.ndarray]:
@@ -262,6 +283,9 @@ def prefill_terms(
     pre = (col(batch, "rope_kernel", 1) > 0) & (d_v > 0)
     stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(pre, prm["pre_latency_s"] + stream, 0.0)
+    # the query's conversion to fp8 before the kernel (SGLang's TensorRT-LLM-gen path), each
+    # kernel's launch and wait as the pre-kernel's
+    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["pre_latency_s"])
     return out
 
 
@@ -321,6 +345,33 @@ def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) ->
     and head-dim element."""
     elem = 1.0 if batch.dtype.startswith("fp8") else 2.0
     return 64.0 * hd * 2.0 * elem + DECODE_ROW_BYTES * qrows * hd
+
+
+def _trtllm_gen_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
+    """Whether the decode kernel is the TensorRT-LLM-gen one that every engine runs on
+    data-centre Blackwell (``tcgen05``; TensorRT-LLM's own, SGLang's ``trtllm_mha``, vLLM's
+    FlashInfer TensorRT-LLM decode), one kernel for either cache dtype: the CTAs of a unit
+    merge their key splits in the kernel (no reduction kernel after it) and the RoPE + cache
+    append runs before it as a kernel of its own for an fp8 cache too (Hopper's fp8 XQA fuses
+    it). TensorRT-LLM's B200 rows at one or two sequences and up to 64 cached keys take 11.0 us
+    with either cache and any grouping, where H100's grouped fp8 rows take 1.4 us less than its
+    bf16 ones (7.4 against 8.8 us); the B200 fits put the launch of a further kernel at 0-0.5 us
+    where H100's are 2.6-3.4 us. Not a kernel the table names as another (a ``variant``:
+    FlashInfer's own, Triton's), which keeps Hopper's rules."""
+    return bool(fig.tcgen05) and not batch.variant
+
+
+def query_convert_s(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], launch: float
+) -> np.ndarray:
+    """Seconds of the kernels that convert a call's query to fp8 before its attention kernel
+    (``q_convert`` of them, :data:`QUERY_CONVERT_KERNELS`): a ``launch`` each and
+    :data:`QUERY_CONVERT_BYTES` per query element streamed at the class's share of HBM."""
+    kernels = col(batch, "q_convert", 0)
+    elements = col(batch, "batch", 1) * col(batch, "q_len", 1) * col(batch, "n_heads", 1)
+    elements = elements * col(batch, "head_dim_qk", 128)
+    stream = elements * QUERY_CONVERT_BYTES / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    return np.where(kernels > 0, kernels * launch + stream, 0.0)
 
 
 def decode_terms(
@@ -419,18 +470,26 @@ def decode_terms(
         mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, sms), 0.0
     )
     # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
-    # Hopper's fp8-cache XQA kernel (grouped queries, no attention sinks) does itself, and the
-    # reduction of the key splits (a kernel of its own but in Hopper's fp8 XQA)
+    # Hopper's fp8-cache XQA kernel (TensorRT-LLM's: grouped queries, no attention sinks, not a
+    # packing kernel) does itself, and the reduction of the key splits (a kernel of its own
+    # but in Hopper's fp8 XQA and Blackwell's TensorRT-LLM-gen kernel; FlashAttention-3, the
+    # packing kernel on Hopper, runs its combine kernel after it and the engine's cache append
+    # before it, either cache dtype: vLLM's and SGLang's H100 fp8 rows take no less than their
+    # bf16 rows at the floor, 13.0 against 11.5 us and 13.0 against 9.5 us)
     # (``rope_kernel`` 0: the caller times RoPE and the append as a kernel of its own, as a
     # model step does; the measured rows include it, the default)
-    fused = sm90 & (col(batch, "sinks", 0) <= 0)
+    gen = _trtllm_gen_decode(batch, fig)
+    xqa_fp8 = sm90 & (pack > 0) & (not gen)
+    fused = xqa_fp8 & (col(batch, "sinks", 0) <= 0)
     pre = (~fused) & (col(batch, "rope_kernel", 1) > 0)
-    kernels = pre.astype(np.float64) + ((splits > 1) & ~sm90)
+    kernels = pre.astype(np.float64) + ((splits > 1) & ~xqa_fp8 & (not gen))
     out["extra_s"] = out["extra_s"] + prm["launch_s"] * kernels
-    # Hopper's fp8 XQA kernel merges a unit's key splits itself, no reduction kernel: the last
-    # part of a unit to finish reads every part's partial result in turn, on one SM after the
-    # walk (``merge_s`` per part and 128 of head dim)
-    merged = np.where(sm90 & (splits > 1), splits * hd / 128.0, 0.0)
+    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["launch_s"])
+    # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
+    # themselves, no reduction kernel: the last part of a unit to finish reads every part's
+    # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head
+    # dim)
+    merged = np.where((xqa_fp8 | (sm90 & gen)) & (splits > 1), splits * hd / 128.0, 0.0)
     out["extra_s"] = out["extra_s"] + prm["merge_s"] * merged
     # resident units: a grouped (XQA) unit holds one 64-token K and V stage of the cache
     # (64 x head dim x 2 x element bytes) and its query rows' partial output on the SM
