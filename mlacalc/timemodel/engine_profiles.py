@@ -142,7 +142,7 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
         # dtype's rate and bytes. TensorRT-LLM-gen's fp4 kernels quantize their activations
         # inside the routing and FC1's epilogue, with no passes of their own over 1x128 blocks
         # as Hopper's block-scaled fp8 MoE pays (TensorRT-LLM's H100 fit: act_passes 14.8, its
-        # bf16 class 5.3), so not the block-scaled fp8 class either
+        # bf16 class 5.3-5.8), so not the block-scaled fp8 class either
         name = class_key("moe", dtype)
         lent = name if dtype in own else plain
         if lent not in base.classes:
