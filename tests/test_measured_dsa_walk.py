@@ -94,3 +94,90 @@ def test_sglang_b200_dense_and_tensorrt_llm_gen_paths():
     assert (dtype[gen] == np.where(kvd[gen] == "fp8", "fp8", "bf16")).all()
     flashmla = np.char.endswith(src, "_flashmla_sparse")
     assert (variant[flashmla] == "sparse").all() and (dtype[flashmla] == "bf16").all()
+
+
+def _parts_of(mapped, n: int) -> dict[str, np.ndarray]:
+    """Per kernel name, the rows it runs in (a boolean mask) and, per row, its dtype."""
+    rows: dict[str, np.ndarray] = {}
+    dtypes: dict[str, np.ndarray] = {}
+    for p in mapped.parts:
+        rows.setdefault(p.name, np.zeros(n, bool))[p.rows] = True
+        dtypes.setdefault(p.name, np.full(n, "", dtype=object))[p.rows] = p.batch.dtype
+    return rows, dtypes
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm"])
+def test_nvfp4_rows_run_their_projections_in_nvfp4(engine):
+    """A row of ``gemm_type`` nvfp4 (TensorRT-LLM's and vLLM's B200 tables) runs its q_a + kv_a,
+    q_b, o_proj and indexer GEMMs in nvfp4 (they had been left out: its rows 41% short)."""
+    t, *_, mapped = _attention("b200_sxm", engine, "dsa_generation_module_perf", 7)
+    rows, dtypes = _parts_of(mapped, len(t))
+    nv = t.columns["gemm_type"].astype(str) == "nvfp4"
+    assert nv.any() and (~nv).any()
+    for name in ("q_a+kv_a", "q_b", "o_proj", "wq_b", "wk"):
+        assert rows[name].all()  # every row, whatever its GEMM dtype
+        assert (dtypes[name][nv] == "nvfp4").all() and (dtypes[name][~nv] != "nvfp4").all()
+
+
+def test_the_small_kernels_run_where_their_path_does():
+    """The indexer's LayerNorm, RoPE, quantizations and cache write run exactly where the
+    indexer does (not on ``..._skip_indexer`` rows); the MLA's RoPE and latent cache write as
+    kernels of their own exactly on a prompt's sparse path (the dense path's and a decode
+    row's are the attention kernel's preprocessing)."""
+    for table in ("dsa_context_module_perf", "dsa_generation_module_perf"):
+        t, *_, mapped = _attention("b200_sxm", "sglang", table, 29)
+        rows, _ = _parts_of(mapped, len(t))
+        op = t.columns["op_name"].astype(str)
+        indexer = ~np.char.endswith(op, "skip_indexer")
+        assert indexer.any() and (~indexer).any()
+        for name in ("index_k_norm", "index_rope", "index_q_quant", "index_k_cache"):
+            assert np.array_equal(rows[name], indexer)
+        src = t.columns["kernel_source"].astype(str)
+        sparse = (np.char.find(src, "_dense_mha_") < 0) & ("context" in table)
+        for name in ("mla_rope", "kv_cache_write"):
+            assert np.array_equal(rows.get(name, np.zeros(len(t), bool)), sparse)
+        assert sparse.any() == ("context" in table)
+
+
+def test_a_host_floor_is_the_one_of_its_rows_gemm_and_cache_dtypes():
+    """The floor a row takes is its group's: the attention path, GEMM dtype and cache dtype it
+    names (each adds its ops to the forward's dispatch); a group with no floor, or a table
+    read without the dtype labels, gets none (NaN)."""
+    from mlacalc.timemodel.host_floor import HOST_FLOOR_S, host_floor_seconds
+
+    table, src = "dsa_context_module_perf", "sglang_dsa_dense_mha_fa3"
+    gemm = np.array(["bfloat16", "fp8_block", "fp8_block", "nvfp4"])
+    kv = np.array(["bfloat16", "bfloat16", "fp8", "fp8"])
+    got = host_floor_seconds("h100_sxm", "sglang", table, np.full(4, src), gemm, kv)
+    for i in range(3):
+        assert got[i] == HOST_FLOOR_S[("h100_sxm", "sglang", table, src, gemm[i], kv[i])]
+    assert np.isnan(got[3])  # SGLang's H100 rows have no nvfp4 GEMMs: no group, no floor
+    assert np.isnan(host_floor_seconds("h100_sxm", "sglang", table, [src])).all()
+
+
+def test_the_dense_prompt_floor_adds_the_fp8_gemm_and_cache_dispatch():
+    """SGLang's H100 dense prompt path at its fewest tokens (four): the fp8 block GEMMs add
+    about 0.33 ms of dispatch to the module and an fp8 cache about 0.12 ms, together their sum,
+    at every model and head count; the shipped floors are those rows' medians."""
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.host_floor import HOST_FLOOR_S
+
+    table, src = "dsa_context_module_perf", "sglang_dsa_dense_mha_fa3"
+    path = MEASURED / "h100_sxm" / "sparse_attention" / "sglang" / VERSION["sglang"]
+    (t,) = load_measured(path / f"{table}.parquet").tables
+    c = t.columns
+    few = (c["kernel_source"].astype(str) == src) & (c["batch_size"] * c["isl"] == 4)
+    floor = {}
+    for gemm in ("bfloat16", "fp8_block"):
+        for kv in ("bfloat16", "fp8"):
+            rows = few & (c["gemm_type"].astype(str) == gemm)
+            rows &= c["kv_cache_dtype"].astype(str) == kv
+            floor[gemm, kv] = np.median(t.seconds[rows])
+            err = np.abs(t.seconds[rows] / floor[gemm, kv] - 1)
+            assert np.percentile(err, 90) < 0.12  # one floor at every model and head count
+            key = ("h100_sxm", "sglang", table, src, gemm, kv)
+            assert HOST_FLOOR_S[key] == pytest.approx(floor[gemm, kv], rel=1e-3)
+    bf, fp8b = floor["bfloat16", "bfloat16"], floor["fp8_block", "bfloat16"]
+    kv8, both = floor["bfloat16", "fp8"], floor["fp8_block", "fp8"]
+    assert 0.25e-3 < fp8b - bf < 0.40e-3 and 0.08e-3 < kv8 - bf < 0.16e-3
+    assert both == pytest.approx(bf + (fp8b - bf) + (kv8 - bf), rel=0.03)

@@ -476,11 +476,13 @@ def _dsa(system: str, engine: str, table: str):
     "table, median, p90",
     [
         # TensorRT-LLM's DSA module on H100: the kernels under the engine's host floor
-        # (0.246 ms prompt, 0.269 ms decode), its sparse MLA walking every top-k slot of a
-        # query in 64-head passes (mapping._SPARSE_WALK): 12.6% / 18%, 11.6% / 28% (default
-        # profile; 67% / 82% and 17% / 62% with the slots the keys fill at the row's heads)
-        ("dsa_context_module_perf", 0.13, 0.19),
-        ("dsa_generation_module_perf", 0.12, 0.28),
+        # (0.24-0.28 ms, a floor per GEMM dtype), its sparse MLA walking every top-k slot of
+        # a query in 64-head passes (mapping._SPARSE_WALK): 11.2% / 17.5%, 11.2% / 26.9%
+        # (default profile; 12.6% / 18.4%, 11.6% / 27.8% before the indexer's and the
+        # prompt's small kernels, mapping._dsa_small_kernels, and the floors per GEMM and
+        # cache dtype; 67% / 82% and 17% / 62% with the slots the keys fill at the row's heads)
+        ("dsa_context_module_perf", 0.12, 0.18),
+        ("dsa_generation_module_perf", 0.115, 0.275),
     ],
 )
 def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, p90):
@@ -490,14 +492,16 @@ def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, 
     pytest.importorskip("pyarrow")
     from mlacalc.measured.host_floors import kernel_seconds
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.timemodel.host_floor import HOST_FLOOR_S
+    from mlacalc.timemodel.host_floor import host_floor_seconds
     from mlacalc.timemodel.profile import load_profile
 
     mapped = _dsa("h100_sxm", "trtllm", table)
     t = mapped.table
     pred = predict_mapped(mapped, None, "default")
     assert mapped.modelled.all() and np.isfinite(pred).all()
-    floor = HOST_FLOOR_S[("h100_sxm", "trtllm", table, "default")]
+    labels = (t.column(c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
+    floor = host_floor_seconds("h100_sxm", "trtllm", table, *labels)
+    assert np.isfinite(floor).all()
     kern = kernel_seconds(mapped, load_profile("default"))
     np.testing.assert_allclose(pred, np.maximum(kern, floor))
     assert (kern < floor).any() and (kern > floor).any()
@@ -510,27 +514,43 @@ def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, 
 #: profile read alone: vLLM's H100 prompt rows 16.6% here (18.4% before their fp8 rows of
 #: up to 16 heads walked every top-k slot, mapping._SPARSE_WALK)).
 DSA = [
-    ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_context_module_perf", 0.20, 0.57),
+    # TensorRT-LLM's and vLLM's B200 rows with their nvfp4 rows' projections and the module's
+    # small kernels (mapping._dsa_small_kernels; TensorRT-LLM's B200 decode module has no
+    # host floor with them: its one-token kernels 0.97 of its time): TensorRT-LLM 0.190 /
+    # 0.562 -> 0.109 / 0.319 (prompt), 0.221 / 0.481 -> 0.138 / 0.326 (decode)
+    ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_context_module_perf", 0.115, 0.33),
     # B200 generation rows after the 128-head tcgen05 MLA decode unit and the refit of the
     # MLA decode classes: TensorRT-LLM median 0.2998 -> 0.3006, vLLM 0.318 / 0.737 -> 0.320
     # / 0.741 (their dense MLA decode borrows those classes)
     # and with the host floor of their one-token rows (host_floors.HOST_BOUND_SHARE 0.75):
     # TensorRT-LLM 0.301 / 0.687 -> 0.221 / 0.484, vLLM 0.320 / 0.741 -> 0.226 / 0.591
-    ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_generation_module_perf", 0.23, 0.49),
-    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_context_module_perf", 0.19, 0.60),
+    ("trtllm", "b200_sxm", "fit-b200-sxm", "dsa_generation_module_perf", 0.145, 0.34),
+    # 0.184 / 0.599 -> 0.057 / 0.499 with the small kernels and a host floor per GEMM and
+    # cache dtype (host_floor.HOST_FLOOR_S: fp8 block GEMMs and an fp8 cache add their ops'
+    # dispatch; B200 0.139 / 0.617 -> 0.056 / 0.481)
+    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_context_module_perf", 0.06, 0.51),
     # p90 0.557 -> 0.584 and B200 median 0.338 -> 0.343 when SGLang's fp8 MLA decode classes
     # were refitted as FlashAttention-3 over a converted cache (H100) and on 128-head units
     # (B200): these rows' FlashMLA / TensorRT-LLM-gen fp8 decode borrows that class
-    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_generation_module_perf", 0.088, 0.59),
+    # and 0.081 / 0.584 -> 0.084 / 0.558 with the small kernels (signed -5.4% -> +0.1%)
+    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsa_generation_module_perf", 0.088, 0.56),
     # B200 prompt rows 0.290 / 0.877 before the dense path's B200 source (TensorRT-LLM's
     # ragged attention) was read as the dense path and the TensorRT-LLM-gen sparse path ran
     # in the cache's dtype (mapping._dsa_module_table)
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.14, 0.62),
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_generation_module_perf", 0.345, 0.81),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.17, 0.27),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.49, 0.79),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.25, 0.51),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.23, 0.60),
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.06, 0.49),
+    # 0.346 / 0.802 -> 0.383 / 0.849 with the small kernels: its bf16 rows are +1% at the
+    # median, its fp8_block rows +53-64% (their GEMMs as SGLang's B200 gemm_perf times
+    # DeepGEMM's fp8 block GEMM, 19 us at one row whatever N, where this CUDA-graphed module
+    # runs them in about what its bf16 GEMMs take)
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_generation_module_perf", 0.39, 0.86),
+    # vLLM 0.166 / 0.268, 0.303 / 0.475, 0.225 / 0.484, 0.226 / 0.572 before the small
+    # kernels, (B200) the nvfp4 rows' projections and the floors per GEMM and cache dtype (with
+    # them its H100 decode rows of a bf16 cache have a floor: their one-token kernels 0.73-0.75
+    # of their time, an fp8 cache's 0.91-0.94)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.155, 0.255),
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.21, 0.435),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.16, 0.44),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.22, 0.53),
 ]
 
 
@@ -564,8 +584,9 @@ def test_a_host_floor_is_never_a_prediction_of_a_row_its_kernels_cannot_predict(
 def test_the_trtllm_host_floors_are_refitted_from_their_rows():
     """The shipped floors are what fit_host_floors gives on the tables (the median of the
     one-token rows, where the kernels take at most HOST_BOUND_SHARE of them): TensorRT-LLM's
-    H100 modules (kernel share 0.69 and 0.64 with the sparse MLA walking every top-k slot)
-    and its B200 decode module (0.66); its B200 prompt module (0.92) has none."""
+    H100 modules (kernel share 0.69-0.76 and 0.66-0.71 with the sparse MLA walking every top-k
+    slot and the module's small kernels); its B200 modules (0.94-1.05 decode, 1.06-1.21
+    prompt) have none. A group is a kernel source, GEMM dtype and cache dtype."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.host_floors import HOST_BOUND_SHARE, fit_host_floors
     from mlacalc.timemodel.host_floor import HOST_FLOOR_S
@@ -577,12 +598,14 @@ def test_the_trtllm_host_floors_are_refitted_from_their_rows():
         ("b200_sxm", "fit-b200-sxm", "dsa_generation_module_perf"),
         ("b200_sxm", "fit-b200-sxm", "dsa_context_module_perf"),
     ]:
-        (rec,) = fit_host_floors(_dsa(system, "trtllm", table), load_profile(profile))
-        assert rec["tokens"] == 1
-        if rec["kernel_share"] <= HOST_BOUND_SHARE:
-            assert rec["floor_s"] == pytest.approx(HOST_FLOOR_S[rec["key"]], rel=1e-3)
-        else:
-            assert rec["floor_s"] is None and rec["key"] not in HOST_FLOOR_S
+        recs = fit_host_floors(_dsa(system, "trtllm", table), load_profile(profile))
+        assert len(recs) == (2 if system == "h100_sxm" else 6)  # GEMM x cache dtypes
+        for rec in recs:
+            assert rec["tokens"] == 1
+            if rec["kernel_share"] <= HOST_BOUND_SHARE:
+                assert rec["floor_s"] == pytest.approx(HOST_FLOOR_S[rec["key"]], rel=1e-3)
+            else:
+                assert rec["floor_s"] is None and rec["key"] not in HOST_FLOOR_S
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 """Fit the host floors of the module tables timed eagerly (:mod:`mlacalc.timemodel.host_floor`).
 
-For each group of a table's rows (device, engine, table, ``kernel_source``) the floor is the
-median measured time of its rows of the fewest tokens (``batch_size x isl``: one to four tokens
-in every group but SGLang's sparse prompt path, whose smallest rows are four tokens after
-2,048 cached), across every model, head count, dtype and cached length of the group. The
+For each group of a table's rows (device, engine, table, ``kernel_source``, ``gemm_type``,
+``kv_cache_dtype``: the ops the forward dispatches) the floor is the median measured time of
+its rows of the fewest tokens (``batch_size x isl``: one token in every group but SGLang's
+prompt paths, whose smallest rows are four tokens), across every model, head count and cached
+length of the group. The
 records say what each floor was fitted on, its residuals, the median share of those rows'
 time the kernels (the mapped composite, without a floor) take by the given profile, and check
 the form past the floor: on the rows whose kernels are predicted above the floor, the median
@@ -26,14 +27,16 @@ __all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "kernel_seconds"]
 
 #: A group has a host floor only where the kernels of its fewest-token rows take at most this
 #: share of their measured time (median): above it those rows are the kernels' own time (a
-#: CUDA-graphed decode module: SGLang's at one token, 0.94-1.05 of it on H100 and 1.4-1.5 on
-#: B200; vLLM's H100 decode 0.82), not a dispatch. The eagerly launched groups' shares reach
-#: 0.69 (TensorRT-LLM's H100 prompt module, its sparse MLA walking every top-k slot:
-#: mlacalc.measured.mapping._SPARSE_WALK); 0.75 lies in the gap (it was 0.5, which left
-#: TensorRT-LLM's B200 decode module, 0.66, and vLLM's B200 FlashMLA decode, 0.50, without
-#: the floor their one-token rows show: 30% and 53% median error without it, 22% and 21%
-#: with it).
-HOST_BOUND_SHARE = 0.75
+#: CUDA-graphed decode module: SGLang's at one token, 0.95-1.08 of it on H100 and 1.03-1.97 on
+#: B200; vLLM's H100 decode with an fp8 cache 0.91-0.94; TensorRT-LLM's B200 modules, 0.94-1.05
+#: decode and 1.06-1.21 prompt, their kernels longer than the dispatch), not a dispatch. The
+#: eagerly launched groups' shares reach 0.76 (TensorRT-LLM's H100 prompt module with fp8
+#: block GEMMs, its sparse MLA walking every top-k slot: mlacalc.measured.mapping._SPARSE_WALK;
+#: vLLM's H100 decode with a bf16 cache 0.73-0.75); 0.85 lies in the gap. (It was 0.5, then
+#: 0.75, which gave TensorRT-LLM's B200 decode module a floor while its nvfp4 rows had no
+#: projections and its indexer's small kernels were not mapped: share 0.66 then, 0.94-1.05
+#: with them.)
+HOST_BOUND_SHARE = 0.85
 
 
 def kernel_seconds(mapped: MappedTable, profile: Profile) -> np.ndarray:
@@ -51,25 +54,31 @@ def _median_abs(err: np.ndarray) -> float | None:
     return float(np.median(np.abs(err))) if err.size else None
 
 
+def _labels(t, name: str) -> np.ndarray:
+    return t.column(name).astype(str) if name in t.columns else np.full(len(t), "")
+
+
 def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any]]:
-    """One record per ``kernel_source`` group of a host-floored table: its key, the floor
-    (seconds; None where no row is host-bound), the rows it was fitted on, their median and
-    p90 |error| against the floor, and past the floor the rows and the median |error| of the
-    max and the sum forms."""
+    """One record per group of a host-floored table's rows (``kernel_source``, ``gemm_type``,
+    ``kv_cache_dtype``: the ops the module's forward dispatches): its key, the floor (seconds;
+    None where no row is host-bound), the rows it was fitted on, their median and p90 |error|
+    against the floor, and past the floor the rows and the median |error| of the max and the
+    sum forms."""
     t = mapped.table
     kern = kernel_seconds(mapped, profile)
     meas = t.seconds
     ok = mapped.modelled & np.isfinite(kern) & (meas > 0)
-    src = t.column("kernel_source").astype(str)
+    src, gemm, kv = (_labels(t, c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
+    group = np.char.add(np.char.add(np.char.add(src, "|"), np.char.add(gemm, "|")), kv)
     tokens_of = t.column("batch_size").astype(np.float64) * t.column("isl").astype(np.float64)
     out = []
-    for name in np.unique(src):
-        g = ok & (src == name)
+    for name in np.unique(group):
+        g = ok & (group == name)
         tokens = tokens_of[g].min() if g.any() else 0.0
         bound = g & (tokens_of == tokens)
         share = float(np.median(kern[bound] / meas[bound])) if bound.any() else np.inf
         rec: dict[str, Any] = {
-            "key": (t.system, t.engine, t.table, str(name)),
+            "key": (t.system, t.engine, t.table, *str(name).split("|")),
             "rows": int(g.sum()),
             "fitted_on": int(bound.sum()),
             "tokens": float(tokens),

@@ -93,6 +93,7 @@ from mlacalc.measured.moe_routing import rank_loads
 from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
+from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS
 from mlacalc.timemodel.device import mla_decode_kernel
 from mlacalc.timemodel.elementwise_time import CONV_CTA_CHANNELS
 from mlacalc.timemodel.fit import Observations
@@ -696,6 +697,18 @@ def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
     return np.zeros(n)
 
 
+def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
+    """Elementwise kernels that convert a row's query to fp8 before its attention kernel
+    (``q_convert``, :data:`~mlacalc.timemodel.attention_time.QUERY_CONVERT_KERNELS`): SGLang's
+    TensorRT-LLM-gen backend (kernel source ``trtllm_mha``, B200) with an fp8 kernel; none
+    elsewhere."""
+    source = t.columns.get("kernel_source")
+    if source is None or t.engine != "sglang":
+        return np.zeros(len(t))
+    on = (source.astype(str) == "trtllm_mha") & (fmha_dt == "fp8")
+    return np.where(on, QUERY_CONVERT_KERNELS, 0.0)
+
+
 def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     bs, hq, hkv = (
         _f(t.column("batch_size")),
@@ -777,6 +790,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         page_size=_PAGE,
         kv_bytes=kvb,
         head_pack=head_pack,
+        q_convert=_query_convert(t, fmha_dt),
         preprocess_bytes=pre_bytes,
         rope_elements=tok * (hq + hkv) * rot,
         kv_reads=kv_reads,
@@ -1542,6 +1556,37 @@ def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: 
     return out
 
 
+def _dsa_small_kernels(b: _Builder, rows, indexer, tok, h, ih, idim, g, kvb, sparse_prompt) -> None:
+    """The DSA module's small kernels besides its two RMSNorms, each a streaming
+    ``elementwise`` kernel of its bytes (``tok`` tokens, ``h`` heads, ``ih`` indexer heads of
+    ``idim``): where the indexer runs, its key LayerNorm, its RoPE of the query heads and the
+    key, the fp8 quantization of its query (a scale per 128 elements) and of its key with the
+    write into the indexer's cache; on a prompt's sparse path (``sparse_prompt``) the MLA's
+    RoPE of the query heads and the latent key and the latent row's write into the cache (a
+    decode row's and SGLang's dense path's are the attention kernel's preprocessing,
+    ``rope_elements`` and ``preprocess_bytes``). On TensorRT-LLM's one-token B200 decode rows
+    (eager, 112 us at the median) the mapped kernels take 0.97 of the time with these four
+    indexer kernels (8 us), 0.89 without."""
+    rope, lat = g["rope"], g["kv_lora"] + g["rope"]
+    rope_x = tok * (ih + 1) * rope
+    index = (
+        ("index_k_norm", tok * idim * 4.0, tok * idim),
+        ("index_rope", rope_x * 4.0, rope_x),
+        ("index_q_quant", tok * ih * (idim * 3.0 + 4.0), tok * ih * idim),
+        ("index_k_cache", tok * (idim * 3.0 + 4.0), tok * idim),
+    )
+    for name, nbytes, elements in index:
+        b.add(name, "elementwise", "bf16", rows[indexer], 0.0, nbytes[indexer],
+              elements=elements[indexer])  # fmt: skip
+    mla_x = tok * (h + 1) * rope
+    for name, nbytes, elements in (
+        ("mla_rope", mla_x * 4.0, mla_x),
+        ("kv_cache_write", tok * lat * (2.0 + kvb), tok * lat),
+    ):
+        b.add(name, "elementwise", "bf16", rows[sparse_prompt], 0.0, nbytes[sparse_prompt],
+              elements=elements[sparse_prompt])  # fmt: skip
+
+
 def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
     sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
@@ -1563,9 +1608,10 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     ``mla_prefill`` of the new tokens over every key; every other prompt row the absorbed
     sparse path: the pre-BMM, the sparse MLA of each token over ``min(top-k, keys)`` latent
     rows (``mla_decode`` ``sparse``, as ``glm5_dsa_attn_module_perf``), the post-BMM; a decode
-    row the BMMs around ``mla_decode`` over ``min(top-k, step + 1)`` rows. Which projections the
-    engines fuse and where the indexer's RoPE and quantization run is not recorded: they are
-    left in the kernels above (minor next to the GEMMs)."""
+    row the BMMs around ``mla_decode`` over ``min(top-k, step + 1)`` rows. The projections run
+    in ``gemm_type`` (``nvfp4`` too: TensorRT-LLM's and vLLM's B200 rows); the indexer's and
+    the prompt's RoPE, quantization and cache writes are kernels of their own
+    (:func:`_dsa_small_kernels`). Which projections an engine fuses is not recorded."""
     g = _dsa_geometry(t, reason)
     ih, idim, topk, _ = _indexer_geometry(t, reason)
     bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
@@ -1580,7 +1626,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     rows = np.arange(len(t))
     tok = bs * isl
     lat = g["kv_lora"] + g["rope"]
-    for d in ("bf16", "fp8_block"):
+    for d in ("bf16", "fp8_block", "nvfp4"):
         s = gt == d
         if not s.any():
             continue
@@ -1597,6 +1643,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):
         b.add(name, "elementwise", "bf16", rows, 0.0, tok * width * 4 + width * 2,
               elements=tok * width)  # fmt: skip
+    _dsa_small_kernels(b, rows, indexer, tok, h, ih, idim, g, _elem(kvd), context & ~dense)
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
     if context:
         nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
@@ -1676,7 +1723,9 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        operand_reads=kern["operand_reads"], preprocess_bytes=pre[sp],
                        rope_elements=(tok * (h + 1) * g["rope"])[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
-    b.host_s = host_floor_seconds(t.system, t.engine, t.table, src)
+    b.host_s = host_floor_seconds(
+        t.system, t.engine, t.table, src, t.column("gemm_type"), t.column("kv_cache_dtype")
+    )
 
 
 def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:

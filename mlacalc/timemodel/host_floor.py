@@ -8,10 +8,13 @@ host's dispatch of the module is the time: DeepSeek-V3.2's sparse-attention modu
 sequence of a few tokens takes 0.30 ms under TensorRT-LLM, 0.79-0.97 ms under SGLang, 1.4 ms
 under vLLM on H100 at any cached length, against about 64 us of weight reads.
 
-The dispatch time of a module is a per-engine constant: the ops its forward runs and each op's
-host cost are the engine's, not the row's. :data:`HOST_FLOOR_S` holds it per device, engine,
-table and the attention path the row names (``kernel_source``: a different path runs other
-ops), each the median measured time of that group's rows of the fewest tokens
+The dispatch time of a module is the engine's, not the row's shape: the ops its forward runs and
+each op's host cost. Which ops run is what the row's labels name: the attention path
+(``kernel_source``), the GEMM dtype (an fp8 block GEMM dispatches its input's quantization and
+DeepGEMM's launch: SGLang's H100 dense prompt path at four tokens 0.52 ms with bf16 GEMMs, 0.85
+with fp8 block ones, at every head count and model) and the cache dtype (an fp8 cache's
+quantizing write: 0.64 and 0.97 ms). :data:`HOST_FLOOR_S` holds it per device, engine, table
+and those three labels, each the median measured time of that group's rows of the fewest tokens
 (:func:`mlacalc.measured.host_floors.fit_host_floors` refits them; docs/measured-sets.md gives
 the rows, medians and residuals). A row's prediction is then
 ``max(kernels, floor)``: the form the rows follow where the kernels pass the floor (see
@@ -25,40 +28,86 @@ import numpy as np
 __all__ = ["HOST_FLOOR_S", "host_floor_seconds"]
 
 _CTX, _GEN = "dsa_context_module_perf", "dsa_generation_module_perf"
+_H100, _B200 = "h100_sxm", "b200_sxm"
+_BF16, _FP8B, _FP8, _NVFP4 = "bfloat16", "fp8_block", "fp8", "nvfp4"
+_SG = "sglang_dsa_"
 
-#: (system, engine, table, kernel_source) -> the module's host dispatch time, seconds.
-#: (fitted by mlacalc.measured.host_floors.fit_host_floors with each engine's shipped profile;
-#: the groups not listed are kernel-bound at their fewest tokens: no floor)
-HOST_FLOOR_S: dict[tuple[str, str, str, str], float] = {
-    ("h100_sxm", "trtllm", _CTX, "default"): 0.000246,
-    ("h100_sxm", "trtllm", _GEN, "default"): 0.0002685,
-    ("b200_sxm", "trtllm", _GEN, "default"): 0.0001115,
-    ("h100_sxm", "sglang", _CTX, "sglang_dsa_dense_mha_fa3"): 0.000849,
-    ("h100_sxm", "sglang", _CTX, "sglang_dsa_indexer_flashmla_kv"): 0.001544,
-    ("h100_sxm", "sglang", _CTX, "sglang_dsa_indexer_flashmla_sparse"): 0.001472,
-    ("h100_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_flashmla_kv"): 0.0006794,
-    ("h100_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_flashmla_sparse"): 0.0005988,
-    ("b200_sxm", "sglang", _CTX, "sglang_dsa_dense_mha_trtllm_ragged"): 0.0008195,
-    ("b200_sxm", "sglang", _CTX, "sglang_dsa_indexer_flashmla_sparse"): 0.001433,
-    ("b200_sxm", "sglang", _CTX, "sglang_dsa_indexer_trtllm"): 0.001402,
-    ("b200_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_flashmla_sparse"): 0.0005731,
-    ("b200_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_trtllm"): 0.0005258,
-    ("h100_sxm", "vllm", _CTX, "FLASHMLA_SPARSE"): 0.00145,
-    ("b200_sxm", "vllm", _CTX, "FLASHINFER_MLA_SPARSE"): 0.001868,
-    ("b200_sxm", "vllm", _CTX, "FLASHMLA_SPARSE"): 0.001741,
-    ("b200_sxm", "vllm", _GEN, "FLASHINFER_MLA_SPARSE"): 0.0001611,
-    ("b200_sxm", "vllm", _GEN, "FLASHMLA_SPARSE"): 0.0001889,
+#: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
+#: dispatch time, seconds: the ops the forward dispatches are the attention path's and those
+#: its GEMM and cache dtypes add (fitted by mlacalc.measured.host_floors.fit_host_floors with
+#: each engine's shipped profile; the groups not listed are kernel-bound at their fewest
+#: tokens: no floor)
+HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
+    (_H100, "trtllm", _CTX, "default", _BF16, _BF16): 0.0002471,
+    (_H100, "trtllm", _CTX, "default", _FP8B, _BF16): 0.0002429,
+    (_H100, "trtllm", _GEN, "default", _BF16, _BF16): 0.0002811,
+    (_H100, "trtllm", _GEN, "default", _FP8B, _BF16): 0.0002619,
+    (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _BF16, _BF16): 0.0005171,
+    (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _BF16, _FP8): 0.0006398,
+    (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _FP8B, _BF16): 0.0008519,
+    (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _FP8B, _FP8): 0.000974,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv", _BF16, _FP8): 0.00116,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv", _FP8B, _FP8): 0.001561,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _BF16, _BF16): 0.001079,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _FP8B, _BF16): 0.001482,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv", _BF16, _FP8): 0.0004779,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv", _FP8B, _FP8): 0.0006849,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _BF16, _BF16): 0.0003611,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.000605,
+    (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _BF16, _BF16): 0.0005116,
+    (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _BF16, _FP8): 0.0005403,
+    (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _FP8B, _BF16): 0.0008257,
+    (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _FP8B, _FP8): 0.0008514,
+    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _BF16, _BF16): 0.001095,
+    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _FP8B, _BF16): 0.001437,
+    (_B200, "sglang", _CTX, _SG + "indexer_trtllm", _BF16, _FP8): 0.001058,
+    (_B200, "sglang", _CTX, _SG + "indexer_trtllm", _FP8B, _FP8): 0.001407,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _BF16, _BF16): 0.0003587,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.0005777,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _BF16, _FP8): 0.0003106,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _FP8B, _FP8): 0.0005309,
+    (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _BF16): 0.001306,
+    (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _FP8): 0.001343,
+    (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.001509,
+    (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _FP8): 0.001544,
+    (_H100, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.000229,
+    (_H100, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0002247,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _BF16, _BF16): 0.001235,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _BF16, _FP8): 0.001433,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _BF16): 0.001922,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _FP8): 0.001924,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _NVFP4, _BF16): 0.002093,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _NVFP4, _FP8): 0.002322,
+    (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _BF16): 0.001214,
+    (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.001741,
+    (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.002112,
+    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _BF16, _BF16): 0.0001525,
+    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _BF16, _FP8): 0.0001729,
+    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _FP8B, _BF16): 0.0001524,
+    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _FP8B, _FP8): 0.000179,
+    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _NVFP4, _BF16): 0.0001422,
+    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _NVFP4, _FP8): 0.0001567,
+    (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.0001949,
+    (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
+    (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.0001754,
 }
 
 
-def host_floor_seconds(system: str, engine: str, table: str, sources) -> np.ndarray:
-    """Per-row host floor (seconds) of a table's rows by their ``kernel_source``; NaN where
-    :data:`HOST_FLOOR_S` has no floor for the group (its rows are predicted by their kernels
-    alone)."""
+def host_floor_seconds(
+    system: str, engine: str, table: str, sources, gemm_types=None, kv_dtypes=None
+) -> np.ndarray:
+    """Per-row host floor (seconds) of a table's rows by their ``kernel_source``,
+    ``gemm_type`` and ``kv_cache_dtype`` labels (``None``: a table without the column); NaN
+    where :data:`HOST_FLOOR_S` has no floor for the group (its rows are predicted by their
+    kernels alone)."""
     src = np.asarray(sources).astype(str)
-    out = np.full(src.shape[0], np.nan)
-    for name in np.unique(src):
-        floor = HOST_FLOOR_S.get((system, engine, table, str(name)))
+    n = src.shape[0]
+    gemm = np.full(n, "") if gemm_types is None else np.asarray(gemm_types).astype(str)
+    kv = np.full(n, "") if kv_dtypes is None else np.asarray(kv_dtypes).astype(str)
+    out = np.full(n, np.nan)
+    keys = np.stack([src, gemm, kv], axis=1)
+    for key in np.unique(keys, axis=0):
+        floor = HOST_FLOOR_S.get((system, engine, table, *(str(k) for k in key)))
         if floor is not None:
-            out[src == name] = floor
+            out[(keys == key).all(axis=1)] = floor
     return out
