@@ -1,0 +1,71 @@
+"""The engines' attention tables predicted from the other device's profile of the engine
+(leave one device out, as benchmarks/bench_timemodel.py --engines --loo-profile
+H100-SXM=fit-b200-sxm --only context_attention,generation_attention,encoder_attention
+composes it), for the kernel facts that carry across H100 and B200: SGLang's query conversion
+before its Blackwell kernel (``q_convert``) and the TensorRT-LLM-gen decode kernel's kernel
+count (:func:`mlacalc.timemodel.attention_time.decode_terms`). Bounds a little above the
+figures; before the rules in brackets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reference_data import MEASURED
+
+
+def _rows(system: str, table: str, engine: str):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    tables = load_measured(MEASURED / system / "attention", engine=engine).tables
+    return map_table(next(t for t in tables if t.table == table and t.engine == engine))
+
+
+def _errors(mapped, profile: str, dtype: str) -> np.ndarray:
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    pred = predict_mapped(mapped, None, load_profile(profile))
+    keep = np.zeros(len(pred), dtype=bool)
+    for p in mapped.parts:
+        if p.batch.kind.startswith("attention") and p.batch.dtype == dtype:
+            keep[p.rows] = True
+    ok = mapped.modelled & np.isfinite(pred) & keep
+    return np.abs(pred[ok] / mapped.table.seconds[ok] - 1.0)
+
+
+@pytest.mark.slow
+def test_sglang_maps_its_blackwell_fp8_rows_with_the_query_conversion():
+    # trtllm_mha fp8 rows carry the two conversion kernels; bf16 rows, the other kernels
+    # (FlashInfer's own, Triton) and every H100 row none
+    from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS
+
+    for system, want in (("b200_sxm", True), ("h100_sxm", False)):
+        mapped = _rows(system, "context_attention_perf", "sglang")
+        src = mapped.table.columns["kernel_source"].astype(str)
+        for p in mapped.parts:
+            if p.batch.kind != "attention_prefill":
+                continue
+            conv = p.batch.shape["q_convert"]
+            on = want & (p.batch.dtype == "fp8") & (src[p.rows] == "trtllm_mha")
+            assert np.array_equal(conv, np.where(on, QUERY_CONVERT_KERNELS, 0.0))
+
+
+#: (system, table, engine, dtype, the other device's profile, median |error|): SGLang's fp8
+#: prompts (49.6% H100 from B200, 29.2% B200 from H100), TensorRT-LLM's B200 decode from H100
+#: (26.8% bf16, 24.3% fp8)
+LEFT_OUT = [
+    ("h100_sxm", "context_attention_perf", "sglang", "fp8", "fit-b200-sxm-sglang", 0.14),
+    ("b200_sxm", "context_attention_perf", "sglang", "fp8", "fit-h100-sxm-sglang", 0.135),
+    ("b200_sxm", "generation_attention_perf", "trtllm", "bf16", "default", 0.255),
+    ("b200_sxm", "generation_attention_perf", "trtllm", "fp8", "default", 0.20),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system, table, engine, dtype, profile, median", LEFT_OUT)
+def test_attention_from_the_other_devices_profile(system, table, engine, dtype, profile, median):
+    e = _errors(_rows(system, table, engine), profile, dtype)
+    assert e.size > 15000
+    assert np.median(e) <= median
