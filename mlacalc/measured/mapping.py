@@ -597,8 +597,9 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     beta in fp32, the fp32 state (written by the prompt kernel, read and written by the
     recurrent one); flash-linear-attention's chunked form (SGLang's and TensorRT-LLM's) moves
     its intermediates through HBM between its kernels, an estimate of that traffic replacing
-    q, k, v and the output (FlashInfer's fused kernel, vLLM's, does not). The chunks a (sequence, value head) walks one after another: ``chunks``, over
-    ``seq_heads``. ``elementwise`` variants ``gdn_chunk`` and ``gdn_recurrent``, fitted apart."""
+    q, k, v and the output (FlashInfer's fused kernel, vLLM's, does not). The chunks a
+    (sequence, value head) walks one after another: ``chunks``, over ``seq_heads``.
+    ``elementwise`` variants ``gdn_chunk`` and ``gdn_recurrent``, fitted apart."""
     src = np.char.replace(t.column("kernel_source").astype(str), "_packed_decode", "")
     # FlashInfer's chunked kernel (vLLM's) is one fused kernel: no pass of its own over
     # intermediates in HBM (flash-linear-attention's, the other engines', writes and reads them)
