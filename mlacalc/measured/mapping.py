@@ -95,7 +95,7 @@ from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS
 from mlacalc.timemodel.device import mla_decode_kernel
-from mlacalc.timemodel.elementwise_time import CONV_CTA_CHANNELS
+from mlacalc.timemodel.elementwise_time import per_sequence_conv
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.host_floor import host_floor_seconds
 from mlacalc.timemodel.moe_time import (
@@ -549,7 +549,8 @@ def _conv1d(
     by the prompt kernel, read and written by the update); ``2 x d_conv`` FLOPs an element.
     ``elementwise`` kernels (streaming work on the CUDA cores), variants ``conv1d`` and
     ``conv1d_update`` (``prefix`` another model's kernels: ``mamba2_``), fitted apart.
-    ``per_seq``: the prompt kernel runs once a sequence (:func:`_per_sequence`): TensorRT-LLM's
+    ``per_seq``: the prompt kernel runs once a sequence
+    (:func:`~mlacalc.timemodel.elementwise_time.per_sequence_conv`): TensorRT-LLM's
     rows grow by about 1.4 us a sequence at any length (B200, Qwen3.5-27B: 6.6 us for one
     sequence of 4,096 tokens' neighbours, 21 us for 8 of one token, 101 us for 64 of 8), where
     SGLang's and vLLM's do not (2.5 us for 8 of one token, 3.5 us for 64 of 4)."""
@@ -571,20 +572,8 @@ def _conv1d(
             4.0 * e + 2.0 * channels[s] * d_conv[s] + state,
             variant=prefix + variant,
             elements=e,
-            **_per_sequence(name, prefix, per_seq, seqs[s], channels[s]),
+            **(per_sequence_conv(prefix + variant, seqs[s], channels[s]) if per_seq else {}),
         )
-
-
-def _per_sequence(name: str, prefix: str, per_seq: bool, seqs, channels) -> dict:
-    """The shape fields of TensorRT-LLM's prompt conv1d kernels, which run once a sequence:
-    Mamba-2's in waves of 32-channel CTAs a sequence (``units``: a wait of ``unit_latency_s``
-    a wave), the GDN one a launch a sequence (``launches``: its rows step by about 1.4 us a
-    sequence whatever its channels)."""
-    if not per_seq or name != "causal_conv1d_fn":
-        return {}
-    if prefix == "mamba2_":
-        return {"units": seqs * np.ceil(channels / CONV_CTA_CHANNELS)}
-    return {"launches": seqs}
 
 
 def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "SM_BOUND_VARIANTS",
     "SM_BYTES_PER_CLOCK",
     "engine_linear_kernel",
+    "per_sequence_conv",
     "streaming_terms",
 ]
 
@@ -85,12 +86,22 @@ def engine_linear_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) ->
         return dataclasses.replace(batch, bytes=batch.bytes + shape["fla_bytes"])
     if engine != "trtllm" or "seqs" not in shape:
         return batch
-    if batch.variant == "conv1d":
-        return dataclasses.replace(batch, shape=dict(shape, launches=shape["seqs"]))
-    if batch.variant == "mamba2_conv1d":
-        units = shape["seqs"] * np.ceil(shape["channels"] / CONV_CTA_CHANNELS)
-        return dataclasses.replace(batch, shape=dict(shape, units=units))
-    return batch
+    fields = per_sequence_conv(batch.variant, shape["seqs"], shape.get("channels"))
+    return dataclasses.replace(batch, shape={**shape, **fields}) if fields else batch
+
+
+def per_sequence_conv(variant: str, seqs: np.ndarray, channels: np.ndarray | None) -> dict:
+    """The shape fields of TensorRT-LLM's prompt conv1d kernels (``variant`` ``conv1d`` or
+    ``mamba2_conv1d``; ``{}`` for any other), which run once a sequence: Mamba-2's in waves of
+    :data:`CONV_CTA_CHANNELS`-channel CTAs a sequence (``units``: a wait of
+    ``unit_latency_s`` a wave), Gated DeltaNet's a launch a sequence (``launches``: its rows
+    step by about 1.4 us a sequence whatever its channels). The one rule for a measured row
+    (``mlacalc.measured.mapping``) and a model step (:func:`engine_linear_kernel`)."""
+    if variant == "mamba2_conv1d":
+        return {"units": seqs * np.ceil(channels / CONV_CTA_CHANNELS)}
+    if variant == "conv1d":
+        return {"launches": seqs}
+    return {}
 
 
 def streaming_terms(

@@ -162,8 +162,7 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     the per-tensor fp8 GEMM's library (:func:`~mlacalc.timemodel.gemm_time.engine_gemm_kernel`),
     the MLA decode kernel (:func:`~mlacalc.timemodel.mla_time.engine_mla_kernel`), the
     linear-attention kernels (:func:`~mlacalc.timemodel.elementwise_time.engine_linear_kernel`)
-    and the
-    attention kernels' head packing
+    and the attention kernels' head packing
     (:func:`~mlacalc.timemodel.attention_time.engine_attention_kernel`); a measured row, which
     names its kernel, is left as it is. Every path that times a step's kernels goes through
     here (``predict_batch``, ``predict_time``'s model ops)."""
