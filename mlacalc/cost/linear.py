@@ -66,6 +66,7 @@ __all__ = [
     "delta_rule_flops",
     "gated_query_cost",
     "gdn_kernel_bytes",
+    "linear_chunks",
     "linear_cost",
     "linear_kernels",
     "linear_shape",
@@ -138,6 +139,12 @@ class LinearShape:
         return delta_rule_flops(self.kind, q, self.v_heads, self.d_k, self.d_v, recurrent)
 
 
+def linear_chunks(q):
+    """The chunks of :data:`LINEAR_CHUNK` tokens the chunked delta rule cuts ``q`` new tokens of
+    a sequence into, the last one padded (an integer, or numpy arrays elementwise)."""
+    return -(-q // LINEAR_CHUNK)
+
+
 def delta_rule_flops(kind: str, q, v_heads, d_k, d_v, recurrent: bool):
     """Delta-rule FLOPs of one sequence's ``q`` new tokens over ``v_heads`` value heads (the
     module docs' counts; integers in, an integer out, or numpy arrays of them elementwise:
@@ -145,7 +152,7 @@ def delta_rule_flops(kind: str, q, v_heads, d_k, d_v, recurrent: bool):
     if recurrent:
         return v_heads * q * 6 * d_k * d_v
     c = LINEAR_CHUNK
-    chunks = -(-q // c)
+    chunks = linear_chunks(q)
     if kind == "kimi_delta":
         per = 6 * c * c * d_k + 4 * c * c * d_v + 6 * c * d_k * d_v + (c - 1) * c * (2 * c - 1) // 3
     else:
@@ -340,7 +347,7 @@ def linear_kernels(
             g = 3 * cost.batch * s.v_heads * cost.q_len
             gemm("linear_core", act_dtype, g, 1, dv, dk, o.bytes)
         elif o.name == "linear_core":
-            g = cost.batch * s.v_heads * -(-cost.q_len // c)
+            g = cost.batch * s.v_heads * linear_chunks(cost.q_len)
             state = o.cache_bytes_read + o.cache_bytes_written
             inputs = o.bytes_read - o.cache_bytes_read
             gemm(
@@ -405,7 +412,7 @@ def _gdn_core(o: OpCost, cost: AttentionCost, s: LinearShape, act_dtype: str, ca
         io, passes, _ = gdn_kernel_bytes(tokens, cost.batch, s.k_heads, s.d_k, s.v_heads, s.d_v)
         shape.update(
             linear=linear_code("gdn_chunk"),
-            chunks=-(-cost.q_len // LINEAR_CHUNK),
+            chunks=linear_chunks(cost.q_len),
             fla_bytes=max(0, passes - io),
         )
     return Kernel(

@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlacalc.cost.linear import LINEAR_CHUNK, delta_rule_flops, gdn_kernel_bytes
+from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
@@ -612,8 +612,8 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     io, passes, state = gdn_kernel_bytes(tokens, seqs, hk, dk, hv, dv)
     # the chunked kernel's passes over its sequence's chunks, one after another for each
     # (sequence, value head): the inter-chunk state recurrence; the recurrent kernel's one step
-    chunks = np.where(src == "chunk_gated_delta_rule", np.ceil(tokens / seqs / LINEAR_CHUNK), 1.0)
     q = tokens / seqs
+    chunks = np.where(src == "chunk_gated_delta_rule", linear_chunks(q), 1.0)
     for name, variant, flops, nbytes in (
         (
             "chunk_gated_delta_rule",

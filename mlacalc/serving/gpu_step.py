@@ -49,7 +49,7 @@ import numpy as np
 
 from mlacalc.cost.compressed import padded_heads, pooled_below
 from mlacalc.cost.engine import kv_cache
-from mlacalc.cost.linear import LINEAR_CHUNK
+from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.params import expert_shape
 from mlacalc.cost.quant import checkpoint_part_bytes
@@ -243,7 +243,7 @@ def _linear_fields(shape: dict[str, Any], elements: Any, seqs: Any, q: Any, one:
     if "heads" in shape:
         out["seq_heads"] = seqs * shape["heads"]
         chunked = variant_of("elementwise", shape) == "gdn_chunk"
-        out["chunks"] = np.ceil(q / LINEAR_CHUNK) * one if chunked else one
+        out["chunks"] = linear_chunks(q) * one if chunked else one
     if "fla_bytes" in shape:
         out["fla_bytes"] = elements * (shape["fla_bytes"] / shape["elements"])
     return out
