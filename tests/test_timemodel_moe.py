@@ -16,18 +16,19 @@ FIG = device_figures(load_hardware("H100-SXM"))
 HIDDEN, INTER = 4096, 1536  # local intermediate (gated: three matrices)
 
 
-def _moe(dtype="bf16", tokens=(1,), active=None, top=None, topk=8, rows=None, **prm):
-    """Terms of moe kernels on H100; ``rows``: the rank's (token, expert) pairs (default all
-    ``tokens x topk``, one rank)."""
+def _moe_batch(dtype="bf16", tokens=(1,), active=None, top=None, topk=8, rows=None,
+               weight_bytes=2.0, **fields):  # fmt: skip
+    """Moe kernels of the test's expert shape; ``rows``: the rank's (token, expert) pairs
+    (default all ``tokens x topk``, one rank); ``fields``: further shape columns."""
     tokens = np.asarray(tokens, dtype=np.float64)
     pairs = tokens * topk if rows is None else np.asarray(rows, dtype=np.float64)
     active = pairs if active is None else np.asarray(active, dtype=np.float64)
     top = np.ones_like(tokens) if top is None else np.asarray(top, dtype=np.float64)
-    batch = KernelBatch(
+    return KernelBatch(
         "moe",
         dtype,
         2.0 * pairs * HIDDEN * INTER * 3,
-        active * 3 * HIDDEN * INTER * 2.0 + pairs * HIDDEN * 4,
+        active * 3 * HIDDEN * INTER * weight_bytes + pairs * HIDDEN * 4,
         np.ones_like(tokens),
         {
             "tokens": tokens,
@@ -38,11 +39,17 @@ def _moe(dtype="bf16", tokens=(1,), active=None, top=None, topk=8, rows=None, **
             "active_experts": active,
             "max_tokens_per_expert": top,
             "assignments": pairs,
+            **{k: np.asarray(v, dtype=np.float64) for k, v in fields.items()},
         },
     )
+
+
+def _moe(dtype="bf16", tokens=(1,), active=None, top=None, topk=8, rows=None, **prm):
+    """Terms of moe kernels on H100 (:func:`_moe_batch`) under the default parameters and
+    ``prm``."""
     p = default_params("moe")
     p.update(prm)
-    return kernel_terms(batch, FIG, p)
+    return kernel_terms(_moe_batch(dtype, tokens, active, top, topk, rows), FIG, p)
 
 
 def test_small_batches_read_the_touched_experts_weights():
@@ -123,28 +130,10 @@ def test_a_row_tile_fixed_by_the_call_pads_every_expert_to_it():
     rank's experts): the grouped GEMMs take only tiles of that many rows, so the same rows cost
     more under a 128-row tile than under a 16-row one; without the column the library's
     fastest tile is taken, whichever the call."""
-    tokens, active, top = np.array([4.0, 4.0]), np.array([4.0, 4.0]), np.array([8.0, 8.0])
-    pairs = tokens * 8
-    shape = {
-        "tokens": tokens,
-        "topk": np.full(2, 8.0),
-        "hidden": np.full(2, float(HIDDEN)),
-        "inter": np.full(2, float(INTER)),
-        "gated": np.ones(2),
-        "active_experts": active,
-        "max_tokens_per_expert": top,
-        "assignments": pairs,
-    }
 
     def compute(row_tile):
-        batch = KernelBatch(
-            "moe",
-            "w4a16_mxfp4",
-            2.0 * pairs * HIDDEN * INTER * 3,
-            active * 3 * HIDDEN * INTER * 0.5,
-            np.ones(2),
-            dict(shape, row_tile=np.asarray(row_tile, dtype=np.float64)),
-        )
+        batch = _moe_batch("w4a16_mxfp4", [4.0, 4.0], [4.0, 4.0], [8.0, 8.0], weight_bytes=0.5,
+                           row_tile=row_tile)  # fmt: skip
         return kernel_terms(batch, FIG, default_params("moe"))["compute_s"]
 
     fixed = compute([16, 128])
@@ -300,26 +289,8 @@ def test_sglang_triton_moe_takes_its_default_tile():
 
     rows, cols = triton_moe_default_tile(np.array([1.0, 32.0, 33.0]), np.array([32.0] * 3))
     assert rows.tolist() == [16, 16, 64] and cols.tolist() == [32, 32, 64]
-    tokens = np.array([512.0, 512.0, 512.0])
-    pairs = tokens * 8
-    shape = {
-        "tokens": tokens,
-        "topk": np.full(3, 8.0),
-        "hidden": np.full(3, float(HIDDEN)),
-        "inter": np.full(3, float(INTER)),
-        "gated": np.ones(3),
-        "active_experts": np.full(3, 32.0),
-        "max_tokens_per_expert": pairs / 32,
-        "assignments": pairs,
-    }
-    batch = KernelBatch(
-        "moe",
-        "bf16",
-        2.0 * pairs * HIDDEN * INTER * 3,
-        32 * 3 * HIDDEN * INTER * 2.0 + pairs * HIDDEN * 4,
-        np.ones(3),
-        dict(shape, row_tile=np.array([16.0, 64.0, 0.0]), col_tile=np.array([32.0, 64.0, 0.0])),
-    )
+    batch = _moe_batch("bf16", [512.0] * 3, [32.0] * 3, [128.0] * 3,
+                       row_tile=[16.0, 64.0, 0.0], col_tile=[32.0, 64.0, 0.0])  # fmt: skip
     c = kernel_terms(batch, FIG, default_params("moe"))["compute_s"]
     # the 16 x 32 tile: four times the 64 x 64 tile's row tiles, at a lower share of the rate
     assert c[0] > 1.5 * c[1] > 1.5 * c[2]
