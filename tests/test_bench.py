@@ -22,7 +22,9 @@ def read(csv_path: Path, json_path: Path):
 
 def check_files(csv_path, json_path):
     rows, meta = read(csv_path, json_path)
-    assert list(rows[0]) == list(CSV_FIELDS)
+    # a set measured before the last columns were added lacks them (validate falls back)
+    assert list(rows[0]) == list(CSV_FIELDS)[: len(rows[0])]
+    assert len(rows[0]) >= CSV_FIELDS.index("note") + 1
     assert meta["schema"] == "mlacalc.bench/1" and meta["rows_file"] == csv_path.name
     for key in ("name", "kind", "torch_version", "threads"):
         assert meta["device"][key] not in (None, "")
@@ -73,6 +75,9 @@ def test_quick_preset_through_the_cli(tmp_path, capsys):
     assert variants == {"mla", "mha", "gqa", "mqa"}
     assert all(n["passed"] for n in meta["numerics"])
     assert meta["device"]["threads"] == torch.get_num_threads()
+    # a fresh run has every column, and the host's speed measured before each timed point
+    assert list(rows[0]) == list(CSV_FIELDS)
+    assert all(float(r["launch_latency_s"]) > 0 for r in rows if r["status"] == "ok")
 
 
 @pytest.mark.slow
@@ -168,6 +173,53 @@ def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch):
     )
     rows, _ = read(csv_path, json_path)
     assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
+
+
+def _quick_ceilings(dev, dtype, log):
+    """Ceilings for tests of the sweep's bookkeeping (the measured ones take seconds)."""
+    return {
+        "matmul_flops_per_s": {"fp32": 1e11},
+        "matmul_n": 64,
+        "gemv_bytes_per_s": {"fp32": 1e10},
+        "copy_bytes_per_s": 1e10,
+        "launch_latency_s": 1e-6,
+    }
+
+
+def test_a_time_budget_runs_cheapest_first_and_records_what_it_did_not_reach(
+    tmp_path, monkeypatch
+):
+    """--max-minutes: the points run cheapest first, the rows come back in the points' order,
+    and points past the deadline are skipped rows that say why."""
+    monkeypatch.setattr(runner, "_measure_and_log_ceilings", _quick_ceilings)
+    timed = []
+    real = runner.time_point
+
+    def spy(model, point, *args, **kwargs):
+        timed.append(point.seq_len)
+        return real(model, point, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "time_point", spy)
+    points = [BenchPoint("gpt2", "standard", "decode", 1, s) for s in (512, 64, 128)]
+    kw = {"repeats": 3, "max_seconds": 0.05, "out_dir": tmp_path, "progress": False}
+    csv_path, json_path = run_benchmark(points, name="b", max_minutes=10, log=print, **kw)
+    rows, meta = read(csv_path, json_path)
+    assert timed == [64, 128, 512]  # cheapest first
+    assert [int(r["seq_len"]) for r in rows] == [512, 64, 128]  # written in the points' order
+    assert all(r["status"] == "ok" for r in rows) and meta["max_minutes"] == 10
+    timed.clear()
+    csv_path, json_path = run_benchmark(points, name="c", max_minutes=1e-9, log=print, **kw)
+    rows, meta = read(csv_path, json_path)
+    assert timed == [] and meta["counts"]["skipped"] == 3
+    assert all("time budget (--max-minutes 1e-09)" in r["note"] for r in rows)
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="max_minutes must be a positive number"):
+            run_benchmark(points, name="d", max_minutes=bad, log=print, **kw)
+
+
+def test_bench_cli_refuses_a_time_budget_that_is_not_positive(capsys):
+    assert main(["bench", "--preset", "quick", "--max-minutes", "0"]) == 2
+    assert "--max-minutes" in capsys.readouterr().err
 
 
 def test_inputs_are_never_zeros():

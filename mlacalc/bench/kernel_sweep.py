@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sys
 import time
@@ -124,6 +125,8 @@ def _kernel(point: dict, dtype: str, dev: torch.device, gen: torch.Generator):
     e = tdt.itemsize
 
     def rnd(*shape):
+        if gen.device.type == "cuda":  # drawn where it is used: no host staging, no bus copy
+            return torch.randn(*shape, generator=gen, device=dev, dtype=tdt)
         return torch.randn(*shape, generator=gen).to(dev, tdt)
 
     kind = point["kind"]
@@ -182,13 +185,18 @@ def run_calibrate(
     out_dir: str | Path = ".",
     name: str | None = None,
     tiny: bool = False,
+    max_minutes: float | None = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> tuple[Path, Path]:
     """Time the kernel sweep and write ``<name>.csv`` and ``<name>.json``; return their paths.
 
     ``dtype`` defaults to bf16 on CUDA and fp32 on the CPU. Warm replays of the same inputs, as
-    the published kernel tables are taken (rows carry ``warm_l2 = 1``).
+    the published kernel tables are taken (rows carry ``warm_l2 = 1``). ``max_minutes`` bounds
+    the run: kernels not reached in time are ``skipped`` rows saying so.
     """
+    if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
+        raise ValueError(f"max_minutes must be a positive number of minutes, got {max_minutes!r}")
+    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -204,11 +212,18 @@ def run_calibrate(
     points = kernel_points(dev.type, tiny=tiny)
     log(f"mlacalc bench --preset calibrate: {len(points)} kernels on {info['name']} ({dtype})")
     ceilings = measure_ceilings(dev, [dtype]) if not tiny else _tiny_ceilings(dev, dtype)
-    gen = torch.Generator(device="cpu").manual_seed(11)
+    gen = torch.Generator(device=dev).manual_seed(11)
     rows = []
     for point in points:
         base = {f: "" for f in KERNEL_FIELDS}
         base.update(kind=point["kind"], dtype=dtype, calls=1, warm_l2=1)
+        if deadline is not None and time.monotonic() > deadline:
+            base.update(
+                status="skipped",
+                note=f"not reached within the run's time budget (--max-minutes {max_minutes:g})",
+            )
+            rows.append(base)
+            continue
         try:
             fn, fields = _kernel(point, dtype, dev, gen)
             base.update(fields)
@@ -259,7 +274,9 @@ def run_calibrate(
         "collectives": (
             f"not timed: they need several GPUs in one process group; this run saw {gpus} GPU(s)"
         ),
-        "counts": {s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "error")},
+        "counts": {
+            s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "error", "skipped")
+        },
     }
     json_path.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
     return csv_path, json_path

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -47,6 +48,7 @@ __all__ = [
     "synchronize",
     "time_fn",
     "timing_stats",
+    "trivial_op_latency",
 ]
 
 SCHEMA = BENCH_SCHEMA
@@ -84,6 +86,9 @@ CSV_FIELDS = (
     "input_sets",
     "flops",
     "note",
+    # the trivial-op latency measured just before the point (the host's speed at that moment;
+    # sets measured before this column lack it)
+    "launch_latency_s",
 )
 
 
@@ -365,16 +370,22 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
         extra = fresh["median_s"] - fill["median_s"]
         if extra > 0:
             out["first_touch_bytes_per_s"] = src.nbytes / extra
+    out["launch_latency_s"] = trivial_op_latency(device)
+    return out
+
+
+def trivial_op_latency(device: torch.device, calls: int = 1000, repeats: int = 7) -> float:
+    """Seconds per call of a trivial op (an in-place add on 8 elements) called ``calls`` times
+    in a row: the host's dispatch of an op, on a GPU its launch, without work (the median of
+    ``repeats`` timings)."""
     tiny = torch.ones(8, device=device)
-    calls = 1000
 
     def many(_):
         for _ in range(calls):
             tiny.add_(1.0)
 
-    t = timing_stats(time_fn(many, device, warmup=1, repeats=7, max_seconds=5))
-    out["launch_latency_s"] = t["median_s"] / calls
-    return out
+    t = timing_stats(time_fn(many, device, warmup=1, repeats=repeats, max_seconds=5))
+    return t["median_s"] / calls
 
 
 # ------------------------------------------------------------------------------------
@@ -397,11 +408,24 @@ def _layer(model: ModelConfig, impl: str, dtype: torch.dtype, device: torch.devi
 
 
 def _fill_cache(layer, batch: int, capacity: int, used: int, dtype, device, gen):
+    """A preallocated cache of ``capacity`` tokens holding ``used`` of them, filled with N(0, 1).
+
+    On a CPU the values come from ``gen`` (a CPU generator: the committed CPU set's inputs); on
+    CUDA they are drawn in place on the device from a device generator seeded from ``gen``, so
+    a cache of tens of GiB is neither staged in host memory nor copied over the bus.
+    """
     cache = layer.empty_cache(batch, dtype=dtype, device=device, capacity=capacity)
+    on_device = None
+    if torch.device(device).type == "cuda":
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        on_device = torch.Generator(device=device).manual_seed(seed)
     for name in ("k", "v", "latent"):
         t = getattr(cache, name, None)
         if t is not None and t.numel():
-            t.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
+            if on_device is not None:
+                t.normal_(generator=on_device)
+            else:
+                t.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
     cache.used = used
     return cache
 
@@ -534,6 +558,7 @@ def _row(
             "iqr_s": None,
             "min_s": None,
             "repeats": 0,
+            "launch_latency_s": None,
         }
     )
     return {k: row.get(k) for k in CSV_FIELDS}
@@ -549,9 +574,13 @@ def time_point(
     repeats: int,
     max_seconds: float,
     cache_bytes_target: int,
+    layer=None,
 ) -> tuple[dict, int]:
+    """Time one point (``layer``: the model's layer of this implementation and dtype, already
+    on the device; built here when not given)."""
     torch_dtype = TORCH_DTYPES[dtype]
-    layer = _layer(model, point.impl, torch_dtype, device)
+    if layer is None:
+        layer = _layer(model, point.impl, torch_dtype, device)
     gen = torch.Generator(device="cpu").manual_seed(point.batch * 1_000_003 + point.seq_len)
     q = point.q_len
     used = point.seq_len - q
@@ -568,8 +597,11 @@ def time_point(
         with torch.no_grad():
             layer(x, cache, start=used)
 
+    # the host's speed now (it drifts over a run on a shared machine): the eager model's
+    # dispatch of this point's ops is checked against it
+    latency = trivial_op_latency(device, calls=200, repeats=3)
     times = time_fn(run, device, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
-    return timing_stats(times), sets
+    return {**timing_stats(times), "launch_latency_s": latency}, sets
 
 
 def run_benchmark(
@@ -585,11 +617,21 @@ def run_benchmark(
     name: str | None = None,
     preset: str = "custom",
     progress: bool = True,
+    max_minutes: float | None = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> tuple[Path, Path]:
-    """Run the points, write ``<name>.csv`` and ``<name>.json`` into ``out_dir``; return both."""
+    """Run the points, write ``<name>.csv`` and ``<name>.json`` into ``out_dir``; return both.
+
+    ``max_minutes`` bounds the sweep (ceilings and the numerics gate included): the points then
+    run cheapest first (by their estimated bytes), and those not reached in time are ``skipped``
+    rows saying so. The CSV is written as the sweep goes (in the order points finish), so a run
+    cut short leaves its rows; at the end it is rewritten in the points' order.
+    """
     if dtype not in TORCH_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TORCH_DTYPES)}")
+    if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
+        raise ValueError(f"max_minutes must be a positive number of minutes, got {max_minutes!r}")
+    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
     dev = _pick_device(device, threads, log)
     threads_used = torch.get_num_threads()
     info = device_info(dev, threads_used)
@@ -604,11 +646,12 @@ def run_benchmark(
         # > L2 / LLC: rotate input sets
         cache_bytes_target=(100 << 20) if dev.type == "cuda" else (64 << 20),
     )
-    rows = _bench_rows(points, models, failed, dtype, dev, timing, progress)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or _default_name(info, dev, preset, dtype)
     csv_path, json_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
+    budget = None if max_minutes is None else _Budget(deadline, max_minutes)
+    rows = _bench_rows(points, models, failed, dtype, dev, timing, progress, csv_path, budget)
     _write_rows(csv_path, rows)
     sidecar = {
         "schema": SCHEMA,
@@ -619,6 +662,7 @@ def run_benchmark(
         "warmup": warmup,
         "max_repeats": repeats,
         "max_seconds_per_point": max_seconds,
+        **({} if max_minutes is None else {"max_minutes": max_minutes}),
         "statistic": "median of the timed repeats; q1/q3 are the inclusive quartiles",
         "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -631,6 +675,14 @@ def run_benchmark(
     }
     json_path.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
     return csv_path, json_path
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The sweep's wall-clock end (``time.monotonic``) and the minutes it was given."""
+
+    deadline: float
+    minutes: float
 
 
 @dataclass(frozen=True)
@@ -706,20 +758,40 @@ def _bench_rows(
     dev: torch.device,
     timing: _Timing,
     progress: bool,
+    csv_path: Path,
+    budget: _Budget | None = None,
 ) -> list[dict]:
-    """One CSV row per point, in order, under a progress bar."""
-    rows = []
+    """One CSV row per point, in the points' order, under a progress bar; each row is also
+    appended to ``csv_path`` as it is taken. Under a ``budget`` the points run cheapest first
+    and those not reached by its deadline are skipped rows. Each model's layer is built once per
+    implementation and reused by its points."""
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()  # the ceilings' buffers, cached by the allocator, are free
     available = _available_bytes(dev)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not progress,
-        transient=False,
-    ) as bar:
+    torch_dtype = TORCH_DTYPES[dtype]
+    order = list(range(len(points)))
+    if budget is not None:
+        order.sort(key=lambda i: _estimate_bytes(models[points[i].model], points[i], 2))
+    rows: list[dict | None] = [None] * len(points)
+    # layers built, by (model, impl): every one when the points are reordered (a layer of
+    # DeepSeek-V3's dimensions takes seconds to build), else the last one
+    built: dict[tuple[str, str], Any] = {}
+    with (
+        open(csv_path, "w", newline="", encoding="utf-8") as fh,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            disable=not progress,
+            transient=False,
+        ) as bar,
+    ):
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
         task = bar.add_task("bench", total=len(points))
-        for point in points:
+        for i in order:
+            point = points[i]
             model = models[point.model]
             bar.update(
                 task,
@@ -727,22 +799,42 @@ def _bench_rows(
                 f"B={point.batch} S={point.seq_len}",
             )
             if (model.name, point.impl) in failed:
-                rows.append(
-                    _row(
-                        model,
-                        point,
-                        dtype,
-                        "numerics_failed",
-                        None,
-                        timing.warmup,
-                        0,
-                        "failed the numerics gate",
-                    )
+                row = _row(
+                    model,
+                    point,
+                    dtype,
+                    "numerics_failed",
+                    None,
+                    timing.warmup,
+                    0,
+                    "failed the numerics gate",
+                )
+            elif budget is not None and time.monotonic() > budget.deadline:
+                row = _row(
+                    model,
+                    point,
+                    dtype,
+                    "skipped",
+                    None,
+                    timing.warmup,
+                    0,
+                    f"not reached within the run's time budget (--max-minutes {budget.minutes:g})",
                 )
             else:
-                rows.append(_point_row(model, point, dtype, dev, timing, available))
+                key = (model.name, point.impl)
+                layer = built.get(key)
+                if layer is None and _estimate_bytes(model, point, torch_dtype.itemsize) <= (
+                    0.8 * available
+                ):
+                    if budget is None:
+                        built.clear()
+                    layer = built[key] = _layer(model, point.impl, torch_dtype, dev)
+                row = _point_row(model, point, dtype, dev, timing, available, layer)
+            rows[i] = row
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            fh.flush()
             bar.advance(task)
-    return rows
+    return [r for r in rows if r is not None]
 
 
 def _point_row(
@@ -752,6 +844,7 @@ def _point_row(
     dev: torch.device,
     timing: _Timing,
     available: int,
+    layer=None,
 ) -> dict:
     """A point's row: skipped when it would not fit in memory, else timed (``oom`` when the
     device runs out of memory after all)."""
@@ -777,6 +870,7 @@ def _point_row(
             repeats=timing.repeats,
             max_seconds=timing.max_seconds,
             cache_bytes_target=timing.cache_bytes_target,
+            layer=layer,
         )
         return _row(model, point, dtype, "ok", stats, timing.warmup, sets)
     except RuntimeError as exc:  # torch.OutOfMemoryError is one

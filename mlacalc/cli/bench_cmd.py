@@ -67,6 +67,13 @@ from mlacalc.words.errors import MlacalcError
 @click.option(
     "--name", default=None, help="Base name of the output files (default: device-preset-dtype)."
 )
+@click.option(
+    "--max-minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Bound the whole run: points then run cheapest first, and those not reached in time "
+    "are recorded as skipped (for a GPU held for a fixed time).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(
     preset,
@@ -83,6 +90,7 @@ def command(
     max_seconds,
     out_dir,
     name,
+    max_minutes,
     no_progress,
 ):
     """Time every attention variant with the reference PyTorch layers (needs the bench extra).
@@ -114,6 +122,7 @@ def command(
             max_seconds=max_seconds,
             out_dir=out_dir,
             name=name,
+            max_minutes=max_minutes,
             log=lambda s: click.echo(s, err=True),
         )
         click.echo(f"wrote {csv_path} and {json_path}")
@@ -145,6 +154,7 @@ def command(
         name=name,
         preset=preset or "custom",
         progress=not no_progress,
+        max_minutes=max_minutes,
         log=lambda s: click.echo(s, err=True),
     )
     click.echo(f"wrote {csv_path} and {json_path}")

@@ -2,8 +2,10 @@
 
 Each row of a microbenchmark file (``.json`` sidecar or its ``.csv``) is predicted by the
 ``mode`` roofline (the unfused op sequence the microbenchmark runs, by default) with the
-ceilings measured in the same run as calibration; rows are grouped by implementation or
-variant. The error of a row is ``predicted / measured - 1``: negative means too fast.
+ceilings measured in the same run as calibration, and the trivial-op latency measured just
+before the row where the set has that column (the host's speed drifts over a run); rows are
+grouped by implementation or variant. The error of a row is ``predicted / measured - 1``:
+negative means too fast.
 """
 
 from __future__ import annotations
@@ -175,6 +177,7 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             excluded[reason] = excluded.get(reason, 0) + 1
             continue
         batch, seq_len, measured = sizes
+        latency = _row_latency(r, csv_path, i)
         model = load_model(r["model"])
         impl = None if r["impl"] == "standard" else r["impl"]
         p = predict_time(
@@ -187,6 +190,7 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             mode=mode,
             dtype=r["dtype"],
             calibration=calibration,
+            launch_latency_s=latency,
         )
         rows.append(
             ValidationRow(
@@ -218,6 +222,26 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
         groups=_group(rows),
         excluded=excluded,
     )
+
+
+def _row_latency(r: dict[str, Any], csv_path: Path, line: int) -> float | None:
+    """The trivial-op latency measured just before a row's point (the host's speed then), or
+    None where the set predates that column or left it empty (the sidecar's ceiling is used)."""
+    raw = str(r.get("launch_latency_s") or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(
+            f"line {line}: must be a positive number of seconds, got {raw[:20]!r}",
+            source=str(csv_path),
+            field="launch_latency_s",
+            fix="pass files written by mlacalc bench (or leave the cell empty)",
+        )
+    return value
 
 
 def _row_sizes(r: dict[str, Any], csv_path: Path, line: int) -> tuple[tuple[int, int, float], str]:
