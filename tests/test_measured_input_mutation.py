@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -26,10 +27,15 @@ from mlacalc.cli import main
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.validate_tables import MEASURED_TIME
 from mlacalc.timemodel.fit import Observations
+from mlacalc.timemodel.predict import predict_time
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import KernelBatch
 
-SHIPPED = next((Path(mlacalc.__file__).parent / "data" / "measurements").glob("*.json"))
+MEASUREMENTS = Path(mlacalc.__file__).parent / "data" / "measurements"
+#: the committed CPU set (rows without a per-row latency column)
+SHIPPED = MEASUREMENTS / "cpu-2core-epyc-fp32.json"
+#: the committed GPU set, whose rows carry the trivial-op latency measured before each point
+GPU_SET = MEASUREMENTS / "cuda-nvidia-h200-full-bf16.json"
 META = json.loads(SHIPPED.read_text(encoding="utf-8"))
 ROWS = SHIPPED.with_suffix(".csv").read_text(encoding="utf-8").splitlines()
 
@@ -131,6 +137,55 @@ def test_bench_sidecar_malformed_is_one_line_naming_the_field_in_every_reader(
             call()
         text = _one_line(err.value, path)
         assert field in text or where.split(".")[0] in text, (name, text)
+
+
+def _gpu_set(tmp_path, latency: str, line: int = 2):
+    """A copy of the committed GPU set with the ``launch_latency_s`` cell of CSV ``line`` (2:
+    the first row; 0: every row) set to ``latency``."""
+    meta = json.loads(GPU_SET.read_text(encoding="utf-8"))
+    rows = list(csv.DictReader(io.StringIO(GPU_SET.with_suffix(".csv").read_text())))
+    for i, r in enumerate(rows, start=2):
+        if line in (0, i) and r["status"] == "ok":
+            r["launch_latency_s"] = latency
+    meta["rows_file"] = "gpu.csv"
+    with open(tmp_path / "gpu.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    (tmp_path / "gpu.json").write_text(json.dumps(meta), encoding="utf-8")
+    return tmp_path / "gpu.json"
+
+
+@pytest.mark.parametrize("bad", ["-1e-6", "0", "fast", "nan", "inf", "1e400"])
+def test_a_bad_per_row_launch_latency_is_named_with_its_line(tmp_path, bad):
+    with pytest.raises(
+        ConfigError, match=r"gpu\.csv: field 'launch_latency_s': line 2: must be a positive"
+    ):
+        mlacalc.validate([_gpu_set(tmp_path, bad)])
+
+
+def test_rows_without_a_latency_take_the_sidecars_and_a_row_with_one_uses_it(tmp_path):
+    """An empty latency cell (a set measured before the column) falls back to the sidecar's
+    ceiling; a row's own latency moves its host-bound prediction."""
+    (own,) = mlacalc.validate([GPU_SET])
+    (blank,) = mlacalc.validate([_gpu_set(tmp_path, "", line=0)])
+    assert len(blank.rows) == len(own.rows) and not blank.excluded
+    first = next(csv.DictReader(io.StringIO(GPU_SET.with_suffix(".csv").read_text())))
+    meta = json.loads(GPU_SET.read_text(encoding="utf-8"))
+    kw = {"mode": "unfused", "dtype": "bf16", "impl": first["impl"], "calibration": meta}
+    args = (
+        first["model"],
+        load_hardware(GPU_SET),
+        first["phase"],
+        int(first["seq_len"]),
+        int(first["batch"]),
+    )
+    assert blank.rows[0].predicted_s == pytest.approx(predict_time(*args, **kw).seconds)
+    row_latency = float(first["launch_latency_s"])
+    assert own.rows[0].predicted_s == pytest.approx(
+        predict_time(*args, **kw, launch_latency_s=row_latency).seconds
+    )
+    assert own.rows[0].predicted_s != pytest.approx(blank.rows[0].predicted_s)
 
 
 @pytest.mark.parametrize(

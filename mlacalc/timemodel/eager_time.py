@@ -41,9 +41,17 @@ __all__ = [
     "BMM_ROW_BANDWIDTH",
     "FIRST_TOUCH_BYTES_PER_S",
     "FRESH_OUTPUT_BYTES",
+    "HOST_OP_LATENCIES",
+    "REGISTER_SOFTMAX",
+    "REGISTER_SOFTMAX_KEYS",
+    "SOFTMAX_SHARE",
+    "STRIDED_PASSES",
+    "STRIDED_SHARE",
     "cpu_eager_seconds",
     "dispatch_queue",
     "eager_passes",
+    "gpu_pass_share",
+    "host_op_seconds",
     "host_runs_kernels",
 ]
 
@@ -79,6 +87,66 @@ def host_runs_kernels(kind: str) -> bool:
     """Whether the host itself runs the kernels (a CPU device): no queue, each op's dispatch
     adds to its time."""
     return kind == "cpu"
+
+
+#: The host's time to dispatch one of a reference layer's ATen ops on a GPU, in trivial-op
+#: latencies (the microbenchmark's ``launch_latency_s``: an in-place add on 8 elements, called
+#: in a loop). A layer's op pays more than that loop's: the Python of the module around it
+#: (``nn.Linear``, the views :data:`~mlacalc.timemodel.predict.LAUNCHES` does not count), a
+#: fresh output from the caching allocator, broadcasting checks, cuBLAS's heuristic. Fitted on
+#: the committed H200 set's 96 host-bound rows (those whose GPU work is under 30% of the
+#: prediction; each row predicted with the trivial-op latency measured just before it): median
+#: error +2%, median |error| 7.7% (2.2 gives -13%, 3.0 +30%). Checked apart from the set: the
+#: host's time to enqueue one decode layer, timed directly on another H200 session
+#: (``benchmarks/eager_profile.py``), is 18.0-21.1 us per counted op over four layers, 2.6-3.1
+#: times the set's median trivial-op latency (6.9 us).
+HOST_OP_LATENCIES = 2.6
+
+
+def host_op_seconds(kind: str, latency_s: float) -> float:
+    """The host's time per dispatched ATen op of the eager sequence on a device of ``kind``:
+    on a GPU :data:`HOST_OP_LATENCIES` trivial-op latencies; on a CPU, where the host runs the
+    op itself and the trivial op's latency is the whole of its fixed cost, one."""
+    return latency_s if host_runs_kernels(kind) else HOST_OP_LATENCIES * latency_s
+
+
+#: Share of the measured copy bandwidth eager PyTorch's CUDA softmax reaches over a pass of
+#: its scores (read once, written once), by the kernel PyTorch picks for the row length:
+#: rows of up to 1,024 keys (one warp per row) and rows too long for registers reach about
+#: 0.45 (profiled on an H200, ``benchmarks/eager_profile.py``: 0.45-0.46 at 1K keys, 0.39 at
+#: 16K, 0.44-0.47 for decode rows of 64K-128K), rows held in registers :data:`REGISTER_SOFTMAX`
+#: 0.28 (0.26-0.30 at 4K keys, three kernels).
+SOFTMAX_SHARE = 0.45
+REGISTER_SOFTMAX = 0.28
+#: The row lengths PyTorch's register-resident softmax takes: above one warp's 1,024 and up to
+#: what a block of 1,024 threads holds at 8 bf16 values each (8,192; observed at 4,096, and
+#: 16,384 ran the shared-memory kernel: the upper bound itself was not observed).
+REGISTER_SOFTMAX_KEYS = (1024, 8192)
+#: Share of the copy bandwidth of a pass eager PyTorch runs through its generic element-wise
+#: kernel (operands permuted, sliced or broadcast, so no vectorised loads): a copy of a
+#: permuted view, a ``cat`` of strided slices and expanded tensors, ``masked_fill_`` over a
+#: mask broadcast across sequences and heads. Profiled on an H200: 0.32-0.35 over six such
+#: kernels (masked fills of 0.27-17 GB of scores; compressed MLA's re-expanded keys and values,
+#: 77 GB in 65 copies).
+STRIDED_SHARE = 0.34
+#: The passes of :func:`eager_passes` and of the layers' op sequences that copy strided views
+STRIDED_PASSES = frozenset({"q_heads_copy", "v_copy", "out_copy", "k_assemble", "q_assemble"})
+
+
+def gpu_pass_share(name: str, keys: int = 0) -> float:
+    """Share of the copy bandwidth one element-wise op ``name`` of the eager sequence reaches
+    on a GPU: the softmax over rows of ``keys`` keys :data:`SOFTMAX_SHARE` (or
+    :data:`REGISTER_SOFTMAX`); a copy of a strided view :data:`STRIDED_SHARE`; the mask, an
+    out-of-place ``masked_fill`` (a clone of the scores at the copy rate, then the broadcast
+    fill in place at the strided rate: the two passes' times added); every other op 1."""
+    if name == "softmax":
+        lo, hi = REGISTER_SOFTMAX_KEYS
+        return REGISTER_SOFTMAX if lo < keys <= hi else SOFTMAX_SHARE
+    if name == "mask":
+        return 1.0 / (1.0 + 1.0 / STRIDED_SHARE)
+    if name in STRIDED_PASSES:
+        return STRIDED_SHARE
+    return 1.0
 
 
 def eager_passes(

@@ -43,9 +43,12 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.eager_time import (
     FIRST_TOUCH_BYTES_PER_S,
+    HOST_OP_LATENCIES,
     cpu_eager_seconds,
     dispatch_queue,
     eager_passes,
+    gpu_pass_share,
+    host_op_seconds,
     host_runs_kernels,
 )
 from mlacalc.timemodel.engine_profiles import engine_note, profile_for
@@ -596,7 +599,7 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
     cost = step.attention_cost(False)
     eager = _eager_kernels(cost, one, step.work.act_dtype, step.work.weight_dtype)
     kernels, stages = eager.kernels, list(eager.stages)
-    dispatch = [n * latency for n in eager.launches]
+    dispatch = [n * host_op_seconds(hw.kind, latency) for n in eager.launches]
     if step.stored:  # the projections' weights as the checkpoint stores them
         kernels = as_stored(kernels, one, step.work.act_dtype)
     if step.scope == "model":
@@ -643,6 +646,9 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
             eager.kernels, rates, eager.stages, eager.launches, weighted=eager.weighted
         )
         layers = 1 if step.scope == "attention_layer" else step.m.num_hidden_layers
+        if not host_runs_kernels(rates.hw.kind):
+            keys = cost.seq_len if not one.sliding_window else min(cost.seq_len, one.sliding_window)
+            out = _eager_gpu_kernels(out, eager, rates, keys)
         out = _eager_host(out, eager, rates, layers)
     else:
         if rates.stored:  # the weights as the checkpoint stores them
@@ -656,6 +662,27 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
     if layers != 1:
         out = [_scale(o, layers) for o in out]
     return out, cost.q_len
+
+
+def _eager_gpu_kernels(
+    ops: list[OpTime], eager: _Eager, rates: RooflineRates, keys: int
+) -> list[OpTime]:
+    """The eager sequence's ops as eager PyTorch's CUDA kernels run them: an element-wise op at
+    its share of the copy bandwidth (:func:`gpu_pass_share`: the softmax over rows of ``keys``,
+    copies of strided views, the out-of-place mask); a product without weights (the attention
+    core's ``bmm`` over the cache or the scores) streams its operands at the copy rate, with no
+    floor from the GEMM sweep (whose single ``[M x n] @ [n x n]`` calls carry a launch each and
+    a weight matrix of 8192 x 8192, neither of which a ``bmm`` over gigabytes has)."""
+    out = []
+    for o, k, w in zip(ops, eager.kernels, eager.weighted):
+        if k.kind == "elementwise":
+            share = gpu_pass_share(k.name, keys)
+            if share != 1.0:
+                o = dataclasses.replace(o, memory_s=o.memory_s / share)
+        elif not w and rates.cal is not None:
+            o = dataclasses.replace(o, memory_s=o.bytes / rates.copy_bw, measured_floor_s=0.0)
+        out.append(o)
+    return out
 
 
 def _eager_host(
@@ -677,7 +704,9 @@ def _eager_host(
         )
         return [dataclasses.replace(o, launch_s=o.launch_s + e) for o, e in zip(ops, extra)]
     busy = [max(o.compute_s, o.memory_s, o.measured_floor_s) * layers for o in ops]
-    waits = dispatch_queue(busy, [o.launch_s * layers for o in ops], [layers] * len(ops))
+    # the host's time per op: HOST_OP_LATENCIES of the trivial op's (launch_s counts those)
+    host = [o.launch_s * HOST_OP_LATENCIES * layers for o in ops]
+    waits = dispatch_queue(busy, host, [layers] * len(ops))
     return [dataclasses.replace(o, launch_s=w / layers) for o, w in zip(ops, waits)]
 
 
