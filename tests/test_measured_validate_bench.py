@@ -76,3 +76,36 @@ def test_the_measured_gemm_sweep_is_what_closes_the_gap():
             )
             errors[name].append(abs(p.seconds / float(r["median_s"]) - 1))
     assert statistics.median(errors["full"]) < 0.75 * statistics.median(errors["plain"])
+
+
+def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on():
+    """The eager model on the catalogue's H200 (the shipped H100 fit carried by datasheet
+    ratios, no ceiling from the set) with each row's measured trivial-op latency: the kernel
+    classes never saw this set, the GPU passes' shares come from a profiled run, and only the
+    host's cost per op was fitted on the set's host-bound rows. Median |error| 8.2% when
+    measured (the 105 rows over 3 ms, whose time is the GPU's: 7.6%); both held to 12%."""
+    import csv
+    import statistics
+
+    errors, gpu_bound = [], []
+    with open(MEASUREMENTS / "cuda-nvidia-h200-full-bf16.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["status"] == "ok"]
+    for r in rows:
+        p = predict_time(
+            r["model"],
+            "H200",
+            r["phase"],
+            int(r["seq_len"]),
+            int(r["batch"]),
+            impl=None if r["impl"] == "standard" else r["impl"],
+            mode="unfused",
+            dtype="bf16",
+            launch_latency_s=float(r["launch_latency_s"]),
+        )
+        error = abs(p.seconds / float(r["median_s"]) - 1)
+        errors.append(error)
+        if float(r["median_s"]) > 3e-3:
+            gpu_bound.append(error)
+    assert len(errors) == 278 and len(gpu_bound) > 80
+    assert statistics.median(errors) <= 0.12
+    assert statistics.median(gpu_bound) <= 0.12

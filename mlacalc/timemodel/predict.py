@@ -599,7 +599,14 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
     cost = step.attention_cost(False)
     eager = _eager_kernels(cost, one, step.work.act_dtype, step.work.weight_dtype)
     kernels, stages = eager.kernels, list(eager.stages)
-    dispatch = [n * host_op_seconds(hw.kind, latency) for n in eager.launches]
+    host_op = host_op_seconds(hw.kind, latency)
+    dispatch = [n * host_op for n in eager.launches]
+    shares = [1.0] * len(kernels)
+    moved = [k.bytes for k in kernels]  # what each op moves, per call
+    if not host_runs_kernels(hw.kind):  # eager PyTorch's CUDA passes, at their share of the rate
+        keys = _softmax_keys(cost, one)
+        shares = [gpu_pass_share(k.name, keys) if k.kind == "elementwise" else 1.0 for k in kernels]
+        kernels = [_at_pass_share(k, share) for k, share in zip(kernels, shares)]
     if step.stored:  # the projections' weights as the checkpoint stores them
         kernels = as_stored(kernels, one, step.work.act_dtype)
     if step.scope == "model":
@@ -614,9 +621,33 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
             if kernel_stage(k.name) in ("ffn", "head")
         ]
         kernels += rest
-        dispatch += [latency] * len(rest)
+        dispatch += [host_op] * len(rest)
         stages += [kernel_stage(k.name) for k in rest]
-    return _model_ops(kernels, hw, prof, dispatch, stages), cost.q_len
+        shares += [1.0] * len(rest)
+        moved += [k.bytes for k in rest]
+    ops = _model_ops(kernels, hw, prof, dispatch, stages)
+    # a pass timed at its share of the rate still moves its own bytes, and its ideal is theirs
+    ops = [
+        o
+        if share == 1.0
+        else dataclasses.replace(o, bytes=int(b) * k.calls, roofline_s=o.roofline_s * share)
+        for o, k, b, share in zip(ops, kernels, moved, shares)
+    ]
+    return ops, cost.q_len
+
+
+def _softmax_keys(cost: Any, model: ModelConfig) -> int:
+    """The keys of one softmax row of the eager sequence (a sliding window's at most)."""
+    window = model.sliding_window
+    return cost.seq_len if not window else min(cost.seq_len, window)
+
+
+def _at_pass_share(k: Kernel, share: float) -> Kernel:
+    """An element-wise pass that reaches ``share`` of the rate its class streams at, as the
+    class sees it: 1 / ``share`` of the bytes it moves (other kernels as they are)."""
+    if k.kind != "elementwise" or share == 1.0:
+        return k
+    return Kernel(k.name, k.kind, k.dtype, k.flops, round(k.bytes / share), k.calls, k.shape)
 
 
 def _model_fused(step: _Step, hw: HardwareSpec, prof: Any) -> tuple:
@@ -647,8 +678,7 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
         )
         layers = 1 if step.scope == "attention_layer" else step.m.num_hidden_layers
         if not host_runs_kernels(rates.hw.kind):
-            keys = cost.seq_len if not one.sliding_window else min(cost.seq_len, one.sliding_window)
-            out = _eager_gpu_kernels(out, eager, rates, keys)
+            out = _eager_gpu_kernels(out, eager, rates, _softmax_keys(cost, one))
         out = _eager_host(out, eager, rates, layers)
     else:
         if rates.stored:  # the weights as the checkpoint stores them
