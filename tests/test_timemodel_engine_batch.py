@@ -4,6 +4,8 @@ were fitted on), on every path that times a step: ``predict_time`` and ``predict
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.attention_time import engine_attention_kernel
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, predict_kernels
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import KernelBatch, batches_of
 
 H100 = device_figures(load_hardware("H100-SXM"))
 B200 = device_figures(load_hardware("B200"))
@@ -138,11 +140,43 @@ def test_the_engines_per_tensor_fp8_gemm_is_cutlass_scaled_mm():
         for fig in (H100, B200):
             assert np.all(engine_gemm_kernel(step, engine, fig).shape["cutlass_dispatch"] == 1)
     assert engine_gemm_kernel(step, "trtllm", H100) is step  # cuBLAS, which splits K
-    for other in (_gemm("fp8_block"), _gemm("bf16"), _gemm("fp8", cutlass_dispatch=0.0)):
+    # a measured row (it states its quantization) keeps its kernel; so does a step's
+    # block-scaled GEMM under vLLM (SGLang's: test_a_block_scaled_gemm_is_one_rule_...)
+    measured_block = _gemm("fp8_block", quantize_input=1.0)
+    for other in (measured_block, _gemm("bf16"), _gemm("fp8", cutlass_dispatch=0.0)):
         assert engine_gemm_kernel(other, "sglang", H100) is other
+    assert engine_gemm_kernel(_gemm("fp8_block"), "vllm", H100).dtype == "fp8_block"
     # the step is timed as the kernel the class was fitted on
     prof = "fit-h100-sxm-vllm"
     assert np.array_equal(
         predict_batch(step, "H100-SXM", prof),
         predict_batch(_gemm("fp8", cutlass_dispatch=1.0), "H100-SXM", prof),
     )
+
+
+def test_a_served_sglang_step_runs_its_block_scaled_gemms_at_the_per_tensor_class():
+    """gemm_time.step_block_fp8 on a served step: DeepSeek-V3.2's q_b_proj (the checkpoint's
+    fp8_block) under SGLang runs at the per-tensor class, one 1x128 quantize pass, cuBLAS-style
+    tiles; its FLOPs and bytes are the step's. The stand-alone table's row of that shape (it
+    states its quantization) keeps the block-scaled class, whose per-call cost (15 us fixed on
+    B200) the step does not pay; a vLLM step keeps the block-scaled class."""
+    from mlacalc.timemodel.kernel_time import engine_batch
+
+    prof = "fit-b200-sxm-sglang"
+    step = next(k for k in step_kernels("deepseek-v3.2", "decode", 4096, batch=32)
+                if k.name == "q_b_proj")  # fmt: skip
+    assert step.dtype == "fp8_block"  # the checkpoint's class, before the engine's rule
+    ((_, served),) = batches_of([step])
+    ran = engine_batch(served, "sglang", B200)
+    assert ran.dtype == "fp8" and ran.variant == ""
+    assert np.array_equal(ran.flops, served.flops) and np.array_equal(ran.bytes, served.bytes)
+    for f, v in (("quantize_input", 1), ("quant_passes", 1), ("quant_launches", 1),
+                 ("cutlass_dispatch", 0)):  # fmt: skip
+        assert ran.shape[f][0] == v, f
+    (t,) = predict_kernels([step], "B200", prof)
+    assert t.seconds == pytest.approx(predict_batch(ran, "B200", prof)[0], rel=1e-12)
+    stated = {"quantize_input": np.ones(1), "quant_passes": np.ones(1)}
+    alone = dataclasses.replace(served, shape={**served.shape, **stated})
+    assert engine_batch(alone, "sglang", B200) is alone
+    assert predict_batch(alone, "B200", prof)[0] > t.seconds + 5e-6
+    assert engine_batch(served, "vllm", B200) is served

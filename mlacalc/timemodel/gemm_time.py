@@ -32,7 +32,15 @@ from mlacalc.timemodel.shared import (
 )
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["CUTLASS_FP8_ENGINES", "GEMM_TILES", "NO_SPLIT_K", "engine_gemm_kernel", "gemm_terms"]
+__all__ = [
+    "CUTLASS_FP8_ENGINES",
+    "GEMM_TILES",
+    "NO_SPLIT_K",
+    "STEP_BLOCK_FP8_ENGINES",
+    "engine_gemm_kernel",
+    "gemm_terms",
+    "step_block_fp8",
+]
 
 #: Output tiles a GEMM library chooses between, with the share of the SM's tensor rate each
 #: reaches (:func:`~mlacalc.timemodel.shared.tile_rate`). The tile giving the shortest time is
@@ -147,10 +155,50 @@ _TILES[""] = tile_arrays(GEMM_TILES)
 CUTLASS_FP8_ENGINES = frozenset({"sglang", "vllm"})
 
 
+#: Engines whose block-scaled fp8 GEMM inside a model step (a served step's, a module table
+#: row's) runs at the per-tensor fp8 class with cuBLAS-style tiles (:func:`step_block_fp8`),
+#: not at the class its stand-alone GEMM table fits: SGLang. Its stand-alone DeepGEMM rows on
+#: B200 take 13-24 us a call at one row, 4-14 us more than TensorRT-LLM's DeepGEMM rows and
+#: than its own H100 rows (the per-call work of the benchmark's call, likely the block scales'
+#: conversion to Blackwell's packed UE8M0 layout, which a served model does once when it loads
+#: its weights: docs/time-model.md), and the class fitted on them holds a fixed cost of 15 us;
+#: inside its modules the GEMMs take about the per-tensor class's time. DeepSeek-V3.2's DSA
+#: decode module on B200 (fp8_block projections): 56-65% over measured by the block-scaled
+#: class, 9-12% by this rule (fitted median); DeepSeek-V4's and MiniMax-M3's module tables
+#: read their block-scaled GEMMs so for every engine (measured.mapped.KernelSlots).
+STEP_BLOCK_FP8_ENGINES = frozenset({"sglang"})
+
+
+def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
+    """``batch`` as ``engine`` runs a model step's block-scaled fp8 GEMM
+    (:data:`STEP_BLOCK_FP8_ENGINES`): the per-tensor fp8 class (``fp8``) with its input's 1x128
+    quantization (one pass, one launch) and cuBLAS-style tiles (``cutlass_dispatch = 0``), the
+    GEMM's FLOPs and bytes unchanged. A batched GEMM (a ``bmm`` variant) and any other batch,
+    or another engine's, is returned as it is. The one rule for the module tables' rows
+    (:mod:`mlacalc.measured.mapping`) and a served step (:func:`engine_gemm_kernel`)."""
+    if batch.kind != "gemm" or batch.dtype != "fp8_block" or batch.variant:
+        return batch
+    if engine not in STEP_BLOCK_FP8_ENGINES:
+        return batch
+    ones = np.ones(len(batch))
+    shape = {
+        **batch.shape,
+        "quantize_input": ones,
+        "quant_passes": ones,
+        "quant_launches": ones,
+        "cutlass_dispatch": np.zeros(len(batch)),
+    }
+    return dataclasses.replace(batch, dtype="fp8", shape=shape)
+
+
 def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
-    """``batch`` with ``cutlass_dispatch`` where its engine's per-tensor fp8 GEMM is CUTLASS's
-    ``scaled_mm`` (:data:`CUTLASS_FP8_ENGINES`) and the batch names no kernel (a model step's;
-    a measured row carries its own): the step is timed with the tiles its class was fitted on."""
+    """``batch`` as ``engine`` runs it where the batch names no kernel (a model step's; a
+    measured row states its input's quantization, ``quantize_input``, and keeps its kernel): a
+    block-scaled fp8 GEMM by :func:`step_block_fp8`; a per-tensor fp8 GEMM with
+    ``cutlass_dispatch`` where its engine's is CUTLASS's ``scaled_mm``
+    (:data:`CUTLASS_FP8_ENGINES`): the step is timed with the tiles its class was fitted on."""
+    if "quantize_input" not in batch.shape:
+        batch = step_block_fp8(batch, engine)
     if batch.kind != "gemm" or batch.dtype != "fp8" or batch.variant:
         return batch
     if "cutlass_dispatch" in batch.shape or engine not in CUTLASS_FP8_ENGINES:

@@ -151,8 +151,9 @@ def batch_terms(
     hw = _hardware(hardware)
     prof = load_profile(profile)
     batch = device_batch(batch, hw)
+    # the engine's kernel first: it may run the batch as another class (step_block_fp8)
+    batch = engine_batch(batch, prof.engine, device_figures(hw))
     fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
-    batch = engine_batch(batch, prof.engine, fig)
     return kernel_terms(batch, fig, params, scaled=True), how
 
 
@@ -164,8 +165,10 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     linear-attention kernels (:func:`~mlacalc.timemodel.elementwise_time.engine_linear_kernel`)
     and the attention kernels' head packing
     (:func:`~mlacalc.timemodel.attention_time.engine_attention_kernel`); a measured row, which
-    names its kernel, is left as it is. Every path that times a step's kernels goes through
-    here (``predict_batch``, ``predict_time``'s model ops)."""
+    names its kernel, is left as it is. A block-scaled fp8 GEMM may run as the per-tensor
+    class (:func:`~mlacalc.timemodel.gemm_time.step_block_fp8`), so the class is looked up on
+    what this returns. Every path that times a step's kernels goes through here
+    (``predict_batch``, ``predict_time``'s model ops)."""
     batch = engine_moe_tiles(batch, engine, fig)
     batch = engine_gemm_kernel(batch, engine, fig)
     batch = engine_mla_kernel(batch, engine, fig)

@@ -396,8 +396,9 @@ def _model_ops(
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
         batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
+        # the engine's kernel (its class's; a block-scaled GEMM may run as another class)
+        batch = engine_batch(batch, getattr(prof, "engine", ""), device_figures(hw))
         fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
-        batch = engine_batch(batch, getattr(prof, "engine", ""), fig)  # its class's kernel
         terms = kernel_terms(batch, fig, params, scaled=True)
         # the plain roofline bound of each kernel (one call), with the datasheet figures
         ideal = ideal_seconds(batch.flops, batch.bytes, fig, batch.dtype).tolist()
