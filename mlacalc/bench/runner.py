@@ -799,27 +799,12 @@ def _bench_rows(
                 f"B={point.batch} S={point.seq_len}",
             )
             if (model.name, point.impl) in failed:
-                row = _row(
-                    model,
-                    point,
-                    dtype,
-                    "numerics_failed",
-                    None,
-                    timing.warmup,
-                    0,
-                    "failed the numerics gate",
+                row = _untimed(
+                    model, point, dtype, timing, "numerics_failed", "failed the numerics gate"
                 )
             elif budget is not None and time.monotonic() > budget.deadline:
-                row = _row(
-                    model,
-                    point,
-                    dtype,
-                    "skipped",
-                    None,
-                    timing.warmup,
-                    0,
-                    f"not reached within the run's time budget (--max-minutes {budget.minutes:g})",
-                )
+                why = f"not reached within the run's time budget (--max-minutes {budget.minutes:g})"
+                row = _untimed(model, point, dtype, timing, "skipped", why)
             else:
                 key = (model.name, point.impl)
                 layer = built.get(key)
@@ -837,6 +822,13 @@ def _bench_rows(
     return [r for r in rows if r is not None]
 
 
+def _untimed(
+    model: ModelConfig, point: BenchPoint, dtype: str, timing: _Timing, status: str, note: str
+) -> dict:
+    """The row of a point that was not timed (``status``), saying why."""
+    return _row(model, point, dtype, status, None, timing.warmup, 0, note)
+
+
 def _point_row(
     model: ModelConfig,
     point: BenchPoint,
@@ -850,16 +842,8 @@ def _point_row(
     device runs out of memory after all)."""
     needs = _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize)
     if needs > 0.8 * available:
-        return _row(
-            model,
-            point,
-            dtype,
-            "skipped",
-            None,
-            timing.warmup,
-            0,
-            f"needs about {needs / 2**30:.1f} GiB, {available / 2**30:.1f} GiB free",
-        )
+        why = f"needs about {needs / 2**30:.1f} GiB, {available / 2**30:.1f} GiB free"
+        return _untimed(model, point, dtype, timing, "skipped", why)
     try:
         stats, sets = time_point(
             model,
@@ -877,7 +861,7 @@ def _point_row(
         if not isinstance(exc, torch.OutOfMemoryError) and "out of memory" not in str(exc).lower():
             raise
         first_line = str(exc).splitlines()[0][:200]
-        return _row(model, point, dtype, "oom", None, timing.warmup, 0, first_line)
+        return _untimed(model, point, dtype, timing, "oom", first_line)
     finally:
         if dev.type == "cuda":
             torch.cuda.empty_cache()
