@@ -97,6 +97,7 @@ from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS
 from mlacalc.timemodel.device import mla_decode_kernel
 from mlacalc.timemodel.elementwise_time import per_sequence_conv
 from mlacalc.timemodel.fit import Observations
+from mlacalc.timemodel.gemm_time import step_block_fp8
 from mlacalc.timemodel.host_floor import host_floor_seconds
 from mlacalc.timemodel.moe_time import (
     MARLIN_COLS,
@@ -789,6 +790,19 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
     reason[bad] = "unknown_dtype"
 
 
+#: ``kernel_source`` of the stand-alone MLA prompt rows (``context_mla_perf``) whose kernel runs
+#: the prompt absorbed (latent queries over the shared latent rows), not expanded: SGLang's
+#: FlashAttention-3 backend (its H100 rows), whose MLA ``forward_extend`` takes the latent path
+#: (``flash_attn_with_kvcache`` with ``qv``) unless the model's dispatch has set up its
+#: multi-head path; read as expanded they draw 18% of H100's bf16 peak at every head count,
+#: absorbed 60-66% (docs/measured-sets.md). A model step's prompt under SGLang stays expanded:
+#: the dispatch runs a prompt with no cached prefix multi-head (the module rows' dense path).
+ABSORBED_PROMPT_SOURCES = frozenset({"flash_attention"})
+#: FlashAttention-3's tile (query rows and keys) for the absorbed prompt: a 64-wide q/k head
+#: with 512-wide values (``qv``) takes 64 x 64.
+ABSORBED_PROMPT_TILE = 64.0
+
+
 def _mla_core(
     b: _Builder,
     rows,
@@ -804,29 +818,52 @@ def _mla_core(
     variant="",
     attn_fp8=None,
     convert=None,
+    absorbed=None,
 ) -> None:
     """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write.
     ``variant``: the class variant per row (the engine's attention backend, from
     ``kernel_source``); ``attn_fp8``: per row whether the prompt kernel is an fp8 FMHA (default:
-    with an fp8 cache, TensorRT-LLM's rule); ``convert``: per row whether the decode kernel has
-    its fp8 cache converted to bf16 by a kernel of its own (``cache_convert``; default none)."""
+    with an fp8 cache, TensorRT-LLM's rule); ``convert``: per row whether the kernel has its fp8
+    cache converted to bf16 by a kernel of its own (``cache_convert``; default none);
+    ``absorbed``: per row whether the prompt kernel runs in latent space (default none:
+    :data:`ABSORBED_PROMPT_SOURCES`)."""
     g = DSV3
     kvb = _elem(kvd)
     tok = bs * q
     qk, v, lat = g["nope"] + g["rope"], g["v"], g["kv_lora"] + g["rope"]
+    # a converted cache (``cache_convert``) is attended in bf16: q is not quantized
+    convert = np.zeros(len(rows), bool) if convert is None else np.asarray(convert, bool)
     if context:
         # RoPE on the rope parts of q and k (read and written), latent read and cache write
         pre = 2 * 2 * tok * h * g["rope"] * 2 + tok * lat * (2 + kvb)
         pairs = bs * _pairs(q, np.zeros_like(q))
-        flops = 2.0 * h * pairs * (qk + v)
-        # with an fp8 cache the attention is an fp8 FMHA: q, k and v are quantized (read in
-        # bf16, written in fp8) and read by the kernel in fp8; the output stays bf16
+        lat_ = np.zeros(len(rows), bool) if absorbed is None else np.asarray(absorbed, bool)
+        # expanded: 192-wide q/k and 128-wide v a head; absorbed: each query head's 576-wide
+        # latent query against the one shared latent key row (512-wide values), a converted
+        # cache's rows read in bf16
+        d_qk, d_v = np.where(lat_, lat, qk), np.where(lat_, g["kv_lora"], v)
+        flops = 2.0 * h * pairs * (d_qk + d_v)
+        # with an fp8 cache the expanded attention is an fp8 FMHA: q, k and v are quantized
+        # (read in bf16, written in fp8) and read by the kernel in fp8; the output stays bf16
         fp8 = kvb < 2 if attn_fp8 is None else np.asarray(attn_fp8, dtype=bool)
-        qkv = tok * h * (qk + qk + v)
-        nbytes = pre + np.where(fp8, qkv * 3.0 + qkv, qkv * 2.0) + tok * h * v * 2.0
+        fp8 = fp8 & ~lat_
+        qkv = np.where(lat_, tok * h * lat + bs * q * lat, tok * h * (qk + qk + v))
+        nbytes = pre + np.where(fp8, qkv * 3.0 + qkv, qkv * 2.0) + tok * h * d_v * 2.0
         # the quantization of q, k and v is a pass before the attention kernel, with the RoPE
         # and the cache write: its bytes stream beside no products (``preprocess_bytes``)
         pre = pre + np.where(fp8, qkv * 3.0, 0.0)
+        extra = {}
+        if lat_.any():
+            # FlashAttention-3's latent prompt (``flash_attn_with_kvcache`` with ``qv``): every
+            # query head of the one latent KV head packed into a tile's rows (``pack_gqa``),
+            # 64 query rows x 64 keys a tile (its tile for a 64-wide q/k head with 512-wide
+            # values)
+            extra = {
+                "head_pack": np.where(lat_, 0.0, 1.0),
+                "tile_rows": np.where(lat_, ABSORBED_PROMPT_TILE, 128.0),
+                "tile_keys": np.where(lat_, ABSORBED_PROMPT_TILE, 128.0),
+                "cache_convert": (lat_ & convert).astype(np.float64),
+            }
         b.add_by_dtype(
             prefix + "mla_context",
             "mla_prefill",
@@ -839,18 +876,17 @@ def _mla_core(
             q_len=q,
             kv_len=q,
             n_heads=h,
-            n_kv=h,
-            head_dim_qk=qk,
-            head_dim_v=v,
+            n_kv=np.where(lat_, 1.0, h),
+            head_dim_qk=d_qk,
+            head_dim_v=d_v,
             window=0,
             causal=1,
             kv_bytes=kvb,
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
+            **extra,
         )
     else:
-        # a converted cache (``cache_convert``) is attended in bf16: q is not quantized
-        convert = np.zeros(len(rows), bool) if convert is None else np.asarray(convert, bool)
         qb = np.where((kvd == "fp8") & ~convert, 1.0, 2.0)
         # mla_rope_generation: q read and written in bf16, latent appended; with an fp8 cache
         # q is then quantized to fp8 in a pass of its own (bf16 read, fp8 written): the H100
@@ -909,12 +945,16 @@ def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bo
         q, kv = np.ones(len(t)), _f(t.column("step")) + 1.0
     # SGLang's FlashAttention-3 backend (``kernel_source`` flash_attention, its H100 rows) does
     # not read an fp8 latent cache: a kernel of its own converts it to bf16 first
-    # (``cache_convert``; :func:`~mlacalc.timemodel.mla_time.mla_decode_terms`)
-    convert = None
+    # (``cache_convert``; :func:`~mlacalc.timemodel.mla_time.mla_decode_terms`), and its
+    # prompt rows run absorbed (:data:`ABSORBED_PROMPT_SOURCES`)
+    convert = absorbed = None
     if "kernel_source" in t.columns:
-        fa3 = t.columns["kernel_source"].astype(str) == "flash_attention"
-        convert = fa3 & (kvd == "fp8")
-    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, a100=a100, convert=convert)
+        src = t.columns["kernel_source"].astype(str)
+        convert = (src == "flash_attention") & (kvd == "fp8")
+        absorbed = np.isin(src, sorted(ABSORBED_PROMPT_SOURCES)) & context
+    _mla_core(
+        b, rows, bs, h, q, kv, kvd, context=context, a100=a100, convert=convert, absorbed=absorbed
+    )
 
 
 def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
@@ -1616,6 +1656,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     rows = np.arange(len(t))
     tok = bs * isl
     lat = g["kv_lora"] + g["rope"]
+    first = len(b.parts)
     for d in ("bf16", "fp8_block", "nvfp4"):
         s = gt == d
         if not s.any():
@@ -1628,6 +1669,11 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         if x.any():
             _gemm_kernels(b, "wq_b", rows[x], d, tok[x], (ih * idim)[x], g["q_lora"][x])
             _gemm_kernels(b, "wk", rows[x], d, tok[x], idim[x], g["hidden"][x])
+    # the projections are a model step's GEMMs: a block-scaled one runs as the engine runs it
+    # in a served step (SGLang: the per-tensor class, gemm_time.step_block_fp8)
+    b.parts[first:] = [
+        KernelPart(p.name, p.rows, step_block_fp8(p.batch, t.engine)) for p in b.parts[first:]
+    ]
     x = indexer
     _gemm_kernels(b, "weights_proj", rows[x], "bf16", tok[x], ih[x], g["hidden"][x])
     for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):

@@ -1,13 +1,16 @@
-"""The attention classes of the time model: ``attention_prefill`` (and the expanded MLA prefill,
-``mla_prefill``) and ``attention_decode``; :func:`attention_time` also serves ``mla_decode``.
+"""The attention classes of the time model: ``attention_prefill`` (and the MLA prefill,
+``mla_prefill``, expanded or absorbed) and ``attention_decode``; :func:`attention_time` also
+serves ``mla_decode``.
 
-Prefill (:func:`prefill_terms`): 128 x 128 tiles over queries and keys, the softmax's
+Prefill (:func:`prefill_terms`): 128 x 128 tiles over queries and keys (or the tiles a kernel
+names: ``tile_rows``, ``tile_keys``), the softmax's
 exponentials on the SFUs (``eff_exp``, ``sfu_overlap``; on Blackwell some on the FMA pipes),
 the K/V operands each MMA reads from shared memory (64 rows a read on Hopper, 16 before), the
 tiles an SM's shared memory holds at once, the fp8 V transpose and probability conversion,
 fp8 head dims padded to powers of two, banded windows (``mask_s``), a call's and a unit's
-waits in seconds (``call_latency_s``, ``unit_latency_s``) and the RoPE pre-kernel
-(``pre_latency_s`` and a streaming pass).
+waits in seconds (``call_latency_s``, ``unit_latency_s``), the RoPE pre-kernel
+(``pre_latency_s`` and a streaming pass) and an fp8 cache's conversion by a kernel of its own
+(``cache_convert``).
 
 Decode (:func:`decode_terms`): (sequence, KV-head group) units with key splits, per-unit work
 as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``),
@@ -179,11 +182,14 @@ def prefill_terms(
     # KV head into a tile's rows (``head_pack`` 0: FlashAttention-3's ``pack_gqa``; 1, the
     # default: a tile a query head) has a unit per (sequence, KV head, 128 of its query
     # positions x query heads): a short prompt's tile is full where it had ``q`` rows
+    # A kernel of other tiles names them (``tile_rows`` query rows x ``tile_keys`` keys:
+    # FlashAttention-3's absorbed MLA, a 64-wide q/k head with 512-wide values, 64 x 64)
     pack = col(batch, "head_pack", 1)
+    tile_q, tile_k = col(batch, "tile_rows", 128), col(batch, "tile_keys", 128)
     per_unit = np.where(pack <= 0, a["group"], np.clip(pack, 1.0, a["group"]))
-    units = b * heads / per_unit * np.ceil(q * per_unit / 128.0)
-    rows = np.minimum(q * per_unit, 128.0)
-    unit_blocks = np.ceil(kv_eff / 128.0)
+    units = b * heads / per_unit * np.ceil(q * per_unit / tile_q)
+    rows = np.minimum(q * per_unit, tile_q)
+    unit_blocks = np.ceil(kv_eff / tile_k)
     unit_blocks = np.where(col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
     # a sliding window shorter than the keys is a band: a 128-query tile meets the
     # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
@@ -238,7 +244,7 @@ def prefill_terms(
     # the A100 tile's MMAs at full rate, half the H100 tile's (the rows of a short prompt's
     # tile and the keys of its blocks, not whole 128 x 128 tiles)
     reads = np.ceil(rows / mma_rows(fig))
-    keys = unit_blocks * np.minimum(kv_eff, 128.0)
+    keys = unit_blocks * np.minimum(kv_eff, tile_k)
     operand = (
         keys
         * reads
@@ -286,6 +292,16 @@ def prefill_terms(
     # the query's conversion to fp8 before the kernel (SGLang's TensorRT-LLM-gen path), each
     # kernel's launch and wait as the pre-kernel's
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["pre_latency_s"])
+    # an fp8 cache the kernel cannot read (``cache_convert`` 1: SGLang's FlashAttention-3
+    # absorbed MLA on Hopper, which takes ``get_key_buffer(...).to(bf16)``) converted by a
+    # kernel of its own first: a call's launch and wait (``call_latency_s``, as the attention's
+    # own, as in decode: :func:`~mlacalc.timemodel.mla_time.mla_decode_terms`) and the call's
+    # cached latent rows read in fp8 and written in bf16, streamed; the attention then reads
+    # bf16. SGLang's H100 rows: 5-7 us more than bf16 at up to 64 tokens
+    convert = col(batch, "cache_convert", 0) > 0
+    cached = b * kv * d_qk * (col(batch, "kv_bytes", 2) + 2.0)
+    conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
 
 

@@ -16,7 +16,8 @@ kind                   shape fields
 ``attention_prefill``  ``batch``, ``q_len``, ``kv_len``, ``n_heads``, ``n_kv``,
                        ``head_dim_qk``, ``head_dim_v``, ``window`` (0 = full), ``causal``
 ``attention_decode``   as ``attention_prefill`` (``q_len`` = new tokens per sequence)
-``mla_prefill``        as ``attention_prefill``, expanded MLA heads
+``mla_prefill``        as ``attention_prefill``: expanded MLA heads, or latent ones
+                       (``n_kv`` = 1, 576 / 512) where a kernel runs a prompt absorbed
 ``mla_decode``         as ``attention_prefill``, latent heads (``n_kv`` = 1,
                        ``head_dim_qk`` = ``d_c + d_rope``, ``head_dim_v`` = ``d_c``)
 ``moe``                ``tokens``, ``hidden``, ``inter`` (per expert, local), ``experts``
@@ -50,10 +51,12 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   query heads per KV head one unit carries, 0 = every one; default 32 for ``attention_decode``,
   TensorRT-LLM's XQA, and 1 for ``attention_prefill``, a tile a query head; FlashAttention-3
   packs every one in both, FlashInfer and the Triton decode kernels in decode);
-  ``mla_decode`` also ``kv_split`` (0 = keys are not split across SMs), ``step_kernel`` (1 =
-  a model step's kernel, chosen by the device's rule, which an engine's rule may refine),
+  ``attention_prefill`` / ``mla_prefill`` also ``tile_rows`` and ``tile_keys`` (a unit's
+  query rows and key block, default 128 x 128); ``mla_decode`` also ``kv_split`` (0 = keys
+  are not split across SMs), ``step_kernel`` (1 = a model step's kernel, chosen by the
+  device's rule, which an engine's rule may refine); ``mla_prefill`` and ``mla_decode`` also
   ``cache_convert`` (1 = an fp8 cache converted to bf16 by a kernel of its own before a bf16
-  attention: SGLang's Hopper kernel);
+  attention: SGLang's Hopper kernels);
 - ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
 - ``quantize``: ``group``, ``passes``, ``write`` (0 = computes the scale only);
