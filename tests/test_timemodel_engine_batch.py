@@ -180,3 +180,57 @@ def test_a_served_sglang_step_runs_its_block_scaled_gemms_at_the_per_tensor_clas
     assert engine_batch(alone, "sglang", B200) is alone
     assert predict_batch(alone, "B200", prof)[0] > t.seconds + 5e-6
     assert engine_batch(served, "vllm", B200) is served
+
+
+def test_a_block_scaled_gemm_is_one_rule_for_sglang_module_rows_and_a_served_step():
+    """SGLang's block-scaled fp8 GEMM inside a model step runs at the per-tensor class
+    (gemm_time.step_block_fp8): a DSA module row's q_b projection (DeepSeek-V3.2, 128 heads,
+    32 sequences, fp8_block on B200) and the served step's q_b_proj of the same shape get the
+    same class and time; the stand-alone table's row of that shape keeps the block-scaled class,
+    whose per-call cost (15 us fixed on B200) the step does not pay."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.data import MEASURED
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.kernel_time import batch_terms, engine_batch
+
+    prof = "fit-b200-sxm-sglang"
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14"
+    (table,) = load_measured(path / "dsa_generation_module_perf.parquet").tables
+    mapped = map_table(table)
+    row = np.flatnonzero(
+        (table.column("model").astype(str) == "deepseek-ai/DeepSeek-V3.2")
+        & (table.column("gemm_type").astype(str) == "fp8_block")
+        & (table.column("num_heads") == 128)
+        & (table.column("batch_size") == 32)
+    )[0]
+    (part,) = [p for p in mapped.parts if p.name == "q_b" and row in p.rows]
+    module = part.batch.take(np.flatnonzero(part.rows == row))
+    step = next(k for k in step_kernels("deepseek-v3.2", "decode", 4096, batch=32)
+                if k.name == "q_b_proj")  # fmt: skip
+    assert step.dtype == "fp8_block"  # the checkpoint's class, before the engine's rule
+    assert {f: float(module.shape[f][0]) for f in ("m", "n", "k")} == {
+        f: float(step.shape[f]) for f in ("m", "n", "k")
+    }
+    # the served step's batch as gpu_step builds it: the step's fields, the module's bytes and
+    # warm L2 (the collector's), so the two differ only in where they come from
+    served = KernelBatch("gemm", step.dtype, module.flops, module.bytes, module.calls,
+                         {"m": module.shape["m"], "n": module.shape["n"],
+                          "k": module.shape["k"], "groups": module.shape["groups"],
+                          "warm_l2": module.shape["warm_l2"]})  # fmt: skip
+    ran = engine_batch(served, "sglang", B200)
+    assert module.dtype == ran.dtype == "fp8"
+    for f in ("quantize_input", "quant_passes", "quant_launches", "cutlass_dispatch"):
+        assert module.shape[f][0] == ran.shape[f][0], f
+    t_module, how_module = batch_terms(module, "B200", prof)
+    t_served, how_served = batch_terms(served, "B200", prof)
+    assert how_module == how_served
+    assert t_served["seconds"][0] == pytest.approx(t_module["seconds"][0], rel=1e-12)
+    # the stand-alone row of that shape (it states its 1x128 quantization) keeps its class
+    stated = {"quantize_input": np.ones(1), "quant_passes": np.ones(1)}
+    alone = KernelBatch("gemm", "fp8_block", served.flops, served.bytes, served.calls,
+                        {**served.shape, **stated})  # fmt: skip
+    assert engine_batch(alone, "sglang", B200) is alone
+    assert predict_batch(alone, "B200", prof)[0] > t_served["seconds"][0] + 5e-6
+    # and a served DeepSeek-V3.2 step under vLLM keeps the block-scaled class
+    assert engine_batch(served, "vllm", B200).dtype == "fp8_block"
