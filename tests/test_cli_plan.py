@@ -275,3 +275,13 @@ def test_kv_per_token_line_of_deepseek_v4_names_the_pooled_keys(run):
     assert "keeping every token" not in md
     md, _ = run("plan", "mimo-v2-flash", "-H", "B200", "--gpus", "8", "--format", "markdown")
     assert "layers keeping every token | 5,760 B |" in md
+
+
+def test_times_note_has_no_empty_part():
+    """A device with no profile note (a measured CPU set) says only the engine, not 'engine
+    trtllm; )'; a profile and how it was calibrated follow the engine."""
+    from mlacalc.cli.plan_cmd import times_note
+
+    assert "(engine trtllm)," in times_note("", "")
+    assert "(engine sglang; profile p: from H100)," in times_note("p", "from H100", "sglang")
+    assert "(engine vllm; fallback)," in times_note("", "fallback", "vllm")

@@ -440,10 +440,11 @@ def decode_at(p) -> str:
 def times_note(profile: str, calibration: str, engine: str = "trtllm") -> str:
     """The provenance of the times: the serving engine whose kernels are timed, the profile and
     how the device was predicted with it."""
-    how = f"engine {engine}; " + (f"profile {profile}: {calibration}" if profile else calibration)
+    calibrated = f"profile {profile}: {calibration}" if profile else calibration
+    how = "; ".join(part for part in (f"engine {engine}", calibrated) if part)
     return (
         "Times are the kernel time model's predictions"
-        + (f" ({how})" if how else "")
+        + f" ({how})"
         + ", collectives within a node included; traffic between nodes at 80% of the "
         "network's datasheet bandwidth."
     )
