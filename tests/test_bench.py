@@ -186,9 +186,7 @@ def _quick_ceilings(dev, dtype, log):
     }
 
 
-def test_a_time_budget_runs_cheapest_first_and_records_what_it_did_not_reach(
-    tmp_path, monkeypatch
-):
+def test_a_time_budget_runs_cheapest_first_and_records_what_it_did_not_reach(tmp_path, monkeypatch):
     """--max-minutes: the points run cheapest first, the rows come back in the points' order,
     and points past the deadline are skipped rows that say why."""
     monkeypatch.setattr(runner, "_measure_and_log_ceilings", _quick_ceilings)
