@@ -2,7 +2,9 @@
 # The microbenchmark's GPU sets, taken within a fixed time on the CUDA device of this machine:
 # the kernel sweep (`--preset calibrate`) and the attention layers (`--preset full`), each bounded
 # by --max-minutes (points not reached are skipped rows that say so), with the device's
-# description beside them. Used to take the committed H200 sets (docs/microbenchmark.md).
+# description beside them. On the H200 lease it took benchmarks/results' calibrate set; the
+# committed full set was taken by its second command alone, rerun after fixes
+# (docs/microbenchmark.md).
 #
 #   bash benchmarks/gpu_measured_set.sh OUT_DIR [CALIBRATE_MINUTES] [FULL_MINUTES]
 #
