@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from mlacalc.bench.runner import TORCH_DTYPES, BenchPoint, _fill_cache, _layer, synchronize
+from mlacalc.bench.runner import TORCH_DTYPES, BenchPoint, build_layer, point_inputs, synchronize
 from mlacalc.models.loading import load_model
 
 POINTS = [  # (model, impl, phase, batch, seq_len)
@@ -53,12 +53,9 @@ def profile_point(model_name, impl, phase, batch, seq_len, dtype, dev) -> dict:
     model = load_model(model_name)
     tdt = TORCH_DTYPES[dtype]
     point = BenchPoint(model_name, impl, phase, batch, seq_len)
-    layer = _layer(model, impl, tdt, dev)
-    gen = torch.Generator(device="cpu").manual_seed(batch * 1_000_003 + seq_len)
-    q = point.q_len
-    used = seq_len - q
-    x = torch.randn(batch, q, model.hidden_size, generator=gen).to(dev, tdt)
-    cache = _fill_cache(layer, batch, seq_len, used, tdt, dev, gen)
+    layer = build_layer(model, impl, tdt, dev)
+    used = seq_len - point.q_len
+    ((x, cache),) = point_inputs(layer, model, point, tdt, dev)  # as mlacalc bench draws them
 
     def run():
         with torch.no_grad():

@@ -112,7 +112,7 @@ def test_no_cuda_falls_back_to_cpu_and_says_so(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
-    original = runner._layer
+    original = runner.build_layer
 
     def broken(model, impl, dtype, device, seed=0):
         layer = original(model, impl, dtype, device, seed)
@@ -123,7 +123,7 @@ def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
                 )  # absorption now uses other weights than the expansion
         return layer
 
-    monkeypatch.setattr(runner, "_layer", broken)
+    monkeypatch.setattr(runner, "build_layer", broken)
     points = [
         BenchPoint("deepseek-v2-lite", impl, "decode", 1, 64) for impl in ("naive", "absorbed")
     ]
@@ -215,6 +215,29 @@ def test_a_time_budget_runs_cheapest_first_and_records_what_it_did_not_reach(tmp
             run_benchmark(points, name="d", max_minutes=bad, log=print, **kw)
 
 
+def test_running_out_of_memory_while_building_a_layer_is_a_recorded_row(tmp_path, monkeypatch):
+    """A layer is built once per implementation, inside the point's timing: the device running
+    out of memory while building it is an ``oom`` row, as out of memory while timing is."""
+    monkeypatch.setattr(runner, "_measure_and_log_ceilings", _quick_ceilings)
+    monkeypatch.setattr(runner, "_gate_models", lambda models, dtype, dev, log: ([], set()))
+
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+    monkeypatch.setattr(runner, "build_layer", oom)
+    csv_path, json_path = run_benchmark(
+        [BenchPoint("gpt2", "standard", "decode", 2, 256)],
+        repeats=3,
+        out_dir=tmp_path,
+        name="o",
+        progress=False,
+        log=print,
+    )
+    rows, meta = read(csv_path, json_path)
+    assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
+    assert meta["counts"]["oom"] == 1
+
+
 def test_bench_cli_refuses_a_time_budget_that_is_not_positive(capsys):
     assert main(["bench", "--preset", "quick", "--max-minutes", "0"]) == 2
     assert "--max-minutes" in capsys.readouterr().err
@@ -222,7 +245,7 @@ def test_bench_cli_refuses_a_time_budget_that_is_not_positive(capsys):
 
 def test_inputs_are_never_zeros():
     model = mlacalc.load_model("deepseek-v2-lite")
-    layer = runner._layer(model, "absorbed", torch.float32, torch.device("cpu"))
+    layer = runner.build_layer(model, "absorbed", torch.float32, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
     cache = runner._fill_cache(layer, 2, 32, 31, torch.float32, torch.device("cpu"), gen)
     assert cache.used == 31 and (cache.latent != 0).float().mean() > 0.99
@@ -246,7 +269,7 @@ def test_timer_statistics():
 
 
 def test_preallocated_cache_matches_growing_cache():
-    layer = runner._layer(
+    layer = runner.build_layer(
         mlacalc.load_model("deepseek-v2-lite").with_changes(num_hidden_layers=1),
         "absorbed",
         torch.float64,

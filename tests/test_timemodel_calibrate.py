@@ -104,3 +104,20 @@ def test_gpu_names_map_onto_the_catalogue(tmp_path):
     other = tmp_path / "x.json"
     unknown = {"device": {"kind": "cuda", "name": "Tesla V100"}}
     assert kernel_set_device(unknown, other) == str(other)
+
+
+def test_kernel_sweep_under_a_spent_budget_records_every_kernel_as_not_reached(tmp_path):
+    """--max-minutes on the calibrate preset: kernels past the deadline are skipped rows that
+    say so (the same budget as the attention sweep's); a budget that is not a positive number
+    of minutes is refused."""
+    from mlacalc.bench.kernel_sweep import run_calibrate
+
+    kw = {"device": "cpu", "threads": 1, "tiny": True, "out_dir": tmp_path, "log": lambda s: None}
+    csv_path, json_path = run_calibrate(name="spent", max_minutes=1e-9, **kw)
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and all(r["status"] == "skipped" for r in rows)
+    assert all("time budget (--max-minutes 1e-09)" in r["note"] for r in rows)
+    assert json.loads(json_path.read_text())["counts"]["skipped"] == len(rows)
+    with pytest.raises(ValueError, match="max_minutes must be a positive number"):
+        run_calibrate(name="bad", max_minutes=0.0, **kw)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ import torch
 from mlacalc.bench.runner import (
     SCHEMA,
     TORCH_DTYPES,
+    Budget,
     device_info,
     measure_ceilings,
     synchronize,
@@ -194,9 +194,7 @@ def run_calibrate(
     the published kernel tables are taken (rows carry ``warm_l2 = 1``). ``max_minutes`` bounds
     the run: kernels not reached in time are ``skipped`` rows saying so.
     """
-    if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
-        raise ValueError(f"max_minutes must be a positive number of minutes, got {max_minutes!r}")
-    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
+    budget = Budget.start(max_minutes)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -217,11 +215,8 @@ def run_calibrate(
     for point in points:
         base = {f: "" for f in KERNEL_FIELDS}
         base.update(kind=point["kind"], dtype=dtype, calls=1, warm_l2=1)
-        if deadline is not None and time.monotonic() > deadline:
-            base.update(
-                status="skipped",
-                note=f"not reached within the run's time budget (--max-minutes {max_minutes:g})",
-            )
+        if budget is not None and budget.expired():
+            base.update(status="skipped", note=budget.note)
             rows.append(base)
             continue
         try:

@@ -39,10 +39,13 @@ __all__ = [
     "PRESETS",
     "SCHEMA",
     "BenchPoint",
+    "Budget",
+    "build_layer",
     "custom_points",
     "device_info",
     "measure_ceilings",
     "numerics_gate",
+    "point_inputs",
     "preset_points",
     "run_benchmark",
     "synchronize",
@@ -392,7 +395,11 @@ def trivial_op_latency(device: torch.device, calls: int = 1000, repeats: int = 7
 # inputs and the numerics gate
 
 
-def _layer(model: ModelConfig, impl: str, dtype: torch.dtype, device: torch.device, seed: int = 0):
+def build_layer(
+    model: ModelConfig, impl: str, dtype: torch.dtype, device: torch.device, seed: int = 0
+):
+    """The reference layer of ``model`` (``impl`` for MLA, ``standard`` otherwise) with random
+    weights of order one (biases never zero) from ``seed``, on ``device`` in ``dtype``."""
     torch.manual_seed(seed)
     layer = layer_for_model(model, None if impl == "standard" else impl, dtype=torch.float32)
     with torch.no_grad():
@@ -445,12 +452,12 @@ def numerics_gate(
     torch_dtype = TORCH_DTYPES[dtype]
     gen = torch.Generator(device="cpu").manual_seed(11)
     x = torch.randn(1, seq_len, model.hidden_size, generator=gen)
-    ref_layer = _layer(model, impls[0], torch.float64, torch.device("cpu"))
+    ref_layer = build_layer(model, impls[0], torch.float64, torch.device("cpu"))
     with torch.no_grad():
         reference, _ = ref_layer(x.double())
     results = []
     for impl in impls:
-        layer = _layer(model, impl, torch_dtype, device)
+        layer = build_layer(model, impl, torch_dtype, device)
         xi = x.to(device, torch_dtype)
         with torch.no_grad():
             prefill, _ = layer(xi)
@@ -564,6 +571,26 @@ def _row(
     return {k: row.get(k) for k in CSV_FIELDS}
 
 
+def point_inputs(
+    layer,
+    model: ModelConfig,
+    point: BenchPoint,
+    dtype: torch.dtype,
+    device: torch.device,
+    sets: int = 1,
+) -> list[tuple[torch.Tensor, Any]]:
+    """``sets`` input sets of a point for ``layer``: the new tokens' hidden states and a cache
+    of ``seq_len`` tokens holding the ``seq_len - q`` before them, from the point's own seed."""
+    gen = torch.Generator(device="cpu").manual_seed(point.batch * 1_000_003 + point.seq_len)
+    q = point.q_len
+    used = point.seq_len - q
+    out = []
+    for _ in range(sets):
+        x = torch.randn(point.batch, q, model.hidden_size, generator=gen).to(device, dtype)
+        out.append((x, _fill_cache(layer, point.batch, point.seq_len, used, dtype, device, gen)))
+    return out
+
+
 def time_point(
     model: ModelConfig,
     point: BenchPoint,
@@ -580,17 +607,11 @@ def time_point(
     on the device; built here when not given)."""
     torch_dtype = TORCH_DTYPES[dtype]
     if layer is None:
-        layer = _layer(model, point.impl, torch_dtype, device)
-    gen = torch.Generator(device="cpu").manual_seed(point.batch * 1_000_003 + point.seq_len)
-    q = point.q_len
-    used = point.seq_len - q
+        layer = build_layer(model, point.impl, torch_dtype, device)
+    used = point.seq_len - point.q_len
     one_set = _estimate_bytes(model, point, torch_dtype.itemsize)
     sets = max(1, min(4, math.ceil(cache_bytes_target / max(one_set, 1))))
-    inputs = []
-    for _ in range(sets):
-        x = torch.randn(point.batch, q, model.hidden_size, generator=gen).to(device, torch_dtype)
-        cache = _fill_cache(layer, point.batch, point.seq_len, used, torch_dtype, device, gen)
-        inputs.append((x, cache))
+    inputs = point_inputs(layer, model, point, torch_dtype, device, sets)
 
     def run(i):
         x, cache = inputs[i % sets]
@@ -629,9 +650,7 @@ def run_benchmark(
     """
     if dtype not in TORCH_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TORCH_DTYPES)}")
-    if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
-        raise ValueError(f"max_minutes must be a positive number of minutes, got {max_minutes!r}")
-    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
+    budget = Budget.start(max_minutes)
     dev = _pick_device(device, threads, log)
     threads_used = torch.get_num_threads()
     info = device_info(dev, threads_used)
@@ -650,7 +669,6 @@ def run_benchmark(
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or _default_name(info, dev, preset, dtype)
     csv_path, json_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
-    budget = None if max_minutes is None else _Budget(deadline, max_minutes)
     rows = _bench_rows(points, models, failed, dtype, dev, timing, progress, csv_path, budget)
     _write_rows(csv_path, rows)
     sidecar = {
@@ -678,11 +696,32 @@ def run_benchmark(
 
 
 @dataclass(frozen=True)
-class _Budget:
-    """The sweep's wall-clock end (``time.monotonic``) and the minutes it was given."""
+class Budget:
+    """A run's time budget: the minutes it was given and its wall-clock end
+    (``time.monotonic``)."""
 
-    deadline: float
     minutes: float
+    deadline: float
+
+    @classmethod
+    def start(cls, max_minutes: float | None) -> Budget | None:
+        """The budget of ``max_minutes`` from now (None: no budget); anything but a positive
+        finite number of minutes is a ValueError."""
+        if max_minutes is None:
+            return None
+        if not (math.isfinite(max_minutes) and max_minutes > 0):
+            raise ValueError(
+                f"max_minutes must be a positive number of minutes, got {max_minutes!r}"
+            )
+        return cls(max_minutes, time.monotonic() + 60.0 * max_minutes)
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    @property
+    def note(self) -> str:
+        """What a point the run did not reach says."""
+        return f"not reached within the run's time budget (--max-minutes {self.minutes:g})"
 
 
 @dataclass(frozen=True)
@@ -759,7 +798,7 @@ def _bench_rows(
     timing: _Timing,
     progress: bool,
     csv_path: Path,
-    budget: _Budget | None = None,
+    budget: Budget | None = None,
 ) -> list[dict]:
     """One CSV row per point, in the points' order, under a progress bar; each row is also
     appended to ``csv_path`` as it is taken. Under a ``budget`` the points run cheapest first
@@ -768,7 +807,6 @@ def _bench_rows(
     if dev.type == "cuda":
         torch.cuda.empty_cache()  # the ceilings' buffers, cached by the allocator, are free
     available = _available_bytes(dev)
-    torch_dtype = TORCH_DTYPES[dtype]
     order = list(range(len(points)))
     if budget is not None:
         order.sort(key=lambda i: _estimate_bytes(models[points[i].model], points[i], 2))
@@ -776,6 +814,15 @@ def _bench_rows(
     # layers built, by (model, impl): every one when the points are reordered (a layer of
     # DeepSeek-V3's dimensions takes seconds to build), else the last one
     built: dict[tuple[str, str], Any] = {}
+
+    def layer_of(model: ModelConfig, impl: str):
+        key = (model.name, impl)
+        if key not in built:
+            if budget is None:
+                built.clear()
+            built[key] = build_layer(model, impl, TORCH_DTYPES[dtype], dev)
+        return built[key]
+
     with (
         open(csv_path, "w", newline="", encoding="utf-8") as fh,
         Progress(
@@ -802,19 +849,10 @@ def _bench_rows(
                 row = _untimed(
                     model, point, dtype, timing, "numerics_failed", "failed the numerics gate"
                 )
-            elif budget is not None and time.monotonic() > budget.deadline:
-                why = f"not reached within the run's time budget (--max-minutes {budget.minutes:g})"
-                row = _untimed(model, point, dtype, timing, "skipped", why)
+            elif budget is not None and budget.expired():
+                row = _untimed(model, point, dtype, timing, "skipped", budget.note)
             else:
-                key = (model.name, point.impl)
-                layer = built.get(key)
-                if layer is None and _estimate_bytes(model, point, torch_dtype.itemsize) <= (
-                    0.8 * available
-                ):
-                    if budget is None:
-                        built.clear()
-                    layer = built[key] = _layer(model, point.impl, torch_dtype, dev)
-                row = _point_row(model, point, dtype, dev, timing, available, layer)
+                row = _point_row(model, point, dtype, dev, timing, available, layer_of)
             rows[i] = row
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
             fh.flush()
@@ -836,10 +874,11 @@ def _point_row(
     dev: torch.device,
     timing: _Timing,
     available: int,
-    layer=None,
+    layer_of: Callable[[ModelConfig, str], Any] = lambda m, impl: None,
 ) -> dict:
-    """A point's row: skipped when it would not fit in memory, else timed (``oom`` when the
-    device runs out of memory after all)."""
+    """A point's row: skipped when it would not fit in memory, else timed with the layer
+    ``layer_of`` gives (None: built for the point; ``oom`` when the device runs out of memory
+    after all, building it included)."""
     needs = _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize)
     if needs > 0.8 * available:
         why = f"needs about {needs / 2**30:.1f} GiB, {available / 2**30:.1f} GiB free"
@@ -854,7 +893,7 @@ def _point_row(
             repeats=timing.repeats,
             max_seconds=timing.max_seconds,
             cache_bytes_target=timing.cache_bytes_target,
-            layer=layer,
+            layer=layer_of(model, point.impl),
         )
         return _row(model, point, dtype, "ok", stats, timing.warmup, sets)
     except RuntimeError as exc:  # torch.OutOfMemoryError is one
