@@ -47,6 +47,7 @@ __all__ = [
     "SOFTMAX_SHARE",
     "STRIDED_PASSES",
     "STRIDED_SHARE",
+    "attended_keys",
     "cpu_eager_seconds",
     "dispatch_queue",
     "eager_passes",
@@ -149,6 +150,13 @@ def gpu_pass_share(name: str, keys: int = 0) -> float:
     return 1.0
 
 
+def attended_keys(model: ModelConfig, keys: int) -> int:
+    """The keys one query of the reference layer attends (a score row's length): ``keys``,
+    a sliding window's at most."""
+    window = model.sliding_window
+    return keys if not window else min(keys, window)
+
+
 def eager_passes(
     model: ModelConfig, impl: str | None, batch: int, q: int, keys: int
 ) -> list[tuple[str, str, int]]:
@@ -176,8 +184,7 @@ def eager_passes(
             out.append(("o_absorb", "out_copy", batch * q * h * dv))
         return out
     d = model.head_dim
-    window = model.sliding_window
-    span = keys if not window else min(keys, window)
+    span = attended_keys(model, keys)
     rows = batch * h * q
     if q > 1:  # the heads of each KV head grouped: xq permuted, reshaped or folded, copied
         out.append(("rope", "q_heads_copy", batch * q * h * d))

@@ -43,7 +43,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.eager_time import (
     FIRST_TOUCH_BYTES_PER_S,
-    HOST_OP_LATENCIES,
+    attended_keys,
     cpu_eager_seconds,
     dispatch_queue,
     eager_passes,
@@ -603,9 +603,8 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
     host_op = host_op_seconds(hw.kind, latency)
     dispatch = [n * host_op for n in eager.launches]
     shares = [1.0] * len(kernels)
-    moved = [k.bytes for k in kernels]  # what each op moves, per call
     if not host_runs_kernels(hw.kind):  # eager PyTorch's CUDA passes, at their share of the rate
-        keys = _softmax_keys(cost, one)
+        keys = attended_keys(one, cost.seq_len)
         shares = [gpu_pass_share(k.name, keys) if k.kind == "elementwise" else 1.0 for k in kernels]
         kernels = [_at_pass_share(k, share) for k, share in zip(kernels, shares)]
     if step.stored:  # the projections' weights as the checkpoint stores them
@@ -624,23 +623,13 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
         kernels += rest
         dispatch += [host_op] * len(rest)
         stages += [kernel_stage(k.name) for k in rest]
-        shares += [1.0] * len(rest)
-        moved += [k.bytes for k in rest]
     ops = _model_ops(kernels, hw, prof, dispatch, stages)
     # a pass timed at its share of the rate still moves its own bytes, and its ideal is theirs
-    ops = [
-        o
-        if share == 1.0
-        else dataclasses.replace(o, bytes=int(b) * k.calls, roofline_s=o.roofline_s * share)
-        for o, k, b, share in zip(ops, kernels, moved, shares)
-    ]
+    for i, share in enumerate(shares):  # the eager sequence's ops, first in the list
+        if share != 1.0:
+            moved = eager.kernels[i].bytes * kernels[i].calls
+            ops[i] = dataclasses.replace(ops[i], bytes=moved, roofline_s=ops[i].roofline_s * share)
     return ops, cost.q_len
-
-
-def _softmax_keys(cost: Any, model: ModelConfig) -> int:
-    """The keys of one softmax row of the eager sequence (a sliding window's at most)."""
-    window = model.sliding_window
-    return cost.seq_len if not window else min(cost.seq_len, window)
 
 
 def _at_pass_share(k: Kernel, share: float) -> Kernel:
@@ -679,7 +668,7 @@ def _roofline_attention(step: _Step, rates: RooflineRates) -> tuple[list[OpTime]
         )
         layers = 1 if step.scope == "attention_layer" else step.m.num_hidden_layers
         if not host_runs_kernels(rates.hw.kind):
-            out = _eager_gpu_kernels(out, eager, rates, _softmax_keys(cost, one))
+            out = _eager_gpu_kernels(out, eager, rates, attended_keys(one, cost.seq_len))
         out = _eager_host(out, eager, rates, layers)
     else:
         if rates.stored:  # the weights as the checkpoint stores them
@@ -710,7 +699,7 @@ def _eager_gpu_kernels(
             share = gpu_pass_share(k.name, keys)
             if share != 1.0:
                 o = dataclasses.replace(o, memory_s=o.memory_s / share)
-        elif not w and rates.cal is not None:
+        elif not w:
             o = dataclasses.replace(o, memory_s=o.bytes / rates.copy_bw, measured_floor_s=0.0)
         out.append(o)
     return out
@@ -735,8 +724,8 @@ def _eager_host(
         )
         return [dataclasses.replace(o, launch_s=o.launch_s + e) for o, e in zip(ops, extra)]
     busy = [max(o.compute_s, o.memory_s, o.measured_floor_s) * layers for o in ops]
-    # the host's time per op: HOST_OP_LATENCIES of the trivial op's (launch_s counts those)
-    host = [o.launch_s * HOST_OP_LATENCIES * layers for o in ops]
+    # the host's time per op (launch_s counts trivial-op latencies)
+    host = [host_op_seconds(rates.hw.kind, o.launch_s) * layers for o in ops]
     waits = dispatch_queue(busy, host, [layers] * len(ops))
     return [dataclasses.replace(o, launch_s=w / layers) for o, w in zip(ops, waits)]
 
