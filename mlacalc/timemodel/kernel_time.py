@@ -57,6 +57,7 @@ __all__ = [
     "predict_batch",
     "predict_kernels",
     "roofline_seconds",
+    "run_class",
     "run_dtype",
 ]
 
@@ -148,13 +149,21 @@ def batch_terms(
     """Every term of every row of ``batch`` (see :func:`mlacalc.timemodel.terms.kernel_terms`)
     and how the class was calibrated."""
     batch = _check_batch(batch)
-    hw = _hardware(hardware)
-    prof = load_profile(profile)
-    batch = device_batch(batch, hw)
-    # the engine's kernel first: it may run the batch as another class (step_block_fp8)
-    batch = engine_batch(batch, prof.engine, device_figures(hw))
-    fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
-    return kernel_terms(batch, fig, params, scaled=True), how
+    run, fig, params, how = run_class(batch, _hardware(hardware), load_profile(profile))
+    return kernel_terms(run, fig, params, scaled=True), how
+
+
+def run_class(
+    batch: KernelBatch, hw: HardwareSpec, prof: Profile
+) -> tuple[KernelBatch, DeviceFigures, dict[str, float], str]:
+    """The kernel ``hw`` runs for ``batch`` (:func:`device_batch`) as ``prof``'s engine runs it
+    (:func:`engine_batch`, first: it may run the batch as another class, as a step's
+    block-scaled GEMM under SGLang), and that class's device figures, parameters and how it was
+    calibrated (:func:`class_params`): every path that times kernels looks the class up here."""
+    run = device_batch(batch, hw)
+    run = engine_batch(run, getattr(prof, "engine", ""), device_figures(hw))
+    fig, params, how = class_params(hw, prof, run.kind, run.dtype, run.variant)
+    return run, fig, params, how
 
 
 def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:

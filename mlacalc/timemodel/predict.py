@@ -52,7 +52,7 @@ from mlacalc.timemodel.eager_time import (
     host_runs_kernels,
 )
 from mlacalc.timemodel.engine_profiles import engine_note, profile_for
-from mlacalc.timemodel.kernel_time import class_params, device_batch, engine_batch, run_dtype
+from mlacalc.timemodel.kernel_time import run_class, run_dtype
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -395,10 +395,8 @@ def _model_ops(
     before its calls."""
     out: list[OpTime | None] = [None] * len(kernels)
     for idx, batch in batches_of(kernels):
-        batch = device_batch(batch, hw)  # the kernel this device runs (as plan times it)
-        # the engine's kernel (its class's; a block-scaled GEMM may run as another class)
-        batch = engine_batch(batch, getattr(prof, "engine", ""), device_figures(hw))
-        fig, params, how = class_params(hw, prof, batch.kind, batch.dtype, batch.variant)
+        # the kernel this device runs as the engine runs it (as plan times it), and its class
+        batch, fig, params, how = run_class(batch, hw, prof)
         terms = kernel_terms(batch, fig, params, scaled=True)
         # the plain roofline bound of each kernel (one call), with the datasheet figures
         ideal = ideal_seconds(batch.flops, batch.bytes, fig, batch.dtype).tolist()
