@@ -157,24 +157,6 @@ def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
     )
 
 
-@pytest.mark.slow
-def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch):
-    def oom(*args, **kwargs):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
-
-    monkeypatch.setattr(runner, "time_point", oom)
-    csv_path, json_path = run_benchmark(
-        [BenchPoint("gpt2", "standard", "decode", 2, 256)],
-        repeats=3,
-        out_dir=tmp_path,
-        name="o",
-        progress=False,
-        log=lambda s: None,
-    )
-    rows, _ = read(csv_path, json_path)
-    assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
-
-
 def _quick_ceilings(dev, dtype, log):
     """Ceilings for tests of the sweep's bookkeeping (the measured ones take seconds)."""
     return {
@@ -215,23 +197,24 @@ def test_a_time_budget_runs_cheapest_first_and_records_what_it_did_not_reach(tmp
             run_benchmark(points, name="d", max_minutes=bad, log=print, **kw)
 
 
-def test_running_out_of_memory_while_building_a_layer_is_a_recorded_row(tmp_path, monkeypatch):
-    """A layer is built once per implementation, inside the point's timing: the device running
-    out of memory while building it is an ``oom`` row, as out of memory while timing is."""
+@pytest.mark.parametrize("where", ["time_point", "build_layer"])
+def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch, where):
+    """The device running out of memory while a point is timed, or while its layer is built
+    (once per implementation, inside the point's timing), is an ``oom`` row."""
     monkeypatch.setattr(runner, "_measure_and_log_ceilings", _quick_ceilings)
     monkeypatch.setattr(runner, "_gate_models", lambda models, dtype, dev, log: ([], set()))
 
     def oom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
 
-    monkeypatch.setattr(runner, "build_layer", oom)
+    monkeypatch.setattr(runner, where, oom)
     csv_path, json_path = run_benchmark(
         [BenchPoint("gpt2", "standard", "decode", 2, 256)],
         repeats=3,
         out_dir=tmp_path,
         name="o",
         progress=False,
-        log=print,
+        log=lambda s: None,
     )
     rows, meta = read(csv_path, json_path)
     assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
