@@ -1,8 +1,8 @@
 """The DSA module tables' sparse MLA kernels that walk every top-k slot of a query
 (mlacalc.measured.mapping._SPARSE_WALK): TensorRT-LLM's on H100 (both phases) and vLLM's H100
-prompt rows with an fp8 cache and at most 16 heads run over all 2,048 slots, 64 query heads a
-pass, each pass gathering its query's slots; every other row over the slots its keys fill, at
-its own heads."""
+prompt rows with an fp8 cache and at most 16 heads and its H100 decode rows with an fp8 cache
+run over all 2,048 slots, 64 query heads a pass, each pass gathering its query's slots; every
+other row over the slots its keys fill, at its own heads."""
 
 from __future__ import annotations
 
@@ -68,6 +68,21 @@ def test_vllm_h100_walks_only_with_an_fp8_cache_and_few_heads():
     keys = np.minimum(c["step"] + c["isl"], 2048)
     assert np.array_equal(kv[~walk], keys[~walk])
     assert np.array_equal(heads[~walk], c["num_heads"][~walk].astype(float))
+
+
+def test_vllm_h100_decode_walks_with_an_fp8_cache_as_its_decode_kernel():
+    """vLLM's H100 decode rows with an fp8 cache walk every slot in 64-head passes at any head
+    count, timed by the plain decode class (FlashMLA's decode kernel, splitting the keys), not
+    the prompt's sparse one; a bf16 cache's rows attend the keys they have."""
+    t, kv, heads, variant, _, _ = _attention("h100_sxm", "vllm", "dsa_generation_module_perf", 3)
+    c = t.columns
+    fp8 = c["kv_cache_dtype"].astype(str) == "fp8"
+    assert fp8.any() and (~fp8).any()
+    assert (kv[fp8] == 2048).all()
+    assert np.array_equal(heads[fp8], 64 * np.ceil(c["num_heads"][fp8] / 64))
+    assert (variant == "").all()
+    assert np.array_equal(kv[~fp8], np.minimum(c["step"][~fp8] + 1, 2048))
+    assert np.array_equal(heads[~fp8], c["num_heads"][~fp8].astype(float))
 
 
 def test_sglang_b200_dense_and_tensorrt_llm_gen_paths():

@@ -555,7 +555,9 @@ DSA = [
     # them its H100 decode rows of a bf16 cache have a floor: their one-token kernels 0.73-0.75
     # of their time, an fp8 cache's 0.91-0.94)
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.155, 0.255),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.21, 0.435),
+    # its H100 decode rows of an fp8 cache walking every top-k slot (mapping._SPARSE_WALK):
+    # 0.202 / 0.426 before
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.195, 0.31),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.16, 0.44),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.22, 0.53),
 ]

@@ -1554,7 +1554,8 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
 #: slots whatever the keys (the slots past the cache padded), a pass of 64 query heads at a
 #: time (fewer heads padded to 64), each pass gathering its query's slots (a decode kernel's
 #: read of a sequence's cache): ``(system, engine, phase, kernel_source part, KV dtype, most
-#: heads)``, a rule each, the phase ``context`` or ``any``, ``""`` any source or dtype.
+#: heads)``, a rule each, the phase ``context``, ``decode`` or ``any``, ``""`` any source or
+#: dtype.
 #:
 #: - TensorRT-LLM on H100, both phases: its prompt rows time the same per token at any prompt
 #:   length (8 heads, 256 sequences: 1.42-1.43 us a token from 16 to 512 tokens a sequence,
@@ -1566,10 +1567,22 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
 #:   gather read as a decode kernel reads its cache, 6-16% too fast.
 #: - vLLM's H100 prompt rows with an fp8 cache and at most 16 heads: 0.94-1.00 us a token at
 #:   every prompt length (bf16 cache, or 32 heads and more: 0.23-0.65, growing with the keys).
+#: - vLLM's H100 decode rows with an fp8 cache (FlashMLA's fp8 sparse decode kernel): with the
+#:   other kernels' predictions taken out, the attention takes the same time at 2 cached keys
+#:   as at 2,048 (1,024 sequences, 128 heads: 1.94-1.97 ms from 2 to 2,048 keys; 1,024 keys,
+#:   1,024 sequences: 1.11-1.18 ms at 1 to 64 heads, 1.97 at 128), where a bf16 cache's rows
+#:   grow with the keys (0.59 -> 1.55 ms). It is the decode kernel (it splits the keys), not
+#:   the prompt's sparse kernel: the ``sparse`` class (fitted on DeepSeek-V4's cores) gives the
+#:   rows 23.7% / 30%, the plain one 18.7% / 30% (median / p90 |error|, from 20.2% / 43%).
 _SPARSE_WALK = (
     ("h100_sxm", "trtllm", "any", "", "", 128),
     ("h100_sxm", "vllm", "context", "", "fp8", 16),
+    ("h100_sxm", "vllm", "decode", "", "fp8", 128),
 )
+
+#: The walking kernels that are the engine's decode kernel, splitting the keys as it does and
+#: timed by the plain decode class, not the prompt's sparse kernel: ``(system, engine)``
+_WALK_DECODE_KERNEL = (("h100_sxm", "vllm"),)
 
 
 def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: bool):
@@ -1579,7 +1592,7 @@ def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: 
     out = np.zeros(len(t))
     src = t.column("kernel_source").astype(str)
     for system, engine, phase, part, dtype, most in _SPARSE_WALK:
-        if (system, engine) != (t.system, t.engine) or (phase == "context" and not context):
+        if (system, engine) != (t.system, t.engine) or phase == ("context", "decode")[context]:
             continue
         hit = (np.char.find(src, part) >= 0) & (heads <= most)
         out[hit & ((kvd == dtype) if dtype else True)] = 64.0
@@ -1748,11 +1761,13 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     else:
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
         nbytes = pre + cached * lat * kvb + tok * hk * lat * 2 + tok * hk * g["kv_lora"] * 2
-        # a query walking every slot runs the prompt's sparse kernel (one query, its slots)
+        # a query walking every slot runs the prompt's sparse kernel (one query, its slots),
+        # but where the walking kernel is the engine's decode kernel (_WALK_DECODE_KERNEL)
         kern = mla_decode_kernel(load_hardware(t.system))
-        split = np.where(walk > 0, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
+        sparse = (walk > 0) & ((t.system, t.engine) not in _WALK_DECODE_KERNEL)
+        split = np.where(sparse, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
         b.add_by_dtype("mla_decode", "mla_decode", np.where(kvd == "fp8", "fp8", "bf16")[sp], r,
-                       flops[sp], nbytes[sp], variant=np.where(walk > 0, "sparse", "")[sp],
+                       flops[sp], nbytes[sp], variant=np.where(sparse, "sparse", "")[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=kvb[sp], kv_split=split[sp],
