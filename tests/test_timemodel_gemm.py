@@ -122,6 +122,37 @@ def test_block_scaled_fp8_pays_the_promotion_per_k_block():
     assert a == b
 
 
+def test_deepgemm_converts_fp32_scales_per_weight_row_on_tcgen05_alone():
+    """A block-scaled GEMM handed fp32 scales (``scale_convert``: SGLang's DeepGEMM call) pays
+    ``convert_row_cycles`` a weight row on B200, where the K blocks pack four to an int32 (k /
+    128 a multiple of 4); not at k = 768, not on H100 (DeepGEMM's sm90 kernel reads fp32
+    scales), not without the flag."""
+    cyc = 100.0
+    fig = device_figures(load_hardware("B200"))
+    n = np.asarray([4096.0, 65536.0, 65536.0])
+    k = np.asarray([4096.0, 4096.0, 768.0])
+    conv = _gemm("fp8_block", 16, n, k, scale_convert=1)
+    plain = _gemm("fp8_block", 16, n, k)
+    extra = _terms(conv, "B200", convert_row_cycles=cyc)["extra_s"]
+    base = _terms(plain, "B200", convert_row_cycles=cyc)["extra_s"]
+    want = cyc * n / (fig.clock_hz * fig.sm_count)
+    assert extra[:2] - base[:2] == pytest.approx(want[:2], rel=1e-9)
+    assert extra[2] == pytest.approx(base[2])
+    hopper = _terms(conv, "H100-SXM", convert_row_cycles=cyc)["extra_s"]
+    assert hopper == pytest.approx(_terms(plain, "H100-SXM", convert_row_cycles=cyc)["extra_s"])
+
+
+def test_nvfp4_gemm_walks_all_of_k_in_one_tile():
+    """The nvfp4 GEMMs (CUTLASS / CuTe DSL block-scaled kernels on B200) never split K: at one
+    row and 128 columns the time grows with k as one tile's walk (B200's rows: TensorRT-LLM
+    8.4 -> 127 us from k = 1,024 to 65,536 at every n up to 4,096); cuBLAS's per-tensor fp8
+    GEMM splits K over the idle SMs."""
+    walk = _terms(_gemm("nvfp4", [1, 1], 128, [8192, 65536]), "B200")["compute_s"]
+    assert walk[1] == pytest.approx(8 * walk[0], rel=1e-6)
+    fp8 = _terms(_gemm("fp8", [1, 1], 128, [8192, 65536]), "B200")["compute_s"]
+    assert fp8[1] < 4 * fp8[0]
+
+
 def test_profile_without_fp8_times_per_tensor_fp8_with_its_int8_fit():
     """A profile fitted on a device without fp8 (A100): per-tensor fp8 borrows the int8 fit,
     block-scaled fp8 the bf16 fit."""

@@ -144,6 +144,11 @@ def not_predicted(reason: np.ndarray) -> np.ndarray:
 #: ``kernel_source`` of the per-tensor fp8 GEMM rows that run CUTLASS's ``scaled_mm``.
 CUTLASS_FP8_SOURCES = ("sglang_sgl_kernel_fp8_scaled_mm", "CutlassFP8ScaledMMLinearKernel")
 
+#: ``kernel_source`` of the block-scaled fp8 GEMM rows whose call hands DeepGEMM fp32 block
+#: scales, which DeepGEMM converts per call where the MMA reads packed UE8M0 ones
+#: (``scale_convert = 1``: gemm_time._scale_conversion, on ``tcgen05`` devices only).
+FP32_SCALE_DEEPGEMM_SOURCES = ("sglang_deepgemm_gemm_nt_f8f8bf16",)
+
 #: DeepSeek-V3 attention geometry of the MLA tables.
 DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64, "v": 128}
 _BLOCK = 128  # fp8 block-scaling group
@@ -344,6 +349,7 @@ def _gemm_kernels(
     variant="",
     amax_atomics=0.0,
     cutlass_dispatch=0.0,
+    scale_convert=0.0,
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
@@ -351,8 +357,9 @@ def _gemm_kernels(
     into the scale with an atomic: ``quant_atomics`` = tokens; ``cutlass_dispatch = 1`` where
     the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks
     (``quant_group = 128``, one pass; ``quant_permute = 1`` when the quantize also permutes
-    heads and tokens, as the fp8 MLA BMMs do). ``variant="bmm"``: the batched GEMM kernel,
-    fitted apart from the plain GEMMs."""
+    heads and tokens, as the fp8 MLA BMMs do; ``scale_convert = 1`` where the call hands
+    DeepGEMM fp32 scales: :data:`FP32_SCALE_DEEPGEMM_SOURCES`). ``variant="bmm"``: the batched
+    GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
     e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5}[dtype]
     nbytes = g * (m * k * e + k * n * e + m * n * out_elem)
@@ -379,6 +386,7 @@ def _gemm_kernels(
             "quant_group": _BLOCK,
             "quant_passes": 1,
             "quant_permute": permute,
+            "scale_convert": scale_convert * np.ones_like(m),
         }
     elif dtype == "nvfp4":
         # both operands' fp8 scales (one per 16 elements along K); the bf16 input is quantized
@@ -428,9 +436,10 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # SGLang's and vLLM's per-tensor fp8 GEMM is CUTLASS's scaled_mm, its tile picked by the
     # row count (gemm_time.CUTLASS_SM90_FP8_TILES), not cuBLAS's
     source = t.columns.get("kernel_source")
-    cutlass = np.zeros(len(t))
+    cutlass, convert = np.zeros(len(t)), np.zeros(len(t))
     if source is not None:
         cutlass = np.isin(source.astype(str), CUTLASS_FP8_SOURCES).astype(np.float64)
+        convert = np.isin(source.astype(str), FP32_SCALE_DEEPGEMM_SOURCES).astype(np.float64)
     if t.engine == "vllm" and "kernel_source" in t.columns:
         # quirk of vLLM's table (mapping rule): its fp8_block rows time a floor of 57-93 us on
         # H100 and 175-275 us on B200 at every m up to 4,096 (n = 3,072, k = 1,536), where the
@@ -458,6 +467,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 variant=str(var),
                 amax_atomics=atomics,
                 cutlass_dispatch=cutlass[sel],
+                scale_convert=convert[sel],
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16

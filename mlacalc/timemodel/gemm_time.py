@@ -37,6 +37,7 @@ __all__ = [
     "GEMM_TILES",
     "NO_SPLIT_K",
     "STEP_BLOCK_FP8_ENGINES",
+    "TRTLLM_BLOCK_FP8_GEMM",
     "engine_gemm_kernel",
     "gemm_terms",
     "step_block_fp8",
@@ -71,8 +72,11 @@ TILES_BY_DTYPE = {
 
 #: GEMM dtypes whose kernels never split K across SMs: a block-scaled fp8 GEMM multiplies each
 #: 128-wide K block's partial product by its two scales into the tile's fp32 accumulator, so one
-#: tile walks the whole of K; the SmoothQuant int8 GEMM has no split-K either.
-NO_SPLIT_K = ("fp8_block", "int8")
+#: tile walks the whole of K; the SmoothQuant int8 GEMM has no split-K either, nor the nvfp4
+#: GEMMs (TensorRT-LLM's, FlashInfer's CuTe DSL kernel under SGLang and vLLM): B200's rows at
+#: one row and up to 4,096 columns grow with k alone (TensorRT-LLM 8.4 -> 127 us from k = 1,024
+#: to 65,536 at every n from 128 to 4,096), one tile walking all of K (docs/time-model.md).
+NO_SPLIT_K = ("fp8_block", "int8", "nvfp4")
 
 #: The split-K rule of a dtype whose kernels have their own (others: SPLIT_K_CHOICES): (least K
 #: a split walks, most splits). Weight-only GEMMs split K in 2 at most, each split walking at
@@ -167,6 +171,20 @@ CUTLASS_FP8_ENGINES = frozenset({"sglang", "vllm"})
 #: class, 9-12% by this rule (fitted median); DeepSeek-V4's and MiniMax-M3's module tables
 #: read their block-scaled GEMMs so for every engine (measured.mapped.KernelSlots).
 STEP_BLOCK_FP8_ENGINES = frozenset({"sglang"})
+
+#: (engine, kernel generation) where the engine's stand-alone block-scaled fp8 GEMM (its
+#: ``gemm_perf`` rows, the ``gemm:fp8_block`` class) is DeepGEMM's ``fp8_gemm_nt``, the kernel
+#: TensorRT-LLM's block-scaled class times on that generation: SGLang's tables name
+#: ``sglang_deepgemm_gemm_nt_f8f8bf16`` on H100 and B200, TensorRT-LLM's B200 table
+#: ``deepgemm``, and its H100 rows are SGLang's within about 1 us at m <= 16. On Blackwell
+#: SGLang's call also converts the fp32 block scales it is given into the layout ``tcgen05``'s
+#: block-scaled MMA reads (packed UE8M0, DeepGEMM's sm90 kernel reads fp32 scales), 4-14 us a
+#: call and up to 0.6 us per 1,000 weight rows more than TensorRT-LLM's rows of the same
+#: shapes, which SGLang's own B200 fit holds in its fixed cost. So an engine profile fitted on
+#: one of these generations predicts the other with TensorRT-LLM's block-scaled class fitted on
+#: its own generation, the kernel without the conversion
+#: (``engine_profiles.with_generation_kernels``; docs/time-model.md).
+TRTLLM_BLOCK_FP8_GEMM = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 
 
 def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
@@ -469,6 +487,24 @@ def _input_quantization(c: _Call) -> np.ndarray:
     )
 
 
+def _scale_conversion(c: _Call) -> np.ndarray:
+    """Seconds of the per-call conversion of a block-scaled GEMM's fp32 scales into the layout
+    ``tcgen05``'s block-scaled MMA reads (``scale_convert`` rows: DeepGEMM's ``fp8_gemm_nt``
+    handed fp32 scales, as SGLang's stand-alone call is; :data:`TRTLLM_BLOCK_FP8_GEMM`):
+    DeepGEMM broadcasts the weight's 128 x 128 block scales to one a row
+    (``index_select`` of ``arange(n) // 128``) and packs four UE8M0 exponents to an int32,
+    MN-major (``get_mn_major_tma_aligned_packed_ue8m0_tensor``), the work SGLang's served path
+    does once at load (``transform_scale_ue8m0``). Its launches are in the class's fixed cost;
+    the packing pass costs ``convert_row_cycles`` SM cycles a weight row over all the SMs, where
+    the K blocks pack whole (``k / 128`` a multiple of 4; SGLang's B200 rows of k = 128, 256
+    and 768 take about a quarter of it a row, left out). Not on Hopper: DeepGEMM's sm90
+    kernel reads fp32 scales."""
+    convert = (col(c.batch, "scale_convert", 0) > 0) & c.fig.tcgen05
+    whole = np.mod(np.ceil(c.k / SCALE_BLOCK_K), 4) == 0
+    cycles = c.prm.get("convert_row_cycles", 0.0) * c.groups * c.n
+    return np.where(convert & whole, cycles / (c.fig.clock_hz * c.fig.sm_count), 0.0)
+
+
 def gemm_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -496,4 +532,6 @@ def gemm_terms(
     memory = memory + chosen["partial"]
     if batch.dtype.startswith("fp8") or batch.dtype == "nvfp4":
         extra = extra + _input_quantization(c)
+    if batch.dtype == "fp8_block":
+        extra = extra + _scale_conversion(c)
     return {"compute_s": chosen["compute"], "memory_s": memory, "extra_s": extra}

@@ -121,6 +121,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "route_s": (0.0, 1e-5, "seconds one SM spends routing one (token, top-k) pair of a MoE"),
     "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
+    "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
     "atomic_cycles": (0.0, 64.0, "clock cycles per atomic folded into one address (the L2's)"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
@@ -163,6 +164,8 @@ DEFAULTS: dict[str, float] = {
     "select_s": 0.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
+    # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
+    "convert_row_cycles": 0.0,
     # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 11.5 cycles each
     # in the shipped fit on its H100 gemm_perf rows, 11.1 on its B200 rows (6.3 and 6.0 ns);
     # the starting value is the first fit's, before the CUTLASS tile rule (11.8)
@@ -322,7 +325,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "gemm" and (dtype.startswith("fp8") or dtype == "nvfp4"):
         names = names + _FP8_QUANT  # the GEMM's input quantization (fp8 or nvfp4)
     if kind == "gemm" and dtype == "fp8_block":
-        names = (*names, "promote_cycles")
+        names = (*names, "promote_cycles", "convert_row_cycles")
     if kind == "gemm" and dtype == "fp8":
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
