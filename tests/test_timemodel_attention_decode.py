@@ -496,3 +496,30 @@ def test_a_fit_leaves_the_parameters_of_a_kernel_it_never_saw_at_their_start(spl
         assert "walk_overlap" not in fitted and "overlap" in fitted
     else:
         assert "walk_overlap" in fitted and "overlap" not in fitted
+
+
+def _as_variant(b: KernelBatch, **cols) -> KernelBatch:
+    shape = {**b.shape, **{k: np.full(len(b), v) for k, v in cols.items()}}
+    return KernelBatch(b.kind, b.dtype, b.flops, b.bytes, b.calls, shape, variant="triton")
+
+
+def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
+    # FlashAttention-3 on Hopper and TensorRT-LLM-gen on Blackwell (head_pack 0, no variant):
+    # a unit's per-unit and per-block work is its MMAs at the SM's tensor rate, which B200's
+    # SM doubles a clock (0.5 of the fitted work), H20's cut tensor cores quarter (4x); A100
+    # (other tile rules, other kernels), a kernel the table names as another (a variant) and
+    # TensorRT-LLM's XQA (head_pack 32) keep the fitted work
+    prm = _params(seq_s=2e-6, block_s=3e-7, wave_s=1e-6)
+    b = _decode(no_flops=True, batch=[1.0, 64.0, 512.0], kv_len=[128.0, 4096.0, 65536.0])
+    zero = np.zeros(len(b))
+    packing = KernelBatch(
+        b.kind, b.dtype, b.flops, b.bytes, b.calls, {**b.shape, "head_pack": zero}
+    )
+    for device, factor in (("H100-SXM", 1.0), ("B200", 0.5), ("H20", 4.0), ("A100-SXM-80GB", 1.0)):
+        fig = device_figures(load_hardware(device))
+        own = M.kernel_terms(packing, fig, prm)["compute_s"]
+        other = M.kernel_terms(_as_variant(packing), fig, prm)["compute_s"]
+        assert np.all(own > 0)
+        np.testing.assert_allclose(own, factor * other, rtol=1e-6)
+        xqa = M.kernel_terms(b, fig, prm)["compute_s"]
+        np.testing.assert_allclose(xqa, M.kernel_terms(_as_variant(b), fig, prm)["compute_s"])

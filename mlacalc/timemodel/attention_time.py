@@ -13,7 +13,8 @@ waits in seconds (``call_latency_s``, ``unit_latency_s``), the RoPE pre-kernel
 (``cache_convert``).
 
 Decode (:func:`decode_terms`): (sequence, KV-head group) units with key splits, per-unit work
-as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``),
+as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``;
+both at the SM's tensor width for the packing kernels: :func:`_tensor_work_scale`),
 further kernels of a call (``launch_s``), the in-kernel merge of Hopper's fp8 XQA key splits
 (``merge_s``), fp8 cache conversion (``dequant_s``), per-head cache re-reads beyond 32 query
 heads per KV head (``fallback_reads``) and waves of resident units (``wave_s``). The figures
@@ -29,6 +30,7 @@ import numpy as np
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
     CONVERT_PER_CLOCK,
+    HOPPER_BF16_PER_CLOCK,
     SFU_EXP_PER_CLOCK,
     SMEM_BYTES_PER_CLOCK,
     col,
@@ -355,6 +357,31 @@ DECODE_SPLIT_KEYS = 256.0
 DECODE_ROW_BYTES = 8.0
 
 
+def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Factor on a decode unit's fitted work (``seq_s``, ``block_s``, ``wave_s``: clocked
+    seconds, on an SM of Hopper's dense bf16 FLOP per clock, :data:`HOPPER_BF16_PER_CLOCK`) on
+    ``fig``: Hopper's FLOP per clock and SM over ``fig``'s, for the packing kernels an engine
+    runs as its own decode backend (``head_pack`` 0, no ``variant``: FlashAttention-3 on
+    Hopper, TensorRT-LLM-gen on data-centre Blackwell), whose unit's work is its padded query
+    tile's warp-group (``wgmma``) or ``tcgen05`` MMAs over each block at the SM's full tensor
+    rate: B200's SM does twice Hopper's FLOPs a clock (2,250 TFLOPS / (148 x 1,856 MHz) =
+    8,192), 0.5 (the ratio to two places; H20's cut tensor cores 4). Devices of other tile
+    rules (``tensor_core_generation`` not ``sm90``: Ampere, Ada, AMD) run other decode kernels
+    (``mma.sync`` ones), unmeasured under these engines: 1. SGLang's and vLLM's rows
+    of one shape at 129 and more sequences and up to 256 cached keys, where that work
+    dominates, take 1.9-2.3 times as long on H100 as on B200, where the clocks and SM counts
+    give 1.14. 1 for every other kernel: TensorRT-LLM's XQA (``head_pack`` 32) runs
+    ``mma.sync`` on 16-row tiles (bf16) and its fp8 kernel 8-row ones, whose fitted work
+    carried to B200's kernel this way reads worse (docs/time-model.md), and the variants
+    (Triton, FlashInfer's own) run other code."""
+    if fig.tensor_core_generation != "sm90" or batch.variant:
+        return 1.0
+    if fig.sm_count <= 0 or fig.clock_hz <= 0:
+        return 1.0
+    ratio = round(fig.peak("bf16") / (fig.sm_count * fig.clock_hz) / HOPPER_BF16_PER_CLOCK, 2)
+    return 1.0 / ratio if ratio > 0 else 1.0
+
+
 def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) -> np.ndarray:
     """Bytes a grouped decode unit holds on its SM: one 64-token K and V stage of the cache
     (its element size: 1 for an fp8 cache, else 2) and :data:`DECODE_ROW_BYTES` per query row
@@ -460,6 +487,8 @@ def decode_terms(
     # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
     # one unit's walk
     share = units / sms
+    # the packing kernels' work in the time of the device's SM (_tensor_work_scale)
+    tensor = np.where(pack <= 0, _tensor_work_scale(batch, fig), 1.0)
     # beyond ``head_pack`` query heads per KV head every decode query head streams the cache;
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
@@ -471,8 +500,8 @@ def decode_terms(
         fig,
         prm,
         units=busy,
-        unit_blocks=unit_blocks * np.maximum(share, 1.0),
-        unit_cost=unit_cost * share,
+        unit_blocks=unit_blocks * np.maximum(share, 1.0) * tensor,
+        unit_cost=unit_cost * share * tensor,
         masked=np.zeros(len(batch)),
         serial=np.ones(len(batch)),
         nbytes=nbytes,
@@ -517,6 +546,6 @@ def decode_terms(
     resident = np.maximum(np.floor(smem_per_sm(fig) / _decode_unit_bytes(batch, hd, qrows)), 1.0)
     waves = np.ceil(units / (sms * resident))
     out["compute_s"] = out["compute_s"] + np.where(
-        grouped, prm["wave_s"] * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
+        grouped, prm["wave_s"] * tensor * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
     )
     return out
