@@ -15,6 +15,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
+from mlacalc.serving.scheduler import ENGINE_DEFAULTS, engine_settings
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
@@ -134,6 +135,7 @@ def render(sc: Scenario) -> None:
         if result is None:
             return
         show_answer(result, load, inputs, sc.model.label)
+        st.caption(scheduler_caption(sc.engine, inputs.mode))
     _show_capacity(sc, inputs)
     _show_memory(result, result.context, bool(sc.model.compress_ratios))
     _show_kernels(result, sc.model)
@@ -264,12 +266,33 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
     )
 
 
-def _serving_args(inputs: PlanInputs) -> dict:
-    """The request mix's arguments to :func:`mlacalc.plan` (without the concurrency)."""
-    serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode)
+def _serving_args(inputs: PlanInputs, engine: str) -> dict:
+    """The request mix's arguments to :func:`mlacalc.plan` (without the concurrency), with the
+    engine's scheduler defaults as ``mlacalc plan --engine`` takes them (its chunked prefill in
+    the aggregated mode only, as the CLI's)."""
+    serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode, **engine_settings(engine))
     if inputs.mode == "aggregated":
         serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=inputs.lag)
+    else:
+        serving.pop("chunked_prefill")
     return serving
+
+
+def scheduler_caption(engine: str, mode: str) -> str:
+    """What the answer says of the scheduler defaults it took (the CLI's plan says the same)."""
+    d = ENGINE_DEFAULTS[engine]
+
+    def tok(v: int | None, none: str) -> str:
+        return none if v is None else f"{v:,}"
+
+    chunked = tok(d.chunked_prefill, "off") if mode == "aggregated" else "none (disaggregated)"
+    return (
+        f"Scheduler: {engine}'s defaults as documented at {d.version} (max running "
+        f"{tok(d.max_running, 'what fits')}, max tokens a step {tok(d.max_tokens, 'no cap')}, "
+        f"chunked prefill {chunked}, CUDA graphs to {tok(d.cuda_graph_max_batch, 'every batch')}"
+        f", overlap scheduling {'on' if d.overlap else 'off'}), as `mlacalc plan --engine "
+        f"{engine}` takes them."
+    )
 
 
 def meets(p, ttft: float, tpot: float) -> bool:
@@ -312,7 +335,7 @@ def _serving_plan(sc: Scenario, inputs: PlanInputs):
     """The plan of the request mix on the widgets' deployment at the requests in flight asked
     (or the most meeting the targets) and that load; (None, None) after showing the error."""
     try:
-        args = {**_layout_args(sc, inputs), **_serving_args(inputs), "engine": sc.engine}
+        args = {**_layout_args(sc, inputs), **_serving_args(inputs, sc.engine), "engine": sc.engine}
         load = Load(inputs.conc, "asked") if inputs.conc else None
         if load is None:
             load = most_meeting_targets(
@@ -417,6 +440,7 @@ def _show_capacity(sc: Scenario, inputs: PlanInputs) -> None:
             **_layout_args(sc, inputs),
             seq_len=sc.seq_len,
             batch=sc.batch,
+            engine=sc.engine,
         )
     except mlacalc.MlacalcError as exc:
         st.error(str(exc))

@@ -165,6 +165,31 @@ def test_plan_view_takes_the_engine():
     assert drawn[0] == pytest.approx(separate, rel=1e-9)
 
 
+def test_the_serving_engine_reaches_every_figure_with_its_scheduler_defaults_as_the_cli():
+    """Under SGLang on 8 x B200 the answer is ``mlacalc plan --engine sglang``'s (its kernels and
+    its scheduler's defaults, said in a caption), and the capacity block below it is SGLang's
+    too (it had been timed with the default engine's kernels)."""
+    from mlacalc.serving.scheduler import engine_settings
+
+    at = _run(engine="sglang", hw="B200", gpus="8", tp="8")
+    at.number_input(key="plan_conc").set_value(190).run()
+    assert not at.exception
+    mix = dict(isl=D.ISL, osl=D.OSL, **LAYOUT, engine="sglang")
+    p = mlacalc.plan(
+        "deepseek-v3", "B200", 8, concurrency=190.0, **mix, **engine_settings("sglang")
+    )
+    bare = mlacalc.plan("deepseek-v3", "B200", 8, concurrency=190.0, **mix)
+    m = metrics(at)
+    assert p.tpot_s != bare.tpot_s  # the defaults move the answer: the test can tell
+    assert m["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms" and m["TTFT"] == p.ttft_text()
+    assert any(c.value.startswith("Scheduler: sglang's defaults") for c in at.caption)
+    cap = mlacalc.plan("deepseek-v3", "B200", 8, seq_len=131072, batch=8, engine="sglang", **LAYOUT)
+    trt = mlacalc.plan("deepseek-v3", "B200", 8, seq_len=131072, batch=8, **LAYOUT)
+    label = f"decode tokens/s at batch {cap.decode_batch:,}"
+    assert cap.decode_tokens_per_s != trt.decode_tokens_per_s
+    assert m[label] == f"{cap.decode_tokens_per_s:,.0f}"
+
+
 def test_search_frontier_coloured_by_gpu_count_with_the_targets_drawn_and_the_choice_explained():
     at = _run()
     at.checkbox(key="plan_search").check().run()

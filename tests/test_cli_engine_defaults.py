@@ -59,10 +59,11 @@ def test_no_engine_no_defaults_and_the_output_says_which(run):
     out, _ = run(*PLAN)
     assert json.loads(out)["scheduler_defaults"] is None
     out, _ = run(*PLAN[:-2], "--engine", "sglang")
-    assert "# scheduler defaults: sglang 0.4.9's (max running what fits, max tokens 16,384" in out
+    assert "# scheduler defaults: sglang's as documented at 0.4.9 (max running what fits" in out
+    assert "what fits, max tokens 16,384" in out
     assert "(from --engine; --engine-defaults none for none)" in out
     out, _ = run(*PLAN[:-2], "--engine-defaults", "trtllm")
-    assert "# scheduler defaults: trtllm 1.0's (max running 2,048" in out
+    assert "# scheduler defaults: trtllm's as documented at 1.0 (max running 2,048" in out
     assert "(from --engine-defaults)" in out
     out, _ = run(*PLAN[:-2])
     assert "scheduler defaults" not in out
@@ -91,7 +92,8 @@ def test_search_engine_takes_its_admission_defaults(run):
     ).best
     assert _figures(doc["best"]) == pytest.approx(_figures(expected), rel=1e-9)
     out, _ = run(*args[:-2], "--engine", "vllm")
-    assert "# scheduler defaults: vllm 0.10's (max running 1,024, max tokens 8,192, " in out
+    assert "# scheduler defaults: vllm's as documented at 0.10 (max running 1,024, " in out
+    assert "(max running 1,024, max tokens 8,192, " in out
     assert "chunked prefill searched (--chunked-prefills)" in out
     none = json.loads(run(*args, "--engine", "vllm", "--engine-defaults", "none")[0])
     assert none["scheduler_defaults"] is None

@@ -272,7 +272,7 @@ def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool = True)
 
     why = "--engine-defaults" if given_by_flag else "--engine; --engine-defaults none for none"
     return (
-        f"# scheduler defaults: {engine} {d.version}'s (max running "
+        f"# scheduler defaults: {engine}'s as documented at {d.version} (max running "
         f"{tok(d.max_running, 'what fits')}, max tokens {tok(d.max_tokens, 'no cap')}, chunked "
         f"prefill {tok(d.chunked_prefill, 'off') if chunked else 'searched (--chunked-prefills)'}, "
         "CUDA graphs to "
