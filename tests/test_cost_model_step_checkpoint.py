@@ -244,3 +244,43 @@ def test_serving_step_reads_the_checkpoint_as_the_model_step(model):
     touched = E * (1 - (1 - topk / E) ** 16)  # expected experts touched, as a fraction
     assert per_expert == stored_experts(m)[0]
     assert experts.bytes - acts == pytest.approx(touched * per_expert, rel=1e-9, abs=1)
+
+
+def test_a_modelopt_export_runs_each_kernel_as_its_tensors_are_stored():
+    """NVIDIA's DeepSeek-V3.1 NVFP4 export (hf_quant_config.json beside config.json) keeps
+    every layer's q_a, q_b, kv_a and kv_b projections in bf16 (``exclude_modules`` names them
+    layer by layer) and stores the rest in NVFP4 with quantized activations: those kernels read
+    bf16 bytes and run the bf16 class, the others the fp4 class (fp4 GEMMs and MoE), as
+    ``--weight-dtype fp4`` times them, not the weight-only one. The exclusions had been asked of
+    the names within a layer (``self_attn.q_a_proj``), so every projection read 4-bit bytes as
+    ``w4a16``. Qwen3.6-27B's mixed export: its W4A16 NVFP4 MLPs weight-only, its per-tensor fp8
+    attention projections the fp8 class."""
+    from reference_data import HF_CONFIGS_2
+
+    import mlacalc
+
+    config = HF_CONFIGS_2 / "nvidia--DeepSeek-V3.1-NVFP4.config.json"
+    m = mlacalc.load_model(config)
+    assert checkpoint_stored(m)
+    ks = {k.name: k for k in step_kernels(m, "decode", 4096, 8)}
+    kept = ("q_a_proj", "q_b_proj", "kv_a_proj", "q_absorb", "o_absorb")
+    assert {ks[n].dtype for n in kept} == {"bf16"}
+    assert {ks[n].dtype for n in ("o_proj", "shared_experts_up", "routed_experts")} == {"fp4"}
+    # q_a_proj reads its bf16 weight, hidden x q_lora_rank at two bytes, by hand
+    b16 = {k.name: k for k in step_kernels(m, "decode", 4096, 8, weight_dtype="bf16")}
+    assert ks["q_a_proj"].bytes == b16["q_a_proj"].bytes
+    assert b16["q_a_proj"].bytes >= m.hidden_size * m.q_lora_rank * 2
+    assert ks["o_proj"].bytes < b16["o_proj"].bytes / 3  # 4.5 bits a weight
+    qwen = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--Qwen3.6-27B-NVFP4.config.json")
+    qk = {k.name: k.dtype for k in step_kernels(qwen, "decode", 4096, 8)}
+    assert qk["dense_ffn_up"] == qk["dense_ffn_down"] == "w4a16"
+    assert qk["q_proj"] == qk["q_gate_proj"] == qk["o_proj"] == "fp8"
+    # its q_proj tensor holds the query and the output gate: each product reads half of it
+    d = qwen.hidden_size
+    width = qwen.num_attention_heads * qwen.head_dim
+    (q,) = [t for t in tensors(qwen) if t.name == "model.layers.3.self_attn.q_proj.weight"]
+    assert q.shape == (2 * width, d)
+    qs = {k.name: k for k in step_kernels(qwen, "decode", 4096, 8)}
+    b16 = {k.name: k for k in step_kernels(qwen, "decode", 4096, 8, weight_dtype="bf16")}
+    for name in ("q_proj", "q_gate_proj"):  # fp8 per tensor: a byte a weight, one scale
+        assert qs[name].bytes - (b16[name].bytes - 2 * width * d) == width * d + 4

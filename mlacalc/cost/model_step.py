@@ -71,7 +71,7 @@ from mlacalc.cost.params import (
     router_params,
     shared_experts_shape,
 )
-from mlacalc.cost.quant import Tensor, checkpoint_tensors, is_kept, tensor_bytes
+from mlacalc.cost.quant import Tensor, checkpoint_tensors, tensor_bytes, tensor_format
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import LayerKind
@@ -716,6 +716,9 @@ class _Stored:
     params: int
     bytes: int
     quantized: bool
+    #: the storage format of its quantized tensors (:func:`mlacalc.cost.quant.tensor_format`;
+    #: None when all are kept): a mixed checkpoint's kernels run each in its own
+    fmt: str | None = None
 
 
 def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
@@ -732,22 +735,25 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
         "router": moe,
         "routed_experts": moe,
     }
-    by_layer: dict[int, list[Tensor]] = {}
+    # each layer's tensors under their name within the layer (what _READS matches), the tensor
+    # itself keeping its whole name: a checkpoint's exclusions name whole modules
+    # (``model.layers.0.self_attn.q_a_proj``), so what is kept is asked of the whole name
+    by_layer: dict[int, list[tuple[str, Tensor]]] = {}
     for t in all_tensors:
         hit = re.match(r"model\.layers\.(\d+)\.(.*)", t.name)
         if hit:
-            by_layer.setdefault(int(hit[1]), []).append(Tensor(hit[2], t.shape, t.role))
+            by_layer.setdefault(int(hit[1]), []).append((hit[2], t))
     out: dict[str, _Stored] = {}
 
     def stored(ts: list[Tensor], experts: int = 1) -> _Stored:
         params = nbytes = 0
-        quantized = False
+        fmt = None
         for t in ts:
             payload, scales = tensor_bytes(t, scheme)
             params += t.numel
             nbytes += payload + scales
-            quantized = quantized or not is_kept(t, scheme)
-        return _Stored(params // experts, nbytes // experts, quantized)
+            fmt = fmt or tensor_format(t, scheme)
+        return _Stored(params // experts, nbytes // experts, fmt is not None, fmt)
 
     for name, patterns in _READS.items():
         rx = re.compile("|".join(patterns))
@@ -755,20 +761,27 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
             i = layer_of[name]
             if i is None:
                 continue
-            ts = [t for t in by_layer.get(i, []) if rx.fullmatch(t.name)]
+            ts = [t for name, t in by_layer.get(i, []) if rx.fullmatch(name)]
         else:  # the first layer that holds them (DeepSeek-V4's indexer: csa layers only)
             ts = next(
                 (
                     hit
                     for j in sorted(by_layer)
-                    if (hit := [t for t in by_layer[j] if rx.fullmatch(t.name)])
+                    if (hit := [t for name, t in by_layer[j] if rx.fullmatch(name)])
                 ),
                 [],
             )
         if not ts:
             continue
         out[name] = stored(ts, m.n_routed_experts if name == "routed_experts" else 1)
-    kv_b = [t for t in by_layer.get(0, []) if t.name == "self_attn.kv_b_proj.weight"]
+    if (arch_of(m) or Arch()).gated_query and "q_proj" in out:
+        # Qwen3-Next's q_proj holds the query and its output gate, which the step runs as two
+        # products of equal width (q_proj, q_gate_proj: mlacalc.cost.linear.gated_query_cost)
+        q = out["q_proj"]
+        out["q_proj"] = out["q_gate_proj"] = _Stored(
+            q.params // 2, q.bytes // 2, q.quantized, q.fmt
+        )
+    kv_b = [t for name, t in by_layer.get(0, []) if name == "self_attn.kv_b_proj.weight"]
     if kv_b and m.is_mla:
         (t,) = kv_b
         heads = m.num_attention_heads
@@ -776,7 +789,7 @@ def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
         whole, part = out["kv_b_proj"], stored([uk])
         out["q_absorb"] = part
         out["o_absorb"] = _Stored(
-            whole.params - part.params, whole.bytes - part.bytes, whole.quantized
+            whole.params - part.params, whole.bytes - part.bytes, whole.quantized, whole.fmt
         )
     final = [t for t in all_tensors if t.name == "model.norm.weight"]
     if final:
@@ -806,25 +819,36 @@ def one_layer(m: ModelConfig) -> ModelConfig:
 
 
 @lru_cache(maxsize=32)
-def _checkpoint_reads(m: ModelConfig) -> tuple[dict[str, _Stored], str]:
+def _checkpoint_reads(m: ModelConfig) -> dict[str, _Stored]:
     """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
-    its kind (every layer of a kind holds the same tensors), and the class its quantized
-    weights run as (:func:`stored_dtype`; the scheme is parsed once per model here, not on
-    every step)."""
-    return _tensor_reads(m), stored_dtype(m.quantization)
+    its kind (every layer of a kind holds the same tensors), with their format (the class
+    :func:`stored_dtype` gives; the scheme is parsed once per model here, not on every
+    step)."""
+    return _tensor_reads(m)
 
 
-def stored_dtype(scheme: Any) -> str:
-    """The kernel class a kernel with weights stored as ``scheme`` runs as: block-scaled fp8
-    as ``fp8_block``; MXFP4 experts as the weight-only ``w4a16_mxfp4`` MoE (4-bit values
-    dequantized to bf16 in the kernel, bf16 tensor rate; an fp8 checkpoint's fp4 experts
-    (``expert_format``) as :func:`_experts_class` says); integer groups as weight-only
+def stored_dtype(scheme: Any, fmt: str | None = None) -> str:
+    """The kernel class a kernel whose weights are stored in ``fmt`` under ``scheme`` (the
+    scheme's own format when None) runs as: block-scaled fp8 as ``fp8_block``, per-tensor fp8
+    (ModelOpt's FP8, an input scale per matrix) as ``fp8``; NVFP4 with quantized activations
+    as the fp4 GEMMs and MoE (``fp4``), NVFP4 weights under bf16 activations (W4A16_NVFP4) as
+    the weight-only ``w4a16``; MXFP4 experts as the weight-only ``w4a16_mxfp4`` MoE (4-bit
+    values dequantized to bf16 in the kernel, bf16 tensor rate; an fp8 checkpoint's fp4
+    experts (``expert_format``) as :func:`_experts_class` says); integer groups as weight-only
     ``w4a16`` / ``w8a16`` (a time-model profile without that class times it by its bf16
-    class, reading the quantized bytes)."""
-    if scheme.method == "fp8":
+    class, reading the quantized bytes). A device without the format's tensor cores runs the
+    weight-only kernel (:func:`mlacalc.timemodel.kernel_time.run_dtype`)."""
+    fmt = fmt or scheme.method
+    if fmt == "fp8":
         return "fp8_block"
-    if scheme.method == "mxfp4":
+    if fmt == "fp8_tensor":
+        return "fp8"
+    if fmt == "mxfp4":
         return "w4a16_mxfp4"
+    if fmt == "nvfp4":
+        return "fp4" if scheme.input_scale or scheme.method == "mixed" else "w4a16"
+    if fmt == "w4a16_nvfp4":
+        return "w4a16"
     return f"w{scheme.bits}a16"
 
 
@@ -833,7 +857,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
     ``weights_dtype`` replaced by their checkpoint bytes (values and scales; kept tensors in
     bf16), the class by the storage (:func:`stored_dtype`; a kernel whose weights are all
     kept computes in the activation dtype). FLOPs, shapes and activation bytes unchanged."""
-    reads, quantized_class = _checkpoint_reads(m)
+    reads = _checkpoint_reads(m)
     out = []
     for k in kernels:
         s = reads.get(k.name)
@@ -844,6 +868,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
         logical = packed_bytes(copies * s.params, dt.w_bits)
         # a norm's weights are kept: the kernel keeps its class
         kept = k.dtype if k.kind == "elementwise" else dt.act
+        quantized_class = stored_dtype(m.quantization, s.fmt)
         dtype = quantized_class if s.quantized and k.kind != "elementwise" else kept
         if s.quantized and k.kind == "moe":
             dtype = _experts_class(m, quantized_class)
@@ -880,9 +905,10 @@ def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
     its MoE kernel runs as, for a model :func:`checkpoint_stored` reads as stored (what the
     ``routed_experts`` kernel reads per expert it touches)."""
     m = as_model(model)
-    reads, quantized_class = _checkpoint_reads(m)
-    s = reads["routed_experts"]
-    return s.bytes, _experts_class(m, quantized_class) if s.quantized else "bf16"
+    s = _checkpoint_reads(m)["routed_experts"]
+    if not s.quantized:
+        return s.bytes, "bf16"
+    return s.bytes, _experts_class(m, stored_dtype(m.quantization, s.fmt))
 
 
 def _experts_class(m: ModelConfig, quantized_class: str) -> str:
