@@ -277,3 +277,19 @@ def test_a_named_device_is_read_again_when_its_file_content_changes(monkeypatch)
     spec, origin, _ = predict_module._HARDWARE["H100-SXM"]
     predict_module._HARDWARE["H100-SXM"] = (spec, origin, b"another content's digest")
     assert predict_module._hardware_of("H100-SXM") == first and len(reads) == 2  # read again
+
+
+def test_a_prediction_says_whether_its_profile_was_fitted_on_the_device():
+    """``calibrated`` says a fitted profile predicted the kernels; ``device_fitted`` whether it
+    was fitted on this device (a new-user trial read ``calibrated: true`` on a GB200 as a
+    measured device: the B200 fit predicts it by datasheet ratios)."""
+    from mlacalc import predict_time
+
+    gb = predict_time("deepseek-v3", "GB200", "decode", 4096, 8, scope="model")
+    b2 = predict_time("deepseek-v3", "B200", "decode", 4096, 8, scope="model")
+    bound = predict_time(
+        "deepseek-v3", "B200", "decode", 4096, 8, scope="model", profile="roofline"
+    )
+    assert gb.calibrated and not gb.device_fitted and "by datasheet ratios" in gb.calibration
+    assert b2.calibrated and b2.device_fitted and b2.to_dict()["device_fitted"] is True
+    assert not bound.calibrated and not bound.device_fitted

@@ -206,12 +206,17 @@ class Prediction:
     ops: tuple[OpTime, ...]
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
+    #: whether the kernels were predicted with a fitted profile (False: the plain roofline
+    #: bound); whether that profile was fitted on this device is ``device_fitted``
     calibrated: bool
     #: the calibration profile that predicted the kernels ("roofline" for the plain bound)
     profile: str = ROOFLINE
     #: how the device is predicted: "calibrated on H100-SXM, A100-SXM-80GB; H200 by datasheet
     #: ratios", or the plain roofline bound
     calibration: str = "plain roofline bound"
+    #: whether the profile was fitted on this device's own measurements (False: the device is
+    #: predicted by datasheet ratios from another device's fit, or by the plain bound)
+    device_fitted: bool = False
     #: how the weights are read: a dtype chosen (or defaulted), or ``"checkpoint fp8 block
     #: 128x128"`` when read as the model's quantized checkpoint stores them
     weights: str = ""
@@ -310,6 +315,7 @@ class Prediction:
             "profile": self.profile,
             "calibration": self.calibration,
             "calibrated": self.calibrated,
+            "device_fitted": self.device_fitted,
             "peak_flops_per_s": self.peak_flops_per_s,
             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
             "stage_seconds": self.stage_seconds(),
@@ -939,6 +945,7 @@ def predict_time(
             resolved,
             ops,
             calibrated=bool(prof.fitted_devices),
+            device_fitted=hw.name in prof.devices,
             profile=prof.name,
             calibration=prof.describe(hw.name, hw) + (f"; {note}" if note else ""),
             engine=engine_name,
