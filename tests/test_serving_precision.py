@@ -126,3 +126,19 @@ def test_a_format_the_device_cannot_run_is_said():
     assert len(said) == 1 and "no fp4 tensor cores" in said[0] and "w4a16_mxfp4" in said[0]
     b200 = plan("deepseek-v3", "B200", 8, **asked)
     assert not [w for w in b200.warnings if w.startswith("experts in nvfp4")]
+
+
+def test_a_chosen_weight_dtype_says_what_it_times_that_the_checkpoint_would_not():
+    """``weight_dtype="fp8"`` on DeepSeek-V3 (fp8 in 128 x 128 blocks) times per-tensor fp8
+    GEMMs and MoE, which the plan says (under vLLM its per-tensor fp8 MoE is 4x the
+    checkpoint's block-scaled one); fp4 weights on a device without fp4 tensor cores say they
+    run the weight-only kernel, as a component's format does; a dtype the device runs and the
+    checkpoint does not contradict says nothing."""
+    fp8 = plan("deepseek-v3", "H200", 8, weight_dtype="fp8", seq_len=4096)
+    assert any("per-tensor fp8" in w and "fp8 block 128x128" in w for w in fp8.warnings)
+    fp4 = plan("deepseek-v3", "H200", 8, weight_dtype="fp4", seq_len=4096)
+    assert any("H200 has no fp4 tensor cores" in w and "(w4a16)" in w for w in fp4.warnings)
+    b200 = plan("deepseek-v3", "B200", 8, weight_dtype="fp4", seq_len=4096)
+    assert not any("tensor cores" in w or "per-tensor" in w for w in b200.warnings)
+    stored = plan("deepseek-v3", "H200", 8, seq_len=4096)
+    assert not any("per-tensor" in w for w in stored.warnings)

@@ -27,7 +27,7 @@ from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.words import defaults
-from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout, weight_gemm_class
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -454,6 +454,22 @@ def _request_warnings(
             "which config.json does not give; give weight_dtype (--weight-dtype fp4 for "
             "NVFP4) to size it"
         )
+    if weight_dtype is not None:
+        chosen = canonical_dtype(weight_dtype)
+        scheme = m.quantization
+        if chosen.startswith("fp8") and scheme is not None and scheme.method == "fp8":
+            # the dtype names no scales: per-tensor fp8, where the checkpoint has blocks
+            warnings.append(
+                f"weights in {chosen} are timed as per-tensor fp8 GEMMs and MoE (one scale a "
+                f"tensor); {m.label}'s checkpoint is {scheme.describe()}, which leaving "
+                "weight_dtype out (no --weight-dtype) times as stored"
+            )
+        runs = run_dtype("gemm", weight_gemm_class(chosen, "bf16"), hw)
+        if runs != weight_gemm_class(chosen, "bf16"):
+            warnings.append(
+                f"weights in {chosen}: {hw.name} has no {chosen} tensor cores, so they are sized "
+                f"in {chosen} and timed as the weight-only kernels it runs instead ({runs})"
+            )
     if include_mtp and m.compress_ratios:
         warnings.append(f"{m.label}'s MTP module is not modelled: include_mtp holds nothing more")
     elif include_mtp and not m.num_nextn_predict_layers:
