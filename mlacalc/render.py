@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mlacalc.models.registry import family_of
@@ -172,27 +173,27 @@ def render_table(sections: list[Section], header: str = "", width: int | None = 
         highlight=False,
     )
     if header:
-        console.print(header)
+        console.print(escape(header))
     for section in sections:
-        table = Table(title=section.title, title_justify="left", show_lines=False)
+        table = Table(title=escape(section.title), title_justify="left", show_lines=False)
         widths = _column_widths(section)
         text = [i == 0 or i in section.text_columns for i in range(len(widths))]
         for i, col in enumerate(section.columns):
             table.add_column(
-                col,
+                escape(col),
                 justify="left" if text[i] else "right",
                 min_width=widths[i] if text[i] else None,
                 overflow="fold",
             )
         for row in section.rows:
-            table.add_row(*[str(c) for c in row])
+            table.add_row(*[escape(str(c)) for c in row])
         # the names whole, four characters of each figure, a space each side and a rule each
         needed = sum(w if t else 4 for w, t in zip(widths, text)) + 3 * len(widths) + 1
         console.width = max(width or 160, needed)
         console.print(table)
         console.width = width or 160
         if section.note:
-            console.print(section.note)
+            console.print(escape(section.note))
     console.print(UNITS_NOTE)
     return buffer.getvalue()
 

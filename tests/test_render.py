@@ -84,3 +84,20 @@ def test_model_yaml_loads_back_to_the_same_model(name, tmp_path):
     assert mlacalc.param_counts(back) == mlacalc.param_counts(m)
     assert mlacalc.kv_cache_bytes(back, 4096, 2) == mlacalc.kv_cache_bytes(m, 4096, 2)
     assert back.variant == m.variant and back.num_hidden_layers == m.num_hidden_layers
+
+
+def test_text_in_square_brackets_is_printed_not_read_as_markup():
+    """A table's title, cells, column names, note and header are text: a profile note
+    ``[trtllm kernels stand in for vllm: ...]`` had been read as a style tag and dropped, so
+    `mlacalc validate --engine vllm` said ``predicted (default )``."""
+    from mlacalc.render import Section, render_table
+
+    note = "[trtllm kernels stand in for vllm: no vllm profile fits these devices]"
+    out = render_table(
+        [Section(f"predicted (default {note})", ["a [b]", "c"], [["[x y]", "1"]], note=note)],
+        header="[bold]header[/bold]",
+    )
+    flat = " ".join(out.split())  # a narrow table wraps its title
+    assert f"predicted (default {note})" in flat
+    assert "[x y]" in flat and "a [b]" in flat and flat.count(note) == 2
+    assert "[bold]header[/bold]" in out
