@@ -523,3 +523,17 @@ def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
         np.testing.assert_allclose(own, factor * other, rtol=1e-6)
         xqa = M.kernel_terms(b, fig, prm)["compute_s"]
         np.testing.assert_allclose(xqa, M.kernel_terms(_as_variant(b), fig, prm)["compute_s"])
+
+
+def test_sglang_triton_decode_draws_hoppers_bytes_a_clock_per_sm():
+    # SGLang's Triton decode gathers the cache with pointer loads: an SM draws at most H100's
+    # HBM bytes per SM-clock, so on B200 (2.02x that per SM-clock) its memory time is 2.02x
+    # what B200's HBM alone gives; on H100, and for a kernel copying pages (another variant),
+    # the HBM's
+    prm = _params()
+    b = _decode(no_flops=True, batch=[8.0, 256.0], kv_len=[8192.0, 65536.0])
+    for device, factor in (("H100-SXM", 1.0), ("B200", 2.02)):
+        fig = device_figures(load_hardware(device))
+        triton = M.kernel_terms(_as_variant(b), fig, prm)["memory_s"]
+        other = KernelBatch(b.kind, b.dtype, b.flops, b.bytes, b.calls, b.shape, variant="fi")
+        np.testing.assert_allclose(triton, factor * M.kernel_terms(other, fig, prm)["memory_s"])

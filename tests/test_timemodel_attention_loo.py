@@ -62,13 +62,14 @@ LEFT_OUT = [
     ("b200_sxm", "generation_attention_perf", "trtllm", "bf16", "default", 0.255),
     ("b200_sxm", "generation_attention_perf", "trtllm", "fp8", "default", 0.20),
     # SGLang's and vLLM's decode with the packing kernels' unit work at the SM's tensor width
-    # (attention_time._tensor_work_scale): SGLang H100 from B200 11.7% / 23.3% (13.8% / 24.9%
-    # before), B200 from H100 13.0% / 16.3% (17.9% / 21.6%); vLLM H100 14.6% / 24.1% (22.3% /
+    # (attention_time._tensor_work_scale) and SGLang's Triton decode drawing Hopper's bytes a
+    # clock per SM (_gather_bytes): SGLang H100 from B200 11.2% / 22.9% (13.8% / 24.9%
+    # before), B200 from H100 12.7% / 15.4% (17.9% / 21.6%); vLLM H100 14.6% / 24.1% (22.3% /
     # 32.9%), B200 20.4% / 29.2% (28.7% / 41.2%)
-    ("h100_sxm", "generation_attention_perf", "sglang", "bf16", "fit-b200-sxm-sglang", 0.125),
-    ("h100_sxm", "generation_attention_perf", "sglang", "fp8", "fit-b200-sxm-sglang", 0.245),
-    ("b200_sxm", "generation_attention_perf", "sglang", "bf16", "fit-h100-sxm-sglang", 0.14),
-    ("b200_sxm", "generation_attention_perf", "sglang", "fp8", "fit-h100-sxm-sglang", 0.175),
+    ("h100_sxm", "generation_attention_perf", "sglang", "bf16", "fit-b200-sxm-sglang", 0.12),
+    ("h100_sxm", "generation_attention_perf", "sglang", "fp8", "fit-b200-sxm-sglang", 0.24),
+    ("b200_sxm", "generation_attention_perf", "sglang", "bf16", "fit-h100-sxm-sglang", 0.135),
+    ("b200_sxm", "generation_attention_perf", "sglang", "fp8", "fit-h100-sxm-sglang", 0.165),
     ("h100_sxm", "generation_attention_perf", "vllm", "bf16", "fit-b200-sxm-vllm", 0.155),
     ("h100_sxm", "generation_attention_perf", "vllm", "fp8", "fit-b200-sxm-vllm", 0.25),
     ("b200_sxm", "generation_attention_perf", "vllm", "bf16", "fit-h100-sxm-vllm", 0.215),

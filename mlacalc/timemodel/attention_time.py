@@ -43,6 +43,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "GATHER_DECODE_VARIANTS",
     "PACKING_DECODE",
     "PACKING_PREFILL",
     "QUERY_CONVERT_BYTES",
@@ -382,6 +383,34 @@ def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     return 1.0 / ratio if ratio > 0 else 1.0
 
 
+#: Decode kernels (their class variants, from the tables' ``kernel_source``) that gather the
+#: paged cache with per-token pointer loads: SGLang's Triton decode (``decode_attention``, a
+#: token's slot from ``req_to_token``), where FlashAttention-3 and TensorRT-LLM-gen copy whole
+#: pages with TMA (:func:`_gather_bytes`). vLLM's Triton attention gathers too, but its only
+#: rows (B200) take H100's FlashAttention-3 class when B200 is left out, a copy engine's draw:
+#: not listed (its left-out rows 20.7% with the factor left off, 22.9% with it).
+GATHER_DECODE_VARIANTS = frozenset({"triton"})
+
+#: Bytes a clock one SM draws from HBM at H100 SXM's full bandwidth (3.35 TB/s over 132 SMs
+#: at 1,830 MHz): the reference of :func:`_gather_bytes`.
+HOPPER_HBM_BYTES_PER_SM_CLOCK = 3.35e12 / (132 * 1.83e9)
+
+
+def _gather_bytes(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Factor on a gathering decode kernel's bytes (:data:`GATHER_DECODE_VARIANTS`): its
+    loads in flight per SM are what its warps issue, not a copy engine's, so an SM draws at
+    most Hopper's bytes a clock (:data:`HOPPER_HBM_BYTES_PER_SM_CLOCK`) and a device with
+    more HBM per SM and clock streams its cache no faster per SM: B200 (7.7 TB/s over 148 SMs
+    at 1,856 MHz, 28.0 bytes a clock) 2.02, H100 1. SGLang's Triton decode fits draw 0.82 and
+    0.41 of H100's HBM (bf16 / fp8 cache) and 0.46 and 0.20 of B200's, 0.56 and 0.49 of the
+    H100 figures, where TensorRT-LLM-gen's B200 fits draw 0.88-0.93; refitted with the factor,
+    B200's draw 0.92 and 0.40 of its capped rate. 1 for every other kernel."""
+    if batch.variant not in GATHER_DECODE_VARIANTS or fig.sm_count <= 0 or fig.clock_hz <= 0:
+        return 1.0
+    per_sm_clock = fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz)
+    return max(1.0, round(per_sm_clock / HOPPER_HBM_BYTES_PER_SM_CLOCK, 2))
+
+
 def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) -> np.ndarray:
     """Bytes a grouped decode unit holds on its SM: one 64-token K and V stage of the cache
     (its element size: 1 for an fp8 cache, else 2) and :data:`DECODE_ROW_BYTES` per query row
@@ -493,6 +522,7 @@ def decode_terms(
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
     nbytes = batch.bytes * np.where(within, 1.0, 1.0 + prm["fallback_reads"] * (group - 1.0))
+    nbytes = nbytes * _gather_bytes(batch, fig)  # a gathering kernel's per-SM draw
     # (every part pays its per-unit work, empty or not; only the parts holding keys stream
     # the cache and keep tensor cores busy)
     out = attention_time(
