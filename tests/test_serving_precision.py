@@ -142,3 +142,27 @@ def test_a_chosen_weight_dtype_says_what_it_times_that_the_checkpoint_would_not(
     assert not any("tensor cores" in w or "per-tensor" in w for w in b200.warnings)
     stored = plan("deepseek-v3", "H200", 8, seq_len=4096)
     assert not any("per-tensor" in w for w in stored.warnings)
+
+
+def test_mxfp4_experts_with_mxfp8_activations_run_the_mixed_format_moe():
+    """``mxfp4_mxfp8`` experts (MXFP4 weights, activations quantized to MXFP8) are sized at
+    4.25 bits a weight and run the ``w4a8_mxfp4`` MoE where the device has fp4 tensor cores
+    (B200), the weight-only MXFP4 MoE elsewhere (H100, said). GPT-OSS's checkpoint under
+    TensorRT-LLM on Blackwell runs its measured weight-only MXFP4 MoE, 3-7x its w4a8 one: the
+    plan says so and names the format that times the other, under SGLang (FlashInfer's MoE)
+    it says nothing."""
+    mix = dict(isl=1000, osl=1000, concurrency=64.0)
+    kw = dict(component_dtypes={"experts": "mxfp4_mxfp8"})
+    stored = plan("gpt-oss-120b", "B200", 1, **mix)
+    w4a8 = plan("gpt-oss-120b", "B200", 1, **mix, **kw)
+    experts = {k["name"]: k for k in w4a8.to_dict()["kernels"]}["routed_experts"]
+    assert experts["dtype"] == "w4a8_mxfp4"
+    assert w4a8.tpot_s < stored.tpot_s / 2
+    assert format_bits("mxfp4_mxfp8") == 4.25
+    said = [w for w in stored.warnings if "w4a8_mxfp4" in w]
+    assert len(said) == 1 and "mxfp4_mxfp8" in said[0]
+    assert not [w for w in w4a8.warnings if "weight-only MXFP4" in w]
+    sglang = plan("gpt-oss-120b", "B200", 1, **mix, engine="sglang")
+    assert not [w for w in sglang.warnings if "w4a8_mxfp4" in w]
+    h100 = plan("gpt-oss-120b", "H100-SXM", 1, **mix, **kw)
+    assert any("H100-SXM has no" in w and "(w4a16_mxfp4)" in w for w in h100.warnings)

@@ -128,8 +128,8 @@ def plan_engine_options(f: Callable) -> Callable:
                     f"--{flag}-dtype",
                     f"{component}_dtype",
                     default=None,
-                    help=f"Format of the {what} weights (bf16, fp8, fp4, nvfp4, mxfp4, int4; "
-                    "default: the checkpoint's or --weight-dtype).",
+                    help=f"Format of the {what} weights (bf16, fp8, fp4, nvfp4, mxfp4, "
+                    "mxfp4_mxfp8, int4; default: the checkpoint's or --weight-dtype).",
                 )
                 for flag, component, what in _COMPONENT_FLAGS
             ],

@@ -71,6 +71,7 @@ _FORMAT_DTYPE = {
     "nvfp4": "fp4",
     "w4a16_nvfp4": "fp4",
     "mxfp4": "fp4",
+    "mxfp4_mxfp8": "fp4",  # MXFP4 weights, activations quantized to MXFP8 (w4a8 MXFP4)
     "int4": "int4",
     "int8": "int8",
     "int2": "int4",

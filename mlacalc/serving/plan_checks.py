@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlacalc.cost.engine import as_model
+from mlacalc.cost.model_step import checkpoint_stored, stored_experts
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization
@@ -25,6 +26,7 @@ from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.speculative import acceptance_length
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout, weight_gemm_class
@@ -239,6 +241,7 @@ def check_request(
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
         + _format_warnings(components, hw)
+        + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -438,6 +441,29 @@ def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str,
                 f"sized in {fmt} and timed as the weight-only kernel it runs instead ({runs})"
             )
     return tuple(out)
+
+
+def _engine_kernel_warnings(
+    m: ModelConfig, hw: HardwareSpec, engine: str, weight_dtype: str | None, components: dict
+) -> tuple[str, ...]:
+    """A measured kernel of the engine far slower than another it runs for the same weights:
+    MXFP4 experts (GPT-OSS's checkpoint) under TensorRT-LLM on Blackwell run its measured
+    weight-only MXFP4 MoE (``w4a16_mxfp4``: B200, 128 experts, top-4, 2,880 x 2,880, 0.89 ms
+    at 64 tokens, 2.0 ms at 1,024), where its MXFP4 x MXFP8 MoE (``w4a8_mxfp4``) takes 0.21
+    and 0.39 ms (3-7x less from 1 to 4,096 tokens); SGLang's and vLLM's B200 weight-only
+    MXFP4 MoE is FlashInfer's, 0.38 and 0.68 ms."""
+    if engine != "trtllm" or weight_dtype is not None or "experts" in components:
+        return ()
+    if not m.num_moe_layers or not checkpoint_stored(m) or stored_experts(m)[1] != "w4a16_mxfp4":
+        return ()
+    if device_figures(hw).kernel_generation != "tcgen05":
+        return ()
+    return (
+        f"{m.label}'s MXFP4 experts run TensorRT-LLM's measured weight-only MXFP4 MoE "
+        f"(w4a16_mxfp4), which on Blackwell takes 3-7x its MXFP4 x MXFP8 MoE (w4a8_mxfp4); "
+        "--expert-dtype mxfp4_mxfp8 (component_dtypes={'experts': 'mxfp4_mxfp8'}) times "
+        "that one",
+    )
 
 
 def _request_warnings(

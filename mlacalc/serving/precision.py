@@ -41,7 +41,12 @@ __all__ = [
 ]
 
 #: Bits per weight of formats whose scales add to their elements.
-FORMAT_BITS = {"nvfp4": 4.5, "mxfp4": 4.25}
+FORMAT_BITS = {"nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
+
+#: Formats whose kernels are a class of their own, not their weights' dtype's: MXFP4 weights
+#: with activations quantized to MXFP8 run the mixed-format MoE (TensorRT-LLM-gen's on
+#: Blackwell, the measured ``w4a8_mxfp4`` rows)
+_FORMAT_CLASS = {"mxfp4_mxfp8": "w4a8_mxfp4"}
 
 #: weight_breakdown's parts each component sizes.
 _PART = {
@@ -59,6 +64,8 @@ def format_bits(fmt: str) -> float:
 
 def format_class(fmt: str) -> str:
     """The GEMM (and grouped MoE) class a product by weights in ``fmt`` runs in."""
+    if fmt in _FORMAT_CLASS:
+        return _FORMAT_CLASS[fmt]
     return weight_gemm_class(canonical_dtype(format_dtype(fmt)), "bf16")
 
 
@@ -85,7 +92,7 @@ def check_components(value: Any) -> dict[str, str]:
             raise InvalidArgumentError(
                 "component_dtypes",
                 f"{comp}: unknown format {fmt!r}; use a dtype (bf16, fp8, fp4, int4 ...) or "
-                "nvfp4, mxfp4",
+                "nvfp4, mxfp4, mxfp4_mxfp8",
             ) from None
         out[comp] = name
     return out

@@ -188,14 +188,15 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
 def run_dtype(kind: str, dtype: str, hw: HardwareSpec) -> str:
     """The dtype of the kernel ``hw`` runs for a ``kind`` kernel of ``dtype`` (the class
     :func:`device_batch` times it with, and the one a kernel table shows): a GEMM or MoE of
-    fp8 weights on a device without fp8 tensor cores runs ``w8a16``, of fp4 weights without
-    fp4 tensor cores ``w4a16`` (MoE: ``w4a16_mxfp4``); anything else as given."""
+    fp8 weights on a device without fp8 tensor cores runs ``w8a16``, of fp4 weights (or MXFP4
+    weights with MXFP8 activations, ``w4a8_mxfp4``) without fp4 tensor cores ``w4a16`` (MoE:
+    ``w4a16_mxfp4``); anything else as given."""
     if kind not in ("gemm", "moe"):
         return dtype
     peaks = device_figures(hw).peaks
     if dtype.startswith("fp8") and "fp8" not in peaks:
         return "w8a16"
-    if dtype == "fp4" and "fp4" not in peaks:
+    if dtype in ("fp4", "w4a8_mxfp4") and "fp4" not in peaks:
         return "w4a16" if kind == "gemm" else "w4a16_mxfp4"
     return dtype
 
