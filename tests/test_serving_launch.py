@@ -90,6 +90,25 @@ def test_plan_engine_defaults_and_launch(run):
     assert doc["tokens_per_step"] == pytest.approx(1.85)
 
 
+def test_launch_commands_say_whose_figures_and_which_weights(run):
+    """Launch commands of another engine than the one timed say so, and a chosen weight or
+    component format says the checkpoint must be stored so (the commands quantize nothing); a
+    checkpoint timed as stored and the engine timed say nothing."""
+    args = ("plan", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 2000, "--osl", 500,
+            "--concurrency", 64)  # fmt: skip
+    out, _ = run(*args, "--engine", "sglang", "--weight-dtype", "fp4", "--expert-dtype",
+                 "nvfp4", "--launch", "vllm")  # fmt: skip
+    assert "# note: the figures are timed with sglang's kernels" in out
+    assert "--engine vllm times vllm's" in out
+    assert "# note: timed with weights fp4, experts nvfp4: --model-path must name" in out
+    out, _ = run(*args, "--engine", "sglang", "--launch", "sglang")
+    assert "# sglang: the commands" in out and "# note:" not in out
+    out, _ = run("search", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 2000, "--osl",
+                 500, "--launch", "sglang")  # fmt: skip
+    assert "the figures are timed with trtllm's kernels (--engine, trtllm when not given)" in out
+    assert "checkpoint stored so" not in out  # the checkpoint as stored
+
+
 def test_search_budget_and_launch(run):
     out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 2, "--isl", 1000,
                  "--osl", 200, "--tpot", "30ms", "--launch", "sglang", "--max-running", 100,

@@ -329,20 +329,20 @@ def command(
     doc = {**p.to_dict(), "scheduler_defaults": defaults}
     text = ""
     if launch and p.fits:
-        text = launch_text(
+        point = _point(p, redundant_experts, overlap, kv_dtype)
+        point.update(weight_dtype=weight_dtype, component_dtypes=engine.get("component_dtypes"))
+        text = doc["launch"] = launch_text(
             launch,
             model_path or model,
-            _point(p, redundant_experts, overlap, kv_dtype),
+            point,
+            timed_engine=p.engine,
             gpus_per_node=p_hardware_node(hardware),
             memory_reserve=memory_reserve,
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),
-            max_tokens=engine["max_tokens"],
             chunked_prefill=chunked_prefill,
-            overlap_schedule=engine["overlap_schedule"],
-            cuda_graph_max_batch=engine["cuda_graph_max_batch"],
             mtp_tokens=mtp_tokens,
+            **{k: engine[k] for k in ("max_tokens", "overlap_schedule", "cuda_graph_max_batch")},
         )
-        doc["launch"] = text
     emit(fmt, doc, lambda: sections(p, loaded))
     if fmt in ("table", "markdown"):
         click.echo(note + text, nl=False)

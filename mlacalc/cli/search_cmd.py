@@ -372,6 +372,7 @@ def command(
             max_tokens=engine["max_tokens"],
             overlap_schedule=engine["overlap_schedule"],
             chunked_prefill=result.best.get("chunked_prefill"),
+            timed_engine=serving_engine or "trtllm",
         )
         doc["launch"] = text
     if all_points:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from mlacalc.cli.common import COUNT, SIZE, given
+from mlacalc.words.engines import DEFAULT_ENGINE
 
 __all__ = [
     "ENGINE_NAMES",
@@ -289,8 +290,23 @@ def launch_text(engine: str, model_path: str, point: dict[str, Any], **context: 
     # deferred: the launch builder is needed only when --launch is given
     from mlacalc.serving.launch import deployments, launch_commands
 
+    timed = context.pop("timed_engine", None)
     pools = deployments(point, **context)
     lines = [f"# {engine}: the commands that start this deployment"]
+    if timed and timed != engine:
+        lines.append(
+            f"# note: the figures are timed with {timed}'s kernels (--engine, {DEFAULT_ENGINE} "
+            f"when not given); --engine {engine} times {engine}'s"
+        )
+    formats = dict(point.get("component_dtypes") or {})
+    if point.get("weight_dtype") and not str(point["weight_dtype"]).startswith("checkpoint"):
+        formats = {"weights": point["weight_dtype"], **formats}
+    if formats:
+        said = ", ".join(f"{k} {v}" for k, v in formats.items())
+        lines.append(
+            f"# note: timed with {said}: --model-path must name a checkpoint stored so (these "
+            "commands quantize nothing)"
+        )
     for what, command in launch_commands(engine, model_path, pools):
         lines += [f"# {what}", command]
     return "\n".join(lines) + "\n"
