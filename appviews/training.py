@@ -151,7 +151,8 @@ def render(sc: Scenario) -> None:
                 if key.endswith("_s")
             ],
             scope="A prediction of the kernel time model and the link model "
-            "(benchmarks/bench_training.py gives its error on published runs).",
+            f"(profile {t['profile']}: {t['calibration']}; benchmarks/bench_training.py gives "
+            "its error on published runs).",
         )
     if m.is_mla:
         st.markdown(

@@ -117,6 +117,33 @@ def test_optimizer_bytes_per_param():
     assert s3["weights"] == 250 and s3["gradients"] == 500
 
 
+def test_zero_shards_the_routed_experts_over_the_ranks_that_hold_them():
+    """DeepSeek-V3 at PP16, EP64, DP128, ZeRO-1 (its pre-training layout): a GPU's routed
+    experts (1/64 of a stage's) are held by 128 / 64 = 2 ranks, so ZeRO splits their master
+    weights and moments two ways, the rest of the stage's parameters 128 ways (sharding the
+    experts' over all 128 ranks had given 53 MB of master weights a GPU, 1.31 GB here).
+    Exact against param_counts, by hand; with TP2 the experts repeat on both TP ranks too."""
+    from mlacalc.cost.params import param_counts
+
+    c = training_cost("deepseek-v3", 4096, pp=16, dp=128, ep=64, zero=1)
+    pc = param_counts("deepseek-v3")
+    experts = pc.breakdown["moe_routed_experts"]
+    dense = (pc.total - experts) / 16
+    mine = experts / 64 / 16
+    assert c.params_per_gpu == pytest.approx(dense + mine)
+    master = c.states_per_gpu["master_weights"]
+    assert master == pytest.approx(4 * dense / 128 + 4 * mine / 2)
+    assert c.states_per_gpu["optimizer_states"] == pytest.approx(8 * dense / 128 + 8 * mine / 2)
+    assert master > 1.3e9  # not 4 x (dense + mine) / 128 = 53 MB
+    assert state_bytes(1000, "adamw", "bf16-mixed", 8, 1, 600, 2)["master_weights"] == 500 + 1200
+    tp2 = training_cost("deepseek-v3", 4096, tp=2, pp=16, dp=64, ep=64, zero=1)
+    experts_tp2 = experts / 64 / 16
+    dense_tp2 = (pc.total - experts) / 2 / 16
+    assert tp2.states_per_gpu["master_weights"] == pytest.approx(
+        4 * dense_tp2 / 64 + 4 * experts_tp2 / 2
+    )
+
+
 def test_memory_per_gpu_splits_over_the_layout():
     one = training_cost("llama-3-8b", 4096)
     lay = training_cost("llama-3-8b", 4096, tp=2, pp=4, dp=2, global_batch=16)
@@ -344,3 +371,14 @@ def test_tensor_parallel_shards_sum_to_the_model():
                 continue
             (part,) = shard(k, m, lay)
             assert part.flops * (1 if k.name in whole else 4) == k.flops, k.name
+
+
+def test_a_training_step_says_which_profile_timed_it_and_how():
+    """The step's kernels are timed with the profile a serving step takes for the device
+    (TensorRT-LLM's: B200's own fit for a GB200, by datasheet ratios; the default on H100),
+    named with how it predicts the device, in the result, the CLI's note and the app."""
+    gb = training_cost("llama-3-8b", 4096, hardware="GB200", dp=8, global_batch=64).time
+    h100 = training_cost("llama-3-8b", 4096, hardware="H100-SXM", dp=8, global_batch=64).time
+    assert gb.profile == "fit-b200-sxm" and "GB200 by datasheet ratios from B200" in gb.calibration
+    assert h100.profile == "default" and h100.calibration.startswith("calibrated on")
+    assert gb.to_dict()["calibration"] == gb.calibration

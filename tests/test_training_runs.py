@@ -1,6 +1,7 @@
 """The training step time against published runs (benchmarks/bench_training.py prints them).
 
 Errors measured when the model was written (nothing fitted to these runs): DeepSeek-V3 +36.5%
+(+36.9% since the routed experts' gradients reduce over their expert data-parallel group)
 (DualPipe's full overlap taken at its word, FP8 GEMMs at the fitted FP8 rate; the 20 SMs it
 keeps for communication are modelled, +60.3% without), DeepSeek-V2 +30.1% (its GPU count
 assumed), Llama 3 405B on 8,192 GPUs -8.4%, on 16,384 GPUs -28.1% (16 micro-batches on 16

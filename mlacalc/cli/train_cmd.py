@@ -90,7 +90,8 @@ def _sections(c, table) -> list[Section]:
                 ["part", "time"],
                 [[name, human_seconds(getattr(t, key))] for name, key in _PARTS],
                 note=f"MFU {c.mfu:.1%} (dense bf16 peak); {c.tokens_per_s_per_gpu:,.0f} tokens/s "
-                "per GPU; a prediction of the kernel time model and the link model",
+                "per GPU; a prediction of the kernel time model and the link model (profile "
+                f"{t.profile}: {t.calibration})",
             )
         )
     if table:

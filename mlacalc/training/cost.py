@@ -9,7 +9,9 @@ Memory per GPU: the activations of the layers a pipeline stage holds, divided ov
 tensor-parallel ranks (sequence parallelism; exact at ``tp = 1``, an even split beyond), times
 the micro-batches in flight on the first stage under 1F1B (``min(pp, micro-batches)``); the
 weights, gradients, master weights and optimizer states of the rank's parameters (non-expert
-parameters over ``tp x pp``, routed experts over ``ep x pp``), sharded by ZeRO over ``dp``.
+parameters over ``tp x pp``, routed experts over ``ep x pp``), sharded by ZeRO over ``dp``
+(the routed experts' over the ``dp x tp / ep`` ranks that hold the same experts,
+:func:`mlacalc.training.step.expert_dp`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from mlacalc.training.memory import (
     optimizer_bytes_per_param,
     state_bytes,
 )
-from mlacalc.training.step import Layout, StepTime, make_layout, step_time
+from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step_time
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -138,10 +140,12 @@ class TrainingCost:
         }
 
 
-def _params_per_gpu(m: ModelConfig, lay: Layout) -> float:
+def _params_per_gpu(m: ModelConfig, lay: Layout) -> tuple[float, float]:
+    """The parameters one GPU holds: the non-expert ones (over ``tp x pp``) and the routed
+    experts' (over ``ep x pp``)."""
     pc = param_counts(m)
     experts = pc.breakdown.get("moe_routed_experts", 0)
-    return ((pc.total - experts) / lay.tp + experts / lay.ep) / lay.pp
+    return (pc.total - experts) / lay.tp / lay.pp, experts / lay.ep / lay.pp
 
 
 def training_cost(
@@ -208,8 +212,9 @@ def training_cost(
     head = sum(a.bytes for a in acts if a.block == "head")
     in_flight = min(lay.pp, lay.micro_batches)
     act_gpu = (layer_bytes / lay.pp / lay.tp) * in_flight + head / lay.tp
-    params_gpu = _params_per_gpu(m, lay)
-    states = state_bytes(params_gpu, optimizer, precision, lay.dp, zero)
+    dense_gpu, experts_gpu = _params_per_gpu(m, lay)
+    params_gpu = dense_gpu + experts_gpu
+    states = state_bytes(dense_gpu, optimizer, precision, lay.dp, zero, experts_gpu, expert_dp(lay))
     time = None
     peak = None
     memory = None
@@ -231,6 +236,7 @@ def training_cost(
             profile,
             args.flag("overlap", overlap),
             _comm_sms(comm_sms),
+            expert_params_per_gpu=experts_gpu,
         )
         peak, memory = _device(hardware)
     return TrainingCost(

@@ -271,17 +271,26 @@ def optimizer_bytes_per_param(optimizer: Any, precision: Any) -> tuple[int, int,
     return w, g, master, states * s
 
 
-def state_bytes(params: float, optimizer: str, precision: str, dp: int, zero: int) -> dict:
+def state_bytes(
+    params: float,
+    optimizer: str,
+    precision: str,
+    dp: int,
+    zero: int,
+    expert_params: float = 0.0,
+    expert_dp: int = 1,
+) -> dict:
     """Weights, gradients, master weights and optimizer states of ``params`` parameters on one
-    GPU, sharded over ``dp`` data-parallel ranks by ZeRO stage ``zero``."""
+    GPU, sharded over ``dp`` data-parallel ranks by ZeRO stage ``zero``, and of
+    ``expert_params`` routed-expert parameters, sharded over the ``expert_dp`` ranks that hold
+    the same experts (``dp / ep``: an expert-parallel shard is replicated that many times, so
+    ZeRO can split its states no further, as Megatron-LM's distributed optimizer does over its
+    expert data-parallel group)."""
     w, g, master, s = optimizer_bytes_per_param(optimizer, precision)
-    shard = {
-        k: (dp if zero >= stage else 1)
-        for k, stage in (("weights", 3), ("gradients", 2), ("master", 1), ("optimizer", 1))
-    }
+    stages = {"weights": 3, "gradients": 2, "master_weights": 1, "optimizer_states": 1}
+    per = {"weights": w, "gradients": g, "master_weights": master, "optimizer_states": s}
     return {
-        "weights": params * w / shard["weights"],
-        "gradients": params * g / shard["gradients"],
-        "master_weights": params * master / shard["master"],
-        "optimizer_states": params * s / shard["optimizer"],
+        k: params * per[k] / (dp if zero >= stage else 1)
+        + expert_params * per[k] / (expert_dp if zero >= stage else 1)
+        for k, stage in stages.items()
     }

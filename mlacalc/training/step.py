@@ -57,9 +57,12 @@ from mlacalc.serving.comm import (
     dispatch_bytes,
     remote_nodes_per_token,
 )
+from mlacalc.timemodel.engine_profiles import profile_for
 from mlacalc.timemodel.kernel_time import predict_kernels
+from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
 from mlacalc.words import arguments as args
+from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
 
@@ -270,6 +273,10 @@ class StepTime:
     dp_comm_s: float
     dp_exposed_s: float
     optimizer_s: float
+    #: the calibration profile that timed the kernels, and how it predicts this device
+    #: ("calibrated on B200; GB200 by datasheet ratios from B200 ...")
+    profile: str = ""
+    calibration: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "layout"}
@@ -300,8 +307,27 @@ def _ep_seconds(m: ModelConfig, lay: Layout, hw: HardwareSpec, tokens: float, fp
     return sum(_comm(kind, b, lay.ep, hw, span) for kind, b in zip(("dispatch", "combine"), sent))
 
 
+def _profile(hw: HardwareSpec, profile: Any) -> tuple[Profile, str]:
+    """The profile that times a training step's kernels, and how it predicts ``hw``: the one
+    given, else TensorRT-LLM's for the device as a serving step takes it
+    (:func:`~mlacalc.timemodel.engine_profiles.profile_for`: B200's own fit for Blackwell)."""
+    if profile is None:
+        prof, note = profile_for(DEFAULT_ENGINE, hw.name, hw)
+    else:
+        prof, note = load_profile(profile), ""
+    return prof, prof.describe(hw.name, hw) + (f"; {note}" if note else "")
+
+
 def _seconds(kernels: list[Kernel], hw: HardwareSpec, profile: Any) -> float:
     return sum(t.seconds for t in predict_kernels(kernels, hw, profile)) if kernels else 0.0
+
+
+def expert_dp(lay: Layout) -> int:
+    """The ranks that hold the same routed experts: ``dp x tp / ep`` (an expert-parallel shard
+    is whole on every tensor-parallel rank and repeats over the data-parallel ranks ``ep`` does
+    not span), over which ZeRO shards their states and their gradients are reduced (Megatron-LM's
+    expert data-parallel group)."""
+    return max(1, lay.dp * lay.tp // lay.ep)
 
 
 def step_time(
@@ -320,9 +346,14 @@ def step_time(
     profile: Any = None,
     overlap: bool = False,
     comm_sms: int = 0,
+    expert_params_per_gpu: float = 0.0,
 ) -> StepTime:
-    """The predicted time of one training step (see the module's description)."""
+    """The predicted time of one training step (see the module's description);
+    ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
+    reduced over the ranks that hold the same experts (:func:`expert_dp`), not every
+    data-parallel rank."""
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+    profile, calibration = _profile(hw, profile)
     fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, dtype)
     fwd: list[Kernel] = []
     for k in fwd_all:
@@ -376,10 +407,12 @@ def step_time(
     n_micro = lay.micro_batches
     bubble = (lay.pp - 1) * micro
     dp_comm = 0.0
-    if lay.dp > 1:
-        share = params_per_gpu / lay.dp
-        dp_comm = _comm("reduce_scatter", share * grad_bytes, lay.dp, hw, lay.dp * lay.tp)
-        dp_comm += _comm("all_gather", share * 2, lay.dp, hw, lay.dp * lay.tp)
+    dense = params_per_gpu - expert_params_per_gpu
+    for params, ranks in ((dense, lay.dp), (expert_params_per_gpu, expert_dp(lay))):
+        if ranks > 1 and params > 0:
+            share = params / ranks
+            dp_comm += _comm("reduce_scatter", share * grad_bytes, ranks, hw, lay.dp * lay.tp)
+            dp_comm += _comm("all_gather", share * 2, ranks, hw, lay.dp * lay.tp)
     exposed = max(0.0, dp_comm - t_b)
     elements = max(1, int(params_per_gpu))
     opt = _seconds(
@@ -412,4 +445,6 @@ def step_time(
         dp_comm_s=dp_comm,
         dp_exposed_s=exposed,
         optimizer_s=opt,
+        profile=profile.name,
+        calibration=calibration,
     )
