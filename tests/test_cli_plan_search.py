@@ -377,6 +377,16 @@ def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
     # an engine with no profile for the device: TensorRT-LLM's stands in, and the plan says so
     p = plan("llama-3-8b", "MI300X", 1, isl=1000, osl=200, concurrency=8, engine="vllm")
     assert p.engine == "vllm" and "trtllm kernels stand in for vllm" in p.calibration
+    assert "no vllm profile fits this device" in p.calibration
+    # another engine's profile given: its kernels stand in by the user's choice, said so (it
+    # had said no vLLM profile fits B200, where fit-b200-sxm-vllm does)
+    p = plan(
+        "llama-3-8b", "B200", 1, isl=1000, osl=200, engine="vllm", profile="fit-b200-sxm-sglang"
+    )
+    assert "sglang kernels stand in for vllm: the profile given (fit-b200-sxm-sglang)" in (
+        p.calibration
+    )
+    assert "no vllm profile fits" not in p.calibration
     cpu = plan("gpt2", "measured:cpu-2core-epyc-fp32", 1, profile="fit-h100-sxm")
     assert "measured ceilings" in cpu.calibration and "datasheet ratios" not in cpu.calibration
 

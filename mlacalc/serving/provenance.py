@@ -34,7 +34,7 @@ def engine_profile_of(profile: Any, engine: Any, hw: HardwareSpec) -> tuple[Any,
         prof, note = profile_for(name, hw.name, hw)
     else:
         prof = load_profile(profile)
-        note = engine_note(prof, name)
+        note = engine_note(prof, name, given=True)
     return prof, name, f"; {note}" if note else ""
 
 

@@ -205,11 +205,16 @@ def profile_for(
     return base, engine_note(base, engine)
 
 
-def engine_note(prof: Profile, engine: str) -> str:
+def engine_note(prof: Profile, engine: str, given: bool = False) -> str:
     """Words for a prediction of ``engine`` made with ``prof``: empty when the profile is the
-    engine's own, else what stood in."""
+    engine's own, else what stood in and why (``given``: the user named the profile)."""
     if prof.engine == engine:
         return ""
+    if given:
+        return (
+            f"{prof.engine} kernels stand in for {engine}: the profile given ({prof.name}) is "
+            f"{prof.engine}'s"
+        )
     return (
         f"{prof.engine} kernels stand in for {engine}: no {engine} profile fits this device "
         f"(profile {prof.name})"

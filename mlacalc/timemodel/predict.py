@@ -932,7 +932,7 @@ def predict_time(
             prof, note = profile_for(engine_name, hw.name, hw)
         else:
             prof = load_profile(profile)
-            note = engine_note(prof, engine_name) if mode == "fused" else ""
+            note = engine_note(prof, engine_name, given=True) if mode == "fused" else ""
         if mode == "unfused":
             ops, q = _model_unfused(step, hw, prof, rates.latency)
         else:
