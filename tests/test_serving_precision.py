@@ -166,3 +166,20 @@ def test_mxfp4_experts_with_mxfp8_activations_run_the_mixed_format_moe():
     assert not [w for w in sglang.warnings if "w4a8_mxfp4" in w]
     h100 = plan("gpt-oss-120b", "H100-SXM", 1, **mix, **kw)
     assert any("H100-SXM has no" in w and "(w4a16_mxfp4)" in w for w in h100.warnings)
+
+
+def test_a_checkpoint_calibrated_for_an_fp8_cache_says_so_when_planned_with_bf16():
+    """NVIDIA's DeepSeek-V3.1 NVFP4 export states kv_cache_quant_algo FP8: planned with a bf16
+    cache the plan says the checkpoint is calibrated for fp8 (sized as asked); with fp8, or a
+    checkpoint that states nothing, it says nothing."""
+    from reference_data import HF_CONFIGS_2
+
+    import mlacalc
+
+    m = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--DeepSeek-V3.1-NVFP4.config.json")
+    bf16 = plan(m, "B200", 8, kv_dtype="bf16", seq_len=4096)
+    assert any("calibrated for an fp8 KV cache" in w for w in bf16.warnings)
+    fp8 = plan(m, "B200", 8, kv_dtype="fp8", seq_len=4096)
+    assert not any("fp8 KV cache" in w for w in fp8.warnings)
+    plain = plan("deepseek-v3", "B200", 8, kv_dtype="bf16", seq_len=4096)
+    assert not any("fp8 KV cache" in w for w in plain.warnings)

@@ -240,6 +240,7 @@ def check_request(
         p_gpus=p_gpus,
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
+        + _kv_warnings(m, resolve_kv_layout(args["kv_dtype"]))
         + _format_warnings(components, hw)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
         + ((mtp_note,) if mtp_note else ()),
@@ -441,6 +442,18 @@ def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str,
                 f"sized in {fmt} and timed as the weight-only kernel it runs instead ({runs})"
             )
     return tuple(out)
+
+
+def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
+    """A checkpoint calibrated for an fp8 KV cache (``kv_cache_quant_algo: FP8``, NVIDIA's
+    NVFP4 exports) planned with a 16-bit one: sized as asked, said."""
+    scheme = m.quantization
+    if scheme is None or scheme.kv_cache != "fp8" or kv.bits < 16:
+        return ()
+    return (
+        f"{m.label}'s checkpoint is calibrated for an fp8 KV cache (its kv_cache_quant_algo); "
+        f"the cache is sized in {kv.name} as asked: kv_dtype fp8 (--kv-dtype fp8) sizes it so",
+    )
 
 
 def _engine_kernel_warnings(
