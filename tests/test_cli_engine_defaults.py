@@ -79,7 +79,8 @@ def test_search_engine_takes_its_admission_defaults(run):
             "--osl", 200, "--modes", "aggregated", "--format", "json")  # fmt: skip
     kw = dict(isl=3000, osl=200, modes=("aggregated",), engine="vllm")
     doc = json.loads(run(*args, "--engine", "vllm")[0])
-    assert doc["scheduler_defaults"] == "vllm"
+    assert doc["scheduler_defaults"] == "vllm" and doc["engine"] == "vllm"  # whose kernels
+    assert json.loads(run(*args)[0])["engine"] == "trtllm"
     s = engine_settings("vllm")
     expected = search(
         "llama-3-8b",

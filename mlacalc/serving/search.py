@@ -198,6 +198,7 @@ class SearchResult:
             "notes": list(self.notes),
             "prefill_pass": self.prefill_pass,
             "output_lag_steps": self.output_lag_steps,
+            "engine": self.engine,
             "profile": self.profile,
             "calibration": self.calibration,
             "best_calibration": self.best_calibration,
