@@ -382,6 +382,7 @@ def test_import_hf(run, tmp_path):
         (["roofline", "gpt-oss-120b", "-H", "H100-SXM", "--kv-dtype", "fp8_ds_mla"], "--kv-dtype"),
         (["plan", "gemma-4-26b-a4b", "-H", "H100-SXM", "--kv-dtype", "fp8_ds_mla"], "--kv-dtype"),
         (["report", "missing/model.yaml"], "no such file"),
+        (["plan", "tests/data", "-H", "B200"], "tests/data: a folder without a config.json"),
         (["report", "llama-3-8b", "--impl", "absorbed"], "one implementation"),
         (["report", "deepseek-v3", "--phase", "chunk"], "--q-len"),
         (

@@ -232,6 +232,16 @@ def load_model(name_or_path: str | os.PathLike | ModelConfig) -> ModelConfig:
     if is_file:
         return _load_file(path)
     looks_like_path = os.sep in text or text.endswith((".yaml", ".yml", ".json"))
+    try:
+        folder = Path(text).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):
+        folder = False
+    if folder:
+        raise ConfigError(
+            "a folder without a config.json",
+            source=text[:200],
+            fix="give the checkpoint's folder (config.json in it), a config.json or a YAML file",
+        )
     if looks_like_path:
         raise ConfigError(
             "no such file", source=text[:200], fix="check the path, or give a shipped model name"
