@@ -338,3 +338,10 @@ def test_plan_times_the_weights_it_sizes():
     chosen = mlacalc.plan("gpt-oss-120b", "H200", 2, tp=2, weight_dtype="fp8", seq_len=8192)
     assert experts(stored) == ["w4a16_mxfp4"]
     assert experts(chosen) == ["fp8"]
+
+
+def test_a_dsa_checkpoint_names_its_kept_indexer_weights_not_its_attention():
+    """DeepSeek-V3.2 keeps only its indexer's head weights (and norms) of the attention in
+    bf16: the summary says so rather than "attention", which its fp8 projections are not."""
+    w = checkpoint_weights(mlacalc.load_model("deepseek-v3.2"))
+    assert "indexer head weights" in w.kept_parts and "attention" not in w.kept_parts

@@ -294,6 +294,8 @@ def _kept_label(name: str) -> str:
         return "router"
     if "_hc." in name or name.startswith("model.hc_head."):
         return "hyper-connections"
+    if ".indexer." in name:  # a DSA indexer's head weights (its norm is a norm, above)
+        return "indexer head weights"
     if "bias" in leaf:
         return "biases"
     if "sinks" in leaf:
