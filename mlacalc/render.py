@@ -343,6 +343,9 @@ def model_yaml(m: Any, origin: str = "") -> str:
                 data.pop(key)
     if not m.is_moe and "moe_layer_freq" not in defaulted:
         data.pop("moe_layer_freq", None)
+    if not m.ssm_state_size:  # a model without Mamba layers: their defaults say nothing
+        for key in [k for k in data if k.startswith("mamba_") and k not in defaulted]:
+            data.pop(key)
     header = [f"# Converted by mlacalc import-hf from {origin}"] if origin else []
     header.append(f"# attention variant: {m.variant.upper()}")
     header += [f"# derived: {note}" for note in m.derived]

@@ -101,3 +101,11 @@ def test_text_in_square_brackets_is_printed_not_read_as_markup():
     assert f"predicted (default {note})" in flat
     assert "[x y]" in flat and "a [b]" in flat and flat.count(note) == 2
     assert "[bold]header[/bold]" in out
+
+
+def test_model_yaml_of_a_model_without_mamba_layers_writes_no_mamba_fields():
+    """The Mamba fields' defaults (a conv bias, a gated norm) say nothing of DeepSeek-V3: its
+    YAML leaves them out (a new-user trial found them in an imported NVFP4 DeepSeek); a hybrid
+    with Mamba layers keeps them."""
+    assert "mamba_" not in model_yaml(mlacalc.load_model("deepseek-v3"))
+    assert "mamba_" in model_yaml(mlacalc.load_model("nemotron-3-super-120b-a12b"))
