@@ -201,6 +201,31 @@ def test_block_scaled_experts_rescale_every_k_block():
     assert t["bf16"][1 / 128] == t["bf16"][0.0]
 
 
+def test_the_triton_moe_needs_blackwells_operand_reuse_and_rescales_its_blocks_there():
+    """The Triton fused MoE (a ``TRITON_MOE_KERNELS`` variant) runs its config's one-SM tiles on
+    B200 too: their share of the tensor rate falls with the operand reuse B200's rate per SM
+    needs (twice Hopper's), and its block-scaled path rescales each K block on the CUDA cores
+    as on Hopper; the libraries' grouped GEMMs (no variant) do neither on B200. On H100 the
+    variant is timed as the plain class."""
+    from dataclasses import replace
+
+    b200 = device_figures(load_hardware("B200"))
+    p = default_params("moe")
+    for dtype in ("bf16", "fp8_block"):
+        plain = _moe_batch(dtype, tokens=[8192])
+        triton = replace(plain, variant="sglang_fused_moe_triton")
+        lib = kernel_terms(plain, b200, p)["compute_s"][0]
+        tri = kernel_terms(triton, b200, p)["compute_s"][0]
+        assert tri > 1.15 * lib  # the fastest tile at 0.82 of the rate and below
+        assert (
+            kernel_terms(triton, FIG, p)["compute_s"][0]
+            == kernel_terms(plain, FIG, p)["compute_s"][0]
+        )
+    blocks = replace(_moe_batch("fp8_block", tokens=[8192]), variant="sglang_fused_moe_triton")
+    without = kernel_terms(blocks, b200, {**p, "promote_cycles": 0.0})["compute_s"][0]
+    assert kernel_terms(blocks, b200, p)["compute_s"][0] > 1.02 * without
+
+
 def test_routing_past_the_fused_top_k_pays_each_selection_round():
     """``select_s``: a call routing each token to more than ``FUSED_TOPK_MAX`` experts runs a
     generic top-k, ``topk`` rounds a call, whatever its token count; up to the fused kernel's
@@ -451,6 +476,40 @@ def test_moe_tables_fitted_per_engine(engine, system, version, profile, median, 
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "system, own, trt, median",
+    [
+        # SGLang's moe_perf rows (every dtype) from its fit of the other device, as
+        # bench_timemodel.py --engines composes it: B200 from H100 22.5% -> 21.2% with the
+        # Triton MoE's operand reuse on B200 (its B200 Triton rows: bf16 and block-scaled fp8);
+        # H100 from B200 27.0% -> 22.5% with B200's Triton variant timing H100's Triton classes
+        ("b200_sxm", "fit-h100-sxm-sglang", "default", 0.22),
+        ("h100_sxm", "fit-b200-sxm-sglang", "fit-b200-sxm", 0.235),
+    ],
+)
+def test_sglang_moe_leaving_the_device_out(system, own, trt, median):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
+    prof = with_generation_kernels(load_profile(own), load_profile(trt), load_hardware(device))
+    (t,) = [
+        x
+        for x in load_measured(MEASURED / system / "moe", engine="sglang").tables
+        if x.engine == "sglang"
+    ]
+    mapped = map_table(t)
+    pred = predict_mapped(mapped, None, prof)
+    ok = mapped.modelled & np.isfinite(pred)
+    assert ok.sum() > 95000
+    assert np.median(np.abs(pred[ok] / t.seconds[ok] - 1.0)) <= median
+
+
 def test_marlin_moe_takes_the_first_block_its_mean_load_fills_below_0_9():
     """Marlin's MoE: the first of 8, 16, 32, 48 rows that the mean pairs an expert fill to
     less than 0.9, else 64; a model step under SGLang's (Hopper) or vLLM's int4 class takes it,
@@ -468,6 +527,60 @@ def test_marlin_moe_takes_the_first_block_its_mean_load_fills_below_0_9():
         assert tiled.shape["row_tile"].tolist() == [8, 8, 16, 48, 64, 64]
         assert np.all(tiled.shape["col_tile"] == 128)
     assert engine_moe_tiles(batch, "sglang", b200) is batch
+
+
+def test_marlins_mma_sync_multiplies_at_hoppers_rate_per_sm_and_clock():
+    """Marlin's MoE (``mma_sync``) runs warp-level mma.sync on every generation: on B200 (twice
+    Hopper's tensor rate per SM) its compute takes twice that of the same tiles at the device's
+    peak; on H100 the cap is the peak itself. A model step's Marlin class carries the flag."""
+    from mlacalc.timemodel.moe_time import MMA_SYNC_MOE, engine_moe_tiles
+
+    b200 = device_figures(load_hardware("B200"))
+    p = default_params("moe")
+    tiles = {"row_tile": [16.0], "col_tile": [128.0]}
+    plain = _moe_batch("w4a16", tokens=[8192], **tiles)
+    sync = _moe_batch("w4a16", tokens=[8192], **tiles, **{MMA_SYNC_MOE: [1.0]})
+    ratio = kernel_terms(sync, b200, p)["compute_s"][0] / kernel_terms(plain, b200, p)["compute_s"]
+    assert ratio[0] == pytest.approx(2.0, rel=0.02)
+    assert kernel_terms(sync, FIG, p)["compute_s"][0] == kernel_terms(plain, FIG, p)["compute_s"][0]
+    step = _moe_batch("w4a16", tokens=[64])
+    assert np.all(engine_moe_tiles(step, "vllm", b200).shape[MMA_SYNC_MOE] == 1.0)
+    assert MMA_SYNC_MOE not in engine_moe_tiles(_moe_batch("nvfp4", [64]), "vllm", b200).shape
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "system, own, trt, median",
+    [
+        # vLLM's int4 (Marlin) rows from its fit of the other device: H100 from B200 67.6% ->
+        # 17.4%, B200 from H100 33.9% -> 8.9% with Marlin's mma.sync at Hopper's rate per SM
+        ("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.19),
+        ("b200_sxm", "fit-h100-sxm-vllm", "default", 0.10),
+    ],
+)
+def test_vllm_marlin_moe_leaving_the_device_out(system, own, trt, median):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
+    prof = with_generation_kernels(load_profile(own), load_profile(trt), load_hardware(device))
+    (t,) = [
+        x
+        for x in load_measured(MEASURED / system / "moe", engine="vllm").tables
+        if x.engine == "vllm"
+    ]
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+    keep = np.zeros(len(t), dtype=bool)
+    for part in mapped.parts:
+        if part.batch.dtype == "w4a16":
+            keep[part.rows] = True
+    e = np.abs(err[keep & mapped.modelled & np.isfinite(err)])
+    assert len(e) > 1000 and np.median(e) <= median
 
 
 def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_hopper_fit():
@@ -504,6 +617,28 @@ def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_ho
     assert with_generation_kernels(load_profile("fit-b200-sxm-sglang"), trt, b200).classes == (
         load_profile("fit-b200-sxm-sglang").classes
     )
+
+
+def test_a_blackwell_engine_profile_times_its_hopper_kernels_with_their_blackwell_variants():
+    """SGLang's Hopper bf16, block-scaled fp8 and MXFP4 MoE is its Triton fused MoE, which its
+    B200 table times as a variant: its B200 profile, predicting H100, takes that variant's fit
+    for the plain classes (MXFP4: the bf16 Triton fit, as B200 has no MXFP4 Triton rows), noted;
+    a dtype whose Hopper kernel B200 does not time (int4: Marlin) keeps B200's class."""
+    from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    sg, trt = load_profile("fit-b200-sxm-sglang"), load_profile("fit-b200-sxm")
+    got = with_generation_kernels(sg, trt, load_hardware("H100-SXM"))
+    tri = "sglang_fused_moe_triton"
+    assert got.classes["moe:bf16"] == sg.classes[f"moe:bf16:{tri}"] != sg.classes["moe:bf16"]
+    assert got.classes["moe:fp8_block"] == sg.classes[f"moe:fp8_block:{tri}"]
+    assert got.classes["moe:w4a16_mxfp4"] == sg.classes[f"moe:bf16:{tri}"]
+    assert got.classes["moe:w4a16"] == sg.classes["moe:w4a16"]
+    assert any(n.startswith(f"{STAND_IN_NOTE}moe:bf16 from {sg.name}") for n in got.notes)
+    # B200 itself, and a Hopper profile predicting Hopper, keep their own classes
+    assert with_generation_kernels(sg, trt, load_hardware("B200")) is sg
+    h100 = load_profile("fit-h100-sxm-sglang")
+    assert with_generation_kernels(h100, load_profile("default"), load_hardware("H200")) is h100
 
 
 @pytest.mark.slow

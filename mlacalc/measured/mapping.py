@@ -1222,6 +1222,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         tp=tp[ok],
         row_tile=row_tile[ok],
         col_tile=col_tile[ok],
+        # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
+        mma_sync=marlin[ok].astype(np.float64),
     )
     reason[~ok] = "unknown_dtype"
 

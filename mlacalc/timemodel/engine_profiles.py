@@ -25,6 +25,7 @@ from typing import Any
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.gemm_time import TRTLLM_BLOCK_FP8_GEMM
 from mlacalc.timemodel.mla_time import TRTLLM_MLA_DECODE
 from mlacalc.timemodel.moe_time import ENGINE_MOE_KERNEL, TRTLLM_MOE, TRTLLM_OWN_MOE
 from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
@@ -99,6 +100,22 @@ def _generations(prof: Profile) -> set[str]:
     return out
 
 
+def _native_moe_classes(prof: Profile, gen: str) -> dict[str, str]:
+    """The plain MoE classes (by name) of ``prof``'s engine on generation ``gen`` whose kernel
+    there (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`, the ``kernel_source`` of the
+    class's rows on ``gen``) ``prof``'s own tables time as a variant, with the variant class
+    that times it: of the dtype, else of bf16 (the same kernel at the dtype's rate and bytes).
+    SGLang's Hopper bf16, block-scaled fp8 and MXFP4 MoE is its Triton fused MoE, which its
+    B200 table times beside FlashInfer's TensorRT-LLM MoE (``sglang_fused_moe_triton``)."""
+    out = {}
+    for dtype, kernel in ENGINE_MOE_KERNEL.get((prof.engine, gen), {}).items():
+        for lent in (class_key("moe", dtype, kernel), class_key("moe", "bf16", kernel)):
+            if lent in prof.classes:
+                out[class_key("moe", dtype)] = lent
+                break
+    return out
+
+
 def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Profile:
     """``prof``, an engine's profile fitted on devices of another kernel generation than
     ``hardware``'s, with the MoE classes the engine runs there through TensorRT-LLM's own MoE
@@ -114,15 +131,20 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     ``hardware``'s generation. Likewise the MLA decode classes where the engine runs
     TensorRT-LLM's own MLA decode kernel there
     (:data:`~mlacalc.timemodel.mla_time.TRTLLM_MLA_DECODE`: SGLang's and vLLM's on Blackwell),
-    from ``base``'s classes of the same dtype. (These are
+    from ``base``'s classes of the same dtype, and the block-scaled fp8 GEMM class where the
+    engine's is DeepGEMM's kernel on both generations
+    (:data:`~mlacalc.timemodel.gemm_time.TRTLLM_BLOCK_FP8_GEMM`: SGLang's, whose Blackwell fit
+    holds a per-call scale conversion its Hopper kernel does not run). (These are
     pooled classes: the device's own level of ``prof`` is another generation's.)"""
     if prof.engine == DEFAULT_ENGINE or base.engine != DEFAULT_ENGINE or hardware is None:
         return prof
     gen = device_figures(hardware).kernel_generation
     moved = TRTLLM_MOE.get((prof.engine, gen), ())
     mla = (prof.engine, gen) in TRTLLM_MLA_DECODE
+    block = (prof.engine, gen) in TRTLLM_BLOCK_FP8_GEMM
+    native = _native_moe_classes(prof, gen)
     mine = _generations(prof)
-    if not (moved or mla) or gen in mine or len(mine) != 1:
+    if not (moved or mla or block or native) or gen in mine or len(mine) != 1:
         return prof
     src = next(iter(mine))
     if src not in _generations(base):
@@ -154,6 +176,12 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
         )
+    for name, lent in native.items():
+        classes[name] = prof.classes[lent]
+        notes.append(
+            f"{STAND_IN_NOTE}{name} from {prof.name}'s {lent} ({prof.engine}'s {name} on {gen} "
+            f"is that kernel, which its tables of {src} time as a variant)"
+        )
     for dtype in ("bf16", "fp8") if mla else ():
         name = class_key("mla_decode", dtype)
         if name in base.classes:
@@ -163,6 +191,14 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
                 f"({prof.engine} runs TensorRT-LLM's MLA decode kernel on {gen}; its own fit "
                 f"is of {src})"
             )
+    name = class_key("gemm", "fp8_block")
+    if block and (prof.engine, src) in TRTLLM_BLOCK_FP8_GEMM and name in base.classes:
+        classes[name] = base.classes[name]
+        notes.append(
+            f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {name} "
+            f"({prof.engine} runs DeepGEMM's block-scaled GEMM on {src} and {gen}, converting "
+            f"its scales per call on tcgen05 alone)"
+        )
     composed = dataclasses.replace(prof, classes=classes, notes=tuple(notes))
     _COMPOSED[key] = composed
     return composed

@@ -17,7 +17,15 @@ import dataclasses
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
-from mlacalc.timemodel.shared import SCALE_BLOCK_K, col, memory_share, tile_arrays, tile_rate
+from mlacalc.timemodel.shared import (
+    HOPPER_BF16_PER_CLOCK,
+    SCALE_BLOCK_K,
+    col,
+    memory_share,
+    operand_reuse,
+    tile_arrays,
+    tile_rate,
+)
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
@@ -25,8 +33,10 @@ __all__ = [
     "FUSED_TOPK_MAX",
     "MARLIN_COLS",
     "MARLIN_TILE",
+    "MMA_SYNC_MOE",
     "RATE_DTYPE",
     "TRITON_DEFAULT_TILE",
+    "TRITON_MOE_KERNELS",
     "TRTLLM_GEN_FP4",
     "TRTLLM_GEN_TILE",
     "TRTLLM_MOE",
@@ -113,6 +123,18 @@ def trtllm_gen_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarra
 
 #: The columns of Marlin's MoE tile (its thread block's 128 output columns)
 MARLIN_COLS = 128.0
+
+#: Marlin's MoE (a row's ``mma_sync`` shape column: the mapping's rows of a Marlin
+#: ``kernel_source``, a model step's class that :data:`MARLIN_TILE` names) dequantizes its
+#: 4-bit weights in registers and multiplies with the warp-level ``mma.sync`` (m16n8k16) on
+#: every generation: no Hopper warp-group MMA, no Blackwell ``tcgen05``. Its rate per SM and
+#: clock is then no more than Hopper's dense bf16 one (:data:`HOPPER_BF16_PER_CLOCK`), where
+#: B200's tensor rate per SM is twice that. Read from both devices' fits of vLLM's Marlin
+#: rows: at the device's peak they hold 0.39 of H100's and 0.18 of B200's rate, 0.36 of
+#: Hopper's per SM and clock on B200 (refitted with the cap: 0.37); leaving the device out,
+#: vLLM's int4 MoE went from 67.6% (H100 from B200) and 33.9% (B200 from H100) to 17.4% and
+#: 8.9% median error (docs/time-model.md, "Marlin's MoE on Blackwell").
+MMA_SYNC_MOE = "mma_sync"
 
 
 def marlin_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -> np.ndarray:
@@ -206,6 +228,21 @@ ENGINE_MOE_KERNEL = {
 }
 
 
+#: The kernel variants (``kernel_source``) of the Triton fused MoE, timed by two rules of their
+#: own on a device whose tensor rate per SM is above Hopper's (B200; on Hopper the engines' plain
+#: classes of these kernels are timed as any Hopper MoE): its tiles are its config's (16-128
+#: rows, one CTA's; not the libraries' 256-row SM-pair tiles), so they take the operand reuse
+#: of the device's rate per SM as a dense GEMM's do
+#: (:func:`~mlacalc.timemodel.shared.operand_reuse`; B200's Triton bf16 fit 0.23 of the rate
+#: without it, H100's own 0.31, the 64 x 64 tile's share on B200 0.71 of Hopper's); and its
+#: block-scaled fp8 path multiplies each 128-deep K block's product by its activation and
+#: weight scales on the CUDA cores before adding it to the accumulator (``tl.dot(a, b) *
+#: a_scale * b_scale`` in SGLang's and vLLM's ``fused_moe_kernel``), not in a block-scaled
+#: ``tcgen05`` MMA, so the rescale of :func:`moe_terms` (``promote_cycles``) is paid there too
+#: (docs/time-model.md, "The Triton fused MoE on both generations").
+TRITON_MOE_KERNELS = frozenset({"sglang_fused_moe_triton", "vllm_fp8moe_triton_tritonexperts"})
+
+
 def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with the tile its engine's Triton fused MoE fixes (``row_tile``,
     ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
@@ -220,6 +257,13 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     elif batch.dtype in MARLIN_TILE.get((engine, gen), ()):
         rows = marlin_row_tile(tokens, col(batch, "topk", 1), experts)
         cols = np.full(len(batch), MARLIN_COLS)
+        shape = {
+            **batch.shape,
+            "row_tile": rows,
+            "col_tile": cols,
+            MMA_SYNC_MOE: np.ones(len(batch)),
+        }
+        return dataclasses.replace(batch, shape=shape)
     elif batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ()):
         rows = trtllm_gen_row_tile(tokens, col(batch, "topk", 1), experts)
         cols = np.zeros(len(batch))
@@ -252,7 +296,12 @@ def moe_terms(
     top = col(batch, "max_tokens_per_expert", 0)
     top = np.clip(np.where(top > 0, top, pairs / active), pairs / active, pairs)
     sms = fig.sm_count
-    per_sm = prm["eff_compute"] * fig.peak(RATE_DTYPE.get(batch.dtype, batch.dtype)) / sms
+    peak = fig.peak(RATE_DTYPE.get(batch.dtype, batch.dtype))
+    # a kernel of warp-level mma.sync (Marlin's, ``mma_sync``) multiplies at no more than
+    # Hopper's rate per SM and clock (:data:`MMA_SYNC_MOE`)
+    per_clock = fig.peak("bf16") / (sms * fig.clock_hz) / HOPPER_BF16_PER_CLOCK
+    sync_peak = peak / max(1.0, round(per_clock, 2))
+    per_sm = prm["eff_compute"] * np.where(col(batch, MMA_SYNC_MOE, 0) > 0, sync_peak, peak) / sms
     # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
     # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
     # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy
@@ -267,7 +316,13 @@ def moe_terms(
     # (no operand-reuse derating at a tensor rate per SM above Hopper's, unlike the dense GEMM,
     # :func:`~mlacalc.timemodel.shared.operand_reuse`: B200's grouped-GEMM fits reach their
     # compute bound, eff_compute 1.0, without it)
-    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * _MOE_RATE) + prm["tile_s"])
+    # the Triton fused MoE's tiles (its config's, one CTA's) need the operand reuse of a
+    # device's tensor rate per SM, as a dense GEMM's do (:data:`TRITON_MOE_KERNELS`); the
+    # libraries' grouped GEMMs reach their bound without it
+    rate = _MOE_RATE
+    if batch.variant in TRITON_MOE_KERNELS:
+        rate = tile_rate(_MOE_TM, _MOE_TN, operand_reuse(fig))
+    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * rate) + prm["tile_s"])
     # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
     # only the tiles of that many rows
     # (a model step's MXFP4 experts run the Triton kernel the measured rows time, by the same
@@ -287,11 +342,13 @@ def moe_terms(
         _MOE_FREE,
     )
     candidates = np.where(allowed, candidates, np.inf)
-    if batch.dtype == "fp8_block" and not fig.tcgen05:
-        # block scaling, as in the GEMM (none where the MMA applies the scales, ``tcgen05``):
-        # after each 128-deep K block a tile rescales its partial product into its fp32
-        # accumulator on the CUDA cores, ``promote_cycles`` per output element and block. Not
-        # fitted: the physical default (one FMA on the 128 lanes of an SM)
+    if batch.dtype == "fp8_block" and (not fig.tcgen05 or batch.variant in TRITON_MOE_KERNELS):
+        # block scaling, as in the GEMM (none where the MMA applies the scales, ``tcgen05``,
+        # except in the Triton fused MoE, which scales each K block's product itself on every
+        # generation, :data:`TRITON_MOE_KERNELS`): after each 128-deep K block a tile rescales
+        # its partial product into its fp32 accumulator on the CUDA cores, ``promote_cycles``
+        # per output element and block. Not fitted: the physical default (one FMA on the 128
+        # lanes of an SM)
         candidates = candidates + waves * _MOE_TM * _MOE_TN * np.ceil(k / SCALE_BLOCK_K) * (
             prm["promote_cycles"] / fig.clock_hz
         )
