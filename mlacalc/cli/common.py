@@ -22,7 +22,7 @@ from mlacalc.render import (
     render_table,
 )
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
-from mlacalc.words.errors import MlacalcError
+from mlacalc.words.errors import MlacalcError, UnknownDtypeError
 from mlacalc.words.vocab import (
     IMPLEMENTATIONS,
     MLA_IMPLEMENTATIONS,
@@ -131,7 +131,8 @@ class DtypeType(click.ParamType):
             return canonical_dtype(key)
         except MlacalcError:
             known = list(DTYPE_BITS) + (list(KV_LAYOUTS) if self.layouts else [])
-            self.fail(f"unknown dtype '{value}'; use one of: {', '.join(known)}", param, ctx)
+            what = "KV dtype or layout" if self.layouts else "dtype"
+            self.fail(str(UnknownDtypeError(str(value), known, what=what)), param, ctx)
 
 
 KV_DTYPE = DtypeType(layouts=True)

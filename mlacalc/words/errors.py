@@ -100,7 +100,19 @@ class UnknownDtypeError(ValueError, MlacalcError):
     def __str__(self) -> str:
         head = f"{self.argument}: " if self.argument else ""
         name = self.name if isinstance(self.name, str) else repr(self.name)
-        return f"{head}unknown {self.what} '{name[:40]}'; use one of: {', '.join(self.known)}"
+        hint = ""
+        formats = self.what == "dtype" and isinstance(self.name, str)
+        if formats and self.name.strip().lower() in _STORAGE_FORMATS:
+            # a storage format where a dtype is asked (--weight-dtype nvfp4)
+            hint = (
+                f" ({name} is a storage format with scales: give fp4 here, or the format per "
+                "component, e.g. --expert-dtype / component_dtypes)"
+            )
+        return f"{head}unknown {self.what} '{name[:40]}'; use one of: {', '.join(self.known)}{hint}"
+
+
+#: storage formats whose scales a plain dtype does not carry (mlacalc.serving.precision)
+_STORAGE_FORMATS = ("nvfp4", "mxfp4", "mxfp4_mxfp8", "w4a16_nvfp4")
 
 
 class InvalidArgumentError(ValueError, MlacalcError):
