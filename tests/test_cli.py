@@ -437,7 +437,11 @@ def test_list_hardware(run):
     by_name = {r["name"]: r for r in rows}
     assert by_name["H100-SXM"]["peak_flops_per_s"]["bf16"] == 989.5e12
     assert any(r["measured"] for r in rows)
-    assert "H200" in run("list", "--hardware")[0]
+    table = run("list", "--hardware")[0]
+    assert "H200" in table
+    # the fp4 peak beside bf16 and fp8 (B300's 14 PFLOP/s; "-" where there is none)
+    b300 = next(line for line in table.splitlines() if "B300" in line)
+    assert "14.00 PFLOP/s" in b300 and "fp4" in table
 
 
 def test_roofline_cli(run):

@@ -145,14 +145,17 @@ def _list_hardware(fmt):
         return [
             Section(
                 "Hardware (dense peaks, FP32 accumulate; measured devices: their ceilings)",
-                ["name", "bf16", "fp8", "bandwidth", "memory", "SMs", "ridge (FLOP/B)"],
+                ["name", "bf16", "fp8", "fp4", "bandwidth", "memory", "SMs", "ridge (FLOP/B)"],
                 [
                     [
                         r["name"],
                         human_si(r["peak_flops_per_s"].get("bf16", 0), "FLOP/s"),
-                        human_si(r["peak_flops_per_s"]["fp8"], "FLOP/s")
-                        if "fp8" in r["peak_flops_per_s"]
-                        else "-",
+                        *(
+                            human_si(r["peak_flops_per_s"][d], "FLOP/s")
+                            if d in r["peak_flops_per_s"]
+                            else "-"
+                            for d in ("fp8", "fp4")
+                        ),
                         human_si(r["memory_bandwidth_bytes_per_s"], "B/s"),
                         human_si(r["memory_bytes"], "B"),
                         r["sm_count"] or "-",
