@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+from mlacalc.timemodel.attention_time import HOPPER_HBM_BYTES_PER_SM_CLOCK
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
     HOPPER_BF16_PER_CLOCK,
@@ -124,6 +125,19 @@ def trtllm_gen_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarra
 #: The columns of Marlin's MoE tile (its thread block's 128 output columns)
 MARLIN_COLS = 128.0
 
+
+def _warp_loads(fig: DeviceFigures) -> float:
+    """Factor on the weight stream of Marlin's MoE (:data:`MMA_SYNC_MOE`), which its warps load
+    with ``cp.async`` rather than a copy engine's TMA: the bytes in flight per SM are what its
+    warps issue, so an SM draws at most Hopper's bytes a clock
+    (:data:`~mlacalc.timemodel.attention_time.HOPPER_HBM_BYTES_PER_SM_CLOCK`, as SGLang's
+    gathering Triton decode does) and a device with more HBM per SM and clock streams no faster
+    per SM (B200 2.02, H100 and A100 1). vLLM's int4 fits drew 0.81 of H100's HBM and 0.51 of
+    B200's; refitted with the factor, B200's 1.0 of its capped rate."""
+    per_sm_clock = fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz)
+    return max(1.0, round(per_sm_clock / HOPPER_HBM_BYTES_PER_SM_CLOCK, 2))
+
+
 #: Marlin's MoE (a row's ``mma_sync`` shape column: the mapping's rows of a Marlin
 #: ``kernel_source``, a model step's class that :data:`MARLIN_TILE` names) dequantizes its
 #: 4-bit weights in registers and multiplies with the warp-level ``mma.sync`` (m16n8k16) on
@@ -131,9 +145,10 @@ MARLIN_COLS = 128.0
 #: clock is then no more than Hopper's dense bf16 one (:data:`HOPPER_BF16_PER_CLOCK`), where
 #: B200's tensor rate per SM is twice that. Read from both devices' fits of vLLM's Marlin
 #: rows: at the device's peak they hold 0.39 of H100's and 0.18 of B200's rate, 0.36 of
-#: Hopper's per SM and clock on B200 (refitted with the cap: 0.37); leaving the device out,
-#: vLLM's int4 MoE went from 67.6% (H100 from B200) and 33.9% (B200 from H100) to 17.4% and
-#: 8.9% median error (docs/time-model.md, "Marlin's MoE on Blackwell").
+#: Hopper's per SM and clock on B200 (refitted with the cap: 0.37). Its weight stream is its
+#: warps' loads (:func:`_warp_loads`). Leaving the device out, vLLM's int4 MoE went from 67.6%
+#: (H100 from B200) and 33.9% (B200 from H100) to 9.5% and 9.4% median error
+#: (docs/time-model.md, "Marlin's MoE on Blackwell").
 MMA_SYNC_MOE = "mma_sync"
 
 
@@ -301,7 +316,8 @@ def moe_terms(
     # Hopper's rate per SM and clock (:data:`MMA_SYNC_MOE`)
     per_clock = fig.peak("bf16") / (sms * fig.clock_hz) / HOPPER_BF16_PER_CLOCK
     sync_peak = peak / max(1.0, round(per_clock, 2))
-    per_sm = prm["eff_compute"] * np.where(col(batch, MMA_SYNC_MOE, 0) > 0, sync_peak, peak) / sms
+    sync = col(batch, MMA_SYNC_MOE, 0) > 0
+    per_sm = prm["eff_compute"] * np.where(sync, sync_peak, peak) / sms
     # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
     # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
     # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy
@@ -358,6 +374,7 @@ def moe_terms(
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s
     share = memory_share(units, fig, prm)
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
+    memory = memory * np.where(sync, _warp_loads(fig), 1.0)  # Marlin's draw per SM
     # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
     # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate
     assignments = col(batch, "assignments", 0)
