@@ -15,7 +15,12 @@ import streamlit as st
 import mlacalc
 from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
-from mlacalc.serving.scheduler import ENGINE_DEFAULTS, engine_settings
+from mlacalc.serving.scheduler import (
+    ENGINE_DEFAULTS,
+    Scheduler,
+    defaults_words,
+    engine_settings,
+)
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
@@ -66,7 +71,10 @@ def _search(
     engine: str = "trtllm",
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
-    request mix and targets draws the chart again without searching)."""
+    request mix and targets draws the chart again without searching), with the engine's
+    scheduler defaults as ``mlacalc search --engine`` takes them (its running cap, token budget
+    and overlap scheduling; chunked prefill it searches)."""
+    s = engine_settings(engine)
     r = search(
         model,
         hardware,
@@ -78,6 +86,9 @@ def _search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         engine=engine,
+        max_running=s["max_running"],
+        max_tokens=s["max_tokens"],
+        scheduler=Scheduler(overlap=bool(s["overlap_schedule"])),
     )
     return r.points, r.frontier, r.best, (r.point_reasons, r.ruled_out, r.missing_both), r.seconds
 
@@ -279,19 +290,11 @@ def _serving_args(inputs: PlanInputs, engine: str) -> dict:
 
 
 def scheduler_caption(engine: str, mode: str) -> str:
-    """What the answer says of the scheduler defaults it took (the CLI's plan says the same)."""
-    d = ENGINE_DEFAULTS[engine]
-
-    def tok(v: int | None, none: str) -> str:
-        return none if v is None else f"{v:,}"
-
-    chunked = tok(d.chunked_prefill, "off") if mode == "aggregated" else "none (disaggregated)"
+    """What the answer says of the scheduler defaults it took, in the CLI's words."""
+    chunked = None if mode == "aggregated" else "none (disaggregated)"
     return (
-        f"Scheduler: {engine}'s defaults as documented at {d.version} (max running "
-        f"{tok(d.max_running, 'what fits')}, max tokens a step {tok(d.max_tokens, 'no cap')}, "
-        f"chunked prefill {chunked}, CUDA graphs to {tok(d.cuda_graph_max_batch, 'every batch')}"
-        f", overlap scheduling {'on' if d.overlap else 'off'}), as `mlacalc plan --engine "
-        f"{engine}` takes them."
+        f"Scheduler: {engine}'s defaults as documented at {ENGINE_DEFAULTS[engine].version} "
+        f"({defaults_words(engine, chunked)}), as `mlacalc plan --engine {engine}` takes them."
     )
 
 

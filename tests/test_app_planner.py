@@ -21,6 +21,19 @@ PLANNER = "Capacity planner"
 LAYOUT = dict(tp=8, kv_dtype="bf16", page_size=16)
 
 
+def _sched(engine: str = "trtllm") -> dict:
+    """search()'s arguments of an engine's scheduler defaults, as the app and
+    ``mlacalc search --engine`` take them."""
+    from mlacalc.serving.scheduler import Scheduler, engine_settings
+
+    s = engine_settings(engine)
+    return dict(
+        max_running=s["max_running"],
+        max_tokens=s["max_tokens"],
+        scheduler=Scheduler(overlap=bool(s["overlap_schedule"])),
+    )
+
+
 def _run(**query) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["view"] = PLANNER
@@ -150,7 +163,15 @@ def test_plan_view_takes_the_engine():
 
     def frontier(**kw):
         r = search(
-            "deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05, **kw
+            "deepseek-v3",
+            "H200",
+            [4, 8, 16],
+            isl=D.ISL,
+            osl=D.OSL,
+            ttft=2.0,
+            tpot=0.05,
+            **kw,
+            **_sched(),
         )
         return [p["output_tokens_per_s_per_user"] for p in r.frontier]
 
@@ -201,7 +222,9 @@ def test_search_frontier_coloured_by_gpu_count_with_the_targets_drawn_and_the_ch
     )
     from mlacalc.serving.search import search
 
-    r = search("deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05)
+    r = search(
+        "deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05, **_sched()
+    )
     counts = sorted({p["gpus"] for p in r.points})  # 4 x H200 hold no DeepSeek-V3
     by_count = [t for t in spec["data"] if t.get("name", "").endswith(" GPUs")]
     assert [t["name"] for t in by_count] == [f"{n} GPUs" for n in counts] and len(counts) >= 2

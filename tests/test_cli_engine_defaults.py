@@ -119,3 +119,12 @@ def test_search_plan_command_carries_the_engine(run):
     b = doc["best"]
     assert p["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-6)
     assert p["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-6)
+
+
+def test_a_disaggregated_plan_says_it_chunks_no_prompt(run):
+    """A disaggregated plan takes no chunked prefill from the engine's defaults, and its line
+    says so (it had named SGLang's 8,192)."""
+    out, _ = run("plan", "deepseek-v3", "-H", "B200", "--gpus", 8, "--engine", "sglang",
+                 "--isl", 2000, "--osl", 500, "--concurrency", 64, "--mode", "disaggregated",
+                 "--prefill-gpus", 8)  # fmt: skip
+    assert "chunked prefill none (disaggregated)" in out and "chunked prefill 8,192" not in out

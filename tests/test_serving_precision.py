@@ -183,3 +183,17 @@ def test_a_checkpoint_calibrated_for_an_fp8_cache_says_so_when_planned_with_bf16
     assert not any("fp8 KV cache" in w for w in fp8.warnings)
     plain = plan("deepseek-v3", "B200", 8, kv_dtype="bf16", seq_len=4096)
     assert not any("fp8 KV cache" in w for w in plain.warnings)
+
+
+def test_format_rules_a_reviewer_found_missing():
+    """``mxfp4_mxfp8`` is the experts' grouped MoE format only (given to attention it had run
+    GEMMs of a class no profile holds, at the bf16 fallback, unsaid); ``w4a16_nvfp4`` is
+    sized with its scales (4.5 bits) and runs the weight-only class, as a checkpoint stored so
+    does (it had been 4 bits at the fp4 tensor-core class)."""
+    from mlacalc.serving.precision import check_components, format_class
+
+    with pytest.raises(InvalidArgumentError, match="attention: mxfp4_mxfp8 is a format of the"):
+        check_components({"attention": "mxfp4_mxfp8"})
+    assert check_components({"experts": "mxfp4_mxfp8"}) == {"experts": "mxfp4_mxfp8"}
+    assert format_bits("w4a16_nvfp4") == 4.5 and format_class("w4a16_nvfp4") == "w4a16"
+    assert format_class("nvfp4") == "fp4"

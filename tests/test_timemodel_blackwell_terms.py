@@ -102,3 +102,24 @@ def test_nvfp4_borrows_an_fp8_fit_where_no_fp4_was_measured():
         lent, _ = prof.params("B200", kind, dtype, hw)
         assert got["eff_compute"] == lent["eff_compute"]
         assert got["fixed_s"] == lent["fixed_s"]
+
+
+def test_a_step_fp4_gemm_runs_the_nvfp4_kernel_and_its_rules():
+    """A model step's fp4 GEMMs and MoE (``--weight-dtype fp4``, an NVFP4 checkpoint) run the
+    kernel the device's fp4 tensor cores run, timed as the measured ``nvfp4`` rows are, K never
+    split and the input quantized (a reviewer found the step's "fp4" missing those rules: at
+    one row and k = 65,536 an fp4 GEMM took 1.7x its k = 8,192 time, nvfp4's 8x); on H100,
+    without fp4 tensor cores, the weight-only kernel."""
+    from mlacalc.timemodel.kernel_time import device_batch, predict_kernels
+    from mlacalc.words.kernels import Kernel, batches_of
+
+    def gemm(dtype, k):
+        shape = {"m": 1, "n": 128, "k": k, "groups": 1}
+        return Kernel("g", "gemm", dtype, 2.0 * 128 * k, 128 * k / 2 + 2 * k, 1, shape)
+
+    for k in (8192, 65536):
+        fp4, nv = predict_kernels([gemm("fp4", k), gemm("nvfp4", k)], "B200", "fit-b200-sxm")
+        assert fp4.seconds == pytest.approx(nv.seconds, rel=1e-12)
+    ((_, batch),) = batches_of([gemm("fp4", 4096)])
+    assert device_batch(batch, load_hardware("B200")).dtype == "nvfp4"
+    assert device_batch(batch, load_hardware("H100-SXM")).dtype == "w4a16"

@@ -285,7 +285,7 @@ def command(
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     engine = engine_option_values(engine_opts, mode != "disaggregated", serving_engine, mtp_tokens)
-    defaults, note = defaults_note(engine)  # whose defaults filled what was not given
+    defaults, note = defaults_note(engine, mode != "disaggregated" or "none (disaggregated)")
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
         loaded := load(model),

@@ -372,7 +372,7 @@ def command(
             max_tokens=engine["max_tokens"],
             overlap_schedule=engine["overlap_schedule"],
             chunked_prefill=result.best.get("chunked_prefill"),
-            timed_engine=serving_engine or "trtllm",
+            timed_engine=result.engine,
         )
         doc["launch"] = text
     if all_points:

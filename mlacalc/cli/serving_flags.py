@@ -130,7 +130,8 @@ def plan_engine_options(f: Callable) -> Callable:
                     f"{component}_dtype",
                     default=None,
                     help=f"Format of the {what} weights (bf16, fp8, fp4, nvfp4, mxfp4, "
-                    "mxfp4_mxfp8, int4; default: the checkpoint's or --weight-dtype).",
+                    + ("mxfp4_mxfp8, " if component == "experts" else "")
+                    + "int4; default: the checkpoint's or --weight-dtype).",
                 )
                 for flag, component, what in _COMPONENT_FLAGS
             ],
@@ -251,7 +252,7 @@ def engine_option_values(
     return out
 
 
-def defaults_note(values: dict[str, Any], chunked: bool = True) -> tuple[str | None, str]:
+def defaults_note(values: dict[str, Any], chunked: bool | str = True) -> tuple[str | None, str]:
     """The engine whose scheduler defaults :func:`engine_option_values` took (``values``
     pops it; None: none) and the line the output says it in ("" for none); ``chunked``:
     whether the command runs the engine's chunked prefill (search runs its own budgets)."""
@@ -259,28 +260,24 @@ def defaults_note(values: dict[str, Any], chunked: bool = True) -> tuple[str | N
     return engine, defaults_line(engine, given("engine_defaults"), chunked)
 
 
-def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool = True) -> str:
-    """What the output says of the scheduler defaults it took (engine None: "")."""
+def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool | str = True) -> str:
+    """What the output says of the scheduler defaults it took (engine None: ""); ``chunked``
+    False: a search, which runs chunked prefills of its own; a string: what is said of it
+    instead (a disaggregated plan's "none (disaggregated)")."""
     if engine is None:
         return ""
     # deferred: the scheduler's table needs numpy beneath it; --help stays light
-    from mlacalc.serving.scheduler import ENGINE_DEFAULTS
+    from mlacalc.serving.scheduler import ENGINE_DEFAULTS, defaults_words
 
-    d = ENGINE_DEFAULTS[engine]
-
-    def tok(v: int | None, none: str) -> str:
-        return none if v is None else f"{v:,}"
-
+    said = (
+        chunked
+        if isinstance(chunked, str)
+        else (None if chunked else "searched (--chunked-prefills)")
+    )
     why = "--engine-defaults" if given_by_flag else "--engine; --engine-defaults none for none"
     return (
-        f"# scheduler defaults: {engine}'s as documented at {d.version} (max running "
-        f"{tok(d.max_running, 'what fits')}, max tokens {tok(d.max_tokens, 'no cap')}, chunked "
-        f"prefill {tok(d.chunked_prefill, 'off') if chunked else 'searched (--chunked-prefills)'}, "
-        "CUDA graphs to "
-        f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
-        f"{'on' if d.overlap else 'off'}"
-        f"{', off with MTP drafts' if d.overlap and d.overlap_with_drafts is False else ''}) "
-        f"where not given (from {why})\n"
+        f"# scheduler defaults: {engine}'s as documented at {ENGINE_DEFAULTS[engine].version} "
+        f"({defaults_words(engine, said)}) where not given (from {why})\n"
     )
 
 

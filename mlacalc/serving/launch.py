@@ -67,7 +67,11 @@ def _kv(engine: str, kv: str) -> str | None:
         return None
     if kv.startswith("fp8"):
         return "fp8_e4m3" if engine == "sglang" else "fp8"
-    raise InvalidArgumentError("kv_dtype", f"{kv!r} has no {engine} KV-cache option")
+    raise InvalidArgumentError(
+        "kv_dtype",
+        f"{kv!r} has no {engine} KV-cache option written here (launch commands carry bf16, fp16 "
+        "and fp8 caches): plan without --launch, or with --kv-dtype fp8",
+    )
 
 
 def _nodes(d: Deployment, head: str, rank: str) -> list[str]:

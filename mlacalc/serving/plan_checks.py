@@ -19,7 +19,7 @@ from mlacalc.cost.engine import as_model
 from mlacalc.cost.model_step import checkpoint_stored, stored_experts
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
-from mlacalc.models.quantization import external_quantization
+from mlacalc.models.quantization import external_quantization, format_dtype
 from mlacalc.serving.layout import Layout, make_layout
 from mlacalc.serving.precision import check_components, format_class
 from mlacalc.serving.provenance import engine_profile_of
@@ -432,16 +432,24 @@ def _check_mtp(
 def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str, ...]:
     """A component in a format whose tensor cores the device lacks (nvfp4 experts on H200):
     sized in that format, timed as the dequantizing kernel the device runs instead."""
-    out = []
-    for component, fmt in components.items():
-        runs_as = format_class(fmt)
-        runs = run_dtype("moe" if component == "experts" else "gemm", runs_as, hw)
-        if runs != runs_as:
-            out.append(
-                f"{component} in {fmt}: {hw.name} has no {runs_as} tensor cores, so they are "
-                f"sized in {fmt} and timed as the weight-only kernel it runs instead ({runs})"
-            )
-    return tuple(out)
+    out = (
+        _weight_only(component, fmt, format_class(fmt), component == "experts", hw)
+        for component, fmt in components.items()
+    )
+    return tuple(w for w in out if w)
+
+
+def _weight_only(what: str, fmt: str, runs_as: str, moe: bool, hw: HardwareSpec) -> str:
+    """The warning of weights in ``fmt`` (a kernel class ``runs_as``) on a device whose tensor
+    cores lack the format's dtype, timed as the weight-only kernel it runs ("" where it has
+    them)."""
+    runs = run_dtype("moe" if moe else "gemm", runs_as, hw)
+    if runs == runs_as:
+        return ""
+    return (
+        f"{what} in {fmt}: {hw.name} has no {format_dtype(fmt)} tensor cores, so they are sized "
+        f"in {fmt} and timed as the weight-only kernel it runs instead ({runs})"
+    )
 
 
 def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
@@ -452,7 +460,8 @@ def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
         return ()
     return (
         f"{m.label}'s checkpoint is calibrated for an fp8 KV cache (its kv_cache_quant_algo); "
-        f"the cache is sized in {kv.name} as asked: kv_dtype fp8 (--kv-dtype fp8) sizes it so",
+        f"the cache is sized in {kv.name}, the kv_dtype asked or defaulted: kv_dtype fp8 "
+        "(--kv-dtype fp8) sizes it so",
     )
 
 
@@ -503,12 +512,8 @@ def _request_warnings(
                 f"tensor); {m.label}'s checkpoint is {scheme.describe()}, which leaving "
                 "weight_dtype out (no --weight-dtype) times as stored"
             )
-        runs = run_dtype("gemm", weight_gemm_class(chosen, "bf16"), hw)
-        if runs != weight_gemm_class(chosen, "bf16"):
-            warnings.append(
-                f"weights in {chosen}: {hw.name} has no {chosen} tensor cores, so they are sized "
-                f"in {chosen} and timed as the weight-only kernels it runs instead ({runs})"
-            )
+        said = _weight_only("weights", chosen, weight_gemm_class(chosen, "bf16"), False, hw)
+        warnings += [said] if said else []
     if include_mtp and m.compress_ratios:
         warnings.append(f"{m.label}'s MTP module is not modelled: include_mtp holds nothing more")
     elif include_mtp and not m.num_nextn_predict_layers:

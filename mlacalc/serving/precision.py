@@ -41,12 +41,15 @@ __all__ = [
 ]
 
 #: Bits per weight of formats whose scales add to their elements.
-FORMAT_BITS = {"nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
+FORMAT_BITS = {"nvfp4": 4.5, "w4a16_nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
 
 #: Formats whose kernels are a class of their own, not their weights' dtype's: MXFP4 weights
 #: with activations quantized to MXFP8 run the mixed-format MoE (TensorRT-LLM-gen's on
 #: Blackwell, the measured ``w4a8_mxfp4`` rows)
-_FORMAT_CLASS = {"mxfp4_mxfp8": "w4a8_mxfp4"}
+_FORMAT_CLASS = {"mxfp4_mxfp8": "w4a8_mxfp4", "w4a16_nvfp4": "w4a16"}
+
+#: Formats only one component's kernels run: the mixed-format MoE is a grouped kernel
+_COMPONENT_ONLY = {"mxfp4_mxfp8": "experts"}
 
 #: weight_breakdown's parts each component sizes.
 _PART = {
@@ -94,6 +97,13 @@ def check_components(value: Any) -> dict[str, str]:
                 f"{comp}: unknown format {fmt!r}; use a dtype (bf16, fp8, fp4, int4 ...) or "
                 "nvfp4, mxfp4, mxfp4_mxfp8",
             ) from None
+        only = _COMPONENT_ONLY.get(name)
+        if only is not None and comp != only:
+            raise InvalidArgumentError(
+                "component_dtypes",
+                f"{comp}: {name} is a format of the routed experts' grouped MoE kernel only "
+                f"(w4a8_mxfp4); give it to {only}, or mxfp4 / nvfp4 here",
+            )
         out[comp] = name
     return out
 

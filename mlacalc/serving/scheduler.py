@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ENGINE_DEFAULTS", "EngineDefaults", "Scheduler", "engine_settings"]
+__all__ = ["ENGINE_DEFAULTS", "EngineDefaults", "Scheduler", "defaults_words", "engine_settings"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,24 @@ ENGINE_DEFAULTS = {
         source="TensorRT-LLM tensorrt_llm/llmapi/llm_args.py, trtllm-serve options",
     ),
 }
+
+
+def defaults_words(engine: str, chunked: str | None = None) -> str:
+    """An engine's scheduler defaults in words, as the CLI and the app say them: ``chunked``
+    replaces what is said of its chunked prefill (a search's, a disaggregated plan's)."""
+    d = ENGINE_DEFAULTS[engine]
+
+    def tok(v: int | None, none: str) -> str:
+        return none if v is None else f"{v:,}"
+
+    drafts = ", off with MTP drafts" if d.overlap and d.overlap_with_drafts is False else ""
+    return (
+        f"max running {tok(d.max_running, 'what fits')}, max tokens "
+        f"{tok(d.max_tokens, 'no cap')}, chunked prefill "
+        f"{chunked or tok(d.chunked_prefill, 'off')}, CUDA graphs to "
+        f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
+        f"{'on' if d.overlap else 'off'}{drafts}"
+    )
 
 
 def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:

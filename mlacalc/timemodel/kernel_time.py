@@ -221,6 +221,8 @@ def device_batch(batch: KernelBatch, hw: HardwareSpec) -> KernelBatch:
     kind, dtype = batch.kind, batch.dtype
     if kind == "gemm" or kind == "moe":
         runs = run_dtype(kind, dtype, hw)
+        if runs == "fp4":  # fp4 tensor cores run NVFP4, the class their measured rows name
+            runs = "nvfp4"
         return batch if runs == dtype else dataclasses.replace(batch, dtype=runs)
     if kind == "mla_decode" and "kv_split" not in batch.shape:
         n = len(batch)
