@@ -1604,7 +1604,10 @@ def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: 
     out = np.zeros(len(t))
     src = t.column("kernel_source").astype(str)
     for system, engine, phase, part, dtype, most in _SPARSE_WALK:
-        if (system, engine) != (t.system, t.engine) or phase == ("context", "decode")[context]:
+        if (system, engine) != (t.system, t.engine) or phase not in (
+            "any",
+            "context" if context else "decode",
+        ):
             continue
         hit = (np.char.find(src, part) >= 0) & (heads <= most)
         out[hit & ((kvd == dtype) if dtype else True)] = 64.0
