@@ -394,6 +394,29 @@ def test_masked_band_blocks_cost_mask_work():
     assert full[1] == pytest.approx(full[0])
 
 
+def test_an_fp8_bands_masked_blocks_scale_with_the_hbm_bytes_per_sm_and_clock():
+    """An fp8 band's masked blocks wait on HBM: ``mask_s`` is their time at Hopper's HBM bytes
+    per SM and clock, so B200 (28.0 bytes a clock an SM against H100's 13.9) takes half of it;
+    a bf16 band pays ``mask_s`` on either device."""
+
+    def prefill(dtype: str) -> Kernel:
+        shape = {"batch": 1, "q_len": 1024, "kv_len": 1024, "n_heads": 1, "n_kv": 1}
+        return Kernel("fmha", "attention_prefill", dtype, flops=10**6, bytes=10**4,
+                      shape={**shape, "window": 128, "causal": 1})  # fmt: skip
+
+    def mask_work(dtype: str, device: str) -> float:
+        key = f"attention_prefill:{dtype}"
+        profiles = [Profile(name=str(s), classes={key: {"mask_s": s}}) for s in (1e-5, 2e-5)]
+        t = [predict_kernels([prefill(dtype)], device, p)[0].seconds for p in profiles]
+        return t[1] - t[0]
+
+    fig = {d: device_figures(load_hardware(d)) for d in ("H100-SXM", "B200")}
+    per_sm_clock = {d: f.hbm_bytes_per_s / (f.sm_count * f.clock_hz) for d, f in fig.items()}
+    ratio = mask_work("fp8", "B200") / mask_work("fp8", "H100-SXM")
+    assert ratio == pytest.approx(per_sm_clock["H100-SXM"] / per_sm_clock["B200"], rel=0.02)
+    assert mask_work("bf16", "B200") == pytest.approx(mask_work("bf16", "H100-SXM"), rel=0.02)
+
+
 def test_block_scaled_fp8_gemm_does_not_split_k():
     """A GEMM with fewer output tiles than SMs splits K (bf16, per-tensor fp8), except the
     block-scaled fp8 kernel, whose tile walks all of K: with few tiles its time grows with k

@@ -206,6 +206,16 @@ def prefill_terms(
     # the blocks between them are whole (a causal tile masks only its diagonal block, which
     # the per-unit work covers)
     masked = np.where(banded, np.minimum(band_blocks, 2.0), 0.0)
+    if batch.dtype.startswith("fp8") and fig.sm_count > 0 and fig.clock_hz > 0:
+        # an fp8 band's masked blocks wait on HBM: ``mask_s`` is their time at Hopper's HBM
+        # bytes per SM and clock, less on a device that draws more (B200 0.50, H100 1).
+        # TensorRT-LLM's fp8 rows of a 128-key window (head dim 64, 1,024-16,384 tokens, 16-96
+        # heads, 1,722 shapes on both devices) take 0.86 ns a token and head on H100 and 0.38
+        # on B200: 2.9 KB a token and head at either device's datasheet HBM, ratio 2.23
+        # (deciles 2.11-2.34) against HBM's 2.30; 13x the band's exponentials and 26x its
+        # products at the fp8 peak. mask_s in seconds had B200 from H100 +52% on those rows
+        per_sm_clock = fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz)
+        masked = masked * HOPPER_HBM_BYTES_PER_SM_CLOCK / per_sm_clock
     # one exponential per computed score (query, key pair), on the SFUs, not the tensor cores:
     # ``SFU_EXP_PER_CLOCK`` a clock per SM at ``eff_exp`` of that rate (1: the datasheet rate),
     # combined with the tensor time by the p-norm ``sfu_overlap`` (FlashAttention-3 overlaps
