@@ -256,11 +256,12 @@ def test_the_measured_mla_rows_carry_the_kernel_the_same_rule_gives():
     assert mla_decode_kernel(load_hardware("h100_sxm")) == {"kv_split": 1.0, "operand_reads": 1.0}
 
 
-@pytest.mark.parametrize("device, run", [("B200", "fp4"), ("H100-SXM", "w4a16")])
+@pytest.mark.parametrize("device, run", [("B200", "nvfp4"), ("H100-SXM", "w4a16")])
 def test_fp4_weights_run_one_class_in_predict_time_and_plan(device, run):
     """fp4 weights: the model step and the serving step name the fp4 class (one rule,
     mlacalc.words.dtypes.weight_gemm_class); the device decides the kernel for both paths alike:
-    the fp4 GEMM where the tensor cores have fp4 (B200), else a dequantizing weight-only GEMM."""
+    the fp4 GEMM where the tensor cores have fp4 (B200: NVFP4, the kernel its measured fp4 rows
+    time, with its rules), else a dequantizing weight-only GEMM."""
     from mlacalc.cost.engine import as_model
     from mlacalc.cost.model_step import step_kernels
     from mlacalc.serving import StepModel, make_layout
