@@ -36,6 +36,7 @@ from mlacalc.timemodel.shared import (
     col,
     combine,
     elem_bytes,
+    hbm_per_sm_ratio,
     memory_share,
     mma_rows,
     smem_per_sm,
@@ -206,7 +207,7 @@ def prefill_terms(
     # the blocks between them are whole (a causal tile masks only its diagonal block, which
     # the per-unit work covers)
     masked = np.where(banded, np.minimum(band_blocks, 2.0), 0.0)
-    if batch.dtype.startswith("fp8") and fig.sm_count > 0 and fig.clock_hz > 0:
+    if batch.dtype.startswith("fp8"):
         # an fp8 band's masked blocks wait on HBM: ``mask_s`` is their time at Hopper's HBM
         # bytes per SM and clock, less on a device that draws more (B200 0.50, H100 1).
         # TensorRT-LLM's fp8 rows of a 128-key window (head dim 64, 1,024-16,384 tokens, 16-96
@@ -214,8 +215,7 @@ def prefill_terms(
         # on B200: 2.9 KB a token and head at either device's datasheet HBM, ratio 2.23
         # (deciles 2.11-2.34) against HBM's 2.30; 13x the band's exponentials and 26x its
         # products at the fp8 peak. mask_s in seconds had B200 from H100 +52% on those rows
-        per_sm_clock = fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz)
-        masked = masked * HOPPER_HBM_BYTES_PER_SM_CLOCK / per_sm_clock
+        masked = masked / hbm_per_sm_ratio(fig)
     # one exponential per computed score (query, key pair), on the SFUs, not the tensor cores:
     # ``SFU_EXP_PER_CLOCK`` a clock per SM at ``eff_exp`` of that rate (1: the datasheet rate),
     # combined with the tensor time by the p-norm ``sfu_overlap`` (FlashAttention-3 overlaps
@@ -401,24 +401,19 @@ def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
 #: not listed (its left-out rows 20.7% with the factor left off, 22.9% with it).
 GATHER_DECODE_VARIANTS = frozenset({"triton"})
 
-#: Bytes a clock one SM draws from HBM at H100 SXM's full bandwidth (3.35 TB/s over 132 SMs
-#: at 1,830 MHz): the reference of :func:`_gather_bytes`.
-HOPPER_HBM_BYTES_PER_SM_CLOCK = 3.35e12 / (132 * 1.83e9)
-
 
 def _gather_bytes(batch: KernelBatch, fig: DeviceFigures) -> float:
-    """Factor on a gathering decode kernel's bytes (:data:`GATHER_DECODE_VARIANTS`): its
-    loads in flight per SM are what its warps issue, not a copy engine's, so an SM draws at
-    most Hopper's bytes a clock (:data:`HOPPER_HBM_BYTES_PER_SM_CLOCK`) and a device with
-    more HBM per SM and clock streams its cache no faster per SM: B200 (7.7 TB/s over 148 SMs
-    at 1,856 MHz, 28.0 bytes a clock) 2.02, H100 1. SGLang's Triton decode fits draw 0.82 and
-    0.41 of H100's HBM (bf16 / fp8 cache) and 0.46 and 0.20 of B200's, 0.56 and 0.49 of the
-    H100 figures, where TensorRT-LLM-gen's B200 fits draw 0.88-0.93; refitted with the factor,
-    B200's draw 0.92 and 0.40 of its capped rate. 1 for every other kernel."""
-    if batch.variant not in GATHER_DECODE_VARIANTS or fig.sm_count <= 0 or fig.clock_hz <= 0:
+    """Factor on a gathering decode kernel's bytes (:data:`GATHER_DECODE_VARIANTS`): its loads in
+    flight per SM are what its warps issue, not a copy engine's, so an SM draws at most Hopper's
+    bytes a clock (:func:`~mlacalc.timemodel.shared.hbm_per_sm_ratio`) and a device with more
+    HBM per SM and clock streams its cache no faster per SM: B200 (7.7 TB/s over 148 SMs at
+    1,856 MHz, 28.0 bytes a clock) 2.02, H100 1. SGLang's Triton decode fits draw 0.82 and 0.41
+    of H100's HBM (bf16 / fp8 cache) and 0.46 and 0.20 of B200's, 0.56 and 0.49 of the H100
+    figures, where TensorRT-LLM-gen's B200 fits draw 0.88-0.93; refitted with the factor, B200's
+    draw 0.92 and 0.40 of its capped rate. 1 for every other kernel."""
+    if batch.variant not in GATHER_DECODE_VARIANTS:
         return 1.0
-    per_sm_clock = fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz)
-    return max(1.0, round(per_sm_clock / HOPPER_HBM_BYTES_PER_SM_CLOCK, 2))
+    return max(1.0, round(hbm_per_sm_ratio(fig), 2))
 
 
 def _decode_unit_bytes(batch: KernelBatch, hd: np.ndarray, qrows: np.ndarray) -> np.ndarray:

@@ -16,12 +16,12 @@ import dataclasses
 
 import numpy as np
 
-from mlacalc.timemodel.attention_time import HOPPER_HBM_BYTES_PER_SM_CLOCK
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
     HOPPER_BF16_PER_CLOCK,
     SCALE_BLOCK_K,
     col,
+    hbm_per_sm_ratio,
     memory_share,
     operand_reuse,
     tile_arrays,
@@ -130,12 +130,11 @@ def _warp_loads(fig: DeviceFigures) -> float:
     """Factor on the weight stream of Marlin's MoE (:data:`MMA_SYNC_MOE`), which its warps load
     with ``cp.async`` rather than a copy engine's TMA: the bytes in flight per SM are what its
     warps issue, so an SM draws at most Hopper's bytes a clock
-    (:data:`~mlacalc.timemodel.attention_time.HOPPER_HBM_BYTES_PER_SM_CLOCK`, as SGLang's
+    (:data:`~mlacalc.timemodel.shared.HOPPER_HBM_BYTES_PER_SM_CLOCK`, as SGLang's
     gathering Triton decode does) and a device with more HBM per SM and clock streams no faster
     per SM (B200 2.02, H100 and A100 1). vLLM's int4 fits drew 0.81 of H100's HBM and 0.51 of
     B200's; refitted with the factor, B200's 1.0 of its capped rate."""
-    per_sm_clock = fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz)
-    return max(1.0, round(per_sm_clock / HOPPER_HBM_BYTES_PER_SM_CLOCK, 2))
+    return max(1.0, round(hbm_per_sm_ratio(fig), 2))
 
 
 #: Marlin's MoE (a row's ``mma_sync`` shape column: the mapping's rows of a Marlin

@@ -111,6 +111,21 @@ def tile_rate(tm, tn, reuse: float = 1.0):
     return np.minimum(1.0, np.sqrt(tm * tn / (tm + tn) / (64.0 * reuse)))
 
 
+#: Bytes a clock one SM draws from HBM at H100 SXM's full bandwidth (3.35 TB/s over 132 SMs
+#: at 1,830 MHz): what a kernel whose warps issue their own loads (no copy engine) draws at
+#: most per SM on any device (:func:`hbm_per_sm_ratio`).
+HOPPER_HBM_BYTES_PER_SM_CLOCK = 3.35e12 / (132 * 1.83e9)
+
+
+def hbm_per_sm_ratio(fig: DeviceFigures) -> float:
+    """The device's HBM bytes per SM and clock over Hopper's
+    (:data:`HOPPER_HBM_BYTES_PER_SM_CLOCK`): B200 (7.7 TB/s over 148 SMs at 1,856 MHz) 2.02,
+    H200 1.43, H100 1; 1 where the catalogue has no SM count or clock."""
+    if fig.sm_count <= 0 or fig.clock_hz <= 0:
+        return 1.0
+    return fig.hbm_bytes_per_s / (fig.sm_count * fig.clock_hz) / HOPPER_HBM_BYTES_PER_SM_CLOCK
+
+
 #: Dense bf16 FLOP per clock of one Hopper SM: the tensor rate per SM at which
 #: :func:`tile_rate`'s reference intensity (64) was fitted (H100 SXM: 989.5 TFLOPS / (132 SMs x
 #: 1,830 MHz) = 4,096).
