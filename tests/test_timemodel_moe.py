@@ -476,6 +476,34 @@ def test_moe_tables_fitted_per_engine(engine, system, version, profile, median, 
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
 
 
+def _left_out_moe_errors(system, own, trt, engine, dtype=None):
+    """|error| of an engine's moe_perf rows of ``system`` (those of ``dtype``, or every one)
+    predicted by its profile of the other device (``own``) with TensorRT-LLM's fit of that
+    device (``trt``) for the kernels it runs on this generation, as bench_timemodel.py
+    --engines composes them."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
+    prof = with_generation_kernels(load_profile(own), load_profile(trt), load_hardware(device))
+    tables = load_measured(MEASURED / system / "moe", engine=engine).tables
+    (t,) = [x for x in tables if x.engine == engine]
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+    keep = mapped.modelled & np.isfinite(err)
+    if dtype is not None:
+        mine = np.zeros(len(t), dtype=bool)
+        for part in mapped.parts:
+            if part.batch.dtype == dtype:
+                mine[part.rows] = True
+        keep &= mine
+    return np.abs(err[keep])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "system, own, trt, median",
@@ -489,25 +517,8 @@ def test_moe_tables_fitted_per_engine(engine, system, version, profile, median, 
     ],
 )
 def test_sglang_moe_leaving_the_device_out(system, own, trt, median):
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
-    from mlacalc.timemodel.engine_profiles import with_generation_kernels
-    from mlacalc.timemodel.profile import load_profile
-
-    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
-    prof = with_generation_kernels(load_profile(own), load_profile(trt), load_hardware(device))
-    (t,) = [
-        x
-        for x in load_measured(MEASURED / system / "moe", engine="sglang").tables
-        if x.engine == "sglang"
-    ]
-    mapped = map_table(t)
-    pred = predict_mapped(mapped, None, prof)
-    ok = mapped.modelled & np.isfinite(pred)
-    assert ok.sum() > 95000
-    assert np.median(np.abs(pred[ok] / t.seconds[ok] - 1.0)) <= median
+    e = _left_out_moe_errors(system, own, trt, "sglang")
+    assert len(e) > 95000 and np.median(e) <= median
 
 
 def test_marlin_moe_takes_the_first_block_its_mean_load_fills_below_0_9():
@@ -572,27 +583,7 @@ def test_marlins_mma_sync_multiplies_at_hoppers_rate_per_sm_and_clock():
     ],
 )
 def test_vllm_marlin_moe_leaving_the_device_out(system, own, trt, median):
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
-    from mlacalc.timemodel.engine_profiles import with_generation_kernels
-    from mlacalc.timemodel.profile import load_profile
-
-    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
-    prof = with_generation_kernels(load_profile(own), load_profile(trt), load_hardware(device))
-    (t,) = [
-        x
-        for x in load_measured(MEASURED / system / "moe", engine="vllm").tables
-        if x.engine == "vllm"
-    ]
-    mapped = map_table(t)
-    err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
-    keep = np.zeros(len(t), dtype=bool)
-    for part in mapped.parts:
-        if part.batch.dtype == "w4a16":
-            keep[part.rows] = True
-    e = np.abs(err[keep & mapped.modelled & np.isfinite(err)])
+    e = _left_out_moe_errors(system, own, trt, "vllm", "w4a16")
     assert len(e) > 1000 and np.median(e) <= median
 
 
