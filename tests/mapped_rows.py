@@ -1,5 +1,6 @@
-"""A check the module-table tests share: a mapped row runs exactly the kernels a model step of
-its shape builds (names, kinds, dtypes, FLOPs, bytes and every shape field)."""
+"""What the measured-table tests share: a mapped row runs exactly the kernels a model step of
+its shape builds (names, kinds, dtypes, FLOPs, bytes and every shape field), and which rows
+run a kernel of a kind and dtype."""
 
 from __future__ import annotations
 
@@ -18,3 +19,14 @@ def assert_row_runs(mapped, row: int, want) -> None:
         np.testing.assert_allclose([g["flops"], g["bytes"]], [k.flops, k.bytes], rtol=1e-9)
         for f, v in k.shape.items():
             assert g["shape"][f] == pytest.approx(v, rel=1e-9), (k.name, f)
+
+
+def rows_running(mapped, dtype: str | None = None, kind: str = "") -> np.ndarray:
+    """Per row of ``mapped``, whether it runs a kernel of ``dtype`` (None: any) whose kind
+    starts with ``kind`` ("": any): the rows of one table kind, as bench_timemodel.py splits
+    them."""
+    keep = np.zeros(len(mapped.table), dtype=bool)
+    for p in mapped.parts:
+        if p.batch.kind.startswith(kind) and dtype in (None, p.batch.dtype):
+            keep[p.rows] = True
+    return keep

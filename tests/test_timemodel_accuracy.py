@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
+from mapped_rows import rows_running
 from reference_data import MEASURED
 
 from mlacalc.measured.mapping import UNMAPPED, map_table
@@ -25,13 +26,7 @@ def _errors(system: str, family: str, table: str, profile: str, dtype: str | Non
     t = next(t for t in load_measured(ROOT / system / family).tables if t.table == table)
     mapped = map_table(t)
     pred = predict_mapped(mapped, None, load_profile(profile))
-    ok = mapped.modelled & np.isfinite(pred)
-    if dtype is not None:
-        keep = np.zeros(len(t), dtype=bool)
-        for p in mapped.parts:
-            if p.batch.dtype == dtype:
-                keep[p.rows] = True
-        ok &= keep
+    ok = mapped.modelled & np.isfinite(pred) & rows_running(mapped, dtype)
     err = pred[ok] / t.seconds[ok] - 1.0
     return float(np.median(np.abs(err))), float(np.median(err)), int(ok.sum()), len(t)
 

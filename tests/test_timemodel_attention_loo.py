@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mapped_rows import rows_running
 from reference_data import MEASURED
 
 
@@ -28,11 +29,7 @@ def _errors(mapped, profile: str, dtype: str) -> np.ndarray:
     from mlacalc.timemodel.profile import load_profile
 
     pred = predict_mapped(mapped, None, load_profile(profile))
-    keep = np.zeros(len(pred), dtype=bool)
-    for p in mapped.parts:
-        if p.batch.kind.startswith("attention") and p.batch.dtype == dtype:
-            keep[p.rows] = True
-    ok = mapped.modelled & np.isfinite(pred) & keep
+    ok = mapped.modelled & np.isfinite(pred) & rows_running(mapped, dtype, "attention")
     return np.abs(pred[ok] / mapped.table.seconds[ok] - 1.0)
 
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from mapped_rows import rows_running
 from reference_data import MEASURED
 
 import mlacalc
@@ -158,11 +159,7 @@ def test_b200_fitted_accuracy(table, family, dtype, median, p90):
     mapped, err = _fitted("b200_sxm", family, table, "fit-b200-sxm")
     ok = mapped.modelled & np.isfinite(err)
     if dtype is not None:
-        keep = np.zeros(len(ok), dtype=bool)
-        for p in mapped.parts:
-            if p.batch.dtype == dtype and p.batch.kind == "gemm":
-                keep[p.rows] = True
-        ok &= keep
+        ok &= rows_running(mapped, dtype, "gemm")
     e = np.abs(err[ok])
     assert ok.sum() > 100
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
@@ -714,11 +711,7 @@ def test_every_shipped_host_floor_is_refitted_from_its_rows(engine):
 
 def _attention_errors(system, family, table, profile, engine, dtype):
     mapped, err = _fitted(system, family, table, profile, engine)
-    keep = np.zeros(len(err), dtype=bool)
-    for p in mapped.parts:
-        if p.batch.kind.startswith("attention") and dtype in (None, p.batch.dtype):
-            keep[p.rows] = True
-    ok = mapped.modelled & np.isfinite(err) & keep
+    ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype, "attention")
     return mapped, np.abs(err[ok])
 
 

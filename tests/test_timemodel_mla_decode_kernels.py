@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mapped_rows import rows_running
 from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
@@ -187,10 +188,7 @@ def _sglang_decode_errors(system: str, profile: str, dtype: str) -> np.ndarray:
     t = next(x for x in tables if x.table == "generation_mla_perf")
     mapped = map_table(t)
     err = predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
-    keep = np.zeros(len(t), dtype=bool)
-    for p in mapped.parts:
-        if p.batch.kind == "mla_decode" and p.batch.dtype == dtype:
-            keep[p.rows] = True
+    keep = rows_running(mapped, dtype, "mla_decode")
     return np.abs(err[keep & mapped.modelled & np.isfinite(err)])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mapped_rows import rows_running
 from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
@@ -494,14 +495,7 @@ def _left_out_moe_errors(system, own, trt, engine, dtype=None):
     (t,) = [x for x in tables if x.engine == engine]
     mapped = map_table(t)
     err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
-    keep = mapped.modelled & np.isfinite(err)
-    if dtype is not None:
-        mine = np.zeros(len(t), dtype=bool)
-        for part in mapped.parts:
-            if part.batch.dtype == dtype:
-                mine[part.rows] = True
-        keep &= mine
-    return np.abs(err[keep])
+    return np.abs(err[mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)])
 
 
 @pytest.mark.slow
