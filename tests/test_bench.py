@@ -138,18 +138,23 @@ def test_broken_implementation_is_reported_and_not_timed(tmp_path, monkeypatch):
     assert gate["absorbed"] is False and gate["naive"] is True
 
 
-@pytest.mark.slow
-def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "_available_bytes", lambda device: 1 << 20)
+def _one_point(tmp_path: Path, name: str):
+    """The rows and sidecar of a sweep of one GPT-2 decode point (batch 2, 256 keys)."""
     csv_path, json_path = run_benchmark(
         [BenchPoint("gpt2", "standard", "decode", 2, 256)],
         repeats=3,
         out_dir=tmp_path,
-        name="s",
+        name=name,
         progress=False,
         log=lambda s: None,
     )
-    rows, meta = read(csv_path, json_path)
+    return read(csv_path, json_path)
+
+
+@pytest.mark.slow
+def test_point_that_does_not_fit_is_a_recorded_skip(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "_available_bytes", lambda device: 1 << 20)
+    rows, meta = _one_point(tmp_path, "s")
     assert (
         rows[0]["status"] == "skipped"
         and "GiB" in rows[0]["note"]
@@ -208,15 +213,7 @@ def test_out_of_memory_is_a_recorded_row(tmp_path, monkeypatch, where):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
 
     monkeypatch.setattr(runner, where, oom)
-    csv_path, json_path = run_benchmark(
-        [BenchPoint("gpt2", "standard", "decode", 2, 256)],
-        repeats=3,
-        out_dir=tmp_path,
-        name="o",
-        progress=False,
-        log=lambda s: None,
-    )
-    rows, meta = read(csv_path, json_path)
+    rows, meta = _one_point(tmp_path, "o")
     assert rows[0]["status"] == "oom" and "out of memory" in rows[0]["note"]
     assert meta["counts"]["oom"] == 1
 
