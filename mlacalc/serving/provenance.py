@@ -14,8 +14,7 @@ import numpy as np
 from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.timemodel.engine_profiles import engine_note, profile_for
-from mlacalc.timemodel.gemm_time import step_block_fp8
-from mlacalc.timemodel.kernel_time import device_batch
+from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
@@ -64,10 +63,10 @@ def calibration_of(
     hows: Counter[str] = Counter()
     for kind, dtype in sorted(classes):
         # the class the device runs (fp8 weights without fp8 tensor cores: weight-only) and
-        # the engine's kernel of it (a step's block-scaled GEMM under SGLang: per-tensor)
+        # the engine's kernel of it (a step's block-scaled GEMM under SGLang: per-tensor), as
+        # the step's times look it up
         one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
-        run = step_block_fp8(device_batch(one, hw), getattr(prof, "engine", ""))
-        hows[prof.params(hw.name, run.kind, run.dtype, hw, run.variant)[1]] += 1
+        hows[run_class(one, hw, prof)[3]] += 1
     rest = sorted(h for h in hows if h != expected)
     text = lead
     if rest:
