@@ -721,8 +721,12 @@ class _Stored:
     fmt: str | None = None
 
 
-def _tensor_reads(m: ModelConfig) -> dict[str, _Stored]:
-    """:func:`_checkpoint_reads`'s reads, without the cache."""
+@lru_cache(maxsize=32)
+def _checkpoint_reads(m: ModelConfig) -> dict[str, _Stored]:
+    """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
+    its kind (every layer of a kind holds the same tensors), with their format (the class
+    :func:`stored_dtype` gives; the scheme is parsed once per model here, not on every
+    step)."""
     scheme = m.quantization
     all_tensors = checkpoint_tensors(m)
     dense = next((i for i in range(m.num_hidden_layers) if not m.is_moe_layer(i)), None)
@@ -816,15 +820,6 @@ def one_layer(m: ModelConfig) -> ModelConfig:
     if m.sparse_attention_layers:  # MiniMax-M3: its first layer's kind (full or block-sparse)
         return kind_model(m, layer_pattern(m).layers[0]).with_changes(num_hidden_layers=1)
     return m.with_changes(num_hidden_layers=1)
-
-
-@lru_cache(maxsize=32)
-def _checkpoint_reads(m: ModelConfig) -> dict[str, _Stored]:
-    """Kernel name -> how the checkpoint stores the weights that kernel reads in one layer of
-    its kind (every layer of a kind holds the same tensors), with their format (the class
-    :func:`stored_dtype` gives; the scheme is parsed once per model here, not on every
-    step)."""
-    return _tensor_reads(m)
 
 
 def stored_dtype(scheme: Any, fmt: str | None = None) -> str:
