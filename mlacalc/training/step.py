@@ -57,9 +57,9 @@ from mlacalc.serving.comm import (
     dispatch_bytes,
     remote_nodes_per_token,
 )
-from mlacalc.timemodel.engine_profiles import profile_for
+from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
-from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.timemodel.profile import Profile
 from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
 from mlacalc.words import arguments as args
 from mlacalc.words.engines import DEFAULT_ENGINE
@@ -309,13 +309,10 @@ def _ep_seconds(m: ModelConfig, lay: Layout, hw: HardwareSpec, tokens: float, fp
 
 def _profile(hw: HardwareSpec, profile: Any) -> tuple[Profile, str]:
     """The profile that times a training step's kernels, and how it predicts ``hw``: the one
-    given, else TensorRT-LLM's for the device as a serving step takes it
-    (:func:`~mlacalc.timemodel.engine_profiles.profile_for`: B200's own fit for Blackwell)."""
-    if profile is None:
-        prof, note = profile_for(DEFAULT_ENGINE, hw.name, hw)
-    else:
-        prof, note = load_profile(profile), ""
-    return prof, prof.describe(hw.name, hw) + (f"; {note}" if note else "")
+    given, else TensorRT-LLM's for the device, chosen as a serving step's is
+    (:func:`~mlacalc.serving.provenance.engine_profile_of`: B200's own fit for Blackwell)."""
+    prof, _, note = engine_profile_of(profile, DEFAULT_ENGINE, hw)
+    return prof, prof.describe(hw.name, hw) + note
 
 
 def _seconds(kernels: list[Kernel], hw: HardwareSpec, profile: Any) -> float:
