@@ -281,19 +281,26 @@ def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool | str =
     )
 
 
-def launch_text(engine: str, model_path: str, point: dict[str, Any], **context: Any) -> str:
+def launch_text(
+    engine: str,
+    model_path: str,
+    point: dict[str, Any],
+    timed_engine: str | None = None,
+    **context: Any,
+) -> str:
     """The launch commands of a deployment (a search point, or a plan's fields in its keys),
-    each under a comment line saying which server it starts."""
+    each under a comment line saying which server it starts, with a note where the figures
+    were timed with another engine's kernels (``timed_engine``) or need a checkpoint stored in
+    a chosen format."""
     # deferred: the launch builder is needed only when --launch is given
     from mlacalc.serving.launch import deployments, launch_commands
 
-    timed = context.pop("timed_engine", None)
     pools = deployments(point, **context)
     lines = [f"# {engine}: the commands that start this deployment"]
-    if timed and timed != engine:
+    if timed_engine and timed_engine != engine:
         lines.append(
-            f"# note: the figures are timed with {timed}'s kernels (--engine, {DEFAULT_ENGINE} "
-            f"when not given); --engine {engine} times {engine}'s"
+            f"# note: the figures are timed with {timed_engine}'s kernels (--engine, "
+            f"{DEFAULT_ENGINE} when not given); --engine {engine} times {engine}'s"
         )
     formats = dict(point.get("component_dtypes") or {})
     if point.get("weight_dtype") and not str(point["weight_dtype"]).startswith("checkpoint"):
