@@ -30,7 +30,6 @@ import numpy as np
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
     CONVERT_PER_CLOCK,
-    HOPPER_BF16_PER_CLOCK,
     SFU_EXP_PER_CLOCK,
     SMEM_BYTES_PER_CLOCK,
     col,
@@ -40,6 +39,7 @@ from mlacalc.timemodel.shared import (
     memory_share,
     mma_rows,
     smem_per_sm,
+    tensor_per_sm_ratio,
 )
 from mlacalc.words.kernels import KernelBatch
 
@@ -370,7 +370,7 @@ DECODE_ROW_BYTES = 8.0
 
 def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     """Factor on a decode unit's fitted work (``seq_s``, ``block_s``, ``wave_s``: clocked
-    seconds, on an SM of Hopper's dense bf16 FLOP per clock, :data:`HOPPER_BF16_PER_CLOCK`) on
+    seconds, on an SM of Hopper's dense bf16 FLOP per clock, :func:`tensor_per_sm_ratio`) on
     ``fig``: Hopper's FLOP per clock and SM over ``fig``'s, for the packing kernels an engine
     runs as its own decode backend (``head_pack`` 0, no ``variant``: FlashAttention-3 on
     Hopper, TensorRT-LLM-gen on data-centre Blackwell), whose unit's work is its padded query
@@ -387,9 +387,7 @@ def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     (Triton, FlashInfer's own) run other code."""
     if fig.tensor_core_generation != "sm90" or batch.variant:
         return 1.0
-    if fig.sm_count <= 0 or fig.clock_hz <= 0:
-        return 1.0
-    ratio = round(fig.peak("bf16") / (fig.sm_count * fig.clock_hz) / HOPPER_BF16_PER_CLOCK, 2)
+    ratio = round(tensor_per_sm_ratio(fig), 2)
     return 1.0 / ratio if ratio > 0 else 1.0
 
 

@@ -18,12 +18,12 @@ import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
-    HOPPER_BF16_PER_CLOCK,
     SCALE_BLOCK_K,
     col,
     hbm_per_sm_ratio,
     memory_share,
     operand_reuse,
+    tensor_per_sm_ratio,
     tile_arrays,
     tile_rate,
 )
@@ -141,7 +141,7 @@ def _warp_loads(fig: DeviceFigures) -> float:
 #: ``kernel_source``, a model step's class that :data:`MARLIN_TILE` names) dequantizes its
 #: 4-bit weights in registers and multiplies with the warp-level ``mma.sync`` (m16n8k16) on
 #: every generation: no Hopper warp-group MMA, no Blackwell ``tcgen05``. Its rate per SM and
-#: clock is then no more than Hopper's dense bf16 one (:data:`HOPPER_BF16_PER_CLOCK`), where
+#: clock is then no more than Hopper's dense bf16 one (:func:`tensor_per_sm_ratio`), where
 #: B200's tensor rate per SM is twice that. Read from both devices' fits of vLLM's Marlin
 #: rows: at the device's peak they hold 0.39 of H100's and 0.18 of B200's rate, 0.36 of
 #: Hopper's per SM and clock on B200 (refitted with the cap: 0.37). Its weight stream is its
@@ -313,8 +313,7 @@ def moe_terms(
     peak = fig.peak(RATE_DTYPE.get(batch.dtype, batch.dtype))
     # a kernel of warp-level mma.sync (Marlin's, ``mma_sync``) multiplies at no more than
     # Hopper's rate per SM and clock (:data:`MMA_SYNC_MOE`)
-    per_clock = fig.peak("bf16") / (sms * fig.clock_hz) / HOPPER_BF16_PER_CLOCK
-    sync_peak = peak / max(1.0, round(per_clock, 2))
+    sync_peak = peak / max(1.0, round(tensor_per_sm_ratio(fig), 2))
     sync = col(batch, MMA_SYNC_MOE, 0) > 0
     per_sm = prm["eff_compute"] * np.where(sync, sync_peak, peak) / sms
     # the two GEMMs run one after the other, each with its own waves of output tiles: FC1

@@ -132,6 +132,15 @@ def hbm_per_sm_ratio(fig: DeviceFigures) -> float:
 HOPPER_BF16_PER_CLOCK = 4096.0
 
 
+def tensor_per_sm_ratio(fig: DeviceFigures) -> float:
+    """The device's dense bf16 FLOP per clock and SM over Hopper's
+    (:data:`HOPPER_BF16_PER_CLOCK`): B200 2, H100 1, H20 about 0.25; 1 where the catalogue has
+    no SM count or clock."""
+    if fig.sm_count <= 0 or fig.clock_hz <= 0:
+        return 1.0
+    return fig.peak("bf16") / (fig.sm_count * fig.clock_hz) / HOPPER_BF16_PER_CLOCK
+
+
 def operand_reuse(fig: DeviceFigures) -> float:
     """How many times Hopper's operand reuse an output tile needs to keep the device's tensor
     cores busy: its dense bf16 FLOP per clock per SM over Hopper's, where that is above 1 on
@@ -146,10 +155,9 @@ def operand_reuse(fig: DeviceFigures) -> float:
     The same holds for fp8 and fp4 (twice and four times the FLOPs on half and a quarter of
     the bytes). Below Hopper's rate (H20's cut tensor cores) Hopper's rule is kept (the
     tiles' reuse then suffices); ``sm80`` devices (``mma.sync`` from registers) keep theirs."""
-    if fig.tensor_core_generation != "sm90" or fig.clock_hz <= 0 or fig.sm_count <= 0:
+    if fig.tensor_core_generation != "sm90":
         return 1.0
-    per_clock = fig.peak("bf16") / (fig.sm_count * fig.clock_hz)
-    return max(1.0, round(per_clock / HOPPER_BF16_PER_CLOCK, 2))
+    return max(1.0, round(tensor_per_sm_ratio(fig), 2))
 
 
 def tile_arrays(tiles: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
