@@ -13,7 +13,7 @@ import numpy as np
 
 from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec
-from mlacalc.timemodel.engine_profiles import engine_note, profile_for
+from mlacalc.timemodel.engine_profiles import chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.engines import check_engine
@@ -29,11 +29,7 @@ def engine_profile_of(profile: Any, engine: Any, hw: HardwareSpec) -> tuple[Any,
     (:func:`~mlacalc.timemodel.engine_profiles.profile_for`); a named one as given, said when
     it is another engine's."""
     name = check_engine(engine)
-    if profile is None:
-        prof, note = profile_for(name, hw.name, hw)
-    else:
-        prof = load_profile(profile)
-        note = engine_note(prof, name, given=True)
+    prof, note = chosen_profile(profile, name, hw)
     return prof, name, f"; {note}" if note else ""
 
 

@@ -35,6 +35,7 @@ from mlacalc.words.errors import MlacalcError
 
 __all__ = [
     "STAND_IN_NOTE",
+    "chosen_profile",
     "engine_note",
     "profile_for",
     "with_generation_kernels",
@@ -239,6 +240,16 @@ def profile_for(
         if near:
             return with_generation_kernels(with_stand_ins(near[0], base), base, hardware), ""
     return base, engine_note(base, engine)
+
+
+def chosen_profile(profile: Any, engine: str, hardware: Any) -> tuple[Profile, str]:
+    """The profile that predicts ``engine``'s kernels on ``hardware`` and what stood in for it
+    (``""`` when nothing did): the one given (a name, path or Profile), said when it is another
+    engine's; none given, the engine's own for the device (:func:`profile_for`)."""
+    if profile is None:
+        return profile_for(engine, hardware.name, hardware)
+    prof = load_profile(profile)
+    return prof, engine_note(prof, engine, given=True)
 
 
 def engine_note(prof: Profile, engine: str, given: bool = False) -> str:

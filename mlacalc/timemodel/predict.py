@@ -51,7 +51,7 @@ from mlacalc.timemodel.eager_time import (
     host_op_seconds,
     host_runs_kernels,
 )
-from mlacalc.timemodel.engine_profiles import engine_note, profile_for
+from mlacalc.timemodel.engine_profiles import chosen_profile
 from mlacalc.timemodel.kernel_time import run_class, run_dtype
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
@@ -928,11 +928,10 @@ def predict_time(
     )
     if use_model:
         # the serving engine's own profile for the device (fused kernels), else as named
-        if mode == "fused" and profile is None:
-            prof, note = profile_for(engine_name, hw.name, hw)
+        if mode == "fused":
+            prof, note = chosen_profile(profile, engine_name, hw)
         else:
-            prof = load_profile(profile)
-            note = engine_note(prof, engine_name, given=True) if mode == "fused" else ""
+            prof, note = load_profile(profile), ""
         if mode == "unfused":
             ops, q = _model_unfused(step, hw, prof, rates.latency)
         else:
