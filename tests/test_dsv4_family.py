@@ -505,14 +505,15 @@ def test_a_bad_expert_dtype_is_refused_naming_the_field(value):
 
 
 def test_fp4_experts_are_timed_as_the_expert_dtype_flag_times_them(pro):
-    """The checkpoint's fp4 experts run the fp4 MoE (fp4 tensor cores on Blackwell, the
-    weight-only MXFP4 MoE before it), as ``--expert-dtype mxfp4`` runs them: the same step."""
+    """The checkpoint's fp4 experts run the MXFP4 x MXFP8 MoE (on Blackwell's fp4 tensor
+    cores, the weight-only MXFP4 MoE before it), as ``--expert-dtype mxfp4_mxfp8`` runs them:
+    the same step (every engine's B200 table times V4's expert shapes in that format)."""
     moe = [k for k in step_kernels(pro, "decode", 4096, 8) if k.kind == "moe"]
-    assert [k.dtype for k in moe] == ["fp4"]
+    assert [k.dtype for k in moe] == ["w4a8_mxfp4"]
     for hw in ("B200", "H200"):
         read = mlacalc.plan(pro, hw, 8, seq_len=4096, batch=64)
         flag = mlacalc.plan(
-            pro, hw, 8, seq_len=4096, batch=64, component_dtypes={"experts": "mxfp4"}
+            pro, hw, 8, seq_len=4096, batch=64, component_dtypes={"experts": "mxfp4_mxfp8"}
         )
         assert read.weights_per_gpu_bytes == flag.weights_per_gpu_bytes
         assert read.decode_step_s == pytest.approx(flag.decode_step_s, rel=1e-9)

@@ -908,11 +908,14 @@ def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
 
 def _experts_class(m: ModelConfig, quantized_class: str) -> str:
     """The class the routed experts' MoE runs as: the checkpoint's, or, for experts in a
-    format of their own (DeepSeek-V4's fp4 experts in an fp8 checkpoint), the fp4 MoE, as
-    ``--expert-dtype mxfp4`` times them: fp4 tensor cores where the device has them, else the
-    weight-only ``w4a16_mxfp4`` MoE (:func:`mlacalc.timemodel.kernel_time.run_dtype`)."""
+    format of their own (DeepSeek-V4's MXFP4 experts in an fp8 checkpoint), the MXFP4 x MXFP8
+    MoE (``w4a8_mxfp4``, as ``--expert-dtype mxfp4_mxfp8`` times them) where the device has fp4
+    tensor cores, else the weight-only ``w4a16_mxfp4`` MoE
+    (:func:`mlacalc.timemodel.kernel_time.run_dtype`). The B200 tables of all three engines
+    time DeepSeek-V4's expert shapes (7,168 x 3,072, 384 experts, top-6; 4,096 x 2,048, 256,
+    top-6) in that format (``w4a8_mxfp4_mxfp8``), and in no fp4 one."""
     if getattr(m.quantization, "expert_format", None) == "mxfp4":
-        return "fp4"
+        return "w4a8_mxfp4"
     return quantized_class
 
 

@@ -827,7 +827,7 @@ class StepModel:
         )
         if "experts" in self.components:  # the experts in a format of their own
             fmt = self.components["experts"]
-            one, moe_dtype = expert.params * format_bits(fmt) / 8, format_class(fmt)
+            one, moe_dtype = expert.params * format_bits(fmt) / 8, format_class(fmt, True)
         nbytes = active * one / lay.moe_tp + assign * 2 * d * ACT
         out.append(
             Spec(

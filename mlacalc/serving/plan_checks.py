@@ -29,7 +29,7 @@ from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.words import defaults
-from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout, weight_gemm_class
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -433,16 +433,17 @@ def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str,
     """A component in a format whose tensor cores the device lacks (nvfp4 experts on H200):
     sized in that format, timed as the dequantizing kernel the device runs instead."""
     out = (
-        _weight_only(component, fmt, format_class(fmt), component == "experts", hw)
+        _weight_only(component, fmt, component == "experts", hw)
         for component, fmt in components.items()
     )
     return tuple(w for w in out if w)
 
 
-def _weight_only(what: str, fmt: str, runs_as: str, moe: bool, hw: HardwareSpec) -> str:
-    """The warning of weights in ``fmt`` (a kernel class ``runs_as``) on a device whose tensor
-    cores lack the format's dtype, timed as the weight-only kernel it runs ("" where it has
-    them)."""
+def _weight_only(what: str, fmt: str, moe: bool, hw: HardwareSpec) -> str:
+    """The warning of weights in ``fmt`` (a GEMM's, or ``moe`` the grouped MoE's) on a device
+    whose tensor cores lack the format's dtype, timed as the weight-only kernel it runs ("" where
+    it has them)."""
+    runs_as = format_class(fmt, moe)
     runs = run_dtype("moe" if moe else "gemm", runs_as, hw)
     if runs == runs_as:
         return ""
@@ -469,16 +470,19 @@ def _engine_kernel_warnings(
     m: ModelConfig, hw: HardwareSpec, engine: str, weight_dtype: str | None, components: dict
 ) -> tuple[str, ...]:
     """A measured kernel of the engine far slower than another it runs for the same weights:
-    MXFP4 experts (GPT-OSS's checkpoint) under TensorRT-LLM on Blackwell run its measured
-    weight-only MXFP4 MoE (``w4a16_mxfp4``: B200, 128 experts, top-4, 2,880 x 2,880, 0.89 ms
-    at 64 tokens, 2.0 ms at 1,024), where its MXFP4 x MXFP8 MoE (``w4a8_mxfp4``) takes 0.21
-    and 0.39 ms (3-7x less from 1 to 4,096 tokens); SGLang's and vLLM's B200 weight-only
-    MXFP4 MoE is FlashInfer's, 0.38 and 0.68 ms."""
-    if engine != "trtllm" or weight_dtype is not None or "experts" in components:
+    MXFP4 experts (GPT-OSS's checkpoint, or ``--expert-dtype mxfp4``) under TensorRT-LLM on
+    Blackwell run its measured weight-only MXFP4 MoE (``w4a16_mxfp4``: B200, 128 experts,
+    top-4, 2,880 x 2,880, 0.89 ms at 64 tokens, 2.0 ms at 1,024), where its MXFP4 x MXFP8 MoE
+    (``w4a8_mxfp4``) takes 0.21 and 0.39 ms (3-7x less from 1 to 4,096 tokens); SGLang's and
+    vLLM's B200 weight-only MXFP4 MoE is FlashInfer's, 0.38 and 0.68 ms."""
+    if engine != "trtllm" or not m.num_moe_layers:
         return ()
-    if not m.num_moe_layers or not checkpoint_stored(m) or stored_experts(m)[1] != "w4a16_mxfp4":
-        return ()
-    if device_figures(hw).kernel_generation != "tcgen05":
+    if "experts" in components:
+        weight_only = components["experts"] == "mxfp4"
+    else:
+        stored = weight_dtype is None and checkpoint_stored(m)
+        weight_only = stored and stored_experts(m)[1] == "w4a16_mxfp4"
+    if not weight_only or device_figures(hw).kernel_generation != "tcgen05":
         return ()
     return (
         f"{m.label}'s MXFP4 experts run TensorRT-LLM's measured weight-only MXFP4 MoE "
@@ -512,7 +516,7 @@ def _request_warnings(
                 f"tensor); {m.label}'s checkpoint is {scheme.describe()}, which leaving "
                 "weight_dtype out (no --weight-dtype) times as stored"
             )
-        said = _weight_only("weights", chosen, weight_gemm_class(chosen, "bf16"), False, hw)
+        said = _weight_only("weights", chosen, False, hw)
         warnings += [said] if said else []
     if include_mtp and m.compress_ratios:
         warnings.append(f"{m.label}'s MTP module is not modelled: include_mtp holds nothing more")

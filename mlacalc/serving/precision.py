@@ -43,10 +43,19 @@ __all__ = [
 #: Bits per weight of formats whose scales add to their elements.
 FORMAT_BITS = {"nvfp4": 4.5, "w4a16_nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
 
-#: Formats whose kernels are a class of their own, not their weights' dtype's: MXFP4 weights
-#: with activations quantized to MXFP8 run the mixed-format MoE (TensorRT-LLM-gen's on
-#: Blackwell, the measured ``w4a8_mxfp4`` rows)
-_FORMAT_CLASS = {"mxfp4_mxfp8": "w4a8_mxfp4", "w4a16_nvfp4": "w4a16"}
+#: Formats whose kernels are a class of their own, not their weights' dtype's, as ``(GEMM
+#: class, grouped MoE class)``: MXFP4 weights with activations quantized to MXFP8 run the
+#: mixed-format MoE (TensorRT-LLM-gen's on Blackwell, the measured ``w4a8_mxfp4`` rows);
+#: MXFP4 weights under bf16 activations (GPT-OSS's checkpoint, which ``--expert-dtype mxfp4``
+#: names) the weight-only kernels, the MoE the measured ``w4a16_mxfp4`` rows, as the checkpoint
+#: read as stored runs (:func:`mlacalc.cost.model_step.stored_dtype`); NVFP4 weights under bf16
+#: activations the weight-only ``w4a16``. ``nvfp4`` and ``fp4`` quantize their activations too:
+#: the fp4 GEMMs and MoE.
+_FORMAT_CLASS = {
+    "mxfp4_mxfp8": ("w4a8_mxfp4", "w4a8_mxfp4"),
+    "mxfp4": ("w4a16", "w4a16_mxfp4"),
+    "w4a16_nvfp4": ("w4a16", "w4a16"),
+}
 
 #: Formats only one component's kernels run: the mixed-format MoE is a grouped kernel
 _COMPONENT_ONLY = {"mxfp4_mxfp8": "experts"}
@@ -65,10 +74,11 @@ def format_bits(fmt: str) -> float:
     return FORMAT_BITS.get(fmt, dtype_bits(format_dtype(fmt)))
 
 
-def format_class(fmt: str) -> str:
-    """The GEMM (and grouped MoE) class a product by weights in ``fmt`` runs in."""
+def format_class(fmt: str, moe: bool = False) -> str:
+    """The GEMM class (``moe``: the grouped MoE class) a product by weights in ``fmt`` runs
+    in."""
     if fmt in _FORMAT_CLASS:
-        return _FORMAT_CLASS[fmt]
+        return _FORMAT_CLASS[fmt][moe]
     return weight_gemm_class(canonical_dtype(format_dtype(fmt)), "bf16")
 
 
