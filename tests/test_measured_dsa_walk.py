@@ -1,8 +1,9 @@
 """The DSA module tables' sparse MLA kernels that walk every top-k slot of a query
-(mlacalc.measured.mapping._SPARSE_WALK): TensorRT-LLM's on H100 (both phases) and vLLM's H100
-prompt rows with an fp8 cache and at most 16 heads and its H100 decode rows with an fp8 cache
-run over all 2,048 slots, 64 query heads a pass, each pass gathering its query's slots; every
-other row over the slots its keys fill, at its own heads."""
+(mlacalc.timemodel.dsa_time.SPARSE_WALK, the rule a served step runs by too): TensorRT-LLM's
+on H100 (both phases) and vLLM's H100 prompt rows with an fp8 cache and at most 16 heads and
+its H100 decode rows with an fp8 cache run over all 2,048 slots, 64 query heads a pass, each
+pass gathering its query's slots; every other row over the slots its keys fill, at its own
+heads."""
 
 from __future__ import annotations
 

@@ -549,7 +549,7 @@ def _dsa(system: str, engine: str, table: str):
     [
         # TensorRT-LLM's DSA module on H100: the kernels under the engine's host floor
         # (0.24-0.28 ms, a floor per GEMM dtype), its sparse MLA walking every top-k slot of
-        # a query in 64-head passes (mapping._SPARSE_WALK): 11.2% / 17.5%, 11.2% / 26.9%
+        # a query in 64-head passes (dsa_time.SPARSE_WALK): 11.2% / 17.5%, 11.2% / 26.9%
         # (default profile; 12.6% / 18.4%, 11.6% / 27.8% before the indexer's and the
         # prompt's small kernels, mapping._dsa_small_kernels, and the floors per GEMM and
         # cache dtype; 67% / 82% and 17% / 62% with the slots the keys fill at the row's heads)
@@ -584,7 +584,7 @@ def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, 
 #: The DSA module tables under each engine's host floor, fitted profile of the device:
 #: (engine, system, profile, table, median, p90), the figures of docs/time-model.md (the
 #: profile read alone: vLLM's H100 prompt rows 16.6% here (18.4% before their fp8 rows of
-#: up to 16 heads walked every top-k slot, mapping._SPARSE_WALK)).
+#: up to 16 heads walked every top-k slot, dsa_time.SPARSE_WALK)).
 DSA = [
     # TensorRT-LLM's and vLLM's B200 rows with their nvfp4 rows' projections and the module's
     # small kernels (mapping._dsa_small_kernels; TensorRT-LLM's B200 decode module has no
@@ -627,7 +627,7 @@ DSA = [
     # them its H100 decode rows of a bf16 cache have a floor: their one-token kernels 0.73-0.75
     # of their time, an fp8 cache's 0.91-0.94)
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.155, 0.255),
-    # its H100 decode rows of an fp8 cache walking every top-k slot (mapping._SPARSE_WALK):
+    # its H100 decode rows of an fp8 cache walking every top-k slot (dsa_time.SPARSE_WALK):
     # 0.202 / 0.426 before
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.195, 0.31),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.16, 0.44),

@@ -279,8 +279,16 @@ def _core_kernel(
     # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
     # the fp8 decode kernels (GQA and MLA alike)
     decode = kind in ("attention_decode", "mla_decode")
-    if decode and resolve_kv_layout(kv_dtype).name.startswith("fp8"):
+    fp8_cache = resolve_kv_layout(kv_dtype).name.startswith("fp8")
+    if decode and fp8_cache:
         dtype = "fp8"
+    if model.is_mla and model.index_topk is not None:
+        # a DSA core: which sparse kernel runs it, and what it walks, is the engine's and the
+        # device's (mlacalc.timemodel.dsa_time.engine_dsa_kernel): its cache's bytes an
+        # element and the latent widths the absorbed sparse kernel multiplies
+        shape["dsa_kv_bytes"] = 1 if fp8_cache else 2
+        shape["latent_qk"] = model.kv_lora_rank + model.qk_rope_head_dim
+        shape["latent_v"] = model.kv_lora_rank
     if kind == "attention_decode":
         # attention sinks keep the RoPE pre-kernel a kernel of its own
 

@@ -33,7 +33,7 @@ __all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "kernel_seconds"]
 #: (its attention walking every top-k slot); TensorRT-LLM's B200 modules, 0.94-1.05 decode
 #: and 1.06-1.21 prompt, their kernels longer than the dispatch), not a dispatch. The eagerly
 #: launched groups' shares reach 0.76 (TensorRT-LLM's H100 prompt module with fp8 block
-#: GEMMs, its sparse MLA walking every top-k slot: mlacalc.measured.mapping._SPARSE_WALK;
+#: GEMMs, its sparse MLA walking every top-k slot: mlacalc.timemodel.dsa_time.SPARSE_WALK;
 #: vLLM's H100 decode with a bf16 cache 0.73-0.75); 0.85 lies in the gap. (It was 0.5, then
 #: 0.75, which gave TensorRT-LLM's B200 decode module a floor while its nvfp4 rows had no
 #: projections and its indexer's small kernels were not mapped: share 0.66 then, 0.94-1.05

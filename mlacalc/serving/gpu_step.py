@@ -1234,6 +1234,7 @@ def _variant(sp: Spec) -> str:
         {
             "groups": float(np.max(sp.shape.get("groups", 1))),
             "mhc": float(np.max(sp.shape.get("mhc", 0))),  # DeepSeek-V4's hyper-connections
+            "dsa_kv_bytes": float(np.max(sp.shape.get("dsa_kv_bytes", 0))),  # a DSA core
         },
     )
 

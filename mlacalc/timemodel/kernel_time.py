@@ -31,6 +31,7 @@ import numpy as np
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.attention_time import engine_attention_kernel
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
+from mlacalc.timemodel.dsa_time import engine_dsa_kernel
 from mlacalc.timemodel.elementwise_time import engine_linear_kernel
 from mlacalc.timemodel.gemm_time import engine_gemm_kernel
 from mlacalc.timemodel.mla_time import engine_mla_kernel
@@ -170,7 +171,9 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     """A model step's ``batch`` as ``engine``'s kernel runs it on ``fig``, the kernel its class
     was fitted on: the fused MoE's tiles (:func:`~mlacalc.timemodel.moe_time.engine_moe_tiles`),
     the per-tensor fp8 GEMM's library (:func:`~mlacalc.timemodel.gemm_time.engine_gemm_kernel`),
-    the MLA decode kernel (:func:`~mlacalc.timemodel.mla_time.engine_mla_kernel`), the
+    a DSA layer's sparse MLA kernel (:func:`~mlacalc.timemodel.dsa_time.engine_dsa_kernel`: the
+    slots it walks, as the module tables' mapping reads them), the MLA decode kernel
+    (:func:`~mlacalc.timemodel.mla_time.engine_mla_kernel`), the
     linear-attention kernels (:func:`~mlacalc.timemodel.elementwise_time.engine_linear_kernel`)
     and the attention kernels' head packing
     (:func:`~mlacalc.timemodel.attention_time.engine_attention_kernel`); a measured row, which
@@ -180,6 +183,7 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     (``predict_batch``, ``predict_time``'s model ops)."""
     batch = engine_moe_tiles(batch, engine, fig)
     batch = engine_gemm_kernel(batch, engine, fig)
+    batch = engine_dsa_kernel(batch, engine, fig)
     batch = engine_mla_kernel(batch, engine, fig)
     batch = engine_linear_kernel(batch, engine, fig)
     return engine_attention_kernel(batch, engine, fig)

@@ -96,7 +96,9 @@ __all__ = [
 def indexer_score_shape(batch: int, q_len: int, kv_len: int, heads: int, width: int,
                         causal: bool) -> dict[str, int]:  # fmt: skip
     """The shape of an indexer's score kernel (DSA's lightning indexer, MiniMax-M3's block
-    indexer): ``heads`` query heads of ``width`` over one shared key per token, no values."""
+    indexer): ``heads`` query heads of ``width`` over one shared key per token, no values, no
+    RoPE pre-kernel (the indexer's RoPE is timed with its projections: ``rope_kernel`` 0, as
+    the step's attention core, with which it shared a batch)."""
     return {
         "batch": batch,
         "q_len": q_len,
@@ -107,6 +109,7 @@ def indexer_score_shape(batch: int, q_len: int, kv_len: int, heads: int, width: 
         "head_dim_v": 0,
         "window": 0,
         "causal": int(causal),
+        "rope_kernel": 0,
     }
 
 
@@ -224,7 +227,9 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
     ``"indexer"`` for an indexer's fp8 score kernel (shape ``indexer`` 1: DeepGEMM's MQA
     logits, as the indexer tables time it), ``"sparse"`` for a decode or prompt core over rows
     picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), a linear-attention
-    kernel's measured class (shape ``linear``: :data:`LINEAR_VARIANTS`), else ``""``."""
+    kernel's measured class (shape ``linear``: :data:`LINEAR_VARIANTS`), ``"dsa"`` for a model
+    step's DSA core (shape ``dsa_kv_bytes``: a batch of its own, which the time model runs as the
+    engine's sparse MLA kernel, :mod:`mlacalc.timemodel.dsa_time`), else ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
     if kind == "quantize" and float(shape.get("write", 1)) == 0:
@@ -237,6 +242,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return "indexer"  # DeepGEMM's fp8 MQA logits (DeepSeek-V4's indexer scores)
     if kind in ("mla_decode", "attention_prefill") and shape.get("sparse"):
         return "sparse"  # FlashMLA's sparse kernels over picked rows (DeepSeek-V4's core)
+    if kind in ("mla_decode", "mla_prefill") and shape.get("dsa_kv_bytes"):
+        return "dsa"  # a DSA core: the engine's sparse MLA kernel, chosen by the time model
     return ""
 
 

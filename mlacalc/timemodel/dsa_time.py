@@ -1,0 +1,172 @@
+"""DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5): the sparse MLA kernel each engine runs
+on each kernel generation, and what it walks.
+
+One rule, shared by the measured module tables' mapping (:mod:`mlacalc.measured.mapping`,
+which kernel a ``dsa_{context,generation}_module_perf`` row timed) and a served model step
+(:func:`engine_dsa_kernel`, applied by :func:`mlacalc.timemodel.kernel_time.engine_batch` on
+every path that times a step: ``predict_time``, ``plan``, ``search``). Where a rule of
+:data:`SPARSE_WALK` holds, the kernel walks every one of a query's ``index_topk`` slots whatever
+the cache holds (the slots past the cache padded), :data:`WALK_HEADS` query heads a pass (fewer
+heads padded to it, 128 heads two passes), each pass gathering its query's slots as the cache
+stores them; elsewhere it attends the ``min(keys, index_topk)`` keys the indexer picked, at the
+heads it has. The evidence of each rule is beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from mlacalc.timemodel.device import DeviceFigures, mla_decode_kernel
+from mlacalc.timemodel.shared import col
+from mlacalc.words.kernels import KernelBatch
+
+__all__ = [
+    "SPARSE_WALK",
+    "WALK_DECODE_KERNEL",
+    "WALK_HEADS",
+    "engine_dsa_kernel",
+    "walk_heads",
+    "walked_core",
+]
+
+#: Query heads one pass of a walking sparse MLA kernel takes (a Hopper warp group's 64 rows).
+WALK_HEADS = 64
+
+#: The sparse MLA kernels that walk every top-k slot of a query, ``WALK_HEADS`` heads a pass:
+#: ``(kernel generation, engine, phase, KV cache dtype, most heads)``, the phase ``context``,
+#: ``decode`` or ``any``, the dtype ``""`` for any cache (the module tables' figures:
+#: docs/time-model.md, "Host floor of a module launched eagerly").
+#:
+#: - TensorRT-LLM on Hopper, both phases: its H100 prompt rows time the same per token at any
+#:   prompt length (8 heads, 256 sequences: 1.42-1.43 us a token from 16 to 512 tokens a
+#:   sequence, where a query's keys grow 32-fold) and head count up to 64 (1.35 us a token at
+#:   1 head, 1.79 at 64 with the projections), twice that at 128 (3.4 us): one 64-head pass
+#:   over 2,048 slots a query, two at 128; its decode rows alike (1.5 us a sequence at any
+#:   cached length under 512, heads up to 64; 3.0 at 128). Predicted as FlashMLA's 64-head
+#:   passes the per-token figures were 3.3x too fast (the slots' bytes read once); with each
+#:   pass's gather read as a decode kernel reads its cache, 6-16% too fast.
+#: - vLLM's H100 prompt rows with an fp8 cache and at most 16 heads: 0.94-1.00 us a token at
+#:   every prompt length (bf16 cache, or 32 heads and more: 0.23-0.65, growing with the keys).
+#: - vLLM's H100 decode rows with an fp8 cache (FlashMLA's fp8 sparse decode kernel): with the
+#:   other kernels' predictions taken out, the attention takes the same time at 2 cached keys
+#:   as at 2,048 (1,024 sequences, 128 heads: 1.94-1.97 ms from 2 to 2,048 keys; 1,024 keys,
+#:   1,024 sequences: 1.11-1.18 ms at 1 to 64 heads, 1.97 at 128), where a bf16 cache's rows
+#:   grow with the keys (0.59 -> 1.55 ms).
+#:
+#: SGLang (every device) and every engine on Blackwell walk the slots the keys fill, at their
+#: heads (B200's rows grow with the keys at every head count).
+SPARSE_WALK = (
+    ("sm90", "trtllm", "any", "", 128),
+    ("sm90", "vllm", "context", "fp8", 16),
+    ("sm90", "vllm", "decode", "fp8", 128),
+)
+
+#: ``(engine, kernel generation)`` whose walking decode kernel is the engine's plain MLA decode
+#: kernel (FlashMLA's, splitting the keys, timed by the plain ``mla_decode`` class), not the
+#: prompt's sparse kernel: vLLM's H100 fp8 decode rows are 18.7% / 30% off (median / p90)
+#: with the plain class, 23.7% / 30% with the ``sparse`` one (fitted on DeepSeek-V4's cores).
+WALK_DECODE_KERNEL = frozenset({("vllm", "sm90")})
+
+
+def walk_heads(
+    engine: str, generation: str, context: bool, fp8_cache: Any, heads: Any
+) -> np.ndarray:
+    """Per row the heads a pass of the sparse MLA kernel takes where it walks every top-k slot
+    (:data:`SPARSE_WALK`: :data:`WALK_HEADS`), 0 where it walks the slots the keys fill at the
+    row's heads. ``fp8_cache``: per row whether the cache is fp8; ``heads``: the query heads
+    the kernel is asked to run (a rank's, under tensor parallelism)."""
+    heads = np.asarray(heads, dtype=np.float64)
+    fp8 = np.broadcast_to(np.asarray(fp8_cache, dtype=bool), heads.shape)
+    out = np.zeros(heads.shape)
+    phase = "context" if context else "decode"
+    for gen, eng, when, dtype, most in SPARSE_WALK:
+        if (gen, eng) != (generation, engine) or when not in ("any", phase):
+            continue
+        hit = (heads <= most) & (fp8 if dtype == "fp8" else True)
+        out[hit] = WALK_HEADS
+    return out
+
+
+def walked_core(
+    tokens: Any, heads: Any, topk: Any, latent_qk: Any, latent_v: Any, kv_bytes: Any, walk: Any
+) -> dict[str, np.ndarray]:
+    """The walking kernel's work for ``tokens`` queries of ``heads`` heads (``walk`` > 0 on
+    every row): its heads padded to whole passes of ``walk``, every one of the ``topk`` slots
+    a key (``kv_len``), the FLOPs of the padded heads' score and value products over them, and
+    its bytes: the bf16 query of the padded heads, each pass's gather of its query's ``topk``
+    latent rows of ``latent_qk`` values in the cache's ``kv_bytes`` (a decode kernel's read of
+    its cache, once a pass), the bf16 output."""
+    tokens, heads = np.asarray(tokens, np.float64), np.asarray(heads, np.float64)
+    walk = np.maximum(np.asarray(walk, np.float64), 1.0)
+    passes = np.ceil(heads / walk)
+    hk = passes * walk
+    kv = np.maximum(np.asarray(topk, np.float64), 1.0)
+    gather = tokens * kv * passes  # latent rows read, one gather a pass
+    nbytes = tokens * hk * latent_qk * 2.0 + gather * latent_qk * kv_bytes
+    return {
+        "kv_len": kv * np.ones_like(tokens),
+        "n_heads": hk,
+        "flops": 2.0 * hk * tokens * kv * (latent_qk + latent_v),
+        "bytes": nbytes + tokens * hk * latent_v * 2.0,
+    }
+
+
+def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """A model step's DSA core (variant ``dsa``, shape ``dsa_kv_bytes``: the cache's bytes an
+    element, set by :mod:`mlacalc.cost.model_step`; a batch of its own) as ``engine`` runs it
+    on ``fig``, by the rule the module tables' mapping reads them with (:func:`walk_heads`).
+    Where the kernel walks every slot, the core becomes that kernel: a decode core
+    (``mla_decode``) keeps its sequences and query tokens over ``index_topk`` slots at the
+    padded heads; a prompt core (``mla_prefill`` of the expanded heads, as the step counts a
+    prompt) runs as the engines' absorbed sparse prompt kernel: each token one query
+    (``mla_decode``, ``q_len`` 1) of the padded heads over the latent rows (the step's
+    ``kv_b_proj`` of the new tokens stands for the absorbed BMMs: the same FLOPs). The kernel
+    is the prompt's sparse one (variant ``sparse``, a token's walk on one SM: no key split on
+    Hopper) except where it is the engine's decode kernel (:data:`WALK_DECODE_KERNEL`: the
+    plain class, splitting the keys). FLOPs and bytes are :func:`walked_core`'s. A batch is
+    one model's core: its rows walk together (the rule of its first walking row applies to
+    every row). Where no rule holds, the plain class's kernel (variant ``""``) as it is."""
+    s = batch.shape
+    if batch.variant != "dsa":
+        return batch
+    context = batch.kind == "mla_prefill"
+    kvb = col(batch, "dsa_kv_bytes", 2)
+    heads = col(batch, "n_heads", 1)
+    walk = walk_heads(engine, fig.kernel_generation, context, kvb <= 1.0, heads)
+    if not (walk > 0).any():  # the slots its keys fill: the plain class's kernel
+        return dataclasses.replace(batch, variant="")
+    walk = np.full(len(batch), walk[walk > 0][0])
+    lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
+    b, q = col(batch, "batch", 1), col(batch, "q_len", 1)
+    tokens = b * q
+    topk = col(batch, "window", 0)
+    core = walked_core(tokens, heads, topk, lqk, lv, kvb, walk)  # gathered as stored
+    decode_kernel = (engine, fig.kernel_generation) in WALK_DECODE_KERNEL and not context
+    shape = dict(s)
+    shape.update(
+        kv_len=core["kv_len"], n_heads=core["n_heads"], n_kv=np.ones(len(batch)),
+        head_dim_qk=lqk, head_dim_v=lv, window=np.zeros(len(batch)),
+    )  # fmt: skip
+    if context:
+        shape.update(
+            batch=tokens, q_len=np.ones(len(batch)), causal=np.ones(len(batch)),
+            kv_bytes=np.full(len(batch), 2.0), preprocess_bytes=np.zeros(len(batch)),
+            rope_elements=np.zeros(len(batch)), page_size=np.full(len(batch), 64.0),
+            operand_reads=np.ones(len(batch)),
+        )  # fmt: skip
+    else:
+        shape["kv_bytes"] = kvb
+    split = mla_decode_kernel(fig)["kv_split"] if decode_kernel else 0.0
+    shape["kv_split"] = np.full(len(batch), split)
+    return dataclasses.replace(
+        batch,
+        kind="mla_decode",
+        dtype="bf16" if context else batch.dtype,
+        flops=core["flops"],
+        bytes=core["bytes"],
+        shape=shape,
+        variant="" if decode_kernel else "sparse",
+    )

@@ -1,0 +1,142 @@
+"""A DSA layer's sparse MLA kernel (DeepSeek-V3.2, GLM-5) as each engine runs it on each device:
+one rule (mlacalc.timemodel.dsa_time) for the module tables' mapping and a served model step.
+TensorRT-LLM on Hopper (both phases) and vLLM on Hopper with an fp8 cache (decode; prompts of
+at most 16 heads) walk every top-k slot of a query in 64-head passes; SGLang and every engine on
+Blackwell walk the slots the keys fill, at their heads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from reference_data import MEASURED
+
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.dsa_time import engine_dsa_kernel, walk_heads, walked_core
+from mlacalc.timemodel.kernel_time import device_batch, predict_batch, run_class
+from mlacalc.timemodel.profile import load_profile
+from mlacalc.words.kernels import batches_of
+
+H100, B200 = device_figures(load_hardware("H100-SXM")), device_figures(load_hardware("B200"))
+
+
+def test_the_walking_rule_by_engine_generation_phase_cache_and_heads():
+    heads = np.array([1.0, 16, 32, 64, 128, 256])
+    fp8, bf16 = np.ones(6, bool), np.zeros(6, bool)
+    for context in (True, False):  # TensorRT-LLM on Hopper: any cache, up to 128 heads
+        for cache in (fp8, bf16):
+            got = walk_heads("trtllm", "sm90", context, cache, heads)
+            assert got.tolist() == [64, 64, 64, 64, 64, 0]
+    assert walk_heads("vllm", "sm90", True, fp8, heads).tolist() == [64, 64, 0, 0, 0, 0]
+    assert walk_heads("vllm", "sm90", False, fp8, heads).tolist() == [64] * 5 + [0]
+    assert not walk_heads("vllm", "sm90", False, bf16, heads).any()
+    for engine in ("trtllm", "vllm", "sglang"):
+        assert not walk_heads(engine, "tcgen05", False, fp8, heads).any()  # Blackwell
+    assert not walk_heads("sglang", "sm90", True, fp8, heads).any()
+
+
+def test_a_walk_pads_the_heads_to_whole_passes_and_gathers_once_a_pass():
+    w = walked_core(10, np.array([16.0, 100.0]), 2048, 576, 512, 1.0, 64)
+    assert w["n_heads"].tolist() == [64, 128] and (w["kv_len"] == 2048).all()
+    assert w["flops"][0] == 2 * 64 * 10 * 2048 * (576 + 512)
+    # q and out at the padded heads in bf16, one gather of 2,048 fp8 rows a pass
+    assert w["bytes"][1] == 10 * 128 * 576 * 2 + 10 * 2048 * 2 * 576 + 10 * 128 * 512 * 2
+
+
+def _step_core(phase: str, keys: int, batch: int, kv: str, heads: int):
+    """The model step's DSA core of DeepSeek-V3.2 (one layer), its heads those of one rank."""
+    q_len = keys if phase == "prefill" else None
+    ks = step_kernels(
+        "deepseek-v3.2", phase, keys, batch, q_len=q_len, kv_dtype=kv, causal=True,
+        scope="attention_layer",
+    )  # fmt: skip
+    core = next(k for k in ks if k.name == "attention")
+    core = dataclasses.replace(core, shape={**core.shape, "n_heads": heads})
+    ((_, b),) = batches_of([core])
+    return b
+
+
+@pytest.mark.parametrize(("engine", "fig"), [("sglang", H100), ("trtllm", B200), ("vllm", B200)])
+def test_where_the_tables_show_no_walk_the_step_core_is_unchanged(engine, fig):
+    for phase in ("decode", "prefill"):
+        b = device_batch(_step_core(phase, 1024, 8, "fp8", 16), load_hardware("H100-SXM"))
+        run = engine_dsa_kernel(b, engine, fig)
+        assert run.variant == "" and run.kind == b.kind and run.dtype == b.dtype
+        assert np.array_equal(run.flops, b.flops) and np.array_equal(run.bytes, b.bytes)
+        assert all(np.array_equal(run.shape[k], v) for k, v in b.shape.items())
+
+
+def test_vllm_h100_walks_with_an_fp8_cache_only():
+    hw = load_hardware("H100-SXM")
+    b = device_batch(_step_core("decode", 1024, 8, "bf16", 16), hw)
+    assert engine_dsa_kernel(b, "vllm", H100).shape["kv_len"][0] == 1024  # its keys
+    b = device_batch(_step_core("decode", 1024, 8, "fp8", 16), hw)
+    run = engine_dsa_kernel(b, "vllm", H100)
+    assert run.shape["kv_len"][0] == 2048 and run.shape["n_heads"][0] == 64
+    assert run.variant == "" and run.shape["kv_split"][0] == 1  # its decode kernel, splitting
+
+
+def _mapped_core(table: str, heads: int, batch: int, step: int, isl: int):
+    """The mapped sparse MLA kernel of TensorRT-LLM's H100 row of DeepSeek-V3.2 at that shape
+    (bf16 GEMMs and cache), without what the module row adds to it (the RoPE and append
+    pre-kernel of a decode row, timed as kernels of their own in a step)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "h100_sxm" / "sparse_attention" / "trtllm" / "1.3.0rc20" / f"{table}.parquet"
+    (t,) = load_measured(path).tables
+    c = t.columns
+    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["num_heads"] == heads)
+    hit &= (c["batch_size"] == batch) & (c["step"] == step) & (c["isl"] == isl)
+    hit &= c["gemm_type"].astype(str) == "bfloat16"
+    (row,) = np.flatnonzero(hit)[:1]
+    cols = {k: v[[row]] for k, v in c.items()}
+    mapped = map_table(dataclasses.replace(t, columns=cols, seconds=t.seconds[[row]]))
+    (p,) = [p for p in mapped.parts if p.name in ("sparse_mla", "mla_decode")]
+    b = p.batch
+    pre = b.shape["preprocess_bytes"]
+    shape = {**b.shape, "preprocess_bytes": 0 * pre, "rope_kernel": 0 * pre}
+    shape["rope_elements"] = 0 * pre
+    return dataclasses.replace(b, bytes=b.bytes - pre, shape=shape)
+
+
+@pytest.mark.parametrize("heads", [16, 128])
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_a_served_step_runs_the_mapped_module_rule(phase, heads):
+    """TensorRT-LLM on H100: the step's core (16 heads: a TP8 rank of DeepSeek-V3.2) runs the
+    kernel the module table's row of that shape is mapped to, at its time."""
+    hw, prof = load_hardware("H100-SXM"), load_profile("default")
+    if phase == "decode":
+        mapped = _mapped_core("dsa_generation_module_perf", heads, 64, 1024, 1)
+        step = _step_core("decode", 1025, 64, "bf16", heads)
+    else:
+        mapped = _mapped_core("dsa_context_module_perf", heads, 4, 0, 1024)
+        step = _step_core("prefill", 1024, 4, "bf16", heads)
+    run, *_ = run_class(step, hw, prof)
+    assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
+    for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split"):
+        assert run.shape[key][0] == mapped.shape[key][0], key
+    assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
+    assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
+    got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_a_plan_of_deepseek_v32_on_8_h100_under_trtllm_walks():
+    """The plan's decode step: each TP8 rank's 16 heads run one 64-head pass over all 2,048
+    slots of every sequence, the time the module table's rule gives that shape."""
+    from mlacalc.serving.plan import plan
+
+    p = plan(
+        "deepseek-v3.2", "H100-SXM", gpus=8, weight_dtype="fp4", isl=2000, osl=500,
+        concurrency=64, kv_dtype="bf16", engine="trtllm",
+    )  # fmt: skip
+    assert p.decode_batch == 64
+    (k,) = [k for k in p.kernels if k["name"] == "attention"]
+    mapped = _mapped_core("dsa_generation_module_perf", 16, 64, 1024, 1)
+    want = predict_batch(mapped, "H100-SXM", "default")[0]
+    assert k["seconds"] / k["calls"] == pytest.approx(want, rel=1e-6)
