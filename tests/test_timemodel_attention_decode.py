@@ -4,6 +4,8 @@ sample of the published GPU tables shipped with the package)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from reference_data import MEASURED
@@ -246,17 +248,19 @@ def test_blackwell_decode_runs_rope_apart_and_merges_splits_in_kernel():
     # TensorRT-LLM-gen's decode kernel (every engine's on B200): the RoPE + append pre-kernel
     # runs before it for either cache dtype (no fused fp8 XQA), and its key splits reduce in
     # the kernel (no reduction kernel); a kernel the table names as another (a variant) keeps
-    # the reduction kernel
+    # the reduction kernel. TensorRT-LLM's own dispatch (head_pack 32, the default) runs one
+    # more kernel before the pre-kernel; the engines' call through FlashInfer (head_pack 0) not
     b200 = device_figures(load_hardware("B200"))
     launch = 3e-6
     scale = M.REFERENCE_CLOCK_HZ / b200.clock_hz
     prm = _params(launch_s=launch, merge_s=0.0, seq_s=0.0, block_s=0.0)
     kv = [256.0, 512.0]  # one part, two parts
     for dtype in ("bf16", "fp8"):
-        b = _decode(dtype, batch=1.0, n_kv=1.0, kv_len=kv)
-        extra = M.kernel_terms(b, b200, prm)["extra_s"]
-        assert extra[0] == pytest.approx(launch * scale, rel=1e-9)  # the pre-kernel
-        assert extra[1] == pytest.approx(extra[0], rel=1e-9)  # no reduction kernel
+        for pack, kernels in ((32.0, 1.0 + attention_time.TRTLLM_GEN_DISPATCH_KERNELS), (0.0, 1.0)):
+            b = _decode(dtype, batch=1.0, n_kv=1.0, kv_len=kv, head_pack=pack)
+            extra = M.kernel_terms(b, b200, prm)["extra_s"]
+            assert extra[0] == pytest.approx(kernels * launch * scale, rel=1e-9)
+            assert extra[1] == pytest.approx(extra[0], rel=1e-9)  # no reduction kernel
     other = _decode("bf16", batch=1.0, n_kv=1.0, kv_len=kv)
     other = KernelBatch(
         other.kind,
@@ -269,6 +273,23 @@ def test_blackwell_decode_runs_rope_apart_and_merges_splits_in_kernel():
     )
     extra = M.kernel_terms(other, b200, prm)["extra_s"]
     assert extra[1] - extra[0] == pytest.approx(launch * scale, rel=1e-9)
+
+
+def test_trtllm_gen_unit_work_runs_at_the_rate_of_hoppers_xqa_mma():
+    # TensorRT-LLM's own decode (head_pack 32) on B200: the unit work of a bf16 cache at half
+    # Hopper's (tcgen05 at twice Hopper's bf16 rate per SM and clock), an fp8 cache's as
+    # Hopper's fp8 XQA (its fp8 warp-group MMA already at that rate); H100 and the variants 1
+    b200 = device_figures(load_hardware("B200"))
+    prm = _params(seq_s=1e-6, block_s=1e-7, fixed_s=0.0, launch_s=0.0)
+    for dtype, factor in (("bf16", 0.5), ("fp8", 1.0)):
+        b = _decode(dtype, no_flops=True, batch=512.0, kv_len=64.0, head_pack=32.0)
+        assert attention_time._xqa_work_scale(b, b200) == factor
+        assert attention_time._xqa_work_scale(b, H100) == 1.0
+        assert attention_time._xqa_work_scale(dataclasses.replace(b, variant="triton"), b200) == 1.0
+    bf16 = _decode("bf16", no_flops=True, batch=512.0, kv_len=64.0, head_pack=32.0)
+    fp8 = _decode("fp8", no_flops=True, batch=512.0, kv_len=64.0, head_pack=32.0)
+    work = [M.kernel_terms(b, b200, prm)["compute_s"][0] for b in (bf16, fp8)]
+    assert work[0] < 0.75 * work[1]
 
 
 def test_flash_attention_3_runs_its_append_and_combine_kernels_for_an_fp8_cache_too():
@@ -521,7 +542,9 @@ def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
         other = M.kernel_terms(_as_variant(packing), fig, prm)["compute_s"]
         assert np.all(own > 0)
         np.testing.assert_allclose(own, factor * other, rtol=1e-6)
-        xqa = M.kernel_terms(b, fig, prm)["compute_s"]
+        # TensorRT-LLM's XQA keeps it but on Blackwell, where its own rule halves a bf16
+        # cache's work (test_trtllm_gen_unit_work_runs_at_the_rate_of_hoppers_xqa_mma)
+        xqa = M.kernel_terms(b, fig, prm)["compute_s"] / (factor if device == "B200" else 1.0)
         np.testing.assert_allclose(xqa, M.kernel_terms(_as_variant(b), fig, prm)["compute_s"])
 
 

@@ -14,8 +14,10 @@ waits in seconds (``call_latency_s``, ``unit_latency_s``), the RoPE pre-kernel
 
 Decode (:func:`decode_terms`): (sequence, KV-head group) units with key splits, per-unit work
 as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``;
-both at the SM's tensor width for the packing kernels: :func:`_tensor_work_scale`),
-further kernels of a call (``launch_s``), the in-kernel merge of Hopper's fp8 XQA key splits
+both at the SM's tensor width for the packing kernels: :func:`_tensor_work_scale`; at the
+rate of Hopper's XQA MMA for TensorRT-LLM's own: :func:`_xqa_work_scale`), further kernels of
+a call (``launch_s``; TensorRT-LLM's Blackwell dispatch one more:
+:data:`TRTLLM_GEN_DISPATCH_KERNELS`), the in-kernel merge of Hopper's fp8 XQA key splits
 (``merge_s``), fp8 cache conversion (``dequant_s``), per-head cache re-reads beyond 32 query
 heads per KV head (``fallback_reads``) and waves of resident units (``wave_s``). The figures
 behind each rule are in docs/decisions.md ("Time model").
@@ -49,6 +51,7 @@ __all__ = [
     "PACKING_PREFILL",
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
+    "TRTLLM_GEN_DISPATCH_KERNELS",
     "attention_shape",
     "attention_time",
     "decode_splits",
@@ -383,8 +386,8 @@ def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     dominates, take 1.9-2.3 times as long on H100 as on B200, where the clocks and SM counts
     give 1.14. 1 for every other kernel: TensorRT-LLM's XQA (``head_pack`` 32) runs
     ``mma.sync`` on 16-row tiles (bf16) and its fp8 kernel 8-row ones, whose fitted work
-    carried to B200's kernel this way reads worse (docs/time-model.md), and the variants
-    (Triton, FlashInfer's own) run other code."""
+    carried to B200's kernel this way reads worse for fp8 (its own rule:
+    :func:`_xqa_work_scale`), and the variants (Triton, FlashInfer's own) run other code."""
     if fig.tensor_core_generation != "sm90" or batch.variant:
         return 1.0
     ratio = round(tensor_per_sm_ratio(fig), 2)
@@ -434,6 +437,41 @@ def _trtllm_gen_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
     where H100's are 2.6-3.4 us. Not a kernel the table names as another (a ``variant``:
     FlashInfer's own, Triton's), which keeps Hopper's rules."""
     return bool(fig.tcgen05) and not batch.variant
+
+
+#: Kernels TensorRT-LLM's own attention op runs on data-centre Blackwell before the
+#: preprocessing (RoPE + cache append) and the TensorRT-LLM-gen decode kernel: one, the build of
+#: the decoder's sequence offsets and lengths its dispatcher launches for that kernel (as
+#: recalled of TensorRT-LLM's XQA dispatcher, not checked against a stored copy of its source).
+#: Read from both devices' floors (one or two sequences, up to 255 cached keys, head dim 128):
+#: B200 takes 10.9 us with either cache and any grouping, where H100's fp8 XQA, one fused
+#: kernel, takes 5.7-5.9 us and its bf16 XQA after the preprocessing kernel 8.5-8.8 us: 2.6-3.0
+#: us a further kernel, and B200's floor is the fused kernel's and two more. Counted, B200 from
+#: H100's fit predicts the floor at 11.2 us where it had 7.8-8.5 (bf16 / fp8 classes), and the
+#: fp8 rows from the other device 19.0% -> 15.3% (docs/time-model.md). SGLang and vLLM call
+#: the kernel through FlashInfer (``head_pack`` 0), without it.
+TRTLLM_GEN_DISPATCH_KERNELS = 1.0
+
+
+def _xqa_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Factor on the fitted unit work (``seq_s``, ``block_s``, ``wave_s``) of TensorRT-LLM's own
+    decode (``head_pack`` 32), stated in clocked seconds of Hopper's XQA kernels: 1 but on
+    data-centre Blackwell (:func:`_trtllm_gen_decode`), whose TensorRT-LLM-gen kernel
+    multiplies a unit's query rows on ``tcgen05`` at the device's dense bf16 FLOP per clock and
+    SM (B200 8,192: 2,250 TFLOPS / (148 x 1,856 MHz)) with either cache, where Hopper's bf16
+    XQA multiplies bf16 at no more than Hopper's 4,096 and its fp8 XQA (warp-group MMA on fp8
+    operands) at twice that, 8,192: the factor is Hopper's rate for the cache's XQA over the
+    device's, B200 0.5 for a bf16 cache and 1 for fp8. The tables show it where the unit work
+    dominates (rows of one shape at 129 and more sequences over 256 or fewer keys): H100's
+    bf16 rows take 1.91 times B200's and its fp8 rows 1.09 times, 1.68 and 0.96 per SM and
+    clock (B200's SMs and clock give it 1.14). With it the bf16 rows from the other device go
+    24.7% -> 12.7% (B200 from H100) and 23.3% -> 16.4% (H100 from B200; docs/time-model.md);
+    the packing kernels' factor (:func:`_tensor_work_scale`) for both caches had read fp8
+    worse (H100 from B200 25.6% -> 39.0%)."""
+    if not _trtllm_gen_decode(batch, fig):
+        return 1.0
+    hopper_rate = 2.0 if batch.dtype.startswith("fp8") else 1.0  # Hopper's XQA MMA, bf16 = 1
+    return hopper_rate * _tensor_work_scale(batch, fig)
 
 
 def query_convert_s(
@@ -520,7 +558,8 @@ def decode_terms(
     # one unit's walk
     share = units / sms
     # the packing kernels' work in the time of the device's SM (_tensor_work_scale)
-    tensor = np.where(pack <= 0, _tensor_work_scale(batch, fig), 1.0)
+    # (TensorRT-LLM's own decode: at the rate of Hopper's XQA MMA, _xqa_work_scale)
+    tensor = np.where(pack <= 0, _tensor_work_scale(batch, fig), _xqa_work_scale(batch, fig))
     # beyond ``head_pack`` query heads per KV head every decode query head streams the cache;
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
@@ -561,6 +600,10 @@ def decode_terms(
     fused = xqa_fp8 & (col(batch, "sinks", 0) <= 0)
     pre = (~fused) & (col(batch, "rope_kernel", 1) > 0)
     kernels = pre.astype(np.float64) + ((splits > 1) & ~xqa_fp8 & (not gen))
+    # TensorRT-LLM's own dispatch of the Blackwell kernel (not the packing engines', which call
+    # it through FlashInfer) runs a kernel of its own before the preprocessing
+    # (:data:`TRTLLM_GEN_DISPATCH_KERNELS`)
+    kernels = kernels + TRTLLM_GEN_DISPATCH_KERNELS * (gen & (pack > 0))
     out["extra_s"] = out["extra_s"] + prm["launch_s"] * kernels
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["launch_s"])
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
