@@ -73,9 +73,9 @@ def test_kernels_are_consistent_with_their_shapes_and_the_engine(name, phase, S,
             assert k.flops == 2 * f["groups"] * f["m"] * f["n"] * f["k"], k.name
     # the attention kernels of every layer carry exactly the engine's matmul FLOPs
     attention = [k for k in kernels if kernel_stage(k.name) not in ("ffn", "head", "hyper")]
-    # (the linear and Mamba-2 layers' depthwise conv, and Gated DeltaNet's delta rule:
-    # matmul FLOPs in the engine, a streaming kernel here, the one its engines run)
-    convs = ("linear_conv", "mamba_conv", "mamba1_conv", "linear_core")
+    # (the linear and Mamba layers' depthwise conv, Gated DeltaNet's delta rule and Mamba-1's
+    # selective scan: matmul FLOPs in the engine, a streaming kernel here, as engines run them)
+    convs = ("linear_conv", "mamba_conv", "mamba1_conv", "linear_core", "mamba1_scan")
     matmul = sum(k.flops * k.calls for k in attention if k.kind != "elementwise" or k.name in convs)
     assert matmul == mlacalc.attention_flops(m, phase, S, B, q_len=q)
     core = [k for k in kernels if k.kind in ATTENTION_CORE_KINDS and k.name == "attention"]

@@ -276,3 +276,20 @@ def test_decode_flops_equal_reference():
     assert group.impl == "recurrent"
     products = sum(o.flops for o in group.ops if o.kind == "matmul")
     assert seen == products + 2 * s.inner * s.conv_kernel
+
+
+@pytest.mark.parametrize(("phase", "seq", "batch"), [("prefill", 2048, 1), ("decode", 4096, 64)])
+def test_the_selective_scan_streams_its_bytes(phase, seq, batch):
+    """Jamba's selective scan (its read-out ``y = C h``, ``tokens x I`` dots of ``N``) is a
+    streaming kernel timed near its bytes at the HBM's rate; as a batched GEMM of that many
+    ``1 x N`` by ``N x 1`` products the GEMM model had charged each a tile (Jamba-1.5-Mini's
+    2K-token prompt on H100: 5.3 s for its 3.5 GiB)."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.kernel_time import predict_kernels
+
+    hw = load_hardware("H100-SXM")
+    scan = [k for k in step_kernels("jamba-1.5-mini", phase, seq, batch) if k.name == "mamba1_scan"]
+    assert [k.kind for k in scan] == ["elementwise"]
+    t = predict_kernels(scan, hw)[0].seconds / scan[0].calls  # the step's calls
+    at_hbm = scan[0].bytes / hw.memory_bandwidth_bytes_per_s
+    assert at_hbm <= t <= 3 * at_hbm + 20e-6

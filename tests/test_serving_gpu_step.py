@@ -146,3 +146,40 @@ def test_layer_kinds_scale_with_context_as_they_keep_it():
         assert cores
         for s, lg in cores:  # 60K more keys of 8 sequences, one cached row each
             assert lg.bytes - s.bytes == 8 * (65536 - 4096) * sm.kv_row
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [("nemotron-3-super-120b-a12b", "mamba_"), ("qwen3-next-80b-a3b", "linear_")],
+)
+def test_a_serving_steps_chunked_scan_equals_the_model_steps(name, prefix):
+    """The serving step reads a model's kernels off prompt steps in whole chunks of every scan
+    it runs (Mamba-2's 128 tokens as well as Gated DeltaNet's 64): its scan kernels then equal
+    the model step's at real sizes, from the start and after a prefix. Read in chunks of 64
+    alone, Nemotron-3-Super's Mamba-2 chunk count came out as a negative cost per key (plans
+    under SGLang and vLLM, whose chunked prompts ride on decode steps, were NaN) and its
+    prompts grew as the square of their length (8K tokens on one B300: 2.6 s for 0.24 s);
+    read off steps with and without a prefix, a chunk's incoming state was a cost per key
+    (Qwen3-Next's delta-rule core, 1K tokens after 30K: 35x its bytes)."""
+    import numpy as np
+
+    import mlacalc
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    m = mlacalc.load_model(name)
+    sm = StepModel(
+        m, make_layout(m, 1, tp=1), None, resolve_kv_layout("bf16"), load_hardware("B300")
+    )
+    for q, pre in ((8192, 0), (2048, 6144), (1024, 30720)):
+        got = [k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name.startswith(prefix)]
+        phase = "chunk" if pre else "prefill"
+        want = step_kernels(m, phase, q + pre, 1, q_len=q if pre else None, causal=True)
+        want = [k for k in want if k.name.startswith(prefix)]
+        assert got and len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert a.name == b.name
+            assert a.flops * a.calls == pytest.approx(b.flops * b.calls, rel=1e-6, abs=1), (q, pre)
+            assert a.bytes * a.calls == pytest.approx(b.bytes * b.calls, rel=1e-6, abs=1), (q, pre)
+    for engine in ("sglang", "vllm"):
+        p = mlacalc.plan(m, "B200", 4, engine=engine, isl=8192, osl=1024, concurrency=8.0)
+        assert np.isfinite(p.tpot_s) and np.isfinite(p.output_tokens_per_s) and p.tpot_s > 0

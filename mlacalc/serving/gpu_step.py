@@ -50,6 +50,7 @@ import numpy as np
 from mlacalc.cost.compressed import padded_heads, pooled_below
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
+from mlacalc.cost.mamba import mamba_shape
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.params import expert_shape
 from mlacalc.cost.quant import checkpoint_part_bytes
@@ -161,18 +162,37 @@ Coef = tuple[float, ...]
 _DECODE_POINTS = ((1, 2), (2, 2), (1, 3))
 
 
-def _prefill_points(cap: int | None, period: int = 0) -> tuple[tuple[int, int], ...]:
+def _prefill_points(
+    cap: int | None, period: int = 0, chunk: int = LINEAR_CHUNK
+) -> tuple[tuple[int, int], ...]:
     """Prompt steps the templates are read from: (new tokens, keys), whole chunks of the
-    linear-attention kernels (their work is affine in whole chunks), and a chunk after more
-    than ``cap`` keys (the keys a DSA layer selects) where the model has one. DeepSeek-V4
-    (``period``: the window and the compress ratios' common multiple): chunks after a full
-    window, in whole periods, so that the window's keys are a constant per query and the
-    pooled keys a ratio of the keys."""
-    C = period or LINEAR_CHUNK
+    linear-attention kernels (``chunk``, :func:`_scan_chunk`: their work is affine in whole
+    chunks), and a chunk after more than ``cap`` keys (the keys a DSA layer selects) where the
+    model has one. DeepSeek-V4 (``period``: the window and the compress ratios' common
+    multiple): chunks after a full window, in whole periods, so that the window's keys are a
+    constant per query and the pooled keys a ratio of the keys."""
+    C = _whole(period, chunk)
     extra = ((C, cap + 2 * C),) if cap else ()
     if period:
         return ((C, 2 * C), (2 * C, 3 * C), (2 * C, 4 * C), (3 * C, 4 * C), *extra)
     return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
+
+
+def _whole(period: int, chunk: int) -> int:
+    """Tokens a prompt step the templates are read from holds a whole number of: every
+    scan's chunk, and DeepSeek-V4's period."""
+    return math.lcm(period, chunk) if period else chunk
+
+
+def _scan_kernel(name: str) -> bool:
+    """Whether a model-step kernel is a linear-attention or Mamba layer's own (its work per
+    token, with a state carried between chunks), not a projection's or a core's over keys:
+    where a prompt has a prefix it reads the state the prefix left (the scan's, the
+    convolution's last inputs) once a sequence, whatever the prefix's length, so its
+    templates' prompt bytes take a term per sequence with a prefix where others take one per
+    key (read as one per key, Qwen3-Next's delta-rule core had read 35x its bytes 1K tokens
+    after 30K)."""
+    return name.startswith(("linear_", "mamba_"))
 
 
 def _attended(shape: dict[str, Any], keys: Any) -> Any:
@@ -214,6 +234,17 @@ def _period(m: ModelConfig) -> int:
     if not m.compress_ratios:
         return 0
     return math.lcm(m.sliding_window, *(r for r in m.compress_ratios if r))
+
+
+def _scan_chunk(m: ModelConfig) -> int:
+    """Prompt tokens in whole chunks of every chunked scan the model runs: Gated DeltaNet's
+    (:data:`LINEAR_CHUNK`) and Mamba-2's (its ``mamba_chunk_size``, 128 where unset; the
+    prompt steps the templates are read from must hold whole chunks of it too, or the
+    chunk count, not affine in the tokens, is read as a cost per key: Nemotron-3-Super's
+    scan had come out negative per key and its prompts quadratic)."""
+    if m.mamba_num_heads is None:
+        return LINEAR_CHUNK
+    return math.lcm(LINEAR_CHUNK, mamba_shape(m).chunk)
 
 
 def _cap(m: ModelConfig) -> int | None:
@@ -339,21 +370,24 @@ def _solve_prefill(
     k: list[Kernel],
     window: int,
     cap: int | None,
-    period: int = 0,
+    points: tuple[tuple[int, int], ...],
     csa: tuple[int, int] | None = None,
+    scan: bool = False,
 ) -> list[Coef]:
     """(fixed, per token, per causal pair, per (token, key), per (token, selected key))
     FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key)) bytes
-    and sizes of a prompt kernel; keys ``min(keys, window)`` for a windowed core, selected
-    keys ``min(keys, index_topk)``."""
+    and sizes of a prompt kernel read at the prompt steps ``points`` (:func:`_prefill_points`);
+    keys ``min(keys, window)`` for a windowed core, selected keys ``min(keys, index_topk)``;
+    a chunked scan's kernel (``scan``, :func:`_scan_kernel`) per sequence with a prefix in
+    place of per key."""
     f_rows, b_rows = [], []
-    for q, keys in _prefill_points(cap, period):
+    for q, keys in points:
         kw = min(keys, window) if window else keys
         sel = q * min(keys, cap) if cap else 0
         if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most index_topk
             sel = _pooled(keys, *csa) - _pooled(keys - q, *csa)
         f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel])
-        b_rows.append([1, q, kw, q * kw, sel])
+        b_rows.append([1, q, int(keys > q) if scan else kw, q * kw, sel])
     flops = _fit(f_rows, [[x.flops for x in k]])
     sizes = [list(v) for v in zip(*(_size(x) for x in k))]
     return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
@@ -388,16 +422,21 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             kv_dtype=kv_layout,
         )
 
-    cap, period, csa = _cap(m), _period(m), _csa(m)
+    cap, period, csa, chunk = _cap(m), _period(m), _csa(m), _scan_chunk(m)
     dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap, period)]
+    points = _prefill_points(cap, period, chunk)
     pre = [
         _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
-        for q, keys in _prefill_points(cap, period)
+        for q, keys in points
     ]
     for lists in (dec, pre):
         if len({tuple(key for key, _ in ks) for ks in lists}) != 1:  # pragma: no cover
             raise AssertionError("the model step's kernels change with the step's size")
     pre_by_key = {key: [ks[i][1] for ks in pre] for i, (key, _) in enumerate(pre[0])}
+
+    def solve_prompt(key: tuple[str, int], win: int) -> list[Coef]:
+        return _solve_prefill(pre_by_key[key], win, cap, points, csa, _scan_kernel(key[0]))
+
     no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
     no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0)] * 5
 
@@ -441,7 +480,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             used.add(key)
             continue
         if ps is not None and ps[0].kind == ref.kind:
-            p = _solve_prefill(ps, window(ps[0]), cap, period, csa)
+            p = solve_prompt(key, window(ps[0]))
             same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
             # one kernel class (a linear layer's conv and delta rule run another kernel for
             # a prompt than for one token a sequence)
@@ -457,7 +496,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
     for i, (key, ref) in enumerate(pre[0]):
         if key in used or ref.kind == "moe":
             continue
-        prompt = _solve_prefill(pre_by_key[key], window(ref), cap, period, csa)
+        prompt = solve_prompt(key, window(ref))
         t = make(ref, "prefill", no_dec, prompt)
         before = {k for k, _ in pre[0][:i]}
         at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
@@ -724,6 +763,8 @@ class StepModel:
 
         for t, (f, b, e, r, g, shape), fmt in zip(self.templates, self.sharded, self.formats):
             per_pair, per_row = rows_of(t.window)
+            if _scan_kernel(t.name):  # a prompt's state read once a sequence with a prefix
+                per_row = (*per_row[:5], pf_N * (pf_pre > 0), *per_row[6:])
             if t.name in _PER_SEQUENCE:
                 per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero)
                 on = logits > 0
