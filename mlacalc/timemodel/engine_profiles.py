@@ -172,7 +172,9 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             continue
         if name in prof.classes and dtype in kept:
             classes.setdefault(class_key("moe", dtype, kept[dtype]), prof.classes[name])
-        classes[name] = base.classes[lent]
+        # TensorRT-LLM-gen's routing selects every token's top-k in its fused routing kernel,
+        # with no generic top-k after it (moe_time.TRTLLM_MOE): no select_s
+        classes[name] = {**base.classes[lent], "select_s": 0.0}
         notes.append(
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
@@ -194,7 +196,12 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             )
     name = class_key("gemm", "fp8_block")
     if block and (prof.engine, src) in TRTLLM_BLOCK_FP8_GEMM and name in base.classes:
-        classes[name] = base.classes[name]
+        classes[name] = dict(base.classes[name])
+        node = base.classes.get(class_key("quantize", "fp8"), {}).get("fixed_s")
+        if node is not None:
+            # each kernel of the per-call scale conversion (gemm_time.CONVERT_KERNELS) is one
+            # more small node of the graph, at the cost of TensorRT-LLM's quantize node
+            classes[name]["node_s"] = node
         notes.append(
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {name} "
             f"({prof.engine} runs DeepGEMM's block-scaled GEMM on {src} and {gen}, converting "

@@ -212,7 +212,13 @@ TRTLLM_GEN_TILE = {
 #: SGLang and vLLM take on data-centre Blackwell for these dtypes (in their B200 tables every
 #: such class's most rows have a ``kernel_source`` naming ``flashinfer_trtllm``; vLLM's int4
 #: experts are Marlin's). A profile of the engine fitted on another generation has not timed
-#: them (:func:`mlacalc.timemodel.engine_profiles.with_generation_kernels`).
+#: them (:func:`mlacalc.timemodel.engine_profiles.with_generation_kernels`). TensorRT-LLM-gen's
+#: routing kernel selects every token's top-k itself, top-22 as top-8, where TensorRT-LLM's
+#: Hopper CUTLASS MoE (the class that stands in) runs a generic top-k above
+#: :data:`FUSED_TOPK_MAX` (``select_s``, 0.88 us a round in its H100 fit, 19 us at top-22):
+#: SGLang's B200 nvfp4 rows of top-22 over 512 experts at one token take 17-25 us (hidden
+#: 1,024-4,096, EP 4 and more), its top-4 and top-8 rows 14-21 us, so the stand-in is taken
+#: without those rounds (docs/time-model.md, "The engines' MoE on Blackwell").
 TRTLLM_MOE = {
     ("sglang", "tcgen05"): ("bf16", "fp8_block", "nvfp4", "w4a16", "w4a16_mxfp4", "w4a8_mxfp4"),
     ("vllm", "tcgen05"): ("bf16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a8_mxfp4"),
