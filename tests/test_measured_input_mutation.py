@@ -353,7 +353,7 @@ def _gemm_rows(n=12, **over) -> list[dict]:
         (_gemm_rows(kind="warp_drive"), None, "unknown kernel kind 'warp_drive'"),
         (_gemm_rows(median_s="nan"), None, "time not finite"),
         (_gemm_rows(median_s="-1"), None, "time zero or negative"),
-        (_gemm_rows(flops="abc"), None, "FLOPs, bytes or calls negative or not finite"),
+        (_gemm_rows(flops="-1"), None, "FLOPs, bytes or calls negative or not finite"),
         (_gemm_rows(), ["dtype", "flops", "bytes", "status", "median_s"], "field 'kind'"),
         (_gemm_rows(n=3), None, "underdetermined: 3 row"),
     ],
@@ -364,6 +364,64 @@ def test_calibrate_kernel_set_file_malformed_is_one_line(tmp_path, rows, columns
     with pytest.raises(MlacalcError, match=match) as err:
         mlacalc.calibrate(str(path), use_scipy=False)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("rows", "columns", "match"),
+    [
+        # text in a number column was NaN, reported as "time not finite (NaN or infinite)"
+        (_gemm_rows(median_s="fast"), None, r"k\.csv: field 'median_s': line 2: 'fast' is not a "),
+        (_gemm_rows(flops="abc"), None, r"k\.csv: field 'flops': line 2: 'abc' is not a number"),
+        # an unknown dtype was fitted as a class of its own and only warned underdetermined
+        (_gemm_rows(dtype="bf17"), None, r"k\.csv: field 'dtype': line 2: 'bf17' is not a dtype"),
+        # a header alone was "measured_sets: no kernel rows to fit", naming no file
+        ([], None, r"k\.csv: has no rows \(its header alone\)"),
+        (_gemm_rows(status="oom"), None, r"k\.csv: has no row with status ok \(12 row"),
+    ],
+    ids=["text-time", "text-flops", "bf17", "header-only", "none-ok"],
+)
+def test_calibrate_kernel_set_bad_cell_names_file_line_and_column(tmp_path, rows, columns, match):
+    path = _kernel_set(tmp_path, rows, columns)
+    with pytest.raises(MlacalcError, match=match) as err:
+        mlacalc.calibrate(str(path), use_scipy=False)
+    assert "\n" not in str(err.value)
+
+
+def test_calibrate_kernel_set_empty_file_says_it_is_empty(tmp_path):
+    # an empty CSV was reported as "column 'kind' is missing"
+    path = _kernel_set(tmp_path, [])
+    (tmp_path / "k.csv").write_text("")
+    with pytest.raises(MlacalcError, match=r"k\.csv: is empty"):
+        mlacalc.calibrate(str(path), use_scipy=False)
+
+
+def test_calibrate_kernel_set_with_no_usable_time_names_the_set(tmp_path, capsys):
+    # "measured_sets: no kernel rows a fit can use (excluded: 12 time zero or negative)" named
+    # no file
+    path = _kernel_set(tmp_path, _gemm_rows(median_s="-1"))
+    with pytest.raises(InvalidArgumentError, match=r"can use in .*k\.json \(excluded: 12 time"):
+        mlacalc.calibrate(str(path), use_scipy=False)
+    assert main(["calibrate", str(path), "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "k.json" in err
+
+
+@pytest.mark.parametrize("command", ["calibrate", "validate"])
+@pytest.mark.parametrize("case", ["missing", "lonely", "other-rows"])
+def test_a_csv_argument_names_the_csv_and_what_is_accepted(tmp_path, capsys, command, case):
+    # a CSV without a sidecar (or none at all) was "my.json: cannot be read": a file never given
+    csv_path = tmp_path / "my.csv"
+    if case != "missing":
+        csv_path.write_text("kind,dtype\n")
+    if case == "other-rows":
+        _kernel_set(tmp_path, _gemm_rows()).rename(tmp_path / "my.json")
+    args = ["calibrate", str(csv_path), "-o", str(tmp_path / "p.json")]
+    if command == "validate":
+        args = ["validate", "--measured", str(csv_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "my.csv" in err and "my.json:" not in err, err
+    assert "parquet" in err or "pass my.json itself" in err, err
 
 
 def test_calibrate_kernel_set_file_fits_its_usable_rows(tmp_path):

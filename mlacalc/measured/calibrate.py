@@ -58,11 +58,18 @@ def calibrate(
     if not obs:
         raise InvalidArgumentError(
             "measured_sets",
-            "no kernel rows to fit; give measured sets whose tables map onto single kernels",
+            f"no kernel rows to fit{_in(measured_sets)}; give measured sets whose tables map "
+            "onto single kernels",
         )
     # rows with no usable time or work, unknown kinds and underdetermined classes left out,
     # each said in the profile's notes
-    obs, excluded = usable_observations(obs)
+    try:
+        obs, excluded = usable_observations(obs)
+    except InvalidArgumentError as exc:  # none left: say whose rows they were
+        sources = sorted({str(o.source) for o in obs if getattr(o, "source", "")})
+        where = f" in {', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''}"
+        message = exc.message.replace("can use", "can use" + where, 1) if sources else exc.message
+        raise InvalidArgumentError(exc.argument, message) from None
     notes = (*notes, *excluded)
     prof = fit_profile(
         obs, name=name, use_scipy=use_scipy, notes=notes, progress=progress, engine=engine
@@ -71,6 +78,13 @@ def calibrate(
     for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
         mapped += _mapped_of(item, engine)
     return fit_composite_classes(prof, mapped, use_scipy=use_scipy, progress=progress)
+
+
+def _in(measured_sets: Any) -> str:
+    """`` in PATH, ...`` of the paths among ``measured_sets`` ("" when none is a path)."""
+    items = measured_sets if isinstance(measured_sets, (list, tuple)) else [measured_sets]
+    paths = [os.fspath(i) for i in items if isinstance(i, (str, os.PathLike))]
+    return f" in {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}" if paths else ""
 
 
 def _mapped_of(item: Any, engine: str) -> list[MappedTable]:

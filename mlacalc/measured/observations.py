@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import csv
 import os
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, read_sidecar
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.measured.dsv4_modules import shared_kernel_tables
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import MappedTable, map_table
 from mlacalc.measured.msa_modules import CORE_VARIANTS
-from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
+from mlacalc.measured.tables import MeasuredSet, MeasuredTable, bench_sidecar, load_measured
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.kernel_time import predict_batch
-from mlacalc.timemodel.profile import Profile, load_profile
+from mlacalc.timemodel.profile import Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
+from mlacalc.words.dtypes import DTYPE_BITS
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
@@ -199,23 +201,98 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
     return str(json_path)
 
 
-def _cell(text: Any) -> float:
-    """A number of a kernel-set row: an empty cell is 0, text NaN."""
+#: The shape fields a kernel-set row may give (``mlacalc.bench.kernel_sweep.KERNEL_FIELDS``).
+SHAPE_FIELDS = (
+    "m", "n", "k", "groups", "batch", "q_len", "kv_len", "n_heads", "n_kv", "head_dim_qk",
+    "head_dim_v", "window", "causal", "elements", "warm_l2",
+)  # fmt: skip
+
+_FIX = "pass the files mlacalc bench --preset calibrate wrote"
+
+
+def _cell(text: Any, source: str, line: int, column: str) -> float:
+    """A number of a kernel-set row: an empty cell is 0; ``nan`` and ``inf`` are numbers (the
+    fit leaves their row out, counted); text that is no number is one line naming the file, line
+    and column (it was read as NaN and reported as a time not finite)."""
     if text in (None, ""):
         return 0.0
     try:
         return float(text)
     except (TypeError, ValueError):
-        return float("nan")
+        raise ConfigError(
+            f"line {line}: {str(text)[:20]!r} is not a number",
+            source=source,
+            field=column,
+            fix=_FIX,
+        ) from None
+
+
+@cache
+def _kernel_dtypes() -> frozenset[str]:
+    """The dtypes a kernel-set row may name: mlacalc's dtypes and those of the shipped profiles'
+    kernel classes (``fp8_block``, ``nvfp4``, ``w4a16`` ...)."""
+    out = set(DTYPE_BITS)
+    for name in shipped_profiles():
+        out |= {key.split(":")[1] for key in load_profile(name).classes if ":" in key}
+    return frozenset(out)
+
+
+def _kernel_rows(rows_path: Path) -> list[tuple[int, dict]]:
+    """The ``ok`` rows of a kernel set's CSV with their line numbers; an empty file, a file of
+    its header alone, one without an ``ok`` row, a missing column or a dtype mlacalc does not
+    know is one line naming the file (and line and column)."""
+    source = str(rows_path)
+    try:
+        with open(rows_path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            names = list(reader.fieldnames or [])
+            rows = list(enumerate(reader, start=2))  # line 1 is the header
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=source) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(
+            f"is not a CSV text file ({str(exc)[:80]})", source=source, fix=_FIX
+        ) from None
+    if not names:
+        raise ConfigError("is empty (no header, no rows)", source=source, fix=_FIX)
+    for need in ("kind", "dtype", "flops", "bytes", "status", "median_s"):
+        if need not in names:
+            raise ConfigError(
+                "is not a calibrate rows file: the column is missing",
+                source=source,
+                field=need,
+                fix=_FIX,
+            )
+    if not rows:
+        raise ConfigError("has no rows (its header alone)", source=source, fix=_FIX)
+    ok = [(i, r) for i, r in rows if r.get("status") == "ok"]
+    if not ok:
+        said = ", ".join(sorted({str(r.get("status"))[:20] for _, r in rows}))
+        raise ConfigError(
+            f"has no row with status ok ({len(rows)} row(s), status {said})",
+            source=source,
+            fix=_FIX,
+        )
+    known = _kernel_dtypes()
+    for i, r in ok:
+        if str(r.get("dtype")) not in known:
+            raise ConfigError(
+                f"line {i}: {str(r.get('dtype'))[:20]!r} is not a dtype mlacalc knows (one of "
+                f"{', '.join(sorted(known))})",
+                source=source,
+                field="dtype",
+                fix=_FIX,
+            )
+    return ok
 
 
 def read_kernel_set(path: str | os.PathLike) -> list:
     """Fitting observations of a microbenchmark ``calibrate`` run (``mlacalc bench --preset
-    calibrate``): one per kernel class, rows with status ``ok``."""
-    p = Path(path)
-    if p.suffix == ".csv":
-        p = p.with_suffix(".json")
-    meta = read_sidecar(p)
+    calibrate``): one per kernel class, rows with status ``ok``. A cell that is no number, a
+    dtype mlacalc does not know, an empty file or one with no ``ok`` row is one line naming the
+    file (and line and column); a time that is NaN, infinite, zero or negative is a number the
+    fit leaves out, counted by reason."""
+    p, meta = bench_sidecar(path)
     if meta.get("preset") != "calibrate":
         raise ConfigError(
             "is a microbenchmark run of attention layers, not of the kernel vocabulary",
@@ -224,65 +301,23 @@ def read_kernel_set(path: str | os.PathLike) -> list:
             fix="run mlacalc bench --preset calibrate, or validate it instead",
         )
     rows_path = p.parent / str(meta["rows_file"])
-    try:
-        with open(rows_path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            names = list(reader.fieldnames or [])
-            rows = [r for r in reader if r.get("status") == "ok"]
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot be read ({exc.strerror or exc})", source=str(rows_path)
-        ) from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(
-            f"is not a CSV text file ({str(exc)[:80]})",
-            source=str(rows_path),
-            fix="pass the files mlacalc bench --preset calibrate wrote",
-        ) from None
-    for need in ("kind", "dtype", "flops", "bytes", "status", "median_s"):
-        if need not in names:
-            raise ConfigError(
-                "is not a calibrate rows file: the column is missing",
-                source=str(rows_path),
-                field=need,
-                fix="pass the files mlacalc bench --preset calibrate wrote",
-            )
     device = kernel_set_device(meta, p)
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
+    groups: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    for i, r in _kernel_rows(rows_path):
         # a short row reads None for its missing cells
-        groups.setdefault((str(r["kind"]), str(r["dtype"])), []).append(r)
+        groups.setdefault((str(r["kind"]), str(r["dtype"])), []).append((i, r))
     out = []
     for (kind, dtype), rs in sorted(groups.items()):
 
         def col(name: str, rs=rs) -> np.ndarray:
-            # a cell that is not a number is NaN: calibrate leaves its row out, counted
-            return np.array([_cell(r.get(name)) for r in rs], dtype=np.float64)
-
-        shape = {
-            f: col(f)
-            for f in (
-                "m",
-                "n",
-                "k",
-                "groups",
-                "batch",
-                "q_len",
-                "kv_len",
-                "n_heads",
-                "n_kv",
-                "head_dim_qk",
-                "head_dim_v",
-                "window",
-                "causal",
-                "elements",
-                "warm_l2",
+            return np.array(
+                [_cell(r.get(name), str(rows_path), i, name) for i, r in rs], dtype=np.float64
             )
-            if any(r.get(f) not in (None, "") for r in rs)
-        }
+
+        shape = {f: col(f) for f in SHAPE_FIELDS if any(r.get(f) not in (None, "") for _, r in rs)}
+        work, seconds = (col("flops"), col("bytes"), col("calls")), col("median_s")
         try:
-            batch = KernelBatch(kind, dtype, col("flops"), col("bytes"), col("calls"), shape)
-            seconds = col("median_s")
+            batch = KernelBatch(kind, dtype, *work, shape)
         except (KeyError, ValueError, TypeError) as exc:
             raise ConfigError(
                 f"has a malformed row ({str(exc)[:80]})", source=str(rows_path)
@@ -309,10 +344,14 @@ def observations_of(
         return _mapped_observations(item, profile)
     if isinstance(item, MeasuredTable):
         return _mapped_observations(map_table(item), profile)
-    if isinstance(item, (str, os.PathLike)) and Path(item).suffix in (".json", ".csv"):
-        json_path = Path(item).with_suffix(".json")
-        if json_path.is_file() and read_sidecar(json_path).get("preset") == "calibrate":
-            return read_kernel_set(json_path)
+    if (
+        isinstance(item, (str, os.PathLike))
+        and Path(item).suffix.lower() in (".json", ".csv")
+        and Path(item).is_file()
+    ):
+        side, meta = bench_sidecar(item)  # a CSV with no sidecar beside it: named
+        if meta.get("preset") == "calibrate":
+            return read_kernel_set(side)
     tables: list[MeasuredTable] = []
     if not isinstance(item, MeasuredSet):
         # and the other engines' tables of a kernel this engine's modules run too

@@ -34,11 +34,13 @@ from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.safeio import read_data
 
 __all__ = [
+    "MEASURED_INPUTS",
     "SYSTEM_DEVICES",
     "SYSTEM_L2_BYTES",
     "MeasuredSet",
     "MeasuredTable",
     "UnknownSystemError",
+    "bench_sidecar",
     "load_measured",
     "measured_fingerprint",
     "read_bench_set",
@@ -424,6 +426,42 @@ def _float_or_nan(text: Any) -> float:
         return math.nan
 
 
+#: What a measured-set argument may be, said by every error about one.
+MEASURED_INPUTS = (
+    "pass aiconfigurator parquet tables (a .parquet file, or a folder of them with "
+    "collection_meta.yaml beside each) or the .json that mlacalc bench wrote (a CSV is read "
+    "only as the rows_file that .json names)"
+)
+
+
+def bench_sidecar(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
+    """The ``mlacalc bench`` sidecar of a microbenchmark ``.json`` or its ``.csv``, read and
+    checked (:func:`~mlacalc.hardware.catalogue.read_sidecar`), with its content. A CSV with
+    no sidecar beside it, or whose sidecar names another rows file, is one line naming the CSV
+    (it named the ``.json`` the user never gave)."""
+    given = Path(path)
+    if given.suffix.lower() != ".csv":
+        return given, read_sidecar(given)
+    if not given.is_file():
+        raise ConfigError("no such file", source=str(given), fix=MEASURED_INPUTS)
+    side = given.with_suffix(".json")
+    if not side.is_file():
+        raise ConfigError(
+            f"is a CSV with no bench sidecar {side.name} beside it",
+            source=str(given),
+            fix=MEASURED_INPUTS,
+        )
+    meta = read_sidecar(side)
+    if Path(str(meta["rows_file"])).name != given.name:
+        raise ConfigError(
+            f"is not the rows file of {side.name} "
+            f"(its rows_file is {str(meta['rows_file'])[:60]!r})",
+            source=str(given),
+            fix=f"pass {side.name} itself",
+        )
+    return side, meta
+
+
 def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     """A microbenchmark set (``mlacalc bench`` ``.json`` sidecar or its ``.csv``) as one table.
 
@@ -431,10 +469,7 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     own measured ceilings (``measured:<set>``). Rows whose ``status`` is not ``ok`` keep a NaN
     time and are reported as not predicted by that status.
     """
-    p = Path(path)
-    if p.suffix == ".csv":
-        p = p.with_suffix(".json")
-    meta = read_sidecar(p)
+    p, meta = bench_sidecar(path)
     rows_path = p.parent / str(meta["rows_file"])
     try:
         with open(rows_path, newline="", encoding="utf-8") as fh:
@@ -552,15 +587,13 @@ def load_measured(
             raise ConfigError(
                 "no such file or folder",
                 source=str(p),
-                fix="pass an aiconfigurator system folder, a parquet file or a bench .json",
+                fix=MEASURED_INPUTS,
             )
-        if p.is_file() and p.suffix in (".json", ".csv"):
+        if p.is_file() and p.suffix.lower() in (".json", ".csv"):
             tables.append(read_bench_set(p))
             continue
         if p.is_file() and p.suffix != ".parquet":
-            raise ConfigError(
-                "is not a measured set (.parquet, bench .json or .csv)", source=str(p)
-            )
+            raise ConfigError("is not a measured set", source=str(p), fix=MEASURED_INPUTS)
         files = [p] if p.is_file() else _leaf_files(p)
         metas: dict[Path, dict[str, Any]] = {}
         before, skipped = len(tables), set()
