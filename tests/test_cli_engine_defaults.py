@@ -128,3 +128,17 @@ def test_a_disaggregated_plan_says_it_chunks_no_prompt(run):
                  "--isl", 2000, "--osl", 500, "--concurrency", 64, "--mode", "disaggregated",
                  "--prefill-gpus", 8)  # fmt: skip
     assert "chunked prefill none (disaggregated)" in out and "chunked prefill 8,192" not in out
+
+
+def test_engine_names_are_read_in_any_case_as_the_python_api_reads_them(run):
+    # --engine SGLang was refused ("not one of 'trtllm'...") while -H h200 and
+    # plan(engine="SGLang") were accepted
+    out, _ = run(*PLAN, "--engine", "SGLang", "--engine-defaults", "VLLM")
+    doc = json.loads(out)
+    assert doc["engine"] == "sglang" and doc["scheduler_defaults"] == "vllm"
+    expected = plan("llama-3-8b", "H100-SXM", 1, engine="SGLang", **KW, **engine_settings("vllm"))
+    assert _figures(doc) == pytest.approx(_figures(expected), rel=1e-9)
+    out, _ = run(*PLAN[:-2], "--engine-defaults", "NONE", "--launch", "TrtLlm")
+    assert "trtllm-serve" in out
+    _, err = run(*PLAN, "--engine", "sglang2", code=2)
+    assert "'sglang2' is not one of 'trtllm', 'sglang', 'vllm'" in err

@@ -22,7 +22,8 @@ from mlacalc.render import (
     render_table,
 )
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
-from mlacalc.words.errors import MlacalcError, UnknownDtypeError
+from mlacalc.words.engines import ENGINES, check_engine
+from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 from mlacalc.words.vocab import (
     IMPLEMENTATIONS,
     MLA_IMPLEMENTATIONS,
@@ -35,6 +36,7 @@ from mlacalc.words.vocab import (
 
 __all__ = [
     "COUNT",
+    "ENGINE",
     "FORMATS",
     "FRACTION",
     "IMPL_CHOICE",
@@ -46,6 +48,7 @@ __all__ = [
     "VARIANT_CHOICE",
     "W_DTYPE",
     "DtypeType",
+    "EngineType",
     "Section",
     "SizeType",
     "check_impl",
@@ -110,6 +113,35 @@ class FractionType(click.ParamType):
 
 
 FRACTION = FractionType()
+
+
+class EngineType(click.ParamType):
+    """A serving engine's name in any case (``--engine SGLang``), read by
+    :func:`~mlacalc.words.engines.check_engine` as the Python API reads it; ``extra``: words
+    the option takes besides the engines (``none``), ``order``: the engines as the help lists
+    them."""
+
+    name = "engine"
+
+    def __init__(self, extra: tuple[str, ...] = (), order: tuple[str, ...] = ENGINES):
+        self.extra, self.order = tuple(extra), tuple(order)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join((*self.order, *self.extra)) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        key = str(value).strip().lower()
+        if key in self.extra:
+            return key
+        try:
+            return check_engine(str(value))
+        except InvalidArgumentError:
+            words = ", ".join(repr(w) for w in (*self.order, *self.extra))
+            self.fail(f"{str(value)[:40]!r} is not one of {words} (any case)", param, ctx)
+
+
+#: ``--engine``: one of the engines, any case.
+ENGINE = EngineType()
 #: A count of at least 1 (GPUs, parallel degrees, page size), bounded to keep work finite.
 COUNT = click.IntRange(1, 1 << 20)
 
@@ -254,9 +286,9 @@ def serving_engine_option(f: Callable) -> Callable:
     return click.option(
         "--engine",
         "engine",
-        type=click.Choice(["trtllm", "sglang", "vllm"]),
+        type=ENGINE,
         default=None,
-        help="Serving engine whose kernels are timed: trtllm (default), sglang or vllm.",
+        help="Serving engine whose kernels are timed: trtllm (default), sglang or vllm (any case).",
     )(f)
 
 

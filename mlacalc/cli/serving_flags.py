@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from mlacalc.cli.common import COUNT, SIZE, given
+from mlacalc.cli.common import COUNT, SIZE, EngineType, given
 from mlacalc.words.engines import DEFAULT_ENGINE
 
 __all__ = [
@@ -51,7 +51,7 @@ def _scheduler_options() -> list[Callable]:
     return [
         click.option(
             "--engine-defaults",
-            type=click.Choice((*ENGINE_NAMES, "none")),
+            type=EngineType(("none",), ENGINE_NAMES),
             default=None,
             help="Whose published scheduler defaults (max running, token budget, chunked "
             "prefill, CUDA graphs, overlap scheduling) fill what is not given: by default "
@@ -193,7 +193,7 @@ def launch_options(f: Callable) -> Callable:
         [
             click.option(
                 "--launch",
-                type=click.Choice(ENGINE_NAMES),
+                type=EngineType((), ENGINE_NAMES),
                 default=None,
                 help="Print the command lines that start the deployment on this engine.",
             ),
