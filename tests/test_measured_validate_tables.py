@@ -157,3 +157,28 @@ def test_cli_validate_measured_json_and_rows(ref, capsys):
     assert rc == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
     rc, _, err = run("validate", "--profile", "roofline")
     assert rc == 2 and "--measured" in err
+
+
+def test_an_engine_without_a_default_is_predicted_by_its_own_fit_of_another_device(ref):
+    # --engine sglang on B200 said "trtllm kernels stand in for sglang: no sglang profile fits
+    # these devices" while SGLang's B200 fit was left out because it was fitted on these rows
+    v = validate(measured=ref / "b200_sxm" / "mla_bmm", engine="SGLang")
+    assert v.engine == "sglang" and "stand in for sglang" not in v.profile
+    assert v.profile.startswith("fit-h100-sxm-sglang (sglang's fit-b200-sxm-sglang was fitted on ")
+    assert all(t.profile == "fit-h100-sxm-sglang" for t in v.tables)
+
+
+def test_a_stand_in_says_truthfully_why(ref, monkeypatch):
+    # with SGLang's one profile fitted on these tables, TensorRT-LLM's stands in and says why
+    import mlacalc.measured.validate_tables as vt
+
+    names = [n for n in vt.shipped_profiles() if n != "fit-h100-sxm-sglang"]
+    monkeypatch.setattr(vt, "shipped_profiles", lambda: names)
+    v = validate(measured=ref / "b200_sxm" / "mla_bmm", engine="sglang")
+    assert v.profile == (
+        "default [trtllm kernels stand in for sglang: sglang's fit-b200-sxm-sglang was fitted "
+        "on these tables and no other sglang profile ships]"
+    )
+    monkeypatch.setattr(vt, "shipped_profiles", lambda: ["default"])
+    v = validate(measured=ref / "b200_sxm" / "mla_bmm", engine="sglang")
+    assert v.profile == "default [trtllm kernels stand in for sglang: no sglang profile ships]"

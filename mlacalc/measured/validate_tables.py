@@ -16,6 +16,7 @@ from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import NO_KERNEL, map_table, not_predicted
 from mlacalc.measured.tables import MeasuredSet, load_measured
 from mlacalc.measured.validate_bench import validate_file
+from mlacalc.timemodel.engine_profiles import with_generation_kernels, with_stand_ins
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
@@ -32,12 +33,13 @@ __all__ = [
 ]
 
 
-def stand_in_note(prof: Any, engine: str) -> str:
-    """What a label adds when a profile of another engine predicts ``engine``'s kernels."""
+def stand_in_note(prof: Any, engine: str, why: str = "") -> str:
+    """What a label adds when a profile of another engine predicts ``engine``'s kernels:
+    ``why`` no profile of ``engine`` does (by default: none ships)."""
     theirs = getattr(prof, "engine", DEFAULT_ENGINE)
     if theirs == engine:
         return ""
-    return f" [{theirs} kernels stand in for {engine}: no {engine} profile fits these devices]"
+    return f" [{theirs} kernels stand in for {engine}: {why or f'no {engine} profile ships'}]"
 
 
 #: What ``profile="roofline"`` predicts with: the plain roofline bound, uncalibrated.
@@ -257,24 +259,77 @@ def _choose_profile(
     profile: Any, tables: list[Any], engine: str = DEFAULT_ENGINE
 ) -> tuple[Any, str]:
     """The profile that predicts ``tables``, and its label. With no profile given, the shipped
-    default of ``engine``, or, when that was fitted on these tables, the shipped profile of the
-    engine fitted on none of their devices (leave-one-device-out); an explicit profile fitted
+    default of ``engine`` where it was fitted on none of these tables, else the engine's own
+    shipped profile fitted on none of their devices (leave-one-device-out, as
+    ``benchmarks/bench_timemodel.py --engines`` scores it: SGLang's H100 fit predicting its B200
+    tables), else TensorRT-LLM's standing in, the label saying why; an explicit profile fitted
     on them is refused."""
-    prof = load_profile(engine_profile(engine) if profile is None else profile)
-    if profile is None and _clash(prof, tables):
-        devices = {t.device for t in tables}
-        others = _profiles_not_fitted_on(devices, engine)
-        if others:
-            alt = load_profile(others[0])
-            on = sorted({d for d, _ in _fitted_tables(alt)})
-            mine = sorted({d for d, _ in _fitted_tables(prof)})
-            return alt, (
-                f"{alt.name} (the default profile was fitted on {' and '.join(mine)}, "
-                f"these {' and '.join(sorted(devices))} tables included; this one on "
-                f"{' and '.join(on)} only)"
-            ) + stand_in_note(alt, engine)
-    _check_not_fitted_on(prof, tables)
-    return prof, prof.name + (stand_in_note(prof, engine) if profile is None else "")
+    if profile is not None:
+        prof = load_profile(profile)
+        _check_not_fitted_on(prof, tables)
+        return prof, prof.name
+    prof = load_profile(engine_profile(engine))
+    if prof.engine == engine and not _clash(prof, tables):
+        return prof, prof.name
+    devices = sorted({t.device for t in tables})
+    others = _profiles_not_fitted_on(set(devices), engine)
+    if not others:
+        if engine == DEFAULT_ENGINE:
+            _check_not_fitted_on(prof, tables)  # refused, naming what to pass
+            return prof, prof.name
+        base, label = _choose_profile(None, tables, DEFAULT_ENGINE)
+        return base, label + stand_in_note(base, engine, _why_none(engine, tables))
+    alt = load_profile(others[0])
+    on = " and ".join(sorted({d for d, _ in _fitted_tables(alt)}))
+    these = f"these {' and '.join(devices)} tables"
+    if prof.engine == engine:  # the engine's default, fitted on these tables
+        mine = " and ".join(sorted({d for d, _ in _fitted_tables(prof)}))
+        return (
+            alt,
+            f"{alt.name} (the default profile was fitted on {mine}, {these} included; "
+            f"this one on {on} only)",
+        )
+    # the engine's own fit of another device, with the classes it lacks and the kernels the
+    # engine runs on this generation through TensorRT-LLM's taken from TensorRT-LLM's profile
+    # of these tables (as a prediction composes them: mlacalc.timemodel.engine_profiles)
+    base, _ = _choose_profile(None, tables, DEFAULT_ENGINE)
+    hw = load_hardware(devices[0]) if len(devices) == 1 else None
+    composed = with_generation_kernels(with_stand_ins(alt, base), base, hw)
+    fitted = _own_fitted_on(engine, tables)
+    why = (
+        f"{engine}'s {', '.join(fitted)} {'was' if len(fitted) == 1 else 'were'} fitted on {these}"
+        if fitted
+        else f"no {engine} profile was fitted on {' or '.join(devices)}"
+    )
+    return composed, (
+        f"{alt.name} ({why}; this one on {on} only, {base.engine}'s {base.name} standing in "
+        "for the classes it lacks)"
+    )
+
+
+def _own_fitted_on(engine: str, tables: list[Any]) -> list[str]:
+    """The shipped profiles of ``engine`` fitted on ``tables`` (sorted names)."""
+    out = []
+    for name in shipped_profiles():
+        try:
+            prof = load_profile(name)
+        except MlacalcError:
+            continue
+        if prof.engine == engine and _clash(prof, tables):
+            out.append(name)
+    return out
+
+
+def _why_none(engine: str, tables: list[Any]) -> str:
+    """Why no profile of ``engine`` predicts ``tables``: its profiles were fitted on them, or
+    none ships."""
+    fitted = _own_fitted_on(engine, tables)
+    if fitted:
+        return (
+            f"{engine}'s {', '.join(fitted)} {'was' if len(fitted) == 1 else 'were'} fitted on "
+            f"these tables and no other {engine} profile ships"
+        )
+    return f"no {engine} profile ships"
 
 
 def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
