@@ -25,6 +25,7 @@ import pytest
 import mlacalc
 from mlacalc.cli import main
 from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.tables import load_measured
 from mlacalc.measured.validate_tables import MEASURED_TIME
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.predict import predict_time
@@ -537,3 +538,47 @@ def test_app_measured_view_shows_a_malformed_sidecar_as_one_error(tmp_path):
         box.set_value(str(path)).run()
         assert not at.exception
         assert any(str(path) in e.value for e in at.error)
+
+
+# ---- calibrate-preset kernel sets under validate
+
+H200_KERNELS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+H200_KERNELS = H200_KERNELS / "cuda-nvidia-h200-calibrate-bf16.json"
+
+
+def test_validate_measured_predicts_a_calibrate_kernel_set_as_calibrate_reads_it(run):
+    # the shipped calibrate-preset file was refused ("field 'model': is not an mlacalc.bench/1
+    # rows file") while calibrate fitted on it
+    v = mlacalc.validate(measured=str(H200_KERNELS))
+    tables = {t.table: t for t in v.tables}
+    assert set(tables) == {
+        "calibrate:attention_decode",
+        "calibrate:attention_prefill",
+        "calibrate:elementwise",
+        "calibrate:gemm",
+    }
+    assert tables["calibrate:gemm"].rows == 120 and v.overall["predicted"] == 172
+    assert all(t.device == "H200" and t.profile == "default" for t in v.tables)
+    assert "the set times PyTorch's kernels, predicted as trtllm's" in v.profile
+    rows = v.to_dict(rows=True)["rows"]
+    assert rows[0]["kind"] and rows[0]["measured_s"] > 0 and rows[0]["predicted_s"] > 0
+    # the same through the CLI, by its .csv too; without --measured it says to pass --measured
+    out, _ = run("validate", "--measured", H200_KERNELS.with_suffix(".csv"), "--format", "json")
+    assert json.loads(out)["overall"]["predicted"] == 172
+    _, err = run("validate", H200_KERNELS, code=2)
+    assert err.count("\n") == 1 and "kernel set" in err and "--measured" in err
+
+
+def test_validate_measured_kernel_set_counts_bad_times_and_refuses_its_own_fit(tmp_path):
+    rows = _gemm_rows(n=12) + _gemm_rows(n=2, median_s="-1") + _gemm_rows(n=1, median_s="nan")
+    path = _kernel_set(tmp_path, rows)
+    v = mlacalc.validate(measured=str(path))
+    (t,) = v.tables
+    assert t.rows == 15 and t.not_predicted_by_reason() == {MEASURED_TIME: 3}
+    assert np.isfinite(t.errors).all() and len(t.errors) == 12
+    fitted = tmp_path / "fitted.json"
+    mlacalc.calibrate(str(path), use_scipy=False).save(fitted)
+    with pytest.raises(InvalidArgumentError, match="proves nothing"):
+        mlacalc.validate(measured=str(path), profile=str(fitted))
+    with pytest.raises(MlacalcError, match=r"k\.json: field 'preset': is a kernel set"):
+        load_measured(str(path))

@@ -85,15 +85,16 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
         notes += f"\nnot mapped: {table} ({why})"
     # a profile without a class for some kernels predicts them with the datasheet defaults:
     # say which tables, as their figures do not test a calibration
-    bare = [
-        f"{t.system} {t.table}"
+    lacking = [
+        t
         for t in v.tables
         if "uncalibrated" in t.calibration and "plain roofline" not in t.calibration
     ]
-    if bare:
+    if lacking:
+        names = ", ".join(sorted({t.profile for t in lacking if t.profile})) or v.profile
         notes += (
-            f"\nuncalibrated kernel classes (no class in profile {v.profile}; datasheet "
-            f"defaults) in: {', '.join(bare)}"
+            f"\nuncalibrated kernel classes (no class in profile {names}; datasheet "
+            f"defaults) in: {', '.join(f'{t.system} {t.table}' for t in lacking)}"
         )
     out = [
         Section(
@@ -151,7 +152,8 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
     multiple=True,
     metavar="PATH",
     help="A measured set: an aiconfigurator <system> folder, a folder below it, a "
-    ".parquet table, or a microbenchmark .json (repeatable).",
+    ".parquet table, or a microbenchmark .json (a run of layers, or a --preset calibrate "
+    "kernel set) (repeatable).",
 )
 @click.option(
     "--profile",

@@ -470,6 +470,14 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
     time and are reported as not predicted by that status.
     """
     p, meta = bench_sidecar(path)
+    if meta.get("preset") == "calibrate":
+        raise ConfigError(
+            "is a kernel set (mlacalc bench --preset calibrate), not a run of attention layers",
+            source=str(p),
+            field="preset",
+            fix="fit on it with mlacalc calibrate, or predict its kernels with mlacalc validate "
+            "--measured (validate(measured=...))",
+        )
     rows_path = p.parent / str(meta["rows_file"])
     try:
         with open(rows_path, newline="", encoding="utf-8") as fh:

@@ -143,6 +143,15 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
                 fix="keep the .json that mlacalc bench wrote next to its .csv",
             )
     meta = read_sidecar(path)
+    if meta.get("preset") == "calibrate":
+        raise ConfigError(
+            "is a kernel set (mlacalc bench --preset calibrate), not a run of attention "
+            "layers (which validate FILE checks against the roofline)",
+            source=str(given),
+            field="preset",
+            fix="predict its kernels with mlacalc validate --measured FILE (validate(measured=)), "
+            "or fit on it with mlacalc calibrate",
+        )
     csv_path = path.parent / meta["rows_file"]
     try:
         with open(csv_path, newline="", encoding="utf-8") as fh:

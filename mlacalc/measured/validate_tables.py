@@ -6,7 +6,10 @@ docs/measured-sets.md.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,9 +17,10 @@ import numpy as np
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import NO_KERNEL, map_table, not_predicted
-from mlacalc.measured.tables import MeasuredSet, load_measured
+from mlacalc.measured.observations import read_kernel_set
+from mlacalc.measured.tables import MeasuredSet, bench_sidecar, load_measured
 from mlacalc.measured.validate_bench import validate_file
-from mlacalc.timemodel.engine_profiles import with_generation_kernels, with_stand_ins
+from mlacalc.timemodel.engine_profiles import profile_for, with_generation_kernels, with_stand_ins
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
@@ -393,6 +397,96 @@ def _validate_bench_table(table: Any) -> TableValidation:
     )
 
 
+def _kernel_set_of(item: Any) -> Path | None:
+    """The sidecar of a ``calibrate``-preset kernel set named by ``item`` (its ``.json`` or
+    ``.csv``), else None (a path :func:`~mlacalc.measured.tables.load_measured` reads)."""
+    if not isinstance(item, (str, os.PathLike)) or not os.fspath(item).strip():
+        return None
+    p = Path(item).expanduser()
+    if p.suffix.lower() not in (".json", ".csv") or not p.is_file():
+        return None
+    side, meta = bench_sidecar(p)
+    return side if meta.get("preset") == "calibrate" else None
+
+
+def _split_kernel_sets(measured: Any) -> tuple[list[Path], Any]:
+    """``measured``'s calibrate-preset kernel sets and the rest (None when nothing is left)."""
+    if isinstance(measured, MeasuredSet):
+        return [], measured
+    items = [measured] if isinstance(measured, (str, os.PathLike)) else measured
+    if not isinstance(items, (list, tuple)):
+        return [], measured  # load_measured refuses it by name
+    sets = [side for side in map(_kernel_set_of, items) if side is not None]
+    if not sets:
+        return [], measured
+    rest = [i for i in items if _kernel_set_of(i) is None]
+    return sets, rest or None
+
+
+def _kernel_seconds(batch: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
+    """Predicted seconds of a kernel set's batch (NaN where it cannot be predicted) and how."""
+    try:
+        if prof is None:
+            if batch.kind in COMM_KINDS:
+                raise InvalidArgumentError("kind", "the plain roofline has no link term")
+            t = roofline_seconds(batch.flops, batch.bytes, hw, batch.dtype) * batch.calls
+            return np.asarray(t, dtype=np.float64), "plain roofline bound (uncalibrated)"
+        terms, how = batch_terms(batch, hw, prof)
+        return np.asarray(terms["seconds"], dtype=np.float64), how
+    except MlacalcError:
+        return np.full(len(batch), np.nan), ""
+
+
+def _validate_kernel_set(side: Path, profile: Any, engine: str) -> tuple[list, str]:
+    """A ``calibrate``-preset kernel set (``mlacalc bench --preset calibrate``), each kernel
+    class a table: its ``ok`` rows predicted from their kernel, FLOPs, bytes and shape (as
+    :func:`~mlacalc.measured.observations.read_kernel_set` reads them for ``calibrate``) on the
+    set's device, by ``profile`` (none: the engine's shipped profile for that device; never one
+    fitted on this set), and the label."""
+    obs = read_kernel_set(side)
+    hw = load_hardware(obs[0].device)
+    tables = [SimpleNamespace(device=o.device, table=o.table, engine=SHARED) for o in obs]
+    if isinstance(profile, str) and profile == ROOFLINE:
+        prof, label = None, "plain roofline bound (uncalibrated)"
+    elif profile is None:
+        prof, note = profile_for(engine, hw.name, hw)
+        _check_not_fitted_on(prof, tables)
+        label = prof.name + (f" [{note}]" if note else "")
+    else:
+        prof, label = _choose_profile(profile, tables, engine)
+    out = []
+    for o in obs:
+        b = o.batch
+        pred, how = _kernel_seconds(b, hw, prof)
+        seconds = np.asarray(o.seconds, dtype=np.float64)
+        reason = np.full(len(b), "", dtype=object)
+        reason[~(np.isfinite(seconds) & (seconds > 0))] = MEASURED_TIME
+        work = np.asarray(b.flops, dtype=np.float64) + np.asarray(b.bytes, dtype=np.float64)
+        reason[(reason == "") & ~np.isfinite(work)] = WORK_SIZE
+        reason[(reason == "") & ~(np.isfinite(pred) & (pred > 0))] = "no_time_model"
+        pred = np.where(np.isfinite(pred), pred, np.nan)
+        columns = {"kind": np.full(len(b), b.kind), "dtype": np.full(len(b), b.dtype)}
+        columns.update({k: np.asarray(v) for k, v in b.shape.items()})
+        columns.update(flops=np.asarray(b.flops), bytes=np.asarray(b.bytes))
+        out.append(
+            TableValidation(
+                o.table,
+                side.stem,
+                o.device,
+                "mlacalc.bench calibrate (PyTorch's kernels)",
+                "mlacalc.bench/1",
+                seconds,
+                pred,
+                reason,
+                [],
+                how,
+                SimpleNamespace(table=SimpleNamespace(columns=columns)),
+                getattr(prof, "name", ""),
+            )
+        )
+    return out, f"{side.name}: {label} (the set times PyTorch's kernels, predicted as {engine}'s)"
+
+
 def validate_measured(
     measured: Any, profile: Any = None, *, engine: str | None = None
 ) -> MeasuredValidation:
@@ -409,6 +503,12 @@ def validate_measured(
     shares) and whose shipped profiles predict them.
     """
     engine = check_engine(engine)
+    kernel_sets, measured = _split_kernel_sets(measured)
+    sets = [_validate_kernel_set(side, profile, engine) for side in kernel_sets]
+    if measured is None:  # kernel sets alone
+        tables = [t for tabs, _ in sets for t in tabs]
+        named = tuple(str(side) for side in kernel_sets)
+        return MeasuredValidation(tables, "; ".join(lab for _, lab in sets), named, engine)
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured, engine=engine)
     gpu_tables = [t for t in mset.tables if t.table != "bench"]
     label = "plain roofline bound (uncalibrated)"
@@ -460,4 +560,8 @@ def validate_measured(
                 getattr(by_device.get(t.device), "name", ""),
             )
         )
-    return MeasuredValidation(out, label, mset.paths, engine)
+    if sets:
+        out = [t for tabs, _ in sets for t in tabs] + out
+        label = "; ".join([*(lab for _, lab in sets), label])
+    named = tuple(str(side) for side in kernel_sets) + tuple(mset.paths)
+    return MeasuredValidation(out, label, named, engine)
