@@ -1045,3 +1045,14 @@ def test_report_header_weights_in_the_tables_units(run):
     assert f"mxfp4 experts, {size} incl. 3.34 GiB scales" in text
     assert size in text.split("weights: checkpoint", 1)[1].split("\n", 1)[1]
     assert " GB " not in text.split("\n\n", 1)[0]
+
+
+def test_report_of_a_layer_without_a_mixer_says_it_keeps_nothing(run):
+    """Nemotron-3-Super's MoE blocks (kind none) keep no cache: "-" in both of the table's
+    per-token columns, not "fixed state"; the note says a Mamba layer's convolution window is
+    in the KV dtype (its recurrent state in the model's)."""
+    out, _ = run("report", "nemotron-3-super-120b-a12b", "-s", "8k")
+    (none,) = [line for line in out.splitlines() if "│ none " in line]
+    cells = [c.strip() for c in none.split("│")]
+    assert cells[4:6] == ["-", "-"] and "fixed state" not in none
+    assert "its convolution window in the KV dtype" in " ".join(out.split())

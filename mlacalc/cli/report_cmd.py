@@ -238,7 +238,9 @@ def _report_sections(doc: dict) -> list[Section]:
                     r["impl"],
                     k["kind"],
                     f"{k['layers']:,}",
-                    _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
+                    "-"
+                    if k["kind"] == "none"
+                    else _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
                     "fixed state"
                     if k["kind"] in ("linear", "mamba", "mamba1")
                     else ("-" if k["kind"] == "none" else f"{k['tokens_per_layer']:,}"),
@@ -249,8 +251,9 @@ def _report_sections(doc: dict) -> list[Section]:
                 for k in r["by_kind"]
             ],
             note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
-            "or Mamba-2 layer a fixed state per sequence (its recurrent state, in the dtype the "
-            "model keeps it, not the KV dtype); a DSA layer the latent plus its indexer keys; "
+            "or Mamba layer a fixed state per sequence (its recurrent state in the dtype the "
+            "model keeps it, its convolution window in the KV dtype); a DSA layer the latent "
+            "plus its indexer keys; "
             "a block-sparse (msa) layer K, V and its indexer keys; a compressed layer (csa, "
             "hca) its window's rows and its pooled keys (csa: with their indexer keys), its "
             "bytes/token/layer averaged over the pooling; a layer without a sequence mixer "
