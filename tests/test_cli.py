@@ -1049,10 +1049,13 @@ def test_report_header_weights_in_the_tables_units(run):
 
 def test_report_of_a_layer_without_a_mixer_says_it_keeps_nothing(run):
     """Nemotron-3-Super's MoE blocks (kind none) keep no cache: "-" in both of the table's
-    per-token columns, not "fixed state"; the note says a Mamba layer's convolution window is
-    in the KV dtype (its recurrent state in the model's)."""
+    per-token columns, not "fixed state"; the notes say a Mamba layer's convolution window is
+    in the KV dtype (its recurrent state in the model's) and under which FLOP columns its
+    projections and scan count."""
     out, _ = run("report", "nemotron-3-super-120b-a12b", "-s", "8k")
     (none,) = [line for line in out.splitlines() if "│ none " in line]
     cells = [c.strip() for c in none.split("│")]
     assert cells[4:6] == ["-", "-"] and "fixed state" not in none
-    assert "its convolution window in the KV dtype" in " ".join(out.split())
+    said = " ".join(out.split())
+    assert "its convolution window in the KV dtype" in said
+    assert "a linear or Mamba layer's input projections count under kv_proj" in said

@@ -242,7 +242,7 @@ def _report_sections(doc: dict) -> list[Section]:
                     if k["kind"] == "none"
                     else _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
                     "fixed state"
-                    if k["kind"] in ("linear", "mamba", "mamba1")
+                    if k["kind"] in _STATE_KINDS
                     else ("-" if k["kind"] == "none" else f"{k['tokens_per_layer']:,}"),
                     f"{k['bytes']:,}",
                     human_bytes(k["bytes"]),
@@ -292,13 +292,24 @@ def _report_sections(doc: dict) -> list[Section]:
             + (
                 "; MLA default = the compressed latent cache always, K/V expanded from it for "
                 "the new tokens in prefill and chunk (naive FLOPs; in prefill the same as "
-                "compressed), absorbed in decode."
+                "compressed), absorbed in decode"
                 if doc["model"]["variant"] == "mla"
+                else ""
+            )
+            + (
+                "; a linear or Mamba layer's input projections count under kv_proj, its "
+                "convolution and scan (or delta rule) under core, its output projection under "
+                "o_proj."
+                if any(k["kind"] in _STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"])
                 else "."
             ),
         )
     )
     return sections
+
+
+#: layer kinds whose sequence mixer keeps a fixed state instead of keys
+_STATE_KINDS = ("linear", "mamba", "mamba1")
 
 
 def _maybe(value: Any, fmt: str, missing: str) -> str:
