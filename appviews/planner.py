@@ -16,7 +16,6 @@ import mlacalc
 from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.scheduler import (
-    ENGINE_DEFAULTS,
     Scheduler,
     defaults_words,
     engine_settings,
@@ -293,8 +292,8 @@ def scheduler_caption(engine: str, mode: str) -> str:
     """What the answer says of the scheduler defaults it took, in the CLI's words."""
     chunked = None if mode == "aggregated" else "none (disaggregated)"
     return (
-        f"Scheduler: {engine}'s defaults as documented at {ENGINE_DEFAULTS[engine].version} "
-        f"({defaults_words(engine, chunked)}), as `mlacalc plan --engine {engine}` takes them."
+        f"Scheduler: {engine}'s defaults {defaults_words(engine, chunked)}, as "
+        f"`mlacalc plan --engine {engine}` takes them."
     )
 
 

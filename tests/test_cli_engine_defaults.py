@@ -24,12 +24,16 @@ def _figures(doc_or_plan):
 
 
 def test_plan_engine_takes_its_defaults(run):
-    out, _ = run(*PLAN, "--engine", "vllm")
+    # prompts longer than vLLM's 8,192-token budget: it chunks them (a budget of the whole
+    # prompt runs it in one step, as without chunks, so 3,000-token prompts would not tell)
+    args = [*PLAN[:7], 12000, *PLAN[8:11], 16, *PLAN[12:]]
+    kw = {**KW, "isl": 12000, "concurrency": 16}
+    out, _ = run(*args, "--engine", "vllm")
     doc = json.loads(out)
     assert doc["scheduler_defaults"] == "vllm"
-    expected = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW, **engine_settings("vllm"))
+    expected = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **kw, **engine_settings("vllm"))
     assert _figures(doc) == pytest.approx(_figures(expected), rel=1e-9)
-    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW)
+    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **kw)
     # vLLM's 8,192-token budget and no overlap scheduling change the figures
     assert _figures(doc) != pytest.approx(_figures(bare), rel=1e-6)
 
@@ -59,11 +63,13 @@ def test_no_engine_no_defaults_and_the_output_says_which(run):
     out, _ = run(*PLAN)
     assert json.loads(out)["scheduler_defaults"] is None
     out, _ = run(*PLAN[:-2], "--engine", "sglang")
-    assert "# scheduler defaults: sglang's as documented at 0.4.9 (max running what fits" in out
+    assert "# scheduler defaults: sglang's as documented at SGLang 0.4.9 (max running what" in out
     assert "what fits, max tokens 16,384" in out
     assert "(from --engine; --engine-defaults none for none)" in out
     out, _ = run(*PLAN[:-2], "--engine-defaults", "trtllm")
-    assert "# scheduler defaults: trtllm's as documented at 1.0 (max running 2,048" in out
+    assert (
+        "# scheduler defaults: trtllm's as documented at TensorRT-LLM 1.0 (max running 2,048" in out
+    )
     assert "(from --engine-defaults)" in out
     out, _ = run(*PLAN[:-2])
     assert "scheduler defaults" not in out
@@ -93,7 +99,7 @@ def test_search_engine_takes_its_admission_defaults(run):
     ).best
     assert _figures(doc["best"]) == pytest.approx(_figures(expected), rel=1e-9)
     out, _ = run(*args[:-2], "--engine", "vllm")
-    assert "# scheduler defaults: vllm's as documented at 0.10 (max running 1,024, " in out
+    assert "# scheduler defaults: vllm's as documented at vLLM 0.10 (max running 1,024, " in out
     assert "(max running 1,024, max tokens 8,192, " in out
     assert "chunked prefill searched (--chunked-prefills)" in out
     none = json.loads(run(*args, "--engine", "vllm", "--engine-defaults", "none")[0])
@@ -142,3 +148,30 @@ def test_engine_names_are_read_in_any_case_as_the_python_api_reads_them(run):
     assert "trtllm-serve" in out
     _, err = run(*PLAN, "--engine", "sglang2", code=2)
     assert "'sglang2' is not one of 'trtllm', 'sglang', 'vllm'" in err
+
+
+def test_the_defaults_line_names_the_scheduler_version_and_the_kernels_apart(run):
+    # "sglang's as documented at 0.4.9" beside kernels measured on SGLang 0.5.14 read as one
+    # version; each is now said with its engine
+    args = ("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 3000,
+            "--osl", 200, "--modes", "aggregated")  # fmt: skip
+    out, _ = run(*args, "--engine", "sglang")
+    (line,) = [x for x in out.splitlines() if x.startswith("# scheduler defaults:")]
+    assert "as documented at SGLang 0.4.9 (" in line
+    # (DeepEP's two tables of that fit were collected under SGLang 0.5.12)
+    assert line.endswith(
+        "; kernels measured on SGLang 0.5.14 (2 of its tables at 0.5.12), profile "
+        "fit-h100-sxm-sglang"
+    )
+    out, _ = run(*args, "--engine-defaults", "vllm")
+    (line,) = [x for x in out.splitlines() if x.startswith("# scheduler defaults:")]
+    assert "as documented at vLLM 0.10 (" in line and "kernels measured on TensorRT-LLM " in line
+
+
+def test_kernel_versions_of_a_profile_with_no_engine_tables_say_nothing(tmp_path):
+    from mlacalc.cli.serving_flags import kernel_versions, with_kernel_versions
+
+    assert kernel_versions("fit-b200-sxm-vllm") == "vLLM 0.24.0"
+    assert kernel_versions("no-such-profile") == ""
+    assert with_kernel_versions("", "default") == ""
+    assert with_kernel_versions("# x\n", "no-such-profile") == "# x\n"

@@ -30,6 +30,7 @@ from mlacalc.cli.serving_flags import (
     launch_options,
     launch_text,
     search_engine_options,
+    with_kernel_versions,
 )
 from mlacalc.words import defaults as D
 
@@ -357,6 +358,7 @@ def command(
         return
     doc = result.to_dict()
     doc["scheduler_defaults"] = defaults
+    note = with_kernel_versions(note, result.profile)  # the kernels' engine version too
     if result.best:
         doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
         doc["plan_command"] += scheduler_words(serving_engine, engine)

@@ -6,12 +6,14 @@ lines that start what was planned."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from mlacalc.cli.common import COUNT, SIZE, EngineType, given
-from mlacalc.words.engines import DEFAULT_ENGINE
+from mlacalc.words.engines import DEFAULT_ENGINE, ENGINE_LABELS, engine_of_framework
+from mlacalc.words.errors import MlacalcError
 
 __all__ = [
     "ENGINE_NAMES",
@@ -20,10 +22,12 @@ __all__ = [
     "defaults_line",
     "defaults_note",
     "engine_option_values",
+    "kernel_versions",
     "launch_options",
     "launch_text",
     "plan_engine_options",
     "search_engine_options",
+    "with_kernel_versions",
 ]
 
 #: The engines whose defaults and command lines mlacalc knows (mlacalc.serving.scheduler and
@@ -267,7 +271,7 @@ def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool | str =
     if engine is None:
         return ""
     # deferred: the scheduler's table needs numpy beneath it; --help stays light
-    from mlacalc.serving.scheduler import ENGINE_DEFAULTS, defaults_words
+    from mlacalc.serving.scheduler import defaults_words
 
     said = (
         chunked
@@ -276,9 +280,48 @@ def defaults_line(engine: str | None, given_by_flag: bool, chunked: bool | str =
     )
     why = "--engine-defaults" if given_by_flag else "--engine; --engine-defaults none for none"
     return (
-        f"# scheduler defaults: {engine}'s as documented at {ENGINE_DEFAULTS[engine].version} "
-        f"({defaults_words(engine, said)}) where not given (from {why})\n"
+        f"# scheduler defaults: {engine}'s {defaults_words(engine, said)} where not given "
+        f"(from {why})\n"
     )
+
+
+def with_kernel_versions(note: str, profile: Any) -> str:
+    """A defaults line (``""`` stays ``""``) with the engine version whose measured tables the
+    profile that timed the kernels was fitted on (``; kernels measured on SGLang 0.5.14
+    profile fit-h100-sxm-sglang``), so that the scheduler's version and the kernels' are not
+    read as one; the line as it was where the profile records no engine's tables."""
+    versions = kernel_versions(profile) if note else ""
+    if not versions:
+        return note
+    name = getattr(profile, "name", profile)
+    return note.rstrip("\n") + f"; kernels measured on {versions}, profile {name}\n"
+
+
+def kernel_versions(profile: Any) -> str:
+    """The engine and version of the measured tables a profile (a name, path or Profile) was
+    fitted on, from the paths it records (``<system>/<family>/<framework>/<version>/<table>``):
+    ``SGLang 0.5.14``, with the other versions of a few of its tables after it (DeepEP's, collected
+    under SGLang 0.5.12); ``""`` where it records none (a fit on a microbenchmark set) or cannot
+    be read."""
+    # deferred: profiles load numpy beneath them; --help stays light
+    from mlacalc.timemodel.profile import load_profile
+
+    try:
+        prof = load_profile(profile)
+    except MlacalcError:
+        return ""
+    counts: dict[str, int] = {}
+    for entry in prof.fitted_on:
+        for source in (entry.get("sources") or []) if isinstance(entry, dict) else []:
+            parts = Path(str(source)).parts
+            if len(parts) >= 5 and engine_of_framework(parts[-3]) == prof.engine:
+                counts[parts[-2]] = counts.get(parts[-2], 0) + 1
+    if not counts:
+        return ""
+    order = sorted(counts, key=lambda v: (-counts[v], v))
+    label = f"{ENGINE_LABELS.get(prof.engine, prof.engine)} {order[0]}"
+    rest = [f"{counts[v]} of its tables at {v}" for v in order[1:]]
+    return label + (f" ({', '.join(rest)})" if rest else "")
 
 
 def launch_text(

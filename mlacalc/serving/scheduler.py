@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlacalc.words.engines import ENGINE_LABELS
+
 __all__ = ["ENGINE_DEFAULTS", "EngineDefaults", "Scheduler", "defaults_words", "engine_settings"]
 
 
@@ -128,8 +130,11 @@ ENGINE_DEFAULTS = {
 
 
 def defaults_words(engine: str, chunked: str | None = None) -> str:
-    """An engine's scheduler defaults in words, as the CLI and the app say them: ``chunked``
-    replaces what is said of its chunked prefill (a search's, a disaggregated plan's)."""
+    """An engine's scheduler defaults in words, as the CLI and the app say them, with the
+    version of the engine they were read from (``as documented at SGLang 0.4.9 (max running
+    ...)``: not the version its kernel tables were measured on, which the output says apart);
+    ``chunked`` replaces what is said of its chunked prefill (a search's, a disaggregated
+    plan's)."""
     d = ENGINE_DEFAULTS[engine]
 
     def tok(v: int | None, none: str) -> str:
@@ -137,11 +142,12 @@ def defaults_words(engine: str, chunked: str | None = None) -> str:
 
     drafts = ", off with MTP drafts" if d.overlap and d.overlap_with_drafts is False else ""
     return (
-        f"max running {tok(d.max_running, 'what fits')}, max tokens "
+        f"as documented at {ENGINE_LABELS.get(engine, engine)} {d.version} (max running "
+        f"{tok(d.max_running, 'what fits')}, max tokens "
         f"{tok(d.max_tokens, 'no cap')}, chunked prefill "
         f"{chunked or tok(d.chunked_prefill, 'off')}, CUDA graphs to "
         f"{tok(d.cuda_graph_max_batch, 'every batch')}, overlap scheduling "
-        f"{'on' if d.overlap else 'off'}{drafts}"
+        f"{'on' if d.overlap else 'off'}{drafts})"
     )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "ALL_ENGINES",
     "DEFAULT_ENGINE",
     "ENGINES",
+    "ENGINE_LABELS",
     "FRAMEWORK_ENGINES",
     "SHARED",
     "check_engine",
@@ -34,6 +35,8 @@ __all__ = [
 
 #: The engines, in the order outputs list them.
 ENGINES = ("trtllm", "sglang", "vllm")
+#: Each engine's name as its project writes it, for sentences that name a version of it.
+ENGINE_LABELS = {"trtllm": "TensorRT-LLM", "sglang": "SGLang", "vllm": "vLLM"}
 #: The engine a prediction is for when none is named.
 DEFAULT_ENGINE = "trtllm"
 #: Read every engine's tables (``load_measured(..., engine=ALL_ENGINES)``).
