@@ -193,9 +193,12 @@ def test_the_serving_engine_reaches_every_figure_with_its_scheduler_defaults_as_
     from mlacalc.serving.scheduler import engine_settings
 
     at = _run(engine="sglang", hw="B200", gpus="8", tp="8")
+    # prompts beyond SGLang's 8,192-token chunk (a chunk of the whole prompt runs it in one
+    # step, as without chunks: the defaults would not move the answer)
+    at.number_input(key="plan_isl").set_value(12000)
     at.number_input(key="plan_conc").set_value(190).run()
     assert not at.exception
-    mix = dict(isl=D.ISL, osl=D.OSL, **LAYOUT, engine="sglang")
+    mix = dict(isl=12000, osl=D.OSL, **LAYOUT, engine="sglang")
     p = mlacalc.plan(
         "deepseek-v3", "B200", 8, concurrency=190.0, **mix, **engine_settings("sglang")
     )

@@ -25,6 +25,8 @@ from mlacalc.serving.ranks import synced_groups, synced_prompts
 __all__ = [
     "Load",
     "MixTiming",
+    "chunk_fluid",
+    "chunked_figures",
     "closed_loop",
     "draft_seconds",
     "in_progress",
@@ -62,6 +64,10 @@ class MixTiming:
     #: attention groups of the decode pool that meet at every MoE layer's exchange (1: each
     #: runs on its own; :mod:`mlacalc.serving.ranks`)
     groups: int = 1
+    #: a pass of one prompt with nothing else on the GPUs that run it: aggregated, the other
+    #: synced groups idle (their experts see this prompt alone, where ``t_pf[1]`` has every
+    #: group pass a prompt); disaggregated, ``t_pf[1]``
+    prefill_alone: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,11 @@ def mix_timing(
     timed = sample_states(k_max + 1)[1:].astype(np.float64)
     seconds = p_sm.step(overlap=req.overlap, pf_N=timed, pf_q=isl).seconds
     t_pf = np.concatenate([[0.0], np.interp(ks, timed, seconds)])
+    groups = synced_groups(req.m, req.lay)
+    alone = float(t_pf[1])
+    if not req.disaggregated and groups > 1:
+        one = p_sm.step(overlap=req.overlap, pf_N=1.0, pf_q=isl, pf_moe=1.0 / groups)
+        alone = float(one.seconds[0])
     transfer = None
     if req.disaggregated:
         transfer = kv_transfer_seconds(
@@ -119,7 +130,8 @@ def mix_timing(
         t_pf=t_pf,
         pf_capacity=p_lay.dp * k_max / t_pf[k_max],
         transfer=transfer,
-        groups=synced_groups(req.m, req.lay),
+        groups=groups,
+        prefill_alone=alone,
     )
 
 
@@ -147,7 +159,9 @@ def step_figures(mix: MixTiming, B: float, rate: float | None = None) -> dict[st
         # the request rate, which the caller solves for (closed and open loop)
         cycle, ttft = t_step, 0.0
     elif req.chunked_prefill:
-        cycle, ttft, out["prefill_overloaded"] = _chunked_cycle(mix, B, mb, dec, t_step)
+        cycle, ttft, out["prefill_overloaded"], out["chunks"] = _chunked_cycle(
+            mix, B, mb, dec, t_step
+        )
     elif rate is not None:
         cycle, ttft = _arrivals_cycle(mix, B, mb, dec, t_step, rate, in_system)
     else:
@@ -193,41 +207,30 @@ def draft_seconds(sm: StepModel, drafts: int, B: float, S: float) -> float:
 
 def _chunked_cycle(
     mix: MixTiming, B: float, mb: float, dec: StepTimes, t_step: float
-) -> tuple[float, float, bool]:
-    """Chunked prefill: the cycle (one group: every step carrying the prompt tokens the load
-    brings; synced groups: a share of the steps as slow as a group carrying a whole chunk),
-    the TTFT and whether the prompts need more tokens per step than a chunk."""
+) -> tuple[float, float, bool, tuple[int, int, float]]:
+    """Chunked prefill: the cycle, the TTFT, whether the prompts need more tokens per step
+    than a chunk, and the prompt's chunks (how many, of how many tokens, their steps' time).
+    A prompt runs in ``s = ceil(isl / N)`` consecutive steps, the ``j``-th carrying ``min(N,
+    isl - j N)`` of its tokens after the ``j N`` before (causal) beside the decode batch, as
+    the engines run a chunked prompt; the other steps decode only (:func:`chunked_figures`
+    composes the two)."""
     req, sm, lay = mix.req, mix.sm, mix.req.lay
     isl, chunk = req.isl, req.chunked_prefill
     if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
         chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
     decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
-    P = B * mix.tau * isl / req.osl  # prompt tokens each step must carry
+    n = B * mix.tau / req.osl  # prompts a group starts per step
+    P = n * isl  # prompt tokens each step must carry on average
+    steps = math.ceil(isl / chunk)
     draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
-    moe_starts: float | None = None
-    if mix.groups == 1:
-        # one group: every step carries the prompt tokens the load brings
-        mixed = sm.step(**decode, pf_N=1 / mb, pf_q=max(P, 1.0), pf_pre=max(isl - P, 0.0) / 2)
-        cycle = lay.pp * float(mixed.stage_seconds[0]) + draft_s
-    else:
-        # synced groups (mlacalc.serving.ranks): a group with a prompt waiting carries a chunk
-        # of N tokens, the others none; the chunks a group brings per step, each prompt's
-        # ceil(isl / N) (a chunk holds one prompt's tokens: a budget beyond the prompt
-        # carries the prompt alone), dealt over the g groups, make a share of the steps as
-        # slow as a chunk's, the experts seeing the set's mean
-        chunks = P / isl * math.ceil(isl / chunk)
-        _, share, _, mean = (float(x) for x in synced_prompts(chunks, mix.groups, 1))
-        q = float(min(chunk, isl))
-        mixed = sm.step(
-            **decode, pf_N=1 / mb, pf_q=q, pf_pre=max(isl - q, 0.0) / 2, pf_moe=mean / mb
-        )
-        t_mixed = lay.pp * float(mixed.stage_seconds[0])
-        cycle = (1 - share) * lay.pp * float(dec.stage_seconds[0]) + share * t_mixed + draft_s
-        moe_starts = mean / mb
-    # the prompt's own steps: step j carries its j-th chunk, min(N, what is left) of its
-    # tokens after the j N before (causal), beside the decode batch; TTFT is the wait for the
-    # step in progress (half a cycle) and the sum of those steps, so never below about one
-    # prefill pass of the prompt
+    # synced groups (mlacalc.serving.ranks): a group with a prompt's chunk holds the others
+    # up; the chunks the set brings a step, dealt over the g groups, make a share of the
+    # steps as slow as a chunk's, the experts seeing the set's mean (one group: share n s)
+    _, share, _, mean = (float(x) for x in synced_prompts(n * steps, mix.groups, 1))
+    # the steps at full load (more than one chunk a step: every step carries the prompt
+    # tokens the load brings, whole prompts of them past one prompt a step)
+    fluid = sm.step(**decode, **chunk_fluid(P, isl, mb))
+    t_fluid = lay.pp * float(fluid.stage_seconds[0]) + draft_s
     starts = np.arange(0, isl, chunk, dtype=np.float64)
     # a long prompt in small chunks (131,072 steps at a chunk of one token; every one timed
     # took 30 s and 3 GB at 100,000): at most _MOST_CHUNKS steps are timed, evenly spread with
@@ -242,10 +245,47 @@ def _chunked_cycle(
         pf_N=np.full(len(timed), 1 / mb),
         pf_q=np.minimum(float(chunk), isl - timed),
         pf_pre=timed,
-        pf_moe=moe_starts,
+        pf_moe=mean / mb,
     )
     chunk_steps = lay.pp * np.interp(starts, timed, own.stage_seconds) + draft_s
-    return cycle, cycle / 2 + float(np.sum(chunk_steps)), chunk < P
+    S = float(chunk_steps.sum())
+    cycle, ttft = chunked_figures(n, steps, share, t_step, t_fluid, S)
+    return float(cycle), float(ttft), chunk < P, (steps, chunk, S)
+
+
+def chunk_fluid(P: Any, isl: int, mb: Any) -> dict[str, Any]:
+    """The step arguments of a group carrying ``P`` prompt tokens every step (chunked prefill
+    at full load): a share of one prompt attending the half of it before (so that a prompt's
+    steps attend its ``isl^2 / 2`` pairs), or ``P / isl`` whole prompts."""
+    P = np.maximum(np.asarray(P, dtype=np.float64), 1.0)
+    N = np.maximum(P / isl, 1.0)
+    return dict(pf_N=N / mb, pf_q=np.minimum(P, isl), pf_pre=np.maximum(isl - P, 0.0) / 2)
+
+
+def chunked_figures(
+    n: Any, steps: Any, share: Any, t_step: Any, t_fluid: Any, S: Any
+) -> tuple[Any, Any]:
+    """Chunked prefill's cycle and TTFT from its steps (numpy arrays or floats): ``n`` prompts
+    a group starts per step, each in ``steps`` chunk steps taking ``S`` together; ``share``
+    of the steps carry a chunk (one group: ``n x steps``); ``t_step`` a decode step,
+    ``t_fluid`` a step carrying the prompt tokens the load brings.
+
+    While a group's chunk steps are at most one a step (``x = n steps <= 1``) the cycle is
+    ``(1 - share) t_step + share S / steps``: for one group the decode step plus ``n`` times
+    what the prompt's chunk steps add, the work a whole prompt in one step adds in the
+    in-flight model, so both count a prompt's prefill in TPOT alike. A request then waits for
+    the step in progress or, when its group is running another prompt's chunks, for the
+    rest of them (``E[T^2] / 2 E[T]`` over the decode steps and the prompts' runs of chunk
+    steps: a budget beyond the prompt gives the in-flight model's wait), then its own steps.
+    Beyond one chunk a step every step carries ``t_fluid`` and the wait is half of it."""
+    x = np.asarray(n * steps, dtype=np.float64)
+    discrete = x <= 1.0 + 1e-12
+    cycle = np.where(discrete, (1 - share) * t_step + share * S / steps, t_fluid)
+    rest = np.maximum(1.0 - x, 0.0)  # the share of the steps outside the group's runs
+    other = np.maximum(cycle - n * S, 0.0)  # their time a step
+    other2 = np.divide(other**2, rest, out=np.zeros_like(x), where=rest > 1e-12)
+    wait = np.where(discrete, (other2 + n * S**2) / (2 * cycle), cycle / 2)
+    return cycle, wait + S
 
 
 #: Most chunk steps of one prompt timed one by one (chunked prefill); the others interpolated.
@@ -292,7 +332,7 @@ def _arrivals_cycle(
     # arrivals, a share 1 - exp(-L) of the time; an idle set runs the prompt at once (its
     # own pass then the decode pass, when they are separate)
     busy = 1.0 - math.exp(-in_system * g)
-    alone = float(t_pf[1]) + (t_step if separate else 0.0)
+    alone = mix.prefill_alone + (t_step if separate else 0.0)
     return chain.mean_step_s, busy * chain.ttft_s + (1.0 - busy) * alone
 
 
@@ -365,12 +405,7 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
     capacity = f["rate"] / osl
     queue = queued = 0.0
     if conc > max_batch or request_rate >= capacity:
-        warning = (
-            f"request rate {request_rate:g}/s exceeds what the deployment sustains "
-            f"({capacity:.3g}/s): the queue grows without bound"
-        )
-        # both grow without bound
-        return Load(f, running, running, math.inf, math.inf, conc, False, warnings=(warning,))
+        return _overloaded(mix, max_batch, request_rate, conc)
     if group_rate is None:
         # M/D/1 wait for the prefill server of each attention group (chunks); in-flight
         # batching's waits are in its step chain
@@ -380,3 +415,27 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
         rho = min(request_rate * service / dp, 0.999)
         queue = rho / (2 * (1 - rho)) * t_pf[k]
     return Load(f, running, running, queue, queued, conc)
+
+
+def _overloaded(mix: MixTiming, max_batch: int, request_rate: float, conc: float) -> Load:
+    """Requests arriving faster than the deployment serves them: the batch fills, the queue
+    and TTFT grow without bound, and the server runs saturated, every request that finishes
+    replaced by one from the queue (a closed loop at the largest batch), so what it serves is
+    its capacity there, not what the arrival rate's prompts per step would leave of it."""
+    lay, osl = mix.req.lay, mix.req.osl
+    f = step_figures(mix, max_batch / lay.dp)
+    capacity = f["rate"] / osl
+    if request_rate >= capacity:
+        warning = (
+            f"request rate {request_rate:g}/s exceeds what the deployment sustains: at its "
+            f"largest batch ({max_batch:,} running) it serves {capacity:.3g}/s and the queue "
+            "grows without bound"
+        )
+    else:
+        warning = (
+            f"random arrivals at {request_rate:g}/s need more requests in flight than the "
+            f"largest batch ({max_batch:,}) holds: the queue grows without bound in this "
+            f"model, while the full batch serves {capacity:.3g}/s (at the limit)"
+        )
+    running = float(max_batch)
+    return Load(f, running, running, math.inf, math.inf, conc, False, warnings=(warning,))

@@ -31,12 +31,14 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     not change). ``prefill_pass="separate"``: a step runs its prompts in a forward pass of
     their own, then the decode pass of the running batch (the new requests with it), and
     the first token leaves with the step; ``"fused"`` (default) runs them in one pass.
-    ``chunked_prefill=N`` mixes up to ``N`` prompt tokens into every step (the cycle
-    carries the prompt tokens the load brings, ``batch x tokens-per-step x isl / osl``);
-    the prompt then takes ``ceil(isl / N)`` steps, the ``j``-th carrying ``min(N, isl - j N)``
-    of its tokens (after the ``j N`` before, causal) beside the decode batch: TTFT is the
-    wait for the step in progress (half a cycle), then the sum of those steps, never below
-    about one prefill pass of the prompt. Disaggregated serving runs the prompt on a
+    ``chunked_prefill=N``: a prompt takes ``s = ceil(isl / N)`` consecutive steps, the
+    ``j``-th carrying ``min(N, isl - j N)`` of its tokens (after the ``j N`` before, causal)
+    beside the decode batch, the other steps decode only; the mean step counts those chunk
+    steps as the whole-prompt model counts its prompt's step (a budget of the prompt or more
+    gives its figures), every step carrying the prompt tokens the load brings only past one
+    chunk a step (:func:`~mlacalc.serving.figures.chunked_figures`). TTFT is the wait for
+    the step in progress, or for the rest of another prompt's chunks, then the sum of the
+    prompt's own steps (``prefill_chunks_s``). Disaggregated serving runs the prompt on a
     separate prefill pool, whose every GPU holds its weights and the cache of one prompt at
     least (a pool that does not is ``fits=False``, binding ``"prefill pool: ..."``); a pass
     batches ``k_max = 16384 // isl`` prompts, or the fewer whose cache fits: with ``d``
@@ -125,6 +127,16 @@ __all__ = [
 
 #: the name tests/test_cli_plan.py reads the step's roof by (step_report.step_bound)
 _bound = step_bound
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as people read it: ms below 10 s, s below 10 minutes, else minutes
+    (``7,479.1 ms``, ``52.3 s``, ``50.1 min``)."""
+    if seconds < 10:
+        return f"{seconds * 1e3:,.1f} ms"
+    if seconds < 600:
+        return f"{seconds:,.1f} s"
+    return f"{seconds / 60:,.1f} min"
 
 
 @dataclass(frozen=True)
@@ -233,6 +245,13 @@ class Plan:
     #: what caps ``max_batch``: "kv capacity" (memory) or "engine max_running" (the batch the
     #: engine admits, ``max_running`` per attention group)
     admission: str = "kv capacity"
+    #: chunked prefill: the prompt's own chunk steps (how many, of how many prompt tokens a
+    #: step, and their time together beside the decode batch: TTFT is the wait for the step in
+    #: progress plus these; ``prefill_s`` is one pass of the whole prompt alone, which the
+    #: kernel model can price a few percent above or below the chunks' sum)
+    prefill_chunks: int | None = None
+    prefill_chunk_tokens: int | None = None
+    prefill_chunks_s: float | None = None
     #: the hottest expert rank's routed copies over the even share at the decode step (the
     #: routing's sample spread, the experts' placement and ``routing_imbalance``; None without
     #: experts shared over ranks)
@@ -265,12 +284,13 @@ class Plan:
         return f"{self.concurrency:,.1f} (queued {queued})"
 
     def ttft_text(self) -> str:
-        """The time to first token in ms, or "unbounded" when the queue grows without bound."""
+        """The time to first token in ms (below 10 s), s (below 10 minutes) or minutes, or
+        "unbounded" when the queue grows without bound."""
         if self.ttft_s is None:
             return "-"
         if not math.isfinite(self.ttft_s):
             return "unbounded (the queue grows without bound)"
-        return f"{self.ttft_s * 1e3:,.1f} ms"
+        return duration_text(self.ttft_s)
 
     def longest_context_text(self) -> str:
         """The longest context at the batch, in words: the model's position limit when memory
@@ -576,6 +596,12 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
     """What the steady state says beyond its figures: a queue that grows, prompts that need
     more than a chunk, a prefill pool that caps the throughput."""
     warnings = list(load.warnings)
+    if load.queued and math.isfinite(load.queued) and load.concurrency is not None:
+        warnings.append(
+            f"{load.concurrency:,.0f} requests in flight exceed the "
+            f"{load.concurrency - load.queued:,.0f} the deployment holds at once: "
+            f"{load.queued:,.0f} wait in the queue (TTFT includes their wait)"
+        )
     if load.f.get("prefill_overloaded"):
         warnings.append(
             f"the prompts need more than {req.chunked_prefill} tokens per step: "
@@ -611,6 +637,8 @@ def serving_record(
     rate = f["rate"]
     if req.request_rate is not None and load.sustainable:
         rate = req.request_rate * osl  # every request that arrives is served
+    elif req.request_rate is not None:  # saturated: what the full batch serves, at most R
+        rate = min(rate, req.request_rate * osl)
     if req.disaggregated:
         rate = min(rate, mix.pf_capacity * osl)
     B_run = max(load.running / lay.dp, 1.0)
@@ -623,6 +651,7 @@ def serving_record(
     prompt = mix.p_sm.step(pf_N=1, pf_q=req.isl).kernels
     name, how = calibration_of(req.profile, req.hw, [*dec.kernels, *prompt])
     warnings = common["warnings"] + serving_warnings(req, mix, load)
+    chunks = f.get("chunks")
     return Plan(
         **{**common, "warnings": warnings, "concurrency": load.concurrency},
         # the step is timed at B_run per group (at least one: a group holding a request runs
@@ -640,7 +669,7 @@ def serving_record(
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
         expert_rank_load=mix.sm.expert_rank_load(B_run * mix.q),
         decode_bound=bound,
-        prefill_s=float(mix.t_pf[1]),
+        prefill_s=mix.prefill_alone,
         binding=serving_binding(load, cap.max_batch, bound, cap.admission),
         fits=True,
         memory=cap.mem,
@@ -654,6 +683,9 @@ def serving_record(
         tokens_per_step=mix.tau,
         prefill_gpus=req.p_gpus,
         kv_transfer_s=mix.transfer,
+        prefill_chunks=chunks[0] if chunks else None,
+        prefill_chunk_tokens=chunks[1] if chunks else None,
+        prefill_chunks_s=chunks[2] if chunks else None,
         step_compute_s=f["compute"],
         step_comm_s=f["comm"],
         step_links_s=links,

@@ -15,7 +15,7 @@ import numpy as np
 
 from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
-from mlacalc.serving.figures import in_progress
+from mlacalc.serving.figures import chunked_figures, in_progress
 from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 
@@ -233,19 +233,20 @@ def _chunked(
     req: SearchRequest, c: Candidate, t: Any, ov: str, t_step: np.ndarray
 ) -> list[tuple[int, tuple[float, float, int]]]:
     """The candidate's chunked-prefill points (batch, cycle, TTFT, token budget), as plan
-    times them (``mlacalc.serving.figures``): the cycle, a share of the steps carrying a chunk
-    (one group: every step, the prompt tokens the load brings); TTFT, half a cycle and the
-    prompt's own chunk steps. Per batch, only the budgets no other beats on both the cycle
-    (so TPOT and tokens/s) and TTFT."""
+    times them (:func:`mlacalc.serving.figures.chunked_figures`: the decode steps and the
+    prompts' chunk steps, or every step at full load; TTFT, the wait and the prompt's own
+    chunk steps). Per batch, only the budgets no other beats on both the cycle (so TPOT and
+    tokens/s) and TTFT."""
     lay = c.lay
     per_batch: dict[int, list[tuple[float, float, int]]] = {}
     if not c.chunked:
         return []
     stage = lay.pp * composed(req, c, t, ov, "chunked").stage_seconds
     for n, ch in c.chunked.items():
-        cycle = (1 - ch.share) * t_step[ch.batches] + ch.share * stage[ch.first : ch.own]
-        steps = np.bincount(ch.owner, weights=stage[ch.own : ch.end], minlength=len(cycle))
-        ttft = cycle / 2 + steps + req.output_lag_steps * cycle
+        own = np.bincount(ch.owner, weights=stage[ch.own : ch.end], minlength=len(ch.batches))
+        fluid = stage[ch.first : ch.own]
+        cycle, ttft = chunked_figures(ch.n, ch.steps, ch.share, t_step[ch.batches], fluid, own)
+        ttft = ttft + req.output_lag_steps * cycle
         for j, i in enumerate(ch.batches.tolist()):
             per_batch.setdefault(i, []).append((float(cycle[j]), float(ttft[j]), n))
     out = []

@@ -18,6 +18,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
+from mlacalc.serving.figures import chunk_fluid
 from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     Layout,
@@ -121,16 +122,19 @@ class SearchRequest:
 class Chunked:
     """A candidate's steps under chunked prefill of ``N`` tokens a step, as
     :func:`mlacalc.plan` times them (``mlacalc.serving.figures``): per batch (those in
-    ``batches``, the indices into the candidate's) the chunk, the share of the steps that
-    carry one (one attention group: every step, carrying the prompt tokens the load brings),
-    and, for the TTFT, the prompt's own chunk steps (``owner``: the batch of each)."""
+    ``batches``, the indices into the candidate's) the chunk, the prompts a group starts a
+    step, the chunk steps of a prompt, the share of the steps that carry a chunk, and the
+    prompt's own chunk steps (``owner``: the batch of each)."""
 
     batches: np.ndarray
     chunk: np.ndarray
+    n: np.ndarray
+    steps: np.ndarray
     share: np.ndarray
     owner: np.ndarray
-    #: the rows of its cycle steps (``first:own``) and of the prompt's own steps
-    #: (``own:end``) in the candidate's ``(overlap, "chunked")`` block
+    #: the rows of its steps at full load (``first:own``, every step carrying the prompt
+    #: tokens the load brings) and of the prompt's own steps (``own:end``) in the
+    #: candidate's ``(overlap, "chunked")`` block
     first: int
     own: int
     end: int
@@ -512,10 +516,11 @@ def _chunk_rows(
 ) -> dict[int, Chunked]:
     """Under each overlap, one block of rows (``(overlap, "chunked")``): for each
     chunked-prefill budget ``N`` of ``req.chunks`` the rows plan times a chunked step by
-    (``mlacalc.serving.figures``): at each batch ``B`` the prompt tokens the load brings,
-    ``P = B isl / osl``, in every step (one group) or a chunk of ``min(N, isl)`` in a share of
-    the steps (synced groups, the experts seeing the set's mean); then the prompt's own
-    steps, its ``j``-th chunk after the ``j N`` tokens before. The chunk is what the decode
+    (``mlacalc.serving.figures``): at each batch ``B`` the step at full load, carrying the
+    prompt tokens the load brings, ``P = B isl / osl`` (:func:`chunk_fluid`); then the
+    prompt's own steps, its ``j``-th chunk after the ``j N`` tokens before, the experts seeing
+    the synced set's mean (:func:`mlacalc.serving.figures.chunked_figures` composes them).
+    The chunk is what the decode
     tokens leave of ``max_tokens``. A batch whose prompts need more than a chunk a step (plan
     warns: they queue) or more than :data:`MOST_CHUNK_STEPS` steps a prompt has no chunked
     point; budgets of the whole prompt or more run the same steps (a chunk holds one
@@ -538,21 +543,16 @@ def _chunk_rows(
         ok = np.flatnonzero((chunk >= P) & (steps <= MOST_CHUNK_STEPS))
         if not len(ok):
             continue
-        B, m, c, p = Bf[ok], mb[ok], chunk[ok], P[ok]
-        if groups == 1:  # every step carries the prompt tokens the load brings
-            share = np.ones(len(ok))
-            q, pre, moe = np.maximum(p, 1.0), np.maximum(isl - p, 0.0) / 2, 1 / m
-        else:  # a share of the steps as slow as a group carrying a chunk
-            _, share, _, mean = synced_prompts(p / isl * np.ceil(isl / c), groups, 1)
-            q = np.minimum(c, isl)
-            pre, moe = np.maximum(isl - q, 0.0) / 2, mean / m
-        owner = np.repeat(np.arange(len(ok)), steps[ok].astype(np.int64))
+        B, m, c, p, s = Bf[ok], mb[ok], chunk[ok], P[ok], steps[ok]
+        n = B / req.osl  # prompts a group starts per step
+        _, share, _, mean = synced_prompts(n * s, groups, 1)
+        fluid = chunk_fluid(p, isl, m)
+        owner = np.repeat(np.arange(len(ok)), s.astype(np.int64))
         starts = np.concatenate([np.arange(0.0, isl, x) for x in c])
-        parts.append((B / m, 1 / m, q, moe, pre))
-        parts.append(
-            ((B / m)[owner], (1 / m)[owner], np.minimum(c[owner], isl - starts), moe[owner], starts)
-        )
-        out[N] = Chunked(ok, c, share, owner, pos, pos + len(ok), pos + len(ok) + len(owner))
+        parts.append((B / m, fluid["pf_N"], fluid["pf_q"], fluid["pf_N"], fluid["pf_pre"]))
+        own = np.minimum(c[owner], isl - starts)
+        parts.append(((B / m)[owner], (1 / m)[owner], own, (mean / m)[owner], starts))
+        out[N] = Chunked(ok, c, n, s, share, owner, pos, pos + len(ok), pos + len(ok) + len(owner))
         pos += len(ok) + len(owner)
     if parts:
         dec_B, pf_N, pf_q, pf_moe, pf_pre = (np.concatenate(a) for a in zip(*parts))
