@@ -582,3 +582,9 @@ def test_validate_measured_kernel_set_counts_bad_times_and_refuses_its_own_fit(t
         mlacalc.validate(measured=str(path), profile=str(fitted))
     with pytest.raises(MlacalcError, match=r"k\.json: field 'preset': is a kernel set"):
         load_measured(str(path))
+
+
+def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(run):
+    # it said "measured_sets: no kernel rows to fit in ...json"; the file's preset is the reason
+    _, err = run("calibrate", SHIPPED, "-o", "unused.json", code=2)
+    assert err.count("\n") == 1 and "field 'preset': is a microbenchmark run of attention" in err
