@@ -588,3 +588,12 @@ def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(ru
     # it said "measured_sets: no kernel rows to fit in ...json"; the file's preset is the reason
     _, err = run("calibrate", SHIPPED, "-o", "unused.json", code=2)
     assert err.count("\n") == 1 and "field 'preset': is a microbenchmark run of attention" in err
+
+
+def test_calibrate_kernel_set_names_the_first_bad_cell_in_the_files_order(tmp_path):
+    # the cells were read class by class (elementwise before gemm): a later line was named
+    rows = _gemm_rows()
+    rows[1]["median_s"] = "fast"
+    rows.append({**_gemm_rows(n=1)[0], "kind": "elementwise", "median_s": "slow"})
+    with pytest.raises(MlacalcError, match=r"field 'median_s': line 3: 'fast' is not a number"):
+        mlacalc.calibrate(str(_kernel_set(tmp_path, rows)), use_scipy=False)

@@ -274,7 +274,10 @@ def _kernel_rows(rows_path: Path) -> list[tuple[int, dict]]:
             fix=_FIX,
         )
     known = _kernel_dtypes()
-    for i, r in ok:
+    numbers = [n for n in ("flops", "bytes", "calls", "median_s", *SHAPE_FIELDS) if n in names]
+    for i, r in ok:  # in the file's order: the first bad cell is the one named
+        for name in numbers:
+            _cell(r.get(name), source, i, name)
         if str(r.get("dtype")) not in known:
             raise ConfigError(
                 f"line {i}: {str(r.get('dtype'))[:20]!r} is not a dtype mlacalc knows (one of "
