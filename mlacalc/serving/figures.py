@@ -407,14 +407,27 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
     if conc > max_batch or request_rate >= capacity:
         return _overloaded(mix, max_batch, request_rate, conc)
     if group_rate is None:
-        # M/D/1 wait for the prefill server of each attention group (chunks); in-flight
-        # batching's waits are in its step chain
-        t_pf, dp = mix.t_pf, mix.p_lay.dp
-        k = prompts(mix, request_rate / dp * t_pf[1])
-        service = t_pf[k] / k  # per prompt, batched as they arrive
-        rho = min(request_rate * service / dp, 0.999)
-        queue = rho / (2 * (1 - rho)) * t_pf[k]
+        queue = _chunked_queue(mix, f, request_rate / mix.p_lay.dp)
     return Load(f, running, running, queue, queued, conc)
+
+
+def _chunked_queue(mix: MixTiming, f: dict[str, Any], rate: float) -> float:
+    """Chunked prefill under random arrivals at ``rate`` per group: the wait beyond the
+    closed loop's for the group's prefill, one prompt's run of chunk steps at a time (in-flight
+    batching's waits are in its step chain). Its M/D/1 wait is ``rho S / (2 (1 - rho))``
+    with ``rho = rate x S`` (``S`` the run); the closed loop's TTFT holds ``rho S / 2`` of it
+    already (the rest of a run in progress), so the queue adds ``rho^2 S / (2 (1 - rho))``.
+    Past one chunk step a step (every step carrying prompt tokens), the prompts queue for
+    passes batched as they arrive, ``t_pf[k]`` for ``k`` of them."""
+    steps, _, S = f["chunks"]
+    n = rate * f["cycle"]  # prompts a group starts per step
+    if n * steps <= 1.0 + 1e-12:
+        rho = min(rate * S, 0.999)
+        return rho * rho / (2 * (1 - rho)) * S
+    t_pf = mix.t_pf
+    k = prompts(mix, rate * t_pf[1])
+    rho = min(rate * t_pf[k] / k, 0.999)
+    return rho / (2 * (1 - rho)) * t_pf[k]
 
 
 def _overloaded(mix: MixTiming, max_batch: int, request_rate: float, conc: float) -> Load:
