@@ -83,3 +83,48 @@ def test_attention_from_the_other_devices_profile(system, table, engine, dtype, 
     e = _errors(_rows(system, table, engine), profile, dtype)
     assert e.size > 15000
     assert np.median(e) <= median
+
+
+def test_an_unfused_encoder_moves_its_score_matrix_through_hbm():
+    # TensorRT-LLM's encoder at head dim 72 (encoder_fallback) runs unfused: its scores'
+    # round trips (UNFUSED_SCORE_BYTES a score) are memory of its own, its exponentials the
+    # softmax pass's (no SFU term); the fused encoder kernel moves only q, k, v and the output
+    import dataclasses
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel import attention_time as AT
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    s, heads, hd = 16384.0, 16.0, 72.0
+    shape = {"batch": np.ones(1), "q_len": np.full(1, s), "kv_len": np.full(1, s),
+             "n_heads": np.full(1, heads), "n_kv": np.full(1, heads),
+             "head_dim_qk": np.full(1, hd), "head_dim_v": np.full(1, hd),
+             "window": np.zeros(1), "causal": np.zeros(1)}  # fmt: skip
+    flops = np.array([4.0 * heads * s * s * hd])
+    fused = KernelBatch("attention_prefill", "bf16", flops, np.array([4 * s * heads * hd * 2.0]),
+                        np.ones(1), shape, variant="encoder")  # fmt: skip
+    unfused = dataclasses.replace(fused, variant="encoder_fallback")
+    fig = device_figures(load_hardware("B200"))
+    prm = default_params("attention_prefill")
+    a, b = AT.prefill_terms(fused, fig, prm), AT.prefill_terms(unfused, fig, prm)
+    extra = (b["memory_s"] - a["memory_s"])[0] * prm["eff_memory"] * fig.hbm_bytes_per_s
+    assert extra == pytest.approx(heads * s * s * AT.UNFUSED_SCORE_BYTES, rel=1e-6)
+    assert b["compute_s"][0] < a["compute_s"][0]  # no SFU term
+
+
+def test_trtllm_encoder_from_h100s_profile():
+    # B200's encoder rows from the H100 + A100 default (its prompt class standing in): 21.3%
+    # / p90 72% before the unfused fallback's score bytes (its head dim 72 rows 74% fast),
+    # 17.2% / 30%
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    tables = load_measured(MEASURED / "b200_sxm" / "encoder_attention", engine="trtllm").tables
+    mapped = map_table(next(t for t in tables if t.engine == "trtllm"))
+    e = np.abs(predict_mapped(mapped, None, "default") / mapped.table.seconds - 1.0)
+    assert e.size > 7000
+    assert np.median(e) <= 0.18 and np.percentile(e, 90) <= 0.32

@@ -52,6 +52,8 @@ __all__ = [
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
     "TRTLLM_GEN_DISPATCH_KERNELS",
+    "UNFUSED_PREFILL_VARIANTS",
+    "UNFUSED_SCORE_BYTES",
     "attention_shape",
     "attention_time",
     "decode_splits",
@@ -287,8 +289,9 @@ def prefill_terms(
         unit_cost=np.ones(len(batch)),
         masked=masked,
         flops=flops,
-        nbytes=batch.bytes - pre_bytes,
-        sfu=sfu,
+        nbytes=batch.bytes - pre_bytes + _unfused_score_bytes(batch, scores),
+        # (an unfused attention's exponentials are its softmax pass's, under its bytes)
+        sfu=None if batch.variant in UNFUSED_PREFILL_VARIANTS else sfu,
         latency=prm["unit_latency_s"] * resident + transpose + operand,
         call=prm["call_latency_s"],
     )
@@ -319,6 +322,28 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+#: Bytes per (query, key) score that an unfused attention moves through HBM (the variants of
+#: :data:`UNFUSED_PREFILL_VARIANTS`): the scores' product written in fp32 and read by the
+#: softmax (4 + 4), the probabilities written in bf16 and read by the value product (2 + 2).
+#: TensorRT-LLM's encoder rows at head dim 72 (``encoder_fallback``: no fused kernel built for
+#: it on B200) take 1.60-1.68 ps a score from 1 ms on (median 1.63, at every length from 1,024
+#: to 65,536 tokens), 177 TFLOP/s where its fused kernel reaches 750-820 at head dims 64 and
+#: 80: 12.5 bytes a score at B200's 7.7 TB/s, the score matrix's round trips through HBM.
+UNFUSED_SCORE_BYTES = 12.0
+
+#: Prefill variants that run the attention unfused (two batched GEMMs around a softmax pass):
+#: TensorRT-LLM's encoder at a head dim its fused kernels have no build for.
+UNFUSED_PREFILL_VARIANTS = frozenset({"encoder_fallback"})
+
+
+def _unfused_score_bytes(batch: KernelBatch, scores: np.ndarray) -> np.ndarray | float:
+    """HBM bytes an unfused attention's score matrix adds (:data:`UNFUSED_SCORE_BYTES` a
+    score); 0 for the fused kernels."""
+    if batch.variant not in UNFUSED_PREFILL_VARIANTS:
+        return 0.0
+    return scores * UNFUSED_SCORE_BYTES
 
 
 def _resident_waves(
