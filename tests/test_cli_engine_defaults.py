@@ -166,6 +166,9 @@ def test_the_defaults_line_names_the_scheduler_version_and_the_kernels_apart(run
     out, _ = run(*args, "--engine-defaults", "vllm")
     (line,) = [x for x in out.splitlines() if x.startswith("# scheduler defaults:")]
     assert "as documented at vLLM 0.10 (" in line and "kernels measured on TensorRT-LLM " in line
+    out, _ = run(*PLAN[:-2], "--engine", "sglang")  # plan's line says the same
+    (line,) = [x for x in out.splitlines() if x.startswith("# scheduler defaults:")]
+    assert "SGLang 0.4.9 (" in line and "kernels measured on SGLang 0.5.14 (2 of" in line
 
 
 def test_kernel_versions_of_a_profile_with_no_engine_tables_say_nothing(tmp_path):

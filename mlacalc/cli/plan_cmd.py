@@ -27,6 +27,7 @@ from mlacalc.cli.serving_flags import (
     launch_options,
     launch_text,
     plan_engine_options,
+    with_kernel_versions,
 )
 from mlacalc.cost.engine import attention_cost
 from mlacalc.render import human_bytes, human_si
@@ -345,7 +346,7 @@ def command(
         )
     emit(fmt, doc, lambda: sections(p, loaded))
     if fmt in ("table", "markdown"):
-        click.echo(note + text, nl=False)
+        click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
 
 
 def p_hardware_node(hardware: str) -> int | None:
@@ -550,7 +551,7 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
     if p.prefill_s is not None:
         rows.append(
             [
-                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal)",
+                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal, one pass alone)",
                 f"{p.prefill_s:,.3f} s",
             ]
         )
@@ -570,6 +571,7 @@ def serving_rows(p) -> list[list[str]]:
         ],
         ["requests in flight", p.queue_text()],
         ["TTFT", p.ttft_text()],
+        *chunk_rows(p),
         ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
         ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
         ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
@@ -583,6 +585,18 @@ def serving_rows(p) -> list[list[str]]:
     if p.kv_transfer_s is not None:
         srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
     return srows
+
+
+def chunk_rows(p) -> list[list[str]]:
+    """Chunked prefill: the prompt's own chunk steps, which TTFT adds to the wait for the step
+    in progress (one pass of the whole prompt alone is the plan's prefill row)."""
+    if not p.prefill_chunks:
+        return []
+    label = (
+        f"  of which the prompt's {p.prefill_chunks:,} chunk step(s) of "
+        f"{p.prefill_chunk_tokens:,} tokens (beside the decode batch)"
+    )
+    return [[label, f"{p.prefill_chunks_s:,.3f} s"]]
 
 
 def kernels_section(p, model=None) -> Section:
