@@ -28,6 +28,7 @@ __all__ = [
     "WALK_DECODE_KERNEL",
     "WALK_HEADS",
     "engine_dsa_kernel",
+    "sparse_unit_heads",
     "walk_heads",
     "walked_core",
 ]
@@ -69,6 +70,21 @@ SPARSE_WALK = (
 #: prompt's sparse kernel: vLLM's H100 fp8 decode rows are 18.7% / 30% off (median / p90)
 #: with the plain class, 23.7% / 30% with the ``sparse`` one (fitted on DeepSeek-V4's cores).
 WALK_DECODE_KERNEL = frozenset({("vllm", "sm90")})
+
+
+def sparse_unit_heads(engine: str, kernel_source: Any = "") -> np.ndarray:
+    """Query heads a unit of the sparse MLA kernel carries where it is TensorRT-LLM-gen's
+    (TensorRT-LLM's own; vLLM's FlashInfer backend, ``kernel_source`` ``FLASHINFER...``, which
+    calls it): 64 on every device; 0 where it is FlashMLA's (SGLang, vLLM's FLASHMLA_SPARSE),
+    whose unit is the tensor core's MMA rows, 128 on Blackwell
+    (:func:`mlacalc.timemodel.mla_time.mla_tile_rows`). The B200 prompt rows at 4,096 tokens
+    and more, a token with its projections: TensorRT-LLM 405 -> 611 ns from 64 to 128 heads,
+    vLLM's FlashInfer path 350 / 405 / 564 ns at 8 / 16 / 32 heads (each head count its own
+    work), where FlashMLA's take 816 and 912 ns at 64 and 128 heads under SGLang (one
+    128-row unit)."""
+    src = np.char.upper(np.asarray(kernel_source, dtype=str))
+    gen = (np.char.find(src, "FLASHINFER") >= 0) | (engine == "trtllm")
+    return np.where(gen, float(WALK_HEADS), 0.0)
 
 
 def walk_heads(
@@ -161,6 +177,8 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
         shape["kv_bytes"] = kvb
     split = mla_decode_kernel(fig)["kv_split"] if decode_kernel else 0.0
     shape["kv_split"] = np.full(len(batch), split)
+    if not decode_kernel:  # the sparse kernel's unit: the engine's own, or the MMA's rows
+        shape["unit_heads"] = np.full(len(batch), float(sparse_unit_heads(engine)))
     return dataclasses.replace(
         batch,
         kind="mla_decode",
