@@ -83,6 +83,17 @@ def test_dp_attention_prefill_of_one_prompt_is_the_prompt_alone():
     assert p.prefill_chunks_s == pytest.approx(p.prefill_s, rel=0.1)
 
 
+def test_the_plan_prints_the_prompts_chunk_steps_under_ttft(run):
+    """The table says what TTFT is made of (the prompt's chunk steps beside the decode batch)
+    and that the prefill row is one pass of the prompt alone."""
+    args = ["plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 32000, "--osl", 2000,
+            "--concurrency", 4, "--chunked-prefill", 8192]  # fmt: skip
+    text = " ".join(run(*args)[0].split())
+    assert "prefill of one 32,000-token prompt (causal, one pass alone)" in text
+    assert "of which the prompt's 4 chunk step(s) of 8,192 tokens (beside the decode batch)" in text
+    assert "chunk step(s)" not in " ".join(run(*args[:-2])[0].split())
+
+
 # ------------------------------------------------ 3: an overloaded deployment saturates
 def test_an_overloaded_deployment_serves_its_capacity_at_the_largest_batch():
     """Requests arriving faster than served: the batch fills and the queue grows, and the
