@@ -250,7 +250,7 @@ def _chunked_cycle(
     chunk_steps = lay.pp * np.interp(starts, timed, own.stage_seconds) + draft_s
     S = float(chunk_steps.sum())
     cycle, ttft = chunked_figures(n, steps, share, t_step, t_fluid, S)
-    return float(cycle), float(ttft), chunk < P, (steps, chunk, S)
+    return float(cycle), float(ttft), chunk < P, (steps, min(chunk, isl), S)
 
 
 def chunk_fluid(P: Any, isl: int, mb: Any) -> dict[str, Any]:

@@ -246,9 +246,10 @@ class Plan:
     #: engine admits, ``max_running`` per attention group)
     admission: str = "kv capacity"
     #: chunked prefill: the prompt's own chunk steps (how many, of how many prompt tokens a
-    #: step, and their time together beside the decode batch: TTFT is the wait for the step in
-    #: progress plus these; ``prefill_s`` is one pass of the whole prompt alone, which the
-    #: kernel model can price a few percent above or below the chunks' sum)
+    #: step: the chunk, or the whole prompt when the chunk holds it; their time together
+    #: beside the decode batch: TTFT is the wait for the step in progress plus these;
+    #: ``prefill_s`` is one pass of the whole prompt alone, which the kernel model can price
+    #: a few percent above or below the chunks' sum)
     prefill_chunks: int | None = None
     prefill_chunk_tokens: int | None = None
     prefill_chunks_s: float | None = None
