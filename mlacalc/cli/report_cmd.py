@@ -288,21 +288,7 @@ def _report_sections(doc: dict) -> list[Section]:
                 "FLOP/byte",
             ],
             rows,
-            note="fused bytes: ideal lower bound (weights, input/output and cache once)"
-            + (
-                "; MLA default = the compressed latent cache always, K/V expanded from it for "
-                "the new tokens in prefill and chunk (naive FLOPs; in prefill the same as "
-                "compressed), absorbed in decode"
-                if doc["model"]["variant"] == "mla"
-                else ""
-            )
-            + (
-                "; a linear or Mamba layer's input projections count under kv_proj, its "
-                "convolution and scan (or delta rule) under core, its output projection under "
-                "o_proj."
-                if any(k["kind"] in _STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"])
-                else "."
-            ),
+            note=_flops_note(doc),
         )
     )
     return sections
@@ -310,6 +296,25 @@ def _report_sections(doc: dict) -> list[Section]:
 
 #: layer kinds whose sequence mixer keeps a fixed state instead of keys
 _STATE_KINDS = ("linear", "mamba", "mamba1")
+
+
+def _flops_note(doc: dict[str, Any]) -> str:
+    """The note under the attention FLOPs table: what fused bytes are, how MLA's default
+    runs, and where a linear or Mamba layer's products are counted."""
+    parts = ["fused bytes: ideal lower bound (weights, input/output and cache once)"]
+    if doc["model"]["variant"] == "mla":
+        parts.append(
+            "MLA default = the compressed latent cache always, K/V expanded from it for the "
+            "new tokens in prefill and chunk (naive FLOPs; in prefill the same as "
+            "compressed), absorbed in decode"
+        )
+    if any(k["kind"] in _STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"]):
+        parts.append(
+            "a linear or Mamba layer's input projections count under kv_proj, its "
+            "convolution and scan (or delta rule) under core, its output projection under "
+            "o_proj"
+        )
+    return "; ".join(parts) + "."
 
 
 def _maybe(value: Any, fmt: str, missing: str) -> str:
