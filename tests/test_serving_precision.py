@@ -4,6 +4,7 @@ and each of its kernels timed by its own class."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -219,3 +220,18 @@ def test_experts_given_in_the_checkpoints_own_mxfp4_are_the_checkpoints_step(eng
     said = [w for w in flag.warnings if "weight-only MXFP4 MoE" in w]
     assert len(said) == (engine == "trtllm")
     assert format_class("mxfp4") == "w4a16" and format_class("mxfp4", moe=True) == "w4a16_mxfp4"
+
+
+def test_an_fp8_cache_whose_decode_kernels_are_slower_says_so():
+    """SGLang's measured fp8 MLA decode on Hopper takes several times its bf16 kernel's time:
+    a plan of DeepSeek-V3 on 8 H200 with an fp8 cache says so, with both decode steps at the
+    largest batch a group holds (the fp8 one the slower, though it holds twice the tokens);
+    under TensorRT-LLM, or with a bf16 cache, nothing is said."""
+    kw = dict(seq_len=4096)
+    sglang = plan("deepseek-v3", "H200", 8, kv_dtype="fp8", engine="sglang", **kw)
+    (said,) = [w for w in sglang.warnings if "cache's decode kernels" in w]
+    fp8_ms, bf16_ms = (float(x) for x in re.findall(r"([\d.]+) ms", said.replace(",", "")))
+    assert fp8_ms > 1.2 * bf16_ms and "--kv-dtype bf16" in said and "under sglang on H200" in said
+    for other in (dict(kv_dtype="fp8", engine="trtllm"), dict(kv_dtype="bf16", engine="sglang")):
+        p = plan("deepseek-v3", "H200", 8, **other, **kw)
+        assert not [w for w in p.warnings if "cache's decode kernels" in w]

@@ -106,7 +106,7 @@ from mlacalc.serving.plan_checks import (
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
 from mlacalc.words import defaults
-from mlacalc.words.dtypes import KVLayout
+from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.errors import DoesNotFitError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -409,9 +409,38 @@ def plan(
     # the step model needs numpy; capacity figures alone do not
 
     sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args())
+    common["warnings"] += kv_kernel_warnings(req, cap, sm)
     if req.isl is None:
         return capacity_plan(req, cap, common, sm)
     return serving_plan(req, cap, common, sm)
+
+
+#: How much slower than a bf16 cache's an fp8 cache's decode step must be to be said
+FP8_CACHE_SLOWER = 1.2
+
+
+def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
+    """An fp8 cache whose decode kernels the engine runs slower than a bf16 cache's on the
+    device (SGLang's measured fp8 MLA decode on Hopper: DeepSeek-V3 on 8 H200, 7x the bf16
+    kernel's time a call), said with both decode steps at the largest batch a group holds:
+    the fp8 cache holds more tokens, the bf16 one may still be the faster step."""
+    if not req.kv.name.startswith("fp8") or not cap.max_batch or req.m.num_attention_heads == 0:
+        return ()
+    bf16 = StepModel(
+        req.m, req.lay, req.sized, resolve_kv_layout("bf16"), req.hw, req.profile,
+        **req.step_model_args(),
+    )  # fmt: skip
+    B, S = math.ceil(cap.max_batch / req.lay.dp), cap.context
+    fp8_s = float(sm.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
+    bf16_s = float(bf16.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
+    if fp8_s < FP8_CACHE_SLOWER * bf16_s:
+        return ()
+    return (
+        f"the {req.kv.name} cache's decode kernels under {req.engine} on {req.hw.name} are "
+        f"slower than a bf16 cache's (the measured kernels): a decode step of {B:,} "
+        f"sequences of {S:,} tokens a group takes {fp8_s * 1e3:,.2f} ms, {bf16_s * 1e3:,.2f} "
+        "ms with kv_dtype bf16 (--kv-dtype bf16), which holds half the tokens",
+    )
 
 
 def admitted(req: PlanRequest, cap: Capacity) -> Capacity:
