@@ -10,6 +10,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel import gemm_time as model
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.profile import Profile
+from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ
 from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
@@ -133,13 +134,72 @@ def test_deepgemm_converts_fp32_scales_per_weight_row_on_tcgen05_alone():
     k = np.asarray([4096.0, 4096.0, 768.0])
     conv = _gemm("fp8_block", 16, n, k, scale_convert=1)
     plain = _gemm("fp8_block", 16, n, k)
-    extra = _terms(conv, "B200", convert_row_cycles=cyc)["extra_s"]
-    base = _terms(plain, "B200", convert_row_cycles=cyc)["extra_s"]
-    want = cyc * n / (fig.clock_hz * fig.sm_count)
+    node = 1.5e-6
+    extra = _terms(conv, "B200", convert_row_cycles=cyc, node_s=node)["extra_s"]
+    base = _terms(plain, "B200", convert_row_cycles=cyc, node_s=node)["extra_s"]
+    # its kernels: CONVERT_KERNELS more graph nodes at ``node_s`` (clocked) on every such row
+    nodes = model.CONVERT_KERNELS * node * REFERENCE_CLOCK_HZ / fig.clock_hz
+    want = cyc * n / (fig.clock_hz * fig.sm_count) + nodes
     assert extra[:2] - base[:2] == pytest.approx(want[:2], rel=1e-9)
-    assert extra[2] == pytest.approx(base[2])
-    hopper = _terms(conv, "H100-SXM", convert_row_cycles=cyc)["extra_s"]
-    assert hopper == pytest.approx(_terms(plain, "H100-SXM", convert_row_cycles=cyc)["extra_s"])
+    assert extra[2] - base[2] == pytest.approx(nodes, rel=1e-9)
+    hopper = _terms(conv, "H100-SXM", convert_row_cycles=cyc, node_s=node)["extra_s"]
+    assert hopper == pytest.approx(
+        _terms(plain, "H100-SXM", convert_row_cycles=cyc, node_s=node)["extra_s"]
+    )
+
+
+def test_an_eagerly_timed_wrapper_call_lasts_the_longer_of_its_host_work_and_its_kernels():
+    """vLLM's block-scaled GEMM rows (``host_wrapper``) last the longer of the wrapper's host
+    work (``host_s``, ``align_s`` more where the activation's scales are not TMA-aligned:
+    ``scale_unaligned``) and the kernels; a row without the flag, and a class whose fit saw no
+    wrapper (the defaults are only a fit's start), pay no floor."""
+    host, align = 80e-6, 10e-6
+    small = _gemm("fp8_block", [16, 17], 128, 128, host_wrapper=1)
+    small.shape["scale_unaligned"] = np.asarray([0.0, 1.0])
+    got = _terms(small, "H100-SXM", host_s=host, align_s=align)["seconds"]
+    assert got == pytest.approx([host, host + align], rel=1e-9)
+    bare = _terms(_gemm("fp8_block", [16, 17], 128, 128), "H100-SXM", host_s=host)["seconds"]
+    assert np.all(bare < 0.2 * host)
+    # past the floor the kernels' time is the call's
+    big = _gemm("fp8_block", 16384, 16384, 16384, host_wrapper=1)
+    plain = _gemm("fp8_block", 16384, 16384, 16384)
+    kernels = _terms(plain, "H100-SXM")["seconds"][0]
+    assert kernels > host
+    assert _terms(big, "H100-SXM", host_s=host)["seconds"][0] == pytest.approx(kernels)
+    # a stand-in class fitted on graph replays carries no floor
+    prof = Profile(name="h100", devices={"H100-SXM": {"gemm:bf16": {"fixed_s": 3e-6}}})
+    prm, _ = prof.params("H100-SXM", "gemm", "fp8_block", variant="DeepGemmFp8BlockScaledMMKernel")
+    assert prm["host_s"] == 0.0 and prm["align_s"] == 0.0
+
+
+def test_a_quantize_kernel_of_a_cta_a_token_draws_bytes_a_clock_per_cta():
+    """vLLM's per-tensor quantize gives each token a CTA (``units`` = tokens): one token's row
+    streams at ``sm_bandwidth`` times Hopper's bytes a clock per SM whichever the device (its
+    one-token amax takes 7.9 / 7.8 us on H100 / B200), from the HBM or a warm L2, and many
+    tokens at the class's share of the HBM; a kernel tiled over the elements is not limited."""
+    from mlacalc.timemodel.elementwise_time import SM_BYTES_PER_CLOCK
+
+    def quant(tokens, k, units):
+        e = np.asarray([tokens * k], dtype=np.float64)
+        shape = {"elements": e, "passes": np.ones(1), "write": np.ones(1)}
+        shape.update(units=np.full(1, float(units)), warm_l2=np.zeros(1))
+        return KernelBatch("quantize", "fp8", np.zeros(1), 3.0 * e, np.ones(1), shape)
+
+    prm = {**default_params("quantize"), "sm_bandwidth": 0.75, "fixed_s": 0.0}
+    for device in ("H100-SXM", "B200"):
+        fig = device_figures(load_hardware(device))
+        one = kernel_terms(quant(1, 65536, 1), fig, prm)["memory_s"][0]
+        want = 3.0 * 65536 / (0.75 * SM_BYTES_PER_CLOCK * fig.clock_hz)
+        assert one == pytest.approx(want, rel=1e-9)
+        # tiled over the elements: 64 KB pieces, each a share of the HBM
+        tiled = kernel_terms(quant(1, 65536, 0), fig, prm)["memory_s"][0]
+        share = 3 * 0.75 / fig.sm_count
+        bw = prm["eff_memory"] * fig.hbm_bytes_per_s * share
+        assert tiled == pytest.approx(3.0 * 65536 / bw, rel=1e-9)
+        many = kernel_terms(quant(16384, 65536, 16384), fig, prm)["memory_s"][0]
+        assert many == pytest.approx(
+            3.0 * 16384 * 65536 / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+        )
 
 
 def test_nvfp4_gemm_walks_all_of_k_in_one_tile():

@@ -149,6 +149,20 @@ CUTLASS_FP8_SOURCES = ("sglang_sgl_kernel_fp8_scaled_mm", "CutlassFP8ScaledMMLin
 #: (``scale_convert = 1``: gemm_time._scale_conversion, on ``tcgen05`` devices only).
 FP32_SCALE_DEEPGEMM_SOURCES = ("sglang_deepgemm_gemm_nt_f8f8bf16",)
 
+#: ``kernel_source`` of the block-scaled fp8 GEMM rows timed through vLLM's Python wrapper of
+#: DeepGEMM, whose host work per call grows where the activation's scales are not TMA-aligned
+#: (``scale_unaligned = 1`` at m not a multiple of 4, 16 bytes of fp32 scales a K block:
+#: gemm_time._host_floor). Its CUTLASS and FlashInfer wrappers show no such step, nor
+#: SGLang's and TensorRT-LLM's DeepGEMM rows (a CUDA graph).
+UNALIGNED_SCALE_SOURCES = ("DeepGemmFp8BlockScaledMMKernel",)
+
+#: Engines whose per-tensor fp8 quantize kernels (``computescale_perf``'s amax,
+#: ``scale_matrix_perf``'s scaling) give each token one CTA (``units`` = tokens).
+TOKEN_CTA_QUANTIZE_ENGINES = ("vllm",)
+
+#: Rows of fp32 scales TMA takes whole: its 16-byte alignment of the M stride (4 fp32).
+TMA_SCALE_ROWS = 4
+
 #: DeepSeek-V3 attention geometry of the MLA tables.
 DSV3 = {"hidden": 7168, "q_lora": 1536, "kv_lora": 512, "nope": 128, "rope": 64, "v": 128}
 _BLOCK = 128  # fp8 block-scaling group
@@ -305,14 +319,16 @@ def _source_variants(t: MeasuredTable, dt: np.ndarray) -> np.ndarray:
 
 
 def _quantize(
-    b: _Builder, name: str, rows, elements, group: int, passes: int, write: int = 1
+    b: _Builder, name: str, rows, elements, group: int, passes: int, write: int = 1, units=0
 ) -> None:
     """A quantize kernel over bf16 ``elements``: ``passes`` reads of the input, fp8 output
     (when ``write``) and fp32 scales (one per ``group`` elements; 0 = one per tensor). The
     scale alone (``write = 0``: the absolute-maximum reduction of a dynamic quantization, what
     ``computescale_perf`` keeps of dynamic minus static) is two graph nodes, ``launches = 2``:
     the scale's reset to zero (a memset) and the reduction kernel, whose blocks each fold
-    their maximum into that one scale."""
+    their maximum into that one scale. ``units``: the CTAs of a kernel that gives each token
+    one (vLLM's, :data:`TOKEN_CTA_QUANTIZE_ENGINES`), which draw the bandwidth by their count;
+    0 where the kernel's blocks tile the elements."""
     e = _f(np.asarray(elements))
     scales = np.ceil(e / group) * 4 if group else np.full_like(e, 4.0)
     nbytes = passes * 2 * e + write * (e + scales)
@@ -329,6 +345,7 @@ def _quantize(
         passes=passes,
         write=write,
         launches=1 if write else 2,
+        units=units,
     )
 
 
@@ -350,6 +367,8 @@ def _gemm_kernels(
     amax_atomics=0.0,
     cutlass_dispatch=0.0,
     scale_convert=0.0,
+    scale_unaligned=0.0,
+    host_wrapper=0.0,
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
@@ -358,7 +377,11 @@ def _gemm_kernels(
     the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks
     (``quant_group = 128``, one pass; ``quant_permute = 1`` when the quantize also permutes
     heads and tokens, as the fp8 MLA BMMs do; ``scale_convert = 1`` where the call hands
-    DeepGEMM fp32 scales: :data:`FP32_SCALE_DEEPGEMM_SOURCES`). ``variant="bmm"``: the batched
+    DeepGEMM fp32 scales: :data:`FP32_SCALE_DEEPGEMM_SOURCES`; ``scale_unaligned = 1`` where a
+    wrapper's host work aligns the activation's scales: :data:`UNALIGNED_SCALE_SOURCES`;
+    ``host_wrapper = 1`` where the call is timed eagerly through a wrapper whose host work
+    floors it: vLLM's table).
+    ``variant="bmm"``: the batched
     GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
     e = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5}[dtype]
@@ -387,6 +410,8 @@ def _gemm_kernels(
             "quant_passes": 1,
             "quant_permute": permute,
             "scale_convert": scale_convert * np.ones_like(m),
+            "scale_unaligned": scale_unaligned * np.ones_like(m),
+            "host_wrapper": host_wrapper * np.ones_like(m),
         }
     elif dtype == "nvfp4":
         # both operands' fp8 scales (one per 16 elements along K); the bf16 input is quantized
@@ -437,6 +462,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # row count (gemm_time.CUTLASS_SM90_FP8_TILES), not cuBLAS's
     source = t.columns.get("kernel_source")
     cutlass, convert = np.zeros(len(t)), np.zeros(len(t))
+    unaligned, wrapper = np.zeros(len(t)), np.zeros(len(t))
     if source is not None:
         cutlass = np.isin(source.astype(str), CUTLASS_FP8_SOURCES).astype(np.float64)
         convert = np.isin(source.astype(str), FP32_SCALE_DEEPGEMM_SOURCES).astype(np.float64)
@@ -452,6 +478,13 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         blk = dt == "fp8_block"
         src = t.columns["kernel_source"].astype(str)
         variants = np.where(blk, np.char.replace(src, ":", "_"), variants)
+        # the floor is the wrapper's host work, the call the longer of it and the kernels
+        # (gemm_time._host_floor); its DeepGEMM wrapper's steps up where the activation's fp32
+        # scales are not TMA-aligned (m % 4): H100 86 -> 94 us, B200 176 -> 235 us (medians)
+        wrapper = blk.astype(np.float64)
+        unaligned = (
+            blk & np.isin(src, UNALIGNED_SCALE_SOURCES) & (np.mod(m, TMA_SCALE_ROWS) != 0)
+        ).astype(np.float64)
     for d in ("bf16", "fp16", "fp8", "fp8_block", "nvfp4"):
         for var in np.unique(variants[dt == d]):
             sel = (dt == d) & (variants == var)
@@ -468,6 +501,8 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 amax_atomics=atomics,
                 cutlass_dispatch=cutlass[sel],
                 scale_convert=convert[sel],
+                scale_unaligned=unaligned[sel],
+                host_wrapper=wrapper[sel],
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16
@@ -1339,8 +1374,13 @@ def _deepep_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, low_late
 def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_only: bool) -> None:
     e = _f(t.column("m")) * _f(t.column("k"))
     rows = np.arange(len(t))
+    # vLLM's per-tensor quantize kernels give each token a CTA of its own, which walks the
+    # token's row: few tokens draw the bandwidth of as many CTAs (its amax at one token takes
+    # 0.7 / 1.1 / 1.6 / 7.9 us at k = 4,096 / 7,168 / 12,288 / 65,536 on H100, 7.8 us at
+    # 65,536 on B200, the same up to 225 tokens)
+    units = _f(t.column("m")) if t.engine in TOKEN_CTA_QUANTIZE_ENGINES else 0
     if scale_only:
-        _quantize(b, "compute_scale", rows, e, 0, 1, write=0)
+        _quantize(b, "compute_scale", rows, e, 0, 1, write=0, units=units)
         zero = t.seconds <= 0
         # the table is a difference floored at zero (dynamic minus static quantization): where
         # most rows are zero (SGLang's: 1,625 and 1,627 of 1,628), the engine's dynamic scale
@@ -1348,7 +1388,7 @@ def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_
         # difference, not a kernel's time: every row is zero_time
         reason[np.full(len(t), zero.mean() >= 0.5) | zero] = "zero_time"
     else:
-        _quantize(b, "scale_matrix", rows, e, 0, 1)
+        _quantize(b, "scale_matrix", rows, e, 0, 1, units=units)
 
 
 #: The lightning indexer of the sparse-attention models the tables name (``model`` column):

@@ -128,7 +128,18 @@ def streaming_terms(
         share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
         warm = col(batch, "warm_l2", 0) > 0
         resident = np.where(warm, share * np.minimum(reads, batch.bytes), 0.0)
-    memory = (batch.bytes - resident) / bw + resident / (prm["l2_speedup"] * fig.hbm_bytes_per_s)
+    l2_bw = np.full(len(batch), prm["l2_speedup"] * fig.hbm_bytes_per_s)
+    if batch.kind == "quantize" and (rows > 0).any():
+        # a quantize kernel that gives each token a CTA (vLLM's): each walks its row with the
+        # loads its threads keep in flight, Hopper's bytes a clock per SM at ``sm_bandwidth``
+        # (its rows of one token take 7.9 / 7.8 us for a 65,536-wide amax on H100 / B200, where
+        # the HBM per SM differs 2x), from the HBM or the L2, capped by what the call can draw
+        cta = np.where(
+            rows > 0, units * prm["sm_bandwidth"] * SM_BYTES_PER_CLOCK * fig.clock_hz, np.inf
+        )
+        bw = np.where(rows > 0, np.minimum(prm["eff_memory"] * reach, cta), bw)
+        l2_bw = np.minimum(l2_bw, cta)
+    memory = (batch.bytes - resident) / bw + resident / l2_bw
     compute = batch.flops / (
         prm["eff_compute"] * fig.peak("fp32" if "fp32" in fig.peaks else "bf16")
     )

@@ -33,6 +33,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "CONVERT_KERNELS",
     "CUTLASS_FP8_ENGINES",
     "GEMM_TILES",
     "NO_SPLIT_K",
@@ -185,6 +186,17 @@ STEP_BLOCK_FP8_ENGINES = frozenset({"sglang"})
 #: its own generation, the kernel without the conversion
 #: (``engine_profiles.with_generation_kernels``; docs/time-model.md).
 TRTLLM_BLOCK_FP8_GEMM = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
+
+#: Kernels DeepGEMM's ``fp8_gemm_nt`` launches per call on ``tcgen05`` devices to convert the
+#: fp32 block scales it is handed (``transform_sf_into_required_layout``): for the weight's
+#: 128 x 128 block scales an ``arange(n)``, its ``floor_divide_(128)`` and the ``index_select``
+#: that broadcasts them to one a row, then the packing of four UE8M0 exponents to an int32
+#: (``get_mn_major_tma_aligned_packed_ue8m0_tensor``); for the activation's 1 x 128 scales the
+#: packing alone. Counted from DeepGEMM's conversion as recalled, not read from a source in
+#: this repository; SGLang's B200 rows take 6.4-7.4 us more than TensorRT-LLM's DeepGEMM rows
+#: of the same shapes at m <= 16, n <= 1,024 and k <= 10,240 (H100: 0.3-1.1 us less), five
+#: nodes at TensorRT-LLM's H100 quantize node (1.37 us) making 6.9 us.
+CONVERT_KERNELS = 5
 
 
 def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
@@ -494,15 +506,36 @@ def _scale_conversion(c: _Call) -> np.ndarray:
     DeepGEMM broadcasts the weight's 128 x 128 block scales to one a row
     (``index_select`` of ``arange(n) // 128``) and packs four UE8M0 exponents to an int32,
     MN-major (``get_mn_major_tma_aligned_packed_ue8m0_tensor``), the work SGLang's served path
-    does once at load (``transform_scale_ue8m0``). Its launches are in the class's fixed cost;
-    the packing pass costs ``convert_row_cycles`` SM cycles a weight row over all the SMs, where
-    the K blocks pack whole (``k / 128`` a multiple of 4; SGLang's B200 rows of k = 128, 256
-    and 768 take about a quarter of it a row, left out). Not on Hopper: DeepGEMM's sm90
-    kernel reads fp32 scales."""
+    does once at load (``transform_scale_ue8m0``). Each of its :data:`CONVERT_KERNELS` kernels
+    is one more small node of the call's graph (``node_s``, not fitted: a fit on rows that all
+    run them cannot part it from the call's fixed cost); the packing pass costs
+    ``convert_row_cycles`` SM cycles a weight row over all the SMs, where the K blocks pack
+    whole (``k / 128`` a multiple of 4; SGLang's B200 rows of k = 128, 256 and 768 take about
+    a quarter of it a row, left out). Not on Hopper: DeepGEMM's sm90 kernel reads fp32
+    scales."""
     convert = (col(c.batch, "scale_convert", 0) > 0) & c.fig.tcgen05
     whole = np.mod(np.ceil(c.k / SCALE_BLOCK_K), 4) == 0
     cycles = c.prm.get("convert_row_cycles", 0.0) * c.groups * c.n
-    return np.where(convert & whole, cycles / (c.fig.clock_hz * c.fig.sm_count), 0.0)
+    packing = np.where(convert & whole, cycles / (c.fig.clock_hz * c.fig.sm_count), 0.0)
+    # its kernels: more nodes of the call's graph, ``node_s`` each
+    return packing + np.where(convert, CONVERT_KERNELS * c.prm.get("node_s", 0.0), 0.0)
+
+
+def _host_floor(c: _Call) -> np.ndarray:
+    """Seconds of a wrapper's host work per call where the call is timed eagerly through it
+    (``host_wrapper`` rows: vLLM's block-scaled fp8 GEMM table, every kernel_source): the
+    wrapper's Python and dispatch (``host_s`` a call, host seconds, not clocked), and
+    ``align_s`` more where the activation's fp32 block scales are not TMA-aligned
+    (``scale_unaligned``: vLLM's DeepGEMM wrapper at m not a multiple of 4, 86 -> 94 us on
+    H100 and 176 -> 235 us on B200 at the median, where its CUTLASS wrapper and SGLang's and
+    TensorRT-LLM's DeepGEMM rows, graph replays, show no step). The host issues while the GPU
+    drains its queue, so a call lasts the longer of the two (:func:`gemm_terms`): the rows sit
+    flat at the floor (H100 DeepGEMM 83-90 us from n = k = 128 to n = 16,384, k = 4,096 at
+    m <= 2,048) until the kernel passes it. 0 on every other row."""
+    wrapped = col(c.batch, "host_wrapper", 0) > 0
+    unaligned = col(c.batch, "scale_unaligned", 0) > 0
+    host = c.prm.get("host_s", 0.0) + np.where(unaligned, c.prm.get("align_s", 0.0), 0.0)
+    return np.where(wrapped, host, 0.0)
 
 
 def gemm_terms(
@@ -534,4 +567,9 @@ def gemm_terms(
         extra = extra + _input_quantization(c)
     if batch.dtype == "fp8_block":
         extra = extra + _scale_conversion(c)
+        host = _host_floor(c)
+        if host.any():
+            # the host's work and the kernels' run side by side: the call lasts the longer
+            gpu = prm["fixed_s"] + combine(chosen["compute"], memory, prm["overlap"]) + extra
+            extra = extra + np.maximum(host - gpu, 0.0)
     return {"compute_s": chosen["compute"], "memory_s": memory, "extra_s": extra}

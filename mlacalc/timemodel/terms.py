@@ -58,6 +58,7 @@ __all__ = [
 #: ``REFERENCE_CLOCK_HZ / clock`` of the device.
 CLOCKED = (
     "fixed_s",
+    "node_s",
     "block_s",
     "seq_s",
     "quant_fixed_s",
@@ -122,6 +123,9 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
+    "node_s": (0.0, 2e-5, "seconds of one more small kernel node of a GEMM call's graph"),
+    "host_s": (0.0, 5e-4, "host seconds of an eagerly timed wrapper's call, not clocked"),
+    "align_s": (0.0, 2e-4, "host seconds a wrapper spends aligning unaligned block scales"),
     "atomic_cycles": (0.0, 64.0, "clock cycles per atomic folded into one address (the L2's)"),
     "launch_s": (0.0, 2e-5, "fixed cost of each further kernel of a decode call, s (ref. clock)"),
     "qhead_unit": (0.0, 10.0, "decode work per query head of a unit and 128 of head dim, in seq_s"),
@@ -166,6 +170,15 @@ DEFAULTS: dict[str, float] = {
     "promote_cycles": 1.0 / 128.0,
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
     "convert_row_cycles": 0.0,
+    # one more small kernel in a GEMM call's graph (gemm_time.CONVERT_KERNELS): the quantize
+    # kind's assumed 1 us a graph node; a profile composed for another generation takes its
+    # TensorRT-LLM fit's quantize node (engine_profiles.with_generation_kernels)
+    "node_s": 1e-6,
+    # the host floor of a wrapper timed eagerly (gemm_time._host_floor; only its rows pay it):
+    # a fit's start, about an eager Python call of a few ops (50 us), and 10 us for its scales'
+    # alignment; a start on zero would leave the floor's max() without a gradient
+    "host_s": 5e-5,
+    "align_s": 1e-5,
     # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 11.5 cycles each
     # in the shipped fit on its H100 gemm_perf rows, 11.1 on its B200 rows (6.3 and 6.0 ns);
     # the starting value is the first fit's, before the CUTLASS tile rule (11.8)
@@ -325,7 +338,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "gemm" and (dtype.startswith("fp8") or dtype == "nvfp4"):
         names = names + _FP8_QUANT  # the GEMM's input quantization (fp8 or nvfp4)
     if kind == "gemm" and dtype == "fp8_block":
-        names = (*names, "promote_cycles", "convert_row_cycles")
+        names = (*names, "promote_cycles", "convert_row_cycles", "host_s", "align_s")
     if kind == "gemm" and dtype == "fp8":
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
@@ -349,6 +362,10 @@ def borrowed_params(
     per-tensor one) is one more kernel of the class, so it costs the class's fixed cost, and
     the quantization's bytes (its reads of the bf16 input and its fp8 write) move at the
     class's bandwidth (``quant_bytes = 1``)."""
+    if kind == "gemm" and "host_s" not in fitted:
+        # a fit that saw no wrapper's host floor (gemm_time._host_floor) stands in with none:
+        # the defaults are only a fit's start
+        params["host_s"] = params["align_s"] = 0.0
     if kind == "gemm" and dtype.startswith("fp8") and "quant_fixed_s" not in fitted:
         params["quant_fixed_s"] = params["fixed_s"]
         params["quant_bytes"] = 1.0
