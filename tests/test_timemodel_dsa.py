@@ -140,3 +140,60 @@ def test_a_plan_of_deepseek_v32_on_8_h100_under_trtllm_walks():
     mapped = _mapped_core("dsa_generation_module_perf", 16, 64, 1024, 1)
     want = predict_batch(mapped, "H100-SXM", "default")[0]
     assert k["seconds"] / k["calls"] == pytest.approx(want, rel=1e-6)
+
+
+def test_the_sparse_kernels_unit_is_tensorrt_llm_gen_s_own_or_the_mma_s_rows():
+    """TensorRT-LLM-gen's sparse MLA (TensorRT-LLM's own, vLLM's FlashInfer backend) takes 64
+    heads a unit on every device; FlashMLA's (SGLang, vLLM's FLASHMLA_SPARSE) the MMA's rows:
+    128 on Blackwell, whose padded rows it multiplies."""
+    from mlacalc.timemodel.dsa_time import sparse_unit_heads
+    from mlacalc.timemodel.mla_time import mla_tile_rows, padded_products
+
+    assert sparse_unit_heads("trtllm") == 64 and sparse_unit_heads("sglang") == 0
+    src = np.array(["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"])
+    assert sparse_unit_heads("vllm", src).tolist() == [64, 0]
+    b = device_batch(_step_core("decode", 1024, 8, "bf16", 64), load_hardware("B200"))
+    flash = dataclasses.replace(b, variant="sparse")
+    gen = dataclasses.replace(flash, shape={**flash.shape, "unit_heads": np.full(1, 64.0)})
+    assert mla_tile_rows(flash, B200)[0] == 128 and mla_tile_rows(flash, H100)[0] == 64
+    assert mla_tile_rows(gen, B200)[0] == 64
+    assert padded_products(flash)[0] and not padded_products(gen)[0]
+
+
+def _glm5_sparse_rows(
+    system: str, profile: str, table: str = "glm5_dsa_attn_module_perf"
+) -> np.ndarray:
+    """|error| of every row of SGLang's ``table`` on ``system`` by ``profile`` (rows timed
+    0 s, where no kernel runs, left out)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+    (t,) = load_measured(path / f"{table}.parquet").tables
+    pred = predict_mapped(map_table(t), t.device, load_profile(profile))
+    ok = np.isfinite(pred) & (t.seconds > 0)
+    return np.abs(pred[ok] / t.seconds[ok] - 1)
+
+
+def test_flashmla_sparse_prompt_carries_between_hopper_and_blackwell():
+    """FlashMLA's sparse prompt kernel runs a token's 64 heads at the same time a token on B200
+    as on H100 (its 128-row tcgen05 tile half padding): with the padded rows multiplied, each
+    device's fit predicts the other's rows 16% (B200 from H100) and 33% (H100 from B200) off
+    at the median, where they were 47% and 64% off."""
+    assert np.median(_glm5_sparse_rows("b200_sxm", "fit-h100-sxm-sglang")) < 0.19
+    assert np.median(_glm5_sparse_rows("h100_sxm", "fit-b200-sxm-sglang")) < 0.36
+
+
+def test_the_top_k_selection_draws_bandwidth_by_its_sms_on_every_device():
+    """A top-k selection's CTA walks its row's logits at a rate per SM and clock: SGLang's
+    GLM-5 top-k rows take the same time on B200 as on H100 up to 512 rows, so each device's
+    fit predicts the other's rows 11% (H100) and 14% (B200) off at the median, where drawing
+    the HBM's rate they were 43% too slow and 28% too fast."""
+    from mlacalc.timemodel.elementwise_time import SM_BOUND_VARIANTS, TOPK_VARIANTS
+
+    assert set(TOPK_VARIANTS) <= set(SM_BOUND_VARIANTS) and "topk_flat" in TOPK_VARIANTS
+    table = "glm5_topk_module_perf"
+    assert np.median(_glm5_sparse_rows("h100_sxm", "fit-b200-sxm-sglang", table)) < 0.13
+    assert np.median(_glm5_sparse_rows("b200_sxm", "fit-h100-sxm-sglang", table)) < 0.16

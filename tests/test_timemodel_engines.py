@@ -670,7 +670,9 @@ DSA = [
     # B200 prompt rows 0.290 / 0.877 before the dense path's B200 source (TensorRT-LLM's
     # ragged attention) was read as the dense path and the TensorRT-LLM-gen sparse path ran
     # in the cache's dtype (mapping._dsa_module_table)
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.06, 0.49),
+    # 0.058 / 0.478 -> 0.045 / 0.468 with FlashMLA's sparse kernel on B200 a 128-row unit
+    # multiplying its padded heads (mla_time.PADDED_PRODUCTS)
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsa_context_module_perf", 0.05, 0.48),
     # 0.346 / 0.802 -> 0.383 / 0.849 with the small kernels: its bf16 rows were +1% at the
     # median, its fp8_block rows +53-64% (their GEMMs as SGLang's B200 gemm_perf times
     # DeepGEMM's fp8 block GEMM, 19 us at one row whatever N, where this CUDA-graphed module
@@ -686,7 +688,10 @@ DSA = [
     # its H100 decode rows of an fp8 cache walking every top-k slot (dsa_time.SPARSE_WALK):
     # 0.202 / 0.426 before
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.195, 0.31),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.16, 0.44),
+    # 0.156 / 0.432 -> 0.123 / 0.414 with FlashMLA's sparse kernel on B200 a 128-row unit
+    # (mla_time.PADDED_PRODUCTS) and FlashInfer's TensorRT-LLM-gen one a 64-head unit
+    # (dsa_time.sparse_unit_heads)
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.13, 0.43),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.22, 0.53),
 ]
 

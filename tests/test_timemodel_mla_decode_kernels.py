@@ -107,7 +107,8 @@ def test_trtllm_rows_never_convert():
         ("A100-SXM-80GB", "", 64.0),
         ("B200", "", 128.0),
         ("GB200", "", 128.0),
-        ("B200", "sparse", 64.0),
+        ("B200", "sparse", 128.0),  # FlashMLA's sparse kernels: the tcgen05 MMA's rows
+        ("H100-SXM", "sparse", 64.0),
         ("B200", "indexer", 64.0),
         ("RTX-PRO-6000-Server", "", 64.0),
     ],
@@ -133,7 +134,8 @@ def test_blackwell_runs_16_row_units_up_to_32_heads(name, heads, rows, units):
     # one time: two 16-row units each streaming the cache; Hopper keeps its 64-row tile
     got = mla_unit_rows(_decode([heads], 1024.0), _fig(name))
     assert got[0] == rows and np.ceil(heads / got[0]) == units
-    assert mla_unit_rows(_decode([32.0], 1024.0, variant="sparse"), _fig(name))[0] == 64.0
+    sparse = mla_unit_rows(_decode([32.0], 1024.0, variant="sparse"), _fig(name))[0]
+    assert sparse == (128.0 if name == "B200" else 64.0)  # no 16-row unit for FlashMLA's
 
 
 def test_blackwell_32_heads_cost_more_than_16_and_64():

@@ -69,16 +69,37 @@ def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     return dataclasses.replace(batch, shape=shape)
 
 
-def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> float:
+def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     """Query heads one latent decode unit carries: 64 (a Hopper warp group's MMA rows, the
     A100 kernel's four 16-row warps), 128 where ``tcgen05`` MMAs cover 128 rows
     (:func:`~mlacalc.timemodel.shared.mma_rows`): the measured B200 rows take no longer at 128
     heads than at 64 (TensorRT-LLM, 64 sequences of 131K keys: 1,733 against 1,699 us bf16,
-    847 against 933 us fp8), where two 64-head units would each stream the cache. The sparse
-    and indexer variants keep 64 (their kernels are not the dense latent one)."""
-    if batch.variant in ("sparse", "indexer"):
-        return 64.0
-    return max(64.0, mma_rows(fig))
+    847 against 933 us fp8), where two 64-head units would each stream the cache. The indexer
+    variant keeps 64 (DeepGEMM's logits are not the dense latent kernel); the sparse variant
+    (FlashMLA's sparse kernels) takes the MMA's rows too, and multiplies its padded rows
+    (:data:`PADDED_PRODUCTS`), unless the row names its kernel's own unit (``unit_heads``:
+    TensorRT-LLM's sparse MLA, whose B200 prompt rows grow from 64 to 128 heads, 405 -> 611 ns
+    a token)."""
+    if batch.variant == "indexer":
+        return np.full(len(batch), 64.0)
+    own = col(batch, "unit_heads", 0) if batch.variant == "sparse" else np.zeros(len(batch))
+    return np.where(own > 0, own, max(64.0, mma_rows(fig)))
+
+
+def padded_products(batch: KernelBatch) -> np.ndarray:
+    """Per row whether the kernel multiplies its padded query rows whether or not it splits
+    the keys (:data:`PADDED_PRODUCTS`; not a kernel named by its own unit, ``unit_heads``)."""
+    return (batch.variant in PADDED_PRODUCTS) & (col(batch, "unit_heads", 0) <= 0)
+
+
+#: The variants whose kernel multiplies every row of its query tile, padded rows too, whether
+#: or not it splits the keys: FlashMLA's sparse kernels, compute-bound over each token's 2,048
+#: slots. On B200 their 128-row ``tcgen05`` tile takes 64 heads as 128: the SGLang B200 prompt
+#: rows of the FlashMLA sparse path take 816 ns a token at 64 heads and 912 at 128 (4,096
+#: tokens and more, projections included), and ``glm5_dsa_attn_module_perf``'s 64 heads take
+#: the same time a token on B200 as on H100 (497 against 483 ns: 590 TFLOP/s of real products,
+#: 60% of H100's dense bf16 rate, 26% of B200's), where B200's rate is 2.3x H100's.
+PADDED_PRODUCTS = ("sparse",)
 
 
 #: Query rows (heads x query tokens) up to which the Blackwell MLA decode kernel the engines run
@@ -226,7 +247,7 @@ def mla_decode_terms(
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
         serial=serial,
-        flops=batch.flops * np.where(splits_allowed, 1.0, padded) * rate,
+        flops=batch.flops * np.where(splits_allowed & ~padded_products(batch), 1.0, padded) * rate,
         nbytes=np.maximum(batch.bytes - pre_bytes, 0.0)
         + partial
         + np.where(convert, cached * (2.0 - kvb), 0.0),
