@@ -51,7 +51,7 @@ FITTED = [
     ("h100_sxm", "comm", "nccl_perf", "fp16", 0.07),
     ("h100_sxm", "comm", "custom_allreduce_perf", None, 0.07),
     ("h100_sxm", "comm", "wideep_deepep_normal_perf", None, 0.07),
-    ("h100_sxm", "comm", "wideep_deepep_ll_perf", None, 0.085),
+    ("h100_sxm", "comm", "wideep_deepep_ll_perf", None, 0.065),
     ("h100_sxm", "attention", "generation_attention_perf", "bf16", 0.09),
     ("h100_sxm", "attention", "generation_attention_perf", "fp8", 0.09),
     ("h100_sxm", "attention", "context_attention_perf", None, 0.06),
@@ -102,8 +102,10 @@ LEAVE_ONE_OUT = [
     ("h100_sxm", "fit-a100-sxm-80gb", "attention", "context_attention_perf", "bf16", 0.11),
     ("h100_sxm", "fit-a100-sxm-80gb", "quantize", "scale_matrix_perf", None, 0.14),
     ("h100_sxm", "fit-a100-sxm-80gb", "comm", "wideep_deepep_normal_perf", None, 0.165),
-    # DeepEP without a fit of its own: the A100 all-to-all's fixed cost (README: 9.0%)
-    ("h100_sxm", "fit-a100-sxm-80gb", "comm", "wideep_deepep_ll_perf", None, 0.11),
+    # DeepEP without a fit of its own: the A100 all-to-all's fixed cost (README: 9.0%; 13.6%
+    # since a dispatch SM waits a round trip for each of its experts' warp groups, which that
+    # fixed cost, NCCL's, already holds in part: B200's stand-in 20.4% -> 15.7%)
+    ("h100_sxm", "fit-a100-sxm-80gb", "comm", "wideep_deepep_ll_perf", None, 0.14),
     ("h100_sxm", "fit-a100-sxm-80gb", "attention", "generation_attention_perf", "fp8", 0.155),
 ]
 

@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapping import map_table
@@ -107,6 +108,41 @@ def test_deepep_normal_pays_per_token_work_on_its_sms():
     assert t1 == pytest.approx(link_t * (1 + 3.0) / share)
     assert t8 == pytest.approx(link_t * (1 + 3.0 / 8) / share)
     assert free == pytest.approx(link_t)
+
+
+def test_deepep_low_latency_runs_on_an_sm_per_expert():
+    """DeepEP's low-latency kernels run on as many SMs as the call has experts (a warp group
+    each; past the SMs, ``ceil(E / SMs)`` groups share an SM), each SM taking its share of the
+    tokens one after another (``unit_latency_s`` a token, a p-norm with the link, p = 2); a
+    dispatch SM waits a round trip for each of its groups' expert counts. The measured rows
+    carry the experts (8 experts: 1,024 tokens a quarter of 128 experts' dispatch time at 4x
+    fewer copies), and so does a served step's exchange."""
+    from mlacalc.timemodel.comm_time import DEEPEP_LL_NORM
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = _prm("dispatch", unit_latency_s=2e-6, latency_steps=1.0)
+    lat = fig.link_latency_s
+    batch = _batch("dispatch", [0.0, 0.0, 0.0, 0.0], [8, 8, 8, 8], low_latency=1.0, tokens=1024)
+    batch.shape["experts"] = np.array([8.0, 128.0, 512.0, 0.0])
+    t8, t128, t512, none = kernel_terms(batch, fig, prm)["seconds"]
+    assert t8 == pytest.approx(lat + 128 * 2e-6)  # 1,024 tokens over 8 SMs
+    assert t128 == pytest.approx(lat + 8 * 2e-6)
+    assert t512 == pytest.approx(4 * lat + 8 * 2e-6)  # 4 groups on 128 SMs
+    assert none == pytest.approx(lat)
+    one = _batch("combine", [1e6], [8], low_latency=1.0, tokens=1024, experts=8)
+    (tc,) = kernel_terms(one, fig, _prm("combine", unit_latency_s=2e-6))["seconds"]
+    link_t = 1e6 / (default_params("combine")["link_eff"] * fig.link_bytes_per_s)
+    serial = 128 * 2e-6
+    steps = default_params("combine")["latency_steps"] * lat
+    assert tc == pytest.approx(steps + (link_t**DEEPEP_LL_NORM + serial**DEEPEP_LL_NORM) ** 0.5)
+    path = MEASURED / "h100_sxm" / "comm" / "sglang" / "0.5.12" / "wideep_deepep_ll_perf.parquet"
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.tables import load_measured
+
+    (t,) = load_measured(path).tables
+    m = map_table(t)
+    for p in m.parts:
+        np.testing.assert_array_equal(p.batch.shape["experts"], t.column("num_experts")[p.rows])
 
 
 def test_a_steps_wait_is_sm_cycles():

@@ -1,6 +1,6 @@
 """The linear-attention kernels of the time model (Gated DeltaNet and Mamba-2 tables): the
 kernels whose bandwidth follows the SMs, the chunked rule's walk over its chunks, the chunked
-form's HBM passes, and TensorRT-LLM's prompt conv in waves of channel blocks."""
+form's HBM passes, and TensorRT-LLM's Mamba-2 prompt conv in channel blocks."""
 
 from __future__ import annotations
 
@@ -95,18 +95,24 @@ def test_the_chunked_forms_passes_and_the_fused_kernel():
     np.testing.assert_allclose(p.batch.bytes, io + seqs * hv * 128 * 128 * 4.0)
 
 
-def test_trtllm_mamba2_prompt_conv_runs_in_waves_of_channel_blocks():
-    """TensorRT-LLM's Mamba-2 prompt conv: ``units`` = sequences x 32-channel blocks (its
-    one-token rows step by a wave of them); its GDN conv keeps a launch a sequence."""
+def test_trtllm_prompt_conv_runs_in_channel_blocks():
+    """TensorRT-LLM's prompt conv: ``units`` = sequences x 32-channel blocks (its one-token
+    rows grow by a CTA's wait for each); sequences not a multiple of 8 tokens take the
+    unvectorised path (``scalar_load``); its GDN conv is the same kernel."""
     t, m = _mapped("h100_sxm", "trtllm", "mamba2_perf")
     (p,) = [p for p in m.parts if p.batch.variant == "mamba2_conv1d"]
     ch = t.column("nheads") * t.column("head_dim") + 2 * t.column("n_groups") * t.column("d_state")
     units = t.column("batch_size") * np.ceil(ch / 32)
     np.testing.assert_allclose(p.batch.shape["units"], units[p.rows])
+    scalar = t.column("seq_len")[p.rows] % 8 != 0
+    np.testing.assert_array_equal(p.batch.shape["scalar_load"] > 0, scalar)
+    assert scalar.any() and not scalar.all()
     assert "launches" not in p.batch.shape
-    _, g = _mapped("h100_sxm", "trtllm", "gdn_perf")
+    t, g = _mapped("h100_sxm", "trtllm", "gdn_perf")
     (c,) = [p for p in g.parts if p.batch.variant == "conv1d"]
-    assert "units" not in c.batch.shape and c.batch.shape["launches"].max() > 1
+    ch = t.column("num_k_heads") * t.column("head_k_dim")
+    np.testing.assert_allclose(c.batch.shape["units"], (t.column("batch_size") * ch / 32)[c.rows])
+    assert c.batch.shape["scalar_load"].any() and "launches" not in c.batch.shape
 
 
 @pytest.mark.parametrize(
@@ -114,12 +120,12 @@ def test_trtllm_mamba2_prompt_conv_runs_in_waves_of_channel_blocks():
     [
         # each device predicted by the other's fit (before these terms: 67% / 38% GDN, 49% /
         # 35% Mamba-2 conv, TensorRT-LLM; 49% / 38% SGLang; 78% / 43% vLLM)
-        ("h100_sxm", "trtllm", "gdn_perf", "fit-b200-sxm", 0.14),
-        ("b200_sxm", "trtllm", "gdn_perf", "default", 0.14),
-        ("h100_sxm", "trtllm", "mamba2_perf", "fit-b200-sxm", 0.125),
-        ("b200_sxm", "trtllm", "mamba2_perf", "default", 0.16),
-        ("h100_sxm", "sglang", "gdn_perf", "fit-b200-sxm-sglang", 0.135),
-        ("b200_sxm", "vllm", "gdn_perf", "fit-h100-sxm-vllm", 0.165),
+        ("h100_sxm", "trtllm", "gdn_perf", "fit-b200-sxm", 0.105),
+        ("b200_sxm", "trtllm", "gdn_perf", "default", 0.11),
+        ("h100_sxm", "trtllm", "mamba2_perf", "fit-b200-sxm", 0.065),
+        ("b200_sxm", "trtllm", "mamba2_perf", "default", 0.065),
+        ("h100_sxm", "sglang", "gdn_perf", "fit-b200-sxm-sglang", 0.115),
+        ("b200_sxm", "vllm", "gdn_perf", "fit-h100-sxm-vllm", 0.11),
     ],
 )
 def test_linear_attention_carries_between_devices(system, engine, table, profile, bound):
@@ -129,6 +135,111 @@ def test_linear_attention_carries_between_devices(system, engine, table, profile
     pred = predict_mapped(m, None, profile)
     ok = m.modelled & np.isfinite(pred)
     assert ok.sum() > 600 and np.median(np.abs(pred[ok] / t.seconds[ok] - 1)) <= bound
+
+
+def test_the_mamba2_prompt_conv_waits_per_cta_overlapped_with_its_traffic():
+    """TensorRT-LLM's Mamba-2 prompt conv: ``unit_latency_s`` a CTA's share of the SMs (no whole
+    waves: 133 CTAs wait 133/132 latencies, not two), overlapped with its traffic (a p-norm,
+    p = 2), ``scalar_load`` times as long on the unvectorised path."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = _prm(unit_latency_s=1e-6, scalar_load=1.3)
+    nbytes = 1e-6 * h100.hbm_bytes_per_s  # 1 us of traffic
+    (wait,) = kernel_terms(_batch("mamba2_conv1d", 0.0, units=133), h100, prm)["memory_s"]
+    assert wait == pytest.approx(133 / 132 * 1e-6)
+    t = kernel_terms(_batch("mamba2_conv1d", nbytes, units=132), h100, prm)
+    assert t["memory_s"][0] == pytest.approx(2**0.5 * 1e-6) and t["extra_s"][0] == 0.0
+    slow = kernel_terms(_batch("mamba2_conv1d", 0.0, units=132, scalar_load=1), h100, prm)
+    assert slow["memory_s"][0] == pytest.approx(1.3e-6)
+    # a step's conv carries the same fields as the measured row of its shape
+    from mlacalc.timemodel.elementwise_time import engine_linear_kernel
+
+    step = KernelBatch("elementwise", "bf16", np.zeros(2), np.ones(2), np.ones(2),
+                       {"seqs": np.array([2.0, 2.0]), "channels": np.array([64.0, 64.0]),
+                        "elements": np.array([2 * 4 * 64.0, 2 * 16 * 64.0])},
+                       variant="mamba2_conv1d")  # fmt: skip
+    out = engine_linear_kernel(step, "trtllm", h100)
+    np.testing.assert_allclose(out.shape["units"], [4.0, 4.0])
+    np.testing.assert_allclose(out.shape["scalar_load"], [1.0, 0.0])
+
+
+def test_sglang_and_vllm_prompt_conv_walks_its_block_of_tokens():
+    """SGLang's and vLLM's prompt conv1d: a CTA walks at most 8 of a sequence's tokens one
+    after another (``chunks``, one unit), a measured row and a step alike; TensorRT-LLM's and
+    the update kernel have no such walk. Their Mamba-2 convs are these kernels."""
+    from mlacalc.timemodel.elementwise_time import engine_linear_kernel
+
+    for engine in ("sglang", "vllm"):
+        t, m = _mapped("h100_sxm", engine, "gdn_perf")
+        (p,) = [p for p in m.parts if p.batch.variant == "conv1d"]
+        q = t.column("seq_len")[p.rows]
+        np.testing.assert_allclose(p.batch.shape["chunks"], np.minimum(q, 8))
+        np.testing.assert_allclose(p.batch.shape["seq_heads"], 1.0)
+        (u,) = [p for p in m.parts if p.batch.variant == "conv1d_update"]
+        assert "chunks" not in u.batch.shape
+    h100 = device_figures(load_hardware("H100-SXM"))
+    step = KernelBatch("elementwise", "bf16", np.zeros(2), np.ones(2), np.ones(2),
+                       {"seqs": np.array([4.0, 4.0]), "channels": np.array([64.0, 64.0]),
+                        "elements": np.array([4 * 3 * 64.0, 4 * 100 * 64.0])},
+                       variant="conv1d")  # fmt: skip
+    out = engine_linear_kernel(step, "vllm", h100)
+    np.testing.assert_allclose(out.shape["chunks"], [3.0, 8.0])
+    walk = kernel_terms(out, h100, _prm(unit_latency_s=1e-7))["extra_s"]
+    np.testing.assert_allclose(walk, [3e-7, 8e-7])
+    assert "chunks" not in engine_linear_kernel(step, "trtllm", h100).shape
+    # their Mamba-2 conv is the same kernel, timed by their conv classes
+    mamba = engine_linear_kernel(dataclasses.replace(step, variant="mamba2_conv1d"), "sglang", h100)
+    assert mamba.variant == "conv1d" and "chunks" in mamba.shape
+    update = dataclasses.replace(step, variant="mamba2_conv1d_update")
+    assert engine_linear_kernel(update, "vllm", h100).variant == "conv1d_update"
+    assert engine_linear_kernel(update, "trtllm", h100).variant == "mamba2_conv1d_update"
+
+
+def test_a_chunked_kernels_tiles_cost_a_wave_each():
+    """A chunked delta rule's tiles, ``tile_s`` a wave of them over the SMs: flash-linear-
+    attention's (sequence, chunk, head), a one-token sequence a whole chunk's tile; FlashInfer's
+    fused kernel's (sequence, head) units; a step's kernel carries the same tiles as the row."""
+    from mlacalc.timemodel.elementwise_time import engine_linear_kernel
+
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = _prm(tile_s=1e-6)
+    (t,) = kernel_terms(_batch("gdn_chunk", 1.0, tiles=133), h100, prm)["extra_s"]
+    assert t == pytest.approx(2e-6)
+    for engine, want in (("sglang", "chunks"), ("vllm", "fused")):
+        table, m = _mapped("h100_sxm", engine, "gdn_perf")
+        (p,) = [p for p in m.parts if p.batch.variant == "gdn_chunk"]
+        units = (table.column("batch_size") * table.column("num_v_heads"))[p.rows]
+        chunks = np.ceil(table.column("seq_len")[p.rows] / 64) if want == "chunks" else 1.0
+        np.testing.assert_allclose(p.batch.shape["tiles"], units * chunks)
+        step = KernelBatch("elementwise", "bf16", np.zeros(1), np.ones(1), np.ones(1),
+                           {"seq_heads": np.array([64.0]), "chunks": np.array([3.0]),
+                            "fla_bytes": np.array([0.0])}, variant="gdn_chunk")  # fmt: skip
+        out = engine_linear_kernel(step, engine, h100).shape["tiles"]
+        np.testing.assert_allclose(out, [64.0 * (3.0 if want == "chunks" else 1.0)])
+
+
+def test_a_replayed_recurrent_state_is_read_from_the_l2_while_it_fits():
+    """SGLang's and vLLM's recurrent rows replay one state (``state_bytes``, ``warm_l2``): read
+    and written at ``l2_speedup`` times the HBM while it fits in ``l2_share`` of the L2, from
+    the HBM from twice that; TensorRT-LLM's rows (no ``state_bytes``) and a served step's
+    kernel (no ``warm_l2``) read the HBM."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = _prm(l2_share=0.5, l2_speedup=2.0)
+    state = np.array([0.25, 1.0, 2.0]) * 0.5 * h100.l2_bytes
+    cold = KernelBatch("elementwise", "bf16", np.zeros(3), 2 * state, np.ones(3),
+                       {"state_bytes": state}, variant="gdn_recurrent")  # fmt: skip
+    warm = dataclasses.replace(cold, shape={"state_bytes": state, "warm_l2": np.ones(3)})
+    t_cold = kernel_terms(cold, h100, prm)["memory_s"]
+    t_warm = kernel_terms(warm, h100, prm)["memory_s"]
+    np.testing.assert_allclose(t_cold, 2 * state / h100.hbm_bytes_per_s)
+    np.testing.assert_allclose(t_warm / t_cold, [0.5, 0.5, 1.0])
+    for engine, warm_rows in (("sglang", True), ("vllm", True), ("trtllm", False)):
+        t, m = _mapped("h100_sxm", engine, "gdn_perf")
+        (p,) = [p for p in m.parts if p.batch.variant == "gdn_recurrent"]
+        assert ("state_bytes" in p.batch.shape) == warm_rows
+        if warm_rows:
+            hv = t.column("num_v_heads")[p.rows]
+            want = t.column("batch_size")[p.rows] * hv * 128 * 128 * 4.0
+            np.testing.assert_allclose(p.batch.shape["state_bytes"], want)
 
 
 def test_a_fused_chunked_kernel_streams_while_it_walks():

@@ -937,6 +937,7 @@ class StepModel:
                             copies=sent * copies * hot,
                             low_latency=low,
                             sms=sms,
+                            experts=float(slots),  # the low-latency kernels' SMs
                         )
                 else:
                     # across nodes (link model): decode rows (no prompt tokens): DeepEP
@@ -961,6 +962,7 @@ class StepModel:
                             copies=np.where(rows, sent * n_copies * hot, 0.0),
                             low_latency=rows * (1.0 if mode == "low-latency" else 0.0),
                             sms=0.0 if mode == "low-latency" else float(DEEPEP_NORMAL_SMS),
+                            experts=float(slots),
                             n_gpus=float(node),  # the kernel model's group: one domain
                         )
                         self._comm(

@@ -18,13 +18,19 @@ from __future__ import annotations
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
-from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col
+from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["P2P_FLAGGED_BYTES", "collective_terms"]
+__all__ = ["DEEPEP_LL_NORM", "P2P_FLAGGED_BYTES", "collective_terms"]
 
 #: (flagged stores), and in bulk above: NCCL's documented NCCL_P2P_LL_THRESHOLD default, 16384.
 P2P_FLAGGED_BYTES = 16384.0
+
+#: The p of the p-norm of a DeepEP low-latency kernel's link time and its SMs' walk over their
+#: tokens. Chosen, not fitted: on the H100 ``wideep_deepep_ll_perf`` rows (352), the classes
+#: refitted at each p, dispatch 6.8% / 13.7% at p = 1 (the sum), 4.9% / 10.5% at 2; from 4 the
+#: fit drops the walk (8.5% / 27.8%, as without it).
+DEEPEP_LL_NORM = 2.0
 
 
 def collective_terms(
@@ -90,7 +96,20 @@ def collective_terms(
         work = 1.0 + prm.get("token_copies", 0.0) * tokens / copies
         link_t = (n - 1) / n * msg / link
         sm_t = link_t * work / share
-        comm = np.where(low, lat + msg / link, (n - 1) * lat + np.maximum(link_t, sm_t))
+        # the low-latency kernels run on as many SMs as the call has experts (a warp group
+        # each; more experts than SMs share an SM in ``groups`` warp groups), each SM sending
+        # its share of the tokens one after another: ``unit_latency_s`` a token, overlapped
+        # with the link (:data:`DEEPEP_LL_NORM`); a dispatch SM also waits on its experts'
+        # counts one warp group after another: a round trip each (``experts`` 0: neither)
+        experts = col(batch, "experts", 0)
+        groups = np.maximum(np.ceil(experts / fig.sm_count), 1.0)
+        ll_sms = np.maximum(np.ceil(experts / groups), 1.0)
+        serial = np.where(experts > 0, np.ceil(tokens / ll_sms), 0.0) * prm.get(
+            "unit_latency_s", 0.0
+        )
+        trips = groups if kind == "dispatch" else 1.0
+        low_t = trips * lat + combine(msg / link, serial, DEEPEP_LL_NORM)
+        comm = np.where(low, low_t, (n - 1) * lat + np.maximum(link_t, sm_t))
     elif kind == "all_to_all":
         # NCCL's all-to-all is n - 1 point-to-point sends and receives, whose protocol is not
         # tuned per call: LL up to NCCL_P2P_LL_THRESHOLD bytes a peer, bulk (Simple) above

@@ -7,7 +7,9 @@ per row where the kernel gives each row a CTA (``units``; a small kernel leaves 
 L2 at ``l2_speedup``; the FLOPs at the CUDA-core rate; the fixed cost of each further graph
 node of the call (``launches``). The linear-attention kernels of :data:`SM_BOUND_VARIANTS` draw
 bytes at a rate per SM and clock, capped by the HBM; a chunked kernel's units walk their chunks
-one after another (``chunks``, ``seq_heads``), ``unit_latency_s`` a chunk.
+one after another (``chunks``, ``seq_heads``), ``unit_latency_s`` a chunk; TensorRT-LLM's
+prompt conv's CTAs wait ``unit_latency_s`` each, overlapped with its traffic
+(:data:`CTA_WALK_VARIANTS`).
 """
 
 from __future__ import annotations
@@ -21,26 +23,26 @@ from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine, memory_sh
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "CONV_BLOCK_TOKENS",
     "CONV_CTA_CHANNELS",
+    "CTA_WALK_NORM",
+    "CTA_WALK_VARIANTS",
     "FUSED_WALK_NORM",
+    "OWN_CONV",
     "SM_BOUND_VARIANTS",
     "SM_BYTES_PER_CLOCK",
-    "TOPK_VARIANTS",
+    "TOKEN_BLOCK_ENGINES",
+    "VECTOR_TOKENS",
     "engine_linear_kernel",
     "per_sequence_conv",
     "streaming_terms",
+    "token_block_conv",
 ]
 
-#: Channels one CTA of TensorRT-LLM's Mamba-2 prompt conv1d kernel takes (it runs in waves of
-#: such CTAs, a sequence's after another: ``units``), inferred from its rows, not from its
-#: source: its one-token rows step by about 5.3 us (H100) for every wave of 32-channel CTAs a
-#: sequence adds over the SMs (6,144 / 10,240 / 18,432 channels: 10.3 / 15.0 / 26.4 us for one
-#: sequence, 2 / 3 / 5 waves; 17.1 / 26.2 / 49.4 us for two, 3 / 5 / 9 waves).
+#: Channels one CTA of TensorRT-LLM's Mamba-2 prompt conv1d kernel takes (``units``: its CTAs
+#: over the sequences), inferred from its rows, not from its source; its waits are linear in
+#: these CTAs (:data:`CTA_WALK_VARIANTS`): the block size only scales the fitted wait.
 CONV_CTA_CHANNELS = 32
-
-#: The top-k selections of the sparse-attention indexers (SGLang's ``fast_topk_transform_fused``
-#: per score mode, DeepSeek-V4's ``topk_transform_v1`` / ``_v2``): one CTA walks a row's logits.
-TOPK_VARIANTS = tuple(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat", "top_last"))
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels
 #: and flash-linear-attention's (and FlashInfer's) chunked gated delta rule keep a fixed number
@@ -49,18 +51,13 @@ TOPK_VARIANTS = tuple(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat
 #: take 0.80-0.82x (conv1d) and 0.62-0.79x (chunked rule) of H100's time on B200, where the SMs
 #: x clock give 0.88x and the HBM 0.44x; B200's fits reached 0.38-0.50 of its HBM where H100's
 #: reached 0.69-0.86 of its own. The recurrent decode kernel is not one of them: it streams
-#: its fp32 state at HBM rate on both (0.50-0.72x). The sparse-attention top-k selections
-#: (:data:`TOPK_VARIANTS`: one CTA walks a row's logits) too: SGLang's GLM-5 and DeepSeek-V4
-#: top-k rows take the same time on B200 as on H100 up to 512 rows (0.96-0.99x) and 0.78-0.83x
-#: beyond (0.69x over 16K keys: a long row's one CTA draws more on B200), where the HBM would
-#: give 0.44x.
+#: its fp32 state at HBM rate on both (0.50-0.72x).
 SM_BOUND_VARIANTS = (
     "conv1d",
     "conv1d_update",
     "gdn_chunk",
     "mamba2_conv1d",
     "mamba2_conv1d_update",
-    *TOPK_VARIANTS,
 )
 
 #: The p of the p-norm by which a fused chunked linear-attention kernel (``fused``: FlashInfer's
@@ -77,6 +74,46 @@ FUSED_WALK_NORM = 4.0
 #: device their loads in flight were tuned on; capped by the device's HBM bandwidth.
 SM_BYTES_PER_CLOCK = 3.35e12 / 132 / REFERENCE_CLOCK_HZ
 
+#: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
+#: prompt conv1d, one kernel for Mamba-2's and Gated DeltaNet's convs (their fits agree: a
+#: CTA's wait 3.6 us and ``scalar_load`` 1.29-1.31 on both devices; a row without ``units``,
+#: another engine's, has no such wait). Mamba-2's time per sequence is flat from 8 to 512
+#: tokens (H100, 6,144 channels: 8.6-9.6 us for one sequence, 5.5-6.4 us each of eight) and
+#: grows with the tokens
+#: from 1,024 on (11.7, 20.2, 39.7, 75.8 us each of eight at 1K-8K tokens: 64-79% of the HBM),
+#: the corner of a wait and a stream overlapped; and the wait is linear in its CTAs, not in
+#: whole waves of them (one-token rows of one sequence: 5.2, 10.3, 15.0, 23.9, 26.4 us at 48,
+#: 192, 320, 576, 640 CTAs of 32 channels, 3.5 us plus 0.036 us a CTA; 576 and 640 CTAs are
+#: both five waves of 132), as a kernel whose CTAs are many to an SM waits.
+CTA_WALK_VARIANTS = ("mamba2_conv1d", "conv1d")
+
+#: The p of the p-norm of :data:`CTA_WALK_VARIANTS`' waits and traffic. Chosen, not fitted:
+#: TensorRT-LLM's ``mamba2_perf`` prompt rows (592 H100, 619 B200), the class refitted at each
+#: p (with ``scalar_load``): see docs/time-model.md.
+CTA_WALK_NORM = 2.0
+
+#: Tokens of a sequence one CTA of SGLang's and vLLM's prompt conv1d walks one after another
+#: (:func:`token_block_conv`), inferred from their rows, not from the source: at one sequence
+#: their time grows with its tokens up to 8-16 and is flat from there until its traffic counts
+#: (H100, 512-12,288 channels: 2.2, 2.4, 2.6, 3.5, 3.9, 3.9 us at 1, 2, 4, 8, 16, 32 tokens;
+#: vLLM's 2.2-2.3, 2.4-2.5, 2.6-2.7, 3.6-3.8, 4.0-4.1); before, one to four tokens were 30-50%
+#: slow and eight to 64 at small batches 10-25% fast. 8 is chosen over 16 on their p90
+#: (docs/time-model.md).
+CONV_BLOCK_TOKENS = 8
+
+#: The engines whose prompt conv1d walks :data:`CONV_BLOCK_TOKENS` (their ``gdn_perf`` rows).
+TOKEN_BLOCK_ENGINES = ("sglang", "vllm")
+
+#: The class a Mamba-2 conv of :data:`TOKEN_BLOCK_ENGINES` is timed by: the same kernels as
+#: their Gated DeltaNet convs (``mamba2_perf``, TensorRT-LLM's table, times another kernel).
+OWN_CONV = {"mamba2_conv1d": "conv1d", "mamba2_conv1d_update": "conv1d_update"}
+
+#: Tokens one thread of TensorRT-LLM's conv1d loads at once (16 bytes of bf16): a sequence of
+#: a multiple of them takes the vectorised loads, any other the slower path (``scalar_load``):
+#: one to four tokens a sequence take 1.3x the time of eight to 512 on both devices (H100,
+#: 6,144 channels, eight sequences: 7.2-7.3 us each against 5.5-6.4; B200 6.7 against 5.2-5.6).
+VECTOR_TOKENS = 8
+
 
 def engine_linear_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """A model step's linear-attention kernels (:data:`~mlacalc.words.kernels.LINEAR_VARIANTS`)
@@ -84,34 +121,77 @@ def engine_linear_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) ->
     chunked delta rule is FlashInfer's fused kernel (``fused``: its chunks' walk overlapped
     with its traffic, which is the step's bytes), the other engines' flash-linear-attention's
     kernels, which also pass their intermediates through HBM (the step's ``fla_bytes``);
-    TensorRT-LLM's prompt conv1d kernels run a sequence at a time (Gated DeltaNet's a launch a
-    sequence, Mamba-2's in waves of :data:`CONV_CTA_CHANNELS`-channel CTAs a sequence). A
+    TensorRT-LLM's prompt conv1d kernel runs :data:`CONV_CTA_CHANNELS`-channel CTAs a sequence
+    (:func:`per_sequence_conv`), SGLang's and
+    vLLM's walk up to :data:`CONV_BLOCK_TOKENS` tokens a sequence (:func:`token_block_conv`). A
     measured row, which names its kernel, has neither field nor ``seqs`` and is left as it
     is. ``fig`` is unused: no rule here depends on the device."""
     del fig
     shape = batch.shape
     if batch.variant == "gdn_chunk" and "fla_bytes" in shape:
-        if engine == "vllm":
-            return dataclasses.replace(batch, shape=dict(shape, fused=np.ones(len(batch))))
-        return dataclasses.replace(batch, bytes=batch.bytes + shape["fla_bytes"])
-    if engine != "trtllm" or "seqs" not in shape:
+        if engine == "vllm":  # a tile a (sequence, head): its unit
+            fused = dict(shape, fused=np.ones(len(batch)), tiles=col(batch, "seq_heads", 0))
+            return dataclasses.replace(batch, shape=fused)
+        tiles = col(batch, "seq_heads", 0) * col(batch, "chunks", 0)
+        return dataclasses.replace(
+            batch, bytes=batch.bytes + shape["fla_bytes"], shape=dict(shape, tiles=tiles)
+        )
+    if "seqs" not in shape or "channels" not in shape:
         return batch
-    fields = per_sequence_conv(batch.variant, shape["seqs"], shape.get("channels"))
+    channels = shape["channels"]
+    tokens = col(batch, "elements", 0) / np.maximum(channels, 1)  # its output: tokens x channels
+    if engine == "trtllm":
+        fields = per_sequence_conv(batch.variant, shape["seqs"], channels, tokens)
+    elif engine in TOKEN_BLOCK_ENGINES:
+        # their Mamba-2 conv is their Gated DeltaNet conv's kernel (the mamba ops'
+        # causal_conv1d_fn and its update), timed by its classes: mamba2_perf is TensorRT-LLM's
+        own = OWN_CONV.get(batch.variant, batch.variant)
+        batch = dataclasses.replace(batch, variant=own)
+        fields = token_block_conv(own, shape["seqs"], tokens)
+    else:
+        return batch
     return dataclasses.replace(batch, shape={**shape, **fields}) if fields else batch
 
 
-def per_sequence_conv(variant: str, seqs: np.ndarray, channels: np.ndarray | None) -> dict:
-    """The shape fields of TensorRT-LLM's prompt conv1d kernels (``variant`` ``conv1d`` or
-    ``mamba2_conv1d``; ``{}`` for any other), which run once a sequence: Mamba-2's in waves of
-    :data:`CONV_CTA_CHANNELS`-channel CTAs a sequence (``units``: a wait of
-    ``unit_latency_s`` a wave), Gated DeltaNet's a launch a sequence (``launches``: its rows
-    step by about 1.4 us a sequence whatever its channels). The one rule for a measured row
+def per_sequence_conv(
+    variant: str,
+    seqs: np.ndarray,
+    channels: np.ndarray | None,
+    tokens: np.ndarray | None = None,
+) -> dict:
+    """The shape fields of TensorRT-LLM's prompt conv1d kernel (``variant`` ``conv1d`` or
+    ``mamba2_conv1d``; ``{}`` for any other): :data:`CONV_CTA_CHANNELS`-channel CTAs a
+    sequence (``units``: a wait of ``unit_latency_s`` a CTA's share of the SMs,
+    :data:`CTA_WALK_VARIANTS`; ``scalar_load`` where the ``tokens`` a sequence are not a
+    multiple of :data:`VECTOR_TOKENS`). The one rule for a measured row
     (``mlacalc.measured.mapping``) and a model step (:func:`engine_linear_kernel`)."""
-    if variant == "mamba2_conv1d":
-        return {"units": seqs * np.ceil(channels / CONV_CTA_CHANNELS)}
-    if variant == "conv1d":
-        return {"launches": seqs}
-    return {}
+    if variant not in CTA_WALK_VARIANTS:
+        return {}
+    out = {"units": seqs * np.ceil(channels / CONV_CTA_CHANNELS)}
+    if tokens is not None:
+        out["scalar_load"] = (np.round(tokens / seqs) % VECTOR_TOKENS != 0) * 1.0
+    return out
+
+
+def token_block_conv(variant: str, seqs: np.ndarray, tokens: np.ndarray) -> dict:
+    """The shape fields of SGLang's and vLLM's prompt conv1d kernel (``variant`` ``conv1d``;
+    ``{}`` for any other): each CTA walks its block's tokens one after another, at most
+    :data:`CONV_BLOCK_TOKENS` of a sequence (``chunks``, one unit: ``unit_latency_s`` a
+    token). The one rule for a measured row (``mlacalc.measured.mapping``) and a model step
+    (:func:`engine_linear_kernel`)."""
+    if variant != "conv1d":
+        return {}
+    q = np.round(np.asarray(tokens, dtype=np.float64) / np.maximum(seqs, 1))
+    return {"chunks": np.minimum(q, CONV_BLOCK_TOKENS), "seq_heads": np.ones(len(q))}
+
+
+def _resident_state(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
+    """The bytes of a recurrent decode kernel's state (``state_bytes``, read and written in
+    place) that a warm replay (``warm_l2``) finds in the L2: all of it while the state fits in
+    the share of the L2 a kernel's operands keep, none from twice that (the quantize rule)."""
+    state = col(batch, "state_bytes", 0)
+    share = np.clip(2.0 - state / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    return np.where(col(batch, "warm_l2", 0) > 0, share * np.minimum(2.0 * state, batch.bytes), 0.0)
 
 
 def streaming_terms(
@@ -138,6 +218,8 @@ def streaming_terms(
         share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
         warm = col(batch, "warm_l2", 0) > 0
         resident = np.where(warm, share * np.minimum(reads, batch.bytes), 0.0)
+    if "state_bytes" in batch.shape:
+        resident = resident + _resident_state(batch, fig, prm)
     l2_bw = np.full(len(batch), prm["l2_speedup"] * fig.hbm_bytes_per_s)
     if batch.kind == "quantize" and (rows > 0).any():
         # a quantize kernel that gives each token a CTA (vLLM's): each walks its row with the
@@ -172,8 +254,21 @@ def streaming_terms(
     walk = col(batch, "chunks", 0) * np.ceil(col(batch, "seq_heads", 0) / fig.sm_count) * lat
     fused = col(batch, "fused", 0) > 0
     memory = np.where(fused, combine(memory, walk, FUSED_WALK_NORM), memory)
+    if batch.variant in CTA_WALK_VARIANTS:
+        # TensorRT-LLM's prompt conv: its CTAs' waits (``unit_latency_s`` a CTA's
+        # share of the SMs, many CTAs resident on each: no whole waves) overlap its traffic
+        # (:data:`CTA_WALK_NORM`); a CTA on the unvectorised path waits ``scalar_load`` times
+        # as long (``scalar_load``: sequences not a multiple of :data:`VECTOR_TOKENS` tokens)
+        scalar = np.where(col(batch, "scalar_load", 0) > 0, prm.get("scalar_load", 1.0), 1.0)
+        memory = combine(memory, rows / fig.sm_count * lat * scalar, CTA_WALK_NORM)
+        rows = np.zeros(len(batch))
     extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat
     extra = extra + np.where(fused, 0.0, walk)
+    # a chunked delta rule's tiles (``tiles``), ``tile_s`` a wave of them over the SMs, whatever
+    # the tokens in a chunk: flash-linear-attention's kernels work on whole (sequence, chunk,
+    # head) tiles, FlashInfer's fused kernel on a (sequence, head) unit that loads and stores
+    # its state (docs/time-model.md, "Linear attention")
+    extra = extra + np.ceil(col(batch, "tiles", 0) / fig.sm_count) * prm.get("tile_s", 0.0)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 

@@ -138,6 +138,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
+    "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -199,6 +200,8 @@ DEFAULTS: dict[str, float] = {
     # no overlap: a kernel that walks a cache on one SM without a producer warp waits for each
     # block's loads before its products
     "walk_overlap": 1.0,
+    # a conv kernel's CTAs wait as long on either load path where no fit saw the slower one
+    "scalar_load": 1.0,
 }
 
 #: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
@@ -256,6 +259,7 @@ _KIND_DEFAULTS: dict[str, dict[str, float]] = {
 }
 
 _COMM_FIT = ("fixed_s", "link_eff", "latency_steps", "proto_s", "eff_memory")
+_DEEPEP_FIT = ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies")
 
 #: The parameters a fit adjusts, by kind (the others keep their defaults).
 FIT_PARAMS: dict[str, tuple[str, ...]] = {
@@ -322,12 +326,21 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "route_s",
         "select_s",
     ),
-    "elementwise": ("eff_memory", "fixed_s", "sm_bandwidth", "unit_latency_s"),
+    "elementwise": (
+        "eff_memory",
+        "fixed_s",
+        "sm_bandwidth",
+        "unit_latency_s",
+        "scalar_load",
+        "tile_s",
+        "l2_share",
+        "l2_speedup",
+    ),
     "quantize": ("eff_memory", "fixed_s", "sm_bandwidth", "l2_share", "l2_speedup"),
     **{k: _COMM_FIT for k in COMM_KINDS},
     "all_reduce": (*_COMM_FIT, "switch_eff"),
-    "dispatch": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies"),
-    "combine": ("fixed_s", "link_eff", "latency_steps", "sm_bandwidth", "token_copies"),
+    "dispatch": (*_DEEPEP_FIT, "unit_latency_s"),
+    "combine": (*_DEEPEP_FIT, "unit_latency_s"),
 }
 _FP8_QUANT = ("quant_fixed_s", "quant_bytes")
 
