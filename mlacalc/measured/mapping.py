@@ -94,7 +94,14 @@ from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS
-from mlacalc.timemodel.device import mla_decode_kernel
+from mlacalc.timemodel.device import device_figures, mla_decode_kernel
+from mlacalc.timemodel.dsa_time import (
+    WALK_DECODE_KERNEL,
+    WALK_HEADS,
+    sparse_unit_heads,
+    walk_heads,
+    walked_core,
+)
 from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_conv
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import step_block_fp8
@@ -1625,56 +1632,14 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
     }
 
 
-#: The sparse MLA kernels of the DSA module tables that walk every one of a query's top-k
-#: slots whatever the keys (the slots past the cache padded), a pass of 64 query heads at a
-#: time (fewer heads padded to 64), each pass gathering its query's slots (a decode kernel's
-#: read of a sequence's cache): ``(system, engine, phase, kernel_source part, KV dtype, most
-#: heads)``, a rule each, the phase ``context``, ``decode`` or ``any``, ``""`` any source or
-#: dtype.
-#:
-#: - TensorRT-LLM on H100, both phases: its prompt rows time the same per token at any prompt
-#:   length (8 heads, 256 sequences: 1.42-1.43 us a token from 16 to 512 tokens a sequence,
-#:   where a query's keys grow 32-fold) and head count up to 64 (1.35 us a token at 1 head,
-#:   1.79 at 64 with the projections), twice that at 128 (3.4 us): one 64-head pass over 2,048
-#:   slots a query, two at 128; its decode rows alike (1.5 us a sequence at any cached length
-#:   under 512, heads up to 64; 3.0 at 128). Predicted as FlashMLA's 64-head passes the
-#:   per-token figures were 3.3x too fast (the slots' bytes read once); with each pass's
-#:   gather read as a decode kernel reads its cache, 6-16% too fast.
-#: - vLLM's H100 prompt rows with an fp8 cache and at most 16 heads: 0.94-1.00 us a token at
-#:   every prompt length (bf16 cache, or 32 heads and more: 0.23-0.65, growing with the keys).
-#: - vLLM's H100 decode rows with an fp8 cache (FlashMLA's fp8 sparse decode kernel): with the
-#:   other kernels' predictions taken out, the attention takes the same time at 2 cached keys
-#:   as at 2,048 (1,024 sequences, 128 heads: 1.94-1.97 ms from 2 to 2,048 keys; 1,024 keys,
-#:   1,024 sequences: 1.11-1.18 ms at 1 to 64 heads, 1.97 at 128), where a bf16 cache's rows
-#:   grow with the keys (0.59 -> 1.55 ms). It is the decode kernel (it splits the keys), not
-#:   the prompt's sparse kernel: the ``sparse`` class (fitted on DeepSeek-V4's cores) gives the
-#:   rows 23.7% / 30%, the plain one 18.7% / 30% (median / p90 |error|, from 20.2% / 43%).
-_SPARSE_WALK = (
-    ("h100_sxm", "trtllm", "any", "", "", 128),
-    ("h100_sxm", "vllm", "context", "", "fp8", 16),
-    ("h100_sxm", "vllm", "decode", "", "fp8", 128),
-)
-
-#: The walking kernels that are the engine's decode kernel, splitting the keys as it does and
-#: timed by the plain decode class, not the prompt's sparse kernel: ``(system, engine)``
-_WALK_DECODE_KERNEL = (("h100_sxm", "vllm"),)
-
-
 def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: bool):
-    """Per row the heads a pass of the sparse MLA kernel takes where it walks every top-k slot
-    of a query (:data:`_SPARSE_WALK`: 64), 0 where it walks the slots the keys fill at the
-    row's heads."""
-    out = np.zeros(len(t))
-    src = t.column("kernel_source").astype(str)
-    for system, engine, phase, part, dtype, most in _SPARSE_WALK:
-        if (system, engine) != (t.system, t.engine) or phase not in (
-            "any",
-            "context" if context else "decode",
-        ):
-            continue
-        hit = (np.char.find(src, part) >= 0) & (heads <= most)
-        out[hit & ((kvd == dtype) if dtype else True)] = 64.0
-    return out
+    """Per row the heads a pass of the table's sparse MLA kernel takes where it walks every
+    top-k slot of a query, 0 where it walks the slots the keys fill at the row's heads: the
+    rule a served step's DSA core runs by too (:func:`mlacalc.timemodel.dsa_time.walk_heads`,
+    keyed by the device's kernel generation; the evidence is beside
+    :data:`~mlacalc.timemodel.dsa_time.SPARSE_WALK`)."""
+    gen = device_figures(load_hardware(t.system)).kernel_generation
+    return walk_heads(t.engine, gen, context, kvd == "fp8", heads)
 
 
 def _dsa_small_kernels(b: _Builder, rows, indexer, tok, h, ih, idim, g, kvb, sparse_prompt) -> None:
@@ -1810,16 +1775,16 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     _gemm_kernels(b, "bmm_post", r, "bf16", tok[sp], g["v"][sp], g["kv_lora"][sp], h[sp],
                   variant="bmm")  # fmt: skip
     kv = np.minimum(keys, np.maximum(topk, 1))
-    cached = bs * np.minimum(keys, kv * isl)
-    # the kernels that walk every top-k slot of a query with its heads padded (_SPARSE_WALK)
+    cached = bs * np.minimum(keys, kv * isl)  # a sequence's tokens pick among its rows
+    # the kernels that walk every top-k slot of a query with its heads padded, as a served
+    # step's DSA core runs them (mlacalc.timemodel.dsa_time: the rule and its work, shared)
     walk = _sparse_walk(t, kvd, h, context)
-    kv = np.where(walk > 0, np.maximum(topk, 1), kv)
-    hk = np.where(walk > 0, np.ceil(h / np.maximum(walk, 1)) * walk, h)  # the kernel's heads
-    cached = np.where(walk > 0, tok * kv * hk / np.maximum(walk, 1), cached)  # a gather a pass
-    flops = 2.0 * hk * tok * kv * (lat + g["kv_lora"])
+    walks = walk > 0
+    w = walked_core(tok, h, topk, lat, g["kv_lora"], kvb, np.where(walks, walk, WALK_HEADS))
+    kv, hk = np.where(walks, w["kv_len"], kv), np.where(walks, w["n_heads"], h)
+    flops = np.where(walks, w["flops"], 2.0 * h * tok * kv * (lat + g["kv_lora"]))
+    own_unit = sparse_unit_heads(t.engine, src)  # TensorRT-LLM-gen's own; FlashMLA's the MMA's
     if context:
-        gather = np.where(walk > 0, kvb, 2.0)  # a walking kernel gathers the cache as stored
-        nbytes = tok * hk * lat * 2 + cached * lat * gather + tok * hk * g["kv_lora"] * 2
         split = 0.0 if t.system == "h100_sxm" else 1.0
         # SGLang's TensorRT-LLM-gen path on B200 (``kernel_source`` ``..._trtllm``) runs the MLA
         # decode kernel of its generation_mla_perf rows (``trtllm_mla``), a prompt token a
@@ -1827,22 +1792,24 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         # (an fp8 cache: fp8 q and latent rows at the fp8 rate; as FlashMLA's bf16 prompt
         # kernel, 2.3-3.4x its time: 0.37-0.96 us a token where the rows take 0.12-0.31)
         gen = (t.system == "b200_sxm") & np.char.endswith(src, "_trtllm")
-        qb = np.where(gen, kvb, 2.0)
-        nbytes = tok * hk * lat * qb + cached * lat * np.where(gen, kvb, gather)
-        nbytes = nbytes + tok * hk * g["kv_lora"] * 2
+        eb = np.where(gen, kvb, 2.0)
+        nbytes = tok * h * lat * eb + cached * lat * eb + tok * h * g["kv_lora"] * 2
+        nbytes = np.where(walks, w["bytes"], nbytes)
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp], variant=np.where(gen, "", "sparse")[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen, kvb, 2.0)[sp], kv_split=split,
-                       operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
+                       operand_reads=1, preprocess_bytes=0, rope_elements=0,
+                       unit_heads=own_unit[sp])  # fmt: skip
     else:
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
-        nbytes = pre + cached * lat * kvb + tok * hk * lat * 2 + tok * hk * g["kv_lora"] * 2
+        core = cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2
+        nbytes = pre + np.where(walks, w["bytes"], core)
         # a query walking every slot runs the prompt's sparse kernel (one query, its slots),
-        # but where the walking kernel is the engine's decode kernel (_WALK_DECODE_KERNEL)
-        kern = mla_decode_kernel(load_hardware(t.system))
-        sparse = (walk > 0) & ((t.system, t.engine) not in _WALK_DECODE_KERNEL)
+        # but where the walking kernel is the engine's decode kernel (WALK_DECODE_KERNEL)
+        kern = mla_decode_kernel(fig := device_figures(load_hardware(t.system)))
+        sparse = walks & ((t.engine, fig.kernel_generation) not in WALK_DECODE_KERNEL)
         split = np.where(sparse, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
         b.add_by_dtype("mla_decode", "mla_decode", np.where(kvd == "fp8", "fp8", "bf16")[sp], r,
                        flops[sp], nbytes[sp], variant=np.where(sparse, "sparse", "")[sp],
@@ -1850,7 +1817,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=kvb[sp], kv_split=split[sp],
                        operand_reads=kern["operand_reads"], preprocess_bytes=pre[sp],
-                       rope_elements=(tok * (h + 1) * g["rope"])[sp])  # fmt: skip
+                       rope_elements=(tok * (h + 1) * g["rope"])[sp],
+                       unit_heads=np.where(sparse, own_unit, 0.0)[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
     b.host_s = host_floor_seconds(
         t.system, t.engine, t.table, src, t.column("gemm_type"), t.column("kv_cache_dtype")

@@ -32,6 +32,7 @@ __all__ = [
     "SM_BOUND_VARIANTS",
     "SM_BYTES_PER_CLOCK",
     "TOKEN_BLOCK_ENGINES",
+    "TOPK_VARIANTS",
     "VECTOR_TOKENS",
     "engine_linear_kernel",
     "per_sequence_conv",
@@ -44,6 +45,10 @@ __all__ = [
 #: these CTAs (:data:`CTA_WALK_VARIANTS`): the block size only scales the fitted wait.
 CONV_CTA_CHANNELS = 32
 
+#: The top-k selections of the sparse-attention indexers (SGLang's ``fast_topk_transform_fused``
+#: per score mode, DeepSeek-V4's ``topk_transform_v1`` / ``_v2``): one CTA walks a row's logits.
+TOPK_VARIANTS = tuple(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat", "top_last"))
+
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels
 #: and flash-linear-attention's (and FlashInfer's) chunked gated delta rule keep a fixed number
 #: of loads in flight per SM (their tiles and warps are fixed in their source), so by Little's
@@ -51,13 +56,18 @@ CONV_CTA_CHANNELS = 32
 #: take 0.80-0.82x (conv1d) and 0.62-0.79x (chunked rule) of H100's time on B200, where the SMs
 #: x clock give 0.88x and the HBM 0.44x; B200's fits reached 0.38-0.50 of its HBM where H100's
 #: reached 0.69-0.86 of its own. The recurrent decode kernel is not one of them: it streams
-#: its fp32 state at HBM rate on both (0.50-0.72x).
+#: its fp32 state at HBM rate on both (0.50-0.72x). The sparse-attention top-k selections
+#: (:data:`TOPK_VARIANTS`: one CTA walks a row's logits) too: SGLang's GLM-5 and DeepSeek-V4
+#: top-k rows take the same time on B200 as on H100 up to 512 rows (0.96-0.99x) and 0.78-0.83x
+#: beyond (0.69x over 16K keys: a long row's one CTA draws more on B200), where the HBM would
+#: give 0.44x.
 SM_BOUND_VARIANTS = (
     "conv1d",
     "conv1d_update",
     "gdn_chunk",
     "mamba2_conv1d",
     "mamba2_conv1d_update",
+    *TOPK_VARIANTS,
 )
 
 #: The p of the p-norm by which a fused chunked linear-attention kernel (``fused``: FlashInfer's
