@@ -569,8 +569,9 @@ def test_sglang_sparse_attention_and_hyper_connection_kernels_are_mapped_and_pre
 def test_trtllm_gdn_conv_rows_are_timed_at_the_key_width():
     """TensorRT-LLM's Gated DeltaNet conv rows do not change with the value heads: the mapping
     convolves num_k_heads x head_k_dim channels, and the refitted classes predict the table
-    within 7% at the median on H100 (it was 21%: 26% for the prompt conv, p90 271%; 13% before
-    the chunked rule's passes and walk, tests/test_timemodel_linear_attention.py)."""
+    within 4% at the median on H100 (it was 21%: 26% for the prompt conv, p90 271%; 13% before
+    the chunked rule's passes and walk, tests/test_timemodel_linear_attention.py; 6.8% / 24%
+    before the prompt conv's CTA waits)."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
@@ -587,7 +588,7 @@ def test_trtllm_gdn_conv_rows_are_timed_at_the_key_width():
             p.batch.shape["elements"], t.column("num_tokens")[rows] * hk[rows] * dk[rows]
         )
     e = np.abs(predict_mapped(mapped, None, "default") / t.seconds - 1.0)
-    assert np.median(e) <= 0.075 and np.percentile(e, 90) <= 0.27
+    assert np.median(e) <= 0.04 and np.percentile(e, 90) <= 0.20
 
 
 def _dsa(system: str, engine: str, table: str):
