@@ -446,6 +446,60 @@ def test_trtllm_gen_fp4_kernels_size_their_row_tile_by_the_mean_load():
     assert engine_moe_tiles(nvfp4, "sglang", FIG) is nvfp4
 
 
+def test_trtllm_gen_weight_only_kernels_stop_at_32_rows():
+    """FlashInfer's TensorRT-LLM MoE of the weight-only dtypes (bf16 activations, 4-bit weights)
+    sizes its row tile by the mean load up to 32 rows: a model step under SGLang and vLLM on B200
+    takes that tile (vLLM's int4 class is Marlin's); their bf16 and fp8 classes keep the fastest
+    tile, and so does TensorRT-LLM's own bf16 (CUTLASS) class."""
+    from mlacalc.timemodel.moe_time import TRTLLM_GEN_MAX_TILE, engine_moe_tiles
+
+    tokens = np.array([1.0, 4.0, 32.0, 33.0, 160.0, 100000.0])
+    b200 = device_figures(load_hardware("B200"))
+    shape = {"tokens": tokens, "topk": np.full(6, 6.0), "experts": np.full(6, 6.0)}
+
+    def batch(dtype):
+        return KernelBatch("moe", dtype, tokens, tokens, np.ones(6), dict(shape))
+
+    for engine, dtypes in (("sglang", ("w4a16", "w4a16_mxfp4")), ("vllm", ("w4a16_mxfp4",))):
+        for dtype in dtypes:
+            assert TRTLLM_GEN_MAX_TILE[dtype] == 32
+            tiled = engine_moe_tiles(batch(dtype), engine, b200)
+            assert tiled.shape["row_tile"].tolist() == [16, 16, 32, 32, 32, 32]
+    for engine in ("sglang", "vllm", "trtllm"):
+        assert "row_tile" not in engine_moe_tiles(batch("bf16"), engine, b200).shape
+    assert "mma_sync" in engine_moe_tiles(batch("w4a16"), "vllm", b200).shape  # Marlin
+
+
+@pytest.mark.slow
+def test_the_mapping_gives_flashinfer_trtllm_moe_rows_their_dtypes_tile():
+    """SGLang's B200 moe_perf rows of FlashInfer's TensorRT-LLM MoE carry the row tile of the
+    mean load up to their dtype's largest (fp4 256, weight-only 32); its bf16 and block-scaled
+    fp8 rows none (the fastest tile)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.moe_time import TRTLLM_GEN_MAX_TILE, trtllm_gen_row_tile
+
+    (t,) = [
+        x
+        for x in load_measured(MEASURED / "b200_sxm" / "moe", engine="sglang").tables
+        if x.engine == "sglang"
+    ]
+    seen = set()
+    for part in map_table(t).parts:
+        s = part.batch.shape
+        if part.batch.variant:
+            continue
+        cap = TRTLLM_GEN_MAX_TILE.get(part.batch.dtype)
+        if cap is None:
+            assert not s["row_tile"].any()
+            continue
+        want = trtllm_gen_row_tile(s["tokens"], s["topk"], s["experts"], cap)
+        assert np.array_equal(s["row_tile"], want) and s["row_tile"].max() == cap
+        seen.add(part.batch.dtype)
+    assert {"nvfp4", "w4a16", "w4a16_mxfp4"} <= seen
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "engine, system, version, profile, median, p90",
@@ -520,7 +574,7 @@ def test_sglang_moe_leaving_the_device_out(system, own, trt, median):
 def test_marlin_moe_takes_the_first_block_its_mean_load_fills_below_0_9():
     """Marlin's MoE: the first of 8, 16, 32, 48 rows that the mean pairs an expert fill to
     less than 0.9, else 64; a model step under SGLang's (Hopper) or vLLM's int4 class takes it,
-    SGLang's B200 int4 class (FlashInfer's TensorRT-LLM MoE) does not."""
+    SGLang's B200 int4 class (FlashInfer's TensorRT-LLM MoE) its own tile."""
     from mlacalc.timemodel.moe_time import engine_moe_tiles, marlin_row_tile
 
     mean = np.array([0.125, 7.0, 7.5, 40.0, 44.0, 1000.0])
@@ -533,7 +587,8 @@ def test_marlin_moe_takes_the_first_block_its_mean_load_fills_below_0_9():
         tiled = engine_moe_tiles(batch, engine, fig)
         assert tiled.shape["row_tile"].tolist() == [8, 8, 16, 48, 64, 64]
         assert np.all(tiled.shape["col_tile"] == 128)
-    assert engine_moe_tiles(batch, "sglang", b200) is batch
+    # SGLang's B200 int4 class is FlashInfer's TensorRT-LLM MoE: its weight-only tile (16-32)
+    assert engine_moe_tiles(batch, "sglang", b200).shape["row_tile"].max() <= 32
 
 
 def test_marlins_mma_sync_multiplies_at_hoppers_rate_per_sm_and_clock():

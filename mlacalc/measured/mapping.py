@@ -109,6 +109,7 @@ from mlacalc.timemodel.host_floor import host_floor_seconds
 from mlacalc.timemodel.moe_time import (
     MARLIN_COLS,
     TRTLLM_GEN_FP4,
+    TRTLLM_GEN_MAX_TILE,
     marlin_row_tile,
     triton_moe_default_tile,
     triton_moe_row_tile,
@@ -1245,13 +1246,20 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     sg = (source.astype(str) == "sglang_fused_moe_triton") & (dt != "fp8_block")
     sg_rows, sg_cols = triton_moe_default_tile(T.astype(float), (E // ep).astype(float))
     row_tile = np.where(sg, sg_rows, row_tile)
-    # TensorRT-LLM-gen's fp4 MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,
-    # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM) size their row tile by the mean
-    # load (:func:`~mlacalc.timemodel.moe_time.trtllm_gen_row_tile`)
+    # TensorRT-LLM-gen's MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,
+    # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM, its fp4 and weight-only kernels)
+    # size their row tile by the mean load, up to the dtype's largest tile
+    # (:func:`~mlacalc.timemodel.moe_time.trtllm_gen_row_tile`, ``TRTLLM_GEN_MAX_TILE``)
     srcs = source.astype(str)
-    gen = np.isin(srcs, ["moe_torch_flow", "moe_torch_flow_min_latency"])
-    gen = (gen | (np.char.find(srcs, "flashinfer_trtllm") >= 0)) & np.isin(dt, TRTLLM_GEN_FP4)
-    gen_tile = trtllm_gen_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
+    gen = np.isin(srcs, ["moe_torch_flow", "moe_torch_flow_min_latency"]) & np.isin(
+        dt, TRTLLM_GEN_FP4
+    )
+    flashinfer = np.char.find(srcs, "flashinfer_trtllm") >= 0
+    gen = gen | (flashinfer & np.isin(dt, list(TRTLLM_GEN_MAX_TILE)))
+    cap = np.array([TRTLLM_GEN_MAX_TILE.get(str(d), 256.0) for d in dt]) if len(dt) else 256.0
+    gen_tile = trtllm_gen_row_tile(
+        T.astype(float), topk.astype(float), (E // ep).astype(float), cap
+    )
     row_tile = np.where(gen, gen_tile, row_tile)
     col_tile = np.where(sg, sg_cols, 0.0)
     # Marlin's MoE (SGLang's and vLLM's int4 and MXFP4 weight-only kernels): its block of rows

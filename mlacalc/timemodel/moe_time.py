@@ -13,6 +13,7 @@ around the GEMMs (``act_passes``). The figures behind each rule are in docs/deci
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,7 @@ __all__ = [
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
     "TRTLLM_GEN_FP4",
+    "TRTLLM_GEN_MAX_TILE",
     "TRTLLM_GEN_TILE",
     "TRTLLM_MOE",
     "TRTLLM_OWN_MOE",
@@ -107,19 +109,34 @@ def triton_moe_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarra
 #: load, :func:`trtllm_gen_row_tile`: 4-bit weights with fp4 or mxfp8 activations
 TRTLLM_GEN_FP4 = ("nvfp4", "w4a8_mxfp4")
 
+#: The largest row tile of TensorRT-LLM-gen's MoE kernels by dtype (:func:`trtllm_gen_row_tile`),
+#: read from the B200 tables (FlashInfer's TensorRT-LLM MoE under SGLang and vLLM; TensorRT-LLM's
+#: own w4a8 and min-latency nvfp4 rows), each the cap that fits its rows best, refitted on the
+#: same rows (median / p90): the fp4 kernels 256 rows (SGLang nvfp4 14.1% / 38.3% with no fixed
+#: tile -> 8.6% / 27.5%); the weight-only kernels (bf16 activations, 4-bit weights) 32 (SGLang
+#: int4 7.8% / 25.4% -> 6.3% / 21.9%, MXFP4 7.3% / 23.0% -> 7.1% / 22.4%, vLLM's MXFP4 8.1% /
+#: 19.8% -> 6.4% / 21.9%; with 16 alone 7.0%, 7.1%, 7.3%; with 64 6.4%, 9.0%, 7.9%; with 128
+#: 9.1%, 9.5%, 10.8%; with 256 12.5%, 11.9%, 13.3%). The kernels' own lists are not at hand.
+#: The 8- and 16-bit kernels fit better with a cap of 128 too (docs/time-model.md, "Where it is
+#: still off") but are left with the fastest tile: their classes from H100's fit do worse.
+TRTLLM_GEN_MAX_TILE = {"nvfp4": 256.0, "w4a8_mxfp4": 256.0, "w4a16": 32.0, "w4a16_mxfp4": 32.0}
 
-def trtllm_gen_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -> np.ndarray:
-    """The row tile (``tile_tokens_dim``) of TensorRT-LLM-gen's fp4 MoE kernels: the next power
+
+def trtllm_gen_row_tile(
+    tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray, most: Any = 256.0
+) -> np.ndarray:
+    """The row tile (``tile_tokens_dim``) of TensorRT-LLM-gen's MoE kernels: the next power
     of two of the mean (token, expert) pairs of the rank's ``experts``, ``tokens x topk /
-    experts``, kept in 16..256 (the kernels go down to 8 rows, which the tile list lacks: as
-    recalled, no copy of their source at hand). The measured B200 rows step up by 1.2-1.8x
-    where that mean passes 16, 64 and 128, at every expert count, under TensorRT-LLM (w4a8
-    MXFP4, min-latency nvfp4), SGLang and vLLM (FlashInfer's TensorRT-LLM MoE, nvfp4 and w4a8
-    MXFP4) alike. Their bf16, fp8 and weight-only kernels are not held to it: with the rule
-    vLLM's bf16 and block-scaled fp8 fits got worse (7.0% -> 9.6%, 9.9% -> 12.6% median) and
-    SGLang's weight-only ones too."""
+    experts``, kept in 16..``most`` (the dtype's :data:`TRTLLM_GEN_MAX_TILE`; the kernels go
+    down to 8 rows, which the tile list lacks: as recalled, no copy of their source at hand).
+    The measured B200 rows of the fp4 kernels step up by 1.2-1.8x where that mean passes 16,
+    64 and 128, at every expert count, under TensorRT-LLM (w4a8 MXFP4, min-latency nvfp4),
+    SGLang and vLLM (FlashInfer's TensorRT-LLM MoE, nvfp4 and w4a8 MXFP4) alike; the engines'
+    weight-only kernels follow it up to 32 rows. Their bf16 and fp8 kernels keep the fastest
+    tile (with the fp4 kernels' 256 vLLM's bf16 and block-scaled fp8 fits got worse, 7.0% ->
+    9.6% and 9.9% -> 12.6% median; with 128 they fit better, but their H100 stand-ins worse)."""
     per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
-    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, 256.0)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, most)
 
 
 #: The columns of Marlin's MoE tile (its thread block's 128 output columns)
@@ -188,10 +205,11 @@ def triton_moe_default_tile(
 #: (``tcgen05``) its bf16 class is FlashInfer's TensorRT-LLM MoE and the Triton one a variant
 TRITON_DEFAULT_TILE = {("sglang", "sm90"): ("bf16", "w4a16_mxfp4")}
 
-#: The MoE classes an engine's model step runs through TensorRT-LLM-gen's fp4 kernels
-#: (:func:`trtllm_gen_row_tile`), on data-centre Blackwell: the classes whose measured rows are
+#: The MoE classes an engine's model step runs through TensorRT-LLM-gen's kernels with their
+#: row tile by the mean load (:func:`trtllm_gen_row_tile`, up to the dtype's
+#: :data:`TRTLLM_GEN_MAX_TILE`), on data-centre Blackwell: the classes whose measured rows are
 #: those kernels (TensorRT-LLM's nvfp4 class is its CUTLASS kernel, the min-latency one a
-#: variant)
+#: variant; SGLang's and vLLM's fp4 and weight-only FlashInfer classes; vLLM's int4 is Marlin's)
 #: The MoE classes an engine's model step runs through Marlin's MoE (:func:`marlin_row_tile`):
 #: the int4 weight-only class of SGLang on Hopper and of vLLM on Hopper and Blackwell
 MARLIN_TILE = {
@@ -202,8 +220,8 @@ MARLIN_TILE = {
 
 TRTLLM_GEN_TILE = {
     ("trtllm", "tcgen05"): ("w4a8_mxfp4",),
-    ("sglang", "tcgen05"): TRTLLM_GEN_FP4,
-    ("vllm", "tcgen05"): TRTLLM_GEN_FP4,
+    ("sglang", "tcgen05"): (*TRTLLM_GEN_FP4, "w4a16", "w4a16_mxfp4"),
+    ("vllm", "tcgen05"): (*TRTLLM_GEN_FP4, "w4a16_mxfp4"),
 }
 
 
@@ -285,7 +303,8 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         }
         return dataclasses.replace(batch, shape=shape)
     elif batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ()):
-        rows = trtllm_gen_row_tile(tokens, col(batch, "topk", 1), experts)
+        most = TRTLLM_GEN_MAX_TILE[batch.dtype]
+        rows = trtllm_gen_row_tile(tokens, col(batch, "topk", 1), experts, most)
         cols = np.zeros(len(batch))
     else:
         return batch
