@@ -2,8 +2,9 @@
 
 Terms: units of one sequence and 64 query heads (128 on ``tcgen05`` devices, whose engines'
 kernel takes 16 at 32 heads or fewer) over the shared latent cache, its rows a byte wide in an
-fp8 kernel (transposed in shared memory on Hopper); an fp8 cache converted to bf16 by a kernel
-of its own (``cache_convert``, ``dequant_s``) where the kernel cannot read it; the key-splitting
+fp8 kernel (converted to bf16 in shared memory on Hopper, multiplied at the bf16 rate); an fp8
+cache converted to bf16 by a kernel of its own (``cache_convert``, ``dequant_s``) where the
+kernel cannot read it; the key-splitting
 kernel (FlashMLA: its combine kernel and the parts' fp32 partial results) against the one that
 walks a whole cache on one SM (its own overlap, ``walk_overlap``); the latent rows' and the
 query tile's shared-memory traffic (a bound on a warp-group MMA's pace, a cost added to an
@@ -25,6 +26,7 @@ from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "CONVERTING_KERNELS",
+    "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
     "engine_mla_kernel",
@@ -35,6 +37,18 @@ __all__ = [
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
 MLA_SPLIT_KEYS = 128.0
+
+
+#: Shared-memory bytes per latent element of a cached token that Hopper's fp8 MLA decode kernel
+#: (FlashMLA's fp8 path; TensorRT-LLM's H100 rows) moves converting the block's fp8 rows to
+#: bf16 before its bf16 warp-group MMA: the fp8 read and the bf16 write. The H100 rows of 64
+#: sequences of 131K keys at 128 heads (two 64-row units) take 3,027 us with an fp8 cache: 1.52
+#: us a 64-key block per SM, 1.28x a bf16 MMA's time for the block (64 x 64 x 1,088 x 2 FLOP at
+#: 7.5 TFLOP/s an SM) and 2.6x an fp8 MMA's, where a bf16 cache's 3,574 us is 1.18x it; at 64
+#: heads 1,694 us (the fp8 cache at 0.85 of the HBM). With the bf16 rate and these bytes,
+#: refitted, B200's fp8 rows from H100 went 30.5% -> 15.0% and H100's from B200 15.2% -> 12.5%
+#: (docs/time-model.md).
+HOPPER_FP8_MLA_BYTES = 3.0
 
 
 #: (engine, tensor-core generation) whose MLA decode kernel cannot read an fp8 cache, so a
@@ -123,6 +137,35 @@ def mla_unit_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     return np.where(small & (rows <= 2.0 * SMALL_UNIT_ROWS), SMALL_UNIT_ROWS, tile)
 
 
+def _latent_row_bytes(batch: KernelBatch, fig: DeviceFigures) -> tuple[np.ndarray, np.ndarray]:
+    """Shared-memory bytes a latent decode unit's MMAs move per cached token (its K and V rows),
+    and whether the kernel converts an fp8 cache to bf16 in shared memory (Hopper's)."""
+    # An fp8 kernel that reads the cache itself: on ``tcgen05`` devices it multiplies fp8
+    # operands as they are (its q quantized to fp8), a byte an element; Hopper's
+    # (``dequant_mma``: FlashMLA's fp8 path, which TensorRT-LLM's H100 rows time) converts each
+    # block's fp8 latent rows to bf16 in shared memory and multiplies bf16, its products at the
+    # bf16 rate (below) and its shared-memory traffic the conversion's read and write (1 + 2
+    # bytes an element of the ``d_qk``-wide row) besides the bf16 operands' reads
+    # (:data:`HOPPER_FP8_MLA_BYTES`). Devices without fp8 tensor cores (``sm80``, ``other``)
+    # convert the rows to bf16 operands; the sparse and indexer variants keep the bf16 width
+    # (their kernels are not the dense latent one)
+    d_v = col(batch, "head_dim_v", 512)
+    d_qk = col(batch, "head_dim_qk", 576)
+    fp8_mma = (
+        batch.dtype.startswith("fp8")
+        & (col(batch, "cache_convert", 0) <= 0)
+        & (batch.variant not in ("sparse", "indexer"))
+        & (fig.kernel_generation in ("sm90", "tcgen05"))
+    )
+    dequant_mma = fp8_mma & (not fig.tcgen05)
+    row_bytes = np.where(
+        dequant_mma,
+        (d_qk + d_v) * 2.0 + d_qk * HOPPER_FP8_MLA_BYTES,
+        np.where(fp8_mma, d_qk + d_v, (d_qk + d_v) * 2.0),
+    )
+    return row_bytes, dequant_mma
+
+
 def mla_decode_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -151,26 +194,8 @@ def mla_decode_terms(
     # warp-group MMA reads them once for its 64-row tile (FlashMLA, ``operand_reads = 1``);
     # Ampere's mma.sync kernel has four warps of 16 rows each read every row themselves
     # (``operand_reads = 4``, set by the mapping for the A100 kernel)
-    # An fp8 kernel that reads the cache itself multiplies fp8 operands (its q quantized to
-    # fp8), a byte an element: on ``tcgen05`` devices as they are; Hopper's fp8 warp-group MMA
-    # takes its B operand K-major only, so each 64-key block's latent values are transposed in
-    # shared memory first (FlashAttention-3, section 3.3), a read and a write of their bytes,
-    # which brings Hopper's fp8 traffic to about bf16's. Devices without fp8 tensor cores
-    # (``sm80``, ``other``) convert the rows to bf16 operands; the sparse and indexer variants
-    # keep the bf16 width (their kernels are not the dense latent one)
-    d_v = col(batch, "head_dim_v", 512)
-    fp8_mma = (
-        batch.dtype.startswith("fp8")
-        & (col(batch, "cache_convert", 0) <= 0)
-        & (batch.variant not in ("sparse", "indexer"))
-        & (fig.kernel_generation in ("sm90", "tcgen05"))
-    )
-    transpose = 0.0 if fig.tcgen05 else 2.0 * d_v
-    row_bytes = np.where(
-        fp8_mma,
-        col(batch, "head_dim_qk", 576) + d_v + transpose,
-        (col(batch, "head_dim_qk", 576) + d_v) * 2.0,
-    )
+    d_qk = col(batch, "head_dim_qk", 576)
+    row_bytes, dequant_mma = _latent_row_bytes(batch, fig)
     # the call's fixed time and each unit's fixed work (its query tile in, its output or
     # partial result out) are waits in seconds, as in prefill (``call_latency_s``,
     # ``unit_latency_s``)
@@ -179,7 +204,6 @@ def mla_decode_terms(
     # copy from the cache, in the cache's bytes) and the 64-row query tile's re-read per
     # 64-key block (the tile, 64 x 576, does not stay in registers beside the 64 x 512 fp32
     # output accumulator: ``d_qk`` query bytes a key)
-    d_qk = col(batch, "head_dim_qk", 576)
     wgmma = col(batch, "operand_reads", 1) <= 1.0
     q_bytes = 1.0 if batch.dtype.startswith("fp8") else 2.0
     fill_bytes = d_qk * (col(batch, "kv_bytes", 2) + q_bytes)
@@ -200,8 +224,9 @@ def mla_decode_terms(
         cached * (kvb + 2.0) / (prm["eff_memory"] * fig.hbm_bytes_per_s),
     )
     conv = np.where(convert, prm["call_latency_s"] + conv_s, 0.0)
-    # the converted rows' products at the bf16 rate (the class's own dtype's, fp8, is twice it)
-    rate = np.where(convert, fig.peak(batch.dtype) / fig.peak("bf16"), 1.0)
+    # the converted rows' products at the bf16 rate (the class's own dtype's, fp8, is twice it),
+    # a kernel of their own's or Hopper's fp8 kernel's, which converts them in shared memory
+    rate = np.where(convert | dequant_mma, fig.peak(batch.dtype) / fig.peak("bf16"), 1.0)
     fill_bytes = np.where(convert, d_qk * 4.0, fill_bytes)
     smem = (
         unit_blocks
