@@ -470,11 +470,11 @@ def _trtllm_gen_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
 #: recalled of TensorRT-LLM's XQA dispatcher, not checked against a stored copy of its source).
 #: Read from both devices' floors (one or two sequences, up to 255 cached keys, head dim 128):
 #: B200 takes 10.9 us with either cache and any grouping, where H100's fp8 XQA, one fused
-#: kernel, takes 5.7-5.9 us and its bf16 XQA after the preprocessing kernel 8.5-8.8 us: 2.6-3.0
+#: kernel, takes 5.7-5.9 us and its bf16 XQA after the preprocessing kernel 8.5-8.8 us: 2.6-3.1
 #: us a further kernel, and B200's floor is the fused kernel's and two more. Counted, B200 from
-#: H100's fit predicts the floor at 11.2 us where it had 7.8-8.5 (bf16 / fp8 classes), and the
-#: fp8 rows from the other device 19.0% -> 15.3% (docs/time-model.md). SGLang and vLLM call
-#: the kernel through FlashInfer (``head_pack`` 0), without it.
+#: H100's fit predicts the floor at 11.2-11.9 us where it had 7.8-8.8, and the fp8 rows from
+#: the other device 19.0% -> 15.3% (docs/time-model.md). SGLang and vLLM call the kernel
+#: through FlashInfer (``head_pack`` 0), without it.
 TRTLLM_GEN_DISPATCH_KERNELS = 1.0
 
 
