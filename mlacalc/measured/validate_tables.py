@@ -202,17 +202,26 @@ def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
     }
 
 
-def _profiles_not_fitted_on(devices: set[str], engine: str = DEFAULT_ENGINE) -> list[str]:
-    """Shipped profiles of ``engine`` fitted on none of ``devices`` (sorted by name)."""
+def _shipped_of(engine: str) -> list[Any]:
+    """The shipped profiles of ``engine`` that load (sorted by name)."""
     out = []
     for name in shipped_profiles():
         try:
             prof = load_profile(name)
         except MlacalcError:
             continue
+        if prof.engine == engine:
+            out.append(prof)
+    return out
+
+
+def _profiles_not_fitted_on(devices: set[str], engine: str = DEFAULT_ENGINE) -> list[str]:
+    """Shipped profiles of ``engine`` fitted on none of ``devices`` (sorted by name)."""
+    out = []
+    for prof in _shipped_of(engine):
         on = {d for d, _ in _fitted_tables(prof)}
-        if on and not on & devices and prof.engine == engine:
-            out.append(name)
+        if on and not on & devices:
+            out.append(prof.name)
     return out
 
 
@@ -313,15 +322,7 @@ def _choose_profile(
 
 def _own_fitted_on(engine: str, tables: list[Any]) -> list[str]:
     """The shipped profiles of ``engine`` fitted on ``tables`` (sorted names)."""
-    out = []
-    for name in shipped_profiles():
-        try:
-            prof = load_profile(name)
-        except MlacalcError:
-            continue
-        if prof.engine == engine and _clash(prof, tables):
-            out.append(name)
-    return out
+    return [prof.name for prof in _shipped_of(engine) if _clash(prof, tables)]
 
 
 def _why_none(engine: str, tables: list[Any]) -> str:
