@@ -178,3 +178,17 @@ def test_kernel_versions_of_a_profile_with_no_engine_tables_say_nothing(tmp_path
     assert kernel_versions("no-such-profile") == ""
     assert with_kernel_versions("", "default") == ""
     assert with_kernel_versions("# x\n", "no-such-profile") == "# x\n"
+
+
+def test_the_python_functions_take_an_engine_in_any_case_and_refuse_others_in_one_line():
+    """``engine_settings`` and ``launch_commands`` read an engine's name in any case, as
+    ``plan`` and the CLI do; another name is refused naming the engines (it was a bare
+    KeyError, and ``launch_commands`` refused "SGLang")."""
+    from mlacalc.serving.launch import launch_commands
+    from mlacalc.words.errors import InvalidArgumentError
+
+    assert engine_settings("SGLang") == engine_settings("sglang")
+    assert launch_commands("VLLM", "m", []) == []
+    for call in (lambda: engine_settings("tgi"), lambda: launch_commands("tgi", "m", [])):
+        with pytest.raises(InvalidArgumentError, match="must be one of trtllm, sglang, vllm"):
+            call()

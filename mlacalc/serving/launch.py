@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from mlacalc.words.engines import check_engine
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = ["ENGINES", "Deployment", "deployments", "launch_commands"]
@@ -233,8 +234,7 @@ _ROUTERS = {
 def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tuple[str, str]]:
     """``(what, command)`` for each pool of a deployment (one aggregated pool, or a
     disaggregated prefill and decode pool and the router in front of them), on ``engine``."""
-    if engine not in _BUILDERS:
-        raise InvalidArgumentError("engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
+    engine = check_engine(engine)  # any case; anything else is refused naming the engines
     out = []
     for d in pools:
         what = f"{d.role} pool" if d.role else "server"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlacalc.words.engines import ENGINE_LABELS
+from mlacalc.words.engines import ENGINE_LABELS, check_engine
 
 __all__ = ["ENGINE_DEFAULTS", "EngineDefaults", "Scheduler", "defaults_words", "engine_settings"]
 
@@ -155,8 +155,8 @@ def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:
     """The :func:`mlacalc.plan` arguments of an engine's scheduler defaults
     (:data:`ENGINE_DEFAULTS`): ``plan(..., **engine_settings("vllm"))``; ``drafts``: the MTP
     draft tokens a step verifies (an engine that turns its overlap scheduler off under
-    speculative decoding runs without it)."""
-    d = ENGINE_DEFAULTS[engine]
+    speculative decoding runs without it); the engine's name in any case."""
+    d = ENGINE_DEFAULTS[check_engine(engine)]
     overlap = d.overlap
     if drafts and d.overlap_with_drafts is not None:
         overlap = overlap and d.overlap_with_drafts
