@@ -733,3 +733,19 @@ def test_vllms_b200_fp8_moe_from_its_h100_profile_is_trtllms_kernel():
             keep[p.rows] = True
     e = np.abs(err[keep & mapped.modelled & np.isfinite(err)])
     assert len(e) > 12000 and np.median(e) <= 0.225
+
+
+def test_a_profile_composed_with_stand_ins_is_not_taken_for_the_profile_itself():
+    """The composition cache is keyed by the profiles composed, not their names: SGLang's H100
+    fit composed with TensorRT-LLM's stand-ins first (as ``validate --measured`` does) and then
+    given raw for Blackwell's generation kernels returns the raw profile's levels; keyed by
+    name and origin it had returned the stand-in's, so which ran first decided the figures."""
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels, with_stand_ins
+    from mlacalc.timemodel.profile import load_profile
+
+    trt, b200 = load_profile("default"), load_hardware("B200")
+    sg = load_profile("fit-h100-sxm-sglang")
+    stood = with_generation_kernels(with_stand_ins(sg, trt), trt, b200)
+    raw = with_generation_kernels(sg, trt, b200)
+    assert raw.devices == sg.devices and raw is not stood
+    assert with_generation_kernels(sg, trt, b200) is raw  # still cached

@@ -45,7 +45,26 @@ __all__ = [
 #: The prefix of a profile note that names a class another engine's fit stands in for.
 STAND_IN_NOTE = "stand-in: "
 
-_COMPOSED: dict[tuple[str, str], Profile] = {}
+#: Composed profiles by the objects composed (``id`` of the profile and its base, and the
+#: generation), each with those objects, so that a hit is the same pair: a key of names alone
+#: mistook a profile already composed with stand-ins (the same name and origin) for the
+#: profile itself, and which came first decided the classes and levels returned
+_COMPOSED: dict[tuple[int, int, str], tuple[Profile, Profile, Profile]] = {}
+
+
+def _cached(prof: Profile, base: Profile, gen: str) -> Profile | None:
+    """The profile composed of exactly ``prof`` and ``base`` for ``gen`` before, or None."""
+    hit = _COMPOSED.get((id(prof), id(base), gen))
+    if hit is None or hit[0] is not prof or hit[1] is not base:
+        return None
+    return hit[2]
+
+
+def _cache(prof: Profile, base: Profile, gen: str, composed: Profile) -> Profile:
+    if len(_COMPOSED) > 256:  # profiles fitted in a session are new objects each: bounded
+        _COMPOSED.clear()
+    _COMPOSED[(id(prof), id(base), gen)] = (prof, base, composed)
+    return composed
 
 
 def _shipped_of(engine: str) -> list[Profile]:
@@ -63,8 +82,7 @@ def with_stand_ins(prof: Profile, base: Profile) -> Profile:
     only), each listed in the notes as a stand-in; ``prof`` itself when it lacks none."""
     if prof is base or not base.classes:
         return prof
-    key = (prof.name + "|" + prof.origin, base.name)
-    hit = _COMPOSED.get(key)
+    hit = _cached(prof, base, "")
     if hit is not None:
         return hit
     missing = sorted(k for k in base.classes if k not in prof.classes)
@@ -85,8 +103,7 @@ def with_stand_ins(prof: Profile, base: Profile) -> Profile:
         f"{STAND_IN_NOTE}{k} from {base.engine} profile {base.name} ({why})" for k in missing
     )
     composed = dataclasses.replace(prof, classes=classes, devices=devices, notes=notes)
-    _COMPOSED[key] = composed
-    return composed
+    return _cache(prof, base, "", composed)
 
 
 def _generations(prof: Profile) -> set[str]:
@@ -150,8 +167,7 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     src = next(iter(mine))
     if src not in _generations(base):
         return prof
-    key = (prof.name + "|" + prof.origin, base.name + "|" + base.origin, gen)
-    hit = _COMPOSED.get(key)
+    hit = _cached(prof, base, gen)
     if hit is not None:
         return hit
     classes = dict(prof.classes)
@@ -208,8 +224,7 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             f"its scales per call on tcgen05 alone)"
         )
     composed = dataclasses.replace(prof, classes=classes, notes=tuple(notes))
-    _COMPOSED[key] = composed
-    return composed
+    return _cache(prof, base, gen, composed)
 
 
 def profile_for(
