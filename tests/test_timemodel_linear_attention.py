@@ -23,6 +23,18 @@ def _batch(variant: str, nbytes: float, **fields: float) -> KernelBatch:
                        variant=variant)  # fmt: skip
 
 
+def _conv_step(variant: str, seqs: int, tokens: list[int]) -> KernelBatch:
+    """A model step's conv over 64 channels: one row per entry of ``tokens`` (new tokens a
+    sequence), each of ``seqs`` sequences."""
+    n = len(tokens)
+    shape = {
+        "seqs": np.full(n, float(seqs)),
+        "channels": np.full(n, 64.0),
+        "elements": seqs * np.asarray(tokens, dtype=np.float64) * 64.0,
+    }
+    return KernelBatch("elementwise", "bf16", np.zeros(n), np.ones(n), np.ones(n), shape, variant)
+
+
 def _prm(**over: float) -> dict[str, float]:
     return {**default_params("elementwise"), "fixed_s": 0.0, "eff_memory": 1.0,
             "sm_bandwidth": 16.0, "unit_latency_s": 0.0, **over}  # fmt: skip
@@ -153,10 +165,7 @@ def test_the_mamba2_prompt_conv_waits_per_cta_overlapped_with_its_traffic():
     # a step's conv carries the same fields as the measured row of its shape
     from mlacalc.timemodel.elementwise_time import engine_linear_kernel
 
-    step = KernelBatch("elementwise", "bf16", np.zeros(2), np.ones(2), np.ones(2),
-                       {"seqs": np.array([2.0, 2.0]), "channels": np.array([64.0, 64.0]),
-                        "elements": np.array([2 * 4 * 64.0, 2 * 16 * 64.0])},
-                       variant="mamba2_conv1d")  # fmt: skip
+    step = _conv_step("mamba2_conv1d", 2, [4, 16])
     out = engine_linear_kernel(step, "trtllm", h100)
     np.testing.assert_allclose(out.shape["units"], [4.0, 4.0])
     np.testing.assert_allclose(out.shape["scalar_load"], [1.0, 0.0])
@@ -177,10 +186,7 @@ def test_sglang_and_vllm_prompt_conv_walks_its_block_of_tokens():
         (u,) = [p for p in m.parts if p.batch.variant == "conv1d_update"]
         assert "chunks" not in u.batch.shape
     h100 = device_figures(load_hardware("H100-SXM"))
-    step = KernelBatch("elementwise", "bf16", np.zeros(2), np.ones(2), np.ones(2),
-                       {"seqs": np.array([4.0, 4.0]), "channels": np.array([64.0, 64.0]),
-                        "elements": np.array([4 * 3 * 64.0, 4 * 100 * 64.0])},
-                       variant="conv1d")  # fmt: skip
+    step = _conv_step("conv1d", 4, [3, 100])
     out = engine_linear_kernel(step, "vllm", h100)
     np.testing.assert_allclose(out.shape["chunks"], [3.0, 8.0])
     walk = kernel_terms(out, h100, _prm(unit_latency_s=1e-7))["extra_s"]
