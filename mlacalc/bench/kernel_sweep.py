@@ -38,14 +38,14 @@ from mlacalc.bench.runner import (
     time_fn,
     timing_stats,
 )
+from mlacalc.words.kernels import KERNEL_SET_SHAPE
 
 __all__ = ["KERNEL_FIELDS", "ROWS_SCHEMA", "kernel_points", "run_calibrate"]
 
 ROWS_SCHEMA = "mlacalc.words.kernels/1"
 KERNEL_FIELDS = (
-    "kind", "dtype", "flops", "bytes", "calls", "m", "n", "k", "groups", "batch", "q_len",
-    "kv_len", "n_heads", "n_kv", "head_dim_qk", "head_dim_v", "window", "causal", "elements",
-    "warm_l2", "status", "median_s", "q1_s", "q3_s", "repeats", "note",
+    "kind", "dtype", "flops", "bytes", "calls", *KERNEL_SET_SHAPE,
+    "status", "median_s", "q1_s", "q3_s", "repeats", "note",
 )  # fmt: skip
 
 

@@ -30,7 +30,7 @@ from mlacalc.timemodel.profile import Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.dtypes import DTYPE_BITS
 from mlacalc.words.errors import ConfigError
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import KERNEL_SET_SHAPE, KernelBatch
 
 __all__ = [
     "MINOR_KINDS",
@@ -201,12 +201,6 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
     return str(json_path)
 
 
-#: The shape fields a kernel-set row may give (``mlacalc.bench.kernel_sweep.KERNEL_FIELDS``).
-SHAPE_FIELDS = (
-    "m", "n", "k", "groups", "batch", "q_len", "kv_len", "n_heads", "n_kv", "head_dim_qk",
-    "head_dim_v", "window", "causal", "elements", "warm_l2",
-)  # fmt: skip
-
 _FIX = "pass the files mlacalc bench --preset calibrate wrote"
 
 
@@ -274,7 +268,7 @@ def _kernel_rows(rows_path: Path) -> list[tuple[int, dict]]:
             fix=_FIX,
         )
     known = _kernel_dtypes()
-    numbers = [n for n in ("flops", "bytes", "calls", "median_s", *SHAPE_FIELDS) if n in names]
+    numbers = [n for n in ("flops", "bytes", "calls", "median_s", *KERNEL_SET_SHAPE) if n in names]
     for i, r in ok:  # in the file's order: the first bad cell is the one named
         for name in numbers:
             _cell(r.get(name), source, i, name)
@@ -317,7 +311,8 @@ def read_kernel_set(path: str | os.PathLike) -> list:
                 [_cell(r.get(name), str(rows_path), i, name) for i, r in rs], dtype=np.float64
             )
 
-        shape = {f: col(f) for f in SHAPE_FIELDS if any(r.get(f) not in (None, "") for _, r in rs)}
+        given = [f for f in KERNEL_SET_SHAPE if any(r.get(f) not in (None, "") for _, r in rs)]
+        shape = {f: col(f) for f in given}
         work, seconds = (col("flops"), col("bytes"), col("calls")), col("median_s")
         try:
             batch = KernelBatch(kind, dtype, *work, shape)

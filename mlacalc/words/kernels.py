@@ -82,6 +82,7 @@ __all__ = [
     "ATTENTION_KINDS",
     "COMM_KINDS",
     "KERNEL_KINDS",
+    "KERNEL_SET_SHAPE",
     "LINEAR_VARIANTS",
     "Kernel",
     "KernelBatch",
@@ -91,6 +92,15 @@ __all__ = [
     "roofline_bound",
     "variant_of",
 ]
+
+
+#: The shape fields a row of a kernel set (``mlacalc bench --preset calibrate``) gives: the
+#: sweep writes them (``mlacalc.bench.kernel_sweep.KERNEL_FIELDS``), calibrate and validate
+#: read them (``mlacalc.measured.observations``).
+KERNEL_SET_SHAPE = (
+    "m", "n", "k", "groups", "batch", "q_len", "kv_len", "n_heads", "n_kv", "head_dim_qk",
+    "head_dim_v", "window", "causal", "elements", "warm_l2",
+)  # fmt: skip
 
 
 def indexer_score_shape(batch: int, q_len: int, kv_len: int, heads: int, width: int,
