@@ -120,6 +120,8 @@ from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "DSV3",
+    "NATIVE_NORM_BYTES",
+    "NATIVE_NORM_KERNELS",
     "NOT_MODELLED",
     "NO_KERNEL",
     "UNMAPPED",
@@ -127,6 +129,7 @@ __all__ = [
     "MappedTable",
     "map_table",
     "mapped_tables",
+    "native_norm_chain",
     "not_predicted",
     "observations",
     "single_kernel_rows",
@@ -1032,6 +1035,26 @@ def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bo
     )
 
 
+#: vLLM's RMSNorm run as PyTorch's native chain (``RMSNorm.forward_native``: the input cast to
+#: fp32, squared, averaged over the row, the epsilon added, its reciprocal square root, the
+#: product, the cast back to bf16 and the weight's product): eight kernels, whose passes over
+#: the row move 36 bytes an element (2 + 4 read and written by the cast, 4 + 4 by the square,
+#: 4 by the mean, 4 + 4 by the product, 4 + 2 by the cast back, 2 + 2 by the weight's product;
+#: the row-sized steps nothing), where vLLM's fused kernel moves 4.
+NATIVE_NORM_KERNELS = 8.0
+NATIVE_NORM_BYTES = 36.0
+
+
+def native_norm_chain(t: MeasuredTable) -> bool:
+    """Whether a vLLM module table's RMSNorms ran as PyTorch's native chain of ops
+    (:data:`NATIVE_NORM_KERNELS`), not vLLM's fused kernel: a table whose collection metadata
+    records no ``norm_dispatch``. The B200 tables were collected again with the collector's
+    fused-op fix and record ``norm_dispatch: vllm_c_eager_surrogate`` (their metadata: "the
+    previous rows ran the never-in-serving native chain (+34%)"); the H100 tables record none,
+    collected before that fix. Other engines run their own fused norms."""
+    return t.engine == "vllm" and "norm_dispatch" not in (t.meta.get("status") or {})
+
+
 def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     g = DSV3
     bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
@@ -1051,6 +1074,11 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         _gemm_kernels(b, "q_a+kv_a", r, d, tk, g["q_lora"] + lat, g["hidden"])
         _gemm_kernels(b, "q_b", r, d, tk, hh * (g["nope"] + g["rope"]), g["q_lora"])
         _gemm_kernels(b, "o_proj", r, d, tk, g["hidden"], hh * g["v"])
+    # each RMSNorm one fused kernel (2 bytes read and 2 written an element), or vLLM's native
+    # chain of PyTorch ops where the table's collector ran it (:func:`native_norm_chain`)
+    native = native_norm_chain(t)
+    per_elem = NATIVE_NORM_BYTES if native else 4.0
+    norm_shape = {"launches": NATIVE_NORM_KERNELS} if native else {}
     for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):
         b.add(
             name,
@@ -1058,8 +1086,9 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
             "bf16",
             rows,
             0.0,
-            tok * width * 4 + width * 2,
+            tok * width * per_elem + width * 2,
             elements=tok * width,
+            **norm_shape,
         )
     if context:
         _gemm_kernels(b, "kv_b", rows, "bf16", tok, h * (g["nope"] + g["v"]), g["kv_lora"])
