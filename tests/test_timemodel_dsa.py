@@ -60,13 +60,43 @@ def _step_core(phase: str, keys: int, batch: int, kv: str, heads: int):
 
 
 @pytest.mark.parametrize(("engine", "fig"), [("sglang", H100), ("trtllm", B200), ("vllm", B200)])
-def test_where_the_tables_show_no_walk_the_step_core_is_unchanged(engine, fig):
-    for phase in ("decode", "prefill"):
-        b = device_batch(_step_core(phase, 1024, 8, "fp8", 16), load_hardware("H100-SXM"))
-        run = engine_dsa_kernel(b, engine, fig)
-        assert run.variant == "" and run.kind == b.kind and run.dtype == b.dtype
+def test_where_the_tables_show_no_walk_a_decode_core_is_unchanged(engine, fig):
+    b = device_batch(_step_core("decode", 1024, 8, "fp8", 16), load_hardware("H100-SXM"))
+    run = engine_dsa_kernel(b, engine, fig)
+    assert run.variant == "" and run.kind == b.kind and run.dtype == b.dtype
+    assert np.array_equal(run.flops, b.flops) and np.array_equal(run.bytes, b.bytes)
+    assert all(np.array_equal(run.shape[k], v) for k, v in b.shape.items())
+
+
+def test_sglang_s_prompt_runs_dense_while_every_key_is_picked():
+    """SGLang's module rows name the dense MHA up to 2,048 keys (FlashAttention-3 on H100,
+    TensorRT-LLM's ragged kernel on B200): a prompt of at most ``index_topk`` keys keeps the
+    expanded core the step counts; past it, the absorbed sparse kernel."""
+    hw = load_hardware("H100-SXM")
+    for fig in (H100, B200):
+        b = device_batch(_step_core("prefill", 2048, 2, "bf16", 16), hw)
+        run = engine_dsa_kernel(b, "sglang", fig)
+        assert (run.kind, run.variant) == ("mla_prefill", "")
         assert np.array_equal(run.flops, b.flops) and np.array_equal(run.bytes, b.bytes)
-        assert all(np.array_equal(run.shape[k], v) for k, v in b.shape.items())
+        run = engine_dsa_kernel(device_batch(_step_core("prefill", 2049, 2, "bf16", 16), hw),
+                                "sglang", fig)  # fmt: skip
+        assert (run.kind, run.variant, run.shape["kv_len"][0]) == ("mla_decode", "sparse", 2048)
+
+
+@pytest.mark.parametrize(("engine", "fig"), [("trtllm", B200), ("vllm", B200), ("vllm", H100)])
+def test_past_the_walk_a_prompt_runs_the_absorbed_sparse_kernel(engine, fig):
+    """Every prompt the walk rule leaves alone (but SGLang's dense one) runs the absorbed
+    sparse kernel: a token one query of its heads over ``min(keys, top-k)`` latent rows, the
+    score and value products over the 576 / 512 latent widths (3.4x the expanded core's 192 /
+    128 at the same keys)."""
+    b = device_batch(_step_core("prefill", 8192, 2, "bf16", 64), load_hardware("H100-SXM"))
+    run = engine_dsa_kernel(b, engine, fig)
+    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", "sparse")
+    assert run.shape["batch"][0] == 2 * 8192 and run.shape["q_len"][0] == 1
+    assert run.shape["kv_len"][0] == 2048 and run.shape["n_heads"][0] == 64
+    assert run.flops[0] == 2 * 64 * 2 * 8192 * 2048 * (576 + 512)
+    # q and out per token and head, and a sequence's 8,192 latent rows once, bf16
+    assert run.bytes[0] == (2 * 8192 * 64 + 2 * 8192) * 576 * 2 + 2 * 8192 * 64 * 512 * 2
 
 
 def test_vllm_h100_walks_with_an_fp8_cache_only():
@@ -119,6 +149,69 @@ def test_a_served_step_runs_the_mapped_module_rule(phase, heads):
     run, *_ = run_class(step, hw, prof)
     assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
     for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split"):
+        assert run.shape[key][0] == mapped.shape[key][0], key
+    assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
+    assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
+    got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def _mapped_prompt(system: str, engine: str, heads: int, kv: str, source: str):
+    """The mapped sparse MLA kernel of one engine's prompt row of DeepSeek-V3.2: one sequence
+    of 4,096 new tokens, ``heads`` heads, a ``kv`` cache, the attention ``source`` names,
+    without the RoPE pre-kernel's launch the mapped kernel carries by default (a step times
+    RoPE as a kernel of its own)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    version = {"trtllm": "1.3.0rc20", "sglang": "0.5.14", "vllm": "0.24.0"}[engine]
+    path = MEASURED / system / "sparse_attention" / engine / version
+    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
+    c = t.columns
+    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["num_heads"] == heads)
+    hit &= (c["batch_size"] == 1) & (c["step"] == 0) & (c["isl"] == 4096)
+    hit &= (c["kv_cache_dtype"].astype(str) == kv) & (c["kernel_source"].astype(str) == source)
+    row = np.flatnonzero(hit)[0]
+    cols = {k: v[[row]] for k, v in c.items()}
+    mapped = map_table(dataclasses.replace(t, columns=cols, seconds=t.seconds[[row]]))
+    (p,) = [p for p in mapped.parts if p.name == "sparse_mla"]
+    # without the pre-kernel launch the row's kernel carries (a step times RoPE apart)
+    return dataclasses.replace(p.batch, shape={**p.batch.shape, "rope_kernel": np.zeros(1)})
+
+
+@pytest.mark.parametrize("heads", [16, 128])
+@pytest.mark.parametrize(
+    ("system", "engine", "kv", "source"),
+    [
+        ("h100_sxm", "sglang", "bfloat16", "sglang_dsa_indexer_flashmla_sparse"),
+        ("h100_sxm", "sglang", "fp8", "sglang_dsa_indexer_flashmla_kv"),
+        ("b200_sxm", "sglang", "bfloat16", "sglang_dsa_indexer_flashmla_sparse"),
+        ("b200_sxm", "sglang", "fp8", "sglang_dsa_indexer_trtllm"),
+        ("b200_sxm", "trtllm", "bfloat16", "default"),
+        ("b200_sxm", "trtllm", "fp8", "default"),
+        ("b200_sxm", "vllm", "bfloat16", "FLASHINFER_MLA_SPARSE|FLASHMLA_SPARSE"),
+        ("b200_sxm", "vllm", "fp8", "FLASHINFER_MLA_SPARSE"),
+        ("h100_sxm", "vllm", "bfloat16", "FLASHMLA_SPARSE"),
+    ],
+)
+def test_a_served_prompt_past_the_walk_runs_the_mapped_module_kernel(
+    system, engine, kv, source, heads
+):
+    """Where no walk applies, a served prompt of 4,096 tokens runs the kernel its engine's
+    module row of that shape is mapped to (the absorbed sparse kernel, or SGLang's
+    TensorRT-LLM-gen decode kernel on B200 with an fp8 cache), at its time under the engine's
+    fit of that device. ``a|b``: the source at 16 heads, and at 128 (vLLM's B200 bf16 rows:
+    FlashInfer's up to 16 heads)."""
+    source = source.split("|")[heads > 16] if "|" in source else source
+    profile = f"fit-{system.replace('_', '-')}" + ("" if engine == "trtllm" else f"-{engine}")
+    hw, prof = load_hardware("H100-SXM" if system == "h100_sxm" else "B200"), load_profile(profile)
+    mapped = _mapped_prompt(system, engine, heads, kv, source)
+    step = _step_core("prefill", 4096, 1, "fp8" if kv == "fp8" else "bf16", heads)
+    run, *_ = run_class(step, hw, prof)
+    assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
+    for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split",
+                "kv_bytes", "unit_heads"):  # fmt: skip
         assert run.shape[key][0] == mapped.shape[key][0], key
     assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
     assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)

@@ -98,6 +98,7 @@ from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
     WALK_DECODE_KERNEL,
     WALK_HEADS,
+    absorbed_prompt_core,
     sparse_unit_heads,
     walk_heads,
     walked_core,
@@ -1830,8 +1831,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         # kernel, 2.3-3.4x its time: 0.37-0.96 us a token where the rows take 0.12-0.31)
         gen = (t.system == "b200_sxm") & np.char.endswith(src, "_trtllm")
         eb = np.where(gen, kvb, 2.0)
-        nbytes = tok * h * lat * eb + cached * lat * eb + tok * h * g["kv_lora"] * 2
-        nbytes = np.where(walks, w["bytes"], nbytes)
+        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb)  # a step's too
+        flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp], variant=np.where(gen, "", "sparse")[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,

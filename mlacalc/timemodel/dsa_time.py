@@ -24,9 +24,11 @@ from mlacalc.timemodel.shared import col
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "DENSE_PROMPT",
     "SPARSE_WALK",
     "WALK_DECODE_KERNEL",
     "WALK_HEADS",
+    "absorbed_prompt_core",
     "engine_dsa_kernel",
     "sparse_unit_heads",
     "walk_heads",
@@ -70,6 +72,13 @@ SPARSE_WALK = (
 #: prompt's sparse kernel: vLLM's H100 fp8 decode rows are 18.7% / 30% off (median / p90)
 #: with the plain class, 23.7% / 30% with the ``sparse`` one (fitted on DeepSeek-V4's cores).
 WALK_DECODE_KERNEL = frozenset({("vllm", "sm90")})
+
+#: Engines whose prompt runs the dense MHA of the expanded heads while a sequence's keys are at
+#: most ``index_topk`` (every key is picked, so there is nothing to skip): SGLang's module rows
+#: up to 2,048 keys name FlashAttention-3 (H100) or TensorRT-LLM's ragged kernel (B200), its
+#: rows past them the sparse kernels. Every other prompt the walk rule leaves alone runs the
+#: absorbed sparse kernel over the slots its keys fill (:func:`absorbed_prompt_core`).
+DENSE_PROMPT = frozenset({"sglang"})
 
 
 def sparse_unit_heads(engine: str, kernel_source: Any = "") -> np.ndarray:
@@ -130,6 +139,75 @@ def walked_core(
     }
 
 
+def absorbed_prompt_core(
+    seqs: Any,
+    new: Any,
+    keys: Any,
+    heads: Any,
+    topk: Any,
+    latent_qk: Any,
+    latent_v: Any,
+    elem_bytes: Any,
+) -> dict[str, np.ndarray]:
+    """The absorbed sparse prompt kernel's work where it walks the slots the keys fill:
+    ``seqs`` sequences of ``new`` tokens with ``keys`` keys each (the new ones included), every
+    token one query of ``heads`` heads over ``min(keys, topk)`` latent rows (``kv_len``); FLOPs
+    of the score and value products over them; bytes: the query and the sequence's latent rows
+    the queries pick among (each read once, at most its keys) in ``elem_bytes``, the bf16
+    output. The module tables' prompt rows are mapped with it (:mod:`mlacalc.measured.mapping`)."""
+    seqs, new, keys = (np.asarray(a, np.float64) for a in (seqs, new, keys))
+    heads = np.asarray(heads, np.float64)
+    tokens = seqs * new
+    kv = np.minimum(keys, np.maximum(np.asarray(topk, np.float64), 1.0))
+    rows = seqs * np.minimum(keys, kv * new)  # a sequence's tokens pick among its rows
+    return {
+        "kv_len": kv,
+        "flops": 2.0 * heads * tokens * kv * (latent_qk + latent_v),
+        "bytes": (tokens * heads + rows) * latent_qk * elem_bytes + tokens * heads * latent_v * 2.0,
+    }
+
+
+def _absorbed_prompt(
+    batch: KernelBatch, engine: str, fig: DeviceFigures, kvb: np.ndarray, heads: np.ndarray
+) -> KernelBatch:
+    """A prompt's DSA core the walk rule leaves alone, as the engine runs it past
+    :data:`DENSE_PROMPT`'s dense path: the absorbed sparse kernel (``mla_decode``, a token one
+    query, variant ``sparse``, bf16 query and latent rows) over the slots its keys fill, at its
+    heads, the key split of the module tables' prompt rows (none on Hopper, one elsewhere).
+    SGLang on Blackwell with an fp8 cache runs TensorRT-LLM-gen's MLA decode kernel instead,
+    in the cache's dtype (its module rows' ``..._trtllm`` source: the plain class); vLLM on
+    Blackwell FlashInfer's sparse kernel, whose unit is 64 heads (:func:`sparse_unit_heads`),
+    with an fp8 cache or at most 16 heads (the backend its B200 rows name there; FlashMLA's at
+    32 heads and more with a bf16 cache)."""
+    blackwell = fig.kernel_generation == "tcgen05"
+    fp8 = bool(kvb[0] <= 1.0)
+    gen = engine == "sglang" and blackwell and fp8
+    flashinfer = engine == "vllm" and blackwell and (fp8 or heads[0] <= 16)
+    source = "FLASHINFER_MLA_SPARSE" if flashinfer else ""
+    eb = kvb if gen else np.full(len(batch), 2.0)
+    lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
+    b, q, keys = col(batch, "batch", 1), col(batch, "q_len", 1), col(batch, "kv_len", 1)
+    core = absorbed_prompt_core(b, q, keys, heads, col(batch, "window", 0), lqk, lv, eb)
+    n, ones = len(batch), np.ones(len(batch))
+    shape = dict(batch.shape)
+    shape.update(
+        batch=b * q, q_len=ones, kv_len=core["kv_len"], n_heads=heads, n_kv=ones,
+        head_dim_qk=lqk, head_dim_v=lv, window=np.zeros(n), causal=ones, kv_bytes=eb,
+        preprocess_bytes=np.zeros(n), rope_elements=np.zeros(n), page_size=np.full(n, 64.0),
+        operand_reads=ones, kv_split=np.full(n, 1.0 if blackwell else 0.0),
+        unit_heads=np.full(n, float(sparse_unit_heads(engine, source))),
+    )  # fmt: skip
+    return dataclasses.replace(
+        batch,
+        kind="mla_decode",
+        dtype="fp8" if gen else "bf16",
+        flops=core["flops"],
+        bytes=core["bytes"],
+        shape=shape,
+        variant="" if gen else "sparse",
+    )
+
+
 def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """A model step's DSA core (variant ``dsa``, shape ``dsa_kv_bytes``: the cache's bytes an
     element, set by :mod:`mlacalc.cost.model_step`; a batch of its own) as ``engine`` runs it
@@ -144,7 +222,10 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     Hopper) except where it is the engine's decode kernel (:data:`WALK_DECODE_KERNEL`: the
     plain class, splitting the keys). FLOPs and bytes are :func:`walked_core`'s. A batch is
     one model's core: its rows walk together (the rule of its first walking row applies to
-    every row). Where no rule holds, the plain class's kernel (variant ``""``) as it is."""
+    every row). Where no rule holds, a decode core is the plain class's kernel (variant ``""``)
+    as it is; a prompt core the dense MHA it counts under :data:`DENSE_PROMPT` while its first
+    row's keys are at most ``index_topk``, else the absorbed sparse kernel over the slots its
+    keys fill (:func:`_absorbed_prompt`), as the module tables' prompt rows run it."""
     s = batch.shape
     if batch.variant != "dsa":
         return batch
@@ -152,7 +233,11 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     kvb = col(batch, "dsa_kv_bytes", 2)
     heads = col(batch, "n_heads", 1)
     walk = walk_heads(engine, fig.kernel_generation, context, kvb <= 1.0, heads)
-    if not (walk > 0).any():  # the slots its keys fill: the plain class's kernel
+    if not (walk > 0).any():  # the slots its keys fill
+        topk, keys = col(batch, "window", 0), col(batch, "kv_len", 1)
+        dense = engine in DENSE_PROMPT and keys[0] <= topk[0]
+        if context and not dense:
+            return _absorbed_prompt(batch, engine, fig, kvb, heads)
         return dataclasses.replace(batch, variant="")
     walk = np.full(len(batch), walk[walk > 0][0])
     lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
