@@ -186,7 +186,8 @@ def test_v4_module_rows_of_every_engine_and_device(engine, system, profile, tabl
 def test_sglang_fits_its_sparse_core_on_vllms_table_of_the_same_kernels():
     """SGLang's V4 layer runs FlashMLA's sparse kernels, which only vLLM's
     dsv4_hca_attn_module_perf times alone: SGLang's fit takes that table in (its profiles'
-    sparse classes and their record say so); no other engine borrows a table."""
+    sparse classes and their record say so); TensorRT-LLM and vLLM take SGLang's top-k table
+    in for their indexer's top-k, which no table of theirs times (a stand-in)."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.dsv4_modules import shared_kernel_tables
     from mlacalc.timemodel.profile import load_profile
@@ -194,8 +195,17 @@ def test_sglang_fits_its_sparse_core_on_vllms_table_of_the_same_kernels():
     root = MEASURED / "h100_sxm"
     (t,) = shared_kernel_tables(root, "sglang")
     assert (t.engine, t.table, len(t)) == ("vllm", "dsv4_hca_attn_module_perf", 1959)
-    assert shared_kernel_tables(root, "vllm") == shared_kernel_tables(root, "trtllm") == []
+    for engine in ("vllm", "trtllm"):
+        (t,) = shared_kernel_tables(root, engine)
+        assert (t.engine, t.table, len(t)) == ("sglang", "glm5_topk_module_perf", 6050)
+    assert shared_kernel_tables(root, None) == []
     assert shared_kernel_tables(root / "gemm", "sglang") == []  # a folder without it
+    for name in ("default", "fit-h100-sxm", "fit-h100-sxm-vllm", "fit-b200-sxm-vllm"):
+        prof = load_profile(name)
+        assert "elementwise:bf16:topk_flat" in prof.classes
+        assert any(
+            "sglang/0.5.14/glm5_topk_module_perf" in s for r in prof.fitted_on for s in r["sources"]
+        )
     for name in ("fit-h100-sxm-sglang", "fit-b200-sxm-sglang"):
         prof = load_profile(name)
         assert {"attention_prefill:bf16:sparse", "mla_decode:fp8:sparse"} <= set(prof.classes)

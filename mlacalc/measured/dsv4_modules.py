@@ -120,7 +120,21 @@ _TOPK_VARIANTS = {
 #: fitted no ``sparse`` prefill class and timed its prompt core by the dense prefill class of
 #: FA3's tables, which gives that table's prompt rows 35-37% less than measured at the
 #: median (H100 195 us where the kernel takes 389 at 4,096 tokens; B200 110 against 253).
-SHARED_KERNEL_TABLES = {"sglang": frozenset({("vllm", "dsv4_hca_attn_module_perf")})}
+#:
+#: The DSA indexer's top-k likewise: TensorRT-LLM's (``indexer_topk_decode`` and its prompt
+#: kernel) and vLLM's (``top_k_per_row``) are one CTA a selecting row over its fp32 logits, as
+#: SGLang's ``fast_topk_transform_fused`` is, and neither engine publishes a table of its own;
+#: SGLang's ``glm5_topk_module_perf`` times that work, so their fits take it in for the
+#: ``topk_*`` classes, a stand-in for their own kernel (it is not the same code). Before, their
+#: DSA module rows timed the top-k by the plain streaming class, bandwidth alone (2-12 us a
+#: call at 1 to 1,024 rows, where SGLang's kernel takes 10-124 us on H100): TensorRT-LLM's
+#: B200 decode rows from 4,096 cached keys on were 21% short at the median, its H100 prompt
+#: rows of 3,072 tokens and more 15% (docs/time-model.md gives the figures before and after).
+SHARED_KERNEL_TABLES = {
+    "sglang": frozenset({("vllm", "dsv4_hca_attn_module_perf")}),
+    "trtllm": frozenset({("sglang", "glm5_topk_module_perf")}),
+    "vllm": frozenset({("sglang", "glm5_topk_module_perf")}),
+}
 #: The engines whose prompt core runs the chunk's tokens of every sequence as one ragged batch
 #: (FlashMLA's sparse prefill takes each token's own index list, a token a unit, as GLM-5's
 #: ``glm5_dsa_attn_module_perf`` maps it), nothing padded per sequence: SGLang. Its module
