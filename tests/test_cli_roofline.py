@@ -205,3 +205,24 @@ def test_minimax_m3_layer_is_the_kind_it_names(run):
     assert "full: layer 1 of 60 layers" in doc["layer"]
     assert not [n for n in names if n.startswith("block_indexer")], names
     assert names == ["q_proj", "kv_proj", "rope", "attention", "o_proj"]
+
+
+def test_a_kernel_the_engine_runs_as_another_says_what_its_time_is_of(run):
+    """DeepSeek-V3.2's prompt core counts the expanded attention (impl naive); SGLang on B200
+    runs the absorbed sparse kernel over 2,048 latent rows a token, 3.4x the FLOPs: the row
+    keeps the count, the op and the note say which kernel the time is of."""
+    args = ("roofline", "deepseek-v3.2", "-H", "B200", "--engine", "sglang", "--phase",
+            "prefill", "--seq-len", "8k", "--causal")  # fmt: skip
+    (pred,) = _json(run, *args)
+    (core,) = [o for o in pred["ops"] if o["name"] == "attention"]
+    assert core["runs_as"] == "mla_decode sparse"
+    assert core["run_flops"] == 2 * 128 * 8192 * 2048 * (576 + 512)
+    assert core["run_flops"] > 3 * core["flops"]
+    assert all(o["runs_as"] == "" for o in pred["ops"] if o["name"] != "attention")
+    out, _ = run(*args)
+    flat = " ".join(out.split())
+    assert "attention: sglang runs it as the absorbed sparse MLA kernel" in flat
+    assert "the row counts impl naive" in flat
+    out, _ = run("roofline", "deepseek-v3", "-H", "B200", "--engine", "sglang", "--phase",
+                 "prefill", "--seq-len", "8k", "--causal")  # fmt: skip
+    assert "runs it as" not in out

@@ -486,10 +486,29 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
         + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
         columns,
         rows,
-        note=_times_note(p, flat),
+        note=_times_note(p, flat) + _runs_as_note(p),
         text_columns=tuple(
             i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound")
         ),
+    )
+
+
+#: What a kernel the engine runs in place of the counted one is, in words (by its class).
+_RUNS_AS = {
+    "mla_decode sparse": "the absorbed sparse MLA kernel (each query over its top-k latent rows)",
+    "mla_decode": "its absorbed MLA decode kernel (each query over its top-k latent rows)",
+}
+
+
+def _runs_as_note(p) -> str:
+    """Kernels the engine runs as another kernel (a DSA core as the sparse MLA kernel the
+    module tables show it running): the work its time is of, where the row counts ``impl``."""
+    return "".join(
+        f"\n{o.name}: {p.engine} runs it as {_RUNS_AS.get(o.runs_as, o.runs_as)} "
+        f"({human_si(o.run_flops)} FLOPs, {human_bytes(o.run_bytes)}), the work its time is of; "
+        f"the row counts impl {p.impl}."
+        for o in p.ops
+        if o.runs_as
     )
 
 
