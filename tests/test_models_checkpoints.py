@@ -161,6 +161,56 @@ def test_mixed_precision_export_keeps_each_layer_in_its_format():
     assert precision.kv_cache == "fp8"
 
 
+def test_a_hybrid_export_s_mixer_names_are_read_as_the_layout_s():
+    """Nemotron-3.5-Lightning NVFP4 names its blocks ``backbone.layers.N.mixer.`` (experts,
+    shared experts, Mamba in/out projections, attention): every module its quantized_layers
+    lists matches a tensor, and the quantized parameters are, by hand from its config, 23 MoE
+    layers of 128 up + down experts (1,856 x 2,688) and a shared expert of 3,712, 23 Mamba
+    in_proj (4,096 gate + 6,144 conv channels + 64 heads, x 2,688) and out_proj, the head; the
+    attention (excluded) kept. Before, none matched: 352 M quantized, 58 GiB of weights."""
+    model = mlacalc.load_model(_files("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")[0])
+    w = checkpoint_weights(model)
+    assert w.unmatched == ()
+    d, layers = 2688, 23
+    experts, shared = 2 * 128 * 1856 * d, 2 * 3712 * d
+    mamba = (4096 + 6144 + 64) * d + d * 4096
+    assert w.quantized_params == layers * (experts + shared + mamba) + 131072 * d
+    assert "attention" in w.kept_parts and "Mamba mixers" in w.kept_parts
+    precision = component_precision(model)
+    assert precision.format_of("experts") == "w4a16_nvfp4"
+    assert w.total_bytes < 20e9  # about 0.56 bytes a quantized weight (was 62.6 GB)
+
+
+def test_qwen3_5_s_split_linear_projections_take_the_export_s_formats():
+    """Qwen3.6-27B NVFP4 lists ``linear_attn.in_proj_qkv`` and ``in_proj_z`` in FP8: Qwen3.5's
+    reference splits Qwen3-Next's ``in_proj_qkvz`` / ``in_proj_ba`` into four matrices, the same
+    rows. Quantized by hand: 64 MLPs (3 x 5,120 x 17,408), 48 linear layers' qkv (10,240 rows),
+    z (6,144) and out projections, 16 full layers' gated q (2 x 24 x 256), k, v, o, the head."""
+    model = mlacalc.load_model(_files("nvidia--Qwen3.6-27B-NVFP4")[0])
+    w = checkpoint_weights(model)
+    assert w.unmatched == ()
+    d = 5120
+    linear = (2 * 16 * 128 + 48 * 128) * d + 48 * 128 * d + d * 48 * 128
+    full = 24 * 256 * 2 * d + 2 * 4 * 256 * d + d * 24 * 256
+    assert w.quantized_params == 64 * 3 * d * 17408 + 48 * linear + 16 * full + 248320 * d
+    assert "linear attention" in w.kept_parts  # in_proj_b / in_proj_a, conv, norms
+
+
+def test_a_listed_module_no_tensor_matches_is_said(tmp_path):
+    """A mixed-precision export naming a module the layout does not have: the weights line
+    warns, naming it, rather than sizing it kept in silence."""
+    config, quant = _files("nvidia--Qwen3.6-27B-NVFP4")
+    q = json.loads(quant.read_text())
+    name = "model.language_model.layers.0.linear_attn.in_proj_xyz"
+    q["quantization"]["quantized_layers"][name] = {"quant_algo": "FP8"}
+    shutil.copy(config, tmp_path / "config.json")
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(q))
+    w = checkpoint_weights(mlacalc.load_model(tmp_path))
+    assert w.unmatched == ("model.layers.*.linear_attn.in_proj_xyz",)
+    assert "1 quantized_layers name(s) match no tensor" in w.describe()
+    assert "in_proj_xyz" in w.describe()
+
+
 def test_precision_of_an_unquantized_model_is_its_dtype():
     model = mlacalc.load_model("llama-3-8b")
     precision = component_precision(model)
@@ -221,7 +271,8 @@ def test_modelopt_config_folds_expert_indices():
             }
         }
     )
-    assert q["quantized_layers"] == {"NVFP4": ["model.layers.1.mixer.experts.up_proj"]}
+    # the expert index folded, the block's mixer named as the layout names a MoE block
+    assert q["quantized_layers"] == {"NVFP4": ["model.layers.1.mlp.experts.up_proj"]}
 
 
 # -- loader hardening --------------------------------------------------------------------

@@ -45,6 +45,7 @@ __all__ = [
     "quantized_weight_bytes",
     "scheme_of",
     "tensor_bytes",
+    "unmatched_modules",
 ]
 
 
@@ -64,15 +65,26 @@ class QuantizedWeights:
     note: str = ""
     description: str = ""
     kept_parts: tuple[str, ...] = ()
+    #: modules a mixed-precision export lists in a format that name no tensor of the model
+    #: (layer indices folded): their tensors, if the model has them under other names, are
+    #: sized in bf16; empty where every listed module was found
+    unmatched: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """One line for reports: ``fp8 block 128x128, 673.2 GB incl. 0.16 GB scales; bf16:
-        embedding, norms, router, output head``."""
+        embedding, norms, router, output head``, and the listed modules no tensor matched."""
         kept = ", ".join(self.kept_parts) or "nothing"
-        return (
+        line = (
             f"{self.description or self.scheme}, {self.total_bytes / 1e9:,.1f} GB incl. "
             f"{self.scale_bytes / 1e9:,.2f} GB scales; bf16: {kept}"
         )
+        if self.unmatched:
+            shown = ", ".join(self.unmatched[:3]) + (", ..." if len(self.unmatched) > 3 else "")
+            line += (
+                f"; warning: {len(self.unmatched)} quantized_layers name(s) match no tensor of "
+                f"this layout ({shown}), their weights counted as kept"
+            )
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +99,7 @@ class QuantizedWeights:
             "kept": list(self.kept),
             "kept_parts": list(self.kept_parts),
             "note": self.note,
+            "unmatched": list(self.unmatched),
         }
 
 
@@ -251,6 +264,7 @@ def quantized_weight_bytes(
             fix="give the scheme in config.json's quantization_config, or size the "
             "weights with weight_dtype",
         )
+    tensors = list(tensors)
     q_params = payload = scales = kept_params = kept_bytes = 0
     kept: list[str] = []
     for t in tensors:
@@ -276,7 +290,27 @@ def quantized_weight_bytes(
         note=scheme.note,
         description=scheme.describe(),
         kept_parts=tuple(dict.fromkeys(_kept_label(n) for n in kept)),
+        unmatched=unmatched_modules(tensors, scheme),
     )
+
+
+def unmatched_modules(tensors: Iterable[Tensor], scheme: QuantScheme) -> tuple[str, ...]:
+    """The modules a mixed-precision scheme lists in a format that match none of ``tensors``
+    (a name no tensor's module is, or lies under, a glob no module matches), layer indices
+    folded: an export whose names the layout does not know (``backbone.layers.N.mixer.``
+    before it was read) would otherwise size those weights as kept, silently."""
+    if scheme.method != "mixed":
+        return ()
+    modules = {_module(t) for t in tensors}
+    under = {p for m in modules for p in _prefixes(m)}
+    out = [
+        name
+        for name, _ in scheme.per_module
+        if not (
+            any(_glob(name, m) for m in modules) if any(c in name for c in "*?[") else name in under
+        )
+    ]
+    return tuple(_collapse(out))
 
 
 def _kept_label(name: str) -> str:
@@ -302,6 +336,10 @@ def _kept_label(name: str) -> str:
         return "attention sinks"
     if ".self_attn." in name:
         return "attention"
+    if ".mamba." in name:
+        return "Mamba mixers"
+    if ".linear_attn." in name:
+        return "linear attention"
     if "shared_expert" in name:
         return "shared experts"
     if ".experts." in name:

@@ -85,6 +85,7 @@ class Arch:
     gated_query: bool = False  # q_proj also yields a per-head output gate (Qwen3-Next)
     head_gate: bool = False  # g_proj: d -> n_h, a sigmoid gate per head on the core (Step-3.7)
     kimi_delta: bool = False  # linear layers are Kimi Delta Attention (Kimi Linear)
+    split_linear_in: bool = False  # in_proj_qkv, _z, _b, _a, not qkvz and ba (Qwen3.5)
     global_attention: bool = False  # full layers: global_head_dim, K=V heads (Gemma 4)
     mamba: bool = False  # Mamba-2 state-space layers (mlacalc.cost.mamba)
     blocks: bool = False  # one mixer per layer, listed in block_types (Nemotron-H, -NAS)

@@ -364,14 +364,31 @@ _PREFIXES = (
 
 _EXPERT_INDEX = re.compile(r"\.experts\.\d+\.")
 
+#: A one-mixer-per-layer export's ``mixer.`` (Nemotron-H) by the module under it: the names
+#: :mod:`mlacalc.models.tensors` gives that block (``mamba.``, ``self_attn.``, ``mlp.``).
+_MIXER = {
+    **dict.fromkeys(("in_proj", "out_proj", "conv1d", "norm", "A_log", "D", "dt_bias"), "mamba"),
+    **dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj"), "self_attn"),
+    **dict.fromkeys(("experts", "shared_experts", "gate", "up_proj", "down_proj"), "mlp"),
+    **dict.fromkeys(("fc1_latent_proj", "fc2_latent_proj"), "mlp"),
+}
+_MIXER_RE = re.compile(r"\.mixer\.(\w+)")
+
+
+def _mixer(m: re.Match) -> str:
+    return f".{_MIXER.get(m.group(1), 'mixer')}.{m.group(1)}"
+
 
 def language_model_name(name: str) -> str:
     """A module name of an export as the language model's own (``model.layers.3...``), each
-    expert's index folded (``experts.*``): the names :mod:`mlacalc.models.tensors` uses."""
+    expert's index folded (``experts.*``), a block's ``mixer.`` named by its kind: the names
+    :mod:`mlacalc.models.tensors` uses."""
     for old, new in _PREFIXES:
         if name.startswith(old):
             name = new + name[len(old) :]
             break
+    if ".mixer." in name:
+        name = _MIXER_RE.sub(_mixer, name)
     return _EXPERT_INDEX.sub(".experts.", name) if ".experts." in name else name
 
 
@@ -385,6 +402,7 @@ def _language_model_names(names: list[str]) -> list[str]:
         return []
     table = dict(_PREFIXES)
     text = _PREFIX_RE.sub(lambda m: table[m.group(1)], "\n".join(names))
+    text = _MIXER_RE.sub(_mixer, text) if ".mixer." in text else text
     return _EXPERT_INDEX.sub(".experts.", text).split("\n")
 
 

@@ -234,15 +234,27 @@ def _moe(m: ModelConfig, arch: Arch, p: str) -> list[Tensor]:
     return out
 
 
-def _linear_tensors(m: ModelConfig, p: str) -> list[Tensor]:
-    """A Gated DeltaNet layer (Qwen3-Next names)."""
+def _linear_tensors(m: ModelConfig, p: str, split: bool = False) -> list[Tensor]:
+    """A Gated DeltaNet layer (Qwen3-Next names; ``split``: Qwen3.5's, whose input projection
+    is four matrices, the same rows)."""
     d, a = m.hidden_size, f"{p}.linear_attn"
     hk, hv = m.linear_num_key_heads, m.linear_num_value_heads
     dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
     conv = 2 * hk * dk + hv * dv
+    if split:
+        inputs = [
+            Tensor(f"{a}.in_proj_qkv.weight", (conv, d), "linear"),
+            Tensor(f"{a}.in_proj_z.weight", (hv * dv, d), "linear"),
+            Tensor(f"{a}.in_proj_b.weight", (hv, d), "linear"),
+            Tensor(f"{a}.in_proj_a.weight", (hv, d), "linear"),
+        ]
+    else:
+        inputs = [
+            Tensor(f"{a}.in_proj_qkvz.weight", (2 * hk * dk + 2 * hv * dv, d), "linear"),
+            Tensor(f"{a}.in_proj_ba.weight", (2 * hv, d), "linear"),
+        ]
     return [
-        Tensor(f"{a}.in_proj_qkvz.weight", (2 * hk * dk + 2 * hv * dv, d), "linear"),
-        Tensor(f"{a}.in_proj_ba.weight", (2 * hv, d), "linear"),
+        *inputs,
         Tensor(f"{a}.conv1d.weight", (conv, 1, m.linear_conv_kernel_dim)),
         Tensor(f"{a}.dt_bias", (hv,)),
         Tensor(f"{a}.A_log", (hv,)),
@@ -397,7 +409,9 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
         and layer_pattern(m).layers[i].attention == "linear"
     )
     if linear:
-        out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p)
+        out = (
+            _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p, arch.split_linear_in)
+        )
     elif arch.mamba and i < m.num_hidden_layers and layer_pattern(m).layers[i].attention == "mamba":
         out = mamba_tensors(m, p)
     elif (

@@ -127,7 +127,13 @@ FAMILY = register(
         moe=True,
         linear=True,
         archs={
-            t: Arch(qk_norm="head", shared_gate=True, gated_query=True, off_pattern="linear")
+            t: Arch(
+                qk_norm="head",
+                shared_gate=True,
+                gated_query=True,
+                off_pattern="linear",
+                split_linear_in=True,
+            )
             for t in ("qwen3_5_text", "qwen3_5_moe_text")
         },
     )
