@@ -17,7 +17,8 @@ their FLOPs and bytes), sharded under the layout:
   cached row read (bytes). A step of any size is then these coefficients times its arrays;
 - tensor parallelism splits a kernel as its weights split (:data:`COLUMN` output features,
   :data:`ROW` input features, :data:`HEADS` per-head products and attention heads; GQA
-  key/value heads up to ``n_kv`` ranks and replicated beyond); the MLA latent and query
+  key/value heads up to ``n_kv`` ranks and replicated beyond); a Mamba layer's kernels run a
+  rank's heads, channels and B/C groups (:func:`_state_share`); the MLA latent and query
   down-projections, the router, norms and the DSA indexer are replicated (every rank does
   all of them), and the latent decode core reads the whole latent cache on every rank;
 - the routed experts are the layout's: the experts this GPU holds, the tokens the routing
@@ -51,6 +52,7 @@ from mlacalc.cost.compressed import padded_heads, pooled_below
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.mamba import mamba_shape
+from mlacalc.cost.mamba1 import mamba1_shape
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.params import expert_shape
 from mlacalc.cost.quant import checkpoint_part_bytes
@@ -93,10 +95,24 @@ COLUMN = frozenset(
         "shared_experts_up",
         "lm_head",
         "linear_in_proj",
+        "mamba_in_proj",
+        "mamba1_in_proj",
+        "mamba1_dt_proj",
     }
 )
 #: Model-step GEMMs split by input features (row parallel; an all-reduce follows).
-ROW = frozenset({"o_proj", "o_b_proj", "dense_ffn_down", "shared_experts_down", "linear_o_proj"})
+ROW = frozenset(
+    {
+        "o_proj",
+        "o_b_proj",
+        "dense_ffn_down",
+        "shared_experts_down",
+        "linear_o_proj",
+        "mamba_out_proj",
+        "mamba1_out_proj",
+        "mamba1_x_proj",
+    }
+)
 #: Per-head kernels split by heads: the absorbed products, the attention core, the element-wise
 #: work of the split heads and FFN width (RoPE, activations, linear attention's recurrence).
 HEADS = frozenset(
@@ -245,6 +261,34 @@ def _scan_chunk(m: ModelConfig) -> int:
     if m.mamba_num_heads is None:
         return LINEAR_CHUNK
     return math.lcm(LINEAR_CHUNK, mamba_shape(m).chunk)
+
+
+def _state_share(m: ModelConfig, name: str, tp: int) -> float | None:
+    """The share of a Mamba layer's kernel ``name`` that one of ``tp`` tensor-parallel ranks
+    runs, as the engines shard the mixer (vLLM's ``MambaMixer2`` and ``MambaMixer``) and as
+    :func:`mlacalc.serving.layout.kv_bytes_per_sequence_per_gpu` splits its state:
+    ``ceil(H / tp)`` of Mamba-2's ``H`` heads (their x, z and step sizes, the scan and its
+    states, the gated norm, ``out_proj``'s inputs) and ``ceil(G / tp)`` of its ``G`` B/C
+    groups (a group replicated on the ranks whose heads read it: ``in_proj``'s outputs and
+    the convolution's channels hold both); ``ceil(I / tp)`` of Mamba-1's ``I`` channels
+    (``in_proj``, ``dt_proj``, the convolution, the scan, ``x_proj``'s and ``out_proj``'s
+    inputs). None for any other kernel and for Mamba-1's step-size norms (replicated: they
+    run on ``x_proj``'s all-reduced output). Left unsplit, a rank had run every head's
+    state update: Nemotron-3.5-Lightning's read 269.8 MB a call at TP8 as at TP1."""
+    if name.startswith("mamba1_"):
+        if name == "mamba1_dt_norms":
+            return None
+        return math.ceil(m.mamba_inner_size / tp) / m.mamba_inner_size
+    if not name.startswith("mamba_"):
+        return None
+    s = mamba_shape(m)
+    heads = math.ceil(s.heads / tp)
+    bc = 2 * math.ceil(s.groups / tp) * s.state  # B and C of the rank's groups
+    if name == "mamba_in_proj":  # z, x, B, C and the step sizes
+        return (2 * heads * s.head_dim + bc + heads) / s.in_width
+    if name == "mamba_conv":  # x, B and C
+        return (heads * s.head_dim + bc) / s.conv_dim
+    return heads / s.heads
 
 
 def _cap(m: ModelConfig) -> int | None:
@@ -650,7 +694,9 @@ class StepModel:
         f, b, e = list(t.flops), list(t.bytes), list(t.elements)
         r, g, shape = list(t.rows), list(t.groups), dict(t.shape)
         tp = self.lay.tp
+        state = _state_share(self.m, t.name, tp)  # a Mamba layer's kernel: its rank's share
         heads = t.name in HEADS or (t.name.startswith("linear_") and t.name not in COLUMN | ROW)
+        heads = heads or state is not None
         if tp == 1:
             pass
         elif t.kind == "gemm" and (t.name in COLUMN | ROW or t.name == "kv_proj"):
@@ -659,7 +705,7 @@ class StepModel:
                 n_kv = self.m.num_key_value_heads
                 dim, share = "n", math.ceil(n_kv / tp) / n_kv
             else:
-                dim, share = ("n" if t.name in COLUMN else "k"), 1 / tp
+                dim, share = ("n" if t.name in COLUMN else "k"), state or 1 / tp
             act = (k + n) * groups * ACT  # per token, in and out
             kept = (k + n * share if dim == "n" else k * share + n) * groups * ACT
             f = [x * share for x in f]
@@ -683,10 +729,12 @@ class StepModel:
             shape["n_heads"] = local
             shape["n_kv"] = math.ceil(n_kv / tp)
         elif heads:  # per-head products and element-wise work: all of it split
-            f, b, e, g = ([x / tp for x in c] for c in (f, b, e, g))
+            share = state or 1 / tp
+            f, b, e, g = ([x * share for x in c] for c in (f, b, e, g))
             for fld in ("channels", "heads"):  # a linear layer's conv channels, value heads
                 if fld in shape:
-                    shape[fld] = math.ceil(shape[fld] / tp)
+                    n = shape[fld]  # a Mamba layer's: its rank's channels exactly
+                    shape[fld] = round(n * state) if state else math.ceil(n / tp)
         # else replicated: the latent and query down-projections, router, norms, indexer
         return f, b, e, r, g, shape
 
@@ -699,11 +747,13 @@ class StepModel:
         msg: np.ndarray,
         n: int,
         network: bool = False,
+        calls: int | None = None,
         **fields: np.ndarray | float,
     ) -> None:
         """A collective over ``n`` GPUs; ``msg`` is one rank's message as
         :func:`mlacalc.serving.comm.comm_seconds` counts it (its share for all-gather and
-        reduce-scatter), ``fields`` the kernel model's extra shape fields."""
+        reduce-scatter), ``fields`` the kernel model's extra shape fields; ``calls``: in the
+        whole step (by default every kernel's of its part)."""
         if n > 1:
             # the kernel model's message: the full per-rank buffer for all-gather and
             # reduce-scatter (as the measured NCCL tables count it), else what the rank sends
@@ -722,9 +772,20 @@ class StepModel:
                     comm=True,
                     n_gpus=n,
                     network=network,
-                    calls=self.part_calls[part],
+                    calls=self.part_calls[part] if calls is None else calls,
                 )
             )
+
+    def _x_proj_reduce(self, out: list[Spec], tokens: np.ndarray) -> None:
+        """Mamba-1's ``x_proj`` is row parallel under tensor parallelism (vLLM's
+        ``MambaMixer``): each rank's partial step-size rank, B and C (``R + 2N`` a token) are
+        all-reduced before the step-size norms and ``dt_proj``, once a Mamba-1 layer."""
+        calls = sum(t.calls for t in self.templates if t.name == "mamba1_x_proj")
+        if calls:
+            width = mamba1_shape(self.m).x_width
+            msg = tokens * width * ACT
+            name = "all_reduce after Mamba-1 x_proj (TP)"
+            self._comm(out, name, "all_reduce", "layer", msg, self.lay.tp, calls=calls)
 
     def _from_templates(self, out: list[Spec], dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre) -> None:
         """The model step's kernels (:func:`_templates`) sharded on this GPU, over the rows."""
@@ -1046,6 +1107,7 @@ class StepModel:
         self._sampling(out, dec_B * dec_q + pf_N)
         act = T * self.d * ACT
         self._comm(out, "all_reduce after attention (TP)", "all_reduce", "layer", act, self.lay.tp)
+        self._x_proj_reduce(out, T)
         if self.part_calls["dense_ffn"]:
             self._comm(
                 out, "all_reduce after FFN (TP)", "all_reduce", "dense_ffn", act, self.lay.tp
