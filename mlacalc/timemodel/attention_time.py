@@ -51,6 +51,7 @@ __all__ = [
     "PACKING_PREFILL",
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
+    "TENSOR_WALK_VARIANTS",
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
     "UNFUSED_SCORE_BYTES",
@@ -396,6 +397,21 @@ DECODE_SPLIT_KEYS = 256.0
 DECODE_ROW_BYTES = 8.0
 
 
+#: Class variants of an engine's own kernel whose unit's fitted work is tensor-core MMAs over
+#: each key block it walks, as the packing decode kernels' is (:func:`_tensor_work_scale`):
+#: MiniMax-M3's block-sparse prompt core (``msa_prefill``, fitted on vLLM's msa module rows'
+#: residuals; a query token's rows a unit over its chosen 64-key blocks). vLLM runs Triton's
+#: kernel on H100 and its MSA kernel on B200, but each multiplies a token's query rows
+#: against every chosen block on the tensor cores: one prompt of 32,768 tokens at 64 heads
+#: (2,048 chosen keys a token) leaves the core 558 ns a token on H100 and 132 on B200 (4.2x,
+#: where the clocks and SM counts give 1.14 and the tensor rate per SM and clock 2 more).
+#: With the factor B200's prompt rows from H100's fit go 54.3% / 298% -> 44.6% / 130%
+#: (median / p90 |error|; signed +42% -> +2%); B200's fitted rows 8.2% -> 7.7%. The decode
+#: core (``msa``) is left out: its rows from the other device read worse with it (8.4% ->
+#: 10.9%).
+TENSOR_WALK_VARIANTS = frozenset({"msa_prefill"})
+
+
 def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     """Factor on a decode unit's fitted work (``seq_s``, ``block_s``, ``wave_s``: clocked
     seconds, on an SM of Hopper's dense bf16 FLOP per clock, :func:`tensor_per_sm_ratio`) on
@@ -409,11 +425,12 @@ def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     (``mma.sync`` ones), unmeasured under these engines: 1. SGLang's and vLLM's rows
     of one shape at 129 and more sequences and up to 256 cached keys, where that work
     dominates, take 1.9-2.3 times as long on H100 as on B200, where the clocks and SM counts
-    give 1.14. 1 for every other kernel: TensorRT-LLM's XQA (``head_pack`` 32) runs
+    give 1.14. The same for the variants of :data:`TENSOR_WALK_VARIANTS`. 1 for every other
+    kernel: TensorRT-LLM's XQA (``head_pack`` 32) runs
     ``mma.sync`` on 16-row tiles (bf16) and its fp8 kernel 8-row ones, whose fitted work
     carried to B200's kernel this way reads worse for fp8 (its own rule:
     :func:`_xqa_work_scale`), and the variants (Triton, FlashInfer's own) run other code."""
-    if fig.tensor_core_generation != "sm90" or batch.variant:
+    if fig.tensor_core_generation != "sm90" or batch.variant not in ("", *TENSOR_WALK_VARIANTS):
         return 1.0
     ratio = round(tensor_per_sm_ratio(fig), 2)
     return 1.0 / ratio if ratio > 0 else 1.0
@@ -584,7 +601,8 @@ def decode_terms(
     share = units / sms
     # the packing kernels' work in the time of the device's SM (_tensor_work_scale)
     # (TensorRT-LLM's own decode: at the rate of Hopper's XQA MMA, _xqa_work_scale)
-    tensor = np.where(pack <= 0, _tensor_work_scale(batch, fig), _xqa_work_scale(batch, fig))
+    walk = (pack <= 0) | (batch.variant in TENSOR_WALK_VARIANTS)
+    tensor = np.where(walk, _tensor_work_scale(batch, fig), _xqa_work_scale(batch, fig))
     # beyond ``head_pack`` query heads per KV head every decode query head streams the cache;
     # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
     # loads each K/V block once for its 128 queries, whatever the grouping)
