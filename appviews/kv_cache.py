@@ -8,8 +8,9 @@ import streamlit as st
 
 import mlacalc
 from mlacalc.models.loading import ModelConfig
+from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.models.variants import one_head_shape_note
-from mlacalc.report import compare_rows, variant_equivalents
+from mlacalc.report import compare_rows, kind_cells, variant_equivalents
 from mlacalc.words.units import human_bytes, human_si
 from mlacalc.words.vocab import STANDARD_IMPL, serving_impl
 
@@ -50,8 +51,10 @@ def equivalents(
 def keeps(kind_row: dict) -> str:
     """What one layer of a kind keeps, in words (the table's text column beside its numbers)."""
     kind = kind_row["kind"]
-    if kind == "linear":
+    if kind in STATE_KINDS:  # linear attention, Mamba-2, Mamba-1
         return "a fixed state per sequence"
+    if kind == "none":
+        return "nothing (no sequence mixer)"
     if kind.startswith(("sliding", "chunked")):
         return f"its window: {kind_row['tokens_per_layer']:,} tokens"
     if kind in ("csa", "hca"):  # DeepSeek-V4: the window and one pooled key per ratio tokens
@@ -95,22 +98,23 @@ def render(sc: Scenario) -> None:
                     "kind of layer": k["kind"],
                     "layers": k["layers"],
                     "keeps": keeps(k),
-                    "bytes/token/layer": k["bytes_per_token_per_layer"] or None,
-                    "tokens kept per layer": (
-                        None if k["kind"] == "linear" else k["tokens_per_layer"]
-                    ),
+                    # the CLI report's cells: "fixed state" for a linear or Mamba layer, "-"
+                    # for one without a mixer (numbers here printed "None" and 0 for them)
+                    **dict(zip(("bytes/token/layer", "tokens kept per layer"), kind_cells(k))),
                     "bytes": k["bytes"],
                     "total": human_bytes(k["bytes"]),
                 }
                 for k in smallest["by_kind"]
             ],
+            right=("bytes/token/layer", "tokens kept per layer"),
             scope=f"The cache ({label}) by kind of layer, {batch:,} sequences of {seq_len:,} "
             "tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, a linear "
-            "layer a fixed state per sequence (its recurrent state, in the dtype the model keeps "
-            "it, not the KV dtype), a DSA layer the latent plus its indexer keys, a block-sparse "
-            "(msa) layer K, V and its indexer keys, a compressed layer (csa, hca) its window's "
-            "rows and its pooled keys (csa: with their indexer keys), its bytes/token/layer "
-            "averaged over the pooling.",
+            "or Mamba layer a fixed state per sequence (its recurrent state, in the dtype the "
+            "model keeps it, not the KV dtype; its convolution window in the KV dtype), a DSA "
+            "layer the latent plus its indexer keys, a block-sparse (msa) layer K, V and its "
+            "indexer keys, a compressed layer (csa, hca) its window's rows and its pooled keys "
+            "(csa: with their indexer keys), its bytes/token/layer averaged over the pooling; "
+            "a layer without a sequence mixer (none) nothing.",
         )
     show_table(
         [

@@ -17,7 +17,7 @@ from mlacalc.cost.params import param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
-from mlacalc.models.patterns import COMPRESSED_KINDS
+from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
 from mlacalc.models.variants import as_variant
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
@@ -37,6 +37,7 @@ __all__ = [
     "attention_kind_labels",
     "cache_by_kind",
     "compare_rows",
+    "kind_cells",
     "model_report",
     "model_summary",
     "variant_equivalents",
@@ -114,6 +115,27 @@ def cache_by_kind(m: ModelConfig, cache: KVCache) -> list[dict[str, Any]]:
     return [{"kind": k, "layers": n, "tokens_per_layer": t, "bytes": b} for k, n, t, b in rows]
 
 
+def kind_cells(kind_row: dict[str, Any]) -> tuple[str, str]:
+    """The two per-token cells of one row of the cache by kind of layer (:func:`kv_rows`'s
+    ``by_kind``), as the CLI report and the app both show them: the bytes of one token's row
+    in one such layer and the tokens such a layer keeps, with thousands separators;
+    ``fixed state`` in both for a linear or Mamba layer (it keeps one state per sequence, no
+    rows), ``-`` in both for a layer without a sequence mixer (kind ``none``: nothing).
+
+    >>> kind_cells({"kind": "mamba", "bytes_per_token_per_layer": None, "tokens_per_layer": 0})
+    ('fixed state', 'fixed state')
+    >>> kind_cells({"kind": "full", "bytes_per_token_per_layer": 1024, "tokens_per_layer": 8192})
+    ('1,024', '8,192')
+    """
+    kind = kind_row["kind"]
+    if kind == "none":
+        return "-", "-"
+    if kind in STATE_KINDS:
+        return "fixed state", "fixed state"
+    row = kind_row["bytes_per_token_per_layer"]
+    return ("fixed state" if row is None else f"{row:,}"), f"{kind_row['tokens_per_layer']:,}"
+
+
 def _growth_by_kind(
     m: ModelConfig, seq_len: int, kv_dtype: Any, impl: str | None
 ) -> dict[str, tuple[int, int]]:
@@ -140,7 +162,7 @@ def _kinds(m: ModelConfig, cache: KVCache) -> list[str]:
 def _kind_row(m: ModelConfig, kind: str, seq_len: int, kv_dtype: Any, impl: str | None) -> Any:
     """Bytes of one token's row in one layer of ``kind`` (None for a linear or Mamba layer's
     state, and for a layer without a sequence mixer)."""
-    if kind in ("linear", "mamba", "mamba1", "none") or kind.startswith("swa"):
+    if kind in STATE_KINDS or kind == "none" or kind.startswith("swa"):
         return None
     if kind in COMPRESSED_KINDS:  # DeepSeek-V4: a pooled key per ratio tokens, averaged over
         # the ratios' period past the window (the window and the compressors' state bounded)

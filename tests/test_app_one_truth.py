@@ -17,16 +17,44 @@ from mlacalc.render import grid_rows
 
 def test_qwen3_next_kv_table_is_typed():
     """Was: 'fixed state' text in the numeric columns of the KV-by-kind table (an Arrow type
-    error in the log, numbers without separators). Numbers stay numbers, the words have their
-    own column, and a table mixing the two is refused where it is built."""
+    error in the log, numbers without separators). A column holds one type: the layer counts
+    and bytes numbers, the per-token cells the CLI report's text (figures with separators,
+    "fixed state" for a linear layer), and a table mixing the two is refused where it is
+    built."""
     at = run(model="qwen3-next-80b-a3b")
     table = next(d.value for d in at.dataframe if "kind of layer" in d.value.columns)
-    for column in ("layers", "bytes/token/layer", "tokens kept per layer", "bytes"):
+    for column in ("layers", "bytes"):
         assert table[column].dtype.kind in "if", (column, table[column].dtype)
     keeps = dict(zip(table["kind of layer"], table["keeps"]))
     assert keeps == {"linear": "a fixed state per sequence", "full": "every token"}
+    per_token = dict(zip(table["kind of layer"], table["bytes/token/layer"]))
+    assert per_token["linear"] == "fixed state" and per_token["full"] == "2,048"
     with pytest.raises(TypeError, match="'n' mixes numbers and text"):
         grid_rows([{"n": 3}, {"n": "fixed state"}])
+
+
+def test_hybrid_mamba_kv_table_says_what_each_layer_keeps_as_report_does():
+    """Was (Nemotron-H): the by-kind table's bytes/token/layer printed "None" for the mamba and
+    none rows, and "keeps" said "every token" beside 0 tokens kept. A Mamba layer keeps a fixed
+    state per sequence, a layer without a mixer nothing; the per-token cells are the CLI
+    report's, row for row."""
+    from click.testing import CliRunner
+
+    from mlacalc.cli import cli
+
+    at = run(model="nemotron-3-super-120b-a12b", seq_len="8192")
+    table = next(d.value for d in at.dataframe if "kind of layer" in d.value.columns)
+    rows = {r["kind of layer"]: r for r in table.to_dict("records")}
+    assert rows["mamba"]["keeps"] == "a fixed state per sequence"
+    assert rows["none"]["keeps"] == "nothing (no sequence mixer)"
+    assert rows["full"]["keeps"] == "every token"
+    out = CliRunner().invoke(cli, ["report", "nemotron-3-super-120b-a12b", "-s", "8k"]).output
+    for kind, row in rows.items():
+        (line,) = [x for x in out.splitlines() if f"│ {kind} " in x]
+        cells = [c.strip() for c in line.split("│")]
+        assert [row["bytes/token/layer"], row["tokens kept per layer"]] == cells[4:6], kind
+        assert "None" not in str(row.values())
+    assert [rows[k]["bytes/token/layer"] for k in ("mamba", "none")] == ["fixed state", "-"]
 
 
 def test_gemma4_kernel_rows_name_their_layer_kind():

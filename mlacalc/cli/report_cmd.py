@@ -23,8 +23,9 @@ from mlacalc.cli.common import (
     phases,
     size_text,
 )
+from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.render import human_bytes, human_si, ratio
-from mlacalc.report import model_report
+from mlacalc.report import kind_cells, model_report
 from mlacalc.words import defaults as D
 from mlacalc.words.vocab import MATMUL_STAGES
 
@@ -238,12 +239,7 @@ def _report_sections(doc: dict) -> list[Section]:
                     r["impl"],
                     k["kind"],
                     f"{k['layers']:,}",
-                    "-"
-                    if k["kind"] == "none"
-                    else _maybe(k["bytes_per_token_per_layer"], "{:,}", "fixed state"),
-                    "fixed state"
-                    if k["kind"] in _STATE_KINDS
-                    else ("-" if k["kind"] == "none" else f"{k['tokens_per_layer']:,}"),
+                    *kind_cells(k),
                     f"{k['bytes']:,}",
                     human_bytes(k["bytes"]),
                 ]
@@ -294,10 +290,6 @@ def _report_sections(doc: dict) -> list[Section]:
     return sections
 
 
-#: layer kinds whose sequence mixer keeps a fixed state instead of keys
-_STATE_KINDS = ("linear", "mamba", "mamba1")
-
-
 def _flops_note(doc: dict[str, Any]) -> str:
     """The note under the attention FLOPs table: what fused bytes are, how MLA's default
     runs, and where a linear or Mamba layer's products are counted."""
@@ -308,7 +300,7 @@ def _flops_note(doc: dict[str, Any]) -> str:
             "new tokens in prefill and chunk (naive FLOPs; in prefill the same as "
             "compressed), absorbed in decode"
         )
-    if any(k["kind"] in _STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"]):
+    if any(k["kind"] in STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"]):
         parts.append(
             "a linear or Mamba layer's input projections count under kv_proj, its "
             "convolution and scan (or delta rule) under core, its output projection under "

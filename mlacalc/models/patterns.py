@@ -64,6 +64,7 @@ __all__ = [
     "FFN_KINDS",
     "LAYER_ATTENTION_KINDS",
     "SPARSE_BLOCK_FIELDS",
+    "STATE_KINDS",
     "CacheSpec",
     "LayerKind",
     "LayerPattern",
@@ -110,8 +111,8 @@ _HF_LAYER_TYPES = {
     "chunked_attention": "chunked",
     "linear_attention": "linear",
 }
-# kinds that keep a fixed state per sequence instead of per-token rows
-_STATE_KINDS = ("linear", "mamba", "mamba1")
+#: kinds that keep a fixed state per sequence instead of per-token rows
+STATE_KINDS = ("linear", "mamba", "mamba1")
 # model types whose linear layers are Gated DeltaNet (Qwen3-Next's layer)
 _GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
 # layer_types values that exist upstream but are not modelled, with the nearest kind
@@ -153,7 +154,7 @@ class LayerKind:
 
     def tokens_kept(self, seq_len: int, convention: str = "engine") -> int:
         """Tokens this layer's cache keeps per sequence after ``seq_len`` tokens."""
-        if self.attention in _STATE_KINDS or self.attention == "none":
+        if self.attention in STATE_KINDS or self.attention == "none":
             return 0
         if self.window is None:
             return seq_len
@@ -682,7 +683,7 @@ class CacheSpec:
                 "convention", f"use one of {', '.join(CONVENTIONS)}, got {convention!r}"
             )
         b = _bytes_per_element(kv_dtype, "kv_dtype")
-        if kind.attention in _STATE_KINDS:
+        if kind.attention in STATE_KINDS:
             s = _bytes_per_element(state_dtype, "state_dtype")
             return batch * (self.conv_elements * b + self.state_elements * s)
         if kind.attention == "none":
