@@ -31,6 +31,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "ALL_PAIRS_MOE",
     "ENGINE_MOE_KERNEL",
     "FUSED_TOPK_MAX",
     "MARLIN_COLS",
@@ -47,6 +48,7 @@ __all__ = [
     "engine_moe_tiles",
     "marlin_row_tile",
     "moe_terms",
+    "triton_fused_moe",
     "triton_moe_default_tile",
     "triton_moe_row_tile",
     "trtllm_gen_row_tile",
@@ -281,14 +283,62 @@ ENGINE_MOE_KERNEL = {
 TRITON_MOE_KERNELS = frozenset({"sglang_fused_moe_triton", "vllm_fp8moe_triton_tritonexperts"})
 
 
+#: The shape column of a MoE whose streaming passes around its GEMMs run over every routed
+#: (token, top-k) pair of the call, local to the rank or not (:func:`moe_terms`): SGLang's and
+#: vLLM's Triton fused MoE (:func:`triton_fused_moe`). Its intermediate caches hold a row for
+#: every pair (``topk_ids`` of all the tokens entering the rank), its grid covers every pair's
+#: block, and a block of an expert on another rank (``expert_ids`` -1 under an ``expert_map``)
+#: writes zeros to its rows of the GEMM's output (``write_zeros_to_output`` in
+#: ``fused_moe_kernel``, as recalled: no copy of the source at hand); the gated activation and
+#: the final sum over the top-k then stream every row. The measured H100 rows show it: SGLang's
+#: bf16 Triton MoE, hidden 4,096, intermediate 2,048, 256 experts, top-8, at EP 256 (one local
+#: expert, 512 of the 131,072 pairs of 16,384 tokens) takes 1,528 us, 801 at 8,192 tokens, 453
+#: at 4,096, where its expert's FLOPs and weights take under 30 us: about 6 bytes a pair and
+#: unit of hidden + intermediate at H100's HBM rate (36 KB a pair of that shape: two writes and a
+#: read of the FC1 output, the activation's write, FC2's write and the sum's read, 1.4 ms).
+#: Timed over the local assignments, the fits of these kernels were too fast by a margin growing
+#: with the EP size (H100, median signed error at EP 1 / 16 / 256: SGLang bf16 +5.5% / -1.5% /
+#: -20.8%, block-scaled fp8 +6.3% / -4.5% / -10.8%, vLLM bf16 +3.3% / -6.3% / -16.7%); refitted,
+#: they hold 2.7-3.6 bf16 passes (``act_passes``). B200's rows of the same calls take about
+#: H100's time (1,985 and 1,411 us, bf16 and block-scaled fp8, against 1,528 and 1,727), not
+#: 0.43 of it: the passes stream at no more than Hopper's bytes per SM and clock
+#: (:func:`_warp_loads`: the zero stores and the small kernels' loads are the warps' own), else
+#: B200's fits held 4.5-8.2 passes and predicted H100 35-37% too slow (docs/decisions.md, "MoE").
+ALL_PAIRS_MOE = "all_pairs"
+
+
+def triton_fused_moe(source: Any) -> np.ndarray:
+    """Per ``kernel_source`` whether it names SGLang's or vLLM's Triton fused MoE
+    (``fused_moe_kernel``: ``sglang_fused_moe_triton``, vLLM's ``..._triton_tritonexperts``),
+    whose passes run over every routed pair (:data:`ALL_PAIRS_MOE`); not the triton_kernels MXFP4
+    MoE (vLLM's ``..._oaitriton...``, TensorRT-LLM's ``moe_torch_flow``), which gathers and
+    scatters only its local rows."""
+    src = np.asarray(source).astype(str)
+    return (np.char.find(src, "fused_moe_triton") >= 0) | np.char.endswith(
+        src, "_triton_tritonexperts"
+    )
+
+
 def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with the tile its engine's Triton fused MoE fixes (``row_tile``,
     ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
     names no tile of its own (a model step's; a measured row carries its own): the step is timed
-    with the tiles its class was fitted on."""
-    gen = fig.kernel_generation
+    with the tiles its class was fitted on; and, where the class is SGLang's or vLLM's Triton
+    fused MoE (:data:`ENGINE_MOE_KERNEL`), with its passes over every routed pair
+    (:data:`ALL_PAIRS_MOE`)."""
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
+    kernel = ENGINE_MOE_KERNEL.get((engine, fig.kernel_generation), {}).get(batch.dtype, "")
+    if triton_fused_moe([kernel])[0]:
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, ALL_PAIRS_MOE: np.ones(len(batch))}
+        )
+    return _engine_tiles(batch, engine, fig)
+
+
+def _engine_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """:func:`engine_moe_tiles`' tiles of a model step's MoE batch."""
+    gen = fig.kernel_generation
     tokens, experts = col(batch, "tokens", 1), col(batch, "experts", 1)
     if batch.dtype in TRITON_DEFAULT_TILE.get((engine, gen), ()):
         rows, cols = triton_moe_default_tile(tokens, experts)
@@ -399,14 +449,20 @@ def moe_terms(
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * np.where(sync, _warp_loads(fig), 1.0)  # Marlin's draw per SM
     # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
-    # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate
+    # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate; the
+    # rank's rows, or every routed pair's where the kernel keeps a row for each
+    # (:data:`ALL_PAIRS_MOE`, the Triton fused MoE)
     assignments = col(batch, "assignments", 0)
     assignments = np.where(assignments > 0, assignments, pairs)
-    extra = prm["act_passes"] * assignments * (hidden + inter) * 2.0 / bw
-    # routing every token entering the rank: top-k selection and the gather/scatter indices
-    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
     tokens = col(batch, "tokens", 0)
     routed = np.where(tokens > 0, tokens * col(batch, "topk", 1), assignments)
+    every = col(batch, ALL_PAIRS_MOE, 0) > 0
+    streamed = np.where(every, np.maximum(routed, assignments), assignments)
+    # (warp-issued loads and stores there: at most Hopper's bytes a clock per SM, _warp_loads)
+    streamed = streamed * np.where(every, _warp_loads(fig), 1.0)
+    extra = prm["act_passes"] * streamed * (hidden + inter) * 2.0 / bw
+    # routing every token entering the rank: top-k selection and the gather/scatter indices
+    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
     extra = extra + prm["route_s"] * routed / sms
     # routing each token to more than ``FUSED_TOPK_MAX`` experts leaves the fused top-k
     # kernel for a generic top-k whose ``topk`` selection rounds each end in a reduction over
