@@ -729,8 +729,10 @@ class StepModel:
             shape["n_heads"] = local
             shape["n_kv"] = math.ceil(n_kv / tp)
         elif heads:  # per-head products and element-wise work: all of it split
-            share = state or 1 / tp
-            f, b, e, g = ([x * share for x in c] for c in (f, b, e, g))
+            if state:  # a Mamba layer's: its rank's heads (channels, groups) exactly
+                f, b, e, g = ([x * state for x in c] for c in (f, b, e, g))
+            else:
+                f, b, e, g = ([x / tp for x in c] for c in (f, b, e, g))
             for fld in ("channels", "heads"):  # a linear layer's conv channels, value heads
                 if fld in shape:
                     n = shape[fld]  # a Mamba layer's: its rank's channels exactly
