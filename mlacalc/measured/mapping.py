@@ -112,6 +112,7 @@ from mlacalc.timemodel.moe_time import (
     TRTLLM_GEN_FP4,
     TRTLLM_GEN_MAX_TILE,
     marlin_row_tile,
+    triton_fused_moe,
     triton_moe_default_tile,
     triton_moe_row_tile,
     trtllm_gen_row_tile,
@@ -1326,6 +1327,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         col_tile=col_tile[ok],
         # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
         mma_sync=marlin[ok].astype(np.float64),
+        # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
+        all_pairs=triton_fused_moe(source.astype(str))[ok].astype(np.float64),
     )
     reason[~ok] = "unknown_dtype"
 
