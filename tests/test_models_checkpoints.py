@@ -227,14 +227,14 @@ def test_precision_of_an_unquantized_model_is_its_dtype():
     ("quant", "field"),
     [
         ({"producer": {}}, "quantization"),
-        ({"quantization": {"quant_algo": "INT4_AWQ"}}, "quantization_config.quant_algo"),
+        ({"quantization": {"quant_algo": "INT4_AWQ"}}, "quantization.quant_algo"),
         (
             {"quantization": {"quant_algo": "NVFP4", "group_size": 32}},
-            "quantization_config.group_size",
+            "quantization.group_size",
         ),
         (
             {"quantization": {"quant_algo": "NVFP4", "exclude_modules": "lm_head"}},
-            "quantization_config.exclude_modules",
+            "quantization.exclude_modules",
         ),
         (
             {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"a": 1}}},
@@ -247,15 +247,18 @@ def test_precision_of_an_unquantized_model_is_its_dtype():
                     "quantized_layers": {"a": {"quant_algo": "INT8_SQ"}},
                 }
             },
-            "quantization_config.quantized_layers",
+            "quantization.quantized_layers",
         ),
     ],
 )
 def test_a_bad_hf_quant_config_is_refused_naming_the_key(quant, field):
+    """The error names hf_quant_config.json and its own key (it had named config.json's
+    ``quantization_config.quant_algo`` for a bad quant_algo or group_size in this file)."""
     config, _ = _files(DSV31)
     with pytest.raises(ConfigError) as info:
         parse_upload(config.read_bytes(), "config.json", quant=json.dumps(quant).encode())
     assert info.value.field == field, str(info.value)
+    assert info.value.source == "hf_quant_config.json", str(info.value)
     assert "\n" not in str(info.value)
 
 

@@ -422,7 +422,10 @@ def modelopt_config(hf_quant: Any, origin: str = "hf_quant_config.json") -> dict
     for key in ("quant_algo", "group_size", "kv_cache_quant_algo"):
         if block.get(key) is not None:
             out[key] = block[key]
-    exclude = _names(block.get("exclude_modules"), origin, "exclude_modules")
+    try:
+        exclude = _names(block.get("exclude_modules"), origin, "exclude_modules")
+    except ConfigError as e:  # this file's key
+        raise ConfigError(e.message, source=origin, field="quantization.exclude_modules") from None
     out["exclude_modules"] = list(dict.fromkeys(language_model_name(e) for e in exclude))
     layers = block.get("quantized_layers")
     if layers is not None:
@@ -444,6 +447,11 @@ def modelopt_config(hf_quant: Any, origin: str = "hf_quant_config.json") -> dict
                 )
             grouped.setdefault(algo, {})[name] = None
         out["quantized_layers"] = {k: list(v) for k, v in grouped.items()}
+    try:  # checked here, so that an error names this file and its own keys
+        _modelopt_scheme(out, origin)
+    except ConfigError as e:
+        field = (e.field or "").replace("quantization_config.", "quantization.", 1)
+        raise ConfigError(e.message, source=origin, field=field or None, fix=e.fix) from None
     return out
 
 
