@@ -12,6 +12,7 @@ from reference_data import HF_CONFIGS
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.plan import plan
+from mlacalc.serving.scheduler import engine_settings
 from mlacalc.serving.search import search
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
@@ -285,3 +286,58 @@ def test_times_note_has_no_empty_part():
     assert "(engine trtllm)," in times_note("", "")
     assert "(engine sglang; profile p: from H100)," in times_note("p", "from H100", "sglang")
     assert "(engine vllm; fallback)," in times_note("", "fallback", "vllm")
+
+
+@pytest.mark.parametrize(
+    "argument, value, flag",
+    [
+        ("expert_skew", 2.0, ("--expert-skew", "2")),
+        ("routing_imbalance", 3.0, ("--routing-imbalance", "3")),
+        ("routing", "balanced", ("--routing", "balanced")),
+        ("rebalance", False, ("--no-rebalance",)),
+    ],
+)
+def test_moe_only_arguments_on_a_dense_model_are_refused_by_name(run, argument, value, flag):
+    # they ran silently with the numbers unchanged, where --redundant-experts was refused
+    with pytest.raises(InvalidArgumentError, match="no routed experts") as exc:
+        plan("llama-3-8b", "H100-SXM", 1, **{argument: value})
+    assert exc.value.argument == argument
+    _, err = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, *flag, code=2)
+    assert f"Invalid value for {flag[0].replace('--no-', '--')}" in err and "routed experts" in err
+    # the same value on a model with experts is taken
+    assert plan("mixtral-8x7b", "H200", 2, **{argument: value}).fits
+
+
+def test_formats_of_components_the_model_lacks_are_refused_in_plan_and_search(run):
+    for model, comp in (("llama-3-8b", "experts"), ("mixtral-8x7b", "shared_experts")):
+        with pytest.raises(InvalidArgumentError, match=f"{comp}: .* has no") as exc:
+            plan(model, "H200", 2, component_dtypes={comp: "fp8"})
+        assert exc.value.argument == "component_dtypes"
+    with pytest.raises(InvalidArgumentError, match="has no routed experts") as exc:
+        search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, component_choices=[
+            {"experts": "nvfp4"}])  # fmt: skip
+    assert exc.value.argument == "component_choices"
+    _, err = run(
+        "plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--expert-dtype", "fp8", code=2
+    )
+    assert "experts" in err and "no routed experts" in err
+
+
+def test_serving_only_arguments_without_a_request_mix_are_refused(run):
+    # a capacity plan runs no prompt: these changed nothing, silently
+    for argument, value in (("output_lag_steps", 2), ("prefill_pass", "separate")):
+        with pytest.raises(InvalidArgumentError, match="give isl and osl") as exc:
+            plan("llama-3-8b", "H100-SXM", 1, **{argument: value})
+        assert exc.value.argument == argument
+        flag = "--" + argument.replace("_", "-")
+        _, err = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, flag, value, code=2)
+        assert f"Invalid value for {flag}" in err and "--isl" in err
+    _, err = run(
+        "plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--chunked-prefill", 512, code=2
+    )
+    assert "--chunked-prefill" in err and "--isl" in err
+    # the library takes an engine's settings, chunked prefill among them, for a capacity plan
+    assert plan("llama-3-8b", "H100-SXM", 1, **engine_settings("vllm")).fits
+    # an engine's chunked-prefill default is not one given: a capacity plan under it runs
+    out, _ = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--engine", "sglang")
+    assert "chunked prefill none (no request mix)" in out

@@ -259,13 +259,7 @@ def command(
     # reports as its flag; here only what plan takes but the command line refuses (--batch
     # beside a request mix, DP-attention over one group) and the GPUs' split in the flags'
     # own words
-    if (isl is not None or osl is not None) and batch is not None:
-        # the request mix sets the requests in flight: the batch would be dropped without a word
-        raise click.BadParameter(
-            "does not apply with --isl/--osl: give the requests in flight with "
-            "--concurrency (or an arrival rate with --request-rate)",
-            param_hint="--batch",
-        )
+    _check_request_mix_flags(isl, osl, batch, chunked_prefill)
     for flag, degree in (("--tp", tp), ("--dp", dp)):
         if degree is not None and gpus % degree:
             raise click.BadParameter(
@@ -284,9 +278,9 @@ def command(
     from mlacalc.serving.plan import plan as make_plan
 
     launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
-    serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
-    engine = engine_option_values(engine_opts, mode != "disaggregated", serving_engine, mtp_tokens)
-    defaults, note = defaults_note(engine, mode != "disaggregated" or "none (disaggregated)")
+    serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
+    engine = engine_option_values(engine_opts, chunks is True, serving_engine, mtp_tokens)
+    defaults, note = defaults_note(engine, chunks)
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
         loaded := load(model),
@@ -354,6 +348,31 @@ def p_hardware_node(hardware: str) -> int | None:
     from mlacalc.hardware.catalogue import load_hardware  # deferred: --help stays light
 
     return load_hardware(hardware).gpus_per_node
+
+
+def _check_request_mix_flags(isl, osl, batch, chunked_prefill) -> None:
+    """Refuse what a request mix (--isl/--osl) drops or what only it uses, without a word
+    otherwise: --batch beside it (it sets the requests in flight), --chunked-prefill without it
+    (a capacity plan runs no prompt)."""
+    if (isl is not None or osl is not None) and batch is not None:
+        raise click.BadParameter(
+            "does not apply with --isl/--osl: give the requests in flight with "
+            "--concurrency (or an arrival rate with --request-rate)",
+            param_hint="--batch",
+        )
+    if isl is None and chunked_prefill is not None:
+        raise click.BadParameter(
+            "mixes a request mix's prompts into decode steps: give --isl and --osl with it",
+            param_hint="--chunked-prefill",
+        )
+
+
+def _chunked(mode: str, isl: int | None) -> bool | str:
+    """Whether an engine's chunked prefill applies (True), or what is said instead: it mixes a
+    request mix's prompts into aggregated steps, so none without isl or when disaggregated."""
+    if isl is None:
+        return "none (no request mix)"
+    return mode != "disaggregated" or "none (disaggregated)"
 
 
 def _point(p, redundant_experts: int, overlap: str, kv_dtype: str) -> dict:

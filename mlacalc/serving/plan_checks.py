@@ -187,6 +187,7 @@ def check_request(
     imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
     _check_imbalance(m, imbalance)
     routing, expert_skew, rebalance = _check_routing(args)
+    _check_moe_only(m, args)
     max_running, max_tokens, scheduler = _check_scheduler(args)
 
     # a bad name or file is refused before any work; none: the engine's profile for the device
@@ -205,7 +206,7 @@ def check_request(
             check_int("prefill_redundant_experts", args["prefill_redundant_experts"], minimum=0),
         )
     include_mtp = args["include_mtp"] or bool(mtp_tokens)  # drafting needs the MTP weights
-    components = check_components(args["component_dtypes"])
+    components = check_components(args["component_dtypes"], m)
     weight_dtype = args["weight_dtype"]
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     return PlanRequest(
@@ -294,6 +295,31 @@ def _check_routing(args: dict[str, Any]) -> tuple[str, float, bool | None]:
     return routing, float(skew or 0.0), rebalance
 
 
+#: The arguments that describe how a router loads routed experts, with the value that leaves
+#: them out: on a model without routed experts any other value would change nothing, so it is
+#: refused, as ``ep`` and ``redundant_experts`` are (the layout has no experts to place)
+_MOE_ONLY_ARGUMENTS = {
+    "routing": ("random", "how a step's tokens spread over the expert ranks"),
+    "expert_skew": (0.0, "the experts' popularity"),
+    "rebalance": (None, "where the experts are placed"),
+    "routing_imbalance": (1.0, "the busiest expert's load over the mean"),
+}
+
+
+def _check_moe_only(m: ModelConfig, args: dict[str, Any]) -> None:
+    """Refuse an argument of :data:`_MOE_ONLY_ARGUMENTS` given on a model without routed
+    experts (``args``: the arguments by name; those absent are not checked), naming it."""
+    if m.is_moe:
+        return
+    for name, (unset, what) in _MOE_ONLY_ARGUMENTS.items():
+        if name in args and args[name] != unset:
+            raise InvalidArgumentError(
+                name,
+                f"{m.label} has no routed experts: {name} sets {what}, which changes nothing "
+                f"here; leave it out",
+            )
+
+
 def _check_imbalance(m: ModelConfig, imbalance: float) -> None:
     """The busiest expert's load over the mean: at most every token's top-k on one expert,
     ``n_routed_experts / num_experts_per_tok`` (1e300 overflowed the step's arithmetic)."""
@@ -376,6 +402,13 @@ def _check_modes(
         concurrency is not None or request_rate is not None or mode != "aggregated"
     ):
         raise InvalidArgumentError("isl", "serving figures need the request mix: give isl and osl")
+    # no prompt is run: how prompts and tokens would be handled changes nothing (an engine's
+    # chunked_prefill, which plan(**engine_settings(name)) passes, is left to its front end)
+    for name, unset in (("output_lag_steps", 0), ("prefill_pass", "fused")):
+        if isl is None and args[name] != unset:
+            raise InvalidArgumentError(
+                name, "applies to serving a request mix: give isl and osl (--isl, --osl) with it"
+            )
     return chunked_prefill
 
 

@@ -82,8 +82,18 @@ def format_class(fmt: str, moe: bool = False) -> str:
     return weight_gemm_class(canonical_dtype(format_dtype(fmt)), "bf16")
 
 
-def check_components(value: Any) -> dict[str, str]:
-    """``component_dtypes`` checked: a mapping of components to known formats."""
+#: param_counts' breakdown entries a component's weights are counted in: a component whose
+#: entries hold no parameter is not in the model (the routed experts of a dense model)
+_PARAMS_OF = {
+    "dense_ffn": ("dense_ffn",),
+    "experts": ("moe_routed_experts",),
+    "shared_experts": ("moe_shared_experts",),
+}
+
+
+def check_components(value: Any, m: ModelConfig | None = None) -> dict[str, str]:
+    """``component_dtypes`` checked: a mapping of components to known formats (``m``: each
+    component one the model has; a format for weights it lacks would change nothing)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -115,7 +125,22 @@ def check_components(value: Any) -> dict[str, str]:
                 f"(w4a8_mxfp4); give it to {only}, or mxfp4 / nvfp4 here",
             )
         out[comp] = name
+    if m is not None:
+        _check_present(m, out)
     return out
+
+
+def _check_present(m: ModelConfig, components: Mapping[str, str]) -> None:
+    """Refuse a format for a component ``m`` has no weights in (experts of a dense model)."""
+    breakdown = param_counts(m).breakdown
+    for comp in components:
+        if comp in _PARAMS_OF and not any(breakdown[k] for k in _PARAMS_OF[comp]):
+            what = {"dense_ffn": "dense FFN layers", "experts": "routed experts"}
+            raise InvalidArgumentError(
+                "component_dtypes",
+                f"{comp}: {m.label} has no {what.get(comp, 'shared experts')}, so a format "
+                "for them would change nothing; leave it out",
+            )
 
 
 def component_of(name: str, part: str) -> str | None:

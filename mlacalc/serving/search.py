@@ -356,7 +356,7 @@ def check_search(
         if canonical_dtype(m.weights_dtype) in ("bf16", "fp16") and "fp8" in hw.peak_flops_per_s:
             weight_dtypes += ("fp8",)
 
-    components = _check_component_choices(component_choices)
+    components = _check_component_choices(component_choices, m)
     whole, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
     if budget is not None:
         usable = int(hw.memory_bytes * (1 - memory_reserve))
@@ -406,7 +406,9 @@ def _check_chunks(chunks: Any) -> tuple[int, ...]:
     return tuple(sorted({count("chunked_prefills", n, 1 << 30) for n in values}))
 
 
-def _check_component_choices(choices: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
+def _check_component_choices(
+    choices: Any, m: ModelConfig
+) -> tuple[tuple[tuple[str, str], ...], ...]:
     """The per-component weight formats to try over each weight dtype: the weights as they
     are (no components named) first, then each choice (a mapping of components to formats)."""
     if choices is None:
@@ -416,7 +418,7 @@ def _check_component_choices(choices: Any) -> tuple[tuple[tuple[str, str], ...],
     out: list[tuple[tuple[str, str], ...]] = [()]
     for choice in one_or_many("component_choices", choices, what="component formats"):
         try:
-            checked = check_components(choice)
+            checked = check_components(choice, m)
         except InvalidArgumentError as exc:
             raise InvalidArgumentError("component_choices", exc.message) from None
         key = tuple(sorted(checked.items()))
