@@ -1328,7 +1328,11 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
         mma_sync=marlin[ok].astype(np.float64),
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
+<<<<<<< /tmp/helpers/attn6/swap/F/mlacalc_measured_mapping.py
+        all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
+=======
         all_pairs=triton_fused_moe(source.astype(str))[ok].astype(np.float64),
+>>>>>>> mlacalc/measured/mapping.py
     )
     reason[~ok] = "unknown_dtype"
 
