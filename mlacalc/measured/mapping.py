@@ -83,6 +83,8 @@ What each table becomes:
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
@@ -121,6 +123,8 @@ from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "DECODE_PATH_ATTENTION_SOURCES",
+    "DECODE_PATH_SOURCES",
     "DSV3",
     "NATIVE_NORM_BYTES",
     "NATIVE_NORM_KERNELS",
@@ -129,6 +133,7 @@ __all__ = [
     "UNMAPPED",
     "KernelPart",
     "MappedTable",
+    "decode_path_prompts",
     "map_table",
     "mapped_tables",
     "native_norm_chain",
@@ -780,7 +785,46 @@ def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
     return np.where(on, QUERY_CONVERT_KERNELS, 0.0)
 
 
+#: ``kernel_source`` of a prompt row that the engine ran through its decode kernel: vLLM's
+#: FlashInfer backend on B200 sends a prompt of one token (its batch-reorder threshold) down
+#: its decode path, and its prompt table names the generation table's kernel for exactly those
+#: rows (``isl`` 1; 16 tokens and more ``vllm_flashinfer_trtllmprefill``).
+DECODE_PATH_ATTENTION_SOURCES = frozenset({"vllm_flashinfer_trtllmdecode"})
+
+
 def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
+    """A prompt or decode attention table; a prompt table's rows that name a decode kernel
+    (:data:`DECODE_PATH_ATTENTION_SOURCES`) are that kernel's call of one query over the
+    prompt's keys, the decode class of the row's dtype (the generation table's kernel)."""
+    source = t.columns.get("kernel_source")
+    latent = np.zeros(len(t), bool)
+    if context and source is not None:
+        latent = np.isin(source.astype(str), sorted(DECODE_PATH_ATTENTION_SOURCES))
+    if not latent.any():
+        _attention_rows(t, b, reason, context=context)
+        return
+    for sel, ctx in ((~latent, True), (latent, False)):
+        idx = np.flatnonzero(sel)
+        sub = dataclasses.replace(
+            t, columns={k: v[idx] for k, v in t.columns.items()}, seconds=t.seconds[idx]
+        )
+        part_b, part_r = _Builder(len(idx)), reason[idx]
+        _attention_rows(sub, part_b, part_r, context=ctx, prompt_keys=not ctx)
+        b.parts.extend(KernelPart(p.name, idx[p.rows], p.batch) for p in part_b.parts)
+        reason[idx] = part_r
+
+
+def _attention_rows(
+    t: MeasuredTable,
+    b: _Builder,
+    reason: np.ndarray,
+    *,
+    context: bool,
+    prompt_keys: bool = False,
+) -> None:
+    """The rows of an attention table as prompt (``context``) or decode kernels; a decode row
+    of a prompt table (``prompt_keys``) attends the prompt's ``isl`` keys, the decode class of
+    its dtype (the variant of the generation table's main kernel: none)."""
     bs, hq, hkv = (
         _f(t.column("batch_size")),
         _f(t.column("num_heads")),
@@ -798,7 +842,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         fmha_dt = np.where((attn == "fp8") | (kvd == "fp8"), "fp8", "bf16")
     else:
         q = np.ones(len(t))
-        kv = _f(t.column("step")) + 1.0
+        kv = _f(t.column("isl")) if prompt_keys else _f(t.column("step")) + 1.0
         # with an fp8 cache the decode kernel multiplies in fp8 (on a device with fp8 tensor
         # cores): at large batch and short context the bf16-cache rows take 2.2x the time of
         # the fp8-cache rows, more than the halved cache bytes explain
@@ -847,7 +891,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         rows,
         flops,
         nbytes,
-        variant=_source_variants(t, fmha_dt),
+        variant="" if prompt_keys else _source_variants(t, fmha_dt),
         batch=bs,
         q_len=q,
         kv_len=kv,
@@ -974,7 +1018,9 @@ def _mla_core(
         # 238 us, about 3 bytes more per q element), not less as a fused fp8 write would
         quant_q = np.where(qb < 2, tok * h * lat * 3.0, 0.0)
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb) + quant_q
-        flops = 2.0 * h * bs * kv * (lat + g["kv_lora"])
+        # the q new tokens of a sequence are its last: token i of q attends kv - q + i keys
+        pairs = q * kv - q * (q - 1.0) / 2.0
+        flops = 2.0 * h * bs * pairs * (lat + g["kv_lora"])
         nbytes = pre + bs * kv * lat * kvb + tok * h * lat * qb + tok * h * g["kv_lora"] * 2
 
         b.add_by_dtype(
@@ -1092,11 +1138,16 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
             elements=tok * width,
             **norm_shape,
         )
-    if context:
-        _gemm_kernels(b, "kv_b", rows, "bf16", tok, h * (g["nope"] + g["v"]), g["kv_lora"])
-    else:
-        _gemm_kernels(b, "bmm_pre", rows, "bf16", tok, g["kv_lora"], g["nope"], h, variant="bmm")
-        _gemm_kernels(b, "bmm_post", rows, "bf16", tok, g["v"], g["kv_lora"], h, variant="bmm")
+    # a prompt the engine sends down its decode path (:func:`decode_path_prompts`) runs the
+    # absorption BMMs and the latent decode kernel, not the kv_b expansion and the prompt kernel
+    latent = decode_path_prompts(t) if context else np.ones(len(t), bool)
+    r = rows[~latent]
+    _gemm_kernels(
+        b, "kv_b", r, "bf16", tok[~latent], h[~latent] * (g["nope"] + g["v"]), g["kv_lora"]
+    )
+    r, tk, hh = rows[latent], tok[latent], h[latent]
+    _gemm_kernels(b, "bmm_pre", r, "bf16", tk, g["kv_lora"], g["nope"], hh, variant="bmm")
+    _gemm_kernels(b, "bmm_post", r, "bf16", tk, g["v"], g["kv_lora"], hh, variant="bmm")
     # SGLang's and vLLM's module tables time several attention backends (``kernel_source``:
     # vLLM's FLASH_ATTN, FLASH_ATTN_MLA, FLASHMLA on H100, FLASH_ATTN, FLASHINFER_MLA,
     # TRTLLM_RAGGED on B200), each a variant of the MLA class; their prompt kernel runs in the
@@ -1108,9 +1159,42 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     core_dt = np.where(
         (kvd == "fp8") if attn_fp8 is None or not context else attn_fp8, "fp8", "bf16"
     )
-    variant = _source_variants(t, core_dt) if t.engine != "trtllm" else ""
-    _mla_core(b, rows, bs, h, q, kv, kvd, context=context, variant=variant, attn_fp8=attn_fp8)
+    if not context:
+        variant = _source_variants(t, core_dt) if t.engine != "trtllm" else ""
+        _mla_core(b, rows, bs, h, q, kv, kvd, context=False, variant=variant)
+    else:
+        # the prompts on the decode path take the decode class of their cache's dtype (the
+        # generation table's kernel, the same backend); the others the prompt kernel's, a
+        # variant per backend
+        p = ~latent
+        variant = (
+            _source_variants(t, np.where(p, core_dt, "latent")) if t.engine != "trtllm" else ""
+        )
+        v = variant[p] if isinstance(variant, np.ndarray) else variant
+        fp8 = None if attn_fp8 is None else attn_fp8[p]
+        _mla_core(
+            b, rows[p], bs[p], h[p], q[p], kv[p], kvd[p], context=True, variant=v, attn_fp8=fp8
+        )
+        d = latent
+        _mla_core(b, rows[d], bs[d], h[d], q[d], kv[d], kvd[d], context=False)
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
+
+
+#: vLLM's MLA decode backends, each of which runs a prompt of up to its batch-reorder threshold
+#: of tokens down its decode path (absorbed q, the latent decode kernel over the sequence's
+#: cached rows, q tokens a sequence), the ``kernel_source`` vLLM's prompt module rows name for
+#: exactly those lengths: FLASH_ATTN_MLA up to 512 tokens and FLASHMLA up to 128 (H100; longer
+#: prompts FLASH_ATTN's prompt kernel), FLASHINFER_MLA at one (B200; 16 and more FLASH_ATTN or
+#: TRTLLM_RAGGED).
+DECODE_PATH_SOURCES = frozenset({"FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA"})
+
+
+def decode_path_prompts(t: MeasuredTable) -> np.ndarray:
+    """Per row of a prompt module table whether the engine ran it down its MLA decode path
+    (:data:`DECODE_PATH_SOURCES`: vLLM's rows that name a decode backend)."""
+    if t.engine != "vllm" or "kernel_source" not in t.columns:
+        return np.zeros(len(t), bool)
+    return np.isin(t.columns["kernel_source"].astype(str), sorted(DECODE_PATH_SOURCES))
 
 
 def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -1328,11 +1412,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
         mma_sync=marlin[ok].astype(np.float64),
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
-<<<<<<< /tmp/helpers/attn6/swap/F/mlacalc_measured_mapping.py
         all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
-=======
-        all_pairs=triton_fused_moe(source.astype(str))[ok].astype(np.float64),
->>>>>>> mlacalc/measured/mapping.py
     )
     reason[~ok] = "unknown_dtype"
 
