@@ -37,20 +37,11 @@ SYSTEMS = {"H100-SXM": "h100_sxm", "A100-SXM-80GB": "a100_sxm"}
 
 
 def kind_of(mapped) -> list[tuple[str, np.ndarray]]:
-    """Table kinds of a mapped table's rows: the table, split by the main kernel's dtype."""
-    n = len(mapped.table)
-    label = np.full(n, mapped.table.table, dtype=object)
-    if mapped.table.table in (
-        "gemm_perf",
-        "mla_bmm_perf",
-        "generation_mla_perf",
-        "context_attention_perf",
-        "generation_attention_perf",
-        "moe_perf",
-    ):
-        for p in mapped.parts:
-            if p.batch.kind not in ("quantize", "elementwise"):
-                label[p.rows] = f"{mapped.table.table}:{p.batch.dtype}"
+    """Table kinds of a mapped table's rows: the table, split by the main kernel's dtype (the
+    rule ``mlacalc validate`` breaks its errors down by)."""
+    from mlacalc.measured.validate_tables import row_kinds  # deferred: as evaluate's imports
+
+    label = row_kinds(mapped)
     return [(k, label == k) for k in sorted(set(label.tolist()))]
 
 

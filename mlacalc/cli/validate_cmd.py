@@ -96,6 +96,8 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
             f"\nuncalibrated kernel classes (no class in profile {names}; datasheet "
             f"defaults) in: {', '.join(f'{t.system} {t.table}' for t in lacking)}"
         )
+    if v.profile_note:
+        notes += "\nprofiles: " + v.profile_note.replace("\n", "\nprofiles: ")
     out = [
         Section(
             f"engine {v.engine}: predicted ({v.profile}) vs measured; error = predicted / "
@@ -117,6 +119,9 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
             text_columns=(1, 9),
         )
     ]
+    kinds = v.by_kind
+    if len(kinds) > len(v.tables):  # some table split by its kernels' dtype
+        out.append(_kind_section(kinds))
     if show_rows:
         for t in v.tables:
             recs = t.row_records()
@@ -142,6 +147,36 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
                 )
             )
     return out
+
+
+def _kind_section(kinds: list[dict]) -> Section:
+    """The errors by device and table kind (a table split by its main kernel's dtype)."""
+    rows = [
+        [
+            k["device"],
+            k["kind"],
+            f"{k['rows']:,}",
+            f"{k['not_predicted']:,}",
+            _abs_pct(k["median_abs_error"]),
+            _pct(k["signed_median_error"]),
+            _abs_pct(k["p90_abs_error"]),
+        ]
+        for k in kinds
+    ]
+    return Section(
+        "by table kind and dtype (each kind's rows pooled over its tables)",
+        [
+            "device",
+            "kind",
+            "rows",
+            "not predicted",
+            "median |error|",
+            "signed median",
+            "p90 |error|",
+        ],
+        rows,
+        text_columns=(0, 1),
+    )
 
 
 @click.command("validate")

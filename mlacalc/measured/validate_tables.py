@@ -28,13 +28,38 @@ from mlacalc.words.errors import InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
 
 __all__ = [
+    "DTYPE_SPLIT_TABLES",
     "ROOFLINE",
     "MeasuredValidation",
     "TableValidation",
     "engine_profile",
+    "row_kinds",
     "stand_in_note",
     "validate_measured",
 ]
+
+#: Tables whose rows are split by their main kernel's dtype into table kinds
+#: (``gemm_perf:nvfp4``): one table of them times kernels of several dtypes whose errors differ
+#: (TensorRT-LLM's B200 gemm_perf: nvfp4 at m <= 64 at -46% under a pooled 14% median)
+DTYPE_SPLIT_TABLES = (
+    "gemm_perf",
+    "mla_bmm_perf",
+    "generation_mla_perf",
+    "context_attention_perf",
+    "generation_attention_perf",
+    "moe_perf",
+)
+
+
+def row_kinds(mapped: Any) -> np.ndarray:
+    """The table kind of each row of a mapped table: the table's name, with the dtype of the
+    row's main kernel (not a quantize or element-wise one) for :data:`DTYPE_SPLIT_TABLES`."""
+    label = np.full(len(mapped.table), mapped.table.table, dtype=object)
+    if mapped.table.table in DTYPE_SPLIT_TABLES:
+        for p in mapped.parts:
+            if p.batch.kind not in ("quantize", "elementwise"):
+                label[p.rows] = f"{mapped.table.table}:{p.batch.dtype}"
+    return label
 
 
 def stand_in_note(prof: Any, engine: str, why: str = "") -> str:
@@ -97,6 +122,13 @@ class TableValidation:
     def predicted_zero(self) -> int:
         """Rows predicted exactly as no kernel (0 s, as measured): counted as predicted."""
         return int((self.reason == NO_KERNEL).sum())
+
+    def kinds(self) -> np.ndarray:
+        """Each row's table kind (:func:`row_kinds`; the table's name where no kernels were
+        mapped: a microbenchmark table, a kernel set)."""
+        if getattr(self.mapped, "parts", None) is None:
+            return np.full(self.rows, self.table, dtype=object)
+        return row_kinds(self.mapped)
 
     def not_predicted_by_reason(self) -> dict[str, int]:
         left = not_predicted(self.reason)
@@ -165,6 +197,39 @@ class MeasuredValidation:
     profile: str
     paths: tuple[str, ...]
     engine: str = DEFAULT_ENGINE
+    #: device -> the profile ``mlacalc plan`` predicts the engine's kernels on it with, where
+    #: another than the one that predicted the tables here
+    plan_profiles: dict[str, str] = field(default_factory=dict)
+    #: what predicted the tables against what plan uses, and how to validate the latter
+    profile_note: str = ""
+
+    @property
+    def by_kind(self) -> list[dict[str, Any]]:
+        """The errors by device and table kind (:func:`row_kinds`: gemm_perf split by dtype,
+        as ``benchmarks/bench_timemodel.py`` scores them), each kind's rows of every table
+        pooled: a kind far off is visible under a pooled median that hides it."""
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for t in self.tables:
+            kinds = t.kinds()
+            for kind in sorted(set(kinds.tolist())):
+                groups.setdefault((t.device, kind), []).append((t, kinds == kind))
+        out = []
+        for (device, kind), parts in sorted(groups.items()):
+            rows = sum(int(sel.sum()) for _, sel in parts)
+            ok = [(t, sel & t.predicted_mask) for t, sel in parts]
+            err = np.concatenate([t.predicted_s[m] / t.measured_s[m] - 1.0 for t, m in ok])
+            zero = sum(int((sel & (t.reason == NO_KERNEL)).sum()) for t, sel in parts)
+            out.append(
+                {
+                    "device": device,
+                    "kind": kind,
+                    "rows": rows,
+                    "predicted": int(err.size) + zero,
+                    "not_predicted": rows - int(err.size) - zero,
+                    **_stats(err),
+                }
+            )
+        return out
 
     @property
     def overall(self) -> dict[str, Any]:
@@ -184,8 +249,11 @@ class MeasuredValidation:
         doc: dict[str, Any] = {
             "overall": self.overall,
             "tables": [t.summary() for t in self.tables],
+            "by_kind": self.by_kind,
             "profile": self.profile,
             "engine": self.engine,
+            "plan_profiles": dict(self.plan_profiles),
+            "profile_note": self.profile_note,
         }
         if rows:
             doc["rows"] = [r for t in self.tables for r in t.row_records()]
@@ -565,4 +633,62 @@ def validate_measured(
         out = [t for tabs, _ in sets for t in tabs] + out
         label = "; ".join([*(lab for _, lab in sets), label])
     named = tuple(str(side) for side in kernel_sets) + tuple(mset.paths)
-    return MeasuredValidation(out, label, named, engine)
+    plans, note = (
+        _plan_profiles(by_device, gpu_tables, engine, named) if profile is None else ({}, "")
+    )
+    return MeasuredValidation(out, label, named, engine, plans, note)
+
+
+def _devices_of(prof: Any) -> str:
+    """The devices a profile was fitted on, in words."""
+    return " and ".join(sorted({d for d, _ in _fitted_tables(prof)})) or "no recorded device"
+
+
+def _plan_profiles(
+    by_device: dict[str, Any], tables: list[Any], engine: str, paths: tuple[str, ...]
+) -> tuple[dict[str, str], str]:
+    """For each device whose tables a profile predicted by default: the profile ``mlacalc
+    plan`` uses there where it is another (its own fit of the device, which validating on these
+    tables would refuse), and a note saying which predicted, which plan uses, and the command
+    that validates the latter on a device it was not fitted on (where the set's path names the
+    device's system folder and a sibling folder of another device holds the same tables)."""
+    plans, notes = {}, []
+    for device, used in sorted(by_device.items()):
+        prof, _ = profile_for(engine, device, load_hardware(device))
+        if prof.name == getattr(used, "name", None):
+            continue
+        plans[device] = prof.name
+        mine = [t for t in tables if t.device == device]
+        text = (
+            f"{device}: predicted by {used.name} (fitted on {_devices_of(used)}: these tables "
+            f"held out); mlacalc plan on {device} uses {prof.name} (fitted on "
+            f"{_devices_of(prof)}"
+            + (", these tables included: validate refuses it on them" if _clash(prof, mine) else "")
+            + ")"
+        )
+        command = _held_out_command(paths, mine, prof, engine)
+        notes.append(text + (f"; to validate {prof.name} held out: {command}" if command else ""))
+    return plans, "\n".join(notes)
+
+
+def _held_out_command(paths: tuple[str, ...], tables: list[Any], prof: Any, engine: str) -> str:
+    """``mlacalc validate`` of ``prof`` on the same tables of a device it was not fitted on (the
+    newest such: H100 before A100 for a B200 fit, as the benchmark's leave-one-device-out pairs
+    them): the set's path with its system folder swapped for a sibling one ("" where none)."""
+    fitted = {d for d, _ in _fitted_tables(prof)}
+    systems = {t.system for t in tables}
+    found = []
+    for path in paths:
+        parts = Path(path).parts
+        for i in (i for i, part in enumerate(parts) if i and part in systems):
+            for other in Path(*parts[:i]).glob("*/"):
+                try:
+                    hw = load_hardware(other.name)
+                except MlacalcError:
+                    continue
+                swapped = Path(other, *parts[i + 1 :])
+                if hw.name not in fitted and other.name not in systems and swapped.exists():
+                    found.append((float(hw.compute_capability or 0), str(swapped)))
+    if not found:
+        return ""
+    return f"mlacalc validate --measured {max(found)[1]} --profile {prof.name} --engine {engine}"
