@@ -213,6 +213,20 @@ def test_nvfp4_gemm_walks_all_of_k_in_one_tile():
     assert fp8[1] < 4 * fp8[0]
 
 
+def test_block_scaled_mma_pads_rows_to_128_on_tcgen05_alone():
+    """tcgen05's block-scaled MMA (nvfp4, DeepGEMM's fp8) has no 64-row shape: on B200 one row
+    and 128 rows walk K in the same 128-row tile (every engine's nvfp4 rows: 1.00-1.01 from 1
+    to 128 rows), where bf16 keeps its 64-row tiles and Hopper's ``wgmma`` its 64 rows."""
+    rows = [1, 64, 128]
+    for dtype in ("nvfp4", "fp8_block"):
+        t = _terms(_gemm(dtype, rows, 16384, 65536), "B200")["compute_s"]
+        assert t[0] == pytest.approx(t[2], rel=1e-9) and t[1] == pytest.approx(t[2], rel=1e-9)
+    hopper = _terms(_gemm("fp8_block", rows, 16384, 65536), "H100-SXM")["compute_s"]
+    assert hopper[1] < 0.8 * hopper[2]
+    bf16 = _terms(_gemm("bf16", rows, 16384, 65536), "B200")["compute_s"]
+    assert bf16[1] < 0.8 * bf16[2]
+
+
 def test_profile_without_fp8_times_per_tensor_fp8_with_its_int8_fit():
     """A profile fitted on a device without fp8 (A100): per-tensor fp8 borrows the int8 fit,
     block-scaled fp8 the bf16 fit."""

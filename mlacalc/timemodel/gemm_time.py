@@ -79,6 +79,18 @@ TILES_BY_DTYPE = {
 #: to 65,536 at every n from 128 to 4,096), one tile walking all of K (docs/time-model.md).
 NO_SPLIT_K = ("fp8_block", "int8", "nvfp4")
 
+#: GEMM dtypes whose kernels multiply with ``tcgen05``'s block-scaled MMA on data-centre
+#: Blackwell (``kind::mxf4nvf4`` for nvfp4, ``kind::mxf8f6f4`` with UE8M0 scales for DeepGEMM's
+#: 1x128 / 128x128 fp8), and the least rows of its tile there. The block-scaled kinds take M =
+#: 128 on one SM (256 on an SM pair), where ``kind::f16`` and ``kind::f8f6f4`` also take M = 64
+#: (the PTX ISA's shapes of ``tcgen05.mma``, as recalled, not checked against a stored copy),
+#: so a call of up to 128 rows pads them to one 128-row tile and walks K at its time. Every
+#: engine's B200 nvfp4 rows take one time from 1 to 128 rows (the median of 128 rows over 1,
+#: k >= 8,192: 1.00 TensorRT-LLM, 1.01 SGLang and vLLM; bf16's, whose kernels have 64-row
+#: tiles, 1.11-1.13). On Hopper (``wgmma``, M = 64) the rule does not apply.
+BLOCK_SCALED_MMA = ("nvfp4", "fp8_block")
+BLOCK_SCALED_MMA_ROWS = 128.0
+
 #: The split-K rule of a dtype whose kernels have their own (others: SPLIT_K_CHOICES): (least K
 #: a split walks, most splits). Weight-only GEMMs split K in 2 at most, each split walking at
 #: least 4,096.
@@ -272,6 +284,12 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
     per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / fig.sm_count
     # every candidate tile at once: arrays of (tile, row)
     tm, tn, rate = _TILES.get(batch.dtype, _TILES[""])
+    if fig.tcgen05 and batch.dtype in BLOCK_SCALED_MMA and batch.variant != "bmm":
+        # tcgen05's block-scaled MMA has no 64-row shape: a CTA's tile is 128 rows at least
+        # (not the batched GEMM: the only fp8 BMM rows on Blackwell, SGLang's, are cuBLASLt's
+        # per-tensor ``bmm_fp8``)
+        tm = np.maximum(tm, BLOCK_SCALED_MMA_ROWS)
+        rate = tile_rate(tm, tn)
     reuse = operand_reuse(fig)
     if reuse > 1.0:  # a tensor rate per SM above Hopper's asks more reuse of every tile
         rate = tile_rate(tm, tn, reuse)
