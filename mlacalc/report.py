@@ -14,7 +14,7 @@ from typing import Any
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.params import param_counts, weight_bytes
-from mlacalc.cost.quant import checkpoint_weights
+from mlacalc.cost.quant import checkpoint_kv_note, checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
@@ -329,6 +329,9 @@ def model_report(
     counts = param_counts(m)
     # the two phases of serving, in order; one phase name is a list of one, not its letters
     phases = list(one_or_many("phases", phases, what="phases")) if phases else ["prefill", "decode"]
+    attention = _attention_section(
+        m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len
+    )
     return {
         "schema": SCHEMA,
         "model": model_summary(m),
@@ -347,7 +350,10 @@ def model_report(
         "parameters": counts.to_dict(),
         "weights": _weights_section(m, weight_dtype),
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
-    } | _attention_section(m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len)
+        **attention,
+        # what the figures are not, said once: a checkpoint's own fp8 cache sized otherwise
+        "notes": [n for n in (checkpoint_kv_note(m, layout.name, layout.bits),) if n],
+    }
 
 
 def _checkpoint_summary(ck: Any) -> str:
@@ -357,7 +363,7 @@ def _checkpoint_summary(ck: Any) -> str:
     kept = ", ".join(ck.kept_parts) or "nothing"
     return (
         f"checkpoint: {ck.description or ck.scheme}, {human_bytes(ck.total_bytes)} incl. "
-        f"{human_bytes(ck.scale_bytes)} scales; bf16: {kept}"
+        f"{human_bytes(ck.scale_bytes)} scales; bf16: {kept}" + ck.unmatched_warning()
     )
 
 

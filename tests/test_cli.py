@@ -75,6 +75,7 @@ REPORT_KEYS = {
         "weights",
         "kv_cache",
         "attention",
+        "notes",
     ],
     "settings": [
         "seq_len",

@@ -27,6 +27,7 @@ from mlacalc.models.quantization import (
     modelopt_config,
     scheme_of,
 )
+from mlacalc.report import model_report
 from mlacalc.words.errors import ConfigError
 
 DSV31 = "nvidia--DeepSeek-V3.1-NVFP4"
@@ -349,3 +350,22 @@ def test_whole_quantized_checkpoint_bytes_add_up():
 
     again = quantized_weight_bytes(tensors(model), model.quantization)
     assert again == weights
+
+
+def test_report_and_roofline_say_a_checkpoint_s_fp8_cache_is_sized_otherwise(run):
+    """DeepSeek-V3.1 NVFP4 declares an fp8 KV cache (kv_cache_quant_algo FP8): sized in bf16
+    (the default) the report's notes and the roofline's stderr say so, naming --kv-dtype fp8;
+    sized in fp8, nothing is said (plan warned already; report and roofline were silent)."""
+    config, _ = _files(DSV31)
+    model = mlacalc.load_model(config)
+    doc = model_report(model, seq_len=1024)
+    (note,) = doc["notes"]
+    assert "calibrated for an fp8 KV cache" in note and "--kv-dtype fp8" in note
+    assert model_report(model, seq_len=1024, kv_dtype="fp8")["notes"] == []
+    assert model_report("deepseek-v3", seq_len=1024)["notes"] == []
+    out, _ = run("report", str(config), "--seq-len", "1k")
+    assert "note: " in out and "calibrated for an fp8 KV cache" in " ".join(out.split())
+    _, err = run("roofline", str(config), "-H", "B200", "--seq-len", "1k")
+    assert "calibrated for an fp8 KV cache" in " ".join(err.split())
+    _, err = run("roofline", str(config), "-H", "B200", "--seq-len", "1k", "--kv-dtype", "fp8")
+    assert "calibrated for an fp8" not in err

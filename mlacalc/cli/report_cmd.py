@@ -151,6 +151,7 @@ def _report_header(doc: dict, extra: list[str] | tuple = ()) -> str:
         lines.append(f"weights: {doc['weights']['summary']}")
     for note in m["derived"]:
         lines.append(f"derived: {note}")
+    lines += [f"note: {n}" for n in doc.get("notes", ())]
     return "\n".join(lines) + "\n"
 
 

@@ -33,11 +33,13 @@ from mlacalc.cli.common import (
 )
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import step_kernels
+from mlacalc.cost.quant import checkpoint_kv_note
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
+from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
 
@@ -193,6 +195,10 @@ def command(
     no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
     if no_fp8:
         warn(no_fp8)
+    layout = resolve_kv_layout(kv_dtype or dtype)
+    kv_note = checkpoint_kv_note(m, layout.name, layout.bits)
+    if kv_note:
+        note(kv_note)
     # what --profile roofline would print for the same call, so that the footer of a kernel
     # model prediction can state both plain figures exactly (they differ: see _times_note)
     plain = [

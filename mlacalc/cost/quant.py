@@ -36,6 +36,7 @@ __all__ = [
     "QuantScheme",
     "QuantizedWeights",
     "Tensor",
+    "checkpoint_kv_note",
     "checkpoint_part_bytes",
     "checkpoint_tensors",
     "checkpoint_weights",
@@ -78,13 +79,17 @@ class QuantizedWeights:
             f"{self.description or self.scheme}, {self.total_bytes / 1e9:,.1f} GB incl. "
             f"{self.scale_bytes / 1e9:,.2f} GB scales; bf16: {kept}"
         )
-        if self.unmatched:
-            shown = ", ".join(self.unmatched[:3]) + (", ..." if len(self.unmatched) > 3 else "")
-            line += (
-                f"; warning: {len(self.unmatched)} quantized_layers name(s) match no tensor of "
-                f"this layout ({shown}), their weights counted as kept"
-            )
-        return line
+        return line + self.unmatched_warning()
+
+    def unmatched_warning(self) -> str:
+        """``"; warning: ..."`` naming the listed modules no tensor matched, or ``""``."""
+        if not self.unmatched:
+            return ""
+        shown = ", ".join(self.unmatched[:3]) + (", ..." if len(self.unmatched) > 3 else "")
+        return (
+            f"; warning: {len(self.unmatched)} quantized_layers name(s) match no tensor of "
+            f"this layout ({shown}), their weights counted as kept"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,6 +296,21 @@ def quantized_weight_bytes(
         description=scheme.describe(),
         kept_parts=tuple(dict.fromkeys(_kept_label(n) for n in kept)),
         unmatched=unmatched_modules(tensors, scheme),
+    )
+
+
+def checkpoint_kv_note(model: Any, kv_name: str, kv_bits: float) -> str:
+    """The sentence every front end says where a checkpoint calibrated for an fp8 KV cache
+    (``kv_cache_quant_algo: FP8``, NVIDIA's ModelOpt exports) is sized with a 16-bit one (the
+    cache's layout ``kv_name`` of ``kv_bits`` bits an element), ``""`` elsewhere: the cache is
+    sized as asked (engines differ on which cache they give such a checkpoint by default)."""
+    scheme = getattr(model, "quantization", None)
+    if scheme is None or scheme.kv_cache != "fp8" or kv_bits < 16:
+        return ""
+    return (
+        f"{model.label}'s checkpoint is calibrated for an fp8 KV cache (its kv_cache_quant_algo); "
+        f"the cache is sized in {kv_name}, the kv_dtype asked or defaulted: kv_dtype fp8 "
+        "(--kv-dtype fp8) sizes it so"
     )
 
 
