@@ -128,7 +128,12 @@ st.caption(
 with st.sidebar:
     st.header("Model")
     source = st.radio("Source", ["Shipped model", "Upload a config"], key="source", horizontal=True)
-    shipped_name = st.selectbox("Shipped model", known_models, key="model")
+    uploaded = ""  # the uploaded file's name, once it loads
+    if source == "Shipped model":
+        shipped_name = st.selectbox("Shipped model", known_models, key="model")
+    else:  # hidden while a file is the model: kept (with the URL's choice) for the way back
+        state["model"] = state["model"]
+        shipped_name = state["model"]
     model = load_shipped(shipped_name)
     if source == "Upload a config":
         upload = st.file_uploader(
@@ -150,8 +155,11 @@ with st.sidebar:
                 model = load_uploaded(
                     upload.getvalue(), upload.name, quant.getvalue() if quant else None
                 )
+                uploaded = upload.name
             except mlacalc.MlacalcError as exc:
                 st.error(f"{exc}. Showing {model.label}.")
+        else:
+            st.caption(f"No file yet: showing the shipped {model.label}.")
 
     with st.expander("What-if dimensions", expanded=bool(state.get("whatif"))):
         whatif = st.checkbox("Edit dimensions", key="whatif")
@@ -276,8 +284,10 @@ scenario = Scenario(
 )
 
 st.subheader(
-    f"{model.label}: {model.variant.upper()}, {model.num_hidden_layers} layers, "
-    f"d = {model.hidden_size}"
+    f"{model.label}"
+    # a bare config.json names no model: its model_type stands in, and the file is said
+    + (f" (uploaded {uploaded})" if uploaded and model.name not in uploaded.lower() else "")
+    + f": {model.variant.upper()}, {model.num_hidden_layers} layers, d = {model.hidden_size}"
 )
 if model.derived:
     st.caption("Derived: " + "; ".join(model.derived))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -139,11 +140,13 @@ class Load:
 
 def render(sc: Scenario) -> None:
     answer = st.container()  # the answer first; the inputs below it are read before it is filled
-    inputs = _read_inputs(sc)
+    conc_slot, inputs = _read_inputs(sc)
     with answer:
         result, load = _serving_plan(sc, inputs)
         if result is None:
             return
+        if load is not None and load.why != "asked":
+            conc_slot.caption(f"auto: {load.concurrency:,}")
         show_answer(result, load, inputs, sc.model.label)
         st.caption(scheduler_caption(sc.engine, inputs.mode))
     _show_capacity(sc, inputs)
@@ -161,9 +164,11 @@ def search_section(sc: Scenario, inputs: PlanInputs) -> None:
         _show_search(sc, inputs)
 
 
-def _read_inputs(sc: Scenario) -> PlanInputs:
+def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     """Draw the planner's widgets (the deployment and request mix in one row, the rest in an
-    expander) and read them; the GPU and tensor-parallel counts go back into the URL."""
+    expander) and read them, with the slot below the requests-in-flight box that says the
+    count an empty box ("auto") resolved to; the GPU and tensor-parallel counts go back into
+    the URL."""
     seen = len(sc.url.notices)
     url_gpus = sc.url.integer("gpus", D.GPUS, 1, 4096)
     url_tp = sc.url.integer("tp", url_gpus, 1, 4096)
@@ -181,12 +186,15 @@ def _read_inputs(sc: Scenario) -> PlanInputs:
     osl = c[3].number_input("output tokens", 1, 1 << 20, D.OSL, key="plan_osl")
     conc = c[4].number_input(
         "requests in flight",
-        0,
+        1,
         1 << 22,
-        0,
+        None,
         key="plan_conc",
-        help="0: the most that meet both latency targets (not as many as fit).",
+        placeholder="auto",
+        help="Empty (auto): the most that meet both latency targets (not as many as fit), "
+        "shown below the box once found.",
     )
+    conc_slot = c[4].empty()  # auto: the count the answer found, written once it is
     ttft = c[5].number_input("TTFT target (s)", 0.01, 600.0, D.TTFT_TARGET_S, key="plan_ttft")
     tpot = (
         c[6].number_input("TPOT target (ms)", 1.0, 10_000.0, D.TPOT_TARGET_S * 1e3, key="plan_tpot")
@@ -194,7 +202,15 @@ def _read_inputs(sc: Scenario) -> PlanInputs:
     )
     with st.expander("Layout, memory and engine"):
         c1, c2, c3, c4 = st.columns(4)
-        ep = c1.number_input("expert parallel", 1, 4096, D.EP, key="plan_ep")
+        ep = c1.number_input(
+            "expert parallel",
+            1,
+            4096,
+            D.EP,
+            key="plan_ep",
+            disabled=not sc.model.is_moe,  # no routed experts to spread: plan refuses ep > 1
+            help=None if sc.model.is_moe else f"{sc.model.label} has no routed experts.",
+        )
         pp = c2.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
         page = c3.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
         dp_attention = c4.checkbox(
@@ -235,7 +251,7 @@ def _read_inputs(sc: Scenario) -> PlanInputs:
         )
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
-    return PlanInputs(
+    return conc_slot, PlanInputs(
         gpus=int(gpus),
         tp=int(tp),
         ep=int(ep),
@@ -247,7 +263,7 @@ def _read_inputs(sc: Scenario) -> PlanInputs:
         reserve=float(reserve),
         isl=int(isl),
         osl=int(osl),
-        conc=int(conc),
+        conc=int(conc or 0),
         prefill_pass=prefill_pass,
         lag=int(lag),
         ttft=float(ttft),

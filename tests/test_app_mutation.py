@@ -223,6 +223,21 @@ def test_good_upload_is_used():
     assert any("not the upload" in c.value for c in at.caption)
 
 
+def test_an_uploaded_config_json_is_the_model_the_sidebar_and_title_name():
+    """After an upload the sidebar still showed the shipped deepseek-v3 and the title the
+    model_type alone (a bare config.json names no model)."""
+    from reference_data import HF_CONFIGS_2
+
+    raw = (HF_CONFIGS_2 / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.config.json").read_bytes()
+    at = run({}, upload=("config.json", raw))
+    assert not any("Showing" in e.value for e in at.error)
+    assert not [s for s in at.selectbox if s.key == "model"]  # no shipped model shown
+    assert at.subheader[0].value.startswith("nemotron-h (uploaded config.json): ")
+    at.radio(key="source").set_value("Shipped model").run()  # back: the shipped choice kept
+    assert at.selectbox(key="model").value == "deepseek-v3"
+    assert at.subheader[0].value.startswith("DeepSeek-V3")
+
+
 def _nvfp4() -> tuple[bytes, bytes]:
     from reference_data import HF_CONFIGS_2
 

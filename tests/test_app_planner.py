@@ -92,6 +92,15 @@ def test_default_load_is_the_most_that_meet_the_default_targets():
     assert m["tokens/s per GPU"] == f"{p.output_tokens_per_s_per_gpu:,.1f}"
     assert m["tokens/s per user"] == f"{p.output_tokens_per_s_per_user:,.1f}"
     assert any(f">{p.binding}</div>" in x.value for x in at.markdown)
+    # the box said 0 while the answer used n: now it is empty ("auto") and says n below it
+    assert at.number_input(key="plan_conc").value is None
+    assert f"auto: {n:,}" in [c.value for c in at.caption]
+
+
+def test_expert_parallel_is_off_for_a_model_without_experts():
+    at = _run(model="llama-3-8b")
+    assert at.number_input(key="plan_ep").disabled
+    assert not _run().number_input(key="plan_ep").disabled  # DeepSeek-V3 has experts
 
 
 def test_a_load_asked_is_used_and_judged_against_the_targets():
