@@ -227,6 +227,20 @@ def test_block_scaled_mma_pads_rows_to_128_on_tcgen05_alone():
     assert bf16[1] < 0.8 * bf16[2]
 
 
+def test_nvfp4_block_scales_ask_more_operand_reuse_on_tcgen05():
+    """nvfp4's fp8 scale per 16 elements passes through shared memory with the operands
+    (SCALE_OPERAND_BYTES: 1.125 times the 4-bit bytes), so on B200 a tile below the full rate
+    reaches sqrt(1 / 1.125) of what it would without them; fp8 tiles are unchanged."""
+    big = 8192
+    fig = device_figures(load_hardware("B200"))
+    nv = _terms(_gemm("nvfp4", big, big, big), "B200")["compute_s"][0]
+    fp8 = _terms(_gemm("fp8", big, big, big), "B200")["compute_s"][0]
+    # the same tiles at four and two times bf16's rate: nvfp4 takes half fp8's time, over the
+    # scales' share of the rate
+    ratio = nv / fp8 * fig.peak("fp4") / fig.peak("fp8")
+    assert ratio == pytest.approx(np.sqrt(model.SCALE_OPERAND_BYTES["nvfp4"]), rel=1e-6)
+
+
 def test_profile_without_fp8_times_per_tensor_fp8_with_its_int8_fit():
     """A profile fitted on a device without fp8 (A100): per-tensor fp8 borrows the int8 fit,
     block-scaled fp8 the bf16 fit."""

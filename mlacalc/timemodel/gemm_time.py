@@ -91,6 +91,15 @@ NO_SPLIT_K = ("fp8_block", "int8", "nvfp4")
 BLOCK_SCALED_MMA = ("nvfp4", "fp8_block")
 BLOCK_SCALED_MMA_ROWS = 128.0
 
+#: Shared-memory bytes per operand element of a block-scaled MMA on ``tcgen05``, over the bytes
+#: of the element alone: nvfp4 carries an fp8 (E4M3) scale per 16 elements along K, which the
+#: kernel stages in shared memory and copies into tensor memory (``tcgen05.cp``) for the MMA
+#: that reads it, so every 8 bytes of 4-bit operand bring 1 byte of scale through the SM's
+#: 128 bytes a clock: (0.5 + 1/16) / 0.5. A tile then needs that much more reuse to keep the
+#: tensor cores busy (:func:`~mlacalc.timemodel.shared.operand_reuse`). DeepGEMM's UE8M0
+#: scales (one per 128 elements) add under 1% and are left out.
+SCALE_OPERAND_BYTES = {"nvfp4": (0.5 + 1.0 / 16) / 0.5}
+
 #: The split-K rule of a dtype whose kernels have their own (others: SPLIT_K_CHOICES): (least K
 #: a split walks, most splits). Weight-only GEMMs split K in 2 at most, each split walking at
 #: least 4,096.
@@ -291,6 +300,8 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         tm = np.maximum(tm, BLOCK_SCALED_MMA_ROWS)
         rate = tile_rate(tm, tn)
     reuse = operand_reuse(fig)
+    if fig.tcgen05:  # the block scales pass through shared memory with the operands
+        reuse = reuse * SCALE_OPERAND_BYTES.get(batch.dtype, 1.0)
     if reuse > 1.0:  # a tensor rate per SM above Hopper's asks more reuse of every tile
         rate = tile_rate(tm, tn, reuse)
     can_split = batch.dtype not in NO_SPLIT_K
