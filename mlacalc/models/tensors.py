@@ -409,9 +409,7 @@ def _layer(m: ModelConfig, arch: Arch, i: int, prefix: str = "model.layers") -> 
         and layer_pattern(m).layers[i].attention == "linear"
     )
     if linear:
-        out = (
-            _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p, arch.split_linear_in)
-        )
+        out = _kda_tensors(m, p) if arch.kimi_delta else _linear_tensors(m, p, arch.split_linear_in)
     elif arch.mamba and i < m.num_hidden_layers and layer_pattern(m).layers[i].attention == "mamba":
         out = mamba_tensors(m, p)
     elif (
