@@ -467,6 +467,35 @@ def test_calibrate_command_says_which_rows_it_left_out(tmp_path, capsys):
     assert "unknown kernel kind 'warp_drive'" in err
 
 
+def test_each_table_read_for_a_fit_is_told_to_progress():
+    from reference_data import MEASURED
+
+    from mlacalc.measured.observations import observations_of
+
+    lines: list[str] = []
+    obs = observations_of(MEASURED / "a100_sxm" / "mla_bmm", progress=lines.append)
+    assert obs and lines == ["table 1/1: a100_sxm mla_bmm_perf (424 rows)"]
+
+
+@pytest.mark.slow
+def test_calibrate_command_prints_a_progress_line_per_table_and_class(tmp_path, capsys):
+    """A folder's tables took minutes with nothing printed: each table read and class fitted
+    is a line on stderr, the output on stdout as before."""
+    from reference_data import MEASURED
+
+    folder = MEASURED / "a100_sxm" / "mla_bmm"
+    assert main(["calibrate", str(folder), "-o", str(tmp_path / "p.json")]) == 0
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.startswith("calibrate: ")]
+    tables = load_measured(folder).tables
+    assert [line for line in lines if " table " in line] == [
+        f"calibrate: table {i}/{len(tables)}: {t.system} {t.table} ({len(t):,} rows)"
+        for i, t in enumerate(tables, 1)
+    ]
+    assert any(line.startswith("calibrate: fitting gemm:") for line in lines)
+    assert "calibrate:" not in out and "written to" in out
+
+
 def test_validate_command_says_which_rows_it_left_out(tmp_path, capsys):
     path = _set(tmp_path, rows=_rows_with({1: "nan", 2: "-1"}))
     assert main(["validate", str(path)]) == 0

@@ -53,7 +53,13 @@ def command(measured, output, name, engine, fmt):
     out = Path(output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError("--output", f"{output!r}: write the profile to a .json file")
-    prof = calibrate(list(measured), name=name or out.stem, engine=engine)
+    # a folder's tables take minutes: a line on stderr per table read and class fitted
+    prof = calibrate(
+        list(measured),
+        name=name or out.stem,
+        engine=engine,
+        progress=lambda line: click.echo(f"calibrate: {line}", err=True),
+    )
     prof.save(out)
     for note in prof.notes:  # rows left out of the fit, by reason (also in the profile's notes)
         if " excluded: " in note or " not fitted (" in note:

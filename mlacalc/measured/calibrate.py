@@ -24,15 +24,15 @@ from mlacalc.words.engines import check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 
 
-def _as_observations(item: Any, engine: str) -> list[Observations]:
+def _as_observations(item: Any, engine: str, progress=None) -> list[Observations]:
     if isinstance(item, Observations):
         return [item]
     if isinstance(item, (list, tuple)):
         out: list[Observations] = []
         for sub in item:
-            out += _as_observations(sub, engine)
+            out += _as_observations(sub, engine, progress)
         return out
-    return observations_of(item, engine=engine)
+    return observations_of(item, engine=engine, progress=progress)
 
 
 def calibrate(
@@ -49,12 +49,13 @@ def calibrate(
     was fitted on and the residuals per device and kernel class, with the device's own fit and
     the pooled one. One path (a ``str`` or ``os.PathLike``) or one measured set is a list of one.
     ``engine`` (default ``trtllm``): the serving engine whose tables a folder gives (with the
-    tables every engine shares, NCCL's and DeepEP's), recorded in the profile.
+    tables every engine shares, NCCL's and DeepEP's), recorded in the profile. ``progress``
+    (a callable of one line) is told each table as it is read and each class as it is fitted.
     """
     engine = check_engine(engine)
     obs: list[Observations] = []
     for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
-        obs += _as_observations(item, engine)
+        obs += _as_observations(item, engine, progress)
     if not obs:
         raise InvalidArgumentError(
             "measured_sets",

@@ -333,11 +333,12 @@ def read_kernel_set(path: str | os.PathLike) -> list:
 
 
 def observations_of(
-    item: Any, profile: Profile | None = None, *, engine: str | None = None
+    item: Any, profile: Profile | None = None, *, engine: str | None = None, progress=None
 ) -> list:
     """Fitting observations of a measured set: a path (or list of paths) that
     :func:`mlacalc.measured.tables.load_measured` reads (``engine``'s tables and the shared
-    ones: see there), a measured set, a measured table or a mapped table."""
+    ones: see there), a measured set, a measured table or a mapped table; ``progress`` (a
+    callable of one line) is told each table of a set as it is read."""
     if isinstance(item, MappedTable):
         return _mapped_observations(item, profile)
     if isinstance(item, MeasuredTable):
@@ -352,11 +353,16 @@ def observations_of(
         return read_kernel_set(side)
     tables: list[MeasuredTable] = []
     if not isinstance(item, MeasuredSet):
-        # and the other engines' tables of a kernel this engine's modules run too
+        # and the other engines' tables of a kernel this engine's modules run too (after the
+        # paths are checked: b"x" or 5 is refused by name, not a TypeError of pathlib)
+        loaded = load_measured(item, engine=engine)
         tables = shared_kernel_tables(item, engine)
-        item = load_measured(item, engine=engine)
+        item = loaded
     out = []
-    for table in [*item.tables, *tables]:
+    every = [*item.tables, *tables]
+    for i, table in enumerate(every, 1):
+        if progress:
+            progress(f"table {i}/{len(every)}: {table.system} {table.table} ({len(table):,} rows)")
         try:
             mapped = map_table(table)
         except ConfigError:  # a table the mapping has no kernels for
