@@ -105,6 +105,7 @@ from mlacalc.serving.plan_checks import (
 )
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
+from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.errors import DoesNotFitError
@@ -409,7 +410,7 @@ def plan(
     # the step model needs numpy; capacity figures alone do not
 
     sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args())
-    common["warnings"] += kv_kernel_warnings(req, cap, sm)
+    common["warnings"] += kv_kernel_warnings(req, cap, sm) + fp4_kernel_warnings(req, cap, sm)
     if req.isl is None:
         return capacity_plan(req, cap, common, sm)
     return serving_plan(req, cap, common, sm)
@@ -417,6 +418,32 @@ def plan(
 
 #: How much slower than a bf16 cache's an fp8 cache's decode step must be to be said
 FP8_CACHE_SLOWER = 1.2
+
+#: How much slower than fp8 weights' fp4 weights' decode step must be to be said
+FP4_WEIGHTS_SLOWER = 1.1
+
+
+def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
+    """fp4 weights (``weight_dtype`` fp4) on a device with fp4 tensor cores whose decode step
+    the engine's measured kernels run slower than fp8 weights' (TensorRT-LLM's B200 nvfp4
+    GEMMs at 64 tokens or fewer take about twice its fp8 ones: 19.4 against 10.8 us at
+    n 1,536, k 7,168), said with both steps at the plan's decode batch a group: fp4 holds the
+    weights in half the memory, fp8 may still be the faster step."""
+    if req.sized != "fp4" or "fp4" not in device_figures(req.hw).peaks or not cap.max_batch:
+        return ()
+    fp8 = StepModel(req.m, req.lay, "fp8", req.kv, req.hw, req.profile, **req.step_model_args())
+    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else cap.max_batch)
+    B, S = math.ceil(min(asked, cap.max_batch) / req.lay.dp), cap.context
+    fp4_s = float(sm.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
+    fp8_s = float(fp8.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
+    if fp4_s < FP4_WEIGHTS_SLOWER * fp8_s:
+        return ()
+    return (
+        f"fp4 weights' kernels under {req.engine} on {req.hw.name} are slower than fp8 "
+        f"weights' at this batch (the measured kernels): a decode step of {B:,} sequences of "
+        f"{S:,} tokens a group takes {fp4_s * 1e3:,.2f} ms, {fp8_s * 1e3:,.2f} ms with "
+        "weight_dtype fp8 (--weight-dtype fp8), which holds twice the weight bytes",
+    )
 
 
 def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
