@@ -423,6 +423,17 @@ FP8_CACHE_SLOWER = 1.2
 FP4_WEIGHTS_SLOWER = 1.1
 
 
+def _both_steps(
+    req: PlanRequest, sm: StepModel, other: tuple[str | None, KVLayout], B: int, S: int
+) -> tuple[float, float]:
+    """The decode step of ``B`` sequences of ``S`` tokens a group as planned (``sm``) and with
+    the weights and cache of ``other`` (``(sized, kv)``), seconds each."""
+    alt = StepModel(req.m, req.lay, *other, req.hw, req.profile, **req.step_model_args())
+    return tuple(
+        float(model.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0]) for model in (sm, alt)
+    )
+
+
 def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
     """fp4 weights (``weight_dtype`` fp4) on a device with fp4 tensor cores whose decode step
     the engine's measured kernels run slower than fp8 weights' (TensorRT-LLM's B200 nvfp4
@@ -431,11 +442,9 @@ def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     weights in half the memory, fp8 may still be the faster step."""
     if req.sized != "fp4" or "fp4" not in device_figures(req.hw).peaks or not cap.max_batch:
         return ()
-    fp8 = StepModel(req.m, req.lay, "fp8", req.kv, req.hw, req.profile, **req.step_model_args())
     asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else cap.max_batch)
     B, S = math.ceil(min(asked, cap.max_batch) / req.lay.dp), cap.context
-    fp4_s = float(sm.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
-    fp8_s = float(fp8.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
+    fp4_s, fp8_s = _both_steps(req, sm, ("fp8", req.kv), B, S)
     if fp4_s < FP4_WEIGHTS_SLOWER * fp8_s:
         return ()
     return (
@@ -453,13 +462,8 @@ def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[
     the fp8 cache holds more tokens, the bf16 one may still be the faster step."""
     if not req.kv.name.startswith("fp8") or not cap.max_batch or req.m.num_attention_heads == 0:
         return ()
-    bf16 = StepModel(
-        req.m, req.lay, req.sized, resolve_kv_layout("bf16"), req.hw, req.profile,
-        **req.step_model_args(),
-    )  # fmt: skip
     B, S = math.ceil(cap.max_batch / req.lay.dp), cap.context
-    fp8_s = float(sm.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
-    bf16_s = float(bf16.step(overlap=req.overlap, dec_B=B, dec_S=S).seconds[0])
+    fp8_s, bf16_s = _both_steps(req, sm, (req.sized, resolve_kv_layout("bf16")), B, S)
     if fp8_s < FP8_CACHE_SLOWER * bf16_s:
         return ()
     return (
