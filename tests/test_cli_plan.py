@@ -317,10 +317,16 @@ def test_formats_of_components_the_model_lacks_are_refused_in_plan_and_search(ru
         search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, component_choices=[
             {"experts": "nvfp4"}])  # fmt: skip
     assert exc.value.argument == "component_choices"
-    _, err = run(
-        "plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--expert-dtype", "fp8", code=2
-    )
-    assert "experts" in err and "no routed experts" in err
+    # the command line names the flag given (it named component_dtypes)
+    for flag, model in (
+        ("--expert-dtype", "llama-3-8b"),
+        ("--shared-expert-dtype", "mixtral-8x7b"),
+    ):
+        _, err = run("plan", model, "-H", "H200", "--gpus", 2, flag, "fp8", code=2)
+        assert err.startswith(f"mlacalc: error: Invalid value for {flag}: ") and "has no" in err
+    _, err = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 1000, "--osl",
+                 200, "--component-choice", "experts=nvfp4", code=2)  # fmt: skip
+    assert "Invalid value for --component-choice: experts: " in err
 
 
 def test_serving_only_arguments_without_a_request_mix_are_refused(run):

@@ -103,7 +103,8 @@ def _option_for(argv: list[str] | None, argument: str) -> str | None:
         return None
     command = cli.get_command(click.Context(cli), str(name))
     flag = "--" + str(argument).replace("_", "-")
-    for candidate in (flag, flag + "s"):  # search takes lists: --kv-dtypes
+    # search takes lists: --kv-dtypes; one flag repeated gives a list: --component-choice
+    for candidate in (flag, flag + "s", flag.removesuffix("s")):
         for param in command.params if command else ():
             if candidate in getattr(param, "opts", ()):
                 return candidate
@@ -135,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     except MlacalcError as exc:
         message = _one_line(str(exc))
         argument = getattr(exc, "argument", None)
+        if argument == "component_dtypes":  # plan's flag of the component named: --expert-dtype
+            comp, _, rest = message[len(argument) + 2 :].partition(": ")
+            own = f"{comp.removesuffix('s')}_dtype"
+            if rest and _option_for(argv, own):
+                argument, message = own, f"{own}: {rest}"
         flag = _option_for(argv, argument) if argument else None
         if flag and message.startswith(f"{argument}: "):
             message = f"Invalid value for {flag}: {message[len(argument) + 2 :]}"
