@@ -347,3 +347,23 @@ def test_serving_only_arguments_without_a_request_mix_are_refused(run):
     # an engine's chunked-prefill default is not one given: a capacity plan under it runs
     out, _ = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--engine", "sglang")
     assert "chunked prefill none (no request mix)" in out
+
+
+def test_options_with_nothing_to_act_on_are_refused_in_plan_and_search(run):
+    """--model-path without --launch, --all with a table, and search's aggregated-engine
+    options with no aggregated mode ran silently, changing nothing."""
+    base = ["search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 1000, "--osl", 200]
+    for extra, flag in (
+        (["--model-path", "x"], "--model-path"),
+        (["--all"], "--all"),
+        (["--modes", "disaggregated", "--output-lag-steps", 2], "--output-lag-steps"),
+        (["--modes", "disaggregated", "--prefill-pass", "separate"], "--prefill-pass"),
+    ):
+        _, err = run(*base, *extra, code=2)
+        assert f"Invalid value for {flag}: " in err, (extra, err)
+    _, err = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--model-path", "x", code=2)
+    assert "Invalid value for --model-path: " in err and "--launch" in err
+    with pytest.raises(InvalidArgumentError, match="aggregated") as exc:
+        search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, modes=("disaggregated",),
+               output_lag_steps=1)  # fmt: skip
+    assert exc.value.argument == "output_lag_steps"

@@ -26,6 +26,7 @@ from mlacalc.cli.serving_flags import (
     engine_option_values,
     launch_options,
     launch_text,
+    launch_values,
     plan_engine_options,
     with_kernel_versions,
 )
@@ -277,7 +278,7 @@ def command(
     # deferred: the planner loads numpy and the time model; `mlacalc --help` stays light
     from mlacalc.serving.plan import plan as make_plan
 
-    launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    launch, model_path = launch_values(engine_opts)
     serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
     engine = engine_option_values(engine_opts, chunks is True, serving_engine, mtp_tokens)
     defaults, note = defaults_note(engine, chunks)

@@ -29,6 +29,7 @@ from mlacalc.cli.serving_flags import (
     engine_option_values,
     launch_options,
     launch_text,
+    launch_values,
     search_engine_options,
     with_kernel_versions,
 )
@@ -312,8 +313,12 @@ def command(
     from mlacalc.serving.scheduler import Scheduler
     from mlacalc.serving.search import FIELDS, search
 
-    launch, model_path = engine_opts.pop("launch"), engine_opts.pop("model_path")
+    launch, model_path = launch_values(engine_opts)
     choices = parse_component_choices(engine_opts.pop("component_choices"))
+    if all_points and fmt not in ("csv", "json"):  # a table prints the frontier only
+        raise click.BadParameter(
+            "lists every point in --format csv or json: give one of them", param_hint="--all"
+        )
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     engine = engine_option_values(engine_opts, chunked=False, serving_engine=serving_engine)
     defaults, note = defaults_note(

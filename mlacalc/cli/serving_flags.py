@@ -25,6 +25,7 @@ __all__ = [
     "kernel_versions",
     "launch_options",
     "launch_text",
+    "launch_values",
     "plan_engine_options",
     "search_engine_options",
     "with_kernel_versions",
@@ -208,6 +209,18 @@ def launch_options(f: Callable) -> Callable:
             ),
         ],
     )
+
+
+def launch_values(opts: dict[str, Any]) -> tuple[str | None, str | None]:
+    """``--launch`` and ``--model-path`` (``opts`` pops them); a model path without
+    ``--launch`` is refused: no command would load it."""
+    launch, model_path = opts.pop("launch"), opts.pop("model_path")
+    if model_path is not None and launch is None:
+        raise click.BadParameter(
+            "names the checkpoint the --launch command lines load: give --launch ENGINE with it",
+            param_hint="--model-path",
+        )
+    return launch, model_path
 
 
 def engine_option_values(

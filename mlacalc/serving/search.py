@@ -345,7 +345,7 @@ def check_search(
         count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
     )
     _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
-    _check_engine(prefill_pass, output_lag_steps, memory_reserve)
+    _check_engine(prefill_pass, output_lag_steps, memory_reserve, modes)
     # checked before arithmetic, as plan checks them (a page of 0 or a reserve of None was
     # a raw ZeroDivisionError or TypeError)
     check_int("page_size", page_size, allow_none=False)
@@ -464,8 +464,11 @@ def _check_values(
             )
 
 
-def _check_engine(prefill_pass: Any, output_lag_steps: Any, memory_reserve: Any) -> None:
-    """The engine of the aggregated points and the memory reserve."""
+def _check_engine(
+    prefill_pass: Any, output_lag_steps: Any, memory_reserve: Any, modes: tuple = ()
+) -> None:
+    """The engine of the aggregated points (refused where ``modes`` has none: it would change
+    nothing) and the memory reserve."""
     if prefill_pass not in ("fused", "separate"):
         raise InvalidArgumentError(
             "prefill_pass", f"must be one of fused, separate, got {prefill_pass!r}"
@@ -479,6 +482,16 @@ def _check_engine(prefill_pass: Any, output_lag_steps: Any, memory_reserve: Any)
             "output_lag_steps", f"must be a whole number of steps >= 0, got {output_lag_steps!r}"
         )
     check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
+    for name, value, unset in (
+        ("prefill_pass", prefill_pass, "fused"),
+        ("output_lag_steps", output_lag_steps, 0),
+    ):
+        if value != unset and "aggregated" not in modes:
+            raise InvalidArgumentError(
+                name,
+                f"describes the aggregated points, but modes are {', '.join(modes)}: add "
+                "aggregated (--modes aggregated,disaggregated) or leave it out",
+            )
 
 
 def _check_dtypes(weight_dtypes: tuple, kv_dtypes: tuple) -> None:
