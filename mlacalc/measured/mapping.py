@@ -1103,6 +1103,26 @@ def native_norm_chain(t: MeasuredTable) -> bool:
     return t.engine == "vllm" and "norm_dispatch" not in (t.meta.get("status") or {})
 
 
+def _module_norms(t: MeasuredTable, b: _Builder, rows, tok, q_width, kv_width) -> None:
+    """The module's q_a and kv_a RMSNorms over ``tok`` tokens: each one fused kernel (2 bytes
+    read and 2 written an element), or vLLM's native chain of PyTorch ops where the table's
+    collector ran it (:func:`native_norm_chain`)."""
+    native = native_norm_chain(t)
+    per_elem = NATIVE_NORM_BYTES if native else 4.0
+    shape = {"launches": NATIVE_NORM_KERNELS} if native else {}
+    for name, width in (("q_a_norm", q_width), ("kv_a_norm", kv_width)):
+        b.add(
+            name,
+            "elementwise",
+            "bf16",
+            rows,
+            0.0,
+            tok * width * per_elem + width * 2,
+            elements=tok * width,
+            **shape,
+        )
+
+
 def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     g = DSV3
     bs, h = _f(t.column("batch_size")), _f(t.column("num_heads"))
@@ -1122,22 +1142,7 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         _gemm_kernels(b, "q_a+kv_a", r, d, tk, g["q_lora"] + lat, g["hidden"])
         _gemm_kernels(b, "q_b", r, d, tk, hh * (g["nope"] + g["rope"]), g["q_lora"])
         _gemm_kernels(b, "o_proj", r, d, tk, g["hidden"], hh * g["v"])
-    # each RMSNorm one fused kernel (2 bytes read and 2 written an element), or vLLM's native
-    # chain of PyTorch ops where the table's collector ran it (:func:`native_norm_chain`)
-    native = native_norm_chain(t)
-    per_elem = NATIVE_NORM_BYTES if native else 4.0
-    norm_shape = {"launches": NATIVE_NORM_KERNELS} if native else {}
-    for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):
-        b.add(
-            name,
-            "elementwise",
-            "bf16",
-            rows,
-            0.0,
-            tok * width * per_elem + width * 2,
-            elements=tok * width,
-            **norm_shape,
-        )
+    _module_norms(t, b, rows, tok, g["q_lora"], g["kv_lora"])
     # a prompt the engine sends down its decode path (:func:`decode_path_prompts`) runs the
     # absorption BMMs and the latent decode kernel, not the kv_b expansion and the prompt kernel
     latent = decode_path_prompts(t) if context else np.ones(len(t), bool)
@@ -1857,9 +1862,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     ]
     x = indexer
     _gemm_kernels(b, "weights_proj", rows[x], "bf16", tok[x], ih[x], g["hidden"][x])
-    for name, width in (("q_a_norm", g["q_lora"]), ("kv_a_norm", g["kv_lora"])):
-        b.add(name, "elementwise", "bf16", rows, 0.0, tok * width * 4 + width * 2,
-              elements=tok * width)  # fmt: skip
+    # (vLLM's tables record no ``norm_dispatch`` on either device: the native chain)
+    _module_norms(t, b, rows, tok, g["q_lora"], g["kv_lora"])
     _dsa_small_kernels(b, rows, indexer, tok, h, ih, idim, g, _elem(kvd), context & ~dense)
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
     if context:

@@ -85,8 +85,6 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _BF16, _FP8): 0.0001729,
     (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _FP8B, _BF16): 0.0001524,
     (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _FP8B, _FP8): 0.000179,
-    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _NVFP4, _BF16): 0.0001422,
-    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _NVFP4, _FP8): 0.0001567,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.0001949,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.0001754,
