@@ -284,3 +284,30 @@ def test_a_modelopt_export_runs_each_kernel_as_its_tensors_are_stored():
     b16 = {k.name: k for k in step_kernels(qwen, "decode", 4096, 8, weight_dtype="bf16")}
     for name in ("q_proj", "q_gate_proj"):  # fp8 per tensor: a byte a weight, one scale
         assert qs[name].bytes - (b16[name].bytes - 2 * width * d) == width * d + 4
+
+
+def test_linear_and_mamba_projections_read_as_stored():
+    """The mixers' own projections read the checkpoint's bytes and run its class: Qwen3.6-27B
+    NVFP4's linear layers store in_proj_qkv and in_proj_z in fp8 per tensor (a float32 weight
+    and input scale each) and keep in_proj_b / in_proj_a in bf16; Nemotron-3.5-Lightning's
+    Mamba in_proj in fp8. By hand, one token: weights plus its bf16 input and output rows.
+    They had read bf16 bytes as the bf16 class."""
+    from reference_data import HF_CONFIGS_2
+
+    import mlacalc
+
+    qwen = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--Qwen3.6-27B-NVFP4.config.json")
+    ks = {k.name: k for k in step_kernels(qwen, "decode", 1024, 1)}
+    d, qkv, z, ba = 5120, 2 * 16 * 128 + 48 * 128, 48 * 128, 2 * 48
+    weights = (qkv * d + 8) + (z * d + 8) + ba * d * 2
+    assert ks["linear_in_proj"].dtype == "fp8"
+    assert ks["linear_in_proj"].bytes == weights + d * 2 + (qkv + z + ba) * 2
+    assert ks["linear_o_proj"].dtype == "fp8"
+    assert ks["linear_o_proj"].bytes == (d * z + 8) + z * 2 + d * 2
+    light = mlacalc.load_model(
+        HF_CONFIGS_2 / "nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4.config.json"
+    )
+    ks = {k.name: k for k in step_kernels(light, "decode", 1024, 1)}
+    d, proj = 2688, 4096 + 6144 + 64
+    assert ks["mamba_in_proj"].dtype == "fp8"
+    assert ks["mamba_in_proj"].bytes == (proj * d + 8) + d * 2 + proj * 2

@@ -708,6 +708,12 @@ _READS: dict[str, tuple[str, ...]] = {
     "shared_experts_down": (r"mlp\.shared_experts?\.down_proj\.(weight|bias)",),
     "router": (r"mlp\.(gate|router)\.(weight|e_score_correction_bias)",),
     "routed_experts": (r"mlp\.experts\.(gate|up|gate_up|down)_proj",),
+    # the linear-attention and Mamba mixers' projections (Qwen3-Next's fused input projection
+    # or Qwen3.5's four; Nemotron-H's and Falcon-H1's Mamba-2 in and out projections)
+    "linear_in_proj": (r"linear_attn\.in_proj_(qkvz|ba|qkv|z|b|a)\.weight",),
+    "linear_o_proj": (r"linear_attn\.out_proj\.weight",),
+    "mamba_in_proj": (r"mamba\.in_proj\.(weight|bias)",),
+    "mamba_out_proj": (r"mamba\.out_proj\.(weight|bias)",),
     "input_norm": (r"input_layernorm\.weight",),
     "post_attention_norm": (r"post_attention_layernorm\.weight",),
     "q_a_layernorm": (r"self_attn\.q_a_layernorm\.weight",),
