@@ -17,6 +17,7 @@ from typing import Any
 
 from mlacalc.cost.engine import as_model
 from mlacalc.cost.model_step import checkpoint_stored, stored_experts
+from mlacalc.cost.quant import checkpoint_kv_note
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
@@ -488,15 +489,10 @@ def _weight_only(what: str, fmt: str, moe: bool, hw: HardwareSpec) -> str:
 
 def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
     """A checkpoint calibrated for an fp8 KV cache (``kv_cache_quant_algo: FP8``, NVIDIA's
-    NVFP4 exports) planned with a 16-bit one: sized as asked, said."""
-    scheme = m.quantization
-    if scheme is None or scheme.kv_cache != "fp8" or kv.bits < 16:
-        return ()
-    return (
-        f"{m.label}'s checkpoint is calibrated for an fp8 KV cache (its kv_cache_quant_algo); "
-        f"the cache is sized in {kv.name}, the kv_dtype asked or defaulted: kv_dtype fp8 "
-        "(--kv-dtype fp8) sizes it so",
-    )
+    NVFP4 exports) planned with a 16-bit one: sized as asked, said (the words report and
+    roofline say too: :func:`mlacalc.cost.quant.checkpoint_kv_note`)."""
+    note = checkpoint_kv_note(m, kv.name, kv.bits)
+    return (note,) if note else ()
 
 
 def _engine_kernel_warnings(
