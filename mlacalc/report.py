@@ -13,6 +13,7 @@ from typing import Any
 
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
+from mlacalc.cost.model_step import stored_attention_cost
 from mlacalc.cost.params import param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_kv_note, checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
@@ -285,6 +286,8 @@ def attention_rows(
                 kv_dtype,
                 weight_dtype,
             )
+            if weight_dtype is None:  # the weights as the checkpoint stores them, if it says
+                cost = stored_attention_cost(cost, m)
             rows.append(
                 {
                     "phase": phase,
@@ -446,6 +449,8 @@ def compare_rows(
         prefill = attention_cost(
             m, "prefill", seq_len, 1, kv_dtype=kv_dtype, weight_dtype=weight_dtype
         )
+        if weight_dtype is None:  # the weights as the checkpoint stores them, as report reads
+            decode, prefill = (stored_attention_cost(c, m) for c in (decode, prefill))
         rows.append(
             {
                 "model": m.name,

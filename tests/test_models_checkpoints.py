@@ -369,3 +369,32 @@ def test_report_and_roofline_say_a_checkpoint_s_fp8_cache_is_sized_otherwise(run
     assert "calibrated for an fp8 KV cache" in " ".join(err.split())
     _, err = run("roofline", str(config), "-H", "B200", "--seq-len", "1k", "--kv-dtype", "fp8")
     assert "calibrated for an fp8" not in err
+
+
+def test_report_and_compare_read_attention_weights_as_the_checkpoint_stores_them():
+    """DeepSeek-V3.1 NVFP4 keeps q_a, q_b, kv_a and kv_b in bf16 and stores o_proj in NVFP4
+    (4 bits, an e4m3 scale per 16, a float32 weight_scale_2 and input_scale): by hand, 61
+    layers of those bytes and the two bf16 norms are the decode row's weight bytes, and its
+    fused bytes move by as much. Every attention weight had counted two bytes (a new-user
+    trial: compare showed the NVFP4 export moving 1.8x the FP8 one's bytes)."""
+    from mlacalc.cost.engine import attention_cost
+    from mlacalc.report import compare_rows
+
+    model = mlacalc.load_model(_files(DSV31)[0])
+    doc = model_report(model, seq_len=32768, phases=["decode"])
+    row = next(r for r in doc["attention"] if r["default"])
+    d, h = 7168, 128
+    bf16 = 2 * (d * 1536 + 1536 * h * 192 + d * 576 + 512 * h * 256 + 1536 + 512)
+    o_proj = (h * 128) * d // 2 + (h * 128) * d // 16 + 8
+    assert row["weight_bytes"] == 61 * (bf16 + o_proj)
+    counted = attention_cost(model, "decode", 32768, 1)
+    assert row["fused_bytes"] - counted.fused_bytes == row["weight_bytes"] - counted.weight_bytes
+    assert row["flops"] == counted.flops
+    (nv, fp8) = compare_rows([model, "deepseek-v3"], seq_len=32768, batch=1, kv_dtype="bf16")
+    assert nv["decode_fused_bytes"] == row["fused_bytes"]
+    assert nv["decode_fused_bytes"] < 1.1 * fp8["decode_fused_bytes"]  # was 1.83x
+    # a dtype asked is every weight in it, as before
+    asked = model_report(model, seq_len=32768, phases=["decode"], weight_dtype="bf16")
+    assert next(r for r in asked["attention"] if r["default"])["weight_bytes"] == (
+        counted.weight_bytes
+    )

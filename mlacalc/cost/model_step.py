@@ -105,6 +105,7 @@ __all__ = [
     "kernel_stage",
     "moe_active_experts",
     "step_kernels",
+    "stored_attention_cost",
     "stored_dtype",
     "stored_experts",
 ]
@@ -907,6 +908,32 @@ def as_stored(
         return list(kernels)
     w, a = m.weights_dtype, canonical_dtype(act_dtype)
     return _as_stored(list(kernels), m, _Dtypes(a, w, dtype_bits(a), dtype_bits(w)))
+
+
+def stored_attention_cost(cost: AttentionCost, model: ModelConfig | str) -> AttentionCost:
+    """``cost`` (counted at the model's ``weights_dtype``) with each op's weights read as the
+    checkpoint stores them, values and scales, kept tensors in bf16 (the bytes a served step's
+    kernel of that name reads: :func:`_checkpoint_reads`), the fused bound moved with them;
+    FLOPs unchanged. A model not read as stored (:func:`checkpoint_stored`) as it is; an op
+    no checkpoint tensor stands for (a convolution's taps, a gate's vectors) as counted.
+    DeepSeek-V3.1 NVFP4, one decode step at 32K: its q_a, q_b, kv_a and kv_b projections stay
+    bf16, its o_proj 4.5 bits a weight (every attention weight had counted two bytes)."""
+    m = as_model(model)
+    if not checkpoint_stored(m):
+        return cost
+    if cost.groups:
+        return replace(cost, groups=tuple(stored_attention_cost(g, m) for g in cost.groups))
+    reads = _checkpoint_reads(m)
+    ops, moved = [], 0
+    for op in cost.ops:
+        s = reads.get(op.name) if op.weight_bytes else None
+        if s is None:
+            ops.append(op)
+            continue
+        delta = s.bytes - op.weight_bytes
+        moved += delta
+        ops.append(replace(op, weight_bytes=s.bytes, bytes_read=op.bytes_read + delta))
+    return replace(cost, ops=tuple(ops), fused_layer_bytes=cost.fused_layer_bytes + moved)
 
 
 def stored_experts(model: ModelConfig | str) -> tuple[int, str]:
