@@ -83,6 +83,26 @@ def test_sglang_s_prompt_runs_dense_while_every_key_is_picked():
         assert (run.kind, run.variant, run.shape["kv_len"][0]) == ("mla_decode", "sparse", 2048)
 
 
+def test_sglang_s_dense_choice_is_the_whole_batch_s_in_any_row_order():
+    """A prompt's chunks are one batch: with any row past top-k, every row runs the sparse
+    kernel, in either order (the first row's keys had decided: a 32K prompt in chunks of 2,048
+    ran every chunk dense, its 16K-key chunks at 2,048 keys' cost; a review found it)."""
+    hw = load_hardware("H100-SXM")
+    rows = [device_batch(_step_core("prefill", k, 1, "bf16", 16), hw) for k in (2048, 16384)]
+    for order in (rows, rows[::-1]):
+        b = dataclasses.replace(
+            order[0],
+            flops=np.concatenate([r.flops for r in order]),
+            bytes=np.concatenate([r.bytes for r in order]),
+            calls=np.concatenate([r.calls for r in order]),
+            shape={k: np.concatenate([r.shape[k] for r in order]) for k in order[0].shape},
+        )
+        run = engine_dsa_kernel(b, "sglang", H100)
+        assert (run.kind, run.variant) == ("mla_decode", "sparse")
+        assert sorted(run.shape["kv_len"].tolist()) == [2048, 2048]
+        assert sorted(run.shape["batch"].tolist()) == [2048, 16384]
+
+
 @pytest.mark.parametrize(("engine", "fig"), [("trtllm", B200), ("vllm", B200), ("vllm", H100)])
 def test_past_the_walk_a_prompt_runs_the_absorbed_sparse_kernel(engine, fig):
     """Every prompt the walk rule leaves alone (but SGLang's dense one) runs the absorbed

@@ -223,9 +223,11 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     plain class, splitting the keys). FLOPs and bytes are :func:`walked_core`'s. A batch is
     one model's core: its rows walk together (the rule of its first walking row applies to
     every row). Where no rule holds, a decode core is the plain class's kernel (variant ``""``)
-    as it is; a prompt core the dense MHA it counts under :data:`DENSE_PROMPT` while its first
+    as it is; a prompt core the dense MHA it counts under :data:`DENSE_PROMPT` where every
     row's keys are at most ``index_topk``, else the absorbed sparse kernel over the slots its
-    keys fill (:func:`_absorbed_prompt`), as the module tables' prompt rows run it."""
+    keys fill (:func:`_absorbed_prompt`), as the module tables' prompt rows run it: whatever
+    the order of its rows (a prompt's chunks are one batch: a 32K prompt in chunks of 2,048
+    runs every chunk sparse, its first one too, not every chunk dense)."""
     s = batch.shape
     if batch.variant != "dsa":
         return batch
@@ -235,7 +237,9 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     walk = walk_heads(engine, fig.kernel_generation, context, kvb <= 1.0, heads)
     if not (walk > 0).any():  # the slots its keys fill
         topk, keys = col(batch, "window", 0), col(batch, "kv_len", 1)
-        dense = engine in DENSE_PROMPT and keys[0] <= topk[0]
+        # dense only where every row's keys are picked whole: a prompt's chunks are one batch,
+        # and past top-k its later chunks run the sparse kernel (the first chunk with them)
+        dense = engine in DENSE_PROMPT and bool((keys <= topk).all())
         if context and not dense:
             return _absorbed_prompt(batch, engine, fig, kvb, heads)
         return dataclasses.replace(batch, variant="")
