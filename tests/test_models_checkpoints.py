@@ -398,3 +398,17 @@ def test_report_and_compare_read_attention_weights_as_the_checkpoint_stores_them
     assert next(r for r in asked["attention"] if r["default"])["weight_bytes"] == (
         counted.weight_bytes
     )
+
+
+def test_a_group_of_other_shapes_keeps_its_own_weight_bytes():
+    """Gemma-4-31B NVFP4 keeps all its attention in bf16; its global layers' projections have
+    other shapes than its sliding ones: read as stored, each group's weights are its own bf16
+    bytes (the first layer's tensor bytes had stood for every group: the global kv_proj 4x,
+    q_proj and o_proj halved; a review found it)."""
+    model = mlacalc.load_model(_files(GEMMA)[0])
+    assert set(component_precision(model).weights["attention"]) == {"bf16"}
+    for phase in ("decode", "prefill"):
+        stored = model_report(model, seq_len=32768, phases=[phase])
+        asked = model_report(model, seq_len=32768, phases=[phase], weight_dtype="bf16")
+        a, b = (next(r for r in d["attention"] if r["default"]) for d in (stored, asked))
+        assert a["weight_bytes"] == b["weight_bytes"] and a["fused_bytes"] == b["fused_bytes"]

@@ -923,16 +923,22 @@ def stored_attention_cost(cost: AttentionCost, model: ModelConfig | str) -> Atte
         return cost
     if cost.groups:
         return replace(cost, groups=tuple(stored_attention_cost(g, m) for g in cost.groups))
-    reads = _checkpoint_reads(m)
+    reads, w_bits = _checkpoint_reads(m), dtype_bits(m.weights_dtype)
     ops, moved = [], 0
     for op in cost.ops:
         s = reads.get(op.name) if op.weight_bytes else None
-        if s is None:
+        if s is None or not s.params:
             ops.append(op)
             continue
-        delta = s.bytes - op.weight_bytes
+        # the stored bytes of the first layer holding that name, in proportion to this op's own
+        # weights: exact where the op is that tensor, and a group of other shapes (Gemma 4's
+        # global layers beside its sliding ones) keeps its own size at the stored format's rate
+        logical = packed_bytes(s.params, w_bits)
+        delta = op.weight_bytes * s.bytes // logical - op.weight_bytes
         moved += delta
-        ops.append(replace(op, weight_bytes=s.bytes, bytes_read=op.bytes_read + delta))
+        ops.append(
+            replace(op, weight_bytes=op.weight_bytes + delta, bytes_read=op.bytes_read + delta)
+        )
     return replace(cost, ops=tuple(ops), fused_layer_bytes=cost.fused_layer_bytes + moved)
 
 
