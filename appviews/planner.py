@@ -254,7 +254,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     return conc_slot, PlanInputs(
         gpus=int(gpus),
         tp=int(tp),
-        ep=int(ep),
+        ep=int(ep) if sc.model.is_moe else 1,  # a disabled box keeps its old value
         page=int(page),
         pp=int(pp),
         dp_attention=bool(dp_attention),

@@ -103,6 +103,18 @@ def test_expert_parallel_is_off_for_a_model_without_experts():
     assert not _run().number_input(key="plan_ep").disabled  # DeepSeek-V3 has experts
 
 
+def test_an_expert_parallel_set_for_a_moe_model_does_not_stick_to_a_dense_one():
+    """ep 8 set on DeepSeek-V3, then the model switched to Llama-3-8B: the disabled box keeps
+    its value, the plan runs ep 1 (it had been refused, "ep: ... no experts to spread", with no
+    way for the user to clear the box; a review found it)."""
+    at = _run()
+    at.number_input(key="plan_ep").set_value(8).run()
+    at.selectbox(key="model").set_value("llama-3-8b").run()
+    assert at.number_input(key="plan_ep").disabled
+    assert not [e for e in at.error if "experts to spread" in e.value]
+    assert not at.exception
+
+
 def test_a_load_asked_is_used_and_judged_against_the_targets():
     at = _run()
     at.number_input(key="plan_conc").set_value(200).run()
