@@ -439,7 +439,10 @@ def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     the engine's measured kernels run slower than fp8 weights' (TensorRT-LLM's B200 nvfp4
     GEMMs at 64 tokens or fewer take about twice its fp8 ones: 19.4 against 10.8 us at
     n 1,536, k 7,168), said with both steps at the plan's decode batch a group: fp4 holds the
-    weights in half the memory, fp8 may still be the faster step."""
+    weights in half the memory, fp8 may still be the faster step. Only a ``weight_dtype`` of
+    fp4 is compared: an NVFP4 checkpoint as stored, or nvfp4 components, have no fp8 plan the
+    user named to compare with (DeepSeek-V3.1 NVFP4 on 8 B200 under TensorRT-LLM, 8K + 256 at
+    8: TPOT 19.94 ms against 19.93 with fp8 weights, where ``--weight-dtype fp4`` gives 22.51)."""
     if req.sized != "fp4" or "fp4" not in device_figures(req.hw).peaks or not cap.max_batch:
         return ()
     asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else cap.max_batch)
