@@ -37,7 +37,7 @@ from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import checkpoint_part_bytes
 from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
-from mlacalc.models.patterns import COMPRESSED_KINDS
+from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
 from mlacalc.models.tensors import part_of, tensors
 from mlacalc.words.dtypes import KVLayout, dtype_bits
 from mlacalc.words.errors import InvalidArgumentError
@@ -281,7 +281,7 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
     layer splits by its heads."""
     if tp == 1:
         return 1.0
-    if kind.attention in ("linear", "mamba", "mamba1"):
+    if kind.attention in STATE_KINDS:
         return 1.0 / tp
     if kind.attention in COMPRESSED_KINDS:  # DeepSeek-V4: the query heads' tensors split
         split, total = compressed_attention_split(m, kind)
@@ -443,7 +443,7 @@ def kv_bytes_per_token_per_gpu(
 
 
 #: kinds of layer that keep no per-token rows (a fixed state, or no sequence mixer)
-_NO_ROWS = ("linear", "mamba", "mamba1", "none")
+_NO_ROWS = (*STATE_KINDS, "none")
 
 
 def layer_pattern_of(m: ModelConfig) -> tuple:
