@@ -468,6 +468,7 @@ def test_calibrate_command_says_which_rows_it_left_out(tmp_path, capsys):
 
 
 def test_each_table_read_for_a_fit_is_told_to_progress():
+    pytest.importorskip("pyarrow")  # the table is a parquet file
     from reference_data import MEASURED
 
     from mlacalc.measured.observations import observations_of
@@ -481,6 +482,7 @@ def test_each_table_read_for_a_fit_is_told_to_progress():
 def test_calibrate_command_prints_a_progress_line_per_table_and_class(tmp_path, capsys):
     """A folder's tables took minutes with nothing printed: each table read and class fitted
     is a line on stderr, the output on stdout as before."""
+    pytest.importorskip("pyarrow")
     from reference_data import MEASURED
 
     folder = MEASURED / "a100_sxm" / "mla_bmm"
