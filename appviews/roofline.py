@@ -91,6 +91,9 @@ def _point(
         "calibration": p.calibration,
         "engine": p.engine,
         "profile": p.profile,
+        # kernels the engine runs as another (a DSA core as its sparse kernel): what the time
+        # is of, where the point's FLOPs are the counted ones
+        "runs_as": [(o.name, o.runs_as, o.run_flops) for o in p.ops if o.runs_as],
     }
 
 
@@ -206,3 +209,10 @@ def render(sc: Scenario) -> None:
         "bound: a layer's FLOPs per byte against the ridge of the dtype doing most of its FLOPs "
         "(the ridge column; an fp8 GEMM's is twice bf16's), as `mlacalc roofline` labels it."
     )
+    other = sorted({(pt["phase"], name, how) for pt in points for name, how, _ in pt["runs_as"]})
+    if other:
+        st.caption(
+            "; ".join(f"{phase}: the engine runs {name} as {how}" for phase, name, how in other)
+            + ": its time is of that kernel's work (`mlacalc roofline` gives its FLOPs), while "
+            "a point's FLOPs and FLOP/byte count the implementation named."
+        )

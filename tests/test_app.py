@@ -355,6 +355,17 @@ def test_roofline_tab_reads_a_checkpoint_as_stored():
     assert "as the checkpoint stores them (mxfp4 experts)" in " ".join(c.value for c in at.caption)
 
 
+def test_roofline_tab_says_when_the_engine_runs_a_kernel_as_another():
+    """DeepSeek-V3.2 under SGLang on B200: its prompt core runs the absorbed sparse kernel, so
+    the prompt points' times are of that kernel while their FLOPs count the named
+    implementation: a caption says so, as `mlacalc roofline`'s note does; DeepSeek-V3 has none."""
+    at = run("Roofline", model="deepseek-v3.2", hw="B200", engine="sglang", seq_len="8192")
+    said = " ".join(c.value for c in at.caption)
+    assert "prefill: the engine runs attention as mla_decode sparse" in said
+    at = run("Roofline", model="deepseek-v3", hw="B200", engine="sglang", seq_len="8192")
+    assert "the engine runs" not in " ".join(c.value for c in at.caption)
+
+
 def test_kv_tab_own_design_row_is_the_model():
     """Gemma-4 as GQA (its own design) is the model: same cache, same parameters."""
     at = run(model="gemma-4-26b-a4b", hw="H100-SXM", seq_len="131072", batch="8")
