@@ -94,6 +94,11 @@ def test_deepseek_v31_nvfp4_reads_its_hf_quant_config():
     # its excludes keep the MLA down/up projections in bf16, not o_proj, and the MTP layer
     assert "model.layers.*.self_attn.q_a_proj.weight" in weights.kept
     assert "model.layers.*.self_attn.o_proj.weight" not in weights.kept
+    # and the summary says the attention is kept only in part, naming what is kept (it had
+    # said "attention", which o_proj, quantized, is not)
+    kept = "attention in part (q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj)"
+    assert kept in weights.kept_parts and "attention" not in weights.kept_parts
+    assert kept in model_report(model, seq_len=4096)["weights"]["summary"]
     with_mtp = checkpoint_weights(model, include_mtp=True)
     assert with_mtp.kept_params > weights.kept_params
     precision = component_precision(model)
@@ -176,7 +181,10 @@ def test_a_hybrid_export_s_mixer_names_are_read_as_the_layout_s():
     experts, shared = 2 * 128 * 1856 * d, 2 * 3712 * d
     mamba = (4096 + 6144 + 64) * d + d * 4096
     assert w.quantized_params == layers * (experts + shared + mamba) + 131072 * d
-    assert "attention" in w.kept_parts and "Mamba mixers" in w.kept_parts
+    # its attention layers kept whole; of its Mamba mixers the convolution and the state's
+    # decay and skip, the projections quantized
+    assert "attention" in w.kept_parts
+    assert "Mamba mixers in part (conv1d, A_log, D)" in w.kept_parts
     precision = component_precision(model)
     assert precision.format_of("experts") == "w4a16_nvfp4"
     assert w.total_bytes < 20e9  # about 0.56 bytes a quantized weight (was 62.6 GB)
@@ -194,7 +202,8 @@ def test_qwen3_5_s_split_linear_projections_take_the_export_s_formats():
     linear = (2 * 16 * 128 + 48 * 128) * d + 48 * 128 * d + d * 48 * 128
     full = 24 * 256 * 2 * d + 2 * 4 * 256 * d + d * 24 * 256
     assert w.quantized_params == 64 * 3 * d * 17408 + 48 * linear + 16 * full + 248320 * d
-    assert "linear attention" in w.kept_parts  # in_proj_b / in_proj_a, conv, norms
+    # its gates' projections, the convolution and the decay kept, the rest quantized
+    assert "linear attention in part (in_proj_b, in_proj_a, conv1d, A_log)" in w.kept_parts
 
 
 def test_a_listed_module_no_tensor_matches_is_said(tmp_path):

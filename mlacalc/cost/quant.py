@@ -294,7 +294,7 @@ def quantized_weight_bytes(
         kept=tuple(_collapse(kept)),
         note=scheme.note,
         description=scheme.describe(),
-        kept_parts=tuple(dict.fromkeys(_kept_label(n) for n in kept)),
+        kept_parts=_kept_parts(tensors, kept),
         unmatched=unmatched_modules(tensors, scheme),
     )
 
@@ -331,6 +331,33 @@ def unmatched_modules(tensors: Iterable[Tensor], scheme: QuantScheme) -> tuple[s
         )
     ]
     return tuple(_collapse(out))
+
+
+def _kept_parts(tensors: list[Tensor], kept: list[str]) -> tuple[str, ...]:
+    """The parts of the model whose tensors a checkpoint keeps in bf16, in report words; a
+    part it keeps only in part names the modules kept: DeepSeek-V3.1 NVFP4's attention keeps
+    its q_a, q_b, kv_a and kv_b projections, its o_proj quantized ("attention in part
+    (q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj)")."""
+    kept_set = set(kept)
+    # the parts of many modules (a label such as "norms" or "router" names what it keeps)
+    quantized = {_kept_label(t.name) for t in tensors if t.name not in kept_set} & {
+        "attention",
+        "linear attention",
+        "Mamba mixers",
+        "dense MLP",
+        "shared experts",
+        "routed experts",
+    }
+    parts: dict[str, dict[str, None]] = {}
+    for name in kept:
+        modules = parts.setdefault(_kept_label(name), {})
+        module, leaf = name.rsplit(".", 2)[-2:] if name.count(".") >= 2 else ("", name)
+        # a module's weight by the module's name, a bare parameter (Mamba's A_log) by its own
+        modules.setdefault(module if leaf in ("weight", "bias") else leaf)
+    return tuple(
+        f"{part} in part ({', '.join(modules)})" if part in quantized and modules else part
+        for part, modules in parts.items()
+    )
 
 
 def _kept_label(name: str) -> str:
