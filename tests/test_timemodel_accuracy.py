@@ -47,7 +47,8 @@ FITTED = [
     ("h100_sxm", "mla", "generation_mla_perf", "fp8", 0.07),
     ("h100_sxm", "mla", "context_mla_perf", None, 0.065),
     ("h100_sxm", "mla", "mla_generation_module_perf", None, 0.07),
-    ("h100_sxm", "mla", "mla_context_module_perf", None, 0.065),
+    # 6.0% before the prompt's key assembly (mapping._k_assemble), 4.6% after
+    ("h100_sxm", "mla", "mla_context_module_perf", None, 0.05),
     ("h100_sxm", "comm", "nccl_perf", "fp16", 0.07),
     ("h100_sxm", "comm", "custom_allreduce_perf", None, 0.07),
     ("h100_sxm", "comm", "wideep_deepep_normal_perf", None, 0.07),

@@ -1150,6 +1150,8 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     _gemm_kernels(
         b, "kv_b", r, "bf16", tok[~latent], h[~latent] * (g["nope"] + g["v"]), g["kv_lora"]
     )
+    if context and t.engine in K_ASSEMBLE_ENGINES:
+        _k_assemble(b, r, tok[~latent], h[~latent])
     r, tk, hh = rows[latent], tok[latent], h[latent]
     _gemm_kernels(b, "bmm_pre", r, "bf16", tk, g["kv_lora"], g["nope"], hh, variant="bmm")
     _gemm_kernels(b, "bmm_post", r, "bf16", tk, g["v"], g["kv_lora"], hh, variant="bmm")
@@ -1183,6 +1185,38 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         d = latent
         _mla_core(b, rows[d], bs[d], h[d], q[d], kv[d], kvd[d], context=False)
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
+
+
+#: Engines whose MLA module rows time the expanded prompt's key assembly (:func:`_k_assemble`):
+#: TensorRT-LLM's, whose prompt kernel class is fitted on stand-alone rows that hand it whole
+#: keys, so the module rows show the copy. vLLM's prompt also builds its keys with a copy
+#: (``torch.cat((k_nope, k_pe.expand(...)))`` in ``_forward_prefill``, from recall), but its
+#: prompt classes are fitted on its module rows' residuals, which hold the copy already: with
+#: it and the classes refitted, its module rows went 5.9% -> 6.0% (H100) and 12.0% -> 12.5%
+#: (B200, p90 29.7% -> 31.0%), so it is left out there.
+K_ASSEMBLE_ENGINES = frozenset({"trtllm"})
+
+
+def _k_assemble(b: _Builder, rows, tok, h) -> None:
+    """The expanded prompt's keys put together before its attention kernel: each head's
+    128-wide ``k_nope`` (a strided view of kv_b's output) read and the token's one 64-wide RoPE
+    key broadcast to every head, written as one 192-wide bf16 key a head: a copy kernel of its
+    own in TensorRT-LLM's MLA prompt (``k[..., :nope] = k_nope``, ``k[..., nope:] = k_pe`` in
+    ``forward_context_default``, from recall of its source). The stand-alone prompt rows
+    (``context_mla_perf``) hand the kernel whole keys; only the module rows carry the copy.
+    Evidence: TensorRT-LLM's H100 module rows of 4,096 prompt tokens and more fall short by
+    0.25 ns a token and head with bf16 projections (0.15 fp8_block), where the copy's 640 bytes
+    at 0.8 of the HBM take 0.24 ns (docs/time-model.md, "MLA module rows")."""
+    g = DSV3
+    b.add(
+        "k_assemble",
+        "elementwise",
+        "bf16",
+        rows,
+        0.0,
+        tok * h * (g["nope"] + g["nope"] + g["rope"]) * 2.0 + tok * g["rope"] * 2.0,
+        elements=tok * h * (g["nope"] + g["rope"]),
+    )
 
 
 #: vLLM's MLA decode backends, each of which runs a prompt of up to its batch-reorder threshold
