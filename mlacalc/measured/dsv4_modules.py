@@ -59,6 +59,7 @@ __all__ = [
     "LONG_TOPK",
     "PROMPT_TOPK",
     "RAGGED",
+    "RAGGED_CORE",
     "SHARED_KERNEL_TABLES",
     "dsv4_module_kernels",
     "dsv4_module_parts",
@@ -144,6 +145,16 @@ SHARED_KERNEL_TABLES = {
 #: kernel table, on which the ``sparse`` prefill class is fitted, takes 1.6 us a sequence of 4
 #: tokens (1,631 us at 1,024 x 4 against 389 us for one sequence of 4,096).
 RAGGED = frozenset({"sglang"})
+#: The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
+#: which no single-kernel table times: fitted on the residuals of SGLang's CSA and HCA prompt
+#: rows (:data:`mlacalc.measured.observations.RESIDUAL_VARIANTS`), not on vLLM's
+#: ``dsv4_hca_attn_module_perf`` (whose kernel pads per sequence). Timed by vLLM's fit, the core
+#: of SGLang's H100 HCA prompts (DeepSeek-V4-Flash, 64 heads) grows with the cached tokens
+#: 1.8-1.9x as fast as predicted wherever a row has 256 tokens or more (the row's time less that
+#: of the same row at 4,096 cached tokens, against the predicted difference, medians per
+#: token count from 8,192 to 1,000,000 cached): vLLM's kernel of one 256-token prompt takes
+#: 254 us after 524,288 tokens, where SGLang's layer takes 369 us more than after 4,096.
+RAGGED_CORE = "sparse_ragged"
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
@@ -267,6 +278,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
                 if k11.name in _TOPK_VARIANTS:
                     slots.name_variant(k11, _TOPK_VARIANTS[k11.name])
+                if ragged and k11.name == "attention" and k11.kind == "attention_prefill":
+                    slots.name_variant(k11, RAGGED_CORE)
                 slots.add(
                     k11,
                     at,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
-from mlacalc.measured.dsv4_modules import shared_kernel_tables
+from mlacalc.measured.dsv4_modules import RAGGED_CORE, shared_kernel_tables
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import MappedTable, map_table
 from mlacalc.measured.msa_modules import CORE_VARIANTS
@@ -116,7 +116,7 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
 RESIDUAL_SHARE = 0.25
 
 #: kernel variants that only composite rows time, fitted on their residuals as an unfitted kind
-RESIDUAL_VARIANTS = frozenset(CORE_VARIANTS.values())
+RESIDUAL_VARIANTS = frozenset({*CORE_VARIANTS.values(), RAGGED_CORE})
 
 
 def _residual_variant(part: Any, fitted: Any) -> bool:
