@@ -941,6 +941,18 @@ ENGINE_ATTENTION = [
     # 20.7%
     pytest.param("trtllm", "b200_sxm", "attention", "context_attention_perf", "fp8",
                  "fit-b200-sxm", 0.06, 0.185, marks=pytest.mark.slow),
+    # SGLang's and vLLM's vision encoders (FlashAttention-3 on H100, -4 on B200) at their
+    # padded head dims and tiles (attention_time.encoder_kernel_shape): before [10.3% / 31.5%,
+    # 9.1% / 26.7%, 8.6% / 29.7%, 8.7% / 24.9%], now 6.0 / 21.9, 3.4 / 10.8, 5.2 / 21.5,
+    # 3.6 / 15.6
+    pytest.param("sglang", "h100_sxm", "encoder_attention", "encoder_attention_perf", None,
+                 "fit-h100-sxm-sglang", 0.065, 0.23, marks=pytest.mark.slow),
+    ("sglang", "b200_sxm", "encoder_attention", "encoder_attention_perf", None,
+     "fit-b200-sxm-sglang", 0.04, 0.12),
+    pytest.param("vllm", "h100_sxm", "encoder_attention", "encoder_attention_perf", None,
+                 "fit-h100-sxm-vllm", 0.057, 0.225, marks=pytest.mark.slow),
+    pytest.param("vllm", "b200_sxm", "encoder_attention", "encoder_attention_perf", None,
+                 "fit-b200-sxm-vllm", 0.04, 0.165, marks=pytest.mark.slow),
 ]  # fmt: skip
 
 
@@ -953,6 +965,52 @@ def test_engine_attention_tables_on_their_own_profiles(
     _, e = _attention_errors(system, family, table, profile, engine, dtype)
     assert e.size > 5000
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
+def test_flash_attention_encoders_run_padded_head_dims_in_their_own_tiles():
+    # SGLang's and vLLM's encoders (FlashAttention-3 / -4) run head dims 72 and 80 as 96, in
+    # 192-row tiles on H100 (192 keys at 64, 144 at 96) and 256 x 128 on B200; TensorRT-LLM's
+    # FMHA keeps the head dim and the 128 x 128 tiles
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.attention_time import encoder_kernel_shape
+    from mlacalc.timemodel.device import device_figures
+
+    hd = np.array([64.0, 72.0, 80.0, 128.0])
+    h100, b200 = (device_figures(load_hardware(n)) for n in ("H100-SXM", "B200"))
+    cols = encoder_kernel_shape("vllm", h100, hd)
+    assert cols["head_dim_built"].tolist() == [64.0, 96.0, 96.0, 128.0]
+    assert cols["tile_rows"].tolist() == [192.0, 192.0, 192.0, 128.0]
+    assert cols["tile_keys"].tolist() == [192.0, 144.0, 144.0, 176.0]
+    cols = encoder_kernel_shape("sglang", b200, hd)
+    assert cols["tile_rows"].tolist() == [256.0] * 4 and cols["tile_keys"].tolist() == [128.0] * 4
+    assert encoder_kernel_shape("trtllm", b200, hd) == {}
+
+
+def test_a_padded_head_dim_costs_its_built_size():
+    # one image of 4,096 tokens at 16 heads: head dim 72 built as 96 takes as long as 80 built
+    # as 96 (the FLOPs of 96; only the bytes differ), longer than 72 unpadded
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.attention_time import prefill_terms
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+
+    def compute(hd, built):
+        s = 4096.0
+        shape = {"batch": np.ones(1), "q_len": np.full(1, s), "kv_len": np.full(1, s),
+                 "n_heads": np.full(1, 16.0), "n_kv": np.full(1, 16.0),
+                 "head_dim_qk": np.full(1, hd), "head_dim_v": np.full(1, hd),
+                 "causal": np.zeros(1), "head_dim_built": np.full(1, built)}  # fmt: skip
+        flops = np.array([2.0 * 16 * s * s * 2 * hd])
+        b = KernelBatch("attention_prefill", "bf16", flops, np.ones(1), np.ones(1), shape,
+                        variant="encoder")  # fmt: skip
+        return float(prefill_terms(b, fig, prm)["compute_s"][0])
+
+    assert compute(72.0, 96.0) == pytest.approx(compute(80.0, 96.0), rel=1e-9)
+    assert compute(72.0, 96.0) > 1.2 * compute(72.0, 0.0)
 
 
 def test_the_engines_decode_kernels_pack_every_query_head_and_trtllms_xqa_32():

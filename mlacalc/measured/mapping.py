@@ -95,7 +95,7 @@ from mlacalc.measured.moe_routing import rank_loads
 from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
-from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS
+from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS, encoder_kernel_shape
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
     WALK_DECODE_KERNEL,
@@ -582,6 +582,8 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
     variant = np.full(len(t), "encoder", dtype=object)
     if t.engine == "trtllm":
         variant[hd % 16 != 0] = "encoder_fallback"
+    fig = device_figures(load_hardware(t.system))
+    kernel = encoder_kernel_shape(t.engine, fig, hd[ok])
     b.add_by_dtype(
         "encoder_attention",
         "attention_prefill",
@@ -600,6 +602,7 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
         window=0.0,
         causal=0,
         kv_bytes=elem[ok],
+        **kernel,
     )
     reason[~ok] = "unknown_dtype"
 

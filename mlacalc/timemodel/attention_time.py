@@ -46,6 +46,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "FLASH_HEAD_DIMS",
     "GATHER_DECODE_VARIANTS",
     "PACKING_DECODE",
     "PACKING_PREFILL",
@@ -59,6 +60,7 @@ __all__ = [
     "attention_time",
     "decode_splits",
     "decode_terms",
+    "encoder_kernel_shape",
     "engine_attention_kernel",
     "prefill_terms",
     "query_convert_s",
@@ -83,6 +85,45 @@ PACKING_DECODE = frozenset({"sglang", "vllm"})
 #: vLLM's FlashInfer path on B200, which takes a bf16 query, shows none (0.1 us).
 QUERY_CONVERT_KERNELS = 2.0
 QUERY_CONVERT_BYTES = 7.0
+
+
+#: Head sizes FlashAttention-3 and -4 are built for (the encoders SGLang and vLLM run on H100
+#: and B200): a head dim between them runs padded to the next (as recalled of FlashAttention-3's
+#: ``round_up_headdim``, hopper/flash_api.cpp, not checked against a stored copy of its source).
+#: The tables show it: at one shape the encoder rows at head dim 80 take as long as at 72 or less
+#: (median ratio 0.95-0.99 over 880-1,000 shapes above 200 us, on both devices under both
+#: engines), where the FLOPs of 80 are 11% more.
+FLASH_HEAD_DIMS = (64.0, 96.0, 128.0, 192.0, 256.0)
+
+
+def encoder_kernel_shape(engine: str, fig: DeviceFigures, head_dim: np.ndarray) -> dict:
+    """Shape columns of an ``engine``'s encoder (non-causal, bf16) attention kernel on ``fig``
+    where it differs from the 128 x 128 tiles at the head dim as it is: SGLang's and vLLM's
+    FlashAttention kernels run the head dim padded (``head_dim_built``,
+    :data:`FLASH_HEAD_DIMS`) in tiles of their own (``tile_rows`` x ``tile_keys``). On Hopper
+    FlashAttention-3's non-causal tiles are 192 x 192 at head dim 64 and 192 x 144 at 96 (as
+    recalled of its ``tile_size_fwd_sm90``, hopper/tile_size.h); on Blackwell a
+    FlashAttention-4 CTA carries two 128-query tiles over 128-key blocks (256 x 128; recalled
+    of flash_attn/cute's SM100 forward, ``q_stage`` 2). The tables show the tile quantization:
+    vLLM's H100 rows at 192 and 576 tokens a sequence read 20-48% high and at 256 and 1,024
+    18-11% low under 128 x 128 tiles (one 192-row tile against two 128-row ones; 6 against 8),
+    B200's at 192, 256 and 512 tokens 13-21% high and at 576 and 1,296 0-3%.
+    TensorRT-LLM's own FMHA: none (its builds cover every multiple of 8 it serves)."""
+    hd = np.asarray(head_dim, dtype=np.float64)
+    if engine not in ("sglang", "vllm"):
+        return {}
+    sizes = np.asarray(FLASH_HEAD_DIMS)
+    built = np.where(hd <= sizes[-1], sizes[np.minimum(np.searchsorted(sizes, hd), 4)], hd)
+    if fig.tcgen05:
+        rows, keys = np.full(hd.shape, 256.0), np.full(hd.shape, 128.0)
+    elif fig.kernel_generation == "sm90":
+        rows = np.where(built <= 96.0, 192.0, 128.0)
+        keys = np.select(
+            [built <= 64.0, built <= 96.0, built <= 128.0], [192.0, 144.0, 176.0], 128.0
+        )
+    else:
+        return {"head_dim_built": built}
+    return {"head_dim_built": built, "tile_rows": rows, "tile_keys": keys}
 
 
 def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
@@ -250,6 +291,14 @@ def prefill_terms(
     if fp8 and not fig.tcgen05:  # Blackwell's MMA reads an MN-major fp8 operand as it is
         transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     flops = batch.flops * padded
+    # a kernel built for a few head sizes runs a head dim between them padded to the next
+    # (``head_dim_built``, set by the mapping and :func:`engine_attention_kernel`: the FLOPs
+    # and operand reads of the padded dim, the exponentials and HBM bytes of the real one)
+    built = col(batch, "head_dim_built", 0)
+    if np.any(built > 0):
+        flops = flops * np.where(built > 0, 2.0 * built / np.maximum(d_qk + d_v, 1.0), 1.0)
+        d_qk = np.where(built > 0, np.maximum(built, d_qk), d_qk)
+        d_v = np.where(built > 0, np.maximum(built, d_v), d_v)
     if fp8:
         # the fp8 kernels are built for power-of-two head sizes: a head dim of 192 runs padded
         # to 256 (the bf16 kernel has a 192 of its own)
