@@ -291,14 +291,7 @@ def prefill_terms(
     if fp8 and not fig.tcgen05:  # Blackwell's MMA reads an MN-major fp8 operand as it is
         transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     flops = batch.flops * padded
-    # a kernel built for a few head sizes runs a head dim between them padded to the next
-    # (``head_dim_built``, set by the mapping and :func:`engine_attention_kernel`: the FLOPs
-    # and operand reads of the padded dim, the exponentials and HBM bytes of the real one)
-    built = col(batch, "head_dim_built", 0)
-    if np.any(built > 0):
-        flops = flops * np.where(built > 0, 2.0 * built / np.maximum(d_qk + d_v, 1.0), 1.0)
-        d_qk = np.where(built > 0, np.maximum(built, d_qk), d_qk)
-        d_v = np.where(built > 0, np.maximum(built, d_v), d_v)
+    flops, d_qk, d_v, unit_scale = _built_head_dims(batch, flops, d_qk, d_v)
     if fp8:
         # the fp8 kernels are built for power-of-two head sizes: a head dim of 192 runs padded
         # to 256 (the bf16 kernel has a 192 of its own)
@@ -342,7 +335,7 @@ def prefill_terms(
         nbytes=batch.bytes - pre_bytes + _unfused_score_bytes(batch, scores),
         # (an unfused attention's exponentials are its softmax pass's, under its bytes)
         sfu=None if batch.variant in UNFUSED_PREFILL_VARIANTS else sfu,
-        latency=prm["unit_latency_s"] * resident + transpose + operand,
+        latency=prm["unit_latency_s"] * resident * unit_scale + transpose + operand,
         call=prm["call_latency_s"],
     )
     occupancy = np.maximum(units / (np.ceil(units / fig.sm_count) * fig.sm_count), 1e-9)
@@ -372,6 +365,25 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+def _built_head_dims(
+    batch: KernelBatch, flops: np.ndarray, d_qk: np.ndarray, d_v: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A kernel built for a few head sizes (``head_dim_built``, set by the mapping:
+    :func:`encoder_kernel_shape`) runs a head dim between them padded to the next: the FLOPs
+    and shared-memory operand reads of the padded dim, the exponentials and HBM bytes of the
+    real one. Its tile's fixed work (its Q tile and first K/V blocks loaded, its output
+    stored) grows with the built dim, in 128ths: at under 30 us the encoder rows at 72 and 80
+    (built 96) take 1.21-1.40x those at 64. Returns the FLOPs, the two head dims and the
+    factor on a unit's wait (1 where no ``head_dim_built``)."""
+    built = col(batch, "head_dim_built", 0)
+    if not np.any(built > 0):
+        return flops, d_qk, d_v, np.ones(len(batch))
+    flops = flops * np.where(built > 0, 2.0 * built / np.maximum(d_qk + d_v, 1.0), 1.0)
+    d_qk = np.where(built > 0, np.maximum(built, d_qk), d_qk)
+    d_v = np.where(built > 0, np.maximum(built, d_v), d_v)
+    return flops, d_qk, d_v, np.where(built > 0, built / 128.0, 1.0)
 
 
 #: Bytes per (query, key) score that an unfused attention moves through HBM (the variants of
