@@ -71,17 +71,25 @@ def test_vllm_h100_walks_only_with_an_fp8_cache_and_few_heads():
     assert np.array_equal(heads[~walk], c["num_heads"][~walk].astype(float))
 
 
-def test_vllm_h100_decode_walks_with_an_fp8_cache_as_its_decode_kernel():
+def test_vllm_h100_decode_walks_with_an_fp8_cache_as_its_prompt_kernel():
     """vLLM's H100 decode rows with an fp8 cache walk every slot in 64-head passes at any head
-    count, timed by the plain decode class (FlashMLA's decode kernel, splitting the keys), not
-    the prompt's sparse one; a bf16 cache's rows attend the keys they have."""
-    t, kv, heads, variant, _, _ = _attention("h100_sxm", "vllm", "dsa_generation_module_perf", 3)
+    count, with the prompt's walking kernel (FlashMLA's fp8 sparse decode kernel runs both
+    phases' queries: variant ``sparse``, bf16 products, no key split on Hopper), each slot
+    gathered as the fp8 cache stores it (656 bytes); a bf16 cache's rows attend the keys they
+    have with the plain decode kernel."""
+    t, kv, heads, variant, nbytes, mapped = _attention(
+        "h100_sxm", "vllm", "dsa_generation_module_perf", 3
+    )
     c = t.columns
     fp8 = c["kv_cache_dtype"].astype(str) == "fp8"
     assert fp8.any() and (~fp8).any()
     assert (kv[fp8] == 2048).all()
     assert np.array_equal(heads[fp8], 64 * np.ceil(c["num_heads"][fp8] / 64))
-    assert (variant == "").all()
+    assert (variant[fp8] == "sparse").all() and (variant[~fp8] == "").all()
+    (core,) = [p for p in mapped.parts if p.name == "mla_decode" and p.batch.variant == "sparse"]
+    assert core.batch.dtype == "bf16" and (core.batch.shape["kv_split"] == 0).all()
+    seqs = c["batch_size"][fp8] * heads[fp8] / 64
+    assert (nbytes[fp8] >= seqs * 2048 * 656).all()
     assert np.array_equal(kv[~fp8], np.minimum(c["step"][~fp8] + 1, 2048))
     assert np.array_equal(heads[~fp8], c["num_heads"][~fp8].astype(float))
 

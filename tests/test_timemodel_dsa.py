@@ -15,7 +15,12 @@ from reference_data import MEASURED
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.dsa_time import engine_dsa_kernel, walk_heads, walked_core
+from mlacalc.timemodel.dsa_time import (
+    engine_dsa_kernel,
+    walk_heads,
+    walked_core,
+    walked_row_bytes,
+)
 from mlacalc.timemodel.kernel_time import device_batch, predict_batch, run_class
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.kernels import batches_of
@@ -42,8 +47,21 @@ def test_a_walk_pads_the_heads_to_whole_passes_and_gathers_once_a_pass():
     w = walked_core(10, np.array([16.0, 100.0]), 2048, 576, 512, 1.0, 64)
     assert w["n_heads"].tolist() == [64, 128] and (w["kv_len"] == 2048).all()
     assert w["flops"][0] == 2 * 64 * 10 * 2048 * (576 + 512)
-    # q and out at the padded heads in bf16, one gather of 2,048 fp8 rows a pass
-    assert w["bytes"][1] == 10 * 128 * 576 * 2 + 10 * 2048 * 2 * 576 + 10 * 128 * 512 * 2
+    # q and out at the padded heads in bf16, one gather of 2,048 fp8 rows a pass, each as
+    # FlashMLA's sparse fp8 cache stores it: 512 fp8 values, 4 float32 scales, 64 bf16 RoPE
+    assert w["bytes"][1] == 10 * 128 * 576 * 2 + 10 * 2048 * 2 * 656 + 10 * 128 * 512 * 2
+    b = walked_core(10, np.array([16.0]), 2048, 576, 512, 2.0, 64)  # a bf16 cache: 576 x 2
+    assert b["bytes"][0] == 10 * 64 * 576 * 2 + 10 * 2048 * 1152 + 10 * 64 * 512 * 2
+
+
+def test_a_walked_slot_is_the_row_as_the_cache_stores_it():
+    """fp8: FlashMLA's ``fp8_ds_mla`` row (the KV layout the cost model sizes caches with);
+    bf16: the 576 values at two bytes; GLM-5's latent (512 + 64) is DeepSeek-V3.2's."""
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    got = walked_row_bytes(np.array([576.0, 576.0]), 512.0, np.array([1.0, 2.0]))
+    assert got.tolist() == [656.0, 1152.0]
+    assert got[0] == resolve_kv_layout("fp8_ds_mla").row_bytes(512, 64)
 
 
 def _step_core(phase: str, keys: int, batch: int, kv: str, heads: int):
@@ -126,7 +144,12 @@ def test_vllm_h100_walks_with_an_fp8_cache_only():
     b = device_batch(_step_core("decode", 1024, 8, "fp8", 16), hw)
     run = engine_dsa_kernel(b, "vllm", H100)
     assert run.shape["kv_len"][0] == 2048 and run.shape["n_heads"][0] == 64
-    assert run.variant == "" and run.shape["kv_split"][0] == 1  # its decode kernel, splitting
+    # the prompt's walking kernel (one kernel for a query in both phases): bf16 products, a
+    # query's walk on one SM, FlashMLA's unit (the MMA's rows); before, the plain decode class
+    # splitting the keys (dsa_time.SPARSE_WALK's note on the phases)
+    assert (run.variant, run.dtype) == ("sparse", "bf16")
+    assert run.shape["kv_split"][0] == 0 and run.shape["unit_heads"][0] == 0
+    assert run.shape["kv_bytes"][0] == 1  # its cache read as stored (walked_row_bytes)
 
 
 def _mapped_core(table: str, heads: int, batch: int, step: int, isl: int):

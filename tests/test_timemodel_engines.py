@@ -805,12 +805,16 @@ DSA = [
     # 0.142 / 0.260 -> 0.118 / 0.225 (prompt), 0.233 / 0.370 -> 0.167 / 0.302 (decode) with
     # the RMSNorms as vLLM's native chain (mapping.native_norm_chain: the plain MLA decode
     # classes these rows borrow no longer hold the MLA module rows' native norms)
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.125, 0.235),
+    # 0.118 / 0.225 -> 0.100 / 0.219 with each walked slot read as the fp8 cache stores it
+    # (dsa_time.walked_row_bytes: FlashMLA's 656-byte fp8_ds_mla row, 576 before)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.105, 0.225),
     # its H100 decode rows of an fp8 cache walking every top-k slot (dsa_time.SPARSE_WALK):
     # 0.202 / 0.426 before; 0.175 / 0.264 -> 0.189 / 0.320 with Hopper's fp8 MLA decode
     # multiplying bf16 (mla_time.HOPPER_FP8_MLA_BYTES; the plain fp8 class refitted on vLLM's
-    # MLA module rows' residuals)
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.175, 0.315),
+    # MLA module rows' residuals); 0.167 / 0.302 -> 0.142 / 0.253 with that walk the prompt's
+    # walking kernel (no key split, bf16 products; the plain decode class splitting the keys
+    # before) over 656-byte fp8 rows
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.145, 0.26),
     # 0.156 / 0.432 -> 0.123 / 0.414 with FlashMLA's sparse kernel on B200 a 128-row unit
     # (mla_time.PADDED_PRODUCTS) and FlashInfer's TensorRT-LLM-gen one a 64-head unit
     # (dsa_time.sparse_unit_heads)

@@ -98,7 +98,6 @@ from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable,
 from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS, encoder_kernel_shape
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
-    WALK_DECODE_KERNEL,
     WALK_HEADS,
     absorbed_prompt_core,
     sparse_unit_heads,
@@ -1972,12 +1971,13 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
         core = cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2
         nbytes = pre + np.where(walks, w["bytes"], core)
-        # a query walking every slot runs the prompt's sparse kernel (one query, its slots),
-        # but where the walking kernel is the engine's decode kernel (WALK_DECODE_KERNEL)
-        kern = mla_decode_kernel(fig := device_figures(load_hardware(t.system)))
-        sparse = walks & ((t.engine, fig.kernel_generation) not in WALK_DECODE_KERNEL)
+        # a query walking every slot runs the prompt's sparse kernel (one query over its
+        # slots, bf16 products: dsa_time.SPARSE_WALK's note on the phases)
+        kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
+        sparse = walks
         split = np.where(sparse, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
-        b.add_by_dtype("mla_decode", "mla_decode", np.where(kvd == "fp8", "fp8", "bf16")[sp], r,
+        dt = np.where(sparse | (kvd != "fp8"), "bf16", "fp8")
+        b.add_by_dtype("mla_decode", "mla_decode", dt[sp], r,
                        flops[sp], nbytes[sp], variant=np.where(sparse, "sparse", "")[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,

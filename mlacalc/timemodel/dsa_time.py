@@ -19,20 +19,21 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.timemodel.device import DeviceFigures, mla_decode_kernel
+from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import col
+from mlacalc.words.dtypes import KV_LAYOUTS
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "DENSE_PROMPT",
     "SPARSE_WALK",
-    "WALK_DECODE_KERNEL",
     "WALK_HEADS",
     "absorbed_prompt_core",
     "engine_dsa_kernel",
     "sparse_unit_heads",
     "walk_heads",
     "walked_core",
+    "walked_row_bytes",
 ]
 
 #: Query heads one pass of a walking sparse MLA kernel takes (a Hopper warp group's 64 rows).
@@ -67,11 +68,17 @@ SPARSE_WALK = (
     ("sm90", "vllm", "decode", "fp8", 128),
 )
 
-#: ``(engine, kernel generation)`` whose walking decode kernel is the engine's plain MLA decode
-#: kernel (FlashMLA's, splitting the keys, timed by the plain ``mla_decode`` class), not the
-#: prompt's sparse kernel: vLLM's H100 fp8 decode rows are 18.7% / 30% off (median / p90)
-#: with the plain class, 23.7% / 30% with the ``sparse`` one (fitted on DeepSeek-V4's cores).
-WALK_DECODE_KERNEL = frozenset({("vllm", "sm90")})
+#: A walking kernel is one kernel in both phases: a query (a prompt token, or a decode step's
+#: token) over its 2,048 slots, the prompt's sparse kernel (variant ``sparse``, bf16 products,
+#: no key split on Hopper). vLLM's fp8 cache runs FlashMLA's fp8 sparse decode kernel for every
+#: query, prompt or decode (from recall: vLLM's FLASHMLA_SPARSE backend sends an ``fp8_ds_mla``
+#: cache's prompt and decode tokens alike to ``flash_mla_with_kvcache`` with their indices),
+#: and its H100 rows time it alike: 0.94-1.00 us a prompt token at up to 16 heads, projections
+#: included; a decode row 1.03-1.16 us more a sequence at 1 to 16 heads (the slope over 128 to
+#: 1,024 sequences at up to 1,024 cached keys, projections included). Its decode rows were
+#: timed before as the plain decode class's key-splitting kernel (``WALK_DECODE_KERNEL``), which
+#: gave the walk 0.52 us a sequence: those rows -18% to -20% at the median (-8% to -10% as the
+#: prompt's kernel, with :func:`walked_row_bytes`).
 
 #: Engines whose prompt runs the dense MHA of the expanded heads while a sequence's keys are at
 #: most ``index_topk`` (every key is picked, so there is nothing to skip): SGLang's module rows
@@ -115,6 +122,23 @@ def walk_heads(
     return out
 
 
+def walked_row_bytes(latent_qk: Any, latent_v: Any, kv_bytes: Any) -> np.ndarray:
+    """Bytes a walking kernel gathers for one slot: the latent row as its cache stores it. An
+    fp8 cache (``kv_bytes`` 1) is FlashMLA's sparse fp8 layout (``fp8_ds_mla``,
+    :data:`mlacalc.words.dtypes.KV_LAYOUTS`): the ``latent_v`` values in fp8 with a float32
+    scale per 128, the RoPE part (``latent_qk - latent_v``) in bf16, 656 bytes for
+    DeepSeek-V3.2's 512 + 64 (576 counted as fp8 before); any other cache ``latent_qk`` values
+    of ``kv_bytes``. The walking kernels are FlashMLA's family on Hopper: vLLM's fp8 cache is
+    that layout (from recall, as its ``fp8_ds_mla`` names it); TensorRT-LLM's H100 tables hold
+    only a bf16 cache, and its fp8 one is taken to be the same layout."""
+    lqk, lv = np.asarray(latent_qk, np.float64), np.asarray(latent_v, np.float64)
+    kvb = np.asarray(kv_bytes, np.float64)
+    ds = KV_LAYOUTS["fp8_ds_mla"]
+    fp8 = lv * ds.bits / 8 + np.ceil(lv / ds.scale_group) * ds.scale_bytes
+    fp8 = fp8 + (lqk - lv) * ds.rope_bits / 8
+    return np.where(kvb <= 1.0, fp8, lqk * kvb)
+
+
 def walked_core(
     tokens: Any, heads: Any, topk: Any, latent_qk: Any, latent_v: Any, kv_bytes: Any, walk: Any
 ) -> dict[str, np.ndarray]:
@@ -122,7 +146,7 @@ def walked_core(
     every row): its heads padded to whole passes of ``walk``, every one of the ``topk`` slots
     a key (``kv_len``), the FLOPs of the padded heads' score and value products over them, and
     its bytes: the bf16 query of the padded heads, each pass's gather of its query's ``topk``
-    latent rows of ``latent_qk`` values in the cache's ``kv_bytes`` (a decode kernel's read of
+    latent rows as the cache stores them (:func:`walked_row_bytes`: a decode kernel's read of
     its cache, once a pass), the bf16 output."""
     tokens, heads = np.asarray(tokens, np.float64), np.asarray(heads, np.float64)
     walk = np.maximum(np.asarray(walk, np.float64), 1.0)
@@ -130,7 +154,8 @@ def walked_core(
     hk = passes * walk
     kv = np.maximum(np.asarray(topk, np.float64), 1.0)
     gather = tokens * kv * passes  # latent rows read, one gather a pass
-    nbytes = tokens * hk * latent_qk * 2.0 + gather * latent_qk * kv_bytes
+    row = walked_row_bytes(latent_qk, latent_v, kv_bytes)
+    nbytes = tokens * hk * latent_qk * 2.0 + gather * row
     return {
         "kv_len": kv * np.ones_like(tokens),
         "n_heads": hk,
@@ -218,9 +243,9 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     prompt) runs as the engines' absorbed sparse prompt kernel: each token one query
     (``mla_decode``, ``q_len`` 1) of the padded heads over the latent rows (the step's
     ``kv_b_proj`` of the new tokens stands for the absorbed BMMs: the same FLOPs). The kernel
-    is the prompt's sparse one (variant ``sparse``, a token's walk on one SM: no key split on
-    Hopper) except where it is the engine's decode kernel (:data:`WALK_DECODE_KERNEL`: the
-    plain class, splitting the keys). FLOPs and bytes are :func:`walked_core`'s. A batch is
+    is the prompt's sparse one in both phases (variant ``sparse``, bf16 products, a query's
+    walk on one SM: no key split on Hopper; :data:`SPARSE_WALK`'s note on the phases). FLOPs
+    and bytes are :func:`walked_core`'s. A batch is
     one model's core: its rows walk together (the rule of its first walking row applies to
     every row). Where no rule holds, a decode core is the plain class's kernel (variant ``""``)
     as it is; a prompt core the dense MHA it counts under :data:`DENSE_PROMPT` where every
@@ -249,7 +274,6 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     tokens = b * q
     topk = col(batch, "window", 0)
     core = walked_core(tokens, heads, topk, lqk, lv, kvb, walk)  # gathered as stored
-    decode_kernel = (engine, fig.kernel_generation) in WALK_DECODE_KERNEL and not context
     shape = dict(s)
     shape.update(
         kv_len=core["kv_len"], n_heads=core["n_heads"], n_kv=np.ones(len(batch)),
@@ -264,16 +288,15 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
         )  # fmt: skip
     else:
         shape["kv_bytes"] = kvb
-    split = mla_decode_kernel(fig)["kv_split"] if decode_kernel else 0.0
-    shape["kv_split"] = np.full(len(batch), split)
-    if not decode_kernel:  # the sparse kernel's unit: the engine's own, or the MMA's rows
-        shape["unit_heads"] = np.full(len(batch), float(sparse_unit_heads(engine)))
+    shape["kv_split"] = np.zeros(len(batch))  # a query's walk on one SM (Hopper's rule)
+    # the sparse kernel's unit: the engine's own, or the MMA's rows
+    shape["unit_heads"] = np.full(len(batch), float(sparse_unit_heads(engine)))
     return dataclasses.replace(
         batch,
         kind="mla_decode",
-        dtype="bf16" if context else batch.dtype,
+        dtype="bf16",
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,
-        variant="" if decode_kernel else "sparse",
+        variant="sparse",
     )
