@@ -1,6 +1,7 @@
 """`mlacalc roofline`: which profile times the kernels, causal prefill, what each bound means."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,21 @@ def test_mla_implementations_side_by_side_in_one_call(run):
     assert "names an implementation twice" in err
     _, err = run("roofline", "deepseek-v3", "-H", "H200", "--impl", "standard", code=2)
     assert "'standard' is the implementation of MHA" in err
+
+
+def test_each_implementations_table_states_its_own_plain_roofline(run):
+    """The footer's "--profile roofline prints" figure is each implementation's own, not the
+    first one's (before: every table of ``--impl all`` said naive's 5,448.4 us)."""
+    base = ("roofline", "deepseek-v3", "-H", "H20", "--seq-len", "8k", "--batch", "32")
+    base += ("--engine", "vllm")
+
+    def printed(text):
+        return re.findall(r"--profile roofline prints ([0-9,.]+) us", " ".join(text.split()))
+
+    alone = [printed(run(*base, "--impl", i)[0])[0] for i in ("naive", "compressed", "absorbed")]
+    assert len(set(alone)) == 3
+    assert printed(run(*base, "--impl", "naive,compressed,absorbed")[0]) == alone
+    assert printed(run(*base, "--impl", "absorbed,naive")[0]) == [alone[2], alone[0]]
 
 
 def test_a_context_beyond_the_models_positions_is_warned(run):

@@ -188,9 +188,8 @@ def command(
         causal,
         engine,
     )
-    predictions = [
-        _predict(replace(request, impl=i), ph, profile, calibrate) for i in impls for ph in wanted
-    ]
+    calls = [(replace(request, impl=i), ph) for i in impls for ph in wanted]
+    predictions = [_predict(r, ph, profile, calibrate) for r, ph in calls]
     check_context(m, seq_len)
     no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
     if no_fp8:
@@ -201,9 +200,10 @@ def command(
         note(kv_note)
     # what --profile roofline would print for the same call, so that the footer of a kernel
     # model prediction can state both plain figures exactly (they differ: see _times_note)
+    # (each implementation's own call: ``request`` holds the first implementation only)
     plain = [
-        _predict(request, p.phase, "roofline") if p.profile != "roofline" else None
-        for p in predictions
+        _predict(r, ph, "roofline") if p.profile != "roofline" else None
+        for p, (r, ph) in zip(predictions, calls)
     ]
     insights = _insights(request, profile, calibrate) if insight else []
     kinds = [
