@@ -139,6 +139,28 @@ def test_a_list_of_counts_keeps_its_meaning():
     assert all(p["replicas"] == 1 for p in r.points)
 
 
+def test_a_list_whose_counts_pair_no_pools_says_so_and_what_to_give(run):
+    """A list pairs pools of its own counts, both within the largest: with 2 and 3 (2 + 2 > 3)
+    none pairs, which the search says (before: each decode pool counted as "no prefill pool
+    keeps up", with nothing on why or on the budget that splits 3 any way), and a budget of
+    3 finds the 1 + 2 split the list cannot."""
+    kw = dict(isl=1000, osl=200, tpot=0.02, kv_dtypes=["fp8"], chunked_prefills=None)
+    r = search("llama-3-8b", "H100-SXM", [2, 3], **kw)
+    assert not [p for p in r.points if p["mode"] == "disaggregated"]
+    assert r.ruled_out["disaggregated: no listed GPU count fits beside the decode pool"]
+    assert "disaggregated: no prefill pool keeps up within the GPUs" not in r.ruled_out
+    assert any("2 + 2 > 3" in n and "--gpus 3" in n for n in r.notes)
+    budget = search("llama-3-8b", "H100-SXM", 3, **kw).points
+    assert [p for p in budget if p["mode"] == "disaggregated" and p["prefill_gpus"] == 2]
+    out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", "2,3", "--isl", "1000",
+                 "--osl", "200", "--tpot", "20ms", "--kv-dtypes", "fp8")  # fmt: skip
+    flat = " ".join(out.split())
+    assert "no two fit (2 + 2 > 3)" in flat and "one count, 3 (--gpus 3), is a budget" in flat
+    # a list that pairs pools still says they are of its counts only
+    pairs = search("llama-3-8b", "H100-SXM", [1, 2], **kw)
+    assert [n for n in pairs.notes if "of those counts only" in n and "no two" not in n]
+
+
 def test_a_split_off_the_powers_of_two_is_found_and_plan_reproduces_it():
     """Llama-3-70B on a budget of 24 H100 with long prompts (4000 + 500, TTFT 2 s, TPOT
     30 ms): the best split is 10 decode + 14 prefill GPUs, one replica, 27% more output

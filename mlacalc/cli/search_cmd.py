@@ -235,7 +235,8 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     default=str(D.GPUS),
     show_default=True,
     help="A GPU budget (one number: split between prefill and decode pools and replicas) or "
-    "GPU counts to consider one by one, e.g. 8,16,32.",
+    "GPU counts to consider one by one, e.g. 8,16,32 (a disaggregated point's two pools are "
+    "then each one of them, both within the largest).",
 )
 @click.option("--isl", type=SIZE, required=True, help="Input (prompt) tokens per request.")
 @click.option("--osl", type=SIZE, required=True, help="Output tokens per request.")

@@ -786,8 +786,31 @@ def refine(
 
 
 def _notes(req: SearchRequest) -> tuple[str, ...]:
-    """What the search says of the request beside its points: a context beyond the model's."""
+    """What the search says of the request beside its points: a context beyond the model's;
+    for a list of GPU counts searched disaggregated, that its pools are of those counts only."""
+    out = []
     limit = req.m.max_position_embeddings
     if limit and req.context > limit:
-        return (f"context {req.context:,} exceeds the model's max_position_embeddings ({limit:,})",)
-    return ()
+        out.append(
+            f"context {req.context:,} exceeds the model's max_position_embeddings ({limit:,})"
+        )
+    if req.budget is None and "disaggregated" in req.modes:
+        out.append(list_pools_note(req.gpus))
+    return tuple(out)
+
+
+def list_pools_note(gpus: tuple[int, ...]) -> str:
+    """What a list of GPU counts means for disaggregated points (each pool one of the counts,
+    both within the largest), and what to give for pools of any size (one count: a budget)."""
+    largest, smallest = max(gpus), min(gpus)
+    counts = ", ".join(str(g) for g in sorted(gpus))
+    words = (
+        f"disaggregated: a list of GPU counts ({counts}) pairs a decode and a prefill pool of "
+        f"those counts only, both within the largest ({largest})"
+    )
+    if 2 * smallest > largest:
+        words += f", and no two fit ({smallest} + {smallest} > {largest}): none was paired"
+    return (
+        words
+        + f"; one count, {largest} (--gpus {largest}), is a budget split between pools of any size"
+    )

@@ -369,6 +369,8 @@ def _disaggregated(
         req.step_cache[key] = kv_transfer_seconds(req.hw, row)
     transfer = req.step_cache[key]
     pairs, settled = _pairings(req, c, pools, ov, demand, transfer, base)
+    # a count given that a prefill pool could have beside this decode pool (within the largest)
+    listed = any(c.gpus + pg <= max(req.gpus) for pg in req.gpus)
     # per batch size: its figures as Python numbers, then one point per pool
     tps, tots = t_step.tolist(), total.tolist()
     kvs = context_bytes.tolist()
@@ -392,6 +394,8 @@ def _disaggregated(
             found.add(point, c.sm, p_sm)
         if not paired and settled[i]:
             found.reasons["disaggregated: its requests in flight settle at a smaller batch"] += 1
+        elif not paired and not listed:
+            found.reasons["disaggregated: no listed GPU count fits beside the decode pool"] += 1
         elif not paired:
             found.reasons["disaggregated: no prefill pool keeps up within the GPUs"] += 1
 
