@@ -205,3 +205,35 @@ def test_the_dense_prompt_floor_adds_the_fp8_gemm_and_cache_dispatch():
     kv8, both = floor["bfloat16", "fp8"], floor["fp8_block", "fp8"]
     assert 0.25e-3 < fp8b - bf < 0.40e-3 and 0.08e-3 < kv8 - bf < 0.16e-3
     assert both == pytest.approx(bf + (fp8b - bf) + (kv8 - bf), rel=0.03)
+
+
+def test_sglang_decode_rows_past_its_cuda_graph_take_the_eager_floor():
+    """SGLang's decode module ran under a CUDA graph up to 256 sequences on H100 and 512 on
+    B200 (host_floor.GRAPH_MAX_BATCH), eagerly past them: its rows step from at most 0.53 ms
+    (H100, 256 sequences) and 0.27 ms (B200, 512) to a flat 1.3-1.9 ms, the host's dispatch of
+    the module. Those rows take their path's eager floor (a group of their own); the graphed
+    rows none. Before: the eager rows 60-81% short at the median per group, the table's p90
+    57% (H100) and 30% (B200)."""
+    from mlacalc.timemodel.host_floor import EAGER, GRAPH_MAX_BATCH, HOST_FLOOR_S, floor_sources
+
+    table = "dsa_generation_module_perf"
+    src = np.array(["sglang_dsa_indexer_fa3"] * 3)
+    got = floor_sources("h100_sxm", "sglang", table, src, np.array([256, 257, 1024]))
+    assert got.tolist() == [src[0], src[0] + EAGER, src[0] + EAGER]
+    # a prompt table, or an engine with no graph limit here, keeps its labels
+    assert (floor_sources("h100_sxm", "sglang", "dsa_context_module_perf", src, 1024) == src).all()
+    assert (floor_sources("h100_sxm", "vllm", table, src, 1024) == src).all()
+    for system in ("h100_sxm", "b200_sxm"):
+        t, _, _, _, _, mapped = _attention(system, "sglang", table)
+        c = t.columns
+        eager = c["batch_size"] > GRAPH_MAX_BATCH[system, "sglang"]
+        assert eager.any() and (~eager).any()
+        assert np.isnan(mapped.host_s[~eager]).all()  # graphed: the kernels alone
+        assert np.isfinite(mapped.host_s[eager]).all()
+        key = (system, "sglang", table)
+        labels = zip(c["kernel_source"].astype(str), c["gemm_type"].astype(str),
+                     c["kv_cache_dtype"].astype(str))  # fmt: skip
+        want = [HOST_FLOOR_S.get((*key, s + EAGER, g, k), np.nan) for s, g, k in labels]
+        np.testing.assert_array_equal(mapped.host_s[eager], np.array(want)[eager])
+        # the eager rows' time is the floor's (1.3-1.9 ms at most kernels' 0.8 ms)
+        assert np.median(t.seconds[eager] / mapped.host_s[eager]) == pytest.approx(1.0, abs=0.05)

@@ -20,6 +20,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable
+from mlacalc.timemodel.host_floor import floor_sources
 from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.profile import Profile
 
@@ -71,6 +72,7 @@ def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any
     meas = t.seconds
     ok = mapped.modelled & np.isfinite(kern) & (meas > 0)
     src, gemm, kv = (_labels(t, c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
+    src = floor_sources(t.system, t.engine, t.table, src, t.column("batch_size"))  # eager rows
     group = np.char.add(np.char.add(np.char.add(src, "|"), np.char.add(gemm, "|")), kv)
     tokens_of = t.column("batch_size").astype(np.float64) * t.column("isl").astype(np.float64)
     out = []

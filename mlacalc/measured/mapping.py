@@ -107,7 +107,7 @@ from mlacalc.timemodel.dsa_time import (
 from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_conv
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import step_block_fp8
-from mlacalc.timemodel.host_floor import host_floor_seconds
+from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
 from mlacalc.timemodel.moe_time import (
     MARLIN_COLS,
     TRTLLM_GEN_FP4,
@@ -2000,21 +2000,20 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         # a query walking every slot runs the prompt's sparse kernel (one query over its
         # slots, bf16 products: dsa_time.SPARSE_WALK's note on the phases)
         kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
-        sparse = walks
-        split = np.where(sparse, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
-        dt = np.where(sparse | (kvd != "fp8"), "bf16", "fp8")
+        split = np.where(walks, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
+        dt = np.where(walks | (kvd != "fp8"), "bf16", "fp8")
         b.add_by_dtype("mla_decode", "mla_decode", dt[sp], r,
-                       flops[sp], nbytes[sp], variant=np.where(sparse, "sparse", "")[sp],
+                       flops[sp], nbytes[sp], variant=np.where(walks, "sparse", "")[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=kvb[sp], kv_split=split[sp],
                        operand_reads=kern["operand_reads"], preprocess_bytes=pre[sp],
                        rope_elements=(tok * (h + 1) * g["rope"])[sp],
-                       unit_heads=np.where(sparse, own_unit, 0.0)[sp])  # fmt: skip
+                       unit_heads=np.where(walks, own_unit, 0.0)[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
-    b.host_s = host_floor_seconds(
-        t.system, t.engine, t.table, src, t.column("gemm_type"), t.column("kv_cache_dtype")
-    )
+    labels = floor_sources(t.system, t.engine, t.table, src, bs)  # eager past a CUDA graph
+    b.host_s = host_floor_seconds(t.system, t.engine, t.table, labels, t.column("gemm_type"),
+                                  t.column("kv_cache_dtype"))  # fmt: skip
 
 
 def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:

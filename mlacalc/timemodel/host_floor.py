@@ -13,8 +13,11 @@ each op's host cost. Which ops run is what the row's labels name: the attention 
 (``kernel_source``), the GEMM dtype (an fp8 block GEMM dispatches its input's quantization and
 DeepGEMM's launch: SGLang's H100 dense prompt path at four tokens 0.52 ms with bf16 GEMMs, 0.85
 with fp8 block ones, at every head count and model) and the cache dtype (an fp8 cache's
-quantizing write: 0.64 and 0.97 ms). :data:`HOST_FLOOR_S` holds it per device, engine, table
-and those three labels, each the median measured time of that group's rows of the fewest tokens
+quantizing write: 0.64 and 0.97 ms). A decode module the collector ran under a CUDA graph has
+no dispatch but past the graph's largest batch, where it ran eagerly (:data:`GRAPH_MAX_BATCH`:
+its rows a group of their own, :func:`floor_sources`). :data:`HOST_FLOOR_S` holds it per device,
+engine, table and those three labels, each the median measured time of that group's rows of the
+fewest tokens
 (:func:`mlacalc.measured.host_floors.fit_host_floors` refits them; docs/measured-sets.md gives
 the rows, medians and residuals). A row's prediction is then
 ``max(kernels, floor)``: the form the rows follow where the kernels pass the floor (see
@@ -25,12 +28,27 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["HOST_FLOOR_S", "host_floor_seconds"]
+__all__ = ["EAGER", "GRAPH_MAX_BATCH", "HOST_FLOOR_S", "floor_sources", "host_floor_seconds"]
 
 _CTX, _GEN = "dsa_context_module_perf", "dsa_generation_module_perf"
 _H100, _B200 = "h100_sxm", "b200_sxm"
 _BF16, _FP8B, _FP8, _NVFP4 = "bfloat16", "fp8_block", "fp8", "nvfp4"
 _SG = "sglang_dsa_"
+
+#: ``(system, engine) ->`` the most sequences a decode module table's collector ran under a CUDA
+#: graph; a generation row of more ran eagerly, its module under the host's dispatch as a prompt
+#: row's is. Read from the rows, where the time steps up to a flat 0.3-1.5 ms: SGLang's H100
+#: decode module takes 0.08-0.53 ms at 1 to 256 sequences and 1.29-1.89 ms at 512 and 1,024
+#: (kernels 0.17-0.79 ms there), its B200 module 0.07-0.27 ms up to 512 and 1.31-1.34 ms at
+#: 1,024 (fp8 block GEMMs, 16-128 heads, DeepSeek-V3.2). SGLang's default graph size grows
+#: with the GPU's memory (from recall: ``--cuda-graph-max-bs``), which 256 on H100 and 512 on
+#: B200 agree with. The eager floors are near SGLang's eager prompt floors of the same path
+#: (H100 FlashMLA with an fp8 cache, fp8 block GEMMs: 1.46 ms decode, 1.56 ms prompt).
+GRAPH_MAX_BATCH: dict[tuple[str, str], int] = {(_H100, "sglang"): 256, (_B200, "sglang"): 512}
+
+#: The suffix :func:`floor_sources` gives a row's ``kernel_source`` where it ran eagerly past
+#: :data:`GRAPH_MAX_BATCH`: its floor is a group of its own in :data:`HOST_FLOOR_S`.
+EAGER = "+eager"
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
 #: dispatch time, seconds: the ops the forward dispatches are the attention path's and those
@@ -66,6 +84,23 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.0005777,
     (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _BF16, _FP8): 0.0003106,
     (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _FP8B, _FP8): 0.0005309,
+    # SGLang's decode modules past their CUDA graph (GRAPH_MAX_BATCH: floor_sources), eager
+    (_H100, "sglang", _GEN, _SG + "indexer_fa3" + EAGER, _BF16, _BF16): 0.0009319,
+    (_H100, "sglang", _GEN, _SG + "indexer_fa3" + EAGER, _FP8B, _BF16): 0.00134,
+    (_H100, "sglang", _GEN, _SG + "indexer_flashmla_kv" + EAGER, _BF16, _FP8): 0.001087,
+    (_H100, "sglang", _GEN, _SG + "indexer_flashmla_kv" + EAGER, _FP8B, _FP8): 0.001462,
+    (_H100, "sglang", _GEN, _SG + "skip_indexer_fa3" + EAGER, _BF16, _BF16): 0.0003123,
+    (_H100, "sglang", _GEN, _SG + "skip_indexer_fa3" + EAGER, _FP8B, _BF16): 0.0005628,
+    (_H100, "sglang", _GEN, _SG + "skip_indexer_flashmla_kv" + EAGER, _BF16, _FP8): 0.0005379,
+    (_H100, "sglang", _GEN, _SG + "skip_indexer_flashmla_kv" + EAGER, _FP8B, _FP8): 0.0006861,
+    (_B200, "sglang", _GEN, _SG + "indexer_trtllm" + EAGER, _BF16, _BF16): 0.0009507,
+    (_B200, "sglang", _GEN, _SG + "indexer_trtllm" + EAGER, _BF16, _FP8): 0.0009434,
+    (_B200, "sglang", _GEN, _SG + "indexer_trtllm" + EAGER, _FP8B, _BF16): 0.001312,
+    (_B200, "sglang", _GEN, _SG + "indexer_trtllm" + EAGER, _FP8B, _FP8): 0.001317,
+    (_B200, "sglang", _GEN, _SG + "skip_indexer_trtllm" + EAGER, _BF16, _BF16): 0.0002871,
+    (_B200, "sglang", _GEN, _SG + "skip_indexer_trtllm" + EAGER, _BF16, _FP8): 0.0002719,
+    (_B200, "sglang", _GEN, _SG + "skip_indexer_trtllm" + EAGER, _FP8B, _BF16): 0.0005003,
+    (_B200, "sglang", _GEN, _SG + "skip_indexer_trtllm" + EAGER, _FP8B, _FP8): 0.0004745,
     (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _BF16): 0.001306,
     (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _FP8): 0.001343,
     (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.001509,
@@ -89,6 +124,18 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.0001754,
 }
+
+
+def floor_sources(system: str, engine: str, table: str, sources, batch) -> np.ndarray:
+    """The rows' ``kernel_source`` labels as :data:`HOST_FLOOR_S` groups them: a decode row of
+    more sequences (``batch``) than the engine's graph ran (:data:`GRAPH_MAX_BATCH`) is its
+    path run eagerly (``EAGER`` appended); every other row its label as it is."""
+    src = np.asarray(sources).astype(str)
+    most = GRAPH_MAX_BATCH.get((system, engine))
+    if table != _GEN or most is None:
+        return src
+    eager = np.asarray(batch, dtype=np.float64) > most
+    return np.where(eager, np.char.add(src, EAGER), src)
 
 
 def host_floor_seconds(
