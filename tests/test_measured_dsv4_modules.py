@@ -44,7 +44,8 @@ def test_interpolated_rows_are_the_kernel_list_built_at_the_rows_own_batch_and_h
         want = dsv4_module_kernels(
             str(c["model"][row]), kind, int(c["num_heads"][row]), str(c["gemm_type"][row]),
             int(c["batch_size"][row]), 1 if decode else int(c["isl"][row]), int(c["step"][row]),
-            decode, engine == "sglang" and decode,
+            decode, engine == "sglang" and decode, fused_qkv_a=engine == "vllm",
+            padded_query=engine == "vllm",
         )  # fmt: skip
         assert_row_runs(mapped, row, want)
 
@@ -159,14 +160,19 @@ V4 = [
     # 0.077 -> 0.081 with FlashMLA's sparse decode a 128-head unit on B200 (mla_time
     # PADDED_PRODUCTS: its rows from H100's fit, and H100's from B200's, come closer)
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_hca_generation_module_perf", 0.085, 0.22),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_context_module_perf", 0.13, 0.395),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_generation_module_perf", 0.115, 0.19),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_context_module_perf", 0.125, 0.19),
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_generation_module_perf", 0.095, 0.205),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_context_module_perf", 0.155, 0.445),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_generation_module_perf", 0.19, 0.325),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_context_module_perf", 0.09, 0.18),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_generation_module_perf", 0.115, 0.29),
+    # vLLM's q_a_proj and kv_proj one GEMM and its pass over the padded query
+    # (dsv4_modules.FUSED_QKV_A, PADDED_QUERY): H100 CSA, HCA prompt, CSA, HCA decode, B200
+    # the same: 0.128 / 0.122 / 0.108 / 0.090, 0.150 / 0.083 / 0.184 / 0.114 -> 0.089 / 0.031 /
+    # 0.070 / 0.048, 0.147 / 0.038 / 0.130 / 0.064 (bounds 0.13 / 0.125 / 0.115 / 0.095, 0.155
+    # / 0.09 / 0.19 / 0.115 and p90 0.395 / 0.19 / 0.19 / 0.205, 0.445 / 0.18 / 0.325 / 0.29)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_context_module_perf", 0.095, 0.35),
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_generation_module_perf", 0.075, 0.14),
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_context_module_perf", 0.035, 0.105),
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_generation_module_perf", 0.052, 0.125),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_context_module_perf", 0.15, 0.415),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_generation_module_perf", 0.135, 0.25),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_context_module_perf", 0.042, 0.155),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_generation_module_perf", 0.067, 0.175),
     # the HCA attention kernel alone (its rows fit the sparse core's decode and prompt classes)
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_attn_module_perf", 0.065, 0.22),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_attn_module_perf", 0.058, 0.235),
@@ -300,6 +306,39 @@ def test_sglangs_ragged_prompt_core_is_a_class_of_its_own_fitted_on_its_rows_res
         assert {(p.batch.kind, p.batch.variant) for p in parts if p.name == "attention"} == want
     for name in ("fit-h100-sxm-sglang", "fit-b200-sxm-sglang"):
         assert "attention_prefill:bf16:sparse_ragged" in load_profile(name).classes
+
+
+def test_vllms_rows_fuse_the_query_and_key_projections_and_pass_over_the_padded_query():
+    """vLLM's module rows run ``q_a_proj`` and ``kv_proj`` as one GEMM (the input read once)
+    and pass over the query at the core's padded heads once more (``q_pad``: 64 ceil(h / 64)
+    heads of head_dim bf16 read and written a token); SGLang's rows do neither."""
+    pytest.importorskip("pyarrow")
+    from dataclasses import replace
+
+    from mlacalc.measured.dsv4_modules import (
+        FUSED_QKV_A,
+        PADDED_QUERY,
+        dsv4_module_kernels,
+        dsv4_module_parts,
+    )
+
+    assert FUSED_QKV_A == PADDED_QUERY == {"vllm"}
+    args = ("deepseek-ai/DeepSeek-V4-Pro", "csa", 96, "fp8_block", 3, 16, 4096, False)
+    plain = {k.name: k for k in dsv4_module_kernels(*args)}
+    step = {k.name: k for k in dsv4_module_kernels(*args, fused_qkv_a=True, padded_query=True)}
+    assert set(step) == set(plain) - {"q_a_proj", "kv_proj"} | {"q_a_kv_proj", "q_pad"}
+    q, kv, fused = plain["q_a_proj"], plain["kv_proj"], step["q_a_kv_proj"]
+    assert fused.flops == q.flops + kv.flops
+    assert fused.bytes == q.bytes + kv.bytes - 3 * 16 * 7168 * 2
+    assert fused.shape == {**q.shape, "n": 1536 + 512}
+    assert step["q_pad"].shape["elements"] == 3 * 16 * 128 * 512
+    assert step["q_pad"].bytes == 4 * 3 * 16 * 128 * 512
+    for engine, want in (("vllm", True), ("sglang", False)):
+        t = _table("h100_sxm", engine, "dsv4_hca_generation_module_perf")
+        t = replace(t, columns={k: v[:20] for k, v in t.columns.items()}, seconds=t.seconds[:20])
+        names = {p.name for p in dsv4_module_parts(t, np.full(len(t), "", dtype=object))}
+        assert ("q_pad" in names and "q_a_kv_proj" in names) == want
+        assert ("kv_proj" in names) != want
 
 
 def test_the_core_runs_its_heads_padded_to_a_multiple_of_the_kernels_tile():

@@ -55,8 +55,10 @@ from mlacalc.words.workload import Workload
 __all__ = [
     "DSV4_MODELS",
     "FLAT_TOPK",
+    "FUSED_QKV_A",
     "LONG_ROW",
     "LONG_TOPK",
+    "PADDED_QUERY",
     "PROMPT_TOPK",
     "RAGGED",
     "RAGGED_CORE",
@@ -155,6 +157,26 @@ RAGGED = frozenset({"sglang"})
 #: token count from 8,192 to 1,000,000 cached): vLLM's kernel of one 256-token prompt takes
 #: 254 us after 524,288 tokens, where SGLang's layer takes 369 us more than after 4,096.
 RAGGED_CORE = "sparse_ragged"
+#: The engines whose module rows run the query's low-rank projection and the shared key's
+#: projection (``q_a_proj``, ``kv_proj``: both read the layer's input) as one GEMM, as vLLM
+#: runs DeepSeek-V2/V3's ``q_a_proj`` and ``kv_a_proj_with_mqa`` (``fused_qkv_a_proj``; from
+#: recall of vLLM's DeepSeek model code, not read from a source in this repository). The rows
+#: show it: vLLM's decode rows of one sequence were predicted 4-29 us over (H100) and 5-26 us
+#: (B200) at every head count, a GEMM's fixed cost being 6-9 us there; one GEMM of ``q_lora_rank
+#: + head_dim`` outputs takes that away (the prompts of one token, predicted 4-21 us over on
+#: H100, come within 0-13 us). vLLM alone: SGLang's rows are fitted with the projections apart.
+FUSED_QKV_A = frozenset({"vllm"})
+#: The engines whose module rows move the query through a buffer of the core's padded heads
+#: once more than the list's kernels do (``q_pad``: a read and a write of ``64 ceil(h / 64)``
+#: heads of ``head_dim`` bf16 a token): vLLM. Inferred from its rows, the kernel is not
+#: recorded: its prompts of 1,024 tokens and more (DeepSeek-V4-Flash, one query projection
+#: fused as above) were short by 42 ns a token on H100 and 21 on B200 at every local head count
+#: from 8 to 64 (B200; on H100 from 8 to 16 heads, more at 32-64 heads and long prompts) and
+#: about alike for DeepSeek-V4-Pro at 16 heads (hidden 7,168 against 4,096: not a pass over the
+#: hidden state, nor the hyper-connections' four fp32 streams, which would take 51 and 88 ns on
+#: H100), however many cached tokens; 128 KB a token (64 heads) at the streaming class's rate
+#: takes 46 ns on H100 and 20 on B200.
+PADDED_QUERY = frozenset({"vllm"})
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
@@ -191,7 +213,8 @@ def _model(name: str, heads: int) -> ModelConfig:
 
 def dsv4_module_kernels(
     model: str, kind: str, heads: int, gemm_type: str, batch: int, isl: int, step: int,
-    decode: bool, flat_topk: bool = False, ragged: bool = False,
+    decode: bool, flat_topk: bool = False, ragged: bool = False, fused_qkv_a: bool = False,
+    padded_query: bool = False,
 ) -> list[Kernel]:  # fmt: skip
     """The kernels of one row: a ``kind`` (``csa``/``hca``) layer of ``model`` (a name of
     :data:`DSV4_MODELS`) at ``heads`` local heads, ``batch`` sequences of ``isl`` new tokens
@@ -199,7 +222,9 @@ def dsv4_module_kernels(
     the CSA top-k is SGLang's transform over flat logits, in decode ``topk_transform_v2``
     (:data:`FLAT_TOPK`), in a prompt ``topk_transform_v1`` (:data:`PROMPT_TOPK`), as
     ``dsv4_csa_topk_calib_perf`` maps them: one unit a query that selects. ``ragged``: a
-    prompt's core runs the tokens of every sequence as one ragged batch (:data:`RAGGED`)."""
+    prompt's core runs the tokens of every sequence as one ragged batch (:data:`RAGGED`).
+    ``fused_qkv_a``: ``q_a_proj`` and ``kv_proj`` as one GEMM (:data:`FUSED_QKV_A`);
+    ``padded_query``: a pass over the query at the core's padded heads (:data:`PADDED_QUERY`)."""
     m = _model(model, heads)
     rate = m.compress_rate_csa if kind == "csa" else m.compress_rate_hca
     layer = LayerKind(kind, ffn="moe", ratio=rate)
@@ -211,6 +236,11 @@ def dsv4_module_kernels(
     out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
     if ragged and not decode:
         out = [_ragged(k) if k.name == "attention" else k for k in out]
+    if fused_qkv_a:
+        out = _fused_qkv_a(out)
+    if padded_query:
+        el = batch * isl * HEAD_TILE * -(-heads // HEAD_TILE) * m.head_dim
+        out.append(Kernel("q_pad", "elementwise", "bf16", 0, 4 * el, shape={"elements": el}))
     if not (flat_topk and kind == "csa"):
         return out
     # query i (1-based) of a sequence ranks floor((step + i) / rate) pooled keys; one with no
@@ -227,6 +257,23 @@ def dsv4_module_kernels(
         name = "indexer_topk_prompt"
     flat = Kernel(name, "elementwise", "bf16", 0, nbytes, shape=shape)
     return [flat if k.name == "indexer_topk" else k for k in out]
+
+
+def _fused_qkv_a(out: list[Kernel]) -> list[Kernel]:
+    """``out`` with ``kv_proj`` folded into ``q_a_proj`` (one GEMM over the same input: the
+    outputs side by side, the input read once)."""
+    kv = next(k for k in out if k.name == "kv_proj")
+    fused = []
+    for k in out:
+        if k.name == "q_a_proj":
+            s = k.shape
+            read = s["m"] * s["k"] * 2  # the bf16 input, which both read
+            shape = {**s, "n": s["n"] + kv.shape["n"]}
+            k = replace(k, name="q_a_kv_proj", flops=k.flops + kv.flops,
+                        bytes=k.bytes + kv.bytes - read, shape=shape)  # fmt: skip
+        if k.name != "kv_proj":
+            fused.append(k)
+    return fused
 
 
 def _ragged(k: Kernel) -> Kernel:
@@ -256,6 +303,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     # SGLang's rows: the top-k over flat logits (decode the v2 transform, a prompt the v1)
     flat = t.engine == "sglang"
     ragged = t.engine in RAGGED
+    engine_runs = {"fused_qkv_a": t.engine in FUSED_QKV_A,
+                   "padded_query": t.engine in PADDED_QUERY}  # fmt: skip
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for (model, g), rows in _groups(models, gemm, ok):
@@ -263,7 +312,8 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
         inverse = inverse.reshape(-1)
         for u, (q, s, d) in enumerate(uniq.tolist()):
             at = rows[inverse == u]
-            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), flat, ragged)
+            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), flat, ragged,
+                                           **engine_runs)
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
@@ -273,7 +323,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 # the core runs its heads padded to a multiple of HEAD_TILE
                 # (compressed_kernels): affine in those
                 pad = np.ceil(h_all / HEAD_TILE) * HEAD_TILE
-                hh = pad if k11.name == "attention" else h_all
+                hh = pad if k11.name in ("attention", "q_pad") else h_all
                 h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
                 if k11.name in _TOPK_VARIANTS:
