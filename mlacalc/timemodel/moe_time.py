@@ -32,6 +32,7 @@ from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "ALL_PAIRS_MOE",
+    "BF16_RATE_MOE",
     "ENGINE_MOE_KERNEL",
     "FUSED_TOPK_MAX",
     "MARLIN_COLS",
@@ -58,6 +59,20 @@ __all__ = [
 #: mxfp8 activations run Blackwell's mixed-format MMA (``kind::f8f6f4``), whose rate is the fp8
 #: rate whatever the narrower operand (only both operands in fp4 doubles it).
 RATE_DTYPE = {"w4a8_mxfp4": "fp8"}
+
+#: The shape column of a MoE that multiplies at no more than the device's bf16 rate whatever its
+#: operands (:func:`moe_terms`): TensorRT-LLM-gen's block-scaled fp8 MoE (FlashInfer's
+#: ``trtllm_fp8_block_scale_moe``, SGLang's and vLLM's B200 class of that dtype,
+#: :data:`TRTLLM_MOE`). Its weights carry one fp32 scale per 128 x 128 block (DeepSeek's
+#: format), which ``tcgen05``'s block-scaled MMA cannot take (its scales are 8-bit, one per 16 or
+#: 32 elements), so each 128-deep K block's product is rescaled into the accumulator off the
+#: MMA (as recalled: no copy of the kernels at hand). The measured B200 rows run at the bf16 MoE's
+#: rate: at 8,192 tokens and more, EP and TP 1, balanced, SGLang's 806 TFLOPS and vLLM's 804-821
+#: against the same kernels' bf16 at 969 and 850 and vLLM's per-tensor fp8 at 1,570 (DeepGEMM's
+#: block-scaled fp8 under TensorRT-LLM, whose scales are 8-bit powers of two: 1,684); fitted at
+#: the fp8 rate these classes held 0.20-0.21 of it, the same engines' bf16 classes 0.49-0.66
+#: (docs/time-model.md, "TensorRT-LLM-gen's block-scaled fp8 MoE at the bf16 rate").
+BF16_RATE_MOE = "bf16_rate"
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
@@ -323,12 +338,19 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     """``batch`` with the tile its engine's Triton fused MoE fixes (``row_tile``,
     ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
     names no tile of its own (a model step's; a measured row carries its own): the step is timed
-    with the tiles its class was fitted on; and, where the class is SGLang's or vLLM's Triton
-    fused MoE (:data:`ENGINE_MOE_KERNEL`), with its passes over every routed pair
-    (:data:`ALL_PAIRS_MOE`)."""
+    with the tiles its class was fitted on; where the class is SGLang's or vLLM's Triton fused
+    MoE (:data:`ENGINE_MOE_KERNEL`), with its passes over every routed pair
+    (:data:`ALL_PAIRS_MOE`); where it is TensorRT-LLM-gen's block-scaled fp8 MoE
+    (:data:`TRTLLM_MOE`), at the bf16 rate (:data:`BF16_RATE_MOE`)."""
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
-    kernel = ENGINE_MOE_KERNEL.get((engine, fig.kernel_generation), {}).get(batch.dtype, "")
+    gen = fig.kernel_generation
+    if batch.dtype == "fp8_block" and batch.dtype in TRTLLM_MOE.get((engine, gen), ()):
+        # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate (:data:`BF16_RATE_MOE`)
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, BF16_RATE_MOE: np.ones(len(batch))}
+        )
+    kernel = ENGINE_MOE_KERNEL.get((engine, gen), {}).get(batch.dtype, "")
     if triton_fused_moe([kernel])[0]:
         batch = dataclasses.replace(
             batch, shape={**batch.shape, ALL_PAIRS_MOE: np.ones(len(batch))}
@@ -386,6 +408,9 @@ def moe_terms(
     top = np.clip(np.where(top > 0, top, pairs / active), pairs / active, pairs)
     sms = fig.sm_count
     peak = fig.peak(RATE_DTYPE.get(batch.dtype, batch.dtype))
+    # a kernel that rescales its blocks off the MMA multiplies at no more than the bf16 rate
+    # (:data:`BF16_RATE_MOE`)
+    peak = np.where(col(batch, BF16_RATE_MOE, 0) > 0, min(peak, fig.peak("bf16")), peak)
     # a kernel of warp-level mma.sync (Marlin's, ``mma_sync``) multiplies at no more than
     # Hopper's rate per SM and clock (:data:`MMA_SYNC_MOE`)
     sync_peak = peak / max(1.0, round(tensor_per_sm_ratio(fig), 2))
