@@ -119,6 +119,20 @@ def test_insight_agrees_with_the_table_labels(run, batch):
     assert model_compute_bound_seq_len("deepseek-v3", "H100-SXM", profile="roofline") is None
 
 
+@pytest.mark.parametrize(
+    ("hardware", "extra"),
+    [("B200", ("--engine", "sglang")), ("H200", ("--engine", "vllm")), ("H200", ())],
+)
+def test_insight_names_the_profile_that_timed_the_tables(run, hardware, extra):
+    """The kernel model's insight row names the tables' profile (before: "(fit-b200-sxm)" under
+    --engine sglang on B200, "(default)" under --engine vllm on H200)."""
+    args = ("roofline", "deepseek-v3", "-H", hardware, *extra, "--insight", "--format", "json")
+    doc = json.loads(run(*args)[0])
+    profile = doc["predictions"][0]["profile"]
+    model = next(i["name"] for i in doc["insights"] if i["name"].startswith("kernel model"))
+    assert model.startswith(f"kernel model ({profile}):")
+
+
 # -- 5. the weights summary is in binary units everywhere -----------------------------------------
 
 

@@ -205,7 +205,11 @@ def command(
         _predict(r, ph, "roofline") if p.profile != "roofline" else None
         for p, (r, ph) in zip(predictions, calls)
     ]
-    insights = _insights(request, profile, calibrate) if insight else []
+    # the kernel model's insight by the profile that timed the tables (the engine's own where
+    # --profile is not given: model_compute_bound_seq_len takes no engine, and its bound labels,
+    # FLOPs per byte against the ridge, are the same under each engine)
+    timed_by = profile if profile is not None else predictions[0].profile
+    insights = _insights(request, timed_by, calibrate) if insight else []
     kinds = [
         _layer_kinds(
             m,
