@@ -529,6 +529,9 @@ def test_validate_cli(run):
     assert doc and doc[0]["rows_validated"] >= 20 and "by_impl" in doc[0]
     out, _ = run("validate", "--rows")
     assert "median |error|" in out and "deepseek-v2-lite" in out
+    # the title says the roofline is on the run's own ceilings and latency (before: "unfused
+    # roofline vs measured", read as the plain datasheet bound, which is far further off)
+    assert "roofline on the run's measured ceilings and launch latency" in " ".join(out.split())
     rows = list(csv.DictReader(io.StringIO(run("validate", "--format", "csv")[0])))
     assert {"measured_s", "predicted_s", "error"} <= set(rows[0])
     _, err = run("validate", "nope.json", code=2)

@@ -287,7 +287,10 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
             left = "; ".join(f"{n} {why}" for why, n in sorted(v.excluded.items()))
             out.append(
                 Section(
-                    f"{v.name} ({v.device}), {mode} roofline vs measured"
+                    # the roofline on the run's own ceilings and per-op latency: not the
+                    # plain (datasheet) bound, nor the kernel time model
+                    f"{v.name} ({v.device}): measured vs the {mode} roofline on the run's "
+                    "measured ceilings and launch latency"
                     + (f" (rows left out: {left})" if left else ""),
                     ["implementation / variant", "rows", "median |error|", "worst |error|"],
                     rows,
