@@ -34,7 +34,7 @@ from mlacalc.cost.compressed import compressed_attention_split, compressed_layer
 from mlacalc.cost.engine import attention_params, kv_cache
 from mlacalc.cost.families import linear_state_bytes
 from mlacalc.cost.params import param_counts
-from mlacalc.cost.quant import checkpoint_part_bytes
+from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_tensors, tensor_bytes
 from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
@@ -296,14 +296,22 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
 
     At one GPU the parts add up to the model's parameters exactly (plus the MTP layers
     with ``include_mtp``); every layer counts its own kind of attention, and a dense MLP
-    beside the experts (Gemma 4) or a shared-expert gate is ``dense_ffn``."""
-    counts = param_counts(m)
-    b = counts.breakdown
+    beside the experts (Gemma 4) or a shared-expert gate is ``dense_ffn``. The MTP layers
+    (``mtp``, on the last stage) split as a decoder layer does (:func:`_mtp_shares`)."""
+    return _fullest_stage(m, lay, include_mtp)[0]
+
+
+def _fullest_stage(
+    m: ModelConfig, lay: Layout, include_mtp: bool
+) -> tuple[dict[str, float], range, bool]:
+    """:func:`weight_breakdown`'s parts, the layers of that stage, and whether it is the last
+    (the one that holds the MTP layers)."""
+    b = param_counts(m).breakdown
     per_layer = _layer_params(m)
     kinds = layer_pattern_of(m)
     slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
     shares: dict[Any, float] = {}
-    best: dict[str, float] | None = None
+    best: tuple[dict[str, float], range, bool] | None = None
     stages = stage_layers(m, lay.pp)
     for s, layers in enumerate(stages):
         part = dict.fromkeys(
@@ -325,11 +333,47 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
         part["embedding_head"] = (
             (b["embedding"] + b["position_embedding"]) if s == 0 else 0
         ) / lay.tp + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0)
-        part["mtp"] = counts.mtp / lay.tp if include_mtp and s == len(stages) - 1 else 0.0
-        if best is None or sum(part.values()) > sum(best.values()):
-            best = part
+        last = s == len(stages) - 1
+        part["mtp"] = (
+            float(sum(n * f for n, _, f in _mtp_shares(m, lay))) if include_mtp and last else 0.0
+        )
+        if best is None or sum(part.values()) > sum(best[0].values()):
+            best = (part, layers, last)
     assert best is not None
     return best
+
+
+@lru_cache(maxsize=16)
+def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
+    """The MTP layers' tensors as ``(part, parameters, checkpoint bytes)`` (bytes 0 for a
+    model that declares no quantization): :func:`mlacalc.models.tensors.part_of`'s parts,
+    the projection of the embedding and hidden state (``eh_proj``) ``dense_ffn`` with it."""
+    if not m.num_nextn_predict_layers:
+        return ()
+    main = len(tensors(m))
+    scheme = m.quantization
+    out = []
+    for t in tensors(m, include_mtp=True)[main:]:
+        nbytes = sum(tensor_bytes(t, scheme)) if scheme is not None else 0
+        out.append((part_of(t.name), t.numel, nbytes))
+    return tuple(out)
+
+
+def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, float]]:
+    """Each MTP tensor's ``(parameters, checkpoint bytes, share one GPU holds)``: the MTP
+    layer is a decoder layer and splits as one (its attention by its kind's share, its routed
+    experts over the MoE group with the redundant slots, its router whole, its norms whole,
+    the rest over TP). It had been split over TP alone: DeepSeek-V3 with EP8 held every one
+    of its 256 experts on each GPU (10.8 GiB where 1.6 GiB is its share)."""
+    kind = layer_pattern_of(m)[-1]
+    slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
+    share = {
+        "attention": _attention_share(m, kind, lay.tp),
+        "moe_routed_experts": slots / lay.moe_group,
+        "moe_router": 1.0,
+        "norms": 1.0,
+    }
+    return [(n, nb, share.get(part, 1.0 / lay.tp)) for part, n, nb in _mtp_tensors(m)]
 
 
 #: weight_breakdown part -> the param_counts parts (and "mtp") whose checkpoint bytes it holds
@@ -361,6 +405,73 @@ def _checkpoint_ratios(m: ModelConfig) -> dict[str, Fraction] | None:
     return out
 
 
+def _bytes_by_part(
+    m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool
+) -> dict[str, Fraction]:
+    """Exact bytes of weights on the fullest GPU by part (see :func:`weight_bytes_by_part`)."""
+    parts, layers, last = _fullest_stage(m, lay, include_mtp)
+    ratios = _checkpoint_ratios(m) if weight_dtype is None else None
+    if ratios is None:
+        bits = dtype_bits(weight_dtype or m.weights_dtype)
+        return {k: Fraction(v) * bits / 8 for k, v in parts.items()}
+    out = {k: Fraction(v) * ratios[k] for k, v in parts.items()}
+    # tensor by tensor where one part holds tensors in different formats that split apart:
+    # an NVFP4 export keeping DeepSeek's q_a / kv_a projections (whole on every TP rank) in
+    # bf16 while its o_proj (split) is 4.5 bits a weight; the MTP layers, split as a layer
+    if lay.tp > 1:
+        out["attention"] = _attention_bytes(m, lay.tp, layers)
+    if include_mtp and last:
+        out["mtp"] = sum((nb * Fraction(f) for _, nb, f in _mtp_shares(m, lay)), Fraction(0))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _attention_tensors(m: ModelConfig) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Each decoder layer's attention tensors as ``(name within the layer, checkpoint
+    bytes)``, for a model that declares its quantization."""
+    out: list[list[tuple[str, int]]] = [[] for _ in range(m.num_hidden_layers)]
+    for t in checkpoint_tensors(m):
+        if part_of(t.name) != "attention" or ".layers." not in t.name:
+            continue
+        i, rest = t.name.split(".layers.", 1)[1].split(".", 1)
+        out[int(i)].append((rest, sum(tensor_bytes(t, m.quantization))))
+    return tuple(tuple(layer) for layer in out)
+
+
+#: MLA's projections (and their norms) that every tensor-parallel rank holds whole
+_MLA_WHOLE = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
+
+
+@lru_cache(maxsize=256)
+def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
+    """Checkpoint bytes of the attention one tensor-parallel rank holds over ``layers``, each
+    tensor at its own format and split as :func:`_attention_share` splits its parameters:
+    MLA's latent down-projections whole, K/V heads replicated beyond ``n_kv`` ranks, the rest
+    over ``tp``; a linear-attention layer over ``tp``; DeepSeek-V4's compressed layers at
+    their layer's share."""
+    kinds = layer_pattern_of(m)
+    per_layer = _attention_tensors(m)
+    total = Fraction(0)
+    for i in layers:
+        kind = kinds[i]
+        if kind.attention in STATE_KINDS or kind.attention in COMPRESSED_KINDS:
+            share = Fraction(_attention_share(m, kind, tp))
+            total += sum(nb for _, nb in per_layer[i]) * share
+            continue
+        sub = kind_model(m, kind)
+        n_kv = sub.num_key_value_heads
+        kv_share = Fraction(math.ceil(n_kv / tp), n_kv)
+        for name, nb in per_layer[i]:
+            if m.is_mla:
+                whole = any(f"self_attn.{w}." in name for w in _MLA_WHOLE)
+                total += nb if whole else Fraction(nb, tp)
+            elif ".k_proj." in name or ".v_proj." in name:
+                total += nb * kv_share
+            else:
+                total += Fraction(nb, tp)
+    return total
+
+
 def weight_bytes_by_part(
     m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool = False
 ) -> dict[str, int]:
@@ -369,14 +480,10 @@ def weight_bytes_by_part(
     ``weight_dtype`` None means the checkpoint's own format: a model that declares its
     ``quantization_config`` holds each part's exact checkpoint bytes (scales and bf16-kept
     tensors included) in proportion to the parameters the GPU holds of that part, which is
-    how its tensors split (whole experts under EP, rows or columns under TP); a model
-    without one, its ``weights_dtype``. A dtype sizes every parameter in it."""
-    parts = weight_breakdown(m, lay, include_mtp)
-    ratios = _checkpoint_ratios(m) if weight_dtype is None else None
-    if ratios is None:
-        bits = dtype_bits(weight_dtype or m.weights_dtype)
-        return {k: math.ceil(v * bits / 8) for k, v in parts.items()}
-    return {k: math.ceil(Fraction(v) * ratios[k]) for k, v in parts.items()}
+    how its tensors split (whole experts under EP, rows or columns under TP), and its
+    attention and MTP layers tensor by tensor, each at its own format; a model without one,
+    its ``weights_dtype``. A dtype sizes every parameter in it."""
+    return {k: math.ceil(v) for k, v in _bytes_by_part(m, lay, weight_dtype, include_mtp).items()}
 
 
 def weights_per_gpu(
@@ -384,12 +491,7 @@ def weights_per_gpu(
 ) -> int:
     """Bytes of weights on the fullest GPU (``weight_dtype`` None: the checkpoint's own
     format, see :func:`weight_bytes_by_part`)."""
-    parts = weight_breakdown(m, lay, include_mtp)
-    ratios = _checkpoint_ratios(m) if weight_dtype is None else None
-    if ratios is None:
-        bits = dtype_bits(weight_dtype or m.weights_dtype)
-        return math.ceil(sum(parts.values()) * bits / 8)
-    return math.ceil(sum(Fraction(v) * ratios[k] for k, v in parts.items()))
+    return math.ceil(sum(_bytes_by_part(m, lay, weight_dtype, include_mtp).values()))
 
 
 def weight_format(m: ModelConfig, weight_dtype: str | None) -> str:

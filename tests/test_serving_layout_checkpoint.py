@@ -1,0 +1,69 @@
+"""A quantized checkpoint's weights on one GPU, by hand: each tensor at its own format and
+split as the layout splits it (MLA's latent down-projections whole on every TP rank, the
+rest of the attention over TP; the MTP layer's experts over the MoE group like a layer's)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from reference_data import HF_CONFIGS_2
+
+import mlacalc
+from mlacalc.serving.layout import make_layout, weight_bytes_by_part, weights_per_gpu
+
+D, Q_LORA, KV_A, HEADS = 7168, 1536, 576, 128
+
+
+def _fp8_block(rows: int, cols: int) -> int:
+    """An fp8 matrix with one float32 scale a 128 x 128 block."""
+    return rows * cols + -(-rows // 128) * -(-cols // 128) * 4
+
+
+def test_deepseek_v3_fp8_attention_under_tp8_by_hand():
+    """q_a and kv_a (and their norms) whole on each of 8 ranks, q_b, kv_b and o_proj split:
+    36,647,776 B a layer. The attention had been sized at the part's average bytes a weight,
+    which the bf16 norms and the block scales of the whole projections make a little light."""
+    m = mlacalc.load_model("deepseek-v3")
+    whole = _fp8_block(Q_LORA, D) + _fp8_block(KV_A, D) + (Q_LORA + 512) * 2
+    split = _fp8_block(HEADS * 192, Q_LORA) + _fp8_block(HEADS * 256, 512)
+    split += _fp8_block(D, HEADS * 128)
+    per_layer = Fraction(whole) + Fraction(split, 8)
+    assert per_layer == 36_647_776
+    got = weight_bytes_by_part(m, make_layout(m, 8, tp=8), None)["attention"]
+    assert got == 61 * per_layer
+
+
+def test_an_nvfp4_export_s_bf16_projections_are_whole_on_each_rank():
+    """DeepSeek-V3.1 NVFP4 keeps q_a, kv_a, q_b and kv_b in bf16 and stores o_proj in NVFP4
+    (half a byte a weight, an fp8 scale a 16): under TP8 a rank holds q_a and kv_a whole. By
+    hand 52,170,752 B a layer and the o_proj's two float32 per-tensor scales, split; it had
+    read 2.28 GiB for the 2.96 GiB a rank holds (one average ratio over the part)."""
+    m = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--DeepSeek-V3.1-NVFP4.config.json")
+    whole = (Q_LORA * D + KV_A * D) * 2 + (Q_LORA + 512) * 2
+    split_bf16 = (HEADS * 192 * Q_LORA + HEADS * 256 * 512) * 2
+    o_proj = D * HEADS * 128
+    split_fp4 = o_proj // 2 + o_proj // 16
+    per_layer = Fraction(whole) + Fraction(split_bf16 + split_fp4, 8)
+    assert per_layer == 52_170_752
+    got = weight_bytes_by_part(m, make_layout(m, 8, tp=8), None)["attention"]
+    assert 0 <= got - 61 * per_layer <= 61 * 8 / 8 + 1  # the per-tensor scales
+    at_tp1 = weight_bytes_by_part(m, make_layout(m, 1), None)["attention"]
+    assert got > at_tp1 / 8 * 1.2  # the average ratio's figure was a plain eighth
+
+
+def test_the_mtp_layer_s_experts_split_over_expert_parallel_ranks():
+    """DeepSeek-V3 with DP-attention and EP8: a GPU holds an eighth of the MTP layer's 256
+    experts (each three 2,048 x 7,168 fp8 matrices and their block scales), its attention
+    whole (TP1): the MTP layer's bytes at EP8 are those at one GPU less seven eighths of the
+    experts. It had split over TP alone and held every expert (10.8 GiB for 1.6)."""
+    m = mlacalc.load_model("deepseek-v3")
+    experts = 256 * 3 * _fp8_block(2048, D)
+    alone = weight_bytes_by_part(m, make_layout(m, 1), None, include_mtp=True)["mtp"]
+    lay = make_layout(m, 8, tp=1, dp_attention=True, ep=8)
+    ep8 = weight_bytes_by_part(m, lay, None, include_mtp=True)["mtp"]
+    assert ep8 == alone - experts * 7 // 8
+    assert 1.6 < ep8 / 2**30 < 1.7
+    # and the sum of the parts is what the plan holds
+    parts = weight_bytes_by_part(m, lay, None, include_mtp=True)
+    total = weights_per_gpu(m, lay, None, include_mtp=True)
+    assert 0 <= sum(parts.values()) - total < len(parts)
