@@ -51,6 +51,13 @@ def test_missing_field(tmp_path):
     assert err.field == "hidden_size" and "is missing" in str(err) and "add it" in str(err)
 
 
+def test_missing_model_type_says_where_the_types_are_listed(tmp_path):
+    """A one-line error has nothing "below" (before: "(see the list below)")."""
+    err = error_for(tmp_path, changed(model_type=...))
+    assert err.field == "model_type" and "below" not in str(err)
+    assert "docs/config-schema.md" in str(err)
+
+
 def test_missing_mla_field(tmp_path):
     err = error_for(tmp_path, changed("deepseek-v3", qk_rope_head_dim=...))
     assert err.field == "qk_rope_head_dim"

@@ -303,7 +303,11 @@ class ModelConfig:
         hi=200,
         absent="the file's name (stem), lower-case with dashes",
     )
-    model_type: str = _spec(STR, "Hugging Face model_type (see the list below)", hi=200)
+    model_type: str = _spec(
+        STR,
+        "Hugging Face model_type (llama, deepseek_v3, ...: docs/config-schema.md lists them)",
+        hi=200,
+    )
     source: tuple[str, ...] = _spec(
         STRS,
         "where every value comes from (config.json revision, paper section)",
