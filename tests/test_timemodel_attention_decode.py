@@ -560,3 +560,27 @@ def test_sglang_triton_decode_draws_hoppers_bytes_a_clock_per_sm():
         triton = M.kernel_terms(_as_variant(b), fig, prm)["memory_s"]
         other = KernelBatch(b.kind, b.dtype, b.flops, b.bytes, b.calls, b.shape, variant="fi")
         np.testing.assert_allclose(triton, factor * M.kernel_terms(other, fig, prm)["memory_s"])
+
+
+def test_flash_attention_3_fp8_decode_waits_on_its_first_v_block_transpose():
+    # FlashAttention-3 on Hopper (head_pack 0, no variant) with an fp8 cache: a unit's first
+    # 64-key V block transposed before its MMA, FA3_FP8_FIRST_V_CLOCKS a clock per element of
+    # the block (head dim 192 run as 256), once a unit, the units an SM runs in turn; none for
+    # a bf16 cache, on Blackwell, for another kernel (a variant) or TensorRT-LLM's XQA
+    # (before: none anywhere; vLLM's H100 fp8 rows 12.2% -> 10.3%, from B200's fit 24.2% ->
+    # 14.5%)
+    prm = _params(seq_s=0.0, block_s=0.0, wave_s=0.0, dequant_s=0.0)
+    clocks = attention_time.FA3_FP8_FIRST_V_CLOCKS
+    cols = dict(batch=[1.0, 1.0, 4096.0], n_kv=1.0, n_heads=8.0, head_dim_qk=[128.0, 192.0, 128.0])
+    share = 4096.0 / H100.sm_count
+    want = clocks * 64.0 * np.array([128.0, 256.0, 128.0 * share]) / H100.clock_hz
+
+    def added(dtype, fig, pack):
+        b = _decode(dtype, no_flops=True, head_pack=pack, **cols)
+        own = M.kernel_terms(b, fig, prm)["compute_s"]
+        return own - M.kernel_terms(_as_variant(b), fig, prm)["compute_s"]
+
+    np.testing.assert_allclose(added("fp8", H100, 0.0), want, rtol=1e-6)
+    b200 = device_figures(load_hardware("B200"))
+    for dtype, fig, pack in (("bf16", H100, 0.0), ("fp8", b200, 0.0), ("fp8", H100, 32.0)):
+        np.testing.assert_allclose(added(dtype, fig, pack), 0.0, atol=1e-15)

@@ -18,9 +18,10 @@ both at the SM's tensor width for the packing kernels: :func:`_tensor_work_scale
 rate of Hopper's XQA MMA for TensorRT-LLM's own: :func:`_xqa_work_scale`), further kernels of
 a call (``launch_s``; TensorRT-LLM's Blackwell dispatch one more:
 :data:`TRTLLM_GEN_DISPATCH_KERNELS`), the in-kernel merge of Hopper's fp8 XQA key splits
-(``merge_s``), fp8 cache conversion (``dequant_s``), per-head cache re-reads beyond 32 query
-heads per KV head (``fallback_reads``) and waves of resident units (``wave_s``). The figures
-behind each rule are in docs/decisions.md ("Time model").
+(``merge_s``), fp8 cache conversion (``dequant_s``), FlashAttention-3's fp8 wait on a unit's
+first V block transpose on Hopper (:data:`FA3_FP8_FIRST_V_CLOCKS`), per-head cache re-reads
+beyond 32 query heads per KV head (``fallback_reads``) and waves of resident units
+(``wave_s``). The figures behind each rule are in docs/decisions.md ("Time model").
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "FA3_FP8_FIRST_V_CLOCKS",
     "FLASH_HEAD_DIMS",
     "GATHER_DECODE_VARIANTS",
     "PACKING_DECODE",
@@ -577,6 +579,32 @@ def _xqa_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     return hopper_rate * _tensor_work_scale(batch, fig)
 
 
+#: Clocks an SM spends per element of a decode unit's first 64-key V block before
+#: FlashAttention-3's fp8 decode on Hopper (the packing kernel, ``head_pack`` 0, no variant:
+#: SGLang's and vLLM's) can multiply it: Hopper's fp8 warp-group MMA takes its B operand
+#: K-major only, so the kernel transposes each V block in shared memory (FlashAttention-3,
+#: section 3.3, as recalled), and the first block's transpose is on the unit's critical path,
+#: the later ones overlapping the loads. Read from vLLM's H100 rows, not fitted: at one or two
+#: sequences and up to 64 cached keys its fp8 rows take 0.66, 1.50 and 3.25 us more than its
+#: bf16 rows of the same shape at head dims 64, 128 and 256 (1,000-3,000 shape pairs each;
+#: 0.29, 0.33 and 0.37 clocks per element of a 64-key block at 1,830 MHz; 192, padded to 256,
+#: 1.53 us: 0.17), where B200's TensorRT-LLM-gen rows take 0.1-0.2 us more (Blackwell's MMA
+#: reads an MN-major fp8 operand as it is). SGLang's H100 fp8 rows take 3.3 us more at head
+#: dims 64 and 128, a kernel of their own (its fit keeps the rest in its fixed cost).
+FA3_FP8_FIRST_V_CLOCKS = 0.33
+
+
+def _fa3_fp8_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
+    """Whether ``batch`` is an fp8-cache decode on Hopper's kernels (not Blackwell's) of no
+    variant: FlashAttention-3's where it packs (``head_pack`` 0, :data:`FA3_FP8_FIRST_V_CLOCKS`)."""
+    return (
+        batch.dtype.startswith("fp8")
+        and fig.sm90_or_later
+        and not fig.tcgen05
+        and not batch.variant
+    )
+
+
 def query_convert_s(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], launch: float
 ) -> np.ndarray:
@@ -689,6 +717,13 @@ def decode_terms(
     elements = b * heads * kv_eff * hd * 2.0
     out["compute_s"] = out["compute_s"] + np.where(
         mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, sms), 0.0
+    )
+    # FlashAttention-3's fp8 decode on Hopper waits on its first V block's transpose, once
+    # a unit, the units an SM runs in turn (:data:`FA3_FP8_FIRST_V_CLOCKS`)
+    out["compute_s"] = out["compute_s"] + np.where(
+        _fa3_fp8_decode(batch, fig) & (pack <= 0),
+        FA3_FP8_FIRST_V_CLOCKS * 64.0 * hd * np.maximum(share, 1.0) / fig.clock_hz,
+        0.0,
     )
     # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
     # Hopper's fp8-cache XQA kernel (TensorRT-LLM's: grouped queries, no attention sinks, not a
