@@ -130,7 +130,11 @@ def human_seconds(t: float) -> str:
 
     >>> human_seconds(0.1146), human_seconds(9321.6552), human_seconds(3.2e-6)
     ('114.60 ms', '9,321.66 s', '3.20 us')
+    >>> human_seconds(0.0)
+    '0 s'
     """
+    if t == 0:  # nothing (no recompute, no communication): no unit to scale to
+        return "0 s"
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
         if abs(t) >= scale:
             return f"{t / scale:,.2f} {unit}"

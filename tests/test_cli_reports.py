@@ -133,6 +133,14 @@ def test_insight_names_the_profile_that_timed_the_tables(run, hardware, extra):
     assert model.startswith(f"kernel model ({profile}):")
 
 
+def test_insight_prints_a_whole_kv_length_as_one(run):
+    """The kernel model's S is a whole KV length (before: "1,404.0")."""
+    out = run("roofline", "deepseek-v3", "-H", "H200", "--insight")[0]
+    row = next(line for line in out.splitlines() if "kernel model (" in line)
+    assert "│     1,404 │" in row
+    assert "│     170.7 │" in out  # a ratio keeps its decimal
+
+
 # -- 5. the weights summary is in binary units everywhere -----------------------------------------
 
 

@@ -73,6 +73,7 @@ def test_human_seconds():
     assert human_seconds(0.0025) == "2.50 ms"
     assert human_seconds(2.5e-6) == "2.50 us"
     assert human_seconds(2.5e-9) == "2.50 ns"
+    assert human_seconds(0.0) == "0 s"  # before: "0.00 ns" (train's zero recompute time)
 
 
 @pytest.mark.parametrize("name", mlacalc.shipped_models())

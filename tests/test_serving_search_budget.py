@@ -4,6 +4,8 @@ best point giving its figures."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mlacalc.serving.plan import plan
@@ -155,6 +157,8 @@ def test_a_list_whose_counts_pair_no_pools_says_so_and_what_to_give(run):
     out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", "2,3", "--isl", "1000",
                  "--osl", "200", "--tpot", "20ms", "--kv-dtypes", "fp8")  # fmt: skip
     flat = " ".join(out.split())
+    # a predicted latency to the digits that mean something (before: "latency 3.99643 s")
+    assert re.search(r"a request's latency [0-9,]+\.[0-9] (ms|s) \(TTFT", flat)
     assert "no two fit (2 + 2 > 3)" in flat and "one count, 3 (--gpus 3), is a budget" in flat
     # a list that pairs pools still says they are of its counts only
     pairs = search("llama-3-8b", "H100-SXM", [1, 2], **kw)

@@ -397,7 +397,7 @@ def _sections(m, predictions: list, kinds: list, plain: list, insights: list, ca
             [
                 [
                     i.name,
-                    "never" if i.value is None else f"{i.value:,.1f}",
+                    _insight_value(i.value),
                     f"{i.expression}  ({i.note})" if len(str(i.expression)) < 80 else i.note,
                 ]
                 for i in insights
@@ -406,6 +406,13 @@ def _sections(m, predictions: list, kinds: list, plain: list, insights: list, ca
         )
     )
     return out
+
+
+def _insight_value(value) -> str:
+    """An insight's value: a whole number (a KV length) as one, else to one decimal."""
+    if value is None:
+        return "never"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
 def _side_by_side_section(m, predictions: list) -> Section:

@@ -81,6 +81,14 @@ _POINT_COLUMNS = (
 )
 
 
+def measured_duration(seconds: float) -> str:
+    """A predicted duration to the digits that mean something (``30.8 s``, ``570.0 ms``), as
+    plan prints its figures (a target keeps its own digits: :func:`duration_text`)."""
+    if seconds < 10:
+        return f"{seconds * 1e3:,.1f} ms"
+    return f"{seconds:,.1f} s"
+
+
 def duration_text(seconds: float) -> str:
     """A time target as it was given, with enough digits: ``2 s``, ``50 ms``, ``50 us``,
     ``1.5 ms``."""
@@ -416,7 +424,7 @@ def sections(
             best_note += " One deployment:"
         best_note += (
             f" {b['requests_per_s'] * b['replicas']:,.2f} requests/s, a request's latency "
-            f"{duration_text(b['request_latency_s'])} (TTFT + osl x TPOT)."
+            f"{measured_duration(b['request_latency_s'])} (TTFT + osl x TPOT)."
         )
         if model is not None:
             best_note += " The same figures: " + plan_command(
