@@ -182,11 +182,20 @@ def render_table(sections: list[Section], header: str = "", width: int | None = 
         table = Table(title=escape(section.title), title_justify="left", show_lines=False)
         widths = _column_widths(section)
         text = [i == 0 or i in section.text_columns for i in range(len(widths))]
+        # a text column whose cells all fit in its width is given that width outright: rich
+        # narrows the widest column first where a table does not fit, and a minimum width
+        # then set it back, cropping the last column (list at 160 columns lost its "KV of one
+        # 128k sequence"); a column of longer sentences keeps the minimum and the room left
+        whole = [
+            text[i] and all(len(str(r[i])) <= widths[i] for r in section.rows if i < len(r))
+            for i in range(len(widths))
+        ]
         for i, col in enumerate(section.columns):
             table.add_column(
                 escape(col),
                 justify="left" if text[i] else "right",
-                min_width=widths[i] if text[i] else None,
+                width=widths[i] if whole[i] else None,
+                min_width=widths[i] if text[i] and not whole[i] else None,
                 overflow="fold",
             )
         for row in section.rows:

@@ -68,6 +68,20 @@ def test_tables_fit_the_width_and_never_cut_a_name():
     assert "| model name | value |" in markdown and "|---|---:|" in markdown
 
 
+def test_a_table_wider_than_the_width_keeps_its_last_column():
+    """Where rich narrows columns to fit, a name column is not narrowed and set back (which
+    cropped the last column: `mlacalc list` at 160 columns lost "KV of one 128k sequence")."""
+    names = [f"model-{i:02d}-with-a-long-name-x" for i in range(3)]
+    columns = ["name", *(f"figure column {k}" for k in range(9)), "last column"]
+    rows = [[n, *("123.45 KiB" for _ in range(9)), "8.44 GiB"] for n in names]
+    text = render_table([Section("t", columns, rows)], width=140)
+    table = [line for line in text.splitlines() if line.startswith(("┃", "│", "┏", "└"))]
+    assert max(len(line) for line in table) <= 140
+    assert all(line.endswith(("┃", "│", "┓", "┘")) for line in table)
+    assert sum("8.44 GiB" in line for line in table) == 3
+    assert all(any(f"│ {n} " in line for line in table) for n in names)
+
+
 def test_human_seconds():
     assert human_seconds(2.5) == "2.50 s"
     assert human_seconds(0.0025) == "2.50 ms"
