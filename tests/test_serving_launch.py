@@ -55,6 +55,9 @@ def test_vllm_and_trtllm_options():
                  "--enable-expert-parallel", "--kv-cache-dtype fp8", "--max-num-seqs 167",
                  "--max-num-batched-tokens 8192", "--enable-dbo", "NixlConnector"):  # fmt: skip
         assert flag in v, flag
+    # vLLM's key for the largest CUDA-graph batch (from recall; was "max_capture_size")
+    graphs = _commands("vllm", cuda_graph_max_batch=128)["decode pool"]
+    assert """--compilation-config '{"max_cudagraph_capture_size": 128}'""" in graphs
     t = _commands("trtllm", cuda_graph_max_batch=128)["decode pool"]
     assert "enable_attention_dp: true" in t and "max_batch_size: 128" in t
     for flag in ("--tp_size 8", "--ep_size 8", "--max_batch_size 167",

@@ -13,7 +13,7 @@ Each engine counts some options its own way, as stated beside them: SGLang's ``-
 GPUs of the instance under DP-attention (its ``--dp`` the attention groups), TensorRT-LLM's
 ``--tp_size`` likewise with ``enable_attention_dp``; vLLM shares the experts over every GPU of
 the instance (``--enable-expert-parallel``: EP = TP x DP). The option names are those of SGLang
-0.4.9, vLLM 0.10 and TensorRT-LLM 1.0.
+0.4.9, vLLM 0.10 (its CUDA-graph size: 0.11's key, from recall) and TensorRT-LLM 1.0.
 """
 
 from __future__ import annotations
@@ -145,7 +145,10 @@ def _vllm(model: str, d: Deployment) -> list[str]:
     if budget:
         w.append(f"--max-num-batched-tokens {budget}")
     if d.cuda_graph_max_batch:
-        sizes = {"max_capture_size": d.cuda_graph_max_batch}
+        # the CompilationConfig key (from recall of vLLM's vllm/config/compilation.py, not
+        # checked against a release): max_cudagraph_capture_size since vLLM 0.11; the older
+        # max_capture_size was derived from the capture sizes, not a key one could set
+        sizes = {"max_cudagraph_capture_size": d.cuda_graph_max_batch}
         w.append(f"--compilation-config {shlex.quote(json.dumps(sizes))}")
     if d.overlap_schedule:
         w.append("--async-scheduling")
