@@ -40,7 +40,9 @@ def test_the_walking_rule_by_engine_generation_phase_cache_and_heads():
     assert not walk_heads("vllm", "sm90", False, bf16, heads).any()
     for engine in ("trtllm", "vllm", "sglang"):
         assert not walk_heads(engine, "tcgen05", False, fp8, heads).any()  # Blackwell
-    assert not walk_heads("sglang", "sm90", True, fp8, heads).any()
+    for context in (True, False):  # SGLang on Hopper: its fp8 cache's FlashMLA kernel
+        assert walk_heads("sglang", "sm90", context, fp8, heads).tolist() == [64] * 5 + [0]
+        assert not walk_heads("sglang", "sm90", context, bf16, heads).any()
 
 
 def test_a_walk_pads_the_heads_to_whole_passes_and_gathers_once_a_pass():
@@ -77,9 +79,12 @@ def _step_core(phase: str, keys: int, batch: int, kv: str, heads: int):
     return b
 
 
-@pytest.mark.parametrize(("engine", "fig"), [("sglang", H100), ("trtllm", B200), ("vllm", B200)])
-def test_where_the_tables_show_no_walk_a_decode_core_is_unchanged(engine, fig):
-    b = device_batch(_step_core("decode", 1024, 8, "fp8", 16), load_hardware("H100-SXM"))
+@pytest.mark.parametrize(
+    ("engine", "fig", "kv"),
+    [("sglang", H100, "bf16"), ("trtllm", B200, "fp8"), ("vllm", B200, "fp8")],
+)
+def test_where_the_tables_show_no_walk_a_decode_core_is_unchanged(engine, fig, kv):
+    b = device_batch(_step_core("decode", 1024, 8, kv, 16), load_hardware("H100-SXM"))
     run = engine_dsa_kernel(b, engine, fig)
     assert run.variant == "" and run.kind == b.kind and run.dtype == b.dtype
     assert np.array_equal(run.flops, b.flops) and np.array_equal(run.bytes, b.bytes)
@@ -150,6 +155,31 @@ def test_vllm_h100_walks_with_an_fp8_cache_only():
     assert (run.variant, run.dtype) == ("sparse", "bf16")
     assert run.shape["kv_split"][0] == 0 and run.shape["unit_heads"][0] == 0
     assert run.shape["kv_bytes"][0] == 1  # its cache read as stored (walked_row_bytes)
+
+
+def test_sglang_h100_fp8_walk_is_flashmla_s_fp8_decode_kernel_in_both_phases():
+    """SGLang's H100 fp8 cache (``..._flashmla_kv``): every top-k slot walked in 64-head passes
+    by FlashMLA's fp8 sparse decode kernel, timed by its own class (``mla_decode`` fp8
+    ``sparse``), the keys split as FlashMLA's decode kernels split them, 656-byte rows; a
+    prompt of at most 2,048 keys still runs the dense MHA (its rows' ``..._dense_mha_fa3``).
+    vLLM's fp8 walk stays the prompt's walking kernel (bf16, no split: KV_CACHE_WALK)."""
+    from mlacalc.timemodel.device import mla_decode_kernel
+    from mlacalc.timemodel.dsa_time import kv_cache_walk
+
+    hw = load_hardware("H100-SXM")
+    assert kv_cache_walk("sglang", "sm90", [True, False]).tolist() == [True, False]
+    assert not kv_cache_walk("vllm", "sm90", [True]).any()
+    assert not kv_cache_walk("sglang", "tcgen05", [True]).any()
+    for phase, keys in (("decode", 1024), ("prefill", 4096)):
+        b = device_batch(_step_core(phase, keys, 2, "fp8", 16), hw)
+        run = engine_dsa_kernel(b, "sglang", H100)
+        assert (run.kind, run.dtype, run.variant) == ("mla_decode", "fp8", "sparse")
+        assert run.shape["kv_len"][0] == 2048 and run.shape["n_heads"][0] == 64
+        assert run.shape["kv_split"][0] == mla_decode_kernel(H100)["kv_split"]
+        assert run.shape["kv_bytes"][0] == 1
+    dense = engine_dsa_kernel(device_batch(_step_core("prefill", 2048, 2, "fp8", 16), hw),
+                              "sglang", H100)  # fmt: skip
+    assert dense.kind == "mla_prefill" and dense.variant == ""
 
 
 def _mapped_core(table: str, heads: int, batch: int, step: int, isl: int):

@@ -100,6 +100,7 @@ from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
     WALK_HEADS,
     absorbed_prompt_core,
+    kv_cache_walk,
     sparse_unit_heads,
     walk_heads,
     walked_core,
@@ -1827,6 +1828,13 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
     }
 
 
+def _kv_cache_walk(t: MeasuredTable, kvd: np.ndarray) -> np.ndarray:
+    """Per row whether a walk over its cache is FlashMLA's fp8 sparse decode kernel, timed by
+    that kernel's own class (:data:`~mlacalc.timemodel.dsa_time.KV_CACHE_WALK`)."""
+    gen = device_figures(load_hardware(t.system)).kernel_generation
+    return kv_cache_walk(t.engine, gen, kvd == "fp8")
+
+
 def _sparse_walk(t: MeasuredTable, kvd: np.ndarray, heads: np.ndarray, context: bool):
     """Per row the heads a pass of the table's sparse MLA kernel takes where it walks every
     top-k slot of a query, 0 where it walks the slots the keys fill at the row's heads: the
@@ -1974,12 +1982,14 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     # step's DSA core runs them (mlacalc.timemodel.dsa_time: the rule and its work, shared)
     walk = _sparse_walk(t, kvd, h, context)
     walks = walk > 0
+    own = walks & _kv_cache_walk(t, kvd)  # FlashMLA's fp8 sparse decode kernel, its own class
+    kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
     w = walked_core(tok, h, topk, lat, g["kv_lora"], kvb, np.where(walks, walk, WALK_HEADS))
     kv, hk = np.where(walks, w["kv_len"], kv), np.where(walks, w["n_heads"], h)
     flops = np.where(walks, w["flops"], 2.0 * h * tok * kv * (lat + g["kv_lora"]))
     own_unit = sparse_unit_heads(t.engine, src)  # TensorRT-LLM-gen's own; FlashMLA's the MMA's
     if context:
-        split = 0.0 if t.system == "h100_sxm" else 1.0
+        split = np.where(own, kern["kv_split"], 0.0 if t.system == "h100_sxm" else 1.0)
         # SGLang's TensorRT-LLM-gen path on B200 (``kernel_source`` ``..._trtllm``) runs the MLA
         # decode kernel of its generation_mla_perf rows (``trtllm_mla``), a prompt token a
         # query over its top-k slots, in the cache's dtype: that table's plain class times it
@@ -1989,22 +1999,21 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         eb = np.where(gen, kvb, 2.0)
         a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb)  # a step's too
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
-        b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen, kvd, "bf16")[sp], r,
+        b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp], variant=np.where(gen, "", "sparse")[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
-                       page_size=_PAGE, kv_bytes=np.where(gen, kvb, 2.0)[sp], kv_split=split,
-                       operand_reads=1, preprocess_bytes=0, rope_elements=0,
+                       page_size=_PAGE, kv_bytes=np.where(gen | own, kvb, 2.0)[sp],
+                       kv_split=split[sp], operand_reads=1, preprocess_bytes=0, rope_elements=0,
                        unit_heads=own_unit[sp])  # fmt: skip
     else:
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
         core = cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2
         nbytes = pre + np.where(walks, w["bytes"], core)
-        # a query walking every slot runs the prompt's sparse kernel (one query over its
-        # slots, bf16 products: dsa_time.SPARSE_WALK's note on the phases)
-        kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
-        split = np.where(walks, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
-        dt = np.where(walks | (kvd != "fp8"), "bf16", "fp8")
+        # a walking query: the prompt's sparse kernel (bf16 products, SPARSE_WALK's note), or
+        # FlashMLA's fp8 decode kernel splitting the keys (dsa_time.KV_CACHE_WALK)
+        split = np.where(walks & ~own, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
+        dt = np.where((walks & ~own) | (kvd != "fp8"), "bf16", "fp8")
         b.add_by_dtype("mla_decode", "mla_decode", dt[sp], r,
                        flops[sp], nbytes[sp], variant=np.where(walks, "sparse", "")[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,

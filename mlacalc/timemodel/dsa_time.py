@@ -19,17 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.device import DeviceFigures, mla_decode_kernel
 from mlacalc.timemodel.shared import col
 from mlacalc.words.dtypes import KV_LAYOUTS
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "DENSE_PROMPT",
+    "KV_CACHE_WALK",
     "SPARSE_WALK",
     "WALK_HEADS",
     "absorbed_prompt_core",
     "engine_dsa_kernel",
+    "kv_cache_walk",
     "sparse_unit_heads",
     "walk_heads",
     "walked_core",
@@ -59,19 +61,43 @@ WALK_HEADS = 64
 #:   as at 2,048 (1,024 sequences, 128 heads: 1.94-1.97 ms from 2 to 2,048 keys; 1,024 keys,
 #:   1,024 sequences: 1.11-1.18 ms at 1 to 64 heads, 1.97 at 128), where a bf16 cache's rows
 #:   grow with the keys (0.59 -> 1.55 ms).
+#: - SGLang's H100 rows with an fp8 cache (``kernel_source`` ``..._flashmla_kv``: FlashMLA's
+#:   fp8 sparse decode kernel, prompt and decode alike; :data:`KV_CACHE_WALK`): its decode rows
+#:   take the same time from 1 to 128 cached keys (256 sequences, 16 heads: 298-306 us, where
+#:   the bf16 cache's FlashAttention-3 path takes 139-156), 0.9 us more a sequence than that
+#:   path from 128 to 256 sequences; its prompt rows 0.70-0.78 us a token at 8-64 heads.
 #:
-#: SGLang (every device) and every engine on Blackwell walk the slots the keys fill, at their
-#: heads (B200's rows grow with the keys at every head count).
+#: SGLang otherwise (its bf16 cache; every device) and every engine on Blackwell walk the slots
+#: the keys fill, at their heads (B200's rows grow with the keys at every head count).
 SPARSE_WALK = (
     ("sm90", "trtllm", "any", "", 128),
     ("sm90", "vllm", "context", "fp8", 16),
     ("sm90", "vllm", "decode", "fp8", 128),
+    ("sm90", "sglang", "any", "fp8", 128),
 )
+
+#: ``(engine, kernel generation)`` whose walk over an fp8 cache is FlashMLA's fp8 sparse decode
+#: kernel timed by that kernel's own class: ``mla_decode`` ``fp8`` ``sparse``, fitted on
+#: DeepSeek-V4's FlashMLA sparse cores (vLLM's ``dsv4_hca_attn_module_perf``, which SGLang's fit
+#: takes in too), the cache's fp8 rows gathered (:func:`walked_row_bytes`), a few queries' slots
+#: split over the SMs as FlashMLA's decode kernels split them (the decode kernel's
+#: ``kv_split``), in both phases. SGLang's H100 ``..._flashmla_kv`` rows name that kernel and
+#: follow that class: its decode rows at 16 heads 2-7% off from 1 to 256 sequences (they were
+#: 2% over to 59% short as the plain class over the keys they hold; walking on one SM a query,
+#: 25-88% over at 1-16 sequences), its prompt rows -20% / -30% at the median (indexer /
+#: skip-indexer paths) -> -3% / -7%. vLLM's H100 fp8 rows are not so timed: under that class
+#: they come out 19-32% short (decode, 0.25-0.3 us a sequence more than SGLang's rows of the
+#: same shape) and 11-14% (prompt), where the prompt's walking kernel (bf16 products by the plain
+#: class, no split) leaves them 8-10% and 7-9% short; part of what vLLM's rows add is outside the
+#: attention (its bf16 cache's rows, which do not walk, are 10-15% short too), and what it is
+#: these tables do not say.
+KV_CACHE_WALK = frozenset({("sglang", "sm90")})
 
 #: A walking kernel is one kernel in both phases: a query (a prompt token, or a decode step's
 #: token) over its 2,048 slots, the prompt's sparse kernel (variant ``sparse``, bf16 products,
-#: no key split on Hopper). vLLM's fp8 cache runs FlashMLA's fp8 sparse decode kernel for every
-#: query, prompt or decode (from recall: vLLM's FLASHMLA_SPARSE backend sends an ``fp8_ds_mla``
+#: no key split on Hopper), but where :data:`KV_CACHE_WALK` times it by its own class. vLLM's
+#: fp8 cache runs FlashMLA's fp8 sparse decode kernel for every query, prompt or decode (from
+#: recall: vLLM's FLASHMLA_SPARSE backend sends an ``fp8_ds_mla``
 #: cache's prompt and decode tokens alike to ``flash_mla_with_kvcache`` with their indices),
 #: and its H100 rows time it alike: 0.94-1.00 us a prompt token at up to 16 heads, projections
 #: included; a decode row 1.03-1.16 us more a sequence at 1 to 16 heads (the slope over 128 to
@@ -120,6 +146,13 @@ def walk_heads(
         hit = (heads <= most) & (fp8 if dtype == "fp8" else True)
         out[hit] = WALK_HEADS
     return out
+
+
+def kv_cache_walk(engine: str, generation: str, fp8_cache: Any) -> np.ndarray:
+    """Per row whether a walk is FlashMLA's fp8 sparse decode kernel timed by its own class
+    (:data:`KV_CACHE_WALK`: the cache's fp8 dtype, the decode kernel's key split)."""
+    fp8 = np.asarray(fp8_cache, dtype=bool)
+    return fp8 & ((engine, generation) in KV_CACHE_WALK)
 
 
 def walked_row_bytes(latent_qk: Any, latent_v: Any, kv_bytes: Any) -> np.ndarray:
@@ -245,7 +278,9 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     ``kv_b_proj`` of the new tokens stands for the absorbed BMMs: the same FLOPs). The kernel
     is the prompt's sparse one in both phases (variant ``sparse``, bf16 products, a query's
     walk on one SM: no key split on Hopper; :data:`SPARSE_WALK`'s note on the phases). FLOPs
-    and bytes are :func:`walked_core`'s. A batch is
+    and bytes are :func:`walked_core`'s; FlashMLA's fp8 sparse decode kernel, splitting the
+    keys, where :data:`KV_CACHE_WALK` times it by its own class. SGLang's dense prompt (every
+    row's keys at most ``index_topk``) comes before any walk, as its rows show. A batch is
     one model's core: its rows walk together (the rule of its first walking row applies to
     every row). Where no rule holds, a decode core is the plain class's kernel (variant ``""``)
     as it is; a prompt core the dense MHA it counts under :data:`DENSE_PROMPT` where every
@@ -259,12 +294,12 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     context = batch.kind == "mla_prefill"
     kvb = col(batch, "dsa_kv_bytes", 2)
     heads = col(batch, "n_heads", 1)
+    topk, keys = col(batch, "window", 0), col(batch, "kv_len", 1)
+    # dense only where every row's keys are picked whole: a prompt's chunks are one batch,
+    # and past top-k its later chunks run the sparse kernel (the first chunk with them)
+    dense = context and engine in DENSE_PROMPT and bool((keys <= topk).all())
     walk = walk_heads(engine, fig.kernel_generation, context, kvb <= 1.0, heads)
-    if not (walk > 0).any():  # the slots its keys fill
-        topk, keys = col(batch, "window", 0), col(batch, "kv_len", 1)
-        # dense only where every row's keys are picked whole: a prompt's chunks are one batch,
-        # and past top-k its later chunks run the sparse kernel (the first chunk with them)
-        dense = engine in DENSE_PROMPT and bool((keys <= topk).all())
+    if dense or not (walk > 0).any():  # the dense MHA, or the slots its keys fill
         if context and not dense:
             return _absorbed_prompt(batch, engine, fig, kvb, heads)
         return dataclasses.replace(batch, variant="")
@@ -272,8 +307,8 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
     b, q = col(batch, "batch", 1), col(batch, "q_len", 1)
     tokens = b * q
-    topk = col(batch, "window", 0)
     core = walked_core(tokens, heads, topk, lqk, lv, kvb, walk)  # gathered as stored
+    own = bool(kv_cache_walk(engine, fig.kernel_generation, kvb[:1] <= 1.0)[0])
     shape = dict(s)
     shape.update(
         kv_len=core["kv_len"], n_heads=core["n_heads"], n_kv=np.ones(len(batch)),
@@ -282,19 +317,21 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     if context:
         shape.update(
             batch=tokens, q_len=np.ones(len(batch)), causal=np.ones(len(batch)),
-            kv_bytes=np.full(len(batch), 2.0), preprocess_bytes=np.zeros(len(batch)),
-            rope_elements=np.zeros(len(batch)), page_size=np.full(len(batch), 64.0),
-            operand_reads=np.ones(len(batch)),
+            kv_bytes=kvb if own else np.full(len(batch), 2.0),
+            preprocess_bytes=np.zeros(len(batch)), rope_elements=np.zeros(len(batch)),
+            page_size=np.full(len(batch), 64.0), operand_reads=np.ones(len(batch)),
         )  # fmt: skip
     else:
         shape["kv_bytes"] = kvb
-    shape["kv_split"] = np.zeros(len(batch))  # a query's walk on one SM (Hopper's rule)
+    # a query's walk on one SM (Hopper's rule), or FlashMLA's fp8 decode kernel's key split
+    split = mla_decode_kernel(fig)["kv_split"] if own else 0.0
+    shape["kv_split"] = np.full(len(batch), split)
     # the sparse kernel's unit: the engine's own, or the MMA's rows
     shape["unit_heads"] = np.full(len(batch), float(sparse_unit_heads(engine)))
     return dataclasses.replace(
         batch,
         kind="mla_decode",
-        dtype="bf16",
+        dtype="fp8" if own else "bf16",
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,

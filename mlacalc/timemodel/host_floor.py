@@ -91,7 +91,6 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_H100, "sglang", _GEN, _SG + "indexer_flashmla_kv" + EAGER, _FP8B, _FP8): 0.001462,
     (_H100, "sglang", _GEN, _SG + "skip_indexer_fa3" + EAGER, _BF16, _BF16): 0.0003123,
     (_H100, "sglang", _GEN, _SG + "skip_indexer_fa3" + EAGER, _FP8B, _BF16): 0.0005628,
-    (_H100, "sglang", _GEN, _SG + "skip_indexer_flashmla_kv" + EAGER, _BF16, _FP8): 0.0005379,
     (_H100, "sglang", _GEN, _SG + "skip_indexer_flashmla_kv" + EAGER, _FP8B, _FP8): 0.0006861,
     (_B200, "sglang", _GEN, _SG + "indexer_trtllm" + EAGER, _BF16, _BF16): 0.0009507,
     (_B200, "sglang", _GEN, _SG + "indexer_trtllm" + EAGER, _BF16, _FP8): 0.0009434,
