@@ -213,15 +213,29 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         )
         pp = c2.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
         page = c3.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
+        moe = sc.model.is_moe  # plan refuses DP-attention and two-batch overlap without experts
         dp_attention = c4.checkbox(
             "DP-attention",
             False,
             key="plan_dpa",
+            disabled=not moe,
             help="Data-parallel attention (each attention replica serves its own sequences); "
-            "the experts are shared by the stage.",
+            "the experts are shared by the stage."
+            if moe
+            else f"{sc.model.label} has no routed experts: DP-attention would be plain data "
+            "parallelism.",
         )
         c1, c2, c3, c4 = st.columns(4)
-        overlap = c1.selectbox("overlap", ["none", "tbo"], key="plan_overlap")
+        if not moe and st.session_state.get("plan_overlap") == "tbo":  # kept from a MoE model
+            st.session_state["plan_overlap"] = "none"
+        overlap = c1.selectbox(
+            "overlap",
+            ["none", "tbo"] if moe else ["none"],
+            key="plan_overlap",
+            help=None
+            if moe
+            else f"{sc.model.label} has no routed experts: two-batch overlap is for MoE models.",
+        )
         mode = c2.selectbox("prefill / decode", ["aggregated", "disaggregated"], key="plan_mode")
         prefill_pass = c3.selectbox(
             "prompts' forward pass (aggregated)",
@@ -257,8 +271,8 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         ep=int(ep) if sc.model.is_moe else 1,  # a disabled box keeps its old value
         page=int(page),
         pp=int(pp),
-        dp_attention=bool(dp_attention),
-        overlap=overlap,
+        dp_attention=bool(dp_attention) and moe,  # a disabled box keeps its old value
+        overlap=overlap if moe else "none",
         mode=mode,
         reserve=float(reserve),
         isl=int(isl),

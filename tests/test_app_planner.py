@@ -115,6 +115,20 @@ def test_an_expert_parallel_set_for_a_moe_model_does_not_stick_to_a_dense_one():
     assert not at.exception
 
 
+def test_dp_attention_and_two_batch_overlap_are_off_for_a_model_without_experts():
+    """plan refuses them on a dense model (the engines run them for MoE): the app's boxes
+    are disabled there, and a tbo chosen for DeepSeek-V3 does not stick to Llama-3-8B."""
+    at = _run()
+    assert not at.checkbox(key="plan_dpa").disabled
+    at.selectbox(key="plan_overlap").set_value("tbo").run()
+    at.checkbox(key="plan_dpa").check().run()
+    at.selectbox(key="model").set_value("llama-3-8b").run()
+    assert at.checkbox(key="plan_dpa").disabled
+    assert at.selectbox(key="plan_overlap").options == ["none"]
+    assert not [e for e in at.error if "routed experts" in e.value]
+    assert not at.exception
+
+
 def test_a_load_asked_is_used_and_judged_against_the_targets():
     at = _run()
     at.number_input(key="plan_conc").set_value(200).run()

@@ -308,6 +308,39 @@ def test_moe_only_arguments_on_a_dense_model_are_refused_by_name(run, argument, 
     assert plan("mixtral-8x7b", "H200", 2, **{argument: value}).fits
 
 
+@pytest.mark.parametrize(
+    "argument, value, flag, kw",
+    [
+        ("overlap", "tbo", ("--overlap", "tbo"), {}),
+        ("dp_attention", True, ("--dp-attention",), {}),
+        (
+            "prefill_dp_attention",
+            True,
+            ("--prefill-dp-attention", "--mode", "disaggregated", "--prefill-gpus", "2"),
+            dict(mode="disaggregated", prefill_gpus=2),
+        ),
+    ],
+)
+def test_moe_layout_options_on_a_dense_model_are_refused_by_name(run, argument, value, flag, kw):
+    """Two-batch overlap and DP-attention are the engines' for MoE models: on a dense one they
+    ran silently (Llama-3-70B TP8's decode 8.76 -> 15.34 ms with tbo; DP-attention plain data
+    parallelism under another name)."""
+    serving = dict(isl=1000, osl=200)
+    with pytest.raises(InvalidArgumentError, match="no routed experts") as exc:
+        plan("llama-3-8b", "H100-SXM", 2, **{argument: value}, **kw, **serving)
+    assert exc.value.argument == argument
+    _, err = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 2, "--isl", 1000, "--osl",
+                 200, *flag, code=2)  # fmt: skip
+    assert f"Invalid value for {flag[0]}" in err and "routed experts" in err
+    assert plan("mixtral-8x7b", "H200", 2, **{argument: value}, **kw, **serving).fits
+    # search leaves two-batch overlap out for a dense model, and refuses it alone
+    points = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, chunked_prefills=None)
+    assert {p["overlap"] for p in points.points} == {"none"}
+    with pytest.raises(InvalidArgumentError, match="no routed experts") as exc:
+        search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, overlaps=["tbo"])
+    assert exc.value.argument == "overlaps"
+
+
 def test_formats_of_components_the_model_lacks_are_refused_in_plan_and_search(run):
     for model, comp in (("llama-3-8b", "experts"), ("mixtral-8x7b", "shared_experts")):
         with pytest.raises(InvalidArgumentError, match=f"{comp}: .* has no") as exc:

@@ -495,7 +495,8 @@ def test_prefill_pool_errors_name_the_prefill_options(run, model, extra, flag, w
 
 
 def test_prefill_dp_attention_is_honoured():
-    p = plan("llama-3-8b", "H100", 2, isl=1000, osl=200, concurrency=8,
+    # a MoE model: on a dense one (Llama-3-8B, as this was) plan refuses DP-attention
+    p = plan("deepseek-v2-lite", "H100", 2, isl=1000, osl=200, concurrency=8,
              mode="disaggregated", prefill_dp_attention=True)  # fmt: skip
     assert p.prefill_dp_attention and p.prefill_tp == 1 and "DP-attention2" in p.prefill_layout
 

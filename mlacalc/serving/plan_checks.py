@@ -189,6 +189,7 @@ def check_request(
     _check_imbalance(m, imbalance)
     routing, expert_skew, rebalance = _check_routing(args)
     _check_moe_only(m, args)
+    _check_moe_layout(m, args)
     max_running, max_tokens, scheduler = _check_scheduler(args)
 
     # a bad name or file is refused before any work; none: the engine's profile for the device
@@ -318,6 +319,31 @@ def _check_moe_only(m: ModelConfig, args: dict[str, Any]) -> None:
                 name,
                 f"{m.label} has no routed experts: {name} sets {what}, which changes nothing "
                 f"here; leave it out",
+            )
+
+
+def _check_moe_layout(m: ModelConfig, args: dict[str, Any]) -> None:
+    """Refuse two-batch overlap and DP-attention on a model without routed experts, naming
+    the argument: the engines run them for MoE models (SGLang's two-batch overlap and vLLM's
+    dual-batch overlap hide the experts' all-to-all behind the other micro-batch; SGLang's
+    DP-attention shares the experts over attention replicas), and a dense model's
+    DP-attention is plain data parallelism, with the same figures as ``dp``."""
+    if m.is_moe:
+        return
+    if args.get("overlap") == "tbo":
+        raise InvalidArgumentError(
+            "overlap",
+            f"{m.label} has no routed experts: two-batch overlap hides the experts' all-to-all "
+            "behind the other micro-batch, which the engines run for MoE models only; use "
+            "overlap='none'",
+        )
+    for name in ("dp_attention", "prefill_dp_attention"):
+        if args.get(name):
+            plain = "dp" if name == "dp_attention" else "prefill_tp"
+            raise InvalidArgumentError(
+                name,
+                f"{m.label} has no routed experts: DP-attention over dense layers is plain "
+                f"data parallelism (the same figures); leave it out and give {plain} instead",
             )
 
 

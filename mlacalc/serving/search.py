@@ -3,7 +3,8 @@
 For each GPU count, every layout that divides the model (tensor parallel within a node, data
 parallel beyond; pipeline stages for models that do not fit otherwise; expert parallel and
 DP-attention for MoE models, with redundant experts where the GPU count does not divide the
-experts), each weight and KV dtype, with and without two-batch overlap, is evaluated at every
+experts), each weight and KV dtype, with and without two-batch overlap (MoE models), is
+evaluated at every
 batch size that fits, in steady state at the given input and output lengths, the way
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
 in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
@@ -345,6 +346,14 @@ def check_search(
         count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
     )
     _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
+    if not m.is_moe:  # two-batch overlap is for routed experts: plan refuses it here
+        if overlaps == ("tbo",):
+            raise InvalidArgumentError(
+                "overlaps",
+                f"{m.label} has no routed experts: two-batch overlap hides the experts' "
+                "all-to-all, which the engines run for MoE models only; use none",
+            )
+        overlaps = tuple(o for o in overlaps if o != "tbo")
     _check_engine(prefill_pass, output_lag_steps, memory_reserve, modes)
     # checked before arithmetic, as plan checks them (a page of 0 or a reserve of None was
     # a raw ZeroDivisionError or TypeError)
