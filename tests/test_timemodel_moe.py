@@ -557,6 +557,43 @@ def test_trtllm_gen_block_scaled_fp8_moe_multiplies_at_the_bf16_rate():
     assert BF16_RATE_MOE not in engine_moe_tiles(bf16, "sglang", b200).shape
 
 
+def test_each_expert_of_the_rank_costs_expert_s_touched_or_not():
+    """A cost per expert the rank holds (``expert_s``), whether the call touches it or not:
+    TensorRT-LLM's block-scaled MoE at one token takes about 250 ns more per local expert on H100
+    and B200; a TensorRT-LLM class standing in for FlashInfer's TensorRT-LLM MoE takes none."""
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    prm = default_params("moe")
+    prm.update(expert_s=2.5e-7)
+    b = _moe_batch("fp8_block", [1.0, 1.0], active=[8.0, 8.0], experts=[32.0, 256.0])
+    extra = kernel_terms(b, FIG, prm)["extra_s"]
+    assert extra[1] - extra[0] == pytest.approx(224 * 2.5e-7 * 1.83e9 / FIG.clock_hz, rel=0.02)
+    for name, dev in (("default", "H100-SXM"), ("fit-b200-sxm", "B200")):
+        assert load_profile(name).devices[dev]["moe:fp8_block"]["expert_s"] > 1e-7
+    sglang = with_generation_kernels(
+        load_profile("fit-h100-sxm-sglang"), load_profile("default"), load_hardware("B200")
+    )
+    assert sglang.classes["moe:fp8_block"]["expert_s"] == 0.0
+
+
+@pytest.mark.slow
+def test_trtllm_block_scaled_moe_fitted_on_b200():
+    # TensorRT-LLM's B200 block-scaled fp8 (DeepGEMM) MoE, fitted (fit-b200-sxm): 7.2% / 19.7%
+    # before the cost per expert of the rank (expert_s), 5.7% / 15.1% after
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
+    e = np.abs(err[mapped.modelled & np.isfinite(err) & rows_running(mapped, "fp8_block")])
+    assert len(e) > 38000 and np.median(e) <= 0.06 and np.percentile(e, 90) <= 0.16
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "system, own, trt, median, p90",
@@ -753,7 +790,8 @@ def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_ho
     B200's table holds apart); a dtype TensorRT-LLM times with another kernel on H100 (MXFP4:
     the Triton MoE) or not at all (nvfp4) takes TensorRT-LLM's own bf16 class. Each without the
     generic top-k rounds of TensorRT-LLM's Hopper routing (``select_s``): TensorRT-LLM-gen's
-    fused routing selects every token's top-k itself."""
+    fused routing selects every token's top-k itself; and without the CUTLASS path's cost per
+    expert of the rank (``expert_s``)."""
     from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, with_generation_kernels
     from mlacalc.timemodel.profile import load_profile
 
@@ -762,8 +800,9 @@ def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_ho
     got = with_generation_kernels(sg, trt, b200)
 
     def fused(key):
-        # TensorRT-LLM-gen's fused routing selects any top-k: no generic top-k rounds
-        return {**trt.classes[key], "select_s": 0.0}
+        # TensorRT-LLM-gen's fused routing selects any top-k: no generic top-k rounds; no cost
+        # per expert of the rank
+        return {**trt.classes[key], "select_s": 0.0, "expert_s": 0.0}
 
     assert trt.classes["moe:bf16"]["select_s"] > 0
     assert got.classes["moe:bf16"] == fused("moe:bf16")

@@ -189,8 +189,9 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
         if name in prof.classes and dtype in kept:
             classes.setdefault(class_key("moe", dtype, kept[dtype]), prof.classes[name])
         # TensorRT-LLM-gen's routing selects every token's top-k in its fused routing kernel,
-        # with no generic top-k after it (moe_time.TRTLLM_MOE): no select_s
-        classes[name] = {**base.classes[lent], "select_s": 0.0}
+        # with no generic top-k after it (moe_time.TRTLLM_MOE): no select_s; nor the CUTLASS
+        # path's cost per expert of the rank (expert_s: its B200 rows show none)
+        classes[name] = {**base.classes[lent], "select_s": 0.0, "expert_s": 0.0}
         notes.append(
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"

@@ -5,9 +5,9 @@ per-expert row tiles (the library's fastest, or the one the call fixes: ``row_ti
 Triton MoE), each over the touched experts' weights at the bandwidth its tiles draw; a cost
 per wave of tiles (``tile_s``); block-scaled fp8's rescale of each K block
 (``promote_cycles``); the routing of every (token, expert) pair (``route_s``); the selection
-rounds of a top-k above the fused routing's limit (``select_s``) and the streaming passes
-around the GEMMs (``act_passes``). The figures behind each rule are in docs/decisions.md
-("Time model").
+rounds of a top-k above the fused routing's limit (``select_s``); a cost per expert of the rank
+(``expert_s``) and the streaming passes around the GEMMs (``act_passes``). The figures behind
+each rule are in docs/decisions.md ("Time model").
 """
 
 from __future__ import annotations
@@ -495,4 +495,10 @@ def moe_terms(
     # not per token). A fit on a table without a top-k above 8 keeps the default 0
     topk = col(batch, "topk", 1)
     extra = extra + prm["select_s"] * np.where(topk > FUSED_TOPK_MAX, topk, 0.0)
+    # a cost per expert of the rank, touched or not (``expert_s``): TensorRT-LLM's block-scaled
+    # fp8 MoE takes about 250 ns an expert at one token on H100 and B200 alike (fitted 223 and
+    # 260 ns), its bf16 and fp8 19-32 ns, FlashInfer's TensorRT-LLM MoE none (its classes' stand-
+    # ins take none: engine_profiles.with_generation_kernels); docs/time-model.md, "A cost per
+    # expert of the rank"
+    extra = extra + prm["expert_s"] * col(batch, "experts", 0)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
