@@ -173,10 +173,10 @@ def test_kernel_table_shows_the_class_the_device_runs():
 
     a100 = plan("deepseek-v3", "A100-SXM-80GB", 16, seq_len=4096)
     rows = {k["name"]: k["dtype"] for k in a100.kernels}
-    assert rows["routed_experts"] == "w8a16" and rows["q_a_proj"] == "w8a16"
+    assert rows["routed_experts"] == "w8a16" and rows["qkv_a_proj"] == "w8a16"
     h200 = plan("deepseek-v3", "H200", 8, seq_len=4096)
     rows = {k["name"]: k["dtype"] for k in h200.kernels}
-    assert rows["routed_experts"] == "fp8_block" and rows["q_a_proj"] == "fp8_block"
+    assert rows["routed_experts"] == "fp8_block" and rows["qkv_a_proj"] == "fp8_block"
     assert run_dtype("moe", "fp4", load_hardware("H100-SXM")) == "w4a16_mxfp4"
     assert run_dtype("attention_decode", "fp8", load_hardware("A100-SXM-80GB")) == "fp8"
 

@@ -41,10 +41,10 @@ def test_deepseek_v3_decode_layer_bytes_by_hand():
     fused = 2 * sum(w.values()) + 2 * 2 * d + (S + 1) * row
     assert fused == 378_963_072
     kernels = (
-        2 * (d + w["q_a"] + d_cq)  # q_a_proj
+        2 * (d + w["q_a"] + d_cq)  # q_a_proj and kv_a_proj as one GEMM (qkv_a_proj): the
+        + 2 * (w["kv_a"] + d_c + d_rope)  # hidden state read once
+        + row  # writing the new cache row
         + 2 * (d_cq + w["q_b"] + n_h * (d_nope + d_rope))  # q_b_proj
-        + 2 * (d + w["kv_a"] + d_c + d_rope)
-        + row  # kv_a_proj, writing the new cache row
         + 2 * (n_h * d_nope + w["w_uk"] + n_h * d_c)  # q_absorb
         + 2 * n_h * (d_c + d_rope)
         + S * row
@@ -52,7 +52,7 @@ def test_deepseek_v3_decode_layer_bytes_by_hand():
         + 2 * (n_h * d_c + w["w_uv"] + n_h * d_v)  # o_absorb
         + 2 * (n_h * d_v + w["o"] + d)  # o_proj
     )
-    assert kernels == 379_668_736
+    assert kernels == 379_654_400  # 379,668,736 with q_a and kv_a apart (2 d bytes more)
     got = attention_traffic_bytes("deepseek-v3", "decode", S, 1, weight_dtype="bf16")
     assert got["fused_bytes"] == fused and got["kernel_bytes"] == kernels
     assert got["handoff_bytes"] == kernels + 2 * (d_cq + d_c) - fused
@@ -211,3 +211,24 @@ def test_dsa_decode_step_flops_with_and_without_the_indexer():
     # an 8-bit indexer cache keeps fp8 keys with a float32 scale per 128 values
     keys = fp8["indexer_scores"].bytes - 2 * 8 * 64 * 129 - 8 * 4096 * 4
     assert keys == 8 * 4096 * (128 + 4)
+
+
+@pytest.mark.parametrize("phase,S,B", [("decode", 4096, 8), ("prefill", 2048, 1)])
+def test_mla_down_projections_run_as_one_gemm(phase, S, B):
+    """DeepSeek-V3's q_a and kv_a projections read the same hidden state; the engines run
+    them as one GEMM (7,168 -> 1,536 + 576, as the module tables' rows are mapped:
+    mlacalc.measured.mapping's ``q_a+kv_a``): one kernel with both FLOPs, the hidden state read
+    once, the new cache rows written. A model without a query LoRA keeps kv_a_proj apart."""
+    ks = {k.name: k for k in step_kernels("deepseek-v3", phase, S, B, weight_dtype="bf16")}
+    assert "q_a_proj" not in ks and "kv_a_proj" not in ks
+    k = ks["qkv_a_proj"]
+    assert (k.shape["n"], k.shape["k"], k.kind) == (1536 + 576, 7168, "gemm")
+    cost = mlacalc.attention_cost("deepseek-v3", phase, S, B, weight_dtype="bf16")
+    ops = {o.name: o for o in cost.ops}
+    assert k.flops == ops["q_a_proj"].flops + ops["kv_a_proj"].flops
+    tokens = B * (1 if phase == "decode" else S)
+    apart = ops["q_a_proj"].bytes + ops["kv_a_proj"].bytes
+    cache_rows = sum(o.cache_bytes_written for o in cost.ops)  # written by this kernel
+    assert k.bytes == apart + cache_rows - tokens * 7168 * 2  # the hidden state read once
+    lite = {k.name for k in step_kernels("deepseek-v2-lite", phase, S, B)}
+    assert "kv_a_proj" in lite and "qkv_a_proj" not in lite

@@ -115,7 +115,7 @@ def test_kernel_classes_follow_the_storage():
     """fp8 blocks time as ``fp8_block``; tensors kept in bf16 (router, head, GPT-OSS and
     Kimi attention, Kimi's dense and shared experts) as the bf16 class; norms keep theirs."""
     ds = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, 8)}
-    for name in ("q_a_proj", "q_b_proj", "kv_a_proj", "q_absorb", "o_absorb", "o_proj"):
+    for name in ("qkv_a_proj", "q_b_proj", "q_absorb", "o_absorb", "o_proj"):
         assert ds[name].dtype == "fp8_block"
     assert ds["shared_experts_up"].dtype == ds["dense_ffn_down"].dtype == "fp8_block"
     assert ds["router"].dtype == ds["lm_head"].dtype == "bf16"
@@ -263,13 +263,15 @@ def test_a_modelopt_export_runs_each_kernel_as_its_tensors_are_stored():
     m = mlacalc.load_model(config)
     assert checkpoint_stored(m)
     ks = {k.name: k for k in step_kernels(m, "decode", 4096, 8)}
-    kept = ("q_a_proj", "q_b_proj", "kv_a_proj", "q_absorb", "o_absorb")
+    kept = ("qkv_a_proj", "q_b_proj", "q_absorb", "o_absorb")
     assert {ks[n].dtype for n in kept} == {"bf16"}
     assert {ks[n].dtype for n in ("o_proj", "shared_experts_up", "routed_experts")} == {"fp4"}
-    # q_a_proj reads its bf16 weight, hidden x q_lora_rank at two bytes, by hand
+    # the fused q_a + kv_a projection reads its bf16 weights, hidden x (q_lora_rank + the
+    # latent row) at two bytes, by hand
     b16 = {k.name: k for k in step_kernels(m, "decode", 4096, 8, weight_dtype="bf16")}
-    assert ks["q_a_proj"].bytes == b16["q_a_proj"].bytes
-    assert b16["q_a_proj"].bytes >= m.hidden_size * m.q_lora_rank * 2
+    assert ks["qkv_a_proj"].bytes == b16["qkv_a_proj"].bytes
+    width = m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim
+    assert b16["qkv_a_proj"].bytes >= m.hidden_size * width * 2
     assert ks["o_proj"].bytes < b16["o_proj"].bytes / 3  # 4.5 bits a weight
     qwen = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--Qwen3.6-27B-NVFP4.config.json")
     qk = {k.name: k.dtype for k in step_kernels(qwen, "decode", 4096, 8)}

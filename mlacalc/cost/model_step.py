@@ -120,6 +120,7 @@ KERNEL_STAGES: dict[str, str] = {
     "q_b_proj": "q_proj",
     "kv_proj": "kv_proj",
     "kv_a_proj": "kv_proj",
+    "qkv_a_proj": "kv_proj",
     "kv_b_proj": "kv_up",
     "q_absorb": "absorb",
     "o_absorb": "absorb",
@@ -493,7 +494,27 @@ def attention_kernels(
     out: list[Kernel] = []
     first_kv = True
     core_done = False
+    fused_a = _fused_a(ops)
     for op in cost.ops:
+        if fused_a is not None and op.name in ("q_a_proj", "kv_a_proj"):
+            if op.name == "q_a_proj":  # the one GEMM of both, where the query's stood
+                q, kv = fused_a
+                nbytes = q.bytes + kv.bytes - (kv.bytes_read - kv.weight_bytes)
+                if first_kv:
+                    nbytes += cache_writes
+                    first_kv = False
+                g, m, n, k = q.shape
+                out.append(
+                    _gemm(
+                        "qkv_a_proj",
+                        gemm_class(act_dtype, weight_dtype, True),
+                        q.flops + kv.flops,
+                        nbytes,
+                        (g, m, n + kv.shape[2], k),
+                        calls,
+                    )
+                )
+            continue
         if op.name in _FUSED_AWAY:
             if op.name in ("scores",) and not core_done:
                 out += indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
@@ -522,6 +543,21 @@ def attention_kernels(
             )
         )
     return out
+
+
+def _fused_a(ops: dict[str, OpCost]) -> tuple[OpCost, OpCost] | None:
+    """MLA's query and latent-KV down-projections, which read the same hidden state, as the
+    serving engines run them: one GEMM of their weights side by side (TensorRT-LLM's
+    ``fused_a``, SGLang's ``fused_qkv_a_proj_with_mqa``, vLLM's ``fused_qkv_a_proj``; the
+    names from recall of their DeepSeek modules), the hidden state read once. The module
+    tables' rows are mapped so (:mod:`mlacalc.measured.mapping`'s ``q_a+kv_a``); a model
+    without a query LoRA (DeepSeek-V2-Lite) keeps its q_proj and kv_a_proj apart."""
+    q, kv = ops.get("q_a_proj"), ops.get("kv_a_proj")
+    if q is None or kv is None or q.kind != "matmul" or kv.kind != "matmul":
+        return None
+    if q.shape[0] != 1 or kv.shape[0] != 1 or q.shape[1::2] != kv.shape[1::2]:
+        return None  # not one input of the same tokens and width
+    return q, kv
 
 
 def attention_traffic_bytes(
@@ -686,6 +722,7 @@ _READS: dict[str, tuple[str, ...]] = {
     "q_b_proj": (r"self_attn\.q_b_proj\.weight",),
     "kv_proj": (r"self_attn\.([kv]|kv)_proj\.(weight|bias)",),  # DeepSeek-V4: one K = V
     "kv_a_proj": (r"self_attn\.kv_a_proj_with_mqa\.weight",),
+    "qkv_a_proj": (r"self_attn\.q_a_proj\.weight", r"self_attn\.kv_a_proj_with_mqa\.weight"),
     "kv_b_proj": (r"self_attn\.kv_b_proj\.weight",),
     "o_proj": (r"self_attn\.o_proj\.(weight|bias)",),
     "indexer_q_proj": (

@@ -70,7 +70,7 @@ __all__ = ["Layout", "StepTime", "make_layout", "shard", "step_time"]
 
 _COLUMN = {"q_proj", "q_b_proj", "kv_b_proj", "dense_ffn_up", "shared_experts_up"}
 _ROW = {"o_proj", "dense_ffn_down", "shared_experts_down"}
-_REPLICATED = {"q_a_proj", "kv_a_proj", "router"}
+_REPLICATED = {"q_a_proj", "kv_a_proj", "qkv_a_proj", "router"}
 _BIG = 1 << 24
 
 
