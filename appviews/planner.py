@@ -715,7 +715,7 @@ def best_text(best: dict | None, points: list[dict], ttft: float, tpot: float) -
         f"**Chosen: {gpus_text(best)} GPUs, {best['mode']}"
         + (f" with chunked prefill of {n:,} tokens" if (n := best.get("chunked_prefill")) else "")
         + f", {best['layout']}, "
-        f"{best['weight_dtype']} weights, {best['kv_dtype']} cache, batch "
+        f"{best['weight_format']} weights, {best['kv_dtype']} cache, batch "
         f"{best['batch_per_group']} per group**: of the {len(meeting):,} deployments meeting "
         f"{targets}, it gives the most output tokens/s per GPU, "
         f"{best['output_tokens_per_s_per_gpu']:,.0f} (TTFT {best['ttft_s'] * 1e3:,.0f} ms, "

@@ -137,7 +137,7 @@ def main() -> None:
         f"(e) search DeepSeek-V3 on 8-64 H200 (isl 2000, osl 500, TTFT 2 s, TPOT 50 ms): "
         f"median {statistics.median(times):.2f} s over 5 runs, {len(r.points):,} points, "
         f"{r.layouts} layouts; "
-        f"best {b['gpus']} GPUs {b['mode']} {b['layout']} {b['weight_dtype']}/{b['kv_dtype']} "
+        f"best {b['gpus']} GPUs {b['mode']} {b['layout']} {b['weight_format']}/{b['kv_dtype']} "
         f"batch {b['batch_per_group']}: {b['output_tokens_per_s_per_gpu']:.0f} tok/s/GPU, "
         f"{b['output_tokens_per_s_per_user']:.1f} tok/s/user"
     )

@@ -339,6 +339,24 @@ def test_disaggregated_pass_keeps_up_and_ttft_waits_for_the_pass_in_progress():
 
 
 # ---------------------------------------------------------------- R3: search -> plan command
+def test_plan_and_search_name_the_weights_with_the_same_two_fields(run):
+    """weight_dtype is the dtype, weight_format how the weights are sized, in plan and in
+    each search point (search had put "checkpoint fp8 block 128x128" in weight_dtype)."""
+    args = ("-H", "H200", "--isl", 2000, "--osl", 500, "--format", "json")
+    doc = json.loads(run("search", "deepseek-v3", "--gpus", 8, *args, "--modes", "aggregated",
+                         "--kv-dtypes", "fp8", "--chunked-prefills", "none")[0])  # fmt: skip
+    b = doc["best"]
+    assert (b["weight_dtype"], b["weight_format"]) == ("fp8", "checkpoint fp8 block 128x128")
+    planned = json.loads(run(*doc["plan_command"].split()[1:], "--format", "json")[0])
+    assert (planned["weight_dtype"], planned["weight_format"]) == (b["weight_dtype"],
+                                                                   b["weight_format"])  # fmt: skip
+    # a dtype chosen: both fields say it, and the plan command passes it
+    chosen = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, weight_dtypes=["fp8"],
+                    chunked_prefills=None).best  # fmt: skip
+    assert (chosen["weight_dtype"], chosen["weight_format"]) == ("fp8", "fp8")
+    assert "weight_format" in __import__("mlacalc.serving.search", fromlist=["x"]).FIELDS
+
+
 def test_plan_command_carries_every_search_option_and_quotes(run):
     from mlacalc.cli.search_cmd import plan_command
 

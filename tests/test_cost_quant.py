@@ -187,7 +187,7 @@ def test_search_sizes_the_checkpoint():
     from mlacalc.serving.search import search
 
     r = search("gpt-oss-120b", "H200", [1], isl=1000, osl=200, batches=(1, 8))
-    own = [p for p in r.points if p["weight_dtype"] == "checkpoint mxfp4 experts"]
+    own = [p for p in r.points if p["weight_format"] == "checkpoint mxfp4 experts"]
     assert own and all(p["weights_per_gpu_bytes"] <= OSS_BYTES for p in own)
 
 

@@ -71,7 +71,7 @@ _POINT_COLUMNS = (
     ("mode", "mode"),
     ("layout", "layout"),
     ("overlap", "overlap"),
-    ("weight_dtype", "weights"),
+    ("weight_format", "weights"),
     ("kv_dtype", "KV"),
     ("batch_per_group", "batch/group"),
     ("ttft_s", "TTFT ms"),
@@ -144,9 +144,8 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         words.append("--dp-attention")
     if p["overlap"] != "none":
         words.append(f"--overlap {p['overlap']}")
-    base = str(p["weight_dtype"]).split(", ")[0]  # the components' formats follow the base
-    if not base.startswith("checkpoint "):
-        words.append(f"--weight-dtype {shlex.quote(base)}")
+    if not str(p["weight_format"]).startswith("checkpoint "):  # a checkpoint: as it stores
+        words.append(f"--weight-dtype {shlex.quote(str(p['weight_dtype']))}")
     words += component_flags(p.get("component_dtypes"))
     if getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:
         words.append(f"--memory-reserve {float(result.memory_reserve)!r}")

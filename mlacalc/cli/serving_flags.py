@@ -359,7 +359,9 @@ def launch_text(
             f"{DEFAULT_ENGINE} when not given); --engine {engine} times {engine}'s"
         )
     formats = dict(point.get("component_dtypes") or {})
-    if point.get("weight_dtype") and not str(point["weight_dtype"]).startswith("checkpoint"):
+    # a dtype chosen (plan's --weight-dtype; a search point's not sized as its checkpoint)
+    chosen = not str(point.get("weight_format", "")).startswith("checkpoint")
+    if point.get("weight_dtype") and chosen:
         formats = {"weights": point["weight_dtype"], **formats}
     if formats:
         said = ", ".join(f"{k} {v}" for k, v in formats.items())

@@ -97,6 +97,7 @@ FIELDS = (
     "dp_attention",
     "overlap",
     "weight_dtype",
+    "weight_format",
     "component_dtypes",
     "kv_dtype",
     "chunked_prefill",
@@ -780,7 +781,7 @@ def refine(
             and key == lay_key
             and lay.redundant_experts == best["redundant_experts"]
             and resolve_kv_layout(kv).name == best["kv_dtype"]
-            and best["weight_dtype"].startswith(base)
+            and best["weight_format"].startswith(base)
             and ("+" + comps if comps else "") == best_key
         )
 

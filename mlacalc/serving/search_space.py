@@ -148,7 +148,9 @@ class Candidate:
     as a prefill pool of ``1 .. k_fit`` prompts)."""
 
     gpus: int
-    #: the weight dtype as the search names it, and as the points show it
+    #: the weight choice as the search keys it (dtype and components); the format the
+    #: weights are sized in (the checkpoint's scheme or the dtype, then each component's),
+    #: as plan's ``weight_format``; the dtype, as plan's ``weight_dtype``
     weight: str
     label: str
     lay: Layout
@@ -171,6 +173,7 @@ class Candidate:
     specs: list[Spec]
     #: the named components' weight formats (mlacalc.serving.precision)
     components: tuple[tuple[str, str], ...] = ()
+    weight_dtype: str = ""
     #: per chunked-prefill token budget, its :class:`Chunked` rows (aggregated points)
     chunked: dict[int, Chunked] = field(default_factory=dict)
     #: the rows its kernels were built at (``dec_B``, ``pf_N``, ``pf_q``, ``pf_moe``,
@@ -404,6 +407,7 @@ def candidate(
         weight=w,
         label=weight_format(m, sized) + "".join(f", {c} {f}" for c, f in comps),
         components=comps,
+        weight_dtype=sized or m.weights_dtype,
         lay=lay,
         kv=layout.name,
         kv_layout=layout,
