@@ -341,6 +341,22 @@ def test_moe_layout_options_on_a_dense_model_are_refused_by_name(run, argument, 
     assert exc.value.argument == "overlaps"
 
 
+def test_an_ep_that_does_not_divide_the_experts_names_the_redundant_experts_flag(run):
+    """The error said "redundant experts (EPLB replicas) can round the slots up" without the
+    argument that sets them, nor how many."""
+    base = ("plan", "kimi-k2.5", "-H", "GB200", "--isl", 2000, "--osl", 500, "--dp-attention")
+    _, err = run(*base, "--gpus", 72, "--ep", 72, "--redundant-experts", 8, code=2)
+    assert "Invalid value for --ep" in err and "--redundant-experts 48" in err
+    assert "432 slots, 6 per rank" in err
+    _, err = run(*base, "--gpus", 64, "--ep", 64, "--mode", "disaggregated", "--prefill-gpus",
+                 72, "--prefill-ep", 72, "--prefill-dp-attention", code=2)  # fmt: skip
+    assert "Invalid value for --prefill-ep" in err and "--prefill-redundant-experts 48" in err
+    with pytest.raises(InvalidArgumentError, match="redundant_experts=48") as exc:
+        plan("kimi-k2.5", "GB200", 72, ep=72, dp_attention=True, redundant_experts=8)
+    assert exc.value.argument == "ep"
+    assert plan("kimi-k2.5", "GB200", 72, ep=72, dp_attention=True, redundant_experts=48).fits
+
+
 def test_formats_of_components_the_model_lacks_are_refused_in_plan_and_search(run):
     for model, comp in (("llama-3-8b", "experts"), ("mixtral-8x7b", "shared_experts")):
         with pytest.raises(InvalidArgumentError, match=f"{comp}: .* has no") as exc:

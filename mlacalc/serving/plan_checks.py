@@ -590,6 +590,8 @@ def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
             m, gpus, tp, dp, pp, args["ep"], args["dp_attention"], args["redundant_experts"]
         )
     except InvalidArgumentError as exc:
+        if exc.argument == "ep" and "redundant experts" in exc.message:
+            raise _redundant_hint(m, exc, args["ep"], args["redundant_experts"]) from None
         if exc.argument != "tp" or tp is not None:
             raise
         arg = "gpus" if dp is None else "dp"
@@ -606,6 +608,20 @@ def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
                 else " or another dp"
             ),
         ) from None
+
+
+def _redundant_hint(
+    m: ModelConfig, exc: InvalidArgumentError, ep: int, redundant: int, name: str = ""
+) -> InvalidArgumentError:
+    """An expert-parallel degree that does not divide the expert slots, with the redundant
+    experts that round them up, as the argument (and flag) that sets them."""
+    arg = f"{name}redundant_experts"
+    more = redundant + (-(m.n_routed_experts + redundant)) % ep
+    return InvalidArgumentError(
+        exc.argument,
+        f"{exc.message}: give {arg}={more} (--{arg.replace('_', '-')} {more}) for "
+        f"{m.n_routed_experts + more} slots, {(m.n_routed_experts + more) // ep} per rank",
+    )
 
 
 def largest_ep(m: ModelConfig, gpus: int, lay: Layout, redundant: int | None = None) -> int:
@@ -652,6 +668,8 @@ def prefill_layout(
     try:
         return make_layout(m, gpus, p_tp, None, 1, p_ep, dp_att, red)
     except InvalidArgumentError as exc:
+        if exc.argument == "ep" and "redundant experts" in exc.message and not ep_from:
+            exc = _redundant_hint(m, exc, p_ep, red, "prefill_")
         raise _prefill_error(exc, gpus, tp_from, ep_from, redundant) from None
 
 
