@@ -4,8 +4,10 @@ rest of the attention over TP; the MTP layer's experts over the MoE group like a
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
+import pytest
 from reference_data import HF_CONFIGS_2
 
 import mlacalc
@@ -67,3 +69,44 @@ def test_the_mtp_layer_s_experts_split_over_expert_parallel_ranks():
     parts = weight_bytes_by_part(m, lay, None, include_mtp=True)
     total = weights_per_gpu(m, lay, None, include_mtp=True)
     assert 0 <= sum(parts.values()) - total < len(parts)
+
+
+def test_a_dsa_indexer_is_whole_on_every_rank_in_parameters_and_bytes():
+    """DeepSeek-V3.2 at TP8: its indexer (wq_b, wk, k_norm, weights_proj) is whole on every
+    rank beside q_a and kv_a (replicated in vLLM's and SGLang's modules, unsplit in a served
+    step's kernels), by hand 50,596,096 parameters a layer; the bytes follow each tensor's
+    format with the same split. Parameters had given the indexer the layer's average share and
+    bytes an eighth (39.37 M against 38.38 M a layer, two rules for one tensor)."""
+    from mlacalc.cost.quant import tensor_bytes
+    from mlacalc.models.tensors import tensors
+
+    m = mlacalc.load_model("deepseek-v3.2")
+    whole = Q_LORA * D + 1536 + KV_A * D + 512  # q_a, kv_a and their norms
+    whole += 64 * 128 * Q_LORA + 128 * D + 2 * 128 + 64 * D  # wq_b, wk, k_norm, weights_proj
+    split = HEADS * 192 * Q_LORA + HEADS * 256 * 512 + D * HEADS * 128
+    lay = make_layout(m, 8, tp=8)
+    from mlacalc.serving.layout import weight_breakdown
+
+    assert weight_breakdown(m, lay)["attention"] == pytest.approx(61 * (whole + split / 8))
+    kept_whole = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm", "indexer")
+    by_hand = Fraction(0)
+    for t in tensors(m):
+        if ".self_attn." in t.name:
+            nbytes = sum(tensor_bytes(t, m.quantization))
+            by_hand += (
+                nbytes if any(f".{w}." in t.name for w in kept_whole) else Fraction(nbytes, 8)
+            )
+    assert weight_bytes_by_part(m, lay, None)["attention"] == math.ceil(by_hand)
+
+
+def test_the_mtp_layer_s_eh_proj_is_whole_on_every_rank():
+    """DeepSeek-V3's MTP ``eh_proj`` (7,168 x 14,336 fp8 with its block scales) is a plain
+    linear layer in the engines' MTP modules: at TP8 a rank holds all of it, not an eighth."""
+    m = mlacalc.load_model("deepseek-v3")
+    eh = _fp8_block(D, 2 * D)
+    tp8 = weight_bytes_by_part(m, make_layout(m, 8, tp=8), None, include_mtp=True)["mtp"]
+    assert tp8 > eh  # an eighth of the experts (1.4 GB) and the whole eh_proj (103 MB)
+    from mlacalc.serving.layout import _mtp_shares
+
+    shares = {round(f, 6) for n, nb, f in _mtp_shares(m, make_layout(m, 8, tp=8)) if nb == eh}
+    assert shares == {1.0}

@@ -38,7 +38,7 @@ from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_tensors, tensor
 from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
-from mlacalc.models.tensors import part_of, tensors
+from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
 from mlacalc.words.dtypes import KVLayout, dtype_bits
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -288,7 +288,17 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
         return (split / tp + total - split) / total
     own = m.global_head_dim is not None or m.attention_k_eq_v or m.sliding_key_value_heads
     sub = kind_model(m, kind) if own else m
-    return _attention_per_rank(sub, tp) / sum(attention_params(sub).values())
+    whole = _indexer_params(m)  # a DSA layer's indexer, whole on every rank
+    return (_attention_per_rank(sub, tp) + whole) / (sum(attention_params(sub).values()) + whole)
+
+
+@lru_cache(maxsize=16)
+def _indexer_params(m: ModelConfig) -> int:
+    """Parameters of one DSA layer's indexer (its query and key projections, key norm and
+    head weights; 0 without one), which every tensor-parallel rank holds whole: vLLM's and
+    SGLang's DeepSeek-V3.2 indexers build them replicated (from recall of their modules), and
+    a served step runs its kernels unsplit (mlacalc.serving.gpu_step)."""
+    return sum(t.numel for t in first_attention_tensors(m) if ".indexer." in t.name)
 
 
 def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> dict[str, float]:
@@ -343,11 +353,16 @@ def _fullest_stage(
     return best
 
 
+#: the MTP layer's projection of the embedding and hidden state, whole on every rank (SGLang's
+#: and vLLM's DeepSeek MTP modules build it as a plain ``nn.Linear``: from recall)
+_MTP_WHOLE = "eh_proj"
+
+
 @lru_cache(maxsize=16)
 def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     """The MTP layers' tensors as ``(part, parameters, checkpoint bytes)`` (bytes 0 for a
     model that declares no quantization): :func:`mlacalc.models.tensors.part_of`'s parts,
-    the projection of the embedding and hidden state (``eh_proj``) ``dense_ffn`` with it."""
+    the projection of the embedding and hidden state its own (:data:`_MTP_WHOLE`)."""
     if not m.num_nextn_predict_layers:
         return ()
     main = len(tensors(m))
@@ -355,16 +370,17 @@ def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     out = []
     for t in tensors(m, include_mtp=True)[main:]:
         nbytes = sum(tensor_bytes(t, scheme)) if scheme is not None else 0
-        out.append((part_of(t.name), t.numel, nbytes))
+        part = _MTP_WHOLE if f".{_MTP_WHOLE}." in t.name else part_of(t.name)
+        out.append((part, t.numel, nbytes))
     return tuple(out)
 
 
 def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, float]]:
     """Each MTP tensor's ``(parameters, checkpoint bytes, share one GPU holds)``: the MTP
     layer is a decoder layer and splits as one (its attention by its kind's share, its routed
-    experts over the MoE group with the redundant slots, its router whole, its norms whole,
-    the rest over TP). It had been split over TP alone: DeepSeek-V3 with EP8 held every one
-    of its 256 experts on each GPU (10.8 GiB where 1.6 GiB is its share)."""
+    experts over the MoE group with the redundant slots, its router, norms and ``eh_proj``
+    whole, the rest over TP). It had been split over TP alone: DeepSeek-V3 with EP8 held every
+    one of its 256 experts on each GPU (10.8 GiB where 1.6 GiB is its share)."""
     kind = layer_pattern_of(m)[-1]
     slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
     share = {
@@ -372,6 +388,7 @@ def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, float]]:
         "moe_routed_experts": slots / lay.moe_group,
         "moe_router": 1.0,
         "norms": 1.0,
+        _MTP_WHOLE: 1.0,
     }
     return [(n, nb, share.get(part, 1.0 / lay.tp)) for part, n, nb in _mtp_tensors(m)]
 
@@ -463,7 +480,7 @@ def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
         kv_share = Fraction(math.ceil(n_kv / tp), n_kv)
         for name, nb in per_layer[i]:
             if m.is_mla:
-                whole = any(f"self_attn.{w}." in name for w in _MLA_WHOLE)
+                whole = ".indexer." in name or any(f"self_attn.{w}." in name for w in _MLA_WHOLE)
                 total += nb if whole else Fraction(nb, tp)
             elif ".k_proj." in name or ".v_proj." in name:
                 total += nb * kv_share
