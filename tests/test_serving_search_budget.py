@@ -152,8 +152,10 @@ def test_a_list_whose_counts_pair_no_pools_says_so_and_what_to_give(run):
     assert r.ruled_out["disaggregated: no listed GPU count fits beside the decode pool"]
     assert "disaggregated: no prefill pool keeps up within the GPUs" not in r.ruled_out
     assert any("2 + 2 > 3" in n and "--gpus 3" in n for n in r.notes)
-    budget = search("llama-3-8b", "H100-SXM", 3, **kw).points
-    assert [p for p in budget if p["mode"] == "disaggregated" and p["prefill_gpus"] == 2]
+    budget = search("llama-3-8b", "H100-SXM", 3, **kw)
+    assert [p for p in budget.points if p["mode"] == "disaggregated" and p["prefill_gpus"] == 2]
+    # a budget lists no counts: its unpaired pools are not said to be of listed counts
+    assert not [k for k in budget.ruled_out if "listed" in k]
     out, _ = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", "2,3", "--isl", "1000",
                  "--osl", "200", "--tpot", "20ms", "--kv-dtypes", "fp8")  # fmt: skip
     flat = " ".join(out.split())

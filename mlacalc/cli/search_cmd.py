@@ -33,6 +33,7 @@ from mlacalc.cli.serving_flags import (
     search_engine_options,
     with_kernel_versions,
 )
+from mlacalc.serving.plan import duration_text as plan_duration
 from mlacalc.words import defaults as D
 
 
@@ -79,14 +80,6 @@ _POINT_COLUMNS = (
     ("output_tokens_per_s_per_gpu", "tok/s/GPU"),
     ("output_tokens_per_s_per_user", "tok/s/user"),
 )
-
-
-def measured_duration(seconds: float) -> str:
-    """A predicted duration to the digits that mean something (``30.8 s``, ``570.0 ms``), as
-    plan prints its figures (a target keeps its own digits: :func:`duration_text`)."""
-    if seconds < 10:
-        return f"{seconds * 1e3:,.1f} ms"
-    return f"{seconds:,.1f} s"
 
 
 def duration_text(seconds: float) -> str:
@@ -423,7 +416,7 @@ def sections(
             best_note += " One deployment:"
         best_note += (
             f" {b['requests_per_s'] * b['replicas']:,.2f} requests/s, a request's latency "
-            f"{measured_duration(b['request_latency_s'])} (TTFT + osl x TPOT)."
+            f"{plan_duration(b['request_latency_s'])} (TTFT + osl x TPOT)."
         )
         if model is not None:
             best_note += " The same figures: " + plan_command(

@@ -370,8 +370,9 @@ def _disaggregated(
         req.step_cache[key] = kv_transfer_seconds(req.hw, row)
     transfer = req.step_cache[key]
     pairs, settled = _pairings(req, c, pools, ov, demand, transfer, base)
-    # a count given that a prefill pool could have beside this decode pool (within the largest)
-    listed = any(c.gpus + pg <= max(req.gpus) for pg in req.gpus)
+    # a count given that a prefill pool could have beside this decode pool (within the largest);
+    # under a budget any pool size is tried, so the reason below is the pairing's
+    listed = req.budget is not None or any(c.gpus + pg <= max(req.gpus) for pg in req.gpus)
     # per batch size: its figures as Python numbers, then one point per pool
     tps, tots = t_step.tolist(), total.tolist()
     kvs = context_bytes.tolist()
