@@ -43,7 +43,6 @@ def test_deepseek_v3_decode_layer_bytes_by_hand():
     kernels = (
         2 * (d + w["q_a"] + d_cq)  # q_a_proj and kv_a_proj as one GEMM (qkv_a_proj): the
         + 2 * (w["kv_a"] + d_c + d_rope)  # hidden state read once
-        + row  # writing the new cache row
         + 2 * (d_cq + w["q_b"] + n_h * (d_nope + d_rope))  # q_b_proj
         + 2 * (n_h * d_nope + w["w_uk"] + n_h * d_c)  # q_absorb
         + 2 * n_h * (d_c + d_rope)
@@ -52,10 +51,16 @@ def test_deepseek_v3_decode_layer_bytes_by_hand():
         + 2 * (n_h * d_c + w["w_uv"] + n_h * d_v)  # o_absorb
         + 2 * (n_h * d_v + w["o"] + d)  # o_proj
     )
-    assert kernels == 379_654_400  # 379,668,736 with q_a and kv_a apart (2 d bytes more)
+    # 379,668,736 with q_a and kv_a apart (2 d bytes more); 379,654,400 with the new cache row
+    # on qkv_a_proj, where the RoPE pre-kernel (element-wise) now writes it
+    assert kernels == 379_653_248
     got = attention_traffic_bytes("deepseek-v3", "decode", S, 1, weight_dtype="bf16")
     assert got["fused_bytes"] == fused and got["kernel_bytes"] == kernels
     assert got["handoff_bytes"] == kernels + 2 * (d_cq + d_c) - fused
+    # the two latent norms (input, weight, output) and RoPE (q and k rope parts read and
+    # written), and the new cache row the RoPE pre-kernel writes
+    norms_rope = 2 * 3 * (d_cq + d_c) + 2 * 2 * (n_h + 1) * d_rope
+    assert got["norm_rope_bytes"] == norms_rope + row == 45_312 + row
     cost = mlacalc.attention_cost("deepseek-v3", "decode", S, 1, weight_dtype="bf16")
     assert cost.fused_bytes == 61 * fused  # the one definition of fused bytes
 
@@ -218,7 +223,7 @@ def test_mla_down_projections_run_as_one_gemm(phase, S, B):
     """DeepSeek-V3's q_a and kv_a projections read the same hidden state; the engines run
     them as one GEMM (7,168 -> 1,536 + 576, as the module tables' rows are mapped:
     mlacalc.measured.mapping's ``q_a+kv_a``): one kernel with both FLOPs, the hidden state read
-    once, the new cache rows written. A model without a query LoRA keeps kv_a_proj apart."""
+    once. A model without a query LoRA keeps kv_a_proj apart."""
     ks = {k.name: k for k in step_kernels("deepseek-v3", phase, S, B, weight_dtype="bf16")}
     assert "q_a_proj" not in ks and "kv_a_proj" not in ks
     k = ks["qkv_a_proj"]
@@ -228,7 +233,9 @@ def test_mla_down_projections_run_as_one_gemm(phase, S, B):
     assert k.flops == ops["q_a_proj"].flops + ops["kv_a_proj"].flops
     tokens = B * (1 if phase == "decode" else S)
     apart = ops["q_a_proj"].bytes + ops["kv_a_proj"].bytes
-    cache_rows = sum(o.cache_bytes_written for o in cost.ops)  # written by this kernel
-    assert k.bytes == apart + cache_rows - tokens * 7168 * 2  # the hidden state read once
+    assert k.bytes == apart - tokens * 7168 * 2  # the hidden state read once
+    # the new latent rows written by the RoPE pre-kernel (before: on this GEMM, and in a
+    # prompt the naive op sequence's expanded K/V rows, n_h * 320 elements a token)
+    assert ks["rope"].bytes == ops["rope"].bytes + tokens * 576 * 2
     lite = {k.name for k in step_kernels("deepseek-v2-lite", phase, S, B)}
     assert "kv_a_proj" in lite and "qkv_a_proj" not in lite

@@ -343,9 +343,12 @@ def _vllm_module(system: str, table: str, profile: str):
             "mla_context_module_perf",
             "fit-b200-sxm-vllm",
             # 0.115 / 0.38 before the Blackwell prefill terms and the refit of the GEMM and
-            # MLA prefill classes: median 10.7% -> 12.2%, p90 36.9% -> 29.3%
-            0.125,
-            0.30,
+            # MLA prefill classes: median 10.7% -> 12.2%, p90 36.9% -> 29.3%; 12.1% / 29.7% ->
+            # 12.6% / 31.0% with the key assembly timed as a kernel of its own
+            # (model_step.k_assemble_bytes, as a served step runs it) and mla_prefill:*
+            # refitted without it (bound was 0.125 / 0.30)
+            0.13,
+            0.315,
             marks=pytest.mark.slow,
         ),
         pytest.param(

@@ -1,5 +1,6 @@
 """The MLA module tables as the kernel lists the engines run (docs/time-model.md, "MLA module
-rows"): TensorRT-LLM's expanded prompt puts its keys together in a copy kernel of its own."""
+rows"): an expanded prompt puts its keys together in a copy kernel of its own, in every
+engine, as a served step does."""
 
 from __future__ import annotations
 
@@ -18,13 +19,19 @@ def _context_module(system: str, engine: str):
     return t, map_table(t)
 
 
+@pytest.mark.parametrize("engine", ["trtllm", "vllm"])
 @pytest.mark.parametrize("system", ["h100_sxm", "b200_sxm"])
-def test_trtllm_prompt_module_copies_its_keys_together(system):
-    """Every TensorRT-LLM prompt module row runs the key assembly: 128-wide k_nope read and a
-    192-wide bf16 key written a token and head, the 64-wide RoPE key read once a token."""
-    t, mapped = _context_module(system, "trtllm")
+def test_prompt_module_copies_its_keys_together(system, engine):
+    """Every expanded prompt module row runs the key assembly, in every engine (TensorRT-LLM's
+    ``forward_context_default``, vLLM's ``torch.cat``): 128-wide k_nope read and a 192-wide
+    bf16 key written a token and head, the 64-wide RoPE key read once a token. vLLM's rows on
+    its decode path (mapping.decode_path_prompts) expand no keys."""
+    from mlacalc.measured.mapping import decode_path_prompts
+
+    t, mapped = _context_module(system, engine)
     (part,) = [p for p in mapped.parts if p.name == "k_assemble"]
-    assert np.array_equal(np.sort(part.rows), np.arange(len(t)))
+    expanded = np.flatnonzero(~decode_path_prompts(t))
+    assert expanded.size and np.array_equal(np.sort(part.rows), expanded)
     c = t.columns
     tok = (np.asarray(c["batch_size"], float) * np.asarray(c["isl"], float))[part.rows]
     h = np.asarray(c["num_heads"], float)[part.rows]
@@ -33,11 +40,40 @@ def test_trtllm_prompt_module_copies_its_keys_together(system):
     np.testing.assert_allclose(part.batch.shape["elements"], tok * h * 192)
 
 
-def test_vllm_prompt_module_keeps_its_copy_in_the_residual_fit():
-    """vLLM's prompt classes are fitted on its module rows' residuals, which hold its key copy:
-    no kernel of its own (mapping.K_ASSEMBLE_ENGINES)."""
-    _, mapped = _context_module("h100_sxm", "vllm")
-    assert not any(p.name == "k_assemble" for p in mapped.parts)
+@pytest.mark.parametrize("gemm_type", ["bf16", "fp8_block"])
+def test_served_prompt_runs_the_module_rows_kernels(gemm_type):
+    """The served DeepSeek-V3 prompt layer (cost.model_step) and the mapped TensorRT-LLM module
+    row of the same shape (128 heads, bf16 cache) run the same key assembly and the same fused
+    q_a+kv_a GEMM: name, FLOPs, bytes (one definition: model_step.k_assemble_bytes) and the
+    GEMM's n and k. Before, the step had no k_assemble, and its qkv_a_proj carried the naive
+    op sequence's expanded K/V cache write (n_h * 320 elements a token, 672 MB at 2 x 4,096
+    tokens against the GEMM's own 182 MB), where the engines write each token's latent row in
+    their RoPE pre-kernel."""
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.measured.mapped import canon_dtypes
+
+    t, mapped = _context_module("h100_sxm", "trtllm")
+    c = t.columns
+    gt, kvd = canon_dtypes(c["gemm_type"]), canon_dtypes(c["kv_cache_dtype"])
+    pick = (np.asarray(c["num_heads"]) == 128) & (gt == gemm_type) & (kvd == "bf16")
+    idx = int(np.flatnonzero(pick & (np.asarray(c["isl"]) == 4096))[0])
+    bs, isl = int(c["batch_size"][idx]), int(c["isl"][idx])
+    w = "bf16" if gemm_type == "bf16" else "fp8"
+    step = step_kernels("deepseek-v3", "prefill", isl, bs, weight_dtype=w, scope="attention_layer")
+    step = {k.name: k for k in step}
+    for served, name in (("k_assemble", "k_assemble"), ("qkv_a_proj", "q_a+kv_a")):
+        (part,) = [p for p in mapped.parts if p.name == name and idx in p.rows]
+        at = int(np.flatnonzero(part.rows == idx)[0])
+        k, b = step[served], part.batch
+        assert k.kind == b.kind and k.flops == pytest.approx(float(b.flops[at]), rel=1e-12)
+        for dim in ("n", "k", "elements"):
+            if dim in k.shape:
+                assert k.shape[dim] == b.shape[dim][at], (served, dim)
+        if served == "qkv_a_proj" and gemm_type == "fp8_block":
+            # the step's fp8 GEMM reads its bf16 input (quantized in the GEMM's own pass) where
+            # the mapping counts the quantized input and the 1x128 scales
+            continue
+        assert k.bytes == pytest.approx(float(b.bytes[at]), rel=1e-12), served
 
 
 @pytest.mark.parametrize("table", ["mla_context_module_perf", "mla_generation_module_perf"])

@@ -28,8 +28,10 @@ Kernels, per layer kind (``calls`` = the layers of that kind, FLOPs and bytes pe
 
 Bytes of a kernel: what it reads and writes once (weights, its input and output activations,
 the cache rows it reads or writes). The new cache rows are written by the key/value
-down-projection that produces them; the attention core reads the cached rows of the attended
-keys once (MLA's latent rows once for scores and values) and never writes the score matrix.
+down-projection that produces them (MLA's latent rows, where its query and latent projections
+are one GEMM, by its RoPE pre-kernel, as the engines do); the attention core reads the cached
+rows of the attended keys once (MLA's latent rows once for scores and values) and never
+writes the score matrix.
 
 Two byte totals, and which one is "fused": :attr:`mlacalc.AttentionCost.fused_bytes` is the
 *ideal fused lower bound* of an attention layer (each weight once, the layer's input and output
@@ -37,9 +39,11 @@ once, the attended cache rows once, the new rows once): the one figure mlacalc c
 bytes (``docs/conventions.md``). The kernels here move more: each kernel also reads and writes
 the activations it hands to the next one (the query, the absorbed query, the core's output).
 For DeepSeek-V3 decode at 4,096 keys, batch 1, bf16 weights, one layer: 378,963,072 fused
-bytes; the attention GEMMs and core move 379,668,736 bytes (709,760 bytes of activations handed
-between kernels more, less the 4,096 bytes of norm weights the element-wise kernels read), and
-the two latent norms and RoPE 45,312 bytes more. :func:`attention_traffic_bytes` gives these
+bytes; the attention GEMMs and core move 379,653,248 bytes (695,424 bytes of activations handed
+between kernels more, less the 4,096 bytes of norm weights the element-wise kernels read and
+the 1,152-byte new cache row, which MLA's RoPE pre-kernel writes), and the two latent norms and
+RoPE 46,464 bytes more, the new row's included (``handoff_bytes`` 694,272: it counts the
+row with the element-wise kernels). :func:`attention_traffic_bytes` gives these
 figures for any model and step.
 """
 
@@ -102,6 +106,7 @@ __all__ = [
     "attention_traffic_bytes",
     "checkpoint_stored",
     "indexer_kernels",
+    "k_assemble_bytes",
     "kernel_stage",
     "moe_active_experts",
     "step_kernels",
@@ -122,6 +127,7 @@ KERNEL_STAGES: dict[str, str] = {
     "kv_a_proj": "kv_proj",
     "qkv_a_proj": "kv_proj",
     "kv_b_proj": "kv_up",
+    "k_assemble": "layout",
     "q_absorb": "absorb",
     "o_absorb": "absorb",
     "attention": "core",
@@ -188,8 +194,33 @@ KERNEL_STAGES: dict[str, str] = {
 
 #: Attention ops whose work a serving kernel does inside a neighbour (their bytes are counted
 #: there): the cache write (in the key/value projection), the score product, softmax and value
-#: product (in the attention core), layout copies (none in a fused kernel).
+#: product (in the attention core), the absorbed query's layout copy (in the engines' RoPE
+#: pre-kernel); the expanded keys' assembly is the kernel after kv_b_proj (:func:`_k_assemble`),
+#: whatever implementation's op sequence lists it or not.
 _FUSED_AWAY = ("cache_write", "scores", "softmax", "pv", "q_assemble", "k_assemble")
+
+
+def k_assemble_bytes(keys, heads, nope: int, rope: int, bits: int = 16):
+    """Bytes of an expanded MLA prompt's key assembly over ``keys`` keys of ``heads`` heads:
+    each head's ``nope``-wide key part (a strided view of kv_b's output) read, the key's one
+    ``rope``-wide RoPE part (the latent projection's output) read once and broadcast, and one
+    ``nope + rope``-wide key a head written, every element of ``bits`` bits. A copy kernel of
+    its own in every engine's MLA prompt (from recall of their sources: TensorRT-LLM's
+    ``forward_context_default``, vLLM's ``torch.cat`` in ``_forward_prefill``, SGLang's
+    ``forward_normal``). The one definition a served step (:func:`attention_kernels`) and the
+    module tables' mapping (:mod:`mlacalc.measured.mapping`) count; ``keys`` and ``heads`` may
+    be numpy arrays. The op's formula reads the RoPE part from the cache (its ``b``); the
+    engines read it from the projection's output, as here (the same bytes with a bf16 cache)."""
+    return keys * (heads * (nope + nope + rope) + rope) * bits // 8
+
+
+def _k_assemble(model: ModelConfig, keys: int, act_dtype: str, calls: int) -> Kernel:
+    """The expanded prompt's key assembly (:func:`k_assemble_bytes`) over the ``keys`` keys
+    kv_b_proj expanded, an ``elementwise`` kernel of ``act_dtype``."""
+    heads = model.num_attention_heads
+    nope, rope = model.qk_nope_head_dim, model.qk_rope_head_dim
+    nbytes = k_assemble_bytes(keys, heads, nope, rope, dtype_bits(act_dtype))
+    return _elementwise("k_assemble", act_dtype, 0, nbytes, keys * heads * (nope + rope), calls)
 
 
 def kernel_stage(name: str) -> str:
@@ -495,6 +526,14 @@ def attention_kernels(
     first_kv = True
     core_done = False
     fused_a = _fused_a(ops)
+    if model.is_mla:  # the engines cache the latent row whatever path the prompt takes
+        row = resolve_kv_layout(kv_dtype).row_bytes(model.kv_lora_rank, model.qk_rope_head_dim)
+        cache_writes = cost.batch * cost.q_len * row
+    rope_rows = 0
+    if fused_a is not None and "rope" in ops and ops["rope"].bytes:
+        # with the query and latent projections one GEMM, the latent rows are written by the
+        # RoPE pre-kernel, as the module tables' rows are mapped (the attention call's)
+        rope_rows, first_kv = cache_writes, False
     for op in cost.ops:
         if fused_a is not None and op.name in ("q_a_proj", "kv_a_proj"):
             if op.name == "q_a_proj":  # the one GEMM of both, where the query's stood
@@ -525,7 +564,8 @@ def attention_kernels(
         if op.kind != "matmul":
             if op.bytes:  # (RoPE of a model without it moves nothing)
                 elements = op.bytes_written * 8 // dtype_bits(act_dtype)
-                out.append(_elementwise(op.name, act_dtype, op.flops, op.bytes, elements, calls))
+                nbytes = op.bytes + (rope_rows if op.name == "rope" else 0)
+                out.append(_elementwise(op.name, act_dtype, op.flops, nbytes, elements, calls))
             continue
         nbytes = op.bytes
         if op.stage == "kv_proj" and first_kv:
@@ -542,6 +582,8 @@ def attention_kernels(
                 calls,
             )
         )
+        if op.name == "kv_b_proj" and model.is_mla:  # the expanded keys put together
+            out.append(_k_assemble(model, op.shape[1], act_dtype, calls))
     return out
 
 

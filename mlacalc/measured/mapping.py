@@ -88,6 +88,7 @@ import dataclasses
 import numpy as np
 
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
+from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
@@ -1166,7 +1167,7 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     r, copies = rows[~latent], cycled[~latent] / kv_up[~latent]
     kv_n = h[~latent] * (g["nope"] + g["v"])
     _gemm_kernels(b, "kv_b", r, "bf16", tok[~latent], kv_n, g["kv_lora"], weight_copies=copies)
-    if context and t.engine in K_ASSEMBLE_ENGINES:
+    if context:
         _k_assemble(b, r, tok[~latent], h[~latent])
     r, tk, hh = rows[latent], tok[latent], h[latent]
     # each BMM's weight is half of kv_b's
@@ -1205,16 +1206,6 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
 
 
-#: Engines whose MLA module rows time the expanded prompt's key assembly (:func:`_k_assemble`):
-#: TensorRT-LLM's, whose prompt kernel class is fitted on stand-alone rows that hand it whole
-#: keys, so the module rows show the copy. vLLM's prompt also builds its keys with a copy
-#: (``torch.cat((k_nope, k_pe.expand(...)))`` in ``_forward_prefill``, from recall), but its
-#: prompt classes are fitted on its module rows' residuals, which hold the copy already: with
-#: it and the classes refitted, its module rows went 5.9% -> 6.0% (H100) and 12.0% -> 12.5%
-#: (B200, p90 29.7% -> 31.0%), so it is left out there.
-K_ASSEMBLE_ENGINES = frozenset({"trtllm"})
-
-
 def module_l2_bytes(weights, cache) -> np.ndarray:
     """Bytes one replay of a module row moves through the L2 that the next replay would find
     there: every weight of its GEMMs and BMMs (``weights``) and the cached rows its attention
@@ -1227,15 +1218,14 @@ def module_l2_bytes(weights, cache) -> np.ndarray:
 
 
 def _k_assemble(b: _Builder, rows, tok, h) -> None:
-    """The expanded prompt's keys put together before its attention kernel: each head's
-    128-wide ``k_nope`` (a strided view of kv_b's output) read and the token's one 64-wide RoPE
-    key broadcast to every head, written as one 192-wide bf16 key a head: a copy kernel of its
-    own in TensorRT-LLM's MLA prompt (``k[..., :nope] = k_nope``, ``k[..., nope:] = k_pe`` in
-    ``forward_context_default``, from recall of its source). The stand-alone prompt rows
-    (``context_mla_perf``) hand the kernel whole keys; only the module rows carry the copy.
-    Evidence: TensorRT-LLM's H100 module rows of 4,096 prompt tokens and more fall short by
-    0.25 ns a token and head with bf16 projections (0.15 fp8_block), where the copy's 640 bytes
-    at 0.8 of the HBM take 0.24 ns (docs/time-model.md, "MLA module rows")."""
+    """The expanded prompt's keys put together before its attention kernel, a copy kernel of
+    its own in every engine (:func:`mlacalc.cost.model_step.k_assemble_bytes`, the one
+    definition a served step counts too): the prompt kernel classes are fitted on stand-alone
+    rows that hand it whole keys (TensorRT-LLM's ``context_mla_perf``) or on these rows'
+    residuals with the copy timed here (vLLM's). Evidence: TensorRT-LLM's H100 module rows of
+    4,096 prompt tokens and more fall short by 0.25 ns a token and head with bf16 projections
+    (0.15 fp8_block), where the copy's 640 bytes at 0.8 of the HBM take 0.24 ns
+    (docs/time-model.md, "MLA module rows")."""
     g = DSV3
     b.add(
         "k_assemble",
@@ -1243,7 +1233,7 @@ def _k_assemble(b: _Builder, rows, tok, h) -> None:
         "bf16",
         rows,
         0.0,
-        tok * h * (g["nope"] + g["nope"] + g["rope"]) * 2.0 + tok * g["rope"] * 2.0,
+        k_assemble_bytes(tok, h, g["nope"], g["rope"]),
         elements=tok * h * (g["nope"] + g["rope"]),
     )
 

@@ -122,6 +122,7 @@ HEADS = frozenset(
         "o_a_proj",  # DeepSeek-V4's grouped output projection: its groups split
         "attention",
         "rope",
+        "k_assemble",  # MLA's expanded prompt keys, one a head
         "dense_ffn_act",
         "shared_experts_act",
         "linear_conv",
