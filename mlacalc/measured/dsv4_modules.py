@@ -49,6 +49,7 @@ from mlacalc.measured.tables import MeasuredTable, load_measured
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import LayerKind
+from mlacalc.timemodel.kernel_time import RAGGED, RAGGED_CORE
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.workload import Workload
 
@@ -138,25 +139,26 @@ SHARED_KERNEL_TABLES = {
     "trtllm": frozenset({("sglang", "glm5_topk_module_perf")}),
     "vllm": frozenset({("sglang", "glm5_topk_module_perf")}),
 }
-#: The engines whose prompt core runs the chunk's tokens of every sequence as one ragged batch
-#: (FlashMLA's sparse prefill takes each token's own index list, a token a unit, as GLM-5's
-#: ``glm5_dsa_attn_module_perf`` maps it), nothing padded per sequence: SGLang. Its module
-#: rows show it: HCA prompts (H100, DeepSeek-V4-Flash, 64 heads, bf16) take what their
-#: attention-less kernels leave at about 140 ns a token however the tokens split into
-#: sequences (1,024 tokens as 1,024 x 1, 256 x 4, 64 x 16: 142, 140, 140 us), where vLLM's
-#: kernel table, on which the ``sparse`` prefill class is fitted, takes 1.6 us a sequence of 4
-#: tokens (1,631 us at 1,024 x 4 against 389 us for one sequence of 4,096).
-RAGGED = frozenset({"sglang"})
-#: The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
-#: which no single-kernel table times: fitted on the residuals of SGLang's CSA and HCA prompt
-#: rows (:data:`mlacalc.measured.observations.RESIDUAL_VARIANTS`), not on vLLM's
-#: ``dsv4_hca_attn_module_perf`` (whose kernel pads per sequence). Timed by vLLM's fit, the core
-#: of SGLang's H100 HCA prompts (DeepSeek-V4-Flash, 64 heads) grows with the cached tokens
-#: 1.8-1.9x as fast as predicted wherever a row has 256 tokens or more (the row's time less that
-#: of the same row at 4,096 cached tokens, against the predicted difference, medians per
-#: token count from 8,192 to 1,000,000 cached): vLLM's kernel of one 256-token prompt takes
-#: 254 us after 524,288 tokens, where SGLang's layer takes 369 us more than after 4,096.
-RAGGED_CORE = "sparse_ragged"
+# The evidence for SGLang's ragged prompt core (mlacalc.timemodel.kernel_time.RAGGED, timed by
+# its own class RAGGED_CORE, which a served step takes as the mapping here does):
+# The engines whose prompt core runs the chunk's tokens of every sequence as one ragged batch
+# (FlashMLA's sparse prefill takes each token's own index list, a token a unit, as GLM-5's
+# ``glm5_dsa_attn_module_perf`` maps it), nothing padded per sequence: SGLang. Its module
+# rows show it: HCA prompts (H100, DeepSeek-V4-Flash, 64 heads, bf16) take what their
+# attention-less kernels leave at about 140 ns a token however the tokens split into
+# sequences (1,024 tokens as 1,024 x 1, 256 x 4, 64 x 16: 142, 140, 140 us), where vLLM's
+# kernel table, on which the ``sparse`` prefill class is fitted, takes 1.6 us a sequence of 4
+# tokens (1,631 us at 1,024 x 4 against 389 us for one sequence of 4,096).
+# The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
+# which no single-kernel table times: fitted on the residuals of SGLang's CSA and HCA prompt
+# rows (:data:`mlacalc.measured.observations.RESIDUAL_VARIANTS`), not on vLLM's
+# ``dsv4_hca_attn_module_perf`` (whose kernel pads per sequence). Timed by vLLM's fit, the core
+# of SGLang's H100 HCA prompts (DeepSeek-V4-Flash, 64 heads) grows with the cached tokens
+# 1.8-1.9x as fast as predicted wherever a row has 256 tokens or more (the row's time less that
+# of the same row at 4,096 cached tokens, against the predicted difference, medians per
+# token count from 8,192 to 1,000,000 cached): vLLM's kernel of one 256-token prompt takes
+# 254 us after 524,288 tokens, where SGLang's layer takes 369 us more than after 4,096.
+
 #: The engines whose module rows run the query's low-rank projection and the shared key's
 #: projection (``q_a_proj``, ``kv_proj``: both read the layer's input) as one GEMM, as vLLM
 #: runs DeepSeek-V2/V3's ``q_a_proj`` and ``kv_a_proj_with_mqa`` (``fused_qkv_a_proj``; from

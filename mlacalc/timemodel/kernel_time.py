@@ -38,6 +38,7 @@ from mlacalc.timemodel.mla_time import engine_mla_kernel
 from mlacalc.timemodel.moe_time import engine_moe_tiles
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds, kernel_ridge
+from mlacalc.timemodel.shared import col
 from mlacalc.timemodel.terms import kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import (
@@ -167,6 +168,31 @@ def run_class(
     return run, fig, params, how
 
 
+#: The engines whose DeepSeek-V4 prompt core runs a chunk's tokens of every sequence as one
+#: ragged batch (FlashMLA's sparse prefill, a token a unit, nothing padded per sequence), timed
+#: by a class of its own (:data:`RAGGED_CORE`): SGLang. The evidence and the fit:
+#: :data:`mlacalc.measured.dsv4_modules.RAGGED_CORE`'s notes.
+RAGGED = frozenset({"sglang"})
+#: The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
+#: fitted on the residuals of SGLang's CSA and HCA prompt module rows; a profile without it
+#: times the core by the ``sparse`` class (:mod:`mlacalc.timemodel.profile`).
+RAGGED_CORE = "sparse_ragged"
+
+
+def engine_v4_prompt_core(batch: KernelBatch, engine: str) -> KernelBatch:
+    """A DeepSeek-V4 step's prompt core (``attention_prefill``, variant ``sparse``, over pooled
+    keys) as ``engine`` runs it: SGLang's ragged batch, every sequence's tokens one sequence of
+    ``batch x q_len`` queries, timed by the class its module rows fit (:data:`RAGGED_CORE`), as
+    the mapping of those rows builds it (``dsv4_module_kernels(..., ragged=True)``); others as
+    they are."""
+    ragged = batch.kind == "attention_prefill" and batch.variant == "sparse"
+    if engine not in RAGGED or not ragged or "pooled_ratio" not in batch.shape:
+        return batch
+    b, q = col(batch, "batch", 1), col(batch, "q_len", 1)
+    shape = {**batch.shape, "batch": np.ones(len(batch)), "q_len": b * q}
+    return dataclasses.replace(batch, variant=RAGGED_CORE, shape=shape)
+
+
 def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """A model step's ``batch`` as ``engine``'s kernel runs it on ``fig``, the kernel its class
     was fitted on: the fused MoE's tiles (:func:`~mlacalc.timemodel.moe_time.engine_moe_tiles`),
@@ -176,7 +202,8 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     (:func:`~mlacalc.timemodel.mla_time.engine_mla_kernel`), the
     linear-attention kernels (:func:`~mlacalc.timemodel.elementwise_time.engine_linear_kernel`)
     and the attention kernels' head packing
-    (:func:`~mlacalc.timemodel.attention_time.engine_attention_kernel`); a measured row, which
+    (:func:`~mlacalc.timemodel.attention_time.engine_attention_kernel`), DeepSeek-V4's prompt
+    core (:func:`engine_v4_prompt_core`); a measured row, which
     names its kernel, is left as it is. A block-scaled fp8 GEMM may run as the per-tensor
     class (:func:`~mlacalc.timemodel.gemm_time.step_block_fp8`), so the class is looked up on
     what this returns. Every path that times a step's kernels goes through here
@@ -186,6 +213,7 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     batch = engine_dsa_kernel(batch, engine, fig)
     batch = engine_mla_kernel(batch, engine, fig)
     batch = engine_linear_kernel(batch, engine, fig)
+    batch = engine_v4_prompt_core(batch, engine)
     return engine_attention_kernel(batch, engine, fig)
 
 

@@ -91,6 +91,11 @@ _KIND_STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+#: variant -> the variant whose fit times it where a profile lacks its own: SGLang's ragged
+#: DeepSeek-V4 prompt core (fitted on its module rows' residuals) by FlashMLA's sparse prefill
+_PARENT_VARIANTS = {"sparse_ragged": "sparse"}
+
+
 @dataclass(frozen=True)
 class Profile:
     """Fitted kernel-model parameters with their provenance and residuals."""
@@ -118,6 +123,9 @@ class Profile:
         # fitted without the variant, or an older one); else the bf16 fit, variant first
         alias = _ALIASES.get(dtype, dtype)
         keys = [class_key(kind, dtype, variant), class_key(kind, alias, variant)] if variant else []
+        parent = _PARENT_VARIANTS.get(variant)
+        if parent:  # a variant fitted on part of its parent's kernels: the parent's fit next
+            keys += [class_key(kind, dtype, parent), class_key(kind, alias, parent)]
         keys += [class_key(kind, dtype), class_key(kind, alias)]
         if alias in _STAND_INS and not variant:
             first = _KIND_FIRST_STAND_INS.get((kind, alias))
