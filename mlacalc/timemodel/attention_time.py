@@ -109,8 +109,11 @@ def encoder_kernel_shape(engine: str, fig: DeviceFigures, head_dim: np.ndarray) 
     of flash_attn/cute's SM100 forward, ``q_stage`` 2). The tables show the tile quantization:
     vLLM's H100 rows at 192 and 576 tokens a sequence read 20-48% high and at 256 and 1,024
     18-11% low under 128 x 128 tiles (one 192-row tile against two 128-row ones; 6 against 8),
-    B200's at 192, 256 and 512 tokens 13-21% high and at 576 and 1,296 0-3%.
-    TensorRT-LLM's own FMHA: none (its builds cover every multiple of 8 it serves)."""
+    B200's at 192, 256 and 512 tokens 13-21% high and at 576 and 1,296 0-3%. The encoder
+    tables hold head dims 64, 72 and 80 only: Hopper's tiles past a built 96 and other
+    generations' kernels are left at the 128 x 128 tiles and the head dim as it is, no table
+    showing them. TensorRT-LLM's own FMHA: none (its builds cover every multiple of 8 it
+    serves)."""
     hd = np.asarray(head_dim, dtype=np.float64)
     if engine not in ("sglang", "vllm"):
         return {}
@@ -120,11 +123,9 @@ def encoder_kernel_shape(engine: str, fig: DeviceFigures, head_dim: np.ndarray) 
         rows, keys = np.full(hd.shape, 256.0), np.full(hd.shape, 128.0)
     elif fig.kernel_generation == "sm90":
         rows = np.where(built <= 96.0, 192.0, 128.0)
-        keys = np.select(
-            [built <= 64.0, built <= 96.0, built <= 128.0], [192.0, 144.0, 176.0], 128.0
-        )
+        keys = np.select([built <= 64.0, built <= 96.0], [192.0, 144.0], 128.0)
     else:
-        return {"head_dim_built": built}
+        return {}
     return {"head_dim_built": built, "tile_rows": rows, "tile_keys": keys}
 
 
