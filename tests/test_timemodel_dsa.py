@@ -363,3 +363,26 @@ def test_the_top_k_selection_draws_bandwidth_by_its_sms_on_every_device():
     table = "glm5_topk_module_perf"
     assert np.median(_glm5_sparse_rows("h100_sxm", "fit-b200-sxm-sglang", table)) < 0.13
     assert np.median(_glm5_sparse_rows("b200_sxm", "fit-h100-sxm-sglang", table)) < 0.16
+
+
+def test_the_indexer_logits_split_their_keys_without_a_combine_kernel():
+    """DeepGEMM's paged MQA logits write each (query, key) logit from the part that scored it:
+    no value product, no partial outputs, no combine kernel where the keys split (the latent
+    decode's merge is a launch and its partial results). The fitted class's time from 128 keys
+    (one part) to 256 (two parts at one sequence) grows by far less than a launch."""
+    prof = load_profile("fit-b200-sxm-sglang")
+    hw = load_hardware("B200")
+
+    def logits(keys: float) -> float:
+        from mlacalc.words.kernels import KernelBatch
+
+        shape = dict(batch=1, q_len=1, kv_len=keys, n_heads=64, n_kv=1, head_dim_qk=128,
+                     head_dim_v=0, window=0, causal=1, page_size=64, kv_bytes=1, kv_split=1,
+                     operand_reads=1, rope_kernel=0, preprocess_bytes=0)  # fmt: skip
+        shape = {k: np.array([float(v)]) for k, v in shape.items()}
+        nb = 64 * 132 + keys * 132 + keys * 4
+        b = KernelBatch("mla_decode", "fp8", np.array([2 * 64 * 128 * keys]), np.array([nb]),
+                        np.ones(1), shape, "indexer")  # fmt: skip
+        return float(predict_batch(b, hw, prof)[0])
+
+    assert logits(256.0) - logits(128.0) < 0.5e-6  # a launch is about 2 us

@@ -647,9 +647,10 @@ def test_sglang_block_scaled_gemm_leaving_the_device_out(system, own, trt, media
     [
         # SGLang's GLM-5 and DeepSeek-V4 indexer and sparse-attention kernels on H100, each
         # fitted on its own rows (fit-h100-sxm-sglang): 6.7% / 27%, 9.7% / 35%, 3.5% / 10%,
-        # 6.8% / 45%
+        # 6.8% / 45% (5.8% / 19% with no combine kernel where the paged logits split the keys:
+        # mla_time, a kernel without a value product)
         ("glm5_mqa_logits_module_perf", 0.075, 0.29, 0),
-        ("dsv4_paged_mqa_logits_module_perf", 0.075, 0.47, 0),
+        ("dsv4_paged_mqa_logits_module_perf", 0.065, 0.20, 0),
         # DeepSeek-V4's hyper-connection kernels: 5.0% / 19% (post), 3.5% / 12% (pre)
         ("mhc_module_perf", 0.05, 0.19, 0),
         ("glm5_topk_module_perf", 0.11, 0.36, 2444),
@@ -837,7 +838,12 @@ DSA = [
     # chain (and no floor for the nvfp4 decode groups, whose one-token kernels now take 0.87 and
     # 0.95 of their rows)
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_context_module_perf", 0.125, 0.44),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.215, 0.525),
+    # 0.211 / 0.511 -> 0.219 / 0.379 with no combine kernel behind the paged indexer logits
+    # (mla_time: a kernel without a value product; the class refitted on vLLM's DeepSeek-V4
+    # table, eff_memory 0.14 -> 1.0): its rows of many keys were over-predicted up to 3x, its
+    # rows of few keys and many sequences stay 26-39% short (not the logits); median bound
+    # loosened 0.215 -> 0.22, p90 tightened 0.525 -> 0.39
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsa_generation_module_perf", 0.22, 0.39),
 ]
 
 

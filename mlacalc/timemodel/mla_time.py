@@ -256,7 +256,10 @@ def mla_decode_terms(
     rows = np.minimum(heads * q / tiles, tile_rows)
     partial = np.where(splits > 1, units * rows * col(batch, "head_dim_v", 512) * 4.0, 0.0)
     merge = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
-    pre = pre + np.where(splits > 1, merge, 0.0)
+    # a kernel without a value product (an indexer's logits: ``head_dim_v`` 0) writes each
+    # (query, key) logit whole from the part that scored it: nothing to combine
+    combines = (splits > 1) & (col(batch, "head_dim_v", 512) > 0)
+    pre = pre + np.where(combines, merge, 0.0)
     # the units one SM works through in turn: a splitting kernel's SMs take the short units as
     # they free up; the non-splitting kernel's units each walk a whole cache, in whole waves
     # over the SMs
