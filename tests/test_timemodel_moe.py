@@ -106,6 +106,37 @@ def test_the_triton_fused_moe_streams_every_routed_pair():
     assert one[0] == kernel_terms(_moe_batch(**alone), FIG, p)["extra_s"][0]
 
 
+def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
+    """``pair_passes``: bf16 passes over every (token, top-k) pair entering the rank, local or
+    not, at the HBM rate on every device (FlashInfer's TensorRT-LLM block-scaled fp8 MoE: its B200
+    rows at EP 256, one local expert, take 3-4.5x the library's bf16 rows of the shape);
+    default 0; SGLang's B200 class holds them. A profile of Blackwell predicting Hopper, where
+    the engine runs another kernel of the dtype, drops them
+    (engine_profiles.with_generation_kernels)."""
+    import dataclasses
+
+    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.profile import load_profile
+
+    b200 = device_figures(load_hardware("B200"))
+    p = default_params("moe")
+    p.update(act_passes=0.0, route_s=0.0)
+    assert p["pair_passes"] == 0.0
+    args = {"tokens": [16384], "active": [1], "top": [512], "rows": [512]}
+    base = kernel_terms(_moe_batch(**args), b200, p)["extra_s"][0]
+    p["pair_passes"] = 2.0
+    extra = kernel_terms(_moe_batch(**args), b200, p)["extra_s"][0] - base
+    want = 2.0 * 16384 * 8 * (HIDDEN + INTER) * 2.0 / (p["eff_memory"] * b200.hbm_bytes_per_s)
+    assert extra == pytest.approx(want)
+    assert load_profile("fit-b200-sxm-sglang").classes["moe:fp8_block"]["pair_passes"] > 1.0
+    # vLLM's block-scaled fp8 MoE on Hopper is FlashInfer's CUTLASS MoE (a class given passes)
+    own = load_profile("fit-b200-sxm-vllm")
+    cls = {**own.classes["moe:fp8_block"], "pair_passes": 3.0}
+    own = dataclasses.replace(own, classes={**own.classes, "moe:fp8_block": cls})
+    h100 = with_generation_kernels(own, load_profile("fit-b200-sxm"), load_hardware("H100-SXM"))
+    assert h100.classes["moe:fp8_block"]["pair_passes"] == 0.0
+
+
 def test_only_the_engines_triton_fused_moe_runs_over_every_pair():
     """The ``kernel_source`` names of SGLang's and vLLM's Triton fused MoE, not the
     triton_kernels MXFP4 MoE nor the libraries' kernels; a model step's class on Hopper whose
@@ -660,11 +691,13 @@ def test_the_mapping_gives_flashinfer_trtllm_moe_rows_their_dtypes_tile():
         # 8.8% / 27.8% (before: 11.7% / 35.7%, 12.0% / 34.1%, 8.6% / 39.1%, 9.0% / 32.2%, 9.3% /
         # 30.2%); with the Triton fused MoE's passes over every routed pair (moe_time.
         # ALL_PAIRS_MOE) SGLang 10.1% / 33.4% -> 7.3% / 29.0% (H100) and 9.7% / 29.3% -> 9.4% /
-        # 28.9% (B200), vLLM's H100 7.5% / 27.8% -> 7.0% / 24.0%
+        # 28.9% (B200), vLLM's H100 7.5% / 27.8% -> 7.0% / 24.0%; with the block-scaled fp8
+        # class's passes over every routed pair (pair_passes) SGLang B200 9.4% / 28.9% -> 9.2% /
+        # 28.0%
         ("trtllm", "h100_sxm", "1.3.0rc20", "default", 0.062, 0.21),
         ("trtllm", "b200_sxm", "1.3.0rc20", "fit-b200-sxm", 0.092, 0.29),
         ("sglang", "h100_sxm", "0.5.14", "fit-h100-sxm-sglang", 0.077, 0.30),
-        ("sglang", "b200_sxm", "0.5.14", "fit-b200-sxm-sglang", 0.097, 0.295),
+        ("sglang", "b200_sxm", "0.5.14", "fit-b200-sxm-sglang", 0.094, 0.285),
         ("vllm", "h100_sxm", "0.24.0", "fit-h100-sxm-vllm", 0.073, 0.25),
         ("vllm", "b200_sxm", "0.24.0", "fit-b200-sxm-vllm", 0.082, 0.27),
     ],

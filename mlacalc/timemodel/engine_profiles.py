@@ -162,9 +162,12 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     block = (prof.engine, gen) in TRTLLM_BLOCK_FP8_GEMM
     native = _native_moe_classes(prof, gen)
     mine = _generations(prof)
-    if not (moved or mla or block or native) or gen in mine or len(mine) != 1:
+    src = next(iter(mine)) if len(mine) == 1 else ""
+    # the MoE classes the engine ran through TensorRT-LLM's kernels on ``src`` but not on
+    # ``gen``: their passes over every routed pair (``pair_passes``) are those kernels' own
+    left = [d for d in TRTLLM_MOE.get((prof.engine, src), ()) if d not in moved]
+    if not (moved or mla or block or native or left) or gen in mine or not src:
         return prof
-    src = next(iter(mine))
     if src not in _generations(base):
         return prof
     hit = _cached(prof, base, gen)
@@ -196,6 +199,14 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
         )
+    for dtype in left:
+        name = class_key("moe", dtype)
+        if classes.get(name, {}).get("pair_passes"):
+            classes[name] = {**classes[name], "pair_passes": 0.0}
+            notes.append(
+                f"{name}: no passes over every routed pair on {gen} (its fit's are TensorRT-LLM's "
+                f"MoE kernels' on {src}, which {prof.engine} does not run on {gen})"
+            )
     for name, lent in native.items():
         classes[name] = prof.classes[lent]
         notes.append(

@@ -486,6 +486,13 @@ def moe_terms(
     # (warp-issued loads and stores there: at most Hopper's bytes a clock per SM, _warp_loads)
     streamed = streamed * np.where(every, _warp_loads(fig), 1.0)
     extra = prm["act_passes"] * streamed * (hidden + inter) * 2.0 / bw
+    # ``pair_passes`` bf16 passes over every routed pair at the HBM rate, beside those: a
+    # kernel's work on the rows of every token entering the rank, local or not (FlashInfer's
+    # TensorRT-LLM block-scaled fp8 MoE; default 0): docs/time-model.md, "Every routed pair of
+    # TensorRT-LLM-gen's block-scaled fp8 MoE"
+    extra = (
+        extra + prm["pair_passes"] * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
+    )
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
     extra = extra + prm["route_s"] * routed / sms
