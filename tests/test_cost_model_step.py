@@ -16,7 +16,7 @@ from mlacalc.cost.model_step import (
     step_kernels,
 )
 from mlacalc.models.architecture import layer_pattern
-from mlacalc.words.kernels import KERNEL_KINDS
+from mlacalc.words.kernels import KERNEL_KINDS, variant_of
 
 ATTENTION_CORE_KINDS = {"attention_prefill", "attention_decode", "mla_prefill", "mla_decode"}
 
@@ -194,7 +194,15 @@ def test_dsa_step_carries_the_indexer_flops_of_the_engine(config, phase, S, B, q
     assert by_name["indexer_k_proj"].flops == 2 * T * d * d_i
     scores = by_name["indexer_scores"]
     assert scores.flops == 2 * B * n_i * d_i * pairs and scores.calls == m.num_hidden_layers
-    assert scores.shape["kv_len"] == S and scores.shape["n_kv"] == 1
+    # DeepGEMM's fp8 logits in the shape the DSA module tables' mapping gives them (variant
+    # indexer): decode the paged form over every key, a prompt 128-row tiles of (query, head)
+    # rows over the mean keys a query attends
+    assert scores.dtype == "fp8" and variant_of(scores.kind, scores.shape) == "indexer"
+    if phase == "decode":
+        assert scores.shape["kv_len"] == S and scores.shape["n_heads"] == n_i
+    else:
+        assert scores.shape["kv_len"] == pairs // new and scores.shape["q_len"] == new * n_i
+    assert scores.shape["n_kv"] == 1
     # keys of every token read once (bf16 cache), one float32 logit per (query, key) written
     assert scores.bytes == 2 * T * n_i * (d_i + 1) + B * S * d_i * 2 + B * new * S * 4
     assert by_name["indexer_topk"].flops == 0

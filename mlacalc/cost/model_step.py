@@ -87,7 +87,7 @@ from mlacalc.words.dtypes import (
     resolve_kv_layout,
 )
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.kernels import Kernel, indexer_score_shape
+from mlacalc.words.kernels import Kernel, dsa_logits_shape
 from mlacalc.words.vocab import (
     ABSORBED_IMPLS,
     NORM_FLOPS_PER_ELEMENT,
@@ -389,6 +389,7 @@ def indexer_kernels(
     norm_weights = packed_bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
     pairs = attended_pairs(q, S, None, cost.causal)
     logits = b * q * S * _LOGIT_BYTES
+    decode = cost.phase == "decode"
     return [
         _gemm(
             "indexer_q_proj",
@@ -420,12 +421,13 @@ def indexer_kernels(
         ),
         Kernel(
             name="indexer_scores",
-            kind="mla_decode" if cost.phase == "decode" else "attention_prefill",
-            dtype=act_dtype,
+            kind="mla_decode" if decode else "attention_prefill",
+            dtype="fp8",
             flops=2 * b * heads * width * pairs,
             bytes=packed_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
             calls=calls,
-            shape=indexer_score_shape(b, q, S, heads, width, cost.causal),
+            # DeepGEMM's fp8 logits, as the DSA module tables' mapping times them
+            shape=dsa_logits_shape(b, q, S if decode else pairs // q, heads, width, decode),
         ),
         _elementwise(
             "indexer_topk",

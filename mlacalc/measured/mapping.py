@@ -121,7 +121,7 @@ from mlacalc.timemodel.moe_time import (
     trtllm_gen_row_tile,
 )
 from mlacalc.words.errors import ConfigError
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import KernelBatch, dsa_logits_shape
 
 __all__ = [
     "DECODE_PATH_ATTENTION_SOURCES",
@@ -1929,20 +1929,15 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     _module_norms(t, b, rows, tok, g["q_lora"], g["kv_lora"])
     _dsa_small_kernels(b, rows, indexer, tok, h, ih, idim, g, _elem(kvd), context & ~dense)
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
-    if context:
-        nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
-        b.add("mqa_logits", "attention_prefill", "fp8", rows[x], (2 * ih * idim * pairs)[x],
-              nb[x], variant="indexer", batch=bs[x], q_len=(isl * ih)[x],
-              kv_len=(step + (isl + 1) / 2)[x], n_heads=1, n_kv=1, head_dim_qk=idim[x],
-              head_dim_v=0, window=0, causal=0, kv_bytes=1, rope_kernel=0,
-              preprocess_bytes=0)  # fmt: skip
-    else:
-        nb = bs * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
-        b.add("paged_mqa_logits", "mla_decode", "fp8", rows[x], (2 * ih * idim * pairs)[x],
-              nb[x], variant="indexer", batch=bs[x], q_len=1, kv_len=keys[x],
-              n_heads=ih[x], n_kv=1, head_dim_qk=idim[x], head_dim_v=0, window=0, causal=1,
-              page_size=_PAGE, kv_bytes=1, kv_split=1, operand_reads=1, rope_kernel=0,
-              preprocess_bytes=0)  # fmt: skip
+    # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape)
+    mean_keys = step + (isl + 1) / 2 if context else keys
+    shape = dsa_logits_shape(bs[x], isl[x], mean_keys[x], ih[x], idim[x], not context)
+    for served in ("indexer", "rows_per_query", "pooled_ratio"):  # a served step's fields
+        shape.pop(served, None)
+    nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
+    b.add("mqa_logits" if context else "paged_mqa_logits",
+          "attention_prefill" if context else "mla_decode", "fp8", rows[x],
+          (2 * ih * idim * pairs)[x], nb[x], variant="indexer", **shape)  # fmt: skip
     selecting = bs * np.clip(keys - topk, 0.0, isl)
     x = indexer & (selecting > 0)  # no query with more keys than top-k: no selection runs
     b.add("topk", "elementwise", "bf16", rows[x], 0.0, (pairs * 4 + tok * topk * 4)[x],
