@@ -202,14 +202,14 @@ def make_layout(
     )
 
 
+#: MLA's projections (and their norms) that every tensor-parallel rank holds whole
+_MLA_WHOLE = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
+
+
 def _attention_per_rank(m: ModelConfig, tp: int) -> float:
     """Attention parameters one tensor-parallel rank holds, per layer."""
     attn = attention_params(m)
-    replicated = sum(
-        v
-        for k, v in attn.items()
-        if k in ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
-    )
+    replicated = sum(v for k, v in attn.items() if k in _MLA_WHOLE)
     if not m.is_mla and m.family not in ("gpt2", "falcon"):
         kv = attn["k_proj"] + attn["v_proj"]
         kv_rank = (
@@ -453,10 +453,6 @@ def _attention_tensors(m: ModelConfig) -> tuple[tuple[tuple[str, int], ...], ...
         i, rest = t.name.split(".layers.", 1)[1].split(".", 1)
         out[int(i)].append((rest, sum(tensor_bytes(t, m.quantization))))
     return tuple(tuple(layer) for layer in out)
-
-
-#: MLA's projections (and their norms) that every tensor-parallel rank holds whole
-_MLA_WHOLE = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
 
 
 @lru_cache(maxsize=256)
