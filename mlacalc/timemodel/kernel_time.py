@@ -170,8 +170,8 @@ def run_class(
 
 #: The engines whose DeepSeek-V4 prompt core runs a chunk's tokens of every sequence as one
 #: ragged batch (FlashMLA's sparse prefill, a token a unit, nothing padded per sequence), timed
-#: by a class of its own (:data:`RAGGED_CORE`): SGLang. The evidence and the fit:
-#: :data:`mlacalc.measured.dsv4_modules.RAGGED_CORE`'s notes.
+#: by a class of its own (:data:`RAGGED_CORE`): SGLang. The evidence and the fit: the notes
+#: beside their import in :mod:`mlacalc.measured.dsv4_modules`.
 RAGGED = frozenset({"sglang"})
 #: The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
 #: fitted on the residuals of SGLang's CSA and HCA prompt module rows; a profile without it
