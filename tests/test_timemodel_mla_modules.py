@@ -104,3 +104,84 @@ def test_module_gemms_are_resident_only_as_part_of_the_whole_module(table):
         np.testing.assert_allclose(
             weight * b.shape["weight_copies"], (weights + cache)[p.rows], rtol=1e-9
         )
+
+
+@pytest.mark.parametrize(
+    ("system", "hw", "kv", "isl"),
+    [("h100_sxm", "H100-SXM", "bf16", 128), ("h100_sxm", "H100-SXM", "fp8", 64),
+     ("b200_sxm", "B200", "bf16", 1), ("b200_sxm", "B200", "fp8", 1)],
+)  # fmt: skip
+def test_served_vllm_short_prompt_runs_the_mapped_decode_path(system, hw, kv, isl):
+    """A served vLLM prompt of up to its MLA decode backend's threshold
+    (mla_time.step_decode_path_tokens, the rule mapping.decode_path_prompts reads the module
+    rows by) runs the mapped module row's kernels: the absorption BMMs and the latent decode
+    core of ``isl`` causal queries a sequence, the same FLOPs, shapes and (bf16 cache) bytes
+    less the RoPE pre-kernel's, which the step runs as its own ``rope``; no kv_b_proj,
+    k_assemble or prompt core. With an fp8 cache the step's core reads its query in bf16
+    where the mapped call quantizes it in its pre-kernel and reads fp8: ``isl`` x heads x 576
+    bytes a sequence more. Before, the served step ran the expanded prompt at every length."""
+    from mlacalc.cost.engine import as_model
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapped import canon_dtypes
+    from mlacalc.serving import StepModel, make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    t, mapped = _context_module(system, "vllm")
+    c = t.columns
+    pick = (np.asarray(c["num_heads"]) == 128) & (canon_dtypes(c["gemm_type"]) == "bf16")
+    pick &= (canon_dtypes(c["kv_cache_dtype"]) == kv) & (np.asarray(c["isl"]) == isl)
+    idx = int(np.flatnonzero(pick & (np.asarray(c["batch_size"]) == 4))[0])
+    row = {p.name: p for p in mapped.parts if idx in p.rows}
+    assert "kv_b" not in row and "k_assemble" not in row
+    m = as_model("deepseek-v3")
+    sm = StepModel(m, make_layout(m, 1), "bf16", resolve_kv_layout(kv), load_hardware(hw), None,
+                   engine="vllm")  # fmt: skip
+    served = {k.name: k for k in sm.kernels(pf_N=4, pf_q=isl, pf_pre=0)}
+    predicted = step_kernels(m, "prefill", isl, 4, impl="absorbed", causal=True,
+                             weight_dtype="bf16", kv_dtype=kv, scope="attention_layer")  # fmt: skip
+    assert not {"kv_b_proj", "k_assemble"} & set(served)
+    for name, mapped_name in (("q_absorb", "bmm_pre"), ("o_absorb", "bmm_post"),
+                              ("attention", "mla_decode")):  # fmt: skip
+        p = row[mapped_name]
+        at = int(np.flatnonzero(p.rows == idx)[0])
+        b = p.batch
+        one = next(k for k in predicted if k.name == name)
+        for k in (served[name], one):
+            assert (k.kind, k.dtype) == (b.kind, b.dtype), name
+            assert k.flops == pytest.approx(float(b.flops[at]), rel=1e-12), name
+            for dim in ("m", "n", "k", "groups", "batch", "q_len", "kv_len", "n_heads",
+                        "head_dim_qk", "head_dim_v", "causal"):  # fmt: skip
+                if dim in k.shape:
+                    assert k.shape[dim] == b.shape[dim][at], (name, dim)
+            pre = b.shape["preprocess_bytes"][at] if "preprocess_bytes" in b.shape else 0.0
+            own = float(b.bytes[at] - pre)
+            if name == "attention" and kv == "fp8":
+                own += 4 * isl * 128 * 576
+            assert k.bytes == pytest.approx(own, rel=1e-12), name
+
+
+def test_vllm_decode_path_stops_at_the_threshold():
+    """One token over vLLM's threshold (512 with a bf16 cache on H100, 128 fp8, 1 on B200) a
+    prompt takes the expanded path again, served and predicted; TensorRT-LLM's never takes the
+    decode path; a decode step is absorbed whatever the engine."""
+    from mlacalc.cost.engine import as_model
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving import StepModel, make_layout
+    from mlacalc.timemodel.predict import predict_time
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    m = as_model("deepseek-v3")
+    for hw, kv, limit in (("H100-SXM", "bf16", 512), ("H100-SXM", "fp8", 128), ("B200", "fp8", 1)):
+        for engine in ("vllm", "trtllm"):
+            sm = StepModel(m, make_layout(m, 8, tp=8), "fp8", resolve_kv_layout(kv),
+                           load_hardware(hw), None, engine=engine)  # fmt: skip
+            for q in (limit, limit + 1):
+                core = {k.kind for k in sm.kernels(pf_N=2, pf_q=q) if k.name == "attention"}
+                latent = engine == "vllm" and q <= limit
+                assert core == {"mla_decode" if latent else "mla_prefill"}, (hw, kv, engine, q)
+                p = predict_time(m, hw, "prefill", q, 2, kv_dtype=kv, engine=engine, causal=True)
+                assert p.impl == ("absorbed" if latent else "naive"), (hw, kv, engine, q)
+            assert predict_time(m, hw, "decode", 4096, 2, kv_dtype=kv, engine=engine).impl == (
+                "absorbed"
+            )

@@ -110,6 +110,7 @@ from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_co
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import step_block_fp8
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
+from mlacalc.timemodel.mla_time import decode_path_tokens
 from mlacalc.timemodel.moe_time import (
     MARLIN_COLS,
     TRTLLM_GEN_FP4,
@@ -1248,11 +1249,16 @@ DECODE_PATH_SOURCES = frozenset({"FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA"}
 
 
 def decode_path_prompts(t: MeasuredTable) -> np.ndarray:
-    """Per row of a prompt module table whether the engine ran it down its MLA decode path
-    (:data:`DECODE_PATH_SOURCES`: vLLM's rows that name a decode backend)."""
-    if t.engine != "vllm" or "kernel_source" not in t.columns:
+    """Per row of a prompt module table whether the engine ran it down its MLA decode path:
+    a prompt of up to :func:`~mlacalc.timemodel.mla_time.decode_path_tokens` tokens on the
+    table's device with the row's cache dtype, the rule a served step follows too (vLLM's
+    rows that name a decode backend, :data:`DECODE_PATH_SOURCES`, are exactly those)."""
+    if "isl" not in t.columns:
         return np.zeros(len(t), bool)
-    return np.isin(t.columns["kernel_source"].astype(str), sorted(DECODE_PATH_SOURCES))
+    fig = device_figures(load_hardware(t.system))
+    kvd = canon_dtypes(t.column("kv_cache_dtype"))
+    limit = np.array([decode_path_tokens(t.engine, fig, str(d)) for d in kvd], dtype=np.float64)
+    return _f(t.column("isl")) <= limit
 
 
 def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:

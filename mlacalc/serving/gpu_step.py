@@ -69,8 +69,11 @@ from mlacalc.serving.layout import Layout, stage_layers
 from mlacalc.serving.precision import component_of, format_bits, format_class
 from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
 from mlacalc.serving.scheduler import Scheduler
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
+from mlacalc.timemodel.mla_time import step_decode_path_tokens
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
+from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
 
@@ -609,8 +612,18 @@ class StepModel:
         rebalance: bool | None = None,
         scheduler: Scheduler | None = None,
         component_dtypes: dict[str, str] | None = None,
+        engine: str | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
+        #: the serving engine whose kernels run (None: the profile's, else TensorRT-LLM)
+        self.engine = engine or getattr(profile, "engine", None) or DEFAULT_ENGINE
+        #: new tokens a sequence up to which a prompt runs the engine's MLA decode path (0:
+        #: never; :func:`mlacalc.timemodel.mla_time.step_decode_path_tokens`)
+        self.decode_path_tokens = (
+            step_decode_path_tokens(m, self.engine, device_figures(hw), kv_layout)
+            if hw.kind == "gpu"
+            else 0
+        )
         #: weight formats of named components over the base (mlacalc.serving.precision)
         self.components = dict(component_dtypes or {})
         #: the engine's host work around each step (mlacalc.serving.scheduler)
@@ -798,6 +811,12 @@ class StepModel:
         one = np.ones_like(dec_B)
         zero = 0.0 * one
         ctx = pf_pre + pf_q
+        # prompts the engine runs down its MLA decode path (vLLM's of up to its decode
+        # backend's threshold: mla_time.step_decode_path_tokens): their tokens take the
+        # absorbed kernels (q_absorb, o_absorb, the latent core over their cached rows) where
+        # the others take the expanded ones (kv_b_proj, k_assemble, the prompt core)
+        latent = (pf_q <= self.decode_path_tokens) * 1.0
+        T_lat = T_pf * latent
         drivers: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 
         def rows_of(window: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -825,15 +844,40 @@ class StepModel:
                     total = total + c * v
             return on * total
 
+        def latent_core(t: _Template, f: Coef, b: Coef, shape: dict[str, Any]) -> Spec:
+            """The decode core's call over the decode-path prompts (its own call beside the
+            decoding sequences'): their tokens, causal pairs and cached rows on the decode
+            template's coefficients, the prompts' sequences as the kernel's."""
+            pairs = pf_N * _causal_pairs(pf_q, pf_pre, 0) * latent
+            x_f = (zero, T_lat, zero, pairs, zero, zero, zero, zero)
+            x_b = (zero, T_lat, zero, pf_N * ctx * latent, zero, zero, zero, zero)
+            on = T_lat > 0
+            sh = {k: float(v) * one for k, v in shape.items()}
+            sh.update(batch=pf_N * on, q_len=pf_q * one, kv_len=ctx * one, causal=one)
+            return Spec(t.name, t.kind, t.dtype, t.part, lin(f, x_f, on), lin(b, x_b, on), sh,
+                        calls=t.calls)  # fmt: skip
+
         for t, (f, b, e, r, g, shape), fmt in zip(self.templates, self.sharded, self.formats):
             per_pair, per_row = rows_of(t.window)
             if _scan_kernel(t.name):  # a prompt's state read once a sequence with a prefix
                 per_row = (*per_row[:5], pf_N * (pf_pre > 0), *per_row[6:])
+            core = "n_heads" in shape
+            if self.decode_path_tokens and t.phases == "prefill":  # the expanded prompts'
+                keep = 1.0 - latent
+                per_pair = tuple(x * keep if i else x for i, x in enumerate(per_pair))
+                per_row = tuple(x * keep if i else x for i, x in enumerate(per_row))
+            elif self.decode_path_tokens and t.phases == "decode" and not core:
+                per_pair = (per_pair[0], T_dec + T_lat, *per_pair[2:])
+                per_row = (per_row[0], T_dec + T_lat, *per_row[2:])
+            if self.decode_path_tokens and t.phases == "decode" and core:
+                out.append(latent_core(t, f, b, shape))
             if t.name in _PER_SEQUENCE:
                 per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero)
                 on = logits > 0
             else:
-                on = {"both": T_dec + T_pf, "decode": T_dec, "prefill": T_pf}[t.phases] > 0
+                T_pre = T_pf - T_lat if t.phases == "prefill" else T_pf
+                T_d = T_dec + T_lat if t.phases == "decode" and not core else T_dec
+                on = {"both": T_dec + T_pf, "decode": T_d, "prefill": T_pre}[t.phases] > 0
             flops, nbytes = lin(f, per_pair, on), lin(b, per_row, on)
             if t.kind == "gemm":
                 sh = {k: np.full_like(one, float(shape[k])) for k in ("n", "k")}

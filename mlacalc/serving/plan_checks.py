@@ -124,6 +124,7 @@ class PlanRequest:
             "rebalance": self.rebalance,
             "scheduler": self.scheduler,
             "component_dtypes": self.components,
+            "engine": self.engine,
         }
 
     @property

@@ -472,6 +472,7 @@ def _step(
             req.profile,
             scheduler=req.scheduler,
             component_dtypes=dict(comps),
+            engine=req.engine,
         )
         req.step_cache[("model", sig)] = model
     sm = copy.copy(model)

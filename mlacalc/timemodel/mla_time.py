@@ -16,12 +16,14 @@ their bytes). The figures behind each rule are in docs/decisions.md ("Time model
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from mlacalc.timemodel.attention_time import attention_shape, attention_time, decode_splits
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import SMEM_BYTES_PER_CLOCK, col, combine, mma_rows
+from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
@@ -29,10 +31,13 @@ __all__ = [
     "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
+    "VLLM_DECODE_PATH_TOKENS",
+    "decode_path_tokens",
     "engine_mla_kernel",
     "mla_decode_terms",
     "mla_tile_rows",
     "mla_unit_rows",
+    "step_decode_path_tokens",
 ]
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
@@ -63,6 +68,49 @@ CONVERTING_KERNELS = frozenset({("sglang", "sm90")})
 #: FlashAttention-3's and FlashMLA's. An engine profile fitted on Hopper alone predicts them
 #: with TensorRT-LLM's classes (:func:`~mlacalc.timemodel.engine_profiles.with_generation_kernels`).
 TRTLLM_MLA_DECODE = frozenset({("sglang", "tcgen05"), ("vllm", "tcgen05")})
+
+
+#: (kernel generation, cache dtype) -> the new tokens a sequence up to which vLLM runs an MLA
+#: prompt down its decode path: its MLA decode backend's batch-reorder threshold, below which
+#: a request of that many query tokens is a decode (the query absorbed, the latent decode
+#: kernel over the sequence's cached rows, no kv_b expansion). The backend is the one vLLM's
+#: tables run for the cache's dtype: on Hopper FLASH_ATTN_MLA with a bf16 cache (its prompt
+#: module rows name it at 1-512 tokens, FLASH_ATTN's prompt kernel from 1,024) and FLASHMLA
+#: with an fp8 one (1-128 tokens, FLASH_ATTN from 256); on data-centre Blackwell
+#: FLASHINFER_MLA (one token, FLASH_ATTN or TRTLLM_RAGGED from 16). The tables bound each
+#: threshold (512-1,023, 128-255, 1-15); the lower bound is taken (512 for FLASH_ATTN_MLA is
+#: its ``reorder_batch_threshold`` as recalled from vLLM's source). Devices of other
+#: generations: no tables, no decode path (0).
+VLLM_DECODE_PATH_TOKENS = {
+    ("sm90", "bf16"): 512,
+    ("sm90", "fp8"): 128,
+    ("tcgen05", "bf16"): 1,
+    ("tcgen05", "fp8"): 1,
+}
+
+
+def decode_path_tokens(engine: str, fig: DeviceFigures, kv_dtype: str) -> int:
+    """The new tokens a sequence up to which ``engine`` runs an MLA prompt over a
+    ``kv_dtype`` cache ("bf16" or "fp8") down its decode path on ``fig``'s device
+    (:data:`VLLM_DECODE_PATH_TOKENS`; 0: never, every engine but vLLM). One rule for the
+    measured prompt module rows (:func:`mlacalc.measured.mapping.decode_path_prompts`), a
+    predicted step (:func:`mlacalc.timemodel.predict.predict_time`) and a served one
+    (:class:`mlacalc.serving.gpu_step.StepModel`)."""
+    if engine != "vllm":
+        return 0
+    return VLLM_DECODE_PATH_TOKENS.get((fig.kernel_generation, kv_dtype), 0)
+
+
+def step_decode_path_tokens(model: Any, engine: str, fig: DeviceFigures, kv_dtype: Any) -> int:
+    """:func:`decode_path_tokens` for a model's step: its prompt's new tokens a sequence up to
+    which the engine runs them absorbed over the latent cache (``kv_dtype``, a dtype or
+    :class:`~mlacalc.words.dtypes.KVLayout`: an fp8 layout is the fp8 cache); 0 for a model
+    without plain MLA layers (GQA; DeepSeek-V3.2's and V4's sparse cores, which take paths of
+    their own)."""
+    if not model.is_mla or model.index_topk is not None or model.compress_ratios:
+        return 0
+    fp8 = resolve_kv_layout(kv_dtype).name.startswith("fp8")
+    return decode_path_tokens(engine, fig, "fp8" if fp8 else "bf16")
 
 
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:

@@ -53,6 +53,7 @@ from mlacalc.timemodel.eager_time import (
 )
 from mlacalc.timemodel.engine_profiles import chosen_profile
 from mlacalc.timemodel.kernel_time import run_class, run_dtype
+from mlacalc.timemodel.mla_time import step_decode_path_tokens
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -932,6 +933,7 @@ def predict_time(
     _check_latency(launch_latency_s)
     calibration = _calibration_of(calibration)
     rates = RooflineRates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
+    impl = _engine_impl(m, hw, engine_name, phase, seq_len, q_len, impl, kv_dtype or dtype)
     work = Workload(
         phase, seq_len, batch, q_len, impl, causal, kv_dtype or dtype, weight_dtype, dtype
     )
@@ -972,6 +974,29 @@ def predict_time(
     return _prediction(
         step, hw, rates, q, resolved, ops, calibrated=calibration is not None, engine=engine_name
     )
+
+
+def _engine_impl(
+    m: ModelConfig,
+    hw: HardwareSpec,
+    engine: str,
+    phase: str,
+    seq_len: Any,
+    q_len: Any,
+    impl: Any,
+    kv_dtype: Any,
+) -> Any:
+    """The MLA implementation the engine runs a step with where none is asked: a prompt (or
+    chunk) of at most :func:`~mlacalc.timemodel.mla_time.step_decode_path_tokens` new tokens a
+    sequence down the engine's decode path, absorbed (vLLM's short prompts, as its measured
+    module rows are mapped: docs/time-model.md); else as asked (None: the serving default)."""
+    if impl is not None or phase == "decode" or hw.kind != "gpu" or not m.is_mla:
+        return impl
+    q = seq_len if phase == "prefill" else q_len
+    if not isinstance(q, int) or isinstance(q, bool):
+        return impl  # checked, and named, where the workload is built
+    limit = step_decode_path_tokens(m, engine, device_figures(hw), kv_dtype)
+    return "absorbed" if 0 < q <= limit else impl
 
 
 def _engine_of(engine: Any, mode: str) -> str:
