@@ -1478,8 +1478,9 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
         all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
         # TensorRT-LLM-gen's block-scaled fp8 MoE multiplies at the bf16 rate
-        # (moe_time.BF16_RATE_MOE)
+        # (moe_time.BF16_RATE_MOE) and streams every routed pair (moe_time.PAIR_STREAM_MOE)
         bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
+        pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
     )
     reason[~ok] = "unknown_dtype"
 

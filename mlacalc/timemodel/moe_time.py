@@ -38,6 +38,7 @@ __all__ = [
     "MARLIN_COLS",
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
+    "PAIR_STREAM_MOE",
     "RATE_DTYPE",
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
@@ -73,6 +74,21 @@ RATE_DTYPE = {"w4a8_mxfp4": "fp8"}
 #: the fp8 rate these classes held 0.20-0.21 of it, the same engines' bf16 classes 0.49-0.66
 #: (docs/time-model.md, "TensorRT-LLM-gen's block-scaled fp8 MoE at the bf16 rate").
 BF16_RATE_MOE = "bf16_rate"
+
+#: The shape column of a MoE that streams ``pair_passes`` bf16 passes over every routed (token,
+#: top-k) pair entering the rank, local or not (:func:`moe_terms`): the same kernel as
+#: :data:`BF16_RATE_MOE`, FlashInfer's TensorRT-LLM block-scaled fp8 MoE (SGLang's and vLLM's
+#: B200 ``fp8_block`` class and the ``flashinfer_trtllm`` variants of it). Only its rows keep a
+#: floor per routed pair at high EP: at 16,384 tokens of top-8 over 256 experts, TP 1, EP 256
+#: (one local expert), balanced, they take 0.94-1.24 ps a pair and unit of hidden +
+#: intermediate (SGLang and vLLM, five shapes), within 11% of their EP 64 time, where every
+#: other kernel's rows of those calls take 0.14-0.44 (TensorRT-LLM's own bf16, fp8, block-scaled
+#: and nvfp4 on H100 and B200; FlashInfer's TensorRT-LLM bf16 and nvfp4 on B200) or 0.38-0.73
+#: (FlashInfer's CUTLASS MoE on H100), still falling with EP; the Triton fused MoE's 1.8-2.5
+#: are its passes over every pair (:data:`ALL_PAIRS_MOE`). A class whose rows lack the column
+#: does not fit ``pair_passes`` (no row responds: ``fit._informed``) and keeps the default 0
+#: (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8 MoE").
+PAIR_STREAM_MOE = "pair_stream"
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
@@ -341,14 +357,17 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     with the tiles its class was fitted on; where the class is SGLang's or vLLM's Triton fused
     MoE (:data:`ENGINE_MOE_KERNEL`), with its passes over every routed pair
     (:data:`ALL_PAIRS_MOE`); where it is TensorRT-LLM-gen's block-scaled fp8 MoE
-    (:data:`TRTLLM_MOE`), at the bf16 rate (:data:`BF16_RATE_MOE`)."""
+    (:data:`TRTLLM_MOE`), at the bf16 rate (:data:`BF16_RATE_MOE`) with its passes over every
+    routed pair (:data:`PAIR_STREAM_MOE`)."""
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
     gen = fig.kernel_generation
     if batch.dtype == "fp8_block" and batch.dtype in TRTLLM_MOE.get((engine, gen), ()):
-        # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate (:data:`BF16_RATE_MOE`)
+        # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate (:data:`BF16_RATE_MOE`) and
+        # its passes over every routed pair (:data:`PAIR_STREAM_MOE`)
+        ones = np.ones(len(batch))
         batch = dataclasses.replace(
-            batch, shape={**batch.shape, BF16_RATE_MOE: np.ones(len(batch))}
+            batch, shape={**batch.shape, BF16_RATE_MOE: ones, PAIR_STREAM_MOE: ones}
         )
     kernel = ENGINE_MOE_KERNEL.get((engine, gen), {}).get(batch.dtype, "")
     if triton_fused_moe([kernel])[0]:
@@ -487,12 +506,12 @@ def moe_terms(
     streamed = streamed * np.where(every, _warp_loads(fig), 1.0)
     extra = prm["act_passes"] * streamed * (hidden + inter) * 2.0 / bw
     # ``pair_passes`` bf16 passes over every routed pair at the HBM rate, beside those: a
-    # kernel's work on the rows of every token entering the rank, local or not (FlashInfer's
-    # TensorRT-LLM block-scaled fp8 MoE; default 0): docs/time-model.md, "Every routed pair of
-    # TensorRT-LLM-gen's block-scaled fp8 MoE"
-    extra = (
-        extra + prm["pair_passes"] * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
-    )
+    # kernel's work on the rows of every token entering the rank, local or not, where the
+    # kernel has it (:data:`PAIR_STREAM_MOE`: FlashInfer's TensorRT-LLM block-scaled fp8 MoE;
+    # default 0): docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8
+    # MoE"
+    stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
+    extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
     extra = extra + prm["route_s"] * routed / sms
