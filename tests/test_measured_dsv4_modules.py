@@ -44,8 +44,7 @@ def test_interpolated_rows_are_the_kernel_list_built_at_the_rows_own_batch_and_h
         want = dsv4_module_kernels(
             str(c["model"][row]), kind, int(c["num_heads"][row]), str(c["gemm_type"][row]),
             int(c["batch_size"][row]), 1 if decode else int(c["isl"][row]), int(c["step"][row]),
-            decode, engine == "sglang" and decode, fused_qkv_a=engine == "vllm",
-            padded_query=engine == "vllm",
+            decode, engine,
         )  # fmt: skip
         assert_row_runs(mapped, row, want)
 
@@ -60,11 +59,10 @@ def test_sglang_decode_top_k_is_the_flat_logit_kernel_where_a_query_selects():
     from mlacalc.measured.mapping import map_table
 
     t = _table("h100_sxm", "sglang", "dsv4_csa_generation_module_perf")
-    parts = {p.name: p for p in map_table(t).parts}
-    flat, plain = parts["indexer_topk_flat"], parts["indexer_topk"]
-    long = parts["indexer_topk_long"]  # past LONG_ROW pooled keys: the v2 kernel's other path
-    assert flat.batch.variant == FLAT_TOPK and plain.batch.variant == ""
-    assert long.batch.variant == LONG_TOPK
+    parts = {p.batch.variant: p for p in map_table(t).parts if p.name == "indexer_topk"}
+    assert set(parts) == {FLAT_TOPK, LONG_TOPK, ""}
+    flat, plain = parts[FLAT_TOPK], parts[""]
+    long = parts[LONG_TOPK]  # past LONG_ROW pooled keys: the v2 kernel's other path
     topk = np.where(np.char.find(t.column("model").astype(str), "Pro") >= 0, 1024, 512)
     pooled = (t.column("step").astype(np.int64) + 1) // 4
     want = (pooled > topk) & (pooled <= LONG_ROW)
@@ -72,7 +70,7 @@ def test_sglang_decode_top_k_is_the_flat_logit_kernel_where_a_query_selects():
     assert set(long.rows.tolist()) == set(np.flatnonzero(pooled > LONG_ROW).tolist())
     assert set(plain.rows.tolist()) == set(np.flatnonzero(pooled <= topk).tolist())
     vllm = map_table(_table("h100_sxm", "vllm", "dsv4_csa_generation_module_perf"))
-    assert "indexer_topk_flat" not in {p.name for p in vllm.parts}
+    assert {p.batch.variant for p in vllm.parts if p.name == "indexer_topk"} == {""}
 
 
 def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects():
@@ -85,9 +83,9 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     from mlacalc.measured.mapping import map_table
 
     t = _table("h100_sxm", "sglang", "dsv4_csa_context_module_perf")
-    parts = {p.name: p for p in map_table(t).parts}
-    flat, plain = parts["indexer_topk_prompt"], parts["indexer_topk"]
-    assert flat.batch.variant == PROMPT_TOPK and plain.batch.variant == ""
+    parts = {p.batch.variant: p for p in map_table(t).parts if p.name == "indexer_topk"}
+    assert set(parts) == {PROMPT_TOPK, ""}
+    flat, plain = parts[PROMPT_TOPK], parts[""]
     topk = np.where(np.char.find(t.column("model").astype(str), "Pro") >= 0, 1024, 512)
     last = (t.column("step").astype(np.int64) + t.column("isl").astype(np.int64)) // 4
     assert set(flat.rows.tolist()) == set(np.flatnonzero(last > topk).tolist())
@@ -99,7 +97,7 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     want = b * sum(1 for j in range(1, q + 1) if (s + j) // 4 > k)
     assert flat.batch.shape["units"][row] == pytest.approx(want)
     vllm = map_table(_table("h100_sxm", "vllm", "dsv4_csa_context_module_perf"))
-    assert "indexer_topk_prompt" not in {p.name for p in vllm.parts}
+    assert {p.batch.variant for p in vllm.parts if p.name == "indexer_topk"} == {""}
 
 
 def test_every_v4_module_row_of_a_known_checkpoint_is_predicted():
@@ -269,7 +267,7 @@ def test_sglangs_prompt_core_runs_every_sequences_tokens_as_one_ragged_batch():
     assert {"sglang"} == RAGGED
     args = ("sgl-project/DeepSeek-V4-Flash-FP8", "hca", 64, "bfloat16", 256, 4, 128)
     plain = dsv4_module_kernels(*args, False)
-    ragged = dsv4_module_kernels(*args, False, ragged=True)
+    ragged = dsv4_module_kernels(*args, False, "sglang")
     for a, b in zip(plain, ragged, strict=True):
         assert (a.name, a.flops, a.bytes) == (b.name, b.flops, b.bytes)
         if a.name == "attention":
@@ -277,7 +275,7 @@ def test_sglangs_prompt_core_runs_every_sequences_tokens_as_one_ragged_batch():
             assert {**b.shape, "batch": 256, "q_len": 4} == a.shape
         else:
             assert a == b
-    assert dsv4_module_kernels(*args[:5], 1, 128, True, ragged=True) == dsv4_module_kernels(
+    assert dsv4_module_kernels(*args[:5], 1, 128, True, "sglang") == dsv4_module_kernels(
         *args[:5], 1, 128, True
     )
 
@@ -325,7 +323,7 @@ def test_vllms_rows_fuse_the_query_and_key_projections_and_pass_over_the_padded_
     assert FUSED_QKV_A == PADDED_QUERY == {"vllm"}
     args = ("deepseek-ai/DeepSeek-V4-Pro", "csa", 96, "fp8_block", 3, 16, 4096, False)
     plain = {k.name: k for k in dsv4_module_kernels(*args)}
-    step = {k.name: k for k in dsv4_module_kernels(*args, fused_qkv_a=True, padded_query=True)}
+    step = {k.name: k for k in dsv4_module_kernels(*args, "vllm")}
     assert set(step) == set(plain) - {"q_a_proj", "kv_proj"} | {"q_a_kv_proj", "q_pad"}
     q, kv, fused = plain["q_a_proj"], plain["kv_proj"], step["q_a_kv_proj"]
     assert fused.flops == q.flops + kv.flops

@@ -1,40 +1,60 @@
-"""A served DeepSeek-V4 step's prompt core under SGLang is the kernel its module rows are mapped
-as: every sequence's tokens one ragged batch, timed by the class fitted on those rows."""
+"""A served DeepSeek-V4 step (``predict_time``, ``plan``) runs the kernels its module rows are
+mapped as, by one definition: SGLang's ragged prompt core and flat-logit top-k, vLLM's fused
+query and key projections and its pass over the padded query."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 import mlacalc
-from mlacalc.measured.dsv4_modules import dsv4_module_kernels
-from mlacalc.timemodel.kernel_time import RAGGED, RAGGED_CORE, engine_v4_prompt_core
+from mlacalc.cost.compressed import RAGGED, RAGGED_CORE, ragged_core_shape
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.measured.dsv4_modules import FLAT_TOPK, LONG_TOPK, PROMPT_TOPK, dsv4_module_kernels
+from mlacalc.models.loading import load_model
+from mlacalc.serving.gpu_step import StepModel, _variant
+from mlacalc.serving.layout import Layout
+from mlacalc.timemodel.kernel_time import engine_v4_prompt_core
 from mlacalc.timemodel.profile import load_profile
-from mlacalc.words.kernels import batches_of
+from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.kernels import batches_of, variant_of
 
 ROW = ("sgl-project/DeepSeek-V4-Flash-FP8", "hca", 64, "bfloat16", 256, 4, 128)
+PRO = "deepseek-ai/DeepSeek-V4-Pro"
 
 
-def _core_batch(kernels):
+def _core(kernels):
     (core,) = [k for k in kernels if k.name == "attention"]
-    return batches_of([core])[0][1]
+    return core
 
 
 @pytest.mark.parametrize("kind", ["hca", "csa"])
-def test_sglangs_served_prompt_core_is_the_mapped_ragged_kernel(kind):
-    """The step builds the core per sequence (``batch`` x ``q_len``); under SGLang the time
-    model runs it as the mapping runs SGLang's module rows: one sequence of all the tokens, the
-    ``sparse_ragged`` class (a served V4 prompt had been timed by vLLM's ``sparse`` prefill
-    class, which SGLang's rows outgrow 1.8-1.9x with the cached tokens)."""
+def test_sglangs_prompt_core_is_one_ragged_sequence_of_every_token_in_both_paths(kind):
+    """The step builds the core per sequence (256 sequences of 4 tokens); SGLang runs it as
+    one sequence of 1,024 queries, each with the keys it had, timed by the ``sparse_ragged``
+    class: the mapping's kernel and the served step's batch both (one definition,
+    ``ragged_core_shape``), every other field as the step's (a served V4 prompt had been
+    timed by vLLM's ``sparse`` prefill class, which SGLang's rows outgrow 1.8-1.9x with the
+    cached tokens)."""
     row = (ROW[0], kind, *ROW[2:])
-    plain = _core_batch(dsv4_module_kernels(*row, False))
-    mapped = _core_batch(dsv4_module_kernels(*row, False, ragged=True))
-    served = engine_v4_prompt_core(plain, "sglang")
+    plain = _core(dsv4_module_kernels(*row, False))
+    mapped = _core(dsv4_module_kernels(*row, False, "sglang"))
+    served = engine_v4_prompt_core(batches_of([plain])[0][1], "sglang")
     assert served.variant == RAGGED_CORE == "sparse_ragged" and {"sglang"} == RAGGED
-    assert served.shape.keys() == mapped.shape.keys()
-    for name, values in mapped.shape.items():
-        assert served.shape[name].tolist() == values.tolist(), name
+    want = {**plain.shape, "batch": 1, "q_len": 1024}
+    assert mapped.shape == want and (mapped.flops, mapped.bytes) == (plain.flops, plain.bytes)
+    assert {k: v.tolist() for k, v in served.shape.items()} == {k: [v] for k, v in want.items()}
+    assert ragged_core_shape({"batch": 3, "q_len": 5, "kv_len": 7}) == {
+        "batch": 1,
+        "q_len": 15,
+        "kv_len": 7,
+    }
+    plain_batch = batches_of([plain])[0][1]
     for engine in ("vllm", "trtllm"):
-        assert engine_v4_prompt_core(plain, engine) is plain
+        assert engine_v4_prompt_core(plain_batch, engine) is plain_batch
 
 
 def test_a_served_sglang_v4_prompt_reads_the_ragged_class_and_a_profile_without_it_the_sparse():
@@ -55,3 +75,92 @@ def test_a_served_sglang_v4_prompt_reads_the_ragged_class_and_a_profile_without_
     assert "attention_prefill:bf16:sparse_ragged" not in vllm.classes
     lent, _ = vllm.params("B200", "attention_prefill", "bf16", variant="sparse_ragged")
     assert lent == vllm.params("B200", "attention_prefill", "bf16", variant="sparse")[0]
+
+
+#: (engine, phase, cached tokens after the step, sequences, new tokens a sequence, the kernel
+#: names the engine's rules touch, the top-k's class variant)
+SERVED = [
+    ("vllm", "prefill", 8192, 1, 8192, ("q_a_kv_proj", "q_pad", "indexer_topk"), ""),
+    ("vllm", "decode", 8192, 64, 1, ("q_a_kv_proj", "q_pad", "indexer_topk"), ""),
+    ("sglang", "prefill", 8192, 1, 8192, ("q_a_proj", "kv_proj", "indexer_topk"), PROMPT_TOPK),
+    ("sglang", "decode", 8192, 64, 1, ("q_a_proj", "indexer_topk"), FLAT_TOPK),
+    ("sglang", "decode", 100_000, 64, 1, ("indexer_topk",), LONG_TOPK),
+    ("sglang", "decode", 2048, 64, 1, ("indexer_topk",), ""),  # 512 pooled keys: none selects
+]
+
+
+def _mapped(engine, phase, seq, batch, q):
+    """The CSA module row's kernels of DeepSeek-V4-Pro (128 heads, fp8 weights and cache)."""
+    ks = dsv4_module_kernels(PRO, "csa", 128, "fp8_block", batch, q, seq - q, phase == "decode",
+                             engine)  # fmt: skip
+    return {k.name: k for k in ks}
+
+
+@pytest.mark.parametrize("engine, phase, seq, batch, q, names, topk", SERVED)
+def test_predict_times_v4_step_runs_the_mapped_kernels_of_its_engine(
+    engine, phase, seq, batch, q, names, topk
+):
+    """``predict_time``'s model step (``step_kernels`` with its profile's engine) runs, in each
+    CSA layer, the kernels the engine's module rows are mapped as: vLLM's ``q_a_proj`` and
+    ``kv_proj`` as one GEMM and a pass over the padded query (before: apart, and no pass),
+    SGLang's top-k its flat-logit kernel where a query selects (before: the step's streaming
+    kernel); equal FLOPs, bytes and shape, by name."""
+    m = load_model("deepseek-v4-pro")
+    ks = step_kernels(m, phase, seq, batch, q if phase != "decode" else None, causal=True,
+                      weight_dtype="fp8", kv_dtype="fp8", engine=engine)  # fmt: skip
+    csa = [k for k in ks if k.calls == m.compress_ratios.count(m.compress_rate_csa)]
+    served = {k.name: replace(k, calls=1) for k in csa if k.name in names}
+    mapped = _mapped(engine, phase, seq, batch, q)
+    assert set(served) == set(names)
+    for name in names:
+        assert served[name] == mapped[name], name
+    assert variant_of("elementwise", served["indexer_topk"].shape) == topk
+    fused = engine == "vllm"
+    assert ("q_a_kv_proj" in {k.name for k in ks}) == fused == ("q_pad" in {k.name for k in ks})
+    assert ("kv_proj" in {k.name for k in ks}) != fused
+
+
+@pytest.mark.parametrize("engine, phase, seq, batch, q, names, topk", SERVED)
+def test_plans_v4_step_runs_the_mapped_kernels_of_its_engine(
+    engine, phase, seq, batch, q, names, topk
+):
+    """``plan``'s step model (one GPU, its profile's engine) runs the same kernels, its top-k
+    split by the kernel each row runs (``engine_topk``, arrays); the kernel-class variant of
+    every V4 kernel is its own (before, a plan timed V4's sparse cores and indexer scores by
+    the dense classes, ``_variant`` reading none of their fields)."""
+    m = load_model("deepseek-v4-pro")
+    prof = load_profile(f"fit-b200-sxm-{engine}")
+    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
+                   load_hardware("B200"), prof)  # fmt: skip
+    kw = dict(dec_B=batch, dec_S=seq) if phase == "decode" else dict(pf_N=batch, pf_q=q)
+    specs = sm.specs(**kw)
+    calls = m.compress_ratios.count(m.compress_rate_csa)
+    csa = {s.name: s for s in specs if s.calls == calls and s.name in names and s.bytes[0] > 0}
+    mapped = _mapped(engine, phase, seq, batch, q)
+    assert set(csa) == set(names)
+    # the step's own top-k (no query selects, or an engine without the rule) is read off
+    # affine templates, its prompt bytes not exactly (the indices written a query are capped)
+    for name in [n for n in names if n != "indexer_topk" or topk]:
+        s, k = csa[name], mapped[name]
+        assert (s.flops[0], s.bytes[0]) == pytest.approx((k.flops, k.bytes), rel=1e-9), name
+        for f, v in k.shape.items():
+            if f in s.shape:
+                assert s.shape[f][0] == pytest.approx(v, rel=1e-9), (name, f)
+    assert _variant(csa["indexer_topk"]) == topk
+    cores = {_variant(s) for s in specs if s.name == "attention"}
+    scores = {_variant(s) for s in specs if s.name == "indexer_scores" and s.bytes[0] > 0}
+    assert cores == {"sparse"} and scores == {"indexer"}
+
+
+def test_plan_shards_the_padded_query_pass_as_the_core_pads_a_ranks_heads():
+    """Under tensor parallelism a rank's heads are padded again (V4-Pro at TP8: 16 heads run
+    64): the ``q_pad`` pass a token is 64 heads of 512 bf16 read and written, not the model's
+    128 split eight ways (16)."""
+    m = load_model("deepseek-v4-pro")
+    lay = Layout(8, 8, 1, 1, 8, False, 8, 1)
+    sm = StepModel(m, lay, "fp8", resolve_kv_layout("fp8"), load_hardware("B200"),
+                   load_profile("fit-b200-sxm-vllm"))  # fmt: skip
+    (pad, *_) = [s for s in sm.specs(pf_N=1, pf_q=4096) if s.name == "q_pad"]
+    assert pad.shape["elements"][0] == 4096 * 64 * 512
+    assert pad.bytes[0] == 4 * 4096 * 64 * 512
+    assert np.all(pad.flops == 0)

@@ -57,7 +57,13 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPRESSED_KERNELS",
     "CONVENTIONS",
+    "FLAT_TOPK_ENGINES",
+    "FUSED_QKV_A",
     "HEAD_TILE",
+    "LONG_ROW",
+    "PADDED_QUERY",
+    "RAGGED",
+    "RAGGED_CORE",
     "attention_flops",
     "cache_bytes",
     "causal_keys",
@@ -67,10 +73,13 @@ __all__ = [
     "compressed_kernels",
     "compressed_layer_bytes",
     "compressed_row_elements",
+    "engine_topk",
+    "engine_v4_kernels",
     "forward_flops",
     "layer_cache",
     "padded_heads",
     "pooled_below",
+    "ragged_core_shape",
 ]
 
 #: DeepSeek-V4's kind -> the reference's layer type
@@ -101,9 +110,41 @@ def padded_heads(heads: int) -> int:
     return math.ceil(heads / HEAD_TILE) * HEAD_TILE
 
 
+# The kernels each serving engine runs for a DeepSeek-V4 layer in place of the step's: one
+# definition, taken by a served step (compressed_kernels with its ``engine``: predict_time,
+# and plan's step model, mlacalc.serving.gpu_step) and by the module tables' mapping
+# (mlacalc.measured.dsv4_modules, beside whose import each rule's evidence stands).
+
+#: The engines whose DeepSeek-V4 prompt core runs a chunk's tokens of every sequence as one
+#: ragged batch (FlashMLA's sparse prefill, a token a unit, nothing padded per sequence),
+#: :func:`ragged_core_shape`, timed by a class of its own (:data:`RAGGED_CORE`): SGLang.
+RAGGED = frozenset({"sglang"})
+#: The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
+#: fitted on the residuals of SGLang's CSA and HCA prompt module rows; a profile without it
+#: times the core by the ``sparse`` class (:mod:`mlacalc.timemodel.profile`).
+RAGGED_CORE = "sparse_ragged"
+#: The engines that run the query's low-rank projection and the shared key's projection
+#: (``q_a_proj``, ``kv_proj``: both read the layer's input) as one GEMM, ``q_a_kv_proj``, as
+#: vLLM runs DeepSeek-V2/V3's ``q_a_proj`` and ``kv_a_proj_with_mqa`` (``fused_qkv_a_proj``;
+#: from recall of vLLM's DeepSeek model code, not read from a source in this repository).
+FUSED_QKV_A = frozenset({"vllm"})
+#: The engines that move the query through a buffer of the core's padded heads once more
+#: (``q_pad``: a read and a write of ``64 ceil(h / 64)`` heads of ``head_dim`` bf16 a token),
+#: inferred from vLLM's module rows, the kernel not recorded.
+PADDED_QUERY = frozenset({"vllm"})
+#: The engines whose CSA top-k is SGLang's transform over flat logits (the collectors' random
+#: weights score every key alike): ``topk_transform_v2`` in decode, ``topk_transform_v1`` in a
+#: prompt, one unit a query that selects (:func:`engine_topk`).
+FLAT_TOPK_ENGINES = frozenset({"sglang"})
+#: Past this many pooled keys a row the v2 kernel takes another path, whose time the
+#: calibration shows does not depend on the logits' spread (timed by its top-last variant).
+LONG_ROW = 16384
+
+
 #: The step kernels of a DeepSeek-V4 layer, each with its stage.
 COMPRESSED_KERNELS = {
     "q_a_proj": "q_proj",
+    "q_a_kv_proj": "q_proj",  # vLLM's q_a_proj and kv_proj as one GEMM (FUSED_QKV_A)
     "q_b_proj": "q_proj",
     "q_a_layernorm": "norm",
     "rope": "rope",
@@ -116,6 +157,7 @@ COMPRESSED_KERNELS = {
     "indexer_scores": "core",
     "indexer_topk": "core",
     "attention": "core",
+    "q_pad": "core",  # vLLM's pass over the core's padded query (PADDED_QUERY)
     "o_a_proj": "o_proj",
     "o_b_proj": "o_proj",
 }
@@ -335,6 +377,7 @@ def compressed_kernels(
     weight_dtype: str,
     calls: int = 1,
     kv_dtype: Any = "bf16",
+    engine: str = "",
 ) -> list[Kernel]:
     """The serving kernels of one DeepSeek-V4 layer from its :func:`compressed_cost`, each a
     class the time model has: the projections (the grouped ``o_a_proj`` as ``o_groups``
@@ -346,7 +389,8 @@ def compressed_kernels(
     ``indexer_scores`` DeepGEMM's fp8 kernels: in decode its paged MQA logits (``n_i`` heads of
     ``index_head_dim`` against one shared key per pooled position, ``head_dim_v`` 0), in a
     prompt its MQA logits (a (query, head) row a unit over the pooled keys the query sees);
-    the pooling, the norms, the query's ``rope`` pass and the top-k as streaming kernels."""
+    the pooling, the norms, the query's ``rope`` pass and the top-k as streaming kernels.
+    ``engine``: the kernels that engine runs in their place (:func:`engine_v4_kernels`)."""
     c = v4.config_of(model)
     b, q, S = cost.batch, cost.q_len, cost.seq_len
     decode = cost.phase == "decode" or cost.q_len == 1  # one query: the decode kernel
@@ -426,7 +470,88 @@ def compressed_kernels(
             out.append(
                 Kernel(o.name, "elementwise", act_dtype, o.flops, o.bytes, calls=calls, shape=shape)
             )
+    return engine_v4_kernels(out, cost, engine) if engine else out
+
+
+def ragged_core_shape(shape: dict[str, Any]) -> dict[str, Any]:
+    """A prompt core's shape (numbers or numpy arrays) as an engine of :data:`RAGGED` runs it:
+    the tokens of all its sequences one sequence of ``batch x q_len`` queries, each with the
+    keys it had."""
+    b = shape["batch"]
+    return {**shape, "batch": b * 0 + 1, "q_len": b * shape["q_len"]}
+
+
+def engine_topk(
+    batch: Any, q: Any, prefix: Any, rate: int, topk: int, decode: Any
+) -> tuple[dict[str, Any], Any]:
+    """The CSA top-k of :data:`FLAT_TOPK_ENGINES` for ``batch`` sequences of ``q`` new tokens
+    after ``prefix`` cached ones (numbers or numpy arrays; ``decode``: a decode step): its
+    shape, the (query, pooled key) pairs ranked (``elements``), the queries that select
+    (``units``; the query at 1-based position ``i`` ranks ``(prefix + i) // rate`` pooled keys,
+    one with no more than ``topk`` of them takes them all) and the kernel (``topk_kernel``: 0
+    where no query selects, the step's kernel; else
+    :data:`~mlacalc.words.kernels.V4_TOPK_VARIANTS` position + 1), and its bytes (the fp32
+    logits read, the indices written)."""
+    # deferred: the numeric path (a model's counts, one kernel list) imports no numpy
+    import numpy as np
+
+    seq = prefix + q
+    pairs = batch * (pooled_below(seq, rate) - pooled_below(prefix, rate))
+    selecting = batch * np.minimum(np.maximum(seq - rate * (topk + 1) + 1, 0), q)
+    code = np.where(decode, np.where(seq // rate > LONG_ROW, 2, 1), 3)
+    shape = {"elements": pairs, "units": selecting, "topk_kernel": np.where(selecting > 0, code, 0)}
+    return shape, pairs * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
+
+
+def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -> list[Kernel]:
+    """One DeepSeek-V4 layer's ``kernels`` (:func:`compressed_kernels`, of ``cost``) as
+    ``engine`` runs them: ``q_a_proj`` and ``kv_proj`` one GEMM (:data:`FUSED_QKV_A`), a pass
+    over the padded query after the core (:data:`PADDED_QUERY`), the CSA top-k over flat
+    logits (:data:`FLAT_TOPK_ENGINES`, :func:`engine_topk`; the step's kernel where no query
+    selects). The ragged prompt core (:data:`RAGGED`) is the time model's, on every path that
+    times a step (``mlacalc.timemodel.kernel_time.engine_v4_prompt_core``)."""
+    out = list(kernels)
+    if engine in FUSED_QKV_A:
+        out = _fused_qkv_a(out)
+    if engine in PADDED_QUERY:
+        i = next(i for i, k in enumerate(out) if k.name == "attention")
+        a = out[i].shape
+        el = a["batch"] * a["q_len"] * a["n_heads"] * a["head_dim_qk"]  # the heads padded
+        pad = Kernel("q_pad", "elementwise", "bf16", 0, 4 * el, out[i].calls, {"elements": el})
+        out.insert(i + 1, pad)
+    if engine in FLAT_TOPK_ENGINES and cost.variant == "csa":
+        a = next(k for k in out if k.name == "attention").shape
+        q, prefix, decode = cost.q_len, cost.seq_len - cost.q_len, cost.phase == "decode"
+        shape, nbytes = engine_topk(
+            cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], decode
+        )
+        out = [_topk(k, shape, nbytes) if k.name == "indexer_topk" else k for k in out]
     return out
+
+
+def _topk(k: Kernel, shape: dict[str, Any], nbytes: Any) -> Kernel:
+    """The step's top-k ``k`` as :func:`engine_topk` gives it (where no query selects, the
+    step's kernel, its shape's fields all there: a measured table's rows take them)."""
+    if not shape["topk_kernel"]:
+        return replace(k, shape={**k.shape, "units": 0, "topk_kernel": 0})
+    return replace(k, bytes=int(nbytes), shape={f: int(v) for f, v in shape.items()})
+
+
+def _fused_qkv_a(out: list[Kernel]) -> list[Kernel]:
+    """``out`` with ``kv_proj`` folded into ``q_a_proj`` (one GEMM over the same input: the
+    outputs side by side, the input read once)."""
+    kv = next(k for k in out if k.name == "kv_proj")
+    fused = []
+    for k in out:
+        if k.name == "q_a_proj":
+            s = k.shape
+            read = s["m"] * s["k"] * 2  # the bf16 input, which both read
+            shape = {**s, "n": s["n"] + kv.shape["n"]}
+            k = replace(k, name="q_a_kv_proj", flops=k.flops + kv.flops,
+                        bytes=k.bytes + kv.bytes - read, shape=shape)  # fmt: skip
+        if k.name != "kv_proj":
+            fused.append(k)
+    return fused
 
 
 # ------------------------------------------------------------------------------------------

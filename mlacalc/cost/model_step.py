@@ -502,6 +502,7 @@ def attention_kernels(
     calls: int = 1,
     window: int | None = -1,
     kv_dtype: Any = "bf16",
+    engine: str = "",
 ) -> list[Kernel]:
     """The serving kernels of one attention layer, from the engine's op costs of that layer.
 
@@ -509,6 +510,8 @@ def attention_kernels(
     The order is the order the layer runs them. ``window``: the sliding window of these
     layers (default: the model's ``sliding_window``; a DSA layer's core attends
     ``index_topk`` keys). ``kv_dtype``: the cache layout (a DSA layer's indexer keys).
+    ``engine``: the serving engine, where it runs other kernels for the layer (DeepSeek-V4's:
+    :func:`mlacalc.cost.compressed.engine_v4_kernels`).
     """
     if cost.variant == "linear":  # a linear-attention layer (mlacalc.cost.linear)
         return linear_kernels(cost, model, act_dtype, weight_dtype, calls)
@@ -519,7 +522,7 @@ def attention_kernels(
     if cost.variant == "none":  # no sequence mixer (Nemotron-H's FFN blocks)
         return []
     if cost.variant in COMPRESSED_KERNEL_VARIANTS:  # DeepSeek-V4 (mlacalc.cost.compressed)
-        return compressed_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
+        return compressed_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype, engine)
     if window == -1:
         window = model.sliding_window if model.index_topk is None else model.index_topk
     ops = {o.name: o for o in cost.ops}
@@ -1059,7 +1062,7 @@ def checkpoint_stored(model: ModelConfig | str) -> bool:
 
 
 def _attention_layers(
-    m: ModelConfig, one: AttentionCost, work: Workload, kv_dtype: Any
+    m: ModelConfig, one: AttentionCost, work: Workload, kv_dtype: Any, engine: str = ""
 ) -> list[Kernel]:
     """The attention kernels of every layer: one set per kind of layer (``calls`` = its
     layers) when the layers differ (sliding or chunked layers between full ones)."""
@@ -1089,7 +1092,7 @@ def _attention_layers(
             kernels = attention_kernels(group, sub, a, w, group.layers, window, kv_dtype)
             out += block_sparse_core(kernels, sub)
             continue
-        out += attention_kernels(group, sub, a, w, group.layers, window, kv_dtype)
+        out += attention_kernels(group, sub, a, w, group.layers, window, kv_dtype, engine)
     return out
 
 
@@ -1105,13 +1108,15 @@ def step_kernels(
     kv_dtype: Any = "bf16",
     act_dtype: str = "bf16",
     scope: Scope = "model",
+    engine: str = "",
 ) -> list[Kernel]:
     """The kernels of one step of a model, in the order a layer runs them.
 
     ``scope="model"``: the embedding lookup, every decoder layer (attention block with its
     norms, dense FFN or MoE; ``calls`` = the layers of each kind), the final norm and the
     output head. ``scope="attention_layer"``: one attention block alone (what the
-    microbenchmark times). Arguments as :func:`mlacalc.attention_cost`.
+    microbenchmark times). Arguments as :func:`mlacalc.attention_cost`; ``engine``: the
+    serving engine, where it runs other kernels for a layer (:func:`attention_kernels`).
 
     ``weight_dtype`` None: a model that declares its checkpoint's ``quantization_config``
     reads each weight as the checkpoint stores it. Every GEMM and MoE kernel reads the
@@ -1143,7 +1148,7 @@ def step_kernels(
     work = Workload(phase, seq_len, batch, q_len, impl, causal, kv_dtype, w, a)
     cost = cost_of(one, work)
     if scope == "attention_layer":
-        layer = attention_kernels(cost, one, a, w, 1, kv_dtype=kv_dtype)
+        layer = attention_kernels(cost, one, a, w, 1, kv_dtype=kv_dtype, engine=engine)
         return _as_stored(layer, m, dt) if stored else layer
 
     L, d = m.num_hidden_layers, m.hidden_size
@@ -1151,7 +1156,7 @@ def step_kernels(
     n_norms, norm_w = layer_norms(m)
     out = [_elementwise("embedding", a, 0, packed_bytes(2 * tokens * d, dt.a_bits), tokens * d, 1)]
     out.append(_norm("input_norm", tokens, norm_w, d, dt, L))
-    out += _attention_layers(m, cost, work, kv_dtype)
+    out += _attention_layers(m, cost, work, kv_dtype, engine)
     if n_norms > 1:
         out.append(_norm("post_attention_norm", tokens, norm_w, d, dt, L))
     moe_layers = m.num_moe_layers

@@ -39,23 +39,29 @@ from pathlib import Path
 import numpy as np
 
 from mlacalc.cost.compressed import (
+    FLAT_TOPK_ENGINES,
+    FUSED_QKV_A,
     HEAD_TILE,
+    LONG_ROW,
+    PADDED_QUERY,
+    RAGGED,
+    RAGGED_CORE,
     compressed_cost,
     compressed_kernels,
-    pooled_below,
+    ragged_core_shape,
 )
 from mlacalc.measured.mapped import KernelPart, KernelSlots
 from mlacalc.measured.tables import MeasuredTable, load_measured
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import LayerKind
-from mlacalc.timemodel.kernel_time import RAGGED, RAGGED_CORE
-from mlacalc.words.kernels import Kernel
+from mlacalc.words.kernels import V4_TOPK_VARIANTS, Kernel
 from mlacalc.words.workload import Workload
 
 __all__ = [
     "DSV4_MODELS",
     "FLAT_TOPK",
+    "FLAT_TOPK_ENGINES",
     "FUSED_QKV_A",
     "LONG_ROW",
     "LONG_TOPK",
@@ -97,25 +103,19 @@ _WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
 #: |error| 1.0% / 400% on H100, 1.1% / 300% on B200: the p90 is the 14 long rows (10-17 us,
 #: predicted 4-8x; the modules time them by :data:`LONG_TOPK`), without which it is 4.1% / 5.6%;
 #: the rows at 3,072 cached tokens (768 pooled keys) take 39-49 us, predicted 64-70% over.
-FLAT_TOPK = "topk_v2_flat"
-#: Past this many pooled keys a row the v2 kernel takes another path, whose time the
-#: calibration shows does not depend on the logits' spread: on flat logits 10.0-16.9 us on H100
-#: from 32,768 to 262,144 pooled keys against 9.4-14.3 us on top-last ones, where up to 16,384
-#: flat logits take 82 us (no calibration row lies between 16,384 and 32,768). Those rows are
-#: timed by the top-last variant (:data:`LONG_TOPK`).
-LONG_ROW = 16384
-LONG_TOPK = "topk_v2_top_last"
+FLAT_TOPK = V4_TOPK_VARIANTS[0]
+# Past LONG_ROW pooled keys a row the v2 kernel takes another path, whose time the
+# calibration shows does not depend on the logits' spread: on flat logits 10.0-16.9 us on H100
+# from 32,768 to 262,144 pooled keys against 9.4-14.3 us on top-last ones, where up to 16,384
+# flat logits take 82 us (no calibration row lies between 16,384 and 32,768). Those rows are
+# timed by the top-last variant (LONG_TOPK).
+LONG_TOPK = V4_TOPK_VARIANTS[1]
 #: SGLang's prompt top-k: ``topk_transform_v1`` over flat logits (the transform the
 #: calibration times at prompt sizes: 31-51 ns a selecting query on H100 from 256 to 8,192
 #: queries, where the top-last logits take 11-18), one unit a query that selects. The rows
 #: show it: a CSA prompt row's residual a token, less the HCA row's of the same shape, rises
 #: by 60-90 ns on H100 (about 50 on B200) once queries have more pooled keys than the top-k.
-PROMPT_TOPK = "topk_v1_flat"
-_TOPK_VARIANTS = {
-    "indexer_topk_flat": FLAT_TOPK,
-    "indexer_topk_long": LONG_TOPK,
-    "indexer_topk_prompt": PROMPT_TOPK,
-}
+PROMPT_TOPK = V4_TOPK_VARIANTS[2]
 #: Kernel tables of one engine that time a kernel another engine's module runs too, and that
 #: engine's fit takes in: ``{engine: {(the engine that measured it, table), ...}}``. SGLang's
 #: DeepSeek-V4 layer (``kernel_source`` ``compressed_flashmla``) runs FlashMLA's sparse kernels,
@@ -159,26 +159,27 @@ SHARED_KERNEL_TABLES = {
 # token count from 8,192 to 1,000,000 cached): vLLM's kernel of one 256-token prompt takes
 # 254 us after 524,288 tokens, where SGLang's layer takes 369 us more than after 4,096.
 
-#: The engines whose module rows run the query's low-rank projection and the shared key's
-#: projection (``q_a_proj``, ``kv_proj``: both read the layer's input) as one GEMM, as vLLM
-#: runs DeepSeek-V2/V3's ``q_a_proj`` and ``kv_a_proj_with_mqa`` (``fused_qkv_a_proj``; from
-#: recall of vLLM's DeepSeek model code, not read from a source in this repository). The rows
-#: show it: vLLM's decode rows of one sequence were predicted 4-29 us over (H100) and 5-26 us
-#: (B200) at every head count, a GEMM's fixed cost being 6-9 us there; one GEMM of ``q_lora_rank
-#: + head_dim`` outputs takes that away (the prompts of one token, predicted 4-21 us over on
-#: H100, come within 0-13 us). vLLM alone: SGLang's rows are fitted with the projections apart.
-FUSED_QKV_A = frozenset({"vllm"})
-#: The engines whose module rows move the query through a buffer of the core's padded heads
-#: once more than the list's kernels do (``q_pad``: a read and a write of ``64 ceil(h / 64)``
-#: heads of ``head_dim`` bf16 a token): vLLM. Inferred from its rows, the kernel is not
-#: recorded: its prompts of 1,024 tokens and more (DeepSeek-V4-Flash, one query projection
-#: fused as above) were short by 42 ns a token on H100 and 21 on B200 at every local head count
-#: from 8 to 64 (B200; on H100 from 8 to 16 heads, more at 32-64 heads and long prompts) and
-#: about alike for DeepSeek-V4-Pro at 16 heads (hidden 7,168 against 4,096: not a pass over the
-#: hidden state, nor the hyper-connections' four fp32 streams, which would take 51 and 88 ns on
-#: H100), however many cached tokens; 128 KB a token (64 heads) at the streaming class's rate
-#: takes 46 ns on H100 and 20 on B200.
-PADDED_QUERY = frozenset({"vllm"})
+# The evidence for FUSED_QKV_A (mlacalc.cost.compressed), the engines whose module rows run the
+# query's low-rank projection and the shared key's projection (``q_a_proj``, ``kv_proj``: both read
+# the layer's input) as one GEMM, as vLLM runs DeepSeek-V2/V3's ``q_a_proj`` and
+# ``kv_a_proj_with_mqa`` (``fused_qkv_a_proj``; from recall of vLLM's DeepSeek model code, not read
+# from a source in this repository). The rows show it: vLLM's decode rows of one sequence were
+# predicted 4-29 us over (H100) and 5-26 us (B200) at every head count, a GEMM's fixed cost being
+# 6-9 us there; one GEMM of ``q_lora_rank + head_dim`` outputs takes that away (the prompts of one
+# token, predicted 4-21 us over on H100, come within 0-13 us). vLLM alone: SGLang's rows are fitted
+# with the projections apart.
+#
+# The evidence for PADDED_QUERY, the engines whose module rows move the query through a buffer of
+# the core's padded heads once more than the list's kernels do (``q_pad``: a read and a write of
+# ``64 ceil(h / 64)`` heads of ``head_dim`` bf16 a token): vLLM. Inferred from its rows, the kernel
+# is not recorded: its prompts of 1,024 tokens and more (DeepSeek-V4-Flash, one query projection
+# fused as above) were short by 42 ns a token on H100 and 21 on B200 at every local head count from
+# 8 to 64 (B200; on H100 from 8 to 16 heads, more at 32-64 heads and long prompts) and about alike
+# for DeepSeek-V4-Pro at 16 heads (hidden 7,168 against 4,096: not a pass over the hidden state, nor
+# the hyper-connections' four fp32 streams, which would take 51 and 88 ns on H100), however many
+# cached tokens; 128 KB a token (64 heads) at the streaming class's rate takes 46 ns on H100 and 20
+# on B200.
+
 #: the local head counts the lists are built at (8 and 16 output groups); every kernel is
 #: affine in the heads from 8 up (one output group per 8 heads), the core from HEAD_TILE up
 _H1, _H2 = HEAD_TILE, 2 * HEAD_TILE
@@ -215,74 +216,35 @@ def _model(name: str, heads: int) -> ModelConfig:
 
 def dsv4_module_kernels(
     model: str, kind: str, heads: int, gemm_type: str, batch: int, isl: int, step: int,
-    decode: bool, flat_topk: bool = False, ragged: bool = False, fused_qkv_a: bool = False,
-    padded_query: bool = False,
+    decode: bool, engine: str = "",
 ) -> list[Kernel]:  # fmt: skip
     """The kernels of one row: a ``kind`` (``csa``/``hca``) layer of ``model`` (a name of
     :data:`DSV4_MODELS`) at ``heads`` local heads, ``batch`` sequences of ``isl`` new tokens
-    after ``step`` cached ones (``decode``: one new token, the decode kernels). ``flat_topk``:
-    the CSA top-k is SGLang's transform over flat logits, in decode ``topk_transform_v2``
-    (:data:`FLAT_TOPK`), in a prompt ``topk_transform_v1`` (:data:`PROMPT_TOPK`), as
-    ``dsv4_csa_topk_calib_perf`` maps them: one unit a query that selects. ``ragged``: a
-    prompt's core runs the tokens of every sequence as one ragged batch (:data:`RAGGED`).
-    ``fused_qkv_a``: ``q_a_proj`` and ``kv_proj`` as one GEMM (:data:`FUSED_QKV_A`);
-    ``padded_query``: a pass over the query at the core's padded heads (:data:`PADDED_QUERY`)."""
+    after ``step`` cached ones (``decode``: one new token, the decode kernels), as ``engine``
+    runs them: the kernels a served step of that engine runs
+    (:func:`~mlacalc.cost.compressed.compressed_kernels` with its ``engine``: SGLang's CSA
+    top-k over flat logits, as ``dsv4_csa_topk_calib_perf`` maps it, one unit a query that
+    selects; vLLM's ``q_a_proj`` and ``kv_proj`` as one GEMM and its pass over the padded
+    query), and a prompt's core as one ragged batch of every sequence's tokens where the
+    engine runs it so (:data:`RAGGED`: the shape
+    :func:`~mlacalc.cost.compressed.ragged_core_shape` gives, which a served step's time
+    model takes too)."""
     m = _model(model, heads)
     rate = m.compress_rate_csa if kind == "csa" else m.compress_rate_hca
     layer = LayerKind(kind, ffn="moe", ratio=rate)
-    seq = isl + step
     phase = "decode" if decode else ("chunk" if step else "prefill")
-    w = Workload(phase, seq, batch, q_len=isl, causal=True, kv_dtype="fp8",
+    w = Workload(phase, isl + step, batch, q_len=isl, causal=True, kv_dtype="fp8",
                  weight_dtype=_WEIGHTS[gemm_type])  # fmt: skip
     cost = compressed_cost(m, layer, 1, w)
-    out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8")
-    if ragged and not decode:
+    out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8", engine)
+    if engine in RAGGED and not decode:
         out = [_ragged(k) if k.name == "attention" else k for k in out]
-    if fused_qkv_a:
-        out = _fused_qkv_a(out)
-    if padded_query:
-        el = batch * isl * HEAD_TILE * -(-heads // HEAD_TILE) * m.head_dim
-        out.append(Kernel("q_pad", "elementwise", "bf16", 0, 4 * el, shape={"elements": el}))
-    if not (flat_topk and kind == "csa"):
-        return out
-    # query i (1-based) of a sequence ranks floor((step + i) / rate) pooled keys; one with no
-    # more than index_topk of them takes them all (the calibration table's rule)
-    topk = m.index_topk
-    pairs = batch * (pooled_below(seq, rate) - pooled_below(step, rate))
-    selecting = batch * min(max(seq - rate * (topk + 1) + 1, 0), isl)
-    if not selecting:  # no query selects: the step's kernel (the indices of every key)
-        return out
-    nbytes = pairs * 4 + batch * isl * topk * 4  # the fp32 logits read, the indices written
-    shape = {"elements": pairs, "units": selecting}
-    name = "indexer_topk_long" if seq // rate > LONG_ROW else "indexer_topk_flat"
-    if not decode:  # a prompt's queries: the v1 transform, as the calibration times prompts
-        name = "indexer_topk_prompt"
-    flat = Kernel(name, "elementwise", "bf16", 0, nbytes, shape=shape)
-    return [flat if k.name == "indexer_topk" else k for k in out]
-
-
-def _fused_qkv_a(out: list[Kernel]) -> list[Kernel]:
-    """``out`` with ``kv_proj`` folded into ``q_a_proj`` (one GEMM over the same input: the
-    outputs side by side, the input read once)."""
-    kv = next(k for k in out if k.name == "kv_proj")
-    fused = []
-    for k in out:
-        if k.name == "q_a_proj":
-            s = k.shape
-            read = s["m"] * s["k"] * 2  # the bf16 input, which both read
-            shape = {**s, "n": s["n"] + kv.shape["n"]}
-            k = replace(k, name="q_a_kv_proj", flops=k.flops + kv.flops,
-                        bytes=k.bytes + kv.bytes - read, shape=shape)  # fmt: skip
-        if k.name != "kv_proj":
-            fused.append(k)
-    return fused
+    return out
 
 
 def _ragged(k: Kernel) -> Kernel:
-    """``k``, a prompt core, over the tokens of all its sequences as one: one sequence of
-    ``batch x q_len`` queries, each with the keys it had."""
-    shape = {**k.shape, "batch": 1, "q_len": k.shape["batch"] * k.shape["q_len"]}
-    return replace(k, shape=shape)
+    """``k``, a prompt core, as an engine of :data:`RAGGED` runs it."""
+    return replace(k, shape=ragged_core_shape(k.shape))
 
 
 def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
@@ -302,11 +264,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     isl = np.ones(len(t), dtype=np.int64) if generation else t.column("isl").astype(np.int64)
     step = t.column("step").astype(np.int64)
     decode = (isl == 1) if core else np.full(len(t), generation)
-    # SGLang's rows: the top-k over flat logits (decode the v2 transform, a prompt the v1)
-    flat = t.engine == "sglang"
     ragged = t.engine in RAGGED
-    engine_runs = {"fused_qkv_a": t.engine in FUSED_QKV_A,
-                   "padded_query": t.engine in PADDED_QUERY}  # fmt: skip
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for (model, g), rows in _groups(models, gemm, ok):
@@ -314,8 +272,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
         inverse = inverse.reshape(-1)
         for u, (q, s, d) in enumerate(uniq.tolist()):
             at = rows[inverse == u]
-            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), flat, ragged,
-                                           **engine_runs)
+            corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), t.engine)
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
@@ -328,8 +285,6 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 hh = pad if k11.name in ("attention", "q_pad") else h_all
                 h = (hh - _H1) / (_H2 - _H1)
                 v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
-                if k11.name in _TOPK_VARIANTS:
-                    slots.name_variant(k11, _TOPK_VARIANTS[k11.name])
                 if ragged and k11.name == "attention" and k11.kind == "attention_prefill":
                     slots.name_variant(k11, RAGGED_CORE)
                 slots.add(

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import padded_heads, pooled_below
+from mlacalc.cost.compressed import engine_topk, padded_heads, pooled_below
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.mamba import mamba_shape
@@ -453,10 +453,13 @@ def _keyed(kernels: list[Kernel]) -> list[tuple[tuple[str, int], Kernel]]:
 
 
 @lru_cache(maxsize=64)
-def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[_Template, ...]:
-    """The model step's kernels (:func:`mlacalc.cost.model_step.step_kernels`) as affine templates,
-    in the order a layer runs them: the decode step's, with the prompt's merged in where both
-    phases run the same kernel (name, kind and weights); the routed experts apart."""
+def _templates(
+    m: ModelConfig, weight_dtype: str, kv_layout: KVLayout, engine: str = ""
+) -> tuple[_Template, ...]:
+    """The model step's kernels (:func:`mlacalc.cost.model_step.step_kernels`, as ``engine``
+    runs them) as affine templates, in the order a layer runs them: the decode step's, with
+    the prompt's merged in where both phases run the same kernel (name, kind and weights); the
+    routed experts apart."""
 
     def run(phase: str, seq_len: int, batch: int, q_len: int | None = None) -> list[Kernel]:
         return step_kernels(
@@ -468,6 +471,7 @@ def _templates(m: ModelConfig, weight_dtype: str, kv_layout: KVLayout) -> tuple[
             causal=True,
             weight_dtype=weight_dtype,
             kv_dtype=kv_layout,
+            engine=engine,
         )
 
     cap, period, csa, chunk = _cap(m), _period(m), _csa(m), _scan_chunk(m)
@@ -658,7 +662,9 @@ class StepModel:
         self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
         self.d = m.hidden_size
         self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
-        self.templates = _templates(m, None if self.stored else self.w_dtype, kv_layout)
+        # a DeepSeek-V4 layer's kernels as self.engine runs them (cost.compressed)
+        w = None if self.stored else self.w_dtype
+        self.templates = _templates(m, w, kv_layout, self.engine)
         self.sharded = [self._sharded(t) for t in self.templates]
         #: each template's weight class where a component's format replaces the base one
         self.formats: list[str | None] = [
@@ -713,6 +719,10 @@ class StepModel:
         heads = heads or state is not None
         if tp == 1:
             pass
+        elif t.name == "q_pad":  # the core's padded query: a rank's heads padded again
+            h = self.m.num_attention_heads
+            share = padded_heads(math.ceil(h / tp)) / padded_heads(h)
+            f, b, e = ([x * share for x in c] for c in (f, b, e))
         elif t.kind == "gemm" and (t.name in COLUMN | ROW or t.name == "kv_proj"):
             n, k, groups = shape["n"], shape["k"], shape["groups"]
             if t.name == "kv_proj":  # GQA K/V heads: split up to n_kv ranks, replicated beyond
@@ -892,6 +902,8 @@ class StepModel:
                     kv_len=_attended(shape, dec_S if decode else ctx) * one,
                     causal=one * (0.0 if decode else 1.0),  # decode attends every key
                 )
+                if shape.get("sparse"):  # DeepSeek-V4's core: each query's keys by index
+                    sh["causal"] = float(shape["causal"]) * one  # (cost.compressed: none)
                 if shape.get("rows_per_query") and not decode:
                     # DeepSeek-V4's prompt indexer (cost.compressed): a unit a (query, head)
                     # row over the pooled keys each query sees, their mean over the chunk
@@ -915,7 +927,13 @@ class StepModel:
                     sh.update(_linear_fields(shape, sh["elements"], seqs, q, one))
             weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
-            out.append(Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls))
+            spec = Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls)
+            if "topk_kernel" in shape and csa:
+                decode = t.phases == "decode"
+                seqs, q, pre = (dec_B, dec_q, dec_S - dec_q) if decode else (pf_N, pf_q, pf_pre)
+                out += _engine_topk(spec, engine_topk(seqs, q, pre, *csa, decode), on)
+                continue
+            out.append(spec)
 
     def _sampling(self, out: list[Spec], logits: np.ndarray) -> None:
         """What turns the head's logits into tokens, per sampled position: under tensor
@@ -1378,17 +1396,40 @@ def halved(kw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _engine_topk(spec: Spec, topk: tuple[dict[str, Any], Any], on: Any) -> list[Spec]:
+    """A DeepSeek-V4 CSA layer's top-k ``spec`` as an engine of
+    :data:`~mlacalc.cost.compressed.FLAT_TOPK_ENGINES` runs it in each row
+    (:func:`~mlacalc.cost.compressed.engine_topk`, as the mapping of its module rows builds
+    it): one spec per kernel it runs, the step's own where no query selects, each with the
+    rows that run it."""
+    shape, nbytes = topk
+    code = shape["topk_kernel"] * on
+    out = []
+    for c in np.unique(code).tolist():
+        at = code == c
+        if c == 0:  # the step's kernel: its own bytes and size
+            sh = {"elements": spec.shape["elements"], "units": 0.0 * code, "topk_kernel": code}
+            b = spec.bytes
+        else:
+            sh, b = {k: np.asarray(v, dtype=np.float64) for k, v in shape.items()}, nbytes
+        sh = {k: np.where(at, v, 0.0) for k, v in sh.items()}
+        part = dataclasses.replace(spec, bytes=np.where(at, b, 0.0), shape=sh)
+        out.append(part)
+    return out
+
+
 def _variant(sp: Spec) -> str:
     """The kernel-class variant of a spec, as :func:`mlacalc.words.kernels.variant_of` names it for
     a single kernel (a GEMM of several groups is a batched GEMM)."""
-    return variant_of(
-        sp.kind,
-        {
-            "groups": float(np.max(sp.shape.get("groups", 1))),
-            "mhc": float(np.max(sp.shape.get("mhc", 0))),  # DeepSeek-V4's hyper-connections
-            "dsa_kv_bytes": float(np.max(sp.shape.get("dsa_kv_bytes", 0))),  # a DSA core
-        },
+    fields = (
+        "mhc",  # DeepSeek-V4's hyper-connections
+        "dsa_kv_bytes",  # a DSA core
+        "sparse",  # DeepSeek-V4's core (FlashMLA's sparse kernels)
+        "indexer",  # DeepSeek-V4's indexer scores (DeepGEMM's MQA logits)
+        "topk_kernel",  # an engine's top-k of DeepSeek-V4's indexer
     )
+    shape = {f: float(np.max(sp.shape.get(f, 0))) for f in fields}
+    return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})
 
 
 def time_jobs(

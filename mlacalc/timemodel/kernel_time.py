@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.cost.compressed import RAGGED, RAGGED_CORE, ragged_core_shape
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.attention_time import engine_attention_kernel
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
@@ -38,7 +39,6 @@ from mlacalc.timemodel.mla_time import engine_mla_kernel
 from mlacalc.timemodel.moe_time import engine_moe_tiles
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds, kernel_ridge
-from mlacalc.timemodel.shared import col
 from mlacalc.timemodel.terms import kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import (
@@ -168,29 +168,16 @@ def run_class(
     return run, fig, params, how
 
 
-#: The engines whose DeepSeek-V4 prompt core runs a chunk's tokens of every sequence as one
-#: ragged batch (FlashMLA's sparse prefill, a token a unit, nothing padded per sequence), timed
-#: by a class of its own (:data:`RAGGED_CORE`): SGLang. The evidence and the fit: the notes
-#: beside their import in :mod:`mlacalc.measured.dsv4_modules`.
-RAGGED = frozenset({"sglang"})
-#: The class variant of that ragged prompt core (``attention_prefill:bf16:sparse_ragged``),
-#: fitted on the residuals of SGLang's CSA and HCA prompt module rows; a profile without it
-#: times the core by the ``sparse`` class (:mod:`mlacalc.timemodel.profile`).
-RAGGED_CORE = "sparse_ragged"
-
-
 def engine_v4_prompt_core(batch: KernelBatch, engine: str) -> KernelBatch:
     """A DeepSeek-V4 step's prompt core (``attention_prefill``, variant ``sparse``, over pooled
-    keys) as ``engine`` runs it: SGLang's ragged batch, every sequence's tokens one sequence of
-    ``batch x q_len`` queries, timed by the class its module rows fit (:data:`RAGGED_CORE`), as
-    the mapping of those rows builds it (``dsv4_module_kernels(..., ragged=True)``); others as
-    they are."""
+    keys) as ``engine`` runs it: an engine of :data:`~mlacalc.cost.compressed.RAGGED` (SGLang)
+    its ragged batch (:func:`~mlacalc.cost.compressed.ragged_core_shape`, the shape the mapping
+    of its module rows takes too), timed by the class those rows fit
+    (:data:`~mlacalc.cost.compressed.RAGGED_CORE`); others as they are."""
     ragged = batch.kind == "attention_prefill" and batch.variant == "sparse"
     if engine not in RAGGED or not ragged or "pooled_ratio" not in batch.shape:
         return batch
-    b, q = col(batch, "batch", 1), col(batch, "q_len", 1)
-    shape = {**batch.shape, "batch": np.ones(len(batch)), "q_len": b * q}
-    return dataclasses.replace(batch, variant=RAGGED_CORE, shape=shape)
+    return dataclasses.replace(batch, variant=RAGGED_CORE, shape=ragged_core_shape(batch.shape))
 
 
 def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:

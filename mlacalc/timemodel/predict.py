@@ -593,9 +593,11 @@ class _Step:
         """:func:`step_kernels`' weight dtype: None where the checkpoint's storage is read."""
         return None if self.stored else self.work.weight_dtype
 
-    def kernels(self, model: ModelConfig, scope: str, weights: str | None) -> list[Kernel]:
+    def kernels(
+        self, model: ModelConfig, scope: str, weights: str | None, engine: str = ""
+    ) -> list[Kernel]:
         """The serving kernels (:func:`step_kernels`) of ``model`` over ``scope``, weights
-        read in ``weights`` (None: as the checkpoint stores them)."""
+        read in ``weights`` (None: as the checkpoint stores them), as ``engine`` runs them."""
         w = self.work
         return step_kernels(
             model,
@@ -609,6 +611,7 @@ class _Step:
             w.kv_dtype,
             w.act_dtype,
             scope=scope,
+            engine=engine,
         )
 
 
@@ -665,7 +668,8 @@ def _at_pass_share(k: Kernel, share: float) -> Kernel:
 def _model_fused(step: _Step, hw: HardwareSpec, prof: Any) -> tuple:
     """The serving kernels of the step timed by the kernel time model, and the step's new
     tokens per sequence."""
-    kernels = step.kernels(step.m, step.scope, step.step_weights)
+    # the kernels the profile's engine runs (as its time rules take them: kernel_time)
+    kernels = step.kernels(step.m, step.scope, step.step_weights, getattr(prof, "engine", ""))
     ops = _model_ops(kernels, hw, prof)
     w = step.work
     q = w.q_len if w.q_len is not None else (w.seq_len if w.phase == "prefill" else 1)

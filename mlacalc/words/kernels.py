@@ -84,6 +84,7 @@ __all__ = [
     "KERNEL_KINDS",
     "KERNEL_SET_SHAPE",
     "LINEAR_VARIANTS",
+    "V4_TOPK_VARIANTS",
     "Kernel",
     "KernelBatch",
     "batches_of",
@@ -243,6 +244,14 @@ LINEAR_VARIANTS = (
 )
 
 
+#: The top-k kernels an engine runs for a DeepSeek-V4 CSA layer's indexer in place of the
+#: step's (``elementwise``, shape ``topk_kernel`` = position + 1): SGLang's ``topk_transform_v2``
+#: over flat logits in decode, that kernel's other path past
+#: :data:`mlacalc.cost.compressed.LONG_ROW` pooled keys a row, its ``topk_transform_v1`` in a
+#: prompt (:func:`mlacalc.cost.compressed.engine_topk`).
+V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat")
+
+
 def linear_code(variant: str) -> int:
     """The ``linear`` shape field that names ``variant`` (:data:`LINEAR_VARIANTS`).
 
@@ -255,7 +264,8 @@ def linear_code(variant: str) -> int:
 def variant_of(kind: str, shape: dict[str, Any]) -> str:
     """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups,
     ``"amax"`` for a quantize that writes nothing (the scale alone), ``"mhc_pre"`` /
-    ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2),
+    ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2), an
+    engine's top-k kernel of its indexer (shape ``topk_kernel``: :data:`V4_TOPK_VARIANTS`),
     ``"indexer"`` for an indexer's fp8 score kernel (shape ``indexer`` 1: DeepGEMM's MQA
     logits, as the indexer tables time it), ``"sparse"`` for a decode or prompt core over rows
     picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), a linear-attention
@@ -268,6 +278,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return "amax"
     if kind == "elementwise" and shape.get("linear"):  # a linear-attention kernel's class
         return LINEAR_VARIANTS[int(shape["linear"]) - 1]
+    if kind == "elementwise" and shape.get("topk_kernel"):  # DeepSeek-V4's engine top-k
+        return V4_TOPK_VARIANTS[int(shape["topk_kernel"]) - 1]
     if kind == "elementwise" and shape.get("mhc"):  # DeepSeek-V4's hyper-connections
         return "mhc_pre" if float(shape["mhc"]) == 1 else "mhc_post"
     if kind in ("mla_decode", "attention_prefill") and shape.get("indexer"):
