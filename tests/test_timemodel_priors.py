@@ -76,3 +76,40 @@ def test_amax_with_a_quantize_fit_keeps_it():
     fit = {"fixed_s": 1.4e-6, "eff_memory": 0.9}
     prm, how = _profile({"quantize:fp8": fit}).params("H100-SXM", "quantize", "fp8", variant="amax")
     assert prm["fixed_s"] == fit["fixed_s"] and "no fit" not in how
+
+
+@pytest.mark.parametrize(
+    ("engine", "device", "lender"),
+    [
+        ("trtllm", "H100-SXM", "quantize:fp8"),
+        ("trtllm", "B200", "quantize:fp8"),
+        ("vllm", "H100-SXM", "quantize:fp8"),
+        ("vllm", "B200", "quantize:fp8"),
+        ("sglang", "H100-SXM", "elementwise:bf16:conv1d_update"),
+        ("sglang", "B200", "elementwise:bf16:conv1d_update"),
+    ],
+)
+def test_a_served_steps_elementwise_kernels_borrow_the_engines_streaming_fit(
+    engine, device, lender
+):
+    """A plain element-wise kernel (a norm, RoPE, an activation: no table times one alone)
+    takes the floor and the HBM share of the engine's measured one-kernel streaming call
+    (profile.ELEMENTWISE_STAND_INS); its draw by work units keeps the default. Before, every
+    engine's served step timed them by the datasheet defaults ("uncalibrated")."""
+    from mlacalc.timemodel.engine_profiles import profile_for
+
+    prof, _ = profile_for(engine, device)
+    prm, how = prof.params(device, "elementwise", "bf16")
+    fit = prof.devices[device][lender]
+    assert "no fit" in how and lender in how and not how.startswith("uncalibrated")
+    assert prm["fixed_s"] == fit["fixed_s"] and prm["eff_memory"] == fit["eff_memory"]
+    assert prm["sm_bandwidth"] == default_params("elementwise")["sm_bandwidth"]
+    # the variants keep their own fits
+    prm, how = prof.params(device, "elementwise", "bf16", variant="conv1d_update")
+    assert "no fit" not in how
+
+
+def test_elementwise_without_the_lender_stays_uncalibrated():
+    prm, how = _profile().params("H100-SXM", "elementwise", "bf16")
+    assert prm["fixed_s"] == default_params("elementwise")["fixed_s"]
+    assert how.startswith("uncalibrated")

@@ -30,7 +30,14 @@ from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import KERNEL_KINDS
 
-__all__ = ["DEFAULT_PROFILE", "SCHEMA", "Profile", "load_profile", "shipped_profiles"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "ELEMENTWISE_STAND_INS",
+    "SCHEMA",
+    "Profile",
+    "load_profile",
+    "shipped_profiles",
+]
 
 SCHEMA = "mlacalc.profile/1"
 DEFAULT_PROFILE = "default"
@@ -89,6 +96,26 @@ _KIND_STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dispatch": ("all_to_all", ("fixed_s",)),
     "combine": ("all_to_all", ("fixed_s",)),
 }
+
+#: The fit a plain element-wise kernel of a served step (its RMSNorms, RoPE, activations, the
+#: prompt's key assembly, embedding, sampling; no table times one alone) borrows under each
+#: engine where the profile has no ``elementwise`` class of its own: (kind, dtype, variant) of
+#: the engine's one measured single-kernel streaming call over rows of bf16, of which it takes
+#: the floor of a call and the share of the HBM a large call reaches (``fixed_s``,
+#: ``eff_memory``; its draw by work units keeps the default). TensorRT-LLM's and vLLM's static
+#: fp8 quantize (``scale_matrix_perf``: one kernel reading bf16, writing fp8; 1.4 / 2.1 us at
+#: one token on H100 / B200 under TensorRT-LLM, 2.4 / 2.6 under vLLM, whose kernel gives each
+#: token a CTA as its RMSNorm does); SGLang's static quantize is no such kernel (7.9 us at one
+#: token, 0.10 of the HBM: with its fit the DSA and DeepSeek-V4 module rows come 30-50% slow),
+#: so SGLang's causal-conv1d update (``gdn_perf``, one kernel streaming its state and rows:
+#: 1.5 / 2.0 us, 0.80 of the HBM). Evidence and the module rows' errors: docs/time-model.md,
+#: "Element-wise kernels of a served step".
+ELEMENTWISE_STAND_INS: dict[str, tuple[str, str, str]] = {
+    "trtllm": ("quantize", "fp8", ""),
+    "vllm": ("quantize", "fp8", ""),
+    "sglang": ("elementwise", "bf16", "conv1d_update"),
+}
+_ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 
 
 #: variant -> the variant whose fit times it where a profile lacks its own: SGLang's ragged
@@ -228,6 +255,14 @@ class Profile:
             base = borrowed_params(kind, dtype, base, fitted)
             return base, self._how(device, pooled=True)
         key = class_key(kind, dtype, variant)
+        lender = ELEMENTWISE_STAND_INS.get(self.engine) if kind == "elementwise" else None
+        if lender is not None and not variant:
+            other, other_dt, other_variant = lender
+            lent, how = self.params(device, other, other_dt, hardware, variant=other_variant)
+            if not how.startswith("uncalibrated"):
+                base.update({name: lent[name] for name in _ELEMENTWISE_LENT})
+                of = class_key(other, other_dt, other_variant)
+                return base, f"{key} has no fit: {', '.join(_ELEMENTWISE_LENT)} of {of} ({how})"
         stand_in = _KIND_STAND_INS.get(f"{kind}:{variant}" if variant else kind)
         if stand_in is not None:
             other, names = stand_in
