@@ -85,18 +85,37 @@ def test_bf16_decode_splits_the_whole_cache_under_a_window():
 
 def test_packing_kernels_keep_every_query_head_of_a_kv_head_in_one_unit():
     # 64 query heads on one KV head: XQA (head_pack 32, the default) runs a unit a query head
-    # (MMHA) and re-reads the cache per head; a packing kernel (head_pack 0: FlashAttention-3,
-    # FlashInfer) keeps one unit a KV head and reads the cache once
+    # (MMHA), its cache re-read from the L2; a packing kernel (head_pack 0: FlashAttention-3,
+    # FlashInfer) keeps one unit a KV head
     wide = dict(batch=2048.0, n_heads=64.0, n_kv=1.0, kv_len=2.0)
-    over = dict(seq_s=3e-6, grouped_unit=1.0, fallback_reads=0.5)
+    over = dict(seq_s=3e-6, grouped_unit=1.0)
     xqa = M.kernel_terms(_decode("bf16", **wide), H100, _params(**over))
     packed = M.kernel_terms(_decode("bf16", head_pack=0.0, **wide), H100, _params(**over))
-    assert packed["compute_s"][0] < xqa["compute_s"][0] / 5.0
-    assert packed["memory_s"][0] < xqa["memory_s"][0]
+    assert packed["compute_s"][0] < xqa["compute_s"][0] / 2.5
+    assert packed["memory_s"][0] == pytest.approx(xqa["memory_s"][0], rel=1e-12)
     # within 32 heads a KV head the two rules are one
     narrow = dict(batch=64.0, n_heads=32.0, n_kv=1.0)
     same = [_seconds(_decode("bf16", head_pack=p, **narrow), **over)[0] for p in (32.0, 0.0)]
     assert same[0] == pytest.approx(same[1], rel=1e-12)
+
+
+def test_query_heads_beyond_the_pack_run_in_sm_clocks_whatever_the_cache():
+    # beyond 32 query heads a KV head TensorRT-LLM's decode runs a unit a query head at
+    # MMHA_FALLBACK_UNIT_CLOCKS a unit and MMHA_FALLBACK_CLOCKS an element (both devices' rows:
+    # fp8 as slow as bf16, H100 about as slow as B200); before, the repeated cache reads were
+    # HBM bytes (fallback_reads), fp8 half of bf16 and B200 0.44 of H100
+    b200 = device_figures(load_hardware("B200"))
+    wide = dict(batch=16.0, n_heads=64.0, n_kv=1.0, kv_len=8192.0)
+    prm = _params(seq_s=3e-6, block_s=1e-6)
+    units, elements = 16.0 * 64.0, 16.0 * 64.0 * 8192.0 * 128.0 * 2.0
+    for fig in (H100, b200):
+        want = (
+            attention_time.MMHA_FALLBACK_UNIT_CLOCKS * units / fig.sm_count
+            + attention_time.MMHA_FALLBACK_CLOCKS * elements / fig.sm_count
+        ) / fig.clock_hz
+        for dtype in ("bf16", "fp8"):
+            got = M.kernel_terms(_decode(dtype, **wide), fig, prm)["compute_s"][0]
+            assert got == pytest.approx(want, rel=0.02)  # the products' FLOPs are beside it
 
 
 def test_packing_kernels_split_the_windows_keys_only():

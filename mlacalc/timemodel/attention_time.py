@@ -19,8 +19,8 @@ rate of Hopper's XQA MMA for TensorRT-LLM's own: :func:`_xqa_work_scale`), furth
 a call (``launch_s``; TensorRT-LLM's Blackwell dispatch one more:
 :data:`TRTLLM_GEN_DISPATCH_KERNELS`), the in-kernel merge of Hopper's fp8 XQA key splits
 (``merge_s``), fp8 cache conversion (``dequant_s``), FlashAttention-3's fp8 wait on a unit's
-first V block transpose on Hopper (:data:`FA3_FP8_FIRST_V_CLOCKS`), per-head cache re-reads
-beyond 32 query heads per KV head (``fallback_reads``) and waves of resident units
+first V block transpose on Hopper (:data:`FA3_FP8_FIRST_V_CLOCKS`), the units of the query heads
+beyond 32 a KV head in clocks (:data:`MMHA_FALLBACK_CLOCKS`) and waves of resident units
 (``wave_s``). The figures behind each rule are in docs/decisions.md ("Time model").
 """
 
@@ -50,6 +50,8 @@ __all__ = [
     "FA3_FP8_FIRST_V_CLOCKS",
     "FLASH_HEAD_DIMS",
     "GATHER_DECODE_VARIANTS",
+    "MMHA_FALLBACK_CLOCKS",
+    "MMHA_FALLBACK_UNIT_CLOCKS",
     "PACKING_DECODE",
     "PACKING_PREFILL",
     "QUERY_CONVERT_BYTES",
@@ -580,6 +582,27 @@ def _xqa_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     return hopper_rate * _tensor_work_scale(batch, fig)
 
 
+#: TensorRT-LLM's decode where a KV head has more query heads than its grouped kernel packs
+#: (``head_pack``, 32) runs a unit a query head (the MMHA path), each streaming its KV head's
+#: cache through the SM's CUDA cores, on H100 and B200 alike: clocks of an SM per such unit
+#: (``MMHA_FALLBACK_UNIT_CLOCKS``, over the SMs) and per cached element (K and V, each head dim
+#: element) and query head (``MMHA_FALLBACK_CLOCKS``, over the SMs the parts holding keys keep
+#: busy), beside the class's fixed cost and launches, in place of its fitted unit work and
+#: walk. Read from both devices' rows at 48-128 query heads per KV head, not fitted with the
+#: class: a least-squares fit (soft-L1 on the relative error) of fixed + unit + element clocks
+#: on either device and cache dtype alone gives 2,140-2,800 clocks a unit and 0.067-0.072 an
+#: element (fixed 7.2-9.0 us), on the 7,823 rows of both devices together 2,250 and 0.069
+#: (fixed 8.0 us): median 9.1% / 11.3% (H100 / B200), signed +2.6% / -8.7%. The fp8 rows take
+#: as long as the bf16 ones (16 sequences of 2,048 keys at head dim 128 and 64 query heads:
+#: H100 171 / 172 us, B200 156 / 150 us) and H100 about as long as B200 (2,048 sequences of 2
+#: keys: 1,924 against 2,556 us), where H100's HBM is 0.44 of B200's: not a stream of the cache
+#: from HBM once a query head, which the fits had read it as on B200 (``fallback_reads`` 0.78 /
+#: 1.0 of the repeated reads missing the L2, bf16 / fp8) and not on H100 (0.01, its block walk
+#: instead), reading the other device's fallback rows -44% and +93% (bf16 medians).
+MMHA_FALLBACK_UNIT_CLOCKS = 2250.0
+MMHA_FALLBACK_CLOCKS = 0.069
+
+
 #: Clocks an SM spends per element of a decode unit's first 64-key V block before
 #: FlashAttention-3's fp8 decode on Hopper (the packing kernel, ``head_pack`` 0, no variant:
 #: SGLang's and vLLM's) can multiply it: Hopper's fp8 warp-group MMA takes its B operand
@@ -594,6 +617,18 @@ def _xqa_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
 #: (its fp8 rows over 4,096 units 21.3% -> 9.2% fitted), not at its floor (3.3 us more at head
 #: dims 64 and 128 alike: a cost of its own, in its fixed cost).
 FA3_FP8_FIRST_V_CLOCKS = 0.33
+
+
+def _mmha_fallback_s(
+    units: np.ndarray, elements: np.ndarray, busy: np.ndarray, fig: DeviceFigures
+) -> np.ndarray:
+    """Seconds of the units of query heads beyond ``head_pack`` a KV head, either cache dtype:
+    :data:`MMHA_FALLBACK_UNIT_CLOCKS` a unit over the SMs and :data:`MMHA_FALLBACK_CLOCKS` an
+    element over the SMs the parts holding keys keep busy."""
+    sms = fig.sm_count
+    clocks = MMHA_FALLBACK_UNIT_CLOCKS * units / sms
+    clocks = clocks + MMHA_FALLBACK_CLOCKS * elements / np.minimum(busy, sms)
+    return clocks / fig.clock_hz
 
 
 def _fa3_fp8_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
@@ -694,11 +729,12 @@ def decode_terms(
     # (TensorRT-LLM's own decode: at the rate of Hopper's XQA MMA, _xqa_work_scale)
     walk = (pack <= 0) | (batch.variant in TENSOR_WALK_VARIANTS)
     tensor = np.where(walk, _tensor_work_scale(batch, fig), _xqa_work_scale(batch, fig))
-    # beyond ``head_pack`` query heads per KV head every decode query head streams the cache;
-    # the share ``fallback_reads`` of those repeated reads misses the L2 (a prefill tile
-    # loads each K/V block once for its 128 queries, whatever the grouping)
-    nbytes = batch.bytes * np.where(within, 1.0, 1.0 + prm["fallback_reads"] * (group - 1.0))
-    nbytes = nbytes * _gather_bytes(batch, fig)  # a gathering kernel's per-SM draw
+    nbytes = batch.bytes * _gather_bytes(batch, fig)  # a gathering kernel's per-SM draw
+    # beyond ``head_pack`` query heads a KV head, a unit a query head re-reads the cache from
+    # the L2 (its bytes once) in clocks (_mmha_fallback_s) in place of the fitted work
+    fallback = (group > 1) & ~within
+    unit_blocks = np.where(fallback, 0.0, unit_blocks)
+    unit_cost = np.where(fallback, 0.0, unit_cost)
     # (every part pays its per-unit work, empty or not; only the parts holding keys stream
     # the cache and keep tensor cores busy)
     out = attention_time(
@@ -715,10 +751,13 @@ def decode_terms(
     # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
     # dot products (Hopper's fp8 XQA multiplies fp8 on the tensor cores): ``dequant_s`` of an
     # SM per element, spread over the SMs its parts holding keys keep busy
-    mmha_fp8 = batch.dtype.startswith("fp8") & ~sm90
+    mmha_fp8 = batch.dtype.startswith("fp8") & ~sm90 & ~fallback
     elements = b * heads * kv_eff * hd * 2.0
     out["compute_s"] = out["compute_s"] + np.where(
         mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, sms), 0.0
+    )
+    out["compute_s"] = out["compute_s"] + np.where(
+        fallback, _mmha_fallback_s(heads_units, elements, busy, fig), 0.0
     )
     # FlashAttention-3's fp8 decode on Hopper waits on its first V block's transpose, once
     # a unit, the units an SM runs in turn (:data:`FA3_FP8_FIRST_V_CLOCKS`)
