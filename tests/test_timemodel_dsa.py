@@ -81,7 +81,7 @@ def _step_core(phase: str, keys: int, batch: int, kv: str, heads: int):
 
 @pytest.mark.parametrize(
     ("engine", "fig", "kv"),
-    [("sglang", H100, "bf16"), ("trtllm", B200, "fp8"), ("vllm", B200, "fp8")],
+    [("sglang", H100, "bf16"), ("trtllm", B200, "fp8"), ("sglang", B200, "fp8")],
 )
 def test_where_the_tables_show_no_walk_a_decode_core_is_unchanged(engine, fig, kv):
     b = device_batch(_step_core("decode", 1024, 8, kv, 16), load_hardware("H100-SXM"))
@@ -140,6 +140,30 @@ def test_past_the_walk_a_prompt_runs_the_absorbed_sparse_kernel(engine, fig):
     assert run.flops[0] == 2 * 64 * 2 * 8192 * 2048 * (576 + 512)
     # q and out per token and head, and a sequence's 8,192 latent rows once, bf16
     assert run.bytes[0] == (2 * 8192 * 64 + 2 * 8192) * 576 * 2 + 2 * 8192 * 64 * 512 * 2
+
+
+@pytest.mark.parametrize(
+    ("fig", "kv", "heads", "unit", "split"),
+    [(B200, "fp8", 128, 64, 1), (B200, "bf16", 16, 64, 1), (B200, "bf16", 128, 0, 1),
+     (H100, "bf16", 16, 0, 0)],
+)  # fmt: skip
+def test_vllm_s_decode_runs_its_prompt_s_sparse_kernel_where_it_does_not_walk(
+    fig, kv, heads, unit, split
+):
+    """vLLM runs one sparse kernel for every query (dsa_time.ONE_SPARSE_KERNEL): where no walk
+    holds, a decode step's query is one more query of the prompt's absorbed sparse kernel
+    (FlashInfer's 64-head unit with an fp8 cache or at most 16 heads on B200, FlashMLA's MMA
+    rows otherwise), not the plain MLA decode class it had been."""
+    b = device_batch(_step_core("decode", 1025, 8, kv, heads), load_hardware("H100-SXM"))
+    run = engine_dsa_kernel(b, "vllm", fig)
+    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", "sparse")
+    assert run.shape["batch"][0] == 8 and run.shape["q_len"][0] == 1
+    assert run.shape["kv_len"][0] == 1025 and run.shape["n_heads"][0] == heads
+    assert run.shape["unit_heads"][0] == unit and run.shape["kv_split"][0] == split
+    assert run.flops[0] == 2 * heads * 8 * 1025 * (576 + 512)
+    assert run.bytes[0] == (8 * heads + 8 * 1025) * 576 * 2 + 8 * heads * 512 * 2
+    long = device_batch(_step_core("decode", 32768, 8, kv, heads), load_hardware("H100-SXM"))
+    assert engine_dsa_kernel(long, "vllm", fig).shape["kv_len"][0] == 2048  # the top-k
 
 
 def test_vllm_h100_walks_with_an_fp8_cache_only():
@@ -281,6 +305,56 @@ def test_a_served_prompt_past_the_walk_runs_the_mapped_module_kernel(
     hw, prof = load_hardware("H100-SXM" if system == "h100_sxm" else "B200"), load_profile(profile)
     mapped = _mapped_prompt(system, engine, heads, kv, source)
     step = _step_core("prefill", 4096, 1, "fp8" if kv == "fp8" else "bf16", heads)
+    run, *_ = run_class(step, hw, prof)
+    assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
+    for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split",
+                "kv_bytes", "unit_heads"):  # fmt: skip
+        assert run.shape[key][0] == mapped.shape[key][0], key
+    assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
+    assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
+    got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def _mapped_decode(system: str, heads: int, kv: str, source: str):
+    """The mapped sparse MLA kernel of vLLM's decode row of DeepSeek-V3.2: 64 sequences after
+    1,024 cached tokens, ``heads`` heads, bf16 GEMMs, a ``kv`` cache, the ``source`` named."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / system / "sparse_attention" / "vllm" / "0.24.0"
+    (t,) = load_measured(path / "dsa_generation_module_perf.parquet").tables
+    c = t.columns
+    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["num_heads"] == heads)
+    hit &= (c["batch_size"] == 64) & (c["step"] == 1024) & (c["isl"] == 1)
+    hit &= (c["kv_cache_dtype"].astype(str) == kv) & (c["kernel_source"].astype(str) == source)
+    hit &= c["gemm_type"].astype(str) == "bfloat16"
+    row = np.flatnonzero(hit)[0]
+    cols = {k: v[[row]] for k, v in c.items()}
+    mapped = map_table(dataclasses.replace(t, columns=cols, seconds=t.seconds[[row]]))
+    (p,) = [p for p in mapped.parts if p.name == "mla_decode"]
+    return dataclasses.replace(p.batch, shape={**p.batch.shape, "rope_kernel": np.zeros(1)})
+
+
+@pytest.mark.parametrize("heads", [16, 128])
+@pytest.mark.parametrize(
+    ("system", "kv", "source"),
+    [
+        ("b200_sxm", "bfloat16", "FLASHINFER_MLA_SPARSE|FLASHMLA_SPARSE"),
+        ("b200_sxm", "fp8", "FLASHINFER_MLA_SPARSE"),
+        ("h100_sxm", "bfloat16", "FLASHMLA_SPARSE"),
+    ],
+)
+def test_a_served_vllm_decode_runs_the_mapped_module_kernel(system, kv, source, heads):
+    """Where no walk applies, a served vLLM decode core (64 sequences, 1,025 keys) runs the
+    kernel vLLM's module row of that shape is mapped to (the prompt's sparse kernel), at its
+    time under vLLM's fit of that device."""
+    source = source.split("|")[heads > 16] if "|" in source else source
+    hw = load_hardware("H100-SXM" if system == "h100_sxm" else "B200")
+    prof = load_profile(f"fit-{system.replace('_', '-')}-vllm")
+    mapped = _mapped_decode(system, heads, kv, source)
+    step = _step_core("decode", 1025, 64, "fp8" if kv == "fp8" else "bf16", heads)
     run, *_ = run_class(step, hw, prof)
     assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
     for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split",

@@ -99,6 +99,7 @@ from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable,
 from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS, encoder_kernel_shape
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
+    ONE_SPARSE_KERNEL,
     WALK_HEADS,
     absorbed_prompt_core,
     kv_cache_walk,
@@ -1873,6 +1874,26 @@ def _dsa_small_kernels(b: _Builder, rows, indexer, tok, h, ih, idim, g, kvb, spa
               elements=elements[sparse_prompt])  # fmt: skip
 
 
+def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit) -> None:
+    """The decode rows ``one`` whose query is one more query of the prompt's absorbed sparse
+    kernel (:data:`~mlacalc.timemodel.dsa_time.ONE_SPARSE_KERNEL`; the context rows'
+    ``sparse_mla``): ``bs`` sequences of one new token over ``min(keys, topk)`` latent rows,
+    bf16 products, the prompt rows' key split (none on Hopper) and unit (``unit``:
+    :func:`~mlacalc.timemodel.dsa_time.sparse_unit_heads`)."""
+    if not one.any():
+        return
+    rows, bs, keys, h, topk, unit = (np.flatnonzero(one), bs[one], keys[one], h[one], topk[one],
+                                     unit[one])  # fmt: skip
+    g = {k: v[one] for k, v in g.items()}
+    lat = g["kv_lora"] + g["rope"]
+    a = absorbed_prompt_core(bs, 1.0, keys, h, topk, lat, g["kv_lora"], 2.0)
+    b.add("mla_decode", "mla_decode", "bf16", rows, a["flops"], a["bytes"], variant="sparse",
+          batch=bs, q_len=1, kv_len=a["kv_len"], n_heads=h, n_kv=1, head_dim_qk=lat,
+          head_dim_v=g["kv_lora"], window=0, causal=1, page_size=_PAGE, kv_bytes=2.0,
+          kv_split=0.0 if system == "h100_sxm" else 1.0, operand_reads=1, preprocess_bytes=0,
+          rope_elements=0, unit_heads=unit)  # fmt: skip
+
+
 def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
     sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
@@ -1934,7 +1955,10 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     _gemm_kernels(b, "weights_proj", rows[x], "bf16", tok[x], ih[x], g["hidden"][x])
     # (vLLM's tables record no ``norm_dispatch`` on either device: the native chain)
     _module_norms(t, b, rows, tok, g["q_lora"], g["kv_lora"])
-    _dsa_small_kernels(b, rows, indexer, tok, h, ih, idim, g, _elem(kvd), context & ~dense)
+    walk = _sparse_walk(t, kvd, h, context)
+    # decode rows of the prompt's sparse kernel, their RoPE and cache write apart as a prompt's
+    one = (walk == 0) & (not context and t.engine in ONE_SPARSE_KERNEL)
+    _dsa_small_kernels(b, rows, indexer, tok, h, ih, idim, g, _elem(kvd), (context & ~dense) | one)
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
     # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape)
     mean_keys = step + (isl + 1) / 2 if context else keys
@@ -1972,7 +1996,6 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     cached = bs * np.minimum(keys, kv * isl)  # a sequence's tokens pick among its rows
     # the kernels that walk every top-k slot of a query with its heads padded, as a served
     # step's DSA core runs them (mlacalc.timemodel.dsa_time: the rule and its work, shared)
-    walk = _sparse_walk(t, kvd, h, context)
     walks = walk > 0
     own = walks & _kv_cache_walk(t, kvd)  # FlashMLA's fp8 sparse decode kernel, its own class
     kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
@@ -1999,6 +2022,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        kv_split=split[sp], operand_reads=1, preprocess_bytes=0, rope_elements=0,
                        unit_heads=own_unit[sp])  # fmt: skip
     else:
+        _one_kernel_decode(b, t.system, one, bs, keys, h, topk, g, own_unit)
+        sp, r = sp & ~one, rows[sp & ~one]
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
         core = cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2
         nbytes = pre + np.where(walks, w["bytes"], core)

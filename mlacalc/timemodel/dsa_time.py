@@ -27,6 +27,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "DENSE_PROMPT",
     "KV_CACHE_WALK",
+    "ONE_SPARSE_KERNEL",
     "SPARSE_WALK",
     "WALK_HEADS",
     "absorbed_prompt_core",
@@ -105,6 +106,21 @@ KV_CACHE_WALK = frozenset({("sglang", "sm90")})
 #: timed before as the plain decode class's key-splitting kernel (``WALK_DECODE_KERNEL``), which
 #: gave the walk 0.52 us a sequence: those rows -18% to -20% at the median (-8% to -10% as the
 #: prompt's kernel, with :func:`walked_row_bytes`).
+
+#: Engines whose decode runs the prompt's sparse kernel where no walk rule holds: a decode
+#: step's query is one more query of the absorbed sparse kernel over the slots its keys fill
+#: (:func:`absorbed_prompt_core` with one new token; bf16 products, FlashInfer's 64-head
+#: unit or FlashMLA's MMA rows, the prompt's key split), not the plain MLA decode class
+#: (fitted on the engine's dense MLA decode). vLLM: from recall, its FLASHMLA_SPARSE backend
+#: with a bf16 cache sends prompt and decode tokens alike to ``flash_mla_sparse_prefill``, and
+#: its FLASHINFER_MLA_SPARSE backend every token to TensorRT-LLM-gen's sparse MLA, the kernels
+#: its prompt rows are mapped to. Its decode module rows so mapped (``bench_timemodel.py
+#: --engines --engine vllm``, median / p90 |error|): H100 11.9% / 22.1% (14.2% / 25.3% as the
+#: plain class; its bf16 cache's rows -13.2% -> -5.3% signed, better at every head count and
+#: batch; its fp8 cache walks), B200 19.7% / 36.4% (21.9% / 37.9%); each from the other
+#: device's fit 10.9% (14.1%) and 23.2% (25.4%). What B200's rows still lack is outside the
+#: attention (docs/time-model.md, "Host floor of a module launched eagerly").
+ONE_SPARSE_KERNEL = frozenset({"vllm"})
 
 #: Engines whose prompt runs the dense MHA of the expanded heads while a sequence's keys are at
 #: most ``index_topk`` (every key is picked, so there is nothing to skip): SGLang's module rows
@@ -283,11 +299,13 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     row's keys at most ``index_topk``) comes before any walk, as its rows show. A batch is
     one model's core: its rows walk together (the rule of its first walking row applies to
     every row). Where no rule holds, a decode core is the plain class's kernel (variant ``""``)
-    as it is; a prompt core the dense MHA it counts under :data:`DENSE_PROMPT` where every
-    row's keys are at most ``index_topk``, else the absorbed sparse kernel over the slots its
-    keys fill (:func:`_absorbed_prompt`), as the module tables' prompt rows run it: whatever
-    the order of its rows (a prompt's chunks are one batch: a 32K prompt in chunks of 2,048
-    runs every chunk sparse, its first one too, not every chunk dense)."""
+    as it is, but under :data:`ONE_SPARSE_KERNEL` the prompt's absorbed sparse kernel
+    (:func:`_absorbed_prompt`, its token one query); a prompt core the dense MHA it counts
+    under :data:`DENSE_PROMPT` where every row's keys are at most ``index_topk``, else the
+    absorbed sparse kernel over the slots its keys fill (:func:`_absorbed_prompt`), as the
+    module tables' prompt rows run it: whatever the order of its rows (a prompt's chunks are
+    one batch: a 32K prompt in chunks of 2,048 runs every chunk sparse, its first one too, not
+    every chunk dense)."""
     s = batch.shape
     if batch.variant != "dsa":
         return batch
@@ -300,7 +318,7 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     dense = context and engine in DENSE_PROMPT and bool((keys <= topk).all())
     walk = walk_heads(engine, fig.kernel_generation, context, kvb <= 1.0, heads)
     if dense or not (walk > 0).any():  # the dense MHA, or the slots its keys fill
-        if context and not dense:
+        if not dense and (context or engine in ONE_SPARSE_KERNEL):
             return _absorbed_prompt(batch, engine, fig, kvb, heads)
         return dataclasses.replace(batch, variant="")
     walk = np.full(len(batch), walk[walk > 0][0])
