@@ -27,7 +27,12 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.gemm_time import TRTLLM_BLOCK_FP8_GEMM
 from mlacalc.timemodel.mla_time import TRTLLM_MLA_DECODE
-from mlacalc.timemodel.moe_time import ENGINE_MOE_KERNEL, TRTLLM_MOE, TRTLLM_OWN_MOE
+from mlacalc.timemodel.moe_time import (
+    ENGINE_MOE_KERNEL,
+    TRTLLM_MOE,
+    TRTLLM_OWN_MOE,
+    flashinfer_cutlass_moe,
+)
 from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
@@ -144,10 +149,13 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     else its own bf16 class; each noted as a stand-in. The engine's own class of such a
     dtype, fitted on another kernel (SGLang's Triton MoE on H100), stays the class of that
     kernel's variant (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`), which a table of
-    the device holds apart. ``prof`` itself where its engine runs no such kernel on
-    ``hardware``, where ``base`` is not TensorRT-LLM's or where a fitted device of ``prof`` is of
-    ``hardware``'s generation. Likewise the MLA decode classes where the engine runs
-    TensorRT-LLM's own MLA decode kernel there
+    the device holds apart. A class that on ``hardware``'s generation is FlashInfer's CUTLASS
+    MoE (TensorRT-LLM's MoE wrapped: vLLM's Hopper block-scaled fp8,
+    :func:`~mlacalc.timemodel.moe_time.flashinfer_cutlass_moe`) and that ``prof``'s tables time
+    no variant of takes ``base``'s class of the dtype. ``prof`` itself where its engine runs no
+    such kernel on ``hardware``, where ``base`` is not TensorRT-LLM's or where a fitted device
+    of ``prof`` is of ``hardware``'s generation. Likewise the MLA decode classes where the
+    engine runs TensorRT-LLM's own MLA decode kernel there
     (:data:`~mlacalc.timemodel.mla_time.TRTLLM_MLA_DECODE`: SGLang's and vLLM's on Blackwell),
     from ``base``'s classes of the same dtype, and the block-scaled fp8 GEMM class where the
     engine's is DeepGEMM's kernel on both generations
@@ -166,7 +174,14 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     # the MoE classes the engine ran through TensorRT-LLM's kernels on ``src`` but not on
     # ``gen``: their passes over every routed pair (``pair_passes``) are those kernels' own
     left = [d for d in TRTLLM_MOE.get((prof.engine, src), ()) if d not in moved]
-    if not (moved or mla or block or native or left) or gen in mine or not src:
+    # the MoE classes that on ``gen`` are FlashInfer's CUTLASS MoE, TensorRT-LLM's MoE wrapped,
+    # where ``prof``'s tables time no variant of that kernel (moe_time.flashinfer_cutlass_moe)
+    wrapped = [
+        d
+        for d, kernel in ENGINE_MOE_KERNEL.get((prof.engine, gen), {}).items()
+        if flashinfer_cutlass_moe(kernel) and class_key("moe", d) not in native
+    ]
+    if not (moved or mla or block or native or left or wrapped) or gen in mine or not src:
         return prof
     if src not in _generations(base):
         return prof
@@ -206,6 +221,15 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             notes.append(
                 f"{name}: no passes over every routed pair on {gen} (its fit's are TensorRT-LLM's "
                 f"MoE kernels' on {src}, which {prof.engine} does not run on {gen})"
+            )
+    for dtype in wrapped:
+        name = class_key("moe", dtype)
+        if name in base.classes:
+            classes[name] = base.classes[name]
+            notes.append(
+                f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {name} "
+                f"({prof.engine}'s {name} on {gen} is FlashInfer's CUTLASS MoE, TensorRT-LLM's "
+                f"MoE wrapped, which its tables of {src} do not time)"
             )
     for name, lent in native.items():
         classes[name] = prof.classes[lent]

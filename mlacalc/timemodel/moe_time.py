@@ -48,6 +48,7 @@ __all__ = [
     "TRTLLM_MOE",
     "TRTLLM_OWN_MOE",
     "engine_moe_tiles",
+    "flashinfer_cutlass_moe",
     "marlin_row_tile",
     "moe_terms",
     "triton_fused_moe",
@@ -297,6 +298,19 @@ ENGINE_MOE_KERNEL = {
         "w4a16_mxfp4": "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
     },
 }
+
+
+def flashinfer_cutlass_moe(kernel: str) -> bool:
+    """Whether ``kernel`` (an :data:`ENGINE_MOE_KERNEL` name) is FlashInfer's CUTLASS MoE, which
+    wraps TensorRT-LLM's MoE (its routing, permutation, CUTLASS grouped GEMMs and finalize):
+    vLLM's Hopper per-tensor and block-scaled fp8 classes. Leaving Hopper out, where the fitted
+    generation's table times no variant of that kernel, TensorRT-LLM's class of the dtype
+    stands in (:func:`~mlacalc.timemodel.engine_profiles.with_generation_kernels`): its rows
+    pay a cost per expert of the rank as TensorRT-LLM's block-scaled MoE does (vLLM's H100
+    block-scaled fit 130 ns an expert, TensorRT-LLM's 223-260 ns), where FlashInfer's
+    TensorRT-LLM-gen MoE, vLLM's B200 class, pays none (docs/time-model.md, "Every routed pair
+    of TensorRT-LLM-gen's block-scaled fp8 MoE")."""
+    return "_flashinfer_cutlass_" in kernel
 
 
 #: The kernel variants (``kernel_source``) of the Triton fused MoE, timed by two rules of their
