@@ -171,9 +171,6 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     native = _native_moe_classes(prof, gen)
     mine = _generations(prof)
     src = next(iter(mine)) if len(mine) == 1 else ""
-    # the MoE classes the engine ran through TensorRT-LLM's kernels on ``src`` but not on
-    # ``gen``: their passes over every routed pair (``pair_passes``) are those kernels' own
-    left = [d for d in TRTLLM_MOE.get((prof.engine, src), ()) if d not in moved]
     # the MoE classes that on ``gen`` are FlashInfer's CUTLASS MoE, TensorRT-LLM's MoE wrapped,
     # where ``prof``'s tables time no variant of that kernel (moe_time.flashinfer_cutlass_moe)
     wrapped = [
@@ -181,7 +178,7 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
         for d, kernel in ENGINE_MOE_KERNEL.get((prof.engine, gen), {}).items()
         if flashinfer_cutlass_moe(kernel) and class_key("moe", d) not in native
     ]
-    if not (moved or mla or block or native or left or wrapped) or gen in mine or not src:
+    if not (moved or mla or block or native or wrapped) or gen in mine or not src:
         return prof
     if src not in _generations(base):
         return prof
@@ -214,14 +211,6 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
         )
-    for dtype in left:
-        name = class_key("moe", dtype)
-        if classes.get(name, {}).get("pair_passes"):
-            classes[name] = {**classes[name], "pair_passes": 0.0}
-            notes.append(
-                f"{name}: no passes over every routed pair on {gen} (its fit's are TensorRT-LLM's "
-                f"MoE kernels' on {src}, which {prof.engine} does not run on {gen})"
-            )
     for dtype in wrapped:
         name = class_key("moe", dtype)
         if name in base.classes:
