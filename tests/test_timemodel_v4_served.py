@@ -13,7 +13,13 @@ import mlacalc
 from mlacalc.cost.compressed import RAGGED, RAGGED_CORE, ragged_core_shape
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.hardware.catalogue import load_hardware
-from mlacalc.measured.dsv4_modules import FLAT_TOPK, LONG_TOPK, PROMPT_TOPK, dsv4_module_kernels
+from mlacalc.measured.dsv4_modules import (
+    FLAT_TOPK,
+    LONG_TOPK,
+    PROMPT_LONG_TOPK,
+    PROMPT_TOPK,
+    dsv4_module_kernels,
+)
 from mlacalc.models.loading import load_model
 from mlacalc.serving.gpu_step import StepModel, _variant
 from mlacalc.serving.layout import Layout
@@ -86,6 +92,8 @@ SERVED = [
     ("sglang", "decode", 8192, 64, 1, ("q_a_proj", "indexer_topk"), FLAT_TOPK),
     ("sglang", "decode", 100_000, 64, 1, ("indexer_topk",), LONG_TOPK),
     ("sglang", "decode", 2048, 64, 1, ("indexer_topk",), ""),  # 512 pooled keys: none selects
+    # past LONG_ROW pooled keys the v1 kernel's other path
+    ("sglang", "prefill", 80_000, 1, 80_000, ("indexer_topk",), PROMPT_LONG_TOPK),
 ]
 
 

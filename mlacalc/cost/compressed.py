@@ -136,8 +136,9 @@ PADDED_QUERY = frozenset({"vllm"})
 #: weights score every key alike): ``topk_transform_v2`` in decode, ``topk_transform_v1`` in a
 #: prompt, one unit a query that selects (:func:`engine_topk`).
 FLAT_TOPK_ENGINES = frozenset({"sglang"})
-#: Past this many pooled keys a row the v2 kernel takes another path, whose time the
-#: calibration shows does not depend on the logits' spread (timed by its top-last variant).
+#: Past this many pooled keys a row the top-k kernels take another path: the v2 kernel's time
+#: then does not depend on the logits' spread (timed by its top-last variant), the v1
+#: kernel's halves a key (a variant of its own): ``mlacalc.measured.dsv4_modules``.
 LONG_ROW = 16384
 
 
@@ -498,7 +499,7 @@ def engine_topk(
     seq = prefix + q
     pairs = batch * (pooled_below(seq, rate) - pooled_below(prefix, rate))
     selecting = batch * np.minimum(np.maximum(seq - rate * (topk + 1) + 1, 0), q)
-    code = np.where(decode, np.where(seq // rate > LONG_ROW, 2, 1), 3)
+    code = np.where(seq // rate > LONG_ROW, np.where(decode, 2, 4), np.where(decode, 1, 3))
     shape = {"elements": pairs, "units": selecting, "topk_kernel": np.where(selecting > 0, code, 0)}
     return shape, pairs * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
 

@@ -66,6 +66,7 @@ __all__ = [
     "LONG_ROW",
     "LONG_TOPK",
     "PADDED_QUERY",
+    "PROMPT_LONG_TOPK",
     "PROMPT_TOPK",
     "RAGGED",
     "RAGGED_CORE",
@@ -116,6 +117,17 @@ LONG_TOPK = V4_TOPK_VARIANTS[1]
 #: show it: a CSA prompt row's residual a token, less the HCA row's of the same shape, rises
 #: by 60-90 ns on H100 (about 50 on B200) once queries have more pooled keys than the top-k.
 PROMPT_TOPK = V4_TOPK_VARIANTS[2]
+#: The v1 transform past :data:`LONG_ROW` pooled keys a row (its last query's), over flat
+#: logits: another path, as the v2 kernel's, its time a key about half the shorter rows'. The
+#: calibration (``dsv4_csa_topk_calib_perf``, rows of 256 selecting queries and more) shows
+#: it: its flat rows take 0.0126 ns a key and query on H100 at 8,193-12,288 keys and 0.0083
+#: at 16,385-18,432 (B200 0.0097 and 0.0061; no row lies between), 0.005 past 131,072 (B200
+#: 0.003), where the top-last rows take 0.004 from 4,096 keys on (B200 0.002): not the
+#: top-last time, as the v2 kernel's long rows are. Timed by the one ``topk_v1_flat`` class,
+#: these rows (1,000+ selecting queries) were over-predicted by 12%, 29%, 39% and 55% on H100
+#: from 16,384 to 32,768, 65,536, 131,072 keys and beyond (B200 13%, 49%, 63%, 66%), the rows
+#: of 4,096-16,384 keys short by 13-15%.
+PROMPT_LONG_TOPK = V4_TOPK_VARIANTS[3]
 #: Kernel tables of one engine that time a kernel another engine's module runs too, and that
 #: engine's fit takes in: ``{engine: {(the engine that measured it, table), ...}}``. SGLang's
 #: DeepSeek-V4 layer (``kernel_source`` ``compressed_flashmla``) runs FlashMLA's sparse kernels,

@@ -87,6 +87,7 @@ import dataclasses
 
 import numpy as np
 
+from mlacalc.cost.compressed import LONG_ROW
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
@@ -1753,7 +1754,9 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     ``dsv4_csa_topk_calib_perf`` (SGLang's calibration sweep of DeepSeek-V4's top-k transform,
     ``topk_transform_v1`` / ``_v2``, score modes ``v1_flat`` ...) is the same kernel over
     DeepSeek-V4's compressed keys: query ``i`` sees ``floor((step + i) / compress_ratio)``
-    pooled keys, and the row is 0 where none has more than the model's ``index_topk``."""
+    pooled keys, and the row is 0 where none has more than the model's ``index_topk``; the
+    v1 transform over flat logits past ``LONG_ROW`` pooled keys a row is its other path
+    (``topk_v1_flat_long``, :data:`mlacalc.measured.dsv4_modules.PROMPT_LONG_TOPK`)."""
     _, _, topk, known = _indexer_geometry(t, reason)
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     ratio = _f(t.column("compress_ratio")) if "compress_ratio" in t.columns else np.ones(len(t))
@@ -1767,10 +1770,14 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     rows = np.arange(len(t))
     none = known & (selecting <= 0)
     reason[none] = NO_KERNEL
-    for m in np.unique(mode[known]):
-        s = known & (mode == m) & ~none
+    # the v1 transform's rows past LONG_ROW pooled keys over flat logits: its other path
+    # (dsv4_modules.PROMPT_LONG_TOPK), a class of its own
+    long = (mode == "v1_flat") & ((step + isl) // ratio > LONG_ROW)
+    variant = np.where(long, "topk_v1_flat_long", np.char.add("topk_", mode))
+    for v in np.unique(variant[known]):
+        s = known & (variant == v) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0,
-              (pairs * 4 + q * topk * 4)[s], variant=f"topk_{m}",
+              (pairs * 4 + q * topk * 4)[s], variant=str(v),
               elements=pairs[s], units=selecting[s])  # fmt: skip
 
 

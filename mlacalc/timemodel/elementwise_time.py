@@ -47,7 +47,10 @@ CONV_CTA_CHANNELS = 32
 
 #: The top-k selections of the sparse-attention indexers (SGLang's ``fast_topk_transform_fused``
 #: per score mode, DeepSeek-V4's ``topk_transform_v1`` / ``_v2``): one CTA walks a row's logits.
-TOPK_VARIANTS = tuple(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat", "top_last"))
+TOPK_VARIANTS = (
+    *(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat", "top_last")),
+    "topk_v1_flat_long",  # the v1 transform's path past 16,384 keys a row (flat logits)
+)
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels
 #: and flash-linear-attention's (and FlashInfer's) chunked gated delta rule keep a fixed number

@@ -248,8 +248,9 @@ LINEAR_VARIANTS = (
 #: step's (``elementwise``, shape ``topk_kernel`` = position + 1): SGLang's ``topk_transform_v2``
 #: over flat logits in decode, that kernel's other path past
 #: :data:`mlacalc.cost.compressed.LONG_ROW` pooled keys a row, its ``topk_transform_v1`` in a
-#: prompt (:func:`mlacalc.cost.compressed.engine_topk`).
-V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat")
+#: prompt, and the v1 kernel's other path past ``LONG_ROW``
+#: (:func:`mlacalc.cost.compressed.engine_topk`).
+V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat", "topk_v1_flat_long")
 
 
 def linear_code(variant: str) -> int:
