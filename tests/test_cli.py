@@ -399,6 +399,10 @@ def test_import_hf(run, tmp_path):
         (["formula", "kv_cache_bytes", "--variant", "mla", "--subs", "llama-3-8b"], "is GQA"),
         (["import-hf", "tests/data/hf/nope.json"], "no such file"),
         (["repot", "deepseek-v3"], "Did you mean 'report'"),
+        # a format's name as a flag points at --format (was click's bare "No such option")
+        (["report", "deepseek-v3", "--json"], "Did you mean '--format json'"),
+        (["compare", "gpt2", "llama-3-8b", "--csv"], "Did you mean '--format csv'"),
+        (["plan", "deepseek-v3", "--markdown"], "Did you mean '--format markdown'"),
     ],
 )
 def test_bad_input(run, args, needle):

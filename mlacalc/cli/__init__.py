@@ -111,6 +111,22 @@ def _option_for(argv: list[str] | None, argument: str) -> str | None:
     return None
 
 
+def _usage_message(exc: click.UsageError) -> str:
+    """The error's message; an unknown option that names one of the command's formats
+    (``--json``) is pointed at ``--format json`` rather than at click's closest spelling."""
+    message = _one_line(exc.format_message())
+    name = getattr(exc, "option_name", None)
+    command = exc.ctx.command if exc.ctx else None
+    if not isinstance(exc, click.NoSuchOption) or not name or command is None:
+        return message
+    wanted = str(name).lstrip("-").lower()
+    for param in command.params:
+        choices = getattr(param.type, "choices", ())
+        if "--format" in getattr(param, "opts", ()) and wanted in choices:
+            return f"No such option {name!r}. Did you mean '--format {wanted}'?"
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; every error is one line on stderr and exit status 2.
 
@@ -125,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "mlacalc"
-        message = _one_line(exc.format_message())
+        message = _usage_message(exc)
         click.echo(f"mlacalc: error: {message} (see '{command} --help')", err=True)
         return 2
     except click.exceptions.Exit as exc:
