@@ -91,8 +91,10 @@ def test_measured_device_loads_from_its_sidecar():
 def test_wrong_schema_sidecar(tmp_path):
     path = tmp_path / "x.json"
     path.write_text('{"schema": "something/else"}')
-    with pytest.raises(ConfigError, match=r"mlacalc\.bench/1"):
+    with pytest.raises(ConfigError, match=r"mlacalc\.bench/1") as err:
         load_hardware(path)
+    # -H with a JSON that is no sidecar most likely meant a device's figures: name the YAML
+    assert "hardware .yaml" in str(err.value) and "H100-SXM.yaml" in str(err.value)
 
 
 def test_unknown_hardware_suggests_the_name_it_begins_first():

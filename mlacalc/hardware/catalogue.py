@@ -659,8 +659,21 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
             )
         return hardware_from_measurements(path)
     path = Path(text).expanduser()
+    if path.is_file() and path.suffix == ".json":
+        try:
+            return hardware_from_measurements(path)
+        except ConfigError as exc:
+            if exc.field != "schema":
+                raise
+            raise ConfigError(
+                exc.message,
+                source=exc.source,
+                field=exc.field,
+                fix="for a device's datasheet figures pass a hardware .yaml, like "
+                "mlacalc/data/hardware/H100-SXM.yaml; or the .json that mlacalc bench wrote",
+            ) from None
     if path.is_file():
-        return hardware_from_measurements(path) if path.suffix == ".json" else _load_yaml(path)
+        return _load_yaml(path)
     if os.sep in text or text.endswith((".yaml", ".yml", ".json")):
         raise InvalidArgumentError(
             "hardware",
