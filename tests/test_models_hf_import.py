@@ -127,6 +127,19 @@ def test_name_or_path_must_be_a_string():
     assert info.value.field == "_name_or_path"
 
 
+def test_name_from_repository_id_else_the_file():
+    """``_name_or_path`` names the model where it is a repository id or a path; a bare alias
+    (Llama-3.3-Nemotron-Super's "llama_nemotron_super") gives way to the file's name, as every
+    other import takes (the alias named it "llama-nemotron-super")."""
+    data = _hf("llama-2-7b")
+    assert mlacalc.import_hf_config(data, "x/llama.config.json").name == "llama-2-7b-hf"
+    data["_name_or_path"] = "/raid/checkpoints/my-llama/"
+    assert mlacalc.import_hf_config(data, "x/llama.config.json").name == "my-llama"
+    data["_name_or_path"] = "llama_exported"
+    assert mlacalc.import_hf_config(data, "x/llama.config.json").name == "llama"
+    assert mlacalc.import_hf_config(data, "x/snap/config.json").name == "snap"
+
+
 @pytest.mark.parametrize(
     "field,digits,bound",
     [

@@ -376,9 +376,14 @@ def _family(data: dict, origin: str) -> tuple[Family, str]:
 
 
 def _name(name_or_path: str | None, origin: str, model_type: str) -> str:
+    """The model's name: the last part of ``_name_or_path`` where that is a repository id or a
+    path (``meta-llama/Llama-2-7b-hf``: a downloaded ``config.json`` sits in a folder named by
+    a snapshot hash, so its own name says nothing), else the file's name. A bare word there
+    (``llama_nemotron_super``) is the exporter's alias, not the repository's name."""
     stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
     if stem.lower().endswith(".config") and len(stem) > len(".config"):
         stem = stem[: -len(".config")]  # minicpm-2b.config.json names minicpm-2b
-    name = (name_or_path or "").strip().rstrip("/").split("/")[-1] or stem or model_type
+    given = (name_or_path or "").strip().rstrip("/")
+    name = (given.split("/")[-1] if "/" in given else "") or stem or given or model_type
     name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
     return name or model_type.replace("_", "-")
