@@ -87,7 +87,7 @@ import dataclasses
 
 import numpy as np
 
-from mlacalc.cost.compressed import LONG_ROW
+from mlacalc.cost.compressed import engine_topk
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
@@ -1733,13 +1733,6 @@ def _mhc_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     reason[~ok] = "unknown_dtype"
 
 
-def _pooled_keys_below(n: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-    """``sum(floor(j / ratio) for j in 1..n)``: the keys queries 1..n see, ``ratio`` tokens
-    pooled to one key (exact integers; ``n (n + 1) / 2`` at ratio 1)."""
-    q, rem = n // ratio, n % ratio
-    return ratio * q * (q - 1) / 2 + q * (rem + 1)
-
-
 def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``glm5_topk_module_perf``: SGLang's ``fast_topk_transform_fused``, the ``index_topk``
     best keys of each query's fp32 logits (``batch_size x isl`` queries over ``step + isl``
@@ -1761,23 +1754,22 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     ratio = _f(t.column("compress_ratio")) if "compress_ratio" in t.columns else np.ones(len(t))
     ratio = np.maximum(ratio, 1.0)
-    q = bs * isl
     # query i (1-based) of a sequence ranks its causal keys, floor((step + i) / ratio) of them;
-    # a query with no more than index_topk keys takes them all without a selection
-    pairs = bs * (_pooled_keys_below(step + isl, ratio) - _pooled_keys_below(step, ratio))
-    selecting = bs * np.clip(step + isl - ratio * (topk + 1) + 1, 0.0, isl)
+    # a query with no more than index_topk keys takes them all without a selection: the
+    # counts a served step's top-k takes too (cost.compressed.engine_topk, one definition)
+    shape, nbytes = engine_topk(bs, isl, step, ratio, topk, False)
+    pairs, selecting = shape["elements"], shape["units"]
     mode = t.column("score_mode").astype(str)
     rows = np.arange(len(t))
     none = known & (selecting <= 0)
     reason[none] = NO_KERNEL
     # the v1 transform's rows past LONG_ROW pooled keys over flat logits: its other path
     # (dsv4_modules.PROMPT_LONG_TOPK), a class of its own
-    long = (mode == "v1_flat") & ((step + isl) // ratio > LONG_ROW)
+    long = (mode == "v1_flat") & (shape["topk_kernel"] == 4)
     variant = np.where(long, "topk_v1_flat_long", np.char.add("topk_", mode))
     for v in np.unique(variant[known]):
         s = known & (variant == v) & ~none
-        b.add("topk", "elementwise", "bf16", rows[s], 0.0,
-              (pairs * 4 + q * topk * 4)[s], variant=str(v),
+        b.add("topk", "elementwise", "bf16", rows[s], 0.0, nbytes[s], variant=str(v),
               elements=pairs[s], units=selecting[s])  # fmt: skip
 
 
