@@ -110,3 +110,35 @@ def test_the_mtp_layer_s_eh_proj_is_whole_on_every_rank():
 
     shares = {round(f, 6) for n, nb, f in _mtp_shares(m, make_layout(m, 8, tp=8)) if nb == eh}
     assert shares == {1.0}
+
+
+def test_a_gated_query_splits_whole_with_its_query_under_tp():
+    """Qwen3-Next's full layers: q_proj holds the query and its output gate (16 heads of 256,
+    twice: 16,777,216), o_proj 8,388,608, both split over 4 ranks; 2 KV heads over TP4 leave
+    each rank one (half of k_proj and v_proj, 1,048,576 of 2,097,152); the q/k norms (one
+    head's width) whole. 7,340,544 a rank a full layer; each of the 36 linear layers splits
+    by its heads (33,718,464 / 4). The trial's hand figure, 783,105,408 B in bf16; the gate
+    had been left out of the split's proportions (788,688,939 B, not a whole number)."""
+    m = mlacalc.load_model("qwen3-next-80b-a3b")
+    d, heads, kv_heads, head = 2048, 16, 2, 256
+    full = (2 * heads * head * d + d * heads * head) / 4 + 2 * kv_heads * head * d / 2 + 2 * head
+    assert full == 7_340_544
+    lay = make_layout(m, 4, tp=4)
+    got = weight_bytes_by_part(m, lay, None)["attention"]
+    assert got == (12 * full + 36 * 33_718_464 / 4) * 2 == 783_105_408
+
+
+def test_gemma_4_s_full_layer_has_no_v_proj_to_split():
+    """Gemma 4's full layers keep one projection for keys and values (k_eq_v): 2 global KV
+    heads of 512, so under TP4 a rank holds half of k_proj (1,441,792 of 2,883,584) beside a
+    quarter of q_proj and o_proj (23,068,672 each) and the head-width norms whole: 12,977,152
+    a layer. The split had counted a v_proj the layer does not hold (a share of 0.278 for
+    0.265)."""
+    m = mlacalc.load_model("gemma-4-26b-a4b")
+    d, heads, head, kv_heads = 2816, 16, 512, 2
+    full = 2 * heads * head * d / 4 + kv_heads * head * d / 2 + 2 * head
+    assert full == 12_977_152
+    sliding = (2 * 16 * 256 * d + 2 * 8 * 256 * d) / 4 + 2 * 256  # 8 KV heads: a quarter each
+    lay = make_layout(m, 4, tp=4)
+    got = weight_bytes_by_part(m, lay, None)["attention"]
+    assert got == (5 * full + 25 * sliding) * 2

@@ -288,8 +288,40 @@ def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
         return (split / tp + total - split) / total
     own = m.global_head_dim is not None or m.attention_k_eq_v or m.sliding_key_value_heads
     sub = kind_model(m, kind) if own else m
+    if arch_of(m) is not None and not m.is_mla:  # the kind's own tensors (gates, k = v, ...)
+        per_rank, total = _tensor_split(m, kind, sub.num_key_value_heads, tp)
+        return float(per_rank / total) if total else 1.0  # a layer without attention: nothing
     whole = _indexer_params(m)  # a DSA layer's indexer, whole on every rank
     return (_attention_per_rank(sub, tp) + whole) / (sum(attention_params(sub).values()) + whole)
+
+
+#: a non-MLA attention tensor whose rows are the layer's K/V heads (replicated beyond them)
+_KV_TENSORS = (".k_proj.", ".v_proj.", ".k_norm.")
+
+
+@lru_cache(maxsize=64)
+def _tensor_split(m: ModelConfig, kind: Any, n_kv: int, tp: int) -> tuple[Fraction, int]:
+    """One ``kind`` layer's attention parameters a tensor-parallel rank holds, and the
+    layer's, tensor by tensor (a model counted tensor by tensor: its q_proj with Qwen3-Next's
+    output gate, Step-3.7's per-head gate, Gemma 4's full layer without a v_proj): a tensor
+    whose rows are the ``n_kv`` K/V heads held ``ceil(n_kv / tp)`` heads a rank, a norm of one
+    head's width whole on every rank, every other tensor (query, output, gates, sinks, an
+    msa indexer) split over the ranks."""
+    i = layer_pattern_of(m).index(kind)
+    mine = f".layers.{i}."
+    widths = {m.head_dim, m.global_head_dim, m.v_head_dim} - {None}
+    per_rank, total = Fraction(0), 0
+    for t in tensors(m):
+        if mine not in t.name or part_of(t.name) != "attention":
+            continue
+        total += t.numel
+        if t.name.endswith("norm.weight") and t.shape[0] in widths:
+            per_rank += t.numel
+        elif any(k in t.name for k in _KV_TENSORS) and ".indexer." not in t.name:
+            per_rank += Fraction(t.numel * math.ceil(n_kv / tp), n_kv)
+        else:
+            per_rank += Fraction(t.numel, tp)
+    return per_rank, total
 
 
 @lru_cache(maxsize=16)
