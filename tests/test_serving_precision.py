@@ -258,3 +258,41 @@ def test_fp4_weights_whose_kernels_are_slower_than_fp8_s_say_so():
     for engine, hw in (("sglang", "B200"), ("trtllm", "H200")):
         p = plan("deepseek-v3", hw, 8, weight_dtype="fp4", engine=engine, **kw)
         assert not [w for w in p.warnings if "fp4 weights' kernels" in w]
+
+
+def test_an_fp8_cache_warning_compares_at_the_batch_asked():
+    """With a batch asked, the slower-fp8-cache warning compares both steps at that batch (a
+    new-user trial read 574 sequences where it had asked 64); without one, at the most a group
+    holds."""
+    kw = dict(seq_len=4096, kv_dtype="fp8", engine="sglang")
+    (said,) = [
+        w for w in plan("deepseek-v3", "H200", 8, batch=64, **kw).warnings if "cache's decode" in w
+    ]
+    assert "a decode step of 64 sequences" in said and "(at the batch asked)" in said
+    (said,) = [w for w in plan("deepseek-v3", "H200", 8, **kw).warnings if "cache's decode" in w]
+    assert "(at the most the cache holds)" in said
+
+
+@pytest.mark.parametrize("kv", ["nvfp4", "int8", "int4"])
+def test_a_cache_no_table_times_runs_the_fp8_decode_kernel_and_says_so(kv):
+    """No measured table times a decode kernel over an fp4 or integer cache: it had run the
+    bf16-cache class (an nvfp4 cache of Qwen3-8B on H200, 41.7 MB a call, 1.65 ms against
+    fp8's 1.00 ms over 73.7 MB), unsaid. It runs the fp8-cache kernel over its own bytes, never
+    slower than fp8's where it reads fewer, and the plan says so."""
+    kw = dict(isl=2000, osl=500, concurrency=16)
+    fp8 = plan("qwen3-8b", "H200", 1, kv_dtype="fp8", **kw)
+    p = plan("qwen3-8b", "H200", 1, kv_dtype=kv, **kw)
+    said = [w for w in p.warnings if w.startswith(f"KV cache in {kv}:")]
+    assert len(said) == 1 and "fp8-cache kernel" in said[0]
+    assert not [w for w in fp8.warnings if w.startswith("KV cache in")]
+    assert p.decode_step_s <= fp8.decode_step_s * (1 + 1e-9)
+    bits = resolve_kv_layout(kv).bits
+    assert (p.decode_step_s < fp8.decode_step_s) == (bits < 8)
+
+
+def test_a_model_whose_mtp_layers_are_not_counted_says_so():
+    """Step-3.7-Flash's config has 3 MTP layers its Hugging Face class does not build (not
+    counted, num_nextn_predict_layers 0): drafts are refused saying so, not that the
+    checkpoint has none."""
+    with pytest.raises(InvalidArgumentError, match="builds none and they are not counted"):
+        plan("step-3.7-flash", "B200", 8, seq_len=4096, mtp_tokens=2)

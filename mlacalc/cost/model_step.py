@@ -310,11 +310,17 @@ def _core_kernel(
     kind = _core_kind(model, cost.impl, cost.phase)
     dtype = act_dtype
     # the decode kernel follows its cache, as the measured classes do: an fp8 cache runs
-    # the fp8 decode kernels (GQA and MLA alike)
+    # the fp8 decode kernels (GQA and MLA alike); a narrower or integer cache (int8, int4,
+    # fp4, nvfp4), which no measured table times, the fp8 kernel too (the nearest measured: a
+    # cache dequantized in the kernel) over its own bytes, as the plan's warning says
+    # (mlacalc.serving.plan_checks._kv_warnings)
     decode = kind in ("attention_decode", "mla_decode")
-    fp8_cache = resolve_kv_layout(kv_dtype).name.startswith("fp8")
-    if decode and fp8_cache:
+    layout = resolve_kv_layout(kv_dtype)
+    fp8_cache = layout.name.startswith("fp8")
+    if decode and (fp8_cache or layout.bits < 16):
         dtype = "fp8"
+        if not fp8_cache:
+            shape["kv_bytes"] = layout.bits / 8  # what a converting kernel reads a cached element
     if model.is_mla and model.index_topk is not None:
         # a DSA core: which sparse kernel runs it, and what it walks, is the engine's and the
         # device's (mlacalc.timemodel.dsa_time.engine_dsa_kernel): its cache's bytes an

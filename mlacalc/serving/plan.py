@@ -461,19 +461,24 @@ def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
 def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
     """An fp8 cache whose decode kernels the engine runs slower than a bf16 cache's on the
     device (SGLang's measured fp8 MLA decode on Hopper: DeepSeek-V3 on 8 H200, 7x the bf16
-    kernel's time a call), said with both decode steps at the largest batch a group holds:
-    the fp8 cache holds more tokens, the bf16 one may still be the faster step."""
+    kernel's time a call), said with both decode steps at the plan's batch a group (the batch
+    or concurrency asked, else the largest a group holds): the fp8 cache holds more tokens,
+    the bf16 one may still be the faster step. (It had always taken the largest batch, which
+    a new-user trial read as a batch it had not asked for.)"""
     if not req.kv.name.startswith("fp8") or not cap.max_batch or req.m.num_attention_heads == 0:
         return ()
-    B, S = math.ceil(cap.max_batch / req.lay.dp), cap.context
+    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else None)
+    B, S = math.ceil(min(asked or cap.max_batch, cap.max_batch) / req.lay.dp), cap.context
     fp8_s, bf16_s = _both_steps(req, sm, (req.sized, resolve_kv_layout("bf16")), B, S)
     if fp8_s < FP8_CACHE_SLOWER * bf16_s:
         return ()
+    which = "at the batch asked" if asked else "at the most the cache holds"
     return (
         f"the {req.kv.name} cache's decode kernels under {req.engine} on {req.hw.name} are "
         f"slower than a bf16 cache's (the measured kernels): a decode step of {B:,} "
-        f"sequences of {S:,} tokens a group takes {fp8_s * 1e3:,.2f} ms, {bf16_s * 1e3:,.2f} "
-        "ms with kv_dtype bf16 (--kv-dtype bf16), which holds half the tokens",
+        f"sequences of {S:,} tokens a group ({which}) takes {fp8_s * 1e3:,.2f} ms, "
+        f"{bf16_s * 1e3:,.2f} ms with kv_dtype bf16 (--kv-dtype bf16), which holds half the "
+        "tokens",
     )
 
 

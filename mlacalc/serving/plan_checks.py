@@ -463,6 +463,15 @@ def _check_engine(
         )
 
 
+#: why a model has no MTP module to hold or draft with: none in its config, or layers its
+#: Hugging Face class does not build, which are not counted (Step-3.7, Qwen3.5, Nemotron 3,
+#: MiniMax-M3: the model's notes say so)
+_NO_MTP = (
+    "num_nextn_predict_layers is 0: the checkpoint has none, or its Hugging Face class builds "
+    "none and they are not counted, as the model's notes say"
+)
+
+
 def _check_mtp(
     m: ModelConfig, mtp_tokens: int, mtp_acceptance: Any, length: Any
 ) -> tuple[float, float, str]:
@@ -481,8 +490,8 @@ def _check_mtp(
         # token): a model without one would get the speed-up at no cost
         raise InvalidArgumentError(
             "mtp_tokens",
-            f"{m.label} has no MTP module (num_nextn_predict_layers is 0) to draft tokens "
-            "with; leave mtp_tokens 0",
+            f"{m.label} has no MTP module modelled to draft tokens with ({_NO_MTP}); "
+            "leave mtp_tokens 0",
         )
     rate = check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True)
     length = check_number("mtp_acceptance_length", length, 1.0)
@@ -517,9 +526,17 @@ def _weight_only(what: str, fmt: str, moe: bool, hw: HardwareSpec) -> str:
 def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
     """A checkpoint calibrated for an fp8 KV cache (``kv_cache_quant_algo: FP8``, NVIDIA's
     NVFP4 exports) planned with a 16-bit one: sized as asked, said (the words report and
-    roofline say too: :func:`mlacalc.cost.quant.checkpoint_kv_note`)."""
+    roofline say too: :func:`mlacalc.cost.quant.checkpoint_kv_note`); a cache narrower than
+    8 bits or in integers, timed by the fp8-cache decode kernel as a stand-in."""
     note = checkpoint_kv_note(m, kv.name, kv.bits)
-    return (note,) if note else ()
+    out = (note,) if note else ()
+    if kv.bits < 16 and not kv.name.startswith("fp8"):
+        out += (
+            f"KV cache in {kv.name}: no measured table times a decode kernel over one, so its "
+            "decode attention is timed as the fp8-cache kernel (a cache dequantized in the "
+            f"kernel) reading its {kv.bits}-bit rows",
+        )
+    return out
 
 
 def _engine_kernel_warnings(
@@ -577,7 +594,9 @@ def _request_warnings(
     if include_mtp and m.compress_ratios:
         warnings.append(f"{m.label}'s MTP module is not modelled: include_mtp holds nothing more")
     elif include_mtp and not m.num_nextn_predict_layers:
-        warnings.append(f"{m.label} has no MTP module: include_mtp holds nothing more")
+        warnings.append(
+            f"{m.label} has no MTP module modelled ({_NO_MTP}): include_mtp holds nothing more"
+        )
     return tuple(warnings)
 
 
