@@ -234,3 +234,29 @@ def test_a_block_scaled_gemm_is_one_rule_for_sglang_module_rows_and_a_served_ste
     assert predict_batch(alone, "B200", prof)[0] > t_served["seconds"][0] + 5e-6
     # and a served DeepSeek-V3.2 step under vLLM keeps the block-scaled class
     assert engine_batch(served, "vllm", B200).dtype == "fp8_block"
+
+
+@pytest.mark.parametrize(
+    "profile,engine",
+    [
+        ("fit-h100-sxm-vllm", "vllm"),
+        ("fit-h100-sxm-sglang", "sglang"),
+        (None, "trtllm"),
+        ("roofline", "trtllm"),
+    ],
+)
+def test_a_served_step_runs_the_kernels_of_its_profile_s_engine_given_by_name(profile, engine):
+    """A profile given by name is one engine's fit; the step's kernels (vLLM's short prompts
+    down its MLA decode path, 512 tokens over a bf16 cache on Hopper) follow that engine, as
+    the time model that loads the name does. A name had left the kernels TensorRT-LLM's."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    m = mlacalc.load_model("deepseek-v3")
+    sm = StepModel(
+        m, make_layout(m, 8, tp=8), "fp8", resolve_kv_layout("bf16"), load_hardware("H200"), profile
+    )
+    assert sm.engine == engine
+    assert sm.decode_path_tokens == (512 if engine == "vllm" else 0)

@@ -72,6 +72,8 @@ from mlacalc.serving.scheduler import Scheduler
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
+from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.roofline_time import ROOFLINE
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
@@ -593,6 +595,15 @@ class StepTimes:
     kernels: list[dict[str, Any]]
 
 
+def _profile_engine(profile: Any) -> str | None:
+    """The engine of ``profile`` (a :class:`~mlacalc.timemodel.profile.Profile`, or a name or
+    path the time model loads, :func:`~mlacalc.timemodel.profile.load_profile`), so the step's
+    kernels and their classes are one engine's; None without a profile or for the roofline."""
+    if profile is None or (isinstance(profile, str) and profile.strip() == ROOFLINE):
+        return None
+    return getattr(load_profile(profile), "engine", None)
+
+
 def _arr(x: Any) -> np.ndarray:
     return np.atleast_1d(np.asarray(x, dtype=np.float64))
 
@@ -619,8 +630,9 @@ class StepModel:
         engine: str | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
-        #: the serving engine whose kernels run (None: the profile's, else TensorRT-LLM)
-        self.engine = engine or getattr(profile, "engine", None) or DEFAULT_ENGINE
+        #: the serving engine whose kernels run (None: the profile's, a profile named or given
+        #: by path as the time model loads it, else TensorRT-LLM)
+        self.engine = engine or _profile_engine(profile) or DEFAULT_ENGINE
         #: new tokens a sequence up to which a prompt runs the engine's MLA decode path (0:
         #: never; :func:`mlacalc.timemodel.mla_time.step_decode_path_tokens`)
         self.decode_path_tokens = (
