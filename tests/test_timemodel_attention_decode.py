@@ -94,7 +94,10 @@ def test_packing_kernels_keep_every_query_head_of_a_kv_head_in_one_unit():
     assert packed["compute_s"][0] < xqa["compute_s"][0] / 2.5
     assert packed["memory_s"][0] == pytest.approx(xqa["memory_s"][0], rel=1e-12)
     # within 32 heads a KV head the two rules are one
+    # (a further kernel of TensorRT-LLM's own: TRTLLM_FURTHER_KERNEL_S, the fitted launch_s
+    # of the others at H100's clock, the reference)
     narrow = dict(batch=64.0, n_heads=32.0, n_kv=1.0)
+    over = dict(over, launch_s=attention_time.TRTLLM_FURTHER_KERNEL_S)
     same = [_seconds(_decode("bf16", head_pack=p, **narrow), **over)[0] for p in (32.0, 0.0)]
     assert same[0] == pytest.approx(same[1], rel=1e-12)
 
@@ -116,6 +119,24 @@ def test_query_heads_beyond_the_pack_run_in_sm_clocks_whatever_the_cache():
         for dtype in ("bf16", "fp8"):
             got = M.kernel_terms(_decode(dtype, **wide), fig, prm)["compute_s"][0]
             assert got == pytest.approx(want, rel=0.02)  # the products' FLOPs are beside it
+
+
+def test_trtllm_further_kernels_take_a_read_time():
+    # B200's rows all run the same three kernels, so its fits split the floor between fixed_s
+    # and launch_s at will (fp8 10.8 + 2 x 0 us); a further kernel of TensorRT-LLM's own decode
+    # is TRTLLM_FURTHER_KERNEL_S at H100's clock on every device, whatever launch_s
+    one = dict(batch=1.0, kv_len=64.0)  # bf16: the RoPE pre-kernel, no split
+    b200 = device_figures(load_hardware("B200"))
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    for fig in (H100, b200, a100):
+        kernels = 2.0 if fig is b200 else 1.0  # B200: the dispatch kernel too
+        want = kernels * attention_time.TRTLLM_FURTHER_KERNEL_S * M.REFERENCE_CLOCK_HZ
+        for launch in (5e-6, 0.0):
+            extra = M.kernel_terms(_decode("bf16", **one), fig, _params(launch_s=launch))
+            assert extra["extra_s"][0] == pytest.approx(want / fig.clock_hz, rel=1e-9)
+    # the packing kernels (SGLang's, vLLM's) keep their fitted launch_s
+    packed = M.kernel_terms(_decode("bf16", head_pack=0.0, **one), H100, _params(launch_s=5e-6))
+    assert packed["extra_s"][0] == pytest.approx(5e-6)
 
 
 def test_packing_kernels_split_the_windows_keys_only():
@@ -278,7 +299,10 @@ def test_blackwell_decode_runs_rope_apart_and_merges_splits_in_kernel():
         for pack, kernels in ((32.0, 1.0 + attention_time.TRTLLM_GEN_DISPATCH_KERNELS), (0.0, 1.0)):
             b = _decode(dtype, batch=1.0, n_kv=1.0, kv_len=kv, head_pack=pack)
             extra = M.kernel_terms(b, b200, prm)["extra_s"]
-            assert extra[0] == pytest.approx(kernels * launch * scale, rel=1e-9)
+            # TensorRT-LLM's own further kernels: TRTLLM_FURTHER_KERNEL_S, not the fitted launch
+            own = attention_time.TRTLLM_FURTHER_KERNEL_S
+            each = (own if pack > 0 else launch) * scale
+            assert extra[0] == pytest.approx(kernels * each, rel=1e-9)
             assert extra[1] == pytest.approx(extra[0], rel=1e-9)  # no reduction kernel
     other = _decode("bf16", batch=1.0, n_kv=1.0, kv_len=kv)
     other = KernelBatch(

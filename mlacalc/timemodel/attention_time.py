@@ -33,6 +33,7 @@ import numpy as np
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
     CONVERT_PER_CLOCK,
+    REFERENCE_CLOCK_HZ,
     SFU_EXP_PER_CLOCK,
     SMEM_BYTES_PER_CLOCK,
     col,
@@ -57,6 +58,7 @@ __all__ = [
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
     "TENSOR_WALK_VARIANTS",
+    "TRTLLM_FURTHER_KERNEL_S",
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
     "UNFUSED_SCORE_BYTES",
@@ -561,6 +563,33 @@ def _trtllm_gen_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
 TRTLLM_GEN_DISPATCH_KERNELS = 1.0
 
 
+#: Seconds of each further kernel of a call of TensorRT-LLM's own decode (``head_pack`` 32; the
+#: RoPE + cache-append pre-kernel, the split reduction, Blackwell's dispatch kernel) at H100's
+#: clock (the reference; scaled by it as the fitted ``launch_s`` is), on every device, in place
+#: of the class's ``launch_s``. B200's rows cannot tell it from the call's fixed cost (every row
+#: runs the same three kernels), so its fits split the 10.9 us floor at will (bf16 6.9 + 2 x
+#: 1.9 us, then 10.6 + 2 x 0; fp8 10.8 + 2 x 0), and H100's fused fp8 XQA (no further kernel)
+#: read 52-57% slow at its floor from them. Read, not fitted: H100's fits put a further kernel
+#: at 3.1 / 3.4 us (fp8 / bf16), its floors (one or two sequences, up to 127 keys, 1,148 shapes)
+#: take 2.5 us more with a bf16 cache (one kernel more) than with fp8 (median; 2.9 at head dim
+#: 128, 2.8 at 256), and SGLang's two query conversions on B200 3.1 us each
+#: (:data:`QUERY_CONVERT_KERNELS`). Held on Hopper and later only, an H100-only fit left
+#: ``launch_s`` to its start and A100 from it read 10.7% (7.9% before); clocked, A100 (1,410
+#: MHz) takes 3.9 us a kernel where its own fit had 5.4.
+TRTLLM_FURTHER_KERNEL_S = 3.0e-6
+
+
+def _further_kernel_s(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pack: np.ndarray
+) -> np.ndarray:
+    """Seconds of each further kernel of a decode call: :data:`TRTLLM_FURTHER_KERNEL_S` for
+    TensorRT-LLM's own kernels (``head_pack`` over 0, no variant) on Hopper and later, the
+    class's ``launch_s`` otherwise."""
+    own = (pack > 0) & (not batch.variant)
+    clocked = TRTLLM_FURTHER_KERNEL_S * REFERENCE_CLOCK_HZ / fig.clock_hz
+    return np.where(own, clocked, prm["launch_s"])
+
+
 def _xqa_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     """Factor on the fitted unit work (``seq_s``, ``block_s``, ``wave_s``) of TensorRT-LLM's own
     decode (``head_pack`` 32), stated in clocked seconds of Hopper's XQA kernels: 1 but on
@@ -784,7 +813,7 @@ def decode_terms(
     # it through FlashInfer) runs a kernel of its own before the preprocessing
     # (:data:`TRTLLM_GEN_DISPATCH_KERNELS`)
     kernels = kernels + TRTLLM_GEN_DISPATCH_KERNELS * (gen & (pack > 0))
-    out["extra_s"] = out["extra_s"] + prm["launch_s"] * kernels
+    out["extra_s"] = out["extra_s"] + _further_kernel_s(batch, fig, prm, pack) * kernels
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["launch_s"])
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
