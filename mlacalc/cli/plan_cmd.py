@@ -332,6 +332,7 @@ def command(
             model_path or model,
             point,
             timed_engine=p.engine,
+            hardware=hardware,
             gpus_per_node=p_hardware_node(hardware),
             memory_reserve=memory_reserve,
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),

@@ -381,6 +381,7 @@ def command(
             overlap_schedule=engine["overlap_schedule"],
             chunked_prefill=result.best.get("chunked_prefill"),
             timed_engine=result.engine,
+            hardware=hardware,
         )
         doc["launch"] = text
     if all_points:

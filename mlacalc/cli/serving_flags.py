@@ -5,6 +5,7 @@ lines that start what was planned."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import click
 
 from mlacalc.cli.common import COUNT, SIZE, EngineType, given
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.words.engines import DEFAULT_ENGINE, ENGINE_LABELS, engine_of_framework
 from mlacalc.words.errors import MlacalcError
 
@@ -337,11 +339,23 @@ def kernel_versions(profile: Any) -> str:
     return label + (f" ({', '.join(rest)})" if rest else "")
 
 
+def _vendor_of(hardware: Any) -> str:
+    """The vendor of the point's device ("" where it names none or is not in the
+    catalogue)."""
+    if not hardware:
+        return ""
+    try:
+        return load_hardware(hardware).vendor
+    except MlacalcError:
+        return ""
+
+
 def launch_text(
     engine: str,
     model_path: str,
     point: dict[str, Any],
     timed_engine: str | None = None,
+    hardware: Any = None,
     **context: Any,
 ) -> str:
     """The launch commands of a deployment (a search point, or a plan's fields in its keys),
@@ -352,7 +366,21 @@ def launch_text(
     from mlacalc.serving.launch import deployments, launch_commands
 
     pools = deployments(point, **context)
+    hardware = hardware or point.get("hardware")
+    vendor = _vendor_of(hardware)
+    if vendor not in ("", "nvidia") and engine == "trtllm":
+        raise click.BadParameter(
+            f"TensorRT-LLM runs on NVIDIA GPUs only ({hardware} is {vendor.upper()}'s): give "
+            "--launch sglang or vllm",
+            param_hint="--launch",
+        )
     lines = [f"# {engine}: the commands that start this deployment"]
+    if vendor not in ("", "nvidia") and any(d.ep > 1 for d in pools) and engine == "sglang":
+        pools = [dataclasses.replace(d, deepep=False) for d in pools]
+        lines.append(
+            f"# note: DeepEP (--moe-a2a-backend deepep) is NVIDIA's; on {hardware} the "
+            "experts' all-to-all is left to SGLang's default"
+        )
     if timed_engine and timed_engine != engine:
         lines.append(
             f"# note: the figures are timed with {timed_engine}'s kernels (--engine, "

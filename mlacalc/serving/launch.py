@@ -55,6 +55,8 @@ class Deployment:
     cuda_graph_max_batch: int | None = None
     overlap_schedule: bool = True
     mtp_tokens: int = 0
+    #: the experts' all-to-all on DeepEP (SGLang; NVIDIA GPUs only)
+    deepep: bool = True
 
     @property
     def nodes(self) -> int:
@@ -91,7 +93,7 @@ def _sglang(model: str, d: Deployment) -> list[str]:
     if d.pp > 1:
         w.append(f"--pp-size {d.pp}")
     if d.ep > 1:
-        w += [f"--ep-size {d.ep}", "--moe-a2a-backend deepep"]
+        w += [f"--ep-size {d.ep}"] + (["--moe-a2a-backend deepep"] if d.deepep else [])
     if d.redundant_experts:
         w.append(f"--ep-num-redundant-experts {d.redundant_experts}")
     if d.overlap == "tbo":

@@ -17,7 +17,7 @@ from typing import Any
 
 from mlacalc.cost.engine import as_model
 from mlacalc.cost.model_step import checkpoint_stored, stored_experts
-from mlacalc.cost.quant import checkpoint_kv_note
+from mlacalc.cost.quant import checkpoint_kv_note, component_precision
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
@@ -246,7 +246,9 @@ def check_request(
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
         + _kv_warnings(m, resolve_kv_layout(args["kv_dtype"]))
         + _format_warnings(components, hw)
+        + _stored_format_warnings(m, hw, weight_dtype, components)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
+        + _vendor_warnings(hw, engine, components)
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -509,6 +511,52 @@ def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str,
     return tuple(w for w in out if w)
 
 
+def _stored_format_warnings(
+    m: ModelConfig, hw: HardwareSpec, weight_dtype: str | None, components: dict[str, str]
+) -> tuple[str, ...]:
+    """:func:`_format_warnings` for the checkpoint's own formats, where the weights are sized
+    as stored (no ``weight_dtype``) and no component format is given in their place: an NVFP4
+    checkpoint's experts on a Hopper part are timed as the weight-only kernel, as
+    ``--expert-dtype nvfp4`` there says (a new-user trial's Kimi-K2.6 NVFP4 on H20 said
+    nothing)."""
+    if weight_dtype is not None or not checkpoint_stored(m):
+        return ()
+    stored = component_precision(m).weights
+    out = []
+    for component in stored:
+        fmt = component_precision(m).format_of(component)
+        if component in components or fmt is None:
+            continue
+        said = _weight_only(f"the checkpoint's {component}", fmt, component == "experts", hw)
+        out += [said] if said else []
+    return tuple(out)
+
+
+def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) -> tuple[str, ...]:
+    """What an engine or format named for NVIDIA GPUs means on another vendor's (a new-user
+    trial's MI355X plans read as TensorRT-LLM's without a word): TensorRT-LLM runs on NVIDIA
+    GPUs only, so its kernels' times there are a stand-in; NVFP4 is NVIDIA's fp4 format (an
+    fp8 scale a 16 weights), where AMD's fp4 tensor cores take MXFP4 (a power-of-two scale a
+    32)."""
+    if hw.kind != "gpu" or hw.vendor in ("", "nvidia"):
+        return ()
+    out = []
+    if engine == "trtllm":
+        out.append(
+            f"TensorRT-LLM runs on NVIDIA GPUs only: on {hw.name} ({hw.vendor.upper()}) these "
+            "are its kernels' times by datasheet ratios, a stand-in; --engine sglang or vllm "
+            "names an engine that runs there (their kernels measured on NVIDIA GPUs too)"
+        )
+    for component, fmt in components.items():
+        if fmt.endswith("nvfp4"):
+            out.append(
+                f"{component} in {fmt}: NVFP4 is NVIDIA's fp4 format; {hw.name}'s fp4 tensor "
+                "cores take MXFP4 (a power-of-two scale a 32 weights), so it is sized in "
+                f"{fmt} and timed as fp4 where the device would run MXFP4"
+            )
+    return tuple(out)
+
+
 def _weight_only(what: str, fmt: str, moe: bool, hw: HardwareSpec) -> str:
     """The warning of weights in ``fmt`` (a GEMM's, or ``moe`` the grouped MoE's) on a device
     whose tensor cores lack the format's dtype, timed as the weight-only kernel it runs ("" where
@@ -581,6 +629,14 @@ def _request_warnings(
         )
     if weight_dtype is not None:
         chosen = canonical_dtype(weight_dtype)
+        if chosen == "fp4":  # a plain dtype: no scales, and every tensor in it
+            warnings.append(
+                "weights in fp4 are sized at 4 bits each, every tensor (norms and routers too) "
+                "and no block scales: an NVFP4 checkpoint stores 4.5 bits a weight (an fp8 "
+                "scale a 16) and keeps norms and routers in bf16, which formats per component "
+                "size (--expert-dtype nvfp4 --attention-dtype nvfp4 --dense-ffn-dtype nvfp4; "
+                "component_dtypes)"
+            )
         scheme = m.quantization
         if chosen.startswith("fp8") and scheme is not None and scheme.method == "fp8":
             # the dtype names no scales: per-tensor fp8, where the checkpoint has blocks

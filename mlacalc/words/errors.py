@@ -105,8 +105,9 @@ class UnknownDtypeError(ValueError, MlacalcError):
         if formats and self.name.strip().lower() in _STORAGE_FORMATS:
             # a storage format where a dtype is asked (--weight-dtype nvfp4)
             hint = (
-                f" ({name} is a storage format with scales: give fp4 here, or the format per "
-                "component, e.g. --expert-dtype / component_dtypes)"
+                f" ({name} is a storage format with scales: give a plain dtype here (fp4: 4 "
+                "bits every weight, no scales), or the format per component to size its scales, "
+                f"e.g. --expert-dtype {name} --attention-dtype {name} (component_dtypes))"
             )
         return f"{head}unknown {self.what} '{name[:40]}'; use one of: {', '.join(self.known)}{hint}"
 

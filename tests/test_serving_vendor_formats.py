@@ -1,0 +1,66 @@
+"""What a plan says where the engine or format named does not run as named (a new-user
+trial's findings): NVFP4 checkpoints on Hopper, TensorRT-LLM and NVFP4 on AMD parts, fp4 as a
+plain dtype."""
+
+from __future__ import annotations
+
+import pytest
+from reference_data import HF_CONFIGS_2
+
+import mlacalc
+from mlacalc.serving.plan import plan
+from mlacalc.words.errors import MlacalcError
+
+KIMI_NVFP4 = HF_CONFIGS_2 / "nvidia--Kimi-K2.6-NVFP4.config.json"
+ASK = dict(isl=2000, osl=500, concurrency=64)
+
+
+def test_an_nvfp4_checkpoint_on_a_part_without_fp4_tensor_cores_says_so():
+    """Kimi-K2.6 NVFP4 as stored: its experts run the weight-only MXFP4 MoE on H20 (no fp4
+    tensor cores), said as ``--expert-dtype nvfp4`` says it; on B200 nothing is said; with the
+    experts' format given (or a weight dtype chosen) the checkpoint's is not the one timed."""
+    m = mlacalc.load_model(KIMI_NVFP4)
+    (said,) = [w for w in plan(m, "H20", 8, tp=8, ep=8, **ASK).warnings if "checkpoint's" in w]
+    assert said.startswith("the checkpoint's experts in nvfp4: H20 has no fp4 tensor cores")
+    assert "w4a16_mxfp4" in said
+    assert not [w for w in plan(m, "B200", 8, tp=8, ep=8, **ASK).warnings if "checkpoint's" in w]
+    given = plan(m, "H20", 8, tp=8, ep=8, component_dtypes={"experts": "fp8"}, **ASK)
+    assert not [w for w in given.warnings if "checkpoint's experts" in w]
+
+
+def test_fp4_as_a_plain_dtype_says_what_it_leaves_out():
+    """``weight_dtype="fp4"`` sizes 4 bits a weight, every tensor, no scales (Qwen3-8B:
+    4,095,367,680 B where nvfp4 per component gives 4,607,718,464): the plan says so and how
+    to size NVFP4; the error for ``--weight-dtype nvfp4`` says what fp4 is."""
+    p = plan("qwen3-8b", "B200", 1, seq_len=8192, weight_dtype="fp4")
+    (said,) = [w for w in p.warnings if w.startswith("weights in fp4")]
+    assert "no block scales" in said and "--expert-dtype nvfp4" in said
+    with pytest.raises(MlacalcError, match=r"fp4: 4 bits every weight, no scales"):
+        plan("qwen3-8b", "B200", 1, seq_len=8192, weight_dtype="nvfp4")
+
+
+def test_tensorrt_llm_and_nvfp4_on_an_amd_part_are_said():
+    """TensorRT-LLM (the default engine) runs on NVIDIA GPUs only: on MI355X its kernels'
+    times are a stand-in, said; under SGLang nothing is said of the engine. NVFP4 experts on
+    MI355X (whose fp4 tensor cores take MXFP4) are said too; on B200 neither."""
+    kw = dict(tp=8, ep=8, component_dtypes={"experts": "nvfp4"}, **ASK)
+    words = plan("kimi-k2", "MI355X", 8, **kw).warnings
+    assert [w for w in words if w.startswith("TensorRT-LLM runs on NVIDIA GPUs only: on MI355X")]
+    assert [w for w in words if w.startswith("experts in nvfp4: NVFP4 is NVIDIA's")]
+    sglang = plan("kimi-k2", "MI355X", 8, engine="sglang", **kw).warnings
+    assert not [w for w in sglang if w.startswith("TensorRT-LLM runs")]
+    assert not [w for w in plan("kimi-k2", "B200", 8, **kw).warnings if "NVIDIA" in w]
+
+
+def test_launch_commands_on_an_amd_part(run):
+    """``--launch trtllm`` on MI355X is refused naming the engines that run there; SGLang's
+    command there leaves DeepEP (NVIDIA's) out and says so; on B200 it keeps it."""
+    args = ("plan", "kimi-k2", "--gpus", 8, "--tp", 8, "--ep", 8, "--isl", 2000, "--osl", 500,
+            "--concurrency", 16)  # fmt: skip
+    _, err = run(*args, "-H", "MI355X", "--launch", "trtllm", code=2)
+    assert "TensorRT-LLM runs on NVIDIA GPUs only (MI355X is AMD's)" in err
+    out, _ = run(*args, "-H", "MI355X", "--launch", "sglang")
+    assert "--ep-size 8" in out and "deepep" not in out.split("# server", 1)[1]
+    assert "DeepEP (--moe-a2a-backend deepep) is NVIDIA's" in out
+    out, _ = run(*args, "-H", "B200", "--launch", "sglang")
+    assert "--moe-a2a-backend deepep" in out
