@@ -283,7 +283,8 @@ def prefill_terms(
     d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
     scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
     eff_exp = prm["eff_exp"] if fig.tcgen05 else min(prm["eff_exp"], 1.0)
-    sfu = scores / (eff_exp * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    side = side_work_rate(batch, fig)
+    sfu = scores / (eff_exp * side * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
     # the call's fixed time and each unit's fixed work are waits on memory and launches, not
     # cycles: seconds on every device (``call_latency_s``, ``unit_latency_s``; the clocked
     # ``fixed_s`` and ``seq_s`` stay at 0 for the prefill kinds). The MLA prefill rows have one
@@ -329,7 +330,7 @@ def prefill_terms(
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
     convert = 0.0
     if fp8:
-        convert = scores * 0.5 / (CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
+        convert = scores * 0.5 / (side * CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
     out = attention_time(
         batch,
         fig,
@@ -372,6 +373,25 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+def side_work_rate(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """The rate, in the SMs' datasheet rates, of an MLA prompt kernel's side work beside its
+    products on a ``tcgen05`` device (the softmax's exponentials, fp8's probability
+    conversion): its tensor rate per SM and clock over Hopper's (B200: 2), where the kernels
+    (TensorRT-LLM-gen's, FlashAttention-4) compute exponentials as a polynomial exp2 on the FMA
+    pipes beside the SFUs; 1 elsewhere and for the other prefill kinds. Every engine's MLA
+    prompt reaches the same share of its device's tensor peak on H100 and B200 (TensorRT-LLM's
+    rows at 16-32K tokens and 128 heads: 57-59% bf16, 42-44% fp8 of the FLOPs padded to the
+    fp8 kernel's head dims; SGLang's 59-63% bf16), which side work at the SFUs' own rate (1.14x
+    H100's on B200, against 2.27x for the products) would not let it: B200's long prompts read
+    12% (bf16) and 39% (fp8) too slow with it, each engine's ``mla_prefill`` class at
+    ``eff_compute`` 1.0, the bound (docs/time-model.md, "What carries from Hopper to
+    Blackwell"). One head shape cannot tell the rate from ``eff_exp`` (which the MLA prompt
+    classes do not fit), so the rate is set, not fitted."""
+    if batch.kind != "mla_prefill" or not fig.tcgen05:
+        return 1.0
+    return max(1.0, tensor_per_sm_ratio(fig))
 
 
 def _built_head_dims(
