@@ -139,6 +139,26 @@ def test_trtllm_further_kernels_take_a_read_time():
     assert packed["extra_s"][0] == pytest.approx(5e-6)
 
 
+def test_blackwell_trtllm_decode_walks_a_kv_heads_query_heads_in_one_tile():
+    # B200's TensorRT-LLM rows take as long at 32 query heads a KV head as at 2 (fp8 and bf16);
+    # Hopper's fp8 XQA walks each block once per 8 of them (before: B200 too, 4 tiles at 32)
+    b200 = device_figures(load_hardware("B200"))
+    prm = _params(block_s=1e-6, seq_s=0.0, qhead_unit=0.0, wave_s=0.0, grouped_unit=0.2)
+    for dtype in ("fp8", "bf16"):
+        walk = {}
+        for fig in (H100, b200):
+            t = [
+                M.kernel_terms(
+                    _decode(dtype, no_flops=True, batch=64.0, n_heads=h, n_kv=1.0), fig, prm
+                )["compute_s"][0]
+                for h in (8.0, 32.0)
+            ]
+            walk[fig.sm_count] = t[1] / t[0]
+        assert walk[b200.sm_count] == pytest.approx(1.0, rel=1e-6)
+        if dtype == "fp8":
+            assert walk[H100.sm_count] > 3.0  # 4 tiles of 8 against 1
+
+
 def test_packing_kernels_split_the_windows_keys_only():
     # FlashAttention-3's windowed decode finds the window's key blocks before splitting them:
     # as fast at 65,536 cached keys as at 1,024 (the XQA rule above splits the whole cache)

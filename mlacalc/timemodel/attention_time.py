@@ -599,6 +599,22 @@ TRTLLM_GEN_DISPATCH_KERNELS = 1.0
 TRTLLM_FURTHER_KERNEL_S = 3.0e-6
 
 
+def _row_tiles(
+    batch: KernelBatch, fig: DeviceFigures, rows: np.ndarray, row_tile: np.ndarray, pack
+) -> np.ndarray:
+    """The tensor-core row tiles a grouped decode unit walks each block in: ``rows`` query rows
+    in tiles of ``row_tile`` (Hopper's fp8 XQA 8, 16 otherwise), but one in TensorRT-LLM's own
+    decode on data-centre Blackwell (TensorRT-LLM-gen's kernel, :func:`_trtllm_gen_decode`),
+    whose MMA takes every query head it packs (up to 32) at once. Read from the tables: at 64
+    sequences of 8,192 keys (head dim 128, one KV head) B200's rows take 32.1-35.1 us (fp8) and
+    49.8-52.2 us (bf16) at every group from 1 to 32, where H100's fp8 rows go 56.7 -> 58.1 ->
+    64.1 -> 89.1 us at groups 2, 8, 12 and 32 (one, one, two and four 8-row tiles). With a tile
+    per 8 query heads on B200 too, its fp8 fit had put the walk at 0 (``block_s`` 1e-9) and H100
+    from it lost that growth (its fp8 rows of 9-32 query heads -22% signed)."""
+    tiles = np.ceil(rows / row_tile)
+    return np.where(_trtllm_gen_decode(batch, fig) & (pack > 0), 1.0, tiles)
+
+
 def _further_kernel_s(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pack: np.ndarray
 ) -> np.ndarray:
@@ -762,7 +778,7 @@ def decode_terms(
         partitioned, np.minimum(splits, np.ceil(kv_eff / np.maximum(part_keys, 1.0))), splits
     )
     unit_blocks = walked * (hd / 128.0)
-    unit_blocks = unit_blocks * np.where(grouped, np.ceil(rows / row_tile), 1.0)
+    unit_blocks = unit_blocks * np.where(grouped, _row_tiles(batch, fig, rows, row_tile, pack), 1)
     # per-unit work (loading the queries, the final softmax normalisation and output write):
     # a grouped (XQA) unit's fixed part is ``grouped_unit`` MMHA heads; each query head it
     # carries adds ``qhead_unit`` per 128 of head dim; Hopper's warp-group MMA computes its
