@@ -17,7 +17,7 @@ import yaml
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from reference_data import HF_CONFIGS, HF_WRITTEN, ROOT  # noqa: E402
+from reference_data import HF_CONFIGS, HF_CONFIGS_2, HF_WRITTEN, ROOT  # noqa: E402
 
 import mlacalc  # noqa: E402
 from mlacalc import MlacalcError, ModelConfig  # noqa: E402
@@ -211,3 +211,49 @@ def test_mutated_files_through_the_upload_path(path, draw):
             field,
             _spellings(field, base.get("model_type")),
         )
+
+
+def _loads_json(path: Path) -> bool:
+    try:
+        mlacalc.import_hf_config(json.loads(path.read_text()), path.name)
+    except MlacalcError:
+        return False
+    return True
+
+
+# every family's loader: the files that import, of all three sets
+EVERY = REAL + sorted(p for p in HF_CONFIGS_2.glob("*.config.json") if _loads_json(p))
+# fields transformers refuses (or that no model holds) but that change no count: a family
+# loader accepted them silently (a qwen3 file with 'weird_attention' among its layer_types,
+# hidden_act "swishy", rope_theta NaN all imported)
+BAD_SHARED = {
+    "layer_types: too short": ("layer_types", lambda n: ["full_attention"] * (n - 1)),
+    "layer_types: unknown type": ("layer_types", lambda n: ["weird_attention"] * n),
+    "hidden_act: unknown": ("hidden_act", lambda n: "swishy"),
+    "rope_theta: NaN": ("rope_theta", lambda n: float("nan")),
+    "rope_theta: negative": ("rope_theta", lambda n: -10_000.0),
+}
+# families that read layer_types as a property of another field (it changes nothing there), or
+# as the list of blocks whose length is the layer count (Nemotron-H, beside layers_block_type)
+_LAYER_TYPES_IGNORED = ("jamba", "falcon_h1", "nemotron_h")
+
+
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name.split(".config")[0])
+@pytest.mark.parametrize("case", sorted(BAD_SHARED))
+def test_fields_every_loader_checks(path, case):
+    base = json.loads(path.read_text())
+    text = base.get("text_config") if isinstance(base.get("text_config"), dict) else None
+    scope = text if text is not None and "num_hidden_layers" in text else base
+    field, value = BAD_SHARED[case]
+    if field == "layer_types" and scope.get("model_type", base.get("model_type")) in (
+        *_LAYER_TYPES_IGNORED,
+    ):
+        pytest.skip("layer_types is another field's alias here (layers_block_type)")
+    n = mlacalc.import_hf_config(base, path.name).num_hidden_layers
+    data = json.loads(json.dumps(base))
+    target = data["text_config"] if scope is text else data
+    target[field] = value(n)
+    with pytest.raises(MlacalcError) as err:
+        mlacalc.import_hf_config(data, path.name)
+    message = str(err.value)
+    assert field in message and path.name in message and "\n" not in message, message

@@ -15,7 +15,49 @@ from typing import Any
 
 from mlacalc.models.schema import SPECS
 
-__all__ = ["check_every_layer_moe", "lift_text_config", "read_layer_types"]
+__all__ = ["check_every_layer_moe", "check_layer_types", "lift_text_config", "read_layer_types"]
+
+#: the ``layer_types`` values transformers accepts (transformers 5.23, configuration_utils.py
+#: ALLOWED_LAYER_TYPES); a class given another, or a list of another length than its layers,
+#: raises
+UPSTREAM_LAYER_TYPES = (
+    *("full_attention", "sliding_attention", "chunked_attention", "window_attention"),
+    *("indexed_attention", "compressed_sparse_attention", "heavily_compressed_attention"),
+    *("minimax_m3_sparse", "conv", "moe", "hybrid", "hybrid_sliding"),
+    *("reference_sliding_attention", "linear_attention", "sparse", "dense"),
+)
+
+
+def check_layer_types(data: Mapping[str, Any], n: Any, problems: list) -> None:
+    """``layer_types`` (top level or ``text_config``) of a family that models no per-layer
+    pattern: as transformers checks it, a list of known types, one per layer. The file's
+    types are not read further (the family's class attends the same way in every layer)."""
+    field, types = "layer_types", data.get("layer_types")
+    text = data.get("text_config")
+    if types is None and isinstance(text, Mapping):
+        field, types = "text_config.layer_types", text.get("layer_types")
+    if types is None:
+        return
+    if not isinstance(types, list):
+        problems.append((field, "must list one type per layer", None))
+        return
+    bad = [t for t in types if not isinstance(t, str) or t not in UPSTREAM_LAYER_TYPES]
+    if bad:
+        problems.append(
+            (
+                field,
+                f"unknown layer type {str(bad[0])[:40]!r}",
+                "use a type transformers knows, e.g. full_attention",
+            )
+        )
+    elif isinstance(n, int) and not isinstance(n, bool) and len(types) != n:
+        problems.append(
+            (
+                field,
+                f"lists {len(types)} layers, num_hidden_layers is {n}",
+                "list one type per layer",
+            )
+        )
 
 
 def read_layer_types(

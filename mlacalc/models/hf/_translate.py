@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING
-from difflib import SequenceMatcher
+from difflib import SequenceMatcher, get_close_matches
 from pathlib import Path
 from typing import Any
 
+from mlacalc.models.hf._layer_types import check_layer_types
 from mlacalc.models.quantization import modelopt_config, quantization_scheme
 from mlacalc.models.registry import (
     COUNT_FREE,
@@ -84,6 +85,7 @@ def import_hf_config(
         quant_note = f"quantization_config read from {Path(hf_quant_origin).name} (ModelOpt {algo})"
     unit, model_type = _family(data, origin)
     problems: list[tuple[str, str, str | None]] = []
+    _check_count_free(data, problems)
     data, nonfinite_notes = _nonfinite(data, unit, problems)
     inputs = {**_COMMON_INPUTS, **unit.inputs}
     for key, spec in inputs.items():
@@ -127,6 +129,9 @@ def import_hf_config(
         unit.translate(
             {k: v for k, v in data.items() if k not in bad_inputs}, raw, derived, problems
         )
+    own = {*unit.reads, *unit.irrelevant, *unit.ignored}  # read in the family's own words
+    if "layer_types" not in own and not any(p[0] == "layer_types" for p in problems):
+        check_layer_types(data, raw.get("num_hidden_layers"), problems)
     _text_config_wins(data, raw, unit, derived)
     for key in unit.ignored:
         raw.pop(key, None)
@@ -270,6 +275,70 @@ def _closest(key: str, fields: list[str]) -> str | None:
         if ratio > score:
             best, score = name, ratio
     return best if score >= 0.9 else None
+
+
+#: activation names: transformers' ACT2FN (transformers 5.23, activations.py), and the names
+#: of remote-code families the shipped references use (MiniMax-M3 swigluoai, Kimi-K3 situ)
+_ACTIVATIONS = frozenset(
+    (
+        *("gelu", "gelu_10", "gelu_accurate", "gelu_fast", "gelu_new", "gelu_python"),
+        *("gelu_python_tanh", "gelu_pytorch_tanh", "hardswish", "laplace", "leaky_relu"),
+        *("linear", "mish", "prelu", "quick_gelu", "relu", "relu2", "relu6", "sigmoid"),
+        *("silu", "sqrtsoftplus", "swish", "tanh", "xielu", "swigluoai", "situ"),
+    )
+)
+_ACTIVATION_KEYS = (
+    "hidden_act",
+    "hidden_activation",
+    "activation_function",
+    "activation",
+    "mlp_hidden_act",
+    "mamba_hidden_act",
+)
+
+
+def _check_count_free(data: dict, problems: list) -> None:
+    """Fields that change no count but whose value transformers would refuse or that cannot
+    be a model's, checked for every family (top level and ``text_config``): an activation
+    transformers does not know, a rotary base that is not a positive finite number. Read
+    before the non-finite values of such fields are dropped with a note."""
+    scopes = [(data, "")]
+    if isinstance(data.get("text_config"), dict):
+        scopes.append((data["text_config"], "text_config."))
+    for scope, prefix in scopes:
+        for key in _ACTIVATION_KEYS:
+            value = scope.get(key)
+            if value is None or (isinstance(value, str) and value in _ACTIVATIONS):
+                continue
+            near = get_close_matches(str(value), sorted(_ACTIVATIONS), n=1)
+            problems.append(
+                (
+                    f"{prefix}{key}",
+                    f"{str(value)[:40]!r} is not an activation transformers knows",
+                    f"did you mean {near[0]!r}?" if near else "e.g. silu or gelu_pytorch_tanh",
+                )
+            )
+        bases = [(f"{prefix}rope_theta", scope.get("rope_theta"))]
+        rope = scope.get("rope_parameters")
+        if isinstance(rope, dict):  # one mapping, or one per layer type (Gemma 3)
+            bases.append((f"{prefix}rope_parameters.rope_theta", rope.get("rope_theta")))
+            bases += [
+                (f"{prefix}rope_parameters.{kind}.rope_theta", sub.get("rope_theta"))
+                for kind, sub in rope.items()
+                if isinstance(sub, dict)
+            ]
+        for field, value in bases:
+            if value is None:
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                problems.append(
+                    (field, f"must be a positive number (the rotary base), got {value!r}", None)
+                )
 
 
 def _holds_nonfinite(value: Any, depth: int = 0) -> str | None:

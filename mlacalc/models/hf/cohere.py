@@ -3,7 +3,7 @@ attention and MLP read one LayerNorm (weight only) in parallel, tied head; Coher
 interleaves sliding layers with every ``sliding_window_pattern``-th layer full."""
 
 from mlacalc.models.architecture import Arch
-from mlacalc.models.hf._layer_types import read_layer_types
+from mlacalc.models.hf._layer_types import check_layer_types, read_layer_types
 from mlacalc.models.hf._rules import head_dim_from_width
 from mlacalc.models.registry import Default, Family, HFInput, register
 
@@ -19,7 +19,8 @@ def _translate(data, raw, derived, problems) -> None:
             default_interval=4,
             interval_key="sliding_window_pattern",
         )
-    else:
+    else:  # Cohere reads no layer_types: checked as transformers checks a stray one
+        check_layer_types(data, raw.get("num_hidden_layers"), problems)
         raw.pop("sliding_window", None)
 
 
