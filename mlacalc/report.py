@@ -467,6 +467,10 @@ def compare_rows(
                 "kv_bytes_per_token": compressed_growth(m, seq_len, kv_dtype)
                 if m.compress_ratios
                 else cache.bytes_per_token,
+                # one more token adds less than a short sequence's token row: sliding or
+                # chunked layers whose window is full (and linear layers) add none, as list says
+                "kv_window_full": cache.bytes_per_token
+                < kv_cache(m, 2, 1, kv_dtype).total_bytes - kv_cache(m, 1, 1, kv_dtype).total_bytes,
                 "kv_total_bytes": cache.total_bytes,
                 "decode_impl": decode.impl,
                 "decode_flops": decode.flops,

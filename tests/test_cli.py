@@ -295,6 +295,20 @@ def test_compare_kv_per_token_is_the_reports(run):
     assert rows[0]["kv_bytes_per_token"] == 9_848
 
 
+def test_compare_warns_past_the_positions_and_says_window_full(run):
+    """compare warns of a --seq-len past a model's max_position_embeddings as report and plan
+    do (Step-3.7-Flash: 65,536; it said nothing), and a full window's 0 B added a token reads
+    'window full' as list says it (it read a bare '0 B' for Mistral-7B at 128k)."""
+    out, err = run("compare", "step-3.7-flash", "mistral-7b", "--seq-len", "128k")
+    assert "Step-3.7-Flash was not trained for it" in err and "65,536" in err
+    assert "Mistral" not in err and err.count("\n") == 1
+    assert "0 B (window" in out and "KV added / token" in out
+    rows = json.loads(run("compare", "mistral-7b", "llama-3-8b", "--format", "json")[0])
+    assert [r["kv_window_full"] for r in rows] == [True, False]
+    _, err = run("compare", "deepseek-v3", "--as-variants", "--seq-len", "1M")
+    assert err.count("\n") == 1  # the model's own warning, not one for each equivalent
+
+
 def test_formula(run):
     assert run("formula", "kv_cache_elements", "--variant", "mla")[0].strip() == "d_c + d_rope"
     out, _ = run(

@@ -9,6 +9,7 @@ from mlacalc.cli.common import (
     SIZE,
     W_DTYPE,
     Section,
+    check_context,
     emit,
     format_option,
     load,
@@ -86,6 +87,14 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         loaded, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
     )
 
+    if any(r["kv_window_full"] for r in rows):
+        full = (
+            f"KV added / token: what one more token adds at seq_len {seq_len:,} (sliding or "
+            "chunked layers whose window is full and linear layers add none: 'window full' "
+            "where that makes it smaller than a short sequence's token row)."
+        )
+        note = f"{full} {note}".strip()
+
     def sections():
         return [
             Section(
@@ -97,7 +106,7 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
                     "KV heads / d_c",
                     "total params",
                     "active params",
-                    "KV / token",
+                    "KV added / token",
                     "KV total",
                     "decode FLOPs",
                     "decode bytes (fused)",
@@ -114,7 +123,8 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
                         else r["num_key_value_heads"],
                         human_si(r["total_params"]),
                         human_si(r["active_params"]),
-                        human_bytes(r["kv_bytes_per_token"]),
+                        human_bytes(r["kv_bytes_per_token"])
+                        + (" (window full)" if r["kv_window_full"] else ""),
                         human_bytes(r["kv_total_bytes"]),
                         human_si(r["decode_flops"]),
                         human_bytes(r["decode_fused_bytes"]),
@@ -128,3 +138,5 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         ]
 
     emit(fmt, rows, sections, rows_csv=True)
+    for m in loaded[:1] if as_variants else loaded:  # past a model's positions: a warning
+        check_context(m, seq_len)
