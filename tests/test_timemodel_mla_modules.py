@@ -185,3 +185,27 @@ def test_vllm_decode_path_stops_at_the_threshold():
             assert predict_time(m, hw, "decode", 4096, 2, kv_dtype=kv, engine=engine).impl == (
                 "absorbed"
             )
+
+
+def test_vllm_decode_path_prompts_beside_decoding_sequences():
+    """A served vLLM step with decoding sequences and decode-path prompts runs the absorption
+    BMMs over both's tokens, and the latent core as two calls (the decoding sequences', the
+    prompts' of ``pf_q`` causal queries over their rows); the expanded kernels run nothing."""
+    from mlacalc.cost.engine import as_model
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving import StepModel, make_layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    m = as_model("deepseek-v3")
+    sm = StepModel(m, make_layout(m, 1), "bf16", resolve_kv_layout("bf16"),
+                   load_hardware("H100-SXM"), None, engine="vllm")  # fmt: skip
+    ks = sm.kernels(dec_B=8, dec_S=1000, pf_N=2, pf_q=64, pf_pre=0)
+    cores = [k for k in ks if k.name == "attention"]
+    assert sorted((k.kind, k.shape["batch"], k.shape["q_len"]) for k in cores) == [
+        ("mla_decode", 2, 64), ("mla_decode", 8, 1)
+    ]  # fmt: skip
+    (q_absorb,) = [k for k in ks if k.name == "q_absorb"]
+    assert q_absorb.shape["m"] == 8 + 2 * 64
+    assert not {"kv_b_proj", "k_assemble"} & {k.name for k in ks}
+    st = sm.step(dec_B=8, dec_S=1000, pf_N=2, pf_q=64, pf_pre=0)
+    assert np.isfinite(st.seconds).all() and st.seconds[0] > 0
