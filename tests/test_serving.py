@@ -452,3 +452,28 @@ def test_a_plans_all_reduce_takes_the_faster_of_custom_kernels_and_nccl():
     c, n = predict_batch(custom, hw, prof), predict_batch(nccl, hw, prof)
     got = _predict(custom, hw, prof)
     assert got[0] == c[0] < n[0] and got[1] == n[1] < c[1]
+
+
+def test_sglangs_all_reduce_from_32_mb_is_nccls_even_where_its_kernels_fit_faster():
+    """SGLang hands an all-reduce of SGLANG_NCCL_FROM_BYTES (32 MB) or more to NCCL: its
+    plan's call there is NCCL's ring even where the custom class (fitted below that size)
+    would be faster (8 B200s, 32 MB: 0.57 of NCCL's time by the custom fit); below, the
+    faster of the two."""
+    import numpy as np
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.gpu_step import _predict
+    from mlacalc.timemodel.kernel_time import predict_batch
+    from mlacalc.words.kernels import KernelBatch
+
+    hw, prof = load_hardware("B200"), "fit-b200-sxm-sglang"
+    msg = np.array([2.0**24, 2.0**25])
+    shape = {"message_bytes": msg, "n_gpus": np.full(2, 8.0)}
+    custom = KernelBatch("all_reduce", "bf16", msg * 0, msg, np.ones(2), shape)
+    nccl = KernelBatch(
+        "all_reduce", "fp16", msg * 0, msg, np.ones(2), dict(shape, one_shot=msg * 0)
+    )
+    c, n = predict_batch(custom, hw, prof), predict_batch(nccl, hw, prof)
+    got = _predict(custom, hw, prof)
+    assert c[1] < n[1] and got[1] == n[1]
+    assert got[0] == c[0] < n[0]

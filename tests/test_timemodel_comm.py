@@ -191,6 +191,32 @@ def test_trtllm_1_0_hands_large_all_reduces_to_nccl():
     assert [(p.batch.dtype, p.rows.tolist()) for p in new] == [("bf16", [0, 1, 2, 3])]
 
 
+def test_sglang_0_5_hands_all_reduces_from_32_mb_to_nccl():
+    """SGLang 0.5's custom all-reduce is NCCL's from 2^24 bf16 elements (its measured rows equal
+    the NCCL table's there on B200 and H100): CUDA-graph rows from there map onto NCCL's ring
+    class, eager rows keep their class without the one-shot; TensorRT-LLM 1.3 keeps them all."""
+
+    def parts(framework, version, backend):
+        columns = {
+            "message_size": np.array([2.0**22, 2.0**23, 2.0**24, 2.0**26]),
+            "num_gpus": np.full(4, 8.0),
+            "backend": np.full(4, backend),
+        }
+        t = dataclasses.replace(_custom_allreduce(version), framework=framework, columns=columns)
+        return map_table(t, quirks=False).parts
+
+    def rows(got):
+        return [(p.batch.dtype, p.batch.variant, p.rows.tolist()) for p in got]
+
+    graph = parts("sglang", "0.5.14", "sglang_graph")
+    assert rows(graph) == [("bf16", "", [0, 1]), ("fp16", "", [2, 3])]
+    eager = parts("sglang", "0.5.14", "sglang_eager")
+    assert rows(eager) == [("bf16", "eager", [0, 1]), ("bf16", "eager", [2, 3])]
+    assert (graph[1].batch.shape["one_shot"] == 0).all()
+    assert (eager[1].batch.shape["one_shot"] == 0).all()
+    assert rows(parts("trtllm", "1.3.0rc20", "")) == [("bf16", "", [0, 1, 2, 3])]
+
+
 def test_nccl_all_to_all_switches_protocol_at_16_kb_a_peer():
     """NCCL's all-to-all sends flagged (LL) up to 16 KB a peer and in bulk above, whichever is
     faster; in bulk all n - 1 sends run at once behind one synchronisation, so a bulk exchange

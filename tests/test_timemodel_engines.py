@@ -255,6 +255,23 @@ def test_sglang_gemm_on_h100_is_its_own_fit():
     assert e.size > 30000 and np.median(e) <= 0.065 and np.percentile(e, 90) <= 0.19
 
 
+@pytest.mark.parametrize(
+    "system, profile, median, p90",
+    [
+        # SGLang's custom all-reduce (CUDA-graph and eager rows), its rows from
+        # SGLANG_NCCL_FROM_BYTES on NCCL's ring class; before that switch, median / p90:
+        ("h100_sxm", "fit-h100-sxm-sglang", 0.052, 0.17),  # 5.0% / 18.7% -> 4.9% / 16.5%
+        ("b200_sxm", "fit-b200-sxm-sglang", 0.047, 0.355),  # 5.1% / 37.5% -> 4.4% / 35.0%
+        ("h100_sxm", "fit-b200-sxm-sglang", 0.096, 0.22),  # 10.0% / 25.7% -> 9.3% / 21.6%
+        ("b200_sxm", "fit-h100-sxm-sglang", 0.107, 0.375),  # 10.5% / 40.8% -> 10.4% / 37.0%
+    ],
+)
+def test_sglang_custom_all_reduce_accuracy(system, profile, median, p90):
+    mapped, err = _fitted(system, "comm", "custom_allreduce_perf", profile, "sglang")
+    e = np.abs(err[mapped.modelled & np.isfinite(err)])
+    assert e.size >= 137 and np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
 #: (engine, system, profile, median, p90 or None): every predicted row of the engine's tables
 #: of one device pooled (benchmarks/bench_timemodel.py --engines; bounds a little above the
 #: figures in the README). Fitted rows use the engine's profile of the device; the others leave

@@ -59,7 +59,8 @@ What each table becomes:
   on the measured rank; a later table's calls whose power-law draws all round to zero: the
   round-robin loads). The Triton mxfp4 rows carry their row tile (``row_tile``).
 * ``custom_allreduce_perf``: an all-reduce of ``message_size`` bf16 elements per GPU; from
-  :data:`TRTLLM_NCCL_FROM_ELEMENTS` of the table's TensorRT-LLM version up, NCCL's (``fp16``
+  :data:`TRTLLM_NCCL_FROM_ELEMENTS` (:data:`SGLANG_NCCL_FROM_ELEMENTS`) of the table's
+  TensorRT-LLM (SGLang) version up, NCCL's (``fp16``
   class, no one-shot).
 * ``nccl_perf``: all_reduce / all_gather / reduce_scatter / all_to_all of ``message_size``
   elements (``half`` 2 bytes, ``int8`` 1) per rank: the full per-rank buffer.
@@ -98,6 +99,7 @@ from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS, encoder_kernel_shape
+from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
     ONE_SPARSE_KERNEL,
@@ -123,6 +125,7 @@ from mlacalc.timemodel.moe_time import (
     triton_moe_row_tile,
     trtllm_gen_row_tile,
 )
+from mlacalc.words.engines import engine_of_framework
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch, dsa_logits_shape
 
@@ -1496,10 +1499,18 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
 #: version measured (1.3.0rc20, H100) has no such fixed threshold and keeps the one class.
 TRTLLM_NCCL_FROM_ELEMENTS = {(1, 0): 2**20}
 
+#: SGLang versions (major, minor) whose custom all-reduce hands a call of at least this many
+#: bf16 elements to NCCL (:data:`~mlacalc.timemodel.comm_time.SGLANG_NCCL_FROM_BYTES`, with its
+#: evidence: the 0.5 tables' rows from 2^24 elements equal NCCL's). The eager rows switch at
+#: the same size (they then run NCCL's ring, not the one-shot).
+SGLANG_NCCL_FROM_ELEMENTS = {(0, 5): SGLANG_NCCL_FROM_BYTES / 2}
 
-def _trtllm_nccl_from(version: str) -> float:
-    """The element count from which a TensorRT-LLM ``version``'s AUTO all-reduce is NCCL's."""
-    return float(TRTLLM_NCCL_FROM_ELEMENTS.get(_version_key(version), np.inf))
+
+def _nccl_from(engine: str, version: str) -> float:
+    """The element count from which an engine ``version``'s all-reduce is NCCL's (inf: never
+    measured to switch)."""
+    table = {"trtllm": TRTLLM_NCCL_FROM_ELEMENTS, "sglang": SGLANG_NCCL_FROM_ELEMENTS}
+    return float(table.get(engine, {}).get(_version_key(version), np.inf))
 
 
 def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -1507,7 +1518,7 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     msg = elems * 2.0  # bf16 (A100: fp16) elements per GPU
     n = _f(t.column("num_gpus"))
     rows = np.arange(len(t))
-    nccl = elems >= _trtllm_nccl_from(t.version)
+    nccl = elems >= _nccl_from(engine_of_framework(t.framework) or "", t.version)
     # the calls TensorRT-LLM hands to NCCL run NCCL's ring all-reduce of 2-byte elements (its
     # fp16 and bf16 kernels move the same bytes the same way: the nccl_perf ``half`` class)
     # SGLang's and vLLM's tables time their custom all-reduce twice (``backend`` *_graph: in a
@@ -1516,10 +1527,12 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # variant of the class, fitted apart, and a step predicts the graph kernel
     backend = t.columns.get("backend", np.full(len(t), "")).astype(str)
     eager = np.char.endswith(backend, "_eager")
+    # (an eager row handed to NCCL keeps the eager class, host launch and all, on NCCL's ring)
     for name, dtype, sel, extra in (
         ("custom_allreduce", "bf16", ~nccl & ~eager, {}),
         ("custom_allreduce_eager", "bf16", ~nccl & eager, {"variant": "eager"}),
-        ("custom_allreduce_nccl", "fp16", nccl, {"one_shot": 0}),
+        ("custom_allreduce_eager_nccl", "bf16", nccl & eager, {"variant": "eager", "one_shot": 0}),
+        ("custom_allreduce_nccl", "fp16", nccl & ~eager, {"one_shot": 0}),
     ):
         b.add_collective(name, "all_reduce", dtype, rows[sel], msg[sel], n[sel], **extra)
 

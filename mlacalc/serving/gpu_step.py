@@ -69,6 +69,7 @@ from mlacalc.serving.layout import Layout, stage_layers
 from mlacalc.serving.precision import component_of, format_bits, format_class
 from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
 from mlacalc.serving.scheduler import Scheduler
+from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
@@ -1522,9 +1523,15 @@ def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
         # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,
         # whichever is faster: TensorRT-LLM's AUTO strategy hands large calls to NCCL (the
         # measured 1.0 rows from 2^20 elements, which therefore fit the NCCL class, not the
-        # custom one), vLLM's and SGLang's custom all-reduce stop at a size of their own
+        # custom one), vLLM's and SGLang's custom all-reduce stop at a size of their own:
+        # SGLang's from SGLANG_NCCL_FROM_BYTES, where its call is NCCL's whatever the custom
+        # kernel's fit says
         nccl = dataclasses.replace(
             batch, dtype="fp16", shape=dict(batch.shape, one_shot=np.zeros(len(batch)))
         )
-        seconds = np.minimum(seconds, np.asarray(predict_batch(nccl, hw, profile), dtype=float))
+        ring = np.asarray(predict_batch(nccl, hw, profile), dtype=float)
+        seconds = np.minimum(seconds, ring)
+        if _profile_engine(profile) == "sglang":
+            msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=float)
+            seconds = np.where(msg >= SGLANG_NCCL_FROM_BYTES, ring, seconds)
     return seconds

@@ -21,10 +21,18 @@ from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["DEEPEP_LL_NORM", "P2P_FLAGGED_BYTES", "collective_terms"]
+__all__ = ["DEEPEP_LL_NORM", "P2P_FLAGGED_BYTES", "SGLANG_NCCL_FROM_BYTES", "collective_terms"]
 
 #: (flagged stores), and in bulk above: NCCL's documented NCCL_P2P_LL_THRESHOLD default, 16384.
 P2P_FLAGGED_BYTES = 16384.0
+
+#: Bytes a rank from which SGLang's custom all-reduce hands the call to NCCL (the engine's
+#: all-reduce of at least this many bytes runs NCCL's ring, whatever the custom kernel would
+#: take): its measured 0.5 tables' CUDA-graph rows from 2^24 bf16 elements (32 MB) equal the
+#: same system's NCCL all-reduce at 2, 4 and 8 GPUs, on B200 (0.99-1.08 of NCCL's time, 15
+#: sizes) and H100 (0.97-1.01), while at 16 MB they run its own kernels (0.53-0.91 of
+#: NCCL's). Between 16 and 32 MB the tables do not say where; 32 MB is the first size NCCL's.
+SGLANG_NCCL_FROM_BYTES = 2.0**25
 
 #: The p of the p-norm of a DeepEP low-latency kernel's link time and its SMs' walk over their
 #: tokens. Chosen, not fitted: on the H100 ``wideep_deepep_ll_perf`` rows (352), the classes
