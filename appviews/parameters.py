@@ -49,11 +49,26 @@ def render(sc: Scenario) -> None:
         f"Weights: **{human_bytes(w['total_bytes'])}** ({w['total_bytes']:,} bytes), {w['summary']}"
     )
     st.plotly_chart(shares_figure(p["breakdown"]), width="stretch", key="params_chart")
-    show_table(
-        [
-            {"projection (one layer)": k, "parameters": v}
-            for k, v in p["attention_breakdown"].items()
-        ],
-        scope="Per attention layer: the projections of one layer.",
-    )
+    by_kind = p.get("attention_by_kind") or []
+    if by_kind:  # a hybrid's kinds of layer hold different attention: each kind's
+        show_table(
+            [
+                {
+                    "kind of layer": f"{r['kind']} ({r['layers']} layers)",
+                    "projection": k,
+                    "parameters": v,
+                }
+                for r in by_kind
+                for k, v in r["projections"].items()
+            ],
+            scope="Per kind of layer: the projections of one layer of each kind.",
+        )
+    else:
+        show_table(
+            [
+                {"projection (one layer)": k, "parameters": v}
+                for k, v in p["attention_breakdown"].items()
+            ],
+            scope="Per attention layer: the projections of one layer.",
+        )
     download(p, f"{sc.model.name}-parameters", "dl_params")

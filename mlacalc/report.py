@@ -19,6 +19,7 @@ from mlacalc.cost.quant import checkpoint_kv_note, checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
+from mlacalc.models.tensors import part_of, tensors
 from mlacalc.models.variants import as_variant
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
@@ -350,7 +351,7 @@ def model_report(
             "phases": phases,
             "q_len": q_len,
         },
-        "parameters": counts.to_dict(),
+        "parameters": {**counts.to_dict(), "attention_by_kind": attention_by_kind(m)},
         "weights": _weights_section(m, weight_dtype),
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
         **attention,
@@ -426,6 +427,27 @@ def variant_equivalents(
             "attend and cache every token."
         )
     return equivalents, notes
+
+
+def attention_by_kind(m: ModelConfig) -> list[dict[str, Any]]:
+    """One layer's attention parameters for each kind of layer, in order of first appearance,
+    where the kinds' differ (a hybrid's linear and full layers, DeepSeek-V4's compressed
+    ones); [] where every layer holds the same (``attention_per_layer`` says it). Each: the
+    kind's label, its layers, one layer's parameters and its tensors by name."""
+    per_layer: dict[int, dict[str, int]] = {}
+    for t in tensors(m):
+        if not t.name.startswith("model.layers.") or part_of(t.name) != "attention":
+            continue
+        index, _, rest = t.name[len("model.layers.") :].partition(".")
+        name = rest.partition(".")[2].removesuffix(".weight")  # past self_attn., linear_attn.
+        per_layer.setdefault(int(index), {})[name] = t.numel
+    kinds: dict[str, dict[str, Any]] = {}
+    for i, kind in enumerate(layer_pattern(m).layers):
+        row = kinds.setdefault(kind.label, {"kind": kind.label, "layers": 0})
+        row["layers"] += 1
+        row.setdefault("projections", per_layer.get(i, {}))
+    rows = [{**r, "parameters": sum(r["projections"].values())} for r in kinds.values()]
+    return rows if len({tuple(r["projections"].items()) for r in rows}) > 1 else []
 
 
 def compare_rows(

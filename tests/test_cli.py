@@ -99,6 +99,7 @@ REPORT_KEYS = {
         "non_embedding",
         "breakdown",
         "attention_breakdown",
+        "attention_by_kind",  # added: each kind of layer's attention ([] for one kind)
     ],
     "weights": ["dtype", "format", "total_bytes", "mtp_bytes", "checkpoint", "summary"],
     "kv_cache": [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from reference_data import HF_CONFIGS
+from reference_data import HF_CONFIGS, HF_CONFIGS_2
 
 import mlacalc
 
@@ -223,3 +223,20 @@ def test_list_says_what_deepseek_v4s_per_token_figures_are(run):
     assert (
         "DeepSeek-V4-Pro: KV per token is a token's window row and its compressors' pending" in md
     )
+
+
+def test_report_gives_each_kind_of_layer_its_attention_parameters(run):
+    """A hybrid's layers hold different attention: report gives each kind's (Qwen3.5-122B:
+    36 linear layers of 88,523,008 and 12 full of 78,643,712), summing to the breakdown's; it
+    printed the full layers' alone as 'attention per layer' and 'one layer'."""
+    path = HF_CONFIGS_2 / "Qwen--Qwen3.5-122B-A10B.config.json"
+    doc = json.loads(run("report", str(path), "--format", "json")[0])["parameters"]
+    kinds = {r["kind"]: (r["layers"], r["parameters"]) for r in doc["attention_by_kind"]}
+    assert kinds == {"linear": (36, 88_523_008), "full": (12, 78_643_712)}
+    assert sum(n * p for n, p in kinds.values()) == doc["breakdown"]["attention"]
+    out = run("report", str(path), "--format", "markdown")[0]
+    assert "| attention per linear layer (36) | 88,523,008 |" in out
+    assert "Attention projections (one full layer, 12 of 48)" in out
+    assert "attention per layer" not in out and "(one layer)" not in out
+    out = run("report", "llama-3-8b", "--format", "markdown")[0]  # one kind: as before
+    assert "| attention per layer |" in out and "Attention projections (one layer)" in out

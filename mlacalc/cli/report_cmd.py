@@ -162,11 +162,17 @@ def _report_sections(doc: dict) -> list[Section]:
         ["active per token", f"{p['active']:,}", human_si(p["active"])],
         ["input embedding", f"{p['embedding']:,}", human_si(p["embedding"])],
         ["non-embedding", f"{p['non_embedding']:,}", human_si(p["non_embedding"])],
+    ]
+    by_kind = p.get("attention_by_kind") or []
+    params_rows += [  # a hybrid's kinds hold different attention: one row each
         [
-            "attention per layer",
-            f"{p['attention_per_layer']:,}",
-            human_si(p["attention_per_layer"]),
-        ],
+            f"attention per {r['kind']} layer ({r['layers']})",
+            f"{r['parameters']:,}",
+            human_si(r["parameters"]),
+        ]
+        for r in by_kind
+    ] or [
+        ["attention per layer", f"{p['attention_per_layer']:,}", human_si(p["attention_per_layer"])]
     ]
     if p["mtp"]:
         params_rows.insert(2, ["MTP modules (apart)", f"{p['mtp']:,}", human_si(p["mtp"])])
@@ -186,11 +192,21 @@ def _report_sections(doc: dict) -> list[Section]:
             ["part", "parameters", "share"],
             [[k, f"{v:,}", f"{100 * v / p['total']:.2f}%"] for k, v in p["breakdown"].items() if v],
         ),
+    ]
+    layers = doc["layers"]["layers"]
+    sections += [
+        Section(
+            f"Attention projections (one {r['kind']} layer, {r['layers']} of {layers})",
+            ["projection", "parameters"],
+            [[k, f"{v:,}"] for k, v in r["projections"].items()],
+        )
+        for r in by_kind
+    ] or [
         Section(
             "Attention projections (one layer)",
             ["projection", "parameters"],
             [[k, f"{v:,}"] for k, v in p["attention_breakdown"].items()],
-        ),
+        )
     ]
     kv_title = f"KV cache at seq_len {s['seq_len']:,} x batch {s['batch']:,} ({s['kv_dtype']})"
     # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
