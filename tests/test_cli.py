@@ -399,7 +399,10 @@ def test_import_hf(run, tmp_path):
         (["plan", "gemma-4-26b-a4b", "-H", "H100-SXM", "--kv-dtype", "fp8_ds_mla"], "--kv-dtype"),
         (["report", "missing/model.yaml"], "no such file"),
         (["plan", "tests/data", "-H", "B200"], "tests/data: a folder without a config.json"),
-        (["plan", "deepseek-v3", "-H", "B200", "--weight-dtype", "nvfp4"], "give fp4 here"),
+        (
+            ["plan", "deepseek-v3", "-H", "B200", "--weight-dtype", "nvfp4"],
+            "give a plain dtype here (fp4: 4 bits every weight",
+        ),
         (["report", "deepseek-v3", "--kv-dtype", "mxfp4"], "unknown KV dtype or layout 'mxfp4'"),
         (["report", "llama-3-8b", "--impl", "absorbed"], "one implementation"),
         (["report", "deepseek-v3", "--phase", "chunk"], "--q-len"),
