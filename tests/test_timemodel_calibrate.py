@@ -121,3 +121,20 @@ def test_kernel_sweep_under_a_spent_budget_records_every_kernel_as_not_reached(t
     assert json.loads(json_path.read_text())["counts"]["skipped"] == len(rows)
     with pytest.raises(ValueError, match="max_minutes must be a positive number"):
         run_calibrate(name="bad", max_minutes=0.0, **kw)
+
+
+def test_a_table_of_another_engine_than_engine_is_refused(run, tmp_path):
+    """A parquet file named alone whose collection_meta.yaml names its engine: another
+    --engine is refused naming both (a vLLM table was fitted into a profile labelled 'engine
+    trtllm', and validated as SGLang's, without a word); no --engine reads it as its own."""
+    from reference_data import MEASURED
+
+    table = MEASURED / "b200_sxm" / "mla_bmm" / "vllm" / "0.24.0" / "mla_bmm_perf.parquet"
+    out = tmp_path / "p.json"
+    _, err = run("calibrate", table, "--engine", "trtllm", "-o", out, code=2)
+    assert "holds vllm tables" in err and "engine trtllm's" in err and "--engine vllm" in err
+    assert err.count("\n") == 1 and not out.exists()
+    _, err = run("validate", "--measured", table, "--engine", "sglang", code=2)
+    assert "holds vllm tables" in err and "engine sglang's" in err and err.count("\n") == 1
+    run("calibrate", table, "-o", out, "--format", "json")
+    assert json.loads(out.read_text())["engine"] == "vllm"

@@ -14,7 +14,12 @@ from mlacalc.measured.observations import (
     observations_of,
     residual_observations,
 )
-from mlacalc.measured.tables import MeasuredSet, MeasuredTable, load_measured
+from mlacalc.measured.tables import (
+    MeasuredSet,
+    MeasuredTable,
+    engine_of_named_tables,
+    load_measured,
+)
 from mlacalc.timemodel.engine_profiles import with_stand_ins
 from mlacalc.timemodel.fit import Observations, fit_profile
 from mlacalc.timemodel.observation_checks import usable_observations
@@ -52,7 +57,7 @@ def calibrate(
     tables every engine shares, NCCL's and DeepEP's), recorded in the profile. ``progress``
     (a callable of one line) is told each table as it is read and each class as it is fitted.
     """
-    engine = check_engine(engine)
+    engine = check_engine(engine_of_named_tables(measured_sets, engine))
     obs: list[Observations] = []
     for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
         obs += _as_observations(item, engine, progress)

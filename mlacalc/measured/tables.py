@@ -561,6 +561,37 @@ def _path_list(paths: Any) -> list:
     return list(paths)
 
 
+def engine_of_named_tables(paths: Any, engine: str | None) -> str | None:
+    """The engine to read ``paths`` as: ``engine`` checked against the parquet files named
+    alone, whose ``collection_meta.yaml`` names the engine that timed them. A file of another
+    engine than one given is refused (a vLLM table fitted or validated as TensorRT-LLM's was
+    labelled so without a word); none given, the files' one engine (else the default)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else paths
+    named: dict[str, str] = {}
+    for item in items if isinstance(items, (list, tuple)) else ():
+        if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
+            continue
+        p = Path(item).expanduser()
+        meta = p.parent / "collection_meta.yaml"
+        if p.suffix != ".parquet" or not p.is_file() or not meta.is_file():
+            continue
+        mine = engine_of_framework(str(_read_meta(meta)["runtime"]["framework"]))
+        if mine not in (None, SHARED):
+            named[str(p)] = mine
+    if engine is None or str(engine).strip().lower() == ALL_ENGINES:
+        return named.popitem()[1] if len(set(named.values())) == 1 else engine
+    want = check_engine(engine)
+    for path, mine in named.items():
+        if mine != want:
+            raise ConfigError(
+                f"holds {mine} tables (its collection_meta.yaml says so), not engine {want}'s",
+                source=path,
+                field="engine",
+                fix=f"pass --engine {mine}, or leave --engine out",
+            )
+    return engine
+
+
 def load_measured(
     paths: str | os.PathLike | list[str | os.PathLike], *, engine: str | None = None
 ) -> MeasuredSet:

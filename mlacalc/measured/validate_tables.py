@@ -18,7 +18,12 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import NO_KERNEL, map_table, not_predicted
 from mlacalc.measured.observations import read_kernel_set
-from mlacalc.measured.tables import MeasuredSet, bench_sidecar, load_measured
+from mlacalc.measured.tables import (
+    MeasuredSet,
+    bench_sidecar,
+    engine_of_named_tables,
+    load_measured,
+)
 from mlacalc.measured.validate_bench import validate_file
 from mlacalc.timemodel.engine_profiles import profile_for, with_generation_kernels, with_stand_ins
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
@@ -571,7 +576,7 @@ def validate_measured(
     ``engine`` (default ``trtllm``): whose tables a folder gives (with those every engine
     shares) and whose shipped profiles predict them.
     """
-    engine = check_engine(engine)
+    engine = check_engine(engine_of_named_tables(measured, engine))
     kernel_sets, measured = _split_kernel_sets(measured)
     sets = [_validate_kernel_set(side, profile, engine) for side in kernel_sets]
     if measured is None:  # kernel sets alone
