@@ -381,22 +381,67 @@ def test_cutlass_scaled_mm_takes_its_tile_from_the_rows_and_never_splits_k():
     up at 65 and 129 rows (measured on H100: 47-54, 67-101, 167-197 us); cuBLAS's fp8 splits
     K and does not. The same rule on B200 (no steps there; it fits them as well)."""
     h100 = device_figures(load_hardware("H100-SXM"))
-    prm = default_params("gemm")
+    # at the full rate with every SM busy: no power-limited clock (POWER_LIMITED_DTYPES)
+    prm = {**default_params("gemm"), "eff_compute": 1.0}
     ms = [64, 65, 128, 129]
     cutlass = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4, cutlass_dispatch=1), h100, prm)
     cublas = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4), h100, prm)
     c, b = cutlass["compute_s"], cublas["compute_s"]
-    # one tile a 64-row block of each 64 or 128 columns, all of K, at the tile's rate
+    # one tile a 64-row block of each 64 or 128 columns, all of K, at the full rate (every
+    # tile of the list is fed from shared memory on Hopper: model.fed_rate)
     per_sm = prm["eff_compute"] * h100.peak("fp8") / h100.sm_count
     for i, (tm, tn) in enumerate(((64, 64), (64, 128), (64, 128), (128, 128))):
-        rate = min(1.0, np.sqrt(tm * tn / (tm + tn) / 64.0))
-        assert c[i] == pytest.approx(2.0 * tm * tn * 65536 / (rate * per_sm), rel=1e-9)
+        assert c[i] == pytest.approx(2.0 * tm * tn * 65536 / per_sm, rel=1e-9)
     assert c[1] > 1.4 * c[0] and c[3] > 1.4 * c[2] and np.all(b < c)
     b200 = device_figures(load_hardware("B200"))
     on_b200 = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4, cutlass_dispatch=1), b200, prm)
     plain = kernel_terms(_gemm("fp8", ms, [128] * 4, [65536] * 4), b200, prm)
     assert np.all(plain["compute_s"] < on_b200["compute_s"])
-    assert on_b200["compute_s"][3] > 1.4 * on_b200["compute_s"][2]
+    # B200's 64 x 128 tile is fed at 2/3 of its rate, its 128 x 128 whole: a step of 4/3 (its
+    # rows show none; it was 1.41 with the square-root rule)
+    assert on_b200["compute_s"][3] == pytest.approx(4.0 / 3.0 * on_b200["compute_s"][2])
+
+
+def test_cutlass_scaled_mm_tile_runs_at_its_shared_memory_feed():
+    """A CUTLASS scaled_mm tile reaches the share of the SM's tensor rate its shared-memory
+    feed allows, linear in its intensity (model.fed_rate): a 64 x 64 fp8 tile takes its 4 KB
+    of operands per 32 clocks of Hopper's 4,096 multiply-adds a clock, the whole 128 bytes a
+    clock, so it runs at the full rate on H100 (SGLang's rows of one row walk 1,024 of K in
+    0.53-0.60 us, 0.56 at the peak; the square-root rule gave 0.71 of it), at half on B200
+    (twice the multiply-adds a clock from the same feed), where 128 x 128 is fed whole."""
+    prm = {**default_params("gemm"), "eff_compute": 1.0}  # no power-limited clock
+    ms, ns, ks = [1, 100, 1000], [1024] * 3, [65536] * 3
+    for device, rates in (("H100-SXM", (1.0, 1.0, 1.0)), ("B200", (0.5, 2.0 / 3.0, 1.0))):
+        fig = device_figures(load_hardware(device))
+        got = kernel_terms(_gemm("fp8", ms, ns, ks, cutlass_dispatch=1), fig, prm)["compute_s"]
+        per_sm = prm["eff_compute"] * fig.peak("fp8") / fig.sm_count
+        tiles = ((64, 64), (64, 128), (128, 128))
+        for i, ((tm, tn), rate) in enumerate(zip(tiles, rates, strict=True)):
+            waves = np.ceil(np.ceil(ms[i] / tm) * np.ceil(ns[i] / tn) / fig.sm_count)
+            want = waves * 2.0 * tm * tn * ks[i] / (rate * per_sm)
+            assert got[i] == pytest.approx(want, rel=1e-9), (device, tm, tn)
+
+
+def test_an_fp8_gemm_on_few_sms_runs_at_the_peak_and_on_all_at_eff_compute():
+    """The chip's power limit (model.POWER_LIMITED_DTYPES): a per-tensor fp8 GEMM keeping a
+    share b of the SMs busy reaches 1 - (1 - eff_compute) b of the tensor peak: a 64 x 64
+    CUTLASS tile of one row walks K at the SM's peak (SGLang's H100 rows: 0.53-0.60 us per
+    1,024 of K, 0.56 at the peak), a GEMM on every SM at ``eff_compute`` (the largest rows at
+    0.65 of it). bf16 keeps one rate (not refitted with the rule)."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = {**default_params("gemm"), "eff_compute": 0.6}
+    peak_sm = h100.peak("fp8") / h100.sm_count
+    one = kernel_terms(_gemm("fp8", 1, 64, 65536, cutlass_dispatch=1), h100, prm)["compute_s"]
+    busy = 1.0 / h100.sm_count
+    want = 2.0 * 64 * 64 * 65536 / (peak_sm * (1.0 - 0.4 * busy))
+    assert one[0] == pytest.approx(want, rel=1e-9)
+    # 128 x 128 tiles over every SM: the class's efficiency
+    m, n = 128.0 * 12, 128.0 * 11
+    full = kernel_terms(_gemm("fp8", m, n, 65536, cutlass_dispatch=1), h100, prm)["compute_s"]
+    assert full[0] == pytest.approx(2.0 * 128 * 128 * 65536 / (0.6 * peak_sm), rel=1e-9)
+    bf16 = kernel_terms(_gemm("bf16", 1, 64, 65536), h100, prm)["compute_s"]
+    plain = kernel_terms(_gemm("bf16", 1, 64, 65536), h100, {**prm, "eff_compute": 1.0})
+    assert bf16[0] > 1.5 * plain["compute_s"][0]
 
 
 def test_split_k_pays_its_reduction(monkeypatch):

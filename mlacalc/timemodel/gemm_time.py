@@ -37,9 +37,12 @@ __all__ = [
     "CUTLASS_FP8_ENGINES",
     "GEMM_TILES",
     "NO_SPLIT_K",
+    "POWER_LIMITED_DTYPES",
+    "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
     "TRTLLM_BLOCK_FP8_GEMM",
     "engine_gemm_kernel",
+    "fed_rate",
     "gemm_terms",
     "step_block_fp8",
 ]
@@ -171,6 +174,47 @@ RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
 #: the two devices better than with cuBLAS's rule on B200 (H100 from B200's fit: SGLang 18.4%
 #: -> 11.4%, vLLM 17.5% -> 12.1%).
 CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128.0, 128.0))
+
+#: GEMM dtypes whose tensor rate follows the clock the chip's power allows: the
+#: fitted ``eff_compute`` is the share of the peak a call reaches with every SM busy, and a
+#: call that keeps a share ``b`` of the SMs busy reaches ``1 - (1 - eff_compute) b`` of it
+#: (the peak with one SM): an SXM board holds its power limit (H100 700 W) by lowering the
+#: clock of a chip whose every SM multiplies, where a few SMs run at the boost clock the peak
+#: is quoted at. Linear in the busy SMs (power drawn in proportion to them) is an assumption.
+#: The per-tensor fp8 rows show both ends: SGLang's and vLLM's H100 CUTLASS rows of one row
+#: walk 1,024 of K on a 64 x 64 tile in 0.53-0.60 us (0.56 at the SM's fp8 peak), while the
+#: largest rows reach 0.65 of the peak (TensorRT-LLM's cuBLAS rows: 1,286 of 1,979 TFLOPS);
+#: one ``eff_compute`` for both had been a compromise (SGLang's H100 fit 0.84: its rows of
+#: 16K+ rows and 50K+ of K 20-40% fast, its few-row small-n rows 15-30% slow). With it the
+#: CUTLASS fits give ``eff_compute`` 0.66-0.72 on H100 and 0.68-0.86 on B200 (before 0.82-1.0;
+#: TensorRT-LLM's cuBLAS, which splits K over every SM, 0.82 and 0.95 as before:
+#: docs/time-model.md). Only fp8 so far: the other dtypes' classes were not refitted with it.
+POWER_LIMITED_DTYPES = ("fp8",)
+
+#: The intensity ``tm tn / (tm + tn)`` at which a CUTLASS ``scaled_mm`` tile
+#: (:data:`CUTLASS_SM90_FP8_TILES`) keeps a Hopper SM's tensor cores fed from shared memory:
+#: ``wgmma`` reads both fp8 operands from shared memory, 128 bytes a clock, and the SM's 4,096
+#: fp8 multiply-adds a clock take ``4,096 (1 / tm + 1 / tn)`` bytes a clock, 128 at 32 (a
+#: 64 x 64 tile: one ``m64n64k32`` instruction's 4 KB of operands every 32 clocks). Below it a
+#: tile runs at ``intensity / 32`` of the rate, and a device with more tensor work per SM and
+#: clock needs ``operand_reuse`` times more (B200: 64). The general rule
+#: (:func:`~mlacalc.timemodel.shared.tile_rate`, a square root fitted at 64 on the cuBLAS
+#: libraries' tile lists) put the 64 x 64 tile at 0.71 of the rate, where SGLang's H100 rows
+#: of one row walk K at 0.53-0.60 us per 1,024 (n = 32 to 1,024, k up to 65,536): 8.4 MFLOP
+#: a 64 x 64 tile, 0.56 us at an H100 SM's fp8 peak (1,979 TFLOPS over 132 SMs), so the tile
+#: runs at the full rate (with the power-limited clock, :data:`POWER_LIMITED_DTYPES`, which
+#: lets a few busy SMs reach the peak). Every Hopper tile of the list is then fed whole;
+#: B200's 64 x 64 at 0.50, 64 x 128 at 0.67, 128 x 128 at 1. The figures of the two rules
+#: together are in docs/time-model.md ("Per-tensor fp8 GEMMs: the shared-memory feed and the
+#: power-limited clock").
+SMEM_FED_INTENSITY = 32.0
+
+
+def fed_rate(tm, tn, reuse: float = 1.0):
+    """Share of the SM's tensor rate a CUTLASS ``scaled_mm`` tile reaches, fed from shared
+    memory (:data:`SMEM_FED_INTENSITY`): linear in its intensity below the feed's."""
+    return np.minimum(1.0, tm * tn / (tm + tn) / (SMEM_FED_INTENSITY * reuse))
+
 
 _TILES = {d: tile_arrays(t) for d, t in TILES_BY_DTYPE.items()}
 _TILES[""] = tile_arrays(GEMM_TILES)
@@ -332,7 +376,7 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         dm = np.asarray([t[1] for t in CUTLASS_SM90_FP8_TILES])[pick]
         dn = np.asarray([t[2] for t in CUTLASS_SM90_FP8_TILES])[pick]
         tm, tn = np.where(disp, dm, tm), np.where(disp, dn, tn)
-        rate = np.where(disp, tile_rate(dm, dn, reuse), rate)
+        rate = np.where(disp, fed_rate(dm, dn, reuse), rate)
         can_split = can_split & ~disp
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
     weight = groups * n * k * elem_bytes(batch.dtype)
@@ -377,10 +421,14 @@ def _streams(
     return memory, epi * out / bw
 
 
-def _tile_seconds(c: _Call, waves: np.ndarray, walk: np.ndarray) -> np.ndarray:
+def _tile_seconds(
+    c: _Call, waves: np.ndarray, walk: np.ndarray, busy: np.ndarray | None = None
+) -> np.ndarray:
     """The busiest SM's time on its tiles: ``waves`` tiles walking ``walk`` of K each, at the
     tile's share of the SM's tensor rate, ``tile_s`` a wave (the pipeline's fill and the
-    epilogue's fixed part), and the dtype's CUDA-core work beside the MMAs.
+    epilogue's fixed part), and the dtype's CUDA-core work beside the MMAs; with ``busy``, the
+    share of the SMs the call keeps busy, at the clock the chip's power allows them
+    (:data:`POWER_LIMITED_DTYPES`).
 
     Tiles resident on an SM at once (RESIDENT_TILES_BY_DTYPE) run ``resident`` at a time, and a
     group of j tiles reaches min(1, j x rate) of the SM's tensor rate: a small tile alone
@@ -391,7 +439,13 @@ def _tile_seconds(c: _Call, waves: np.ndarray, walk: np.ndarray) -> np.ndarray:
     slots = full * resident / np.minimum(1.0, resident * c.rate) + rest / np.minimum(
         1.0, rest * c.rate + (rest == 0)
     )
-    cand = slots * 2.0 * c.tm * c.tn * walk / c.per_sm + waves * prm["tile_s"]
+    mma = slots * 2.0 * c.tm * c.tn * walk / c.per_sm
+    if busy is not None:
+        # the clock the chip's power allows (POWER_LIMITED_DTYPES): ``eff_compute`` of the
+        # peak with every SM busy, the peak with one
+        eff = prm["eff_compute"]
+        mma = mma * eff / (1.0 - (1.0 - eff) * busy)
+    cand = mma + waves * prm["tile_s"]
     if dtype in ("fp8_block",) and not c.fig.tcgen05:
         # block scaling: after each 128-deep K block a tile multiplies its partial product
         # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
@@ -422,7 +476,9 @@ def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.
     splits = np.where((tiles < sms) & (groups <= 1) & c.can_split, fill, 1.0)
     waves = np.ceil(tiles * splits / sms)
     walk = np.ceil(c.k / splits)
-    cand = _tile_seconds(c, waves, walk)
+    power_limited = c.batch.dtype in POWER_LIMITED_DTYPES
+    busy = np.minimum(1.0, tiles * splits / sms) if power_limited else None
+    cand = _tile_seconds(c, waves, walk, busy)
     # split-K's reduction: every split writes its fp32 partial tile and the reduction reads
     # them all back (SPLIT_K_PARTIAL_BYTES a padded output element and split) at the class's
     # HBM rate, after the splits' mainloops: memory time (HBM traffic, combined with the
