@@ -444,6 +444,54 @@ def test_an_fp8_gemm_on_few_sms_runs_at_the_peak_and_on_all_at_eff_compute():
     assert bf16[0] > 1.5 * plain["compute_s"][0]
 
 
+def test_a_block_scaled_gemm_the_per_tensor_class_stands_in_for_takes_its_fed_tiles():
+    """A block-scaled fp8 GEMM timed by the per-tensor class on cuBLAS-style tiles (SGLang's
+    step rule, model.step_block_fp8, and the module tables' stand-ins,
+    measured.mapped.KernelSlots) rates those tiles by the shared-memory feed the class's
+    ``eff_compute`` was fitted with (model.fed_rate): the square-root rule on top of that
+    full-chip efficiency counted the feed's loss twice. On B200 the 128 x 256 tile of a large
+    GEMM then runs at the full rate (0.82 of it by the square-root rule); on H100 every tile of
+    the list does, and the one that fills the SMs' waves best is run."""
+    import dataclasses
+
+    from mlacalc.measured.mapped import KernelSlots
+    from mlacalc.words.kernels import Kernel
+
+    prm = {**default_params("gemm"), "eff_compute": 0.7, "tile_s": 0.0}
+    blk = _gemm("fp8_block", 8192, 8192, 8192)
+    blk = dataclasses.replace(
+        blk, shape={f: v for f, v in blk.shape.items() if f != "quantize_input"}
+    )
+    step = model.step_block_fp8(blk, "sglang")
+    assert step.dtype == "fp8" and step.shape["block_stand_in"][0] == 1
+    plain = dataclasses.replace(step, shape={**step.shape, "block_stand_in": np.zeros(1)})
+    got = {}
+    for device in ("H100-SXM", "B200"):
+        fig = device_figures(load_hardware(device))
+        fed = kernel_terms(step, fig, prm)["compute_s"][0]
+        got[device] = fed / kernel_terms(plain, fig, prm)["compute_s"][0]
+        # every SM busy: the class's efficiency; the tile of the fewest tile-FLOPs over its waves
+        per_sm = 0.7 * fig.peak("fp8") / fig.sm_count
+        want = min(
+            np.ceil(np.ceil(8192 / tm) * np.ceil(8192 / tn) / fig.sm_count)
+            * tm
+            * tn
+            * model.fed_rate(tm, tn, 2.0 if device == "B200" else 1.0) ** -1
+            for tm, tn, _ in model.GEMM_TILES
+        )
+        assert fed == pytest.approx(want * 2.0 * 8192 / per_sm, rel=1e-9), device
+    assert got["B200"] == pytest.approx(np.sqrt(128 * 256 / 384 / 128), rel=1e-9)
+    assert got["H100-SXM"] < 1.0
+    # the module tables' stand-ins carry the same mark
+    slots = KernelSlots()
+    k = Kernel("q_b_proj", "gemm", "fp8", 2.0 * 64 * 4096 * 1024, 1e7, 1,
+               {"m": 64, "n": 4096, "k": 1024, "groups": 1})  # fmt: skip
+    slots.add(k, np.array([0]), slots.vector(k)[None, :])
+    (part,) = slots.parts()
+    assert part.batch.shape["block_stand_in"][0] == 1
+    assert part.batch.shape["cutlass_dispatch"][0] == 0
+
+
 def test_split_k_pays_its_reduction(monkeypatch):
     """A split-K GEMM writes each split's fp32 partial tile and reads it back (8 bytes a padded
     output element and split, at the class's HBM rate); a GEMM with a wave of tiles or more

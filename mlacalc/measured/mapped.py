@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlacalc.measured.tables import MeasuredTable
+from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 
 __all__ = [
@@ -157,8 +158,10 @@ class KernelSlots:
                     # the module's block-scaled GEMMs (``gemm_type`` fp8_block), which the
                     # per-tensor class stands in for (docs/measured-sets.md): not CUTLASS's
                     # per-tensor ``scaled_mm``, whose tiles an engine's own fp8 step takes
-                    # (gemm_time.engine_gemm_kernel)
+                    # (gemm_time.engine_gemm_kernel), but DeepGEMM's kernel, its tiles fed
+                    # from shared memory and its output write hidden (gemm_time.BLOCK_STAND_IN)
                     shape["cutlass_dispatch"] = np.zeros(len(at))
+                    shape[BLOCK_STAND_IN] = np.ones(len(at))
                 batch = KernelBatch(kind=kind, dtype=dtype, flops=v[at, 0], bytes=v[at, 1],
                                     calls=v[at, 2], shape=shape, variant=variant)  # fmt: skip
                 out.append(KernelPart(name, rows[at], batch))

@@ -33,6 +33,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "BLOCK_STAND_IN",
     "CONVERT_KERNELS",
     "CUTLASS_FP8_ENGINES",
     "GEMM_TILES",
@@ -210,6 +211,24 @@ POWER_LIMITED_DTYPES = ("fp8",)
 SMEM_FED_INTENSITY = 32.0
 
 
+#: The shape field that marks a block-scaled fp8 GEMM timed by the per-tensor fp8 class on
+#: cuBLAS-style tiles: SGLang's in a model step (:func:`step_block_fp8`) and every engine's in
+#: DeepSeek-V4's and MiniMax-M3's module tables (``measured.mapped.KernelSlots``), DeepGEMM's
+#: kernel in both engines. Two rules of that kernel apply to it, the class's parameters
+#: otherwise unchanged: (1) its candidate tiles are fed from shared memory (:func:`fed_rate`),
+#: as the tiles the class's ``eff_compute`` was fitted with (CUTLASS's ``scaled_mm``, whose
+#: fitted efficiency is of fed tiles with every SM busy, :data:`POWER_LIMITED_DTYPES`): the
+#: square-root rule (:func:`~mlacalc.timemodel.shared.tile_rate`) on top of it counted the
+#: feed's loss twice (B200's 128 x 256 tile at 0.82 of a rate already fitted as fed); (2) its
+#: output write is hidden (``epilogue_share`` 0): DeepGEMM's persistent CTAs store a tile's
+#: output through shared memory by TMA, asynchronously, while the next tile's operands load
+#: (from recall of DeepGEMM's kernels, not read from a source here), where the per-tensor
+#: class's share is fitted on CUTLASS's rows (1.0 in both engines' B200 fits, about 0 in their
+#: H100 fits, so (2) moves B200 alone). The module rows' figures are in docs/time-model.md
+#: ("The block-scaled GEMMs the per-tensor class stands in for").
+BLOCK_STAND_IN = "block_stand_in"
+
+
 def fed_rate(tm, tn, reuse: float = 1.0):
     """Share of the SM's tensor rate a CUTLASS ``scaled_mm`` tile reaches, fed from shared
     memory (:data:`SMEM_FED_INTENSITY`): linear in its intensity below the feed's."""
@@ -267,10 +286,11 @@ CONVERT_KERNELS = 5
 def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
     """``batch`` as ``engine`` runs a model step's block-scaled fp8 GEMM
     (:data:`STEP_BLOCK_FP8_ENGINES`): the per-tensor fp8 class (``fp8``) with its input's 1x128
-    quantization (one pass, one launch) and cuBLAS-style tiles (``cutlass_dispatch = 0``), the
-    GEMM's FLOPs and bytes unchanged. A batched GEMM (a ``bmm`` variant) and any other batch,
-    or another engine's, is returned as it is. The one rule for the module tables' rows
-    (:mod:`mlacalc.measured.mapping`) and a served step (:func:`engine_gemm_kernel`)."""
+    quantization (one pass, one launch) and cuBLAS-style tiles (``cutlass_dispatch = 0``) as
+    DeepGEMM's (:data:`BLOCK_STAND_IN`), the GEMM's FLOPs and bytes unchanged. A batched GEMM
+    (a ``bmm`` variant) and any other batch, or another engine's, is returned as it is. The
+    one rule for the module tables' rows (:mod:`mlacalc.measured.mapping`) and a served step
+    (:func:`engine_gemm_kernel`)."""
     if batch.kind != "gemm" or batch.dtype != "fp8_block" or batch.variant:
         return batch
     if engine not in STEP_BLOCK_FP8_ENGINES:
@@ -282,6 +302,7 @@ def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
         "quant_passes": ones,
         "quant_launches": ones,
         "cutlass_dispatch": np.zeros(len(batch)),
+        "block_stand_in": ones,
     }
     return dataclasses.replace(batch, dtype="fp8", shape=shape)
 
@@ -367,6 +388,11 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         count = len(tm)
         tm, tn, rate = (np.repeat(a, len(SPLIT_K_CHOICES), axis=0) for a in (tm, tn, rate))
         choice = np.tile(np.asarray(SPLIT_K_CHOICES, dtype=np.float64), count)[:, None]
+    stand_in = col(batch, "block_stand_in", 0) > 0
+    if stand_in.any():
+        # a block-scaled GEMM the per-tensor class stands in for (BLOCK_STAND_IN): its tiles
+        # fed from shared memory, as the class's eff_compute was fitted (fed_rate)
+        rate = np.where(stand_in, fed_rate(tm, tn, reuse), rate)
     disp = col(batch, "cutlass_dispatch", 0) > 0
     if disp.any():
         # a kernel whose tile the row count picks (CUTLASS_SM90_FP8_TILES): that tile for
@@ -413,7 +439,8 @@ def _streams(
     """The HBM time of the operands (those resident in the L2 at ``l2_speedup``) and of the
     unhidden epilogue write, at the bandwidth ``units`` concurrent work units draw."""
     prm, fig = c.prm, c.fig
-    epi = prm["epilogue_share"]
+    # a block-scaled stand-in (BLOCK_STAND_IN) hides its output write
+    epi = np.where(col(c.batch, "block_stand_in", 0) > 0, 0.0, prm["epilogue_share"])
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm)
     memory = (nbytes - resident - epi * out) / bw + resident / (
         prm["l2_speedup"] * fig.hbm_bytes_per_s
