@@ -207,13 +207,20 @@ def test_b200_fitted_accuracy(table, family, dtype, median, p90):
         # each drawing Hopper's bytes a clock per SM: scaling 7.5% / 26.1% -> 3.9% / 18.8% on
         # H100 and 8.4% / 27.1% -> 5.3% / 26.5% on B200; amax 19.5% / 76.4% -> 14.9% / 64.7%
         # and 16.7% / 72.8% -> 15.4% / 61.6% (a difference of two calls: docs/measured-sets.md)
+        # B200 after the L2 read at a rate per SM and clock (elementwise_time.L2_PER_SM_KINDS):
+        # scaling 5.3% / 26.5% -> 5.1% / 22.8% (p90 bound was 0.28), amax 15.4% / 61.6% ->
+        # 16.2% / 57.0% (median worse, within its bound; p90 bound was 0.65)
         ("h100_sxm", "scale_matrix_perf", "fit-h100-sxm-vllm", 0.045, 0.20),
-        ("b200_sxm", "scale_matrix_perf", "fit-b200-sxm-vllm", 0.06, 0.28),
+        ("b200_sxm", "scale_matrix_perf", "fit-b200-sxm-vllm", 0.06, 0.24),
         ("h100_sxm", "computescale_perf", "fit-h100-sxm-vllm", 0.16, 0.68),
-        ("b200_sxm", "computescale_perf", "fit-b200-sxm-vllm", 0.165, 0.65),
-        # from the other device: scaling 28.2% -> 12.1% (H100), 17.5% -> 11.7% (B200)
-        ("h100_sxm", "scale_matrix_perf", "fit-b200-sxm-vllm", 0.13, None),
-        ("b200_sxm", "scale_matrix_perf", "fit-h100-sxm-vllm", 0.125, None),
+        ("b200_sxm", "computescale_perf", "fit-b200-sxm-vllm", 0.165, 0.60),
+        # from the other device: scaling 28.2% -> 12.1% (H100), 17.5% -> 11.7% (B200); with
+        # the L2 per SM and clock 12.1% -> 9.4%, 11.7% -> 10.7% (bounds were 0.13, 0.125)
+        ("h100_sxm", "scale_matrix_perf", "fit-b200-sxm-vllm", 0.10, None),
+        ("b200_sxm", "scale_matrix_perf", "fit-h100-sxm-vllm", 0.115, None),
+        # amax from the other device 33.5% -> 24.9% (H100), 29.6% -> 17.6% (B200)
+        ("h100_sxm", "computescale_perf", "fit-b200-sxm-vllm", 0.26, None),
+        ("b200_sxm", "computescale_perf", "fit-h100-sxm-vllm", 0.185, None),
     ],
 )
 def test_vllm_quantize_kernels_walk_a_token_a_cta(system, table, profile, median, p90):
@@ -223,6 +230,64 @@ def test_vllm_quantize_kernels_walk_a_token_a_cta(system, table, profile, median
     assert ok.sum() > 1600 and np.median(e) <= median
     if p90 is not None:
         assert np.percentile(e, 90) <= p90
+
+
+@pytest.mark.parametrize(
+    "system, table, profile, engine, median, p90",
+    [
+        # the quantize kernels' warm reads from the L2 at a rate per SM and clock
+        # (elementwise_time.L2_PER_SM_KINDS), the classes refitted; before -> after, median /
+        # p90: TensorRT-LLM H100 from B200 amax 24.7% / 44.4% -> 18.1% / 26.3%, scaling 54.9% /
+        # 101.5% -> 49.6% / 57.2% (B200's floor and its pass at 0.60 of its HBM remain)
+        ("h100_sxm", "computescale_perf", "fit-b200-sxm", "trtllm", 0.19, 0.28),
+        ("h100_sxm", "scale_matrix_perf", "fit-b200-sxm", "trtllm", 0.51, 0.59),
+        # B200 from the H100 + A100 default: amax 20.6% / 31.6% -> 14.1% / 27.0%, scaling
+        # 35.3% / 49.2% -> 32.3% / 35.8%
+        ("b200_sxm", "computescale_perf", "default", "trtllm", 0.15, 0.28),
+        ("b200_sxm", "scale_matrix_perf", "default", "trtllm", 0.335, 0.37),
+        # B200 fitted: amax 7.2% / 16.1% -> 6.8% / 13.8%, scaling 3.6% / 10.9% -> 3.0% /
+        # 11.3% (p90 +0.4 points)
+        ("b200_sxm", "computescale_perf", "fit-b200-sxm", "trtllm", 0.07, 0.145),
+        ("b200_sxm", "scale_matrix_perf", "fit-b200-sxm", "trtllm", 0.032, 0.12),
+        # SGLang's static quantize: B200 fitted 4.1% / 15.7% -> 3.6% / 14.1%, from H100 11.3%
+        # / 35.4% -> 9.3% / 33.3%, H100 from B200 22.2% / 64.0% -> 20.4% / 63.8%
+        ("b200_sxm", "scale_matrix_perf", "fit-b200-sxm-sglang", "sglang", 0.038, 0.15),
+        ("b200_sxm", "scale_matrix_perf", "fit-h100-sxm-sglang", "sglang", 0.10, 0.34),
+        ("h100_sxm", "scale_matrix_perf", "fit-b200-sxm-sglang", "sglang", 0.21, 0.65),
+    ],
+)
+def test_quantize_reads_its_warm_input_from_an_l2_that_follows_the_sms(
+    system, table, profile, engine, median, p90
+):
+    mapped, err = _fitted(system, "quantize", table, profile, engine)
+    ok = mapped.modelled & np.isfinite(err)
+    e = np.abs(err[ok])
+    assert ok.sum() > 1600
+    assert np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
+def test_a_warm_quantize_reads_its_l2_at_a_rate_per_sm_and_clock():
+    """All of a warm quantize's input resident (``l2_share`` 1): its reads at ``l2_speedup``
+    times Hopper's HBM bytes a SM and clock on the device's SMs (B200: 3.81 TB/s a unit of
+    ``l2_speedup``, not its 7.7 TB/s HBM); H100's SMs draw its HBM rate, so H100 is as before.
+    A recurrent state's resident reads stay in multiples of the HBM."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.elementwise_time import SM_BYTES_PER_CLOCK, streaming_terms
+    from mlacalc.words.kernels import KernelBatch
+
+    e = np.array([1e6])
+    prm = {"eff_memory": 0.5, "sm_bandwidth": 16.0, "l2_share": 1.0, "l2_speedup": 2.0,
+           "eff_compute": 1.0, "fixed_s": 0.0}  # fmt: skip
+    shape = {"elements": e, "passes": np.ones(1), "write": np.zeros(1), "warm_l2": np.ones(1)}
+    batch = KernelBatch("quantize", "fp8", np.zeros(1), 2.0 * e, np.ones(1), shape, "amax")
+    for device in ("H100-SXM", "B200"):
+        fig = device_figures(load_hardware(device))
+        memory = streaming_terms(batch, fig, prm)["memory_s"]
+        rate = 2.0 * SM_BYTES_PER_CLOCK * fig.sm_count * fig.clock_hz
+        np.testing.assert_allclose(memory, 2.0 * e / rate)
+        if device == "H100-SXM":
+            np.testing.assert_allclose(memory, 2.0 * e / (2.0 * fig.hbm_bytes_per_s))
 
 
 @pytest.mark.slow

@@ -83,8 +83,6 @@ def test_amax_with_a_quantize_fit_keeps_it():
     [
         ("trtllm", "H100-SXM", "quantize:fp8"),
         ("trtllm", "B200", "quantize:fp8"),
-        ("vllm", "H100-SXM", "quantize:fp8"),
-        ("vllm", "B200", "quantize:fp8"),
         ("sglang", "H100-SXM", "elementwise:bf16:conv1d_update"),
         ("sglang", "B200", "elementwise:bf16:conv1d_update"),
     ],
@@ -113,3 +111,13 @@ def test_elementwise_without_the_lender_stays_uncalibrated():
     prm, how = _profile().params("H100-SXM", "elementwise", "bf16")
     assert prm["fixed_s"] == default_params("elementwise")["fixed_s"]
     assert how.startswith("uncalibrated")
+
+
+def test_vllms_elementwise_kernels_keep_the_defaults_its_module_fits_were_made_with():
+    from mlacalc.timemodel.engine_profiles import profile_for
+
+    for device in ("H100-SXM", "B200"):
+        prof, _ = profile_for("vllm", device)
+        prm, how = prof.params(device, "elementwise", "bf16")
+        assert how.startswith("uncalibrated")
+        assert prm["fixed_s"] == default_params("elementwise")["fixed_s"]

@@ -28,6 +28,7 @@ __all__ = [
     "CTA_WALK_NORM",
     "CTA_WALK_VARIANTS",
     "FUSED_WALK_NORM",
+    "L2_PER_SM_KINDS",
     "OWN_CONV",
     "SM_BOUND_VARIANTS",
     "SM_BYTES_PER_CLOCK",
@@ -86,6 +87,21 @@ FUSED_WALK_NORM = 4.0
 #: HBM bandwidth per SM and clock (3.35 TB/s over 132 SMs at 1,830 MHz: 13.9 bytes), the
 #: device their loads in flight were tuned on; capped by the device's HBM bandwidth.
 SM_BYTES_PER_CLOCK = 3.35e12 / 132 / REFERENCE_CLOCK_HZ
+
+#: Kinds whose warm replays read their resident input from the L2 at a rate that follows the
+#: SMs and clock (``l2_speedup`` times :data:`SM_BYTES_PER_CLOCK` a SM and clock), not the
+#: HBM: the quantize kernels. Fitted with the L2 in multiples of the HBM, H100's tables found
+#: resident reads at 2.15x (TensorRT-LLM's static quantize) and 3.3x (vLLM's) its HBM, B200's
+#: none (``l2_speedup`` 1.0, ``l2_share`` 0.01-0.03: the fit switched the L2 off), and each
+#: device's fit predicted the other's rows of 2-60 MB 28-89% slow (H100) or 25-51% fast
+#: (B200). B200's 148 SMs at 1,856 MHz draw 1.14x H100's bytes a clock from their L2 where its
+#: HBM is 2.3x: H100's 7.2 TB/s of resident reads is 1.06x B200's HBM, about the nothing B200's
+#: fit found. With this rule B200's TensorRT-LLM fits find an L2 again (``l2_share`` 0.38 and
+#: 0.36 against H100's 0.53 and 0.37) and leaving the device out improves: docs/time-model.md,
+#: "The quantize kernels' L2 and floors". Not the recurrent decode state's resident reads
+#: (:func:`_resident_state`): their fits agree in multiples of the HBM (SGLang 1.73 / 1.45,
+#: vLLM 1.78 / 1.55 on H100 / B200).
+L2_PER_SM_KINDS = ("quantize",)
 
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
 #: prompt conv1d, one kernel for Mamba-2's and Gated DeltaNet's convs (their fits agree: a
@@ -233,7 +249,12 @@ def streaming_terms(
         resident = np.where(warm, share * np.minimum(reads, batch.bytes), 0.0)
     if "state_bytes" in batch.shape:
         resident = resident + _resident_state(batch, fig, prm)
-    l2_bw = np.full(len(batch), prm["l2_speedup"] * fig.hbm_bytes_per_s)
+    # a warm quantize's resident reads: ``l2_speedup`` times the bytes the SMs draw at
+    # Hopper's HBM rate per SM and clock (:data:`L2_PER_SM_KINDS`), else times the HBM
+    l2_rate = fig.hbm_bytes_per_s
+    if batch.kind in L2_PER_SM_KINDS:
+        l2_rate = SM_BYTES_PER_CLOCK * fig.sm_count * fig.clock_hz
+    l2_bw = np.full(len(batch), prm["l2_speedup"] * l2_rate)
     if batch.kind == "quantize" and (rows > 0).any():
         # a quantize kernel that gives each token a CTA (vLLM's): each walks its row with the
         # loads its threads keep in flight, Hopper's bytes a clock per SM at ``sm_bandwidth``

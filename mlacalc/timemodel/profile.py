@@ -102,17 +102,17 @@ _KIND_STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
 #: engine where the profile has no ``elementwise`` class of its own: (kind, dtype, variant) of
 #: the engine's one measured single-kernel streaming call over rows of bf16, of which it takes
 #: the floor of a call and the share of the HBM a large call reaches (``fixed_s``,
-#: ``eff_memory``; its draw by work units keeps the default). TensorRT-LLM's and vLLM's static
-#: fp8 quantize (``scale_matrix_perf``: one kernel reading bf16, writing fp8; 1.4 / 2.1 us at
-#: one token on H100 / B200 under TensorRT-LLM, 2.4 / 2.6 under vLLM, whose kernel gives each
-#: token a CTA as its RMSNorm does); SGLang's static quantize is no such kernel (7.9 us at one
-#: token, 0.10 of the HBM: with its fit the DSA and DeepSeek-V4 module rows come 30-50% slow),
-#: so SGLang's causal-conv1d update (``gdn_perf``, one kernel streaming its state and rows:
-#: 1.5 / 2.0 us, 0.80 of the HBM). Evidence and the module rows' errors: docs/time-model.md,
-#: "Element-wise kernels of a served step".
+#: ``eff_memory``; its draw by work units keeps the default). TensorRT-LLM's static fp8
+#: quantize (``scale_matrix_perf``: one kernel reading bf16, writing fp8; 1.4 / 2.1 us at one
+#: token on H100 / B200); SGLang's static quantize is no such kernel (7.9 us at one token, 0.10
+#: of the HBM: with its fit the DSA and DeepSeek-V4 module rows come 30-50% slow), so SGLang's
+#: causal-conv1d update (``gdn_perf``, one kernel streaming its state and rows: 1.5 / 2.0 us,
+#: 0.80 of the HBM). Not vLLM: its MLA classes (fitted on its module rows' residuals), its
+#: module classes and host floors were fitted with the defaults in place, and its quantize
+#: (2.0 / 2.2 us, 0.88-0.89 of the HBM) would move those rows up to a point worse and one host
+#: floor's group past its share (docs/time-model.md, "Element-wise kernels of a served step").
 ELEMENTWISE_STAND_INS: dict[str, tuple[str, str, str]] = {
     "trtllm": ("quantize", "fp8", ""),
-    "vllm": ("quantize", "fp8", ""),
     "sglang": ("elementwise", "bf16", "conv1d_update"),
 }
 _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
