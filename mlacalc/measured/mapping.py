@@ -123,6 +123,7 @@ from mlacalc.timemodel.moe_time import (
     triton_fused_moe,
     triton_moe_default_tile,
     triton_moe_row_tile,
+    triton_moe_tuned,
     trtllm_gen_row_tile,
 )
 from mlacalc.words.engines import engine_of_framework
@@ -1429,6 +1430,10 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # (:func:`~mlacalc.timemodel.moe_time.triton_moe_default_tile`)
     sg = (source.astype(str) == "sglang_fused_moe_triton") & (dt != "fp8_block")
     sg_rows, sg_cols = triton_moe_default_tile(T.astype(float), (E // ep).astype(float))
+    # where its bf16 calls run a tuned config (moe_time.TRITON_TUNED_MOE), the fastest tile at
+    # the tuned rate (moe_time.TUNED_MOE)
+    tuned = sg & (dt == "bf16") & triton_moe_tuned(t.device, E // ep, inter_l)
+    sg = sg & ~tuned
     row_tile = np.where(sg, sg_rows, row_tile)
     # TensorRT-LLM-gen's MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,
     # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM, its fp4 and weight-only kernels)
@@ -1486,6 +1491,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # (moe_time.BF16_RATE_MOE) and streams every routed pair (moe_time.PAIR_STREAM_MOE)
         bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
+        # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
+        tuned_config=tuned[ok].astype(np.float64),
     )
     reason[~ok] = "unknown_dtype"
 

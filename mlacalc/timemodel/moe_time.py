@@ -42,11 +42,13 @@ __all__ = [
     "RATE_DTYPE",
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
+    "TRITON_TUNED_MOE",
     "TRTLLM_GEN_FP4",
     "TRTLLM_GEN_MAX_TILE",
     "TRTLLM_GEN_TILE",
     "TRTLLM_MOE",
     "TRTLLM_OWN_MOE",
+    "TUNED_MOE",
     "engine_moe_tiles",
     "flashinfer_cutlass_moe",
     "marlin_row_tile",
@@ -54,6 +56,7 @@ __all__ = [
     "triton_fused_moe",
     "triton_moe_default_tile",
     "triton_moe_row_tile",
+    "triton_moe_tuned",
     "trtllm_gen_row_tile",
 ]
 
@@ -233,6 +236,74 @@ def triton_moe_default_tile(
     return np.where(small, 16.0, 64.0), np.where(small, 32.0, 64.0)
 
 
+#: The calls of SGLang's bf16 Triton fused MoE that run a tuned config, not the default one
+#: (:func:`triton_moe_default_tile`), by device: (the rank's experts, the intermediate size per
+#: rank). SGLang looks its configs up by the local experts ``E``, the sharded intermediate size
+#: ``N`` and the device name (``E=..,N=..,device_name=...json`` files shipped with its Triton
+#: MoE, as recalled: no copy of them at hand), and falls back to the default config where no
+#: file holds the shape. The list is read from the tables, not from those files: the (E, N)
+#: whose rows of 1,024 tokens and more run 1.3x or more faster than the default tile's
+#: prediction (median ratio, rows of tokens above E), the same (E, N) of every model that
+#: shares it (H100, hidden 2,048-6,144: E 64 N 768 1.77 / 1.96 / 1.66, E 128 N 384 1.69 / 1.79
+#: / 1.59, E 16 N 1,024 1.37-1.77, E 8 N 2,048 1.41-2.07) where the shapes next to them keep
+#: the default's 0.9-1.1; the rows of B200's Triton variant have their own, shorter list.
+#: These calls take the fastest tile of the library's list at ``tuned_rate`` times the class's
+#: tensor rate (:data:`TUNED_MOE`; docs/time-model.md, "The Triton fused MoE's tuned configs");
+#: a device not listed has none.
+TRITON_TUNED_MOE = {
+    "H100-SXM": frozenset(
+        {
+            (1, 3072),
+            (8, 1792),
+            (8, 2048),
+            (8, 3584),
+            (8, 4096),
+            (8, 7168),
+            (16, 1024),
+            (16, 2048),
+            (64, 192),
+            (64, 384),
+            (64, 768),
+            (64, 1536),
+            (128, 192),
+            (128, 352),
+            (128, 384),
+            (128, 704),
+            (128, 768),
+        }
+    ),
+    "B200": frozenset(
+        {
+            (16, 1024),
+            (16, 2048),
+            (64, 192),
+            (64, 384),
+            (64, 768),
+            (64, 1536),
+            (128, 352),
+            (128, 704),
+            (256, 256),
+            (256, 512),
+        }
+    ),
+}
+
+
+#: The shape column of a MoE call that runs a tuned config (:data:`TRITON_TUNED_MOE`): its
+#: fastest tile at ``tuned_rate`` times the class's tensor rate (the default config's, whose
+#: rows fit ``eff_compute``); a class whose rows lack the column keeps ``tuned_rate`` 1
+TUNED_MOE = "tuned_config"
+
+
+def triton_moe_tuned(device: str, experts: Any, inter: Any) -> np.ndarray:
+    """Per call whether SGLang's bf16 Triton fused MoE runs a tuned config on ``device``
+    (:data:`TRITON_TUNED_MOE`): the rank's ``experts`` and intermediate size ``inter``."""
+    tuned = TRITON_TUNED_MOE.get(device, frozenset())
+    e = np.atleast_1d(np.asarray(experts, dtype=np.float64))
+    n = np.atleast_1d(np.asarray(inter, dtype=np.float64))
+    return np.array([(round(a), round(b)) in tuned for a, b in zip(e, n, strict=True)], bool)
+
+
 #: The MoE classes an engine's model step runs through its Triton fused MoE with the default
 #: config's tile (:func:`triton_moe_default_tile`), by tensor-core generation: SGLang's measured
 #: H100 bf16 and MXFP4 rows are its Triton kernel (the tables' ``kernel_source``); on B200
@@ -397,6 +468,12 @@ def _engine_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Kernel
     tokens, experts = col(batch, "tokens", 1), col(batch, "experts", 1)
     if batch.dtype in TRITON_DEFAULT_TILE.get((engine, gen), ()):
         rows, cols = triton_moe_default_tile(tokens, experts)
+        if batch.dtype == "bf16":  # a tuned config: the fastest tile at its own rate
+            tuned = triton_moe_tuned(fig.name, experts, col(batch, "inter", 1))
+            rows, cols = np.where(tuned, 0.0, rows), np.where(tuned, 0.0, cols)
+            batch = dataclasses.replace(
+                batch, shape={**batch.shape, TUNED_MOE: tuned.astype(np.float64)}
+            )
     elif batch.dtype in MARLIN_TILE.get((engine, gen), ()):
         rows = marlin_row_tile(tokens, col(batch, "topk", 1), experts)
         cols = np.full(len(batch), MARLIN_COLS)
@@ -449,6 +526,8 @@ def moe_terms(
     sync_peak = peak / max(1.0, round(tensor_per_sm_ratio(fig), 2))
     sync = col(batch, MMA_SYNC_MOE, 0) > 0
     per_sm = prm["eff_compute"] * np.where(sync, sync_peak, peak) / sms
+    # a call of a tuned config multiplies ``tuned_rate`` times faster (:data:`TUNED_MOE`)
+    per_sm = per_sm * np.where(col(batch, TUNED_MOE, 0) > 0, prm["tuned_rate"], 1.0)
     # the two GEMMs run one after the other, each with its own waves of output tiles: FC1
     # (N = (mats - 1) x inter, K = hidden) and FC2 (N = hidden, K = inter); each reads its
     # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy

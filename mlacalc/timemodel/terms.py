@@ -123,6 +123,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
     "expert_s": (0.0, 2e-6, "seconds per expert of the rank of a MoE call (ref. clock)"),
     "pair_passes": (0.0, 16.0, "bf16 passes of a MoE over every routed pair, local or not"),
+    "tuned_rate": (1.0, 4.0, "tensor rate of a MoE call with a tuned config, x the default's"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
     "node_s": (0.0, 2e-5, "seconds of one more small kernel node of a GEMM call's graph"),
@@ -170,6 +171,8 @@ DEFAULTS: dict[str, float] = {
     "select_s": 0.0,
     "expert_s": 0.0,
     "pair_passes": 0.0,
+    # a class whose rows run no tuned config (moe_time.TUNED_MOE) keeps the one rate
+    "tuned_rate": 1.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
@@ -329,6 +332,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "select_s",
         "expert_s",
         "pair_passes",
+        "tuned_rate",
     ),
     "elementwise": (
         "eff_memory",
