@@ -409,6 +409,25 @@ def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
     assert "measured ceilings" in cpu.calibration and "datasheet ratios" not in cpu.calibration
 
 
+def test_calibration_says_when_the_profile_calibrates_none_of_the_step(run, tmp_path):
+    """A profile fitted on one table the step does not run: the note says none of the
+    step's classes is calibrated and names them all (it led with 'calibrated on
+    A100-SXM-80GB' and hid a class behind 'and 1 more')."""
+    from reference_data import MEASURED
+
+    pytest.importorskip("pyarrow")
+    table = MEASURED / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
+    profile = tmp_path / "one.json"
+    run("calibrate", table, "-o", profile, "--format", "json")
+    args = ["deepseek-v2-lite", "-H", "A100-SXM-80GB", "--gpus", "1", "--seq-len", "8k"]
+    doc = json.loads(run("plan", *args, "--profile", profile, "--format", "json")[0])
+    text = json.dumps(doc)
+    assert "none of the step's 4 kernel classes is calibrated" in text
+    for name in ("elementwise:bf16", "gemm:bf16", "mla_decode:bf16", "moe:bf16"):
+        assert name in text
+    assert "more" not in text.split("none of the step's")[1].split('"')[0]
+
+
 def test_aggregated_plan_describes_its_prefill_kernels_too():
     from mlacalc.cost.engine import as_model
     from mlacalc.hardware.catalogue import load_hardware

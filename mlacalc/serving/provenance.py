@@ -4,6 +4,7 @@ the kernels, and how the device was predicted with it, in words.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -64,20 +65,38 @@ def calibration_of(
         one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
         hows[run_class(one, hw, prof)[3]] += 1
     rest = sorted(h for h in hows if h != expected)
+    total = sum(hows.values())
     text = lead
-    if rest:
-        others = sum(hows[h] for h in rest)
-        text += (
-            f"; {others} of {sum(hows.values())} kernel classes otherwise: "
-            + "; ".join(rest[:3])
-            + (f"; and {len(rest) - 3} more" if len(rest) > 3 else "")
+    if rest and all(h.startswith("uncalibrated ") for h in rest) and len(rest) == total:
+        # the profile holds none of the step's classes: said first, not "calibrated on ..."
+        text = (
+            f"none of the step's {total} kernel classes is calibrated: "
+            + "; ".join(_grouped(rest))
+            + f"; the profile holds other classes only ({lead})"
         )
+    elif rest:
+        others = sum(hows[h] for h in rest)
+        text += f"; {others} of {total} kernel classes otherwise: " + "; ".join(_grouped(rest))
     if getattr(hw, "measured", False):
         # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
         text = text.replace(
             "by datasheet ratios", "by the ratios of its measured ceilings (mlacalc bench)"
         )
     return name, text
+
+
+def _grouped(hows: list[str]) -> list[str]:
+    """Every class's how, those uncalibrated for one reason as one list ("elementwise:bf16,
+    moe:bf16 uncalibrated (no profile class; datasheet defaults)"): every class named."""
+    reasons: dict[str, list[str]] = {}
+    out = []
+    for how in hows:
+        match = re.fullmatch(r"uncalibrated (\S+) \((.+)\)", how)
+        if match:
+            reasons.setdefault(match[2], []).append(match[1])
+        else:
+            out.append(how)
+    return [f"{', '.join(keys)} uncalibrated ({why})" for why, keys in reasons.items()] + out
 
 
 def _takes_time(x: Any) -> bool:
