@@ -111,7 +111,9 @@ LEAVE_ONE_OUT = [
     # since a dispatch SM waits a round trip for each of its experts' warp groups, which that
     # fixed cost, NCCL's, already holds in part: B200's stand-in 20.4% -> 15.7%)
     ("h100_sxm", "fit-a100-sxm-80gb", "comm", "wideep_deepep_ll_perf", None, 0.14),
-    ("h100_sxm", "fit-a100-sxm-80gb", "attention", "generation_attention_perf", "fp8", 0.155),
+    # 13.3% before TensorRT-LLM's further decode kernels took a read time
+    # (attention_time.TRTLLM_FURTHER_KERNEL_S), 10.8% after
+    ("h100_sxm", "fit-a100-sxm-80gb", "attention", "generation_attention_perf", "fp8", 0.115),
 ]
 
 
