@@ -1011,3 +1011,20 @@ def test_a_profile_composed_with_stand_ins_is_not_taken_for_the_profile_itself()
     raw = with_generation_kernels(sg, trt, b200)
     assert raw.devices == sg.devices and raw is not stood
     assert with_generation_kernels(sg, trt, b200) is raw  # still cached
+
+
+def test_a_device_without_its_own_tuned_list_takes_its_generations():
+    """SGLang's tuned Triton configs are listed for the measured H100 and B200: an H200 (the
+    same die, more bandwidth) takes H100's list, so its prompt is not slower than H100's
+    (Qwen3-30B-A3B at TP1, E 128 N 768, tuned on H100: TTFT 58.1 ms on H100, and had been
+    79.6 ms on H200, every shape at the default config); a device of no listed generation
+    none."""
+    from mlacalc.serving.plan import plan
+    from mlacalc.timemodel.moe_time import triton_moe_tuned
+
+    assert triton_moe_tuned("H200", [128], [768], "sm90").tolist() == [True]
+    assert triton_moe_tuned("H200", [128], [768]).tolist() == [False]  # no generation given
+    assert triton_moe_tuned("RTX-PRO-6000", [128], [768], "sm120").tolist() == [False]
+    kw = dict(engine="sglang", isl=2048, osl=256, concurrency=8)
+    h100, h200 = (plan("qwen3-30b-a3b", hw, 1, **kw) for hw in ("H100-SXM", "H200"))
+    assert h200.ttft_s <= h100.ttft_s

@@ -49,6 +49,7 @@ __all__ = [
     "TRTLLM_MOE",
     "TRTLLM_OWN_MOE",
     "TUNED_MOE",
+    "TUNED_STAND_IN",
     "engine_moe_tiles",
     "flashinfer_cutlass_moe",
     "marlin_row_tile",
@@ -295,10 +296,21 @@ TRITON_TUNED_MOE = {
 TUNED_MOE = "tuned_config"
 
 
-def triton_moe_tuned(device: str, experts: Any, inter: Any) -> np.ndarray:
+#: The measured device whose tuned shapes (:data:`TRITON_TUNED_MOE`) a device of its kernel
+#: generation without a list of its own takes: SGLang ships its tuned configs per device name
+#: and the tables list only H100's and B200's, so an H200 (the same die) or an H20 takes H100's,
+#: a stand-in (an H200 had run every shape at the default config, slower than H100 at the same
+#: step: Qwen3-30B-A3B under SGLang, a 2,048-token prompt at 8, 229 ms on H100 against 375)
+TUNED_STAND_IN = {"sm90": "H100-SXM", "tcgen05": "B200"}
+
+
+def triton_moe_tuned(device: str, experts: Any, inter: Any, generation: str = "") -> np.ndarray:
     """Per call whether SGLang's bf16 Triton fused MoE runs a tuned config on ``device``
-    (:data:`TRITON_TUNED_MOE`): the rank's ``experts`` and intermediate size ``inter``."""
-    tuned = TRITON_TUNED_MOE.get(device, frozenset())
+    (:data:`TRITON_TUNED_MOE`; a device without a list of its own, the list of its kernel
+    ``generation``'s measured device, :data:`TUNED_STAND_IN`): the rank's ``experts`` and
+    intermediate size ``inter``."""
+    stand_in = TRITON_TUNED_MOE.get(TUNED_STAND_IN.get(generation, ""), frozenset())
+    tuned = TRITON_TUNED_MOE.get(device, stand_in)
     e = np.atleast_1d(np.asarray(experts, dtype=np.float64))
     n = np.atleast_1d(np.asarray(inter, dtype=np.float64))
     return np.array([(round(a), round(b)) in tuned for a, b in zip(e, n, strict=True)], bool)
@@ -469,7 +481,7 @@ def _engine_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Kernel
     if batch.dtype in TRITON_DEFAULT_TILE.get((engine, gen), ()):
         rows, cols = triton_moe_default_tile(tokens, experts)
         if batch.dtype == "bf16":  # a tuned config: the fastest tile at its own rate
-            tuned = triton_moe_tuned(fig.name, experts, col(batch, "inter", 1))
+            tuned = triton_moe_tuned(fig.name, experts, col(batch, "inter", 1), gen)
             rows, cols = np.where(tuned, 0.0, rows), np.where(tuned, 0.0, cols)
             batch = dataclasses.replace(
                 batch, shape={**batch.shape, TUNED_MOE: tuned.astype(np.float64)}
