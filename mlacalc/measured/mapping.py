@@ -1758,11 +1758,12 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     best keys of each query's fp32 logits (``batch_size x isl`` queries over ``step + isl``
     keys), per ``score_mode`` (``flat``, ``top_last``: the logits' distribution, which sets the
     selection's passes) a variant of its own: an ``elementwise`` kernel of one CTA a query
-    (``units``: the queries with more than ``index_topk`` causal keys, which select), the
-    logits of each query's causal keys read once and the int32 indices written, and a wait
-    per wave of selecting rows (``unit_latency_s``). Where no query has more keys than
-    ``index_topk`` every key is selected and no kernel runs: the row is predicted as 0 s
-    (:data:`NO_KERNEL`; the tables time exactly these rows 0).
+    (``ctas``; ``units``: the queries with more than ``index_topk`` causal keys, which
+    select), the logits of each selecting query's causal keys read once and every query's
+    int32 indices written, and a wait per wave of selecting rows (``unit_latency_s``).
+    Where no query has more keys than ``index_topk`` every key is selected and no kernel
+    runs: the row is predicted as 0 s (:data:`NO_KERNEL`; the tables time exactly these rows
+    0).
 
     ``dsv4_csa_topk_calib_perf`` (SGLang's calibration sweep of DeepSeek-V4's top-k transform,
     ``topk_transform_v1`` / ``_v2``, score modes ``v1_flat`` ...) is the same kernel over
@@ -1790,7 +1791,7 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     for v in np.unique(variant[known]):
         s = known & (variant == v) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0, nbytes[s], variant=str(v),
-              elements=pairs[s], units=selecting[s])  # fmt: skip
+              elements=pairs[s], units=selecting[s], ctas=shape["ctas"][s])  # fmt: skip
 
 
 def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -1988,10 +1989,11 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     b.add("mqa_logits" if context else "paged_mqa_logits",
           "attention_prefill" if context else "mla_decode", "fp8", rows[x],
           (2 * ih * idim * pairs)[x], nb[x], variant="indexer", **shape)  # fmt: skip
-    selecting = bs * np.clip(keys - topk, 0.0, isl)
-    x = indexer & (selecting > 0)  # no query with more keys than top-k: no selection runs
-    b.add("topk", "elementwise", "bf16", rows[x], 0.0, (pairs * 4 + tok * topk * 4)[x],
-          variant="topk_flat", elements=pairs[x], units=selecting[x])  # fmt: skip
+    # the top-k's counts as glm5_topk_module_perf's (cost.compressed.engine_topk, one rule)
+    sel, sel_bytes = engine_topk(bs, isl, step, 1, topk, not context)
+    x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
+    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], variant="topk_flat",
+          elements=sel["elements"][x], units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
     kvb = _elem(kvd)
     d_ = dense & context
     if d_.any():

@@ -1421,7 +1421,8 @@ def _engine_topk(spec: Spec, topk: tuple[dict[str, Any], Any], on: Any) -> list[
     for c in np.unique(code).tolist():
         at = code == c
         if c == 0:  # the step's kernel: its own bytes and size
-            sh = {"elements": spec.shape["elements"], "units": 0.0 * code, "topk_kernel": code}
+            sh = {"elements": spec.shape["elements"], "units": 0.0 * code, "ctas": 0.0 * code}
+            sh["topk_kernel"] = code
             b = spec.bytes
         else:
             sh, b = {k: np.asarray(v, dtype=np.float64) for k, v in shape.items()}, nbytes

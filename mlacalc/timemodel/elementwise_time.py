@@ -231,6 +231,10 @@ def streaming_terms(
     # SM: ``units`` = rows) draws bandwidth by its rows, not by 64 KB pieces
     rows = col(batch, "units", 0)
     units = np.where(rows > 0, np.maximum(rows, 1.0), units)
+    # a top-k kernel's CTAs (``ctas``: one a query, a query that takes its keys whole too)
+    # draw the bandwidth; only the selecting rows (``units``) wait their passes
+    ctas = col(batch, "ctas", 0)
+    units = np.where(ctas > 0, np.maximum(ctas, units), units)
     reach = fig.hbm_bytes_per_s
     if batch.variant in SM_BOUND_VARIANTS:
         reach = min(reach, SM_BYTES_PER_CLOCK * fig.sm_count * fig.clock_hz)
