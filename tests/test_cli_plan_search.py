@@ -610,3 +610,25 @@ def test_search_pairs_each_decode_point_with_every_pareto_prefill_layout(every):
         assert p.output_tokens_per_s_per_gpu == pytest.approx(
             q["output_tokens_per_s_per_gpu"], rel=1e-6
         )
+
+
+def test_calibration_counts_two_step_classes_run_as_one_once(run, tmp_path):
+    """Under SGLang a step's block-scaled GEMM runs its per-tensor fp8 class: two step classes,
+    one class. With a profile calibrating neither, the note still says none is calibrated and
+    counts the classes it names (a review found 'calibrated on ...; 8 of 8 kernel classes
+    otherwise' naming 7)."""
+    from reference_data import MEASURED
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.provenance import calibration_of
+
+    pytest.importorskip("pyarrow")
+    table = MEASURED / "a100_sxm" / "mla_bmm" / "trtllm" / "1.0.0" / "mla_bmm_perf.parquet"
+    profile = tmp_path / "one.json"
+    run("calibrate", table, "-o", profile, "--format", "json")
+    prof = json.loads(profile.read_text())
+    prof["engine"] = "sglang"
+    profile.write_text(json.dumps(prof))
+    kernels = [("gemm", "fp8"), ("gemm", "fp8_block"), ("gemm", "bf16")]
+    _, text = calibration_of(str(profile), load_hardware("H100-SXM"), kernels)
+    assert text.startswith("none of the step's 2 kernel classes is calibrated"), text

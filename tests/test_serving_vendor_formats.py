@@ -64,3 +64,45 @@ def test_launch_commands_on_an_amd_part(run):
     assert "DeepEP (--moe-a2a-backend deepep) is NVIDIA's" in out
     out, _ = run(*args, "-H", "B200", "--launch", "sglang")
     assert "--moe-a2a-backend deepep" in out
+
+
+def test_an_nvfp4_checkpoint_as_stored_on_an_amd_part_is_said():
+    """Kimi-K2.6 NVFP4 as stored on MI355X: its experts' NVFP4 is said as a given
+    ``--expert-dtype nvfp4`` is (a review found only the given formats checked)."""
+    m = mlacalc.load_model(KIMI_NVFP4)
+    words = plan(m, "MI355X", 8, tp=8, ep=8, engine="sglang", **ASK).warnings
+    assert [w for w in words if w.startswith("experts in nvfp4: NVFP4 is NVIDIA's")]
+
+
+def test_a_vendor_is_read_in_any_case(tmp_path):
+    """A hardware file saying ``vendor: NVIDIA`` is NVIDIA's (a review's copy of H100-SXM.yaml
+    with the vendor in capitals was told TensorRT-LLM runs on NVIDIA GPUs only)."""
+    from pathlib import Path
+
+    from mlacalc.hardware.catalogue import load_hardware
+
+    text = (Path(mlacalc.__file__).parent / "data" / "hardware" / "H100-SXM.yaml").read_text()
+    assert "vendor: nvidia" in text
+    mine = tmp_path / "my-h100.yaml"
+    mine.write_text(
+        text.replace("vendor: nvidia", "vendor: NVIDIA").replace("name: H100-SXM", "name: My-H100")
+    )
+    assert load_hardware(str(mine)).vendor == "nvidia"
+    assert not [
+        w for w in plan("qwen3-8b", str(mine), 1, **ASK).warnings if "NVIDIA GPUs only" in w
+    ]
+
+
+@pytest.mark.parametrize("kv,tokens", [("bf16", 512), ("fp8", 128), ("int8", 128), ("nvfp4", 128)])
+def test_a_narrow_cache_takes_the_fp8_decode_path_threshold(kv, tokens):
+    """vLLM runs prompts of up to 512 new tokens over a bf16 cache down its MLA decode path
+    on Hopper, 128 over fp8; a narrower cache, whose decode runs the fp8-cache kernel as a
+    stand-in, takes fp8's threshold too (a review found 512: the prompt following the bf16
+    backend and the decode the fp8 one)."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.mla_time import step_decode_path_tokens
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    m = mlacalc.load_model("deepseek-v2-lite")
+    assert step_decode_path_tokens(m, "vllm", fig, kv) == tokens

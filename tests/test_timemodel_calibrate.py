@@ -138,3 +138,17 @@ def test_a_table_of_another_engine_than_engine_is_refused(run, tmp_path):
     assert "holds vllm tables" in err and "engine sglang's" in err and err.count("\n") == 1
     run("calibrate", table, "-o", out, "--format", "json")
     assert json.loads(out.read_text())["engine"] == "vllm"
+
+
+def test_tables_of_two_engines_named_together_are_refused(run, tmp_path):
+    """vLLM's and SGLang's tables named together with no --engine: one profile cannot be both,
+    so it is refused naming both engines (a review found the profile labelled 'trtllm', the
+    default, without a word)."""
+    from reference_data import MEASURED
+
+    root = MEASURED / "h100_sxm" / "mla_bmm"
+    vllm = root / "vllm" / "0.24.0" / "mla_bmm_perf.parquet"
+    sglang = root / "sglang" / "0.5.14" / "mla_bmm_perf.parquet"
+    out = tmp_path / "p.json"
+    _, err = run("calibrate", vllm, sglang, "-o", out, code=2)
+    assert "2 engines (sglang, vllm" in err and err.count("\n") == 1 and not out.exists()

@@ -1024,7 +1024,9 @@ def test_a_device_without_its_own_tuned_list_takes_its_generations():
 
     assert triton_moe_tuned("H200", [128], [768], "sm90").tolist() == [True]
     assert triton_moe_tuned("H200", [128], [768]).tolist() == [False]  # no generation given
-    assert triton_moe_tuned("RTX-PRO-6000", [128], [768], "sm120").tolist() == [False]
+    rtx = device_figures(load_hardware("RTX-PRO-6000")).kernel_generation
+    assert triton_moe_tuned("RTX-PRO-6000", [128], [768], rtx).tolist() == [False]
+    assert triton_moe_tuned("GB200", [128], [352], "tcgen05").tolist() == [False]  # Triton: Hopper
     kw = dict(engine="sglang", isl=2048, osl=256, concurrency=8)
     h100, h200 = (plan("qwen3-30b-a3b", hw, 1, **kw) for hw in ("H100-SXM", "H200"))
     assert h200.ttft_s <= h100.ttft_s

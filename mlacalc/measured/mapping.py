@@ -1430,9 +1430,10 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # (:func:`~mlacalc.timemodel.moe_time.triton_moe_default_tile`)
     sg = (source.astype(str) == "sglang_fused_moe_triton") & (dt != "fp8_block")
     sg_rows, sg_cols = triton_moe_default_tile(T.astype(float), (E // ep).astype(float))
-    # where its bf16 calls run a tuned config (moe_time.TRITON_TUNED_MOE), the fastest tile at
-    # the tuned rate (moe_time.TUNED_MOE)
-    tuned = sg & (dt == "bf16") & triton_moe_tuned(t.device, E // ep, inter_l)
+    # where its bf16 calls run a tuned config (moe_time.TRITON_TUNED_MOE; a device without a
+    # list takes its generation's, as a step does), the fastest tile at the tuned rate
+    gen = device_figures(load_hardware(t.system)).kernel_generation if sg.any() else ""
+    tuned = sg & (dt == "bf16") & triton_moe_tuned(t.device, E // ep, inter_l, gen)
     sg = sg & ~tuned
     row_tile = np.where(sg, sg_rows, row_tile)
     # TensorRT-LLM-gen's MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,

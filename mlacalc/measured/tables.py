@@ -579,7 +579,16 @@ def engine_of_named_tables(paths: Any, engine: str | None) -> str | None:
         if mine not in (None, SHARED):
             named[str(p)] = mine
     if engine is None or str(engine).strip().lower() == ALL_ENGINES:
-        return named.popitem()[1] if len(set(named.values())) == 1 else engine
+        engines = sorted(set(named.values()))
+        if len(engines) > 1 and engine is None:  # one profile would be labelled one of them
+            raise ConfigError(
+                f"hold tables of {len(engines)} engines ({', '.join(engines)}; their "
+                "collection_meta.yaml says so), which one profile cannot be",
+                source=", ".join(sorted(named)),
+                field="engine",
+                fix="name one engine's tables at a time, each with its --engine",
+            )
+        return engines[0] if len(engines) == 1 else engine
     want = check_engine(engine)
     for path, mine in named.items():
         if mine != want:

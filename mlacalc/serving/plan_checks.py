@@ -248,7 +248,7 @@ def check_request(
         + _format_warnings(components, hw)
         + _stored_format_warnings(m, hw, weight_dtype, components)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
-        + _vendor_warnings(hw, engine, components)
+        + _vendor_warnings(hw, engine, {**_stored_formats(m, weight_dtype), **components})
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -465,13 +465,15 @@ def _check_engine(
         )
 
 
-#: why a model has no MTP module to hold or draft with: none in its config, or layers its
-#: Hugging Face class does not build, which are not counted (Step-3.7, Qwen3.5, Nemotron 3,
-#: MiniMax-M3: the model's notes say so)
-_NO_MTP = (
-    "num_nextn_predict_layers is 0: the checkpoint has none, or its Hugging Face class builds "
-    "none and they are not counted, as the model's notes say"
-)
+def _no_mtp(m: ModelConfig) -> str:
+    """Why ``m`` has no MTP module to hold or draft with: layers its Hugging Face class does
+    not build, which are not counted, where its notes say so (Step-3.7, Qwen3.5, Nemotron 3,
+    MiniMax-M3); else none in its config."""
+    if "mtp" in (m.notes or "").lower():
+        return (
+            "its MTP layers are not counted: its Hugging Face class builds none, as its notes say"
+        )
+    return "num_nextn_predict_layers is 0: none is counted"
 
 
 def _check_mtp(
@@ -492,7 +494,7 @@ def _check_mtp(
         # token): a model without one would get the speed-up at no cost
         raise InvalidArgumentError(
             "mtp_tokens",
-            f"{m.label} has no MTP module modelled to draft tokens with ({_NO_MTP}); "
+            f"{m.label} has no MTP module modelled to draft tokens with ({_no_mtp(m)}); "
             "leave mtp_tokens 0",
         )
     rate = check_number("mtp_acceptance", mtp_acceptance, 0.0, 1.0, closed_hi=True)
@@ -519,17 +521,22 @@ def _stored_format_warnings(
     checkpoint's experts on a Hopper part are timed as the weight-only kernel, as
     ``--expert-dtype nvfp4`` there says (a new-user trial's Kimi-K2.6 NVFP4 on H20 said
     nothing)."""
-    if weight_dtype is not None or not checkpoint_stored(m):
-        return ()
-    stored = component_precision(m).weights
     out = []
-    for component in stored:
-        fmt = component_precision(m).format_of(component)
-        if component in components or fmt is None:
+    for component, fmt in _stored_formats(m, weight_dtype).items():
+        if component in components:
             continue
         said = _weight_only(f"the checkpoint's {component}", fmt, component == "experts", hw)
         out += [said] if said else []
     return tuple(out)
+
+
+def _stored_formats(m: ModelConfig, weight_dtype: str | None) -> dict[str, str]:
+    """Each component's format as the checkpoint stores it, where the weights are sized as
+    stored (no ``weight_dtype``; else none)."""
+    if weight_dtype is not None or not checkpoint_stored(m):
+        return {}
+    stored = component_precision(m)
+    return {c: f for c in stored.weights if (f := stored.format_of(c)) is not None}
 
 
 def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) -> tuple[str, ...]:
@@ -547,7 +554,7 @@ def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) 
             "are its kernels' times by datasheet ratios, a stand-in; --engine sglang or vllm "
             "names an engine that runs there (their kernels measured on NVIDIA GPUs too)"
         )
-    for component, fmt in components.items():
+    for component, fmt in components.items():  # given, or as the checkpoint stores them
         if fmt.endswith("nvfp4"):
             out.append(
                 f"{component} in {fmt}: NVFP4 is NVIDIA's fp4 format; {hw.name}'s fp4 tensor "
@@ -582,7 +589,8 @@ def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
         out += (
             f"KV cache in {kv.name}: no measured table times a decode kernel over one, so its "
             "decode attention is timed as the fp8-cache kernel (a cache dequantized in the "
-            f"kernel) reading its {kv.bits}-bit rows",
+            f"kernel) reading its {kv.bits}-bit rows"
+            + (f" and their scales (one a {kv.scale_group})" if kv.scale_group else ""),
         )
     return out
 
@@ -651,7 +659,7 @@ def _request_warnings(
         warnings.append(f"{m.label}'s MTP module is not modelled: include_mtp holds nothing more")
     elif include_mtp and not m.num_nextn_predict_layers:
         warnings.append(
-            f"{m.label} has no MTP module modelled ({_NO_MTP}): include_mtp holds nothing more"
+            f"{m.label} has no MTP module modelled ({_no_mtp(m)}): include_mtp holds nothing more"
         )
     return tuple(warnings)
 

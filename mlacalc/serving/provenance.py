@@ -57,17 +57,19 @@ def calibration_of(
     lead = prof.describe(hw.name, hw)
     # what params says of a class predicted as the lead says the device is
     expected = prof.fitted_how(hw.name, hw)
-    hows: Counter[str] = Counter()
+    runs: dict[tuple[str, str, str], str] = {}
     for kind, dtype in sorted(classes):
         # the class the device runs (fp8 weights without fp8 tensor cores: weight-only) and
         # the engine's kernel of it (a step's block-scaled GEMM under SGLang: per-tensor), as
-        # the step's times look it up
+        # the step's times look it up: two of the step's classes run as one are one class
         one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
-        hows[run_class(one, hw, prof)[3]] += 1
+        run, _, _, how = run_class(one, hw, prof)
+        runs[(run.kind, run.dtype, run.variant)] = how
+    hows = Counter(runs.values())
     rest = sorted(h for h in hows if h != expected)
-    total = sum(hows.values())
+    total = len(runs)
     text = lead
-    if rest and all(h.startswith("uncalibrated ") for h in rest) and len(rest) == total:
+    if rest and expected not in hows and all(h.startswith("uncalibrated ") for h in rest):
         # the profile holds none of the step's classes: said first, not "calibrated on ..."
         text = (
             f"none of the step's {total} kernel classes is calibrated: "

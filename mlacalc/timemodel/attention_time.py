@@ -593,9 +593,9 @@ TRTLLM_GEN_DISPATCH_KERNELS = 1.0
 #: at 3.1 / 3.4 us (fp8 / bf16), its floors (one or two sequences, up to 127 keys, 1,148 shapes)
 #: take 2.5 us more with a bf16 cache (one kernel more) than with fp8 (median; 2.9 at head dim
 #: 128, 2.8 at 256), and SGLang's two query conversions on B200 3.1 us each
-#: (:data:`QUERY_CONVERT_KERNELS`). Held on Hopper and later only, an H100-only fit left
-#: ``launch_s`` to its start and A100 from it read 10.7% (7.9% before); clocked, A100 (1,410
-#: MHz) takes 3.9 us a kernel where its own fit had 5.4.
+#: (:data:`QUERY_CONVERT_KERNELS`). Held on Hopper and later only (a variant tried), an
+#: H100-only fit left ``launch_s`` to its start and A100 from it read 10.7% (7.9% before), so it
+#: holds on A100 too: clocked, A100 (1,410 MHz) takes 3.9 us a kernel where its own fit had 5.4.
 TRTLLM_FURTHER_KERNEL_S = 3.0e-6
 
 
@@ -619,8 +619,8 @@ def _further_kernel_s(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pack: np.ndarray
 ) -> np.ndarray:
     """Seconds of each further kernel of a decode call: :data:`TRTLLM_FURTHER_KERNEL_S` for
-    TensorRT-LLM's own kernels (``head_pack`` over 0, no variant) on Hopper and later, the
-    class's ``launch_s`` otherwise."""
+    TensorRT-LLM's own kernels (``head_pack`` over 0, no variant) on every device (A100's
+    too, by its clock), the class's ``launch_s`` otherwise."""
     own = (pack > 0) & (not batch.variant)
     clocked = TRTLLM_FURTHER_KERNEL_S * REFERENCE_CLOCK_HZ / fig.clock_hz
     return np.where(own, clocked, prm["launch_s"])

@@ -88,19 +88,19 @@ FUSED_WALK_NORM = 4.0
 #: device their loads in flight were tuned on; capped by the device's HBM bandwidth.
 SM_BYTES_PER_CLOCK = 3.35e12 / 132 / REFERENCE_CLOCK_HZ
 
-#: Kinds whose warm replays read their resident input from the L2 at a rate that follows the
-#: SMs and clock (``l2_speedup`` times :data:`SM_BYTES_PER_CLOCK` a SM and clock), not the
-#: HBM: the quantize kernels. Fitted with the L2 in multiples of the HBM, H100's tables found
-#: resident reads at 2.15x (TensorRT-LLM's static quantize) and 3.3x (vLLM's) its HBM, B200's
-#: none (``l2_speedup`` 1.0, ``l2_share`` 0.01-0.03: the fit switched the L2 off), and each
-#: device's fit predicted the other's rows of 2-60 MB 28-89% slow (H100) or 25-51% fast
-#: (B200). B200's 148 SMs at 1,856 MHz draw 1.14x H100's bytes a clock from their L2 where its
-#: HBM is 2.3x: H100's 7.2 TB/s of resident reads is 1.06x B200's HBM, about the nothing B200's
-#: fit found. With this rule B200's TensorRT-LLM fits find an L2 again (``l2_share`` 0.38 and
-#: 0.36 against H100's 0.53 and 0.37) and leaving the device out improves: docs/time-model.md,
-#: "The quantize kernels' L2 and floors". Not the recurrent decode state's resident reads
-#: (:func:`_resident_state`): their fits agree in multiples of the HBM (SGLang 1.73 / 1.45,
-#: vLLM 1.78 / 1.55 on H100 / B200).
+#: Kinds whose warm replays read their resident input from the L2 at a rate that follows the SMs and
+#: clock (``l2_speedup`` times :data:`SM_BYTES_PER_CLOCK` a SM and clock), not the HBM: the quantize
+#: kernels. Fitted with the L2 in multiples of the HBM, H100's tables found resident reads at 2.15x
+#: (TensorRT-LLM's static quantize) and 3.3x (vLLM's) its HBM, B200's none (``l2_speedup`` 1.0,
+#: ``l2_share`` 0.01-0.03: the fit switched the L2 off), and each device's fit predicted the other's
+#: rows of 2-60 MB 28-89% slow (H100) or 25-51% fast (B200). B200's 148 SMs at 1,856 MHz draw 1.14x
+#: H100's bytes a clock from their L2 where its HBM is 2.3x: H100's 7.2 TB/s of resident reads,
+#: carried to B200's SMs and clock (8.2 TB/s), is 1.06x B200's HBM, about the nothing B200's fit
+#: found. With this rule B200's TensorRT-LLM fits find an L2 again (``l2_share`` 0.38 and 0.36
+#: against H100's 0.53 and 0.37) and leaving the device out improves: docs/time-model.md, "The
+#: quantize kernels' L2 and floors". Not the recurrent decode state's resident reads
+#: (:func:`_resident_state`): their fits agree in multiples of the HBM (SGLang 1.73 / 1.45, vLLM
+#: 1.78 / 1.55 on H100 / B200).
 L2_PER_SM_KINDS = ("quantize",)
 
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's

@@ -109,8 +109,10 @@ def step_decode_path_tokens(model: Any, engine: str, fig: DeviceFigures, kv_dtyp
     their own)."""
     if not model.is_mla or model.index_topk is not None or model.compress_ratios:
         return 0
-    fp8 = resolve_kv_layout(kv_dtype).name.startswith("fp8")
-    return decode_path_tokens(engine, fig, "fp8" if fp8 else "bf16")
+    # a cache narrower than 16 bits runs the fp8-cache decode kernel (int8, fp4, nvfp4 as a
+    # stand-in: mlacalc.cost.model_step), so its prompts take that kernel's threshold too
+    narrow = resolve_kv_layout(kv_dtype).bits < 16
+    return decode_path_tokens(engine, fig, "fp8" if narrow else "bf16")
 
 
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:

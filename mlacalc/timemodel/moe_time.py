@@ -250,7 +250,7 @@ def triton_moe_default_tile(
 #: the default's 0.9-1.1; the rows of B200's Triton variant have their own, shorter list.
 #: These calls take the fastest tile of the library's list at ``tuned_rate`` times the class's
 #: tensor rate (:data:`TUNED_MOE`; docs/time-model.md, "The Triton fused MoE's tuned configs");
-#: a device not listed has none.
+#: a served Hopper device not listed takes H100's (:data:`TUNED_STAND_IN`).
 TRITON_TUNED_MOE = {
     "H100-SXM": frozenset(
         {
@@ -300,8 +300,10 @@ TUNED_MOE = "tuned_config"
 #: generation without a list of its own takes: SGLang ships its tuned configs per device name
 #: and the tables list only H100's and B200's, so an H200 (the same die) or an H20 takes H100's,
 #: a stand-in (an H200 had run every shape at the default config, slower than H100 at the same
-#: step: Qwen3-30B-A3B under SGLang, a 2,048-token prompt at 8, 229 ms on H100 against 375)
-TUNED_STAND_IN = {"sm90": "H100-SXM", "tcgen05": "B200"}
+#: step: Qwen3-30B-A3B under SGLang, a 2,048-token prompt at 8, 229 ms on H100 against 375).
+#: Hopper only: a served Blackwell step runs FlashInfer's MoE, not the Triton one
+#: (:data:`TRITON_DEFAULT_TILE`), so B200's list serves its measured rows alone.
+TUNED_STAND_IN = {"sm90": "H100-SXM"}
 
 
 def triton_moe_tuned(device: str, experts: Any, inter: Any, generation: str = "") -> np.ndarray:
