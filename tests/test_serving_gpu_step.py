@@ -42,11 +42,20 @@ def _pair(model: str, phase: str, tp: int = 1, ep: int = 1, routing: str = "bala
     sm = StepModel(m, lay, m.weights_dtype, resolve_kv_layout("bf16"), hw, routing=routing)
     kv = resolve_kv_layout("bf16")
     if phase == "decode":
-        ref = step_kernels(m, "decode", S, B, weight_dtype=m.weights_dtype, kv_dtype=kv)
+        ref = step_kernels(
+            m, "decode", S, B, weight_dtype=m.weights_dtype, kv_dtype=kv, engine=sm.engine
+        )
         ours = sm.kernels(dec_B=B, dec_S=S)
     else:
         ref = step_kernels(
-            m, "prefill", S, 1, weight_dtype=m.weights_dtype, causal=True, kv_dtype=kv
+            m,
+            "prefill",
+            S,
+            1,
+            weight_dtype=m.weights_dtype,
+            causal=True,
+            kv_dtype=kv,
+            engine=sm.engine,
         )
         ours = sm.kernels(pf_N=1, pf_q=S)
     return _keyed(ref), _keyed(k for k in ours if k.kind not in _COMM and k.name not in _SERVING)

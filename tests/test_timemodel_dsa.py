@@ -477,3 +477,96 @@ def test_the_indexer_logits_split_their_keys_without_a_combine_kernel():
         return float(predict_batch(b, hw, prof)[0])
 
     assert logits(256.0) - logits(128.0) < 0.5e-6  # a launch is about 2 us
+
+
+_VERSIONS = {"trtllm": "1.3.0rc20", "sglang": "0.5.14", "vllm": "0.24.0"}
+
+
+def _mapped_topk(engine: str, context: bool, batch: int, isl: int, step: int):
+    """The mapped top-k of ``engine``'s B200 DSA module row of DeepSeek-V3.2 (128 heads, fp8
+    cache where recorded): ``batch`` sequences of ``isl`` new tokens after ``step`` cached."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "sparse_attention" / engine / _VERSIONS[engine]
+    table = "dsa_context_module_perf" if context else "dsa_generation_module_perf"
+    (t,) = load_measured(path / f"{table}.parquet").tables
+    c = t.columns
+    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["num_heads"] == 128)
+    hit &= (c["batch_size"] == batch) & (c["isl"] == isl) & (c["step"] == step)
+    hit &= ~np.char.endswith(c["op_name"].astype(str), "skip_indexer")
+    row = np.flatnonzero(hit)[0]
+    cols = {k: v[[row]] for k, v in c.items()}
+    mapped = map_table(dataclasses.replace(t, columns=cols, seconds=t.seconds[[row]]))
+    (p,) = [p for p in mapped.parts if p.name == "topk"]
+    return p.batch
+
+
+# (engine, context, batch, isl, step): rows whose queries select (more keys than 2,048)
+_TOPK_ROWS = [
+    ("trtllm", False, 16, 1, 4096),
+    ("trtllm", True, 1, 2048, 128),
+    ("sglang", False, 16, 1, 2048),
+    ("sglang", True, 2, 2048, 1536),
+    ("vllm", False, 16, 1, 4096),
+    ("vllm", True, 1, 2048, 128),
+]
+
+
+@pytest.mark.parametrize(("engine", "context", "batch", "isl", "step"), _TOPK_ROWS)
+def test_a_served_dsa_step_runs_the_mapped_top_k(engine, context, batch, isl, step):
+    """A served DeepSeek-V3.2 step (``predict_time``'s kernels and ``plan``'s step model) runs
+    the indexer top-k its engine's module rows are mapped to (``topk_flat``, the counts of
+    ``cost.compressed.dsa_topk``): the same FLOPs, bytes and shape. Before, a served step
+    timed it as a plain streaming kernel over every query's logits (``variant ''``: the
+    decode row of 16 sequences after 4,096 keys read 262,208 B of logits and wrote 131,072 B
+    of indices at 64 KB a unit, where the mapping gives 16 CTAs their rows)."""
+    from mlacalc.models.loading import load_model
+    from mlacalc.serving.gpu_step import StepModel, _variant
+    from mlacalc.serving.layout import Layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+    from mlacalc.words.kernels import variant_of
+
+    mapped = _mapped_topk(engine, context, batch, isl, step)
+    want = {f: mapped.shape[f][0] for f in ("elements", "units", "ctas")}
+    assert mapped.variant == "topk_flat"
+    # predict_time's kernels (cost.model_step.step_kernels under the engine)
+    phase = ("chunk" if step else "prefill") if context else "decode"
+    q = isl if context else None
+    ks = step_kernels("deepseek-v3.2", phase, step + isl, batch, q, causal=True,
+                      kv_dtype="fp8", engine=engine, scope="attention_layer")  # fmt: skip
+    (k,) = [k for k in ks if k.name == "indexer_topk"]
+    assert (k.kind, k.dtype, variant_of(k.kind, k.shape)) == ("elementwise", "bf16", "topk_flat")
+    assert (k.flops, k.bytes) == (mapped.flops[0], mapped.bytes[0])
+    assert {f: k.shape[f] for f in want} == want
+    # plan's step model (one GPU): the same kernel, one spec the rows that select
+    m = load_model("deepseek-v3.2")
+    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
+                   load_hardware("B200"), engine=engine)  # fmt: skip
+    one = np.ones(1)
+    kw = dict(dec_B=batch * one, dec_S=(step + 1) * one)
+    if context:
+        kw = dict(pf_N=batch * one, pf_q=isl * one, pf_pre=step * one)
+    run = [s for s in sm.specs(**kw) if s.name == "indexer_topk" and s.bytes[0] > 0]
+    assert len(run) == 1 and _variant(run[0]) == "topk_flat"
+    assert (run[0].flops[0], run[0].bytes[0]) == (mapped.flops[0], mapped.bytes[0])
+    assert {f: run[0].shape[f][0] for f in want} == want
+
+
+def test_a_served_dsa_top_k_where_no_query_selects_runs_none():
+    """Where no query has more keys than ``index_topk`` the mapping runs no top-k (the GLM-5
+    top-k tables time those rows 0): a served step's top-k moves nothing there, and a plan
+    times it 0 s."""
+    ks = step_kernels("deepseek-v3.2", "decode", 2048, 8, kv_dtype="fp8", engine="sglang",
+                      scope="attention_layer")  # fmt: skip
+    (k,) = [k for k in ks if k.name == "indexer_topk"]
+    assert k.bytes == 0 and not any(k.shape.values())
+    from mlacalc.timemodel.predict import predict_time
+
+    p = predict_time("deepseek-v3.2", "B200", "decode", 2048, batch=8, kv_dtype="fp8",
+                     scope="attention_layer", engine="sglang")  # fmt: skip
+    assert "indexer_topk" not in {o.name for o in p.ops}
+    p = predict_time("deepseek-v3.2", "B200", "decode", 2049, batch=8, kv_dtype="fp8",
+                     scope="attention_layer", engine="sglang")  # fmt: skip
+    assert "indexer_topk" in {o.name for o in p.ops}

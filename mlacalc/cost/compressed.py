@@ -47,7 +47,7 @@ from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.patterns import LayerKind
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
-from mlacalc.words.kernels import Kernel
+from mlacalc.words.kernels import DSA_TOPK_CODE, Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
 from mlacalc.words.workload import Workload
 
@@ -73,6 +73,7 @@ __all__ = [
     "compressed_kernels",
     "compressed_layer_bytes",
     "compressed_row_elements",
+    "dsa_topk",
     "engine_topk",
     "engine_v4_kernels",
     "forward_flops",
@@ -513,6 +514,21 @@ def engine_topk(
         "topk_kernel": np.where(selecting > 0, code, 0),
     }
     return shape, pairs * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
+
+
+def dsa_topk(batch: Any, q: Any, prefix: Any, topk: int, decode: Any) -> tuple[dict[str, Any], Any]:
+    """A DSA layer's indexer top-k (DeepSeek-V3.2, GLM-5) as every engine runs it, in a served
+    step and in the mapping of the DSA module rows alike: :func:`engine_topk` over the layer's
+    keys (``rate`` 1), one kernel (``topk_kernel``: :data:`~mlacalc.words.kernels.DSA_TOPK_CODE`,
+    ``topk_flat``, SGLang's ``fast_topk_transform_fused`` over flat logits, the class the
+    ``glm5_topk`` rows fit) in both phases and at any row length; 0 where no query has more
+    keys than ``topk`` (no kernel runs: those rows time 0)."""
+    # deferred: the numeric path imports no numpy (as engine_topk)
+    import numpy as np
+
+    shape, nbytes = engine_topk(batch, q, prefix, 1, topk, decode)
+    shape["topk_kernel"] = np.where(shape["units"] > 0, DSA_TOPK_CODE, 0)
+    return shape, nbytes
 
 
 def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -> list[Kernel]:

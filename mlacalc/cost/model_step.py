@@ -62,7 +62,7 @@ from mlacalc.cost.block_sparse import (
     block_indexer_kernels,
     block_sparse_core,
 )
-from mlacalc.cost.compressed import COMPRESSED_KERNELS, compressed_kernels
+from mlacalc.cost.compressed import COMPRESSED_KERNELS, compressed_kernels, dsa_topk
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_kernels
@@ -362,6 +362,7 @@ def indexer_kernels(
     weight_dtype: str,
     calls: int = 1,
     kv_dtype: Any = "bf16",
+    engine: str = "",
 ) -> list[Kernel]:
     """The lightning indexer of one DSA layer: what picks the ``index_topk`` keys the core
     attends. Empty for a model without one.
@@ -376,7 +377,10 @@ def indexer_kernels(
       pair over every key (causal or not as asked), the indexer keys of all ``seq_len``
       tokens read once, one float32 logit per (query, key) written;
     - ``indexer_topk`` (``elementwise``, no FLOPs: comparisons): the logits read, ``index_topk``
-      int32 key indices per query written.
+      int32 key indices per query written; under an ``engine``, the top-k kernel the engines
+      run (:func:`~mlacalc.cost.compressed.dsa_topk`, ``topk_flat``, as the DSA module rows
+      are mapped: the selecting queries' logits, one CTA a query), no bytes where no query
+      has more keys than ``index_topk`` (no kernel runs).
 
     Matmul FLOPs are the engine's (:func:`mlacalc.attention_cost` adds them to ``q_proj``,
     ``kv_proj`` and ``core``); the indexer's norm and RoPE run inside its projections and
@@ -435,7 +439,9 @@ def indexer_kernels(
             # DeepGEMM's fp8 logits, as the DSA module tables' mapping times them
             shape=dsa_logits_shape(b, q, S if decode else pairs // q, heads, width, decode),
         ),
-        _elementwise(
+        _engine_dsa_topk(cost, model.index_topk, act_dtype, calls)
+        if engine
+        else _elementwise(
             "indexer_topk",
             act_dtype,
             0,
@@ -444,6 +450,17 @@ def indexer_kernels(
             calls,
         ),
     ]
+
+
+def _engine_dsa_topk(cost: AttentionCost, topk: int, act_dtype: str, calls: int) -> Kernel:
+    """A DSA layer's ``indexer_topk`` as the engines run it
+    (:func:`~mlacalc.cost.compressed.dsa_topk`): where no query selects, its fields all there
+    and nothing moved."""
+    q = cost.q_len
+    shape, nbytes = dsa_topk(cost.batch, q, cost.seq_len - q, topk, cost.phase == "decode")
+    sh = {f: int(v) for f, v in shape.items()}
+    return Kernel("indexer_topk", "elementwise", act_dtype, 0, int(nbytes) if sh["units"] else 0,
+                  calls=calls, shape=sh)  # fmt: skip
 
 
 #: Bytes of one value of DeepSeek-V4's residual streams (float32, as the engines hold them).
@@ -567,7 +584,9 @@ def attention_kernels(
             continue
         if op.name in _FUSED_AWAY:
             if op.name in ("scores",) and not core_done:
-                out += indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
+                out += indexer_kernels(
+                    cost, model, act_dtype, weight_dtype, calls, kv_dtype, engine
+                )
                 out += block_indexer_kernels(cost, model, act_dtype, weight_dtype, calls, kv_dtype)
                 out.append(_core_kernel(model, cost, ops, act_dtype, calls, window, kv_dtype))
                 core_done = True
@@ -1081,7 +1100,8 @@ def _attention_layers(
     plain = not m.full_attention_layers and not m.block_types and not mamba and not shared
     plain = plain and not m.sparse_attention_layers  # MiniMax-M3: full and block-sparse
     if uniform and plain and not v4:
-        return attention_kernels(one, m, a, w, m.num_hidden_layers, kv_dtype=kv_dtype)
+        layers = m.num_hidden_layers
+        return attention_kernels(one, m, a, w, layers, kv_dtype=kv_dtype, engine=engine)
     cost = cost_of(m, work)
     kinds = {k.label: k for k in layer_pattern(m).layers}
     for k in list(kinds.values()):

@@ -88,7 +88,7 @@ import dataclasses
 
 import numpy as np
 
-from mlacalc.cost.compressed import engine_topk
+from mlacalc.cost.compressed import dsa_topk, engine_topk
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
@@ -128,7 +128,7 @@ from mlacalc.timemodel.moe_time import (
 )
 from mlacalc.words.engines import engine_of_framework
 from mlacalc.words.errors import ConfigError
-from mlacalc.words.kernels import KernelBatch, dsa_logits_shape
+from mlacalc.words.kernels import DSA_TOPK_CODE, TOPK_KERNEL_VARIANTS, KernelBatch, dsa_logits_shape
 
 __all__ = [
     "DECODE_PATH_ATTENTION_SOURCES",
@@ -155,6 +155,8 @@ __all__ = [
 #: exactly, 0 s. Such a row counts as predicted (:func:`not_predicted`) and stays outside the
 #: relative-error statistics (0 / 0 has no relative error) and every fit.
 NO_KERNEL = "no_kernel"
+#: The class of a DSA layer's top-k in its module rows, as a served step names it (``topk_flat``)
+_DSA_TOPK = TOPK_KERNEL_VARIANTS[DSA_TOPK_CODE - 1]
 
 #: The reason of a row the mapping runs no kernel for whose measured time is positive: the
 #: prediction (0 s) misses it, counted as not predicted.
@@ -1990,11 +1992,11 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     b.add("mqa_logits" if context else "paged_mqa_logits",
           "attention_prefill" if context else "mla_decode", "fp8", rows[x],
           (2 * ih * idim * pairs)[x], nb[x], variant="indexer", **shape)  # fmt: skip
-    # the top-k's counts as glm5_topk_module_perf's (cost.compressed.engine_topk, one rule)
-    sel, sel_bytes = engine_topk(bs, isl, step, 1, topk, not context)
+    # glm5_topk_module_perf's kernel, which a served step runs too (cost.compressed.dsa_topk)
+    sel, sel_bytes = dsa_topk(bs, isl, step, topk, not context)
     x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
-    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], variant="topk_flat",
-          elements=sel["elements"][x], units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
+    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], variant=_DSA_TOPK, elements=
+          sel["elements"][x], units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
     kvb = _elem(kvd)
     d_ = dense & context
     if d_.any():

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import engine_topk, padded_heads, pooled_below
+from mlacalc.cost.compressed import dsa_topk, engine_topk, padded_heads, pooled_below
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.mamba import mamba_shape
@@ -941,10 +941,14 @@ class StepModel:
             weighted = t.kind == "gemm" and b[0] > 0 and not self.stored
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             spec = Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls)
-            if "topk_kernel" in shape and csa:
+            if "topk_kernel" in shape:  # an engine's top-k of an indexer, as mapped
                 decode = t.phases == "decode"
                 seqs, q, pre = (dec_B, dec_q, dec_S - dec_q) if decode else (pf_N, pf_q, pf_pre)
-                out += _engine_topk(spec, engine_topk(seqs, q, pre, *csa, decode), on)
+                if csa:  # DeepSeek-V4's CSA (FLAT_TOPK_ENGINES)
+                    out += _engine_topk(spec, engine_topk(seqs, q, pre, *csa, decode), on)
+                else:  # a DSA layer's (every engine)
+                    topk = dsa_topk(seqs, q, pre, self.m.index_topk, decode)
+                    out += _engine_topk(spec, topk, on, keep=False)
                 continue
             out.append(spec)
 
@@ -1409,21 +1413,26 @@ def halved(kw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _engine_topk(spec: Spec, topk: tuple[dict[str, Any], Any], on: Any) -> list[Spec]:
-    """A DeepSeek-V4 CSA layer's top-k ``spec`` as an engine of
-    :data:`~mlacalc.cost.compressed.FLAT_TOPK_ENGINES` runs it in each row
-    (:func:`~mlacalc.cost.compressed.engine_topk`, as the mapping of its module rows builds
-    it): one spec per kernel it runs, the step's own where no query selects, each with the
-    rows that run it."""
+def _engine_topk(
+    spec: Spec, topk: tuple[dict[str, Any], Any], on: Any, keep: bool = True
+) -> list[Spec]:
+    """An indexer's top-k ``spec`` as the engine runs it in each row, as the mapping of its
+    module rows builds it: a DeepSeek-V4 CSA layer's under an engine of
+    :data:`~mlacalc.cost.compressed.FLAT_TOPK_ENGINES`
+    (:func:`~mlacalc.cost.compressed.engine_topk`), a DSA layer's under any
+    (:func:`~mlacalc.cost.compressed.dsa_topk`, ``keep`` False). One spec per kernel it runs,
+    each with the rows that run it; where no query selects, the step's own kernel (``keep``)
+    or none (no bytes: those rows time 0)."""
     shape, nbytes = topk
     code = shape["topk_kernel"] * on
     out = []
     for c in np.unique(code).tolist():
         at = code == c
-        if c == 0:  # the step's kernel: its own bytes and size
-            sh = {"elements": spec.shape["elements"], "units": 0.0 * code, "ctas": 0.0 * code}
+        if c == 0:  # the step's kernel, its own bytes and size; or none
+            elements = spec.shape["elements"] if keep else 0.0 * code
+            sh = {"elements": elements, "units": 0.0 * code, "ctas": 0.0 * code}
             sh["topk_kernel"] = code
-            b = spec.bytes
+            b = spec.bytes if keep else 0.0
         else:
             sh, b = {k: np.asarray(v, dtype=np.float64) for k, v in shape.items()}, nbytes
         sh = {k: np.where(at, v, 0.0) for k, v in sh.items()}
@@ -1440,7 +1449,7 @@ def _variant(sp: Spec) -> str:
         "dsa_kv_bytes",  # a DSA core
         "sparse",  # DeepSeek-V4's core (FlashMLA's sparse kernels)
         "indexer",  # DeepSeek-V4's indexer scores (DeepGEMM's MQA logits)
-        "topk_kernel",  # an engine's top-k of DeepSeek-V4's indexer
+        "topk_kernel",  # an engine's top-k of an indexer (DeepSeek-V4's, DSA's)
     )
     shape = {f: float(np.max(sp.shape.get(f, 0))) for f in fields}
     return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})

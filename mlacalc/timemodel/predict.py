@@ -670,6 +670,9 @@ def _model_fused(step: _Step, hw: HardwareSpec, prof: Any) -> tuple:
     tokens per sequence."""
     # the kernels the profile's engine runs (as its time rules take them: kernel_time)
     kernels = step.kernels(step.m, step.scope, step.step_weights, getattr(prof, "engine", ""))
+    # an element-wise kernel that moves nothing runs none (a DSA layer's top-k where no query
+    # has more keys than it selects), as a served step times it (gpu_step.time_jobs)
+    kernels = [k for k in kernels if k.kind != "elementwise" or k.bytes]
     ops = _model_ops(kernels, hw, prof)
     w = step.work
     q = w.q_len if w.q_len is not None else (w.seq_len if w.phase == "prefill" else 1)

@@ -81,9 +81,11 @@ if TYPE_CHECKING:  # numpy is imported where kernels are batched, not for a sing
 __all__ = [
     "ATTENTION_KINDS",
     "COMM_KINDS",
+    "DSA_TOPK_CODE",
     "KERNEL_KINDS",
     "KERNEL_SET_SHAPE",
     "LINEAR_VARIANTS",
+    "TOPK_KERNEL_VARIANTS",
     "V4_TOPK_VARIANTS",
     "Kernel",
     "KernelBatch",
@@ -251,6 +253,13 @@ LINEAR_VARIANTS = (
 #: prompt, and the v1 kernel's other path past ``LONG_ROW``
 #: (:func:`mlacalc.cost.compressed.engine_topk`).
 V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat", "topk_v1_flat_long")
+#: Every top-k kernel an engine runs for an indexer (shape ``topk_kernel`` = position + 1):
+#: DeepSeek-V4's (:data:`V4_TOPK_VARIANTS`), then a DSA layer's (DeepSeek-V3.2, GLM-5):
+#: SGLang's ``fast_topk_transform_fused`` over flat logits, in both phases, as the DSA module
+#: rows are mapped (:func:`mlacalc.cost.compressed.dsa_topk`).
+TOPK_KERNEL_VARIANTS = (*V4_TOPK_VARIANTS, "topk_flat")
+#: The ``topk_kernel`` code of a DSA layer's top-k (``topk_flat``).
+DSA_TOPK_CODE = len(TOPK_KERNEL_VARIANTS)
 
 
 def linear_code(variant: str) -> int:
@@ -266,7 +275,7 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
     """The class variant of a single kernel: ``"bmm"`` for a GEMM of several groups,
     ``"amax"`` for a quantize that writes nothing (the scale alone), ``"mhc_pre"`` /
     ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2), an
-    engine's top-k kernel of its indexer (shape ``topk_kernel``: :data:`V4_TOPK_VARIANTS`),
+    engine's top-k kernel of its indexer (shape ``topk_kernel``: :data:`TOPK_KERNEL_VARIANTS`),
     ``"indexer"`` for an indexer's fp8 score kernel (shape ``indexer`` 1: DeepGEMM's MQA
     logits, as the indexer tables time it), ``"sparse"`` for a decode or prompt core over rows
     picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), a linear-attention
@@ -279,8 +288,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return "amax"
     if kind == "elementwise" and shape.get("linear"):  # a linear-attention kernel's class
         return LINEAR_VARIANTS[int(shape["linear"]) - 1]
-    if kind == "elementwise" and shape.get("topk_kernel"):  # DeepSeek-V4's engine top-k
-        return V4_TOPK_VARIANTS[int(shape["topk_kernel"]) - 1]
+    if kind == "elementwise" and shape.get("topk_kernel"):  # an engine's indexer top-k
+        return TOPK_KERNEL_VARIANTS[int(shape["topk_kernel"]) - 1]
     if kind == "elementwise" and shape.get("mhc"):  # DeepSeek-V4's hyper-connections
         return "mhc_pre" if float(shape["mhc"]) == 1 else "mhc_post"
     if kind in ("mla_decode", "attention_prefill") and shape.get("indexer"):
