@@ -305,15 +305,7 @@ def test_a_served_prompt_past_the_walk_runs_the_mapped_module_kernel(
     hw, prof = load_hardware("H100-SXM" if system == "h100_sxm" else "B200"), load_profile(profile)
     mapped = _mapped_prompt(system, engine, heads, kv, source)
     step = _step_core("prefill", 4096, 1, "fp8" if kv == "fp8" else "bf16", heads)
-    run, *_ = run_class(step, hw, prof)
-    assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
-    for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split",
-                "kv_bytes", "unit_heads"):  # fmt: skip
-        assert run.shape[key][0] == mapped.shape[key][0], key
-    assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
-    assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
-    got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
-    assert got == pytest.approx(want, rel=1e-9)
+    _same_kernel(step, mapped, hw, prof)
 
 
 def _mapped_decode(system: str, heads: int, kv: str, source: str):
@@ -355,15 +347,7 @@ def test_a_served_vllm_decode_runs_the_mapped_module_kernel(system, kv, source, 
     prof = load_profile(f"fit-{system.replace('_', '-')}-vllm")
     mapped = _mapped_decode(system, heads, kv, source)
     step = _step_core("decode", 1025, 64, "fp8" if kv == "fp8" else "bf16", heads)
-    run, *_ = run_class(step, hw, prof)
-    assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
-    for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split",
-                "kv_bytes", "unit_heads"):  # fmt: skip
-        assert run.shape[key][0] == mapped.shape[key][0], key
-    assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
-    assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
-    got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
-    assert got == pytest.approx(want, rel=1e-9)
+    _same_kernel(step, mapped, hw, prof)
 
 
 def test_a_plan_of_deepseek_v32_on_8_h100_under_trtllm_walks():
@@ -570,3 +554,17 @@ def test_a_served_dsa_top_k_where_no_query_selects_runs_none():
     p = predict_time("deepseek-v3.2", "B200", "decode", 2049, batch=8, kv_dtype="fp8",
                      scope="attention_layer", engine="sglang")  # fmt: skip
     assert "indexer_topk" in {o.name for o in p.ops}
+
+
+def _same_kernel(step, mapped, hw, prof) -> None:
+    """A served step's core runs as the mapped row's kernel: its class, shape, FLOPs, bytes and
+    time under ``prof``."""
+    run, *_ = run_class(step, hw, prof)
+    assert (run.kind, run.dtype, run.variant) == (mapped.kind, mapped.dtype, mapped.variant)
+    for key in ("batch", "q_len", "kv_len", "n_heads", "head_dim_qk", "head_dim_v", "kv_split",
+                "kv_bytes", "unit_heads"):  # fmt: skip
+        assert run.shape[key][0] == mapped.shape[key][0], key
+    assert run.flops[0] == pytest.approx(mapped.flops[0], rel=1e-12)
+    assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
+    got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
+    assert got == pytest.approx(want, rel=1e-9)
