@@ -1098,6 +1098,19 @@ ENGINE_ATTENTION = [
                  "default", 0.118, 0.43, marks=pytest.mark.slow),
     pytest.param("trtllm", "b200_sxm", "attention", "generation_attention_perf", "fp8",
                  "default", 0.137, 0.60, marks=pytest.mark.slow),
+    # vLLM's decode from the other device (H100 from fit-b200-sxm-vllm, B200 from
+    # fit-h100-sxm-vllm): 14.4% / 33.6%, 14.5% / 35.2% (H100 bf16, fp8) and 20.4% / 32.2%,
+    # 15.6% / 33.6% (B200) before FlashAttention-3's combine kernel at every call of vLLM's on
+    # Hopper (attention_time.ALWAYS_COMBINE_DECODE); now 10.2% / 26.3%, 14.0% / 30.0%, 6.2% /
+    # 21.3%, 10.7% / 27.2%
+    pytest.param("vllm", "h100_sxm", "attention", "generation_attention_perf", "bf16",
+                 "fit-b200-sxm-vllm", 0.105, 0.27, marks=pytest.mark.slow),
+    pytest.param("vllm", "h100_sxm", "attention", "generation_attention_perf", "fp8",
+                 "fit-b200-sxm-vllm", 0.143, 0.305, marks=pytest.mark.slow),
+    pytest.param("vllm", "b200_sxm", "attention", "generation_attention_perf", "bf16",
+                 "fit-h100-sxm-vllm", 0.065, 0.218, marks=pytest.mark.slow),
+    pytest.param("vllm", "b200_sxm", "attention", "generation_attention_perf", "fp8",
+                 "fit-h100-sxm-vllm", 0.11, 0.277, marks=pytest.mark.slow),
     # TensorRT-LLM B200 vision encoder: 12.5% / 72.7%
     ("trtllm", "b200_sxm", "encoder_attention", "encoder_attention_perf", None,
      "fit-b200-sxm", 0.055, 0.16),
@@ -1180,6 +1193,55 @@ def test_a_padded_head_dim_costs_its_built_size():
     assert compute(72.0, 96.0) > 1.2 * compute(72.0, 0.0)
     # a one-token image: a tile's fixed work at its built head dim, 64 half of 128's
     assert compute(64.0, 64.0, 1.0) < 0.6 * compute(64.0, 0.0, 1.0)
+
+
+def test_vllms_hopper_decode_runs_its_combine_kernel_at_every_call():
+    # vLLM's FlashAttention-3 decode on H100 runs the split-combine kernel at one split too
+    # (attention_time.ALWAYS_COMBINE_DECODE): its rows carry ``combine_kernel``, a model step's
+    # batch is given it, and one sequence of 64 keys takes ALWAYS_COMBINE_S more than without;
+    # vLLM on B200 (FlashInfer's TensorRT-LLM-gen, splits merged in the kernel) and SGLang's
+    # FlashAttention-3 do not
+    pytest.importorskip("pyarrow")
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.attention_time import (
+        ALWAYS_COMBINE_S,
+        decode_terms,
+        engine_attention_kernel,
+    )
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    def combine(system, engine):
+        t = next(x for x in load_measured(MEASURED / system / "attention", engine=engine).tables
+                 if x.table == "generation_attention_perf")  # fmt: skip
+        out = set()
+        for p in map_table(t).parts:
+            if p.batch.kind == "attention_decode" and not p.batch.variant:
+                out.update(np.unique(p.batch.shape["combine_kernel"]).tolist())
+        return out
+
+    assert combine("h100_sxm", "vllm") == {1.0}
+    assert combine("b200_sxm", "vllm") == {0.0} and combine("h100_sxm", "sglang") == {0.0}
+
+    shape = {"batch": np.ones(1), "q_len": np.ones(1), "kv_len": np.full(1, 64.0),
+             "n_heads": np.full(1, 32.0), "n_kv": np.full(1, 8.0),
+             "head_dim_qk": np.full(1, 128.0), "head_dim_v": np.full(1, 128.0)}  # fmt: skip
+    b = KernelBatch("attention_decode", "bf16", np.ones(1), np.ones(1), np.ones(1), shape)
+    prm = default_params("attention_decode")
+    h100, b200 = (device_figures(load_hardware(n)) for n in ("H100-SXM", "B200"))
+    vllm_h100 = engine_attention_kernel(b, "vllm", h100)
+    assert vllm_h100.shape["combine_kernel"].tolist() == [1.0]
+    assert "combine_kernel" not in engine_attention_kernel(b, "vllm", b200).shape
+    assert "combine_kernel" not in engine_attention_kernel(b, "sglang", h100).shape
+    sglang_h100 = engine_attention_kernel(b, "sglang", h100)
+    more = (
+        decode_terms(vllm_h100, h100, prm)["extra_s"]
+        - decode_terms(sglang_h100, h100, prm)["extra_s"]
+    )
+    assert more[0] == pytest.approx(ALWAYS_COMBINE_S, rel=0.02)
 
 
 def test_the_engines_decode_kernels_pack_every_query_head_and_trtllms_xqa_32():

@@ -798,6 +798,17 @@ def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
     return np.where(on, QUERY_CONVERT_KERNELS, 0.0)
 
 
+def _combine_kernel(t: MeasuredTable, context: bool) -> np.ndarray:
+    """1 where a decode row's FlashAttention-3 call runs its split-combine kernel whatever the
+    splits (``combine_kernel``,
+    :data:`~mlacalc.timemodel.attention_time.ALWAYS_COMBINE_DECODE`): vLLM's H100 rows
+    (kernel source ``vllm_flash_attn_fa3``); 0 elsewhere."""
+    source = t.columns.get("kernel_source")
+    if context or source is None or t.engine != "vllm":
+        return np.zeros(len(t))
+    return (source.astype(str) == "vllm_flash_attn_fa3").astype(np.float64)
+
+
 #: ``kernel_source`` of a prompt row that the engine ran through its decode kernel: vLLM's
 #: FlashInfer backend on B200 sends a prompt of one token (its batch-reorder threshold) down
 #: its decode path, and its prompt table names the generation table's kernel for exactly those
@@ -919,6 +930,7 @@ def _attention_rows(
         kv_bytes=kvb,
         head_pack=head_pack,
         q_convert=_query_convert(t, fmha_dt),
+        combine_kernel=_combine_kernel(t, context),
         preprocess_bytes=pre_bytes,
         rope_elements=tok * (hq + hkv) * rot,
         kv_reads=kv_reads,

@@ -48,6 +48,8 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "ALWAYS_COMBINE_DECODE",
+    "ALWAYS_COMBINE_S",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FLASH_HEAD_DIMS",
     "GATHER_DECODE_VARIANTS",
@@ -91,6 +93,25 @@ PACKING_DECODE = frozenset({"sglang", "vllm"})
 #: vLLM's FlashInfer path on B200, which takes a bf16 query, shows none (0.1 us).
 QUERY_CONVERT_KERNELS = 2.0
 QUERY_CONVERT_BYTES = 7.0
+
+
+#: (engine, kernel generation) whose packing decode (FlashAttention-3) runs its split-combine
+#: kernel after the attention kernel at every call, one split or many (``combine_kernel`` 1):
+#: vLLM on Hopper. As recalled of vLLM's FlashAttention backend (v1/attention/backends/
+#: flash_attn.py, not checked against a stored copy): it passes FlashAttention-3 a fixed
+#: ``num_splits`` ceiling (for CUDA graphs) and its scheduler metadata picks the splits per
+#: sequence, so the combine kernel is launched whatever they come to. Read from the tables: at
+#: one or two sequences and up to 64 cached keys (no split) vLLM's H100 bf16 rows take 1.45 /
+#: 2.57 / 3.23 us more than its B200 rows (FlashInfer's TensorRT-LLM-gen kernel, which merges
+#: its splits in the kernel) at head dims 64 / 128 / 256; SGLang's H100 rows, the same
+#: FlashAttention-3 kernel with the heuristic's splits, 1.8 us less than vLLM's (bf16; fp8 the
+#: same: not every figure fits). ``ALWAYS_COMBINE_S``: the kernel's time at H100's clock
+#: (clocked as ``launch_s``), 2.5 us, the head dim 128 gap rounded, not fitted (every one of
+#: vLLM's H100 rows runs it, so its fit cannot tell it from the call's fixed cost); chosen with
+#: the rows from the other device in view (their signed errors balance at 2.2-2.3 us;
+#: TensorRT-LLM's 3.0 us a further kernel, :data:`TRTLLM_FURTHER_KERNEL_S`, overshot).
+ALWAYS_COMBINE_DECODE = frozenset({("vllm", "sm90")})
+ALWAYS_COMBINE_S = 2.5e-6
 
 
 #: Head sizes FlashAttention-3 and -4 are built for (the encoders SGLang and vLLM run on H100
@@ -154,6 +175,11 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     cols: dict[str, np.ndarray] = {}
     if packs:
         cols["head_pack"] = np.zeros(len(batch))
+    if (
+        batch.kind == "attention_decode"
+        and (engine, fig.kernel_generation) in ALWAYS_COMBINE_DECODE
+    ):
+        cols["combine_kernel"] = np.ones(len(batch))
     if engine == "sglang" and fig.tcgen05 and batch.dtype.startswith("fp8"):
         # SGLang's TensorRT-LLM-gen backend converts the query to fp8 first
         cols["q_convert"] = np.full(len(batch), QUERY_CONVERT_KERNELS)
@@ -720,6 +746,40 @@ def query_convert_s(
     return np.where(kernels > 0, kernels * launch + stream, 0.0)
 
 
+def _call_kernels_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    pack: np.ndarray,
+    splits: np.ndarray,
+    xqa_fp8: np.ndarray,
+) -> np.ndarray:
+    """Seconds of a decode call's kernels beside the attention kernel (``xqa_fp8``: Hopper's
+    fp8-cache XQA, TensorRT-LLM's own)."""
+    # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
+    # Hopper's fp8-cache XQA kernel (TensorRT-LLM's: grouped queries, no attention sinks, not a
+    # packing kernel) does itself, and the reduction of the key splits (a kernel of its own
+    # but in Hopper's fp8 XQA and Blackwell's TensorRT-LLM-gen kernel; FlashAttention-3, the
+    # packing kernel on Hopper, runs its combine kernel after it and the engine's cache append
+    # before it, either cache dtype: vLLM's and SGLang's H100 fp8 rows take no less than their
+    # bf16 rows at the floor, 13.0 against 11.5 us and 13.0 against 9.5 us)
+    # (``rope_kernel`` 0: the caller times RoPE and the append as a kernel of its own, as a
+    # model step does; the measured rows include it, the default)
+    gen = _trtllm_gen_decode(batch, fig)
+    fused = xqa_fp8 & (col(batch, "sinks", 0) <= 0)
+    pre = (~fused) & (col(batch, "rope_kernel", 1) > 0)
+    # (vLLM's FlashAttention-3 on Hopper runs its combine kernel at every call, one split or
+    # many, ``ALWAYS_COMBINE_S``: :data:`ALWAYS_COMBINE_DECODE`)
+    always = col(batch, "combine_kernel", 0) > 0
+    kernels = pre.astype(np.float64) + ((splits > 1) & ~xqa_fp8 & (not gen) & ~always)
+    # TensorRT-LLM's own dispatch of the Blackwell kernel (not the packing engines', which call
+    # it through FlashInfer) runs a kernel of its own before the preprocessing
+    # (:data:`TRTLLM_GEN_DISPATCH_KERNELS`)
+    kernels = kernels + TRTLLM_GEN_DISPATCH_KERNELS * (gen & (pack > 0))
+    combine_s = ALWAYS_COMBINE_S * REFERENCE_CLOCK_HZ / fig.clock_hz
+    return _further_kernel_s(batch, fig, prm, pack) * kernels + np.where(always, combine_s, 0.0)
+
+
 def decode_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -831,25 +891,9 @@ def decode_terms(
         FA3_FP8_FIRST_V_CLOCKS * 64.0 * hd * np.maximum(share, 1.0) / fig.clock_hz,
         0.0,
     )
-    # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
-    # Hopper's fp8-cache XQA kernel (TensorRT-LLM's: grouped queries, no attention sinks, not a
-    # packing kernel) does itself, and the reduction of the key splits (a kernel of its own
-    # but in Hopper's fp8 XQA and Blackwell's TensorRT-LLM-gen kernel; FlashAttention-3, the
-    # packing kernel on Hopper, runs its combine kernel after it and the engine's cache append
-    # before it, either cache dtype: vLLM's and SGLang's H100 fp8 rows take no less than their
-    # bf16 rows at the floor, 13.0 against 11.5 us and 13.0 against 9.5 us)
-    # (``rope_kernel`` 0: the caller times RoPE and the append as a kernel of its own, as a
-    # model step does; the measured rows include it, the default)
     gen = _trtllm_gen_decode(batch, fig)
     xqa_fp8 = sm90 & (pack > 0) & (not gen)
-    fused = xqa_fp8 & (col(batch, "sinks", 0) <= 0)
-    pre = (~fused) & (col(batch, "rope_kernel", 1) > 0)
-    kernels = pre.astype(np.float64) + ((splits > 1) & ~xqa_fp8 & (not gen))
-    # TensorRT-LLM's own dispatch of the Blackwell kernel (not the packing engines', which call
-    # it through FlashInfer) runs a kernel of its own before the preprocessing
-    # (:data:`TRTLLM_GEN_DISPATCH_KERNELS`)
-    kernels = kernels + TRTLLM_GEN_DISPATCH_KERNELS * (gen & (pack > 0))
-    out["extra_s"] = out["extra_s"] + _further_kernel_s(batch, fig, prm, pack) * kernels
+    out["extra_s"] = out["extra_s"] + _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["launch_s"])
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
