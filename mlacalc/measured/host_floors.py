@@ -20,7 +20,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable
-from mlacalc.timemodel.host_floor import floor_sources
+from mlacalc.timemodel.host_floor import floor_sources, graphed
 from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.profile import Profile
 
@@ -39,10 +39,12 @@ __all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "kernel_seconds"]
 #: decode runs its prompt's sparse kernel (dsa_time.ONE_SPARSE_KERNEL) its groups reach 0.91
 #: (H100 FLASHMLA_SPARSE, bf16 cache) with their floors still needed (without them vLLM's H100
 #: DSA decode module 12.0% -> 13.6%, B200 18.7% -> 21.3%), and the gap is gone: the graphed
-#: groups start at 0.89 (SGLang's H100 skip-indexer FlashMLA, fp8 cache). 0.92 keeps every
-#: floor the rows need and floors two groups at 0.89-0.91 at their fewest-token median (SGLang
-#: H100 DSA decode 4.4% -> 4.3% fitted, vLLM B200 19.6% -> 18.9%, from the other device 22.6%
-#: -> 20.8%: bench_timemodel.py --engines --only dsa_generation). (It was 0.5, then 0.75,
+#: groups start at 0.89 (SGLang's H100 skip-indexer FlashMLA, fp8 cache), which a graphed
+#: group takes no floor at whatever share (host_floor.graphed: SGLang's decode up to its graph
+#: size). 0.92 keeps every floor vLLM's rows need and floors one more vLLM group at its
+#: fewest-token median (B200 FlashInfer, nvfp4 projections, fp8 cache: share 0.91; vLLM B200
+#: DSA decode module 19.6% -> 18.9%, from the other device 22.6% -> 20.8%:
+#: bench_timemodel.py --engines --only dsa_generation). (It was 0.5, then 0.75,
 #: which gave TensorRT-LLM's B200 decode module a floor while its nvfp4 rows had no projections
 #: and its indexer's small kernels were not mapped: share 0.66 then, 0.94-1.05 with them.)
 HOST_BOUND_SHARE = 0.92
@@ -95,7 +97,9 @@ def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any
             "floor_s": None,
             "kernel_share": share,
         }
-        if share <= HOST_BOUND_SHARE:
+        if share <= HOST_BOUND_SHARE and not graphed(
+            t.system, t.engine, t.table, str(name).split("|")[0]
+        ):
             floor = float(np.median(meas[bound]))
             err = floor / meas[bound] - 1
             rec.update(floor_s=floor, median=_median_abs(err),

@@ -28,7 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["EAGER", "GRAPH_MAX_BATCH", "HOST_FLOOR_S", "floor_sources", "host_floor_seconds"]
+__all__ = [
+    "EAGER",
+    "GRAPH_MAX_BATCH",
+    "HOST_FLOOR_S",
+    "floor_sources",
+    "graphed",
+    "host_floor_seconds",
+]
 
 _CTX, _GEN = "dsa_context_module_perf", "dsa_generation_module_perf"
 _H100, _B200 = "h100_sxm", "b200_sxm"
@@ -122,8 +129,7 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.0001949,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.0001754,
-    # kernel shares of 0.86-0.92 (measured.host_floors.HOST_BOUND_SHARE), floored by the rule
-    (_H100, "sglang", _GEN, _SG + "skip_indexer_flashmla_kv", _FP8B, _FP8): 0.00007325,
+    # a kernel share of 0.91 (measured.host_floors.HOST_BOUND_SHARE 0.92), floored by the rule
     (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _NVFP4, _FP8): 0.0001567,
 }
 
@@ -138,6 +144,13 @@ def floor_sources(system: str, engine: str, table: str, sources, batch) -> np.nd
         return src
     eager = np.asarray(batch, dtype=np.float64) > most
     return np.where(eager, np.char.add(src, EAGER), src)
+
+
+def graphed(system: str, engine: str, table: str, source: str) -> bool:
+    """Whether a group of rows (its :func:`floor_sources` label) ran in the engine's CUDA
+    graph (SGLang's decode modules up to :data:`GRAPH_MAX_BATCH`): its time is its kernels'
+    alone, whatever their predicted share, so it takes no host floor."""
+    return table == _GEN and (system, engine) in GRAPH_MAX_BATCH and not source.endswith(EAGER)
 
 
 def host_floor_seconds(
