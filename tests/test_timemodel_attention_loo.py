@@ -56,8 +56,14 @@ def test_sglang_maps_its_blackwell_fp8_rows_with_the_query_conversion():
 #: MMA rate, attention_time.TRTLLM_GEN_DISPATCH_KERNELS and _xqa_work_scale: 12.7% / 15.3%),
 #: its H100 bf16 decode from B200 (23.3% before them, 16.4%)
 LEFT_OUT = [
-    ("h100_sxm", "context_attention_perf", "sglang", "fp8", "fit-b200-sxm-sglang", 0.14),
-    ("b200_sxm", "context_attention_perf", "sglang", "fp8", "fit-h100-sxm-sglang", 0.135),
+    # the fp8 prompts with Blackwell's fp8 prompt kernel's exponential rate and share of its
+    # peak (attention_time.FP8_PROMPT_TCGEN05_EXP, FP8_PROMPT_TCGEN05_RATE): SGLang H100 from
+    # B200 12.9% -> 11.0%, B200 from H100 12.7% -> 11.2% (bounds 0.14, 0.135 before);
+    # TensorRT-LLM H100 from B200 12.0% -> 10.9%, B200 from H100 12.7% -> 11.4%
+    ("h100_sxm", "context_attention_perf", "sglang", "fp8", "fit-b200-sxm-sglang", 0.115),
+    ("b200_sxm", "context_attention_perf", "sglang", "fp8", "fit-h100-sxm-sglang", 0.117),
+    ("h100_sxm", "context_attention_perf", "trtllm", "fp8", "fit-b200-sxm", 0.113),
+    ("b200_sxm", "context_attention_perf", "trtllm", "fp8", "default", 0.118),
     ("b200_sxm", "generation_attention_perf", "trtllm", "bf16", "default", 0.135),
     ("b200_sxm", "generation_attention_perf", "trtllm", "fp8", "default", 0.16),
     ("h100_sxm", "generation_attention_perf", "trtllm", "bf16", "fit-b200-sxm", 0.175),

@@ -328,10 +328,34 @@ def test_only_blackwell_kernels_take_exponentials_faster_than_the_sfus():
     prm.update(eff_compute=1.0, sfu_overlap=16.0, unit_latency_s=0.0, call_latency_s=1e-7)
     for name, faster in (("B200", True), ("H100-SXM", False)):
         fig = device_figures(load_hardware(name))
-        batch, _ = _prefill("fp8", 128.0, 128.0, isl=16384.0)
+        batch, _ = _prefill("bf16", 64.0, 64.0, isl=16384.0)
         one = kernel_terms(batch, fig, dict(prm, eff_exp=1.0))["compute_s"][0]
         more = kernel_terms(batch, fig, dict(prm, eff_exp=1.5))["compute_s"][0]
         if faster:
             assert more < 0.9 * one
         else:
             assert more == one
+
+
+def test_blackwells_fp8_prompt_kernel_takes_its_own_exponential_rate():
+    # Blackwell's fp8 prompt kernel (no variant) runs its exponentials at
+    # FP8_PROMPT_TCGEN05_EXP SFU rates, eff_exp a share of it (at most 1: a fit above 1 adds
+    # nothing), and its products at FP8_PROMPT_TCGEN05_RATE of Hopper's reach; bf16 keeps
+    # eff_exp as fitted
+    from mlacalc.timemodel import attention_time
+
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, sfu_overlap=16.0, unit_latency_s=0.0, call_latency_s=1e-7)
+    fig = device_figures(load_hardware("B200"))
+    batch, _ = _prefill("fp8", 128.0, 128.0, isl=16384.0)
+    one = kernel_terms(batch, fig, dict(prm, eff_exp=1.0))["compute_s"][0]
+    more = kernel_terms(batch, fig, dict(prm, eff_exp=1.5))["compute_s"][0]
+    assert more == one
+    slower = dict(prm, eff_exp=1.0 / attention_time.FP8_PROMPT_TCGEN05_EXP)
+    assert kernel_terms(batch, fig, slower)["compute_s"][0] > 1.2 * one
+    # products only (exponentials free): the fp8 products at 0.88 of the fp8 peak
+    fast = dict(prm, eff_exp=1.0, sfu_overlap=16.0)
+    big, _ = _prefill("fp8", 256.0, 256.0, isl=16384.0)
+    t = kernel_terms(big, fig, fast)["compute_s"][0]
+    flops = float(big.flops[0])
+    assert t >= flops / (attention_time.FP8_PROMPT_TCGEN05_RATE * fig.peak("fp8"))

@@ -52,6 +52,8 @@ __all__ = [
     "ALWAYS_COMBINE_S",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FLASH_HEAD_DIMS",
+    "FP8_PROMPT_TCGEN05_EXP",
+    "FP8_PROMPT_TCGEN05_RATE",
     "GATHER_DECODE_VARIANTS",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
@@ -78,6 +80,25 @@ __all__ = [
 #: head into a tile's rows (``head_pack`` 0): FlashAttention-3, which SGLang and vLLM run on
 #: Hopper; on Blackwell they run FlashInfer / TensorRT-LLM-gen, a tile a query head
 PACKING_PREFILL = frozenset({("sglang", "sm90"), ("vllm", "sm90")})
+
+#: Blackwell's fp8 prompt kernel (TensorRT-LLM-gen's, which TensorRT-LLM, vLLM's FlashInfer
+#: backend and SGLang's ``trtllm_mha`` run on B200: ``attention_prefill`` of no variant) reaches
+#: this share of what Hopper's fp8 kernels reach of their fp8 peak, on the products. Read from
+#: TensorRT-LLM's tables, not fitted: at 2,048 tokens and more (no window) an fp8 prompt takes
+#: 0.761 / 0.697 of the bf16 prompt's time on H100 (head dim 128 / 256, medians over shapes)
+#: and 0.867 / 0.788 on B200, 0.88 of Hopper's gain at both; at head dim 64, where the
+#: exponentials take as long as the products, 0.98. The fits before the rule said the same
+#: (``eff_compute`` fp8 over bf16: H100 0.91, B200 0.78). The mechanism is not settled (the
+#: fp8 MMAs' draw against B200's power cap is a candidate the tables cannot show)
+FP8_PROMPT_TCGEN05_RATE = 0.88
+
+#: That kernel's exponentials run at this multiple of the SFUs' rate (``eff_exp`` then at most
+#: 1 on every device, a share of its own exponential rate). Its bf16 build does not: the B200
+#: fits put fp8 ``eff_exp`` at 1.52, 1.57 and 1.58 (TensorRT-LLM, SGLang, vLLM) and bf16 at
+#: 0.82, 0.97 and 1.01; 1.55 is the fp8 fits' middle. An H100 fit cannot tell its own
+#: ``eff_exp`` above 1 (Hopper takes every exponential on the SFUs), so it carried arbitrary
+#: values to B200 (TensorRT-LLM 1.05, vLLM 1.77) where the kernel's rate is a device figure
+FP8_PROMPT_TCGEN05_EXP = 1.55
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to 32
@@ -309,6 +330,9 @@ def prefill_terms(
     d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
     scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
     eff_exp = prm["eff_exp"] if fig.tcgen05 else min(prm["eff_exp"], 1.0)
+    gen_fp8 = _tcgen05_fp8_prompt(batch, fig)
+    if gen_fp8:  # Blackwell's fp8 prompt kernel: its own exponential rate
+        eff_exp = min(prm["eff_exp"], 1.0) * FP8_PROMPT_TCGEN05_EXP
     side = side_work_rate(batch, fig)
     sfu = scores / (eff_exp * side * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
     # the call's fixed time and each unit's fixed work are waits on memory and launches, not
@@ -332,6 +356,8 @@ def prefill_terms(
         pad_qk = 2.0 ** np.ceil(np.log2(np.maximum(d_qk, 1.0)))
         pad_v = np.where(d_v > 0, 2.0 ** np.ceil(np.log2(np.maximum(d_v, 1.0))), 0.0)
         flops = flops * (pad_qk + pad_v) / np.maximum(d_qk + d_v, 1.0)
+        if gen_fp8:  # Blackwell's fp8 prompt products reach less of their peak than Hopper's
+            flops = flops / FP8_PROMPT_TCGEN05_RATE
     # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
     # walks, once per group of query rows one MMA instruction covers (``mma_rows``: a Hopper
     # warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at the SM's shared-memory
@@ -399,6 +425,13 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+def _tcgen05_fp8_prompt(batch: KernelBatch, fig: DeviceFigures) -> bool:
+    """Whether ``batch`` is an fp8 ``attention_prefill`` of no variant on a ``tcgen05`` device
+    (:data:`FP8_PROMPT_TCGEN05_RATE`, :data:`FP8_PROMPT_TCGEN05_EXP`)."""
+    fp8 = batch.dtype.startswith("fp8")
+    return bool(fig.tcgen05 and fp8 and batch.kind == "attention_prefill" and not batch.variant)
 
 
 def side_work_rate(batch: KernelBatch, fig: DeviceFigures) -> float:
