@@ -34,6 +34,23 @@ def _errors(mapped, profile: str, dtype: str) -> np.ndarray:
 
 
 @pytest.mark.slow
+def test_vllm_maps_its_fp8_prompt_rows_with_the_cache_write():
+    # vLLM's fp8-cache prompt rows carry their new K/V elements (cache_quant_elements), out of
+    # the pre-kernel's streamed bytes; bf16 rows and the other engines none
+    for engine, want in (("vllm", True), ("sglang", False)):
+        mapped = _rows("b200_sxm", "context_attention_perf", engine)
+        c = mapped.table.columns
+        tok = c["batch_size"] * c["isl"]
+        elements = tok * 2.0 * c["num_key_value_heads"] * c["head_dim"]
+        for p in mapped.parts:
+            if p.batch.kind != "attention_prefill":
+                continue
+            got = p.batch.shape["cache_quant_elements"]
+            on = want and p.batch.dtype == "fp8"
+            assert np.array_equal(got, elements[p.rows] if on else np.zeros(len(p.rows)))
+
+
+@pytest.mark.slow
 def test_sglang_maps_its_blackwell_fp8_rows_with_the_query_conversion():
     # trtllm_mha fp8 rows carry the two conversion kernels; bf16 rows, the other kernels
     # (FlashInfer's own, Triton) and every H100 row none
@@ -64,6 +81,10 @@ LEFT_OUT = [
     ("b200_sxm", "context_attention_perf", "sglang", "fp8", "fit-h100-sxm-sglang", 0.117),
     ("h100_sxm", "context_attention_perf", "trtllm", "fp8", "fit-b200-sxm", 0.113),
     ("b200_sxm", "context_attention_perf", "trtllm", "fp8", "default", 0.118),
+    # vLLM's fp8 prompts with its fp8 cache write at SM clocks (attention_time.
+    # FP8_CACHE_WRITE_CLOCKS): H100 from B200 18.6% -> 18.0%, B200 from H100 17.5% -> 14.6%
+    ("h100_sxm", "context_attention_perf", "vllm", "fp8", "fit-b200-sxm-vllm", 0.183),
+    ("b200_sxm", "context_attention_perf", "vllm", "fp8", "fit-h100-sxm-vllm", 0.15),
     ("b200_sxm", "generation_attention_perf", "trtllm", "bf16", "default", 0.135),
     ("b200_sxm", "generation_attention_perf", "trtllm", "fp8", "default", 0.16),
     ("h100_sxm", "generation_attention_perf", "trtllm", "bf16", "fit-b200-sxm", 0.175),

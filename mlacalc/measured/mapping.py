@@ -786,6 +786,14 @@ def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
     return np.zeros(n)
 
 
+def _fp8_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.ndarray:
+    """1 where a prompt row's engine quantizes its new K/V rows into an fp8 cache by a kernel
+    bound by the SMs' clocks (:data:`~mlacalc.timemodel.attention_time.FP8_CACHE_WRITE_CLOCKS`):
+    vLLM's, on either device; 0 elsewhere."""
+    on = context and t.engine == "vllm"
+    return np.where(on & (kvd == "fp8"), 1.0, 0.0)
+
+
 def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
     """Elementwise kernels that convert a row's query to fp8 before its attention kernel
     (``q_convert``, :data:`~mlacalc.timemodel.attention_time.QUERY_CONVERT_KERNELS`): SGLang's
@@ -877,6 +885,10 @@ def _attention_rows(
     rot = np.minimum(hd, _ROTARY)
     # QKV preprocessing: fused QKV read, Q written for the attention kernel, K/V rows appended
     pre_bytes = tok * (hq + 2 * hkv) * hd * 2 + tok * hq * hd * qb + tok * 2 * hkv * hd * kvb
+    # vLLM's prompt rows with an fp8 cache quantize the new K/V rows into it at SM clocks
+    # (``cache_quant_elements``, attention_time.FP8_CACHE_WRITE_CLOCKS), not at a stream's bytes
+    quant = _fp8_cache_write(t, kvd, context) * tok * 2 * hkv * hd
+    pre_bytes = pre_bytes - quant * (2.0 + kvb)
     out_b = np.where(kvd == "fp8", 1.0, 2.0) if not context else 2.0
     kv_reads = np.full(len(t), 2.0)  # cache passes from HBM: K and V
     if context:
@@ -932,6 +944,7 @@ def _attention_rows(
         q_convert=_query_convert(t, fmha_dt),
         combine_kernel=_combine_kernel(t, context),
         preprocess_bytes=pre_bytes,
+        cache_quant_elements=quant,
         rope_elements=tok * (hq + hkv) * rot,
         kv_reads=kv_reads,
     )

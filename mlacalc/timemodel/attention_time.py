@@ -52,6 +52,7 @@ __all__ = [
     "ALWAYS_COMBINE_S",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FLASH_HEAD_DIMS",
+    "FP8_CACHE_WRITE_CLOCKS",
     "FP8_PROMPT_TCGEN05_EXP",
     "FP8_PROMPT_TCGEN05_RATE",
     "GATHER_DECODE_VARIANTS",
@@ -99,6 +100,17 @@ FP8_PROMPT_TCGEN05_RATE = 0.88
 #: ``eff_exp`` above 1 (Hopper takes every exponential on the SFUs), so it carried arbitrary
 #: values to B200 (TensorRT-LLM 1.05, vLLM 1.77) where the kernel's rate is a device figure
 FP8_PROMPT_TCGEN05_EXP = 1.55
+
+#: SM clocks a K/V element takes in vLLM's quantizing write of a prompt's new K/V rows into an
+#: fp8 cache (``cache_quant_elements``: its measured prompt rows time it before the attention
+#: kernel, in place of the bytes of those rows in the pre-kernel's stream). Read from the
+#: tables, not fitted: a least-squares split of vLLM's fp8 rows at head dim 128, 256-1,024
+#: tokens, into a fixed time, query bytes, K/V bytes and products gives 1.40 ms per GB of bf16
+#: K/V on H100 and 1.24 on B200, 0.68 clocks an element per SM on both (132 SMs at 1,830 MHz,
+#: 148 at 1,856), where HBM would take 0.45 and 0.19 ms for the K/V read and fp8 write; the
+#: bf16 cache's rows take 1.07 and 0.62 ms (0.52 and 0.36 clocks), SGLang's and TensorRT-LLM's
+#: fp8 rows 0.09-0.44 ms
+FP8_CACHE_WRITE_CLOCKS = 0.68
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to 32
@@ -409,7 +421,7 @@ def prefill_terms(
     # measured rows include it, the default); a kernel without a value product (an indexer's
     # logits) has none
     pre = (col(batch, "rope_kernel", 1) > 0) & (d_v > 0)
-    stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    stream = _pre_kernel_s(batch, fig, prm, pre_bytes)
     out["extra_s"] = out["extra_s"] + np.where(pre, prm["pre_latency_s"] + stream, 0.0)
     # the query's conversion to fp8 before the kernel (SGLang's TensorRT-LLM-gen path), each
     # kernel's launch and wait as the pre-kernel's
@@ -425,6 +437,16 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+def _pre_kernel_s(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pre_bytes: np.ndarray | float
+) -> np.ndarray:
+    """Seconds of the pre-kernel's work beside its launch: its bytes streamed and vLLM's fp8
+    cache write at SM clocks (``cache_quant_elements``, :data:`FP8_CACHE_WRITE_CLOCKS`)."""
+    stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    quant = col(batch, "cache_quant_elements", 0) * FP8_CACHE_WRITE_CLOCKS
+    return stream + quant / (fig.sm_count * fig.clock_hz)
 
 
 def _tcgen05_fp8_prompt(batch: KernelBatch, fig: DeviceFigures) -> bool:
