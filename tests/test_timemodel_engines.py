@@ -1119,6 +1119,13 @@ ENGINE_ATTENTION = [
     # 20.7%
     pytest.param("trtllm", "b200_sxm", "attention", "context_attention_perf", "fp8",
                  "fit-b200-sxm", 0.06, 0.185, marks=pytest.mark.slow),
+    # vLLM's fp8 prompts with its fp8 cache write at SM clocks (attention_time.
+    # FP8_CACHE_WRITE_CLOCKS): 11.4% / 30.5% (H100), 12.2% / 34.4% (B200) before; 10.7% /
+    # 29.6%, 10.4% / 27.7%
+    pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "fp8",
+                 "fit-h100-sxm-vllm", 0.11, 0.30, marks=pytest.mark.slow),
+    pytest.param("vllm", "b200_sxm", "attention", "context_attention_perf", "fp8",
+                 "fit-b200-sxm-vllm", 0.107, 0.285, marks=pytest.mark.slow),
     # SGLang's and vLLM's vision encoders (FlashAttention-3 on H100, -4 on B200) at their
     # padded head dims and tiles, a tile's fixed work at its built head dim
     # (attention_time.encoder_kernel_shape): before [10.3% / 31.5%, 9.1% / 26.7%, 8.6% /
