@@ -146,7 +146,12 @@ class KernelSlots:
         for (name, kind, dtype), (fields, idx, vals) in self._slots.items():
             v = np.concatenate(vals)
             rows = np.asarray(idx, dtype=np.int64)
-            uniq, inverse = np.unique(v[:, 3:], axis=0, return_inverse=True)
+            if v.shape[1] > 3:
+                _, first, inverse = np.unique(_row_keys(v[:, 3:]), return_index=True,
+                                              return_inverse=True)  # fmt: skip
+                uniq = v[first, 3:]
+            else:
+                uniq, inverse = np.zeros((1, 0)), np.zeros(len(v), dtype=np.int64)
             named = self._variants.get((name, kind, dtype))
             names = [named or variant_of(kind, dict(zip(fields, u.tolist()))) for u in uniq]
             per_row = np.asarray(names, dtype=object)[inverse.reshape(-1)]
@@ -174,17 +179,22 @@ def distinct_kernels(batch: KernelBatch) -> tuple[KernelBatch, np.ndarray]:
     module's GEMM of a given token count recurs in every row of that count (DeepSeek-V3.2's
     projections: 1.4 M kernels, a few thousand shapes), timed once."""
     n = len(batch.flops)
-    key = np.zeros(n, dtype=np.int64)
-    for col in (batch.flops, batch.bytes, batch.calls, *batch.shape.values()):
-        col = np.asarray(col)
-        if n < 2 or col.min() == col.max():
-            continue  # a constant column tells no kernel from another
-        _, code = np.unique(col, return_inverse=True)
-        # the codes of the columns so far, recompressed so the key stays below n squared
-        _, key = np.unique(key * n + code.reshape(-1), return_inverse=True)
-        key = key.reshape(-1)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    cols = [np.asarray(c, dtype=np.float64)
+            for c in (batch.flops, batch.bytes, batch.calls, *batch.shape.values())]  # fmt: skip
+    # a constant column tells no kernel from another
+    varying = [c for c in cols if n > 1 and c.min() != c.max()]
+    if not varying:
+        return batch.take(np.zeros(min(n, 1), dtype=np.int64)), np.zeros(n, dtype=np.int64)
+    _, first, inverse = np.unique(_row_keys(np.stack(varying, axis=1)), return_index=True,
+                                  return_inverse=True)  # fmt: skip
     return batch.take(first), inverse.reshape(-1)
+
+
+def _row_keys(table: np.ndarray) -> np.ndarray:
+    """One comparable key a row of a float table (its bytes; -0.0 read as 0.0): equal rows,
+    equal keys, so one sort finds the distinct rows of every column at once."""
+    table = np.ascontiguousarray(table + 0.0)  # -0.0 + 0.0 is 0.0
+    return table.view(np.dtype((np.void, table.dtype.itemsize * table.shape[1]))).reshape(-1)
 
 
 _DT = {
