@@ -210,6 +210,7 @@ def check_request(
         )
     include_mtp = args["include_mtp"] or bool(mtp_tokens)  # drafting needs the MTP weights
     components = check_components(args["component_dtypes"], m)
+    stored = _stored_formats(m, args["weight_dtype"])  # the checkpoint's own, sized as stored
     weight_dtype = args["weight_dtype"]
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
     return PlanRequest(
@@ -246,9 +247,9 @@ def check_request(
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
         + _kv_warnings(m, resolve_kv_layout(args["kv_dtype"]))
         + _format_warnings(components, hw)
-        + _stored_format_warnings(m, hw, weight_dtype, components)
+        + _stored_format_warnings(hw, stored, components)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
-        + _vendor_warnings(hw, engine, {**_stored_formats(m, weight_dtype), **components})
+        + _vendor_warnings(hw, engine, {**stored, **components})
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -514,20 +515,19 @@ def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str,
 
 
 def _stored_format_warnings(
-    m: ModelConfig, hw: HardwareSpec, weight_dtype: str | None, components: dict[str, str]
+    hw: HardwareSpec, stored: dict[str, str], components: dict[str, str]
 ) -> tuple[str, ...]:
-    """:func:`_format_warnings` for the checkpoint's own formats, where the weights are sized
-    as stored (no ``weight_dtype``) and no component format is given in their place: an NVFP4
+    """:func:`_format_warnings` for the checkpoint's own formats (``stored``:
+    :func:`_stored_formats`) where no component format is given in their place: an NVFP4
     checkpoint's experts on a Hopper part are timed as the weight-only kernel, as
     ``--expert-dtype nvfp4`` there says (a new-user trial's Kimi-K2.6 NVFP4 on H20 said
     nothing)."""
-    out = []
-    for component, fmt in _stored_formats(m, weight_dtype).items():
-        if component in components:
-            continue
-        said = _weight_only(f"the checkpoint's {component}", fmt, component == "experts", hw)
-        out += [said] if said else []
-    return tuple(out)
+    out = (
+        _weight_only(f"the checkpoint's {component}", fmt, component == "experts", hw)
+        for component, fmt in stored.items()
+        if component not in components
+    )
+    return tuple(w for w in out if w)
 
 
 def _stored_formats(m: ModelConfig, weight_dtype: str | None) -> dict[str, str]:
