@@ -429,28 +429,38 @@ def test_routing_imbalance_slows_the_expert_exchange_too():
             ), a.name
 
 
-def test_a_plans_all_reduce_takes_the_faster_of_custom_kernels_and_nccl():
-    """A serving step's all-reduce runs the engine's own kernels or NCCL, whichever is faster:
-    on A100 the custom class was fitted below 2^20 elements (TensorRT-LLM 1.0 hands larger
-    calls to NCCL, whose class those rows fit), so a 128 MB call is NCCL's time, a 64 KB one
-    the custom kernels'."""
+def _all_reduce_both_ways(hardware: str, profile, message_bytes: list[float]):
+    """8 GPUs' all-reduces of ``message_bytes`` timed as the custom kernels' class, as NCCL's
+    ring (no one-shot), and as a plan's step times them (gpu_step._predict)."""
     import numpy as np
 
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.serving.gpu_step import _predict
     from mlacalc.timemodel.kernel_time import predict_batch
-    from mlacalc.timemodel.profile import load_profile
     from mlacalc.words.kernels import KernelBatch
 
-    hw, prof = load_hardware("A100-SXM-80GB"), load_profile()
-    msg = np.array([2.0**16, 2.0**27])
-    shape = {"message_bytes": msg, "n_gpus": np.full(2, 8.0)}
-    custom = KernelBatch("all_reduce", "bf16", msg * 0, msg, np.ones(2), shape)
+    hw = load_hardware(hardware)
+    msg = np.array(message_bytes)
+    shape = {"message_bytes": msg, "n_gpus": np.full(len(msg), 8.0)}
+    custom = KernelBatch("all_reduce", "bf16", msg * 0, msg, np.ones(len(msg)), shape)
     nccl = KernelBatch(
-        "all_reduce", "fp16", msg * 0, msg, np.ones(2), dict(shape, one_shot=msg * 0)
+        "all_reduce", "fp16", msg * 0, msg, np.ones(len(msg)), dict(shape, one_shot=msg * 0)
     )
-    c, n = predict_batch(custom, hw, prof), predict_batch(nccl, hw, prof)
-    got = _predict(custom, hw, prof)
+    return (
+        predict_batch(custom, hw, profile),
+        predict_batch(nccl, hw, profile),
+        _predict(custom, hw, profile),
+    )
+
+
+def test_a_plans_all_reduce_takes_the_faster_of_custom_kernels_and_nccl():
+    """A serving step's all-reduce runs the engine's own kernels or NCCL, whichever is faster:
+    on A100 the custom class was fitted below 2^20 elements (TensorRT-LLM 1.0 hands larger
+    calls to NCCL, whose class those rows fit), so a 128 MB call is NCCL's time, a 64 KB one
+    the custom kernels'."""
+    from mlacalc.timemodel.profile import load_profile
+
+    c, n, got = _all_reduce_both_ways("A100-SXM-80GB", load_profile(), [2.0**16, 2.0**27])
     assert got[0] == c[0] < n[0] and got[1] == n[1] < c[1]
 
 
@@ -459,21 +469,6 @@ def test_sglangs_all_reduce_from_32_mb_is_nccls_even_where_its_kernels_fit_faste
     plan's call there is NCCL's ring even where the custom class (fitted below that size)
     would be faster (8 B200s, 32 MB: 0.57 of NCCL's time by the custom fit); below, the
     faster of the two."""
-    import numpy as np
-
-    from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.serving.gpu_step import _predict
-    from mlacalc.timemodel.kernel_time import predict_batch
-    from mlacalc.words.kernels import KernelBatch
-
-    hw, prof = load_hardware("B200"), "fit-b200-sxm-sglang"
-    msg = np.array([2.0**24, 2.0**25])
-    shape = {"message_bytes": msg, "n_gpus": np.full(2, 8.0)}
-    custom = KernelBatch("all_reduce", "bf16", msg * 0, msg, np.ones(2), shape)
-    nccl = KernelBatch(
-        "all_reduce", "fp16", msg * 0, msg, np.ones(2), dict(shape, one_shot=msg * 0)
-    )
-    c, n = predict_batch(custom, hw, prof), predict_batch(nccl, hw, prof)
-    got = _predict(custom, hw, prof)
+    c, n, got = _all_reduce_both_ways("B200", "fit-b200-sxm-sglang", [2.0**24, 2.0**25])
     assert c[1] < n[1] and got[1] == n[1]
     assert got[0] == c[0] < n[0]

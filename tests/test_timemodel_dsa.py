@@ -253,28 +253,34 @@ def test_a_served_step_runs_the_mapped_module_rule(phase, heads):
     assert got == pytest.approx(want, rel=1e-9)
 
 
-def _mapped_prompt(system: str, engine: str, heads: int, kv: str, source: str):
-    """The mapped sparse MLA kernel of one engine's prompt row of DeepSeek-V3.2: one sequence
-    of 4,096 new tokens, ``heads`` heads, a ``kv`` cache, the attention ``source`` names,
-    without the RoPE pre-kernel's launch the mapped kernel carries by default (a step times
-    RoPE as a kernel of its own)."""
+def _mapped_row(system: str, engine: str, table: str, part: str, **match):
+    """The mapped kernel ``part`` of the one DeepSeek-V3.2 row of an engine's DSA module
+    ``table`` whose columns equal ``match``, without the RoPE pre-kernel's launch the mapped
+    kernel carries by default (a step times RoPE as a kernel of its own)."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
 
     version = {"trtllm": "1.3.0rc20", "sglang": "0.5.14", "vllm": "0.24.0"}[engine]
     path = MEASURED / system / "sparse_attention" / engine / version
-    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
+    (t,) = load_measured(path / f"{table}.parquet").tables
     c = t.columns
-    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["num_heads"] == heads)
-    hit &= (c["batch_size"] == 1) & (c["step"] == 0) & (c["isl"] == 4096)
-    hit &= (c["kv_cache_dtype"].astype(str) == kv) & (c["kernel_source"].astype(str) == source)
+    hit = c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2"
+    for key, value in match.items():
+        hit &= (c[key].astype(str) == value) if isinstance(value, str) else (c[key] == value)
     row = np.flatnonzero(hit)[0]
     cols = {k: v[[row]] for k, v in c.items()}
     mapped = map_table(dataclasses.replace(t, columns=cols, seconds=t.seconds[[row]]))
-    (p,) = [p for p in mapped.parts if p.name == "sparse_mla"]
-    # without the pre-kernel launch the row's kernel carries (a step times RoPE apart)
+    (p,) = [p for p in mapped.parts if p.name == part]
     return dataclasses.replace(p.batch, shape={**p.batch.shape, "rope_kernel": np.zeros(1)})
+
+
+def _mapped_prompt(system: str, engine: str, heads: int, kv: str, source: str):
+    """The mapped sparse MLA kernel of one engine's prompt row of DeepSeek-V3.2: one sequence
+    of 4,096 new tokens, ``heads`` heads, a ``kv`` cache, the attention ``source`` names."""
+    return _mapped_row(system, engine, "dsa_context_module_perf", "sparse_mla", num_heads=heads,
+                       batch_size=1, step=0, isl=4096, kv_cache_dtype=kv,
+                       kernel_source=source)  # fmt: skip
 
 
 @pytest.mark.parametrize("heads", [16, 128])
@@ -311,22 +317,9 @@ def test_a_served_prompt_past_the_walk_runs_the_mapped_module_kernel(
 def _mapped_decode(system: str, heads: int, kv: str, source: str):
     """The mapped sparse MLA kernel of vLLM's decode row of DeepSeek-V3.2: 64 sequences after
     1,024 cached tokens, ``heads`` heads, bf16 GEMMs, a ``kv`` cache, the ``source`` named."""
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
-
-    path = MEASURED / system / "sparse_attention" / "vllm" / "0.24.0"
-    (t,) = load_measured(path / "dsa_generation_module_perf.parquet").tables
-    c = t.columns
-    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["num_heads"] == heads)
-    hit &= (c["batch_size"] == 64) & (c["step"] == 1024) & (c["isl"] == 1)
-    hit &= (c["kv_cache_dtype"].astype(str) == kv) & (c["kernel_source"].astype(str) == source)
-    hit &= c["gemm_type"].astype(str) == "bfloat16"
-    row = np.flatnonzero(hit)[0]
-    cols = {k: v[[row]] for k, v in c.items()}
-    mapped = map_table(dataclasses.replace(t, columns=cols, seconds=t.seconds[[row]]))
-    (p,) = [p for p in mapped.parts if p.name == "mla_decode"]
-    return dataclasses.replace(p.batch, shape={**p.batch.shape, "rope_kernel": np.zeros(1)})
+    return _mapped_row(system, "vllm", "dsa_generation_module_perf", "mla_decode",
+                       num_heads=heads, batch_size=64, step=1024, isl=1, kv_cache_dtype=kv,
+                       kernel_source=source, gemm_type="bfloat16")  # fmt: skip
 
 
 @pytest.mark.parametrize("heads", [16, 128])
