@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
+from mlacalc.timemodel.gemm_time import BLOCK_SCALED_MMA, BLOCK_SCALED_MMA_ROWS
 from mlacalc.timemodel.shared import (
     SCALE_BLOCK_K,
     col,
@@ -581,6 +582,14 @@ def moe_terms(
         (row_tile == _MOE_TM) & np.where(col_tile > 0, col_tile == _MOE_TN, _MOE_FREE),
         _MOE_FREE,
     )
+    if fig.tcgen05 and batch.dtype in BLOCK_SCALED_MMA and batch.variant not in TRITON_MOE_KERNELS:
+        # tcgen05's block-scaled MMA has no shape under 128 rows (the GEMM's rule,
+        # :data:`~mlacalc.timemodel.gemm_time.BLOCK_SCALED_MMA_ROWS`): a grouped GEMM free to
+        # pick its tile pads each expert's rows to 128 at least (not a kernel that fixes its
+        # row tile by the tokens, TensorRT-LLM-gen's, nor one that rescales off the MMA,
+        # :data:`BF16_RATE_MOE`)
+        free = (row_tile <= 0) & (col(batch, BF16_RATE_MOE, 0) <= 0)
+        allowed = allowed & ~(free & (_MOE_TM < BLOCK_SCALED_MMA_ROWS))
     candidates = np.where(allowed, candidates, np.inf)
     if batch.dtype == "fp8_block" and (not fig.tcgen05 or batch.variant in TRITON_MOE_KERNELS):
         # block scaling, as in the GEMM (none where the MMA applies the scales, ``tcgen05``,
