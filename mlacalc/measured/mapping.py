@@ -98,7 +98,11 @@ from mlacalc.measured.moe_routing import rank_loads
 from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
-from mlacalc.timemodel.attention_time import QUERY_CONVERT_KERNELS, encoder_kernel_shape
+from mlacalc.timemodel.attention_time import (
+    HD192_SIDE_CALL_ENGINES,
+    QUERY_CONVERT_KERNELS,
+    encoder_kernel_shape,
+)
 from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
@@ -806,6 +810,17 @@ def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
     return np.where(on, QUERY_CONVERT_KERNELS, 0.0)
 
 
+def _hd192_side_call(t: MeasuredTable, hd: np.ndarray) -> np.ndarray:
+    """1 where a row is SGLang's FlashAttention-3 call at head dim 192 (kernel source ``fa3``,
+    H100), which takes a fixed wait more than its kernel (``hd192_side_call``,
+    :data:`~mlacalc.timemodel.attention_time.HD192_SIDE_CALL_S`); 0 elsewhere."""
+    source = t.columns.get("kernel_source")
+    if source is None or (t.engine, "sm90") not in HD192_SIDE_CALL_ENGINES:
+        return np.zeros(len(t))
+    # (``fa3``, FlashAttention-3, is a Hopper kernel: the engine's rows on H100)
+    return ((source.astype(str) == "fa3") & (hd == 192.0)).astype(np.float64)
+
+
 def _combine_kernel(t: MeasuredTable, context: bool) -> np.ndarray:
     """1 where a decode row's FlashAttention-3 call runs its split-combine kernel whatever the
     splits (``combine_kernel``,
@@ -943,6 +958,7 @@ def _attention_rows(
         head_pack=head_pack,
         q_convert=_query_convert(t, fmha_dt),
         combine_kernel=_combine_kernel(t, context),
+        hd192_side_call=_hd192_side_call(t, hd),
         preprocess_bytes=pre_bytes,
         cache_quant_elements=quant,
         rope_elements=tok * (hq + hkv) * rot,

@@ -56,6 +56,7 @@ __all__ = [
     "FP8_PROMPT_TCGEN05_EXP",
     "FP8_PROMPT_TCGEN05_RATE",
     "GATHER_DECODE_VARIANTS",
+    "HD192_SIDE_CALL_S",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
     "PACKING_DECODE",
@@ -73,6 +74,7 @@ __all__ = [
     "decode_terms",
     "encoder_kernel_shape",
     "engine_attention_kernel",
+    "hd192_side_call_s",
     "prefill_terms",
     "query_convert_s",
 ]
@@ -146,6 +148,21 @@ QUERY_CONVERT_BYTES = 7.0
 ALWAYS_COMBINE_DECODE = frozenset({("vllm", "sm90")})
 ALWAYS_COMBINE_S = 2.5e-6
 
+#: Seconds SGLang's FlashAttention-3 calls at head dim 192 (H100, kernel source ``fa3``; the
+#: ``hd192_side_call`` column) take beyond the attention kernel's own time, prompt and decode,
+#: either cache dtype. Read from the tables, not fitted; its mechanism is not identified (a
+#: kernel or host work the table does not name: FlashAttention-3 has a head dim 192 build). At
+#: up to 64 tokens or cached keys, no window, a row at 192 takes this much more than the mean
+#: of the same shape at 128 and 256, net of the model's own head-dim terms, at every batch
+#: (1-2,048) and head count (1-64): median 8.0 us over 1,502 shape triples (quartiles 7.0-8.8;
+#: prompts bf16 / fp8 7.3 / 8.0 us, decode 7.9 / 8.5 us). vLLM's H100 rows (its own
+#: FlashAttention-3 build, ``vllm_flash_attn_fa3``) show none (-0.6 us over 1,288). A wait,
+#: seconds on every device
+HD192_SIDE_CALL_S = 8.0e-6
+#: (engine, kernel generation) whose dense attention calls at head dim 192 take it: SGLang's
+#: FlashAttention-3 on Hopper (a model step under it too, :func:`engine_attention_kernel`)
+HD192_SIDE_CALL_ENGINES = frozenset({("sglang", "sm90")})
+
 
 #: Head sizes FlashAttention-3 and -4 are built for (the encoders SGLang and vLLM run on H100
 #: and B200): a head dim between them runs padded to the next (as recalled of FlashAttention-3's
@@ -213,6 +230,9 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
         and (engine, fig.kernel_generation) in ALWAYS_COMBINE_DECODE
     ):
         cols["combine_kernel"] = np.ones(len(batch))
+    if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
+        # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
+        cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
     if engine == "sglang" and fig.tcgen05 and batch.dtype.startswith("fp8"):
         # SGLang's TensorRT-LLM-gen backend converts the query to fp8 first
         cols["q_convert"] = np.full(len(batch), QUERY_CONVERT_KERNELS)
@@ -426,6 +446,7 @@ def prefill_terms(
     # the query's conversion to fp8 before the kernel (SGLang's TensorRT-LLM-gen path), each
     # kernel's launch and wait as the pre-kernel's
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["pre_latency_s"])
+    out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
     # an fp8 cache the kernel cannot read (``cache_convert`` 1: SGLang's FlashAttention-3
     # absorbed MLA on Hopper, which takes ``get_key_buffer(...).to(bf16)``) converted by a
     # kernel of its own first: a call's launch and wait (``call_latency_s``, as the attention's
@@ -801,6 +822,12 @@ def query_convert_s(
     return np.where(kernels > 0, kernels * launch + stream, 0.0)
 
 
+def hd192_side_call_s(batch: KernelBatch) -> np.ndarray:
+    """Seconds a call marked ``hd192_side_call`` takes beyond its kernels
+    (:data:`HD192_SIDE_CALL_S`: SGLang's FlashAttention-3 at head dim 192); 0 elsewhere."""
+    return np.where(col(batch, "hd192_side_call", 0) > 0, HD192_SIDE_CALL_S, 0.0)
+
+
 def _call_kernels_s(
     batch: KernelBatch,
     fig: DeviceFigures,
@@ -950,6 +977,7 @@ def decode_terms(
     xqa_fp8 = sm90 & (pack > 0) & (not gen)
     out["extra_s"] = out["extra_s"] + _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["launch_s"])
+    out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
     # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head
