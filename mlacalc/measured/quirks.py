@@ -34,19 +34,22 @@ predicted, by reason) or flags them for the time model. In the order applied:
    carry ``kv_split = 0`` and the rows are flagged for the time model, not excluded.
 7. **MoE slower than more work** (``slower_than_more_work``): a ``moe_perf`` row whose GPU does
    at most what another row of the same call (dtype, tokens, hidden, intermediate, top-k,
-   experts, kernel) does on its GPU, yet takes more than :data:`MORE_WORK_FACTOR` times as
-   long, did not time the same kernels (the collector allows an eager fallback and does not
-   record it), or, for a power-law row, its single replay after one warm-up (balanced rows:
-   6 after 3) timed more than the kernels' steady state, which is what the product predicts;
-   it is excluded. The rows that do at least a row's work: those of the same
-   routing with ``moe_tp_size`` and ``moe_ep_size`` both no larger (a wider slice of the same
-   experts' columns; a rank holding a contiguous block of ``E/ep`` experts: the straggler's
+   experts, kernel) and the same kernel path (:func:`moe_kernel_paths`: a row of another tuned
+   config or fixed tile runs other kernels) does on its GPU, yet takes more than
+   :data:`MORE_WORK_FACTOR` times as long, did not time the same kernels (the collector allows
+   an eager fallback and does not record it), or, for a power-law row, its single replay after
+   one warm-up (balanced rows: 6 after 3) timed more than the kernels' steady state, which is
+   what the product predicts; it is excluded. The rows that do at least a row's work: those of
+   the same routing with ``moe_tp_size`` and ``moe_ep_size`` both no larger (a wider slice of
+   the same experts' columns; a rank holding a contiguous block of ``E/ep`` experts: the straggler's
    block at a larger ``ep`` lies inside a block of the smaller ``ep``, which carries no more
    than the straggler there), and the balanced row at ``moe_ep_size`` 1 with ``moe_tp_size``
    no larger (its one rank computes every assignment of the call, spread over the most
    experts any routing touches). The rows it excludes (4,652 H100, none A100) take a median
    of 4.0x (quartiles 3.3x and 4.7x) the time the fitted model gives their kernels, often over
-   whole stretches of a token sweep, while the rows doing more work match it.
+   whole stretches of a token sweep, while the rows doing more work match it. Which
+   configurations run slow recurs across dtypes and devices but follows no column
+   (docs/measured-sets.md, rule 8): they stay excluded.
 """
 
 from __future__ import annotations
@@ -59,7 +62,15 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable, canon_dtypes
 from mlacalc.measured.tables import SYSTEM_L2_BYTES
 
-__all__ = ["MORE_WORK_FACTOR", "SPIKE_FACTOR", "SWEEPS", "apply_quirks", "slower_than_more_work"]
+__all__ = [
+    "MOE_PATH_COLUMNS",
+    "MORE_WORK_FACTOR",
+    "SPIKE_FACTOR",
+    "SWEEPS",
+    "apply_quirks",
+    "moe_kernel_paths",
+    "slower_than_more_work",
+]
 
 #: A row more than this many times both sweep neighbours is a spike.
 SPIKE_FACTOR = 3.0
@@ -200,17 +211,22 @@ def slower_than_more_work(
     seconds: np.ndarray,
     candidates: np.ndarray,
     factor: float = MORE_WORK_FACTOR,
+    path: np.ndarray | None = None,
 ) -> np.ndarray:
     """MoE rows more than ``factor`` times the fastest row (among ``candidates``) of the same
     call whose GPU does at least the same work: same routing with ``moe_tp_size`` and
     ``moe_ep_size`` both no larger, or balanced at ``moe_ep_size`` 1 with ``moe_tp_size`` no
-    larger."""
+    larger. With ``path`` (one integer a row: the kernel path the mapping fixes from the row's
+    columns, :func:`moe_kernel_paths`) only rows of one path are compared."""
     n = seconds.shape[0]
     out = np.zeros(n, dtype=bool)
     if "moe_tp_size" not in columns or "moe_ep_size" not in columns:
         return out
     idx = np.nonzero(candidates)[0]
     group = _group_ids(columns, _MOE_CALL, n)
+    if path is not None:
+        group = np.unique(np.stack([group, np.asarray(path)]), axis=1, return_inverse=True)[1]
+        group = group.ravel()
     order = idx[np.argsort(group[idx], kind="stable")]
     g = group[order]
     bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
@@ -233,6 +249,27 @@ def slower_than_more_work(
         fastest = np.where(more, seconds[rows][None, :], np.inf).min(axis=1)
         out[rows] = seconds[rows] > factor * fastest
     return out
+
+
+#: The shape columns by which the mapping fixes a MoE row's kernel path from its columns
+#: (:func:`moe_kernel_paths`): SGLang's Triton fused MoE runs a tuned config or its default one
+#: by the rank's experts and intermediate size (``tuned_config``), the default config's tile by
+#: the tokens over the rank's experts (``col_tile``), and the fixed row tiles (``row_tile``) of
+#: the Triton MXFP4, TensorRT-LLM-gen and Marlin MoE kernels by the mean load.
+MOE_PATH_COLUMNS = ("tuned_config", "row_tile", "col_tile")
+
+
+def moe_kernel_paths(mapped: MappedTable) -> np.ndarray:
+    """One integer a row of a mapped ``moe_perf`` table, equal for rows whose kernel path, as
+    the mapping fixes it from the row's columns (:data:`MOE_PATH_COLUMNS`), is the same: a row
+    of another path runs other kernels, which may take longer on less work."""
+    n = len(mapped.table)
+    values = np.zeros((len(MOE_PATH_COLUMNS), n))
+    for p in mapped.parts:
+        for i, c in enumerate(MOE_PATH_COLUMNS):
+            if c in p.batch.shape:
+                values[i, p.rows] = p.batch.shape[c]
+    return np.unique(values, axis=1, return_inverse=True)[1].ravel()
 
 
 def _flag_repeats(
@@ -321,7 +358,8 @@ def apply_quirks(mapped: MappedTable) -> None:
         )
 
     if t.table == "moe_perf":
-        hit = slower_than_more_work(cols, t.seconds, mapped.reason == "")
+        paths = moe_kernel_paths(mapped)
+        hit = slower_than_more_work(cols, t.seconds, mapped.reason == "", path=paths)
         count = mapped.exclude(hit, "slower_than_more_work")
         mapped.rules.append(
             f"slower_than_more_work: {count} rows more than {MORE_WORK_FACTOR:g}x a row of the "
