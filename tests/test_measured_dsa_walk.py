@@ -47,7 +47,9 @@ def test_trtllm_h100_walks_every_slot_in_64_head_passes(table):
     h = t.columns["num_heads"].astype(float)
     assert (kv == 2048).all()  # whatever the keys: the slots past the cache walked too
     assert np.array_equal(heads, 64 * np.ceil(h / 64))  # 1-64 heads one pass, 128 two
-    assert (variant == "sparse").all()  # a decode query is one query over its slots
+    # a decode query is one query over its slots: the walking kernel's own class in both
+    # phases (mla_time.WALK_VARIANT, fitted on these rows' residuals)
+    assert (variant == "sparse_walk").all()
     # each pass gathers its query's 2,048 latent rows (576 bf16 values)
     tokens = t.columns["batch_size"] * (t.columns["isl"] if "context" in table else 1)
     assert (nbytes >= tokens * heads / 64 * 2048 * 576 * 2).all()
@@ -86,7 +88,7 @@ def test_vllm_h100_decode_walks_with_an_fp8_cache_as_its_prompt_kernel():
     assert fp8.any() and (~fp8).any()
     assert (kv[fp8] == 2048).all()
     assert np.array_equal(heads[fp8], 64 * np.ceil(c["num_heads"][fp8] / 64))
-    assert (variant == "sparse").all()
+    assert (variant[fp8] == "sparse_walk").all() and (variant[~fp8] == "sparse").all()
     for p in mapped.parts:
         if p.name == "mla_decode":  # the walk, and the bf16 cache's one kernel: bf16, no split
             assert p.batch.dtype == "bf16" and (p.batch.shape["kv_split"] == 0).all()

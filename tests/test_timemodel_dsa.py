@@ -175,8 +175,9 @@ def test_vllm_h100_walks_with_an_fp8_cache_only():
     assert run.shape["kv_len"][0] == 2048 and run.shape["n_heads"][0] == 64
     # the prompt's walking kernel (one kernel for a query in both phases): bf16 products, a
     # query's walk on one SM, FlashMLA's unit (the MMA's rows); before, the plain decode class
-    # splitting the keys (dsa_time.SPARSE_WALK's note on the phases)
-    assert (run.variant, run.dtype) == ("sparse", "bf16")
+    # splitting the keys (dsa_time.SPARSE_WALK's note on the phases); its own class, fitted on
+    # the module rows' residuals (mla_time.WALK_VARIANT)
+    assert (run.variant, run.dtype) == ("sparse_walk", "bf16")
     assert run.shape["kv_split"][0] == 0 and run.shape["unit_heads"][0] == 0
     assert run.shape["kv_bytes"][0] == 1  # its cache read as stored (walked_row_bytes)
 

@@ -849,11 +849,13 @@ def _dsa(system: str, engine: str, table: str):
         # cache dtype; 67% / 82% and 17% / 62% with the slots the keys fill at the row's heads)
         # 11.2% / 17.5% -> 10.4% / 15.8% with the indexer's top-k timed by SGLang's top-k class
         # (the table dsv4_modules.SHARED_KERNEL_TABLES takes in), not bandwidth alone
-        ("dsa_context_module_perf", 0.11, 0.165),
+        # 10.7% / 16.0% -> 4.6% / 9.4% with the walk a class of its own fitted on these
+        # rows' residuals (mla_time.WALK_VARIANT; the plain MLA decode class timed it before)
+        ("dsa_context_module_perf", 0.05, 0.10),
         # 12.4% / 26.8% with Hopper's fp8 MLA decode multiplying bf16 (mla_time
         # HOPPER_FP8_MLA_BYTES): the indexer borrows the refitted plain fp8 class's fit;
-        # 11.9% / 24.0% with that top-k
-        ("dsa_generation_module_perf", 0.125, 0.25),
+        # 11.9% / 24.0% with that top-k; 12.3% / 24.5% -> 6.2% / 14.1% with the walk's class
+        ("dsa_generation_module_perf", 0.065, 0.15),
     ],
 )
 def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, p90):
@@ -875,7 +877,9 @@ def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, 
     assert np.isfinite(floor).all()
     kern = kernel_seconds(mapped, load_profile("default"))
     np.testing.assert_allclose(pred, np.maximum(kern, floor))
-    assert (kern < floor).any() and (kern > floor).any()
+    # the one-token prompt rows come out over the floor since the walk has its own fitted class
+    # (mla_time.WALK_VARIANT: a token's walk on one SM; isl 1 -8.1% -> +8.2% at the median)
+    assert (kern > floor).any() and ((kern < floor).any() or "context" in table)
     e = np.abs(pred / t.seconds - 1.0)
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
 
@@ -944,7 +948,9 @@ DSA = [
     # classes these rows borrow no longer hold the MLA module rows' native norms)
     # 0.118 / 0.225 -> 0.100 / 0.219 with each walked slot read as the fp8 cache stores it
     # (dsa_time.walked_row_bytes: FlashMLA's 656-byte fp8_ds_mla row, 576 before)
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.105, 0.225),
+    # 0.097 / 0.216 -> 0.087 / 0.216 with the walk a class of its own fitted on the rows'
+    # residuals (mla_time.WALK_VARIANT)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_context_module_perf", 0.09, 0.22),
     # its H100 decode rows of an fp8 cache walking every top-k slot (dsa_time.SPARSE_WALK):
     # 0.202 / 0.426 before; 0.175 / 0.264 -> 0.189 / 0.320 with Hopper's fp8 MLA decode
     # multiplying bf16 (mla_time.HOPPER_FP8_MLA_BYTES; the plain fp8 class refitted on vLLM's
@@ -953,7 +959,8 @@ DSA = [
     # before) over 656-byte fp8 rows
     # 0.142 / 0.253 -> 0.119 / 0.221 with its bf16 cache's decode the prompt's sparse kernel
     # (dsa_time.ONE_SPARSE_KERNEL; the plain MLA decode class before)
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.125, 0.23),
+    # 0.119 / 0.221 -> 0.093 / 0.213 with its fp8 walk a class of its own (mla_time.WALK_VARIANT)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsa_generation_module_perf", 0.095, 0.22),
     # 0.156 / 0.432 -> 0.123 / 0.414 with FlashMLA's sparse kernel on B200 a 128-row unit
     # (mla_time.PADDED_PRODUCTS) and FlashInfer's TensorRT-LLM-gen one a 64-head unit
     # (dsa_time.sparse_unit_heads)

@@ -118,7 +118,7 @@ from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_co
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import step_block_fp8
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
-from mlacalc.timemodel.mla_time import decode_path_tokens
+from mlacalc.timemodel.mla_time import WALK_VARIANT, decode_path_tokens
 from mlacalc.timemodel.moe_time import (
     MARLIN_COLS,
     TRTLLM_GEN_FP4,
@@ -1958,6 +1958,15 @@ def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit
           rope_elements=0, unit_heads=unit)  # fmt: skip
 
 
+def _core_variant(walks: np.ndarray, own: np.ndarray, sparse) -> np.ndarray:
+    """Per row the class variant of a DSA module row's attention core: a walk of the prompt's
+    sparse kernel its own (:data:`~mlacalc.timemodel.mla_time.WALK_VARIANT`), FlashMLA's fp8
+    walk and the rows ``sparse`` names (a prompt's sparse kernel) ``sparse``, any other core
+    the plain class's (``""``: a decode core that does not walk, SGLang's B200 prompt of
+    TensorRT-LLM-gen's decode kernel)."""
+    return np.where(walks & ~own, WALK_VARIANT, np.where(walks | sparse, "sparse", ""))
+
+
 def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
     sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
@@ -2080,7 +2089,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb)  # a step's too
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own, kvd, "bf16")[sp], r,
-                       flops[sp], nbytes[sp], variant=np.where(gen, "", "sparse")[sp],
+                       flops[sp], nbytes[sp], variant=_core_variant(walks, own, ~gen)[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen | own, kvb, 2.0)[sp],
@@ -2097,7 +2106,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         split = np.where(walks & ~own, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
         dt = np.where((walks & ~own) | (kvd != "fp8"), "bf16", "fp8")
         b.add_by_dtype("mla_decode", "mla_decode", dt[sp], r,
-                       flops[sp], nbytes[sp], variant=np.where(walks, "sparse", "")[sp],
+                       flops[sp], nbytes[sp], variant=_core_variant(walks, own, False)[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=kvb[sp], kv_split=split[sp],

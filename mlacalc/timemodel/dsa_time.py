@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures, mla_decode_kernel
+from mlacalc.timemodel.mla_time import WALK_VARIANT
 from mlacalc.timemodel.shared import col
 from mlacalc.words.dtypes import KV_LAYOUTS
 from mlacalc.words.kernels import KernelBatch
@@ -353,5 +354,5 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,
-        variant="sparse",
+        variant="sparse" if own else WALK_VARIANT,
     )

@@ -146,7 +146,7 @@ def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     a token)."""
     if batch.variant == "indexer":
         return np.full(len(batch), 64.0)
-    own = col(batch, "unit_heads", 0) if batch.variant == "sparse" else np.zeros(len(batch))
+    own = col(batch, "unit_heads", 0) if batch.variant in SPARSE_VARIANTS else np.zeros(len(batch))
     return np.where(own > 0, own, max(64.0, mma_rows(fig)))
 
 
@@ -163,7 +163,18 @@ def padded_products(batch: KernelBatch) -> np.ndarray:
 #: tokens and more, projections included), and ``glm5_dsa_attn_module_perf``'s 64 heads take
 #: the same time a token on B200 as on H100 (497 against 483 ns: 590 TFLOP/s of real products,
 #: 60% of H100's dense bf16 rate, 26% of B200's), where B200's rate is 2.3x H100's.
-PADDED_PRODUCTS = ("sparse",)
+PADDED_PRODUCTS = ("sparse", "sparse_walk")
+
+#: The variant of a sparse MLA kernel that walks every top-k slot of a query in passes of
+#: padded heads (:data:`mlacalc.timemodel.dsa_time.SPARSE_WALK`, TensorRT-LLM's Hopper kernel
+#: and vLLM's H100 fp8-cache path): a kernel of the ``sparse`` family (its unit, padding and
+#: operand width) fitted apart, on the DSA module rows' residuals, where a profile has rows of
+#: it (:data:`mlacalc.measured.observations.RESIDUAL_VARIANTS`); a profile without it times
+#: it by its ``sparse`` class, else the plain one (``profile._PARENT_VARIANTS``)
+WALK_VARIANT = "sparse_walk"
+
+#: The sparse MLA kernels' variants: FlashMLA's and TensorRT-LLM's sparse cores
+SPARSE_VARIANTS = ("sparse", WALK_VARIANT)
 
 
 #: Query rows (heads x query tokens) up to which the Blackwell MLA decode kernel the engines run
@@ -183,7 +194,7 @@ def mla_unit_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     not from H100's: see docs/time-model.md ("MLA decode")."""
     tile = mla_tile_rows(batch, fig)
     rows = attention_shape(batch)["heads"] * col(batch, "q_len", 1)
-    small = bool(fig.tcgen05) and batch.variant not in ("sparse", "indexer")
+    small = bool(fig.tcgen05) and batch.variant not in (*SPARSE_VARIANTS, "indexer")
     return np.where(small & (rows <= 2.0 * SMALL_UNIT_ROWS), SMALL_UNIT_ROWS, tile)
 
 
@@ -204,7 +215,7 @@ def _latent_row_bytes(batch: KernelBatch, fig: DeviceFigures) -> tuple[np.ndarra
     fp8_mma = (
         batch.dtype.startswith("fp8")
         & (col(batch, "cache_convert", 0) <= 0)
-        & (batch.variant not in ("sparse", "indexer"))
+        & (batch.variant not in (*SPARSE_VARIANTS, "indexer"))
         & (fig.kernel_generation in ("sm90", "tcgen05"))
     )
     dequant_mma = fp8_mma & (not fig.tcgen05)

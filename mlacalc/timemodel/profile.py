@@ -119,8 +119,9 @@ _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 
 
 #: variant -> the variant whose fit times it where a profile lacks its own: SGLang's ragged
-#: DeepSeek-V4 prompt core (fitted on its module rows' residuals) by FlashMLA's sparse prefill
-_PARENT_VARIANTS = {"sparse_ragged": "sparse"}
+#: DeepSeek-V4 prompt core (fitted on its module rows' residuals) by FlashMLA's sparse prefill;
+#: the walking sparse MLA kernel (``mla_time.WALK_VARIANT``) by the sparse class
+_PARENT_VARIANTS = {"sparse_ragged": "sparse", "sparse_walk": "sparse"}
 
 
 @dataclass(frozen=True)
