@@ -382,3 +382,37 @@ def test_a_training_step_says_which_profile_timed_it_and_how():
     assert gb.profile == "fit-b200-sxm" and "GB200 by datasheet ratios from B200" in gb.calibration
     assert h100.profile == "default" and h100.calibration.startswith("calibrated on")
     assert gb.to_dict()["calibration"] == gb.calibration
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["llama-3-8b", "-s", "1M"], "exceeds the model's max_position_embeddings (8,192)"),
+        (
+            ["deepseek-v3", "--absorption", "4k", "--absorption-ranks", "512,100000"],
+            "100,000 above the full rank 7,168",
+        ),
+        (["llama-3-8b", "--precision", "fp8-mixed", "--hw", "A100-SXM-80GB"], "no FP8 tensor"),
+        (["llama-3-8b", "--overlap"], "--overlap times the step"),
+        (["llama-3-8b", "--comm-sms", "20"], "--comm-sms times the step"),
+    ],
+)
+def test_cli_train_warns_what_it_takes_as_given(run, argv, fragment):
+    """An input taken as given though it means less than it says is one warning line (each
+    was accepted without a word before: the trial's D1/D2)."""
+    out, err = run("train", *argv, "--format", "json")
+    assert fragment in err and err.count("\n") == 1 and out
+
+
+def test_cli_train_warns_nothing_for_plain_inputs(run):
+    _, err = run("train", "deepseek-v3", "--absorption", "4k", "--absorption-ranks", "512")
+    assert not err
+    _, err = run("train", "llama-3-8b", "--precision", "fp8-mixed", "--hw", "H100", "-s", "8k")
+    assert not err
+
+
+def test_refusal_of_a_hybrid_reads_whole_and_says_what_to_do():
+    with pytest.raises(MlacalcError) as e:
+        training_cost("qwen3-next-80b-a3b", 1024)
+    text = str(e.value)
+    assert "are not built (only decoder layers" in text and text.endswith("for this model")

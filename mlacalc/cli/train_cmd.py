@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import click
 
-from mlacalc.cli.common import SIZE, Section, emit, format_option, load, size_list, warn
+from mlacalc.cli.common import (
+    SIZE,
+    Section,
+    check_context,
+    emit,
+    format_option,
+    load,
+    size_list,
+    warn,
+)
 from mlacalc.render import human_bytes, human_seconds, human_si
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
@@ -263,3 +272,29 @@ def command(
     )
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table))
+    _warnings(m, seq_len, hardware, precision, ranks or [])
+
+
+def _warnings(m, seq_len, hardware, precision, ranks) -> None:
+    """One line each for an input that was taken as given though it means less than it says
+    (once the command has printed its result, so that an error is the only line it prints)."""
+    check_context(m, seq_len)
+    if ranks and m.is_mla:
+        full = min(m.hidden_size, m.num_attention_heads * (m.qk_nope_head_dim + m.v_head_dim))
+        wide = [r for r in ranks if r > full]
+        if wide:
+            warn(
+                f"--absorption-ranks: {', '.join(f'{r:,}' for r in wide)} above the full rank "
+                f"{full:,} of {m.label}'s key/value path (min(d_model, n_h (d_nope + d_v))): a "
+                "wider latent holds nothing more; its ratios are counted as given"
+            )
+    if precision == "fp8-mixed" and hardware is not None:
+        # deferred: the hardware catalogue loads only when a device is named
+        from mlacalc.hardware.catalogue import load_hardware
+
+        hw = load_hardware(hardware)
+        if "fp8" not in hw.peak_flops_per_s:
+            warn(
+                f"--precision fp8-mixed: {hw.name} has no FP8 tensor cores; its GEMMs are timed "
+                "at the bf16 rate, so fp8-mixed gains nothing there (use bf16-mixed)"
+            )

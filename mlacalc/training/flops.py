@@ -107,8 +107,9 @@ def _refuse(m: ModelConfig) -> None:
         kinds = ", ".join(odd) or "linear or sparse (DSA) attention"
         raise InvalidArgumentError(
             "model",
-            f"training costs of {m.label}'s {kinds} layers are not built; decoder layers of "
-            "full, sliding or chunked attention (MHA/GQA/MQA/MLA) with an FFN are",
+            f"training costs of {m.label}'s {kinds} layers are not built (only decoder layers "
+            "of full, sliding or chunked MHA/GQA/MQA/MLA attention with a dense or MoE FFN are); "
+            "use serving's commands (report, roofline, plan) for this model",
         )
 
 
