@@ -117,48 +117,102 @@ def test_optimizer_bytes_per_param():
     assert s3["weights"] == 250 and s3["gradients"] == 500
 
 
+def _deepseek_v3_stage(tp: int = 1, first: bool = True) -> tuple[float, float]:
+    """A stage of 4 of DeepSeek-V3's 61 layers over 16 stages on one GPU, by hand from
+    param_counts: the first (three dense layers, one MoE and the embedding) or a middle one
+    (four MoE layers): (non-expert parameters at ``tp``, routed experts at EP64)."""
+    from mlacalc.cost.params import param_counts
+
+    b = param_counts("deepseek-v3").breakdown
+    attn = b["attention"] / 61
+    whole = 7168 * (1536 + 512 + 64) + 1536 + 512  # q_a, kv_a and their norms: whole per rank
+    moe = (b["moe_shared_experts"] / 58) / tp + b["moe_router"] / 58
+    moe_layers = 1 if first else 4
+    dense = 4 * (whole + (attn - whole) / tp + 2 * 7168) + moe_layers * moe
+    dense += 4 * 7168 / 61  # the final norm, spread as the serving layout spreads it
+    if first:
+        dense += b["dense_ffn"] / tp + b["embedding"] / tp
+    return dense, moe_layers * b["moe_routed_experts"] / 58 / 64
+
+
 def test_zero_shards_the_routed_experts_over_the_ranks_that_hold_them():
     """DeepSeek-V3 at PP16, EP64, DP128, ZeRO-1 (its pre-training layout): a GPU's routed
     experts (1/64 of a stage's) are held by 128 / 64 = 2 ranks, so ZeRO splits their master
     weights and moments two ways, the rest of the stage's parameters 128 ways (sharding the
-    experts' over all 128 ranks had given 53 MB of master weights a GPU, 1.31 GB here).
-    Exact against param_counts, by hand; with TP2 the experts repeat on both TP ranks too."""
-    from mlacalc.cost.params import param_counts
-
+    experts' over all 128 ranks had given 96 MB of master weights a GPU on the first stage,
+    443 MB here). Exact against param_counts, by hand, on the busiest stage (the first:
+    three dense layers and the embedding; an even 1/16 of the model had given 1.71 G
+    parameters, 3.09 G here); with TP2 the experts repeat on both TP ranks too (and a stage
+    of four MoE layers, 1.44 GB of master weights, holds the most)."""
     c = training_cost("deepseek-v3", 4096, pp=16, dp=128, ep=64, zero=1)
-    pc = param_counts("deepseek-v3")
-    experts = pc.breakdown["moe_routed_experts"]
-    dense = (pc.total - experts) / 16
-    mine = experts / 64 / 16
-    assert c.params_per_gpu == pytest.approx(dense + mine)
+    dense, mine = _deepseek_v3_stage()
+    assert c.stage == 0 and c.stage_layers == 4
+    assert c.params_per_gpu == pytest.approx(dense + mine, abs=2)
     master = c.states_per_gpu["master_weights"]
-    assert master == pytest.approx(4 * dense / 128 + 4 * mine / 2)
-    assert c.states_per_gpu["optimizer_states"] == pytest.approx(8 * dense / 128 + 8 * mine / 2)
-    assert master > 1.3e9  # not 4 x (dense + mine) / 128 = 53 MB
+    assert master == pytest.approx(4 * dense / 128 + 4 * mine / 2, abs=8)
+    assert c.states_per_gpu["optimizer_states"] == pytest.approx(
+        8 * dense / 128 + 8 * mine / 2, abs=8
+    )
+    assert master > 4.4e8 > 4 * (dense + mine) / 128 * 4  # not 96 MB
     assert state_bytes(1000, "adamw", "bf16-mixed", 8, 1, 600, 2)["master_weights"] == 500 + 1200
     tp2 = training_cost("deepseek-v3", 4096, tp=2, pp=16, dp=64, ep=64, zero=1)
-    experts_tp2 = experts / 64 / 16
-    dense_tp2 = (pc.total - experts) / 2 / 16
+    dense_tp2, experts_tp2 = _deepseek_v3_stage(2, first=False)
+    assert 1 <= tp2.stage <= 12  # at TP2 a stage of four MoE layers holds the most
     assert tp2.states_per_gpu["master_weights"] == pytest.approx(
-        4 * dense_tp2 / 64 + 4 * experts_tp2 / 2
+        4 * dense_tp2 / 64 + 4 * experts_tp2 / 2, abs=8
     )
 
 
 def test_memory_per_gpu_splits_over_the_layout():
     one = training_cost("llama-3-8b", 4096)
     lay = training_cost("llama-3-8b", 4096, tp=2, pp=4, dp=2, global_batch=16)
-    assert lay.params_per_gpu == pytest.approx(one.params_per_gpu / 8)
+    m = mlacalc.load_model("llama-3-8b")
+    emb = m.vocab_size * m.hidden_size
+    layer = (one.params_per_gpu - 2 * emb - m.hidden_size) // 32
+    norms = 2 * m.hidden_size  # whole on each tensor-parallel rank
+    spread = 8 * m.hidden_size / 32  # the final norm, spread over the layers as serving's
+    assert lay.stage == 0
+    assert lay.params_per_gpu == pytest.approx(
+        8 * ((layer - norms) / 2 + norms) + emb / 2 + spread, abs=1
+    )
     layers = one.activation_bytes - sum(a.bytes for a in one.activations if a.block == "head")
-    head = sum(a.bytes for a in one.activations if a.block == "head")
-    # 1F1B: the first stage holds pp micro-batches (8 on each rank here, so 4 in flight)
-    assert lay.activation_bytes_per_gpu == pytest.approx(layers / 4 / 2 * 4 + head / 2)
+    # 1F1B: the first stage holds pp micro-batches (8 on each rank here, so 4 in flight); the
+    # head's activations are the last stage's (1 in flight)
+    assert lay.activation_bytes_per_gpu == pytest.approx(layers / 4 / 2 * 4, abs=1)
 
 
-def test_moe_params_per_gpu_split_experts_over_ep():
-    c = training_cost("deepseek-v3", 4096, pp=16, dp=64, ep=64, global_batch=64)
-    pc = mlacalc.param_counts("deepseek-v3")
-    experts = pc.breakdown["moe_routed_experts"]
-    assert c.params_per_gpu == pytest.approx(((pc.total - experts) + experts / 64) / 16)
+def test_a_stage_that_does_not_divide_the_layers_is_counted_whole():
+    """Llama-3-8B on 3 stages: the first holds 11 layers and the embedding, 2,924,568,576
+    parameters (+1,408: the final norm spread as the serving layout spreads it), integers in
+    the document (before: 2,676,753,749.33, a fractional 1/3 of the model). Llama 3 405B's 126
+    layers on 16 stages and DeepSeek-V3's 61 do not divide either: refusing would refuse both
+    published runs."""
+    c = training_cost("llama-3-8b", 4096, pp=3)
+    d = c.to_dict()
+    assert (c.stage, c.stage_layers) == (0, 11)
+    assert c.params_per_gpu == 2_924_568_576 + 11 * 4096 // 32
+    assert all(isinstance(v, int) for v in d["states_per_gpu"].values())
+    assert isinstance(d["params_per_gpu"], int) and isinstance(d["memory_per_gpu"], int)
+    assert d["states_per_gpu"]["weights"] == 2 * c.params_per_gpu
+
+
+def test_kv_heads_are_whole_on_each_tensor_parallel_rank():
+    """Llama-3-8B at TP32 (8 KV heads): each rank holds one whole K and V head, replicated 4
+    ways (250.95 M parameters a GPU before, K and V split 32 ways), as the serving layout
+    holds them; its K/V projection computes that head."""
+    m = mlacalc.load_model("llama-3-8b")
+    even = training_cost(m, 4096, tp=8)
+    past = training_cost(m, 4096, tp=32)
+    kv = 2 * 4096 * 128  # one K and one V head's projection, per layer
+    q_o_ffn = (even.params_per_gpu - 2 * m.vocab_size * 4096 // 8) - 32 * (kv + 2 * 4096)
+    q_o_ffn -= 4096  # the final norm, whole
+    assert past.params_per_gpu == pytest.approx(
+        q_o_ffn / 4 + 2 * m.vocab_size * 4096 / 32 + 32 * (kv + 2 * 4096) + 4096, abs=2
+    )
+    k = {a.name: a.bytes for a in past.activations}["k"]
+    assert past.activation_bytes_per_gpu - even.activation_bytes_per_gpu / 4 == pytest.approx(
+        32 * 2 * (k / 8 - k / 32), rel=1e-3
+    )
 
 
 # ---------------------------------------------------------------------------------------------

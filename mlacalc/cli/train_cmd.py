@@ -83,6 +83,11 @@ def _sections(c, table) -> list[Section]:
             ],
             note=f"{human_si(c.params_per_gpu)} parameters per GPU"
             + (
+                f" of stage {c.stage} ({c.stage_layers} layers), the one holding the most"
+                if lay.pp > 1
+                else ""
+            )
+            + (
                 ""
                 if c.fits is None
                 else f"; {'fits in' if c.fits else 'DOES NOT FIT in'} the "

@@ -47,6 +47,7 @@ __all__ = [
     "kv_bytes_per_sequence_per_gpu",
     "kv_bytes_per_token_per_gpu",
     "make_layout",
+    "stage_breakdowns",
     "stage_layers",
     "weight_breakdown",
     "weight_bytes_by_part",
@@ -348,12 +349,25 @@ def _fullest_stage(
 ) -> tuple[dict[str, float], range, bool]:
     """:func:`weight_breakdown`'s parts, the layers of that stage, and whether it is the last
     (the one that holds the MTP layers)."""
+    best: tuple[dict[str, float], range, bool] | None = None
+    for stage in stage_breakdowns(m, lay, include_mtp):
+        if best is None or sum(stage[0].values()) > sum(best[0].values()):
+            best = stage
+    assert best is not None
+    return best
+
+
+def stage_breakdowns(
+    m: ModelConfig, lay: Layout, include_mtp: bool = False
+) -> list[tuple[dict[str, float], range, bool]]:
+    """Every pipeline stage's :func:`weight_breakdown` parts (parameters one of its GPUs
+    holds), its layers, and whether it is the last; training takes the busiest of them."""
     b = param_counts(m).breakdown
     per_layer = _layer_params(m)
     kinds = layer_pattern_of(m)
     slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
     shares: dict[Any, float] = {}
-    best: tuple[dict[str, float], range, bool] | None = None
+    out: list[tuple[dict[str, float], range, bool]] = []
     stages = stage_layers(m, lay.pp)
     for s, layers in enumerate(stages):
         part = dict.fromkeys(
@@ -379,10 +393,8 @@ def _fullest_stage(
         part["mtp"] = (
             float(sum(n * f for n, _, f in _mtp_shares(m, lay))) if include_mtp and last else 0.0
         )
-        if best is None or sum(part.values()) > sum(best[0].values()):
-            best = (part, layers, last)
-    assert best is not None
-    return best
+        out.append((part, layers, last))
+    return out
 
 
 #: the MTP layer's projection of the embedding and hidden state, whole on every rank (SGLang's

@@ -5,21 +5,23 @@ Composes :mod:`mlacalc.training.flops` (FLOPs by stage), :mod:`mlacalc.training.
 device, :mod:`mlacalc.training.step` (the step time on a parallel layout, MFU, tokens per
 second per GPU).
 
-Memory per GPU: the activations of the layers a pipeline stage holds, divided over the
-tensor-parallel ranks (sequence parallelism; exact at ``tp = 1``, an even split beyond), times
-the micro-batches in flight on the first stage under 1F1B (``min(pp, micro-batches)``); the
-weights, gradients, master weights and optimizer states of the rank's parameters (non-expert
-parameters over ``tp x pp``, routed experts over ``ep x pp``), sharded by ZeRO over ``dp``
-(the routed experts' over the ``dp x tp / ep`` ranks that hold the same experts,
+Memory per GPU, on the pipeline stage holding the most (:func:`_stages`): the activations of
+the stage's layers, divided over the tensor-parallel ranks (sequence parallelism; exact at
+``tp = 1``, an even split beyond, K/V heads whole), times the micro-batches in flight on it
+under 1F1B (``min(pp - s, micro-batches)``); the weights, gradients, master weights and
+optimizer states of the rank's parameters (the stage's layers split as the serving layout
+splits them, routed experts over ``ep``), sharded by ZeRO over ``dp`` (the routed experts'
+over the ``dp x tp / ep`` ranks that hold the same experts,
 :func:`mlacalc.training.step.expert_dp`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.training.flops import (
     TrainingFlops,
@@ -58,13 +60,16 @@ class TrainingCost:
     layout: Layout
     flops: TrainingFlops
     activations: tuple[ActivationTensor, ...]
-    activation_bytes_per_gpu: float
-    states_per_gpu: dict[str, float]
-    params_per_gpu: float
+    activation_bytes_per_gpu: int
+    states_per_gpu: dict[str, int]
+    params_per_gpu: int
     time: StepTime | None
     peak_flops_per_s: float | None
     #: the device's memory (with a device), to say whether a rank's share fits
     device_memory_bytes: float | None = None
+    #: the pipeline stage whose GPUs hold the most (memory per GPU is theirs), and its layers
+    stage: int = 0
+    stage_layers: int = 0
 
     @property
     def fits(self) -> bool | None:
@@ -131,6 +136,8 @@ class TrainingCost:
             "activation_bytes_per_gpu": self.activation_bytes_per_gpu,
             "states_per_gpu": self.states_per_gpu,
             "params_per_gpu": self.params_per_gpu,
+            "stage": self.stage,
+            "stage_layers": self.stage_layers,
             "memory_per_gpu": self.memory_per_gpu,
             "device_memory_bytes": self.device_memory_bytes,
             "fits": self.fits,
@@ -140,12 +147,83 @@ class TrainingCost:
         }
 
 
-def _params_per_gpu(m: ModelConfig, lay: Layout) -> tuple[float, float]:
-    """The parameters one GPU holds: the non-expert ones (over ``tp x pp``) and the routed
-    experts' (over ``ep x pp``)."""
-    pc = param_counts(m)
-    experts = pc.breakdown.get("moe_routed_experts", 0)
-    return (pc.total - experts) / lay.tp / lay.pp, experts / lay.ep / lay.pp
+@dataclass(frozen=True)
+class _Stage:
+    """What one GPU of a pipeline stage holds: its parameters (non-expert, routed experts),
+    activations and weight, gradient and optimizer bytes."""
+
+    index: int
+    layers: int
+    dense: int
+    experts: int
+    activations: int
+    states: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return self.activations + sum(self.states.values())
+
+
+def _kv_replication(m: ModelConfig, tp: int) -> Fraction:
+    """How much more of the K/V heads a tensor-parallel rank holds than ``1 / tp`` of them:
+    ``ceil(n_kv / tp) tp / n_kv`` (each rank needs a whole KV head, replicated beyond ``n_kv``
+    ranks, as the serving layout splits them); 1 for MLA and fused-QKV families."""
+    if m.is_mla or m.family in ("gpt2", "falcon"):
+        return Fraction(1)
+    n_kv = m.num_key_value_heads
+    return Fraction(math.ceil(n_kv / tp) * tp, n_kv)
+
+
+def _stages(
+    m: ModelConfig,
+    lay: Layout,
+    acts: tuple[ActivationTensor, ...],
+    optimizer: str,
+    precision: str,
+    zero: int,
+) -> list[_Stage]:
+    """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
+    parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
+    beyond ``n_kv`` ranks, MLA's latent down-projections, norms and the router whole, the
+    embedding on the first stage and the head on the last; the first ``L mod pp`` stages hold
+    one layer more), the routed experts over ``ep``; the activations of the stage's layers
+    over ``tp`` times the micro-batches in flight on it under 1F1B (``min(pp - s, micro)``),
+    the head's on the last."""
+    # deferred: the serving layout loads the checkpoint and cache models
+    from mlacalc.serving.layout import Layout as ServingLayout
+    from mlacalc.serving.layout import stage_breakdowns
+
+    serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
+    per_block: dict[str, Fraction] = {}
+    kv = _kv_replication(m, lay.tp)
+    for a in acts:
+        grown = kv if a.block == "attention" and a.name in ("k", "v", "k_before_norm") else 1
+        per_block[a.block] = per_block.get(a.block, Fraction(0)) + a.bytes * grown
+    out = []
+    for s, (parts, layers, last) in enumerate(stage_breakdowns(m, serving)):
+        experts = math.ceil(parts.get("routed_experts", 0))
+        dense = math.ceil(sum(parts.values())) - experts
+        if "layer" in per_block:  # recompute="full": each layer keeps its input alone
+            layer_bytes = per_block["layer"] * len(layers)
+        else:
+            layer_bytes = sum(
+                per_block["attention"] + per_block["moe" if m.is_moe_layer(i) else "ffn"]
+                for i in layers
+            )
+        in_flight = min(lay.pp - s, lay.micro_batches)
+        act = layer_bytes * in_flight / lay.tp + (per_block["head"] / lay.tp if last else 0)
+        states = state_bytes(dense, optimizer, precision, lay.dp, zero, experts, expert_dp(lay))
+        out.append(
+            _Stage(
+                s,
+                len(layers),
+                dense,
+                experts,
+                math.ceil(act),
+                {k: math.ceil(v) for k, v in states.items()},
+            )
+        )
+    return out
 
 
 def training_cost(
@@ -208,13 +286,10 @@ def training_cost(
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
     acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute))
-    layer_bytes = sum(a.bytes * a.layers for a in acts if a.block != "head")
-    head = sum(a.bytes for a in acts if a.block == "head")
-    in_flight = min(lay.pp, lay.micro_batches)
-    act_gpu = (layer_bytes / lay.pp / lay.tp) * in_flight + head / lay.tp
-    dense_gpu, experts_gpu = _params_per_gpu(m, lay)
-    params_gpu = dense_gpu + experts_gpu
-    states = state_bytes(dense_gpu, optimizer, precision, lay.dp, zero, experts_gpu, expert_dp(lay))
+    busiest = max(_stages(m, lay, acts, optimizer, precision, zero), key=lambda st: st.total)
+    act_gpu, states = busiest.activations, busiest.states
+    experts_gpu = busiest.experts
+    params_gpu = busiest.dense + experts_gpu
     time = None
     peak = None
     memory = None
@@ -255,6 +330,8 @@ def training_cost(
         states_per_gpu=states,
         params_per_gpu=params_gpu,
         time=time,
+        stage=busiest.index,
+        stage_layers=busiest.layers,
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
     )

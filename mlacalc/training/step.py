@@ -11,7 +11,9 @@ also runs the head, and the slowest stage sets the pace):
 
 - forward: the model step's kernels (:func:`mlacalc.training.flops.forward_kernels`) sharded as
   Megatron-LM shards them: column-parallel projections (queries, MLA's up-projections, FFN up)
-  split their outputs over ``tp``, row-parallel ones (output projection, FFN down) their inputs,
+  split their outputs over ``tp`` (GQA's key/value projection up to ``n_kv`` ranks, each
+  rank computing ``ceil(n_kv / tp)`` whole heads beyond), row-parallel ones (output
+  projection, FFN down) their inputs,
   the attention core its heads (GQA's KV heads up to ``n_kv`` ranks), the head its vocabulary;
   MLA's down-projections and the router are replicated; element-wise work is split (sequence
   parallelism); the routed experts are grouped GEMMs over the rank's ``E / ep`` experts, each
@@ -146,7 +148,12 @@ def shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
     s = dict(k.shape)
     flops, nbytes = k.flops, k.bytes
     if k.kind == "gemm":
-        if k.name in _COLUMN or k.name == "lm_head":
+        if k.name == "kv_proj" and not m.is_mla:  # whole K/V heads: replicated beyond n_kv
+            n_kv = m.num_key_value_heads
+            held = math.ceil(n_kv / tp)
+            s["n"] = max(1, s["n"] * held // n_kv)
+            flops, nbytes = flops * held // n_kv, nbytes * held // n_kv
+        elif k.name in _COLUMN or k.name == "lm_head":
             s["n"] = max(1, s["n"] // tp)
             flops, nbytes = flops // tp, nbytes // tp
         elif k.name in _ROW:
