@@ -508,14 +508,16 @@ def test_a_served_dsa_step_runs_the_mapped_top_k(engine, context, batch, isl, st
 
     mapped = _mapped_topk(engine, context, batch, isl, step)
     want = {f: mapped.shape[f][0] for f in ("elements", "units", "ctas")}
-    assert mapped.variant == "topk_flat"
+    # TensorRT-LLM's decode runs its own top-k (cost.compressed.OWN_DECODE_TOPK)
+    own = "topk_trtllm_decode" if engine == "trtllm" and not context else "topk_flat"
+    assert mapped.variant == own
     # predict_time's kernels (cost.model_step.step_kernels under the engine)
     phase = ("chunk" if step else "prefill") if context else "decode"
     q = isl if context else None
     ks = step_kernels("deepseek-v3.2", phase, step + isl, batch, q, causal=True,
                       kv_dtype="fp8", engine=engine, scope="attention_layer")  # fmt: skip
     (k,) = [k for k in ks if k.name == "indexer_topk"]
-    assert (k.kind, k.dtype, variant_of(k.kind, k.shape)) == ("elementwise", "bf16", "topk_flat")
+    assert (k.kind, k.dtype, variant_of(k.kind, k.shape)) == ("elementwise", "bf16", own)
     assert (k.flops, k.bytes) == (mapped.flops[0], mapped.bytes[0])
     assert {f: k.shape[f] for f in want} == want
     # plan's step model (one GPU): the same kernel, one spec the rows that select
@@ -527,7 +529,7 @@ def test_a_served_dsa_step_runs_the_mapped_top_k(engine, context, batch, isl, st
     if context:
         kw = dict(pf_N=batch * one, pf_q=isl * one, pf_pre=step * one)
     run = [s for s in sm.specs(**kw) if s.name == "indexer_topk" and s.bytes[0] > 0]
-    assert len(run) == 1 and _variant(run[0]) == "topk_flat"
+    assert len(run) == 1 and _variant(run[0]) == own
     assert (run[0].flops[0], run[0].bytes[0]) == (mapped.flops[0], mapped.bytes[0])
     assert {f: run[0].shape[f][0] for f in want} == want
 

@@ -47,7 +47,7 @@ from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.patterns import LayerKind
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
-from mlacalc.words.kernels import DSA_TOPK_CODE, Kernel
+from mlacalc.words.kernels import DSA_TOPK_CODE, OWN_DECODE_TOPK_CODE, Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
 from mlacalc.words.workload import Workload
 
@@ -61,6 +61,7 @@ __all__ = [
     "FUSED_QKV_A",
     "HEAD_TILE",
     "LONG_ROW",
+    "OWN_DECODE_TOPK",
     "PADDED_QUERY",
     "RAGGED",
     "RAGGED_CORE",
@@ -516,18 +517,35 @@ def engine_topk(
     return shape, pairs * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
 
 
-def dsa_topk(batch: Any, q: Any, prefix: Any, topk: int, decode: Any) -> tuple[dict[str, Any], Any]:
-    """A DSA layer's indexer top-k (DeepSeek-V3.2, GLM-5) as every engine runs it, in a served
+#: Engines whose decode top-k of a DSA layer is a kernel of their own, not SGLang's
+#: ``fast_topk_transform_fused`` (variant ``topk_trtllm_decode``, fitted on the DSA module rows'
+#: residuals: no table times it alone). TensorRT-LLM's decode rows show it: a row past the top-k
+#: takes, beyond its rows under it, about 25 us more than SGLang's class gives its top-k from 1
+#: to 128 sequences on both devices (B200 25.6-31.8 us, H100 25-33 us, step 1,024 -> 4,096,
+#: every head count and GEMM dtype), and 0.1 us (B200) or 0.3 us (H100) more a sequence past
+#: 256; its rows of 4,096 to 32,768 keys grow with the keys as predicted (the logits), so the
+#: cost is the selection's, not the scores'. Its prompt rows past the top-k show no such step
+#: (docs/time-model.md, "Host floor of a module launched eagerly").
+OWN_DECODE_TOPK = frozenset({"trtllm"})
+
+
+def dsa_topk(
+    batch: Any, q: Any, prefix: Any, topk: int, decode: Any, engine: str = ""
+) -> tuple[dict[str, Any], Any]:
+    """A DSA layer's indexer top-k (DeepSeek-V3.2, GLM-5) as ``engine`` runs it, in a served
     step and in the mapping of the DSA module rows alike: :func:`engine_topk` over the layer's
     keys (``rate`` 1), one kernel (``topk_kernel``: :data:`~mlacalc.words.kernels.DSA_TOPK_CODE`,
     ``topk_flat``, SGLang's ``fast_topk_transform_fused`` over flat logits, the class the
-    ``glm5_topk`` rows fit) in both phases and at any row length; 0 where no query has more
+    ``glm5_topk`` rows fit) in both phases and at any row length, but a decode top-k of
+    :data:`OWN_DECODE_TOPK` (its own kernel, ``topk_trtllm_decode``); 0 where no query has more
     keys than ``topk`` (no kernel runs: those rows time 0)."""
     # deferred: the numeric path imports no numpy (as engine_topk)
     import numpy as np
 
     shape, nbytes = engine_topk(batch, q, prefix, 1, topk, decode)
-    shape["topk_kernel"] = np.where(shape["units"] > 0, DSA_TOPK_CODE, 0)
+    own = np.logical_and(decode, engine in OWN_DECODE_TOPK)
+    code = np.where(own, OWN_DECODE_TOPK_CODE, DSA_TOPK_CODE)
+    shape["topk_kernel"] = np.where(shape["units"] > 0, code, 0)
     return shape, nbytes
 
 

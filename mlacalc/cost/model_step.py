@@ -439,7 +439,7 @@ def indexer_kernels(
             # DeepGEMM's fp8 logits, as the DSA module tables' mapping times them
             shape=dsa_logits_shape(b, q, S if decode else pairs // q, heads, width, decode),
         ),
-        _engine_dsa_topk(cost, model.index_topk, act_dtype, calls)
+        _engine_dsa_topk(cost, model.index_topk, act_dtype, calls, engine)
         if engine
         else _elementwise(
             "indexer_topk",
@@ -452,12 +452,15 @@ def indexer_kernels(
     ]
 
 
-def _engine_dsa_topk(cost: AttentionCost, topk: int, act_dtype: str, calls: int) -> Kernel:
-    """A DSA layer's ``indexer_topk`` as the engines run it
+def _engine_dsa_topk(
+    cost: AttentionCost, topk: int, act_dtype: str, calls: int, engine: str
+) -> Kernel:
+    """A DSA layer's ``indexer_topk`` as ``engine`` runs it
     (:func:`~mlacalc.cost.compressed.dsa_topk`): where no query selects, its fields all there
     and nothing moved."""
     q = cost.q_len
-    shape, nbytes = dsa_topk(cost.batch, q, cost.seq_len - q, topk, cost.phase == "decode")
+    decode = cost.phase == "decode"
+    shape, nbytes = dsa_topk(cost.batch, q, cost.seq_len - q, topk, decode, engine)
     sh = {f: int(v) for f, v in shape.items()}
     return Kernel("indexer_topk", "elementwise", act_dtype, 0, int(nbytes) if sh["units"] else 0,
                   calls=calls, shape=sh)  # fmt: skip

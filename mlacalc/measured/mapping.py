@@ -159,9 +159,6 @@ __all__ = [
 #: exactly, 0 s. Such a row counts as predicted (:func:`not_predicted`) and stays outside the
 #: relative-error statistics (0 / 0 has no relative error) and every fit.
 NO_KERNEL = "no_kernel"
-#: The class of a DSA layer's top-k in its module rows, as a served step names it (``topk_flat``)
-_DSA_TOPK = TOPK_KERNEL_VARIANTS[DSA_TOPK_CODE - 1]
-
 #: The reason of a row the mapping runs no kernel for whose measured time is positive: the
 #: prediction (0 s) misses it, counted as not predicted.
 NO_KERNEL_TIMED = "no_kernel_timed"
@@ -2026,8 +2023,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     ]
     x = indexer
     _gemm_kernels(b, "weights_proj", rows[x], "bf16", tok[x], ih[x], g["hidden"][x])
-    # (vLLM's tables record no ``norm_dispatch`` on either device: the native chain)
-    _module_norms(t, b, rows, tok, g["q_lora"], g["kv_lora"])
+    _module_norms(t, b, rows, tok, g["q_lora"], g["kv_lora"])  # vLLM's: no norm_dispatch
     walk = _sparse_walk(t, kvd, h, context)
     # decode rows of the prompt's sparse kernel, their RoPE and cache write apart as a prompt's
     one = (walk == 0) & (not context and t.engine in ONE_SPARSE_KERNEL)
@@ -2042,11 +2038,12 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     b.add("mqa_logits" if context else "paged_mqa_logits",
           "attention_prefill" if context else "mla_decode", "fp8", rows[x],
           (2 * ih * idim * pairs)[x], nb[x], variant="indexer", **shape)  # fmt: skip
-    # glm5_topk_module_perf's kernel, which a served step runs too (cost.compressed.dsa_topk)
-    sel, sel_bytes = dsa_topk(bs, isl, step, topk, not context)
+    # the engine's top-k kernel (glm5_topk_module_perf's, or its own), as a served step runs it
+    sel, sel_bytes = dsa_topk(bs, isl, step, topk, not context, t.engine)
     x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
-    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], variant=_DSA_TOPK, elements=
-          sel["elements"][x], units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
+    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], elements=sel["elements"][x],
+          variant=TOPK_KERNEL_VARIANTS[max(int(sel["topk_kernel"].max()), DSA_TOPK_CODE) - 1],
+          units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
     kvb = _elem(kvd)
     d_ = dense & context
     if d_.any():

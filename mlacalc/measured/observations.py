@@ -31,7 +31,12 @@ from mlacalc.timemodel.profile import Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.dtypes import DTYPE_BITS
 from mlacalc.words.errors import ConfigError
-from mlacalc.words.kernels import KERNEL_SET_SHAPE, KernelBatch
+from mlacalc.words.kernels import (
+    KERNEL_SET_SHAPE,
+    OWN_DECODE_TOPK_CODE,
+    TOPK_KERNEL_VARIANTS,
+    KernelBatch,
+)
 
 __all__ = [
     "MINOR_KINDS",
@@ -118,7 +123,14 @@ RESIDUAL_SHARE = 0.25
 
 
 #: kernel variants that only composite rows time, fitted on their residuals as an unfitted kind
-RESIDUAL_VARIANTS = frozenset({*CORE_VARIANTS.values(), RAGGED_CORE, WALK_VARIANT})
+RESIDUAL_VARIANTS = frozenset(
+    {
+        *CORE_VARIANTS.values(),
+        RAGGED_CORE,
+        WALK_VARIANT,
+        TOPK_KERNEL_VARIANTS[OWN_DECODE_TOPK_CODE - 1],
+    }
+)
 
 #: A host-floored row (``MappedTable.host_s``) gives a residual only where its time is at least
 #: this many times its floor: under the rows' ``max(kernels, floor)`` form such a row is its
@@ -150,7 +162,12 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
     table = mapped.table
     n = len(table)
     modelled = np.asarray(mapped.modelled, dtype=bool)
-    main = [p for p in mapped.parts if p.batch.kind not in MINOR_KINDS]
+    # a minor kind's variant no single-kernel table times (TensorRT-LLM's decode top-k) is open too
+    main = [
+        p
+        for p in mapped.parts
+        if p.batch.kind not in MINOR_KINDS or p.batch.variant in RESIDUAL_VARIANTS
+    ]
     if not main or not modelled.any():
         return []
     counts = np.bincount(np.concatenate([p.rows for p in main]), minlength=n)

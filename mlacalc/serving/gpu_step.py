@@ -947,7 +947,7 @@ class StepModel:
                 if csa:  # DeepSeek-V4's CSA (FLAT_TOPK_ENGINES)
                     out += _engine_topk(spec, engine_topk(seqs, q, pre, *csa, decode), on)
                 else:  # a DSA layer's (every engine)
-                    topk = dsa_topk(seqs, q, pre, self.m.index_topk, decode)
+                    topk = dsa_topk(seqs, q, pre, self.m.index_topk, decode, self.engine)
                     out += _engine_topk(spec, topk, on, keep=False)
                 continue
             out.append(spec)

@@ -51,6 +51,7 @@ CONV_CTA_CHANNELS = 32
 TOPK_VARIANTS = (
     *(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat", "top_last")),
     "topk_v1_flat_long",  # the v1 transform's path past 16,384 keys a row (flat logits)
+    "topk_trtllm_decode",  # TensorRT-LLM's decode top-k of a DSA layer (cost.compressed)
 )
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels

@@ -120,8 +120,13 @@ _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 
 #: variant -> the variant whose fit times it where a profile lacks its own: SGLang's ragged
 #: DeepSeek-V4 prompt core (fitted on its module rows' residuals) by FlashMLA's sparse prefill;
-#: the walking sparse MLA kernel (``mla_time.WALK_VARIANT``) by the sparse class
-_PARENT_VARIANTS = {"sparse_ragged": "sparse", "sparse_walk": "sparse"}
+#: the walking sparse MLA kernel (``mla_time.WALK_VARIANT``) by the sparse class; TensorRT-LLM's
+#: decode top-k (``cost.compressed.OWN_DECODE_TOPK``) by SGLang's, which its profiles take in
+_PARENT_VARIANTS = {
+    "sparse_ragged": "sparse",
+    "sparse_walk": "sparse",
+    "topk_trtllm_decode": "topk_flat",
+}
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ __all__ = [
     "KERNEL_KINDS",
     "KERNEL_SET_SHAPE",
     "LINEAR_VARIANTS",
+    "OWN_DECODE_TOPK_CODE",
     "TOPK_KERNEL_VARIANTS",
     "V4_TOPK_VARIANTS",
     "Kernel",
@@ -256,10 +257,13 @@ V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat", "topk_v1
 #: Every top-k kernel an engine runs for an indexer (shape ``topk_kernel`` = position + 1):
 #: DeepSeek-V4's (:data:`V4_TOPK_VARIANTS`), then a DSA layer's (DeepSeek-V3.2, GLM-5):
 #: SGLang's ``fast_topk_transform_fused`` over flat logits, in both phases, as the DSA module
-#: rows are mapped (:func:`mlacalc.cost.compressed.dsa_topk`).
-TOPK_KERNEL_VARIANTS = (*V4_TOPK_VARIANTS, "topk_flat")
+#: rows are mapped (:func:`mlacalc.cost.compressed.dsa_topk`); TensorRT-LLM's own decode top-k
+#: (``topk_trtllm_decode``: :data:`mlacalc.cost.compressed.OWN_DECODE_TOPK`).
+TOPK_KERNEL_VARIANTS = (*V4_TOPK_VARIANTS, "topk_flat", "topk_trtllm_decode")
 #: The ``topk_kernel`` code of a DSA layer's top-k (``topk_flat``).
-DSA_TOPK_CODE = len(TOPK_KERNEL_VARIANTS)
+DSA_TOPK_CODE = len(V4_TOPK_VARIANTS) + 1
+#: The ``topk_kernel`` code of TensorRT-LLM's decode top-k of a DSA layer (``topk_trtllm_decode``).
+OWN_DECODE_TOPK_CODE = DSA_TOPK_CODE + 1
 
 
 def linear_code(variant: str) -> int:
