@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
+from mlacalc.cost.attention import model_dims
+from mlacalc.cost.engine import attention_cost
+from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
+from mlacalc.cost.params import param_counts
 from mlacalc.cost.symbolic import formula as build
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.words.vocab import (
     MATMUL_STAGES,
-    MHA_FIELD_SYMBOLS,
-    MLA_FIELD_SYMBOLS,
     MLA_IMPLEMENTATIONS,
     PHASES,
     QUANTITIES,
@@ -55,7 +57,9 @@ _OWN_RULES = ("csa", "hca", "swa", "msa", "dsa")
     "subs_model",
     default=None,
     metavar="MODEL",
-    help="Substitute this model's dimensions (leaves B, S, q symbolic).",
+    help="Substitute this model's dimensions (leaves B, S, q symbolic) and its query latent, "
+    "biases and RoPE; L counts its layers with attention. Refused for sliding, chunked, "
+    "linear or Mamba layers (report counts those); fp8 scales and q/k norms are stated.",
 )
 @click.option("--latex", "style", flag_value="latex", help="Print LaTeX.")
 @click.option("--pretty", "style", flag_value="pretty", help="Print a 2-D pretty form.")
@@ -78,8 +82,6 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     # deferred: sympy loads for the formula itself, not for `--help`
     import sympy as sp
 
-    from mlacalc.cost import symbols as s
-
     if variant != "mla" and impl not in (None, STANDARD_IMPL):
         raise click.BadParameter(f"{variant.upper()} has one implementation", param_hint="--impl")
     if variant == "mla" and impl == STANDARD_IMPL:
@@ -92,6 +94,10 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
         raise click.BadParameter(
             f"stages split attention_flops only, not {quantity}", param_hint="--stage"
         )
+    m = None
+    if subs_model:  # the model first: it fixes the query latent, the biases and RoPE
+        m = load(subs_model, "--subs")
+        _check_plain(m, variant)
     settings = {
         "impl": None if impl == STANDARD_IMPL else impl,
         "phase": phase,
@@ -112,29 +118,8 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
             continue
         if build(quantity, variant, **{**settings, key: neutral}) == expr:
             warn(f"{flag} does not change {quantity} of {variant.upper()}{where}; ignored")
-    if subs_model:
-        m = load(subs_model, "--subs")
-        if (variant == "mla") != m.is_mla:
-            raise click.BadParameter(
-                f"{m.label} is {m.variant.upper()}, not {variant.upper()}", param_hint="--subs"
-            )
-        if not m.is_mla and m.v_head_dim is not None and m.v_head_dim != m.head_dim:
-            raise click.BadParameter(
-                f"{m.label}'s value heads ({m.v_head_dim}) are narrower than its query/key heads "
-                f"({m.head_dim}), and the printed formula has one d_h; `mlacalc report` counts it",
-                param_hint="--subs",
-            )
-        own = sorted({k.label for k in layer_pattern(m).layers if k.attention in _OWN_RULES})
-        if own:  # their cache rows, keys attended and projections are not the formula's
-            raise click.BadParameter(
-                f"{m.label}'s {', '.join(own)} layers are not the plain {m.variant.upper()} "
-                "layer the formula describes (cache rows, keys attended, projections of their "
-                "own); `mlacalc report` counts them",
-                param_hint="--subs",
-            )
-        fields = MLA_FIELD_SYMBOLS if m.is_mla else MHA_FIELD_SYMBOLS
-        values = {s.ALL[symbol]: getattr(m, field) or 0 for field, symbol in fields.items()}
-        expr = sp.factor(expr.subs(values))
+    if m is not None:
+        expr = _substituted(m, quantity, variant, settings, no_q_lora)
     if style == "latex":
         text = sp.latex(expr)
     elif style == "pretty":
@@ -144,3 +129,128 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     else:
         text = str(expr)
     click.echo(text)
+
+
+def _check_plain(m, variant: str) -> None:
+    """Refuse, by name, a model whose layers the plain layer's formula does not describe."""
+    if (variant == "mla") != m.is_mla:
+        raise click.BadParameter(
+            f"{m.label} is {m.variant.upper()}, not {variant.upper()}", param_hint="--subs"
+        )
+    if not m.is_mla and m.v_head_dim is not None and m.v_head_dim != m.head_dim:
+        raise click.BadParameter(
+            f"{m.label}'s value heads ({m.v_head_dim}) are narrower than its query/key heads "
+            f"({m.head_dim}), and the printed formula has one d_h; `mlacalc report` counts it",
+            param_hint="--subs",
+        )
+    layers = layer_pattern(m).layers
+    own = sorted({k.label for k in layers if k.attention in _OWN_RULES})
+    if own:  # their cache rows, keys attended and projections are not the formula's
+        raise click.BadParameter(
+            f"{m.label}'s {', '.join(own)} layers are not the plain {m.variant.upper()} "
+            "layer the formula describes (cache rows, keys attended, projections of their "
+            "own); `mlacalc report` counts them",
+            param_hint="--subs",
+        )
+    # layers the formula's L x (one plain layer) leaves out or miscounts, with what it misses
+    left_out: dict[str, list[int | str]] = {}
+    for k in layers:
+        why = _not_plain(m, k)
+        if why:
+            left_out.setdefault(k.label, [0, why])[0] += 1
+    if left_out:
+        parts = "; ".join(f"{n} {label} layers: {why}" for label, (n, why) in left_out.items())
+        raise click.BadParameter(
+            f"the formula is L plain {m.variant.upper()} layers attending all S keys, and "
+            f"{m.label} has {parts}; `mlacalc report {m.name}` counts them",
+            param_hint="--subs",
+        )
+
+
+def _not_plain(m, kind) -> str:
+    """What the plain layer's formula leaves out of one of a model's layers ('' if nothing)."""
+    if kind.attention == "none":  # no attention at all: L counts the others
+        return ""
+    if kind.attention in ("linear", "mamba", "mamba1"):
+        return "a fixed-size recurrent state in place of a cache, and its own projections"
+    if kind.mamba:
+        return "a Mamba-2 mixer beside the attention (its state and work)"
+    if kind.window is not None and kind.window < (m.max_position_embeddings or kind.window + 1):
+        keys = "its chunk's" if kind.attention == "chunked" else "the last"
+        return f"{keys} {kind.window:,} keys only, cached and attended"
+    if not kind.rope:
+        return "no RoPE (the formula applies it in every layer)"
+    return ""
+
+
+def _substituted(m, quantity: str, variant: str, settings: dict, no_q_lora: bool):
+    """The formula with the model's dimensions and switches (query latent, biases, RoPE)."""
+    # deferred: sympy loads for the formula itself, not for `--help`
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+
+    settings = dict(settings)
+    if m.is_mla:
+        if m.q_lora_rank and no_q_lora:
+            raise click.BadParameter(
+                f"{m.label} has a query latent (q_lora_rank {m.q_lora_rank}); drop --no-q-lora",
+                param_hint="--no-q-lora",
+            )
+        if not m.q_lora_rank and not no_q_lora:
+            warn(f"{m.label} has no query latent: the formula of a plain W_Q (--no-q-lora)")
+        settings["q_lora"] = bool(m.q_lora_rank)
+    dims = model_dims(m)
+    settings["bias"] = bool(dims["beta_qkv"])
+    settings["out_bias"] = bool(dims["beta_o"])
+    settings["rope"] = bool(dims.get("rho", 1))
+    expr = build(quantity, variant, **settings)
+    kinds = layer_pattern(m).layers
+    with_attention = sum(k.attention != "none" for k in kinds)
+    if with_attention != len(kinds):
+        warn(
+            f"L = {with_attention}: {m.label}'s layers with attention "
+            f"({len(kinds) - with_attention} of {len(kinds)} have none)"
+        )
+    values = {s.ALL[sym]: v for sym, v in dims.items() if sym in s.ALL}
+    values[s.L] = with_attention
+    expr = sp.factor(expr.subs(values))
+    if quantity == "attention_params":
+        _say_params_left_out(m, expr)
+    elif quantity in ("fused_bytes", "unfused_bytes"):
+        _say_scales_left_out(m, quantity, settings)
+    return expr
+
+
+def _say_params_left_out(m, expr) -> None:
+    """Name the weights of a layer that report counts and the formula has no term for (q/k
+    norms: Qwen3, MiniMax-M2.5)."""
+    counts = param_counts(m)
+    extra = counts.attention_per_layer - int(expr)
+    if extra:
+        norms = [k for k in counts.attention_breakdown if k in ("q_norm", "k_norm")]
+        what = " and ".join(norms) or "weights of its own"
+        warn(
+            f"the formula leaves out {m.label}'s {what} ({extra:,} weights a layer): "
+            f"report's attention_per_layer is {counts.attention_per_layer:,}"
+        )
+
+
+def _say_scales_left_out(m, quantity: str, settings: dict) -> None:
+    """State the bytes a quantized checkpoint stores beside its attention weights (fp8 block
+    scales, bf16 tensors it keeps) that report reads and the formula's b_w does not count."""
+    if not checkpoint_stored(m):
+        return
+    phase = settings["phase"] or "decode"
+    q_len = None if phase == "prefill" else 1
+    cost = attention_cost(m, phase, 2, 1, q_len=q_len, impl=settings["impl"])
+    stored = stored_attention_cost(cost, m)
+    extra = getattr(stored, quantity) - getattr(cost, quantity)
+    if extra:
+        layers = cost.layers
+        warn(
+            f"the formula counts b_w bytes a weight; {m.label}'s checkpoint "
+            f"({m.weights_dtype} weights) also stores scales with its attention weights: "
+            f"report reads {extra:,} bytes more ({extra // layers:,} a layer x {layers}), "
+            "whatever B, S and q"
+        )

@@ -68,6 +68,7 @@ def formula(
     q_lora: bool = True,
     bias: bool = False,
     rope: bool = True,
+    out_bias: bool | None = None,
 ) -> Any:
     """The sympy expression of a quantity for an attention variant.
 
@@ -91,6 +92,11 @@ def formula(
         Count only the pairs a causal kernel needs: ``P = q (2 S - q + 1) / 2``.
     q_lora
         MLA with query compression (``d_cq``) or a plain ``W_Q``.
+    bias, out_bias
+        Biases on the query/key/value projections and on the output projection
+        (``out_bias`` None: as ``bias``; Qwen2 has the first and not the second).
+    rope
+        RoPE applied (GPT-2's learned positions: False).
 
     Examples
     --------
@@ -105,6 +111,7 @@ def formula(
         raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
     causal, q_lora = args.flag("causal", causal), args.flag("q_lora", q_lora)
     bias, rope = args.flag("bias", bias), args.flag("rope", rope)
+    out_bias = bias if out_bias is None else args.flag("out_bias", out_bias)
     if stage is not None and quantity != "attention_flops":
         raise InvalidArgumentError("stage", "only attention_flops is broken down by stage")
 
@@ -130,7 +137,7 @@ def formula(
     else:
         expr = s.L * layer.fused_bytes()
 
-    subs: dict = {s.beta_qkv: int(bias), s.beta_o: int(bias), s.rho: int(rope)}
+    subs: dict = {s.beta_qkv: int(bias), s.beta_o: int(out_bias), s.rho: int(rope)}
     if variant != "mla":  # one head width: d_v is MiMo-V2-Flash's alone (model_dims)
         subs[s.d_v] = s.d_h
     if variant == "mha":
