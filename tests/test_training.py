@@ -470,3 +470,23 @@ def test_refusal_of_a_hybrid_reads_whole_and_says_what_to_do():
         training_cost("qwen3-next-80b-a3b", 1024)
     text = str(e.value)
     assert "are not built (only decoder layers" in text and text.endswith("for this model")
+
+
+def test_fp32_training_is_single_precision_throughout():
+    """precision="fp32": 4-byte activations and matmuls on TF32 tensor cores at half the dense
+    bf16 rate (H100: no TF32 peak in the catalogue). Before, only the optimizer's bytes changed:
+    fp32 came out faster than bf16-mixed (fwd 90.37 ms both, step 354.92 against 365.47 ms,
+    activations 23,147,397,122 B both)."""
+    base = dict(hardware="H100")
+    mixed = training_cost("llama-3-8b", 4096, precision="bf16-mixed", **base)
+    single = training_cost("llama-3-8b", 4096, precision="fp32", **base)
+    two_byte = sum(a.bytes * a.layers for a in mixed.activations if a.bytes == 2 * a.elements)
+    assert single.activation_bytes == mixed.activation_bytes + two_byte
+    assert single.activation_bytes > 1.99 * mixed.activation_bytes
+    assert 1.9 < single.time.forward_s / mixed.time.forward_s < 2.0
+    assert 1.9 < single.time.backward_s / mixed.time.backward_s < 2.0
+    assert single.time.step_s > 1.6 * mixed.time.step_s and single.mfu < 0.65 * mixed.mfu
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.training.step import tf32_slowdown
+
+    assert tf32_slowdown(load_hardware("H100")) == 2.0

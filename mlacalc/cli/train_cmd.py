@@ -179,7 +179,12 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True
 )
 @click.option(
-    "--precision", type=click.Choice(list(PRECISIONS)), default="bf16-mixed", show_default=True
+    "--precision",
+    type=click.Choice(list(PRECISIONS)),
+    default="bf16-mixed",
+    show_default=True,
+    help="Weights, gradients and optimizer states; fp32 also 4-byte activations and TF32 "
+    "matmuls (half the bf16 rate), fp8-mixed FP8 GEMMs.",
 )
 @click.option(
     "--zero",

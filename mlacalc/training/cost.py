@@ -285,7 +285,8 @@ def training_cost(
     _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
-    acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute))
+    act_dtype = "fp32" if precision == "fp32" else "bf16"
+    acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype))
     busiest = max(_stages(m, lay, acts, optimizer, precision, zero), key=lambda st: st.total)
     act_gpu, states = busiest.activations, busiest.states
     experts_gpu = busiest.experts
@@ -303,7 +304,7 @@ def training_cost(
             impl,
             recompute,
             attention,
-            "bf16",
+            act_dtype,
             gemm_dtype,
             params_gpu,
             sum(states.values()) * 2,

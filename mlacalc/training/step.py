@@ -36,6 +36,11 @@ also runs the head, and the slowest stage sets the pace):
   parallelism, once per step, a reduce-scatter of the gradients and an all-gather of the
   weights (ZeRO-1), hidden behind the last micro-batch's backward up to its length.
 
+With ``dtype="fp32"`` (``precision="fp32"``) activations are 4 bytes (the element-wise kernels
+and the communication move twice the bytes) and the matmuls (GEMMs, attention) run on TF32
+tensor cores: their compute term :func:`tf32_slowdown` times longer (half the dense bf16 rate
+where the device file gives no ``fp32`` peak).
+
 With ``comm_sms`` (DeepSeek-V3 gives 20 of an H800's 132 SMs to communication while it
 overlaps), the compute kernels take ``sm_count / (sm_count - comm_sms)`` longer.
 
@@ -322,8 +327,35 @@ def _profile(hw: HardwareSpec, profile: Any) -> tuple[Profile, str]:
     return prof, prof.describe(hw.name, hw) + note
 
 
-def _seconds(kernels: list[Kernel], hw: HardwareSpec, profile: Any) -> float:
-    return sum(t.seconds for t in predict_kernels(kernels, hw, profile)) if kernels else 0.0
+def _seconds(kernels: list[Kernel], hw: HardwareSpec, profile: Any, slower: float = 1.0) -> float:
+    """The kernels' predicted time; ``slower``: the matmul kernels' (GEMMs, attention) compute
+    term that many times longer (fp32 training on TF32 tensor cores, :func:`tf32_slowdown`)."""
+    if not kernels:
+        return 0.0
+    matmul = {"gemm", *core_kinds()}
+    return sum(
+        t.seconds + (slower - 1.0) * t.compute_s * (k.kind in matmul)
+        for k, t in zip(kernels, predict_kernels(kernels, hw, profile), strict=True)
+    )
+
+
+def tf32_slowdown(hw: HardwareSpec) -> float:
+    """How much longer an fp32 matmul computes than a bf16 one: the catalogue's dense ``fp32``
+    peak where a device file gives one, else TF32 tensor cores at half the dense bf16 rate (the
+    ratio of NVIDIA's datasheets from Ampere to Blackwell and AMD's MI300X, from recall: H100 SXM
+    494.7 against 989.4 TFLOP/s; the shipped catalogue lists no TF32 or FP32 peak)."""
+    fp32 = hw.peak_flops_per_s.get("fp32")
+    return hw.peak("bf16") / fp32 if fp32 else 2.0
+
+
+def _wide(kernels: list[Kernel]) -> list[Kernel]:
+    """fp32 training: the element-wise kernels read and write 4-byte activations."""
+    return [
+        Kernel(k.name, k.kind, "fp32", k.flops, 2 * k.bytes, k.calls, k.shape)
+        if k.kind == "elementwise"
+        else k
+        for k in kernels
+    ]
 
 
 def expert_dp(lay: Layout) -> int:
@@ -358,7 +390,7 @@ def step_time(
     data-parallel rank."""
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     profile, calibration = _profile(hw, profile)
-    fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, dtype)
+    fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
     fwd: list[Kernel] = []
     for k in fwd_all:
         if k.name == "embedding":
@@ -379,7 +411,11 @@ def step_time(
         if (recompute == "full" and k.name not in ("lm_head", "final_norm"))
         or (recompute == "kv_up" and k.name == "kv_b_proj")
     ]
-    t_f, t_b, t_r = (_seconds(x, hw, profile) for x in (fwd, bwd, again))
+    slower = 1.0
+    if dtype == "fp32":  # 4-byte activations, matmuls on TF32 tensor cores
+        slower = tf32_slowdown(hw)
+        fwd, bwd, again = _wide(fwd), _wide(bwd), _wide(again)
+    t_f, t_b, t_r = (_seconds(x, hw, profile, slower) for x in (fwd, bwd, again))
     if comm_sms:  # SMs kept for communication run no compute: the rest take longer
         if not hw.sm_count or comm_sms >= hw.sm_count:
             raise InvalidArgumentError(
