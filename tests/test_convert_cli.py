@@ -70,6 +70,16 @@ def test_rank_sweep_and_cli_ranks(run):
     assert all(r.prefill_s > 0 for r in rows)
     out, _ = run("convert", "llama-3-8b", "--hw", "H100", "--ranks", "256,1984", "-s", "2k")
     assert "Ranks on H100" in out and "decode step time (H100)" in out
+    # the title names the source's row as the row reads (it said "rank 0", the row "source")
+    assert "Ranks on H100 (first row: the source model)" in out and "│ source " in out
+
+
+def test_cli_warns_past_the_context(run):
+    # before: `convert llama-3-70b -s 1M` said nothing (report warns past 8,192 positions)
+    out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "-s", "1M")
+    assert "--seq-len:" in err and "Llama-3-70B was not trained for it" in err and out
+    _, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "-s", "8k")
+    assert err == ""
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from mlacalc.cli.common import (
     KV_DTYPE,
     SIZE,
     Section,
+    check_context,
     emit,
     format_option,
     load,
@@ -247,7 +248,7 @@ def command(
         if sweep:
             out.append(
                 Section(
-                    f"Ranks on {hardware} (rank 0: the source model)",
+                    f"Ranks on {hardware} (first row: the source model)",
                     [
                         "d_c",
                         "cache / token",
@@ -274,3 +275,4 @@ def command(
         return out
 
     emit(fmt, document, sections)
+    check_context(src, seq_len)
