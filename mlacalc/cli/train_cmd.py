@@ -70,7 +70,19 @@ def _sections(c, table) -> list[Section]:
             "Activations saved for backward",
             ["block", "bytes per layer", "layers", "bytes"],
             [[b, human_bytes(v), n, human_bytes(v * n)] for b, v, n in _blocks(c)]
-            + [["one micro-batch, whole model", "", "", human_bytes(c.activation_bytes)]],
+            + [["one micro-batch, whole model", "", "", human_bytes(c.activation_bytes)]]
+            + (
+                [
+                    [
+                        "+ the layer rerun in backward",
+                        human_bytes(c.recomputed_layer_bytes),
+                        1,
+                        human_bytes(c.recomputed_layer_bytes),
+                    ]
+                ]
+                if c.recomputed_layer_bytes
+                else []
+            ),
         ),
         Section(
             f"Memory per GPU (tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, ep {lay.ep}; "

@@ -34,6 +34,7 @@ from mlacalc.training.memory import (
     ActivationTensor,
     layer_activations,
     optimizer_bytes_per_param,
+    recomputed_layer_bytes,
     state_bytes,
 )
 from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step_time
@@ -70,6 +71,9 @@ class TrainingCost:
     #: the pipeline stage whose GPUs hold the most (memory per GPU is theirs), and its layers
     stage: int = 0
     stage_layers: int = 0
+    #: recompute="full": what the one layer rerun in the backward saves beyond its input
+    #: (the largest of the stage's; in memory per GPU, over tp), else 0
+    recomputed_layer_bytes: int = 0
 
     @property
     def fits(self) -> bool | None:
@@ -138,6 +142,7 @@ class TrainingCost:
             "params_per_gpu": self.params_per_gpu,
             "stage": self.stage,
             "stage_layers": self.stage_layers,
+            "recomputed_layer_bytes": self.recomputed_layer_bytes,
             "memory_per_gpu": self.memory_per_gpu,
             "device_memory_bytes": self.device_memory_bytes,
             "fits": self.fits,
@@ -158,6 +163,7 @@ class _Stage:
     experts: int
     activations: int
     states: dict[str, int]
+    again: int = 0
 
     @property
     def total(self) -> int:
@@ -181,6 +187,7 @@ def _stages(
     optimizer: str,
     precision: str,
     zero: int,
+    rerun: dict[str, int],
 ) -> list[_Stage]:
     """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
@@ -188,7 +195,8 @@ def _stages(
     embedding on the first stage and the head on the last; the first ``L mod pp`` stages hold
     one layer more), the routed experts over ``ep``; the activations of the stage's layers
     over ``tp`` times the micro-batches in flight on it under 1F1B (``min(pp - s, micro)``),
-    the head's on the last."""
+    the head's on the last; with ``recompute="full"`` also the one layer whose forward runs
+    again in the backward (``rerun``, :func:`recomputed_layer_bytes`; the stage's largest)."""
     # deferred: the serving layout loads the checkpoint and cache models
     from mlacalc.serving.layout import Layout as ServingLayout
     from mlacalc.serving.layout import stage_breakdowns
@@ -203,15 +211,18 @@ def _stages(
     for s, (parts, layers, last) in enumerate(stage_breakdowns(m, serving)):
         experts = math.ceil(parts.get("routed_experts", 0))
         dense = math.ceil(sum(parts.values())) - experts
+        again = 0
         if "layer" in per_block:  # recompute="full": each layer keeps its input alone
             layer_bytes = per_block["layer"] * len(layers)
+            again = max(rerun["moe" if m.is_moe_layer(i) else "ffn"] for i in layers)
         else:
             layer_bytes = sum(
                 per_block["attention"] + per_block["moe" if m.is_moe_layer(i) else "ffn"]
                 for i in layers
             )
         in_flight = min(lay.pp - s, lay.micro_batches)
-        act = layer_bytes * in_flight / lay.tp + (per_block["head"] / lay.tp if last else 0)
+        act = (layer_bytes * in_flight + again) / lay.tp
+        act += per_block["head"] / lay.tp if last else 0
         states = state_bytes(dense, optimizer, precision, lay.dp, zero, experts, expert_dp(lay))
         out.append(
             _Stage(
@@ -221,6 +232,7 @@ def _stages(
                 experts,
                 math.ceil(act),
                 {k: math.ceil(v) for k, v in states.items()},
+                again,
             )
         )
     return out
@@ -287,7 +299,13 @@ def training_cost(
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
     act_dtype = "fp32" if precision == "fp32" else "bf16"
     acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype))
-    busiest = max(_stages(m, lay, acts, optimizer, precision, zero), key=lambda st: st.total)
+    rerun = (
+        recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype)
+        if recompute == "full"
+        else {}
+    )
+    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun)
+    busiest = max(stages, key=lambda st: st.total)
     act_gpu, states = busiest.activations, busiest.states
     experts_gpu = busiest.experts
     params_gpu = busiest.dense + experts_gpu
@@ -333,6 +351,7 @@ def training_cost(
         time=time,
         stage=busiest.index,
         stage_layers=busiest.layers,
+        recomputed_layer_bytes=busiest.again,
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
     )

@@ -31,7 +31,9 @@ these layers and captures the saved tensors with ``torch.autograd.graph.saved_te
   weighted output the combine adds back (an index-add keeps its source), the token it came
   from and its place among the top-k (int64, the gather indices); the shared experts as a
   dense FFN of their width;
-- ``recompute="full"``: a decoder layer keeps its input alone;
+- ``recompute="full"``: a decoder layer keeps its input alone (while its backward runs, its
+  forward runs again and saves the rest: :func:`recomputed_layer_bytes`, which memory per GPU
+  adds once);
 - the embedding its token ids (int64); the head: the final norm's input and RMS, the normed
   input, the log-probabilities (``N V``), the targets (int64) and the loss's total weight.
 
@@ -71,6 +73,7 @@ __all__ = [
     "ActivationTensor",
     "layer_activations",
     "optimizer_bytes_per_param",
+    "recomputed_layer_bytes",
     "state_bytes",
 ]
 
@@ -262,6 +265,20 @@ def layer_activations(
     ]
     out += [ActivationTensor("head", x, el, el * s, 1) for x, el, s in head]
     return out
+
+
+def recomputed_layer_bytes(
+    m: ModelConfig, seq_len: int, micro_batch: int, impl: str, dtype: str = "bf16"
+) -> dict[str, int]:
+    """``recompute="full"``: what one decoder layer saves when its forward runs again in the
+    backward, beyond the input it kept (the rerun reads that storage): its tensors under
+    ``"none"`` less its input, for a dense (``"ffn"``) and a MoE (``"moe"``) layer. Live on
+    top of every layer's kept input while that layer's backward runs, one layer at a time."""
+    per: dict[str, int] = {}
+    for a in layer_activations(m, seq_len, micro_batch, impl, "none", dtype):
+        per[a.block] = per.get(a.block, 0) + a.bytes
+    kept = micro_batch * seq_len * m.hidden_size * (dtype_bits(dtype) // 8)
+    return {k: per["attention"] + per[k] - kept for k in ("ffn", "moe") if k in per}
 
 
 def optimizer_bytes_per_param(optimizer: Any, precision: Any) -> tuple[int, int, int, int]:
