@@ -74,6 +74,19 @@ def test_rank_sweep_and_cli_ranks(run):
     assert "Ranks on H100 (first row: the source model)" in out and "│ source " in out
 
 
+def test_query_rank_past_d_model_gets_a_note(run):
+    # before: `--q-lora-rank 100000` on an 8,192-wide model passed without a word (the
+    # parameters went 70.55 G -> 198.22 G); a too-large --kv-lora-rank already had a note
+    out, _ = run("convert", "llama-3-70b", "--q-lora-rank", "100000")
+    assert "query rank 100,000 is not below min(d_model 8,192, query width 8,192)" in out
+    c = convert("llama-3-70b", keep_q_full=False, q_lora_rank=8192)
+    plain = mlacalc.param_counts(convert("llama-3-70b").model).attention_per_layer
+    added = mlacalc.param_counts(c.model).attention_per_layer - plain
+    assert any(f"adds {added:,} weights a layer" in n for n in c.notes)
+    c = convert("llama-3-70b", keep_q_full=False, q_lora_rank=8191)  # compresses by one
+    assert not any("query rank" in n for n in c.notes)
+
+
 def test_cli_warns_past_the_context(run):
     # before: `convert llama-3-70b -s 1M` said nothing (report warns past 8,192 positions)
     out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "-s", "1M")

@@ -281,7 +281,7 @@ def _ranks(
     return d_c, None, None
 
 
-def _notes(c: dict[str, Any], m: ModelConfig) -> list[str]:
+def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) -> list[str]:
     d_c, rope, n_kv = c["kv_lora_rank"], c["rope_dim"], m.num_key_value_heads
     notes = [
         f"cache per token and layer: {2 * n_kv * m.head_dim:,} -> {d_c + rope:,} elements "
@@ -293,6 +293,15 @@ def _notes(c: dict[str, Any], m: ModelConfig) -> list[str]:
         notes.append(
             f"rank {d_c:,} is above the full rank {c['full_rank']:,} of the position-free key "
             "and value projections: the extra latent dimensions hold nothing"
+        )
+    q_width = m.num_attention_heads * m.head_dim
+    if q_lora_rank is not None and q_lora_rank >= min(m.hidden_size, q_width):
+        q, d = q_lora_rank, m.hidden_size
+        added = q * (d + q_width) + q - d * q_width  # W_DQ, W_UQ and the latent's norm vs W_Q
+        notes.append(
+            f"query rank {q:,} is not below min(d_model {d:,}, query width {q_width:,}), the "
+            f"full rank of W_Q: the query latent compresses nothing and adds {added:,} weights "
+            "a layer over the plain W_Q"
         )
     if m.qkv_bias or m.attention_bias:
         notes.append(
@@ -416,6 +425,6 @@ def convert(
         key_rank=r_k,
         value_rank=r_v,
         changes=changes,
-        notes=tuple(_notes(record, m)),
+        notes=tuple(_notes(record, m, q_lora_rank)),
         **record,
     )
