@@ -96,8 +96,8 @@ def render(sc: Scenario) -> None:
     if d["fits"] is False:
         st.warning(
             f"A GPU's share, {human_bytes(d['memory_per_gpu'])}, does not fit in the "
-            f"{human_bytes(d['device_memory_bytes'])} of a {sc.device.name}: spread the model "
-            "(tp, pp, ep), shard more (ZeRO) or recompute.",
+            f"{human_bytes(d['device_memory_bytes'])} of a {sc.device.name}: "
+            f"{d['fit_advice']}.",
             icon=":material/memory:",
         )
     k = st.columns(4)

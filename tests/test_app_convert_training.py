@@ -62,3 +62,13 @@ def test_training_tab():
 def test_training_tab_refuses_by_name():
     at = run("Training", model="gemma-3-1b", hw="H100")
     assert any("activation memory of Gemma 3 1B" in e.value for e in at.error)
+
+
+def test_training_tab_says_what_would_close_the_gap():
+    """A layout that does not fit: the app's advice is the library's (by how much, the
+    unmodelled savings, whether they close the gap), as the CLI's note."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    c = mlacalc.training_cost("llama-3-8b", 4096, hardware="H100")
+    text = " ".join(w.value for w in at.warning)
+    assert c.fits is False and c.fit_advice in text
+    assert "recomputing SwiGLU and the norms" in text

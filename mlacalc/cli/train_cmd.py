@@ -104,6 +104,7 @@ def _sections(c, table) -> list[Section]:
                 if c.fits is None
                 else f"; {'fits in' if c.fits else 'DOES NOT FIT in'} the "
                 f"{human_bytes(c.device_memory_bytes)} of a {c.time.hardware}"
+                + (f": {c.fit_advice}" if c.fit_advice else "")
             ),
         ),
     ]

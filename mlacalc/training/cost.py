@@ -40,10 +40,44 @@ from mlacalc.training.memory import (
 from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step_time
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.units import human_bytes
 
 __all__ = ["TrainingCost", "absorption_table", "training_cost"]
 
 _MAX_SEQ = 1 << 24
+
+#: tensors a framework recomputes in the backward where it recomputes SwiGLU and the norms
+#: (DeepSeek-V3 does): the SwiGLU's activation and product, the norms' outputs
+_SWIGLU_NORMS = frozenset(
+    (
+        "activation",
+        "product",
+        "expert_activation",
+        "expert_product",
+        "shared_activation",
+        "shared_product",
+        "normed_input",
+        "q_latent_normed",
+        "kv_latent_normed",
+    )
+)
+#: the inputs of the linear layers and of the MoE's SwiGLU, which DeepSeek-V3 keeps in FP8 for
+#: their backward (its report's section on low-precision storage, from recall)
+_LINEAR_INPUTS = frozenset(
+    (
+        "normed_input",
+        "q_latent_normed",
+        "kv_latent_normed",
+        "output",
+        "output_latent",
+        "product",
+        "expert_input",
+        "expert_product",
+        "expert_gate",
+        "expert_up",
+        "shared_product",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +115,55 @@ class TrainingCost:
         if self.device_memory_bytes is None:
             return None
         return self.memory_per_gpu <= self.device_memory_bytes
+
+    @property
+    def unmodelled_savings(self) -> dict[str, int]:
+        """What a GPU's activations would lose to the savings docs/training.md lists as not
+        modelled: recomputing SwiGLU and the norms (their outputs dropped), keeping the
+        linear layers' inputs in FP8 (1 byte where 2), and both; each the share of the saved
+        tensors' bytes it removes, times the activations per GPU. Nothing under
+        ``recompute="full"`` (only layer inputs are kept)."""
+        if self.recompute == "full" or not self.activation_bytes:
+            return {"recompute_swiglu_norms": 0, "fp8_linear_inputs": 0, "both": 0}
+
+        def share(dropped: frozenset, halved: frozenset) -> int:
+            gone = 0
+            for a in self.activations:
+                if a.name in dropped:
+                    gone += a.bytes * a.layers
+                elif a.name in halved and a.bytes == 2 * a.elements:
+                    gone += a.bytes * a.layers // 2
+            return math.ceil(self.activation_bytes_per_gpu * gone / self.activation_bytes)
+
+        none: frozenset = frozenset()
+        return {
+            "recompute_swiglu_norms": share(_SWIGLU_NORMS, none),
+            "fp8_linear_inputs": share(none, _LINEAR_INPUTS),
+            "both": share(_SWIGLU_NORMS, _LINEAR_INPUTS),
+        }
+
+    @property
+    def fit_advice(self) -> str | None:
+        """Where a GPU's share does not fit: by how much, what the unmodelled savings would
+        take off (and whether that closes the gap), and what is modelled to try."""
+        if self.fits is not False or self.device_memory_bytes is None:
+            return None
+        over = self.memory_per_gpu - self.device_memory_bytes
+        save = self.unmodelled_savings
+        text = f"{human_bytes(over)} over"
+        if save["both"]:
+            enough = "enough to fit" if save["both"] >= over else "not enough alone"
+            text += (
+                "; not modelled (docs/training.md), recomputing SwiGLU and the norms would save "
+                f"about {human_bytes(save['recompute_swiglu_norms'])}, the linear layers' "
+                "(and MoE SwiGLU's) inputs kept in FP8 about "
+                f"{human_bytes(save['fp8_linear_inputs'])}, both about "
+                f"{human_bytes(save['both'])}: {enough}"
+            )
+        return (
+            text + "; modelled: full recompute, more pipeline/tensor/expert-parallel ranks, "
+            "ZeRO-3, a smaller micro-batch"
+        )
 
     @property
     def flops_per_token(self) -> float:
@@ -146,6 +229,8 @@ class TrainingCost:
             "memory_per_gpu": self.memory_per_gpu,
             "device_memory_bytes": self.device_memory_bytes,
             "fits": self.fits,
+            "unmodelled_savings": self.unmodelled_savings,
+            "fit_advice": self.fit_advice,
             "time": None if self.time is None else self.time.to_dict(),
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
