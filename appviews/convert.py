@@ -15,7 +15,7 @@ from mlacalc.models.convert import (
     convert,
 )
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.convert_sweep import rank_sweep
+from mlacalc.serving.convert_sweep import fit_warning, rank_sweep
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
 
@@ -185,6 +185,17 @@ def render(sc: Scenario) -> None:
         f"Against the rank, on one **{sc.device.name}** holding the model, decode at "
         f"{sc.seq_len:,} keys x batch {sc.batch} (absorbed):"
     )
+    fit = fit_warning(
+        {"source": m, f"converted model at d_c {c.kv_lora_rank:,}": c.model},
+        sc.hardware,
+        sc.seq_len,
+        sc.batch,
+        sc.kv_dtype,
+        deploy="the Capacity planner tab sizes a deployment of the source over several, and "
+        "`mlacalc convert --save` writes the converted model for `mlacalc plan`",
+    )
+    if fit:
+        st.warning(fit[0].upper() + fit[1:] + ".", icon=":material/warning:")
     g1, g2, g3 = st.columns(3)
     g1.plotly_chart(
         _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024),

@@ -35,11 +35,19 @@ def test_convert_tab_llama():
     assert m["rank with the source's cache"] == "1,984"
     cc = conversion_cost(convert("llama-3-70b", kv_lora_rank=512), seq_len=4096)
     assert m["cache per token"] == "90.00 KiB" == f"{cc.cache_bytes_per_token / 1024:.2f} KiB"
+    # 131 GiB of bf16 weights on one H200: said (it read "on one H200 holding the model")
+    said = "The source (131.42 GiB of weights + 1.25 GiB of cache = 132.67 GiB) does not fit"
+    assert any(w.value.startswith(said) for w in at.warning), [w.value for w in at.warning]
     at.slider(key="cv_rank").set_value(256).run()
     assert metrics(at)["cache per token"] == "50.00 KiB"
     at.radio(key="cv_method").set_value("mha2mla").run()
     assert not at.exception
     assert any("partial RoPE" in c.value for c in at.caption)
+
+
+def test_convert_tab_fits_without_a_warning():
+    at = run("Convert to MLA", model="llama-3-8b", seq_len="4096", batch="1")
+    assert not [w.value for w in at.warning if "fit" in w.value]
 
 
 def test_convert_tab_refuses_mla():

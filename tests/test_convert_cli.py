@@ -74,6 +74,24 @@ def test_rank_sweep_and_cli_ranks(run):
     assert "Ranks on H100 (first row: the source model)" in out and "│ source " in out
 
 
+def test_cli_says_when_one_gpu_does_not_hold_the_model(run):
+    # before: 'decode step time (H100) 83.55 ms -> 62.98 ms' with 141 GB of weights and 80 GiB
+    # of cache on one 80 GB card, without a word
+    out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "--hw", "H100", "-b", 8)
+    assert "decode step time (H100)" in out
+    assert err.startswith(
+        "mlacalc: warning: neither the source (131.42 GiB of weights + 80.00 GiB of cache = "
+        "211.42 GiB) nor the converted (130.56 GiB of weights + 22.50 GiB of cache"
+    ), err
+    assert "fits in the 74.51 GiB of one H100-SXM" in err and "`mlacalc plan`" in err
+    _, err = run("convert", "llama-3-8b", "--kv-lora-rank", "512", "--hw", "H100", "-s", "4k")
+    assert err == ""  # 15 GiB of weights and a 0.5 GiB cache fit
+    _, err = run(
+        "convert", "llama-3-8b", "--kv-lora-rank", "512", "--hw", "H100", "-b", 8, "-s", "64k"
+    )
+    assert "the source (14.96 GiB of weights + 64.00 GiB of cache = 78.96 GiB) does not fit" in err
+
+
 def test_query_rank_past_d_model_gets_a_note(run):
     # before: `--q-lora-rank 100000` on an 8,192-wide model passed without a word (the
     # parameters went 70.55 G -> 198.22 G); a too-large --kv-lora-rank already had a note

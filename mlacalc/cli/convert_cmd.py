@@ -16,6 +16,7 @@ from mlacalc.cli.common import (
     load,
     size_list,
     size_text,
+    warn,
 )
 from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost, flops_by_phase
 from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
@@ -180,9 +181,10 @@ def command(
         )
     if hardware is not None:
         # deferred: the time model loads numpy and the profiles; the counts alone stay light
-        from mlacalc.serving.convert_sweep import rank_sweep, step_seconds
+        from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_seconds
 
         times["hardware"] = hardware
+        fit = fit_warning({"source": src, "converted": c.model}, hardware, seq_len, batch, kv_dtype)
         for phase in ("decode", "prefill"):
             times[phase] = (
                 step_seconds(src, hardware, phase, seq_len, batch, None),
@@ -275,4 +277,6 @@ def command(
         return out
 
     emit(fmt, document, sections)
+    if hardware is not None and fit:
+        warn(fit)
     check_context(src, seq_len)

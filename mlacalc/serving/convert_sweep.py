@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlacalc.cost.convert_cost import conversion_cost
-from mlacalc.cost.engine import attention_flops
+from mlacalc.cost.engine import attention_flops, kv_cache
+from mlacalc.cost.params import weight_bytes
+from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.models.convert import convert
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.timemodel.predict import predict_time
 from mlacalc.words import arguments as args
+from mlacalc.words.units import human_bytes
 
-__all__ = ["RankRow", "rank_sweep", "step_seconds"]
+__all__ = ["RankRow", "fit_warning", "rank_sweep", "step_seconds"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,53 @@ def step_seconds(
     return predict_time(
         model, hardware, phase, seq_len, batch, impl=impl, scope="model", causal=causal
     ).seconds
+
+
+def fit_warning(
+    models: dict[str, ModelConfig],
+    hardware: Any,
+    seq_len: int,
+    batch: int,
+    kv_dtype: str = "bf16",
+    deploy: str = "`mlacalc plan` sizes a deployment over several (convert --save, then plan "
+    "the file)",
+) -> str:
+    """'' when one GPU of ``hardware`` holds each of ``models`` (label -> model: the source and
+    the converted one) with its cache of ``batch`` sequences of ``seq_len`` tokens; otherwise
+    one sentence saying which do not fit, by how much, that the step times assume it, and
+    ``deploy``: where a deployment over several GPUs is sized.
+
+    Examples
+    --------
+    >>> from mlacalc.models.convert import convert
+    >>> c = convert("llama-3-70b", kv_lora_rank=512)
+    >>> fit_warning({"source": c.source, "converted": c.model}, "H100", 32768, 8)[:46]
+    'neither the source (131.42 GiB of weights + 80'
+    >>> fit_warning({"source": convert("llama-3-8b").source}, "H200", 1024, 1)
+    ''
+    """
+    device = load_hardware(hardware)
+    over = []
+    for label, m in models.items():
+        weights = weight_bytes(m)
+        cache = kv_cache(m, seq_len, batch, kv_dtype=kv_dtype).total_bytes
+        if weights + cache > device.memory_bytes:
+            over.append(
+                f"the {label} ({human_bytes(weights)} of weights + {human_bytes(cache)} of "
+                f"cache = {human_bytes(weights + cache)})"
+            )
+    if not over:
+        return ""
+    room = f"the {human_bytes(device.memory_bytes)} of one"
+    if len(over) > 1:
+        said = f"neither {' nor '.join(over)} fits in {room}"
+    else:
+        said = f"{over[0]} does not fit in {room}"
+    return (
+        f"{said} "
+        f"{device.name} at seq_len {seq_len:,} x batch {batch:,}: the step times are those of "
+        f"one GPU holding the model as if it did; {deploy}"
+    )
 
 
 def rank_sweep(
