@@ -667,6 +667,18 @@ def _conv1d(
 #: throughout; why is not identified) and carry no ``state_bytes``.
 WARM_STATE_ENGINES = ("sglang", "vllm")
 
+#: The engines whose decode attention rows find their cache in the L2 while it fits (a warm
+#: replay on one cache, ``warm_l2``: ``cache_bytes``, the K/V bytes a row reads,
+#: :func:`~mlacalc.timemodel.attention_time.decode_terms`). Their rows step where the cache
+#: outgrows H100's 50 MB L2: vLLM's bf16 rows at 32 query heads on 8 KV heads, head dim 128,
+#: take 20 us at one sequence of 8,192 keys (33.5 MB) and 41 us at 16,384 (67 MB), where HBM
+#: alone would take 10 and 20 us beside the call's 12 us floor (4.2 TB/s at 8,192 keys, above
+#: H100's 3.35); the same step on the diagonal batch x keys = 8,192 at every batch from 1 to
+#: 16. The fitted residuals by the cache's megabytes before the rule (medians): H100, SGLang
+#: and vLLM, +4 to +9% at 16-48 MB, -10 to -12% at 48-64 MB (bf16); B200 +9 to +19% at 64-96
+#: MB, -5 to -7% at 128-256 MB (its L2 126 MB).
+WARM_CACHE_ENGINES = ("sglang", "vllm")
+
 
 def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``gdn_perf``: one kernel of a Gated DeltaNet layer a row (Qwen3.5 geometries, heads as
@@ -931,6 +943,8 @@ def _attention_rows(
         kind = "attention_decode"
     flops = 2.0 * hq * pairs * (hd + hd)
     head_pack = _head_pack(t, context=context)
+    # the cache a decode row's warm replay reads again (``cache_bytes``, :data:`WARM_CACHE_ENGINES`)
+    warm_cache = kv_read if (not context and t.engine in WARM_CACHE_ENGINES) else np.zeros(len(t))
     nbytes = pre_bytes + tok * hq * hd * qb + kv_read + tok * hq * hd * out_b
     b.add_by_dtype(
         "attention" if context else "attention_decode",
@@ -956,6 +970,7 @@ def _attention_rows(
         q_convert=_query_convert(t, fmha_dt),
         combine_kernel=_combine_kernel(t, context),
         hd192_side_call=_hd192_side_call(t, hd),
+        cache_bytes=warm_cache,
         preprocess_bytes=pre_bytes,
         cache_quant_elements=quant,
         rope_elements=tok * (hq + hkv) * rot,

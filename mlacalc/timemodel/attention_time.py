@@ -701,6 +701,19 @@ TRTLLM_GEN_DISPATCH_KERNELS = 1.0
 TRTLLM_FURTHER_KERNEL_S = 3.0e-6
 
 
+def _resident_cache(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], nbytes: np.ndarray
+) -> np.ndarray:
+    """The bytes of a decode call's cache (``cache_bytes``) a warm replay (``warm_l2``) finds in
+    the L2: all of them while the cache fits in ``l2_share`` of the L2, none from twice that."""
+    cache = col(batch, "cache_bytes", 0)
+    if not np.any(cache > 0):
+        return np.zeros(len(batch))
+    share = np.clip(2.0 - cache / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    warm = col(batch, "warm_l2", 0) > 0
+    return np.where(warm, share * np.minimum(cache, nbytes), 0.0)
+
+
 def _row_tiles(
     batch: KernelBatch, fig: DeviceFigures, rows: np.ndarray, row_tile: np.ndarray, pack
 ) -> np.ndarray:
@@ -937,6 +950,11 @@ def decode_terms(
     walk = (pack <= 0) | (batch.variant in TENSOR_WALK_VARIANTS)
     tensor = np.where(walk, _tensor_work_scale(batch, fig), _xqa_work_scale(batch, fig))
     nbytes = batch.bytes * _gather_bytes(batch, fig)  # a gathering kernel's per-SM draw
+    # a warm replay on one cache (``warm_l2``, ``cache_bytes``: SGLang's and vLLM's decode
+    # rows, mapping.WARM_CACHE_ENGINES) finds it in the L2 while it fits in the share of the L2
+    # a kernel's operands keep (the GEMM's and quantize kernels' rule): those bytes come at
+    # ``l2_speedup`` times the rate of the HBM's (a served step's cache is not warm)
+    nbytes = nbytes - _resident_cache(batch, fig, prm, nbytes) * (1.0 - 1.0 / prm["l2_speedup"])
     # beyond ``head_pack`` query heads a KV head, a unit a query head re-reads the cache from
     # the L2 (its bytes once) in clocks (_mmha_fallback_s) in place of the fitted work
     fallback = (group > 1) & ~within

@@ -310,6 +310,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "launch_s",
         "qhead_unit",
         "wave_s",
+        "l2_share",
+        "l2_speedup",
     ),
     "mla_decode": (
         "eff_compute",
