@@ -135,7 +135,9 @@ def render(sc: Scenario) -> None:
                 "bytes per layer": d["activation_bytes_per_micro_batch"],
             }
         ],
-        scope="Activations saved for backward (exact for one GPU holding the layer).",
+        scope="Activations saved for backward (exact for one GPU holding the layer, run with "
+        "fused kernels: FlashAttention, fused norms and RoPE; Hugging Face's unfused layers "
+        "save 17-82% more).",
     )
     show_table(
         [{"part": p, "bytes": round(v)} for p, v in d["states_per_gpu"].items()]

@@ -3,9 +3,12 @@ states per GPU.
 
 **Activations.** The bytes of the tensors a layer saves for its backward pass, for one
 micro-batch of ``N = micro_batch x seq_len`` tokens (``a`` bytes per activation element, fp32
-statistics at 4 bytes). The layer is written as Megatron-LM and Hugging Face write it, each
-operation saving what PyTorch's autograd saves for it (``tests/test_training_memory.py`` builds
-these layers and captures the saved tensors with ``torch.autograd.graph.saved_tensors_hooks``):
+statistics at 4 bytes). The layer is written with fused kernels (FlashAttention, fused
+RMSNorm and RoPE, as Megatron-LM runs it; the tensors have Hugging Face's shapes one for one),
+each operation saving what PyTorch's autograd saves for it (``tests/test_training_reference.py``
+builds these layers and captures the saved tensors with
+``torch.autograd.graph.saved_tensors_hooks``). Hugging Face's unfused layers save more (their
+RMSNorm's fp32 copies, RoPE's cos/sin, GELU intermediates): +17% to +82% measured:
 
 - an RMSNorm saves its input and the per-token reciprocal RMS (fp32); a linear layer its input
   (the weight is a parameter, not an activation); SiLU its input; a product both operands;
