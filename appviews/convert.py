@@ -6,7 +6,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost, flops_by_phase
+from mlacalc.cost.convert_cost import (
+    CONVERTED_IMPLS,
+    conversion_cost,
+    flops_by_phase,
+    reading_notes,
+)
+from mlacalc.cost.params import param_counts
 from mlacalc.models.convert import (
     CONVERSION_METHODS,
     ROPE_STRATEGIES,
@@ -127,8 +133,8 @@ def render(sc: Scenario) -> None:
     )
     k2.metric(
         "parameters",
-        human_si(cc.params),
-        f"{cc.params / cc.source_params - 1:+.2%}",
+        human_si(cc.served_params),
+        f"{cc.served_params / cc.source_params - 1:+.2%}",
         delta_color="off",
     )
     k3.metric("rank with the source's cache", f"{c.equivalence_rank:,}")
@@ -145,11 +151,11 @@ def render(sc: Scenario) -> None:
                 "converted": cc.cache_bytes_per_token,
             },
             {
-                "quantity": "attention weights / layer",
-                "source": cc.source_projection_params,
-                "converted": cc.projection_params,
+                "quantity": "attention parameters / layer",
+                "source": param_counts(m).attention_per_layer,
+                "converted": param_counts(c.model).attention_per_layer,
             },
-            {"quantity": "parameters", "source": cc.source_params, "converted": cc.params},
+            {"quantity": "parameters", "source": cc.source_params, "converted": cc.served_params},
             {
                 "quantity": f"attention FLOPs, decode at {sc.seq_len:,} x {sc.batch} (absorbed)",
                 "source": cc.source_flops,
@@ -168,7 +174,7 @@ def render(sc: Scenario) -> None:
         f"decode step at {sc.seq_len:,} keys, batch {sc.batch}, in each MLA implementation.",
     )
     show_table([{"field": f, "before": str(b), "after": str(a)} for f, b, a in c.changes])
-    for note in c.notes:
+    for note in (*reading_notes(cc)[1:], *c.notes):  # [0]: before fine-tuning, said above
         st.caption(note)
     with st.spinner("Timing each rank"):
         rows = _sweep(

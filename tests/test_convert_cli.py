@@ -105,6 +105,46 @@ def test_query_rank_past_d_model_gets_a_note(run):
     assert not any("query rank" in n for n in c.notes)
 
 
+def _row(out, label):
+    return next(x for x in out.splitlines() if x.startswith(f"│ {label}"))
+
+
+def test_cli_says_what_the_figures_are(run):
+    # before: no word of fine-tuning, of what is dropped, or of the ratio under TP
+    out, _ = run("convert", "llama-3-70b", "--kv-lora-rank", "512")
+    assert "- counts before any fine-tuning" in out
+    assert "the latent keeps 512 of the 1,536 dimensions" in out
+    assert "the other 960 of the source's 1,024 rotated key dimensions (8 heads x 128)" in out
+    # plan on 8 H100s at TP 8: 40,960 B a token per GPU for the source, 92,160 converted
+    assert "smaller per GPU only below TP 3.56" in " ".join(out.split())
+    doc = json.loads(run("convert", "llama-3-70b", "--kv-lora-rank", "512", "--format", "json")[0])
+    assert doc["reading_notes"][0].startswith("counts before any fine-tuning")
+
+
+def test_cli_mha2mla_headline_beside_the_published_cache(run):
+    # before: the headline 0.0391x (320 elements), the published 2,304 only in the last note
+    out, _ = run("convert", "llama-2-7b", "--method", "mha2mla", "--kv-lora-rank", "256")
+    assert "320" in _row(out, "cache elements") and "0.0391x" in _row(out, "cache elements")
+    published = _row(out, "  as MHA2MLA publishes")
+    assert "2304" in published and "0.281x" in published
+
+
+def test_cli_split_parameters_are_what_report_counts_on_the_saved_file(run, tmp_path):
+    # before: 'parameters (model)' 5.73 G, the split layer's own, while the note said the zero
+    # blocks are counted and report on the --save'd file gave 5,756,956,672 (36,438,272 a layer)
+    path = tmp_path / "m.yaml"
+    argv = ["convert", "llama-2-7b", "--method", "mha2mla", "--svd", "split"]
+    out, _ = run(*argv, "--kv-lora-rank", "256", "--save", path)
+    params = json.loads(run("report", path, "--format", "json")[0])["parameters"]
+    assert (params["total"], params["attention_per_layer"]) == (5756956672, 36438272)
+    assert "5.76 G" in _row(out, "parameters (model)")
+    assert "36.44 M" in _row(out, "attention parameters / layer")
+    cc = conversion_cost(convert("llama-2-7b", method="mha2mla", svd="split", kv_lora_rank=256))
+    assert f"the split layer's own: {cc.params:,} parameters" in " ".join(out.split())
+    rows = rank_sweep("llama-2-7b", [256], "H100", "mha2mla", "split", seq_len=1024)
+    assert rows[1].params == 5756956672  # the sweep (and the app's chart) likewise
+
+
 def test_cli_warns_past_the_context(run):
     # before: `convert llama-3-70b -s 1M` said nothing (report warns past 8,192 positions)
     out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "-s", "1M")

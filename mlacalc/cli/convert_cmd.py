@@ -18,7 +18,14 @@ from mlacalc.cli.common import (
     size_text,
     warn,
 )
-from mlacalc.cost.convert_cost import CONVERTED_IMPLS, conversion_cost, flops_by_phase
+from mlacalc.cost.convert_cost import (
+    CONVERTED_IMPLS,
+    conversion_cost,
+    flops_by_phase,
+    published_cache_elements,
+    reading_notes,
+)
+from mlacalc.cost.params import param_counts
 from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
 from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
 from mlacalc.words import defaults as D
@@ -37,8 +44,21 @@ def _side_by_side(cc, t: dict) -> list[list]:
             f"{m.qk_nope_head_dim} + {m.qk_rope_head_dim}, {m.v_head_dim}",
         ],
     ]
+    split = " (split layer's own)" if c.svd == "split" else ""
     numbers = [
         ("cache elements / token / layer", cc.source_cache_elements, cc.cache_elements, str),
+    ]
+    published = published_cache_elements(c)
+    if published is not None:
+        numbers.append(
+            (
+                "  as MHA2MLA publishes (every KV head's RoPE)",
+                cc.source_cache_elements,
+                published,
+                str,
+            )
+        )
+    numbers += [
         (
             "cache / token (all layers)",
             cc.source_cache_bytes_per_token,
@@ -46,13 +66,13 @@ def _side_by_side(cc, t: dict) -> list[list]:
             human_bytes,
         ),
         (
-            "attention weights / layer",
-            cc.source_projection_params,
-            cc.projection_params,
+            "attention parameters / layer",
+            param_counts(s).attention_per_layer,
+            param_counts(m).attention_per_layer,
             human_si,
         ),
-        ("parameters (model)", cc.source_params, cc.params, human_si),
-        (f"attention FLOPs, decode ({cc.impl})", cc.source_flops, cc.flops, human_si),
+        ("parameters (model)", cc.source_params, cc.served_params, human_si),
+        (f"attention FLOPs, decode ({cc.impl}){split}", cc.source_flops, cc.flops, human_si),
     ]
     for phase in ("decode", "prefill"):
         if phase in t:
@@ -209,7 +229,10 @@ def command(
         head = f"# Converted to MLA by mlacalc convert {model} ({method}, {svd} SVD)\n"
         save.write_text(head + model_yaml(c.model))
     by_phase = flops_by_phase(c, seq_len, batch, kv_dtype)
-    document = cc.to_dict() | {"attention_flops_by_phase": by_phase}
+    document = cc.to_dict() | {
+        "attention_flops_by_phase": by_phase,
+        "reading_notes": reading_notes(cc),
+    }
     if times:
         document["times_s"] = times
     if sweep:
@@ -222,7 +245,8 @@ def command(
                 ["", "source", "converted", "ratio"],
                 _side_by_side(cc, times),
                 note=f"equivalence rank (same cache) {c.equivalence_rank:,}; full rank of the "
-                f"position-free K and V projections {c.full_rank:,}",
+                f"position-free K and V projections {c.full_rank:,}\n"
+                + "\n".join(f"- {n}" for n in reading_notes(cc)),
             ),
             Section(
                 f"Attention FLOPs, all layers (prefill of {seq_len:,} tokens, causal; decode at "

@@ -147,7 +147,7 @@ def rank_sweep(
                 rank=c.kv_lora_rank,
                 model=c.model.name,
                 cache_bytes_per_token=cc.cache_bytes_per_token,
-                params=cc.params,
+                params=cc.served_params,  # as report counts the saved model
                 decode_attention_flops=cc.flops,
                 decode_s=step_seconds(c.model, hardware, "decode", seq_len, batch, impl),
                 prefill_s=step_seconds(c.model, hardware, "prefill", seq_len, batch, None),
