@@ -642,7 +642,7 @@ def test_trtllm_gen_fp4_kernels_size_their_row_tile_by_the_mean_load():
             assert tiled.shape["row_tile"].tolist() == [16, 16, 32, 64, 256, 256]
             assert not tiled.shape["col_tile"].any()
     nvfp4 = batch("nvfp4")
-    assert engine_moe_tiles(nvfp4, "trtllm", b200) is nvfp4
+    assert "row_tile" not in engine_moe_tiles(nvfp4, "trtllm", b200).shape
     assert "row_tile" in engine_moe_tiles(batch("w4a8_mxfp4"), "trtllm", b200).shape
     assert engine_moe_tiles(nvfp4, "sglang", FIG) is nvfp4
 
@@ -761,7 +761,9 @@ def test_trtllm_moe_fitted_on_b200(dtype, median, p90):
         # TensorRT-LLM's B200 class standing in for FlashInfer's CUTLASS MoE
         # (moe_time.flashinfer_cutlass_moe) 17.1% / 43.8% -> 13.5% / 40.6%; with that class
         # refitted under the block-scaled MMA's 128-row tile (BLOCK_SCALED_MMA_ROWS) 12.7% / 37.2%
-        ("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.13, 0.38),
+        # (bound 0.13 / 0.38), and under the SM pair's tile of TensorRT-LLM's grouped GEMMs
+        # (moe_time.PAIR_TILE_MOE) 13.8% / 37.5%: the bound back to 0.14 / 0.38
+        ("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.14, 0.38),
     ],
 )
 def test_vllm_block_scaled_fp8_moe_leaving_the_device_out(system, own, trt, median, p90):
@@ -1115,11 +1117,41 @@ def test_block_scaled_moe_on_tcgen05_pads_each_expert_to_128_rows():
         # rows from the H100 + A100 default, H100's CUTLASS rows from fit-b200-sxm), before ->
         # after the block-scaled MMA's 128-row tile on tcgen05 (moe_time,
         # BLOCK_SCALED_MMA_ROWS): B200 17.3% / 29.9% -> 11.7% / 27.4%, H100 15.5% / 32.1% ->
-        # 11.0% / 27.7%
-        ("b200_sxm", "default", 0.12, 0.28),
-        ("h100_sxm", "fit-b200-sxm", 0.115, 0.285),
+        # 11.0% / 27.7%; with the SM pair's tile (moe_time.PAIR_TILE_MOE) 10.0% / 27.6% and
+        # 10.3% / 25.6%
+        ("b200_sxm", "default", 0.105, 0.28),
+        ("h100_sxm", "fit-b200-sxm", 0.11, 0.265),
     ],
 )
 def test_trtllm_block_scaled_fp8_moe_leaving_the_device_out(system, own, median, p90):
     e = _left_out_moe_errors(system, own, own, "trtllm", "fp8_block")
     assert len(e) > 38000 and np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
+def test_trtllms_grouped_gemms_on_tcgen05_take_the_sm_pairs_tile_at_blackwells_reuse():
+    """TensorRT-LLM's own grouped GEMMs (``pair_tile``: its CUTLASS and DeepGEMM MoE; a
+    TensorRT-LLM step on B200) pick from a list holding the SM pair's 256 x 256 tile on
+    ``tcgen05``, each tile at the operand reuse of B200's rate per SM: a large call still reaches
+    the full rate (the pair's tile), a call of 128-row experts runs its 128-row tiles at
+    sqrt(intensity / 128) of it. Hopper and the engines' other kernels are unchanged."""
+    from mlacalc.timemodel.moe_time import PAIR_TILE_MOE, engine_moe_tiles
+
+    b200 = device_figures(load_hardware("B200"))
+    prm = default_params("moe")
+    prm.update(tile_s=0.0, fixed_s=0.0, act_passes=0.0, route_s=0.0, eff_memory=1e9)
+
+    def compute(fig=b200, pair=1.0, top=4096.0):
+        b = _moe_batch("bf16", [8192.0], active=[64.0 * 4096 / top], top=[top],
+                       rows=[64.0 * 4096], **{PAIR_TILE_MOE: [pair]})  # fmt: skip
+        return kernel_terms(b, fig, prm)["compute_s"][0]
+
+    # 64 experts of 4,096 rows: the full rate either way (before the rule the 128 x 256 tile)
+    assert compute() == pytest.approx(compute(pair=0.0), rel=0.02)
+    # 2,048 experts of 128 rows: the 128 x 256 tile at 0.82 of the rate (1.0 before the rule)
+    small = compute(top=128.0) / compute(pair=0.0, top=128.0)
+    assert small == pytest.approx(1 / 0.8165, rel=0.02)
+    assert compute(FIG, top=128.0) == compute(FIG, pair=0.0, top=128.0)
+    step = _moe_batch("nvfp4", [1.0, 64.0], experts=[32.0, 32.0])
+    assert engine_moe_tiles(step, "trtllm", b200).shape[PAIR_TILE_MOE].tolist() == [1, 1]
+    for engine, fig in (("sglang", b200), ("vllm", b200), ("trtllm", FIG)):
+        assert PAIR_TILE_MOE not in engine_moe_tiles(step, engine, fig).shape

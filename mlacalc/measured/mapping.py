@@ -1401,6 +1401,20 @@ def _nongated_shape(hidden, inter, experts, topk) -> np.ndarray:
     return out
 
 
+#: ``kernel_source`` of TensorRT-LLM's own grouped-GEMM MoE rows (its CUTLASS MoE, gated or
+#: not, and its DeepGEMM block-scaled fp8 MoE; not TensorRT-LLM-gen's min-latency and fp4 rows
+#: nor the Triton MXFP4 MoE, ``moe_torch_flow``)
+TRTLLM_OWN_MOE_SOURCES = ("moe_torch_flow_cutlass", "moe_torch_flow_nongated", "deepgemm")
+
+
+def _trtllm_own_moe(t: MeasuredTable, source: np.ndarray) -> np.ndarray:
+    """Per row 1.0 where a TensorRT-LLM table's MoE row runs TensorRT-LLM's own grouped GEMMs
+    (:data:`TRTLLM_OWN_MOE_SOURCES`), which on ``tcgen05`` take the SM pair's tile
+    (:data:`~mlacalc.timemodel.moe_time.PAIR_TILE_MOE`); else 0.0."""
+    own = np.isin(source, TRTLLM_OWN_MOE_SOURCES) & (t.engine == "trtllm")
+    return own.astype(np.float64)
+
+
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = canon_dtypes(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
@@ -1476,7 +1490,6 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # table's CUDA rows carry the same label) fixes its row tile from the call
     # (:func:`~mlacalc.timemodel.moe_time.triton_moe_row_tile`, the rule a model step's MXFP4
     # experts follow too)
-
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
     tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
     row_tile = np.where(triton, tile, 0.0)
@@ -1549,6 +1562,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),
+        pair_tile=_trtllm_own_moe(t, srcs)[ok],
     )
     reason[~ok] = "unknown_dtype"
 

@@ -40,6 +40,7 @@ __all__ = [
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
     "PAIR_STREAM_MOE",
+    "PAIR_TILE_MOE",
     "RATE_DTYPE",
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
@@ -96,6 +97,16 @@ BF16_RATE_MOE = "bf16_rate"
 #: (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8 MoE").
 PAIR_STREAM_MOE = "pair_stream"
 
+#: The shape column of a MoE whose grouped GEMMs are TensorRT-LLM's own (its CUTLASS MoE, its
+#: DeepGEMM block-scaled fp8 MoE; set by the mapping on those rows and by
+#: :func:`engine_moe_tiles` on a TensorRT-LLM step), which on ``tcgen05`` pick their tile from a
+#: list holding the SM pair's 256 x 256 tile, all at the operand reuse of the device's rate per
+#: SM (:data:`_MOE_PAIR`). Not FlashInfer's TensorRT-LLM-gen nor its CUTLASS MoE under SGLang and
+#: vLLM: refitted with the rule, vLLM's B200 classes of those kernels got worse (bf16 7.0% ->
+#: 7.2%, fp8 7.5% -> 7.7%, block-scaled fp8 8.2% -> 8.8% median; docs/time-model.md, "The SM
+#: pair's 256 x 256 tile of TensorRT-LLM's grouped GEMMs").
+PAIR_TILE_MOE = "pair_tile"
+
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
 #: reaches (:func:`~mlacalc.timemodel.shared.tile_rate`), as arrays of (tile, row).
@@ -115,11 +126,21 @@ _MOE_TILES = tuple(
         (16, 32),
         (8, 128),
         (48, 128),
+        # ``tcgen05``'s two-SM tile (:data:`_MOE_PAIR`)
+        (256, 256),
     )
 )
 _MOE_TM, _MOE_TN, _MOE_RATE = tile_arrays(_MOE_TILES)
-#: the tiles a library picks from when the call fixes none (all but the Triton MoE's own)
-_MOE_FREE = (np.arange(len(_MOE_TILES)) < len(_MOE_TILES) - 3)[:, None]
+#: the tiles a library picks from when the call fixes none (all but the Triton MoE's own and
+#: the two-SM tile)
+_MOE_FREE = (np.arange(len(_MOE_TILES)) < len(_MOE_TILES) - 4)[:, None]
+#: The 256 x 256 tile of an SM pair (``tcgen05.mma.cta_group::2``): the pair's MMA takes 256
+#: rows and each SM stages half of the B operand, so each SM's 128 x 256 share of the output
+#: reuses its operand bytes as a 256 x 256 tile would (intensity 128), the full rate of a
+#: device whose tensor rate per SM is twice Hopper's
+#: (:func:`~mlacalc.timemodel.shared.operand_reuse`). A library grouped GEMM free to pick its
+#: tile on ``tcgen05`` takes it, with that operand reuse on every tile (:func:`moe_terms`).
+_MOE_PAIR = (np.arange(len(_MOE_TILES)) == len(_MOE_TILES) - 1)[:, None]
 _MOE_GEMMS = np.arange(2)[:, None]
 
 
@@ -458,7 +479,8 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     MoE (:data:`ENGINE_MOE_KERNEL`), with its passes over every routed pair
     (:data:`ALL_PAIRS_MOE`); where it is TensorRT-LLM-gen's block-scaled fp8 MoE
     (:data:`TRTLLM_MOE`), at the bf16 rate (:data:`BF16_RATE_MOE`) with its passes over every
-    routed pair (:data:`PAIR_STREAM_MOE`)."""
+    routed pair (:data:`PAIR_STREAM_MOE`); where it is TensorRT-LLM's own grouped GEMM on
+    ``tcgen05``, with the SM pair's tile (:data:`PAIR_TILE_MOE`)."""
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
     gen = fig.kernel_generation
@@ -468,6 +490,16 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         ones = np.ones(len(batch))
         batch = dataclasses.replace(
             batch, shape={**batch.shape, BF16_RATE_MOE: ones, PAIR_STREAM_MOE: ones}
+        )
+    if (
+        engine == "trtllm"
+        and fig.tcgen05
+        and batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
+    ):
+        # TensorRT-LLM's own grouped GEMMs (CUTLASS, DeepGEMM) and their SM pair's tile
+        # (:data:`PAIR_TILE_MOE`)
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, PAIR_TILE_MOE: np.ones(len(batch))}
         )
     kernel = ENGINE_MOE_KERNEL.get((engine, gen), {}).get(batch.dtype, "")
     if triton_fused_moe([kernel])[0]:
@@ -552,18 +584,6 @@ def moe_terms(
     k = np.array([hidden, inter])[:, None, :]
     tiles = _moe_m_tiles(_MOE_TM, active, pairs, top) * np.ceil(n / _MOE_TN)
     waves = np.ceil(tiles / sms)
-    # each wave of tiles also pays ``tile_s`` beside its main loop: filling the operand
-    # pipeline, the epilogue's stores, the scheduler's switch to the next expert's problem
-    # (no operand-reuse derating at a tensor rate per SM above Hopper's, unlike the dense GEMM,
-    # :func:`~mlacalc.timemodel.shared.operand_reuse`: B200's grouped-GEMM fits reach their
-    # compute bound, eff_compute 1.0, without it)
-    # the Triton fused MoE's tiles (its config's, one CTA's) need the operand reuse of a
-    # device's tensor rate per SM, as a dense GEMM's do (:data:`TRITON_MOE_KERNELS`); the
-    # libraries' grouped GEMMs reach their bound without it
-    rate = _MOE_RATE
-    if batch.variant in TRITON_MOE_KERNELS:
-        rate = tile_rate(_MOE_TM, _MOE_TN, operand_reuse(fig))
-    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * rate) + prm["tile_s"])
     # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
     # only the tiles of that many rows
     # (a model step's MXFP4 experts run the Triton kernel the measured rows time, by the same
@@ -574,6 +594,19 @@ def moe_terms(
         row_tile = triton_moe_row_tile(
             col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1)
         )
+    # each wave of tiles also pays ``tile_s`` beside its main loop: filling the operand
+    # pipeline, the epilogue's stores, the scheduler's switch to the next expert's problem.
+    # The Triton fused MoE's tiles (its config's, one CTA's) need the operand reuse of a
+    # device's tensor rate per SM, as a dense GEMM's do (:data:`TRITON_MOE_KERNELS`); so do
+    # TensorRT-LLM's own grouped GEMMs on ``tcgen05`` (:data:`PAIR_TILE_MOE`) where the call
+    # fixes no row tile, which also have the SM pair's 256 x 256 tile, at the full rate
+    # (:data:`_MOE_PAIR`)
+    paired = fig.tcgen05 & (row_tile <= 0) & (col(batch, PAIR_TILE_MOE, 0) > 0)
+    rate = _MOE_RATE
+    if batch.variant in TRITON_MOE_KERNELS or paired.any():
+        reused = tile_rate(_MOE_TM, _MOE_TN, operand_reuse(fig))
+        rate = reused if batch.variant in TRITON_MOE_KERNELS else np.where(paired, reused, rate)
+    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * rate) + prm["tile_s"])
     # a call that fixes its tile's columns too (``col_tile``, the Triton MoE's default config)
     # takes that one tile; else the row tile's, or any tile of the library's list
     col_tile = col(batch, "col_tile", 0)
@@ -590,6 +623,7 @@ def moe_terms(
         # :data:`BF16_RATE_MOE`)
         free = (row_tile <= 0) & (col(batch, BF16_RATE_MOE, 0) <= 0)
         allowed = allowed & ~(free & (_MOE_TM < BLOCK_SCALED_MMA_ROWS))
+    allowed = np.where(_MOE_PAIR, paired, allowed)
     candidates = np.where(allowed, candidates, np.inf)
     if batch.dtype == "fp8_block" and (not fig.tcgen05 or batch.variant in TRITON_MOE_KERNELS):
         # block scaling, as in the GEMM (none where the MMA applies the scales, ``tcgen05``,
