@@ -129,7 +129,6 @@ def _deepseek_v3_stage(tp: int = 1, first: bool = True) -> tuple[float, float]:
     moe = (b["moe_shared_experts"] / 58) / tp + b["moe_router"] / 58
     moe_layers = 1 if first else 4
     dense = 4 * (whole + (attn - whole) / tp + 2 * 7168) + moe_layers * moe
-    dense += 4 * 7168 / 61  # the final norm, spread as the serving layout spreads it
     if first:
         dense += b["dense_ffn"] / tp + b["embedding"] / tp
     return dense, moe_layers * b["moe_routed_experts"] / 58 / 64
@@ -170,11 +169,8 @@ def test_memory_per_gpu_splits_over_the_layout():
     emb = m.vocab_size * m.hidden_size
     layer = (one.params_per_gpu - 2 * emb - m.hidden_size) // 32
     norms = 2 * m.hidden_size  # whole on each tensor-parallel rank
-    spread = 8 * m.hidden_size / 32  # the final norm, spread over the layers as serving's
     assert lay.stage == 0
-    assert lay.params_per_gpu == pytest.approx(
-        8 * ((layer - norms) / 2 + norms) + emb / 2 + spread, abs=1
-    )
+    assert lay.params_per_gpu == pytest.approx(8 * ((layer - norms) / 2 + norms) + emb / 2, abs=1)
     layers = one.activation_bytes - sum(a.bytes for a in one.activations if a.block == "head")
     # 1F1B: the first stage holds pp micro-batches (8 on each rank here, so 4 in flight); the
     # head's activations are the last stage's (1 in flight)
@@ -183,14 +179,14 @@ def test_memory_per_gpu_splits_over_the_layout():
 
 def test_a_stage_that_does_not_divide_the_layers_is_counted_whole():
     """Llama-3-8B on 3 stages: the first holds 11 layers and the embedding, 2,924,568,576
-    parameters (+1,408: the final norm spread as the serving layout spreads it), integers in
+    parameters (the final norm is the last stage's), integers in
     the document (before: 2,676,753,749.33, a fractional 1/3 of the model). Llama 3 405B's 126
     layers on 16 stages and DeepSeek-V3's 61 do not divide either: refusing would refuse both
     published runs."""
     c = training_cost("llama-3-8b", 4096, pp=3)
     d = c.to_dict()
     assert (c.stage, c.stage_layers) == (0, 11)
-    assert c.params_per_gpu == 2_924_568_576 + 11 * 4096 // 32
+    assert c.params_per_gpu == 2_924_568_576
     assert all(isinstance(v, int) for v in d["states_per_gpu"].values())
     assert isinstance(d["params_per_gpu"], int) and isinstance(d["memory_per_gpu"], int)
     assert d["states_per_gpu"]["weights"] == 2 * c.params_per_gpu

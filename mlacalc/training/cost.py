@@ -277,23 +277,28 @@ def _stages(
     """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
     beyond ``n_kv`` ranks, MLA's latent down-projections, norms and the router whole, the
-    embedding on the first stage and the head on the last; the first ``L mod pp`` stages hold
-    one layer more), the routed experts over ``ep``; the activations of the stage's layers
-    over ``tp`` times the micro-batches in flight on it under 1F1B (``min(pp - s, micro)``),
-    the head's on the last; with ``recompute="full"`` also the one layer whose forward runs
-    again in the backward (``rerun``, :func:`recomputed_layer_bytes`; the stage's largest)."""
+    embedding on the first stage, the head and the final norm on the last; the first
+    ``L mod pp`` stages hold one layer more), the routed experts over ``ep``; the activations
+    of the stage's layers over ``tp`` times the micro-batches in flight on it under 1F1B
+    (``min(pp - s, micro)``), the head's on the last; with ``recompute="full"`` also the one
+    layer whose forward runs again in the backward (``rerun``,
+    :func:`recomputed_layer_bytes`; the stage's largest)."""
     # deferred: the serving layout loads the checkpoint and cache models
     from mlacalc.serving.layout import Layout as ServingLayout
     from mlacalc.serving.layout import stage_breakdowns
 
     serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
+    L = m.num_hidden_layers
     per_block: dict[str, Fraction] = {}
     kv = _kv_replication(m, lay.tp)
     for a in acts:
         grown = kv if a.block == "attention" and a.name in ("k", "v", "k_before_norm") else 1
         per_block[a.block] = per_block.get(a.block, Fraction(0)) + a.bytes * grown
     out = []
+    # the final norm is the last stage's (the serving layout spreads it over the layers)
+    final = (2 if m.family in ("gpt2", "falcon") else 1) * m.hidden_size
     for s, (parts, layers, last) in enumerate(stage_breakdowns(m, serving)):
+        parts = {**parts, "norms": parts["norms"] + final * (last - len(layers) / L)}
         experts = math.ceil(parts.get("routed_experts", 0))
         dense = math.ceil(sum(parts.values())) - experts
         again = 0
