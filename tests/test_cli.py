@@ -354,6 +354,23 @@ def test_formula(run):
     )
 
 
+def test_import_hf_says_the_defaults_it_filled(run, tmp_path):
+    # before: q_lora_rank 1536 (HF's default) only in a YAML comment: 15,748,993,024 params
+    # against the shipped DeepSeek-V2-Lite's 15.71 G, nothing on the terminal
+    config = "tests/data/hf-configs/deepseek-v2-lite.config.json"
+    out, err = run("import-hf", config)
+    lines = err.splitlines()
+    assert (
+        "mlacalc: warning: not in deepseek-v2-lite.config.json, filled with Hugging Face's "
+        "default: q_lora_rank = 1536 (DeepseekV2/V3Config default)"
+    ) in lines
+    assert len(lines) == 2 and out  # and tie_word_embeddings = False
+    _, err = run("import-hf", config, "-o", str(tmp_path / "m.yaml"))
+    assert err.count("\n") == 3 and "q_lora_rank = 1536" in err  # after 'wrote ...'
+    _, err = run("import-hf", "tests/data/hf/llama-2-7b.config.json")
+    assert err == ""
+
+
 def test_import_hf(run, tmp_path):
     out, _ = run("import-hf", "tests/data/hf/deepseek-v3.config.json")
     data = yaml.safe_load(out)

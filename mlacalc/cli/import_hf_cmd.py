@@ -6,6 +6,7 @@ import os
 
 import click
 
+from mlacalc.cli.common import warn
 from mlacalc.cost.engine import attention_flops, kv_cache_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import load_model
@@ -68,3 +69,13 @@ def command(config, output, force):
         click.echo(f"wrote {output} ({m.label}, {m.variant.upper()})", err=True)
     else:
         click.echo(text, nl=False)
+    _say_defaults(m, config)
+
+
+def _say_defaults(m, config: str) -> None:
+    """One line on stderr for each field config.json left out and the Hugging Face class's
+    default filled (DeepSeek-V2-Lite's q_lora_rank 1536): a YAML comment alone goes unseen."""
+    name = os.path.basename(os.path.normpath(config))
+    for note in m.derived:
+        if "default" in note:
+            warn(f"not in {name}, filled with Hugging Face's default: {note}")
