@@ -1147,6 +1147,16 @@ ENGINE_ATTENTION = [
     # 29.6%, 10.4% / 27.7%
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "fp8",
                  "fit-h100-sxm-vllm", 0.11, 0.30, marks=pytest.mark.slow),
+    # vLLM's bf16 prompts with its bf16 cache write at its share of the HBM (attention_time.
+    # BF16_CACHE_WRITE_HBM): 8.7% / 26.0% (H100), 8.7% / 23.8% (B200) before; 7.8% / 23.8%,
+    # 8.1% / 21.7%; from the other device 13.3% / 37.1% -> 11.5% / 29.0% (H100) and 11.4% /
+    # 25.1% -> 10.1% / 22.8% (B200)
+    pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "bf16",
+                 "fit-h100-sxm-vllm", 0.082, 0.245, marks=pytest.mark.slow),
+    pytest.param("vllm", "b200_sxm", "attention", "context_attention_perf", "bf16",
+                 "fit-b200-sxm-vllm", 0.085, 0.225, marks=pytest.mark.slow),
+    pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "bf16",
+                 "fit-b200-sxm-vllm", 0.12, 0.30, marks=pytest.mark.slow),
     pytest.param("vllm", "b200_sxm", "attention", "context_attention_perf", "fp8",
                  "fit-b200-sxm-vllm", 0.107, 0.285, marks=pytest.mark.slow),
     # SGLang's and vLLM's vision encoders (FlashAttention-3 on H100, -4 on B200) at their
@@ -1373,6 +1383,46 @@ def test_sglang_and_vllm_decode_rows_find_a_cache_that_fits_in_the_l2():
     assert warm[0] == pytest.approx(cold[0] / 2.0)  # all of it resident, at twice the rate
     assert cold[1] / 2.0 < warm[1] < cold[1]  # 34 MB: part of it past half of the 50 MB
     assert warm[2] == pytest.approx(cold[2])  # 268 MB: none
+
+
+def test_vllms_bf16_cache_write_draws_its_own_share_of_the_hbm():
+    # vLLM's bf16 prompt rows write their new K/V rows into the cache at BF16_CACHE_WRITE_HBM of
+    # the HBM (``cache_write_elements``, out of the pre-kernel's stream): its rows carry them,
+    # SGLang's and an fp8 cache's (FP8_CACHE_WRITE_CLOCKS) not; the pre-kernel's time grows by
+    # 4 bytes an element at that share
+    pytest.importorskip("pyarrow")
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.attention_time import BF16_CACHE_WRITE_HBM, prefill_terms
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    def written(engine, dtype):
+        t = next(x for x in load_measured(MEASURED / "h100_sxm" / "attention", engine=engine).tables
+                 if x.table == "context_attention_perf")  # fmt: skip
+        parts = [p for p in map_table(t).parts
+                 if p.batch.kind == "attention_prefill" and p.batch.dtype == dtype]  # fmt: skip
+        return np.concatenate([p.batch.shape["cache_write_elements"] for p in parts])
+
+    assert (written("vllm", "bf16") > 0).all()
+    assert not (written("vllm", "fp8") > 0).any() and not (written("sglang", "bf16") > 0).any()
+
+    h100 = device_figures(load_hardware("H100-SXM"))
+    elements = 2 * 8 * 4096 * 128.0  # 4,096 tokens of 8 KV heads at head dim 128, K and V
+    shape = {"batch": np.ones(1), "q_len": np.full(1, 4096.0), "kv_len": np.full(1, 4096.0),
+             "n_heads": np.full(1, 32.0), "n_kv": np.full(1, 8.0),
+             "head_dim_qk": np.full(1, 128.0), "head_dim_v": np.full(1, 128.0)}  # fmt: skip
+    prm = default_params("attention_prefill")
+
+    def extra(cols):
+        b = KernelBatch("attention_prefill", "bf16", np.ones(1), np.ones(1), np.ones(1),
+                        {**shape, **cols})  # fmt: skip
+        return prefill_terms(b, h100, prm)["extra_s"][0]
+
+    more = extra({"cache_write_elements": np.full(1, elements)}) - extra({})
+    assert more == pytest.approx(4.0 * elements / (BF16_CACHE_WRITE_HBM * 3.35e12), rel=1e-3)
 
 
 def test_the_engines_decode_kernels_pack_every_query_head_and_trtllms_xqa_32():

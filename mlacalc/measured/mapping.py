@@ -807,6 +807,15 @@ def _fp8_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.nda
     return np.where(on & (kvd == "fp8"), 1.0, 0.0)
 
 
+def _bf16_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.ndarray:
+    """1 where a prompt row's engine writes its new K/V rows into a bf16 cache by a kernel
+    that draws a share of the HBM of its own
+    (:data:`~mlacalc.timemodel.attention_time.BF16_CACHE_WRITE_HBM`): vLLM's, on either
+    device; 0 elsewhere."""
+    on = context and t.engine == "vllm"
+    return np.where(on & (kvd == "bf16"), 1.0, 0.0)
+
+
 def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
     """Elementwise kernels that convert a row's query to fp8 before its attention kernel
     (``q_convert``, :data:`~mlacalc.timemodel.attention_time.QUERY_CONVERT_KERNELS`): SGLang's
@@ -912,7 +921,10 @@ def _attention_rows(
     # vLLM's prompt rows with an fp8 cache quantize the new K/V rows into it at SM clocks
     # (``cache_quant_elements``, attention_time.FP8_CACHE_WRITE_CLOCKS), not at a stream's bytes
     quant = _fp8_cache_write(t, kvd, context) * tok * 2 * hkv * hd
-    pre_bytes = pre_bytes - quant * (2.0 + kvb)
+    # and their bf16 cache's write at a share of the HBM of its own (``cache_write_elements``,
+    # attention_time.BF16_CACHE_WRITE_HBM)
+    write = _bf16_cache_write(t, kvd, context) * tok * 2 * hkv * hd
+    pre_bytes = pre_bytes - quant * (2.0 + kvb) - write * (2.0 + kvb)
     out_b = np.where(kvd == "fp8", 1.0, 2.0) if not context else 2.0
     kv_reads = np.full(len(t), 2.0)  # cache passes from HBM: K and V
     if context:
@@ -973,6 +985,7 @@ def _attention_rows(
         cache_bytes=warm_cache,
         preprocess_bytes=pre_bytes,
         cache_quant_elements=quant,
+        cache_write_elements=write,
         rope_elements=tok * (hq + hkv) * rot,
         kv_reads=kv_reads,
     )

@@ -50,6 +50,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "ALWAYS_COMBINE_DECODE",
     "ALWAYS_COMBINE_S",
+    "BF16_CACHE_WRITE_HBM",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FLASH_HEAD_DIMS",
     "FP8_CACHE_WRITE_CLOCKS",
@@ -113,6 +114,17 @@ FP8_PROMPT_TCGEN05_EXP = 1.55
 #: bf16 cache's rows take 1.07 and 0.62 ms (0.52 and 0.36 clocks), SGLang's and TensorRT-LLM's
 #: fp8 rows 0.09-0.44 ms
 FP8_CACHE_WRITE_CLOCKS = 0.68
+
+#: Share of the HBM's bandwidth vLLM's write of a prompt's new K/V rows into a bf16 cache
+#: (``cache_write_elements``: 2 bytes read and 2 written an element) draws, in place of the
+#: pre-kernel's stream. Read from the tables, not fitted: the least-squares split above gives
+#: 1.07 ms per GB of bf16 K/V on H100 and 0.62 on B200, 0.56 and 0.42 of their HBM, 0.48 their
+#: geometric middle (in SM clocks 0.52 and 0.36 an element: the write follows the HBM more than
+#: the clocks, B200 1.7x H100's rate against 2.3x the HBM and 1.14x the SMs' clocks). The
+#: fitted prompt residuals of vLLM's rows grew with the K/V elements before (+2.6 us per
+#: million on H100, +1.5 on B200; SGLang's +0.65), and with them the query heads a KV head
+#: carries: -5 to -11% at 1-3, +3 to +14% at 16-64 (bf16, both devices)
+BF16_CACHE_WRITE_HBM = 0.48
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to 32
@@ -463,11 +475,15 @@ def prefill_terms(
 def _pre_kernel_s(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pre_bytes: np.ndarray | float
 ) -> np.ndarray:
-    """Seconds of the pre-kernel's work beside its launch: its bytes streamed and vLLM's fp8
-    cache write at SM clocks (``cache_quant_elements``, :data:`FP8_CACHE_WRITE_CLOCKS`)."""
+    """Seconds of the pre-kernel's work beside its launch: its bytes streamed, vLLM's fp8
+    cache write at SM clocks (``cache_quant_elements``, :data:`FP8_CACHE_WRITE_CLOCKS`) and
+    its bf16 cache write at its share of the HBM (``cache_write_elements``,
+    :data:`BF16_CACHE_WRITE_HBM`)."""
     stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     quant = col(batch, "cache_quant_elements", 0) * FP8_CACHE_WRITE_CLOCKS
-    return stream + quant / (fig.sm_count * fig.clock_hz)
+    write = col(batch, "cache_write_elements", 0) * 4.0  # bf16: 2 bytes read, 2 written
+    write_s = write / (BF16_CACHE_WRITE_HBM * fig.hbm_bytes_per_s)
+    return stream + quant / (fig.sm_count * fig.clock_hz) + write_s
 
 
 def _tcgen05_fp8_prompt(batch: KernelBatch, fig: DeviceFigures) -> bool:
