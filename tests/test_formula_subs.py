@@ -67,6 +67,22 @@ def test_formula_subs_is_report_or_refused(run, capsys, name):
             assert _value(out, q=a["q_len"], **env) + extra == a[key], (quantity, a["label"])
 
 
+@pytest.mark.parametrize("name", [n for n in SHIPPED if mlacalc.load_model(n).is_mla])
+def test_formula_subs_mla_parameters_are_reports(run, capsys, name):
+    """Every shipped MLA model: attention_params is report's attention_per_layer (plus the
+    weights a warning states), or refused (fast; the slow test above checks every quantity)."""
+    from mlacalc.cli import main
+
+    rc = main(["formula", "attention_params", "--variant", "mla", "--subs", name, "--python"])
+    out, err = capsys.readouterr()
+    if rc:
+        assert "mlacalc report" in err, err
+        return
+    extra = _stated(err, r"\(([\d,]+) weights a layer\)")
+    want = mlacalc.param_counts(name).attention_per_layer
+    assert int(out) + extra == want, (name, out, err)
+
+
 @pytest.mark.parametrize(
     ("name", "needle"),
     [
