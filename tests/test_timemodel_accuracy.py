@@ -97,7 +97,9 @@ LEAVE_ONE_OUT = [
     ("a100_sxm", "fit-h100-sxm", "attention", "context_attention_perf", None, 0.07),
     ("a100_sxm", "fit-h100-sxm", "attention", "generation_attention_perf", None, 0.10),
     ("a100_sxm", "fit-h100-sxm", "comm", "nccl_perf", None, 0.16),
-    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "bf16", 0.11),
+    # 6.5% (p90 25.7%) before cuBLAS's persistent bf16 GEMM on Hopper paid A100's wave cost
+    # once a call (gemm_time.PERSISTENT_DTYPES), 6.0% (19.9%) after (bound was 0.11)
+    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "bf16", 0.062),
     ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8", 0.15),
     ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8_block", 0.13),
     ("h100_sxm", "fit-a100-sxm-80gb", "moe", "moe_perf", "fp8_block", 0.155),

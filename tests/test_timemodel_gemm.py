@@ -692,3 +692,21 @@ def test_gemm_time_barely_falls_with_more_rows(device, dtypes):
             worst = np.min(t / np.maximum.accumulate(t))
             step = 0.06 if dtype == "bf16" else MONOTONE_STEP
             assert worst >= 1.0 - step, (dtype, n, k, worst)
+
+
+def test_persistent_bf16_gemm_fills_its_pipeline_once():
+    """cuBLAS's plain bf16 GEMM on a TMA device (H100, B200) is a persistent kernel: ``tile_s``
+    once a call, not once a wave of tiles (gemm_time.PERSISTENT_DTYPES); on A100 once a wave;
+    the batched bf16 GEMM and the fp8 GEMMs keep theirs a wave."""
+    # 4,096 x 4,096 output in 128 x 128 tiles: 1,024 tiles, several waves on any device
+    batch = _gemm("bf16", 4096, 4096, 1024)
+    for device, per_wave in (("H100-SXM", False), ("B200", False), ("A100-SXM-80GB", True)):
+        off = _terms(batch, device, tile_s=0.0)["compute_s"][0]
+        on = _terms(batch, device, tile_s=1e-6)["compute_s"][0]
+        added = (on - off) / 1e-6
+        # (seconds at the reference clock: scaled by the device clock)
+        assert (added > 2.0) if per_wave else added == pytest.approx(1.0, rel=0.05), device
+    bmm = KernelBatch("gemm", "bf16", batch.flops, batch.bytes, batch.calls, batch.shape, "bmm")
+    off = _terms(bmm, "H100-SXM", tile_s=0.0)["compute_s"][0]
+    assert (_terms(bmm, "H100-SXM", tile_s=1e-6)["compute_s"][0] - off) / 1e-6 > 2.0
+    assert "fp8" not in model.PERSISTENT_DTYPES and "fp8_block" not in model.PERSISTENT_DTYPES

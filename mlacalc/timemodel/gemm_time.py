@@ -38,6 +38,7 @@ __all__ = [
     "CUTLASS_FP8_ENGINES",
     "GEMM_TILES",
     "NO_SPLIT_K",
+    "PERSISTENT_DTYPES",
     "POWER_LIMITED_DTYPES",
     "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
@@ -191,6 +192,21 @@ CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128
 #: TensorRT-LLM's cuBLAS, which splits K over every SM, 0.82 and 0.95 as before:
 #: docs/time-model.md). Only fp8 so far: the other dtypes' classes were not refitted with it.
 POWER_LIMITED_DTYPES = ("fp8",)
+
+#: Plain (not batched) GEMM dtypes whose library kernels on a TMA device (``sm90_or_later``:
+#: Hopper, data-centre Blackwell) pay the cost of a wave of tiles (``tile_s``, their pipeline's
+#: fill and last epilogue) once a call, not once a wave: cuBLAS's bf16 and fp16 GEMMs there
+#: are warp-specialized persistent kernels, one CTA an SM walking its tiles with the next
+#: tile's TMA loads issued under the last one's epilogue; on ``sm80`` (A100) each wave of a
+#: non-persistent grid fills its ``cp.async`` pipeline and writes its epilogue alone (the
+#: schedules as recalled of cuBLAS's kernel names and CUTLASS 3's persistent TMA schedules,
+#: not read from a source here). Read from the fits: every engine's own H100 and B200 fit of
+#: ``gemm:bf16`` put ``tile_s`` a wave at its lower bound (0.02-0.04 ns; TensorRT-LLM, SGLang,
+#: vLLM), A100's at 0.89 us, so the fit pooling A100 and H100 took 0.44 us a wave to B200;
+#: with the rule, H100 from A100's fit 6.5% -> 6.0% (p90 25.7% -> 19.9%), B200 from the pooled
+#: fit 12.0% -> 11.6% (docs/time-model.md, "The bf16 GEMM's wave cost across generations").
+PERSISTENT_DTYPES = ("bf16", "fp16")
+
 
 #: The intensity ``tm tn / (tm + tn)`` at which a CUTLASS ``scaled_mm`` tile
 #: (:data:`CUTLASS_SM90_FP8_TILES`) keeps a Hopper SM's tensor cores fed from shared memory:
@@ -453,7 +469,8 @@ def _tile_seconds(
 ) -> np.ndarray:
     """The busiest SM's time on its tiles: ``waves`` tiles walking ``walk`` of K each, at the
     tile's share of the SM's tensor rate, ``tile_s`` a wave (the pipeline's fill and the
-    epilogue's fixed part), and the dtype's CUDA-core work beside the MMAs; with ``busy``, the
+    epilogue's fixed part; once a call for a persistent kernel, :data:`PERSISTENT_DTYPES`),
+    and the dtype's CUDA-core work beside the MMAs; with ``busy``, the
     share of the SMs the call keeps busy, at the clock the chip's power allows them
     (:data:`POWER_LIMITED_DTYPES`).
 
@@ -472,7 +489,9 @@ def _tile_seconds(
         # peak with every SM busy, the peak with one
         eff = prm["eff_compute"]
         mma = mma * eff / (1.0 - (1.0 - eff) * busy)
-    cand = mma + waves * prm["tile_s"]
+    # a persistent kernel fills its pipeline and drains its epilogue once (PERSISTENT_DTYPES)
+    persistent = dtype in PERSISTENT_DTYPES and not c.batch.variant and c.fig.sm90_or_later
+    cand = mma + (1.0 if persistent else waves) * prm["tile_s"]
     if dtype in ("fp8_block",) and not c.fig.tcgen05:
         # block scaling: after each 128-deep K block a tile multiplies its partial product
         # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
