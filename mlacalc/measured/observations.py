@@ -122,12 +122,20 @@ def _mapped_observations(mapped: Any, profile: Profile | None) -> list:
 RESIDUAL_SHARE = 0.25
 
 
+#: The sparse MLA kernel's class (``mla_decode`` variant ``sparse``): in a profile without it
+#: (vLLM's, TensorRT-LLM's: only SGLang publishes a table of it, FlashMLA's sparse prefill,
+#: ``glm5_dsa_attn_module_perf``) the plain MLA decode class, fitted on the engine's dense MLA
+#: decode, timed the DSA module rows' sparse cores (docs/time-model.md, "Host floor of a module
+#: launched eagerly"); a refit of the class fits it on those rows' residuals
+SPARSE_CORE = "sparse"
+
 #: kernel variants that only composite rows time, fitted on their residuals as an unfitted kind
 RESIDUAL_VARIANTS = frozenset(
     {
         *CORE_VARIANTS.values(),
         RAGGED_CORE,
         WALK_VARIANT,
+        SPARSE_CORE,
         TOPK_KERNEL_VARIANTS[OWN_DECODE_TOPK_CODE - 1],
     }
 )

@@ -63,10 +63,9 @@ EAGER = "+eager"
 #: each engine's shipped profile; the groups not listed are kernel-bound at their fewest
 #: tokens: no floor)
 HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
-    (_H100, "trtllm", _CTX, "default", _BF16, _BF16): 0.0002471,
-    (_H100, "trtllm", _CTX, "default", _FP8B, _BF16): 0.0002429,
-    (_H100, "trtllm", _GEN, "default", _BF16, _BF16): 0.0002811,
-    (_H100, "trtllm", _GEN, "default", _FP8B, _BF16): 0.0002619,
+    # (TensorRT-LLM's H100 modules have none since its walking kernel's class was fitted on
+    # the module rows' residuals, mla_time.WALK_VARIANT: their one-token kernels 1.07-1.16 of
+    # their time; the floors were 0.24-0.28 ms)
     (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _BF16, _BF16): 0.0005171,
     (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _BF16, _FP8): 0.0006398,
     (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _FP8B, _BF16): 0.0008519,
@@ -111,8 +110,8 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _FP8): 0.001343,
     (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.001509,
     (_H100, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _FP8): 0.001544,
-    (_H100, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.000229,
-    (_H100, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0002247,
+    # (vLLM's H100 decode groups of a bf16 cache have none since its sparse kernel's class was
+    # fitted on the module rows' residuals: their one-token kernels 1.10-1.12 of their time)
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _BF16, _BF16): 0.001235,
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _BF16, _FP8): 0.001433,
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _BF16): 0.001922,
