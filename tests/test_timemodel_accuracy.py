@@ -100,7 +100,9 @@ LEAVE_ONE_OUT = [
     # 6.5% (p90 25.7%) before cuBLAS's persistent bf16 GEMM on Hopper paid A100's wave cost
     # once a call (gemm_time.PERSISTENT_DTYPES), 6.0% (19.9%) after (bound was 0.11)
     ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "bf16", 0.062),
-    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8", 0.15),
+    # 13.5% before cuBLAS's fp8 GEMM paid the int8 fit's wave cost once a call on Hopper
+    # (gemm_time.PERSISTENT_DTYPES), 12.6% after (bound was 0.15)
+    ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8", 0.13),
     ("h100_sxm", "fit-a100-sxm-80gb", "gemm", "gemm_perf", "fp8_block", 0.13),
     ("h100_sxm", "fit-a100-sxm-80gb", "moe", "moe_perf", "fp8_block", 0.155),
     ("h100_sxm", "fit-a100-sxm-80gb", "mla", "generation_mla_perf", "bf16", 0.19),

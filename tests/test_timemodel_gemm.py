@@ -709,4 +709,18 @@ def test_persistent_bf16_gemm_fills_its_pipeline_once():
     bmm = KernelBatch("gemm", "bf16", batch.flops, batch.bytes, batch.calls, batch.shape, "bmm")
     off = _terms(bmm, "H100-SXM", tile_s=0.0)["compute_s"][0]
     assert (_terms(bmm, "H100-SXM", tile_s=1e-6)["compute_s"][0] - off) / 1e-6 > 2.0
-    assert "fp8" not in model.PERSISTENT_DTYPES and "fp8_block" not in model.PERSISTENT_DTYPES
+    assert "fp8_block" not in model.PERSISTENT_DTYPES
+
+
+def test_cublas_fp8_gemm_is_persistent_and_cutlass_scaled_mm_is_not():
+    """The per-tensor fp8 GEMM of cuBLAS (TensorRT-LLM's) pays ``tile_s`` once a call on H100;
+    CUTLASS's ``scaled_mm`` (``cutlass_dispatch``) and a block-scaled stand-in a wave; A100's
+    (an int8 fit standing in) a wave."""
+    batch = _gemm("fp8", [4096] * 3, 4096, 1024, cutlass_dispatch=0)
+    batch.shape["cutlass_dispatch"] = np.array([0.0, 1.0, 0.0])
+    batch.shape[model.BLOCK_STAND_IN] = np.array([0.0, 0.0, 1.0])
+    off = _terms(batch, "H100-SXM", tile_s=0.0)["compute_s"]
+    added = (_terms(batch, "H100-SXM", tile_s=1e-6)["compute_s"] - off) / 1e-6
+    assert added[0] == pytest.approx(1.0, rel=0.05) and added[1] > 2.0 and added[2] > 2.0
+    off = _terms(batch, tile_s=0.0)["compute_s"][0]
+    assert (_terms(batch, tile_s=1e-6)["compute_s"][0] - off) / 1e-6 > 2.0

@@ -205,7 +205,10 @@ POWER_LIMITED_DTYPES = ("fp8",)
 #: vLLM), A100's at 0.89 us, so the fit pooling A100 and H100 took 0.44 us a wave to B200;
 #: with the rule, H100 from A100's fit 6.5% -> 6.0% (p90 25.7% -> 19.9%), B200 from the pooled
 #: fit 12.0% -> 11.6% (docs/time-model.md, "The bf16 GEMM's wave cost across generations").
-PERSISTENT_DTYPES = ("bf16", "fp16")
+#: cuBLAS's per-tensor fp8 GEMM (TensorRT-LLM's; not CUTLASS's ``scaled_mm``, whose SGLang and
+#: vLLM fits hold 0.5-1.0 us a wave, :func:`_persistent`) likewise: its H100 and B200 fits put
+#: ``tile_s`` at its lower bound, and H100 from A100's int8 fit (0.79 us a wave) 13.5% -> 12.6%.
+PERSISTENT_DTYPES = ("bf16", "fp16", "fp8")
 
 
 #: The intensity ``tm tn / (tm + tn)`` at which a CUTLASS ``scaled_mm`` tile
@@ -464,6 +467,18 @@ def _streams(
     return memory, epi * out / bw
 
 
+def _persistent(c: _Call) -> np.ndarray | bool:
+    """Rows whose kernel is persistent (:data:`PERSISTENT_DTYPES`): cuBLAS's plain bf16 / fp16
+    GEMM, and its per-tensor fp8 GEMM (not CUTLASS's ``scaled_mm``, ``cutlass_dispatch``, nor
+    a block-scaled GEMM standing in, :data:`BLOCK_STAND_IN`), on a TMA device."""
+    if c.batch.variant or not c.fig.sm90_or_later:
+        return False
+    if c.batch.dtype == "fp8":
+        cutlass = col(c.batch, "cutlass_dispatch", 0) > 0
+        return ~cutlass & ~(col(c.batch, BLOCK_STAND_IN, 0) > 0)
+    return c.batch.dtype in PERSISTENT_DTYPES
+
+
 def _tile_seconds(
     c: _Call, waves: np.ndarray, walk: np.ndarray, busy: np.ndarray | None = None
 ) -> np.ndarray:
@@ -490,8 +505,7 @@ def _tile_seconds(
         eff = prm["eff_compute"]
         mma = mma * eff / (1.0 - (1.0 - eff) * busy)
     # a persistent kernel fills its pipeline and drains its epilogue once (PERSISTENT_DTYPES)
-    persistent = dtype in PERSISTENT_DTYPES and not c.batch.variant and c.fig.sm90_or_later
-    cand = mma + (1.0 if persistent else waves) * prm["tile_s"]
+    cand = mma + np.where(_persistent(c), 1.0, waves) * prm["tile_s"]
     if dtype in ("fp8_block",) and not c.fig.tcgen05:
         # block scaling: after each 128-deep K block a tile multiplies its partial product
         # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
