@@ -80,3 +80,19 @@ def test_training_tab_says_what_would_close_the_gap():
     text = " ".join(w.value for w in at.warning)
     assert c.fits is False and c.fit_advice in text
     assert "recomputing SwiGLU and the norms" in text
+
+
+def test_training_tab_follows_precision_and_recompute():
+    """fp32 (4-byte activations, TF32 matmuls) and full recompute (the rerun layer) show the
+    library's figures in the tab."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    at.selectbox(key="tr_prec").set_value("fp32").run()
+    assert not at.exception
+    c = mlacalc.training_cost("llama-3-8b", 4096, hardware="H100", precision="fp32")
+    assert metrics(at)["memory per GPU"] == mlacalc.render.human_bytes(c.memory_per_gpu)
+    at.selectbox(key="tr_recompute").set_value("full").run()
+    assert not at.exception
+    c = mlacalc.training_cost(
+        "llama-3-8b", 4096, hardware="H100", precision="fp32", recompute="full"
+    )
+    assert metrics(at)["memory per GPU"] == mlacalc.render.human_bytes(c.memory_per_gpu)
