@@ -13,7 +13,7 @@ from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
 
-from .common import Scenario, download, show_table
+from .common import Scenario, context_text, download, show_table
 
 TITLE = "Training"
 
@@ -93,6 +93,15 @@ def render(sc: Scenario) -> None:
         st.error(str(exc))
         return
     f = d["flops_per_micro_batch"]
+    beyond = context_text(m, kw["seq_len"])
+    if beyond:
+        st.warning(beyond, icon=":material/warning:")
+    if kw["precision"] == "fp8-mixed" and "fp8" not in sc.device.peak_flops_per_s:
+        st.warning(
+            f"{sc.device.name} has no FP8 tensor cores: its GEMMs are timed at the bf16 rate, "
+            "so fp8-mixed gains nothing there.",
+            icon=":material/memory:",
+        )
     if d["fits"] is False:
         st.warning(
             f"A GPU's share, {human_bytes(d['memory_per_gpu'])}, does not fit in the "

@@ -96,3 +96,14 @@ def test_training_tab_follows_precision_and_recompute():
         "llama-3-8b", 4096, hardware="H100", precision="fp32", recompute="full"
     )
     assert metrics(at)["memory per GPU"] == mlacalc.render.human_bytes(c.memory_per_gpu)
+
+
+def test_training_tab_warns_past_the_context_and_of_fp8_without_fp8_units():
+    """As the CLI warns (trial 3 D1/D2): a sequence past max_position_embeddings and
+    fp8-mixed on a device without FP8 tensor cores (both accepted without a word before)."""
+    at = run("Training", model="llama-3-8b", hw="A100-SXM-80GB")
+    assert not any("max_position_embeddings" in w.value for w in at.warning)
+    at.number_input(key="tr_seq").set_value(16384).run()
+    assert any("exceeds the model's max_position_embeddings" in w.value for w in at.warning)
+    at.selectbox(key="tr_prec").set_value("fp8-mixed").run()
+    assert any("no FP8 tensor cores" in w.value for w in at.warning)
