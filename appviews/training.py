@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mlacalc.models.loading import ModelConfig
-from mlacalc.training.cost import absorption_table, training_cost
+from mlacalc.training.cost import absorption_table, fp8_without_fp8_units, training_cost
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
 from mlacalc.words.errors import MlacalcError
@@ -98,9 +98,7 @@ def render(sc: Scenario) -> None:
         st.warning(beyond, icon=":material/warning:")
     if kw["precision"] == "fp8-mixed" and "fp8" not in sc.device.peak_flops_per_s:
         st.warning(
-            f"{sc.device.name} has no FP8 tensor cores: its GEMMs are timed at the bf16 rate, "
-            "so fp8-mixed gains nothing there.",
-            icon=":material/memory:",
+            fp8_without_fp8_units(sc.device.name, kw["optimizer"]) + ".", icon=":material/memory:"
         )
     if d["fits"] is False:
         st.warning(

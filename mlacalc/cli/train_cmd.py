@@ -296,10 +296,10 @@ def command(
     )
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table))
-    _warnings(m, seq_len, hardware, precision, ranks or [])
+    _warnings(m, seq_len, hardware, optimizer, precision, ranks or [])
 
 
-def _warnings(m, seq_len, hardware, precision, ranks) -> None:
+def _warnings(m, seq_len, hardware, optimizer, precision, ranks) -> None:
     """One line each for an input that was taken as given though it means less than it says
     (once the command has printed its result, so that an error is the only line it prints)."""
     check_context(m, seq_len)
@@ -315,10 +315,8 @@ def _warnings(m, seq_len, hardware, precision, ranks) -> None:
     if precision == "fp8-mixed" and hardware is not None:
         # deferred: the hardware catalogue loads only when a device is named
         from mlacalc.hardware.catalogue import load_hardware
+        from mlacalc.training.cost import fp8_without_fp8_units
 
         hw = load_hardware(hardware)
         if "fp8" not in hw.peak_flops_per_s:
-            warn(
-                f"--precision fp8-mixed: {hw.name} has no FP8 tensor cores; its GEMMs are timed "
-                "at the bf16 rate, so fp8-mixed gains nothing there (use bf16-mixed)"
-            )
+            warn(f"--precision fp8-mixed: {fp8_without_fp8_units(hw.name, optimizer)}")

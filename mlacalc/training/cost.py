@@ -31,6 +31,7 @@ from mlacalc.training.flops import (
     training_flops,
 )
 from mlacalc.training.memory import (
+    OPTIMIZERS,
     ActivationTensor,
     layer_activations,
     optimizer_bytes_per_param,
@@ -42,7 +43,7 @@ from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 
-__all__ = ["TrainingCost", "absorption_table", "training_cost"]
+__all__ = ["TrainingCost", "absorption_table", "fp8_without_fp8_units", "training_cost"]
 
 _MAX_SEQ = 1 << 24
 
@@ -78,6 +79,24 @@ _LINEAR_INPUTS = frozenset(
         "shared_product",
     )
 )
+
+
+def fp8_without_fp8_units(device: str, optimizer: str) -> str:
+    """What ``precision="fp8-mixed"`` still buys on ``device``, which has no FP8 tensor cores
+    (one text for the CLI's warning and the app's): its GEMMs are timed as FP8 kernels at the
+    bf16 peak, so they gain nothing; only the optimizer states it keeps in bf16 (4 bytes a
+    state under bf16-mixed, :data:`mlacalc.training.memory.PRECISIONS`) still save memory and
+    optimizer-step time, where ``optimizer`` keeps any."""
+    text = (
+        f"{device} has no FP8 tensor cores: fp8-mixed's GEMMs gain nothing there (FP8 kernels "
+        "timed at the bf16 peak)"
+    )
+    if OPTIMIZERS[args.choice("optimizer", optimizer, OPTIMIZERS)]:
+        return text + (
+            f"; only its bf16 {optimizer} states (fp32 under bf16-mixed) still save memory and "
+            "optimizer-step time"
+        )
+    return text + f", and {optimizer} keeps no optimizer states: it saves nothing over bf16-mixed"
 
 
 @dataclass(frozen=True)
