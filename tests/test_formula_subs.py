@@ -138,3 +138,29 @@ def test_formula_subs_counts_the_layers_with_attention(run):
     # before: L = 129, a cache 129/49 of report's
     report = json.loads(run("report", name, "-s", S, "-b", B, "--format", "json")[0])
     assert _value(out, B=B, S=S, b=2) == report["kv_cache"][0]["total_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "name", "fits"),
+    [
+        ("mha", "llama-3-8b", "use --variant gqa ("),
+        ("mqa", "llama-3-8b", "use --variant gqa ("),
+        ("mha", "qwen3-8b", "use --variant gqa ("),
+        ("mla", "llama-3-8b", "use --variant gqa ("),
+        ("gqa", "deepseek-v3", "use --variant mla ("),
+        ("mqa", "gpt2", "use --variant mha or --variant gqa"),
+    ],
+)
+def test_formula_subs_refuses_another_variant(run, variant, name, fits):
+    # before: Llama-3-8B's cache under --variant mha printed 262144*B*S*b (4x report's),
+    # under mqa 8192*B*S*b (1/8); Qwen3-8B's mha attention_params 67,108,864 against
+    # report's 41,943,296 with a "-25,165,568 weights" left out
+    _, err = run("formula", "kv_cache_bytes", "--variant", variant, "--subs", name, code=2)
+    assert f"not {variant.upper()}: {fits}" in err, err
+
+
+def test_formula_subs_takes_gqa_for_an_mha_model(run):
+    # GQA keeps n_kv a symbol: an MHA model's n_kv = n_h gives MHA's formula
+    gqa, _ = run("formula", "kv_cache_bytes", "--variant", "gqa", "--subs", "gpt2")
+    mha, _ = run("formula", "kv_cache_bytes", "--variant", "mha", "--subs", "gpt2")
+    assert gqa == mha == "18432*B*S*b\n"

@@ -133,9 +133,15 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
 
 def _check_plain(m, variant: str) -> None:
     """Refuse, by name, a model whose layers the plain layer's formula does not describe."""
-    if (variant == "mla") != m.is_mla:
+    # GQA keeps n_kv a symbol, so it takes any MHA/GQA/MQA model's n_kv; MHA sets n_kv = n_h
+    # and MQA n_kv = 1, so they describe only a model whose n_kv is that
+    if variant != m.variant and not (variant == "gqa" and not m.is_mla):
+        fits = [m.variant] if m.is_mla or m.variant == "gqa" else [m.variant, "gqa"]
+        heads = "" if m.is_mla else f" (n_kv = {m.num_key_value_heads})"
         raise click.BadParameter(
-            f"{m.label} is {m.variant.upper()}, not {variant.upper()}", param_hint="--subs"
+            f"{m.label} is {m.variant.upper()}{heads}, not {variant.upper()}: use "
+            + " or ".join(f"--variant {v}" for v in fits),
+            param_hint="--subs",
         )
     if not m.is_mla and m.v_head_dim is not None and m.v_head_dim != m.head_dim:
         raise click.BadParameter(
