@@ -489,6 +489,30 @@ def test_fp8_mixed_without_fp8_units_says_what_it_still_saves(run):
     assert "sgd keeps no optimizer states: it saves nothing over bf16-mixed" in err
 
 
+def test_fit_advice_lists_only_settings_not_in_use_that_lower_the_share():
+    """Llama-3-8B at 8K on an H100 with full recompute, micro-batch 1, dp 1, dense: before, the
+    advice listed 'full recompute, more pipeline/tensor/expert-parallel ranks, ZeRO-3, a
+    smaller micro-batch' (four of them in use already or doing nothing there)."""
+    base = dict(hardware="H100-SXM", recompute="full")
+    c = training_cost("llama-3-8b", 8192, **base)
+    assert c.fit_advice.endswith(
+        "over; modelled: more pipeline/tensor-parallel ranks, more data-parallel ranks under ZeRO-3"
+    )
+    for text in ("full recompute", "expert", "micro-batch", "modelled: ZeRO-3"):
+        assert text not in c.fit_advice
+    # each one named lowers a GPU's share
+    for more in (dict(pp=2), dict(tp=2), dict(dp=2, zero=3)):
+        assert training_cost("llama-3-8b", 8192, **base, **more).memory_per_gpu < c.memory_per_gpu
+    # a MoE with recompute off, data-parallel ranks and micro-batches of 2: every setting
+    moe = training_cost(
+        "deepseek-v3", 4096, hardware="H800", pp=8, dp=16, ep=16, micro_batch=2, global_batch=64
+    )
+    assert moe.fit_advice.endswith(
+        "modelled: full recompute, more pipeline/tensor/expert-parallel ranks, ZeRO-3, a smaller "
+        "micro-batch"
+    )
+
+
 def test_refusal_of_a_hybrid_reads_whole_and_says_what_to_do():
     with pytest.raises(MlacalcError) as e:
         training_cost("qwen3-next-80b-a3b", 1024)

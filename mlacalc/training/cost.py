@@ -127,6 +127,8 @@ class TrainingCost:
     #: recompute="full": what the one layer rerun in the backward saves beyond its input
     #: (the largest of the stage's; in memory per GPU, over tp), else 0
     recomputed_layer_bytes: int = 0
+    #: the modelled settings that would lower a GPU's share from this layout (:func:`_levers`)
+    levers: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool | None:
@@ -179,10 +181,9 @@ class TrainingCost:
                 f"{human_bytes(save['fp8_linear_inputs'])}, both about "
                 f"{human_bytes(save['both'])}: {enough}"
             )
-        return (
-            text + "; modelled: full recompute, more pipeline/tensor/expert-parallel ranks, "
-            "ZeRO-3, a smaller micro-batch"
-        )
+        if not self.levers:
+            return text + "; every modelled setting is already at its limit"
+        return text + "; modelled: " + ", ".join(self.levers)
 
     @property
     def flops_per_token(self) -> float:
@@ -254,6 +255,33 @@ class TrainingCost:
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
         }
+
+
+def _levers(m: ModelConfig, lay: Layout, recompute: str, zero: int) -> tuple[str, ...]:
+    """The modelled settings that would lower a GPU's share from this layout, leaving out
+    those already in use or at their limit: full recompute; more pipeline ranks (up to one a
+    layer), tensor-parallel ranks (up to one a head), expert-parallel ranks (a model with
+    routed experts, up to one an expert); ZeRO-3 (it shards nothing over one data-parallel
+    rank: there, or at ZeRO-3, more data-parallel ranks); a smaller micro-batch."""
+    out = [] if recompute == "full" else ["full recompute"]
+    more = [
+        name
+        for name, now, limit in (
+            ("pipeline", lay.pp, m.num_hidden_layers),
+            ("tensor", lay.tp, m.num_attention_heads),
+            ("expert", lay.ep, m.n_routed_experts if m.is_moe else 1),
+        )
+        if now < limit
+    ]
+    if more:
+        out.append(f"more {'/'.join(more)}-parallel ranks")
+    if lay.dp > 1 and zero < 3:
+        out.append("ZeRO-3")
+    else:
+        out.append("more data-parallel ranks under ZeRO-3")
+    if lay.micro_batch > 1:
+        out.append("a smaller micro-batch")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -463,6 +491,7 @@ def training_cost(
         recomputed_layer_bytes=busiest.again,
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
+        levers=_levers(m, lay, recompute, zero),
     )
 
 
