@@ -1344,9 +1344,10 @@ def test_sglangs_hopper_calls_at_head_dim_192_take_a_fixed_side_call():
         assert more.tolist() == pytest.approx([HD192_SIDE_CALL_S, 0.0])
 
 
-def test_sglang_and_vllm_decode_rows_find_a_cache_that_fits_in_the_l2():
-    # SGLang's and vLLM's decode rows replay one cache (mapping.WARM_CACHE_ENGINES): they
-    # carry its K/V bytes (``cache_bytes``), TensorRT-LLM's none; a warm call whose cache fits
+def test_every_engines_decode_rows_find_a_cache_that_fits_in_the_l2():
+    # SGLang's, vLLM's and TensorRT-LLM's decode rows replay one cache
+    # (mapping.WARM_CACHE_ENGINES): they carry its K/V bytes (``cache_bytes``), the prompt
+    # rows none; a warm call whose cache fits
     # in ``l2_share`` of the L2 reads it at ``l2_speedup`` times the HBM's rate, one past twice
     # that as before, and a served step (no ``warm_l2``) never
     pytest.importorskip("pyarrow")
@@ -1358,14 +1359,15 @@ def test_sglang_and_vllm_decode_rows_find_a_cache_that_fits_in_the_l2():
     from mlacalc.timemodel.terms import default_params
     from mlacalc.words.kernels import KernelBatch
 
-    def cached(engine):
+    def cached(engine, table="generation_attention_perf", kind="attention_decode"):
         t = next(x for x in load_measured(MEASURED / "h100_sxm" / "attention", engine=engine).tables
-                 if x.table == "generation_attention_perf")  # fmt: skip
-        parts = [p for p in map_table(t).parts if p.batch.kind == "attention_decode"]
-        return np.concatenate([p.batch.shape["cache_bytes"] for p in parts])
+                 if x.table == table)  # fmt: skip
+        parts = [p for p in map_table(t).parts if p.batch.kind == kind]
+        return np.concatenate([p.batch.shape.get("cache_bytes", np.zeros(len(p.batch)))
+                               for p in parts])  # fmt: skip
 
-    assert (cached("sglang") > 0).all() and (cached("vllm") > 0).all()
-    assert not (cached("trtllm") > 0).any()
+    assert all((cached(e) > 0).all() for e in ("sglang", "vllm", "trtllm"))
+    assert not (cached("trtllm", "context_attention_perf", "attention_prefill") > 0).any()
 
     h100 = device_figures(load_hardware("H100-SXM"))
     prm = {**default_params("attention_decode"), "l2_share": 0.5, "l2_speedup": 2.0}

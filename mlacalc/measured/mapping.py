@@ -676,8 +676,11 @@ WARM_STATE_ENGINES = ("sglang", "vllm")
 #: H100's 3.35); the same step on the diagonal batch x keys = 8,192 at every batch from 1 to
 #: 16. The fitted residuals by the cache's megabytes before the rule (medians): H100, SGLang
 #: and vLLM, +4 to +9% at 16-48 MB, -10 to -12% at 48-64 MB (bf16); B200 +9 to +19% at 64-96
-#: MB, -5 to -7% at 128-256 MB (its L2 126 MB).
-WARM_CACHE_ENGINES = ("sglang", "vllm")
+#: MB, -5 to -7% at 128-256 MB (its L2 126 MB). TensorRT-LLM's decode rows likewise (its
+#: fitted residuals before: B200 +7 to +10% at 64-96 MB, -5 to -6% at 128-256 MB; H100 -9% at
+#: 48-64 MB; from the other device H100 -16 to -30% at 48-256 MB, B200 +27 to +74% fp8 at
+#: 64-256 MB, the two L2s' sizes apart: docs/time-model.md).
+WARM_CACHE_ENGINES = ("sglang", "vllm", "trtllm")
 
 
 def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
