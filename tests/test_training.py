@@ -5,6 +5,7 @@ errors for every bad input (mutation suite)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -538,6 +539,32 @@ def test_fp32_training_is_single_precision_throughout():
     from mlacalc.training.step import tf32_slowdown
 
     assert tf32_slowdown(load_hardware("H100")) == 2.0
+
+
+def test_fp32_figures_in_the_docs_are_the_model_s():
+    """docs/training.md's fp32 paragraph: its figures are what the model gives (before: forward
+    90.37 / 176.06 ms, step 365.5 / 612.3 ms, MFU 32.6%, stale), TF32 is stated as an
+    assumption (PyTorch's matmul default is off), and the MoE dispatch and combine move 4-byte
+    activations as it says (before: 2 bytes, DeepSeek-V3 on H800 PP16 EP64: 107.97 ms of
+    expert-parallel communication a micro-batch under fp32 as under bf16-mixed)."""
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "training.md").read_text().split())
+    mixed = training_cost("llama-3-8b", 4096, hardware="H100")
+    single = training_cost("llama-3-8b", 4096, hardware="H100", precision="fp32")
+    assert (
+        f"forward {mixed.time.forward_s * 1e3:.2f} ms (`bf16-mixed`) against "
+        f"{single.time.forward_s * 1e3:.2f} ms (`fp32`), step {mixed.time.step_s * 1e3:.1f} "
+        f"against {single.time.step_s * 1e3:.1f} ms, MFU (against the bf16 peak) "
+        f"{mixed.mfu:.1%} against {single.mfu:.1%}"
+    ) in doc
+    assert "are assumed to run on TF32 tensor cores. That is an assumption" in doc
+    assert "off by default since PyTorch 1.12" in doc
+    assert "expert-parallel communication (the MoE dispatch and combine too) move 4-byte" in doc
+    layout = dict(hardware="H800", pp=16, dp=128, ep=64, global_batch=15360, recompute="kv_up")
+    ep = [
+        training_cost("deepseek-v3", 4096, precision=p, **layout).time.ep_comm_s
+        for p in ("bf16-mixed", "fp32")
+    ]
+    assert 1.99 < ep[1] / ep[0] < 2  # twice the bytes, the same latency
 
 
 def test_full_recompute_memory_holds_the_layer_being_rerun():

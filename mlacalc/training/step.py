@@ -302,20 +302,23 @@ def _comm(kind: str, nbytes: float, n: int, hw: HardwareSpec, span: int) -> floa
     return float(comm_seconds(kind, nbytes, n, hw, network=network))
 
 
-def _ep_seconds(m: ModelConfig, lay: Layout, hw: HardwareSpec, tokens: float, fp8: bool) -> float:
+def _ep_seconds(
+    m: ModelConfig, lay: Layout, hw: HardwareSpec, tokens: float, fp8: bool, elem: int = 2
+) -> float:
     """One dispatch and one combine of a rank's ``tokens`` (DeepEP's normal kernels: within a
     node every routed copy over the scale-up link; across nodes one copy per remote node the
-    token's experts live on, over the network, forwarded within that node)."""
+    token's experts live on, over the network, forwarded within that node). ``elem`` bytes an
+    activation element (4 under fp32 training) where the dispatch is not FP8, and in the
+    combine."""
     k, d = m.num_experts_per_tok, m.hidden_size
     node = hw.gpus_per_node or lay.ep * lay.tp
     span = lay.ep * lay.tp
-    if span <= node:
-        sent = (dispatch_bytes(tokens, k, d, fp8), combine_bytes(tokens, k, d))
-        return sum(
-            _comm(kind, b, lay.ep, hw, span) for kind, b in zip(("dispatch", "combine"), sent)
-        )
-    copies = remote_nodes_per_token(lay.ep, max(1, node // lay.tp), k)
-    sent = (dispatch_bytes(tokens, copies, d, fp8), combine_bytes(tokens, copies, d))
+    copies = k if span <= node else remote_nodes_per_token(lay.ep, max(1, node // lay.tp), k)
+    wide = elem / 2  # dispatch_bytes and combine_bytes count bf16
+    sent = (
+        dispatch_bytes(tokens, copies, d, fp8) * (1 if fp8 else wide),
+        combine_bytes(tokens, copies, d) * wide,
+    )
     return sum(_comm(kind, b, lay.ep, hw, span) for kind, b in zip(("dispatch", "combine"), sent))
 
 
@@ -437,7 +440,7 @@ def step_time(
         tp_comm = 2 * blocks * one  # forward and backward
     ep_comm = 0.0
     if lay.ep > 1:
-        ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, gemm_dtype == "fp8")
+        ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, gemm_dtype == "fp8", a)
     pp_comm = 0.0
     if lay.pp > 1:
         pp_comm = 2 * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.dp + 1)
