@@ -1041,6 +1041,18 @@ def test_the_trtllm_host_floors_are_refitted_from_their_rows():
                 assert rec["floor_s"] is None and rec["key"] not in HOST_FLOOR_S
 
 
+@pytest.mark.parametrize("profile", ["default", "fit-h100-sxm"])
+@pytest.mark.parametrize("table", ["dsa_context_module_perf", "dsa_generation_module_perf"])
+def test_every_h100_trtllm_profile_times_the_dsa_walk_its_floors_were_dropped_for(profile, table):
+    """H100's TensorRT-LLM DSA floors are gone since the walk's own class
+    (``mla_decode:bf16:sparse_walk``): a profile of that device without the class timed the walk
+    by the plain MLA decode class with no floor under it (fit-h100-sxm's decode rows 28.7% /
+    p90 39.2%, signed -28.7%, until the class was fitted in it too: 4.3% / 14.0%)."""
+    mapped, err = _fitted("h100_sxm", "sparse_attention", table, profile)
+    e = err[mapped.modelled & np.isfinite(err)]
+    assert len(e) > 5000 and np.median(np.abs(e)) <= 0.05 and np.percentile(np.abs(e), 90) <= 0.15
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 def test_every_shipped_host_floor_is_refitted_from_its_rows(engine):
