@@ -205,9 +205,11 @@ POWER_LIMITED_DTYPES = ("fp8",)
 #: vLLM), A100's at 0.89 us, so the fit pooling A100 and H100 took 0.44 us a wave to B200;
 #: with the rule, H100 from A100's fit 6.5% -> 6.0% (p90 25.7% -> 19.9%), B200 from the pooled
 #: fit 12.0% -> 11.6% (docs/time-model.md, "The bf16 GEMM's wave cost across generations").
-#: cuBLAS's per-tensor fp8 GEMM (TensorRT-LLM's; not CUTLASS's ``scaled_mm``, whose SGLang and
-#: vLLM fits hold 0.5-1.0 us a wave, :func:`_persistent`) likewise: its H100 and B200 fits put
-#: ``tile_s`` at its lower bound, and H100 from A100's int8 fit (0.79 us a wave) 13.5% -> 12.6%.
+#: cuBLAS's per-tensor fp8 GEMM (TensorRT-LLM's; not CUTLASS's ``scaled_mm``, whose fits hold
+#: 0.53-1.02 us a wave but for vLLM's H100 one, at its bound, :func:`_persistent`) likewise: its
+#: H100 and B200 fits put ``tile_s`` at its lower bound, and H100 from A100's int8 fit (0.79 us
+#: a wave) 13.5% -> 12.6%. A ``tile_s`` at its bound does not by itself tell a persistent kernel
+#: (vLLM's H100 block-scaled fits, DeepGEMM's included, sit there too): the schedules above do.
 PERSISTENT_DTYPES = ("bf16", "fp16", "fp8")
 
 
