@@ -141,19 +141,21 @@ class TrainingCost:
     def unmodelled_savings(self) -> dict[str, int]:
         """What a GPU's activations would lose to the savings docs/training.md lists as not
         modelled: recomputing SwiGLU and the norms (their outputs dropped), keeping the
-        linear layers' inputs in FP8 (1 byte where 2), and both; each the share of the saved
-        tensors' bytes it removes, times the activations per GPU. Nothing under
+        linear layers' inputs in FP8 (1 byte where 2, or 4 under fp32), and both; each the
+        share of the saved tensors' bytes it removes, times the activations per GPU. Nothing under
         ``recompute="full"`` (only layer inputs are kept)."""
         if self.recompute == "full" or not self.activation_bytes:
             return {"recompute_swiglu_norms": 0, "fp8_linear_inputs": 0, "both": 0}
 
-        def share(dropped: frozenset, halved: frozenset) -> int:
+        width = 4 if self.precision == "fp32" else 2  # bytes of an activation element
+
+        def share(dropped: frozenset, to_fp8: frozenset) -> int:
             gone = 0
             for a in self.activations:
                 if a.name in dropped:
                     gone += a.bytes * a.layers
-                elif a.name in halved and a.bytes == 2 * a.elements:
-                    gone += a.bytes * a.layers // 2
+                elif a.name in to_fp8 and a.bytes == width * a.elements:
+                    gone += (a.bytes - a.elements) * a.layers
             return math.ceil(self.activation_bytes_per_gpu * gone / self.activation_bytes)
 
         none: frozenset = frozenset()
