@@ -6,6 +6,7 @@ DeepSeek-V2-Lite (no query latent) 7,471,616 attention parameters a layer agains
 Gemma 3 and Qwen3-Next likewise; DeepSeek-V3's fp8 block scales (2,918,240 B) unsaid.
 """
 
+import dataclasses
 import json
 import re
 from fractions import Fraction
@@ -22,6 +23,20 @@ QUANTITIES = {
     "elementwise_flops": "elementwise_flops",
     "fused_bytes": "fused_bytes",
     "unfused_bytes": "unfused_bytes",
+}
+
+
+#: bytes an fp8 checkpoint's attention layer stores beyond 1 B a weight, counted by hand from
+#: the tensor shapes: 128 x 128 blocks of a float32 scale each, and the latent norms (MLA)
+#: kept in bf16, 1 B more a weight
+SCALES = {
+    # q_a 12 x 56, q_b 192 x 12, kv_a 5 x 56, kv_b 256 x 4, o 56 x 128 = 11,448 blocks;
+    # q_a_layernorm 1,536 + kv_a_layernorm 512
+    "deepseek-v3": 11_448 * 4 + 2_048,
+    # q_a 12 x 56, q_b 96 x 12, kv_a 5 x 56, kv_b 128 x 4, o 56 x 64 = 6,200 blocks; norms
+    "kimi-k2": 6_200 * 4 + 2_048,
+    # q 48 x 24, k 8 x 24, v 8 x 24, o 24 x 48 = 2,688 blocks (its q/k norms: no term, no read)
+    "minimax-m2.5": 2_688 * 4,
 }
 
 
@@ -49,7 +64,11 @@ def test_formula_subs_is_report_or_refused(run, capsys, name):
         return
     report = json.loads(run("report", name, "-s", S, "-b", B, "--format", "json")[0])
     per_layer = report["parameters"]["attention_per_layer"]
-    assert int(out) + _stated(err, r"\(([\d,]+) weights a layer\)") == per_layer, (out, err)
+    # the q/k norms counted by name, not the warning's difference (before: any gap passed)
+    parts = report["parameters"]["attention_breakdown"]
+    norms = sum(n for k, n in parts.items() if k in ("q_norm", "k_norm"))
+    assert _stated(err, r"\(([\d,]+) weights a layer\)") == norms, err
+    assert int(out) + norms == per_layer, (out, err)
     env = dict(B=B, S=S, b=2, b_a=2)
     env["b_w"] = Fraction(mlacalc.dtype_bits(report["settings"]["weight_dtype"]), 8)
     out, _ = run("formula", "kv_cache_bytes", "--variant", v, "--subs", name, "--python")
@@ -63,8 +82,12 @@ def test_formula_subs_is_report_or_refused(run, capsys, name):
             args += ["--impl", a["impl"]]
         for quantity, key in QUANTITIES.items():
             out, err = run("formula", quantity, *args)
-            extra = _stated(err, r"report reads ([\d,]+) bytes more")
-            assert _value(out, q=a["q_len"], **env) + extra == a[key], (quantity, a["label"])
+            extra = _stated(err, r"\(([\d,]+) a layer x \d+\), whatever")
+            scales = SCALES.get(name, 0) if quantity.endswith("_bytes") else 0
+            assert extra == scales, (name, quantity, err)  # hand-checked
+            kinds = report["layers"]["attention"]
+            layers = sum(n for k, n in kinds.items() if k != "none") if extra else 0
+            assert _value(out, q=a["q_len"], **env) + extra * layers == a[key], (quantity, a)
 
 
 @pytest.mark.parametrize("name", [n for n in SHIPPED if mlacalc.load_model(n).is_mla])
@@ -78,9 +101,10 @@ def test_formula_subs_mla_parameters_are_reports(run, capsys, name):
     if rc:
         assert "mlacalc report" in err, err
         return
-    extra = _stated(err, r"\(([\d,]+) weights a layer\)")
-    want = mlacalc.param_counts(name).attention_per_layer
-    assert int(out) + extra == want, (name, out, err)
+    counts = mlacalc.param_counts(name)
+    norms = sum(n for k, n in counts.attention_breakdown.items() if k in ("q_norm", "k_norm"))
+    assert _stated(err, r"\(([\d,]+) weights a layer\)") == norms, err
+    assert int(out) + norms == counts.attention_per_layer, (name, out, err)
 
 
 @pytest.mark.parametrize(
@@ -164,3 +188,51 @@ def test_formula_subs_takes_gqa_for_an_mha_model(run):
     gqa, _ = run("formula", "kv_cache_bytes", "--variant", "gqa", "--subs", "gpt2")
     mha, _ = run("formula", "kv_cache_bytes", "--variant", "mha", "--subs", "gpt2")
     assert gqa == mha == "18432*B*S*b\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "norms"),
+    [
+        ("qwen3-8b", 2 * 128),  # one d_h-wide norm on each of q and k, shared by the heads
+        ("minimax-m2.5", 48 * 128 + 8 * 128),  # whole-width q and k norms
+        ("llama-3-8b", 0),
+    ],
+)
+def test_formula_subs_states_the_q_k_norms_counted(run, name, norms):
+    # before: the warning stated report minus the formula, whatever the gap (a
+    # mismatched variant's -25,165,568 passed as Qwen3-8B's "q_norm and k_norm")
+    out, err = run("formula", "attention_params", "--variant", "gqa", "--subs", name)
+    assert _stated(err, r"\(([\d,]+) weights a layer\)") == norms, err
+    assert int(out) + norms == mlacalc.param_counts(name).attention_per_layer
+
+
+def test_formula_subs_refuses_a_gap_it_cannot_name(run, monkeypatch):
+    # a gap the q/k norms do not make is refused, not labelled "weights of its own"
+    from mlacalc.cli import formula_cmd
+
+    real = formula_cmd.param_counts
+
+    def more(m):
+        c = real(m)
+        return dataclasses.replace(c, attention_per_layer=c.attention_per_layer + 5)
+
+    monkeypatch.setattr(formula_cmd, "param_counts", more)
+    _, err = run("formula", "attention_params", "--variant", "gqa", "--subs", "qwen3-8b", code=2)
+    assert "5 the formula has no term for beyond its q_norm and k_norm" in err, err
+
+
+def test_formula_subs_refuses_merged_weights_scales(run):
+    # before: 148,192 B a layer "of scales" (the merged weights at the checkpoint's rate,
+    # against 47,840 the checkpoint's attention tensors hold beyond 1 B a weight)
+    _, err = run(
+        "formula",
+        "fused_bytes",
+        "--variant",
+        "mla",
+        "--impl",
+        "absorbed_merged",
+        "--subs",
+        "deepseek-v3",
+        code=2,
+    )
+    assert "report reads 9,039,712 bytes" in err and "hold 2,918,240 beyond it" in err, err

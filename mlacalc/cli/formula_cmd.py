@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
 import click
 
 from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
@@ -9,8 +12,10 @@ from mlacalc.cost.attention import model_dims
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
 from mlacalc.cost.params import param_counts
+from mlacalc.cost.quant import checkpoint_tensors, tensor_bytes
 from mlacalc.cost.symbolic import formula as build
 from mlacalc.models.architecture import layer_pattern
+from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.vocab import (
     MATMUL_STAGES,
     MLA_IMPLEMENTATIONS,
@@ -230,21 +235,47 @@ def _substituted(m, quantity: str, variant: str, settings: dict, no_q_lora: bool
 
 def _say_params_left_out(m, expr) -> None:
     """Name the weights of a layer that report counts and the formula has no term for (q/k
-    norms: Qwen3, MiniMax-M2.5)."""
+    norms: Qwen3, MiniMax-M2.5); refuse a gap those norms do not account for."""
     counts = param_counts(m)
-    extra = counts.attention_per_layer - int(expr)
-    if extra:
-        norms = [k for k in counts.attention_breakdown if k in ("q_norm", "k_norm")]
-        what = " and ".join(norms) or "weights of its own"
-        warn(
-            f"the formula leaves out {m.label}'s {what} ({extra:,} weights a layer): "
-            f"report's attention_per_layer is {counts.attention_per_layer:,}"
+    norms = {k: n for k, n in counts.attention_breakdown.items() if k in ("q_norm", "k_norm")}
+    left_out = sum(norms.values())
+    formula = int(expr)
+    if counts.attention_per_layer - formula != left_out:
+        beyond = f" beyond its {' and '.join(norms)}" if norms else ""
+        raise click.BadParameter(
+            f"the formula gives {formula:,} attention weights a layer and {m.label} holds "
+            f"{counts.attention_per_layer:,}: {counts.attention_per_layer - formula - left_out:,} "
+            f"the formula has no term for{beyond}; `mlacalc report {m.name}` counts them",
+            param_hint="--subs",
         )
+    if left_out:
+        warn(
+            f"the formula leaves out {m.label}'s {' and '.join(norms)} ({left_out:,} weights a "
+            f"layer): report's attention_per_layer is {counts.attention_per_layer:,}"
+        )
+
+
+def _stored_beyond_b_w(m) -> Fraction:
+    """Bytes one attention layer's checkpoint tensors hold beyond b_w a weight (fp8 block
+    scales, tensors kept in bf16), counted tensor by tensor from the checkpoint; q/k norms
+    left out (the formula has no term for them, and report's ops read none)."""
+    bits = dtype_bits(m.weights_dtype)
+    layers: dict[str, list] = {}
+    for t in checkpoint_tensors(m):
+        hit = re.match(r"model\.layers\.(\d+)\.self_attn\.(.*)", t.name)
+        if hit and not re.match(r"[qk]_norm\.", hit[2]):
+            layers.setdefault(hit[1], []).append(t)
+    first = next(iter(layers.values()), [])
+    return sum(
+        (sum(tensor_bytes(t, m.quantization)) - Fraction(t.numel * bits, 8) for t in first),
+        Fraction(0),
+    )
 
 
 def _say_scales_left_out(m, quantity: str, settings: dict) -> None:
     """State the bytes a quantized checkpoint stores beside its attention weights (fp8 block
-    scales, bf16 tensors it keeps) that report reads and the formula's b_w does not count."""
+    scales, bf16 tensors it keeps) that report reads and the formula's b_w does not count;
+    refuse a gap the checkpoint's own tensors do not account for (MLA's merged weights)."""
     if not checkpoint_stored(m):
         return
     phase = settings["phase"] or "decode"
@@ -252,8 +283,21 @@ def _say_scales_left_out(m, quantity: str, settings: dict) -> None:
     cost = attention_cost(m, phase, 2, 1, q_len=q_len, impl=settings["impl"])
     stored = stored_attention_cost(cost, m)
     extra = getattr(stored, quantity) - getattr(cost, quantity)
+    layers = cost.layers
+    per_layer = _stored_beyond_b_w(m)
+    if extra != per_layer * layers:
+        held = per_layer * layers
+        why = ""
+        if settings["impl"] == "absorbed_merged":  # merged W_UK W_Q, W_O W_UV: no tensor's
+            why = ": the rest are the merged weights, read at the checkpoint's rate"
+        held_text = f"{int(held):,}" if held.denominator == 1 else f"{float(held):,.1f}"
+        raise click.BadParameter(
+            f"report reads {extra:,} bytes of {m.label}'s attention weights beyond the "
+            f"formula's b_w a weight, and the checkpoint's attention tensors hold {held_text} "
+            f"beyond it (scales, kept tensors){why}; `mlacalc report {m.name}` counts them",
+            param_hint="--subs",
+        )
     if extra:
-        layers = cost.layers
         warn(
             f"the formula counts b_w bytes a weight; {m.label}'s checkpoint "
             f"({m.weights_dtype} weights) also stores scales with its attention weights: "
