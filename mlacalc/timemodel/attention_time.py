@@ -40,6 +40,7 @@ from mlacalc.timemodel.shared import (
     combine,
     elem_bytes,
     hbm_per_sm_ratio,
+    l2_resident_share,
     memory_share,
     mma_rows,
     smem_per_sm,
@@ -725,7 +726,7 @@ def _resident_cache(
     cache = col(batch, "cache_bytes", 0)
     if not np.any(cache > 0):
         return np.zeros(len(batch))
-    share = np.clip(2.0 - cache / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    share = l2_resident_share(cache, fig, prm)
     warm = col(batch, "warm_l2", 0) > 0
     return np.where(warm, share * np.minimum(cache, nbytes), 0.0)
 

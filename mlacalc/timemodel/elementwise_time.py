@@ -19,7 +19,13 @@ import dataclasses
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures
-from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine, memory_share
+from mlacalc.timemodel.shared import (
+    REFERENCE_CLOCK_HZ,
+    col,
+    combine,
+    l2_resident_share,
+    memory_share,
+)
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
@@ -220,7 +226,7 @@ def _resident_state(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float
     place) that a warm replay (``warm_l2``) finds in the L2: all of it while the state fits in
     the share of the L2 a kernel's operands keep, none from twice that (the quantize rule)."""
     state = col(batch, "state_bytes", 0)
-    share = np.clip(2.0 - state / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    share = l2_resident_share(state, fig, prm)
     return np.where(col(batch, "warm_l2", 0) > 0, share * np.minimum(2.0 * state, batch.bytes), 0.0)
 
 
@@ -249,7 +255,7 @@ def streaming_terms(
         e = col(batch, "elements", 0)
         reads = 2.0 * e * col(batch, "passes", 1)
         footprint = 2.0 * e + col(batch, "write", 1) * e
-        share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+        share = l2_resident_share(footprint, fig, prm)
         warm = col(batch, "warm_l2", 0) > 0
         resident = np.where(warm, share * np.minimum(reads, batch.bytes), 0.0)
     if "state_bytes" in batch.shape:

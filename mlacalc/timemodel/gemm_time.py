@@ -25,6 +25,7 @@ from mlacalc.timemodel.shared import (
     col,
     combine,
     elem_bytes,
+    l2_resident_share,
     memory_share,
     operand_reuse,
     tile_arrays,
@@ -431,7 +432,7 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
     # (``weight_copies``) fit in the share of the L2 a kernel's operands can hold
     warm = col(batch, "warm_l2", 0) > 0
     footprint = weight * np.maximum(col(batch, "weight_copies", 1), 1.0)
-    resident_share = np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
+    resident_share = l2_resident_share(footprint, fig, prm)
     return _Call(
         batch=batch,
         fig=fig,

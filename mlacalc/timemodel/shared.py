@@ -29,6 +29,7 @@ __all__ = [
     "col",
     "combine",
     "elem_bytes",
+    "l2_resident_share",
     "memory_share",
     "mma_rows",
     "operand_reuse",
@@ -97,6 +98,14 @@ def combine(c: np.ndarray, m: np.ndarray, p: float) -> np.ndarray:
     """The p-norm of two times: how far a kernel overlaps them."""
     hi = np.maximum(np.maximum(c, m), 1e-30)
     return hi * ((c / hi) ** p + (m / hi) ** p) ** (1.0 / p)
+
+
+def l2_resident_share(footprint, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
+    """Share of a warm replay's ``footprint`` bytes found in the L2: all of them while they fit
+    in ``l2_share`` of the L2 (what a kernel's operands keep there), none from twice that,
+    linear between (the one rule of the GEMM, quantize, recurrent-state and decode-cache
+    kernels)."""
+    return np.clip(2.0 - footprint / (prm["l2_share"] * fig.l2_bytes), 0.0, 1.0)
 
 
 def memory_share(units: np.ndarray, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
