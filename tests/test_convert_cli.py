@@ -238,3 +238,32 @@ def test_plan_and_search_take_the_converted_model():
     assert mlacalc.plan(c.model, "H100", gpus=8, seq_len=32768).max_batch == 17
     result = mlacalc.search(c.model, "H100", gpus=[8], isl=2000, osl=500)
     assert result.points and result.model == c.model.name
+
+
+@pytest.mark.parametrize(
+    ("rank", "where"),
+    [
+        (None, "at no TP degree (equal at TP 1)"),  # the equivalence rank, 1,984
+        ("2048", "at no TP degree (larger at TP 1)"),
+        ("512", "only below TP 3.56"),
+    ],
+)
+def test_cli_tp_note_never_says_below_tp_1(run, rank, where):
+    # before: at the equivalence rank "smaller per GPU only below TP 1" (never)
+    argv = ["convert", "llama-3-8b"] + (["--kv-lora-rank", rank] if rank else [])
+    out, _ = run(*argv)
+    assert f"smaller per GPU {where}" in " ".join(out.split()), out
+
+
+def test_cli_mha2mla_states_the_published_cache_once(run):
+    # before: the published 1,024 in the table row, a reading note and the conversion's note,
+    # and the split layer's zero blocks in two notes beside the FLOPs table's caption
+    argv = ["convert", "llama-3-8b", "--method", "mha2mla", "--svd", "split"]
+    out, _ = run(*argv, "--kv-lora-rank", "512")
+    text = " ".join(out.split())
+    assert "1024" in _row(out, "  as MHA2MLA publishes")
+    assert text.count("as published") == 1 and "1,024 elements a token and layer" in text
+    assert text.count("zero blocks") == 2  # the parameters' note, the FLOPs' caption
+    c = convert("llama-3-8b", method="mha2mla", kv_lora_rank=512)
+    assert c.published_cache_elements == 512 + 8 * 64
+    assert convert("llama-3-8b", kv_lora_rank=512).published_cache_elements is None

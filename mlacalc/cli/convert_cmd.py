@@ -22,7 +22,6 @@ from mlacalc.cost.convert_cost import (
     CONVERTED_IMPLS,
     conversion_cost,
     flops_by_phase,
-    published_cache_elements,
     reading_notes,
 )
 from mlacalc.cost.params import param_counts
@@ -48,7 +47,7 @@ def _side_by_side(cc, t: dict) -> list[list]:
     numbers = [
         ("cache elements / token / layer", cc.source_cache_elements, cc.cache_elements, str),
     ]
-    published = published_cache_elements(c)
+    published = c.published_cache_elements
     if published is not None:
         numbers.append(
             (

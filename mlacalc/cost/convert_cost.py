@@ -33,7 +33,6 @@ __all__ = [
     "ConversionCost",
     "conversion_cost",
     "flops_by_phase",
-    "published_cache_elements",
     "reading_notes",
 ]
 
@@ -194,16 +193,6 @@ def flops_by_phase(
     return rows
 
 
-def published_cache_elements(c: Conversion) -> int | None:
-    """Cache elements per token and layer of MHA2MLA as published (the rotated dimensions of
-    every KV head kept, ``d_c + n_kv rope``), where that differs from the counted form's one
-    shared RoPE key; None otherwise."""
-    n_kv = c.source.num_key_value_heads
-    if c.method != "mha2mla" or n_kv == 1:
-        return None
-    return c.kv_lora_rank + n_kv * c.rope_dim
-
-
 def reading_notes(cc: ConversionCost) -> list[str]:
     """What the side-by-side figures are and are not: before fine-tuning, what the conversion
     drops, the cache ratio under tensor parallelism, and (split SVD) whose counts they are."""
@@ -226,22 +215,18 @@ def reading_notes(cc: ConversionCost) -> list[str]:
         f"({n_kv} heads x {d_h}) lose their rotation"
     )
     a, b = cc.source_cache_bytes_per_token, cc.cache_bytes_per_token
-    where = "at any TP degree" if b * n_kv < a else f"only below TP {a / b:.3g}"
+    if b * n_kv < a:
+        where = "at any TP degree"
+    elif b < a:
+        where = f"only below TP {a / b:.3g}"
+    else:  # the equivalence rank or above: not smaller even unsplit
+        where = "at no TP degree (" + ("equal" if a == b else "larger") + " at TP 1)"
     notes.append(
         "the cache ratio is per token on one GPU: under tensor parallelism over t GPUs the "
         f"source's {n_kv} KV heads split (its {a:,} B a token over min(t, {n_kv}) GPUs) while "
         f"the latent ({b:,} B) is kept whole on every GPU, so the converted cache is smaller per "
         f"GPU {where}; `mlacalc plan` counts a deployment (convert --save, then plan the file)"
     )
-    published = published_cache_elements(c)
-    if published is not None:
-        notes.append(
-            f"MHA2MLA as published keeps the rotated dimensions of all {n_kv} KV heads: "
-            f"{published:,} cache elements a token and layer "
-            f"({published / c.source_cache_elements:.3g}x the source's), not the "
-            f"{c.cache_elements:,} ({c.cache_elements / c.source_cache_elements:.3g}x) of the "
-            "one shared RoPE key counted here"
-        )
     if c.svd == "split":
         notes.append(
             "split SVD: parameters counted in the served dense form, the up-projection's zero "

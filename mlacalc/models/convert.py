@@ -125,6 +125,13 @@ class Conversion:
         """Cache elements per token and layer of the converted model (``d_c + rope_dim``)."""
         return self.kv_lora_rank + self.rope_dim
 
+    @property
+    def published_cache_elements(self) -> int | None:
+        """Cache elements per token and layer of MHA2MLA as published (``d_c + n_kv rope_dim``:
+        every KV head's rotated dimensions), where that differs from the counted form's one
+        shared RoPE key; None otherwise."""
+        return _published(self.method, self.kv_lora_rank, self.rope_dim, self.source)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source.name,
@@ -281,6 +288,13 @@ def _ranks(
     return d_c, None, None
 
 
+def _published(method: str, d_c: int, rope: int, source: ModelConfig) -> int | None:
+    n_kv = source.num_key_value_heads
+    if method != "mha2mla" or n_kv == 1:
+        return None
+    return d_c + n_kv * rope
+
+
 def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) -> list[str]:
     d_c, rope, n_kv = c["kv_lora_rank"], c["rope_dim"], m.num_key_value_heads
     notes = [
@@ -312,9 +326,8 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
         )
     if c["svd"] == "split":
         notes.append(
-            f"split SVD: a key latent and a value latent of {d_c // 2:,} each; the served "
-            "up-projection is block-diagonal with its zero blocks counted (the split layer's own "
-            "counts are in the conversion cost)"
+            f"split SVD: a key latent and a value latent of {d_c // 2:,} each (a "
+            "block-diagonal up-projection)"
         )
     if c["method"] == "transmla" and n_kv < m.num_attention_heads:
         notes.append(
@@ -326,11 +339,14 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
             f"partial RoPE '{c['rope_strategy']}' picks which {rope} dimensions of each head keep "
             "RoPE; the strategy changes no count"
         )
-        if n_kv > 1:
+        published = _published(c["method"], d_c, rope, m)
+        if published is not None:
+            source = 2 * n_kv * m.head_dim
             notes.append(
                 f"MHA2MLA as published caches the rotated dimensions of each of the {n_kv} key "
-                f"heads ({n_kv * rope:,} elements, {(n_kv - 1) * rope:,} more per token and "
-                "layer than the shared RoPE key counted here)"
+                f"heads: {published:,} elements a token and layer (d_c + {n_kv} x {rope}; "
+                f"{published / source:.3g}x the source's), not the {d_c + rope:,} "
+                f"({(d_c + rope) / source:.3g}x) of the one shared RoPE key counted here"
             )
     return notes
 
