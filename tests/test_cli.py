@@ -371,6 +371,27 @@ def test_import_hf_says_the_defaults_it_filled(run, tmp_path):
     assert err == ""
 
 
+def test_import_hf_says_the_class_defaults_by_rule_not_by_word(run, tmp_path):
+    # before: a note was said when its text held "default" (import_hf_cmd `"default" in
+    # note`): Kimi Linear's linear heads (32, the class's linear_num_heads) went unsaid;
+    # a value the architecture fixes (Qwen2's q/k/v biases) is no class default, still unsaid
+    src = Path("tests/data/hf-configs/kimi-linear-48b-a3b.config.json")
+    config = json.loads(src.read_text())
+    for key in ("linear_num_heads", "linear_head_dim"):
+        del config[key]
+    path = tmp_path / "kimi-linear.config.json"
+    path.write_text(json.dumps(config))
+    _, err = run("import-hf", str(path))
+    for line in (
+        "linear_num_key_heads = 32 (KimiLinearConfig linear_num_heads)",
+        "linear_value_head_dim = 128 (KimiLinearConfig linear_head_dim)",
+    ):
+        assert f"filled with Hugging Face's default: {line}" in err, err
+    assert "topk_method" not in err and "moe_layer_freq" not in err
+    _, err = run("import-hf", "tests/data/hf-configs/qwen2-7b-instruct.config.json")
+    assert "qkv_bias" not in err
+
+
 def test_import_hf(run, tmp_path):
     out, _ = run("import-hf", "tests/data/hf/deepseek-v3.config.json")
     data = yaml.safe_load(out)

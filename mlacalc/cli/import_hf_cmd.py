@@ -10,6 +10,7 @@ from mlacalc.cli.common import warn
 from mlacalc.cost.engine import attention_flops, kv_cache_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import load_model
+from mlacalc.models.registry import ClassDefault
 from mlacalc.render import model_yaml
 from mlacalc.words.errors import MlacalcError
 
@@ -73,9 +74,10 @@ def command(config, output, force):
 
 
 def _say_defaults(m, config: str) -> None:
-    """One line on stderr for each field config.json left out and the Hugging Face class's
-    default filled (DeepSeek-V2-Lite's q_lora_rank 1536): a YAML comment alone goes unseen."""
+    """One line on stderr for each field config.json left out and a constant of the Hugging
+    Face class filled (DeepSeek-V2-Lite's q_lora_rank 1536): a YAML comment alone goes unseen.
+    Which notes those are is the translation's to say (ClassDefault), not their words'."""
     name = os.path.basename(os.path.normpath(config))
     for note in m.derived:
-        if "default" in note:
+        if isinstance(note, ClassDefault):
             warn(f"not in {name}, filled with Hugging Face's default: {note}")

@@ -150,6 +150,15 @@ COUNT_FREE: Mapping[str, str] = {
 Problem = tuple[str, str, "str | None"]
 
 
+class ClassDefault(str):
+    """A ``derived`` note of a field the file leaves out that a constant of the Hugging Face
+    class fills (DeepSeek-V2-Lite's ``q_lora_rank`` 1536): ``import-hf`` says each one. A
+    computed default (``head_dim`` from ``hidden_size / num_attention_heads``) follows from
+    the file's own fields and stays a note."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Default:
     """The value an absent field takes, and why (the text goes into ``derived``).
@@ -163,6 +172,16 @@ class Default:
     value: Any = None
     rule: Callable[[Mapping[str, Any]], Any] | None = None
     needs: tuple[str, ...] = ()
+    #: whether ``import-hf`` says the value it filled on stderr (:class:`ClassDefault`):
+    #: None, a constant's yes (what the class's constructor gives a key the file leaves
+    #: out) and a rule's no (it follows from the file's own fields); False for a constant
+    #: the architecture fixes with no key of the class's (Qwen2's q/k/v biases)
+    warn: bool | None = None
+
+    @property
+    def says(self) -> bool:
+        """Whether the note of the value filled is a :class:`ClassDefault`."""
+        return self.rule is None if self.warn is None else self.warn
 
     def resolve(self, values: Mapping[str, Any]) -> Any:
         """The default for these (already validated) values."""

@@ -1828,7 +1828,8 @@ def _apply_defaults(
                 )
                 continue
             values[name] = valid[name] = value
-            notes.append(f"{name} = {value!r} ({rule.why})")
+            note = f"{name} = {value!r} ({rule.why})"
+            notes.append(registry.ClassDefault(note) if rule.says else note)
             if rule.needs:
                 inputs[name] = rule.needs
     return problems

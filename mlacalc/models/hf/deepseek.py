@@ -25,7 +25,7 @@ _V3 = {
     "n_shared_experts": Default("DeepseekV3Config default", value=1),
     "first_k_dense_replace": Default("DeepseekV3Config default", value=3),
     "topk_method": Default(
-        "DeepseekV3 routers always carry e_score_correction_bias", value="noaux_tc"
+        "DeepseekV3 routers always carry e_score_correction_bias", value="noaux_tc", warn=False
     ),
     "num_nextn_predict_layers": Default("DeepseekV3Config num_mtp_layers default", value=1),
 }
@@ -51,14 +51,18 @@ FAMILY = register(
             "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),
             "tie_word_embeddings": Default("DeepseekV2/V3Config default", value=False),
             "q_lora_rank": Default("DeepseekV2/V3Config default", value=1536),
-            "moe_layer_freq": Default("every layer after the dense ones is MoE", value=1),
+            "moe_layer_freq": Default(
+                "every layer after the dense ones is MoE", value=1, warn=False
+            ),
         },
         defaults_by_type={
             "deepseek_v2": {
                 "n_shared_experts": Default("DeepseekV2Config default", value=2),
                 "first_k_dense_replace": Default("DeepseekV2Config default", value=0),
                 "topk_method": Default("DeepseekV2Config default", value="greedy"),
-                "num_nextn_predict_layers": Default("DeepseekV2Config has no MTP module", value=0),
+                "num_nextn_predict_layers": Default(
+                    "DeepseekV2Config has no MTP module", value=0, warn=False
+                ),
             },
             "deepseek_v3": _V3,
             "kimi_k2": _V3,

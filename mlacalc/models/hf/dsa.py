@@ -57,9 +57,13 @@ FAMILY = register(
             "tie_word_embeddings": Default(
                 "DeepseekV32Config / GlmMoeDsaConfig default", value=False
             ),
-            "moe_layer_freq": Default("every layer after the dense ones is MoE", value=1),
-            "topk_method": Default("DSA routers carry e_score_correction_bias", value="noaux_tc"),
-            "num_nextn_predict_layers": Default("absent: no MTP module", value=0),
+            "moe_layer_freq": Default(
+                "every layer after the dense ones is MoE", value=1, warn=False
+            ),
+            "topk_method": Default(
+                "DSA routers carry e_score_correction_bias", value="noaux_tc", warn=False
+            ),
+            "num_nextn_predict_layers": Default("absent: no MTP module", value=0, warn=False),
         },
         defaults_by_type={
             "deepseek_v32": _class(

@@ -111,7 +111,9 @@ FAMILY = register(
         renames={"num_local_experts": "n_routed_experts"},
         defaults={
             **_class(**{k: v4.DEFAULTS[k] for k in _SAME if k not in ("num_hidden_layers",)}),
-            "num_key_value_heads": Default("one K = V head shared by all heads", value=1),
+            "num_key_value_heads": Default(
+                "one K = V head shared by all heads", value=1, warn=False
+            ),
             "compress_rate_csa": Default("DeepseekV4Config compress_rates default", value=4),
             "compress_rate_hca": Default("DeepseekV4Config compress_rates default", value=128),
         },

@@ -81,8 +81,10 @@ FAMILY = register(
             "first_k_dense_replace": Default(
                 "Ernie4_5_MoeConfig moe_layer_start_index default", value=1
             ),
-            "moe_layer_freq": Default("consecutive MoE layers", value=1),
-            "topk_method": Default("ERNIE routers pick by a correction bias", value="noaux_tc"),
+            "moe_layer_freq": Default("consecutive MoE layers", value=1, warn=False),
+            "topk_method": Default(
+                "ERNIE routers pick by a correction bias", value="noaux_tc", warn=False
+            ),
         },
         inputs={"use_bias": HFInput("boolean", "biases on every projection and the head")},
         reads=("moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval"),

@@ -66,6 +66,7 @@ FAMILY = register(
                 "defaults to num_attention_heads",
                 rule=lambda v: v["num_attention_heads"] if v.get("new_decoder_architecture") else 1,
                 needs=("num_attention_heads",),
+                warn=True,
             ),
             "tie_word_embeddings": Default("Falcon ties its output head by default", value=True),
             "parallel_attn": Default("FalconConfig default", value=True),

@@ -34,7 +34,7 @@ FAMILY = register(
             "moe_intermediate_size": Default("Glm4MoeConfig default", value=1408),
             "first_k_dense_replace": Default("Glm4MoeConfig default", value=1),
             "topk_method": Default(
-                "Glm4Moe routers always carry e_score_correction_bias", value="noaux_tc"
+                "Glm4Moe routers always carry e_score_correction_bias", value="noaux_tc", warn=False
             ),
             "num_nextn_predict_layers": Default("Glm4MoeConfig default", value=1),
         },

@@ -22,11 +22,13 @@ FAMILY = register(
             "first_k_dense_replace": Default(
                 "Glm4MoeLiteConfig mlp_layer_types default: the first layer dense", value=1
             ),
-            "moe_layer_freq": Default("every layer after the dense ones is MoE", value=1),
-            "topk_method": Default(
-                "Glm4MoeLite routers carry e_score_correction_bias", value="noaux_tc"
+            "moe_layer_freq": Default(
+                "every layer after the dense ones is MoE", value=1, warn=False
             ),
-            "num_nextn_predict_layers": Default("absent: no MTP module", value=0),
+            "topk_method": Default(
+                "Glm4MoeLite routers carry e_score_correction_bias", value="noaux_tc", warn=False
+            ),
+            "num_nextn_predict_layers": Default("absent: no MTP module", value=0, warn=False),
         },
         required=MLA_MOE_REQUIRED,
         ignored=MLA_IGNORED,

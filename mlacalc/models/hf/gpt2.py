@@ -27,7 +27,9 @@ FAMILY = register(
             "intermediate_size": mlp_four_times_width("GPT-2: n_inner null means 4 x n_embd"),
             "num_key_value_heads": kv_heads_equal_heads("GPT-2 attention is multi-head"),
             "tie_word_embeddings": Default("GPT-2 ties its output head to wte", value=True),
-            "bias": Default("GPT-2 has biases on every linear layer and layer norm", value=True),
+            "bias": Default(
+                "GPT-2 has biases on every linear layer and layer norm", value=True, warn=False
+            ),
             "max_position_embeddings": Default("GPT2Config n_positions default", value=1024),
         },
         inputs={

@@ -172,11 +172,15 @@ FAMILY = register(
             "first_k_dense_replace": Default(
                 "KimiLinearConfig mlp_layer_types default: the first layer dense", value=1
             ),
-            "moe_layer_freq": Default("every layer after the dense ones is MoE", value=1),
-            "topk_method": Default(
-                "Kimi Linear routers carry e_score_correction_bias", value="noaux_tc"
+            "moe_layer_freq": Default(
+                "every layer after the dense ones is MoE", value=1, warn=False
             ),
-            "num_nextn_predict_layers": Default("KimiLinearConfig has no MTP module", value=0),
+            "topk_method": Default(
+                "Kimi Linear routers carry e_score_correction_bias", value="noaux_tc", warn=False
+            ),
+            "num_nextn_predict_layers": Default(
+                "KimiLinearConfig has no MTP module", value=0, warn=False
+            ),
             "linear_num_key_heads": Default("KimiLinearConfig linear_num_heads", value=32),
             "linear_num_value_heads": Default("KimiLinearConfig linear_num_heads", value=32),
             "linear_key_head_dim": Default("KimiLinearConfig linear_head_dim", value=128),

@@ -36,8 +36,8 @@ FAMILY = register(
             "head_dim": head_dim_from_width("Qwen2 rule: hidden_size / num_attention_heads"),
             "num_key_value_heads": Default("Qwen2Config default", value=32),
             "tie_word_embeddings": Default("Qwen2Config default", value=False),
-            "qkv_bias": Default("Qwen2 attention has q, k, v biases", value=True),
-            "num_nextn_predict_layers": Default("absent: no MTP layer", value=0),
+            "qkv_bias": Default("Qwen2 attention has q, k, v biases", value=True, warn=False),
+            "num_nextn_predict_layers": Default("absent: no MTP layer", value=0, warn=False),
         },
         inputs={
             "use_sliding_window": HFInput(

@@ -22,7 +22,7 @@ from typing import Any
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_mlp_layer_types
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import ClassDefault, Default, Family, register
 
 _TYPES = ("full_attention", "sliding_attention")
 
@@ -38,7 +38,9 @@ def _layer_types(data, raw, derived, problems, n: int) -> None:
             "full_attention" if (i == 0 or not (i + 1) % 6) else "sliding_attention"
             for i in range(n)
         ]
-        derived.append("layer_types: the MiMoV2FlashConfig default (layer 1 and every 6th full)")
+        derived.append(
+            ClassDefault("layer_types: the MiMoV2FlashConfig default (layer 1 and every 6th full)")
+        )
     if not isinstance(types, list) or len(types) != n:
         got = len(types) if isinstance(types, list) else type(types).__name__
         problems.append(

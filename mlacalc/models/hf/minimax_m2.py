@@ -47,7 +47,7 @@ FAMILY = register(
                 needs=("intermediate_size",),
             ),
             "topk_method": Default(
-                "MiniMax-M2 routers carry e_score_correction_bias", value="noaux_tc"
+                "MiniMax-M2 routers carry e_score_correction_bias", value="noaux_tc", warn=False
             ),
         },
         reads=("use_qk_norm", "qk_norm_type", "shared_intermediate_size", "num_mtp_modules"),

@@ -38,7 +38,7 @@ from typing import Any
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_mlp_layer_types
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import ClassDefault, Default, Family, HFInput, register
 
 _SPARSE = "sparse_attention_config"
 #: sparse_attention_config key (and the text config's flat name) -> schema field
@@ -281,7 +281,7 @@ def _translate(data, raw, derived, problems) -> None:
     for field, value in INDEX_DEFAULTS.items():
         if field not in raw:
             raw[field] = value
-            derived.append(f"{field} = {value} (MiniMaxM3VLTextConfig default)")
+            derived.append(ClassDefault(f"{field} = {value} (MiniMaxM3VLTextConfig default)"))
     if _count(n) and len(sparse) < n:
         raw["sparse_attention_layers"] = [i + 1 for i in sparse]
     derived.append(f"{len(sparse)} block-sparse layers (sparse_attention_freq), the others full")
@@ -313,7 +313,7 @@ FAMILY = register(
             "moe_intermediate_size": Default("MiniMaxM3VLTextConfig default", value=3072),
             "shared_intermediate_size": Default("MiniMaxM3VLTextConfig default", value=3072),
             "topk_method": Default(
-                "MiniMax-M3 routers carry e_score_correction_bias", value="noaux_tc"
+                "MiniMax-M3 routers carry e_score_correction_bias", value="noaux_tc", warn=False
             ),
         },
         inputs={

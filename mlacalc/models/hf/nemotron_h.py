@@ -21,7 +21,7 @@ class and are not counted.
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.patterns import block_types
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import ClassDefault, Default, Family, register
 from mlacalc.words.errors import ConfigError
 
 _RENAMES = {
@@ -49,7 +49,9 @@ def _translate(data, raw, derived, problems) -> None:
         problems.append((exc.field or "layers_block_type", str(exc).split(": ", 2)[-1], None))
         return
     if not any(k in data for k in ("layers_block_type", "layer_types", "hybrid_override_pattern")):
-        derived.append("block_types = NemotronHConfig's default (mamba, moe, attention, mlp)")
+        derived.append(
+            ClassDefault("block_types = NemotronHConfig's default (mamba, moe, attention, mlp)")
+        )
     raw["block_types"] = blocks
     stated = data.get("num_hidden_layers")
     if stated is not None and stated != len(blocks):

@@ -13,7 +13,7 @@ FAMILY = register(
             "head_dim": head_dim_from_width("Qwen2: head_dim = hidden_size / num_attention_heads"),
             "num_key_value_heads": Default("Qwen2Config default", value=32),
             "tie_word_embeddings": Default("Qwen2Config default", value=False),
-            "qkv_bias": Default("Qwen2 attention has q, k, v biases", value=True),
+            "qkv_bias": Default("Qwen2 attention has q, k, v biases", value=True, warn=False),
         },
         inputs={
             "use_sliding_window": HFInput(

@@ -43,7 +43,7 @@ FAMILY = register(
             "head_dim": head_dim_from_width("Qwen2MoeConfig: hidden_size / num_attention_heads"),
             "num_key_value_heads": Default("Qwen2MoeConfig default", value=16),
             "tie_word_embeddings": Default("Qwen2MoeConfig default", value=False),
-            "qkv_bias": Default("Qwen2 attention has q, k, v biases", value=True),
+            "qkv_bias": Default("Qwen2 attention has q, k, v biases", value=True, warn=False),
             "n_routed_experts": Default("Qwen2MoeConfig num_experts default", value=60),
             "num_experts_per_tok": Default("Qwen2MoeConfig default", value=4),
             "moe_intermediate_size": Default("Qwen2MoeConfig default", value=1408),

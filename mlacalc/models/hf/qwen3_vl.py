@@ -15,7 +15,7 @@ depth and width. The output head is tied as the wrapper's ``tie_word_embeddings`
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe, lift_text_config
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import ClassDefault, Default, Family, register
 
 _RENAMES = {"num_experts": "n_routed_experts"}
 
@@ -34,7 +34,9 @@ def _translate(data, raw, derived, problems) -> None:
         )
     if isinstance(data.get("text_config"), dict) and "tie_word_embeddings" not in raw:
         raw["tie_word_embeddings"] = False
-        derived.append("tie_word_embeddings = False (the Qwen3VLConfig wrapper's default)")
+        derived.append(
+            ClassDefault("tie_word_embeddings = False (the Qwen3VLConfig wrapper's default)")
+        )
     if raw.get("model_type") == "qwen3_vl_moe_text":
         check_every_layer_moe(text, problems, "decoder_sparse_step", 1)
         check_every_layer_moe(text, problems, "mlp_only_layers", [])

@@ -26,7 +26,9 @@ FAMILY = register(
         defaults={
             "head_dim": head_dim_from_width("Llama rule: hidden_size / num_attention_heads"),
             "num_key_value_heads": kv_heads_equal_heads("absent means MHA"),
-            "tie_word_embeddings": Default("untied output head in these checkpoints", value=False),
+            "tie_word_embeddings": Default(
+                "untied output head in these checkpoints", value=False, warn=False
+            ),
         },
         translate=_translate,
     )

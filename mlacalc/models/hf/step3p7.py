@@ -31,7 +31,7 @@ none (a trailing MTP pad of ``layer_types`` is dropped, as the class does). The 
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_mlp_layer_types
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import ClassDefault, Default, Family, HFInput, register
 
 _RENAMES = {
     "num_experts": "n_routed_experts",
@@ -156,7 +156,7 @@ def _mlp_types(text, raw, derived, problems, n, mtp) -> None:
                     ("moe_layers_enum", f"must list layer indices, got {listed!r}", None)
                 )
                 return
-            source = "moe_layers_enum"
+            source, filled = "moe_layers_enum", False
             moe &= set(range(n or 0))  # the class ignores other indices (MTP ones too)
             if moe and moe != set(range(min(moe), n or 0)):
                 problems.append(
@@ -170,8 +170,10 @@ def _mlp_types(text, raw, derived, problems, n, mtp) -> None:
         else:
             moe = set(range(_DENSE_LEAD, n or 0))
             source = f"the Step3p7TextConfig default: layers {_DENSE_LEAD} and on MoE"
+            filled = True
         kinds = ["sparse" if i in moe else "dense" for i in range(n or 0)]
-        derived.append(f"mlp_layer_types from {source}")
+        note = f"mlp_layer_types from {source}"
+        derived.append(ClassDefault(note) if filled else note)
     if "first_k_dense_replace" in raw:
         raw.pop("first_k_dense_replace")
         derived.append(
