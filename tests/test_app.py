@@ -338,7 +338,10 @@ def test_roofline_tab_shows_each_kind_of_layer():
             kind_model(model, kind), "H100-SXM", "decode", 131072, 8, mode="fused"
         )
         assert decode[kind.label] == pytest.approx(expected.seconds * 1e6, abs=0.006)
-    assert decode["full"] > 10 * decode["sliding(1024)"]
+    # 131,072 keys against 1,024: the full layer's decode far the longer (9.4x since a served
+    # step reads a small cache from the HBM, not the L2 the tables' warm replays found it in,
+    # mapping.WARM_CACHE_ENGINES: the sliding layer's attention 114 -> 129 us; 10.3x before)
+    assert decode["full"] > 9 * decode["sliding(1024)"]
     assert "each kind (full, sliding(1024))" in " ".join(c.value for c in at.caption)
 
 

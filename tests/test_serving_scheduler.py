@@ -150,10 +150,14 @@ def test_a_bigger_token_budget_never_lowers_ttft_under_load(rate):
         _plan(isl=2000, osl=100, request_rate=rate, max_tokens=t) for t in (2000, 4000, 8000, 16000)
     ]
     assert all(p.sustainable for p in runs)
-    for key in ("ttft_s", "tpot_s"):
-        values = [getattr(p, key) for p in runs]
-        assert all(a <= b * (1 + 1e-9) for a, b in pairwise(values)), (key, values)
-    assert runs[-1].ttft_s > runs[0].ttft_s
+    ttft = [p.ttft_s for p in runs]
+    assert all(a <= b * (1 + 1e-9) for a, b in pairwise(ttft)), ttft
+    # the inter-token time levels off where the budget no longer binds (8,000 and 16,000
+    # tokens: 12.533 / 12.531 ms at 10 requests a second, fewer but longer mixed steps), so
+    # within 0.1% there
+    tpot = [p.tpot_s for p in runs]
+    assert all(a <= b * (1 + 1e-3) for a, b in pairwise(tpot)), tpot
+    assert tpot[-1] > tpot[0] and runs[-1].ttft_s > runs[0].ttft_s
 
 
 def test_sglang_runs_speculative_decoding_without_its_overlap_scheduler(run):
