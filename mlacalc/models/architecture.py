@@ -54,7 +54,9 @@ tensors (for quantized byte counts in :mod:`mlacalc.cost.quant`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +66,7 @@ from mlacalc.models.registry import families, family_of
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = ["Arch", "arch_of", "archs", "describe", "kind_model", "layer_pattern"]
+__all__ = ["Arch", "arch_of", "archs", "describe", "kind_model", "kv_head_share", "layer_pattern"]
 
 
 @dataclass(frozen=True)
@@ -239,3 +241,11 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
 def describe(model: ModelConfig) -> dict[str, Any]:
     """The pattern of a model for reports: summary line and layers by kind."""
     return layer_pattern(model).to_dict()
+
+
+def kv_head_share(n_kv: int, tp: int) -> Fraction:
+    """The share of a layer's ``n_kv`` K/V heads one of ``tp`` tensor-parallel ranks holds:
+    whole heads, ``ceil(n_kv / tp)`` of them (split up to ``n_kv`` ranks, replicated beyond).
+    The one rule of the serving layout's weights and cache and of training's K/V projection
+    and activations."""
+    return Fraction(math.ceil(n_kv / tp), n_kv)

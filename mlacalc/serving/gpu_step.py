@@ -57,6 +57,7 @@ from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_expe
 from mlacalc.cost.params import expert_shape
 from mlacalc.cost.quant import checkpoint_part_bytes
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.models.architecture import kv_head_share
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.comm import (
     combine_bytes,
@@ -739,8 +740,7 @@ class StepModel:
         elif t.kind == "gemm" and (t.name in COLUMN | ROW or t.name == "kv_proj"):
             n, k, groups = shape["n"], shape["k"], shape["groups"]
             if t.name == "kv_proj":  # GQA K/V heads: split up to n_kv ranks, replicated beyond
-                n_kv = self.m.num_key_value_heads
-                dim, share = "n", math.ceil(n_kv / tp) / n_kv
+                dim, share = "n", float(kv_head_share(self.m.num_key_value_heads, tp))
             else:
                 dim, share = ("n" if t.name in COLUMN else "k"), state or 1 / tp
             act = (k + n) * groups * ACT  # per token, in and out

@@ -35,7 +35,7 @@ from mlacalc.cost.engine import attention_params, kv_cache
 from mlacalc.cost.families import linear_state_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_tensors, tensor_bytes
-from mlacalc.models.architecture import arch_of, kind_model, layer_pattern
+from mlacalc.models.architecture import arch_of, kind_model, kv_head_share, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
 from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
@@ -213,10 +213,7 @@ def _attention_per_rank(m: ModelConfig, tp: int) -> float:
     replicated = sum(v for k, v in attn.items() if k in _MLA_WHOLE)
     if not m.is_mla and m.family not in ("gpt2", "falcon"):
         kv = attn["k_proj"] + attn["v_proj"]
-        kv_rank = (
-            kv * math.ceil(m.num_key_value_heads / tp) / m.num_key_value_heads if tp > 1 else kv
-        )
-        return (sum(attn.values()) - kv) / tp + kv_rank
+        return (sum(attn.values()) - kv) / tp + float(kv * kv_head_share(m.num_key_value_heads, tp))
     return replicated + (sum(attn.values()) - replicated) / tp
 
 
@@ -319,7 +316,7 @@ def _tensor_split(m: ModelConfig, kind: Any, n_kv: int, tp: int) -> tuple[Fracti
         if t.name.endswith("norm.weight") and t.shape[0] in widths:
             per_rank += t.numel
         elif any(k in t.name for k in _KV_TENSORS) and ".indexer." not in t.name:
-            per_rank += Fraction(t.numel * math.ceil(n_kv / tp), n_kv)
+            per_rank += t.numel * kv_head_share(n_kv, tp)
         else:
             per_rank += Fraction(t.numel, tp)
     return per_rank, total
@@ -517,7 +514,7 @@ def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
             continue
         sub = kind_model(m, kind)
         n_kv = sub.num_key_value_heads
-        kv_share = Fraction(math.ceil(n_kv / tp), n_kv)
+        kv_share = kv_head_share(n_kv, tp)
         for name, nb in per_layer[i]:
             if m.is_mla:
                 whole = ".indexer." in name or any(f"self_attn.{w}." in name for w in _MLA_WHOLE)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from mlacalc.models.architecture import kv_head_share
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.training.flops import (
     TrainingFlops,
@@ -310,8 +311,7 @@ def _kv_replication(m: ModelConfig, tp: int) -> Fraction:
     ranks, as the serving layout splits them); 1 for MLA and fused-QKV families."""
     if m.is_mla or m.family in ("gpt2", "falcon"):
         return Fraction(1)
-    n_kv = m.num_key_value_heads
-    return Fraction(math.ceil(n_kv / tp) * tp, n_kv)
+    return kv_head_share(m.num_key_value_heads, tp) * tp
 
 
 def _stages(

@@ -57,6 +57,7 @@ from typing import Any
 
 from mlacalc.cost.params import expert_shape
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.architecture import kv_head_share
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.comm import (
     combine_bytes,
@@ -154,10 +155,9 @@ def shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
     flops, nbytes = k.flops, k.bytes
     if k.kind == "gemm":
         if k.name == "kv_proj" and not m.is_mla:  # whole K/V heads: replicated beyond n_kv
-            n_kv = m.num_key_value_heads
-            held = math.ceil(n_kv / tp)
-            s["n"] = max(1, s["n"] * held // n_kv)
-            flops, nbytes = flops * held // n_kv, nbytes * held // n_kv
+            share = kv_head_share(m.num_key_value_heads, tp)
+            s["n"] = max(1, math.floor(s["n"] * share))
+            flops, nbytes = math.floor(flops * share), math.floor(nbytes * share)
         elif k.name in _COLUMN or k.name == "lm_head":
             s["n"] = max(1, s["n"] // tp)
             flops, nbytes = flops // tp, nbytes // tp
