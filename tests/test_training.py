@@ -618,3 +618,31 @@ def test_a_published_run_that_does_not_fit_says_what_would_close_the_gap(run):
     assert "not enough alone" in flat
     assert training_cost("llama-3-8b", 4096, recompute="full").unmodelled_savings["both"] == 0
     assert training_cost("llama-3-8b", 4096, hardware="H100", tp=8).fit_advice is None
+
+
+def test_the_attention_core_holds_the_k_v_heads_its_projection_computes():
+    """At K/V heads that ``tp`` does not divide, a rank's core attends the ``ceil(n_kv / tp)``
+    whole K/V heads its K/V projection computes (kv_head_share) and reads their bytes. Before:
+    ``max(1, n_kv // tp)`` heads and every byte over ``tp`` (24 heads, 6 KV heads at TP4: one
+    head and 3,932,160 B against the projection's two heads)."""
+    from mlacalc.training.flops import forward_kernels
+    from mlacalc.training.step import make_layout, shard
+
+    m = mlacalc.load_model("llama-3-8b").with_changes(
+        num_attention_heads=24, num_key_value_heads=6, head_dim=128
+    )
+    t, width = 1024, 2 * 128  # tokens; a K and a V head, or a query and an output head
+    ks = {k.name: k for k in forward_kernels(m, t, 1)}
+    lay = make_layout(m, tp=4)
+    (proj,) = shard(ks["kv_proj"], m, lay)
+    (core,) = shard(ks["attention"], m, lay)
+    assert proj.shape["n"] == 2 * width and core.shape["n_kv"] == 2 and core.shape["n_heads"] == 6
+    # by hand: 6 query heads' Q read and O written, 2 K/V heads read, bf16
+    assert core.bytes == t * 6 * width * 2 + t * 2 * width * 2 == 4_194_304
+    assert core.flops == 2 * (t * (t + 1) // 2) * 6 * width  # causal pairs, the rank's heads
+    # Llama-3-8B at TP16: one of its 8 K/V heads a rank, 1/8 of the K/V bytes (not 1/16)
+    m = mlacalc.load_model("llama-3-8b")
+    core = next(k for k in forward_kernels(m, t, 1) if k.name == "attention")
+    (core,) = shard(core, m, make_layout(m, tp=16))
+    assert core.shape["n_kv"] == 1 and core.shape["n_heads"] == 2
+    assert core.bytes == t * 2 * width * 2 + t * 1 * width * 2

@@ -14,7 +14,9 @@ also runs the head, and the slowest stage sets the pace):
   split their outputs over ``tp`` (GQA's key/value projection up to ``n_kv`` ranks, each
   rank computing ``ceil(n_kv / tp)`` whole heads beyond), row-parallel ones (output
   projection, FFN down) their inputs,
-  the attention core its heads (GQA's KV heads up to ``n_kv`` ranks), the head its vocabulary;
+  the attention core its query heads (its K/V heads and their bytes as the key/value
+  projection holds them, ``ceil(n_kv / tp)`` whole heads; MLA's latent whole), the head its
+  vocabulary;
   MLA's down-projections and the router are replicated; element-wise work is split (sequence
   parallelism); the routed experts are grouped GEMMs over the rank's ``E / ep`` experts, each
   receiving an even share of the tokens of its expert-parallel group (``tokens / tp`` per rank);
@@ -70,6 +72,7 @@ from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
 from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
 from mlacalc.words import arguments as args
+from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
@@ -167,10 +170,13 @@ def shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
         elif k.name not in _REPLICATED:  # the absorbed per-head products
             s["groups"] = max(1, s["groups"] // tp)
             flops, nbytes = flops // tp, nbytes // tp
-    elif k.kind in core_kinds():
+    elif k.kind in core_kinds():  # query heads split; K/V heads whole, as kv_proj holds them
+        share = kv_head_share(s["n_kv"], tp)  # MLA: its heads (expanded) or its one latent
+        q_o = s["batch"] * s["q_len"] * s["n_heads"] * (s["head_dim_qk"] + s["head_dim_v"])
+        q_o *= dtype_bits(k.dtype) // 8  # the query read and the output written
+        flops, nbytes = flops // tp, q_o // tp + math.floor((nbytes - q_o) * share)
         s["n_heads"] = s["n_heads"] // tp
-        s["n_kv"] = max(1, s["n_kv"] // tp)
-        flops, nbytes = flops // tp, nbytes // tp
+        s["n_kv"] = int(s["n_kv"] * share)
     elif k.kind == "moe":
         return _experts(k, m, lay, calls)
     else:
