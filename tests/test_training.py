@@ -646,3 +646,30 @@ def test_the_attention_core_holds_the_k_v_heads_its_projection_computes():
     (core,) = shard(core, m, make_layout(m, tp=16))
     assert core.shape["n_kv"] == 1 and core.shape["n_heads"] == 2
     assert core.bytes == t * 2 * width * 2 + t * 1 * width * 2
+
+
+@pytest.mark.parametrize("name", ["gemma-4-26b-a4b", "mimo-v2-flash", "llama-3-8b"])
+@pytest.mark.parametrize("tp", [1, 2, 4, 8, 16])
+def test_each_layer_s_k_v_projection_holds_its_core_s_heads(name, tp):
+    """Every layer's K/V projection computes on a rank the K/V heads its core attends there,
+    the layer kind's own heads (Gemma 4's full layers 2 of 512 wide, K = V, its sliding layers
+    8 of 256; MiMo-V2-Flash's full 4, sliding 8). Before, the model's 8 (Gemma 4) or 4 (MiMo)
+    for every layer: Gemma 4's full layers at TP4 half a head (n 256), MiMo's sliding layers
+    at TP8 two heads against their core's one."""
+    from mlacalc.training.flops import forward_kernels
+    from mlacalc.training.step import layer_kv_heads, make_layout, shard
+
+    m = mlacalc.load_model(name)
+    if m.num_attention_heads % tp:
+        pytest.skip("heads do not split")
+    ks = forward_kernels(m, 512, 1)
+    lay, proj = make_layout(m, tp=tp), None
+    for k, n_kv in zip(ks, layer_kv_heads(ks, m), strict=True):
+        if k.name == "kv_proj":
+            (proj,) = shard(k, m, lay, n_kv)
+            whole = k
+        elif k.name == "attention":
+            (core,) = shard(k, m, lay, n_kv)
+            per_head = whole.shape["n"] // k.shape["n_kv"]  # a K/V head's width in kv_proj
+            assert proj.shape["n"] == core.shape["n_kv"] * per_head, (k.shape, tp)
+            assert core.shape["n_kv"] == -(-k.shape["n_kv"] // tp)

@@ -150,15 +150,17 @@ def make_layout(
     return Layout(tp, pp, dp, ep, micro_batch, global_batch)
 
 
-def shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
-    """One GPU's share of a forward kernel under the layout (the layers of one stage)."""
+def shard(k: Kernel, m: ModelConfig, lay: Layout, n_kv: int | None = None) -> list[Kernel]:
+    """One GPU's share of a forward kernel under the layout (the layers of one stage);
+    ``n_kv``: the K/V heads of the kernel's layer (:func:`layer_kv_heads`; by default the
+    model's)."""
     tp = lay.tp
     calls = k.calls if k.calls == 1 else math.ceil(k.calls / lay.pp)
     s = dict(k.shape)
     flops, nbytes = k.flops, k.bytes
     if k.kind == "gemm":
         if k.name == "kv_proj" and not m.is_mla:  # whole K/V heads: replicated beyond n_kv
-            share = kv_head_share(m.num_key_value_heads, tp)
+            share = kv_head_share(n_kv or m.num_key_value_heads, tp)
             s["n"] = max(1, math.floor(s["n"] * share))
             flops, nbytes = math.floor(flops * share), math.floor(nbytes * share)
         elif k.name in _COLUMN or k.name == "lm_head":
@@ -183,6 +185,18 @@ def shard(k: Kernel, m: ModelConfig, lay: Layout) -> list[Kernel]:
         flops, nbytes = flops // tp, nbytes // tp
         s = {"elements": max(1, s.get("elements", 1) // tp)}
     return [Kernel(k.name, k.kind, k.dtype, flops, nbytes, calls, s)]
+
+
+def layer_kv_heads(kernels: list[Kernel], m: ModelConfig) -> list[int]:
+    """The K/V heads of each kernel's layer: those of the attention core that follows it (a
+    layer kind's own: Gemma 4's full layers 2 and sliding layers 8, MiMo-V2-Flash's 4 and 8),
+    the model's after the last core."""
+    out, n_kv = [], m.num_key_value_heads
+    for k in reversed(kernels):
+        if k.kind in core_kinds():
+            n_kv = k.shape["n_kv"]
+        out.append(n_kv)
+    return out[::-1]
 
 
 def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]:
@@ -401,7 +415,7 @@ def step_time(
     profile, calibration = _profile(hw, profile)
     fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
     fwd: list[Kernel] = []
-    for k in fwd_all:
+    for k, n_kv in zip(fwd_all, layer_kv_heads(fwd_all, m), strict=True):
         if k.name == "embedding":
             continue
         if k.kind == "mla_decode" and attention == "materialized":
@@ -409,7 +423,7 @@ def step_time(
         else:
             k_parts = [k]
         for part in k_parts:
-            for s in shard(part, m, lay):
+            for s in shard(part, m, lay, n_kv):
                 if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in ("scores", "pv"):
                     s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
                 fwd.append(s)
