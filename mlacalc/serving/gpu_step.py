@@ -752,7 +752,7 @@ class StepModel:
             shape[dim] = math.ceil(shape[dim] * share)
         elif heads and "n_heads" in shape:  # an attention core: heads split, rows as K/V heads
             n_kv = shape["n_kv"]
-            rows = math.ceil(n_kv / tp) / n_kv
+            rows = float(kv_head_share(n_kv, tp))  # whole K/V heads, as kv_proj's
             share, local = 1 / tp, math.ceil(shape["n_heads"] / tp)
             if shape.get("sparse"):
                 # DeepSeek-V4's sparse core takes a rank's query heads 64 at a time
@@ -764,7 +764,7 @@ class StepModel:
             # per token and per row the heads' share; the K/V rows (3-5) as the KV heads
             b = [x * (rows if 3 <= i < 6 else share) for i, x in enumerate(b)]
             shape["n_heads"] = local
-            shape["n_kv"] = math.ceil(n_kv / tp)
+            shape["n_kv"] = round(n_kv * rows)
         elif heads:  # per-head products and element-wise work: all of it split
             if state:  # a Mamba layer's: its rank's heads (channels, groups) exactly
                 f, b, e, g = ([x * state for x in c] for c in (f, b, e, g))

@@ -615,7 +615,7 @@ def _gemma4_row_per_gpu(m: ModelConfig, layout: KVLayout, lay: Layout, kind) -> 
     sub = kind_model(m, kind)
     heads = sub.num_key_value_heads
     width = sub.head_dim + (sub.v_head_dim or sub.head_dim)  # K and V
-    return layout.row_bytes(math.ceil(heads / lay.tp) * width)
+    return layout.row_bytes(int(heads * kv_head_share(heads, lay.tp)) * width)
 
 
 def kv_bytes_per_sequence_per_gpu(
@@ -673,8 +673,8 @@ def kv_bytes_per_sequence_per_gpu(
     if include_mtp and m.num_nextn_predict_layers:
         per_stage[0] += m.num_nextn_predict_layers * paged(context) * dsa_row
     if not m.is_mla:
-        n_kv = m.num_key_value_heads
-        per_stage = [b * math.ceil(n_kv / lay.tp) // n_kv for b in per_stage]
+        share = kv_head_share(m.num_key_value_heads, lay.tp)
+        per_stage = [math.floor(b * share) for b in per_stage]
     if m.sparse_block_size is not None:  # MiniMax-M3: each block-sparse layer's indexer key,
         # whole on every rank (one key for all the indexer's heads)
         key = paged(context) * block_indexer_row_bytes(m, layout)
