@@ -2,7 +2,8 @@
 
 (a) the DeepSeek-V3 ISCA 2025 paper's communication-bound TPOT from its own inputs;
 (b) DeepEP dispatch/combine latencies from bytes and link bandwidth (H800, CX7 400 Gb/s);
-(c) the SGLang 96 x H100 decode node (EP72, DP-attention, two-batch overlap);
+(c) the SGLang 96 x H100 decode node (EP72, DP-attention, two-batch overlap) and its EP32
+    prefill pool, each pass with its attention core against the measured kernel;
 (c2) DeepSeek's H800 figures: its profile's EP128 decode and EP32 prefill, the Day-6 decode;
 (d) the TensorRT-LLM v0.14 online table: TTFT, ITL and output tokens/s per row, with errors
     (random arrivals at each row's rate, each step's prompts in a pass of their own before
@@ -45,6 +46,10 @@ DEEPEP = {
     256: (194, 360),
 }
 
+#: TensorRT-LLM 1.3.0rc20's measured H100 prompt MLA core (``context_mla_perf``, 128 heads,
+#: bf16 cache) at the SGLang EP32 prefill's micro-batches (8 x 1K, 4 x 2K, 2 x 4K), ms
+PREFILL_CORE_MS = {1024: 0.936501, 2048: 1.448181, 4096: 2.653099}
+
 
 def main() -> None:
     tpot = isca_comm_bound_tpot()
@@ -69,12 +74,24 @@ def main() -> None:
         f"{s['predicted_output_tokens_per_s_per_node']:,.0f} tok/s/node vs 22,282 measured "
         f"({s['error']:+.1%}); step {s['decode_step_s'] * 1e3:.1f} ms (two-batch overlap)"
     )
-    for r in compare_sglang_prefill():
+    prefill = compare_sglang_prefill()
+    for r in prefill:
         print(
             f"    SGLang EP32 prefill, {r['isl']}-token prompts: "
             f"{r['predicted_tokens_per_s_per_node']:,.0f} tok/s/node vs "
-            f"{r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%})"
+            f"{r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%}); pass "
+            f"{r['pass_s'] * 1e3:,.1f} ms (attention core {r['attention_s'] * 1e3:.1f}, "
+            f"{r['attention_call_s'] * 1e3:.3f} ms a call against the measured kernel's "
+            f"{PREFILL_CORE_MS[r['isl']]:.3f}) vs {r['measured_pass_s'] * 1e3:,.1f}"
         )
+    first, last = prefill[0], prefill[-1]
+    print(
+        f"    1K -> 4K at 16,384 tokens/GPU: the pass grows "
+        f"{(last['pass_s'] - first['pass_s']) * 1e3:.1f} ms (its attention core alone) vs "
+        f"{(last['measured_pass_s'] - first['measured_pass_s']) * 1e3:.1f} measured; the core "
+        f"{(last['attention_call_s'] - first['attention_call_s']) * 1e3:.3f} ms a call vs the "
+        f"measured kernel's {PREFILL_CORE_MS[4096] - PREFILL_CORE_MS[1024]:.3f}"
+    )
     rows = compare()
     mtp = plan(
         "deepseek-v3", "H100-SXM", 72, tp=1, ep=72, dp_attention=True, redundant_experts=32,
