@@ -35,6 +35,8 @@ __all__ = [
     "ALL_PAIRS_MOE",
     "BF16_RATE_MOE",
     "ENGINE_MOE_KERNEL",
+    "FLASHINFER_FP8_KERNEL",
+    "FLASHINFER_FP8_TILE",
     "FUSED_TOPK_MAX",
     "MARLIN_COLS",
     "MARLIN_TILE",
@@ -53,6 +55,7 @@ __all__ = [
     "TUNED_MOE",
     "TUNED_STAND_IN",
     "engine_moe_tiles",
+    "flashinfer_cutlass_fp8",
     "flashinfer_cutlass_moe",
     "marlin_row_tile",
     "moe_terms",
@@ -420,6 +423,38 @@ def flashinfer_cutlass_moe(kernel: str) -> bool:
     return "_flashinfer_cutlass_" in kernel
 
 
+#: ``kernel_source`` of FlashInfer's CUTLASS MoE with per-tensor fp8 weights and activations
+#: (vLLM's ModelOpt fp8 experts): vLLM's Hopper fp8 class, a variant of its B200 one
+FLASHINFER_FP8_KERNEL = "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts"
+
+#: The row tile of the Hopper build of :data:`FLASHINFER_FP8_KERNEL`
+#: (:func:`flashinfer_cutlass_fp8`), whatever the load: read from the tables, not from its
+#: source (not at hand). vLLM's H100 rows step up where an expert's rows pass a multiple of 128
+#: and stay level below: hidden 2,816, intermediate 704, 128 experts, top-8, EP 1 take 1.03 ms
+#: at 2,048 tokens (128 rows an expert), 2.38 at 3,072 (192), 2.01 at 4,096 (256), then 3.06 /
+#: 4.00 / 6.02 / 8.11 at 3 / 4 / 6 / 8 tiles of 128 rows, and 1.2-1.5 ms at 16-1,536 tokens
+#: (1-96 rows an expert); every shape at EP 1 takes 1.9-2.9x its time of 128 rows an expert at
+#: the next count above (192-256 rows). B200's rows of that call (its Blackwell build, a variant
+#: there) grow 1.44x from 128 to 192 rows, as the load grows, and keep the library's tiles.
+FLASHINFER_FP8_TILE = 128.0
+
+
+def flashinfer_cutlass_fp8(source: Any) -> np.ndarray:
+    """Per ``kernel_source`` whether it names FlashInfer's CUTLASS per-tensor fp8 MoE
+    (:data:`FLASHINFER_FP8_KERNEL`), whose Hopper build (vLLM's H100 fp8 class) runs 128-row
+    tiles whatever the load (:data:`FLASHINFER_FP8_TILE`) and multiplies at no more than the
+    bf16 rate (:data:`BF16_RATE_MOE`). At the one call both tables hold (hidden 2,816,
+    intermediate 704, 128 experts, top-8, EP 1, balanced) each further tile of 128 rows an
+    expert, 2,048 to 16,384 tokens, takes 1.01 ms on H100 and 0.21 on B200, 4.9x: H100's bf16
+    rate against B200's fp8 rate is 4.55x, fp8 against fp8 2.27x; at 128 rows an expert H100's
+    rows of every shape reach 0.16-0.32 of the bf16 rate on the padded tiles, and at 16,384
+    tokens they take 1.4-2.8x the time of vLLM's Triton bf16 MoE on the same calls, where
+    TensorRT-LLM's own CUTLASS fp8 MoE on H100 fits at the fp8 rate (eff_compute 1.0). Why
+    (a tactic without the fp8 warp-group MMA, an up-conversion of the weights) the tables do
+    not say (docs/time-model.md, "FlashInfer's CUTLASS per-tensor fp8 MoE on Hopper")."""
+    return np.asarray(source).astype(str) == FLASHINFER_FP8_KERNEL
+
+
 #: The kernel variants (``kernel_source``) of the Triton fused MoE, timed by two rules of their
 #: own on a device whose tensor rate per SM is above Hopper's (B200; on Hopper the engines' plain
 #: classes of these kernels are timed as any Hopper MoE): its tiles are its config's (16-128
@@ -502,6 +537,16 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
             batch, shape={**batch.shape, PAIR_TILE_MOE: np.ones(len(batch))}
         )
     kernel = ENGINE_MOE_KERNEL.get((engine, gen), {}).get(batch.dtype, "")
+    if batch.dtype == "fp8" and not fig.tcgen05 and flashinfer_cutlass_fp8([kernel])[0]:
+        # the Hopper build of FlashInfer's CUTLASS per-tensor fp8 MoE: its 128-row tile at the
+        # bf16 rate (:func:`flashinfer_cutlass_fp8`)
+        n = len(batch)
+        shape = {
+            **batch.shape,
+            "row_tile": np.full(n, FLASHINFER_FP8_TILE),
+            "col_tile": np.zeros(n),
+        }
+        return dataclasses.replace(batch, shape={**shape, BF16_RATE_MOE: np.ones(n)})
     if triton_fused_moe([kernel])[0]:
         batch = dataclasses.replace(
             batch, shape={**batch.shape, ALL_PAIRS_MOE: np.ones(len(batch))}
