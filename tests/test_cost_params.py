@@ -220,3 +220,42 @@ def test_deepseek_v3_mtp_published_11_5b():
     eh_proj = 2 * 7168 * 7168
     assert c.mtp - eh_proj == 11_507_307_776
     assert agrees(c.mtp - eh_proj, "11.5B") and not agrees(c.mtp, "11.5B")
+
+
+#: shipped models whose layout departs from the Llama one, fact by fact (the rest: separate
+#: Q/K/V projections, RMSNorms, a gated MLP)
+_FUSED_QKV = {"gpt2", "falcon-7b"}  # GPT-2's c_attn, Falcon's query_key_value
+_LAYER_NORM = {"gpt2", "falcon-7b"}  # LayerNorm weight and bias
+_UNGATED = {"gpt2", "falcon-7b", "nemotron-3-super-120b-a12b", "nemotron-3-ultra-550b-a55b"}
+
+
+def test_layout_facts_of_every_shipped_model():
+    """The model spec's fused_qkv, layer_norm and gated_mlp, each right for every shipped
+    model (the Hugging Face modules themselves: tests/test_reference_hf.py)."""
+    from mlacalc.models.loading import shipped_models
+
+    for name in shipped_models():
+        m = mlacalc.load_model(name)
+        assert m.fused_qkv == (name in _FUSED_QKV), name
+        assert m.layer_norm == (name in _LAYER_NORM), name
+        assert m.gated_mlp == (name not in _UNGATED), name
+
+
+def test_starcoder2_on_falcon_s_layout_keeps_its_q_k_v_apart():
+    """StarCoder2 counts on Falcon's layout (LayerNorms with a bias, an ungated MLP) but has
+    q/k/v projections of its own: a tensor-parallel rank holds ceil(n_kv / tp) whole K/V heads
+    (24 heads, 2 KV heads of 128 at TP4: one, half the K/V weights). Before, Falcon's fused
+    projection split evenly: 5,113,472 parameters a layer on a rank, not 5,506,816."""
+    transformers = pytest.importorskip("transformers")
+    from mlacalc.cost.engine import attention_params
+    from mlacalc.serving.layout import _attention_per_rank
+
+    m = mlacalc.import_hf_config(transformers.CONFIG_MAPPING["starcoder2"]().to_dict())
+    assert (m.fused_qkv, m.layer_norm, m.gated_mlp) == (False, True, False)
+    d, q, kv = 3072, 24 * 128, 2 * 128
+    attn = attention_params(m)
+    biased = {"q_proj": (d, q), "k_proj": (d, kv), "v_proj": (d, kv), "o_proj": (q, d)}
+    assert attn == {k: n_in * n_out + n_out for k, (n_in, n_out) in biased.items()}
+    q_o = attn["q_proj"] + attn["o_proj"]
+    assert _attention_per_rank(m, 4) == q_o / 4 + (attn["k_proj"] + attn["v_proj"]) / 2
+    assert _attention_per_rank(m, 4) == 5_506_816

@@ -163,3 +163,44 @@ def test_quantized_bytes_match_reference_tensors(name):
         theirs.scale_bytes + shape_pairs,
         theirs.kept_params,
     )
+
+
+def _layout_facts(model) -> tuple[bool, bool, bool]:
+    """What a reference model's modules say: one fused Q/K/V tensor (``c_attn``,
+    ``query_key_value``) in its first layer; its first layer's own norms all LayerNorms with
+    a bias; a gate in some MLP or expert (``gate_proj``, ``gate_up_proj``, Mixtral's ``w1``
+    and ``w3``)."""
+    import re
+
+    layer = next(m for n, m in model.named_modules() if re.search(r"(layers|\.h)\.0$", n))
+    keys = [k for k, _ in layer.named_parameters()]
+    fused = any(re.search(r"(c_attn|query_key_value)\.weight$", k) for k in keys)
+    norms = [c for _, c in layer.named_children() if "norm" in type(c).__name__.lower()]
+    biased = bool(norms) and all(getattr(c, "bias", None) is not None for c in norms)
+    names = [k for k, _ in model.named_parameters()]
+    gated = any(re.search(r"gate_(up_)?proj|gate_up|\.w[13]\b", k) for k in names)
+    return fused, biased, gated
+
+
+@pytest.mark.parametrize("name", IMPLEMENTED)
+def test_layout_facts_match_the_reference(name):
+    """fused_qkv, layer_norm and gated_mlp of every vendored config against its modules."""
+    try:
+        m = mlacalc.import_hf_config(ref.raw_config(name))
+    except ConfigError:
+        pytest.skip("not loaded (test_param_counts_match_reference checks the refusal)")
+    assert (m.fused_qkv, m.layer_norm, m.gated_mlp) == _layout_facts(ref.build(name, 2))
+
+
+@pytest.mark.parametrize("model_type", ["starcoder2", "nemotron_h"])
+def test_layout_facts_match_the_reference_class_defaults(model_type):
+    """The same for two families no vendored config covers: StarCoder2 (Falcon's layout, its
+    own q/k/v), Nemotron-H (RMSNorms, MLPs of up and down only)."""
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    config = CONFIG_MAPPING[model_type]()
+    m = mlacalc.import_hf_config(config.to_dict())
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    assert (m.fused_qkv, m.layer_norm, m.gated_mlp) == _layout_facts(model)

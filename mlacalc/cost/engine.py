@@ -69,12 +69,12 @@ def attention_params(model: ModelConfig | str) -> dict[str, int]:
     out = evaluate(fns.params, model_dims(model))
     if model.is_mla:
         return out
-    if model.family == "falcon":  # one fused query_key_value matrix
+    if model.fused_qkv and model.family == "falcon":  # one query_key_value matrix
         out = {
             "query_key_value": out["q_proj"] + out["k_proj"] + out["v_proj"],
             "dense": out["o_proj"],
         }
-    elif model.family == "gpt2":  # Conv1D c_attn (q, k, v fused) and c_proj
+    elif model.fused_qkv:  # GPT-2's Conv1D c_attn (q, k, v fused) and c_proj
         out = {"c_attn": out["q_proj"] + out["k_proj"] + out["v_proj"], "c_proj": out["o_proj"]}
     return out
 

@@ -1198,7 +1198,7 @@ def step_kernels(
     if moe_layers:
         out += _moe_kernels(m, tokens, dt, moe_layers)
     out += hyper_kernels(m, tokens, dt)
-    final_w = 2 * d if m.family in ("gpt2", "falcon") else d
+    final_w = 2 * d if m.layer_norm else d
     out.append(_norm("final_norm", tokens, final_w, d, dt, 1))
     V = m.vocab_size
     out.append(

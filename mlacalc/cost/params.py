@@ -127,7 +127,7 @@ def _ungated(m: ModelConfig) -> bool:
 
 def ffn_shape(m: ModelConfig, width: int | None = None) -> FFNShape:
     """The dense FFN of a model (``width`` defaults to ``intermediate_size``)."""
-    gated = m.family not in ("gpt2", "falcon") and not _ungated(m)
+    gated = m.gated_mlp
     bias = bool(m.mlp_bias) if gated else bool(m.bias)
     return FFNShape(m.hidden_size, m.intermediate_size if width is None else width, gated, bias)
 
@@ -159,14 +159,12 @@ def router_params(m: ModelConfig) -> int:
 def layer_norms(m: ModelConfig) -> tuple[int, int]:
     """Norms of one decoder layer: how many, and the parameters of each."""
     d = m.hidden_size
-    if m.family == "gpt2":
-        return 2, 2 * d  # ln_1, ln_2: LayerNorm weight and bias
-    if m.family == "falcon":
-        count = 2 if (m.new_decoder_architecture or not m.parallel_attn) else 1
-        return count, 2 * d
+    each = 2 * d if m.layer_norm else d  # a LayerNorm's weight and bias, an RMSNorm's weight
+    if m.family == "falcon":  # one norm before a parallel block (Falcon-7B)
+        return (2 if (m.new_decoder_architecture or not m.parallel_attn) else 1), each
     if m.block_types:
-        return 1, d  # one norm before each block's one mixer (Nemotron-H)
-    return 2, d  # RMSNorm weights
+        return 1, each  # one norm before each block's one mixer (Nemotron-H)
+    return 2, each
 
 
 def _ffn_dense(m: ModelConfig, width: int) -> int:
@@ -180,7 +178,7 @@ def _norms_per_layer(m: ModelConfig) -> int:
 
 
 def _final_norm(m: ModelConfig) -> int:
-    return 2 * m.hidden_size if m.family in ("gpt2", "falcon") else m.hidden_size
+    return 2 * m.hidden_size if m.layer_norm else m.hidden_size
 
 
 def _moe_parts(m: ModelConfig) -> dict[str, int]:

@@ -269,6 +269,14 @@ class Family:
     linear
         Whether the architecture has linear-attention layers (its files must state the
         ``linear_*`` widths; no other family may).
+    fused_qkv
+        Whether one projection yields the queries, keys and values (GPT-2's ``c_attn``,
+        Falcon's ``query_key_value``): one tensor, split evenly over tensor-parallel ranks.
+    layer_norm
+        Whether its norms are LayerNorms with a bias (a weight and a bias: ``2 x`` the width
+        a norm, a mean and a reciprocal deviation saved) rather than RMSNorms (a weight).
+    gated_mlp
+        Whether its dense MLP is gated (gate, up and down) rather than up and down only.
     archs
         model_type -> what it adds to its base layout, layer by layer (an
         :class:`~mlacalc.models.architecture.Arch`: the cost rules of its reference
@@ -295,6 +303,9 @@ class Family:
     rope: bool = True
     mla: bool = False
     linear: bool = False
+    fused_qkv: bool = False
+    layer_norm: bool = False
+    gated_mlp: bool = True
     archs: Mapping[str, Any] = field(default_factory=dict)
 
     def defaults_for(self, model_type: str) -> dict[str, Default]:

@@ -716,9 +716,33 @@ class ModelConfig:
     @property
     def family(self) -> str:
         """Parameter layout: llama, gpt2, falcon, deepseek or minicpm3."""
+        return self._unit().layout
+
+    @property
+    def fused_qkv(self) -> bool:
+        """One projection yields the queries, keys and values (GPT-2, Falcon; StarCoder2, on
+        Falcon's layout, keeps them apart): its K/V part splits evenly over tensor-parallel
+        ranks with the rest."""
+        return self._unit().fused_qkv
+
+    @property
+    def layer_norm(self) -> bool:
+        """Its norms are LayerNorms with a bias, ``2 x`` the width a norm (GPT-2, Falcon,
+        StarCoder2), not RMSNorms (a weight)."""
+        return self._unit().layer_norm
+
+    @property
+    def gated_mlp(self) -> bool:
+        """Its dense MLP is gated (gate, up, down): not GPT-2's, Falcon's or StarCoder2's, nor
+        one whose architecture says its MLPs are up and down only (Nemotron-H's relu2)."""
+        unit = self._unit()
+        arch = unit.archs.get(self.model_type)
+        return unit.gated_mlp and not (arch is not None and arch.ungated_mlp)
+
+    def _unit(self) -> Any:
         unit = registry.family_of(self.model_type)
         assert unit is not None  # validated in __post_init__
-        return unit.layout
+        return unit
 
     @property
     def quantization(self) -> Any:

@@ -211,7 +211,7 @@ def _attention_per_rank(m: ModelConfig, tp: int) -> float:
     """Attention parameters one tensor-parallel rank holds, per layer."""
     attn = attention_params(m)
     replicated = sum(v for k, v in attn.items() if k in _MLA_WHOLE)
-    if not m.is_mla and m.family not in ("gpt2", "falcon"):
+    if not m.is_mla and not m.fused_qkv:
         kv = attn["k_proj"] + attn["v_proj"]
         return (sum(attn.values()) - kv) / tp + float(kv * kv_head_share(m.num_key_value_heads, tp))
     return replicated + (sum(attn.values()) - replicated) / tp

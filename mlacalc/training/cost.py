@@ -308,8 +308,8 @@ class _Stage:
 def _kv_replication(m: ModelConfig, tp: int) -> Fraction:
     """How much more of the K/V heads a tensor-parallel rank holds than ``1 / tp`` of them:
     ``ceil(n_kv / tp) tp / n_kv`` (each rank needs a whole KV head, replicated beyond ``n_kv``
-    ranks, as the serving layout splits them); 1 for MLA and fused-QKV families."""
-    if m.is_mla or m.family in ("gpt2", "falcon"):
+    ranks, as the serving layout splits them); 1 for MLA and a fused QKV projection."""
+    if m.is_mla or m.fused_qkv:
         return Fraction(1)
     return kv_head_share(m.num_key_value_heads, tp) * tp
 
@@ -345,7 +345,7 @@ def _stages(
         per_block[a.block] = per_block.get(a.block, Fraction(0)) + a.bytes * grown
     out = []
     # the final norm is the last stage's (the serving layout spreads it over the layers)
-    final = (2 if m.family in ("gpt2", "falcon") else 1) * m.hidden_size
+    final = (2 if m.layer_norm else 1) * m.hidden_size
     for s, (parts, layers, last) in enumerate(stage_breakdowns(m, serving)):
         parts = {**parts, "norms": parts["norms"] + final * (last - len(layers) / L)}
         experts = math.ceil(parts.get("routed_experts", 0))

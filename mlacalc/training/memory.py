@@ -119,9 +119,9 @@ def check_layout(m: ModelConfig) -> None:
         or arch.gated_query
         or arch.head_gate
     )
-    ungated = m.family in ("gpt2", "falcon")
     known = ("llama", "deepseek", "gpt2", "falcon")
-    if m.family not in known or extra or (not ungated and not ffn_shape(m).gated):
+    ungated = m.family in ("llama", "deepseek") and not m.gated_mlp  # those have a gated FFN
+    if m.family not in known or extra or ungated:
         raise InvalidArgumentError(
             "model",
             f"activation memory of {m.label} ({m.model_type}) is not built: it is for the Llama "
@@ -143,7 +143,7 @@ def _ffn_norm(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
     normed input), or a second norm of the same input (Falcon's new decoder architecture)."""
     d = m.hidden_size
     if m.family != "falcon":
-        return _norm(n, d, a, m.family == "gpt2")
+        return _norm(n, d, a, m.layer_norm)
     if m.new_decoder_architecture:
         return [("input_mean", n, F32), ("input_rstd", n, F32), ("normed_input", n * d, a)]
     if m.parallel_attn:
@@ -153,8 +153,8 @@ def _ffn_norm(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
 
 def _attention(m: ModelConfig, n: int, b: int, t: int, impl: str, recompute: str, a: int):
     d, n_h = m.hidden_size, m.num_attention_heads
-    out = _norm(n, d, a, m.family in ("gpt2", "falcon"))
-    if m.family in ("gpt2", "falcon"):  # one fused QKV projection: Q, K, V are views of it
+    out = _norm(n, d, a, m.layer_norm)
+    if m.fused_qkv:  # Q, K, V are views of the one projection's output
         d_h, n_kv = m.head_dim, m.num_key_value_heads
         return [
             *out,
@@ -245,14 +245,14 @@ def layer_activations(
         if L - moe_layers:
             f = ffn_shape(m).inter
             mlp = [("fc_output", n * f, a), ("activation", n * f, a)]
-            dense = norm + (mlp if m.family in ("gpt2", "falcon") else _ffn(n, d, f, a))
+            dense = norm + (_ffn(n, d, f, a) if m.gated_mlp else mlp)
             out += [ActivationTensor("ffn", x, el, el * s, L - moe_layers) for x, el, s in dense]
         if moe_layers:
             moe = norm + _moe(m, n, a)
             out += [ActivationTensor("moe", x, el, el * s, moe_layers) for x, el, s in moe]
     stats = (
         [("final_norm_mean", n, F32), ("final_norm_rstd", n, F32)]
-        if m.family in ("gpt2", "falcon")
+        if m.layer_norm
         else [("final_norm_rms", n, F32)]
     )
     positions = [("position_ids", t, I64)] if m.family == "gpt2" else []

@@ -79,5 +79,8 @@ FAMILY = register(
         },
         reads=("multi_query", "alibi", "num_ln_in_parallel_attn"),
         translate=_translate,
+        fused_qkv=True,
+        layer_norm=True,
+        gated_mlp=False,
     )
 )

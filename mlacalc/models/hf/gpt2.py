@@ -56,6 +56,9 @@ FAMILY = register(
             ),
         },
         translate=_translate,
+        fused_qkv=True,
+        layer_norm=True,
+        gated_mlp=False,
         rope=False,
     )
 )

@@ -36,5 +36,7 @@ FAMILY = register(
         },
         inputs={"use_bias": HFInput("boolean", "biases on every projection (default true)")},
         translate=_translate,
+        layer_norm=True,
+        gated_mlp=False,
     )
 )
