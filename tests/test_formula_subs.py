@@ -236,3 +236,38 @@ def test_formula_subs_refuses_merged_weights_scales(run):
         code=2,
     )
     assert "report reads 9,039,712 bytes" in err and "hold 2,918,240 beyond it" in err, err
+
+
+def test_formula_subs_states_weights_stored_narrower_than_b_w(run):
+    """DeepSeek-V3.1 NVFP4 (bf16 weights, its o_proj in NVFP4): report reads fewer bytes than
+    b_w a weight, said as fewer. By hand: o_proj 16,384 x 7,168 weights at 4 bits and an fp8
+    scale a 16 (0.5625 B) instead of 2 B, less its two float32 tensor scales. Before: "also
+    stores scales ...: report reads -10,298,064,408 bytes more (-168,820,728 a layer x 61)"."""
+    from reference_data import HF_CONFIGS_2
+
+    path = HF_CONFIGS_2 / "nvidia--DeepSeek-V3.1-NVFP4.config.json"
+    _, err = run("formula", "fused_bytes", "--variant", "mla", "--subs", path)
+    per_layer = int(16_384 * 7_168 * (2 - Fraction(9, 16))) - 8
+    assert per_layer == 168_820_728
+    assert f"report reads {61 * per_layer:,} bytes fewer ({per_layer:,} a layer x 61)" in err
+    assert "also stores scales" not in err and not re.search(r"-\d", err), err  # no negative
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "kimi-k2", "minimax-m2.5"])
+def test_every_attention_layer_stores_what_the_first_does(name):
+    """The bytes beyond b_w a weight are read off the first attention layer and stated as
+    ``a layer x L``: every layer of a quantized shipped model --subs takes (DeepSeek-V3's
+    first three dense, the rest MoE) stores its attention alike (sliding, chunked, linear and
+    Mamba layers are refused before; tests/test_formula_subs.py's refusals)."""
+    from mlacalc.cost.quant import checkpoint_tensors, tensor_bytes
+
+    m = mlacalc.load_model(name)
+    bits = mlacalc.dtype_bits(m.weights_dtype)
+    per_layer: dict[str, Fraction] = {}
+    for t in checkpoint_tensors(m):
+        hit = re.match(r"model\.layers\.(\d+)\.self_attn\.(.*)", t.name)
+        if hit and not re.match(r"[qk]_norm\.", hit[2]):
+            beyond = sum(tensor_bytes(t, m.quantization)) - Fraction(t.numel * bits, 8)
+            per_layer[hit[1]] = per_layer.get(hit[1], Fraction(0)) + beyond
+    assert len(per_layer) == m.num_hidden_layers
+    assert set(per_layer.values()) == {SCALES[name]}

@@ -274,7 +274,8 @@ def _stored_beyond_b_w(m) -> Fraction:
 
 def _say_scales_left_out(m, quantity: str, settings: dict) -> None:
     """State the bytes a quantized checkpoint stores beside its attention weights (fp8 block
-    scales, bf16 tensors it keeps) that report reads and the formula's b_w does not count;
+    scales, bf16 tensors it keeps) that report reads and the formula's b_w does not count, or
+    those it saves (weights stored narrower than b_w);
     refuse a gap the checkpoint's own tensors do not account for (MLA's merged weights)."""
     if not checkpoint_stored(m):
         return
@@ -297,10 +298,17 @@ def _say_scales_left_out(m, quantity: str, settings: dict) -> None:
             f"beyond it (scales, kept tensors){why}; `mlacalc report {m.name}` counts them",
             param_hint="--subs",
         )
-    if extra:
+    if extra > 0:
         warn(
             f"the formula counts b_w bytes a weight; {m.label}'s checkpoint "
             f"({m.weights_dtype} weights) also stores scales with its attention weights: "
             f"report reads {extra:,} bytes more ({extra // layers:,} a layer x {layers}), "
             "whatever B, S and q"
+        )
+    elif extra < 0:  # DeepSeek-V3.1 NVFP4: bf16 weights, its o_proj in NVFP4
+        warn(
+            f"the formula counts b_w bytes a weight; {m.label}'s checkpoint "
+            f"({m.weights_dtype} weights) stores some of its attention weights narrower, "
+            f"scales included: report reads {-extra:,} bytes fewer ({-extra // layers:,} a "
+            f"layer x {layers}), whatever B, S and q"
         )
