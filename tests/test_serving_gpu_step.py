@@ -223,3 +223,35 @@ def test_tensor_parallel_splits_mamba_layers_by_their_heads(model, tp, phase):
     reduces = {k.name: k.calls for k in sm.kernels(dec_B=B, dec_S=S) if k.kind == "all_reduce"}
     x_proj = "all_reduce after Mamba-1 x_proj (TP)"
     assert reduces.get(x_proj, 0) == sum(k.calls for k in ref.values() if k.name == "mamba1_x_proj")
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "kinds"),
+    [
+        # Gemma 4 26B-A4B (d 2816): full layers' 2 K(=V) heads of 512, sliding layers' 8 K and
+        # V heads of 256; at TP4 a full layer's rank holds one head (n 512, was 256: the
+        # model-wide 8 heads' share), a sliding layer's two (n 1024)
+        ("gemma-4-26b-a4b", 4, {5: (2816, 512, 1024), 25: (2816, 1024, 1024)}),
+        # MiMo-V2-Flash (d 4096): full layers' 4 K/V heads, sliding layers' 8, each K of 192
+        # and V of 128; at TP8 every rank holds one head of either kind (n 320; a sliding
+        # layer's was 640: the model-wide 4 heads' share)
+        ("mimo-v2-flash", 8, {9: (4096, 320, 320), 39: (4096, 320, 320)}),
+    ],
+)
+def test_a_kv_proj_splits_by_its_own_kinds_kv_heads(model, tp, kinds):
+    """A layer kind's kv_proj holds ``kv_head_share`` of that kind's K/V heads, as its core
+    reads them: by hand, per kind (its calls) the hidden size ``k``, the rank's ``n`` and the
+    cache row it writes (K and V, bf16); decode of B tokens at S keys, bf16 weights."""
+    m = as_model(model)
+    sm = StepModel(
+        m, make_layout(m, tp, tp=tp), "bf16", resolve_kv_layout("bf16"), load_hardware("H200")
+    )
+    ks = sm.kernels(dec_B=B, dec_S=S)
+    got = {k.calls: k for k in ks if k.name == "kv_proj"}
+    assert set(got) == set(kinds)
+    for calls, (k, n, row) in kinds.items():
+        kv = got[calls]
+        assert (kv.shape["k"], kv.shape["n"]) == (k, n), calls
+        assert kv.flops == 2 * B * k * n, calls
+        # its weights, the tokens in and out, the cache rows it writes (2 bytes each)
+        assert kv.bytes == 2 * (k * n + B * (k + n) + B * row), calls

@@ -178,6 +178,10 @@ class _Template:
     rows: Coef  # a GEMM's rows (m)
     groups: Coef  # a GEMM's batched groups
     shape: dict[str, int]
+    #: a ``kv_proj``'s K/V heads: its layer kind's, as the core it feeds reads them (a Gemma 4
+    #: full layer's ``num_global_key_value_heads``, a MiMo-V2-Flash sliding layer's
+    #: ``sliding_key_value_heads``); 0 for any other kernel
+    n_kv: int = 0
 
 
 Coef = tuple[float, ...]
@@ -496,7 +500,9 @@ def _templates(
     no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
     no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0)] * 5
 
-    def make(ref: Kernel, phases: str, d: list[Coef], p: list[Coef]) -> _Template:
+    def make(
+        key: tuple[str, int], ref: Kernel, phases: str, d: list[Coef], p: list[Coef]
+    ) -> _Template:
         """A template from decode (``d``) and prompt (``p``) coefficients of FLOPs, bytes
         and elements; the fixed part once."""
         f, b, e, r, g = (
@@ -517,10 +523,22 @@ def _templates(
             r,
             g,
             dict(ref.shape),
+            kv_heads.get(key, m.num_key_value_heads) if ref.name == "kv_proj" else 0,
         )
 
     def window(ref: Kernel) -> int:
         return int(ref.shape.get("window", 0) or 0) if "n_heads" in ref.shape else 0
+
+    # each kv_proj's K/V heads: those of the core that reads its rows, the next "attention" of
+    # the step (a kind's kernels run together; an indexer's scores may come between)
+    kv_heads: dict[tuple[str, int], int] = {}
+    pending: list[tuple[str, int]] = []
+    for key, ref in dec[0] + pre[0]:
+        if key[0] == "kv_proj":
+            pending.append(key)
+        elif key[0] == "attention" and "n_kv" in ref.shape:
+            kv_heads.update((k, int(ref.shape["n_kv"])) for k in pending)
+            pending = []
 
     out: list[_Template] = []
     used: set[tuple[str, int]] = set()
@@ -532,7 +550,7 @@ def _templates(
         if key[0] in _PER_SEQUENCE:
             # one row per sampled sequence: the decode coefficients (the prompt step's batch
             # of one does not separate the fixed part from the per-sequence one)
-            out.append(make(ref, "both", d, no_pre))
+            out.append(make(key, ref, "both", d, no_pre))
             used.add(key)
             continue
         if ps is not None and ps[0].kind == ref.kind:
@@ -543,17 +561,17 @@ def _templates(
             same_class = variant_of(ref.kind, ref.shape) == variant_of(ps[0].kind, ps[0].shape)
             if same_weights and same_class and not any(any(c[2:]) for c in d[:3] + p[:3]):
                 # the same kernel in both phases: its weights once, each phase's tokens
-                out.append(make(ref, "both", d, [(0.0, *c[1:]) for c in p]))
+                out.append(make(key, ref, "both", d, [(0.0, *c[1:]) for c in p]))
                 used.add(key)
                 continue
-        out.append(make(ref, "decode", d, no_pre))
+        out.append(make(key, ref, "decode", d, no_pre))
     # the prompt's own kernels (MLA's expanded K/V and its core), after the kernel they
     # follow in the prompt step
     for i, (key, ref) in enumerate(pre[0]):
         if key in used or ref.kind == "moe":
             continue
         prompt = solve_prompt(key, window(ref))
-        t = make(ref, "prefill", no_dec, prompt)
+        t = make(key, ref, "prefill", no_dec, prompt)
         before = {k for k, _ in pre[0][:i]}
         at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
         out.insert(at, t)
@@ -739,8 +757,8 @@ class StepModel:
             f, b, e = ([x * share for x in c] for c in (f, b, e))
         elif t.kind == "gemm" and (t.name in COLUMN | ROW or t.name == "kv_proj"):
             n, k, groups = shape["n"], shape["k"], shape["groups"]
-            if t.name == "kv_proj":  # GQA K/V heads: split up to n_kv ranks, replicated beyond
-                dim, share = "n", float(kv_head_share(self.m.num_key_value_heads, tp))
+            if t.name == "kv_proj":  # its kind's K/V heads: split up to n_kv ranks, then whole
+                dim, share = "n", float(kv_head_share(t.n_kv, tp))
             else:
                 dim, share = ("n" if t.name in COLUMN else "k"), state or 1 / tp
             act = (k + n) * groups * ACT  # per token, in and out
