@@ -339,6 +339,23 @@ def meets(p, ttft: float, tpot: float) -> bool:
     )
 
 
+def missed_targets(p, ttft: float, tpot: float) -> list[str]:
+    """The targets a plan that fits misses, each with the plan's figure (a growing queue misses
+    TTFT; no time at all misses the target it has no figure for); empty when it meets both."""
+    out = []
+    if p.ttft_s is None:
+        out.append(f"TTFT <= {ttft:g} s")
+    elif not math.isfinite(p.ttft_s):
+        out.append(f"TTFT <= {ttft:g} s (the queue grows)")
+    elif p.ttft_s > ttft:
+        out.append(f"TTFT <= {ttft:g} s ({p.ttft_s:,.2f} s)")
+    if p.tpot_s is None:
+        out.append(f"TPOT <= {tpot * 1e3:g} ms")
+    elif p.tpot_s > tpot:
+        out.append(f"TPOT <= {tpot * 1e3:g} ms ({p.tpot_s * 1e3:,.2f} ms)")
+    return out
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
 def most_meeting_targets(
     model, hardware: str, gpus: int, args: tuple, ttft: float, tpot: float
@@ -403,14 +420,11 @@ def answer_line(result, load: Load | None, inputs: PlanInputs, label: str) -> st
         "memory": f"{n} requests in flight: as many as fit, and they meet {targets}",
         "none": f"1 request in flight: not even one meets {targets}",
     }[load.why if load else None]
+    missed = missed_targets(result, inputs.ttft, inputs.tpot)
     meet = (
         ""
         if load and load.why != "asked"
-        else (
-            " Meets the targets."
-            if meets(result, inputs.ttft, inputs.tpot)
-            else f" Misses {targets}."
-        )
+        else (" Misses " + " and ".join(missed) + "." if missed else " Meets the targets.")
     )
     return f"**Fits**: {deployment}; {mix} tokens per request, {why}.{meet}"
 
