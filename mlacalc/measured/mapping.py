@@ -1027,6 +1027,7 @@ def _mla_core(
     attn_fp8=None,
     convert=None,
     absorbed=None,
+    flashmla=False,
 ) -> None:
     """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write.
     ``variant``: the class variant per row (the engine's attention backend, from
@@ -1135,9 +1136,17 @@ def _mla_core(
                 load_hardware("a100_sxm" if a100 else "h100_sxm"), non_splitting=a100
             ),
             cache_convert=convert.astype(np.float64),
+            combine_always=np.full(len(rows), float(flashmla)),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )
+
+
+def flashmla_rows(t: MeasuredTable) -> bool:
+    """Whether a table's MLA decode rows ran FlashMLA, which launches its combine kernel on
+    every call (``combine_always``): TensorRT-LLM's H100 tables (TABLES.md: "FlashMLA, 64
+    tokens/block on SM90")."""
+    return t.engine == "trtllm" and t.system == "h100_sxm"
 
 
 def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
@@ -1163,7 +1172,18 @@ def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bo
         convert = (src == "flash_attention") & (kvd == "fp8")
         absorbed = np.isin(src, sorted(ABSORBED_PROMPT_SOURCES)) & context
     _mla_core(
-        b, rows, bs, h, q, kv, kvd, context=context, a100=a100, convert=convert, absorbed=absorbed
+        b,
+        rows,
+        bs,
+        h,
+        q,
+        kv,
+        kvd,
+        context=context,
+        a100=a100,
+        convert=convert,
+        absorbed=absorbed,
+        flashmla=flashmla_rows(t),
     )
 
 
@@ -1267,7 +1287,9 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     )
     if not context:
         variant = _source_variants(t, core_dt) if t.engine != "trtllm" else ""
-        _mla_core(b, rows, bs, h, q, kv, kvd, context=False, variant=variant)
+        _mla_core(
+            b, rows, bs, h, q, kv, kvd, context=False, variant=variant, flashmla=flashmla_rows(t)
+        )
     else:
         # the prompts on the decode path take the decode class of their cache's dtype (the
         # generation table's kernel, the same backend); the others the prompt kernel's, a
@@ -1282,7 +1304,9 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
             b, rows[p], bs[p], h[p], q[p], kv[p], kvd[p], context=True, variant=v, attn_fp8=fp8
         )
         d = latent
-        _mla_core(b, rows[d], bs[d], h[d], q[d], kv[d], kvd[d], context=False)
+        _mla_core(
+            b, rows[d], bs[d], h[d], q[d], kv[d], kvd[d], context=False, flashmla=flashmla_rows(t)
+        )
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
 
 

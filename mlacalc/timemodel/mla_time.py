@@ -28,6 +28,7 @@ from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "CONVERTING_KERNELS",
+    "FLASHMLA_DECODE",
     "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
@@ -61,6 +62,15 @@ HOPPER_FP8_MLA_BYTES = 3.0
 #: which its H100 tables time with an fp8 cache (``kernel_source`` flash_attention); on B200
 #: it runs TensorRT-LLM-gen's MLA kernel, which reads fp8.
 CONVERTING_KERNELS = frozenset({("sglang", "sm90")})
+
+#: (engine, kernel generation) whose MLA decode kernel is FlashMLA's, which launches its
+#: combine kernel on every call (``combine_always``; the kernel returns at once for a sequence
+#: whose keys did not split: from recall of FlashMLA's ``run_flash_splitkv_mla_kernel``):
+#: TensorRT-LLM on Hopper (its H100 tables, TABLES.md: "FlashMLA, 64 tokens/block on SM90").
+#: The H100 rows of one to 64 cached keys take 13.3 us at batch 1 (bf16 and fp8 alike), B200's
+#: (TensorRT-LLM-gen's kernel, no such launch) 9.0 us; see docs/time-model.md ("MLA decode").
+FLASHMLA_DECODE = frozenset({("trtllm", "sm90")})
+
 
 #: (engine, kernel generation) whose MLA decode kernel is TensorRT-LLM's own: on data-centre
 #: Blackwell SGLang's ``trtllm_mla`` and vLLM's FLASHINFER_MLA backends call TensorRT-LLM-gen's
@@ -116,16 +126,21 @@ def step_decode_path_tokens(model: Any, engine: str, fig: DeviceFigures, kv_dtyp
 
 
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
-    """``batch`` with ``cache_convert`` (and an fp8 cache's ``kv_bytes``) where its engine's
-    MLA decode kernel on ``fig`` converts an fp8 cache (:data:`CONVERTING_KERNELS`) and the
-    batch is a step's, whose kernel the device rule chose (``step_kernel``, set by
+    """``batch`` with ``combine_always`` where its engine's MLA decode kernel on ``fig`` is
+    FlashMLA (:data:`FLASHMLA_DECODE`), and ``cache_convert`` (and an fp8 cache's
+    ``kv_bytes``) where it converts an fp8 cache (:data:`CONVERTING_KERNELS`), if the batch is
+    a step's, whose kernel the device rule chose (``step_kernel``, set by
     :func:`~mlacalc.timemodel.kernel_time.device_batch`; a measured row names the kernel it
     timed): a step is timed with the kernel its class was fitted on."""
-    if batch.kind != "mla_decode" or batch.variant or batch.dtype != "fp8":
-        return batch
-    if "step_kernel" not in batch.shape:
+    if batch.kind != "mla_decode" or batch.variant or "step_kernel" not in batch.shape:
         return batch
     gen = fig.kernel_generation
+    if (engine, gen) in FLASHMLA_DECODE and "combine_always" not in batch.shape:
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, "combine_always": np.ones(len(batch))}
+        )
+    if batch.dtype != "fp8":
+        return batch
     if "cache_convert" in batch.shape or (engine, gen) not in CONVERTING_KERNELS:
         return batch
     shape = {**batch.shape, "cache_convert": np.ones(len(batch))}
@@ -319,7 +334,10 @@ def mla_decode_terms(
     merge = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     # a kernel without a value product (an indexer's logits: ``head_dim_v`` 0) writes each
     # (query, key) logit whole from the part that scored it: nothing to combine
-    combines = (splits > 1) & (col(batch, "head_dim_v", 512) > 0)
+    # Hopper's FlashMLA (``combine_always``: TensorRT-LLM's H100 kernel) launches its combine
+    # kernel on every call, which returns at once for a sequence whose keys did not split
+    always = col(batch, "combine_always", 0) > 0
+    combines = ((splits > 1) | always) & (col(batch, "head_dim_v", 512) > 0)
     pre = pre + np.where(combines, merge, 0.0)
     # the units one SM works through in turn: a splitting kernel's SMs take the short units as
     # they free up; the non-splitting kernel's units each walk a whole cache, in whole waves
