@@ -1157,30 +1157,35 @@ def test_trtllms_grouped_gemms_on_tcgen05_take_the_sm_pairs_tile_at_blackwells_r
         assert PAIR_TILE_MOE not in engine_moe_tiles(step, engine, fig).shape
 
 
-def test_flashinfer_cutlass_fp8_on_hopper_runs_128_row_tiles_at_the_bf16_rate():
+def test_flashinfer_cutlass_fp8_on_hopper_runs_128_row_tiles():
     """The Hopper build of FlashInfer's CUTLASS per-tensor fp8 MoE (vLLM's H100 fp8 class) runs
-    128-row tiles whatever the load, at the bf16 rate (moe_time.flashinfer_cutlass_fp8): a model
-    step of that class on H100 and the mapped H100 rows carry both; the B200 variant rows of the
-    kernel and vLLM's other classes neither. Under it an expert of 1 to 128 rows costs one tile
-    of compute and 129 rows two."""
+    128-row tiles whatever the load (moe_time.flashinfer_hopper_tiled): a model step of that
+    class on H100 and the mapped H100 rows carry the tile; the B200 variant rows of the kernel,
+    vLLM's other classes and SGLang's bf16 variant of FlashInfer's CUTLASS MoE do not. Under it
+    an expert of 1 to 128 rows costs one tile of compute and 129 rows two."""
     from mlacalc.timemodel.moe_time import (
         BF16_RATE_MOE,
-        FLASHINFER_FP8_KERNEL,
-        FLASHINFER_FP8_TILE,
+        FLASHINFER_HOPPER_TILE,
         engine_moe_tiles,
-        flashinfer_cutlass_fp8,
+        flashinfer_hopper_tiled,
     )
 
-    assert flashinfer_cutlass_fp8(
-        [FLASHINFER_FP8_KERNEL, "vllm_fp8moe_flashinfer_cutlass_x"]
-    ).tolist() == [True, False]
+    fp8 = "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts"
+    sources = [
+        fp8,
+        fp8,
+        "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",
+        "sglang_flashinfer_cutlass_moe",
+    ]
+    got = flashinfer_hopper_tiled(sources, ["fp8", "bf16", "fp8_block", "bf16"])
+    assert got.tolist() == [True, False, False, False]
     b200 = device_figures(load_hardware("B200"))
     step = _moe_batch("fp8", [1.0, 4096.0], weight_bytes=1.0, experts=[128.0, 128.0])
     shape = engine_moe_tiles(step, "vllm", FIG).shape
-    assert shape["row_tile"].tolist() == [FLASHINFER_FP8_TILE] * 2 == [128.0] * 2
-    assert shape[BF16_RATE_MOE].tolist() == [1.0, 1.0]
+    assert shape["row_tile"].tolist() == [FLASHINFER_HOPPER_TILE] * 2 == [128.0] * 2
+    assert BF16_RATE_MOE not in shape
     for engine, fig in (("vllm", b200), ("sglang", FIG), ("trtllm", FIG)):
-        assert BF16_RATE_MOE not in engine_moe_tiles(step, engine, fig).shape, engine
+        assert "row_tile" not in engine_moe_tiles(step, engine, fig).shape, engine
     blk = _moe_batch("fp8_block", [4096.0], weight_bytes=1.0, experts=[128.0])
     assert "row_tile" not in engine_moe_tiles(blk, "vllm", FIG).shape
 
@@ -1189,34 +1194,41 @@ def test_flashinfer_cutlass_fp8_on_hopper_runs_128_row_tiles_at_the_bf16_rate():
     # 128 experts of 1, 128 and 129 rows each
     rows = np.array([1.0, 128.0, 129.0])
     load = {"tokens": 128 * rows, "topk": 1, "active": [128.0] * 3, "top": rows}
-    tiled = _moe_batch("fp8", **load, row_tile=[128.0] * 3, **{BF16_RATE_MOE: [1.0] * 3})
-    compute = kernel_terms(tiled, FIG, prm)["compute_s"]
+    compute = kernel_terms(_moe_batch("fp8", **load, row_tile=[128.0] * 3), FIG, prm)["compute_s"]
     assert compute[0] == pytest.approx(compute[1])
     assert compute[2] == pytest.approx(2 * compute[1], rel=0.03)  # twice the tiles (waves of 132)
-    fp8_rate = kernel_terms(_moe_batch("fp8", **load, row_tile=[128.0] * 3), FIG, prm)
-    assert compute == pytest.approx(2 * fp8_rate["compute_s"])  # H100's fp8 rate is twice bf16
 
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
 
-    for system, flagged in (("h100_sxm", True), ("b200_sxm", False)):
-        (t,) = [x for x in load_measured(MEASURED / system / "moe", engine="vllm").tables]
+    for system, engine, flagged in (
+        ("h100_sxm", "vllm", True),
+        ("b200_sxm", "vllm", False),
+        ("h100_sxm", "sglang", False),
+    ):
+        (t,) = [
+            x
+            for x in load_measured(MEASURED / system / "moe", engine=engine).tables
+            if x.engine == engine
+        ]
         src = t.columns["kernel_source"].astype(str)
         for part in map_table(t).parts:
-            s, mine = part.batch.shape, src[part.rows] == FLASHINFER_FP8_KERNEL
-            want = mine & flagged
-            assert np.array_equal(s["row_tile"][want], np.full(int(want.sum()), 128.0))
-            assert np.array_equal(s[BF16_RATE_MOE] > 0, want | (s[BF16_RATE_MOE] > 0) & ~mine)
+            s, mine = part.batch.shape, src[part.rows] == fp8
+            assert np.array_equal(
+                s["row_tile"] == 128.0, mine & flagged | (s["row_tile"] == 128.0) & ~mine
+            )
+            assert not (mine & flagged & (s[BF16_RATE_MOE] > 0)).any()
             if flagged and part.batch.dtype == "fp8":
-                assert mine.all() and len(mine) > 14000
+                assert mine.all() and len(mine) > 14000 and (s["row_tile"] == 128.0).all()
 
 
 @pytest.mark.slow
 def test_vllm_per_tensor_fp8_moe_on_h100_leaving_the_device_out():
     """vLLM's H100 fp8 rows (FlashInfer's CUTLASS per-tensor fp8 MoE) from B200's fit of that
-    kernel's variant: 70.0% / 78.6% (median / p90) before its Hopper build's 128-row tile at
-    the bf16 rate (moe_time.flashinfer_cutlass_fp8), 62.8% / 70.8% after; still far off (the
-    Blackwell build B200 times, one shape, fits its time as passes over the rows)."""
+    kernel's variant: 70.0% / 78.6% (median / p90) before its Hopper build's 128-row tile
+    (moe_time.flashinfer_hopper_tiled), 68.7% / 76.7% after; still far off (the Hopper build is
+    2.1-5.6x slower than TensorRT-LLM's own CUTLASS MoE at the same calls, the Blackwell build
+    B200 times is not: docs/time-model.md)."""
     e = _left_out_moe_errors("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", "vllm", "fp8")
-    assert len(e) > 14000 and np.median(e) <= 0.64 and np.percentile(e, 90) <= 0.72
+    assert len(e) > 14000 and np.median(e) <= 0.69 and np.percentile(e, 90) <= 0.77

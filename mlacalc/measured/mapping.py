@@ -120,11 +120,11 @@ from mlacalc.timemodel.gemm_time import step_block_fp8
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
 from mlacalc.timemodel.mla_time import WALK_VARIANT, decode_path_tokens
 from mlacalc.timemodel.moe_time import (
-    FLASHINFER_FP8_TILE,
+    FLASHINFER_HOPPER_TILE,
     MARLIN_COLS,
     TRTLLM_GEN_FP4,
     TRTLLM_GEN_MAX_TILE,
-    flashinfer_cutlass_fp8,
+    flashinfer_hopper_tiled,
     marlin_row_tile,
     triton_fused_moe,
     triton_moe_default_tile,
@@ -1457,11 +1457,11 @@ def _trtllm_own_moe(t: MeasuredTable, source: np.ndarray) -> np.ndarray:
     return own.astype(np.float64)
 
 
-def _flashinfer_hopper_fp8(t: MeasuredTable, source: np.ndarray, dt: np.ndarray) -> np.ndarray:
-    """Per row whether it runs the Hopper build of FlashInfer's CUTLASS per-tensor fp8 MoE
-    (vLLM's H100 fp8 rows), which runs 128-row tiles whatever the load at the bf16 rate
-    (:func:`~mlacalc.timemodel.moe_time.flashinfer_cutlass_fp8`); not its Blackwell build."""
-    out = flashinfer_cutlass_fp8(source) & (dt == "fp8")
+def _flashinfer_hopper_tiled(t: MeasuredTable, source: np.ndarray, dt: np.ndarray) -> np.ndarray:
+    """Per row whether it runs the Hopper build of a FlashInfer CUTLASS MoE that runs 128-row
+    tiles whatever the load (:func:`~mlacalc.timemodel.moe_time.flashinfer_hopper_tiled`:
+    vLLM's H100 fp8 rows, SGLang's H100 bf16 variant); not its Blackwell build."""
+    out = flashinfer_hopper_tiled(source, dt)
     if out.any() and device_figures(load_hardware(t.system)).tcgen05:
         out[:] = False
     return out
@@ -1577,7 +1577,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     m_rows = marlin_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
     row_tile = np.where(marlin, m_rows, row_tile)
     col_tile = np.where(marlin, MARLIN_COLS, col_tile)
-    hopper_fp8 = _flashinfer_hopper_fp8(t, srcs, dt)  # 128-row tiles at the bf16 rate
+    hopper_tiled = _flashinfer_hopper_tiled(t, srcs, dt)  # 128-row tiles whatever the load
     rows = np.arange(len(t))
     ok = ~np.char.startswith(dt, "?")
     variants = _source_variants(t, dt)
@@ -1602,7 +1602,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         experts_total=E[ok],
         ep=ep[ok],
         tp=tp[ok],
-        row_tile=np.where(hopper_fp8, FLASHINFER_FP8_TILE, row_tile)[ok],
+        row_tile=np.where(hopper_tiled, FLASHINFER_HOPPER_TILE, row_tile)[ok],
         col_tile=col_tile[ok],
         # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
         mma_sync=marlin[ok].astype(np.float64),
@@ -1610,7 +1610,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
         # TensorRT-LLM-gen's block-scaled fp8 MoE multiplies at the bf16 rate
         # (moe_time.BF16_RATE_MOE) and streams every routed pair (moe_time.PAIR_STREAM_MOE)
-        bf16_rate=((flashinfer & (dt == "fp8_block")) | hopper_fp8)[ok].astype(np.float64),
+        bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),

@@ -35,8 +35,8 @@ __all__ = [
     "ALL_PAIRS_MOE",
     "BF16_RATE_MOE",
     "ENGINE_MOE_KERNEL",
-    "FLASHINFER_FP8_KERNEL",
-    "FLASHINFER_FP8_TILE",
+    "FLASHINFER_HOPPER_TILE",
+    "FLASHINFER_TILED_KERNELS",
     "FUSED_TOPK_MAX",
     "MARLIN_COLS",
     "MARLIN_TILE",
@@ -55,8 +55,8 @@ __all__ = [
     "TUNED_MOE",
     "TUNED_STAND_IN",
     "engine_moe_tiles",
-    "flashinfer_cutlass_fp8",
     "flashinfer_cutlass_moe",
+    "flashinfer_hopper_tiled",
     "marlin_row_tile",
     "moe_terms",
     "triton_fused_moe",
@@ -423,36 +423,43 @@ def flashinfer_cutlass_moe(kernel: str) -> bool:
     return "_flashinfer_cutlass_" in kernel
 
 
-#: ``kernel_source`` of FlashInfer's CUTLASS MoE with per-tensor fp8 weights and activations
-#: (vLLM's ModelOpt fp8 experts): vLLM's Hopper fp8 class, a variant of its B200 one
-FLASHINFER_FP8_KERNEL = "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts"
+#: ``kernel_source`` (and dtype) of FlashInfer's CUTLASS MoE rows whose Hopper build runs
+#: 128-row tiles whatever the load (:func:`flashinfer_hopper_tiled`): vLLM's per-tensor fp8
+#: experts (its H100 fp8 class; a variant of its B200 table). Not FlashInfer's block-scaled fp8
+#: CUTLASS MoE (vLLM's H100 ``fp8_block`` class), whose rows grow with the load and stream the
+#: weights at 0.9 of HBM, nor (kept out) SGLang's H100 bf16 variant of FlashInfer's CUTLASS MoE:
+#: its rows step at 128 rows too, but refitted with the tile its fit got worse (7.3% / 26.8% ->
+#: 8.4% / 30.4% median / p90; from B200 71% -> 65%)
+FLASHINFER_TILED_KERNELS = {"vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts": "fp8"}
 
-#: The row tile of the Hopper build of :data:`FLASHINFER_FP8_KERNEL`
-#: (:func:`flashinfer_cutlass_fp8`), whatever the load: read from the tables, not from its
-#: source (not at hand). vLLM's H100 rows step up where an expert's rows pass a multiple of 128
-#: and stay level below: hidden 2,816, intermediate 704, 128 experts, top-8, EP 1 take 1.03 ms
-#: at 2,048 tokens (128 rows an expert), 2.38 at 3,072 (192), 2.01 at 4,096 (256), then 3.06 /
-#: 4.00 / 6.02 / 8.11 at 3 / 4 / 6 / 8 tiles of 128 rows, and 1.2-1.5 ms at 16-1,536 tokens
-#: (1-96 rows an expert); every shape at EP 1 takes 1.9-2.9x its time of 128 rows an expert at
-#: the next count above (192-256 rows). B200's rows of that call (its Blackwell build, a variant
-#: there) grow 1.44x from 128 to 192 rows, as the load grows, and keep the library's tiles.
-FLASHINFER_FP8_TILE = 128.0
+#: The row tile of :data:`FLASHINFER_TILED_KERNELS` on Hopper, whatever the load: read from the
+#: tables, not from the kernel's source (not at hand). vLLM's H100 fp8 rows step up where an
+#: expert's rows pass a multiple of 128 and stay level below: hidden 2,816, intermediate 704,
+#: 128 experts, top-8, EP 1 take 1.03 ms at 2,048 tokens (128 rows an expert), 2.38 at 3,072
+#: (192), 2.01 at 4,096 (256), then 3.06 / 4.00 / 6.02 / 8.11 at 3 / 4 / 6 / 8 tiles of 128
+#: rows, and 1.2-1.5 ms at 16-1,536 tokens (1-96 rows an expert); every shape at EP 1 takes
+#: 1.9-2.9x its time of 128 rows an expert at the next count above (192-256 rows). SGLang's
+#: H100 bf16 rows of the same library step alike (hidden 2,048, intermediate 5,120, 512
+#: experts, top-22, EP 1: 28-33 ms at 32-2,048 tokens, 1-88 rows an expert; 57-61 at 2 tiles,
+#: 89-93 at 3, 166 at 5, 211 at 6) and take 1.8-2.2x vLLM's fp8 rows of the same calls at every
+#: load. B200's rows of vLLM's kernel (its Blackwell build) grow 1.44x from 128 to 192 rows,
+#: with the load, and keep the library's tiles.
+FLASHINFER_HOPPER_TILE = 128.0
 
 
-def flashinfer_cutlass_fp8(source: Any) -> np.ndarray:
-    """Per ``kernel_source`` whether it names FlashInfer's CUTLASS per-tensor fp8 MoE
-    (:data:`FLASHINFER_FP8_KERNEL`), whose Hopper build (vLLM's H100 fp8 class) runs 128-row
-    tiles whatever the load (:data:`FLASHINFER_FP8_TILE`) and multiplies at no more than the
-    bf16 rate (:data:`BF16_RATE_MOE`). At the one call both tables hold (hidden 2,816,
-    intermediate 704, 128 experts, top-8, EP 1, balanced) each further tile of 128 rows an
-    expert, 2,048 to 16,384 tokens, takes 1.01 ms on H100 and 0.21 on B200, 4.9x: H100's bf16
-    rate against B200's fp8 rate is 4.55x, fp8 against fp8 2.27x; at 128 rows an expert H100's
-    rows of every shape reach 0.16-0.32 of the bf16 rate on the padded tiles, and at 16,384
-    tokens they take 1.4-2.8x the time of vLLM's Triton bf16 MoE on the same calls, where
-    TensorRT-LLM's own CUTLASS fp8 MoE on H100 fits at the fp8 rate (eff_compute 1.0). Why
-    (a tactic without the fp8 warp-group MMA, an up-conversion of the weights) the tables do
-    not say (docs/time-model.md, "FlashInfer's CUTLASS per-tensor fp8 MoE on Hopper")."""
-    return np.asarray(source).astype(str) == FLASHINFER_FP8_KERNEL
+def flashinfer_hopper_tiled(source: Any, dtype: Any) -> np.ndarray:
+    """Per row (``kernel_source``, dtype) whether it names a FlashInfer CUTLASS MoE whose Hopper
+    build runs 128-row tiles whatever the load (:data:`FLASHINFER_TILED_KERNELS`,
+    :data:`FLASHINFER_HOPPER_TILE`). That build is slow for its device: at the one call both
+    vLLM tables hold (2,816 / 704, EP 1, balanced) TensorRT-LLM's own CUTLASS fp8 MoE, the code
+    FlashInfer wraps, takes 2.1-5.6x less time than FlashInfer's H100 fp8 rows but 0.72-1.01x
+    FlashInfer's B200 rows; on the padded tiles the H100 fp8 rows reach 0.08-0.16 of the fp8
+    rate at 128 rows an expert. Why (a tactic without the warp-group MMA, the weights streamed
+    again for each tile of rows) the tables do not say (docs/time-model.md, "FlashInfer's CUTLASS
+    MoE on Hopper: 128-row tiles")."""
+    src = np.asarray(source).astype(str)
+    want = np.array([FLASHINFER_TILED_KERNELS.get(x, "?") for x in src.ravel()], dtype=str)
+    return want.reshape(src.shape) == np.asarray(dtype).astype(str)
 
 
 #: The kernel variants (``kernel_source``) of the Triton fused MoE, timed by two rules of their
@@ -537,16 +544,12 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
             batch, shape={**batch.shape, PAIR_TILE_MOE: np.ones(len(batch))}
         )
     kernel = ENGINE_MOE_KERNEL.get((engine, gen), {}).get(batch.dtype, "")
-    if batch.dtype == "fp8" and not fig.tcgen05 and flashinfer_cutlass_fp8([kernel])[0]:
-        # the Hopper build of FlashInfer's CUTLASS per-tensor fp8 MoE: its 128-row tile at the
-        # bf16 rate (:func:`flashinfer_cutlass_fp8`)
+    if not fig.tcgen05 and flashinfer_hopper_tiled([kernel], [batch.dtype])[0]:
+        # the Hopper build of FlashInfer's CUTLASS MoE: its 128-row tile
+        # (:func:`flashinfer_hopper_tiled`)
         n = len(batch)
-        shape = {
-            **batch.shape,
-            "row_tile": np.full(n, FLASHINFER_FP8_TILE),
-            "col_tile": np.zeros(n),
-        }
-        return dataclasses.replace(batch, shape={**shape, BF16_RATE_MOE: np.ones(n)})
+        shape = {"row_tile": np.full(n, FLASHINFER_HOPPER_TILE), "col_tile": np.zeros(n)}
+        return dataclasses.replace(batch, shape={**batch.shape, **shape})
     if triton_fused_moe([kernel])[0]:
         batch = dataclasses.replace(
             batch, shape={**batch.shape, ALL_PAIRS_MOE: np.ones(len(batch))}
