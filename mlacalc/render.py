@@ -311,6 +311,7 @@ _FLAGS_WHEN_TRUE = (
     "parallel_attn",
     "new_decoder_architecture",
     "bias",
+    "alibi",
     "attention_k_eq_v",
 )
 _FAMILY_FLAGS = {"falcon": ("parallel_attn", "bias")}

@@ -328,3 +328,45 @@ def test_load_and_report(name):
         assert mlacalc.attention_cost(m, phase, 131072, 8).flops > 0
     assert mlacalc.attention_cost(m, "chunk", 131072, 8, q_len=2048, causal=True).flops > 0
     assert layer_pattern(m).describe()
+
+
+@pytest.mark.parametrize(
+    ("model", "alibi", "rope"),
+    [("gpt2", False, False), ("falcon-7b", False, True), ("falcon-7b", True, False)],
+)
+def test_rope_is_the_families_and_alibi_has_none(model, alibi, rope):
+    """RoPE from the family (GPT-2's learned positions: none) and a Falcon's ``alibi`` (none);
+    a layer without it rotates nothing: by hand, RoPE of one decode token reads and writes its
+    query and key heads (bf16), 0 without it; the eager reference dispatches its rope-free
+    op count (tests/test_timemodel_predict.py recounts LAUNCHES)."""
+    from mlacalc.cost.attention import model_dims
+    from mlacalc.timemodel.predict import LAUNCHES, predict_time
+
+    m = mlacalc.load_model(model)
+    if alibi:
+        m = m.with_changes(alibi=True)
+    assert (m.alibi, m.rope) == (alibi, rope)
+    assert model_dims(m)["rho"] == int(rope)
+    ops = {o.name: o for o in mlacalc.attention_cost(m, "decode", 64, 1).ops}
+    width = (m.num_attention_heads + m.num_key_value_heads) * m.head_dim
+    assert ops["rope"].bytes == (2 * 2 * width if rope else 0)
+    lat = 7e-6
+    p = predict_time(m, "H100-SXM", "decode", 64, 1, mode="unfused", launch_latency_s=lat)
+    assert p.seconds >= LAUNCHES[("mha", rope, True)] * lat * 0.999
+    if not rope:  # the host's dispatch of the rope-free forward bounds an unfused step
+        assert p.seconds < LAUNCHES[("mha", True, True)] * lat
+
+
+def test_alibi_is_falcons_only():
+    with pytest.raises(ConfigError) as info:
+        mlacalc.load_model("llama-3-8b").with_changes(alibi=True)
+    assert info.value.field == "alibi" and "Falcon" in str(info.value)
+
+
+def test_a_falcon_config_json_with_alibi_has_no_rope():
+    import json
+    from pathlib import Path
+
+    raw = json.loads((Path(__file__).parent / "data" / "hf" / "falcon-7b.config.json").read_text())
+    m = mlacalc.import_hf_config({**raw, "alibi": True})
+    assert m.alibi and not m.rope

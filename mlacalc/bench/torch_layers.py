@@ -489,7 +489,7 @@ def layer_for_model(
             d_v=m.v_head_dim,
             qkv_bias=m.attention_bias or m.qkv_bias or m.bias,
             o_bias=m.attention_bias or m.bias,
-            use_rope=m.family != "gpt2",
+            use_rope=m.rope,
             window=m.sliding_window,
             cache_dtype=cache_dtype,
         )

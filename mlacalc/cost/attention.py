@@ -174,7 +174,7 @@ def _model_dims(model: ModelConfig) -> dict[str, int]:
         return dims
     dims["beta_qkv"] = int(model.attention_bias or model.qkv_bias or model.bias)
     dims["beta_o"] = int(model.attention_bias or model.bias)
-    dims["rho"] = 0 if model.family == "gpt2" else 1
+    dims["rho"] = int(model.rope)  # no RoPE: GPT-2's learned positions, Falcon's ALiBi
     dims["d_v"] = model.v_head_dim or model.head_dim  # value heads of their own (MiMo-V2-Flash)
     return dims
 

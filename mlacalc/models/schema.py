@@ -703,6 +703,9 @@ class ModelConfig:
     bias: bool = _spec(
         BOOL, "Falcon/GPT-2 style: biases on every linear layer and layer norm", default=False
     )
+    alibi: bool = _spec(
+        BOOL, "Falcon: ALiBi position biases instead of RoPE (no rotary embedding)", default=False
+    )
     origin: str = field(default="<dict>", metadata={"internal": True})
     derived: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
 
@@ -717,6 +720,13 @@ class ModelConfig:
     def family(self) -> str:
         """Parameter layout: llama, gpt2, falcon, deepseek or minicpm3."""
         return self._unit().layout
+
+    @property
+    def rope(self) -> bool:
+        """Its attention rotates queries and keys (RoPE): its family's (``Family.rope``; GPT-2's
+        learned positions have none) unless it biases the scores with ALiBi instead (a Falcon
+        with ``alibi``)."""
+        return self._unit().rope and not self.alibi
 
     @property
     def fused_qkv(self) -> bool:
@@ -997,6 +1007,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out += _linear_problems(v, have, unit)
     out += _mamba_problems(v, have, unit)
     out += _quantization_layout_problems(v, have, unit)
+    out += _alibi_problems(v, have, unit)
     return out
 
 
@@ -1182,7 +1193,7 @@ def _not_mla_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[P
     head_dim, n_h = v["head_dim"], v.get("num_attention_heads")
     if head_dim is None:
         out.append(("head_dim", "is required for MHA/GQA/MQA models", "state the per-head width"))
-    elif unit is not None and unit.rope and head_dim % 2:
+    elif unit is not None and unit.rope and not v.get("alibi") and head_dim % 2:
         out.append(
             (
                 "head_dim",
@@ -1287,6 +1298,19 @@ def _mtp_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Probl
                 "num_nextn_predict_layers",
                 f"MTP modules are modelled for DeepSeek-style models only, not {v['model_type']}",
                 "remove num_nextn_predict_layers",
+            )
+        ]
+    return []
+
+
+def _alibi_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """ALiBi in place of RoPE only where it is modelled: Falcon's layout (FalconConfig)."""
+    if _valid(have, "alibi") and v["alibi"] and unit is not None and unit.layout != "falcon":
+        return [
+            (
+                "alibi",
+                f"ALiBi position biases are modelled for Falcon only, not {unit.layout}",
+                "remove alibi (or set it false)",
             )
         ]
     return []

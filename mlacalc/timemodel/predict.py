@@ -478,7 +478,7 @@ def _eager_kernels(cost: Any, model: ModelConfig, dtype: str, weight_dtype: str)
     scores, the copies of permuted views), and the ATen ops each dispatches (a matmul one; the
     layer's other ops share the rest of the layer's count, :data:`LAUNCHES`)."""
     key = model_layer_key(model, cost.impl)
-    rope = not (not model.is_mla and model.family == "gpt2")
+    rope = model.is_mla or model.rope
     total = LAUNCHES[(key, rope, cost.q_len == 1)]
     ops: list[Any] = list(cost.ops)
     passes = eager_passes(model, cost.impl, cost.batch, cost.q_len, cost.seq_len)

@@ -21,8 +21,6 @@ def _translate(data, raw, derived, problems) -> None:
         f"num_key_value_heads = {raw['num_key_value_heads']} "
         f"(multi_query: {str(multi_query).lower()})"
     )
-    if data.get("alibi") is True:
-        derived.append("alibi: true (no RoPE)")
 
 
 def _check_parallel_norms(data, problems) -> None:
@@ -75,9 +73,8 @@ FAMILY = register(
         },
         inputs={
             "multi_query": HFInput("boolean", "one K/V head shared by every query head"),
-            "alibi": HFInput("boolean", "ALiBi position bias instead of RoPE"),
         },
-        reads=("multi_query", "alibi", "num_ln_in_parallel_attn"),
+        reads=("multi_query", "num_ln_in_parallel_attn"),
         translate=_translate,
         fused_qkv=True,
         layer_norm=True,
