@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from reference_data import HF_CONFIGS
+from reference_data import HF_CONFIGS, HF_CONFIGS_2
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.plan import plan
@@ -416,3 +416,26 @@ def test_options_with_nothing_to_act_on_are_refused_in_plan_and_search(run):
         search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, modes=("disaggregated",),
                output_lag_steps=1)  # fmt: skip
     assert exc.value.argument == "output_lag_steps"
+
+
+def test_plan_json_cache_fields_say_what_the_table_says_for_sliding_layers(run, tmp_path):
+    """Gemma-4-31B (NVFP4) on a B200 at fp8: 10 full layers keep every token (K and V of 4
+    heads of 512 in fp8: 40,960 B a token, as the table says) and 50 sliding layers a window
+    (400 MiB a sequence). The JSON said 450,560 B a token (the sliding
+    layers counted per token) and 289,680 tokens a GPU from it."""
+    cfg = tmp_path / "gemma4.yaml"
+    run("import-hf", HF_CONFIGS_2 / "nvidia--Gemma-4-31B-IT-NVFP4.config.json", "-o", cfg)
+    args = ["plan", cfg, "-H", "B200", "--gpus", 1, "--kv-dtype", "fp8", "--engine", "vllm"]
+    args += ["--isl", "32k", "--osl", "2k", "--concurrency", 32]
+    doc = json.loads(run(*args, "--format", "json")[0])
+    assert doc["kv_bytes_per_token_per_gpu"] == 40_960
+    assert doc["kv_bytes_per_token_full_layers_per_gpu"] == 40_960
+    assert doc["kv_bytes_fixed_per_sequence_per_gpu"] == 400 * 2**20
+    assert doc["kv_tokens_per_gpu"] is None
+    seq = 40_960 * (32_768 + 2_048) + 400 * 2**20
+    assert doc["kv_bytes_per_sequence_per_gpu"] == seq
+    assert doc["max_batch"] == doc["kv_budget_per_gpu_bytes"] // seq == 70
+    table = run(*args)[0]
+    assert "40,960 B" in table and "450,560" not in table
+    rows = run(*args, "--format", "csv")[0]
+    assert "kv_bytes_per_token_per_gpu,40960" in rows and "450560" not in rows

@@ -322,7 +322,7 @@ def command(
         engine=serving_engine,
         **engine,
     )
-    doc = {**p.to_dict(), "scheduler_defaults": defaults}
+    doc = {**p.to_dict(), **_kv_fields(p), "scheduler_defaults": defaults}
     text = ""
     if launch and p.fits:
         point = _point(p, redundant_experts, overlap, kv_dtype)
@@ -343,6 +343,21 @@ def command(
     emit(fmt, doc, lambda: sections(p, loaded))
     if fmt in ("table", "markdown"):
         click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
+
+
+def _kv_fields(p) -> dict:
+    """The cache's per-token fields of the JSON and CSV as the table gives them: where some
+    layers keep a window or a fixed state, what a token adds is the full layers' bytes (the
+    fixed part a sequence holds is ``kv_bytes_fixed_per_sequence_per_gpu``) and no one count
+    of tokens fills the budget (it depends on how many sequences hold the fixed part): null.
+    Before, these were the rate while every layer still grows (Gemma-4-31B: 450,560 B a token,
+    sliding layers included, and 289,680 tokens)."""
+    if p.kv_every_token:
+        return {}
+    return {
+        "kv_bytes_per_token_per_gpu": p.kv_bytes_per_token_full_layers_per_gpu,
+        "kv_tokens_per_gpu": None,
+    }
 
 
 def p_hardware_node(hardware: str) -> int | None:
