@@ -1051,11 +1051,20 @@ class StepModel:
                         hottest_expert_rows(assign, local, self.routing),
                     ),
                     "gated": np.full_like(T, 1 if expert.gated else 0),
+                    # experts behind DeepEP's exchange (dispatch and combine: EP over more
+                    # ranks than TP's): the engine's kernel there, which may not be the one
+                    # its plain class times (moe_time.engine_moe_tiles)
+                    **({"deepep": np.ones_like(T)} if self._deepep() else {}),
                 },
                 calls=self.part_calls[part],
             )
         )
         self._moe_exchange(out, T, decode, slots, hot)
+
+    def _deepep(self) -> bool:
+        """Whether the routed experts' exchange is DeepEP's dispatch and combine
+        (:meth:`_moe_exchange`: EP over more ranks than TP's group)."""
+        return self.lay.ep > 1 and self.lay.moe_group != self.lay.tp
 
     def _moe_exchange(
         self, out: list[Spec], T: np.ndarray, decode: np.ndarray, slots: int, hot: np.ndarray
@@ -1360,6 +1369,8 @@ class StepModel:
                 "seconds_per_call": t[rows],
                 "seconds": t[rows] * sp.calls,
                 "communication": sp.comm,
+                # the class variant the time model looked the kernel up by (provenance)
+                "variant": _variant(sp),
             }
             for sp, t in zip(specs, secs)
             if sp.calls and breakdown
@@ -1468,6 +1479,7 @@ def _variant(sp: Spec) -> str:
         "sparse",  # DeepSeek-V4's core (FlashMLA's sparse kernels)
         "indexer",  # DeepSeek-V4's indexer scores (DeepGEMM's MQA logits)
         "topk_kernel",  # an engine's top-k of an indexer (DeepSeek-V4's, DSA's)
+        "deepep",  # routed experts behind DeepEP's exchange
     )
     shape = {f: float(np.max(sp.shape.get(f, 0))) for f in fields}
     return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})

@@ -14,9 +14,11 @@ import numpy as np
 
 from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec
-from mlacalc.timemodel.engine_profiles import chosen_profile
+from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
+from mlacalc.timemodel.moe_time import DEEPEP_STEP, DEEPGEMM_MOE
 from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
 
@@ -50,7 +52,7 @@ def calibration_of(
     if prof.origin and Path(prof.origin).resolve().parent != shipped:
         name = f"{prof.name} ({prof.origin})"
     classes = {
-        (k["kind"], k["dtype"]) if isinstance(k, dict) else (k[0], k[1])
+        (k["kind"], k["dtype"], k.get("variant", "")) if isinstance(k, dict) else (k[0], k[1], "")
         for k in kernels
         if not isinstance(k, dict) or "seconds" not in k or _takes_time(k["seconds"])
     }
@@ -58,11 +60,14 @@ def calibration_of(
     # what params says of a class predicted as the lead says the device is
     expected = prof.fitted_how(hw.name, hw)
     runs: dict[tuple[str, str, str], str] = {}
-    for kind, dtype in sorted(classes):
+    for kind, dtype, variant in sorted(classes):
         # the class the device runs (fp8 weights without fp8 tensor cores: weight-only) and
         # the engine's kernel of it (a step's block-scaled GEMM under SGLang: per-tensor), as
-        # the step's times look it up: two of the step's classes run as one are one class
-        one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {})
+        # the step's times look it up: two of the step's classes run as one are one class.
+        # Only a step's experts behind DeepEP keep their variant (moe_time.DEEPEP_STEP): the
+        # others are looked up by their plain class, as they always were
+        kept = variant if variant == DEEPEP_STEP else ""
+        one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {}, kept)
         run, _, _, how = run_class(one, hw, prof)
         runs[(run.kind, run.dtype, run.variant)] = how
     hows = Counter(runs.values())
@@ -79,6 +84,14 @@ def calibration_of(
     elif rest:
         others = sum(hows[h] for h in rest)
         text += f"; {others} of {total} kernel classes otherwise: " + "; ".join(_grouped(rest))
+    # a class another engine's profile stands in for, where the step runs a kernel its own
+    # tables do not time (SGLang's DeepGEMM experts behind DeepEP: engine_profiles.
+    # with_deepep_moe), said with its stand-in note
+    for kind, dtype, variant in sorted(runs):
+        key = class_key(kind, dtype, variant)
+        lent = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
+        if variant == DEEPGEMM_MOE and lent:
+            text += f"; {lent[0]}"
     if getattr(hw, "measured", False):
         # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
         text = text.replace(

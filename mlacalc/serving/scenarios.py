@@ -384,8 +384,10 @@ def compare_offline(profile: Any = None) -> list[dict[str, Any]]:
     return out
 
 
-def compare_sglang(profile: Any = None) -> dict[str, Any]:
-    """The SGLang EP72 decode node: predicted against measured output tokens/s per node."""
+def compare_sglang(profile: Any = None, engine: str | None = None) -> dict[str, Any]:
+    """The SGLang EP72 decode node: predicted against measured output tokens/s per node, with
+    ``engine``'s kernels (None: TensorRT-LLM's, the planner's default; ``"sglang"``: planned as
+    the user running SGLang would)."""
     s = SGLANG_EP72
     p = plan(
         s["model"],
@@ -402,6 +404,7 @@ def compare_sglang(profile: Any = None) -> dict[str, Any]:
         seq_len=s["kv_len"],
         batch=s["batch_per_gpu"] * s["gpus"],
         profile=profile,
+        engine=engine,
     )
     per_node = p.decode_tokens_per_s / s["gpus"] * s["gpus_per_node"]
     return {

@@ -28,6 +28,8 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.gemm_time import TRTLLM_BLOCK_FP8_GEMM
 from mlacalc.timemodel.mla_time import TRTLLM_MLA_DECODE
 from mlacalc.timemodel.moe_time import (
+    DEEPEP_GROUPED_GEMM,
+    DEEPGEMM_MOE,
     ENGINE_MOE_KERNEL,
     TRTLLM_MOE,
     TRTLLM_OWN_MOE,
@@ -43,6 +45,7 @@ __all__ = [
     "chosen_profile",
     "engine_note",
     "profile_for",
+    "with_deepep_moe",
     "with_generation_kernels",
     "with_stand_ins",
 ]
@@ -252,7 +255,56 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     return _cache(prof, base, gen, composed)
 
 
+def with_deepep_moe(prof: Profile, trt: Profile) -> Profile:
+    """``prof`` with the class of DeepGEMM's grouped GEMM MoE that its engine runs behind
+    DeepEP's exchange (:data:`~mlacalc.timemodel.moe_time.DEEPEP_GROUPED_GEMM`; SGLang's
+    block-scaled fp8 experts) taken from TensorRT-LLM's profile ``trt`` of the device, whose
+    class of the dtype is a grouped-GEMM MoE over the rank's own rows (on B200 DeepGEMM's
+    itself, on H100 TensorRT-LLM's CUTLASS kernel), pooled and per fitted device, noted as a
+    stand-in; ``prof`` itself where it holds the class or its engine runs none."""
+    dtypes = DEEPEP_GROUPED_GEMM.get(prof.engine, ())
+    if not dtypes or trt.engine != DEFAULT_ENGINE:
+        return prof
+    hit = _cached(prof, trt, DEEPGEMM_MOE)
+    if hit is not None:
+        return hit
+    classes = dict(prof.classes)
+    devices = {d: dict(c) for d, c in prof.devices.items()}
+    notes = list(prof.notes)
+    for dtype in dtypes:
+        name, key = class_key("moe", dtype), class_key("moe", dtype, DEEPGEMM_MOE)
+        if key in classes or name not in trt.classes:
+            continue
+        classes[key] = trt.classes[name]
+        for device, table in devices.items():
+            # the device's own level of TensorRT-LLM's fit where it has one, else its pooled one
+            table[key] = trt.devices.get(device, {}).get(name, trt.classes[name])
+        notes.append(
+            f"{STAND_IN_NOTE}{key} from {trt.engine} profile {trt.name}'s {name} "
+            f"({prof.engine} runs DeepGEMM's grouped GEMM for its {dtype} experts behind "
+            f"DeepEP, which its tables do not time)"
+        )
+    if len(notes) == len(prof.notes):
+        return prof
+    composed = dataclasses.replace(prof, classes=classes, devices=devices, notes=tuple(notes))
+    return _cache(prof, trt, DEEPGEMM_MOE, composed)
+
+
 def profile_for(
+    engine: Any, device: str | None = None, hardware: Any = None
+) -> tuple[Profile, str]:
+    """The shipped profile that predicts ``engine``'s kernels on ``device`` and a note of what
+    stood in (``""`` when nothing did): :func:`_engine_profile`, with the DeepGEMM MoE class its
+    engine runs behind DeepEP taken from TensorRT-LLM's profile of the device
+    (:func:`with_deepep_moe`)."""
+    prof, note = _engine_profile(engine, device, hardware)
+    if prof.engine == DEFAULT_ENGINE or not DEEPEP_GROUPED_GEMM.get(prof.engine):
+        return prof, note
+    trt, _ = _engine_profile(DEFAULT_ENGINE, device, hardware)
+    return with_deepep_moe(prof, trt), note
+
+
+def _engine_profile(
     engine: Any, device: str | None = None, hardware: Any = None
 ) -> tuple[Profile, str]:
     """The shipped profile that predicts ``engine``'s kernels on ``device`` and a note of what

@@ -34,6 +34,9 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "ALL_PAIRS_MOE",
     "BF16_RATE_MOE",
+    "DEEPEP_GROUPED_GEMM",
+    "DEEPEP_STEP",
+    "DEEPGEMM_MOE",
     "ENGINE_MOE_KERNEL",
     "FLASHINFER_HOPPER_TILE",
     "FLASHINFER_TILED_KERNELS",
@@ -513,6 +516,29 @@ def triton_fused_moe(source: Any) -> np.ndarray:
     )
 
 
+#: The class variant of a model step's routed experts behind DeepEP's dispatch and combine
+#: (:func:`~mlacalc.words.kernels.variant_of`: shape ``deepep``; EP over more ranks than TP's
+#: group): a batch of its own, which :func:`engine_moe_tiles` runs as the engine's kernel there
+DEEPEP_STEP = "deepep"
+
+#: The variant class of DeepGEMM's grouped GEMM MoE (``kernel_source`` ``deepgemm``: the
+#: TensorRT-LLM B200 table's block-scaled fp8 MoE rows, its plain class there)
+DEEPGEMM_MOE = "deepgemm"
+
+#: The MoE classes an engine runs through DeepGEMM's grouped GEMMs when its experts sit behind
+#: DeepEP's exchange (:data:`DEEPEP_STEP`), on every generation: SGLang's ``DeepEPMoE`` with
+#: block-scaled fp8 weights (``--moe-a2a-backend deepep``) takes DeepGEMM's masked grouped
+#: GEMM on the low-latency layout (each local expert's rows of the dispatch, the blocks past an
+#: expert's row count skipped) and its contiguous grouped GEMM on the normal layout (each
+#: expert's rows aligned to 128), a masked SiLU-and-quantize between (as recalled, no copy of
+#: SGLang's source at hand), not its Triton fused MoE, whose passes over every routed pair
+#: (:data:`ALL_PAIRS_MOE`) its plain class was fitted with. No SGLang table times that kernel:
+#: the class :data:`DEEPGEMM_MOE`, composed from TensorRT-LLM's profile of the device
+#: (:func:`~mlacalc.timemodel.engine_profiles.with_deepep_moe`), stands in (docs/time-model.md,
+#: "SGLang's experts behind DeepEP").
+DEEPEP_GROUPED_GEMM = {"sglang": ("fp8_block",)}
+
+
 def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with the tile its engine's Triton fused MoE fixes (``row_tile``,
     ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
@@ -522,7 +548,15 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     (:data:`ALL_PAIRS_MOE`); where it is TensorRT-LLM-gen's block-scaled fp8 MoE
     (:data:`TRTLLM_MOE`), at the bf16 rate (:data:`BF16_RATE_MOE`) with its passes over every
     routed pair (:data:`PAIR_STREAM_MOE`); where it is TensorRT-LLM's own grouped GEMM on
-    ``tcgen05``, with the SM pair's tile (:data:`PAIR_TILE_MOE`)."""
+    ``tcgen05``, with the SM pair's tile (:data:`PAIR_TILE_MOE`). A step's experts behind
+    DeepEP's exchange (:data:`DEEPEP_STEP`) run DeepGEMM's grouped GEMM where the engine takes
+    it (:data:`DEEPEP_GROUPED_GEMM`: the :data:`DEEPGEMM_MOE` class, with TensorRT-LLM's tiles,
+    whose class stands in), else the engine's plain class as any other step's."""
+    if batch.kind == "moe" and batch.variant == DEEPEP_STEP:
+        plain = dataclasses.replace(batch, variant="")
+        if batch.dtype not in DEEPEP_GROUPED_GEMM.get(engine, ()):
+            return engine_moe_tiles(plain, engine, fig)
+        return dataclasses.replace(engine_moe_tiles(plain, "trtllm", fig), variant=DEEPGEMM_MOE)
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
     gen = fig.kernel_generation

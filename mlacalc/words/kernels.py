@@ -285,7 +285,10 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
     picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), a linear-attention
     kernel's measured class (shape ``linear``: :data:`LINEAR_VARIANTS`), ``"dsa"`` for a model
     step's DSA core (shape ``dsa_kv_bytes``: a batch of its own, which the time model runs as the
-    engine's sparse MLA kernel, :mod:`mlacalc.timemodel.dsa_time`), else ``""``."""
+    engine's sparse MLA kernel, :mod:`mlacalc.timemodel.dsa_time`), ``"deepep"`` for a model
+    step's routed experts behind DeepEP's exchange (shape ``deepep`` 1: a batch of its own, which
+    the time model runs as the engine's kernel there,
+    :func:`mlacalc.timemodel.moe_time.engine_moe_tiles`), else ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
     if kind == "quantize" and float(shape.get("write", 1)) == 0:
@@ -302,6 +305,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return "sparse"  # FlashMLA's sparse kernels over picked rows (DeepSeek-V4's core)
     if kind in ("mla_decode", "mla_prefill") and shape.get("dsa_kv_bytes"):
         return "dsa"  # a DSA core: the engine's sparse MLA kernel, chosen by the time model
+    if kind == "moe" and shape.get("deepep"):
+        return "deepep"  # experts behind DeepEP's exchange: the engine's kernel, by the time model
     return ""
 
 
