@@ -5,6 +5,8 @@ failed before its fix."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -439,3 +441,31 @@ def test_plan_json_cache_fields_say_what_the_table_says_for_sliding_layers(run, 
     assert "40,960 B" in table and "450,560" not in table
     rows = run(*args, "--format", "csv")[0]
     assert "kv_bytes_per_token_per_gpu,40960" in rows and "450560" not in rows
+
+
+def test_json_and_csv_weight_dtype_is_what_a_checkpoint_stores(run, tmp_path):
+    """An NVFP4 export (config.json says bfloat16: its kept tensors) sized as stored: plan's
+    and search's JSON and CSV said "weight_dtype": "bf16" beside "weight_format": "checkpoint
+    nvfp4 group 16"; they say fp4, what the checkpoint stores its quantized weights in.
+    DeepSeek-V3's block-fp8 checkpoint stays fp8, a dtype asked stays as asked."""
+    cfg = tmp_path / "gemma4.yaml"
+    run("import-hf", HF_CONFIGS_2 / "nvidia--Gemma-4-31B-IT-NVFP4.config.json", "-o", cfg)
+    mix = ["--isl", 2000, "--osl", 500]
+    doc = json.loads(run("plan", cfg, "-H", "B200", "--gpus", 1, *mix, "--format", "json")[0])
+    assert (doc["weight_dtype"], doc["weight_format"]) == ("fp4", "checkpoint nvfp4 group 16")
+    asked = run("plan", cfg, "-H", "B200", "--gpus", 1, "--weight-dtype", "fp8", *mix,
+                "--format", "json")[0]  # fmt: skip
+    assert json.loads(asked)["weight_dtype"] == json.loads(asked)["weight_format"] == "fp8"
+    v3 = run("plan", "deepseek-v3", "-H", "B200", "--gpus", 8, *mix, "--format", "json")[0]
+    assert json.loads(v3)["weight_dtype"] == "fp8"
+    search = ["search", cfg, "-H", "B200", "--gpus", "1,2", *mix]
+    doc = json.loads(run(*search, "--all", "--format", "json")[0])
+    points = doc["frontier"] + doc["points"] + [doc["best"]]
+    stored = [p for p in points if p["weight_format"].startswith("checkpoint ")]
+    assert stored and all(p["weight_dtype"] == "fp4" for p in stored)
+    assert all(p["weight_dtype"] == p["weight_format"] == "fp8" for p in points if p not in stored)
+    rows = list(csv.DictReader(io.StringIO(run(*search, "--all", "--format", "csv")[0])))
+    assert {(r["weight_dtype"], r["weight_format"]) for r in rows} == {
+        ("fp4", "checkpoint nvfp4 group 16"),
+        ("fp8", "fp8"),
+    }

@@ -20,6 +20,8 @@ from mlacalc.cli.common import (
     profile_option,
     serving_engine_option,
     size_text,
+    stored_weight_dtype,
+    with_stored_dtype,
 )
 from mlacalc.cli.serving_flags import (
     defaults_note,
@@ -322,7 +324,8 @@ def command(
         engine=serving_engine,
         **engine,
     )
-    doc = {**p.to_dict(), **_kv_fields(p), "scheduler_defaults": defaults}
+    doc = with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded))
+    doc = {**doc, **_kv_fields(p), "scheduler_defaults": defaults}
     text = ""
     if launch and p.fits:
         point = _point(p, redundant_experts, overlap, kv_dtype)

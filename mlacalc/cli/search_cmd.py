@@ -20,6 +20,8 @@ from mlacalc.cli.common import (
     profile_option,
     serving_engine_option,
     size_list,
+    stored_weight_dtype,
+    with_stored_dtype,
 )
 from mlacalc.cli.plan_cmd import times_note
 from mlacalc.cli.serving_flags import component_choices as parse_component_choices
@@ -332,7 +334,7 @@ def command(
     # search checks every list (an empty one is refused, naming it), which mlacalc.cli.main
     # reports as its flag
     result = search(
-        load(model),
+        loaded := load(model),
         hardware,
         budget if budget is not None else counts,
         isl=isl,
@@ -355,8 +357,10 @@ def command(
         if chunks_text.strip() == "none"
         else size_list(chunks_text, "--chunked-prefills"),
     )
+    stored = stored_weight_dtype(loaded) if fmt in ("json", "csv") else None
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
+        rows = [with_stored_dtype(r, stored) for r in rows]
         if not rows:  # nothing timed: the header alone says what the columns would be
             click.echo(",".join([*FIELDS, "profile", "calibration"]))
             return
@@ -364,6 +368,9 @@ def command(
         return
     doc = result.to_dict()
     doc["scheduler_defaults"] = defaults
+    if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
+        doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
+        doc["frontier"] = [with_stored_dtype(p, stored) for p in doc["frontier"]]
     note = with_kernel_versions(note, result.profile)  # the kernels' engine version too
     if result.best:
         doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
@@ -385,7 +392,7 @@ def command(
         )
         doc["launch"] = text
     if all_points:
-        doc["points"] = result.rows()
+        doc["points"] = [with_stored_dtype(r, stored) for r in result.rows()]
     extra = scheduler_words(serving_engine, engine)
     emit(fmt, doc, lambda: sections(result, model, hardware, profile, extra))
     if fmt in ("table", "markdown"):
