@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from reference_data import MEASURED
 
+from mlacalc.timemodel.dsa_time import causal_picks
+
 pytest.importorskip("pyarrow")
 
 VERSION = {"trtllm": "1.3.0rc20", "sglang": "0.5.14", "vllm": "0.24.0"}
@@ -58,7 +60,9 @@ def test_trtllm_h100_walks_every_slot_in_64_head_passes(table):
 def test_trtllm_b200_walks_the_slots_its_keys_fill():
     t, kv, heads, _, _, _ = _attention("b200_sxm", "trtllm", "dsa_context_module_perf", 3)
     c = t.columns
-    assert np.array_equal(kv, np.minimum(c["step"] + c["isl"], 2048))
+    # a prompt token's causal picks (dsa_time.causal_picks: TensorRT-LLM-gen's sparse kernel)
+    assert np.array_equal(kv, causal_picks(c["isl"], c["step"] + c["isl"], 2048))
+    assert (kv <= np.minimum(c["step"] + c["isl"], 2048)).all()
     assert np.array_equal(heads, c["num_heads"].astype(float))
 
 

@@ -131,13 +131,16 @@ def test_past_the_walk_a_prompt_runs_the_absorbed_sparse_kernel(engine, fig):
     """Every prompt the walk rule leaves alone (but SGLang's dense one) runs the absorbed
     sparse kernel: a token one query of its heads over ``min(keys, top-k)`` latent rows, the
     score and value products over the 576 / 512 latent widths (3.4x the expanded core's 192 /
-    128 at the same keys)."""
+    128 at the same keys); TensorRT-LLM-gen's (TensorRT-LLM's own on B200) over its causal
+    picks, ``min(position, top-k)`` a token (dsa_time.causal_picks: 1,792.125 on average over
+    8,192 new tokens)."""
     b = device_batch(_step_core("prefill", 8192, 2, "bf16", 64), load_hardware("H100-SXM"))
     run = engine_dsa_kernel(b, engine, fig)
     assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", "sparse")
     assert run.shape["batch"][0] == 2 * 8192 and run.shape["q_len"][0] == 1
-    assert run.shape["kv_len"][0] == 2048 and run.shape["n_heads"][0] == 64
-    assert run.flops[0] == 2 * 64 * 2 * 8192 * 2048 * (576 + 512)
+    kv = 1792.125 if engine == "trtllm" else 2048
+    assert run.shape["kv_len"][0] == kv and run.shape["n_heads"][0] == 64
+    assert run.flops[0] == 2 * 64 * 2 * 8192 * kv * (576 + 512)
     # q and out per token and head, and a sequence's 8,192 latent rows once, bf16
     assert run.bytes[0] == (2 * 8192 * 64 + 2 * 8192) * 576 * 2 + 2 * 8192 * 64 * 512 * 2
 
@@ -564,3 +567,43 @@ def _same_kernel(step, mapped, hw, prof) -> None:
     assert run.bytes[0] == pytest.approx(mapped.bytes[0], rel=1e-12)
     got, want = predict_batch(step, hw, prof)[0], predict_batch(mapped, hw, prof)[0]
     assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_a_prompt_token_picks_its_causal_prefix_up_to_the_top_k():
+    """causal_picks: the mean over a prompt's new tokens of min(key position, top-k); a decode
+    token (one new) its keys up to the top-k."""
+    from mlacalc.timemodel.dsa_time import causal_picks
+
+    got = causal_picks(
+        [1, 1, 2048, 2048, 4096, 16, 1024], [1, 9000, 2048, 2176, 4096, 144, 1024], 2048
+    )
+    want = [1, 2048, 1024.5, (1920 * (129 + 2048) / 2 + 128 * 2048) / 2048, 1536.25, 136.5, 512.5]
+    np.testing.assert_allclose(got, want)
+
+
+def test_tensorrt_llm_b200_sparse_prompt_multiplies_an_fp8_cache_as_stored():
+    """TensorRT-LLM's B200 prompt with an fp8 cache runs its sparse kernel in fp8
+    (dsa_time.FP8_SPARSE_PROMPT), in the mapping and a served step alike; bf16 with a bf16
+    cache, and every other engine's sparse prompt kernel in bf16 (vLLM's FlashInfer path too:
+    its profile's fp8 sparse class is FlashMLA's decode kernel)."""
+    mapped = _mapped_prompt("b200_sxm", "trtllm", 16, "fp8", "default")
+    assert (mapped.kind, mapped.dtype, mapped.variant) == ("mla_decode", "fp8", "sparse")
+    assert mapped.shape["kv_bytes"][0] == 1.0
+    b = device_batch(_step_core("prefill", 4096, 1, "fp8", 16), load_hardware("B200"))
+    assert engine_dsa_kernel(b, "trtllm", B200).dtype == "fp8"
+    assert engine_dsa_kernel(b, "vllm", B200).dtype == "bf16"
+    b = device_batch(_step_core("prefill", 4096, 1, "bf16", 16), load_hardware("B200"))
+    assert engine_dsa_kernel(b, "trtllm", B200).dtype == "bf16"
+
+
+def test_a_profile_without_the_walk_class_times_the_walk_by_its_plain_class():
+    """A profile with no class of the Hopper walk (mla_time.WALK_VARIANT) times it by its
+    plain MLA decode class, not by a sparse class fitted on another generation's sparse kernel:
+    fit-b200-sxm's (TensorRT-LLM-gen's, fitted on B200's prompt rows' residuals) put
+    TensorRT-LLM's H100 prompt module from B200's fit at +103% (the plain class: -15.6%)."""
+    prof = load_profile("fit-b200-sxm")
+    assert "mla_decode:bf16:sparse" in prof.classes
+    assert "mla_decode:bf16:sparse_walk" not in prof.classes
+    walk, _ = prof.params("B200", "mla_decode", "bf16", variant="sparse_walk")
+    assert walk == prof.params("B200", "mla_decode", "bf16")[0]
+    assert walk != prof.params("B200", "mla_decode", "bf16", variant="sparse")[0]

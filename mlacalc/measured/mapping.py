@@ -106,9 +106,11 @@ from mlacalc.timemodel.attention_time import (
 from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
+    FP8_SPARSE_PROMPT,
     ONE_SPARSE_KERNEL,
     WALK_HEADS,
     absorbed_prompt_core,
+    causal_picks,
     kv_cache_walk,
     sparse_unit_heads,
     walk_heads,
@@ -2045,6 +2047,23 @@ def _core_variant(walks: np.ndarray, own: np.ndarray, sparse) -> np.ndarray:
     return np.where(walks & ~own, WALK_VARIANT, np.where(walks | sparse, "sparse", ""))
 
 
+def _prompt_core_in_cache_dtype(
+    t: MeasuredTable, src: np.ndarray, kvb: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a DSA prompt module table, whether its sparse core runs in the cache's dtype:
+    SGLang's TensorRT-LLM-gen path on B200 (``kernel_source`` ``..._trtllm``) runs the MLA
+    decode kernel of its generation_mla_perf rows (``trtllm_mla``), a prompt token a query over
+    its top-k slots, in the cache's dtype, which that table's plain class times (an fp8 cache:
+    fp8 q and latent rows at the fp8 rate; as FlashMLA's bf16 prompt kernel, 2.3-3.4x its
+    time: 0.37-0.96 us a token where the rows take 0.12-0.31) (first); an engine of
+    :data:`~mlacalc.timemodel.dsa_time.FP8_SPARSE_PROMPT` reads an fp8 cache and multiplies it
+    as stored, its sparse kernel's variant kept (second)."""
+    gen = (t.system == "b200_sxm") & np.char.endswith(src, "_trtllm")
+    generation = device_figures(load_hardware(t.system)).kernel_generation
+    f8 = (kvb <= 1.0) & ((t.engine, generation) in FP8_SPARSE_PROMPT)
+    return gen, f8
+
+
 def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
     sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
@@ -2152,25 +2171,23 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     own = walks & _kv_cache_walk(t, kvd)  # FlashMLA's fp8 sparse decode kernel, its own class
     kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
     w = walked_core(tok, h, topk, lat, g["kv_lora"], kvb, np.where(walks, walk, WALK_HEADS))
+    own_unit = sparse_unit_heads(t.engine, src)  # TensorRT-LLM-gen's own; FlashMLA's the MMA's
+    # TensorRT-LLM-gen's sparse kernel attends a prompt token's causal picks (dsa_time.causal_picks)
+    gen_sparse = own_unit > 0
+    kv = np.where(gen_sparse, causal_picks(isl, keys, topk), kv)
     kv, hk = np.where(walks, w["kv_len"], kv), np.where(walks, w["n_heads"], h)
     flops = np.where(walks, w["flops"], 2.0 * h * tok * kv * (lat + g["kv_lora"]))
-    own_unit = sparse_unit_heads(t.engine, src)  # TensorRT-LLM-gen's own; FlashMLA's the MMA's
     if context:
         split = np.where(own, kern["kv_split"], 0.0 if t.system == "h100_sxm" else 1.0)
-        # SGLang's TensorRT-LLM-gen path on B200 (``kernel_source`` ``..._trtllm``) runs the MLA
-        # decode kernel of its generation_mla_perf rows (``trtllm_mla``), a prompt token a
-        # query over its top-k slots, in the cache's dtype: that table's plain class times it
-        # (an fp8 cache: fp8 q and latent rows at the fp8 rate; as FlashMLA's bf16 prompt
-        # kernel, 2.3-3.4x its time: 0.37-0.96 us a token where the rows take 0.12-0.31)
-        gen = (t.system == "b200_sxm") & np.char.endswith(src, "_trtllm")
-        eb = np.where(gen, kvb, 2.0)
-        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb)  # a step's too
+        gen, f8 = _prompt_core_in_cache_dtype(t, src, kvb)
+        eb = np.where(gen | f8, kvb, 2.0)
+        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb, gen_sparse)
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
-        b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own, kvd, "bf16")[sp], r,
+        b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own | f8, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp], variant=_core_variant(walks, own, ~gen)[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
-                       page_size=_PAGE, kv_bytes=np.where(gen | own, kvb, 2.0)[sp],
+                       page_size=_PAGE, kv_bytes=np.where(gen | own | f8, kvb, 2.0)[sp],
                        kv_split=split[sp], operand_reads=1, preprocess_bytes=0, rope_elements=0,
                        unit_heads=own_unit[sp])  # fmt: skip
     else:

@@ -27,11 +27,13 @@ from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
     "DENSE_PROMPT",
+    "FP8_SPARSE_PROMPT",
     "KV_CACHE_WALK",
     "ONE_SPARSE_KERNEL",
     "SPARSE_WALK",
     "WALK_HEADS",
     "absorbed_prompt_core",
+    "causal_picks",
     "engine_dsa_kernel",
     "kv_cache_walk",
     "sparse_unit_heads",
@@ -122,6 +124,14 @@ KV_CACHE_WALK = frozenset({("sglang", "sm90")})
 #: device's fit 10.9% (14.1%) and 23.2% (25.4%). What B200's rows still lack is outside the
 #: attention (docs/time-model.md, "Host floor of a module launched eagerly").
 ONE_SPARSE_KERNEL = frozenset({"vllm"})
+
+#: ``(engine, kernel generation)`` whose sparse prompt kernel reads an fp8 cache as it stores
+#: it and multiplies fp8 (``mla_decode`` ``fp8`` ``sparse``; bf16 elsewhere): TensorRT-LLM's
+#: B200 prompt rows with an fp8 cache take 0.65-0.67 of the bf16 cache's time a token at every
+#: head count from 8 to 128 (8,192 tokens and more, no cache, the row less its other kernels'
+#: predictions: 194 / 293 ns a token at 8 heads, 353 / 526 at 128), where the bf16 kernel over
+#: the fp8 rows predicted one time for both.
+FP8_SPARSE_PROMPT = frozenset({("trtllm", "tcgen05")})
 
 #: Engines whose prompt runs the dense MHA of the expanded heads while a sequence's keys are at
 #: most ``index_topk`` (every key is picked, so there is nothing to skip): SGLang's module rows
@@ -214,6 +224,19 @@ def walked_core(
     }
 
 
+def causal_picks(new: Any, keys: Any, topk: Any) -> np.ndarray:
+    """Keys a prompt token's query attends on average: ``new`` tokens whose sequence ends at
+    ``keys`` keys, the token at key position ``p`` (1-based) picking ``min(p, topk)`` (every key
+    of its causal prefix while it has at most ``topk``)."""
+    new, keys = np.asarray(new, np.float64), np.asarray(keys, np.float64)
+    top = np.maximum(np.asarray(topk, np.float64), 1.0)
+    step = keys - new
+    under = np.clip(top - step, 0.0, new)  # the tokens with at most top-k keys
+    first = step + 1.0
+    total = under * (first + step + under) / 2.0 + (new - under) * top
+    return np.where(new > 0, total / np.maximum(new, 1.0), np.minimum(keys, top))
+
+
 def absorbed_prompt_core(
     seqs: Any,
     new: Any,
@@ -223,6 +246,7 @@ def absorbed_prompt_core(
     latent_qk: Any,
     latent_v: Any,
     elem_bytes: Any,
+    causal: Any = False,
 ) -> dict[str, np.ndarray]:
     """The absorbed sparse prompt kernel's work where it walks the slots the keys fill:
     ``seqs`` sequences of ``new`` tokens with ``keys`` keys each (the new ones included), every
@@ -235,6 +259,7 @@ def absorbed_prompt_core(
     tokens = seqs * new
     kv = np.minimum(keys, np.maximum(np.asarray(topk, np.float64), 1.0))
     rows = seqs * np.minimum(keys, kv * new)  # a sequence's tokens pick among its rows
+    kv = np.where(causal, causal_picks(new, keys, topk), kv)
     return {
         "kv_len": kv,
         "flops": 2.0 * heads * tokens * kv * (latent_qk + latent_v),
@@ -257,12 +282,15 @@ def _absorbed_prompt(
     blackwell = fig.kernel_generation == "tcgen05"
     fp8 = bool(kvb[0] <= 1.0)
     gen = engine == "sglang" and blackwell and fp8
+    f8 = fp8 and (engine, fig.kernel_generation) in FP8_SPARSE_PROMPT
     flashinfer = engine == "vllm" and blackwell and (fp8 or heads[0] <= 16)
     source = "FLASHINFER_MLA_SPARSE" if flashinfer else ""
-    eb = kvb if gen else np.full(len(batch), 2.0)
+    eb = kvb if gen or f8 else np.full(len(batch), 2.0)
     lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
     b, q, keys = col(batch, "batch", 1), col(batch, "q_len", 1), col(batch, "kv_len", 1)
-    core = absorbed_prompt_core(b, q, keys, heads, col(batch, "window", 0), lqk, lv, eb)
+    unit = float(sparse_unit_heads(engine, source))
+    window = col(batch, "window", 0)
+    core = absorbed_prompt_core(b, q, keys, heads, window, lqk, lv, eb, causal=unit > 0)
     n, ones = len(batch), np.ones(len(batch))
     shape = dict(batch.shape)
     shape.update(
@@ -270,12 +298,12 @@ def _absorbed_prompt(
         head_dim_qk=lqk, head_dim_v=lv, window=np.zeros(n), causal=ones, kv_bytes=eb,
         preprocess_bytes=np.zeros(n), rope_elements=np.zeros(n), page_size=np.full(n, 64.0),
         operand_reads=ones, kv_split=np.full(n, 1.0 if blackwell else 0.0),
-        unit_heads=np.full(n, float(sparse_unit_heads(engine, source))),
+        unit_heads=np.full(n, unit),
     )  # fmt: skip
     return dataclasses.replace(
         batch,
         kind="mla_decode",
-        dtype="fp8" if gen else "bf16",
+        dtype="fp8" if gen or f8 else "bf16",
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,

@@ -185,7 +185,7 @@ PADDED_PRODUCTS = ("sparse", "sparse_walk")
 #: and vLLM's H100 fp8-cache path): a kernel of the ``sparse`` family (its unit, padding and
 #: operand width) fitted apart, on the DSA module rows' residuals, where a profile has rows of
 #: it (:data:`mlacalc.measured.observations.RESIDUAL_VARIANTS`); a profile without it times
-#: it by its ``sparse`` class, else the plain one (``profile._PARENT_VARIANTS``)
+#: it by its plain class (not its ``sparse`` one: ``profile._PARENT_VARIANTS``)
 WALK_VARIANT = "sparse_walk"
 
 #: The sparse MLA kernels' variants: FlashMLA's and TensorRT-LLM's sparse cores
