@@ -255,3 +255,31 @@ def test_a_kv_proj_splits_by_its_own_kinds_kv_heads(model, tp, kinds):
         assert kv.flops == 2 * B * k * n, calls
         # its weights, the tokens in and out, the cache rows it writes (2 bytes each)
         assert kv.bytes == 2 * (k * n + B * (k + n) + B * row), calls
+
+
+def _falcon_mqa():
+    """Falcon-7B's layout (fused query_key_value, one K/V head of 64) with 64 query heads in
+    4096 wide, so that TP2 and TP4 divide its heads (Falcon-7B's 71 do not)."""
+    m = as_model("falcon-7b")
+    return m.with_changes(hidden_size=4096, num_attention_heads=64, intermediate_size=16384)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_a_fused_qkv_rank_holds_whole_kv_heads(tp):
+    """Falcon's fused query_key_value under TP, as vLLM's and SGLang's QKVParallelLinear
+    loads it (from recall): each rank its 64 / tp query heads and the one K/V head whole, by
+    hand per layer: (64 / tp + 2) x 64 x 4096 weights and the dense 4096 x 4096 / tp (was an
+    even split of the fused weight: (64 + 2) x 64 x 4096 / tp); its cache one K/V head per
+    token (2 x 64 bf16), its kv_proj one head's K and V (n 128)."""
+    from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu, weight_breakdown
+
+    m = _falcon_mqa()
+    lay = make_layout(m, tp, tp=tp)
+    per_layer = (64 // tp + 2) * 64 * 4096 + 4096 * 4096 // tp
+    assert weight_breakdown(m, lay)["attention"] == 32 * per_layer  # TP2 17,039,360 a layer before
+    kv = resolve_kv_layout("bf16")
+    assert kv_bytes_per_sequence_per_gpu(m, kv, lay, S) == 32 * S * 2 * 64 * 2
+    sm = StepModel(m, lay, "bf16", kv, load_hardware("H200"))
+    ks = {k.name: k for k in sm.kernels(dec_B=B, dec_S=S)}
+    assert (ks["q_proj"].shape["n"], ks["kv_proj"].shape["n"]) == (4096 // tp, 128)
+    assert ks["kv_proj"].bytes == 2 * (4096 * 128 + B * (4096 + 128) + B * 128)

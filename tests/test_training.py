@@ -673,3 +673,27 @@ def test_each_layer_s_k_v_projection_holds_its_core_s_heads(name, tp):
             per_head = whole.shape["n"] // k.shape["n_kv"]  # a K/V head's width in kv_proj
             assert proj.shape["n"] == core.shape["n_kv"] * per_head, (k.shape, tp)
             assert core.shape["n_kv"] == -(-k.shape["n_kv"] // tp)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_a_fused_qkv_rank_holds_whole_kv_heads(tp):
+    """Falcon's fused query_key_value (one K/V head; 64 query heads in 4096 so TP divides
+    them): a rank holds the K/V head whole, in its weights and its projection's output, so the
+    model holds what its twin with tp K/V heads holds (one a rank, the fused weight split
+    evenly). By hand, TP2 at 2,048 tokens over 32 layers: the fused weight's K/V rows
+    2 x 64 x 4096 / 2 and its output's 2,048 x 2 x 64 / 2 bf16 more than an even split,
+    8,388,608 parameters and 8,388,608 bytes (were missing)."""
+    m = mlacalc.load_model("falcon-7b").with_changes(
+        hidden_size=4096, num_attention_heads=64, intermediate_size=16384
+    )
+    twin = m.with_changes(num_key_value_heads=tp)
+    a = training_cost(m, seq_len=2048, tp=tp)
+    b = training_cost(twin, seq_len=2048, tp=tp)
+    assert a.params_per_gpu == b.params_per_gpu
+    assert a.activation_bytes_per_gpu == b.activation_bytes_per_gpu
+    even = {2: (2826182656, 3388235777), 4: (1413226496, 1694117889)}[tp]  # the even split's
+    more = 32 * 2 * 64 * (tp - 1) // tp
+    assert (a.params_per_gpu - even[0], a.activation_bytes_per_gpu - even[1]) == (
+        more * 4096,
+        more * 2048 * 2,
+    )

@@ -79,6 +79,17 @@ def attention_params(model: ModelConfig | str) -> dict[str, int]:
     return out
 
 
+def kv_projection_params(model: ModelConfig | str) -> int:
+    """Parameters (weights and biases) of one layer's K and V projections, the K/V rows of a
+    fused QKV projection included (GPT-2's ``c_attn``, Falcon's ``query_key_value``): what a
+    tensor-parallel rank holds by whole K/V heads; 0 for MLA (its latent projections)."""
+    model = as_model(model)
+    if model.is_mla:
+        return 0
+    out = evaluate(gen.LAYERS[model_layer_key(model, "absorbed")].params, model_dims(model))
+    return out["k_proj"] + out["v_proj"]
+
+
 # ----------------------------------------------------------------------------------
 # KV cache
 

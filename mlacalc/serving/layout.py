@@ -31,7 +31,7 @@ from typing import Any
 from mlacalc.cost.attention import indexer_row_bytes
 from mlacalc.cost.block_sparse import block_indexer_row_bytes
 from mlacalc.cost.compressed import compressed_attention_split, compressed_layer_bytes
-from mlacalc.cost.engine import attention_params, kv_cache
+from mlacalc.cost.engine import attention_params, kv_cache, kv_projection_params
 from mlacalc.cost.families import linear_state_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_tensors, tensor_bytes
@@ -208,13 +208,17 @@ _MLA_WHOLE = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm
 
 
 def _attention_per_rank(m: ModelConfig, tp: int) -> float:
-    """Attention parameters one tensor-parallel rank holds, per layer."""
+    """Attention parameters one tensor-parallel rank holds, per layer: MLA's latent
+    down-projections whole, else the K/V projections by whole K/V heads (replicated beyond
+    ``n_kv`` ranks), a fused QKV's K/V rows too: vLLM's and SGLang's ``QKVParallelLinear``
+    (from recall of their linear layers) gives each rank ``ceil(n_kv / tp)`` K/V heads of the
+    one weight (Falcon-7B's one K/V head on every rank), not ``1 / tp`` of its rows."""
     attn = attention_params(m)
-    replicated = sum(v for k, v in attn.items() if k in _MLA_WHOLE)
-    if not m.is_mla and not m.fused_qkv:
-        kv = attn["k_proj"] + attn["v_proj"]
-        return (sum(attn.values()) - kv) / tp + float(kv * kv_head_share(m.num_key_value_heads, tp))
-    return replicated + (sum(attn.values()) - replicated) / tp
+    if m.is_mla:
+        replicated = sum(v for k, v in attn.items() if k in _MLA_WHOLE)
+        return replicated + (sum(attn.values()) - replicated) / tp
+    kv = kv_projection_params(m)
+    return (sum(attn.values()) - kv) / tp + float(kv * kv_head_share(m.num_key_value_heads, tp))
 
 
 _MOE_FLAGS: dict[int, tuple[ModelConfig, tuple[bool, ...]]] = {}

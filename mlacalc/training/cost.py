@@ -308,10 +308,22 @@ class _Stage:
 def _kv_replication(m: ModelConfig, tp: int) -> Fraction:
     """How much more of the K/V heads a tensor-parallel rank holds than ``1 / tp`` of them:
     ``ceil(n_kv / tp) tp / n_kv`` (each rank needs a whole KV head, replicated beyond ``n_kv``
-    ranks, as the serving layout splits them); 1 for MLA and a fused QKV projection."""
-    if m.is_mla or m.fused_qkv:
+    ranks, as the serving layout splits them, a fused QKV projection's too); 1 for MLA."""
+    if m.is_mla:
         return Fraction(1)
     return kv_head_share(m.num_key_value_heads, tp) * tp
+
+
+def _grown(m: ModelConfig, name: str, kv: Fraction) -> Fraction:
+    """How much more of an attention activation a rank keeps than ``1 / tp`` of it, its K/V
+    heads grown by ``kv`` (:func:`_kv_replication`): K and V whole, a fused QKV projection's
+    output (``qkv``: its ``n_h`` query heads split, its ``2 n_kv`` K/V heads grown)."""
+    if name in ("k", "v", "k_before_norm"):
+        return kv
+    if name == "qkv":
+        n_h, n_kv = m.num_attention_heads, m.num_key_value_heads
+        return (n_h + 2 * n_kv * kv) / (n_h + 2 * n_kv)
+    return Fraction(1)
 
 
 def _stages(
@@ -341,7 +353,7 @@ def _stages(
     per_block: dict[str, Fraction] = {}
     kv = _kv_replication(m, lay.tp)
     for a in acts:
-        grown = kv if a.block == "attention" and a.name in ("k", "v", "k_before_norm") else 1
+        grown = _grown(m, a.name, kv) if a.block == "attention" else 1
         per_block[a.block] = per_block.get(a.block, Fraction(0)) + a.bytes * grown
     out = []
     # the final norm is the last stage's (the serving layout spreads it over the layers)
