@@ -22,8 +22,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import kv_head_share
 from mlacalc.models.loading import ModelConfig, model_argument
+from mlacalc.serving.layout import Layout as ServingLayout
+from mlacalc.serving.layout import stage_breakdowns
 from mlacalc.training.flops import (
     TrainingFlops,
     check_recompute,
@@ -344,10 +347,6 @@ def _stages(
     (``min(pp - s, micro)``), the head's on the last; with ``recompute="full"`` also the one
     layer whose forward runs again in the backward (``rerun``,
     :func:`recomputed_layer_bytes`; the stage's largest)."""
-    # deferred: the serving layout loads the checkpoint and cache models
-    from mlacalc.serving.layout import Layout as ServingLayout
-    from mlacalc.serving.layout import stage_breakdowns
-
     serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
     L = m.num_hidden_layers
     per_block: dict[str, Fraction] = {}
@@ -518,9 +517,6 @@ def _comm_sms(value: Any) -> int:
 def _device(hardware: Any) -> tuple[float, float]:
     """The dense bf16 peak that MFU divides by (also for fp8 training, as reported) and the
     device's memory."""
-    # deferred: the hardware catalogue loads only when a device is named
-    from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
-
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     return hw.peak("bf16"), float(hw.memory_bytes)
 
