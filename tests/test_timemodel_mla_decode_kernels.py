@@ -342,35 +342,52 @@ def test_flashmla_launches_its_combine_kernel_on_every_call():
 
 @pytest.mark.parametrize(
     "system, engine, expected",
-    [("h100_sxm", "trtllm", 1.0), ("b200_sxm", "trtllm", 0.0), ("h100_sxm", "sglang", 0.0)],
+    [
+        ("h100_sxm", "trtllm", {"bf16": 1.0, "fp8": 1.0}),
+        ("b200_sxm", "trtllm", {"bf16": 0.0, "fp8": 0.0}),
+        ("h100_sxm", "sglang", {"bf16": 0.0, "fp8": 0.0}),
+        # vLLM's H100 rows: FLASHMLA with an fp8 cache, FLASH_ATTN_MLA with a bf16 one
+        ("h100_sxm", "vllm", {"bf16": 0.0, "fp8": 1.0}),
+        ("b200_sxm", "vllm", {"bf16": 0.0, "fp8": 0.0}),
+    ],
 )
-def test_mapping_marks_trtllms_h100_decode_rows_flashmla(system, engine, expected):
+def test_mapping_marks_flashmla_decode_rows(system, engine, expected):
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
 
     tables = load_measured(MEASURED / system / "mla", engine=engine).tables
+    seen = 0
     for name in ("generation_mla_perf", "mla_generation_module_perf"):
         t = next((x for x in tables if x.table == name and x.engine == engine), None)
         if t is None:
             continue
         for p in map_table(t).parts:
             if p.batch.kind == "mla_decode":
-                assert np.all(p.batch.shape["combine_always"] == expected), name
+                want = expected[p.batch.dtype]
+                assert np.all(p.batch.shape["combine_always"] == want), (name, p.batch.dtype)
+                seen += 1
+    assert seen >= 2
 
 
 def test_a_trtllm_step_on_hopper_runs_flashmla():
     from mlacalc.timemodel.kernel_time import device_batch
     from mlacalc.timemodel.mla_time import engine_mla_kernel
 
-    step = _decode([128.0], 4096.0)
-    for name, engine, expected in (
-        ("H100-SXM", "trtllm", True),
-        ("H200", "trtllm", True),
-        ("B200", "trtllm", False),
-        ("H100-SXM", "sglang", False),
+    for name, engine, dtype, expected in (
+        ("H100-SXM", "trtllm", "bf16", True),
+        ("H200", "trtllm", "fp8", True),
+        ("B200", "trtllm", "bf16", False),
+        ("H100-SXM", "sglang", "bf16", False),
+        ("H100-SXM", "vllm", "fp8", True),  # its FLASHMLA backend
+        ("H100-SXM", "vllm", "bf16", False),  # FLASH_ATTN_MLA
+        ("B200", "vllm", "fp8", False),
     ):
+        step = _decode([128.0], 4096.0, dtype=dtype)
+        if dtype == "fp8":
+            del step.shape["cache_convert"]
         out = engine_mla_kernel(device_batch(step, load_hardware(name)), engine, _fig(name))
-        assert ("combine_always" in out.shape) is expected, (name, engine)
+        assert ("combine_always" in out.shape) is expected, (name, engine, dtype)
+    step = _decode([128.0], 4096.0)
     # a measured row names its kernel: left as it is
     assert "combine_always" not in engine_mla_kernel(step, "trtllm", _fig("H100-SXM")).shape

@@ -1138,17 +1138,23 @@ def _mla_core(
                 load_hardware("a100_sxm" if a100 else "h100_sxm"), non_splitting=a100
             ),
             cache_convert=convert.astype(np.float64),
-            combine_always=np.full(len(rows), float(flashmla)),
+            combine_always=np.broadcast_to(np.asarray(flashmla, np.float64), (len(rows),)),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )
 
 
-def flashmla_rows(t: MeasuredTable) -> bool:
-    """Whether a table's MLA decode rows ran FlashMLA, which launches its combine kernel on
-    every call (``combine_always``): TensorRT-LLM's H100 tables (TABLES.md: "FlashMLA, 64
-    tokens/block on SM90")."""
-    return t.engine == "trtllm" and t.system == "h100_sxm"
+def flashmla_rows(t: MeasuredTable) -> np.ndarray:
+    """Per row whether a table's MLA decode kernel is FlashMLA, which launches its combine
+    kernel on every call (``combine_always``): TensorRT-LLM's H100 tables (TABLES.md: "FlashMLA,
+    64 tokens/block on SM90") and vLLM's H100 rows of its FLASHMLA backend (``kernel_source``)."""
+    if t.system != "h100_sxm":
+        return np.zeros(len(t), bool)
+    if t.engine == "trtllm":
+        return np.ones(len(t), bool)
+    if t.engine == "vllm" and "kernel_source" in t.columns:
+        return t.columns["kernel_source"].astype(str) == "FLASHMLA"
+    return np.zeros(len(t), bool)
 
 
 def _mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
@@ -1307,7 +1313,15 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         )
         d = latent
         _mla_core(
-            b, rows[d], bs[d], h[d], q[d], kv[d], kvd[d], context=False, flashmla=flashmla_rows(t)
+            b,
+            rows[d],
+            bs[d],
+            h[d],
+            q[d],
+            kv[d],
+            kvd[d],
+            context=False,
+            flashmla=flashmla_rows(t)[d],
         )
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
 

@@ -66,10 +66,15 @@ CONVERTING_KERNELS = frozenset({("sglang", "sm90")})
 #: (engine, kernel generation) whose MLA decode kernel is FlashMLA's, which launches its
 #: combine kernel on every call (``combine_always``; the kernel returns at once for a sequence
 #: whose keys did not split: from recall of FlashMLA's ``run_flash_splitkv_mla_kernel``):
-#: TensorRT-LLM on Hopper (its H100 tables, TABLES.md: "FlashMLA, 64 tokens/block on SM90").
+#: TensorRT-LLM on Hopper (its H100 tables, TABLES.md: "FlashMLA, 64 tokens/block on SM90"),
+#: and vLLM's FLASHMLA backend, its Hopper kernel for an fp8 cache
+#: (:data:`VLLM_DECODE_PATH_TOKENS`).
 #: The H100 rows of one to 64 cached keys take 13.3 us at batch 1 (bf16 and fp8 alike), B200's
 #: (TensorRT-LLM-gen's kernel, no such launch) 9.0 us; see docs/time-model.md ("MLA decode").
-FLASHMLA_DECODE = frozenset({("trtllm", "sm90")})
+#: (engine, kernel generation, cache dtype)
+FLASHMLA_DECODE = frozenset(
+    {("trtllm", "sm90", "bf16"), ("trtllm", "sm90", "fp8"), ("vllm", "sm90", "fp8")}
+)
 
 
 #: (engine, kernel generation) whose MLA decode kernel is TensorRT-LLM's own: on data-centre
@@ -135,7 +140,7 @@ def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     if batch.kind != "mla_decode" or batch.variant or "step_kernel" not in batch.shape:
         return batch
     gen = fig.kernel_generation
-    if (engine, gen) in FLASHMLA_DECODE and "combine_always" not in batch.shape:
+    if (engine, gen, batch.dtype) in FLASHMLA_DECODE and "combine_always" not in batch.shape:
         batch = dataclasses.replace(
             batch, shape={**batch.shape, "combine_always": np.ones(len(batch))}
         )
