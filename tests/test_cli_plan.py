@@ -12,6 +12,7 @@ import json
 import pytest
 from reference_data import HF_CONFIGS, HF_CONFIGS_2
 
+import mlacalc
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.plan import plan
 from mlacalc.serving.scheduler import engine_settings
@@ -469,3 +470,18 @@ def test_json_and_csv_weight_dtype_is_what_a_checkpoint_stores(run, tmp_path):
         ("fp4", "checkpoint nvfp4 group 16"),
         ("fp8", "fp8"),
     }
+
+
+def test_import_hf_says_qwen35s_mtp_layer_is_not_imported_and_plan_cites_why(run, tmp_path):
+    """Qwen3.5-122B's config.json has mtp_num_hidden_layers: 1. The import wrote
+    num_nextn_predict_layers: 0 without a word, and plan refused --mtp-tokens with
+    "num_nextn_predict_layers is 0: none is counted"; now import-hf says the MTP layer was
+    not imported and why, and the file's notes carry it to plan's refusal."""
+    cfg = tmp_path / "q35.yaml"
+    _, err = run("import-hf", HF_CONFIGS_2 / "Qwen--Qwen3.5-122B-A10B.config.json", "-o", cfg)
+    assert "not imported: the MTP layer (mtp_num_hidden_layers: 1) not counted" in err
+    assert "Hugging Face class builds none" in err and "--mtp-tokens" in err
+    assert mlacalc.load_model(str(cfg)).num_nextn_predict_layers == 0
+    args = ["plan", cfg, "-H", "B200", "--gpus", 4, "--isl", "2k", "--osl", 500]
+    _, err = run(*args, "--mtp-tokens", 2, code=2)
+    assert "its MTP layers are not counted" in err and "none is counted" not in err

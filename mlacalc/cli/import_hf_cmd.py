@@ -10,7 +10,7 @@ from mlacalc.cli.common import warn
 from mlacalc.cost.engine import attention_flops, kv_cache_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import load_model
-from mlacalc.models.registry import ClassDefault
+from mlacalc.models.registry import ClassDefault, NotImported
 from mlacalc.render import model_yaml
 from mlacalc.words.errors import MlacalcError
 
@@ -81,3 +81,5 @@ def _say_defaults(m, config: str) -> None:
     for note in m.derived:
         if isinstance(note, ClassDefault):
             warn(f"not in {name}, filled with Hugging Face's default: {note}")
+        elif isinstance(note, NotImported):
+            warn(f"in {name}, not imported: {note}")

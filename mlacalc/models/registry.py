@@ -159,6 +159,13 @@ class ClassDefault(str):
     __slots__ = ()
 
 
+class NotImported(str):
+    """A ``derived`` note of what a config.json describes that the import leaves out, and why
+    (Qwen3.5's MTP layer): ``import-hf`` says each one, as it says a :class:`ClassDefault`."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Default:
     """The value an absent field takes, and why (the text goes into ``derived``).

@@ -16,7 +16,7 @@ class (it drops their weights on load) and are not counted either.
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_layer_types
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import Default, Family, NotImported, register
 
 _RENAMES = {"num_experts": "n_routed_experts"}
 
@@ -26,6 +26,7 @@ def _translate(data, raw, derived, problems) -> None:
     if "text_config" in data:
         derived.append("read text_config (the language model; the vision tower is not counted)")
     moe = raw["model_type"] == "qwen3_5_moe_text"
+    _mtp(text, raw, derived)
     types = text.get("layer_types")
     if types is not None:
         read_layer_types(
@@ -73,6 +74,23 @@ def _translate(data, raw, derived, problems) -> None:
                 f"shared_expert_intermediate_size {shared}, as experts of moe_intermediate_size "
                 f"{width})"
             )
+
+
+def _mtp(text, raw, derived) -> None:
+    """The config's MTP layers are not imported: said in ``derived`` (import-hf prints it) and
+    in the model's ``notes`` (plan's refusal of ``--mtp-tokens`` cites them)."""
+    n = text.get("mtp_num_hidden_layers")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return
+    why = (
+        f"the MTP layer{'s' if n > 1 else ''} (mtp_num_hidden_layers: {n}) not counted: the "
+        "Hugging Face class builds none (it drops their weights on load), and mlacalc's MTP "
+        "module is DeepSeek's (a layer of the model's own pattern, here a linear one), not the "
+        "full-attention layer the engines draft with; num_nextn_predict_layers is 0, so plan's "
+        "--mtp-tokens and --include-mtp have no MTP module to use"
+    )
+    derived.append(NotImported(why))
+    raw["notes"] = why
 
 
 _LINEAR_DEFAULTS = {
