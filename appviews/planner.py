@@ -331,10 +331,10 @@ def meets(p, ttft: float, tpot: float) -> bool:
     """Whether a plan meets both latency targets (a growing queue meets none)."""
     return (
         p.fits
-        and p.tpot_s is not None
         and p.ttft_s is not None
         and math.isfinite(p.ttft_s)
-        and p.tpot_s <= tpot
+        # one output token a request has no TPOT (None): no gap to miss the target
+        and (p.tpot_s is None or p.tpot_s <= tpot)
         and p.ttft_s <= ttft
     )
 
@@ -434,11 +434,12 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     what binds; below them, the plan's warnings and where the times come from."""
     text = answer_line(result, load, inputs, label)
     (st.success if result.fits and meets(result, inputs.ttft, inputs.tpot) else st.warning)(text)
-    if not result.fits or result.tpot_s is None:
+    if not result.fits or result.ttft_s is None:
         return
     c = st.columns([1, 1, 1, 1, 2])
     c[0].metric("TTFT", result.ttft_text().split(" (")[0])
-    c[1].metric("TPOT", f"{result.tpot_s * 1e3:,.2f} ms")
+    none = "n/a (1 token)"
+    c[1].metric("TPOT", none if result.tpot_s is None else f"{result.tpot_s * 1e3:,.2f} ms")
     c[2].metric(
         "tokens/s per GPU",
         f"{result.output_tokens_per_s_per_gpu:,.1f}",
@@ -446,7 +447,9 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     )
     c[3].metric(
         "tokens/s per user",
-        f"{result.output_tokens_per_s_per_user:,.1f}",
+        none
+        if result.output_tokens_per_s_per_user is None
+        else f"{result.output_tokens_per_s_per_user:,.1f}",
         help="Output tokens per second one request receives.",
     )
     # a metric's value truncates ("memory band..."): label and value as text that wraps

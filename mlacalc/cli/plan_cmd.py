@@ -600,6 +600,11 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
     return rows
 
 
+def _per_token(value: float | None, fmt) -> str:
+    """A figure between output tokens, or why there is none (one output token a request)."""
+    return "n/a (one output token: no gap)" if value is None else fmt(value)
+
+
 def serving_rows(p) -> list[list[str]]:
     """The serving figures of a request mix."""
     srows = [
@@ -611,10 +616,10 @@ def serving_rows(p) -> list[list[str]]:
         ["requests in flight", p.queue_text()],
         ["TTFT", p.ttft_text()],
         *chunk_rows(p),
-        ["TPOT (inter-token latency)", f"{p.tpot_s * 1e3:,.2f} ms"],
+        ["TPOT (inter-token latency)", _per_token(p.tpot_s, lambda t: f"{t * 1e3:,.2f} ms")],
         ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
         ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
-        ["output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}"],
+        ["output tokens/s per user", _per_token(p.output_tokens_per_s_per_user, "{:,.1f}".format)],
         ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
     ]
     if p.mode == "aggregated":

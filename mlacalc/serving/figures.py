@@ -32,6 +32,7 @@ __all__ = [
     "in_progress",
     "mix_timing",
     "open_loop",
+    "others_share",
     "prompts",
     "step_figures",
 ]
@@ -140,14 +141,19 @@ def prompts(mix: MixTiming, n: float) -> int:
     return int(min(max(math.ceil(n - 1e-9), 1), mix.k_max))
 
 
-def step_figures(mix: MixTiming, B: float, rate: float | None = None) -> dict[str, Any]:
+def step_figures(
+    mix: MixTiming, B: float, rate: float | None = None, closed: bool = True
+) -> dict[str, Any]:
     """The step, TTFT and cycle at a running batch of ``B`` per group; ``rate``: the arrival
-    rate per group (random arrivals batched into steps), None: a closed loop."""
+    rate per group (random arrivals batched into steps), None: a closed loop, or, with
+    ``closed`` false, random arrivals timed as the steady state of ``B`` (chunked
+    prefill)."""
     req, lay = mix.req, mix.req.lay
     in_system = B  # mean requests on the group (below 1: it idles between them)
     B = max(B, 1.0)
     mb = min(lay.pp, B)  # micro-batches in flight; fewer than pp leave pipeline bubbles
     dec, t_step = _decode_step(mix, B, mb)
+    gap = None  # the step a request waits per token, where it differs from the mean step
     out: dict[str, Any] = {
         "B": B,
         "t_dec": t_step,
@@ -159,13 +165,13 @@ def step_figures(mix: MixTiming, B: float, rate: float | None = None) -> dict[st
         # the request rate, which the caller solves for (closed and open loop)
         cycle, ttft = t_step, 0.0
     elif req.chunked_prefill:
-        cycle, ttft, out["prefill_overloaded"], out["chunks"] = _chunked_cycle(
-            mix, B, mb, dec, t_step
+        cycle, ttft, gap, out["prefill_overloaded"], out["chunks"] = _chunked_cycle(
+            mix, B, mb, dec, t_step, in_system, closed
         )
     elif rate is not None:
         cycle, ttft = _arrivals_cycle(mix, B, mb, dec, t_step, rate, in_system)
     else:
-        cycle, ttft = _in_flight_cycle(mix, B, mb, t_step)
+        cycle, ttft, gap = _in_flight_cycle(mix, B, mb, t_step, in_system)
     if req.mode == "aggregated":
         ttft += req.output_lag_steps * cycle  # the token is read back steps later
     out["t_pf"] = mix.t_pf[prompts(mix, B * mix.tau / req.osl)]
@@ -174,7 +180,7 @@ def step_figures(mix: MixTiming, B: float, rate: float | None = None) -> dict[st
     out.update(
         cycle=cycle,
         ttft=ttft,
-        tpot=cycle / mix.tau,
+        tpot=(cycle if gap is None else gap) / mix.tau,
         rate=running * mix.tau / cycle,
         running=running,
     )
@@ -206,9 +212,16 @@ def draft_seconds(sm: StepModel, drafts: int, B: float, S: float) -> float:
 
 
 def _chunked_cycle(
-    mix: MixTiming, B: float, mb: float, dec: StepTimes, t_step: float
-) -> tuple[float, float, bool, tuple[int, int, float]]:
-    """Chunked prefill: the cycle, the TTFT, whether the prompts need more tokens per step
+    mix: MixTiming,
+    B: float,
+    mb: float,
+    dec: StepTimes,
+    t_step: float,
+    in_system: float,
+    closed: bool = True,
+) -> tuple[float, float, float, bool, tuple[int, int, float]]:
+    """Chunked prefill: the cycle, the TTFT, the step between two tokens of one request (the
+    others' chunks only, :func:`others_share`), whether the prompts need more tokens per step
     than a chunk, and the prompt's chunks (how many, of how many tokens, their steps' time).
     A prompt runs in ``s = ceil(isl / N)`` consecutive steps, the ``j``-th carrying ``min(N,
     isl - j N)`` of its tokens after the ``j N`` before (causal) beside the decode batch, as
@@ -249,8 +262,13 @@ def _chunked_cycle(
     )
     chunk_steps = lay.pp * np.interp(starts, timed, own.stage_seconds) + draft_s
     S = float(chunk_steps.sum())
-    cycle, ttft = chunked_figures(n, steps, share, t_step, t_fluid, S)
-    return float(cycle), float(ttft), chunk < P, (steps, min(chunk, isl), S)
+    cycle, _ = chunked_figures(n, steps, share, t_step, t_fluid, S)
+    # what one request sees: the others' chunks between its tokens and before its own steps
+    ratio, busy = (float(x) for x in others_share(in_system, mix.groups, B, closed))
+    _, share_o, _, _ = (float(x) for x in synced_prompts(n * ratio * steps, mix.groups, 1))
+    gap, ttft = chunked_figures(n * ratio, steps, share_o, t_step, t_fluid, S)
+    ttft = busy * (ttft - S) + S
+    return float(cycle), float(ttft), float(gap), chunk < P, (steps, min(chunk, isl), S)
 
 
 def chunk_fluid(P: Any, isl: int, mb: Any) -> dict[str, Any]:
@@ -336,12 +354,34 @@ def _arrivals_cycle(
     return chain.mean_step_s, busy * chain.ttft_s + (1.0 - busy) * alone
 
 
-def _in_flight_cycle(mix: MixTiming, B: float, mb: float, t_step: float) -> tuple[float, float]:
+def others_share(in_system: Any, groups: int, B: Any, closed: bool = True) -> tuple[Any, Any]:
+    """What one request sees of the others: the share of the prompts the steps are timed
+    with (``B`` per group, at least 1) that are other requests' (its own prompt runs before
+    its first token, so it is in its TTFT, never between two of its tokens), and the chance
+    another request is on the synced set (none: the GPUs idle until it comes, and its prompt
+    runs at once). ``in_system``: requests per group (mean, below 1 where a group idles
+    between them). A closed loop of ``N`` in flight: the other ``N - 1``, another always on
+    the set from 2 in flight. Random arrivals (``closed`` false): the others arrive at the
+    rate whatever the request does, ``in_system`` per group, on the set a share ``1 -
+    exp(-L)`` of the time (``L`` requests on it on average)."""
+    L = groups * np.asarray(in_system, dtype=np.float64)
+    B = groups * np.asarray(B, dtype=np.float64)
+    if not closed:
+        return L / B, 1.0 - np.exp(-L)
+    others = np.maximum(L - 1.0, 0.0)
+    return others / B, np.minimum(others, 1.0)
+
+
+def _in_flight_cycle(
+    mix: MixTiming, B: float, mb: float, t_step: float, in_system: float
+) -> tuple[float, float, float]:
     """In-flight batching in a closed loop: ``n`` prompts arrive per group per step in steady
     state; over the ``g`` synced groups (:mod:`mlacalc.serving.ranks`) ``K = ceil(g n)`` join
     a share ``g n / K`` of the steps, the slowest group prefilling ``ceil(K / g)`` of them and
     the experts seeing ``K / g`` per group (one group: ``k = ceil(n)`` in a share ``n / k``);
-    the mean step and the TTFT."""
+    the mean step, the TTFT and the step between two tokens of one request: the decode step
+    plus the others' prompts' share of what the prompts add (:func:`others_share`: one
+    request alone decodes at the decode step, its prompt in its TTFT)."""
     req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
     n = B * mix.tau / req.osl
     _, share, slow, mean = (float(x) for x in synced_prompts(n, mix.groups, k_max))
@@ -360,10 +400,15 @@ def _in_flight_cycle(mix: MixTiming, B: float, mb: float, t_step: float) -> tupl
     cycle = (1 - share) * t_step + share * t_mix
     if n > mean:  # more prompts than one step batches
         cycle += (n - mean) * t_pf[k_max] / k_max
+    ratio, busy = (float(x) for x in others_share(in_system, mix.groups, B))
+    gap = t_step + (cycle - t_step) * ratio
     # the prompt waits for the step in progress, then its own: half a step on average, a
-    # prompt step's half as often as the steps carry prompts (the residual of a random
-    # arrival, E[T^2] / 2 E[T], over the decode and prompt steps)
-    return cycle, in_progress(t_step, t_mix, share) + t_mix
+    # prompt step's half as often as the steps carry the others' prompts (the residual of a
+    # random arrival, E[T^2] / 2 E[T], over the decode and prompt steps); with no other
+    # request on the set, its prompt runs at once, alone
+    alone = mix.prefill_alone + (t_step if req.prefill_pass == "separate" else 0.0)
+    busy_ttft = in_progress(t_step, t_mix, share * ratio) + t_mix
+    return cycle, busy * busy_ttft + (1.0 - busy) * alone, gap
 
 
 def in_progress(t_step: Any, t_mix: Any, share: Any) -> Any:
@@ -394,14 +439,14 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
     in_flight = req.mode == "aggregated" and not req.chunked_prefill
     group_rate = request_rate / lay.dp if in_flight else None
     for _ in range(40):
-        f = step_figures(mix, min(conc, max_batch) / lay.dp, group_rate)
+        f = step_figures(mix, min(conc, max_batch) / lay.dp, group_rate, closed=False)
         latency = f["ttft"] + osl * f["tpot"]
         new = request_rate * latency
         if abs(new - conc) < 1e-3 * max(conc, 1.0):
             break
         conc = 0.5 * conc + 0.5 * new
     running = min(conc, float(max_batch))
-    f = step_figures(mix, running / lay.dp, group_rate)
+    f = step_figures(mix, running / lay.dp, group_rate, closed=False)
     capacity = f["rate"] / osl
     queue = queued = 0.0
     if conc > max_batch or request_rate >= capacity:

@@ -14,9 +14,11 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
 
   - ``tpot_s`` (time per output token, the inter-token latency): the decode step at the
     running batch with the average context of the output (``isl + osl / 2``), plus, when
-    prefill shares the GPUs (aggregated), the prefill work the step rate brings in
-    (``batch x tokens-per-step / osl`` prompts per step), divided by the tokens one step
-    yields per sequence (``1 + a + a^2 ...`` with MTP at acceptance rate ``a``);
+    prefill shares the GPUs (aggregated), the prefill work the other requests' prompts bring
+    in (``(batch - 1) x tokens-per-step / osl`` prompts per step in a closed loop: a
+    request's own prompt is before its first token), divided by the tokens one step yields
+    per sequence (``1 + a + a^2 ...`` with MTP at acceptance rate ``a``); None at ``osl=1``
+    (no gap); throughput counts every prompt's work;
   - ``ttft_s``: the wait for the running step (half a step on average), then the step that
     runs the causal prefill of the prompt (batched with the prompts arriving with it) beside
     the running decode batch, and queueing: with more concurrent requests than fit,
@@ -745,10 +747,11 @@ def serving_record(
         running_batch_per_group=f["running"] / lay.dp,
         queued=load.queued,
         ttft_s=f["ttft"] + load.queue + (mix.transfer or 0.0),
-        tpot_s=f["tpot"],
+        # one output token has no gap after it: no TPOT (None), no decode speed per user
+        tpot_s=f["tpot"] if osl > 1 else None,
         output_tokens_per_s=rate,
         output_tokens_per_s_per_gpu=rate / (req.gpus + req.p_gpus),
-        output_tokens_per_s_per_user=1.0 / f["tpot"],
+        output_tokens_per_s_per_user=1.0 / f["tpot"] if osl > 1 else None,
         tokens_per_step=mix.tau,
         prefill_gpus=req.p_gpus,
         kv_transfer_s=mix.transfer,

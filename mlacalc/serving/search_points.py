@@ -15,8 +15,9 @@ import numpy as np
 
 from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
-from mlacalc.serving.figures import chunked_figures, in_progress
+from mlacalc.serving.figures import chunked_figures, in_progress, others_share
 from mlacalc.serving.gpu_step import StepModel, StepTimes
+from mlacalc.serving.ranks import synced_prompts
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 
 __all__ = ["Points", "PrefillPool", "evaluate", "prefill_pools"]
@@ -191,11 +192,19 @@ def _aggregated(
         t_mix = t_step + mix.seconds
     share = c.share  # of the steps that carry prompts (the synced groups' together)
     cycle = (1 - share) * t_step + share * t_mix
-    ttft_s = in_progress(t_step, t_mix, share) + t_mix + req.output_lag_steps * cycle
+    # one request's view, as plan's (mlacalc.serving.figures.others_share): the others'
+    # prompts between its tokens and before its own step; alone, its prompt at once
+    ratio, busy = others_share(c.Bf, c.groups, c.Bf)
+    gap = t_step + (cycle - t_step) * ratio
+    busy_ttft = in_progress(t_step, t_mix, share * ratio) + t_mix
+    alone = float(composed(req, c, t, ov, "alone").seconds[0])
+    alone = alone + (t_step if req.prefill_pass == "separate" else 0.0)
+    ttft_s = busy * busy_ttft + (1 - busy) * alone + req.output_lag_steps * cycle
     for i in range(len(c.Bf)):
-        _aggregated_point(found, c, base, i, float(cycle[i]), float(ttft_s[i]), context_bytes)
-    for i, (cycle_c, ttft_c, n) in _chunked(req, c, t, ov, t_step):
-        point = _aggregated_point(found, c, base, i, cycle_c, ttft_c, context_bytes)
+        point = (float(cycle[i]), float(gap[i]), float(ttft_s[i]))
+        _aggregated_point(found, c, base, i, *point, context_bytes)
+    for i, (cycle_c, gap_c, ttft_c, n) in _chunked(req, c, t, ov, t_step):
+        point = _aggregated_point(found, c, base, i, cycle_c, gap_c, ttft_c, context_bytes)
         point["chunked_prefill"] = n
 
 
@@ -205,10 +214,12 @@ def _aggregated_point(
     base: dict[str, Any],
     i: int,
     cycle: float,
+    gap: float,
     ttft_s: float,
     context_bytes: np.ndarray,
 ) -> dict[str, Any]:
-    """The aggregated point of batch ``i`` with its cycle (TPOT) and TTFT."""
+    """The aggregated point of batch ``i`` with its cycle (the mean step), the step between
+    two tokens of a request (TPOT) and TTFT."""
     lay, g, b = c.lay, c.gpus, c.Bf[i]
     total = float(lay.dp * b / cycle)
     point = {
@@ -220,10 +231,10 @@ def _aggregated_point(
         "batch_per_group": int(b),
         "concurrency": int(b * lay.dp),
         "ttft_s": ttft_s,
-        "tpot_s": cycle,
+        "tpot_s": gap,
         "output_tokens_per_s": total,
         "output_tokens_per_s_per_gpu": total / g,
-        "output_tokens_per_s_per_user": 1.0 / cycle,
+        "output_tokens_per_s_per_user": 1.0 / gap,
         "kv_per_gpu_bytes": int(context_bytes[i]),
     }
     found.add(point, c.sm, c.sm)
@@ -232,12 +243,12 @@ def _aggregated_point(
 
 def _chunked(
     req: SearchRequest, c: Candidate, t: Any, ov: str, t_step: np.ndarray
-) -> list[tuple[int, tuple[float, float, int]]]:
-    """The candidate's chunked-prefill points (batch, cycle, TTFT, token budget), as plan
+) -> list[tuple[int, tuple[float, float, float, int]]]:
+    """The candidate's chunked-prefill points (batch, cycle, TPOT, TTFT, token budget), as plan
     times them (:func:`mlacalc.serving.figures.chunked_figures`: the decode steps and the
     prompts' chunk steps, or every step at full load; TTFT, the wait and the prompt's own
-    chunk steps). Per batch, only the budgets no other beats on both the cycle (so TPOT and
-    tokens/s) and TTFT."""
+    chunk steps). Per batch, only the budgets no other beats on the cycle (tokens/s), TPOT
+    and TTFT together."""
     lay = c.lay
     per_batch: dict[int, list[tuple[float, float, int]]] = {}
     if not c.chunked:
@@ -246,15 +257,23 @@ def _chunked(
     for n, ch in c.chunked.items():
         own = np.bincount(ch.owner, weights=stage[ch.own : ch.end], minlength=len(ch.batches))
         fluid = stage[ch.first : ch.own]
-        cycle, ttft = chunked_figures(ch.n, ch.steps, ch.share, t_step[ch.batches], fluid, own)
-        ttft = ttft + req.output_lag_steps * cycle
+        steps = t_step[ch.batches]
+        cycle, _ = chunked_figures(ch.n, ch.steps, ch.share, steps, fluid, own)
+        # one request's view (others_share), as plan's
+        B = c.Bf[ch.batches]
+        ratio, busy = others_share(B, c.groups, B)
+        share_o = synced_prompts(ch.n * ratio * ch.steps, c.groups, 1)[1]
+        gap, ttft = chunked_figures(ch.n * ratio, ch.steps, share_o, steps, fluid, own)
+        ttft = busy * (ttft - own) + own + req.output_lag_steps * cycle
         for j, i in enumerate(ch.batches.tolist()):
-            per_batch.setdefault(i, []).append((float(cycle[j]), float(ttft[j]), n))
+            figures = (float(cycle[j]), float(gap[j]), float(ttft[j]), n)
+            per_batch.setdefault(i, []).append(figures)
     out = []
     for i, options in sorted(per_batch.items()):
         for o in options:
             beaten = any(
-                (x[0] <= o[0] and x[1] <= o[1]) and (x[:2] != o[:2] or k < options.index(o))
+                all(a <= b for a, b in zip(x[:3], o[:3]))
+                and (x[:3] != o[:3] or k < options.index(o))
                 for k, x in enumerate(options)
                 if x is not o
             )

@@ -144,7 +144,8 @@ class Chunked:
 class Candidate:
     """One layout with one weight and KV dtype: the batches per group that fit and the rows of
     its step model's call (``slices`` names them: ``(overlap, "dec")`` the decode steps,
-    ``(overlap, "mix")`` the steps with prompts, ``(overlap, "prefill")`` the layout's passes
+    ``(overlap, "mix")`` the steps with prompts, ``(overlap, "alone")`` one prompt's pass with
+    nothing else, ``(overlap, "prefill")`` the layout's passes
     as a prefill pool of ``1 .. k_fit`` prompts)."""
 
     gpus: int
@@ -176,6 +177,8 @@ class Candidate:
     weight_dtype: str = ""
     #: per chunked-prefill token budget, its :class:`Chunked` rows (aggregated points)
     chunked: dict[int, Chunked] = field(default_factory=dict)
+    #: the attention groups that meet at every MoE layer's exchange (mlacalc.serving.ranks)
+    groups: int = 1
     #: the rows its kernels were built at (``dec_B``, ``pf_N``, ``pf_q``, ``pf_moe``,
     #: ``pf_pre`` of :meth:`~mlacalc.serving.gpu_step.StepModel.specs`, ``dec_S`` the
     #: request's average context)
@@ -383,7 +386,7 @@ def candidate(
     # a count a budget does not run aggregated (mlacalc.serving.search.tight_counts): no
     # steps with prompts
     mixed = req.whole_gpus is None or g in req.whole_gpus
-    _batch_rows(rows, req, lay, ovs, Bf, k, mean, mixed)
+    _batch_rows(rows, req, lay, ovs, Bf, k, mean, mixed, synced_groups(m, lay))
     chunked = {}
     if mixed and req.prefill_pass == "fused" and "aggregated" in req.modes:
         chunked = _chunk_rows(rows, req, lay, ovs, Bf, synced_groups(m, lay))
@@ -423,6 +426,7 @@ def candidate(
         sm=sm,
         specs=specs,
         chunked=chunked,
+        groups=synced_groups(m, lay),
         rows=arrays,
     )
 
@@ -494,10 +498,12 @@ def _batch_rows(
     k: np.ndarray,
     mean: np.ndarray,
     mixed: bool = True,
+    groups: int = 1,
 ) -> None:
     """Under each overlap, the decode steps of the batches ``Bf`` and (``mixed``) the steps
     that carry ``k`` prompts beside them on the slowest group, the experts seeing ``mean``
-    per group (or, separate, the prompts' own pass)."""
+    per group (or, separate, the prompts' own pass), and the pass of one prompt alone on the
+    ``groups`` synced groups."""
     for ov in ovs:
         f = 0.5 if ov == "tbo" else 1.0
         blocks = [("dec", Bf, 0 * Bf, 0 * Bf), ("mix", Bf, k, mean)]
@@ -509,6 +515,9 @@ def _batch_rows(
             mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
             isl = np.full(len(Bf), float(req.isl))
             rows.add((ov, what), db / mb * f, pn / mb * f, isl, pm / mb * f)
+        if mixed:  # one prompt alone, the other synced groups idle (plan's prefill_alone)
+            one = np.ones(1)
+            rows.add((ov, "alone"), 0 * one, one * f, one * req.isl, one / groups * f)
 
 
 def _chunk_rows(
