@@ -632,3 +632,20 @@ def test_calibration_counts_two_step_classes_run_as_one_once(run, tmp_path):
     kernels = [("gemm", "fp8"), ("gemm", "fp8_block"), ("gemm", "bf16")]
     _, text = calibration_of(str(profile), load_hardware("H100-SXM"), kernels)
     assert text.startswith("none of the step's 2 kernel classes is calibrated"), text
+
+
+def test_search_layout_shows_the_redundant_experts_its_plan_line_gives(run):
+    """Qwen3.5-122B's 256 experts over EP5 take 4 redundant experts, which the point's plan
+    line gives (--redundant-experts 4): the layout column said "TP1 DP-attention5 EP5"."""
+    import json
+
+    args = ["search", "qwen3.5-122b-a10b", "-H", "GB200", "--gpus", 5, "--isl", 2000]
+    args += ["--osl", 500]
+    doc = json.loads(run(*args, "--format", "json")[0])
+    best = doc["best"]
+    assert best["redundant_experts"] == 4 and "--redundant-experts 4" in doc["plan_command"]
+    table = run(*args, "--format", "markdown")[0]
+    assert f"| {best['layout']} (4 redundant experts) |" in table
+    for p in doc["frontier"]:  # every frontier row with its replicas, decode and prefill
+        if p["redundant_experts"]:
+            assert f"{p['layout']} ({p['redundant_experts']} redundant experts)" in table

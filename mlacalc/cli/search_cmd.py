@@ -94,11 +94,22 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:g} s"  # pragma: no cover - the loop ends at us
 
 
+def _with_replicas(layout: str, redundant: Any) -> str:
+    """A layout with its redundant experts, which its plan line gives as
+    ``--redundant-experts`` (``TP1 DP-attention13 EP13 (4 redundant experts)``)."""
+    if not redundant:
+        return layout
+    return f"{layout} ({redundant} redundant expert{'s' if redundant > 1 else ''})"
+
+
 def _layout_cell(p: dict[str, Any]) -> str:
-    """A point's layout; a disaggregated one's with its prefill pool's ("+ prefill ...")."""
+    """A point's layout with its redundant experts; a disaggregated one's with its prefill
+    pool's ("+ prefill ...")."""
+    decode = _with_replicas(str(p["layout"]), p.get("redundant_experts"))
     if p.get("mode") == "disaggregated" and p.get("prefill_layout"):
-        return f"{p['layout']} + prefill {p['prefill_layout']}"
-    return str(p["layout"])
+        prefill = _with_replicas(p["prefill_layout"], p.get("prefill_redundant_experts"))
+        return f"{decode} + prefill {prefill}"
+    return decode
 
 
 def _concurrency(value: float) -> str:
