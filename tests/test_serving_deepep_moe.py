@@ -13,23 +13,40 @@ from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving import StepModel, make_layout
 from mlacalc.serving.gpu_step import _variant, halved
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.engine_profiles import profile_for
 from mlacalc.timemodel.kernel_time import predict_batch, run_class
-from mlacalc.timemodel.moe_time import ALL_PAIRS_MOE, DEEPEP_STEP, DEEPGEMM_MOE, PAIR_TILE_MOE
+from mlacalc.timemodel.moe_time import (
+    ALL_PAIRS_MOE,
+    DEEPEP_RECEIVED,
+    DEEPEP_ROUTED,
+    DEEPEP_STEP,
+    DEEPGEMM_MOE,
+    PAIR_TILE_MOE,
+)
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.kernels import KernelBatch
 
 
-def _routed(hw_name: str, engine: str, *, ep: int = 72, tp: int = 1, prefill: bool = False):
+def _routed(
+    hw_name: str,
+    engine: str,
+    *,
+    ep: int = 72,
+    tp: int = 1,
+    prefill: bool = False,
+    weights: str | None = None,
+):
     """The routed experts of DeepSeek-V3's step (as stored: block-scaled fp8) under ``engine``
     (EP72 decode of 256 sequences at 2,000 keys, or EP32 prefill of 16 x 1,024 tokens, with
-    two-batch overlap: one micro-batch's call), its batch, the profile and the hardware."""
+    two-batch overlap: one micro-batch's call; ``weights``: in that dtype), its batch, the
+    profile and the hardware."""
     m, hw = as_model("deepseek-v3"), load_hardware(hw_name)
     gpus = max(ep, tp)
     lay = make_layout(m, gpus, tp=tp, ep=ep, dp_attention=ep > tp, redundant_experts=32)
     prof = profile_for(engine, hw.name, hw)[0]
-    sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), hw, prof, engine=engine)
+    sm = StepModel(m, lay, weights, resolve_kv_layout("bf16"), hw, prof, engine=engine)
     kw = dict(pf_N=np.array([16.0]), pf_q=1024) if prefill else dict(dec_B=np.array([256.0]))
     (sp,) = [s for s in sm.specs(**halved(kw)) if s.name == "routed_experts"]
     batch = KernelBatch(sp.kind, sp.dtype, sp.flops, sp.bytes, np.ones(1), sp.shape, _variant(sp))
@@ -90,3 +107,116 @@ def test_experts_without_deepep_or_under_other_engines_keep_their_class():
         {k: v for k, v in batch.shape.items() if k != "deepep"},
     )
     assert float(predict_batch(batch, hw, prof)[0]) == float(predict_batch(plain, hw, prof)[0])
+
+
+def _call(batch, hw, prof) -> float:
+    return float(predict_batch(batch, hw, prof)[0])
+
+
+def _with(batch, **cols):
+    shape = {**batch.shape, **{k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}}
+    return KernelBatch(
+        batch.kind, batch.dtype, batch.flops, batch.bytes, batch.calls, shape, batch.variant
+    )
+
+
+@pytest.mark.parametrize(
+    ("hw_name", "engine", "weights"),
+    [
+        # before: vLLM's B200 class (FlashInfer's TensorRT-LLM-gen MoE) streamed every routed
+        # pair of the 9,216 tokens entering the rank (PAIR_STREAM_MOE), SGLang's and vLLM's
+        # H100 bf16 Triton class too (ALL_PAIRS_MOE), and every class routed them all
+        ("H100-SXM", "trtllm", None),
+        ("H100-SXM", "sglang", "bf16"),
+        ("H100-SXM", "vllm", "bf16"),
+        ("H100-SXM", "vllm", None),
+        ("B200", "trtllm", None),
+        ("B200", "sglang", "bf16"),
+        ("B200", "vllm", None),
+        ("B200", "vllm", "bf16"),
+    ],
+)
+def test_experts_behind_deepep_charge_the_received_copies_only(hw_name, engine, weights):
+    """Behind DeepEP a rank's experts run over the copies dispatched to it
+    (``moe_time.DEEPEP_RECEIVED``): the tokens entering the MoE group that it never receives
+    cost it nothing (their count, four times over, leaves the call's time as it is), and the
+    routing is of its own tokens, before the dispatch (``moe_time.DEEPEP_ROUTED``)."""
+    batch, prof, hw = _routed(hw_name, engine, weights=weights)
+    assert batch.variant == DEEPEP_STEP
+    t = _call(batch, hw, prof)
+    assert _call(_with(batch, tokens=batch.shape["tokens"] * 4), hw, prof) == pytest.approx(t)
+    # the kernel's tokens are the copies received over the top-k
+    run, _, params, _ = run_class(batch, hw, prof)
+    assert float(run.shape["tokens"][0]) * 8 == pytest.approx(
+        float(batch.shape[DEEPEP_RECEIVED][0])
+    )
+    # the rank's own routing counts, once
+    own = _with(batch, **{DEEPEP_ROUTED: batch.shape[DEEPEP_ROUTED] + 1000})
+    routing = params["route_s"] * 1000 * 8 / device_figures(hw).sm_count
+    assert _call(own, hw, prof) - t == pytest.approx(routing, rel=1e-6, abs=1e-12)
+
+
+def test_vllms_block_scaled_experts_behind_deepep_take_the_grouped_gemm_class():
+    """vLLM's block-scaled fp8 experts behind DeepEP's low-latency kernels run DeepGEMM's masked
+    grouped GEMM (its modular MoE's batched experts, as recalled): the ``deepgemm`` class,
+    TensorRT-LLM's ``moe:fp8_block`` of the device, said in the plan's calibration. Before:
+    vLLM's B200 class, FlashInfer's TensorRT-LLM-gen MoE, 0.876 ms a call on the EP72 decode
+    (one micro-batch), slower than H100's 0.327 at the same call."""
+    times = {}
+    for hw_name in ("H100-SXM", "B200"):
+        batch, prof, hw = _routed(hw_name, "vllm")
+        run, _, _, _ = run_class(batch, hw, prof)
+        assert run.variant == DEEPGEMM_MOE
+        times[hw_name] = _call(batch, hw, prof)
+        trt_batch, trt_prof, _ = _routed(hw_name, "trtllm")
+        assert times[hw_name] == pytest.approx(_call(trt_batch, hw, trt_prof), rel=1e-9)
+    assert times["B200"] < times["H100-SXM"] < 0.3e-3  # 0.876 / 0.327 ms before
+
+
+@pytest.mark.parametrize(
+    ("weights", "experts", "trtllm", "low", "high"),
+    [
+        # as stored (block-scaled fp8): every engine DeepGEMM's grouped GEMM, one class, 0.106 ms
+        # a call (before: TensorRT-LLM and SGLang 0.144, vLLM 0.832: 5.76x, its FlashInfer
+        # TensorRT-LLM-gen class over every routed pair)
+        (None, None, 0.144, 0.99, 1.01),
+        # bf16: 0.157 ms, SGLang 0.89x, vLLM 1.04x (before 0.184 ms, 0.99x and 1.06x)
+        ("bf16", None, 0.184, 0.8, 1.2),
+        # nvfp4 experts: 0.092 ms, SGLang 0.69x, vLLM 0.75x (before 0.144 ms, 0.79x and 0.85x):
+        # FlashInfer's TensorRT-LLM-gen MoE against TensorRT-LLM's CUTLASS one
+        (None, "nvfp4", 0.144, 0.6, 1.0),
+    ],
+)
+def test_gb200_ep72_routed_experts_per_engine_near_tensorrt_llms(
+    weights, experts, trtllm, low, high
+):
+    """DeepSeek-V3 on a 72-GPU GB200 NVLink domain, EP72 with DP-attention, 32 redundant
+    experts, 256 sequences a GPU at 2,000 keys, two-batch overlap: each engine's routed
+    experts a call within the stated ratio of TensorRT-LLM's, whose own call is faster than
+    before (``trtllm`` ms: the routing of the rank's own tokens only, not of every token
+    entering the MoE group)."""
+    from mlacalc.serving.plan import plan
+
+    comps = {"experts": experts} if experts else None
+    calls = {}
+    for engine in ("trtllm", "sglang", "vllm"):
+        p = plan(
+            "deepseek-v3",
+            "GB200",
+            72,
+            tp=1,
+            ep=72,
+            dp_attention=True,
+            redundant_experts=32,
+            overlap="tbo",
+            seq_len=2000,
+            batch=256 * 72,
+            engine=engine,
+            weight_dtype=weights,
+            component_dtypes=comps,
+        )
+        (routed,) = [k for k in p.kernels if k["name"] == "routed_experts"]
+        calls[engine] = routed["seconds"] / routed["calls"]
+    assert calls["trtllm"] < 0.9 * trtllm * 1e-3
+    for engine in ("sglang", "vllm"):
+        assert low <= calls[engine] / calls["trtllm"] <= high, (engine, calls)

@@ -74,6 +74,7 @@ from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
+from mlacalc.timemodel.moe_time import DEEPEP_RECEIVED, DEEPEP_ROUTED
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import ROOFLINE
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
@@ -1053,8 +1054,18 @@ class StepModel:
                     "gated": np.full_like(T, 1 if expert.gated else 0),
                     # experts behind DeepEP's exchange (dispatch and combine: EP over more
                     # ranks than TP's): the engine's kernel there, which may not be the one
-                    # its plain class times (moe_time.engine_moe_tiles)
-                    **({"deepep": np.ones_like(T)} if self._deepep() else {}),
+                    # its plain class times, over the copies the rank receives, and the
+                    # routing of the tokens it sends, run before the dispatch
+                    # (moe_time.engine_moe_tiles)
+                    **(
+                        {
+                            "deepep": np.ones_like(T),
+                            DEEPEP_RECEIVED: assign,
+                            DEEPEP_ROUTED: T / lay.tp,
+                        }
+                        if self._deepep()
+                        else {}
+                    ),
                 },
                 calls=self.part_calls[part],
             )

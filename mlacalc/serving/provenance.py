@@ -85,7 +85,7 @@ def calibration_of(
         others = sum(hows[h] for h in rest)
         text += f"; {others} of {total} kernel classes otherwise: " + "; ".join(_grouped(rest))
     # a class another engine's profile stands in for, where the step runs a kernel its own
-    # tables do not time (SGLang's DeepGEMM experts behind DeepEP: engine_profiles.
+    # tables do not time (SGLang's and vLLM's DeepGEMM experts behind DeepEP: engine_profiles.
     # with_deepep_moe), said with its stand-in note
     for kind, dtype, variant in sorted(runs):
         key = class_key(kind, dtype, variant)

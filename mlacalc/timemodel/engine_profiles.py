@@ -257,8 +257,8 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
 
 def with_deepep_moe(prof: Profile, trt: Profile) -> Profile:
     """``prof`` with the class of DeepGEMM's grouped GEMM MoE that its engine runs behind
-    DeepEP's exchange (:data:`~mlacalc.timemodel.moe_time.DEEPEP_GROUPED_GEMM`; SGLang's
-    block-scaled fp8 experts) taken from TensorRT-LLM's profile ``trt`` of the device, whose
+    DeepEP's exchange (:data:`~mlacalc.timemodel.moe_time.DEEPEP_GROUPED_GEMM`; SGLang's and
+    vLLM's block-scaled fp8 experts) taken from TensorRT-LLM's profile ``trt`` of the device, whose
     class of the dtype is a grouped-GEMM MoE over the rank's own rows (on B200 DeepGEMM's
     itself, on H100 TensorRT-LLM's CUTLASS kernel), pooled and per fitted device, noted as a
     stand-in; ``prof`` itself where it holds the class or its engine runs none."""

@@ -35,6 +35,8 @@ __all__ = [
     "ALL_PAIRS_MOE",
     "BF16_RATE_MOE",
     "DEEPEP_GROUPED_GEMM",
+    "DEEPEP_RECEIVED",
+    "DEEPEP_ROUTED",
     "DEEPEP_STEP",
     "DEEPGEMM_MOE",
     "ENGINE_MOE_KERNEL",
@@ -532,11 +534,32 @@ DEEPGEMM_MOE = "deepgemm"
 #: expert's row count skipped) and its contiguous grouped GEMM on the normal layout (each
 #: expert's rows aligned to 128), a masked SiLU-and-quantize between (as recalled, no copy of
 #: SGLang's source at hand), not its Triton fused MoE, whose passes over every routed pair
-#: (:data:`ALL_PAIRS_MOE`) its plain class was fitted with. No SGLang table times that kernel:
-#: the class :data:`DEEPGEMM_MOE`, composed from TensorRT-LLM's profile of the device
+#: (:data:`ALL_PAIRS_MOE`) its plain class was fitted with. vLLM's modular MoE behind DeepEP's
+#: low-latency kernels runs its batched experts, DeepGEMM's masked grouped GEMM for
+#: block-scaled fp8 (as recalled: Triton's batched kernel for the other dtypes, FlashInfer's
+#: CUTLASS MoE for nvfp4 on Blackwell, which keep their plain classes over the copies
+#: received, :data:`DEEPEP_RECEIVED`), not FlashInfer's TensorRT-LLM-gen MoE (its B200 class,
+#: with passes over every routed pair, :data:`PAIR_STREAM_MOE`) nor its Hopper CUTLASS one. No
+#: SGLang or vLLM table times that kernel: the class :data:`DEEPGEMM_MOE`, composed from
+#: TensorRT-LLM's profile of the device
 #: (:func:`~mlacalc.timemodel.engine_profiles.with_deepep_moe`), stands in (docs/time-model.md,
-#: "SGLang's experts behind DeepEP").
-DEEPEP_GROUPED_GEMM = {"sglang": ("fp8_block",)}
+#: "SGLang's experts behind DeepEP", "Every engine's experts behind DeepEP").
+DEEPEP_GROUPED_GEMM = {"sglang": ("fp8_block",), "vllm": ("fp8_block",)}
+
+#: The shape column of a model step's experts behind DeepEP (:data:`DEEPEP_STEP`): the routed
+#: (token, expert) copies the rank receives from the dispatch, the rows its experts' kernel
+#: runs over. Under every engine and dtype the kernel there sees only those (DeepEP's
+#: low-latency layout: each local expert's received rows; its normal layout: the received
+#: tokens), not every token entering the MoE group, so :func:`engine_moe_tiles` gives the
+#: batch these copies as its tokens (over the top-k): no class's passes over every routed pair
+#: (:data:`ALL_PAIRS_MOE`, :data:`PAIR_STREAM_MOE`) run over tokens the rank never receives
+DEEPEP_RECEIVED = "received_copies"
+
+#: The shape column of a model step's experts behind DeepEP (:data:`DEEPEP_STEP`): the tokens
+#: the rank routes, its own (those it sends), whose top-k selection runs on the attention rank
+#: before the dispatch (:func:`moe_terms`' ``route_s``), once, not over every token entering
+#: the MoE group on each expert rank
+DEEPEP_ROUTED = "routed_tokens"
 
 
 def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
@@ -551,9 +574,13 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     ``tcgen05``, with the SM pair's tile (:data:`PAIR_TILE_MOE`). A step's experts behind
     DeepEP's exchange (:data:`DEEPEP_STEP`) run DeepGEMM's grouped GEMM where the engine takes
     it (:data:`DEEPEP_GROUPED_GEMM`: the :data:`DEEPGEMM_MOE` class, with TensorRT-LLM's tiles,
-    whose class stands in), else the engine's plain class as any other step's."""
+    whose class stands in), else the engine's plain class as any other step's; either over
+    the copies the rank receives (:data:`DEEPEP_RECEIVED`) as its tokens."""
     if batch.kind == "moe" and batch.variant == DEEPEP_STEP:
-        plain = dataclasses.replace(batch, variant="")
+        # the copies the rank receives are the kernel's tokens (:data:`DEEPEP_RECEIVED`)
+        received = col(batch, DEEPEP_RECEIVED, 0) / col(batch, "topk", 1)
+        shape = {**batch.shape, "tokens": np.where(received > 0, received, col(batch, "tokens", 0))}
+        plain = dataclasses.replace(batch, variant="", shape=shape)
         if batch.dtype not in DEEPEP_GROUPED_GEMM.get(engine, ()):
             return engine_moe_tiles(plain, engine, fig)
         return dataclasses.replace(engine_moe_tiles(plain, "trtllm", fig), variant=DEEPGEMM_MOE)
@@ -745,7 +772,10 @@ def moe_terms(
     stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
     extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
     # routing every token entering the rank: top-k selection and the gather/scatter indices
-    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair
+    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
+    # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)
+    own = col(batch, DEEPEP_ROUTED, -1.0)
+    routed = np.where(own >= 0, own * col(batch, "topk", 1), routed)
     extra = extra + prm["route_s"] * routed / sms
     # routing each token to more than ``FUSED_TOPK_MAX`` experts leaves the fused top-k
     # kernel for a generic top-k whose ``topk`` selection rounds each end in a reduction over
