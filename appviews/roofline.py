@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -9,6 +11,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
+from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
 from .common import Scenario, show_context_warning, show_table, validation
@@ -79,22 +82,53 @@ def _point(
         kv_dtype=kv_dtype,
         engine=engine,
     )
+    flops, nbytes, ridge = own_work(p)
     return {
         "phase": phase,
         "impl": p.impl,
         "kind": kind,
-        "intensity": p.arithmetic_intensity,
-        "flops_per_s": p.flops / p.seconds,
+        "intensity": flops / nbytes if nbytes else math.inf,
+        "flops_per_s": flops / p.seconds,
         "seconds": p.seconds,
-        "ridge": p.ridge,
-        "bound": p.bound,
+        "ridge": ridge,
+        "bound": roofline_bound(flops, nbytes, ridge),
         "calibration": p.calibration,
         "engine": p.engine,
         "profile": p.profile,
-        # kernels the engine runs as another (a DSA core as its sparse kernel): what the time
-        # is of, where the point's FLOPs are the counted ones
+        # kernels the engine runs as another (a DSA core as its sparse kernel): the point
+        # places that kernel's work, which the time is of
         "runs_as": [(o.name, o.runs_as, o.run_flops) for o in p.ops if o.runs_as],
     }
+
+
+def own_work(p) -> tuple[int, int, float]:
+    """The FLOPs, bytes and ridge of the work a prediction's time is of: each kernel's own,
+    but a kernel the engine runs as another (a DSA core as its sparse kernel) counts that
+    kernel's FLOPs and bytes. ``Prediction.flops`` counts the implementation named (GLM-5.1's
+    naive decode: the dense core over every key), which over the sparse kernel's time put
+    the point 3x above the memory roof."""
+    flops = nbytes = 0
+    heavy = (-1, 0.0)  # the ridge of the dtype doing the most FLOPs (Prediction.ridge's rule)
+    for o in p.ops:
+        f, b = (o.run_flops, o.run_bytes) if o.runs_as else (o.flops, o.bytes)
+        nbytes += b
+        flops += f if o.kind == "matmul" else 0
+        heavy = max(heavy, (f, o.ridge))
+    return flops, nbytes, heavy[1]
+
+
+def roofs(device, dtype: str, points: list[dict]) -> list[tuple[str, float]]:
+    """The roofs to draw: the compute dtype's, and that of each point whose FLOPs run mostly
+    in another (DeepSeek-V3's fp8 GEMMs: a prefill point above the bf16 roof sits under the
+    fp8 one), each named by its dtype. A point is checked against its own ``ridge``."""
+    bw = device.memory_bandwidth_bytes_per_s
+    out = {device.peak(dtype): f"{device.name} ({dtype})"}
+    for ridge in sorted({pt["ridge"] for pt in points if pt["ridge"]}):
+        peak = ridge * bw
+        if not any(math.isclose(peak, p, rel_tol=1e-6) for p in out):
+            names = [d for d, v in device.peak_flops_per_s.items() if math.isclose(v, peak)]
+            out[peak] = f"{device.name} ({names[0] if names else f'ridge {ridge:,.0f}'})"
+    return [(name, peak) for peak, name in sorted(out.items())]
 
 
 def render(sc: Scenario) -> None:
@@ -144,9 +178,11 @@ def render(sc: Scenario) -> None:
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s
     top = max([1e5] + [10 * pt["intensity"] for pt in points])
     xs = np.geomspace(0.1, top, 200)
-    fig = go.Figure(
-        go.Scatter(x=xs, y=np.minimum(peak, xs * bw), mode="lines", name=f"{device.name} roofline")
-    )
+    fig = go.Figure()
+    for name, roof in roofs(device, dtype, points):
+        fig.add_trace(
+            go.Scatter(x=xs, y=np.minimum(roof, xs * bw), mode="lines", name=f"{name} roofline")
+        )
     for pt in points:
         fig.add_trace(
             go.Scatter(
@@ -213,6 +249,7 @@ def render(sc: Scenario) -> None:
     if other:
         st.caption(
             "; ".join(f"{phase}: the engine runs {name} as {how}" for phase, name, how in other)
-            + ": its time is of that kernel's work (`mlacalc roofline` gives its FLOPs), while "
-            "a point's FLOPs and FLOP/byte count the implementation named."
+            + ": its time is of that kernel's work, and so are the point's FLOPs and FLOP/byte "
+            "(its own work over its own time); `mlacalc roofline`'s rows count the "
+            "implementation named and give that kernel's FLOPs and bytes beside them."
         )

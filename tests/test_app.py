@@ -451,3 +451,31 @@ def test_a_column_empty_in_every_row_is_left_out():
     at = run(model="llama-3-8b")
     per_impl = next(d.value for d in at.dataframe if "layers a token adds to" in d.value.columns)
     assert list(per_impl["elements/token/layer"]) == [2048]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("model", ["glm-5.1", "deepseek-v3"])
+def test_no_roofline_point_lies_above_its_roof(model, engine):
+    """Each point is its own work over its own time: GLM-5.1's naive decode counted the dense
+    core (9.7 FLOP/byte) over the sparse kernel's time, 243 TFLOP/s on GB200 under vllm, 3.2x
+    above the memory roof (2.2-3.6x on GB200 and H200, every engine). And each point sits under
+    the roof of the dtype doing most of its FLOPs, which the chart draws (DeepSeek-V3's fp8
+    prefill under trtllm reaches 1.5x the bf16 peak on GB200)."""
+    from appviews.roofline import roofline_points, roofs
+    from mlacalc.hardware.catalogue import load_hardware
+
+    m = mlacalc.load_model(model)
+    for hw in ("GB200", "H200"):
+        device = load_hardware(hw)
+        bw = device.memory_bandwidth_bytes_per_s
+        points = roofline_points(m, hw, 32768, 64, "bf16", None, "fp8", engine)
+        drawn = [peak for _, peak in roofs(device, "bf16", points)]
+        for pt in points:
+            roof = min(pt["intensity"], pt["ridge"]) * bw
+            assert pt["flops_per_s"] <= roof, (
+                hw,
+                pt["phase"],
+                pt["impl"],
+                pt["flops_per_s"] / roof,
+            )
+            assert any(peak == pytest.approx(pt["ridge"] * bw) for peak in drawn)
