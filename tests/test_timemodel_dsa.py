@@ -136,7 +136,8 @@ def test_past_the_walk_a_prompt_runs_the_absorbed_sparse_kernel(engine, fig):
     8,192 new tokens)."""
     b = device_batch(_step_core("prefill", 8192, 2, "bf16", 64), load_hardware("H100-SXM"))
     run = engine_dsa_kernel(b, engine, fig)
-    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", "sparse")
+    variant = "sparse_gen" if engine == "trtllm" else "sparse"  # mla_time.GEN_SPARSE_VARIANT
+    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", variant)
     assert run.shape["batch"][0] == 2 * 8192 and run.shape["q_len"][0] == 1
     kv = 1792.125 if engine == "trtllm" else 2048
     assert run.shape["kv_len"][0] == kv and run.shape["n_heads"][0] == 64
@@ -159,7 +160,8 @@ def test_vllm_s_decode_runs_its_prompt_s_sparse_kernel_where_it_does_not_walk(
     rows otherwise), not the plain MLA decode class it had been."""
     b = device_batch(_step_core("decode", 1025, 8, kv, heads), load_hardware("H100-SXM"))
     run = engine_dsa_kernel(b, "vllm", fig)
-    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", "sparse")
+    variant = "sparse_gen" if unit else "sparse"  # FlashInfer's TensorRT-LLM-gen kernel
+    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", variant)
     assert run.shape["batch"][0] == 8 and run.shape["q_len"][0] == 1
     assert run.shape["kv_len"][0] == 1025 and run.shape["n_heads"][0] == heads
     assert run.shape["unit_heads"][0] == unit and run.shape["kv_split"][0] == split
@@ -587,7 +589,7 @@ def test_tensorrt_llm_b200_sparse_prompt_multiplies_an_fp8_cache_as_stored():
     cache, and every other engine's sparse prompt kernel in bf16 (vLLM's FlashInfer path too:
     its profile's fp8 sparse class is FlashMLA's decode kernel)."""
     mapped = _mapped_prompt("b200_sxm", "trtllm", 16, "fp8", "default")
-    assert (mapped.kind, mapped.dtype, mapped.variant) == ("mla_decode", "fp8", "sparse")
+    assert (mapped.kind, mapped.dtype, mapped.variant) == ("mla_decode", "fp8", "sparse_gen")
     assert mapped.shape["kv_bytes"][0] == 1.0
     b = device_batch(_step_core("prefill", 4096, 1, "fp8", 16), load_hardware("B200"))
     assert engine_dsa_kernel(b, "trtllm", B200).dtype == "fp8"
@@ -596,14 +598,20 @@ def test_tensorrt_llm_b200_sparse_prompt_multiplies_an_fp8_cache_as_stored():
     assert engine_dsa_kernel(b, "trtllm", B200).dtype == "bf16"
 
 
-def test_a_profile_without_the_walk_class_times_the_walk_by_its_plain_class():
-    """A profile with no class of the Hopper walk (mla_time.WALK_VARIANT) times it by its
-    plain MLA decode class, not by a sparse class fitted on another generation's sparse kernel:
-    fit-b200-sxm's (TensorRT-LLM-gen's, fitted on B200's prompt rows' residuals) put
-    TensorRT-LLM's H100 prompt module from B200's fit at +103% (the plain class: -15.6%)."""
+def test_a_profile_without_the_walk_class_never_times_it_by_tensorrt_llm_gen_s():
+    """TensorRT-LLM-gen's sparse kernel is a class of its own (mla_time.GEN_SPARSE_VARIANT):
+    fit-b200-sxm's (fitted on B200's prompt rows' residuals) put TensorRT-LLM's H100 prompt
+    module from B200's fit at +103% as the walk's stand-in (the plain class: -15.6%). A
+    profile with no class of the Hopper walk times it by its FlashMLA ``sparse`` class, else
+    its plain one; a profile with no TensorRT-LLM-gen class times that kernel likewise."""
     prof = load_profile("fit-b200-sxm")
-    assert "mla_decode:bf16:sparse" in prof.classes
+    assert "mla_decode:bf16:sparse_gen" in prof.classes
+    assert "mla_decode:bf16:sparse" not in prof.classes
     assert "mla_decode:bf16:sparse_walk" not in prof.classes
     walk, _ = prof.params("B200", "mla_decode", "bf16", variant="sparse_walk")
     assert walk == prof.params("B200", "mla_decode", "bf16")[0]
-    assert walk != prof.params("B200", "mla_decode", "bf16", variant="sparse")[0]
+    assert walk != prof.params("B200", "mla_decode", "bf16", variant="sparse_gen")[0]
+    vllm = load_profile("fit-b200-sxm-vllm")  # FlashMLA's class (SGLang's, a stand-in)
+    sparse = vllm.params("B200", "mla_decode", "bf16", variant="sparse")[0]
+    assert vllm.params("B200", "mla_decode", "bf16", variant="sparse_walk")[0] == sparse
+    assert vllm.params("B200", "mla_decode", "bf16", variant="sparse_gen")[0] == sparse

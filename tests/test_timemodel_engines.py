@@ -933,7 +933,13 @@ def test_vllm_b200_fit_times_flashmla_sparse_prefill_by_sglang_s_class_of_it():
     )
     mapped = _dsa("h100_sxm", "vllm", "dsa_context_module_perf")
     err = predict_mapped(mapped, None, prof) / mapped.table.seconds - 1.0
-    assert np.median(np.abs(err)) <= 0.085
+    assert np.median(np.abs(err)) <= 0.08  # 7.4% with the walk's stand-in below
+    # the H100 fp8 walk takes it too where B200's fit has no walk class (profile
+    # _PARENT_VARIANTS; TensorRT-LLM-gen's class is a variant of its own): the decode module
+    # 13.1% -> 11.6%, its fp8 rows +11.7% -> +6.1% signed
+    mapped = _dsa("h100_sxm", "vllm", "dsa_generation_module_perf")
+    err = predict_mapped(mapped, None, prof) / mapped.table.seconds - 1.0
+    assert np.median(np.abs(err)) <= 0.12
 
 
 #: The DSA module tables under each engine's host floor, fitted profile of the device:

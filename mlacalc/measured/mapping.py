@@ -120,7 +120,7 @@ from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_co
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import step_block_fp8
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
-from mlacalc.timemodel.mla_time import WALK_VARIANT, decode_path_tokens
+from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, WALK_VARIANT, decode_path_tokens
 from mlacalc.timemodel.moe_time import (
     FLASHINFER_HOPPER_TILE,
     MARLIN_COLS,
@@ -2045,20 +2045,25 @@ def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit
     g = {k: v[one] for k, v in g.items()}
     lat = g["kv_lora"] + g["rope"]
     a = absorbed_prompt_core(bs, 1.0, keys, h, topk, lat, g["kv_lora"], 2.0)
-    b.add("mla_decode", "mla_decode", "bf16", rows, a["flops"], a["bytes"], variant="sparse",
-          batch=bs, q_len=1, kv_len=a["kv_len"], n_heads=h, n_kv=1, head_dim_qk=lat,
-          head_dim_v=g["kv_lora"], window=0, causal=1, page_size=_PAGE, kv_bytes=2.0,
-          kv_split=0.0 if system == "h100_sxm" else 1.0, operand_reads=1, preprocess_bytes=0,
-          rope_elements=0, unit_heads=unit)  # fmt: skip
+    variant = np.where(unit > 0, GEN_SPARSE_VARIANT, "sparse")  # TensorRT-LLM-gen's, FlashMLA's
+    b.add_by_dtype("mla_decode", "mla_decode", np.full(len(rows), "bf16"), rows, a["flops"],
+                   a["bytes"], variant=variant, batch=bs, q_len=1, kv_len=a["kv_len"], n_heads=h,
+                   n_kv=1, head_dim_qk=lat, head_dim_v=g["kv_lora"], window=0, causal=1,
+                   page_size=_PAGE, kv_bytes=2.0, kv_split=0.0 if system == "h100_sxm" else 1.0,
+                   operand_reads=1, preprocess_bytes=0, rope_elements=0,
+                   unit_heads=unit)  # fmt: skip
 
 
-def _core_variant(walks: np.ndarray, own: np.ndarray, sparse) -> np.ndarray:
+def _core_variant(walks: np.ndarray, own: np.ndarray, sparse, gen=False) -> np.ndarray:
     """Per row the class variant of a DSA module row's attention core: a walk of the prompt's
     sparse kernel its own (:data:`~mlacalc.timemodel.mla_time.WALK_VARIANT`), FlashMLA's fp8
-    walk and the rows ``sparse`` names (a prompt's sparse kernel) ``sparse``, any other core
-    the plain class's (``""``: a decode core that does not walk, SGLang's B200 prompt of
-    TensorRT-LLM-gen's decode kernel)."""
-    return np.where(walks & ~own, WALK_VARIANT, np.where(walks | sparse, "sparse", ""))
+    walk and the rows ``sparse`` names (a prompt's sparse kernel) ``sparse``, those of them
+    ``gen`` names (TensorRT-LLM-gen's sparse kernel) its own
+    (:data:`~mlacalc.timemodel.mla_time.GEN_SPARSE_VARIANT`), any other core the plain class's
+    (``""``: a decode core that does not walk, SGLang's B200 prompt of TensorRT-LLM-gen's
+    decode kernel)."""
+    prompt = np.where(~walks & gen, GEN_SPARSE_VARIANT, "sparse")
+    return np.where(walks & ~own, WALK_VARIANT, np.where(walks | sparse, prompt, ""))
 
 
 def _prompt_core_in_cache_dtype(
@@ -2198,7 +2203,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb, gen_sparse)
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own | f8, kvd, "bf16")[sp], r,
-                       flops[sp], nbytes[sp], variant=_core_variant(walks, own, ~gen)[sp],
+                       flops[sp], nbytes[sp],
+                       variant=_core_variant(walks, own, ~gen, gen_sparse)[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen | own | f8, kvb, 2.0)[sp],

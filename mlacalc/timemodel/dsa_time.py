@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures, mla_decode_kernel
-from mlacalc.timemodel.mla_time import WALK_VARIANT
+from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, WALK_VARIANT
 from mlacalc.timemodel.shared import col
 from mlacalc.words.dtypes import KV_LAYOUTS
 from mlacalc.words.kernels import KernelBatch
@@ -307,7 +307,7 @@ def _absorbed_prompt(
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,
-        variant="" if gen else "sparse",
+        variant="" if gen else (GEN_SPARSE_VARIANT if unit > 0 else "sparse"),
     )
 
 

@@ -29,6 +29,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "CONVERTING_KERNELS",
     "FLASHMLA_DECODE",
+    "GEN_SPARSE_VARIANT",
     "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
@@ -183,18 +184,24 @@ def padded_products(batch: KernelBatch) -> np.ndarray:
 #: tokens and more, projections included), and ``glm5_dsa_attn_module_perf``'s 64 heads take
 #: the same time a token on B200 as on H100 (497 against 483 ns: 590 TFLOP/s of real products,
 #: 60% of H100's dense bf16 rate, 26% of B200's), where B200's rate is 2.3x H100's.
-PADDED_PRODUCTS = ("sparse", "sparse_walk")
+PADDED_PRODUCTS = ("sparse", "sparse_walk", "sparse_gen")
 
 #: The variant of a sparse MLA kernel that walks every top-k slot of a query in passes of
 #: padded heads (:data:`mlacalc.timemodel.dsa_time.SPARSE_WALK`, TensorRT-LLM's Hopper kernel
 #: and vLLM's H100 fp8-cache path): a kernel of the ``sparse`` family (its unit, padding and
 #: operand width) fitted apart, on the DSA module rows' residuals, where a profile has rows of
 #: it (:data:`mlacalc.measured.observations.RESIDUAL_VARIANTS`); a profile without it times
-#: it by its plain class (not its ``sparse`` one: ``profile._PARENT_VARIANTS``)
+#: it by its ``sparse`` class (FlashMLA's), else the plain one (``profile._PARENT_VARIANTS``)
 WALK_VARIANT = "sparse_walk"
 
+#: The variant of TensorRT-LLM-gen's sparse MLA kernel (TensorRT-LLM's own on Blackwell, vLLM's
+#: ``FLASHINFER_MLA_SPARSE``: :func:`mlacalc.timemodel.dsa_time.sparse_unit_heads` > 0), a
+#: class apart from FlashMLA's ``sparse`` (fitted on TensorRT-LLM's B200 prompt rows'
+#: residuals); a profile without it times it by its ``sparse`` class, else the plain one
+GEN_SPARSE_VARIANT = "sparse_gen"
+
 #: The sparse MLA kernels' variants: FlashMLA's and TensorRT-LLM's sparse cores
-SPARSE_VARIANTS = ("sparse", WALK_VARIANT)
+SPARSE_VARIANTS = ("sparse", WALK_VARIANT, GEN_SPARSE_VARIANT)
 
 
 #: Query rows (heads x query tokens) up to which the Blackwell MLA decode kernel the engines run

@@ -120,14 +120,16 @@ _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 
 #: variant -> the variant whose fit times it where a profile lacks its own: SGLang's ragged
 #: DeepSeek-V4 prompt core (fitted on its module rows' residuals) by FlashMLA's sparse prefill;
-#: TensorRT-LLM's decode top-k (``cost.compressed.OWN_DECODE_TOPK``) by SGLang's, which its
-#: profiles take in. Not the walking sparse MLA kernel (``mla_time.WALK_VARIANT``, Hopper's):
-#: a profile without it times it by its plain class, not by a sparse class fitted on another
-#: generation's sparse kernel (``fit-b200-sxm``'s, TensorRT-LLM-gen's, which splits the keys,
-#: put TensorRT-LLM's H100 prompt module from B200's fit at +103% where the plain class gives
-#: -15.6%: docs/time-model.md, "What stands in for the walk")
+#: the walking sparse MLA kernel (``mla_time.WALK_VARIANT``) and TensorRT-LLM-gen's sparse
+#: kernel (``mla_time.GEN_SPARSE_VARIANT``) by the sparse class (FlashMLA's; TensorRT-LLM-gen's
+#: own class is never the walk's: ``fit-b200-sxm``'s put TensorRT-LLM's H100 prompt module
+#: from B200's fit at +103% where the plain class gives -15.6%, docs/time-model.md, "What
+#: stands in for the walk"); TensorRT-LLM's decode top-k (``cost.compressed.OWN_DECODE_TOPK``)
+#: by SGLang's, which its profiles take in
 _PARENT_VARIANTS = {
     "sparse_ragged": "sparse",
+    "sparse_walk": "sparse",
+    "sparse_gen": "sparse",
     "topk_trtllm_decode": "topk_flat",
 }
 
