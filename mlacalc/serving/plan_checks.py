@@ -22,7 +22,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
 from mlacalc.serving.layout import Layout, make_layout
-from mlacalc.serving.precision import check_components, format_class
+from mlacalc.serving.precision import check_components, engine_kv_layout, format_class
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
@@ -213,6 +213,7 @@ def check_request(
     stored = _stored_formats(m, args["weight_dtype"])  # the checkpoint's own, sized as stored
     weight_dtype = args["weight_dtype"]
     w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
+    kv, kv_note = engine_kv_layout(m, resolve_kv_layout(args["kv_dtype"]), engine)
     return PlanRequest(
         m=m,
         hw=hw,
@@ -221,7 +222,7 @@ def check_request(
         w_dtype=w_dtype,
         # no dtype chosen: the checkpoint's own bytes (its quantization's, scales included)
         sized=None if weight_dtype is None else w_dtype,
-        kv=resolve_kv_layout(args["kv_dtype"]),
+        kv=kv,
         page_size=args["page_size"],
         memory_reserve=args["memory_reserve"],
         seq_len=seq_len,
@@ -245,7 +246,8 @@ def check_request(
         p_gpus=p_gpus,
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
-        + _kv_warnings(m, resolve_kv_layout(args["kv_dtype"]))
+        + _kv_warnings(m, kv)
+        + ((kv_note,) if kv_note else ())
         + _format_warnings(components, hw)
         + _stored_format_warnings(hw, stored, components)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)

@@ -28,7 +28,12 @@ from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import COMPONENTS, format_dtype
 from mlacalc.serving.layout import Layout, weight_breakdown, weight_bytes_by_part
-from mlacalc.words.dtypes import canonical_dtype, dtype_bits, weight_gemm_class
+from mlacalc.words.dtypes import (
+    canonical_dtype,
+    dtype_bits,
+    resolve_kv_layout,
+    weight_gemm_class,
+)
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
 __all__ = [
@@ -188,3 +193,35 @@ def component_weight_bytes(
         n = params["embedding_head"]
         out["embedding_head"] = math.ceil(n * (share * bits_e + (1 - share) * bits_h) / 8)
     return out
+
+
+#: Engines that store a DSA model's fp8 latent cache in FlashMLA's sparse fp8 layout
+#: (``fp8_ds_mla``: 512 fp8 values, 4 float32 scales and the 64 RoPE values in bf16, 656 B a
+#: layer where plain fp8 is 576). vLLM: its page size for ``fp8_ds_mla`` is ``block_size x
+#: 656`` (shared reference: published-facts.md, vllm/v1/kv_cache_interface.py) and, from
+#: recall, DeepSeek-V3.2's config hook turns ``--kv-cache-dtype fp8`` into it. SGLang: the
+#: shared reference notes its NSA pool's ``override_kv_cache_dim`` for DeepSeek-V3.2's fp8
+#: storage; that it is the same 656 bytes is from recall. TensorRT-LLM: from recall, its MLA
+#: cache holds the 576 values in the cache's dtype (one scale per tensor), as plain fp8 sizes.
+DSA_FP8_LAYOUT_ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def engine_kv_layout(m: ModelConfig, kv: Any, engine: str) -> tuple[Any, str]:
+    """The KV layout ``engine`` stores for ``kv`` (a :class:`~mlacalc.words.dtypes.KVLayout`)
+    on ``m``, and a note where it is not the one asked or the layout means something else
+    there: plain fp8 on a DSA model under vLLM or SGLang is FlashMLA's ``fp8_ds_mla``; the
+    DSA layout on a model without DSA is sized as asked and said."""
+    dsa = m.index_topk is not None and m.is_mla
+    if dsa and kv.name == "fp8" and engine in DSA_FP8_LAYOUT_ENGINES:
+        return resolve_kv_layout("fp8_ds_mla"), (
+            f"--kv-dtype fp8 on {m.label} (DSA) under {DSA_FP8_LAYOUT_ENGINES[engine]}: sized "
+            "as the engine stores it, FlashMLA's sparse fp8 layout fp8_ds_mla (656 B a layer "
+            "with its scales and bf16 RoPE, not 576)"
+        )
+    if kv.name == "fp8_ds_mla" and not dsa:
+        return kv, (
+            f"--kv-dtype fp8_ds_mla is FlashMLA's fp8 layout for sparse (DSA) MLA, which vLLM "
+            f"stores for DSA models only; {m.label} has no DSA: sized as that layout anyway "
+            "(656 B a latent row, plain fp8 576)"
+        )
+    return kv, ""

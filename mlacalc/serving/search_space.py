@@ -27,7 +27,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
-from mlacalc.serving.precision import component_weight_bytes
+from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -366,7 +366,8 @@ def candidate(
     """The candidate of one layout and KV dtype: the batches that fit (the others counted in
     ``reasons``) and its rows; None when nothing is left to time."""
     m, isl = req.m, req.isl
-    layout = resolve_kv_layout(kv)
+    # the layout the engine stores (a DSA model's fp8 under vLLM and SGLang: fp8_ds_mla)
+    layout = engine_kv_layout(m, resolve_kv_layout(kv), req.engine)[0]
     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
     per_seq = _per_sequence(req, layout, lay, req.context)
     per_group = (req.usable - weights) // per_seq

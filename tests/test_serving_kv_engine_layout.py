@@ -1,0 +1,54 @@
+"""The KV layout an engine stores (mlacalc.serving.precision.engine_kv_layout): a DSA model's
+fp8 cache under vLLM and SGLang is FlashMLA's sparse fp8 layout (fp8_ds_mla, 656 B a latent
+row), and that layout named for a model without DSA is said. Each test failed before."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlacalc.serving.plan import plan
+from mlacalc.serving.search import search
+
+GLM = dict(dp_attention=True, ep=8, weight_dtype="fp8", seq_len=32768)
+# GLM-5.1: 78 layers, each a 512 + 64 latent row and a 128-wide fp8 indexer key with its
+# float32 scale (132 B)
+LAYERS, INDEXER = 78, 128 + 4
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_dsa_fp8_under_vllm_and_sglang_is_sized_as_flashmla_sparse_layout(engine):
+    """trial4: 55,224 B a token (576 B rows) and a batch of 224, where the engine stores
+    656 B rows: 61,464 B and 200, as --kv-dtype fp8_ds_mla gives."""
+    p = plan("glm-5.1", "B200", 8, **GLM, kv_dtype="fp8", engine=engine)
+    ds = plan("glm-5.1", "B200", 8, **GLM, kv_dtype="fp8_ds_mla", engine=engine)
+    hand = LAYERS * ((512 + 4 * 4 + 64 * 2) + INDEXER)  # 512 fp8 + 4 scales + bf16 RoPE
+    assert p.kv_bytes_per_token_per_gpu == hand == 61_464
+    assert p.max_batch == ds.max_batch == 200
+    assert any("--kv-dtype fp8" in w and "fp8_ds_mla" in w for w in p.warnings)
+
+
+def test_dsa_fp8_under_trtllm_stays_plain_fp8():
+    """TensorRT-LLM keeps the 576 values in fp8 (from recall): 576 B rows, no note."""
+    p = plan("glm-5.1", "B200", 8, **GLM, kv_dtype="fp8", engine="trtllm")
+    assert p.kv_bytes_per_token_per_gpu == LAYERS * (576 + INDEXER) == 55_224
+    assert not any("fp8_ds_mla" in w for w in p.warnings)
+
+
+def test_sparse_layout_on_a_model_without_dsa_is_said():
+    """DeepSeek-V3 (no DSA) with fp8_ds_mla: sized as asked (61 x 656 = 40,016 B), said
+    in one line naming the flag (accepted silently before)."""
+    p = plan("deepseek-v3", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096)
+    assert p.kv_bytes_per_token_per_gpu == 61 * 656 == 40_016  # every TP rank holds the row
+    notes = [w for w in p.warnings if "--kv-dtype fp8_ds_mla" in w]
+    assert len(notes) == 1 and "no DSA" in notes[0] and "\n" not in notes[0]
+    assert not plan("deepseek-v3.2", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096).warnings
+
+
+def test_search_sizes_the_engines_layout_as_plan():
+    """search under vLLM keeps a DSA model's fp8 cache as the engine stores it, so its
+    point's plan (--kv-dtype fp8_ds_mla) reproduces it."""
+    r = search(
+        "deepseek-v3.2", "B200", [8], isl=2000, osl=500, kv_dtypes=("fp8",),
+        weight_dtypes=("fp8",), engine="vllm", modes=("aggregated",),
+    )  # fmt: skip
+    assert {p["kv_dtype"] for p in r.points} == {"fp8_ds_mla"}
