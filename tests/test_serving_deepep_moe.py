@@ -18,6 +18,7 @@ from mlacalc.timemodel.engine_profiles import profile_for
 from mlacalc.timemodel.kernel_time import predict_batch, run_class
 from mlacalc.timemodel.moe_time import (
     ALL_PAIRS_MOE,
+    DEEPEP_KERNEL,
     DEEPEP_RECEIVED,
     DEEPEP_ROUTED,
     DEEPEP_STEP,
@@ -37,16 +38,19 @@ def _routed(
     tp: int = 1,
     prefill: bool = False,
     weights: str | None = None,
+    experts: str | None = None,
 ):
     """The routed experts of DeepSeek-V3's step (as stored: block-scaled fp8) under ``engine``
     (EP72 decode of 256 sequences at 2,000 keys, or EP32 prefill of 16 x 1,024 tokens, with
-    two-batch overlap: one micro-batch's call; ``weights``: in that dtype), its batch, the
-    profile and the hardware."""
+    two-batch overlap: one micro-batch's call; ``weights``: in that dtype; ``experts``: the
+    routed experts in that format), its batch, the profile and the hardware."""
     m, hw = as_model("deepseek-v3"), load_hardware(hw_name)
     gpus = max(ep, tp)
     lay = make_layout(m, gpus, tp=tp, ep=ep, dp_attention=ep > tp, redundant_experts=32)
     prof = profile_for(engine, hw.name, hw)[0]
-    sm = StepModel(m, lay, weights, resolve_kv_layout("bf16"), hw, prof, engine=engine)
+    comps = {"experts": experts} if experts else None
+    kv = resolve_kv_layout("bf16")
+    sm = StepModel(m, lay, weights, kv, hw, prof, engine=engine, component_dtypes=comps)
     kw = dict(pf_N=np.array([16.0]), pf_q=1024) if prefill else dict(dec_B=np.array([256.0]))
     (sp,) = [s for s in sm.specs(**halved(kw)) if s.name == "routed_experts"]
     batch = KernelBatch(sp.kind, sp.dtype, sp.flops, sp.bytes, np.ones(1), sp.shape, _variant(sp))
@@ -182,9 +186,11 @@ def test_vllms_block_scaled_experts_behind_deepep_take_the_grouped_gemm_class():
         (None, None, 0.144, 0.99, 1.01),
         # bf16: 0.157 ms, SGLang 0.89x, vLLM 1.04x (before 0.184 ms, 0.99x and 1.06x)
         ("bf16", None, 0.184, 0.8, 1.2),
-        # nvfp4 experts: 0.092 ms, SGLang 0.69x, vLLM 0.75x (before 0.144 ms, 0.79x and 0.85x):
-        # FlashInfer's TensorRT-LLM-gen MoE against TensorRT-LLM's CUTLASS one
-        (None, "nvfp4", 0.144, 0.6, 1.0),
+        # nvfp4 experts: 0.092 ms, SGLang 0.69x (FlashInfer's TensorRT-LLM-gen MoE), vLLM 1.33x
+        # (FlashInfer's CUTLASS MoE, whose B200 rows take 1.3-1.5x TensorRT-LLM's CUTLASS
+        # kernel's at the same calls, balanced, 8,192 tokens, EP 8 and 64); before 0.144 ms,
+        # 0.79x and 0.85x
+        (None, "nvfp4", 0.144, 0.6, 1.4),
     ],
 )
 def test_gb200_ep72_routed_experts_per_engine_near_tensorrt_llms(
@@ -220,3 +226,18 @@ def test_gb200_ep72_routed_experts_per_engine_near_tensorrt_llms(
     assert calls["trtllm"] < 0.9 * trtllm * 1e-3
     for engine in ("sglang", "vllm"):
         assert low <= calls[engine] / calls["trtllm"] <= high, (engine, calls)
+
+
+def test_vllms_nvfp4_experts_behind_deepep_take_flashinfers_cutlass_moe():
+    """vLLM's nvfp4 experts on Blackwell behind DeepEP run FlashInfer's CUTLASS MoE (as
+    recalled; ``moe_time.DEEPEP_KERNEL``), the measured variant class of its B200 table, not its
+    plain class (FlashInfer's TensorRT-LLM-gen MoE); SGLang's keep their plain class, over the
+    received copies. EP72 decode on B200, one micro-batch: 0.134 ms a call before (the plain
+    class over every token entering the rank), 0.076 by the plain class over the received
+    copies, 0.134 by FlashInfer's CUTLASS class."""
+    batch, prof, hw = _routed("B200", "vllm", experts="nvfp4")
+    run, _, _, _ = run_class(batch, hw, prof)
+    assert run.variant == DEEPEP_KERNEL[("vllm", "tcgen05")]["nvfp4"]
+    assert class_key("moe", "nvfp4", run.variant) in prof.classes
+    batch, prof, hw = _routed("B200", "sglang", experts="nvfp4")
+    assert run_class(batch, hw, prof)[0].variant == ""

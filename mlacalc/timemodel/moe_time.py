@@ -35,6 +35,7 @@ __all__ = [
     "ALL_PAIRS_MOE",
     "BF16_RATE_MOE",
     "DEEPEP_GROUPED_GEMM",
+    "DEEPEP_KERNEL",
     "DEEPEP_RECEIVED",
     "DEEPEP_ROUTED",
     "DEEPEP_STEP",
@@ -536,10 +537,11 @@ DEEPGEMM_MOE = "deepgemm"
 #: SGLang's source at hand), not its Triton fused MoE, whose passes over every routed pair
 #: (:data:`ALL_PAIRS_MOE`) its plain class was fitted with. vLLM's modular MoE behind DeepEP's
 #: low-latency kernels runs its batched experts, DeepGEMM's masked grouped GEMM for
-#: block-scaled fp8 (as recalled: Triton's batched kernel for the other dtypes, FlashInfer's
-#: CUTLASS MoE for nvfp4 on Blackwell, which keep their plain classes over the copies
-#: received, :data:`DEEPEP_RECEIVED`), not FlashInfer's TensorRT-LLM-gen MoE (its B200 class,
-#: with passes over every routed pair, :data:`PAIR_STREAM_MOE`) nor its Hopper CUTLASS one. No
+#: block-scaled fp8 (as recalled: Triton's batched kernel for the other dtypes, which keep
+#: their plain classes over the copies received, :data:`DEEPEP_RECEIVED`; FlashInfer's CUTLASS
+#: MoE for nvfp4 on Blackwell, :data:`DEEPEP_KERNEL`), not FlashInfer's TensorRT-LLM-gen MoE
+#: (its B200 class, with passes over every routed pair, :data:`PAIR_STREAM_MOE`) nor its Hopper
+#: CUTLASS one. No
 #: SGLang or vLLM table times that kernel: the class :data:`DEEPGEMM_MOE`, composed from
 #: TensorRT-LLM's profile of the device
 #: (:func:`~mlacalc.timemodel.engine_profiles.with_deepep_moe`), stands in (docs/time-model.md,
@@ -562,6 +564,18 @@ DEEPEP_RECEIVED = "received_copies"
 DEEPEP_ROUTED = "routed_tokens"
 
 
+#: The measured variant class of the kernel an engine runs for a dtype's experts behind DeepEP
+#: (:data:`DEEPEP_STEP`) on a kernel generation, where its table times that kernel as a
+#: variant: vLLM's nvfp4 experts on Blackwell behind DeepEP's low-latency kernels take
+#: FlashInfer's CUTLASS MoE (as recalled, no copy of vLLM's source at hand), whose rows its
+#: B200 table holds beside its plain class (FlashInfer's TensorRT-LLM-gen MoE)
+DEEPEP_KERNEL = {
+    ("vllm", "tcgen05"): {
+        "nvfp4": "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_cutlass_flashinferexperts"
+    }
+}
+
+
 def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with the tile its engine's Triton fused MoE fixes (``row_tile``,
     ``col_tile``) where the class is that kernel (:data:`TRITON_DEFAULT_TILE`) and the batch
@@ -581,6 +595,9 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         received = col(batch, DEEPEP_RECEIVED, 0) / col(batch, "topk", 1)
         shape = {**batch.shape, "tokens": np.where(received > 0, received, col(batch, "tokens", 0))}
         plain = dataclasses.replace(batch, variant="", shape=shape)
+        kernel = DEEPEP_KERNEL.get((engine, fig.kernel_generation), {}).get(batch.dtype)
+        if kernel:
+            return dataclasses.replace(plain, variant=kernel)
         if batch.dtype not in DEEPEP_GROUPED_GEMM.get(engine, ()):
             return engine_moe_tiles(plain, engine, fig)
         return dataclasses.replace(engine_moe_tiles(plain, "trtllm", fig), variant=DEEPGEMM_MOE)
