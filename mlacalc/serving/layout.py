@@ -49,6 +49,7 @@ __all__ = [
     "make_layout",
     "stage_breakdowns",
     "stage_layers",
+    "tp_splits_heads",
     "weight_breakdown",
     "weight_bytes_by_part",
     "weight_format",
@@ -86,6 +87,30 @@ class Layout:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__, describe=self.describe())
+
+
+def tp_splits_heads(m: ModelConfig, tp: int) -> bool:
+    """Whether ``tp`` ranks split ``m``'s attention heads and its linear attention's key and
+    value heads whole (the layouts :func:`make_layout` accepts)."""
+    linear = (getattr(m, f"linear_num_{k}_heads", None) for k in ("key", "value"))
+    return m.num_attention_heads % tp == 0 and not any(h and h % tp for h in linear)
+
+
+def _check_linear_heads(m: ModelConfig, tp: int) -> None:
+    """Linear attention's heads split whole over the TP ranks: vLLM's and SGLang's gated
+    delta-net layers give each rank ``heads / tp`` key and value heads and load their
+    weights in those shards (from recall of both engines' Qwen3-Next layers), so ``tp``
+    divides both counts (Qwen3.5-122B-A10B's 16 key heads: TP16 at most)."""
+    for kind in ("key", "value"):
+        heads = getattr(m, f"linear_num_{kind}_heads", None)
+        if heads and heads % tp:
+            most = max(d for d in range(1, heads + 1) if heads % d == 0 and d <= tp)
+            raise InvalidArgumentError(
+                "tp",
+                f"tensor parallel degree {tp} does not divide the {heads} linear-attention "
+                f"{kind} heads of {m.label} (the engines split them whole): use tp {most} or "
+                "a divisor of it",
+            )
 
 
 def _int_arg(name: str, value: Any, allow_none: bool = False) -> int | None:
@@ -145,6 +170,7 @@ def make_layout(
             f"tensor parallel degree {tp} does not divide the "
             f"{m.num_attention_heads} attention heads of {m.label}",
         )
+    _check_linear_heads(m, tp)
     if pp > m.num_hidden_layers:
         raise InvalidArgumentError(
             "pp", f"{pp} stages exceed the {m.num_hidden_layers} layers of {m.label}"

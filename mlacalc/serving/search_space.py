@@ -24,6 +24,7 @@ from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
     make_layout,
+    tp_splits_heads,
     weight_format,
     weights_per_gpu,
 )
@@ -234,7 +235,7 @@ def candidate_layouts(
     node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
-    tps = [t for t in _divisors(gpus) if t <= node and m.num_attention_heads % t == 0]
+    tps = [t for t in _divisors(gpus) if t <= node and tp_splits_heads(m, t)]
     for tp in tps:
         _add_layout(out, seen, m, gpus, tp=tp)
         if m.is_moe:
@@ -250,7 +251,7 @@ def candidate_layouts(
     for pp in (2, 4, 8):
         if gpus % pp == 0 and gpus // pp >= 1:
             stage = gpus // pp
-            tp = max(t for t in _divisors(stage) if t <= node and m.num_attention_heads % t == 0)
+            tp = max(t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t))
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
     return [lay for lay in out if layout_weights(m, lay, weight_dtype, components, cache) < usable]
 
