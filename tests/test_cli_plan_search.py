@@ -649,3 +649,26 @@ def test_search_layout_shows_the_redundant_experts_its_plan_line_gives(run):
     for p in doc["frontier"]:  # every frontier row with its replicas, decode and prefill
         if p["redundant_experts"]:
             assert f"{p['layout']} ({p['redundant_experts']} redundant experts)" in table
+
+
+def test_calibration_names_every_class_a_note_marks_a_stand_in_in_plan_and_search():
+    """One rule for plan and search: each class the step runs that the profile's notes mark a
+    stand-in is named with its note. vLLM's B200 fit holds SGLang's FlashMLA sparse class (its
+    DSA cores run it), which the plan's calibration did not say (only DeepGEMM's experts were
+    named); a search collected its classes without their variants, so its calibration never
+    named the DeepGEMM experts behind DeepEP its best point runs (its best_calibration did)."""
+    sparse = "stand-in: mla_decode:bf16:sparse from sglang profile fit-b200-sxm-sglang's"
+    p = plan("deepseek-v3.2", "B200", gpus=8, tp=8, kv_dtype="fp8", isl=32000, osl=1000,
+             concurrency=16, engine="vllm")  # fmt: skip
+    assert sparse in p.calibration
+    r = search("deepseek-v3.2", "B200", [8], isl=32000, osl=1000, kv_dtypes=["fp8"],
+               modes=["aggregated"], chunked_prefills=None, engine="vllm")  # fmt: skip
+    assert sparse in r.calibration and sparse in r.best_calibration
+    deepgemm = "stand-in: moe:fp8_block:deepgemm from trtllm profile default's moe:fp8_block"
+    r = search("deepseek-v3", "H200", [8], isl=2000, osl=500, kv_dtypes=["fp8"],
+               modes=["aggregated"], chunked_prefills=None, engine="sglang")  # fmt: skip
+    assert r.best["layout"] == "TP1 DP-attention8 EP8"
+    assert deepgemm in r.best_calibration and deepgemm in r.calibration
+    # a step that runs no stand-in class names none (TensorRT-LLM's own fit of H100)
+    own = plan("llama-3-8b", "H100-SXM", isl=1000, osl=200, concurrency=8)
+    assert "stand-in" not in own.calibration

@@ -82,7 +82,7 @@ from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
 
-__all__ = ["COLUMN", "HEADS", "ROW", "Spec", "StepModel", "StepTimes"]
+__all__ = ["COLUMN", "HEADS", "ROW", "Spec", "StepModel", "StepTimes", "spec_kernels"]
 
 ACT = 2  # bytes per activation element (bf16)
 #: The kind of the spec that carries a step's host work (not a kernel: never timed by the
@@ -1380,8 +1380,10 @@ class StepModel:
                 "seconds_per_call": t[rows],
                 "seconds": t[rows] * sp.calls,
                 "communication": sp.comm,
-                # the class variant the time model looked the kernel up by (provenance)
+                # the class variant the time model looked the kernel up by, and its shapes,
+                # from which the class its engine runs follows (provenance)
                 "variant": _variant(sp),
+                "shape": {k: np.asarray(v)[rows] for k, v in sp.shape.items()},
             }
             for sp, t in zip(specs, secs)
             if sp.calls and breakdown
@@ -1496,6 +1498,58 @@ def _variant(sp: Spec) -> str:
     return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})
 
 
+def spec_kernels(specs: list[Spec]) -> list[dict[str, Any]]:
+    """The kernels ``specs`` (a search's, which no step composed) make as
+    :func:`mlacalc.serving.provenance.calibration_of` reads a step's breakdown: one per kernel
+    class and variant, its rows those :func:`time_jobs` times together, with their shapes."""
+    groups: dict[tuple[str, str, str], list[Spec]] = {}
+    for sp in specs:
+        if sp.calls and sp.kind != HOST:
+            groups.setdefault((sp.kind, sp.dtype, _variant(sp)), []).append(sp)
+    out = []
+    for (kind, dtype, variant), members in groups.items():
+        batch, _ = _class_batch(kind, dtype, variant, members)
+        if batch is not None:
+            out.append(
+                {
+                    "kind": kind,
+                    "dtype": dtype,
+                    "variant": variant,
+                    "flops": batch.flops,
+                    "bytes": batch.bytes,
+                    "shape": batch.shape,
+                }
+            )
+    return out
+
+
+def _class_batch(
+    kind: str, dtype: str, variant: str, specs: list[Spec]
+) -> tuple[KernelBatch | None, list[np.ndarray]]:
+    """One kernel class's ``specs`` as the one batch the kernel model times them in: their rows
+    that do work (FLOPs; bytes for an elementwise or communication kernel), with each spec's
+    mask of them; None where no row does."""
+    masks = [(sp.bytes > 0) if kind == "elementwise" or sp.comm else (sp.flops > 0) for sp in specs]
+    if not any(mk.any() for mk in masks):
+        return None, masks
+    names = sorted({k for sp in specs for k in sp.shape})
+    batch = KernelBatch(
+        kind,
+        dtype,
+        np.concatenate([sp.flops[mk] for sp, mk in zip(specs, masks)]),
+        np.concatenate([sp.bytes[mk] for sp, mk in zip(specs, masks)]),
+        np.ones(int(sum(mk.sum() for mk in masks))),
+        {
+            key: np.concatenate(
+                [sp.shape.get(key, np.zeros_like(sp.flops))[mk] for sp, mk in zip(specs, masks)]
+            )
+            for key in names
+        },
+        variant,
+    )
+    return batch, masks
+
+
 def time_jobs(
     jobs: list[tuple[StepModel, list[Spec]]], profile: Any = None
 ) -> list[list[np.ndarray]]:
@@ -1526,28 +1580,11 @@ def time_jobs(
             groups.setdefault((id(sm.hw), sp.kind, sp.dtype, _variant(sp)), []).append((j, i))
     for (hw_id, kind, dtype, variant), idx in groups.items():
         specs = [jobs[j][1][i] for j, i in idx]
-        masks = [
-            (sp.bytes > 0) if kind == "elementwise" or sp.comm else (sp.flops > 0) for sp in specs
-        ]
-        if not any(mk.any() for mk in masks):
+        batch, masks = _class_batch(kind, dtype, variant, specs)
+        if batch is None:
             for (j, i), sp in zip(idx, specs):
                 out[j][i] = np.zeros_like(sp.flops)
             continue
-        names = sorted({k for sp in specs for k in sp.shape})
-        batch = KernelBatch(
-            kind,
-            dtype,
-            np.concatenate([sp.flops[mk] for sp, mk in zip(specs, masks)]),
-            np.concatenate([sp.bytes[mk] for sp, mk in zip(specs, masks)]),
-            np.ones(int(sum(mk.sum() for mk in masks))),
-            {
-                key: np.concatenate(
-                    [sp.shape.get(key, np.zeros_like(sp.flops))[mk] for sp, mk in zip(specs, masks)]
-                )
-                for key in names
-            },
-            variant,
-        )
         pred = _predict(
             batch, hws[hw_id], profile if profile is not None else jobs[idx[0][0]][0].profile
         )

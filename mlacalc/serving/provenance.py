@@ -16,7 +16,7 @@ from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
-from mlacalc.timemodel.moe_time import DEEPEP_STEP, DEEPGEMM_MOE
+from mlacalc.timemodel.moe_time import DEEPEP_STEP
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
@@ -47,6 +47,7 @@ def calibration_of(
     parameters :meth:`~mlacalc.timemodel.profile.Profile.params` obtains otherwise. A measured
     device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures."""
     prof = load_profile(profile)
+    kernels = list(kernels)
     name = prof.name
     shipped = PROFILES
     if prof.origin and Path(prof.origin).resolve().parent != shipped:
@@ -84,20 +85,51 @@ def calibration_of(
     elif rest:
         others = sum(hows[h] for h in rest)
         text += f"; {others} of {total} kernel classes otherwise: " + "; ".join(_grouped(rest))
-    # a class another engine's profile stands in for, where the step runs a kernel its own
-    # tables do not time (SGLang's and vLLM's DeepGEMM experts behind DeepEP: engine_profiles.
-    # with_deepep_moe), said with its stand-in note
-    for kind, dtype, variant in sorted(runs):
-        key = class_key(kind, dtype, variant)
-        lent = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
-        if variant == DEEPGEMM_MOE and lent:
-            text += f"; {lent[0]}"
+    # every class the step runs that the profile's notes mark as a stand-in (another
+    # profile's class where its own tables time none: engine_profiles' stand-ins, the DeepGEMM
+    # experts behind DeepEP, vLLM's B200 FlashMLA sparse class), said with its note: the
+    # classes as looked up above, and those the kernels' own shapes run (a DSA core's kernel)
+    # (those lent for one reason listed as one: "stand-in: gemm:fp8_block, gemm:fp8_block:bmm
+    # from trtllm profile default (no vllm table)")
+    ran = {class_key(*c) for c in runs} | {_ran_class(k, hw, prof) for k in kernels}
+    lent: dict[str, list[str]] = {}
+    for key in sorted(ran - {""}):
+        said = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
+        if said:
+            lent.setdefault(said[0][len(f"{STAND_IN_NOTE}{key} ") :], []).append(key)
+    for how, keys in lent.items():
+        text += f"; {STAND_IN_NOTE}{', '.join(keys)} {how}"
     if getattr(hw, "measured", False):
         # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
         text = text.replace(
             "by datasheet ratios", "by the ratios of its measured ceilings (mlacalc bench)"
         )
     return name, text
+
+
+def _ran_class(kernel: dict[str, Any] | tuple[str, str], hw: HardwareSpec, prof: Any) -> str:
+    """The class key the time model ran a step's ``kernel`` by on ``hw`` with ``prof``, from
+    the shapes of its rows that take time (a kernel of a step's breakdown,
+    :meth:`mlacalc.serving.gpu_step.StepModel.compose`); ``""`` for one without shapes."""
+    if not isinstance(kernel, dict) or "shape" not in kernel:
+        return ""
+    flops, moved = np.atleast_1d(kernel["flops"]), np.atleast_1d(kernel["bytes"])
+    live = np.atleast_1d(kernel.get("seconds", 1.0)) > 0
+    live = np.broadcast_to(live, flops.shape) & ((flops > 0) | (moved > 0))
+    if not live.any():
+        return ""
+    shape = {k: np.broadcast_to(v, flops.shape)[live] for k, v in kernel["shape"].items()}
+    one = KernelBatch(
+        kernel["kind"],
+        kernel["dtype"],
+        flops[live],
+        moved[live],
+        np.ones(int(live.sum())),
+        shape,
+        kernel.get("variant", ""),
+    )
+    run = run_class(one, hw, prof)[0]
+    return class_key(run.kind, run.dtype, run.variant)
 
 
 def _grouped(hows: list[str]) -> list[str]:

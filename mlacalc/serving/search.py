@@ -43,7 +43,7 @@ from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
-from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.gpu_step import StepModel, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
 from mlacalc.serving.layout import weight_format
 from mlacalc.serving.plan_checks import check_int, check_number
@@ -671,8 +671,11 @@ def search(
     reasons: Counter[str] = Counter()
     cands = candidates(req, reasons)
     secs = time_candidates(cands, req.profile)
-    classes = {(sp.kind, sp.dtype) for c in cands for sp in c.specs if sp.calls}
-    profile_name, calibration = calibration_of(req.profile, req.hw, classes)
+    # the candidates' kernels by class, with the variant and shapes the class they run follows
+    # from (the DeepGEMM experts behind DeepEP, a DSA core's kernel), as a plan's
+    specs = {id(sp): sp for c in cands for sp in c.specs}
+    kernels = spec_kernels(list(specs.values()))
+    profile_name, calibration = calibration_of(req.profile, req.hw, kernels)
     pools = prefill_pools(req, cands, secs)
     found = evaluate(req, cands, secs, pools, reasons)
     ruled_out = {k: v for k, v in reasons.items() if v}
