@@ -98,6 +98,19 @@ def test_refusals_name_the_reason(model, why):
     assert "\n" not in str(err.value)
 
 
+def test_a_falcon_with_alibi_is_refused_for_its_missing_rope():
+    """RoPE is the model's (ModelConfig.rope), not its family's: a Falcon with ALiBi has none
+    (its positions a bias on the scores), so it is refused where it converted with "RoPE stays
+    on one shared 32-wide key"; the same Falcon without ALiBi still converts."""
+    falcon = mlacalc.load_model("falcon-7b")
+    assert convert(falcon).model.qk_rope_head_dim == 32
+    alibi = falcon.with_changes(alibi=True)
+    assert "ALiBi, no RoPE" in conversion_refusal(alibi)
+    with pytest.raises(InvalidArgumentError, match="ALiBi, no RoPE") as err:
+        convert(alibi)
+    assert str(err.value).startswith("model: cannot convert to MLA") and "\n" not in str(err.value)
+
+
 # ---------------------------------------------------------------------------------------------
 # the reference conversion in PyTorch
 

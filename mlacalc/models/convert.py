@@ -54,7 +54,6 @@ from typing import Any
 
 from mlacalc.models.architecture import arch_of, layer_pattern
 from mlacalc.models.loading import ModelConfig, model_argument
-from mlacalc.models.registry import family_of
 from mlacalc.models.schema import BOUNDS
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
@@ -197,8 +196,15 @@ def conversion_refusal(model: ModelConfig) -> str:
             f"{m.label}'s layers are {', '.join(kinds)} (attention/FFN): only decoder layers of "
             "full attention with an FFN convert (no Mamba, attention-only or FFN-only blocks)"
         )
-    unit = family_of(m.model_type)
-    if unit is not None and not unit.rope:
+    if m.alibi:
+        # ALiBi adds a bias by distance to the scores, outside the keys: no rotated part of a
+        # key carries positions for MLA's decoupled RoPE key to keep (the model's own RoPE,
+        # ModelConfig.rope, not its family's: a Falcon has RoPE unless it has ALiBi)
+        return (
+            f"{m.label} ({m.model_type}) has ALiBi, no RoPE: its positions are a bias added to "
+            "the scores, none rotate the keys, so MLA's decoupled RoPE key has nothing to keep"
+        )
+    if not m.rope:
         return (
             f"{m.label} ({m.model_type}) has learned absolute positions, no RoPE: MLA's decoupled "
             "RoPE key has nothing to keep"
