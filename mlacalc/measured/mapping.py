@@ -1476,7 +1476,8 @@ def _trtllm_own_moe(t: MeasuredTable, source: np.ndarray) -> np.ndarray:
 def _flashinfer_hopper_tiled(t: MeasuredTable, source: np.ndarray, dt: np.ndarray) -> np.ndarray:
     """Per row whether it runs the Hopper build of a FlashInfer CUTLASS MoE that runs 128-row
     tiles whatever the load (:func:`~mlacalc.timemodel.moe_time.flashinfer_hopper_tiled`:
-    vLLM's H100 fp8 rows, SGLang's H100 bf16 variant); not its Blackwell build."""
+    vLLM's H100 fp8 rows; not SGLang's H100 bf16 variant, whose rows step alike but which the
+    rule keeps out); not its Blackwell build."""
     out = flashinfer_hopper_tiled(source, dt)
     if out.any() and device_figures(load_hardware(t.system)).tcgen05:
         out[:] = False

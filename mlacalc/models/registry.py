@@ -278,7 +278,9 @@ class Family:
         ``linear_*`` widths; no other family may).
     fused_qkv
         Whether one projection yields the queries, keys and values (GPT-2's ``c_attn``,
-        Falcon's ``query_key_value``): one tensor, split evenly over tensor-parallel ranks.
+        Falcon's ``query_key_value``): one tensor, whose query rows split evenly over
+        tensor-parallel ranks and whose K/V rows go by whole K/V heads (each rank
+        ``ceil(n_kv / tp)`` of them, duplicated where ranks outnumber them).
     layer_norm
         Whether its norms are LayerNorms with a bias (a weight and a bias: ``2 x`` the width
         a norm, a mean and a reciprocal deviation saved) rather than RMSNorms (a weight).

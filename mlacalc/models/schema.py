@@ -731,8 +731,9 @@ class ModelConfig:
     @property
     def fused_qkv(self) -> bool:
         """One projection yields the queries, keys and values (GPT-2, Falcon; StarCoder2, on
-        Falcon's layout, keeps them apart): its K/V part splits evenly over tensor-parallel
-        ranks with the rest."""
+        Falcon's layout, keeps them apart): its query part splits evenly over tensor-parallel
+        ranks, its K/V part by whole K/V heads (each rank ``ceil(n_kv / tp)`` of them,
+        duplicated where ranks outnumber them), as apart ones do."""
         return self._unit().fused_qkv
 
     @property
