@@ -14,7 +14,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving import StepModel, make_layout
 from mlacalc.serving.gpu_step import _variant, halved
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.engine_profiles import profile_for
+from mlacalc.timemodel.engine_profiles import chosen_profile, profile_for
 from mlacalc.timemodel.kernel_time import predict_batch, run_class
 from mlacalc.timemodel.moe_time import (
     ALL_PAIRS_MOE,
@@ -25,6 +25,7 @@ from mlacalc.timemodel.moe_time import (
     DEEPGEMM_MOE,
     PAIR_TILE_MOE,
 )
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.kernels import KernelBatch
@@ -241,3 +242,59 @@ def test_vllms_nvfp4_experts_behind_deepep_take_flashinfers_cutlass_moe():
     assert class_key("moe", "nvfp4", run.variant) in prof.classes
     batch, prof, hw = _routed("B200", "sglang", experts="nvfp4")
     assert run_class(batch, hw, prof)[0].variant == ""
+
+
+@pytest.mark.parametrize(
+    ("hw_name", "engine", "named", "before"),
+    [
+        # before: the named profile's plain moe:fp8_block (SGLang's Triton fit, eff_compute
+        # 0.445; vLLM's FlashInfer fits) with TensorRT-LLM's tiles, a mix fitted nowhere
+        ("H200", "sglang", "fit-h100-sxm-sglang", 0.238),
+        ("H100-SXM", "sglang", "fit-h100-sxm-sglang", 0.250),
+        ("H100-SXM", "vllm", "fit-h100-sxm-vllm", 0.262),
+        ("B200", "sglang", "fit-b200-sxm-sglang", 0.135),
+        ("B200", "vllm", "fit-b200-sxm-vllm", 0.137),
+        ("B200", "sglang", "fit-h100-sxm-sglang", 0.150),
+    ],
+)
+def test_a_named_profile_of_the_engine_takes_the_deepep_stand_in_too(
+    hw_name, engine, named, before
+):
+    """Naming the engine's profile (``profile=``, ``--profile``) times its experts behind DeepEP
+    as the profile the engine takes by itself does: the ``deepgemm`` class lent by TensorRT-LLM's
+    profile of the device (``engine_profiles.chosen_profile``), said in the plan's
+    calibration; before, the named profile's plain class (``before`` ms a call)."""
+    batch, _, hw = _routed(hw_name, engine)
+    own, _ = chosen_profile(None, engine, hw)
+    prof, _ = chosen_profile(named, engine, hw)
+    assert prof.name == named
+    assert any(
+        n.startswith(f"stand-in: {class_key('moe', 'fp8_block', DEEPGEMM_MOE)} ")
+        for n in prof.notes
+    )
+    assert run_class(batch, hw, prof)[2] == run_class(batch, hw, own)[2]
+    t = _call(batch, hw, prof)
+    assert t == pytest.approx(_call(batch, hw, own), rel=1e-9)
+    # the named profile as it is (before): its plain class, timed with TensorRT-LLM's tiles
+    assert _call(batch, hw, load_profile(named)) * 1e3 == pytest.approx(before, abs=5e-4)
+    assert run_class(batch, hw, load_profile(named))[2] != run_class(batch, hw, own)[2]
+
+
+def test_a_named_profiles_plan_says_the_deepep_stand_in():
+    """The plan's calibration names the lent class under a named profile as under none."""
+    from mlacalc.serving.plan import plan
+
+    for profile in (None, "fit-h100-sxm-sglang"):
+        p = plan(
+            "deepseek-v3",
+            "H200",
+            8,
+            tp=1,
+            ep=8,
+            dp_attention=True,
+            seq_len=2000,
+            batch=8 * 64,
+            engine="sglang",
+            profile=profile,
+        )
+        assert class_key("moe", "fp8_block", DEEPGEMM_MOE) in p.calibration, profile

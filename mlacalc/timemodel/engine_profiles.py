@@ -298,10 +298,16 @@ def profile_for(
     engine runs behind DeepEP taken from TensorRT-LLM's profile of the device
     (:func:`with_deepep_moe`)."""
     prof, note = _engine_profile(engine, device, hardware)
+    return _with_device_deepep_moe(prof, device, hardware), note
+
+
+def _with_device_deepep_moe(prof: Profile, device: str | None, hardware: Any) -> Profile:
+    """``prof`` with the DeepGEMM MoE class its engine runs behind DeepEP lent by TensorRT-LLM's
+    own profile of ``device`` (:func:`with_deepep_moe`); ``prof`` where its engine runs none."""
     if prof.engine == DEFAULT_ENGINE or not DEEPEP_GROUPED_GEMM.get(prof.engine):
-        return prof, note
+        return prof
     trt, _ = _engine_profile(DEFAULT_ENGINE, device, hardware)
-    return with_deepep_moe(prof, trt), note
+    return with_deepep_moe(prof, trt)
 
 
 def _engine_profile(
@@ -344,11 +350,16 @@ def _engine_profile(
 def chosen_profile(profile: Any, engine: str, hardware: Any) -> tuple[Profile, str]:
     """The profile that predicts ``engine``'s kernels on ``hardware`` and what stood in for it
     (``""`` when nothing did): the one given (a name, path or Profile), said when it is another
-    engine's; none given, the engine's own for the device (:func:`profile_for`)."""
+    engine's; none given, the engine's own for the device (:func:`profile_for`). Either way
+    the DeepGEMM MoE class the profile's engine runs behind DeepEP, which no SGLang or vLLM
+    table times, is TensorRT-LLM's of the device (:func:`with_deepep_moe`, a stand-in the
+    profile's notes say): a named SGLang profile's plain Triton class would time that step
+    with TensorRT-LLM's tiles, a combination fitted nowhere."""
     if profile is None:
         return profile_for(engine, hardware.name, hardware)
     prof = load_profile(profile)
-    return prof, engine_note(prof, engine, given=True)
+    note = engine_note(prof, engine, given=True)
+    return _with_device_deepep_moe(prof, hardware.name, hardware), note
 
 
 def engine_note(prof: Profile, engine: str, given: bool = False) -> str:
