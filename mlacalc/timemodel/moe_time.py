@@ -504,6 +504,9 @@ TRITON_MOE_KERNELS = frozenset({"sglang_fused_moe_triton", "vllm_fp8moe_triton_t
 #: 0.43 of it: the passes stream at no more than Hopper's bytes per SM and clock
 #: (:func:`_warp_loads`: the zero stores and the small kernels' loads are the warps' own), else
 #: B200's fits held 4.5-8.2 passes and predicted H100 35-37% too slow (docs/decisions.md, "MoE").
+#: A pair of another rank's expert now moves the bytes of its rows (:func:`_remote_pair_bytes`,
+#: not fitted) and ``act_passes`` is the rank's own rows', so a class of another kernel standing
+#: in keeps them (docs/time-model.md, "The Triton fused MoE's rows of other ranks' experts").
 ALL_PAIRS_MOE = "all_pairs"
 
 
@@ -666,6 +669,20 @@ def _engine_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Kernel
     return dataclasses.replace(batch, shape={**batch.shape, "row_tile": rows, "col_tile": cols})
 
 
+def _remote_pair_bytes(hidden: np.ndarray, inter: np.ndarray, mats: np.ndarray) -> np.ndarray:
+    """Bytes the Triton fused MoE (:data:`ALL_PAIRS_MOE`) moves for a routed pair whose expert is
+    on another rank, from the kernel's passes as recalled (vLLM's ``fused_experts``, SGLang's
+    copy; no copy of either at hand): FC1's block writes zeros to the pair's row of its output
+    (``(mats - 1) x inter`` bf16), the activation reads that row and writes ``inter``, FC2's
+    block writes zeros to the pair's ``hidden`` row and the sum over the top-k reads it. At
+    hidden 4,096, intermediate 2,048 (gated) 36 KB, 3.0 bf16 passes over hidden +
+    intermediate: SGLang's H100 bf16 rows of that shape at EP 256 (one local expert, 16,384
+    tokens of top-8) take 1,528 us, the passes 1.4 ms at H100's HBM rate (docs/time-model.md,
+    "The Triton fused MoE's rows of other ranks' experts")."""
+    fc1 = (mats - 1.0) * inter
+    return 2.0 * (2.0 * fc1 + inter + 2.0 * hidden)
+
+
 #: The most experts a token the fused MoE routing kernel selects; more take a generic top-k
 #: (:func:`moe_terms`, ``select_s``). TensorRT-LLM's fused routing kernels keep at most 8
 #: experts a token as recalled (no copy of their source at hand); the measured H100 rows agree:
@@ -777,10 +794,13 @@ def moe_terms(
     tokens = col(batch, "tokens", 0)
     routed = np.where(tokens > 0, tokens * col(batch, "topk", 1), assignments)
     every = col(batch, ALL_PAIRS_MOE, 0) > 0
-    streamed = np.where(every, np.maximum(routed, assignments), assignments)
     # (warp-issued loads and stores there: at most Hopper's bytes a clock per SM, _warp_loads)
-    streamed = streamed * np.where(every, _warp_loads(fig), 1.0)
-    extra = prm["act_passes"] * streamed * (hidden + inter) * 2.0 / bw
+    warp = np.where(every, _warp_loads(fig), 1.0)
+    extra = prm["act_passes"] * assignments * warp * (hidden + inter) * 2.0 / bw
+    # the pairs of other ranks' experts, where the kernel keeps a row for each (ALL_PAIRS_MOE):
+    # the bytes of its passes over such a row, not fitted (:func:`_remote_pair_bytes`)
+    remote = np.where(every, np.maximum(routed - assignments, 0.0), 0.0)
+    extra = extra + remote * warp * _remote_pair_bytes(hidden, inter, mats) / bw
     # ``pair_passes`` bf16 passes over every routed pair at the HBM rate, beside those: a
     # kernel's work on the rows of every token entering the rank, local or not, where the
     # kernel has it (:data:`PAIR_STREAM_MOE`: FlashInfer's TensorRT-LLM block-scaled fp8 MoE;
