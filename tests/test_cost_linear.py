@@ -454,10 +454,11 @@ def test_unfused_mode_is_refused_for_linear_layers():
 def test_plan_splits_linear_state_by_heads():
     """Under tensor parallelism a rank keeps the state of its own linear heads: Qwen3-Next on
     TP8 holds 2 of 16 key heads and 4 of 32 value heads per linear layer (convolution
-    channels and 128 x 128 float32 states), and one of its two KV heads per full layer."""
+    channels, 3 columns of the 4-tap window as the engines keep them, and 128 x 128 float32
+    states), and one of its two KV heads per full layer."""
     p = mlacalc.plan("qwen3-next-80b-a3b", "h100-sxm", gpus=8, seq_len=131072)
     assert p.tp == 8
-    linear = (2 * 2 * 128 + 4 * 128) * 4 * 2 + 4 * 128 * 128 * 4
+    linear = (2 * 2 * 128 + 4 * 128) * 3 * 2 + 4 * 128 * 128 * 4
     full = 131072 * 2 * 256 * 2  # K and V of one KV head, bf16
     assert p.kv_bytes_per_sequence_per_gpu == 36 * linear + 12 * full
     assert p.kv_bytes_per_token_per_gpu == 12 * 2 * 256 * 2

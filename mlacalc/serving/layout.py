@@ -628,6 +628,14 @@ def kv_bytes_per_token_per_gpu(
     return row * layers * math.ceil(m.num_key_value_heads / lay.tp) // m.num_key_value_heads
 
 
+#: Columns fewer than the convolution's kernel that a served linear-attention or Mamba layer
+#: keeps per sequence: the engines' causal-conv1d state holds the last ``kernel - 1`` inputs
+#: (the new one arrives with the step), where the Hugging Face cache (mlacalc.cost's sizes,
+#: kept to it) holds ``kernel`` columns. From recall, not a shared reference: vLLM's
+#: ``mamba_utils`` state shapes (``conv_kernel - 1``), SGLang's mamba/GDN cache parameters and
+#: TensorRT-LLM's mamba cache manager alike. Qwen3.5-122B-A10B: 3 columns of its 4-tap window.
+SERVED_CONV_SHORTER = 1
+
 #: kinds of layer that keep no per-token rows (a fixed state, or no sequence mixer)
 _NO_ROWS = (*STATE_KINDS, "none")
 
@@ -664,7 +672,8 @@ def kv_bytes_per_sequence_per_gpu(
     MTP layers are full layers of the first stage. MLA's latent is whole on every
     tensor-parallel rank; GQA/MQA/MHA keep ``ceil(n_kv / tp)`` of their ``n_kv`` K/V heads
     (a linear layer's state splits by its heads: ``ceil(h / tp)`` of its key and value
-    heads, their convolution channels and recurrent states, on every rank; a Mamba-2 layer's
+    heads, their convolution channels (``kernel - 1`` columns, as the engines keep them:
+    :data:`SERVED_CONV_SHORTER`) and recurrent states, on every rank; a Mamba-2 layer's
     ``ceil(H / tp)`` heads and ``ceil(G / tp)`` groups of B and C, a group replicated where
     the ranks outnumber the groups)."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
@@ -714,14 +723,16 @@ def kv_bytes_per_sequence_per_gpu(
         hk = math.ceil(m.linear_num_key_heads / lay.tp)
         hv = math.ceil(m.linear_num_value_heads / lay.tp)
         dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
-        conv = (2 * hk * dk + hv * dv) * m.linear_conv_kernel_dim
+        conv = (2 * hk * dk + hv * dv) * (m.linear_conv_kernel_dim - SERVED_CONV_SHORTER)
         state = layout.row_bytes(conv) + hv * dk * dv * 4
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].label == "linear" for i in stage)
     if m.mamba_num_heads is not None:  # the state of the rank's Mamba-2 heads and groups
         heads = math.ceil(m.mamba_num_heads / lay.tp)
         groups = math.ceil(m.mamba_n_groups / lay.tp)
-        conv = (heads * m.mamba_head_dim + 2 * groups * m.ssm_state_size) * m.mamba_d_conv
+        conv = (heads * m.mamba_head_dim + 2 * groups * m.ssm_state_size) * (
+            m.mamba_d_conv - SERVED_CONV_SHORTER
+        )
         state = layout.row_bytes(conv) + heads * m.mamba_head_dim * m.ssm_state_size * 4
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(
@@ -729,7 +740,8 @@ def kv_bytes_per_sequence_per_gpu(
             )  # a Mamba-2 layer, or one beside the attention (Falcon-H1)
     if m.mamba_dt_rank is not None:  # the state of the rank's Mamba-1 channels (Jamba)
         inner = math.ceil(m.mamba_inner_size / lay.tp)
-        state = layout.row_bytes(inner * m.mamba_d_conv) + inner * m.ssm_state_size * 4
+        window = inner * (m.mamba_d_conv - SERVED_CONV_SHORTER)
+        state = layout.row_bytes(window) + inner * m.ssm_state_size * 4
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].attention == "mamba1" for i in stage)
     return max(per_stage)
