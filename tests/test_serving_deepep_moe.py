@@ -298,3 +298,83 @@ def test_a_named_profiles_plan_says_the_deepep_stand_in():
             profile=profile,
         )
         assert class_key("moe", "fp8_block", DEEPGEMM_MOE) in p.calibration, profile
+
+
+def _measured(path: str, **want) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rows of a shipped parquet table matching ``want`` (column: value): their columns
+    and measured seconds."""
+    from reference_data import MEASURED
+
+    from mlacalc.measured.tables import load_measured
+
+    (table,) = load_measured(MEASURED / path).tables
+    keep = np.ones(len(table), dtype=bool)
+    for name, value in want.items():
+        keep &= table.column(name) == value
+    return {k: v[keep] for k, v in table.columns.items()}, table.seconds[keep]
+
+
+def _rows_per_expert(batch) -> float:
+    """The rows an expert of the rank runs behind DeepEP: the copies received over its local
+    experts."""
+    return float(batch.shape[DEEPEP_RECEIVED][0] / batch.shape["experts"][0])
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_b200_deepep_call_against_tensorrt_llms_measured_deepgemm_moe(engine):
+    """B200, EP72 decode (one micro-batch: 1,100 copies received, 275 rows an expert over 4
+    local experts): the served call against TensorRT-LLM's measured DeepGEMM MoE rows of the
+    same experts (E 256, EP 64: 4 local experts, TP 1, balanced; 8,192 / 12,288 tokens, 256 /
+    384 rows an expert: 0.145 / 0.183 ms), read from the shipped table and interpolated to the
+    served rows an expert (0.151 ms). The rows route every token of the call on the rank
+    (8,192 x 8 pairs), which behind DeepEP the attention rank does for its own 128 alone, so
+    the call lies below them: 0.115 ms, 0.76x (before the DeepGEMM class: SGLang 0.614 ms,
+    4.1x; vLLM 0.876 ms, 5.8x)."""
+    batch, prof, hw = _routed("B200", engine)
+    cols, secs = _measured(
+        "b200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet",
+        kernel_source="deepgemm",
+        moe_dtype="fp8_block",
+        hidden_size=7168,
+        inter_size=2048,
+        num_experts=256,
+        topk=8,
+        moe_ep_size=64,
+        moe_tp_size=1,
+        distribution="balanced",
+    )
+    tokens = cols["num_tokens"]
+    low, high = (float(secs[tokens == n][0]) for n in (8192, 12288))
+    assert (low, high) == pytest.approx((0.145e-3, 0.183e-3), abs=1e-6)  # docs' figures
+    rows = _rows_per_expert(batch)
+    assert 256 <= rows <= 384
+    measured = low + (high - low) * (rows - 256) / (384 - 256)
+    assert 0.7 <= _call(batch, hw, prof) / measured <= 1.0
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_h100_deepep_call_against_sglangs_measured_dense_deepgemm(engine):
+    """H100, EP72 decode: the served call against SGLang's dense DeepGEMM GEMM rows of the
+    per-expert shapes (``gemm_perf``, ``sglang_deepgemm_gemm_nt_f8f8bf16``: up n 4,096 k 7,168,
+    down n 7,168 k 2,048), interpolated in m between the rows at 256 and 512 to the 275 rows an
+    expert and summed over the 4 local experts (0.140 ms; no grouped DeepGEMM MoE row of H100
+    is in the tables). Those rows run at about 74% of H100's fp8 peak (m 256, up), so a grouped
+    kernel over the same work is not much faster than their sum: the call lies at 1x-2.5x it.
+    The stand-in (TensorRT-LLM's CUTLASS grouped GEMM with its 1 x 128 quantize passes) takes
+    0.260 ms, 1.86x (docs/time-model.md, "Still wrong"); before the DeepGEMM class SGLang
+    1.512 ms, 10.8x (vLLM 0.327 ms, 2.33x, inside the bound)."""
+    batch, prof, hw = _routed("H100-SXM", engine)
+    rows = _rows_per_expert(batch)
+    assert 256 <= rows <= 512
+    dense = 0.0
+    for n, k in ((4096, 7168), (7168, 2048)):
+        cols, secs = _measured(
+            "h100_sxm/gemm/sglang/0.5.14/gemm_perf.parquet",
+            kernel_source="sglang_deepgemm_gemm_nt_f8f8bf16",
+            n=n,
+            k=k,
+        )
+        at = {m: float(secs[cols["m"] == m][0]) for m in (256, 512)}
+        dense += at[256] + (at[512] - at[256]) * (rows - 256) / 256
+    dense *= float(batch.shape["experts"][0])
+    assert 1.0 <= _call(batch, hw, prof) / dense <= 2.5
