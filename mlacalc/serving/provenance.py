@@ -18,7 +18,6 @@ from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
 from mlacalc.timemodel.profile import load_profile
-from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
 
@@ -91,9 +90,10 @@ def calibration_of(
     # classes as looked up above, and those the kernels' own shapes run (a DSA core's kernel)
     # (those lent for one reason listed as one: "stand-in: gemm:fp8_block, gemm:fp8_block:bmm
     # from trtllm profile default (no vllm table)")
-    ran = {class_key(*c) for c in runs} | {_ran_class(k, hw, prof) for k in kernels}
+    ran = set(runs) | {_ran_class(k, hw, prof) for k in kernels}
+    found = {prof.class_found(hw.name, *c[:2], hw, c[2]) for c in ran if c}
     lent: dict[str, list[str]] = {}
-    for key in sorted(ran - {""}):
+    for key in sorted(k for k in found if k):
         said = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
         if said:
             lent.setdefault(said[0][len(f"{STAND_IN_NOTE}{key} ") :], []).append(key)
@@ -107,17 +107,19 @@ def calibration_of(
     return name, text
 
 
-def _ran_class(kernel: dict[str, Any] | tuple[str, str], hw: HardwareSpec, prof: Any) -> str:
-    """The class key the time model ran a step's ``kernel`` by on ``hw`` with ``prof``, from
-    the shapes of its rows that take time (a kernel of a step's breakdown,
-    :meth:`mlacalc.serving.gpu_step.StepModel.compose`); ``""`` for one without shapes."""
+def _ran_class(
+    kernel: dict[str, Any] | tuple[str, str], hw: HardwareSpec, prof: Any
+) -> tuple[str, ...]:
+    """The class (kind, dtype, variant) the time model ran a step's ``kernel`` by on ``hw``
+    with ``prof``, from the shapes of its rows that take time (a kernel of a step's breakdown,
+    :meth:`mlacalc.serving.gpu_step.StepModel.compose`); ``()`` for one without shapes."""
     if not isinstance(kernel, dict) or "shape" not in kernel:
-        return ""
+        return ()
     flops, moved = np.atleast_1d(kernel["flops"]), np.atleast_1d(kernel["bytes"])
     live = np.atleast_1d(kernel.get("seconds", 1.0)) > 0
     live = np.broadcast_to(live, flops.shape) & ((flops > 0) | (moved > 0))
     if not live.any():
-        return ""
+        return ()
     shape = {k: np.broadcast_to(v, flops.shape)[live] for k, v in kernel["shape"].items()}
     one = KernelBatch(
         kernel["kind"],
@@ -129,7 +131,7 @@ def _ran_class(kernel: dict[str, Any] | tuple[str, str], hw: HardwareSpec, prof:
         kernel.get("variant", ""),
     )
     run = run_class(one, hw, prof)[0]
-    return class_key(run.kind, run.dtype, run.variant)
+    return (run.kind, run.dtype, run.variant)
 
 
 def _grouped(hows: list[str]) -> list[str]:

@@ -157,6 +157,12 @@ class Profile:
     def _lookup(
         self, table: dict[str, dict[str, float]], kind: str, dtype: str, variant: str = ""
     ) -> dict | None:
+        key = self._found(table, kind, dtype, variant)
+        return None if key is None else table[key]
+
+    def _found(
+        self, table: dict[str, dict[str, float]], kind: str, dtype: str, variant: str = ""
+    ) -> str | None:
         # a variant's own fit in the dtype; else the plain class of the dtype (a profile
         # fitted without the variant, or an older one); else the bf16 fit, variant first
         alias = _ALIASES.get(dtype, dtype)
@@ -175,11 +181,26 @@ class Profile:
         keys.append(class_key(kind, "bf16"))
         for key in keys:
             if key in table:
-                return table[key]
+                return key
         # another dtype's plain class of the kind; never a variant's (a profile holding only
         # the Gated DeltaNet variants of elementwise kernels does not time a model's norms)
         same_kind = sorted(k for k in table if k.split(":", 1)[0] == kind and k.count(":") == 1)
-        return table[same_kind[0]] if same_kind else None
+        return same_kind[0] if same_kind else None
+
+    def class_found(
+        self, device: str, kind: str, dtype: str, hardware: Any = None, variant: str = ""
+    ) -> str | None:
+        """The key of the profile's class whose fit :meth:`params` times a kernel class by on
+        ``device`` (the variant's parent's, another dtype's, ...); None where none is."""
+        tables = [self.devices.get(device, {})]
+        if hardware is not None and self.devices:
+            near = self.nearest_fitted(hardware)
+            tables.append(self.devices.get(near, {}) if near else {})
+        for table in [*tables, self.classes]:
+            key = self._found(table, kind, dtype, variant)
+            if key is not None:
+                return key
+        return None
 
     def nearest_fitted(self, hardware: Any) -> str | None:
         """The fitted device whose fit stands in for ``hardware``: of its vendor, one of the
