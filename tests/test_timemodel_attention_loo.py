@@ -162,22 +162,74 @@ def test_trtllm_encoder_from_h100s_profile():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "engine, profile, median",
+    "system, engine, profile, median",
     [
         # SGLang's and vLLM's H100 encoders (FlashAttention-3) from their B200 fits
         # (FlashAttention-4), each at its padded head dims and tiles
-        # (attention_time.encoder_kernel_shape): 27.5% and 25.4% before, 17.7% and 17.8%
-        ("sglang", "fit-b200-sxm-sglang", 0.18),
-        ("vllm", "fit-b200-sxm-vllm", 0.19),
+        # (attention_time.encoder_kernel_shape): 27.5% and 25.4% before, 17.7% and 17.8%;
+        # with FlashAttention-4's rates against FlashAttention-3's (attention_time.
+        # FLASH_ENCODER_TCGEN05_EXP, _RATE) 9.5% and 9.8%; the B200 encoders from the H100
+        # fits 15.2% and 14.6% before them, 6.3% and 5.1%
+        ("h100_sxm", "sglang", "fit-b200-sxm-sglang", 0.10),
+        ("h100_sxm", "vllm", "fit-b200-sxm-vllm", 0.105),
+        ("b200_sxm", "sglang", "fit-h100-sxm-sglang", 0.07),
+        ("b200_sxm", "vllm", "fit-h100-sxm-vllm", 0.06),
     ],
 )
-def test_h100_encoders_from_the_b200_profile(engine, profile, median):
+def test_encoders_from_the_other_devices_profile(system, engine, profile, median):
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
 
-    tables = load_measured(MEASURED / "h100_sxm" / "encoder_attention", engine=engine).tables
+    tables = load_measured(MEASURED / system / "encoder_attention", engine=engine).tables
     mapped = map_table(next(t for t in tables if t.engine == engine))
     e = _errors(mapped, profile, "bf16")
     assert e.size > 7000
     assert np.median(e) <= median
+
+
+def test_flash_attention_4_encoder_takes_its_own_rates_on_blackwell():
+    # FlashAttention-4's encoder on B200 (a built head dim): exponentials at
+    # FLASH_ENCODER_TCGEN05_EXP times the class's eff_exp, products at FLASH_ENCODER_TCGEN05_RATE
+    # of the peak; TensorRT-LLM's FMHA (no built head dim) and H100's FlashAttention-3 as before
+    import dataclasses
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel import attention_time as AT
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    s, heads, hd = 16384.0, 16.0, 64.0
+    shape = {"batch": np.ones(1), "q_len": np.full(1, s), "kv_len": np.full(1, s),
+             "n_heads": np.full(1, heads), "n_kv": np.full(1, heads),
+             "head_dim_qk": np.full(1, hd), "head_dim_v": np.full(1, hd),
+             "window": np.zeros(1), "causal": np.zeros(1)}  # fmt: skip
+    flops = np.array([4.0 * heads * s * s * hd])
+    own = KernelBatch("attention_prefill", "bf16", flops, np.array([4 * s * heads * hd * 2.0]),
+                      np.ones(1), shape, variant="encoder")  # fmt: skip
+    b200 = device_figures(load_hardware("B200"))
+    cols = AT.encoder_kernel_shape("vllm", b200, np.full(1, hd))
+    flash = dataclasses.replace(own, shape={**shape, **cols})
+    # products alone (no exponentials, no operand or unit waits): the flash kernel's take
+    # 1 / FLASH_ENCODER_TCGEN05_RATE of the same tiles' time
+    prm = {**default_params("attention_prefill"), "eff_exp": 1e9, "unit_latency_s": 0.0}
+    tiles = dataclasses.replace(own, shape={**shape, "tile_rows": cols["tile_rows"],
+                                            "tile_keys": cols["tile_keys"]})  # fmt: skip
+    a, b = AT.prefill_terms(tiles, b200, prm), AT.prefill_terms(flash, b200, prm)
+    assert AT._flash_encoder_tcgen05(flash, b200) and not AT._flash_encoder_tcgen05(own, b200)
+    mma = flops[0] / (prm["eff_compute"] * b200.peak("bf16"))
+    extra = (b["compute_s"] - a["compute_s"])[0]
+    assert extra == pytest.approx(mma * (1.0 / AT.FLASH_ENCODER_TCGEN05_RATE - 1.0), rel=0.02)
+    # exponentials alone (products free): FLASH_ENCODER_TCGEN05_EXP times the rate
+    prm = {**prm, "eff_exp": 0.75, "eff_compute": 1e9, "sfu_overlap": 16.0}
+    a, b = AT.prefill_terms(tiles, b200, prm), AT.prefill_terms(flash, b200, prm)
+    exps = heads * s * s / (0.75 * AT.SFU_EXP_PER_CLOCK * b200.sm_count * b200.clock_hz)
+    assert a["compute_s"][0] - b["compute_s"][0] == pytest.approx(
+        exps * (1.0 - 1.0 / AT.FLASH_ENCODER_TCGEN05_EXP), rel=0.02
+    )
+    # H100's FlashAttention-3 encoder: no such factor
+    h100 = device_figures(load_hardware("H100-SXM"))
+    h_cols = AT.encoder_kernel_shape("vllm", h100, np.full(1, hd))
+    h_flash = dataclasses.replace(own, shape={**shape, **h_cols})
+    assert not AT._flash_encoder_tcgen05(h_flash, h100)

@@ -1250,15 +1250,18 @@ ENGINE_ATTENTION = [
     # padded head dims and tiles, a tile's fixed work at its built head dim
     # (attention_time.encoder_kernel_shape): before [10.3% / 31.5%, 9.1% / 26.7%, 8.6% /
     # 29.7%, 8.7% / 24.9%], now 5.5 / 16.8, 3.9 / 12.2, 5.4 / 15.9, 3.3 / 13.7 (SGLang B200's
-    # p90 10.8% with the tiles alone: bound 0.12 -> 0.13)
+    # p90 10.8% with the tiles alone: bound 0.12 -> 0.13). B200's with FlashAttention-4's rates
+    # against FlashAttention-3's (attention_time.FLASH_ENCODER_TCGEN05_EXP, _RATE), which take
+    # its rows from H100's fits 15.2% -> 6.3% and 14.6% -> 5.1%: SGLang 4.3 / 14.2 (bounds
+    # 0.042 / 0.13 -> 0.045 / 0.145), vLLM 3.8 / 15.4 (0.036 / 0.145 -> 0.04 / 0.16)
     pytest.param("sglang", "h100_sxm", "encoder_attention", "encoder_attention_perf", None,
                  "fit-h100-sxm-sglang", 0.06, 0.18, marks=pytest.mark.slow),
     ("sglang", "b200_sxm", "encoder_attention", "encoder_attention_perf", None,
-     "fit-b200-sxm-sglang", 0.042, 0.13),
+     "fit-b200-sxm-sglang", 0.045, 0.145),
     pytest.param("vllm", "h100_sxm", "encoder_attention", "encoder_attention_perf", None,
                  "fit-h100-sxm-vllm", 0.057, 0.17, marks=pytest.mark.slow),
     pytest.param("vllm", "b200_sxm", "encoder_attention", "encoder_attention_perf", None,
-                 "fit-b200-sxm-vllm", 0.036, 0.145, marks=pytest.mark.slow),
+                 "fit-b200-sxm-vllm", 0.04, 0.16, marks=pytest.mark.slow),
 ]  # fmt: skip
 
 

@@ -53,6 +53,8 @@ __all__ = [
     "ALWAYS_COMBINE_S",
     "BF16_CACHE_WRITE_HBM",
     "FA3_FP8_FIRST_V_CLOCKS",
+    "FLASH_ENCODER_TCGEN05_EXP",
+    "FLASH_ENCODER_TCGEN05_RATE",
     "FLASH_HEAD_DIMS",
     "FP8_CACHE_WRITE_CLOCKS",
     "FP8_PROMPT_TCGEN05_EXP",
@@ -104,6 +106,26 @@ FP8_PROMPT_TCGEN05_RATE = 0.88
 #: ``eff_exp`` above 1 (Hopper takes every exponential on the SFUs), so it carried arbitrary
 #: values to B200 (TensorRT-LLM 1.05, vLLM 1.77) where the kernel's rate is a device figure
 FP8_PROMPT_TCGEN05_EXP = 1.55
+
+#: FlashAttention-4's encoder kernel (SGLang's and vLLM's non-causal bf16 attention on data-centre
+#: Blackwell: ``attention_prefill`` of the ``encoder`` variant at a built head dim, set by
+#: :func:`encoder_kernel_shape`) takes its exponentials at this multiple of the class's
+#: ``eff_exp`` and its products at this share of the tensor peak (``..._RATE``), against
+#: FlashAttention-3's on Hopper. Read from the tables, not fitted: the rows of a millisecond and
+#: more at 4,096 tokens an image and more (395-500 at head dim 64, 856-1,069 at 72 and 80, built
+#: 96; each engine and device) take a median 0.122-0.123 / 0.149-0.158 SM clocks a score on H100
+#: (head dim 64 / 96) and 0.080-0.082 / 0.103-0.106 on B200. Solved for a share of the tensor
+#: peak and of the SFUs' exponential rate under the class's own form (the two taken together by
+#: the p-norm at 16, the fits' ``sfu_overlap``, plus the shared-memory operand reads), H100's
+#: rows give 0.85 / 0.93 of the peak and 0.68 / 0.69 of the SFUs (SGLang / vLLM), B200's 0.57 /
+#: 0.59 and 0.94 / 0.98: B200 over H100 0.67 / 0.63 of the products' share and 1.38 / 1.41 of
+#: the exponentials' (FlashAttention-4 computes some exponentials as a polynomial on the FMA
+#: pipes; why its products reach less of B200's peak is not settled). Without them each device's
+#: fit took its kernel's rates into other terms (B200's a 0.43 us walk a key block, ``block_s``,
+#: and ``eff_exp`` 1.80-1.87; H100's none and 0.73-0.78), which did not carry: the rows from the
+#: other device read +10-15% signed both ways, +12-23% at a millisecond and more
+FLASH_ENCODER_TCGEN05_EXP = 1.4
+FLASH_ENCODER_TCGEN05_RATE = 0.65
 
 #: SM clocks a K/V element takes in vLLM's quantizing write of a prompt's new K/V rows into an
 #: fp8 cache (``cache_quant_elements``: its measured prompt rows time it before the attention
@@ -374,10 +396,7 @@ def prefill_terms(
     # on the SFUs (at most their rate, whatever the fit that predicts them)
     d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
     scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
-    eff_exp = prm["eff_exp"] if fig.tcgen05 else min(prm["eff_exp"], 1.0)
-    gen_fp8 = _tcgen05_fp8_prompt(batch, fig)
-    if gen_fp8:  # Blackwell's fp8 prompt kernel: its own exponential rate
-        eff_exp = min(prm["eff_exp"], 1.0) * FP8_PROMPT_TCGEN05_EXP
+    eff_exp, rate = _kernel_rates(batch, fig, prm)
     side = side_work_rate(batch, fig)
     sfu = scores / (eff_exp * side * SFU_EXP_PER_CLOCK * fig.sm_count * fig.clock_hz)
     # the call's fixed time and each unit's fixed work are waits on memory and launches, not
@@ -401,8 +420,7 @@ def prefill_terms(
         pad_qk = 2.0 ** np.ceil(np.log2(np.maximum(d_qk, 1.0)))
         pad_v = np.where(d_v > 0, 2.0 ** np.ceil(np.log2(np.maximum(d_v, 1.0))), 0.0)
         flops = flops * (pad_qk + pad_v) / np.maximum(d_qk + d_v, 1.0)
-        if gen_fp8:  # Blackwell's fp8 prompt products reach less of their peak than Hopper's
-            flops = flops / FP8_PROMPT_TCGEN05_RATE
+    flops = flops / rate  # a Blackwell kernel's products reaching less of their peak
     # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
     # walks, once per group of query rows one MMA instruction covers (``mma_rows``: a Hopper
     # warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at the SM's shared-memory
@@ -492,6 +510,29 @@ def _tcgen05_fp8_prompt(batch: KernelBatch, fig: DeviceFigures) -> bool:
     (:data:`FP8_PROMPT_TCGEN05_RATE`, :data:`FP8_PROMPT_TCGEN05_EXP`)."""
     fp8 = batch.dtype.startswith("fp8")
     return bool(fig.tcgen05 and fp8 and batch.kind == "attention_prefill" and not batch.variant)
+
+
+def _kernel_rates(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> tuple[float, float]:
+    """A prompt kernel's exponential rate (in the SFUs' rates: ``eff_exp``, at most 1 before
+    Blackwell) and the share of the tensor peak its products reach against Hopper's kernel's
+    (1 but for Blackwell's fp8 prompt kernel, :data:`FP8_PROMPT_TCGEN05_RATE`, and
+    FlashAttention-4's encoder, :data:`FLASH_ENCODER_TCGEN05_RATE`, each with its own
+    exponential rate)."""
+    if _tcgen05_fp8_prompt(batch, fig):
+        return min(prm["eff_exp"], 1.0) * FP8_PROMPT_TCGEN05_EXP, FP8_PROMPT_TCGEN05_RATE
+    if _flash_encoder_tcgen05(batch, fig):
+        return prm["eff_exp"] * FLASH_ENCODER_TCGEN05_EXP, FLASH_ENCODER_TCGEN05_RATE
+    return (prm["eff_exp"] if fig.tcgen05 else min(prm["eff_exp"], 1.0)), 1.0
+
+
+def _flash_encoder_tcgen05(batch: KernelBatch, fig: DeviceFigures) -> bool:
+    """Whether ``batch`` is FlashAttention-4's encoder on a ``tcgen05`` device: the ``encoder``
+    variant at a built head dim (``head_dim_built``, SGLang's and vLLM's FlashAttention kernels,
+    :func:`encoder_kernel_shape`; not TensorRT-LLM's FMHA) (:data:`FLASH_ENCODER_TCGEN05_EXP`,
+    :data:`FLASH_ENCODER_TCGEN05_RATE`)."""
+    return bool(fig.tcgen05 and batch.variant == "encoder" and "head_dim_built" in batch.shape)
 
 
 def side_work_rate(batch: KernelBatch, fig: DeviceFigures) -> float:
