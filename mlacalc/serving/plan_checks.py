@@ -251,6 +251,7 @@ def check_request(
         + _format_warnings(components, hw)
         + _stored_format_warnings(hw, stored, components)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
+        + _dispatch_warnings(m, lay, weight_dtype, components)
         + _vendor_warnings(hw, engine, {**stored, **components})
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
@@ -595,6 +596,33 @@ def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
             + (f" and their scales (one a {kv.scale_group})" if kv.scale_group else ""),
         )
     return out
+
+
+def _dispatch_warnings(
+    m: ModelConfig, lay: Layout, weight_dtype: str | None, components: dict
+) -> tuple[str, ...]:
+    """The EP dispatch's format where no reference backs it: the step model sends fp8 (one
+    float32 scale per 128, DeepEP's low-latency setting in its README's DeepSeek-V3 rows,
+    shared reference serving-figures.md) for fp8 weights and bf16 otherwise, so 4-bit experts
+    (an NVFP4 checkpoint, ``--expert-dtype nvfp4``) dispatch bf16; what the engines send with
+    them is in no shared reference, so the plan says which format it assumed."""
+    if lay.ep <= 1 or not m.num_moe_layers:
+        return ()
+    w = canonical_dtype(weight_dtype or m.weights_dtype)
+    if w.startswith("fp8"):
+        return ()
+    experts = components.get("experts")
+    if experts is None:
+        stored = weight_dtype is None and checkpoint_stored(m)
+        experts = stored_experts(m)[1] if stored else w
+    if "fp4" not in experts:
+        return ()
+    return (
+        f"EP dispatch sized in bf16 (2 B a value) beside 4-bit experts ({experts}): no shared "
+        "reference says what an engine sends with them (DeepEP's low-latency dispatch sends "
+        "fp8 in its published DeepSeek-V3 rows, 0.52x the bytes; TensorRT-LLM's wide-EP "
+        "quantizing to nvfp4 before the exchange, 0.28x, is recall)",
+    )
 
 
 def _engine_kernel_warnings(
