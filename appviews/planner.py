@@ -350,7 +350,8 @@ def missed_targets(p, ttft: float, tpot: float) -> list[str]:
     elif p.ttft_s > ttft:
         out.append(f"TTFT <= {ttft:g} s ({p.ttft_s:,.2f} s)")
     if p.tpot_s is None:
-        out.append(f"TPOT <= {tpot * 1e3:g} ms")
+        if p.ttft_s is None:  # one output token (a TTFT, no TPOT) has no gap to miss
+            out.append(f"TPOT <= {tpot * 1e3:g} ms")
     elif p.tpot_s > tpot:
         out.append(f"TPOT <= {tpot * 1e3:g} ms ({p.tpot_s * 1e3:,.2f} ms)")
     return out

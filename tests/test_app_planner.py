@@ -338,3 +338,14 @@ def test_deepseek_v4_kv_line_names_the_pooled_keys():
     line = next(m.value for m in at.markdown if "KV per token per GPU" in m.value)
     assert "pooled keys averaged over the compress ratios: **9.62 KiB**" in line
     assert "keeping every token" not in line
+
+
+def test_one_output_token_meets_any_tpot_target():
+    """osl 1: TPOT is None (no gap after the only token), so the TPOT target is neither met
+    by a figure nor missed; the answer judges TTFT alone (it named "Misses TPOT <= 50 ms")."""
+    from appviews.planner import meets, missed_targets
+
+    p = mlacalc.plan("llama-3-8b", "H100-SXM", 1, isl=2000, osl=1, concurrency=1.0)
+    assert p.tpot_s is None and p.ttft_s < 2.0
+    assert meets(p, 2.0, 0.05) and missed_targets(p, 2.0, 0.05) == []
+    assert missed_targets(p, 1e-6, 0.05) == [f"TTFT <= 1e-06 s ({p.ttft_s:,.2f} s)"]
