@@ -18,6 +18,7 @@ from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
 from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
 
@@ -71,7 +72,15 @@ def calibration_of(
         run, _, _, how = run_class(one, hw, prof)
         runs[(run.kind, run.dtype, run.variant)] = how
     hows = Counter(runs.values())
-    rest = sorted(h for h in hows if h != expected)
+    keys: dict[str, list[str]] = {}
+    for run_key, how in runs.items():
+        keys.setdefault(how, []).append(class_key(*run_key))
+    # a how that names none of its classes ("B200 by the profile's pooled fit ...") names them
+    rest = sorted(
+        h if any(k in h for k in keys[h]) else f"{', '.join(keys[h])}: {h}"
+        for h in hows
+        if h != expected
+    )
     total = len(runs)
     text = lead
     if rest and expected not in hows and all(h.startswith("uncalibrated ") for h in rest):
@@ -82,7 +91,7 @@ def calibration_of(
             + f"; the profile holds other classes only ({lead})"
         )
     elif rest:
-        others = sum(hows[h] for h in rest)
+        others = sum(n for h, n in hows.items() if h != expected)
         text += f"; {others} of {total} kernel classes otherwise: " + "; ".join(_grouped(rest))
     # every class the step runs that the profile's notes mark as a stand-in (another
     # profile's class where its own tables time none: engine_profiles' stand-ins, the DeepGEMM

@@ -309,6 +309,11 @@ class Profile:
         measured device ``near`` it, or the pooled fit."""
         if pooled:
             on = ", ".join(self.fitted_devices) or self.name
+            if device in self.devices:  # its own level holds other classes, not this one
+                return (
+                    f"{device} by datasheet ratios from the profile's pooled classes "
+                    f"({device}'s own fit holds no such class)"
+                )
             return f"{device} by datasheet ratios (profile fitted on {on})"
         if near is not None:
             return f"{device} by datasheet ratios from {near} (same tensor-core generation)"
