@@ -647,3 +647,24 @@ def test_flash_attention_3_fp8_decode_waits_on_its_first_v_block_transpose():
     b200 = device_figures(load_hardware("B200"))
     for dtype, fig, pack in (("bf16", H100, 0.0), ("fp8", b200, 0.0), ("fp8", H100, 32.0)):
         np.testing.assert_allclose(added(dtype, fig, pack), 0.0, atol=1e-15)
+
+
+def test_trtllm_gen_walks_an_fp8_cache_at_the_sms_tensor_width():
+    # TensorRT-LLM's own decode on B200 walks a cache's blocks (block_s) at half Hopper's
+    # clocks with either cache (tcgen05's fp8 MMA at twice Hopper's fp8 XQA rate), where its
+    # unit work keeps an fp8 cache at Hopper's (_xqa_work_scale 1); H100 and the variants 1
+    b200 = device_figures(load_hardware("B200"))
+    for dtype in ("bf16", "fp8"):
+        b = _decode(dtype, no_flops=True, batch=64.0, kv_len=8192.0, head_pack=32.0)
+        assert attention_time._xqa_walk_scale(b, b200) == 0.5
+        assert attention_time._xqa_walk_scale(b, H100) == 1.0
+        assert attention_time._xqa_walk_scale(dataclasses.replace(b, variant="triton"), b200) == 1.0
+    # the walk alone: an fp8 cache's takes as long as a bf16 cache's on B200
+    prm = _params(seq_s=0.0, block_s=1e-7, fixed_s=0.0, launch_s=0.0, grouped_unit=0.0,
+                  qhead_unit=0.0, wave_s=0.0)  # fmt: skip
+    walk = [
+        M.kernel_terms(_decode(dt, no_flops=True, batch=64.0, kv_len=8192.0, head_pack=32.0),
+                       b200, prm)["compute_s"][0]
+        for dt in ("bf16", "fp8")
+    ]  # fmt: skip
+    assert walk[1] == pytest.approx(walk[0], rel=1e-9)

@@ -86,7 +86,9 @@ LEFT_OUT = [
     ("h100_sxm", "context_attention_perf", "vllm", "fp8", "fit-b200-sxm-vllm", 0.142),
     ("b200_sxm", "context_attention_perf", "vllm", "fp8", "fit-h100-sxm-vllm", 0.148),
     ("b200_sxm", "generation_attention_perf", "trtllm", "bf16", "default", 0.135),
-    ("b200_sxm", "generation_attention_perf", "trtllm", "fp8", "default", 0.16),
+    # its fp8 decode's walk at the SM's tensor width (attention_time._xqa_walk_scale): 13.0%
+    # -> 9.8% (bound 0.16 before)
+    ("b200_sxm", "generation_attention_perf", "trtllm", "fp8", "default", 0.105),
     ("h100_sxm", "generation_attention_perf", "trtllm", "bf16", "fit-b200-sxm", 0.175),
     # SGLang's and vLLM's decode with the packing kernels' unit work at the SM's tensor width
     # (attention_time._tensor_work_scale) and SGLang's Triton decode drawing Hopper's bytes a

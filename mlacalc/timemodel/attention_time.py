@@ -820,6 +820,24 @@ def _xqa_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     return hopper_rate * _tensor_work_scale(batch, fig)
 
 
+def _xqa_walk_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Factor on the fitted block walk (``block_s``) of TensorRT-LLM's own decode (``head_pack``
+    32): 1 but on data-centre Blackwell (:func:`_trtllm_gen_decode`), where it is the SM's
+    tensor width over Hopper's (:func:`_tensor_work_scale`, B200 0.5) for either cache: an fp8
+    cache's blocks run through ``tcgen05``'s fp8 MMA at twice Hopper's fp8 XQA rate a clock and
+    SM (16,384 against 8,192 FLOP: 4,500 TFLOPS over 148 SMs at 1,856 MHz, 1,979 over 132 at
+    1,830), as a bf16 cache's through its bf16 MMA, where a unit's query rows (the unit work,
+    :func:`_xqa_work_scale`) take the bf16 rate with either. Read from the tables, not fitted:
+    at 4,096 cached keys and more and 64 sequences and more TensorRT-LLM's fp8 rows take 2.0-2.6
+    times as long on H100 as on B200 (median by group, 1-32 query heads a KV head; bf16 2.2-2.5),
+    HBM's ratio (2.30), where the walk of H100's fp8 fit (``block_s`` 0.45 us a 64-key block)
+    carried at 1 put B200's rows 30-42% slow (MHA 100%). B200's own fits walk at their bound
+    (``block_s`` 2e-11), so the rule changes only the rows predicted from Hopper's fit."""
+    if not _trtllm_gen_decode(batch, fig):
+        return 1.0
+    return _tensor_work_scale(batch, fig)
+
+
 #: TensorRT-LLM's decode where a KV head has more query heads than its grouped kernel packs
 #: (``head_pack``, 32) runs a unit a query head (the MMHA path), each streaming its KV head's
 #: cache through the SM's CUDA cores, on H100 and B200 alike: clocks of an SM per such unit
@@ -1007,6 +1025,9 @@ def decode_terms(
     # (TensorRT-LLM's own decode: at the rate of Hopper's XQA MMA, _xqa_work_scale)
     walk = (pack <= 0) | (batch.variant in TENSOR_WALK_VARIANTS)
     tensor = np.where(walk, _tensor_work_scale(batch, fig), _xqa_work_scale(batch, fig))
+    # (the walk of TensorRT-LLM's own decode on Blackwell at the SM's tensor width for either
+    # cache: _xqa_walk_scale)
+    walk_scale = np.where(walk, tensor, _xqa_walk_scale(batch, fig))
     nbytes = batch.bytes * _gather_bytes(batch, fig)  # a gathering kernel's per-SM draw
     # a warm replay on one cache (``warm_l2``, ``cache_bytes``: SGLang's and vLLM's decode
     # rows, mapping.WARM_CACHE_ENGINES) finds it in the L2 while it fits in the share of the L2
@@ -1025,7 +1046,7 @@ def decode_terms(
         fig,
         prm,
         units=busy,
-        unit_blocks=unit_blocks * np.maximum(share, 1.0) * tensor,
+        unit_blocks=unit_blocks * np.maximum(share, 1.0) * walk_scale,
         unit_cost=unit_cost * share * tensor,
         masked=np.zeros(len(batch)),
         serial=np.ones(len(batch)),
