@@ -50,7 +50,9 @@ What each table becomes:
 * ``mla_bmm_perf``: a batched GEMM with ``groups = num_heads``: pre ``[T,128] @ [128,512]``,
   post ``[T,512] @ [512,128]``; fp8 is 1x128 block-scaled with its permute-and-quantize
   (``quant_permute = 1``), except TensorRT-LLM's on B200 (``*_dequant_bf16``: bf16 BMMs of
-  weights dequantized when loaded); the batched kernel is the ``bmm`` variant of
+  weights dequantized when loaded) and SGLang's (``sglang_sgl_kernel_bmm_fp8``: the per-tensor
+  ``bmm_fp8``, its quantize two kernels of a CTA a (token, head), ``quant_ctas``: the
+  ``bmm_fp8`` variant of the per-tensor class); the batched kernel is the ``bmm`` variant of
   the GEMM class (so are the module tables' absorption BMMs).
 * ``moe_perf``: one ``moe`` kernel for the measured rank: ``E/ep`` local experts, local
   intermediate ``inter/tp``, all ``num_tokens`` entering, loads from
@@ -118,7 +120,7 @@ from mlacalc.timemodel.dsa_time import (
 )
 from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_conv
 from mlacalc.timemodel.fit import Observations
-from mlacalc.timemodel.gemm_time import step_block_fp8
+from mlacalc.timemodel.gemm_time import MLA_QUANT_CTAS, PER_TENSOR_BMM, step_block_fp8
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
 from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, WALK_VARIANT, decode_path_tokens
 from mlacalc.timemodel.moe_time import (
@@ -398,6 +400,7 @@ def _gemm_kernels(
     permute=0,
     variant="",
     amax_atomics=0.0,
+    quant_ctas=0.0,
     cutlass_dispatch=0.0,
     scale_convert=0.0,
     scale_unaligned=0.0,
@@ -406,7 +409,9 @@ def _gemm_kernels(
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
     ``amax_atomics = 1`` where the amax kernel's blocks, one a token, each fold their maximum
-    into the scale with an atomic: ``quant_atomics`` = tokens; ``cutlass_dispatch = 1`` where
+    into the scale with an atomic: ``quant_atomics`` = tokens; ``quant_ctas`` small CTAs a row
+    and group, SGLang's MLA BMM's, :data:`~mlacalc.timemodel.gemm_time.MLA_QUANT_CTAS`;
+    ``cutlass_dispatch = 1`` where
     the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks
     (``quant_group = 128``, one pass; ``quant_permute = 1`` when the quantize also permutes
     heads and tokens, as the fp8 MLA BMMs do; ``scale_convert = 1`` where the call hands
@@ -431,6 +436,7 @@ def _gemm_kernels(
             "quant_permute": 0,
             "quant_launches": 3,
             "quant_atomics": amax_atomics * g * m,
+            "quant_ctas": quant_ctas * g * m,
             "cutlass_dispatch": cutlass_dispatch * np.ones_like(m),
         }
     elif dtype == "fp8_block":
@@ -1380,6 +1386,11 @@ def decode_path_prompts(t: MeasuredTable) -> np.ndarray:
     return _f(t.column("isl")) <= limit
 
 
+#: SGLang's fp8 MLA BMM (``kernel_source``): the per-tensor ``bmm_fp8``
+#: (:data:`~mlacalc.timemodel.gemm_time.PER_TENSOR_BMM_ENGINES`)
+SGLANG_BMM_FP8_SOURCE = "sglang_sgl_kernel_bmm_fp8"
+
+
 def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     op = t.column("op_name")
     dt = canon_dtypes(t.column("bmm_dtype"))
@@ -1388,20 +1399,25 @@ def _mla_bmm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # its fp8 weights are dequantized to bf16 when loaded and the BMM runs in bf16 on bf16
     # activations, nothing quantized per call (B200: the same time as the bf16 rows, 4.4-92.6
     # us against 4.4-92.5 us at every shape)
+    # and SGLang's (``sglang_sgl_kernel_bmm_fp8``, both devices): the per-tensor ``bmm_fp8`` on
+    # an input quantized by small CTAs, one a (token, head) in each of two kernels
+    # (gemm_time.PER_TENSOR_BMM_ENGINES)
     if "kernel_source" in t.columns:
-        dt = np.where(
-            np.char.endswith(t.column("kernel_source").astype(str), "_dequant_bf16"), "bf16", dt
-        )
+        src = t.column("kernel_source").astype(str)
+        dt = np.where(np.char.endswith(src, "_dequant_bf16"), "bf16", dt)
+        dt = np.where(src == SGLANG_BMM_FP8_SOURCE, "fp8", dt)
     T, h = _f(t.column("num_tokens")), _f(t.column("num_heads"))
     rows = np.arange(len(t))
     pre = op == "mla_gen_pre"
     n = np.where(pre, DSV3["kv_lora"], DSV3["nope"])
     k = np.where(pre, DSV3["nope"], DSV3["kv_lora"])
-    for d in ("bf16", "fp8_block"):
+    for d in ("bf16", "fp8_block", "fp8"):
         s = (dt == d) & np.isin(op, ["mla_gen_pre", "mla_gen_post"])
         if s.any():
-            _gemm_kernels(b, "bmm", rows[s], d, T[s], n[s], k[s], h[s], permute=1, variant="bmm")
-    reason[~np.isin(dt, ["bf16", "fp8_block"])] = "unknown_dtype"
+            ctas, var = (MLA_QUANT_CTAS, PER_TENSOR_BMM) if d == "fp8" else (0.0, "bmm")
+            _gemm_kernels(b, "bmm", rows[s], d, T[s], n[s], k[s], h[s], permute=1,
+                          variant=var, quant_ctas=ctas)  # fmt: skip
+    reason[~np.isin(dt, ["bf16", "fp8_block", "fp8"])] = "unknown_dtype"
 
 
 def _version_key(version: str) -> tuple[int, ...] | None:

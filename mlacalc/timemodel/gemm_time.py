@@ -38,8 +38,12 @@ __all__ = [
     "CONVERT_KERNELS",
     "CUTLASS_FP8_ENGINES",
     "GEMM_TILES",
+    "MLA_QUANT_CTAS",
+    "MLA_QUANT_CTA_CYCLES",
     "NO_SPLIT_K",
     "PERSISTENT_DTYPES",
+    "PER_TENSOR_BMM",
+    "PER_TENSOR_BMM_ENGINES",
     "POWER_LIMITED_DTYPES",
     "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
@@ -47,6 +51,7 @@ __all__ = [
     "engine_gemm_kernel",
     "fed_rate",
     "gemm_terms",
+    "per_tensor_bmm",
     "step_block_fp8",
 ]
 
@@ -305,6 +310,56 @@ TRTLLM_BLOCK_FP8_GEMM = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 CONVERT_KERNELS = 5
 
 
+#: Engines whose fp8 MLA absorption BMM is a per-tensor fp8 batched GEMM, whatever the model's
+#: GEMM dtype: SGLang's ``bmm_fp8`` (sgl-kernel's, cuBLASLt; ``kernel_source``
+#: ``sglang_sgl_kernel_bmm_fp8`` on H100 and B200) on an input quantized by
+#: ``per_tensor_quant_mla_fp8`` (from recall of SGLang's ``deepseek_v2.py`` and
+#: ``fp8_kernel.py``, not read from a source here): a zeroed fp32 scale, then two Triton kernels
+#: of one CTA a (token, head), the first folding its row's amax into the scale by an atomic, the
+#: second writing the row's fp8 copy. The rows: fp8 over bf16 grows by about 1.5 ns a (token,
+#: head) on H100 and 1.2 ns on B200 at 128 and 512 of K alike (not with the bytes); 360 and 335
+#: SM cycles a (token, head) over all the SMs, where the atomic chain's figure differs more
+#: (2.7 and 2.3 cycles a (token, head); vLLM's amax atomics take 11 cycles each, so the chain
+#: does not bound it). So the quantize costs :data:`MLA_QUANT_CTAS` CTAs a (token, head) at
+#: :data:`MLA_QUANT_CTA_CYCLES` SM cycles each, the block-scaled class not borrowed. The cycles
+#: are read from a least-squares split of the fp8 rows' time over the bf16 rows' at 65,536+
+#: (token, head)s (a fixed part, one per (token, head), one per element), 182 a CTA from H100's
+#: rows alone, 168 from B200's, their mean taken; not fitted: a fit of the class on B200's rows
+#: put the quantize's time into the GEMM's own operand stream (``eff_memory`` 0.12, the
+#: quantize at 0 cycles), which predicts H100 32% slow (docs/time-model.md).
+#: Its class is a variant of its own (:data:`PER_TENSOR_BMM`, ``gemm:fp8:bmm_fp8``), not the
+#: ``bmm`` variant of the per-tensor class that DeepSeek-V4's module rows time their grouped
+#: block-scaled projection with (DeepGEMM's kernel, :data:`BLOCK_STAND_IN`).
+PER_TENSOR_BMM_ENGINES = frozenset({"sglang"})
+PER_TENSOR_BMM = "bmm_fp8"
+MLA_QUANT_CTAS = 2.0
+MLA_QUANT_CTA_CYCLES = 175.0
+
+
+def per_tensor_bmm(batch: KernelBatch, engine: str) -> KernelBatch:
+    """``batch`` as ``engine`` runs a model step's fp8 MLA absorption BMM
+    (:data:`PER_TENSOR_BMM_ENGINES`): the per-tensor fp8 batched GEMM with its quantize of
+    :data:`MLA_QUANT_CTAS` CTAs a (token, head) (``quant_ctas``), its class's variant
+    (:data:`PER_TENSOR_BMM`), the FLOPs and bytes unchanged. Any other batch, or another
+    engine's, is returned as it is."""
+    if batch.kind != "gemm" or batch.dtype != "fp8_block" or batch.variant != "bmm":
+        return batch
+    if engine not in PER_TENSOR_BMM_ENGINES:
+        return batch
+    ones = np.ones(len(batch))
+    groups, m = col(batch, "groups", 1), col(batch, "m", 1)
+    shape = {
+        **batch.shape,
+        "quantize_input": ones,
+        "quant_group": 0 * ones,
+        "quant_passes": 2 * ones,
+        "quant_permute": 0 * ones,
+        "quant_launches": 3 * ones,
+        "quant_ctas": MLA_QUANT_CTAS * groups * m,
+    }
+    return dataclasses.replace(batch, dtype="fp8", shape=shape, variant=PER_TENSOR_BMM)
+
+
 def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
     """``batch`` as ``engine`` runs a model step's block-scaled fp8 GEMM
     (:data:`STEP_BLOCK_FP8_ENGINES`): the per-tensor fp8 class (``fp8``) with its input's 1x128
@@ -336,7 +391,7 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
     ``cutlass_dispatch`` where its engine's is CUTLASS's ``scaled_mm``
     (:data:`CUTLASS_FP8_ENGINES`): the step is timed with the tiles its class was fitted on."""
     if "quantize_input" not in batch.shape:
-        batch = step_block_fp8(batch, engine)
+        batch = per_tensor_bmm(step_block_fp8(batch, engine), engine)
     if batch.kind != "gemm" or batch.dtype != "fp8" or batch.variant:
         return batch
     if "cutlass_dispatch" in batch.shape or engine not in CUTLASS_FP8_ENGINES:
@@ -637,12 +692,17 @@ def _input_quantization(c: _Call) -> np.ndarray:
     # whatever its read of the input (vLLM: +7 us a thousand tokens at n = k = 128 on H100
     # and B200 alike)
     atomics = col(batch, "quant_atomics", 0) * prm.get("atomic_cycles", 0.0) / c.fig.clock_hz
+    # a quantize of small CTAs (``quant_ctas``: SGLang's MLA BMM, PER_TENSOR_BMM_ENGINES),
+    # MLA_QUANT_CTA_CYCLES SM cycles each, over all the SMs
+    fig = c.fig
+    ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
     amax_read = prm["quant_bytes"] * c.groups * c.m * c.k * 2.0 / bw
     return np.where(
         quantized,
         prm["quant_fixed_s"] * launches
         + prm["quant_bytes"] * qbytes / bw
-        + np.maximum(atomics - amax_read, 0.0),
+        + np.maximum(atomics - amax_read, 0.0)
+        + ctas,
         0.0,
     )
 
