@@ -34,6 +34,7 @@ __all__ = [
     "open_loop",
     "others_share",
     "prompts",
+    "set_load",
     "step_figures",
 ]
 
@@ -232,7 +233,10 @@ def _chunked_cycle(
     if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
         chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
     decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
-    n = B * mix.tau / req.osl  # prompts a group starts per step
+    # prompts a group starts per step: a closed loop's from the requests on the synced set
+    # (set_load); random arrivals timed at the steady state of B (the others' share below)
+    load = float(set_load(in_system, mix.groups)) if closed else B
+    n = load * mix.tau / req.osl
     P = n * isl  # prompt tokens each step must carry on average
     steps = math.ceil(isl / chunk)
     draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
@@ -264,7 +268,7 @@ def _chunked_cycle(
     S = float(chunk_steps.sum())
     cycle, _ = chunked_figures(n, steps, share, t_step, t_fluid, S)
     # what one request sees: the others' chunks between its tokens and before its own steps
-    ratio, busy = (float(x) for x in others_share(in_system, mix.groups, B, closed))
+    ratio, busy = (float(x) for x in others_share(in_system, mix.groups, load, closed))
     _, share_o, _, _ = (float(x) for x in synced_prompts(n * ratio * steps, mix.groups, 1))
     gap, ttft = chunked_figures(n * ratio, steps, share_o, t_step, t_fluid, S)
     ttft = busy * (ttft - S) + S
@@ -354,6 +358,15 @@ def _arrivals_cycle(
     return chain.mean_step_s, busy * chain.ttft_s + (1.0 - busy) * alone
 
 
+def set_load(in_system: Any, groups: int) -> Any:
+    """Requests per group on a synced set of ``groups`` that holds a request (at least one on
+    the set; one group: at least one on it), from ``in_system`` per group on average. A closed
+    loop's steps are timed with these requests' prompts: fewer requests than groups bring the
+    set only their own (one request alone: its prompt once in ``osl`` steps, not a prompt
+    from every group), so that throughput, TTFT and TPOT keep Little's law."""
+    return np.maximum(np.asarray(in_system, dtype=np.float64) * groups, 1.0) / groups
+
+
 def others_share(in_system: Any, groups: int, B: Any, closed: bool = True) -> tuple[Any, Any]:
     """What one request sees of the others: the share of the prompts the steps are timed
     with (``B`` per group, at least 1) that are other requests' (its own prompt runs before
@@ -383,7 +396,8 @@ def _in_flight_cycle(
     plus the others' prompts' share of what the prompts add (:func:`others_share`: one
     request alone decodes at the decode step, its prompt in its TTFT)."""
     req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
-    n = B * mix.tau / req.osl
+    load = float(set_load(in_system, mix.groups))
+    n = load * mix.tau / req.osl
     _, share, slow, mean = (float(x) for x in synced_prompts(n, mix.groups, k_max))
     mixed = mix.sm.step(
         overlap=req.overlap,
@@ -400,7 +414,7 @@ def _in_flight_cycle(
     cycle = (1 - share) * t_step + share * t_mix
     if n > mean:  # more prompts than one step batches
         cycle += (n - mean) * t_pf[k_max] / k_max
-    ratio, busy = (float(x) for x in others_share(in_system, mix.groups, B))
+    ratio, busy = (float(x) for x in others_share(in_system, mix.groups, load))
     gap = t_step + (cycle - t_step) * ratio
     # the prompt waits for the step in progress, then its own: half a step on average, a
     # prompt step's half as often as the steps carry the others' prompts (the residual of a

@@ -60,8 +60,12 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     batch is ``R x osl x TPOT`` (the prompts still in prefill are not decoding), and one pass
     size, the smallest that keeps up with ``R / groups``, gives the pass and its M/D/1 wait;
   - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user:
-    the running requests over the TPOT (with fewer requests than attention groups, only the
-    groups holding one make tokens).
+    the running requests over the mean step (every prompt's work in it; with fewer requests
+    than attention groups, only the groups holding one make tokens, and synced groups' steps
+    carry only those requests' prompts, :func:`~mlacalc.serving.figures.set_load`), so that
+    ``X (TTFT + osl x TPOT)``, ``X`` the requests per second, is the requests in flight
+    (Little's law) within the wait for the step in progress and the first token's step,
+    which the latency counts in TTFT and again in ``osl x TPOT``.
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
