@@ -128,8 +128,6 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.0001949,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.0001754,
-    # a kernel share of 0.91 (measured.host_floors.HOST_BOUND_SHARE 0.92), floored by the rule
-    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _NVFP4, _FP8): 0.0001567,
 }
 
 
