@@ -92,10 +92,13 @@ def test_the_64_gpu_answer_is_the_one_before_the_kernels_were_shared():
     docs/speed.md: the same points and best as when every candidate was timed on its own
     (commit 29fb6cc; the figures move only with the time model and the step's composition:
     since two-batch overlap runs decode in five stages, the best is TP4 DP-attention8 EP32 at
-    372 sequences per group, 64,560 tokens/s (64,561.44, TTFT 1.85901 s, TPOT 46.0956 ms,
-    before the persistent bf16 GEMM paid its wave cost once a call on Hopper,
-    gemm_time.PERSISTENT_DTYPES; 64,519, 17,226 points, TTFT 2.219 s, before a
-    served step's element-wise kernels borrowed TensorRT-LLM's quantize fit,
+    353 sequences per group, 63,668 tokens/s, TTFT 1.4945 s, TPOT 44.36 ms, 17,283 points
+    (372 a group, 64,553.03, TTFT 1.8589 s, TPOT 46.102 ms before every engine's experts behind
+    DeepEP ran over the copies a rank receives and routed its own tokens once, 56179d5; 64,559.72
+    and 17,059 points, TTFT 1.859 s, before FlashMLA's combine launch on every call, 0e13c55;
+    64,561.44, TTFT 1.85901 s, TPOT 46.0956 ms, before the persistent bf16 GEMM paid its wave
+    cost once a call on Hopper, gemm_time.PERSISTENT_DTYPES; 64,519, 17,226 points, TTFT
+    2.219 s, before a served step's element-wise kernels borrowed TensorRT-LLM's quantize fit,
     profile.ELEMENTWISE_STAND_INS: its norms, RoPE and activations 0.87 -> 0.62 ms of an H200
     TP8 decode step at batch 4; 65,312 at 392 before the prompt's key-assembly
     copy, baee41b, and the MoE's cost per local expert, c6962e1, with which the points went
@@ -108,13 +111,13 @@ def test_the_64_gpu_answer_is_the_one_before_the_kernels_were_shared():
     chunked-prefill points came later)."""
     r = search("deepseek-v3", "H200", 64, isl=2000, osl=500, tpot=0.05, chunked_prefills=None)
     b = r.best
-    assert len(r.points) == 17059 and r.layouts == 540
+    assert len(r.points) == 17283 and r.layouts == 540
     assert (b["mode"], b["decode_gpus"], b["prefill_gpus"]) == ("disaggregated", 32, 32)
     assert (b["layout"], b["prefill_layout"]) == (
         "TP4 DP-attention8 EP32",
         "TP1 DP-attention32 EP32",
     )
-    assert (b["overlap"], b["kv_dtype"], b["batch_per_group"]) == ("tbo", "fp8", 372)
-    assert b["budget_output_tokens_per_s"] == pytest.approx(64559.72450687478, rel=1e-9)
-    assert b["ttft_s"] == pytest.approx(1.859000319567221, rel=1e-9)
-    assert b["tpot_s"] == pytest.approx(0.04609685098149845, rel=1e-9)
+    assert (b["overlap"], b["kv_dtype"], b["batch_per_group"]) == ("tbo", "fp8", 353)
+    assert b["budget_output_tokens_per_s"] == pytest.approx(63667.75794353267, rel=1e-9)
+    assert b["ttft_s"] == pytest.approx(1.4945182021367611, rel=1e-9)
+    assert b["tpot_s"] == pytest.approx(0.0443552606722012, rel=1e-9)
