@@ -74,6 +74,13 @@ def main() -> None:
         f"{s['predicted_output_tokens_per_s_per_node']:,.0f} tok/s/node vs 22,282 measured "
         f"({s['error']:+.1%}); step {s['decode_step_s'] * 1e3:.1f} ms (two-batch overlap)"
     )
+    for engine in ("sglang", "vllm"):  # the same node planned as a user of that engine would
+        e = compare_sglang(engine=engine)
+        print(
+            f"    planned under {engine}: "
+            f"{e['predicted_output_tokens_per_s_per_node']:,.0f} tok/s/node ({e['error']:+.1%}); "
+            f"step {e['decode_step_s'] * 1e3:.1f} ms"
+        )
     prefill = compare_sglang_prefill()
     for r in prefill:
         print(
