@@ -57,8 +57,10 @@ FITTED = [
     ("h100_sxm", "comm", "custom_allreduce_perf", None, 0.07),
     ("h100_sxm", "comm", "wideep_deepep_normal_perf", None, 0.07),
     ("h100_sxm", "comm", "wideep_deepep_ll_perf", None, 0.065),
-    ("h100_sxm", "attention", "generation_attention_perf", "bf16", 0.09),
-    ("h100_sxm", "attention", "generation_attention_perf", "fp8", 0.09),
+    # 7.9% / 7.9% (bf16 / fp8) before TensorRT-LLM's Hopper decode split its keys by key
+    # elements (attention_time._split_part_keys), 7.5% / 7.6% after (bounds were 0.09)
+    ("h100_sxm", "attention", "generation_attention_perf", "bf16", 0.077),
+    ("h100_sxm", "attention", "generation_attention_perf", "fp8", 0.078),
     ("h100_sxm", "attention", "context_attention_perf", None, 0.06),
     ("h100_sxm", "quantize", "computescale_perf", None, 0.035),
     ("h100_sxm", "quantize", "scale_matrix_perf", None, 0.025),

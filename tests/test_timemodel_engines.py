@@ -1429,6 +1429,38 @@ def test_vllms_hopper_decode_runs_its_combine_kernel_at_every_call():
     assert more[0] == pytest.approx(ALWAYS_COMBINE_S, rel=0.02)
 
 
+def test_trtllms_hopper_decode_splits_its_keys_by_key_elements():
+    # TensorRT-LLM's own decode on H100 (MMHA / XQA) splits a unit's keys first at 1,024 / 512
+    # / 256 keys for head dims 64 / 128 / 256 (its rows step up by a reduction kernel there):
+    # a part holds at least 32,768 key elements; B200's TensorRT-LLM-gen kernel and the
+    # packing kernels (head_pack 0) keep DECODE_SPLIT_KEYS whatever the head dim
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.attention_time import (
+        DECODE_SPLIT_KEYS,
+        _split_part_keys,
+        decode_splits,
+    )
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.words.kernels import KernelBatch
+
+    def batch(hd, pack=32.0):
+        shape = {"batch": np.ones(3), "head_dim_qk": np.asarray(hd, dtype=float),
+                 "head_pack": np.full(3, pack)}  # fmt: skip
+        return KernelBatch("attention_decode", "bf16", np.ones(3), np.ones(3), np.ones(3), shape)
+
+    h100, b200 = (device_figures(load_hardware(n)) for n in ("H100-SXM", "B200"))
+    hds = [64.0, 128.0, 256.0]
+    assert _split_part_keys(batch(hds), h100).tolist() == [512.0, 256.0, 128.0]
+    assert np.all(_split_part_keys(batch(hds, 0.0), h100) == DECODE_SPLIT_KEYS)
+    assert np.all(_split_part_keys(batch(hds), b200) == DECODE_SPLIT_KEYS)
+    one = np.ones(3)
+    for keys, want in ((512.0, [1.0, 2.0, 4.0]), (1024.0, [2.0, 4.0, 8.0])):
+        got = decode_splits(
+            batch(hds), one, np.full(3, keys), 528.0, _split_part_keys(batch(hds), h100)
+        )
+        assert got.tolist() == want
+
+
 def test_sglangs_hopper_calls_at_head_dim_192_take_a_fixed_side_call():
     # SGLang's FlashAttention-3 rows at head dim 192 (H100) take HD192_SIDE_CALL_S more than
     # their kernel: its rows carry ``hd192_side_call`` (the other head dims and vLLM's

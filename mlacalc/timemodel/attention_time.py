@@ -618,7 +618,7 @@ def decode_splits(
     heads_units: np.ndarray,
     keys: np.ndarray,
     slots: float,
-    part_keys: float = 256.0,
+    part_keys: np.ndarray | float = 256.0,
 ) -> np.ndarray:
     """Key splits of a decode unit (flash-decoding): where the kernel can split
     (``kv_split``) and its units leave some of the ``slots`` resident units idle, a unit's
@@ -637,6 +637,22 @@ def decode_splits(
 #: decode splits up to one unit a SM: :mod:`~mlacalc.timemodel.mla_time`).
 DECODE_SPLIT_UNITS_PER_SM = 4.0
 DECODE_SPLIT_KEYS = 256.0
+
+
+def _split_part_keys(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray | float:
+    """Fewest keys a part of a split decode unit holds: :data:`DECODE_SPLIT_KEYS`, but for
+    TensorRT-LLM's own decode kernels (``head_pack`` > 0) off data-centre Blackwell (MMHA and
+    XQA, not TensorRT-LLM-gen: :func:`_trtllm_gen_decode`) ``DECODE_SPLIT_KEYS`` x 128 / head
+    dim (the head dim padded to a power of two): a part holds a fixed number of key elements,
+    32,768. H100's rows (batch 1, one KV head, either cache dtype, MHA and grouped) step up by
+    a reduction kernel's time (about +5 us) first at 1,024 / 512 / 256 keys for head dims
+    64 / 128 / 256 (and a padded 192 with an fp8 cache); B200's kernel shows no such step."""
+    if _trtllm_gen_decode(batch, fig):
+        return DECODE_SPLIT_KEYS
+    hd = 2.0 ** np.ceil(np.log2(np.maximum(col(batch, "head_dim_qk", 128), 1.0)))
+    own = col(batch, "head_pack", 32) > 0
+    return np.where(own, DECODE_SPLIT_KEYS * 128.0 / hd, DECODE_SPLIT_KEYS)
+
 
 #: Bytes a grouped decode unit holds on its SM per query row and head-dim element beside its
 #: K/V stage: two FP32 copies of its output tile (the running accumulator and the rescaled
@@ -980,7 +996,13 @@ def decode_terms(
     window_split = sm90 | (pack <= 0)
     sms = fig.sm_count
     split_keys = np.where(window_split, kv_eff, a["kv"])
-    splits = decode_splits(batch, heads_units, split_keys, sms * DECODE_SPLIT_UNITS_PER_SM)
+    splits = decode_splits(
+        batch,
+        heads_units,
+        split_keys,
+        sms * DECODE_SPLIT_UNITS_PER_SM,
+        _split_part_keys(batch, fig),
+    )
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
