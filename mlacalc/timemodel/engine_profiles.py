@@ -35,7 +35,13 @@ from mlacalc.timemodel.moe_time import (
     TRTLLM_OWN_MOE,
     flashinfer_cutlass_moe,
 )
-from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile, shipped_profiles
+from mlacalc.timemodel.profile import (
+    DEFAULT_PROFILE,
+    Profile,
+    check_profile_applies,
+    load_profile,
+    shipped_profiles,
+)
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import MlacalcError
@@ -358,6 +364,7 @@ def chosen_profile(profile: Any, engine: str, hardware: Any) -> tuple[Profile, s
     if profile is None:
         return profile_for(engine, hardware.name, hardware)
     prof = load_profile(profile)
+    check_profile_applies(prof, hardware)
     note = engine_note(prof, engine, given=True)
     return _with_device_deepep_moe(prof, hardware.name, hardware), note
 

@@ -302,7 +302,10 @@ def fitted_record(obs: list[Observations]) -> list[dict]:
         sources = sorted(
             {"/".join(Path(o.source).parts[-5:]) for o in obs if o.device == device and o.source}
         )
-        fitted_on.append({"device": device, "tables": tables, "sources": sources})
+        entry = {"device": device, "tables": tables, "sources": sources}
+        if load_hardware(device).kind != "gpu":  # a CPU's fit: no GPU may borrow it
+            entry["kind"] = load_hardware(device).kind
+        fitted_on.append(entry)
     return fitted_on
 
 

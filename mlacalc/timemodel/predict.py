@@ -54,7 +54,7 @@ from mlacalc.timemodel.eager_time import (
 from mlacalc.timemodel.engine_profiles import chosen_profile
 from mlacalc.timemodel.kernel_time import run_class, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
-from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.profile import check_profile_applies, load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
     TILE,
@@ -958,6 +958,7 @@ def predict_time(
             prof, note = chosen_profile(profile, engine_name, hw)
         else:
             prof, note = load_profile(profile), ""
+            check_profile_applies(prof, hw)
         if mode == "unfused":
             ops, q = _model_unfused(step, hw, prof, rates.latency)
         else:

@@ -13,6 +13,7 @@ class, and notes (datasheet figures used where the catalogue had none). Profiles
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -407,6 +408,43 @@ class Profile:
             json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n", encoding="utf-8"
         )
         return out
+
+
+def fitted_kinds(profile: Profile) -> set[str]:
+    """The kinds of device (``gpu``, ``cpu``) ``profile`` was fitted on: a ``fitted_on``
+    entry's ``kind`` (written by calibrate since 2026-11-29), else its device read from the
+    catalogue or its file; a device that cannot be read counts as a GPU."""
+    kinds = set()
+    for entry in profile.fitted_on:
+        kind = entry.get("kind") if isinstance(entry, dict) else None
+        if kind is None:
+            kind = _device_kind(str(entry.get("device", "")) if isinstance(entry, dict) else "")
+        kinds.add(kind)
+    return kinds
+
+
+@functools.lru_cache(maxsize=256)
+def _device_kind(device: str) -> str:
+    try:
+        return load_hardware(device).kind
+    except (MlacalcError, OSError):
+        return "gpu"
+
+
+def check_profile_applies(profile: Profile, hardware: Any) -> None:
+    """Refuse ``profile`` for a GPU when it was fitted on CPU runs only: a CPU's fp32 GEMM fit
+    would time a GPU's bf16 GEMMs by datasheet ratios (the trial of 2026-11-29: H100 decode
+    204 us against 44.8 with the default)."""
+    if getattr(hardware, "kind", "gpu") != "gpu" or not profile.fitted_on:
+        return
+    kinds = fitted_kinds(profile)
+    if "gpu" not in kinds:
+        on = ", ".join(str(e.get("device", "?")) for e in profile.fitted_on)
+        raise InvalidArgumentError(
+            "--profile",
+            f"profile '{profile.name}' was fitted on CPU runs only ({on}): it does not time "
+            f"{getattr(hardware, 'name', 'a GPU')}'s kernels; fit one on GPU tables or drop it",
+        )
 
 
 def _figures(hardware: Any) -> DeviceFigures | None:
