@@ -456,7 +456,9 @@ def test_json_and_csv_weight_dtype_is_what_a_checkpoint_stores(run, tmp_path):
     assert (doc["weight_dtype"], doc["weight_format"]) == ("fp4", "checkpoint nvfp4 group 16")
     asked = run("plan", cfg, "-H", "B200", "--gpus", 1, "--weight-dtype", "fp8", *mix,
                 "--format", "json")[0]  # fmt: skip
-    assert json.loads(asked)["weight_dtype"] == json.loads(asked)["weight_format"] == "fp8"
+    # the embedding (tied: no head) kept as the checkpoint stores it, bf16
+    asked = json.loads(asked)
+    assert (asked["weight_dtype"], asked["weight_format"]) == ("fp8", "fp8, embeddings bf16")
     v3 = run("plan", "deepseek-v3", "-H", "B200", "--gpus", 8, *mix, "--format", "json")[0]
     assert json.loads(v3)["weight_dtype"] == "fp8"
     search = ["search", cfg, "-H", "B200", "--gpus", "1,2", *mix]
@@ -464,11 +466,15 @@ def test_json_and_csv_weight_dtype_is_what_a_checkpoint_stores(run, tmp_path):
     points = doc["frontier"] + doc["points"] + [doc["best"]]
     stored = [p for p in points if p["weight_format"].startswith("checkpoint ")]
     assert stored and all(p["weight_dtype"] == "fp4" for p in stored)
-    assert all(p["weight_dtype"] == p["weight_format"] == "fp8" for p in points if p not in stored)
+    assert all(
+        (p["weight_dtype"], p["weight_format"]) == ("fp8", "fp8, embeddings bf16")
+        for p in points
+        if p not in stored
+    )
     rows = list(csv.DictReader(io.StringIO(run(*search, "--all", "--format", "csv")[0])))
     assert {(r["weight_dtype"], r["weight_format"]) for r in rows} == {
         ("fp4", "checkpoint nvfp4 group 16"),
-        ("fp8", "fp8"),
+        ("fp8", "fp8, embeddings bf16"),
     }
 
 

@@ -353,7 +353,11 @@ def test_plan_and_search_name_the_weights_with_the_same_two_fields(run):
     # a dtype chosen: both fields say it, and the plan command passes it
     chosen = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, weight_dtypes=["fp8"],
                     chunked_prefills=None).best  # fmt: skip
-    assert (chosen["weight_dtype"], chosen["weight_format"]) == ("fp8", "fp8")
+    # the embedding and head kept as stored
+    assert (chosen["weight_dtype"], chosen["weight_format"]) == (
+        "fp8",
+        "fp8, embeddings bf16, head bf16",
+    )
     assert "weight_format" in __import__("mlacalc.serving.search", fromlist=["x"]).FIELDS
 
 
@@ -470,10 +474,14 @@ def test_plan_checks_the_prefill_pool_fits(run):
 
 def test_search_offers_no_prefill_pool_that_does_not_fit():
     from mlacalc.cost.engine import as_model
-    from mlacalc.serving.layout import make_layout, weights_per_gpu
+    from mlacalc.serving.layout import make_layout
+    from mlacalc.serving.precision import component_weight_bytes, kept_components
 
     m = as_model("llama-3-70b")
-    w = weights_per_gpu(m, make_layout(m, 1), "fp8")
+    # fp8 layers, the embedding and head kept bf16
+    w = sum(
+        component_weight_bytes(m, make_layout(m, 1), "fp8", kept_components(m, "fp8", {})).values()
+    )
     # one GPU holds the fp8 weights and a few 2,100-token sequences, not a pass of 8 prompts:
     # as plan has it, the pool needs the weights and one prompt's cache (its passes then
     # batch the prompts that fit), so search offers it and each point equals plan

@@ -15,19 +15,19 @@ def test_plan_deepseek_v3_fp8_on_8_h200_by_hand():
     split_attn = 187_107_328 - replicated_attn
     per_gpu = (
         61 * (replicated_attn + split_attn // 8)
-        + 2 * 926_679_040 // 8
+        + 2 * (2 * 926_679_040) // 8  # embedding and head kept bf16 (were fp8)
         + 1_189_085_184 // 8
         + 2_554_331_136 // 8
         + 106_445_312
         + 881_664
         + 653_908_770_816 // 8
     )
-    assert per_gpu == 84_780_357_120  # bytes: fp8 weights
+    assert per_gpu == 85_012_026_880  # bytes: fp8 layers (84_780_357_120 with an fp8 head)
     usable = 141 * 10**9 * 9 // 10
     for kv, per_token, sequences in (
         ("bf16", 70_272, 4),
         ("fp8", 35_136, 9),
-        ("fp8_ds_mla", 40_016, 8),
+        ("fp8_ds_mla", 40_016, 7),  # 8 with an fp8 embedding and head
     ):
         p = plan("deepseek-v3", "H200", 8, weight_dtype="fp8", kv_dtype=kv, seq_len=131072)
         assert p.weights_per_gpu_bytes == per_gpu
@@ -68,7 +68,9 @@ def test_plan_bad_input():
     with pytest.raises(InvalidArgumentError, match="tp x dp"):
         plan("deepseek-v3", "H200", 8, tp=4, dp=4)
     too_big = plan("deepseek-v3", "H100-SXM", 1, weight_dtype="fp8")  # an answer, not an error
-    assert not too_big.fits and too_big.overflow.startswith("weights: 624.94 GiB per GPU in fp8")
+    assert not too_big.fits and too_big.overflow.startswith(
+        "weights: 626.67 GiB per GPU in fp8, embeddings bf16, head bf16"  # 624.94 with fp8 ones
+    )
     assert too_big.max_batch == 0 and too_big.decode_step_s is None
     with pytest.raises(InvalidArgumentError, match="no experts"):
         plan("llama-3-8b", "H100-SXM", 1, ep=2)

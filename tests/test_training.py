@@ -697,3 +697,15 @@ def test_a_fused_qkv_rank_holds_whole_kv_heads(tp):
         more * 4096,
         more * 2048 * 2,
     )
+
+
+def test_fp8_mixed_keeps_the_output_head_in_bf16(monkeypatch):
+    """fp8-mixed runs the layers' linear GEMMs in fp8 and the output head in bf16 (it had run
+    the head in fp8 too): timing the head in fp8 makes the step's forward faster."""
+    from mlacalc.training import step
+
+    kw = dict(hardware="H100", precision="fp8-mixed", global_batch=512)
+    kept = training_cost("llama-3-8b", 4096, **kw).time
+    monkeypatch.setattr(step, "_KEPT_BF16", frozenset({"scores", "pv"}))
+    fp8_head = training_cost("llama-3-8b", 4096, **kw).time
+    assert fp8_head.forward_s < kept.forward_s

@@ -85,7 +85,11 @@ def layout_options(f):
 @click.option("--ep", type=COUNT, default=D.EP, show_default=True, help="Expert-parallel degree.")
 @layout_options
 @click.option(
-    "--weight-dtype", type=W_DTYPE, default=None, help="Weight dtype (default: the model's)."
+    "--weight-dtype",
+    type=W_DTYPE,
+    default=None,
+    help="Weight dtype of the layers' linear weights (default: the model's); the embedding "
+    "and the head stay as the checkpoint stores them (--head-dtype fp8 quantizes the head).",
 )
 @click.option(
     "--kv-dtype", type=KV_DTYPE, default=D.KV_DTYPE, show_default=True, help="KV dtype or layout."

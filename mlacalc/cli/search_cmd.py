@@ -258,7 +258,10 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     "--tpot", type=DURATION, default=None, help="Time-per-output-token target, e.g. 50ms."
 )
 @click.option(
-    "--weight-dtypes", default=None, help="Weight dtypes to try (default: the model's, and fp8)."
+    "--weight-dtypes",
+    default=None,
+    help="Weight dtypes of the layers' linear weights to try (default: the model's, "
+    "and fp8); the embedding and head stay as the checkpoint stores them.",
 )
 @click.option("--kv-dtypes", default="bf16,fp8", show_default=True, help="KV dtypes to try.")
 @click.option(

@@ -138,7 +138,11 @@ def plan_engine_options(f: Callable) -> Callable:
                     default=None,
                     help=f"Format of the {what} weights (bf16, fp8, fp4, nvfp4, mxfp4, "
                     + ("mxfp4_mxfp8, " if component == "experts" else "")
-                    + "int4; default: the checkpoint's or --weight-dtype).",
+                    + (
+                        "int4; default: as the checkpoint stores them, under --weight-dtype too)."
+                        if component in ("embeddings", "head")
+                        else "int4; default: the checkpoint's or --weight-dtype)."
+                    ),
                 )
                 for flag, component, what in _COMPONENT_FLAGS
             ],

@@ -67,7 +67,7 @@ from mlacalc.serving.comm import (
     remote_nodes_per_token,
 )
 from mlacalc.serving.layout import Layout, stage_layers
-from mlacalc.serving.precision import component_of, format_bits, format_class
+from mlacalc.serving.precision import component_of, format_bits, format_class, kept_components
 from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
@@ -662,7 +662,8 @@ class StepModel:
             else 0
         )
         #: weight formats of named components over the base (mlacalc.serving.precision)
-        self.components = dict(component_dtypes or {})
+        # (the embedding and head kept in their stored format under a dtype asked)
+        self.components = kept_components(m, weight_dtype, component_dtypes or {})
         #: the engine's host work around each step (mlacalc.serving.scheduler)
         self.scheduler = scheduler or Scheduler()
         #: how a step's copies spread over the expert ranks (:mod:`mlacalc.serving.ranks`):

@@ -22,7 +22,12 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
 from mlacalc.serving.layout import Layout, make_layout
-from mlacalc.serving.precision import check_components, engine_kv_layout, format_class
+from mlacalc.serving.precision import (
+    check_components,
+    engine_kv_layout,
+    format_class,
+    kept_components,
+)
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
 from mlacalc.serving.scheduler import Scheduler
@@ -261,7 +266,8 @@ def check_request(
         max_tokens=max_tokens,
         scheduler=scheduler,
         tau=tau,
-        components=components,
+        # a dtype asked quantizes the layers' linear weights: the embedding and head kept
+        components=kept_components(m, weight_dtype and w_dtype, components),
     )
 
 

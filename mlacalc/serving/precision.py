@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.params import param_counts
+from mlacalc.cost.quant import component_precision
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import COMPONENTS, format_dtype
 from mlacalc.serving.layout import Layout, weight_breakdown, weight_bytes_by_part
@@ -43,6 +45,7 @@ __all__ = [
     "component_weight_bytes",
     "format_bits",
     "format_class",
+    "kept_components",
 ]
 
 #: Bits per weight of formats whose scales add to their elements.
@@ -162,6 +165,40 @@ def component_of(name: str, part: str) -> str | None:
     if name == "embedding":
         return "embeddings"
     return {"layer": "attention", "dense_ffn": "dense_ffn"}.get(part)
+
+
+#: Components a weight dtype asked for leaves in the checkpoint's format: the embedding (a
+#: gather, no GEMM) and the output head. The engines quantize a layer's linear weights only
+#: when asked for fp8/int8/fp4 and keep the head in the model's dtype unless told otherwise
+#: (from recall: TensorRT-LLM's ModelOpt FP8 and NVFP4 configs exclude ``*lm_head*``; vLLM's
+#: fp8 and compressed-tensors skip ``lm_head`` unless asked; SGLang likewise); quantized
+#: checkpoints say so too (DeepSeek-V3's fp8 stores them bf16; ModelOpt exports list
+#: ``lm_head`` in ``exclude_modules``). ``--head-dtype`` quantizes the head.
+KEPT = ("embeddings", "head")
+
+
+@lru_cache(maxsize=64)
+def _stored_format(m: ModelConfig, component: str) -> str | None:
+    """The format most of a component's weights are stored in (None: the model has none)."""
+    formats = component_precision(m).weights.get(component)
+    return max(formats, key=formats.__getitem__) if formats else None
+
+
+def kept_components(
+    m: ModelConfig, weight_dtype: str | None, components: Mapping[str, str]
+) -> dict[str, str]:
+    """``components`` with the embedding and the head (:data:`KEPT`) in their stored format
+    where a weight dtype is asked (not None: the checkpoint's own) with fewer bits than it and
+    neither is named: a dtype asked quantizes the layers' linear weights only."""
+    out = dict(components)
+    if weight_dtype is None:
+        return out
+    bits = format_bits(str(weight_dtype).lower())
+    for comp in KEPT:
+        fmt = _stored_format(m, comp)
+        if comp not in out and fmt is not None and format_bits(fmt) > bits:
+            out[comp] = fmt
+    return out
 
 
 def component_weight_bytes(

@@ -28,7 +28,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
-from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout
+from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout, kept_components
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -270,10 +270,11 @@ def layout_weights(
     key = (lay.tp, lay.pp, lay.moe_group, lay.redundant_experts, sized, components)
     if cache is not None and key in cache:
         return cache[key]
-    if not components:
+    every = kept_components(m, sized, dict(components))  # the embedding and head kept
+    if not every:
         out = weights_per_gpu(m, lay, sized)
     else:
-        out = sum(component_weight_bytes(m, lay, sized, dict(components)).values())
+        out = sum(component_weight_bytes(m, lay, sized, every).values())
     if cache is not None:
         cache[key] = out
     return out
@@ -410,7 +411,8 @@ def candidate(
     return Candidate(
         gpus=g,
         weight=w,
-        label=weight_format(m, sized) + "".join(f", {c} {f}" for c, f in comps),
+        label=weight_format(m, sized)
+        + "".join(f", {c} {f}" for c, f in kept_components(m, sized, dict(comps)).items()),
         components=comps,
         weight_dtype=sized or m.weights_dtype,
         lay=lay,

@@ -108,6 +108,10 @@ class Layout:
         return {**self.__dict__, "gpus": self.gpus, "micro_batches": self.micro_batches}
 
 
+#: GEMMs fp8-mixed leaves in bf16: the attention core's and the output head
+_KEPT_BF16 = frozenset({"scores", "pv", "lm_head"})
+
+
 def make_layout(
     m: ModelConfig,
     tp: Any = 1,
@@ -424,7 +428,11 @@ def step_time(
             k_parts = [k]
         for part in k_parts:
             for s in shard(part, m, lay, n_kv):
-                if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in ("scores", "pv"):
+                # fp8-mixed runs the layers' linear GEMMs in fp8, the output head in bf16 (the
+                # DeepSeek-V3 report keeps "the embedding module, the output head" in their
+                # original precision; Transformer Engine's recipes leave the output layer
+                # unquantized: from recall)
+                if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in _KEPT_BF16:
                     s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
                 fwd.append(s)
     bwd = [b for k in fwd for b in _backward(k, attention)]
