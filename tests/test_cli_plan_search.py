@@ -268,8 +268,9 @@ def test_open_loop_running_count_is_the_mean_in_flight(run):
     p = plan("llama-3-8b", "H100", 8, tp=1, isl=2000, osl=500, request_rate=0.1)
     assert p.decode_running < 1  # was 8.0: a batch of one on every group
     assert p.decode_running == pytest.approx(p.running_batch_per_group * p.dp)
-    # Little's law: the running requests are the rate times the time one stays
-    assert p.decode_running == pytest.approx(0.1 * (p.ttft_s + 500 * p.tpot_s), rel=1e-2)
+    # Little's law: the running requests are the rate times the time one stays, its TTFT and
+    # the 499 gaps after its first token (to 1e-4: the fixed point's 1e-5; was 500 gaps to 1e-2)
+    assert p.decode_running == pytest.approx(0.1 * (p.ttft_s + 499 * p.tpot_s), rel=1e-4)
     doc = json.loads(run("plan", "llama-3-8b", "-H", "H100", "--gpus", 8, "--tp", 1,
                          "--isl", 2000, "--osl", 500, "--concurrency", 2,
                          "--format", "json")[0])  # fmt: skip

@@ -84,10 +84,13 @@ def test_synced_groups_chunked_points_equal_plan_and_a_bigger_budget_never_short
 
 def test_chunked_points_beaten_on_both_figures_by_another_budget_are_left_out(llama):
     """Of one deployment's chunked points at one batch, none is beaten on TPOT, TTFT and
-    tokens/s by another budget's (it could be neither the best nor on the frontier). With one
-    request a group, TPOT is the decode step whatever the budget (its own chunks come before
-    its first token): a budget then stays for its tokens/s alone (2,048 at 144.08 tok/s,
-    TTFT 91.8 ms beside 16,384 at 144.05, 85.7 ms: Llama-3-8B TP1 bf16)."""
+    tokens/s by another budget's (it could be neither the best nor on the frontier). Tokens/s
+    follow from TTFT and TPOT (Little's law: the batch's osl tokens each TTFT + (osl - 1)
+    TPOT), so the search keeps the budgets no other beats on both. With one request a group,
+    TPOT is the decode step whatever the budget (its own chunks come before its first
+    token): 2,048 (TTFT 91.8 ms) is beaten by 16,384 (85.7 ms) then. It stayed before for its
+    tokens/s alone, 144.08 against 144.05, a request counted as osl mean steps (Llama-3-8B
+    TP1 bf16; the search's points 473 -> 456)."""
     groups = defaultdict(list)
     for p in llama.points:
         if p["chunked_prefill"]:

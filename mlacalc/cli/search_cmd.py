@@ -438,7 +438,8 @@ def sections(
             best_note += " One deployment:"
         best_note += (
             f" {b['requests_per_s'] * b['replicas']:,.2f} requests/s, a request's latency "
-            f"{plan_duration(b['request_latency_s'])} (TTFT + osl x TPOT)."
+            f"{plan_duration(b['request_latency_s'])} "
+            f"(TTFT + {'osl' if b['mode'] == 'disaggregated' else '(osl - 1)'} x TPOT)."
         )
         if model is not None:
             best_note += " The same figures: " + plan_command(

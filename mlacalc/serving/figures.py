@@ -34,6 +34,7 @@ __all__ = [
     "open_loop",
     "others_share",
     "prompts",
+    "request_steps",
     "set_load",
     "step_figures",
 ]
@@ -178,14 +179,22 @@ def step_figures(
     out["t_pf"] = mix.t_pf[prompts(mix, B * mix.tau / req.osl)]
     # only the requests running make tokens: below one per group, the groups holding one
     running = lay.dp * in_system
-    out.update(
-        cycle=cycle,
-        ttft=ttft,
-        tpot=(cycle if gap is None else gap) / mix.tau,
-        rate=running * mix.tau / cycle,
-        running=running,
-    )
+    tpot = (cycle if gap is None else gap) / mix.tau
+    tokens_per_s = running * mix.tau / cycle
+    if req.mode == "aggregated" and rate is None and closed:
+        # a closed loop: each of the requests in flight makes its osl tokens in its latency,
+        # the wait and its prompt's steps to the first token, then osl - 1 gaps (Little's
+        # law, N = X (TTFT + (osl - 1) TPOT)), not in osl mean steps
+        tokens_per_s = running * req.osl / (ttft + (req.osl - 1) * tpot)
+    out.update(cycle=cycle, ttft=ttft, tpot=tpot, rate=tokens_per_s, running=running)
     return out
+
+
+def request_steps(first: Any, osl: int, tau: float) -> Any:
+    """The steps a running request spends on its group: ``first`` to its first token (its
+    prompt's step, or its chunk steps), then ``(osl - 1) / tau`` decode steps (``tau``
+    tokens a step); the prompts a group starts per step are its requests over this."""
+    return first + (osl - 1) / tau
 
 
 def _decode_step(mix: MixTiming, B: float, mb: float) -> tuple[StepTimes, float]:
@@ -236,9 +245,9 @@ def _chunked_cycle(
     # prompts a group starts per step: a closed loop's from the requests on the synced set
     # (set_load); random arrivals timed at the steady state of B (the others' share below)
     load = float(set_load(in_system, mix.groups)) if closed else B
-    n = load * mix.tau / req.osl
-    P = n * isl  # prompt tokens each step must carry on average
     steps = math.ceil(isl / chunk)
+    n = load / request_steps(steps, req.osl, mix.tau)
+    P = n * isl  # prompt tokens each step must carry on average
     draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
     # synced groups (mlacalc.serving.ranks): a group with a prompt's chunk holds the others
     # up; the chunks the set brings a step, dealt over the g groups, make a share of the
@@ -397,7 +406,7 @@ def _in_flight_cycle(
     request alone decodes at the decode step, its prompt in its TTFT)."""
     req, lay, t_pf, k_max = mix.req, mix.req.lay, mix.t_pf, mix.k_max
     load = float(set_load(in_system, mix.groups))
-    n = load * mix.tau / req.osl
+    n = load / request_steps(1, req.osl, mix.tau)
     _, share, slow, mean = (float(x) for x in synced_prompts(n, mix.groups, k_max))
     mixed = mix.sm.step(
         overlap=req.overlap,
@@ -452,22 +461,23 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
     conc = 1.0
     in_flight = req.mode == "aggregated" and not req.chunked_prefill
     group_rate = request_rate / lay.dp if in_flight else None
-    for _ in range(40):
-        f = step_figures(mix, min(conc, max_batch) / lay.dp, group_rate, closed=False)
-        latency = f["ttft"] + osl * f["tpot"]
-        new = request_rate * latency
-        if abs(new - conc) < 1e-3 * max(conc, 1.0):
+    # what the full batch serves (a closed loop there): a rate at or past it never settles
+    capacity = step_figures(mix, max_batch / lay.dp)["rate"] / osl
+    if request_rate >= capacity:  # the requests in flight grow without bound
+        return _overloaded(mix, max_batch, request_rate, math.inf)
+    for _ in range(100):
+        running = min(conc, float(max_batch))
+        f = step_figures(mix, running / lay.dp, group_rate, closed=False)
+        queue = 0.0 if in_flight else _chunked_queue(mix, f, request_rate / mix.p_lay.dp)
+        # Little's law: the requests in flight are the rate times a request's latency, its
+        # wait, TTFT and the osl - 1 gaps after its first token
+        new = request_rate * (queue + f["ttft"] + (osl - 1) * f["tpot"])
+        if abs(new - conc) <= 1e-5 * conc:
             break
         conc = 0.5 * conc + 0.5 * new
-    running = min(conc, float(max_batch))
-    f = step_figures(mix, running / lay.dp, group_rate, closed=False)
-    capacity = f["rate"] / osl
-    queue = queued = 0.0
-    if conc > max_batch or request_rate >= capacity:
+    if conc > max_batch or not math.isfinite(conc):
         return _overloaded(mix, max_batch, request_rate, conc)
-    if group_rate is None:
-        queue = _chunked_queue(mix, f, request_rate / mix.p_lay.dp)
-    return Load(f, running, running, queue, queued, conc)
+    return Load(f, running, running, queue, 0.0, conc)
 
 
 def _chunked_queue(mix: MixTiming, f: dict[str, Any], rate: float) -> float:

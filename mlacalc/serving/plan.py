@@ -15,8 +15,9 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
   - ``tpot_s`` (time per output token, the inter-token latency): the decode step at the
     running batch with the average context of the output (``isl + osl / 2``), plus, when
     prefill shares the GPUs (aggregated), the prefill work the other requests' prompts bring
-    in (``(batch - 1) x tokens-per-step / osl`` prompts per step in a closed loop: a
-    request's own prompt is before its first token), divided by the tokens one step yields
+    in (``(batch - 1) / (s + (osl - 1) / tokens-per-step)`` prompts per step in a closed
+    loop, ``s`` the prompt's steps, 1 or its chunks: a request's own prompt is before its
+    first token), divided by the tokens one step yields
     per sequence (``1 + a + a^2 ...`` with MTP at acceptance rate ``a``); None at ``osl=1``
     (no gap); throughput counts every prompt's work;
   - ``ttft_s``: the wait for the running step (half a step on average), then the step that
@@ -36,9 +37,10 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     ``chunked_prefill=N``: a prompt takes ``s = ceil(isl / N)`` consecutive steps, the
     ``j``-th carrying ``min(N, isl - j N)`` of its tokens (after the ``j N`` before, causal)
     beside the decode batch, the other steps decode only; the mean step counts those chunk
-    steps as the whole-prompt model counts its prompt's step (a budget of the prompt or more
-    gives its figures), every step carrying the prompt tokens the load brings only past one
-    chunk a step (:func:`~mlacalc.serving.figures.chunked_figures`). TTFT is the wait for
+    steps as the whole-prompt model counts its prompt's step, a request spending ``s + osl
+    - 1`` steps on the group (a budget of the prompt or more gives its figures), every step
+    carrying the prompt tokens the load brings only past one chunk a step
+    (:func:`~mlacalc.serving.figures.chunked_figures`). TTFT is the wait for
     the step in progress, or for the rest of another prompt's chunks, then the sum of the
     prompt's own steps (``prefill_chunks_s``). Disaggregated serving runs the prompt on a
     separate prefill pool, whose every GPU holds its weights and the cache of one prompt at
@@ -60,12 +62,14 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     batch is ``R x osl x TPOT`` (the prompts still in prefill are not decoding), and one pass
     size, the smallest that keeps up with ``R / groups``, gives the pass and its M/D/1 wait;
   - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user:
-    the running requests over the mean step (every prompt's work in it; with fewer requests
-    than attention groups, only the groups holding one make tokens, and synced groups' steps
-    carry only those requests' prompts, :func:`~mlacalc.serving.figures.set_load`), so that
-    ``X (TTFT + osl x TPOT)``, ``X`` the requests per second, is the requests in flight
-    (Little's law) within the wait for the step in progress and the first token's step,
-    which the latency counts in TTFT and again in ``osl x TPOT``.
+    aggregated in a closed loop, each of the ``N`` requests in flight makes its ``osl``
+    tokens in its latency, ``N osl / (TTFT + (osl - 1) x TPOT)`` (Little's law: its first
+    token ends its TTFT, then ``osl - 1`` gaps; the steps carry the prompts of requests that
+    spend their prompt's step, or chunk steps, and ``(osl - 1) / tokens-per-step`` decode
+    steps on the group, and with fewer requests than attention groups only those requests'
+    prompts, :func:`~mlacalc.serving.figures.set_load`); under an arrival rate ``R``, ``R x
+    osl``, the requests in flight ``R x (TTFT + (osl - 1) x TPOT)``; disaggregated, the
+    running requests over the mean step.
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang

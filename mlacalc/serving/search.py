@@ -549,13 +549,21 @@ def mark_targets(points: list[dict[str, Any]], ttft: float | None, tpot: float |
         p["reason"] = ", ".join(misses)
 
 
+def latency_gaps(mode: str, osl: int) -> int:
+    """The TPOTs in a request's latency after its TTFT: aggregated, the ``osl - 1`` gaps after
+    its first token (its throughput's, Little's law); disaggregated, the ``osl`` decode steps
+    its decode pool runs after the KV transfer (:mod:`mlacalc.serving.disaggregated`)."""
+    return osl if mode == "disaggregated" else osl - 1
+
+
 def spend(req: SearchRequest, points: list[dict[str, Any]]) -> None:
     """What running each point takes: its requests per second and a request's latency
-    (``ttft + osl x tpot``), and under a budget the replicas of it the budget holds
-    (``budget // gpus``, decode and prefill pools together) with their output tokens/s."""
+    (``ttft + (osl - 1) x tpot``; disaggregated, ``osl x tpot``: :func:`latency_gaps`), and
+    under a budget the replicas of it the budget holds (``budget // gpus``, decode and
+    prefill pools together) with their output tokens/s."""
     for p in points:
         p["requests_per_s"] = p["output_tokens_per_s"] / req.osl
-        p["request_latency_s"] = p["ttft_s"] + req.osl * p["tpot_s"]
+        p["request_latency_s"] = p["ttft_s"] + latency_gaps(p["mode"], req.osl) * p["tpot_s"]
         p["replicas"] = (req.budget or p["gpus"]) // p["gpus"]
         p["budget_gpus"] = req.budget
         p["budget_output_tokens_per_s"] = p["replicas"] * p["output_tokens_per_s"]

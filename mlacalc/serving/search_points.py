@@ -202,9 +202,9 @@ def _aggregated(
     ttft_s = busy * busy_ttft + (1 - busy) * alone + req.output_lag_steps * cycle
     for i in range(len(c.Bf)):
         point = (float(cycle[i]), float(gap[i]), float(ttft_s[i]))
-        _aggregated_point(found, c, base, i, *point, context_bytes)
+        _aggregated_point(found, c, base, i, *point, context_bytes, req.osl)
     for i, (cycle_c, gap_c, ttft_c, n) in _chunked(req, c, t, ov, t_step):
-        point = _aggregated_point(found, c, base, i, cycle_c, gap_c, ttft_c, context_bytes)
+        point = _aggregated_point(found, c, base, i, cycle_c, gap_c, ttft_c, context_bytes, req.osl)
         point["chunked_prefill"] = n
 
 
@@ -217,11 +217,14 @@ def _aggregated_point(
     gap: float,
     ttft_s: float,
     context_bytes: np.ndarray,
+    osl: int,
 ) -> dict[str, Any]:
     """The aggregated point of batch ``i`` with its cycle (the mean step), the step between
     two tokens of a request (TPOT) and TTFT."""
     lay, g, b = c.lay, c.gpus, c.Bf[i]
-    total = float(lay.dp * b / cycle)
+    # a closed loop of the batch's requests, each making osl tokens in its latency, TTFT and
+    # osl - 1 gaps (Little's law, as plan's: mlacalc.serving.figures.step_figures)
+    total = float(lay.dp * b * osl / (ttft_s + (osl - 1) * gap))
     point = {
         **base,
         "gpus": g,
@@ -247,8 +250,8 @@ def _chunked(
     """The candidate's chunked-prefill points (batch, cycle, TPOT, TTFT, token budget), as plan
     times them (:func:`mlacalc.serving.figures.chunked_figures`: the decode steps and the
     prompts' chunk steps, or every step at full load; TTFT, the wait and the prompt's own
-    chunk steps). Per batch, only the budgets no other beats on the cycle (tokens/s), TPOT
-    and TTFT together."""
+    chunk steps). Per batch, only the budgets no other beats on TPOT and TTFT together
+    (tokens/s follows from them, Little's law)."""
     lay = c.lay
     per_batch: dict[int, list[tuple[float, float, int]]] = {}
     if not c.chunked:
@@ -272,8 +275,8 @@ def _chunked(
     for i, options in sorted(per_batch.items()):
         for o in options:
             beaten = any(
-                all(a <= b for a, b in zip(x[:3], o[:3]))
-                and (x[:3] != o[:3] or k < options.index(o))
+                all(a <= b for a, b in zip(x[1:3], o[1:3]))
+                and (x[1:3] != o[1:3] or k < options.index(o))
                 for k, x in enumerate(options)
                 if x is not o
             )

@@ -18,7 +18,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
-from mlacalc.serving.figures import chunk_fluid
+from mlacalc.serving.figures import chunk_fluid, request_steps
 from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     Layout,
@@ -546,7 +546,6 @@ def _chunk_rows(
     out: dict[int, Chunked] = {}
     isl = req.isl
     mb = np.minimum(lay.pp, np.maximum(Bf, 1))
-    P = Bf * isl / req.osl
     chunks = req.chunks
     if req.max_tokens is None:
         whole = [n for n in chunks if n >= isl]
@@ -558,11 +557,14 @@ def _chunk_rows(
         if req.max_tokens is not None:
             chunk = np.maximum(1.0, np.minimum(float(N), req.max_tokens - np.ceil(Bf)))
         steps = np.ceil(isl / chunk)
+        # prompts a group starts per step: a request runs its chunk steps, then osl - 1
+        # decode steps (mlacalc.serving.figures.request_steps)
+        P = Bf * isl / request_steps(steps, req.osl, 1.0)
         ok = np.flatnonzero((chunk >= P) & (steps <= MOST_CHUNK_STEPS))
         if not len(ok):
             continue
         B, m, c, p, s = Bf[ok], mb[ok], chunk[ok], P[ok], steps[ok]
-        n = B / req.osl  # prompts a group starts per step
+        n = B / request_steps(s, req.osl, 1.0)
         _, share, _, mean = synced_prompts(n * s, groups, 1)
         fluid = chunk_fluid(p, isl, m)
         owner = np.repeat(np.arange(len(ok)), s.astype(np.int64))
