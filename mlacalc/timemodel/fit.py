@@ -78,6 +78,22 @@ def _bounds(name: str) -> tuple[float, float]:
     return math.log(max(lo, hi * _ZERO_FLOOR)), math.log(hi)
 
 
+def pinned_params(key: str, params: dict[str, float]) -> list[str]:
+    """The fitted parameters of class ``key`` (``kind:dtype[:variant]``) that sit on a bound of
+    their search range (within 0.1% of its log width): the data pushed them out of it, so the
+    fit says nothing about them."""
+    kind, dtype = key.split(":")[:2]
+    pinned = []
+    for name in fit_params(kind, dtype):
+        if name not in params or params[name] <= 0:
+            continue
+        lo, hi = _bounds(name)
+        s = (math.log(params[name]) - lo) / (hi - lo)
+        if s < 1e-3 or s > 1 - 1e-3:
+            pinned.append(f"{name} {params[name]:.6g}")
+    return pinned
+
+
 def _to_x(names: tuple[str, ...], values: dict[str, float]) -> np.ndarray:
     """Search coordinates of parameter values; a start on a bound is moved inside it (5% of the
     log range), where the logistic transform still has a gradient."""
