@@ -465,16 +465,31 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
     capacity = step_figures(mix, max_batch / lay.dp)["rate"] / osl
     if request_rate >= capacity:  # the requests in flight grow without bound
         return _overloaded(mix, max_batch, request_rate, math.inf)
-    for _ in range(100):
-        running = min(conc, float(max_batch))
-        f = step_figures(mix, running / lay.dp, group_rate, closed=False)
-        queue = 0.0 if in_flight else _chunked_queue(mix, f, request_rate / mix.p_lay.dp)
+
+    def settle(conc: float) -> tuple[dict[str, Any], float, float]:
         # Little's law: the requests in flight are the rate times a request's latency, its
         # wait, TTFT and the osl - 1 gaps after its first token
-        new = request_rate * (queue + f["ttft"] + (osl - 1) * f["tpot"])
+        f = step_figures(mix, min(conc, float(max_batch)) / lay.dp, group_rate, closed=False)
+        queue = 0.0 if in_flight else _chunked_queue(mix, f, request_rate / mix.p_lay.dp)
+        return f, queue, request_rate * (queue + f["ttft"] + (osl - 1) * f["tpot"])
+
+    lo, hi = 0.0, math.inf  # requests in flight below / above the fixed point
+    for _ in range(100):
+        f, queue, new = settle(conc)
         if abs(new - conc) <= 1e-5 * conc:
             break
+        lo, hi = (max(lo, conc), hi) if new > conc else (lo, min(hi, conc))
         conc = 0.5 * conc + 0.5 * new
+    else:
+        # no fixed point: the latency jumps down across it (a step faster at a slightly larger
+        # batch), and the iteration cycles about the jump; bisect to it and take the side
+        # nearer to Little's law
+        while lo < hi < math.inf and hi - lo > 1e-6 * hi:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if settle(mid)[2] > mid else (lo, mid)
+        ends = [(abs(out[2] / c - 1.0), c, out) for c in (lo, hi) if c > 0 for out in [settle(c)]]
+        _, conc, (f, queue, _) = min(ends, key=lambda e: e[0])
+    running = min(conc, float(max_batch))
     if conc > max_batch or not math.isfinite(conc):
         return _overloaded(mix, max_batch, request_rate, conc)
     return Load(f, running, running, queue, 0.0, conc)
