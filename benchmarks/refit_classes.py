@@ -290,6 +290,29 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 
+def stand_in_classes(notes: list[str]) -> set[str]:
+    """The classes ``notes`` mark as stand-ins (``"stand-in: <key> from ..."``, written by
+    :mod:`mlacalc.timemodel.engine_profiles`): another profile's class lent where the profile's
+    own tables time none. A refit would replace it with a fit of whatever rows map to it."""
+    from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE
+
+    return {
+        n[len(STAND_IN_NOTE) :].split(" from ", 1)[0].strip()
+        for n in notes
+        if n.startswith(STAND_IN_NOTE) and " from " in n
+    }
+
+
+def without_classes(new: dict, keys: set[str]) -> dict:
+    """``new`` (:func:`refit`'s) without the classes ``keys``, pooled, per device and their
+    residuals."""
+    out = dict(new)
+    out["classes"] = {k: v for k, v in new["classes"].items() if k not in keys}
+    for part in ("devices", "residuals"):
+        out[part] = {d: {k: v for k, v in t.items() if k not in keys} for d, t in new[part].items()}
+    return out
+
+
 def _head_text(path: Path) -> str | None:
     """The committed text of ``path`` (None where it is not committed)."""
     rel = path.relative_to(ROOT).as_posix()
@@ -344,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         t0 = time.time()
         new = refit(name, patterns, record_only=args.record_only)
+        lent = stand_in_classes(load_profile(name).notes) & set(new["classes"])
+        if lent:  # a stand-in stays what it was lent as: its notes say where it came from
+            print(f"  kept (stand-ins, not refitted): {sorted(lent)}")
+            new = without_classes(new, lent)
         new["record_only"] = args.record_only
         keys = sorted(new["classes"])
         if args.record_only:

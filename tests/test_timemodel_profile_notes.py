@@ -96,3 +96,20 @@ def test_refreshed_notes_replace_stale_device_figures():
     assert out == [notes[0], *fallback_notes("B200"), *fallback_notes("H100-SXM"), notes[3]]
     assert all("3.33e-06" not in n for n in out)
     assert tool.refreshed_notes(out, ["B200", "H100-SXM"]) == out  # idempotent
+
+
+def test_a_refit_keeps_the_stand_ins_its_notes_name():
+    """vLLM's B200 profile lends SGLang's FlashMLA sparse class (its note says so): a refit of
+    ``mla_decode:*`` had replaced it with a fit of the module rows' residuals."""
+    tool = _refit_tool()
+    notes = _profile("fit-b200-sxm-vllm")["notes"]
+    assert "mla_decode:bf16:sparse" in tool.stand_in_classes(notes)
+    new = {
+        "classes": {"mla_decode:bf16:sparse": {"a": 1}, "mla_decode:bf16": {"a": 2}},
+        "devices": {"B200": {"mla_decode:bf16:sparse": {"a": 3}}},
+        "residuals": {"B200": {"mla_decode:bf16:sparse": {"rows": 1}, "mla_decode:bf16": {}}},
+    }
+    out = tool.without_classes(new, {"mla_decode:bf16:sparse"})
+    assert list(out["classes"]) == ["mla_decode:bf16"]
+    assert out["devices"] == {"B200": {}}
+    assert list(out["residuals"]["B200"]) == ["mla_decode:bf16"]
