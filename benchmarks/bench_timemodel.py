@@ -238,7 +238,7 @@ def engines_main(args) -> int:
     from mlacalc.measured.mapping import map_table, not_predicted
     from mlacalc.measured.tables import load_measured
     from mlacalc.measured.validate import validate
-    from mlacalc.timemodel.engine_profiles import with_generation_kernels
+    from mlacalc.timemodel.engine_profiles import left_out_composed
     from mlacalc.timemodel.profile import load_profile
 
     loo_given = dict(s.split("=", 1) for s in args.loo_profile)
@@ -267,13 +267,13 @@ def engines_main(args) -> int:
             results[key]["fitted"] = evaluate({device: mapped}, load_profile(fitted))[device]
             loo = loo_given.get(device, loo) if engine == "trtllm" else loo
             if loo:
-                # the engine's fit of the other device, with the kernels it runs on this
-                # device's generation that TensorRT-LLM's fit of the other device times
-                # (engine_profiles.with_generation_kernels), as the product composes them
+                # the engine's fit of the other device, with the classes it lacks and the
+                # kernels it runs on this device's generation that TensorRT-LLM's fit of the
+                # other device times (engine_profiles.left_out_composed, as validate does)
                 trt = loo_given.get(device, ENGINE_PROFILES["trtllm"][device][1])
                 prof = load_profile(loo)
                 if trt:
-                    prof = with_generation_kernels(prof, load_profile(trt), load_hardware(device))
+                    prof = left_out_composed(prof, load_profile(trt), load_hardware(device))
                 results[key]["loo"] = evaluate({device: mapped}, prof)[device]
                 results[key]["loo_profile"] = loo
             show(f"{engine} on {device}: fitted ({fitted})", {device: results[key]["fitted"]})

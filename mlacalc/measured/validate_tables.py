@@ -25,7 +25,7 @@ from mlacalc.measured.tables import (
     load_measured,
 )
 from mlacalc.measured.validate_bench import validate_file
-from mlacalc.timemodel.engine_profiles import profile_for, with_generation_kernels, with_stand_ins
+from mlacalc.timemodel.engine_profiles import left_out_composed, profile_for
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
@@ -378,9 +378,14 @@ def _choose_profile(
     # the engine's own fit of another device, with the classes it lacks and the kernels the
     # engine runs on this generation through TensorRT-LLM's taken from TensorRT-LLM's profile
     # of these tables (as a prediction composes them: mlacalc.timemodel.engine_profiles)
-    base, _ = _choose_profile(None, tables, DEFAULT_ENGINE)
+    # TensorRT-LLM's fit of the same devices as ``alt`` (fit-b200-sxm beside SGLang's B200 fit),
+    # whatever folder was given; else its profile these tables would take
+    alt_on = sorted({d for d, _ in _fitted_tables(alt)})
+    same = [p for p in _shipped_of(DEFAULT_ENGINE) if p.fitted_devices == alt_on]
+    same = [p for p in same if not _clash(p, tables)]
+    base = same[0] if same else _choose_profile(None, tables, DEFAULT_ENGINE)[0]
     hw = load_hardware(devices[0]) if len(devices) == 1 else None
-    composed = with_generation_kernels(with_stand_ins(alt, base), base, hw)
+    composed = left_out_composed(alt, base, hw)
     fitted = _own_fitted_on(engine, tables)
     why = (
         f"{engine}'s {', '.join(fitted)} {'was' if len(fitted) == 1 else 'were'} fitted on {these}"

@@ -50,6 +50,7 @@ __all__ = [
     "STAND_IN_NOTE",
     "chosen_profile",
     "engine_note",
+    "left_out_composed",
     "profile_for",
     "with_deepep_moe",
     "with_generation_kernels",
@@ -146,6 +147,15 @@ def _native_moe_classes(prof: Profile, gen: str) -> dict[str, str]:
                 out[class_key("moe", dtype)] = lent
                 break
     return out
+
+
+def left_out_composed(prof: Profile, base: Profile, hardware: Any) -> Profile:
+    """An engine's profile of other devices ``prof`` predicting a device left out of its fit,
+    composed as a prediction composes it: the classes it lacks and the kernels the engine runs
+    on ``hardware``'s generation through TensorRT-LLM's (:func:`with_generation_kernels`) taken
+    from ``base``, TensorRT-LLM's profile of the same devices (``validate`` and
+    ``benchmarks/bench_timemodel.py --engines`` both score leave-one-device-out this way)."""
+    return with_generation_kernels(with_stand_ins(prof, base), base, hardware)
 
 
 def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Profile:
