@@ -40,7 +40,8 @@ FITTED = [
     ("h100_sxm", "mla_bmm", "mla_bmm_perf", "bf16", 0.055),
     ("h100_sxm", "mla_bmm", "mla_bmm_perf", "fp8_block", 0.04),
     ("h100_sxm", "moe", "moe_perf", "bf16", 0.065),
-    ("h100_sxm", "moe", "moe_perf", "fp8", 0.075),
+    # 6.4% before TensorRT-LLM's work on every token's hidden row (moe_time, token_s), 6.3%
+    ("h100_sxm", "moe", "moe_perf", "fp8", 0.066),
     # 6.0% before the cost per expert of the rank (moe_time, expert_s), 5.1% after
     ("h100_sxm", "moe", "moe_perf", "fp8_block", 0.055),
     ("h100_sxm", "moe", "moe_perf", "w4a16_mxfp4", 0.07),

@@ -10,7 +10,7 @@ from reference_data import MEASURED
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.quirks import slower_than_more_work
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.terms import default_params, kernel_terms
+from mlacalc.timemodel.terms import CLOCKED, REFERENCE_CLOCK_HZ, default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
 FIG = device_figures(load_hardware("H100-SXM"))
@@ -498,7 +498,9 @@ def test_a_model_step_takes_the_tile_its_engines_triton_class_was_fitted_on():
     tiled = engine_moe_tiles(batch, "sglang", FIG)
     assert tiled.shape["row_tile"].tolist() == [16, 64]
     assert tiled.shape["col_tile"].tolist() == [32, 64]
-    assert engine_moe_tiles(batch, "trtllm", FIG) is batch
+    # TensorRT-LLM's CUTLASS MoE: no tile, only the column of its own kernels (pair_tile)
+    trt = engine_moe_tiles(batch, "trtllm", FIG)
+    assert sorted(trt.shape) == sorted([*shape, "pair_tile"]) and trt.flops is batch.flops
     assert engine_moe_tiles(batch, "sglang", b200) is batch
     fp8 = KernelBatch("moe", "fp8_block", tokens, tokens, np.ones(2), shape)
     assert "row_tile" not in engine_moe_tiles(fp8, "sglang", FIG).shape
@@ -1254,3 +1256,53 @@ def test_vllm_triton_bf16_moe_on_h100_leaving_the_device_out():
     B200 class's passes were its own kernel's, over its local rows), 14.1% / 39.5% after."""
     e = _left_out_moe_errors("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", "vllm", "bf16")
     assert len(e) > 16000 and np.median(e) <= 0.145 and np.percentile(e, 90) <= 0.40
+
+
+def test_trtllms_own_moe_works_on_every_tokens_hidden_row():
+    """``token_s``: TensorRT-LLM's own MoE (``pair_tile``: its CUTLASS and DeepGEMM MoE; a
+    TensorRT-LLM step of the classes it times on its own kernels) spends one SM's ``token_s`` on
+    each hidden element of every token entering the rank, local experts or not: its H100 rows
+    at EP 16 and more (1-4 local experts) take 5-6 ns a token at hidden 2,048 and 12 at 6,144
+    (16,384 tokens). Default 0; a row or step of another kernel takes none."""
+    from mlacalc.timemodel.moe_time import PAIR_TILE_MOE, engine_moe_tiles
+    from mlacalc.timemodel.profile import load_profile
+
+    p = default_params("moe")
+    assert p["token_s"] == 0.0
+    args = {"tokens": [16384.0], "active": [2.0], "top": [512.0], "rows": [1024.0]}
+    flagged = {**args, PAIR_TILE_MOE: [1.0]}
+    base = kernel_terms(_moe_batch(**flagged), FIG, p)["extra_s"][0]
+    p["token_s"] = 1e-10
+    extra = kernel_terms(_moe_batch(**flagged), FIG, p)["extra_s"][0] - base
+    assert "token_s" in CLOCKED  # work on the SMs: stated at the reference clock
+    scale = REFERENCE_CLOCK_HZ / FIG.clock_hz
+    assert extra == pytest.approx(1e-10 * scale * 16384 * HIDDEN / FIG.sm_count)
+    assert kernel_terms(_moe_batch(**args), FIG, p)["extra_s"][0] == pytest.approx(base)
+    # a TensorRT-LLM step on Hopper of the classes its own kernels run takes the column; its
+    # Triton MXFP4 class and the other engines' classes do not
+    for dtype in ("bf16", "fp8", "fp8_block"):
+        step = _moe_batch(dtype, [64.0], experts=[32.0])
+        assert engine_moe_tiles(step, "trtllm", FIG).shape[PAIR_TILE_MOE].tolist() == [1]
+        for engine in ("sglang", "vllm"):
+            assert PAIR_TILE_MOE not in engine_moe_tiles(step, engine, FIG).shape
+    mxfp4 = _moe_batch("w4a16_mxfp4", [64.0], experts=[32.0])
+    assert PAIR_TILE_MOE not in engine_moe_tiles(mxfp4, "trtllm", FIG).shape
+    # fitted in TensorRT-LLM's H100 and B200 fits of its bf16 and fp8 classes
+    for name in ("default", "fit-b200-sxm"):
+        assert load_profile(name).classes["moe:fp8"]["token_s"] > 5e-11
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "system, own, median, p90",
+    [
+        # TensorRT-LLM's per-tensor fp8 MoE from its fit of the other device, before -> after
+        # its work on every token's hidden row (moe_time, token_s): H100 from fit-b200-sxm
+        # 9.4% / 41.3% -> 8.8% / 38.1%, B200 from the default 9.8% / 30.8% -> 8.9% / 29.4%
+        ("h100_sxm", "fit-b200-sxm", 0.091, 0.395),
+        ("b200_sxm", "default", 0.093, 0.30),
+    ],
+)
+def test_trtllm_fp8_moe_leaving_the_device_out(system, own, median, p90):
+    e = _left_out_moe_errors(system, own, own, "trtllm", "fp8")
+    assert len(e) > 38000 and np.median(e) <= median and np.percentile(e, 90) <= p90

@@ -113,7 +113,14 @@ PAIR_STREAM_MOE = "pair_stream"
 #: SM (:data:`_MOE_PAIR`). Not FlashInfer's TensorRT-LLM-gen nor its CUTLASS MoE under SGLang and
 #: vLLM: refitted with the rule, vLLM's B200 classes of those kernels got worse (bf16 7.0% ->
 #: 7.2%, fp8 7.5% -> 7.7%, block-scaled fp8 8.2% -> 8.8% median; docs/time-model.md, "The SM
-#: pair's 256 x 256 tile of TensorRT-LLM's grouped GEMMs").
+#: pair's 256 x 256 tile of TensorRT-LLM's grouped GEMMs"). On every generation the same
+#: column carries ``token_s``: one SM's work on each hidden element of every token entering the
+#: rank, local experts or not (its per-token kernels, the finalize writing every token's output
+#: row, as recalled: no copy of the source at hand). A step of the Hopper classes TensorRT-LLM
+#: times on its own kernels (:data:`TRTLLM_OWN_MOE`) takes it too. The H100 and B200 fits, in
+#: HBM passes, differed by the devices' bandwidth (1.7 and 3.6 bf16 passes) and agreed in time
+#: (1.06 and 1.00 ps per token and hidden element): work on the SMs, not a stream
+#: (docs/time-model.md, "Every token's hidden row in TensorRT-LLM's own MoE").
 PAIR_TILE_MOE = "pair_tile"
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
@@ -614,12 +621,14 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         batch = dataclasses.replace(
             batch, shape={**batch.shape, BF16_RATE_MOE: ones, PAIR_STREAM_MOE: ones}
         )
-    if (
-        engine == "trtllm"
-        and fig.tcgen05
-        and batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
-    ):
-        # TensorRT-LLM's own grouped GEMMs (CUTLASS, DeepGEMM) and their SM pair's tile
+    own = (
+        batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
+        if fig.tcgen05
+        else batch.dtype in TRTLLM_OWN_MOE.get(gen, ())
+    )
+    if engine == "trtllm" and own:
+        # TensorRT-LLM's own grouped GEMMs (CUTLASS, DeepGEMM; on Hopper its CUTLASS MoE):
+        # their SM pair's tile on ``tcgen05`` and their work on every token's hidden row
         # (:data:`PAIR_TILE_MOE`)
         batch = dataclasses.replace(
             batch, shape={**batch.shape, PAIR_TILE_MOE: np.ones(len(batch))}
@@ -808,6 +817,10 @@ def moe_terms(
     # MoE"
     stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
     extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
+    # ``token_s`` of one SM's work on each hidden element of every token entering the rank,
+    # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`; default 0)
+    trt_own = col(batch, PAIR_TILE_MOE, 0) > 0
+    extra = extra + np.where(trt_own, prm["token_s"], 0.0) * tokens * hidden / sms
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
     # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)

@@ -68,6 +68,7 @@ CLOCKED = (
     "route_s",
     "select_s",
     "expert_s",
+    "token_s",
     "launch_s",
     "merge_s",
     "wave_s",
@@ -123,6 +124,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "select_s": (0.0, 1e-5, "seconds of one round of a MoE's generic top-k (ref. clock)"),
     "expert_s": (0.0, 2e-6, "seconds per expert of the rank of a MoE call (ref. clock)"),
     "pair_passes": (0.0, 16.0, "bf16 passes of a MoE over every routed pair, local or not"),
+    "token_s": (0.0, 1e-9, "seconds one SM spends on each hidden element of a MoE's tokens"),
     "tuned_rate": (1.0, 4.0, "tensor rate of a MoE call with a tuned config, x the default's"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
@@ -171,6 +173,7 @@ DEFAULTS: dict[str, float] = {
     "select_s": 0.0,
     "expert_s": 0.0,
     "pair_passes": 0.0,
+    "token_s": 0.0,
     # a class whose rows run no tuned config (moe_time.TUNED_MOE) keeps the one rate
     "tuned_rate": 1.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
@@ -334,6 +337,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "select_s",
         "expert_s",
         "pair_passes",
+        "token_s",
         "tuned_rate",
     ),
     "elementwise": (
