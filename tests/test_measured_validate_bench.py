@@ -109,3 +109,47 @@ def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on
     assert len(errors) == 278 and len(gpu_bound) > 80
     assert statistics.median(errors) <= 0.12
     assert statistics.median(gpu_bound) <= 0.12
+
+
+def test_noisy_rows_are_said_and_left_out_of_the_median(tmp_path):
+    """A run whose repeats spread widely (IQR up to 90% of the median on a loaded 2-core box,
+    trial of 2026-11-29) blamed the model: rows whose IQR exceeds NOISY_SPREAD of their median
+    are marked and left out of the median and worst error."""
+    import csv as _csv
+    import json as _json
+    import shutil
+    import statistics
+
+    from click.testing import CliRunner
+
+    from mlacalc.cli import cli
+    from mlacalc.measured.validate_bench import NOISY_SPREAD, validate_file
+
+    src = MEASUREMENTS / "cpu-2core-epyc-fp32.json"
+    meta = _json.loads(src.read_text())
+    shutil.copy(src, tmp_path / src.name)
+    with open(MEASUREMENTS / meta["rows_file"], newline="") as fh:
+        reader = _csv.DictReader(fh)
+        fields, rows = reader.fieldnames, list(reader)
+    ok = [r for r in rows if r["status"] == "ok"]
+    for r in ok[:5]:  # five rows spread twice their median
+        r["iqr_s"] = str(2 * float(r["median_s"]))
+    with open(tmp_path / meta["rows_file"], "w", newline="") as fh:
+        writer = _csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    before = validate_file(src)
+    after = validate_file(tmp_path / src.name)
+    assert not before.noisy and len(after.noisy) == 5
+    assert all(r.spread > NOISY_SPREAD for r in after.noisy)
+    quiet = statistics.median(abs(r.error) for r in before.rows[5:])
+    assert after.median_abs_error == pytest.approx(quiet)
+    assert after.to_dict()["rows_noisy"] == 5
+    out = CliRunner().invoke(cli, ["validate", str(tmp_path / src.name), "--rows"], env=WIDE)
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())  # the title wraps at the table's width
+    assert "5 of 74 rows noisy (interquartile range over 50% of the median" in text
+    assert "200% noisy" in text
+
+
+WIDE = {"COLUMNS": "400"}

@@ -260,6 +260,27 @@ def command(files, measured, profile, mode, show_rows, engine, fmt):
     _bench_files(run_validation(list(files) or None, mode), mode, show_rows, fmt)
 
 
+def _noisy_words(v: Any) -> str:
+    """The section title's words on the rows whose repeats spread too much ("" when none)."""
+    # deferred: the bench validation loads the time model
+    from mlacalc.measured.validate_bench import NOISY_SPREAD
+
+    noisy = v.noisy
+    if not noisy:
+        return ""
+    every = len(noisy) == len(v.rows)
+    worst = max(r.spread for r in noisy)
+    return (
+        f"; {len(noisy)} of {len(v.rows)} rows noisy (interquartile range over "
+        f"{NOISY_SPREAD:.0%} of the median, up to {worst:.0%}): "
+        + (
+            "every row, so the errors measure the run's noise as much as the model"
+            if every
+            else "left out of the median and worst |error| (marked in --rows)"
+        )
+    )
+
+
 def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
     doc = [s.to_dict() for s in sets]
 
@@ -278,20 +299,22 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
             rows.append(
                 [
                     "all",
-                    len(v.rows),
+                    len(v.scored),
                     f"{100 * v.median_abs_error:.1f}%",
                     f"{100 * v.worst_abs_error:.1f}%",
                 ]
             )
             # ok rows whose time cannot be scored (NaN, infinite, zero or negative), by reason
             left = "; ".join(f"{n} {why}" for why, n in sorted(v.excluded.items()))
+            noisy = _noisy_words(v)
             out.append(
                 Section(
                     # the roofline on the run's own ceilings and per-op latency: not the
                     # plain (datasheet) bound, nor the kernel time model
                     f"{v.name} ({v.device}): measured vs the {mode} roofline on the run's "
                     "measured ceilings and launch latency"
-                    + (f" (rows left out: {left})" if left else ""),
+                    + (f" (rows left out: {left})" if left else "")
+                    + noisy,
                     ["implementation / variant", "rows", "median |error|", "worst |error|"],
                     rows,
                 )
@@ -310,6 +333,7 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
                             "predicted (ms)",
                             "error",
                             "bound",
+                            "IQR / median",
                         ],
                         [
                             [
@@ -322,6 +346,9 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
                                 f"{r.predicted_s * 1e3:,.3f}",
                                 f"{100 * r.error:+.1f}%",
                                 r.bound,
+                                "-"
+                                if r.spread != r.spread
+                                else f"{100 * r.spread:.0f}%" + (" noisy" if r.noisy else ""),
                             ]
                             for r in v.rows
                         ],
