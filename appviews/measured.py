@@ -38,7 +38,7 @@ def _default_sets() -> list[str]:
 
 
 @st.cache_data(show_spinner="predicting every row ...", max_entries=8)
-def _gpu_validation(path: str, profile: str, content: str) -> dict[str, Any]:
+def _gpu_validation(path: str, profile: str, content: str, engine: str) -> dict[str, Any]:
     # ``content``: the set's fingerprint (measured_fingerprint), part of the cache key so that a
     # set rewritten in place is validated again, not answered from the cache
     import numpy as np
@@ -46,7 +46,11 @@ def _gpu_validation(path: str, profile: str, content: str) -> dict[str, Any]:
     # "default" is the library's own choice (profile=None): the shipped default, or, for a set
     # that profile was fitted on, a shipped profile fitted on none of its devices, as
     # ``mlacalc validate --measured`` and ``mlacalc.validate(measured=...)`` choose it
-    v = mlacalc.validate(measured=path, profile=None if profile == _AUTO else profile)
+    # ``engine``: the sidebar's serving engine, whose tables a folder gives and whose profiles
+    # predict them (as ``mlacalc validate --measured PATH --engine E``)
+    v = mlacalc.validate(
+        measured=path, profile=None if profile == _AUTO else profile, engine=engine
+    )
     doc = v.to_dict()
     points = []
     for t in v.tables:
@@ -105,7 +109,24 @@ def _scatter(points: list[dict[str, Any]], key: str) -> None:
     st.plotly_chart(fig, width="stretch", key=key)
 
 
-def _gpu_section() -> None:
+def _uncalibrated(doc: dict[str, Any]) -> str:
+    """The CLI's line naming the tables whose kernel classes the profile lacks (predicted with
+    the datasheet defaults, so their figures test no calibration); empty when none."""
+    lacking = [
+        t
+        for t in doc["tables"]
+        if "uncalibrated" in t["calibration"] and "plain roofline" not in t["calibration"]
+    ]
+    if not lacking:
+        return ""
+    names = ", ".join(sorted({t["profile"] for t in lacking if t["profile"]})) or doc["profile"]
+    where = ", ".join(f"{t['system']} {t['table']}" for t in lacking)
+    return (
+        f"uncalibrated kernel classes (no class in profile {names}; datasheet defaults) in: {where}"
+    )
+
+
+def _gpu_section(engine: str) -> None:
     st.markdown(
         "**GPU kernel tables** (aiconfigurator layout: a `<system>` folder, a folder "
         "below it, or one `.parquet`)"
@@ -138,18 +159,27 @@ def _gpu_section() -> None:
         )
         return
     try:
-        doc = _gpu_validation(path, profile, measured_fingerprint(path))
+        doc = _gpu_validation(path, profile, measured_fingerprint(path), engine)
     except MlacalcError as exc:
         st.error(str(exc))
         return
     o = doc["overall"]
     med = "-" if o["median_abs_error"] is None else f"{100 * o['median_abs_error']:.1f}%"
     st.markdown(
-        f"Profile used: **{doc['profile']}**: {o['predicted']:,} of {o['rows']:,} rows predicted, "
-        f"median |error| **{med}**; not predicted: {o['not_predicted']:,} "
+        f"Engine **{doc['engine']}** (the sidebar's serving engine: its tables and profiles). "
+        f"Profile used: **{doc['profile']}**: {o['predicted']:,} of {o['rows']:,} rows "
+        f"predicted, median |error| **{med}**; not predicted: {o['not_predicted']:,} "
         "(by reason per table below; quirk rules in docs/measured-sets.md)"
     )
-    _scatter(doc["points"], key=f"meas_scatter_{path}_{profile}")
+    lacking = _uncalibrated(doc)
+    if lacking:
+        st.markdown(lacking)
+    st.caption(
+        f"Per-table statistics over every predicted row; the scatter samples at most "
+        f"{_MAX_POINTS:,} rows per table. Every row's error: `mlacalc validate --measured "
+        f"{path} --engine {doc['engine']} --rows`."
+    )
+    _scatter(doc["points"], key=f"meas_scatter_{path}_{profile}_{engine}")
     rows = []
     for t in doc["tables"]:
         rows.append(
@@ -245,5 +275,5 @@ def _bench_section() -> None:
 
 
 def render(sc: Scenario) -> None:
-    _gpu_section()
+    _gpu_section(sc.engine)
     _bench_section()
