@@ -36,6 +36,48 @@ def test_profile_errors_name_the_option(run, tmp_path):
     assert "not valid JSON" in err and "Traceback" not in err
 
 
+def _partial_profile(tmp_path, keep):
+    """fit-a100-sxm-80gb's JSON with only the classes ``keep`` accepts; none kept: no
+    ``classes`` key."""
+    from mlacalc.data import PROFILES
+
+    doc = json.loads((PROFILES / "fit-a100-sxm-80gb.json").read_text())
+    doc["name"] = "partial"
+    doc["classes"] = {k: v for k, v in doc["classes"].items() if keep(k)}
+    if doc["classes"]:
+        for fit in doc["devices"].values():  # the device's own fit, as calibrate writes it
+            for k in [k for k in fit if not keep(k)]:
+                del fit[k]
+    else:  # the key deleted (the device's own fit left as it was)
+        del doc["classes"]
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_partial_profile_lists_its_uncalibrated_classes(run, tmp_path):
+    # before: a GEMM-only profile printed "A100-SXM-80GB by its own fit" and nothing about
+    # rope and attention falling back to the datasheet defaults (plan listed them)
+    path = _partial_profile(tmp_path, lambda k: k.startswith("gemm:"))
+    args = ("roofline", "llama-3-8b", "-H", "A100-SXM-80GB", "--batch", "8", "--seq-len", "4k")
+    out, _ = run(*args, "--profile", path)
+    text = " ".join(out.split())
+    assert (
+        "2 of 5 kernels uncalibrated: elementwise:bf16 (rope), attention_decode:bf16 "
+        "(attention) (no profile class; datasheet defaults)" in text
+    )
+    out, _ = run(*args)
+    assert "uncalibrated" not in out
+
+
+def test_profile_without_classes_is_refused(run, tmp_path):
+    # before: accepted and printed "calibrated on <file>" with every kernel on datasheet defaults
+    path = _partial_profile(tmp_path, lambda k: False)
+    _, err = run("roofline", "llama-3-8b", "-H", "A100-SXM-80GB", "--profile", path, code=2)
+    err = " ".join(err.split())
+    assert "field 'classes'" in err and "calibrates nothing" in err and "Traceback" not in err
+
+
 def test_table_says_how_the_device_is_predicted(run):
     out, _ = run("roofline", "deepseek-v3", "-H", "H200", "--seq-len", "8k")
     flat = " ".join(out.split())

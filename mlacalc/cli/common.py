@@ -262,7 +262,7 @@ def load_profile_option(profile: str | None, plain: bool = False):
     from mlacalc.timemodel.profile import load_profile
 
     try:
-        return load_profile(profile)
+        prof = load_profile(profile)
     except MlacalcError as exc:
         message = str(exc)
         if message.startswith("profile: "):
@@ -272,6 +272,15 @@ def load_profile_option(profile: str | None, plain: bool = False):
         elif plain:
             message += ", or 'roofline' for the plain roofline bound"
         raise click.BadParameter(message, param_hint="--profile") from None
+    if not prof.classes:
+        # a profile with no kernel class calibrates nothing: every kernel would take the
+        # datasheet defaults while the output says "calibrated on <file>"
+        raise click.BadParameter(
+            f"field 'classes': {profile} holds no kernel class, so it calibrates nothing; "
+            "refit it with mlacalc calibrate",
+            param_hint="--profile",
+        )
+    return prof
 
 
 def given(name: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -550,7 +551,7 @@ def _times_note(p, plain=None) -> str:
     else:
         how = (
             f"Times: kernel time model, engine {p.engine}, profile {p.profile!r}: "
-            f"{p.calibration}. Plain roofline "
+            f"{p.calibration}{_uncalibrated(p)}. Plain roofline "
             f"bound (max(FLOPs / peak, bytes / bandwidth) per kernel, datasheet figures, no "
             f"cost per call) of these {len(p.ops)} kernels: {p.roofline_s * 1e6:,.1f} us."
         )
@@ -574,6 +575,24 @@ def _times_note(p, plain=None) -> str:
         words.append("link: a collective's transfer")
     words.append(f"the total: the step's FLOPs per byte against {p.ridge:,.1f}")
     return how + " bound: " + "; ".join(words) + "."
+
+
+def _uncalibrated(p) -> str:
+    """The kernel classes the profile holds no class of (datasheet defaults), as ``plan``
+    lists them: "; 2 of 5 kernels uncalibrated: elementwise:bf16 (rope), ... (no profile
+    class; datasheet defaults)"; empty when the profile calibrates every kernel."""
+    reasons: dict[str, list[str]] = {}
+    count = 0
+    for o in p.ops:
+        match = re.fullmatch(r"uncalibrated (\S+) \((.+)\)", o.calibration)
+        if match:
+            count += 1
+            reasons.setdefault(match[2], []).append(f"{match[1]} ({o.name})")
+    if not reasons:
+        return ""
+    return f"; {count} of {len(p.ops)} kernels uncalibrated: " + "; ".join(
+        f"{', '.join(names)} ({why})" for why, names in reasons.items()
+    )
 
 
 def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:
