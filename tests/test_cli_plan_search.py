@@ -49,25 +49,26 @@ def test_search_deepseek_at_4m_tokens_runs():
 # ---------------------------------------------------------------- 2: a batch beyond capacity
 def test_plan_batch_beyond_capacity_does_not_fit_and_says_what_was_timed(run):
     p = plan("deepseek-v3", "H200", 8, seq_len=131072, batch=1000)
-    assert p.max_batch == 4 and p.batch == 1000
+    # 5 sequences fit in an H200's 141 GiB (4 when the catalogue held 141e9 B)
+    assert p.max_batch == 5 and p.batch == 1000
     assert not p.fits
-    assert p.overflow.startswith("kv cache: a batch of 1,000 at 131,072 tokens does not fit: 4 do")
-    assert p.overflow.endswith("the times are for a batch of 4")
-    assert p.decode_batch == 4 and p.decode_running == 4.0 and p.decode_step_s > 0
+    assert p.overflow.startswith("kv cache: a batch of 1,000 at 131,072 tokens does not fit: 5 do")
+    assert p.overflow.endswith("the times are for a batch of 5")
+    assert p.decode_batch == 5 and p.decode_running == 5.0 and p.decode_step_s > 0
     assert p.binding == "kv capacity"
     # the same figures as a plan at the batch that fits, which does fit
-    at4 = plan("deepseek-v3", "H200", 8, seq_len=131072, batch=4)
+    at4 = plan("deepseek-v3", "H200", 8, seq_len=131072, batch=5)
     assert at4.fits and at4.overflow is None
     assert at4.decode_step_s == p.decode_step_s
     doc = json.loads(run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--batch", 1000,
                          "--format", "json")[0])  # fmt: skip
-    assert doc["fits"] is False and doc["batch"] == 1000 and doc["decode_batch"] == 4
-    assert "does not fit: 4 do" in doc["overflow"]
+    assert doc["fits"] is False and doc["batch"] == 1000 and doc["decode_batch"] == 5
+    assert "does not fit: 5 do" in doc["overflow"]
     text = " ".join(
         run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--batch", 1000)[0].split()
     )
     assert "fits │ no: kv cache: a batch of 1,000" in text
-    assert "decode step at batch 4 (the largest that fits; 1,000 asked)" in text
+    assert "decode step at batch 5 (the largest that fits; 1,000 asked)" in text
 
 
 # ---------------------------------------------------------------- 3: flags the mix overrides
@@ -486,7 +487,7 @@ def test_search_offers_no_prefill_pool_that_does_not_fit():
     # one GPU holds the fp8 weights and a few 2,100-token sequences, not a pass of 8 prompts:
     # as plan has it, the pool needs the weights and one prompt's cache (its passes then
     # batch the prompts that fit), so search offers it and each point equals plan
-    reserve = 1 - (w + 4 * 655_360_000) / 80e9
+    reserve = 1 - (w + 4 * 655_360_000) / 2**30 / 80  # an H100 holds 80 GiB
     kw = dict(isl=2000, osl=100, weight_dtypes=("fp8",), kv_dtypes=("bf16",),
               overlaps=("none",))  # fmt: skip
     r = search("llama-3-70b", "H100-SXM", [1, 2], memory_reserve=reserve, **kw)
@@ -503,7 +504,7 @@ def test_search_offers_no_prefill_pool_that_does_not_fit():
             q["output_tokens_per_s_per_gpu"], rel=1e-6
         )
     # a pool without room for one prompt: plan refuses it, and search offers none
-    tight = 1 - (w + 100_000_000) / 80e9
+    tight = 1 - (w + 100_000_000) / 2**30 / 80
     p = plan("llama-3-70b", "H100-SXM", 2, tp=2, weight_dtype="fp8", isl=2000, osl=100,
              concurrency=1, memory_reserve=tight, mode="disaggregated",
              prefill_gpus=1)  # fmt: skip

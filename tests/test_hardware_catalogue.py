@@ -5,29 +5,34 @@ import pytest
 from mlacalc import ConfigError, UnknownHardwareError
 from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
 
-# name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory GB): vendor datasheets,
-# cited field by field in each hardware_configs/*.yaml
+GiB, MiB = 2**30, 2**20
+
+# name: (dense bf16 TFLOP/s, fp8 TFLOP/s or None, bandwidth GB/s, memory in bytes): vendor
+# datasheets, cited field by field in each hardware_configs/*.yaml. The memory is the capacity as
+# the device reports it, from the shared datasheets' mem_capacity (gpu-datasheets/*.yaml) where
+# they hold the device: an "80 GB" H100 holds 80 GiB (it was 80e9 B before memory_bytes), and
+# the nvidia-smi readings in MiB for B300, GB200, GB300, L40S and the RTX PRO 6000
 PUBLISHED = {
-    "H100-SXM": (989.5, 1979.0, 3350, 80),
-    "H100-PCIe": (756.5, 1513.0, 2000, 80),
-    "H800": (989.0, 1979.0, 3350, 80),
-    "H200": (990.0, 1979.0, 4800, 141),
-    "B200": (2250.0, 4500.0, 7700, 180),
-    "A100-SXM-80GB": (312.0, None, 2039, 80),
-    "A100-PCIe-40GB": (312.0, None, 1555, 40),
-    "L40S": (362.05, 733.0, 864, 48),
-    "RTX-4090": (165.15, 330.3, 1008, 24),
-    "RTX-4080": (97.5, 194.9, 716.8, 16),
-    "MI300X": (1307.0, 2615.0, 5300, 192),
-    "B300": (2250.0, 4500.0, 7750, 288),
-    "GB200": (2500.0, 5000.0, 8000, 186),
-    "GB300": (2500.0, 5000.0, 8000, 288),
-    "RTX-PRO-6000-Server": (500.0, 1000.0, 1792, 96),
-    "L4": (121.0, 242.0, 300, 24),
-    "A30": (165.0, None, 933, 24),
-    "H20": (148.0, 296.0, 4000, 96),
-    "MI325X": (1307.4, 2614.9, 6000, 256),
-    "MI355X": (2516.6, 5033.2, 8000, 288),
+    "H100-SXM": (989.5, 1979.0, 3350, 80 * GiB),
+    "H100-PCIe": (756.5, 1513.0, 2000, 80 * GiB),
+    "H800": (989.0, 1979.0, 3350, 80 * GiB),
+    "H200": (990.0, 1979.0, 4800, 141 * GiB),
+    "B200": (2250.0, 4500.0, 7700, 180 * GiB),
+    "A100-SXM-80GB": (312.0, None, 2039, 80 * GiB),
+    "A100-PCIe-40GB": (312.0, None, 1555, 40 * GiB),
+    "L40S": (362.05, 733.0, 864, 46_068 * MiB),
+    "RTX-4090": (165.15, 330.3, 1008, 24 * GiB),
+    "RTX-4080": (97.5, 194.9, 716.8, 16 * GiB),
+    "MI300X": (1307.0, 2615.0, 5300, 192 * GiB),
+    "B300": (2250.0, 4500.0, 7750, 275_040 * MiB),
+    "GB200": (2500.0, 5000.0, 8000, 189_471 * MiB),
+    "GB300": (2500.0, 5000.0, 8000, 284_208 * MiB),
+    "RTX-PRO-6000-Server": (500.0, 1000.0, 1792, 97_887 * MiB),
+    "L4": (121.0, 242.0, 300, 24 * GiB),
+    "A30": (165.0, None, 933, 24 * GiB),
+    "H20": (148.0, 296.0, 4000, 96 * GiB),
+    "MI325X": (1307.4, 2614.9, 6000, 256 * GiB),
+    "MI355X": (2516.6, 5033.2, 8000, 288 * GiB),
 }
 
 
@@ -45,7 +50,7 @@ def test_catalogue_figures(name):
     else:
         assert "fp8" not in hw.peak_flops_per_s and hw.peak("fp8") == hw.peak("bf16")
     assert hw.memory_bandwidth_bytes_per_s == pytest.approx(bw * 1e9, rel=1e-12)
-    assert hw.memory_bytes == mem * 10**9 and hw.source and hw.accumulate == "fp32"
+    assert hw.memory_bytes == mem and hw.source and hw.accumulate == "fp32"
 
 
 def test_hardware_names_case_insensitive_and_unknown():
@@ -62,7 +67,7 @@ def test_user_hardware_file_and_errors(tmp_path):
         "source: my lab\n"
     )
     hw = load_hardware(path)
-    assert hw.ridge_point == 100.0 and hw.memory_bytes == 24 * 10**9
+    assert hw.ridge_point == 100.0 and hw.memory_bytes == 24 * 10**9  # no memory_bytes: the label
     path.write_text(
         "name: X\npeak_tflop: {bf16: 1}\nmemory_bandwidth_gb_per_s: 1\nmemory_gb: 1\nsource: s\n"
     )
@@ -74,6 +79,20 @@ def test_user_hardware_file_and_errors(tmp_path):
     )
     with pytest.raises(ConfigError, match="positive"):
         load_hardware(path)
+
+
+def test_memory_bytes_is_the_capacity_and_a_unit_slip_is_refused(tmp_path):
+    """``memory_bytes`` is the capacity (the ``memory_gb`` label stays for reading); one typed in
+    GB or MiB, far from the label, is a one-line error naming the field."""
+    path = tmp_path / "my.yaml"
+    base = "name: X\npeak_tflops: {bf16: 100}\nmemory_bandwidth_gb_per_s: 1000\nmemory_gb: 80\n"
+    path.write_text(base + "memory_bytes: 85899345920\nsource: s\n")
+    assert load_hardware(path).memory_bytes == 80 * GiB
+    for slip in ("80", "81920", "85899345920.5"):
+        path.write_text(base + f"memory_bytes: {slip}\nsource: s\n")
+        with pytest.raises(ConfigError) as info:
+            load_hardware(path)
+        assert info.value.field == "memory_bytes"
 
 
 def test_measured_device_loads_from_its_sidecar():

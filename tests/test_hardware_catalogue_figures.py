@@ -21,7 +21,7 @@ DATACENTER = ("H100-SXM", "H200", "H800", "A100-SXM-80GB", "B200", "MI300X")
 SOURCED = {
     "peak_flops_per_s": "peak_tflops",
     "memory_bandwidth_bytes_per_s": "memory_bandwidth_gb_per_s",
-    "memory_bytes": "memory_gb",
+    "memory_bytes": "memory_bytes",
     "sm_count": "sm_count",
     "l2_bytes": "l2_mib",
     "boost_clock_hz": "boost_clock_mhz",
@@ -118,7 +118,7 @@ def test_links_in_and_across_nodes():
 def test_measured_systems_map_to_catalogue_devices():
     """The shared measured sets' systems (aiconfigurator folder names) are catalogue devices."""
     a100 = load_hardware("a100_sxm")
-    assert a100.name == "A100-SXM-80GB" and a100.sm_count == 108 and a100.memory_bytes == 80 * 10**9
+    assert a100.name == "A100-SXM-80GB" and a100.sm_count == 108 and a100.memory_bytes == 80 * 2**30
     assert a100.memory_bandwidth_bytes_per_s == 2039e9 and "a100_sxm" in a100.alias_note
     assert load_hardware("h100_sxm").name == "H100-SXM"
     assert set(MEASURED_SYSTEMS.values()) <= set(shipped_hardware())

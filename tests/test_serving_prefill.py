@@ -89,12 +89,15 @@ def test_app_caption_without_a_timed_step_has_no_empty_provenance():
 
 # ---------------------------------------------------------------- 4: the prefill pool's memory
 def test_prefill_pool_needs_one_prompt_not_a_whole_pass(run):
-    kw = dict(tp=4, mode="disaggregated", prefill_gpus=2, isl=2000, osl=500)
+    # a 16% reserve: 67.2 GiB of an H100's 80 GiB (the 10% default left 67.06 GiB of the 80e9 B
+    # the catalogue held before it held the capacity in bytes)
+    kw = dict(tp=4, mode="disaggregated", prefill_gpus=2, isl=2000, osl=500, memory_reserve=0.16)
     p = plan("llama-3.1-70b", "H100-SXM", 4, **kw)
-    # 65.71 GiB of weights and 2.44 GiB for a pass of 8 prompts exceed 67.06 GiB; one fits
+    # 65.71 GiB of weights and 2.44 GiB for a pass of 8 prompts exceed 67.2 GiB; one fits
     assert p.fits and p.ttft_s is not None and math.isfinite(p.ttft_s)
     out, _ = run("plan", "llama-3.1-70b", "-H", "H100-SXM", "--gpus", 4, "--tp", 4, "--mode",
-                 "disaggregated", "--prefill-gpus", 2, "--isl", 2000, "--osl", 500)  # fmt: skip
+                 "disaggregated", "--prefill-gpus", 2, "--isl", 2000, "--osl", 500,
+                 "--memory-reserve", 0.16)  # fmt: skip
     assert "fits │ yes" in " ".join(out.split())
 
 
@@ -104,7 +107,9 @@ def test_prefill_pool_pass_is_capped_at_the_prompts_whose_cache_fits():
     slower."""
     kw = dict(tp=4, mode="disaggregated", prefill_gpus=2, isl=2000, osl=500,
               concurrency=178)  # fmt: skip
-    tight = plan("llama-3.1-70b", "H100-SXM", 4, **kw)
+    # 16% reserve (67.2 GiB of 80 GiB): the default 10% held a whole pass once the catalogue
+    # held an H100's 80 GiB, not 80e9 B
+    tight = plan("llama-3.1-70b", "H100-SXM", 4, memory_reserve=0.16, **kw)
     roomy = plan("llama-3.1-70b", "H100-SXM", 4, memory_reserve=0.05, **kw)
     assert tight.fits and roomy.fits
     assert tight.output_tokens_per_s < roomy.output_tokens_per_s

@@ -6,7 +6,10 @@ scale-up link (NVLink, Infinity Fabric or PCIe) and the scale-out network per GP
 their latencies, and the GPUs per node. ``source`` cites the device's documents and
 ``field_sources`` names the source of every figure. Peaks are dense (no 2:4 sparsity)
 tensor-core rates with FP32 accumulate unless a file says otherwise; units are in the
-field names (decimal: 1 TFLOP/s = 1e12 FLOP/s, 1 GB = 1e9 B; ``l2_mib`` is 2^20 B);
+field names (decimal: 1 TFLOP/s = 1e12 FLOP/s, 1 GB = 1e9 B; ``l2_mib`` is 2^20 B); the
+capacity is ``memory_bytes``, in bytes as the device reports it (an "80 GB" HBM part holds
+80 GiB), and ``memory_gb`` is the datasheet's rounded label (read as 1e9 B only where a file
+gives no ``memory_bytes``);
 link bandwidths are per GPU in each direction; ``scale_up_multicast`` says whether the
 scale-up switch reduces and multicasts in the fabric (NVLink SHARP). These files are the only
 source of a device's figures: the time model (:mod:`mlacalc.timemodel.device`) and the
@@ -57,6 +60,7 @@ __all__ = [
 _NUMBER_FIELDS = (
     "memory_bandwidth_gb_per_s",
     "memory_gb",
+    "memory_bytes",
     "sm_count",
     "l2_mib",
     "boost_clock_mhz",
@@ -87,7 +91,7 @@ _FIELDS = {
     "assumed",
     *_NUMBER_FIELDS,
 }
-_INTEGER_FIELDS = ("sm_count", "gpus_per_node", "scale_up_domain_gpus")
+_INTEGER_FIELDS = ("memory_bytes", "sm_count", "gpus_per_node", "scale_up_domain_gpus")
 _REQUIRED = ("name", "peak_tflops", "memory_bandwidth_gb_per_s", "memory_gb", "source")
 
 #: A family name with one usual meaning: the entry it resolves to.
@@ -310,6 +314,25 @@ def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> floa
 RIDGE_RANGE = (0.5, 20_000.0)
 
 
+def _capacity(origin: str, data: dict[str, Any]) -> int:
+    """The device's memory in bytes: ``memory_bytes``, else the ``memory_gb`` label x 1e9.
+
+    A ``memory_bytes`` more than 15% from the label is a unit slip (GB for bytes, MiB for GiB).
+    """
+    label = float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9
+    if data.get("memory_bytes") is None:
+        return round(label)
+    exact = int(_number(origin, "memory_bytes", data["memory_bytes"], integer=True))
+    if not 0.85 <= exact / label <= 1.15:
+        raise ConfigError(
+            f"is {exact:,} B, {exact / label:.2f}x the memory_gb label ({label / 1e9:g} GB)",
+            source=origin,
+            field="memory_bytes",
+            fix="give the capacity in bytes (80 GiB = 85899345920), or leave it out",
+        )
+    return exact
+
+
 def _check_units(origin: str, flops: dict[str, float], bandwidth: float) -> None:
     """A clear error for a peak or bandwidth whose ridge point no real device has: a unit slip."""
     lo, hi = RIDGE_RANGE
@@ -427,7 +450,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         kind=kind,
         peak_flops_per_s=flops,
         memory_bandwidth_bytes_per_s=bandwidth * 1e9,
-        memory_bytes=round(float(_number(origin, "memory_gb", data["memory_gb"])) * 1e9),
+        memory_bytes=_capacity(origin, data),
         sm_count=sm,
         accumulate=str(data.get("accumulate", "fp32")),
         vendor=str(data.get("vendor", "")).strip().lower(),
