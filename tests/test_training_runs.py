@@ -7,7 +7,10 @@ keeps for communication are modelled, +60.3% without), DeepSeek-V2 +30.1% (its G
 assumed), Llama 3 405B on 8,192 GPUs -8.4%, on 16,384 GPUs -28.1% (16 micro-batches on 16
 stages: a 1F1B bubble of 15/31 of the step, where Meta ran an interleaved schedule); since GQA's
 K/V projection is timed at its tensor-parallel share of the shape (it had been timed whole on
-each rank), -4.1% and -24.9%, DeepSeek-V3 +37.6%, V2 +30.2% (its busiest stage's states). The bounds
+each rank), -4.1% and -24.9%, DeepSeek-V3 +37.6%, V2 +30.2% (its busiest stage's states);
+since fp8-mixed times the output head in bf16 (e61f853; the DeepSeek-V3 report keeps the
+embedding and the output head in their original precision), DeepSeek-V3 +22.7% (the head on
+the last pipeline stage). The bounds
 below hold each error a few points beyond that, so a change that makes a prediction worse fails
 here.
 """
@@ -19,7 +22,7 @@ import pytest
 from mlacalc.training.runs import PUBLISHED_RUNS, compare_runs
 
 BOUNDS = {
-    "DeepSeek-V3 pre-training": (0.31, 0.42),
+    "DeepSeek-V3 pre-training": (0.19, 0.27),  # 0.31, 0.42 before the bf16 head
     "DeepSeek-V2 pre-training": (0.25, 0.35),
     "Llama 3 405B, 8,192 GPUs": (-0.09, 0.0),  # -0.13, -0.04 before the K/V share
     "Llama 3 405B, 16,384 GPUs": (-0.30, -0.20),  # -0.33, -0.23 before
