@@ -117,6 +117,19 @@ def test_attention_from_the_other_devices_profile(system, table, engine, dtype, 
     assert np.median(e) <= median
 
 
+def _encoder_batch(s: float, heads: float, hd: float):
+    """One encoder (bidirectional) prompt of ``s`` tokens, ``heads`` heads of dim ``hd``."""
+    from mlacalc.words.kernels import KernelBatch
+
+    shape = {"batch": np.ones(1), "q_len": np.full(1, s), "kv_len": np.full(1, s),
+             "n_heads": np.full(1, heads), "n_kv": np.full(1, heads),
+             "head_dim_qk": np.full(1, hd), "head_dim_v": np.full(1, hd),
+             "window": np.zeros(1), "causal": np.zeros(1)}  # fmt: skip
+    flops = np.array([4.0 * heads * s * s * hd])
+    return KernelBatch("attention_prefill", "bf16", flops, np.array([4 * s * heads * hd * 2.0]),
+                       np.ones(1), shape, variant="encoder")  # fmt: skip
+
+
 def test_an_unfused_encoder_moves_its_score_matrix_through_hbm():
     # TensorRT-LLM's encoder at head dim 72 (encoder_fallback) runs unfused: its scores'
     # round trips (UNFUSED_SCORE_BYTES a score) are memory of its own, its exponentials the
@@ -127,16 +140,9 @@ def test_an_unfused_encoder_moves_its_score_matrix_through_hbm():
     from mlacalc.timemodel import attention_time as AT
     from mlacalc.timemodel.device import device_figures
     from mlacalc.timemodel.terms import default_params
-    from mlacalc.words.kernels import KernelBatch
 
     s, heads, hd = 16384.0, 16.0, 72.0
-    shape = {"batch": np.ones(1), "q_len": np.full(1, s), "kv_len": np.full(1, s),
-             "n_heads": np.full(1, heads), "n_kv": np.full(1, heads),
-             "head_dim_qk": np.full(1, hd), "head_dim_v": np.full(1, hd),
-             "window": np.zeros(1), "causal": np.zeros(1)}  # fmt: skip
-    flops = np.array([4.0 * heads * s * s * hd])
-    fused = KernelBatch("attention_prefill", "bf16", flops, np.array([4 * s * heads * hd * 2.0]),
-                        np.ones(1), shape, variant="encoder")  # fmt: skip
+    fused = _encoder_batch(s, heads, hd)
     unfused = dataclasses.replace(fused, variant="encoder_fallback")
     fig = device_figures(load_hardware("B200"))
     prm = default_params("attention_prefill")
@@ -200,16 +206,10 @@ def test_flash_attention_4_encoder_takes_its_own_rates_on_blackwell():
     from mlacalc.timemodel import attention_time as AT
     from mlacalc.timemodel.device import device_figures
     from mlacalc.timemodel.terms import default_params
-    from mlacalc.words.kernels import KernelBatch
 
     s, heads, hd = 16384.0, 16.0, 64.0
-    shape = {"batch": np.ones(1), "q_len": np.full(1, s), "kv_len": np.full(1, s),
-             "n_heads": np.full(1, heads), "n_kv": np.full(1, heads),
-             "head_dim_qk": np.full(1, hd), "head_dim_v": np.full(1, hd),
-             "window": np.zeros(1), "causal": np.zeros(1)}  # fmt: skip
-    flops = np.array([4.0 * heads * s * s * hd])
-    own = KernelBatch("attention_prefill", "bf16", flops, np.array([4 * s * heads * hd * 2.0]),
-                      np.ones(1), shape, variant="encoder")  # fmt: skip
+    own = _encoder_batch(s, heads, hd)
+    shape, flops = own.shape, own.flops
     b200 = device_figures(load_hardware("B200"))
     cols = AT.encoder_kernel_shape("vllm", b200, np.full(1, hd))
     flash = dataclasses.replace(own, shape={**shape, **cols})
