@@ -83,13 +83,15 @@ def test_cli_says_when_one_gpu_does_not_hold_the_model(run):
         "mlacalc: warning: neither the source (131.42 GiB of weights + 80.00 GiB of cache = "
         "211.42 GiB) nor the converted (130.56 GiB of weights + 22.50 GiB of cache"
     ), err
-    assert "fits in the 74.51 GiB of one H100-SXM" in err and "`mlacalc plan`" in err
+    # 80 GiB: the device's memory in bytes as it reports it (74.51 GiB, 80e9 B, before 9f2da14)
+    assert "fits in the 80.00 GiB of one H100-SXM" in err and "`mlacalc plan`" in err
     _, err = run("convert", "llama-3-8b", "--kv-lora-rank", "512", "--hw", "H100", "-s", "4k")
     assert err == ""  # 15 GiB of weights and a 0.5 GiB cache fit
+    # batch 9 (batch 8's 78.96 GiB fits the H100's 80 GiB since 9f2da14, not 74.51)
     _, err = run(
-        "convert", "llama-3-8b", "--kv-lora-rank", "512", "--hw", "H100", "-b", 8, "-s", "64k"
+        "convert", "llama-3-8b", "--kv-lora-rank", "512", "--hw", "H100", "-b", 9, "-s", "64k"
     )
-    assert "the source (14.96 GiB of weights + 64.00 GiB of cache = 78.96 GiB) does not fit" in err
+    assert "the source (14.96 GiB of weights + 72.00 GiB of cache = 86.96 GiB) does not fit" in err
 
 
 def test_query_rank_past_d_model_gets_a_note(run):
@@ -232,10 +234,11 @@ def test_q_compression_and_mixtral():
 
 def test_plan_and_search_take_the_converted_model():
     """At TP8 every rank keeps the whole latent while GQA's 8 KV heads split over the 8 ranks:
-    Llama-3-70B holds 40 sequences of 32K on 8 H100s, converted to d_c = 512 only 17."""
+    Llama-3-70B holds 44 sequences of 32K on 8 H100s, converted to d_c = 512 only 19 (40 and 17
+    while the catalogue held an H100's memory as 80e9 B, before 9f2da14)."""
     c = convert("llama-3-70b", kv_lora_rank=512)
-    assert mlacalc.plan("llama-3-70b", "H100", gpus=8, seq_len=32768).max_batch == 40
-    assert mlacalc.plan(c.model, "H100", gpus=8, seq_len=32768).max_batch == 17
+    assert mlacalc.plan("llama-3-70b", "H100", gpus=8, seq_len=32768).max_batch == 44
+    assert mlacalc.plan(c.model, "H100", gpus=8, seq_len=32768).max_batch == 19
     result = mlacalc.search(c.model, "H100", gpus=[8], isl=2000, osl=500)
     assert result.points and result.model == c.model.name
 

@@ -70,7 +70,9 @@ def test_sglangs_experts_behind_deepep_take_the_grouped_gemm_class(hw_name, lend
     assert batch.variant == DEEPEP_STEP
     run, _, params, _ = run_class(batch, hw, prof)
     assert run.variant == DEEPGEMM_MOE and ALL_PAIRS_MOE not in run.shape
-    assert (PAIR_TILE_MOE in run.shape) == (hw_name == "B200")  # TensorRT-LLM's tcgen05 tile
+    # TensorRT-LLM's own grouped GEMMs carry pair_tile on both devices since 00c8f67 (its MoE's
+    # work on every token's hidden row, token_s, rides on it); the SM pair's tile is tcgen05's
+    assert PAIR_TILE_MOE in run.shape
     trt_batch, trt_prof, _ = _routed(hw_name, "trtllm")
     assert trt_prof.name == lender
     assert class_key("moe", "fp8_block") in trt_prof.devices[hw.name]  # its own device fit

@@ -21,12 +21,15 @@ from mlacalc.words.kernels import Kernel, batches_of
 @pytest.mark.parametrize("batch", [1, 8])
 def test_sliding_window_decode_never_gets_faster_as_the_cache_grows(device, batch):
     """Gemma 3's window layers: the kernels that split the whole cache put the window's keys in
-    its last parts, so a longer cache never shortens the walk or adds parts that stream it."""
+    its last parts, so a longer cache never shortens the walk or adds parts that stream it;
+    within 1%: TensorRT-LLM's Hopper-and-older decode splits a part at 32,768 key elements
+    (539c1c6: 128 keys at head dim 256), so at 256-2,048 keys the window's keys take more parts
+    as the cache grows (0.2-0.6% faster, was within 0.1%)."""
     times = []
     for seq in (256, 512, 1024, 2048, 4096, 8192, 32768):
         r = mlacalc.predict_time("gemma-3-1b", device, "decode", seq, batch=batch, scope="model")
         times.append(sum(o.model_s for o in r.ops if o.name == "attention"))
-    assert all(b >= a * 0.999 for a, b in pairwise(times)), times
+    assert all(b >= a * 0.99 for a, b in pairwise(times)), times
 
 
 def test_the_causal_convolution_of_linear_attention_is_a_streaming_kernel():

@@ -407,7 +407,7 @@ def plan(
     --------
     >>> p = plan("deepseek-v3", "H200", 8, kv_dtype="bf16", seq_len=131072)
     >>> p.max_batch, p.binding, p.fits
-    (4, 'kv capacity', True)
+    (5, 'kv capacity', True)
     >>> plan("deepseek-v3", "H100-SXM", 1).fits
     False
     """
