@@ -306,6 +306,7 @@ def test_a_named_profiles_plan_says_the_deepep_stand_in():
 def _measured(path: str, **want) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The rows of a shipped parquet table matching ``want`` (column: value): their columns
     and measured seconds."""
+    pytest.importorskip("pyarrow")
     from reference_data import MEASURED
 
     from mlacalc.measured.tables import load_measured

@@ -33,6 +33,7 @@ def _bench():
 
 @pytest.mark.parametrize("folder", ["mla", "encoder_attention"])
 def test_the_cli_pools_as_the_bench_for_sglang_on_h100(folder):
+    pytest.importorskip("pyarrow")
     path = H100 / folder
     cli = validate_measured(path, engine="sglang")
     assert "fit-b200-sxm-sglang" in cli.profile and "trtllm's fit-b200-sxm " in cli.profile
