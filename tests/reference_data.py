@@ -6,7 +6,8 @@
   (``SOURCES.md`` names each file's source);
 - ``HF_CONFIGS_2``: the second set, newer families and NVIDIA's NVFP4 / FP8 checkpoints with their
   ``hf_quant_config.json``, ``tests/data/hf-configs-2/`` (``SOURCES.md`` beside);
-- ``HF_WRITTEN``: small ``config.json`` files written for the import tests, ``tests/data/hf/``.
+- ``HF_WRITTEN``: small ``config.json`` files written for the import tests, ``tests/data/hf/``;
+- ``benchmark(name)``: a script of ``benchmarks/`` loaded as a module (its helpers under test).
 
 Tests import the names they need (``from reference_data import MEASURED``) instead of building
 paths of their own, so no test depends on anything beside the checkout.
@@ -14,7 +15,9 @@ paths of their own, so no test depends on anything beside the checkout.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 from mlacalc.data import MEASURED
 
@@ -24,4 +27,12 @@ HF_CONFIGS = TESTS / "data" / "hf-configs"
 HF_CONFIGS_2 = TESTS / "data" / "hf-configs-2"
 HF_WRITTEN = TESTS / "data" / "hf"
 
-__all__ = ["HF_CONFIGS", "HF_CONFIGS_2", "HF_WRITTEN", "MEASURED", "ROOT", "TESTS"]
+__all__ = ["HF_CONFIGS", "HF_CONFIGS_2", "HF_WRITTEN", "MEASURED", "ROOT", "TESTS", "benchmark"]
+
+
+def benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` loaded as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

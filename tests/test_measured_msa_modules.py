@@ -254,13 +254,9 @@ def test_a_refit_of_classes_fitted_alone_on_their_tables_replaces_the_record_s_c
     """refit_classes.py: where the refitted classes' residual rows are the record's count of
     their tables (composite tables only they are fitted on, as the msa cores), the refit's
     counts replace the record's, fewer rows included; elsewhere the larger count stays."""
-    import importlib.util
-    from pathlib import Path
+    from reference_data import benchmark
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "refit_classes.py"
-    spec = importlib.util.spec_from_file_location("refit_classes", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = benchmark("refit_classes")
     data = {
         "fitted_on": [{"device": "B200", "tables": {"msa_g": 90, "gemm": 500}, "sources": []}],
         "residuals": {

@@ -5,11 +5,11 @@ both when it refits some classes)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from reference_data import benchmark
 
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.fit import fallback_notes
@@ -22,12 +22,7 @@ FIX = "python benchmarks/refit_classes.py --classes '*' --record-only --profiles
 
 
 def _refit_tool():
-    spec = importlib.util.spec_from_file_location(
-        "refit_classes", ROOT / "benchmarks" / "refit_classes.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark("refit_classes")
 
 
 def _profile(name: str) -> dict:

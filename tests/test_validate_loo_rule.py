@@ -6,10 +6,8 @@ bench's 10.5%)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from reference_data import MEASURED, benchmark
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapping import map_table
@@ -18,17 +16,11 @@ from mlacalc.measured.validate_tables import validate_measured
 from mlacalc.timemodel.engine_profiles import left_out_composed
 from mlacalc.timemodel.profile import load_profile
 
-ROOT = Path(__file__).resolve().parent.parent
-H100 = ROOT / "mlacalc" / "data" / "measured" / "h100_sxm"
+H100 = MEASURED / "h100_sxm"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_timemodel", ROOT / "benchmarks" / "bench_timemodel.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark("bench_timemodel")
 
 
 @pytest.mark.parametrize("folder", ["mla", "encoder_attention"])
