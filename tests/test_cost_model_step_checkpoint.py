@@ -5,9 +5,12 @@ Without a chosen weight dtype, each GEMM and MoE kernel of
 reads the checkpoint bytes of the tensors it multiplies by (values and scales; tensors the
 checkpoint keeps in bf16 at two bytes) and names the kernel class of that storage. The
 weight bytes of a kernel are read here without the checkpoint route: two runs with chosen
-weight dtypes (bf16: activations + 2 P, fp8: activations + P) give its activation bytes
-``2 fp8 - bf16``, so the weights it reads are its bytes less those. They are checked
-against :mod:`mlacalc.cost.quant` over the checkpoint's tensors and against hand counts.
+weight dtypes (bf16: activations + 2 P, fp32: activations + 4 P) give its activation bytes
+``2 bf16 - fp32``, so the weights it reads are its bytes less those. (The pair was bf16 and
+fp8 until a dtype asked with fewer bits than the checkpoint stores the head in left the head
+as stored, one rule on every route: fp8 no longer moves the head's bytes, fp32 does.) They
+are checked against :mod:`mlacalc.cost.quant` over the checkpoint's tensors and against hand
+counts.
 """
 
 import pytest
@@ -39,11 +42,11 @@ def _weight_bytes(model, *args, **kwargs):
     two chosen-dtype runs."""
     stored = step_kernels(model, *args, **kwargs)
     b16 = step_kernels(model, *args, weight_dtype="bf16", **kwargs)
-    f8 = step_kernels(model, *args, weight_dtype="fp8", **kwargs)
+    f32 = step_kernels(model, *args, weight_dtype="fp32", **kwargs)
     out = []
-    for s, x, y in zip(stored, b16, f8, strict=True):
+    for s, x, y in zip(stored, b16, f32, strict=True):
         assert s.name == x.name and s.flops == x.flops and s.shape == x.shape  # FLOPs logical
-        out.append((s, s.bytes - (2 * y.bytes - x.bytes)))
+        out.append((s, s.bytes - (2 * x.bytes - y.bytes)))
     return out
 
 
@@ -142,15 +145,17 @@ def test_absorbed_products_split_kv_b_proj_exactly():
 
 
 def test_a_chosen_weight_dtype_overrides_the_checkpoint():
-    """A chosen dtype sizes and classes every weight in it, as before; a model without a
-    quantization_config reads its weights_dtype either way."""
+    """A chosen dtype sizes and classes every weight in it but the output head, which it
+    leaves as the checkpoint stores it where that has more bits (DeepSeek-V3's bf16 head
+    under fp8: cost.quant.kept_head_format, the rule plan had alone; it was fp8 here); a
+    model without a quantization_config reads its weights_dtype either way."""
     chosen = {
         k.name: k for k in step_kernels("gpt-oss-120b", "decode", 4096, 1, weight_dtype="bf16")
     }
     assert chosen["routed_experts"].dtype == "bf16"
     assert chosen["routed_experts"].bytes == 4 * 3 * 2880 * 2880 * 2 + 2 * 4 * 2880 * 2
     ds = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, 1, weight_dtype="fp8")}
-    assert ds["q_absorb"].dtype == ds["lm_head"].dtype == "fp8"
+    assert ds["q_absorb"].dtype == "fp8" and ds["lm_head"].dtype == "bf16"
     assert not checkpoint_stored("llama-3-8b") and checkpoint_stored("gpt-oss-120b")
     plain = step_kernels("llama-3-8b", "decode", 4096, 4)
     assert plain == step_kernels("llama-3-8b", "decode", 4096, 4, weight_dtype="bf16")
@@ -214,7 +219,8 @@ def test_prediction_names_how_weights_are_read():
     assert stored.weights == "checkpoint int4 group 32"
     assert stored.to_dict()["weights"] == stored.weights
     chosen = predict_time("kimi-k2.5", "H100", "decode", 4096, 1, scope="model", weight_dtype="fp8")
-    assert chosen.weights == "fp8" and chosen.bytes < stored.bytes  # every weight 1 byte
+    # every weight 1 byte but the head, kept bf16 as stored (kept_head_format; was "fp8")
+    assert chosen.weights == "fp8, head bf16" and chosen.bytes < stored.bytes
     assert predict_time("llama-3-8b", "H100", "decode", 4096).weights == "bf16"
 
 

@@ -19,7 +19,7 @@ from mlacalc.cost.model_step import step_kernels
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving import StepModel, make_layout
 from mlacalc.serving.gpu_step import COLUMN, HEADS, ROW
-from mlacalc.words.dtypes import dtype_bits, resolve_kv_layout
+from mlacalc.words.dtypes import resolve_kv_layout
 
 B, S = 16, 4096
 
@@ -93,21 +93,16 @@ def test_the_sampler_reads_every_sampled_row_of_logits(model, tp):
 )
 @pytest.mark.parametrize("phase", ["decode", "prefill"])
 def test_one_gpu_runs_the_model_step(model, phase):
-    """The served step of one GPU is the model step, kernel by kernel; but for its output
-    head, which a served weight dtype asked leaves as the checkpoint stores it
-    (precision.kept_components), where the model step with a chosen dtype sizes every weight
-    in it: the head's weights at its stored bits, by hand."""
+    """The served step of one GPU is the model step, kernel by kernel, its output head
+    included: a weight dtype asked leaves the head as the checkpoint stores it in both (one
+    rule, cost.quant.kept_head_format; until it was the served step's alone, the model step
+    with a chosen dtype sized the head in it and this test allowed the difference)."""
     ref, ours = _pair(model, phase)
     assert set(ours) == set(ref)
-    m = as_model(model)
     for key, k in ours.items():
         r = ref[key]
-        assert (k.kind, k.calls, k.flops) == (r.kind, r.calls, r.flops), key
-        if key[0] == "lm_head" and k.dtype != r.dtype:
-            V, d = m.vocab_size, m.hidden_size
-            weights = V * d * (dtype_bits(k.dtype) - dtype_bits(r.dtype)) // 8
-            assert (k.dtype, k.bytes) == ("bf16", r.bytes + weights), key
-        elif k.kind != "moe":
+        assert (k.kind, k.calls, k.flops, k.dtype) == (r.kind, r.calls, r.flops, r.dtype), key
+        if k.kind != "moe":
             assert k.bytes == r.bytes, key
             assert k.shape == {**r.shape, **{f: k.shape[f] for f in ("window",) if f in k.shape}}
 

@@ -319,3 +319,34 @@ def test_a_weight_dtype_asked_quantizes_the_layers_not_the_embedding_or_head():
     kv = resolve_kv_layout("bf16")
     km = {k.name: k for k in StepModel(DSV3, LAY, "fp8", kv, B200).kernels(dec_B=64, dec_S=2000)}
     assert km["lm_head"].dtype == "bf16" and km["o_proj"].dtype == "fp8"
+
+
+@pytest.mark.parametrize(
+    ("model", "hw", "gpus", "dtype"),
+    [
+        ("deepseek-v3", "B200", 8, "fp4"),
+        ("llama-3-8b", "H100", 1, "fp8"),
+        ("gemma-3-1b", "H100", 1, "fp8"),
+    ],
+)
+def test_roofline_and_plan_time_the_head_by_one_rule(model, hw, gpus, dtype):
+    """A weight dtype asked leaves the output head as the checkpoint stores it on every route
+    (cost.quant.kept_head_format): predict_time (roofline) times the same bf16 head GEMM as
+    plan, byte for byte and second for second. DeepSeek-V3 --weight-dtype fp4 on B200, 64
+    sequences of 4,096: roofline had timed an fp4 head, 458.53 MiB in 107.4 us, where plan
+    times it bf16, 1,870,823,424 B in 321.3 us; Gemma 3 1B ties its head to the embedding,
+    whose table is kept bf16: the head reads it so (plan had read it in fp8)."""
+    from mlacalc.timemodel.predict import predict_time
+
+    m = as_model(model)
+    layout = dict(tp=1, dp=gpus, ep=gpus, dp_attention=gpus > 1)
+    p = plan(m, hw, gpus, **layout, weight_dtype=dtype, isl=4096, osl=256, concurrency=64 * gpus)
+    served = {k["name"]: k for k in p.kernels}["lm_head"]
+    batch = p.decode_batch // gpus
+    r = predict_time(m, hw, "decode", 4096, batch, scope="model", weight_dtype=dtype)
+    head = {o.name: o for o in r.ops}["lm_head"]
+    V, d = m.vocab_size, m.hidden_size
+    assert served["dtype"] == "bf16" and served["flops_per_call"] == head.flops
+    assert served["bytes_per_call"] == head.bytes == V * d * 2 + batch * (d + V) * 2
+    assert served["seconds"] == pytest.approx(head.seconds, rel=1e-9)
+    assert r.weights == f"{dtype}, head bf16"

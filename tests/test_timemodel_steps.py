@@ -275,11 +275,13 @@ def test_fp4_weights_run_one_class_in_predict_time_and_plan(device, run):
     m = as_model("llama-3-8b")
     ks = step_kernels(m, "decode", 4096, 16, weight_dtype="fp4", scope="model")
     gemms = {k.name: k for k in ks if k.kind == "gemm"}
-    assert {k.dtype for k in gemms.values()} == {"fp4"}
+    # the head kept bf16 as the checkpoint stores it, on both paths (kept_head_format)
+    assert gemms.pop("lm_head").dtype == "bf16" and {k.dtype for k in gemms.values()} == {"fp4"}
     lay = make_layout(m, 1, tp=1, dp=1, ep=1)
     sm = StepModel(m, lay, "fp4", resolve_kv_layout("bf16"), hw)
     served = {k.name: k for k in sm.kernels(dec_B=16, dec_S=4096) if k.kind == "gemm"}
     assert sm.gemm_dtype == "fp4" and served["o_proj"].dtype == "fp4"
+    assert served["lm_head"].dtype == "bf16"
     ((_, batch),) = batches_of([gemms["o_proj"]])
     assert device_batch(batch, hw).dtype == run
     # predict_time times o_proj as the kernel the device runs, as plan's predict_batch does

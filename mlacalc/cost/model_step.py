@@ -75,7 +75,15 @@ from mlacalc.cost.params import (
     router_params,
     shared_experts_shape,
 )
-from mlacalc.cost.quant import Tensor, checkpoint_tensors, tensor_bytes, tensor_format
+from mlacalc.cost.quant import (
+    Tensor,
+    checkpoint_tensors,
+    format_bits,
+    format_class,
+    kept_head_format,
+    tensor_bytes,
+    tensor_format,
+)
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import LayerKind
@@ -1200,15 +1208,18 @@ def step_kernels(
     out += hyper_kernels(m, tokens, dt)
     final_w = 2 * d if m.layer_norm else d
     out.append(_norm("final_norm", tokens, final_w, d, dt, 1))
-    V = m.vocab_size
-    out.append(
-        _gemm(
-            "lm_head",
-            gemm_class(a, w, True),
-            2 * batch * d * V,
-            packed_bytes(V * d, dt.w_bits) + packed_bytes(batch * (d + V), dt.a_bits),
-            (1, batch, V, d),
-            1,
-        )
-    )
+    out.append(_lm_head(m, batch, dt, kept_head_format(m, chosen)))
     return _as_stored(out, m, dt) if stored else out
+
+
+def _lm_head(m: ModelConfig, batch: int, dt: _Dtypes, kept: str | None) -> Kernel:
+    """The output head on one token per sequence; its weights in ``kept`` where a weight
+    dtype asked leaves the head as the checkpoint stores it (:func:`kept_head_format`), else
+    in the step's weight dtype."""
+    d, V = m.hidden_size, m.vocab_size
+    weights = packed_bytes(V * d, dt.w_bits)
+    cls = gemm_class(dt.act, dt.weight, True)
+    if kept is not None:
+        weights, cls = math.ceil(V * d * format_bits(kept) / 8), format_class(kept)
+    acts = packed_bytes(batch * (d + V), dt.a_bits)
+    return _gemm("lm_head", cls, 2 * batch * d * V, weights + acts, (1, batch, V, d), 1)

@@ -15,7 +15,7 @@ per-component record the serving planner reads.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase, translate
 from functools import lru_cache
@@ -25,13 +25,17 @@ from mlacalc.models.quantization import (
     COMPONENTS,
     ComponentPrecision,
     QuantScheme,
+    format_dtype,
     quantization_scheme,
     scheme_of,
 )
 from mlacalc.models.tensors import Tensor, part_of, tensors
+from mlacalc.words.dtypes import canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.errors import ConfigError
 
 __all__ = [
+    "FORMAT_BITS",
+    "KEPT",
     "ComponentPrecision",
     "QuantScheme",
     "QuantizedWeights",
@@ -41,7 +45,11 @@ __all__ = [
     "checkpoint_tensors",
     "checkpoint_weights",
     "component_precision",
+    "format_bits",
+    "format_class",
     "is_kept",
+    "kept_components",
+    "kept_head_format",
     "quantization_scheme",
     "quantized_weight_bytes",
     "scheme_of",
@@ -492,3 +500,80 @@ def component_precision(model: Any, include_mtp: bool = False) -> ComponentPreci
     ordered = {c: out[c] for c in COMPONENTS if c in out}
     kv = scheme.kv_cache if scheme is not None else None
     return ComponentPrecision(weights=ordered, kv_cache=kv, source=source)
+
+
+#: Bits per weight of formats whose scales add to their elements.
+FORMAT_BITS = {"nvfp4": 4.5, "w4a16_nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
+
+#: Formats whose kernels are a class of their own, not their weights' dtype's, as ``(GEMM
+#: class, grouped MoE class)``: MXFP4 weights with activations quantized to MXFP8 run the
+#: mixed-format MoE (TensorRT-LLM-gen's on Blackwell, the measured ``w4a8_mxfp4`` rows);
+#: MXFP4 weights under bf16 activations (GPT-OSS's checkpoint, which ``--expert-dtype mxfp4``
+#: names) the weight-only kernels, the MoE the measured ``w4a16_mxfp4`` rows, as the checkpoint
+#: read as stored runs (:func:`mlacalc.cost.model_step.stored_dtype`); NVFP4 weights under bf16
+#: activations the weight-only ``w4a16``. ``nvfp4`` and ``fp4`` quantize their activations too:
+#: the fp4 GEMMs and MoE.
+_FORMAT_CLASS = {
+    "mxfp4_mxfp8": ("w4a8_mxfp4", "w4a8_mxfp4"),
+    "mxfp4": ("w4a16", "w4a16_mxfp4"),
+    "w4a16_nvfp4": ("w4a16", "w4a16"),
+}
+
+
+def format_bits(fmt: str) -> float:
+    """Bits per weight of a format, scales included."""
+    return FORMAT_BITS.get(fmt, dtype_bits(format_dtype(fmt)))
+
+
+def format_class(fmt: str, moe: bool = False) -> str:
+    """The GEMM class (``moe``: the grouped MoE class) a product by weights in ``fmt`` runs
+    in."""
+    if fmt in _FORMAT_CLASS:
+        return _FORMAT_CLASS[fmt][moe]
+    return weight_gemm_class(canonical_dtype(format_dtype(fmt)), "bf16")
+
+
+#: Components a weight dtype asked for leaves in the checkpoint's format: the embedding (a
+#: gather, no GEMM) and the output head. The engines quantize a layer's linear weights only
+#: when asked for fp8/int8/fp4 and keep the head in the model's dtype unless told otherwise
+#: (from recall: TensorRT-LLM's ModelOpt FP8 and NVFP4 configs exclude ``*lm_head*``; vLLM's
+#: fp8 and compressed-tensors skip ``lm_head`` unless asked; SGLang likewise); quantized
+#: checkpoints say so too (DeepSeek-V3's fp8 stores them bf16; ModelOpt exports list
+#: ``lm_head`` in ``exclude_modules``). ``--head-dtype`` quantizes the head.
+KEPT = ("embeddings", "head")
+
+
+@lru_cache(maxsize=64)
+def _stored_format(m: Any, component: str) -> str | None:
+    """The format most of a component's weights are stored in (None: the model has none)."""
+    formats = component_precision(m).weights.get(component)
+    return max(formats, key=formats.__getitem__) if formats else None
+
+
+def kept_components(
+    m: Any, weight_dtype: str | None, components: Mapping[str, str]
+) -> dict[str, str]:
+    """``components`` with the embedding and the head (:data:`KEPT`) in their stored format
+    where a weight dtype is asked (not None: the checkpoint's own) with fewer bits than it and
+    neither is named: a dtype asked quantizes the layers' linear weights only."""
+    out = dict(components)
+    if weight_dtype is None:
+        return out
+    bits = format_bits(str(weight_dtype).lower())
+    for comp in KEPT:
+        fmt = _stored_format(m, comp)
+        if comp not in out and fmt is not None and format_bits(fmt) > bits:
+            out[comp] = fmt
+    return out
+
+
+def kept_head_format(m: Any, weight_dtype: str | None) -> str | None:
+    """The format the output head's GEMM reads its weights in under ``weight_dtype`` asked
+    (:func:`kept_components`: the head's stored format where it has more bits; a head tied to
+    the embedding reads the embedding's table, so that one's), or None: in ``weight_dtype``.
+    The one rule the model step (:func:`mlacalc.cost.model_step.step_kernels`: roofline,
+    predict_time) and the served step (plan, search, the app) time the head by."""
+    kept = kept_components(m, weight_dtype, {})
+    if getattr(m, "tie_word_embeddings", False):
+        return kept.get("embeddings")
+    return kept.get("head")

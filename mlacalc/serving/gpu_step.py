@@ -55,7 +55,7 @@ from mlacalc.cost.mamba import mamba_shape
 from mlacalc.cost.mamba1 import mamba1_shape
 from mlacalc.cost.model_step import checkpoint_stored, step_kernels, stored_experts
 from mlacalc.cost.params import expert_shape
-from mlacalc.cost.quant import checkpoint_part_bytes
+from mlacalc.cost.quant import checkpoint_part_bytes, kept_head_format
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.architecture import kv_head_share
 from mlacalc.models.loading import ModelConfig
@@ -664,6 +664,8 @@ class StepModel:
         #: weight formats of named components over the base (mlacalc.serving.precision)
         # (the embedding and head kept in their stored format under a dtype asked)
         self.components = kept_components(m, weight_dtype, component_dtypes or {})
+        #: the format the model step builds the head in (None: the weight dtype)
+        self.head_kept = kept_head_format(m, weight_dtype)
         #: the engine's host work around each step (mlacalc.serving.scheduler)
         self.scheduler = scheduler or Scheduler()
         #: how a step's copies spread over the expert ranks (:mod:`mlacalc.serving.ranks`):
@@ -729,6 +731,8 @@ class StepModel:
             params, nbytes = (checkpoint_part_bytes(self.m) or {}).get(part, (0, 0))
             if params:
                 return 8.0 * nbytes / params
+        elif component == "head" and self.head_kept is not None:
+            return format_bits(self.head_kept)  # the model step's head (kept_head_format)
         return float(dtype_bits(self.w_dtype))
 
     def _reformat(self, t: _Template, coefs: tuple[list[float], ...]) -> str | None:
@@ -736,6 +740,8 @@ class StepModel:
         part of its bytes) at that format's bits, and the class it then runs in."""
         comp = component_of(t.name, t.part)
         fmt = self.components.get(comp) if comp else None
+        if comp == "head" and self.m.tie_word_embeddings:  # the head reads the embedding's table
+            fmt = fmt or self.components.get("embeddings")
         if fmt is None or t.kind != "gemm" or coefs[1][0] <= 0:
             return None
         coefs[1][0] *= format_bits(fmt) / self._base_bits(comp)

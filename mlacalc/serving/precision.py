@@ -22,24 +22,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.params import param_counts
-from mlacalc.cost.quant import component_precision
+from mlacalc.cost.quant import (
+    FORMAT_BITS,
+    KEPT,
+    format_bits,
+    format_class,
+    kept_components,
+)
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import COMPONENTS, format_dtype
 from mlacalc.serving.layout import Layout, weight_breakdown, weight_bytes_by_part
 from mlacalc.words.dtypes import (
     canonical_dtype,
-    dtype_bits,
     resolve_kv_layout,
-    weight_gemm_class,
 )
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
 __all__ = [
     "FORMAT_BITS",
+    "KEPT",
     "check_components",
     "component_of",
     "component_weight_bytes",
@@ -47,23 +51,6 @@ __all__ = [
     "format_class",
     "kept_components",
 ]
-
-#: Bits per weight of formats whose scales add to their elements.
-FORMAT_BITS = {"nvfp4": 4.5, "w4a16_nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
-
-#: Formats whose kernels are a class of their own, not their weights' dtype's, as ``(GEMM
-#: class, grouped MoE class)``: MXFP4 weights with activations quantized to MXFP8 run the
-#: mixed-format MoE (TensorRT-LLM-gen's on Blackwell, the measured ``w4a8_mxfp4`` rows);
-#: MXFP4 weights under bf16 activations (GPT-OSS's checkpoint, which ``--expert-dtype mxfp4``
-#: names) the weight-only kernels, the MoE the measured ``w4a16_mxfp4`` rows, as the checkpoint
-#: read as stored runs (:func:`mlacalc.cost.model_step.stored_dtype`); NVFP4 weights under bf16
-#: activations the weight-only ``w4a16``. ``nvfp4`` and ``fp4`` quantize their activations too:
-#: the fp4 GEMMs and MoE.
-_FORMAT_CLASS = {
-    "mxfp4_mxfp8": ("w4a8_mxfp4", "w4a8_mxfp4"),
-    "mxfp4": ("w4a16", "w4a16_mxfp4"),
-    "w4a16_nvfp4": ("w4a16", "w4a16"),
-}
 
 #: Formats only one component's kernels run: the mixed-format MoE is a grouped kernel
 _COMPONENT_ONLY = {"mxfp4_mxfp8": "experts"}
@@ -75,19 +62,6 @@ _PART = {
     "experts": "routed_experts",
     "shared_experts": "shared_experts",
 }
-
-
-def format_bits(fmt: str) -> float:
-    """Bits per weight of a format, scales included."""
-    return FORMAT_BITS.get(fmt, dtype_bits(format_dtype(fmt)))
-
-
-def format_class(fmt: str, moe: bool = False) -> str:
-    """The GEMM class (``moe``: the grouped MoE class) a product by weights in ``fmt`` runs
-    in."""
-    if fmt in _FORMAT_CLASS:
-        return _FORMAT_CLASS[fmt][moe]
-    return weight_gemm_class(canonical_dtype(format_dtype(fmt)), "bf16")
 
 
 #: param_counts' breakdown entries a component's weights are counted in: a component whose
@@ -165,40 +139,6 @@ def component_of(name: str, part: str) -> str | None:
     if name == "embedding":
         return "embeddings"
     return {"layer": "attention", "dense_ffn": "dense_ffn"}.get(part)
-
-
-#: Components a weight dtype asked for leaves in the checkpoint's format: the embedding (a
-#: gather, no GEMM) and the output head. The engines quantize a layer's linear weights only
-#: when asked for fp8/int8/fp4 and keep the head in the model's dtype unless told otherwise
-#: (from recall: TensorRT-LLM's ModelOpt FP8 and NVFP4 configs exclude ``*lm_head*``; vLLM's
-#: fp8 and compressed-tensors skip ``lm_head`` unless asked; SGLang likewise); quantized
-#: checkpoints say so too (DeepSeek-V3's fp8 stores them bf16; ModelOpt exports list
-#: ``lm_head`` in ``exclude_modules``). ``--head-dtype`` quantizes the head.
-KEPT = ("embeddings", "head")
-
-
-@lru_cache(maxsize=64)
-def _stored_format(m: ModelConfig, component: str) -> str | None:
-    """The format most of a component's weights are stored in (None: the model has none)."""
-    formats = component_precision(m).weights.get(component)
-    return max(formats, key=formats.__getitem__) if formats else None
-
-
-def kept_components(
-    m: ModelConfig, weight_dtype: str | None, components: Mapping[str, str]
-) -> dict[str, str]:
-    """``components`` with the embedding and the head (:data:`KEPT`) in their stored format
-    where a weight dtype is asked (not None: the checkpoint's own) with fewer bits than it and
-    neither is named: a dtype asked quantizes the layers' linear weights only."""
-    out = dict(components)
-    if weight_dtype is None:
-        return out
-    bits = format_bits(str(weight_dtype).lower())
-    for comp in KEPT:
-        fmt = _stored_format(m, comp)
-        if comp not in out and fmt is not None and format_bits(fmt) > bits:
-            out[comp] = fmt
-    return out
 
 
 def component_weight_bytes(

@@ -37,6 +37,7 @@ from mlacalc.cost.model_step import (
     one_layer,
     step_kernels,
 )
+from mlacalc.cost.quant import kept_head_format
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
@@ -807,10 +808,20 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         ops=tuple(ops),
         peak_flops_per_s=rates.peak(step.work.act_dtype),
         bandwidth_bytes_per_s=rates.copy_bw,
-        weights=f"checkpoint {m.quantization.describe()}" if rates.stored else rates.weight_dtype,
+        weights=_weights_word(step, rates),
         layer=layer,
         **how,
     )
+
+
+def _weights_word(step: _Step, rates: Any) -> str:
+    """What the weights are read in: the checkpoint's storage, or the dtype asked, with the
+    output head where a whole step keeps it as the checkpoint stores it (kept_head_format)."""
+    m = step.m
+    if rates.stored:
+        return f"checkpoint {m.quantization.describe()}"
+    head = kept_head_format(m, rates.weight_dtype) if step.scope == "model" else None
+    return rates.weight_dtype + (f", head {head}" if head else "")
 
 
 def _calibration_of(calibration: Any) -> Calibration | None:
