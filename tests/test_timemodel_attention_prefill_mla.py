@@ -184,6 +184,29 @@ def test_fp8_prefill_runs_head_dim_192_as_256():
     assert ratio["bf16"] < 0.8
 
 
+def test_flash_attention_3s_fp8_prompt_keeps_its_head_dim_192_build():
+    # FlashAttention-3's fp8 prompt kernel on Hopper (SGLang's and vLLM's, head_pack 0) has a
+    # 192 build: its products at 192 take 0.75 of those at 256, where TensorRT-LLM's (a tile a
+    # query head) run 192 as 256 (the measured H100 fp8 rows over 2 ms: SGLang / vLLM 997 /
+    # 548 TFLOP/s at 192 against 912 / 429 at 256, TensorRT-LLM 631 against 813); on
+    # Blackwell (TensorRT-LLM-gen's kernel) the power of two stays
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=0.05, unit_latency_s=0.0, block_s=0.0, mask_s=0.0)
+
+    def ratio(fig, pack):
+        t = []
+        for d in (192.0, 256.0):
+            batch, _ = _prefill("fp8", d, d)
+            batch.shape["head_pack"] = np.array([pack])
+            t.append(kernel_terms(batch, fig, prm)["compute_s"][0])
+        return t[0] / t[1]
+
+    assert abs(ratio(fig, 0.0) - 0.75) < 0.02
+    assert ratio(fig, 1.0) > 0.97
+    assert ratio(device_figures(load_hardware("B200")), 0.0) > 0.97
+
+
 def test_prefill_rope_pre_kernel_is_its_own_kernel():
     # the measured rows time the RoPE + cache-write pre-kernel before the attention kernel:
     # its wait (pre_latency_s) and a streaming pass over its bytes, after the attention

@@ -53,6 +53,7 @@ __all__ = [
     "ALWAYS_COMBINE_S",
     "BF16_CACHE_WRITE_HBM",
     "FA3_FP8_FIRST_V_CLOCKS",
+    "FA3_FP8_PROMPT_BUILDS",
     "FLASH_ENCODER_TCGEN05_EXP",
     "FLASH_ENCODER_TCGEN05_RATE",
     "FLASH_HEAD_DIMS",
@@ -416,9 +417,9 @@ def prefill_terms(
     flops, d_qk, d_v, unit_scale = _built_head_dims(batch, flops, d_qk, d_v)
     if fp8:
         # the fp8 kernels are built for power-of-two head sizes: a head dim of 192 runs padded
-        # to 256 (the bf16 kernel has a 192 of its own)
-        pad_qk = 2.0 ** np.ceil(np.log2(np.maximum(d_qk, 1.0)))
-        pad_v = np.where(d_v > 0, 2.0 ** np.ceil(np.log2(np.maximum(d_v, 1.0))), 0.0)
+        # to 256 (the bf16 kernel has a 192 of its own); FlashAttention-3's fp8 builds on
+        # Hopper (the packing prompt kernel) have a 192 too (:data:`FA3_FP8_PROMPT_BUILDS`)
+        pad_qk, pad_v = _fp8_prompt_head_dims(batch, fig, pack, d_qk, d_v)
         flops = flops * (pad_qk + pad_v) / np.maximum(d_qk + d_v, 1.0)
     flops = flops / rate  # a Blackwell kernel's products reaching less of their peak
     # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
@@ -489,6 +490,38 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+#: Head sizes FlashAttention-3's fp8 prompt kernel is built for on Hopper (SGLang's and vLLM's,
+#: the packing prompt kernel, ``head_pack`` 0): 192 among them, where TensorRT-LLM's fp8 prompt
+#: kernel runs 192 padded to 256 (as recalled of FlashAttention-3's ``hdim192_e4m3``
+#: instantiations, hopper/instantiations/, not checked against a stored copy). Read from the
+#: tables: at 8,192 tokens and more, no window, over 2 ms, the fp8 rows at head dim 192 reach
+#: 997 / 548 TFLOP/s on the head dim as it is (SGLang / vLLM, H100 medians), at 256 912 / 429:
+#: counted padded to 256, 192 would reach 1,329 / 731, 1.5-1.7x the rate of the 256 build;
+#: TensorRT-LLM's 631 at 192 is 841 padded, its 256 build's 813.
+FA3_FP8_PROMPT_BUILDS = (64.0, 96.0, 128.0, 192.0, 256.0)
+
+
+def _fp8_prompt_head_dims(
+    batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray, d_qk: np.ndarray, d_v: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The head dims an fp8 prompt kernel runs (q/k, v): the next power of two, but the next of
+    :data:`FA3_FP8_PROMPT_BUILDS` for FlashAttention-3 on Hopper (``head_pack`` 0, no
+    variant, not ``tcgen05``); a v head dim of 0 stays 0."""
+    pow2_qk = 2.0 ** np.ceil(np.log2(np.maximum(d_qk, 1.0)))
+    pow2_v = np.where(d_v > 0, 2.0 ** np.ceil(np.log2(np.maximum(d_v, 1.0))), 0.0)
+    fa3 = (pack <= 0) & (not batch.variant) & fig.sm90_or_later & (not fig.tcgen05)
+    if not np.any(fa3):
+        return pow2_qk, pow2_v
+    sizes = np.asarray(FA3_FP8_PROMPT_BUILDS)
+
+    def built(d: np.ndarray) -> np.ndarray:
+        return np.where(d <= sizes[-1], sizes[np.minimum(np.searchsorted(sizes, d), 4)], d)
+
+    pad_qk = np.where(fa3, built(d_qk), pow2_qk)
+    pad_v = np.where(fa3 & (d_v > 0), built(d_v), pow2_v)
+    return pad_qk, pad_v
 
 
 def _pre_kernel_s(
