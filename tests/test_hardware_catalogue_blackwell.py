@@ -170,7 +170,10 @@ def test_without_a_fit_of_its_architecture_the_pooled_fit_stands_in_unvalidated(
         assert prof.nearest_fitted(hw) is None
         assert prof.nearest_architecture(hw) == "H100-SXM"
         text = prof.describe(name, hw)
-        assert "pooled fit" in text and "nearest fitted architecture Hopper (H100-SXM)" in text
+        assert (
+            "pooled fit" in text
+            and "nearest fitted tensor-core generation Hopper (H100-SXM)" in text
+        )
         assert "unvalidated" in text
         _, how = prof.params(name, "gemm", "bf16", hw)
         assert how.startswith(f"{name} by datasheet ratios (profile fitted on")
@@ -178,7 +181,7 @@ def test_without_a_fit_of_its_architecture_the_pooled_fit_stands_in_unvalidated(
         hw = load_hardware(name)
         assert prof.nearest_fitted(hw) is None
         text = prof.describe(name, hw)
-        assert "nearest fitted architecture Ampere (A100-SXM-80GB)" in text
+        assert "nearest fitted tensor-core generation Ampere (A100-SXM-80GB)" in text
         assert "unvalidated" in text
     for name, near in (("A30", "A100-SXM-80GB"), ("H20", "H100-SXM")):  # same architecture
         hw = load_hardware(name)

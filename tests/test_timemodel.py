@@ -275,7 +275,9 @@ def test_unmeasured_devices_take_the_fit_of_their_generation():
     _, how = prof.params("B200", "gemm", "bf16", load_hardware("B200"))
     assert how.startswith("B200 by datasheet ratios (profile fitted on")
     text = prof.describe("B200", load_hardware("B200"))
-    assert "nearest fitted architecture Hopper (H100-SXM)" in text and "unvalidated" in text
+    assert (
+        "nearest fitted tensor-core generation Hopper (H100-SXM)" in text and "unvalidated" in text
+    )
 
 
 def test_cached_class_rates_give_the_uncached_times():

@@ -47,6 +47,18 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: Words a user may try for a command, and the commands that do it (the API's names among them).
+_MEANT = {
+    **dict.fromkeys(
+        ("predict", "predict-time", "predict_time", "time", "estimate"),
+        "'roofline' (one step's kernel times) or 'plan' (a deployment's TTFT, TPOT and throughput)",
+    ),
+    **dict.fromkeys(("serve", "simulate", "deploy"), "'plan' (or 'search' for the layouts)"),
+    **dict.fromkeys(("fit", "calibration"), "'calibrate'"),
+    **dict.fromkeys(("benchmark", "measure"), "'bench'"),
+}
+
+
 class _LazyGroup(click.Group):
     """A group whose commands are imported from :data:`COMMANDS` on first use."""
 
@@ -66,6 +78,8 @@ class _LazyGroup(click.Group):
         if name and not name.startswith("-") and name not in COMMANDS:
             close = difflib.get_close_matches(name, list(COMMANDS))
             hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            if name.lower() in _MEANT:
+                hint = f" Did you mean {_MEANT[name.lower()]}?"
             ctx.fail(f"No such command {name!r}.{hint}")
         return super().resolve_command(ctx, args)
 

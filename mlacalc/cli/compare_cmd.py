@@ -95,6 +95,13 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         )
         note = f"{full} {note}".strip()
 
+    scope = (
+        "FLOPs and bytes: the attention layers' (projections and core, every layer), not the "
+        "FFN, experts or head (mlacalc roofline --scope model times the whole step); prefill "
+        "counts every (query, key) pair, not the causal half (as report without --causal)."
+    )
+    note = f"{note} {scope}".strip()
+
     def sections():
         return [
             Section(
@@ -108,10 +115,10 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
                     "active params",
                     "KV added / token",
                     "KV total",
-                    "decode FLOPs",
-                    "decode bytes (fused)",
-                    "decode FLOP/byte",
-                    "prefill FLOPs (batch 1)",
+                    "decode FLOPs (attention)",
+                    "decode bytes (attention, fused)",
+                    "decode FLOP/byte (attention)",
+                    "prefill FLOPs (attention, batch 1, all pairs)",
                 ],
                 [
                     [

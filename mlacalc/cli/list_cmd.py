@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from mlacalc.cli.common import Section, emit, format_option
@@ -121,6 +123,19 @@ def command(show_hardware, fmt):
     emit(fmt, rows, sections, rows_csv=True)
 
 
+def _set_dtype(h) -> str:
+    """The dtype a measured set was benchmarked in (its sidecar's ``dtype``; bf16 for a
+    catalogue device or a sidecar that names none)."""
+    if not (h.measured and h.origin and h.origin.endswith(".json")):
+        return "bf16"
+    try:
+        with open(h.origin, encoding="utf-8") as f:
+            dtype = json.load(f).get("dtype")
+    except (OSError, ValueError, AttributeError):
+        return "bf16"
+    return dtype if isinstance(dtype, str) and dtype in h.peak_flops_per_s else "bf16"
+
+
 def _list_hardware(fmt):
 
     specs = [load_hardware(n) for n in shipped_hardware()] + [
@@ -136,7 +151,9 @@ def _list_hardware(fmt):
             "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
             "memory_bytes": h.memory_bytes,
             "sm_count": h.sm_count,
-            "ridge_point_flops_per_byte": h.ridge_point,
+            # a measured set's own dtype: its ceiling and ridge are the ones that set is for
+            "dtype": _set_dtype(h),
+            "ridge_point_flops_per_byte": h.peak(_set_dtype(h)) / h.memory_bandwidth_bytes_per_s,
         }
         for h in specs
     ]
@@ -149,7 +166,8 @@ def _list_hardware(fmt):
                 [
                     [
                         r["name"],
-                        human_si(r["peak_flops_per_s"].get("bf16", 0), "FLOP/s"),
+                        human_si(r["peak_flops_per_s"].get(r["dtype"], 0), "FLOP/s")
+                        + ("" if r["dtype"] == "bf16" else f" ({r['dtype']})"),
                         *(
                             human_si(r["peak_flops_per_s"][d], "FLOP/s")
                             if d in r["peak_flops_per_s"]
@@ -164,7 +182,9 @@ def _list_hardware(fmt):
                     for r in rows
                 ],
                 note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), "
-                "as datasheets do.",
+                "as datasheets do. A measured set benchmarked in another dtype shows that "
+                "dtype's ceiling in the bf16 column, labelled, and its ridge at that rate "
+                "(the copy rate as bandwidth).",
             )
         ]
 

@@ -23,6 +23,7 @@ from mlacalc.cli.common import (
     check_q_len,
     emit,
     format_option,
+    given,
     load,
     load_profile_option,
     note,
@@ -174,6 +175,7 @@ def command(
     impls = _impls(m, impl)
     profile = load_profile_option(profile, plain=True)
     device = _device(hardware, profile)
+    dtype = _measured_dtype(device, dtype)
     request = _Request(
         m,
         device,
@@ -593,6 +595,19 @@ def _uncalibrated(p) -> str:
     return f"; {count} of {len(p.ops)} kernels uncalibrated: " + "; ".join(
         f"{', '.join(names)} ({why})" for why, names in reasons.items()
     )
+
+
+def _measured_dtype(device, dtype: str) -> str:
+    """The compute dtype: as given, or, left at its default (bf16) on a measured set
+    benchmarked without bf16, the set's own (its first measured dtype), said."""
+    own = list(device.peak_flops_per_s)
+    if given("dtype") or not device.measured or "bf16" in own or not own:
+        return dtype
+    note(
+        f"--dtype: {device.name} was measured in {', '.join(own)}, not bf16: timed in "
+        f"{own[0]} (give --dtype to choose)"
+    )
+    return own[0]
 
 
 def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:

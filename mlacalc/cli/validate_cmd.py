@@ -32,7 +32,39 @@ def _us(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e6:,.2f}"
 
 
-def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
+def _worst(records: list[dict], n: int) -> list[dict]:
+    """The ``n`` predicted rows of largest |error|, largest first."""
+    scored = [r for r in records if r.get("error") is not None]
+    return sorted(scored, key=lambda r: -abs(r["error"]))[:n]
+
+
+def _row_cells(recs: list[dict]) -> list[list]:
+    cells = []
+    for r in recs:
+        shape = " ".join(f"{k}={r[k]}" for k in r if k not in _KEY_SKIP)
+        cells.append(
+            [
+                r["row"],
+                shape,
+                _us(r["measured_s"]),
+                _us(r["predicted_s"]),
+                _pct(r["error"]),
+                r["not_predicted"] or "",
+            ]
+        )
+    return cells
+
+
+def _rows_section(title: str, recs: list[dict]) -> Section:
+    return Section(
+        title,
+        ["row", "shape", "measured (us)", "predicted (us)", "error", "not predicted"],
+        _row_cells(recs),
+        text_columns=(1, 5),
+    )
+
+
+def _measured_sections(v: Any, show_rows: bool, worst: int | None = None) -> list[Section]:
     rows = []
     for t in v.tables:
         s = t.summary()
@@ -122,30 +154,14 @@ def _measured_sections(v: Any, show_rows: bool) -> list[Section]:
     kinds = v.by_kind
     if len(kinds) > len(v.tables):  # some table split by its kernels' dtype
         out.append(_kind_section(kinds))
-    if show_rows:
-        for t in v.tables:
-            recs = t.row_records()
-            cells = []
-            for r in recs:
-                shape = " ".join(f"{k}={r[k]}" for k in r if k not in _KEY_SKIP)
-                cells.append(
-                    [
-                        r["row"],
-                        shape,
-                        _us(r["measured_s"]),
-                        _us(r["predicted_s"]),
-                        _pct(r["error"]),
-                        r["not_predicted"] or "",
-                    ]
-                )
+    for t in v.tables if worst or show_rows else ():
+        recs = t.row_records()
+        if worst:
             out.append(
-                Section(
-                    f"{t.system} {t.table}: rows",
-                    ["row", "shape", "measured (us)", "predicted (us)", "error", "not predicted"],
-                    cells,
-                    text_columns=(1, 5),
-                )
+                _rows_section(f"{t.system} {t.table}: {worst:,} worst rows", _worst(recs, worst))
             )
+        if show_rows:
+            out.append(_rows_section(f"{t.system} {t.table}: rows", recs))
     return out
 
 
@@ -205,9 +221,16 @@ def _kind_section(kinds: list[dict]) -> Section:
     help="Microbenchmark files only: unfused models the op sequence the microbenchmark runs.",
 )
 @click.option("--rows", "show_rows", is_flag=True, help="Also print every row.")
+@click.option(
+    "--worst",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Also print each table's N rows of largest |error|, largest first (before --rows).",
+)
 @serving_engine_option
 @format_option
-def command(files, measured, profile, mode, show_rows, engine, fmt):
+def command(files, measured, profile, mode, show_rows, worst, engine, fmt):
     """Predicted vs measured.
 
     With --measured, every row of a measured set (GPU kernel tables in aiconfigurator's
@@ -238,7 +261,10 @@ def command(files, measured, profile, mode, show_rows, engine, fmt):
             )
         v = run_validation(measured=list(measured), profile=profile, engine=engine)
         if fmt == "csv":
-            if show_rows:
+            if worst and not show_rows:
+                emit(fmt, [r for t in v.tables for r in _worst(t.row_records(), worst)], list,
+                     rows_csv=True)  # fmt: skip
+            elif show_rows:
                 emit(fmt, [r for t in v.tables for r in t.row_records()], list, rows_csv=True)
             else:
                 recs = [
@@ -251,13 +277,16 @@ def command(files, measured, profile, mode, show_rows, engine, fmt):
                 ]
                 emit(fmt, recs, list, rows_csv=True)
             return
-        emit(fmt, v.to_dict(rows=show_rows), lambda: _measured_sections(v, show_rows))
+        doc = v.to_dict(rows=show_rows)
+        if worst and fmt == "json":
+            doc["worst_rows"] = [r for t in v.tables for r in _worst(t.row_records(), worst)]
+        emit(fmt, doc, lambda: _measured_sections(v, show_rows, worst))
         return
     if profile is not None:
         raise click.UsageError("--profile applies to --measured sets")
     if engine is not None:
         raise click.UsageError("--engine applies to --measured sets (GPU kernel tables)")
-    _bench_files(run_validation(list(files) or None, mode), mode, show_rows, fmt)
+    _bench_files(run_validation(list(files) or None, mode), mode, show_rows, fmt, worst)
 
 
 def _noisy_words(v: Any) -> str:
@@ -281,7 +310,9 @@ def _noisy_words(v: Any) -> str:
     )
 
 
-def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
+def _bench_files(
+    sets: list, mode: str, show_rows: bool, fmt: str, worst: int | None = None
+) -> None:
     doc = [s.to_dict() for s in sets]
 
     def sections():
@@ -319,10 +350,12 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
                     rows,
                 )
             )
-            if show_rows:
+            for title, chosen in (
+                [(f"{worst:,} worst rows", _worst_bench(v.rows, worst))] if worst else []
+            ) + ([("rows", v.rows)] if show_rows else []):
                 out.append(
                     Section(
-                        "rows",
+                        title,
                         [
                             "model",
                             "impl",
@@ -350,7 +383,7 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
                                 if r.spread != r.spread
                                 else f"{100 * r.spread:.0f}%" + (" noisy" if r.noisy else ""),
                             ]
-                            for r in v.rows
+                            for r in chosen
                         ],
                     )
                 )
@@ -361,3 +394,8 @@ def _bench_files(sets: list, mode: str, show_rows: bool, fmt: str) -> None:
         emit(fmt, rows, sections, rows_csv=True)
     else:
         emit(fmt, doc, sections)
+
+
+def _worst_bench(rows: list, n: int) -> list:
+    """The ``n`` microbenchmark rows of largest |error|, largest first."""
+    return sorted(rows, key=lambda r: -abs(r.error))[:n]

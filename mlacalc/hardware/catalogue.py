@@ -676,6 +676,13 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
     if text.lower().startswith("measured:"):
         set_name = text.split(":", 1)[1]
         path = _measurements_dir() / f"{set_name}.json"
+        if not path.is_file() and (os.sep in set_name or set_name.endswith(".json")):
+            raise InvalidArgumentError(
+                "hardware",
+                f"'{text}': measured: takes a committed set's name "
+                f"({', '.join(measured_sets()) or 'none committed'}); give a microbenchmark "
+                f".json by its path alone: -H {set_name}",
+            )
         if not path.is_file():
             raise UnknownHardwareError(
                 text, [f"measured:{s}" for s in measured_sets()] + shipped_hardware()

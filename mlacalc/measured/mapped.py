@@ -24,6 +24,9 @@ __all__ = [
 NOT_MODELLED: dict[str, str] = {
     "unknown_dtype": "a dtype the kernel vocabulary has no class for",
     "zero_time": "a measured time of zero (a difference floored at zero)",
+    "time_negative": "a measured time below zero: a fault of the table (bench: time zero or "
+    "negative)",
+    "time_not_finite": "a measured time that is NaN or infinite (bench: time not finite)",
     "status": "the microbenchmark recorded this row as not ok",
     "spike": "an isolated spike against both sweep neighbours (quirk rule)",
     "faster_than_hbm": "moves more bytes per second than HBM allows (quirk rule)",
@@ -75,6 +78,10 @@ class MappedTable:
         """Mark rows (not already excluded) as not predicted for ``why``; returns how many."""
         hit = mask & (self.reason == "")
         self.reason[hit] = why
+        if why == "zero_time":  # a time below zero or not finite is no difference floored at 0
+            seconds = np.asarray(self.table.seconds, dtype=float)
+            self.reason[hit & (seconds < 0)] = "time_negative"
+            self.reason[hit & ~np.isfinite(seconds)] = "time_not_finite"
         return int(hit.sum())
 
     def row_totals(self, field_name: str = "flops") -> np.ndarray:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlacalc.data import PROFILES
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.data import HARDWARE, PROFILES
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, shipped_hardware
 from mlacalc.timemodel.device import DeviceFigures, device_figures
 from mlacalc.timemodel.gemm_time import CUTLASS_FP8_ENGINES
 from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_params
@@ -337,7 +337,7 @@ class Profile:
         if not on:
             return f"profile {self.name}: not fitted; datasheet defaults"
         if device in self.devices:
-            return f"calibrated on {on}; {device} by its own fit"
+            return f"calibrated on {on}; {device} by its own fit" + _file_note(hardware)
         if hardware is None:
             return f"calibrated on {on}; {device} by datasheet ratios"
         near, kin = self._ranked(hardware)
@@ -348,9 +348,22 @@ class Profile:
             )
         elif kin is not None:
             theirs = _figures(load_hardware(kin))
+            # "generation": the tensor cores' (a Blackwell RTX part, compute capability 12.0,
+            # runs Ampere's mma.sync kernels, not data-centre Blackwell's)
+            own = ", ".join(
+                str(x)
+                for x in (
+                    getattr(hardware, "architecture", ""),
+                    getattr(hardware, "compute_capability", None)
+                    and f"compute capability {hardware.compute_capability}",
+                )
+                if x
+            )
             text = (
                 f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no "
-                f"measured device of its architecture; nearest fitted architecture "
+                "measured device of its tensor-core generation"
+                + (f" ({own})" if own else "")
+                + "; nearest fitted tensor-core generation "
                 f"{(theirs.architecture if theirs else '') or kin} ({kin}), whose kernels it runs: "
                 "unvalidated)"
             )
@@ -359,7 +372,7 @@ class Profile:
                 f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no "
                 "measured device of its vendor and tensor-core generation: unvalidated)"
             )
-        return text + _assumed_note(hardware)
+        return text + _assumed_note(hardware) + _file_note(hardware)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -472,6 +485,27 @@ def _assumed_note(hardware: Any) -> str:
     if not assumed:
         return ""
     return f"; assumed, not its datasheet's: {', '.join(assumed)}"
+
+
+def _file_note(hardware: Any) -> str:
+    """A GPU read from a user's file, not the catalogue: the figures the file lacks that the
+    time model assumes (:func:`~mlacalc.timemodel.device.device_figures`' fallbacks: an SM
+    count of 108 moves a decode step by several percent), and a name that shadows a catalogue
+    device's (whose fits then apply to this file's figures); else ''."""
+    origin = getattr(hardware, "origin", "") or ""
+    fig = _figures(hardware)
+    if fig is None or not origin or Path(origin).resolve().parent == Path(HARDWARE).resolve():
+        return ""
+    out = ""
+    missing = [f.split(" (")[0] for f in fig.fallbacks if "(assumed:" not in f]
+    if missing:
+        out += f"; not in its file {os.path.basename(origin)}, assumed: {', '.join(missing)}"
+    if hardware.name.lower() in {n.lower() for n in shipped_hardware()}:
+        out += (
+            f"; its name shadows the catalogue's {hardware.name}: that device's fits time this "
+            "file's figures (rename it unless it is that device)"
+        )
+    return out
 
 
 def _rate_per_clock(hardware: Any) -> float | None:
@@ -650,8 +684,13 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
                 fix="pass a JSON file written by mlacalc calibrate",
             ) from None
         except json.JSONDecodeError as exc:
+            # json's own words may end in "at" ("Unterminated string starting at")
+            where = f"line {exc.lineno}, column {exc.colno}"
+            what = f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
             raise ConfigError(
-                f"is not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)
+                f"is not valid JSON ({what})",
+                source=str(path),
+                fix="pass a JSON file written by mlacalc calibrate",
             ) from None
         except RecursionError:
             raise ConfigError("nests too deeply to be a profile", source=str(path)) from None

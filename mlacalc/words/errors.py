@@ -145,7 +145,8 @@ class UnknownHardwareError(KeyError, MlacalcError):
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         return (
             f"unknown hardware '{self.name}'.{hint} Known: {', '.join(self.known)}; "
-            "or a YAML file, or measured:<set> for a measured device."
+            "or a YAML file, or measured:<set> for a committed measured set, or the path of a "
+            "microbenchmark .json (mlacalc bench wrote it)."
         )
 
 
