@@ -54,11 +54,17 @@ def _residual_variant(key: str) -> bool:
     return key.count(":") >= 2 and key.rsplit(":", 1)[1] in RESIDUAL_VARIANTS
 
 
+def _noted(note: str) -> list[str]:
+    """The classes a residual fit's note lists (the keys hold colons: the list ends at the
+    note's own ": fitted on")."""
+    return [k.strip() for k in note.split(": fitted on", 1)[0].split(",")]
+
+
 def _variant_note(note: str) -> bool:
     """Whether ``note`` is the residual fit's note (:data:`RESIDUAL_NOTE`) of variant classes."""
     if not note.endswith(RESIDUAL_NOTE):
         return False
-    return all(_residual_variant(k.strip()) for k in note.split(": fitted on", 1)[0].split(","))
+    return all(_residual_variant(k) for k in _noted(note))
 
 
 #: the profile note naming classes fitted on composite rows' residuals (``mlacalc calibrate``'s)
@@ -269,8 +275,10 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     own = new.get("own", own_devices(data, new, patterns))
     data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every, own)
     data["notes"] = refreshed_notes(data["notes"], [e["device"] for e in data["fitted_on"]])
-    if new.get("note"):  # in place of an earlier note of such classes
-        data["notes"] = [n for n in data["notes"] if not _variant_note(n)] + [new["note"]]
+    # the residual fit's note of variant classes: one note, in place of the earlier ones
+    earlier = [n for n in data["notes"] if _variant_note(n)] if new.get("note") else []
+    if new.get("note"):
+        data["notes"] = [n for n in data["notes"] if n not in earlier]
     if new.get("record_only"):
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
     drop = set()
@@ -287,6 +295,10 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     for part in ("devices", "residuals"):
         for device, table in data.get(part, {}).items():
             data[part][device] = replace(table, new[part].get(device, {}))
+    if new.get("note"):  # the refitted classes', and those of the earlier notes still held
+        kept = {k for n in earlier for k in _noted(n) if k in data["classes"]}
+        keys = sorted(kept | set(_noted(new["note"])))
+        data["notes"].append(f"{', '.join(keys)}: {RESIDUAL_NOTE}")
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 

@@ -108,3 +108,48 @@ def test_a_refit_keeps_the_stand_ins_its_notes_name():
     assert list(out["classes"]) == ["mla_decode:bf16"]
     assert out["devices"] == {"B200": {}}
     assert list(out["residuals"]["B200"]) == ["mla_decode:bf16"]
+
+
+def test_a_refit_keeps_the_residual_notes_of_classes_it_did_not_refit():
+    """The default profile's residual fit note lists the TensorRT-LLM decode top-k and the
+    sparse walk: a refit of ``mla_decode:*`` alone wrote a note of the walk only, and the
+    top-k class (still in the profile, fitted on composite rows' residuals, 'where at least
+    25% of the row') lost its note. Now one note lists both; a class dropped is not listed."""
+    tool = _refit_tool()
+    text = (PROFILES / "default.json").read_text(encoding="utf-8")
+    walk, topk = "mla_decode:bf16:sparse_walk", "elementwise:bf16:topk_trtllm_decode"
+    before = [n for n in json.loads(text)["notes"] if n.endswith(tool.RESIDUAL_NOTE)]
+    assert len(before) == 1 and walk in before[0] and topk in before[0]
+    data = json.loads(text)
+    new = {
+        "classes": {walk: data["classes"][walk]},
+        "devices": {},
+        "residuals": {},
+        "fitted_on": [],
+        "note": f"{walk}: {tool.RESIDUAL_NOTE}",
+        "own": frozenset(),
+    }
+    out = json.loads(tool.merged(text, new, ["mla_decode:*"]))
+    after = [n for n in out["notes"] if n.endswith(tool.RESIDUAL_NOTE)]
+    assert after == [f"{topk}, {walk}: {tool.RESIDUAL_NOTE}"]
+    assert [n for n in out["notes"] if n not in after] == [
+        n for n in data["notes"] if n not in before
+    ]
+    # a class the refit drops (--drop-unfitted) leaves the note with it
+    gone = dict(new, classes={}, drop=True, note=f"{walk}: {tool.RESIDUAL_NOTE}")
+    data["classes"].pop(topk)
+    out = json.loads(tool.merged(json.dumps(data), gone, ["elementwise:*", "mla_decode:*"]))
+    assert [n for n in out["notes"] if n.endswith(tool.RESIDUAL_NOTE)] == [
+        f"{walk}: {tool.RESIDUAL_NOTE}"
+    ]
+
+
+def test_vllm_h100_notes_its_msa_classes_fitted_on_residuals():
+    """949d0da's refit of mla_decode:* (the walk) replaced fit-h100-sxm-vllm's note of its
+    MiniMax-M3 block-sparse cores (fitted on the module rows' residuals, 1fd3313) with the
+    walk's: the note is put back, one note for every such class, as the fixed tool writes."""
+    tool = _refit_tool()
+    notes = [n for n in _profile("fit-h100-sxm-vllm")["notes"] if n.endswith(tool.RESIDUAL_NOTE)]
+    listed = {k for n in notes if tool._variant_note(n) for k in tool._noted(n)}
+    for kind in ("bf16:msa", "bf16:msa_prefill", "fp8:msa", "fp8:msa_prefill"):
+        assert f"attention_decode:{kind}" in listed
