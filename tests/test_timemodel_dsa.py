@@ -494,6 +494,8 @@ _TOPK_ROWS = [
     ("sglang", True, 2, 2048, 1536),
     ("vllm", False, 16, 1, 4096),
     ("vllm", True, 1, 2048, 128),
+    # vLLM's decode top-k runs on every row (cost.compressed.EVERY_DECODE_TOPK)
+    ("vllm", False, 16, 1, 1024),
 ]
 
 
@@ -554,6 +556,29 @@ def test_a_served_dsa_top_k_where_no_query_selects_runs_none():
     assert "indexer_topk" not in {o.name for o in p.ops}
     p = predict_time("deepseek-v3.2", "B200", "decode", 2049, batch=8, kv_dtype="fp8",
                      scope="attention_layer", engine="sglang")  # fmt: skip
+    assert "indexer_topk" in {o.name for o in p.ops}
+
+
+def test_vllm_s_decode_top_k_runs_on_every_row_whatever_its_keys():
+    """vLLM's decode top-k runs on a row of at most ``index_topk`` keys too
+    (``cost.compressed.EVERY_DECODE_TOPK``): every sequence a unit over all its keys, where
+    SGLang's and a prompt's select only past the top-k. Its decode module rows are smooth
+    across 2,048 keys where skipping it predicted a step of the whole top-k (B200, the row less
+    its kernels' predictions: 208 -> 169 us from 1,024 to 2,049 keys at 1,024 sequences, the
+    top-k 48 us)."""
+    from mlacalc.cost.compressed import dsa_topk
+
+    shape, nbytes = dsa_topk(np.array([4, 4]), 1, np.array([99, 3000]), 2048, True, "vllm")
+    assert list(shape["units"]) == [4, 4] and list(shape["ctas"]) == [4, 4]
+    assert list(shape["elements"]) == [400, 4 * 3001] and list(shape["topk_kernel"]) == [5, 5]
+    assert nbytes[0] == 400 * 4 + 4 * 2048 * 4
+    for engine, decode in (("sglang", True), ("vllm", False)):
+        shape, _ = dsa_topk(np.array([4]), 1, np.array([99]), 2048, decode, engine)
+        assert shape["units"][0] == 0 and shape["topk_kernel"][0] == 0
+    from mlacalc.timemodel.predict import predict_time
+
+    p = predict_time("deepseek-v3.2", "B200", "decode", 1024, batch=8, kv_dtype="fp8",
+                     scope="attention_layer", engine="vllm")  # fmt: skip
     assert "indexer_topk" in {o.name for o in p.ops}
 
 

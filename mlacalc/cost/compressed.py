@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPRESSED_KERNELS",
     "CONVENTIONS",
+    "EVERY_DECODE_TOPK",
     "FLAT_TOPK_ENGINES",
     "FUSED_QKV_A",
     "HEAD_TILE",
@@ -528,6 +529,18 @@ def engine_topk(
 #: (docs/time-model.md, "Host floor of a module launched eagerly").
 OWN_DECODE_TOPK = frozenset({"trtllm"})
 
+#: Engines whose DSA decode top-k runs on every sequence, whatever its keys (a row of at most
+#: ``index_topk`` keys too, which SGLang's kernel skips: its ``glm5_topk`` zero rows): vLLM's
+#: decode module rows are smooth across the top-k's 2,048 keys where skipping predicted a
+#: step of the whole top-k. B200 (``fit-b200-sxm-vllm``, the row less its kernels'
+#: predictions, median over every group): 24 -> 16 us at 1,024 -> 2,049 keys at one sequence,
+#: 97 -> 85 at 128, 208 -> 169 at 1,024 sequences, where the top-k came in at 10, 10 and 48 us;
+#: H100 (``fit-h100-sxm-vllm``) -23 -> -35, 23 -> 10 us at 1 and 128 sequences. From recall:
+#: vLLM's indexer calls its per-row decode top-k on every decode row, padding the slots past a
+#: row's keys (a decode step it captures in a CUDA graph, whose kernels cannot hang on the
+#: lengths). Timed by the same class as a selecting row: every row a unit, its logits read.
+EVERY_DECODE_TOPK = frozenset({"vllm"})
+
 
 def dsa_topk(
     batch: Any, q: Any, prefix: Any, topk: int, decode: Any, engine: str = ""
@@ -538,11 +551,19 @@ def dsa_topk(
     ``topk_flat``, SGLang's ``fast_topk_transform_fused`` over flat logits, the class the
     ``glm5_topk`` rows fit) in both phases and at any row length, but a decode top-k of
     :data:`OWN_DECODE_TOPK` (its own kernel, ``topk_trtllm_decode``); 0 where no query has more
-    keys than ``topk`` (no kernel runs: those rows time 0)."""
+    keys than ``topk`` (no kernel runs: those rows time 0), but a decode top-k of
+    :data:`EVERY_DECODE_TOPK`, which runs on every row (each query a unit over all its keys)."""
     # deferred: the numeric path imports no numpy (as engine_topk)
     import numpy as np
 
     shape, nbytes = engine_topk(batch, q, prefix, 1, topk, decode)
+    every = np.logical_and(decode, engine in EVERY_DECODE_TOPK)
+    if np.any(every):  # every query selects, over all its keys
+        seq = prefix + q
+        pairs = batch * (pooled_below(seq, 1) - pooled_below(seq - q, 1))
+        for field, value in (("elements", pairs), ("units", batch * q), ("ctas", batch * q)):
+            shape[field] = np.where(every, value, shape[field])
+        nbytes = shape["elements"] * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
     own = np.logical_and(decode, engine in OWN_DECODE_TOPK)
     code = np.where(own, OWN_DECODE_TOPK_CODE, DSA_TOPK_CODE)
     shape["topk_kernel"] = np.where(shape["units"] > 0, code, 0)
