@@ -402,6 +402,28 @@ def test_cutlass_scaled_mm_takes_its_tile_from_the_rows_and_never_splits_k():
     assert on_b200["compute_s"][3] == pytest.approx(4.0 / 3.0 * on_b200["compute_s"][2])
 
 
+def test_cutlass_scaled_mm_on_hopper_runs_its_128_row_tiles_in_pairs():
+    """Above 128 rows CUTLASS's Hopper fp8 scaled_mm runs its 128-row tiles in clusters of
+    two along M (model.CUTLASS_SM90_CLUSTER_M): a call of 256 j + 1 rows runs as many tiles as
+    one of 256 (j + 1) (SGLang's H100 rows at k >= 4,096: t(257) / t(512) 1.15, t(513) /
+    t(768) 1.17 where t(257) / t(256) is 1.31), where cuBLAS's fp8 (TensorRT-LLM's, 0.74 of
+    t(512) at 257 rows) and Blackwell's kernel (SGLang's B200 rows: 0.93) count 128 rows a
+    tile."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = {**default_params("gemm"), "eff_compute": 1.0}
+    # 40 column tiles: 256 rows fill 80 of the 132 SMs, 257 and 512 rows two waves
+    ms, ns, ks = [256, 257, 512, 129], [128 * 40] * 4, [8192] * 4
+    got = kernel_terms(_gemm("fp8", ms, ns, ks, cutlass_dispatch=1), h100, prm)["compute_s"]
+    assert got[1] == pytest.approx(got[2], rel=1e-9) and got[1] > 1.9 * got[0]
+    # 129 rows: two 128-row tiles, a whole cluster already
+    assert got[3] == pytest.approx(got[0], rel=1e-9)
+    cublas = kernel_terms(_gemm("fp8", ms, ns, ks), h100, prm)["compute_s"]
+    b200 = device_figures(load_hardware("B200"))
+    sm100 = kernel_terms(_gemm("fp8", ms, ns, ks, cutlass_dispatch=1), b200, prm)["compute_s"]
+    # 120 tiles of 128 rows: one wave, against 160 in two
+    assert cublas[1] < cublas[2] and sm100[1] < 0.6 * sm100[2]
+
+
 def test_cutlass_scaled_mm_tile_runs_at_its_shared_memory_feed():
     """A CUTLASS scaled_mm tile reaches the share of the SM's tensor rate its shared-memory
     feed allows, linear in its intensity (model.fed_rate): a 64 x 64 fp8 tile takes its 4 KB

@@ -183,6 +183,22 @@ RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
 #: -> 11.4%, vLLM 17.5% -> 12.1%).
 CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128.0, 128.0))
 
+#: Tiles along M a cluster of CUTLASS's Hopper fp8 ``scaled_mm`` holds above
+#: ``CUTLASS_CLUSTER_FROM_M`` rows (its 128 x 128 tile, :data:`CUTLASS_SM90_FP8_TILES`): the
+#: kernel's grid of tiles along M is rounded up to whole clusters, so a call of ``256 j + 1``
+#: rows runs as many 128-row tiles as one of ``256 (j + 1)``, the padded tile walking K on
+#: zero-filled rows (no more HBM bytes). The cluster of two CTAs along M sharing each weight
+#: tile's TMA load (multicast) and the grid's rounding up to whole clusters are from recall of
+#: sgl-kernel's sm90 ``fp8_scaled_mm`` configs and CUTLASS 3's sm90 tile scheduler, not read
+#: from a source here; the rows show it: at k >= 4,096, SGLang's and vLLM's H100 rows take
+#: 1.31 / 1.37 times as long at 257 rows as at 256 and 1.15 / 1.11 times at 257 as at 512
+#: (medians over n; 513 / 768: 1.17 / 1.12), where cuBLAS's fp8 and bf16 (TensorRT-LLM's,
+#: 0.74 of t(512) at 257 rows) count 128 rows a tile, and every odd count within a tile
+#: (49, 81, 97, 113, 161, 225 rows) costs nothing. B200's rows do not show it (SGLang 0.93,
+#: vLLM 0.81 of t(512) at 257 rows): Hopper only.
+CUTLASS_SM90_CLUSTER_M = 2.0
+CUTLASS_CLUSTER_FROM_M = 128.0
+
 #: GEMM dtypes whose tensor rate follows the clock the chip's power allows: the
 #: fitted ``eff_compute`` is the share of the peak a call reaches with every SM busy, and a
 #: call that keeps a share ``b`` of the SMs busy reaches ``1 - (1 - eff_compute) b`` of it
@@ -422,6 +438,8 @@ class _Call:
     choice: np.ndarray | None
     #: the most splits each row's K allows
     most: np.ndarray
+    #: the tiles along M a cluster holds (the kernel's M tiles rounded up to whole clusters)
+    cluster_m: np.ndarray | float
     weight: np.ndarray
     warm: np.ndarray
     resident_share: np.ndarray
@@ -465,6 +483,7 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         count = len(tm)
         tm, tn, rate = (np.repeat(a, len(SPLIT_K_CHOICES), axis=0) for a in (tm, tn, rate))
         choice = np.tile(np.asarray(SPLIT_K_CHOICES, dtype=np.float64), count)[:, None]
+    cluster_m: np.ndarray | float = 1.0
     stand_in = col(batch, "block_stand_in", 0) > 0
     if stand_in.any():
         # a block-scaled GEMM the per-tensor class stands in for (BLOCK_STAND_IN): its tiles
@@ -481,6 +500,10 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         tm, tn = np.where(disp, dm, tm), np.where(disp, dn, tn)
         rate = np.where(disp, fed_rate(dm, dn, reuse), rate)
         can_split = can_split & ~disp
+        if not fig.tcgen05:
+            # Hopper's kernel above 128 rows: its 128-row tiles in clusters along M
+            # (CUTLASS_SM90_CLUSTER_M)
+            cluster_m = np.where(disp & (m > CUTLASS_CLUSTER_FROM_M), CUTLASS_SM90_CLUSTER_M, 1.0)
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
     weight = groups * n * k * elem_bytes(batch.dtype)
     # a warm replay keeps the weights resident when all the copies the caller cycles through
@@ -504,6 +527,7 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         choose_split=choose_split,
         choice=choice,
         most=most,
+        cluster_m=cluster_m,
         weight=weight,
         warm=warm,
         resident_share=resident_share,
@@ -587,7 +611,8 @@ def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.
     time (what the library's profiler picks by)."""
     prm, fig, groups = c.prm, c.fig, c.groups
     sms = fig.sm_count
-    tiles = groups * np.ceil(rows / c.tm) * np.ceil(c.n / c.tn)
+    row_tiles = np.ceil(np.ceil(rows / c.tm) / c.cluster_m) * c.cluster_m
+    tiles = groups * row_tiles * np.ceil(c.n / c.tn)
     fill = np.clip(np.floor(sms / tiles), 1.0, c.most)
     if c.choose_split:
         fill = np.minimum(fill, c.choice)
