@@ -668,3 +668,22 @@ def test_trtllm_gen_walks_an_fp8_cache_at_the_sms_tensor_width():
         for dt in ("bf16", "fp8")
     ]  # fmt: skip
     assert walk[1] == pytest.approx(walk[0], rel=1e-9)
+
+
+def test_sglangs_triton_decode_splits_a_sequence_into_at_most_eight_parts():
+    # SGLang's Triton decode (the ``triton`` variant) splits a sequence's keys into no more
+    # than 8 parts (attention_time.TRITON_MAX_KV_SPLITS): one sequence's walk takes twice as
+    # long at twice the keys (B200's measured rows at head dim 256: 84 -> 160 -> 314 us from
+    # 8,192 to 32,768 keys), where the packing kernel's parts of 256 keys fill the SMs
+    keys = np.array([8192.0, 16384.0])
+    plain = _decode(no_flops=True, batch=1.0, n_kv=1.0, n_heads=16.0, kv_len=keys, head_pack=0.0)
+    triton = dataclasses.replace(plain, variant="triton")
+    prm = _params(fixed_s=0.0, eff_memory=1e6, block_s=1e-7, seq_s=0.0, launch_s=0.0)
+
+    def walk(batch):
+        return M.kernel_terms(batch, H100, prm)["compute_s"]
+
+    t, p = walk(triton), walk(plain)
+    assert t[1] / t[0] == pytest.approx(2.0, rel=0.02)
+    assert p[1] / p[0] == pytest.approx(1.0, rel=0.02)
+    assert t[1] > 6 * p[1]

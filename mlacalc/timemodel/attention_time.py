@@ -69,6 +69,8 @@ __all__ = [
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
     "TENSOR_WALK_VARIANTS",
+    "TRITON_MAX_KV_SPLITS",
+    "TRITON_SPLIT_VARIANTS",
     "TRTLLM_FURTHER_KERNEL_S",
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
@@ -671,6 +673,29 @@ def decode_splits(
 DECODE_SPLIT_UNITS_PER_SM = 4.0
 DECODE_SPLIT_KEYS = 256.0
 
+#: Most parts SGLang's Triton decode kernel (the ``triton`` variant, its ``kernel_source``)
+#: splits a sequence's keys into: 8, as recalled of SGLang's ``triton_attention_num_kv_splits``
+#: server argument (default 8; its backend picks a number per sequence up to it), not checked
+#: against a stored copy. The tables show the cap: at one sequence of one KV head (16 query
+#: heads, bf16 cache) B200's rows at head dim 256 take 47, 84, 160 and 314 us at 4,096, 8,192,
+#: 16,384 and 32,768 cached keys and H100's at head dim 512 63, 118, 283 and 630 us (twice the
+#: time for twice the keys: a few parts walking them in turn), where parts of 256 keys filling
+#: the SMs put B200's at 27-31 us. With the cap (the Triton classes refitted) the kernel's
+#: decode rows, median / p90 |error| bf16 and fp8: B200 19.0% / 77.0% -> 17.9% / 61.3% and
+#: 16.9% / 64.7% -> 16.7% / 49.9%, H100 8.8% / 38.8% -> 7.0% / 34.1% and 6.9% / 35.9% ->
+#: 7.4% / 29.3%; from the other device's fit (median) H100 44.9% -> 28.8%, 49.2% -> 20.1%,
+#: B200 30.5% -> 25.9%, 25.2% -> 22.7%
+TRITON_MAX_KV_SPLITS = 8.0
+#: The decode variants that cap their splits at :data:`TRITON_MAX_KV_SPLITS`: SGLang's Triton
+#: decode (vLLM's Triton attention on B200, ``vllm_triton_attn``, is another kernel)
+TRITON_SPLIT_VARIANTS = frozenset({"triton"})
+
+
+def _max_splits(batch: KernelBatch) -> float:
+    """Most parts a decode kernel splits a unit's keys into: :data:`TRITON_MAX_KV_SPLITS` for
+    the variants of :data:`TRITON_SPLIT_VARIANTS` (SGLang's Triton decode), else no cap."""
+    return TRITON_MAX_KV_SPLITS if batch.variant in TRITON_SPLIT_VARIANTS else np.inf
+
 
 def _split_part_keys(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray | float:
     """Fewest keys a part of a split decode unit holds: :data:`DECODE_SPLIT_KEYS`, but for
@@ -1036,6 +1061,7 @@ def decode_terms(
         sms * DECODE_SPLIT_UNITS_PER_SM,
         _split_part_keys(batch, fig),
     )
+    splits = np.minimum(splits, _max_splits(batch))  # (SGLang's Triton decode: 8 at most)
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
