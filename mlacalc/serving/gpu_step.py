@@ -74,7 +74,7 @@ from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
-from mlacalc.timemodel.moe_time import DEEPEP_RECEIVED, DEEPEP_ROUTED
+from mlacalc.timemodel.moe_time import DEEPEP_RECEIVED, DEEPEP_ROUTED, ROWS_SPREAD
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import ROOFLINE
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
@@ -1059,6 +1059,9 @@ class StepModel:
                         hottest_expert_rows(assign, local, self.routing),
                     ),
                     "gated": np.full_like(T, 1 if expert.gated else 0),
+                    # a random routing's experts each get rows spread about their mean, a
+                    # balanced one's whole rows (moe_time.ROWS_SPREAD), not every one the mean
+                    ROWS_SPREAD: np.full_like(T, 1 if self.routing == "random" else 2),
                     # experts behind DeepEP's exchange (dispatch and combine: EP over more
                     # ranks than TP's): the engine's kernel there, which may not be the one
                     # its plain class times, over the copies the rank receives, and the

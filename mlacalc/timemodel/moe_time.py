@@ -50,6 +50,7 @@ __all__ = [
     "PAIR_STREAM_MOE",
     "PAIR_TILE_MOE",
     "RATE_DTYPE",
+    "ROWS_SPREAD",
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
     "TRITON_TUNED_MOE",
@@ -65,6 +66,7 @@ __all__ = [
     "flashinfer_hopper_tiled",
     "marlin_row_tile",
     "moe_terms",
+    "spread_row_tiles",
     "triton_fused_moe",
     "triton_moe_default_tile",
     "triton_moe_row_tile",
@@ -160,14 +162,100 @@ _MOE_PAIR = (np.arange(len(_MOE_TILES)) == len(_MOE_TILES) - 1)[:, None]
 _MOE_GEMMS = np.arange(2)[:, None]
 
 
+#: A model step's column (``serving.gpu_step``): how the rows of the experts other than the
+#: busiest spread, 1 where the routing is a random sample (``routing="random"``: each expert's
+#: rows spread about their mean, :func:`spread_row_tiles`), 2 where it is balanced (whole
+#: rows: of a mean of 16.25, a quarter of the experts get 17 rows and the rest 16). A measured
+#: row carries none: every expert the mean, padded to whole tiles, as the classes were fitted
+ROWS_SPREAD = "rows_spread"
+
+#: A spread of rows this many tiles wide (standard deviations over the tile's rows) or more
+#: leaves the rows' remainder over a tile uniform to within 1% (its departure falls as
+#: ``exp(-2 pi^2 (sd / tm)^2)``): the expected tiles are then ``E[R] / tm + (tm - 1) / (2 tm)``
+#: without a sum over the distribution
+_UNIFORM_SPREAD = 0.5
+
+
+#: Up to this mean less one the rows' distribution is summed term by term (Poisson); past it,
+#: where its skew is under 1/16, by the normal with a continuity correction
+_POISSON_SUMMED = 256.0
+
+
+def _normal_above(z: np.ndarray) -> np.ndarray:
+    """``P(Z > z)`` of a standard normal (Abramowitz and Stegun's 7.1.26 for erfc, within
+    1.5e-7)."""
+    x = np.abs(z) / np.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    half = 0.5 * poly * np.exp(-x * x)
+    return np.where(z >= 0, half, 1.0 - half)
+
+
+def spread_row_tiles(tm: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Expected tiles of ``tm`` rows (arrays of (tile, 1)) of a touched expert whose rows are
+    a random sample of mean ``rows`` (one array of rows), each at least one: ``R = 1 +
+    Poisson(rows - 1)`` rows, so ``E[ceil(R / tm)] = sum over j >= 0 of P(R > j tm)``, as an
+    array of (tile, row). Unlike ``ceil(rows / tm)`` it rises smoothly with the mean: at a
+    mean of 16.25 rows about half the experts have more than 16 (two 16-row tiles), where the
+    equal share gave every expert 17 rows and two tiles, twice the tiles of 16.0 rows. Summed
+    term by term up to :data:`_POISSON_SUMMED`, over the normal's window past it, and in
+    closed form where the spread is :data:`_UNIFORM_SPREAD` tiles or wider."""
+    rows = np.asarray(rows, dtype=np.float64)
+    tm = np.asarray(tm, dtype=np.float64).reshape(-1)
+    lam = np.maximum(rows - 1.0, 0.0)
+    mu, sd = 1.0 + lam, np.sqrt(lam)
+    out = mu[None, :] / tm[:, None] + ((tm - 1.0) / (2.0 * tm))[:, None]
+    small = lam < _POISSON_SUMMED
+    if small.any():
+        n = np.arange(int(_POISSON_SUMMED + 10.0 * np.sqrt(_POISSON_SUMMED) + 12.0))
+        log_fact = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1.0, len(n))))))
+        l_row = lam[small][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmf = np.exp(n * np.log(l_row) - l_row - log_fact[n])
+        pmf = np.where(l_row > 0, pmf, (n == 0).astype(np.float64))
+        ceil_n = np.ceil((1.0 + n)[None, :] / tm[:, None])  # (tile, n)
+        out[:, small] = ceil_n @ (pmf / pmf.sum(axis=1, keepdims=True)).T
+    for t_i, t in enumerate(tm):
+        narrow = np.nonzero(~small & (sd < _UNIFORM_SPREAD * t))[0]
+        if not narrow.size:
+            continue
+        m, s = mu[narrow][:, None], sd[narrow][:, None]
+        # P(R > j t) is 1 below ten deviations under the mean (``below`` such j past j = 0)
+        below = np.maximum(np.floor((m - 10.0 * s - 0.5) / t), 0.0)
+        j = below + 1.0 + np.arange(int(np.ceil(20.0 * s.max() / t)) + 2)[None, :]
+        above = _normal_above((j * t + 0.5 - m) / s)
+        out[t_i, narrow] = 1.0 + below[:, 0] + above.sum(axis=1)
+    return out
+
+
 def _moe_m_tiles(
-    tm: np.ndarray, active: np.ndarray, pairs: np.ndarray, top: np.ndarray
+    tm: np.ndarray,
+    active: np.ndarray,
+    pairs: np.ndarray,
+    top: np.ndarray,
+    spread: np.ndarray | None = None,
 ) -> np.ndarray:
     """Row tiles of ``tm`` rows a grouped GEMM runs over the rank's experts: the most-loaded
     expert's ``top`` rows, the other ``active - 1`` experts sharing the rest equally (each
-    expert's rows padded to whole tiles)."""
+    expert's rows padded to whole tiles); by a step's :data:`ROWS_SPREAD` (``spread``), each
+    a random sample of that mean (:func:`spread_row_tiles`) or whole rows."""
     rest = np.maximum(pairs - top, 0.0) / np.maximum(active - 1.0, 1.0)
-    return np.ceil(top / tm) + (active - 1.0) * np.ceil(rest / tm)
+    per = np.ceil(rest / tm)
+    if spread is None:
+        return np.ceil(top / tm) + (active - 1.0) * per
+    whole = spread == 2
+    if whole.any():  # balanced: whole rows, a share of the experts one more than the rest
+        low, frac = np.floor(rest), rest - np.floor(rest)
+        per = np.where(
+            whole, (1.0 - frac) * np.ceil(low / tm) + frac * np.ceil((low + 1.0) / tm), per
+        )
+    sampled = spread == 1
+    if sampled.any():
+        per = np.array(np.broadcast_to(per, (len(tm), len(rest))))
+        per[:, sampled] = spread_row_tiles(tm, np.maximum(rest[sampled], 1.0))
+    return np.ceil(top / tm) + (active - 1.0) * per
 
 
 def triton_moe_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -> np.ndarray:
@@ -734,7 +822,8 @@ def moe_terms(
     # Arrays of (GEMM, tile, row).
     n = np.array([inter * (mats - 1.0), hidden])[:, None, :]
     k = np.array([hidden, inter])[:, None, :]
-    tiles = _moe_m_tiles(_MOE_TM, active, pairs, top) * np.ceil(n / _MOE_TN)
+    spread = col(batch, ROWS_SPREAD, 0)
+    tiles = _moe_m_tiles(_MOE_TM, active, pairs, top, spread) * np.ceil(n / _MOE_TN)
     waves = np.ceil(tiles / sms)
     # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
     # only the tiles of that many rows
