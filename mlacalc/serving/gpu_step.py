@@ -1508,6 +1508,23 @@ def _variant(sp: Spec) -> str:
     return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})
 
 
+#: The shape figures of a DSA core that its batch reads as one model's (the first walking row's
+#: rule, the cache's bytes: :func:`mlacalc.timemodel.dsa_time.engine_dsa_kernel`)
+_ONE_MODEL_FIELDS = ("dsa_kv_bytes", "n_heads", "window")
+
+
+def _one_model(sp: Spec) -> tuple[float, ...]:
+    """What keeps a kernel in a batch of one model's: for a DSA core (a batch the time model
+    reads as one model's core) its cache's bytes, heads and top-k; for any other kernel
+    nothing. A search times many step models' kernels together (:func:`time_jobs`): its
+    bf16-cache and fp8-cache candidates' DSA cores in one batch had both run as the first
+    row's cache (DeepSeek-V3.2 on 8 B300, a 4,000-token prompt under TensorRT-LLM: the fp8
+    cache's prompt core 67.3 ms a step in a search of both caches, 39.0 ms in plan)."""
+    if "dsa_kv_bytes" not in sp.shape:
+        return ()
+    return tuple(float(np.max(sp.shape.get(f, 0))) for f in _ONE_MODEL_FIELDS)
+
+
 def spec_kernels(specs: list[Spec]) -> list[dict[str, Any]]:
     """The kernels ``specs`` (a search's, which no step composed) make as
     :func:`mlacalc.serving.provenance.calibration_of` reads a step's breakdown: one per kernel
@@ -1587,8 +1604,9 @@ def time_jobs(
                         continue
                     floors[(j, i)] = out[j][i]
             hws[id(sm.hw)] = sm.hw
-            groups.setdefault((id(sm.hw), sp.kind, sp.dtype, _variant(sp)), []).append((j, i))
-    for (hw_id, kind, dtype, variant), idx in groups.items():
+            key = (id(sm.hw), sp.kind, sp.dtype, _variant(sp), _one_model(sp))
+            groups.setdefault(key, []).append((j, i))
+    for (hw_id, kind, dtype, variant, _), idx in groups.items():
         specs = [jobs[j][1][i] for j, i in idx]
         batch, masks = _class_batch(kind, dtype, variant, specs)
         if batch is None:

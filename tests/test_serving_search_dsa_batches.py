@@ -1,0 +1,29 @@
+"""A search times many step models' kernels together; a DSA core's batch is read as one model's
+(its cache's bytes, its heads: mlacalc.timemodel.dsa_time.engine_dsa_kernel), so a search's
+DSA cores are batched per model (gpu_step._one_model) and its points give plan's figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlacalc import plan, search
+
+
+def test_a_search_of_two_caches_times_each_prompt_as_plan_does():
+    """A new user's trial: DeepSeek-V3.2 on 8 B300 under TensorRT-LLM, 4,000 + 1,000 tokens,
+    TP8 EP8 at one request: the fp8 cache's TTFT was 158.3 ms in a search of bf16 and fp8
+    caches (its prompt core timed as the bf16 cache's, the batch's first row) and 130.0 ms in
+    plan and in a search of the fp8 cache alone."""
+    r = search(
+        "deepseek-v3.2", "B300", [8], isl=4000, osl=1000, engine="trtllm",
+        kv_dtypes=["bf16", "fp8"], chunked_prefills=None, modes=["aggregated"],
+        overlaps=["none"], batches=[1],
+    )  # fmt: skip
+    ttft = {p["kv_dtype"]: p["ttft_s"] for p in r.points if p["layout"] == "TP8 EP8"}
+    for kv in ("bf16", "fp8"):
+        p = plan(
+            "deepseek-v3.2", "B300", 8, tp=8, ep=8, kv_dtype=kv, isl=4000, osl=1000,
+            concurrency=1, engine="trtllm",
+        )  # fmt: skip
+        assert ttft[kv] == pytest.approx(p.ttft_s, rel=1e-9)
+    assert ttft["fp8"] == pytest.approx(0.13002, rel=1e-3)
