@@ -152,3 +152,25 @@ def test_search_engine_flags_are_checked(run, args, flag):
     _, err = run("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 100, "--osl",
                  100, *args, code=2)  # fmt: skip
     assert flag in err and len(err.strip().splitlines()) <= 3, err
+
+
+def test_trtllm_load_balancer_counts_every_experts_slot():
+    """TensorRT-LLM's ``num_slots`` are every expert's slots, the replicas included (as
+    recalled from its wide-EP examples: 288 for DeepSeek-V3's 256 and 32 redundant); it had
+    been written as the 32 replicas alone (a new user's trial)."""
+    point = {**SPLIT, "redundant_experts": 32, "prefill_redundant_experts": 32}
+    c = _commands("trtllm", routed_experts=256)
+    assert "num_slots" not in c["decode pool"]  # no replicas: no load balancer
+    c = dict(launch_commands("trtllm", "x", deployments(point, 8, 0.1, 8, routed_experts=256)))
+    assert "num_slots: 288" in c["decode pool"] and "num_slots: 288" in c["prefill pool"]
+    with pytest.raises(InvalidArgumentError, match="routed_experts"):
+        launch_commands("trtllm", "x", deployments(point, 8, 0.1, 8))
+
+
+def test_plan_launch_writes_the_slots_of_the_models_experts(run):
+    out, _ = run(
+        "plan", "deepseek-v3", "-H", "H200", "--gpus", "16", "--dp-attention", "--ep", "16",
+        "--redundant-experts", "32", "--isl", "1000", "--osl", "200", "--concurrency", "64",
+        "--launch", "trtllm",
+    )  # fmt: skip
+    assert "num_slots: 288" in out

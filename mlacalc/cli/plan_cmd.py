@@ -345,6 +345,7 @@ def command(
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),
             chunked_prefill=chunked_prefill,
             mtp_tokens=mtp_tokens,
+            routed_experts=loaded.n_routed_experts or 0,
             **{k: engine[k] for k in ("max_tokens", "overlap_schedule", "cuda_graph_max_batch")},
         )
     emit(fmt, doc, lambda: sections(p, loaded))

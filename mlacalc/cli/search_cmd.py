@@ -401,6 +401,7 @@ def command(
             max_tokens=engine["max_tokens"],
             overlap_schedule=engine["overlap_schedule"],
             chunked_prefill=result.best.get("chunked_prefill"),
+            routed_experts=loaded.n_routed_experts or 0,
             timed_engine=result.engine,
             hardware=hardware,
         )

@@ -57,6 +57,8 @@ class Deployment:
     mtp_tokens: int = 0
     #: the experts' all-to-all on DeepEP (SGLang; NVIDIA GPUs only)
     deepep: bool = True
+    #: the model's routed experts (TensorRT-LLM's load balancer counts its slots with them)
+    routed_experts: int = 0
 
     @property
     def nodes(self) -> int:
@@ -189,7 +191,17 @@ def _trtllm(model: str, d: Deployment) -> list[str]:
             "num_nextn_predict_layers": d.mtp_tokens,
         }
     if d.redundant_experts:
-        extra["moe_config"] = {"load_balancer": {"num_slots": d.redundant_experts}}
+        # the load balancer's slots are every expert's, the replicas included (288 for
+        # DeepSeek-V3's 256 and 32 redundant), as recalled from TensorRT-LLM's wide-EP
+        # examples; not the replicas alone
+        if not d.routed_experts:
+            raise InvalidArgumentError(
+                "routed_experts",
+                "TensorRT-LLM's load balancer counts every expert's slot: give the model's "
+                "routed experts with the redundant ones",
+            )
+        slots = d.routed_experts + d.redundant_experts
+        extra["moe_config"] = {"load_balancer": {"num_slots": slots}}
     if d.overlap == "tbo":
         extra["enable_two_batch_overlap"] = True  # recent releases; older ones lack it
     tp = d.tp * d.dp if d.dp_attention else d.tp

@@ -159,6 +159,8 @@ class SearchResult:
     engine: str = "trtllm"
     #: the GPU budget the search spent (None: the GPU counts were given one by one)
     budget: int | None = None
+    #: the model's routed experts (a launch command's load balancer counts their slots)
+    routed_experts: int = 0
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -236,6 +238,7 @@ class SearchResult:
             self.memory_reserve,
             max(1, PREFILL_TOKENS // self.isl),
             chunked_prefill=p.get("chunked_prefill"),
+            routed_experts=self.routed_experts,
         )
         return launch_commands(engine, model_path or self.model, pools)
 
@@ -702,6 +705,7 @@ def search(
     best_cal = best_calibration(req, best, points, found.models)
     explain(points, front, best, reasons)
     return SearchResult(
+        routed_experts=req.m.n_routed_experts or 0,
         model=req.m.name,
         hardware=req.hw.name,
         isl=isl,
