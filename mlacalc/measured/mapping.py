@@ -842,14 +842,21 @@ def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
 
 
 def _hd192_side_call(t: MeasuredTable, hd: np.ndarray) -> np.ndarray:
-    """1 where a row is SGLang's FlashAttention-3 call at head dim 192 (kernel source ``fa3``,
-    H100), which takes a fixed wait more than its kernel (``hd192_side_call``,
+    """1 where a row is SGLang's call at head dim 192 (kernel source ``fa3`` on H100,
+    ``triton`` on B200: :data:`_HD192_SIDE_CALL_SOURCES`), which takes a fixed wait more than
+    its kernel (``hd192_side_call``,
     :data:`~mlacalc.timemodel.attention_time.HD192_SIDE_CALL_S`); 0 elsewhere."""
     source = t.columns.get("kernel_source")
-    if source is None or (t.engine, "sm90") not in HD192_SIDE_CALL_ENGINES:
+    kernel = _HD192_SIDE_CALL_SOURCES.get(t.system)
+    gen = "sm90" if t.system == "h100_sxm" else "tcgen05"
+    if source is None or kernel is None or (t.engine, gen) not in HD192_SIDE_CALL_ENGINES:
         return np.zeros(len(t))
-    # (``fa3``, FlashAttention-3, is a Hopper kernel: the engine's rows on H100)
-    return ((source.astype(str) == "fa3") & (hd == 192.0)).astype(np.float64)
+    return ((source.astype(str) == kernel) & (hd == 192.0)).astype(np.float64)
+
+
+#: The kernel (``kernel_source``) of SGLang's head dim 192 rows per system: FlashAttention-3 on
+#: H100, Triton on B200
+_HD192_SIDE_CALL_SOURCES = {"h100_sxm": "fa3", "b200_sxm": "triton"}
 
 
 def _combine_kernel(t: MeasuredTable, context: bool) -> np.ndarray:

@@ -194,12 +194,17 @@ ALWAYS_COMBINE_S = 2.5e-6
 #: of the same shape at 128 and 256, net of the model's own head-dim terms, at every batch
 #: (1-2,048) and head count (1-64): median 8.0 us over 1,502 shape triples (quartiles 7.0-8.8;
 #: prompts bf16 / fp8 7.3 / 8.0 us, decode 7.9 / 8.5 us). vLLM's H100 rows (its own
-#: FlashAttention-3 build, ``vllm_flash_attn_fa3``) show none (-0.6 us over 1,288). A wait,
-#: seconds on every device
+#: FlashAttention-3 build, ``vllm_flash_attn_fa3``) show none (-0.6 us over 1,288). SGLang's
+#: B200 rows at 192 (its Triton kernels, kernel source ``triton``) take it too: at up to 64
+#: tokens or cached keys, no window, up to 32 sequences, 6.2-8.2 us more than its Triton rows
+#: of the same shape at 256 (decode, 432 shape pairs; prompts 7.8-8.2 us, 720), where the model
+#: has 192 no slower than 256: an SGLang call's, not the kernel's. A wait, seconds on every
+#: device
 HD192_SIDE_CALL_S = 8.0e-6
-#: (engine, kernel generation) whose dense attention calls at head dim 192 take it: SGLang's
-#: FlashAttention-3 on Hopper (a model step under it too, :func:`engine_attention_kernel`)
-HD192_SIDE_CALL_ENGINES = frozenset({("sglang", "sm90")})
+#: (engine, kernel generation) whose dense attention calls at head dim 192 take it: SGLang's on
+#: Hopper (FlashAttention-3) and data-centre Blackwell (Triton) (a model step under it too,
+#: :func:`engine_attention_kernel`)
+HD192_SIDE_CALL_ENGINES = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 
 
 #: Head sizes FlashAttention-3 and -4 are built for (the encoders SGLang and vLLM run on H100
