@@ -1597,7 +1597,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     row_tile = np.where(sg, sg_rows, row_tile)
     # TensorRT-LLM-gen's MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,
     # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM, its fp4 and weight-only kernels)
-    # size their row tile by the mean load, up to the dtype's largest tile
+    # size their row tile by the mean load, from 8 rows up to the dtype's largest tile
     # (:func:`~mlacalc.timemodel.moe_time.trtllm_gen_row_tile`, ``TRTLLM_GEN_MAX_TILE``)
     srcs = source.astype(str)
     gen = np.isin(srcs, ["moe_torch_flow", "moe_torch_flow_min_latency"]) & np.isin(

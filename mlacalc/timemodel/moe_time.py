@@ -56,6 +56,7 @@ __all__ = [
     "TRITON_TUNED_MOE",
     "TRTLLM_GEN_FP4",
     "TRTLLM_GEN_MAX_TILE",
+    "TRTLLM_GEN_MIN_TILE",
     "TRTLLM_GEN_TILE",
     "TRTLLM_MOE",
     "TRTLLM_OWN_MOE",
@@ -159,6 +160,9 @@ _MOE_FREE = (np.arange(len(_MOE_TILES)) < len(_MOE_TILES) - 4)[:, None]
 #: (:func:`~mlacalc.timemodel.shared.operand_reuse`). A library grouped GEMM free to pick its
 #: tile on ``tcgen05`` takes it, with that operand reuse on every tile (:func:`moe_terms`).
 _MOE_PAIR = (np.arange(len(_MOE_TILES)) == len(_MOE_TILES) - 1)[:, None]
+#: the 8 x 128 tile, taken where a call fixes 8 rows (Marlin's block with its columns,
+#: TensorRT-LLM-gen's smallest row tile without: :data:`TRTLLM_GEN_MIN_TILE`)
+_MOE_8 = (_MOE_TM == 8) & (_MOE_TN == 128)
 _MOE_GEMMS = np.arange(2)[:, None]
 
 
@@ -285,14 +289,25 @@ TRTLLM_GEN_FP4 = ("nvfp4", "w4a8_mxfp4")
 #: still off") but are left with the fastest tile: their classes from H100's fit do worse.
 TRTLLM_GEN_MAX_TILE = {"nvfp4": 256.0, "w4a8_mxfp4": 256.0, "w4a16": 32.0, "w4a16_mxfp4": 32.0}
 
+#: The smallest row tile of TensorRT-LLM-gen's MoE kernels (:func:`trtllm_gen_row_tile`): 8
+#: rows (``tile_tokens_dim`` clamped to 8 at least, as recalled: no copy of the source at hand;
+#: the kernels put the experts' weights on the MMA's 128 rows and the tokens on its N, which
+#: ``tcgen05`` takes down to 8), timed as the 8 x 128 tile (:data:`_MOE_TILES`). Below 8 pairs
+#: an expert the measured B200 rows of the fp4 classes of those kernels (TensorRT-LLM, SGLang,
+#: vLLM; nvfp4, w4a8 MXFP4) were predicted slow with a floor of 16 rows: signed median -1% to
+#: +13% by class and load (0-1, 1-2, 2-4, 4-8 pairs), the most at one pair and less; with 8 rows
+#: and the classes refitted +0% to +12%, every bin under 4 pairs nearer 0
+#: (docs/time-model.md, "TensorRT-LLM-gen's 8-row tile").
+TRTLLM_GEN_MIN_TILE = 8.0
+
 
 def trtllm_gen_row_tile(
     tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray, most: Any = 256.0
 ) -> np.ndarray:
     """The row tile (``tile_tokens_dim``) of TensorRT-LLM-gen's MoE kernels: the next power
     of two of the mean (token, expert) pairs of the rank's ``experts``, ``tokens x topk /
-    experts``, kept in 16..``most`` (the dtype's :data:`TRTLLM_GEN_MAX_TILE`; the kernels go
-    down to 8 rows, which the tile list lacks: as recalled, no copy of their source at hand).
+    experts``, kept in :data:`TRTLLM_GEN_MIN_TILE` (8)..``most`` (the dtype's
+    :data:`TRTLLM_GEN_MAX_TILE`; the floor of 8 as recalled, no copy of their source at hand).
     The measured B200 rows of the fp4 kernels step up by 1.2-1.8x where that mean passes 16,
     64 and 128, at every expert count, under TensorRT-LLM (w4a8 MXFP4, min-latency nvfp4),
     SGLang and vLLM (FlashInfer's TensorRT-LLM MoE, nvfp4 and w4a8 MXFP4) alike; the engines'
@@ -300,7 +315,7 @@ def trtllm_gen_row_tile(
     tile (with the fp4 kernels' 256 vLLM's bf16 and block-scaled fp8 fits got worse, 7.0% ->
     9.6% and 9.9% -> 12.6% median; with 128 they fit better, but their H100 stand-ins worse)."""
     per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
-    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), 16.0, most)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert)), TRTLLM_GEN_MIN_TILE, most)
 
 
 #: The columns of Marlin's MoE tile (its thread block's 128 output columns)
@@ -851,9 +866,10 @@ def moe_terms(
     # a call that fixes its tile's columns too (``col_tile``, the Triton MoE's default config)
     # takes that one tile; else the row tile's, or any tile of the library's list
     col_tile = col(batch, "col_tile", 0)
+    # (TensorRT-LLM-gen's 8-row tile is the 8 x 128 one, :data:`TRTLLM_GEN_MIN_TILE`)
     allowed = np.where(
         row_tile > 0,
-        (row_tile == _MOE_TM) & np.where(col_tile > 0, col_tile == _MOE_TN, _MOE_FREE),
+        (row_tile == _MOE_TM) & np.where(col_tile > 0, col_tile == _MOE_TN, _MOE_FREE | _MOE_8),
         _MOE_FREE,
     )
     if fig.tcgen05 and batch.dtype in BLOCK_SCALED_MMA and batch.variant not in TRITON_MOE_KERNELS:
