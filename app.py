@@ -30,7 +30,7 @@ from mlacalc.hardware.catalogue import (
     measured_sets,
     shipped_hardware,
 )
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.loading import ModelConfig, shipped_aliases
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
 from mlacalc.words.engines import DEFAULT_ENGINE, ENGINES
@@ -95,7 +95,7 @@ def _field_value(m: ModelConfig, field: str) -> int:
 
 
 if first_run:  # the URL seeds the widgets once; afterwards the widgets are the state
-    state["model"] = url.choice("model", known_models, D.MODEL, "model")
+    state["model"] = url.choice("model", known_models, D.MODEL, "model", aliases=shipped_aliases())
     state["seq_len"] = url.integer("seq_len", D.SEQ_LEN, 1, 16 * 2**20)
     state["batch"] = url.integer("batch", D.APP_BATCH, 1, 1 << 20)
     state["kv_dtype"] = url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")

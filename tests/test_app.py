@@ -479,3 +479,13 @@ def test_no_roofline_point_lies_above_its_roof(model, engine):
                 pt["flops_per_s"] / roof,
             )
             assert any(peak == pytest.approx(pt["ridge"] * bw) for peak in drawn)
+
+
+def test_url_model_alias_reads_as_the_command_line():
+    """model=deepseek-r1 loads DeepSeek-V3, as `mlacalc report deepseek-r1` does (was 'not a known
+    model ...; using deepseek-v3'); llama-3.1-70b is a model of its own."""
+    at = run(model="deepseek-r1")
+    assert at.selectbox(key="model").value == "deepseek-v3"
+    assert [w.value for w in at.warning] == ["URL parameter 'model=deepseek-r1' means deepseek-v3."]
+    at = run(model="llama-3.1-70b")
+    assert at.selectbox(key="model").value == "llama-3.1-70b" and not at.warning

@@ -322,3 +322,23 @@ def test_defaults_follow_the_hugging_face_class(model_type):
         assert getattr(model, ours) == expected, (model_type, field)
         compared += 1
     assert compared >= 3
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "llama-3.1-70b"])
+def test_llama_3_1_is_its_own_model(name):
+    """Llama 3.1 was an alias of Llama 3's YAML (max_position_embeddings 8,192), so a 32k context
+    warned "Llama-3-70B was not trained for it"; its config has 131,072 (llama3 rope, x8)."""
+    from reference_data import HF_CONFIGS
+
+    from mlacalc.models.loading import beyond_positions
+
+    shipped = mlacalc.load_model(name)
+    config = mlacalc.load_model(HF_CONFIGS / f"{name}.config.json")
+    assert shipped.label == name.replace("llama", "Llama").replace("b", "B")
+    assert shipped.max_position_embeddings == config.max_position_embeddings == 131072
+    assert mlacalc.param_counts(shipped).to_dict() | {"model": 0} == mlacalc.param_counts(
+        config
+    ).to_dict() | {"model": 0}
+    assert mlacalc.kv_cache_bytes(shipped, 4096, 2) == mlacalc.kv_cache_bytes(config, 4096, 2)
+    assert beyond_positions(shipped, 32768) is None
+    assert beyond_positions(mlacalc.load_model(name.replace("3.1", "3")), 32768)

@@ -101,6 +101,12 @@ def shipped_models() -> list[str]:
 _YAML_LIMIT = safeio.MAX_BYTES
 
 
+def shipped_aliases() -> dict[str, str]:
+    """Other names of shipped models, each to its model's name (``deepseek-r1`` ->
+    ``deepseek-v3``), as :func:`load_model` reads them."""
+    return {key: path.stem for key, path in _index().items() if key != path.stem}
+
+
 def read_text(path: str | os.PathLike) -> str:
     """The text of a model or hardware file, within the reader's size bound."""
     return safeio.read_text(path, what="model files")
