@@ -28,6 +28,20 @@ def test_an_nvfp4_checkpoint_on_a_part_without_fp4_tensor_cores_says_so():
     assert not [w for w in given.warnings if "checkpoint's experts" in w]
 
 
+def test_mxfp4_experts_that_run_weight_only_on_hopper_say_so():
+    """DeepSeek-V4-Pro's MXFP4 experts run MXFP4 x MXFP8 (w4a8_mxfp4) on Blackwell and the
+    weight-only w4a16_mxfp4 on H200: said once, as Kimi-K2.6 NVFP4's are (it said nothing);
+    GPT-OSS's, weight-only on every part, say nothing, nor V4-Pro's on B200."""
+    ask = dict(isl=4000, osl=1000, concurrency=64)
+    said = [w for w in plan("deepseek-v4-pro", "H200", 16, **ask).warnings if "tensor cores" in w]
+    assert said == [
+        "the checkpoint's experts in mxfp4: H200 has no fp4 tensor cores, so they are sized in "
+        "mxfp4 and timed as the weight-only kernel it runs instead (w4a16_mxfp4)"
+    ]
+    assert not [w for w in plan("deepseek-v4-pro", "B200", 8, **ask).warnings if "cores" in w]
+    assert not [w for w in plan("gpt-oss-120b", "H200", 1, **ask).warnings if "cores" in w]
+
+
 def test_fp4_as_a_plain_dtype_says_what_it_leaves_out():
     """``weight_dtype="fp4"`` sizes 4 bits a weight, every tensor, no scales (Qwen3-8B:
     4,095,367,680 B where nvfp4 per component gives 4,607,718,464): the plan says so and how

@@ -254,7 +254,7 @@ def check_request(
         + _kv_warnings(m, kv)
         + ((kv_note,) if kv_note else ())
         + _format_warnings(components, hw)
-        + _stored_format_warnings(hw, stored, components)
+        + _stored_format_warnings(hw, stored, components, m)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
         + _dispatch_warnings(m, lay, weight_dtype, components)
         + _vendor_warnings(hw, engine, {**stored, **components})
@@ -524,15 +524,28 @@ def _format_warnings(components: dict[str, str], hw: HardwareSpec) -> tuple[str,
 
 
 def _stored_format_warnings(
-    hw: HardwareSpec, stored: dict[str, str], components: dict[str, str]
+    hw: HardwareSpec,
+    stored: dict[str, str],
+    components: dict[str, str],
+    m: ModelConfig | None = None,
 ) -> tuple[str, ...]:
     """:func:`_format_warnings` for the checkpoint's own formats (``stored``:
     :func:`_stored_formats`) where no component format is given in their place: an NVFP4
     checkpoint's experts on a Hopper part are timed as the weight-only kernel, as
     ``--expert-dtype nvfp4`` there says (a new-user trial's Kimi-K2.6 NVFP4 on H20 said
-    nothing)."""
+    nothing). The experts are compared with the class the checkpoint's experts run where the
+    tensor cores hold its format (:func:`stored_experts`): DeepSeek-V4-Pro's MXFP4 experts run
+    MXFP4 x MXFP8 (w4a8_mxfp4) on Blackwell, the weight-only w4a16_mxfp4 on H200 (that said
+    nothing, where Kimi-K2.6 NVFP4's did)."""
+    native = stored_experts(m)[1] if "experts" in stored and m is not None else None
     out = (
-        _weight_only(f"the checkpoint's {component}", fmt, component == "experts", hw)
+        _weight_only(
+            f"the checkpoint's {component}",
+            fmt,
+            component == "experts",
+            hw,
+            native if component == "experts" else None,
+        )
         for component, fmt in stored.items()
         if component not in components
     )
@@ -573,11 +586,13 @@ def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) 
     return tuple(out)
 
 
-def _weight_only(what: str, fmt: str, moe: bool, hw: HardwareSpec) -> str:
+def _weight_only(
+    what: str, fmt: str, moe: bool, hw: HardwareSpec, native: str | None = None
+) -> str:
     """The warning of weights in ``fmt`` (a GEMM's, or ``moe`` the grouped MoE's) on a device
     whose tensor cores lack the format's dtype, timed as the weight-only kernel it runs ("" where
-    it has them)."""
-    runs_as = format_class(fmt, moe)
+    it has them); ``native``: the class they run where it has them, if not the format's own."""
+    runs_as = native or format_class(fmt, moe)
     runs = run_dtype("moe" if moe else "gemm", runs_as, hw)
     if runs == runs_as:
         return ""
