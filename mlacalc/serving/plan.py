@@ -420,7 +420,11 @@ def plan(
     # the step model needs numpy; capacity figures alone do not
 
     sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args())
-    common["warnings"] += kv_kernel_warnings(req, cap, sm) + fp4_kernel_warnings(req, cap, sm)
+    common["warnings"] += (
+        kv_kernel_warnings(req, cap, sm)
+        + fp4_kernel_warnings(req, cap, sm)
+        + fp8_kernel_warnings(req, cap, sm)
+    )
     if req.isl is None:
         return capacity_plan(req, cap, common, sm)
     return serving_plan(req, cap, common, sm)
@@ -431,6 +435,10 @@ FP8_CACHE_SLOWER = 1.2
 
 #: How much slower than fp8 weights' fp4 weights' decode step must be to be said
 FP4_WEIGHTS_SLOWER = 1.1
+
+#: How much slower than bf16 weights' fp8 weights' decode step must be to be said (as an fp8
+#: cache's, :data:`FP8_CACHE_SLOWER`)
+FP8_WEIGHTS_SLOWER = 1.2
 
 
 def _both_steps(
@@ -465,6 +473,29 @@ def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
         f"weights' at this batch (the measured kernels): a decode step of {B:,} sequences of "
         f"{S:,} tokens a group takes {fp4_s * 1e3:,.2f} ms, {fp8_s * 1e3:,.2f} ms with "
         "weight_dtype fp8 (--weight-dtype fp8), which holds twice the weight bytes",
+    )
+
+
+def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
+    """fp8 weights (``weight_dtype`` fp8) whose decode step the engine's measured kernels run
+    slower than bf16 weights' on the device, said with both steps at the plan's decode batch a
+    group (as :func:`kv_kernel_warnings` says an fp8 cache's): vLLM's per-tensor fp8 MoE on
+    Hopper (its measured H100 table, ``vllm_modeloptfp8moe_flashinfer_cutlass``: 3.77 ms a
+    layer at 256 tokens, 5x its weight-read floor) made Qwen3.5-122B-A10B on 2 H200 at 128
+    running a 106 ms step against bf16's 42 ms, with no word."""
+    if req.sized != "fp8" or not cap.max_batch:
+        return ()
+    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else None)
+    B, S = math.ceil(min(asked or cap.max_batch, cap.max_batch) / req.lay.dp), cap.context
+    fp8_s, bf16_s = _both_steps(req, sm, ("bf16", req.kv), B, S)
+    if fp8_s < FP8_WEIGHTS_SLOWER * bf16_s:
+        return ()
+    which = "at the batch asked" if asked else "at the most the cache holds"
+    return (
+        f"fp8 weights' kernels under {req.engine} on {req.hw.name} are slower than bf16 "
+        f"weights' (the measured kernels): a decode step of {B:,} sequences of {S:,} tokens a "
+        f"group ({which}) takes {fp8_s * 1e3:,.2f} ms, {bf16_s * 1e3:,.2f} ms with "
+        "weight_dtype bf16 (--weight-dtype bf16), which holds twice the weight bytes",
     )
 
 
