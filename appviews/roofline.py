@@ -11,10 +11,14 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
 from .common import Scenario, show_context_warning, show_table, validation
+
+#: A kernel the engine runs in place of the counted one, in words where its class name is not
+RUNS_AS = {MMHA_RUNS_AS: MMHA_WORDS}
 
 TITLE = "Roofline"
 
@@ -248,7 +252,10 @@ def render(sc: Scenario) -> None:
     other = sorted({(pt["phase"], name, how) for pt in points for name, how, _ in pt["runs_as"]})
     if other:
         st.caption(
-            "; ".join(f"{phase}: the engine runs {name} as {how}" for phase, name, how in other)
+            "; ".join(
+                f"{phase}: the engine runs {name} as {RUNS_AS.get(how, how)}"
+                for phase, name, how in other
+            )
             + ": its time is of that kernel's work, and so are the point's FLOPs and FLOP/byte "
             "(its own work over its own time); `mlacalc roofline`'s rows count the "
             "implementation named and give that kernel's FLOPs and bytes beside them."

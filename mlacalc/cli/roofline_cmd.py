@@ -40,6 +40,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
@@ -517,6 +518,7 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
 _RUNS_AS = {
     "mla_decode sparse": "the absorbed sparse MLA kernel (each query over its top-k latent rows)",
     "mla_decode": "its absorbed MLA decode kernel (each query over its top-k latent rows)",
+    MMHA_RUNS_AS: MMHA_WORDS,
 }
 
 

@@ -115,6 +115,7 @@ from mlacalc.serving.plan_checks import (
 )
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
+from mlacalc.timemodel.attention_time import PACKING_DECODE
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
@@ -424,6 +425,7 @@ def plan(
         kv_kernel_warnings(req, cap, sm)
         + fp4_kernel_warnings(req, cap, sm)
         + fp8_kernel_warnings(req, cap, sm)
+        + mmha_warnings(req, sm)
     )
     if req.isl is None:
         return capacity_plan(req, cap, common, sm)
@@ -496,6 +498,35 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
         f"weights' (the measured kernels): a decode step of {B:,} sequences of {S:,} tokens a "
         f"group ({which}) takes {fp8_s * 1e3:,.2f} ms, {bf16_s * 1e3:,.2f} ms with "
         "weight_dtype bf16 (--weight-dtype bf16), which holds twice the weight bytes",
+    )
+
+
+#: The most query heads a KV head TensorRT-LLM's grouped decode kernel (XQA) packs into a unit
+#: (``head_pack`` of its measured rows, mlacalc.measured.mapping; from recall of its source)
+XQA_HEAD_PACK = 32
+
+
+def mmha_warnings(req: PlanRequest, sm: StepModel) -> tuple[str, ...]:
+    """A dense decode core whose rank holds more query heads a KV head than TensorRT-LLM's XQA
+    kernel packs: timed as its masked MHA kernel, a unit a query head (attention_time's
+    ``MMHA_FALLBACK_*``, read from its measured rows at 48-128 query heads a KV head), said
+    (a new-user trial's Qwen3-Coder with 1 KV head read 51x its roofline bound with no word,
+    MQA the slowest design). SGLang's and vLLM's decode kernels pack every query head."""
+    if req.engine in PACKING_DECODE:
+        return ()
+    groups = {
+        c[-1]["n_heads"] // max(c[-1]["n_kv"], 1)
+        for t, c in zip(sm.templates, sm.sharded)
+        if t.kind == "attention_decode" and not {"sparse", "pooled_ratio"} & set(c[-1])
+    }
+    over = sorted(g for g in groups if g > XQA_HEAD_PACK)
+    if not over:
+        return ()
+    return (
+        f"decode attention with {over[-1]} query heads a KV head on a GPU: {req.engine}'s "
+        f"grouped decode kernel (XQA) packs at most {XQA_HEAD_PACK}, so it is timed as the "
+        "masked MHA kernel (MMHA), a unit a query head, which re-reads the KV head's cache "
+        "for each; SGLang's and vLLM's kernels pack every query head (--engine sglang)",
     )
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlacalc.cost.engine import as_model, cost_of, model_layer_key, resolve_impl
 from mlacalc.cost.model_step import (
     as_stored,
@@ -65,6 +67,7 @@ from mlacalc.timemodel.roofline_time import (
     kernel_ridge,
     roofline_terms,
 )
+from mlacalc.timemodel.shared import col
 from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words import arguments
 from mlacalc.words.dtypes import dtype_bits
@@ -398,6 +401,27 @@ _MATMUL_KINDS = (
 )
 
 
+#: The class name of a decode timed as TensorRT-LLM's masked MHA kernel (:func:`mmha_fallback`),
+#: and what it is in words (the CLI's and the app's)
+MMHA_RUNS_AS = "attention_decode mmha"
+MMHA_WORDS = (
+    "its masked MHA kernel (MMHA), a unit a query head: its grouped XQA kernel packs at most "
+    "32 query heads a KV head"
+)
+
+
+def mmha_fallback(batch: Any) -> np.ndarray:
+    """Per row of a kernel batch (as the engine runs it): whether a dense decode is timed as
+    TensorRT-LLM's masked MHA kernel, a unit a query head, because a KV head has more query
+    heads than its grouped XQA kernel packs (``head_pack``, 32: ``attention_time``'s
+    ``MMHA_FALLBACK_*`` rule, read from its measured rows at 48-128 query heads a KV head)."""
+    if batch.kind != "attention_decode" or batch.variant:
+        return np.zeros(len(batch), bool)
+    pack = col(batch, "head_pack", 32)
+    group = col(batch, "n_heads", 1) / np.maximum(col(batch, "n_kv", 1), 1.0)
+    return (pack > 0) & (group > pack)
+
+
 def _model_ops(
     kernels: list[Kernel],
     hw: HardwareSpec,
@@ -420,6 +444,11 @@ def _model_ops(
         run_f, run_b = batch.flops.tolist(), batch.bytes.tolist()
         other = [abs(a - c) > 0.05 * max(c, 1.0) for a, c in zip(run_f, counted.flops.tolist())]
         runs_as = f"{batch.kind} {batch.variant}".strip()
+        # TensorRT-LLM's decode past the query heads its XQA kernel packs a KV head: the
+        # masked MHA kernel, a unit a query head (said as a kernel run in place of the counted)
+        mmha = mmha_fallback(batch)
+        other = [o or bool(f) for o, f in zip(other, mmha)]
+        runs_as = MMHA_RUNS_AS if mmha.any() else runs_as
         # the plain roofline bound of each kernel (one call), with the datasheet figures
         ideal = ideal_seconds(batch.flops, batch.bytes, fig, batch.dtype).tolist()
         seconds = terms["seconds"].tolist()
