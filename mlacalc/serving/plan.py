@@ -428,8 +428,27 @@ def plan(
         + mmha_warnings(req, sm)
     )
     if req.isl is None:
-        return capacity_plan(req, cap, common, sm)
-    return serving_plan(req, cap, common, sm)
+        return with_tbo_warning(capacity_plan(req, cap, common, sm))
+    return with_tbo_warning(serving_plan(req, cap, common, sm))
+
+
+def with_tbo_warning(p: Plan) -> Plan:
+    """The plan with a warning where two-batch overlap times one sequence or fewer per
+    attention group as two micro-batches (a new-user trial: GLM-5.1 on 72 GB200 at one
+    sequence a rank, 16.28 -> 26.17 ms a step, half a sequence a micro-batch): a batch that
+    small does not split, and SGLang runs it without the overlap (from recall: its two-batch
+    overlap splits a decode batch by sequences and falls back to one batch when a half would
+    be empty)."""
+    per_group = p.running_batch_per_group
+    if p.overlap != "tbo" or per_group is None or per_group > 1:
+        return p
+    said = (
+        f"two-batch overlap with {per_group:,.2g} running per attention group: a decode batch "
+        "of one sequence or fewer does not split into two micro-batches (SGLang runs such a "
+        "batch without the overlap, from recall), yet these figures time half of it a "
+        "micro-batch; overlap none (--overlap none) times it as one batch"
+    )
+    return dataclasses.replace(p, warnings=(*p.warnings, said))
 
 
 #: How much slower than a bf16 cache's an fp8 cache's decode step must be to be said
