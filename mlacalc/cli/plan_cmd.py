@@ -595,7 +595,7 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
     if p.prefill_s is not None:
         rows.append(
             [
-                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal, one pass alone)",
+                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal, {p.prefill_what})",
                 f"{p.prefill_s:,.3f} s",
             ]
         )

@@ -1,0 +1,26 @@
+"""Words of the plan and search outputs a new-user trial read two ways (trial 6)."""
+
+from __future__ import annotations
+
+from mlacalc.cli import main
+from mlacalc.serving.plan import plan
+
+GLM72 = dict(
+    tp=1, dp_attention=True, ep=72, redundant_experts=32, weight_dtype="fp8", kv_dtype="fp8"
+)
+ASK = dict(isl=4000, osl=1000, concurrency=72, engine="sglang")
+
+
+def test_one_prompt_s_prefill_says_which_pass_it_is(capsys):
+    """'prefill of one 4,000-token prompt (causal, one pass alone)' was aggregated serving's
+    prompt with the other synced groups idle (0.298 s) and disaggregated t_pf[1], every group
+    on a prompt (0.368 s): one label, two meanings."""
+    agg = plan("glm-5.1", "GB200", 72, **GLM72, **ASK)
+    dis = plan("glm-5.1", "GB200", 72, mode="disaggregated", prefill_gpus=72, **GLM72, **ASK)
+    assert agg.prefill_what == "one pass, the other 71 synced attention groups idle"
+    assert dis.prefill_what.startswith("one pass, each of the 72 synced attention groups")
+    assert agg.prefill_s < dis.prefill_s
+    assert plan("llama-3.1-70b", "H200", 4, isl=4000, osl=100).prefill_what == "one pass alone"
+    args = ["plan", "llama-3.1-70b", "-H", "H200", "--gpus", "4", "--isl", "4000"]
+    assert main([*args, "--osl", "100", "--concurrency", "8"]) == 0
+    assert "prompt (causal, one pass alone)" in " ".join(capsys.readouterr().out.split())
