@@ -416,7 +416,9 @@ def variant_equivalents(
         try:
             equivalents.append(as_variant(model, v, num_key_value_heads=kv_heads))
         except InvalidArgumentError as exc:
-            if exc.argument != "variant":  # the whole model, or kv_heads
+            if exc.argument == "num_key_value_heads":  # named as the caller gave it
+                raise InvalidArgumentError("kv_heads", exc.message) from None
+            if exc.argument != "variant":  # the whole model
                 raise
             notes.append(f"Not shown: {exc.message}.")
     sliding = any(k.attention == "sliding" for k in layer_pattern(model).layers)

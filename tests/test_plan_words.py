@@ -1,4 +1,4 @@
-"""Words of the plan and search outputs a new-user trial read two ways (trial 6)."""
+"""Words of the command-line outputs and errors a new-user trial read two ways (trial 6)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,21 @@ def test_one_prompt_s_prefill_says_which_pass_it_is(capsys):
     args = ["plan", "llama-3.1-70b", "-H", "H200", "--gpus", "4", "--isl", "4000"]
     assert main([*args, "--osl", "100", "--concurrency", "8"]) == 0
     assert "prompt (causal, one pass alone)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_kv_heads_errors_name_the_option(capsys):
+    """compare --as-variants --kv-heads 7 named the field 'num_key_value_heads' the user never
+    typed; the API's variant_equivalents names its own argument, kv_heads."""
+    import pytest
+
+    import mlacalc
+    from mlacalc.report import variant_equivalents
+    from mlacalc.words.errors import InvalidArgumentError
+
+    for k, why in (("7", "must divide the 32 heads"), ("0", "must be a positive integer")):
+        assert main(["compare", "qwen3-8b", "--as-variants", "--kv-heads", k]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--kv-heads" in err and why in err, err
+        assert "num_key_value_heads" not in err
+    with pytest.raises(InvalidArgumentError, match=r"^kv_heads: must divide"):
+        variant_equivalents(mlacalc.load_model("qwen3-8b"), 7)

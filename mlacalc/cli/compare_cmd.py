@@ -19,6 +19,7 @@ from mlacalc.models.variants import one_head_shape_note
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import compare_rows, variant_equivalents
 from mlacalc.words import defaults as D
+from mlacalc.words.errors import InvalidArgumentError
 
 
 @click.command("compare")
@@ -70,7 +71,12 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         if len(loaded) != 1:
             raise click.BadParameter("--as-variants takes exactly one model", param_hint="MODELS")
         base = loaded[0]
-        equivalents, notes = variant_equivalents(base, kv_heads)
+        try:
+            equivalents, notes = variant_equivalents(base, kv_heads)
+        except InvalidArgumentError as exc:
+            if exc.argument != "kv_heads":
+                raise
+            raise click.BadParameter(exc.message, param_hint="--kv-heads") from None
         loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
         note = (
             "Equivalents keep everything but the attention; MLA -> MHA family uses head_dim = "
