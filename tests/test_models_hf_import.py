@@ -342,3 +342,17 @@ def test_llama_3_1_is_its_own_model(name):
     assert mlacalc.kv_cache_bytes(shipped, 4096, 2) == mlacalc.kv_cache_bytes(config, 4096, 2)
     assert beyond_positions(shipped, 32768) is None
     assert beyond_positions(mlacalc.load_model(name.replace("3.1", "3")), 32768)
+
+
+def test_mtp_drop_said_once_for_deepseek_v4_and_minimax_m3():
+    """import-hf of DeepSeek-V4-Pro dropped its MTP layer (num_nextn_predict_layers 1) with no
+    '# derived' note (Qwen3.5's, MiniMax-M3's, Step-3.7's say it); MiniMax-M3's said it twice."""
+    from reference_data import HF_CONFIGS_2
+
+    v4 = mlacalc.load_model(HF_CONFIGS_2 / "deepseek-ai--DeepSeek-V4-Pro.config.json")
+    said = [str(d) for d in v4.derived if "MTP" in str(d)]
+    assert len(said) == 1 and "num_nextn_predict_layers: 1" in said[0], said
+    assert v4.num_nextn_predict_layers == 0 and "MTP layer" in v4.notes
+    m3 = mlacalc.load_model(HF_CONFIGS_2 / "MiniMaxAI--MiniMax-M3.config.json")
+    said = [str(d) for d in m3.derived if "MTP" in str(d)]
+    assert len(said) == 1 and "num_mtp_modules 7" in said[0], said

@@ -16,7 +16,7 @@ residual is ``hc_mult`` streams mixed by hyper-connections. The costs are
 
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.architecture import Arch
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import Default, Family, NotImported, register
 from mlacalc.words.errors import ConfigError
 
 #: the V4Config fields written into the schema's fields of the same name
@@ -78,12 +78,29 @@ def _translate(data, raw, derived, problems) -> None:
             "neither layer_types nor compress_ratios given, so each layer's kind is "
             "DeepseekV4Config's default, two hca layers then csa and hca alternating"
         )
+    _mtp(data, raw, derived)
     counts = {k: c.layer_types.count(k) for k in (v4.CSA, v4.HCA, v4.SLIDING)}
     derived.append(
         f"compress_ratios: {kinds} ({counts[v4.HCA]} hca, {counts[v4.CSA]} "
         f"csa, {counts[v4.SLIDING]} sliding), rates {csa} (csa) and {hca} (hca); "
         f"hash_moe_layers: {len(raw['hash_moe_layers'])} (mlp_layer_types or num_hash_layers)"
     )
+
+
+def _mtp(data, raw, derived) -> None:
+    """The config's MTP layer is not imported: said in ``derived`` (import-hf prints it, as it
+    does Qwen3.5's and MiniMax-M3's; V4-Pro's said nothing) and in the model's ``notes``
+    (plan's refusal of ``--mtp-tokens`` cites them)."""
+    n = data.get("num_nextn_predict_layers")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return
+    why = (
+        f"the MTP layer{'s' if n > 1 else ''} (num_nextn_predict_layers: {n}) not counted: the "
+        "reference builds none, so num_nextn_predict_layers is 0 and plan's --mtp-tokens and "
+        "--include-mtp have no MTP module to use"
+    )
+    derived.append(NotImported(why))
+    raw["notes"] = why
 
 
 def _as_far_as_read(data, raw) -> None:

@@ -256,7 +256,8 @@ def _translate(data, raw, derived, problems) -> None:
         data = lift_text_config(data, raw, {})
         derived.append("read text_config (the language model); the vision tower is reported apart")
     n = raw.get("num_hidden_layers")
-    if raw.pop("num_nextn_predict_layers", None):
+    if raw.pop("num_nextn_predict_layers", None) and not data.get("num_mtp_modules"):
+        # (said once: with num_mtp_modules, by the sentence of those below)
         derived.append(
             "the MTP layer (num_nextn_predict_layers) not counted: the class builds none"
         )
@@ -287,8 +288,9 @@ def _translate(data, raw, derived, problems) -> None:
     derived.append(f"{len(sparse)} block-sparse layers (sparse_attention_freq), the others full")
     if data.get("num_mtp_modules"):
         derived.append(
-            f"MTP modules ({data['num_mtp_modules']}) not counted: the Hugging Face "
-            "implementation builds none"
+            f"the MTP modules (num_mtp_modules {data['num_mtp_modules']}, "
+            f"num_nextn_predict_layers {data.get('num_nextn_predict_layers', 0)}) not counted: "
+            "the Hugging Face implementation builds none"
         )
 
 
