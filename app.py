@@ -67,7 +67,7 @@ WHATIF_MHA = [
 ]
 #: URL parameters the sidebar writes (the planner adds its own).
 #: URL parameters the planner view reads.
-PLANNER_URL_KEYS = {"gpus", "tp"}
+PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts"}
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"
 URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "engine", "whatif"} | {

@@ -126,6 +126,8 @@ class PlanInputs:
     lag: int
     ttft: float = D.TTFT_TARGET_S
     tpot: float = D.TPOT_TARGET_S
+    #: expert slots beyond the routed experts, spread over the EP ranks (EPLB's replicas)
+    redundant_experts: int = 0
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,9 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             f"cannot span more GPUs than there are; using tp={url_gpus}."
         )
         url_tp = url_gpus
+    url_ep = sc.url.integer("ep", D.EP, 1, 4096)
+    url_dpa = sc.url.flag("dpa", False)
+    url_redundant = sc.url.integer("redundant_experts", 0, 0, 4096)
     st.markdown("**Deployment and request mix**")
     c = st.columns(7)
     gpus = c[0].number_input("GPUs", 1, 4096, url_gpus, key="plan_gpus")
@@ -206,7 +211,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             "expert parallel",
             1,
             4096,
-            D.EP,
+            url_ep,
             key="plan_ep",
             disabled=not sc.model.is_moe,  # no routed experts to spread: plan refuses ep > 1
             help=None if sc.model.is_moe else f"{sc.model.label} has no routed experts.",
@@ -216,7 +221,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         moe = sc.model.is_moe  # plan refuses DP-attention and two-batch overlap without experts
         dp_attention = c4.checkbox(
             "DP-attention",
-            False,
+            url_dpa,
             key="plan_dpa",
             disabled=not moe,
             help="Data-parallel attention (each attention replica serves its own sequences); "
@@ -255,6 +260,19 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             "as many.",
             disabled=mode != "aggregated",
         )
+        redundant = c1.number_input(
+            "redundant experts",
+            0,
+            4096,
+            url_redundant,
+            key="plan_redundant",
+            disabled=not moe,
+            help="Expert slots beyond the routed experts, spread over the expert-parallel "
+            "ranks (EPLB's replicas), so that the slots divide evenly: 32 for EP72 with 256 "
+            "experts (--redundant-experts)."
+            if moe
+            else f"{sc.model.label} has no routed experts.",
+        )
         reserve = st.slider(
             "memory reserve (activations, workspace)",
             0.0,
@@ -265,6 +283,17 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         )
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
+    # the expert layout goes into the URL where it is not the default (a dense model: none)
+    layout = {
+        "ep": (int(ep), D.EP),
+        "dpa": (int(dp_attention), 0),
+        "redundant_experts": (int(redundant), 0),
+    }
+    for key, (value, default) in layout.items():
+        if moe and value != default:
+            st.query_params[key] = str(value)
+        elif key in st.query_params:
+            del st.query_params[key]
     return conc_slot, PlanInputs(
         gpus=int(gpus),
         tp=int(tp),
@@ -282,6 +311,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         lag=int(lag),
         ttft=float(ttft),
         tpot=float(tpot),
+        redundant_experts=int(redundant) if moe else 0,
     )
 
 
@@ -296,6 +326,7 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
     return dict(
         tp=inputs.tp,
         ep=inputs.ep,
+        redundant_experts=inputs.redundant_experts,
         pp=inputs.pp,
         dp_attention=inputs.dp_attention,
         overlap=inputs.overlap,

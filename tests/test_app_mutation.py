@@ -62,9 +62,13 @@ KEYS = [
     "d_h",
     "gpus",
     "tp",
+    "ep",
+    "dpa",
+    "redundant_experts",
     "view",
 ]
-#: The planner's tab (the only one reading ``gpus`` and ``tp``).
+#: The planner's tab (the only one reading ``gpus``, ``tp``, ``ep``, ``dpa`` and
+#: ``redundant_experts``).
 PLANNER = "Capacity planner"
 
 
@@ -102,7 +106,9 @@ def test_every_url_parameter_with_junk(value):
     assert "Deployment and request mix" in "\n".join(m.value for m in planner.markdown)
     shown += "\n" + notices(planner)
     for key in KEYS:
-        if (key, value) in (("whatif", "0"), ("d_cq", "0")):  # valid: no what-if, plain W_Q
+        # valid: no what-if, plain W_Q, no DP-attention, no redundant experts
+        valid = (("whatif", "0"), ("d_cq", "0"), ("dpa", "0"), ("redundant_experts", "0"))
+        if (key, value) in valid:
             continue
         named = f"'{key}'" if len(value) > 64 else f"'{key}={value}'"
         assert named in shown, (key, value, shown)
@@ -133,6 +139,9 @@ def test_every_url_parameter_repeated_is_named():
         "hw": ["H100-SXM", "H200"],
         "gpus": ["4", "2"],
         "tp": ["2", "1"],
+        "ep": ["4", "2"],
+        "dpa": ["0", "1"],
+        "redundant_experts": ["8", "0"],
     }
     at = run({**twice, "view": PLANNER})
     shown = notices(at)

@@ -350,3 +350,33 @@ def test_one_output_token_meets_any_tpot_target():
     assert p.tpot_s is None and p.ttft_s < 2.0
     assert meets(p, 2.0, 0.05) and missed_targets(p, 2.0, 0.05) == []
     assert missed_targets(p, 1e-6, 0.05) == [f"TTFT <= 1e-06 s ({p.ttft_s:,.2f} s)"]
+
+
+def test_redundant_experts_plan_ep72_on_an_nvl72_from_the_url():
+    """EP72 over 256 experts needs 32 redundant experts: the planner had no input for them, so
+    its error box asked for redundant_experts=32, which the app could not give. The input and
+    the URL parameters ep, dpa and redundant_experts give it (and go back into the URL)."""
+    ask = dict(model="glm-5.1", hw="GB200", gpus="72", tp="1", ep="72", dpa="1")
+    refused = _run(**ask)
+    assert any("redundant_experts=32" in e.value for e in refused.error)
+    at = _run(**ask, redundant_experts="32")
+    assert not at.error, [e.value for e in at.error]
+    assert at.number_input(key="plan_redundant").value == 32
+    assert at.checkbox(key="plan_dpa").value and at.number_input(key="plan_ep").value == 72
+    assert at.query_params["redundant_experts"] == "32" and at.query_params["dpa"] == "1"
+    p = mlacalc.plan(
+        "glm-5.1",
+        "GB200",
+        72,
+        tp=1,
+        ep=72,
+        dp_attention=True,
+        redundant_experts=32,
+        kv_dtype="bf16",
+        page_size=16,
+        seq_len=131072,
+    )
+    assert metrics(at)["largest batch at 131,072 tokens"] == f"{p.max_batch:,}"
+    at.number_input(key="plan_redundant").set_value(0).run()
+    assert "redundant_experts" not in at.query_params
+    assert any("redundant_experts=32" in e.value for e in at.error)
