@@ -1600,9 +1600,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # size their row tile by the mean load, from 8 rows up to the dtype's largest tile
     # (:func:`~mlacalc.timemodel.moe_time.trtllm_gen_row_tile`, ``TRTLLM_GEN_MAX_TILE``)
     srcs = source.astype(str)
-    gen = np.isin(srcs, ["moe_torch_flow", "moe_torch_flow_min_latency"]) & np.isin(
-        dt, TRTLLM_GEN_FP4
-    )
+    trt_gen = np.isin(srcs, ["moe_torch_flow", "moe_torch_flow_min_latency"])
+    gen = trt_gen & np.isin(dt, TRTLLM_GEN_FP4)
     flashinfer = np.char.find(srcs, "flashinfer_trtllm") >= 0
     gen = gen | (flashinfer & np.isin(dt, list(TRTLLM_GEN_MAX_TILE)))
     cap = np.array([TRTLLM_GEN_MAX_TILE.get(str(d), 256.0) for d in dt]) if len(dt) else 256.0
@@ -1648,9 +1647,10 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         mma_sync=marlin[ok].astype(np.float64),
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
         all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
-        # TensorRT-LLM-gen's block-scaled fp8 MoE multiplies at the bf16 rate
-        # (moe_time.BF16_RATE_MOE) and streams every routed pair (moe_time.PAIR_STREAM_MOE)
+        # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate, every routed pair streamed
+        # (moe_time.BF16_RATE_MOE, PAIR_STREAM_MOE); its bf16, fp8 ones' 8-row tile (GEN_ROWS8_MOE)
         bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
+        gen_rows8=(flashinfer & np.isin(dt, ["bf16", "fp8", "fp8_block"]))[ok].astype(np.float64),
         pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),

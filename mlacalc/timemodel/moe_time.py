@@ -44,6 +44,7 @@ __all__ = [
     "FLASHINFER_HOPPER_TILE",
     "FLASHINFER_TILED_KERNELS",
     "FUSED_TOPK_MAX",
+    "GEN_ROWS8_MOE",
     "MARLIN_COLS",
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
@@ -299,6 +300,18 @@ TRTLLM_GEN_MAX_TILE = {"nvfp4": 256.0, "w4a8_mxfp4": 256.0, "w4a16": 32.0, "w4a1
 #: and the classes refitted +0% to +12%, every bin under 4 pairs nearer 0
 #: (docs/time-model.md, "TensorRT-LLM-gen's 8-row tile").
 TRTLLM_GEN_MIN_TILE = 8.0
+
+#: The shape column of a MoE of TensorRT-LLM-gen's kernels whose tile the model leaves to the
+#: library's list (not :data:`TRTLLM_GEN_TILE`'s): FlashInfer's TensorRT-LLM MoE of bf16,
+#: per-tensor fp8 and block-scaled fp8 (SGLang's and vLLM's B200 classes of those dtypes,
+#: :data:`TRTLLM_MOE`; set by the mapping on those rows and by :func:`engine_moe_tiles` on a
+#: step). The same kernels' smallest row tile, 8 rows (:data:`TRTLLM_GEN_MIN_TILE`), is among
+#: their tiles (:func:`moe_terms`). Their rows of one token were predicted 15-30% slow (signed
+#: median: vLLM bf16 +15.3%, SGLang block-scaled fp8 +29.4%); with the tile and the classes
+#: refitted they move up to 2.5 points (SGLang bf16's 0.3 away: the fixed cost rose), those of
+#: 2-16 tokens 0.7-1.8 points toward 0; the classes' fitted medians fall 0.1-0.5 points,
+#: leaving the device out is mixed (docs/time-model.md, "TensorRT-LLM-gen's 8-row tile").
+GEN_ROWS8_MOE = "gen_rows8"
 
 
 def trtllm_gen_row_tile(
@@ -724,6 +737,12 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         batch = dataclasses.replace(
             batch, shape={**batch.shape, BF16_RATE_MOE: ones, PAIR_STREAM_MOE: ones}
         )
+    gen_tiled = batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ())
+    if batch.dtype in TRTLLM_MOE.get((engine, gen), ()) and not gen_tiled:
+        # TensorRT-LLM-gen's 8-row tile beside the library's list (:data:`GEN_ROWS8_MOE`)
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, GEN_ROWS8_MOE: np.ones(len(batch))}
+        )
     own = (
         batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
         if fig.tcgen05
@@ -880,6 +899,9 @@ def moe_terms(
         # :data:`BF16_RATE_MOE`)
         free = (row_tile <= 0) & (col(batch, BF16_RATE_MOE, 0) <= 0)
         allowed = allowed & ~(free & (_MOE_TM < BLOCK_SCALED_MMA_ROWS))
+    # TensorRT-LLM-gen's 8-row tile beside the list where the model leaves its tile free
+    # (:data:`GEN_ROWS8_MOE`)
+    allowed = allowed | ((row_tile <= 0) & (col(batch, GEN_ROWS8_MOE, 0) > 0) & _MOE_8)
     allowed = np.where(_MOE_PAIR, paired, allowed)
     candidates = np.where(allowed, candidates, np.inf)
     if batch.dtype == "fp8_block" and (not fig.tcgen05 or batch.variant in TRITON_MOE_KERNELS):
