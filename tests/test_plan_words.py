@@ -42,3 +42,16 @@ def test_kv_heads_errors_name_the_option(capsys):
         assert "num_key_value_heads" not in err
     with pytest.raises(InvalidArgumentError, match=r"^kv_heads: must divide"):
         variant_equivalents(mlacalc.load_model("qwen3-8b"), 7)
+
+
+def test_a_search_whose_weights_fit_nowhere_says_how_many_gpus_hold_them():
+    """'does not fit: weights 88 points' (GLM-5.1 on 4 H200) said nothing of what would hold
+    them; now the largest count doubled until some layout holds them (8 H200 in fp8)."""
+    from mlacalc.serving.search import search
+
+    r = search("glm-5.1", "H200", [4], isl=4000, osl=1000)
+    assert not r.points and set(r.ruled_out) == {"does not fit: weights"}
+    (said,) = [n for n in r.notes if n.startswith("the weights fit on no layout")]
+    assert "searched (4); 8 GPUs (--gpus 8)" in said and "(weights fp8)" in said
+    fits = search("glm-5.1", "H200", [8], isl=4000, osl=1000)
+    assert not [n for n in fits.notes if n.startswith("the weights fit")]

@@ -718,7 +718,7 @@ def search(
         reasons=dict(reasons),
         layouts=found.layouts,
         seconds=time.perf_counter() - t0,
-        notes=_notes(req),
+        notes=_notes(req) + _weights_note(req, ruled_out),
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
@@ -822,6 +822,33 @@ def _notes(req: SearchRequest) -> tuple[str, ...]:
     if req.budget is None and "disaggregated" in req.modes:
         out.append(list_pools_note(req.gpus))
     return tuple(out)
+
+
+#: The most GPUs :func:`_weights_note` tries, doubling the largest count searched
+WEIGHTS_NOTE_MAX_GPUS = 4096
+
+
+def _weights_note(req: SearchRequest, ruled_out: dict[str, int]) -> tuple[str, ...]:
+    """Where the weights fit on no layout of any count searched: the smallest count, the
+    largest searched doubled until one fits, that holds them in some dtype tried (a new-user
+    trial's 'does not fit: weights 88 points' for GLM-5.1 on 4 H200 said nothing more)."""
+    if set(ruled_out) != {"does not fit: weights"}:  # something fitted, or failed otherwise
+        return ()
+    largest = max(req.gpus)
+    counts = ", ".join(f"{c:,}" for c in sorted(set(req.gpus)))
+    g = 2 * largest
+    while g <= WEIGHTS_NOTE_MAX_GPUS:
+        for w0 in req.weight_dtypes:
+            sized = None if req.own and w0 == req.m.weights_dtype else w0
+            for comps in req.components:
+                if candidate_layouts(req.m, req.hw, g, sized, req.usable, comps, req.weight_cache):
+                    return (
+                        f"the weights fit on no layout of the GPU counts searched ({counts}); "
+                        f"{g:,} GPUs (--gpus {g}), the largest count doubled, hold them "
+                        f"(weights {weight_key(w0, comps)})",
+                    )
+        g *= 2
+    return (f"the weights fit on no layout of up to {WEIGHTS_NOTE_MAX_GPUS:,} GPUs",)
 
 
 def list_pools_note(gpus: tuple[int, ...]) -> str:
