@@ -888,6 +888,7 @@ REQUIRED = (
 )
 _MLA = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 # fields every family fills by a rule when they are absent
+_MLA_FIX = "give kv_lora_rank, d_c, the MLA latent width: 512 in DeepSeek-V3 and GLM-5.1"
 _FAMILY_FILLED = ("head_dim", "num_key_value_heads", "tie_word_embeddings")
 _MOE_REQUIRED = ("moe_intermediate_size", "num_experts_per_tok")
 _MOE_ONLY = (
@@ -996,6 +997,8 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out = _head_problems(v, have)
     if v.get("kv_lora_rank") is not None:
         out += _mla_problems(v, have)
+    elif unit is not None and unit.mla and "kv_lora_rank" not in v:
+        pass  # reported missing: that one field is the problem, not the MLA fields it strays
     else:
         out += _not_mla_problems(v, have, unit)
     out += _position_problems(v, have, unit)
@@ -1283,6 +1286,56 @@ def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
                         "set n_routed_experts or remove the expert fields",
                     )
                 )
+    return out
+
+
+def _layer_count_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
+    """Counts of layers against num_hidden_layers: dense leading layers within the model, at
+    least one MoE layer when the model has experts, a full-attention interval within it (each
+    otherwise silently turns the model into another: GLM-5.1 with 100 dense layers is a 33B
+    dense model). ``have``: the fields valid or absent (an absent one takes its default)."""
+    if "num_hidden_layers" not in v:
+        return []
+    n = v["num_hidden_layers"]
+    out: list[Problem] = []
+    k = v.get("first_k_dense_replace", 0) if _valid(have, "first_k_dense_replace") else None
+    experts = v.get("n_routed_experts", 0) if _valid(have, "n_routed_experts") else 0
+    moe = bool(experts) and not v.get("block_types")
+    if k is not None and (k > n or (moe and k >= n)):
+        out.append(
+            (
+                "first_k_dense_replace",
+                f"{k} dense leading layers "
+                + (
+                    f"leave none of num_hidden_layers ({n}) MoE"
+                    if k <= n
+                    else f"exceed num_hidden_layers ({n})"
+                ),
+                f"it counts the dense layers before the MoE ones: use at most {n - moe}"
+                + (", or n_routed_experts: 0 for a dense model" if moe else ""),
+            )
+        )
+    elif moe and k is not None and _valid(have, "moe_layer_freq", "moe_layer_offset"):
+        freq, offset = v.get("moe_layer_freq", 1), v.get("moe_layer_offset", 0)
+        if k + (offset - k) % freq >= n:  # the first MoE layer (num_moe_layers' rule)
+            out.append(
+                (
+                    "moe_layer_freq",
+                    f"every {freq}th layer (offset {offset}) after the {k} dense ones leaves "
+                    f"none of num_hidden_layers ({n}) MoE",
+                    "use a smaller moe_layer_freq (1: every layer after the dense ones)",
+                )
+            )
+    interval = v.get("full_attention_interval")
+    if _valid(have, "full_attention_interval") and interval is not None and interval > n:
+        out.append(
+            (
+                "full_attention_interval",
+                f"every {interval}th layer full leaves none of num_hidden_layers ({n}) full "
+                "(a config.json's sliding_window_pattern or no_rope_layer_interval sets it)",
+                f"use at most {n}, or null for every layer alike",
+            )
+        )
     return out
 
 
@@ -1791,6 +1844,18 @@ def build(
     problems += _missing(unit, values, bad)
     have = [k for k in values if k not in bad]
     problems += _relations({k: values[k] for k in have}, set(have))
+    if unit is not None and unit.mla and "kv_lora_rank" in have and values["kv_lora_rank"] is None:
+        # a file's MLA model with a null latent width: say that, not every field it strays
+        # (the attention variants are MLA families' copies with it null, through with_changes)
+        problems = [p for p in problems if not p[1].startswith("is an MLA field")]
+        problems.append(
+            ("kv_lora_rank", f"is null, but model_type {values['model_type']} is MLA", _MLA_FIX)
+        )
+    # on a file or mapping only: the cost code builds one-layer copies of a model
+    # (with_changes(num_hidden_layers=1)) whose dense-layer count may exceed the one layer
+    problems += _layer_count_problems(
+        {k: values[k] for k in have}, set(have) | (SPECS.keys() - values.keys())
+    )
     if problems:
         named = {p[0] for p in translated}  # said once, in the translator's words
         problems = translated + [p for p in problems[len(translated) :] if p[0] not in named]
@@ -1901,7 +1966,9 @@ def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]
         # without a family, the fields its rules would fill are not reported missing
         required = [n for n in required if n not in _FAMILY_FILLED]
     return [
-        (name, "is missing", f"add it: {SPECS[name].doc}")
+        (name, f"is missing; model_type {values['model_type']} is MLA", _MLA_FIX)
+        if name == "kv_lora_rank" and unit is not None and unit.mla
+        else (name, "is missing", f"add it: {SPECS[name].doc}")
         for name in required
         if name not in values and name not in bad
     ]
