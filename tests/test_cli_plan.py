@@ -360,6 +360,26 @@ def test_an_ep_that_does_not_divide_the_experts_names_the_redundant_experts_flag
     assert plan("kimi-k2.5", "GB200", 72, ep=72, dp_attention=True, redundant_experts=48).fits
 
 
+def test_an_ep_that_does_not_divide_the_gpus_is_said_before_any_replicas(run):
+    """ep 3 on 8 GPUs advised --redundant-experts 2, and following it gave "expert parallel
+    degree 3 does not divide the 8 GPUs" (--prefill-ep 5: --prefill-redundant-experts 4, then
+    the same); a new-user trial. Now the GPUs' error comes first, with the eps that fix it."""
+    base = ("plan", "glm-5.1", "-H", "H200", "--gpus", 8, "--dp-attention", "--isl", 4000,
+            "--osl", 1000, "--weight-dtype", "fp8", "--kv-dtype", "fp8")  # fmt: skip
+    _, err = run(*base, "--ep", 3, code=2)
+    err = " ".join(err.split())
+    assert "Invalid value for --ep" in err and "does not divide the 8 GPUs" in err, err
+    assert "redundant" not in err and "divides them: 2, 4, 8" in err
+    _, err = run(*base, "--ep", 8, "--mode", "disaggregated", "--prefill-gpus", 8,
+                 "--prefill-ep", 5, code=2)  # fmt: skip
+    err = " ".join(err.split())
+    assert "Invalid value for --prefill-ep" in err and "does not divide the 8 GPUs" in err, err
+    assert "redundant" not in err and "divides them: 2, 4, 8" in err
+    # where the experts need replicas for an ep that divides the GPUs, it says how many
+    with pytest.raises(InvalidArgumentError, match="2, 3 with 2 replicated experts, 4, 6 with 2"):
+        plan("glm-5.1", "H200", 12, ep=5, dp_attention=True, redundant_experts=0)
+
+
 def test_formats_of_components_the_model_lacks_are_refused_in_plan_and_search(run):
     for model, comp in (("llama-3-8b", "experts"), ("mixtral-8x7b", "shared_experts")):
         with pytest.raises(InvalidArgumentError, match=f"{comp}: .* has no") as exc:

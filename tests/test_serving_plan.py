@@ -65,7 +65,9 @@ def test_plan_bad_input():
     with pytest.raises(InvalidArgumentError, match="does not divide the 128 attention heads"):
         plan("deepseek-v3", "H200", 3)
     with pytest.raises(InvalidArgumentError, match="does not divide the 256 routed experts"):
-        plan("deepseek-v3", "H200", 8, ep=3)
+        plan("deepseek-v3", "H200", 6, ep=3, dp_attention=True)
+    with pytest.raises(InvalidArgumentError, match="does not divide the 8 GPUs; use an ep"):
+        plan("deepseek-v3", "H200", 8, ep=3)  # the GPUs first: replicas cannot mend that
     with pytest.raises(InvalidArgumentError, match="tp x dp"):
         plan("deepseek-v3", "H200", 8, tp=4, dp=4)
     too_big = plan("deepseek-v3", "H100-SXM", 1, weight_dtype="fp8")  # an answer, not an error

@@ -188,6 +188,22 @@ def make_layout(
     if redundant_experts and not m.is_moe:
         raise InvalidArgumentError("redundant_experts", f"{m.label} has no experts to replicate")
     slots = m.n_routed_experts + redundant_experts
+    group = stage if (dp_attention or ep > tp) else tp
+    # the GPUs first: replicas cannot mend an ep that does not divide them, so a hint to add
+    # some (plan's, on the slots' error) would only lead to this error next
+    if ep > 1 and gpus % ep:
+        raise InvalidArgumentError(
+            "ep",
+            f"expert parallel degree {ep} does not divide the {gpus} GPUs"
+            + _ep_choices(m.n_routed_experts, redundant_experts, gpus),
+        )
+    if group % ep:
+        raise InvalidArgumentError(
+            "ep",
+            f"expert parallel degree {ep} does not divide the MoE group of "
+            f"{group} GPUs (tp={tp}{', whole stage' if group == stage else ''})"
+            + _ep_choices(m.n_routed_experts, redundant_experts, group),
+        )
     if ep > 1 and slots % ep:
         extra = f" + {redundant_experts} redundant" if redundant_experts else ""
         raise InvalidArgumentError(
@@ -195,17 +211,6 @@ def make_layout(
             f"expert parallel degree {ep} does not divide the "
             f"{m.n_routed_experts} routed experts{extra}; redundant experts (EPLB replicas) can "
             "round the slots up to a multiple of ep",
-        )
-    if ep > 1 and gpus % ep:
-        raise InvalidArgumentError(
-            "ep", f"expert parallel degree {ep} does not divide the {gpus} GPUs"
-        )
-    group = stage if (dp_attention or ep > tp) else tp
-    if group % ep:
-        raise InvalidArgumentError(
-            "ep",
-            f"expert parallel degree {ep} does not divide the MoE group of "
-            f"{group} GPUs (tp={tp}{', whole stage' if group == stage else ''})",
         )
     if m.is_moe and group // ep > m.moe_intermediate_size:
         # each routed expert's FFN split group/ep ways: past its intermediate size some GPUs
@@ -227,6 +232,18 @@ def make_layout(
         moe_tp=group // ep,
         redundant_experts=redundant_experts,
     )
+
+
+def _ep_choices(experts: int, redundant: int, gpus: int) -> str:
+    """The expert-parallel degrees above 1 that divide ``gpus``, each with the replicas (if
+    any) that round the expert slots up to a multiple of it: advice that fixes the layout."""
+    if not experts:
+        return ""
+    out = []
+    for e in (e for e in range(2, gpus + 1) if gpus % e == 0):
+        more = redundant + (-(experts + redundant)) % e
+        out.append(f"{e}" + (f" with {more} replicated experts" if more else ""))
+    return f"; use an ep that divides them: {', '.join(out)}" if out else ""
 
 
 #: MLA's projections (and their norms) that every tensor-parallel rank holds whole
