@@ -512,3 +512,14 @@ def test_import_hf_says_qwen35s_mtp_layer_is_not_imported_and_plan_cites_why(run
     args = ["plan", cfg, "-H", "B200", "--gpus", 4, "--isl", "2k", "--osl", 500]
     _, err = run(*args, "--mtp-tokens", 2, code=2)
     assert "its MTP layers are not counted" in err and "none is counted" not in err
+
+
+def test_fewer_kv_heads_than_tp_is_said():
+    """2 KV heads at TP8 gave the same per-GPU cache as 8 heads with no sentence in plan (each
+    head is copied onto 4 GPUs; convert's view said it): a new-user trial."""
+    kw = dict(kv_dtype="fp8", isl=4000, osl=1000, concurrency=64, engine="vllm")
+    few = plan("qwen3-30b-a3b", "H200", 8, **kw)  # 4 KV heads
+    (said,) = [w for w in few.warnings if "KV heads, fewer than" in w]
+    assert "(TP8)" in said and "copied onto 2 GPUs" in said and "tp <= 4" in said
+    assert not [w for w in plan("qwen3-30b-a3b", "H200", 4, **kw).warnings if "fewer than" in w]
+    assert not [w for w in plan("llama-3-70b", "H200", 8, **kw).warnings if "fewer than" in w]

@@ -257,6 +257,7 @@ def check_request(
         + _stored_format_warnings(hw, stored, components, m)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
         + _dispatch_warnings(m, lay, weight_dtype, components)
+        + _kv_head_copies(m, lay, p_lay)
         + _vendor_warnings(hw, engine, {**stored, **components})
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
@@ -617,6 +618,27 @@ def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
             + (f" and their scales (one a {kv.scale_group})" if kv.scale_group else ""),
         )
     return out
+
+
+def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
+    """Fewer K/V heads than the attention's tensor-parallel degree: each rank keeps a copy of
+    one head (``ceil(n_kv / tp)``), so the cache per GPU is what ``tp`` heads would give, said
+    (convert's view says it; plan gave the same figure for 2 heads as for 8 at TP8 silently)."""
+    n_kv = m.num_key_value_heads
+    if m.is_mla or not n_kv:
+        return ()
+    tps = sorted({la.tp for la in (lay, p_lay) if la is not None and la.tp > n_kv})
+    if not tps:
+        return ()
+    pools = " and ".join(f"TP{t}" for t in tps)
+    return (
+        f"{m.label} has {n_kv} KV head{'s' * (n_kv > 1)}, fewer than the tensor-parallel degree "
+        f"({pools}): each head is copied onto {tps[0] // n_kv}"
+        + "".join(f"/{t // n_kv}" for t in tps[1:])
+        + " GPUs and every GPU caches one head, the bytes per GPU that "
+        f"{tps[0]} KV heads would give; fewer KV heads shrink the cache per GPU only at tp <= "
+        f"{n_kv}",
+    )
 
 
 def _dispatch_warnings(
