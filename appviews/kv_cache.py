@@ -9,7 +9,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import STATE_KINDS
-from mlacalc.models.variants import one_head_shape_note
+from mlacalc.models.variants import kept_sparse_note, one_head_shape_note
 from mlacalc.report import compare_rows, kind_cells, variant_equivalents
 from mlacalc.words.units import human_bytes, human_si
 from mlacalc.words.vocab import STANDARD_IMPL, serving_impl
@@ -190,6 +190,7 @@ def render(sc: Scenario) -> None:
             scope=f"Whole model, KV in {kv_dtype}; decode FLOPs: attention of all layers, "
             f"one step of {batch:,} sequences. The model's own design is the model itself."
             + (f" {one_head_shape_note(model)}." if one_head_shape_note(model) else "")
+            + (f" {kept_sparse_note(model)}." if kept_sparse_note(model) else "")
             + "".join(f" {n}" for n in notes),
         )
         download(eq, f"{model.name}-equivalents", "dl_eq")

@@ -265,6 +265,19 @@ def test_compare_as_variants(run):
     assert "as MLA" in md and "d_c = 4 d_h" in md
 
 
+def test_compare_as_variants_says_what_a_sparse_model_s_dense_rows_keep(run):
+    """GLM-5.1 "as MHA" kept DSA's indexer cache and top-2,048 sparse attention while the
+    footnote said only "everything but the attention" (a reader took it for plain MHA)."""
+    md, _ = run("compare", "glm-5.1", "--as-variants", "--seq-len", "32k", "--format", "markdown")
+    md = " ".join(md.split())
+    assert "MHA/GQA/MQA rows keep its DeepSeek sparse attention" in md
+    assert "top 2,048 keys only" in md
+    md, _ = run("compare", "minimax-m3", "--as-variants", "--format", "markdown")
+    assert "rows keep its block-sparse layers" in " ".join(md.split())
+    md, _ = run("compare", "deepseek-v3", "--as-variants", "--format", "markdown")
+    assert "rows keep" not in md
+
+
 def test_compare_as_variants_names_a_variant_without_an_equivalent(run):
     """MiniMax-M3 has no MLA equivalent: the other three are compared and a note names the
     missing one (was an error for all four); DeepSeek-V4, with none at all, is refused."""

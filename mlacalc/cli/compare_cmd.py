@@ -15,7 +15,7 @@ from mlacalc.cli.common import (
     load,
     size_text,
 )
-from mlacalc.models.variants import one_head_shape_note
+from mlacalc.models.variants import kept_sparse_note, one_head_shape_note
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import compare_rows, variant_equivalents
 from mlacalc.words import defaults as D
@@ -79,12 +79,13 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
             raise click.BadParameter(exc.message, param_hint="--kv-heads") from None
         loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
         note = (
-            "Equivalents keep everything but the attention; MLA -> MHA family uses head_dim = "
+            "Equivalents keep everything but the attention heads; MLA -> MHA family uses "
+            "head_dim = "
             "qk_nope_head_dim, MHA family -> MLA uses d_c = 4 d_h, d_rope = d_h / 2."
         )
         note += "".join(f" {n}" for n in notes)
-        if one_head_shape_note(base):
-            note += " " + one_head_shape_note(base) + "."
+        for said in (one_head_shape_note(base), kept_sparse_note(base)):
+            note += f" {said}." if said else ""
     elif kv_heads is not None:
         raise click.BadParameter(
             "--kv-heads only applies with --as-variants", param_hint="--kv-heads"

@@ -1,6 +1,9 @@
 """A model re-expressed with another attention design (what would MHA, GQA, MQA or MLA cost here?).
 
-Everything but the attention stays as it is (FFN, experts, embeddings, layers).
+Everything but the attention heads stays as it is (FFN, experts, embeddings, layers), a
+sparse attention's selection included: DeepSeek sparse attention's indexer (its cache and
+top-k keys) and block-sparse layers stay in the MHA/GQA/MQA equivalents
+(:func:`kept_sparse_note` says so).
 The rules, also printed by the reports:
 
 - to MHA/GQA/MQA from MLA: ``head_dim = qk_nope_head_dim`` (the per-head width
@@ -22,7 +25,7 @@ from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import VARIANTS, Variant
 
-__all__ = ["EQUIVALENT_VARIANTS", "as_variant", "one_head_shape_note"]
+__all__ = ["EQUIVALENT_VARIANTS", "as_variant", "kept_sparse_note", "one_head_shape_note"]
 
 EQUIVALENT_VARIANTS = VARIANTS
 
@@ -152,3 +155,22 @@ def one_head_shape_note(model: ModelConfig | str) -> str:
         f"the other designs use its other layers' shape in every layer (d_h {m.head_dim}, "
         "K and V apart), so they differ from the model in the full layers too"
     )
+
+
+def kept_sparse_note(model: ModelConfig | str) -> str:
+    """What the MHA/GQA/MQA equivalents of a sparse-attention model keep ("" otherwise): they
+    are not plain dense attention (a new-user trial read GLM-5.1 "as MHA" as plain MHA)."""
+    m = model_argument(model)
+    if m.index_topk is not None:
+        return (
+            f"{m.label}'s MHA/GQA/MQA rows keep its DeepSeek sparse attention: the indexer's "
+            f"cache ({m.index_head_dim}-wide keys per token and layer) and attention over its "
+            f"top {m.index_topk:,} keys only, not every key as plain MHA/GQA/MQA would"
+        )
+    if m.sparse_block_size is not None:
+        return (
+            f"{m.label}'s MHA/GQA/MQA rows keep its block-sparse layers: their indexer and "
+            f"attention over the top {m.sparse_topk_blocks} blocks of {m.sparse_block_size} "
+            "keys (and the local ones), not every key as plain MHA/GQA/MQA would"
+        )
+    return ""
