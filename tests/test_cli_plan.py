@@ -523,3 +523,21 @@ def test_fewer_kv_heads_than_tp_is_said():
     assert "(TP8)" in said and "copied onto 2 GPUs" in said and "tp <= 4" in said
     assert not [w for w in plan("qwen3-30b-a3b", "H200", 4, **kw).warnings if "fewer than" in w]
     assert not [w for w in plan("llama-3-70b", "H200", 8, **kw).warnings if "fewer than" in w]
+
+
+def test_a_kv_dtype_the_engine_lacks_is_said_naming_both_options():
+    """int4 KV under vLLM and fp4/nvfp4 KV under TensorRT-LLM for MLA were taken with only a
+    timing caveat (a new-user trial); the formats each engine offers are from recall."""
+    kw = dict(weight_dtype="fp8", isl=4000, osl=1000, concurrency=64)
+
+    def said(model, kv, engine):
+        return [w for w in plan(model, "B200", 8, kv_dtype=kv, engine=engine, **kw).warnings
+                if "under --engine" in w]  # fmt: skip
+
+    (w,) = said("kimi-k2.5", "int4", "vllm")
+    assert "--kv-dtype int4 under --engine vllm" in w and "vLLM offers no int4" in w
+    (w,) = said("glm-5.1", "nvfp4", "trtllm")
+    assert "offers no nvfp4 KV cache for MLA" in w
+    assert said("glm-5.1", "fp4", "trtllm")
+    assert not said("llama-3-70b", "nvfp4", "trtllm")  # its GQA kernels read NVFP4
+    assert not said("glm-5.1", "fp8", "sglang") and not said("kimi-k2.5", "fp8", "vllm")

@@ -36,6 +36,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
+from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -252,6 +253,7 @@ def check_request(
         p_lay=p_lay,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
         + _kv_warnings(m, kv)
+        + _engine_kv_warnings(m, kv, engine)
         + ((kv_note,) if kv_note else ())
         + _format_warnings(components, hw)
         + _stored_format_warnings(hw, stored, components, m)
@@ -638,6 +640,36 @@ def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[
         + " GPUs and every GPU caches one head, the bytes per GPU that "
         f"{tps[0]} KV heads would give; fewer KV heads shrink the cache per GPU only at tp <= "
         f"{n_kv}",
+    )
+
+
+#: the KV cache formats below 16 bits each engine offers, from recall of its docs and flags
+#: (not checked against a stored copy): vLLM's --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2;
+#: fp8_ds_mla, its DeepSeek-sparse layout), SGLang's (fp8_e4m3, fp8_e5m2, fp4_e2m1),
+#: TensorRT-LLM's kv_cache_quant_algo (FP8, INT8, NVFP4; its MLA kernels read FP8 only)
+_ENGINE_KV = {
+    "vllm": ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"),
+    "sglang": ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "fp4"),
+    "trtllm": ("fp8", "fp8_e4m3", "int8", "nvfp4", "fp8_ds_mla"),
+}
+_ENGINE_KV_MLA = {"trtllm": ("fp8", "fp8_e4m3", "fp8_ds_mla")}
+
+
+def _engine_kv_warnings(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str, ...]:
+    """A KV cache format the engine named does not offer (for this attention): sized and timed
+    as asked, but said, naming both options (int4 under vLLM, fp4/nvfp4 under TensorRT-LLM for
+    MLA were taken with a timing caveat only)."""
+    if kv.bits >= 16 or engine not in _ENGINE_KV:
+        return ()
+    mla = m.is_mla and engine in _ENGINE_KV_MLA
+    offered = _ENGINE_KV_MLA[engine] if mla else _ENGINE_KV[engine]
+    if kv.name in offered:
+        return ()
+    return (
+        f"--kv-dtype {kv.name} under --engine {engine}: {ENGINE_LABELS.get(engine, engine)} "
+        f"offers no {kv.name} KV cache{' for MLA' if mla else ''} (its formats below 16 bits: "
+        f"{', '.join(offered)}; from recall of its docs); the figures are for a cache it "
+        "cannot run: use one of those, or another --engine",
     )
 
 
