@@ -285,3 +285,27 @@ def test_a_kernel_the_engine_runs_as_another_says_what_its_time_is_of(run):
     out, _ = run("roofline", "deepseek-v3", "-H", "B200", "--engine", "sglang", "--phase",
                  "prefill", "--seq-len", "8k", "--causal")  # fmt: skip
     assert "runs it as" not in out
+
+
+def test_a_model_of_two_layer_kinds_times_either_at_attention_layer_scope(run):
+    """DeepSeek-V4-Pro at attention_layer scope showed only an hca layer; the csa layer (1.4x
+    the time) was in the app's Roofline view alone (a new-user trial). --layer-kind names
+    the other, and the header says how to get it."""
+    base = ("roofline", "deepseek-v4-pro", "-H", "GB200", "--batch", "64", "--seq-len", "32k")
+    out, _ = run(*base)
+    assert "--layer-kind csa: another kind" in " ".join(out.split())
+    times = {}
+    for kind in ("hca", "csa"):
+        doc = json.loads(run(*base, "--layer-kind", kind, "--format", "json")[0])
+        (p,) = doc["predictions"]
+        assert p["layer"].startswith(f"{kind}: layer ")
+        times[kind] = sum(o["seconds"] for o in p["ops"])
+    assert times["csa"] > 1.2 * times["hca"]
+    plain = json.loads(run(*base, "--format", "json")[0])["predictions"][0]
+    assert sum(o["seconds"] for o in plain["ops"]) == pytest.approx(times["hca"])
+    _, err = run(*base, "--layer-kind", "full", code=2)
+    assert "its kinds: hca, csa" in err
+    _, err = run(*base, "--layer-kind", "csa", "--scope", "model", code=2)
+    assert "needs --scope attention_layer" in " ".join(err.split())
+    _, err = run("roofline", "deepseek-v3", "-H", "H200", "--layer-kind", "mla", code=2)
+    assert "every layer alike" in " ".join(err.split())

@@ -106,6 +106,12 @@ class ImplList(click.ParamType):
     show_default=True,
     help="One attention layer, or a whole forward step.",
 )
+@click.option(
+    "--layer-kind",
+    default=None,
+    help="With --scope attention_layer, a model whose layers differ: the kind of layer to "
+    "time (DeepSeek-V4: hca or csa; default: its first layer's kind).",
+)
 @click.option("--dtype", type=W_DTYPE, default=D.DTYPE, show_default=True, help="Compute dtype.")
 @click.option(
     "--weight-dtype",
@@ -148,6 +154,7 @@ def command(
     impl,
     mode,
     scope,
+    layer_kind,
     dtype,
     weight_dtype,
     kv_dtype,
@@ -169,8 +176,9 @@ def command(
       mlacalc roofline deepseek-v3 --hardware H200 --profile fit-h100-sxm
       mlacalc roofline deepseek-v3 --hardware H200 --impl all --batch 64
       mlacalc roofline deepseek-v3 --hardware B200 --engine sglang --batch 64
+      mlacalc roofline deepseek-v4-pro --hardware GB200 --batch 64 --layer-kind csa
     """
-    m = load(model)
+    m, kind_said = _of_kind(load(model), layer_kind, scope)
     wanted = phases(phase)
     _check_flags(wanted, q_len, causal, mode, profile, calibrate)
     impls = _impls(m, impl)
@@ -194,6 +202,8 @@ def command(
     )
     calls = [(replace(request, impl=i), ph) for i in impls for ph in wanted]
     predictions = [_predict(r, ph, profile, calibrate) for r, ph in calls]
+    if kind_said:  # the kind's model has its layers alike: say which layer it stands for
+        predictions = [replace(p, layer=kind_said) for p in predictions]
     check_context(m, seq_len)
     no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
     if no_fp8:
@@ -293,6 +303,47 @@ def side_by_side(predictions: list) -> list[dict[str, Any]]:
         }
         for p in predictions
     ]
+
+
+def _kinds(m) -> dict[str, Any]:
+    """The model's kinds of attention layer (linear ones left out), by label."""
+    # deferred: the layer pattern is read only where a model's layers differ
+    from mlacalc.models.architecture import layer_pattern
+
+    return {k.label: k for k in layer_pattern(m).layers if k.label != "linear"}
+
+
+def _of_kind(m, layer_kind: str | None, scope: str) -> tuple[Any, str]:
+    """The model cut to one kind of layer for --layer-kind (and the words for the header),
+    or the model itself; a kind it lacks, or the flag at model scope, refused."""
+    if layer_kind is None:
+        return m, ""
+    if scope == "model":
+        raise click.BadParameter(
+            "times one kind of attention layer: it needs --scope attention_layer (--scope model "
+            "times every layer)",
+            param_hint="--layer-kind",
+        )
+    # deferred: as in _kinds
+    from mlacalc.models.architecture import kind_model, layer_pattern
+
+    kinds = _kinds(m)
+    if layer_kind not in kinds or len(kinds) < 2:
+        raise click.BadParameter(
+            f"{m.label} has no {layer_kind!r} layers among kinds that differ; its kinds: "
+            + (", ".join(kinds) if len(kinds) > 1 else "one, every layer alike: leave it out"),
+            param_hint="--layer-kind",
+        )
+    summary = str(layer_pattern(m).to_dict().get("summary", "")).split(";")[0]
+    first = next(i for i, k in enumerate(layer_pattern(m).layers) if k.label == layer_kind)
+    one = kind_model(m, kinds[layer_kind])
+    return one, f"{layer_kind}: layer {first + 1} of {summary}"
+
+
+def _other_kinds(m, layer: str) -> str:
+    """'--layer-kind csa: another kind; ' for the header of a model whose layers differ."""
+    others = [k for k in _kinds(m) if k != layer.split(":")[0]]
+    return f"--layer-kind {' or '.join(others)}: another kind; " if others else ""
 
 
 def _check_flags(wanted: list[str], q_len, causal: bool, mode: str, profile, calibrate) -> None:
@@ -504,7 +555,11 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
         f"{_weights(p)}"
         f"{', causal' if causal and p.phase != 'decode' else ''})"
         # a model whose layers differ: which one stands for it
-        + (f"; one {p.layer} (--scope model: every layer)" if p.layer else ""),
+        + (
+            f"; one {p.layer} ({_other_kinds(m, p.layer)}--scope model: every layer)"
+            if p.layer
+            else ""
+        ),
         columns,
         rows,
         note=_times_note(p, flat) + _runs_as_note(p),
