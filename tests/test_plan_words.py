@@ -55,3 +55,21 @@ def test_a_search_whose_weights_fit_nowhere_says_how_many_gpus_hold_them():
     assert "searched (4); 8 GPUs (--gpus 8)" in said and "(weights fp8)" in said
     fits = search("glm-5.1", "H200", [8], isl=4000, osl=1000)
     assert not [n for n in fits.notes if n.startswith("the weights fit")]
+
+
+def test_a_layout_names_the_experts_split_where_it_is_not_the_attention_s():
+    """Search's 'TP1 DP-attention8' (ep 1) read as each GPU holding whole experts, where each
+    is split 8 ways over the stage: the layout names that split (MoE-TP8)."""
+    import mlacalc
+    from mlacalc.serving.layout import make_layout
+
+    m = mlacalc.load_model("glm-5.1")
+    describe = {
+        "TP1 DP-attention8 MoE-TP8": dict(tp=1, dp_attention=True),
+        "TP1 DP-attention8 EP8": dict(tp=1, dp_attention=True, ep=8),
+        "TP8": dict(tp=8),
+        "TP8 EP4 MoE-TP2": dict(tp=8, ep=4),
+    }
+    for words, kw in describe.items():
+        assert make_layout(m, 8, **kw).describe() == words
+    assert make_layout(mlacalc.load_model("llama-3-70b"), 8, tp=4).describe() == "TP4 DP2"

@@ -83,6 +83,10 @@ class Layout:
             parts.append(f"PP{self.pp}")
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
+        if self.moe_tp not in (1, self.tp):
+            # the experts split otherwise than the attention: "TP1 DP-attention8" alone read as
+            # each GPU holding whole experts where each is split 8 ways (trial 6)
+            parts.append(f"MoE-TP{self.moe_tp}")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
