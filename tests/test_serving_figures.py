@@ -262,3 +262,30 @@ def test_chunked_prefill_at_a_low_request_rate_is_not_overloaded():
     2,936 requests queued at osl 10. Capacity is the full batch's rate now."""
     p = _dpa(isl=2000, osl=10, request_rate=0.05, chunked_prefill=512)
     assert p.sustainable and math.isfinite(p.ttft_s) and p.ttft_s < 0.4
+
+
+def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
+    """Kimi-K2.6 NVFP4 on GB200, 24 + 48 disaggregated under SGLang with two-batch overlap:
+    3,748.8 -> 3,613.1 tok/s/GPU from 12,000 to 12,500 in flight (a new-user trial saw 3,858
+    -> 3,705 at 13,000). docs/serving.md ("Serving figures") says why: a micro-batch (half a
+    rank's rows) crosses the routed experts' 128-row tile and the dense GEMMs' M = 256. These
+    are its figures; if the rules change, the paragraph must change with them."""
+    from reference_data import HF_CONFIGS_2
+
+    import mlacalc
+
+    model = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--Kimi-K2.6-NVFP4.config.json")
+    kw = dict(tp=1, ep=24, dp_attention=True, overlap="tbo", kv_dtype="fp8", isl=4000,
+              osl=1000, mode="disaggregated", prefill_gpus=48, prefill_tp=1, prefill_ep=48,
+              prefill_dp_attention=True, engine="sglang",
+              max_tokens=16384)  # fmt: skip
+    runs = {c: plan(model, "GB200", 24, concurrency=c, **kw) for c in (12000, 12500)}
+    low, high = runs[12000], runs[12500]
+    assert low.running_batch_per_group / 2 < 256 < high.running_batch_per_group / 2
+    assert high.output_tokens_per_s_per_gpu < 0.97 * low.output_tokens_per_s_per_gpu
+
+    def ms(p, name):
+        return next(k["seconds"] for k in p.kernels if k["name"] == name) * 1e3
+
+    assert ms(high, "qkv_a_proj") > 1.4 * ms(low, "qkv_a_proj")  # M past 256
+    assert ms(high, "routed_experts") > 1.1 * ms(low, "routed_experts")  # a second row tile
