@@ -299,13 +299,25 @@ def test_a_model_of_two_layer_kinds_times_either_at_attention_layer_scope(run):
         doc = json.loads(run(*base, "--layer-kind", kind, "--format", "json")[0])
         (p,) = doc["predictions"]
         assert p["layer"].startswith(f"{kind}: layer ")
+        out, _ = run(*base, "--layer-kind", kind)
+        other = "csa" if kind == "hca" else "hca"
+        assert f"--layer-kind {other}: another kind" in " ".join(out.split())
         times[kind] = sum(o["seconds"] for o in p["ops"])
     assert times["csa"] > 1.2 * times["hca"]
     plain = json.loads(run(*base, "--format", "json")[0])["predictions"][0]
     assert sum(o["seconds"] for o in plain["ops"]) == pytest.approx(times["hca"])
     _, err = run(*base, "--layer-kind", "full", code=2)
-    assert "its kinds: hca, csa" in err
+    assert "its kinds that can be: hca, csa" in err
     _, err = run(*base, "--layer-kind", "csa", "--scope", "model", code=2)
     assert "needs --scope attention_layer" in " ".join(err.split())
     _, err = run("roofline", "deepseek-v3", "-H", "H200", "--layer-kind", "mla", code=2)
     assert "every layer alike" in " ".join(err.split())
+    # a hybrid: its first (linear) layer is the default; its full layers alone, timed apart
+    _, err = run("roofline", "qwen3-next-80b-a3b", "-H", "H200", "--layer-kind", "mamba", code=2)
+    assert "its kinds that can be: full" in err
+    linear = json.loads(run("roofline", "qwen3-next-80b-a3b", "-H", "H200", "--layer-kind",
+                            "linear", "--format", "json")[0])["predictions"][0]  # fmt: skip
+    full = json.loads(run("roofline", "qwen3-next-80b-a3b", "-H", "H200", "--layer-kind",
+                          "full", "--format", "json")[0])["predictions"][0]  # fmt: skip
+    assert linear["layer"].startswith("linear: layer 1") and full["layer"].startswith("full: ")
+    assert {o["name"] for o in linear["ops"]} != {o["name"] for o in full["ops"]}

@@ -306,16 +306,22 @@ def side_by_side(predictions: list) -> list[dict[str, Any]]:
 
 
 def _kinds(m) -> dict[str, Any]:
-    """The model's kinds of attention layer (linear ones left out), by label."""
+    """The model's kinds of layer (its mixers: attention, linear, Mamba), by label."""
     # deferred: the layer pattern is read only where a model's layers differ
     from mlacalc.models.architecture import layer_pattern
 
-    return {k.label: k for k in layer_pattern(m).layers if k.label != "linear"}
+    return {k.label: k for k in layer_pattern(m).layers}
+
+
+def _alone(label: str) -> bool:
+    """Whether --layer-kind can cut a model to this kind: an attention kind (a linear or
+    Mamba mixer, or a block without one, is timed only as the model's first layer)."""
+    return label not in ("linear", "none") and not label.startswith("mamba")
 
 
 def _of_kind(m, layer_kind: str | None, scope: str) -> tuple[Any, str]:
-    """The model cut to one kind of layer for --layer-kind (and the words for the header),
-    or the model itself; a kind it lacks, or the flag at model scope, refused."""
+    """The model cut to one kind of attention layer for --layer-kind (and the words for the
+    header), or the model itself; a kind it lacks, or the flag at model scope, refused."""
     if layer_kind is None:
         return m, ""
     if scope == "model":
@@ -328,10 +334,17 @@ def _of_kind(m, layer_kind: str | None, scope: str) -> tuple[Any, str]:
     from mlacalc.models.architecture import kind_model, layer_pattern
 
     kinds = _kinds(m)
-    if layer_kind not in kinds or len(kinds) < 2:
+    if len(kinds) < 2:
         raise click.BadParameter(
-            f"{m.label} has no {layer_kind!r} layers among kinds that differ; its kinds: "
-            + (", ".join(kinds) if len(kinds) > 1 else "one, every layer alike: leave it out"),
+            f"{m.label} has one kind of layer, every layer alike: leave it out",
+            param_hint="--layer-kind",
+        )
+    if layer_kind == layer_pattern(m).layers[0].label:
+        return m, ""  # the first layer's kind: what attention_layer times without the flag
+    if layer_kind not in kinds or not _alone(layer_kind):
+        raise click.BadParameter(
+            f"{m.label} has no {layer_kind!r} layers to time alone; its kinds that can be: "
+            + ", ".join(k for k in kinds if _alone(k)),
             param_hint="--layer-kind",
         )
     summary = str(layer_pattern(m).to_dict().get("summary", "")).split(";")[0]
@@ -341,8 +354,13 @@ def _of_kind(m, layer_kind: str | None, scope: str) -> tuple[Any, str]:
 
 
 def _other_kinds(m, layer: str) -> str:
-    """'--layer-kind csa: another kind; ' for the header of a model whose layers differ."""
-    others = [k for k in _kinds(m) if k != layer.split(":")[0]]
+    """'--layer-kind csa: another kind; ' for the header of a model whose layers differ (a
+    model cut to one kind by --layer-kind: the kinds its layer words list, '31 hca + 30 csa')."""
+    kinds = list(_kinds(m))
+    if len(kinds) < 2:
+        counts = layer.split(" of ", 1)[-1].split(": ", 1)[-1].split(" + ")
+        kinds = [c.split(" ", 1)[1] for c in counts if " " in c]
+    others = [k for k in kinds if k != layer.split(":")[0] and _alone(k)]
     return f"--layer-kind {' or '.join(others)}: another kind; " if others else ""
 
 
