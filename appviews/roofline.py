@@ -11,7 +11,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
-from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
 from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
@@ -177,6 +177,8 @@ def render(sc: Scenario) -> None:
             f"'{points[0]['profile']}': "
             f"{points[0]['calibration']}."
         )
+        if mla_rank_note(sc.model):
+            scope += f" The latent's width, {mla_rank_note(sc.model)}."
     elif points:
         scope += f" Times: {points[0]['calibration']}."
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s

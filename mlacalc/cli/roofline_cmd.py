@@ -40,7 +40,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
@@ -580,7 +580,7 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
         ),
         columns,
         rows,
-        note=_times_note(p, flat) + _runs_as_note(p),
+        note=_times_note(p, flat) + _runs_as_note(p) + _rank_note(m, p),
         text_columns=tuple(
             i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound")
         ),
@@ -593,6 +593,12 @@ _RUNS_AS = {
     "mla_decode": "its absorbed MLA decode kernel (each query over its top-k latent rows)",
     MMHA_RUNS_AS: MMHA_WORDS,
 }
+
+
+def _rank_note(m, p) -> str:
+    """An MLA latent width no measured kernel has, where the kernel model times it."""
+    note = mla_rank_note(m) if p.profile != "roofline" else ""
+    return f"\n{note}." if note else ""
 
 
 def _runs_as_note(p) -> str:

@@ -34,6 +34,7 @@ from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
+from mlacalc.timemodel.predict import mla_rank_note
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
@@ -732,6 +733,8 @@ def _request_warnings(
     """What the request leaves to a reading worth saying: the device alias, weights whose
     quantization config.json does not give, MTP weights asked of a model without them."""
     warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
+    if mla_rank_note(m):  # an MLA latent no measured kernel has
+        warnings.append(mla_rank_note(m))
     # a ModelOpt export: its stored bytes are not in config.json
     if weight_dtype is None and external_quantization(m):
         warnings.append(

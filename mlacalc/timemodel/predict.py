@@ -410,6 +410,25 @@ MMHA_WORDS = (
 )
 
 
+#: The latent width of every measured MLA kernel row: DeepSeek-V3's geometry (the shared
+#: tables' TABLES.md: kv_lora 512, rope 64)
+MEASURED_MLA_RANK = 512
+
+
+def mla_rank_note(m: ModelConfig) -> str:
+    """Where an MLA model's latent is not the measured kernels' 512 (MiniCPM3's 256, a what-if
+    rank): its core's time is the fitted rule carried to a width no row has, said (a new-user
+    trial's sweep of kv_lora_rank 128..1,024 read smooth times with no word); "" elsewhere."""
+    if not m.is_mla or not m.kv_lora_rank or m.kv_lora_rank == MEASURED_MLA_RANK:
+        return ""
+    return (
+        f"kv_lora_rank {m.kv_lora_rank:,}: every measured MLA kernel row is at DeepSeek-V3's "
+        f"{MEASURED_MLA_RANK} (FlashMLA's and TensorRT-LLM's MLA kernels are built for "
+        f"{MEASURED_MLA_RANK}, from recall), so the attention core's time at "
+        f"{m.kv_lora_rank:,} is the fitted rule extrapolated"
+    )
+
+
 def mmha_fallback(batch: Any) -> np.ndarray:
     """Per row of a kernel batch (as the engine runs it): whether a dense decode is timed as
     TensorRT-LLM's masked MHA kernel, a unit a query head, because a KV head has more query
