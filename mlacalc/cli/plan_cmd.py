@@ -622,6 +622,7 @@ def serving_rows(p) -> list[list[str]]:
         ["TTFT", p.ttft_text()],
         *chunk_rows(p),
         ["TPOT (inter-token latency)", _per_token(p.tpot_s, lambda t: f"{t * 1e3:,.2f} ms")],
+        *others_prompts_rows(p),
         ["output tokens/s (prompts' passes included)", f"{p.output_tokens_per_s:,.0f}"],
         ["output tokens/s per GPU", f"{p.output_tokens_per_s_per_gpu:,.1f}"],
         ["output tokens/s per user", _per_token(p.output_tokens_per_s_per_user, "{:,.1f}".format)],
@@ -634,6 +635,23 @@ def serving_rows(p) -> list[list[str]]:
     if p.kv_transfer_s is not None:
         srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
     return srows
+
+
+#: TPOT's part from other requests' prompts is said where it is at least this share of TPOT
+OTHERS_PROMPTS_SAID = 0.05
+
+
+def others_prompts_rows(p) -> list[list[str]]:
+    """Where other requests' prompts make a visible part of TPOT (aggregated), how much: the
+    decode step alone a token, the rest the steps that carry a prompt (on any synced group)."""
+    extra = p.tpot_others_prompts_s
+    if extra is None or extra < OTHERS_PROMPTS_SAID * p.tpot_s:
+        return []
+    step = p.decode_step_s / p.tokens_per_step
+    return [
+        ["  of which the decode step", f"{step * 1e3:,.2f} ms"],
+        ["  of which other requests' prompts in the steps", f"{extra * 1e3:,.2f} ms"],
+    ]
 
 
 def chunk_rows(p) -> list[list[str]]:
