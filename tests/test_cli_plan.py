@@ -520,7 +520,11 @@ def test_fewer_kv_heads_than_tp_is_said():
     kw = dict(kv_dtype="fp8", isl=4000, osl=1000, concurrency=64, engine="vllm")
     few = plan("qwen3-30b-a3b", "H200", 8, **kw)  # 4 KV heads
     (said,) = [w for w in few.warnings if "KV heads, fewer than" in w]
-    assert "(TP8)" in said and "copied onto 2 GPUs" in said and "tp <= 4" in said
+    assert "(TP8)" in said and "copied onto 2 GPUs" in said and "save no cache memory" in said
+    assert "DP-attention" in said  # a MoE model: the attention can split by sequences
+    # DeepSeek-V4's one latent (as MLA's) is the design, not a head split short (a review)
+    v4 = plan("deepseek-v4-pro", "B200", 8, isl=1000, osl=200, concurrency=8, engine="sglang")
+    assert not [w for w in v4.warnings if "fewer than" in w]
     assert not [w for w in plan("qwen3-30b-a3b", "H200", 4, **kw).warnings if "fewer than" in w]
     assert not [w for w in plan("llama-3-70b", "H200", 8, **kw).warnings if "fewer than" in w]
 
@@ -541,3 +545,14 @@ def test_a_kv_dtype_the_engine_lacks_is_said_naming_both_options():
     assert said("glm-5.1", "fp4", "trtllm")
     assert not said("llama-3-70b", "nvfp4", "trtllm")  # its GQA kernels read NVFP4
     assert not said("glm-5.1", "fp8", "sglang") and not said("kimi-k2.5", "fp8", "vllm")
+
+
+def test_engine_kv_formats_offer_the_sparse_layout_to_dsa_models_only():
+    """A review: int8 KV on Qwen3-8B under vLLM listed fp8_ds_mla (FlashMLA's sparse layout, for
+    DSA models) among the formats to use instead; fp8_ds_mla on DeepSeek-V3 was said twice."""
+    kw = dict(isl=1000, osl=200, concurrency=8, engine="vllm")
+    (w,) = [w for w in plan("qwen3-8b", "H100-SXM", 1, kv_dtype="int8", **kw).warnings
+            if "offers no" in w]  # fmt: skip
+    assert "fp8_ds_mla" not in w and "fp8_e5m2" in w
+    said = plan("deepseek-v3", "H200", 8, kv_dtype="fp8_ds_mla", **kw).warnings
+    assert len([w for w in said if "fp8_ds_mla" in w]) == 1

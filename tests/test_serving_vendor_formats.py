@@ -136,3 +136,13 @@ def test_fp8_weights_slower_than_bf16_under_the_engine_say_so():
     assert fp8_ms > 2 * bf16_ms
     sglang = plan("qwen3.5-122b-a10b", "H200", 2, engine="sglang", **ask)
     assert not [w for w in sglang.warnings if w.startswith("fp8 weights'")]
+
+
+def test_fp8_weights_warning_offers_bf16_only_where_it_fits():
+    """A review: DeepSeek-V3 on 8 H200 under vLLM was pointed to --weight-dtype bf16, 1.3 TB of
+    weights that no 8 H200 hold (plan says it does not fit)."""
+    ask = dict(isl=1000, osl=200, concurrency=64, weight_dtype="fp8")
+    p = plan("deepseek-v3", "H200", 8, engine="vllm", **ask)
+    (said,) = [w for w in p.warnings if w.startswith("fp8 weights'")]
+    assert "--weight-dtype bf16" not in said and "do not fit" in said
+    assert not plan("deepseek-v3", "H200", 8, engine="vllm", **{**ask, "weight_dtype": "bf16"}).fits

@@ -60,8 +60,11 @@ def test_prompts_pack_on_hopper_only():
     batch = _attention("attention_prefill")
     for engine in ("sglang", "vllm"):
         assert np.all(engine_attention_kernel(batch, engine, H100).shape["head_pack"] == 0)
-        # Blackwell's prompt kernels (FlashInfer / TensorRT-LLM-gen): a tile a query head
-        assert engine_attention_kernel(batch, engine, B200) is batch
+        # Blackwell's prompt kernels (FlashInfer / TensorRT-LLM-gen): a tile a query head, no
+        # packing (SGLang's B200 batch gains only its head-dim-192 wait column, 001406c)
+        on_b200 = engine_attention_kernel(batch, engine, B200)
+        assert "head_pack" not in on_b200.shape
+        assert {k: v for k, v in on_b200.shape.items() if k != "hd192_side_call"} == batch.shape
     assert engine_attention_kernel(batch, "trtllm", H100) is batch
 
 

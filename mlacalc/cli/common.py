@@ -375,12 +375,23 @@ def load(name: str, flag: str | None = None):
 
     With ``flag``, an error names that option (``--subs``), not only the model.
     """
-    if flag is None:
-        return load_model(name)
     try:
-        return load_model(name)
+        m = load_model(name)
     except MlacalcError as exc:
+        if flag is None:
+            raise
         raise click.BadParameter(str(exc), param_hint=flag) from None
+    if m.n_routed_experts and not m.num_moe_layers:
+        # valid (transformers builds every layer dense, and so does the count), but a typo in a
+        # dense-layer count turns a MoE into a dense model: said, not refused (a config cut to
+        # fewer layers than its dense ones is one)
+        warn(
+            f"{m.label} declares {m.n_routed_experts} routed experts but no MoE layer "
+            f"(first_k_dense_replace {m.first_k_dense_replace} of {m.num_hidden_layers} "
+            "layers): every layer is counted dense; lower first_k_dense_replace if that is "
+            "not meant"
+        )
+    return m
 
 
 def phases(phase: str) -> list[str]:

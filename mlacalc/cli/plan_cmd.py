@@ -648,8 +648,9 @@ def others_prompts_rows(p) -> list[list[str]]:
     if extra is None or extra < OTHERS_PROMPTS_SAID * p.tpot_s:
         return []
     step = p.decode_step_s / p.tokens_per_step
+    label = "  of which the decode step" + (" a token" if p.tokens_per_step != 1 else "")
     return [
-        ["  of which the decode step", f"{step * 1e3:,.2f} ms"],
+        [label, f"{step * 1e3:,.2f} ms"],
         ["  of which other requests' prompts in the steps", f"{extra * 1e3:,.2f} ms"],
     ]
 

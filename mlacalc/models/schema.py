@@ -1289,56 +1289,6 @@ def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
     return out
 
 
-def _layer_count_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
-    """Counts of layers against num_hidden_layers: dense leading layers within the model, at
-    least one MoE layer when the model has experts, a full-attention interval within it (each
-    otherwise silently turns the model into another: GLM-5.1 with 100 dense layers is a 33B
-    dense model). ``have``: the fields valid or absent (an absent one takes its default)."""
-    if "num_hidden_layers" not in v:
-        return []
-    n = v["num_hidden_layers"]
-    out: list[Problem] = []
-    k = v.get("first_k_dense_replace", 0) if _valid(have, "first_k_dense_replace") else None
-    experts = v.get("n_routed_experts", 0) if _valid(have, "n_routed_experts") else 0
-    moe = bool(experts) and not v.get("block_types")
-    if k is not None and (k > n or (moe and k >= n)):
-        out.append(
-            (
-                "first_k_dense_replace",
-                f"{k} dense leading layers "
-                + (
-                    f"leave none of num_hidden_layers ({n}) MoE"
-                    if k <= n
-                    else f"exceed num_hidden_layers ({n})"
-                ),
-                f"it counts the dense layers before the MoE ones: use at most {n - moe}"
-                + (", or n_routed_experts: 0 for a dense model" if moe else ""),
-            )
-        )
-    elif moe and k is not None and _valid(have, "moe_layer_freq", "moe_layer_offset"):
-        freq, offset = v.get("moe_layer_freq", 1), v.get("moe_layer_offset", 0)
-        if k + (offset - k) % freq >= n:  # the first MoE layer (num_moe_layers' rule)
-            out.append(
-                (
-                    "moe_layer_freq",
-                    f"every {freq}th layer (offset {offset}) after the {k} dense ones leaves "
-                    f"none of num_hidden_layers ({n}) MoE",
-                    "use a smaller moe_layer_freq (1: every layer after the dense ones)",
-                )
-            )
-    interval = v.get("full_attention_interval")
-    if _valid(have, "full_attention_interval") and interval is not None and interval > n:
-        out.append(
-            (
-                "full_attention_interval",
-                f"every {interval}th layer full leaves none of num_hidden_layers ({n}) full "
-                "(a config.json's sliding_window_pattern or no_rope_layer_interval sets it)",
-                f"use at most {n}, or null for every layer alike",
-            )
-        )
-    return out
-
-
 def _mtp_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
     """Multi-token-prediction modules only for a family that models them."""
     if (
@@ -1851,11 +1801,6 @@ def build(
         problems.append(
             ("kv_lora_rank", f"is null, but model_type {values['model_type']} is MLA", _MLA_FIX)
         )
-    # on a file or mapping only: the cost code builds one-layer copies of a model
-    # (with_changes(num_hidden_layers=1)) whose dense-layer count may exceed the one layer
-    problems += _layer_count_problems(
-        {k: values[k] for k in have}, set(have) | (SPECS.keys() - values.keys())
-    )
     if problems:
         named = {p[0] for p in translated}  # said once, in the translator's words
         problems = translated + [p for p in problems[len(translated) :] if p[0] not in named]

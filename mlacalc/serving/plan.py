@@ -360,6 +360,7 @@ class Plan:
             for k, v in self.__dict__.items()
         }
         out["total_gpus"] = self.total_gpus
+        out["tpot_others_prompts_s"] = self.tpot_others_prompts_s
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
         out["kernels"] = [dict(k) for k in self.kernels]
@@ -461,9 +462,10 @@ def with_tbo_warning(p: Plan) -> Plan:
         return p
     said = (
         f"two-batch overlap with {per_group:,.2g} running per attention group: a decode batch "
-        "of one sequence or fewer does not split into two micro-batches (SGLang runs such a "
-        "batch without the overlap, from recall), yet these figures time half of it a "
-        "micro-batch; overlap none (--overlap none) times it as one batch"
+        "of one sequence or fewer does not split into two micro-batches (SGLang, whose "
+        "two-batch overlap this models, runs such a batch without it, from recall), yet these "
+        "figures time half of it a micro-batch; overlap none (--overlap none) times it as one "
+        "batch"
     )
     return dataclasses.replace(p, warnings=(*p.warnings, said))
 
@@ -529,11 +531,20 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     if fp8_s < FP8_WEIGHTS_SLOWER * bf16_s:
         return ()
     which = "at the batch asked" if asked else "at the most the cache holds"
+    # bf16 weights offered only where they leave the cache these sequences (a new review:
+    # DeepSeek-V3 on 8 H200 was pointed to 1.3 TB of bf16 weights)
+    bf16 = capacity(dataclasses.replace(req, sized="bf16"))
+    holds = bf16.fits and bf16.max_batch >= B * req.lay.dp
     return (
         f"fp8 weights' kernels under {req.engine} on {req.hw.name} are slower than bf16 "
         f"weights' (the measured kernels): a decode step of {B:,} sequences of {S:,} tokens a "
         f"group ({which}) takes {fp8_s * 1e3:,.2f} ms, {bf16_s * 1e3:,.2f} ms with "
-        "weight_dtype bf16 (--weight-dtype bf16), which holds twice the weight bytes",
+        + (
+            "weight_dtype bf16 (--weight-dtype bf16), which holds twice the weight bytes"
+            if holds
+            else "bf16 weights, which do not fit these sequences on these GPUs (add GPUs, or "
+            "keep fp8)"
+        ),
     )
 
 

@@ -628,7 +628,7 @@ def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[
     one head (``ceil(n_kv / tp)``), so the cache per GPU is what ``tp`` heads would give, said
     (convert's view says it; plan gave the same figure for 2 heads as for 8 at TP8 silently)."""
     n_kv = m.num_key_value_heads
-    if m.is_mla or not n_kv:
+    if m.is_mla or not n_kv or m.compress_ratios:  # one latent by design (MLA, DeepSeek-V4)
         return ()
     tps = sorted({la.tp for la in (lay, p_lay) if la is not None and la.tp > n_kv})
     if not tps:
@@ -639,15 +639,18 @@ def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[
         f"({pools}): each head is copied onto {tps[0] // n_kv}"
         + "".join(f"/{t // n_kv}" for t in tps[1:])
         + " GPUs and every GPU caches one head, the bytes per GPU that "
-        f"{tps[0]} KV heads would give; fewer KV heads shrink the cache per GPU only at tp <= "
-        f"{n_kv}",
+        f"{tps[0]} KV heads would give (KV heads fewer than tp save no cache memory per GPU"
+        + ("; DP-attention splits the attention by sequences instead" if m.is_moe else "")
+        + ")",
     )
 
 
 #: the KV cache formats below 16 bits each engine offers, from recall of its docs and flags
-#: (not checked against a stored copy): vLLM's --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2;
-#: fp8_ds_mla, its DeepSeek-sparse layout), SGLang's (fp8_e4m3, fp8_e5m2, fp4_e2m1),
-#: TensorRT-LLM's kv_cache_quant_algo (FP8, INT8, NVFP4; its MLA kernels read FP8 only)
+#: (not checked against a stored copy): vLLM's --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2),
+#: SGLang's (fp8_e4m3, fp8_e5m2, fp4_e2m1), TensorRT-LLM's kv_cache_quant_algo (FP8, INT8,
+#: NVFP4; its MLA kernels read FP8 only); ``fp8`` is each one's fp8 name, and ``fp8_ds_mla``
+#: (FlashMLA's sparse layout, which each takes for a DSA model's fp8 cache) is offered to DSA
+#: models only
 _ENGINE_KV = {
     "vllm": ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"),
     "sglang": ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "fp4"),
@@ -664,6 +667,10 @@ def _engine_kv_warnings(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str,
         return ()
     mla = m.is_mla and engine in _ENGINE_KV_MLA
     offered = _ENGINE_KV_MLA[engine] if mla else _ENGINE_KV[engine]
+    if not m.index_topk:  # FlashMLA's sparse layout is for DSA models only
+        if kv.name == "fp8_ds_mla":
+            return ()  # said once, by the layout's own DSA-only warning
+        offered = tuple(f for f in offered if f != "fp8_ds_mla")
     if kv.name in offered:
         return ()
     return (

@@ -252,7 +252,8 @@ def _moe_m_tiles(
         return np.ceil(top / tm) + (active - 1.0) * per
     whole = spread == 2
     if whole.any():  # balanced: whole rows, a share of the experts one more than the rest
-        low, frac = np.floor(rest), rest - np.floor(rest)
+        whole_rest = np.maximum(rest, 1.0)  # a touched expert has a row at least
+        low, frac = np.floor(whole_rest), whole_rest - np.floor(whole_rest)
         per = np.where(
             whole, (1.0 - frac) * np.ceil(low / tm) + frac * np.ceil((low + 1.0) / tm), per
         )
