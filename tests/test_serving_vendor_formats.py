@@ -146,3 +146,14 @@ def test_fp8_weights_warning_offers_bf16_only_where_it_fits():
     (said,) = [w for w in p.warnings if w.startswith("fp8 weights'")]
     assert "--weight-dtype bf16" not in said and "do not fit" in said
     assert not plan("deepseek-v3", "H200", 8, engine="vllm", **{**ask, "weight_dtype": "bf16"}).fits
+
+
+def test_fp8_e4m3_weights_run_and_are_said_as_fp8():
+    """A review: --weight-dtype fp8_e4m3 missed vLLM's fp8 MoE class (routed experts 81.7 ms a
+    step against fp8's 95.4 on Qwen3.5-122B-A10B, 2 H200) and its slower-than-bf16 warning."""
+    ask = dict(isl=4000, osl=1000, concurrency=128, kv_dtype="fp8", engine="vllm")
+    fp8, e4m3 = (
+        plan("qwen3.5-122b-a10b", "H200", 2, weight_dtype=w, **ask) for w in ("fp8", "fp8_e4m3")
+    )
+    assert e4m3.decode_step_s == pytest.approx(fp8.decode_step_s, rel=1e-12)
+    assert [w for w in e4m3.warnings if w.startswith("fp8 weights'")]

@@ -523,7 +523,7 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     Hopper (its measured H100 table, ``vllm_modeloptfp8moe_flashinfer_cutlass``: 3.77 ms a
     layer at 256 tokens, 5x its weight-read floor) made Qwen3.5-122B-A10B on 2 H200 at 128
     running a 106 ms step against bf16's 42 ms, with no word."""
-    if req.sized != "fp8" or not cap.max_batch:
+    if not (req.sized or "").startswith("fp8") or not cap.max_batch:  # fp8_e4m3 too
         return ()
     asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else None)
     B, S = math.ceil(min(asked or cap.max_batch, cap.max_batch) / req.lay.dp), cap.context
