@@ -38,3 +38,12 @@ def test_the_app_roofline_says_it_for_a_what_if_rank():
     assert [c for c in at.caption if "kv_lora_rank 256" in c.value and SAID in c.value]
     at = run("Roofline", model="deepseek-v3")
     assert not [c for c in at.caption if SAID in c.value]
+
+
+def test_the_latent_note_is_for_cores_that_read_the_latent_once(capsys):
+    """A review: `--impl naive` (an expanded MHA core, no latent read) said it, and `--impl all`
+    said it once per implementation (4 times)."""
+    args = ["roofline", "minicpm3-4b", "-H", "H100-SXM", "--batch", "8", "--seq-len", "4096"]
+    for impl, times in (("naive", 0), ("all", 1)):
+        assert main([*args, "--impl", impl]) == 0
+        assert _flat(capsys.readouterr().out).count(SAID) == times, impl

@@ -231,7 +231,7 @@ def test_an_fp8_cache_whose_decode_kernels_are_slower_says_so():
     sglang = plan("deepseek-v3", "H200", 8, kv_dtype="fp8", engine="sglang", **kw)
     (said,) = [w for w in sglang.warnings if "cache's decode kernels" in w]
     fp8_ms, bf16_ms = (float(x) for x in re.findall(r"([\d.]+) ms", said.replace(",", "")))
-    assert fp8_ms > 1.2 * bf16_ms and "--kv-dtype bf16" in said and "under sglang on H200" in said
+    assert fp8_ms > 1.2 * bf16_ms and "--kv-dtype bf16" in said and "under SGLang on H200" in said
     for other in (dict(kv_dtype="fp8", engine="trtllm"), dict(kv_dtype="bf16", engine="sglang")):
         p = plan("deepseek-v3", "H200", 8, **other, **kw)
         assert not [w for w in p.warnings if "cache's decode kernels" in w]
@@ -254,7 +254,7 @@ def test_fp4_weights_whose_kernels_are_slower_than_fp8_s_say_so():
     fp4_ms, fp8_ms = (float(x) for x in re.findall(r"([\d.]+) ms", said.replace(",", "")))
     assert fp4_ms == pytest.approx(trt.decode_step_s * 1e3, rel=1e-3)
     assert fp8_ms == pytest.approx(fp8.decode_step_s * 1e3, rel=1e-3)
-    assert "--weight-dtype fp8" in said and "under trtllm on B200" in said
+    assert "--weight-dtype fp8" in said and "under TensorRT-LLM on B200" in said
     for engine, hw in (("sglang", "B200"), ("trtllm", "H200")):
         p = plan("deepseek-v3", hw, 8, weight_dtype="fp4", engine=engine, **kw)
         assert not [w for w in p.warnings if "fp4 weights' kernels" in w]

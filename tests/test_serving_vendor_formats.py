@@ -131,7 +131,7 @@ def test_fp8_weights_slower_than_bf16_under_the_engine_say_so():
     ask = dict(isl=4000, osl=1000, concurrency=128, weight_dtype="fp8", kv_dtype="fp8")
     p = plan("qwen3.5-122b-a10b", "H200", 2, engine="vllm", **ask)
     (said,) = [w for w in p.warnings if w.startswith("fp8 weights'")]
-    assert "vllm on H200 are slower than bf16 weights'" in said and "--weight-dtype bf16" in said
+    assert "vLLM on H200 are slower than bf16 weights'" in said and "--weight-dtype bf16" in said
     fp8_ms, bf16_ms = (float(x) for x in re.findall(r"([\d.]+) ms", said))
     assert fp8_ms > 2 * bf16_ms
     sglang = plan("qwen3.5-122b-a10b", "H200", 2, engine="sglang", **ask)

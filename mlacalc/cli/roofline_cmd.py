@@ -448,9 +448,12 @@ def _insights(r: _Request, profile, calibrate) -> list:
 def _sections(m, predictions: list, kinds: list, plain: list, insights: list, causal: bool):
     """The table/markdown sections: one per phase, then the insights (or a line on what
     --insight would add)."""
+    # the MLA latent's note once, on the first section whose core reads the latent (the naive
+    # implementation's expanded MHA core reads none)
+    latent = next((i for i, p in enumerate(predictions) if p.impl != "naive"), None)
     out = [
-        _prediction_section(m, p, kind, flat, causal)
-        for p, kind, flat in zip(predictions, kinds, plain)
+        _prediction_section(m, p, kind, flat, causal, rank_note=i == latent)
+        for i, (p, kind, flat) in enumerate(zip(predictions, kinds, plain))
     ]
     if len({p.impl for p in predictions}) > 1:
         out.append(_side_by_side_section(m, predictions))
@@ -527,7 +530,7 @@ def _side_by_side_section(m, predictions: list) -> Section:
     )
 
 
-def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
+def _prediction_section(m, p, kind: list[str], flat, causal: bool, rank_note: bool) -> Section:
     """One phase's kernels with their figures and bound, a total row, and the times' note
     (``flat``: the plain roofline's prediction of the same call, or None)."""
     # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
@@ -580,7 +583,7 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool) -> Section:
         ),
         columns,
         rows,
-        note=_times_note(p, flat) + _runs_as_note(p) + _rank_note(m, p),
+        note=_times_note(p, flat) + _runs_as_note(p) + (_rank_note(m, p) if rank_note else ""),
         text_columns=tuple(
             i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound")
         ),

@@ -120,6 +120,7 @@ from mlacalc.timemodel.attention_time import PACKING_DECODE
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
+from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -481,6 +482,11 @@ FP4_WEIGHTS_SLOWER = 1.1
 FP8_WEIGHTS_SLOWER = 1.2
 
 
+def _engine_label(req: PlanRequest) -> str:
+    """The engine's name as the words say it (vLLM, SGLang, TensorRT-LLM), not its option."""
+    return ENGINE_LABELS.get(req.engine, req.engine)
+
+
 def _both_steps(
     req: PlanRequest, sm: StepModel, other: tuple[str | None, KVLayout], B: int, S: int
 ) -> tuple[float, float]:
@@ -509,7 +515,7 @@ def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     if fp4_s < FP4_WEIGHTS_SLOWER * fp8_s:
         return ()
     return (
-        f"fp4 weights' kernels under {req.engine} on {req.hw.name} are slower than fp8 "
+        f"fp4 weights' kernels under {_engine_label(req)} on {req.hw.name} are slower than fp8 "
         f"weights' at this batch (the measured kernels): a decode step of {B:,} sequences of "
         f"{S:,} tokens a group takes {fp4_s * 1e3:,.2f} ms, {fp8_s * 1e3:,.2f} ms with "
         "weight_dtype fp8 (--weight-dtype fp8), which holds twice the weight bytes",
@@ -536,7 +542,7 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     bf16 = capacity(dataclasses.replace(req, sized="bf16"))
     holds = bf16.fits and bf16.max_batch >= B * req.lay.dp
     return (
-        f"fp8 weights' kernels under {req.engine} on {req.hw.name} are slower than bf16 "
+        f"fp8 weights' kernels under {_engine_label(req)} on {req.hw.name} are slower than bf16 "
         f"weights' (the measured kernels): a decode step of {B:,} sequences of {S:,} tokens a "
         f"group ({which}) takes {fp8_s * 1e3:,.2f} ms, {bf16_s * 1e3:,.2f} ms with "
         + (
@@ -570,7 +576,7 @@ def mmha_warnings(req: PlanRequest, sm: StepModel) -> tuple[str, ...]:
     if not over:
         return ()
     return (
-        f"decode attention with {over[-1]} query heads a KV head on a GPU: {req.engine}'s "
+        f"decode attention with {over[-1]} query heads a KV head on a GPU: {_engine_label(req)}'s "
         f"grouped decode kernel (XQA) packs at most {XQA_HEAD_PACK}, so it is timed as the "
         "masked MHA kernel (MMHA), a unit a query head, which re-reads the KV head's cache "
         "for each; SGLang's and vLLM's kernels pack every query head (--engine sglang)",
@@ -593,7 +599,7 @@ def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[
         return ()
     which = "at the batch asked" if asked else "at the most the cache holds"
     return (
-        f"the {req.kv.name} cache's decode kernels under {req.engine} on {req.hw.name} are "
+        f"the {req.kv.name} cache's decode kernels under {_engine_label(req)} on {req.hw.name} are "
         f"slower than a bf16 cache's (the measured kernels): a decode step of {B:,} "
         f"sequences of {S:,} tokens a group ({which}) takes {fp8_s * 1e3:,.2f} ms, "
         f"{bf16_s * 1e3:,.2f} ms with kv_dtype bf16 (--kv-dtype bf16), which holds half the "
