@@ -103,6 +103,7 @@ from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable,
 from mlacalc.timemodel.attention_time import (
     HD192_SIDE_CALL_ENGINES,
     QUERY_CONVERT_KERNELS,
+    XQA_HEAD_PACK,
     encoder_kernel_shape,
 )
 from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
@@ -808,7 +809,7 @@ def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
         return np.where(np.isin(src, _PACKING_PREFILL), 0.0, 1.0)
     if t.engine in ("trtllm", "") or source is None:
         own = (src == "torch_flow") | (src == "") if t.engine == "trtllm" else np.ones(n, bool)
-        return np.where(own, 32.0, 0.0)
+        return np.where(own, float(XQA_HEAD_PACK), 0.0)
     return np.zeros(n)
 
 

@@ -116,7 +116,7 @@ from mlacalc.serving.plan_checks import (
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.ranks import synced_groups
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
-from mlacalc.timemodel.attention_time import PACKING_DECODE
+from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
@@ -487,6 +487,15 @@ def _engine_label(req: PlanRequest) -> str:
     return ENGINE_LABELS.get(req.engine, req.engine)
 
 
+def _compared_batch(req: PlanRequest, cap: Capacity) -> tuple[int | None, int, int]:
+    """The batch a dtype warning compares two decode steps at: the batch or concurrency asked
+    (None when neither is), and the sequences a group and their context, the asked batch or
+    else the most the cache holds."""
+    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else None)
+    B = math.ceil(min(asked or cap.max_batch, cap.max_batch) / req.lay.dp)
+    return asked, B, cap.context
+
+
 def _both_steps(
     req: PlanRequest, sm: StepModel, other: tuple[str | None, KVLayout], B: int, S: int
 ) -> tuple[float, float]:
@@ -509,8 +518,7 @@ def fp4_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     8: TPOT 19.94 ms against 19.93 with fp8 weights, where ``--weight-dtype fp4`` gives 22.51)."""
     if req.sized != "fp4" or "fp4" not in device_figures(req.hw).peaks or not cap.max_batch:
         return ()
-    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else cap.max_batch)
-    B, S = math.ceil(min(asked, cap.max_batch) / req.lay.dp), cap.context
+    _, B, S = _compared_batch(req, cap)
     fp4_s, fp8_s = _both_steps(req, sm, ("fp8", req.kv), B, S)
     if fp4_s < FP4_WEIGHTS_SLOWER * fp8_s:
         return ()
@@ -531,8 +539,7 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     running a 106 ms step against bf16's 42 ms, with no word."""
     if not (req.sized or "").startswith("fp8") or not cap.max_batch:  # fp8_e4m3 too
         return ()
-    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else None)
-    B, S = math.ceil(min(asked or cap.max_batch, cap.max_batch) / req.lay.dp), cap.context
+    asked, B, S = _compared_batch(req, cap)
     fp8_s, bf16_s = _both_steps(req, sm, ("bf16", req.kv), B, S)
     if fp8_s < FP8_WEIGHTS_SLOWER * bf16_s:
         return ()
@@ -552,11 +559,6 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
             "keep fp8)"
         ),
     )
-
-
-#: The most query heads a KV head TensorRT-LLM's grouped decode kernel (XQA) packs into a unit
-#: (``head_pack`` of its measured rows, mlacalc.measured.mapping; from recall of its source)
-XQA_HEAD_PACK = 32
 
 
 def mmha_warnings(req: PlanRequest, sm: StepModel) -> tuple[str, ...]:
@@ -592,8 +594,7 @@ def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[
     a new-user trial read as a batch it had not asked for.)"""
     if not req.kv.name.startswith("fp8") or not cap.max_batch or req.m.num_attention_heads == 0:
         return ()
-    asked = req.batch or (math.ceil(req.concurrency) if req.concurrency else None)
-    B, S = math.ceil(min(asked or cap.max_batch, cap.max_batch) / req.lay.dp), cap.context
+    asked, B, S = _compared_batch(req, cap)
     fp8_s, bf16_s = _both_steps(req, sm, (req.sized, resolve_kv_layout("bf16")), B, S)
     if fp8_s < FP8_CACHE_SLOWER * bf16_s:
         return ()

@@ -75,6 +75,7 @@ __all__ = [
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
     "UNFUSED_SCORE_BYTES",
+    "XQA_HEAD_PACK",
     "attention_shape",
     "attention_time",
     "decode_splits",
@@ -153,8 +154,14 @@ FP8_CACHE_WRITE_CLOCKS = 0.68
 BF16_CACHE_WRITE_HBM = 0.48
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
-#: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to 32
+#: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to
+#: :data:`XQA_HEAD_PACK`
 PACKING_DECODE = frozenset({"sglang", "vllm"})
+
+#: The most query heads a KV head TensorRT-LLM's grouped decode kernel (XQA) packs into a unit
+#: (``head_pack`` of its measured decode rows, :mod:`mlacalc.measured.mapping`; from recall of
+#: its source); beyond them each query head runs a unit of its own (the masked MHA kernel)
+XQA_HEAD_PACK = 32
 
 #: Elementwise kernels SGLang runs over the query before its TensorRT-LLM-gen attention kernel
 #: (``trtllm_mha``, Blackwell) with an fp8 cache, which takes an fp8 query: read from SGLang's
@@ -713,7 +720,7 @@ def _split_part_keys(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray | flo
     if _trtllm_gen_decode(batch, fig):
         return DECODE_SPLIT_KEYS
     hd = 2.0 ** np.ceil(np.log2(np.maximum(col(batch, "head_dim_qk", 128), 1.0)))
-    own = col(batch, "head_pack", 32) > 0
+    own = col(batch, "head_pack", XQA_HEAD_PACK) > 0
     return np.where(own, DECODE_SPLIT_KEYS * 128.0 / hd, DECODE_SPLIT_KEYS)
 
 
@@ -1044,7 +1051,7 @@ def decode_terms(
     # run one unit each, the MMHA kernel); FlashAttention-3, FlashInfer and the Triton decode
     # kernels pack every query head of a KV head into the unit's rows (``head_pack`` 0); MHA
     # one unit per head
-    pack = col(batch, "head_pack", 32)
+    pack = col(batch, "head_pack", XQA_HEAD_PACK)
     within = (pack <= 0) | (group <= pack)
     grouped = (group > 1) & within
     heads_units = np.where(grouped, b * n_kv, b * heads)

@@ -43,6 +43,7 @@ from mlacalc.cost.quant import kept_head_format
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.timemodel.attention_time import XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.eager_time import (
     FIRST_TOUCH_BYTES_PER_S,
@@ -406,7 +407,7 @@ _MATMUL_KINDS = (
 MMHA_RUNS_AS = "attention_decode mmha"
 MMHA_WORDS = (
     "its masked MHA kernel (MMHA), a unit a query head: its grouped XQA kernel packs at most "
-    "32 query heads a KV head"
+    f"{XQA_HEAD_PACK} query heads a KV head"
 )
 
 
@@ -436,7 +437,7 @@ def mmha_fallback(batch: Any) -> np.ndarray:
     ``MMHA_FALLBACK_*`` rule, read from its measured rows at 48-128 query heads a KV head)."""
     if batch.kind != "attention_decode" or batch.variant:
         return np.zeros(len(batch), bool)
-    pack = col(batch, "head_pack", 32)
+    pack = col(batch, "head_pack", XQA_HEAD_PACK)
     group = col(batch, "n_heads", 1) / np.maximum(col(batch, "n_kv", 1), 1.0)
     return (pack > 0) & (group > pack)
 
