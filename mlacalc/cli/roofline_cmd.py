@@ -178,7 +178,8 @@ def command(
       mlacalc roofline deepseek-v3 --hardware B200 --engine sglang --batch 64
       mlacalc roofline deepseek-v4-pro --hardware GB200 --batch 64 --layer-kind csa
     """
-    m, kind_said = _of_kind(load(model), layer_kind, scope)
+    whole = load(model)
+    m, kind_said = _of_kind(whole, layer_kind, scope)
     wanted = phases(phase)
     _check_flags(wanted, q_len, causal, mode, profile, calibrate)
     impls = _impls(m, impl)
@@ -246,7 +247,7 @@ def command(
     emit(
         fmt,
         doc,
-        lambda: _sections(m, predictions, kinds, plain, insights, causal),
+        lambda: _sections(m, whole, predictions, kinds, plain, insights, causal),
         header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n",
     )
 
@@ -333,13 +334,14 @@ def _of_kind(m, layer_kind: str | None, scope: str) -> tuple[Any, str]:
     # deferred: as in _kinds
     from mlacalc.models.architecture import kind_model, layer_pattern
 
-    kinds = _kinds(m)
+    layers = layer_pattern(m)
+    kinds = {k.label: k for k in layers.layers}
     if len(kinds) < 2:
         raise click.BadParameter(
             f"{m.label} has one kind of layer, every layer alike: leave it out",
             param_hint="--layer-kind",
         )
-    if layer_kind == layer_pattern(m).layers[0].label:
+    if layer_kind == layers.layers[0].label:
         return m, ""  # the first layer's kind: what attention_layer times without the flag
     if layer_kind not in kinds or not _alone(layer_kind):
         raise click.BadParameter(
@@ -347,20 +349,16 @@ def _of_kind(m, layer_kind: str | None, scope: str) -> tuple[Any, str]:
             + ", ".join(k for k in kinds if _alone(k)),
             param_hint="--layer-kind",
         )
-    summary = str(layer_pattern(m).to_dict().get("summary", "")).split(";")[0]
-    first = next(i for i, k in enumerate(layer_pattern(m).layers) if k.label == layer_kind)
+    summary = str(layers.to_dict().get("summary", "")).split(";")[0]
+    first = next(i for i, k in enumerate(layers.layers) if k.label == layer_kind)
     one = kind_model(m, kinds[layer_kind])
     return one, f"{layer_kind}: layer {first + 1} of {summary}"
 
 
-def _other_kinds(m, layer: str) -> str:
-    """'--layer-kind csa: another kind; ' for the header of a model whose layers differ (a
-    model cut to one kind by --layer-kind: the kinds its layer words list, '31 hca + 30 csa')."""
-    kinds = list(_kinds(m))
-    if len(kinds) < 2:
-        counts = layer.split(" of ", 1)[-1].split(": ", 1)[-1].split(" + ")
-        kinds = [c.split(" ", 1)[1] for c in counts if " " in c]
-    others = [k for k in kinds if k != layer.split(":")[0] and _alone(k)]
+def _other_kinds(whole, layer: str) -> str:
+    """'--layer-kind csa: another kind; ' for the header of a model whose layers differ
+    (``whole``: the model as loaded, before --layer-kind cut it to one kind)."""
+    others = [k for k in _kinds(whole) if k != layer.split(":")[0] and _alone(k)]
     return f"--layer-kind {' or '.join(others)}: another kind; " if others else ""
 
 
@@ -445,14 +443,14 @@ def _insights(r: _Request, profile, calibrate) -> list:
     return insights
 
 
-def _sections(m, predictions: list, kinds: list, plain: list, insights: list, causal: bool):
+def _sections(m, whole, predictions: list, kinds: list, plain: list, insights: list, causal: bool):
     """The table/markdown sections: one per phase, then the insights (or a line on what
-    --insight would add)."""
+    --insight would add); ``whole``: the model before --layer-kind cut it."""
     # the MLA latent's note once, on the first section whose core reads the latent (the naive
     # implementation's expanded MHA core reads none)
     latent = next((i for i, p in enumerate(predictions) if p.impl != "naive"), None)
     out = [
-        _prediction_section(m, p, kind, flat, causal, rank_note=i == latent)
+        _prediction_section(m, whole, p, kind, flat, causal, rank_note=i == latent)
         for i, (p, kind, flat) in enumerate(zip(predictions, kinds, plain))
     ]
     if len({p.impl for p in predictions}) > 1:
@@ -530,7 +528,9 @@ def _side_by_side_section(m, predictions: list) -> Section:
     )
 
 
-def _prediction_section(m, p, kind: list[str], flat, causal: bool, rank_note: bool) -> Section:
+def _prediction_section(
+    m, whole, p, kind: list[str], flat, causal: bool, rank_note: bool
+) -> Section:
     """One phase's kernels with their figures and bound, a total row, and the times' note
     (``flat``: the plain roofline's prediction of the same call, or None)."""
     # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
@@ -577,7 +577,7 @@ def _prediction_section(m, p, kind: list[str], flat, causal: bool, rank_note: bo
         f"{', causal' if causal and p.phase != 'decode' else ''})"
         # a model whose layers differ: which one stands for it
         + (
-            f"; one {p.layer} ({_other_kinds(m, p.layer)}--scope model: every layer)"
+            f"; one {p.layer} ({_other_kinds(whole, p.layer)}--scope model: every layer)"
             if p.layer
             else ""
         ),
