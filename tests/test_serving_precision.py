@@ -350,3 +350,26 @@ def test_roofline_and_plan_time_the_head_by_one_rule(model, hw, gpus, dtype):
     assert served["bytes_per_call"] == head.bytes == V * d * 2 + batch * (d + V) * 2
     assert served["seconds"] == pytest.approx(head.seconds, rel=1e-9)
     assert r.weights == f"{dtype}, head bf16"
+
+
+def test_a_tied_head_is_the_embeddings_table_in_time_and_memory(run):
+    """A head tied to the embedding is one table: the engines compute the logits with the
+    embedding's as loaded (precision._check_present), so a head format alone is refused,
+    naming the flag and the fix, and the embedding's format times and sizes both. Gemma 3 1B
+    --head-dtype fp8 had timed lm_head as an fp8 GEMM (0.121 ms) while memory held one bf16
+    table (576 MiB; bf16 it times 0.227 ms), under "weights (bf16, head fp8)"."""
+    m = as_model("gemma-3-1b")
+    with pytest.raises(InvalidArgumentError, match="head: Gemma 3 1B ties its output head"):
+        plan(m, "H100", 1, seq_len=4096, component_dtypes={"head": "fp8"})
+    _, err = run("plan", "gemma-3-1b", "-H", "H100", "--gpus", 1, "--head-dtype", "fp8", code=2)
+    assert err.startswith("mlacalc: error: Invalid value for --head-dtype: Gemma 3 1B ties")
+    assert "--embedding-dtype" in err and "Traceback" not in err
+    # the embedding's format is the head's, in time and in memory
+    p = plan(m, "H100", 1, seq_len=4096, component_dtypes={"embeddings": "fp8"})
+    assert {k["name"]: k for k in p.kernels}["lm_head"]["dtype"] == "fp8"
+    assert p.memory["weights_embedding_head"] == m.vocab_size * m.hidden_size
+    # a GPU step built with a head format anyway reads the embedding's table (bf16 here)
+    kv = resolve_kv_layout("bf16")
+    step = StepModel(m, make_layout(m, 1), None, kv, load_hardware("H100"),
+                     component_dtypes={"head": "fp8"})  # fmt: skip
+    assert {k.name: k for k in step.kernels(dec_B=16, dec_S=1000)}["lm_head"].dtype == "bf16"

@@ -741,7 +741,7 @@ class StepModel:
         comp = component_of(t.name, t.part)
         fmt = self.components.get(comp) if comp else None
         if comp == "head" and self.m.tie_word_embeddings:  # the head reads the embedding's table
-            fmt = fmt or self.components.get("embeddings")
+            fmt = self.components.get("embeddings")  # in its format (precision._check_present)
         if fmt is None or t.kind != "gemm" or coefs[1][0] <= 0:
             return None
         coefs[1][0] *= format_bits(fmt) / self._base_bits(comp)

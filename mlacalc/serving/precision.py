@@ -113,7 +113,20 @@ def check_components(value: Any, m: ModelConfig | None = None) -> dict[str, str]
 
 
 def _check_present(m: ModelConfig, components: Mapping[str, str]) -> None:
-    """Refuse a format for a component ``m`` has no weights in (experts of a dense model)."""
+    """Refuse a format for a component ``m`` has no weights in (experts of a dense model), and
+    one for a head tied to the embedding: the engines compute its logits with the embedding's
+    table as loaded (from recall: vLLM's and SGLang's model classes make ``lm_head`` the
+    ``embed_tokens`` module, or pass that module to the logits processor, and neither's fp8
+    quantization quantizes an embedding; TensorRT-LLM shares the embedding's weight with the
+    head), so the head's format is the embedding's, timed and sized as one table."""
+    if "head" in components and m.tie_word_embeddings:
+        raise InvalidArgumentError(
+            "component_dtypes",
+            f"head: {m.label} ties its output head to the embedding (tie_word_embeddings) and "
+            "the engines compute the logits with that one table as loaded, so the head is "
+            "timed and sized in the embedding's format; leave the head's format out (give "
+            "--embedding-dtype, component 'embeddings', to change both)",
+        )
     breakdown = param_counts(m).breakdown
     for comp in components:
         if comp in _PARAMS_OF and not any(breakdown[k] for k in _PARAMS_OF[comp]):
