@@ -362,5 +362,6 @@ def model_yaml(m: Any, origin: str = "") -> str:
             data.pop(key)
     header = [f"# Converted by mlacalc import-hf from {origin}"] if origin else []
     header.append(f"# attention variant: {m.variant.upper()}")
-    header += [f"# derived: {note}" for note in m.derived]
+    # a note the model's notes already hold (an MTP layer not imported) is written there only
+    header += [f"# derived: {note}" for note in m.derived if note != m.notes]
     return "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False, width=120)

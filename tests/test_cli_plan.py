@@ -514,6 +514,29 @@ def test_import_hf_says_qwen35s_mtp_layer_is_not_imported_and_plan_cites_why(run
     assert "its MTP layers are not counted" in err and "none is counted" not in err
 
 
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ("deepseek-ai--DeepSeek-V4-Pro", "MTP module is not modelled"),
+        ("Qwen--Qwen3.5-122B-A10B", "its MTP layers are not counted"),
+    ],
+)
+def test_import_hf_says_the_mtp_drop_once_where_it_is_read(run, tmp_path, config, why):
+    """import-hf of DeepSeek-V4-Pro said its MTP drop three times: the YAML's '# derived'
+    line, its notes (the same words) and the terminal. The file keeps it once, in notes (the
+    model's record, which plan's refusal of --mtp-tokens reads for Qwen3.5), and the terminal
+    says it once; plan still refuses --mtp-tokens, saying why."""
+    out = tmp_path / "m.yaml"
+    _, err = run("import-hf", HF_CONFIGS_2 / f"{config}.config.json", "-o", out)
+    text = out.read_text()
+    assert text.count("MTP layer") == 1 and "\nnotes: 'the MTP layer" in text, text[:800]
+    assert err.count("not counted") == 1 and "not imported: the MTP layer" in err
+    assert mlacalc.load_model(str(out)).num_nextn_predict_layers == 0
+    args = ["plan", out, "-H", "B200", "--gpus", 8, "--isl", "2k", "--osl", 500]
+    _, err = run(*args, "--mtp-tokens", 1, code=2)
+    assert why in err and "Traceback" not in err
+
+
 def test_fewer_kv_heads_than_tp_is_said():
     """2 KV heads at TP8 gave the same per-GPU cache as 8 heads with no sentence in plan (each
     head is copied onto 4 GPUs; convert's view said it): a new-user trial."""
