@@ -472,6 +472,9 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     c[0].metric("TTFT", result.ttft_text().split(" (")[0])
     none = "n/a (1 token)"
     c[1].metric("TPOT", none if result.tpot_s is None else f"{result.tpot_s * 1e3:,.2f} ms")
+    parts = result.tpot_parts()  # the words and figures `mlacalc plan` prints under TPOT
+    if parts:
+        c[1].caption("  \n".join(f"{label}: {s * 1e3:,.2f} ms" for label, s in parts))
     c[2].metric(
         "tokens/s per GPU",
         f"{result.output_tokens_per_s_per_gpu:,.1f}",

@@ -382,3 +382,26 @@ def test_redundant_experts_plan_ep72_on_an_nvl72_from_the_url():
     at.number_input(key="plan_redundant").set_value(0).run()
     assert "redundant_experts" not in at.query_params
     assert any("redundant_experts=32" in e.value for e in at.error)
+
+
+def test_tpots_parts_are_shown_under_it_in_the_clis_words():
+    """TPOT's parts (Plan.tpot_parts: the decode step a token and other requests' prompts in
+    the steps), which `mlacalc plan` prints under TPOT and JSON carries, were not in the app:
+    at 200 in flight (DeepSeek-V3, 8 x H200) TPOT 89.46 ms is a 51.45 ms decode step and
+    38.01 ms of prompts; the TPOT column now says both, in the CLI's words and figures."""
+    from mlacalc.cli.plan_cmd import serving_rows
+
+    at = _run()
+    at.number_input(key="plan_conc").set_value(200).run()
+    p = mlacalc.plan("deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, concurrency=200.0, **LAYOUT)
+    cli = [(k.strip(), v) for k, v in serving_rows(p) if k.startswith("  of which")]
+    assert [k for k, _ in cli] == [
+        "of which the decode step",
+        "of which other requests' prompts in the steps",
+    ]
+    shown = [c.value for c in at.caption if c.value.startswith("of which")]
+    assert shown == ["  \n".join(f"{k}: {v}" for k, v in cli)], shown
+    # below the share said (a visible part of TPOT), neither says it
+    at.number_input(key="plan_conc").set_value(1).run()
+    one = mlacalc.plan("deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, concurrency=1.0, **LAYOUT)
+    assert one.tpot_parts() == [] and not [c for c in at.caption if "of which" in c.value]

@@ -637,22 +637,10 @@ def serving_rows(p) -> list[list[str]]:
     return srows
 
 
-#: TPOT's part from other requests' prompts is said where it is at least this share of TPOT
-OTHERS_PROMPTS_SAID = 0.05
-
-
 def others_prompts_rows(p) -> list[list[str]]:
-    """Where other requests' prompts make a visible part of TPOT (aggregated), how much: the
-    decode step alone a token, the rest the steps that carry a prompt (on any synced group)."""
-    extra = p.tpot_others_prompts_s
-    if extra is None or extra < OTHERS_PROMPTS_SAID * p.tpot_s:
-        return []
-    step = p.decode_step_s / p.tokens_per_step
-    label = "  of which the decode step" + (" a token" if p.tokens_per_step != 1 else "")
-    return [
-        [label, f"{step * 1e3:,.2f} ms"],
-        ["  of which other requests' prompts in the steps", f"{extra * 1e3:,.2f} ms"],
-    ]
+    """TPOT's parts where other requests' prompts make a visible share of it
+    (:meth:`mlacalc.serving.plan.Plan.tpot_parts`, the app's words too)."""
+    return [[f"  {label}", f"{s * 1e3:,.2f} ms"] for label, s in p.tpot_parts()]
 
 
 def chunk_rows(p) -> list[list[str]]:

@@ -133,12 +133,16 @@ __all__ = [
     "PREFILL_PASSES",
     "PREFILL_TOKENS",
     "SERVING_MODES",
+    "TPOT_PARTS_SAID",
     "DoesNotFitError",
     "Plan",
     "calibration_of",
     "plan",
 ]
 
+#: TPOT's parts (:meth:`Plan.tpot_parts`) are said where other requests' prompts make at least
+#: this share of it
+TPOT_PARTS_SAID = 0.05
 #: the name tests/test_cli_plan.py reads the step's roof by (step_report.step_bound)
 _bound = step_bound
 
@@ -302,6 +306,19 @@ class Plan:
         if self.mode != "aggregated" or self.tpot_s is None or self.decode_step_s is None:
             return None
         return max(self.tpot_s - self.decode_step_s / self.tokens_per_step, 0.0)
+
+    def tpot_parts(self) -> list[tuple[str, float]]:
+        """TPOT's parts in words and seconds, where other requests' prompts make a visible
+        share of it (:data:`TPOT_PARTS_SAID`; aggregated): the decode step a token, and the
+        rest, the steps that carry a prompt. The words ``plan`` prints and the app shows."""
+        extra = self.tpot_others_prompts_s
+        if extra is None or extra < TPOT_PARTS_SAID * self.tpot_s:
+            return []
+        step = "of which the decode step" + (" a token" if self.tokens_per_step != 1 else "")
+        return [
+            (step, self.decode_step_s / self.tokens_per_step),
+            ("of which other requests' prompts in the steps", extra),
+        ]
 
     def queue_text(self) -> str:
         """Requests in flight and queued, in words ("unbounded" when the queue grows)."""
