@@ -63,6 +63,63 @@ def test_the_suite_covers_every_relation():
     } <= fields
 
 
+def _warned_mutations():
+    """(file, field, value, words) cases: each leaves a declared part without a layer, valid
+    as transformers builds it (a warning on load, not a refusal; the suite these cases had
+    before 578add7 expected one)."""
+    for name, d in SHIPPED.items():
+        n = d["num_hidden_layers"]
+        experts = d.get("n_routed_experts", 0) and not d.get("block_types")
+        no_moe = "routed experts but no MoE layer"
+        if experts and "first_k_dense_replace" in d:
+            yield name, "first_k_dense_replace", n, no_moe  # every layer dense
+            yield name, "first_k_dense_replace", n + 1, no_moe  # more dense layers than layers
+        if experts and d.get("moe_layer_freq") == 1 and d.get("first_k_dense_replace", 0):
+            yield name, "moe_layer_freq", n + 1, no_moe  # the first MoE layer past the last
+        if d.get("block_types") and "moe" in d["block_types"] and d.get("n_routed_experts"):
+            blocks = ["mlp" if b == "moe" else b for b in d["block_types"]]
+            yield name, "block_types", blocks, no_moe
+        if d.get("full_attention_interval"):
+            yield name, "full_attention_interval", n + 1, "no layer is full attention"
+
+
+WARNED = list(_warned_mutations())
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "value", "words"),
+    WARNED,
+    ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(WARNED)],
+)
+def test_one_mutated_layer_count_is_one_warning_naming_it(tmp_path, run, name, field, value, words):
+    """Each case loads (exit status 0, as docs/cli.md has a warning) with one warning line
+    on stderr naming the field and its fix, no traceback, and the report on stdout. Before:
+    moe_layer_freq 62 on DeepSeek-V3 was said as 'first_k_dense_replace 3 of 61 layers ...
+    lower first_k_dense_replace', and a full_attention_interval past the last layer (every
+    layer sliding, chunked or linear) was not said at all."""
+    data = dict(SHIPPED[name], **{field: value})
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out, err = run("report", path, "--seq-len", 4096)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mlacalc: warning: "), err
+    fix = "add 'moe' blocks to block_types" if field == "block_types" else f"lower {field}"
+    assert words in err and f"{field} " in err and fix in err, err
+    assert "Traceback" not in err and out
+    _, plain = run("report", name, "--seq-len", 4096)
+    assert plain == ""  # the shipped file, unmutated: nothing said
+
+
+def test_the_warned_suite_covers_every_field():
+    fields = {c[1] for c in WARNED}
+    assert {
+        "first_k_dense_replace",
+        "moe_layer_freq",
+        "block_types",
+        "full_attention_interval",
+    } <= fields
+
+
 def test_glm_with_100_dense_layers_is_said_not_silently_shrunk(tmp_path, capsys):
     """The trial's typo: every layer dense, counted so (as transformers builds it), and said on
     the command line with the field to lower."""

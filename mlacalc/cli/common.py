@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import click
 from click.core import ParameterSource
 
+from mlacalc.models.architecture import count_warnings
 from mlacalc.models.loading import beyond_positions, load_model
 from mlacalc.render import (
     Section,
@@ -381,16 +382,11 @@ def load(name: str, flag: str | None = None):
         if flag is None:
             raise
         raise click.BadParameter(str(exc), param_hint=flag) from None
-    if m.n_routed_experts and not m.num_moe_layers:
-        # valid (transformers builds every layer dense, and so does the count), but a typo in a
-        # dense-layer count turns a MoE into a dense model: said, not refused (a config cut to
-        # fewer layers than its dense ones is one)
-        warn(
-            f"{m.label} declares {m.n_routed_experts} routed experts but no MoE layer "
-            f"(first_k_dense_replace {m.first_k_dense_replace} of {m.num_hidden_layers} "
-            "layers): every layer is counted dense; lower first_k_dense_replace if that is "
-            "not meant"
-        )
+    # valid (transformers builds them), but a typo in a count leaves a declared part without
+    # a layer (a MoE model every layer dense): said, not refused (a config cut to fewer layers
+    # than its dense ones is one)
+    for sentence in count_warnings(m):
+        warn(sentence)
     return m
 
 

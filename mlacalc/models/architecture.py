@@ -66,7 +66,16 @@ from mlacalc.models.registry import families, family_of
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = ["Arch", "arch_of", "archs", "describe", "kind_model", "kv_head_share", "layer_pattern"]
+__all__ = [
+    "Arch",
+    "arch_of",
+    "archs",
+    "count_warnings",
+    "describe",
+    "kind_model",
+    "kv_head_share",
+    "layer_pattern",
+]
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,43 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
             LayerKind(attn.attention, ffn=ffn, window=attn.window, rope=attn.rope, indexer=indexer)
         )
     return LayerPattern(tuple(layers))
+
+
+def count_warnings(model: ModelConfig) -> list[str]:
+    """Counts valid as transformers builds them that leave a part the model declares without a
+    layer: routed experts but no MoE layer (a dense-layer count, a MoE frequency or offset, a
+    block list), a full-attention interval past the last layer. Each sentence names the field
+    that did it and the fix; loading warns them (:func:`mlacalc.cli.common.load`)."""
+    out = []
+    n = model.num_hidden_layers
+    if model.n_routed_experts and not model.num_moe_layers:
+        if model.block_types:
+            why, fix = "block_types lists no 'moe' block", "add 'moe' blocks to block_types"
+        elif model.first_k_dense_replace >= n:
+            why = f"first_k_dense_replace {model.first_k_dense_replace} of {n} layers"
+            fix = "lower first_k_dense_replace"
+        else:  # the first layer the frequency (from its offset) makes a MoE is past the last
+            off = model.moe_layer_offset
+            offset = f", moe_layer_offset {off}" if off else ""
+            why = (
+                f"moe_layer_freq {model.moe_layer_freq}{offset} after "
+                f"first_k_dense_replace {model.first_k_dense_replace}, of {n} layers"
+            )
+            fix = "lower moe_layer_freq" + (" or moe_layer_offset" if offset else "")
+        out.append(
+            f"{model.label} declares {model.n_routed_experts} routed experts but no MoE layer "
+            f"({why}): every layer is counted dense; {fix} if that is not meant"
+        )
+    interval = model.full_attention_interval
+    pattern = layer_pattern(model)
+    if interval is not None and interval > n and pattern.is_uniform:
+        kind = pattern.layers[0].label if pattern.layers else "-"
+        out.append(
+            f"{model.label} declares full_attention_interval {interval} but has {n} layers: no "
+            f"layer is full attention, every one is {kind}; lower full_attention_interval to "
+            f"at most {n} if that is not meant"
+        )
+    return out
 
 
 def _compressed_pattern(model: ModelConfig) -> LayerPattern:
