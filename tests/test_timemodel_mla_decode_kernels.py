@@ -391,3 +391,39 @@ def test_a_trtllm_step_on_hopper_runs_flashmla():
     step = _decode([128.0], 4096.0)
     # a measured row names its kernel: left as it is
     assert "combine_always" not in engine_mla_kernel(step, "trtllm", _fig("H100-SXM")).shape
+
+
+def test_vllms_flashinfer_mla_call_costs_a_time_per_row_and_head_beyond_the_kernel():
+    # vLLM's B200 generation module rows minus TensorRT-LLM's on the same shapes: 2.93-3.01 ns
+    # a (sequence, head) with a bf16 cache, 2.69-2.79 ns with fp8, flat in the cache length
+    # (mla_time.WRAPPER_ROW_HEAD_S); TensorRT-LLM's own call and vLLM's Hopper backends: none
+    from mlacalc.timemodel.mla_time import engine_mla_kernel, wrapper_row_head_s
+
+    b200, h100 = _fig("B200"), _fig("H100-SXM")
+    assert wrapper_row_head_s("vllm", b200, "bf16") == pytest.approx(2.96e-9)
+    assert wrapper_row_head_s("vllm", b200, "fp8") == pytest.approx(2.75e-9)
+    for engine, fig in (("trtllm", b200), ("sglang", b200), ("vllm", h100)):
+        assert wrapper_row_head_s(engine, fig, "bf16") == 0.0
+    prm = default_params("mla_decode")
+    heads = [1.0, 128.0]
+    plain = kernel_terms(_decode(heads, 2.0, batch=1024.0), b200, prm)["seconds"]
+    step = _decode(heads, 2.0, batch=1024.0)
+    step = KernelBatch(**{**step.__dict__, "shape": {**step.shape, "step_kernel": np.ones(2)}})
+    wrapped = kernel_terms(engine_mla_kernel(step, "vllm", b200), b200, prm)["seconds"]
+    np.testing.assert_allclose(wrapped - plain, 1024.0 * np.asarray(heads) * 2.96e-9, rtol=1e-6)
+    same = kernel_terms(engine_mla_kernel(step, "trtllm", b200), b200, prm)["seconds"]
+    np.testing.assert_allclose(same, plain)
+
+
+def test_mapping_times_the_wrapper_on_vllms_b200_module_rows_only():
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    for system, engine, want in (("b200_sxm", "vllm", True), ("b200_sxm", "trtllm", False),
+                                 ("h100_sxm", "vllm", False)):  # fmt: skip
+        tables = load_measured(MEASURED / system / "mla", engine=engine).tables
+        t = next(x for x in tables if x.table == "mla_generation_module_perf")
+        for p in map_table(t).parts:
+            if p.batch.kind == "mla_decode":
+                assert np.all((p.batch.shape["wrapper_row_head_s"] > 0) == want)

@@ -123,7 +123,12 @@ from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_co
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import MLA_QUANT_CTAS, PER_TENSOR_BMM, step_block_fp8
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
-from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, WALK_VARIANT, decode_path_tokens
+from mlacalc.timemodel.mla_time import (
+    GEN_SPARSE_VARIANT,
+    WALK_VARIANT,
+    decode_path_tokens,
+    wrapper_row_head_s,
+)
 from mlacalc.timemodel.moe_time import (
     FLASHINFER_HOPPER_TILE,
     MARLIN_COLS,
@@ -1044,6 +1049,7 @@ def _mla_core(
     convert=None,
     absorbed=None,
     flashmla=False,
+    wrapper=0.0,
 ) -> None:
     """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write.
     ``variant``: the class variant per row (the engine's attention backend, from
@@ -1051,7 +1057,8 @@ def _mla_core(
     with an fp8 cache, TensorRT-LLM's rule); ``convert``: per row whether the kernel has its fp8
     cache converted to bf16 by a kernel of its own (``cache_convert``; default none);
     ``absorbed``: per row whether the prompt kernel runs in latent space (default none:
-    :data:`ABSORBED_PROMPT_SOURCES`)."""
+    :data:`ABSORBED_PROMPT_SOURCES`); ``wrapper``: per decode row the engine's seconds a query
+    row and head beyond the kernel (:func:`~mlacalc.timemodel.mla_time.wrapper_row_head_s`)."""
     g = DSV3
     kvb = _elem(kvd)
     tok = bs * q
@@ -1153,6 +1160,7 @@ def _mla_core(
             ),
             cache_convert=convert.astype(np.float64),
             combine_always=np.broadcast_to(np.asarray(flashmla, np.float64), (len(rows),)),
+            wrapper_row_head_s=np.broadcast_to(np.asarray(wrapper, np.float64), (len(rows),)),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )
@@ -1307,10 +1315,21 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     core_dt = np.where(
         (kvd == "fp8") if attn_fp8 is None or not context else attn_fp8, "fp8", "bf16"
     )
+    wrap = wrapper_rows(t, kvd)
     if not context:
         variant = _source_variants(t, core_dt) if t.engine != "trtllm" else ""
         _mla_core(
-            b, rows, bs, h, q, kv, kvd, context=False, variant=variant, flashmla=flashmla_rows(t)
+            b,
+            rows,
+            bs,
+            h,
+            q,
+            kv,
+            kvd,
+            context=False,
+            variant=variant,
+            flashmla=flashmla_rows(t),
+            wrapper=wrap,
         )
     else:
         # the prompts on the decode path take the decode class of their cache's dtype (the
@@ -1336,8 +1355,19 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
             kvd[d],
             context=False,
             flashmla=flashmla_rows(t)[d],
+            wrapper=wrap[d],
         )
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
+
+
+def wrapper_rows(t: MeasuredTable, kvd: np.ndarray) -> np.ndarray:
+    """Per row of an MLA module table the seconds a query row and head its engine's MLA decode
+    call spends beyond the kernel on the table's device, by the row's cache dtype
+    (:func:`~mlacalc.timemodel.mla_time.wrapper_row_head_s`: vLLM's FLASHINFER_MLA on B200);
+    the rule a model step follows (:func:`~mlacalc.timemodel.mla_time.engine_mla_kernel`)."""
+    fig = device_figures(load_hardware(t.system))
+    each = {d: wrapper_row_head_s(t.engine, fig, d) for d in ("bf16", "fp8")}
+    return np.where(kvd == "fp8", each["fp8"], each["bf16"])
 
 
 def module_l2_bytes(weights, cache) -> np.ndarray:

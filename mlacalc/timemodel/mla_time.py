@@ -34,12 +34,14 @@ __all__ = [
     "MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
     "VLLM_DECODE_PATH_TOKENS",
+    "WRAPPER_ROW_HEAD_S",
     "decode_path_tokens",
     "engine_mla_kernel",
     "mla_decode_terms",
     "mla_tile_rows",
     "mla_unit_rows",
     "step_decode_path_tokens",
+    "wrapper_row_head_s",
 ]
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
@@ -84,6 +86,29 @@ FLASHMLA_DECODE = frozenset(
 #: FlashAttention-3's and FlashMLA's. An engine profile fitted on Hopper alone predicts them
 #: with TensorRT-LLM's classes (:func:`~mlacalc.timemodel.engine_profiles.with_generation_kernels`).
 TRTLLM_MLA_DECODE = frozenset({("sglang", "tcgen05"), ("vllm", "tcgen05")})
+
+
+#: (engine, kernel generation) -> cache dtype -> seconds per query row and head that the
+#: engine's MLA decode call spends beyond TensorRT-LLM's own call of the same kernel
+#: (``wrapper_row_heads``): vLLM's FLASHINFER_MLA backend on data-centre Blackwell, which calls
+#: TensorRT-LLM-gen's MLA decode kernel (:data:`TRTLLM_MLA_DECODE`). Measured, not fitted: vLLM's
+#: B200 generation module rows minus TensorRT-LLM's on the same shapes (same GEMM dtype, cache
+#: dtype, heads, batch and cache length; 1-8,192 keys) fall on a line in sequences x heads,
+#: 2.93-3.01 ns a (sequence, head) with a bf16 cache and 2.69-2.79 ns with an fp8 one in each
+#: GEMM dtype, least squares with a constant and a per-sequence term (both near zero), 1-3 us
+#: median residual; flat in the cache length up to 8,192 keys. Which of vLLM's kernels spends it
+#: is not identified: nothing of the call's q or output bytes comes near (3 ns is 23 KB at the
+#: HBM's rate a row and head). vLLM's H100 backends show no such line (its rows minus
+#: TensorRT-LLM's: a 30-90 us offset, at most 0.3 ns a row and head); see docs/time-model.md
+#: ("vLLM's FlashInfer MLA on B200").
+WRAPPER_ROW_HEAD_S = {("vllm", "tcgen05"): {"bf16": 2.96e-9, "fp8": 2.75e-9}}
+
+
+def wrapper_row_head_s(engine: str, fig: DeviceFigures, kv_dtype: str) -> float:
+    """Seconds per query row and head ``engine``'s MLA decode call over a ``kv_dtype`` cache
+    ("bf16" or "fp8") spends on ``fig``'s device beyond the kernel's own time
+    (:data:`WRAPPER_ROW_HEAD_S`; 0 elsewhere)."""
+    return WRAPPER_ROW_HEAD_S.get((engine, fig.kernel_generation), {}).get(kv_dtype, 0.0)
 
 
 #: (kernel generation, cache dtype) -> the new tokens a sequence up to which vLLM runs an MLA
@@ -133,14 +158,21 @@ def step_decode_path_tokens(model: Any, engine: str, fig: DeviceFigures, kv_dtyp
 
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with ``combine_always`` where its engine's MLA decode kernel on ``fig`` is
-    FlashMLA (:data:`FLASHMLA_DECODE`), and ``cache_convert`` (and an fp8 cache's
-    ``kv_bytes``) where it converts an fp8 cache (:data:`CONVERTING_KERNELS`), if the batch is
+    FlashMLA (:data:`FLASHMLA_DECODE`), ``wrapper_row_head_s`` where its engine's call costs
+    a time per query row and head beyond the kernel's (:func:`wrapper_row_head_s`), and
+    ``cache_convert`` (and an fp8 cache's ``kv_bytes``) where it converts an fp8 cache
+    (:data:`CONVERTING_KERNELS`), if the batch is
     a step's, whose kernel the device rule chose (``step_kernel``, set by
     :func:`~mlacalc.timemodel.kernel_time.device_batch`; a measured row names the kernel it
     timed): a step is timed with the kernel its class was fitted on."""
     if batch.kind != "mla_decode" or batch.variant or "step_kernel" not in batch.shape:
         return batch
     gen = fig.kernel_generation
+    wrap = wrapper_row_head_s(engine, fig, "fp8" if batch.dtype == "fp8" else "bf16")
+    if wrap > 0 and "wrapper_row_head_s" not in batch.shape:
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, "wrapper_row_head_s": np.full(len(batch), wrap)}
+        )
     if (engine, gen, batch.dtype) in FLASHMLA_DECODE and "combine_always" not in batch.shape:
         batch = dataclasses.replace(
             batch, shape={**batch.shape, "combine_always": np.ones(len(batch))}
@@ -381,7 +413,10 @@ def mla_decode_terms(
     out["compute_s"] = np.where(
         wgmma, np.maximum(out["compute_s"], serial * smem), out["compute_s"]
     )
-    out["extra_s"] = out["extra_s"] + pre + conv
+    # the engine's own time per query row and head around the kernel (``wrapper_row_head_s``,
+    # set from :data:`WRAPPER_ROW_HEAD_S`: vLLM's FLASHINFER_MLA on B200)
+    wrap = col(batch, "wrapper_row_head_s", 0) * b * q * heads
+    out["extra_s"] = out["extra_s"] + pre + conv + wrap
     # the two kernels overlap their loads with their products differently: FlashMLA's
     # producer warps load the next blocks while its consumers multiply (``overlap``); the
     # non-splitting kernel barely does (``walk_overlap``): its own p keeps either kernel's fit
