@@ -102,6 +102,23 @@ def test_the_plan_prints_the_prompts_chunk_steps_under_ttft(run):
     assert "chunk step(s)" not in " ".join(run(*args[:-2])[0].split())
 
 
+def test_ttfts_chunk_steps_and_the_prefill_row_are_in_ttfts_unit(run):
+    """TTFT's part was in seconds under TTFT in ms ('TTFT 472.3 ms / of which the prompt's
+    1 chunk step(s) ... 0.294 s', and the prefill row '0.257 s'; DeepSeek-V4-Pro on 8 x H200
+    under SGLang): both are now in TTFT's unit (serving.plan.duration_text)."""
+    args = ["plan", "deepseek-v4-pro", "-H", "H200", "--gpus", 8, "--isl", 2000, "--osl", 500,
+            "--engine", "sglang"]  # fmt: skip
+    rows = {}
+    for line in run(*args)[0].splitlines():
+        cells = [c.strip() for c in line.split("│") if c.strip()]
+        if len(cells) == 2:
+            rows[cells[0]] = cells[1]
+    chunk = next(v for k, v in rows.items() if "chunk step(s)" in k)
+    prefill = next(v for k, v in rows.items() if k.startswith("prefill of one"))
+    assert rows["TTFT"].endswith(" ms") and chunk.endswith(" ms") and prefill.endswith(" ms")
+    assert float(chunk.split()[0]) < float(rows["TTFT"].split()[0])
+
+
 # ------------------------------------------------ 3: an overloaded deployment saturates
 def test_an_overloaded_deployment_serves_its_capacity_at_the_largest_batch():
     """Requests arriving faster than served: the batch fills and the queue grows, and the

@@ -596,13 +596,21 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
         rows.append(
             [
                 f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal, {p.prefill_what})",
-                f"{p.prefill_s:,.3f} s",
+                _duration(p.prefill_s),  # in TTFT's unit
             ]
         )
     rows.append(["binding resource", p.binding])
     for w in p.warnings:
         rows.append(["warning", w])
     return rows
+
+
+def _duration(seconds: float) -> str:
+    """A time in TTFT's unit (ms below 10 s, then s, then minutes)."""
+    # deferred: the planner (loaded by then) loads numpy; `mlacalc --help` stays light
+    from mlacalc.serving.plan import duration_text
+
+    return duration_text(seconds)
 
 
 def _per_token(value: float | None, fmt) -> str:
@@ -652,7 +660,7 @@ def chunk_rows(p) -> list[list[str]]:
         f"  of which the prompt's {p.prefill_chunks:,} chunk step(s) of "
         f"{p.prefill_chunk_tokens:,} tokens (beside the decode batch)"
     )
-    return [[label, f"{p.prefill_chunks_s:,.3f} s"]]
+    return [[label, _duration(p.prefill_chunks_s)]]  # in TTFT's unit, which it is part of
 
 
 def kernels_section(p, model=None) -> Section:
