@@ -371,24 +371,46 @@ def test_flash_attention_3_runs_its_append_and_combine_kernels_for_an_fp8_cache_
 
 
 def test_sglang_blackwell_converts_an_fp8_kernels_query_first():
-    # SGLang's TensorRT-LLM-gen path: two elementwise kernels over the query, a launch each
-    # and 7 bytes a query element at the class's share of HBM; a prompt pays the pre-kernel's
-    # wait per kernel, a decode the launch
+    # SGLang's TensorRT-LLM-gen path: two elementwise kernels over the query, each a further
+    # kernel's launch and wait (attention_time.TRTLLM_FURTHER_KERNEL_S at H100's clock, not the
+    # class's fitted launch_s, which its fit could not tell from the fixed cost) and 7 bytes a
+    # query element at the class's share of HBM
     b200 = device_figures(load_hardware("B200"))
     scale = M.REFERENCE_CLOCK_HZ / b200.clock_hz
-    prm = _params(launch_s=2e-6, eff_memory=0.8)
-    dec = _decode("fp8", batch=64.0, n_heads=32.0, q_convert=[0.0, 2.0])
-    extra = M.kernel_terms(dec, b200, prm)["extra_s"]
+    kernel = attention_time.TRTLLM_FURTHER_KERNEL_S * scale
     stream = 64 * 32 * 128 * 7.0 / (0.8 * b200.hbm_bytes_per_s)
-    assert extra[1] - extra[0] == pytest.approx(2 * 2e-6 * scale + stream, rel=1e-9)
-    # a model step under SGLang on B200 takes the kernels; vLLM's and H100's do not
+    for launch in (2e-6, 0.0):
+        prm = _params(launch_s=launch, eff_memory=0.8)
+        dec = _decode("fp8", batch=64.0, n_heads=32.0, q_convert=[0.0, 2.0])
+        extra = M.kernel_terms(dec, b200, prm)["extra_s"]
+        assert extra[1] - extra[0] == pytest.approx(2 * kernel + stream, rel=1e-9)
+    # a model step under SGLang on B200 takes the kernels; vLLM's does not
     step = _decode("fp8")
     ran = attention_time.engine_attention_kernel(step, "sglang", b200)
     assert ran.shape["q_convert"][0] == attention_time.QUERY_CONVERT_KERNELS
-    for engine, fig in (("vllm", b200), ("sglang", H100)):
-        assert "q_convert" not in attention_time.engine_attention_kernel(step, engine, fig).shape
+    assert "q_convert" not in attention_time.engine_attention_kernel(step, "vllm", b200).shape
     bf16 = attention_time.engine_attention_kernel(_decode("bf16"), "sglang", b200)
     assert "q_convert" not in bf16.shape
+
+
+def test_sglang_flashattention3_fp8_decode_casts_its_query_first():
+    # SGLang's FlashAttention-3 decode on Hopper with an fp8 cache: one cast kernel over the
+    # query (attention_time.FA3_QUERY_CAST_KERNELS), a further kernel's launch and wait and 3
+    # bytes a query element (2 read, 1 written); a model step takes it, vLLM's (the same
+    # kernel, no cast), a bf16 cache's and a prompt's do not
+    prm = _params(launch_s=2e-6, eff_memory=0.8)
+    dec = _decode("fp8", batch=64.0, n_heads=32.0, head_pack=0.0, q_convert=[0.0, 1.0])
+    extra = M.kernel_terms(dec, H100, prm)["extra_s"]
+    stream = 64 * 32 * 128 * 3.0 / (0.8 * H100.hbm_bytes_per_s)
+    kernel = attention_time.TRTLLM_FURTHER_KERNEL_S * M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    assert extra[1] - extra[0] == pytest.approx(kernel + stream, rel=1e-9)
+    ran = attention_time.engine_attention_kernel(_decode("fp8"), "sglang", H100)
+    assert ran.shape["q_convert"][0] == attention_time.FA3_QUERY_CAST_KERNELS == 1.0
+    for engine, dtype in (("vllm", "fp8"), ("sglang", "bf16")):
+        step = attention_time.engine_attention_kernel(_decode(dtype), engine, H100)
+        assert "q_convert" not in step.shape
+    prompt = dataclasses.replace(_decode("fp8"), kind="attention_prefill")
+    assert "q_convert" not in attention_time.engine_attention_kernel(prompt, "sglang", H100).shape
 
 
 def test_sm90_query_heads_pad_to_eight_in_the_unit_work():

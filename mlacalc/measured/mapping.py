@@ -101,6 +101,7 @@ from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
 from mlacalc.timemodel.attention_time import (
+    FA3_QUERY_CAST_KERNELS,
     HD192_SIDE_CALL_ENGINES,
     QUERY_CONVERT_KERNELS,
     XQA_HEAD_PACK,
@@ -835,16 +836,19 @@ def _bf16_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.nd
     return np.where(on & (kvd == "bf16"), 1.0, 0.0)
 
 
-def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray) -> np.ndarray:
+def _query_convert(t: MeasuredTable, fmha_dt: np.ndarray, context: bool) -> np.ndarray:
     """Elementwise kernels that convert a row's query to fp8 before its attention kernel
     (``q_convert``, :data:`~mlacalc.timemodel.attention_time.QUERY_CONVERT_KERNELS`): SGLang's
-    TensorRT-LLM-gen backend (kernel source ``trtllm_mha``, B200) with an fp8 kernel; none
-    elsewhere."""
+    TensorRT-LLM-gen backend (kernel source ``trtllm_mha``, B200) with an fp8 kernel; one
+    (:data:`~mlacalc.timemodel.attention_time.FA3_QUERY_CAST_KERNELS`) in SGLang's
+    FlashAttention-3 decode (``fa3``, H100) with an fp8 cache; none elsewhere."""
     source = t.columns.get("kernel_source")
     if source is None or t.engine != "sglang":
         return np.zeros(len(t))
-    on = (source.astype(str) == "trtllm_mha") & (fmha_dt == "fp8")
-    return np.where(on, QUERY_CONVERT_KERNELS, 0.0)
+    fp8 = fmha_dt == "fp8"
+    on = (source.astype(str) == "trtllm_mha") & fp8
+    cast = (source.astype(str) == "fa3") & fp8 & (not context)
+    return np.where(on, QUERY_CONVERT_KERNELS, np.where(cast, FA3_QUERY_CAST_KERNELS, 0.0))
 
 
 def _hd192_side_call(t: MeasuredTable, hd: np.ndarray) -> np.ndarray:
@@ -1005,7 +1009,7 @@ def _attention_rows(
         page_size=_PAGE,
         kv_bytes=kvb,
         head_pack=head_pack,
-        q_convert=_query_convert(t, fmha_dt),
+        q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
         hd192_side_call=_hd192_side_call(t, hd),
         cache_bytes=warm_cache,

@@ -54,6 +54,7 @@ __all__ = [
     "BF16_CACHE_WRITE_HBM",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FA3_FP8_PROMPT_BUILDS",
+    "FA3_QUERY_CAST_KERNELS",
     "FLASH_ENCODER_TCGEN05_EXP",
     "FLASH_ENCODER_TCGEN05_RATE",
     "FLASH_HEAD_DIMS",
@@ -66,6 +67,7 @@ __all__ = [
     "MMHA_FALLBACK_UNIT_CLOCKS",
     "PACKING_DECODE",
     "PACKING_PREFILL",
+    "QUERY_CAST_BYTES",
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
     "TENSOR_WALK_VARIANTS",
@@ -170,9 +172,32 @@ XQA_HEAD_PACK = 32
 #: rows 0.3 us more in a prompt), and a prompt 1.08 us more per million query elements beyond
 #: (residual median 2.4 us over 14,600 shape pairs under 0.3 ms): 7 bytes an element at 0.81 of
 #: B200's HBM, a bf16 pass (2 bytes read, 2 written) and the fp8 cast (2 read, 1 written).
-#: vLLM's FlashInfer path on B200, which takes a bf16 query, shows none (0.1 us).
+#: vLLM's FlashInfer path on B200, which takes a bf16 query, shows none (0.1 us). Each
+#: conversion kernel's launch and wait is a further kernel's of a call,
+#: :data:`TRTLLM_FURTHER_KERNEL_S` (3.0 us at H100's clock, read from TensorRT-LLM's H100
+#: floors; 2 x 2.96 us at B200's clock against the 6.2 us above), not the class's fitted
+#: ``launch_s`` / ``pre_latency_s``: every fp8 row of SGLang's B200 kernel runs both, so its fit
+#: could not tell them from the call's fixed cost and put them there (decode ``launch_s`` 0.02
+#: us, ``fixed_s`` 16.0 us against bf16's 9.1), which H100's FlashAttention-3 rows, converting
+#: nothing, then read +36% at their floor (from B200)
 QUERY_CONVERT_KERNELS = 2.0
 QUERY_CONVERT_BYTES = 7.0
+
+#: Kernels SGLang's FlashAttention-3 decode on Hopper (kernel source ``fa3``) runs over the
+#: query before the attention kernel with an fp8 cache: one, the cast of the bf16 query to the
+#: cache's fp8 type (FlashAttention-3's fp8 kernel takes q, k and v in fp8; as recalled of
+#: SGLang's ``flashattention_backend.py``, ``q.to(self.kv_cache_dtype)``, not checked against
+#: a stored copy), :data:`QUERY_CAST_BYTES` an element (2 read, 1 written) and a further
+#: kernel's launch and wait (:data:`TRTLLM_FURTHER_KERNEL_S`). Read from SGLang's H100 decode
+#: rows: at up to 8 sequences under 15 us, no window, its fp8 rows take 3.24 / 3.45 us more
+#: than its bf16 rows of the same shape at head dims 64 / 128 (343 / 2,180 shape pairs, means),
+#: the same at both head dims (a kernel, not the first V block's transpose, which doubles
+#: with the head dim: :data:`FA3_FP8_FIRST_V_CLOCKS`), 4.49 at 256; vLLM's H100 rows, the same
+#: kernel without the cast, 0.66 / 1.50 us. Its prompt rows do not show it (0.09-0.51 us): not
+#: settled. Without it the fit of SGLang's H100 fp8 decode held the cast in its fixed cost
+#: and SGLang's B200 fp8 rows from it read +22% at their floor
+FA3_QUERY_CAST_KERNELS = 1.0
+QUERY_CAST_BYTES = 3.0
 
 
 #: (engine, kernel generation) whose packing decode (FlashAttention-3) runs its split-combine
@@ -286,6 +311,14 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if engine == "sglang" and fig.tcgen05 and batch.dtype.startswith("fp8"):
         # SGLang's TensorRT-LLM-gen backend converts the query to fp8 first
         cols["q_convert"] = np.full(len(batch), QUERY_CONVERT_KERNELS)
+    elif (
+        engine == "sglang"
+        and fig.kernel_generation == "sm90"
+        and batch.kind == "attention_decode"
+        and batch.dtype.startswith("fp8")
+    ):
+        # its FlashAttention-3 decode casts the query to fp8 first
+        cols["q_convert"] = np.full(len(batch), FA3_QUERY_CAST_KERNELS)
     if not cols:
         return batch
     return dataclasses.replace(batch, shape={**batch.shape, **cols})
@@ -490,8 +523,8 @@ def prefill_terms(
     stream = _pre_kernel_s(batch, fig, prm, pre_bytes)
     out["extra_s"] = out["extra_s"] + np.where(pre, prm["pre_latency_s"] + stream, 0.0)
     # the query's conversion to fp8 before the kernel (SGLang's TensorRT-LLM-gen path), each
-    # kernel's launch and wait as the pre-kernel's
-    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["pre_latency_s"])
+    # kernel's launch and wait a further kernel's (:data:`TRTLLM_FURTHER_KERNEL_S`)
+    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm)
     out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
     # an fp8 cache the kernel cannot read (``cache_convert`` 1: SGLang's FlashAttention-3
     # absorbed MLA on Hopper, which takes ``get_key_buffer(...).to(bf16)``) converted by a
@@ -984,16 +1017,17 @@ def _fa3_fp8_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
     )
 
 
-def query_convert_s(
-    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], launch: float
-) -> np.ndarray:
+def query_convert_s(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
     """Seconds of the kernels that convert a call's query to fp8 before its attention kernel
-    (``q_convert`` of them, :data:`QUERY_CONVERT_KERNELS`): a ``launch`` each and
-    :data:`QUERY_CONVERT_BYTES` per query element streamed at the class's share of HBM."""
+    (``q_convert`` of them, :data:`QUERY_CONVERT_KERNELS`): a further kernel's launch and
+    wait each (:data:`TRTLLM_FURTHER_KERNEL_S`, clocked) and :data:`QUERY_CONVERT_BYTES` per
+    query element streamed at the class's share of HBM."""
     kernels = col(batch, "q_convert", 0)
+    launch = TRTLLM_FURTHER_KERNEL_S * REFERENCE_CLOCK_HZ / fig.clock_hz
     elements = col(batch, "batch", 1) * col(batch, "q_len", 1) * col(batch, "n_heads", 1)
     elements = elements * col(batch, "head_dim_qk", 128)
-    stream = elements * QUERY_CONVERT_BYTES / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    per = np.where(kernels > 1, QUERY_CONVERT_BYTES, QUERY_CAST_BYTES)  # a cast alone: 3
+    stream = elements * per / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     return np.where(kernels > 0, kernels * launch + stream, 0.0)
 
 
@@ -1166,7 +1200,7 @@ def decode_terms(
     gen = _trtllm_gen_decode(batch, fig)
     xqa_fp8 = sm90 & (pack > 0) & (not gen)
     out["extra_s"] = out["extra_s"] + _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
-    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm, prm["launch_s"])
+    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm)
     out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
