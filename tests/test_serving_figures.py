@@ -119,6 +119,22 @@ def test_ttfts_chunk_steps_and_the_prefill_row_are_in_ttfts_unit(run):
     assert float(chunk.split()[0]) < float(rows["TTFT"].split()[0])
 
 
+def test_prompts_beyond_the_chunk_say_the_tokens_and_that_the_queue_is_left_out(run):
+    """Qwen3-Next on 8 x H200 under SGLang (its defaults: chunk 8,192, max running what fits):
+    the plan said 'the prompts need more than 8192 tokens per step: requests queue for
+    prefill' beside 'requests in flight 2,868.0 (queued 0)'. Now it gives the tokens the
+    prompts need, the chunk a step carries, and that the figures leave that queue out."""
+    args = ["plan", "qwen3-next-80b-a3b", "-H", "H200", "--gpus", 8, "--isl", 2000,
+            "--osl", 500, "--engine", "sglang", "--format", "json"]  # fmt: skip
+    import json
+
+    doc = json.loads(run(*args)[0])
+    (said,) = [w for w in doc["warnings"] if "queue requests for prefill" in w]
+    need = 2000 * doc["concurrency"] / (1 + (500 - 1))  # prompts a step, one 2,000-token chunk
+    assert f"need {need:,.0f} tokens a step" in said and "8,192-token chunk" in said
+    assert "a wait these figures leave out" in said and doc["queued"] == 0
+
+
 # ------------------------------------------------ 3: an overloaded deployment saturates
 def test_an_overloaded_deployment_serves_its_capacity_at_the_largest_batch():
     """Requests arriving faster than served: the batch fills and the queue grows, and the

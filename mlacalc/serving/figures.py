@@ -229,10 +229,11 @@ def _chunked_cycle(
     t_step: float,
     in_system: float,
     closed: bool = True,
-) -> tuple[float, float, float, bool, tuple[int, int, float]]:
+) -> tuple[float, float, float, tuple[float, int] | None, tuple[int, int, float]]:
     """Chunked prefill: the cycle, the TTFT, the step between two tokens of one request (the
-    others' chunks only, :func:`others_share`), whether the prompts need more tokens per step
-    than a chunk, and the prompt's chunks (how many, of how many tokens, their steps' time).
+    others' chunks only, :func:`others_share`), where the prompts need more tokens per step
+    than a chunk the tokens they need and the chunk (else None), and the prompt's chunks (how
+    many, of how many tokens, their steps' time).
     A prompt runs in ``s = ceil(isl / N)`` consecutive steps, the ``j``-th carrying ``min(N,
     isl - j N)`` of its tokens after the ``j N`` before (causal) beside the decode batch, as
     the engines run a chunked prompt; the other steps decode only (:func:`chunked_figures`
@@ -281,7 +282,8 @@ def _chunked_cycle(
     _, share_o, _, _ = (float(x) for x in synced_prompts(n * ratio * steps, mix.groups, 1))
     gap, ttft = chunked_figures(n * ratio, steps, share_o, t_step, t_fluid, S)
     ttft = busy * (ttft - S) + S
-    return float(cycle), float(ttft), float(gap), chunk < P, (steps, min(chunk, isl), S)
+    over = (float(P), chunk) if chunk < P else None  # the prompts need more than a chunk a step
+    return float(cycle), float(ttft), float(gap), over, (steps, min(chunk, isl), S)
 
 
 def chunk_fluid(P: Any, isl: int, mb: Any) -> dict[str, Any]:

@@ -827,10 +827,16 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
             f"{load.concurrency - load.queued:,.0f} the deployment holds at once: "
             f"{load.queued:,.0f} wait in the queue (TTFT includes their wait)"
         )
-    if load.f.get("prefill_overloaded"):
+    over = load.f.get("prefill_overloaded")
+    if over:  # the figures time every step with the prompt tokens it needs, beyond the chunk
+        need, chunk = over
         warnings.append(
-            f"the prompts need more than {req.chunked_prefill} tokens per step: "
-            "requests queue for prefill"
+            f"the prompts need {need:,.0f} tokens a step on average, more than the "
+            f"{chunk:,}-token chunk a step carries: an engine would queue requests for "
+            "prefill, a wait these figures leave out (each step is timed with the prompt "
+            "tokens it needs; 'queued' counts only the requests waiting for a place in the batch); "
+            "fewer requests in flight or a larger chunk (--chunked-prefill, --max-tokens) "
+            "avoid it"
         )
     if load.prefill_bound:
         warnings.append(
