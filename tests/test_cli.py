@@ -287,6 +287,9 @@ def test_compare_as_variants_names_a_variant_without_an_equivalent(run):
     assert "Not shown: MiniMax-M3's block-sparse attention" in md and "no MLA equivalent" in md
     _, err = run("compare", "deepseek-v4-pro", "--as-variants", code=2)
     assert "compress_ratios" in err and err.count("\n") == 1
+    # the flag that asked for them is named with the fix (it named 'model:')
+    assert err.startswith("mlacalc: error: Invalid value for --as-variants: DeepSeek-V4-Pro")
+    assert "(without --as-variants)" in err
 
 
 def test_compare_as_variants_says_the_mla_equivalent_drops_the_windows(run):

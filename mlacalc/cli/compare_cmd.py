@@ -74,6 +74,10 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         try:
             equivalents, notes = variant_equivalents(base, kv_heads)
         except InvalidArgumentError as exc:
+            if exc.argument == "model":  # no equivalent at all (DeepSeek-V4): the flag asked
+                raise click.BadParameter(
+                    f"{exc.message} (without --as-variants)", param_hint="--as-variants"
+                ) from None
             if exc.argument != "kv_heads":
                 raise
             raise click.BadParameter(exc.message, param_hint="--kv-heads") from None
