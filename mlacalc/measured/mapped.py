@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlacalc.hardware.catalogue import MEASURED_SYSTEMS
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN
+from mlacalc.timemodel.host_floor import floors_measured, host_floor_seconds
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 
 __all__ = [
@@ -58,6 +60,10 @@ class MappedTable:
     #: per row, the host's dispatch time of a module launched eagerly (NaN where none): the
     #: row's prediction is the larger of it and its kernels' sum (mlacalc.timemodel.host_floor)
     host_s: np.ndarray | None = None
+    #: the labels the host floor is looked up by (``kernel_source`` as grouped, ``gemm_type``,
+    #: ``kv_cache_dtype``; ``None`` for a table without the column), to look it up under
+    #: another device's floors (:meth:`host_floor_for`)
+    host_groups: tuple | None = None
 
     @property
     def seconds(self) -> np.ndarray:
@@ -67,12 +73,32 @@ class MappedTable:
     def modelled(self) -> np.ndarray:
         return self.reason == ""
 
-    def with_host_floor(self, kernel_s: np.ndarray) -> np.ndarray:
+    def host_floor_for(self, fitted_devices=()) -> np.ndarray | None:
+        """The rows' host floors as a profile fitted on ``fitted_devices`` predicts them: the
+        table's own where the profile saw the table's device (or names none), else the floors
+        measured on the first of its devices with floors of the engine's table (none if none
+        has): a device the fit never saw takes no floor of its own measuring
+        (mlacalc.timemodel.host_floor)."""
+        t = self.table
+        if self.host_s is None or self.host_groups is None or not fitted_devices:
+            return self.host_s
+        if t.device in fitted_devices:
+            return self.host_s
+        systems = [s for d in fitted_devices for s, dev in MEASURED_SYSTEMS.items() if dev == d]
+        measured = [s for s in systems if floors_measured(s, t.engine, t.table)]
+        if not measured:  # no fitted device's floors of this engine's table: none
+            return np.full(len(t), np.nan)
+        return host_floor_seconds(t.system, t.engine, t.table, *self.host_groups,
+                                  floors_of=measured[0])  # fmt: skip
+
+    def with_host_floor(self, kernel_s: np.ndarray, fitted_devices=()) -> np.ndarray:
         """Per-row predictions from the kernels' summed seconds: the larger of them and the
-        row's host floor, where it has one."""
-        if self.host_s is None:
+        row's host floor, where it has one (as a profile fitted on ``fitted_devices`` sees it:
+        :meth:`host_floor_for`)."""
+        floor = self.host_floor_for(fitted_devices)
+        if floor is None:
             return kernel_s
-        return np.where(np.isfinite(self.host_s), np.maximum(kernel_s, self.host_s), kernel_s)
+        return np.where(np.isfinite(floor), np.maximum(kernel_s, floor), kernel_s)
 
     def exclude(self, mask: np.ndarray, why: str) -> int:
         """Mark rows (not already excluded) as not predicted for ``why``; returns how many."""

@@ -219,6 +219,13 @@ class _Builder:
         self.n = n
         self.parts: list[KernelPart] = []
         self.host_s: np.ndarray | None = None  # a host floor per row (NaN: none), or none
+        self.host_groups: tuple | None = None  # the labels it was looked up by
+
+    def host_floor(self, t: MeasuredTable, sources, gemm_types=None, kv_dtypes=None) -> None:
+        """The rows' host floors under the table's own device's floors, by their labels
+        (kept, to look them up under another device's: ``MappedTable.host_floor_for``)."""
+        self.host_groups = (sources, gemm_types, kv_dtypes)
+        self.host_s = host_floor_seconds(t.system, t.engine, t.table, *self.host_groups)
 
     def add(
         self,
@@ -2289,8 +2296,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        unit_heads=np.where(walks, own_unit, 0.0)[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
     labels = floor_sources(t.system, t.engine, t.table, src, bs)  # eager past a CUDA graph
-    b.host_s = host_floor_seconds(t.system, t.engine, t.table, labels, t.column("gemm_type"),
-                                  t.column("kv_cache_dtype"))  # fmt: skip
+    b.host_floor(t, labels, t.column("gemm_type"), t.column("kv_cache_dtype"))
 
 
 def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -2298,7 +2304,7 @@ def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> Non
     that kind as a model step's kernels (:mod:`mlacalc.measured.dsv4_modules`), under the
     engine's host floor where it has one (:mod:`mlacalc.timemodel.host_floor`)."""
     b.parts.extend(dsv4_module_parts(t, reason))
-    b.host_s = host_floor_seconds(t.system, t.engine, t.table, t.column("kernel_source"))
+    b.host_floor(t, t.column("kernel_source"))
 
 
 def _msa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -2306,7 +2312,7 @@ def _msa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
     block as a model step's kernels (:mod:`mlacalc.measured.msa_modules`), under the engine's
     host floor where it has one (none is listed for these tables: their kernels' time)."""
     b.parts.extend(msa_module_parts(t, reason))
-    b.host_s = host_floor_seconds(t.system, t.engine, t.table, t.column("kernel_source"))
+    b.host_floor(t, t.column("kernel_source"))
 
 
 _MAPPERS = {
@@ -2378,7 +2384,9 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     reason = np.full(len(table), "", dtype=object)
     b = _Builder(len(table))
     mapper(table, b, reason)
-    mapped = MappedTable(table=table, parts=b.parts, reason=reason, host_s=b.host_s)
+    mapped = MappedTable(
+        table=table, parts=b.parts, reason=reason, host_s=b.host_s, host_groups=b.host_groups
+    )
     bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
     timed = (reason == NO_KERNEL) & ~bad_time  # no kernel said, a time measured: a miss
     mapped.reason[timed] = NO_KERNEL_TIMED

@@ -64,8 +64,9 @@ def predict_mapped(
     profile: Profile | str | os.PathLike | None = None,
 ) -> np.ndarray:
     """Predicted seconds of every row of a mapped table (the sum of its kernels, at least the
-    row's host floor where it has one); NaN where the row is not predicted. ``hardware``
-    defaults to the table's device."""
+    row's host floor where it has one: a device the profile was not fitted on takes a fitted
+    device's, ``MappedTable.host_floor_for``); NaN where the row is not predicted.
+    ``hardware`` defaults to the table's device."""
     hw = load_hardware(hardware if hardware is not None else mapped.table.device)
     prof = load_profile(profile)
     n = len(mapped.table)
@@ -74,7 +75,8 @@ def predict_mapped(
         b, inverse = distinct_kernels(part.batch)
         t = np.asarray(predict_batch(b, hw, prof), dtype=np.float64)[inverse]
         total += np.bincount(part.rows, weights=t, minlength=n)
-    return np.where(mapped.modelled, mapped.with_host_floor(total), np.nan)
+    floored = mapped.with_host_floor(total, prof.fitted_devices if prof is not None else ())
+    return np.where(mapped.modelled, floored, np.nan)
 
 
 def _mapped_observations(mapped: Any, profile: Profile | None) -> list:

@@ -436,9 +436,16 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
             t = np.full(len(b), np.nan)
         t = np.asarray(t, dtype=np.float64)[inverse]
         total += np.bincount(part.rows, weights=t, minlength=n)
-    if mapped.host_s is not None and np.isfinite(mapped.host_s).any():
-        how.add("a module's kernels under the engine's host floor (mlacalc.timemodel.host_floor)")
-    return mapped.with_host_floor(total), "; ".join(sorted(how))
+    fitted_on = prof.fitted_devices if prof is not None else ()
+    floor = mapped.host_floor_for(fitted_on)
+    if floor is not None and np.isfinite(floor).any():
+        own = floor is mapped.host_s
+        how.add(
+            "a module's kernels under the engine's host floor (mlacalc.timemodel.host_floor"
+            + ("" if own else f"; measured on {', '.join(fitted_on)}, not on this device")
+            + ")"
+        )
+    return mapped.with_host_floor(total, fitted_on), "; ".join(sorted(how))
 
 
 #: The reason a row whose measured time is not a finite positive number is not predicted.

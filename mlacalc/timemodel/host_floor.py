@@ -22,6 +22,15 @@ fewest tokens
 the rows, medians and residuals). A row's prediction is then
 ``max(kernels, floor)``: the form the rows follow where the kernels pass the floor (see
 docs/time-model.md, "host floor").
+
+The floor is the host's work, not the GPU's: where both devices ran a group its floors agree
+within 16%, five of the six within 8% (SGLang's sparse prompt module 1.079 / 1.095 ms on H100 /
+B200, its skip-indexer one 0.361 / 0.359, vLLM's FlashMLA one 1.306 / 1.214; with fp8 block
+GEMMs 1.509 / 1.741). A device predicted from a fit that never saw
+it (leave one device out) therefore takes the fitted device's floors, never its own
+(``floors_of``): the group's own where that device ran it, else the median of that device's
+floors of the same module structure (:func:`floor_structure`: the attention library's wrapper
+aside) and the same GEMM and cache dtypes, else none.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ __all__ = [
     "GRAPH_MAX_BATCH",
     "HOST_FLOOR_S",
     "floor_sources",
+    "floor_structure",
+    "floors_measured",
     "graphed",
     "host_floor_seconds",
 ]
@@ -151,21 +162,65 @@ def graphed(system: str, engine: str, table: str, source: str) -> bool:
     return table == _GEN and (system, engine) in GRAPH_MAX_BATCH and not source.endswith(EAGER)
 
 
+def floor_structure(engine: str, source: str) -> str:
+    """A :func:`floor_sources` label with its attention library's name dropped: the ops a
+    module's forward dispatches but that library's wrapper. SGLang's DSA paths are dense,
+    indexer or skip-indexer whatever kernel they end in (``sglang_dsa_indexer_trtllm`` and
+    ``sglang_dsa_indexer_flashmla_kv`` dispatch the same indexer, GEMMs and cache write:
+    1.058 and 1.160 ms with bf16 GEMMs and an fp8 cache); vLLM's sparse module is one
+    structure under FlashMLA or FlashInfer; the eager suffix stays."""
+    eager = source.endswith(EAGER)
+    path = source[: -len(EAGER)] if eager else source
+    if engine == "sglang":
+        for prefix in (_SG + "skip_indexer_", _SG + "indexer_", _SG + "dense_mha_"):
+            if path.startswith(prefix):
+                path = prefix
+                break
+    elif engine == "vllm":
+        path = "sparse_module"
+    return path + (EAGER if eager else "")
+
+
+def floors_measured(system: str, engine: str, table: str) -> bool:
+    """Whether :data:`HOST_FLOOR_S` holds any floor of ``engine``'s ``table`` on ``system``."""
+    return any(k[:3] == (system, engine, table) for k in HOST_FLOOR_S)
+
+
+def _floor_of(system: str, engine: str, table: str, source: str, gemm: str, kv: str,
+              own: bool) -> float | None:  # fmt: skip
+    """One group's floor under ``system``'s floors: its own key, else (``own`` false: another
+    device's floors) the median of that device's floors of the same structure and dtypes."""
+    floor = HOST_FLOOR_S.get((system, engine, table, source, gemm, kv))
+    if floor is not None or own:
+        return floor
+    want = floor_structure(engine, source)
+    like = [
+        v
+        for (s, e, t, src, g, k), v in HOST_FLOOR_S.items()
+        if (s, e, t, g, k) == (system, engine, table, gemm, kv) and floor_structure(e, src) == want
+    ]
+    return float(np.median(like)) if like else None
+
+
 def host_floor_seconds(
-    system: str, engine: str, table: str, sources, gemm_types=None, kv_dtypes=None
-) -> np.ndarray:
+    system: str, engine: str, table: str, sources, gemm_types=None, kv_dtypes=None,
+    floors_of: str | None = None,
+) -> np.ndarray:  # fmt: skip
     """Per-row host floor (seconds) of a table's rows by their ``kernel_source``,
     ``gemm_type`` and ``kv_cache_dtype`` labels (``None``: a table without the column); NaN
     where :data:`HOST_FLOOR_S` has no floor for the group (its rows are predicted by their
-    kernels alone)."""
+    kernels alone). ``floors_of``: the measured system whose floors apply (default
+    ``system``, the table's own); another's for a device predicted from a fit that never saw
+    it, a group it never ran taking its floors of the same structure (module docstring)."""
     src = np.asarray(sources).astype(str)
     n = src.shape[0]
     gemm = np.full(n, "") if gemm_types is None else np.asarray(gemm_types).astype(str)
     kv = np.full(n, "") if kv_dtypes is None else np.asarray(kv_dtypes).astype(str)
     out = np.full(n, np.nan)
     keys = np.stack([src, gemm, kv], axis=1)
+    under = floors_of or system
     for key in np.unique(keys, axis=0):
-        floor = HOST_FLOOR_S.get((system, engine, table, *(str(k) for k in key)))
+        floor = _floor_of(under, engine, table, *(str(k) for k in key), own=under == system)
         if floor is not None:
             out[(keys == key).all(axis=1)] = floor
     return out

@@ -1,0 +1,85 @@
+"""A device predicted from a fit that never saw it takes the fitted device's host floors, never
+its own measuring (mlacalc.timemodel.host_floor; docs/time-model.md, "Host floor of a module
+launched eagerly")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlacalc.timemodel.host_floor import HOST_FLOOR_S, floor_structure, host_floor_seconds
+
+MEASURED = Path(__file__).resolve().parents[1] / "mlacalc" / "data" / "measured"
+_CTX = "dsa_context_module_perf"
+
+
+def test_a_floor_is_the_engines_and_the_modules_not_the_gpus():
+    """Where both devices ran a group its floors agree within 16%, five of the six within 8%
+    (vLLM's FlashMLA module with fp8 block GEMMs the one: 1.509 / 1.741 ms): the host's work."""
+    pairs = 0
+    for (system, engine, table, src, gemm, kv), floor in HOST_FLOOR_S.items():
+        if system != "h100_sxm":
+            continue
+        other = HOST_FLOOR_S.get(("b200_sxm", engine, table, src, gemm, kv))
+        if other is not None:
+            pairs += 1
+            assert abs(other / floor - 1.0) <= 0.16, (src, gemm, kv, floor, other)
+    assert pairs >= 5
+
+
+def test_the_structure_drops_the_attention_library_only():
+    s = floor_structure
+    assert s("sglang", "sglang_dsa_indexer_trtllm") == s("sglang", "sglang_dsa_indexer_flashmla_kv")
+    assert s("sglang", "sglang_dsa_skip_indexer_trtllm") != s("sglang", "sglang_dsa_indexer_trtllm")
+    assert s("sglang", "sglang_dsa_dense_mha_fa3") == s(
+        "sglang", "sglang_dsa_dense_mha_trtllm_ragged"
+    )
+    eager = s("sglang", "sglang_dsa_indexer_trtllm+eager")
+    assert eager.endswith("+eager") and eager != s("sglang", "sglang_dsa_indexer_trtllm")
+    assert s("vllm", "FLASHMLA_SPARSE") == s("vllm", "FLASHINFER_MLA_SPARSE")
+
+
+def test_another_devices_floors_its_own_group_else_the_same_structure_else_none():
+    h100, b200, eng = "h100_sxm", "b200_sxm", "sglang"
+    src = np.array(["sglang_dsa_indexer_flashmla_sparse", "sglang_dsa_indexer_trtllm",
+                    "sglang_dsa_indexer_trtllm", "sglang_dsa_nothing_like_it"])  # fmt: skip
+    gemm = np.array(["bfloat16", "fp8_block", "nvfp4", "bfloat16"])
+    kv = np.array(["bfloat16", "fp8", "fp8", "bfloat16"])
+    own = host_floor_seconds(b200, eng, _CTX, src, gemm, kv)
+    under = host_floor_seconds(b200, eng, _CTX, src, gemm, kv, floors_of=h100)
+    key = (h100, eng, _CTX, "sglang_dsa_indexer_flashmla_sparse", "bfloat16", "bfloat16")
+    assert under[0] == HOST_FLOOR_S[key] != own[0]  # H100 ran the group: its own floor
+    # H100 never ran TensorRT-LLM's kernel: its indexer path of the same dtypes (FlashMLA)
+    assert under[1] == HOST_FLOOR_S[(h100, eng, _CTX, "sglang_dsa_indexer_flashmla_kv",
+                                     "fp8_block", "fp8")]  # fmt: skip
+    assert np.isnan(under[2]) and np.isnan(under[3])  # no floor of those dtypes / structure
+    # the table's own floors never fall back: a group without a floor there is kernel-bound
+    assert np.isnan(host_floor_seconds(b200, eng, _CTX, src[3:], gemm[3:], kv[3:])).all()
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_left_out_device_is_floored_by_the_fitted_devices_floors(engine):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    version = {"sglang": "0.5.14", "vllm": "0.24.0"}[engine]
+    path = MEASURED / "b200_sxm" / "sparse_attention" / engine / version / f"{_CTX}.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    assert mapped.host_floor_for(["B200"]) is mapped.host_s  # fitted on it: its own
+    assert mapped.host_floor_for([]) is mapped.host_s  # no fit named: its own
+    under = mapped.host_floor_for(["A100-SXM-80GB", "H100-SXM"])  # A100 has no floors: H100's
+    assert np.array_equal(
+        under,
+        host_floor_seconds(t.system, t.engine, t.table, *mapped.host_groups, floors_of="h100_sxm"),
+        equal_nan=True,
+    )
+    own = mapped.host_s
+    both = np.isfinite(own) & np.isfinite(under)
+    assert both.any() and not np.array_equal(own[both], under[both])
+    # none of the B200 floors leaks into a prediction from H100's fit
+    b200_floors = {v for k, v in HOST_FLOOR_S.items() if k[0] == "b200_sxm"}
+    assert not set(np.unique(under[np.isfinite(under)])) & b200_floors
