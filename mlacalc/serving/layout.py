@@ -254,7 +254,7 @@ def _ep_choices(experts: int, redundant: int, gpus: int) -> str:
 _MLA_WHOLE = ("q_a_proj", "q_a_layernorm", "kv_a_proj_with_mqa", "kv_a_layernorm")
 
 
-def _attention_per_rank(m: ModelConfig, tp: int) -> float:
+def _attention_per_rank(m: ModelConfig, tp: int) -> Fraction:
     """Attention parameters one tensor-parallel rank holds, per layer: MLA's latent
     down-projections whole, else the K/V projections by whole K/V heads (replicated beyond
     ``n_kv`` ranks), a fused QKV's K/V rows too: vLLM's and SGLang's ``QKVParallelLinear``
@@ -263,9 +263,9 @@ def _attention_per_rank(m: ModelConfig, tp: int) -> float:
     attn = attention_params(m)
     if m.is_mla:
         replicated = sum(v for k, v in attn.items() if k in _MLA_WHOLE)
-        return replicated + (sum(attn.values()) - replicated) / tp
+        return replicated + Fraction(sum(attn.values()) - replicated, tp)
     kv = kv_projection_params(m)
-    return (sum(attn.values()) - kv) / tp + float(kv * kv_head_share(m.num_key_value_heads, tp))
+    return Fraction(sum(attn.values()) - kv, tp) + kv * kv_head_share(m.num_key_value_heads, tp)
 
 
 _MOE_FLAGS: dict[int, tuple[ModelConfig, tuple[bool, ...]]] = {}
@@ -323,23 +323,23 @@ def _layer_params(m: ModelConfig) -> tuple[dict[str, int], ...]:
     return tuple(out)
 
 
-def _attention_share(m: ModelConfig, kind: Any, tp: int) -> float:
+def _attention_share(m: ModelConfig, kind: Any, tp: int) -> Fraction:
     """The fraction of one layer's attention parameters a tensor-parallel rank holds: its
     kind's own heads (a Gemma 4 full layer's ``num_global_key_value_heads``), K/V heads
     replicated beyond ``n_kv`` ranks, MLA's latent projections whole; a linear-attention
-    layer splits by its heads."""
+    layer splits by its heads. Exact (a fraction), so a part's bytes on a rank are whole."""
     if tp == 1:
-        return 1.0
+        return Fraction(1)
     if kind.attention in STATE_KINDS:
-        return 1.0 / tp
+        return Fraction(1, tp)
     if kind.attention in COMPRESSED_KINDS:  # DeepSeek-V4: the query heads' tensors split
         split, total = compressed_attention_split(m, kind)
-        return (split / tp + total - split) / total
+        return (Fraction(split, tp) + total - split) / total
     own = m.global_head_dim is not None or m.attention_k_eq_v or m.sliding_key_value_heads
     sub = kind_model(m, kind) if own else m
     if arch_of(m) is not None and not m.is_mla:  # the kind's own tensors (gates, k = v, ...)
         per_rank, total = _tensor_split(m, kind, sub.num_key_value_heads, tp)
-        return float(per_rank / total) if total else 1.0  # a layer without attention: nothing
+        return per_rank / total if total else Fraction(1)  # a layer without attention: nothing
     whole = _indexer_params(m)  # a DSA layer's indexer, whole on every rank
     return (_attention_per_rank(sub, tp) + whole) / (sum(attention_params(sub).values()) + whole)
 
@@ -389,16 +389,16 @@ def weight_breakdown(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> 
     with ``include_mtp``); every layer counts its own kind of attention, and a dense MLP
     beside the experts (Gemma 4) or a shared-expert gate is ``dense_ffn``. The MTP layers
     (``mtp``, on the last stage) split as a decoder layer does (:func:`_mtp_shares`)."""
-    return _fullest_stage(m, lay, include_mtp)[0]
+    return {k: float(v) for k, v in _fullest_stage(m, lay, include_mtp)[0].items()}
 
 
 def _fullest_stage(
     m: ModelConfig, lay: Layout, include_mtp: bool
-) -> tuple[dict[str, float], range, bool]:
-    """:func:`weight_breakdown`'s parts, the layers of that stage, and whether it is the last
-    (the one that holds the MTP layers)."""
-    best: tuple[dict[str, float], range, bool] | None = None
-    for stage in stage_breakdowns(m, lay, include_mtp):
+) -> tuple[dict[str, Fraction], range, bool]:
+    """:func:`weight_breakdown`'s parts (exact), the layers of that stage, and whether it is
+    the last (the one that holds the MTP layers)."""
+    best: tuple[dict[str, Fraction], range, bool] | None = None
+    for stage in _stages(m, lay, include_mtp):
         if best is None or sum(stage[0].values()) > sum(best[0].values()):
             best = stage
     assert best is not None
@@ -410,36 +410,56 @@ def stage_breakdowns(
 ) -> list[tuple[dict[str, float], range, bool]]:
     """Every pipeline stage's :func:`weight_breakdown` parts (parameters one of its GPUs
     holds), its layers, and whether it is the last; training takes the busiest of them."""
+    return [
+        ({k: float(v) for k, v in part.items()}, layers, last)
+        for part, layers, last in _stages(m, lay, include_mtp)
+    ]
+
+
+def _stages(
+    m: ModelConfig, lay: Layout, include_mtp: bool
+) -> list[tuple[dict[str, Fraction], range, bool]]:
+    """:func:`stage_breakdowns` in exact fractions: a rank's bytes are rounded once, per
+    part, to whole weights (a float share had put qwen3-32b's TP8 bf16 attention at an odd
+    1,509,982,209 bytes)."""
     b = param_counts(m).breakdown
     per_layer = _layer_params(m)
     kinds = layer_pattern_of(m)
-    slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
-    shares: dict[Any, float] = {}
-    out: list[tuple[dict[str, float], range, bool]] = []
+    slots = (
+        Fraction(m.n_routed_experts + lay.redundant_experts, m.n_routed_experts)
+        if m.is_moe
+        else Fraction(1)
+    )
+    shares: dict[Any, Fraction] = {}
+    out: list[tuple[dict[str, Fraction], range, bool]] = []
     stages = stage_layers(m, lay.pp)
+    L, tp = m.num_hidden_layers, lay.tp
     for s, layers in enumerate(stages):
         part = dict.fromkeys(
-            ("attention", "norms", "dense_ffn", "shared_experts", "router", "routed_experts"), 0.0
+            ("attention", "norms", "dense_ffn", "shared_experts", "router", "routed_experts"),
+            Fraction(0),
         )
         for i in layers:
             kind = kinds[i]
             if kind not in shares:
-                shares[kind] = _attention_share(m, kind, lay.tp)
+                shares[kind] = _attention_share(m, kind, tp)
             p = per_layer[i]
             part["attention"] += p["attention"] * shares[kind]
-            part["dense_ffn"] += p["dense_ffn"] / lay.tp
-            part["shared_experts"] += p["moe_shared_experts"] / lay.tp
+            part["dense_ffn"] += Fraction(p["dense_ffn"], tp)
+            part["shared_experts"] += Fraction(p["moe_shared_experts"], tp)
             part["router"] += p["moe_router"]  # replicated on every rank
             part["routed_experts"] += p["moe_routed_experts"] * slots / lay.moe_group
-        part["norms"] = b["norms"] * len(layers) / m.num_hidden_layers  # final norm spread
+        part["norms"] = Fraction(b["norms"] * len(layers), L)  # final norm spread
         if b.get("hyper_connections"):  # DeepSeek-V4's stream mixers: whole on every rank
-            part["hyper_connections"] = b["hyper_connections"] * len(layers) / m.num_hidden_layers
-        part["embedding_head"] = (
-            (b["embedding"] + b["position_embedding"]) if s == 0 else 0
-        ) / lay.tp + (b["lm_head"] / lay.tp if s == len(stages) - 1 else 0)
+            part["hyper_connections"] = Fraction(b["hyper_connections"] * len(layers), L)
+        part["embedding_head"] = Fraction(
+            (b["embedding"] + b["position_embedding"]) if s == 0 else 0, tp
+        ) + (Fraction(b["lm_head"], tp) if s == len(stages) - 1 else 0)
         last = s == len(stages) - 1
         part["mtp"] = (
-            float(sum(n * f for n, _, f in _mtp_shares(m, lay))) if include_mtp and last else 0.0
+            sum((n * f for n, _, f in _mtp_shares(m, lay)), Fraction(0))
+            if include_mtp and last
+            else Fraction(0)
         )
         out.append((part, layers, last))
     return out
@@ -467,22 +487,23 @@ def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, float]]:
+def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, Fraction]]:
     """Each MTP tensor's ``(parameters, checkpoint bytes, share one GPU holds)``: the MTP
     layer is a decoder layer and splits as one (its attention by its kind's share, its routed
     experts over the MoE group with the redundant slots, its router, norms and ``eh_proj``
     whole, the rest over TP). It had been split over TP alone: DeepSeek-V3 with EP8 held every
     one of its 256 experts on each GPU (10.8 GiB where 1.6 GiB is its share)."""
     kind = layer_pattern_of(m)[-1]
-    slots = (m.n_routed_experts + lay.redundant_experts) / m.n_routed_experts if m.is_moe else 1.0
+    slots = Fraction(m.n_routed_experts + lay.redundant_experts, m.n_routed_experts or 1)
+    one = Fraction(1)
     share = {
         "attention": _attention_share(m, kind, lay.tp),
-        "moe_routed_experts": slots / lay.moe_group,
-        "moe_router": 1.0,
-        "norms": 1.0,
-        _MTP_WHOLE: 1.0,
+        "moe_routed_experts": slots / lay.moe_group if m.is_moe else one,
+        "moe_router": one,
+        "norms": one,
+        _MTP_WHOLE: one,
     }
-    return [(n, nb, share.get(part, 1.0 / lay.tp)) for part, n, nb in _mtp_tensors(m)]
+    return [(n, nb, share.get(part, Fraction(1, lay.tp))) for part, n, nb in _mtp_tensors(m)]
 
 
 #: weight_breakdown part -> the param_counts parts (and "mtp") whose checkpoint bytes it holds
@@ -517,13 +538,17 @@ def _checkpoint_ratios(m: ModelConfig) -> dict[str, Fraction] | None:
 def _bytes_by_part(
     m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool
 ) -> dict[str, Fraction]:
-    """Exact bytes of weights on the fullest GPU by part (see :func:`weight_bytes_by_part`)."""
-    parts, layers, last = _fullest_stage(m, lay, include_mtp)
+    """Exact bytes of weights on the fullest GPU by part (see :func:`weight_bytes_by_part`),
+    each part's parameters first rounded up to whole weights."""
+    exact, layers, last = _fullest_stage(m, lay, include_mtp)
+    parts = {k: math.ceil(v) for k, v in exact.items()}
     ratios = _checkpoint_ratios(m) if weight_dtype is None else None
     if ratios is None:
         bits = dtype_bits(weight_dtype or m.weights_dtype)
-        return {k: Fraction(v) * bits / 8 for k, v in parts.items()}
-    out = {k: Fraction(v) * ratios[k] for k, v in parts.items()}
+        out = {k: Fraction(v * bits, 8) for k, v in parts.items()}
+        out["norms"] = Fraction(parts["norms"] * max(bits, NORM_BITS), 8)
+        return out
+    out = {k: v * ratios[k] for k, v in parts.items()}
     # tensor by tensor where one part holds tensors in different formats that split apart:
     # an NVFP4 export keeping DeepSeek's q_a / kv_a projections (whole on every TP rank) in
     # bf16 while its o_proj (split) is 4.5 bits a weight; the MTP layers, split as a layer
@@ -577,6 +602,15 @@ def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
     return total
 
 
+#: Bits of a norm's weights under a narrower weight dtype: the engines quantize the linear
+#: layers' weights only and build the norms in the model's dtype, bf16 (from recall of their
+#: sources: vLLM's and SGLang's ``RMSNorm`` is a plain parameter in the model's dtype, their
+#: fp8/int8/fp4 methods take linear and MoE layers only; TensorRT-LLM's ``RMSNorm`` module
+#: takes the model's ``torch_dtype``); quantized checkpoints keep them bf16 too
+#: (:data:`mlacalc.cost.quant._NEVER`, DeepSeek-V3's fp8 and ModelOpt's NVFP4 exports).
+NORM_BITS = 16
+
+
 def weight_bytes_by_part(
     m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool = False
 ) -> dict[str, int]:
@@ -587,7 +621,9 @@ def weight_bytes_by_part(
     tensors included) in proportion to the parameters the GPU holds of that part, which is
     how its tensors split (whole experts under EP, rows or columns under TP), and its
     attention and MTP layers tensor by tensor, each at its own format; a model without one,
-    its ``weights_dtype``. A dtype sizes every parameter in it."""
+    its ``weights_dtype``. A dtype sizes every parameter in it but the norms, which keep
+    16 bits (:data:`NORM_BITS`) under a narrower one. Each part is whole weights on the GPU
+    (its parameters rounded up once), in whole bytes."""
     return {k: math.ceil(v) for k, v in _bytes_by_part(m, lay, weight_dtype, include_mtp).items()}
 
 
@@ -595,8 +631,8 @@ def weights_per_gpu(
     m: ModelConfig, lay: Layout, weight_dtype: str | None, include_mtp: bool = False
 ) -> int:
     """Bytes of weights on the fullest GPU (``weight_dtype`` None: the checkpoint's own
-    format, see :func:`weight_bytes_by_part`)."""
-    return math.ceil(sum(_bytes_by_part(m, lay, weight_dtype, include_mtp).values()))
+    format, see :func:`weight_bytes_by_part`): the sum of its parts."""
+    return sum(weight_bytes_by_part(m, lay, weight_dtype, include_mtp).values())
 
 
 def weight_format(m: ModelConfig, weight_dtype: str | None) -> str:
