@@ -20,7 +20,7 @@ from mlacalc.cost.mamba import mamba_cost, mamba_state_bytes
 from mlacalc.cost.mamba1 import mamba1_cost, mamba1_state_bytes
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.patterns import COMPRESSED_KINDS, LayerKind
-from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.dtypes import resolve_kv_layout, state_layout
 from mlacalc.words.vocab import STAGES
 from mlacalc.words.workload import Workload
 
@@ -109,7 +109,7 @@ def kv_by_kind(
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1
     dsa_row = row_bytes + (indexer_row_bytes(model, layout) if model.index_topk else 0)
-    element = resolve_kv_layout("bf16" if layout is None else layout).row_bytes(1)
+    element = state_layout("bf16" if layout is None else layout).row_bytes(1)
     beside = {k.label for k in pattern.layers if k.mamba}  # Falcon-H1: Mamba-2 beside attention
     fixed = {
         "linear": linear_state_bytes(model, element) if "linear" in out else 0,

@@ -39,7 +39,7 @@ from mlacalc.models.architecture import arch_of, kind_model, kv_head_share, laye
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
 from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
-from mlacalc.words.dtypes import KVLayout, dtype_bits
+from mlacalc.words.dtypes import KVLayout, dtype_bits, state_layout
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = [
@@ -745,7 +745,7 @@ def kv_bytes_per_sequence_per_gpu(
         nonlocal state
         if kind.label == "linear":
             if state is None:
-                state = linear_state_bytes(m, layout.row_bytes(1))
+                state = linear_state_bytes(m, state_layout(layout).row_bytes(1))
             return state
         return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
 
@@ -781,7 +781,7 @@ def kv_bytes_per_sequence_per_gpu(
         hv = math.ceil(m.linear_num_value_heads / lay.tp)
         dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
         conv = (2 * hk * dk + hv * dv) * (m.linear_conv_kernel_dim - SERVED_CONV_SHORTER)
-        state = layout.row_bytes(conv) + hv * dk * dv * 4
+        state = state_layout(layout).row_bytes(conv) + hv * dk * dv * 4
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].label == "linear" for i in stage)
     if m.mamba_num_heads is not None:  # the state of the rank's Mamba-2 heads and groups
@@ -790,7 +790,9 @@ def kv_bytes_per_sequence_per_gpu(
         conv = (heads * m.mamba_head_dim + 2 * groups * m.ssm_state_size) * (
             m.mamba_d_conv - SERVED_CONV_SHORTER
         )
-        state = layout.row_bytes(conv) + heads * m.mamba_head_dim * m.ssm_state_size * 4
+        state = (
+            state_layout(layout).row_bytes(conv) + heads * m.mamba_head_dim * m.ssm_state_size * 4
+        )
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(
                 kinds[i].attention == "mamba" or kinds[i].mamba for i in stage
@@ -798,7 +800,7 @@ def kv_bytes_per_sequence_per_gpu(
     if m.mamba_dt_rank is not None:  # the state of the rank's Mamba-1 channels (Jamba)
         inner = math.ceil(m.mamba_inner_size / lay.tp)
         window = inner * (m.mamba_d_conv - SERVED_CONV_SHORTER)
-        state = layout.row_bytes(window) + inner * m.ssm_state_size * 4
+        state = state_layout(layout).row_bytes(window) + inner * m.ssm_state_size * 4
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].attention == "mamba1" for i in stage)
     return max(per_stage)

@@ -20,6 +20,7 @@ __all__ = [
     "dtype_bits",
     "gemm_class",
     "resolve_kv_layout",
+    "state_layout",
     "weight_gemm_class",
     "weight_only_class",
 ]
@@ -169,6 +170,20 @@ def resolve_kv_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
         raise UnknownDtypeError(
             kv_dtype, list(DTYPE_BITS) + list(KV_LAYOUTS), what="KV dtype or layout"
         ) from None
+
+
+def state_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
+    """The layout a layer that keeps no latent row (a linear-attention or Mamba layer's
+    convolution window) stores its cache in under ``kv_dtype``: an MLA-only layout (a RoPE
+    part of its own: ``fp8_ds_mla``, FlashMLA's latent row) applies to the MLA layers only,
+    the others keep its values' plain dtype (fp8), as ``--kv-dtype fp8`` sizes them; its
+    float32 scale per 128 values had made Kimi-Linear's cache larger than in bf16. vLLM takes
+    ``fp8_ds_mla`` for the sparse-MLA attention backend only (from recall), so no engine
+    stores another layer's state in it."""
+    layout = resolve_kv_layout(kv_dtype)
+    if layout.rope_bits is None:
+        return layout
+    return KVLayout(name=f"{layout.name} (plain {layout.bits}-bit outside MLA)", bits=layout.bits)
 
 
 def check_kv_layout(
