@@ -373,3 +373,14 @@ def test_a_tied_head_is_the_embeddings_table_in_time_and_memory(run):
     step = StepModel(m, make_layout(m, 1), None, kv, load_hardware("H100"),
                      component_dtypes={"head": "fp8"})  # fmt: skip
     assert {k.name: k for k in step.kernels(dec_B=16, dec_S=1000)}["lm_head"].dtype == "bf16"
+
+
+def test_plans_help_says_a_tied_head_takes_the_embeddings_format(run):
+    """--head-dtype on a tied head is refused (one table, the embedding's); the help says so
+    beside the flag and beside --weight-dtype's 'quantizes the head' (it said neither)."""
+    text = " ".join(run("plan", "--help")[0].split())
+    assert "A head tied to the embedding is its table: --embedding-dtype." in text
+    assert (
+        "(--head-dtype fp8 quantizes the head; a head tied to the embedding, --embedding-dtype)"
+        in text
+    )

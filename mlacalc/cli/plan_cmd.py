@@ -89,7 +89,8 @@ def layout_options(f):
     type=W_DTYPE,
     default=None,
     help="Weight dtype of the layers' linear weights (default: the model's); the embedding "
-    "and the head stay as the checkpoint stores them (--head-dtype fp8 quantizes the head).",
+    "and the head stay as the checkpoint stores them (--head-dtype fp8 quantizes the head; a "
+    "head tied to the embedding, --embedding-dtype).",
 )
 @click.option(
     "--kv-dtype", type=KV_DTYPE, default=D.KV_DTYPE, show_default=True, help="KV dtype or layout."

@@ -142,6 +142,11 @@ def plan_engine_options(f: Callable) -> Callable:
                         "int4; default: as the checkpoint stores them, under --weight-dtype too)."
                         if component in ("embeddings", "head")
                         else "int4; default: the checkpoint's or --weight-dtype)."
+                    )
+                    + (
+                        " A head tied to the embedding is its table: --embedding-dtype."
+                        if component == "head"
+                        else ""
                     ),
                 )
                 for flag, component, what in _COMPONENT_FLAGS
