@@ -50,7 +50,7 @@ from mlacalc.serving.plan_checks import check_int, check_number
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import Scheduler
-from mlacalc.serving.search_points import Points, evaluate, prefill_pools
+from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
     SearchRequest,
     candidate_layouts,
@@ -692,14 +692,14 @@ def search(
     ruled_out = {k: v for k, v in reasons.items() if v}
     spend(req, found.points)
     mark_targets(found.points, req.ttft, req.tpot)
-    best = best_point(found.points, req.budget is not None)
+    best = settle(req, found)
     if best is not None:
         first = len(found.points)
         for seed in refine_seeds(found.points, req.budget is not None):
             refine(req, seed, pools, found)
         spend(req, found.points[first:])  # the refined points
         mark_targets(found.points[first:], req.ttft, req.tpot)
-        best = best_point(found.points, req.budget is not None)
+        best = settle(req, found)
     points = found.points
     front = pareto(points)
     best_cal = best_calibration(req, best, points, found.models)
@@ -730,6 +730,22 @@ def search(
         best_calibration=best_cal,
         budget=req.budget,
     )
+
+
+def settle(req: SearchRequest, found: Points) -> dict[str, Any] | None:
+    """The best point, once it and the frontier are points plan reproduces: a disaggregated
+    point whose closed loop plan settles at another batch (seen through the whole batches
+    below it, :func:`mlacalc.serving.search_points.settles`) is dropped, counted under its
+    reason, until the best and the frontier hold none. The other points are checked on the
+    searched batches only (a whole-batch check of each costs a decode step of every batch
+    below it)."""
+    while True:
+        best = best_point(found.points, req.budget is not None)
+        shown = ([best] if best is not None else []) + pareto(found.points)
+        gone = [p for p in shown if not settles(req, found, p)]
+        if not gone:
+            return best
+        found.drop(gone)
 
 
 def refine_seeds(points: list[dict[str, Any]], budget: bool) -> list[dict[str, Any]]:
@@ -808,6 +824,8 @@ def refine(
     for point, models in zip(more.points, more.models):
         if best["mode"] == point["mode"]:
             found.add(point, *models)
+            if id(point) in more.pending:
+                found.pending[id(point)] = more.pending[id(point)]
 
 
 def _notes(req: SearchRequest) -> tuple[str, ...]:

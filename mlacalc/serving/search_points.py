@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.disaggregated import prefill_pool_seconds
 from mlacalc.serving.figures import chunked_figures, in_progress, others_share
 from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.ranks import synced_prompts
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
+from mlacalc.words import defaults
 
-__all__ = ["Points", "PrefillPool", "evaluate", "prefill_pools"]
+__all__ = ["SETTLES", "Points", "PrefillPool", "evaluate", "prefill_pools", "settles"]
 
 PoolKey = tuple[int, str, str, str]
+
+#: The reason of a disaggregated batch that plan's closed loop does not reach
+SETTLES = "disaggregated: its requests in flight settle at a smaller batch"
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,10 +61,24 @@ class Points:
     models: list[tuple[StepModel, StepModel]]
     layouts: int
     reasons: Counter[str]
+    #: per disaggregated point (by id), what checks it against the whole batches below it:
+    #: its decode candidate, overlap, prefill pool and KV transfer (:func:`settles`)
+    pending: dict[int, tuple] = field(default_factory=dict)
 
     def add(self, point: dict[str, Any], dec_sm: StepModel, pf_sm: StepModel) -> None:
         self.models.append((dec_sm, pf_sm))
         self.points.append(point)
+
+    def drop(self, gone: list[dict[str, Any]]) -> None:
+        """Remove ``gone`` (points plan settles elsewhere, :func:`settles`), counted in the
+        reasons."""
+        ids = {id(p) for p in gone}
+        kept = [(p, m) for p, m in zip(self.points, self.models) if id(p) not in ids]
+        self.points[:] = [p for p, _ in kept]
+        self.models[:] = [m for _, m in kept]
+        for p in gone:
+            self.pending.pop(id(p), None)
+        self.reasons[SETTLES] += len(gone)
 
 
 def composed(req: SearchRequest, c: Candidate, t: Any, ov: str, what: str) -> StepTimes:
@@ -366,9 +385,7 @@ def _pairings(
             "prefill_gpus": pg,
             **pool.fields(),
         }
-        pairs.append(
-            (g + pg, keeps[row].tolist(), ttft[row].tolist(), pool.sm, head, in_flight[row])
-        )
+        pairs.append((g + pg, keeps[row].tolist(), ttft[row].tolist(), pool, head, in_flight[row]))
     return pairs, settled
 
 
@@ -400,7 +417,7 @@ def _disaggregated(
     kvs = context_bytes.tolist()
     for i, b in enumerate(c.Bf.tolist()):
         paired = False
-        for gpus_used, keeps, ttft_s, p_sm, head, in_flight in _budget_front(req, pairs, i):
+        for gpus_used, keeps, ttft_s, pool, head, in_flight in _budget_front(req, pairs, i):
             if not keeps[i]:
                 continue
             paired = True
@@ -415,9 +432,10 @@ def _disaggregated(
                 "output_tokens_per_s_per_user": 1.0 / tps[i],
                 "kv_per_gpu_bytes": kvs[i],
             }
-            found.add(point, c.sm, p_sm)
+            found.add(point, c.sm, pool.sm)
+            found.pending[id(point)] = (c, ov, pool, transfer)
         if not paired and settled[i]:
-            found.reasons["disaggregated: its requests in flight settle at a smaller batch"] += 1
+            found.reasons[SETTLES] += 1
         elif not paired and not listed:
             found.reasons["disaggregated: no listed GPU count fits beside the decode pool"] += 1
         elif not paired:
@@ -440,3 +458,46 @@ def _budget_front(req: SearchRequest, pairs: list[tuple], i: int) -> list[tuple]
             front[r] = p[2][i]
             out.append(p)
     return out
+
+
+def settles(req: SearchRequest, found: Points, point: dict[str, Any]) -> bool:
+    """Whether plan's closed loop at a point's requests in flight settles at its batch, seen
+    through every whole batch per group below it, as plan steps them one by one
+    (:func:`mlacalc.serving.disaggregated.first_whole`; the search's batches are a grid):
+    no smaller whole batch already holds that many requests in flight (within plan's snap,
+    :data:`mlacalc.words.defaults.CONCURRENCY_SNAP`), and where the prefill pool caps the
+    decode pool's rate at its largest batch, none already serves the pool's prompt rate (plan
+    caps the decode batch at the first that does:
+    :func:`mlacalc.serving.disaggregated.disaggregated_load`). A step's time jumps with its
+    tiles, so a batch between two searched ones can serve more than both (a new-user trial's
+    qwen3-32b on H200: batch 784 searched, plan capped near 622 and queued the rest). An
+    aggregated point settles at its own batch (its concurrency is the batch)."""
+    check = found.pending.get(id(point))
+    b = int(point["batch_per_group"])
+    if check is None or b < 2:
+        return True
+    c, ov, pool, transfer = check
+    lay = c.lay
+    cap = (req.usable - c.weights) // c.per_seq  # the largest batch plan admits
+    if req.max_running is not None:
+        cap = min(cap, req.max_running)
+    key = ("whole", id(c), ov)
+    held_c, top, rate = req.step_cache.get(key, (None, 0, None))
+    if held_c is not c or top < b - 1:  # (an id is reused once its candidate is gone)
+        top = top if held_c is c else 0
+        top = max(b - 1, min(2 * top, int(c.Bf.max())))
+        B = np.append(np.arange(1.0, top + 1.0), float(max(cap, 1)))
+        dec = c.sm.step(overlap=ov, dec_B=B / np.minimum(lay.pp, B), dec_q=1, dec_S=req.S_avg)
+        rate = lay.dp * B / (lay.pp * dec.stage_seconds) / req.osl
+        req.step_cache[key] = (c, top, rate)
+    whole, decode_max = rate[: b - 1], rate[-1]
+    P = pool.rate
+    X = np.minimum(whole, P)
+    seconds = prefill_pool_seconds(pool.t_pf, X / pool.sm.lay.dp)
+    held = lay.dp * np.arange(1.0, b) + X * (seconds + transfer)
+    if held.max() >= point["concurrency"] * (1 - defaults.CONCURRENCY_SNAP):
+        return False
+    if decode_max > P and whole[0] > 0:  # plan's first crossing, from its rate_start
+        start = max(1, math.floor(0.5 * P / whole[0]))
+        return not (whole[start - 1 :] >= P * (1 - 1e-12)).any()
+    return True
