@@ -135,6 +135,23 @@ def test_prompts_beyond_the_chunk_say_the_tokens_and_that_the_queue_is_left_out(
     assert "a wait these figures leave out" in said and doc["queued"] == 0
 
 
+def test_a_prefill_bound_queue_is_said_as_the_prefill_pools_not_the_memorys(run):
+    """Qwen3-Next disaggregated on 8 + 8 H200 under SGLang, 2,868 in flight: the decode pool
+    holds 2,868 ('largest batch at 2,500 tokens'), the prefill pool's rate keeps 1,015
+    served. The warning said '2,868 requests in flight exceed the 1,015 the deployment holds
+    at once' beside that largest batch; it now names the prefill pool."""
+    import json
+
+    args = ["plan", "qwen3-next-80b-a3b", "-H", "H200", "--gpus", 8, "--isl", 2000, "--osl",
+            500, "--mode", "disaggregated", "--engine", "sglang", "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    (said,) = [w for w in doc["warnings"] if "requests in flight exceed" in w]
+    held = doc["concurrency"] - doc["queued"]
+    assert doc["binding"] == "prefill pool" and doc["max_batch"] > held
+    assert f"exceed the {held:,.0f} the prefill pool's rate keeps served" in said
+    assert "wait for the prefill pool" in said and "holds at once" not in said
+
+
 # ------------------------------------------------ 3: an overloaded deployment saturates
 def test_an_overloaded_deployment_serves_its_capacity_at_the_largest_batch():
     """Requests arriving faster than served: the batch fills and the queue grows, and the

@@ -822,10 +822,18 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
     more than a chunk, a prefill pool that caps the throughput."""
     warnings = list(load.warnings)
     if load.queued and math.isfinite(load.queued) and load.concurrency is not None:
+        held = load.concurrency - load.queued
         warnings.append(
-            f"{load.concurrency:,.0f} requests in flight exceed the "
-            f"{load.concurrency - load.queued:,.0f} the deployment holds at once: "
-            f"{load.queued:,.0f} wait in the queue (TTFT includes their wait)"
+            (
+                # the decode batch is capped at the prefill pool's rate, not at what it holds
+                f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} the "
+                "prefill pool's rate keeps served: "
+                f"{load.queued:,.0f} wait for the prefill pool"
+                if load.prefill_bound
+                else f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} "
+                f"the deployment holds at once: {load.queued:,.0f} wait in the queue"
+            )
+            + " (TTFT includes their wait)"
         )
     over = load.f.get("prefill_overloaded")
     if over:  # the figures time every step with the prompt tokens it needs, beyond the chunk
