@@ -1,8 +1,10 @@
 """``--engine`` brings its scheduler defaults: ``plan`` and ``search`` take the engine's
 published admission defaults (max running, max tokens, chunked prefill, CUDA graphs, overlap
 scheduling) for what is not given, say whose they took, and ``--engine-defaults`` still
-names another engine's or ``none``. The Python API is unchanged: ``plan(engine=...)`` times
-that engine's kernels only, and ``**engine_settings(...)`` gives its defaults."""
+names another engine's or ``none``. The Python API does the same: ``plan(engine=...)`` takes
+that engine's defaults for the arguments left out (``engine_defaults``: another engine's, or
+``"none"``), so one question has one answer from both (a new-user trial: Llama-3.3-70B on 4
+H100 under SGLang, TTFT 1.11766 s from the CLI, 1.09870 s from the API)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def test_plan_engine_takes_its_defaults(run):
     assert doc["scheduler_defaults"] == "vllm"
     expected = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **kw, **engine_settings("vllm"))
     assert _figures(doc) == pytest.approx(_figures(expected), rel=1e-9)
-    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **kw)
+    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", engine_defaults="none", **kw)
     # vLLM's 8,192-token budget and no overlap scheduling change the figures
     assert _figures(doc) != pytest.approx(_figures(bare), rel=1e-6)
 
@@ -42,7 +44,7 @@ def test_engine_defaults_override_and_none(run):
     out, _ = run(*PLAN, "--engine", "vllm", "--engine-defaults", "none")
     doc = json.loads(out)
     assert doc["scheduler_defaults"] is None
-    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", **KW)
+    bare = plan("llama-3-8b", "H100-SXM", 1, engine="vllm", engine_defaults="none", **KW)
     assert _figures(doc) == pytest.approx(_figures(bare), rel=1e-9)
     out, _ = run(*PLAN, "--engine", "vllm", "--engine-defaults", "sglang")
     doc = json.loads(out)
@@ -192,3 +194,70 @@ def test_the_python_functions_take_an_engine_in_any_case_and_refuse_others_in_on
     for call in (lambda: engine_settings("tgi"), lambda: launch_commands("tgi", "m", [])):
         with pytest.raises(InvalidArgumentError, match="must be one of trtllm, sglang, vllm"):
             call()
+
+
+LLAMA_70B = ("tests/data/hf-configs/llama-3.3-70b-instruct.config.json", "H100")
+TRIAL = dict(gpus=4, tp=4, weight_dtype="fp8", kv_dtype="fp8", isl=16000, osl=500, concurrency=16)
+TRIAL_ARGS = ("--gpus", 4, "--tp", 4, "--weight-dtype", "fp8", "--kv-dtype", "fp8",
+              "--isl", 16000, "--osl", 500, "--concurrency", 16, "--format", "json")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cli", "api"),
+    [
+        (("--engine", "sglang"), dict(engine="sglang")),
+        (("--engine", "vllm"), dict(engine="vllm")),
+        (
+            ("--engine", "sglang", "--engine-defaults", "none"),
+            dict(engine="sglang", engine_defaults="none"),
+        ),
+        (
+            ("--engine", "sglang", "--engine-defaults", "vllm", "--max-tokens", 4096),
+            dict(engine="sglang", engine_defaults="vllm", max_tokens=4096),
+        ),
+        (
+            ("--engine-defaults", "trtllm", "--no-overlap-schedule"),
+            dict(engine_defaults="trtllm", overlap_schedule=False),
+        ),
+    ],
+)
+def test_the_api_and_the_cli_give_one_answer(run, cli, api):
+    """plan(engine="sglang") takes SGLang's scheduler defaults as --engine sglang does: the
+    trial's TTFT 1.09870 s (API) against 1.11766 s (CLI), 2 prompt chunks against none, are
+    one figure now; the Plan records whose defaults it took and what they filled."""
+    model, hw = LLAMA_70B
+    doc = json.loads(run("plan", model, "-H", hw, *TRIAL_ARGS, *cli)[0])
+    p = plan(model, hw, **TRIAL, **api).to_dict()
+    for key in ("ttft_s", "tpot_s", "output_tokens_per_s", "prefill_chunks", "max_batch"):
+        assert doc[key] == p[key], key
+    assert doc["scheduler_defaults"] == p["scheduler_defaults"]
+    assert doc["scheduler_defaults_applied"] == p["scheduler_defaults_applied"]
+
+
+def test_the_plan_records_the_defaults_it_applied():
+    model, hw = LLAMA_70B
+    p = plan(model, hw, **TRIAL, engine="sglang")
+    assert p.scheduler_defaults == "sglang" and p.prefill_chunks == 2
+    assert p.scheduler_defaults_applied == {
+        "max_running": None,
+        "max_tokens": 16384,
+        "chunked_prefill": 8192,
+        "overlap_schedule": True,
+        "cuda_graph_max_batch": 160,
+    }
+    given = plan(model, hw, **TRIAL, engine="sglang", max_tokens=4096, chunked_prefill=2048)
+    assert "max_tokens" not in given.scheduler_defaults_applied
+    assert "chunked_prefill" not in given.scheduler_defaults_applied
+    bare = plan(model, hw, **TRIAL, engine="sglang", engine_defaults="none")
+    assert bare.scheduler_defaults is None and bare.scheduler_defaults_applied == {}
+    assert bare.prefill_chunks is None
+    dis = plan(model, hw, **{**TRIAL, "concurrency": 64}, engine="sglang", mode="disaggregated")
+    assert "chunked_prefill" not in dis.scheduler_defaults_applied  # no prompt mixed in
+
+
+def test_engine_defaults_is_checked_in_one_line():
+    from mlacalc.words.errors import InvalidArgumentError
+
+    model, hw = LLAMA_70B
+    with pytest.raises(InvalidArgumentError, match="engine_defaults: must be one of"):
+        plan(model, hw, **TRIAL, engine_defaults="tgi")

@@ -287,9 +287,9 @@ def command(
 
     launch, model_path = launch_values(engine_opts)
     serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
-    engine = engine_option_values(engine_opts, chunks is True, serving_engine, mtp_tokens)
+    # the engine's defaults are plan's to fill (engine_defaults): one rule for the API and CLI
+    engine = engine_option_values(engine_opts, chunks is True, serving_engine, mtp_tokens, False)
     defaults, note = defaults_note(engine, chunks)
-    chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     p = make_plan(
         loaded := load(model),
         hardware,
@@ -327,10 +327,13 @@ def command(
         prefill_redundant_experts=prefill_redundant_experts,
         profile=load_profile_option(profile),
         engine=serving_engine,
+        engine_defaults=defaults or "none",
         **engine,
     )
+    engine.update(p.scheduler_defaults_applied)  # what the launch commands are given
+    chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     doc = with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded))
-    doc = {**doc, **_kv_fields(p), "scheduler_defaults": defaults}
+    doc = {**doc, **_kv_fields(p)}
     text = ""
     if launch and p.fits:
         point = _point(p, redundant_experts, overlap, kv_dtype)

@@ -239,12 +239,15 @@ def engine_option_values(
     chunked: bool = True,
     serving_engine: str | None = None,
     drafts: int | None = 0,
+    fill: bool = True,
 ) -> dict[str, Any]:
     """The library's arguments of the options (``opts`` pops them): an engine's defaults
     where the option was not given, that engine ``--engine-defaults`` or, without it, the
     serving engine (``--engine``; ``--engine-defaults none``: no defaults). ``"defaults"``
     holds the engine whose defaults were taken (None: none), for the output to say;
-    ``drafts``: the MTP draft tokens (an engine may run without overlap scheduling then)."""
+    ``drafts``: the MTP draft tokens (an engine may run without overlap scheduling then);
+    ``fill`` False: the options left out stay None, for :func:`mlacalc.plan` to fill with
+    that engine's (``engine_defaults``), one rule for the API and the CLI."""
     out: dict[str, Any] = {
         "max_running": opts.pop("max_running"),
         "max_tokens": opts.pop("max_tokens"),
@@ -263,8 +266,8 @@ def engine_option_values(
             out[name] = opts.pop(name)
         formats = {c: opts.pop(f"{c}_dtype") for _, c, _ in _COMPONENT_FLAGS}
         out["component_dtypes"] = {c: f for c, f in formats.items() if f is not None} or None
-    out["overlap_schedule"] = True if overlap is None else overlap
-    if engine is not None:
+    out["overlap_schedule"] = True if overlap is None and fill else overlap
+    if engine is not None and fill:
         # deferred: the scheduler's table needs numpy beneath it; --help stays light
         from mlacalc.serving.scheduler import engine_settings
 

@@ -115,6 +115,7 @@ from mlacalc.serving.plan_checks import (
 )
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.ranks import synced_groups
+from mlacalc.serving.scheduler import with_engine_defaults
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
@@ -279,6 +280,11 @@ class Plan:
     #: routing's sample spread, the experts' placement and ``routing_imbalance``; None without
     #: experts shared over ranks)
     expert_rank_load: float | None = None
+    #: the engine whose scheduler defaults filled the arguments left out (None: none), and
+    #: each argument it filled with its value (:func:`~mlacalc.serving.scheduler.
+    #: with_engine_defaults`)
+    scheduler_defaults: str | None = None
+    scheduler_defaults_applied: dict[str, Any] = field(default_factory=dict)
 
     @property
     def context(self) -> int:
@@ -426,7 +432,7 @@ def plan(
     max_tokens: int | None = None,
     host_step_s: float = 0.0,
     host_per_sequence_s: float = 0.0,
-    overlap_schedule: bool = True,
+    overlap_schedule: bool | None = None,
     cuda_graph_max_batch: int | None = None,
     launch_s: float = 0.0,
     redundant_experts: int = 0,
@@ -434,11 +440,16 @@ def plan(
     prefill_pass: str = "fused",
     profile: Any = None,
     engine: str | None = None,
+    engine_defaults: str | None = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
     serving figures (see the module docstring). With ``mode="disaggregated"``, ``gpus`` is
     the decode pool and ``prefill_gpus`` (by default as many) the prefill pool beside it:
-    ``Plan.total_gpus`` GPUs in all.
+    ``Plan.total_gpus`` GPUs in all. With an ``engine``, its scheduler defaults fill the
+    scheduler arguments left out (``max_running``, ``max_tokens``, ``chunked_prefill``,
+    ``overlap_schedule``, ``cuda_graph_max_batch``), as ``mlacalc plan --engine`` does;
+    ``engine_defaults`` names another engine's, or ``"none"`` (``Plan.scheduler_defaults``
+    and ``scheduler_defaults_applied`` say what was taken).
 
     Examples
     --------
@@ -449,9 +460,12 @@ def plan(
     False
     """
     # every argument, checked and normalised (locals() here: exactly the arguments)
-    req = check_request(**locals())
+    args = with_engine_defaults(locals())
+    req = check_request(**args)
     cap = admitted(req, capacity(req))
     common = plan_fields(req, cap)
+    common["scheduler_defaults"] = args["scheduler_defaults"]
+    common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
     if not cap.fits and cap.max_batch < 1:
         return unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
     # the step model needs numpy; capacity figures alone do not

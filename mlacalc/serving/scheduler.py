@@ -26,12 +26,20 @@ tokens/s per rank without overlap scheduling and 60.4 with it): the step the ove
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 
-__all__ = ["ENGINE_DEFAULTS", "EngineDefaults", "Scheduler", "defaults_words", "engine_settings"]
+__all__ = [
+    "ENGINE_DEFAULTS",
+    "EngineDefaults",
+    "Scheduler",
+    "defaults_words",
+    "engine_settings",
+    "with_engine_defaults",
+]
 
 
 @dataclass(frozen=True)
@@ -167,3 +175,33 @@ def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:
         "overlap_schedule": overlap,
         "cuda_graph_max_batch": d.cuda_graph_max_batch,
     }
+
+
+def with_engine_defaults(args: dict[str, Any]) -> dict[str, Any]:
+    """:func:`mlacalc.plan`'s arguments (``args``) with the scheduler defaults of the engine
+    ``engine_defaults`` names (None: ``engine``'s, if one is given; ``"none"``: no engine's)
+    where an argument was left out (None), as ``mlacalc plan --engine`` fills its options left
+    out, so that one question gets one answer from the API and the CLI: the chunked prefill
+    only where it runs (a request mix served aggregated). Adds ``scheduler_defaults`` (the
+    engine whose defaults were taken, or None) and ``scheduler_defaults_applied`` (each
+    argument filled and its value)."""
+    out = dict(args)
+    who = out.get("engine_defaults")
+    if who is None:
+        who = out.get("engine")
+    elif not (isinstance(who, str) and who.strip().lower() == "none"):
+        who = check_engine(who, name="engine_defaults")
+    applied: dict[str, Any] = {}
+    if who is not None and not (isinstance(who, str) and who.strip().lower() == "none"):
+        who = check_engine(who)
+        runs_chunks = out.get("isl") is not None and out.get("mode") != "disaggregated"
+        for name, value in engine_settings(who, out.get("mtp_tokens")).items():
+            if out.get(name) is None and (name != "chunked_prefill" or runs_chunks):
+                out[name] = applied[name] = value
+    else:
+        who = None
+    if out.get("overlap_schedule") is None:  # no engine's: on, the step as the GPU runs it
+        out["overlap_schedule"] = True
+    out["scheduler_defaults"] = who
+    out["scheduler_defaults_applied"] = applied
+    return out
