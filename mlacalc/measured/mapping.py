@@ -637,6 +637,7 @@ def _encoder_attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) 
         window=0.0,
         causal=0,
         kv_bytes=elem[ok],
+        rope_kernel=0.0,  # no RoPE + cache-write pre-kernel (docs/time-model.md)
         **kernel,
     )
     reason[~ok] = "unknown_dtype"
