@@ -70,6 +70,7 @@ __all__ = [
     "QUERY_CAST_BYTES",
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
+    "ROW_PADDED_VARIANTS",
     "TENSOR_WALK_VARIANTS",
     "TRITON_MAX_KV_SPLITS",
     "TRITON_SPLIT_VARIANTS",
@@ -778,6 +779,44 @@ DECODE_ROW_BYTES = 8.0
 #: 10.9%).
 TENSOR_WALK_VARIANTS = frozenset({"msa_prefill"})
 
+#: Class variants whose kernel vLLM picks by device (MiniMax-M3's block-sparse prompt core,
+#: ``msa_prefill``): on Hopper its Triton kernel (``MiniMaxM3SparseTritonImpl``) multiplies a
+#: token's query heads of a KV head as one tile of at least 16 rows (Triton's ``tl.dot`` takes
+#: no operand dimension under 16, as recalled of Triton, not checked against a stored copy):
+#: its FLOPs are the padded tile's, ``max(16, rows) / rows`` of the counted ones; on data-centre
+#: Blackwell its MSA kernel (``MiniMaxM3SparseMSAImpl``) pads no rows: its walk of a block is
+#: the query rows' share of a 16-row tile (:func:`_walk_tiles`, :func:`_padded_flops`). Read
+#: from the msa prompt module rows less their other kernels (bf16 GEMMs and cache, no cached
+#: tokens): at one sequence of 32,768 tokens H100's core takes 3.5, 3.4, 3.5, 3.6 and 3.7 ms
+#: at 1, 2, 4, 8 and 16 query heads (one KV head) and 8.7, 18.3 and 37.4 ms at 32, 64 and
+#: 128; B200's at 16,384 tokens 83, 116, 150, 252, 472 us at 1-16 heads and 1.0, 2.3, 4.7 ms
+#: at 32-128 (about 40 us of it a fixed cost of its own). Both devices' figures
+#: (docs/time-model.md, "MiniMax-M3's block-sparse prompt core by device").
+ROW_PADDED_VARIANTS = frozenset({"msa_prefill"})
+
+
+def _walk_tiles(
+    batch: KernelBatch, fig: DeviceFigures, grouped, rows, row_tile, pack
+) -> np.ndarray:
+    """Row tiles a decode unit walks each block in (:func:`_row_tiles` for a grouped unit, else
+    one); a block-sparse prompt core's (:data:`ROW_PADDED_VARIANTS`) as the device's kernel
+    pads its query rows: on data-centre Blackwell (vLLM's MSA kernel) the rows' share of a
+    16-row tile, elsewhere (Hopper's Triton kernel) whole 16-row tiles."""
+    if batch.variant in ROW_PADDED_VARIANTS:
+        rows = np.where(grouped, rows, 1.0)
+        return rows / 16.0 if fig.tcgen05 else np.ceil(rows / 16.0)
+    return np.where(grouped, _row_tiles(batch, fig, rows, row_tile, pack), 1.0)
+
+
+def _padded_flops(batch: KernelBatch, fig: DeviceFigures, grouped, rows) -> np.ndarray:
+    """FLOPs of a decode kernel: the counted ones, but a block-sparse prompt core's
+    (:data:`ROW_PADDED_VARIANTS`) off data-centre Blackwell (Hopper's Triton kernel) those of
+    its query rows padded to a 16-row tile, ``max(16, rows) / rows`` of them."""
+    if batch.variant not in ROW_PADDED_VARIANTS or fig.tcgen05:
+        return batch.flops
+    rows = np.where(grouped, rows, 1.0)
+    return batch.flops * np.maximum(rows, 16.0) / rows
+
 
 def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
     """Factor on a decode unit's fitted work (``seq_s``, ``block_s``, ``wave_s``: clocked
@@ -1135,8 +1174,7 @@ def decode_terms(
     busy = heads_units * np.where(
         partitioned, np.minimum(splits, np.ceil(kv_eff / np.maximum(part_keys, 1.0))), splits
     )
-    unit_blocks = walked * (hd / 128.0)
-    unit_blocks = unit_blocks * np.where(grouped, _row_tiles(batch, fig, rows, row_tile, pack), 1)
+    unit_blocks = walked * (hd / 128.0) * _walk_tiles(batch, fig, grouped, rows, row_tile, pack)
     # per-unit work (loading the queries, the final softmax normalisation and output write):
     # a grouped (XQA) unit's fixed part is ``grouped_unit`` MMHA heads; each query head it
     # carries adds ``qhead_unit`` per 128 of head dim; Hopper's warp-group MMA computes its
@@ -1177,6 +1215,7 @@ def decode_terms(
         unit_cost=unit_cost * share * tensor,
         masked=np.zeros(len(batch)),
         serial=np.ones(len(batch)),
+        flops=_padded_flops(batch, fig, grouped, rows),
         nbytes=nbytes,
     )
     # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
