@@ -1,0 +1,41 @@
+"""Chunked prefill under random arrivals: TTFT rises with the request rate, continuously up
+to where the prompts' chunk steps saturate (then the queue grows without bound). A new-user
+trial's Llama-3.3-70B, 4 H200 TP4 fp8, chunk 2,048, 2000 + 500 tokens: TTFT 2.813 s at
+8.0/s, 0.295 s at 8.05/s (two formulas, M/D/1 on the runs below one chunk a step, passes of
+whole prompts above, disagreeing ~10x at the seam)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mlacalc.serving.plan import plan
+
+LLAMA = "tests/data/hf-configs/llama-3.3-70b-instruct.config.json"
+SETUP = dict(gpus=4, tp=4, weight_dtype="fp8", kv_dtype="fp8", chunked_prefill=2048, osl=500)
+
+
+def _ttft(isl: int, rate: float) -> float:
+    return plan(LLAMA, "H200", isl=isl, request_rate=float(rate), **SETUP).ttft_s
+
+
+@pytest.mark.parametrize(
+    "isl,rates",
+    [
+        (2000, (7.8, 7.95, 8.0, 8.05, 8.25)),  # one chunk a prompt; the seam near 8/s
+        (8000, (1.8, 2.0, 2.1, 2.3)),  # four chunks a prompt
+    ],
+)
+def test_ttft_does_not_fall_as_the_rate_rises(isl, rates):
+    ttft = [_ttft(isl, r) for r in rates]
+    assert any(math.isinf(t) for t in ttft), "the sweep should cross the chunk boundary"
+    assert any(math.isfinite(t) for t in ttft)
+    for lo, hi, r in zip(ttft, ttft[1:], rates[1:]):
+        assert hi >= lo * (1 - 1e-9), (r, lo, hi)  # before: 2.813 s at 8.0/s, 0.295 at 8.05/s
+
+
+def test_past_the_chunk_the_plan_says_it_is_not_sustained():
+    p = plan(LLAMA, "H200", isl=2000, request_rate=8.05, **SETUP)
+    assert not p.sustainable and math.isinf(p.ttft_s)
+    assert any("chunked prefill sustains" in w for w in p.warnings), p.warnings
