@@ -395,16 +395,27 @@ def phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
-def size_list(text: str | None, option: str | None = None) -> list[int] | None:
+def size_list(
+    text: str | None, option: str | None = None, count: str | None = None
+) -> list[int] | None:
     """``'1,8,32k'`` -> ``[1, 8, 32768]``; a part that is no size is refused naming
-    ``option`` (``--gpus``)."""
+    ``option`` (``--gpus``); ``count``: what the numbers count (``GPU count``), for the
+    refusal's words (a GPU count is not a token size to write as 128k)."""
     if text is None:
         return None
-    try:
-        return [SIZE.convert(part, None, None) for part in text.split(",") if part.strip()]
-    except click.BadParameter as exc:
-        exc.param_hint = exc.param_hint or option
-        raise
+    out = []
+    for part in (p for p in text.split(",") if p.strip()):
+        try:
+            out.append(SIZE.convert(part, None, None))
+        except click.BadParameter as exc:
+            said = exc.message
+            if count is not None:
+                said = said.replace(
+                    "is not a size; write 131072, 128k or 1M",
+                    f"is not a {count}; write a whole number, e.g. 8, or a list, e.g. 8,16,32",
+                )
+            raise click.BadParameter(said, param_hint=exc.param_hint or option) from None
+    return out
 
 
 def terminal_width(default: int = 160) -> int:

@@ -341,7 +341,7 @@ def command(
     defaults, note = defaults_note(
         engine, chunked=False
     )  # whose defaults filled what was not given
-    counts = size_list(gpus_text, "--gpus") or []
+    counts = size_list(gpus_text, "--gpus", "GPU count") or []
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
