@@ -22,6 +22,7 @@ from mlacalc.render import (
     render_rows_csv,
     render_table,
 )
+from mlacalc.words import arguments
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
 from mlacalc.words.engines import ENGINES, check_engine
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
@@ -44,6 +45,7 @@ __all__ = [
     "KV_DTYPE",
     "MODE_CHOICE",
     "PHASE_CHOICE",
+    "RATE",
     "SCOPE_CHOICE",
     "SIZE",
     "VARIANT_CHOICE",
@@ -114,6 +116,28 @@ class FractionType(click.ParamType):
 
 
 FRACTION = FractionType()
+
+
+class RateType(click.ParamType):
+    """Requests per second, refused in the words :func:`mlacalc.words.arguments.rate` gives
+    the Python API (-1, 0, inf, nan and text alike)."""
+
+    name = "rate"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = value  # said as the text it is
+        try:
+            return arguments.rate("request_rate", number)
+        except InvalidArgumentError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+RATE = RateType()
 
 
 class EngineType(click.ParamType):

@@ -8,6 +8,7 @@ from mlacalc.cli.common import (
     COUNT,
     FRACTION,
     KV_DTYPE,
+    RATE,
     SIZE,
     W_DTYPE,
     Section,
@@ -133,7 +134,7 @@ def layout_options(f):
 )
 @click.option(
     "--request-rate",
-    type=click.FloatRange(0, 1e9, min_open=True),
+    type=RATE,
     default=None,
     help="Requests per second arriving (instead of --concurrency).",
 )

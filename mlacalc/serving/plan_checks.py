@@ -35,7 +35,7 @@ from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.timemodel.predict import mla_rank_note
-from mlacalc.words import defaults
+from mlacalc.words import arguments, defaults
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import InvalidArgumentError
@@ -409,9 +409,7 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
 def _check_load(concurrency: Any, request_rate: Any) -> tuple[float | None, float | None]:
     """The requests in flight or their arrival rate (one of them at most)."""
     concurrency = check_number("concurrency", concurrency, 1.0)
-    request_rate = check_number("request_rate", request_rate, 0.0)
-    if request_rate is not None and request_rate <= 0:
-        raise InvalidArgumentError("request_rate", f"must be positive, got {request_rate!r}")
+    request_rate = arguments.rate("request_rate", request_rate)
     if concurrency is not None and request_rate is not None:
         raise InvalidArgumentError(
             "request_rate", "give either concurrency or request_rate, not both"

@@ -38,6 +38,7 @@ __all__ = [
     "kv_layout",
     "one_or_many",
     "optional_count",
+    "rate",
     "show_value",
 ]
 
@@ -152,3 +153,16 @@ def finite_positive(name: str, value: Any) -> float:
     if not math.isfinite(value) or value <= 0:
         raise InvalidArgumentError(name, f"must be a finite positive number, got {value!r}")
     return value
+
+
+def rate(name: str, value: Any, unit: str = "requests per second") -> float | None:
+    """None, or a positive finite number of ``unit``: one refusal, in the API and the CLI
+    alike, for -1, 0, inf, NaN and text (``request_rate: must be a positive finite number of
+    requests per second; got -1``; they had been three: "a number in >= 0.0", "positive")."""
+    if value is None:
+        return None
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if number and math.isfinite(value) and value > 0:
+        return float(value)
+    shown = f"{value:g}" if number else repr(value) if isinstance(value, str) else show_value(value)
+    raise InvalidArgumentError(name, f"must be a positive finite number of {unit}; got {shown}")
