@@ -258,7 +258,8 @@ def test_the_serving_engine_reaches_every_figure_with_its_scheduler_defaults_as_
     p = mlacalc.plan(
         "deepseek-v3", "B200", 8, concurrency=190.0, **mix, **engine_settings("sglang")
     )
-    bare = mlacalc.plan("deepseek-v3", "B200", 8, concurrency=190.0, **mix)
+    # plan(engine=) takes the engine's defaults too now (as the CLI): "none" is the bare one
+    bare = mlacalc.plan("deepseek-v3", "B200", 8, concurrency=190.0, **mix, engine_defaults="none")
     m = metrics(at)
     assert p.tpot_s != bare.tpot_s  # the defaults move the answer: the test can tell
     assert m["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms" and m["TTFT"] == p.ttft_text()
