@@ -279,6 +279,14 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     "whole prompts only).",
 )
 @click.option(
+    "--batches",
+    "batches_text",
+    default=",".join(str(n) for n in D.SEARCH_BATCHES),
+    show_default=True,
+    help="Running sequences per attention group searched (refined between them near the "
+    "best, and up to twice the largest where the best is there).",
+)
+@click.option(
     "--memory-reserve",
     type=FRACTION,
     default=D.MEMORY_RESERVE,
@@ -306,6 +314,7 @@ def command(
     kv_dtypes,
     modes,
     chunks_text,
+    batches_text,
     memory_reserve,
     prefill_pass,
     output_lag_steps,
@@ -367,6 +376,7 @@ def command(
         max_tokens=engine["max_tokens"],
         scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
         component_choices=choices,
+        batches=size_list(batches_text, "--batches"),
         chunked_prefills=None
         if chunks_text.strip() == "none"
         else size_list(chunks_text, "--chunked-prefills"),

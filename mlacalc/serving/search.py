@@ -67,7 +67,7 @@ __all__ = ["BATCHES", "CHUNKS", "PREFILL_TOKENS", "SearchRequest", "SearchResult
 
 #: Running sequences per attention group that the search tries (refined near the targets,
 #: see :func:`refine`).
-BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+BATCHES = D.SEARCH_BATCHES
 #: The largest GPU budget a search spends.
 MAX_BUDGET = 4096
 #: Chunked-prefill token budgets an aggregated point is also run at (SGLang's and vLLM's
@@ -718,7 +718,7 @@ def search(
         reasons=dict(reasons),
         layouts=found.layouts,
         seconds=time.perf_counter() - t0,
-        notes=_notes(req) + _weights_note(req, ruled_out),
+        notes=_notes(req) + _weights_note(req, ruled_out) + _edge_note(req, best, points),
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
@@ -777,14 +777,18 @@ def refine(
     found: Points,
 ) -> None:
     """Batches between the searched ones next to the best point's (whole numbers, at most
-    :data:`REFINE_POINTS` on each side, spaced evenly in ratio; none beyond the first or last
-    searched batch) for the best point's decode
+    :data:`REFINE_POINTS` on each side, spaced evenly in ratio; none below the first searched
+    batch, and beyond the last up to twice it where the best is there) for the best point's decode
     layout, dtypes and overlap, its prefill pools as before; their points join ``found``.
     The targets are met or missed between two searched batches, so the best batch meeting
     them lies in that gap."""
     b = best["batch_per_group"]
     lo = max((x for x in req.batches if x < b), default=None)
     hi = min((x for x in req.batches if x > b), default=None)
+    if hi is None and b >= max(req.batches) and b < MAX_BATCH:
+        # the best at the grid's largest batch: the targets may hold beyond it (a new-user
+        # trial's gpt-oss-120b on GB200: batch 1024 best, 1100 met them with 3.9% more)
+        hi = min(2 * b, MAX_BATCH)
     grid = set()
     for edge in (lo, hi):
         if edge is None:  # the best is at an end of the searched batches: nothing beyond
@@ -826,6 +830,28 @@ def refine(
             found.add(point, *models)
             if id(point) in more.pending:
                 found.pending[id(point)] = more.pending[id(point)]
+
+
+def _edge_note(
+    req: SearchRequest, best: dict[str, Any] | None, points: list[dict[str, Any]]
+) -> tuple[str, ...]:
+    """Where the best is the largest batch searched for its deployment and a larger one
+    fits: the targets may hold beyond it (say so, and how to search further)."""
+    if best is None:
+        return ()
+    same = ("mode", "decode_gpus", "layout", "weight_format", "kv_dtype", "overlap")
+    largest = max(p["batch_per_group"] for p in points if all(p[k] == best[k] for k in same))
+    b = best["batch_per_group"]
+    per_seq = best["kv_per_gpu_bytes"] // max(b, 1)
+    fit = (req.usable - best["weights_per_gpu_bytes"]) // per_seq if per_seq else b
+    if b < largest or fit <= b:
+        return ()
+    wider = ",".join(str(x) for x in sorted({*req.batches, min(fit, 2 * b), min(fit, 4 * b)}))
+    return (
+        f"the best is the largest batch searched for its deployment ({b:,} per group; "
+        f"{fit:,} fit): a larger batch may meet the targets with more tokens/s; search "
+        f"larger ones with batches= (--batches {wider})",
+    )
 
 
 def _notes(req: SearchRequest) -> tuple[str, ...]:

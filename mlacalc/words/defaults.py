@@ -67,6 +67,9 @@ TPOT_TARGET_S = 0.05
 #: Chunked-prefill token budgets a search also runs its aggregated points at: SGLang's and
 #: vLLM's default (8,192) and one budget each side of it.
 SEARCH_CHUNKS = (2048, 8192, 16384)
+#: Running sequences per attention group a search tries (refined near its best, and past the
+#: largest up to twice it where the best is there).
+SEARCH_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 #: A disaggregated plan reads a concurrency within this fraction of a whole decode batch's
 #: requests in flight as that batch's, so a search point's concurrency (such a count, a long
 #: float) printed rounded to within a quarter of it reproduces the point exactly.
