@@ -361,29 +361,11 @@ def engine_options(f: Callable) -> Callable:
     )(f)
 
 
-#: storage formats that keep a weight as released (not quantized)
-_UNQUANTIZED = ("bf16", "fp16", "fp32")
-
-
 def stored_weight_dtype(m: Any) -> str | None:
-    """The dtype a quantized checkpoint stores its quantized weights in, for the JSON's and
-    CSV's ``weight_dtype`` beside a ``weight_format`` that names the checkpoint: ``fp4`` for
-    an NVFP4 or MXFP4 export, ``fp8`` for a block-fp8 one (the one holding the most
-    parameters where a mixed export has two). None without a checkpoint scheme read (the
-    weights are then sized by the model's ``weights_dtype``)."""
-    scheme = getattr(m, "quantization", None)
-    if scheme is None or scheme.method == "external":
-        return None
-    from mlacalc.cost.quant import component_precision  # deferred: --help stays light
-    from mlacalc.models.quantization import format_dtype
+    """:func:`mlacalc.cost.quant.stored_weight_dtype` (deferred: --help stays light)."""
+    from mlacalc.cost.quant import stored_weight_dtype as stored
 
-    params: dict[str, int] = {}
-    for formats in component_precision(m).weights.values():
-        for fmt, n in formats.items():
-            dtype = format_dtype(fmt)
-            if dtype not in _UNQUANTIZED:
-                params[dtype] = params.get(dtype, 0) + n
-    return max(params, key=params.__getitem__) if params else None
+    return stored(m)
 
 
 def with_stored_dtype(point: dict[str, Any], stored: str | None) -> dict[str, Any]:

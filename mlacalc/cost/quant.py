@@ -53,6 +53,7 @@ __all__ = [
     "quantization_scheme",
     "quantized_weight_bytes",
     "scheme_of",
+    "stored_weight_dtype",
     "tensor_bytes",
     "unmatched_modules",
 ]
@@ -577,3 +578,26 @@ def kept_head_format(m: Any, weight_dtype: str | None) -> str | None:
     if getattr(m, "tie_word_embeddings", False):
         return kept.get("embeddings")
     return kept.get("head")
+
+
+#: storage formats that keep a weight as released (not quantized)
+_UNQUANTIZED = ("bf16", "fp16", "fp32")
+
+
+def stored_weight_dtype(m: Any) -> str | None:
+    """The dtype a quantized checkpoint stores its quantized weights in: ``fp4`` for an NVFP4
+    or MXFP4 export (gpt-oss's experts), ``fp8`` for a block-fp8 one (the one holding the most
+    parameters where a mixed export has two); the ``weight_dtype`` a plan sized and timed as
+    the checkpoint stores it reports, in the API (``Plan.weight_dtype``) as in the CLI's JSON.
+    None without a checkpoint scheme read (the weights are then the model's
+    ``weights_dtype``)."""
+    scheme = getattr(m, "quantization", None)
+    if scheme is None or scheme.method == "external":
+        return None
+    params: dict[str, int] = {}
+    for formats in component_precision(m).weights.values():
+        for fmt, n in formats.items():
+            dtype = format_dtype(fmt)
+            if dtype not in _UNQUANTIZED:
+                params[dtype] = params.get(dtype, 0) + n
+    return max(params, key=params.__getitem__) if params else None

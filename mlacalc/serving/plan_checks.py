@@ -17,7 +17,7 @@ from typing import Any
 
 from mlacalc.cost.engine import as_model
 from mlacalc.cost.model_step import checkpoint_stored, stored_experts
-from mlacalc.cost.quant import checkpoint_kv_note, component_precision
+from mlacalc.cost.quant import checkpoint_kv_note, component_precision, stored_weight_dtype
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
@@ -219,7 +219,13 @@ def check_request(
     components = check_components(args["component_dtypes"], m)
     stored = _stored_formats(m, args["weight_dtype"])  # the checkpoint's own, sized as stored
     weight_dtype = args["weight_dtype"]
-    w_dtype = canonical_dtype(weight_dtype) if weight_dtype is not None else m.weights_dtype
+    # the dtype the plan names its weights by: asked, else the checkpoint's stored (gpt-oss's
+    # fp4 experts, as the CLI's JSON says), else the model's
+    w_dtype = (
+        canonical_dtype(weight_dtype)
+        if weight_dtype is not None
+        else stored_weight_dtype(m) or m.weights_dtype
+    )
     kv, kv_note = engine_kv_layout(m, resolve_kv_layout(args["kv_dtype"]), engine)
     return PlanRequest(
         m=m,
