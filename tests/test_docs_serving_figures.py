@@ -54,3 +54,13 @@ def test_what_fits_table_and_the_checkpoint_figures():
     gain = f.decode_tokens_per_s / b.decode_tokens_per_s
     _said(SERVING, f"for {gain:.2f}x the tokens/s ({f.decode_step_s * 1e3:.1f} ms a step at "
           f"batch {f.max_batch};")  # fmt: skip
+
+
+def test_request_latency_is_said_per_mode():
+    """A point's request_latency_s is TTFT + (osl - 1) x TPOT aggregated but TTFT + osl x TPOT
+    disaggregated; serving.md gave the aggregated form alone (a new-user trial)."""
+    from mlacalc.serving.search import latency_gaps
+
+    assert latency_gaps("aggregated", 500) == 499 and latency_gaps("disaggregated", 500) == 500
+    _said(SERVING, "aggregated `ttft + (osl - 1) x tpot`")
+    _said(SERVING, "disaggregated `ttft + osl x tpot`")
