@@ -49,7 +49,9 @@ def test_search_takes_one_string_as_a_list_of_one():
     assert r.points
     assert {p["kv_dtype"] for p in r.points} == {"fp8"}
     assert {p["mode"] for p in r.points} == {"aggregated"}
-    assert {p["batch_per_group"] for p in r.points} == {8}
+    # the grid is the one batch; the best there is refined past it, up to twice it
+    assert min(p["batch_per_group"] for p in r.points) == 8
+    assert max(p["batch_per_group"] for p in r.points) <= 16
 
 
 def test_validate_takes_one_bench_file_as_a_list_of_one():
