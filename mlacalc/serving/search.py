@@ -78,6 +78,15 @@ REFINE_POINTS = 12
 #: Decode setups whose batches a search refines (the best point's and the runners-up's).
 REFINE_SETUPS = 2
 
+#: The schema of :meth:`SearchResult.to_dict` (and ``mlacalc search --format json``)
+SCHEMA = "mlacalc.search/1"
+#: A point's ``request_latency_s`` per mode: aggregated, TTFT and the osl - 1 gaps after the
+#: first token; disaggregated, the decode pool's osl steps after the KV transfer
+LATENCY_FORMULAS = {
+    "aggregated": "ttft_s + (osl - 1) * tpot_s",
+    "disaggregated": "ttft_s + osl * tpot_s",
+}
+
 FIELDS = (
     "gpus",
     "decode_gpus",
@@ -161,6 +170,8 @@ class SearchResult:
     budget: int | None = None
     #: the model's routed experts (a launch command's load balancer counts their slots)
     routed_experts: int = 0
+    #: what the search warns of as data (the input read otherwise, kernels standing in)
+    warnings: tuple[str, ...] = field(default=())
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -183,15 +194,20 @@ class SearchResult:
         return self.missing_both
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON data (``schema`` :data:`SCHEMA`): ``best`` and each of
+        ``frontier`` as :meth:`row` (every point the same keys, with its profile and
+        calibration); the fields are documented in docs/serving.md ("Search output")."""
         return {
+            "schema": SCHEMA,
             "model": self.model,
             "hardware": self.hardware,
             "isl": self.isl,
             "osl": self.osl,
             "ttft_target_s": self.ttft_target_s,
             "tpot_target_s": self.tpot_target_s,
-            "best": self.best,
-            "frontier": self.frontier,
+            "best": self.row(self.best) if self.best else None,
+            "frontier": [self.row(p) for p in self.frontier],
+            "request_latency_s": dict(LATENCY_FORMULAS),
             "reasons": dict(self.reasons),
             "point_reasons": self.point_reasons,
             "ruled_out": dict(self.ruled_out),
@@ -200,6 +216,7 @@ class SearchResult:
             "points": len(self.points),
             "seconds": self.seconds,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
             "prefill_pass": self.prefill_pass,
             "output_lag_steps": self.output_lag_steps,
             "engine": self.engine,
@@ -614,15 +631,23 @@ def explain(
     """Mark each point as on the frontier or not and give the others a reason they lose;
     count the points by reason in ``reasons``."""
     front_ids = {id(p) for p in front}
+    axes = ("output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user")
     for p in points:
         p["on_frontier"] = id(p) in front_ids
         if p is best:
             p["reason"] = "best"
         elif not p["reason"]:
+            mine = tuple(p[a] for a in axes)
+            beaten = any(
+                all(q[a] >= v for a, v in zip(axes, mine)) and tuple(q[a] for a in axes) != mine
+                for q in front
+            )
             p["reason"] = (
                 "on the frontier, fewer tokens/s per GPU than the best"
                 if p["on_frontier"]
                 else "beaten on tokens/s per GPU and per user by a frontier point"
+                if beaten
+                else "ties a frontier point on tokens/s per GPU and per user"
             )
         reasons[p["reason"].split(",")[0] if p is not best else "best"] += 1
 
@@ -727,7 +752,8 @@ def search(
         engine=req.engine,
         memory_reserve=memory_reserve,
         page_size=page_size,
-        best_calibration=best_cal,
+        best_calibration=best_cal + req.engine_note if best_cal else "",
+        warnings=(req.engine_note.removeprefix("; "),) if req.engine_note else (),
         budget=req.budget,
     )
 

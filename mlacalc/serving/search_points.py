@@ -250,8 +250,13 @@ def _aggregated_point(
         "mode": "aggregated",
         "decode_gpus": g,
         "prefill_gpus": 0,
+        "prefill_layout": None,  # no prefill pool: every point has the same keys
+        "prefill_tp": None,
+        "prefill_ep": None,
+        "prefill_dp_attention": None,
+        "prefill_redundant_experts": None,
         "batch_per_group": int(b),
-        "concurrency": int(b * lay.dp),
+        "concurrency": float(b * lay.dp),  # one type: disaggregated counts are fractional
         "ttft_s": ttft_s,
         "tpot_s": gap,
         "output_tokens_per_s": total,
