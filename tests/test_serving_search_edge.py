@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mlacalc.serving.search import search
 
 
@@ -48,3 +50,17 @@ def test_cli_takes_the_batches(run):
     )
     best = json.loads(out)["best"]
     assert best["batch_per_group"] == 7
+
+
+@pytest.mark.slow
+def test_a_larger_budget_gives_at_least_copies_of_a_smaller_ones_best():
+    """gpt-oss-120b on B200 (2000 + 500, TTFT 2 s, TPOT 50 ms): 8 GPUs' best is aggregated
+    b971 (162,386 tok/s); 16 GPUs gave 274,954 (before the edge fix), 309,983 (after it),
+    under two copies of it (324,773): the 8-GPU layout was refined only as a runner-up.
+    Each aggregated size's best is now refined under a budget."""
+    ask = dict(isl=2000, osl=500, ttft=2.0, tpot=0.05)
+    eight = search("gpt-oss-120b", "B200", 8, **ask).best
+    sixteen = search("gpt-oss-120b", "B200", 16, **ask).best
+    assert sixteen["budget_output_tokens_per_s"] >= 2 * eight["budget_output_tokens_per_s"] * (
+        1 - 1e-9
+    )
