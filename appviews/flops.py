@@ -128,7 +128,11 @@ def render(sc: Scenario) -> None:
         cross = absorption_crossover(model, sc.seq_len)
         c1, c2 = st.columns(2)
         c1.metric("absorbed / naive attention-core FLOPs", f"{ratio:.2f}x")
-        c2.metric("absorption stops paying above", f"{cross.value:,.1f} query tokens")
+        if cross.value is None:  # 2 d_c < d_nope + d_v: a negative q* is no answer
+            c2.metric("absorption stops paying above", "never", help=cross.note)
+            c2.caption("absorbed costs fewer FLOPs than compressed at every query count")
+        else:
+            c2.metric("absorption stops paying above", f"{cross.value:,.1f} query tokens")
     st.markdown("**Formulas** (sympy; symbols as in the docs: B batch, S keys, L layers, ...)")
     other = plain_form_caveat(model)
     if other:

@@ -321,3 +321,14 @@ def test_a_model_of_two_layer_kinds_times_either_at_attention_layer_scope(run):
                           "full", "--format", "json")[0])["predictions"][0]  # fmt: skip
     assert linear["layer"].startswith("linear: layer 1") and full["layer"].startswith("full: ")
     assert {o["name"] for o in linear["ops"]} != {o["name"] for o in full["ops"]}
+
+
+def test_insight_crossover_never_for_a_small_latent(run, tmp_path):
+    # trial 8: d_c 16 on DeepSeek-V3's dims gave "absorption stops paying above q = -18.3"
+    v3 = (Path(__file__).resolve().parent.parent / "model_configs" / "deepseek-v3.yaml").read_text()
+    small = tmp_path / "v3-dc16.yaml"
+    small.write_text(re.sub(r"(?m)^(\s*kv_lora_rank:).*$", r"\1 16", v3))
+    out, _ = run("roofline", small, "-H", "H200", "--insight", "--format", "json")
+    crossover = [i for i in json.loads(out)["insights"] if i["name"].startswith("absorption")]
+    assert len(crossover) == 2 and all(i["value"] is None for i in crossover), crossover
+    assert all("absorption pays at every query count" in i["note"] for i in crossover)

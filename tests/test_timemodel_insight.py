@@ -42,3 +42,20 @@ def test_absorption_crossover():
     ) > mlacalc.attention_flops(v3, "chunk", 4096, q_len=q + 1, impl="compressed")
     with pytest.raises(InvalidArgumentError):
         absorption_crossover("llama-3-8b")
+
+
+def test_absorption_crossover_never_when_the_latent_is_small():
+    # trial 8: d_c 16 on DeepSeek-V3's d_nope + d_v = 256 gave q* = 16 * 256 / (32 - 256) = -18.3
+    # (a negative query count); with 2 d_c < d_nope + d_v absorbed is cheaper at every q
+    small = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=16)
+    for insight in (absorption_crossover(small), absorption_crossover(small, 131072)):
+        assert insight.value is None and "never" in insight.note, insight
+        assert "2 d_c = 32 is not above d_nope + d_v = 256" in insight.note
+    for q in (1, 131072):
+        assert mlacalc.attention_flops(
+            small, "chunk", 131072, q_len=q, impl="absorbed"
+        ) < mlacalc.attention_flops(small, "chunk", 131072, q_len=q, impl="compressed")
+    # a short context still has a crossover: S (2 d_c - 256) + 256 d_c > 0 below S = 18.3
+    assert absorption_crossover(small, 16).value == pytest.approx(
+        16 * 16 * 256 / (16 * -224 + 4096)
+    )

@@ -287,6 +287,8 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
     per (query, key) pair and head. Equal cost at
     ``q* = S d_c (d_nope + d_v) / (S (2 d_c - d_nope - d_v) + d_c (d_nope + d_v))``, which tends to
     ``d_c (d_nope + d_v) / (2 d_c - d_nope - d_v)`` for long contexts (170.7 for DeepSeek-V3).
+    Where that bottom is not positive (``2 d_c < d_nope + d_v``, e.g. a small ``d_c``) absorbed
+    is the cheaper at every query count: the value is None and the note says so.
     """
     m = as_model(model)
     seq_len = args.optional_count("seq_len", seq_len, args.MAX_TOKENS)
@@ -297,17 +299,25 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
 
     expr, limit = _crossover_forms(m.q_lora_rank is not None)
     values = _mla_values(m)
-    if seq_len is None:
+    form = limit if seq_len is None else expr
+    where = "long-context limit" if seq_len is None else f"at S = {seq_len}"
+    numerator, denominator = sp.fraction(sp.together(form.subs(values)))
+    if seq_len is not None:
+        numerator, denominator = numerator.subs(s.S, seq_len), denominator.subs(s.S, seq_len)
+    if denominator * numerator <= 0:
+        # 2 d_c < d_nope + d_v: the latent dot products cost less than the expanded ones at every
+        # query count, so no q makes absorbed dearer; a negative q* is no answer
+        n = (m.qk_nope_head_dim or 0) + (m.v_head_dim or 0)
         return Insight(
             "absorption stops paying above q =",
-            limit,
-            float(limit.subs(values)),
-            "long-context limit; below it (decode) absorb, above it (prefill) expand",
+            form,
+            None,
+            f"{where}; never: absorption pays at every query count, as "
+            f"2 d_c = {2 * (m.kv_lora_rank or 0)} is not above d_nope + d_v = {n}",
         )
-    value = expr.subs(values).subs(s.S, seq_len)
     return Insight(
         "absorption stops paying above q =",
-        expr,
-        float(value),
-        f"at S = {seq_len}; below it (decode) absorb, above it (prefill) expand",
+        form,
+        float(numerator / denominator),
+        f"{where}; below it (decode) absorb, above it (prefill) expand",
     )
