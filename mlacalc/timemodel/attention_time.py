@@ -81,6 +81,7 @@ __all__ = [
     "XQA_HEAD_PACK",
     "attention_shape",
     "attention_time",
+    "call_fixed_s",
     "decode_splits",
     "decode_terms",
     "encoder_kernel_shape",
@@ -816,6 +817,18 @@ def _padded_flops(batch: KernelBatch, fig: DeviceFigures, grouped, rows) -> np.n
         return batch.flops
     rows = np.where(grouped, rows, 1.0)
     return batch.flops * np.maximum(rows, 16.0) / rows
+
+
+def call_fixed_s(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> float:
+    """Fixed seconds of a decode call: the class's ``fixed_s``, but a block-sparse prompt
+    core's (:data:`ROW_PADDED_VARIANTS`) off data-centre Blackwell one launch (``launch_s``):
+    the fixed stage its ``fixed_s`` holds is the Blackwell MSA kernel's own (about 40 us: B200's
+    prompt rows of 16 tokens take 28-48 us more than its one-token rows, which run the decode
+    path, at every head count and one to eight sequences; H100's Triton kernel's rows 0-4 us
+    less), which Hopper's Triton kernel has not."""
+    if batch.variant in ROW_PADDED_VARIANTS and not fig.tcgen05:
+        return prm["launch_s"]
+    return prm["fixed_s"]
 
 
 def _tensor_work_scale(batch: KernelBatch, fig: DeviceFigures) -> float:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlacalc.timemodel.attention_time import decode_terms, prefill_terms
+from mlacalc.timemodel.attention_time import call_fixed_s, decode_terms, prefill_terms
 from mlacalc.timemodel.comm_time import collective_terms
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.elementwise_time import streaming_terms
@@ -464,7 +464,9 @@ def kernel_terms(
     else:
         body = combine(terms["compute_s"], terms["memory_s"], prm["overlap"])
     calls = np.asarray(batch.calls, dtype=np.float64)
-    fixed = np.full(len(batch), prm["fixed_s"])
+    fixed = np.full(
+        len(batch), call_fixed_s(batch, fig, prm) if kind == "attention_decode" else prm["fixed_s"]
+    )
     if "plugin" in batch.shape:
         fixed = fixed + UNGRAPHED_LAUNCH_S * (col(batch, "plugin", 0) > 0)
     terms["fixed_s"] = fixed
