@@ -1001,7 +1001,9 @@ def test_vllm_b200_fit_times_flashmla_sparse_prefill_by_sglang_s_class_of_it():
     )
     mapped = _dsa("h100_sxm", "vllm", "dsa_context_module_perf")
     err = predict_mapped(mapped, None, prof) / mapped.table.seconds - 1.0
-    assert np.median(np.abs(err)) <= 0.08  # 7.4% with the walk's stand-in below
+    # 7.4% with the walk's stand-in below, when H100's own measured host floors were borrowed;
+    # 9.4% under B200's floors (a left-out device takes the fitted device's: c80e22e)
+    assert np.median(np.abs(err)) <= 0.10
     # the H100 fp8 walk takes it too where B200's fit has no walk class (profile
     # _PARENT_VARIANTS; TensorRT-LLM-gen's class is a variant of its own): the decode module
     # 13.1% -> 11.6%, its fp8 rows +11.7% -> +6.1% signed
