@@ -85,3 +85,15 @@ def test_shards_are_whole_weights_and_add_up_to_the_whole(qwen3_32b, tp):
     head_norms = L * 2 * HD * 2
     assert (parts["attention"] - head_norms) * tp == one["attention"] - head_norms
     assert weights_per_gpu(qwen3_32b, lay, "bf16") == sum(parts.values())
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "fp4"])
+def test_a_moe_router_keeps_16_bits_under_a_narrower_weight_dtype(dtype):
+    """Qwen3-30B-A3B: 48 routers of 128 x 2048 are 2 bytes a weight under fp8 or fp4 (they
+    had been sized in the dtype, as the norms were), as the engines build them unquantized."""
+    from reference_data import HF_CONFIGS
+
+    m = mlacalc.load_model(str(HF_CONFIGS / "qwen3-30b-a3b.config.json"))
+    parts = weight_bytes_by_part(m, make_layout(m, 1), dtype)
+    assert parts["router"] == 48 * 128 * 2048 * 2
+    assert weight_bytes_by_part(m, make_layout(m, 1), "bf16")["router"] == parts["router"]

@@ -546,7 +546,8 @@ def _bytes_by_part(
     if ratios is None:
         bits = dtype_bits(weight_dtype or m.weights_dtype)
         out = {k: Fraction(v * bits, 8) for k, v in parts.items()}
-        out["norms"] = Fraction(parts["norms"] * max(bits, NORM_BITS), 8)
+        for part in KEPT_PARTS:  # norms and routers keep 16 bits under a narrower dtype
+            out[part] = Fraction(parts[part] * max(bits, NORM_BITS), 8)
         return out
     out = {k: v * ratios[k] for k, v in parts.items()}
     # tensor by tensor where one part holds tensors in different formats that split apart:
@@ -608,7 +609,13 @@ def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
 #: fp8/int8/fp4 methods take linear and MoE layers only; TensorRT-LLM's ``RMSNorm`` module
 #: takes the model's ``torch_dtype``); quantized checkpoints keep them bf16 too
 #: (:data:`mlacalc.cost.quant._NEVER`, DeepSeek-V3's fp8 and ModelOpt's NVFP4 exports).
+#: A MoE router likewise: vLLM builds DeepSeek's, Qwen-MoE's, Mixtral's and Llama 4's gate as
+#: a ``ReplicatedLinear`` with ``quant_config=None``, SGLang's ``MoEGate`` is a plain
+#: parameter (both from recall), and quantized checkpoints keep it bf16 (``_NEVER``).
 NORM_BITS = 16
+
+#: weight_breakdown's parts kept at :data:`NORM_BITS` under a narrower weight dtype
+KEPT_PARTS = ("norms", "router")
 
 
 def weight_bytes_by_part(
@@ -621,8 +628,9 @@ def weight_bytes_by_part(
     tensors included) in proportion to the parameters the GPU holds of that part, which is
     how its tensors split (whole experts under EP, rows or columns under TP), and its
     attention and MTP layers tensor by tensor, each at its own format; a model without one,
-    its ``weights_dtype``. A dtype sizes every parameter in it but the norms, which keep
-    16 bits (:data:`NORM_BITS`) under a narrower one. Each part is whole weights on the GPU
+    its ``weights_dtype``. A dtype sizes every parameter in it but the norms and the MoE
+    routers (:data:`KEPT_PARTS`), which keep 16 bits (:data:`NORM_BITS`) under a narrower
+    one. Each part is whole weights on the GPU
     (its parameters rounded up once), in whole bytes."""
     return {k: math.ceil(v) for k, v in _bytes_by_part(m, lay, weight_dtype, include_mtp).items()}
 
