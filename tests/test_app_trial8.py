@@ -32,3 +32,37 @@ def test_flops_small_latent_has_no_negative_crossover():
     shown = metrics(at)["absorption stops paying above"]
     assert shown == "never", shown
     assert any("every query count" in c.value for c in at.caption)
+
+
+def test_longest_context_at_batch_1_does_not_hang_on_the_sidebar_context():
+    # before: "longest context at batch 1 = -" at context 16,777,216 (727,424 at 200,000), and
+    # the CLI's plan --seq-len 16m --batch 1 left the row out
+    import mlacalc
+
+    near = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, seq_len=200_000, batch=1)
+    far = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, seq_len=16 * 2**20, batch=1)
+    assert far.max_batch == 0 and near.max_context_memory == far.max_context_memory == 727_424
+    at = run("Capacity planner", seq_len=str(16 * 2**20), batch="1")
+    assert metrics(at)["longest context at batch 1"] == "727,424"
+
+
+def test_cli_plan_says_the_longest_context_past_a_context_that_does_not_fit(capsys):
+    from mlacalc.cli import main
+
+    args = [
+        "plan",
+        "deepseek-v3",
+        "-H",
+        "H200",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--seq-len",
+        "16m",
+        "--batch",
+        "1",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "longest context at batch 1" in out and "727,424 tokens" in out, out

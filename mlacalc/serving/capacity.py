@@ -114,7 +114,9 @@ def capacity(req: PlanRequest) -> Capacity:
     per_group_seqs = max(budget, 0) // seq_bytes
     max_batch = per_group_seqs * lay.dp
     max_context = max_context_memory = None
-    if req.batch is not None and max_batch >= 1:  # fits, or only the batch asked does not
+    # the longest context at the batch does not hang on the context asked: a context too long
+    # for one sequence still has one (trial 8: 16M tokens at batch 1 showed none)
+    if req.batch is not None and budget > 0:
         per_group = math.ceil(req.batch / lay.dp)
         max_context_memory = longest_context(
             m, kv, lay, req.page_size, include_mtp, budget // per_group
