@@ -66,10 +66,18 @@ def test_chunk_size_moves_the_figures(whole):
 
 
 def test_chunked_figures_at_full_load_and_the_wait():
-    """Beyond one chunk step a step every step is the full-load step and a request waits
-    half of it; below, the wait is E[T^2] / 2 E[T] over decode steps and prompt runs."""
+    """Beyond one chunk step a step every step is the full-load step and a request waits the
+    runs' term n S^2 / (2 cycle), at least half a step (it was half a step alone, 0.025 + 0.3
+    here, and TTFT fell at x = 1); below, the wait is E[T^2] / 2 E[T] over decode steps and
+    prompt runs, which at x = 1 is that term."""
     cycle, ttft = chunked_figures(2.0, 2, 1.0, 0.01, 0.05, 0.3)
-    assert cycle == pytest.approx(0.05) and ttft == pytest.approx(0.025 + 0.3)
+    assert cycle == pytest.approx(0.05) and ttft == pytest.approx(2 * 0.3**2 / 0.1 + 0.3)
+    cycle, ttft = chunked_figures(0.6, 2, 1.0, 0.01, 0.5, 0.3)  # a long full-load step
+    assert ttft == pytest.approx(0.25 + 0.3)
+    # continuous at one chunk step a step (x = n steps = 1, one group: share 1)
+    below = chunked_figures(0.5 - 1e-9, 2, 1.0 - 2e-9, 0.01, 0.15, 0.3)[1]
+    above = chunked_figures(0.5 + 1e-9, 2, 1.0, 0.01, 0.15, 0.3)[1]
+    assert above == pytest.approx(below, rel=1e-6)
     n, steps, t, S = 0.01, 4, 0.01, 0.2
     cycle, ttft = chunked_figures(n, steps, n * steps, t, 0.05, S)
     assert cycle == pytest.approx((1 - n * steps) * t + n * S)

@@ -310,14 +310,21 @@ def chunked_figures(
     the step in progress or, when its group is running another prompt's chunks, for the
     rest of them (``E[T^2] / 2 E[T]`` over the decode steps and the prompts' runs of chunk
     steps: a budget beyond the prompt gives the in-flight model's wait), then its own steps.
-    Beyond one chunk a step every step carries ``t_fluid`` and the wait is half of it."""
+    Beyond one chunk a step every step carries ``t_fluid`` and the wait is the runs' term,
+    ``n S^2 / (2 cycle)``, at least half a step (continuous at ``x = 1``: it was half a step
+    alone, and a closed loop's TTFT fell as the load rose past it)."""
     x = np.asarray(n * steps, dtype=np.float64)
     discrete = x <= 1.0 + 1e-12
     cycle = np.where(discrete, (1 - share) * t_step + share * S / steps, t_fluid)
     rest = np.maximum(1.0 - x, 0.0)  # the share of the steps outside the group's runs
     other = np.maximum(cycle - n * S, 0.0)  # their time a step
     other2 = np.divide(other**2, rest, out=np.zeros_like(x), where=rest > 1e-12)
-    wait = np.where(discrete, (other2 + n * S**2) / (2 * cycle), cycle / 2)
+    # beyond one chunk a step the runs in progress still hold a new prompt up: rate x S^2 / 2
+    # (n S^2 / 2 cycle, the discrete wait's own term, where the other steps have no share
+    # left), at least half a step; at x = 1 the two agree (a closed loop's TTFT fell 24% there)
+    wait = np.where(
+        discrete, (other2 + n * S**2) / (2 * cycle), np.maximum(n * S**2 / (2 * cycle), cycle / 2)
+    )
     return cycle, wait + S
 
 
