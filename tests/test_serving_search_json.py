@@ -45,3 +45,11 @@ def test_a_tie_with_a_frontier_point_is_not_beaten():
     explain([a, tie, beaten], [a], None, Counter())
     assert tie["reason"] == "ties a frontier point on tokens/s per GPU and per user"
     assert beaten["reason"].startswith("beaten")
+
+
+def test_plan_json_has_a_schema_id():
+    from mlacalc.serving.plan import SCHEMA as PLAN_SCHEMA
+    from mlacalc.serving.plan import plan
+
+    d = plan("llama-3-8b", "H100-SXM", 1, isl=1000, osl=200, concurrency=8).to_dict()
+    assert next(iter(d.items())) == ("schema", PLAN_SCHEMA) and PLAN_SCHEMA == "mlacalc.plan/1"

@@ -378,17 +378,23 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-safe: an unbounded figure (TTFT and the queue when requests
         arrive faster than the deployment serves them) is ``None``, with ``sustainable``
-        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``."""
-        out = {
-            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``;
+        ``schema`` :data:`SCHEMA` first (as report's and search's JSON carry theirs)."""
+        out = {"schema": SCHEMA}
+        out.update(
+            (k, None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in self.__dict__.items()
-        }
+        )
         out["total_gpus"] = self.total_gpus
         out["tpot_others_prompts_s"] = self.tpot_others_prompts_s
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
         out["kernels"] = [dict(k) for k in self.kernels]
         return out
+
+
+#: The schema of :meth:`Plan.to_dict` (and ``mlacalc plan --format json``)
+SCHEMA = "mlacalc.plan/1"
 
 
 def plan(
