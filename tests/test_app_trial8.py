@@ -66,3 +66,30 @@ def test_cli_plan_says_the_longest_context_past_a_context_that_does_not_fit(caps
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "longest context at batch 1" in out and "727,424 tokens" in out, out
+
+
+def test_planner_ttft_has_its_parts_as_the_cli_words_them(capsys):
+    # before: TTFT with no parts; the CLI prints under it "of which the prompt's 1 chunk step(s)
+    # of 4,096 tokens (beside the decode batch) | 173.7 ms" (trial 8: of 208.2 ms TTFT,
+    # DeepSeek-V3, 8 x H200 TP8, sglang, 4096/1024, 64 in flight)
+    import re
+
+    from mlacalc.cli import main
+
+    at = run("Capacity planner", engine="sglang")
+    at.number_input(key="plan_isl").set_value(4096)
+    at.number_input(key="plan_osl").set_value(1024)
+    at.number_input(key="plan_conc").set_value(64).run()
+    args = ["plan", "deepseek-v3", "-H", "H200", "--gpus", "8", "--tp", "8", "--engine", "sglang"]
+    assert (
+        main(
+            [*args, "--isl", "4096", "--osl", "1024", "--concurrency", "64", "--format", "markdown"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    ttft = re.search(r"\| TTFT \| (.+?) \|", out).group(1)
+    words = "of which the prompt's 1 chunk step(s) of 4,096 tokens (beside the decode batch)"
+    part = re.search(re.escape(words) + r" \| (.+?) \|", out).group(1)
+    assert metrics(at)["TTFT"] == ttft
+    assert any(c.value == f"{words}: {part}" for c in at.caption), [c.value for c in at.caption]
