@@ -91,7 +91,14 @@ def _search(
         max_tokens=s["max_tokens"],
         scheduler=Scheduler(overlap=bool(s["overlap_schedule"])),
     )
-    return r.points, r.frontier, r.best, (r.point_reasons, r.ruled_out, r.missing_both), r.seconds
+    # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
+    how = (
+        f"engine {r.engine}; "
+        + (f"profile '{r.profile}': " if r.profile else "")
+        + (r.best_calibration or r.calibration)
+    )
+    reasons = (r.point_reasons, r.ruled_out, r.missing_both)
+    return r.points, r.frontier, r.best, reasons, r.seconds, how
 
 
 def gpus_text(p: dict) -> str:
@@ -99,6 +106,13 @@ def gpus_text(p: dict) -> str:
     if p.get("mode") == "disaggregated" and p.get("prefill_gpus"):
         return f"{p['decode_gpus']}+{p['prefill_gpus']}"
     return str(p["gpus"])
+
+
+def layout_text(p: dict, pool: str = "") -> str:
+    """A searched deployment's layout (``pool="prefill_"``: its prefill pool's) with its
+    redundant experts, as ``mlacalc search`` writes it."""
+    layout, extra = p[f"{pool}layout"], p.get(f"{pool}redundant_experts")
+    return f"{layout} ({extra} redundant expert{'s' if extra > 1 else ''})" if extra else layout
 
 
 def gib(n: float) -> str:
@@ -513,8 +527,14 @@ def _show_provenance(result) -> None:
         if result.profile
         else result.calibration
     )
+    pools = f"{result.gpus} x {result.hardware} ({result.layout})"
+    if result.prefill_gpus:  # disaggregated: both pools, as `mlacalc plan` says them
+        pools = (
+            f"{result.gpus} x {result.hardware} decode ({result.layout}) + "
+            f"{result.prefill_gpus} prefill ({result.prefill_layout})"
+        )
     st.caption(
-        f"Per GPU: {result.gpus} x {result.hardware} ({result.layout}); times are the "
+        f"Per GPU: {pools}; times are the "
         "calibrated kernel model's, communication included" + (f" ({how})" if how else "") + "."
     )
 
@@ -667,7 +687,7 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
     gpus = int(inputs.gpus)
     counts = tuple(sorted({max(1, gpus // 2), gpus, gpus * 2}))
     # the aggregated points run the engine chosen above (prompts' pass, output lag)
-    points, frontier, best, reasons, secs = _search(
+    points, frontier, best, reasons, secs, how = _search(
         sc.model,
         sc.hardware,
         counts,
@@ -682,6 +702,16 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
     st.markdown(best_text(best, points, inputs.ttft, inputs.tpot))
+    if best:
+        st.caption(f"The chosen deployment's times: {how}.")
+    if best and best.get("prefill_layout"):
+        st.caption(
+            f"The planner above has no settings for a prefill pool: its disaggregated mode gives "
+            f"the prefill pool plan()'s default (as many GPUs as the decode pool, its layout "
+            f"derived from the decode pool's), not the chosen {best['prefill_gpus']} GPUs "
+            f"{layout_text(best, 'prefill_')}; `mlacalc plan --prefill-gpus --prefill-tp "
+            "--prefill-ep --prefill-dp-attention` times it."
+        )
     _show_reasons(len(points), *reasons)
     download(frontier, f"{sc.model.name}-frontier", "dl_frontier")
 
@@ -773,7 +803,9 @@ def best_text(best: dict | None, points: list[dict], ttft: float, tpot: float) -
     text = (
         f"**Chosen: {gpus_text(best)} GPUs, {best['mode']}"
         + (f" with chunked prefill of {n:,} tokens" if (n := best.get("chunked_prefill")) else "")
-        + f", {best['layout']}, "
+        + f", {layout_text(best)}"
+        + (f" + prefill {layout_text(best, 'prefill_')}" if best.get("prefill_layout") else "")
+        + ", "
         f"{best['weight_format']} weights, {best['kv_dtype']} cache, batch "
         f"{best['batch_per_group']} per group**: of the {len(meeting):,} deployments meeting "
         f"{targets}, it gives the most output tokens/s per GPU, "

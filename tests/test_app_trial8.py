@@ -93,3 +93,38 @@ def test_planner_ttft_has_its_parts_as_the_cli_words_them(capsys):
     part = re.search(re.escape(words) + r" \| (.+?) \|", out).group(1)
     assert metrics(at)["TTFT"] == ttft
     assert any(c.value == f"{words}: {part}" for c in at.caption), [c.value for c in at.caption]
+
+
+def test_search_says_its_stand_ins_and_the_prefill_pool_as_the_cli(capsys):
+    # before: "Chosen: 8+8 GPUs, disaggregated, TP1 DP-attention8 EP8, ..." (no prefill pool) and
+    # no word of the stand-in the CLI's search names (moe:fp8_block:deepgemm from trtllm ...)
+    import json
+
+    from mlacalc.cli import main
+
+    at = run("Capacity planner", engine="sglang")
+    at.number_input(key="plan_isl").set_value(4096)
+    at.number_input(key="plan_osl").set_value(1024)
+    at.checkbox(key="plan_search").check().run()
+    assert not at.exception
+    args = "search deepseek-v3 -H H200 --gpus 4,8,16 --isl 4096 --osl 1024 --ttft 2s --tpot 50ms"
+    assert main([*args.split(), "--engine", "sglang", "--format", "json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["mode"] == "disaggregated" and best["prefill_layout"]
+    text = "\n".join(m.value for m in at.markdown)
+    assert f"{best['layout']} + prefill {best['prefill_layout']}, " in text, text
+    captions = "\n".join(c.value for c in at.caption)
+    assert (
+        "stand-in: moe:fp8_block:deepgemm from trtllm profile default's moe:fp8_block" in captions
+    )
+    assert "no settings for a prefill pool" in captions
+
+
+def test_disaggregated_per_gpu_caption_names_the_prefill_pool():
+    # before: "Per GPU: 8 x H200 (TP8); ..." in disaggregated mode (CLI: "+ 8 prefill (TP8)")
+    at = run("Capacity planner")
+    at.selectbox(key="plan_mode").set_value("disaggregated").run()
+    assert not at.exception
+    assert any(
+        c.value.startswith("Per GPU: 8 x H200 decode (TP8) + 8 prefill (") for c in at.caption
+    )
