@@ -184,6 +184,7 @@ with st.sidebar:
                         used.add(symbol)
             state["whatif_base"] = base_key
         changes: dict = {}
+        invalid_edit = ""  # why the what-if edits were refused (the figures are then unedited)
         if whatif:
             for key, field, label, lo, hi, step in _whatif_fields(model):
                 if key in ("w_dc", "w_rope"):
@@ -200,7 +201,8 @@ with st.sidebar:
                     **changes,
                 )
             except mlacalc.MlacalcError as exc:
-                st.error(str(exc).split(": ", 1)[-1])
+                invalid_edit = str(exc).split(": ", 1)[-1].rstrip(".")
+                st.error(f"{invalid_edit}. Showing the unedited {model.label}.")
 
     st.header("Workload")
     seq_len = st.number_input("context length (tokens)", 1, 16 * 2**20, step=1024, key="seq_len")
@@ -291,6 +293,12 @@ st.subheader(
 )
 if model.derived:
     st.caption("Derived: " + "; ".join(model.derived))
+if invalid_edit:  # every tab shows the unedited model: said where the figures are
+    st.warning(
+        f"The what-if dimensions are not valid ({invalid_edit}): every figure below is the "
+        f"unedited {model.label}'s. Fix the edits in the sidebar or untick Edit dimensions.",
+        icon=":material/warning:",
+    )
 
 # Only the open tab runs (the tab is bound to the URL as ?view=...): a first load computes one
 # view, so the server answers the browser's requests for the widgets' scripts at once (while

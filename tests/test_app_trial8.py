@@ -128,3 +128,11 @@ def test_disaggregated_per_gpu_caption_names_the_prefill_pool():
     assert any(
         c.value.startswith("Per GPU: 8 x H200 decode (TP8) + 8 prefill (") for c in at.caption
     )
+
+
+def test_invalid_what_if_says_the_figures_are_the_unedited_model():
+    # before: the sidebar named the problems but every tab showed Llama-3.1-70B's figures
+    # without saying so
+    at = run(model="llama-3.1-70b", whatif="1", n_h="1", n_kv="1024", d_h="1")
+    assert at.error and at.error[0].value.endswith("Showing the unedited Llama-3.1-70B.")
+    assert any("every figure below is the unedited Llama-3.1-70B's" in w.value for w in at.warning)
