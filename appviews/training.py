@@ -29,14 +29,27 @@ def _absorption(model: ModelConfig, micro_batch: int) -> list[dict]:
     return absorption_table(model, (1024, 4096, 16384, 65536), micro_batch, ranks)
 
 
+def _time_part(key: str) -> str:
+    """A step time's part in words; the recompute one says that the flash backward's score
+    recompute is not in it (the FLOPs' "recomputed" column counts it; the time, in backward)."""
+    if key == "recompute_s":
+        return "recompute by the policy (the flash backward's scores: in backward)"
+    return key.removesuffix("_s").replace("_", " ")
+
+
 def _flops_figure(d: dict) -> go.Figure:
     f = d["flops_per_micro_batch"]
     fig = go.Figure(
         [
             go.Bar(
-                name=part, x=list(TRAINING_STAGES), y=[f[part][s] / 1e12 for s in TRAINING_STAGES]
+                name=name, x=list(TRAINING_STAGES), y=[f[part][s] / 1e12 for s in TRAINING_STAGES]
             )
-            for part in ("forward", "backward", "recompute")
+            for part, name in (
+                ("forward", "forward"),
+                ("backward", "backward"),
+                # the flash backward recomputes the scores under any policy (timed in backward)
+                ("recompute", "recomputed (flash scores + policy)"),
+            )
         ]
     )
     fig.update_layout(
@@ -111,15 +124,19 @@ def render(sc: Scenario) -> None:
     k[0].metric("model FLOPs per token", human_si(d["model_flops_per_token"]))
     k[1].metric("memory per GPU", human_bytes(d["memory_per_gpu"]))
     if d["time"] is not None:
+        # a deployment that does not fit has no step: its time is what it would take, said so
+        # and without a delta arrow that reads as a result
+        if_fit = "" if d["fits"] is not False else ", if it fit"
         k[2].metric(
-            f"step on {d['layout']['gpus']:,} x {sc.device.name}", f"{d['time']['step_s']:,.2f} s"
+            f"step on {d['layout']['gpus']:,} x {sc.device.name}{if_fit}",
+            f"{d['time']['step_s']:,.2f} s",
         )
-        k[3].metric(
-            "MFU",
-            f"{d['mfu']:.1%}",
-            f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU",
-            delta_color="off",
-        )
+        per_gpu = f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
+        if if_fit:
+            k[3].metric(f"MFU{if_fit}", f"{d['mfu']:.1%}")
+            k[3].caption(f"{per_gpu}{if_fit}")
+        else:
+            k[3].metric("MFU", f"{d['mfu']:.1%}", per_gpu, delta_color="off")
     st.plotly_chart(_flops_figure(d), key="tr_flops_chart", width="stretch")
     show_table(
         [
@@ -154,11 +171,7 @@ def render(sc: Scenario) -> None:
     if d["time"] is not None:
         t = d["time"]
         show_table(
-            [
-                {"part": key.removesuffix("_s").replace("_", " "), "seconds": v}
-                for key, v in t.items()
-                if key.endswith("_s")
-            ],
+            [{"part": _time_part(key), "seconds": v} for key, v in t.items() if key.endswith("_s")],
             scope="A prediction of the kernel time model and the link model "
             f"(profile {t['profile']}: {t['calibration']}; benchmarks/bench_training.py gives "
             "its error on published runs).",

@@ -136,3 +136,20 @@ def test_invalid_what_if_says_the_figures_are_the_unedited_model():
     at = run(model="llama-3.1-70b", whatif="1", n_h="1", n_kv="1024", d_h="1")
     assert at.error and at.error[0].value.endswith("Showing the unedited Llama-3.1-70B.")
     assert any("every figure below is the unedited Llama-3.1-70B's" in w.value for w in at.warning)
+
+
+def test_training_that_does_not_fit_says_its_times_are_if_it_fit():
+    # before: 11.15 TiB per GPU warned, yet "step on 1 x H200 7.56 s" and "MFU 13.7%" with a
+    # "542 tokens/s/GPU" delta arrow read as results; recompute none showed a "recompute" bar
+    # (the flash backward's scores) beside a seconds table whose recompute is 0
+    at = run("Training", model="deepseek-v3", hw="H200")
+    m = metrics(at)
+    assert "step on 1 x H200, if it fit" in m and "MFU, if it fit" in m, m
+    assert not any(x.delta for x in at.metric)
+    assert any(c.value.endswith("tokens/s/GPU, if it fit") for c in at.caption)
+    import json
+
+    names = [t["name"] for el in at.get("plotly_chart") for t in json.loads(el.proto.spec)["data"]]
+    assert "recomputed (flash scores + policy)" in names
+    parts = [r for df in at.dataframe for r in df.value.iloc[:, 0].astype(str)]
+    assert "recompute by the policy (the flash backward's scores: in backward)" in parts
