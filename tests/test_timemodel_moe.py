@@ -70,6 +70,34 @@ def test_row_tiles_pad_each_expert():
     assert spread[0] > packed[0]
 
 
+def test_power_law_rows_pad_each_experts_own_rows_to_whole_tiles():
+    """A power-law row's row tiles are its draws' (``moe_time.ROW_TILES_COL``): each expert's
+    own rows padded to whole tiles, not the busiest expert's plus an equal share of the rest.
+    At 4,096 tokens of top-8 over 128 experts on one rank the loads spread from a few rows to
+    thousands, so most experts pad a last 128-row tile the equal share (256 rows, two whole
+    tiles) does not, and the row runs more tiles than the equal share gives."""
+    from mlacalc.measured.moe_routing import ROW_TILES, power_law_draws, rank_loads
+    from mlacalc.timemodel.moe_time import ROW_TILES_COL
+
+    one = [np.array([v]) for v in (4096, 8, 128, 1, 1.2)]
+    loads = rank_loads(*one)
+    draws = power_law_draws(4096, 8, 128, 1.2)
+    i = ROW_TILES.index(128)
+    assert loads.row_tiles[0, i] == pytest.approx(np.ceil(draws / 128).sum(axis=1).mean())
+    top, active = loads.max_per_expert[0], loads.active_experts[0]
+    equal = np.ceil(top / 128) + (active - 1) * np.ceil((4096 * 8 - top) / (active - 1) / 128)
+    assert loads.row_tiles[0, i] > equal + 0.2 * active  # most experts pad a tile more
+    # balanced rows carry none (their loads are whole: the equal share is theirs)
+    assert not rank_loads(*one[:4], np.array([0.0])).row_tiles.any()
+    # the time model takes the drawn count where a row carries it
+    cols = {f"{ROW_TILES_COL}{tm}": [loads.row_tiles[0, j]] for j, tm in enumerate(ROW_TILES)}
+    args = dict(tokens=[4096], active=[active], top=[top], rows=[4096 * 8])
+    p = default_params("moe")
+    plain = kernel_terms(_moe_batch(**args), FIG, p)["compute_s"]
+    drawn = kernel_terms(_moe_batch(**args, **cols), FIG, p)["compute_s"]
+    assert drawn[0] > 1.1 * plain[0]
+
+
 def test_every_token_entering_the_rank_is_routed():
     """``route_s``: the routing (top-k, the gather/scatter indices) covers every (token, top-k)
     pair entering the rank, local or not: at one local expert with the same rows, more tokens
@@ -825,8 +853,10 @@ def test_trtllm_moe_fitted_on_b200(dtype, median, p90):
         # (moe_time.flashinfer_cutlass_moe) 17.1% / 43.8% -> 13.5% / 40.6%; with that class
         # refitted under the block-scaled MMA's 128-row tile (BLOCK_SCALED_MMA_ROWS) 12.7% / 37.2%
         # (bound 0.13 / 0.38), and under the SM pair's tile of TensorRT-LLM's grouped GEMMs
-        # (moe_time.PAIR_TILE_MOE) 13.8% / 37.5%: the bound back to 0.14 / 0.38
-        ("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.14, 0.38),
+        # (moe_time.PAIR_TILE_MOE) 13.8% / 37.5%: the bound back to 0.14 / 0.38; 14.9% / 38.3%
+        # with the power-law rows' experts padded one by one (moe_time.ROW_TILES_COL; the B200
+        # stand-in refitted with it): loosened to 0.15 / 0.385
+        ("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.15, 0.385),
     ],
 )
 def test_vllm_block_scaled_fp8_moe_leaving_the_device_out(system, own, trt, median, p90):
@@ -878,17 +908,21 @@ def test_the_mapping_gives_flashinfer_trtllm_moe_rows_their_dtypes_tile():
         # class's passes over every routed pair (pair_passes) SGLang B200 9.4% / 28.9% -> 9.2% /
         # 28.0%; with the Triton MoE's tuned configs (moe_time.TUNED_MOE) SGLang 7.3% / 29.0%
         # -> 7.0% / 26.3% (H100), 9.2% / 28.0% -> 9.2% / 27.6% (B200)
-        ("trtllm", "h100_sxm", "1.3.0rc20", "default", 0.062, 0.21),
+        # with the power-law rows' experts padded one by one (moe_time.ROW_TILES_COL, refitted):
+        # TensorRT-LLM H100 5.6% / 18.5% -> 5.4% / 17.8% (bound was 0.062 / 0.21), SGLang H100
+        # 7.4% / 26.5% -> 7.0% / 26.8% (bound was 0.076), vLLM H100 6.9% / 24.0% -> 6.5% / 23.1%
+        # (bound was 0.073 / 0.25)
+        ("trtllm", "h100_sxm", "1.3.0rc20", "default", 0.057, 0.19),
         ("trtllm", "b200_sxm", "1.3.0rc20", "fit-b200-sxm", 0.092, 0.29),
         # 7.11% / 26.6% -> 7.39% / 26.5% with the Triton MoE's rows of other ranks' experts at
         # their bytes, not fitted (moe_time._remote_pair_bytes; left out 20.2% -> 18.8%): 0.073
         # -> 0.076
-        ("sglang", "h100_sxm", "0.5.14", "fit-h100-sxm-sglang", 0.076, 0.275),
+        ("sglang", "h100_sxm", "0.5.14", "fit-h100-sxm-sglang", 0.073, 0.275),
         # B200: 9.12% / 27.54% (SGLang) and 7.39% / 25.15% (vLLM) before FlashInfer's
         # TensorRT-LLM bf16 and fp8 MoE had its 8-row tile beside the list (moe_time.
         # GEN_ROWS8_MOE), 8.95% / 27.35% and 7.19% / 24.85% after
         ("sglang", "b200_sxm", "0.5.14", "fit-b200-sxm-sglang", 0.091, 0.275),
-        ("vllm", "h100_sxm", "0.24.0", "fit-h100-sxm-vllm", 0.073, 0.25),
+        ("vllm", "h100_sxm", "0.24.0", "fit-h100-sxm-vllm", 0.068, 0.24),
         ("vllm", "b200_sxm", "0.24.0", "fit-b200-sxm-vllm", 0.073, 0.25),
     ],
 )
@@ -1189,9 +1223,12 @@ def test_block_scaled_moe_on_tcgen05_pads_each_expert_to_128_rows():
         # after the block-scaled MMA's 128-row tile on tcgen05 (moe_time,
         # BLOCK_SCALED_MMA_ROWS): B200 17.3% / 29.9% -> 11.7% / 27.4%, H100 15.5% / 32.1% ->
         # 11.0% / 27.7%; with the SM pair's tile (moe_time.PAIR_TILE_MOE) 10.0% / 27.6% and
-        # 10.3% / 25.6%
-        ("fp8_block", "b200_sxm", "default", 0.105, 0.28),
-        ("fp8_block", "h100_sxm", "fit-b200-sxm", 0.11, 0.265),
+        # 10.3% / 25.6%; with the power-law rows' experts padded one by one (moe_time.
+        # ROW_TILES_COL, both fits refitted; fitted 5.3% / 14.7% -> 5.3% / 13.9% on B200, 5.1% /
+        # 12.8% -> 5.0% / 12.4% on H100) 9.7% / 29.3% and 10.5% / 27.7%: p90 bounds loosened
+        # from 0.28 / 0.265
+        ("fp8_block", "b200_sxm", "default", 0.105, 0.295),
+        ("fp8_block", "h100_sxm", "fit-b200-sxm", 0.11, 0.28),
         # its per-tensor fp8 MoE, before -> after its work on every token's hidden row
         # (moe_time, token_s): H100 from fit-b200-sxm 9.4% / 41.3% -> 8.8% / 38.1%, B200 from
         # the default 9.8% / 30.8% -> 8.9% / 29.4%
@@ -1305,9 +1342,11 @@ def test_vllm_per_tensor_fp8_moe_on_h100_leaving_the_device_out():
     kernel's variant: 70.0% / 78.6% (median / p90) before its Hopper build's 128-row tile
     (moe_time.flashinfer_hopper_tiled), 68.7% / 76.7% after; still far off (the Hopper build is
     2.1-5.6x slower than TensorRT-LLM's own CUTLASS MoE at the same calls, the Blackwell build
-    B200 times is not: docs/time-model.md)."""
+    B200 times is not: docs/time-model.md). 69.2% / 77.2% with the power-law rows' experts
+    padded one by one (moe_time.ROW_TILES_COL, B200's variant refitted with it): bounds 0.69 /
+    0.77 loosened."""
     e = _left_out_moe_errors("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", "vllm", "fp8")
-    assert len(e) > 14000 and np.median(e) <= 0.69 and np.percentile(e, 90) <= 0.77
+    assert len(e) > 14000 and np.median(e) <= 0.695 and np.percentile(e, 90) <= 0.775
 
 
 @pytest.mark.slow

@@ -96,7 +96,7 @@ from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
-from mlacalc.measured.moe_routing import rank_loads
+from mlacalc.measured.moe_routing import ROW_TILES, rank_loads
 from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
@@ -133,6 +133,7 @@ from mlacalc.timemodel.mla_time import (
 from mlacalc.timemodel.moe_time import (
     FLASHINFER_HOPPER_TILE,
     MARLIN_COLS,
+    ROW_TILES_COL,
     TRTLLM_GEN_FP4,
     TRTLLM_GEN_MAX_TILE,
     flashinfer_hopper_tiled,
@@ -1550,23 +1551,21 @@ def _flashinfer_hopper_tiled(t: MeasuredTable, source: np.ndarray, dt: np.ndarra
     return out
 
 
-def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
-    dt = canon_dtypes(t.column("moe_dtype"))
-    T = _f(t.column("num_tokens"))
-    hidden, inter = _f(t.column("hidden_size")), _f(t.column("inter_size"))
-    topk, E = t.column("topk").astype(np.int64), t.column("num_experts").astype(np.int64)
-    tp, ep = _f(t.column("moe_tp_size")), t.column("moe_ep_size").astype(np.int64)
-    dist = t.column("distribution")
-    alpha = np.zeros(len(t))
-    for label in np.unique(dist):
-        if label == "balanced":
-            continue
-        if not str(label).startswith("power_law_"):
-            reason[dist == label] = "unknown_dtype"
-            continue
-        alpha[dist == label] = float(str(label)[len("power_law_") :])
+def _moe_rank_loads(
+    t: MeasuredTable,
+    T: np.ndarray,
+    topk: np.ndarray,
+    E: np.ndarray,
+    ep: np.ndarray,
+    alpha: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The measured rank's assignments, touched experts, most-loaded expert's assignments and
+    (power-law rows) row tiles of a ``moe_perf`` table's rows, by its collector's routing."""
     loads = rank_loads(T, topk, E, ep, alpha)
     assigned, active_e, most = loads.assignments, loads.active_experts, loads.max_per_expert
+    # the power-law rows' row tiles, each expert's rows padded on its own
+    # (moe_time.ROW_TILES_COL)
+    row_tiles = loads.row_tiles.copy()
     if _moe_pre_1_0(t.version):
         # the collector of TensorRT-LLM 1.0 (collect_moe_pre_1_0.py; the A100 table) puts a
         # power-law call of very few tokens (tokens x top-k at most E/16) wholly on the
@@ -1584,6 +1583,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         assigned = np.where(few, pairs, assigned)
         active_e = np.where(few, np.minimum(pairs, local), active_e)
         most = np.where(few, np.ceil(pairs / local), most)
+        row_tiles[few] = 0.0  # the loads above, not the draws'
     else:
         # the later collector (the H100 table) spreads a power-law call whose draws all round
         # to zero over the ranks as round-robin routing does. Its draws of a call of tokens x
@@ -1605,6 +1605,26 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             assigned[few] = spread.assignments
             active_e[few] = spread.active_experts
             most[few] = spread.max_per_expert
+            row_tiles[few] = 0.0  # spread as balanced rows are
+    return assigned, active_e, most, row_tiles
+
+
+def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
+    dt = canon_dtypes(t.column("moe_dtype"))
+    T = _f(t.column("num_tokens"))
+    hidden, inter = _f(t.column("hidden_size")), _f(t.column("inter_size"))
+    topk, E = t.column("topk").astype(np.int64), t.column("num_experts").astype(np.int64)
+    tp, ep = _f(t.column("moe_tp_size")), t.column("moe_ep_size").astype(np.int64)
+    dist = t.column("distribution")
+    alpha = np.zeros(len(t))
+    for label in np.unique(dist):
+        if label == "balanced":
+            continue
+        if not str(label).startswith("power_law_"):
+            reason[dist == label] = "unknown_dtype"
+            continue
+        alpha[dist == label] = float(str(label)[len("power_law_") :])
+    assigned, active_e, most, row_tiles = _moe_rank_loads(t, T, topk, E, ep, alpha)
     source = t.columns.get("kernel_source", np.full(len(t), ""))
     gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
     gated[_nongated_shape(hidden, inter, E, topk)] = 0.0
@@ -1652,6 +1672,11 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         T.astype(float), topk.astype(float), (E // ep).astype(float), cap
     )
     row_tile = np.where(gen, gen_tile, row_tile)
+    # TensorRT-LLM-gen's kernels (those above, FlashInfer's TensorRT-LLM MoE of every dtype)
+    # keep the equal share's row tiles on power-law rows: their power-law rows were already as
+    # slow in the model as their balanced ones or slower, and the drawn tiles made them slower
+    # still (docs/time-model.md, "A power-law row's experts padded one by one")
+    row_tiles[gen | flashinfer] = 0.0
     col_tile = np.where(sg, sg_cols, 0.0)
     # Marlin's MoE (SGLang's and vLLM's int4 and MXFP4 weight-only kernels): its block of rows
     # by the mean load (:func:`~mlacalc.timemodel.moe_time.marlin_row_tile`)
@@ -1686,6 +1711,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         tp=tp[ok],
         row_tile=np.where(hopper_tiled, FLASHINFER_HOPPER_TILE, row_tile)[ok],
         col_tile=col_tile[ok],
+        **{f"{ROW_TILES_COL}{tm}": row_tiles[ok, i] for i, tm in enumerate(ROW_TILES)},
         # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
         mma_sync=marlin[ok].astype(np.float64),
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)

@@ -35,10 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DRAWS", "RankLoad", "power_law_draws", "rank_loads"]
+__all__ = ["DRAWS", "ROW_TILES", "RankLoad", "power_law_draws", "rank_loads"]
 
 #: Routing draws averaged per power-law row (the collector averages five per measurement).
 DRAWS = 32
+
+#: The row tiles (rows of an expert a grouped GEMM's output tile covers) whose expected count on
+#: the measured rank :func:`rank_loads` reports for a power-law row: every row tile the MoE time
+#: model takes (``moe_time._MOE_TILES``).
+ROW_TILES = (8, 16, 32, 48, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,10 @@ class RankLoad:
     assignments: np.ndarray  # (token, expert) pairs the rank computes
     max_per_expert: np.ndarray  # assignments of its most-loaded expert
     active_experts: np.ndarray  # experts of the rank with at least one assignment
+    #: power-law rows: the rank's row tiles of each of :data:`ROW_TILES` rows, every expert's
+    #: rows padded to whole tiles (the mean over the draws of the sum over its experts of
+    #: ``ceil(load / tile)``), shape (row, tile); 0 on balanced rows (their loads are whole)
+    row_tiles: np.ndarray
 
 
 def power_law_draws(
@@ -90,6 +99,8 @@ def rank_loads(
     n = tokens.shape[0]
     local = experts // ep
     out_a, out_max, out_act = np.zeros(n), np.zeros(n), np.zeros(n)
+    out_tiles = np.zeros((n, len(ROW_TILES)))
+    row_tile = np.array(ROW_TILES, dtype=np.float64)
 
     bal = alpha == 0
     if bal.any():
@@ -125,4 +136,5 @@ def rank_loads(
             out_a[sel] = top.sum(axis=1).mean()
             out_max[sel] = top.max(axis=1).mean()
             out_act[sel] = (top > 0).sum(axis=1).mean()
-    return RankLoad(out_a, out_max, out_act)
+            out_tiles[sel] = np.ceil(top[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
+    return RankLoad(out_a, out_max, out_act, out_tiles)

@@ -52,6 +52,7 @@ __all__ = [
     "PAIR_TILE_MOE",
     "RATE_DTYPE",
     "ROWS_SPREAD",
+    "ROW_TILES_COL",
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
     "TRITON_TUNED_MOE",
@@ -173,6 +174,14 @@ _MOE_GEMMS = np.arange(2)[:, None]
 #: rows: of a mean of 16.25, a quarter of the experts get 17 rows and the rest 16). A measured
 #: row carries none: every expert the mean, padded to whole tiles, as the classes were fitted
 ROWS_SPREAD = "rows_spread"
+
+#: The prefix of a measured power-law row's shape columns ``row_tiles_<tm>``: the expected
+#: row tiles of ``tm`` rows over the rank's experts, each expert's rows padded to whole tiles
+#: on its own (the mapping's routing draws, :func:`~mlacalc.measured.moe_routing.rank_loads`).
+#: :func:`moe_terms` takes them in place of its own count, which gives every expert but the
+#: busiest the same share of the rest: a power law's loads spread from one row to most of the
+#: tokens, so that count misses the padding of most experts' last tile.
+ROW_TILES_COL = "row_tiles_"
 
 #: A spread of rows this many tiles wide (standard deviations over the tile's rows) or more
 #: leaves the rows' remainder over a tile uniform to within 1% (its departure falls as
@@ -858,7 +867,11 @@ def moe_terms(
     n = np.array([inter * (mats - 1.0), hidden])[:, None, :]
     k = np.array([hidden, inter])[:, None, :]
     spread = col(batch, ROWS_SPREAD, 0)
-    tiles = _moe_m_tiles(_MOE_TM, active, pairs, top, spread) * np.ceil(n / _MOE_TN)
+    m_tiles = _moe_m_tiles(_MOE_TM, active, pairs, top, spread)
+    for t_i, tm in enumerate(_MOE_TM[:, 0]):  # a power-law row's own count (ROW_TILES_COL)
+        drawn = col(batch, f"{ROW_TILES_COL}{int(tm)}", 0)
+        m_tiles[t_i] = np.where(drawn > 0, drawn, m_tiles[t_i])
+    tiles = m_tiles * np.ceil(n / _MOE_TN)
     waves = np.ceil(tiles / sms)
     # a kernel whose row tile is fixed by the call (``row_tile``, set by the mapping) takes
     # only the tiles of that many rows
