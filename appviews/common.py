@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,3 +123,20 @@ def show_table(rows: list[dict[str, Any]], scope: str = "", right: tuple[str, ..
     st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
     if scope:
         st.caption(scope)
+
+
+#: The clause a profile's calibration ends with when another engine's kernels stand in for the
+#: one asked ("trtllm kernels stand in for sglang: no sglang profile fits this device ...").
+_STAND_IN = re.compile(r"(?:; )?(\w+) kernels stand in for (\w+): ([^;]*?)(?=;|$)")
+
+
+def engine_words(engine: str, profile: str, calibration: str) -> str:
+    """Which engine's kernels timed the figures, first: ``engine sglang (trtllm kernels stand
+    in: no sglang profile fits this device (profile default)); profile 'default': ...``;
+    the stand-in clause is moved from the end of ``calibration``, where it read as a detail."""
+    found = _STAND_IN.search(calibration)
+    head = f"engine {engine}"
+    if found:
+        head += f" ({found.group(1)} kernels stand in: {found.group(3)})"
+        calibration = (calibration[: found.start()] + calibration[found.end() :]).strip("; ")
+    return f"{head}; " + (f"profile '{profile}': {calibration}" if profile else calibration)

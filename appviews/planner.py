@@ -26,7 +26,7 @@ from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
 
-from .common import Scenario, context_text, download, show_notices, show_table
+from .common import Scenario, context_text, download, engine_words, show_notices, show_table
 
 TITLE = "Capacity planner"
 
@@ -92,11 +92,7 @@ def _search(
         scheduler=Scheduler(overlap=bool(s["overlap_schedule"])),
     )
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
-    how = (
-        f"engine {r.engine}; "
-        + (f"profile '{r.profile}': " if r.profile else "")
-        + (r.best_calibration or r.calibration)
-    )
+    how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration)
     reasons = (r.point_reasons, r.ruled_out, r.missing_both)
     return r.points, r.frontier, r.best, reasons, r.seconds, how
 
@@ -522,11 +518,7 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
 
 def _show_provenance(result) -> None:
     """One caption: the deployment per GPU and where the times come from."""
-    how = f"engine {result.engine}; " + (
-        f"profile '{result.profile}': {result.calibration}"
-        if result.profile
-        else result.calibration
-    )
+    how = engine_words(result.engine, result.profile, result.calibration)
     pools = f"{result.gpus} x {result.hardware} ({result.layout})"
     if result.prefill_gpus:  # disaggregated: both pools, as `mlacalc plan` says them
         pools = (

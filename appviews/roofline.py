@@ -15,7 +15,7 @@ from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
 from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
-from .common import Scenario, show_context_warning, show_table, validation
+from .common import Scenario, engine_words, show_context_warning, show_table, validation
 
 #: A kernel the engine runs in place of the counted one, in words where its class name is not
 RUNS_AS = {MMHA_RUNS_AS: MMHA_WORDS}
@@ -173,9 +173,9 @@ def render(sc: Scenario) -> None:
     )
     if points and points[0]["profile"] != "roofline":
         scope += (
-            f" Times: the kernel time model, engine {points[0]['engine']}, profile "
-            f"'{points[0]['profile']}': "
-            f"{points[0]['calibration']}."
+            " Times: the kernel time model, "
+            + engine_words(points[0]["engine"], points[0]["profile"], points[0]["calibration"])
+            + "."
         )
         if mla_rank_note(sc.model):
             scope += f" The latent's width, {mla_rank_note(sc.model)}."

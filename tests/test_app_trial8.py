@@ -153,3 +153,18 @@ def test_training_that_does_not_fit_says_its_times_are_if_it_fit():
     assert "recomputed (flash scores + policy)" in names
     parts = [r for df in at.dataframe for r in df.value.iloc[:, 0].astype(str)]
     assert "recompute by the policy (the flash backward's scores: in backward)" in parts
+
+
+def test_a_stand_in_engine_is_said_first():
+    # before: "engine sglang; profile 'default': calibrated on ... unvalidated; ...; trtllm kernels
+    # stand in for sglang: ..." at the end of a long caption (MI300X + sglang)
+    for view in ("Capacity planner", "Roofline"):
+        at = run(view, hw="MI300X", engine="sglang")
+        said = [c.value for c in at.caption if "engine sglang" in c.value]
+        assert said, view
+        assert (
+            "engine sglang (trtllm kernels stand in: no sglang profile fits this device" in said[0]
+        )
+        assert said[0].count("stand in") == 1
+    at = run("Capacity planner", hw="H200", engine="sglang")  # its own profile: nothing stands in
+    assert any("engine sglang; profile 'fit-h100-sxm-sglang'" in c.value for c in at.caption)
