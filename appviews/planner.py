@@ -665,11 +665,14 @@ def _show_kernels(result, model) -> None:
                 **({"layer kind": kinds[i]} if kinds else {}),
                 "kind": k["kind"],
                 "calls": k["calls"],
-                "ms": round(k["seconds"] * 1e3, 4),
+                # as text in `mlacalc plan`'s digits: a number column rounds to the browser's
+                # locale (0.6995 read "0.7" where the CLI prints 0.699)
+                "ms": f"{k['seconds'] * 1e3:,.3f}",
                 "link": k["communication"],
             }
             for i, k in sorted(enumerate(result.kernels), key=lambda ik: -ik[1]["seconds"])
-        ]
+        ],
+        right=("ms",),
     )
 
 

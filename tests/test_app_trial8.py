@@ -168,3 +168,13 @@ def test_a_stand_in_engine_is_said_first():
         assert said[0].count("stand in") == 1
     at = run("Capacity planner", hw="H200", engine="sglang")  # its own profile: nothing stands in
     assert any("engine sglang; profile 'fit-h100-sxm-sglang'" in c.value for c in at.caption)
+
+
+def test_planner_kernel_table_has_the_cli_digits():
+    # before: qkv_a_proj "0.7" in the app where the CLI printed 0.699 (a number column the
+    # browser rounds in its locale); now the CLI's own f"{ms:,.3f}" text
+    at = run("Capacity planner", engine="sglang")
+    table = next(d.value for d in at.dataframe if "ms" in d.value.columns)
+    ms = dict(zip(table["kernel"], table["ms"]))
+    assert all(isinstance(v, str) and len(v.split(".")[1]) == 3 for v in ms.values()), ms
+    assert float(ms["qkv_a_proj"]) > 0
