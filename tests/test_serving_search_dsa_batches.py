@@ -26,4 +26,6 @@ def test_a_search_of_two_caches_times_each_prompt_as_plan_does():
             concurrency=1, engine="trtllm",
         )  # fmt: skip
         assert ttft[kv] == pytest.approx(p.ttft_s, rel=1e-9)
-    assert ttft["fp8"] == pytest.approx(0.13002, rel=1e-3)
+    # 0.13002 before the MoE classes were refitted (c1c8015: a power-law row's experts padded
+    # one by one)
+    assert ttft["fp8"] == pytest.approx(0.12950, rel=1e-3)
