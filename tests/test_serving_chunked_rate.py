@@ -36,7 +36,9 @@ def test_ttft_does_not_fall_as_the_rate_rises(isl, rates):
 
 
 def test_past_the_chunk_the_plan_says_it_is_not_sustained():
-    p = plan(LLAMA, "H200", isl=2000, request_rate=8.05, **SETUP)
+    # 8.05/s was past it before a step's chunk held the 48 tokens a 2,000-token prompt leaves
+    # of 2,048 for the next prompt (chunk_hold 1.024)
+    p = plan(LLAMA, "H200", isl=2000, request_rate=8.1, **SETUP)
     assert not p.sustainable and math.isinf(p.ttft_s)
     assert any("chunked prefill sustains" in w for w in p.warnings), p.warnings
 
@@ -48,3 +50,23 @@ def test_closed_loop_ttft_does_not_fall_past_one_chunk_a_step():
     kw = dict(isl=8000, **SETUP)
     ttft = [plan(LLAMA, "H200", concurrency=c, **kw).ttft_s for c in (120, 124, 128, 160)]
     assert ttft == sorted(ttft), ttft
+
+
+def test_short_prompts_share_a_step_as_the_engines_fill_its_budget():
+    """Prompts far shorter than the chunk fill one step together (chunk_hold): 100-token
+    prompts under vLLM's 8,192-token budget on one H100 were held one a step, so 150 requests
+    a second were refused while the closed loop served 368 a second (and its throughput fell
+    past 256 in flight: 461 -> 455 req/s at 1,024). Now a rate below the closed loop's is
+    sustained, TTFT rising with it, and the closed loop's throughput rises with the load."""
+    kw = dict(gpus=1, isl=100, osl=10, engine="vllm")
+    served = [plan("llama-3-8b", "H100-SXM", concurrency=c, **kw).output_tokens_per_s / 10
+              for c in (64, 256, 1024)]  # fmt: skip
+    assert served[0] < served[1] < served[2]
+    assert served[0] > 300
+    ttft = []
+    for rate in (100, 200, 300):
+        p = plan("llama-3-8b", "H100-SXM", request_rate=float(rate), **kw)
+        assert p.sustainable and math.isfinite(p.ttft_s), rate
+        assert not [w for w in p.warnings if "chunk" in w], p.warnings
+        ttft.append(p.ttft_s)
+    assert ttft == sorted(ttft)

@@ -16,7 +16,7 @@ import numpy as np
 from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.comm import kv_transfer_seconds
 from mlacalc.serving.disaggregated import prefill_pool_seconds
-from mlacalc.serving.figures import chunked_figures, in_progress, others_share
+from mlacalc.serving.figures import chunk_hold, chunked_figures, in_progress, others_share
 from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.ranks import synced_prompts
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
@@ -285,12 +285,13 @@ def _chunked(
         own = np.bincount(ch.owner, weights=stage[ch.own : ch.end], minlength=len(ch.batches))
         fluid = stage[ch.first : ch.own]
         steps = t_step[ch.batches]
-        cycle, _ = chunked_figures(ch.n, ch.steps, ch.share, steps, fluid, own)
+        hold = chunk_hold(ch.chunk, req.isl)
+        cycle, _ = chunked_figures(ch.n, ch.steps, ch.share, steps, fluid, own, hold)
         # one request's view (others_share), as plan's
         B = c.Bf[ch.batches]
         ratio, busy = others_share(B, c.groups, B)
         share_o = synced_prompts(ch.n * ratio * ch.steps, c.groups, 1)[1]
-        gap, ttft = chunked_figures(ch.n * ratio, ch.steps, share_o, steps, fluid, own)
+        gap, ttft = chunked_figures(ch.n * ratio, ch.steps, share_o, steps, fluid, own, hold)
         ttft = busy * (ttft - own) + own + req.output_lag_steps * cycle
         for j, i in enumerate(ch.batches.tolist()):
             figures = (float(cycle[j]), float(gap[j]), float(ttft[j]), n)
