@@ -83,3 +83,35 @@ def test_a_left_out_device_is_floored_by_the_fitted_devices_floors(engine):
     # none of the B200 floors leaks into a prediction from H100's fit
     b200_floors = {v for k, v in HOST_FLOOR_S.items() if k[0] == "b200_sxm"}
     assert not set(np.unique(under[np.isfinite(under)])) & b200_floors
+
+
+def test_the_plain_roofline_takes_no_floor_fitted_on_the_rows_it_scores():
+    """`validate --profile roofline` scored SGLang's H100 DSA prompt module 11.3% off under
+    its own fitted host floors (75% without): the plain bound now takes none."""
+    pytest.importorskip("pyarrow")
+    import mlacalc
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.measured.validate_tables import _predict_mapped
+
+    path = MEASURED / "h100_sxm" / "sparse_attention" / "sglang" / "0.5.14" / f"{_CTX}.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    pred, how = _predict_mapped(mapped, mlacalc.load_hardware("H100-SXM"), None)
+    assert "host floor" not in how
+    ok = mapped.modelled & np.isfinite(pred)
+    assert np.median(np.abs(pred[ok] / t.seconds[ok] - 1.0)) > 0.5
+
+
+def test_a_left_out_prediction_names_the_device_whose_floors_it_took():
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14" / f"{_CTX}.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    assert mapped.floors_from(["A100-SXM-80GB", "H100-SXM"]) == "h100_sxm"
+    assert mapped.floors_from(["B200"]) == mapped.floors_from([]) == "b200_sxm"
+    assert mapped.floors_from(["A100-SXM-80GB"]) is None
+    assert np.isnan(mapped.host_floor_for(["A100-SXM-80GB"])).all()

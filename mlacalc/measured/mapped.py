@@ -73,23 +73,32 @@ class MappedTable:
     def modelled(self) -> np.ndarray:
         return self.reason == ""
 
-    def host_floor_for(self, fitted_devices=()) -> np.ndarray | None:
-        """The rows' host floors as a profile fitted on ``fitted_devices`` predicts them: the
-        table's own where the profile saw the table's device (or names none), else the floors
-        measured on the first of its devices with floors of the engine's table (none if none
-        has): a device the fit never saw takes no floor of its own measuring
+    def floors_from(self, fitted_devices=()) -> str | None:
+        """The measured system whose host floors a profile fitted on ``fitted_devices`` gives
+        the rows: the table's own where the profile saw the table's device (or names none),
+        else the first of its devices with floors of the engine's table (None if none has): a
+        device the fit never saw takes no floor of its own measuring
         (mlacalc.timemodel.host_floor)."""
         t = self.table
-        if self.host_s is None or self.host_groups is None or not fitted_devices:
-            return self.host_s
-        if t.device in fitted_devices:
-            return self.host_s
+        if not fitted_devices or t.device in fitted_devices:
+            return t.system
         systems = [s for d in fitted_devices for s, dev in MEASURED_SYSTEMS.items() if dev == d]
         measured = [s for s in systems if floors_measured(s, t.engine, t.table)]
-        if not measured:  # no fitted device's floors of this engine's table: none
+        return measured[0] if measured else None
+
+    def host_floor_for(self, fitted_devices=()) -> np.ndarray | None:
+        """The rows' host floors as a profile fitted on ``fitted_devices`` predicts them (the
+        system :meth:`floors_from` names; NaN, none, where it names none)."""
+        t = self.table
+        if self.host_s is None or self.host_groups is None:
+            return self.host_s
+        system = self.floors_from(fitted_devices)
+        if system == t.system:
+            return self.host_s
+        if system is None:  # no fitted device's floors of this engine's table: none
             return np.full(len(t), np.nan)
         return host_floor_seconds(t.system, t.engine, t.table, *self.host_groups,
-                                  floors_of=measured[0])  # fmt: skip
+                                  floors_of=system)  # fmt: skip
 
     def with_host_floor(self, kernel_s: np.ndarray, fitted_devices=()) -> np.ndarray:
         """Per-row predictions from the kernels' summed seconds: the larger of them and the

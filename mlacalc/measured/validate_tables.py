@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.hardware.catalogue import MEASURED_SYSTEMS, load_hardware
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import NO_KERNEL, map_table, not_predicted
 from mlacalc.measured.observations import read_kernel_set
@@ -436,16 +436,18 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
             t = np.full(len(b), np.nan)
         t = np.asarray(t, dtype=np.float64)[inverse]
         total += np.bincount(part.rows, weights=t, minlength=n)
-    fitted_on = prof.fitted_devices if prof is not None else ()
-    floor = mapped.host_floor_for(fitted_on)
+    if prof is None:  # the plain bound: no host floor (the floors were fitted on these rows)
+        return total, "; ".join(sorted(how))
+    floor = mapped.host_floor_for(prof.fitted_devices)
     if floor is not None and np.isfinite(floor).any():
-        own = floor is mapped.host_s
+        system = mapped.floors_from(prof.fitted_devices)
         how.add(
             "a module's kernels under the engine's host floor (mlacalc.timemodel.host_floor"
-            + ("" if own else f"; measured on {', '.join(fitted_on)}, not on this device")
+            + ("" if system == mapped.table.system else
+               f"; measured on {MEASURED_SYSTEMS.get(system, system)}, not on this device")
             + ")"
-        )
-    return mapped.with_host_floor(total, fitted_on), "; ".join(sorted(how))
+        )  # fmt: skip
+    return mapped.with_host_floor(total, prof.fitted_devices), "; ".join(sorted(how))
 
 
 #: The reason a row whose measured time is not a finite positive number is not predicted.
