@@ -401,12 +401,9 @@ def phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
-def size_list(
-    text: str | None, option: str | None = None, count: str | None = None
-) -> list[int] | None:
-    """``'1,8,32k'`` -> ``[1, 8, 32768]``; a part that is no size is refused naming
-    ``option`` (``--gpus``); ``count``: what the numbers count (``GPU count``), for the
-    refusal's words (a GPU count is not a token size to write as 128k)."""
+def size_list(text: str | None, option: str | None = None) -> list[int] | None:
+    """``'1,8,32k'`` -> ``[1, 8, 32768]`` (token sizes); a part that is no size is refused
+    naming ``option``. Counts of GPUs or sequences are :func:`count_list`'s."""
     if text is None:
         return None
     out = []
@@ -414,13 +411,29 @@ def size_list(
         try:
             out.append(SIZE.convert(part, None, None))
         except click.BadParameter as exc:
-            said = exc.message
-            if count is not None:
-                said = said.replace(
-                    "is not a size; write 131072, 128k or 1M",
-                    f"is not a {count}; write a whole number, e.g. 8, or a list, e.g. 8,16,32",
-                )
-            raise click.BadParameter(said, param_hint=exc.param_hint or option) from None
+            raise click.BadParameter(exc.message, param_hint=exc.param_hint or option) from None
+    return out
+
+
+def count_list(text: str, option: str, what: str, hi: int, example: str) -> list[int]:
+    """``'8,16,32'`` -> ``[8, 16, 32]``: whole numbers in 1..``hi``, each a count of
+    ``what`` (``GPUs``, ``sequences``), never a token size's ``1k`` (``--gpus 1k`` had run
+    1,024 GPUs); a bad part is refused naming ``option`` and the fix (``example``)."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        first = example.split(",")[0]
+        fix = f"write a whole number of {what}, e.g. {first}, or a list, e.g. {example}"
+        if not part.isascii() or not part.isdigit():
+            shown = f"{part[:20]}..." if len(part) > 24 else part
+            raise click.BadParameter(
+                f"'{shown}' is not a count of {what}; {fix}", param_hint=option
+            )
+        n = int(part)
+        if not 1 <= n <= hi:
+            raise click.BadParameter(
+                f"'{part}' is outside 1..{hi:,} {what}; {fix}", param_hint=option
+            )
+        out.append(n)
     return out
 
 

@@ -12,6 +12,7 @@ from mlacalc.cli.common import (
     FRACTION,
     SIZE,
     Section,
+    count_list,
     emit,
     engine_options,
     format_option,
@@ -337,7 +338,8 @@ def command(
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.serving.scheduler import Scheduler
-    from mlacalc.serving.search import FIELDS, search
+    from mlacalc.serving.search import FIELDS, MAX_BUDGET, search
+    from mlacalc.words.arguments import MAX_BATCH
 
     launch, model_path = launch_values(engine_opts)
     choices = parse_component_choices(engine_opts.pop("component_choices"))
@@ -350,7 +352,7 @@ def command(
     defaults, note = defaults_note(
         engine, chunked=False
     )  # whose defaults filled what was not given
-    counts = size_list(gpus_text, "--gpus", "GPU count") or []
+    counts = count_list(gpus_text, "--gpus", "GPUs", MAX_BUDGET, "8,16,32")
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
@@ -376,7 +378,7 @@ def command(
         max_tokens=engine["max_tokens"],
         scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
         component_choices=choices,
-        batches=size_list(batches_text, "--batches"),
+        batches=count_list(batches_text, "--batches", "sequences", MAX_BATCH, "64,128,256"),
         chunked_prefills=None
         if chunks_text.strip() == "none"
         else size_list(chunks_text, "--chunked-prefills"),
