@@ -690,6 +690,16 @@ class _Dtypes:
     w_bits: int
 
 
+def _kept(dt: _Dtypes) -> _Dtypes:
+    """The dtypes of a tensor kept at 16 bits under a narrower weight dtype (a MoE router, a
+    norm: :data:`mlacalc.serving.layout.KEPT_PARTS`, :data:`mlacalc.cost.quant._NEVER`): its
+    weights in bf16 where the weight dtype is narrower, else the weight dtype itself, so the
+    kernel is timed in the format memory sizes it in."""
+    if dt.w_bits >= 16:
+        return dt
+    return _Dtypes(dt.act, "bf16", dt.a_bits, 16)
+
+
 def _ffn_block(prefix: str, f: FFNShape, tokens: int, dt: _Dtypes, calls: int) -> list[Kernel]:
     """A dense feed-forward block: up (gate and up together), activation, down."""
     d, up = f.hidden, f.up_width
@@ -730,12 +740,13 @@ def _moe_kernels(m: ModelConfig, tokens: int, dt: _Dtypes, calls: int) -> list[K
     E, k, d = m.n_routed_experts, m.num_experts_per_tok, m.hidden_size
     router = router_params(m)
     expert = expert_shape(m)
+    kept = _kept(dt)  # the router keeps 16 bits, as memory sizes it
     out = [
         _gemm(
             "router",
-            gemm_class(dt.act, dt.weight, True),
+            gemm_class(kept.act, kept.weight, True),
             2 * tokens * d * E,
-            packed_bytes(router, dt.w_bits) + packed_bytes(tokens * (d + E), dt.a_bits),
+            packed_bytes(router, kept.w_bits) + packed_bytes(tokens * (d + E), dt.a_bits),
             (1, tokens, E, d),
             calls,
         )
@@ -788,7 +799,7 @@ def _latent_proj(
 
 
 def _norm(name: str, tokens: int, weights: int, d: int, dt: _Dtypes, calls: int) -> Kernel:
-    nbytes = packed_bytes(2 * tokens * d, dt.a_bits) + packed_bytes(weights, dt.w_bits)
+    nbytes = packed_bytes(2 * tokens * d, dt.a_bits) + packed_bytes(weights, _kept(dt).w_bits)
     return _elementwise(
         name, dt.act, NORM_FLOPS_PER_ELEMENT * tokens * d, nbytes, tokens * d, calls
     )
@@ -982,6 +993,13 @@ def stored_dtype(scheme: Any, fmt: str | None = None) -> str:
     return f"w{scheme.bits}a16"
 
 
+#: the step's GEMMs whose weights keep 16 bits under a narrower weight dtype (:func:`_kept`)
+KEPT_GEMMS = ("router",)
+
+#: the step's norms :func:`_norm` builds (their weights kept at 16 bits, :func:`_kept`)
+_LAYER_NORMS = ("input_norm", "post_attention_norm", "final_norm")
+
+
 def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kernel]:
     """The kernels with each weight read as the checkpoint stores it: the weights' bytes at
     ``weights_dtype`` replaced by their checkpoint bytes (values and scales; kept tensors in
@@ -995,7 +1013,9 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
             out.append(k)
             continue
         copies = k.shape["active_experts"] if k.kind == "moe" else 1
-        logical = packed_bytes(copies * s.params, dt.w_bits)
+        # the weights as the kernel was built: a router's and a norm's kept at 16 bits
+        built = _kept(dt) if k.name in KEPT_GEMMS + _LAYER_NORMS else dt
+        logical = packed_bytes(copies * s.params, built.w_bits)
         # a norm's weights are kept: the kernel keeps its class
         kept = k.dtype if k.kind == "elementwise" else dt.act
         quantized_class = stored_dtype(m.quantization, s.fmt)

@@ -548,6 +548,8 @@ def _bytes_by_part(
         out = {k: Fraction(v * bits, 8) for k, v in parts.items()}
         for part in KEPT_PARTS:  # norms and routers keep 16 bits under a narrower dtype
             out[part] = Fraction(parts[part] * max(bits, NORM_BITS), 8)
+        if bits < NORM_BITS:  # and so do the norms inside attention (counted in its part)
+            out["attention"] += _attention_norms(m, lay.tp, layers) * (NORM_BITS - bits) / 8
         return out
     out = {k: v * ratios[k] for k, v in parts.items()}
     # tensor by tensor where one part holds tensors in different formats that split apart:
@@ -558,6 +560,42 @@ def _bytes_by_part(
     if include_mtp and last:
         out["mtp"] = sum((nb * Fraction(f) for _, nb, f in _mtp_shares(m, lay)), Fraction(0))
     return out
+
+
+@lru_cache(maxsize=64)
+def _attention_norms(m: ModelConfig, tp: int, layers: range) -> Fraction:
+    """Parameters of the norms inside attention (MLA's ``q_a_layernorm`` / ``kv_a_layernorm``,
+    a DSA indexer's key norm, Qwen3's and Gemma's query/key norms) a tensor-parallel rank
+    holds over ``layers``, each split as :func:`_attention_share` splits its layer: MLA's
+    latent norms and an indexer's whole, a norm of one head's width whole, a K norm over the
+    K/V heads, any other over ``tp``; a linear-attention or compressed layer's at its
+    layer's share."""
+    kinds = layer_pattern_of(m)
+    total = Fraction(0)
+    for t in tensors(m):
+        if part_of(t.name) != "attention" or ".layers." not in t.name:
+            continue
+        name = t.name.rsplit(".", 1)[0]
+        if "norm" not in name.rsplit(".", 1)[-1]:
+            continue
+        i = int(t.name.split(".layers.", 1)[1].split(".", 1)[0])
+        if i not in layers:
+            continue
+        kind = kinds[i]
+        sub = kind_model(m, kind)
+        widths = {sub.head_dim, sub.global_head_dim, sub.v_head_dim} - {None}
+        if tp == 1 or m.is_mla or ".indexer." in t.name:
+            share = Fraction(1)
+        elif kind.attention in STATE_KINDS or kind.attention in COMPRESSED_KINDS:
+            share = _attention_share(m, kind, tp)
+        elif t.shape[0] in widths:
+            share = Fraction(1)
+        elif ".k_norm." in t.name:
+            share = Fraction(kv_head_share(sub.num_key_value_heads, tp))
+        else:
+            share = Fraction(1, tp)
+        total += t.numel * share
+    return total
 
 
 @lru_cache(maxsize=16)

@@ -1,0 +1,93 @@
+"""The tensors kept at 16 bits under a narrower weight dtype (cost.quant's never-quantized list:
+MoE routers, every norm, attention's own included) are sized and timed in bf16 on every
+route: memory's parts against an independent meta-device count (transformers), and the router
+kernel's class equal to its memory's format (the checkpoint path's, which times it bf16)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import mlacalc
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.layout import make_layout, weight_bytes_by_part
+from mlacalc.words.dtypes import resolve_kv_layout
+
+CONFIGS = Path(__file__).parent / "data" / "hf-configs"
+
+
+def _meta_count(path: Path) -> Counter:
+    """Parameters by part of the model transformers builds on the meta device: attention's
+    norms apart from the rest of attention, the router with its correction bias."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    d = json.loads(path.read_text())
+    d.pop("quantization_config", None)
+    d.pop("auto_map", None)
+    cfg = transformers.AutoConfig.for_model(d.pop("model_type"), **d)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    c: Counter = Counter()
+    named = list(model.named_parameters()) + list(model.named_buffers())
+    for n, p in named:
+        if "e_score_correction_bias" in n or re.search(r"mlp\.gate\.weight$", n):
+            c["router"] += p.numel()
+        elif "self_attn" in n and isinstance(p, torch.nn.Parameter):
+            c["attention_norm" if "norm" in n else "attention"] += p.numel()
+    return c
+
+
+@pytest.mark.parametrize("name", ["qwen3-8b", "qwen3-30b-a3b", "deepseek-v2-lite"])
+@pytest.mark.parametrize("dtype", ["fp8", "fp4"])
+def test_attention_norms_and_routers_sized_at_16_bits(name, dtype):
+    """Attention under a narrower dtype: its projections at the dtype's bits, its norms at 16
+    (qwen3-8b's 36 x (128 + 128) q/k norms, 9,216 weights, had been 1 byte each under fp8);
+    the routers (with DeepSeek's correction bias) at 16, all from the meta-device count."""
+    path = CONFIGS / f"{name}.config.json"
+    c = _meta_count(path)
+    m = mlacalc.load_model(str(path))
+    parts = weight_bytes_by_part(m, make_layout(m, 1), dtype)
+    bits = {"fp8": 8, "fp4": 4}[dtype]
+    assert c["attention_norm"] > 0
+    assert parts["attention"] == -(-(c["attention"] * bits + c["attention_norm"] * 16) // 8)
+    assert parts.get("router", 0) == 2 * c["router"]
+
+
+def test_deepseek_v3_attention_norms_at_16_bits():
+    """DeepSeek-V3's q_a / kv_a layernorms, 61 x (1,536 + 512) = 124,928 weights (the
+    meta-device count the review took), 2 bytes each under fp8, on every TP rank (whole)."""
+    m = mlacalc.load_model(str(CONFIGS / "deepseek-v3.config.json"))
+    for tp in (1, 8):
+        lay = make_layout(m, tp)
+        fp8 = weight_bytes_by_part(m, lay, "fp8")["attention"]
+        bf16 = weight_bytes_by_part(m, lay, "bf16")["attention"]
+        assert bf16 - fp8 == (bf16 - 2 * 124_928) // 2  # only the projections halve
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "fp4"])
+def test_router_kernel_dtype_is_its_memorys(dtype):
+    """The router GEMM under --weight-dtype fp8 had been timed as an fp8 GEMM (0.523 ms of a
+    DeepSeek-V3 H200 TP8 step) while memory held it in bf16; it now reads bf16 weights in the
+    bf16 class, as the fp8 checkpoint times it (0.382 ms)."""
+    m = mlacalc.load_model("deepseek-v3")
+    ks = {k.name: k for k in step_kernels(m, "decode", 2048, batch=8, weight_dtype=dtype)}
+    stored = {k.name: k for k in step_kernels(m, "decode", 2048, batch=8)}
+    router = ks["router"]
+    assert router.dtype == stored["router"].dtype == "bf16"
+    assert router.bytes == stored["router"].bytes  # the checkpoint keeps the router bf16 too
+    lay = make_layout(m, 1)
+    assert (
+        weight_bytes_by_part(m, lay, dtype)["router"]
+        == weight_bytes_by_part(m, lay, "bf16")["router"]
+    )
+    hw = load_hardware("H200")
+    step = StepModel(m, make_layout(m, 8), dtype, resolve_kv_layout("bf16"), hw)
+    specs = {s.name: s for s in step.specs(dec_B=8, dec_S=2048)}
+    assert specs["router"].dtype == "bf16"
+    assert specs["routed_experts"].dtype != "bf16"  # the experts keep the asked format
