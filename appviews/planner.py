@@ -18,7 +18,6 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.plan import duration_text
 from mlacalc.serving.scheduler import (
-    Scheduler,
     defaults_words,
     engine_settings,
 )
@@ -74,8 +73,7 @@ def _search(
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
     scheduler defaults as ``mlacalc search --engine`` takes them (its running cap, token budget
-    and overlap scheduling; chunked prefill it searches)."""
-    s = engine_settings(engine)
+    and overlap scheduling; chunked prefill it searches): search(engine=) fills them."""
     r = search(
         model,
         hardware,
@@ -87,9 +85,6 @@ def _search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         engine=engine,
-        max_running=s["max_running"],
-        max_tokens=s["max_tokens"],
-        scheduler=Scheduler(overlap=bool(s["overlap_schedule"])),
     )
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
     how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration)

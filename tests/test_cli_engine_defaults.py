@@ -106,7 +106,7 @@ def test_search_engine_takes_its_admission_defaults(run):
     assert "chunked prefill searched (--chunked-prefills)" in out
     none = json.loads(run(*args, "--engine", "vllm", "--engine-defaults", "none")[0])
     assert none["scheduler_defaults"] is None
-    bare = search("llama-3-8b", "H100-SXM", [1], **kw).best
+    bare = search("llama-3-8b", "H100-SXM", [1], **kw, engine_defaults="none").best
     assert _figures(none["best"]) == pytest.approx(_figures(bare), rel=1e-9)
 
 

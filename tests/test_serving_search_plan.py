@@ -52,7 +52,8 @@ def plan_of(r, p, model):
         osl=r.osl,
         concurrency=p["concurrency"],
         engine=r.engine,
-        engine_defaults="none",  # the search ran the engine's kernels, not its scheduler's
+        engine_defaults="none",  # the search's scheduler values, as it took them:
+        **r.scheduler_defaults_applied,
         **extra,
     )
 

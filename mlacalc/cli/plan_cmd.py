@@ -289,7 +289,7 @@ def command(
     launch, model_path = launch_values(engine_opts)
     serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
     # the engine's defaults are plan's to fill (engine_defaults): one rule for the API and CLI
-    engine = engine_option_values(engine_opts, chunks is True, serving_engine, mtp_tokens, False)
+    engine = engine_option_values(engine_opts, serving_engine)
     defaults, note = defaults_note(engine, chunks)
     p = make_plan(
         loaded := load(model),

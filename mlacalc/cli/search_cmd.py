@@ -348,7 +348,8 @@ def command(
             "lists every point in --format csv or json: give one of them", param_hint="--all"
         )
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
-    engine = engine_option_values(engine_opts, chunked=False, serving_engine=serving_engine)
+    # the engine's defaults are search's to fill (engine_defaults): one rule for the API and CLI
+    engine = engine_option_values(engine_opts, serving_engine)
     defaults, note = defaults_note(
         engine, chunked=False
     )  # whose defaults filled what was not given
@@ -376,13 +377,18 @@ def command(
         engine=serving_engine,
         max_running=engine["max_running"],
         max_tokens=engine["max_tokens"],
-        scheduler=Scheduler(host_step_s=engine["host_step_s"], overlap=engine["overlap_schedule"]),
+        scheduler=Scheduler(host_step_s=engine["host_step_s"]),
+        overlap_schedule=engine["overlap_schedule"],
+        engine_defaults=defaults or "none",
         component_choices=choices,
         batches=count_list(batches_text, "--batches", "sequences", MAX_BATCH, "64,128,256"),
         chunked_prefills=None
         if chunks_text.strip() == "none"
         else size_list(chunks_text, "--chunked-prefills"),
     )
+    engine.update(result.scheduler_defaults_applied)  # what plan and launch are given
+    if engine["overlap_schedule"] is None:  # no engine's defaults: on, as search ran it
+        engine["overlap_schedule"] = True
     stored = stored_weight_dtype(loaded) if fmt in ("json", "csv") else None
     if fmt == "csv":
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
@@ -393,7 +399,6 @@ def command(
         emit(fmt, rows, list, rows_csv=True)
         return
     doc = result.to_dict()
-    doc["scheduler_defaults"] = defaults
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
         doc["frontier"] = [with_stored_dtype(p, stored) for p in doc["frontier"]]

@@ -234,30 +234,21 @@ def launch_values(opts: dict[str, Any]) -> tuple[str | None, str | None]:
     return launch, model_path
 
 
-def engine_option_values(
-    opts: dict[str, Any],
-    chunked: bool = True,
-    serving_engine: str | None = None,
-    drafts: int | None = 0,
-    fill: bool = True,
-) -> dict[str, Any]:
-    """The library's arguments of the options (``opts`` pops them): an engine's defaults
-    where the option was not given, that engine ``--engine-defaults`` or, without it, the
-    serving engine (``--engine``; ``--engine-defaults none``: no defaults). ``"defaults"``
-    holds the engine whose defaults were taken (None: none), for the output to say;
-    ``drafts``: the MTP draft tokens (an engine may run without overlap scheduling then);
-    ``fill`` False: the options left out stay None, for :func:`mlacalc.plan` to fill with
-    that engine's (``engine_defaults``), one rule for the API and the CLI."""
+def engine_option_values(opts: dict[str, Any], serving_engine: str | None = None) -> dict[str, Any]:
+    """The library's arguments of the options (``opts`` pops them), those left out None, for
+    :func:`mlacalc.plan` and :func:`mlacalc.search` to fill with the scheduler defaults of
+    the engine ``"defaults"`` holds (``--engine-defaults``, else the serving engine
+    ``--engine``; None: none, ``--engine-defaults none``): their ``engine_defaults``, one rule
+    for the API and the CLI (:func:`mlacalc.serving.scheduler.with_engine_defaults`)."""
     out: dict[str, Any] = {
         "max_running": opts.pop("max_running"),
         "max_tokens": opts.pop("max_tokens"),
         "host_step_s": opts.pop("host_step_ms") / 1e3,
+        "overlap_schedule": opts.pop("overlap_schedule"),
     }
-    overlap = opts.pop("overlap_schedule")
     engine = opts.pop("engine_defaults")
     engine = serving_engine if engine is None else engine
-    engine = None if engine == "none" else engine
-    out["defaults"] = engine
+    out["defaults"] = None if engine == "none" else engine
     if "host_per_sequence_ms" in opts:  # plan's
         out["host_per_sequence_s"] = opts.pop("host_per_sequence_ms") / 1e3
         out["launch_s"] = opts.pop("launch_us") / 1e6
@@ -266,20 +257,6 @@ def engine_option_values(
             out[name] = opts.pop(name)
         formats = {c: opts.pop(f"{c}_dtype") for _, c, _ in _COMPONENT_FLAGS}
         out["component_dtypes"] = {c: f for c, f in formats.items() if f is not None} or None
-    out["overlap_schedule"] = True if overlap is None and fill else overlap
-    if engine is not None and fill:
-        # deferred: the scheduler's table needs numpy beneath it; --help stays light
-        from mlacalc.serving.scheduler import engine_settings
-
-        for name, value in engine_settings(engine, drafts).items():
-            if name == "chunked_prefill":  # plan's own flag; search runs its own budgets
-                if chunked and not given("chunked_prefill"):
-                    out[name] = value
-            elif name == "overlap_schedule":
-                if overlap is None:
-                    out[name] = value
-            elif name in out and out[name] is None:  # an option left out
-                out[name] = value
     return out
 
 

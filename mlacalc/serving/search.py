@@ -49,7 +49,7 @@ from mlacalc.serving.layout import weight_format
 from mlacalc.serving.plan_checks import check_int, check_number
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
-from mlacalc.serving.scheduler import Scheduler
+from mlacalc.serving.scheduler import Scheduler, with_engine_defaults
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
     SearchRequest,
@@ -59,7 +59,7 @@ from mlacalc.serving.search_space import (
     weight_key,
 )
 from mlacalc.words import defaults as D
-from mlacalc.words.arguments import MAX_BATCH, count, one_or_many
+from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
@@ -172,6 +172,11 @@ class SearchResult:
     routed_experts: int = 0
     #: what the search warns of as data (the input read otherwise, kernels standing in)
     warnings: tuple[str, ...] = field(default=())
+    #: the engine whose scheduler defaults filled the arguments left out (None: none), and
+    #: each argument it filled with its value, as :attr:`mlacalc.Plan.scheduler_defaults`
+    #: (a plan of a point given these runs it as the search did)
+    scheduler_defaults: str | None = None
+    scheduler_defaults_applied: dict[str, Any] = field(default_factory=dict)
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -226,6 +231,8 @@ class SearchResult:
             "memory_reserve": self.memory_reserve,
             "page_size": self.page_size,
             "budget": self.budget,
+            "scheduler_defaults": self.scheduler_defaults,
+            "scheduler_defaults_applied": dict(self.scheduler_defaults_applied),
         }
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -344,6 +351,8 @@ def check_search(
     engine: Any = None,
     component_choices: Any = None,
     chunked_prefills: Any = None,
+    overlap_schedule: Any = None,
+    engine_defaults: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -396,6 +405,9 @@ def check_search(
         whole = tight_counts(budget, gpus)
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
+    max_running, max_tokens, scheduler, record = scheduler_of(
+        engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
+    )
     return SearchRequest(
         m=m,
         hw=hw,
@@ -420,7 +432,8 @@ def check_search(
         budget=budget,
         max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
-        scheduler=_check_scheduler(scheduler),
+        scheduler=scheduler,
+        scheduler_record=record,
         components=components,
         whole_gpus=whole,
         weight_cache=cache,
@@ -455,6 +468,46 @@ def _check_component_choices(
         if key not in out:
             out.append(key)
     return tuple(out)
+
+
+def scheduler_of(
+    engine: Any,
+    engine_defaults: Any,
+    max_running: Any,
+    max_tokens: Any,
+    scheduler: Any,
+    overlap_schedule: Any,
+) -> tuple[Any, Any, Scheduler, dict[str, Any]]:
+    """The search's ``max_running``, ``max_tokens`` and :class:`Scheduler` with the scheduler
+    defaults of the engine ``engine_defaults`` names (None: ``engine``'s; ``"none"``: none)
+    where left out, by :func:`~mlacalc.serving.scheduler.with_engine_defaults`, the rule
+    :func:`mlacalc.plan` follows; and ``{"scheduler_defaults": ..., "scheduler_defaults_applied":
+    ...}``. Left out: None, and the scheduler's ``overlap`` at its default (on) where
+    ``overlap_schedule`` is None (``overlap_schedule=True`` keeps it on under an engine whose
+    default is off). No chunked prefill is filled: the search runs its own budgets."""
+    scheduler = _check_scheduler(scheduler)
+    if overlap_schedule is not None:
+        overlap_schedule = flag("overlap_schedule", overlap_schedule)
+    elif scheduler is not None and not scheduler.overlap:
+        overlap_schedule = False  # the scheduler's own choice
+    args = with_engine_defaults(
+        {
+            "engine": engine,
+            "engine_defaults": engine_defaults,
+            "max_running": max_running,
+            "max_tokens": max_tokens,
+            "overlap_schedule": overlap_schedule,
+            "cuda_graph_max_batch": scheduler and scheduler.cuda_graph_max_batch,
+            "isl": None,  # no chunked prefill filled (with_engine_defaults: none without isl)
+        }
+    )
+    filled = dataclasses.replace(
+        scheduler or Scheduler(),
+        overlap=args["overlap_schedule"],
+        cuda_graph_max_batch=args["cuda_graph_max_batch"],
+    )
+    record = {k: args[k] for k in ("scheduler_defaults", "scheduler_defaults_applied")}
+    return args["max_running"], args["max_tokens"], filled, record
 
 
 def _check_scheduler(scheduler: Any) -> Scheduler | None:
@@ -677,6 +730,8 @@ def search(
     engine: str | None = None,
     component_choices: Any = None,
     chunked_prefills: Any = CHUNKS,
+    overlap_schedule: bool | None = None,
+    engine_defaults: str | None = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -693,7 +748,13 @@ def search(
     its ``component_dtypes`` (:mod:`mlacalc.serving.precision`); ``chunked_prefills``: the
     token budgets of chunked prefill the aggregated points are also run at (each point says
     its ``chunked_prefill``, None: whole prompts; ``None`` or ``()``: whole prompts only; with
-    ``prefill_pass="separate"`` none, as plan refuses the two together).
+    ``prefill_pass="separate"`` none, as plan refuses the two together). With an ``engine``,
+    its scheduler defaults fill ``max_running``, ``max_tokens``, the overlap
+    (``overlap_schedule``, else the ``scheduler``'s where it turns it off) and the scheduler's
+    ``cuda_graph_max_batch`` where left out, as :func:`mlacalc.plan` and ``mlacalc search
+    --engine`` do (not its chunked prefill: the search runs ``chunked_prefills``);
+    ``engine_defaults`` names another engine's, or ``"none"`` (``SearchResult.
+    scheduler_defaults`` and ``scheduler_defaults_applied`` say what was taken).
 
     Examples
     --------
@@ -755,6 +816,7 @@ def search(
         best_calibration=best_cal + req.engine_note if best_cal else "",
         warnings=(req.engine_note.removeprefix("; "),) if req.engine_note else (),
         budget=req.budget,
+        **req.scheduler_record,
     )
 
 

@@ -79,6 +79,9 @@ class SearchRequest:
     max_running: int | None = None
     max_tokens: int | None = None
     scheduler: Scheduler | None = None
+    #: the engine whose scheduler defaults filled those left out, and what each took
+    #: (:func:`mlacalc.serving.search.scheduler_of`)
+    scheduler_record: dict = field(default_factory=dict, compare=False)
     #: the per-component weight formats tried over each weight dtype (``()``: none; each a
     #: sorted tuple of (component, format), :mod:`mlacalc.serving.precision`)
     components: tuple[tuple[tuple[str, str], ...], ...] = ((),)

@@ -1,0 +1,68 @@
+"""search(engine=) takes the engine's scheduler defaults where left out, as plan(engine=) and
+``mlacalc search --engine`` do (one rule, scheduler.with_engine_defaults; the CLI had its own
+loop). Before, the API's search took the engine's kernels only: llama-3-8b on one H100, isl
+100, osl 100, TTFT 2 s, TPOT 0.2 s, vLLM: best batch 1745 (past vLLM's 1,024 running cap),
+TPOT 71.1 ms, 24,412 tok/s, while the CLI's picked batch 1,024, TPOT 42.5 ms, 24,022 tok/s."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlacalc import search
+from mlacalc.serving.scheduler import Scheduler
+
+ASK = dict(isl=100, osl=100, ttft=2.0, tpot=0.2)
+CLI = ("search", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 100, "--osl", 100,
+       "--ttft", "2s", "--tpot", "200ms", "--format", "json")  # fmt: skip
+KEYS = ("layout", "batch_per_group", "weight_dtype", "kv_dtype", "chunked_prefill", "ttft_s",
+        "tpot_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu")  # fmt: skip
+
+
+def test_api_search_takes_the_engine_s_defaults_as_the_cli_to_the_digit(run):
+    r = search("llama-3-8b", "H100-SXM", [1], **ASK, engine="vllm")
+    assert r.best["batch_per_group"] <= 1024  # vLLM's max_num_seqs (before: 1745)
+    assert r.best["batch_per_group"] == 1024 and r.best["tpot_s"] == pytest.approx(0.04251, 1e-3)
+    assert r.scheduler_defaults == "vllm"
+    assert r.scheduler_defaults_applied == {
+        "max_running": 1024,
+        "max_tokens": 8192,
+        "overlap_schedule": False,
+        "cuda_graph_max_batch": 512,
+    }  # no chunked prefill: the search runs its own budgets
+    doc = json.loads(run(*CLI, "--engine", "vllm")[0])
+    assert doc["scheduler_defaults"] == "vllm"
+    assert doc["scheduler_defaults_applied"] == r.scheduler_defaults_applied
+    assert {k: doc["best"][k] for k in KEYS} == {k: r.best[k] for k in KEYS}  # to the digit
+    assert r.to_dict()["scheduler_defaults_applied"] == r.scheduler_defaults_applied
+
+
+def test_engine_defaults_none_is_the_kernels_alone_as_the_cli():
+    bare = search("llama-3-8b", "H100-SXM", [1], **ASK, engine="vllm", engine_defaults="none")
+    assert bare.scheduler_defaults is None and bare.scheduler_defaults_applied == {}
+    assert bare.best["batch_per_group"] == 1745  # the figure the API gave before
+    other = search("llama-3-8b", "H100-SXM", [1], **ASK, engine_defaults="vllm")
+    assert other.scheduler_defaults == "vllm" and other.engine == "trtllm"
+    assert other.scheduler_defaults_applied["max_running"] == 1024
+
+
+def test_given_values_stand_over_the_engine_s():
+    r = search("llama-3-8b", "H100-SXM", [1], **ASK, engine="vllm", max_running=512,
+               overlap_schedule=True)  # fmt: skip
+    assert r.best["batch_per_group"] <= 512
+    assert "max_running" not in r.scheduler_defaults_applied
+    assert "overlap_schedule" not in r.scheduler_defaults_applied
+    # a scheduler that turns the overlap off keeps it off under an engine whose default is on
+    r = search("llama-3-8b", "H100-SXM", [1], **ASK, engine="sglang",
+               scheduler=Scheduler(overlap=False))  # fmt: skip
+    assert "overlap_schedule" not in r.scheduler_defaults_applied
+    assert r.scheduler_defaults_applied["max_tokens"] == 16384
+
+
+@pytest.mark.parametrize("bad", ["tensorrt", 3])
+def test_a_bad_engine_defaults_is_refused_naming_it(bad):
+    from mlacalc.words.errors import MlacalcError
+
+    with pytest.raises(MlacalcError, match="engine_defaults"):
+        search("llama-3-8b", "H100-SXM", [1], **ASK, engine_defaults=bad)
