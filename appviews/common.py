@@ -11,7 +11,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig, beyond_positions, parse_upload
-from mlacalc.render import grid_rows, render_json, render_rows_csv
+from mlacalc.render import grid_rows, human_si, render_json, render_rows_csv
 from mlacalc.report import model_report
 
 from .urlstate import UrlState
@@ -140,3 +140,10 @@ def engine_words(engine: str, profile: str, calibration: str) -> str:
         head += f" ({found.group(1)} kernels stand in: {found.group(3)})"
         calibration = (calibration[: found.start()] + calibration[found.end() :]).strip("; ")
     return f"{head}; " + (f"profile '{profile}': {calibration}" if profile else calibration)
+
+
+def decade_ticks() -> dict:
+    """A log axis's ticks at the powers of ten, each in one unit style (``100 T``, ``1 P``):
+    plotly's SI prefixes stop at T and wrote 10^15 beside 100T."""
+    decades = [10.0**e for e in range(0, 22)]
+    return dict(tickvals=decades, ticktext=[human_si(v).replace(".00", "") for v in decades])

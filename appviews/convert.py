@@ -55,6 +55,11 @@ def _ranks(equivalence: int, svd: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: The three small charts side by side have no toolbar: on a third of the page its icons sat
+#: over their titles ("cache per tok[camera]en")
+SMALL_CHART = {"displayModeBar": False}
+
+
 def _figure(rows: list[dict], key: str, title: str, unit: str, scale: float) -> go.Figure:
     src, conv = rows[0], rows[1:]
     fig = go.Figure(
@@ -207,13 +212,18 @@ def render(sc: Scenario) -> None:
         _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024),
         key="cv_cache_chart",
         width="stretch",
+        config=SMALL_CHART,
     )
     g2.plotly_chart(
         _figure(rows, "params", "parameters", "billions", 1e9),
         key="cv_params_chart",
         width="stretch",
+        config=SMALL_CHART,
     )
     g3.plotly_chart(
-        _figure(rows, "decode_s", "decode step", "ms", 1e-3), key="cv_time_chart", width="stretch"
+        _figure(rows, "decode_s", "decode step", "ms", 1e-3),
+        key="cv_time_chart",
+        width="stretch",
+        config=SMALL_CHART,
     )
     download(rows, f"{m.name}-{method}-ranks", "dl_convert")

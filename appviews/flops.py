@@ -11,7 +11,7 @@ from mlacalc.timemodel.insight import absorption_crossover
 from mlacalc.words.units import human_si
 from mlacalc.words.vocab import MATMUL_STAGES
 
-from .common import Scenario, download, show_context_warning, show_table
+from .common import Scenario, decade_ticks, download, show_context_warning, show_table
 
 TITLE = "FLOPs"
 #: kinds of layer the variant's formulas describe as they are
@@ -107,7 +107,11 @@ def render(sc: Scenario) -> None:
                 y=[float(r["stage_flops"][stage]) for r in shown],  # charts take floats
             )
         )
-    flops_log = st.checkbox("log scale (stages side by side)", key="flops_log")
+    # a linear axis hides the bars far below the tallest (compressed 2.15 P beside others of
+    # a few percent of it): log by default there
+    totals = [sum(float(v) for v in r["stage_flops"].values()) for r in shown]
+    spread = max(totals) / max(min(totals), 1.0) if totals else 1.0
+    flops_log = st.checkbox("log scale (stages side by side)", value=spread > 10, key="flops_log")
     fig.update_layout(
         barmode="group" if flops_log else "stack",
         title=f"Attention FLOPs of one {phase} step, all layers, batch {sc.batch:,}",
@@ -115,7 +119,10 @@ def render(sc: Scenario) -> None:
         height=360,
         margin=dict(t=50),
     )
-    fig.update_yaxes(type="log" if flops_log else "linear", exponentformat="SI")
+    if flops_log:
+        fig.update_yaxes(type="log", **decade_ticks())
+    else:
+        fig.update_yaxes(type="linear", exponentformat="SI")
     st.plotly_chart(fig, width="stretch", key="flops_chart")
     default = next((r["label"] for r in shown if r["default"]), None)
     if default and default.endswith(" (default)"):

@@ -103,8 +103,8 @@ def _scatter(points: list[dict[str, Any]], key: str) -> None:
                 line={"dash": dash, "color": "gray"},
             )
         )
-    fig.update_xaxes(type="log", title="measured (s)")
-    fig.update_yaxes(type="log", title="predicted (s)")
+    fig.update_xaxes(type="log", title="measured (s)", dtick="D2")  # 1, 2, 5: not every digit
+    fig.update_yaxes(type="log", title="predicted (s)", dtick="D2")
     fig.update_layout(height=460, margin={"t": 20})
     st.plotly_chart(fig, width="stretch", key=key)
 
@@ -261,8 +261,8 @@ def _bench_section() -> None:
                 line={"dash": "dash"},
             )
         )
-        fig.update_xaxes(type="log", title="measured (s)")
-        fig.update_yaxes(type="log", title="predicted (s)")
+        fig.update_xaxes(type="log", title="measured (s)", dtick="D2")  # 1, 2, 5: not every digit
+        fig.update_yaxes(type="log", title="predicted (s)", dtick="D2")
         fig.update_layout(height=380, margin={"t": 20})
         st.plotly_chart(fig, width="stretch", key=f"val_{v['name']}")
         show_table(

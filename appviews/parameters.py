@@ -23,7 +23,9 @@ def shares_figure(breakdown: dict[str, int]) -> go.Figure:
             y=list(parts.keys()),
             orientation="h",
             text=[f"{human_si(v)} ({100 * v / total:.1f}%)" for v in parts.values()],
-            textposition="auto",
+            # a thin bar (norms, 0.0%) has no room inside: its label goes beside it
+            textposition=["inside" if 100 * v / total > 40 else "outside" for v in parts.values()],
+            cliponaxis=False,
         )
     )
     fig.update_layout(

@@ -15,7 +15,14 @@ from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
 from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
-from .common import Scenario, engine_words, show_context_warning, show_table, validation
+from .common import (
+    Scenario,
+    decade_ticks,
+    engine_words,
+    show_context_warning,
+    show_table,
+    validation,
+)
 
 #: A kernel the engine runs in place of the counted one, in words where its class name is not
 RUNS_AS = {MMHA_RUNS_AS: MMHA_WORDS}
@@ -223,7 +230,7 @@ def render(sc: Scenario) -> None:
             "roofline."
         )
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
-    fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})", exponentformat="SI")
+    fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})", **decade_ticks())
     fig.update_layout(
         title=f"Roofline of one {device.name} and one attention layer's kernels",
         height=420,

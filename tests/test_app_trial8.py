@@ -178,3 +178,50 @@ def test_planner_kernel_table_has_the_cli_digits():
     ms = dict(zip(table["kernel"], table["ms"]))
     assert all(isinstance(v, str) and len(v.split(".")[1]) == 3 for v in ms.values()), ms
     assert float(ms["qkv_a_proj"]) > 0
+
+
+def _charts(at) -> list[dict]:
+    import json
+
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def test_rough_edges_of_the_charts():
+    # FLOPs: a linear axis showed only "compressed" (the others slivers): log when they spread
+    at = run("FLOPs")
+    assert at.checkbox(key="flops_log").value is True
+    # Roofline: ticks "10^15" beside "100T": one unit on every tick
+    (roof,) = [s for s in _charts(run("Roofline")) if "Roofline" in s["layout"]["title"]["text"]]
+    assert (
+        "1 P" in roof["layout"]["yaxis"]["ticktext"]
+        and "100 T" in roof["layout"]["yaxis"]["ticktext"]
+    )
+    # Parameters: the thin norms bar had no label (inside, with no room)
+    (shares,) = [s for s in _charts(run("Parameters")) if "by part" in s["layout"]["title"]["text"]]
+    bar = shares["data"][0]
+    labels = dict(zip(bar["y"], bar["textposition"]))
+    assert labels["norms"] == "outside", labels
+    # Convert to MLA: no toolbar over the three small charts' titles
+    at = run("Convert to MLA", model="llama-3.1-70b")
+    configs = [json_config(c) for c in at.get("plotly_chart")]
+    assert len(configs) >= 3 and all('"displayModeBar": false' in c for c in configs[-3:]), configs
+
+
+def json_config(chart) -> str:
+    return chart.proto.config
+
+
+def test_flops_log_axis_has_one_unit_on_every_tick():
+    # before: "10^15" beside "100T" (plotly's SI stops at T)
+    (chart,) = [
+        s for s in _charts(run("FLOPs")) if "Attention FLOPs" in s["layout"]["title"]["text"]
+    ]
+    assert (
+        chart["layout"]["yaxis"]["type"] == "log" and "1 P" in chart["layout"]["yaxis"]["ticktext"]
+    )
+
+
+def test_measured_sets_axes_label_one_two_five_not_every_digit():
+    # before: the H200 chart's x axis printed every minor tick (6 7 8 9 0.001 2 3 4 5 ...)
+    specs = _charts(run("Measured sets"))
+    assert specs and all(s["layout"]["xaxis"].get("dtick") == "D2" for s in specs), specs[:1]
