@@ -99,9 +99,15 @@ def test_component_formats_are_a_searched_choice(run):
                component_choices=[{"experts": "nvfp4"}])  # fmt: skip
     formats = {tuple(p["component_dtypes"].items()) for p in r.points}
     assert formats == {(), (("experts", "nvfp4"),)}
-    b = r.best
-    assert b["component_dtypes"] == {"experts": "nvfp4"}  # fits 4 GPUs: two replicas
-    assert b["gpus"] == 4 and b["replicas"] == 2
+    assert r.best["component_dtypes"] == {"experts": "nvfp4"}
+    # nvfp4 experts fit 4 GPUs: two replicas of them (the best until the MoE classes were
+    # refitted with a power-law row's experts padded one by one, c1c8015: TP4 DP-attention2
+    # EP8 at 256 a group now meets the 50 ms TPOT, 49.89 ms, at 10,247 tokens/s against the
+    # replicas' 9,723); plan of that point gives its figures
+    fours = [p for p in r.points if p["gpus"] == 4 and p["meets_targets"]
+             and p["component_dtypes"] == {"experts": "nvfp4"}]  # fmt: skip
+    b = max(fours, key=lambda p: p["budget_output_tokens_per_s"])
+    assert b["replicas"] == 2 and b["layout"] == "TP4 EP4"
     lay = dict(tp=b["tp"], ep=b["ep"], kv_dtype=b["kv_dtype"])
     p = plan(DSV3, B200, 4, **lay, isl=2000, osl=500, concurrency=b["concurrency"],
              component_dtypes=b["component_dtypes"])  # fmt: skip
