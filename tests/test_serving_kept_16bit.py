@@ -91,3 +91,29 @@ def test_router_kernel_dtype_is_its_memorys(dtype):
     specs = {s.name: s for s in step.specs(dec_B=8, dec_S=2048)}
     assert specs["router"].dtype == "bf16"
     assert specs["routed_experts"].dtype != "bf16"  # the experts keep the asked format
+
+
+def test_norm_and_router_kernels_read_the_same_bytes_whatever_the_weight_dtype():
+    """DeepSeek-V3's norms (the latent q_a / kv_a ones had read 1 byte a weight under fp8:
+    4,608 and 1,536 B of a 9,216 and 3,072 B kernel) and router read the same bytes under
+    fp8, bf16 and the fp8 checkpoint, all in the bf16 class."""
+    names = ("input_norm", "q_a_layernorm", "kv_a_layernorm", "post_attention_norm", "router")
+    by = {}
+    for w in ("fp8", "fp4", "bf16", None):
+        ks = {k.name: k for k in step_kernels("deepseek-v3", "decode", 4096, weight_dtype=w)}
+        by[w] = [(ks[n].bytes, ks[n].dtype) for n in names]
+    assert by["fp8"] == by["fp4"] == by["bf16"] == by[None]
+    assert by["fp8"][1] == (9_216, "bf16") and by["fp8"][2] == (3_072, "bf16")
+
+
+def test_mtp_layers_norms_and_router_at_16_bits():
+    """DeepSeek-V3's MTP layer keeps 1,873,152 weights in bf16 under fp8 (by hand: enorm,
+    hnorm, shared_head.norm, input and post-attention norms 5 x 7,168, q_a / kv_a layernorms
+    1,536 + 512, router 256 x 7,168 and its 256 correction biases); they had been 1 byte."""
+    m = mlacalc.load_model(str(CONFIGS / "deepseek-v3.config.json"))
+    kept = 5 * 7_168 + 1_536 + 512 + 256 * 7_168 + 256
+    assert kept == 1_873_152
+    lay = make_layout(m, 1)
+    bf16 = weight_bytes_by_part(m, lay, "bf16", include_mtp=True)["mtp"]
+    fp8 = weight_bytes_by_part(m, lay, "fp8", include_mtp=True)["mtp"]
+    assert fp8 == (bf16 - 2 * kept) // 2 + 2 * kept

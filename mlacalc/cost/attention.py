@@ -411,6 +411,13 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
         b_a=_exact(a_bits, 8),
     )
     fns = gen.LAYERS[model_layer_key(model, impl)]
+    # a norm's weights keep 16 bits under a narrower weight dtype (as memory sizes them:
+    # mlacalc.serving.layout.KEPT_PARTS, cost.quant's _NEVER)
+    kept = Fraction(max(w_bits, 16), w_bits)
+    terms = [
+        t._replace(weight_read=t.weight_read * kept) if t.stage == "norm" and w_bits < 16 else t
+        for t in evaluate(fns.ops, values)
+    ]
     ops = [
         OpCost(
             name=t.name,
@@ -424,7 +431,7 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
             cache_bytes_written=_ceil(t.cache_write),
             shape=tuple(round(x) for x in t.shape) if t.shape else None,
         )
-        for t in evaluate(fns.ops, values)
+        for t in terms
     ]
     layers = model.num_hidden_layers
     stage_flops = dict.fromkeys(STAGES, 0)

@@ -996,8 +996,9 @@ def stored_dtype(scheme: Any, fmt: str | None = None) -> str:
 #: the step's GEMMs whose weights keep 16 bits under a narrower weight dtype (:func:`_kept`)
 KEPT_GEMMS = ("router",)
 
-#: the step's norms :func:`_norm` builds (their weights kept at 16 bits, :func:`_kept`)
-_LAYER_NORMS = ("input_norm", "post_attention_norm", "final_norm")
+#: the step's norms, their weights built at 16 bits under a narrower dtype (:func:`_norm`,
+#: the attention's latent norms in mlacalc.cost.attention and cost.compressed)
+_KEPT_NORMS = ("input_norm", "post_attention_norm", "final_norm", "q_a_layernorm", "kv_a_layernorm")
 
 
 def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kernel]:
@@ -1014,7 +1015,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
             continue
         copies = k.shape["active_experts"] if k.kind == "moe" else 1
         # the weights as the kernel was built: a router's and a norm's kept at 16 bits
-        built = _kept(dt) if k.name in KEPT_GEMMS + _LAYER_NORMS else dt
+        built = _kept(dt) if k.name in KEPT_GEMMS + _KEPT_NORMS else dt
         logical = packed_bytes(copies * s.params, built.w_bits)
         # a norm's weights are kept: the kernel keeps its class
         kept = k.dtype if k.kind == "elementwise" else dt.act

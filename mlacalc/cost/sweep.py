@@ -157,6 +157,12 @@ def sweep(
     if quantity == "attention_flops":
         return np.asarray(layers * evaluate(fns.matmul_flops, values), dtype=np.float64)
     ops = evaluate(fns.ops, values)
+    w_bits = dtype_bits(weight_dtype or m.weights_dtype)
+    if w_bits < 16:  # a norm's weights keep 16 bits, as mlacalc.cost.attention reads them
+        ops = [
+            op._replace(weight_read=op.weight_read * 16 / w_bits) if op.stage == "norm" else op
+            for op in ops
+        ]
     if quantity == "unfused_bytes":
         total = sum(
             op.act_read + op.weight_read + op.cache_read + op.act_write + op.cache_write

@@ -487,6 +487,20 @@ def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=16)
+def _mtp_kept(m: ModelConfig) -> tuple[bool, ...]:
+    """Whether each of :func:`_mtp_tensors` keeps 16 bits under a narrower weight dtype: a
+    norm (the MTP layer's ``enorm`` / ``hnorm``, its decoder layer's, attention's) or its
+    router (:data:`KEPT_PARTS`)."""
+    if not m.num_nextn_predict_layers:
+        return ()
+    main = len(tensors(m))
+    return tuple(
+        part_of(t.name) in ("norms", "moe_router") or "norm" in t.name.rsplit(".", 2)[-2]
+        for t in tensors(m, include_mtp=True)[main:]
+    )
+
+
 def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, Fraction]]:
     """Each MTP tensor's ``(parameters, checkpoint bytes, share one GPU holds)``: the MTP
     layer is a decoder layer and splits as one (its attention by its kind's share, its routed
@@ -550,6 +564,10 @@ def _bytes_by_part(
             out[part] = Fraction(parts[part] * max(bits, NORM_BITS), 8)
         if bits < NORM_BITS:  # and so do the norms inside attention (counted in its part)
             out["attention"] += _attention_norms(m, lay.tp, layers) * (NORM_BITS - bits) / 8
+            if include_mtp and last:  # and the MTP layers' norms and router
+                kept = zip(_mtp_shares(m, lay), _mtp_kept(m))
+                held = sum((n * f for (n, _, f), k in kept if k), Fraction(0))
+                out["mtp"] += held * (NORM_BITS - bits) / 8
         return out
     out = {k: v * ratios[k] for k, v in parts.items()}
     # tensor by tensor where one part holds tensors in different formats that split apart:
