@@ -117,3 +117,21 @@ def test_mtp_layers_norms_and_router_at_16_bits():
     bf16 = weight_bytes_by_part(m, lay, "bf16", include_mtp=True)["mtp"]
     fp8 = weight_bytes_by_part(m, lay, "fp8", include_mtp=True)["mtp"]
     assert fp8 == (bf16 - 2 * kept) // 2 + 2 * kept
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_attention_in_a_format_of_its_own_keeps_its_norms_at_16_bits(fmt):
+    """--attention-dtype (component_dtypes) sizes attention's projections in the format and
+    its norms at 16 bits, as --weight-dtype does: qwen3-8b's 9,216 q/k-norm weights had been
+    sized at the format's bits."""
+    from mlacalc.serving.precision import component_weight_bytes, format_bits
+
+    m = mlacalc.load_model(str(CONFIGS / "qwen3-8b.config.json"))
+    lay = make_layout(m, 1)
+    bf16 = weight_bytes_by_part(m, lay, "bf16")["attention"]
+    got = component_weight_bytes(m, lay, None, {"attention": fmt})["attention"]
+    norms = 36 * (128 + 128)
+    bits = format_bits(fmt)
+    assert got == -(-int(((bf16 // 2 - norms) * bits + norms * 16) * 8) // 64)
+    if fmt == "fp8":
+        assert got == weight_bytes_by_part(m, lay, "fp8")["attention"]

@@ -487,6 +487,12 @@ def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+def attention_norm_params(m: ModelConfig, lay: Layout, include_mtp: bool = False) -> Fraction:
+    """Parameters of the norms inside attention one GPU of the fullest stage holds (kept at
+    16 bits under a narrower format: :func:`_attention_norms`)."""
+    return _attention_norms(m, lay.tp, _fullest_stage(m, lay, include_mtp)[1])
+
+
 @lru_cache(maxsize=16)
 def _mtp_kept(m: ModelConfig) -> tuple[bool, ...]:
     """Whether each of :func:`_mtp_tensors` keeps 16 bits under a narrower weight dtype: a

@@ -34,7 +34,13 @@ from mlacalc.cost.quant import (
 )
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import COMPONENTS, format_dtype
-from mlacalc.serving.layout import Layout, weight_breakdown, weight_bytes_by_part
+from mlacalc.serving.layout import (
+    NORM_BITS,
+    Layout,
+    attention_norm_params,
+    weight_breakdown,
+    weight_bytes_by_part,
+)
 from mlacalc.words.dtypes import (
     canonical_dtype,
     resolve_kv_layout,
@@ -170,7 +176,11 @@ def component_weight_bytes(
     params = weight_breakdown(m, lay, include_mtp)
     for comp, fmt in components.items():
         if comp in _PART and params.get(_PART[comp]):
-            out[_PART[comp]] = math.ceil(params[_PART[comp]] * format_bits(fmt) / 8)
+            bits = format_bits(fmt)
+            nbytes = params[_PART[comp]] * bits / 8
+            if comp == "attention" and bits < NORM_BITS:  # its norms keep 16 bits
+                nbytes += float(attention_norm_params(m, lay, include_mtp)) * (NORM_BITS - bits) / 8
+            out[_PART[comp]] = math.ceil(nbytes)
     emb, head = components.get("embeddings"), components.get("head")
     if (emb or head) and params.get("embedding_head"):
         b = param_counts(m).breakdown
