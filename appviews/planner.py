@@ -476,12 +476,9 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
         return
     c = st.columns([1, 1, 1, 1, 2])
     c[0].metric("TTFT", result.ttft_text().split(" (")[0])
-    if result.prefill_chunks:  # chunked prefill: the prompt's own steps, as `mlacalc plan` says
-        c[0].caption(
-            f"of which the prompt's {result.prefill_chunks:,} chunk step(s) of "
-            f"{result.prefill_chunk_tokens:,} tokens (beside the decode batch): "
-            f"{duration_text(result.prefill_chunks_s)}"
-        )
+    # chunked prefill: the prompt's own steps, as `mlacalc plan` says them (Plan.ttft_parts)
+    for label, s in result.ttft_parts():
+        c[0].caption(f"{label}: {duration_text(s)}")
     none = "n/a (1 token)"
     c[1].metric("TPOT", none if result.tpot_s is None else f"{result.tpot_s * 1e3:,.2f} ms")
     parts = result.tpot_parts()  # the words and figures `mlacalc plan` prints under TPOT

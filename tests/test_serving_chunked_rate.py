@@ -70,3 +70,15 @@ def test_short_prompts_share_a_step_as_the_engines_fill_its_budget():
         assert not [w for w in p.warnings if "chunk" in w], p.warnings
         ttft.append(p.ttft_s)
     assert ttft == sorted(ttft)
+
+
+def test_ttfts_part_is_one_rule_for_the_cli_and_the_app():
+    """Plan.ttft_parts: the prompt's chunk steps under TTFT, in the words `plan` prints and
+    the app shows (two copies of them before)."""
+    p = plan("llama-3-8b", "H100-SXM", gpus=1, isl=2000, osl=100, concurrency=8,
+             chunked_prefill=512)  # fmt: skip
+    ((label, s),) = p.ttft_parts()
+    assert label == "of which the prompt's 4 chunk step(s) of 512 tokens (beside the decode batch)"
+    assert s == p.prefill_chunks_s and 0 < s < p.ttft_s
+    whole = plan("llama-3-8b", "H100-SXM", gpus=1, isl=2000, osl=100, concurrency=8)
+    assert whole.ttft_parts() == []

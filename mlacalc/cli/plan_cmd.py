@@ -659,13 +659,8 @@ def others_prompts_rows(p) -> list[list[str]]:
 def chunk_rows(p) -> list[list[str]]:
     """Chunked prefill: the prompt's own chunk steps, which TTFT adds to the wait for the step
     in progress (one pass of the whole prompt alone is the plan's prefill row)."""
-    if not p.prefill_chunks:
-        return []
-    label = (
-        f"  of which the prompt's {p.prefill_chunks:,} chunk step(s) of "
-        f"{p.prefill_chunk_tokens:,} tokens (beside the decode batch)"
-    )
-    return [[label, _duration(p.prefill_chunks_s)]]  # in TTFT's unit, which it is part of
+    # in TTFT's unit, which it is part of (Plan.ttft_parts: the app's words too)
+    return [[f"  {label}", _duration(s)] for label, s in p.ttft_parts()]
 
 
 def kernels_section(p, model=None) -> Section:

@@ -326,6 +326,19 @@ class Plan:
             ("of which other requests' prompts in the steps", extra),
         ]
 
+    def ttft_parts(self) -> list[tuple[str, float]]:
+        """TTFT's part in words and seconds under chunked prefill: the prompt's own chunk
+        steps beside the decode batch, which TTFT adds to the wait for the step in progress
+        (one pass of the whole prompt alone is the plan's prefill row). The words ``plan``
+        prints and the app shows."""
+        if not self.prefill_chunks:
+            return []
+        label = (
+            f"of which the prompt's {self.prefill_chunks:,} chunk step(s) of "
+            f"{self.prefill_chunk_tokens:,} tokens (beside the decode batch)"
+        )
+        return [(label, self.prefill_chunks_s)]
+
     def queue_text(self) -> str:
         """Requests in flight and queued, in words ("unbounded" when the queue grows)."""
         if self.concurrency is None:
