@@ -1074,7 +1074,9 @@ def stored_attention_cost(cost: AttentionCost, model: ModelConfig | str) -> Atte
         # the stored bytes of the first layer holding that name, in proportion to this op's own
         # weights: exact where the op is that tensor, and a group of other shapes (Gemma 4's
         # global layers beside its sliding ones) keeps its own size at the stored format's rate
-        logical = packed_bytes(s.params, w_bits)
+        # the bits the op was counted at: a norm's 16 under a narrower dtype (cost.attention)
+        bits = max(w_bits, 16) if op.stage == "norm" else w_bits
+        logical = packed_bytes(s.params, bits)
         delta = op.weight_bytes * s.bytes // logical - op.weight_bytes
         moved += delta
         ops.append(
