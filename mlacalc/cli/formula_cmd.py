@@ -8,7 +8,7 @@ from fractions import Fraction
 import click
 
 from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
-from mlacalc.cost.attention import model_dims
+from mlacalc.cost.attention import model_dims, op_weight_bits
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
 from mlacalc.cost.params import param_counts
@@ -288,9 +288,8 @@ def _say_scales_left_out(m, quantity: str, settings: dict) -> None:
     # bits (cost.attention): the checkpoint's bytes beyond b_w are stored less the formula's
     w_bits = dtype_bits(m.weights_dtype)
     kept = sum(
-        op.weight_bytes - op.weight_bytes * w_bits // 16
+        op.weight_bytes - op.weight_bytes * w_bits // op_weight_bits(op.stage, w_bits)
         for op in cost.ops
-        if op.stage == "norm" and w_bits < 16
     )
     extra = getattr(stored, quantity) - getattr(cost, quantity) + kept * layers
     per_layer = _stored_beyond_b_w(m)

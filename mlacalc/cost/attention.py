@@ -50,6 +50,7 @@ __all__ = [
     "model_dims",
     "model_layer_key",
     "op_cost",
+    "op_weight_bits",
     "packed_bytes",
     "phase_lengths",
     "positive_count",
@@ -376,6 +377,14 @@ def checked_workload(w: Workload, model: ModelConfig | None = None) -> Workload:
     return Workload(w.phase, seq_len, batch, q, w.impl, causal, layout, weight_dtype, act_dtype)
 
 
+def op_weight_bits(stage: str, w_bits: int) -> int:
+    """The bits an op of ``stage`` reads a weight at under ``w_bits`` weights: a norm's keep
+    16 under a narrower dtype (as memory sizes them: mlacalc.serving.layout.KEPT_PARTS,
+    cost.quant's never-quantized list); every other op's are ``w_bits``. One rule for report's
+    cost, the sweep, a checkpoint's stored reads and the formula's comparison with them."""
+    return max(w_bits, 16) if stage == "norm" else w_bits
+
+
 def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     """The attention cost of a model whose attention layers are all alike, for a checked
     workload (:func:`checked_workload`; :func:`mlacalc.cost.engine.cost_of` checks it)."""
@@ -411,11 +420,10 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
         b_a=_exact(a_bits, 8),
     )
     fns = gen.LAYERS[model_layer_key(model, impl)]
-    # a norm's weights keep 16 bits under a narrower weight dtype (as memory sizes them:
-    # mlacalc.serving.layout.KEPT_PARTS, cost.quant's _NEVER)
-    kept = Fraction(max(w_bits, 16), w_bits)
     terms = [
-        t._replace(weight_read=t.weight_read * kept) if t.stage == "norm" and w_bits < 16 else t
+        t._replace(weight_read=t.weight_read * Fraction(op_weight_bits(t.stage, w_bits), w_bits))
+        if op_weight_bits(t.stage, w_bits) != w_bits
+        else t
         for t in evaluate(fns.ops, values)
     ]
     ops = [

@@ -56,7 +56,12 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from mlacalc.cost.attention import attended_pairs, indexer_row_bytes, packed_bytes
+from mlacalc.cost.attention import (
+    attended_pairs,
+    indexer_row_bytes,
+    op_weight_bits,
+    packed_bytes,
+)
 from mlacalc.cost.block_sparse import (
     BLOCK_SPARSE_KERNELS,
     block_indexer_kernels,
@@ -1074,9 +1079,8 @@ def stored_attention_cost(cost: AttentionCost, model: ModelConfig | str) -> Atte
         # the stored bytes of the first layer holding that name, in proportion to this op's own
         # weights: exact where the op is that tensor, and a group of other shapes (Gemma 4's
         # global layers beside its sliding ones) keeps its own size at the stored format's rate
-        # the bits the op was counted at: a norm's 16 under a narrower dtype (cost.attention)
-        bits = max(w_bits, 16) if op.stage == "norm" else w_bits
-        logical = packed_bytes(s.params, bits)
+        # the bits the op was counted at (a norm's 16 under a narrower dtype)
+        logical = packed_bytes(s.params, op_weight_bits(op.stage, w_bits))
         delta = op.weight_bytes * s.bytes // logical - op.weight_bytes
         moved += delta
         ops.append(

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.cost import _generated as gen
+from mlacalc.cost.attention import op_weight_bits
 from mlacalc.cost.engine import evaluate, model_dims, model_layer_key, resolve_impl
 from mlacalc.models.architecture import arch_of
 from mlacalc.models.loading import ModelConfig, model_argument
@@ -158,11 +159,12 @@ def sweep(
         return np.asarray(layers * evaluate(fns.matmul_flops, values), dtype=np.float64)
     ops = evaluate(fns.ops, values)
     w_bits = dtype_bits(weight_dtype or m.weights_dtype)
-    if w_bits < 16:  # a norm's weights keep 16 bits, as mlacalc.cost.attention reads them
-        ops = [
-            op._replace(weight_read=op.weight_read * 16 / w_bits) if op.stage == "norm" else op
-            for op in ops
-        ]
+    ops = [  # a norm's weights keep 16 bits, as mlacalc.cost.attention reads them
+        op._replace(weight_read=op.weight_read * op_weight_bits(op.stage, w_bits) / w_bits)
+        if op_weight_bits(op.stage, w_bits) != w_bits
+        else op
+        for op in ops
+    ]
     if quantity == "unfused_bytes":
         total = sum(
             op.act_read + op.weight_read + op.cache_read + op.act_write + op.cache_write
