@@ -152,3 +152,40 @@ def test_tables_of_two_engines_named_together_are_refused(run, tmp_path):
     out = tmp_path / "p.json"
     _, err = run("calibrate", vllm, sglang, "-o", out, code=2)
     assert "2 engines (sglang, vllm" in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_the_gpu_sweep_adds_fp8_gemms_and_the_timer_is_checked(tmp_path):
+    """On a GPU with FP8 tensor cores the GEMM grid is swept again in fp8 (rows of their own
+    dtype); the graph timer needs CUDA and says so in one line."""
+    from mlacalc.bench.kernel_sweep import kernel_points, run_calibrate
+
+    plain, fp8 = kernel_points("cuda"), kernel_points("cuda", fp8=True)
+    gemms = [p for p in plain if p["kind"] == "gemm"]
+    extra = [p for p in fp8 if p.get("dtype") == "fp8"]
+    assert len(fp8) == len(plain) + len(gemms) and len(extra) == len(gemms)
+    assert {(p["m"], p["n"], p["k"]) for p in extra} == {(p["m"], p["n"], p["k"]) for p in gemms}
+    kw = {"device": "cpu", "threads": 1, "tiny": True, "out_dir": tmp_path, "log": lambda s: None}
+    with pytest.raises(InvalidArgumentError, match="timer: graph replays a CUDA graph"):
+        run_calibrate(name="g", timer="graph", **kw)
+    with pytest.raises(InvalidArgumentError, match="timer: must be auto, graph or events"):
+        run_calibrate(name="g", timer="cuda", **kw)
+
+
+def test_a_second_dtype_of_a_kind_is_a_table_of_its_own(tiny_set, tmp_path):
+    """The fp8 GEMMs of a bf16 run read back as ``calibrate:gemm:fp8`` beside
+    ``calibrate:gemm`` (one table per kernel class and dtype, named apart)."""
+    csv_path, json_path = tiny_set
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    extra = [dict(r, dtype="fp8") for r in rows if r["kind"] == "gemm"]
+    out_csv = tmp_path / "two.csv"
+    with open(out_csv, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows + extra)
+    meta = json.loads(json_path.read_text())
+    meta["rows_file"] = out_csv.name
+    (tmp_path / "two.json").write_text(json.dumps(meta))
+    names = sorted(o.table for o in read_kernel_set(tmp_path / "two.json"))
+    assert "calibrate:gemm" in names and "calibrate:gemm:fp8" in names
+    assert len(names) == 5

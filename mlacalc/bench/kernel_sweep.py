@@ -4,9 +4,14 @@ It times, on the device (CUDA when there is one, else the CPU), the kernels a ca
 profile is fitted on: GEMMs over a shape sweep (``[m, k] @ [k, n]`` from a matrix-vector
 product to large squares), scaled-dot-product attention in decode (one query token over a
 cache, grouped-query heads) and causal prefill through the fastest backend PyTorch picks on
-the device, and large copies. Collectives need several GPUs in one process group; with one
-device they are recorded as skipped. Every row carries its kernel class, dtype, exact FLOPs,
-minimal bytes and shape fields, so ``mlacalc calibrate`` reads the set without a mapping:
+the device, and large copies; on a GPU with FP8 tensor cores (compute capability 8.9 or more)
+the GEMM sweep again in fp8 (e4m3 operands, one scale per tensor, bf16 out, through
+``torch._scaled_mm``). On CUDA each kernel is timed as the published tables time theirs: a
+CUDA graph of many calls replayed, so the host's dispatch is out of the time (``timer="events"``
+times each call eagerly between two events instead, dispatch included). Collectives need several
+GPUs in one process group; with one device they are recorded as skipped. Every row carries its
+kernel class, dtype, exact FLOPs, minimal bytes and shape fields, so ``mlacalc calibrate`` reads
+the set without a mapping:
 
     mlacalc bench --preset calibrate --device cuda --out results/
     mlacalc calibrate results/cuda-<device>-calibrate-bf16.json -o my-gpu.json
@@ -36,8 +41,10 @@ from mlacalc.bench.runner import (
     measure_ceilings,
     synchronize,
     time_fn,
+    time_graph,
     timing_stats,
 )
+from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import KERNEL_SET_SHAPE
 
 __all__ = ["KERNEL_FIELDS", "ROWS_SCHEMA", "kernel_points", "run_calibrate"]
@@ -49,9 +56,10 @@ KERNEL_FIELDS = (
 )  # fmt: skip
 
 
-def kernel_points(device: str, tiny: bool = False) -> list[dict]:
-    """The kernels of the sweep: dicts of kind and shape fields (``tiny``: a few seconds on a
-    CPU, for tests)."""
+def kernel_points(device: str, tiny: bool = False, fp8: bool = False) -> list[dict]:
+    """The kernels of the sweep: dicts of kind and shape fields, and ``dtype`` where it is not
+    the run's (``tiny``: a few seconds on a CPU, for tests; ``fp8``: the GEMM sweep again in
+    fp8, for a GPU that has FP8 tensor cores)."""
     gpu = device == "cuda"
     if tiny:
         gemms = [(m, 256, 256) for m in (1, 16, 128)]
@@ -93,6 +101,8 @@ def kernel_points(device: str, tiny: bool = False) -> list[dict]:
         prefill = [(1, s, 8, 8, 64) for s in (256, 1024)]
         copies = [1 << p for p in range(14, 25, 2)]
     out: list[dict] = [{"kind": "gemm", "m": m, "n": n, "k": k} for m, n, k in gemms]
+    if fp8:
+        out += [{"kind": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"} for m, n, k in gemms]
     out += [
         {
             "kind": "attention_decode",
@@ -130,6 +140,22 @@ def _kernel(point: dict, dtype: str, dev: torch.device, gen: torch.Generator):
         return torch.randn(*shape, generator=gen).to(dev, tdt)
 
     kind = point["kind"]
+    if kind == "gemm" and point.get("dtype") == "fp8":
+        m, n, k = point["m"], point["n"], point["k"]
+        f8 = torch.float8_e4m3fn
+        x, w = rnd(m, k).to(f8), rnd(n, k).to(f8)
+        one = torch.ones((), device=dev, dtype=torch.float32)
+        row = {
+            "m": m,
+            "n": n,
+            "k": k,
+            "groups": 1,
+            "flops": 2 * m * n * k,
+            "bytes": m * k + n * k + m * n * 2,  # fp8 operands, bf16 out
+        }
+        return (
+            lambda i: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        ), row
     if kind == "gemm":
         m, n, k = point["m"], point["n"], point["k"]
         x, w = rnd(m, k), rnd(n, k)
@@ -186,13 +212,17 @@ def run_calibrate(
     name: str | None = None,
     tiny: bool = False,
     max_minutes: float | None = None,
+    timer: str = "auto",
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> tuple[Path, Path]:
     """Time the kernel sweep and write ``<name>.csv`` and ``<name>.json``; return their paths.
 
     ``dtype`` defaults to bf16 on CUDA and fp32 on the CPU. Warm replays of the same inputs, as
     the published kernel tables are taken (rows carry ``warm_l2 = 1``). ``max_minutes`` bounds
-    the run: kernels not reached in time are ``skipped`` rows saying so.
+    the run: kernels not reached in time are ``skipped`` rows saying so. ``timer``: ``graph``
+    (CUDA only) replays a CUDA graph of many calls, the host's dispatch out of the time (each
+    row's note says how many calls); ``events`` times each call eagerly; ``auto`` is ``graph``
+    on CUDA, else the CPU's clock around each call.
     """
     budget = Budget.start(max_minutes)
     if device == "auto":
@@ -204,17 +234,31 @@ def run_calibrate(
     dtype = dtype or ("bf16" if dev.type == "cuda" else "fp32")
     if dtype not in TORCH_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TORCH_DTYPES)}")
+    if timer not in ("auto", "graph", "events"):
+        raise InvalidArgumentError("timer", "must be auto, graph or events")
+    if timer == "graph" and dev.type != "cuda":
+        raise InvalidArgumentError(
+            "timer",
+            "graph replays a CUDA graph and this run has no CUDA device; use auto or events",
+        )
+    graphs = dev.type == "cuda" and timer != "events"
     if dev.type == "cpu":
         torch.set_num_threads(threads or os.cpu_count() or 1)
     info = device_info(dev, torch.get_num_threads())
-    points = kernel_points(dev.type, tiny=tiny)
+    fp8 = (
+        dev.type == "cuda"
+        and not tiny
+        and hasattr(torch, "_scaled_mm")
+        and torch.cuda.get_device_capability(dev) >= (8, 9)
+    )
+    points = kernel_points(dev.type, tiny=tiny, fp8=fp8)
     log(f"mlacalc bench --preset calibrate: {len(points)} kernels on {info['name']} ({dtype})")
     ceilings = measure_ceilings(dev, [dtype]) if not tiny else _tiny_ceilings(dev, dtype)
     gen = torch.Generator(device=dev).manual_seed(11)
     rows = []
     for point in points:
         base = {f: "" for f in KERNEL_FIELDS}
-        base.update(kind=point["kind"], dtype=dtype, calls=1, warm_l2=1)
+        base.update(kind=point["kind"], dtype=point.get("dtype", dtype), calls=1, warm_l2=1)
         if budget is not None and budget.expired():
             base.update(status="skipped", note=budget.note)
             rows.append(base)
@@ -222,9 +266,14 @@ def run_calibrate(
         try:
             fn, fields = _kernel(point, dtype, dev, gen)
             base.update(fields)
-            stats = timing_stats(
-                time_fn(fn, dev, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
-            )
+            if graphs:
+                times, calls = time_graph(
+                    fn, dev, warmup=warmup, repeats=repeats, max_seconds=max_seconds
+                )
+                base.update(note=f"CUDA graph of {calls} call{'s' if calls > 1 else ''}")
+            else:
+                times = time_fn(fn, dev, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+            stats = timing_stats(times)
             base.update(
                 status="ok",
                 median_s=stats["median_s"],
@@ -263,7 +312,14 @@ def run_calibrate(
         "max_repeats": repeats,
         "max_seconds_per_point": max_seconds,
         "statistic": "median of the timed repeats of the same inputs (warm caches)",
-        "timer": "CUDA events" if dev.type == "cuda" else "time.perf_counter around each call",
+        "timer": (
+            "CUDA graph replay: many calls captured in one graph (each row's note says how "
+            "many), CUDA events around each replay, divided by the calls"
+            if graphs
+            else "CUDA events around each call"
+            if dev.type == "cuda"
+            else "time.perf_counter around each call"
+        ),
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "ceilings": ceilings,
         "collectives": (

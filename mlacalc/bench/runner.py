@@ -50,6 +50,7 @@ __all__ = [
     "run_benchmark",
     "synchronize",
     "time_fn",
+    "time_graph",
     "timing_stats",
     "trivial_op_latency",
 ]
@@ -260,6 +261,51 @@ def time_fn(
         if i >= 2 and time.perf_counter() - budget_start > max_seconds:
             break
     return times
+
+
+def time_graph(
+    fn: Callable[[int], None],
+    device: torch.device,
+    *,
+    warmup: int,
+    repeats: int,
+    max_seconds: float,
+    replay_seconds: float = 1e-3,
+    max_calls: int = 200,
+) -> tuple[list[float], int]:
+    """Seconds per call of ``fn(0)`` replayed from a CUDA graph, as published kernel tables are
+    taken: the host's dispatch is out of the time. ``calls`` calls are captured in one graph
+    (enough for a replay of about ``replay_seconds``, from one eager call's time: at most
+    ``max_calls``, at least one), then up to ``repeats`` replays (at least 3) within
+    ``max_seconds`` are each timed by CUDA events and divided by ``calls``. Returns the
+    per-call times and ``calls``."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):  # warm-up off the default stream, as graph capture asks
+        for _ in range(max(warmup, 1)):
+            fn(0)
+    torch.cuda.current_stream(device).wait_stream(side)
+    eager = time_fn(fn, device, warmup=0, repeats=3, max_seconds=max_seconds)
+    calls = max(1, min(max_calls, round(replay_seconds / max(min(eager), 1e-7))))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn(0)
+    graph.replay()
+    synchronize(device)
+    times: list[float] = []
+    budget_start = time.perf_counter()
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / calls)
+        if i >= 2 and time.perf_counter() - budget_start > max_seconds:
+            break
+    del graph
+    return times, calls
 
 
 def timing_stats(times: list[float]) -> dict:

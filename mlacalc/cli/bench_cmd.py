@@ -74,6 +74,15 @@ from mlacalc.words.errors import MlacalcError
     help="Bound the whole run: points then run cheapest first, and those not reached in time "
     "are recorded as skipped (for a GPU held for a fixed time).",
 )
+@click.option(
+    "--timer",
+    type=click.Choice(["auto", "graph", "events"]),
+    default="auto",
+    show_default=True,
+    help="--preset calibrate on CUDA: graph replays a CUDA graph of many calls (the host's "
+    "dispatch out of the time, as the published tables); events times each call eagerly. auto: "
+    "graph on CUDA.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(
     preset,
@@ -91,6 +100,7 @@ def command(
     out_dir,
     name,
     max_minutes,
+    timer,
     no_progress,
 ):
     """Time every attention variant with the reference PyTorch layers (needs the bench extra).
@@ -109,6 +119,11 @@ def command(
 
     if preset and models:
         raise click.BadParameter("use --preset or --model, not both", param_hint="--model")
+    if timer != "auto" and preset != "calibrate":
+        raise click.BadParameter(
+            "applies to --preset calibrate (the layers are timed as eager PyTorch runs them)",
+            param_hint="--timer",
+        )
     if preset == "calibrate":
         # deferred: the kernel sweep needs PyTorch (the bench extra)
         from mlacalc.bench.kernel_sweep import run_calibrate
@@ -123,6 +138,7 @@ def command(
             out_dir=out_dir,
             name=name,
             max_minutes=max_minutes,
+            timer=timer,
             log=lambda s: click.echo(s, err=True),
         )
         click.echo(f"wrote {csv_path} and {json_path}")

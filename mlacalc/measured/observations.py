@@ -371,7 +371,9 @@ def read_kernel_set(path: str | os.PathLike) -> list:
         out.append(
             Observations(
                 device=device,
-                table=f"calibrate:{kind}",
+                # a second dtype of a kind (the fp8 GEMMs of a bf16 run) is a table of its own
+                table=f"calibrate:{kind}"
+                + ("" if dtype == str(meta.get("dtype", dtype)) else f":{dtype}"),
                 batch=batch,
                 seconds=seconds,
                 source=str(p),
