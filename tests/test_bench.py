@@ -284,3 +284,21 @@ def test_committed_measurements_are_well_formed():
         meta = json.loads(json_path.read_text())
         _, meta = check_files(folder / meta["rows_file"], json_path)
         assert meta["counts"]["ok"] >= 20
+
+
+def test_a_prompt_longer_than_the_sliding_window_is_a_skipped_row_not_a_crash():
+    """mistral-7b (window 4096) at a 16K prompt: the reference layer's prefill stops at the
+    window, so the point is a skipped row that says so (it was an internal error that ended
+    the whole run on the H200); a decode point over the same cache is still timed."""
+    model = mlacalc.load_model("mistral-7b")
+    assert model.sliding_window == 4096
+    timing = runner._Timing(warmup=1, repeats=3, max_seconds=1.0, cache_bytes_target=0)
+    long = BenchPoint("mistral-7b", "standard", "prefill", 1, 16384)
+    row = runner._point_row(model, long, "fp32", torch.device("cpu"), timing, 1 << 40)
+    assert row["status"] == "skipped" and row["median_s"] is None
+    assert "longer than the sliding window (4096)" in row["note"]
+    assert "a prompt of at most 4096" in row["note"]
+    decode = BenchPoint("mistral-7b", "standard", "decode", 1, 16384)
+    # no memory given: skipped for memory, so the window check let the decode point through
+    row = runner._point_row(model, decode, "fp32", torch.device("cpu"), timing, 0)
+    assert row["status"] == "skipped" and "GiB free" in row["note"]

@@ -925,6 +925,13 @@ def _point_row(
     """A point's row: skipped when it would not fit in memory, else timed with the layer
     ``layer_of`` gives (None: built for the point; ``oom`` when the device runs out of memory
     after all, building it included)."""
+    window = model.sliding_window
+    if window is not None and point.q_len > window:
+        why = (
+            f"a prompt of {point.q_len} tokens is longer than the sliding window ({window}): "
+            f"the reference layer's prefill stops at the window (a prompt of at most {window})"
+        )
+        return _untimed(model, point, dtype, timing, "skipped", why)
     needs = _estimate_bytes(model, point, TORCH_DTYPES[dtype].itemsize)
     if needs > 0.8 * available:
         why = f"needs about {needs / 2**30:.1f} GiB, {available / 2**30:.1f} GiB free"
