@@ -14,7 +14,7 @@ from typing import Any
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.model_step import stored_attention_cost
-from mlacalc.cost.params import param_counts, weight_bytes
+from mlacalc.cost.params import kept_parts, param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_kv_note, checkpoint_weights
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
@@ -375,25 +375,29 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
     """``weights``: the bytes of the weights and how they are sized. Without a chosen
     ``weight_dtype``, a model that declares its checkpoint's quantization is sized as the
     checkpoint stores it (``format`` "checkpoint fp8 block 128x128", ``checkpoint`` its
-    payload, scales and bf16-kept tensors); otherwise every parameter in the dtype."""
+    payload, scales and bf16-kept tensors); otherwise every parameter in the dtype but what
+    the planner too leaves as it is (``kept``: the norms and routers at 16 bits under a
+    narrower dtype, the embedding and head as stored: :func:`mlacalc.cost.params.kept_parts`)."""
     checkpoint = checkpoint_weights(m) if weight_dtype is None else None
     total = weight_bytes(m, weight_dtype)
     with_mtp = weight_bytes(m, weight_dtype, include_mtp=True)
+    dtype = weight_dtype or m.weights_dtype
+    kept = [] if checkpoint is not None else kept_parts(m, weight_dtype)
+    summary = f"every parameter in {dtype}" + "".join(
+        f"{', but' if i == 0 else ','} the {k.what} ({k.params:,}) in {k.bits:g} bits"
+        for i, k in enumerate(kept)
+    )
     return {
-        "dtype": weight_dtype or m.weights_dtype,
-        "format": (
-            f"checkpoint {checkpoint.description}"
-            if checkpoint is not None
-            else weight_dtype or m.weights_dtype
-        ),
+        "dtype": dtype,
+        "format": f"checkpoint {checkpoint.description}" if checkpoint is not None else dtype,
         "total_bytes": total,
         "mtp_bytes": with_mtp - total,
+        "kept": [
+            {"part": k.what, "parameters": k.params, "bits": k.bits, "bytes": math.ceil(k.nbytes)}
+            for k in kept
+        ],
         "checkpoint": checkpoint.to_dict() if checkpoint is not None else None,
-        "summary": (
-            _checkpoint_summary(checkpoint)
-            if checkpoint is not None
-            else f"every parameter in {weight_dtype or m.weights_dtype}"
-        ),
+        "summary": _checkpoint_summary(checkpoint) if checkpoint is not None else summary,
     }
 
 

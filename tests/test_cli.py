@@ -101,7 +101,7 @@ REPORT_KEYS = {
         "attention_breakdown",
         "attention_by_kind",  # added: each kind of layer's attention ([] for one kind)
     ],
-    "weights": ["dtype", "format", "total_bytes", "mtp_bytes", "checkpoint", "summary"],
+    "weights": ["dtype", "format", "total_bytes", "mtp_bytes", "kept", "checkpoint", "summary"],
     "kv_cache": [
         "impl",
         "kv_dtype",
@@ -196,7 +196,10 @@ def test_report_options(run):
         "deepseek-v3", "chunk", 4096, q_len=512, impl="absorbed", causal=True
     )
     doc = json.loads(run("report", "llama-3-8b", "--weight-dtype", "int4", "--format", "json")[0])
-    assert doc["weights"]["total_bytes"] == 8_030_261_248 // 2
+    # int4 but the norms (266,240) and the embedding and head (525,336,576 each) at 16 bits,
+    # as plan sizes them; every parameter at 4 bits (8,030,261,248 // 2) before
+    kept = 266_240 + 2 * 525_336_576
+    assert doc["weights"]["total_bytes"] == (8_030_261_248 - kept) // 2 + 2 * kept == 5_591_539_712
 
 
 def test_report_from_files(run, tmp_path):

@@ -204,13 +204,20 @@ def test_deepseek_v3_attention_breakdown(v3):
 
 
 def test_weight_bytes():
-    assert mlacalc.weight_bytes("deepseek-v3", "fp8") == 671_026_419_200  # fp8: one byte each
+    # fp8: one byte each but the norms and routers (107,451,904) and the embedding and head
+    # (926,679,040 each), kept at 16 bits as plan keeps them (671,026,419,200 before)
+    assert mlacalc.weight_bytes("deepseek-v3", "fp8") == 671_026_419_200 + 107_451_904 + 2 * (
+        926_679_040
+    )
     # the checkpoint (tests/test_cost_quant.py): fp8 with block scales, bf16 embedding,
     # head, norms and router
     assert mlacalc.weight_bytes("deepseek-v3") == 673_150_582_112
     assert mlacalc.weight_bytes("deepseek-v3", "bf16") == 2 * 671_026_419_200
-    assert mlacalc.weight_bytes("llama-2-7b", "int4") == 6_738_415_616 // 2
-    assert mlacalc.weight_bytes("deepseek-v3", "fp8", include_mtp=True) == 682_636_487_424
+    # norms 266,240, embedding and head 131,072,000 each at 16 bits (6_738_415_616 // 2 before)
+    kept = 266_240 + 2 * 131_072_000
+    assert mlacalc.weight_bytes("llama-2-7b", "int4") == (6_738_415_616 - kept) // 2 + 2 * kept
+    # the MTP layer's norms and router at 16 bits too (682,636,487,424 before)
+    assert mlacalc.weight_bytes("deepseek-v3", "fp8", include_mtp=True) == 684_599_170_560
 
 
 def test_deepseek_v3_mtp_published_11_5b():

@@ -71,7 +71,9 @@ def test_deepseek_v3_fp8_block_bytes():
         assert mlacalc.weight_bytes(m) == total
         assert mlacalc.param_counts(m).total == DSV3_PARAMS  # counts stay logical
         assert w.kept_parts == ("embedding", "norms", "router", "output head")
-    assert mlacalc.weight_bytes("deepseek-v3", "fp8") == DSV3_PARAMS  # a chosen dtype overrides
+    # a chosen dtype overrides, the norms, routers, embedding and head kept at 16 bits as
+    # plan keeps them (DSV3_PARAMS before: report and plan said two totals)
+    assert mlacalc.weight_bytes("deepseek-v3", "fp8") == DSV3_PARAMS + 1_960_809_984
 
 
 # ---------------------------------------------------------------- GPT-OSS-120B, MXFP4
@@ -224,7 +226,10 @@ def test_cli_report_and_plan_say_which_bytes(capsys):
     assert "weights (checkpoint mxfp4 experts)" in out and "65,248,815,744 B" in out
     assert "kept in bf16" in out and "3,583,180,800 B" in out
     assert main(["report", "gpt-oss-120b", "--weight-dtype", "fp8", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["weights"]["total_bytes"] == OSS_PARAMS
+    # fp8 but the norms and routers (13,485,888) and the embedding and head (579,133,440
+    # each) at 16 bits, as plan: OSS_PARAMS before
+    kept = 13_485_888 + 2 * 579_133_440
+    assert json.loads(capsys.readouterr().out)["weights"]["total_bytes"] == OSS_PARAMS + kept
     assert main(["plan", "deepseek-v3", "--hardware", "H200", "--gpus", "8"]) == 0
     assert "weights per GPU (checkpoint fp8 block 128x128)" in capsys.readouterr().out
 

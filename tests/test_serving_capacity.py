@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlacalc.cost.params import weight_bytes
+from mlacalc.cost.params import param_counts, weight_bytes
 from mlacalc.models.loading import load_model, shipped_models
 from mlacalc.serving import make_layout
 from mlacalc.serving.layout import weight_breakdown, weight_bytes_by_part, weights_per_gpu
@@ -21,7 +21,7 @@ def test_weight_parts_at_one_gpu_are_the_model(name):
     lay = make_layout(m, 1)
     assert weights_per_gpu(m, lay, None) == weight_bytes(m)
     assert sum(weight_breakdown(m, lay).values()) == pytest.approx(
-        weight_bytes(m, "bf16") / 2, rel=0, abs=1e-3
+        param_counts(m).total, rel=0, abs=1e-3
     )
     if m.num_nextn_predict_layers:
         assert weights_per_gpu(m, lay, "bf16", include_mtp=True) == weight_bytes(

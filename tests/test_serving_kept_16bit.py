@@ -135,3 +135,42 @@ def test_attention_in_a_format_of_its_own_keeps_its_norms_at_16_bits(fmt):
     assert got == -(-int(((bf16 // 2 - norms) * bits + norms * 16) * 8) // 64)
     if fmt == "fp8":
         assert got == weight_bytes_by_part(m, lay, "fp8")["attention"]
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "llama-3-70b", "qwen3-next-80b-a3b"])
+@pytest.mark.parametrize("dtype", ["fp8", "fp4", "bf16"])
+def test_report_and_plan_size_one_model_alike(name, dtype):
+    """``mlacalc report``'s weights and the planner's at one GPU are one total, to the byte,
+    MTP layers apart and all: under a narrower dtype both keep the norms and routers at 16
+    bits and the embedding and head as stored (cost.params.kept_parts). Report had sized
+    every parameter at the dtype: DeepSeek-V3 at fp8 671,026,419,200 B where plan holds
+    672,987,229,184 (1,960,809,984 B apart: the norms, routers, embedding and head)."""
+    from mlacalc.report import model_report
+    from mlacalc.serving.precision import component_weight_bytes, kept_components
+
+    m = mlacalc.load_model(name)
+    w = model_report(m, weight_dtype=dtype, phases=["decode"])["weights"]
+    lay, kept = make_layout(m, 1), kept_components(m, dtype, {})
+    plan = component_weight_bytes(m, lay, dtype, kept)
+    assert w["total_bytes"] == sum(plan.values())
+    with_mtp = sum(component_weight_bytes(m, lay, dtype, kept, include_mtp=True).values())
+    assert w["total_bytes"] + w["mtp_bytes"] == with_mtp
+    parts = {k["part"]: k["bits"] for k in w["kept"]}
+    if dtype == "bf16":
+        assert parts == {}
+    else:  # the kept parts as the report says them, each in 16 bits, the rest in the dtype
+        assert set(parts) >= {"embedding"} and set(parts.values()) == {16}
+        rest = mlacalc.param_counts(m).total - sum(k["parameters"] for k in w["kept"])
+        assert w["total_bytes"] == rest * (8 if dtype == "fp8" else 4) // 8 + sum(
+            k["bytes"] for k in w["kept"]
+        )
+
+
+def test_report_and_plan_agree_on_one_gpu():
+    """A whole plan on one GPU holds the bytes report states (Llama-3-70B in fp8 on an H200)."""
+    from mlacalc.report import model_report
+
+    p = mlacalc.plan("llama-3-70b", "H200", 1, weight_dtype="fp8", seq_len=4096, batch=1)
+    w = model_report("llama-3-70b", weight_dtype="fp8", phases=["decode"])["weights"]
+    assert p.weights_per_gpu_bytes == w["total_bytes"] == 72_656_371_712
+    assert "but the norms (1,318,912) in 16 bits" in w["summary"]

@@ -147,12 +147,29 @@ def _report_header(doc: dict, extra: list[str] | tuple = ()) -> str:
         f"weights {doc['weights']['format']}" + (", causal" if s["causal"] else ""),
         f"layer pattern: {doc['layers']['summary']}",
     ]
-    if doc["weights"].get("checkpoint"):  # in the binary units of the tables below
+    if doc["weights"].get("checkpoint") or doc["weights"].get("kept"):
         lines.append(f"weights: {doc['weights']['summary']}")
     for note in m["derived"]:
         lines.append(f"derived: {note}")
     lines += [f"note: {n}" for n in doc.get("notes", ())]
     return "\n".join(lines) + "\n"
+
+
+def _weights_rows(w: dict) -> list[list[str]]:
+    """The weights' rows of the parameters table: the total, then what a chosen dtype leaves
+    as it is (as plan does) or a checkpoint's scales and bf16-kept tensors."""
+    rows = [[f"weights ({w['format']})", f"{w['total_bytes']:,} B", human_bytes(w["total_bytes"])]]
+    rows += [
+        [f"  {k['part']} in {k['bits']:g} bits", f"{k['bytes']:,} B", human_bytes(k["bytes"])]
+        for k in w.get("kept") or ()
+    ]
+    if w.get("checkpoint"):
+        c = w["checkpoint"]
+        rows += [
+            ["  scales", f"{c['scale_bytes']:,} B", human_bytes(c["scale_bytes"])],
+            ["  kept in bf16", f"{c['kept_bytes']:,} B", human_bytes(c["kept_bytes"])],
+        ]
+    return rows
 
 
 def _report_sections(doc: dict) -> list[Section]:
@@ -176,15 +193,7 @@ def _report_sections(doc: dict) -> list[Section]:
     ]
     if p["mtp"]:
         params_rows.insert(2, ["MTP modules (apart)", f"{p['mtp']:,}", human_si(p["mtp"])])
-    params_rows.append(
-        [f"weights ({w['format']})", f"{w['total_bytes']:,} B", human_bytes(w["total_bytes"])]
-    )
-    if w.get("checkpoint"):
-        c = w["checkpoint"]
-        params_rows += [
-            ["  scales", f"{c['scale_bytes']:,} B", human_bytes(c["scale_bytes"])],
-            ["  kept in bf16", f"{c['kept_bytes']:,} B", human_bytes(c["kept_bytes"])],
-        ]
+    params_rows += _weights_rows(w)
     sections = [
         Section("Parameters", ["quantity", "exact", "approx."], params_rows),
         Section(

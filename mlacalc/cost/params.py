@@ -13,12 +13,14 @@ output head counts, and a tied table counts because it does the output matmul.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.engine import attention_params
-from mlacalc.cost.quant import checkpoint_weights
+from mlacalc.cost.quant import checkpoint_weights, format_bits, kept_components
 from mlacalc.models.architecture import arch_of
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
@@ -26,10 +28,15 @@ from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 
 __all__ = [
+    "KEPT_BITS",
     "FFNShape",
+    "KeptPart",
     "ParamCounts",
     "expert_shape",
     "ffn_shape",
+    "keeps_16_bits",
+    "kept_params",
+    "kept_parts",
     "layer_norms",
     "param_counts",
     "router_params",
@@ -269,6 +276,77 @@ def param_counts(model: ModelConfig | str) -> ParamCounts:
     )
 
 
+#: the bits a norm's or a MoE router's weights keep under a narrower weight dtype (vLLM's and
+#: SGLang's norms are plain bf16 parameters and their DeepSeek routers unquantized, from recall;
+#: quantized checkpoints keep both bf16: :data:`mlacalc.cost.quant._NEVER`)
+KEPT_BITS = 16
+
+
+def keeps_16_bits(name: str) -> bool:
+    """Whether the tensor ``name`` keeps :data:`KEPT_BITS` under a narrower weight dtype: a
+    norm (a layer's, the final one, one inside attention such as MLA's ``q_a_layernorm`` or
+    an MTP layer's ``enorm``) or a MoE router (its gate and correction bias)."""
+    return part_of(name) in ("norms", "moe_router") or "norm" in name.rsplit(".", 2)[-2]
+
+
+@lru_cache(maxsize=64)
+def kept_params(model: ModelConfig, include_mtp: bool = False) -> int:
+    """Parameters of the whole model that keep :data:`KEPT_BITS` under a narrower weight dtype
+    (:func:`keeps_16_bits`): its norms and routers (``param_counts``' parts), the norms inside
+    its attention layers and, with ``include_mtp``, its MTP layers' norms and router. One
+    count for ``weight_bytes`` (report) and the planner's weights at one GPU."""
+    b = param_counts(model).breakdown
+    main = tensors(model)
+    inside = sum(
+        t.numel
+        for t in main
+        if part_of(t.name) == "attention" and ".layers." in t.name and keeps_16_bits(t.name)
+    )
+    mtp = 0
+    if include_mtp and model.num_nextn_predict_layers:
+        extra = tensors(model, include_mtp=True)[len(main) :]
+        mtp = sum(t.numel for t in extra if keeps_16_bits(t.name))
+    return b["norms"] + b["moe_router"] + inside + mtp
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """Parameters a chosen weight dtype leaves at more bits: ``what`` they are, how many, and
+    the bits each keeps."""
+
+    what: str
+    params: int
+    bits: float
+
+    @property
+    def nbytes(self) -> Fraction:
+        return Fraction(self.params) * Fraction(self.bits) / 8
+
+
+def kept_parts(m: ModelConfig, dtype: str | None, include_mtp: bool = False) -> list[KeptPart]:
+    """What a weight dtype narrower than the stored one leaves as it is, as the planner sizes
+    a GPU's weights (:func:`mlacalc.serving.layout.weight_bytes_by_part` with
+    :func:`mlacalc.cost.quant.kept_components`): the norms and MoE routers at
+    :data:`KEPT_BITS` (:func:`kept_params`) under a dtype of fewer bits, and, where a dtype is
+    asked, the embedding and the output head in the checkpoint's format where it has more bits
+    (a dtype asked quantizes the layers' linear weights only)."""
+    bits = dtype_bits(dtype or m.weights_dtype)
+    out = []
+    if bits < KEPT_BITS:
+        routers = param_counts(m).breakdown["moe_router"]
+        what = "norms and MoE routers" if routers else "norms"
+        out.append(KeptPart(what, kept_params(m, include_mtp), KEPT_BITS))
+    if dtype is not None:
+        kept = kept_components(m, dtype, {})
+        b = param_counts(m).breakdown
+        embedding = b["embedding"] + b["position_embedding"]
+        if "embeddings" in kept and embedding:
+            out.append(KeptPart("embedding", embedding, format_bits(kept["embeddings"])))
+        if "head" in kept and b["lm_head"]:
+            out.append(KeptPart("output head", b["lm_head"], format_bits(kept["head"])))
+    return out
+
+
 def weight_bytes(
     model: ModelConfig | str, dtype: str | None = None, include_mtp: bool = False
 ) -> int:
@@ -277,7 +355,9 @@ def weight_bytes(
     Without ``dtype``, the checkpoint's own bytes: for a model that declares its
     ``quantization_config``, the exact bytes of its quantized tensors with their scales and
     of the tensors it keeps in bf16 (:func:`mlacalc.cost.quant.checkpoint_weights`); otherwise
-    every parameter in ``weights_dtype``."""
+    every parameter in ``weights_dtype``. A dtype sizes every parameter in it but those it
+    leaves as they are (:func:`kept_parts`: the norms and MoE routers at 16 bits, the
+    embedding and head as stored), the planner's rule: report and plan say one total."""
     m = model_argument(model)
     dtype = args.dtype("dtype", dtype, allow_none=True)
     include_mtp = args.flag("include_mtp", include_mtp)
@@ -285,7 +365,10 @@ def weight_bytes(
         return checkpoint_weights(m, include_mtp).total_bytes
     counts = param_counts(m)
     n = counts.total + (counts.mtp if include_mtp else 0)
-    return -(-n * dtype_bits(dtype or m.weights_dtype) // 8)
+    bits = dtype_bits(dtype or m.weights_dtype)
+    kept = kept_parts(m, dtype, include_mtp)
+    rest = n - sum(k.params for k in kept)
+    return math.ceil(Fraction(rest * bits, 8) + sum((k.nbytes for k in kept), Fraction(0)))
 
 
 @lru_cache(maxsize=256)

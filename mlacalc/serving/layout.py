@@ -33,7 +33,7 @@ from mlacalc.cost.block_sparse import block_indexer_row_bytes
 from mlacalc.cost.compressed import compressed_attention_split, compressed_layer_bytes
 from mlacalc.cost.engine import attention_params, kv_cache, kv_projection_params
 from mlacalc.cost.families import linear_state_bytes
-from mlacalc.cost.params import param_counts
+from mlacalc.cost.params import KEPT_BITS, keeps_16_bits, param_counts
 from mlacalc.cost.quant import checkpoint_part_bytes, checkpoint_tensors, tensor_bytes
 from mlacalc.models.architecture import arch_of, kind_model, kv_head_share, layer_pattern
 from mlacalc.models.loading import ModelConfig
@@ -501,10 +501,7 @@ def _mtp_kept(m: ModelConfig) -> tuple[bool, ...]:
     if not m.num_nextn_predict_layers:
         return ()
     main = len(tensors(m))
-    return tuple(
-        part_of(t.name) in ("norms", "moe_router") or "norm" in t.name.rsplit(".", 2)[-2]
-        for t in tensors(m, include_mtp=True)[main:]
-    )
+    return tuple(keeps_16_bits(t.name) for t in tensors(m, include_mtp=True)[main:])
 
 
 def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, Fraction]]:
@@ -599,8 +596,7 @@ def _attention_norms(m: ModelConfig, tp: int, layers: range) -> Fraction:
     for t in tensors(m):
         if part_of(t.name) != "attention" or ".layers." not in t.name:
             continue
-        name = t.name.rsplit(".", 1)[0]
-        if "norm" not in name.rsplit(".", 1)[-1]:
+        if not keeps_16_bits(t.name):
             continue
         i = int(t.name.split(".layers.", 1)[1].split(".", 1)[0])
         if i not in layers:
@@ -674,7 +670,8 @@ def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
 #: A MoE router likewise: vLLM builds DeepSeek's, Qwen-MoE's, Mixtral's and Llama 4's gate as
 #: a ``ReplicatedLinear`` with ``quant_config=None``, SGLang's ``MoEGate`` is a plain
 #: parameter (both from recall), and quantized checkpoints keep it bf16 (``_NEVER``).
-NORM_BITS = 16
+#: One rule with ``mlacalc report``'s weights: :func:`mlacalc.cost.params.keeps_16_bits`.
+NORM_BITS = KEPT_BITS
 
 #: weight_breakdown's parts kept at :data:`NORM_BITS` under a narrower weight dtype
 KEPT_PARTS = ("norms", "router")
