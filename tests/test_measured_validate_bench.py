@@ -111,6 +111,43 @@ def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on
     assert statistics.median(gpu_bound) <= 0.12
 
 
+def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
+    """The second H200 lease (2026-11-29) timed four models the eager model never saw measured
+    (Kimi K2 and MiniCPM3-4B, MLA in its four implementations; Qwen3-8B and Llama-3.1-8B, GQA),
+    decode and prefill, batch 1-32, 1K-16K tokens. Predicted on the catalogue's H200 (the shipped
+    H100 fit carried by datasheet ratios) with each row's measured trivial-op latency, nothing
+    taken from the set: median |error| 8.7% over 156 rows, 11.9% over the 65 rows over 3 ms,
+    p90 21.8% (prefill predicted fast, -7% to -22% by model and implementation); held to 10%,
+    14% and 25%."""
+    import csv
+    import statistics
+
+    errors, gpu_bound = [], []
+    with open(MEASUREMENTS / "cuda-nvidia-h200-heldout-bf16.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["status"] == "ok"]
+    assert {r["model"] for r in rows} == {"kimi-k2", "minicpm3-4b", "qwen3-8b", "llama-3.1-8b"}
+    for r in rows:
+        p = predict_time(
+            r["model"],
+            "H200",
+            r["phase"],
+            int(r["seq_len"]),
+            int(r["batch"]),
+            impl=None if r["impl"] == "standard" else r["impl"],
+            mode="unfused",
+            dtype="bf16",
+            launch_latency_s=float(r["launch_latency_s"]),
+        )
+        error = abs(p.seconds / float(r["median_s"]) - 1)
+        errors.append(error)
+        if float(r["median_s"]) > 3e-3:
+            gpu_bound.append(error)
+    assert len(errors) == 156 and len(gpu_bound) == 65
+    assert statistics.median(errors) <= 0.10
+    assert statistics.median(gpu_bound) <= 0.14
+    assert sorted(errors)[int(0.9 * len(errors))] <= 0.25
+
+
 def test_noisy_rows_are_said_and_left_out_of_the_median(tmp_path):
     """A run whose repeats spread widely (IQR up to 90% of the median on a loaded 2-core box,
     trial of 2026-11-29) blamed the model: rows whose IQR exceeds NOISY_SPREAD of their median
