@@ -7,7 +7,7 @@ its synchronisation, and (3) every kernel of one forward under ``torch.profiler`
 device time). Written as JSON (and a readable table) to ``--out``. Used to check the eager terms
 of the time model (docs/time-model.md, "Eager PyTorch") against the committed GPU set.
 
-    python benchmarks/eager_profile.py --out results/ [--device cuda] [--tiny]
+    python benchmarks/eager_profile.py --out results/ [--device cuda] [--tiny | --prefill]
 """
 
 from __future__ import annotations
@@ -39,6 +39,19 @@ POINTS = [  # (model, impl, phase, batch, seq_len)
     ("deepseek-v3", "absorbed_merged", "decode", 8, 128),
     ("llama-2-7b", "standard", "decode", 1, 128),
     ("llama-3-70b", "standard", "decode", 8, 1024),
+]
+#: ``--prefill``: every implementation's prompt on the full preset's models (none of the held-out
+#: set's), for the eager model's prompt terms
+PREFILL_POINTS = [
+    (model, impl, "prefill", batch, seq)
+    for model, impls in (
+        ("deepseek-v2", ("naive", "compressed", "absorbed", "absorbed_merged")),
+        ("deepseek-v3", ("naive", "compressed", "absorbed", "absorbed_merged")),
+        ("llama-3-70b", ("standard",)),
+        ("llama-2-7b", ("standard",)),
+    )
+    for impl in impls
+    for batch, seq in ((1, 1024), (1, 4096), (8, 1024), (1, 16384))
 ]
 TINY = [
     ("llama-2-7b", "standard", "prefill", 1, 64),
@@ -119,6 +132,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default=None)
     ap.add_argument("--tiny", action="store_true", help="small CPU points (a check of the script)")
+    ap.add_argument(
+        "--prefill", action="store_true", help="the prompt grid (PREFILL_POINTS) instead"
+    )
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
     dtype = args.dtype or ("bf16" if dev.type == "cuda" else "fp32")
@@ -126,7 +142,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results = []
     lines = []
-    for pt in TINY if args.tiny else POINTS:
+    for pt in TINY if args.tiny else PREFILL_POINTS if args.prefill else POINTS:
         try:
             r = profile_point(*pt, dtype, dev)
         except Exception as exc:  # one failed point must not lose the others
