@@ -142,3 +142,28 @@ def test_gemma_4_s_full_layer_has_no_v_proj_to_split():
     lay = make_layout(m, 4, tp=4)
     got = weight_bytes_by_part(m, lay, None)["attention"]
     assert got == (5 * full + 25 * sliding) * 2
+
+
+@pytest.mark.parametrize("dtype", ["fp8", None])
+def test_the_mtp_layer_s_norms_are_whole_on_every_rank(dtype):
+    """DeepSeek-V3 with its MTP layer at TP8: a rank holds each MTP tensor as the main layers
+    split it, whole elements: the norms (enorm, hnorm, the head's, the layer's two and MLA's
+    q_a / kv_a layernorms), the router, eh_proj and MLA's latent down-projections whole, the
+    routed experts' and every other tensor's eighth. The MTP attention had taken the layer's
+    blended share (0.1958 of each tensor), leaving its latent norms 2,048 x 0.80 at 16 bits
+    short: 1,646 B under fp8 (the checkpoint's bf16 norms and fp8 projections likewise)."""
+    from mlacalc.cost.quant import tensor_bytes
+    from mlacalc.models.tensors import tensors
+
+    m = mlacalc.load_model("deepseek-v3")
+    lay = make_layout(m, 8, tp=8)
+    whole = ("norm", ".mlp.gate.", "eh_proj", "q_a_proj", "kv_a_proj_with_mqa")
+    by_hand = Fraction(0)
+    for t in tensors(m, include_mtp=True)[len(tensors(m)) :]:
+        if dtype is None:
+            nbytes = Fraction(sum(tensor_bytes(t, m.quantization)))
+        else:  # fp8: a byte a weight, the norms and router at 16 bits
+            kept = "norm" in t.name or ".mlp.gate." in t.name
+            nbytes = Fraction(t.numel * (2 if kept else 1))
+        by_hand += nbytes if any(w in t.name for w in whole) else nbytes / 8
+    assert weight_bytes_by_part(m, lay, dtype, include_mtp=True)["mtp"] == math.ceil(by_hand)

@@ -471,8 +471,8 @@ _MTP_WHOLE = "eh_proj"
 
 
 @lru_cache(maxsize=16)
-def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
-    """The MTP layers' tensors as ``(part, parameters, checkpoint bytes)`` (bytes 0 for a
+def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int, Any], ...]:
+    """The MTP layers' tensors as ``(part, parameters, checkpoint bytes, tensor)`` (bytes 0 for a
     model that declares no quantization): :func:`mlacalc.models.tensors.part_of`'s parts,
     the projection of the embedding and hidden state its own (:data:`_MTP_WHOLE`)."""
     if not m.num_nextn_predict_layers:
@@ -483,7 +483,7 @@ def _mtp_tensors(m: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     for t in tensors(m, include_mtp=True)[main:]:
         nbytes = sum(tensor_bytes(t, scheme)) if scheme is not None else 0
         part = _MTP_WHOLE if f".{_MTP_WHOLE}." in t.name else part_of(t.name)
-        out.append((part, t.numel, nbytes))
+        out.append((part, t.numel, nbytes, t))
     return tuple(out)
 
 
@@ -514,13 +514,47 @@ def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, Fraction]]:
     slots = Fraction(m.n_routed_experts + lay.redundant_experts, m.n_routed_experts or 1)
     one = Fraction(1)
     share = {
-        "attention": _attention_share(m, kind, lay.tp),
         "moe_routed_experts": slots / lay.moe_group if m.is_moe else one,
         "moe_router": one,
         "norms": one,
         _MTP_WHOLE: one,
     }
-    return [(n, nb, share.get(part, Fraction(1, lay.tp))) for part, n, nb in _mtp_tensors(m)]
+    return [
+        (
+            n,
+            nb,
+            _attention_tensor_share(m, kind, lay.tp, t)
+            if part == "attention"
+            else share.get(part, Fraction(1, lay.tp)),
+        )
+        for part, n, nb, t in _mtp_tensors(m)
+    ]
+
+
+def _attention_tensor_share(m: ModelConfig, kind: Any, tp: int, t: Any) -> Fraction:
+    """The share of one attention tensor ``t`` of a ``kind`` layer a tensor-parallel rank
+    holds, whole elements as the main layers split theirs (:func:`_attention_bytes`,
+    :func:`_tensor_split`, :func:`_attention_norms`): MLA's latent down-projections, their
+    norms and a DSA indexer whole, a norm of one head's width whole, K/V tensors by whole K/V
+    heads, the rest over ``tp``; a linear-attention or compressed layer, or a model counted
+    by formulas, at its layer's share (:func:`_attention_share`). The MTP layer's attention
+    had taken that blended share tensor by tensor: its latent norms (whole on every rank) an
+    eighth and a bit at TP8, 1,646 B short under fp8 on DeepSeek-V3."""
+    if tp == 1:
+        return Fraction(1)
+    if m.is_mla and kind.attention not in COMPRESSED_KINDS:
+        whole = ".indexer." in t.name or any(f"self_attn.{w}." in t.name for w in _MLA_WHOLE)
+        return Fraction(1) if whole else Fraction(1, tp)
+    plain = kind.attention not in STATE_KINDS and kind.attention not in COMPRESSED_KINDS
+    if not plain or arch_of(m) is None:
+        return _attention_share(m, kind, tp)
+    sub = kind_model(m, kind)
+    widths = {sub.head_dim, sub.global_head_dim, sub.v_head_dim} - {None}
+    if t.name.endswith("norm.weight") and t.shape[0] in widths:
+        return Fraction(1)
+    if any(k in t.name for k in _KV_TENSORS) and ".indexer." not in t.name:
+        return Fraction(kv_head_share(sub.num_key_value_heads, tp))
+    return Fraction(1, tp)
 
 
 #: weight_breakdown part -> the param_counts parts (and "mtp") whose checkpoint bytes it holds
