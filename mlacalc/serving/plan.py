@@ -115,7 +115,7 @@ from mlacalc.serving.plan_checks import (
 )
 from mlacalc.serving.provenance import calibration_of
 from mlacalc.serving.ranks import synced_groups
-from mlacalc.serving.scheduler import with_engine_defaults
+from mlacalc.serving.scheduler import overlap_idle_note, with_engine_defaults
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
@@ -485,6 +485,7 @@ def plan(
     common = plan_fields(req, cap)
     common["scheduler_defaults"] = args["scheduler_defaults"]
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
+    common["warnings"] += overlap_idle_note(overlap_schedule, req.scheduler)
     if not cap.fits and cap.max_batch < 1:
         return unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
     # the step model needs numpy; capacity figures alone do not

@@ -49,7 +49,7 @@ from mlacalc.serving.layout import weight_format
 from mlacalc.serving.plan_checks import check_int, check_number
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
-from mlacalc.serving.scheduler import Scheduler, with_engine_defaults
+from mlacalc.serving.scheduler import Scheduler, overlap_idle_note, with_engine_defaults
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
     SearchRequest,
@@ -804,7 +804,10 @@ def search(
         reasons=dict(reasons),
         layouts=found.layouts,
         seconds=time.perf_counter() - t0,
-        notes=_notes(req) + _weights_note(req, ruled_out) + _edge_note(req, best, points),
+        notes=_notes(req)
+        + _weights_note(req, ruled_out)
+        + _edge_note(req, best, points)
+        + overlap_idle_note(overlap_schedule, req.scheduler),
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
