@@ -134,6 +134,13 @@ class PlanInputs:
     tpot: float = D.TPOT_TARGET_S
     #: expert slots beyond the routed experts, spread over the EP ranks (EPLB's replicas)
     redundant_experts: int = 0
+    #: a disaggregated plan's prefill pool (``mlacalc plan --prefill-gpus --prefill-tp
+    #: --prefill-ep --prefill-dp-attention``); None: plan()'s default, derived from the decode
+    #: pool's
+    prefill_gpus: int | None = None
+    prefill_tp: int | None = None
+    prefill_ep: int | None = None
+    prefill_dp_attention: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +286,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             if moe
             else f"{sc.model.label} has no routed experts.",
         )
+        pool = _read_prefill_pool(sc, mode)
         reserve = st.slider(
             "memory reserve (activations, workspace)",
             0.0,
@@ -318,7 +326,53 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         ttft=float(ttft),
         tpot=float(tpot),
         redundant_experts=int(redundant) if moe else 0,
+        **pool,
     )
+
+
+#: the CLI's bounds of a prefill pool's counts (``--prefill-gpus``, ``--prefill-tp``,
+#: ``--prefill-ep``: mlacalc.cli.common.COUNT)
+_POOL_MAX = 1 << 20
+
+
+def _read_prefill_pool(sc: Scenario, mode: str) -> dict[str, Any]:
+    """The prefill pool's widgets (one row beside the mode, on under ``disaggregated`` only)
+    and their :class:`PlanInputs` fields: an empty box is plan()'s default (as many GPUs as
+    the decode pool, the layout derived from it), as the CLI's flag left out."""
+    off = mode != "disaggregated"
+    moe = sc.model.is_moe
+    c1, c2, c3, c4 = st.columns(4)
+    counts = {}
+    for col, key, label, default in (
+        (c1, "gpus", "prefill GPUs", "as many as decode"),
+        (c2, "tp", "prefill tensor parallel", "the decode pool's"),
+        (c3, "ep", "prefill expert parallel", "from the decode pool's"),
+    ):
+        counts[key] = col.number_input(
+            f"{label} (disaggregated)",
+            1,
+            _POOL_MAX,
+            None,
+            key=f"plan_prefill_{key}",
+            placeholder=default,
+            disabled=off or (key == "ep" and not moe),
+            help=f"--prefill-{key}; empty: {default}.",
+        )
+    dpa = c4.selectbox(
+        "prefill DP-attention (disaggregated)",
+        ["as decode", "on", "off"],
+        key="plan_prefill_dpa",
+        disabled=off or not moe,
+        help="--prefill-dp-attention / --no-prefill-dp-attention; as decode: the decode pool's.",
+    )
+    if off:  # a disabled box keeps its old value: the aggregated plan has no prefill pool
+        return {}
+    return {
+        "prefill_gpus": None if counts["gpus"] is None else int(counts["gpus"]),
+        "prefill_tp": None if counts["tp"] is None else int(counts["tp"]),
+        "prefill_ep": None if counts["ep"] is None or not moe else int(counts["ep"]),
+        "prefill_dp_attention": {"on": True, "off": False}.get(dpa) if moe else None,
+    }
 
 
 def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
@@ -352,6 +406,12 @@ def _serving_args(inputs: PlanInputs, engine: str) -> dict:
         serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=inputs.lag)
     else:
         serving.pop("chunked_prefill")
+        serving.update(  # the prefill pool as set (None: plan()'s default, as the CLI's)
+            prefill_gpus=inputs.prefill_gpus,
+            prefill_tp=inputs.prefill_tp,
+            prefill_ep=inputs.prefill_ep,
+            prefill_dp_attention=inputs.prefill_dp_attention,
+        )
     return serving
 
 
@@ -693,11 +753,10 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
         st.caption(f"The chosen deployment's times: {how}.")
     if best and best.get("prefill_layout"):
         st.caption(
-            f"The planner above has no settings for a prefill pool: its disaggregated mode gives "
-            f"the prefill pool plan()'s default (as many GPUs as the decode pool, its layout "
-            f"derived from the decode pool's), not the chosen {best['prefill_gpus']} GPUs "
-            f"{layout_text(best, 'prefill_')}; `mlacalc plan --prefill-gpus --prefill-tp "
-            "--prefill-ep --prefill-dp-attention` times it."
+            f"The chosen prefill pool ({best['prefill_gpus']} GPUs "
+            f"{layout_text(best, 'prefill_')}) is the planner's to time: set its prefill GPUs, "
+            "tensor and expert parallel and DP-attention above (disaggregated), as `mlacalc "
+            "plan --prefill-gpus --prefill-tp --prefill-ep --prefill-dp-attention` takes them."
         )
     _show_reasons(len(points), *reasons)
     download(frontier, f"{sc.model.name}-frontier", "dl_frontier")

@@ -406,3 +406,35 @@ def test_tpots_parts_are_shown_under_it_in_the_clis_words():
     at.number_input(key="plan_conc").set_value(1).run()
     one = mlacalc.plan("deepseek-v3", "H200", 8, isl=D.ISL, osl=D.OSL, concurrency=1.0, **LAYOUT)
     assert one.tpot_parts() == [] and not [c for c in at.caption if "of which" in c.value]
+
+
+def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
+    """A disaggregated plan's prefill pool: the app had no input for it (its prefill pool was
+    plan()'s default, 8 GPUs at TP8 here), where `mlacalc plan --prefill-gpus --prefill-tp
+    --prefill-ep --prefill-dp-attention` sets it. 16 GPUs at EP8: the app's answer is the
+    CLI's to the digit (TTFT 89.74 ms, not the default pool's 156.72 ms)."""
+    from mlacalc.cli import main
+    from mlacalc.serving.plan import duration_text
+
+    at = _run()
+    assert at.number_input(key="plan_prefill_gpus").disabled  # aggregated: no prefill pool
+    at.selectbox(key="plan_mode").set_value("disaggregated")
+    at.number_input(key="plan_conc").set_value(64).run()
+    at.number_input(key="plan_prefill_gpus").set_value(16)
+    at.number_input(key="plan_prefill_ep").set_value(8).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    flags = "--kv-dtype bf16 --page-size 16 --isl 2000 --osl 500 --concurrency 64"
+    cli = "plan deepseek-v3 -H H200 --gpus 8 --tp 8 --mode disaggregated --engine trtllm"
+    pool = "--prefill-gpus 16 --prefill-ep 8 --format json"
+    assert main(f"{cli} {flags} {pool}".split()) == 0
+    p = json.loads(capsys.readouterr().out)
+    assert p["prefill_layout"] == "TP8 DP2 EP8"
+    m = metrics(at)
+    assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
+    assert m["tokens/s per GPU"] == f"{p['output_tokens_per_s_per_gpu']:,.1f}"
+    assert any("(8 decode + 16 prefill)" in s.value for s in [*at.success, *at.warning])
+    # the CLI's bounds and errors: a pool its tp does not divide is refused, naming the field
+    at.number_input(key="plan_prefill_tp").set_value(3).run()
+    assert main(f"{cli} {flags} --prefill-gpus 16 --prefill-ep 8 --prefill-tp 3".split()) != 0
+    err = capsys.readouterr().err
+    assert at.error and "prefill_tp" in at.error[0].value and "prefill-tp" in err

@@ -117,7 +117,8 @@ def test_search_says_its_stand_ins_and_the_prefill_pool_as_the_cli(capsys):
     assert (
         "stand-in: moe:fp8_block:deepgemm from trtllm profile default's moe:fp8_block" in captions
     )
-    assert "no settings for a prefill pool" in captions
+    # the planner sets a prefill pool now (its disaggregated inputs): the caption says where
+    assert "is the planner's to time: set its prefill GPUs" in captions
 
 
 def test_disaggregated_per_gpu_caption_names_the_prefill_pool():
