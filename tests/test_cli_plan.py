@@ -89,12 +89,16 @@ def test_disaggregated_gpu_row_and_help_say_decode_plus_prefill(run):
     )  # fmt: skip
     row = next(line for line in out.splitlines() if "GPUs" in line and "x H200" in line)
     assert "decode" in row and "prefill" in row and "32" in row
+    # each pool's rate is a row of its own (was only in a prefill-bound warning's words)
+    assert "prefill pool's rate" in out and "prompts/s" in out
+    assert "decode pool's rate at its largest batch" in out
     out, _ = run(
         "plan", "deepseek-v3", "-H", "H200", "--gpus", 16, "--mode", "disaggregated",
         "--isl", "2k", "--osl", 500, "--format", "json",
     )  # fmt: skip
     doc = json.loads(out)
     assert (doc["gpus"], doc["prefill_gpus"], doc["total_gpus"]) == (16, 16, 32)
+    assert doc["prefill_pool_requests_per_s"] > 0 and doc["decode_pool_requests_per_s"] > 0
     help_text, _ = run("plan", "--help")
     assert "GPUs in all." not in help_text
     assert "decode pool" in help_text

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from mlacalc import plan, search
+from mlacalc.cli.plan_cmd import serving_rows
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.gpu_step import StepModel
@@ -74,10 +75,20 @@ def test_prefill_bound_closed_loop_queues_for_the_prefill_pool():
     assert ps[1024].ttft_s > 5
     assert any("prefill-bound" in w for w in ps[1024].warnings)
     assert ps[1024].binding == "prefill pool" and ps[1024].queued > 0
+    # requests waiting for the prefill pool: it does not keep up with the offered load (was
+    # sustainable=True beside 17,626 of 18,432 requests queued, TTFT 138 s, in a trial)
+    assert not ps[1024].sustainable
+    said = dict(serving_rows(ps[1024]))["sustainable"]
+    assert said.startswith("no: ") and "wait for the prefill pool" in said
+    # the two pools' rates are keys (were only in the prefill-bound warning's words)
+    pf, dec = ps[1024].prefill_pool_requests_per_s, ps[1024].decode_pool_requests_per_s
+    assert pf == pytest.approx(X, rel=1e-6) and dec > pf
+    assert f"{pf:.3g} prompts/s" in " ".join(ps[1024].warnings)
     # below the prefill pool's rate, nothing queues and nothing is prefill-bound
     p = _plan(osl=500, concurrency=64)
     assert not p.queued and not any("prefill-bound" in w for w in p.warnings)
     assert p.binding != "prefill pool"
+    assert p.sustainable and p.prefill_pool_requests_per_s > p.output_tokens_per_s / 500
 
 
 def test_search_disaggregated_points_count_the_requests_in_flight():

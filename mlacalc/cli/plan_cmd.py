@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from mlacalc.cli.common import (
@@ -647,7 +649,25 @@ def serving_rows(p) -> list[list[str]]:
             srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
     if p.kv_transfer_s is not None:
         srows.append(["KV transfer per request", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
+    if p.prefill_pool_requests_per_s is not None:  # the two rates, the lower caps the rest
+        srows.append(["prefill pool's rate", f"{p.prefill_pool_requests_per_s:,.1f} prompts/s"])
+        srows.append(
+            [
+                "decode pool's rate at its largest batch",
+                f"{p.decode_pool_requests_per_s:,.1f} requests/s",
+            ]
+        )
+    if not p.sustainable:
+        srows.append(["sustainable", "no: " + unsustained_words(p)])
     return srows
+
+
+def unsustained_words(p) -> str:
+    """Why the offered load is not kept up with: requests waiting, and for what."""
+    if p.queued is None or not math.isfinite(p.queued):
+        return "requests arrive faster than the deployment serves them"
+    pool = "the prefill pool" if p.binding == "prefill pool" else "a place in the batch"
+    return f"{p.queued:,.0f} of the requests in flight wait for {pool}"
 
 
 def others_prompts_rows(p) -> list[list[str]]:

@@ -219,6 +219,9 @@ class Plan:
     kv_transfer_s: float | None = None
     step_compute_s: float | None = None
     step_comm_s: float | None = None
+    #: every pool keeps up with the offered load: no request waits in a queue for a place in
+    #: the batch or for the prefill pool (false where some wait, in a closed loop too, and
+    #: where requests arrive faster than the deployment serves them)
     sustainable: bool = True
     kernels: tuple[dict[str, Any], ...] = ()
     #: what ``kernels`` covers, in words, where it is not the whole step of one GPU: one of
@@ -255,6 +258,12 @@ class Plan:
     prefill_ep: int | None = None
     prefill_dp_attention: bool | None = None
     prefill_redundant_experts: int | None = None
+    #: disaggregated: the prompts (requests) per second the prefill pool finishes (passes of
+    #: its most prompts), and the requests per second the decode pool serves at its largest
+    #: batch; the lower of the two caps the throughput (None aggregated, or where the prefill
+    #: pool holds no prompt)
+    prefill_pool_requests_per_s: float | None = None
+    decode_pool_requests_per_s: float | None = None
     #: the calibration profile that timed the kernels, and how this device was predicted with
     #: it ("calibrated on H100-SXM", "H200 by datasheet ratios from H100-SXM (...)")
     profile: str = ""
@@ -938,6 +947,8 @@ def serving_record(
         prefill_ep=p_lay.ep if p_lay else None,
         prefill_dp_attention=p_lay.dp_attention if p_lay else None,
         prefill_redundant_experts=p_lay.redundant_experts if p_lay else None,
+        prefill_pool_requests_per_s=float(mix.pf_capacity) if p_lay else None,
+        decode_pool_requests_per_s=float(load.decode_max) if p_lay else None,
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
         expert_rank_load=mix.sm.expert_rank_load(B_run * mix.q),
@@ -966,7 +977,9 @@ def serving_record(
         step_compute_s=f["compute"],
         step_comm_s=f["comm"],
         step_links_s=links,
-        sustainable=load.sustainable,
+        # a request waiting for a pool (the batch's places or the prefill pool's rate) is
+        # offered load the deployment does not keep up with, bounded queue or not
+        sustainable=load.sustainable and not load.queued,
         kernels=kernel_rows(dec.kernels),
         kernels_scope=kernels_scope(mix.sm, req.overlap, micro),
     )
