@@ -122,7 +122,13 @@ from mlacalc.timemodel.dsa_time import (
 )
 from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_conv
 from mlacalc.timemodel.fit import Observations
-from mlacalc.timemodel.gemm_time import MLA_QUANT_CTAS, PER_TENSOR_BMM, step_block_fp8
+from mlacalc.timemodel.gemm_time import (
+    MLA_QUANT_CTAS,
+    PER_TENSOR_BMM,
+    WIDE_FP4_TILE_ENGINES,
+    WIDE_FP4_TILE_FIELD,
+    step_block_fp8,
+)
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
 from mlacalc.timemodel.mla_time import (
     GEN_SPARSE_VARIANT,
@@ -216,8 +222,9 @@ _ROTARY = 128  # rotary dim hard-coded in the attention collector
 class _Builder:
     """Collects kernel parts for a table; every array argument is indexed like ``rows``."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, engine: str = ""):
         self.n = n
+        self.engine = engine  # the table's engine: whose kernel its GEMMs are
         self.parts: list[KernelPart] = []
         self.host_s: np.ndarray | None = None  # a host floor per row (NaN: none), or none
         self.host_groups: tuple | None = None  # the labels it was looked up by
@@ -469,13 +476,16 @@ def _gemm_kernels(
         }
     elif dtype == "nvfp4":
         # both operands' fp8 scales (one per 16 elements along K); the bf16 input is quantized
-        # to nvfp4 by a kernel of its own, one pass writing the 4-bit copy and its scales
+        # to nvfp4 by a kernel of its own, one pass writing the 4-bit copy and its scales;
+        # TensorRT-LLM's kernel runs one output tile (gemm_time.WIDE_FP4_TILE)
         nbytes = nbytes + g * (m + n) * np.ceil(k / _NVFP4_GROUP)
+        wide = float(b.engine in WIDE_FP4_TILE_ENGINES)
         quant = {
             "quantize_input": 1,
             "quant_group": _NVFP4_GROUP,
             "quant_passes": 1,
             "quant_permute": 0,
+            WIDE_FP4_TILE_FIELD: wide * np.ones_like(m),
         }
     b.add(
         name,
@@ -912,7 +922,7 @@ def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, conte
         sub = dataclasses.replace(
             t, columns={k: v[idx] for k, v in t.columns.items()}, seconds=t.seconds[idx]
         )
-        part_b, part_r = _Builder(len(idx)), reason[idx]
+        part_b, part_r = _Builder(len(idx), t.engine), reason[idx]
         _attention_rows(sub, part_b, part_r, context=ctx, prompt_keys=not ctx)
         b.parts.extend(KernelPart(p.name, idx[p.rows], p.batch) for p in part_b.parts)
         reason[idx] = part_r
@@ -2409,7 +2419,7 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
             field=table.table,
         )
     reason = np.full(len(table), "", dtype=object)
-    b = _Builder(len(table))
+    b = _Builder(len(table), table.engine)
     mapper(table, b, reason)
     mapped = MappedTable(
         table=table, parts=b.parts, reason=reason, host_s=b.host_s, host_groups=b.host_groups

@@ -48,6 +48,9 @@ __all__ = [
     "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
     "TRTLLM_BLOCK_FP8_GEMM",
+    "WIDE_FP4_TILE",
+    "WIDE_FP4_TILE_ENGINES",
+    "WIDE_FP4_TILE_FIELD",
     "engine_gemm_kernel",
     "fed_rate",
     "gemm_terms",
@@ -101,6 +104,23 @@ NO_SPLIT_K = ("fp8_block", "int8", "nvfp4")
 #: tiles, 1.11-1.13). On Hopper (``wgmma``, M = 64) the rule does not apply.
 BLOCK_SCALED_MMA = ("nvfp4", "fp8_block")
 BLOCK_SCALED_MMA_ROWS = 128.0
+
+#: The one output tile (rows, columns) of TensorRT-LLM's nvfp4 GEMM on data-centre Blackwell
+#: (its CUTLASS ``tcgen05`` kernel, the ``nvfp4`` rows of its ``gemm_perf`` and module tables:
+#: shape field :data:`WIDE_FP4_TILE_FIELD`, set by the mapping for :data:`WIDE_FP4_TILE_ENGINES`
+#: and by :func:`engine_gemm_kernel` for a served step). Read from the wave steps of B200's
+#: rows, not from the kernel's source: at n = 16,384 the time steps at 257 rows (k = 16,384:
+#: 47.3 -> 75.2 us; 128 x 256 tiles: 64 columns of tiles, 192 > 148 SMs) and not at 129
+#: (44.2 -> 45.7 us, where 128 x 128 tiles would make 256), at n = 10,240 at 512 rows (4 x 40
+#: = 160 tiles) and not at 257, at n = 8,192 at 513 (5 x 32 = 160) and not at 257: every step
+#: where a 128 x 256 tile fills the SMs, none where a narrower one would. Its rows of up to
+#: 256 rows walk K at 1.83-1.98 ns a K element at every n from 128 to 8,192 (one tile an SM):
+#: 128 x 256 multiply-adds a K element at 0.57-0.59 of the SM's fp4 rate, where a 128 x 64
+#: tile the model had chosen walks in a quarter of the work. SGLang's and vLLM's nvfp4 kernel
+#: (FlashInfer's CuTe DSL) steps at 129 rows and keeps the candidate tiles.
+WIDE_FP4_TILE = (128.0, 256.0)
+WIDE_FP4_TILE_FIELD = "wide_fp4_tile"
+WIDE_FP4_TILE_ENGINES = frozenset({"trtllm"})
 
 #: Shared-memory bytes per operand element of a block-scaled MMA on ``tcgen05``, over the bytes
 #: of the element alone: nvfp4 carries an fp8 (E4M3) scale per 16 elements along K, which the
@@ -406,6 +426,10 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
     block-scaled fp8 GEMM by :func:`step_block_fp8`; a per-tensor fp8 GEMM with
     ``cutlass_dispatch`` where its engine's is CUTLASS's ``scaled_mm``
     (:data:`CUTLASS_FP8_ENGINES`): the step is timed with the tiles its class was fitted on."""
+    if batch.kind == "gemm" and batch.dtype == "nvfp4" and WIDE_FP4_TILE_FIELD not in batch.shape:
+        # the engine's nvfp4 kernel: TensorRT-LLM's its one wide tile (WIDE_FP4_TILE)
+        wide = float(engine in WIDE_FP4_TILE_ENGINES) * np.ones(len(batch))
+        return dataclasses.replace(batch, shape={**batch.shape, WIDE_FP4_TILE_FIELD: wide})
     if "quantize_input" not in batch.shape:
         batch = per_tensor_bmm(step_block_fp8(batch, engine), engine)
     if batch.kind != "gemm" or batch.dtype != "fp8" or batch.variant:
@@ -458,6 +482,11 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         # (not the batched GEMM: the only fp8 BMM rows on Blackwell, SGLang's, are cuBLASLt's
         # per-tensor ``bmm_fp8``)
         tm = np.maximum(tm, BLOCK_SCALED_MMA_ROWS)
+        rate = tile_rate(tm, tn)
+    if fig.tcgen05 and batch.dtype == "nvfp4" and (col(batch, WIDE_FP4_TILE_FIELD, 0) > 0).any():
+        # TensorRT-LLM's nvfp4 kernel runs its one tile (WIDE_FP4_TILE); a batch of one
+        # engine's rows holds the field alike in every row
+        tm, tn = np.full_like(tm, WIDE_FP4_TILE[0]), np.full_like(tn, WIDE_FP4_TILE[1])
         rate = tile_rate(tm, tn)
     reuse = operand_reuse(fig)
     if fig.tcgen05:  # the block scales pass through shared memory with the operands
