@@ -82,8 +82,9 @@ def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on
     """The eager model on the catalogue's H200 (the shipped H100 fit carried by datasheet
     ratios, no ceiling from the set) with each row's measured trivial-op latency: the kernel
     classes never saw this set, the GPU passes' shares come from a profiled run, and only the
-    host's cost per op was fitted on the set's host-bound rows. Median |error| 8.2% when
-    measured (the 105 rows over 3 ms, whose time is the GPU's: 7.6%); both held to 12%."""
+    host's cost per op was fitted on the set's host-bound rows. Median |error| 7.0% (the rows
+    over 3 ms, whose time is the GPU's: 6.5%); both held to 8% (9.2% and 9.4% before the eager
+    RoPE and cat passes, 2026-11-29, when the bound was 12%)."""
     import csv
     import statistics
 
@@ -107,8 +108,8 @@ def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on
         if float(r["median_s"]) > 3e-3:
             gpu_bound.append(error)
     assert len(errors) == 278 and len(gpu_bound) > 80
-    assert statistics.median(errors) <= 0.12
-    assert statistics.median(gpu_bound) <= 0.12
+    assert statistics.median(errors) <= 0.08
+    assert statistics.median(gpu_bound) <= 0.08
 
 
 def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
@@ -116,9 +117,10 @@ def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
     (Kimi K2 and MiniCPM3-4B, MLA in its four implementations; Qwen3-8B and Llama-3.1-8B, GQA),
     decode and prefill, batch 1-32, 1K-16K tokens. Predicted on the catalogue's H200 (the shipped
     H100 fit carried by datasheet ratios) with each row's measured trivial-op latency, nothing
-    taken from the set: median |error| 8.7% over 156 rows, 11.9% over the 65 rows over 3 ms,
-    p90 21.8% (prefill predicted fast, -7% to -22% by model and implementation); held to 10%,
-    14% and 25%."""
+    taken from the set: median |error| 6.1% over 156 rows, 5.5% over the 65 rows over 3 ms,
+    p90 15.7%; held to 7%, 7% and 18%. Before the eager RoPE and cat passes (found on the full
+    set and the profile, then checked here untuned): 8.7%, 11.9% and 21.8%, prefill predicted
+    fast by -7% to -33% by model and implementation, held to 10%, 14% and 25%."""
     import csv
     import statistics
 
@@ -143,9 +145,9 @@ def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
         if float(r["median_s"]) > 3e-3:
             gpu_bound.append(error)
     assert len(errors) == 156 and len(gpu_bound) == 65
-    assert statistics.median(errors) <= 0.10
-    assert statistics.median(gpu_bound) <= 0.14
-    assert sorted(errors)[int(0.9 * len(errors))] <= 0.25
+    assert statistics.median(errors) <= 0.07
+    assert statistics.median(gpu_bound) <= 0.07
+    assert sorted(errors)[int(0.9 * len(errors))] <= 0.18
 
 
 def test_noisy_rows_are_said_and_left_out_of_the_median(tmp_path):

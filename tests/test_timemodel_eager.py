@@ -240,3 +240,91 @@ def test_the_plain_roofline_of_the_eager_sequence_queues_on_a_gpu_and_adds_on_a_
         "llama-3-8b", "measured:cpu-2core-epyc-fp32", "decode", 4096, 4, mode="unfused"
     )
     assert all(o.launch_s > 0 for o in cpu.ops)  # each op's dispatch, paid in turn
+
+
+def _aten_sizes(model, impl, batch, seq, q, op):
+    """The output sizes of every call of the ATen op ``op`` (``"cat"``, ``"neg"``) the reference
+    layer makes in one step."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from mlacalc.bench.torch_layers import MLAReference, layer_for_model
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.sizes = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if str(func).startswith(f"aten.{op}.") and isinstance(out, torch.Tensor):
+                self.sizes.append(out.numel())
+            return out
+
+    torch.manual_seed(0)
+    layer = layer_for_model(model, impl)
+    with torch.no_grad():
+        cache = layer.empty_cache(batch, capacity=seq)
+        held = (cache.latent, cache.k, cache.v) if isinstance(layer, MLAReference) else (cache.k,)
+        for t in held:
+            if t is not None:
+                t.normal_()
+        cache.used = seq - q
+        x = torch.randn(batch, q, layer.d)
+        if impl == "absorbed_merged":
+            layer.merge_weights()
+        with Log() as log:
+            layer(x, cache, start=seq - q)
+    return log.sizes
+
+
+@pytest.mark.parametrize(
+    "model,impl",
+    [
+        ("llama-3-8b", None),
+        ("deepseek-v2-lite", "naive"),
+        ("deepseek-v2-lite", "compressed"),
+        ("deepseek-v2-lite", "absorbed"),
+        ("deepseek-v2-lite", "absorbed_merged"),
+    ],
+)
+def test_rope_and_cat_passes_are_the_reference_layers(model, impl):
+    """The RoPE passes (the negated half, the ``cat`` of the halves, the products with cos and
+    sin) and the ``cat`` passes of :func:`eager_passes` (with the op sequence's ``q_assemble`` /
+    ``k_assemble``) are the layer's ``aten.neg`` and ``aten.cat`` calls, by the elements they
+    write; the only other cats are cos and sin per RoPE call (``[q, d_rope]`` each) and the
+    new latent row."""
+    batch, seq, q = 2, 32, 4
+    m = dataclasses.replace(one_layer(load_model(model)), hidden_size=256)
+    passes = {name: n for _, name, n in eager_passes(m, impl, batch, q, seq)}
+    d = m.qk_rope_head_dim if m.is_mla else m.head_dim
+    h, kv = m.num_attention_heads, (1 if m.is_mla else m.num_key_value_heads)
+    rope = batch * q * (h + kv) * d
+    assert passes["rope_cat"] == rope and passes["rope_neg"] == rope // 2
+    assert passes["rope_mul"] == 2 * rope
+    assert sum(_aten_sizes(m, impl, batch, seq, q, "neg")) == passes["rope_neg"]
+    cats = sum(_aten_sizes(m, impl, batch, seq, q, "cat"))
+    counted = rope + passes.get("q_cat", 0) + passes.get("k_cat", 0)
+    small = 2 * 2 * q * d  # cos and sin, two RoPE calls
+    if m.is_mla:
+        dq = m.qk_nope_head_dim + d
+        if impl == "absorbed":  # the op sequence's q_assemble
+            counted += batch * q * h * (m.kv_lora_rank + d)
+        if impl == "compressed":  # the op sequence's k_assemble, every key
+            counted += batch * seq * h * dq
+        if impl != "naive":  # the new latent row
+            small += batch * q * (m.kv_lora_rank + d)
+    assert cats == counted + small
+
+
+def test_a_cat_too_large_for_32_bit_indexing_runs_as_copies():
+    from mlacalc.timemodel.eager_time import (
+        CAT_COPIES_ELEMENTS,
+        CAT_SHARE,
+        STRIDED_SHARE,
+        gpu_pass_share,
+    )
+
+    assert gpu_pass_share("k_assemble", 0, CAT_COPIES_ELEMENTS - 1) == CAT_SHARE
+    assert gpu_pass_share("k_assemble", 0, CAT_COPIES_ELEMENTS) == STRIDED_SHARE
+    assert gpu_pass_share("rope_mul") == STRIDED_SHARE < 1.0 == gpu_pass_share("rope")

@@ -22,7 +22,10 @@ layers' shapes (:mod:`mlacalc.bench.torch_layers`) that the engine's op sequence
   of several new tokens grouped by head) is copied first;
 - an ``einsum`` returns its result as a permuted view of the ``bmm`` it ran (absorbed MLA's
   ``bqhc,hvc->bqhv``, computed as ``[h, bq, v]``): the ``reshape`` after it copies it, and so
-  does the ``reshape`` of several new tokens' per-head output back to ``[B, q, h d]``.
+  does the ``reshape`` of several new tokens' per-head output back to ``[B, q, h d]``;
+- RoPE (``x * cos + rotate_half(x) * sin``) is five passes where the engine's sequence counts
+  one (:func:`rope_passes`), and MLA's queries (naive, compressed, absorbed-merged) and naive
+  MLA's keys are assembled by a ``cat`` the engine's sequence leaves out.
 
 A product of queries against a latent cache broadcast over heads (``[B, h, q, c] @ [B, 1, c,
 S]``) would make ``torch.matmul`` expand and copy the cache once per head; the reference layers
@@ -39,6 +42,9 @@ from mlacalc.models.loading import ModelConfig
 __all__ = [
     "BMM_ENTRY_DISPATCHES",
     "BMM_ROW_BANDWIDTH",
+    "CAT_COPIES_ELEMENTS",
+    "CAT_PASSES",
+    "CAT_SHARE",
     "FIRST_TOUCH_BYTES_PER_S",
     "FRESH_OUTPUT_BYTES",
     "HOST_OP_LATENCIES",
@@ -54,6 +60,7 @@ __all__ = [
     "gpu_pass_share",
     "host_op_seconds",
     "host_runs_kernels",
+    "rope_passes",
 ]
 
 
@@ -131,15 +138,31 @@ REGISTER_SOFTMAX_KEYS = (1024, 8192)
 #: 77 GB in 65 copies).
 STRIDED_SHARE = 0.34
 #: The passes of :func:`eager_passes` and of the layers' op sequences that copy strided views
-STRIDED_PASSES = frozenset({"q_heads_copy", "v_copy", "out_copy", "k_assemble", "q_assemble"})
+STRIDED_PASSES = frozenset({"q_heads_copy", "v_copy", "out_copy", "rope_neg", "rope_mul"})
+#: Share of the copy bandwidth PyTorch's batched ``cat`` kernel reaches (``CatArrayBatchedCopy``,
+#: not vectorised: its inputs are slices of wider rows or expanded). Profiled on an H200
+#: (``benchmarks/eager_profile.py``, the six prompts): 0.16-0.23 of the measured copy rate
+#: (absorbed MLA's query assembly 0.16; RoPE's halves and the expanded MLA keys and queries
+#: 0.19-0.23).
+CAT_SHARE = 0.2
+#: The ``cat`` passes of :func:`eager_passes` and of the layers' op sequences
+CAT_PASSES = frozenset({"rope_cat", "q_cat", "k_cat", "q_assemble", "k_assemble"})
+#: A ``cat`` whose output has this many elements or more cannot index it in 32 bits: PyTorch
+#: copies each input into its slice of the output instead (``copy_`` split into 32-bit pieces;
+#: from recall of ``aten/src/ATen/native/cuda/Cat.cu``, checked in the profile: compressed MLA's
+#: keys re-expanded over 64K tokens, 13 G elements, ran as 65 copies at 0.39 of the copy rate),
+#: at :data:`STRIDED_SHARE`.
+CAT_COPIES_ELEMENTS = 2**31
 
 
-def gpu_pass_share(name: str, keys: int = 0) -> float:
+def gpu_pass_share(name: str, keys: int = 0, outputs: int = 0) -> float:
     """Share of the copy bandwidth one element-wise op ``name`` of the eager sequence reaches
     on a GPU: the softmax over rows of ``keys`` keys :data:`SOFTMAX_SHARE` (or
-    :data:`REGISTER_SOFTMAX`); a copy of a strided view :data:`STRIDED_SHARE`; the mask, an
-    out-of-place ``masked_fill`` (a clone of the scores at the copy rate, then the broadcast
-    fill in place at the strided rate: the two passes' times added); every other op 1."""
+    :data:`REGISTER_SOFTMAX`); a copy of a strided view :data:`STRIDED_SHARE`; a ``cat`` of
+    ``outputs`` elements :data:`CAT_SHARE` (:data:`STRIDED_SHARE` from
+    :data:`CAT_COPIES_ELEMENTS`, run as copies); the mask, an out-of-place ``masked_fill`` (a
+    clone of the scores at the copy rate, then the broadcast fill in place at the strided rate:
+    the two passes' times added); every other op 1."""
     if name == "softmax":
         lo, hi = REGISTER_SOFTMAX_KEYS
         return REGISTER_SOFTMAX if lo < keys <= hi else SOFTMAX_SHARE
@@ -147,6 +170,8 @@ def gpu_pass_share(name: str, keys: int = 0) -> float:
         return 1.0 / (1.0 + 1.0 / STRIDED_SHARE)
     if name in STRIDED_PASSES:
         return STRIDED_SHARE
+    if name in CAT_PASSES:
+        return CAT_SHARE if outputs < CAT_COPIES_ELEMENTS else STRIDED_SHARE
     return 1.0
 
 
@@ -171,6 +196,15 @@ def eager_passes(
         dv = model.v_head_dim
         rows = batch * h * q  # one score row per (sequence, head, new token)
         expanded = impl in ("naive", "compressed")
+        out += rope_passes(batch * q * (h + 1) * model.qk_rope_head_dim)
+        if expanded:  # torch.cat([q_nope, q_rope], -1)
+            out.append(("rope", "q_cat", batch * q * h * dq))
+        if impl == "naive":  # k_new = torch.cat([k_nope, k_rope expanded over the heads], -1)
+            out.append(("rope", "k_cat", batch * q * h * dq))
+        if impl == "absorbed_merged":  # torch.cat([q_lat, q_rope], -1) (absorbed: q_assemble)
+            out.append(
+                ("rope", "q_cat", batch * q * h * (model.kv_lora_rank + model.qk_rope_head_dim))
+            )
         if expanded and q > 1:  # qf.transpose(1, 2) folded by matmul: copied
             out.append(("cache_write", "q_heads_copy", batch * q * h * dq))
         out.append(("scores", "scale", rows * keys))
@@ -186,6 +220,8 @@ def eager_passes(
     d = model.head_dim
     span = attended_keys(model, keys)
     rows = batch * h * q
+    if model.rope:
+        out += rope_passes(batch * q * (h + model.num_key_value_heads) * d)
     if q > 1:  # the heads of each KV head grouped: xq permuted, reshaped or folded, copied
         out.append(("rope", "q_heads_copy", batch * q * h * d))
     out.append(("scores", "scale", rows * span))
@@ -194,6 +230,18 @@ def eager_passes(
         dv = model.v_head_dim or d  # MiMo-V2-Flash's values are narrower than its keys
         out.append(("pv", "out_copy", batch * q * h * dv))  # permute(0, 3, 1, 2, 4).reshape
     return out
+
+
+def rope_passes(elements: int) -> list[tuple[str, str, int]]:
+    """The passes the reference layers' RoPE (``x * cos + rotate_half(x) * sin`` over queries
+    and keys of ``elements`` values) makes beyond the one the engine's ``rope`` op counts (the
+    final add): the negated half (a strided slice), the ``cat`` of the two halves, and the two
+    products with ``cos`` and ``sin`` broadcast over sequences and heads."""
+    return [
+        ("rope", "rope_neg", elements // 2),
+        ("rope", "rope_cat", elements),
+        ("rope", "rope_mul", 2 * elements),
+    ]
 
 
 #: An output of at least this many bytes is mapped fresh from the operating system on every

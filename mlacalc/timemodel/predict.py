@@ -680,7 +680,11 @@ def _model_unfused(step: _Step, hw: HardwareSpec, prof: Any, latency: float) -> 
     shares = [1.0] * len(kernels)
     if not host_runs_kernels(hw.kind):  # eager PyTorch's CUDA passes, at their share of the rate
         keys = attended_keys(one, cost.seq_len)
-        shares = [gpu_pass_share(k.name, keys) if k.kind == "elementwise" else 1.0 for k in kernels]
+        size = dtype_bits(step.work.act_dtype) // 8 or 1
+        shares = [
+            gpu_pass_share(k.name, keys, int(w // size)) if k.kind == "elementwise" else 1.0
+            for k, w in zip(kernels, eager.written)
+        ]
         kernels = [_at_pass_share(k, share) for k, share in zip(kernels, shares)]
     if step.stored:  # the projections' weights as the checkpoint stores them
         kernels = as_stored(kernels, one, step.work.act_dtype)
@@ -773,9 +777,10 @@ def _eager_gpu_kernels(
     floor from the GEMM sweep (whose single ``[M x n] @ [n x n]`` calls carry a launch each and
     a weight matrix of 8192 x 8192, neither of which a ``bmm`` over gigabytes has)."""
     out = []
-    for o, k, w in zip(ops, eager.kernels, eager.weighted):
+    size = dtype_bits(rates.dtype) // 8 or 1
+    for o, k, w, n in zip(ops, eager.kernels, eager.weighted, eager.written):
         if k.kind == "elementwise":
-            share = gpu_pass_share(k.name, keys)
+            share = gpu_pass_share(k.name, keys, int(n // size))
             if share != 1.0:
                 o = dataclasses.replace(o, memory_s=o.memory_s / share)
         elif not w:
