@@ -328,3 +328,17 @@ def test_a_cat_too_large_for_32_bit_indexing_runs_as_copies():
     assert gpu_pass_share("k_assemble", 0, CAT_COPIES_ELEMENTS - 1) == CAT_SHARE
     assert gpu_pass_share("k_assemble", 0, CAT_COPIES_ELEMENTS) == STRIDED_SHARE
     assert gpu_pass_share("rope_mul") == STRIDED_SHARE < 1.0 == gpu_pass_share("rope")
+
+
+def test_softmax_rate_by_the_kernel_pytorch_picks_for_the_row():
+    """One warp per row up to 1K keys, registers to 8K, shared memory to 24K bf16 keys (48 KiB),
+    then the global-memory kernel (profiled: 0.45, 0.28, 0.39 at 16K, 0.44-0.47 at 64K-128K)."""
+    from mlacalc.timemodel.eager_time import (
+        REGISTER_SOFTMAX,
+        SMEM_SOFTMAX,
+        SOFTMAX_SHARE,
+        gpu_pass_share,
+    )
+
+    shares = [gpu_pass_share("softmax", k) for k in (1024, 4096, 16384, 24576, 65536)]
+    assert shares == [SOFTMAX_SHARE, REGISTER_SOFTMAX, SMEM_SOFTMAX, SMEM_SOFTMAX, SOFTMAX_SHARE]

@@ -130,6 +130,13 @@ REGISTER_SOFTMAX = 0.28
 #: what a block of 1,024 threads holds at 8 bf16 values each (8,192; observed at 4,096, and
 #: 16,384 ran the shared-memory kernel: the upper bound itself was not observed).
 REGISTER_SOFTMAX_KEYS = (1024, 8192)
+#: Share of the copy bandwidth of PyTorch's shared-memory softmax, which takes the rows too long
+#: for registers that fit a block's shared memory: 0.39 profiled at 16K keys (a Llama-2-7B
+#: prompt's ``cunn_SoftMaxForwardSmem``, 20.8 ms of its 76.8).
+SMEM_SOFTMAX = 0.39
+#: The shared memory a block of PyTorch's softmax holds a row in: 48 KiB (from recall of
+#: ``aten/src/ATen/native/cuda/SoftMax.cu``, the default per-block limit), 24K bf16 keys.
+SMEM_SOFTMAX_BYTES = 48 * 1024
 #: Share of the copy bandwidth of a pass eager PyTorch runs through its generic element-wise
 #: kernel (operands permuted, sliced or broadcast, so no vectorised loads): a copy of a
 #: permuted view, a ``cat`` of strided slices and expanded tensors, ``masked_fill_`` over a
@@ -165,7 +172,9 @@ def gpu_pass_share(name: str, keys: int = 0, outputs: int = 0) -> float:
     the two passes' times added); every other op 1."""
     if name == "softmax":
         lo, hi = REGISTER_SOFTMAX_KEYS
-        return REGISTER_SOFTMAX if lo < keys <= hi else SOFTMAX_SHARE
+        if lo < keys <= hi:
+            return REGISTER_SOFTMAX
+        return SMEM_SOFTMAX if hi < keys <= SMEM_SOFTMAX_BYTES // 2 else SOFTMAX_SHARE
     if name == "mask":
         return 1.0 / (1.0 + 1.0 / STRIDED_SHARE)
     if name in STRIDED_PASSES:
