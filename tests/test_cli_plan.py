@@ -311,8 +311,9 @@ def test_moe_only_arguments_on_a_dense_model_are_refused_by_name(run, argument, 
     assert exc.value.argument == argument
     _, err = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, *flag, code=2)
     assert f"Invalid value for {flag[0].replace('--no-', '--')}" in err and "routed experts" in err
-    # the same value on a model with experts is taken
-    assert plan("mixtral-8x7b", "H200", 2, **{argument: value}).fits
+    # the same value on a model with experts is taken (with expert ranks: without them the
+    # rank options are refused, tests/test_serving_ep_only.py)
+    assert plan("mixtral-8x7b", "H200", 2, ep=2, **{argument: value}).fits
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,10 @@ def _routed(
     routed experts in that format), its batch, the profile and the hardware."""
     m, hw = as_model("deepseek-v3"), load_hardware(hw_name)
     gpus = max(ep, tp)
-    lay = make_layout(m, gpus, tp=tp, ep=ep, dp_attention=ep > tp, redundant_experts=32)
+    # replicas only with expert ranks (make_layout refuses them at ep 1)
+    lay = make_layout(
+        m, gpus, tp=tp, ep=ep, dp_attention=ep > tp, redundant_experts=32 if ep > 1 else 0
+    )
     prof = profile_for(engine, hw.name, hw)[0]
     comps = {"experts": experts} if experts else None
     kv = resolve_kv_layout("bf16")

@@ -201,8 +201,9 @@ def test_plan_argument_mutated_is_an_answer_or_one_line(name):
 def test_plan_routing_imbalance_past_every_token_on_one_expert_is_refused():
     # 1e300 overflowed the step's arithmetic; the most is n_routed_experts / top-k
     with pytest.raises(InvalidArgumentError, match=r"^routing_imbalance: 33 is past .* 32"):
-        mlacalc.plan("deepseek-v3", "H200", 8, routing_imbalance=33.0)
-    assert mlacalc.plan("deepseek-v3", "H200", 8, routing_imbalance=32.0).fits
+        mlacalc.plan("deepseek-v3", "H200", 8, ep=8, routing_imbalance=33.0)
+    # ep 8: without expert ranks an imbalance is refused (tests/test_serving_ep_only.py)
+    assert mlacalc.plan("deepseek-v3", "H200", 8, ep=8, routing_imbalance=32.0).fits
 
 
 def test_cli_json_is_strict_json_even_for_an_unbounded_queue(capsys):
