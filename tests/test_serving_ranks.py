@@ -155,3 +155,19 @@ def test_the_plan_says_how_hot_the_hottest_expert_rank_is():
     assert plan(DSV3, "H100-SXM", 72, **kw, routing="balanced").expert_rank_load == 1.0
     assert plan(DSV3, "H100-SXM", 72, **kw, expert_skew=0.5).expert_rank_load > 1.052
     assert plan(DSV3, H200, 8, tp=8, seq_len=2000).expert_rank_load is None
+
+
+def test_expert_rank_load_is_the_one_the_timed_kernels_apply_under_tbo():
+    """Under two-batch overlap each micro-batch routes half the step's tokens, a wider sample
+    spread: the dispatch bytes were scaled by 1.0739 (8,128,518 = 7,569,408 x 1.0739 at 128
+    tokens a GPU) while expert_rank_load said the full batch's 1.0522 (a trial). It is now
+    the load applied, the dispatch bytes over balanced routing's."""
+    kw = dict(tp=1, dp_attention=True, ep=72, redundant_experts=32, seq_len=2000, batch=72 * 256)
+
+    def dispatch(p):
+        return next(k["bytes_per_call"] for k in p.kernels if k["kind"] == "dispatch")
+
+    tbo = plan(DSV3, "H100-SXM", 72, **kw, overlap="tbo")
+    even = plan(DSV3, "H100-SXM", 72, **kw, overlap="tbo", routing="balanced")
+    assert tbo.expert_rank_load == pytest.approx(dispatch(tbo) / dispatch(even), rel=1e-9)
+    assert tbo.expert_rank_load == pytest.approx(1.0739, abs=5e-4)  # was 1.0522

@@ -582,8 +582,9 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
     if p.max_context is not None:
         rows.append([f"longest context at batch {p.batch:,}", p.longest_context_text()])
     if p.expert_rank_load is not None:
+        per = " (a micro-batch's, as timed)" if p.overlap == "tbo" else ""
         rows.append(
-            ["hottest expert rank's copies over the even share", f"{p.expert_rank_load:.3f}x"]
+            [f"hottest expert rank's copies over the even share{per}", f"{p.expert_rank_load:.3f}x"]
         )
     if p.decode_step_s is not None:
         at = decode_at(p)

@@ -287,7 +287,9 @@ class Plan:
     prefill_what: str = "one pass alone"
     #: the hottest expert rank's routed copies over the even share at the decode step (the
     #: routing's sample spread, the experts' placement and ``routing_imbalance``; None without
-    #: experts shared over ranks)
+    #: experts shared over ranks): the load the timed kernels apply, at the tokens one pass of
+    #: the MoE layer carries (under two-batch overlap one micro-batch's, half the step's, a
+    #: wider spread; one pipeline micro-batch's)
     expert_rank_load: float | None = None
     #: the engine whose scheduler defaults filled the arguments left out (None: none), and
     #: each argument it filled with its value (:func:`~mlacalc.serving.scheduler.
@@ -727,6 +729,12 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
     )
 
 
+def timed_tokens(tokens: float, overlap: str) -> float:
+    """The tokens per attention group one pass of a MoE layer carries when a decode step of
+    ``tokens`` is timed: half under two-batch overlap (each micro-batch routes its own)."""
+    return tokens / 2 if overlap == "tbo" else tokens
+
+
 def prefill_pass_words(groups: int, others_idle: bool) -> str:
     """What a pass of one prompt (``Plan.prefill_s``) is where ``groups`` attention groups meet
     at every MoE layer: alone (one group), with the others idle (``others_idle``: aggregated
@@ -796,7 +804,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         decode_step_s=step,
         decode_tokens_per_s=run_batch * req.tau / step,
         tokens_per_step=req.tau,
-        expert_rank_load=sm.expert_rank_load(B * q),
+        expert_rank_load=sm.expert_rank_load(timed_tokens(micro * q, overlap)),
         decode_bound=bound,
         prefill_s=prefill_s,
         prefill_what=prefill_pass_words(synced_groups(req.m, lay), False),
@@ -951,7 +959,7 @@ def serving_record(
         decode_pool_requests_per_s=float(load.decode_max) if p_lay else None,
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
-        expert_rank_load=mix.sm.expert_rank_load(B_run * mix.q),
+        expert_rank_load=mix.sm.expert_rank_load(timed_tokens(micro * mix.q, req.overlap)),
         decode_bound=bound,
         prefill_s=mix.prefill_alone,
         prefill_what=prefill_pass_words(
