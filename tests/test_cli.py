@@ -474,6 +474,10 @@ def test_import_hf(run, tmp_path):
         (["formula", "kv_cache_bytes", "--variant", "mla", "--subs", "llama-3-8b"], "is GQA"),
         (["import-hf", "tests/data/hf/nope.json"], "no such file"),
         (["repot", "deepseek-v3"], "Did you mean 'report'"),
+        # a noun for the catalogue points at list (was "No such command 'models'." alone)
+        (["models"], "Did you mean 'list' (the models)"),
+        (["gpus"], "Did you mean 'list --hardware'"),
+        (["zzz"], "The commands: list, report,"),
         # a format's name as a flag points at --format (was click's bare "No such option")
         (["report", "deepseek-v3", "--json"], "Did you mean '--format json'"),
         (["compare", "gpt2", "llama-3-8b", "--csv"], "Did you mean '--format csv'"),

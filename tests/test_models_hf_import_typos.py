@@ -193,3 +193,18 @@ def test_every_field_filled_beyond_the_file_is_in_derived():
             if name in own or name in keys or value in ((), None) or value == unset[name]:
                 continue
             assert any(name in note for note in model.derived), (label, name, value)
+
+
+def test_a_required_field_held_as_null_is_said_null_with_what_to_write():
+    """``"num_attention_heads": null`` read "field 'num_attention_heads': is missing" (a
+    trial): the key is there, null, and null means the class default, which has none."""
+    data = {**_llama(), "num_attention_heads": None}
+    with pytest.raises(ConfigError) as e:
+        mlacalc.import_hf_config(data)
+    text = str(e.value)
+    assert e.value.field == "num_attention_heads" and "is missing" not in text
+    assert "is null, and model_type llama has no default for it" in text
+    assert "write its value, n_h, query heads" in text
+    # absent, it is still missing
+    with pytest.raises(ConfigError, match="is missing"):
+        mlacalc.import_hf_config({k: v for k, v in data.items() if k != "num_attention_heads"})

@@ -56,6 +56,9 @@ _MEANT = {
     **dict.fromkeys(("serve", "simulate", "deploy"), "'plan' (or 'search' for the layouts)"),
     **dict.fromkeys(("fit", "calibration"), "'calibrate'"),
     **dict.fromkeys(("benchmark", "measure"), "'bench'"),
+    # the catalogue's nouns (a new user's trial typed `mlacalc models`)
+    **dict.fromkeys(("models", "model", "ls", "catalogue", "catalog"), "'list' (the models)"),
+    **dict.fromkeys(("hardware", "gpus", "devices"), "'list --hardware' (the devices)"),
 }
 
 
@@ -80,6 +83,8 @@ class _LazyGroup(click.Group):
             hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             if name.lower() in _MEANT:
                 hint = f" Did you mean {_MEANT[name.lower()]}?"
+            if not hint:  # nothing close: the commands there are, as click's help lists them
+                hint = f" The commands: {', '.join(COMMANDS)}."
             ctx.fail(f"No such command {name!r}.{hint}")
         return super().resolve_command(ctx, args)
 

@@ -28,7 +28,7 @@ from mlacalc.models.registry import (
     nearest_model_type,
     resolve_model_type,
 )
-from mlacalc.models.schema import SPECS, ModelConfig, build
+from mlacalc.models.schema import SPECS, ModelConfig, build, raise_problems
 from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
@@ -116,11 +116,14 @@ def import_hf_config(
             raw[key] = value
         elif key in unit.renames:
             renamed.setdefault(unit.renames[key], value)
+    spelled = {v: k for k, v in unit.renames.items() if k in data}
     for key, value in renamed.items():
         raw.setdefault(key, value)  # the schema's own spelling wins
+    nulled: dict[str, str] = {}  # schema field -> the config.json key that held null
     for key in list(raw):
         if raw[key] is None and key not in _NULL_MEANS_NONE and key != "n_routed_experts":
             del raw[key]  # null means "the class default"
+            nulled[key] = key if key in data else spelled.get(key, key)
     for key in ("name", "source", "aliases", "display_name", "notes", "weights_dtype"):
         raw.pop(key, None)  # never read from a config.json
     raw["model_type"] = model_type
@@ -170,7 +173,30 @@ def import_hf_config(
         raw["weights_dtype"] = "fp8"
     if raw.get("quantization_config") is None:
         _note_external_quantization(data, origin, derived)
-    return build(raw, origin, strict=True, derived=derived, problems=problems)
+    try:
+        return build(raw, origin, strict=True, derived=derived, problems=problems)
+    except ConfigError as e:
+        said = getattr(e, "problems", ())
+        if not any(p[0] in nulled for p in said):
+            raise
+        raise_problems(origin, [_null_said(p, nulled, model_type) for p in said])
+        raise  # raise_problems raised already
+
+
+def _null_said(problem: Problem, nulled: dict[str, str], model_type: str) -> Problem:
+    """A field the file holds as null, reported "is missing" (a null is read as the class
+    default, and ``model_type`` has none): said as null, with what to write. A trial's
+    ``"num_attention_heads": null`` read "field 'num_attention_heads': is missing"."""
+    name, message, _fix = problem
+    if name not in nulled or not message.startswith("is missing"):
+        return problem
+    key = nulled[name]
+    spelled = f" (as {key})" if key != name else ""
+    return (
+        name,
+        f"is null{spelled}, and model_type {model_type} has no default for it",
+        f"write its value, {SPECS[name].doc}, as the checkpoint's config.json states it",
+    )
 
 
 #: schema fields a config.json never sets (the YAML file's own)
