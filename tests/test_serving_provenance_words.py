@@ -28,3 +28,14 @@ def test_b200_calibration_line_names_its_pooled_classes():
     assert "combine:bf16, dispatch:fp8: GB200 by datasheet ratios (profile fitted on B200)" in (
         p.calibration
     )
+
+
+def test_a_lent_fit_names_the_class_it_times():
+    """GLM-5.1 with nvfp4 experts on 8 B200 under SGLang: the EP dispatch is sized and timed in
+    bf16, by the dispatch:fp8 fit lent from TensorRT-LLM's profile. The line said only
+    "stand-in: combine:bf16, dispatch:fp8 from trtllm profile default", naming a dispatch the
+    step does not run; it now says which class that fit times."""
+    p = mlacalc.plan("glm-5.1", "B200", 8, tp=1, dp_attention=True, ep=8, seq_len=9000,
+                     component_dtypes={"experts": "nvfp4"}, engine="sglang")  # fmt: skip
+    assert {k["dtype"] for k in p.kernels if k["kind"] == "dispatch"} == {"bf16"}
+    assert "the dispatch:fp8 fit timing the step's dispatch:bf16" in p.calibration, p.calibration

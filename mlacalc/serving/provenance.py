@@ -99,15 +99,30 @@ def calibration_of(
     # classes as looked up above, and those the kernels' own shapes run (a DSA core's kernel)
     # (those lent for one reason listed as one: "stand-in: gemm:fp8_block, gemm:fp8_block:bmm
     # from trtllm profile default (no vllm table)")
+    # A lent fit that times another class also names the class it times ("the dispatch:fp8
+    # fit timing the step's dispatch:bf16": GLM-5.1's bf16 dispatch beside nvfp4 experts under
+    # SGLang on B200 was said only as "stand-in: dispatch:fp8", a kernel the step does not run)
     ran = set(runs) | {_ran_class(k, hw, prof) for k in kernels}
-    found = {prof.class_found(hw.name, *c[:2], hw, c[2]) for c in ran if c}
+    found: dict[str, set[str]] = {}
+    for c in ran:
+        key = prof.class_found(hw.name, *c[:2], hw, c[2]) if c else None
+        if key:
+            found.setdefault(key, set()).add(class_key(*c))
     lent: dict[str, list[str]] = {}
-    for key in sorted(k for k in found if k):
+    timing: dict[str, list[str]] = {}
+    for key in sorted(found):
         said = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
         if said:
-            lent.setdefault(said[0][len(f"{STAND_IN_NOTE}{key} ") :], []).append(key)
+            how = said[0][len(f"{STAND_IN_NOTE}{key} ") :]
+            lent.setdefault(how, []).append(key)
+            others = sorted(found[key] - {key})
+            if others:
+                timing.setdefault(how, []).append(
+                    f"the {key} fit timing the step's {', '.join(others)}"
+                )
     for how, keys in lent.items():
         text += f"; {STAND_IN_NOTE}{', '.join(keys)} {how}"
+        text += "".join(f", {t}" for t in timing.get(how, []))
     if getattr(hw, "measured", False):
         # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
         text = text.replace(
