@@ -82,9 +82,11 @@ def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on
     """The eager model on the catalogue's H200 (the shipped H100 fit carried by datasheet
     ratios, no ceiling from the set) with each row's measured trivial-op latency: the kernel
     classes never saw this set, the GPU passes' shares come from a profiled run, and only the
-    host's cost per op was fitted on the set's host-bound rows. Median |error| 7.0% (the rows
+    host's cost per op was fitted on the set's host-bound rows. Median |error| 6.9% (the rows
     over 3 ms, whose time is the GPU's: 6.5%); both held to 8% (9.2% and 9.4% before the eager
-    RoPE and cat passes, 2026-11-29, when the bound was 12%)."""
+    RoPE and cat passes, 2026-11-29, when the bound was 12%). The weights are bf16, as the
+    reference layers hold them: DeepSeek-V3's fp8 checkpoint had been timed at fp8 rates
+    (7.0% / 6.5%, p90 21.8% -> 20.1%)."""
     import csv
     import statistics
 
@@ -101,6 +103,7 @@ def test_the_h200_set_is_predicted_by_the_shipped_profile_it_was_never_fitted_on
             impl=None if r["impl"] == "standard" else r["impl"],
             mode="unfused",
             dtype="bf16",
+            weight_dtype="bf16",  # the reference layers' weights, whatever the checkpoint stores
             launch_latency_s=float(r["launch_latency_s"]),
         )
         error = abs(p.seconds / float(r["median_s"]) - 1)
@@ -117,10 +120,11 @@ def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
     (Kimi K2 and MiniCPM3-4B, MLA in its four implementations; Qwen3-8B and Llama-3.1-8B, GQA),
     decode and prefill, batch 1-32, 1K-16K tokens. Predicted on the catalogue's H200 (the shipped
     H100 fit carried by datasheet ratios) with each row's measured trivial-op latency, nothing
-    taken from the set: median |error| 6.1% over 156 rows, 5.5% over the 65 rows over 3 ms,
-    p90 15.7%; held to 7%, 7% and 18%. Before the eager RoPE and cat passes (found on the full
-    set and the profile, then checked here untuned): 8.7%, 11.9% and 21.8%, prefill predicted
-    fast by -7% to -33% by model and implementation, held to 10%, 14% and 25%."""
+    taken from the set: median |error| 6.3% over 156 rows, 5.1% over the 65 rows over 3 ms,
+    p90 14.1% (Kimi K2's fp8 checkpoint timed at bf16 rates, as the layers run it; at fp8 rates
+    6.1%, 5.5%, 15.6%); held to 7%, 7% and 16%. Before the eager RoPE and cat passes (found on
+    the full set and the profile, then checked here untuned): 8.7%, 11.9% and 21.8%, prefill
+    predicted fast by -7% to -33% by model and implementation, held to 10%, 14% and 25%."""
     import csv
     import statistics
 
@@ -138,6 +142,7 @@ def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
             impl=None if r["impl"] == "standard" else r["impl"],
             mode="unfused",
             dtype="bf16",
+            weight_dtype="bf16",  # the reference layers' weights, whatever the checkpoint stores
             launch_latency_s=float(r["launch_latency_s"]),
         )
         error = abs(p.seconds / float(r["median_s"]) - 1)
@@ -147,7 +152,7 @@ def test_the_held_out_h200_set_is_predicted_with_nothing_fitted_on_it():
     assert len(errors) == 156 and len(gpu_bound) == 65
     assert statistics.median(errors) <= 0.07
     assert statistics.median(gpu_bound) <= 0.07
-    assert sorted(errors)[int(0.9 * len(errors))] <= 0.18
+    assert sorted(errors)[int(0.9 * len(errors))] <= 0.16
 
 
 def test_noisy_rows_are_said_and_left_out_of_the_median(tmp_path):

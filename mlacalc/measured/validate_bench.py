@@ -226,6 +226,9 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             impl=impl,
             mode=mode,
             dtype=r["dtype"],
+            # the reference layers hold their weights in the run's dtype, whatever the
+            # checkpoint stores (a model with an fp8 quantization_config is run in bf16)
+            weight_dtype=r["dtype"],
             calibration=calibration,
             launch_latency_s=latency,
         )
