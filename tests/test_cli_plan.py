@@ -104,6 +104,19 @@ def test_disaggregated_gpu_row_and_help_say_decode_plus_prefill(run):
     assert "decode pool" in help_text
 
 
+def test_what_does_not_apply_is_null_in_the_json(run):
+    """An aggregated plan's prefill pool and a whole step's kernel scope are null, as
+    prefill_tp was: prefill_layout and kernels_scope were "" (a trial)."""
+    out, _ = run(
+        "plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--isl", "2k", "--osl", 500,
+        "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    for key in ("prefill_layout", "prefill_tp", "kernels_scope", "prefill_pool_requests_per_s"):
+        assert doc[key] is None, key
+    assert "" not in [v for k, v in doc.items() if k not in ("profile", "calibration")]
+
+
 # ---------------------------------------------------------------- 4: seq_len with isl/osl
 def test_seq_len_is_the_context_used_with_a_request_mix(run):
     p = plan("llama-3-8b", "H100-SXM", 1, isl=2048, osl=500)

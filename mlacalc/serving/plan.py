@@ -226,8 +226,9 @@ class Plan:
     kernels: tuple[dict[str, Any], ...] = ()
     #: what ``kernels`` covers, in words, where it is not the whole step of one GPU: one of
     #: the two micro-batches of a two-batch-overlap step, or one pipeline micro-batch through
-    #: every layer (the stages together); "" for the whole step of one GPU
-    kernels_scope: str = ""
+    #: every layer (the stages together); None for the whole step of one GPU, and where no
+    #: step was timed
+    kernels_scope: str | None = None
     #: the step's link time, exposed or not: ``step_comm_s`` but, under two-batch overlap,
     #: both micro-batches' links, of which ``step_comm_s`` is what the overlap leaves exposed
     step_links_s: float | None = None
@@ -252,8 +253,9 @@ class Plan:
     #: least 1: below one per group the step is timed at one per group, as a group holding a
     #: request runs it)
     decode_running: float | None = None
-    #: the prefill pool's layout (disaggregated serving)
-    prefill_layout: str = ""
+    #: the prefill pool's layout (disaggregated serving; None aggregated, as the prefill_*
+    #: figures below)
+    prefill_layout: str | None = None
     prefill_tp: int | None = None
     prefill_ep: int | None = None
     prefill_dp_attention: bool | None = None
@@ -950,7 +952,7 @@ def serving_record(
         decode_running=f["running"],
         profile=name,
         calibration=how + req.engine_note,
-        prefill_layout=p_lay.describe() if p_lay else "",
+        prefill_layout=p_lay.describe() if p_lay else None,
         prefill_tp=p_lay.tp if p_lay else None,
         prefill_ep=p_lay.ep if p_lay else None,
         prefill_dp_attention=p_lay.dp_attention if p_lay else None,

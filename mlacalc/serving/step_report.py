@@ -48,15 +48,16 @@ def links_seconds(kernels: list[dict[str, Any]], comm_s: float, overlap: str) ->
     return 2.0 * sum(float(k["seconds"][0]) for k in kernels if k["communication"])
 
 
-def kernels_scope(sm: StepModel, overlap: str, dec_B: float) -> str:
+def kernels_scope(sm: StepModel, overlap: str, dec_B: float) -> str | None:
     """What the kernel rows of a step cover, in words, where it is not the whole step of one
-    GPU (""): ``dec_B`` is the sequences per attention group of one pipeline micro-batch."""
+    GPU (None there): ``dec_B`` is the sequences per attention group of one pipeline
+    micro-batch."""
     lay, layers = sm.lay, sm.m.num_hidden_layers
     per = " per attention group" if lay.dp > 1 else ""
     hidden = "links hidden behind the other's kernels as far as they go"
     if lay.pp == 1:
         if overlap != "tbo":
-            return ""
+            return None
         return (
             f"one of the two micro-batches of a two-batch-overlap step ({dec_B / 2:,.4g} "
             f"sequences{per}): the step runs every kernel twice, each micro-batch's {hidden}"
