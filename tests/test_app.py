@@ -6,28 +6,15 @@ import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
+from _helpers import metrics
+from _helpers import run_app as run
 from streamlit.testing.v1 import AppTest
 
 import mlacalc
 from mlacalc.models.loading import parse_upload
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
 #: The planner's tab; only the open tab runs (``?view=<title>``, the first by default).
 PLANNER = "Capacity planner"
-
-
-def run(view: str | None = None, **query) -> AppTest:
-    """The app at a URL, with the tab ``view`` open (the first tab when None)."""
-    if view is not None:
-        query["view"] = view
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def every_view(**query) -> list[AppTest]:
@@ -38,10 +25,6 @@ def every_view(**query) -> list[AppTest]:
 
 def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
-
-
-def metrics(at) -> dict:
-    return {m.label: m.value for m in at.metric}
 
 
 def test_default_scenario_every_view():

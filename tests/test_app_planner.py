@@ -5,17 +5,16 @@ workload under one rule past max_position_embeddings, memory in GiB, URL notices
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
+from _helpers import metrics, run_app
 from streamlit.testing.v1 import AppTest
 
 import mlacalc
 from mlacalc.words import defaults as D
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PLANNER = "Capacity planner"
 #: The default deployment's arguments (8 x H200 at TP8, the app's page size and KV dtype).
 LAYOUT = dict(tp=8, kv_dtype="bf16", page_size=16)
@@ -35,13 +34,7 @@ def _sched(engine: str = "trtllm") -> dict:
 
 
 def _run(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["view"] = PLANNER
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_app(PLANNER, **query)
 
 
 def _walk(node, out: list) -> list:
@@ -54,10 +47,6 @@ def _walk(node, out: list) -> list:
 def _planner_elements(at: AppTest) -> list:
     (tab,) = [t for t in at.tabs if t.label == PLANNER]
     return _walk(tab, [])
-
-
-def metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def test_answer_comes_before_the_inputs():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _helpers import plan_point
 
 from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
@@ -217,35 +218,7 @@ def test_plan_labels_the_mean_running_batch_it_timed(run):
 
 
 # ================================================================ review of 2026-11-27 (second)
-def _plan_of(model, hw, b, isl, osl, **kw):
-    """plan of a search point's deployment at its concurrency."""
-    extra = {}
-    if b["mode"] == "disaggregated":
-        extra = dict(
-            mode="disaggregated",
-            prefill_gpus=b["prefill_gpus"],
-            prefill_tp=b["prefill_tp"],
-            prefill_ep=b["prefill_ep"],
-            prefill_dp_attention=b["prefill_dp_attention"],
-            prefill_redundant_experts=b["prefill_redundant_experts"],
-        )
-    return plan(
-        model,
-        hw,
-        b["decode_gpus"],
-        tp=b["tp"],
-        ep=b["ep"],
-        pp=b["pp"],
-        dp_attention=b["dp_attention"],
-        redundant_experts=b["redundant_experts"],
-        overlap=b["overlap"],
-        kv_dtype=b["kv_dtype"],
-        isl=isl,
-        osl=osl,
-        concurrency=b["concurrency"],
-        **extra,
-        **kw,
-    )
+_plan_of = plan_point  # plan of a search point's deployment at its concurrency
 
 
 # ---------------------------------------------------------------- R1: fewer requests than groups

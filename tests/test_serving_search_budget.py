@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from _helpers import plan_point
 
-from mlacalc.serving.plan import plan
 from mlacalc.serving.search import (
     BATCHES,
     REFINE_POINTS,
@@ -28,34 +28,7 @@ def dsv3_16():
 
 
 def _plan_of(b, isl, osl, model="deepseek-v3", hardware="H200", weights=None):
-    weights = weights or {}
-    extra = {}
-    if b["mode"] == "disaggregated":
-        extra = dict(
-            mode="disaggregated",
-            prefill_gpus=b["prefill_gpus"],
-            prefill_tp=b["prefill_tp"],
-            prefill_ep=b["prefill_ep"],
-            prefill_dp_attention=b["prefill_dp_attention"],
-            prefill_redundant_experts=b["prefill_redundant_experts"],
-        )
-    return plan(
-        model,
-        hardware,
-        b["decode_gpus"],
-        tp=b["tp"],
-        ep=b["ep"],
-        pp=b["pp"],
-        dp_attention=b["dp_attention"],
-        redundant_experts=b["redundant_experts"],
-        overlap=b["overlap"],
-        kv_dtype=b["kv_dtype"],
-        isl=isl,
-        osl=osl,
-        concurrency=b["concurrency"],
-        **extra,
-        **weights,
-    )
+    return plan_point(model, hardware, b, isl, osl, **(weights or {}))
 
 
 def test_budget_pool_sizes():

@@ -10,8 +10,8 @@ import shlex
 from collections import defaultdict
 
 import pytest
+from _helpers import plan_point
 
-from mlacalc.serving.plan import plan
 from mlacalc.serving.search import CHUNKS, search
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -24,23 +24,8 @@ def llama():
 
 
 def _plan(model, hw, p, isl, osl, **kw):
-    return plan(
-        model,
-        hw,
-        p["decode_gpus"],
-        tp=p["tp"],
-        ep=p["ep"],
-        pp=p["pp"],
-        dp_attention=p["dp_attention"],
-        redundant_experts=p["redundant_experts"],
-        overlap=p["overlap"],
-        kv_dtype=p["kv_dtype"],
-        isl=isl,
-        osl=osl,
-        concurrency=p["concurrency"],
-        chunked_prefill=p["chunked_prefill"],
-        **kw,
-    )
+    """plan of a search point with its chunk budget."""
+    return plan_point(model, hw, p, isl, osl, chunked_prefill=p["chunked_prefill"], **kw)
 
 
 def test_chunked_points_are_searched_and_equal_plan(llama):

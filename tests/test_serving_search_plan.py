@@ -6,8 +6,8 @@ past plan's cap, between two searched batches)."""
 from __future__ import annotations
 
 import pytest
+from _helpers import plan_point
 
-from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
 
 LLAMA = "tests/data/hf-configs/llama-3.3-70b-instruct.config.json"
@@ -17,40 +17,24 @@ ASK = dict(isl=2000, osl=500, ttft=2.0, tpot=0.05)
 def plan_of(r, p, model):
     """plan of a search point, from its fields and the search's options (as its
     plan_command has them)."""
-    if p["mode"] == "disaggregated":
-        extra = dict(
-            mode="disaggregated",
-            prefill_gpus=p["prefill_gpus"],
-            prefill_tp=p["prefill_tp"],
-            prefill_ep=p["prefill_ep"],
-            prefill_dp_attention=p["prefill_dp_attention"],
-            prefill_redundant_experts=p["prefill_redundant_experts"],
-        )
-    else:
+    extra = {}
+    if p["mode"] != "disaggregated":
         extra = dict(
             chunked_prefill=p["chunked_prefill"],
             prefill_pass=r.prefill_pass,
             output_lag_steps=r.output_lag_steps,
         )
     checkpoint = str(p["weight_format"]).startswith("checkpoint ")
-    return plan(
+    return plan_point(
         model,
         r.hardware,
-        p["decode_gpus"],
-        tp=p["tp"],
-        ep=p["ep"],
-        pp=p["pp"],
-        dp_attention=p["dp_attention"],
-        redundant_experts=p["redundant_experts"],
-        overlap=p["overlap"],
+        p,
+        r.isl,
+        r.osl,
         weight_dtype=None if checkpoint else p["weight_dtype"],
         component_dtypes=p["component_dtypes"] or None,
-        kv_dtype=p["kv_dtype"],
         memory_reserve=r.memory_reserve,
         page_size=r.page_size,
-        isl=r.isl,
-        osl=r.osl,
-        concurrency=p["concurrency"],
         engine=r.engine,
         engine_defaults="none",  # the search's scheduler values, as it took them:
         **r.scheduler_defaults_applied,

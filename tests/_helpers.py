@@ -1,0 +1,64 @@
+"""Set-up the tests share: the app at a URL through AppTest, and plan() of a search point.
+
+Not a test module (pytest collects ``test_*.py``); imported as ``from _helpers import ...``
+(the tests directory is on the path, as for ``reference_data``). A test module that uses the
+app still skips itself without streamlit (``pytest.importorskip``) before importing these.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: The Streamlit app the app tests run.
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def run_app(view: str | None = None, **query: str) -> Any:
+    """The app at a URL (``query``: its parameters), with the tab ``view`` open (the first
+    tab when None), run once with no exception."""
+    from streamlit.testing.v1 import AppTest
+
+    if view is not None:
+        query["view"] = view
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: Any) -> dict[str, str]:
+    """The app's metrics, label -> value."""
+    return {m.label: m.value for m in at.metric}
+
+
+def plan_point(model: Any, hardware: str, point: dict, isl: int, osl: int, **kw: Any) -> Any:
+    """plan() of a search point's deployment at its concurrency: its decode pool's GPUs and
+    layout and its KV dtype, a disaggregated point's prefill pool; ``kw`` adds arguments
+    (a weight dtype, a chunk budget, an engine's scheduler) or overrides these."""
+    from mlacalc.serving.plan import plan
+
+    args: dict[str, Any] = dict(
+        tp=point["tp"],
+        ep=point["ep"],
+        pp=point["pp"],
+        dp_attention=point["dp_attention"],
+        redundant_experts=point["redundant_experts"],
+        overlap=point["overlap"],
+        kv_dtype=point["kv_dtype"],
+        isl=isl,
+        osl=osl,
+        concurrency=point["concurrency"],
+    )
+    if point["mode"] == "disaggregated":
+        args.update(
+            mode="disaggregated",
+            prefill_gpus=point["prefill_gpus"],
+            prefill_tp=point["prefill_tp"],
+            prefill_ep=point["prefill_ep"],
+            prefill_dp_attention=point["prefill_dp_attention"],
+            prefill_redundant_experts=point["prefill_redundant_experts"],
+        )
+    return plan(model, hardware, point["decode_gpus"], **{**args, **kw})
