@@ -77,7 +77,9 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     """SGLang's CSA prompt rows run the top-k as the calibration's v1 kernel over flat logits
     (topk_v1_flat), one unit a query that selects, in rows where a query has more pooled keys
     than the top-k (query j of a sequence sees (step + j) // 4 keys); the step's top-k
-    elsewhere; vLLM's rows keep the step's."""
+    elsewhere. vLLM's rows run its DSA indexer's per-row kernel (``topk_flat``, one unit a
+    query that selects: cost.compressed.ROW_TOPK_PROMPT) where a query selects, the step's
+    elsewhere."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.dsv4_modules import LONG_ROW, PROMPT_LONG_TOPK, PROMPT_TOPK
     from mlacalc.measured.mapping import map_table
@@ -99,8 +101,18 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     k = topk[flat.rows[0]]
     want = b * sum(1 for j in range(1, q + 1) if (s + j) // 4 > k)
     assert flat.batch.shape["units"][row] == pytest.approx(want)
-    vllm = map_table(_table("h100_sxm", "vllm", "dsv4_csa_context_module_perf"))
-    assert {p.batch.variant for p in vllm.parts if p.name == "indexer_topk"} == {""}
+    v = _table("h100_sxm", "vllm", "dsv4_csa_context_module_perf")
+    parts = {p.batch.variant: p for p in map_table(v).parts if p.name == "indexer_topk"}
+    assert set(parts) == {"topk_flat", ""}
+    topk = np.where(np.char.find(v.column("model").astype(str), "Pro") >= 0, 1024, 512)
+    last = (v.column("step").astype(np.int64) + v.column("isl").astype(np.int64)) // 4
+    sel = parts["topk_flat"]
+    assert set(sel.rows.tolist()) == set(np.flatnonzero(last > topk).tolist())
+    assert set(parts[""].rows.tolist()) == set(np.flatnonzero(last <= topk).tolist())
+    i = sel.rows[0]
+    b, q, s, k = (*(v.column(c)[i] for c in ("batch_size", "isl", "step")), topk[i])
+    want = b * sum(1 for j in range(1, q + 1) if (s + j) // 4 > k)
+    assert sel.batch.shape["units"][0] == pytest.approx(want)
 
 
 def test_every_v4_module_row_of_a_known_checkpoint_is_predicted():
@@ -178,13 +190,17 @@ V4 = [
     # kernel kept its head-dim-192 build (0a8ccc4: its refitted attention_prefill:fp8 class
     # times these rows' core too; the vLLM and SGLang H100 fp8 prompt tables it was fitted on
     # improved): bound 0.095 -> 0.096, said here and in the round's closing note
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_context_module_perf", 0.096, 0.35),
+    # vLLM's CSA prompt top-k its DSA indexer's per-row kernel where a query selects
+    # (cost.compressed.ROW_TOPK_PROMPT): H100 0.0951 / 0.332 -> 0.0968 / 0.290 (median worse:
+    # bound 0.096 -> 0.0975, said in the commit), B200 0.148 / 0.395 -> 0.122 / 0.329 (bound
+    # 0.15 / 0.415 -> 0.125 / 0.335)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_context_module_perf", 0.0975, 0.30),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_generation_module_perf", 0.075, 0.14),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_context_module_perf", 0.035, 0.105),
     # the stand-in (gemm_time.BLOCK_STAND_IN) after the refit: 0.050 / 0.127 (main at 16d6e13,
     # past its p90 bound) -> 0.060 / 0.125
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_generation_module_perf", 0.065, 0.13),
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_context_module_perf", 0.15, 0.415),
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_context_module_perf", 0.125, 0.335),
     # the stand-in (gemm_time.BLOCK_STAND_IN) after the refit: 0.108 / 0.253 (main at 16d6e13,
     # past its p90 bound) -> 0.076 / 0.236
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_generation_module_perf", 0.105, 0.25),

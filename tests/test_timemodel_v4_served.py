@@ -86,7 +86,9 @@ def test_a_served_sglang_v4_prompt_reads_the_ragged_class_and_a_profile_without_
 #: (engine, phase, cached tokens after the step, sequences, new tokens a sequence, the kernel
 #: names the engine's rules touch, the top-k's class variant)
 SERVED = [
-    ("vllm", "prefill", 8192, 1, 8192, ("q_a_kv_proj", "q_pad", "indexer_topk"), ""),
+    # vLLM's prompt top-k its DSA indexer's per-row kernel where a query selects
+    # (compressed.ROW_TOPK_PROMPT); its decode the step's streaming pass
+    ("vllm", "prefill", 8192, 1, 8192, ("q_a_kv_proj", "q_pad", "indexer_topk"), "topk_flat"),
     ("vllm", "decode", 8192, 64, 1, ("q_a_kv_proj", "q_pad", "indexer_topk"), ""),
     ("sglang", "prefill", 8192, 1, 8192, ("q_a_proj", "kv_proj", "indexer_topk"), PROMPT_TOPK),
     ("sglang", "decode", 8192, 64, 1, ("q_a_proj", "indexer_topk"), FLAT_TOPK),

@@ -66,6 +66,7 @@ __all__ = [
     "PADDED_QUERY",
     "RAGGED",
     "RAGGED_CORE",
+    "ROW_TOPK_PROMPT",
     "attention_flops",
     "cache_bytes",
     "causal_keys",
@@ -83,6 +84,7 @@ __all__ = [
     "padded_heads",
     "pooled_below",
     "ragged_core_shape",
+    "v4_topk",
 ]
 
 #: DeepSeek-V4's kind -> the reference's layer type
@@ -139,6 +141,19 @@ PADDED_QUERY = frozenset({"vllm"})
 #: weights score every key alike): ``topk_transform_v2`` in decode, ``topk_transform_v1`` in a
 #: prompt, one unit a query that selects (:func:`engine_topk`).
 FLAT_TOPK_ENGINES = frozenset({"sglang"})
+#: The engines whose CSA prompt top-k is their DSA indexer's per-row kernel: one CTA a query
+#: that selects (:func:`engine_topk`'s counts), timed by the ``topk_flat`` class their DSA
+#: module rows take (:func:`dsa_topk`); where no query selects, and in a decode step, the
+#: step's streaming pass as before. vLLM: from recall, its DeepSeek-V4 indexer calls the
+#: ``top_k_per_row`` kernels of its DeepSeek-V3.2 one. Its CSA prompt rows show the
+#: selection's onset on both devices: the row less its kernels' predictions, a sequence, is
+#: about 0 while every query has at most ``index_topk`` pooled keys (DeepSeek-V4-Flash 512:
+#: up to 2,048 keys; Pro 1,024: up to 4,096) and grows with the selecting queries past them
+#: (Flash at 4,096 cached tokens, B200: 27, 109, 600 us at 128, 512, 2,048 new tokens; H100
+#: 40, 163, 874), where the streaming pass over every logit predicted 2-33 us. The stand-in
+#: class gives a selecting query about a sixth of what the rows add (docs/time-model.md,
+#: "DeepSeek-V4's CSA prompt top-k").
+ROW_TOPK_PROMPT = frozenset({"vllm"})
 #: Past this many pooled keys a row the top-k kernels take another path: the v2 kernel's time
 #: then does not depend on the logits' spread (timed by its top-last variant), the v1
 #: kernel's halves a key (a variant of its own): ``mlacalc.measured.dsv4_modules``.
@@ -542,6 +557,24 @@ OWN_DECODE_TOPK = frozenset({"trtllm"})
 EVERY_DECODE_TOPK = frozenset({"vllm"})
 
 
+def v4_topk(
+    engine: str, batch: Any, q: Any, prefix: Any, rate: int, topk: int, decode: Any
+) -> tuple[dict[str, Any], Any]:
+    """The CSA top-k of ``engine`` (numbers or numpy arrays, as :func:`engine_topk`): SGLang's
+    transform over flat logits (:data:`FLAT_TOPK_ENGINES`), or under :data:`ROW_TOPK_PROMPT` a
+    prompt's selecting queries in the DSA indexer's per-row kernel (``topk_kernel``
+    :data:`~mlacalc.words.kernels.DSA_TOPK_CODE`; 0, the step's pass, where none selects and
+    in decode)."""
+    # deferred: the numeric path imports no numpy (as engine_topk)
+    import numpy as np
+
+    shape, nbytes = engine_topk(batch, q, prefix, rate, topk, decode)
+    if engine in ROW_TOPK_PROMPT:
+        row = np.logical_and(np.asarray(shape["topk_kernel"]) > 0, np.logical_not(decode))
+        shape["topk_kernel"] = np.where(row, DSA_TOPK_CODE, 0)
+    return shape, nbytes
+
+
 def dsa_topk(
     batch: Any, q: Any, prefix: Any, topk: int, decode: Any, engine: str = ""
 ) -> tuple[dict[str, Any], Any]:
@@ -586,11 +619,13 @@ def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -
         el = a["batch"] * a["q_len"] * a["n_heads"] * a["head_dim_qk"]  # the heads padded
         pad = Kernel("q_pad", "elementwise", "bf16", 0, 4 * el, out[i].calls, {"elements": el})
         out.insert(i + 1, pad)
-    if engine in FLAT_TOPK_ENGINES and cost.variant == "csa":
+    decode = cost.phase == "decode"
+    row_topk = engine in ROW_TOPK_PROMPT and not decode
+    if (engine in FLAT_TOPK_ENGINES or row_topk) and cost.variant == "csa":
         a = next(k for k in out if k.name == "attention").shape
-        q, prefix, decode = cost.q_len, cost.seq_len - cost.q_len, cost.phase == "decode"
-        shape, nbytes = engine_topk(
-            cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], decode
+        q, prefix = cost.q_len, cost.seq_len - cost.q_len
+        shape, nbytes = v4_topk(
+            engine, cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], decode
         )
         out = [_topk(k, shape, nbytes) if k.name == "indexer_topk" else k for k in out]
     return out

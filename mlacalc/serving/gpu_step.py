@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import dsa_topk, engine_topk, padded_heads, pooled_below
+from mlacalc.cost.compressed import dsa_topk, padded_heads, pooled_below, v4_topk
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.mamba import mamba_shape
@@ -974,8 +974,9 @@ class StepModel:
             if "topk_kernel" in shape:  # an engine's top-k of an indexer, as mapped
                 decode = t.phases == "decode"
                 seqs, q, pre = (dec_B, dec_q, dec_S - dec_q) if decode else (pf_N, pf_q, pf_pre)
-                if csa:  # DeepSeek-V4's CSA (FLAT_TOPK_ENGINES)
-                    out += _engine_topk(spec, engine_topk(seqs, q, pre, *csa, decode), on)
+                if csa:  # DeepSeek-V4's CSA (FLAT_TOPK_ENGINES, ROW_TOPK_PROMPT)
+                    topk = v4_topk(self.engine, seqs, q, pre, *csa, decode)
+                    out += _engine_topk(spec, topk, on)
                 else:  # a DSA layer's (every engine)
                     topk = dsa_topk(seqs, q, pre, self.m.index_topk, decode, self.engine)
                     out += _engine_topk(spec, topk, on, keep=False)
@@ -1474,8 +1475,8 @@ def _engine_topk(
 ) -> list[Spec]:
     """An indexer's top-k ``spec`` as the engine runs it in each row, as the mapping of its
     module rows builds it: a DeepSeek-V4 CSA layer's under an engine of
-    :data:`~mlacalc.cost.compressed.FLAT_TOPK_ENGINES`
-    (:func:`~mlacalc.cost.compressed.engine_topk`), a DSA layer's under any
+    :data:`~mlacalc.cost.compressed.FLAT_TOPK_ENGINES` or ``ROW_TOPK_PROMPT``
+    (:func:`~mlacalc.cost.compressed.v4_topk`), a DSA layer's under any
     (:func:`~mlacalc.cost.compressed.dsa_topk`, ``keep`` False). One spec per kernel it runs,
     each with the rows that run it; where no query selects, the step's own kernel (``keep``)
     or none (no bytes: those rows time 0)."""
