@@ -30,7 +30,8 @@ GEMMs 1.509 / 1.741). A device predicted from a fit that never saw
 it (leave one device out) therefore takes the fitted device's floors, never its own
 (``floors_of``): the group's own where that device ran it, else the median of that device's
 floors of the same module structure (:func:`floor_structure`: the attention library's wrapper
-aside) and the same GEMM and cache dtypes, else none.
+aside) and the same GEMM and cache dtypes, else those of the GEMM dtype that stands in for one
+that device cannot run (:data:`GEMM_FLOOR_STAND_IN`), else none.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import numpy as np
 
 __all__ = [
     "EAGER",
+    "GEMM_FLOOR_STAND_IN",
     "GRAPH_MAX_BATCH",
     "HOST_FLOOR_S",
     "floor_sources",
@@ -143,6 +145,16 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
 }
 
 
+#: GEMM dtype -> the dtype whose floors a device that never ran it lends (leave one device out:
+#: Hopper has no FP4, so H100's floors hold no ``nvfp4`` group). An nvfp4 projection dispatches
+#: what a block-scaled fp8 one does: its input's quantization (a scale per 16 elements, per 128)
+#: and a block-scaled GEMM's launch. B200's own floors put the nvfp4 paths at 1.09-1.21x the
+#: fp8 block ones (vLLM's prompt module: FlashInfer 2.093 / 1.922 ms with a bf16 cache, 2.322 /
+#: 1.924 fp8; FlashMLA 2.112 / 1.741), where no floor at all left those rows at their kernels
+#: (a one-token prompt row about 0.1 of its time).
+GEMM_FLOOR_STAND_IN = {_NVFP4: _FP8B}
+
+
 def floor_sources(system: str, engine: str, table: str, sources, batch) -> np.ndarray:
     """The rows' ``kernel_source`` labels as :data:`HOST_FLOOR_S` groups them: a decode row of
     more sequences (``batch``) than the engine's graph ran (:data:`GRAPH_MAX_BATCH`) is its
@@ -189,17 +201,22 @@ def floors_measured(system: str, engine: str, table: str) -> bool:
 def _floor_of(system: str, engine: str, table: str, source: str, gemm: str, kv: str,
               own: bool) -> float | None:  # fmt: skip
     """One group's floor under ``system``'s floors: its own key, else (``own`` false: another
-    device's floors) the median of that device's floors of the same structure and dtypes."""
+    device's floors) the median of that device's floors of the same structure and dtypes, else
+    of the GEMM dtype standing in for the group's (:data:`GEMM_FLOOR_STAND_IN`)."""
     floor = HOST_FLOOR_S.get((system, engine, table, source, gemm, kv))
     if floor is not None or own:
         return floor
     want = floor_structure(engine, source)
-    like = [
-        v
-        for (s, e, t, src, g, k), v in HOST_FLOOR_S.items()
-        if (s, e, t, g, k) == (system, engine, table, gemm, kv) and floor_structure(e, src) == want
-    ]
-    return float(np.median(like)) if like else None
+    for g_ in (gemm, GEMM_FLOOR_STAND_IN.get(gemm)):
+        like = [
+            v
+            for (s, e, t, src, g, k), v in HOST_FLOOR_S.items()
+            if (s, e, t, g, k) == (system, engine, table, g_, kv)
+            and floor_structure(e, src) == want
+        ]
+        if like:
+            return float(np.median(like))
+    return None
 
 
 def host_floor_seconds(
