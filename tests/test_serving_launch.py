@@ -174,3 +174,28 @@ def test_plan_launch_writes_the_slots_of_the_models_experts(run):
         "--launch", "trtllm",
     )  # fmt: skip
     assert "num_slots: 288" in out
+
+
+def test_ep_above_tp_is_dp_attention_as_timed_reported_and_launched(run):
+    """``--tp 1 --dp 8 --ep 8`` without ``--dp-attention`` shares the experts over the 8
+    attention groups, as DP-attention does: one layout, timed, reported and launched so, and
+    said. Before (a new-user trial): the DP-attention run's figures, JSON dp_attention false,
+    and SGLang's launch without --enable-dp-attention (8 one-GPU replicas of all the weights)."""
+    import mlacalc
+
+    kw = dict(seq_len=4096, batch=64, engine="sglang")
+    implied = mlacalc.plan("deepseek-v3", "H200", 8, tp=1, dp=8, ep=8, **kw)
+    asked = mlacalc.plan("deepseek-v3", "H200", 8, tp=1, ep=8, dp_attention=True, **kw)
+    assert implied.dp_attention and implied.layout == asked.layout == "TP1 DP-attention8 EP8"
+    assert implied.decode_step_s == asked.decode_step_s
+    said = [w for w in implied.warnings if "which is DP-attention (--dp-attention)" in w]
+    assert said and not any("which is DP-attention" in w for w in asked.warnings)
+    args = ("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 1, "--dp", 8, "--ep", 8,
+            "--seq-len", 4096, "--batch", 64)  # fmt: skip
+    out, _ = run(*args, "--launch", "sglang")
+    assert "--tp 8 --dp 8 --enable-dp-attention" in out and "--ep-size 8" in out
+    out, _ = run(*args, "--launch", "trtllm")
+    assert "enable_attention_dp: true" in out and "--tp_size 8 --ep_size 8" in out
+    # ep at most tp: independent replicas, as asked
+    rep = mlacalc.plan("deepseek-v3", "H200", 16, tp=8, dp=2, ep=8, **kw)
+    assert not rep.dp_attention and rep.layout == "TP8 DP2 EP8"

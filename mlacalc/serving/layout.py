@@ -10,11 +10,12 @@ A layout is ``gpus = tp x dp x pp``:
   norms are replicated, and so is the latent cache (every rank reads all of it); GQA splits
   its K/V heads up to ``n_kv`` ranks and replicates them beyond;
 - the routed experts of a MoE layer are shared by a *MoE group*: the ``tp`` ranks of one
-  attention group, or the whole stage (``tp x dp`` GPUs) under ``dp_attention`` or when
-  ``ep > tp``. In the MoE group, ``ep`` GPUs hold different experts and the remaining
-  ``group / ep`` split each expert's width (MoE tensor parallelism). ``redundant_experts``
-  extra replicas of busy experts (DeepSeek's EPLB) take expert slots like the others, so
-  ``ep`` divides ``n_routed_experts + redundant_experts`` (256 + 32 = 288 slots over EP72).
+  attention group, or the whole stage (``tp x dp`` GPUs) under ``dp_attention``, which
+  ``ep > tp`` over several groups implies (:func:`make_layout` makes it so). In the MoE
+  group, ``ep`` GPUs hold different experts and the remaining ``group / ep`` split each
+  expert's width (MoE tensor parallelism). ``redundant_experts`` extra replicas of busy
+  experts (DeepSeek's EPLB) take expert slots like the others, so ``ep`` divides
+  ``n_routed_experts + redundant_experts`` (256 + 32 = 288 slots over EP72).
 
 ``dp_attention`` is how SGLang and DeepSeek serve MLA models: attention data-parallel (each
 group keeps its own sequences' latent, so it is not replicated), experts shared by the stage.
@@ -192,7 +193,13 @@ def make_layout(
     if redundant_experts and not m.is_moe:
         raise InvalidArgumentError("redundant_experts", f"{m.label} has no experts to replicate")
     slots = m.n_routed_experts + redundant_experts
-    group = stage if (dp_attention or ep > tp) else tp
+    # ep > tp over several attention groups shares each MoE layer's experts across the groups,
+    # which meet at the experts' exchange every layer: that is DP-attention (SGLang's
+    # --enable-dp-attention, TensorRT-LLM's enable_attention_dp, vLLM's DP with EP), so the
+    # layout is one, as timed, reported and launched (a new-user trial: --tp 1 --dp 8 --ep 8
+    # timed as DP-attention, said dp_attention false, launched as 8 replicas of all the weights)
+    dp_attention = dp_attention or (dp > 1 and ep > tp)
+    group = stage if dp_attention else tp
     # the GPUs first: replicas cannot mend an ep that does not divide them, so a hint to add
     # some (plan's, on the slots' error) would only lead to this error next
     if ep > 1 and gpus % ep:

@@ -212,7 +212,7 @@ def check_request(
             p_gpus,
             check_int("prefill_tp", args["prefill_tp"]),
             check_int("prefill_ep", args["prefill_ep"]),
-            args["prefill_dp_attention"],
+            _prefill_dp_attention(lay, args),
             check_int("prefill_redundant_experts", args["prefill_redundant_experts"], minimum=0),
         )
     _check_expert_ranks(m, lay, p_lay, imbalance, routing, expert_skew, rebalance)
@@ -268,6 +268,7 @@ def check_request(
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
         + _dispatch_warnings(m, lay, weight_dtype, components)
         + _kv_head_copies(m, lay, p_lay)
+        + _implied_dp_attention(lay, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
@@ -827,6 +828,42 @@ def _request_warnings(
             f"{m.label} has no MTP module modelled ({_no_mtp(m)}): include_mtp holds nothing more"
         )
     return tuple(warnings)
+
+
+def _prefill_dp_attention(lay: Layout, args: dict[str, Any]) -> bool | None:
+    """The prefill pool's DP-attention as asked: ``prefill_dp_attention``, else the decode
+    pool's (None: inherited) where it was asked; DP-attention the decode pool's ep made
+    (:func:`make_layout`) is not inherited (False): the pool's own ep makes its own."""
+    asked = args["prefill_dp_attention"]
+    if asked is None and lay.dp_attention and not args["dp_attention"]:
+        return False
+    return asked
+
+
+def _implied_dp_attention(
+    lay: Layout, p_lay: Layout | None, args: dict[str, Any]
+) -> tuple[str, ...]:
+    """A pool whose ``ep`` above its ``tp`` made it DP-attention (:func:`make_layout`) where
+    DP-attention was not asked: said, so that what is timed, reported and launched is read as
+    one layout (a new-user trial: SGLang ``--tp 1 --dp 8 --ep 8`` timed as DP-attention, JSON
+    ``dp_attention`` false, launched without ``--enable-dp-attention``)."""
+    out = []
+    # the prefill pool's None: the decode pool's DP-attention, asked, inherited
+    asked = {"": bool(args.get("dp_attention")), "prefill": _prefill_dp_attention(lay, args)}
+    for pool, layout in (("", lay), ("prefill", p_lay)):
+        if layout is None or not layout.dp_attention or asked[pool] is not False:
+            continue
+        flag = "--prefill-dp-attention" if pool else "--dp-attention"
+        whose = "the prefill pool's ep" if pool else "ep"
+        its = "its tp" if pool else "tp"
+        out.append(
+            f"{whose} {layout.ep} is above {its} {layout.tp}: each MoE layer's experts are "
+            f"shared by {layout.dp} attention groups, which is DP-attention ({flag}), so it is "
+            f"timed, reported (dp_attention true, {layout.describe()}) and launched as such "
+            "(SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp); for "
+            f"{layout.dp} independent replicas give an ep at most tp"
+        )
+    return tuple(out)
 
 
 def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
