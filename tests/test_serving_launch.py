@@ -199,3 +199,25 @@ def test_ep_above_tp_is_dp_attention_as_timed_reported_and_launched(run):
     # ep at most tp: independent replicas, as asked
     rep = mlacalc.plan("deepseek-v3", "H200", 16, tp=8, dp=2, ep=8, **kw)
     assert not rep.dp_attention and rep.layout == "TP8 DP2 EP8"
+
+
+def test_sglang_dp_attention_runs_the_dense_ffn_and_lm_head_as_planned(run):
+    """Under DP-attention of one GPU a group the plan holds the dense FFN whole on every GPU and
+    the LM head split over the group's tp: SGLang's --moe-dense-tp-size 1 (the #6017 decode
+    command, shared reference serving-figures.md section 3.1) and --enable-dp-lm-head (before:
+    neither, so SGLang would split both over all --tp GPUs). Attention groups of 2 GPUs: no
+    SGLang size matches the plan's split of the dense FFN, and a note says so."""
+    c = _commands("sglang")
+    decode, prefill = c["decode pool"], c["prefill pool"]
+    assert "--enable-dp-attention --moe-dense-tp-size 1 --enable-dp-lm-head" in prefill  # TP1
+    assert "--moe-dense-tp-size" not in decode and "--enable-dp-lm-head" in decode  # TP2
+    plain = dict(SPLIT, mode="aggregated", tp=8, dp=1, dp_attention=False)
+    ((_, cmd),) = launch_commands("sglang", "m", deployments(plain, 8, 0.1, 8))
+    assert "--moe-dense-tp-size" not in cmd and "--enable-dp-lm-head" not in cmd
+    args = ("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--dp-attention", "--ep", 8,
+            "--seq-len", 4096, "--batch", 64, "--launch", "sglang")  # fmt: skip
+    out, _ = run(*args, "--tp", 1)
+    assert "--moe-dense-tp-size 1" in out and "the dense FFN's bytes" not in out
+    out, _ = run(*args, "--tp", 2)
+    assert "--moe-dense-tp-size" not in out.split("# server")[-1]
+    assert "splits the dense FFN over each attention group's 2 GPUs" in out

@@ -370,6 +370,15 @@ def launch_text(
             f"# note: DeepEP (--moe-a2a-backend deepep) is NVIDIA's; on {hardware} the "
             "experts' all-to-all is left to SGLang's default"
         )
+    split = [d for d in pools if d.dp_attention and d.dp > 1 and d.tp > 1]
+    if engine == "sglang" and split:
+        # SGLang's dense MLP of a MoE model runs over all --tp GPUs (default) or whole on each
+        # (--moe-dense-tp-size 1; no other size, from recall of its server_args.py)
+        lines.append(
+            f"# note: the plan splits the dense FFN over each attention group's {split[0].tp} "
+            "GPUs; SGLang splits it over every --tp GPU of the server, or holds it whole on "
+            "each with --moe-dense-tp-size 1 (from recall): the dense FFN's bytes and time differ"
+        )
     if timed_engine and timed_engine != engine:
         lines.append(
             f"# note: the figures are timed with {timed_engine}'s kernels (--engine, "

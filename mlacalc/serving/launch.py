@@ -92,6 +92,16 @@ def _sglang(model: str, d: Deployment) -> list[str]:
         w.append(f"--dp {d.dp}")
     if d.dp_attention and d.dp > 1:
         w.append("--enable-dp-attention")
+        if d.tp == 1:
+            # the plan holds the dense FFN whole on every GPU (split by the attention group's
+            # tp, here 1), as SGLang's DP dense FFN does: the SGLang decode command of the
+            # shared reference serving-figures.md, section 3.1 (the #6017 command, 96 H100),
+            # passes --moe-dense-tp-size 1; without it SGLang splits it over all --tp GPUs
+            w.append("--moe-dense-tp-size 1")
+        # the plan splits the LM head over the attention group's tp, not the instance's: the
+        # "DP LM head" of the same section 3.1 (its flag's name from recall of SGLang's
+        # server_args.py: vocabulary parallel within the attention TP group)
+        w.append("--enable-dp-lm-head")
     if d.pp > 1:
         w.append(f"--pp-size {d.pp}")
     if d.ep > 1:
