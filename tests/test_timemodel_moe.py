@@ -87,7 +87,7 @@ def test_power_law_rows_pad_each_experts_own_rows_to_whole_tiles():
     top, active = loads.max_per_expert[0], loads.active_experts[0]
     equal = np.ceil(top / 128) + (active - 1) * np.ceil((4096 * 8 - top) / (active - 1) / 128)
     assert loads.row_tiles[0, i] > equal + 0.2 * active  # most experts pad a tile more
-    # balanced rows carry none (their loads are whole: the equal share is theirs)
+    # balanced rows carry none (their loads are whole rows: moe_time.whole_row_tiles)
     assert not rank_loads(*one[:4], np.array([0.0])).row_tiles.any()
     # the time model takes the drawn count where a row carries it
     cols = {f"{ROW_TILES_COL}{tm}": [loads.row_tiles[0, j]] for j, tm in enumerate(ROW_TILES)}

@@ -140,6 +140,7 @@ from mlacalc.timemodel.moe_time import (
     FLASHINFER_HOPPER_TILE,
     MARLIN_COLS,
     ROW_TILES_COL,
+    ROWS_SPREAD,
     TRTLLM_GEN_FP4,
     TRTLLM_GEN_MAX_TILE,
     flashinfer_hopper_tiled,
@@ -1568,10 +1569,13 @@ def _moe_rank_loads(
     E: np.ndarray,
     ep: np.ndarray,
     alpha: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The measured rank's assignments, touched experts, most-loaded expert's assignments and
-    (power-law rows) row tiles of a ``moe_perf`` table's rows, by its collector's routing."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The measured rank's assignments, touched experts, most-loaded expert's assignments,
+    (power-law rows) row tiles of a ``moe_perf`` table's rows, by its collector's routing, and
+    which rows' loads are whole rows spread as round-robin routing spreads them (balanced rows
+    and the power-law rows spread as balanced ones: ``moe_time.ROWS_SPREAD`` 2)."""
     loads = rank_loads(T, topk, E, ep, alpha)
+    whole = alpha == 0
     assigned, active_e, most = loads.assignments, loads.active_experts, loads.max_per_expert
     # the power-law rows' row tiles, each expert's rows padded on its own
     # (moe_time.ROW_TILES_COL)
@@ -1594,6 +1598,7 @@ def _moe_rank_loads(
         active_e = np.where(few, np.minimum(pairs, local), active_e)
         most = np.where(few, np.ceil(pairs / local), most)
         row_tiles[few] = 0.0  # the loads above, not the draws'
+        whole = whole | few
     else:
         # the later collector (the H100 table) spreads a power-law call whose draws all round
         # to zero over the ranks as round-robin routing does. Its draws of a call of tokens x
@@ -1616,7 +1621,8 @@ def _moe_rank_loads(
             active_e[few] = spread.active_experts
             most[few] = spread.max_per_expert
             row_tiles[few] = 0.0  # spread as balanced rows are
-    return assigned, active_e, most, row_tiles
+            whole = whole | few
+    return assigned, active_e, most, row_tiles, whole
 
 
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -1634,7 +1640,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             reason[dist == label] = "unknown_dtype"
             continue
         alpha[dist == label] = float(str(label)[len("power_law_") :])
-    assigned, active_e, most, row_tiles = _moe_rank_loads(t, T, topk, E, ep, alpha)
+    assigned, active_e, most, row_tiles, whole = _moe_rank_loads(t, T, topk, E, ep, alpha)
     source = t.columns.get("kernel_source", np.full(len(t), ""))
     gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
     gated[_nongated_shape(hidden, inter, E, topk)] = 0.0
@@ -1722,6 +1728,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         row_tile=np.where(hopper_tiled, FLASHINFER_HOPPER_TILE, row_tile)[ok],
         col_tile=col_tile[ok],
         **{f"{ROW_TILES_COL}{tm}": row_tiles[ok, i] for i, tm in enumerate(ROW_TILES)},
+        # round-robin loads: whole rows, as a balanced model step's (moe_time.whole_row_tiles)
+        **{ROWS_SPREAD: np.where(whole, 2.0, 0.0)[ok]},
         # Marlin multiplies with warp-level mma.sync (moe_time.MMA_SYNC_MOE)
         mma_sync=marlin[ok].astype(np.float64),
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)

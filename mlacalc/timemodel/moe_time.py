@@ -75,6 +75,7 @@ __all__ = [
     "triton_moe_row_tile",
     "triton_moe_tuned",
     "trtllm_gen_row_tile",
+    "whole_row_tiles",
 ]
 
 #: The tensor rate a MoE dtype multiplies at where it is not its own name: mxfp4 weights with
@@ -168,11 +169,15 @@ _MOE_8 = (_MOE_TM == 8) & (_MOE_TN == 128)
 _MOE_GEMMS = np.arange(2)[:, None]
 
 
-#: A model step's column (``serving.gpu_step``): how the rows of the experts other than the
-#: busiest spread, 1 where the routing is a random sample (``routing="random"``: each expert's
-#: rows spread about their mean, :func:`spread_row_tiles`), 2 where it is balanced (whole
-#: rows: of a mean of 16.25, a quarter of the experts get 17 rows and the rest 16). A measured
-#: row carries none: every expert the mean, padded to whole tiles, as the classes were fitted
+#: How the rows of the experts other than the busiest spread, a shape column: 1 where the
+#: routing is a random sample (a model step's ``routing="random"``, ``serving.gpu_step``: each
+#: expert's rows spread about their mean, :func:`spread_row_tiles`), 2 where it is balanced
+#: (whole rows, :func:`whole_row_tiles`: of a mean of 16.25, a quarter of the experts get 17
+#: rows and the rest 16), set by a model step of balanced routing and by the mapping on a
+#: measured balanced row (round-robin loads: each expert ``floor`` or ``ceil`` of the mean,
+#: :mod:`mlacalc.measured.moe_routing`), so the two count the same tiles. A row without it
+#: (a power-law row of TensorRT-LLM-gen's kernels, which routes from the collector's logits)
+#: gives every expert the mean, padded to whole tiles
 ROWS_SPREAD = "rows_spread"
 
 #: The prefix of a measured power-law row's shape columns ``row_tiles_<tm>``: the expected
@@ -244,6 +249,19 @@ def spread_row_tiles(tm: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+def whole_row_tiles(tm: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Expected tiles of ``tm`` rows (arrays of (tile, 1)) of a touched expert of a balanced
+    routing whose experts share ``rest`` rows a piece on average in whole rows (arrays of rows):
+    a share ``frac`` of them ``floor(rest) + 1`` rows, the others ``floor(rest)``, each padded
+    to whole tiles on its own; at least one row (a touched expert has one). The round-robin
+    loads of a measured balanced row are these exactly (expert ``e`` of ``E`` takes assignment
+    ``j`` where ``j mod E = e``), and a model step of balanced routing takes them too
+    (:data:`ROWS_SPREAD` 2)."""
+    rest = np.maximum(rest, 1.0)
+    low, frac = np.floor(rest), rest - np.floor(rest)
+    return (1.0 - frac) * np.ceil(low / tm) + frac * np.ceil((low + 1.0) / tm)
+
+
 def _moe_m_tiles(
     tm: np.ndarray,
     active: np.ndarray,
@@ -253,19 +271,16 @@ def _moe_m_tiles(
 ) -> np.ndarray:
     """Row tiles of ``tm`` rows a grouped GEMM runs over the rank's experts: the most-loaded
     expert's ``top`` rows, the other ``active - 1`` experts sharing the rest equally (each
-    expert's rows padded to whole tiles); by a step's :data:`ROWS_SPREAD` (``spread``), each
-    a random sample of that mean (:func:`spread_row_tiles`) or whole rows."""
+    expert's rows padded to whole tiles); by a row's :data:`ROWS_SPREAD` (``spread``), each
+    a random sample of that mean (:func:`spread_row_tiles`) or whole rows
+    (:func:`whole_row_tiles`)."""
     rest = np.maximum(pairs - top, 0.0) / np.maximum(active - 1.0, 1.0)
     per = np.ceil(rest / tm)
     if spread is None:
         return np.ceil(top / tm) + (active - 1.0) * per
     whole = spread == 2
     if whole.any():  # balanced: whole rows, a share of the experts one more than the rest
-        whole_rest = np.maximum(rest, 1.0)  # a touched expert has a row at least
-        low, frac = np.floor(whole_rest), whole_rest - np.floor(whole_rest)
-        per = np.where(
-            whole, (1.0 - frac) * np.ceil(low / tm) + frac * np.ceil((low + 1.0) / tm), per
-        )
+        per = np.where(whole, whole_row_tiles(tm, rest), per)
     sampled = spread == 1
     if sampled.any():
         per = np.array(np.broadcast_to(per, (len(tm), len(rest))))
