@@ -500,7 +500,8 @@ def plan(
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
     common["warnings"] += overlap_idle_note(overlap_schedule, req.scheduler)
     if not cap.fits and cap.max_batch < 1:
-        return unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
+        unfit = unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
+        return with_tp_network_warning(req, unfit)
     # the step model needs numpy; capacity figures alone do not
 
     sm = StepModel(req.m, req.lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args())
@@ -511,8 +512,33 @@ def plan(
         + mmha_warnings(req, sm)
     )
     if req.isl is None:
-        return with_tbo_warning(capacity_plan(req, cap, common, sm))
-    return with_tbo_warning(serving_plan(req, cap, common, sm))
+        return with_tp_network_warning(req, with_tbo_warning(capacity_plan(req, cap, common, sm)))
+    return with_tp_network_warning(req, with_tbo_warning(serving_plan(req, cap, common, sm)))
+
+
+def with_tp_network_warning(req: PlanRequest, p: Plan) -> Plan:
+    """The plan with a warning for each pool whose tensor-parallel group spans more GPUs than
+    one scale-up domain (a node, an NVL72 rack) holds: every layer's all-reduces cross the
+    network (a new-user trial: TP16 over two H100 nodes, 27 ms of communication in a 71 ms
+    step, no word), with the decode step's link time where it was timed."""
+    node = req.hw.scale_up_gpus
+    said = []
+    for pool, lay in (("", req.lay), ("the prefill pool's ", req.p_lay)):
+        if lay is None or node is None or lay.tp <= node:
+            continue
+        links = ""
+        if not pool and p.step_links_s is not None and p.decode_step_s:
+            links = (
+                f" ({p.step_links_s * 1e3:,.1f} ms of links in the "
+                f"{p.decode_step_s * 1e3:,.1f} ms decode step)"
+            )
+        said.append(
+            f"{pool}tp {lay.tp} spans {-(-lay.tp // node)} scale-up domains (a node's or rack's "
+            f"GPU fabric) of {node} {req.hw.name} GPUs: every layer's tensor-parallel "
+            f"all-reduce crosses the network{links}; engines keep TP within one: tp at most "
+            f"{node}, with pipeline, data or expert parallelism across them"
+        )
+    return dataclasses.replace(p, warnings=(*p.warnings, *said)) if said else p
 
 
 def with_tbo_warning(p: Plan) -> Plan:

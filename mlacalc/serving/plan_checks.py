@@ -269,6 +269,7 @@ def check_request(
         + _dispatch_warnings(m, lay, weight_dtype, components)
         + _kv_head_copies(m, lay, p_lay)
         + _implied_dp_attention(lay, p_lay, args)
+        + _split_experts(m, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
@@ -828,6 +829,24 @@ def _request_warnings(
             f"{m.label} has no MTP module modelled ({_no_mtp(m)}): include_mtp holds nothing more"
         )
     return tuple(warnings)
+
+
+def _split_experts(m: ModelConfig, p_lay: Layout | None, args: dict[str, Any]) -> tuple[str, ...]:
+    """A prefill pool whose MoE group is wider than its expert-parallel degree: each expert
+    split over ``moe_tp`` GPUs, said (a new-user trial: 4,096 prefill GPUs at prefill ep 32
+    built 'EP32 MoE-TP128' without a word, one 2,000-token prompt 9.1 s)."""
+    if p_lay is None or p_lay.ep <= 1 or p_lay.moe_tp <= 1:
+        return ()
+    given = args.get("prefill_ep") is not None
+    src = (
+        "prefill_ep (--prefill-ep)" if given else "the decode pool's, as --prefill-ep is not given"
+    )
+    return (
+        f"the prefill pool's {p_lay.moe_group:,} GPUs share each MoE layer's experts over ep "
+        f"{p_lay.ep} ({src}): each expert is split {p_lay.moe_tp} ways (MoE-TP{p_lay.moe_tp}) "
+        f"rather than held whole; give a larger --prefill-ep (it divides the pool's GPUs and the "
+        f"{m.n_routed_experts} + redundant expert slots) or fewer --prefill-gpus",
+    )
 
 
 def _prefill_dp_attention(lay: Layout, args: dict[str, Any]) -> bool | None:
