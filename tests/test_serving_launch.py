@@ -221,3 +221,22 @@ def test_sglang_dp_attention_runs_the_dense_ffn_and_lm_head_as_planned(run):
     out, _ = run(*args, "--tp", 2)
     assert "--moe-dense-tp-size" not in out.split("# server")[-1]
     assert "splits the dense FFN over each attention group's 2 GPUs" in out
+
+
+def test_vllm_runs_the_deepep_exchange_the_plan_times(run):
+    """The plan times the experts' exchange as DeepEP's kernels (low-latency for decode, normal
+    for prompts): vLLM's lines set its DeepEP backend (before: none, vLLM's default all-to-all,
+    a new-user trial), the prefill pool's the high-throughput kernels; no EP, no backend; on an
+    AMD part none, said."""
+    c = _commands("vllm")
+    assert c["decode pool"].startswith("VLLM_ALL2ALL_BACKEND=deepep_low_latency vllm serve ")
+    assert c["prefill pool"].startswith("VLLM_ALL2ALL_BACKEND=deepep_high_throughput vllm serve")
+    plain = dict(SPLIT, mode="aggregated", tp=8, dp=1, ep=1, dp_attention=False)
+    ((_, cmd),) = launch_commands("vllm", "m", deployments(plain, 8, 0.1, 8))
+    assert "ALL2ALL" not in cmd
+    args = ("plan", "kimi-k2", "--gpus", 8, "--tp", 8, "--ep", 8, "--isl", 2000, "--osl", 500,
+            "--concurrency", 16, "--launch", "vllm")  # fmt: skip
+    out, _ = run(*args, "-H", "B200")
+    assert "VLLM_ALL2ALL_BACKEND=deepep_low_latency vllm serve" in out
+    out, _ = run(*args, "-H", "MI355X")
+    assert "ALL2ALL" not in out.split("# server", 1)[1] and "left to vLLM's default" in out

@@ -364,11 +364,12 @@ def launch_text(
             param_hint="--launch",
         )
     lines = [f"# {engine}: the commands that start this deployment"]
-    if vendor not in ("", "nvidia") and any(d.ep > 1 for d in pools) and engine == "sglang":
+    if vendor not in ("", "nvidia") and any(d.ep > 1 for d in pools) and engine != "trtllm":
         pools = [dataclasses.replace(d, deepep=False) for d in pools]
+        option = "--moe-a2a-backend deepep" if engine == "sglang" else "VLLM_ALL2ALL_BACKEND"
         lines.append(
-            f"# note: DeepEP (--moe-a2a-backend deepep) is NVIDIA's; on {hardware} the "
-            "experts' all-to-all is left to SGLang's default"
+            f"# note: DeepEP ({option}) is NVIDIA's; on {hardware} the experts' all-to-all is "
+            f"left to {ENGINE_LABELS.get(engine, engine)}'s default"
         )
     split = [d for d in pools if d.dp_attention and d.dp > 1 and d.tp > 1]
     if engine == "sglang" and split:

@@ -146,6 +146,14 @@ def _vllm(model: str, d: Deployment) -> list[str]:
         w.append("--enable-expert-parallel")  # EP over every GPU of the instance
         if d.redundant_experts:
             w += ["--enable-eplb", f"--num-redundant-experts {d.redundant_experts}"]
+        if d.deepep:
+            # the plan times the experts' exchange as DeepEP's kernels (low-latency for decode
+            # rows, normal for prompt tokens), which is not vLLM's default all-to-all: its
+            # backend by the environment variable of vLLM 0.10's envs.py (from recall; later
+            # releases also take --all2all-backend); one backend a server, so an aggregated
+            # server runs the low-latency kernels, the prefill pool the high-throughput ones
+            mode = "high_throughput" if d.role == "prefill" else "low_latency"
+            w[0] = f"VLLM_ALL2ALL_BACKEND=deepep_{mode} vllm serve"
     if d.overlap == "tbo":
         w.append("--enable-dbo")
     kv = _kv("vllm", d.kv_dtype)
