@@ -240,3 +240,22 @@ def test_vllm_runs_the_deepep_exchange_the_plan_times(run):
     assert "VLLM_ALL2ALL_BACKEND=deepep_low_latency vllm serve" in out
     out, _ = run(*args, "-H", "MI355X")
     assert "ALL2ALL" not in out.split("# server", 1)[1] and "left to vLLM's default" in out
+
+
+def test_independent_replicas_are_separate_servers_where_the_engine_cannot_run_them(run):
+    """TP8 DP2 EP8 (two replicas, each with its own experts) is timed as two replicas: vLLM's
+    data-parallel ranks of a MoE model would share the experts over both (DP-attention), and
+    TensorRT-LLM's server has no replicas, so each is launched as one server per replica
+    (before: vLLM --data-parallel-size 2, TensorRT-LLM one TP8 server for 16 GPUs); SGLang's
+    --dp runs replicas apart, and vLLM's data parallelism of a dense model too."""
+    moe = dict(SPLIT, mode="aggregated", decode_gpus=16, tp=8, dp=2, dp_attention=False)
+    for engine in ("vllm", "trtllm"):
+        pools = deployments(moe, 8, 0.1, 8, routed_experts=256)
+        ((what, cmd),) = launch_commands(engine, "m", pools)
+        assert what.startswith("server (one per replica: run 2, each on its own 8 GPUs")
+        assert "--data-parallel-size" not in cmd and "mpirun" not in cmd
+        assert ("--tensor-parallel-size 8" if engine == "vllm" else "--tp_size 8") in cmd
+    ((what, cmd),) = launch_commands("sglang", "m", deployments(moe, 8, 0.1, 8, routed_experts=256))
+    assert "--tp 8 --dp 2" in cmd and "one per replica" not in what
+    dense = launch_commands("vllm", "m", deployments(moe, 8, 0.1, 8))
+    assert "--data-parallel-size 2" in dense[0][1]

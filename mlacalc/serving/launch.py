@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mlacalc.words.engines import check_engine
@@ -266,6 +266,21 @@ _ROUTERS = {
 }
 
 
+def _replicas(engine: str, d: Deployment) -> int:
+    """The servers a pool of ``dp`` independent replicas (no DP-attention) is launched as on
+    ``engine``: one (its own data parallelism) where the engine runs replicas apart, SGLang's
+    ``--dp`` and vLLM's ``--data-parallel-size`` of a dense model; ``dp`` where it cannot:
+    TensorRT-LLM's server has no data parallelism of replicas, and vLLM's data-parallel ranks
+    of a MoE model share the experts (its expert layers form a DP x TP group, or EP over
+    it; from recall of vLLM's data-parallel deployment docs), which is DP-attention, not the
+    replicas the plan times."""
+    if d.dp <= 1 or d.dp_attention:
+        return 1
+    if engine == "trtllm" or (engine == "vllm" and d.routed_experts):
+        return d.dp
+    return 1
+
+
 def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tuple[str, str]]:
     """``(what, command)`` for each pool of a deployment (one aggregated pool, or a
     disaggregated prefill and decode pool and the router in front of them), on ``engine``."""
@@ -273,6 +288,13 @@ def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tu
     out = []
     for d in pools:
         what = f"{d.role} pool" if d.role else "server"
+        replicas = _replicas(engine, d)
+        if replicas > 1:
+            d = replace(d, gpus=d.gpus // replicas, dp=1)
+            what += (
+                f" (one per replica: run {replicas}, each on its own {d.gpus} GPUs, a load "
+                "balancer in front)"
+            )
         if d.nodes > 1:
             what += f" (run on each of its {d.nodes} nodes)"
         words = _BUILDERS[engine](model, d)
