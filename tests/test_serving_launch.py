@@ -259,3 +259,17 @@ def test_independent_replicas_are_separate_servers_where_the_engine_cannot_run_t
     assert "--tp 8 --dp 2" in cmd and "one per replica" not in what
     dense = launch_commands("vllm", "m", deployments(moe, 8, 0.1, 8))
     assert "--data-parallel-size 2" in dense[0][1]
+
+
+def test_plan_launches_overlap_scheduling_as_it_timed_it(run):
+    """Without --engine and --overlap-schedule the plan runs overlap scheduling on (its
+    default); its launch lines did turn it off (SGLang --disable-overlap-schedule, TensorRT-LLM
+    disable_overlap_scheduler: true); now they leave it on, and --no-overlap-schedule still
+    turns it off."""
+    args = ("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--seq-len", 4096, "--batch", 64)
+    out, _ = run(*args, "--launch", "sglang")
+    assert "--disable-overlap-schedule" not in out
+    out, _ = run(*args, "--launch", "trtllm")
+    assert "disable_overlap_scheduler" not in out
+    out, _ = run(*args, "--launch", "sglang", "--no-overlap-schedule")
+    assert "--disable-overlap-schedule" in out

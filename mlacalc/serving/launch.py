@@ -319,6 +319,8 @@ def deployments(
     (``max_tokens``, ``chunked_prefill``, ``cuda_graph_max_batch``, ``overlap_schedule``,
     ``mtp_tokens``)."""
     common = dict(gpus_per_node=gpus_per_node, memory_fraction=1.0 - memory_reserve)
+    if settings.get("overlap_schedule", True) is None:  # no engine's defaults: on, as planned
+        settings["overlap_schedule"] = True
     disaggregated = point.get("mode") == "disaggregated"
     decode = Deployment(
         gpus=point["decode_gpus"],
