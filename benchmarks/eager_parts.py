@@ -85,6 +85,7 @@ def main() -> None:
             impl=None if impl == "standard" else impl,
             mode="unfused",
             dtype="bf16",
+            weight_dtype="bf16",  # the reference layers' weights, whatever the checkpoint stores
             launch_latency_s=float(r["launch_latency_s"]) if r else 7e-6,
         )
         meas = float(r["median_s"]) if r else float("nan")

@@ -15,7 +15,7 @@ from mlacalc.measured.observations import kernel_set_device, read_kernel_set  # 
 from mlacalc.timemodel.fit import fit_profile  # noqa: E402
 from mlacalc.timemodel.kernel_time import predict_batch  # noqa: E402
 from mlacalc.timemodel.profile import load_profile  # noqa: E402
-from mlacalc.words.errors import InvalidArgumentError  # noqa: E402
+from mlacalc.words.errors import ConfigError, InvalidArgumentError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +185,14 @@ def test_a_second_dtype_of_a_kind_is_a_table_of_its_own(tiny_set, tmp_path):
         w.writerows(rows + extra)
     meta = json.loads(json_path.read_text())
     meta["rows_file"] = out_csv.name
+    # a device the catalogue does not name (this CPU) has only the peaks its run measured:
+    # fp8 GEMM rows without an fp8 ceiling are refused (their fit would take the fp32 peak)
+    (tmp_path / "two.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="has fp8 GEMM rows but no fp8 matmul ceiling"):
+        read_kernel_set(tmp_path / "two.json")
+    meta["ceilings"]["matmul_flops_per_s"]["fp8"] = (
+        2 * meta["ceilings"]["matmul_flops_per_s"]["fp32"]
+    )
     (tmp_path / "two.json").write_text(json.dumps(meta))
     names = sorted(o.table for o in read_kernel_set(tmp_path / "two.json"))
     assert "calibrate:gemm" in names and "calibrate:gemm:fp8" in names

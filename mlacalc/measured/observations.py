@@ -351,6 +351,19 @@ def read_kernel_set(path: str | os.PathLike) -> list:
     for i, r in _kernel_rows(rows_path):
         # a short row reads None for its missing cells
         groups.setdefault((str(r["kind"]), str(r["dtype"])), []).append((i, r))
+    measured_peaks = meta.get("ceilings", {}).get("matmul_flops_per_s", {})
+    for kind, dtype in groups:
+        # a device read from the sidecar (one the catalogue does not name) has the peaks its
+        # run measured: without one for a GEMM's dtype, the fit would take another dtype's
+        if device == str(p) and kind == "gemm" and dtype not in measured_peaks:
+            raise ConfigError(
+                f"has {dtype} GEMM rows but no {dtype} matmul ceiling for its device, which the "
+                "catalogue does not name",
+                source=str(p),
+                field="ceilings.matmul_flops_per_s",
+                fix=f"measure again with mlacalc bench --preset calibrate (it measures the {dtype} "
+                f"ceiling), or leave the {dtype} rows out",
+            )
     out = []
     for (kind, dtype), rs in sorted(groups.items()):
 
