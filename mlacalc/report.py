@@ -386,7 +386,8 @@ def _weights_section(m: ModelConfig, weight_dtype: str | None) -> dict[str, Any]
     checkpoint stores it (``format`` "checkpoint fp8 block 128x128", ``checkpoint`` its
     payload, scales and bf16-kept tensors); otherwise every parameter in the dtype but what
     the planner too leaves as it is (``kept``: the norms and routers at 16 bits under a
-    narrower dtype, the embedding and head as stored: :func:`mlacalc.cost.params.kept_parts`)."""
+    narrower dtype, the embedding and head as stored under one below 16 bits:
+    :func:`mlacalc.cost.params.kept_parts`)."""
     checkpoint = checkpoint_weights(m) if weight_dtype is None else None
     total = weight_bytes(m, weight_dtype)
     with_mtp = weight_bytes(m, weight_dtype, include_mtp=True)

@@ -174,3 +174,23 @@ def test_report_and_plan_agree_on_one_gpu():
     w = model_report("llama-3-70b", weight_dtype="fp8", phases=["decode"])["weights"]
     assert p.weights_per_gpu_bytes == w["total_bytes"] == 72_656_371_712
     assert "but the norms (1,318,912) in 16 bits" in w["summary"]
+
+
+def test_a_16_bit_cast_keeps_nothing_as_stored():
+    """An engine serving a 16-bit dtype casts every tensor: GPT-2 (stored fp32) under bf16 is
+    every parameter in 2 bytes, 248,879,616 B, in report and plan alike (it had kept the
+    embedding in 32 bits: 327,647,232 B). Quantizing below 16 bits still keeps it as stored."""
+    from mlacalc.report import model_report
+    from mlacalc.serving.precision import component_weight_bytes, kept_components
+
+    m = mlacalc.load_model("gpt2")
+    for dtype in ("bf16", "fp16"):
+        assert kept_components(m, dtype, {}) == {}
+        w = model_report(m, weight_dtype=dtype, phases=["decode"])["weights"]
+        assert w["kept"] == [] and w["summary"] == f"every parameter in {dtype}"
+        assert w["total_bytes"] == 2 * mlacalc.param_counts(m).total == 248_879_616
+        plan = component_weight_bytes(m, make_layout(m, 1), dtype, {})
+        assert sum(plan.values()) == w["total_bytes"]
+    assert kept_components(m, "fp8", {}) == {"embeddings": "fp32"}
+    w = model_report(m, weight_dtype="fp8", phases=["decode"])["weights"]
+    assert {k["part"]: k["bits"] for k in w["kept"]} == {"norms": 16, "embedding": 32}

@@ -327,9 +327,10 @@ def kept_parts(m: ModelConfig, dtype: str | None, include_mtp: bool = False) -> 
     """What a weight dtype narrower than the stored one leaves as it is, as the planner sizes
     a GPU's weights (:func:`mlacalc.serving.layout.weight_bytes_by_part` with
     :func:`mlacalc.cost.quant.kept_components`): the norms and MoE routers at
-    :data:`KEPT_BITS` (:func:`kept_params`) under a dtype of fewer bits, and, where a dtype is
-    asked, the embedding and the output head in the checkpoint's format where it has more bits
-    (a dtype asked quantizes the layers' linear weights only)."""
+    :data:`KEPT_BITS` (:func:`kept_params`) under a dtype of fewer bits, and, where a dtype
+    below 16 bits is asked, the embedding and the output head in the checkpoint's format where
+    it has more bits (a quantization reaches the layers' linear weights only; a 16-bit dtype
+    casts every tensor)."""
     bits = dtype_bits(dtype or m.weights_dtype)
     out = []
     if bits < KEPT_BITS:
@@ -357,7 +358,8 @@ def weight_bytes(
     of the tensors it keeps in bf16 (:func:`mlacalc.cost.quant.checkpoint_weights`); otherwise
     every parameter in ``weights_dtype``. A dtype sizes every parameter in it but those it
     leaves as they are (:func:`kept_parts`: the norms and MoE routers at 16 bits, the
-    embedding and head as stored), the planner's rule: report and plan say one total."""
+    embedding and head as stored under a dtype below 16 bits), the planner's rule: report and
+    plan say one total."""
     m = model_argument(model)
     dtype = args.dtype("dtype", dtype, allow_none=True)
     include_mtp = args.flag("include_mtp", include_mtp)

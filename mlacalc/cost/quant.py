@@ -555,12 +555,16 @@ def kept_components(
     m: Any, weight_dtype: str | None, components: Mapping[str, str]
 ) -> dict[str, str]:
     """``components`` with the embedding and the head (:data:`KEPT`) in their stored format
-    where a weight dtype is asked (not None: the checkpoint's own) with fewer bits than it and
-    neither is named: a dtype asked quantizes the layers' linear weights only."""
+    where a weight dtype is asked (not None: the checkpoint's own) that quantizes, below 16
+    bits, and has fewer bits than it, and neither is named: a quantization reaches the
+    layers' linear weights only. A 16-bit dtype is a cast, which an engine applies to every
+    tensor (GPT-2's fp32 embedding served in bf16 is bf16)."""
     out = dict(components)
     if weight_dtype is None:
         return out
     bits = format_bits(str(weight_dtype).lower())
+    if bits >= 16:  # a cast, not a quantization
+        return out
     for comp in KEPT:
         fmt = _stored_format(m, comp)
         if comp not in out and fmt is not None and format_bits(fmt) > bits:
