@@ -45,12 +45,22 @@ def test_mxfp4_experts_that_run_weight_only_on_hopper_say_so():
 
 
 def test_fp4_as_a_plain_dtype_says_what_it_leaves_out():
-    """``weight_dtype="fp4"`` sizes 4 bits a weight, every tensor, no scales (Qwen3-8B:
-    4,095,367,680 B where nvfp4 per component gives 4,607,718,464): the plan says so and how
-    to size NVFP4; the error for ``--weight-dtype nvfp4`` says what fp4 is."""
+    """``weight_dtype="fp4"`` sizes the layers' linear weights at 4 bits, no scales, and
+    what cost.params.kept_parts keeps at its own bits (the norms and routers at 16, the
+    embedding and head as stored): the plan says so, from kept_parts itself, and how to size
+    NVFP4 (it had said "every tensor (norms and routers too)", which b33cb37 made untrue);
+    the error for ``--weight-dtype nvfp4`` says what fp4 is."""
     p = plan("qwen3-8b", "B200", 1, seq_len=8192, weight_dtype="fp4")
     (said,) = [w for w in p.warnings if w.startswith("weights in fp4")]
     assert "no block scales" in said and "--expert-dtype nvfp4" in said
+    assert "every tensor" not in said and "routers too" not in said
+    assert "the layers' linear weights at 4 bits" in said
+    assert "the norms, the embedding and the output head at 16 bits" in said
+    moe = plan("deepseek-v3", "B200", 8, seq_len=8192, weight_dtype="fp4").warnings
+    (said,) = [w for w in moe if w.startswith("weights in fp4")]
+    assert "the norms and MoE routers, the embedding and the output head at 16 bits" in said
+    (said,) = [w for w in plan("gpt2", "B200", 1, weight_dtype="fp4").warnings if "fp4" in w]
+    assert "the norms at 16 bits, the embedding at 32 bits" in said  # GPT-2 stores fp32
     with pytest.raises(MlacalcError, match=r"fp4: 4 bits every weight, no scales"):
         plan("qwen3-8b", "B200", 1, seq_len=8192, weight_dtype="nvfp4")
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from mlacalc.cost.engine import as_model
 from mlacalc.cost.model_step import checkpoint_stored, stored_experts
+from mlacalc.cost.params import KeptPart, kept_parts
 from mlacalc.cost.quant import checkpoint_kv_note, component_precision, stored_weight_dtype
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
@@ -786,6 +787,20 @@ def _engine_kernel_warnings(
     )
 
 
+def _kept_words(kept: list[KeptPart]) -> str:
+    """What a chosen dtype leaves at its own bits (:func:`mlacalc.cost.params.kept_parts`),
+    the parts of one width together: " (keeping the norms and MoE routers, the embedding and
+    the output head at 16 bits)" ("" where it leaves nothing)."""
+    by_bits: dict[float, list[str]] = {}
+    for k in kept:
+        by_bits.setdefault(k.bits, []).append(f"the {k.what}")
+    groups = []
+    for bits, parts in by_bits.items():
+        said = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        groups.append(f"{said} at {bits:g} bits")
+    return f" (keeping {', '.join(groups)})" if groups else ""
+
+
 def _request_warnings(
     m: ModelConfig, hw: HardwareSpec, weight_dtype: str | None, include_mtp: bool
 ) -> tuple[str, ...]:
@@ -804,11 +819,11 @@ def _request_warnings(
         )
     if weight_dtype is not None:
         chosen = canonical_dtype(weight_dtype)
-        if chosen == "fp4":  # a plain dtype: no scales, and every tensor in it
+        if chosen == "fp4":  # a plain dtype: no scales; what it leaves is kept_parts'
             warnings.append(
-                "weights in fp4 are sized at 4 bits each, every tensor (norms and routers too) "
-                "and no block scales: an NVFP4 checkpoint stores 4.5 bits a weight (an fp8 "
-                "scale a 16) and keeps norms and routers in bf16, which formats per component "
+                "weights in fp4 are sized as the layers' linear weights at 4 bits, no block "
+                f"scales{_kept_words(kept_parts(m, chosen, include_mtp))}: an NVFP4 checkpoint "
+                "stores 4.5 bits a weight (an fp8 scale a 16), which formats per component "
                 "size (--expert-dtype nvfp4 --attention-dtype nvfp4 --dense-ffn-dtype nvfp4; "
                 "component_dtypes)"
             )
