@@ -234,7 +234,9 @@ def test_a_block_scaled_gemm_is_one_rule_for_sglang_module_rows_and_a_served_ste
     alone = KernelBatch("gemm", "fp8_block", served.flops, served.bytes, served.calls,
                         {**served.shape, **stated})  # fmt: skip
     assert engine_batch(alone, "sglang", B200) is alone
-    assert predict_batch(alone, "B200", prof)[0] > t_served["seconds"][0] + 5e-6
+    # 16.1 -> 12.6 us against the step's 9.9 us with the class fed as a two-SM pair
+    # (gemm_time.PAIRED_MMA_DTYPES) and refitted: margin was 5 us
+    assert predict_batch(alone, "B200", prof)[0] > t_served["seconds"][0] + 2e-6
     # and a served DeepSeek-V3.2 step under vLLM keeps the block-scaled class
     assert engine_batch(served, "vllm", B200).dtype == "fp8_block"
 

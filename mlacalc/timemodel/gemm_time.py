@@ -41,6 +41,7 @@ __all__ = [
     "MLA_QUANT_CTAS",
     "MLA_QUANT_CTA_CYCLES",
     "NO_SPLIT_K",
+    "PAIRED_MMA_DTYPES",
     "PERSISTENT_DTYPES",
     "PER_TENSOR_BMM",
     "PER_TENSOR_BMM_ENGINES",
@@ -121,6 +122,23 @@ BLOCK_SCALED_MMA_ROWS = 128.0
 WIDE_FP4_TILE = (128.0, 256.0)
 WIDE_FP4_TILE_FIELD = "wide_fp4_tile"
 WIDE_FP4_TILE_ENGINES = frozenset({"trtllm"})
+
+#: GEMM dtypes whose kernel on data-centre Blackwell multiplies with the two-SM MMA
+#: (``tcgen05.mma.cta_group::2``): a pair of SMs computes a 256-row tile, each SM holding its
+#: 128 rows of A and half of the tile's B columns in shared memory, so each SM's 128 x N share
+#: is fed at the intensity of the pair's 256 x N tile (256 x 256: 128, the full rate at
+#: B200's :func:`~mlacalc.timemodel.shared.operand_reuse` of 2; a one-SM 128 x 256 tile 0.82
+#: of it). The block-scaled fp8 GEMM: DeepGEMM's sm100 kernel (TensorRT-LLM's and SGLang's
+#: B200 rows; vLLM's block-scaled rows, floored by its wrapper's host work, likewise), its
+#: two-SM MMA from recall of DeepGEMM's sm100 kernels, not read from a source here. The rows:
+#: B200's rows of over 1,024 rows reach the share of the fp8 peak H100's reach (TensorRT-LLM
+#: medians 0.58 and 0.55 at m >= 8,192, n, k >= 4,096), which the one-SM tile's 0.82 had
+#: read slow from H100's fit (signed median over 1,024 rows +20% TensorRT-LLM, +10-17%
+#: SGLang), and B200's own fit had held ``eff_compute`` at its bound (1.0). Not the batched
+#: GEMM (SGLang's B200 BMM rows are cuBLASLt's per-tensor ``bmm_fp8``), nor bf16 and
+#: per-tensor fp8 (their B200 rows from H100 at the largest sizes read -4% to -22% signed,
+#: TensorRT-LLM's fp8 +2%: no sign of the pair's feed).
+PAIRED_MMA_DTYPES = ("fp8_block",)
 
 #: Shared-memory bytes per operand element of a block-scaled MMA on ``tcgen05``, over the bytes
 #: of the element alone: nvfp4 carries an fp8 (E4M3) scale per 16 elements along K, which the
@@ -493,6 +511,9 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         reuse = reuse * SCALE_OPERAND_BYTES.get(batch.dtype, 1.0)
     if reuse > 1.0:  # a tensor rate per SM above Hopper's asks more reuse of every tile
         rate = tile_rate(tm, tn, reuse)
+        if fig.tcgen05 and batch.dtype in PAIRED_MMA_DTYPES and batch.variant != "bmm":
+            # the two-SM MMA: each SM's tile fed at its pair's intensity (PAIRED_MMA_DTYPES)
+            rate = tile_rate(2.0 * tm, tn, reuse)
     can_split = batch.dtype not in NO_SPLIT_K
     gemv_rows = GEMV_MAX_M.get(batch.dtype, 0)
     if gemv_rows:
