@@ -58,16 +58,24 @@ def test_search_sizes_the_engines_layout_as_plan():
 @pytest.mark.parametrize("engine", ["trtllm", "sglang", "vllm"])
 def test_dsa_indexer_keys_beside_a_bf16_cache_are_said_assumed(engine):
     """GLM-5.1 with a bf16 cache: 78 x (1,152 + 256) = 109,824 B a token, the indexer keys in
-    bf16. The shared references give only DeepSeek's inference code's fp8 keys with a float32
-    scale (132 B), nothing of what an engine keeps beside a bf16 cache (a trial recalled fp8
-    in SGLang and vLLM: 1,284 B a layer); the figure stays and the plan and report say it is
-    an assumption (silent before)."""
+    bf16. Published sources give only DeepSeek's released inference code for V3.2's fp8 keys
+    with a float32 scale (132 B), nothing of what an engine keeps beside a bf16 cache (a trial
+    recalled fp8 in SGLang and vLLM: 1,284 B a layer); the figure stays and the plan and
+    report say it is an assumption (silent before), naming the sources as a user has them
+    (it had said "the shared references", the project's own corpus)."""
+    import mlacalc
+    from mlacalc.cost.attention import indexer_dtype_note
     from mlacalc.report import model_report
 
     p = plan("glm-5.1", "B200", 8, dp_attention=True, ep=8, seq_len=9000, engine=engine)
     assert p.kv_bytes_per_token_per_gpu == LAYERS * (1152 + 256) == 109_824
     said = [w for w in p.warnings if "indexer keys" in w]
     assert len(said) == 1 and "an assumption" in said[0] and "(132 B)" in said[0]
+    assert "shared references" not in said[0] and "published sources" in said[0]
+    assert "DeepSeek's released inference code for V3.2" in said[0]
+    assert "beside a bf16 cache" in said[0]
+    glm = mlacalc.load_model("glm-5.1")
+    assert "beside an fp4 cache" in indexer_dtype_note(glm, "fp4")  # had said "a fp4"
     fp8 = plan("glm-5.1", "B200", 8, dp_attention=True, ep=8, seq_len=9000, kv_dtype="fp8")
     assert not [w for w in fp8.warnings if "indexer keys" in w]
     notes = model_report("glm-5.1", seq_len=4096)["notes"]

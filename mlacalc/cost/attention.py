@@ -489,11 +489,12 @@ def indexer_row_bytes(model: ModelConfig, layout: Any = None) -> int:
 def indexer_dtype_note(model: ModelConfig, layout: Any) -> str:
     """The sentence a front end says where a DSA model's indexer keys are sized in a cache
     layout that is not 8 bits (bf16: 256 B a layer for ``index_head_dim`` 128), ``""``
-    elsewhere: that width is an assumption. The shared references say only what DeepSeek's
-    own inference code keeps, fp8 keys with a float32 scale a 128 values (132 B;
-    published-facts.md, DeepSeek-V3.2-Exp ``inference/model.py``, class ``Indexer``), not
-    what SGLang, vLLM or TensorRT-LLM keep beside a bf16 cache (a trial recalled fp8 in
-    SGLang and vLLM whatever the cache's dtype: recall, not a source, so the figure stays)."""
+    elsewhere: that width is an assumption. Published sources say only what DeepSeek's
+    released inference code for V3.2 keeps, fp8 keys with a float32 scale a 128 values
+    (132 B; DeepSeek-V3.2-Exp ``inference/model.py``, class ``Indexer``, as
+    published-facts.md quotes it), not what SGLang, vLLM or TensorRT-LLM keep beside a bf16
+    cache (a trial recalled fp8 in SGLang and vLLM whatever the cache's dtype: recall, not a
+    source, so the figure stays)."""
     layout = resolve_kv_layout("bf16" if layout is None else layout)
     if model.index_topk is None or not model.is_mla or model.every_indexer_shared:
         return ""
@@ -501,11 +502,17 @@ def indexer_dtype_note(model: ModelConfig, layout: Any) -> str:
         return ""
     return (
         f"{model.label}'s DSA indexer keys are sized in {layout.name} like the cache "
-        f"({indexer_row_bytes(model, layout):,} B a token and layer), an assumption: the "
-        "shared references give only DeepSeek's inference code, which keeps them in fp8 with "
-        f"a float32 scale a 128 values ({indexer_row_bytes(model, 'fp8'):,} B), not what an "
-        f"engine keeps beside a {layout.name} cache; --kv-dtype fp8 sizes them as that code does"
+        f"({indexer_row_bytes(model, layout):,} B a token and layer), an assumption: "
+        "published sources give only DeepSeek's released inference code for V3.2, which keeps "
+        f"them in fp8 with a float32 scale a 128 values ({indexer_row_bytes(model, 'fp8'):,} "
+        f"B), not what an engine keeps beside {_article(layout.name)} {layout.name} cache; "
+        "--kv-dtype fp8 sizes them as that code does"
     )
+
+
+def _article(name: str) -> str:
+    """ "a" or "an" before a dtype's name read letter by letter or as "int": an fp4, a bf16."""
+    return "an" if name[:1].lower() in "aefhilmnorsx" else "a"
 
 
 def indexer_cost(
