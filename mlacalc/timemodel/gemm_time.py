@@ -118,7 +118,10 @@ BLOCK_SCALED_MMA_ROWS = 128.0
 #: 256 rows walk K at 1.83-1.98 ns a K element at every n from 128 to 8,192 (one tile an SM):
 #: 128 x 256 multiply-adds a K element at 0.57-0.59 of the SM's fp4 rate, where a 128 x 64
 #: tile the model had chosen walks in a quarter of the work. SGLang's and vLLM's nvfp4 kernel
-#: (FlashInfer's CuTe DSL) steps at 129 rows and keeps the candidate tiles.
+#: (FlashInfer's CuTe DSL) steps at 129 rows and keeps the candidate tiles. Its reach: every
+#: ``tcgen05`` device (B300, GB200 and GB300 too) on B200's rows alone; and the module tables'
+#: few-token nvfp4 projections (DSA, MLA) read 6-7% slower under it than measured (their
+#: quantize is likely fused upstream), which docs/time-model.md gives with its figures.
 WIDE_FP4_TILE = (128.0, 256.0)
 WIDE_FP4_TILE_FIELD = "wide_fp4_tile"
 WIDE_FP4_TILE_ENGINES = frozenset({"trtllm"})
