@@ -142,6 +142,9 @@ def test_fp8_prefill_transposes_its_value_blocks():
         operand = units / fig.sm_count * blocks * 128 * 2 * 256 * (1 if fp8 else 2) / smem
         convert = scores * 0.5 / (CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
         expected = _combine(np.array([tensor]), np.array([sfu]), prm["sfu_overlap"])[0]
+        # (TensorRT-LLM's kernel, a tile a query head, ends a longest tile, all isl / 128
+        # blocks, after the balanced time: _causal_tail_s)
+        expected *= 1.0 + fig.sm_count / units * (isl / 128.0) / blocks
         expected += operand + (walk + convert if fp8 else 0.0)
         assert abs(t / expected - 1.0) < 1e-6
 
@@ -319,7 +322,8 @@ def test_a_packing_prefill_fills_its_tiles_with_the_query_heads_of_a_kv_head():
     # 16-token prompts, 64 query heads on one KV head: FlashAttention-3's pack_gqa (head_pack
     # 0) puts 8 heads x 16 positions in a 128-row tile, 8 tiles a sequence; a tile a query
     # head (head_pack 1, the prefill default) gives 64 tiles of 16 rows. Long prompts fill
-    # every tile either way: the same units, the same time
+    # every tile either way: the same units, the same time but the one-head kernel's tail (a
+    # longest tile after its 3,972 waves, _causal_tail_s)
     fig = device_figures(load_hardware("H100-SXM"))
     prm = default_params("attention_prefill")
     prm.update(unit_latency_s=2e-6)
@@ -333,7 +337,7 @@ def test_a_packing_prefill_fills_its_tiles_with_the_query_heads_of_a_kv_head():
         return kernel_terms(b, fig, prm)["seconds"][0]
 
     assert seconds(16.0, 0.0) < seconds(16.0, 1.0) / 3.0
-    assert seconds(8192.0, 0.0) == seconds(8192.0, 1.0)
+    assert 1.0 < seconds(8192.0, 1.0) / seconds(8192.0, 0.0) < 1.001
     # the default (no head_pack) is a tile a query head
     batch, _ = _prefill("bf16", 128.0, 128.0, isl=16.0, heads=64.0)
     with_one = KernelBatch("attention_prefill", "bf16", batch.flops, batch.bytes, batch.calls,
@@ -382,3 +386,31 @@ def test_blackwells_fp8_prompt_kernel_takes_its_own_exponential_rate():
     t = kernel_terms(big, fig, fast)["compute_s"][0]
     flops = float(big.flops[0])
     assert t >= flops / (attention_time.FP8_PROMPT_TCGEN05_RATE * fig.peak("fp8"))
+
+
+def test_a_causal_prompt_ends_a_longest_tile_after_its_balanced_time():
+    # one 16,384-token causal prompt a query head, 128 tiles a head on H100's 132 SMs; the
+    # last tile walks all 128 key blocks, near twice the mean. A kernel that takes its tiles in
+    # launch order (TensorRT-LLM's FMHA, head_pack 1) ends a longest tile after the balanced
+    # time; FlashAttention-3 (head_pack 0) launches the longest first: a longest tile where its
+    # waves are shorter. One head to two took 2.0x (a wave of the mean tile to two) for both
+    # before; now about 1.44x and 1.24x (the shared-memory operand reads, a wave's, doubling
+    # in both). Tiles of one length (no causal mask) keep the waves: 2.0x
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, eff_exp=1.0, sfu_overlap=16.0, unit_latency_s=0.0)
+
+    def compute(heads: float, pack: float, causal: float = 1.0) -> float:
+        batch, _ = _prefill("bf16", 128.0, 128.0, isl=16384.0, heads=heads)
+        flops = batch.flops * (2.0 if causal == 0 else 1.0)
+        shape = dict(batch.shape, head_pack=np.array([pack]), causal=np.array([causal]))
+        b = KernelBatch("attention_prefill", "bf16", flops, batch.bytes, batch.calls, shape)
+        return kernel_terms(b, fig, prm)["compute_s"][0]
+
+    assert 1.35 < compute(2.0, 1.0) / compute(1.0, 1.0) < 1.55
+    assert 1.15 < compute(2.0, 0.0) / compute(1.0, 0.0) < 1.3
+    assert abs(compute(2.0, 1.0, causal=0.0) / compute(1.0, 1.0, causal=0.0) - 2.0) < 1e-6
+    # one wave: the balanced time and a longest tile against the longest tile alone
+    assert compute(1.0, 1.0) / compute(1.0, 0.0) > 1.3
+    # 256 waves: the launch-order kernel's tail is a longest tile more, FlashAttention-3's none
+    assert 1.002 < compute(264.0, 1.0) / compute(264.0, 0.0) < 1.01

@@ -9,8 +9,9 @@ the K/V operands each MMA reads from shared memory (64 rows a read on Hopper, 16
 tiles an SM's shared memory holds at once, the fp8 V transpose and probability conversion,
 fp8 head dims padded to powers of two, banded windows (``mask_s``), a call's and a unit's
 waits in seconds (``call_latency_s``, ``unit_latency_s``), the RoPE pre-kernel
-(``pre_latency_s`` and a streaming pass) and an fp8 cache's conversion by a kernel of its own
-(``cache_convert``).
+(``pre_latency_s`` and a streaming pass), an fp8 cache's conversion by a kernel of its own
+(``cache_convert``) and a causal prompt's longest tile after its balanced time
+(:func:`_causal_tail_s`).
 
 Decode (:func:`decode_terms`): (sequence, KV-head group) units with key splits, per-unit work
 as SM throughput (``seq_s``, ``grouped_unit``, ``qhead_unit``), the block walk (``block_s``;
@@ -512,6 +513,9 @@ def prefill_terms(
         call=prm["call_latency_s"],
     )
     occupancy = np.maximum(units / (np.ceil(units / fig.sm_count) * fig.sm_count), 1e-9)
+    out["compute_s"] = out["compute_s"] + _causal_tail_s(
+        batch, fig, prm, flops, sfu, units, occupancy, unit_blocks, banded, pack
+    )
     out["compute_s"] = out["compute_s"] + convert / occupancy
     # the RoPE + cache-write pre-kernel the measured rows time before the attention kernel
     # (TensorRT-LLM's QKV preprocessing): a kernel of its own, its launch and wait
@@ -539,6 +543,43 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+def _causal_tail_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    flops: np.ndarray,
+    sfu: np.ndarray,
+    units: np.ndarray,
+    occupancy: np.ndarray,
+    unit_blocks: np.ndarray,
+    banded: np.ndarray,
+    pack: np.ndarray,
+) -> np.ndarray:
+    """Seconds a causal prompt's longest tile adds to the time of its tiles spread over the SMs
+    in whole waves (the class's products and exponentials at ``occupancy``). A causal tile walks
+    the keys up to its last query: the last tile of a sequence all ``ceil(kv / tile_keys)``
+    blocks, near twice the mean the FLOPs count. The SMs take the tiles in launch order, each
+    the next as it finishes one, so the last to start can be a longest one: the kernel ends
+    about one longest tile after the SMs' balanced time (the list-scheduling bound),
+    ``balanced + longest`` in place of ``ceil(waves) x mean tile``. FlashAttention-3 on Hopper
+    (the packing kernel, ``head_pack`` 0) launches the longest tiles first (as recalled of its
+    causal tile scheduler, hopper/tile_scheduler.hpp, not checked against a stored copy): its
+    tail is a longest tile only where that takes longer than its waves. Non-causal and banded
+    tiles (all the same length) and the variants' kernels keep the waves."""
+    if batch.kind != "attention_prefill" or batch.variant or fig.kind == "cpu":
+        return np.zeros(len(batch))
+    causal = (col(batch, "causal", 1) > 0) & ~banded
+    # the products and exponentials at occupancy 1: the SMs' balanced time
+    thr = combine(flops / (prm["eff_compute"] * fig.peak(batch.dtype)), sfu, prm["sfu_overlap"])
+    waves = thr / occupancy  # as attention_time counts them
+    kv_eff = attention_shape(batch)["kv_eff"]
+    blocks = np.ceil(kv_eff / col(batch, "tile_keys", 128))
+    longest = thr * fig.sm_count / np.maximum(units, 1.0) * blocks / np.maximum(unit_blocks, 1e-9)
+    first = (pack <= 0) & fig.sm90_or_later & (not fig.tcgen05)
+    tail = np.where(first, np.maximum(waves, longest), thr + longest)
+    return np.where(causal, tail - waves, 0.0)
 
 
 #: Head sizes FlashAttention-3's fp8 prompt kernel is built for on Hopper (SGLang's and vLLM's,
