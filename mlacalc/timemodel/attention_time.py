@@ -574,9 +574,15 @@ def _causal_tail_s(
     # the products and exponentials at occupancy 1: the SMs' balanced time
     thr = combine(flops / (prm["eff_compute"] * fig.peak(batch.dtype)), sfu, prm["sfu_overlap"])
     waves = thr / occupancy  # as attention_time counts them
-    kv_eff = attention_shape(batch)["kv_eff"]
-    blocks = np.ceil(kv_eff / col(batch, "tile_keys", 128))
-    longest = thr * fig.sm_count / np.maximum(units, 1.0) * blocks / np.maximum(unit_blocks, 1e-9)
+    a = attention_shape(batch)
+    tile_k = col(batch, "tile_keys", 128)
+    blocks = np.ceil(a["kv_eff"] / tile_k)
+    # a tile's mean blocks: a prompt's own (as ``unit_blocks``) after the cached prefix, which
+    # every tile walks whole (a chunk of a long prompt: its tiles near one length)
+    prefix = np.maximum(a["kv_eff"] - a["q"], 0.0)
+    mean = prefix / tile_k + (np.ceil(np.minimum(a["q"], a["kv_eff"]) / tile_k) + 1.0) / 2.0
+    mean = np.where(prefix > 0, mean, unit_blocks)
+    longest = thr * fig.sm_count / np.maximum(units, 1.0) * blocks / np.maximum(mean, 1e-9)
     first = (pack <= 0) & fig.sm90_or_later & (not fig.tcgen05)
     tail = np.where(first, np.maximum(waves, longest), thr + longest)
     return np.where(causal, tail - waves, 0.0)
