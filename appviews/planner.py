@@ -17,10 +17,7 @@ import mlacalc
 from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.plan import duration_text
-from mlacalc.serving.scheduler import (
-    defaults_words,
-    engine_settings,
-)
+from mlacalc.serving.scheduler import defaults_words
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
@@ -397,15 +394,15 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
     )
 
 
-def _serving_args(inputs: PlanInputs, engine: str) -> dict:
-    """The request mix's arguments to :func:`mlacalc.plan` (without the concurrency), with the
-    engine's scheduler defaults as ``mlacalc plan --engine`` takes them (its chunked prefill in
-    the aggregated mode only, as the CLI's)."""
-    serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode, **engine_settings(engine))
+def _serving_args(inputs: PlanInputs) -> dict:
+    """The request mix's arguments to :func:`mlacalc.plan` (without the concurrency and the
+    engine): plan(engine=) takes the engine's scheduler defaults itself, as ``mlacalc plan
+    --engine`` does (its chunked prefill in the aggregated mode only). Passing them here too
+    would read as asked: plan says overlap scheduling asked with no host time changes nothing."""
+    serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode)
     if inputs.mode == "aggregated":
         serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=inputs.lag)
     else:
-        serving.pop("chunked_prefill")
         serving.update(  # the prefill pool as set (None: plan()'s default, as the CLI's)
             prefill_gpus=inputs.prefill_gpus,
             prefill_tp=inputs.prefill_tp,
@@ -482,7 +479,7 @@ def _serving_plan(sc: Scenario, inputs: PlanInputs):
     """The plan of the request mix on the widgets' deployment at the requests in flight asked
     (or the most meeting the targets) and that load; (None, None) after showing the error."""
     try:
-        args = {**_layout_args(sc, inputs), **_serving_args(inputs, sc.engine), "engine": sc.engine}
+        args = {**_layout_args(sc, inputs), **_serving_args(inputs), "engine": sc.engine}
         load = Load(inputs.conc, "asked") if inputs.conc else None
         if load is None:
             load = most_meeting_targets(

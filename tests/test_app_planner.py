@@ -427,3 +427,18 @@ def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
     assert main(f"{cli} {flags} --prefill-gpus 16 --prefill-ep 8 --prefill-tp 3".split()) != 0
     err = capsys.readouterr().err
     assert at.error and "prefill_tp" in at.error[0].value and "prefill-tp" in err
+
+
+def test_the_default_plan_does_not_say_overlap_scheduling_was_asked():
+    """The engine's scheduler defaults are plan(engine=)'s to take, as the CLI's: the app had
+    passed them as if asked, so its default view said overlap scheduling 'changes nothing here'
+    (a note meant for --overlap-schedule given with no host time), which `mlacalc plan
+    --engine trtllm` for the same plan does not say."""
+    texts = [str(getattr(e, "value", "")) for e in _planner_elements(_run())]
+    assert texts and not any("changes nothing here" in t for t in texts)
+    assert not any("changes nothing here" in w for w in _default_plan().warnings)
+
+
+def _default_plan():
+    """The app's default plan as the CLI plans it (8 x H200, TP8, the default mix, trtllm)."""
+    return mlacalc.plan(D.MODEL, "H200", 8, isl=D.ISL, osl=D.OSL, engine="trtllm", **LAYOUT)
