@@ -140,33 +140,21 @@ def _kernel(point: dict, dtype: str, dev: torch.device, gen: torch.Generator):
         return torch.randn(*shape, generator=gen).to(dev, tdt)
 
     kind = point["kind"]
-    if kind == "gemm" and point.get("dtype") == "fp8":
-        m, n, k = point["m"], point["n"], point["k"]
-        f8 = torch.float8_e4m3fn
-        x, w = rnd(m, k).to(f8), rnd(n, k).to(f8)
-        one = torch.ones((), device=dev, dtype=torch.float32)
-        row = {
-            "m": m,
-            "n": n,
-            "k": k,
-            "groups": 1,
-            "flops": 2 * m * n * k,
-            "bytes": m * k + n * k + m * n * 2,  # fp8 operands, bf16 out
-        }
-        return (
-            lambda i: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-        ), row
     if kind == "gemm":
         m, n, k = point["m"], point["n"], point["k"]
+        fp8 = point.get("dtype") == "fp8"
+        # operands in the row's dtype (fp8 operands write a bf16 product)
+        bytes_ = m * k + n * k + m * n * 2 if fp8 else (m * k + n * k + m * n) * e
+        row = {"m": m, "n": n, "k": k, "groups": 1, "flops": 2 * m * n * k, "bytes": bytes_}
+        if fp8:
+            x, w = rnd(m, k).to(torch.float8_e4m3fn), rnd(n, k).to(torch.float8_e4m3fn)
+            one = torch.ones((), device=dev, dtype=torch.float32)
+            return (
+                lambda i: torch._scaled_mm(
+                    x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
+                )
+            ), row
         x, w = rnd(m, k), rnd(n, k)
-        row = {
-            "m": m,
-            "n": n,
-            "k": k,
-            "groups": 1,
-            "flops": 2 * m * n * k,
-            "bytes": (m * k + n * k + m * n) * e,
-        }
         return (lambda i: torch.nn.functional.linear(x, w)), row
     if kind in ("attention_decode", "attention_prefill"):
         b, s, h, kv, d = (point[f] for f in ("batch", "kv_len", "n_heads", "n_kv", "head_dim"))
