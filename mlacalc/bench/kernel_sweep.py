@@ -330,19 +330,13 @@ def run_calibrate(
 
 
 def _fp8_matmul_flops(dev: torch.device, n: int = 8192) -> float:
-    """FLOP/s of an n x n x n fp8 product (e4m3, one scale per tensor, bf16 out) as the sweep's
-    fp8 rows run it: the median of ten calls after three warm-ups, each between two events."""
+    """FLOP/s of an n x n x n fp8 product, the sweep's own fp8 GEMM (:func:`_kernel`): the
+    median of ten calls after three warm-ups, each between two events."""
     gen = torch.Generator(device=dev).manual_seed(5)
-    f8 = torch.float8_e4m3fn
-    a = torch.randn(n, n, generator=gen, device=dev, dtype=torch.bfloat16).to(f8)
-    b = torch.randn(n, n, generator=gen, device=dev, dtype=torch.bfloat16).to(f8)
-    one = torch.ones((), device=dev, dtype=torch.float32)
-
-    def run(i):
-        return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-
+    point = {"kind": "gemm", "m": n, "n": n, "k": n, "dtype": "fp8"}
+    run, row = _kernel(point, "bf16", dev, gen)
     times = time_fn(run, dev, warmup=3, repeats=10, max_seconds=2.0)
-    return 2 * n**3 / timing_stats(times)["median_s"]
+    return row["flops"] / timing_stats(times)["median_s"]
 
 
 def _tiny_ceilings(dev: torch.device, dtype: str) -> dict:

@@ -293,19 +293,11 @@ def time_graph(
             fn(0)
     graph.replay()
     synchronize(device)
-    times: list[float] = []
-    budget_start = time.perf_counter()
-    for i in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
-        if i >= 2 and time.perf_counter() - budget_start > max_seconds:
-            break
-    del graph
-    return times, calls
+    # each replay between two events, as time_fn times a call
+    replays = time_fn(
+        lambda i: graph.replay(), device, warmup=0, repeats=repeats, max_seconds=max_seconds
+    )
+    return [t / calls for t in replays], calls
 
 
 def timing_stats(times: list[float]) -> dict:
