@@ -87,31 +87,39 @@ def _scheduler_options() -> list[Callable]:
     ]
 
 
+def _routing_options() -> list[Callable]:
+    """How a step's tokens load the routed experts: ``plan``'s and ``search``'s (each search
+    point with routed experts is timed so, as plan times its layout)."""
+    return [
+        click.option(
+            "--routing",
+            type=click.Choice(["random", "balanced"]),
+            default="random",
+            show_default=True,
+            help="How a step's tokens spread over the expert ranks: a random sample "
+            "(the hottest rank sets the exchange) or exactly balanced.",
+        ),
+        click.option(
+            "--expert-skew",
+            type=click.FloatRange(0, 4),
+            default=0.0,
+            show_default=True,
+            help="Zipf exponent of the experts' popularity (0: all equally popular).",
+        ),
+        click.option(
+            "--rebalance/--no-rebalance",
+            default=None,
+            help="Place the experts by their load (EPLB; default: with redundant experts).",
+        ),
+    ]
+
+
 def plan_engine_options(f: Callable) -> Callable:
     """``plan``'s options for the routing, the engine's scheduler and MTP's acceptance."""
     return _options(
         f,
         [
-            click.option(
-                "--routing",
-                type=click.Choice(["random", "balanced"]),
-                default="random",
-                show_default=True,
-                help="How a step's tokens spread over the expert ranks: a random sample "
-                "(the hottest rank sets the exchange) or exactly balanced.",
-            ),
-            click.option(
-                "--expert-skew",
-                type=click.FloatRange(0, 4),
-                default=0.0,
-                show_default=True,
-                help="Zipf exponent of the experts' popularity (0: all equally popular).",
-            ),
-            click.option(
-                "--rebalance/--no-rebalance",
-                default=None,
-                help="Place the experts by their load (EPLB; default: with redundant experts).",
-            ),
+            *_routing_options(),
             *_scheduler_options(),
             click.option(
                 "--host-per-sequence-ms",
@@ -249,12 +257,14 @@ def engine_option_values(opts: dict[str, Any], serving_engine: str | None = None
     engine = opts.pop("engine_defaults")
     engine = serving_engine if engine is None else engine
     out["defaults"] = None if engine == "none" else engine
+    for name in ("routing", "expert_skew", "rebalance"):  # plan's and search's
+        if name in opts:
+            out[name] = opts.pop(name)
     if "host_per_sequence_ms" in opts:  # plan's
         out["host_per_sequence_s"] = opts.pop("host_per_sequence_ms") / 1e3
         out["launch_s"] = opts.pop("launch_us") / 1e6
         out["cuda_graph_max_batch"] = opts.pop("cuda_graph_max_batch")
-        for name in ("routing", "expert_skew", "rebalance", "mtp_acceptance_length"):
-            out[name] = opts.pop(name)
+        out["mtp_acceptance_length"] = opts.pop("mtp_acceptance_length")
         formats = {c: opts.pop(f"{c}_dtype") for _, c, _ in _COMPONENT_FLAGS}
         out["component_dtypes"] = {c: f for c, f in formats.items() if f is not None} or None
     return out
