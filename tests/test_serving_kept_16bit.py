@@ -194,3 +194,57 @@ def test_a_16_bit_cast_keeps_nothing_as_stored():
     assert kept_components(m, "fp8", {}) == {"embeddings": "fp32"}
     w = model_report(m, weight_dtype="fp8", phases=["decode"])["weights"]
     assert {k["part"]: k["bits"] for k in w["kept"]} == {"norms": 16, "embedding": 32}
+
+
+def _layered_attention(m):
+    """Each decoder layer's attention tensors (the main layers, MTP apart)."""
+    from mlacalc.models.tensors import part_of, tensors
+
+    out: dict[int, list] = {}
+    for t in tensors(m):
+        if part_of(t.name) == "attention" and ".layers." in t.name:
+            out.setdefault(int(t.name.split(".layers.", 1)[1].split(".", 1)[0]), []).append(t)
+    return out
+
+
+@pytest.mark.parametrize("name", mlacalc.shipped_models())
+def test_attention_norms_take_their_tensors_share(name):
+    """One rule splits attention's tensors over TP for the parameters a rank holds and for its
+    norms kept at 16 bits: every layer's tensors, each at :func:`_attention_tensor_share`, add
+    up to the layer's share of parameters, and the norm bytes are those tensors' norms. The
+    norms had had their own rule: DeepSeek-V4's at fp8 TP8 37,698 weights where its latent and
+    indexer norms, whole on every rank, are 160,000; Kimi-Linear's delta-net output norms
+    whole (5,760) where its layers split over TP (3,408)."""
+    from mlacalc.cost.params import keeps_16_bits
+    from mlacalc.serving import layout as L
+
+    m = mlacalc.load_model(name)
+    kinds = L.layer_pattern_of(m)
+    layers = _layered_attention(m)
+    per_layer = L._layer_params(m)
+    for tp in (1, 2, 8):
+        if m.num_attention_heads % tp or not L.tp_splits_heads(m, tp):
+            continue
+        norms = 0
+        for i, ts in layers.items():
+            shares = [L._attention_tensor_share(m, kinds[i], tp, t) for t in ts]
+            if L.arch_of(m) is not None:
+                held = sum(t.numel * f for t, f in zip(ts, shares))
+                want = per_layer[i]["attention"] * L._attention_share(m, kinds[i], tp)
+                assert held == want, (name, tp, i)
+            norms += sum(t.numel * f for t, f in zip(ts, shares) if keeps_16_bits(t.name))
+        assert L._attention_norms(m, tp, range(m.num_hidden_layers)) == norms
+
+
+def test_deepseek_v4_attention_norms_whole_on_every_rank():
+    """DeepSeek-V4-Pro keeps 61 x (1,536 q_a_norm + 512 kv_norm + 512 compressor kv_norm) +
+    30 CSA indexers' 128 kv_norm = 160,000 norm weights whole on each TP rank (only the query
+    heads' tensors split: cost.compressed.compressed_attention_split), 2 bytes each under fp8:
+    TP8 fp8 attention 4,241,907,731 -> 4,242,030,032 B (the norms had 37,698 weights a rank)."""
+    from mlacalc.serving.layout import attention_norm_params
+
+    m = mlacalc.load_model("deepseek-v4-pro")
+    assert 61 * (1_536 + 512 + 512) + 30 * 128 == 160_000
+    for tp in (1, 2, 8):
+        assert attention_norm_params(m, make_layout(m, tp)) == 160_000
+    assert weight_bytes_by_part(m, make_layout(m, 8), "fp8")["attention"] == 4_242_030_032

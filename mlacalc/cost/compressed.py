@@ -76,6 +76,7 @@ __all__ = [
     "compressed_kernels",
     "compressed_layer_bytes",
     "compressed_row_elements",
+    "compressed_splits_by_heads",
     "dsa_topk",
     "engine_topk",
     "engine_v4_kernels",
@@ -238,9 +239,19 @@ def compressed_attention_split(model: ModelConfig, kind: LayerKind) -> tuple[int
     t = _layer_type(kind)
     one = replace(c, num_hidden_layers=1, layer_types=(t,), mlp_layer_types=("moe",))
     attention = [(n, math.prod(s)) for n, s in v4.tensors(one) if ".self_attn." in n]
-    heads = (".self_attn.q_b_proj.", ".o_a_proj.", ".o_b_proj.", ".sinks")
-    split = sum(size for n, size in attention if any(h in n for h in heads))
+    split = sum(size for n, size in attention if compressed_splits_by_heads(n))
     return split, sum(size for _, size in attention)
+
+
+#: the tensors of a compressed layer's attention a split by query heads divides
+_HEAD_TENSORS = (".self_attn.q_b_proj.", ".o_a_proj.", ".o_b_proj.", ".sinks")
+
+
+def compressed_splits_by_heads(name: str) -> bool:
+    """Whether a tensor-parallel split by query heads divides the compressed-layer attention
+    tensor ``name`` (:func:`compressed_attention_split`'s ``split``); the rest, the norms and
+    the indexer's included, are whole on every rank."""
+    return any(h in name for h in _HEAD_TENSORS)
 
 
 def compressed_cost(

@@ -31,7 +31,11 @@ from typing import Any
 
 from mlacalc.cost.attention import indexer_row_bytes
 from mlacalc.cost.block_sparse import block_indexer_row_bytes
-from mlacalc.cost.compressed import compressed_attention_split, compressed_layer_bytes
+from mlacalc.cost.compressed import (
+    compressed_attention_split,
+    compressed_layer_bytes,
+    compressed_splits_by_heads,
+)
 from mlacalc.cost.engine import attention_params, kv_cache, kv_projection_params
 from mlacalc.cost.families import linear_state_bytes
 from mlacalc.cost.params import KEPT_BITS, keeps_16_bits, param_counts
@@ -549,20 +553,25 @@ def _mtp_shares(m: ModelConfig, lay: Layout) -> list[tuple[int, int, Fraction]]:
 
 def _attention_tensor_share(m: ModelConfig, kind: Any, tp: int, t: Any) -> Fraction:
     """The share of one attention tensor ``t`` of a ``kind`` layer a tensor-parallel rank
-    holds, whole elements as the main layers split theirs (:func:`_attention_bytes`,
-    :func:`_tensor_split`, :func:`_attention_norms`): MLA's latent down-projections, their
-    norms and a DSA indexer whole, a norm of one head's width whole, K/V tensors by whole K/V
-    heads, the rest over ``tp``; a linear-attention or compressed layer, or a model counted
-    by formulas, at its layer's share (:func:`_attention_share`). The MTP layer's attention
-    had taken that blended share tensor by tensor: its latent norms (whole on every rank) an
-    eighth and a bit at TP8, 1,646 B short under fp8 on DeepSeek-V3."""
+    holds, the one rule of :func:`_attention_norms` and the MTP layers (:func:`_mtp_shares`),
+    each tensor as its layer's parameters split (:func:`_attention_share`): a compressed
+    layer's query-head tensors over ``tp`` and the rest whole (its norms and indexer:
+    :func:`compressed_attention_split`), a linear-attention layer over ``tp``; MLA's latent
+    down-projections, their norms and a DSA indexer whole; a norm of one head's width whole,
+    K/V tensors by whole K/V heads, the rest over ``tp`` (:func:`_tensor_split`); a model
+    counted by formulas at its layer's share. The norms had had a rule of their own, which
+    put DeepSeek-V4's latent norms at the layer's blended share (its indexer's whole) and
+    Kimi-Linear's delta-net output norm whole where its layer splits over ``tp``."""
     if tp == 1:
         return Fraction(1)
-    if m.is_mla and kind.attention not in COMPRESSED_KINDS:
+    if kind.attention in COMPRESSED_KINDS:
+        return Fraction(1, tp) if compressed_splits_by_heads(t.name) else Fraction(1)
+    if kind.attention in STATE_KINDS:
+        return _attention_share(m, kind, tp)
+    if m.is_mla:
         whole = ".indexer." in t.name or any(f"self_attn.{w}." in t.name for w in _MLA_WHOLE)
         return Fraction(1) if whole else Fraction(1, tp)
-    plain = kind.attention not in STATE_KINDS and kind.attention not in COMPRESSED_KINDS
-    if not plain or arch_of(m) is None:
+    if arch_of(m) is None:
         return _attention_share(m, kind, tp)
     sub = kind_model(m, kind)
     widths = {sub.head_dim, sub.global_head_dim, sub.v_head_dim} - {None}
@@ -637,10 +646,7 @@ def _bytes_by_part(
 def _attention_norms(m: ModelConfig, tp: int, layers: range) -> Fraction:
     """Parameters of the norms inside attention (MLA's ``q_a_layernorm`` / ``kv_a_layernorm``,
     a DSA indexer's key norm, Qwen3's and Gemma's query/key norms) a tensor-parallel rank
-    holds over ``layers``, each split as :func:`_attention_share` splits its layer: MLA's
-    latent norms and an indexer's whole, a norm of one head's width whole, a K norm over the
-    K/V heads, any other over ``tp``; a linear-attention or compressed layer's at its
-    layer's share."""
+    holds over ``layers``, each at :func:`_attention_tensor_share`."""
     kinds = layer_pattern_of(m)
     total = Fraction(0)
     for t in tensors(m):
@@ -649,22 +655,8 @@ def _attention_norms(m: ModelConfig, tp: int, layers: range) -> Fraction:
         if not keeps_16_bits(t.name):
             continue
         i = int(t.name.split(".layers.", 1)[1].split(".", 1)[0])
-        if i not in layers:
-            continue
-        kind = kinds[i]
-        sub = kind_model(m, kind)
-        widths = {sub.head_dim, sub.global_head_dim, sub.v_head_dim} - {None}
-        if tp == 1 or m.is_mla or ".indexer." in t.name:
-            share = Fraction(1)
-        elif kind.attention in STATE_KINDS or kind.attention in COMPRESSED_KINDS:
-            share = _attention_share(m, kind, tp)
-        elif t.shape[0] in widths:
-            share = Fraction(1)
-        elif ".k_norm." in t.name:
-            share = Fraction(kv_head_share(sub.num_key_value_heads, tp))
-        else:
-            share = Fraction(1, tp)
-        total += t.numel * share
+        if i in layers:
+            total += t.numel * _attention_tensor_share(m, kinds[i], tp, t)
     return total
 
 
