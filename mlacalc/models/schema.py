@@ -27,6 +27,7 @@ from typing import Any
 
 from mlacalc.models import registry
 from mlacalc.models.quantization import scheme_of
+from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import DTYPE_BITS, canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
@@ -89,12 +90,13 @@ class Spec:
         if kind in (POS, NONNEG, OPTPOS):
             if value is None and kind == OPTPOS:
                 return None
-            if isinstance(value, bool) or not isinstance(value, int):
+            if whole(value) is None:
                 return (
                     name,
                     f"must be a {kind}, got {_show(value)} ({type(value).__name__})",
                     f"write a whole number such as {name}: 128",
                 )
+            value = whole(value)
             if kind in (POS, OPTPOS) and value <= 0:
                 fix = "use null for none" if kind == OPTPOS else "dimensions must be at least 1"
                 return (name, f"must be a {kind}, got {value}", fix)
@@ -142,8 +144,7 @@ class Spec:
             return None
         if kind == INTS:
             if not isinstance(value, (list, tuple)) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 < i <= (self.hi or 0)
-                for i in value
+                whole(i) is not None and 0 < i <= (self.hi or 0) for i in value
             ):
                 return (
                     name,
@@ -165,8 +166,7 @@ class Spec:
             return None
         if kind == WIDTHS:
             if not isinstance(value, (list, tuple)) or not all(
-                isinstance(w, int) and not isinstance(w, bool) and 0 < w <= (self.hi or 0)
-                for w in value
+                whole(w) is not None and 0 < w <= (self.hi or 0) for w in value
             ):
                 return (
                     name,
@@ -178,8 +178,7 @@ class Spec:
             return None
         if kind == RATIOS:
             if not isinstance(value, (list, tuple)) or not all(
-                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= (self.hi or 0)
-                for r in value
+                whole(r) is not None and 0 <= r <= (self.hi or 0) for r in value
             ):
                 return (
                     name,
@@ -228,6 +227,17 @@ class FrozenMapping(Mapping[str, Any]):
     def thaw(self) -> dict[str, Any]:
         """The mapping as plain dicts and lists (for YAML and JSON)."""
         return {k: _thaw(v) for k, v in self._items.items()}
+
+
+def _plain(value: Any) -> Any:
+    """A value with numpy integer scalars made Python ints (alone or in a list), so that a
+    model built from ``np.arange`` values stores, prints and dumps as one written by hand;
+    anything else as given (the checks judge it)."""
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    number = whole(value)
+    return value if number is None or type(value) is int else number
 
 
 def _freeze(value: Any) -> Any:
@@ -710,6 +720,9 @@ class ModelConfig:
     derived: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            if "spec" in f.metadata and _plain(getattr(self, f.name)) is not getattr(self, f.name):
+                object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
         values = {f.name: getattr(self, f.name) for f in fields(self) if "spec" in f.metadata}
         problems = check_values(values)
         if problems:
@@ -1763,7 +1776,7 @@ def build(
             if strict:
                 problems.append(_unknown_field(key))
             continue
-        values[key] = value
+        values[key] = _plain(value)
 
     if "name" not in values:
         stem = Path(origin).stem if origin and not origin.startswith("<") else ""

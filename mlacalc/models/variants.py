@@ -116,10 +116,10 @@ def as_variant(
                     "num_key_value_heads", f"{n_h} heads have no GQA grouping; name one"
                 )
             num_key_value_heads = choices[0]
-        n_kv = num_key_value_heads
-        if not isinstance(n_kv, int) or n_kv <= 0 or n_h % n_kv:
+        n_kv = args.whole(num_key_value_heads)
+        if n_kv is None or n_kv <= 0 or n_h % n_kv:
             raise InvalidArgumentError(
-                "num_key_value_heads", f"must divide the {n_h} heads, got {n_kv!r}"
+                "num_key_value_heads", f"must divide the {n_h} heads, got {num_key_value_heads!r}"
             )
     if variant == m.variant and n_kv == m.num_key_value_heads:
         return m  # the model's own design: itself, every kind of layer as it is

@@ -44,6 +44,7 @@ from mlacalc.models.architecture import arch_of, kind_model, kv_head_share, laye
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
 from mlacalc.models.tensors import first_attention_tensors, part_of, tensors
+from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, dtype_bits, state_layout
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -125,11 +126,10 @@ def _check_linear_heads(m: ModelConfig, tp: int) -> None:
 def _int_arg(name: str, value: Any, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = whole(value)
+    if number is None or number <= 0:
         raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
-    if value <= 0:
-        raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
-    return value
+    return number
 
 
 def make_layout(
@@ -186,14 +186,12 @@ def make_layout(
         )
     if ep > 1 and not m.is_moe:
         raise InvalidArgumentError("ep", f"{m.label} has no experts to spread; use ep=1")
-    if (
-        isinstance(redundant_experts, bool)
-        or not isinstance(redundant_experts, int)
-        or redundant_experts < 0
-    ):
+    number = whole(redundant_experts)
+    if number is None or number < 0:
         raise InvalidArgumentError(
             "redundant_experts", f"must be an integer >= 0, got {redundant_experts!r}"
         )
+    redundant_experts = number
     if redundant_experts and not m.is_moe:
         raise InvalidArgumentError("redundant_experts", f"{m.label} has no experts to replicate")
     slots = m.n_routed_experts + redundant_experts

@@ -11,7 +11,6 @@ loaded. It needs no numpy.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +36,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.timemodel.predict import mla_rank_note
 from mlacalc.words import arguments, defaults
+from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import InvalidArgumentError
@@ -149,9 +149,10 @@ def check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) 
     """``value`` as an int of at least ``minimum`` (None passes where ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    number = whole(value)
+    if number is None or number < minimum:
         raise InvalidArgumentError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return number
 
 
 def check_number(

@@ -1066,7 +1066,8 @@ def _engine_impl(
     if impl is not None or phase == "decode" or hw.kind != "gpu" or not m.is_mla:
         return impl
     q = seq_len if phase == "prefill" else q_len
-    if not isinstance(q, int) or isinstance(q, bool):
+    q = arguments.whole(q)
+    if q is None:
         return impl  # checked, and named, where the workload is built
     limit = step_decode_path_tokens(m, engine, device_figures(hw), kv_dtype)
     return "absorbed" if 0 < q <= limit else impl

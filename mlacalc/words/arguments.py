@@ -21,6 +21,7 @@ mlacalc.words.errors.InvalidArgumentError: batch: must be a positive integer, go
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "optional_count",
     "rate",
     "show_value",
+    "whole",
 ]
 
 #: Tokens: ``seq_len``, ``q_len`` and windows (the bound of context lengths in model files).
@@ -56,13 +58,29 @@ def show_value(value: Any) -> str:
     return f"{text} (a {type(value).__name__})"
 
 
+def whole(value: Any) -> int | None:
+    """``value`` as a Python ``int`` when it is a whole number: an ``int`` or a numpy integer
+    scalar (``np.int64(256)``, what ``np.arange`` yields); otherwise None. Booleans (``True``,
+    ``np.True_``) are not whole numbers here, and neither is any float, integral or not
+    (``4096.0``, ``np.float64(4096)``): a float where a count belongs is most often a
+    computed value that was meant to be rounded, so it is refused, not truncated. The one
+    rule for every whole number mlacalc takes: model fields, API counts, GPU counts.
+
+    >>> import numpy as np
+    >>> whole(np.int64(256)), whole(True), whole(np.float64(4096))
+    (256, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
 def count(name: str, value: Any, hi: int) -> int:
     """A positive integer at most ``hi`` (numpy integers accepted; booleans are not counts)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        numpy_int = type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
-        if numpy_int and value.dtype.kind in "iu":
-            return count(name, int(value), hi)
+    number = whole(value)
+    if number is None:
         raise InvalidArgumentError(name, f"must be a positive integer, got {show_value(value)}")
+    value = number
     if value <= 0:
         raise InvalidArgumentError(name, f"must be a positive integer, got {value}")
     if value > hi:
