@@ -59,6 +59,18 @@ MLA_SPLIT_KEYS = 128.0
 #: (docs/time-model.md).
 HOPPER_FP8_MLA_BYTES = 3.0
 
+#: The fp8 indexer's logits kernel (``mla_decode`` variant ``indexer``: DeepGEMM's
+#: ``fp8_paged_mqa_logits``, which DeepSeek-V3.2's and V4's indexers call; from recall, its
+#: fp8 q and keys go to the fp8 tensor-core MMA as they are, Hopper's warp-group MMA and
+#: Blackwell's ``tcgen05`` alike) moves its keys through shared memory a byte an element, not
+#: as bf16 operands. With the bf16 width the shared-memory pace capped B200's logits at 4,096
+#: FLOP a clock and SM, 1,125 TFLOP/s, where SGLang's ``dsv4_paged_mqa_logits_module_perf``
+#: rows reach 1,365-1,413 and vLLM's 1,470-1,575 at 3.4e7 (query, key) pairs and more: every
+#: such row over-predicted by the cap's ratio (+22% SGLang, +25% to +42% vLLM), which no
+#: fitted parameter could take back (docs/time-model.md, "The fp8 indexer's keys a byte an
+#: element")
+FP8_INDEXER_MMA = True
+
 
 #: (engine, tensor-core generation) whose MLA decode kernel cannot read an fp8 cache, so a
 #: kernel of its own converts it first (``cache_convert``): SGLang's FlashAttention-3 backend,
@@ -267,17 +279,20 @@ def _latent_row_bytes(batch: KernelBatch, fig: DeviceFigures) -> tuple[np.ndarra
     # bf16 rate (below) and its shared-memory traffic the conversion's read and write (1 + 2
     # bytes an element of the ``d_qk``-wide row) besides the bf16 operands' reads
     # (:data:`HOPPER_FP8_MLA_BYTES`). Devices without fp8 tensor cores (``sm80``, ``other``)
-    # convert the rows to bf16 operands; the sparse and indexer variants keep the bf16 width
-    # (their kernels are not the dense latent one)
+    # convert the rows to bf16 operands; the sparse variants keep the bf16 width (their
+    # kernels are not the dense latent one). The fp8 indexer's logits (DeepGEMM's paged MQA
+    # logits) multiply its fp8 keys as they are on both generations, a byte an element, with no
+    # conversion (:data:`FP8_INDEXER_MMA`)
     d_v = col(batch, "head_dim_v", 512)
     d_qk = col(batch, "head_dim_qk", 576)
     fp8_mma = (
         batch.dtype.startswith("fp8")
         & (col(batch, "cache_convert", 0) <= 0)
-        & (batch.variant not in (*SPARSE_VARIANTS, "indexer"))
+        & (batch.variant not in SPARSE_VARIANTS)
+        & ((batch.variant != "indexer") | FP8_INDEXER_MMA)
         & (fig.kernel_generation in ("sm90", "tcgen05"))
     )
-    dequant_mma = fp8_mma & (not fig.tcgen05)
+    dequant_mma = fp8_mma & (not fig.tcgen05) & (batch.variant != "indexer")
     row_bytes = np.where(
         dequant_mma,
         (d_qk + d_v) * 2.0 + d_qk * HOPPER_FP8_MLA_BYTES,
