@@ -15,7 +15,8 @@ def test_every_point_has_the_same_keys_and_types():
     d = json.loads(json.dumps(r.to_dict()))
     assert d["schema"] == SCHEMA == "mlacalc.search/1"
     rows = [d["best"], *d["frontier"], *r.rows()]
-    assert {tuple(row) for row in rows} == {(*FIELDS, "profile", "calibration")}
+    # (the search's constraints, "" for none, since the layout limits)
+    assert {tuple(row) for row in rows} == {(*FIELDS, "profile", "calibration", "constraints")}
     modes = {row["mode"] for row in rows}
     assert modes == {"aggregated", "disaggregated"}  # before: aggregated had no prefill_*
     assert {type(row["concurrency"]) for row in rows} == {float}  # before: int aggregated

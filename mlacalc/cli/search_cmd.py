@@ -151,6 +151,7 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         words.append("--dp-attention")
     if p["overlap"] != "none":
         words.append(f"--overlap {p['overlap']}")
+    words += routing_words(result, p)
     if not str(p["weight_format"]).startswith("checkpoint "):  # a checkpoint: as it stores
         words.append(f"--weight-dtype {shlex.quote(str(p['weight_dtype']))}")
     words += component_flags(p.get("component_dtypes"))
@@ -186,6 +187,26 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     if profile is not None:
         words.append(f"--profile {shlex.quote(str(profile))}")
     return " ".join(str(w) for w in words)
+
+
+def routing_words(result, p: dict[str, Any]) -> list[str]:
+    """plan's routing options of a point as the search timed it: ``--routing`` wherever
+    given, the expert ranks' options where a pool of the point has expert ranks (plan
+    refuses them otherwise; the search timed such a point without them)."""
+    # deferred: the search loads numpy; `mlacalc --help` stays light
+    from mlacalc.serving.search import ROUTING_DEFAULTS
+
+    words = []
+    ranks = p["ep"] > 1 or (p.get("prefill_ep") or 1) > 1
+    for name, value in getattr(result, "routing", {}).items():
+        if value == ROUTING_DEFAULTS[name] or (name != "routing" and not ranks):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name == "rebalance":
+            words.append(flag if value else "--no-rebalance")
+        else:
+            words.append(f"{flag} {value!r}" if isinstance(value, float) else f"{flag} {value}")
+    return words
 
 
 def scheduler_words(serving_engine: str | None, values: dict[str, Any]) -> str:
@@ -230,6 +251,47 @@ def _cell(key: str, value: Any) -> str:
     if key.startswith("output_tokens"):
         return f"{value:,.1f}"
     return str(value)
+
+
+def _degrees(text: str | None, option: str) -> list[int] | None:
+    """A list of parallel degrees (None: not limited); an empty one is refused."""
+    if text is None:
+        return None
+    out = count_list(text, option, "GPUs", MAX_DEGREE, "8,16")
+    if not out:
+        raise click.BadParameter("is empty; give a degree or a list, e.g. 8,16", param_hint=option)
+    return out
+
+
+#: The largest parallel degree the layout options take (search's largest GPU budget)
+MAX_DEGREE = 4096
+
+
+def layout_limits(
+    tp: str | None, pp: str | None, ep: str, dp_attention: str, redundant: str
+) -> dict[str, Any]:
+    """The layout options as :func:`mlacalc.search` takes them (``--ep`` a word or degrees,
+    ``--redundant-experts`` ``auto`` or a count)."""
+    word = ep.strip().lower()
+    text = redundant.strip().lower()
+    if text != "auto" and not (text.isascii() and text.isdigit()):
+        raise click.BadParameter(
+            f"'{redundant}' is neither 'auto' nor a count of replicas, e.g. 8",
+            param_hint="--redundant-experts",
+        )
+    if word not in ("any", "none") and not all(
+        p.strip().isascii() and p.strip().isdigit() for p in ep.split(",") if p.strip()
+    ):
+        raise click.BadParameter(
+            f"'{ep}' is not 'any', 'none' or a list of degrees, e.g. 8 or 8,16", param_hint="--ep"
+        )
+    return {
+        "tp": _degrees(tp, "--tp"),
+        "pp": _degrees(pp, "--pp"),
+        "ep": word if word in ("any", "none") else _degrees(ep, "--ep"),
+        "dp_attention": dp_attention,
+        "redundant_experts": None if text == "auto" else int(text),
+    }
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:
@@ -294,6 +356,51 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     show_default=True,
     help="Fraction of each GPU's memory kept for activations and workspace.",
 )
+@click.option(
+    "--tp",
+    "tp_text",
+    default=None,
+    help="Tensor-parallel degrees to try, e.g. 8 or 4,8 (an attention group's GPUs, as plan's "
+    "--tp: SGLang's --tp 8 --dp 8 --enable-dp-attention is --tp 1 --dp-attention on; "
+    "default: every one within a node).",
+)
+@click.option(
+    "--pp",
+    "pp_text",
+    default=None,
+    help="Pipeline stages to try, e.g. 1 or 1,2 (default: 1, and 2, 4, 8 at the largest TP).",
+)
+@click.option(
+    "--ep",
+    "ep_text",
+    default="any",
+    show_default=True,
+    help="Expert-parallel degrees to try: 'none', a list (e.g. 8 or 8,16), or 'any' (none, "
+    "the TP group's, every GPU).",
+)
+@click.option(
+    "--dp-attention",
+    "dp_attention",
+    type=click.Choice(["both", "on", "off"]),
+    default="both",
+    show_default=True,
+    help="DP-attention (attention groups sharing the experts) on, off, or both tried.",
+)
+@click.option(
+    "--redundant-experts",
+    "redundant_text",
+    default="auto",
+    show_default=True,
+    help="Extra expert replicas (EPLB) every expert-parallel layout places ('auto': the "
+    "fewest that make --ep divide the expert slots).",
+)
+@click.option(
+    "--routing-imbalance",
+    type=click.FloatRange(1, 100),
+    default=1.0,
+    show_default=True,
+    help="Tokens of the busiest expert GPU over the mean (points with expert parallelism).",
+)
 @engine_options
 @search_engine_options
 @launch_options
@@ -317,6 +424,12 @@ def command(
     chunks_text,
     batches_text,
     memory_reserve,
+    tp_text,
+    pp_text,
+    ep_text,
+    dp_attention,
+    redundant_text,
+    routing_imbalance,
     prefill_pass,
     output_lag_steps,
     profile,
@@ -328,17 +441,21 @@ def command(
     """Search layouts, batch sizes, dtypes and aggregated vs disaggregated serving for the
     deployment with the most output tokens/s per GPU that meets the latency targets; print the
     Pareto frontier of tokens/s per GPU against tokens/s per user, and why the others lose.
+    --tp, --pp, --ep, --dp-attention and --redundant-experts limit the layouts tried (of
+    both pools of a disaggregated point); the routing options load the experts as plan's do.
 
     \b
     Examples:
       mlacalc search deepseek-v3 --hardware H200 --gpus 8,16,32 --isl 2000 --osl 500 \\
           --ttft 2s --tpot 50ms
+      mlacalc search deepseek-v3 -H H200 --gpus 8 --isl 2000 --osl 500 --tpot 50ms \\
+          --tp 1 --dp-attention on --ep 8 --redundant-experts 8 --expert-skew 1
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.serving.scheduler import Scheduler
-    from mlacalc.serving.search import FIELDS, MAX_BUDGET, search
+    from mlacalc.serving.search import MAX_BUDGET, ROW_FIELDS, search
     from mlacalc.words.arguments import MAX_BATCH
 
     launch, model_path = launch_values(engine_opts)
@@ -385,6 +502,11 @@ def command(
         chunked_prefills=None
         if chunks_text.strip() == "none"
         else size_list(chunks_text, "--chunked-prefills"),
+        **layout_limits(tp_text, pp_text, ep_text, dp_attention, redundant_text),
+        routing=engine["routing"],
+        expert_skew=engine["expert_skew"],
+        rebalance=engine["rebalance"],
+        routing_imbalance=routing_imbalance,
     )
     engine.update(result.scheduler_defaults_applied)  # what plan and launch are given
     if engine["overlap_schedule"] is None:  # no engine's defaults: on, as search ran it
@@ -394,7 +516,7 @@ def command(
         rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
         rows = [with_stored_dtype(r, stored) for r in rows]
         if not rows:  # nothing timed: the header alone says what the columns would be
-            click.echo(",".join([*FIELDS, "profile", "calibration"]))
+            click.echo(",".join(ROW_FIELDS))
             return
         emit(fmt, rows, list, rows_csv=True)
         return
@@ -428,6 +550,9 @@ def command(
     extra = scheduler_words(serving_engine, engine)
     emit(fmt, doc, lambda: sections(result, model, hardware, profile, extra))
     if fmt in ("table", "markdown"):
+        limited = result.constraints_text()
+        if limited:
+            note = f"# searched under: {limited}\n" + note
         click.echo(note + text, nl=False)
 
 

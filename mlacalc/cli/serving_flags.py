@@ -171,10 +171,12 @@ def plan_engine_options(f: Callable) -> Callable:
 
 
 def search_engine_options(f: Callable) -> Callable:
-    """``search``'s options for the engine's scheduler and the component formats it tries."""
+    """``search``'s options for the routing, the engine's scheduler and the component formats
+    it tries."""
     return _options(
         f,
         [
+            *_routing_options(),
             *_scheduler_options(),
             click.option(
                 "--component-choice",

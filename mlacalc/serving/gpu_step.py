@@ -1030,8 +1030,10 @@ class StepModel:
         inter = expert.inter // lay.moe_tp
         # the hottest rank's share of the copies over the even one: the experts' popularity
         # and the step's finite sample (mlacalc.serving.ranks), times the user's measured
-        # factor
-        hot = self.imbalance * routing_factor(T_grp * k, lay.ep, self.placement, self.routing)
+        # factor where there are expert ranks (ep 1: one rank, every copy its own; a
+        # disaggregated plan's ep-1 pool beside an expert-parallel one had been loaded by it)
+        measured = self.imbalance if lay.ep > 1 else 1.0
+        hot = measured * routing_factor(T_grp * k, lay.ep, self.placement, self.routing)
         assign = T_grp * k / lay.ep * hot  # routed copies this GPU computes
         active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
         # the model step's routed-expert kernel on this GPU's share: 2 x weights FLOPs per

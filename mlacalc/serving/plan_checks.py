@@ -46,12 +46,15 @@ __all__ = [
     "OVERLAPS",
     "PREFILL_PASSES",
     "PlanRequest",
+    "check_balanced",
     "check_int",
     "check_number",
     "check_request",
+    "check_routing_args",
     "decode_layout",
     "largest_ep",
     "prefill_layout",
+    "refuse_without_ranks",
 ]
 
 OVERLAPS = ("none", "tbo")
@@ -195,10 +198,7 @@ def check_request(
     acceptance, tau, mtp_note = _check_mtp(
         m, mtp_tokens, args["mtp_acceptance"], args["mtp_acceptance_length"]
     )
-    imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
-    _check_imbalance(m, imbalance)
-    routing, expert_skew, rebalance = _check_routing(args)
-    _check_moe_only(m, args)
+    imbalance, routing, expert_skew, rebalance = check_routing_args(m, args)
     _check_moe_layout(m, args)
     max_running, max_tokens, scheduler = _check_scheduler(args)
 
@@ -309,6 +309,18 @@ def _check_scheduler(args: dict[str, Any]) -> tuple[int | None, int | None, Sche
     return max_running, max_tokens, scheduler
 
 
+def check_routing_args(m: ModelConfig, args: dict[str, Any]) -> tuple[float, str, float, Any]:
+    """How the routing loads ``m``'s routed experts, :func:`mlacalc.plan`'s and
+    :func:`mlacalc.search`'s (``args``: ``routing_imbalance``, ``routing``, ``expert_skew``,
+    ``rebalance``): each checked, and refused on a model without routed experts; returns
+    them in that order. The layouts' expert ranks are :func:`refuse_without_ranks`'."""
+    imbalance = check_number("routing_imbalance", args["routing_imbalance"], 1.0, allow_none=False)
+    _check_imbalance(m, imbalance)
+    routing, expert_skew, rebalance = _check_routing(args)
+    _check_moe_only(m, args)
+    return imbalance, routing, expert_skew, rebalance
+
+
 def _check_routing(args: dict[str, Any]) -> tuple[str, float, bool | None]:
     """How the routing loads the experts: ``routing`` one of :data:`ROUTINGS`, ``expert_skew``
     a finite exponent >= 0 (at most 4: beyond, one expert takes nearly every copy),
@@ -393,6 +405,14 @@ def _check_expert_ranks(
     how a GPU's tokens spread over its own experts (the busiest expert's rows)."""
     if not m.is_moe:
         return  # refused by _check_moe_only
+    check_balanced(routing, imbalance)
+    ranks = lay.ep > 1 or (p_lay is not None and p_lay.ep > 1)
+    refuse_without_ranks(ranks, f"ep is 1 ({lay.describe()})", imbalance, skew, rebalance)
+
+
+def check_balanced(routing: str, imbalance: float) -> None:
+    """Refuse a measured imbalance beside ``routing="balanced"``, which gives every expert
+    rank exactly its share."""
     if routing == "balanced" and imbalance != 1.0:
         raise InvalidArgumentError(
             "routing_imbalance",
@@ -400,7 +420,14 @@ def _check_expert_ranks(
             "expert rank exactly its share (load 1): give routing 'random' (--routing random) "
             "with a measured imbalance, or leave routing_imbalance (--routing-imbalance) out",
         )
-    if lay.ep > 1 or (p_lay is not None and p_lay.ep > 1):
+
+
+def refuse_without_ranks(
+    ranks: bool, where: str, imbalance: float, skew: float, rebalance: bool | None
+) -> None:
+    """Refuse a routing argument that loads expert-parallel ranks where there are none
+    (``ranks`` False; ``where`` says why, ``ep is 1 (TP8)``), naming it and its flag."""
+    if ranks:
         return
     given = {
         "routing_imbalance": (imbalance != 1.0, f"{imbalance:g}", "the busiest expert GPU's load"),
@@ -414,7 +441,7 @@ def _check_expert_ranks(
             )
             raise InvalidArgumentError(
                 name,
-                f"{value} sets {what}, but ep is 1 ({lay.describe()}): every GPU holds every "
+                f"{value} sets {what}, but {where}: every GPU holds every "
                 f"expert (or a slice of each), so there are no expert ranks to load; give an ep "
                 f"above 1 (--ep) or leave {name} ({flag}) out",
             )

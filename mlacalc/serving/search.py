@@ -45,13 +45,21 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
 from mlacalc.serving.gpu_step import StepModel, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
-from mlacalc.serving.layout import weight_format
-from mlacalc.serving.plan_checks import check_int, check_number
+from mlacalc.serving.layout import tp_splits_heads, weight_format
+from mlacalc.serving.plan_checks import (
+    check_balanced,
+    check_int,
+    check_number,
+    check_routing_args,
+    refuse_without_ranks,
+)
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import Scheduler, overlap_idle_note, with_engine_defaults
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
+    NO_LIMITS,
+    LayoutLimits,
     SearchRequest,
     candidate_layouts,
     candidates,
@@ -77,6 +85,14 @@ CHUNKS = D.SEARCH_CHUNKS
 REFINE_POINTS = 12
 #: Decode setups whose batches a search refines (the best point's and the runners-up's).
 REFINE_SETUPS = 2
+
+#: How the routing loads the experts when not given (:func:`mlacalc.plan`'s defaults)
+ROUTING_DEFAULTS = {
+    "routing": "random",
+    "expert_skew": 0.0,
+    "rebalance": None,
+    "routing_imbalance": 1.0,
+}
 
 #: The schema of :meth:`SearchResult.to_dict` (and ``mlacalc search --format json``)
 SCHEMA = "mlacalc.search/1"
@@ -131,6 +147,10 @@ FIELDS = (
 )
 
 
+#: The keys of a point as :meth:`SearchResult.row` gives it (a CSV row's columns)
+ROW_FIELDS = (*FIELDS, "profile", "calibration", "constraints")
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """Every evaluated deployment, the Pareto frontier, the best one meeting the targets."""
@@ -177,6 +197,30 @@ class SearchResult:
     #: (a plan of a point given these runs it as the search did)
     scheduler_defaults: str | None = None
     scheduler_defaults_applied: dict[str, Any] = field(default_factory=dict)
+    #: what the search was limited to (:meth:`constraints`): the layouts allowed and how the
+    #: routing loads the experts of every point with routed experts
+    limits: LayoutLimits = NO_LIMITS
+    routing: dict[str, Any] = field(default_factory=lambda: dict(ROUTING_DEFAULTS))
+
+    def constraints(self) -> dict[str, Any]:
+        """The layouts searched and the routing every point was timed with, as JSON data
+        (every key always present: ``tp``, ``pp``, ``ep``, ``dp_attention``,
+        ``redundant_experts``, ``routing``, ``expert_skew``, ``rebalance``,
+        ``routing_imbalance``; :class:`~mlacalc.serving.search_space.LayoutLimits`)."""
+        return {**self.limits.to_dict(), **self.routing}
+
+    def constraints_text(self) -> str:
+        """The constraints given, as the command line writes them (``--tp 8 --ep 8
+        --routing balanced``; ``""``: none)."""
+        words = [f"{k} {v}" for k, v in self.limits.options().items()]
+        for name, value in self.routing.items():
+            if value != ROUTING_DEFAULTS[name]:
+                flag = "--" + name.replace("_", "-")
+                if name == "rebalance":
+                    words.append(flag if value else "--no-rebalance")
+                else:
+                    words.append(f"{flag} {value:g}" if name != "routing" else f"{flag} {value}")
+        return " ".join(words)
 
     @property
     def point_reasons(self) -> dict[str, int]:
@@ -233,14 +277,17 @@ class SearchResult:
             "budget": self.budget,
             "scheduler_defaults": self.scheduler_defaults,
             "scheduler_defaults_applied": dict(self.scheduler_defaults_applied),
+            "constraints": self.constraints(),
         }
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
-        """One point as a flat record, with the profile that timed it."""
+        """One point as a flat record, with the profile that timed it and the constraints
+        searched under (:meth:`constraints_text`, ``""``: none)."""
         return {
             **{k: p.get(k) for k in FIELDS},
             "profile": self.profile,
             "calibration": self.calibration,
+            "constraints": self.constraints_text(),
         }
 
     def rows(self) -> list[dict[str, Any]]:
@@ -314,6 +361,7 @@ def smallest_fit(
     usable: int,
     components: tuple[tuple[tuple[str, str], ...], ...],
     cache: dict | None = None,
+    limits: LayoutLimits = NO_LIMITS,
 ) -> int:
     """The fewest GPUs (within ``budget``) on which some layout holds the weights in some
     searched weight choice (``budget``: none does; the search then says so)."""
@@ -321,7 +369,7 @@ def smallest_fit(
         for w in weight_dtypes:
             sized = None if own and w == m.weights_dtype else w
             for comps in components:
-                if candidate_layouts(m, hw, g, sized, usable, comps, cache):
+                if candidate_layouts(m, hw, g, sized, usable, comps, cache, limits):
                     return g
     return budget
 
@@ -353,6 +401,15 @@ def check_search(
     chunked_prefills: Any = None,
     overlap_schedule: Any = None,
     engine_defaults: Any = None,
+    tp: Any = None,
+    pp: Any = None,
+    ep: Any = "any",
+    dp_attention: Any = "both",
+    redundant_experts: Any = None,
+    routing: Any = "random",
+    expert_skew: Any = 0.0,
+    rebalance: Any = None,
+    routing_imbalance: Any = 1.0,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -396,13 +453,24 @@ def check_search(
             weight_dtypes += ("fp8",)
 
     components = _check_component_choices(component_choices, m)
+    limits = check_limits(m, tp, pp, ep, dp_attention, redundant_experts)
+    moe = dict(
+        routing=routing,
+        expert_skew=expert_skew,
+        rebalance=rebalance,
+        routing_imbalance=routing_imbalance,
+    )
+    moe = _check_moe_options(m, limits, moe)
     whole, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
     if budget is not None:
         usable = int(hw.memory_bytes * (1 - memory_reserve))
-        unit = smallest_fit(m, hw, budget, tuple(weight_dtypes), own, usable, components, cache)
+        unit = smallest_fit(
+            m, hw, budget, tuple(weight_dtypes), own, usable, components, cache, limits
+        )
         unit = node_unit(unit, hw.gpus_per_node or 1)
         gpus = budget_counts(budget, unit)
         whole = tight_counts(budget, gpus)
+    _check_limits_divide(limits, gpus, budget)
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     max_running, max_tokens, scheduler, record = scheduler_of(
@@ -438,7 +506,128 @@ def check_search(
         whole_gpus=whole,
         weight_cache=cache,
         chunks=_check_chunks(chunked_prefills),
+        limits=limits,
+        routing=tuple(moe.items()),
     )
+
+
+#: The words of ``dp_attention`` (the CLI's ``--dp-attention``), Python's bools and None too
+_DP_ATTENTION = {"both": "both", "on": "on", "off": "off", None: "both", True: "on", False: "off"}
+
+
+def check_limits(
+    m: ModelConfig, tp: Any, pp: Any, ep: Any, dp_attention: Any, redundant_experts: Any
+) -> LayoutLimits:
+    """The layouts a search may try, each limit checked against the model (the GPU counts
+    are :func:`_check_limits_divide`'s): ``tp`` and ``pp`` None or degrees, ``ep`` ``"any"``,
+    ``"none"`` or degrees, ``dp_attention`` ``"both"``, ``"on"`` or ``"off"`` (or None, True,
+    False), ``redundant_experts`` None (``"auto"``) or a count."""
+    tps = _degrees("tp", tp)
+    pps = _degrees("pp", pp)
+    for t in tps or ():
+        if not tp_splits_heads(m, t):
+            raise InvalidArgumentError(
+                "tp",
+                f"{t} does not divide the {m.num_attention_heads} attention heads of {m.label} "
+                "(and its linear attention's key and value heads); give a divisor of them",
+            )
+    for p in pps or ():
+        if p > m.num_hidden_layers:
+            raise InvalidArgumentError(
+                "pp", f"{p} stages exceed the {m.num_hidden_layers} layers of {m.label}"
+            )
+    eps = ep if ep in ("any", "none") else _degrees("ep", ep, words="any, none or ")
+    if eps is None:
+        eps = "any"
+    if isinstance(eps, tuple) and set(eps) == {1}:
+        eps = "none"  # no expert parallelism, as the word says it
+    if not m.is_moe and eps != "none" and ep != "any":
+        raise InvalidArgumentError(
+            "ep", f"{m.label} has no routed experts to spread; give ep 'none' or leave it out"
+        )
+    try:
+        dpa = _DP_ATTENTION[dp_attention]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(
+            "dp_attention", f"must be one of both, on, off, got {dp_attention!r}"
+        ) from None
+    if dpa == "on" and not m.is_moe:
+        raise InvalidArgumentError(
+            "dp_attention",
+            f"{m.label} has no routed experts: DP-attention over dense layers is plain data "
+            "parallelism (the same figures); give 'off' or leave it out",
+        )
+    red = None if redundant_experts in (None, "auto") else redundant_experts
+    red = check_int("redundant_experts", red, minimum=0)
+    if red and not m.is_moe:
+        raise InvalidArgumentError(
+            "redundant_experts", f"{m.label} has no experts to replicate; leave it out"
+        )
+    if red and eps == "none":
+        raise InvalidArgumentError(
+            "redundant_experts",
+            f"{red} replicas of busy experts (EPLB) spread the load over expert-parallel ranks, "
+            "but ep is none (--ep none): no layout searched has any; give ep 'any' or degrees "
+            "above 1 (--ep), or leave redundant_experts (--redundant-experts) out",
+        )
+    if red is not None and isinstance(eps, tuple):
+        for e in eps:
+            if e > 1 and (m.n_routed_experts + red) % e:
+                fix = red + (-(m.n_routed_experts + red)) % e
+                raise InvalidArgumentError(
+                    "ep",
+                    f"{e} does not divide the {m.n_routed_experts} routed experts of {m.label} "
+                    f"+ {red} redundant; give redundant_experts {fix} (--redundant-experts "
+                    f"{fix}), or leave it out (auto: the fewest that round the slots up)",
+                )
+    return LayoutLimits(tps, pps, eps, dpa, red)
+
+
+def _degrees(name: str, value: Any, words: str = "") -> tuple[int, ...] | None:
+    """A list of parallel degrees (None: not limited), each a positive integer, sorted."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise InvalidArgumentError(
+            name, f"must be {words}a list of positive integers (e.g. 8 or 4,8), got {value!r}"
+        )
+    items = one_or_many(name, value, what="parallel degrees")
+    return tuple(sorted({count(name, v, MAX_BUDGET) for v in items}))
+
+
+def _check_limits_divide(
+    limits: LayoutLimits, gpus: tuple[int, ...], budget: int | None = None
+) -> None:
+    """Each degree given divides one of the GPU counts searched at least (the budget's pool
+    sizes under a budget); a degree dividing none is a mistake, not a constraint."""
+    counts = ", ".join(str(g) for g in sorted(gpus))
+    if budget is not None:
+        counts = f"the pool sizes of the {budget}-GPU budget: {counts}"
+    for name, degrees in (("tp", limits.tp), ("pp", limits.pp), ("ep", limits.ep)):
+        for d in degrees if isinstance(degrees, tuple) else ():
+            if not any(g % d == 0 for g in gpus):
+                raise InvalidArgumentError(
+                    name,
+                    f"{d} divides none of the GPU counts searched ({counts}); give a degree "
+                    "that divides one of them, or more GPUs (--gpus)",
+                )
+
+
+def _check_moe_options(m: ModelConfig, limits: LayoutLimits, moe: dict[str, Any]) -> dict[str, Any]:
+    """How the routing loads the experts, checked as :func:`mlacalc.plan` checks it (one
+    rule: :func:`~mlacalc.serving.plan_checks.check_routing_args`), and refused where no
+    layout searched has expert ranks (``ep`` none)."""
+    imbalance, routing, skew, rebalance = check_routing_args(m, moe)
+    if m.is_moe:
+        check_balanced(routing, imbalance)
+        where = "ep is none (--ep none): no layout searched has expert ranks"
+        refuse_without_ranks(limits.ep != "none", where, imbalance, skew, rebalance)
+    return {
+        "routing": routing,
+        "expert_skew": skew,
+        "rebalance": rebalance,
+        "routing_imbalance": imbalance,
+    }
 
 
 def _check_chunks(chunks: Any) -> tuple[int, ...]:
@@ -732,6 +921,15 @@ def search(
     chunked_prefills: Any = CHUNKS,
     overlap_schedule: bool | None = None,
     engine_defaults: str | None = None,
+    tp: Any = None,
+    pp: Any = None,
+    ep: Any = "any",
+    dp_attention: Any = "both",
+    redundant_experts: Any = None,
+    routing: str = "random",
+    expert_skew: float = 0.0,
+    rebalance: bool | None = None,
+    routing_imbalance: float = 1.0,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -756,6 +954,16 @@ def search(
     ``engine_defaults`` names another engine's, or ``"none"`` (``SearchResult.
     scheduler_defaults`` and ``scheduler_defaults_applied`` say what was taken).
 
+    The layouts searched, of the decode pool and a disaggregated prefill pool alike, can be
+    limited: ``tp`` and ``pp`` to the degrees listed, ``ep`` to ``"none"`` or the degrees
+    listed (``"any"``: the search's own), ``dp_attention`` to ``"on"`` or ``"off"``
+    (``"both"``), ``redundant_experts`` to a count every expert-parallel layout places
+    (None: the fewest that make ``ep`` divide the expert slots);
+    limits that leave no candidate are refused, naming the limit and counting what each
+    reason ruled out. ``routing``, ``expert_skew``, ``rebalance`` and ``routing_imbalance``
+    load the routed experts of every point as :func:`mlacalc.plan` does (refused as plan
+    refuses them; ``SearchResult.constraints()`` says what the search ran under).
+
     Examples
     --------
     >>> r = search("llama-3-8b", "H100-SXM", [1, 2], isl=1000, osl=200, tpot=0.02)
@@ -767,6 +975,8 @@ def search(
     req = check_search(**args)  # every argument, checked and normalised
     reasons: Counter[str] = Counter()
     cands = candidates(req, reasons)
+    if not cands and req.limits.given:
+        raise _limits_left_nothing(req, reasons)
     secs = time_candidates(cands, req.profile)
     # the candidates' kernels by class, with the variant and shapes the class they run follows
     # from (the DeepGEMM experts behind DeepEP, a DSA core's kernel), as a plan's
@@ -820,6 +1030,27 @@ def search(
         warnings=(req.engine_note.removeprefix("; "),) if req.engine_note else (),
         budget=req.budget,
         **req.scheduler_record,
+        limits=req.limits,
+        routing=dict(req.routing),
+    )
+
+
+def _limits_left_nothing(req: SearchRequest, reasons: Counter[str]) -> InvalidArgumentError:
+    """The error of limits that leave no candidate to time: named after the limit that ruled
+    out the most (the first in tp, pp, ep, DP-attention order among equals), with every
+    reason's count of candidates (layout x KV dtype x batch x mode)."""
+    by = [(n, k) for k, n in reasons.items() if k.startswith("ruled out by --") and n]
+    order = ("--tp", "--pp", "--ep", "--dp-attention")
+    name = "tp"
+    if by:
+        top = max(by, key=lambda nk: (nk[0], -order.index(nk[1].split()[3])))[1]
+        name = top.split()[3].removeprefix("--").replace("-", "_")
+    counts = "; ".join(f"{k}: {n:,}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    gpus = ", ".join(str(g) for g in req.gpus)
+    return InvalidArgumentError(
+        name,
+        f"the layout limits leave no candidate to time on {gpus} GPUs ({counts}); widen them "
+        f"or give more GPUs (--gpus)",
     )
 
 
@@ -985,7 +1216,9 @@ def _weights_note(req: SearchRequest, ruled_out: dict[str, int]) -> tuple[str, .
         for w0 in req.weight_dtypes:
             sized = None if req.own and w0 == req.m.weights_dtype else w0
             for comps in req.components:
-                if candidate_layouts(req.m, req.hw, g, sized, req.usable, comps, req.weight_cache):
+                if candidate_layouts(
+                    req.m, req.hw, g, sized, req.usable, comps, req.weight_cache, req.limits
+                ):
                     return (
                         f"the weights fit on no layout of the GPU counts searched ({counts}); "
                         f"{g:,} GPUs (--gpus {g}), the largest count doubled, hold them "

@@ -35,7 +35,9 @@ from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import MlacalcError
 
 __all__ = [
+    "NO_LIMITS",
     "Candidate",
+    "LayoutLimits",
     "SearchRequest",
     "StepRows",
     "candidate_layouts",
@@ -44,6 +46,89 @@ __all__ = [
     "pool_passes",
     "time_candidates",
 ]
+
+
+@dataclass(frozen=True)
+class LayoutLimits:
+    """The layouts a search may try (``mlacalc search --tp/--pp/--ep/--dp-attention/
+    --redundant-experts``), of the decode pool and of a disaggregated prefill pool alike (the
+    pools are drawn from the same layouts): ``tp`` and ``pp`` the degrees allowed (None: the
+    search's own choice); ``ep`` ``"any"`` (the search's own: none, the tensor group, every GPU
+    of the stage), ``"none"`` (no expert parallelism) or the degrees allowed; ``dp_attention``
+    ``"both"``, ``"on"`` (more than one attention group sharing the experts) or ``"off"``;
+    ``redundant_experts`` the replicas every expert-parallel layout places (None: the fewest
+    that make ``ep`` divide the expert slots, the search's own)."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    ep: str | tuple[int, ...] = "any"
+    dp_attention: str = "both"
+    redundant_experts: int | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether any limit narrows (or, for explicit degrees, widens) the search's own
+        layouts."""
+        return self != NO_LIMITS
+
+    def options(self) -> dict[str, str]:
+        """The limits given, as the CLI writes them (``{"--tp": "8", "--ep": "none"}``)."""
+        out = {}
+        for name, value, unset in (
+            ("--tp", self.tp, None),
+            ("--pp", self.pp, None),
+            ("--ep", self.ep, "any"),
+            ("--dp-attention", self.dp_attention, "both"),
+            ("--redundant-experts", self.redundant_experts, None),
+        ):
+            if value != unset:
+                out[name] = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The limits as JSON data, every key always present (None and the words ``any`` and
+        ``both``: not limited)."""
+        return {
+            "tp": list(self.tp) if self.tp else None,
+            "pp": list(self.pp) if self.pp else None,
+            "ep": list(self.ep) if isinstance(self.ep, tuple) else self.ep,
+            "dp_attention": self.dp_attention,
+            "redundant_experts": self.redundant_experts,
+        }
+
+    def breaks(self, lay: Layout) -> str | None:
+        """The reason (the first limit, in the order tp, pp, ep, DP-attention) that rules
+        ``lay`` out; None: it is allowed. DP-attention is on where attention groups (``dp`` >
+        1) share the experts; one attention group is plain TP (as plan's command line has
+        it)."""
+        shown = self.options()
+        dpa = lay.dp_attention and lay.dp > 1
+        ep_ok = (
+            self.ep == "any"
+            or (self.ep == "none" and lay.ep == 1)
+            or (isinstance(self.ep, tuple) and lay.ep in self.ep)
+        )
+        for flag, ok in (
+            ("--tp", self.tp is None or lay.tp in self.tp),
+            ("--pp", self.pp is None or lay.pp in self.pp),
+            ("--ep", ep_ok),
+            ("--dp-attention", self.dp_attention == "both" or dpa == (self.dp_attention == "on")),
+        ):
+            if not ok:
+                return f"ruled out by {flag} {shown[flag]}"
+        return None
+
+    def redundant(self, m: ModelConfig, ep: int) -> int:
+        """The redundant experts a layout of expert-parallel degree ``ep`` places."""
+        if ep == 1:
+            return 0
+        if self.redundant_experts is not None:
+            return self.redundant_experts
+        return (-m.n_routed_experts) % ep
+
+
+#: No limits: the search's own layouts
+NO_LIMITS = LayoutLimits()
 
 
 @dataclass(frozen=True)
@@ -98,6 +183,12 @@ class SearchRequest:
     #: one search's step models and their kernels by what they depend on, and sequences'
     #: cache bytes per GPU (:func:`candidate`)
     step_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    #: the layouts allowed (:class:`LayoutLimits`)
+    limits: LayoutLimits = NO_LIMITS
+    #: how a step's tokens load the routed experts, as plan's step models take it
+    #: (``routing``, ``expert_skew``, ``rebalance``, ``routing_imbalance``;
+    #: :meth:`mlacalc.serving.plan_checks.PlanRequest.step_model_args`)
+    routing: tuple[tuple[str, Any], ...] = ()
 
     @property
     def usable(self) -> int:
@@ -231,10 +322,13 @@ def candidate_layouts(
     usable: int,
     components: tuple[tuple[str, str], ...] = (),
     cache: dict | None = None,
+    limits: LayoutLimits = NO_LIMITS,
+    removed: Counter[str] | None = None,
 ) -> list[Layout]:
-    """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) whose
-    weights (``components`` in formats of their own) fit in ``usable`` bytes per GPU
-    (``cache``: see :func:`layout_weights`)."""
+    """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) within
+    ``limits`` whose weights (``components`` in formats of their own) fit in ``usable`` bytes
+    per GPU (``cache``: see :func:`layout_weights`); the layouts the limits rule out are
+    counted in ``removed`` by the limit."""
     node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
@@ -243,9 +337,10 @@ def candidate_layouts(
         _add_layout(out, seen, m, gpus, tp=tp)
         if m.is_moe:
             if tp > 1:
-                _add_layout(out, seen, m, gpus, tp=tp, ep=tp)
+                red = limits.redundant(m, tp) if limits.redundant_experts is not None else 0
+                _add_layout(out, seen, m, gpus, tp=tp, ep=tp, redundant_experts=red)
             for ep in (gpus,):
-                extra = (-m.n_routed_experts) % ep
+                extra = limits.redundant(m, ep)
                 _add_layout(
                     out, seen, m, gpus, tp=tp, ep=ep, dp_attention=True, redundant_experts=extra
                 )
@@ -256,7 +351,46 @@ def candidate_layouts(
             stage = gpus // pp
             tp = max(t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t))
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
-    return [lay for lay in out if layout_weights(m, lay, weight_dtype, components, cache) < usable]
+    if limits.given:
+        _limited_layouts(out, seen, m, gpus, node, limits)
+        kept = []
+        for lay in out:
+            reason = limits.breaks(lay)
+            if reason is None:
+                kept.append(lay)
+            elif removed is not None:
+                removed[reason] += 1
+        out = kept
+    fit = [lay for lay in out if layout_weights(m, lay, weight_dtype, components, cache) < usable]
+    if limits.given and removed is not None and len(fit) < len(out):
+        removed["does not fit: weights"] += len(out) - len(fit)
+    return fit
+
+
+def _limited_layouts(
+    out: list[Layout], seen: set[tuple], m: ModelConfig, gpus: int, node: int, limits: LayoutLimits
+) -> None:
+    """Add to ``out`` the layouts ``limits`` name beyond the search's own: every stage count,
+    tensor and expert degree given (the search's own choices where not) with DP-attention off
+    and on, as :func:`mlacalc.serving.layout.make_layout` accepts them (a degree beyond a
+    node's GPUs included: the user asked for it)."""
+    for pp in limits.pp or (1,):
+        if gpus % pp:
+            continue
+        stage = gpus // pp
+        own = [t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t)]
+        for tp in limits.tp or own:
+            if stage % tp:
+                continue
+            if isinstance(limits.ep, tuple):
+                eps: tuple[int, ...] = limits.ep
+            else:
+                eps = (1,) if limits.ep == "none" or not m.is_moe else (1, tp, stage)
+            for ep in eps:
+                for dpa in (False, True) if m.is_moe else (False,):
+                    red = limits.redundant(m, ep)
+                    kw = dict(tp=tp, pp=pp, ep=ep, dp_attention=dpa, redundant_experts=red)
+                    _add_layout(out, seen, m, gpus, **kw)
 
 
 def layout_weights(
@@ -343,9 +477,15 @@ def _fitting_layouts(
 ) -> list[Layout]:
     """The layouts of ``g`` GPUs whose weights fit and whose links have figures."""
     per_layout = len(req.kv_dtypes) * len(req.batches) * len(req.modes)
-    lays = candidate_layouts(req.m, req.hw, g, sized, req.usable, comps, req.weight_cache)
+    removed: Counter[str] = Counter()
+    lays = candidate_layouts(
+        req.m, req.hw, g, sized, req.usable, comps, req.weight_cache, req.limits, removed
+    )
+    for reason, n in removed.items():
+        reasons[reason] += n * per_layout
     if not lays:
-        reasons["does not fit: weights"] += per_layout
+        if not req.limits.given:  # (limited: each layout counted above)
+            reasons["does not fit: weights"] += per_layout
         return []
     if not req.hw.scale_out_bytes_per_s:
         crossing = [lay for lay in lays if needs_network(lay, req.hw)]
@@ -484,6 +624,7 @@ def _step(
             scheduler=req.scheduler,
             component_dtypes=dict(comps),
             engine=req.engine,
+            **dict(req.routing),
         )
         req.step_cache[("model", sig)] = model
     sm = copy.copy(model)

@@ -1,0 +1,254 @@
+"""A search limited to the layouts and MoE serving options a fleet runs (``search(tp=, pp=,
+ep=, dp_attention=, redundant_experts=, routing=, expert_skew=, rebalance=,
+routing_imbalance=)``, ``mlacalc search --tp --pp --ep --dp-attention --redundant-experts
+--routing ...``): the search's own layouts unchanged without them, one layout's best equal
+to plan of it, plan's routing rules, every bad limit one line naming its option."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from _helpers import plan_point
+
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.layout import make_layout
+from mlacalc.serving.plan import plan
+from mlacalc.serving.search import search
+from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.errors import InvalidArgumentError
+
+MOE = "qwen3-30b-a3b"  # 128 routed experts, 32 attention heads, 48 layers
+ASK = dict(isl=2000, osl=500, ttft=2.0, tpot=0.05)
+#: SGLang's --tp 8 --dp 8 --enable-dp-attention --ep 8 on 8 GPUs, in plan's words
+ONE = dict(tp=1, ep=8, dp_attention="on", kv_dtypes="fp8", weight_dtypes="fp8")
+FIGURES = ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user")
+
+
+def test_no_limits_keep_the_search_as_it_was():
+    """Unlimited, the search's best is what it was before the limits existed (main 85bf776:
+    TP1 DP8 aggregated, batch 485, TPOT 48.930 ms, TTFT 74.14 ms, 9,901.9 tok/s/GPU, 3,068
+    points, 1,546 ruled out; before -> after unchanged), and says it ran unlimited."""
+    r = search(MOE, "H200", [8], **ASK)
+    b = r.best
+    assert (b["layout"], b["mode"], b["batch_per_group"]) == ("TP1 DP8", "aggregated", 485)
+    assert b["tpot_s"] == pytest.approx(0.048929898202182735, rel=1e-12)
+    assert b["ttft_s"] == pytest.approx(0.07413807832647323, rel=1e-12)
+    assert b["output_tokens_per_s_per_gpu"] == pytest.approx(9901.937223816907, rel=1e-12)
+    assert (len(r.points), sum(r.ruled_out.values())) == (3068, 1546)
+    assert r.constraints() == {
+        "tp": None,
+        "pp": None,
+        "ep": "any",
+        "dp_attention": "both",
+        "redundant_experts": None,
+        "routing": "random",
+        "expert_skew": 0.0,
+        "rebalance": None,
+        "routing_imbalance": 1.0,
+    }
+    assert r.constraints_text() == "" and r.row(b)["constraints"] == ""
+
+
+def _plan_of(r, p, **routing):
+    """plan of a search point with the search's options (its plan command's)."""
+    return plan_point(
+        MOE,
+        r.hardware,
+        p,
+        r.isl,
+        r.osl,
+        weight_dtype=p["weight_dtype"],
+        chunked_prefill=p["chunked_prefill"],
+        memory_reserve=r.memory_reserve,
+        engine=r.engine,
+        engine_defaults="none",
+        **r.scheduler_defaults_applied,
+        **routing,
+    )
+
+
+@pytest.mark.parametrize(
+    "routing",
+    [
+        {},
+        dict(redundant_experts=8, expert_skew=1.0, routing_imbalance=1.2),
+        dict(routing="balanced", expert_skew=0.5, rebalance=False),
+    ],
+    ids=["plain", "redundant-skew-imbalance", "balanced"],
+)
+def test_one_layout_is_plan_of_it(routing):
+    """A search limited to one layout (TP1 DP-attention8 EP8, fp8 weights and KV,
+    aggregated) gives, for its best, plan's TPOT, TTFT and tokens/s per GPU of that layout,
+    batch and dtypes, with the same routing options (before: search took no limits)."""
+    r = search(MOE, "H200", [8], modes="aggregated", **ONE, **ASK, **routing)
+    b = r.best
+    assert b["layout"] == "TP1 DP-attention8 EP8"
+    assert b["redundant_experts"] == routing.get("redundant_experts", 0)
+    moe = {k: v for k, v in routing.items() if k != "redundant_experts"}
+    got = _plan_of(r, b, **moe)
+    assert got.layout == b["layout"] and got.fits
+    assert got.weights_per_gpu_bytes == b["weights_per_gpu_bytes"]
+    for key in FIGURES:
+        assert getattr(got, key) == pytest.approx(b[key], rel=1e-12), key
+    assert set(r.ruled_out) >= {"ruled out by --tp 1", "ruled out by --ep 8"}
+
+
+def test_the_routing_options_change_the_points_with_experts_ranks():
+    """The experts' skew without EPLB loads the hottest rank: every EP8 point slower at the
+    same batch, as plan's (batch 64, no overlap: TPOT 20.79 -> 26.56 ms with --expert-skew
+    1; the routing was not search's to take before)."""
+
+    def tpots(**kw):
+        r = search(MOE, "H200", [8], modes="aggregated", batches=(64,), **ONE, **ASK, **kw)
+        return {(p["overlap"], p["chunked_prefill"], p["batch_per_group"]): p["tpot_s"]
+                for p in r.points}  # fmt: skip
+
+    base, skew = tpots(), tpots(expert_skew=1.0)
+    assert base.keys() == skew.keys()
+    assert all(skew[k] > base[k] for k in base)
+    assert base[("none", None, 64)] == pytest.approx(0.0207919, rel=1e-5)
+    assert skew[("none", None, 64)] == pytest.approx(0.0265629, rel=1e-5)
+
+
+def test_redundant_experts_add_plans_bytes():
+    """Eight redundant experts over EP8 add one expert's weights per MoE layer per GPU, the
+    bytes plan adds for them: 48 layers x 3 x 2048 x 768 fp8 weights, 226,492,416 bytes."""
+
+    def weights(n):
+        r = search(MOE, "H200", [8], modes="aggregated", redundant_experts=n, **ONE, **ASK)
+        return r.best["weights_per_gpu_bytes"]
+
+    def planned(n):
+        kw = dict(tp=1, ep=8, dp_attention=True, redundant_experts=n, weight_dtype="fp8")
+        return plan(MOE, "H200", 8, isl=2000, osl=500, kv_dtype="fp8", **kw).weights_per_gpu_bytes
+
+    added = weights(8) - weights(0)
+    assert added == planned(8) - planned(0) > 0
+    assert added == ADDED_BYTES
+
+
+#: one expert's fp8 weights (gate, up, down: 3 x 2048 x 768) in each of the 48 MoE layers
+ADDED_BYTES = 48 * 3 * 2048 * 768
+
+
+def test_limits_apply_to_both_pools():
+    """A disaggregated point's prefill pool is drawn from the same limited layouts."""
+    r = search(MOE, "H200", [8, 16], modes="disaggregated", tp=(1, 2), ep="none", **ASK)
+    assert r.points
+    for p in r.points:
+        assert p["tp"] in (1, 2) and p["prefill_tp"] in (1, 2)
+        assert p["ep"] == 1 and p["prefill_ep"] == 1
+
+
+def test_limits_that_leave_nothing_say_which():
+    with pytest.raises(InvalidArgumentError) as err:
+        search(MOE, "H200", [1], dp_attention="on", **ASK)
+    assert err.value.argument == "dp_attention"
+    assert "ruled out by --dp-attention on" in str(err.value)
+
+
+RUN = ["search", MOE, "-H", "H200", "--gpus", "8", "--isl", "2000", "--osl", "500"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--tp", "8,x"], "--tp"),
+        (["--tp", "0"], "--tp"),
+        (["--tp", "-2"], "--tp"),
+        (["--tp", ","], "--tp"),
+        (["--tp", "3"], "--tp"),  # does not divide the 32 heads
+        (["--tp", "16"], "--tp"),  # divides none of the budget's pools
+        (["--pp", "0"], "--pp"),
+        (["--pp", "64"], "--pp"),  # beyond the 48 layers
+        (["--ep", "3"], "--ep"),  # divides none of the GPU counts
+        (["--ep", "0"], "--ep"),
+        (["--ep", "all"], "--ep"),
+        (["--ep", "8", "--redundant-experts", "3"], "--ep"),  # 131 slots over 8
+        (["--dp-attention", "yes"], "--dp-attention"),
+        (["--redundant-experts", "many"], "--redundant-experts"),
+        (["--redundant-experts", "-1"], "--redundant-experts"),
+        (["--redundant-experts", "8", "--ep", "none"], "--redundant-experts"),
+        (["--expert-skew", "1", "--ep", "none"], "--expert-skew"),
+        (["--no-rebalance", "--ep", "none"], "--rebalance"),
+        (["--routing-imbalance", "2", "--ep", "1"], "--routing-imbalance"),
+        (["--routing", "balanced", "--routing-imbalance", "2"], "--routing-imbalance"),
+        (["--gpus", "1", "--dp-attention", "on"], "--dp-attention"),  # leaves nothing
+    ],
+)
+def test_bad_limits_are_one_line_naming_the_option(run, args, option):
+    out, err = run(*RUN, *args, code=2)
+    lines = (out + err).strip().splitlines()
+    assert len(lines) == 1, out + err
+    assert option in lines[0] and "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--ep", "8"], "--ep"),
+        (["--routing", "balanced"], "--routing"),
+        (["--dp-attention", "on"], "--dp-attention"),
+        (["--redundant-experts", "4"], "--redundant-experts"),
+    ],
+)
+def test_a_dense_model_refuses_the_expert_options(run, args, option):
+    dense = ["search", "llama-3-8b", "-H", "H200", "--gpus", "8", "--isl", "2000", "--osl", "500"]
+    out, err = run(*dense, *args, code=2)
+    lines = (out + err).strip().splitlines()
+    assert len(lines) == 1, out + err
+    assert option in lines[0] and ("no routed experts" in lines[0] or "no experts" in lines[0])
+
+
+LIMITED = ["--tp", "1", "--ep", "8", "--dp-attention", "on", "--expert-skew", "1"]
+SAID = "--tp 1 --ep 8 --dp-attention on --expert-skew 1"
+
+
+def test_every_output_says_the_limits(run):
+    """The table says what it searched under, the JSON the limits (every key, always), each
+    CSV row and JSON point its ``constraints``; the plan command carries the routing."""
+    table, _ = run(*RUN, "--tpot", "50ms", *LIMITED)
+    assert f"# searched under: {SAID}" in table
+    assert "--expert-skew 1.0" in " ".join(table.split())  # the same figures' plan command
+    doc = json.loads(run(*RUN, "--format", "json", *LIMITED)[0])
+    assert doc["constraints"]["tp"] == [1] and doc["constraints"]["ep"] == [8]
+    assert doc["constraints"]["dp_attention"] == "on"
+    assert doc["constraints"]["expert_skew"] == 1.0
+    assert doc["best"]["constraints"] == SAID
+    text = run(*RUN, "--format", "csv", *LIMITED)[0]
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows and {r["constraints"] for r in rows} == {SAID}
+
+
+def test_a_limited_disaggregated_best_is_plan_of_it():
+    """Disaggregated, both pools limited to TP1 DP-attention EP8, a measured imbalance: the
+    best's figures are plan's of its two pools (the point's plan command's)."""
+    r = search(MOE, "H200", [8, 16], modes="disaggregated", routing_imbalance=1.3, **ONE, **ASK)
+    b = r.best
+    assert b["layout"] == "TP1 DP-attention8 EP8" and b["prefill_ep"] == 8
+    got = plan_point(
+        MOE, r.hardware, b, r.isl, r.osl, weight_dtype="fp8", engine=r.engine,
+        engine_defaults="none", routing_imbalance=1.3, **r.scheduler_defaults_applied,
+    )  # fmt: skip
+    for key in FIGURES:
+        assert getattr(got, key) == pytest.approx(b[key], rel=1e-9), key
+
+
+def test_a_pool_without_expert_ranks_is_not_loaded_by_the_imbalance():
+    """plan's measured imbalance is the busiest expert GPU's load: an ep-1 pool (a
+    disaggregated plan's TP8 decode pool beside an EP8 prefill pool, which plan then accepts
+    the imbalance for) has no such GPU. Before: its decode step at batch 64 rose with it,
+    6.508 -> 6.636 ms for imbalance 1 -> 2 (TP8 holding every expert)."""
+    m, hw = as_model(MOE), load_hardware("H200")
+    lay = make_layout(m, 8, tp=8)
+
+    def step(imbalance):
+        sm = StepModel(m, lay, "fp8", resolve_kv_layout("fp8"), hw, routing_imbalance=imbalance)
+        return float(sm.step(dec_B=64.0, dec_q=1, dec_S=2250).seconds[0])
+
+    assert step(2.0) == step(1.0)
