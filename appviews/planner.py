@@ -138,6 +138,8 @@ class PlanInputs:
     prefill_tp: int | None = None
     prefill_ep: int | None = None
     prefill_dp_attention: bool | None = None
+    #: the share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``)
+    prefix_cache_hit: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,8 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             if moe
             else f"{sc.model.label} has no routed experts.",
         )
-        pool = _read_prefill_pool(sc, mode)
+        # the prefill pool's inputs and, below the mode, the prefix cache's hit
+        pool = _read_prefill_pool(sc, mode) | {"prefix_cache_hit": _prefix_hit_input(c2)}
         reserve = st.slider(
             "memory reserve (activations, workspace)",
             0.0,
@@ -324,6 +327,22 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         tpot=float(tpot),
         redundant_experts=int(redundant) if moe else 0,
         **pool,
+    )
+
+
+def _prefix_hit_input(column: Any) -> float:
+    """The share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``)."""
+    return column.number_input(
+        "prefix cache hit (share of a prompt)",
+        0.0,
+        0.99,
+        0.0,
+        0.05,
+        key="plan_prefix_hit",
+        help="Share of each prompt's tokens whose KV is found cached (SGLang's radix cache, "
+        "vLLM's prefix caching): the prefill computes the rest, attending the cached tokens; "
+        "the cache is still sized for whole prompts (--prefix-cache-hit). The search below "
+        "times whole prompts.",
     )
 
 
@@ -400,6 +419,8 @@ def _serving_args(inputs: PlanInputs) -> dict:
     --engine`` does (its chunked prefill in the aggregated mode only). Passing them here too
     would read as asked: plan says overlap scheduling asked with no host time changes nothing."""
     serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode)
+    if inputs.prefix_cache_hit:
+        serving["prefix_cache_hit"] = inputs.prefix_cache_hit
     if inputs.mode == "aggregated":
         serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=inputs.lag)
     else:
@@ -536,6 +557,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     # chunked prefill: the prompt's own steps, as `mlacalc plan` says them (Plan.ttft_parts)
     for label, s in result.ttft_parts():
         c[0].caption(f"{label}: {duration_text(s)}")
+    if result.prefix_cache_text():  # the hit, as `mlacalc plan` says it
+        c[0].caption(f"prefix cache hit: {result.prefix_cache_text()}")
     none = "n/a (1 token)"
     c[1].metric("TPOT", none if result.tpot_s is None else f"{result.tpot_s * 1e3:,.2f} ms")
     parts = result.tpot_parts()  # the words and figures `mlacalc plan` prints under TPOT
@@ -562,6 +585,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     )
     for w in result.warnings:
         st.info(w)
+    if result.prefix_cache_memory:  # what the memory assumes of the cached prefixes
+        st.caption(f"KV memory with prefix caching: {result.prefix_cache_memory}.")
     _show_provenance(result)
 
 

@@ -442,3 +442,26 @@ def test_the_default_plan_does_not_say_overlap_scheduling_was_asked():
 def _default_plan():
     """The app's default plan as the CLI plans it (8 x H200, TP8, the default mix, trtllm)."""
     return mlacalc.plan(D.MODEL, "H200", 8, isl=D.ISL, osl=D.OSL, engine="trtllm", **LAYOUT)
+
+
+def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
+    """The plan form's prefix cache hit is ``mlacalc plan --prefix-cache-hit``: 0.5 of the
+    2,000-token prompts found cached gives the CLI's TTFT and TPOT to the digit, and the
+    answer says the hit and what the KV memory assumes."""
+    from mlacalc.cli import main
+    from mlacalc.serving.plan import duration_text
+
+    at = _run()
+    at.number_input(key="plan_conc").set_value(64)
+    at.number_input(key="plan_prefix_hit").set_value(0.5).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    flags = "--kv-dtype bf16 --page-size 16 --isl 2000 --osl 500 --concurrency 64"
+    cli = "plan deepseek-v3 -H H200 --gpus 8 --tp 8 --engine trtllm --format json"
+    assert main(f"{cli} {flags} --prefix-cache-hit 0.5".split()) == 0
+    p = json.loads(capsys.readouterr().out)
+    assert p["prefix_cached_tokens"] == 1000
+    m = metrics(at)
+    assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
+    captions = " ".join(c.value for c in at.caption)
+    assert "1,000 of 2,000 tokens found cached" in captions
+    assert "not deduplicated" in captions

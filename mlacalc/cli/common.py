@@ -45,6 +45,7 @@ __all__ = [
     "KV_DTYPE",
     "MODE_CHOICE",
     "PHASE_CHOICE",
+    "PREFIX_HIT",
     "RATE",
     "SCOPE_CHOICE",
     "SIZE",
@@ -138,6 +139,28 @@ class RateType(click.ParamType):
 
 
 RATE = RateType()
+
+
+class PrefixHitType(click.ParamType):
+    """The share of each prompt's tokens found cached, refused in the words
+    :func:`mlacalc.words.arguments.prefix_hit` gives the Python API."""
+
+    name = "fraction"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = value  # said as the text it is
+        try:
+            return arguments.prefix_hit("prefix_cache_hit", number)
+        except InvalidArgumentError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+PREFIX_HIT = PrefixHitType()
 
 
 class EngineType(click.ParamType):

@@ -10,6 +10,7 @@ from mlacalc.cli.common import (
     COUNT,
     FRACTION,
     KV_DTYPE,
+    PREFIX_HIT,
     RATE,
     SIZE,
     W_DTYPE,
@@ -181,6 +182,15 @@ def layout_options(f):
 @click.option(
     "--chunked-prefill", type=SIZE, default=None, help="Prompt tokens mixed into every step."
 )
+@click.option(
+    "--prefix-cache-hit",
+    type=PREFIX_HIT,
+    default=0.0,
+    show_default=True,
+    help="Share of each prompt's tokens whose KV is found cached (SGLang's radix cache, "
+    "vLLM's prefix caching), in [0, 1): the prefill computes the rest, attending the cached "
+    "tokens; the cache is still sized for whole prompts (with --isl/--osl).",
+)
 @engine_options
 @click.option("--mtp-tokens", type=click.IntRange(0, 16), default=0, help="Draft tokens per step.")
 @click.option(
@@ -236,6 +246,7 @@ def command(
     prefill_dp_attention,
     prefill_redundant_experts,
     chunked_prefill,
+    prefix_cache_hit,
     prefill_pass,
     output_lag_steps,
     mtp_tokens,
@@ -261,30 +272,15 @@ def command(
           --mode disaggregated --prefill-gpus 32
       mlacalc plan llama-3-70b -H H200 --gpus 4 --weight-dtype bf16 --isl 467 --osl 256 \\
           --request-rate 2 --prefill-pass separate
+      mlacalc plan llama-3-8b -H H200 --gpus 1 --isl 8000 --osl 300 --concurrency 64 \\
+          --prefix-cache-hit 0.6   # 4,800 of each prompt's tokens found cached
       mlacalc plan deepseek-v3 -H H200 --gpus 8 --tp 2 --dp-attention --ep 8 --kv-dtype fp8 \\
           --isl 2000 --osl 500 --concurrency 512 --mode disaggregated --prefill-gpus 8 \\
           --prefill-tp 8 --prefill-ep 8 --no-prefill-dp-attention   # a search's answer
     """
 
-    # plan checks every argument, its error naming the argument, which mlacalc.cli.main
-    # reports as its flag; here only what plan takes but the command line refuses (--batch
-    # beside a request mix, DP-attention over one group) and the GPUs' split in the flags'
-    # own words
     _check_request_mix_flags(isl, osl, batch, chunked_prefill)
-    for flag, degree in (("--tp", tp), ("--dp", dp)):
-        if degree is not None and gpus % degree:
-            raise click.BadParameter(
-                f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
-                param_hint=flag,
-            )
-    if dp_attention and tp is not None and tp > 1 and tp * (pp or 1) == gpus:
-        # one attention group: DP-attention would be plain TP under a DP-attention label
-        raise click.BadParameter(
-            f"needs more than one attention group, but --tp {tp} takes all "
-            + (f"{tp} GPUs of each of the {pp} stages" if pp and pp > 1 else f"{gpus} GPUs")
-            + ": give a smaller --tp, or leave --dp-attention off",
-            param_hint="--dp-attention",
-        )
+    _check_layout_flags(gpus, tp, dp, pp, dp_attention)
     # deferred: the planner loads numpy and the time model; `mlacalc --help` stays light
     from mlacalc.serving.plan import plan as make_plan
 
@@ -319,6 +315,7 @@ def command(
         chunked_prefill=chunked_prefill,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
+        prefix_cache_hit=prefix_cache_hit,
         overlap=overlap,
         mtp_tokens=mtp_tokens,
         mtp_acceptance=mtp_acceptance,
@@ -335,8 +332,7 @@ def command(
     )
     engine.update(p.scheduler_defaults_applied)  # what the launch commands are given
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
-    doc = with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded))
-    doc = {**doc, **_kv_fields(p)}
+    doc = {**with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded)), **_kv_fields(p)}
     text = ""
     if launch and p.fits:
         point = _point(p, redundant_experts, overlap, kv_dtype)
@@ -380,6 +376,26 @@ def p_hardware_node(hardware: str) -> int | None:
     from mlacalc.hardware.catalogue import load_hardware  # deferred: --help stays light
 
     return load_hardware(hardware).gpus_per_node
+
+
+def _check_layout_flags(gpus, tp, dp, pp, dp_attention) -> None:
+    """The GPUs' split in the flags' own words, and DP-attention over one group, which plan
+    takes but the command line refuses. (plan checks every argument, its error naming the
+    argument, which mlacalc.cli.main reports as its flag.)"""
+    for flag, degree in (("--tp", tp), ("--dp", dp)):
+        if degree is not None and gpus % degree:
+            raise click.BadParameter(
+                f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
+                param_hint=flag,
+            )
+    if dp_attention and tp is not None and tp > 1 and tp * (pp or 1) == gpus:
+        # one attention group: DP-attention would be plain TP under a DP-attention label
+        raise click.BadParameter(
+            f"needs more than one attention group, but --tp {tp} takes all "
+            + (f"{tp} GPUs of each of the {pp} stages" if pp and pp > 1 else f"{gpus} GPUs")
+            + ": give a smaller --tp, or leave --dp-attention off",
+            param_hint="--dp-attention",
+        )
 
 
 def _check_request_mix_flags(isl, osl, batch, chunked_prefill) -> None:
@@ -601,9 +617,11 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
             ]
         )
     if p.prefill_s is not None:
+        cached = f", {p.prefix_cached_tokens:,} found cached" if p.prefix_cached_tokens else ""
         rows.append(
             [
-                f"prefill of one {p.isl or p.seq_len:,}-token prompt (causal, {p.prefill_what})",
+                f"prefill of one {p.isl or p.seq_len:,}-token prompt{cached} "
+                f"(causal, {p.prefill_what})",
                 _duration(p.prefill_s),  # in TTFT's unit
             ]
         )
@@ -644,6 +662,9 @@ def serving_rows(p) -> list[list[str]]:
         ["output tokens/s per user", _per_token(p.output_tokens_per_s_per_user, "{:,.1f}".format)],
         ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
     ]
+    if p.prefix_cache_hit:
+        srows.insert(1, ["prefix cache hit", p.prefix_cache_text()])
+        srows.insert(2, ["  KV memory", p.prefix_cache_memory])
     if p.mode == "aggregated":
         srows.insert(1, ["prompts' forward pass", p.prefill_pass])
         if p.output_lag_steps:

@@ -34,6 +34,7 @@ __all__ = [
     "mix_timing",
     "open_loop",
     "others_share",
+    "prompt_args",
     "prompts",
     "request_steps",
     "set_load",
@@ -103,22 +104,25 @@ def mix_timing(
     """``req``'s mix on the decode pool's step model ``sm`` with its prompts run by ``p_sm``;
     ``fit``: the prompts whose cache fits on a prefill pool's GPU (caps a pass)."""
     isl, osl, p_lay = req.isl, req.osl, p_sm.lay
-    k_max = prompts_per_pass(isl, fit)
+    # a prompt computes its tokens not found cached (prefix caching), after the cached ones
+    # (prompt_args): a pass's token budget counts those it computes
+    new = req.computed_tokens
+    k_max = prompts_per_pass(new, fit)
     if req.max_tokens is not None:  # the engine's tokens per step: whole prompts that fit
-        k_max = min(k_max, max(1, req.max_tokens // isl))
+        k_max = min(k_max, max(1, req.max_tokens // new))
     # a pass of k prompts, k = 1 .. k_max: timed at every k or, for short prompts (thousands
     # of k), at the arrivals model's sample of them and interpolated between
     ks = np.arange(1, k_max + 1, dtype=np.float64)
     timed = sample_states(k_max + 1)[1:].astype(np.float64)
-    seconds = p_sm.step(overlap=req.overlap, pf_N=timed, pf_q=isl).seconds
+    seconds = p_sm.step(overlap=req.overlap, pf_N=timed, **prompt_args(req)).seconds
     t_pf = np.concatenate([[0.0], np.interp(ks, timed, seconds)])
     groups = synced_groups(req.m, req.lay)
     alone = float(t_pf[1])
     if not req.disaggregated and groups > 1:
-        one = p_sm.step(overlap=req.overlap, pf_N=1.0, pf_q=isl, pf_moe=1.0 / groups)
+        one = p_sm.step(overlap=req.overlap, pf_N=1.0, pf_moe=1.0 / groups, **prompt_args(req))
         alone = float(one.seconds[0])
     transfer = None
-    if req.disaggregated:
+    if req.disaggregated:  # the whole prompt's cache, the rows found cached too
         transfer = kv_transfer_seconds(
             req.hw, kv_cache(req.m, isl, 1, req.kv, None, False).total_bytes
         )
@@ -137,6 +141,13 @@ def mix_timing(
         groups=groups,
         prefill_alone=alone,
     )
+
+
+def prompt_args(req: PlanRequest) -> dict[str, int]:
+    """The step arguments of one prompt of ``req``: its tokens not found cached (prefix
+    caching, ``prefix_cache_hit``), attending the cached ones before them as a chunk of a
+    chunked prefill attends the chunks before it (``pf_pre``); the whole prompt without."""
+    return dict(pf_q=req.computed_tokens, pf_pre=req.cached_tokens)
 
 
 def prompts(mix: MixTiming, n: float) -> int:
@@ -240,7 +251,9 @@ def _chunked_cycle(
     the engines run a chunked prompt; the other steps decode only (:func:`chunked_figures`
     composes the two)."""
     req, sm, lay = mix.req, mix.sm, mix.req.lay
-    isl, chunk = req.isl, req.chunked_prefill
+    # the prompt's chunks are its tokens not found cached, after the cached ones (prefix
+    # caching: cached 0 without); ``isl`` here is the tokens the chunks compute
+    isl, chunk, cached = req.computed_tokens, req.chunked_prefill, req.cached_tokens
     if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
         chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
     decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
@@ -257,7 +270,7 @@ def _chunked_cycle(
     _, share, _, mean = (float(x) for x in synced_prompts(n * steps, mix.groups, 1))
     # the steps at full load (more than one chunk a step: every step carries the prompt
     # tokens the load brings, whole prompts of them past one prompt a step)
-    fluid = sm.step(**decode, **chunk_fluid(P, isl, mb))
+    fluid = sm.step(**decode, **chunk_fluid(P, isl, mb, cached))
     t_fluid = lay.pp * float(fluid.stage_seconds[0]) + draft_s
     starts = np.arange(0, isl, chunk, dtype=np.float64)
     # a long prompt in small chunks (131,072 steps at a chunk of one token; every one timed
@@ -272,7 +285,7 @@ def _chunked_cycle(
         **decode,
         pf_N=np.full(len(timed), 1 / mb),
         pf_q=np.minimum(float(chunk), isl - timed),
-        pf_pre=timed,
+        pf_pre=cached + timed,
         pf_moe=mean / mb,
     )
     chunk_steps = lay.pp * np.interp(starts, timed, own.stage_seconds) + draft_s
@@ -288,13 +301,15 @@ def _chunked_cycle(
     return float(cycle), float(ttft), float(gap), over, (steps, min(chunk, isl), S, hold)
 
 
-def chunk_fluid(P: Any, isl: int, mb: Any) -> dict[str, Any]:
+def chunk_fluid(P: Any, isl: int, mb: Any, cached: int = 0) -> dict[str, Any]:
     """The step arguments of a group carrying ``P`` prompt tokens every step (chunked prefill
     at full load): a share of one prompt attending the half of it before (so that a prompt's
-    steps attend its ``isl^2 / 2`` pairs), or ``P / isl`` whole prompts."""
+    steps attend its ``isl^2 / 2`` pairs), or ``P / isl`` whole prompts; ``isl`` the tokens a
+    prompt computes, after ``cached`` found cached (prefix caching), which they attend too."""
     P = np.maximum(np.asarray(P, dtype=np.float64), 1.0)
     N = np.maximum(P / isl, 1.0)
-    return dict(pf_N=N / mb, pf_q=np.minimum(P, isl), pf_pre=np.maximum(isl - P, 0.0) / 2)
+    pre = cached + np.maximum(isl - P, 0.0) / 2
+    return dict(pf_N=N / mb, pf_q=np.minimum(P, isl), pf_pre=pre)
 
 
 def chunked_figures(
@@ -375,8 +390,8 @@ def _arrivals_cycle(
         dec_q=mix.q,
         dec_S=mix.S_avg,
         pf_N=slow / mb,
-        pf_q=req.isl,
         pf_moe=J / g / mb,
+        **prompt_args(req),
     )
     stages = np.interp(states, J, mixed.stage_seconds)
     t = lay.pp * stages + (t_step - lay.pp * float(dec.stage_seconds[0]))
@@ -438,8 +453,8 @@ def _in_flight_cycle(
         dec_q=mix.q,
         dec_S=mix.S_avg,
         pf_N=slow / mb,
-        pf_q=req.isl,
         pf_moe=mean / mb,
+        **prompt_args(req),
     )
     t_mix = lay.pp * float(mixed.stage_seconds[0])
     if req.prefill_pass == "separate":

@@ -71,6 +71,14 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     osl``, the requests in flight ``R x (TTFT + (osl - 1) x TPOT)``; disaggregated, the
     running requests over the mean step.
 
+Prefix caching (``prefix_cache_hit=h``, in ``[0, 1)``): ``c = floor(h isl)`` of each
+prompt's tokens are found cached, and every prompt above (a step's, a chunk's, a prefill
+pool's pass) computes the other ``isl - c``, attending the ``c`` cached keys as a chunk of a
+chunked prefill attends the chunks before it (:func:`~mlacalc.serving.figures.prompt_args`);
+a pass batches ``16384 // (isl - c)`` prompts. The decode step, the KV memory (each running
+request holds its whole prompt's KV: an upper bound, :data:`PREFIX_CACHE_MEMORY`) and the KV
+transfer (the whole prompt's) are as without.
+
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
 run it) splits each step into two micro-batches whose communication hides behind the other's
@@ -105,7 +113,13 @@ from mlacalc.serving.capacity import (
     prefill_room,
 )
 from mlacalc.serving.disaggregated import disaggregated_load
-from mlacalc.serving.figures import closed_loop, draft_seconds, mix_timing, open_loop
+from mlacalc.serving.figures import (
+    closed_loop,
+    draft_seconds,
+    mix_timing,
+    open_loop,
+    prompt_args,
+)
 from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.plan_checks import (
     OVERLAPS,
@@ -298,6 +312,12 @@ class Plan:
     #: with_engine_defaults`)
     scheduler_defaults: str | None = None
     scheduler_defaults_applied: dict[str, Any] = field(default_factory=dict)
+    #: prefix caching: the share of each prompt's tokens whose KV is found cached (0: none),
+    #: the tokens of a prompt that makes (``floor(hit x isl)``, the last one always computed),
+    #: and what the KV memory assumes of them (:data:`PREFIX_CACHE_MEMORY`; None at 0)
+    prefix_cache_hit: float = 0.0
+    prefix_cached_tokens: int = 0
+    prefix_cache_memory: str | None = None
 
     @property
     def context(self) -> int:
@@ -338,6 +358,16 @@ class Plan:
             (step, self.decode_step_s / self.tokens_per_step),
             ("of which other requests' prompts in the steps", extra),
         ]
+
+    def prefix_cache_text(self) -> str | None:
+        """The prefix cache's hit in words (None without one): the share and the tokens of a
+        prompt found cached, and what the prompt computes."""
+        if not self.prefix_cache_hit or self.isl is None:
+            return None
+        return (
+            f"{self.prefix_cache_hit:.4g} of each prompt: {self.prefix_cached_tokens:,} of "
+            f"{self.isl:,} tokens found cached, {self.isl - self.prefix_cached_tokens:,} computed"
+        )
 
     def ttft_parts(self) -> list[tuple[str, float]]:
         """TTFT's part in words and seconds under chunked prefill: the prompt's own chunk
@@ -422,6 +452,13 @@ class Plan:
 #: The schema of :meth:`Plan.to_dict` (and ``mlacalc plan --format json``)
 SCHEMA = "mlacalc.plan/1"
 
+#: What a plan with a prefix-cache hit assumes of the KV memory (``Plan.prefix_cache_memory``)
+PREFIX_CACHE_MEMORY = (
+    "each running request holds its whole prompt's KV, a prefix shared by requests counted for "
+    "each (not deduplicated): an upper bound on the cache, the largest batch as without "
+    "prefix caching"
+)
+
 
 def plan(
     model: ModelConfig | str,
@@ -470,6 +507,7 @@ def plan(
     redundant_experts: int = 0,
     output_lag_steps: int = 0,
     prefill_pass: str = "fused",
+    prefix_cache_hit: float = 0.0,
     profile: Any = None,
     engine: str | None = None,
     engine_defaults: str | None = None,
@@ -748,6 +786,9 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         overlap=req.overlap,
         prefill_pass=req.prefill_pass,
         output_lag_steps=req.output_lag_steps,
+        prefix_cache_hit=req.prefix_cache_hit,
+        prefix_cached_tokens=req.cached_tokens,
+        prefix_cache_memory=PREFIX_CACHE_MEMORY if req.prefix_cache_hit else None,
         isl=req.isl,
         osl=req.osl,
         concurrency=req.concurrency,
@@ -966,7 +1007,7 @@ def serving_record(
     bound = step_bound(req.hw, dec.kernels, f["compute"], f["comm"], req.overlap, links)
     # the decode step's kernels and the prompt's prefill (TTFT depends on both), on the GPUs
     # that run each (the prefill pool's, disaggregated; the same GPUs, aggregated)
-    prompt = mix.p_sm.step(pf_N=1, pf_q=req.isl).kernels
+    prompt = mix.p_sm.step(pf_N=1, **prompt_args(req)).kernels
     name, how = calibration_of(req.profile, req.hw, [*dec.kernels, *prompt])
     warnings = common["warnings"] + serving_warnings(req, mix, load)
     chunks = f.get("chunks")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from mlacalc.cost.engine import as_model
@@ -125,6 +126,8 @@ class PlanRequest:
     tau: float = 1.0
     #: weight formats of named components over the base (mlacalc.serving.precision)
     components: dict[str, str] = field(default_factory=dict)
+    #: the share of each prompt's tokens whose KV is found cached (prefix caching, in [0, 1))
+    prefix_cache_hit: float = 0.0
 
     def step_model_args(self) -> dict[str, Any]:
         """The routing and scheduler arguments of the request's step models."""
@@ -146,6 +149,21 @@ class PlanRequest:
     @property
     def disaggregated(self) -> bool:
         return self.mode == "disaggregated"
+
+    @property
+    def cached_tokens(self) -> int:
+        """A prompt's tokens found cached: ``floor(prefix_cache_hit x isl)``, the hit read as
+        the decimal written (0.29 of 100 tokens is 29), at most ``isl - 1`` (the last token is
+        always computed); 0 without a request mix."""
+        if not self.isl:
+            return 0
+        return min(int(Fraction(repr(self.prefix_cache_hit)) * self.isl), self.isl - 1)
+
+    @property
+    def computed_tokens(self) -> int:
+        """A prompt's tokens its prefill computes: the ``isl`` less those found cached, which
+        its attention reads as a chunk of a chunked prefill reads the chunks before it."""
+        return self.isl - self.cached_tokens
 
 
 def check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:
@@ -190,6 +208,7 @@ def check_request(
     hw = load_hardware(hardware)
     seq_len, isl, osl = _check_sizes(args)
     concurrency, request_rate = _check_load(args["concurrency"], args["request_rate"])
+    prefix_cache_hit = arguments.prefix_hit("prefix_cache_hit", args["prefix_cache_hit"])
     mode = args["mode"]
     chunked_prefill = _check_modes(args, isl, concurrency, request_rate)
     mtp_tokens = check_int("mtp_tokens", args["mtp_tokens"], allow_none=False, minimum=0)
@@ -283,6 +302,7 @@ def check_request(
         tau=tau,
         # a dtype asked quantizes the layers' linear weights: the embedding and head kept
         components=kept_components(m, weight_dtype and w_dtype, components),
+        prefix_cache_hit=prefix_cache_hit,
     )
 
 
@@ -529,7 +549,11 @@ def _check_modes(
         raise InvalidArgumentError("isl", "serving figures need the request mix: give isl and osl")
     # no prompt is run: how prompts and tokens would be handled changes nothing (an engine's
     # chunked_prefill, which plan(**engine_settings(name)) passes, is left to its front end)
-    for name, unset in (("output_lag_steps", 0), ("prefill_pass", "fused")):
+    for name, unset in (
+        ("output_lag_steps", 0),
+        ("prefill_pass", "fused"),
+        ("prefix_cache_hit", 0),
+    ):
         if isl is None and args[name] != unset:
             raise InvalidArgumentError(
                 name, "applies to serving a request mix: give isl and osl (--isl, --osl) with it"

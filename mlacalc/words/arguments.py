@@ -39,6 +39,7 @@ __all__ = [
     "kv_layout",
     "one_or_many",
     "optional_count",
+    "prefix_hit",
     "rate",
     "show_value",
     "whole",
@@ -184,3 +185,19 @@ def rate(name: str, value: Any, unit: str = "requests per second") -> float | No
         return float(value)
     shown = f"{value:g}" if number else repr(value) if isinstance(value, str) else show_value(value)
     raise InvalidArgumentError(name, f"must be a positive finite number of {unit}; got {shown}")
+
+
+def prefix_hit(name: str, value: Any) -> float:
+    """The share of each prompt's tokens whose KV is found cached (prefix caching), a finite
+    number in ``[0, 1)``: one refusal, in the API and the CLI alike, for -0.1, 1, 1.5, NaN,
+    '50%' and words. 1 is refused: an engine always computes a prompt's last token (its
+    logits give the first output token), so ``floor(hit x isl)`` is at most ``isl - 1``."""
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if number and math.isfinite(value) and 0 <= value < 1:
+        return float(value)
+    shown = f"{value:g}" if number else repr(value) if isinstance(value, str) else show_value(value)
+    raise InvalidArgumentError(
+        name,
+        "must be a number in [0, 1), the share of each prompt's tokens found cached (0.5, not "
+        "50%; not 1: a prompt's last token is always computed); got " + shown,
+    )

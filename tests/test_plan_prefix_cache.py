@@ -1,0 +1,197 @@
+"""Prefix caching in ``plan`` (``prefix_cache_hit``, ``--prefix-cache-hit``): the share of each
+prompt's tokens whose KV is found cached. The prefill computes the rest, its attention reading
+the cached keys, timed as the step model times a chunk of a chunked prefill after the chunks
+before it; decode is unchanged; the KV memory still holds every request's whole prompt (an
+upper bound, said in the output); a disaggregated prompt's whole KV crosses to the decode pool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mlacalc.cli import main
+from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.plan import PREFIX_CACHE_MEMORY, plan
+from mlacalc.serving.plan_checks import check_request
+from mlacalc.serving.scheduler import with_engine_defaults
+from mlacalc.words.errors import InvalidArgumentError
+
+#: plan's figures before prefix caching was added (main at b0c4062), which a hit of 0 keeps
+TODAY = {
+    "inflight": (
+        dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
+        dict(ttft_s=0.060541015256996074, tpot_s=0.012460513808011223),
+        dict(output_tokens_per_s=2529.9786125890323, prefill_s=0.04048457111375905),
+    ),
+    "arrivals": (
+        dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
+        dict(ttft_s=0.054328405701559904, tpot_s=0.006981712006493054),
+        dict(output_tokens_per_s=1024.0, prefill_s=0.04048457111375905),
+    ),
+    "chunked": (
+        dict(
+            model="qwen3-30b-a3b",
+            hardware="H200",
+            gpus=2,
+            isl=4096,
+            osl=512,
+            concurrency=64,
+            chunked_prefill=1024,
+        ),
+        dict(ttft_s=0.1415060950947391, tpot_s=0.02058436211173255),
+        dict(output_tokens_per_s=3073.8880009751065, prefill_chunks_s=0.10558381323235733),
+    ),
+    "disaggregated": (
+        dict(
+            model="qwen3-30b-a3b",
+            hardware="H200",
+            gpus=2,
+            isl=4096,
+            osl=512,
+            concurrency=64,
+            mode="disaggregated",
+            prefill_gpus=2,
+        ),
+        dict(ttft_s=0.07033446829409902, tpot_s=0.01497925848475, kv_transfer_s=0.0100691296),
+        dict(output_tokens_per_s=4233.747727647149, prefill_pool_requests_per_s=24.598942710055578),
+    ),
+}
+
+
+def _plan(case: dict, **extra):
+    case = dict(case, **extra)
+    return plan(case.pop("model"), case.pop("hardware"), case.pop("gpus"), **case)
+
+
+@pytest.mark.parametrize("name", sorted(TODAY))
+def test_no_hit_is_todays_figures(name):
+    """A hit of 0 (the default) gives the figures plan gave before the option, to the last
+    digit, aggregated (in flight, arrivals, chunked) and disaggregated."""
+    case, *figures = TODAY[name]
+    for p in (_plan(case), _plan(case, prefix_cache_hit=0.0)):
+        for want in figures:
+            assert {k: getattr(p, k) for k in want} == pytest.approx(want, rel=1e-12, abs=0)
+        assert p.prefix_cache_hit == 0.0 and p.prefix_cached_tokens == 0
+        assert p.prefix_cache_memory is None
+
+
+ONE = dict(isl=4096, osl=256, concurrency=1)
+
+
+def _step_model(**args):
+    """The checked request and decode pool's step model of plan("llama-3-8b", "H200", 1,
+    **args), as plan builds them."""
+    full = {**plan.__kwdefaults__, "model": "llama-3-8b", "hardware": "H200", "gpus": 1, **args}
+    req = check_request(**with_engine_defaults(full))
+    return req, StepModel(
+        req.m, req.lay, req.sized, req.kv, req.hw, req.profile, **req.step_model_args()
+    )
+
+
+def test_a_hit_prompt_is_the_last_chunk_of_a_chunked_prefill():
+    """A 4,096-token prompt with 3,072 found cached (hit 0.75) is timed as the last 1,024-token
+    chunk of a chunked prefill of it: one step of 1,024 new tokens after 3,072 cached
+    (``pf_pre``). Chunked at 1,024, the cached prompt's one chunk step equals the fourth of the
+    uncached prompt's four (each beside the one decode sequence at concurrency 1), and alone
+    (``prefill_s``) the chunk step alone."""
+    _, sm = _step_model(**ONE, chunked_prefill=1024)
+    decode = dict(dec_B=1.0, dec_q=1, dec_S=4096 + 256 / 2)
+    chunks = [
+        float(sm.step(**decode, pf_N=1.0, pf_q=1024, pf_pre=1024 * j).seconds[0]) for j in range(4)
+    ]
+    whole = plan("llama-3-8b", "H200", 1, **ONE, chunked_prefill=1024)
+    hit = plan("llama-3-8b", "H200", 1, **ONE, chunked_prefill=1024, prefix_cache_hit=0.75)
+    assert whole.prefill_chunks == 4 and hit.prefill_chunks == 1
+    assert whole.prefill_chunks_s == pytest.approx(sum(chunks), rel=1e-12)
+    assert hit.prefill_chunks_s == pytest.approx(chunks[-1], rel=1e-12)
+    alone = float(sm.step(pf_N=1.0, pf_q=1024, pf_pre=3072).seconds[0])
+    unchunked = plan("llama-3-8b", "H200", 1, **ONE, prefix_cache_hit=0.75)
+    assert unchunked.prefill_s == pytest.approx(alone, rel=1e-12)
+    # the attention reads the cached keys: more than a 1,024-token prompt of its own
+    assert unchunked.prefill_s > plan("llama-3-8b", "H200", 1, isl=1024, osl=256).prefill_s
+
+
+@pytest.mark.parametrize("mode", ["aggregated", "disaggregated"])
+def test_a_hit_speeds_the_prompt_not_the_decode_step_nor_the_memory(mode):
+    """TTFT and the prefill fall with the hit, the prefill pool's rate rises (its pass
+    batches the prompts' computed tokens); the decode step at the batch (all 64 in flight
+    running, aggregated; the arrivals' decode batch, disaggregated), the largest batch and
+    the KV transfer (the whole prompt's KV crosses to the decode pool) stay; the output says
+    the hit and the memory's assumption, in the JSON's stable keys."""
+    if mode == "disaggregated":
+        args = dict(isl=4096, osl=512, request_rate=8.0, mode=mode, prefill_gpus=2)
+    else:
+        args = dict(isl=4096, osl=512, concurrency=64)
+    plans = [plan("qwen3-30b-a3b", "H200", 2, **args, prefix_cache_hit=h) for h in (0.0, 0.5, 0.9)]
+    assert plans[0].ttft_s > plans[1].ttft_s > plans[2].ttft_s
+    assert plans[0].prefill_s > plans[1].prefill_s > plans[2].prefill_s
+    assert [p.prefix_cached_tokens for p in plans] == [0, 2048, 3686]
+    for p in plans[1:]:
+        assert p.decode_step_s == plans[0].decode_step_s
+        assert p.max_batch == plans[0].max_batch
+        assert p.kv_bytes_per_sequence_per_gpu == plans[0].kv_bytes_per_sequence_per_gpu
+        assert p.kv_transfer_s == plans[0].kv_transfer_s
+        assert p.prefix_cache_memory == PREFIX_CACHE_MEMORY
+        d = p.to_dict()
+        assert d["prefix_cache_hit"] == p.prefix_cache_hit
+        assert d["prefix_cached_tokens"] == p.prefix_cached_tokens
+    if mode == "disaggregated":
+        rates = [p.prefill_pool_requests_per_s for p in plans]
+        assert rates[0] < rates[1] < rates[2]
+        assert plans[0].tpot_s == plans[2].tpot_s  # the decode pool carries no prompts
+    else:  # the others' prompts take less of each gap
+        assert plans[0].tpot_s > plans[1].tpot_s > plans[2].tpot_s
+
+
+def test_cached_tokens_read_the_hit_as_written_and_keep_the_last_token():
+    """0.29 of 100 tokens is 29 (not 28 from 0.29 x 100 = 28.999...); 0.999 of 10 tokens is
+    9: the last token is always computed."""
+    req, _ = _step_model(isl=100, osl=8, prefix_cache_hit=0.29)
+    assert (req.cached_tokens, req.computed_tokens) == (29, 71)
+    req, _ = _step_model(isl=10, osl=8, prefix_cache_hit=0.999)
+    assert (req.cached_tokens, req.computed_tokens) == (9, 1)
+
+
+BAD = [-0.1, 1, 1.0, 1.5, math.nan, math.inf, "50%", "half", True, None]
+
+
+@pytest.mark.parametrize("value", BAD, ids=repr)
+def test_a_hit_outside_0_to_1_is_refused_in_one_line(value):
+    with pytest.raises(InvalidArgumentError) as e:
+        plan("llama-3-8b", "H200", 1, isl=1024, osl=64, prefix_cache_hit=value)
+    text = str(e.value)
+    assert text.startswith("prefix_cache_hit: must be a number in [0, 1)") and "\n" not in text
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1", "1.5", "nan", "inf", "50%", "half", ""])
+def test_the_cli_refuses_a_hit_outside_0_to_1_in_one_line(value, capsys):
+    args = ["plan", "llama-3-8b", "-H", "H200", "--gpus", "1", "--isl", "1024", "--osl", "64"]
+    assert main([*args, "--prefix-cache-hit", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--prefix-cache-hit" in err and "must be a number in [0, 1)" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_hit_without_a_request_mix_is_refused():
+    with pytest.raises(InvalidArgumentError, match="prefix_cache_hit: applies to serving"):
+        plan("llama-3-8b", "H200", 1, prefix_cache_hit=0.5)
+
+
+def test_the_cli_says_the_hit_and_the_memorys_assumption(capsys):
+    args = ["plan", "llama-3-8b", "-H", "H200", "--gpus", "1", "--isl", "4096", "--osl", "256"]
+    hit = ["--concurrency", "8", "--prefix-cache-hit", "0.75"]
+    assert main([*args, *hit, "--format", "markdown"]) == 0  # rows unwrapped
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0.75 of each prompt: 3,072 of 4,096 tokens found cached, 1,024 computed" in out
+    assert "prefill of one 4,096-token prompt, 3,072 found cached (causal" in out
+    assert " ".join(PREFIX_CACHE_MEMORY.split()) in out
+    assert main([*args, "--prefix-cache-hit", "0.75", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prefix_cache_hit"] == 0.75 and doc["prefix_cached_tokens"] == 3072
+    assert doc["prefix_cache_memory"] == PREFIX_CACHE_MEMORY
+    assert main([*args, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prefix_cache_hit"] == 0.0 and doc["prefix_cache_memory"] is None
