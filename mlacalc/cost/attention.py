@@ -74,9 +74,11 @@ def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None)
     """The implementation a call means.
 
     MHA/GQA/MQA have one (``"standard"``). For MLA, ``impl=None`` means what
-    serving engines run: K/V expanded from the latent for the new tokens in
-    prefill and chunk (``"naive"`` FLOPs) and ``"absorbed"`` in decode; the cache
-    is the compressed latent in every case (see :func:`kv_cache_bytes`).
+    serving engines run (:func:`~mlacalc.words.vocab.serving_impl`), the cache the latent in
+    every case (see :func:`kv_cache_bytes`): a prompt's K/V expanded from its own tokens'
+    latent (``"naive"`` FLOPs), a chunk's from the cached prefix's latent as well
+    (``"compressed"``), ``"absorbed"`` in decode. A DSA layer's chunk (DeepSeek-V3.2: its core
+    attends the top-k keys each query picks, not one prefix) keeps ``"naive"``.
     """
     if impl is not None and not isinstance(impl, str):
         raise InvalidArgumentError("impl", f"must be an implementation name or None, got {impl!r}")
@@ -89,6 +91,8 @@ def resolve_impl(model: ModelConfig, impl: str | None, phase: str | None = None)
             )
         return STANDARD_IMPL
     if impl is None:
+        if phase == "chunk" and model.index_topk is not None:
+            return "naive"  # a DSA chunk: no one prefix to expand (its own paths: dsa_time)
         return serving_impl(phase)
     if impl not in MLA_IMPLEMENTATIONS:
         raise InvalidArgumentError(

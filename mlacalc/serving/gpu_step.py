@@ -162,9 +162,9 @@ class _Template:
     """One model-step kernel as coefficients of what drives its work (see the module
     docstring): ``flops`` as (fixed, per decode token, per prompt token, per decode pair,
     per decode pair of a selected key, per prompt causal pair, per prompt (token, key), per
-    prompt (token, selected key)),
+    prompt (token, selected key), per prompt key: an MLA chunk's cached prefix expanded),
     ``bytes`` and sizes the same with cached rows read in decode and keys in the prompt for
-    the pairs."""
+    the pairs (and nothing in the last place: bytes per key are the pairs' place)."""
 
     name: str
     kind: str
@@ -192,19 +192,29 @@ _DECODE_POINTS = ((1, 2), (2, 2), (1, 3))
 
 
 def _prefill_points(
-    cap: int | None, period: int = 0, chunk: int = LINEAR_CHUNK
+    cap: int | None, period: int = 0, chunk: int = LINEAR_CHUNK, per_key: bool = False
 ) -> tuple[tuple[int, int], ...]:
     """Prompt steps the templates are read from: (new tokens, keys), whole chunks of the
     linear-attention kernels (``chunk``, :func:`_scan_chunk`: their work is affine in whole
     chunks), and a chunk after more than ``cap`` keys (the keys a DSA layer selects) where the
     model has one. DeepSeek-V4 (``period``: the window and the compress ratios' common
     multiple): chunks after a full window, in whole periods, so that the window's keys are a
-    constant per query and the pooled keys a ratio of the keys."""
+    constant per query and the pooled keys a ratio of the keys. ``per_key`` (a plain MLA
+    model, whose chunk expands its cached prefix through kv_b_proj: work per key) adds a short
+    chunk after a long prefix, which tells work per key from work per (token, key)."""
     C = _whole(period, chunk)
     extra = ((C, cap + 2 * C),) if cap else ()
+    if per_key:
+        extra += ((C, 3 * C),)
     if period:
         return ((C, 2 * C), (2 * C, 3 * C), (2 * C, 4 * C), (3 * C, 4 * C), *extra)
     return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
+
+
+def _expands_prefix(m: ModelConfig) -> bool:
+    """Whether a chunk of ``m`` after a cached prefix expands the prefix's latent rows
+    (:func:`mlacalc.words.vocab.serving_impl`: a plain MLA model's ``"compressed"`` chunk)."""
+    return m.is_mla and m.index_topk is None and not m.compress_ratios
 
 
 def _whole(period: int, chunk: int) -> int:
@@ -431,9 +441,10 @@ def _solve_prefill(
     csa: tuple[int, int] | None = None,
     scan: bool = False,
 ) -> list[Coef]:
-    """(fixed, per token, per causal pair, per (token, key), per (token, selected key))
-    FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key)) bytes
-    and sizes of a prompt kernel read at the prompt steps ``points`` (:func:`_prefill_points`);
+    """(fixed, per token, per causal pair, per (token, key), per (token, selected key), per
+    key) FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key),
+    none) bytes and sizes of a prompt kernel read at the prompt steps ``points``
+    (:func:`_prefill_points`; FLOPs per key: an MLA chunk's prefix expanded through kv_b_proj);
     keys ``min(keys, window)`` for a windowed core, selected keys ``min(keys, index_topk)``;
     a chunked scan's kernel (``scan``, :func:`_scan_kernel`) per sequence with a prefix in
     place of per key."""
@@ -443,8 +454,8 @@ def _solve_prefill(
         sel = q * min(keys, cap) if cap else 0
         if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most index_topk
             sel = _pooled(keys, *csa) - _pooled(keys - q, *csa)
-        f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel])
-        b_rows.append([1, q, int(keys > q) if scan else kw, q * kw, sel])
+        f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel, kw])
+        b_rows.append([1, q, int(keys > q) if scan else kw, q * kw, sel, 0])
     flops = _fit(f_rows, [[x.flops for x in k]])
     sizes = [list(v) for v in zip(*(_size(x) for x in k))]
     return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
@@ -485,7 +496,7 @@ def _templates(
 
     cap, period, csa, chunk = _cap(m), _period(m), _csa(m), _scan_chunk(m)
     dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap, period)]
-    points = _prefill_points(cap, period, chunk)
+    points = _prefill_points(cap, period, chunk, _expands_prefix(m))
     pre = [
         _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
         for q, keys in points
@@ -499,7 +510,7 @@ def _templates(
         return _solve_prefill(pre_by_key[key], win, cap, points, csa, _scan_kernel(key[0]))
 
     no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
-    no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0)] * 5
+    no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)] * 5
 
     def make(
         key: tuple[str, int], ref: Kernel, phases: str, d: list[Coef], p: list[Coef]
@@ -507,8 +518,7 @@ def _templates(
         """A template from decode (``d``) and prompt (``p``) coefficients of FLOPs, bytes
         and elements; the fixed part once."""
         f, b, e, r, g = (
-            (d[i][0] + p[i][0], d[i][1], p[i][1], d[i][2], d[i][3], p[i][2], p[i][3], p[i][4])
-            for i in range(5)
+            (d[i][0] + p[i][0], d[i][1], p[i][1], d[i][2], d[i][3], *p[i][2:]) for i in range(5)
         )
         return _Template(
             ref.name,
@@ -775,6 +785,8 @@ class StepModel:
             b[0] *= share
             for i in (1, 2):  # per token: the split activations and the cache rows written
                 b[i] = kept + (b[i] - act) * share if b[i] else 0.0
+            if b[5] and dim == "n":  # per prompt key (a chunk's prefix through kv_b_proj):
+                b[5] -= n * groups * ACT * (1 - share)  # its latent read whole, output split
             shape[dim] = math.ceil(shape[dim] * share)
         elif heads and "n_heads" in shape:  # an attention core: heads split, rows as K/V heads
             n_kv = shape["n_kv"]
@@ -880,9 +892,11 @@ class StepModel:
                 if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most top-k
                     sel_pf = pf_N * (_pooled(ctx, *csa) - _pooled(pf_pre, *csa))
                 pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
+                keys_pf = pf_N * keys_w
+                per_dec = (rows_dec * dec_q, capped * dec_q)
                 drivers[window] = (
-                    (one, T_dec, T_pf, rows_dec * dec_q, capped * dec_q, pairs_pf, full_pf, sel_pf),
-                    (one, T_dec, T_pf, rows_dec, capped, pf_N * keys_w, full_pf, sel_pf),
+                    (one, T_dec, T_pf, *per_dec, pairs_pf, full_pf, sel_pf, keys_pf),
+                    (one, T_dec, T_pf, rows_dec, capped, keys_pf, full_pf, sel_pf, zero),
                 )
             return drivers[window]
 
@@ -898,8 +912,8 @@ class StepModel:
             decoding sequences'): their tokens, causal pairs and cached rows on the decode
             template's coefficients, the prompts' sequences as the kernel's."""
             pairs = pf_N * _causal_pairs(pf_q, pf_pre, 0) * latent
-            x_f = (zero, T_lat, zero, pairs, zero, zero, zero, zero)
-            x_b = (zero, T_lat, zero, pf_N * ctx * latent, zero, zero, zero, zero)
+            x_f = (zero, T_lat, zero, pairs, zero, zero, zero, zero, zero)
+            x_b = (zero, T_lat, zero, pf_N * ctx * latent, zero, zero, zero, zero, zero)
             on = T_lat > 0
             sh = {k: float(v) * one for k, v in shape.items()}
             sh.update(batch=pf_N * on, q_len=pf_q * one, kv_len=ctx * one, causal=one)
@@ -921,7 +935,7 @@ class StepModel:
             if self.decode_path_tokens and t.phases == "decode" and core:
                 out.append(latent_core(t, f, b, shape))
             if t.name in _PER_SEQUENCE:
-                per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero)
+                per_pair = per_row = (one, logits, zero, zero, zero, zero, zero, zero, zero)
                 on = logits > 0
             else:
                 T_pre = T_pf - T_lat if t.phases == "prefill" else T_pf

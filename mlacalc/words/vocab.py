@@ -4,8 +4,8 @@ Every other module (engine, formulas, front ends, validation) takes its names fr
 that adding a phase or an implementation is one edit. This module imports nothing from the
 package (and nothing outside the standard library), so any module may import it.
 
->>> serving_impl("decode"), serving_impl("prefill"), serving_impl(None)
-('absorbed', 'naive', 'absorbed')
+>>> serving_impl("decode"), serving_impl("prefill"), serving_impl("chunk"), serving_impl(None)
+('absorbed', 'naive', 'compressed', 'absorbed')
 >>> FIELD_SYMBOLS["kv_lora_rank"]
 'd_c'
 """
@@ -81,13 +81,19 @@ def caches_latent(is_mla: bool, impl: str | None) -> bool:
 
 
 def serving_impl(phase: str | None) -> MlaImpl:
-    """The MLA implementation serving engines run when none is named (``impl=None``).
+    """The MLA implementation serving engines run when none is named (``impl=None``), before
+    an engine's own choice (:func:`mlacalc.timemodel.mla_time.engine_prompt_impl`).
 
-    K and V are expanded from the latent for the new tokens in prefill and chunk
-    (``"naive"`` FLOPs) and attention runs absorbed in decode; the cache is the latent
-    in every case. ``phase=None`` (no step, e.g. a cache size) means decode.
+    The cache is the latent in every case. A prompt (``"prefill"``, no key cached before
+    it) expands K and V from the latent of its own tokens (``"naive"`` FLOPs: the expanded
+    rows are those tokens', never a cache read); a ``"chunk"`` after a cached prefix expands
+    the prefix's latent rows through ``kv_b_proj`` too (``"compressed"``: what TensorRT-LLM's
+    and vLLM's chunked-context paths run, and SGLang's at a long prefix); decode runs
+    ``"absorbed"``. ``phase=None`` (no step, e.g. a cache size) means decode.
     """
-    return "absorbed" if phase in (None, "decode") else "naive"
+    if phase in (None, "decode"):
+        return "absorbed"
+    return "compressed" if phase == "chunk" else "naive"
 
 
 def layer_key(is_mla: bool, impl: str, q_lora: bool) -> str:

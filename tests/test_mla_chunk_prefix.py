@@ -1,0 +1,93 @@
+"""An MLA chunk after a cached prefix starts from the cache the engines keep, the latent
+(docs/time-model.md, "An MLA chunk over a cached prefix").
+
+A new-user trial (trial10) found the default chunk (``impl=None``) priced as if the prefix's
+expanded K/V were cached: DeepSeek-V3, 256 new tokens after 32,512 cached on H100 under SGLang,
+1.516 ms a layer causal, while every path from the latent cache took 3.8-4.2 ms; the serving
+step's chunks did the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlacalc import attention_cost, load_model
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving import StepModel, make_layout
+from mlacalc.timemodel.predict import predict_time
+from mlacalc.words.dtypes import resolve_kv_layout
+
+S, Q = 32768, 256
+
+
+def test_default_chunk_expands_the_cached_latent_prefix():
+    """The default chunk is ``compressed``: kv_b_proj runs over every key (the prefix's latent
+    rows too, 32,768 x 512 -> 128 x 256 a layer), the fused bound reads the latent cache, and
+    the label says so (before: ``naive``, kv_b over the 256 new tokens only, 47.8 PFLOP; the
+    fused bound the latent's while its FLOPs were the expanded cache's)."""
+    m = load_model("deepseek-v3")
+    got = attention_cost(m, "chunk", S, q_len=Q, causal=True)
+    want = attention_cost(m, "chunk", S, q_len=Q, causal=True, impl="compressed")
+    naive = attention_cost(m, "chunk", S, q_len=Q, causal=True, impl="naive")
+    assert got.impl == "compressed"
+    assert got.stage_flops == want.stage_flops and got.fused_bytes == want.fused_bytes
+    kv_b = next(o for o in got.ops if o.name == "kv_b_proj")
+    assert kv_b.flops == 2 * S * 512 * 128 * 256
+    assert got.flops > naive.flops
+    # the cache the default keeps: the latent row (576 bf16 values a layer), not 128 x 320
+    assert got.fused_bytes < naive.fused_bytes / 10
+    assert attention_cost(m, "prefill", 4096).impl == "naive"  # no prefix: its own tokens
+    assert attention_cost(m, "decode", 4096).impl == "absorbed"
+
+
+def test_dsa_chunk_keeps_its_own_path():
+    """A DSA layer's core attends each query's own top-k keys, no one prefix to expand:
+    its chunk keeps ``naive`` (its engines' paths are dsa_time's)."""
+    assert attention_cost("deepseek-v3.2", "chunk", S, q_len=Q).impl == "naive"
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "sglang", "vllm"])
+def test_predicted_chunk_is_the_latent_path(engine):
+    """predict_time's default chunk (2,048 new tokens: past vLLM's decode path) is the
+    ``compressed`` chunk's time, not the expanded cache's (``naive``): H100 trtllm 8.617 ->
+    11.154 ms, SGLang 8.496 -> 10.659, vLLM 8.702 -> 11.297 ms a layer, causal."""
+    m = load_model("deepseek-v3")
+
+    def t(impl):
+        return predict_time(m, "H100-SXM", "chunk", S, q_len=2048, impl=impl, causal=True,
+                            engine=engine)  # fmt: skip
+
+    got = t(None)
+    assert got.impl == "compressed"
+    assert got.seconds == pytest.approx(t("compressed").seconds, rel=1e-12)
+    assert got.seconds > 1.2 * t("naive").seconds
+
+
+@pytest.mark.parametrize(("engine", "tp"), [("trtllm", 1), ("sglang", 1), ("trtllm", 8)])
+@pytest.mark.parametrize(("q", "pre"), [(256, 32512), (300, 5000), (2048, 4096), (8192, 0)])
+def test_served_chunk_prices_the_model_steps_chunk(engine, tp, q, pre):
+    """The serving step's prompt kernels after a prefix are the model step's chunk (the same
+    route, :func:`step_kernels`): kv_b_proj over prefix and new tokens, the key assembly, the
+    core. Before, the templates had no FLOPs per key: kv_b_proj's FLOPs after a 32,512-token
+    prefix came out 1.99x the model step's at TP1 (fitted through the prompt steps' pairs)."""
+    m = load_model("deepseek-v3")
+    sm = StepModel(m, make_layout(m, tp, tp=tp), m.weights_dtype, resolve_kv_layout("bf16"),
+                   load_hardware("H100-SXM"), None, engine=engine)  # fmt: skip
+    names = ("kv_b_proj", "k_assemble", "attention")
+    ours = [k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name in names]
+    phase = "chunk" if pre else "prefill"
+    ref = step_kernels(m, phase, q + pre, 1, q_len=q if pre else None, causal=True,
+                       weight_dtype=m.weights_dtype, engine=engine)  # fmt: skip
+    ref = [k for k in ref if k.name in names]
+    assert [k.name for k in ours] == [k.name for k in ref]
+    for a, b in zip(ours, ref):
+        assert a.flops * a.calls * tp == pytest.approx(b.flops * b.calls, rel=1e-9), a.name
+        if tp == 1:
+            assert a.bytes * a.calls == pytest.approx(b.bytes * b.calls, rel=1e-9), a.name
+    kv_b = ours[0]
+    assert kv_b.shape["m"] == q + pre  # every key's latent row expanded
+    if tp > 1:  # the latent rows read whole on every rank, the expansion split
+        latent = (q + pre) * 512 * 2
+        out = (q + pre) * 128 * 256 * 2
+        weights = 512 * 128 * 256 // tp  # fp8 weights
+        assert kv_b.bytes == pytest.approx(latent + out / tp + weights, rel=0.02)
