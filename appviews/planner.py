@@ -66,11 +66,13 @@ def _search(
     prefill_pass: str = "fused",
     output_lag_steps: int = 0,
     engine: str = "trtllm",
+    limits: tuple[tuple[str, Any], ...] = (),
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
     scheduler defaults as ``mlacalc search --engine`` takes them (its running cap, token budget
-    and overlap scheduling; chunked prefill it searches): search(engine=) fills them."""
+    and overlap scheduling; chunked prefill it searches): search(engine=) fills them.
+    ``limits``: search()'s layout limits (:func:`layout_limits`), none by default."""
     r = search(
         model,
         hardware,
@@ -82,6 +84,7 @@ def _search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         engine=engine,
+        **dict(limits),
     )
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
     how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration)
@@ -175,7 +178,30 @@ def search_section(sc: Scenario, inputs: PlanInputs) -> None:
     """The search, a fragment of the page: ticking it re-runs only this part (the answer and
     the tables above are not computed or sent again), as fast as the command line's search."""
     if st.checkbox("search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"):
-        _show_search(sc, inputs)
+        limited = st.checkbox(
+            "only the layout above (its TP, PP, EP, DP-attention and redundant experts)",
+            False,
+            key="plan_search_limited",
+            help="The layouts `mlacalc search --tp --pp --ep --dp-attention "
+            "--redundant-experts` allows, of both pools of a disaggregated point.",
+        )
+        try:
+            _show_search(sc, inputs, layout_limits(inputs) if limited else ())
+        except mlacalc.MlacalcError as exc:  # limits that leave nothing: the reasons, counted
+            st.error(str(exc))
+
+
+def layout_limits(inputs: PlanInputs) -> tuple[tuple[str, Any], ...]:
+    """search()'s layout limits of the deployment above: its TP, PP, EP (none at 1),
+    DP-attention and, with EP, its redundant experts."""
+    ep = int(inputs.ep)
+    return (
+        ("tp", (int(inputs.tp),)),
+        ("pp", (int(inputs.pp),)),
+        ("ep", (ep,) if ep > 1 else "none"),
+        ("dp_attention", "on" if inputs.dp_attention else "off"),
+        ("redundant_experts", int(inputs.redundant_experts) if ep > 1 else None),
+    )
 
 
 def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
@@ -750,9 +776,12 @@ def _show_kernels(result, model) -> None:
     )
 
 
-def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
-    """Search deployments at half, the same and twice the GPUs against the targets above: the
-    frontier chart, the chosen point in words, why the others lose, the frontier's download."""
+def _show_search(
+    sc: Scenario, inputs: PlanInputs, limits: tuple[tuple[str, Any], ...] = ()
+) -> None:
+    """Search deployments at half, the same and twice the GPUs against the targets above
+    (within ``limits``, :func:`layout_limits`): the frontier chart, the chosen point in words,
+    why the others lose, the frontier's download."""
     gpus = int(inputs.gpus)
     counts = tuple(sorted({max(1, gpus // 2), gpus, gpus * 2}))
     # the aggregated points run the engine chosen above (prompts' pass, output lag)
@@ -767,6 +796,7 @@ def _show_search(sc: Scenario, inputs: PlanInputs) -> None:
         inputs.prefill_pass,
         inputs.lag,
         sc.engine,
+        limits,
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")

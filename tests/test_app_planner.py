@@ -465,3 +465,28 @@ def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     captions = " ".join(c.value for c in at.caption)
     assert "1,000 of 2,000 tokens found cached" in captions
     assert "not deduplicated" in captions
+
+
+def test_search_limited_to_the_layout_above_is_search_with_its_limits():
+    """ "only the layout above" searches the deployment's own TP, PP, EP, DP-attention (the
+    default TP8 on H200: tp 8, pp 1, no EP, no DP-attention), as ``mlacalc search --tp 8 --pp 1
+    --ep none --dp-attention off`` (before: the planner's search took no limits)."""
+    at = _run()
+    at.checkbox(key="plan_search").check().run()
+    at.checkbox(key="plan_search_limited").check().run()
+    assert not at.exception and not at.error
+    from mlacalc.serving.search import search
+
+    r = search(
+        "deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05,
+        tp=8, pp=1, ep="none", dp_attention="off", **_sched(),
+    )  # fmt: skip
+    assert r.points and {p["tp"] for p in r.points} == {8} and {p["ep"] for p in r.points} == {1}
+    drawn = [
+        trace["x"]
+        for el in at.get("plotly_chart")
+        for trace in json.loads(el.proto.spec)["data"]
+        if trace.get("name") == "Pareto frontier"
+    ]
+    assert len(drawn) == 1
+    assert drawn[0] == pytest.approx([p["output_tokens_per_s_per_user"] for p in r.frontier])
