@@ -287,8 +287,10 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
     per (query, key) pair and head. Equal cost at
     ``q* = S d_c (d_nope + d_v) / (S (2 d_c - d_nope - d_v) + d_c (d_nope + d_v))``, which tends to
     ``d_c (d_nope + d_v) / (2 d_c - d_nope - d_v)`` for long contexts (170.7 for DeepSeek-V3).
-    Where that bottom is not positive (``2 d_c < d_nope + d_v``, e.g. a small ``d_c``) absorbed
-    is the cheaper at every query count: the value is None and the note says so.
+    Where that bottom is not positive (``2 d_c <= d_nope + d_v``, e.g. a small ``d_c``;
+    DeepSeek-V3 at ``kv_lora_rank`` 128 is the equal case) absorbed costs no more at any query
+    count ``q <= S``: the value is None and the note says so and why; so at a given ``S`` where
+    ``q*`` is at or past ``S`` (no step has that many new tokens).
     """
     m = as_model(model)
     seq_len = args.optional_count("seq_len", seq_len, args.MAX_TOKENS)
@@ -298,26 +300,47 @@ def absorption_crossover(model: ModelConfig | str, seq_len: int | None = None) -
         )
 
     expr, limit = _crossover_forms(m.q_lora_rank is not None)
-    values = _mla_values(m)
     form = limit if seq_len is None else expr
     where = "long-context limit" if seq_len is None else f"at S = {seq_len}"
-    numerator, denominator = sp.fraction(sp.together(form.subs(values)))
-    if seq_len is not None:
-        numerator, denominator = numerator.subs(s.S, seq_len), denominator.subs(s.S, seq_len)
-    if denominator * numerator <= 0:
-        # 2 d_c < d_nope + d_v: the latent dot products cost less than the expanded ones at every
-        # query count, so no q makes absorbed dearer; a negative q* is no answer
-        n = (m.qk_nope_head_dim or 0) + (m.v_head_dim or 0)
+    # q* = S a / (S b + a), a = d_c (d_nope + d_v), b = 2 d_c - d_nope - d_v: the model's
+    # values put in before the limit is taken (the generic limit a / b is 0/0-free only for b != 0)
+    num, den = sp.fraction(sp.together(expr.subs(_mla_values(m))))
+    if seq_len is None:
+        top, bottom = sp.Poly(num, s.S), sp.Poly(den, s.S)
+        if bottom.degree() < top.degree():  # b = 0: q* = S, at every length
+            value = None
+        else:
+            value = top.coeff_monomial(s.S ** top.degree()) / bottom.coeff_monomial(
+                s.S ** bottom.degree()
+            )
+    else:
+        n, d = num.subs(s.S, seq_len), den.subs(s.S, seq_len)
+        value = n / d if d != 0 else None
+    # a step has at most S new tokens: a q* at or past S (or none, or negative) is no crossover
+    if value is None or value <= 0 or (seq_len is not None and value >= seq_len):
+        # 2 d_c <= d_nope + d_v: a latent dot product costs no more than an expanded one, and
+        # absorption's own products (2 q n_h d_c (d_nope + d_v)) no more than compressed's
+        # re-expansion of the S >= q cached latents (2 S n_h d_c (d_nope + d_v)): no q makes
+        # absorbed dearer (equal at q = S where 2 d_c = d_nope + d_v)
+        n_sum = (m.qk_nope_head_dim or 0) + (m.v_head_dim or 0)
+        rank = 2 * (m.kv_lora_rank or 0)
+        why = (
+            f"2 d_c = {rank} is not above d_nope + d_v = {n_sum}, so a latent (query, key) "
+            "product costs no more than an expanded one and absorbing the queries no more than "
+            "re-expanding the S cached latents"
+            if rank <= n_sum
+            else f"q* = {float(value):,.1f} is past the S = {seq_len} tokens a step can hold"
+        )
         return Insight(
             "absorption stops paying above q =",
             form,
             None,
-            f"{where}; never: absorption pays at every query count, as "
-            f"2 d_c = {2 * (m.kv_lora_rank or 0)} is not above d_nope + d_v = {n}",
+            f"{where}; never: absorption pays at every query count (absorbed costs no more "
+            f"FLOPs than compressed at any q <= S), as {why}",
         )
     return Insight(
         "absorption stops paying above q =",
         form,
-        float(numerator / denominator),
+        float(value),
         f"{where}; below it (decode) absorb, above it (prefill) expand",
     )
