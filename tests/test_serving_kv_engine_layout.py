@@ -45,6 +45,21 @@ def test_sparse_layout_on_a_model_without_dsa_is_said():
     assert not plan("deepseek-v3.2", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096).warnings
 
 
+def test_sparse_layout_note_gives_the_models_own_row():
+    """trial10: a kv_lora_rank-256 DeepSeek-V3 in fp8_ds_mla was sized 392 B a latent row
+    (256 fp8 + 2 scales + bf16 RoPE; plain fp8 320) while the note said DeepSeek-V3's 656 and
+    576."""
+    from mlacalc import load_model
+
+    m = load_model("deepseek-v3").with_changes(kv_lora_rank=256)
+    p = plan(m, "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096, engine="vllm")
+    assert p.kv_bytes_per_token_per_gpu == 61 * (256 + 2 * 4 + 64 * 2) == 61 * 392
+    (note,) = [w for w in p.warnings if "--kv-dtype fp8_ds_mla" in w]
+    assert "(392 B a latent row, plain fp8 320)" in note and "656" not in note
+    full = plan("deepseek-v3", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096)
+    assert any("(656 B a latent row, plain fp8 576)" in w for w in full.warnings)
+
+
 def test_search_sizes_the_engines_layout_as_plan():
     """search under vLLM keeps a DSA model's fp8 cache as the engine stores it, so its
     point's plan (--kv-dtype fp8_ds_mla) reproduces it."""

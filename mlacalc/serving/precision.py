@@ -216,8 +216,9 @@ def engine_kv_layout(m: ModelConfig, kv: Any, engine: str) -> tuple[Any, str]:
     if dsa and kv.name == "fp8" and engine in DSA_FP8_LAYOUT_ENGINES:
         return resolve_kv_layout("fp8_ds_mla"), (
             f"--kv-dtype fp8 on {m.label} (DSA) under {DSA_FP8_LAYOUT_ENGINES[engine]}: sized "
-            "as the engine stores it, FlashMLA's sparse fp8 layout fp8_ds_mla (656 B a layer "
-            "with its scales and bf16 RoPE, not 576)"
+            "as the engine stores it, FlashMLA's sparse fp8 layout fp8_ds_mla "
+            f"({_latent_row(m, 'fp8_ds_mla')} B a layer with its scales and bf16 RoPE, not "
+            f"{_latent_row(m, 'fp8')})"
         )
     if dsa and kv.bits != 8:  # the indexer keys' width beside a 16-bit cache: assumed
         return kv, indexer_dtype_note(m, kv)
@@ -225,6 +226,14 @@ def engine_kv_layout(m: ModelConfig, kv: Any, engine: str) -> tuple[Any, str]:
         return kv, (
             f"--kv-dtype fp8_ds_mla is FlashMLA's fp8 layout for sparse (DSA) MLA, which vLLM "
             f"stores for DSA models only; {m.label} has no DSA: sized as that layout anyway "
-            "(656 B a latent row, plain fp8 576)"
+            f"({_latent_row(m, 'fp8_ds_mla')} B a latent row, plain fp8 "
+            f"{_latent_row(m, 'fp8')})"
         )
     return kv, ""
+
+
+def _latent_row(m: ModelConfig, layout: str) -> str:
+    """Bytes of one layer's latent row of ``m`` in ``layout``, as text (``kv_lora_rank`` +
+    ``qk_rope_head_dim``: 656 B for DeepSeek-V3 in fp8_ds_mla, 576 in fp8)."""
+    rank, rope = m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+    return f"{resolve_kv_layout(layout).row_bytes(rank, rope):,}"
