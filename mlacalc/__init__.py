@@ -44,6 +44,7 @@ from mlacalc.words.errors import (
     DoesNotFitError,
     InvalidArgumentError,
     MlacalcError,
+    MlacalcWarning,
     UnknownDtypeError,
     UnknownHardwareError,
     UnknownModelError,
@@ -93,6 +94,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
     "load_profile",
     # errors
     "MlacalcError",
+    "MlacalcWarning",
     "ConfigError",
     "UnknownModelError",
     "UnknownDtypeError",

@@ -33,3 +33,129 @@ def test_floats_and_booleans_are_still_no_whole_numbers(value):
         V3.with_changes(kv_lora_rank=value)
     with pytest.raises(InvalidArgumentError, match="gpus"):
         mlacalc.plan(V3, "B200", value)
+
+
+def test_a_changed_config_does_not_claim_the_originals_identity():
+    """Before: with_changes(kv_lora_rank=256) kept name 'deepseek-v3', label 'DeepSeek-V3' and
+    the official source, so every result said 'deepseek-v3'; name='my-mla' kept the label."""
+    m = V3.with_changes(kv_lora_rank=256)
+    assert m.name == "deepseek-v3-kv-lora-rank-256"
+    assert m.label == "DeepSeek-V3 with kv_lora_rank=256"
+    assert m.source[0] == "derived from deepseek-v3 by with_changes(kv_lora_rank=256)"
+    assert m.aliases == ()
+    assert mlacalc.kv_cache(m, 4096).model == m.name
+    named = V3.with_changes(kv_lora_rank=256, name="my-mla")
+    assert named.name == named.label == "my-mla"
+    assert V3.with_changes(notes="mine").name == "deepseek-v3"  # no model field changed
+    # round trip: a derived model writes and reads back as itself
+    again = mlacalc.model_from_dict(m.to_dict())
+    assert (again.name, again.label, again.kv_lora_rank) == (m.name, m.label, 256)
+
+
+def test_an_error_in_a_value_set_in_code_blames_the_call_not_the_shipped_file():
+    """Before: '/.../deepseek-v3.yaml: field ...' for a value set by with_changes."""
+    with pytest.raises(ConfigError) as info:
+        V3.with_changes(qk_rope_head_dim=63)
+    assert str(info.value).startswith("with_changes(qk_rope_head_dim=63): field 'qk_rope_head_dim'")
+    assert ".yaml" not in str(info.value)
+    # an MLA model's KV heads (a mirror of the query heads) follow the query heads
+    assert V3.with_changes(num_attention_heads=64).num_key_value_heads == 64
+
+
+def test_the_bare_constructor_names_what_is_missing_and_the_way_to_build_one():
+    """Before: Python's TypeError 'missing 9 required keyword-only arguments'."""
+    with pytest.raises(ConfigError) as info:
+        mlacalc.ModelConfig(name="x")
+    text = str(info.value)
+    assert "\n" not in text and "hidden_size" in text and "model_from_dict" in text
+    assert "with_changes" in info.value.fix
+
+
+def test_every_config_error_carries_its_fix():
+    """Before: .fix was None on every ConfigError, the fix only inside the message."""
+    with pytest.raises(ConfigError) as info:
+        V3.with_changes(kv_lora_rank=np.float64(256))
+    assert info.value.fix == "write a whole number such as kv_lora_rank: 128"
+    assert str(info.value).count(info.value.fix) == 1
+
+
+def test_routed_experts_without_a_moe_layer_warn_on_every_route(tmp_path):
+    """Before: with_changes(first_k_dense_replace=100) on 61 layers gave 37.4 B parameters and
+    0 routed experts silently, while the CLI's report of the same YAML warned. Now every
+    construction route warns the CLI's sentence (valid as transformers builds it: not refused)."""
+    import yaml
+
+    words = "declares 256 routed experts but no MoE layer (first_k_dense_replace 100 of 61"
+    with pytest.warns(mlacalc.MlacalcWarning, match=r"no MoE layer \(first_k_dense_replace 100"):
+        m = V3.with_changes(first_k_dense_replace=100)
+    assert m.num_moe_layers == 0
+    data = dict(V3.to_dict(), first_k_dense_replace=100)
+    with pytest.warns(mlacalc.MlacalcWarning) as got:
+        mlacalc.model_from_dict(data)
+    assert words in str(got[0].message)
+    path = tmp_path / "fkdr.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.warns(mlacalc.MlacalcWarning, match="lower first_k_dense_replace"):
+        mlacalc.load_model(path)
+    hf = {"model_type": "deepseek_v3", **{k: v for k, v in data.items() if k in _HF_KEYS}}
+    with pytest.warns(mlacalc.MlacalcWarning, match="no MoE layer"):
+        mlacalc.import_hf_config(hf)
+
+
+_HF_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "first_k_dense_replace",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+)
+
+
+def test_a_prediction_says_when_no_one_device_holds_the_step():
+    """Before: 1.307 s with 2,837 GiB read a step on one 80 GiB H100 and no warning anywhere
+    (Prediction had no warnings field)."""
+    p = mlacalc.predict_time(
+        V3, "H100-SXM", "decode", 131072, batch=256, scope="model", engine="sglang"
+    )
+    assert len(p.warnings) == 1 and "exceeds one H100-SXM's 80 GiB" in p.warnings[0]
+    assert p.to_dict()["warnings"] == list(p.warnings)
+    small = mlacalc.load_model("llama-2-7b")
+    assert mlacalc.predict_time(small, "H100-SXM", "decode", 4096, scope="model").warnings == ()
+    assert mlacalc.predict_time(V3, "H100-SXM", "decode", 4096).warnings == ()  # one layer
+
+
+def test_a_context_beyond_the_positions_is_said_by_every_call_that_counts_it():
+    """Before: kv_cache_bytes(V3, 1_000_000) and predict_time beyond max_position_embeddings
+    (163,840) were silent while plan warned."""
+    words = "context 1,000,000 exceeds the model's max_position_embeddings (163,840)"
+    with pytest.warns(mlacalc.MlacalcWarning, match=words.replace("(", r"\(").replace(")", r"\)")):
+        assert mlacalc.kv_cache_bytes(V3, 1_000_000) == 70272 * 1_000_000
+    assert mlacalc.kv_cache(V3, 1_000_000).warnings == (words,)
+    assert mlacalc.kv_cache(V3, 4096).warnings == ()
+    p = mlacalc.predict_time(V3, "H100-SXM", "decode", 1_000_000)
+    assert any(w.startswith(words) for w in p.warnings)
+    assert any(words in w for w in mlacalc.plan(V3, "B200", 8, seq_len=1_000_000).warnings)
+
+
+def test_the_roofline_json_carries_each_predictions_warnings(capsys):
+    import json
+
+    from mlacalc.cli import main
+
+    argv = ["roofline", "deepseek-v3", "-H", "H100-SXM", "--scope", "model", "--format", "json"]
+    assert main([*argv, "--phase", "decode", "--batch", "256", "--seq-len", "128k"]) == 0
+    out, err = capsys.readouterr()
+    (p,) = json.loads(out)["predictions"]
+    assert "exceeds one H100-SXM's 80 GiB" in p["warnings"][0]
+    assert "MlacalcWarning" not in err

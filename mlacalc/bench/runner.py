@@ -528,7 +528,7 @@ def numerics_gate(
 
 def _estimate_bytes(model: ModelConfig, point: BenchPoint, dtype_bytes: int) -> int:
     """Weights, cache and the largest op outputs, for a fits-or-skip decision."""
-    m1 = model.with_changes(num_hidden_layers=1)
+    m1 = model.replaced(num_hidden_layers=1)
     impl = None if point.impl == "standard" else point.impl
     cost = attention_cost(m1, point.phase, point.seq_len, point.batch, impl=impl, act_dtype="fp32")
     largest = sorted((o.bytes_written for o in cost.ops), reverse=True)[:3]
@@ -568,7 +568,7 @@ def _row(
 ) -> dict:
     impl = None if point.impl == "standard" else point.impl
     flops = attention_cost(
-        model.with_changes(num_hidden_layers=1), point.phase, point.seq_len, point.batch, impl=impl
+        model.replaced(num_hidden_layers=1), point.phase, point.seq_len, point.batch, impl=impl
     ).flops
     row = {
         "model": model.name,

@@ -22,10 +22,11 @@ import difflib
 import importlib
 import os
 import sys
+import warnings
 
 import click
 
-from mlacalc.words.errors import MlacalcError
+from mlacalc.words.errors import MlacalcError, MlacalcWarning
 
 __all__ = ["COMMANDS", "cli", "main"]
 
@@ -154,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     is reported as an internal error, also on one line; ``MLACALC_DEBUG=1`` re-raises it.
     """
     try:
-        cli.main(args=argv, prog_name="mlacalc", standalone_mode=False)
+        with warnings.catch_warnings():
+            # the library's MlacalcWarnings are the command's own "mlacalc: warning:" lines
+            # (each command says them in its words, once): not printed twice
+            warnings.simplefilter("ignore", MlacalcWarning)
+            cli.main(args=argv, prog_name="mlacalc", standalone_mode=False)
     except _NO_ARGS_IS_HELP as exc:  # plain `mlacalc`: show the help
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         return 0

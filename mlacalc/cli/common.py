@@ -6,6 +6,7 @@ import math
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -25,7 +26,12 @@ from mlacalc.render import (
 from mlacalc.words import arguments
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
 from mlacalc.words.engines import ENGINES, check_engine
-from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
+from mlacalc.words.errors import (
+    InvalidArgumentError,
+    MlacalcError,
+    MlacalcWarning,
+    UnknownDtypeError,
+)
 from mlacalc.words.vocab import (
     IMPLEMENTATIONS,
     MLA_IMPLEMENTATIONS,
@@ -406,7 +412,9 @@ def load(name: str, flag: str | None = None):
     With ``flag``, an error names that option (``--subs``), not only the model.
     """
     try:
-        m = load_model(name)
+        with warnings.catch_warnings():  # said below, once, as the command line says warnings
+            warnings.simplefilter("ignore", MlacalcWarning)
+            m = load_model(name)
     except MlacalcError as exc:
         if flag is None:
             raise

@@ -16,6 +16,7 @@ any size. Conventions (``docs/conventions.md``):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +37,10 @@ from mlacalc.cost.attention import (
 )
 from mlacalc.cost.families import kv_by_kind, pattern_cost
 from mlacalc.models.architecture import arch_of
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.loading import ModelConfig, beyond_positions
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import KVLayout, check_kv_layout
+from mlacalc.words.errors import MlacalcWarning
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS, PHASES, Impl, Phase
 from mlacalc.words.workload import Workload
 
@@ -123,6 +125,9 @@ class KVCache:
     total_bytes: int
     by_kind: tuple[tuple[str, int, int, int], ...] = ()
     bytes_per_token: int = 0
+    #: what the figures hold but the model may not: a ``seq_len`` beyond its
+    #: ``max_position_embeddings`` (the rule and words of :class:`~mlacalc.serving.plan.Plan`)
+    warnings: tuple[str, ...] = ()
 
     @property
     def elements_per_token(self) -> int:
@@ -132,28 +137,32 @@ class KVCache:
         return self.row_elements * self.layers
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "variant": self.variant,
-            "impl": self.impl,
-            "kv_layout": self.layout,
-            "elements_per_token_per_layer": self.row_elements,
-            "bytes_per_token_per_layer": self.row_bytes,
-            "bytes_per_token": self.bytes_per_token,
-            "layers": self.layers,
-            "batch": self.batch,
-            "seq_len": self.seq_len,
-            "tokens_per_layer": self.tokens_per_layer,
-            "total_bytes": self.total_bytes,
-        } | (
+        return (
             {
-                "by_kind": [
-                    {"kind": k, "layers": n, "tokens_per_layer": t, "bytes": b}
-                    for k, n, t, b in self.by_kind
-                ]
+                "model": self.model,
+                "variant": self.variant,
+                "impl": self.impl,
+                "kv_layout": self.layout,
+                "elements_per_token_per_layer": self.row_elements,
+                "bytes_per_token_per_layer": self.row_bytes,
+                "bytes_per_token": self.bytes_per_token,
+                "layers": self.layers,
+                "batch": self.batch,
+                "seq_len": self.seq_len,
+                "tokens_per_layer": self.tokens_per_layer,
+                "total_bytes": self.total_bytes,
             }
-            if self.by_kind
-            else {}
+            | (
+                {
+                    "by_kind": [
+                        {"kind": k, "layers": n, "tokens_per_layer": t, "bytes": b}
+                        for k, n, t, b in self.by_kind
+                    ]
+                }
+                if self.by_kind
+                else {}
+            )
+            | ({"warnings": list(self.warnings)} if self.warnings else {})
         )
 
 
@@ -222,6 +231,7 @@ def kv_cache(
         total_bytes=total,
         by_kind=by_kind,
         bytes_per_token=per_token,
+        warnings=tuple(filter(None, [beyond_positions(model, seq_len)])),
     )
 
 
@@ -233,7 +243,9 @@ def kv_cache_bytes(
     impl: Impl | None = None,
     include_mtp: bool = False,
 ) -> int:
-    """Exact bytes of the KV cache of all layers holding ``seq_len`` tokens per sequence.
+    """Exact bytes of the KV cache of all layers holding ``seq_len`` tokens per sequence
+    (a ``seq_len`` beyond the model's ``max_position_embeddings`` is counted, and warned as a
+    :class:`~mlacalc.words.errors.MlacalcWarning`, as :func:`mlacalc.plan` warns it).
 
     Examples
     --------
@@ -242,7 +254,10 @@ def kv_cache_bytes(
     >>> kv_cache_bytes("deepseek-v3", seq_len=1, kv_dtype="fp8_ds_mla")   # 656 B x 61
     40016
     """
-    return kv_cache(model, seq_len, batch, kv_dtype, impl, include_mtp).total_bytes
+    cache = kv_cache(model, seq_len, batch, kv_dtype, impl, include_mtp)
+    for sentence in cache.warnings:  # a bare number has no other place to say it
+        warnings.warn(sentence, MlacalcWarning, stacklevel=2)
+    return cache.total_bytes
 
 
 # ----------------------------------------------------------------------------------

@@ -202,10 +202,10 @@ def _kind_cost(model: ModelConfig, kind: LayerKind, n: int, w: Workload) -> Atte
         return _no_mixer(model, n, w)
     if kind.attention in COMPRESSED_KINDS:  # DeepSeek-V4 (mlacalc.cost.compressed)
         return compressed_cost(model, kind, n, w)
-    sub = kind_model(model, kind).with_changes(num_hidden_layers=n)
+    sub = kind_model(model, kind).replaced(num_hidden_layers=n)
     k_eq_v = sub.attention_k_eq_v
     if k_eq_v:
-        sub = sub.with_changes(attention_k_eq_v=False)
+        sub = sub.replaced(attention_k_eq_v=False)
     cost = uniform_cost(sub, w)
     if not kind.rope:  # a layer without rotary embedding runs no RoPE kernel
         cost = replace(cost, ops=tuple(o for o in cost.ops if o.name != "rope"))

@@ -962,15 +962,15 @@ def one_layer(m: ModelConfig) -> ModelConfig:
     """``m`` cut to one layer (the unit attention costs are counted on), validated once per
     model rather than on every call; a model of one mixer per layer, its attention block)."""
     if m.block_types:
-        return m.with_changes(num_hidden_layers=1, block_types=("attention",), block_widths=())
+        return m.replaced(num_hidden_layers=1, block_types=("attention",), block_widths=())
     if m.compress_ratios:  # DeepSeek-V4: its first layer's kind
         hashed = tuple(i for i in m.hash_moe_layers if i == 1)
-        return m.with_changes(
+        return m.replaced(
             num_hidden_layers=1, compress_ratios=m.compress_ratios[:1], hash_moe_layers=hashed
         )
     if m.sparse_attention_layers:  # MiniMax-M3: its first layer's kind (full or block-sparse)
-        return kind_model(m, layer_pattern(m).layers[0]).with_changes(num_hidden_layers=1)
-    return m.with_changes(num_hidden_layers=1)
+        return kind_model(m, layer_pattern(m).layers[0]).replaced(num_hidden_layers=1)
+    return m.replaced(num_hidden_layers=1)
 
 
 def stored_dtype(scheme: Any, fmt: str | None = None) -> str:

@@ -221,9 +221,9 @@ def shared_kernel_tables(paths, engine: str | None) -> list[MeasuredTable]:
 def _model(name: str, heads: int) -> ModelConfig:
     """The row's model with ``heads`` local heads (its output groups scaled with them)."""
     pro = load_model("deepseek-v4-pro")
-    base = pro if DSV4_MODELS[name] == "pro" else pro.with_changes(**_FLASH)
+    base = pro if DSV4_MODELS[name] == "pro" else pro.replaced(**_FLASH)
     groups = max(1, base.o_groups * heads // base.num_attention_heads)
-    return base.with_changes(num_attention_heads=heads, o_groups=groups)
+    return base.replaced(num_attention_heads=heads, o_groups=groups)
 
 
 def dsv4_module_kernels(

@@ -74,8 +74,8 @@ def _model(name: str, heads: int) -> ModelConfig:
     m = load_model(MSA_MODELS[name])
     kind = next(k for k in layer_pattern(m).layers if k.attention == "msa")
     kv = max(1, m.num_key_value_heads * heads // m.num_attention_heads)
-    sub = kind_model(m, kind).with_changes(num_hidden_layers=1)
-    return sub.with_changes(num_attention_heads=heads, num_key_value_heads=kv)
+    sub = kind_model(m, kind).replaced(num_hidden_layers=1)
+    return sub.replaced(num_attention_heads=heads, num_key_value_heads=kv)
 
 
 def msa_module_kernels(

@@ -182,24 +182,9 @@ def count_warnings(model: ModelConfig) -> list[str]:
     that did it and the fix; loading warns them (:func:`mlacalc.cli.common.load`)."""
     out = []
     n = model.num_hidden_layers
-    if model.n_routed_experts and not model.num_moe_layers:
-        if model.block_types:
-            why, fix = "block_types lists no 'moe' block", "add 'moe' blocks to block_types"
-        elif model.first_k_dense_replace >= n:
-            why = f"first_k_dense_replace {model.first_k_dense_replace} of {n} layers"
-            fix = "lower first_k_dense_replace"
-        else:  # the first layer the frequency (from its offset) makes a MoE is past the last
-            off = model.moe_layer_offset
-            offset = f", moe_layer_offset {off}" if off else ""
-            why = (
-                f"moe_layer_freq {model.moe_layer_freq}{offset} after "
-                f"first_k_dense_replace {model.first_k_dense_replace}, of {n} layers"
-            )
-            fix = "lower moe_layer_freq" + (" or moe_layer_offset" if offset else "")
-        out.append(
-            f"{model.label} declares {model.n_routed_experts} routed experts but no MoE layer "
-            f"({why}): every layer is counted dense; {fix} if that is not meant"
-        )
+    no_moe = model.no_moe_layer_warning()
+    if no_moe:
+        out.append(no_moe)
     interval = model.full_attention_interval
     pattern = layer_pattern(model)
     if interval is not None and interval > n and pattern.is_uniform:
@@ -281,7 +266,7 @@ def kind_model(model: ModelConfig, kind: LayerKind) -> ModelConfig:
         changes["sliding_key_value_heads"] = None
         if kind.attention == "sliding":
             changes["num_key_value_heads"] = model.sliding_key_value_heads
-    return model.with_changes(**changes)
+    return model.replaced(**changes)
 
 
 def describe(model: ModelConfig) -> dict[str, Any]:

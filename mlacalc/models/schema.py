@@ -19,6 +19,7 @@ The attention variant is read from the fields, never from the model's name:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from difflib import get_close_matches
@@ -29,7 +30,7 @@ from mlacalc.models import registry
 from mlacalc.models.quantization import scheme_of
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import DTYPE_BITS, canonical_dtype
-from mlacalc.words.errors import ConfigError, UnknownDtypeError
+from mlacalc.words.errors import ConfigError, MlacalcWarning, UnknownDtypeError
 
 __all__ = [
     "BOUNDS",
@@ -840,6 +841,35 @@ class ModelConfig:
         first = start + (self.moe_layer_offset - start) % freq
         return 0 if first >= stop else (stop - 1 - first) // freq + 1
 
+    def no_moe_layer_warning(self) -> str | None:
+        """The sentence for routed experts declared with no MoE layer to hold them (a dense-layer
+        count, a MoE frequency or offset, or a block list that leaves none), naming the field
+        and the fix; None otherwise. Valid as transformers builds it (a config cut to fewer
+        layers than its dense ones is one), so said, not refused: a :class:`MlacalcWarning`
+        from :func:`model_from_dict`, :func:`mlacalc.load_model`,
+        :func:`mlacalc.import_hf_config` and :meth:`with_changes`, a warning line on the
+        command line."""
+        n = self.num_hidden_layers
+        if not self.n_routed_experts or self.num_moe_layers:
+            return None
+        if self.block_types:
+            why, fix = "block_types lists no 'moe' block", "add 'moe' blocks to block_types"
+        elif self.first_k_dense_replace >= n:
+            why = f"first_k_dense_replace {self.first_k_dense_replace} of {n} layers"
+            fix = "lower first_k_dense_replace"
+        else:  # the first layer the frequency (from its offset) makes a MoE is past the last
+            off = self.moe_layer_offset
+            offset = f", moe_layer_offset {off}" if off else ""
+            why = (
+                f"moe_layer_freq {self.moe_layer_freq}{offset} after "
+                f"first_k_dense_replace {self.first_k_dense_replace}, of {n} layers"
+            )
+            fix = "lower moe_layer_freq" + (" or moe_layer_offset" if offset else "")
+        return (
+            f"{self.label} declares {self.n_routed_experts} routed experts but no MoE layer "
+            f"({why}): every layer is counted dense; {fix} if that is not meant"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The configuration as a plain dict of the schema's fields."""
         out = {}
@@ -851,10 +881,54 @@ class ModelConfig:
         return out
 
     def with_changes(self, **changes: Any) -> ModelConfig:
-        """A copy with some fields changed, validated again (for what-if studies)."""
+        """A copy with some fields changed, validated again: the way to build a what-if model
+        in code (``base.with_changes(kv_lora_rank=256)``).
+
+        The copy does not claim the original's identity: unless ``name=`` (or
+        ``display_name=``) is given, its name carries the changes (``deepseek-v3-kv-lora-rank-256``)
+        and its label says them (``DeepSeek-V3 with kv_lora_rank=256``); ``name=`` alone sets
+        the label too. Its ``source`` begins ``derived from deepseek-v3 by
+        with_changes(kv_lora_rank=256)`` unless ``source=`` is given, and it has no aliases.
+        Changing only ``name``, ``display_name``, ``source``, ``aliases`` or ``notes`` keeps
+        everything else. An MLA model's ``num_key_value_heads`` (which repeats the query heads)
+        follows a change of ``num_attention_heads`` unless given. A value that is not valid is
+        a :class:`ConfigError` whose source is ``with_changes(...)``, not the file the
+        original came from. Routed experts left without a MoE layer are a
+        :class:`~mlacalc.words.errors.MlacalcWarning`, as in :func:`model_from_dict`.
+        """
+        changes = {k: _plain(v) for k, v in changes.items()}
+        said = ", ".join(f"{k}={_show(v)}" for k, v in changes.items())
+        origin = f"with_changes({said if len(said) <= 200 else said[:197] + '...'})"
         unknown = [k for k in changes if k not in SPECS]
         if unknown:
-            raise_problems(self.origin, [_unknown_field(k) for k in unknown])
+            raise_problems(origin, [_unknown_field(k) for k in unknown])
+        mla = changes.get("kv_lora_rank", self.kv_lora_rank) is not None
+        if mla and "num_attention_heads" in changes and "num_key_value_heads" not in changes:
+            # MLA files repeat the query heads here (as Hugging Face does): kept in step
+            changes["num_key_value_heads"] = changes["num_attention_heads"]
+        changed = [k for k in changes if k not in _IDENTITY]
+        if changed:
+            what = ", ".join(f"{k}={_show(changes[k])}" for k in changed)
+            if "name" not in changes and "display_name" not in changes:
+                changes["name"] = _slug(
+                    "-".join([self.name, *(_name_part(k, changes[k]) for k in changed)])
+                )
+                changes["display_name"] = f"{self.label} with {what}"[:200]
+            if "source" not in changes:
+                line = f"derived from {self.name} by with_changes({what})"[:MAX_TEXT]
+                changes["source"] = (line, *self.source[: MAX_ITEMS - 1])
+            changes.setdefault("aliases", ())
+        if "name" in changes and "display_name" not in changes:
+            changes["display_name"] = changes["name"]
+        return _warned(self._copy(changes, origin), stacklevel=3)
+
+    def replaced(self, **changes: Any) -> ModelConfig:
+        """A copy with some fields changed that keeps the name, label and source: mlacalc's
+        own views of the same model (one layer of it, one kind of its layers, a measured
+        module's heads). A what-if model is :meth:`with_changes`'s."""
+        return self._copy(changes, self.origin)
+
+    def _copy(self, changes: dict[str, Any], origin: str) -> ModelConfig:
         for key in (
             "full_attention_layers",
             "block_types",
@@ -872,8 +946,51 @@ class ModelConfig:
                 changes[key] = (value,) if isinstance(value, str) else tuple(value)
         if isinstance(changes.get("quantization_config"), Mapping):
             changes["quantization_config"] = _freeze(changes["quantization_config"])
-        return replace(self, **changes)
+        return replace(self, origin=origin, **changes)
 
+
+#: the fields that say what a model is called and where it comes from, not what it is
+_IDENTITY = ("name", "display_name", "source", "aliases", "notes")
+
+
+def _name_part(key: str, value: Any) -> str:
+    """One change as a part of a derived model's name (``kv_lora_rank-256``; a list or a
+    mapping by its field alone)."""
+    if isinstance(value, bool) or value is None:
+        return f"{key}-{str(value).lower()}"
+    if whole(value) is not None or isinstance(value, str):
+        return f"{key}-{value}"[:60]
+    return key
+
+
+_DATACLASS_INIT = ModelConfig.__init__
+
+
+def _init(self: ModelConfig, *args: Any, **values: Any) -> None:
+    """The constructor: every field by name, the required ones given; anything else is one
+    :class:`ConfigError` naming the fields and the way to build a model from fewer (Python's
+    own "missing 9 required keyword-only arguments" named neither)."""
+    unknown = [k for k in values if k not in _INIT_FIELDS]
+    missing = [k for k in _REQUIRED_INIT if k not in values]
+    if args or unknown or missing:
+        if args:
+            problem = f"takes fields by name only, got {len(args)} positional value(s)"
+        elif unknown:
+            problem = _unknown_field(unknown[0])[1] + f" ({_unknown_field(unknown[0])[2]})"
+        else:
+            problem = f"misses {len(missing)} required field(s): {', '.join(missing)}"
+        fix = (
+            "build a model from a mapping with mlacalc.model_from_dict({...}) (absent fields "
+            "take the family's defaults), or change a loaded one with model.with_changes(...)"
+        )
+        field = None if args else unknown[0] if unknown else missing[0]
+        raise ConfigError(problem, source="ModelConfig(...)", field=field, fix=fix)
+    _DATACLASS_INIT(self, **values)
+
+
+_INIT_FIELDS = {f.name for f in fields(ModelConfig) if f.init}
+_REQUIRED_INIT = [f.name for f in fields(ModelConfig) if f.init and f.default is MISSING]
+ModelConfig.__init__ = _init  # type: ignore[method-assign]
 
 #: field name -> its declaration.
 SPECS: dict[str, Spec] = {
@@ -1717,7 +1834,8 @@ def raise_problems(origin: str, problems: list[Problem]) -> None:
     message = first_message + (f" ({first_fix})" if first_fix else "")
     for name, text, fix in unique[1:]:
         message += f"; field '{name}': {text}" + (f" ({fix})" if fix else "")
-    error = ConfigError(message, source=origin, field=first_field)
+    # the first problem's fix as .fix too (the message keeps each fix beside its problem)
+    error = ConfigError(message, source=origin, field=first_field, fix=first_fix)
     error.problems = tuple(unique)  # type: ignore[attr-defined]
     raise error
 
@@ -1832,7 +1950,16 @@ def build(
     values["block_widths"] = tuple(values.get("block_widths", ()))
     values["compress_ratios"] = tuple(values.get("compress_ratios", ()))
     values["hash_moe_layers"] = tuple(values.get("hash_moe_layers", ()))
-    return ModelConfig(origin=origin, derived=tuple(notes), **values)
+    return _warned(ModelConfig(origin=origin, derived=tuple(notes), **values), stacklevel=4)
+
+
+def _warned(model: ModelConfig, stacklevel: int) -> ModelConfig:
+    """``model``, after warning what it declares but no layer holds (a library user sees what
+    the command line says)."""
+    sentence = model.no_moe_layer_warning()
+    if sentence:
+        warnings.warn(sentence, MlacalcWarning, stacklevel=stacklevel)
+    return model
 
 
 def _with_notes(

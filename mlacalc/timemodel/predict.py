@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.engine import as_model, cost_of, model_layer_key, resolve_impl
+from mlacalc.cost.engine import (
+    as_model,
+    attention_params,
+    cost_of,
+    kv_cache,
+    model_layer_key,
+    resolve_impl,
+)
 from mlacalc.cost.model_step import (
     as_stored,
     attention_kernels,
@@ -39,10 +46,11 @@ from mlacalc.cost.model_step import (
     one_layer,
     step_kernels,
 )
+from mlacalc.cost.params import weight_bytes
 from mlacalc.cost.quant import kept_head_format
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.loading import ModelConfig, beyond_positions
 from mlacalc.timemodel.attention_time import XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.eager_time import (
@@ -242,6 +250,10 @@ class Prediction:
     #: the serving engine whose kernels were timed (``mode="fused"``; :mod:`mlacalc.words.engines`),
     #: or ``"eager PyTorch"`` for ``mode="unfused"``
     engine: str = DEFAULT_ENGINE
+    #: what the time holds but the deployment may not, one sentence each: the step's working
+    #: set (weights + KV cache at this scope) beyond one device's memory, a ``seq_len`` beyond
+    #: the model's ``max_position_embeddings``; empty when neither
+    warnings: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -334,6 +346,7 @@ class Prediction:
             "peak_flops_per_s": self.peak_flops_per_s,
             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
             "stage_seconds": self.stage_seconds(),
+            "warnings": list(self.warnings),
             "ops": [o.to_dict() for o in self.ops],
         }
 
@@ -864,8 +877,41 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=_weights_word(step, rates),
         layer=layer,
+        warnings=_step_warnings(step, hw, rates),
         **how,
     )
+
+
+def _step_warnings(step: _Step, hw: Any, rates: Any) -> tuple[str, ...]:
+    """What a prediction holds but the deployment may not: a working set (the weights and the
+    KV cache at the step's scope: the whole model's, or one attention layer's weights and an
+    average layer's cache) beyond one GPU's memory, and a context beyond the model's
+    positions (the words of :func:`~mlacalc.models.loading.beyond_positions`)."""
+    m, work = step.m, step.work
+    out = []
+    if hw.kind == "gpu" and hw.memory_bytes:
+        cache = kv_cache(m, work.seq_len, work.batch, work.kv_dtype)
+        if step.scope == "model":
+            weights = weight_bytes(m, None if rates.stored else rates.weight_dtype)
+            what = "the model's weights"
+        else:
+            bits = dtype_bits(m.weights_dtype if rates.stored else rates.weight_dtype)
+            weights = sum(attention_params(m).values()) * bits // 8
+            what = "one attention layer's weights"
+        kv = cache.total_bytes if step.scope == "model" else cache.total_bytes // cache.layers
+        if weights + kv > hw.memory_bytes:
+            gib = 2**30
+            out.append(
+                f"the step's working set, {(weights + kv) / gib:,.1f} GiB ({what} "
+                f"{weights / gib:,.1f} GiB + KV cache {kv / gib:,.1f} GiB for {work.batch:,} x "
+                f"{work.seq_len:,} tokens), exceeds one {hw.name}'s {hw.memory_bytes / gib:,.0f} "
+                "GiB: no one device holds it, so this is the time of a step that cannot run "
+                "as given (mlacalc.plan lays a model out over GPUs)"
+            )
+    beyond = beyond_positions(m, work.seq_len)
+    if beyond:
+        out.append(f"{beyond}: {m.label} was not trained for it; the time is counted as if it were")
+    return tuple(out)
 
 
 def _weights_word(step: _Step, rates: Any) -> str:

@@ -543,7 +543,7 @@ def absorption_table(
     rows = []
     for r in ranks:
         r = args.count("kv_lora_ranks", r, 1 << 20)
-        mr = m if r == m.kv_lora_rank else m.with_changes(kv_lora_rank=r)
+        mr = m if r == m.kv_lora_rank else m.replaced(kv_lora_rank=r)
         for t in args.one_or_many("seq_lens", seq_lens, what="sequence lengths"):
             e = training_cost(mr, t, micro_batch, "expanded", "kv_up")
             a = training_cost(mr, t, micro_batch, "absorbed", "none")

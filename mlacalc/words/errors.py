@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "InvalidArgumentError",
     "MlacalcError",
+    "MlacalcWarning",
     "UnknownDtypeError",
     "UnknownModelError",
 ]
@@ -21,6 +22,12 @@ __all__ = [
 
 class MlacalcError(Exception):
     """Base class of every error raised by mlacalc."""
+
+
+class MlacalcWarning(UserWarning):
+    """Something valid but likely not meant, said as a Python warning where a library call
+    has no other place to say it (a model with routed experts and no MoE layer); the command
+    line prints the same sentence as ``mlacalc: warning: ...``."""
 
 
 class ConfigError(ValueError, MlacalcError):
@@ -60,7 +67,7 @@ class ConfigError(ValueError, MlacalcError):
             where.append(f"field '{self.field}'")
         head = ": ".join(where)
         text = f"{head}: {self.message}" if head else self.message
-        if self.fix:
+        if self.fix and f"({self.fix})" not in self.message:  # said once, where it was put
             text += f" ({self.fix})"
         return text
 
