@@ -248,3 +248,25 @@ def test_deepseek_v4_attention_norms_whole_on_every_rank():
     for tp in (1, 2, 8):
         assert attention_norm_params(m, make_layout(m, tp)) == 160_000
     assert weight_bytes_by_part(m, make_layout(m, 8), "fp8")["attention"] == 4_242_030_032
+
+
+def test_deepseek_v4_checkpoint_attention_splits_tensor_by_tensor():
+    """DeepSeek-V4-Pro as its checkpoint stores it (no --weight-dtype): each attention tensor
+    at its own format, the query heads' tensors (q_b_proj, o_a_proj, o_b_proj, sinks) over TP
+    and the rest whole, by hand from the tensors. The layers had taken their share of the
+    parameters in bytes, whole and split tensors alike: TP8 4,246,756,104 B where the tensors
+    make 4,259,010,464 (12.25 MB more a GPU), TP2 10,777,846,533 -> 10,784,849,024."""
+    from mlacalc.cost.quant import checkpoint_tensors, tensor_bytes
+    from mlacalc.models.tensors import part_of
+
+    m = mlacalc.load_model("deepseek-v4-pro")
+    heads = (".self_attn.q_b_proj.", ".self_attn.o_a_proj.", ".self_attn.o_b_proj.", ".sinks")
+    got = {2: 10_784_849_024, 8: 4_259_010_464}
+    for tp, want in got.items():
+        by_hand = sum(
+            sum(tensor_bytes(t, m.quantization)) / (tp if any(h in t.name for h in heads) else 1)
+            for t in checkpoint_tensors(m)
+            if part_of(t.name) == "attention" and ".layers." in t.name
+        )
+        assert round(by_hand) == want
+        assert weight_bytes_by_part(m, make_layout(m, tp), None)["attention"] == want

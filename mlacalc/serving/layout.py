@@ -659,45 +659,42 @@ def _attention_norms(m: ModelConfig, tp: int, layers: range) -> Fraction:
 
 
 @lru_cache(maxsize=16)
-def _attention_tensors(m: ModelConfig) -> tuple[tuple[tuple[str, int], ...], ...]:
-    """Each decoder layer's attention tensors as ``(name within the layer, checkpoint
-    bytes)``, for a model that declares its quantization."""
-    out: list[list[tuple[str, int]]] = [[] for _ in range(m.num_hidden_layers)]
+def _attention_tensors(m: ModelConfig) -> tuple[tuple[tuple[Any, int], ...], ...]:
+    """Each decoder layer's attention tensors as ``(tensor, checkpoint bytes)``, for a model
+    that declares its quantization."""
+    out: list[list[tuple[Any, int]]] = [[] for _ in range(m.num_hidden_layers)]
     for t in checkpoint_tensors(m):
         if part_of(t.name) != "attention" or ".layers." not in t.name:
             continue
-        i, rest = t.name.split(".layers.", 1)[1].split(".", 1)
-        out[int(i)].append((rest, sum(tensor_bytes(t, m.quantization))))
+        i = int(t.name.split(".layers.", 1)[1].split(".", 1)[0])
+        out[i].append((t, sum(tensor_bytes(t, m.quantization))))
     return tuple(tuple(layer) for layer in out)
 
 
 @lru_cache(maxsize=256)
 def _attention_bytes(m: ModelConfig, tp: int, layers: range) -> Fraction:
     """Checkpoint bytes of the attention one tensor-parallel rank holds over ``layers``, each
-    tensor at its own format and split as :func:`_attention_share` splits its parameters:
-    MLA's latent down-projections whole, K/V heads replicated beyond ``n_kv`` ranks, the rest
-    over ``tp``; a linear-attention layer over ``tp``; DeepSeek-V4's compressed layers at
-    their layer's share."""
+    tensor at its own format and its share (:func:`_attention_tensor_share`: MLA's latent
+    down-projections whole, a compressed layer's query-head tensors split and the rest whole,
+    ...); a base-layout model's plain layer by its tensors' names, as
+    :func:`_attention_per_rank` splits it: the K/V projections by whole K/V heads (replicated
+    beyond ``n_kv`` ranks), the rest over ``tp`` (the fused-QKV layouts are refused a
+    checkpoint format). DeepSeek-V4's compressed layers had taken their layer's share of
+    parameters in bytes, their whole fp8 and bf16 tensors alike with the split ones:
+    TP8 4,246,756,104 B where they hold 4,259,010,464."""
     kinds = layer_pattern_of(m)
     per_layer = _attention_tensors(m)
+    base = arch_of(m) is None and not m.is_mla
     total = Fraction(0)
     for i in layers:
         kind = kinds[i]
-        if kind.attention in STATE_KINDS or kind.attention in COMPRESSED_KINDS:
-            share = Fraction(_attention_share(m, kind, tp))
-            total += sum(nb for _, nb in per_layer[i]) * share
+        if base and kind.attention not in STATE_KINDS and kind.attention not in COMPRESSED_KINDS:
+            kv_share = kv_head_share(kind_model(m, kind).num_key_value_heads, tp)
+            for t, nb in per_layer[i]:
+                kv = ".k_proj." in t.name or ".v_proj." in t.name
+                total += nb * kv_share if kv else Fraction(nb, tp)
             continue
-        sub = kind_model(m, kind)
-        n_kv = sub.num_key_value_heads
-        kv_share = kv_head_share(n_kv, tp)
-        for name, nb in per_layer[i]:
-            if m.is_mla:
-                whole = ".indexer." in name or any(f"self_attn.{w}." in name for w in _MLA_WHOLE)
-                total += nb if whole else Fraction(nb, tp)
-            elif ".k_proj." in name or ".v_proj." in name:
-                total += nb * kv_share
-            else:
-                total += Fraction(nb, tp)
+        total += sum((nb * _attention_tensor_share(m, kind, tp, t) for t, nb in per_layer[i]), 0)
     return total
 
 
