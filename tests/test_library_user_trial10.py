@@ -159,3 +159,34 @@ def test_the_roofline_json_carries_each_predictions_warnings(capsys):
     (p,) = json.loads(out)["predictions"]
     assert "exceeds one H100-SXM's 80 GiB" in p["warnings"][0]
     assert "MlacalcWarning" not in err
+
+
+_MINIMAL_MLA = dict(
+    model_type="deepseek_v3",
+    hidden_size=1024,
+    num_hidden_layers=8,
+    num_attention_heads=16,
+    vocab_size=32000,
+    intermediate_size=4096,
+    kv_lora_rank=256,
+    qk_nope_head_dim=64,
+    qk_rope_head_dim=32,
+    v_head_dim=64,
+)
+
+
+def test_a_minimal_mla_dict_is_asked_for_its_experts_with_a_fix_that_says_how():
+    """Decided: a model's size is never a class default (DeepseekV3Config's 256 routed experts
+    would make a small design a large MoE silently); the docstrings said absent fields take the
+    HF defaults and now say which are required. Before: the fix only gave the field's meaning;
+    now it says 0 makes every FFN dense."""
+    for build in (
+        lambda d: mlacalc.model_from_dict(dict(d, name="mini")),
+        mlacalc.import_hf_config,
+    ):
+        with pytest.raises(ConfigError) as info:
+            build(_MINIMAL_MLA)
+        assert info.value.field == "n_routed_experts" and "0 for every FFN dense" in info.value.fix
+    dense = mlacalc.model_from_dict(dict(_MINIMAL_MLA, name="mini", n_routed_experts=0))
+    assert dense.is_mla and not dense.is_moe
+    assert "n_routed_experts" in mlacalc.model_from_dict.__doc__

@@ -1856,10 +1856,16 @@ def model_from_dict(
 
     ``strict`` rejects keys the schema does not know (YAML files are strict; a
     Hugging Face ``config.json`` goes through :func:`mlacalc.import_hf_config`).
-    Absent fields take the defaults of the model_type's family (the Hugging Face
-    class defaults), each listed in ``derived``; ``name`` defaults to the file's
-    stem, and ``source`` to the file's path unless ``require_source`` (shipped files).
-    Every missing or invalid field is reported in one :class:`ConfigError`.
+    The fields that size a model are required, never a class default: the widths, layers,
+    heads and vocabulary (``REQUIRED``), and what the family adds (an MLA family's
+    ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim`` and
+    ``n_routed_experts``, 0 for every FFN dense: Hugging Face's ``DeepseekV3Config`` defaults
+    it to 256, which would make a minimal dict of a small design a large MoE). The other absent
+    fields take the defaults of the model_type's family (the Hugging Face class defaults
+    where mlacalc states them: ``docs/config-schema.md``), each listed in ``derived``;
+    ``name`` defaults to the file's stem, and ``source`` to the file's path unless
+    ``require_source`` (shipped files). Every missing or invalid field is reported in one
+    :class:`ConfigError`.
     """
     return build(data, origin, strict=strict, derived=derived, require_source=require_source)
 
@@ -2053,10 +2059,17 @@ def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]
     return [
         (name, f"is missing; model_type {values['model_type']} is MLA", _MLA_FIX)
         if name == "kv_lora_rank" and unit is not None and unit.mla
-        else (name, "is missing", f"add it: {SPECS[name].doc}")
+        else (name, "is missing", _MISSING_FIX.get(name, f"add it: {SPECS[name].doc}"))
         for name in required
         if name not in values and name not in bad
     ]
+
+
+#: the fix of a missing field where the field's meaning alone does not give it
+_MISSING_FIX = {
+    "n_routed_experts": "add it: routed experts per MoE layer, or 0 for every FFN dense (a "
+    "model's size is never a class default; DeepseekV3Config's 256 would make it a MoE)",
+}
 
 
 def markdown_fields() -> str:

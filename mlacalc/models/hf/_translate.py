@@ -68,7 +68,9 @@ def import_hf_config(
 
     Values the file leaves to the architecture's defaults are filled in by the same
     rules as the Hugging Face configuration class of its ``model_type``, and each is
-    listed in ``derived``. Every wrong or missing value is reported in one
+    listed in ``derived``; the fields that size the model are required all the same, never
+    a class default (:func:`mlacalc.model_from_dict` lists them: an MLA family's
+    ``n_routed_experts`` among them). Every wrong or missing value is reported in one
     :class:`~mlacalc.words.errors.ConfigError`. ``hf_quant`` is the ModelOpt
     ``hf_quant_config.json`` published beside the file (it becomes the model's
     ``quantization_config``, which it states more fully than config.json does).
