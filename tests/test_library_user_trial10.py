@@ -190,3 +190,14 @@ def test_a_minimal_mla_dict_is_asked_for_its_experts_with_a_fix_that_says_how():
     dense = mlacalc.model_from_dict(dict(_MINIMAL_MLA, name="mini", n_routed_experts=0))
     assert dense.is_mla and not dense.is_moe
     assert "n_routed_experts" in mlacalc.model_from_dict.__doc__
+
+
+def test_a_plan_beyond_what_fits_names_the_batch_it_timed():
+    """Before: plan(batch=64) that does not fit returned decode_step_s of the batch that fits
+    with nothing named for it but decode_batch, and no docstring said so; a plot of
+    decode_step_s against the batch asked went flat. Now timed_batch (property and JSON)."""
+    big = mlacalc.plan(V3, "B200", 8, seq_len=32768, batch=1000)
+    assert not big.fits and big.timed_batch == big.decode_batch == big.max_batch < 1000
+    assert big.to_dict()["timed_batch"] == big.max_batch
+    one = mlacalc.plan(V3, "B200", 8, seq_len=32768, batch=big.max_batch)
+    assert one.decode_step_s == big.decode_step_s and one.timed_batch == big.max_batch

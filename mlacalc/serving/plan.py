@@ -202,7 +202,14 @@ class Plan:
     #: limit (``max_position_embeddings``); ``max_context_memory`` keeps memory's own figure
     max_context: int | None
     max_position_embeddings: int | None
+    #: the running sequences the decode step was timed at (all groups): ``batch`` where it
+    #: fits, else the largest batch that fits (a request mix: its mean running batch, rounded);
+    #: :attr:`timed_batch` is the same number by a name a plot cannot misread
     decode_batch: int | None
+    #: the decode step's time at ``decode_batch``, NOT at ``batch`` when ``batch`` does not fit
+    #: (``fits`` false): ``plan(..., batch=64)`` on a deployment that holds 15 times 15; a
+    #: plot of ``decode_step_s`` against the batch asked goes flat past ``max_batch``, so plot
+    #: it against ``timed_batch`` or keep the points with ``fits``
     decode_step_s: float | None
     decode_tokens_per_s: float | None
     decode_bound: str | None
@@ -431,10 +438,18 @@ class Plan:
         prefill pool's."""
         return self.gpus + self.prefill_gpus
 
+    @property
+    def timed_batch(self) -> int | None:
+        """The batch the decode figures (``decode_step_s``, ``decode_tokens_per_s``, the
+        kernels) are for: ``decode_batch``, which is the largest batch that fits, not
+        ``batch``, when ``batch`` does not (``fits`` false); None where nothing was timed."""
+        return self.decode_batch
+
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-safe: an unbounded figure (TTFT and the queue when requests
         arrive faster than the deployment serves them) is ``None``, with ``sustainable``
-        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``;
+        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``,
+        ``timed_batch`` names the batch the decode figures are for;
         ``schema`` :data:`SCHEMA` first (as report's and search's JSON carry theirs)."""
         out = {"schema": SCHEMA}
         out.update(
@@ -442,6 +457,7 @@ class Plan:
             for k, v in self.__dict__.items()
         )
         out["total_gpus"] = self.total_gpus
+        out["timed_batch"] = self.timed_batch
         out["tpot_others_prompts_s"] = self.tpot_others_prompts_s
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
