@@ -47,6 +47,8 @@ def test_a_changed_config_does_not_claim_the_originals_identity():
     named = V3.with_changes(kv_lora_rank=256, name="my-mla")
     assert named.name == named.label == "my-mla"
     assert V3.with_changes(notes="mine").name == "deepseek-v3"  # no model field changed
+    shown = V3.with_changes(kv_lora_rank=256, display_name="Mine")
+    assert (shown.name, shown.label) == ("deepseek-v3-kv-lora-rank-256", "Mine")
     # round trip: a derived model writes and reads back as itself
     again = mlacalc.model_from_dict(m.to_dict())
     assert (again.name, again.label, again.kv_lora_rank) == (m.name, m.label, 256)

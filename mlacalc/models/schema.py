@@ -884,9 +884,9 @@ class ModelConfig:
         """A copy with some fields changed, validated again: the way to build a what-if model
         in code (``base.with_changes(kv_lora_rank=256)``).
 
-        The copy does not claim the original's identity: unless ``name=`` (or
-        ``display_name=``) is given, its name carries the changes (``deepseek-v3-kv-lora-rank-256``)
-        and its label says them (``DeepSeek-V3 with kv_lora_rank=256``); ``name=`` alone sets
+        The copy does not claim the original's identity: unless ``name=`` is given, its name
+        carries the changes (``deepseek-v3-kv-lora-rank-256``) and, unless ``display_name=``
+        is, its label says them (``DeepSeek-V3 with kv_lora_rank=256``); ``name=`` alone sets
         the label too. Its ``source`` begins ``derived from deepseek-v3 by
         with_changes(kv_lora_rank=256)`` unless ``source=`` is given, and it has no aliases.
         Changing only ``name``, ``display_name``, ``source``, ``aliases`` or ``notes`` keeps
@@ -909,11 +909,11 @@ class ModelConfig:
         changed = [k for k in changes if k not in _IDENTITY]
         if changed:
             what = ", ".join(f"{k}={_show(changes[k])}" for k in changed)
-            if "name" not in changes and "display_name" not in changes:
+            if "name" not in changes:
                 changes["name"] = _slug(
                     "-".join([self.name, *(_name_part(k, changes[k]) for k in changed)])
                 )
-                changes["display_name"] = f"{self.label} with {what}"[:200]
+                changes.setdefault("display_name", f"{self.label} with {what}"[:200])
             if "source" not in changes:
                 line = f"derived from {self.name} by with_changes({what})"[:MAX_TEXT]
                 changes["source"] = (line, *self.source[: MAX_ITEMS - 1])
