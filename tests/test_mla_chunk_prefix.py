@@ -91,3 +91,57 @@ def test_served_chunk_prices_the_model_steps_chunk(engine, tp, q, pre):
         out = (q + pre) * 128 * 256 * 2
         weights = 512 * 128 * 256 // tp  # fp8 weights
         assert kv_b.bytes == pytest.approx(latent + out / tp + weights, rel=0.02)
+
+
+def test_results_say_which_cache_they_start_from():
+    """``impl`` names the op sequence and ``cache`` what the cache holds: the default prompt
+    runs ``naive`` FLOPs over the latent cache, ``impl="naive"`` named caches the expanded
+    K/V (both said ``naive`` and nothing else before, trial10); predict_time says it too, and
+    its docstring no longer calls the calibrated model's time a roofline."""
+    m = load_model("deepseek-v3")
+    got = {
+        impl: (attention_cost(m, "prefill", 4096, impl=impl).cache,
+               predict_time(m, "H100-SXM", "prefill", 4096, impl=impl).cache)
+        for impl in (None, "naive", "compressed", "absorbed")
+    }  # fmt: skip
+    assert got == {
+        None: ("latent", "latent"),
+        "naive": ("expanded", "expanded"),
+        "compressed": ("latent", "latent"),
+        "absorbed": ("latent", "latent"),
+    }
+    p = predict_time(m, "H100-SXM", "chunk", S, q_len=Q, engine="vllm")
+    assert (p.impl, p.cache) == ("absorbed", "latent")  # vLLM's decode path
+    assert p.to_dict()["cache"] == "latent"
+    assert attention_cost("llama-3-8b", "decode", 4096).to_dict()["cache"] == "kv"
+    assert not predict_time.__doc__.lstrip().startswith("Roofline")
+
+
+@pytest.mark.parametrize("name", ["kimi-linear-48b-a3b", "minicpm3-4b", "deepseek-v2-lite"])
+def test_every_served_chunk_kernel_is_the_model_steps(name):
+    """MLA beside linear-attention layers (Kimi Linear: the extra prompt step the per-key
+    term reads must not disturb the scans' templates), without a query LoRA, small models:
+    every non-MoE kernel of a chunk after a prefix, and of a prompt, as the model step's."""
+    m = load_model(name)
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout("bf16"),
+                   load_hardware("H100-SXM"), None)  # fmt: skip
+
+    def keyed(ks):
+        seen: dict[str, int] = {}
+        out = {}
+        for k in ks:
+            out[(k.name, seen.setdefault(k.name, 0))] = k
+            seen[k.name] += 1
+        return out
+
+    for q, pre in ((1024, 30720), (2048, 6144), (8192, 0)):
+        ref = step_kernels(m, "chunk" if pre else "prefill", q + pre, 1,
+                           q_len=q if pre else None, causal=True, engine=sm.engine)  # fmt: skip
+        names = {k.name for k in ref if k.kind != "moe"}
+        ours = keyed(k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name in names)
+        want = keyed(k for k in ref if k.name in names)
+        assert ours.keys() == want.keys()
+        for key, b in want.items():
+            a = ours[key]
+            assert a.flops * a.calls == pytest.approx(b.flops * b.calls, rel=1e-6, abs=1), key
+            assert a.bytes * a.calls == pytest.approx(b.bytes * b.calls, rel=1e-6, abs=1), key

@@ -30,6 +30,7 @@ from mlacalc.words.vocab import (
     PHASES,
     STAGES,
     STANDARD_IMPL,
+    cache_kind,
     caches_latent,
     layer_key,
     serving_impl,
@@ -301,6 +302,10 @@ class AttentionCost:
     fused_layer_bytes: int = 0
     groups: tuple[AttentionCost, ...] = ()
     group_labels: tuple[str, ...] = ()
+    #: what the cache holds (:func:`~mlacalc.words.vocab.cache_kind`): ``"latent"``,
+    #: ``"expanded"`` (MLA's ``impl="naive"`` named) or ``"kv"``; ``impl`` names the op
+    #: sequence, which is ``naive`` for the serving default's prompt over the latent too
+    cache: str = ""
 
     @property
     def fused_bytes(self) -> int:
@@ -320,6 +325,7 @@ class AttentionCost:
             "model": self.model,
             "variant": self.variant,
             "impl": self.impl,
+            "cache": self.cache,
             "phase": self.phase,
             "seq_len": self.seq_len,
             "q_len": self.q_len,
@@ -398,6 +404,7 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     # The serving default (impl=None) runs the expanded op sequence in prefill and chunk
     # but always keeps the latent cache; the fused bound counts the cache it keeps.
     cache_impl = "absorbed" if (model.is_mla and impl is None) else None
+    cache = cache_kind(model.is_mla, impl)
     impl = resolve_impl(model, impl, phase)
     elements, row_bytes = kv_row(model, impl, layout)
     cache_row_bytes = kv_row(model, cache_impl or impl, layout)[1]
@@ -479,6 +486,7 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
         ops=tuple(ops),
         stage_flops=stage_flops,
         fused_layer_bytes=fused,
+        cache=cache,
     )
 
 

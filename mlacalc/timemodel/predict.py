@@ -83,7 +83,7 @@ from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of, roofline_bound
-from mlacalc.words.vocab import MODES, SCOPES
+from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind
 from mlacalc.words.workload import Workload
 
 __all__ = [
@@ -254,6 +254,10 @@ class Prediction:
     #: set (weights + KV cache at this scope) beyond one device's memory, a ``seq_len`` beyond
     #: the model's ``max_position_embeddings``; empty when neither
     warnings: tuple[str, ...] = ()
+    #: what the cache the step starts from holds (:func:`~mlacalc.words.vocab.cache_kind`):
+    #: ``"latent"`` (MLA as the engines keep it), ``"expanded"`` (``impl="naive"`` named),
+    #: ``"kv"`` (MHA/GQA/MQA), ``""`` for other mixers; ``impl`` names the op sequence
+    cache: str = ""
 
     @property
     def seconds(self) -> float:
@@ -326,6 +330,7 @@ class Prediction:
             "batch": self.batch,
             "q_len": self.q_len,
             "impl": self.impl,
+            "cache": self.cache,
             "mode": self.mode,
             "scope": self.scope,
             "layer": self.layer,
@@ -869,6 +874,7 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         batch=step.work.batch,
         q_len=q,
         impl=impl,
+        cache=cache_kind(m.is_mla, step.work.impl) if m.variant in VARIANTS else "",
         mode=step.mode,
         scope=step.scope,
         dtype=step.work.act_dtype,
@@ -995,9 +1001,17 @@ def predict_time(
     profile: Any = None,
     engine: str | None = None,
 ) -> Prediction:
-    """Roofline time of one attention layer (``scope="attention_layer"``, what the microbenchmark
-    times) or of a whole forward step (``scope="model"``: every layer's attention and FFN/MoE,
-    weights read once, plus the output head on one token per sequence).
+    """Predicted time of one attention layer (``scope="attention_layer"``, what the
+    microbenchmark times) or of a whole forward step (``scope="model"``: every layer's attention
+    and FFN/MoE, weights read once, plus the output head on one token per sequence): on a GPU
+    the calibrated kernel time model's (``seconds``), with the plain roofline bound beside it
+    (``roofline_s``); the roofline itself where no model applies (below).
+
+    ``impl=None`` is what the engine runs (:func:`mlacalc.cost.attention.resolve_impl`): for
+    MLA the latent cache always, a chunk after a cached prefix ``"compressed"`` (the prefix's
+    latent rows expanded through kv_b_proj), vLLM's short prompts and chunks ``"absorbed"``
+    down its decode path; ``impl`` on the prediction names it. ``impl="naive"`` is the
+    expanded-K/V cache, which no engine keeps.
 
     ``dtype`` is the compute and activation dtype; ``kv_dtype`` defaults to it, and so does
     ``weight_dtype``, except for a model that declares its checkpoint's ``quantization_config``:

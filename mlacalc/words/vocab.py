@@ -46,6 +46,7 @@ __all__ = [
     "Scope",
     "Stage",
     "Variant",
+    "cache_kind",
     "caches_latent",
     "layer_key",
     "serving_impl",
@@ -78,6 +79,21 @@ def caches_latent(is_mla: bool, impl: str | None) -> bool:
     """Whether a layer's cache holds the MLA latent: every MLA implementation but ``naive``,
     and the serving default (``impl=None``), which keeps the latent in every phase."""
     return is_mla and (impl is None or impl in LATENT_CACHE_IMPLS)
+
+
+def cache_kind(is_mla: bool, impl: str | None) -> str:
+    """What a layer's cache holds, as results say it beside ``impl``: ``"latent"`` (MLA's
+    ``c_kv`` and RoPE key: every implementation but ``naive``, and the serving default),
+    ``"expanded"`` (MLA's per-head K and V: ``impl="naive"`` named), ``"kv"`` (MHA, GQA,
+    MQA). The serving default's prompt runs ``naive`` FLOPs over the latent cache, so its
+    ``impl`` alone does not tell the caches apart.
+
+    >>> cache_kind(True, None), cache_kind(True, "naive"), cache_kind(False, "standard")
+    ('latent', 'expanded', 'kv')
+    """
+    if not is_mla:
+        return "kv"
+    return "latent" if caches_latent(is_mla, impl) else "expanded"
 
 
 def serving_impl(phase: str | None) -> MlaImpl:
