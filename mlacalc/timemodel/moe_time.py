@@ -64,6 +64,7 @@ __all__ = [
     "TRTLLM_OWN_MOE",
     "TUNED_MOE",
     "TUNED_STAND_IN",
+    "WARP_LOADED_MOE",
     "engine_moe_tiles",
     "flashinfer_cutlass_moe",
     "flashinfer_hopper_tiled",
@@ -657,6 +658,22 @@ TRITON_MOE_KERNELS = frozenset({"sglang_fused_moe_triton", "vllm_fp8moe_triton_t
 #: in keeps them (docs/time-model.md, "The Triton fused MoE's rows of other ranks' experts").
 ALL_PAIRS_MOE = "all_pairs"
 
+#: The dtypes whose Triton fused MoE (:data:`ALL_PAIRS_MOE`) streams its weights at no more than
+#: Hopper's bytes a clock per SM on ``tcgen05`` devices (:func:`_warp_loads`, as Marlin's warps
+#: and the Triton MoE's own passes do): its block-scaled fp8 path, whose K loop loads the
+#: operands and each 128-deep block's activation and weight scales through pointers, its warps'
+#: loads (``tl.load`` in SGLang's ``fused_moe_kernel``, as recalled: no copy of the source at
+#: hand). Only where B200's rows show it: no table of a Hopper device with more HBM per SM than
+#: H100's (H200: 1.43x) times the kernel, which such a device keeps at its HBM. The same kernel
+#: on both devices: at equal calls (SGLang's rows, kernel ``sglang_fused_moe_triton``), B200's
+#: time over the call's one-token time is 0.60-0.81 of H100's at every EP and token count
+#: (median by EP 1 to 256: 0.67, 0.70, 0.74, 0.75, 0.76, 0.77, 0.79, 0.80, 0.81), where its HBM
+#: and tensor rate are 2.3x H100's; its B200 fit drew 0.81 of the HBM. Not bf16: its rows go
+#: from 0.54 of H100's time at EP 1 to 1.0-1.1 at EP 128-256, which no draw per SM follows (with
+#: the factor, B200 from H100 EP 1 +40%, EP 64-256 -15% to -24%; docs/time-model.md, "The
+#: Triton fused MoE's block-scaled weights at Hopper's draw per SM").
+WARP_LOADED_MOE = frozenset({"fp8_block"})
+
 
 def triton_fused_moe(source: Any) -> np.ndarray:
     """Per ``kernel_source`` whether it names SGLang's or vLLM's Triton fused MoE
@@ -846,6 +863,15 @@ def _remote_pair_bytes(hidden: np.ndarray, inter: np.ndarray, mats: np.ndarray) 
 FUSED_TOPK_MAX = 8
 
 
+def _drawn_per_sm(batch: KernelBatch, fig: DeviceFigures, sync: np.ndarray) -> np.ndarray:
+    """Factor on the weight stream of a MoE whose warps load its weights (Marlin's,
+    :data:`MMA_SYNC_MOE`; on ``tcgen05`` the Triton fused MoE's block-scaled path,
+    :data:`WARP_LOADED_MOE`): :func:`_warp_loads` of the device; else 1."""
+    triton = fig.tcgen05 and batch.dtype in WARP_LOADED_MOE
+    drawn = sync | ((col(batch, ALL_PAIRS_MOE, 0) > 0) & triton)
+    return np.where(drawn, _warp_loads(fig), 1.0)
+
+
 def moe_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -949,7 +975,7 @@ def moe_terms(
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s
     share = memory_share(units, fig, prm)
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
-    memory = memory * np.where(sync, _warp_loads(fig), 1.0)  # Marlin's draw per SM
+    memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
     # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate; the
     # rank's rows, or every routed pair's where the kernel keeps a row for each
