@@ -179,7 +179,8 @@ def search_section(sc: Scenario, inputs: PlanInputs) -> None:
     the tables above are not computed or sent again), as fast as the command line's search."""
     if st.checkbox("search deployments (GPUs / 2, GPUs, GPUs x 2)", False, key="plan_search"):
         limited = st.checkbox(
-            "only the layout above (its TP, PP, EP, DP-attention and redundant experts)",
+            "only the layout above (its TP, PP, EP, DP-attention and redundant experts; "
+            "disaggregated, its prefill pool's TP, EP and DP-attention)",
             False,
             key="plan_search_limited",
             help="The layouts `mlacalc search --tp --pp --ep --dp-attention "
@@ -193,15 +194,25 @@ def search_section(sc: Scenario, inputs: PlanInputs) -> None:
 
 def layout_limits(inputs: PlanInputs) -> tuple[tuple[str, Any], ...]:
     """search()'s layout limits of the deployment above: its TP, PP, EP (none at 1),
-    DP-attention and, with EP, its redundant experts."""
+    DP-attention and, with EP, its redundant experts; a disaggregated plan's prefill pool's
+    TP, EP and DP-attention where set (else the decode pool's)."""
     ep = int(inputs.ep)
-    return (
+    out: tuple[tuple[str, Any], ...] = (
         ("tp", (int(inputs.tp),)),
         ("pp", (int(inputs.pp),)),
         ("ep", (ep,) if ep > 1 else "none"),
         ("dp_attention", "on" if inputs.dp_attention else "off"),
         ("redundant_experts", int(inputs.redundant_experts) if ep > 1 else None),
     )
+    if inputs.mode == "disaggregated":
+        if inputs.prefill_tp is not None:
+            out += (("prefill_tp", (int(inputs.prefill_tp),)),)
+        if inputs.prefill_ep is not None:
+            pep = int(inputs.prefill_ep)
+            out += (("prefill_ep", (pep,) if pep > 1 else "none"),)
+        if inputs.prefill_dp_attention is not None:
+            out += (("prefill_dp_attention", "on" if inputs.prefill_dp_attention else "off"),)
+    return out
 
 
 def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:

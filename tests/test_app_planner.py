@@ -490,3 +490,19 @@ def test_search_limited_to_the_layout_above_is_search_with_its_limits():
     ]
     assert len(drawn) == 1
     assert drawn[0] == pytest.approx([p["output_tokens_per_s_per_user"] for p in r.frontier])
+
+
+def test_the_limits_of_a_disaggregated_layout_above_take_its_prefill_pool():
+    """Disaggregated, "only the layout above" limits the prefill pool to the form's prefill
+    TP, EP and DP-attention (search()'s prefill_tp, prefill_ep, prefill_dp_attention)."""
+    from appviews.planner import PlanInputs, layout_limits
+
+    form = dict(gpus=8, tp=8, ep=1, page=16, pp=1, dp_attention=False, overlap="none")
+    form |= dict(reserve=0.1, isl=D.ISL, osl=D.OSL, conc=0, prefill_pass="fused", lag=0)
+    pool = dict(prefill_tp=1, prefill_ep=8, prefill_dp_attention=True)
+    limits = dict(layout_limits(PlanInputs(mode="disaggregated", **form, **pool)))
+    assert limits == {
+        "tp": (8,), "pp": (1,), "ep": "none", "dp_attention": "off", "redundant_experts": None,
+        "prefill_tp": (1,), "prefill_ep": (8,), "prefill_dp_attention": "on",
+    }  # fmt: skip
+    assert "prefill_tp" not in dict(layout_limits(PlanInputs(mode="aggregated", **form, **pool)))

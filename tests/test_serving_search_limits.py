@@ -46,6 +46,10 @@ def test_no_limits_keep_the_search_as_it_was():
         "ep": "any",
         "dp_attention": "both",
         "redundant_experts": None,
+        "prefill_tp": None,
+        "prefill_ep": "any",
+        "prefill_dp_attention": "both",
+        "prefill_redundant_experts": None,
         "routing": "random",
         "expert_skew": 0.0,
         "rebalance": None,
@@ -145,6 +149,39 @@ def test_limits_apply_to_both_pools():
         assert p["ep"] == 1 and p["prefill_ep"] == 1
 
 
+def test_the_prefill_pool_has_limits_of_its_own():
+    """``prefill_tp``, ``prefill_ep``, ``prefill_dp_attention`` limit the prefill pool apart
+    (the decode pool TP1 DP-attention8 EP8; prefill TP2 or TP4, no EP, no DP-attention), and
+    the best is plan of both pools (before: search took no limits)."""
+    kw = dict(prefill_tp=(2, 4), prefill_ep="none", prefill_dp_attention="off")
+    r = search(MOE, "H200", [8, 16], modes="disaggregated", **ONE, **ASK, **kw)
+    assert {(p["layout"], p["prefill_layout"]) for p in r.points} == {
+        ("TP1 DP-attention8 EP8", "TP2 DP4"),
+        ("TP1 DP-attention8 EP8", "TP4 DP2"),
+    }
+    c = r.constraints()
+    assert (c["prefill_tp"], c["prefill_ep"], c["prefill_dp_attention"]) == ([2, 4], "none", "off")
+    assert r.constraints_text().endswith(
+        "--prefill-tp 2,4 --prefill-ep none --prefill-dp-attention off"
+    )
+    b = r.best
+    got = plan_point(
+        MOE, r.hardware, b, r.isl, r.osl, weight_dtype="fp8", engine=r.engine,
+        engine_defaults="none", **r.scheduler_defaults_applied,
+    )  # fmt: skip
+    assert got.prefill_layout == b["prefill_layout"]
+    for key in FIGURES:
+        assert getattr(got, key) == pytest.approx(b[key], rel=1e-9), key
+
+
+def test_a_pipeline_limit_leaves_the_prefill_pool_its_one_stage():
+    """``pp`` limits the decode pool: a prefill pool runs one stage whatever it says (with
+    --pp 2 alone, no disaggregated point could have had a pool)."""
+    r = search(MOE, "H200", [8, 16], modes="disaggregated", pp=2, **ASK)
+    assert r.points and {p["pp"] for p in r.points} == {2}
+    assert r.constraints()["pp"] == [2] and "prefill_pp" not in r.constraints()
+
+
 def test_limits_that_leave_nothing_say_which():
     with pytest.raises(InvalidArgumentError) as err:
         search(MOE, "H200", [1], dp_attention="on", **ASK)
@@ -179,6 +216,14 @@ RUN = ["search", MOE, "-H", "H200", "--gpus", "8", "--isl", "2000", "--osl", "50
         (["--routing-imbalance", "2", "--ep", "1"], "--routing-imbalance"),
         (["--routing", "balanced", "--routing-imbalance", "2"], "--routing-imbalance"),
         (["--gpus", "1", "--dp-attention", "on"], "--dp-attention"),  # leaves nothing
+        (["--prefill-tp", "3"], "--prefill-tp"),
+        (["--prefill-tp", "0"], "--prefill-tp"),
+        (["--prefill-ep", "all"], "--prefill-ep"),
+        (["--prefill-ep", "16"], "--prefill-ep"),  # divides none of the budget's pools
+        (["--prefill-dp-attention", "yes"], "--prefill-dp-attention"),
+        (["--prefill-redundant-experts", "x"], "--prefill-redundant-experts"),
+        (["--prefill-ep", "8", "--prefill-redundant-experts", "3"], "--prefill-ep"),
+        (["--prefill-tp", "8", "--modes", "aggregated"], "--prefill-tp"),
     ],
 )
 def test_bad_limits_are_one_line_naming_the_option(run, args, option):

@@ -268,30 +268,62 @@ MAX_DEGREE = 4096
 
 
 def layout_limits(
-    tp: str | None, pp: str | None, ep: str, dp_attention: str, redundant: str
+    tp: str | None,
+    pp: str | None,
+    ep: str | None,
+    dp_attention: str | None,
+    redundant: str | None,
+    prefix: str = "",
 ) -> dict[str, Any]:
     """The layout options as :func:`mlacalc.search` takes them (``--ep`` a word or degrees,
-    ``--redundant-experts`` ``auto`` or a count)."""
-    word = ep.strip().lower()
-    text = redundant.strip().lower()
-    if text != "auto" and not (text.isascii() and text.isdigit()):
-        raise click.BadParameter(
-            f"'{redundant}' is neither 'auto' nor a count of replicas, e.g. 8",
-            param_hint="--redundant-experts",
-        )
-    if word not in ("any", "none") and not all(
-        p.strip().isascii() and p.strip().isdigit() for p in ep.split(",") if p.strip()
-    ):
-        raise click.BadParameter(
-            f"'{ep}' is not 'any', 'none' or a list of degrees, e.g. 8 or 8,16", param_hint="--ep"
-        )
+    ``--redundant-experts`` ``auto`` or a count; None: not given); ``prefix`` ``"prefill_"``:
+    the prefill pool's."""
+    flag = "--" + prefix.replace("_", "-")
     return {
-        "tp": _degrees(tp, "--tp"),
-        "pp": _degrees(pp, "--pp"),
-        "ep": word if word in ("any", "none") else _degrees(ep, "--ep"),
-        "dp_attention": dp_attention,
-        "redundant_experts": None if text == "auto" else int(text),
+        f"{prefix}tp": _degrees(tp, f"{flag}tp"),
+        f"{prefix}pp": _degrees(pp, f"{flag}pp"),
+        f"{prefix}ep": _ep_words(ep, f"{flag}ep"),
+        f"{prefix}dp_attention": dp_attention,
+        f"{prefix}redundant_experts": _redundant_words(redundant, f"{flag}redundant-experts"),
     }
+
+
+def prefill_layout_limits(opts: dict[str, Any]) -> dict[str, Any]:
+    """The prefill pool's layout options (``opts`` pops them; None: as the decode pool's)."""
+    tp, ep = opts.pop("prefill_tp_text"), opts.pop("prefill_ep_text")
+    dp_attention, redundant = opts.pop("prefill_dp_attention"), opts.pop("prefill_redundant_text")
+    out = layout_limits(tp, None, ep, dp_attention, redundant, "prefill_")
+    out.pop("prefill_pp")
+    return out
+
+
+def _ep_words(text: str | None, option: str) -> Any:
+    """``--ep``: ``any``, ``none`` or degrees (None: not given)."""
+    if text is None:
+        return None
+    word = text.strip().lower()
+    if word in ("any", "none"):
+        return word
+    if not all(p.strip().isascii() and p.strip().isdigit() for p in text.split(",") if p.strip()):
+        raise click.BadParameter(
+            f"'{text}' is not 'any', 'none' or a list of degrees, e.g. 8 or 8,16",
+            param_hint=option,
+        )
+    return _degrees(text, option)
+
+
+def _redundant_words(text: str | None, option: str) -> Any:
+    """``--redundant-experts``: ``auto`` (None) or a count (None: not given)."""
+    if text is None:
+        return None
+    word = text.strip().lower()
+    if word == "auto":
+        return "auto"
+    if not (word.isascii() and word.isdigit()):
+        raise click.BadParameter(
+            f"'{text}' is neither 'auto' nor a count of replicas, e.g. 8", param_hint=option
+        )
+    return int(word)
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:
@@ -393,6 +425,32 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     show_default=True,
     help="Extra expert replicas (EPLB) every expert-parallel layout places ('auto': the "
     "fewest that make --ep divide the expert slots).",
+)
+@click.option(
+    "--prefill-tp",
+    "prefill_tp_text",
+    default=None,
+    help="Tensor-parallel degrees of a disaggregated prefill pool (default: as --tp).",
+)
+@click.option(
+    "--prefill-ep",
+    "prefill_ep_text",
+    default=None,
+    help="Expert-parallel degrees of a disaggregated prefill pool: any, none or a list "
+    "(default: as --ep).",
+)
+@click.option(
+    "--prefill-dp-attention",
+    type=click.Choice(["both", "on", "off"]),
+    default=None,
+    help="DP-attention of a disaggregated prefill pool (default: as --dp-attention).",
+)
+@click.option(
+    "--prefill-redundant-experts",
+    "prefill_redundant_text",
+    default=None,
+    help="Extra expert replicas of a disaggregated prefill pool: auto or a count (default: "
+    "as --redundant-experts).",
 )
 @click.option(
     "--routing-imbalance",
@@ -503,6 +561,7 @@ def command(
         if chunks_text.strip() == "none"
         else size_list(chunks_text, "--chunked-prefills"),
         **layout_limits(tp_text, pp_text, ep_text, dp_attention, redundant_text),
+        **prefill_layout_limits(engine_opts),
         routing=engine["routing"],
         expert_skew=engine["expert_skew"],
         rebalance=engine["rebalance"],

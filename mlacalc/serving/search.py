@@ -200,6 +200,7 @@ class SearchResult:
     #: what the search was limited to (:meth:`constraints`): the layouts allowed and how the
     #: routing loads the experts of every point with routed experts
     limits: LayoutLimits = NO_LIMITS
+    prefill_limits: LayoutLimits | None = None
     routing: dict[str, Any] = field(default_factory=lambda: dict(ROUTING_DEFAULTS))
 
     def constraints(self) -> dict[str, Any]:
@@ -207,12 +208,25 @@ class SearchResult:
         (every key always present: ``tp``, ``pp``, ``ep``, ``dp_attention``,
         ``redundant_experts``, ``routing``, ``expert_skew``, ``rebalance``,
         ``routing_imbalance``; :class:`~mlacalc.serving.search_space.LayoutLimits`)."""
-        return {**self.limits.to_dict(), **self.routing}
+        prefill = (self.prefill_limits or self.limits).to_dict()
+        prefill.pop("pp")  # a prefill pool runs one stage
+        return {
+            **self.limits.to_dict(),
+            **{f"prefill_{k}": v for k, v in prefill.items()},
+            **self.routing,
+        }
 
     def constraints_text(self) -> str:
         """The constraints given, as the command line writes them (``--tp 8 --ep 8
         --routing balanced``; ``""``: none)."""
         words = [f"{k} {v}" for k, v in self.limits.options().items()]
+        if self.prefill_limits is not None:  # the prefill pool's, where not the decode's
+            mine, theirs = self.limits.options(), self.prefill_limits.options()
+            unset = {"--ep": "any", "--dp-attention": "both", "--redundant-experts": "auto"}
+            for flag in ("--tp", "--ep", "--dp-attention", "--redundant-experts"):
+                value = theirs.get(flag, unset.get(flag, "any"))
+                if value != mine.get(flag, unset.get(flag, "any")):
+                    words.append(f"--prefill-{flag[2:]} {value}")
         for name, value in self.routing.items():
             if value != ROUTING_DEFAULTS[name]:
                 flag = "--" + name.replace("_", "-")
@@ -362,6 +376,7 @@ def smallest_fit(
     components: tuple[tuple[tuple[str, str], ...], ...],
     cache: dict | None = None,
     limits: LayoutLimits = NO_LIMITS,
+    prefill: LayoutLimits | None = None,
 ) -> int:
     """The fewest GPUs (within ``budget``) on which some layout holds the weights in some
     searched weight choice (``budget``: none does; the search then says so)."""
@@ -369,7 +384,7 @@ def smallest_fit(
         for w in weight_dtypes:
             sized = None if own and w == m.weights_dtype else w
             for comps in components:
-                if candidate_layouts(m, hw, g, sized, usable, comps, cache, limits):
+                if candidate_layouts(m, hw, g, sized, usable, comps, cache, limits, None, prefill):
                     return g
     return budget
 
@@ -410,6 +425,10 @@ def check_search(
     expert_skew: Any = 0.0,
     rebalance: Any = None,
     routing_imbalance: Any = 1.0,
+    prefill_tp: Any = None,
+    prefill_ep: Any = None,
+    prefill_dp_attention: Any = None,
+    prefill_redundant_experts: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -454,23 +473,22 @@ def check_search(
 
     components = _check_component_choices(component_choices, m)
     limits = check_limits(m, tp, pp, ep, dp_attention, redundant_experts)
-    moe = dict(
-        routing=routing,
-        expert_skew=expert_skew,
-        rebalance=rebalance,
-        routing_imbalance=routing_imbalance,
-    )
-    moe = _check_moe_options(m, limits, moe)
+    prefill = (prefill_tp, prefill_ep, prefill_dp_attention, prefill_redundant_experts)
+    pf_limits = prefill_limits(m, limits, modes, **dict(zip(PREFILL_LIMITS, prefill)))
+    moe = dict(zip(ROUTING_DEFAULTS, (routing, expert_skew, rebalance, routing_imbalance)))
+    moe = _check_moe_options(m, limits, pf_limits, moe)
     whole, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
     if budget is not None:
         usable = int(hw.memory_bytes * (1 - memory_reserve))
         unit = smallest_fit(
-            m, hw, budget, tuple(weight_dtypes), own, usable, components, cache, limits
+            m, hw, budget, tuple(weight_dtypes), own, usable, components, cache, limits, pf_limits
         )
         unit = node_unit(unit, hw.gpus_per_node or 1)
         gpus = budget_counts(budget, unit)
         whole = tight_counts(budget, gpus)
     _check_limits_divide(limits, gpus, budget)
+    if pf_limits is not None:
+        _check_limits_divide(pf_limits, gpus, budget, "prefill_")
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     max_running, max_tokens, scheduler, record = scheduler_of(
@@ -507,6 +525,7 @@ def check_search(
         weight_cache=cache,
         chunks=_check_chunks(chunked_prefills),
         limits=limits,
+        prefill_limits=pf_limits,
         routing=tuple(moe.items()),
     )
 
@@ -516,71 +535,122 @@ _DP_ATTENTION = {"both": "both", "on": "on", "off": "off", None: "both", True: "
 
 
 def check_limits(
-    m: ModelConfig, tp: Any, pp: Any, ep: Any, dp_attention: Any, redundant_experts: Any
+    m: ModelConfig,
+    tp: Any,
+    pp: Any,
+    ep: Any,
+    dp_attention: Any,
+    redundant_experts: Any,
+    prefix: str = "",
 ) -> LayoutLimits:
     """The layouts a search may try, each limit checked against the model (the GPU counts
     are :func:`_check_limits_divide`'s): ``tp`` and ``pp`` None or degrees, ``ep`` ``"any"``,
     ``"none"`` or degrees, ``dp_attention`` ``"both"``, ``"on"`` or ``"off"`` (or None, True,
-    False), ``redundant_experts`` None (``"auto"``) or a count."""
-    tps = _degrees("tp", tp)
-    pps = _degrees("pp", pp)
+    False), ``redundant_experts`` None (``"auto"``) or a count; ``prefix`` ``"prefill_"``: a
+    prefill pool's (each error names its argument so, and its flag)."""
+    name = {k: prefix + k for k in ("tp", "pp", "ep", "dp_attention", "redundant_experts")}
+    flag = {k: "--" + v.replace("_", "-") for k, v in name.items()}
+    tps = _degrees(name["tp"], tp)
+    pps = _degrees(name["pp"], pp)
     for t in tps or ():
         if not tp_splits_heads(m, t):
             raise InvalidArgumentError(
-                "tp",
+                name["tp"],
                 f"{t} does not divide the {m.num_attention_heads} attention heads of {m.label} "
                 "(and its linear attention's key and value heads); give a divisor of them",
             )
     for p in pps or ():
         if p > m.num_hidden_layers:
             raise InvalidArgumentError(
-                "pp", f"{p} stages exceed the {m.num_hidden_layers} layers of {m.label}"
+                name["pp"], f"{p} stages exceed the {m.num_hidden_layers} layers of {m.label}"
             )
-    eps = ep if ep in ("any", "none") else _degrees("ep", ep, words="any, none or ")
+    eps = ep if ep in ("any", "none") else _degrees(name["ep"], ep, words="any, none or ")
     if eps is None:
         eps = "any"
     if isinstance(eps, tuple) and set(eps) == {1}:
         eps = "none"  # no expert parallelism, as the word says it
     if not m.is_moe and eps != "none" and ep != "any":
         raise InvalidArgumentError(
-            "ep", f"{m.label} has no routed experts to spread; give ep 'none' or leave it out"
+            name["ep"], f"{m.label} has no routed experts to spread; give 'none' or leave it out"
         )
     try:
         dpa = _DP_ATTENTION[dp_attention]
     except (KeyError, TypeError):
         raise InvalidArgumentError(
-            "dp_attention", f"must be one of both, on, off, got {dp_attention!r}"
+            name["dp_attention"], f"must be one of both, on, off, got {dp_attention!r}"
         ) from None
     if dpa == "on" and not m.is_moe:
         raise InvalidArgumentError(
-            "dp_attention",
+            name["dp_attention"],
             f"{m.label} has no routed experts: DP-attention over dense layers is plain data "
             "parallelism (the same figures); give 'off' or leave it out",
         )
     red = None if redundant_experts in (None, "auto") else redundant_experts
-    red = check_int("redundant_experts", red, minimum=0)
+    red = check_int(name["redundant_experts"], red, minimum=0)
     if red and not m.is_moe:
         raise InvalidArgumentError(
-            "redundant_experts", f"{m.label} has no experts to replicate; leave it out"
+            name["redundant_experts"], f"{m.label} has no experts to replicate; leave it out"
         )
     if red and eps == "none":
         raise InvalidArgumentError(
-            "redundant_experts",
+            name["redundant_experts"],
             f"{red} replicas of busy experts (EPLB) spread the load over expert-parallel ranks, "
-            "but ep is none (--ep none): no layout searched has any; give ep 'any' or degrees "
-            "above 1 (--ep), or leave redundant_experts (--redundant-experts) out",
+            f"but {name['ep']} is none ({flag['ep']} none): no layout searched has any; give "
+            f"'any' or degrees above 1 ({flag['ep']}), or leave {name['redundant_experts']} "
+            f"({flag['redundant_experts']}) out",
         )
     if red is not None and isinstance(eps, tuple):
         for e in eps:
             if e > 1 and (m.n_routed_experts + red) % e:
                 fix = red + (-(m.n_routed_experts + red)) % e
                 raise InvalidArgumentError(
-                    "ep",
+                    name["ep"],
                     f"{e} does not divide the {m.n_routed_experts} routed experts of {m.label} "
-                    f"+ {red} redundant; give redundant_experts {fix} (--redundant-experts "
-                    f"{fix}), or leave it out (auto: the fewest that round the slots up)",
+                    f"+ {red} redundant; give {name['redundant_experts']} {fix} "
+                    f"({flag['redundant_experts']} {fix}), or leave it out (auto: the fewest "
+                    "that round the slots up)",
                 )
     return LayoutLimits(tps, pps, eps, dpa, red)
+
+
+#: The arguments that limit a disaggregated prefill pool's layouts apart (prefill_limits)
+PREFILL_LIMITS = (
+    "prefill_tp",
+    "prefill_ep",
+    "prefill_dp_attention",
+    "prefill_redundant_experts",
+)
+
+
+def prefill_limits(
+    m: ModelConfig, limits: LayoutLimits, modes: tuple[str, ...], **given: Any
+) -> LayoutLimits | None:
+    """A disaggregated prefill pool's layout limits: each of ``given`` (``prefill_tp``,
+    ``prefill_ep``, ``prefill_dp_attention``, ``prefill_redundant_experts``; None: not given)
+    checked, the decode pool's limit where not given; no stage limit (a prefill pool runs one
+    stage). None: the decode pool's limits, as they are (or no disaggregated mode)."""
+    asked = [k for k, v in given.items() if v is not None]
+    if asked and "disaggregated" not in modes:
+        raise InvalidArgumentError(
+            asked[0],
+            f"limits a disaggregated prefill pool, but modes are {', '.join(modes)}: add "
+            "disaggregated (--modes aggregated,disaggregated) or leave it out",
+        )
+    if not (asked or limits.pp) or "disaggregated" not in modes:
+        return None
+    args = {k: given[f"prefill_{k}"] for k in ("tp", "ep", "dp_attention", "redundant_experts")}
+    out = check_limits(
+        m,
+        limits.tp if args["tp"] is None else args["tp"],
+        None,
+        limits.ep if args["ep"] is None else args["ep"],
+        limits.dp_attention if args["dp_attention"] is None else args["dp_attention"],
+        limits.redundant_experts
+        if args["redundant_experts"] is None
+        else args["redundant_experts"],
+        prefix="prefill_",
+    )
+    return None if out == limits else out
 
 
 def _degrees(name: str, value: Any, words: str = "") -> tuple[int, ...] | None:
@@ -596,7 +666,7 @@ def _degrees(name: str, value: Any, words: str = "") -> tuple[int, ...] | None:
 
 
 def _check_limits_divide(
-    limits: LayoutLimits, gpus: tuple[int, ...], budget: int | None = None
+    limits: LayoutLimits, gpus: tuple[int, ...], budget: int | None = None, prefix: str = ""
 ) -> None:
     """Each degree given divides one of the GPU counts searched at least (the budget's pool
     sizes under a budget); a degree dividing none is a mistake, not a constraint."""
@@ -607,13 +677,15 @@ def _check_limits_divide(
         for d in degrees if isinstance(degrees, tuple) else ():
             if not any(g % d == 0 for g in gpus):
                 raise InvalidArgumentError(
-                    name,
+                    prefix + name,
                     f"{d} divides none of the GPU counts searched ({counts}); give a degree "
                     "that divides one of them, or more GPUs (--gpus)",
                 )
 
 
-def _check_moe_options(m: ModelConfig, limits: LayoutLimits, moe: dict[str, Any]) -> dict[str, Any]:
+def _check_moe_options(
+    m: ModelConfig, limits: LayoutLimits, prefill: LayoutLimits | None, moe: dict[str, Any]
+) -> dict[str, Any]:
     """How the routing loads the experts, checked as :func:`mlacalc.plan` checks it (one
     rule: :func:`~mlacalc.serving.plan_checks.check_routing_args`), and refused where no
     layout searched has expert ranks (``ep`` none)."""
@@ -621,7 +693,8 @@ def _check_moe_options(m: ModelConfig, limits: LayoutLimits, moe: dict[str, Any]
     if m.is_moe:
         check_balanced(routing, imbalance)
         where = "ep is none (--ep none): no layout searched has expert ranks"
-        refuse_without_ranks(limits.ep != "none", where, imbalance, skew, rebalance)
+        ranks = limits.ep != "none" or (prefill is not None and prefill.ep != "none")
+        refuse_without_ranks(ranks, where, imbalance, skew, rebalance)
     return {
         "routing": routing,
         "expert_skew": skew,
@@ -930,6 +1003,10 @@ def search(
     expert_skew: float = 0.0,
     rebalance: bool | None = None,
     routing_imbalance: float = 1.0,
+    prefill_tp: Any = None,
+    prefill_ep: Any = None,
+    prefill_dp_attention: Any = None,
+    prefill_redundant_experts: Any = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -958,11 +1035,14 @@ def search(
     limited: ``tp`` and ``pp`` to the degrees listed, ``ep`` to ``"none"`` or the degrees
     listed (``"any"``: the search's own), ``dp_attention`` to ``"on"`` or ``"off"``
     (``"both"``), ``redundant_experts`` to a count every expert-parallel layout places
-    (None: the fewest that make ``ep`` divide the expert slots);
-    limits that leave no candidate are refused, naming the limit and counting what each
-    reason ruled out. ``routing``, ``expert_skew``, ``rebalance`` and ``routing_imbalance``
-    load the routed experts of every point as :func:`mlacalc.plan` does (refused as plan
-    refuses them; ``SearchResult.constraints()`` says what the search ran under).
+    (None: the fewest that make ``ep`` divide the expert slots); ``prefill_tp``,
+    ``prefill_ep``, ``prefill_dp_attention`` and ``prefill_redundant_experts`` limit a
+    disaggregated prefill pool apart (None: as the decode pool; a prefill pool runs one
+    stage, whatever ``pp``); limits that leave no candidate are refused, naming the limit
+    and counting what each reason ruled out. ``routing``, ``expert_skew``, ``rebalance``
+    and ``routing_imbalance`` load the routed experts of every point as :func:`mlacalc.plan`
+    does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
+    ran under).
 
     Examples
     --------
@@ -975,7 +1055,7 @@ def search(
     req = check_search(**args)  # every argument, checked and normalised
     reasons: Counter[str] = Counter()
     cands = candidates(req, reasons)
-    if not cands and req.limits.given:
+    if not cands and req.limited:
         raise _limits_left_nothing(req, reasons)
     secs = time_candidates(cands, req.profile)
     # the candidates' kernels by class, with the variant and shapes the class they run follows
@@ -1031,6 +1111,7 @@ def search(
         budget=req.budget,
         **req.scheduler_record,
         limits=req.limits,
+        prefill_limits=req.prefill_limits,
         routing=dict(req.routing),
     )
 
@@ -1217,7 +1298,16 @@ def _weights_note(req: SearchRequest, ruled_out: dict[str, int]) -> tuple[str, .
             sized = None if req.own and w0 == req.m.weights_dtype else w0
             for comps in req.components:
                 if candidate_layouts(
-                    req.m, req.hw, g, sized, req.usable, comps, req.weight_cache, req.limits
+                    req.m,
+                    req.hw,
+                    g,
+                    sized,
+                    req.usable,
+                    comps,
+                    req.weight_cache,
+                    req.limits,
+                    None,
+                    req.prefill_limits,
                 ):
                     return (
                         f"the weights fit on no layout of the GPU counts searched ({counts}); "

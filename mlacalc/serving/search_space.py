@@ -96,12 +96,12 @@ class LayoutLimits:
             "redundant_experts": self.redundant_experts,
         }
 
-    def breaks(self, lay: Layout) -> str | None:
-        """The reason (the first limit, in the order tp, pp, ep, DP-attention) that rules
-        ``lay`` out; None: it is allowed. DP-attention is on where attention groups (``dp`` >
-        1) share the experts; one attention group is plain TP (as plan's command line has
-        it)."""
-        shown = self.options()
+    def breaks(self, lay: Layout, m: ModelConfig) -> str | None:
+        """The reason (the first limit, in the order tp, pp, ep, DP-attention, redundant
+        experts) that rules ``lay`` of ``m`` out; None: it is allowed. DP-attention is on where
+        attention groups (``dp`` > 1) share the experts; one attention group is plain TP (as
+        plan's command line has it)."""
+        shown = {"--redundant-experts": "auto", **self.options()}
         dpa = lay.dp_attention and lay.dp > 1
         ep_ok = (
             self.ep == "any"
@@ -113,6 +113,7 @@ class LayoutLimits:
             ("--pp", self.pp is None or lay.pp in self.pp),
             ("--ep", ep_ok),
             ("--dp-attention", self.dp_attention == "both" or dpa == (self.dp_attention == "on")),
+            ("--redundant-experts", lay.redundant_experts == self.redundant(m, lay.ep)),
         ):
             if not ok:
                 return f"ruled out by {flag} {shown[flag]}"
@@ -183,12 +184,27 @@ class SearchRequest:
     #: one search's step models and their kernels by what they depend on, and sequences'
     #: cache bytes per GPU (:func:`candidate`)
     step_cache: dict = field(default_factory=dict, compare=False, repr=False)
-    #: the layouts allowed (:class:`LayoutLimits`)
+    #: the layouts allowed (:class:`LayoutLimits`): of the decode pool (and aggregated), and
+    #: of a disaggregated prefill pool (None: the same)
     limits: LayoutLimits = NO_LIMITS
+    prefill_limits: LayoutLimits | None = None
     #: how a step's tokens load the routed experts, as plan's step models take it
     #: (``routing``, ``expert_skew``, ``rebalance``, ``routing_imbalance``;
     #: :meth:`mlacalc.serving.plan_checks.PlanRequest.step_model_args`)
     routing: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def limited(self) -> bool:
+        """Whether the layouts are limited (:class:`LayoutLimits`)."""
+        return self.limits.given or self.prefill_limits is not None
+
+    def roles(self, lay: Layout) -> tuple[bool, bool]:
+        """Whether ``lay`` may run a decode pool (or aggregated) and a prefill pool."""
+        if not self.limited:
+            return True, True
+        decode = self.limits.breaks(lay, self.m) is None
+        prefill = self.prefill_limits or self.limits
+        return decode, prefill.breaks(lay, self.m) is None
 
     @property
     def usable(self) -> int:
@@ -324,11 +340,12 @@ def candidate_layouts(
     cache: dict | None = None,
     limits: LayoutLimits = NO_LIMITS,
     removed: Counter[str] | None = None,
+    prefill: LayoutLimits | None = None,
 ) -> list[Layout]:
     """The layouts worth trying on ``gpus`` GPUs (see :mod:`mlacalc.serving.search`) within
-    ``limits`` whose weights (``components`` in formats of their own) fit in ``usable`` bytes
-    per GPU (``cache``: see :func:`layout_weights`); the layouts the limits rule out are
-    counted in ``removed`` by the limit."""
+    ``limits`` or (a prefill pool's) ``prefill`` whose weights (``components`` in formats of
+    their own) fit in ``usable`` bytes per GPU (``cache``: see :func:`layout_weights`); the
+    layouts the limits rule out are counted in ``removed`` by the decode pool's limit."""
     node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
@@ -351,18 +368,20 @@ def candidate_layouts(
             stage = gpus // pp
             tp = max(t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t))
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
-    if limits.given:
-        _limited_layouts(out, seen, m, gpus, node, limits)
+    limited = limits.given or prefill is not None
+    if limited:
+        for each in (limits, prefill) if prefill is not None else (limits,):
+            _limited_layouts(out, seen, m, gpus, node, each)
         kept = []
         for lay in out:
-            reason = limits.breaks(lay)
-            if reason is None:
+            reason = limits.breaks(lay, m)
+            if reason is None or (prefill is not None and prefill.breaks(lay, m) is None):
                 kept.append(lay)
             elif removed is not None:
                 removed[reason] += 1
         out = kept
     fit = [lay for lay in out if layout_weights(m, lay, weight_dtype, components, cache) < usable]
-    if limits.given and removed is not None and len(fit) < len(out):
+    if limited and removed is not None and len(fit) < len(out):
         removed["does not fit: weights"] += len(out) - len(fit)
     return fit
 
@@ -479,12 +498,21 @@ def _fitting_layouts(
     per_layout = len(req.kv_dtypes) * len(req.batches) * len(req.modes)
     removed: Counter[str] = Counter()
     lays = candidate_layouts(
-        req.m, req.hw, g, sized, req.usable, comps, req.weight_cache, req.limits, removed
+        req.m,
+        req.hw,
+        g,
+        sized,
+        req.usable,
+        comps,
+        req.weight_cache,
+        req.limits,
+        removed,
+        req.prefill_limits,
     )
     for reason, n in removed.items():
         reasons[reason] += n * per_layout
     if not lays:
-        if not req.limits.given:  # (limited: each layout counted above)
+        if not req.limited:  # (limited: each layout counted above)
             reasons["does not fit: weights"] += per_layout
         return []
     if not req.hw.scale_out_bytes_per_s:
@@ -516,7 +544,8 @@ def candidate(
     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
     per_seq = _per_sequence(req, layout, lay, req.context)
     per_group = (req.usable - weights) // per_seq
-    B = np.asarray(req.batches, dtype=np.float64)
+    decode, prefill = req.roles(lay)  # the pools the limits let it run
+    B = np.asarray(req.batches if decode else (), dtype=np.float64)
     fit = per_group >= B
     reasons["does not fit: kv cache"] += int((~fit).sum()) * len(req.modes)
     if req.max_running is not None:
@@ -531,7 +560,7 @@ def candidate(
     rows = StepRows()
     # a count a budget does not run aggregated (mlacalc.serving.search.tight_counts): no
     # steps with prompts
-    mixed = req.whole_gpus is None or g in req.whole_gpus
+    mixed = decode and (req.whole_gpus is None or g in req.whole_gpus)
     _batch_rows(rows, req, lay, ovs, Bf, k, mean, mixed, synced_groups(m, lay))
     chunked = {}
     if mixed and req.prefill_pass == "fused" and "aggregated" in req.modes:
@@ -543,7 +572,7 @@ def candidate(
     # under a budget, a pool of more GPUs than the budget leaves beside the smallest decode
     # pool never pairs
     pairs = req.budget is None or g + min(req.gpus) <= req.budget
-    if lay.pp == 1 and "disaggregated" in req.modes and pairs:
+    if lay.pp == 1 and "disaggregated" in req.modes and pairs and prefill:
         one = _per_sequence(req, layout, lay, isl)
         k_fit = int(min(req.k_max, max(req.usable - weights, 0) // one))
     if k_fit >= 1:
