@@ -250,6 +250,46 @@ def test_sglang_decode_rows_past_its_cuda_graph_take_the_eager_floor():
         assert np.median(t.seconds[fl] / mapped.host_s[fl]) == pytest.approx(1.0, abs=0.05)
 
 
+def test_sglang_prompt_rows_past_65536_cached_tokens_take_their_long_context_floor():
+    """SGLang's prompt module dispatches more once a row holds more than 65,536 cached tokens
+    (host_floor.LONG_CACHE_TOKENS): every path on both devices steps by 0.43-0.52 ms there and
+    takes 31-37 us more a further sequence (LONG_SEQUENCE_S), flat in the cached length. Those
+    rows are their path's long-context group, fitted on its one-sequence rows as every floor
+    is. Before: the rows past 65,536 cached tokens 41.1% / 36.2% short at the median (B200 /
+    H100), their rows of at most 64 new tokens 55.8% / 50.9%; after 3.8% / 4.9% and 2.6% /
+    3.2%."""
+    from mlacalc.measured.host_floors import fit_long_sequence_s
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.host_floor import (
+        LONG,
+        LONG_CACHE_TOKENS,
+        LONG_SEQUENCE_S,
+        floor_sources,
+        host_floor_seconds,
+    )
+
+    table = "dsa_context_module_perf"
+    src = np.array(["sglang_dsa_indexer_trtllm"] * 3)
+    got = floor_sources("b200_sxm", "sglang", table, src, 1, np.array([65536, 65537, 1 << 20]))
+    assert got.tolist() == [src[0], src[0] + LONG, src[0] + LONG]
+    # a decode table or an engine without the threshold keeps its labels
+    assert (floor_sources("b200_sxm", "vllm", table, src, 1, [1 << 20] * 3) == src).all()
+    gemm, kv = np.full(3, "bfloat16"), np.full(3, "fp8")
+    seqs = np.array([1.0, 1.0, 8.0])
+    got = host_floor_seconds("b200_sxm", "sglang", table, got, gemm, kv, seqs)
+    per = LONG_SEQUENCE_S["b200_sxm", "sglang"]
+    assert got[2] - got[1] == pytest.approx(7 * per) and got[1] - got[0] > 0.4e-3
+    for system in ("h100_sxm", "b200_sxm"):
+        t, _, _, _, _, mapped = _attention(system, "sglang", table)
+        fitted, rows = fit_long_sequence_s(mapped)
+        assert rows > 1000 and fitted == pytest.approx(LONG_SEQUENCE_S[system, "sglang"], rel=1e-3)
+        err = predict_mapped(mapped, None, f"fit-{system.replace('_', '-')}-sglang") / t.seconds
+        long = t.columns["step"] > LONG_CACHE_TOKENS["sglang"]
+        few = long & (t.columns["isl"] <= 64)
+        assert long.sum() > 14000 and np.median(np.abs(err[long] - 1)) <= 0.055
+        assert np.median(np.abs(err[few] - 1)) <= 0.035
+
+
 @pytest.mark.parametrize("table", ["dsa_context_module_perf", "dsa_generation_module_perf"])
 def test_sglang_h100_flashmla_kv_walks_every_slot_as_its_own_kernel(table):
     """SGLang's H100 rows of its fp8-cache path (``..._flashmla_kv``) walk every top-k slot in

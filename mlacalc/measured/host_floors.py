@@ -20,11 +20,11 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable
-from mlacalc.timemodel.host_floor import floor_sources, graphed
+from mlacalc.timemodel.host_floor import LONG, floor_sources, graphed, host_floor_seconds
 from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.profile import Profile
 
-__all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "kernel_seconds"]
+__all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "fit_long_sequence_s", "kernel_seconds"]
 
 #: A group has a host floor only where the kernels of its fewest-token rows take at most this
 #: share of their measured time (median): above it those rows are the kernels' own time (a
@@ -80,7 +80,8 @@ def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any
     meas = t.seconds
     ok = mapped.modelled & np.isfinite(kern) & (meas > 0)
     src, gemm, kv = (_labels(t, c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
-    src = floor_sources(t.system, t.engine, t.table, src, t.column("batch_size"))  # eager rows
+    cached = t.column("step") if "step" in t.columns else None
+    src = floor_sources(t.system, t.engine, t.table, src, t.column("batch_size"), cached)
     group = np.char.add(np.char.add(np.char.add(src, "|"), np.char.add(gemm, "|")), kv)
     tokens_of = t.column("batch_size").astype(np.float64) * t.column("isl").astype(np.float64)
     out = []
@@ -110,3 +111,24 @@ def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any
             rec["past_sum"] = _median_abs((kern[past] + floor) / meas[past] - 1)
         out.append(rec)
     return out
+
+
+def fit_long_sequence_s(mapped: MappedTable) -> tuple[float | None, int]:
+    """The host's time per further sequence of a table's long-context prompt rows
+    (:data:`mlacalc.timemodel.host_floor.LONG_SEQUENCE_S`): the median, over the long groups'
+    rows of the table's fewest new tokens a sequence and two sequences or more, of (time -
+    the group's one-sequence floor) / (sequences - 1); and how many rows it is over (None, 0
+    where the table has none)."""
+    t = mapped.table
+    src, gemm, kv = (_labels(t, c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
+    bs = t.column("batch_size").astype(np.float64)
+    cached = t.column("step") if "step" in t.columns else None
+    src = floor_sources(t.system, t.engine, t.table, src, bs, cached)
+    floor = host_floor_seconds(t.system, t.engine, t.table, src, gemm, kv)  # one sequence
+    isl = t.column("isl").astype(np.float64)
+    long = np.char.endswith(src, LONG) & mapped.modelled & np.isfinite(floor)
+    rows = long & (bs >= 2) & (isl == isl[long].min()) if long.any() else long
+    if not rows.any():
+        return None, 0
+    per = (t.seconds[rows] - floor[rows]) / (bs[rows] - 1.0)
+    return float(np.median(per)), int(rows.sum())

@@ -230,10 +230,12 @@ class _Builder:
         self.host_s: np.ndarray | None = None  # a host floor per row (NaN: none), or none
         self.host_groups: tuple | None = None  # the labels it was looked up by
 
-    def host_floor(self, t: MeasuredTable, sources, gemm_types=None, kv_dtypes=None) -> None:
-        """The rows' host floors under the table's own device's floors, by their labels
-        (kept, to look them up under another device's: ``MappedTable.host_floor_for``)."""
-        self.host_groups = (sources, gemm_types, kv_dtypes)
+    def host_floor(
+        self, t: MeasuredTable, sources, gemm_types=None, kv_dtypes=None, sequences=None
+    ) -> None:
+        """The rows' host floors under the table's own device's floors, by their labels and
+        sequences (kept, to look them up under another device's: ``MappedTable.host_floor_for``)."""
+        self.host_groups = (sources, gemm_types, kv_dtypes, sequences)
         self.host_s = host_floor_seconds(t.system, t.engine, t.table, *self.host_groups)
 
     def add(
@@ -2340,8 +2342,9 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        rope_elements=(tok * (h + 1) * g["rope"])[sp],
                        unit_heads=np.where(walks, own_unit, 0.0)[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
-    labels = floor_sources(t.system, t.engine, t.table, src, bs)  # eager past a CUDA graph
-    b.host_floor(t, labels, t.column("gemm_type"), t.column("kv_cache_dtype"))
+    # eager past a CUDA graph; a prompt past LONG_CACHE_TOKENS its long-context group
+    labels = floor_sources(t.system, t.engine, t.table, src, bs, t.column("step"))
+    b.host_floor(t, labels, t.column("gemm_type"), t.column("kv_cache_dtype"), bs)
 
 
 def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:

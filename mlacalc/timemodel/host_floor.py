@@ -43,6 +43,9 @@ __all__ = [
     "GEMM_FLOOR_STAND_IN",
     "GRAPH_MAX_BATCH",
     "HOST_FLOOR_S",
+    "LONG",
+    "LONG_CACHE_TOKENS",
+    "LONG_SEQUENCE_S",
     "floor_sources",
     "floor_structure",
     "floors_measured",
@@ -70,6 +73,41 @@ GRAPH_MAX_BATCH: dict[tuple[str, str], int] = {(_H100, "sglang"): 256, (_B200, "
 #: :data:`GRAPH_MAX_BATCH`: its floor is a group of its own in :data:`HOST_FLOOR_S`.
 EAGER = "+eager"
 
+#: ``engine ->`` the most cached tokens a prompt row of its eagerly launched DSA module
+#: (``dsa_context_module_perf``) can hold before the host dispatches more: a row of more is its
+#: path's long-context group (:data:`LONG` appended, :func:`floor_sources`), a floor of its own.
+#: Read from the rows: every SGLang prompt path, on both devices, at both GEMM dtypes, takes a
+#: flat 0.30-1.56 ms at up to 65,536 cached tokens and 0.43-0.52 ms more from 131,072 on (no
+#: row lies between): B200 skip-indexer TensorRT-LLM-gen path, bf16 GEMMs, 0.30 -> 0.74 ms, its
+#: indexer path 1.06 -> 1.49 ms; H100 skip-indexer FlashMLA 0.35 -> 0.81 ms, its indexer path
+#: 1.08 -> 1.56 ms; flat again from 131,072 to 1,048,572 cached tokens and from 4 to 512 new
+#: ones, so a fixed cost, not the GPU's work on the keys. The host's: SGLang's decode rows of
+#: the same cached lengths, replayed from a CUDA graph, show no step (their median errors at
+#: 65,536 and 131,072 cached tokens within 4 points of each other). Which op it is the tables
+#: do not say (the threshold lies between 65,536 and 131,072: taken at 2^16). TensorRT-LLM's
+#: and vLLM's prompt tables hold no row past 128 cached tokens.
+LONG_CACHE_TOKENS: dict[str, int] = {"sglang": 65_536}
+
+#: The suffix :func:`floor_sources` gives a prompt row's ``kernel_source`` past
+#: :data:`LONG_CACHE_TOKENS`: its floor is a group of its own in :data:`HOST_FLOOR_S`.
+LONG = "+long"
+
+#: ``(system, engine) ->`` the host's time per sequence, past the first, of a prompt row past
+#: :data:`LONG_CACHE_TOKENS` (seconds): such a row's floor is its long-context group's (fitted
+#: on its one-sequence rows) and this for each further sequence. The rows show it on both
+#: devices, in every path: at four new tokens a sequence the long rows take 31-36 us more a
+#: sequence from 2 to 32 sequences (SGLang's skip-indexer paths, whose kernels are a few per
+#: cent of such a row; the indexer paths 36-51 us, their logits over the long keys on top), flat
+#: in the cached length from 131,072 to 1,048,572 tokens, where the rows of up to 65,536 cached
+#: tokens show none (within 6 us a row from 1 to 16 sequences). Each the median over the long
+#: groups' four-token rows of 2 to 128 sequences of (time - floor) / (sequences - 1)
+#: (:func:`mlacalc.measured.host_floors.fit_long_sequence_s`: 1,456 rows on H100, 1,280 on
+#: B200).
+LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
+    (_H100, "sglang"): 3.733e-05,
+    (_B200, "sglang"): 3.317e-05,
+}
+
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
 #: dispatch time, seconds: the ops the forward dispatches are the attention path's and those
 #: its GEMM and cache dtypes add (fitted by mlacalc.measured.host_floors.fit_host_floors with
@@ -83,26 +121,43 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _BF16, _FP8): 0.0006398,
     (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _FP8B, _BF16): 0.0008519,
     (_H100, "sglang", _CTX, _SG + "dense_mha_fa3", _FP8B, _FP8): 0.000974,
-    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv", _BF16, _FP8): 0.00116,
-    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv", _FP8B, _FP8): 0.001561,
-    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _BF16, _BF16): 0.001079,
-    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _FP8B, _BF16): 0.001482,
-    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv", _BF16, _FP8): 0.0004779,
-    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv", _FP8B, _FP8): 0.0006849,
-    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _BF16, _BF16): 0.0003611,
-    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.000605,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv", _BF16, _FP8): 0.001153,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv", _FP8B, _FP8): 0.001549,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _BF16, _BF16): 0.001072,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _FP8B, _BF16): 0.001476,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv", _BF16, _FP8): 0.0004523,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv", _FP8B, _FP8): 0.0006756,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _BF16, _BF16): 0.0003445,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.0005948,
     (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _BF16, _BF16): 0.0005116,
     (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _BF16, _FP8): 0.0005403,
     (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _FP8B, _BF16): 0.0008257,
     (_B200, "sglang", _CTX, _SG + "dense_mha_trtllm_ragged", _FP8B, _FP8): 0.0008514,
-    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _BF16, _BF16): 0.001095,
-    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _FP8B, _BF16): 0.001437,
-    (_B200, "sglang", _CTX, _SG + "indexer_trtllm", _BF16, _FP8): 0.001058,
-    (_B200, "sglang", _CTX, _SG + "indexer_trtllm", _FP8B, _FP8): 0.001407,
-    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _BF16, _BF16): 0.0003587,
-    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.0005777,
-    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _BF16, _FP8): 0.0003106,
-    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _FP8B, _FP8): 0.0005309,
+    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _BF16, _BF16): 0.001061,
+    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse", _FP8B, _BF16): 0.001432,
+    (_B200, "sglang", _CTX, _SG + "indexer_trtllm", _BF16, _FP8): 0.00104,
+    (_B200, "sglang", _CTX, _SG + "indexer_trtllm", _FP8B, _FP8): 0.001401,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _BF16, _BF16): 0.0003492,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse", _FP8B, _BF16): 0.0005702,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _BF16, _FP8): 0.0003037,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm", _FP8B, _FP8): 0.0005227,
+    # SGLang's prompt modules past LONG_CACHE_TOKENS cached tokens (floor_sources)
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv" + LONG, _BF16, _FP8): 0.0016596,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_kv" + LONG, _FP8B, _FP8): 0.0020427,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse" + LONG, _BF16, _BF16): 0.0015667,
+    (_H100, "sglang", _CTX, _SG + "indexer_flashmla_sparse" + LONG, _FP8B, _BF16): 0.0019576,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv" + LONG, _BF16, _FP8): 0.00096925,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_kv" + LONG, _FP8B, _FP8): 0.0011882,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse" + LONG, _BF16, _BF16): 0.0008043,
+    (_H100, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse" + LONG, _FP8B, _BF16): 0.0010908,
+    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse" + LONG, _BF16, _BF16): 0.0015969,
+    (_B200, "sglang", _CTX, _SG + "indexer_flashmla_sparse" + LONG, _FP8B, _BF16): 0.001868,
+    (_B200, "sglang", _CTX, _SG + "indexer_trtllm" + LONG, _BF16, _FP8): 0.0015494,
+    (_B200, "sglang", _CTX, _SG + "indexer_trtllm" + LONG, _FP8B, _FP8): 0.0018317,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse" + LONG, _BF16, _BF16): 0.00078045,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_flashmla_sparse" + LONG, _FP8B, _BF16): 0.0010272,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm" + LONG, _BF16, _FP8): 0.00074425,
+    (_B200, "sglang", _CTX, _SG + "skip_indexer_trtllm" + LONG, _FP8B, _FP8): 0.00098965,
     # SGLang's decode modules past their CUDA graph (GRAPH_MAX_BATCH: floor_sources), eager
     (_H100, "sglang", _GEN, _SG + "indexer_fa3" + EAGER, _BF16, _BF16): 0.0009319,
     (_H100, "sglang", _GEN, _SG + "indexer_fa3" + EAGER, _FP8B, _BF16): 0.00134,
@@ -155,11 +210,17 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
 GEMM_FLOOR_STAND_IN = {_NVFP4: _FP8B}
 
 
-def floor_sources(system: str, engine: str, table: str, sources, batch) -> np.ndarray:
+def floor_sources(system: str, engine: str, table: str, sources, batch, cached=None) -> np.ndarray:
     """The rows' ``kernel_source`` labels as :data:`HOST_FLOOR_S` groups them: a decode row of
     more sequences (``batch``) than the engine's graph ran (:data:`GRAPH_MAX_BATCH`) is its
-    path run eagerly (``EAGER`` appended); every other row its label as it is."""
+    path run eagerly (``EAGER`` appended), a prompt row of more ``cached`` tokens than
+    :data:`LONG_CACHE_TOKENS` its path's long-context group (``LONG`` appended); every other
+    row its label as it is."""
     src = np.asarray(sources).astype(str)
+    longest = LONG_CACHE_TOKENS.get(engine)
+    if table == _CTX and longest is not None and cached is not None:
+        long = np.asarray(cached, dtype=np.float64) > longest
+        return np.where(long, np.char.add(src, LONG), src)
     most = GRAPH_MAX_BATCH.get((system, engine))
     if table != _GEN or most is None:
         return src
@@ -180,9 +241,9 @@ def floor_structure(engine: str, source: str) -> str:
     indexer or skip-indexer whatever kernel they end in (``sglang_dsa_indexer_trtllm`` and
     ``sglang_dsa_indexer_flashmla_kv`` dispatch the same indexer, GEMMs and cache write:
     1.058 and 1.160 ms with bf16 GEMMs and an fp8 cache); vLLM's sparse module is one
-    structure under FlashMLA or FlashInfer; the eager suffix stays."""
-    eager = source.endswith(EAGER)
-    path = source[: -len(EAGER)] if eager else source
+    structure under FlashMLA or FlashInfer; the eager or long-context suffix stays."""
+    suffix = next((x for x in (EAGER, LONG) if source.endswith(x)), "")
+    path = source[: len(source) - len(suffix)]
     if engine == "sglang":
         for prefix in (_SG + "skip_indexer_", _SG + "indexer_", _SG + "dense_mha_"):
             if path.startswith(prefix):
@@ -190,7 +251,7 @@ def floor_structure(engine: str, source: str) -> str:
                 break
     elif engine == "vllm":
         path = "sparse_module"
-    return path + (EAGER if eager else "")
+    return path + suffix
 
 
 def floors_measured(system: str, engine: str, table: str) -> bool:
@@ -221,14 +282,16 @@ def _floor_of(system: str, engine: str, table: str, source: str, gemm: str, kv: 
 
 def host_floor_seconds(
     system: str, engine: str, table: str, sources, gemm_types=None, kv_dtypes=None,
-    floors_of: str | None = None,
+    sequences=None, floors_of: str | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Per-row host floor (seconds) of a table's rows by their ``kernel_source``,
     ``gemm_type`` and ``kv_cache_dtype`` labels (``None``: a table without the column); NaN
     where :data:`HOST_FLOOR_S` has no floor for the group (its rows are predicted by their
-    kernels alone). ``floors_of``: the measured system whose floors apply (default
-    ``system``, the table's own); another's for a device predicted from a fit that never saw
-    it, a group it never ran taking its floors of the same structure (module docstring)."""
+    kernels alone). A long-context row (its label ending in :data:`LONG`) adds
+    :data:`LONG_SEQUENCE_S` for each of its ``sequences`` past the first (``None``: one).
+    ``floors_of``: the measured system whose floors apply (default ``system``, the table's
+    own); another's for a device predicted from a fit that never saw it, a group it never ran
+    taking its floors of the same structure (module docstring)."""
     src = np.asarray(sources).astype(str)
     n = src.shape[0]
     gemm = np.full(n, "") if gemm_types is None else np.asarray(gemm_types).astype(str)
@@ -240,4 +303,8 @@ def host_floor_seconds(
         floor = _floor_of(under, engine, table, *(str(k) for k in key), own=under == system)
         if floor is not None:
             out[(keys == key).all(axis=1)] = floor
+    per = LONG_SEQUENCE_S.get((under, engine), 0.0)
+    if sequences is not None and per > 0:
+        more = np.maximum(np.asarray(sequences, dtype=np.float64) - 1.0, 0.0)
+        out = out + np.where(np.char.endswith(src, LONG), per * more, 0.0)
     return out
