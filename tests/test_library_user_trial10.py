@@ -203,3 +203,11 @@ def test_a_plan_beyond_what_fits_names_the_batch_it_timed():
     assert big.to_dict()["timed_batch"] == big.max_batch
     one = mlacalc.plan(V3, "B200", 8, seq_len=32768, batch=big.max_batch)
     assert one.decode_step_s == big.decode_step_s and one.timed_batch == big.max_batch
+
+
+def test_gqa_equivalents_of_different_kv_heads_are_different_names():
+    """Before: as_variant(V3, "gqa", num_key_value_heads=4/8/16) were all 'deepseek-v3-as-gqa',
+    so three models' results said one name."""
+    names = [as_variant(V3, "gqa", num_key_value_heads=k).name for k in (4, 8, 16)]
+    assert names == ["deepseek-v3-as-gqa4", "deepseek-v3-as-gqa8", "deepseek-v3-as-gqa16"]
+    assert mlacalc.kv_cache(as_variant(V3, "gqa", num_key_value_heads=8), 1).model == names[1]

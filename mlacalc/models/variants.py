@@ -121,6 +121,8 @@ def as_variant(
             raise InvalidArgumentError(
                 "num_key_value_heads", f"must divide the {n_h} heads, got {num_key_value_heads!r}"
             )
+        # GQA of 4, 8 or 16 KV heads are three models: each result names its own
+        name = f"{name}{n_kv}"
     if variant == m.variant and n_kv == m.num_key_value_heads:
         return m  # the model's own design: itself, every kind of layer as it is
     return m.with_changes(
