@@ -902,6 +902,17 @@ def _combine_kernel(t: MeasuredTable, context: bool) -> np.ndarray:
     return (source.astype(str) == "vllm_flash_attn_fa3").astype(np.float64)
 
 
+def _window_edge(t: MeasuredTable, context: bool, win: np.ndarray, kv: np.ndarray) -> np.ndarray:
+    """1 where a decode row's FlashAttention-3 call pays its window's edge (``window_edge``,
+    :data:`~mlacalc.timemodel.attention_time.WINDOW_EDGE_DECODE`): vLLM's H100 rows (kernel
+    source ``vllm_flash_attn_fa3``) whose cache is longer than the window; 0 elsewhere."""
+    source = t.columns.get("kernel_source")
+    if context or source is None or t.engine != "vllm":
+        return np.zeros(len(t))
+    fa3 = source.astype(str) == "vllm_flash_attn_fa3"
+    return (fa3 & (win > 0) & (kv > win)).astype(np.float64)
+
+
 #: ``kernel_source`` of a prompt row that the engine ran through its decode kernel: vLLM's
 #: FlashInfer backend on B200 sends a prompt of one token (its batch-reorder threshold) down
 #: its decode path, and its prompt table names the generation table's kernel for exactly those
@@ -1033,6 +1044,7 @@ def _attention_rows(
         head_pack=head_pack,
         q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
+        window_edge=_window_edge(t, context, win, kv),
         hd192_side_call=_hd192_side_call(t, hd),
         cache_bytes=warm_cache,
         preprocess_bytes=pre_bytes,

@@ -221,6 +221,20 @@ QUERY_CAST_BYTES = 3.0
 ALWAYS_COMBINE_DECODE = frozenset({("vllm", "sm90")})
 ALWAYS_COMBINE_S = 2.5e-6
 
+#: (engine, kernel generation) whose packing decode (FlashAttention-3) pays a window's edge once
+#: the cache is longer than the window (``window_edge`` 1): vLLM on Hopper. Its windowed rows
+#: (GPT-OSS's 128-key window, head dim 64) take the same time at every cache past the window,
+#: 256 to 131,072 keys, but more than the same call inside it (127 keys): 1.21-1.27x at up to
+#: 128 units (+2.7-3.8 us, bf16 / fp8 cache), 1.5x past 2,048 units, about the time of two
+#: 128-key blocks where the window's keys fill one; SGLang's FlashAttention-3 rows of the same
+#: shapes take no more past the window than inside it, and vLLM's B200 rows (TensorRT-LLM-gen)
+#: 1.0-1.1x. Timed as a masked block each unit walks (``mask_s`` of the decode class, fitted:
+#: the rows tell it apart from the rest of the call, unlike the combine kernel above), the units
+#: an SM runs in turn; why vLLM's build pays it and SGLang's does not (its window's keys starting
+#: one key before a block boundary at the tables' power-of-two caches is a candidate) is not
+#: settled
+WINDOW_EDGE_DECODE = frozenset({("vllm", "sm90")})
+
 #: Seconds SGLang's FlashAttention-3 calls at head dim 192 (H100, kernel source ``fa3``; the
 #: ``hd192_side_call`` column) take beyond the attention kernel's own time, prompt and decode,
 #: either cache dtype. Read from the tables, not fitted; its mechanism is not identified (a
@@ -308,6 +322,11 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
         and (engine, fig.kernel_generation) in ALWAYS_COMBINE_DECODE
     ):
         cols["combine_kernel"] = np.ones(len(batch))
+    if batch.kind == "attention_decode" and (engine, fig.kernel_generation) in WINDOW_EDGE_DECODE:
+        # its FlashAttention-3 decode pays the window's edge past the window
+        a = attention_shape(batch)
+        edge = (a["window"] > 0) & (a["kv"] > a["window"])
+        cols["window_edge"] = edge.astype(np.float64)
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
@@ -1170,6 +1189,12 @@ def _call_kernels_s(
     return _further_kernel_s(batch, fig, prm, pack) * kernels + np.where(always, combine_s, 0.0)
 
 
+def _window_edge_blocks(batch: KernelBatch, share: np.ndarray) -> np.ndarray:
+    """Masked blocks of a decode past its window (``window_edge``, vLLM's FlashAttention-3 on
+    Hopper: :data:`WINDOW_EDGE_DECODE`): one a unit, the units an SM runs in turn."""
+    return col(batch, "window_edge", 0) * np.maximum(share, 1.0)
+
+
 def decode_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -1273,7 +1298,7 @@ def decode_terms(
         units=busy,
         unit_blocks=unit_blocks * np.maximum(share, 1.0) * walk_scale,
         unit_cost=unit_cost * share * tensor,
-        masked=np.zeros(len(batch)),
+        masked=_window_edge_blocks(batch, share),
         serial=np.ones(len(batch)),
         flops=_padded_flops(batch, fig, grouped, rows),
         nbytes=nbytes,

@@ -108,7 +108,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "sm_bandwidth": (0.5, 16.0, "bandwidth one busy SM draws, in multiples of HBM / SMs"),
     "block_s": (0.0, 2e-5, "seconds per KV block a work unit walks (attention)"),
     "seq_s": (0.0, 5e-5, "seconds per work unit: a sequence and head (group) (attention)"),
-    "mask_s": (0.0, 2e-5, "seconds per masked KV block a prefill tile walks (band edges)"),
+    "mask_s": (0.0, 2e-5, "seconds per masked KV block a unit walks (a band's or window's edge)"),
     "grouped_unit": (0.2, 10.0, "cost of a grouped-query unit relative to one MHA head"),
     "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
     "quant_fixed_s": (0.0, 5e-5, "fixed cost of one quantization pass over a GEMM's input, s"),
@@ -315,6 +315,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "wave_s",
         "l2_share",
         "l2_speedup",
+        "mask_s",
     ),
     "mla_decode": (
         "eff_compute",
