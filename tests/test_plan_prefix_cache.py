@@ -195,3 +195,13 @@ def test_the_cli_says_the_hit_and_the_memorys_assumption(capsys):
     assert main([*args, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["prefix_cache_hit"] == 0.0 and doc["prefix_cache_memory"] is None
+
+
+def test_the_cli_says_a_disaggregated_transfer_carries_the_whole_prompt(capsys):
+    args = ["plan", "qwen3-30b-a3b", "-H", "H200", "--gpus", "2", "--isl", "4096", "--osl", "512"]
+    pool = ["--mode", "disaggregated", "--prefill-gpus", "2", "--format", "markdown"]
+    assert main([*args, *pool, "--prefix-cache-hit", "0.75"]) == 0
+    out = capsys.readouterr().out
+    assert "| KV transfer per request (the whole prompt's KV, cached rows too) |" in out
+    assert main([*args, *pool]) == 0
+    assert "| KV transfer per request |" in capsys.readouterr().out
