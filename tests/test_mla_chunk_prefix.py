@@ -63,21 +63,26 @@ def test_predicted_chunk_is_the_latent_path(engine):
     assert got.seconds > 1.2 * t("naive").seconds
 
 
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
 @pytest.mark.parametrize(("engine", "tp"), [("trtllm", 1), ("sglang", 1), ("trtllm", 8)])
 @pytest.mark.parametrize(("q", "pre"), [(256, 32512), (300, 5000), (2048, 4096), (8192, 0)])
-def test_served_chunk_prices_the_model_steps_chunk(engine, tp, q, pre):
+def test_served_chunk_prices_the_model_steps_chunk(engine, tp, q, pre, kv):
     """The serving step's prompt kernels after a prefix are the model step's chunk (the same
     route, :func:`step_kernels`): kv_b_proj over prefix and new tokens, the key assembly, the
     core. Before, the templates had no FLOPs per key: kv_b_proj's FLOPs after a 32,512-token
-    prefix came out 1.99x the model step's at TP1 (fitted through the prompt steps' pairs)."""
+    prefix came out 1.99x the model step's at TP1 (fitted through the prompt steps' pairs).
+    With an fp8 cache the chunk reads its new tokens' latent from the projection and its
+    prefix's from the cache, and its prompt kernel the expanded K/V at the cache's width, as
+    a prompt does: else the prompt steps the templates are read from disagree (a first cut
+    put a 2,000-token prompt's core at 50.4 GB for the model step's 15.0 GB)."""
     m = load_model("deepseek-v3")
-    sm = StepModel(m, make_layout(m, tp, tp=tp), m.weights_dtype, resolve_kv_layout("bf16"),
+    sm = StepModel(m, make_layout(m, tp, tp=tp), m.weights_dtype, resolve_kv_layout(kv),
                    load_hardware("H100-SXM"), None, engine=engine)  # fmt: skip
     names = ("kv_b_proj", "k_assemble", "attention")
     ours = [k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name in names]
     phase = "chunk" if pre else "prefill"
     ref = step_kernels(m, phase, q + pre, 1, q_len=q if pre else None, causal=True,
-                       weight_dtype=m.weights_dtype, engine=engine)  # fmt: skip
+                       weight_dtype=m.weights_dtype, kv_dtype=kv, engine=engine)  # fmt: skip
     ref = [k for k in ref if k.name in names]
     assert [k.name for k in ours] == [k.name for k in ref]
     for a, b in zip(ours, ref):
@@ -87,10 +92,11 @@ def test_served_chunk_prices_the_model_steps_chunk(engine, tp, q, pre):
     kv_b = ours[0]
     assert kv_b.shape["m"] == q + pre  # every key's latent row expanded
     if tp > 1:  # the latent rows read whole on every rank, the expansion split
-        latent = (q + pre) * 512 * 2
+        new = q * 512 * 2  # the new tokens' latent from the projection (bf16)
+        cached = pre * resolve_kv_layout(kv).row_bytes(512, 64) * 512 / 576
         out = (q + pre) * 128 * 256 * 2
         weights = 512 * 128 * 256 // tp  # fp8 weights
-        assert kv_b.bytes == pytest.approx(latent + out / tp + weights, rel=0.02)
+        assert kv_b.bytes == pytest.approx(new + cached + out / tp + weights, rel=1e-6)
 
 
 def test_results_say_which_cache_they_start_from():

@@ -301,6 +301,12 @@ def _core_kernel(
         if latent
         else scores.cache_bytes_read + pv.cache_bytes_read
     )
+    if model.is_mla and cost.impl == "compressed" and "kv_b_proj" in ops:
+        # the prefix's expansion read by the prompt kernel as a prompt's own expanded K/V is
+        # (naive's rows, the cache's width: an fp8 cache's prompt kernel reads them in fp8),
+        # so that a chunk after a prefix is a prompt's kernel over more keys
+        act_read -= _expanded_kv(model, ops["kv_b_proj"].shape[1], dtype_bits(act_dtype) / 8)
+        cache_read = _expanded_kv(model, ops["kv_b_proj"].shape[1], kv_dtype)
     if model.is_mla and latent:
         n_kv, d_qk, d_v = 1, model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
     elif model.is_mla:
@@ -361,6 +367,27 @@ def _core_kernel(
         calls=calls,
         shape=shape,
     )
+
+
+def _expanded_kv(model: ModelConfig, keys: int, width: Any) -> int:
+    """Bytes of ``keys`` keys' expanded MLA K and V (``n_h (d_nope + d_rope + d_v)`` values a
+    key), ``width`` bytes a value or a cache layout's row (naive's cached row)."""
+    n = model.num_attention_heads * (
+        model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim
+    )
+    if isinstance(width, (int, float)):
+        return round(keys * n * width)
+    return keys * resolve_kv_layout(width).row_bytes(n)
+
+
+def _prefix_latent_read(op: OpCost, q_tokens: int, model: ModelConfig, act_dtype: str) -> int:
+    """A chunk's kv_b_proj (``compressed``) bytes as the engines run it: the new tokens'
+    latent read from the projection's output (``act_dtype``), as a prompt's own is, and only
+    the cached prefix's latent rows from the cache (the op reads every key's from the cache)."""
+    keys = op.shape[1]
+    per_key = op.cache_bytes_read / keys if keys else 0
+    act = model.kv_lora_rank * dtype_bits(act_dtype) // 8
+    return op.bytes + round(q_tokens * (act - per_key))
 
 
 #: Bytes of one indexer logit (float32) and of one selected key's index (int32).
@@ -614,6 +641,8 @@ def attention_kernels(
                 out.append(_elementwise(op.name, act_dtype, op.flops, nbytes, elements, calls))
             continue
         nbytes = op.bytes
+        if op.name == "kv_b_proj" and model.is_mla and cost.impl == "compressed":
+            nbytes = _prefix_latent_read(op, cost.batch * cost.q_len, model, act_dtype)
         if op.stage == "kv_proj" and first_kv:
             nbytes += cache_writes  # the new cache rows, written once by the kernel making them
             first_kv = False

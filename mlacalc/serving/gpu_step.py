@@ -783,10 +783,13 @@ class StepModel:
             kept = (k + n * share if dim == "n" else k * share + n) * groups * ACT
             f = [x * share for x in f]
             b[0] *= share
+            per_key = b[5] and dim == "n"  # a chunk's kv_b_proj: its output a key
             for i in (1, 2):  # per token: the split activations and the cache rows written
+                if i == 2 and per_key:
+                    continue  # its prompt tokens' latent input alone, read whole
                 b[i] = kept + (b[i] - act) * share if b[i] else 0.0
-            if b[5] and dim == "n":  # per prompt key (a chunk's prefix through kv_b_proj):
-                b[5] -= n * groups * ACT * (1 - share)  # its latent read whole, output split
+            if per_key:  # each key's latent row read whole, its expansion split
+                b[5] -= n * groups * ACT * (1 - share)
             shape[dim] = math.ceil(shape[dim] * share)
         elif heads and "n_heads" in shape:  # an attention core: heads split, rows as K/V heads
             n_kv = shape["n_kv"]
