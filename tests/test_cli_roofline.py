@@ -197,6 +197,22 @@ def test_a_context_beyond_the_models_positions_is_warned(run):
         assert "max_position_embeddings" not in err, cmd
 
 
+def test_a_step_no_device_holds_is_warned_once(run):
+    # before: Prediction.warnings reached only the JSON; the text said nothing of a model
+    # step whose weights and KV (626.9 + 2,196.0 GiB) no H100 holds
+    base = ("roofline", "deepseek-v3", "-H", "H100-SXM", "--scope", "model", "--batch", "256")
+    _, err = run(*base, "--seq-len", "128k", "--phase", "both")
+    lines = [line for line in err.splitlines() if "working set" in line]
+    assert len(lines) == 1 and "exceeds one H100-SXM's 80 GiB" in lines[0], err
+    assert "2,822.9 GiB" in lines[0]
+    _, err = run(*base[:-2], "--batch", "1", "--seq-len", "4k")  # its weights alone: 626.9 GiB
+    assert "working set" in err
+    _, err = run("roofline", "deepseek-v3", "-H", "H100-SXM", "--seq-len", "4k", "--batch", "8")
+    assert "working set" not in err  # one attention layer fits
+    _, err = run(*base, "--seq-len", "1M")
+    assert err.count("max_position_embeddings") == 1  # check_context's line alone
+
+
 def test_q_len_outside_chunk_says_what_to_do(run):
     _, err = run("roofline", "deepseek-v3", "-H", "H100-SXM", "--q-len", "64", code=2)
     assert "decode has q = 1" in err and "add --phase chunk, or drop --q-len" in err

@@ -37,6 +37,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.cost.quant import checkpoint_kv_note
 from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.models.loading import beyond_positions
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
@@ -205,6 +206,7 @@ def command(
     predictions = [_predict(r, ph, profile, calibrate) for r, ph in calls]
     if kind_said:  # the kind's model has its layers alike: say which layer it stands for
         predictions = [replace(p, layer=kind_said) for p in predictions]
+    _working_set_warnings(m, seq_len, predictions)
     check_context(m, seq_len)
     no_fp8 = _no_fp8(device, dtype, weight_dtype, predictions[0])
     if no_fp8:
@@ -250,6 +252,15 @@ def command(
         lambda: _sections(m, whole, predictions, kinds, plain, insights, causal),
         header=f"{m.label}: roofline ({mode}) on {predictions[0].hardware}\n",
     )
+
+
+def _working_set_warnings(m, seq_len: int, predictions: list) -> None:
+    """The predictions' warnings (Prediction.warnings: a working set beyond one device's
+    memory) on stderr, once each; the context beyond the model's positions is check_context's."""
+    beyond = beyond_positions(m, seq_len)
+    for w in dict.fromkeys(w for p in predictions for w in p.warnings):
+        if not (beyond and w.startswith(beyond)):
+            warn(w)
 
 
 @dataclass(frozen=True)
