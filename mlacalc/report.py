@@ -238,7 +238,7 @@ def _cache_impl(m: ModelConfig, impl: str, choice: str | None) -> str:
     """What the cache holds for a row: ``naive`` (expanded K/V) or ``compressed`` (the latent).
 
     MLA's serving default (``choice=None``) keeps the compressed latent in every phase, even
-    where its op sequence is the naive one (prefill and chunk).
+    where its op sequence is the naive one (prefill).
     """
     if not m.is_mla:
         return impl
@@ -249,9 +249,10 @@ def _impl_label(m: ModelConfig, phase: str, impl: str, choice: str | None) -> st
     """How a report names a row's implementation.
 
     The MLA serving default runs the naive op sequence (K/V expanded from the latent for
-    the new tokens) in prefill and chunk but keeps the compressed latent cache, so its
-    bytes are the compressed ones: it is labelled for both, never as plain ``naive``. In
-    prefill every key is new, so it equals ``compressed`` exactly (FLOPs and bytes).
+    the new tokens) in prefill but keeps the compressed latent cache, so its bytes are the
+    compressed ones: it is labelled for both, never as plain ``naive``. In prefill every key
+    is new, so it equals ``compressed`` exactly (FLOPs and bytes); a chunk after a cached
+    prefix runs ``compressed`` itself (the prefix's latent expanded too).
     """
     if m.compress_ratios and impl == "compressed":  # DeepSeek-V4: its one implementation, as
         return STANDARD_IMPL  # --impl and the KV rows name it (not MLA's compressed)

@@ -323,8 +323,8 @@ def _flops_note(doc: dict[str, Any]) -> str:
     if doc["model"]["variant"] == "mla":
         parts.append(
             "MLA default = the compressed latent cache always, K/V expanded from it for the "
-            "new tokens in prefill and chunk (naive FLOPs; in prefill the same as "
-            "compressed), absorbed in decode"
+            "new tokens in prefill (naive FLOPs, the same as compressed) and for the cached "
+            "prefix too in a chunk (compressed), absorbed in decode"
         )
     if any(k["kind"] in STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"]):
         parts.append(

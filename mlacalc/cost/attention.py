@@ -401,8 +401,8 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     workload (:func:`checked_workload`; :func:`mlacalc.cost.engine.cost_of` checks it)."""
     phase, seq_len, batch, q, impl, causal = w.phase, w.seq_len, w.batch, w.q_len, w.impl, w.causal
     layout, weight_dtype, act_dtype = w.kv_dtype, w.weight_dtype, w.act_dtype
-    # The serving default (impl=None) runs the expanded op sequence in prefill and chunk
-    # but always keeps the latent cache; the fused bound counts the cache it keeps.
+    # The serving default (impl=None) runs the expanded op sequence in prefill (compressed
+    # in a chunk) but always keeps the latent cache; the fused bound counts the cache it keeps.
     cache_impl = "absorbed" if (model.is_mla and impl is None) else None
     cache = cache_kind(model.is_mla, impl)
     impl = resolve_impl(model, impl, phase)

@@ -36,8 +36,8 @@ def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
 
     if variant == "mla":
         if impl is None:
-            # serving default: expanded K/V in prefill and chunk, absorbed in decode;
-            # the cache is the latent either way
+            # serving default: expanded K/V in prefill (the new tokens') and chunk (the
+            # cached prefix's too), absorbed in decode; the cache is the latent either way
             layer = mla.layer(serving_impl(phase), q_lora)
             latent = mla.layer("absorbed", q_lora)
             return replace(
