@@ -67,12 +67,14 @@ def _search(
     output_lag_steps: int = 0,
     engine: str = "trtllm",
     limits: tuple[tuple[str, Any], ...] = (),
+    prefix_cache_hit: float = 0.0,
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
     scheduler defaults as ``mlacalc search --engine`` takes them (its running cap, token budget
     and overlap scheduling; chunked prefill it searches): search(engine=) fills them.
-    ``limits``: search()'s layout limits (:func:`layout_limits`), none by default."""
+    ``limits``: search()'s layout limits (:func:`layout_limits`), none by default;
+    ``prefix_cache_hit``: the plan form's (every point's prompts timed at it)."""
     r = search(
         model,
         hardware,
@@ -84,6 +86,7 @@ def _search(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         engine=engine,
+        prefix_cache_hit=prefix_cache_hit,
         **dict(limits),
     )
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
@@ -379,7 +382,7 @@ def _prefix_hit_input(column: Any) -> float:
         help="Share of each prompt's tokens whose KV is found cached (SGLang's radix cache, "
         "vLLM's prefix caching): the prefill computes the rest, attending the cached tokens; "
         "the cache is still sized for whole prompts (--prefix-cache-hit). The search below "
-        "times whole prompts.",
+        "times its prompts at the same hit.",
     )
 
 
@@ -808,6 +811,7 @@ def _show_search(
         inputs.lag,
         sc.engine,
         limits,
+        inputs.prefix_cache_hit,
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")

@@ -492,6 +492,31 @@ def test_search_limited_to_the_layout_above_is_search_with_its_limits():
     assert drawn[0] == pytest.approx([p["output_tokens_per_s_per_user"] for p in r.frontier])
 
 
+def test_the_search_beside_the_plan_runs_at_its_prefix_cache_hit():
+    """The plan form's prefix cache hit (0.5) is the search's too: its frontier is
+    ``mlacalc search --prefix-cache-hit 0.5`` of the layout above (before: the app's search
+    timed whole prompts)."""
+    at = _run()
+    at.number_input(key="plan_prefix_hit").set_value(0.5).run()
+    at.checkbox(key="plan_search").check().run()
+    at.checkbox(key="plan_search_limited").check().run()
+    assert not at.exception and not at.error
+    from mlacalc.serving.search import search
+
+    r = search(
+        "deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05,
+        tp=8, pp=1, ep="none", dp_attention="off", prefix_cache_hit=0.5, **_sched(),
+    )  # fmt: skip
+    drawn = [
+        trace["x"]
+        for el in at.get("plotly_chart")
+        for trace in json.loads(el.proto.spec)["data"]
+        if trace.get("name") == "Pareto frontier"
+    ]
+    assert len(drawn) == 1
+    assert drawn[0] == pytest.approx([p["output_tokens_per_s_per_user"] for p in r.frontier])
+
+
 def test_the_limits_of_a_disaggregated_layout_above_take_its_prefill_pool():
     """Disaggregated, "only the layout above" limits the prefill pool to the form's prefill
     TP, EP and DP-attention (search()'s prefill_tp, prefill_ep, prefill_dp_attention)."""

@@ -10,6 +10,7 @@ import click
 
 from mlacalc.cli.common import (
     FRACTION,
+    PREFIX_HIT,
     SIZE,
     Section,
     count_list,
@@ -165,6 +166,8 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
         f"--osl {result.osl}",
         f"--concurrency {_concurrency(p['concurrency'])}",
     ]
+    if getattr(result, "prefix_cache_hit", 0.0):  # as written (plan reads the decimal)
+        words.append(f"--prefix-cache-hit {result.prefix_cache_hit!r}")
     if p["mode"] == "disaggregated":
         words += [
             "--mode disaggregated",
@@ -459,6 +462,14 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     show_default=True,
     help="Tokens of the busiest expert GPU over the mean (points with expert parallelism).",
 )
+@click.option(
+    "--prefix-cache-hit",
+    type=PREFIX_HIT,
+    default=0.0,
+    show_default=True,
+    help="Share of each prompt's tokens whose KV is found cached, in [0, 1): every point's "
+    "prompts compute the rest, as plan --prefix-cache-hit times them.",
+)
 @engine_options
 @search_engine_options
 @launch_options
@@ -488,6 +499,7 @@ def command(
     dp_attention,
     redundant_text,
     routing_imbalance,
+    prefix_cache_hit,
     prefill_pass,
     output_lag_steps,
     profile,
@@ -566,6 +578,7 @@ def command(
         expert_skew=engine["expert_skew"],
         rebalance=engine["rebalance"],
         routing_imbalance=routing_imbalance,
+        prefix_cache_hit=prefix_cache_hit,
     )
     engine.update(result.scheduler_defaults_applied)  # what plan and launch are given
     if engine["overlap_schedule"] is None:  # no engine's defaults: on, as search ran it

@@ -143,10 +143,12 @@ def mix_timing(
     )
 
 
-def prompt_args(req: PlanRequest) -> dict[str, int]:
-    """The step arguments of one prompt of ``req``: its tokens not found cached (prefix
-    caching, ``prefix_cache_hit``), attending the cached ones before them as a chunk of a
-    chunked prefill attends the chunks before it (``pf_pre``); the whole prompt without."""
+def prompt_args(req: Any) -> dict[str, int]:
+    """The step arguments of one prompt of ``req`` (a plan's :class:`PlanRequest` or a
+    search's ``SearchRequest``, each with ``computed_tokens`` and ``cached_tokens``): its
+    tokens not found cached (prefix caching, ``prefix_cache_hit``), attending the cached ones
+    before them as a chunk of a chunked prefill attends the chunks before it (``pf_pre``);
+    the whole prompt without."""
     return dict(pf_q=req.computed_tokens, pf_pre=req.cached_tokens)
 
 

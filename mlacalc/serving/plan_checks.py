@@ -55,6 +55,7 @@ __all__ = [
     "decode_layout",
     "largest_ep",
     "prefill_layout",
+    "prefix_cached_tokens",
     "refuse_without_ranks",
 ]
 
@@ -155,15 +156,23 @@ class PlanRequest:
         """A prompt's tokens found cached: ``floor(prefix_cache_hit x isl)``, the hit read as
         the decimal written (0.29 of 100 tokens is 29), at most ``isl - 1`` (the last token is
         always computed); 0 without a request mix."""
-        if not self.isl:
-            return 0
-        return min(int(Fraction(repr(self.prefix_cache_hit)) * self.isl), self.isl - 1)
+        return prefix_cached_tokens(self.prefix_cache_hit, self.isl)
 
     @property
     def computed_tokens(self) -> int:
         """A prompt's tokens its prefill computes: the ``isl`` less those found cached, which
         its attention reads as a chunk of a chunked prefill reads the chunks before it."""
         return self.isl - self.cached_tokens
+
+
+def prefix_cached_tokens(hit: float, isl: int | None) -> int:
+    """A prompt of ``isl`` tokens' tokens found cached at prefix cache hit ``hit``:
+    ``floor(hit x isl)``, the hit read as the decimal written (0.29 of 100 tokens is 29), at
+    most ``isl - 1`` (the last token is always computed); 0 without a request mix. Plan's and
+    search's (:class:`mlacalc.serving.search_space.SearchRequest`) one rule."""
+    if not isl:
+        return 0
+    return min(int(Fraction(repr(hit)) * isl), isl - 1)
 
 
 def check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:

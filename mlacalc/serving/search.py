@@ -43,6 +43,7 @@ from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS
+from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
 from mlacalc.serving.layout import tp_splits_heads, weight_format
@@ -67,7 +68,7 @@ from mlacalc.serving.search_space import (
     weight_key,
 )
 from mlacalc.words import defaults as D
-from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many
+from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
@@ -202,18 +203,23 @@ class SearchResult:
     limits: LayoutLimits = NO_LIMITS
     prefill_limits: LayoutLimits | None = None
     routing: dict[str, Any] = field(default_factory=lambda: dict(ROUTING_DEFAULTS))
+    #: prefix caching: the share of each prompt's tokens found cached in every point (plan's
+    #: ``prefix_cache_hit``; 0: none)
+    prefix_cache_hit: float = 0.0
 
     def constraints(self) -> dict[str, Any]:
         """The layouts searched and the routing every point was timed with, as JSON data
         (every key always present: ``tp``, ``pp``, ``ep``, ``dp_attention``,
         ``redundant_experts``, ``routing``, ``expert_skew``, ``rebalance``,
-        ``routing_imbalance``; :class:`~mlacalc.serving.search_space.LayoutLimits`)."""
+        ``routing_imbalance``, ``prefix_cache_hit``;
+        :class:`~mlacalc.serving.search_space.LayoutLimits`)."""
         prefill = (self.prefill_limits or self.limits).to_dict()
         prefill.pop("pp")  # a prefill pool runs one stage
         return {
             **self.limits.to_dict(),
             **{f"prefill_{k}": v for k, v in prefill.items()},
             **self.routing,
+            "prefix_cache_hit": self.prefix_cache_hit,
         }
 
     def constraints_text(self) -> str:
@@ -234,6 +240,8 @@ class SearchResult:
                     words.append(flag if value else "--no-rebalance")
                 else:
                     words.append(f"{flag} {value:g}" if name != "routing" else f"{flag} {value}")
+        if self.prefix_cache_hit:  # as written: plan reads the decimal (prefix_cached_tokens)
+            words.append(f"--prefix-cache-hit {self.prefix_cache_hit!r}")
         return " ".join(words)
 
     @property
@@ -429,6 +437,7 @@ def check_search(
     prefill_ep: Any = None,
     prefill_dp_attention: Any = None,
     prefill_redundant_experts: Any = None,
+    prefix_cache_hit: Any = 0.0,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -452,6 +461,7 @@ def check_search(
         count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
     )
     _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
+    prefix_cache_hit = prefix_hit("prefix_cache_hit", prefix_cache_hit)  # plan's check
     if not m.is_moe:  # two-batch overlap is for routed experts: plan refuses it here
         if overlaps == ("tbo",):
             raise InvalidArgumentError(
@@ -527,6 +537,7 @@ def check_search(
         limits=limits,
         prefill_limits=pf_limits,
         routing=tuple(moe.items()),
+        prefix_cache_hit=prefix_cache_hit,
     )
 
 
@@ -933,7 +944,7 @@ def best_calibration(
     dec_sm, pf_sm = models[next(i for i, p in enumerate(points) if p is best)]
     b, pp_b = float(best["batch_per_group"]), dec_sm.lay.pp
     dec = dec_sm.step(overlap=best["overlap"], dec_B=b / min(pp_b, b), dec_q=1, dec_S=req.S_avg)
-    kernels = [*dec.kernels, *pf_sm.step(pf_N=1, pf_q=req.isl).kernels]
+    kernels = [*dec.kernels, *pf_sm.step(pf_N=1, **prompt_args(req)).kernels]
     return calibration_of(req.profile, req.hw, kernels)[1]
 
 
@@ -1007,6 +1018,7 @@ def search(
     prefill_ep: Any = None,
     prefill_dp_attention: Any = None,
     prefill_redundant_experts: Any = None,
+    prefix_cache_hit: float = 0.0,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -1042,7 +1054,8 @@ def search(
     and counting what each reason ruled out. ``routing``, ``expert_skew``, ``rebalance``
     and ``routing_imbalance`` load the routed experts of every point as :func:`mlacalc.plan`
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
-    ran under).
+    ran under). ``prefix_cache_hit``: the share of each prompt's tokens found cached, every
+    prompt of every point timed as :func:`mlacalc.plan` times it at that hit.
 
     Examples
     --------
@@ -1113,6 +1126,7 @@ def search(
         limits=req.limits,
         prefill_limits=req.prefill_limits,
         routing=dict(req.routing),
+        prefix_cache_hit=req.prefix_cache_hit,
     )
 
 

@@ -285,7 +285,7 @@ def _chunked(
         own = np.bincount(ch.owner, weights=stage[ch.own : ch.end], minlength=len(ch.batches))
         fluid = stage[ch.first : ch.own]
         steps = t_step[ch.batches]
-        hold = chunk_hold(ch.chunk, req.isl)
+        hold = chunk_hold(ch.chunk, req.computed_tokens)  # plan's: the chunks' tokens
         cycle, _ = chunked_figures(ch.n, ch.steps, ch.share, steps, fluid, own, hold)
         # one request's view (others_share), as plan's
         B = c.Bf[ch.batches]

@@ -18,7 +18,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
-from mlacalc.serving.figures import chunk_fluid, request_steps
+from mlacalc.serving.figures import chunk_fluid, prompt_args, request_steps
 from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     Layout,
@@ -28,6 +28,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
+from mlacalc.serving.plan_checks import prefix_cached_tokens
 from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout, kept_components
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
@@ -192,6 +193,20 @@ class SearchRequest:
     #: (``routing``, ``expert_skew``, ``rebalance``, ``routing_imbalance``;
     #: :meth:`mlacalc.serving.plan_checks.PlanRequest.step_model_args`)
     routing: tuple[tuple[str, Any], ...] = ()
+    #: prefix caching: the share of each prompt's tokens found cached, as plan's
+    #: ``prefix_cache_hit`` (every prompt a point times computes :attr:`computed_tokens`
+    #: after :attr:`cached_tokens`, :func:`mlacalc.serving.figures.prompt_args`)
+    prefix_cache_hit: float = 0.0
+
+    @property
+    def cached_tokens(self) -> int:
+        """A prompt's tokens found cached (plan's rule: :func:`prefix_cached_tokens`)."""
+        return prefix_cached_tokens(self.prefix_cache_hit, self.isl)
+
+    @property
+    def computed_tokens(self) -> int:
+        """A prompt's tokens its prefill computes: ``isl`` less those found cached."""
+        return self.isl - self.cached_tokens
 
     @property
     def limited(self) -> bool:
@@ -222,10 +237,12 @@ class SearchRequest:
 
     @property
     def k_max(self) -> int:
-        """The most prompts one prefill pass batches (within the engine's tokens per step)."""
-        k_max = prompts_per_pass(self.isl)
+        """The most prompts one prefill pass batches (within the engine's tokens per step),
+        counted by the tokens a prompt computes (prefix caching), as plan's ``mix_timing``."""
+        new = self.computed_tokens
+        k_max = prompts_per_pass(new)
         if self.max_tokens is not None:
-            k_max = min(k_max, max(1, self.max_tokens // self.isl))
+            k_max = min(k_max, max(1, self.max_tokens // new))
         return k_max
 
 
@@ -681,6 +698,8 @@ def _batch_rows(
     that carry ``k`` prompts beside them on the slowest group, the experts seeing ``mean``
     per group (or, separate, the prompts' own pass), and the pass of one prompt alone on the
     ``groups`` synced groups."""
+    prompt = prompt_args(req)  # a prompt's tokens computed after those found cached
+    q, pre = float(prompt["pf_q"]), float(prompt["pf_pre"])
     for ov in ovs:
         f = 0.5 if ov == "tbo" else 1.0
         blocks = [("dec", Bf, 0 * Bf, 0 * Bf), ("mix", Bf, k, mean)]
@@ -690,11 +709,11 @@ def _batch_rows(
             blocks = blocks[:1]
         for what, db, pn, pm in blocks:
             mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
-            isl = np.full(len(Bf), float(req.isl))
-            rows.add((ov, what), db / mb * f, pn / mb * f, isl, pm / mb * f)
+            full = np.full(len(Bf), 1.0)
+            rows.add((ov, what), db / mb * f, pn / mb * f, full * q, pm / mb * f, full * pre)
         if mixed:  # one prompt alone, the other synced groups idle (plan's prefill_alone)
             one = np.ones(1)
-            rows.add((ov, "alone"), 0 * one, one * f, one * req.isl, one / groups * f)
+            rows.add((ov, "alone"), 0 * one, one * f, one * q, one / groups * f, one * pre)
 
 
 def _chunk_rows(
@@ -717,7 +736,9 @@ def _chunk_rows(
     point; budgets of the whole prompt or more run the same steps (a chunk holds one
     prompt), so only the largest of them (the most batches it keeps up with) is timed."""
     out: dict[int, Chunked] = {}
-    isl = req.isl
+    # the chunks cover a prompt's tokens not found cached, after the cached ones (prefix
+    # caching), as plan's: ``isl`` here is the tokens they compute
+    isl, cached = req.computed_tokens, req.cached_tokens
     mb = np.minimum(lay.pp, np.maximum(Bf, 1))
     chunks = req.chunks
     if req.max_tokens is None:
@@ -739,12 +760,12 @@ def _chunk_rows(
         B, m, c, p, s = Bf[ok], mb[ok], chunk[ok], P[ok], steps[ok]
         n = B / request_steps(s, req.osl, 1.0)
         _, share, _, mean = synced_prompts(n * s, groups, 1)
-        fluid = chunk_fluid(p, isl, m)
+        fluid = chunk_fluid(p, isl, m, cached)
         owner = np.repeat(np.arange(len(ok)), s.astype(np.int64))
         starts = np.concatenate([np.arange(0.0, isl, x) for x in c])
         parts.append((B / m, fluid["pf_N"], fluid["pf_q"], fluid["pf_N"], fluid["pf_pre"]))
         own = np.minimum(c[owner], isl - starts)
-        parts.append(((B / m)[owner], (1 / m)[owner], own, (mean / m)[owner], starts))
+        parts.append(((B / m)[owner], (1 / m)[owner], own, (mean / m)[owner], cached + starts))
         out[N] = Chunked(ok, c, n, s, share, owner, pos, pos + len(ok), pos + len(ok) + len(owner))
         pos += len(ok) + len(owner)
     if parts:
@@ -770,9 +791,12 @@ def _pool_rows(rows: StepRows, req: SearchRequest, k_fit: int) -> None:
     pass of ``k_fit``; :func:`pool_passes`), under each overlap (a pool runs its decode pool's,
     as plan times it)."""
     ks = pool_passes(k_fit)
+    prompt = prompt_args(req)  # a prompt's tokens computed after those found cached
+    full = np.ones(len(ks))
     for ov in req.overlaps:
         f = 0.5 if ov == "tbo" else 1.0
-        rows.add((ov, "prefill"), np.zeros(len(ks)), ks * f, np.full(len(ks), float(req.isl)))
+        q, pre = full * prompt["pf_q"], full * prompt["pf_pre"]
+        rows.add((ov, "prefill"), np.zeros(len(ks)), ks * f, q, None, pre)
 
 
 def _spec_key(sm: StepModel, sp: Spec) -> tuple:
