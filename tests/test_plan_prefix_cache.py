@@ -19,17 +19,19 @@ from mlacalc.serving.plan_checks import check_request
 from mlacalc.serving.scheduler import with_engine_defaults
 from mlacalc.words.errors import InvalidArgumentError
 
-#: plan's figures before prefix caching was added (main at b0c4062), which a hit of 0 keeps
+#: plan's figures before prefix caching was added (main at b0c4062), which a hit of 0 keeps;
+#: refreshed when cuBLAS's persistent GEMMs balanced their last wave (gemm_time.BALANCED_WAVES,
+#: gemm:bf16 refitted: llama-3-8b TTFT 60.54 -> 59.93 ms in flight, qwen3 chunked 141.5 -> 137.8)
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.060541015256996074, tpot_s=0.012460513808011223),
-        dict(output_tokens_per_s=2529.9786125890323, prefill_s=0.04048457111375905),
+        dict(ttft_s=0.059932025618450055, tpot_s=0.012457342816798896),
+        dict(output_tokens_per_s=2531.0867288001723, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.054328405701559904, tpot_s=0.006981712006493054),
-        dict(output_tokens_per_s=1024.0, prefill_s=0.04048457111375905),
+        dict(ttft_s=0.0541521483217864, tpot_s=0.007028566986287151),
+        dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
         dict(
@@ -41,8 +43,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.1415060950947391, tpot_s=0.02058436211173255),
-        dict(output_tokens_per_s=3073.8880009751065, prefill_chunks_s=0.10558381323235733),
+        dict(ttft_s=0.1377736649633328, tpot_s=0.020271084056989325),
+        dict(output_tokens_per_s=3121.862697904211, prefill_chunks_s=0.1029479517504483),
     ),
     "disaggregated": (
         dict(
@@ -55,8 +57,8 @@ TODAY = {
             mode="disaggregated",
             prefill_gpus=2,
         ),
-        dict(ttft_s=0.07033446829409902, tpot_s=0.01497925848475, kv_transfer_s=0.0100691296),
-        dict(output_tokens_per_s=4233.747727647149, prefill_pool_requests_per_s=24.598942710055578),
+        dict(ttft_s=0.07061320660934202, tpot_s=0.014997074019448518, kv_transfer_s=0.0100691296),
+        dict(output_tokens_per_s=4228.61185539598, prefill_pool_requests_per_s=24.486915361397067),
     ),
 }
 

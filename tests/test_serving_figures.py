@@ -329,7 +329,7 @@ def test_chunked_prefill_at_a_low_request_rate_is_not_overloaded():
 
 def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
     """Kimi-K2.6 NVFP4 on GB200, 24 + 48 disaggregated under SGLang with two-batch overlap:
-    3,748.8 -> 3,613.1 tok/s/GPU from 12,000 to 12,500 in flight (a new-user trial saw 3,858
+    3,742.4 -> 3,622.0 tok/s/GPU from 12,000 to 12,500 in flight (a new-user trial saw 3,858
     -> 3,705 at 13,000). docs/serving.md ("Serving figures") says why: a micro-batch (half a
     rank's rows) crosses the routed experts' 128-row tile and the dense GEMMs' M = 256. These
     are its figures; if the rules change, the paragraph must change with them."""
@@ -350,5 +350,7 @@ def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
     def ms(p, name):
         return next(k["seconds"] for k in p.kernels if k["name"] == name) * 1e3
 
-    assert ms(high, "qkv_a_proj") > 1.4 * ms(low, "qkv_a_proj")  # M past 256
+    # M past 256: 0.665 -> 0.715 ms (0.63 -> 0.91 before cuBLAS's persistent bf16 GEMM
+    # balanced its last wave, gemm_time.BALANCED_WAVES; the bound was 1.4)
+    assert ms(high, "qkv_a_proj") > 1.05 * ms(low, "qkv_a_proj")
     assert ms(high, "routed_experts") > 1.1 * ms(low, "routed_experts")  # a second row tile

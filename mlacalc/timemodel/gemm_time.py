@@ -34,6 +34,7 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "BALANCED_WAVES",
     "BLOCK_STAND_IN",
     "CONVERT_KERNELS",
     "CUTLASS_FP8_ENGINES",
@@ -274,6 +275,23 @@ POWER_LIMITED_DTYPES = ("fp8",)
 #: a wave) 13.5% -> 12.6%. A ``tile_s`` at its bound does not by itself tell a persistent kernel
 #: (vLLM's H100 block-scaled fits, DeepGEMM's included, sit there too): the schedules above do.
 PERSISTENT_DTYPES = ("bf16", "fp16", "fp8")
+
+#: Plain GEMM dtypes whose persistent kernels (:data:`PERSISTENT_DTYPES`, on a TMA device) spread
+#: the tiles of a last partial wave over every SM, so a call of ``w`` waves of output tiles
+#: (``w`` > 1, not whole) takes ``w`` tiles' time an SM, not ``ceil(w)``: cuBLAS's Hopper and
+#: Blackwell GEMMs schedule their work units dynamically and split the K walk of the last
+#: wave's tiles among the SMs the whole waves leave idle (a stream-K tail; the schedule as
+#: recalled of cuBLAS's and CUTLASS 3's persistent stream-K schedulers, not read from a source
+#: here). Read from the rows: cuBLAS's bf16 rows (m >= 512, over 30 us), every engine on H100
+#: and B200, whose 128 x 128 tiles' last wave is 50-80% full were predicted 17-40% slow
+#: (signed median; SGLang B200 +37% / +21% / +19% at 50-60 / 60-70 / 70-80% full) and those
+#: of full waves 3-6% fast; SGLang's B200 rows at n = k = 4,096 take 21.5-23.6 ns a row from
+#: 2,048 to 4,352 rows, no step where a wave fills. TensorRT-LLM's cuBLAS fp8 rows show the
+#: same at +7-10% (its quantize passes dilute it). Not A100's non-persistent grids, nor the
+#: batched GEMM, nor CUTLASS's ``scaled_mm`` or a block-scaled kernel (DeepGEMM's B200 rows
+#: +11-15% at 50-60% full: it picks its tile by the waves it fills, not modelled here).
+#: Figures in docs/time-model.md ("cuBLAS's persistent GEMMs balance their last wave").
+BALANCED_WAVES = PERSISTENT_DTYPES
 
 
 #: The intensity ``tm tn / (tm + tn)`` at which a CUTLASS ``scaled_mm`` tile
@@ -633,6 +651,10 @@ def _tile_seconds(
     slots = full * resident / np.minimum(1.0, resident * c.rate) + rest / np.minimum(
         1.0, rest * c.rate + (rest == 0)
     )
+    if RESIDENT_TILES_BY_DTYPE.get(dtype, 1.0) == 1.0:
+        # one tile an SM at a time: a wave's tiles take the tile's time at its rate, and a
+        # balanced kernel's fraction of a wave (BALANCED_WAVES) its fraction of that time
+        slots = waves / np.minimum(1.0, c.rate)
     mma = slots * 2.0 * c.tm * c.tn * walk / c.per_sm
     if busy is not None:
         # the clock the chip's power allows (POWER_LIMITED_DTYPES): ``eff_compute`` of the
@@ -670,7 +692,10 @@ def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.
     if c.choose_split:
         fill = np.minimum(fill, c.choice)
     splits = np.where((tiles < sms) & (groups <= 1) & c.can_split, fill, 1.0)
-    waves = np.ceil(tiles * splits / sms)
+    work = tiles * splits / sms
+    # a persistent kernel spreads a last partial wave's tiles over every SM (BALANCED_WAVES)
+    balanced = _persistent(c) & (work > 1.0) & (c.batch.dtype in BALANCED_WAVES)
+    waves = np.where(balanced, work, np.ceil(work))
     walk = np.ceil(c.k / splits)
     power_limited = c.batch.dtype in POWER_LIMITED_DTYPES
     busy = np.minimum(1.0, tiles * splits / sms) if power_limited else None
