@@ -196,16 +196,16 @@ def check_number(
     """``value`` as a finite float in ``[lo, hi)`` (``[lo, hi]`` where ``closed_hi``)."""
     if value is None and allow_none:
         return None
+    number = arguments.real(value)  # numpy numbers too (np.int64(4), np.float32(0.1))
     if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < lo
-        or (hi is not None and (value > hi if closed_hi else value >= hi))
+        number is None
+        or not math.isfinite(number)
+        or number < lo
+        or (hi is not None and (number > hi if closed_hi else number >= hi))
     ):
-        span = f"[{lo}, {hi}{']' if closed_hi else ')'}" if hi is not None else f">= {lo}"
-        raise InvalidArgumentError(name, f"must be a number in {span}, got {value!r}")
-    return float(value)
+        span = f"in [{lo}, {hi}{']' if closed_hi else ')'}" if hi is not None else f">= {lo}"
+        raise InvalidArgumentError(name, f"must be a number {span}, got {value!r}")
+    return number
 
 
 def check_request(
@@ -494,11 +494,12 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
     """The page, context, batch and memory arguments and the request mix's lengths: the
     context each sequence is sized at (``seq_len``, by default :data:`defaults.SEQ_LEN`),
     ``isl`` and ``osl``."""
-    check_int("page_size", args["page_size"], allow_none=False)
-    seq_len = args["seq_len"]
-    check_int("seq_len", seq_len)
-    check_int("batch", args["batch"])
-    check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)
+    # each back in ``args`` as a Python number (a numpy number given is taken as one)
+    args["page_size"] = check_int("page_size", args["page_size"], allow_none=False)
+    seq_len = check_int("seq_len", args["seq_len"])
+    args["batch"] = check_int("batch", args["batch"])
+    reserve = check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)
+    args["memory_reserve"] = reserve
     isl = check_int("isl", args["isl"])
     osl = check_int("osl", args["osl"])
     if seq_len is not None and isl is not None:

@@ -68,7 +68,7 @@ from mlacalc.serving.search_space import (
     weight_key,
 )
 from mlacalc.words import defaults as D
-from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit
+from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
@@ -447,7 +447,7 @@ def check_search(
     # a list-valued option given one value (a str is one dtype, not its characters) is a list
     # of one; an empty list is refused (it would search nothing and say nothing)
     budget = None
-    if isinstance(gpus, int) and not isinstance(gpus, bool):
+    if whole(gpus) is not None:
         # one number: a budget, split between pools and replicas
         budget = count("gpus", gpus, MAX_BUDGET)
         gpus = (budget,)  # split below, once the weight choices are known
@@ -460,7 +460,7 @@ def check_search(
     batches = tuple(
         count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
     )
-    _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
+    gpus, isl, osl, ttft, tpot = _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
     prefix_cache_hit = prefix_hit("prefix_cache_hit", prefix_cache_hit)  # plan's check
     if not m.is_moe:  # two-batch overlap is for routed experts: plan refuses it here
         if overlaps == ("tbo",):
@@ -470,10 +470,12 @@ def check_search(
                 "all-to-all, which the engines run for MoE models only; use none",
             )
         overlaps = tuple(o for o in overlaps if o != "tbo")
-    _check_engine(prefill_pass, output_lag_steps, memory_reserve, modes)
+    output_lag_steps, memory_reserve = _check_engine(
+        prefill_pass, output_lag_steps, memory_reserve, modes
+    )
     # checked before arithmetic, as plan checks them (a page of 0 or a reserve of None was
     # a raw ZeroDivisionError or TypeError)
-    check_int("page_size", page_size, allow_none=False)
+    page_size = check_int("page_size", page_size, allow_none=False)
     _check_dtypes(weight_dtypes or (), kv_dtypes)
     own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
     if weight_dtypes is None:
@@ -487,7 +489,7 @@ def check_search(
     pf_limits = prefill_limits(m, limits, modes, **dict(zip(PREFILL_LIMITS, prefill)))
     moe = dict(zip(ROUTING_DEFAULTS, (routing, expert_skew, rebalance, routing_imbalance)))
     moe = _check_moe_options(m, limits, pf_limits, moe)
-    whole, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
+    tight, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
     if budget is not None:
         usable = int(hw.memory_bytes * (1 - memory_reserve))
         unit = smallest_fit(
@@ -495,7 +497,7 @@ def check_search(
         )
         unit = node_unit(unit, hw.gpus_per_node or 1)
         gpus = budget_counts(budget, unit)
-        whole = tight_counts(budget, gpus)
+        tight = tight_counts(budget, gpus)
     _check_limits_divide(limits, gpus, budget)
     if pf_limits is not None:
         _check_limits_divide(pf_limits, gpus, budget, "prefill_")
@@ -531,7 +533,7 @@ def check_search(
         scheduler=scheduler,
         scheduler_record=record,
         components=components,
-        whole_gpus=whole,
+        whole_gpus=tight,
         weight_cache=cache,
         chunks=_check_chunks(chunked_prefills),
         limits=limits,
@@ -795,49 +797,46 @@ def _check_scheduler(scheduler: Any) -> Scheduler | None:
 
 def _check_values(
     gpus: tuple, isl: Any, osl: Any, ttft: Any, tpot: Any, modes: tuple, overlaps: tuple
-) -> None:
-    """The GPU counts, lengths, latency targets, overlaps and modes."""
+) -> tuple[tuple[int, ...], int, int, float | None, float | None]:
+    """The GPU counts, lengths, latency targets, overlaps and modes; the counts and lengths
+    back as Python ints and the targets as floats (numpy numbers accepted, as plan takes them)."""
     for overlap in overlaps:
         if overlap not in ("none", "tbo"):
             raise InvalidArgumentError("overlaps", f"unknown overlap {overlap!r}; use none or tbo")
-    if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g <= 0 for g in gpus):
+    counts = tuple(whole(g) for g in gpus)
+    if not gpus or any(g is None or g <= 0 for g in counts):
         raise InvalidArgumentError("gpus", f"must be positive integers, got {gpus!r}")
-    for name, value in (("isl", isl), ("osl", osl)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    lengths = tuple(whole(v) for v in (isl, osl))
+    for name, value, number in zip(("isl", "osl"), (isl, osl), lengths):
+        if number is None or number <= 0:
             raise InvalidArgumentError(name, f"must be a positive integer, got {value!r}")
-    for name, value in (("ttft", ttft), ("tpot", tpot)):
-        if value is not None and (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value <= 0
-        ):
+    targets = tuple(real(v) for v in (ttft, tpot))
+    for name, value, number in zip(("ttft", "tpot"), (ttft, tpot), targets):
+        if value is not None and (number is None or not math.isfinite(number) or number <= 0):
             raise InvalidArgumentError(name, f"must be a positive number of seconds, got {value!r}")
     for mode in modes:
         if mode not in ("aggregated", "disaggregated"):
             raise InvalidArgumentError(
                 "modes", f"unknown mode {mode!r}; use aggregated or disaggregated"
             )
+    return counts, lengths[0], lengths[1], targets[0], targets[1]
 
 
 def _check_engine(
     prefill_pass: Any, output_lag_steps: Any, memory_reserve: Any, modes: tuple = ()
-) -> None:
+) -> tuple[int, float]:
     """The engine of the aggregated points (refused where ``modes`` has none: it would change
-    nothing) and the memory reserve."""
+    nothing) and the memory reserve; the lag back as an int and the reserve as a float."""
     if prefill_pass not in ("fused", "separate"):
         raise InvalidArgumentError(
             "prefill_pass", f"must be one of fused, separate, got {prefill_pass!r}"
         )
-    if (
-        isinstance(output_lag_steps, bool)
-        or not isinstance(output_lag_steps, int)
-        or output_lag_steps < 0
-    ):
+    lag = whole(output_lag_steps)
+    if lag is None or lag < 0:
         raise InvalidArgumentError(
             "output_lag_steps", f"must be a whole number of steps >= 0, got {output_lag_steps!r}"
         )
-    check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
+    reserve = check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
     for name, value, unset in (
         ("prefill_pass", prefill_pass, "fused"),
         ("output_lag_steps", output_lag_steps, 0),
@@ -848,6 +847,7 @@ def _check_engine(
                 f"describes the aggregated points, but modes are {', '.join(modes)}: add "
                 "aggregated (--modes aggregated,disaggregated) or leave it out",
             )
+    return lag, reserve
 
 
 def _check_dtypes(weight_dtypes: tuple, kv_dtypes: tuple) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "optional_count",
     "prefix_hit",
     "rate",
+    "real",
     "show_value",
     "whole",
 ]
@@ -74,6 +75,31 @@ def whole(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return None
     return int(value)
+
+
+def real(value: Any) -> float | None:
+    """``value`` as a Python ``float`` when it is a real number: an ``int``, a ``float`` or a
+    numpy number scalar (``np.int64(4)``, ``np.float32(0.5)``: what numpy arithmetic yields),
+    any :class:`numbers.Real`; otherwise None (booleans, text, an int too large for a float).
+    A narrow numpy float is read as the decimal it prints (``np.float32(0.29)`` is 0.29, not
+    0.28999999165534973), as a hit or a reserve is meant. Not-finite values come back as they
+    are (NaN, inf): the caller's range check refuses them in its own words. The one rule for
+    every real number mlacalc takes, beside :func:`whole`.
+
+    >>> import numpy as np
+    >>> real(np.int64(4)), real(np.float32(0.29)), real(True), real("0.5")
+    (4.0, 0.29, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        if isinstance(value, (numbers.Integral, float)):
+            return float(value)
+        if type(value).__module__ == "numpy":  # float16/float32: the decimal it prints
+            return float(str(value))
+        return float(value)  # a Fraction, any other Real
+    except (OverflowError, ValueError):
+        return None
 
 
 def count(name: str, value: Any, hi: int) -> int:
@@ -167,11 +193,12 @@ def one_or_many(name: str, value: Any, *, what: str = "values") -> tuple:
 
 def finite_positive(name: str, value: Any) -> float:
     """A finite positive real number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    number = real(value)
+    if number is None:
         raise InvalidArgumentError(name, f"must be a positive number, got {show_value(value)}")
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidArgumentError(name, f"must be a finite positive number, got {value!r}")
-    return value
+    if not math.isfinite(number) or number <= 0:
+        raise InvalidArgumentError(name, f"must be a finite positive number, got {number!r}")
+    return number
 
 
 def rate(name: str, value: Any, unit: str = "requests per second") -> float | None:
@@ -180,11 +207,19 @@ def rate(name: str, value: Any, unit: str = "requests per second") -> float | No
     requests per second; got -1``; they had been three: "a number in >= 0.0", "positive")."""
     if value is None:
         return None
-    number = not isinstance(value, bool) and isinstance(value, (int, float))
-    if number and math.isfinite(value) and value > 0:
-        return float(value)
-    shown = f"{value:g}" if number else repr(value) if isinstance(value, str) else show_value(value)
+    number = real(value)
+    if number is not None and math.isfinite(number) and number > 0:
+        return number
+    shown = _shown(value, number)
     raise InvalidArgumentError(name, f"must be a positive finite number of {unit}; got {shown}")
+
+
+def _shown(value: Any, number: float | None) -> str:
+    """A refused value as :func:`rate` and :func:`prefix_hit` quote it: a number as ``%g``
+    (``-1``, ``inf``), text in quotes, anything else with its type."""
+    if number is not None:
+        return f"{number:g}"
+    return repr(value) if isinstance(value, str) else show_value(value)
 
 
 def prefix_hit(name: str, value: Any) -> float:
@@ -192,10 +227,10 @@ def prefix_hit(name: str, value: Any) -> float:
     number in ``[0, 1)``: one refusal, in the API and the CLI alike, for -0.1, 1, 1.5, NaN,
     '50%' and words. 1 is refused: an engine always computes a prompt's last token (its
     logits give the first output token), so ``floor(hit x isl)`` is at most ``isl - 1``."""
-    number = not isinstance(value, bool) and isinstance(value, (int, float))
-    if number and math.isfinite(value) and 0 <= value < 1:
-        return float(value)
-    shown = f"{value:g}" if number else repr(value) if isinstance(value, str) else show_value(value)
+    number = real(value)
+    if number is not None and math.isfinite(number) and 0 <= number < 1:
+        return number
+    shown = _shown(value, number)
     raise InvalidArgumentError(
         name,
         "must be a number in [0, 1), the share of each prompt's tokens found cached (0.5, not "
