@@ -599,6 +599,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
         c[0].caption(f"{label}: {duration_text(s)}")
     if result.prefix_cache_text():  # the hit, as `mlacalc plan` says it
         c[0].caption(f"prefix cache hit: {result.prefix_cache_text()}")
+    for label, text in pool_figures(result):
+        c[0].caption(f"{label}: {text}")
     none = "n/a (1 token)"
     c[1].metric("TPOT", none if result.tpot_s is None else f"{result.tpot_s * 1e3:,.2f} ms")
     parts = result.tpot_parts()  # the words and figures `mlacalc plan` prints under TPOT
@@ -628,6 +630,32 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     if result.prefix_cache_memory:  # what the memory assumes of the cached prefixes
         st.caption(f"KV memory with prefix caching: {result.prefix_cache_memory}.")
     _show_provenance(result)
+
+
+def pool_figures(result) -> list[tuple[str, str]]:
+    """The prompt's own figures `mlacalc plan` prints beside TTFT: one prompt's pass (with its
+    cached tokens), and a disaggregated plan's KV transfer and the two pools' rates."""
+    out = []
+    if result.prefill_s is not None:
+        cached = result.prefix_cached_tokens
+        words = f", {cached:,} found cached" if cached else ""
+        out.append(
+            (
+                f"prefill of one {result.isl or result.seq_len:,}-token prompt{words}",
+                duration_text(result.prefill_s),
+            )
+        )
+    if result.kv_transfer_s is not None:
+        out.append(("KV transfer per request", f"{result.kv_transfer_s * 1e3:,.2f} ms"))
+    if result.prefill_pool_requests_per_s is not None:
+        out.append(("prefill pool's rate", f"{result.prefill_pool_requests_per_s:,.1f} prompts/s"))
+        out.append(
+            (
+                "decode pool's rate at its largest batch",
+                f"{result.decode_pool_requests_per_s:,.1f} requests/s",
+            )
+        )
+    return out
 
 
 def _show_provenance(result) -> None:

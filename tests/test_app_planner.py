@@ -422,6 +422,11 @@ def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
     assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
     assert m["tokens/s per GPU"] == f"{p['output_tokens_per_s_per_gpu']:,.1f}"
     assert any("(8 decode + 16 prefill)" in s.value for s in [*at.success, *at.warning])
+    # the figures `mlacalc plan` prints of the pools (before: not shown, a trial found)
+    captions = " ".join(c.value for c in at.caption)
+    assert f"KV transfer per request: {p['kv_transfer_s'] * 1e3:,.2f} ms" in captions
+    assert f"prefill pool's rate: {p['prefill_pool_requests_per_s']:,.1f} prompts/s" in captions
+    assert f"prefill of one 2,000-token prompt: {duration_text(p['prefill_s'])}" in captions
     # the CLI's bounds and errors: a pool its tp does not divide is refused, naming the field
     at.number_input(key="plan_prefill_tp").set_value(3).run()
     assert main(f"{cli} {flags} --prefill-gpus 16 --prefill-ep 8 --prefill-tp 3".split()) != 0
