@@ -6,6 +6,7 @@ import pytest
 
 import mlacalc
 from mlacalc import ConfigError, InvalidArgumentError
+from mlacalc.models import schema
 from mlacalc.models.variants import as_variant
 
 V3 = mlacalc.load_model("deepseek-v3")
@@ -71,6 +72,21 @@ def test_the_bare_constructor_names_what_is_missing_and_the_way_to_build_one():
     text = str(info.value)
     assert "\n" not in text and "hidden_size" in text and "model_from_dict" in text
     assert "with_changes" in info.value.fix
+    # nine missing: the constructor is named, not the first of them (before: "ModelConfig(...):
+    # field 'model_type': misses 9 required field(s): model_type, source, ...")
+    assert text.startswith("ModelConfig(...): misses 9 required fields: model_type, source, ")
+    assert info.value.field is None
+
+
+def test_the_bare_constructor_names_a_lone_missing_field():
+    """Before: "field 'tie_word_embeddings': misses 1 required field(s): tie_word_embeddings"."""
+    values = {f: getattr(V3, f) for f in schema._REQUIRED_INIT if f != "tie_word_embeddings"}
+    with pytest.raises(ConfigError) as info:
+        mlacalc.ModelConfig(**values)
+    assert info.value.field == "tie_word_embeddings"
+    assert str(info.value).startswith(
+        "ModelConfig(...): field 'tie_word_embeddings': is required and was not given ("
+    )
 
 
 def test_every_config_error_carries_its_fix():

@@ -977,13 +977,15 @@ def _init(self: ModelConfig, *args: Any, **values: Any) -> None:
             problem = f"takes fields by name only, got {len(args)} positional value(s)"
         elif unknown:
             problem = _unknown_field(unknown[0])[1] + f" ({_unknown_field(unknown[0])[2]})"
-        else:
-            problem = f"misses {len(missing)} required field(s): {', '.join(missing)}"
+        elif len(missing) == 1:
+            problem = "is required and was not given"
+        else:  # the constructor's problem, not one field's: no field named before the list
+            problem = f"misses {len(missing)} required fields: {', '.join(missing)}"
         fix = (
             "build a model from a mapping with mlacalc.model_from_dict({...}) (absent fields "
             "take the family's defaults), or change a loaded one with model.with_changes(...)"
         )
-        field = None if args else unknown[0] if unknown else missing[0]
+        field = unknown[0] if unknown else missing[0] if len(missing) == 1 else None
         raise ConfigError(problem, source="ModelConfig(...)", field=field, fix=fix)
     _DATACLASS_INIT(self, **values)
 
