@@ -151,3 +151,21 @@ def test_every_served_chunk_kernel_is_the_model_steps(name):
             a = ours[key]
             assert a.flops * a.calls == pytest.approx(b.flops * b.calls, rel=1e-6, abs=1), key
             assert a.bytes * a.calls == pytest.approx(b.bytes * b.calls, rel=1e-6, abs=1), key
+
+
+@pytest.mark.parametrize(("q", "pre"), [(256, 8192), (4096, 4096)])
+def test_prefix_expansion_is_attended_at_the_width_kv_b_proj_wrote(q, pre):
+    """kv_b_proj writes the cached prefix's expanded K/V in bf16 and no op quantizes them:
+    the core reads the prefix's rows at bf16 whatever the cache (the engines dequantize the
+    gathered latent before kv_b_proj and attend the prefix in bf16, from recall); only the new
+    tokens' rows follow the prompt kernel's cache width. Before, an fp8 cache's core read the
+    prefix's rows at 1 byte: 256 after 8,192, 367,001,600 B a layer for bf16's 713,031,680
+    (now 702,545,920: the 256 new rows at 1 byte)."""
+    m = load_model("deepseek-v3")
+
+    def core(kv):
+        ks = step_kernels(m, "chunk", q + pre, 1, q_len=q, causal=True, kv_dtype=kv)
+        return next(k for k in ks if k.name == "attention").bytes
+
+    per_row = 128 * (128 + 64 + 128)  # n_h (d_nope + d_rope + d_v) values a key
+    assert core("fp8") == core("bf16") - q * per_row  # 1 byte a value less, new rows alone

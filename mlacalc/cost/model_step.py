@@ -302,11 +302,15 @@ def _core_kernel(
         else scores.cache_bytes_read + pv.cache_bytes_read
     )
     if model.is_mla and cost.impl == "compressed" and "kv_b_proj" in ops:
-        # the prefix's expansion read by the prompt kernel as a prompt's own expanded K/V is
-        # (naive's rows, the cache's width: an fp8 cache's prompt kernel reads them in fp8),
-        # so that a chunk after a prefix is a prompt's kernel over more keys
-        act_read -= _expanded_kv(model, ops["kv_b_proj"].shape[1], dtype_bits(act_dtype) / 8)
-        cache_read = _expanded_kv(model, ops["kv_b_proj"].shape[1], kv_dtype)
+        # the new tokens' expanded K/V read as a prompt's own are (naive's rows, the cache's
+        # width: the prompt kernel's convention, unchanged); the cached prefix's expansion at
+        # the activations' width, as kv_b_proj wrote it: the engines dequantize the gathered
+        # latent to bf16 before kv_b_proj and attend the prefix in bf16 (from recall: vLLM's
+        # MLACommonImpl._compute_prefill_context, SGLang's MHA_CHUNKED_KV prefix chunks,
+        # TensorRT-LLM's forward_context_with_chunked_prefill), no quantize op between
+        new = cost.batch * cost.q_len
+        act_read -= _expanded_kv(model, new, dtype_bits(act_dtype) / 8)
+        cache_read = _expanded_kv(model, new, kv_dtype)
     if model.is_mla and latent:
         n_kv, d_qk, d_v = 1, model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
     elif model.is_mla:
