@@ -442,14 +442,17 @@ class Plan:
     def timed_batch(self) -> int | None:
         """The batch the decode figures (``decode_step_s``, ``decode_tokens_per_s``, the
         kernels) are for: ``decode_batch``, which is the largest batch that fits, not
-        ``batch``, when ``batch`` does not (``fits`` false); None where nothing was timed."""
+        ``batch``, when ``batch`` does not (``fits`` false); None where nothing was timed.
+        Always ``decode_batch`` (a name a plot cannot misread): the JSON carries it once, as
+        ``decode_batch``."""
         return self.decode_batch
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-safe: an unbounded figure (TTFT and the queue when requests
         arrive faster than the deployment serves them) is ``None``, with ``sustainable``
-        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``,
-        ``timed_batch`` names the batch the decode figures are for;
+        false; ``total_gpus`` adds the prefill pool's GPUs to the decode pool's ``gpus``;
+        ``decode_batch`` is the batch the decode figures are for (:attr:`timed_batch` is not
+        repeated: one key, one meaning);
         ``schema`` :data:`SCHEMA` first (as report's and search's JSON carry theirs)."""
         out = {"schema": SCHEMA}
         out.update(
@@ -457,7 +460,6 @@ class Plan:
             for k, v in self.__dict__.items()
         )
         out["total_gpus"] = self.total_gpus
-        out["timed_batch"] = self.timed_batch
         out["tpot_others_prompts_s"] = self.tpot_others_prompts_s
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
