@@ -91,14 +91,17 @@ def test_the_64_gpu_answer_is_the_one_before_the_kernels_were_shared():
     """DeepSeek-V3 on a budget of 64 H200 (2,000 + 500 tokens, TPOT 50 ms), the search of
     docs/speed.md: the same points and best as when every candidate was timed on its own
     (commit 29fb6cc; the figures move only with the time model and the step's composition:
-    since two-batch overlap runs decode in five stages, the best is TP4 DP-attention8 EP32 at
-    353 sequences per group, 64,081 tokens/s, TTFT 1.4977 s, TPOT 44.07 ms, 13,692 points of
-    416 layouts (64,096 tokens/s, TTFT 1.4978 s, TPOT 44.06 ms and 13,670 points before
-    cuBLAS's persistent GEMMs balanced their last wave, gemm_time.BALANCED_WAVES, the best's
-    layout and batch unchanged; 17,115 points of 540 layouts before an ep above tp over
-    several attention groups was DP-attention, 86233e9: its layouts without DP-attention were
-    the same layouts timed again, now merged; the best unchanged; 63,668 tokens/s, 1.4945 s,
-    44.36 ms and 17,380 points before the MoE classes were refitted
+    since every setup that could pass the best is refined (search.refine_bound) the best is
+    TP2 DP-attention16 EP32, bf16 cache, at 186 sequences per group, 64,863 tokens/s, TTFT
+    2.219 s, TPOT 45.88 ms, 15,912 points of 416 layouts (13,692 points before, the best
+    TP4 DP-attention8 EP32, fp8 cache, at 353, 64,081 tokens/s, TTFT 1.4977 s, TPOT 44.07 ms;
+    64,096 tokens/s, TTFT 1.4978 s, TPOT 44.06 ms and 13,670 points before cuBLAS's
+    persistent GEMMs balanced their last wave, gemm_time.BALANCED_WAVES, the best's layout
+    and batch unchanged, since two-batch overlap ran decode in five stages; 17,115 points
+    of 540 layouts before an ep above tp over several attention groups was DP-attention,
+    86233e9: its layouts without DP-attention were the same layouts timed again, now merged;
+    the best unchanged;
+    63,668 tokens/s, 1.4945 s, 44.36 ms and 17,380 points before the MoE classes were refitted
     with a power-law row's experts padded one by one, c1c8015, the best's layout and batch
     unchanged; 17,284 before each aggregated size's best was refined under a budget, the best
     unchanged;
@@ -124,13 +127,13 @@ def test_the_64_gpu_answer_is_the_one_before_the_kernels_were_shared():
     chunked-prefill points came later)."""
     r = search("deepseek-v3", "H200", 64, isl=2000, osl=500, tpot=0.05, chunked_prefills=None)
     b = r.best
-    assert len(r.points) == 13692 and r.layouts == 416
+    assert len(r.points) == 15912 and r.layouts == 416
     assert (b["mode"], b["decode_gpus"], b["prefill_gpus"]) == ("disaggregated", 32, 32)
     assert (b["layout"], b["prefill_layout"]) == (
-        "TP4 DP-attention8 EP32",
+        "TP2 DP-attention16 EP32",
         "TP1 DP-attention32 EP32",
     )
-    assert (b["overlap"], b["kv_dtype"], b["batch_per_group"]) == ("tbo", "fp8", 353)
-    assert b["budget_output_tokens_per_s"] == pytest.approx(64081.3780446162, rel=1e-9)
-    assert b["ttft_s"] == pytest.approx(1.4977315924028638, rel=1e-9)
-    assert b["tpot_s"] == pytest.approx(0.04406896490324865, rel=1e-9)
+    assert (b["overlap"], b["kv_dtype"], b["batch_per_group"]) == ("tbo", "bf16", 186)
+    assert b["budget_output_tokens_per_s"] == pytest.approx(64862.54718311026, rel=1e-9)
+    assert b["ttft_s"] == pytest.approx(2.219248865474843, rel=1e-9)
+    assert b["tpot_s"] == pytest.approx(0.04588163939351011, rel=1e-9)

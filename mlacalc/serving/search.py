@@ -1084,7 +1084,7 @@ def search(
     best = settle(req, found)
     if best is not None:
         first = len(found.points)
-        for seed in refine_seeds(found.points, req.budget is not None):
+        for seed in refine_seeds(req, found.points, req.budget is not None):
             refine(req, seed, pools, found)
         spend(req, found.points[first:])  # the refined points
         mark_targets(found.points[first:], req.ttft, req.tpot)
@@ -1165,25 +1165,33 @@ def settle(req: SearchRequest, found: Points) -> dict[str, Any] | None:
         found.drop(gone)
 
 
-def refine_seeds(points: list[dict[str, Any]], budget: bool) -> list[dict[str, Any]]:
-    """The points whose batches are refined: the best point meeting the targets of each of
-    the :data:`REFINE_SETUPS` best decode setups (GPUs, layout, dtypes, overlap) and, under a
-    budget, of each aggregated size (so that a larger budget holds at least copies of a
-    smaller one's refined best). A setup behind the best at the searched batches can pass it
-    between them."""
-    seeds: dict[tuple, dict[str, Any]] = {}
+def refine_seeds(
+    req: SearchRequest, points: list[dict[str, Any]], budget: bool
+) -> list[dict[str, Any]]:
+    """The points whose batches are refined: the best point meeting the targets of each
+    setup (decode GPUs, layout, dtypes, overlap and mode: what :func:`refine` times again)
+    that could pass the best once refined, with the best point meeting the targets of each
+    of the :data:`REFINE_SETUPS` best decode pool sizes and, under a budget, of each
+    aggregated size (so that a larger budget holds at least copies of a smaller one's
+    refined best).
+
+    A setup could pass the best when :func:`refine_bound` of it reaches the best's figure (its
+    tokens/s per GPU, under a budget the budget's tokens/s): refinement adds batches between
+    the setup's best batch and the searched ones next to it, so what it can find is bounded by
+    the grid's spacing there, not by a constant margin."""
+
+    def key(p: dict[str, Any]) -> float:  # what the best is chosen by
+        return p["budget_output_tokens_per_s"] if budget else p["output_tokens_per_s_per_gpu"]
+
     ranked = sorted(
         (p for p in points if p["meets_targets"]),
-        key=lambda p: (
-            p["budget_output_tokens_per_s"] if budget else 0.0,
-            p["output_tokens_per_s_per_gpu"],
-        ),
+        key=lambda p: (key(p), p["output_tokens_per_s_per_gpu"]),
         reverse=True,
     )
+    seeds: dict[tuple, dict[str, Any]] = {}
     for p in ranked:
-        key = (p["mode"], p["decode_gpus"])
-        if key not in seeds:
-            seeds[key] = p
+        if (p["mode"], p["decode_gpus"]) not in seeds:
+            seeds[(p["mode"], p["decode_gpus"])] = p
             if len(seeds) == REFINE_SETUPS:
                 break
     if budget:
@@ -1193,7 +1201,53 @@ def refine_seeds(points: list[dict[str, Any]], budget: bool) -> list[dict[str, A
         for p in ranked:
             if p["mode"] == "aggregated":
                 seeds.setdefault((p["mode"], p["decode_gpus"]), p)
-    return list(seeds.values())
+    if not ranked:
+        return []
+    # every other setup whose refined best could pass the best (refine_bound)
+    top = key(ranked[0])
+    by_setup: dict[tuple, list[dict[str, Any]]] = {}
+    for p in points:
+        by_setup.setdefault(setup_of(p), []).append(p)
+    chosen = {id(p) for p in seeds.values()}
+    out = list(seeds.values())
+    done = {setup_of(p) for p in out}
+    for p in ranked:
+        setup = setup_of(p)
+        if setup in done:
+            continue
+        done.add(setup)  # ranked: p is the setup's best meeting the targets
+        if id(p) not in chosen and refine_bound(req, p, by_setup[setup], key) >= top:
+            out.append(p)
+    return out
+
+
+def setup_of(p: dict[str, Any]) -> tuple:
+    """What :func:`refine` keeps of a seed point: its mode, decode GPUs, layout (with its
+    redundant experts), dtypes and overlap (its batches, chunk budgets and prefill pools are
+    timed again)."""
+    comps = tuple(sorted((p.get("component_dtypes") or {}).items()))
+    layout = (p["tp"], p["dp"], p["pp"], p["ep"], p["dp_attention"], p["redundant_experts"])
+    return (p["mode"], p["decode_gpus"], layout, p["kv_dtype"], p["weight_format"], comps,
+            p["overlap"])  # fmt: skip
+
+
+def refine_bound(
+    req: SearchRequest, best: dict[str, Any], setup: list[dict[str, Any]], key: Any
+) -> float:
+    """The most ``key`` (tokens/s per GPU, or the budget's) :func:`refine` can find for the
+    setup of ``best`` (its best point meeting the targets; ``setup``: all its points): the
+    batches it adds lie below the next searched batch ``z`` above ``best``'s (twice it past
+    the grid's end). A step takes no less time at a larger batch and its time grows at most
+    in proportion (a fixed part and a part per sequence), so tokens/s grow with the batch
+    and at most in proportion to it: bounded by the setup's points at batches up to ``z``
+    (those missing the targets too) or, where ``z`` made none (its cache does not fit),
+    by ``best``'s figure scaled by ``z / b``."""
+    b = best["batch_per_group"]
+    z = min((x for x in req.batches if x > b), default=min(2 * b, MAX_BATCH))
+    near = [key(p) for p in setup if b < p["batch_per_group"] <= z]
+    if any(p["batch_per_group"] == z for p in setup):
+        return max(near)
+    return max([key(best) * z / b, *near])
 
 
 def refine(
