@@ -231,7 +231,7 @@ def _scan_kernel(name: str) -> bool:
     templates' prompt bytes take a term per sequence with a prefix where others take one per
     key (read as one per key, Qwen3-Next's delta-rule core had read 35x its bytes 1K tokens
     after 30K)."""
-    return name.startswith(("linear_", "mamba_"))
+    return name.startswith(("linear_", "mamba_", "mamba1_"))
 
 
 def _attended(shape: dict[str, Any], keys: Any) -> Any:
@@ -635,6 +635,23 @@ def _profile_engine(profile: Any) -> str | None:
     return getattr(load_profile(profile), "engine", None)
 
 
+def _refuse_negative(name: str, flops: Any, nbytes: Any) -> None:
+    """An internal error where a template gives a kernel negative work at an evaluated step.
+    Its coefficients may be negative one by one (a per-token term less a per-key one: DSA's
+    top-k, a scan's state), never their sum at a step: :func:`_fit` solves its reference
+    steps exactly, so a kernel not affine in the drivers is interpolated between them
+    silently (ed47a94's first cut: kv_b_proj at -50,000,896 B, NaN plans). Less than one
+    FLOP or byte below zero is rounding."""
+    for what, x in (("FLOPs", flops), ("bytes", nbytes)):
+        low = float(np.min(x)) if np.size(x) else 0.0
+        if low < -1.0:
+            raise RuntimeError(
+                f"the serving step's template of kernel {name!r} gives {low:,.0f} {what} at a "
+                "step: its work is not affine in the drivers it was fitted on "
+                "(mlacalc.serving.gpu_step._templates)"
+            )
+
+
 def _arr(x: Any) -> np.ndarray:
     return np.atleast_1d(np.asarray(x, dtype=np.float64))
 
@@ -945,6 +962,7 @@ class StepModel:
                 T_d = T_dec + T_lat if t.phases == "decode" and not core else T_dec
                 on = {"both": T_dec + T_pf, "decode": T_d, "prefill": T_pre}[t.phases] > 0
             flops, nbytes = lin(f, per_pair, on), lin(b, per_row, on)
+            _refuse_negative(t.name, flops, nbytes)
             if t.kind == "gemm":
                 sh = {k: np.full_like(one, float(shape[k])) for k in ("n", "k")}
                 sh["m"] = lin(r, per_row, on)

@@ -1,0 +1,99 @@
+"""The serving step's templates (serving/gpu_step.py ``_templates``) are solved exactly at
+their reference steps (``_fit``: a square system), so a kernel whose work is not affine in
+the drivers is interpolated silently between them (9460f4c's fp8 MLA prompt: kv_b_proj's
+bytes negative at TP8, NaN plans). Each is checked here at held-out steps against the model
+step (:func:`step_kernels`), and a negative figure at a step is refused naming the kernel."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mlacalc import load_model
+from mlacalc.cost.model_step import step_kernels
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving import StepModel, make_layout
+from mlacalc.serving.gpu_step import _refuse_negative
+from mlacalc.words.dtypes import resolve_kv_layout
+
+#: Models whose templates are exact (not DeepSeek-V4's pooling, MiniMax-M3's block indexer
+#: or Llama 4's chunked layers, which the templates approximate) and held-out prompt steps
+#: (new tokens, cached), none a reference step, every one whole chunks of every scan.
+MODELS = [
+    "deepseek-v3",
+    "minicpm3-4b",
+    "kimi-linear-48b-a3b",
+    "qwen3-next-80b-a3b",
+    "jamba-1.5-mini",
+    "falcon-h1-34b",
+    "gemma-3-1b",
+    "gpt-oss-120b",
+    "mimo-v2-flash",
+    "llama-3-8b",
+]
+PROMPTS = ((768, 0), (1280, 6400), (4096, 40960), (256, 16128))
+DECODES = ((3, 5000), (7, 300))
+
+
+def _keyed(kernels):
+    seen: dict[str, int] = {}
+    out = {}
+    for k in kernels:
+        out[(k.name, seen.setdefault(k.name, 0))] = k
+        seen[k.name] += 1
+    return out
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+@pytest.mark.parametrize("name", MODELS)
+def test_templates_hold_at_held_out_steps(name, kv):
+    """Every non-MoE kernel of a prompt, a chunk after a prefix and a decode step off the
+    reference steps, as the model step's (rel 1e-6). Before, Jamba's Mamba-1 kernels were
+    not known for scan kernels (``_scan_kernel``: ``mamba_`` only): their state read took a
+    term per cached key, ``mamba1_state_update`` 1,280 new after 6,400 at 1,482,686,464 B
+    for the model step's 29,360,128 (50.5x; 320x after 40,960), ``mamba1_conv`` 1.15x."""
+    m = load_model(name)
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout(kv),
+                   load_hardware("H100-SXM"), None)  # fmt: skip
+    steps = [(dict(pf_N=1, pf_q=q, pf_pre=p), ("chunk" if p else "prefill", q + p, 1, q if p
+              else None)) for q, p in PROMPTS]  # fmt: skip
+    steps += [(dict(dec_B=b, dec_S=s), ("decode", s, b, None)) for b, s in DECODES]
+    for kw, (phase, seq, batch, q_len) in steps:
+        ref = step_kernels(m, phase, seq, batch, q_len=q_len, causal=True, kv_dtype=kv,
+                           engine=sm.engine)  # fmt: skip
+        names = {k.name for k in ref if k.kind != "moe"}
+        ours = _keyed(k for k in sm.kernels(**kw) if k.name in names)
+        want = _keyed(k for k in ref if k.name in names)
+        assert ours.keys() == want.keys(), kw
+        for key, b in want.items():
+            a = ours[key]
+            for what in ("flops", "bytes"):
+                got, exp = getattr(a, what) * a.calls, getattr(b, what) * b.calls
+                assert got == pytest.approx(exp, rel=1e-6, abs=1), (key, what, kw)
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_mla_prompt_kernels_positive_at_tp8(kv):
+    """DeepSeek-V3 at TP8 (H200): every kernel of a prompt and of a chunk after a prefix does
+    positive work (9460f4c: kv_b_proj -50,000,896 B with an fp8 cache), and an fp8 plan's
+    figures are finite."""
+    from mlacalc.serving.plan import plan
+
+    m = load_model("deepseek-v3")
+    sm = StepModel(m, make_layout(m, 8, tp=8), m.weights_dtype, resolve_kv_layout(kv),
+                   load_hardware("H200"), None)  # fmt: skip
+    for q, pre in ((8000, 0), (256, 8192), (4096, 4096)):
+        for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre):
+            assert k.flops >= 0 and k.bytes > 0, (k.name, q, pre)
+    p = plan("deepseek-v3", "H200", 8, isl=8000, osl=500, concurrency=16, kv_dtype=kv)
+    assert all(math.isfinite(x) for x in (p.ttft_s, p.tpot_s, p.prefill_s))
+
+
+def test_negative_work_is_refused_naming_the_kernel():
+    """A template giving negative work at a step is an internal error naming the kernel,
+    not a NaN further on (shared.py's power mean)."""
+    with pytest.raises(RuntimeError, match=r"kv_b_proj.*-50,000,896 bytes"):
+        _refuse_negative("kv_b_proj", np.array([1.0, 2.0]), np.array([3.0, -50_000_896.0]))
+    _refuse_negative("kv_b_proj", np.array([0.0]), np.array([-0.5]))  # rounding
