@@ -25,7 +25,11 @@ def test_a_best_still_at_the_edge_says_so():
     assert r.best["batch_per_group"] == 7  # refined past 4, up to 8 (8 is beyond its grid)
     (note,) = [n for n in r.notes if "largest batch searched" in n]
     assert "--batches 1,2,4,14,28" in note
-    wide = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200)
+    # the default grid's best is within it (with no TPOT target the throughput is flat from
+    # 634 to 827 rows, 9,038-9,155 tok/s, and since cuBLAS's persistent GEMMs balanced their
+    # last wave, gemm_time.BALANCED_WAVES, its top, 827, wins by 0.05%: the note is then
+    # right, so the check takes a TPOT target: best 436)
+    wide = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, tpot=0.05)
     assert not [n for n in wide.notes if "largest batch searched" in n]
 
 
