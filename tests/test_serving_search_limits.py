@@ -18,7 +18,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.layout import make_layout
 from mlacalc.serving.plan import plan
-from mlacalc.serving.search import search
+from mlacalc.serving.search import BATCHES, search
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -309,3 +309,43 @@ def test_a_pool_without_expert_ranks_is_not_loaded_by_the_imbalance():
         return float(sm.step(dec_B=64.0, dec_q=1, dec_S=2250).seconds[0])
 
     assert step(2.0) == step(1.0)
+
+
+def test_redundant_experts_that_fit_no_ep_degree_are_counted():
+    """``--redundant-experts 3`` with ``--ep any``: Qwen3-30B-A3B's 128 + 3 = 131 slots split
+    over no EP degree above 1, so each of the 9 expert-parallel layouts of 8 GPUs (those of
+    ``--redundant-experts 0``) is ruled out, counted under its reason for both weight dtypes,
+    KV dtypes, 11 batches and 2 modes: 9 x 2 x 2 x 11 x 2 = 792 (before: dropped uncounted)."""
+    from collections import Counter
+
+    from mlacalc.serving.search import check_search
+    from mlacalc.serving.search_space import candidate_layouts
+
+    r = search(MOE, "H200", [8], redundant_experts=3, **ASK)
+    req = check_search(
+        MOE, "H200", [8], **ASK, weight_dtypes=None, kv_dtypes=("bf16", "fp8"),
+        modes=("aggregated", "disaggregated"), overlaps=("none", "tbo"), batches=BATCHES,
+        memory_reserve=0.1, page_size=16, prefill_pass="fused", output_lag_steps=0,
+        profile=None, redundant_experts=0,
+    )  # fmt: skip
+    lays = candidate_layouts(req.m, req.hw, 8, None, 1 << 50, (), {}, req.limits, Counter())
+    ep_layouts = sum(lay.ep > 1 for lay in lays)
+    assert ep_layouts == 9
+    assert r.ruled_out["ruled out by --redundant-experts 3"] == ep_layouts * 2 * 2 * 11 * 2
+    assert all(p["ep"] == 1 for p in r.points)
+
+
+def test_ep_1_is_said_as_given():
+    """``--ep 1`` limits to no expert parallelism, as ``--ep none``; the words say ``--ep 1``
+    as typed (before: ``--ep none`` in the reasons, the constraints' words and the errors);
+    the JSON constraint stays ``"none"`` (one value for both)."""
+    r = search(MOE, "H200", [8], ep=1, tp=1, **ASK)
+    assert "ruled out by --ep 1" in r.ruled_out and "ruled out by --ep none" not in r.ruled_out
+    assert r.constraints_text() == "--tp 1 --ep 1" and r.constraints()["ep"] == "none"
+    with pytest.raises(InvalidArgumentError, match=r"\(--ep 1\): no layout searched has expert"):
+        search(MOE, "H200", [8], ep=[1], expert_skew=1.0, **ASK)
+    with pytest.raises(InvalidArgumentError, match=r"ep is none \(--ep 1\)"):
+        search(MOE, "H200", [8], ep=1, redundant_experts=8, **ASK)
+    none = search(MOE, "H200", [8], ep="none", tp=1, **ASK)
+    assert none.constraints_text() == "--tp 1 --ep none"
+    assert "ruled out by --ep none" in none.ruled_out

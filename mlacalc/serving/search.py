@@ -580,8 +580,9 @@ def check_limits(
     eps = ep if ep in ("any", "none") else _degrees(name["ep"], ep, words="any, none or ")
     if eps is None:
         eps = "any"
+    typed = None  # what was given, where it reads otherwise (said in messages and words)
     if isinstance(eps, tuple) and set(eps) == {1}:
-        eps = "none"  # no expert parallelism, as the word says it
+        eps, typed = "none", ",".join(map(str, eps))  # no expert parallelism, as the word says
     if not m.is_moe and eps != "none" and ep != "any":
         raise InvalidArgumentError(
             name["ep"], f"{m.label} has no routed experts to spread; give 'none' or leave it out"
@@ -608,7 +609,8 @@ def check_limits(
         raise InvalidArgumentError(
             name["redundant_experts"],
             f"{red} replicas of busy experts (EPLB) spread the load over expert-parallel ranks, "
-            f"but {name['ep']} is none ({flag['ep']} none): no layout searched has any; give "
+            f"but {name['ep']} is none ({flag['ep']} {typed or 'none'}): no layout searched "
+            "has any; give "
             f"'any' or degrees above 1 ({flag['ep']}), or leave {name['redundant_experts']} "
             f"({flag['redundant_experts']}) out",
         )
@@ -623,7 +625,7 @@ def check_limits(
                     f"({flag['redundant_experts']} {fix}), or leave it out (auto: the fewest "
                     "that round the slots up)",
                 )
-    return LayoutLimits(tps, pps, eps, dpa, red)
+    return LayoutLimits(tps, pps, eps, dpa, red, ep_words=typed)
 
 
 #: The arguments that limit a disaggregated prefill pool's layouts apart (prefill_limits)
@@ -663,6 +665,8 @@ def prefill_limits(
         else args["redundant_experts"],
         prefix="prefill_",
     )
+    if args["ep"] is None:  # the decode pool's, in its words
+        out = dataclasses.replace(out, ep_words=limits.ep_words)
     return None if out == limits else out
 
 
@@ -705,7 +709,8 @@ def _check_moe_options(
     imbalance, routing, skew, rebalance = check_routing_args(m, moe)
     if m.is_moe:
         check_balanced(routing, imbalance)
-        where = "ep is none (--ep none): no layout searched has expert ranks"
+        typed = limits.options().get("--ep", "none")  # --ep 1 as given
+        where = f"ep is none (--ep {typed}): no layout searched has expert ranks"
         ranks = limits.ep != "none" or (prefill is not None and prefill.ep != "none")
         refuse_without_ranks(ranks, where, imbalance, skew, rebalance)
     return {
@@ -1135,7 +1140,7 @@ def _limits_left_nothing(req: SearchRequest, reasons: Counter[str]) -> InvalidAr
     out the most (the first in tp, pp, ep, DP-attention order among equals), with every
     reason's count of candidates (layout x KV dtype x batch x mode)."""
     by = [(n, k) for k, n in reasons.items() if k.startswith("ruled out by --") and n]
-    order = ("--tp", "--pp", "--ep", "--dp-attention")
+    order = ("--tp", "--pp", "--ep", "--dp-attention", "--redundant-experts")
     name = "tp"
     if by:
         top = max(by, key=lambda nk: (nk[0], -order.index(nk[1].split()[3])))[1]

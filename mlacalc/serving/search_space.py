@@ -65,6 +65,9 @@ class LayoutLimits:
     ep: str | tuple[int, ...] = "any"
     dp_attention: str = "both"
     redundant_experts: int | None = None
+    #: ``ep`` as the user gave it where it reads otherwise (``--ep 1``: ``"none"``), so that
+    #: the messages and the constraints' words say what was typed (None: as ``ep``)
+    ep_words: str | None = field(default=None, compare=False)
 
     @property
     def given(self) -> bool:
@@ -78,7 +81,7 @@ class LayoutLimits:
         for name, value, unset in (
             ("--tp", self.tp, None),
             ("--pp", self.pp, None),
-            ("--ep", self.ep, "any"),
+            ("--ep", self.ep_words or self.ep, "any"),
             ("--dp-attention", self.dp_attention, "both"),
             ("--redundant-experts", self.redundant_experts, None),
         ):
@@ -366,19 +369,20 @@ def candidate_layouts(
     node = hw.scale_up_gpus or gpus  # TP within one scale-up fabric (an NVL72 rack: 72)
     out: list[Layout] = []
     seen: set[tuple] = set()
+    # the layouts the given redundant experts do not fit (their slots over the ep), by key
+    refused: dict[tuple, str] = {}
     tps = [t for t in _divisors(gpus) if t <= node and tp_splits_heads(m, t)]
     for tp in tps:
         _add_layout(out, seen, m, gpus, tp=tp)
         if m.is_moe:
             if tp > 1:
                 red = limits.redundant(m, tp) if limits.redundant_experts is not None else 0
-                _add_layout(out, seen, m, gpus, tp=tp, ep=tp, redundant_experts=red)
+                _add_layout(out, seen, m, gpus, refused, tp=tp, ep=tp, redundant_experts=red)
             for ep in (gpus,):
                 extra = limits.redundant(m, ep)
-                _add_layout(
-                    out, seen, m, gpus, tp=tp, ep=ep, dp_attention=True, redundant_experts=extra
-                )
-                _add_layout(out, seen, m, gpus, tp=tp, ep=ep, redundant_experts=extra)
+                for dpa in (True, False):
+                    kw = dict(tp=tp, ep=ep, dp_attention=dpa, redundant_experts=extra)
+                    _add_layout(out, seen, m, gpus, refused, **kw)
             _add_layout(out, seen, m, gpus, tp=tp, dp_attention=True)
     for pp in (2, 4, 8):
         if gpus % pp == 0 and gpus // pp >= 1:
@@ -388,7 +392,12 @@ def candidate_layouts(
     limited = limits.given or prefill is not None
     if limited:
         for each in (limits, prefill) if prefill is not None else (limits,):
-            _limited_layouts(out, seen, m, gpus, node, each)
+            _limited_layouts(out, seen, m, gpus, node, each, refused)
+        if removed is not None:  # those no limit's redundant experts fit, under the limit's
+            have = {(lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention) for lay in out}
+            for key, reason in refused.items():
+                if key not in have:
+                    removed[reason] += 1
         kept = []
         for lay in out:
             reason = limits.breaks(lay, m)
@@ -404,7 +413,13 @@ def candidate_layouts(
 
 
 def _limited_layouts(
-    out: list[Layout], seen: set[tuple], m: ModelConfig, gpus: int, node: int, limits: LayoutLimits
+    out: list[Layout],
+    seen: set[tuple],
+    m: ModelConfig,
+    gpus: int,
+    node: int,
+    limits: LayoutLimits,
+    refused: dict[tuple, str] | None = None,
 ) -> None:
     """Add to ``out`` the layouts ``limits`` name beyond the search's own: every stage count,
     tensor and expert degree given (the search's own choices where not) with DP-attention off
@@ -426,7 +441,7 @@ def _limited_layouts(
                 for dpa in (False, True) if m.is_moe else (False,):
                     red = limits.redundant(m, ep)
                     kw = dict(tp=tp, pp=pp, ep=ep, dp_attention=dpa, redundant_experts=red)
-                    _add_layout(out, seen, m, gpus, **kw)
+                    _add_layout(out, seen, m, gpus, refused, **kw)
 
 
 def layout_weights(
@@ -458,11 +473,30 @@ def weight_key(w: str, components: tuple[tuple[str, str], ...]) -> str:
     return w + "".join(f"+{c}:{f}" for c, f in components)
 
 
-def _add_layout(out: list[Layout], seen: set[tuple], m: ModelConfig, gpus: int, **kw: Any) -> None:
-    """Add the layout ``kw`` describes to ``out``, unless the model refuses it or it is there."""
+def _add_layout(
+    out: list[Layout],
+    seen: set[tuple],
+    m: ModelConfig,
+    gpus: int,
+    refused: dict[tuple, str] | None = None,
+    **kw: Any,
+) -> None:
+    """Add the layout ``kw`` describes to ``out``, unless the model refuses it or it is there;
+    ``refused``: where the redundant experts a limit gives are all it lacks (the slots do not
+    split over its ``ep``, the fewest would), its key, to be counted under that limit."""
     try:
         lay = make_layout(m, gpus, **kw)
     except MlacalcError:
+        ep, red = kw.get("ep", 1), kw.get("redundant_experts", 0)
+        if refused is not None and ep > 1 and red:
+            try:
+                fewest = make_layout(
+                    m, gpus, **{**kw, "redundant_experts": (-m.n_routed_experts) % ep}
+                )
+            except MlacalcError:
+                return
+            key = (fewest.tp, fewest.dp, fewest.pp, fewest.ep, fewest.dp_attention)
+            refused.setdefault(key, f"ruled out by --redundant-experts {red}")
         return
     key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
     if key not in seen:
