@@ -245,6 +245,44 @@ def test_bad_limits_are_one_line_naming_the_option(run, args, option):
     assert option in lines[0] and "Traceback" not in out + err
 
 
+def test_a_degree_dividing_no_pool_names_one_split_of_the_budget(run):
+    """Before: the same 8-GPU budget's pool sizes read "8" for --tp 16 (nothing fits within
+    tp 16, so the split fell back to the budget) and "4, 8" for --ep 3 (the split under the
+    limit). Now both name what the budget is split into, 1 to 8 GPUs; --ep 3 adds the pools
+    a layout within the limits fits on (3 GPUs, rounded up to 4 to tile 8-GPU nodes)."""
+    split = "pool sizes 1, 2, 3, 4, 5, 6, 7, 8"
+    _, tp = run(*RUN, "--tp", "16", code=2)
+    assert (
+        "16 divides none" in tp
+        and "the pool sizes of the 8-GPU budget: 1, 2, 3, 4, 5, 6, 7, 8" in tp
+    )
+    _, ep = run(*RUN, "--ep", "3", code=2)
+    assert "3 divides none" in ep and "fits on: 4, 8, of its " + split in ep
+
+
+def test_the_notes_are_sentences_after_the_one_before():
+    """Before: "Disaggregated GPUs read decode+prefill. the best is the largest batch
+    searched ..." (and notes run together by "; ")."""
+    from mlacalc.cli.search_cmd import notes_text
+
+    notes = ("the best is the largest batch searched (30; 459 fit)", "context 9 exceeds it.")
+    assert (
+        notes_text(notes)
+        == "The best is the largest batch searched (30; 459 fit). Context 9 exceeds it."
+    )
+    assert notes_text(()) == ""
+
+
+def test_the_why_others_lose_note_capitalises_each_note(run):
+    out, _ = run(
+        "search", "llama-3-8b", "-H", "H200", "--gpus", "1,2", "--isl", "2000", "--osl", "100",
+        "--batches", "16", "--chunked-prefills", "none", "--kv-dtypes", "bf16",
+    )  # fmt: skip
+    text = " ".join(out.split())
+    assert "read decode+prefill. Disaggregated: a list of GPU counts (1, 2)" in text
+    assert "of any size. The best is the largest batch searched" in text
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [

@@ -329,6 +329,13 @@ def _redundant_words(text: str | None, option: str) -> Any:
     return int(word)
 
 
+def notes_text(notes: tuple[str, ...] | list[str]) -> str:
+    """The search's notes (lower-case clauses) as sentences after the ones before them: each
+    capitalised and ended with a full stop (before: "... decode+prefill. the best is the
+    largest batch searched ..." and "...; the best is ...": one note run into the next)."""
+    return " ".join(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in notes if n)
+
+
 def _split(text: str | None) -> tuple[str, ...] | None:
     """A comma-separated option as its items (None as is)."""
     return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
@@ -683,7 +690,7 @@ def sections(
                 [[k, str(v)] for k, v in sorted(result.reasons.items())],
                 note=times_note(result.profile, result.calibration, result.engine)
                 if result.points
-                else "; ".join(result.notes),
+                else notes_text(result.notes),
             )
         )
     if not result.points:  # nothing was timed: the reasons above are the whole answer
@@ -708,7 +715,7 @@ def sections(
                     f"({result.missing_both:,} miss both targets). "
                     "Disaggregated GPUs read decode+prefill. "
                 )
-                + "; ".join(result.notes)
+                + notes_text(result.notes)
             ).strip(),
         )
     )

@@ -397,6 +397,32 @@ def smallest_fit(
     return budget
 
 
+def budget_pools(
+    fit: tuple, limits: LayoutLimits, pf_limits: LayoutLimits | None
+) -> tuple[int, ...]:
+    """The pool sizes a budget search runs: those a layout within the limits fits on
+    (``fit``: :func:`smallest_fit`'s arguments up to its limits, the budget third). Each
+    degree given is checked first against what the budget is split into, one list whatever
+    the limits (before, each limit's own split: "8" for --tp 16, where nothing fits within
+    the limit, "4, 8" for --ep 3), then against the pools searched."""
+    hw, budget = fit[1], fit[2]
+
+    def pools(*limited: Any) -> tuple[int, ...]:
+        unit = node_unit(smallest_fit(*fit, *limited), hw.gpus_per_node or 1)
+        return budget_counts(budget, unit)
+
+    split = pools()
+    given = [(lim, pre) for lim, pre in ((limits, ""), (pf_limits, "prefill_")) if lim is not None]
+    for lim, prefix in given:
+        _check_limits_divide(lim, split, budget, prefix)
+    if limits == NO_LIMITS and pf_limits is None:
+        return split
+    gpus = pools(limits, pf_limits)
+    for lim, prefix in given:
+        _check_limits_divide(lim, gpus, budget, prefix, split)
+    return gpus
+
+
 def check_search(
     model: ModelConfig | str,
     hardware: HardwareSpec | str,
@@ -492,15 +518,13 @@ def check_search(
     tight, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
     if budget is not None:
         usable = int(hw.memory_bytes * (1 - memory_reserve))
-        unit = smallest_fit(
-            m, hw, budget, tuple(weight_dtypes), own, usable, components, cache, limits, pf_limits
-        )
-        unit = node_unit(unit, hw.gpus_per_node or 1)
-        gpus = budget_counts(budget, unit)
+        fit = (m, hw, budget, tuple(weight_dtypes), own, usable, components, cache)
+        gpus = budget_pools(fit, limits, pf_limits)
         tight = tight_counts(budget, gpus)
-    _check_limits_divide(limits, gpus, budget)
-    if pf_limits is not None:
-        _check_limits_divide(pf_limits, gpus, budget, "prefill_")
+    else:
+        _check_limits_divide(limits, gpus)
+        if pf_limits is not None:
+            _check_limits_divide(pf_limits, gpus, None, "prefill_")
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     max_running, max_tokens, scheduler, record = scheduler_of(
@@ -683,13 +707,25 @@ def _degrees(name: str, value: Any, words: str = "") -> tuple[int, ...] | None:
 
 
 def _check_limits_divide(
-    limits: LayoutLimits, gpus: tuple[int, ...], budget: int | None = None, prefix: str = ""
+    limits: LayoutLimits,
+    gpus: tuple[int, ...],
+    budget: int | None = None,
+    prefix: str = "",
+    split: tuple[int, ...] | None = None,
 ) -> None:
-    """Each degree given divides one of the GPU counts searched at least (the budget's pool
-    sizes under a budget); a degree dividing none is a mistake, not a constraint."""
+    """Each degree given divides one of the GPU counts searched at least (under a budget,
+    its pool sizes, or where ``split`` (the budget's pool sizes) is given, those of them a
+    layout within the limits fits on); a degree dividing none is a mistake, not a
+    constraint."""
     counts = ", ".join(str(g) for g in sorted(gpus))
     if budget is not None:
         counts = f"the pool sizes of the {budget}-GPU budget: {counts}"
+        if split is not None and split != gpus:
+            every = ", ".join(str(g) for g in split)
+            counts = (
+                f"the {budget}-GPU budget's pools that a layout within the limits fits on: "
+                f"{', '.join(str(g) for g in sorted(gpus))}, of its pool sizes {every}"
+            )
     for name, degrees in (("tp", limits.tp), ("pp", limits.pp), ("ep", limits.ep)):
         for d in degrees if isinstance(degrees, tuple) else ():
             if not any(g % d == 0 for g in gpus):
