@@ -169,3 +169,62 @@ def test_prefix_expansion_is_attended_at_the_width_kv_b_proj_wrote(q, pre):
 
     per_row = 128 * (128 + 64 + 128)  # n_h (d_nope + d_rope + d_v) values a key
     assert core("fp8") == core("bf16") - q * per_row  # 1 byte a value less, new rows alone
+
+
+def test_report_says_what_runs_for_this_mla_model():
+    """report's FLOPs note is the model's own: DeepSeek-V3.2's chunk stays naive (a DSA
+    layer's top-k), and its naive prompt differs from compressed (351.86 T against 339.28 T),
+    where before the note said "chunk (compressed)" and "the same as compressed" for both."""
+    import json
+
+    from mlacalc.cli.report_cmd import _flops_note
+    from mlacalc.report import model_report
+
+    def note(name):
+        return _flops_note(json.loads(json.dumps(model_report(name, seq_len=8192))))
+
+    dsa, plain = note("deepseek-v3.2"), note("deepseek-v3")
+    assert "naive too" in dsa and "the same as compressed" not in dsa
+    assert "chunk (compressed)" not in dsa
+    assert "the same as compressed" in plain and "chunk (compressed)" in plain
+
+
+def test_one_cache_word_for_deepseek_v4():
+    """attention_cost and predict_time say one thing of DeepSeek-V4's compressed layers
+    (before: '' against 'kv')."""
+    a = attention_cost("deepseek-v4-pro", "decode", 8192).cache
+    p = predict_time("deepseek-v4-pro", "H100-SXM", "decode", 8192).cache
+    assert a == p == ""
+
+
+def test_sglang_short_prefix_chunk_is_said():
+    """SGLang runs an MLA chunk after fewer than 8,192 cached tokens absorbed (from recall):
+    priced expanded here, and the output says so (before: only a docstring), in predict_time's
+    warnings and a plan's; not at 8,192 cached, not for another engine or a DSA model."""
+    from mlacalc.serving.plan import plan
+
+    def said(name, engine, pre):
+        p = predict_time(name, "H100-SXM", "chunk", 2048 + pre, q_len=2048, engine=engine)
+        return any("absorbed over the latent" in w for w in p.warnings)
+
+    assert said("deepseek-v3", "sglang", 512)
+    assert not said("deepseek-v3", "sglang", 8192)
+    assert not said("deepseek-v3", "trtllm", 512)
+    assert not said("deepseek-v3.2", "sglang", 512)
+    kw = dict(isl=16000, osl=500, concurrency=8, engine="sglang")
+    chunked = plan("deepseek-v3", "H200", 8, chunked_prefill=2048, **kw)
+    assert any("2,048 cached tokens" in w for w in chunked.warnings)
+    assert not any("absorbed over the latent" in w for w in plan("deepseek-v3", "H200", 8,
+                                                                  **kw).warnings)  # fmt: skip
+
+
+def test_serving_impl_names_a_function_that_exists():
+    """serving_impl's docstring pointed at mla_time.engine_prompt_impl, which does not exist."""
+    import importlib
+    import re
+
+    from mlacalc.words.vocab import serving_impl
+
+    for ref in re.findall(r":func:`([\w.]+)`", serving_impl.__doc__ or ""):
+        module, _, name = ref.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), ref

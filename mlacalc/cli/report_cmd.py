@@ -316,16 +316,33 @@ def _report_sections(doc: dict) -> list[Section]:
     return sections
 
 
+def _mla_default_note(doc: dict[str, Any]) -> str:
+    """What an MLA model's default runs in each phase, this model's own: a DSA layer's chunk
+    stays ``naive`` (:func:`mlacalc.cost.attention.resolve_impl`), and naive's prompt FLOPs
+    equal compressed's only where the table's rows say so."""
+    prompt = {r["impl"]: r["flops"] for r in doc["attention"] if r["phase"] == "prefill"}
+    same = prompt.get("naive") is not None and prompt.get("naive") == prompt.get("compressed")
+    naive = "naive FLOPs, the same as compressed" if same else "naive FLOPs"
+    if any(k["kind"] == "dsa" for r in doc["kv_cache"] for k in r["by_kind"]):
+        return (
+            "MLA default = the compressed latent cache always (with its indexer keys), K/V "
+            f"expanded from it for the new tokens in prefill ({naive}) and in a chunk after "
+            "a cached prefix (naive too: a DSA layer's queries attend their own top-k keys, "
+            "no one prefix to expand), absorbed in decode"
+        )
+    return (
+        "MLA default = the compressed latent cache always, K/V expanded from it for the new "
+        f"tokens in prefill ({naive}) and for the cached prefix too in a chunk "
+        "(compressed), absorbed in decode"
+    )
+
+
 def _flops_note(doc: dict[str, Any]) -> str:
     """The note under the attention FLOPs table: what fused bytes are, how MLA's default
     runs, and where a linear or Mamba layer's products are counted."""
     parts = ["fused bytes: ideal lower bound (weights, input/output and cache once)"]
     if doc["model"]["variant"] == "mla":
-        parts.append(
-            "MLA default = the compressed latent cache always, K/V expanded from it for the "
-            "new tokens in prefill (naive FLOPs, the same as compressed) and for the cached "
-            "prefix too in a chunk (compressed), absorbed in decode"
-        )
+        parts.append(_mla_default_note(doc))
     if any(k["kind"] in STATE_KINDS for r in doc["kv_cache"] for k in r["by_kind"]):
         parts.append(
             "a linear or Mamba layer's input projections count under kv_proj, its "

@@ -35,6 +35,7 @@ from mlacalc.serving.scheduler import Scheduler
 from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
+from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.predict import mla_rank_note
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
@@ -301,6 +302,7 @@ def check_request(
         + _implied_dp_attention(lay, p_lay, args)
         + _split_experts(m, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
+        + _sglang_chunks(m, engine, chunked_prefill, isl, prefix_cache_hit)
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -906,6 +908,20 @@ def _request_warnings(
             f"{m.label} has no MTP module modelled ({_no_mtp(m)}): include_mtp holds nothing more"
         )
     return tuple(warnings)
+
+
+def _sglang_chunks(
+    m: ModelConfig, engine: str, chunk: int | None, isl: int | None, hit: float
+) -> tuple[str, ...]:
+    """SGLang's MLA chunks after a short prefix (the first chunk after a cached prefix, or a
+    chunked prompt's second): priced expanded where SGLang runs them absorbed, said
+    (:func:`~mlacalc.timemodel.mla_time.sglang_chunk_note`)."""
+    if not isl:
+        return ()
+    cached = prefix_cached_tokens(hit, isl)
+    first = cached or (chunk if chunk and chunk < isl else 0)
+    note = sglang_chunk_note(m, engine, first)
+    return (note,) if note else ()
 
 
 def _split_experts(m: ModelConfig, p_lay: Layout | None, args: dict[str, Any]) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ __all__ = [
     "GEN_SPARSE_VARIANT",
     "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
+    "SGLANG_EXPANDED_PREFIX",
     "TRTLLM_MLA_DECODE",
     "VLLM_DECODE_PATH_TOKENS",
     "WRAPPER_ROW_HEAD_S",
@@ -40,6 +41,7 @@ __all__ = [
     "mla_decode_terms",
     "mla_tile_rows",
     "mla_unit_rows",
+    "sglang_chunk_note",
     "step_decode_path_tokens",
     "wrapper_row_head_s",
 ]
@@ -166,6 +168,30 @@ def step_decode_path_tokens(model: Any, engine: str, fig: DeviceFigures, kv_dtyp
     # stand-in: mlacalc.cost.model_step), so its prompts take that kernel's threshold too
     narrow = resolve_kv_layout(kv_dtype).bits < 16
     return decode_path_tokens(engine, fig, "fp8" if narrow else "bf16")
+
+
+#: The cached tokens from which SGLang expands an MLA chunk's prefix through kv_b_proj (its
+#: MHA_CHUNKED_KV path; from recall: the chunked prefix cache's threshold in SGLang's
+#: DeepseekV2AttentionMLA, 8,192 by default); after fewer it runs the chunk absorbed over the
+#: latent, which no measured row times for a prompt. Every chunk here is priced
+#: ``compressed`` (:func:`mlacalc.words.vocab.serving_impl`): said, not modelled.
+SGLANG_EXPANDED_PREFIX = 8192
+
+
+def sglang_chunk_note(model: Any, engine: str, cached: int) -> str:
+    """What an SGLang MLA chunk after ``cached`` tokens (fewer than
+    :data:`SGLANG_EXPANDED_PREFIX`, more than none) is priced as against what SGLang runs;
+    empty elsewhere (another engine, a model without plain MLA layers, no prefix, a long
+    one)."""
+    plain = model.is_mla and model.index_topk is None and not model.compress_ratios
+    if engine != "sglang" or not plain or not 0 < cached < SGLANG_EXPANDED_PREFIX:
+        return ""
+    return (
+        f"a chunk after {cached:,} cached tokens is priced expanding the prefix's latent "
+        "through kv_b_proj (compressed), while SGLang (from recall) runs a chunk after fewer "
+        f"than {SGLANG_EXPANDED_PREFIX:,} cached tokens absorbed over the latent, which no "
+        "measured row times: the figure is the expanded path's"
+    )
 
 
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:

@@ -65,7 +65,7 @@ from mlacalc.timemodel.eager_time import (
 )
 from mlacalc.timemodel.engine_profiles import chosen_profile
 from mlacalc.timemodel.kernel_time import run_class, run_dtype
-from mlacalc.timemodel.mla_time import step_decode_path_tokens
+from mlacalc.timemodel.mla_time import sglang_chunk_note, step_decode_path_tokens
 from mlacalc.timemodel.profile import check_profile_applies, load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -874,7 +874,12 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         batch=step.work.batch,
         q_len=q,
         impl=impl,
-        cache=cache_kind(m.is_mla, step.work.impl) if m.variant in VARIANTS else "",
+        # attention_cost's word (DeepSeek-V4's compressed layers: none of the three)
+        cache=(
+            cache_kind(m.is_mla, step.work.impl)
+            if m.variant in VARIANTS and not m.compress_ratios
+            else ""
+        ),
         mode=step.mode,
         scope=step.scope,
         dtype=step.work.act_dtype,
@@ -883,9 +888,18 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=_weights_word(step, rates),
         layer=layer,
-        warnings=_step_warnings(step, hw, rates),
+        warnings=_step_warnings(step, hw, rates) + _chunk_notes(step, impl, q, how),
         **how,
     )
+
+
+def _chunk_notes(step: _Step, impl: str, q: int, how: dict[str, Any]) -> tuple[str, ...]:
+    """An SGLang MLA chunk after a short prefix: priced expanded, run absorbed
+    (:func:`~mlacalc.timemodel.mla_time.sglang_chunk_note`)."""
+    if step.work.phase != "chunk" or impl != "compressed":
+        return ()
+    note = sglang_chunk_note(step.m, str(how.get("engine") or ""), step.work.seq_len - q)
+    return (note,) if note else ()
 
 
 def _step_warnings(step: _Step, hw: Any, rates: Any) -> tuple[str, ...]:

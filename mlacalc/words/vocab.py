@@ -98,7 +98,8 @@ def cache_kind(is_mla: bool, impl: str | None) -> str:
 
 def serving_impl(phase: str | None) -> MlaImpl:
     """The MLA implementation serving engines run when none is named (``impl=None``), before
-    an engine's own choice (:func:`mlacalc.timemodel.mla_time.engine_prompt_impl`).
+    an engine's own choice (vLLM's short prompts down its decode path:
+    :func:`mlacalc.timemodel.mla_time.decode_path_tokens`).
 
     The cache is the latent in every case. A prompt (``"prefill"``, no key cached before
     it) expands K and V from the latent of its own tokens (``"naive"`` FLOPs: the expanded
