@@ -102,6 +102,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import (
@@ -127,7 +129,7 @@ from mlacalc.serving.plan_checks import (
     PlanRequest,
     check_request,
 )
-from mlacalc.serving.provenance import calibration_of
+from mlacalc.serving.provenance import calibration_of, stand_in_kernels
 from mlacalc.serving.ranks import synced_groups
 from mlacalc.serving.scheduler import overlap_idle_note, with_engine_defaults
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
@@ -884,6 +886,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         else {"memory": "memory bandwidth"}.get(bound, bound)
     )
     name, how = calibration_of(req.profile, req.hw, dec.kernels)
+    common = {**common, "warnings": common["warnings"] + stand_in_warnings(req, dec.kernels)}
     return Plan(
         **common,
         decode_batch=run_batch,
@@ -953,6 +956,30 @@ def unfitted_prefill_pool(
         prefill_dp_attention=p_lay.dp_attention,
         prefill_redundant_experts=p_lay.redundant_experts,
     )
+
+
+#: the share of a decode step's kernel time another engine's stand-in class may time unsaid
+#: beyond the calibration line (a warning of its own from this share on)
+STAND_IN_WARN_SHARE = 0.05
+
+
+def stand_in_warnings(req: PlanRequest, kernels: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The decode step's kernels another profile's class times (a stand-in where the engine's
+    own tables time no such kernel: :func:`~mlacalc.serving.provenance.stand_in_kernels`),
+    said with their share of the step's kernel time where it is at least
+    :data:`STAND_IN_WARN_SHARE`: a comparison of engines there compares one table."""
+    total = sum(float(np.atleast_1d(k["seconds"])[0]) for k in kernels if "seconds" in k)
+    out = []
+    for key, how, names, seconds in stand_in_kernels(req.profile, req.hw, kernels):
+        share = seconds / total if total > 0 else 0.0
+        if share >= STAND_IN_WARN_SHARE:
+            out.append(
+                f"{', '.join(names)} ({share:.0%} of the decode step's kernel time) is timed by "
+                f"the {key} fit {how}: that part of the step is not timed by "
+                f"{_engine_label(req)}'s own kernel tables, so engines compared on it are "
+                "compared on one table"
+            )
+    return tuple(out)
 
 
 def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str, ...]:
@@ -1027,7 +1054,9 @@ def serving_record(
     # that run each (the prefill pool's, disaggregated; the same GPUs, aggregated)
     prompt = mix.p_sm.step(pf_N=1, **prompt_args(req)).kernels
     name, how = calibration_of(req.profile, req.hw, [*dec.kernels, *prompt])
-    warnings = common["warnings"] + serving_warnings(req, mix, load)
+    warnings = (
+        common["warnings"] + serving_warnings(req, mix, load) + stand_in_warnings(req, dec.kernels)
+    )
     chunks = f.get("chunks")
     return Plan(
         **{**common, "warnings": warnings, "concurrency": load.concurrency},

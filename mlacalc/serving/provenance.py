@@ -22,7 +22,7 @@ from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["calibration_of", "engine_profile_of"]
+__all__ = ["calibration_of", "engine_profile_of", "stand_in_kernels"]
 
 
 def engine_profile_of(profile: Any, engine: Any, hw: HardwareSpec) -> tuple[Any, str, str]:
@@ -129,6 +129,26 @@ def calibration_of(
             "by datasheet ratios", "by the ratios of its measured ceilings (mlacalc bench)"
         )
     return name, text
+
+
+def stand_in_kernels(
+    profile: Any, hw: HardwareSpec, kernels: Iterable[dict[str, Any]], i: int = 0
+) -> list[tuple[str, str, list[str], float]]:
+    """The kernels of a timed step (row ``i`` of :meth:`~mlacalc.serving.gpu_step.StepModel.
+    step`'s breakdown) that another profile's class times, where the profile's notes mark
+    that class a stand-in: each stand-in's key, its note ("from trtllm profile default (no
+    sglang table)"), the names of the kernels it times and their seconds (all calls)."""
+    prof = load_profile(profile)
+    out: dict[str, tuple[str, list[str], float]] = {}
+    for k in kernels:
+        seconds = float(np.atleast_1d(k.get("seconds", 0.0))[i]) if "seconds" in k else 0.0
+        ran = _ran_class(k, hw, prof) if seconds > 0 else ()
+        key = prof.class_found(hw.name, *ran[:2], hw, ran[2]) if ran else None
+        said = [n for n in prof.notes if key and n.startswith(f"{STAND_IN_NOTE}{key} from ")]
+        if said:
+            how, names, total = out.get(key, (said[0][len(f"{STAND_IN_NOTE}{key} ") :], [], 0.0))
+            out[key] = (how, [*names, k["name"]], total + seconds)
+    return [(key, how, names, total) for key, (how, names, total) in sorted(out.items())]
 
 
 def _ran_class(

@@ -1,0 +1,45 @@
+"""A plan whose decode step is partly timed by another engine's kernel class (a stand-in where
+the engine's own tables time no such kernel) says so as a warning with that part's share of the
+step, not only inside the calibration line (a trial compared SGLang and vLLM on Qwen3 fp8
+experts, SGLang's timed by TensorRT-LLM's table, 2.4x apart, without seeing it)."""
+
+import json
+import re
+
+import mlacalc
+from mlacalc.serving.plan import STAND_IN_WARN_SHARE
+
+ARGS = dict(tp=8, ep=8, weight_dtype="fp8", isl=2000, osl=500)
+
+
+def _stand_ins(p) -> list[str]:
+    return [w for w in p.warnings if "is timed by the" in w]
+
+
+def test_sglang_fp8_experts_timed_by_trtllm_are_warned_with_their_share():
+    p = mlacalc.plan("qwen3-30b-a3b", "H200", 8, engine="sglang", **ARGS)
+    assert "stand-in: moe:fp8 from trtllm" in p.calibration
+    (w,) = _stand_ins(p)
+    assert w.startswith("routed_experts (") and "moe:fp8 fit from trtllm" in w
+    assert "not timed by SGLang's own kernel tables" in w
+    # the share, from the plan's own kernel list (all calls of each kernel)
+    total = sum(k["seconds"] for k in p.kernels)
+    experts = sum(k["seconds"] for k in p.kernels if k["name"] == "routed_experts")
+    share = int(re.search(r"\((\d+)% of the decode step", w)[1])
+    assert share == round(100 * experts / total) and experts / total >= STAND_IN_WARN_SHARE
+
+
+def test_an_engine_timed_by_its_own_tables_is_not_warned():
+    for engine in ("vllm", "trtllm"):  # both time per-tensor fp8 experts by their own tables
+        p = mlacalc.plan("qwen3-30b-a3b", "H200", 8, engine=engine, **ARGS)
+        assert "stand-in" not in p.calibration and not _stand_ins(p), engine
+    p = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, seq_len=32768)  # the capacity route
+    assert not _stand_ins(p)
+
+
+def test_the_cli_prints_it_and_json_carries_it(run):
+    cli = "plan qwen3-30b-a3b -H H200 --gpus 8 --tp 8 --ep 8 --weight-dtype fp8 --engine sglang"
+    out, _ = run(*cli.split(), "--isl", "2000", "--osl", "500", "--format", "json")
+    assert any("is timed by the moe:fp8 fit" in w for w in json.loads(out)["warnings"])
+    out, _ = run(*cli.split(), "--isl", "2000", "--osl", "500")
+    assert "routed_experts (" in out and "is timed by the moe:fp8" in " ".join(out.split())
