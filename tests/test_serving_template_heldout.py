@@ -97,3 +97,25 @@ def test_negative_work_is_refused_naming_the_kernel():
     with pytest.raises(RuntimeError, match=r"kv_b_proj.*-50,000,896 bytes"):
         _refuse_negative("kv_b_proj", np.array([1.0, 2.0]), np.array([3.0, -50_000_896.0]))
     _refuse_negative("kv_b_proj", np.array([0.0]), np.array([-0.5]))  # rounding
+
+
+@pytest.mark.parametrize(
+    "name", ["qwen3-next-80b-a3b", "kimi-linear-48b-a3b", "nemotron-3-super-120b-a12b"]
+)
+def test_scans_count_whole_chunks_as_the_model_step(name):
+    """A prompt's chunked scans do their FLOPs in whole chunks (the model step's
+    linear_chunks / Mamba-2's chunks): the served step counts them so at any token count.
+    Before, the templates (read at whole chunks) counted tokens: Kimi-Linear 16 new after
+    16,000, linear_core_qk at 0.25 of the model step's FLOPs (300 after 5,000: 0.9375)."""
+    m = load_model(name)
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout("bf16"),
+                   load_hardware("H100-SXM"), None)  # fmt: skip
+    for q, pre in ((16, 16000), (300, 5000), (1000, 0)):
+        ref = step_kernels(m, "chunk" if pre else "prefill", q + pre, 1,
+                           q_len=q if pre else None, causal=True, engine=sm.engine)  # fmt: skip
+        names = {k.name for k in ref if k.kind != "moe"}
+        ours = _keyed(k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name in names)
+        for key, b in _keyed(k for k in ref if k.name in names).items():
+            a = ours[key]
+            assert a.flops * a.calls == pytest.approx(b.flops * b.calls, rel=1e-6, abs=1), (
+                key, q, pre)  # fmt: skip

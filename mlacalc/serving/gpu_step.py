@@ -183,6 +183,9 @@ class _Template:
     #: full layer's ``num_global_key_value_heads``, a MiMo-V2-Flash sliding layer's
     #: ``sliding_key_value_heads``); 0 for any other kernel
     n_kv: int = 0
+    #: a scan kernel's figures the model step counts in whole chunks of the scan
+    #: (:func:`_whole_chunk_figures`): ``"f"`` its FLOPs, ``"b"`` its bytes and sizes
+    whole: str = ""
 
 
 Coef = tuple[float, ...]
@@ -209,6 +212,22 @@ def _prefill_points(
     if period:
         return ((C, 2 * C), (2 * C, 3 * C), (2 * C, 4 * C), (3 * C, 4 * C), *extra)
     return ((C, C), (2 * C, 2 * C), (2 * C, 3 * C), (3 * C, 3 * C), *extra)
+
+
+def _whole_chunk_figures(
+    at_chunk: list[tuple[tuple[str, int], Kernel]],
+    short: list[tuple[tuple[str, int], Kernel]],
+) -> dict[tuple[str, int], str]:
+    """The scan kernels (:func:`_scan_kernel`) whose FLOPs (``"f"``) or bytes (``"b"``) the
+    model step counts in whole chunks of the scan: the same for a prompt one token short of
+    a chunk (``short``) as for the whole chunk (``at_chunk``). The served step counts them so
+    (a prompt's tokens rounded up to whole chunks); where the figure mixes a term a token with
+    one a chunk (a delta rule's bytes) it stays a token's."""
+    out = {}
+    for (key, a), (_, b) in zip(at_chunk, short):
+        if _scan_kernel(key[0]):
+            out[key] = "f" * (a.flops == b.flops) + "b" * (a.bytes == b.bytes)
+    return out
 
 
 def _expands_prefix(m: ModelConfig) -> bool:
@@ -505,6 +524,9 @@ def _templates(
         if len({tuple(key for key, _ in ks) for ks in lists}) != 1:  # pragma: no cover
             raise AssertionError("the model step's kernels change with the step's size")
     pre_by_key = {key: [ks[i][1] for ks in pre] for i, (key, _) in enumerate(pre[0])}
+    whole = {}
+    if any(_scan_kernel(key[0]) for key, _ in pre[0]):
+        whole = _whole_chunk_figures(pre[0], _keyed(run("prefill", chunk - 1, 1)))
 
     def solve_prompt(key: tuple[str, int], win: int) -> list[Coef]:
         return _solve_prefill(pre_by_key[key], win, cap, points, csa, _scan_kernel(key[0]))
@@ -535,6 +557,7 @@ def _templates(
             g,
             dict(ref.shape),
             kv_heads.get(key, m.num_key_value_heads) if ref.name == "kv_proj" else 0,
+            whole.get(key, ""),
         )
 
     def window(ref: Kernel) -> int:
@@ -728,6 +751,7 @@ class StepModel:
         # a DeepSeek-V4 layer's kernels as self.engine runs them (cost.compressed)
         w = None if self.stored else self.w_dtype
         self.templates = _templates(m, w, kv_layout, self.engine)
+        self.scan_chunk = _scan_chunk(m)
         self.sharded = [self._sharded(t) for t in self.templates]
         #: each template's weight class where a component's format replaces the base one
         self.formats: list[str | None] = [
@@ -944,6 +968,12 @@ class StepModel:
             per_pair, per_row = rows_of(t.window)
             if _scan_kernel(t.name):  # a prompt's state read once a sequence with a prefix
                 per_row = (*per_row[:5], pf_N * (pf_pre > 0), *per_row[6:])
+            if t.whole:  # work in whole chunks of the scan: the prompt's tokens rounded up
+                T_whole = pf_N * np.ceil(pf_q / self.scan_chunk) * self.scan_chunk
+                if "f" in t.whole:
+                    per_pair = (*per_pair[:2], T_whole, *per_pair[3:])
+                if "b" in t.whole:
+                    per_row = (*per_row[:2], T_whole, *per_row[3:])
             core = "n_heads" in shape
             if self.decode_path_tokens and t.phases == "prefill":  # the expanded prompts'
                 keep = 1.0 - latent
