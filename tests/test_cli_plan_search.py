@@ -217,6 +217,23 @@ def test_plan_labels_the_mean_running_batch_it_timed(run):
     assert f"decode step at batch {p.decode_batch} " not in text
 
 
+def test_plan_says_the_mean_context_its_mix_step_was_timed_at(run):
+    # a trial read "decode step at batch 64 | 69.91 ms" as the step at the whole request's
+    # 5,500 tokens, which a warning beside it gave as 71.91 ms: the mix's step is timed at the
+    # mean context, the prompt and half the output (5,000 + 500 / 2), and now says so
+    mix = plan("deepseek-v3", "H200", 8, isl=5000, osl=500, concurrency=64, engine="sglang")
+    alone = plan("deepseek-v3", "H200", 8, seq_len=5250, batch=64, engine="sglang")
+    assert mix.decode_step_s == pytest.approx(alone.decode_step_s, rel=1e-12)
+    out, _ = run(
+        "plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--isl", 5000, "--osl", 500,
+        "--concurrency", 64, "--engine", "sglang",
+    )  # fmt: skip
+    text = " ".join(out.split())
+    assert "decode step at batch 64, at the mean context of 5,250 tokens" in text
+    out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--seq-len", "5250")
+    assert "mean context" not in out  # a batch at one context: no mix, no mean
+
+
 # ================================================================ review of 2026-11-27 (second)
 _plan_of = plan_point  # plan of a search point's deployment at its concurrency
 

@@ -488,16 +488,21 @@ def count_text(x: float) -> str:
 
 def decode_at(p) -> str:
     """What the decode step was timed at, in words: the batch (the largest that fits when the
-    batch asked does not), or under a request mix the mean running sequences; below one per
+    batch asked does not), or under a request mix the mean running sequences at the mean
+    context (prompt and half the output); below one per
     attention group, the step is timed at one per group (a group holding a request runs it
     alone), and the mean says how many run."""
     if p.isl is not None and p.decode_running is not None:
+        # a request mix's step is timed at the mean context of its sequences (figures.S_avg)
+        context = f", at the mean context of {p.isl + p.osl / 2:,.0f} tokens"
         if p.decode_running / max(p.dp, 1) < 1 - 1e-9:
             per = " per group" if p.dp > 1 else ""
-            return f"batch 1{per} ({count_text(p.decode_running)} running on average)"
+            return f"batch 1{per} ({count_text(p.decode_running)} running on average){context}"
         mean = abs(p.decode_running - round(p.decode_running)) >= 1e-9
-        return f"batch {count_text(p.decode_running)}" + (
-            " (the mean running sequences)" if mean else ""
+        return (
+            f"batch {count_text(p.decode_running)}"
+            + (" (the mean running sequences)" if mean else "")
+            + context
         )
     text = f"batch {p.decode_batch:,}"
     if p.batch is not None and p.decode_batch is not None and p.batch > p.decode_batch:
