@@ -42,16 +42,32 @@ def test_expected_maximum_of_normals_against_tabulated_values():
 
 def test_one_group_keeps_the_unsynced_rule():
     """One group: k = ceil(n) prompts join a share n / k of the steps (the planner's rule
-    before ranks were synced); g groups: K = ceil(g n) over the set, the slowest group
-    ceil(K / g)."""
+    before ranks were synced); g groups: each group's k in a share p = n / k of its steps,
+    independently, so a share 1 - (1 - p)^g of the set's steps, K = g n over that share."""
     n = np.array([0.05, 0.5, 1.0, 2.3])
     K, share, slow, mean = synced_prompts(n, 1, 8)
     assert list(K) == [1, 1, 1, 3] and list(slow) == list(K) and list(mean) == list(K)
     assert share == pytest.approx(np.minimum(n / K, 1.0))
     K, share, slow, mean = synced_prompts(n, 8, 8)
-    assert list(K) == [1, 4, 8, 19] and list(slow) == [1, 1, 1, 3]
-    assert share == pytest.approx([0.4, 1.0, 1.0, 18.4 / 19])
+    assert list(slow) == [1, 1, 1, 3]
+    # a group has its k prompts in a share n / k of its steps, independently of the others
+    share_by_hand = [1 - 0.95**8, 1 - 0.5**8, 1.0, 1 - (1 - 2.3 / 3) ** 8]
+    assert share == pytest.approx(share_by_hand)
+    assert np.allclose(K, 8 * n / np.array(share_by_hand))
     assert mean == pytest.approx(K / 8)
+
+
+def test_synced_prompt_steps_never_fall_as_the_load_rises():
+    """8 synced groups: the share of the steps carrying a prompt, and that share times the
+    slowest group's prompts, rise with n. Before (K = ceil(g n) in a share g n / K, the
+    slowest ceil(K / g)) the share fell from 1 to 0.5 as g n passed 1 (n 0.125 -> 0.126: 1 ->
+    0.504); at n = 1 / 8 it is now the chance that one of 8 groups has a prompt, 1 - (7/8)^8."""
+    n = np.linspace(0.01, 3, 3000)
+    _, share, slow, _ = synced_prompts(n, 8, 8)
+    assert np.all(np.diff(share * slow) >= 0)
+    assert np.all(np.diff(share[n <= 1]) >= 0) and share[0] < share[100] < 1
+    assert synced_prompts(0.125, 8, 8)[1] == pytest.approx(1 - (7 / 8) ** 8)
+    assert synced_prompts(0.126, 8, 8)[1] == pytest.approx(1 - (1 - 0.126) ** 8)
     assert synced_groups(DSV3, make_layout(DSV3, 8, **DPA8)) == 8
     assert synced_groups(DSV3, make_layout(DSV3, 8, tp=8)) == 1
     llama = as_model("llama-3-8b")

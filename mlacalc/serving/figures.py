@@ -439,9 +439,10 @@ def _in_flight_cycle(
     mix: MixTiming, B: float, mb: float, t_step: float, in_system: float
 ) -> tuple[float, float, float]:
     """In-flight batching in a closed loop: ``n`` prompts arrive per group per step in steady
-    state; over the ``g`` synced groups (:mod:`mlacalc.serving.ranks`) ``K = ceil(g n)`` join
-    a share ``g n / K`` of the steps, the slowest group prefilling ``ceil(K / g)`` of them and
-    the experts seeing ``K / g`` per group (one group: ``k = ceil(n)`` in a share ``n / k``);
+    state; each group's ``k = ceil(n)`` in a share ``p = n / k`` of its steps, independently
+    over the ``g`` synced groups (:mod:`mlacalc.serving.ranks`): a share ``1 - (1 - p)^g`` of
+    the steps carry prompts, the slowest group prefilling ``k`` and the experts seeing the
+    set's ``g n`` over that share, per group;
     the mean step, the TTFT and the step between two tokens of one request: the decode step
     plus the others' prompts' share of what the prompts add (:func:`others_share`: one
     request alone decodes at the decode step, its prompt in its TTFT)."""

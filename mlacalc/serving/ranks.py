@@ -7,10 +7,10 @@ step lasts as long as its slowest group's. Requests are dealt to the groups in t
 round-robin data-parallel dispatch), so when ``K`` prompts join one step of ``g`` synced
 groups, the slowest group prefills ``ceil(K / g)`` of them while the experts see the set's mean,
 ``K / g`` per group. With ``n`` prompts per group per step on average, the set brings ``N = g n``
-prompts a step: ``K = ceil(N)`` join a share ``N / K`` of the steps. One group (``g = 1``) is
-the planner's unsynced rule (``k = ceil(n)``, share ``n / k``); under ``g`` groups a share up to
-``g`` times larger of the steps is as slow as the step that carries a prompt, which is what the
-mean over groups misses.
+prompts a step. Each group takes the planner's unsynced rule (``k = ceil(n)`` prompts in a
+share ``p = n / k`` of its steps), independently of the others, so a share ``1 - (1 - p)^g``
+of the set's steps, up to ``g`` times more than one group's, is as slow as the step that
+carries ``k`` prompts, which is what the mean over groups misses.
 
 **Routing imbalance.** A step routes ``C = tokens x top-k`` copies over ``ep`` ranks. The rank
 the exchange waits for holds the hottest experts:
@@ -84,14 +84,23 @@ def synced_prompts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For ``n`` prompts per group per step (mean) over ``groups`` synced groups, each of which
     batches at most ``k_max`` prompts a step: ``K``, the prompts a step that carries any
-    brings the set; the share of steps that carry them; the slowest group's prompts in such a
-    step, ``ceil(K / groups)``; and the set's mean per group, ``K / groups``."""
+    brings the set (mean); the share of steps that carry them; the slowest group's prompts in
+    such a step; and the set's mean per group, ``K / groups``.
+
+    Each group takes the one-group rule, ``k = ceil(n)`` prompts in a share ``p = n / k`` of
+    its steps, the groups' prompts falling independently of each other (their requests end at
+    random): a step carries a prompt on at least one group with probability ``1 - (1 - p)^g``,
+    the slowest group ``k`` then, the set ``K = g n / (1 - (1 - p)^g)``. The share times the
+    slowest's prompts never falls as ``n`` rises (``K = ceil(g n)`` in a share ``g n / K``,
+    the rule before, fell from 1 to a half of the steps as ``g n`` passed 1, the slowest
+    group still carrying one); one group is the rule exactly."""
     n = np.asarray(n, dtype=np.float64)
     N = n * groups
-    K = np.clip(np.ceil(N - 1e-9), 1, groups * k_max)
-    share = np.minimum(N / K, 1.0)
-    slow = np.ceil(K / groups - 1e-9)
-    return K, share, slow, K / groups
+    k = np.clip(np.ceil(n - 1e-9), 1, k_max)
+    p = np.minimum(n / k, 1.0)
+    share = p if groups == 1 else 1.0 - (1.0 - p) ** groups
+    K = np.clip(np.where(share > 0, N / np.maximum(share, 1e-300), k), 1, groups * k_max)
+    return K, share, k, K / groups
 
 
 def _popularity(experts: int, skew: float) -> np.ndarray:
