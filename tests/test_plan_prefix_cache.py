@@ -1,8 +1,9 @@
 """Prefix caching in ``plan`` (``prefix_cache_hit``, ``--prefix-cache-hit``): the share of each
 prompt's tokens whose KV is found cached. The prefill computes the rest, its attention reading
 the cached keys, timed as the step model times a chunk of a chunked prefill after the chunks
-before it; decode is unchanged; the KV memory still holds every request's whole prompt (an
-upper bound, said in the output); a disaggregated prompt's whole KV crosses to the decode pool.
+before it; decode is unchanged; the KV memory still holds every running request's whole prompt (an
+upper bound on the running requests' KV, prefixes kept for others not counted, said in the
+output); a disaggregated prompt's whole KV crosses to the decode pool.
 """
 
 from __future__ import annotations
@@ -137,6 +138,11 @@ def test_a_hit_speeds_the_prompt_not_the_decode_step_nor_the_memory(mode):
         assert p.kv_bytes_per_sequence_per_gpu == plans[0].kv_bytes_per_sequence_per_gpu
         assert p.kv_transfer_s == plans[0].kv_transfer_s
         assert p.prefix_cache_memory == PREFIX_CACHE_MEMORY
+        # what is counted, exactly: the running requests' whole prompts; a prefix kept for a
+        # request not running is not (the words called the count "an upper bound on the
+        # cache", false for another turn's prefix or a prefill pool's radix cache)
+        assert "upper bound on the running requests' KV" in p.prefix_cache_memory
+        assert "prefixes kept for requests not running" in p.prefix_cache_memory
         d = p.to_dict()
         assert d["prefix_cache_hit"] == p.prefix_cache_hit
         assert d["prefix_cached_tokens"] == p.prefix_cached_tokens

@@ -76,7 +76,8 @@ prompt's tokens are found cached, and every prompt above (a step's, a chunk's, a
 pool's pass) computes the other ``isl - c``, attending the ``c`` cached keys as a chunk of a
 chunked prefill attends the chunks before it (:func:`~mlacalc.serving.figures.prompt_args`);
 a pass batches ``16384 // (isl - c)`` prompts. The decode step, the KV memory (each running
-request holds its whole prompt's KV: an upper bound, :data:`PREFIX_CACHE_MEMORY`) and the KV
+request holds its whole prompt's KV, an upper bound on the running requests' KV that
+counts no prefix kept for requests not running: :data:`PREFIX_CACHE_MEMORY`) and the KV
 transfer (the whole prompt's) are as without.
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
@@ -474,9 +475,10 @@ SCHEMA = "mlacalc.plan/1"
 
 #: What a plan with a prefix-cache hit assumes of the KV memory (``Plan.prefix_cache_memory``)
 PREFIX_CACHE_MEMORY = (
-    "each running request holds its whole prompt's KV, a prefix shared by requests counted for "
-    "each (not deduplicated): an upper bound on the cache, the largest batch as without "
-    "prefix caching"
+    "each running request's whole prompt is counted, shared prefixes not deduplicated (an "
+    "upper bound on the running requests' KV, the largest batch as without prefix caching); "
+    "prefixes kept for requests not running (other turns of a conversation, a prefill pool's "
+    "radix cache) are not counted"
 )
 
 
