@@ -205,6 +205,35 @@ def test_the_cli_says_the_hit_and_the_memorys_assumption(capsys):
     assert doc["prefix_cache_hit"] == 0.0 and doc["prefix_cache_memory"] is None
 
 
+def test_a_hit_that_caches_no_token_says_so_and_minus_zero_is_zero(capsys):
+    """A hit that rounds to no cached token says so (it read "0 of 1 tokens found cached, 1
+    computed" at isl 1, and "0 of 4,096 tokens" at a hit of 1e-9), one token is singular, and
+    --prefix-cache-hit -0.0 comes back as 0.0 (it was echoed as -0.0 in the JSON)."""
+    args = ["plan", "llama-3-8b", "-H", "H200", "--gpus", "1", "--osl", "256"]
+    tiny = plan("llama-3-8b", "H200", 1, isl=1, osl=256, concurrency=32, prefix_cache_hit=0.5)
+    assert tiny.prefix_cache_text() == (
+        "0.5 of each prompt rounds to no token found cached (of 1 token): all computed"
+    )
+    small = plan("llama-3-8b", "H200", 1, isl=4096, osl=256, concurrency=8, prefix_cache_hit=1e-9)
+    assert small.prefix_cache_text() == (
+        "1e-09 of each prompt rounds to no token found cached (of 4,096 tokens): all computed"
+    )
+    two = plan("llama-3-8b", "H200", 1, isl=2, osl=256, concurrency=8, prefix_cache_hit=0.5)
+    assert two.prefix_cache_text() == "0.5 of each prompt: 1 of 2 tokens found cached, 1 computed"
+    assert main([*args, "--isl", "4096", "--prefix-cache-hit", "-0.0", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert math.copysign(1.0, doc["prefix_cache_hit"]) == 1.0 and doc["prefix_cache_hit"] == 0
+    assert (
+        math.copysign(
+            1.0,
+            plan(
+                "llama-3-8b", "H200", 1, isl=64, osl=8, prefix_cache_hit=-0.0, concurrency=1
+            ).prefix_cache_hit,
+        )
+        == 1.0
+    )
+
+
 def test_the_cli_says_a_disaggregated_transfer_carries_the_whole_prompt(capsys):
     args = ["plan", "qwen3-30b-a3b", "-H", "H200", "--gpus", "2", "--isl", "4096", "--osl", "512"]
     pool = ["--mode", "disaggregated", "--prefill-gpus", "2", "--format", "markdown"]

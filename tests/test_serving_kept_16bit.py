@@ -211,11 +211,11 @@ def _layered_attention(m):
 def test_attention_norms_take_their_tensors_share(name):
     """One rule splits attention's tensors over TP for the parameters a rank holds and for its
     norms kept at 16 bits: every layer's tensors, each at :func:`_attention_tensor_share`, add
-    up to the layer's share of parameters, and the norm bytes are those tensors' norms. The
-    norms had had their own rule: DeepSeek-V4's at fp8 TP8 37,698 weights where its latent and
+    up to the layer's share of parameters (the norms, by hand:
+    test_kimi_linear_attention_norms_by_hand and the DeepSeek-V4 test below). The norms had
+    had their own rule: DeepSeek-V4's at fp8 TP8 37,698 weights where its latent and
     indexer norms, whole on every rank, are 160,000; Kimi-Linear's delta-net output norms
     whole (5,760) where its layers split over TP (3,408)."""
-    from mlacalc.cost.params import keeps_16_bits
     from mlacalc.serving import layout as L
 
     m = mlacalc.load_model(name)
@@ -225,15 +225,25 @@ def test_attention_norms_take_their_tensors_share(name):
     for tp in (1, 2, 8):
         if m.num_attention_heads % tp or not L.tp_splits_heads(m, tp):
             continue
-        norms = 0
         for i, ts in layers.items():
             shares = [L._attention_tensor_share(m, kinds[i], tp, t) for t in ts]
             if L.arch_of(m) is not None:
                 held = sum(t.numel * f for t, f in zip(ts, shares))
                 want = per_layer[i]["attention"] * L._attention_share(m, kinds[i], tp)
                 assert held == want, (name, tp, i)
-            norms += sum(t.numel * f for t, f in zip(ts, shares) if keeps_16_bits(t.name))
-        assert L._attention_norms(m, tp, range(m.num_hidden_layers)) == norms
+
+
+def test_kimi_linear_attention_norms_by_hand():
+    """Kimi-Linear-48B-A3B's attention norms kept at 16 bits, counted by hand: 6 MLA layers'
+    kv_a_layernorm (512, whole on every rank) = 3,072, and 21 delta-net layers' o_norm (128,
+    split over TP with their layer) = 2,688 / tp: 5,760 / 4,416 / 3,408 at TP 1 / 2 / 8.
+    (This replaces an assert that summed the tensors' shares as _attention_norms does, and
+    could not fail.)"""
+    from mlacalc.serving import layout as L
+
+    m = mlacalc.load_model("kimi-linear-48b-a3b")
+    got = [L._attention_norms(m, tp, range(m.num_hidden_layers)) for tp in (1, 2, 8)]
+    assert got == [3072 + 2688 // tp for tp in (1, 2, 8)] == [5760, 4416, 3408]
 
 
 def test_deepseek_v4_attention_norms_whole_on_every_rank():

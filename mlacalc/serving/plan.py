@@ -374,9 +374,16 @@ class Plan:
         prompt found cached, and what the prompt computes."""
         if not self.prefix_cache_hit or self.isl is None:
             return None
+        c, isl = self.prefix_cached_tokens, self.isl
+        tokens = f"{isl:,} token{'' if isl == 1 else 's'}"
+        if not c:  # floor(hit x isl) = 0: the hit caches nothing of a prompt this short
+            return (
+                f"{self.prefix_cache_hit:.4g} of each prompt rounds to no token found cached "
+                f"(of {tokens}): all computed"
+            )
         return (
-            f"{self.prefix_cache_hit:.4g} of each prompt: {self.prefix_cached_tokens:,} of "
-            f"{self.isl:,} tokens found cached, {self.isl - self.prefix_cached_tokens:,} computed"
+            f"{self.prefix_cache_hit:.4g} of each prompt: {c:,} of {tokens} found cached, "
+            f"{isl - c:,} computed"
         )
 
     def ttft_parts(self) -> list[tuple[str, float]]:

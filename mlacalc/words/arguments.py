@@ -229,7 +229,7 @@ def prefix_hit(name: str, value: Any) -> float:
     logits give the first output token), so ``floor(hit x isl)`` is at most ``isl - 1``."""
     number = real(value)
     if number is not None and math.isfinite(number) and 0 <= number < 1:
-        return number
+        return abs(number)  # -0.0 read as 0.0 (it was echoed as -0.0 in the JSON)
     shown = _shown(value, number)
     raise InvalidArgumentError(
         name,
