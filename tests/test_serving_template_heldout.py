@@ -18,8 +18,8 @@ from mlacalc.serving import StepModel, make_layout
 from mlacalc.serving.gpu_step import _refuse_negative
 from mlacalc.words.dtypes import resolve_kv_layout
 
-#: Models whose templates are exact (not DeepSeek-V4's pooling, MiniMax-M3's block indexer
-#: or Llama 4's chunked layers, which the templates approximate) and held-out prompt steps
+#: Models whose templates are exact (not DeepSeek-V4's pooling or MiniMax-M3's block indexer,
+#: which the templates approximate) and held-out prompt steps
 #: (new tokens, cached), none a reference step, every one whole chunks of every scan.
 MODELS = [
     "deepseek-v3",
@@ -32,9 +32,13 @@ MODELS = [
     "gpt-oss-120b",
     "mimo-v2-flash",
     "llama-3-8b",
+    # its chunked layers' cores (attention_chunk_size 8192): before, their keys were the
+    # whole prefix, attention (the chunked one) 4,096 new after 40,960 at 21.0x the model
+    # step's FLOPs and 2.67x its bytes; 256 after 16,128 2.02x, 1.86x
+    "llama-4-scout",
 ]
 PROMPTS = ((768, 0), (1280, 6400), (4096, 40960), (256, 16128))
-DECODES = ((3, 5000), (7, 300))
+DECODES = ((3, 5000), (7, 300), (2, 8193), (5, 20000))
 
 
 def _keyed(kernels):
@@ -119,3 +123,24 @@ def test_scans_count_whole_chunks_as_the_model_step(name):
             a = ours[key]
             assert a.flops * a.calls == pytest.approx(b.flops * b.calls, rel=1e-6, abs=1), (
                 key, q, pre)  # fmt: skip
+
+
+def test_chunk_shorter_than_the_reference_steps():
+    """A chunked core whose chunk is shorter than the templates' reference steps (Scout with a
+    64-token chunk, the reference prompts up to 192 keys) is read from the model with a chunk as
+    long and driven by its own chunk's keys in the served step: every core as the model step's,
+    prompts and decode across chunk boundaries."""
+    m = load_model("llama-4-scout").with_changes(attention_chunk_size=64)
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout("bf16"),
+                   load_hardware("H100-SXM"), None)  # fmt: skip
+    steps = [(dict(pf_N=1, pf_q=q, pf_pre=p), ("chunk" if p else "prefill", q + p, 1, q if p
+              else None)) for q, p in ((200, 0), (37, 91), (1, 100), (4096, 40960))]  # fmt: skip
+    steps += [(dict(dec_B=b, dec_S=s), ("decode", s, b, None)) for b, s in ((2, 65), (4, 8193))]
+    for kw, (phase, seq, batch, q_len) in steps:
+        ref = step_kernels(m, phase, seq, batch, q_len=q_len, causal=True, engine=sm.engine)
+        ours = _keyed(k for k in sm.kernels(**kw) if k.name == "attention")
+        for key, b in _keyed(k for k in ref if k.name == "attention").items():
+            a = ours[key]
+            for what in ("flops", "bytes"):
+                got, exp = getattr(a, what) * a.calls, getattr(b, what) * b.calls
+                assert got == pytest.approx(exp, rel=1e-6), (key, what, kw)

@@ -186,6 +186,9 @@ class _Template:
     #: a scan kernel's figures the model step counts in whole chunks of the scan
     #: (:func:`_whole_chunk_figures`): ``"f"`` its FLOPs, ``"b"`` its bytes and sizes
     whole: str = ""
+    #: a chunked core's ``attention_chunk_size`` (Llama 4's local layers: a query attends the
+    #: keys of its own chunk only, :func:`_chunked_pairs`); 0 for any other kernel
+    chunk: int = 0
 
 
 Coef = tuple[float, ...]
@@ -430,6 +433,46 @@ def _fit(drivers: list[list[Any]], values: list[list[float]]) -> list[Coef]:
     return out
 
 
+def _chunk_pairs_below(n: Any, chunk: int) -> Any:
+    """(query, key) pairs of positions ``1 .. n`` of a chunked causal core: position ``j``
+    attends the ``(j - 1) % chunk + 1`` keys of its own chunk up to itself."""
+    r = np.mod(n, chunk)
+    return np.floor_divide(n, chunk) * (chunk * (chunk + 1) / 2) + r * (r + 1) / 2
+
+
+def _chunked_pairs(q: Any, prefix: Any, chunk: int) -> Any:
+    """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends in a chunked
+    core (as :func:`mlacalc.cost.attention.chunked_keys_and_pairs` counts them)."""
+    return _chunk_pairs_below(prefix + q, chunk) - _chunk_pairs_below(prefix, chunk)
+
+
+def _chunked_keys(q: Any, seq: Any, chunk: int) -> Any:
+    """Keys a chunked core reads for the last ``q`` of ``seq`` positions: those of the
+    chunks they touch (:func:`mlacalc.cost.attention.chunked_keys_and_pairs`)."""
+    return seq - np.floor_divide(seq - q, chunk) * chunk
+
+
+def _keys_seen(q: Any, seq: Any, window: int, chunk: int) -> Any:
+    """Keys a core reads for the last ``q`` of ``seq`` positions: ``min(seq, window)`` for a
+    windowed core, those of the touched chunks for a chunked one, every key otherwise."""
+    if chunk:
+        return _chunked_keys(q, seq, chunk)
+    return np.minimum(seq, window) if window else seq
+
+
+def _chunked_cores(m: ModelConfig, run: Any) -> frozenset[tuple[str, int]]:
+    """The attention cores of a model with chunked layers (``attention_chunk_size``) that
+    attend their own chunk only: a decode step one key past a chunk reads fewer keys than one
+    at a whole chunk (the model step's layer kinds keep no mark of it in the kernel's shape)."""
+    C = m.attention_chunk_size
+    if not C:
+        return frozenset()
+    at, past = _keyed(run("decode", C, 1)), _keyed(run("decode", C + 1, 1))
+    return frozenset(
+        key for (key, a), (_, b) in zip(at, past) if "n_heads" in a.shape and b.flops < a.flops
+    )
+
+
 def _decode_points(cap: int | None, period: int = 0) -> tuple[tuple[int, int], ...]:
     """Decode steps the templates are read from: (batch, keys), and one past ``cap`` (the
     keys a DSA layer selects) where the model has one; DeepSeek-V4 (``period``) after a full
@@ -502,7 +545,7 @@ def _templates(
 
     def run(phase: str, seq_len: int, batch: int, q_len: int | None = None) -> list[Kernel]:
         return step_kernels(
-            m,
+            fit_m,
             phase,  # type: ignore[arg-type]
             seq_len,
             batch,
@@ -514,8 +557,14 @@ def _templates(
         )
 
     cap, period, csa, chunk = _cap(m), _period(m), _csa(m), _scan_chunk(m)
-    dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap, period)]
     points = _prefill_points(cap, period, chunk, _expands_prefix(m))
+    # a chunked core is read as a full one (its reference steps within one chunk; a chunk
+    # shorter than them read from the model with a chunk as long) and driven by its own
+    # chunk's keys and pairs in the served step (StepModel._from_templates)
+    top = max(k for _, k in (*points, *_decode_points(cap, period)))
+    C = m.attention_chunk_size
+    fit_m = m.with_changes(attention_chunk_size=top) if C and top > C else m
+    dec = [_keyed(run("decode", s, b)) for b, s in _decode_points(cap, period)]
     pre = [
         _keyed(run("prefill", keys, 1) if q == keys else run("chunk", keys, 1, q))
         for q, keys in points
@@ -524,12 +573,16 @@ def _templates(
         if len({tuple(key for key, _ in ks) for ks in lists}) != 1:  # pragma: no cover
             raise AssertionError("the model step's kernels change with the step's size")
     pre_by_key = {key: [ks[i][1] for ks in pre] for i, (key, _) in enumerate(pre[0])}
+    chunked = _chunked_cores(fit_m, run)
     whole = {}
     if any(_scan_kernel(key[0]) for key, _ in pre[0]):
         whole = _whole_chunk_figures(pre[0], _keyed(run("prefill", chunk - 1, 1)))
 
-    def solve_prompt(key: tuple[str, int], win: int) -> list[Coef]:
-        return _solve_prefill(pre_by_key[key], win, cap, points, csa, _scan_kernel(key[0]))
+    def chunk_of(key: tuple[str, int], ref: Kernel) -> int:
+        return m.attention_chunk_size if key in chunked and "n_heads" in ref.shape else 0
+
+    def solve_prompt(key: tuple[str, int], ref: Kernel) -> list[Coef]:
+        return _solve_prefill(pre_by_key[key], window(ref), cap, points, csa, _scan_kernel(key[0]))
 
     no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
     no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)] * 5
@@ -558,6 +611,7 @@ def _templates(
             dict(ref.shape),
             kv_heads.get(key, m.num_key_value_heads) if ref.name == "kv_proj" else 0,
             whole.get(key, ""),
+            chunk_of(key, ref),
         )
 
     def window(ref: Kernel) -> int:
@@ -588,7 +642,7 @@ def _templates(
             used.add(key)
             continue
         if ps is not None and ps[0].kind == ref.kind:
-            p = solve_prompt(key, window(ps[0]))
+            p = solve_prompt(key, ps[0])
             same_weights = d[0][0] == p[0][0] and d[1][0] == p[1][0]
             # one kernel class (a linear layer's conv and delta rule run another kernel for
             # a prompt than for one token a sequence)
@@ -604,7 +658,7 @@ def _templates(
     for i, (key, ref) in enumerate(pre[0]):
         if key in used or ref.kind == "moe":
             continue
-        prompt = solve_prompt(key, window(ref))
+        prompt = solve_prompt(key, ref)
         t = make(key, ref, "prefill", no_dec, prompt)
         before = {k for k, _ in pre[0][:i]}
         at = max((j + 1 for j, x in enumerate(out) if (x.name, 0) in before), default=0)
@@ -922,27 +976,30 @@ class StepModel:
         # the others take the expanded ones (kv_b_proj, k_assemble, the prompt core)
         latent = (pf_q <= self.decode_path_tokens) * 1.0
         T_lat = T_pf * latent
-        drivers: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        drivers: dict[tuple[int, int], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 
-        def rows_of(window: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-            """The drivers of a template's coefficients (FLOPs, then bytes and sizes)."""
-            if window not in drivers:
-                S_eff = np.minimum(dec_S, window) if window else dec_S
+        def rows_of(window: int, chunk: int = 0) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+            """The drivers of a template's coefficients (FLOPs, then bytes and sizes); a
+            chunked core's (``chunk``) over the keys of the chunks its queries touch."""
+            if (window, chunk) not in drivers:
+                S_eff = _keys_seen(dec_q, dec_S, window, chunk)
+                keys_w = _keys_seen(pf_q, ctx, window, chunk)
                 rows_dec = dec_B * S_eff
-                keys_w = np.minimum(ctx, window) if window else ctx
                 full_pf = T_pf * keys_w
                 capped = dec_B * np.minimum(dec_S, cap) if cap else dec_B * dec_S
                 sel_pf = T_pf * np.minimum(ctx, cap) if cap else zero
                 if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most top-k
                     sel_pf = pf_N * (_pooled(ctx, *csa) - _pooled(pf_pre, *csa))
                 pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
+                if chunk:
+                    pairs_pf = pf_N * _chunked_pairs(pf_q, pf_pre, chunk)
                 keys_pf = pf_N * keys_w
                 per_dec = (rows_dec * dec_q, capped * dec_q)
-                drivers[window] = (
+                drivers[(window, chunk)] = (
                     (one, T_dec, T_pf, *per_dec, pairs_pf, full_pf, sel_pf, keys_pf),
                     (one, T_dec, T_pf, rows_dec, capped, keys_pf, full_pf, sel_pf, zero),
                 )
-            return drivers[window]
+            return drivers[(window, chunk)]
 
         def lin(coef: Coef, x: tuple[Any, ...], on: Any) -> Any:
             total = zero
@@ -965,7 +1022,7 @@ class StepModel:
                         calls=t.calls)  # fmt: skip
 
         for t, (f, b, e, r, g, shape), fmt in zip(self.templates, self.sharded, self.formats):
-            per_pair, per_row = rows_of(t.window)
+            per_pair, per_row = rows_of(t.window, t.chunk)
             if _scan_kernel(t.name):  # a prompt's state read once a sequence with a prefix
                 per_row = (*per_row[:5], pf_N * (pf_pre > 0), *per_row[6:])
             if t.whole:  # work in whole chunks of the scan: the prompt's tokens rounded up
