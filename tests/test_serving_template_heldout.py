@@ -144,3 +144,19 @@ def test_chunk_shorter_than_the_reference_steps():
             for what in ("flops", "bytes"):
                 got, exp = getattr(a, what) * a.calls, getattr(b, what) * b.calls
                 assert got == pytest.approx(exp, rel=1e-6), (key, what, kw)
+
+
+def test_v4_indexer_topk_bytes_after_a_prefix():
+    """DeepSeek-V4's ``indexer_topk`` (TensorRT-LLM's step kernel) writes, a token, the top-k
+    of the whole sequence's pooled keys (``cost.compressed``): the served step's bytes as the
+    model step's after a prefix. Before, the template took each query's own pooled keys: 4,096
+    new after 40,960 at 1.79x the model step's bytes, 1,280 after 6,400 1.30x."""
+    m = load_model("deepseek-v4-pro")
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout("bf16"),
+                   load_hardware("H100-SXM"), None)  # fmt: skip
+    for q, pre in ((4096, 40960), (1280, 6400), (256, 16128), (8192, 8192), (768, 0)):
+        ref = step_kernels(m, "chunk" if pre else "prefill", q + pre, 1,
+                           q_len=q if pre else None, causal=True, engine=sm.engine)  # fmt: skip
+        (want,) = (k for k in ref if k.name == "indexer_topk")
+        (got,) = (k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name == "indexer_topk")
+        assert got.bytes * got.calls == pytest.approx(want.bytes * want.calls, rel=1e-6), (q, pre)

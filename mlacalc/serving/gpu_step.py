@@ -452,6 +452,13 @@ def _chunked_keys(q: Any, seq: Any, chunk: int) -> Any:
     return seq - np.floor_divide(seq - q, chunk) * chunk
 
 
+def _flat_selected(keys: Any, cap: Any) -> Any:
+    """DeepSeek-V4's ``indexer_topk`` (:func:`mlacalc.cost.compressed`): the indices a token
+    writes, ``min(pooled keys, index_topk)`` of the whole sequence's, in keys
+    (``min(keys, cap)``, ``cap`` the top-k's keys: :func:`_cap`)."""
+    return np.minimum(keys, cap)
+
+
 def _keys_seen(q: Any, seq: Any, window: int, chunk: int) -> Any:
     """Keys a core reads for the last ``q`` of ``seq`` positions: ``min(seq, window)`` for a
     windowed core, those of the touched chunks for a chunked one, every key otherwise."""
@@ -502,6 +509,7 @@ def _solve_prefill(
     points: tuple[tuple[int, int], ...],
     csa: tuple[int, int] | None = None,
     scan: bool = False,
+    flat_sel: bool = False,
 ) -> list[Coef]:
     """(fixed, per token, per causal pair, per (token, key), per (token, selected key), per
     key) FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key),
@@ -509,7 +517,9 @@ def _solve_prefill(
     (:func:`_prefill_points`; FLOPs per key: an MLA chunk's prefix expanded through kv_b_proj);
     keys ``min(keys, window)`` for a windowed core, selected keys ``min(keys, index_topk)``;
     a chunked scan's kernel (``scan``, :func:`_scan_kernel`) per sequence with a prefix in
-    place of per key."""
+    place of per key; ``flat_sel`` (DeepSeek-V4's ``indexer_topk``: each token writes
+    ``min(pooled keys, index_topk)`` indices of the whole sequence's, :func:`_flat_selected`)
+    bytes per such selected key in place of each query's own."""
     f_rows, b_rows = [], []
     for q, keys in points:
         kw = min(keys, window) if window else keys
@@ -517,7 +527,8 @@ def _solve_prefill(
         if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most index_topk
             sel = _pooled(keys, *csa) - _pooled(keys - q, *csa)
         f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel, kw])
-        b_rows.append([1, q, int(keys > q) if scan else kw, q * kw, sel, 0])
+        sel_b = q * _flat_selected(keys, cap) if flat_sel else sel
+        b_rows.append([1, q, int(keys > q) if scan else kw, q * kw, sel_b, 0])
     flops = _fit(f_rows, [[x.flops for x in k]])
     sizes = [list(v) for v in zip(*(_size(x) for x in k))]
     return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
@@ -582,7 +593,9 @@ def _templates(
         return m.attention_chunk_size if key in chunked and "n_heads" in ref.shape else 0
 
     def solve_prompt(key: tuple[str, int], ref: Kernel) -> list[Coef]:
-        return _solve_prefill(pre_by_key[key], window(ref), cap, points, csa, _scan_kernel(key[0]))
+        flat = bool(csa) and key[0] == "indexer_topk"
+        return _solve_prefill(pre_by_key[key], window(ref), cap, points, csa,
+                              _scan_kernel(key[0]), flat)  # fmt: skip
 
     no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
     no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)] * 5
@@ -1023,6 +1036,8 @@ class StepModel:
 
         for t, (f, b, e, r, g, shape), fmt in zip(self.templates, self.sharded, self.formats):
             per_pair, per_row = rows_of(t.window, t.chunk)
+            if csa and t.name == "indexer_topk":  # V4's: the whole sequence's top-k a token
+                per_row = (*per_row[:7], T_pf * _flat_selected(ctx, cap), *per_row[8:])
             if _scan_kernel(t.name):  # a prompt's state read once a sequence with a prefix
                 per_row = (*per_row[:5], pf_N * (pf_pre > 0), *per_row[6:])
             if t.whole:  # work in whole chunks of the scan: the prompt's tokens rounded up
