@@ -451,8 +451,8 @@ def _default_plan():
 
 def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     """The plan form's prefix cache hit is ``mlacalc plan --prefix-cache-hit``: 0.5 of the
-    2,000-token prompts found cached gives the CLI's TTFT and TPOT to the digit, and the
-    answer says the hit and what the KV memory assumes."""
+    2,000-token prompts found cached (992 tokens in whole 16-token pages) gives the CLI's
+    TTFT and TPOT to the digit, and the answer says the hit and what the KV memory assumes."""
     from mlacalc.cli import main
     from mlacalc.serving.plan import duration_text
 
@@ -464,11 +464,11 @@ def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     cli = "plan deepseek-v3 -H H200 --gpus 8 --tp 8 --engine trtllm --format json"
     assert main(f"{cli} {flags} --prefix-cache-hit 0.5".split()) == 0
     p = json.loads(capsys.readouterr().out)
-    assert p["prefix_cached_tokens"] == 1000
+    assert p["prefix_cached_tokens"] == 992  # 1,000 before the whole 16-token pages
     m = metrics(at)
     assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
     captions = " ".join(c.value for c in at.caption)
-    assert "1,000 of 2,000 tokens found cached" in captions
+    assert "992 of 2,000 tokens found cached (rounded down to whole 16-token pages)" in captions
     assert "not deduplicated" in captions
 
 

@@ -16,7 +16,7 @@ import pytest
 from mlacalc.cli import main
 from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.plan import PREFIX_CACHE_MEMORY, plan
-from mlacalc.serving.plan_checks import check_request
+from mlacalc.serving.plan_checks import check_request, prefix_cached_tokens
 from mlacalc.serving.scheduler import with_engine_defaults
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -131,7 +131,8 @@ def test_a_hit_speeds_the_prompt_not_the_decode_step_nor_the_memory(mode):
     plans = [plan("qwen3-30b-a3b", "H200", 2, **args, prefix_cache_hit=h) for h in (0.0, 0.5, 0.9)]
     assert plans[0].ttft_s > plans[1].ttft_s > plans[2].ttft_s
     assert plans[0].prefill_s > plans[1].prefill_s > plans[2].prefill_s
-    assert [p.prefix_cached_tokens for p in plans] == [0, 2048, 3686]
+    # floor(0.9 x 4096) = 3686 (before), rounded down to whole 16-token pages: 3680
+    assert [p.prefix_cached_tokens for p in plans] == [0, 2048, 3680]
     for p in plans[1:]:
         assert p.decode_step_s == plans[0].decode_step_s
         assert p.max_batch == plans[0].max_batch
@@ -157,10 +158,29 @@ def test_a_hit_speeds_the_prompt_not_the_decode_step_nor_the_memory(mode):
 def test_cached_tokens_read_the_hit_as_written_and_keep_the_last_token():
     """0.29 of 100 tokens is 29 (not 28 from 0.29 x 100 = 28.999...); 0.999 of 10 tokens is
     9: the last token is always computed."""
-    req, _ = _step_model(isl=100, osl=8, prefix_cache_hit=0.29)
+    req, _ = _step_model(isl=100, osl=8, prefix_cache_hit=0.29, page_size=1)
     assert (req.cached_tokens, req.computed_tokens) == (29, 71)
-    req, _ = _step_model(isl=10, osl=8, prefix_cache_hit=0.999)
+    req, _ = _step_model(isl=10, osl=8, prefix_cache_hit=0.999, page_size=1)
     assert (req.cached_tokens, req.computed_tokens) == (9, 1)
+
+
+def test_cached_tokens_are_whole_pages():
+    """An engine finds whole pages cached (vLLM's blocks, SGLang's radix cache at its page
+    size): vLLM at isl 1,234, hit 0.7, page size 64 caches 832 tokens (863 before, a trial's
+    find), plan and search by one rule, and the text says so where the pages drop tokens."""
+    assert prefix_cached_tokens(0.7, 1234, 64) == 832
+    assert prefix_cached_tokens(0.7, 1234) == 863  # page size 1: the hit alone
+    assert prefix_cached_tokens(0.99, 100, 16) == 96  # 99 (the last token kept), to 96
+    p = plan(
+        "qwen3-30b-a3b", "H200", 2, engine="vllm", isl=1234, osl=64, concurrency=8,
+        prefix_cache_hit=0.7, page_size=64,
+    )  # fmt: skip
+    assert p.prefix_cached_tokens == 832
+    assert "832 of 1,234 tokens found cached (rounded down to whole 64-token pages)" in (
+        p.prefix_cache_text()
+    )
+    even = plan("qwen3-30b-a3b", "H200", 2, isl=4096, osl=64, concurrency=8, prefix_cache_hit=0.75)
+    assert "pages" not in even.prefix_cache_text()  # 3,072: whole 16-token pages already
 
 
 BAD = [-0.1, 1, 1.0, 1.5, math.nan, math.inf, "50%", "half", True, None]
@@ -219,6 +239,13 @@ def test_a_hit_that_caches_no_token_says_so_and_minus_zero_is_zero(capsys):
         "1e-09 of each prompt rounds to no token found cached (of 4,096 tokens): all computed"
     )
     two = plan("llama-3-8b", "H200", 1, isl=2, osl=256, concurrency=8, prefix_cache_hit=0.5)
+    assert two.prefix_cache_text() == (  # 1 token, not a whole 16-token page
+        "0.5 of each prompt rounds to no whole 16-token page found cached (of 2 tokens): "
+        "all computed"
+    )
+    two = plan(
+        "llama-3-8b", "H200", 1, isl=2, osl=256, concurrency=8, prefix_cache_hit=0.5, page_size=1
+    )
     assert two.prefix_cache_text() == "0.5 of each prompt: 1 of 2 tokens found cached, 1 computed"
     assert main([*args, "--isl", "4096", "--prefix-cache-hit", "-0.0", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -71,14 +71,14 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     osl``, the requests in flight ``R x (TTFT + (osl - 1) x TPOT)``; disaggregated, the
     running requests over the mean step.
 
-Prefix caching (``prefix_cache_hit=h``, in ``[0, 1)``): ``c = floor(h isl)`` of each
-prompt's tokens are found cached, and every prompt above (a step's, a chunk's, a prefill
-pool's pass) computes the other ``isl - c``, attending the ``c`` cached keys as a chunk of a
-chunked prefill attends the chunks before it (:func:`~mlacalc.serving.figures.prompt_args`);
-a pass batches ``16384 // (isl - c)`` prompts. The decode step, the KV memory (each running
-request holds its whole prompt's KV, an upper bound on the running requests' KV that
-counts no prefix kept for requests not running: :data:`PREFIX_CACHE_MEMORY`) and the KV
-transfer (the whole prompt's) are as without.
+Prefix caching (``prefix_cache_hit=h``, in ``[0, 1)``): ``c = floor(h isl)`` of each prompt's
+tokens, rounded down to whole ``page_size`` pages, are found cached, and every prompt above (a
+step's, a chunk's, a prefill pool's pass) computes the other ``isl - c``, attending the ``c``
+cached keys as a chunk of a chunked prefill attends the chunks before it
+(:func:`~mlacalc.serving.figures.prompt_args`); a pass batches ``16384 // (isl - c)`` prompts.
+The decode step, the KV memory (each running request holds its whole prompt's KV, an upper bound
+on the running requests' KV that counts no prefix kept for requests not running:
+:data:`PREFIX_CACHE_MEMORY`) and the KV transfer (the whole prompt's) are as without.
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
@@ -129,6 +129,7 @@ from mlacalc.serving.plan_checks import (
     PREFILL_PASSES,
     PlanRequest,
     check_request,
+    prefix_cached_tokens,
 )
 from mlacalc.serving.provenance import calibration_of, stand_in_kernels
 from mlacalc.serving.ranks import synced_groups
@@ -376,13 +377,18 @@ class Plan:
             return None
         c, isl = self.prefix_cached_tokens, self.isl
         tokens = f"{isl:,} token{'' if isl == 1 else 's'}"
-        if not c:  # floor(hit x isl) = 0: the hit caches nothing of a prompt this short
+        # an engine finds whole pages cached (prefix_cached_tokens): said where the pages
+        # dropped tokens the hit alone would find cached
+        dropped = prefix_cached_tokens(self.prefix_cache_hit, isl) != c
+        pages = f" (rounded down to whole {self.page_size}-token pages)" if dropped else ""
+        if not c:  # the hit caches nothing (not one token, or not one whole page)
+            nothing = f"no whole {self.page_size}-token page" if dropped else "no token"
             return (
-                f"{self.prefix_cache_hit:.4g} of each prompt rounds to no token found cached "
+                f"{self.prefix_cache_hit:.4g} of each prompt rounds to {nothing} found cached "
                 f"(of {tokens}): all computed"
             )
         return (
-            f"{self.prefix_cache_hit:.4g} of each prompt: {c:,} of {tokens} found cached, "
+            f"{self.prefix_cache_hit:.4g} of each prompt: {c:,} of {tokens} found cached{pages}, "
             f"{isl - c:,} computed"
         )
 

@@ -154,10 +154,9 @@ class PlanRequest:
 
     @property
     def cached_tokens(self) -> int:
-        """A prompt's tokens found cached: ``floor(prefix_cache_hit x isl)``, the hit read as
-        the decimal written (0.29 of 100 tokens is 29), at most ``isl - 1`` (the last token is
-        always computed); 0 without a request mix."""
-        return prefix_cached_tokens(self.prefix_cache_hit, self.isl)
+        """A prompt's tokens found cached (:func:`prefix_cached_tokens`): ``floor(prefix_cache_hit
+        x isl)``, at most ``isl - 1``, rounded down to whole pages of ``page_size`` tokens."""
+        return prefix_cached_tokens(self.prefix_cache_hit, self.isl, self.page_size)
 
     @property
     def computed_tokens(self) -> int:
@@ -166,14 +165,18 @@ class PlanRequest:
         return self.isl - self.cached_tokens
 
 
-def prefix_cached_tokens(hit: float, isl: int | None) -> int:
+def prefix_cached_tokens(hit: float, isl: int | None, page_size: int = 1) -> int:
     """A prompt of ``isl`` tokens' tokens found cached at prefix cache hit ``hit``:
     ``floor(hit x isl)``, the hit read as the decimal written (0.29 of 100 tokens is 29), at
-    most ``isl - 1`` (the last token is always computed); 0 without a request mix. Plan's and
-    search's (:class:`mlacalc.serving.search_space.SearchRequest`) one rule."""
+    most ``isl - 1`` (the last token is always computed), rounded down to whole pages of
+    ``page_size`` tokens (an engine finds cached whole pages only: vLLM's blocks, SGLang's radix
+    cache at its page size, TensorRT-LLM's reused blocks; from recall of their prefix
+    matching); 0 without a request mix. Plan's and search's
+    (:class:`mlacalc.serving.search_space.SearchRequest`) one rule."""
     if not isl:
         return 0
-    return min(int(Fraction(repr(hit)) * isl), isl - 1)
+    tokens = min(int(Fraction(repr(hit)) * isl), isl - 1)
+    return tokens // page_size * page_size
 
 
 def check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:
@@ -302,7 +305,7 @@ def check_request(
         + _implied_dp_attention(lay, p_lay, args)
         + _split_experts(m, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
-        + _sglang_chunks(m, engine, chunked_prefill, isl, prefix_cache_hit)
+        + _sglang_chunks(m, engine, chunked_prefill, isl, prefix_cache_hit, args["page_size"])
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -911,14 +914,14 @@ def _request_warnings(
 
 
 def _sglang_chunks(
-    m: ModelConfig, engine: str, chunk: int | None, isl: int | None, hit: float
+    m: ModelConfig, engine: str, chunk: int | None, isl: int | None, hit: float, page_size: int
 ) -> tuple[str, ...]:
     """SGLang's MLA chunks after a short prefix (the first chunk after a cached prefix, or a
     chunked prompt's second): priced expanded where SGLang runs them absorbed, said
     (:func:`~mlacalc.timemodel.mla_time.sglang_chunk_note`)."""
     if not isl:
         return ()
-    cached = prefix_cached_tokens(hit, isl)
+    cached = prefix_cached_tokens(hit, isl, page_size)
     first = cached or (chunk if chunk and chunk < isl else 0)
     note = sglang_chunk_note(m, engine, first)
     return (note,) if note else ()

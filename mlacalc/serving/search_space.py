@@ -204,7 +204,7 @@ class SearchRequest:
     @property
     def cached_tokens(self) -> int:
         """A prompt's tokens found cached (plan's rule: :func:`prefix_cached_tokens`)."""
-        return prefix_cached_tokens(self.prefix_cache_hit, self.isl)
+        return prefix_cached_tokens(self.prefix_cache_hit, self.isl, self.page_size)
 
     @property
     def computed_tokens(self) -> int:
