@@ -125,33 +125,15 @@ class FractionType(click.ParamType):
 FRACTION = FractionType()
 
 
-class RateType(click.ParamType):
-    """Requests per second, refused in the words :func:`mlacalc.words.arguments.rate` gives
-    the Python API (-1, 0, inf, nan and text alike)."""
+class ArgumentType(click.ParamType):
+    """A number the Python API checks with one of :mod:`mlacalc.words.arguments`' checkers
+    (``check(field, value)``), refused on the command line in the same words (-1, 0, inf,
+    nan and text alike: a value that is no number is said as the text it is)."""
 
-    name = "rate"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = value  # said as the text it is
-        try:
-            return arguments.rate("request_rate", number)
-        except InvalidArgumentError as exc:
-            self.fail(exc.message, param, ctx)
-
-
-RATE = RateType()
-
-
-class PrefixHitType(click.ParamType):
-    """The share of each prompt's tokens found cached, refused in the words
-    :func:`mlacalc.words.arguments.prefix_hit` gives the Python API."""
-
-    name = "fraction"
+    def __init__(self, name: str, field: str, check: Callable[[str, Any], float]):
+        self.name = name
+        self.field = field
+        self.check = check
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -161,12 +143,15 @@ class PrefixHitType(click.ParamType):
         except (TypeError, ValueError):
             number = value  # said as the text it is
         try:
-            return arguments.prefix_hit("prefix_cache_hit", number)
+            return self.check(self.field, number)
         except InvalidArgumentError as exc:
             self.fail(exc.message, param, ctx)
 
 
-PREFIX_HIT = PrefixHitType()
+#: requests per second (:func:`mlacalc.words.arguments.rate`)
+RATE = ArgumentType("rate", "request_rate", arguments.rate)
+#: the share of each prompt's tokens found cached (:func:`mlacalc.words.arguments.prefix_hit`)
+PREFIX_HIT = ArgumentType("fraction", "prefix_cache_hit", arguments.prefix_hit)
 
 
 class EngineType(click.ParamType):
