@@ -183,7 +183,14 @@ def test_cached_tokens_are_whole_pages():
     assert "pages" not in even.prefix_cache_text()  # 3,072: whole 16-token pages already
 
 
-BAD = [-0.1, 1, 1.0, 1.5, math.nan, math.inf, "50%", "half", True, None]
+BAD = [-0.1, 1, 1.0, 1.5, math.nan, math.inf, "50%", "half", True]
+
+
+def test_a_hit_of_none_is_no_prefix_cache():
+    """None is 0, as other optional arguments take None (it was refused, a trial's find)."""
+    none = plan("llama-3-8b", "H200", 1, isl=1024, osl=64, concurrency=8, prefix_cache_hit=None)
+    zero = plan("llama-3-8b", "H200", 1, isl=1024, osl=64, concurrency=8, prefix_cache_hit=0)
+    assert none.prefix_cache_hit == 0.0 and none.to_dict() == zero.to_dict()
 
 
 @pytest.mark.parametrize("value", BAD, ids=repr)

@@ -129,7 +129,15 @@ def test_the_cli_states_the_hit_and_gives_plans_command(capsys):
     assert "# searched under: --tp 1 --ep 8 --dp-attention on --prefix-cache-hit 0.75" in out
 
 
-BAD = [-0.1, 1, 1.0, 1.5, math.nan, math.inf, "50%", "half", True, None]
+BAD = [-0.1, 1, 1.0, 1.5, math.nan, math.inf, "50%", "half", True]
+
+
+def test_a_hit_of_none_is_no_prefix_cache():
+    """None is 0, as other optional arguments take None (it was refused, a trial's find)."""
+    none = search(MOE, "H200", [8], prefix_cache_hit=None, **ONE, **ASK)
+    assert none.constraints()["prefix_cache_hit"] == 0.0
+    zero = search(MOE, "H200", [8], prefix_cache_hit=0, **ONE, **ASK)
+    assert {**none.to_dict(), "seconds": 0} == {**zero.to_dict(), "seconds": 0}
 
 
 @pytest.mark.parametrize("value", BAD, ids=repr)

@@ -226,7 +226,10 @@ def prefix_hit(name: str, value: Any) -> float:
     """The share of each prompt's tokens whose KV is found cached (prefix caching), a finite
     number in ``[0, 1)``: one refusal, in the API and the CLI alike, for -0.1, 1, 1.5, NaN,
     '50%' and words. 1 is refused: an engine always computes a prompt's last token (its
-    logits give the first output token), so ``floor(hit x isl)`` is at most ``isl - 1``."""
+    logits give the first output token), so ``floor(hit x isl)`` is at most ``isl - 1``.
+    None is 0 (no prefix cache), as the other optional arguments take None."""
+    if value is None:
+        return 0.0
     number = real(value)
     if number is not None and math.isfinite(number) and 0 <= number < 1:
         return abs(number)  # -0.0 read as 0.0 (it was echoed as -0.0 in the JSON)
