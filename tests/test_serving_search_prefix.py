@@ -156,3 +156,17 @@ def test_the_cli_refuses_a_hit_outside_0_to_1_in_one_line(value, capsys):
     err = capsys.readouterr().err.strip()
     assert "--prefix-cache-hit" in err and "must be a number in [0, 1)" in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_json_carries_plans_prefix_keys_at_the_top():
+    """search's JSON has plan's top-level ``prefix_cache_hit`` and ``prefix_cached_tokens``
+    (before: only ``constraints.prefix_cache_hit``, a trial's find), equal to plan's of its
+    best point; present at 0 too."""
+    r = search(MOE, "H200", [8], prefix_cache_hit=0.75, **ONE, **ASK)
+    d = r.to_dict()
+    got = _plan_of(r, r.best, 0.75).to_dict()
+    assert (d["prefix_cache_hit"], d["prefix_cached_tokens"]) == (0.75, 1488)
+    assert d["prefix_cached_tokens"] == got["prefix_cached_tokens"]
+    assert d["prefix_cache_hit"] == got["prefix_cache_hit"]
+    zero = search(MOE, "H200", [8], **ONE, **ASK).to_dict()
+    assert (zero["prefix_cache_hit"], zero["prefix_cached_tokens"]) == (0.0, 0)

@@ -52,6 +52,7 @@ from mlacalc.serving.plan_checks import (
     check_int,
     check_number,
     check_routing_args,
+    prefix_cached_tokens,
     refuse_without_ranks,
 )
 from mlacalc.serving.precision import check_components
@@ -274,6 +275,11 @@ class SearchResult:
             "hardware": self.hardware,
             "isl": self.isl,
             "osl": self.osl,
+            # plan's keys, same meaning: the hit and a prompt's tokens found cached
+            "prefix_cache_hit": self.prefix_cache_hit,
+            "prefix_cached_tokens": prefix_cached_tokens(
+                self.prefix_cache_hit, self.isl, self.page_size
+            ),
             "ttft_target_s": self.ttft_target_s,
             "tpot_target_s": self.tpot_target_s,
             "best": self.row(self.best) if self.best else None,
