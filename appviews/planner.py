@@ -371,13 +371,15 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
 
 
 def _prefix_hit_input(column: Any) -> float:
-    """The share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``)."""
+    """The share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``):
+    up to 0.999, shown to 3 decimals (the CLI takes anything below 1; the box stopped at 0.99)."""
     return column.number_input(
         "prefix cache hit (share of a prompt)",
         0.0,
-        0.99,
+        0.999,
         0.0,
         0.05,
+        format="%.3f",
         key="plan_prefix_hit",
         help="Share of each prompt's tokens whose KV is found cached (SGLang's radix cache, "
         "vLLM's prefix caching): the prefill computes the rest, attending the cached tokens; "

@@ -472,6 +472,18 @@ def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     assert "not deduplicated" in captions
 
 
+def test_the_prefix_cache_hit_box_takes_what_the_cli_takes():
+    """The box goes up to 0.999 at 3 decimals (it stopped at 0.99, %.2f, while the CLI takes
+    anything below 1, a trial's find): 0.995 is plan's 0.995."""
+    at = _run()
+    box = at.number_input(key="plan_prefix_hit")
+    assert box.max == pytest.approx(0.999) and box.proto.format == "%.3f"
+    box.set_value(0.995).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.number_input(key="plan_prefix_hit").value == pytest.approx(0.995)
+    assert "0.995 of each prompt" in " ".join(c.value for c in at.caption)
+
+
 def test_search_limited_to_the_layout_above_is_search_with_its_limits():
     """ "only the layout above" searches the deployment's own TP, PP, EP, DP-attention (the
     default TP8 on H200: tp 8, pp 1, no EP, no DP-attention), as ``mlacalc search --tp 8 --pp 1
