@@ -383,11 +383,35 @@ def test_import_hf_says_the_defaults_it_filled(run, tmp_path):
         "mlacalc: warning: not in deepseek-v2-lite.config.json, filled with Hugging Face's "
         "default: q_lora_rank = 1536 (DeepseekV2/V3Config default)"
     ) in lines
-    assert len(lines) == 2 and out  # and tie_word_embeddings = False
+    assert len(lines) == 3 and out  # and tie_word_embeddings = False, and where the name is from
     _, err = run("import-hf", config, "-o", str(tmp_path / "m.yaml"))
-    assert err.count("\n") == 3 and "q_lora_rank = 1536" in err  # after 'wrote ...'
+    assert err.count("\n") == 4 and "q_lora_rank = 1536" in err  # after 'wrote ...'
     _, err = run("import-hf", "tests/data/hf/llama-2-7b.config.json")
-    assert err == ""
+    assert err == (
+        "mlacalc: llama-2-7b.config.json: named 'llama-2-7b-hf' after the last part of "
+        "_name_or_path 'meta-llama/Llama-2-7b-hf'\n"
+    )
+
+
+def test_import_hf_names_a_folders_config_by_model_type_and_size(run, tmp_path):
+    """A config.json with no repository id, in a folder q/, was named "q" (a trial's find):
+    named model_type and its size instead, and the output says where the name came from;
+    name_or_path names it as _name_or_path does."""
+    folder = tmp_path / "q"
+    folder.mkdir()
+    config = json.loads(Path("tests/data/hf-configs/deepseek-v2-lite.config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config))
+    out, err = run("import-hf", str(folder / "config.json"))
+    assert "\nname: deepseek-v2-16b\n" in out
+    assert (
+        "mlacalc: config.json: named 'deepseek-v2-16b' after model_type 'deepseek_v2' and its "
+        "16B parameters (no repository id in _name_or_path/name_or_path; the folder is 'q')"
+    ) in err.splitlines()
+    (folder / "config.json").write_text(
+        json.dumps({**config, "name_or_path": "deepseek-ai/DeepSeek-V2-Lite"})
+    )
+    out, err = run("import-hf", str(folder / "config.json"))
+    assert "\nname: deepseek-v2-lite\n" in out and "after the last part of name_or_path" in err
 
 
 def test_import_hf_says_the_class_defaults_by_rule_not_by_word(run, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import click
@@ -10,7 +11,7 @@ from mlacalc.cli.common import warn
 from mlacalc.cost.engine import attention_flops, kv_cache_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import load_model
-from mlacalc.models.registry import ClassDefault, NotImported
+from mlacalc.models.registry import ClassDefault, NamedAfter, NotImported
 from mlacalc.render import model_yaml
 from mlacalc.words.errors import MlacalcError
 
@@ -32,7 +33,7 @@ def command(config, output, force):
     Example:
       mlacalc import-hf ./DeepSeek-V3/config.json -o deepseek-v3-local.yaml
     """
-    m = load_model(config)
+    m = _sized_name(load_model(config))
     text = model_yaml(m, config)
     if output == "-":
         output = None  # standard output, as the help says of no -o
@@ -73,6 +74,24 @@ def command(config, output, force):
     _say_defaults(m, config)
 
 
+def _sized_name(m):
+    """A model the import named after its folder (no repository id in ``_name_or_path`` /
+    ``name_or_path``: a config.json in /tmp/x/q/ was "q"), named ``model_type`` and its size
+    instead (``qwen3-moe-235b``), and the note saying so; any other name as imported."""
+    notes = [n for n in m.derived if isinstance(n, NamedAfter)]
+    if not notes or not notes[0].startswith(f"named {m.name!r} after its folder "):
+        return m
+    billions = param_counts(m).total / 1e9
+    size = f"{billions:.0f}b" if billions >= 10 else f"{billions:.1f}b"
+    name = f"{m.model_type.replace('_', '-')}-{size}"
+    said = NamedAfter(
+        f"named {name!r} after model_type {m.model_type!r} and its {size.upper()} parameters "
+        f"(no repository id in _name_or_path/name_or_path; the folder is {m.name!r})"
+    )
+    derived = tuple(said if n is notes[0] else n for n in m.derived)
+    return dataclasses.replace(m.with_changes(name=name), derived=derived)
+
+
 def _say_defaults(m, config: str) -> None:
     """One line on stderr for each field config.json left out and a constant of the Hugging
     Face class filled (DeepSeek-V2-Lite's q_lora_rank 1536): a YAML comment alone goes unseen.
@@ -83,3 +102,5 @@ def _say_defaults(m, config: str) -> None:
             warn(f"not in {name}, filled with Hugging Face's default: {note}")
         elif isinstance(note, NotImported):
             warn(f"in {name}, not imported: {note}")
+        elif isinstance(note, NamedAfter):  # where the model's name came from
+            click.echo(f"mlacalc: {name}: {note}", err=True)

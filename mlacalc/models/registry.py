@@ -24,6 +24,7 @@ __all__ = [
     "Default",
     "Family",
     "HFInput",
+    "NamedAfter",
     "families",
     "family_of",
     "model_types",
@@ -155,6 +156,13 @@ class ClassDefault(str):
     class fills (DeepSeek-V2-Lite's ``q_lora_rank`` 1536): ``import-hf`` says each one. A
     computed default (``head_dim`` from ``hidden_size / num_attention_heads``) follows from
     the file's own fields and stays a note."""
+
+    __slots__ = ()
+
+
+class NamedAfter(str):
+    """A ``derived`` note of where an imported config.json's model name came from (its
+    ``_name_or_path``, its folder, its ``model_type``): ``import-hf`` says it."""
 
     __slots__ = ()
 

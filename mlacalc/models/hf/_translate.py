@@ -22,6 +22,7 @@ from mlacalc.models.registry import (
     NOT_MODELLED,
     Family,
     HFInput,
+    NamedAfter,
     Problem,
     family_of,
     model_types,
@@ -49,6 +50,7 @@ _MOE = (
 # keys every family's translation reads
 _COMMON_INPUTS = {
     "_name_or_path": HFInput("string", "the repository the file came from (names the model)"),
+    "name_or_path": HFInput("string", "the repository the file came from (names the model)"),
     "torch_dtype": HFInput("string", "dtype of the released weights"),
     "dtype": HFInput("string", "dtype of the released weights"),
     "quantization_config": HFInput("mapping", "how the released weights are quantized"),
@@ -152,9 +154,9 @@ def import_hf_config(
         for key in _MOE:
             raw.pop(key, None)
 
-    raw["name"] = _name(
-        data.get("_name_or_path") if "_name_or_path" not in bad_inputs else None, origin, model_type
-    )
+    given = {k: data.get(k) for k in ("_name_or_path", "name_or_path") if k not in bad_inputs}
+    raw["name"], named = _name(given, origin, model_type)
+    derived.append(NamedAfter(named))
     raw["source"] = f"Hugging Face config.json: {origin}"
     dtype_key = "torch_dtype" if data.get("torch_dtype") is not None else "dtype"
     dtype = data.get(dtype_key)
@@ -472,15 +474,22 @@ def _family(data: dict, origin: str) -> tuple[Family, str]:
     return unit, resolve_model_type(model_type)
 
 
-def _name(name_or_path: str | None, origin: str, model_type: str) -> str:
-    """The model's name: the last part of ``_name_or_path`` where that is a repository id or a
-    path (``meta-llama/Llama-2-7b-hf``: a downloaded ``config.json`` sits in a folder named by
-    a snapshot hash, so its own name says nothing), else the file's name. A bare word there
+def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str]:
+    """The model's name and where it came from: the last part of ``_name_or_path`` (else
+    ``name_or_path``) where that is a repository id or a path (``meta-llama/Llama-2-7b-hf``: a
+    downloaded ``config.json`` sits in a folder named by a snapshot hash, so its own name says
+    nothing), else the file's folder (or name), else ``model_type``. A bare word there
     (``llama_nemotron_super``) is the exporter's alias, not the repository's name."""
     stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
     if stem.lower().endswith(".config") and len(stem) > len(".config"):
         stem = stem[: -len(".config")]  # minicpm-2b.config.json names minicpm-2b
-    given = (name_or_path or "").strip().rstrip("/")
-    name = (given.split("/")[-1] if "/" in given else "") or stem or given or model_type
-    name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
-    return name or model_type.replace("_", "-")
+    where = "folder" if Path(origin).name == "config.json" else "file name"
+    tried = [(k, (v or "").strip().rstrip("/")) for k, v in given.items()]
+    picks = [(v.split("/")[-1], f"the last part of {k} {v!r}") for k, v in tried if "/" in v]
+    picks += [(stem, f"its {where} {stem!r} (no repository id in _name_or_path/name_or_path)")]
+    picks += [(v, f"{k} {v!r}") for k, v in tried] + [(model_type, f"model_type {model_type!r}")]
+    for name, how in picks:
+        name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
+        if name:
+            return name, f"named {name!r} after {how}"
+    return model_type.replace("_", "-"), f"named after model_type {model_type!r}"
