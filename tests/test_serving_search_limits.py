@@ -32,9 +32,10 @@ FIGURES = ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "output_tokens_per
 def test_no_limits_keep_the_search_as_it_was():
     """Unlimited, the search's best is what it was before the limits existed, and it says it
     ran unlimited: TP1 DP-attention8 EP8 aggregated, batch 485, TPOT 48.583 ms, TTFT 72.88 ms,
-    9,973.0 tok/s/GPU, 5,240 points, 1,546 ruled out (47.933 ms, 72.70 ms, 10,108.0, 5,288
-    points before ranks.synced_prompts' share rose with the load: 485 / 500 prompts a
-    group a step, the share of prompt steps 0.97 -> 1 - 0.03^8), the best of
+    9,973.0 tok/s/GPU, 8,792 points, 2,338 ruled out (5,240 and 1,546 before pipeline stages
+    met expert parallelism in the search's own layouts, the best unchanged; 47.933 ms,
+    72.70 ms, 10,108.0, 5,288 points before ranks.synced_prompts' share rose with the load:
+    485 / 500 prompts a group a step, the share of prompt steps 0.97 -> 1 - 0.03^8), the best of
     ``test_one_layout_is_plan_of_it`` (before every setup that could pass the best was
     refined, search.refine_bound: TP1 DP8 at batch 485, TPOT 48.657 ms, TTFT 73.71 ms,
     9,957.4 tok/s/GPU, 3,068 points; 48.930 ms, 74.14 ms, 9,901.9 before cuBLAS's persistent
@@ -52,7 +53,7 @@ def test_no_limits_keep_the_search_as_it_was():
     assert b["output_tokens_per_s_per_gpu"] == pytest.approx(9972.966084771751, rel=1e-12)
     limited = search(MOE, "H200", [8], modes="aggregated", **ONE, **ASK).best
     assert b["output_tokens_per_s_per_gpu"] == limited["output_tokens_per_s_per_gpu"]
-    assert (len(r.points), sum(r.ruled_out.values())) == (5240, 1546)
+    assert (len(r.points), sum(r.ruled_out.values())) == (8792, 2338)
     assert r.constraints() == {
         "tp": None,
         "pp": None,
@@ -355,9 +356,10 @@ def test_a_pool_without_expert_ranks_is_not_loaded_by_the_imbalance():
 
 def test_redundant_experts_that_fit_no_ep_degree_are_counted():
     """``--redundant-experts 3`` with ``--ep any``: Qwen3-30B-A3B's 128 + 3 = 131 slots split
-    over no EP degree above 1, so each of the 9 expert-parallel layouts of 8 GPUs (those of
+    over no EP degree above 1, so each of the 13 expert-parallel layouts of 8 GPUs (those of
     ``--redundant-experts 0``) is ruled out, counted under its reason for both weight dtypes,
-    KV dtypes, 11 batches and 2 modes: 9 x 2 x 2 x 11 x 2 = 792 (before: dropped uncounted)."""
+    KV dtypes, 11 batches and 2 modes: 13 x 2 x 2 x 11 x 2 = 1,144 (before: dropped uncounted;
+    9 layouts, 792, before pipeline stages met expert parallelism in the search's own)."""
     from collections import Counter
 
     from mlacalc.serving.search import check_search
@@ -372,7 +374,7 @@ def test_redundant_experts_that_fit_no_ep_degree_are_counted():
     )  # fmt: skip
     lays = candidate_layouts(req.m, req.hw, 8, None, 1 << 50, (), {}, req.limits, Counter())
     ep_layouts = sum(lay.ep > 1 for lay in lays)
-    assert ep_layouts == 9
+    assert ep_layouts == 13
     assert r.ruled_out["ruled out by --redundant-experts 3"] == ep_layouts * 2 * 2 * 11 * 2
     assert all(p["ep"] == 1 for p in r.points)
 
@@ -391,3 +393,25 @@ def test_ep_1_is_said_as_given():
     none = search(MOE, "H200", [8], ep="none", tp=1, **ASK)
     assert none.constraints_text() == "--tp 1 --ep none"
     assert "ruled out by --ep none" in none.ruled_out
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        dict(tp=(4,), pp=(2,)),  # TP4 PP2 EP4 (EP inside a pipeline stage), 139.15
+        dict(tp=(8,), ep=(8,)),  # TP8 EP8 refined near the TPOT edge (255f531), 138.06
+        dict(tp=(1,), dp_attention="on", ep=(8,)),
+        dict(pp=(2,), ep="none"),
+        dict(pp=(4,)),
+    ],
+)
+def test_the_unlimited_best_is_no_worse_than_a_limited_one(limits):
+    """A tp/pp/DP-attention limit only narrows the search: the unlimited best reaches at least
+    each limited best (tok/s/GPU). Before pipeline stages met expert parallelism in the
+    search's own layouts, DeepSeek-V3 on 8 H200 under SGLang (5,000 + 500, TPOT 50 ms) answered
+    TP8 EP8 at 138.06 tok/s/GPU unlimited, TP4 PP2 EP4 at 139.15 with ``--tp 4 --pp 2`` (the
+    unlimited best now)."""
+    ask = dict(isl=5000, osl=500, tpot=0.05, engine="sglang")
+    best = search("deepseek-v3", "H200", [8], **ask).best["output_tokens_per_s_per_gpu"]
+    limited = search("deepseek-v3", "H200", [8], **limits, **ask).best
+    assert best >= limited["output_tokens_per_s_per_gpu"]

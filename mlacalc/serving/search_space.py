@@ -389,6 +389,22 @@ def candidate_layouts(
             stage = gpus // pp
             tp = max(t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t))
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
+    # then, for MoE models, what an ep/DP-attention limit reaches on the search's own stages
+    # (one stage: every tensor degree; 2, 4, 8 stages: the widest tensor degree a stage
+    # holds): expert parallel none, the tensor group's or the stage's, DP-attention off and
+    # on, so that pipeline stages with expert parallelism inside each are tried too (every
+    # tensor degree of a pipeline stage and every stage count the layers allow: about 3x the
+    # search's time on 8-64 H200, not tried)
+    for pp in (1, 2, 4, 8) if m.is_moe else ():
+        if gpus % pp or pp > m.num_hidden_layers:
+            continue
+        stage = [t for t in _divisors(gpus // pp) if t <= node and tp_splits_heads(m, t)]
+        own = LayoutLimits(
+            tp=None if pp == 1 else tuple(stage[-1:]),
+            pp=(pp,),
+            redundant_experts=limits.redundant_experts,
+        )
+        _limited_layouts(out, seen, m, gpus, node, own, refused)
     limited = limits.given or prefill is not None
     if limited:
         for each in (limits, prefill) if prefill is not None else (limits,):
