@@ -73,18 +73,26 @@ def test_calls_scale_time():
 
 
 def test_wave_quantization_steps_at_sm_count():
-    fig = device_figures(load_hardware("H100-SXM"))
-    prm = default_params("gemm")
-    prm["fixed_s"] = 1e-9
-    # 132 SMs: 132 output tiles of 128x128 fill one wave; one tile more needs a second wave
-    # (or smaller, slower tiles), far more than the 1/132 more work
-    one = gemm_batch([128], 132 * 128, 16384)
-    two = gemm_batch([128], 133 * 128, 16384)
-    c1 = kernel_terms(one, fig, prm)["compute_s"][0]
-    c2 = kernel_terms(two, fig, prm)["compute_s"][0]
-    assert c2 > 1.5 * c1
+    """A kernel that runs whole waves of tiles steps at the SM count: one 128 x 128 tile more
+    than fills the SMs needs a second wave (or smaller, slower tiles), far more than the one
+    tile's more work. Hopper's cuBLAS bf16 GEMMs (persistent, BALANCED_WAVES: since 979409f)
+    spread that last partial wave over every SM instead, so they take the tile's share only."""
+
+    def compute_s(device: str, tiles: int, dtype: str = "bf16") -> float:
+        fig = device_figures(load_hardware(device))
+        prm = default_params("gemm")
+        prm["fixed_s"] = 1e-9
+        return kernel_terms(gemm_batch([128], tiles * 128, 16384, dtype), fig, prm)["compute_s"][0]
+
+    # A100's 108 SMs and H100's block-scaled fp8 GEMM: whole waves
+    assert compute_s("A100-SXM-80GB", 109) > 1.5 * compute_s("A100-SXM-80GB", 108)
+    assert compute_s("H100-SXM", 133, "fp8_block") > 1.5 * compute_s("H100-SXM", 132, "fp8_block")
+    # H100's 132 SMs under cuBLAS bf16: the 133rd tile's work spread over every SM
+    c1, c2 = compute_s("H100-SXM", 132), compute_s("H100-SXM", 133)
+    assert c2 == pytest.approx(c1 * 133 / 132, rel=1e-9)
     # and no tile choice runs above the tensor rate
-    ideal = 2 * 128 * 132 * 128 * 16384 / (prm["eff_compute"] * fig.peak("bf16"))
+    fig = device_figures(load_hardware("H100-SXM"))
+    ideal = 2 * 128 * 132 * 128 * 16384 / (default_params("gemm")["eff_compute"] * fig.peak("bf16"))
     assert c1 == pytest.approx(ideal)
 
 
