@@ -412,6 +412,19 @@ def test_import_hf_names_a_folders_config_by_model_type_and_size(run, tmp_path):
     )
     out, err = run("import-hf", str(folder / "config.json"))
     assert "\nname: deepseek-v2-lite\n" in out and "after the last part of name_or_path" in err
+    # a folder whose name names the model keeps it, as load_model names it (a review found
+    # Llama-3.3-70B-Instruct/config.json renamed 'llama-71b', and any llama of that size too)
+    named = tmp_path / "Llama-3.3-70B-Instruct"
+    named.mkdir()
+    llama = Path("tests/data/hf-configs/llama-3.3-70b-instruct.config.json").read_text()
+    (named / "config.json").write_text(llama)
+    out, err = run("import-hf", str(named / "config.json"))
+    assert "\nname: llama-3.3-70b-instruct\n" in out and "llama-71b" not in out + err
+    for hashed in ("0123456789abcdef0123456789abcdef01234567", "main", "12"):
+        (tmp_path / hashed).mkdir()
+        (tmp_path / hashed / "config.json").write_text(llama)
+        out, _ = run("import-hf", str(tmp_path / hashed / "config.json"))
+        assert "\nname: llama-71b\n" in out, hashed
 
 
 def test_import_hf_says_the_class_defaults_by_rule_not_by_word(run, tmp_path):
