@@ -1412,18 +1412,7 @@ def _weights_note(req: SearchRequest, ruled_out: dict[str, int]) -> tuple[str, .
         for w0 in req.weight_dtypes:
             sized = None if req.own and w0 == req.m.weights_dtype else w0
             for comps in req.components:
-                if candidate_layouts(
-                    req.m,
-                    req.hw,
-                    g,
-                    sized,
-                    req.usable,
-                    comps,
-                    req.weight_cache,
-                    req.limits,
-                    None,
-                    req.prefill_limits,
-                ):
+                if req.layouts(g, sized, comps):
                     return (
                         f"the weights fit on no layout of the GPU counts searched ({counts}); "
                         f"{g:,} GPUs (--gpus {g}), the largest count doubled, hold them "

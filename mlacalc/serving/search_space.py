@@ -229,6 +229,28 @@ class SearchRequest:
         """Bytes of a GPU's memory the weights and the cache may take."""
         return int(self.hw.memory_bytes * (1 - self.memory_reserve))
 
+    def layouts(
+        self,
+        g: int,
+        sized: str | None,
+        comps: tuple[tuple[str, str], ...],
+        removed: Counter[str] | None = None,
+    ) -> list[Layout]:
+        """:func:`candidate_layouts` of ``g`` GPUs under this request's memory, weight cache
+        and layout limits (those of a disaggregated prefill pool too)."""
+        return candidate_layouts(
+            self.m,
+            self.hw,
+            g,
+            sized,
+            self.usable,
+            comps,
+            self.weight_cache,
+            self.limits,
+            removed,
+            self.prefill_limits,
+        )
+
     @property
     def context(self) -> int:
         return self.isl + self.osl
@@ -564,18 +586,7 @@ def _fitting_layouts(
     """The layouts of ``g`` GPUs whose weights fit and whose links have figures."""
     per_layout = len(req.kv_dtypes) * len(req.batches) * len(req.modes)
     removed: Counter[str] = Counter()
-    lays = candidate_layouts(
-        req.m,
-        req.hw,
-        g,
-        sized,
-        req.usable,
-        comps,
-        req.weight_cache,
-        req.limits,
-        removed,
-        req.prefill_limits,
-    )
+    lays = req.layouts(g, sized, comps, removed)
     for reason, n in removed.items():
         reasons[reason] += n * per_layout
     if not lays:
