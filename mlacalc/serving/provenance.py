@@ -111,9 +111,8 @@ def calibration_of(
     lent: dict[str, list[str]] = {}
     timing: dict[str, list[str]] = {}
     for key in sorted(found):
-        said = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
-        if said:
-            how = said[0][len(f"{STAND_IN_NOTE}{key} ") :]
+        how = _stand_in_how(prof, key)
+        if how:
             lent.setdefault(how, []).append(key)
             others = sorted(found[key] - {key})
             if others:
@@ -144,11 +143,18 @@ def stand_in_kernels(
         seconds = float(np.atleast_1d(k.get("seconds", 0.0))[i]) if "seconds" in k else 0.0
         ran = _ran_class(k, hw, prof) if seconds > 0 else ()
         key = prof.class_found(hw.name, *ran[:2], hw, ran[2]) if ran else None
-        said = [n for n in prof.notes if key and n.startswith(f"{STAND_IN_NOTE}{key} from ")]
-        if said:
-            how, names, total = out.get(key, (said[0][len(f"{STAND_IN_NOTE}{key} ") :], [], 0.0))
+        how = _stand_in_how(prof, key) if key else None
+        if how:
+            how, names, total = out.get(key, (how, [], 0.0))
             out[key] = (how, [*names, k["name"]], total + seconds)
     return [(key, how, names, total) for key, (how, names, total) in sorted(out.items())]
+
+
+def _stand_in_how(prof: Any, key: str) -> str | None:
+    """What the profile's notes say stood in for class ``key`` ("from trtllm profile default
+    (no sglang table)"), or None where its class is no stand-in."""
+    said = [n for n in prof.notes if n.startswith(f"{STAND_IN_NOTE}{key} from ")]
+    return said[0][len(f"{STAND_IN_NOTE}{key} ") :] if said else None
 
 
 def _ran_class(
