@@ -215,7 +215,7 @@ def compare_sglang_prefill(profile: Any = None) -> list[dict[str, Any]]:
     m = as_model("deepseek-v3")
     hw = load_hardware("H100-SXM")
     lay = make_layout(m, 32, tp=1, ep=32, dp_attention=True, redundant_experts=32)
-    sm = StepModel(m, lay, "fp8", resolve_kv_layout("bf16"), hw, profile)
+    sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), hw, profile)
     out = []
     for isl, measured in SGLANG_EP32_PREFILL.items():
         prompts = 16384 // isl
@@ -286,7 +286,7 @@ def compare_deepseek(profile: Any = None) -> list[dict[str, Any]]:
             dp_attention=True,
             redundant_experts=s["redundant_experts"],
         )
-        sm = StepModel(m, lay, "fp8", resolve_kv_layout("bf16"), hw, profile, routing=s["routing"])
+        sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), hw, profile, routing=s["routing"])
         if "isl" in s:
             prompts = s["prompt_tokens_per_gpu"] // s["isl"]
             t = float(sm.step(overlap="tbo", pf_N=float(prompts), pf_q=s["isl"]).seconds[0])
