@@ -87,6 +87,14 @@ CHUNKS = D.SEARCH_CHUNKS
 REFINE_POINTS = 12
 #: Decode setups whose batches a search refines (the best point's and the runners-up's).
 REFINE_SETUPS = 2
+#: How far a setup's tokens/s per GPU may exceed those of a larger batch within a grid gap
+#: (twice the batch), padded: tokens/s mostly rise with the batch but dip where a kernel's
+#: rows cross a tile edge. Measured on searches run at every ~4% batch from 1 to 2,048 (the
+#: largest fall of key(x) / key(y), x < y <= 2x, per setup): Qwen3-30B-A3B on 8 H200
+#: 1.024 (TP8 tbo, 22 -> 23), DeepSeek-V3 on 8 H200 SGLang 1.009, Llama-3-8B on 1-2 H100
+#: 1.061 (TP1, 206 -> 214); the review's 1-1.5% and Kimi-K2.6 GB200's 3.3% (12,000 -> 12,500
+#: in flight, tests/test_serving_figures.py). Not a proof: a larger dip may refine too few.
+DIP_MARGIN = 1.1
 
 #: How the routing loads the experts when not given (:func:`mlacalc.plan`'s defaults)
 ROUTING_DEFAULTS = {
@@ -1128,14 +1136,7 @@ def search(
     ruled_out = {k: v for k, v in reasons.items() if v}
     spend(req, found.points)
     mark_targets(found.points, req.ttft, req.tpot)
-    best = settle(req, found)
-    if best is not None:
-        first = len(found.points)
-        for seed in refine_seeds(req, found.points, req.budget is not None):
-            refine(req, seed, pools, found)
-        spend(req, found.points[first:])  # the refined points
-        mark_targets(found.points[first:], req.ttft, req.tpot)
-        best = settle(req, found)
+    best = refined(req, pools, found, settle(req, found))
     points = found.points
     front = pareto(points)
     best_cal = best_calibration(req, best, points, found.models)
@@ -1212,6 +1213,24 @@ def settle(req: SearchRequest, found: Points) -> dict[str, Any] | None:
         found.drop(gone)
 
 
+def refined(
+    req: SearchRequest, pools: dict[Any, list[Any]], found: Points, best: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The best point once the batches of :func:`refine_seeds` and :func:`unmet_seeds` are
+    refined, their points joining ``found``."""
+    first = len(found.points)
+    if best is not None:
+        for seed in refine_seeds(req, found.points, req.budget is not None):
+            refine(req, seed, pools, found)
+    for low in unmet_seeds(found.points[:first], req.budget is not None):
+        refine_below(req, low, pools, found)
+    if len(found.points) == first:
+        return best
+    spend(req, found.points[first:])  # the refined points
+    mark_targets(found.points[first:], req.ttft, req.tpot)
+    return settle(req, found)
+
+
 def refine_seeds(
     req: SearchRequest, points: list[dict[str, Any]], budget: bool
 ) -> list[dict[str, Any]]:
@@ -1227,8 +1246,8 @@ def refine_seeds(
     the setup's best batch and the searched ones next to it, so what it can find is bounded by
     the grid's spacing there, not by a constant margin."""
 
-    def key(p: dict[str, Any]) -> float:  # what the best is chosen by
-        return p["budget_output_tokens_per_s"] if budget else p["output_tokens_per_s_per_gpu"]
+    def key(p: dict[str, Any]) -> float:
+        return best_key(p, budget)
 
     ranked = sorted(
         (p for p in points if p["meets_targets"]),
@@ -1268,6 +1287,11 @@ def refine_seeds(
     return out
 
 
+def best_key(p: dict[str, Any], budget: bool) -> float:
+    """What the best is chosen by: tokens/s per GPU, under a budget the budget's tokens/s."""
+    return p["budget_output_tokens_per_s"] if budget else p["output_tokens_per_s_per_gpu"]
+
+
 def setup_of(p: dict[str, Any]) -> tuple:
     """What :func:`refine` keeps of a seed point: its mode, decode GPUs, layout (with its
     redundant experts), dtypes and overlap (its batches, chunk budgets and prefill pools are
@@ -1286,15 +1310,64 @@ def refine_bound(
     batches it adds lie below the next searched batch ``z`` above ``best``'s (twice it past
     the grid's end). A step takes no less time at a larger batch and its time grows at most
     in proportion (a fixed part and a part per sequence), so tokens/s grow with the batch
-    and at most in proportion to it: bounded by the setup's points at batches up to ``z``
-    (those missing the targets too) or, where ``z`` made none (its cache does not fit),
-    by ``best``'s figure scaled by ``z / b``."""
+    and at most in proportion to it, save dips where a kernel's rows cross a tile edge
+    (:data:`DIP_MARGIN`): bounded by :data:`DIP_MARGIN` times the setup's best figure at
+    batches from ``best``'s up to ``z`` (points missing the targets too) or, where ``z``
+    made none (its cache does not fit), ``best``'s figure scaled by ``z / b``."""
     b = best["batch_per_group"]
     z = min((x for x in req.batches if x > b), default=min(2 * b, MAX_BATCH))
-    near = [key(p) for p in setup if b < p["batch_per_group"] <= z]
-    if any(p["batch_per_group"] == z for p in setup):
-        return max(near)
-    return max([key(best) * z / b, *near])
+    near = [key(p) for p in setup if b <= p["batch_per_group"] <= z]
+    if not any(p["batch_per_group"] == z for p in setup):
+        near.append(key(best) * z / b)
+    return DIP_MARGIN * max(near)
+
+
+def unmet_seeds(points: list[dict[str, Any]], budget: bool) -> list[dict[str, Any]]:
+    """The best point at the smallest batch of each setup (:func:`setup_of`) none of whose
+    points meets the targets, where the batches below it could pass the best (none meeting
+    them: any): tokens/s fall with the batch (save :data:`DIP_MARGIN`), so they could where
+    the point's figure reaches the best's over :data:`DIP_MARGIN`. A grid whose first batch
+    misses the targets for a setup left it out of refinement (a review's Qwen3-30B-A3B on
+    8 H200 with batches 512 and 784: TP1 DP-attention8 EP8 missed TPOT at both, and its
+    b510, 10,232.9 tok/s/GPU, passes the best found, TP2 DP-attention4 EP8's 9,868.7)."""
+    best = best_point(points, budget)
+    top = best_key(best, budget) if best is not None else 0.0
+    by_setup: dict[tuple, list[dict[str, Any]]] = {}
+    for p in points:
+        by_setup.setdefault(setup_of(p), []).append(p)
+    out = []
+    for setup in by_setup.values():
+        if any(p["meets_targets"] for p in setup):
+            continue
+        first = min(p["batch_per_group"] for p in setup)
+        low = max((p for p in setup if p["batch_per_group"] == first),
+                  key=lambda p: best_key(p, budget))  # fmt: skip
+        if first > 1 and DIP_MARGIN * best_key(low, budget) >= top:
+            out.append(low)
+    return out
+
+
+def refine_below(
+    req: SearchRequest, low: dict[str, Any], pools: dict[Any, list[Any]], found: Points
+) -> None:
+    """Batches below ``low`` (an :func:`unmet_seeds` point) for its setup, in two passes as
+    :func:`refine` spaces them: from 1 up to its batch, then between the batches that pass
+    timed next to the best of them meeting the targets (none: nothing more)."""
+    setup, b = setup_of(low), low["batch_per_group"]
+    first = len(found.points)
+    refine(req, low, pools, found, edges=(1, b))
+    new = [p for p in found.points[first:] if setup_of(p) == setup]
+    spend(req, new)
+    mark_targets(new, req.ttft, req.tpot)
+    met = [p for p in new if p["meets_targets"]]
+    if not met:
+        return
+    seed = max(met, key=lambda p: best_key(p, req.budget is not None))
+    timed = {p["batch_per_group"] for p in new} | {b}
+    x = seed["batch_per_group"]
+    lo = max((t for t in timed if t < x), default=None)
+    hi = min((t for t in timed if t > x), default=None)
+    refine(req, seed, pools, found, edges=(lo, hi))
 
 
 def refine(
@@ -1302,17 +1375,20 @@ def refine(
     best: dict[str, Any],
     pools: dict[Any, list[Any]],
     found: Points,
+    edges: tuple[int | None, int | None] | None = None,
 ) -> None:
     """Batches between the searched ones next to the best point's (whole numbers, at most
     :data:`REFINE_POINTS` on each side, spaced evenly in ratio; none below the first searched
     batch, and beyond the last up to twice it where the best is there) for the best point's decode
     layout, dtypes and overlap, its prefill pools as before; their points join ``found``.
     The targets are met or missed between two searched batches, so the best batch meeting
-    them lies in that gap."""
+    them lies in that gap. ``edges``: the batches on each side instead (None: none)."""
     b = best["batch_per_group"]
     lo = max((x for x in req.batches if x < b), default=None)
     hi = min((x for x in req.batches if x > b), default=None)
-    if hi is None and b >= max(req.batches) and b < MAX_BATCH:
+    if edges is not None:
+        lo, hi = edges
+    elif hi is None and b >= max(req.batches) and b < MAX_BATCH:
         # the best at the grid's largest batch: the targets may hold beyond it (a new-user
         # trial's gpt-oss-120b on GB200: batch 1024 best, 1100 met them with 3.9% more)
         hi = min(2 * b, MAX_BATCH)
