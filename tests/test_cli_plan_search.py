@@ -378,12 +378,13 @@ def test_plan_command_carries_every_search_option_and_quotes(run):
 # ---------------------------------------------------------------- R4: provenance wording
 def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
     from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.timemodel.profile import assumed_figures, load_profile
 
     prof = load_profile(None)
     hw = load_hardware("MI300X")
     p = plan("llama-3-8b", "MI300X", 1, isl=1000, osl=200, concurrency=8)
-    assert p.calibration.startswith(prof.describe(hw.name, hw))
+    assert p.calibration.startswith(prof.describe(hw.name, hw, assumed=False))
+    assert p.calibration.endswith(assumed_figures(hw))  # its assumed figures said last
     assert "unvalidated" in p.calibration and p.engine == "trtllm"
     # B200 has a TensorRT-LLM fit of its own: the engine's profile of the device times it
     p = plan("llama-3-8b", "B200", 1, isl=1000, osl=200, concurrency=8)

@@ -17,7 +17,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
-from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.profile import assumed_figures, load_profile
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
 from mlacalc.words.kernels import KernelBatch
@@ -45,7 +45,9 @@ def calibration_of(
     H100-SXM; H200 by datasheet ratios from H100-SXM (same tensor-core generation)", the
     pooled fit's "unvalidated"), then only the kernel classes (``kind``, ``dtype``) whose
     parameters :meth:`~mlacalc.timemodel.profile.Profile.params` obtains otherwise. A measured
-    device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures."""
+    device (``measured:<set>``) is timed by its measured ceilings, not datasheet figures. Last,
+    every figure of the device the time model assumes (:func:`~mlacalc.timemodel.profile.
+    assumed_figures`: H20's clock, a PCIe part's peer latency)."""
     prof = load_profile(profile)
     kernels = list(kernels)
     name = prof.name
@@ -57,7 +59,7 @@ def calibration_of(
         for k in kernels
         if not isinstance(k, dict) or "seconds" not in k or _takes_time(k["seconds"])
     }
-    lead = prof.describe(hw.name, hw)
+    lead = prof.describe(hw.name, hw, assumed=False)  # its assumed figures said last
     # what params says of a class predicted as the lead says the device is
     expected = prof.fitted_how(hw.name, hw)
     runs: dict[tuple[str, str, str], str] = {}
@@ -122,6 +124,7 @@ def calibration_of(
     for how, keys in lent.items():
         text += f"; {STAND_IN_NOTE}{', '.join(keys)} {how}"
         text += "".join(f", {t}" for t in timing.get(how, []))
+    text += assumed_figures(hw)
     if getattr(hw, "measured", False):
         # its peaks and bandwidth are what mlacalc bench measured on it: the ratios are theirs
         text = text.replace(

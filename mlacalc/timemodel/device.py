@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from mlacalc.hardware.catalogue import HardwareSpec, lookup_peak
 from mlacalc.words.errors import MlacalcError
 
-__all__ = ["ASSUMED", "DeviceFigures", "device_figures", "mla_decode_kernel"]
+__all__ = ["ASSUMED", "ASSUMED_KEYS", "DeviceFigures", "device_figures", "mla_decode_kernel"]
 
 #: Assumptions for a figure a device's catalogue file does not give (no datasheet figure, or a
 #: user's file without it): figure -> (value, what is assumed).
@@ -45,7 +45,7 @@ _ATTRS = {
 
 
 #: the YAML keys a hardware file may list as ``assumed`` -> the figure of this module they give
-_ASSUMED_KEYS = {
+ASSUMED_KEYS = {
     "l2_mib": "l2_bytes",
     "scale_up_gb_per_s": "link_bytes_per_s",
     "scale_up_latency_us": "link_latency_s",
@@ -190,7 +190,7 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
             fallbacks.append(f"{figure} = {value:g} ({source})")
         values[figure] = value
     for key in getattr(hw, "assumed", ()) or ():  # the file's own stated assumptions
-        figure = _ASSUMED_KEYS.get(key)
+        figure = ASSUMED_KEYS.get(key)
         if figure is not None:
             why = hw.field_sources.get(key, "stated as an assumption in the hardware file")
             fallbacks.append(f"{figure} = {values[figure]:g} (assumed: {why})")

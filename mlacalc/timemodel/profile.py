@@ -18,13 +18,14 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlacalc.data import HARDWARE, PROFILES
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, shipped_hardware
-from mlacalc.timemodel.device import DeviceFigures, device_figures
+from mlacalc.timemodel.device import ASSUMED_KEYS, DeviceFigures, device_figures
 from mlacalc.timemodel.gemm_time import CUTLASS_FP8_ENGINES
 from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_params
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
@@ -36,6 +37,7 @@ __all__ = [
     "ELEMENTWISE_STAND_INS",
     "SCHEMA",
     "Profile",
+    "assumed_figures",
     "load_profile",
     "shipped_profiles",
 ]
@@ -329,15 +331,19 @@ class Profile:
         near = self.nearest_fitted(hardware) if hardware is not None and self.devices else None
         return self._how(device, near) if near is not None else self._how(device, pooled=True)
 
-    def describe(self, device: str, hardware: Any = None) -> str:
+    def describe(self, device: str, hardware: Any = None, *, assumed: bool = True) -> str:
         """One line: how a device is predicted with this profile; given its ``hardware`` spec,
         from which fit (:meth:`params`): the measured device of the same vendor and tensor-core
-        generation, or the pooled fit, which no measurement of that kind of device checks."""
+        generation, or the pooled fit, which no measurement of that kind of device checks;
+        then, unless ``assumed`` is false (a line that says them last), the figures of the
+        device the time model assumes (:func:`assumed_figures`)."""
+        note = assumed_figures(hardware) if assumed else ""
         on = ", ".join(self.fitted_devices)
         if not on:
-            return f"profile {self.name}: not fitted; datasheet defaults"
+            return f"profile {self.name}: not fitted; datasheet defaults" + note
         if device in self.devices:
-            return f"calibrated on {on}; {device} by its own fit" + _file_note(hardware)
+            own = f"calibrated on {on}; {device} by its own fit"
+            return own + note + _file_note(hardware)
         if hardware is None:
             return f"calibrated on {on}; {device} by datasheet ratios"
         near, kin = self._ranked(hardware)
@@ -372,7 +378,7 @@ class Profile:
                 f"calibrated on {on}; {device} by datasheet ratios from the pooled fit (no "
                 "measured device of its vendor and tensor-core generation: unvalidated)"
             )
-        return text + _assumed_note(hardware) + _file_note(hardware)
+        return text + note + _file_note(hardware)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -479,33 +485,58 @@ def _same_architecture(fig: DeviceFigures, other: DeviceFigures) -> bool:
     return not (mine and theirs and mine != theirs)
 
 
-def _assumed_note(hardware: Any) -> str:
-    """The figures of a device's file that are assumptions (its ``assumed`` list), or ''."""
-    assumed = tuple(getattr(hardware, "assumed", ()) or ())
-    if not assumed:
-        return ""
-    return f"; assumed, not its datasheet's: {', '.join(assumed)}"
+def assumed_figures(hardware: Any) -> str:
+    """Every figure of a GPU the time model assumes rather than reads from its datasheet, as
+    one clause of the calibration line ("; assumed, not its datasheet's: clock_hz = 1.83e+09
+    (no clock for this device: 1830 MHz (H100 SXM's) assumed), ..."): each of
+    :func:`~mlacalc.timemodel.device.device_figures`' fallbacks (a default standing in for a
+    figure the file lacks, or a figure the file lists as ``assumed``, with the start of its
+    ``field_sources`` reason), then the file's other ``assumed`` fields (scale-out latency);
+    and where every source the file cites is secondary, says so; else ''."""
+    fig = _figures(hardware)
+    if fig is None:
+        assumed = tuple(getattr(hardware, "assumed", ()) or ())
+        return f"; assumed, not its datasheet's: {', '.join(assumed)}" if assumed else ""
+    origin = getattr(hardware, "origin", "") or ""
+    users = bool(origin) and Path(origin).resolve().parent != Path(HARDWARE).resolve()
+    said = []
+    for fallback in fig.fallbacks:
+        head, _, why = fallback.partition(" (")
+        why = why[:-1]
+        if why.startswith("assumed: "):  # the file's own: its field, the start of its reason
+            key = next(k for k, f in ASSUMED_KEYS.items() if f == head.split(" = ")[0])
+            why = f"{key}: " + re.split(r": |; ", why.removeprefix("assumed: "), maxsplit=1)[0]
+        elif users:
+            why = f"not in {os.path.basename(origin)}: {why}"
+        said.append(f"{head} ({why})")
+    for key in getattr(hardware, "assumed", ()) or ():
+        if key not in ASSUMED_KEYS:  # a figure the kernel model does not read (scale-out)
+            why = re.split(r": |; ", hardware.field_sources.get(key, ""), maxsplit=1)[0]
+            value = getattr(hardware, key.removesuffix("_us") + "_s", None)
+            shown = f"{key} = {value * 1e6:g}" if key.endswith("_us") and value else key
+            said.append(f"{shown} ({why})" if why else shown)
+    out = f"; assumed, not its datasheet's: {', '.join(said)}" if said else ""
+    sources = tuple(getattr(hardware, "source", ()) or ())
+    if not users and sources and all("secondary" in s for s in sources):
+        out += "; its figures from secondary sources only (no stored datasheet)"
+    return out
 
 
 def _file_note(hardware: Any) -> str:
-    """A GPU read from a user's file, not the catalogue: the figures the file lacks that the
-    time model assumes (:func:`~mlacalc.timemodel.device.device_figures`' fallbacks: an SM
-    count of 108 moves a decode step by several percent), and a name that shadows a catalogue
-    device's (whose fits then apply to this file's figures); else ''."""
+    """A GPU read from a user's file, not the catalogue, whose name shadows a catalogue
+    device's (whose fits then apply to this file's figures); else ''. (The figures the file
+    lacks that the time model assumes, an SM count of 108 moving a decode step by several
+    percent, are :func:`assumed_figures`'.)"""
     origin = getattr(hardware, "origin", "") or ""
     fig = _figures(hardware)
     if fig is None or not origin or Path(origin).resolve().parent == Path(HARDWARE).resolve():
         return ""
-    out = ""
-    missing = [f.split(" (")[0] for f in fig.fallbacks if "(assumed:" not in f]
-    if missing:
-        out += f"; not in its file {os.path.basename(origin)}, assumed: {', '.join(missing)}"
     if hardware.name.lower() in {n.lower() for n in shipped_hardware()}:
-        out += (
+        return (
             f"; its name shadows the catalogue's {hardware.name}: that device's fits time this "
             "file's figures (rename it unless it is that device)"
         )
-    return out
+    return ""
 
 
 def _rate_per_clock(hardware: Any) -> float | None:
