@@ -81,7 +81,7 @@ def command(show_hardware, fmt):
                     "heads",
                     "KV heads / d_c",
                     "total params",
-                    "active params",
+                    "active params (no input embedding)",
                     "KV per token (bf16)",
                     f"KV added per token at {D.SEQ_LEN // 1024}k",
                     f"KV of one {D.SEQ_LEN // 1024}k sequence",
@@ -104,7 +104,11 @@ def command(show_hardware, fmt):
                     ]
                     for r in rows
                 ],
-                note="KV per token: one token's cache row in every layer that keeps tokens "
+                note="Active params: the weights one token's matmuls use (the routed experts it "
+                "does not pick left out), without the input embedding and position tables, "
+                "which are lookups (a tied table counts: it does the output matmul); total "
+                "params hold them (docs/conventions.md). "
+                "KV per token: one token's cache row in every layer that keeps tokens "
                 f"(a short sequence). Added per token at {D.SEQ_LEN // 1024}k: what one more "
                 f"token adds at seq_len {D.SEQ_LEN:,}, as `mlacalc report` counts it (sliding or "
                 "chunked layers whose window is full and linear layers add none: 'window full' "

@@ -297,9 +297,16 @@ def _report_sections(doc: dict) -> list[Section]:
                 f"{r['arithmetic_intensity_flops_per_byte']:,.1f}",
             ]
         )
+    title = "Attention FLOPs per step, all layers (matmul; element-wise apart"
+    if any(r["phase"] != "decode" for r in doc["attention"]):  # decode: every key either way
+        title += (
+            "; a prompt's causal (query, key) pairs only"
+            if doc["settings"]["causal"]
+            else "; a prompt's every (query, key) pair, not causal (--causal: a causal kernel's)"
+        )
     sections.append(
         Section(
-            "Attention FLOPs per step, all layers (matmul; element-wise apart)",
+            title + ")",
             [
                 "phase",
                 "impl",
