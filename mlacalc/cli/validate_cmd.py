@@ -313,6 +313,8 @@ def _noisy_words(v: Any) -> str:
 def _bench_files(
     sets: list, mode: str, show_rows: bool, fmt: str, worst: int | None = None
 ) -> None:
+    from mlacalc.measured.validate_bench import bench_prediction  # deferred: loads numpy
+
     doc = [s.to_dict() for s in sets]
 
     def sections():
@@ -342,8 +344,7 @@ def _bench_files(
                 Section(
                     # the roofline on the run's own ceilings and per-op latency: not the
                     # plain (datasheet) bound, nor the kernel time model
-                    f"{v.name} ({v.device}): measured vs the {mode} roofline on the run's "
-                    "measured ceilings and launch latency"
+                    f"{v.name} ({v.device}): measured vs {bench_prediction(mode)}"
                     + (f" (rows left out: {left})" if left else "")
                     + noisy,
                     ["implementation / variant", "rows", "median |error|", "worst |error|"],

@@ -32,6 +32,7 @@ from mlacalc.words.errors import ConfigError, InvalidArgumentError
 __all__ = [
     "ValidationRow",
     "ValidationSet",
+    "bench_prediction",
     "default_measurement_files",
     "validate_bench_files",
     "validate_file",
@@ -42,6 +43,16 @@ __all__ = [
 #: The committed sets' rows stay under it but one (H200: 0.52; CPU: up to 0.16); a run on a
 #: loaded 2-core box had 14 of 21 above it, up to 4.5 (trial of 2026-11-29).
 NOISY_SPREAD = 0.5
+
+
+def bench_prediction(mode: str = "unfused") -> str:
+    """What predicts a microbenchmark run's rows (:func:`validate_file`), in the words both
+    ``mlacalc validate FILE`` and ``validate --measured FILE`` print: ``predict_time`` in
+    ``mode`` (unfused: the op sequence the eager layers run) with the run's own measured
+    ceilings (its GEMM, copy and softmax rates, not the datasheet's) and each row's trivial-op
+    launch latency; neither the plain datasheet roofline nor a calibration profile."""
+    return f"the {mode} roofline on the run's measured ceilings and launch latency"
+
 
 _REQUIRED_COLUMNS = ("model", "impl", "phase", "batch", "seq_len", "dtype", "status", "median_s")
 

@@ -24,7 +24,7 @@ from mlacalc.measured.tables import (
     engine_of_named_tables,
     load_measured,
 )
-from mlacalc.measured.validate_bench import validate_file
+from mlacalc.measured.validate_bench import bench_prediction, validate_file
 from mlacalc.timemodel.engine_profiles import left_out_composed, profile_for
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
@@ -481,7 +481,7 @@ def _validate_bench_table(table: Any) -> TableValidation:
         pred,
         reason,
         [],
-        "unfused roofline with the set's measured ceilings",
+        bench_prediction("unfused"),
     )
 
 
@@ -648,9 +648,15 @@ def validate_measured(
                 getattr(by_device.get(t.device), "name", ""),
             )
         )
+    # the label says what predicted each kind of table: a microbenchmark run's rows are never
+    # the plain roofline bound's (that label was every bench-only set's, beside the same
+    # figure plain validate printed as the unfused roofline on the run's measured ceilings)
+    bench = sorted({Path(t.meta["sidecar"]).stem for t in mset.tables if t.table == "bench"})
+    labels = [lab for _, lab in sets] + ([label] if gpu_tables else [])
+    labels += [f"{', '.join(bench)}: {bench_prediction('unfused')}"] if bench else []
+    label = "; ".join(labels) or label
     if sets:
         out = [t for tabs, _ in sets for t in tabs] + out
-        label = "; ".join([*(lab for _, lab in sets), label])
     named = tuple(str(side) for side in kernel_sets) + tuple(mset.paths)
     plans, note = (
         _plan_profiles(by_device, gpu_tables, engine, named) if profile is None else ({}, "")
