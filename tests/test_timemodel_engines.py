@@ -1956,3 +1956,61 @@ def test_trtllm_encoder_rows_at_a_head_dim_off_the_mma_k_step_are_another_kernel
     sg, _ = _fitted("b200_sxm", "encoder_attention", "encoder_attention_perf",
                     "fit-b200-sxm-sglang", "sglang")  # fmt: skip
     assert {p.batch.variant for p in sg.parts} == {"encoder"}
+
+
+@pytest.mark.parametrize(
+    "system, engine, own, trt, median, p90",
+    [
+        # DeepSeek-V4's hyper-connection kernels from the other device's fit of the engine:
+        # before their units drew Hopper's bytes a clock (elementwise_time.HOPPER_DRAW_VARIANTS),
+        # vLLM H100 from B200 24.3% / 58.4%, B200 from H100 17.7% / 43.2%; SGLang 15.3% / 63.6%
+        # and 17.2% / 53.9%; after 14.9% / 34.3%, 14.4% / 25.7%, 11.2% / 45.3%, 12.5% / 30.0%
+        ("h100_sxm", "vllm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.16, 0.36),
+        ("b200_sxm", "vllm", "fit-h100-sxm-vllm", "default", 0.155, 0.28),
+        ("h100_sxm", "sglang", "fit-b200-sxm-sglang", "fit-b200-sxm", 0.12, 0.47),
+        ("b200_sxm", "sglang", "fit-h100-sxm-sglang", "default", 0.135, 0.32),
+    ],
+)
+def test_hyper_connection_kernels_leaving_the_device_out(system, engine, own, trt, median, p90):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import left_out_composed
+    from mlacalc.timemodel.profile import load_profile
+
+    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
+    prof = left_out_composed(load_profile(own), load_profile(trt), mlacalc.load_hardware(device))
+    (t,) = [x for x in load_measured(MEASURED / system / "mhc", engine=engine).tables]
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+    e = np.abs(err[mapped.modelled & np.isfinite(err)])
+    assert len(e) > 130
+    assert np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
+def test_hyper_connection_units_draw_hoppers_bytes_a_clock():
+    """A hyper-connection kernel's unit draws Hopper's HBM bytes a clock per SM on any device
+    (elementwise_time.HOPPER_DRAW_VARIANTS), not its share of the device's HBM: a call of a few
+    units takes about as long on B200 as on H100 (the clocks' 1,830 / 1,856 MHz), where a share of
+    B200's 2x HBM per SM drew twice as fast; a large call still streams at the HBM's rate."""
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.elementwise_time import HOPPER_DRAW_VARIANTS, streaming_terms
+    from mlacalc.words.kernels import KernelBatch
+
+    prm = {"eff_memory": 0.8, "sm_bandwidth": 1.0, "fixed_s": 0.0, "eff_compute": 0.5,
+           "l2_speedup": 1.0, "l2_share": 0.5}  # fmt: skip
+    nbytes = np.array([2.0**18, 2.0**34])  # 4 units; 262,144 units
+
+    def memory(variant, device):
+        fig = device_figures(mlacalc.load_hardware(device))
+        b = KernelBatch(kind="elementwise", dtype="bf16", flops=np.zeros(2), bytes=nbytes,
+                        calls=np.ones(2), shape={}, variant=variant)  # fmt: skip
+        return streaming_terms(b, fig, prm)["memory_s"]
+
+    assert HOPPER_DRAW_VARIANTS == ("mhc_pre", "mhc_post")
+    h, b = memory("mhc_post", "H100-SXM"), memory("mhc_post", "B200")
+    assert b[0] / h[0] == pytest.approx(1830 / 1856, rel=0.01)
+    assert h[1] / b[1] == pytest.approx(7.7 / 3.35, rel=0.01)
+    other = memory("", "B200")  # another streaming kernel keeps its share of B200's HBM
+    assert other[0] < 0.6 * b[0] and other[1] == pytest.approx(b[1])

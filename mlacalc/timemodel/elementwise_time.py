@@ -23,6 +23,7 @@ from mlacalc.timemodel.shared import (
     REFERENCE_CLOCK_HZ,
     col,
     combine,
+    hbm_per_sm_ratio,
     l2_resident_share,
     memory_share,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "CTA_WALK_NORM",
     "CTA_WALK_VARIANTS",
     "FUSED_WALK_NORM",
+    "HOPPER_DRAW_VARIANTS",
     "L2_PER_SM_KINDS",
     "OWN_CONV",
     "SM_BOUND_VARIANTS",
@@ -80,6 +82,22 @@ SM_BOUND_VARIANTS = (
     "mamba2_conv1d_update",
     *TOPK_VARIANTS,
 )
+
+#: Streaming kernels whose work units (64 KB pieces) each draw Hopper's HBM bytes a clock per SM
+#: (``sm_bandwidth`` in multiples of H100's HBM over its SMs, on any device), not a share of the
+#: device's own HBM over its SMs: DeepSeek-V4's hyper-connection kernels (variants ``mhc_pre``
+#: and ``mhc_post``, every engine's main kernel of each op). Their small calls take the same
+#: time on B200 as on H100 (vLLM's ``post`` at 1-96 tokens of 4,096: 6.2-7.1 us on H100, 6.6-8.6
+#: on B200; ``pre`` at 1-8 tokens of 7,168: 20.8-21.2 and 22.9-23.0 us), where a unit's share of
+#: the HBM over the SMs draws 2x on B200 (:func:`~mlacalc.timemodel.shared.hbm_per_sm_ratio`):
+#: a unit draws the loads its threads keep in flight (Little's law), bytes a clock. B200's fits
+#: of the share pinned ``sm_bandwidth`` at its lower bound (0.5), and each device's fit timed
+#: the other's calls under 1,024 tokens 17-56% off at the median (docs/time-model.md); the
+#: large ``post`` calls reach the same 0.81-0.84 of either HBM.
+#: On H100 (ratio 1) nothing changes. Not TensorRT-LLM's other ``pre`` kernels
+#: (``mhc_pre_trtllm_*``: a split-K GEMM and a CUDA-core FMA kernel, measured on B200 alone; the
+#: FMA kernel's fit, far from any HBM rate at 0.08 of it, went 3.6% -> 13.2% off with this draw).
+HOPPER_DRAW_VARIANTS = ("mhc_pre", "mhc_post")
 
 #: The p of the p-norm by which a fused chunked linear-attention kernel (``fused``: FlashInfer's
 #: chunked gated delta rule, vLLM's) overlaps its traffic with its chunks' walk. Chosen, not
@@ -245,7 +263,10 @@ def streaming_terms(
     reach = fig.hbm_bytes_per_s
     if batch.variant in SM_BOUND_VARIANTS:
         reach = min(reach, SM_BYTES_PER_CLOCK * fig.sm_count * fig.clock_hz)
-    bw = prm["eff_memory"] * reach * memory_share(units, fig, prm)
+    drawing = units
+    if batch.variant in HOPPER_DRAW_VARIANTS:
+        drawing = units / hbm_per_sm_ratio(fig)  # a unit's bytes a clock: Hopper's
+    bw = prm["eff_memory"] * reach * memory_share(drawing, fig, prm)
     resident = np.zeros(len(batch))
     if batch.kind == "quantize" and "elements" in batch.shape:
         # a warm replay on the same input (``warm_l2``: calls on one input, no L2 flush)
