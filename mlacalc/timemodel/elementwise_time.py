@@ -128,6 +128,17 @@ SM_BYTES_PER_CLOCK = 3.35e12 / 132 / REFERENCE_CLOCK_HZ
 #: 1.78 / 1.55 on H100 / B200).
 L2_PER_SM_KINDS = ("quantize",)
 
+#: Elements of its row a token's CTA of vLLM's per-tensor quantize kernels
+#: (``mapping.TOKEN_CTA_QUANTIZE_ENGINES``) takes a pass: it walks the row in whole blocks of
+#: them, a row's last block costing a whole one. Inferred from the tables, not the source: its
+#: dynamic-less-static difference (``computescale_perf``) at 1-16 tokens takes 0.6-0.7 us at
+#: every k up to 4,096, 1.1-1.2 at 5,120-8,192, 1.6-1.7 at 10,240-12,288, 2.1 at 16,384, 6.4 at
+#: 51,200 (13 blocks), 7.9 at 65,536 (16), on H100 and B200 alike (0.45-0.48 us a block); its
+#: static call (``scale_matrix_perf``) steps at the same k (H100 one token: 1.9-2.1, 2.3-2.4,
+#: 2.8, 3.2 us). (From recall, vLLM's per-token kernels launch min(k, 1,024) threads a token,
+#: csrc/quantization/fp8/common.cu: 4,096 is 1,024 threads of 4 elements; not checked.)
+QUANT_CTA_ELEMENTS = 4096
+
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
 #: prompt conv1d, one kernel for Mamba-2's and Gated DeltaNet's convs (their fits agree: a
 #: CTA's wait 3.6 us and ``scalar_load`` 1.29-1.31 on both devices; a row without ``units``,
@@ -291,9 +302,13 @@ def streaming_terms(
         # a quantize kernel that gives each token a CTA (vLLM's): each walks its row with the
         # loads its threads keep in flight, Hopper's bytes a clock per SM at ``sm_bandwidth``
         # (its rows of one token take 7.9 / 7.8 us for a 65,536-wide amax on H100 / B200, where
-        # the HBM per SM differs 2x), from the HBM or the L2, capped by what the call can draw
+        # the HBM per SM differs 2x), from the HBM or the L2, capped by what the call can draw;
+        # it walks its row in whole blocks of QUANT_CTA_ELEMENTS (``pad``: the share of its
+        # passes' lanes that load)
+        row = col(batch, "elements", 0) / np.maximum(rows, 1.0)
+        pad = np.ceil(row / QUANT_CTA_ELEMENTS) * QUANT_CTA_ELEMENTS / np.maximum(row, 1.0)
         cta = np.where(
-            rows > 0, units * prm["sm_bandwidth"] * SM_BYTES_PER_CLOCK * fig.clock_hz, np.inf
+            rows > 0, units * prm["sm_bandwidth"] * SM_BYTES_PER_CLOCK * fig.clock_hz / pad, np.inf
         )
         bw = np.where(rows > 0, np.minimum(prm["eff_memory"] * reach, cta), bw)
         l2_bw = np.minimum(l2_bw, cta)
@@ -306,7 +321,10 @@ def streaming_terms(
     extra = (np.maximum(col(batch, "launches", 1), 1.0) - 1.0) * prm["fixed_s"]
     # a row's CTA also waits on its own passes' synchronisations (a top-k selection's radix
     # passes over its row: about 8 us a row on H100 whatever its length, 10 us for one row of
-    # 2,048 keys, 124 us for 2,048 rows): ``unit_latency_s`` per wave of rows over the SMs
+    # 2,048 keys, 124 us for 2,048 rows): ``unit_latency_s`` per wave of rows over the SMs;
+    # a token-CTA quantize kernel's SMs each launch their share of its CTAs one after another
+    # (vLLM's static quantize at k = 32, 64 bytes a token: 2.1 us at 256 tokens, 6.9 at 8,192,
+    # 21.7 at 32,768 on H100, 21.4 on B200: 0.6 ns a token, 79 / 84 ns a CTA an SM)
     # a chunked linear-attention kernel's state recurrence: each (sequence, head) walks its
     # sequence's chunks one after another (``chunks`` a unit, ``seq_heads`` units), a wait of
     # ``unit_latency_s`` a chunk, in waves of units over the SMs (TensorRT-LLM's H100 rows: one

@@ -351,7 +351,14 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_share",
         "l2_speedup",
     ),
-    "quantize": ("eff_memory", "fixed_s", "sm_bandwidth", "l2_share", "l2_speedup"),
+    "quantize": (
+        "eff_memory",
+        "fixed_s",
+        "sm_bandwidth",
+        "l2_share",
+        "l2_speedup",
+        "unit_latency_s",  # a CTA an SM launches (rows with ``units``: vLLM's token CTAs)
+    ),
     **{k: _COMM_FIT for k in COMM_KINDS},
     "all_reduce": (*_COMM_FIT, "switch_eff"),
     "dispatch": (*_DEEPEP_FIT, "unit_latency_s"),
