@@ -1507,9 +1507,11 @@ ENGINE_ATTENTION = [
     # vLLM's fp8 prompts with its fp8 cache write at SM clocks (attention_time.
     # FP8_CACHE_WRITE_CLOCKS): 11.4% / 30.5% (H100), 12.2% / 34.4% (B200) before; 10.7% /
     # 29.6%, 10.4% / 27.7%; H100 10.7% / 29.2% with FlashAttention-3's fp8 192 build
-    # (FA3_FP8_PROMPT_BUILDS; bound p90 0.30 -> 0.295)
+    # (FA3_FP8_PROMPT_BUILDS; bound p90 0.30 -> 0.295); H100 10.6% / 28.9% -> 10.1% / 28.8%
+    # with its products in bf16 over the fp8 cache (attention_time.KV_UPCAST_PREFILL; bounds
+    # 0.11 / 0.295 -> 0.105 / 0.29)
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "fp8",
-                 "fit-h100-sxm-vllm", 0.11, 0.295, marks=pytest.mark.slow),
+                 "fit-h100-sxm-vllm", 0.105, 0.29, marks=pytest.mark.slow),
     # vLLM's bf16 prompts with its bf16 cache write at its share of the HBM (attention_time.
     # BF16_CACHE_WRITE_HBM): 8.7% / 26.0% (H100), 8.7% / 23.8% (B200) before; 7.8% / 23.8%,
     # 8.1% / 21.7%; from the other device 13.3% / 37.1% -> 11.5% / 29.0% (H100) and 11.4% /
@@ -2056,3 +2058,45 @@ def test_a_token_cta_walks_whole_blocks_and_each_sm_launches_its_ctas():
     assert launches[0] == pytest.approx(8e-8) and launches[1] == pytest.approx(249 * 8e-8)
     tiled, extra = seconds([1, 1], [2048, 4096], units=False)
     assert tiled[1] > 1.9 * tiled[0] and not extra.any()
+
+
+def test_vllms_hopper_fp8_prompt_multiplies_in_bf16():
+    # vLLM's FlashAttention-3 prompt on Hopper keeps a bf16 query over an fp8 cache
+    # (``kv_upcast``, attention_time.KV_UPCAST_PREFILL): its products, operand reads and
+    # exponentials are the bf16 kernel's (no V transpose, no probability conversion), where
+    # the fp8 kernel of the same shape multiplies at the fp8 peak; on Blackwell (TensorRT-LLM-gen,
+    # fp8 products) the column changes nothing. A model step's vLLM prompt on sm90 with an fp8
+    # cache takes it; SGLang's and a bf16 prompt's do not
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.attention_time import engine_attention_kernel, prefill_terms
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    shape = {"batch": np.ones(1), "q_len": np.full(1, 8192.0), "kv_len": np.full(1, 8192.0),
+             "n_heads": np.full(1, 32.0), "n_kv": np.full(1, 8.0), "head_pack": np.zeros(1),
+             "head_dim_qk": np.full(1, 256.0), "head_dim_v": np.full(1, 256.0)}  # fmt: skip
+    prm = default_params("attention_prefill")
+    flops = np.full(1, 2.0 * 32 * 8192 * 8193 / 2 * 512)
+
+    def compute(device, dtype, cols):
+        b = KernelBatch("attention_prefill", dtype, np.ones(1), flops, np.ones(1),
+                        {**shape, **cols})  # fmt: skip
+        return prefill_terms(b, device_figures(load_hardware(device)), prm)["compute_s"][0]
+
+    up = {"kv_upcast": np.ones(1)}
+    assert compute("H100-SXM", "fp8", up) == pytest.approx(compute("H100-SXM", "bf16", {}))
+    assert compute("H100-SXM", "fp8", up) > 1.2 * compute("H100-SXM", "fp8", {})
+    assert compute("B200", "fp8", up) == compute("B200", "fp8", {})
+
+    h100 = device_figures(load_hardware("H100-SXM"))
+    b200 = device_figures(load_hardware("B200"))
+    bare = {k: v for k, v in shape.items() if k != "head_pack"}
+
+    def step(engine, fig, dtype):
+        b = KernelBatch("attention_prefill", dtype, np.ones(1), flops, np.ones(1), bare)
+        return engine_attention_kernel(b, engine, fig).shape.get("kv_upcast")
+
+    assert step("vllm", h100, "fp8").tolist() == [1.0]
+    assert step("vllm", h100, "bf16") is None and step("vllm", b200, "fp8") is None
+    assert step("sglang", h100, "fp8") is None

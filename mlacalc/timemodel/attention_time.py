@@ -64,6 +64,7 @@ __all__ = [
     "FP8_PROMPT_TCGEN05_RATE",
     "GATHER_DECODE_VARIANTS",
     "HD192_SIDE_CALL_S",
+    "KV_UPCAST_PREFILL",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
     "PACKING_DECODE",
@@ -157,6 +158,23 @@ FP8_CACHE_WRITE_CLOCKS = 0.68
 #: million on H100, +1.5 on B200; SGLang's +0.65), and with them the query heads a KV head
 #: carries: -5 to -11% at 1-3, +3 to +14% at 16-64 (bf16, both devices)
 BF16_CACHE_WRITE_HBM = 0.48
+
+#: (engine, kernel generation) whose prompt kernel with an fp8 cache keeps a bf16 query and
+#: multiplies in bf16 (``kv_upcast`` 1): its products at the bf16 peak, its operands read from
+#: shared memory in bf16, no fp8 V transpose and no probability conversion; the fp8 cache is
+#: still what it reads from HBM. vLLM on Hopper (its FlashAttention-3 build; a model step's vLLM
+#: prompt on ``sm90`` with an fp8 cache the same). Read from the tables, not fitted:
+#: vLLM's H100 fit of the fp8 prompt class put its products at 0.509 of the fp8 peak, 1.02 of
+#: the bf16 peak (its bf16 class 1.0), where SGLang's fp8 FlashAttention-3 (which casts its
+#: query to fp8 first) reaches 1.0 of the fp8 peak; vLLM's H100 fp8 decode shows no query cast
+#: (its fp8 floors 0.7-1.5 us over bf16, SGLang's 3.2-3.5 us: a kernel); its fp8 prompts take
+#: 1.06 / 1.21 / 1.25 / 1.39 times the bf16 rows of the same shape at head dims 64 / 128 / 192 /
+#: 256 (medians over every shape), where B200's (TensorRT-LLM-gen, fp8 products) take 1.04 /
+#: 1.10 / 1.07: the products' share, which grows with the head dim, slowed, not sped up. The
+#: conversion of the K/V blocks itself is not counted: at the datasheet conversion rate on the
+#: products' path (a packed instruction per two elements of every block a tile walks) the rows
+#: read far too slow (H100 from B200 17.9%, +7% signed, against 14.0% without it)
+KV_UPCAST_PREFILL = frozenset({("vllm", "sm90")})
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to
@@ -302,7 +320,8 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     is timed with the packing its class was fitted on (the mapping's rule,
     ``mlacalc.measured.mapping``). SGLang and vLLM pack every query head of a KV head into a
     decode unit on every device, and into a prompt tile on Hopper (FlashAttention-3); SGLang on
-    Blackwell converts an fp8 kernel's query first (:data:`QUERY_CONVERT_KERNELS`)."""
+    Blackwell converts an fp8 kernel's query first (:data:`QUERY_CONVERT_KERNELS`); vLLM on
+    Hopper multiplies an fp8 cache's prompt in bf16 (:data:`KV_UPCAST_PREFILL`)."""
     if batch.kind not in ("attention_decode", "attention_prefill") or "head_pack" in batch.shape:
         return batch
     if batch.variant or "pooled_ratio" in batch.shape:
@@ -330,6 +349,13 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
+    if (
+        batch.kind == "attention_prefill"
+        and (engine, fig.kernel_generation) in KV_UPCAST_PREFILL
+        and batch.dtype.startswith("fp8")
+    ):
+        # its FlashAttention-3 prompt keeps a bf16 query and upcasts the fp8 cache
+        cols["kv_upcast"] = np.ones(len(batch))
     if engine == "sglang" and fig.tcgen05 and batch.dtype.startswith("fp8"):
         # SGLang's TensorRT-LLM-gen backend converts the query to fp8 first
         cols["q_convert"] = np.full(len(batch), QUERY_CONVERT_KERNELS)
@@ -474,14 +500,11 @@ def prefill_terms(
     # ``fixed_s`` and ``seq_s`` stay at 0 for the prefill kinds). The MLA prefill rows have one
     # head shape, which cannot tell the exponentials from the products: ``mla_prefill`` keeps
     # the default ``sfu_overlap``
-    # an fp8 kernel transposes each 128-key V block in shared memory before its MMA (the fp8
-    # tensor-core MMA takes its B operand K-major only; FlashAttention-3, section 3.3): the
-    # block's bytes read and written once through the SM's shared memory, part of the unit's
-    # serial work (a quarter of an fp8 block's MMA time at full rate whatever the head dim)
+    # an fp8 kernel's V transposes and probability conversions (_fp8_side_work); one that
+    # upcasts its fp8 K/V multiplies in bf16 (``kv_upcast``: :data:`KV_UPCAST_PREFILL`)
     fp8 = batch.dtype.startswith("fp8")
-    transpose = 0.0
-    if fp8 and not fig.tcgen05:  # Blackwell's MMA reads an MN-major fp8 operand as it is
-        transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    upcast = fp8 & (not fig.tcgen05) & (col(batch, "kv_upcast", 0) > 0)
+    transpose, convert = _fp8_side_work(batch, fig, unit_blocks, d_v, scores / side, upcast)
     flops = batch.flops * padded
     flops, d_qk, d_v, unit_scale = _built_head_dims(batch, flops, d_qk, d_v)
     if fp8:
@@ -491,6 +514,9 @@ def prefill_terms(
         pad_qk, pad_v = _fp8_prompt_head_dims(batch, fig, pack, d_qk, d_v)
         flops = flops * (pad_qk + pad_v) / np.maximum(d_qk + d_v, 1.0)
     flops = flops / rate  # a Blackwell kernel's products reaching less of their peak
+    # an upcasting kernel's products at the bf16 peak (counted against the fp8 peak the class
+    # divides by)
+    flops = np.where(upcast, flops * fig.peak(batch.dtype) / fig.peak("bf16"), flops)
     # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
     # walks, once per group of query rows one MMA instruction covers (``mma_rows``: a Hopper
     # warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at the SM's shared-memory
@@ -503,19 +529,12 @@ def prefill_terms(
         keys
         * reads
         * (d_qk + d_v)
-        * elem_bytes(batch.dtype)
+        * np.where(upcast, 2.0, elem_bytes(batch.dtype))
         / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     )
-    # an fp8 kernel converts each score's probability to fp8 and permutes it into the fp8
-    # MMA's register layout before the value product (FlashAttention-3, section 3.3): one
-    # instruction per two scores at the conversion rate, on the path between the softmax and
-    # the product, not hidden behind the MMAs
     pre_bytes = col(batch, "preprocess_bytes", 0)
     # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
-    convert = 0.0
-    if fp8:
-        convert = scores * 0.5 / (side * CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
     out = attention_time(
         batch,
         fig,
@@ -562,6 +581,33 @@ def prefill_terms(
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
     return out
+
+
+def _fp8_side_work(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    unit_blocks: np.ndarray,
+    d_v: np.ndarray,
+    scores: np.ndarray,
+    upcast: np.ndarray,
+) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """An fp8 prompt kernel's side work beside its products, seconds: the V transpose (a
+    unit's serial work) and the probability conversion (``scores``: at the side work's rate).
+    An fp8 kernel transposes each 128-key V block in shared memory before its MMA (the fp8
+    tensor-core MMA takes its B operand K-major only; FlashAttention-3, section 3.3): the
+    block's bytes read and written once through the SM's shared memory (a quarter of an fp8
+    block's MMA time at full rate whatever the head dim); Blackwell's MMA reads an MN-major fp8
+    operand as it is. It converts each score's probability to fp8 and permutes it into the
+    fp8 MMA's register layout before the value product (the same section): one instruction
+    per two scores at the conversion rate, on the path between the softmax and the product,
+    not hidden behind the MMAs. A kernel that upcasts its fp8 K/V (``upcast``) does neither."""
+    if not batch.dtype.startswith("fp8"):
+        return 0.0, 0.0
+    transpose = 0.0
+    if not fig.tcgen05:
+        transpose = unit_blocks * 2.0 * 128.0 * d_v / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    convert = scores * 0.5 / (CONVERT_PER_CLOCK * fig.sm_count * fig.clock_hz)
+    return np.where(upcast, 0.0, transpose), np.where(upcast, 0.0, convert)
 
 
 def _causal_tail_s(
