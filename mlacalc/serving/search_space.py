@@ -533,9 +533,14 @@ def _add_layout(
                 )
             except MlacalcError:
                 return
-            key = (fewest.tp, fewest.dp, fewest.pp, fewest.ep, fewest.dp_attention)
+            dpa = fewest.dp_attention and fewest.dp > 1  # one group a stage: plain TP, below
+            key = (fewest.tp, fewest.dp, fewest.pp, fewest.ep, dpa)
             refused.setdefault(key, f"ruled out by --redundant-experts {red}")
         return
+    if lay.dp_attention and lay.dp == 1:
+        # one attention group a stage is plain TP (LayoutLimits.breaks reads it so): the same
+        # layout and figures as DP-attention off, timed once (a review: TP4 PP2 EP4 twice)
+        lay = make_layout(m, gpus, **{**kw, "dp_attention": False})
     key = (lay.tp, lay.dp, lay.pp, lay.ep, lay.dp_attention, lay.redundant_experts)
     if key not in seen:
         seen.add(key)
