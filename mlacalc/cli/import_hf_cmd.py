@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import click
@@ -33,7 +32,7 @@ def command(config, output, force):
     Example:
       mlacalc import-hf ./DeepSeek-V3/config.json -o deepseek-v3-local.yaml
     """
-    m = _sized_name(load_model(config))
+    m = load_model(config)  # named as every route names it (models.hf._translate._name)
     text = model_yaml(m, config)
     if output == "-":
         output = None  # standard output, as the help says of no -o
@@ -72,47 +71,6 @@ def command(config, output, force):
     else:
         click.echo(text, nl=False)
     _say_defaults(m, config)
-
-
-def _sized_name(m):
-    """A model the import named after a folder whose name says nothing of it
-    (:func:`_says_nothing`; no repository id in ``_name_or_path`` / ``name_or_path``: a
-    config.json in /tmp/x/q/ was "q"), named ``model_type`` and its size instead
-    (``qwen3-moe-235b``), and the note saying so; any other name as imported (a folder
-    ``Llama-3.3-70B-Instruct/`` names its model, as :func:`~mlacalc.load_model` names it)."""
-    notes = [n for n in m.derived if isinstance(n, NamedAfter)]
-    if not notes or not notes[0].startswith(f"named {m.name!r} after its folder "):
-        return m
-    if not _says_nothing(m.name):  # "llama-3.3-70b-instruct" names the model: kept, as load does
-        return m
-    billions = param_counts(m).total / 1e9
-    size = f"{billions:.0f}b" if billions >= 10 else f"{billions:.1f}b"
-    name = f"{m.model_type.replace('_', '-')}-{size}"
-    said = NamedAfter(
-        f"named {name!r} after model_type {m.model_type!r} and its {size.upper()} parameters "
-        f"(no repository id in _name_or_path/name_or_path; the folder is {m.name!r})"
-    )
-    derived = tuple(said if n is notes[0] else n for n in m.derived)
-    return dataclasses.replace(m.with_changes(name=name), derived=derived)
-
-
-#: folder names that say nothing of the model in them (a download's or a work folder's)
-_GENERIC_FOLDERS = frozenset(
-    {"model", "models", "config", "configs", "checkpoint", "checkpoints", "hf", "main", "tmp"}
-)
-
-
-def _says_nothing(folder: str) -> bool:
-    """Whether a folder's name says nothing of the model it holds: shorter than three
-    characters, no letter, a snapshot's hex hash (12 hex digits or more), or a generic word."""
-    name = folder.lower()
-    hexadecimal = len(name) >= 12 and all(c in "0123456789abcdef" for c in name)
-    return (
-        len(name) < 3
-        or not any(c.isalpha() for c in name)
-        or hexadecimal
-        or name in _GENERIC_FOLDERS
-    )
 
 
 def _say_defaults(m, config: str) -> None:

@@ -474,11 +474,33 @@ def _family(data: dict, origin: str) -> tuple[Family, str]:
     return unit, resolve_model_type(model_type)
 
 
+#: folder names that say nothing of the model in them (a download's or a work folder's)
+GENERIC_FOLDERS = frozenset(
+    {"model", "models", "config", "configs", "checkpoint", "checkpoints", "hf", "main", "tmp"}
+)
+
+
+def says_nothing(folder: str) -> bool:
+    """Whether a folder's (or file's) name says nothing of the model it holds: shorter than
+    three characters, no letter, a snapshot's hex hash (12 hex digits or more), or a generic
+    word (:data:`GENERIC_FOLDERS`)."""
+    name = folder.strip().lower()
+    hexadecimal = len(name) >= 12 and all(c in "0123456789abcdef" for c in name)
+    return (
+        len(name) < 3
+        or not any(c.isalpha() for c in name)
+        or hexadecimal
+        or name in GENERIC_FOLDERS
+    )
+
+
 def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str]:
-    """The model's name and where it came from: the last part of ``_name_or_path`` (else
+    """The model's name and where it came from, the one naming of a config.json every route
+    reads (load_model, plan, search, import-hf): the last part of ``_name_or_path`` (else
     ``name_or_path``) where that is a repository id or a path (``meta-llama/Llama-2-7b-hf``: a
     downloaded ``config.json`` sits in a folder named by a snapshot hash, so its own name says
-    nothing), else the file's folder (or name), else ``model_type``. A bare word there
+    nothing), else the file's folder (or name) where it names the model (:func:`says_nothing`:
+    not a hash, a generic word or a short one), else ``model_type``. A bare word there
     (``llama_nemotron_super``) is the exporter's alias, not the repository's name."""
     stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
     if stem.lower().endswith(".config") and len(stem) > len(".config"):
@@ -486,8 +508,14 @@ def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str
     where = "folder" if Path(origin).name == "config.json" else "file name"
     tried = [(k, (v or "").strip().rstrip("/")) for k, v in given.items()]
     picks = [(v.split("/")[-1], f"the last part of {k} {v!r}") for k, v in tried if "/" in v]
-    picks += [(stem, f"its {where} {stem!r} (no repository id in _name_or_path/name_or_path)")]
-    picks += [(v, f"{k} {v!r}") for k, v in tried] + [(model_type, f"model_type {model_type!r}")]
+    nothing = "(no repository id in _name_or_path/name_or_path"
+    if says_nothing(stem):
+        nothing += f"; its {where} {stem!r} says nothing of the model)" if stem else ")"
+    else:
+        picks += [(stem, f"its {where} {stem!r} {nothing})")]
+        nothing += ")"
+    picks += [(v, f"{k} {v!r}") for k, v in tried]
+    picks += [(model_type, f"model_type {model_type!r} {nothing}")]
     for name, how in picks:
         name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
         if name:
