@@ -166,11 +166,13 @@ BF16_CACHE_WRITE_HBM = 0.48
 #: prompt on ``sm90`` with an fp8 cache the same). Read from the tables, not fitted:
 #: vLLM's H100 fit of the fp8 prompt class put its products at 0.509 of the fp8 peak, 1.02 of
 #: the bf16 peak (its bf16 class 1.0), where SGLang's fp8 FlashAttention-3 (which casts its
-#: query to fp8 first) reaches 1.0 of the fp8 peak; vLLM's H100 fp8 decode shows no query cast
-#: (its fp8 floors 0.7-1.5 us over bf16, SGLang's 3.2-3.5 us: a kernel); its fp8 prompts take
-#: 1.06 / 1.21 / 1.25 / 1.39 times the bf16 rows of the same shape at head dims 64 / 128 / 192 /
-#: 256 (medians over every shape), where B200's (TensorRT-LLM-gen, fp8 products) take 1.04 /
-#: 1.10 / 1.07: the products' share, which grows with the head dim, slowed, not sped up. The
+#: query to fp8 first) reaches 1.0 of the fp8 peak, its fp8 prompts 0.75-0.89 of its bf16 ones
+#: where vLLM's take 1.02-1.22 (0.1 ms to over 3 ms, the same shapes); vLLM's H100 fp8 decode
+#: shows no query cast (its fp8 floors 0.7-1.5 us over bf16, SGLang's 3.2-3.5 us: a kernel);
+#: its fp8 prompts take 1.06 / 1.21 / 1.25 / 1.39 times the bf16 rows of the same shape at head
+#: dims 64 / 128 / 192 / 256 (medians over every shape), where B200's (TensorRT-LLM-gen, fp8
+#: products) take 1.04 / 1.10 / 1.07: the products' share, which grows with the head dim,
+#: slowed, not sped up. The
 #: conversion of the K/V blocks itself is not counted: at the datasheet conversion rate on the
 #: products' path (a packed instruction per two elements of every block a tile walks) the rows
 #: read far too slow (H100 from B200 17.9%, +7% signed, against 14.0% without it)
