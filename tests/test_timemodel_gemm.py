@@ -770,3 +770,41 @@ def test_persistent_gemm_spreads_its_last_partial_wave():
             assert spread > 1.1, device
         else:
             assert spread < 1.05, (device, spread)  # before the rule: B200 1.38, H100 1.19
+
+
+def test_vllm_per_tensor_quantize_moves_at_a_rate_per_sm_and_clock():
+    """vLLM's per-tensor quantize (``quant_sm_bound`` rows, set by the mapping with its amax's
+    atomics) moves its passes' bytes at ``quant_sm_bytes`` per QUANT_SM_BYTES_PER_CLOCK bytes a
+    clock on every SM, so its time follows the SMs and clock from H100 to B200, not the HBM;
+    every other quantize keeps the class's HBM share at ``quant_bytes``."""
+    from mlacalc.measured.mapping import _Builder, _gemm_kernels
+    from mlacalc.timemodel.gemm_time import QUANT_SM_BYTES_PER_CLOCK
+
+    prm = default_params("gemm")
+    prm.update(quant_sm_bytes=1.5, quant_bytes=1.0, atomic_cycles=0.0)
+    cols = {"quantize_input": 1, "quant_passes": 2, "quant_launches": 3}
+    m, k = 8192, 16384
+    took = {}
+    for name in ("H100-SXM", "B200"):
+        fig = device_figures(load_hardware(name))
+        plain = kernel_terms(_gemm("fp8", m, 64, k, **cols), fig, prm)["extra_s"][0]
+        sm = kernel_terms(_gemm("fp8", m, 64, k, quant_sm_bound=1, **cols), fig, prm)
+        rate = fig.sm_count * fig.clock_hz * QUANT_SM_BYTES_PER_CLOCK
+        hbm = prm["eff_memory"] * fig.hbm_bytes_per_s
+        passes = m * k * 5.0  # two bf16 reads and the fp8 write
+        assert sm["extra_s"][0] - plain == pytest.approx(passes * (1.5 / rate - 1.0 / hbm))
+        took[name] = sm["extra_s"][0]
+    # the SMs times the clock, not the HBM (2.3x), part the two devices
+    assert 1.0 < took["H100-SXM"] / took["B200"] < 1.3
+    bld = _Builder(1)
+    _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [64.0], [64.0], quant_sm_bound=1.0)
+    _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [64.0], [64.0])
+    assert [float(p.batch.shape["quant_sm_bound"][0]) for p in bld.parts] == [1.0, 0.0]
+    # a model step's per-tensor fp8 GEMM under vLLM, not SGLang's
+    from mlacalc.timemodel.gemm_time import engine_gemm_kernel
+
+    step = _gemm("fp8", 64, 1024, 1024)
+    step.shape.pop("quantize_input", None)
+    fig = device_figures(load_hardware("B200"))
+    assert engine_gemm_kernel(step, "vllm", fig).shape["quant_sm_bound"][0] == 1.0
+    assert "quant_sm_bound" not in engine_gemm_kernel(step, "sglang", fig).shape

@@ -304,7 +304,7 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                     at,
                     v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11),
                 )
-    return slots.parts()
+    return slots.parts(t.engine)
 
 
 def _groups(models: np.ndarray, gemm: np.ndarray, ok: np.ndarray):

@@ -9,7 +9,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import MEASURED_SYSTEMS
 from mlacalc.measured.tables import MeasuredTable
-from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN
+from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN, QUANT_SM_BOUND_ENGINES
 from mlacalc.timemodel.host_floor import floors_measured, host_floor_seconds
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 
@@ -180,10 +180,11 @@ class KernelSlots:
         idx.extend(rows.tolist())
         vals.append(values)
 
-    def parts(self) -> list[KernelPart]:
+    def parts(self, engine: str = "") -> list[KernelPart]:
         """One part per (name, kind, dtype) and class variant: the variant a model step's
         kernel takes from its shape (:func:`~mlacalc.words.kernels.variant_of`: a GEMM of
-        several groups is a ``bmm``), row by row, as the step's kernels are batched."""
+        several groups is a ``bmm``), row by row, as the step's kernels are batched; the
+        table's ``engine`` says whose quantize its block-scaled GEMMs run."""
         out = []
         for (name, kind, dtype), (fields, idx, vals) in self._slots.items():
             v = np.concatenate(vals)
@@ -209,6 +210,10 @@ class KernelSlots:
                     # from shared memory and its output write hidden (gemm_time.BLOCK_STAND_IN)
                     shape["cutlass_dispatch"] = np.zeros(len(at))
                     shape[BLOCK_STAND_IN] = np.ones(len(at))
+                    # vLLM's quantize kernels move their bytes per SM and clock
+                    # (gemm_time.QUANT_SM_BOUND_ENGINES)
+                    sm_bound = float(engine in QUANT_SM_BOUND_ENGINES)
+                    shape["quant_sm_bound"] = np.full(len(at), sm_bound)
                 batch = KernelBatch(kind=kind, dtype=dtype, flops=v[at, 0], bytes=v[at, 1],
                                     calls=v[at, 2], shape=shape, variant=variant)  # fmt: skip
                 out.append(KernelPart(name, rows[at], batch))

@@ -125,6 +125,7 @@ from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import (
     MLA_QUANT_CTAS,
     PER_TENSOR_BMM,
+    QUANT_SM_BOUND_ENGINES,
     WIDE_FP4_TILE_ENGINES,
     WIDE_FP4_TILE_FIELD,
     step_block_fp8,
@@ -425,6 +426,7 @@ def _gemm_kernels(
     permute=0,
     variant="",
     amax_atomics=0.0,
+    quant_sm_bound=0.0,
     quant_ctas=0.0,
     cutlass_dispatch=0.0,
     scale_convert=0.0,
@@ -434,7 +436,9 @@ def _gemm_kernels(
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
     ``amax_atomics = 1`` where the amax kernel's blocks, one a token, each fold their maximum
-    into the scale with an atomic: ``quant_atomics`` = tokens; ``quant_ctas`` small CTAs a row
+    into the scale with an atomic: ``quant_atomics`` = tokens; ``quant_sm_bound = 1`` where its
+    passes move at a rate per SM and clock (``gemm_time.QUANT_SM_BOUND_ENGINES``);
+    ``quant_ctas`` small CTAs a row
     and group, SGLang's MLA BMM's, :data:`~mlacalc.timemodel.gemm_time.MLA_QUANT_CTAS`;
     ``cutlass_dispatch = 1`` where
     the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks
@@ -461,6 +465,8 @@ def _gemm_kernels(
             "quant_permute": 0,
             "quant_launches": 3,
             "quant_atomics": amax_atomics * g * m,
+            # its passes at a rate per SM and clock (gemm_time.QUANT_SM_BOUND_ENGINES)
+            "quant_sm_bound": quant_sm_bound * np.ones_like(m),
             "quant_ctas": quant_ctas * g * m,
             "cutlass_dispatch": cutlass_dispatch * np.ones_like(m),
         }
@@ -566,6 +572,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 weight_copies=copies[sel],
                 variant=str(var),
                 amax_atomics=atomics,
+                quant_sm_bound=float(t.engine in QUANT_SM_BOUND_ENGINES),
                 cutlass_dispatch=cutlass[sel],
                 scale_convert=convert[sel],
                 scale_unaligned=unaligned[sel],

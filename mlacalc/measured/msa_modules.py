@@ -190,4 +190,4 @@ def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
             slots.add(k1, at, v1 + b * (v2 - v1))
             if k1.name in CORE_VARIANTS:
                 slots.name_variant(k1, CORE_VARIANTS[k1.name])
-    return slots.parts()
+    return slots.parts(t.engine)

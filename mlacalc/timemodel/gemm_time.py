@@ -47,6 +47,8 @@ __all__ = [
     "PER_TENSOR_BMM",
     "PER_TENSOR_BMM_ENGINES",
     "POWER_LIMITED_DTYPES",
+    "QUANT_SM_BOUND_ENGINES",
+    "QUANT_SM_BYTES_PER_CLOCK",
     "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
     "TRTLLM_BLOCK_FP8_GEMM",
@@ -410,6 +412,25 @@ PER_TENSOR_BMM = "bmm_fp8"
 MLA_QUANT_CTAS = 2.0
 MLA_QUANT_CTA_CYCLES = 175.0
 
+#: vLLM's dynamic per-tensor fp8 quantize (``scaled_fp8_quant``: the amax, then the scaling
+#: pass; ``quant_sm_bound`` rows) moves its bytes at a rate per SM and clock, not at the HBM's:
+#: its call at n <= 64 (the GEMM a sliver, the input's passes the rest) takes 1.25-1.36 times as
+#: long an input element on H100 as on B200 at every size from 2^20 to 2^32 elements, where
+#: SGLang's and TensorRT-LLM's per-tensor quantize of the same calls take 2.1-2.4 times as long
+#: from 2^26 elements on (the HBM ratio, 3.35 against 7.7 TB/s) and the SMs times the clock
+#: differ by 1.1 times. The passes' bytes are timed against ``QUANT_SM_BYTES_PER_CLOCK`` bytes
+#: a clock on every SM (a unit: the class's fitted ``quant_sm_bytes`` is the pass's cost in it:
+#: 1.63 on H100, 1.76 on B200, where in HBM passes the two fits had read 1.12 and 2.38), so a
+#: fit on one device carries to the other by its SMs and clock.
+QUANT_SM_BYTES_PER_CLOCK = 16.0
+#: The engines whose quantize kernels move their bytes so: vLLM's, its per-tensor fp8 GEMM's
+#: (the ``gemm_perf`` rows, a model step's) and the block-scaled GEMMs of its DeepSeek-V4 and
+#: MiniMax-M3 module rows (:data:`BLOCK_STAND_IN`, ``measured.mapped.KernelSlots``), whose fit
+#: on B200 had held the class's B200 reading (with the HBM at 1 pass instead, B200's fitted
+#: HCA prompts 4.7% -> 8.8%). Not its nvfp4 GEMM's quantize: B200's own nvfp4 fit moves it at
+#: 0.95 of an HBM pass, about the HBM's rate.
+QUANT_SM_BOUND_ENGINES = frozenset({"vllm"})
+
 
 def per_tensor_bmm(batch: KernelBatch, engine: str) -> KernelBatch:
     """``batch`` as ``engine`` runs a model step's fp8 MLA absorption BMM
@@ -476,6 +497,8 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
     if "cutlass_dispatch" in batch.shape or engine not in CUTLASS_FP8_ENGINES:
         return batch
     shape = {**batch.shape, "cutlass_dispatch": np.ones(len(batch))}
+    if engine in QUANT_SM_BOUND_ENGINES:  # its quantize's passes per SM and clock
+        shape["quant_sm_bound"] = np.ones(len(batch))
     return dataclasses.replace(batch, shape=shape)
 
 
@@ -788,7 +811,13 @@ def _input_quantization(c: _Call) -> np.ndarray:
     written = 0.5 + 1.0 / 16 if batch.dtype == "nvfp4" else 1.0
     qbytes = c.groups * c.m * c.k * (2.0 * passes + written)
     launches = np.asarray(batch.shape.get("quant_launches", passes), dtype=np.float64)
-    bw = prm["eff_memory"] * c.fig.hbm_bytes_per_s
+    # the passes' bandwidth: the class's share of the HBM at ``quant_bytes``, or for vLLM's
+    # per-tensor quantize a rate per SM and clock at ``quant_sm_bytes``
+    # (QUANT_SM_BYTES_PER_CLOCK)
+    sm_bound = col(batch, "quant_sm_bound", 0) > 0
+    sm_rate = c.fig.sm_count * c.fig.clock_hz * QUANT_SM_BYTES_PER_CLOCK
+    bw = np.where(sm_bound, sm_rate, prm["eff_memory"] * c.fig.hbm_bytes_per_s)
+    cost = np.where(sm_bound, prm.get("quant_sm_bytes", 1.0), prm["quant_bytes"])
     # a per-tensor amax whose blocks (one a token: ``quant_atomics``) each fold their maximum
     # into the one fp32 scale with an atomic: the atomics on one address are served one after
     # another at the L2 (``atomic_cycles`` each), so the reduction lasts at least that chain,
@@ -799,11 +828,11 @@ def _input_quantization(c: _Call) -> np.ndarray:
     # MLA_QUANT_CTA_CYCLES SM cycles each, over all the SMs
     fig = c.fig
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
-    amax_read = prm["quant_bytes"] * c.groups * c.m * c.k * 2.0 / bw
+    amax_read = cost * c.groups * c.m * c.k * 2.0 / bw
     return np.where(
         quantized,
         prm["quant_fixed_s"] * launches
-        + prm["quant_bytes"] * qbytes / bw
+        + cost * qbytes / bw
         + np.maximum(atomics - amax_read, 0.0)
         + ctas,
         0.0,

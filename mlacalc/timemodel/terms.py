@@ -113,6 +113,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "act_passes": (0.0, 20.0, "bf16 passes over each MoE (token, expert) row around the GEMMs"),
     "quant_fixed_s": (0.0, 5e-5, "fixed cost of one quantization pass over a GEMM's input, s"),
     "quant_bytes": (0.0, 8.0, "cost of one quantization pass over the input, in HBM passes"),
+    "quant_sm_bytes": (0.0, 8.0, "the same for a quantize bound per SM and clock, in 16 B a clock"),
     "link_eff": (0.02, 1.0, "fraction of the scale-up link bandwidth a collective reaches"),
     "latency_steps": (0.0, 20.0, "link latencies per algorithm step, at the reference clock"),
     "proto_s": (0.0, 5e-5, "synchronisation per step of a bulk-copy collective, seconds"),
@@ -193,6 +194,8 @@ DEFAULTS: dict[str, float] = {
     # in the shipped fit on its H100 gemm_perf rows, 11.1 on its B200 rows (6.3 and 6.0 ns);
     # the starting value is the first fit's, before the CUTLASS tile rule (11.8)
     "atomic_cycles": 11.8,
+    # vLLM's per-tensor quantize passes per SM and clock (gemm_time.QUANT_SM_BYTES_PER_CLOCK)
+    "quant_sm_bytes": 1.0,
     "launch_s": 2e-6,
     "qhead_unit": 0.1,
     "switch_eff": 1.0,
@@ -376,6 +379,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = (*names, "promote_cycles", "convert_row_cycles", "host_s", "align_s")
     if kind == "gemm" and dtype == "fp8":
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
+        names = (*names, "quant_sm_bytes")  # vLLM's quantize, bound per SM and clock
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
         names = (*names, "dequant_s")
     if kind == "mla_decode" and dtype == "fp8":

@@ -43,6 +43,7 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   (passes over the input), ``quant_permute`` (1 = the quantize also permutes),
   ``quant_launches`` (the quantization's graph nodes; default one a pass), ``quant_atomics``
   (atomics by which a per-tensor amax folds its blocks, one a token, into its one scale),
+  ``quant_sm_bound`` (1 = the quantize moves its bytes per SM and clock: vLLM's),
   ``cutlass_dispatch`` (1 = CUTLASS's ``scaled_mm``, whose tile the row count picks: SGLang's
   and vLLM's per-tensor fp8 GEMM);
 - attention classes: ``kv_bytes`` (bytes per cached element), ``page_size``, ``sinks``,
