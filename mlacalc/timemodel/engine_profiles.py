@@ -32,7 +32,6 @@ from mlacalc.timemodel.moe_time import (
     DEEPGEMM_MOE,
     ENGINE_MOE_KERNEL,
     TRTLLM_MOE,
-    TRTLLM_OWN_MOE,
     flashinfer_cutlass_moe,
 )
 from mlacalc.timemodel.profile import (
@@ -163,9 +162,10 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     ``hardware``'s, with the MoE classes the engine runs there through TensorRT-LLM's own MoE
     kernels (FlashInfer's ``trtllm`` backend on data-centre Blackwell:
     :data:`~mlacalc.timemodel.moe_time.TRTLLM_MOE`) taken from TensorRT-LLM's profile ``base``
-    fitted on ``prof``'s generation: its class of the dtype where that is TensorRT-LLM's own
-    kernel (its CUTLASS MoE on Hopper: :data:`~mlacalc.timemodel.moe_time.TRTLLM_OWN_MOE`),
-    else its own bf16 class; each noted as a stand-in. The engine's own class of such a
+    fitted on ``prof``'s generation: its own bf16 class at each dtype's rate and bytes (its
+    Hopper classes of fp8 and block-scaled fp8 time its CUTLASS MoE's costs of those dtypes,
+    :data:`~mlacalc.timemodel.moe_time.TRTLLM_OWN_MOE`, which TensorRT-LLM-gen's kernels do not
+    pay); each noted as a stand-in. The engine's own class of such a
     dtype, fitted on another kernel (SGLang's Triton MoE on H100), stays the class of that
     kernel's variant (:data:`~mlacalc.timemodel.moe_time.ENGINE_MOE_KERNEL`), which a table of
     the device holds apart. A class that on ``hardware``'s generation is FlashInfer's CUTLASS
@@ -207,17 +207,19 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     classes = dict(prof.classes)
     notes = list(prof.notes)
     kept = ENGINE_MOE_KERNEL.get((prof.engine, src), {})
-    own, plain = TRTLLM_OWN_MOE.get(src, ()), class_key("moe", "bf16")
+    lent = class_key("moe", "bf16")
     for dtype in moved:
-        # TensorRT-LLM's own class of the dtype; else (its Hopper MXFP4 class is the Triton
-        # MoE's; no Hopper table of nvfp4, w4a8 MXFP4 or int4) its own bf16 class: the same
-        # library's routing, permutation and fused passes around its grouped GEMMs, at the
-        # dtype's rate and bytes. TensorRT-LLM-gen's fp4 kernels quantize their activations
-        # inside the routing and FC1's epilogue, with no passes of their own over 1x128 blocks
-        # as Hopper's block-scaled fp8 MoE pays (TensorRT-LLM's H100 fit: act_passes 14.8, its
-        # bf16 class 5.3-5.8), so not the block-scaled fp8 class either
+        # TensorRT-LLM's own bf16 class, for every dtype: the same library's routing,
+        # permutation and fused passes around its grouped GEMMs, at the dtype's rate and bytes.
+        # No Hopper table times a TensorRT-LLM-gen kernel; TensorRT-LLM's Hopper fp8 and
+        # block-scaled fp8 classes (its CUTLASS MoE's, TRTLLM_OWN_MOE) carry those kernels' own
+        # costs over its bf16 class: the per-tensor fp8 CUTLASS MoE 2.5 us a wave of tiles
+        # (its bf16 0.7 us on H100, 1.4 pooled), the block-scaled one 14.3 bf16 passes around
+        # its GEMMs over Hopper's 1x128 activation blocks (bf16 5.6). TensorRT-LLM-gen's
+        # kernels quantize their activations inside the routing and FC1's epilogue (fp4) or
+        # take them quantized (fp8), so neither (docs/time-model.md, "TensorRT-LLM's bf16
+        # class for every TensorRT-LLM-gen dtype")
         name = class_key("moe", dtype)
-        lent = name if dtype in own else plain
         if lent not in base.classes:
             continue
         if name in prof.classes and dtype in kept:
