@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mlacalc.cost.attention import indexer_dtype_note
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.model_step import stored_attention_cost
@@ -358,15 +357,7 @@ def model_report(
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
         **attention,
         # what the figures are not, said once: a checkpoint's own fp8 cache sized otherwise
-        # and a DSA model's indexer keys sized in a width no shared source gives
-        "notes": [
-            n
-            for n in (
-                checkpoint_kv_note(m, layout.name, layout.bits),
-                indexer_dtype_note(m, layout),
-            )
-            if n
-        ],
+        "notes": [n for n in (checkpoint_kv_note(m, layout.name, layout.bits),) if n],
     }
 
 

@@ -56,8 +56,9 @@ def test_linear_layers_add_nothing():
 
 def test_dsa_layers_add_the_indexer_key():
     path = HF_CONFIGS / "deepseek-v3.2.config.json"
-    # 61 layers x (latent 512 + RoPE 64 + indexer key 128) x 2 bytes
-    assert kv_cache(mlacalc.load_model(path), 1).bytes_per_token == 61 * 704 * 2
+    # 61 layers x ((latent 512 + RoPE 64) x 2 bytes + the indexer key: 128 fp8 values and a
+    # float32 scale, whatever the cache's layout; it was 128 x 2 beside a bf16 cache)
+    assert kv_cache(mlacalc.load_model(path), 1).bytes_per_token == 61 * (576 * 2 + 132)
 
 
 def test_an_nvfp4_cache_counts_its_scales_and_a_bare_fp4_cache_none():

@@ -203,8 +203,9 @@ def test_dsa_step_carries_the_indexer_flops_of_the_engine(config, phase, S, B, q
     else:
         assert scores.shape["kv_len"] == pairs // new and scores.shape["q_len"] == new * n_i
     assert scores.shape["n_kv"] == 1
-    # keys of every token read once (bf16 cache), one float32 logit per (query, key) written
-    assert scores.bytes == 2 * T * n_i * (d_i + 1) + B * S * d_i * 2 + B * new * S * 4
+    # keys of every token read once (fp8 with a float32 scale a 128 values, whatever the
+    # cache: they were read at bf16 beside a bf16 cache), one float32 logit per (query, key)
+    assert scores.bytes == 2 * T * n_i * (d_i + 1) + B * S * (d_i + 4) + B * new * S * 4
     assert by_name["indexer_topk"].flops == 0
     core = next(k for k in kernels if k.name == "attention")
     assert core.shape["window"] == m.index_topk  # the core attends the top-k keys only

@@ -52,8 +52,9 @@ def test_dsa_yaml_without_indexer_fields_takes_the_class_defaults(tmp_path, mode
     model = mlacalc.load_model(_write(tmp_path, DSA_YAML.format(model_type=model_type)))
     assert (model.index_n_heads, model.index_head_dim, model.index_topk) == (heads, 128, 2048)
     assert {d.split(" = ")[0] for d in model.derived} >= set(INDEXER)
-    # 61 layers x (latent 512 + RoPE 64 + indexer key 128) x 2 bytes (the indexer key at bf16)
-    assert mlacalc.kv_cache_bytes(model, 1) == 61 * (512 + 64 + 128) * 2
+    # 61 layers x ((latent 512 + RoPE 64) x 2 bytes + the indexer key: 128 fp8 values and a
+    # float32 scale)
+    assert mlacalc.kv_cache_bytes(model, 1) == 61 * ((512 + 64) * 2 + 128 + 4)
 
 
 def test_partial_indexer_is_refused_by_name():

@@ -71,28 +71,16 @@ def test_search_sizes_the_engines_layout_as_plan():
 
 
 @pytest.mark.parametrize("engine", ["trtllm", "sglang", "vllm"])
-def test_dsa_indexer_keys_beside_a_bf16_cache_are_said_assumed(engine):
-    """GLM-5.1 with a bf16 cache: 78 x (1,152 + 256) = 109,824 B a token, the indexer keys in
-    bf16. Published sources give only DeepSeek's released inference code for V3.2's fp8 keys
-    with a float32 scale (132 B), nothing of what an engine keeps beside a bf16 cache (a trial
-    recalled fp8 in SGLang and vLLM: 1,284 B a layer); the figure stays and the plan and
-    report say it is an assumption (silent before), naming the sources as a user has them
-    (it had said "the shared references", the project's own corpus)."""
-    import mlacalc
-    from mlacalc.cost.attention import indexer_dtype_note
+def test_dsa_indexer_keys_beside_a_bf16_cache_are_fp8(engine):
+    """GLM-5.1 with a bf16 cache: 78 x (1,152 + 132) = 100,152 B a token, the indexer keys in fp8
+    with a float32 scale a 128 values, as DeepSeek's released inference code for V3.2 keeps
+    them beside its bf16 latent and as the DSA module tables' engines score them (DeepGEMM's
+    fp8 logits). They were sized in bf16 (109,824 B) with a warning that the width was
+    assumed, while the indexer_scores kernel was timed as fp8."""
     from mlacalc.report import model_report
 
     p = plan("glm-5.1", "B200", 8, dp_attention=True, ep=8, seq_len=9000, engine=engine)
-    assert p.kv_bytes_per_token_per_gpu == LAYERS * (1152 + 256) == 109_824
-    said = [w for w in p.warnings if "indexer keys" in w]
-    assert len(said) == 1 and "an assumption" in said[0] and "(132 B)" in said[0]
-    assert "shared references" not in said[0] and "published sources" in said[0]
-    assert "DeepSeek's released inference code for V3.2" in said[0]
-    assert "beside a bf16 cache" in said[0]
-    glm = mlacalc.load_model("glm-5.1")
-    assert "beside an fp4 cache" in indexer_dtype_note(glm, "fp4")  # had said "a fp4"
-    fp8 = plan("glm-5.1", "B200", 8, dp_attention=True, ep=8, seq_len=9000, kv_dtype="fp8")
-    assert not [w for w in fp8.warnings if "indexer keys" in w]
-    notes = model_report("glm-5.1", seq_len=4096)["notes"]
-    assert [n for n in notes if "indexer keys" in n and "an assumption" in n]
+    assert p.kv_bytes_per_token_per_gpu == LAYERS * (1152 + INDEXER) == 100_152
+    assert not [w for w in p.warnings if "indexer keys" in w]
+    assert not model_report("glm-5.1", seq_len=4096)["notes"]
     assert not model_report("deepseek-v3", seq_len=4096)["notes"]

@@ -46,7 +46,6 @@ __all__ = [
     "chunked_keys_and_pairs",
     "evaluate",
     "indexer_cost",
-    "indexer_dtype_note",
     "indexer_row_bytes",
     "kv_row",
     "model_dims",
@@ -463,7 +462,7 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     fused = weights + io + batch * keys * cache_row_bytes + batch * q * cache_row_bytes
     if model.index_topk is not None and not model.every_indexer_shared:
         # DSA: the indexer scores every key (a shared layer reuses the previous one's top-k)
-        extra, extra_bytes = indexer_cost(model, q, seq_len, batch, causal, layout, w_bits)
+        extra, extra_bytes = indexer_cost(model, q, seq_len, batch, causal, w_bits)
         for stage, flops in extra.items():
             stage_flops[stage] += layers * flops
         fused += extra_bytes
@@ -490,41 +489,24 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
     )
 
 
-def indexer_row_bytes(model: ModelConfig, layout: Any = None) -> int:
-    """Bytes of one token's indexer key in one DSA layer (bf16 when no layout is given)."""
-    layout = resolve_kv_layout("bf16" if layout is None else layout)
-    if layout.bits == 8 and not layout.scale_group:
-        layout = resolve_kv_layout("fp8_ds_mla")  # fp8 keys with a float32 scale per 128
-    return layout.row_bytes(model.index_head_dim)
+#: The cache layout of a DSA layer's indexer keys, whatever the latent cache's: fp8 (e4m3) with
+#: one float32 scale a 128 values (132 B for ``index_head_dim`` 128). DeepSeek's released
+#: inference code for V3.2 keeps them so (DeepSeek-V3.2-Exp ``inference/model.py``, class
+#: ``Indexer``: ``k_cache`` float8_e4m3fn and ``k_scale_cache``, published-facts.md; its
+#: latent cache beside them in bf16, from recall); the DSA module tables' engines quantize
+#: the indexer's query and key to fp8 and score them with DeepGEMM's fp8 MQA logits
+#: (``mlacalc.measured.mapping``: ``index_k_cache``, ``mqa_logits`` at ``dim + 4`` bytes a
+#: key); from recall, SGLang's NSA pool (``index_k_with_scale_buffer``), vLLM's
+#: ``DeepseekV32IndexerCache`` and TensorRT-LLM's DSA cache manager hold the same 132 B
+#: whatever ``--kv-dtype`` says.
+INDEXER_KEY_LAYOUT = "fp8_ds_mla"
 
 
-def indexer_dtype_note(model: ModelConfig, layout: Any) -> str:
-    """The sentence a front end says where a DSA model's indexer keys are sized in a cache
-    layout that is not 8 bits (bf16: 256 B a layer for ``index_head_dim`` 128), ``""``
-    elsewhere: that width is an assumption. Published sources say only what DeepSeek's
-    released inference code for V3.2 keeps, fp8 keys with a float32 scale a 128 values
-    (132 B; DeepSeek-V3.2-Exp ``inference/model.py``, class ``Indexer``, as
-    published-facts.md quotes it), not what SGLang, vLLM or TensorRT-LLM keep beside a bf16
-    cache (a trial recalled fp8 in SGLang and vLLM whatever the cache's dtype: recall, not a
-    source, so the figure stays)."""
-    layout = resolve_kv_layout("bf16" if layout is None else layout)
-    if model.index_topk is None or not model.is_mla or model.every_indexer_shared:
-        return ""
-    if layout.bits == 8:  # sized as DeepSeek's code keeps it: fp8 with a float32 scale
-        return ""
-    return (
-        f"{model.label}'s DSA indexer keys are sized in {layout.name} like the cache "
-        f"({indexer_row_bytes(model, layout):,} B a token and layer), an assumption: "
-        "published sources give only DeepSeek's released inference code for V3.2, which keeps "
-        f"them in fp8 with a float32 scale a 128 values ({indexer_row_bytes(model, 'fp8'):,} "
-        f"B), not what an engine keeps beside {_article(layout.name)} {layout.name} cache; "
-        "--kv-dtype fp8 sizes them as that code does"
-    )
-
-
-def _article(name: str) -> str:
-    """ "a" or "an" before a dtype's name read letter by letter or as "int": an fp4, a bf16."""
-    return "an" if name[:1].lower() in "aefhilmnorsx" else "a"
+def indexer_row_bytes(model: ModelConfig) -> int:
+    """Bytes of one token's indexer key in one DSA layer: fp8 with a float32 scale a 128
+    values (:data:`INDEXER_KEY_LAYOUT`), in every cache layout: what the KV sizing, the model
+    step's indexer kernels and their fp8 class all assume."""
+    return resolve_kv_layout(INDEXER_KEY_LAYOUT).row_bytes(model.index_head_dim)
 
 
 def indexer_cost(
@@ -533,7 +515,6 @@ def indexer_cost(
     seq_len: int,
     batch: int,
     causal: bool,
-    layout: Any,
     weight_bits: int,
 ) -> tuple[dict[str, int], int]:
     """Matmul FLOPs by stage and fused bytes of one DSA layer's indexer for one step.
@@ -543,7 +524,8 @@ def indexer_cost(
     (``weights_proj``, ``q_proj``), a key from the hidden state (``wk``, ``kv_proj``),
     and score every cached key on every indexer head (``core``: ``2 n_i d_i`` per
     (query, key) pair, all keys, causal or not as asked). Bytes: its weights once, the
-    indexer keys of the ``seq_len`` tokens read and of the new tokens written.
+    indexer keys of the ``seq_len`` tokens read and of the new tokens written, in fp8 with
+    their scales whatever the cache's layout (:func:`indexer_row_bytes`).
     """
     d, heads, width = model.hidden_size, model.index_n_heads, model.index_head_dim
     source = model.q_lora_rank or d
@@ -554,7 +536,7 @@ def indexer_cost(
         "core": 2 * batch * heads * width * attended_pairs(q, seq_len, None, causal),
     }
     weights = (source * heads * width + d * width + d * heads) * weight_bits // 8 + 2 * width * 2
-    row = indexer_row_bytes(model, layout)
+    row = indexer_row_bytes(model)
     return flops, weights + batch * (seq_len + q) * row
 
 

@@ -439,7 +439,7 @@ def indexer_kernels(
     tokens = b * q
     a_bits, w_bits = dtype_bits(act_dtype), dtype_bits(weight_dtype)
     gemm_dtype = gemm_class(act_dtype, weight_dtype, True)
-    row = indexer_row_bytes(model, kv_dtype)
+    row = indexer_row_bytes(model)
     norm_weights = packed_bytes(2 * width, 16)  # the key LayerNorm's weight and bias, bf16
     pairs = attended_pairs(q, S, None, cost.causal)
     logits = b * q * S * _LOGIT_BYTES

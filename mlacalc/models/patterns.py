@@ -658,7 +658,8 @@ class CacheSpec:
 
     ``token_elements[kind]`` is what one token adds to one layer of that kind
     (K and V rows, or the MLA latent plus the RoPE key; a DSA layer adds the
-    indexer key in ``indexer_elements``); a linear layer holds
+    indexer key in ``indexer_elements``, fp8 with its scales in the engine convention); a
+    linear layer holds
     ``conv_elements`` (activation dtype) and ``state_elements`` (``state_dtype``)
     per sequence whatever the context.
     """
@@ -692,10 +693,14 @@ class CacheSpec:
         if kind.mamba:
             s = _bytes_per_element(state_dtype, "state_dtype")
             beside = batch * (self.conv_elements * b + self.state_elements * s)
-        row = self.token_elements[kind.attention] + (
-            self.indexer_elements if (kind.attention == "dsa" and kind.indexer) else 0
-        )
-        return batch * kind.tokens_kept(seq_len, convention) * row * b + beside
+        row = self.token_elements[kind.attention] * b
+        if kind.attention == "dsa" and kind.indexer:
+            # the indexer key: in the cache's dtype in the reference (hf); the engines keep it
+            # in fp8 with a float32 scale a 128 values whatever the cache's
+            # (mlacalc.cost.attention.INDEXER_KEY_LAYOUT)
+            n = self.indexer_elements
+            row += n * b if convention == "hf" else n + 4 * -(-n // 128)
+        return batch * kind.tokens_kept(seq_len, convention) * row + beside
 
     def model_bytes(
         self,

@@ -838,7 +838,7 @@ def kv_bytes_per_sequence_per_gpu(
     ``ceil(H / tp)`` heads and ``ceil(G / tp)`` groups of B and C, a group replicated where
     the ranks outnumber the groups)."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
-    dsa_row = row + (indexer_row_bytes(m, layout) if m.index_topk else 0)
+    dsa_row = row + (indexer_row_bytes(m) if m.index_topk else 0)
     kinds = layer_pattern(m).layers
     state = None
 
@@ -877,7 +877,7 @@ def kv_bytes_per_sequence_per_gpu(
         per_stage = [math.floor(b * share) for b in per_stage]
     if m.sparse_block_size is not None:  # MiniMax-M3: each block-sparse layer's indexer key,
         # whole on every rank (one key for all the indexer's heads)
-        key = paged(context) * block_indexer_row_bytes(m, layout)
+        key = paged(context) * block_indexer_row_bytes(m)
         for j, stage in enumerate(stages):
             per_stage[j] += key * sum(kinds[i].attention == "msa" for i in stage)
     if m.linear_num_value_heads is not None:  # the state of the rank's linear heads

@@ -24,7 +24,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mlacalc.cost.attention import indexer_dtype_note
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import (
     FORMAT_BITS,
@@ -220,8 +219,6 @@ def engine_kv_layout(m: ModelConfig, kv: Any, engine: str) -> tuple[Any, str]:
             f"({_latent_row(m, 'fp8_ds_mla')} B a layer with its scales and bf16 RoPE, not "
             f"{_latent_row(m, 'fp8')})"
         )
-    if dsa and kv.bits != 8:  # the indexer keys' width beside a 16-bit cache: assumed
-        return kv, indexer_dtype_note(m, kv)
     if kv.name == "fp8_ds_mla" and not dsa:
         return kv, (
             f"--kv-dtype fp8_ds_mla is FlashMLA's fp8 layout for sparse (DSA) MLA, which vLLM "
