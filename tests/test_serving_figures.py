@@ -129,20 +129,28 @@ def test_ttfts_chunk_steps_and_the_prefill_row_are_in_ttfts_unit(run):
     assert float(chunk.split()[0]) < float(rows["TTFT"].split()[0])
 
 
-def test_prompts_beyond_the_chunk_say_the_tokens_and_that_the_queue_is_left_out(run):
-    """Qwen3-Next on 8 x H200 under SGLang (its defaults: chunk 8,192, max running what fits):
-    the plan said 'the prompts need more than 8192 tokens per step: requests queue for
-    prefill' beside 'requests in flight 2,868.0 (queued 0)'. Now it gives the tokens the
-    prompts need, the chunk a step carries, and that the figures leave that queue out."""
+def test_prompts_beyond_the_chunk_queue_for_prefill(run):
+    """Qwen3-Next on 8 x H200 under SGLang (its defaults: chunk 8,192, max running what fits),
+    2,868 in flight (what fits): the plan said 'the prompts need 11,472 tokens a step ... an
+    engine would queue requests for prefill, a wait these figures leave out' and timed every
+    step with those 11,472 prompt tokens (TTFT 0.154 s, queued 0, sustainable). The 2,048
+    whose prompts a chunk a step keeps up with run; the other 820 wait in the queue, TTFT
+    including their wait (Little's law), binding 'chunked prefill'. A plan not given the
+    requests in flight runs those 2,048 (it ran the 2,868 that fit)."""
     args = ["plan", "qwen3-next-80b-a3b", "-H", "H200", "--gpus", 8, "--isl", 2000,
             "--osl", 500, "--engine", "sglang", "--format", "json"]  # fmt: skip
     import json
 
-    doc = json.loads(run(*args)[0])
-    (said,) = [w for w in doc["warnings"] if "queue requests for prefill" in w]
-    need = 2000 * doc["concurrency"] / (1 + (500 - 1))  # prompts a step, one 2,000-token chunk
-    assert f"need {need:,.0f} tokens a step" in said and "8,192-token chunk" in said
-    assert "a wait these figures leave out" in said and doc["queued"] == 0
+    doc = json.loads(run(*args, "--concurrency", 2868)[0])
+    (said,) = [w for w in doc["warnings"] if "wait for prefill" in w]
+    assert "2,868 requests in flight exceed the 2,048 whose prompts chunked prefill" in said
+    assert "need 11,472 tokens a step" in said and "8,192-token chunk" in said
+    assert doc["queued"] == pytest.approx(820) and doc["decode_batch"] == 2048
+    assert doc["binding"] == "chunked prefill" and not doc["sustainable"]
+    latency = doc["ttft_s"] + (500 - 1) * doc["tpot_s"]
+    assert doc["output_tokens_per_s"] == pytest.approx(2868 * 500 / latency, rel=1e-9)
+    default = json.loads(run(*args)[0])
+    assert default["concurrency"] == 2048 and default["queued"] == 0 and default["sustainable"]
 
 
 def test_a_prefill_bound_queue_is_said_as_the_prefill_pools_not_the_memorys(run):
@@ -321,22 +329,39 @@ def test_random_arrivals_keep_littles_law(make, rate, osl, chunk):
 TP8 = dict(hardware="H200", gpus=8, tp=8, kv_dtype="fp8")
 
 
+#: The grids of a review's (review9 F2): requests/s and requests in flight per osl
+LOAD_GRIDS = {
+    2: (np.arange(0.5, 10, 0.5), range(1, 40)),
+    500: (np.arange(0.2, 8, 0.4), range(8, 401, 24)),
+}
+
+
+@pytest.mark.parametrize("osl", [2, pytest.param(500, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("chunk", [None, 512])
 @pytest.mark.parametrize("layout", ["dpa8", "tp8"])
-def test_tpot_never_falls_as_the_load_rises(layout, chunk):
-    """TPOT over a fine grid of request rates (open loop) and requests in flight (closed
-    loop), DeepSeek-V3 on 8 H200 under DP-attention (8 synced groups) and plain TP8, whole
-    prompts and chunks of 512. Before, the synced groups' share of prompt steps fell from 1 to
-    a half as the set's prompts a step passed 1: DPA8 chunked 2.5 -> 3.0/s TPOT 93.9 -> 62.5
-    ms, 8.0 -> 8.1/s 93.9 -> 79.1; whole prompts, 4 -> 5 in flight 148.2 -> 143.4 ms."""
+def test_tpot_and_ttft_never_fall_as_the_load_rises(layout, chunk, osl):
+    """TPOT and TTFT over grids of request rates (open loop; the sustained ones) and requests
+    in flight (closed loop; queued or not), DeepSeek-V3 on 8 H200 under DP-attention (8 synced
+    groups) and plain TP8, whole prompts and chunks of 512, osl 2 and 500. Before, the synced
+    groups' share of prompt steps fell from 1 to a half as the set's prompts a step passed 1:
+    DPA8 chunked 2.5 -> 3.0/s TPOT 93.9 -> 62.5 ms, 8.0 -> 8.1/s 93.9 -> 79.1; whole prompts,
+    4 -> 5 in flight 148.2 -> 143.4 ms. A closed loop's steps carried the prompt tokens its
+    requests brought past the chunk a step carries, and TTFT's wait for the others' runs
+    (their prompts a second times a run's time) fell where such a step grew faster than the
+    prompts did (DPA8 chunked, osl 2: 11 -> 12 in flight 604.1 -> 594.1 ms, 20 -> 21 653.0 ->
+    648.2, and five more); past that many requests the others now wait in the queue, as in an
+    engine whose step carries a chunk at most (figures.chunk_capacity), and TTFT rises by
+    their wait. TPOT at most flat past it (the running batch the chunk keeps up with)."""
     lay = DPA8 if layout == "dpa8" else TP8
-    kw = dict(isl=2000, osl=2, chunked_prefill=chunk)
-    open_ = [plan("deepseek-v3", **lay, **kw, request_rate=r) for r in np.arange(0.5, 10, 0.5)]
-    closed = [plan("deepseek-v3", **lay, **kw, concurrency=c) for c in range(1, 17)]
-    for figures in (open_, closed):
-        tpot = [p.tpot_s for p in figures if p.sustainable and p.tpot_s]
-        assert len(tpot) >= 5
-        assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(tpot)), tpot
+    kw = dict(isl=2000, osl=osl, chunked_prefill=chunk)
+    rates, in_flight = LOAD_GRIDS[osl]
+    open_ = [plan("deepseek-v3", **lay, **kw, request_rate=r) for r in rates]
+    closed = [plan("deepseek-v3", **lay, **kw, concurrency=c) for c in in_flight]
+    for figures in ([p for p in open_ if p.sustainable], closed):
+        assert len(figures) >= 2
+        for name in ("tpot_s", "ttft_s"):
+            seen = [getattr(p, name) for p in figures if getattr(p, name)]
+            assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(seen)), (name, seen)
 
 
 def test_chunked_prefill_at_a_low_request_rate_is_not_overloaded():

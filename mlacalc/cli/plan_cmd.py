@@ -133,7 +133,8 @@ def layout_options(f):
     "--concurrency",
     type=click.FloatRange(1, 1e9),
     default=None,
-    help="Requests in flight (default: as many as fit).",
+    help="Requests in flight (default: as many as fit and, under chunked prefill, whose "
+    "prompts a chunk a step keeps up with).",
 )
 @click.option(
     "--request-rate",
@@ -694,7 +695,8 @@ def unsustained_words(p) -> str:
     """Why the offered load is not kept up with: requests waiting, and for what."""
     if p.queued is None or not math.isfinite(p.queued):
         return "requests arrive faster than the deployment serves them"
-    pool = "the prefill pool" if p.binding == "prefill pool" else "a place in the batch"
+    pool = {"prefill pool": "the prefill pool", "chunked prefill": "prefill (the chunk a step)"}
+    pool = pool.get(p.binding, "a place in the batch")
     return f"{p.queued:,.0f} of the requests in flight wait for {pool}"
 
 

@@ -25,8 +25,10 @@ from mlacalc.serving.ranks import synced_groups, synced_prompts
 __all__ = [
     "Load",
     "MixTiming",
+    "chunk_capacity",
     "chunk_fluid",
     "chunk_hold",
+    "chunk_load",
     "chunked_figures",
     "closed_loop",
     "draft_seconds",
@@ -96,6 +98,9 @@ class Load:
     prefill_bound: bool = False
     decode_max: float | None = None
     warnings: tuple[str, ...] = ()
+    #: chunked prefill: the prompt tokens the requests in flight would bring a step and the
+    #: chunk a step carries, where they are more and the others queue for prefill (else None)
+    chunk_bound: tuple[float, int] | None = None
 
 
 def mix_timing(
@@ -181,9 +186,7 @@ def step_figures(
         # the request rate, which the caller solves for (closed and open loop)
         cycle, ttft = t_step, 0.0
     elif req.chunked_prefill:
-        cycle, ttft, gap, out["prefill_overloaded"], out["chunks"] = _chunked_cycle(
-            mix, B, mb, dec, t_step, in_system, closed
-        )
+        cycle, ttft, gap, out["chunks"] = _chunked_cycle(mix, B, mb, dec, t_step, in_system, closed)
     elif rate is not None:
         cycle, ttft = _arrivals_cycle(mix, B, mb, dec, t_step, rate, in_system)
     else:
@@ -243,11 +246,12 @@ def _chunked_cycle(
     t_step: float,
     in_system: float,
     closed: bool = True,
-) -> tuple[float, float, float, tuple[float, int] | None, tuple[int, int, float]]:
+) -> tuple[float, float, float, tuple[int, int, float, float]]:
     """Chunked prefill: the cycle, the TTFT, the step between two tokens of one request (the
-    others' chunks only, :func:`others_share`), where the prompts need more tokens per step
-    than a chunk the tokens they need and the chunk (else None), and the prompt's chunks (how
-    many, of how many tokens, their steps' time).
+    others' chunks only, :func:`others_share`), and the prompt's chunks (how many, of how
+    many tokens, their steps' time, the prompts a step's chunk holds at once). Past the prompt
+    tokens a chunk a step carries (``P`` above the chunk) a closed loop runs fewer requests
+    and queues the others (:func:`chunk_capacity`); the steps here are timed with ``P``.
     A prompt runs in ``s = ceil(isl / N)`` consecutive steps, the ``j``-th carrying ``min(N,
     isl - j N)`` of its tokens after the ``j N`` before (causal) beside the decode batch, as
     the engines run a chunked prompt; the other steps decode only (:func:`chunked_figures`
@@ -255,16 +259,12 @@ def _chunked_cycle(
     req, sm, lay = mix.req, mix.sm, mix.req.lay
     # the prompt's chunks are its tokens not found cached, after the cached ones (prefix
     # caching: cached 0 without); ``isl`` here is the tokens the chunks compute
-    isl, chunk, cached = req.computed_tokens, req.chunked_prefill, req.cached_tokens
-    if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
-        chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
+    isl, cached = req.computed_tokens, req.cached_tokens
     decode = dict(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
     # prompts a group starts per step: a closed loop's from the requests on the synced set
     # (set_load); random arrivals timed at the steady state of B (the others' share below)
     load = float(set_load(in_system, mix.groups)) if closed else B
-    steps = math.ceil(isl / chunk)
-    n = load / request_steps(steps, req.osl, mix.tau)
-    P = n * isl  # prompt tokens each step must carry on average
+    chunk, steps, n, P = chunk_load(mix, B, load)
     draft_s = t_step - lay.pp * float(dec.stage_seconds[0])  # MTP's drafts, if any
     # synced groups (mlacalc.serving.ranks): a group with a prompt's chunk holds the others
     # up; the chunks the set brings a step, dealt over the g groups, make a share of the
@@ -299,8 +299,48 @@ def _chunked_cycle(
     _, share_o, _, _ = (float(x) for x in synced_prompts(n * ratio * steps, mix.groups, 1))
     gap, ttft = chunked_figures(n * ratio, steps, share_o, t_step, t_fluid, S, hold)
     ttft = busy * (ttft - S) + S
-    over = (float(P), chunk) if chunk < P else None  # the prompts need more than a chunk a step
-    return float(cycle), float(ttft), float(gap), over, (steps, min(chunk, isl), S, hold)
+    return float(cycle), float(ttft), float(gap), (steps, min(chunk, isl), S, hold)
+
+
+def chunk_load(mix: MixTiming, B: float, load: float) -> tuple[int, int, float, float]:
+    """Chunked prefill at ``B`` running per group (at least 1) with ``load`` requests per
+    group on the synced set: the chunk (what the decode tokens leave of ``max_tokens``), a
+    prompt's chunk steps, the prompts a group starts per step and the prompt tokens they bring
+    a step (``P = n isl``, ``isl`` the tokens a prompt computes)."""
+    req, isl = mix.req, mix.req.computed_tokens
+    chunk = req.chunked_prefill
+    if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
+        chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
+    steps = math.ceil(isl / chunk)
+    n = load / request_steps(steps, req.osl, mix.tau)
+    return chunk, steps, n, n * isl
+
+
+def chunk_capacity(mix: MixTiming) -> float:
+    """The most requests per group a closed loop runs whose prompts' chunks the steps keep up
+    with: the prompt tokens they bring a step (:func:`chunk_load`'s ``P``) at most the chunk a
+    step carries (infinite: whole prompts, or disaggregated). Past it an engine's steps carry
+    a chunk each and the other prompts wait in its queue (:func:`closed_loop`); a search's
+    chunked points are these batches (``search_space``'s ``chunk >= P``)."""
+    req = mix.req
+    if req.mode != "aggregated" or not req.chunked_prefill:
+        return math.inf
+
+    def over(b: float) -> bool:
+        chunk, _, _, P = chunk_load(mix, max(b, 1.0), float(set_load(b, mix.groups)))
+        return chunk < P
+
+    lo, hi = 0.0, 1.0
+    while not over(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 2.0**50:
+            return math.inf
+    for _ in range(200):  # P rises and the chunk falls with the batch: one crossing
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        lo, hi = (lo, mid) if over(mid) else (mid, hi)
+    return lo
 
 
 def chunk_fluid(P: Any, isl: int, mb: Any, cached: int = 0) -> dict[str, Any]:
@@ -485,14 +525,31 @@ def in_progress(t_step: Any, t_mix: Any, share: Any) -> Any:
 
 def closed_loop(mix: MixTiming, max_batch: int, concurrency: float) -> Load:
     """An aggregated deployment with ``concurrency`` requests in flight: as many run as fit,
-    the others wait their turn (Little's law)."""
+    and, under chunked prefill, as many as a chunk a step keeps up with
+    (:func:`chunk_capacity`); the others wait their turn (Little's law). Past that many, steps
+    timed with the prompt tokens the load brings beyond the chunk ran prompts faster than an
+    engine's chunk lets it, and TTFT fell as the requests rose (DeepSeek-V3 DP-attention 8 on
+    8 H200, chunk 512, 2,000 + 2: 604.1 ms at 11 in flight, 594.1 ms at 12)."""
     lay, osl = mix.req.lay, mix.req.osl
     running = min(concurrency, float(max_batch))
+    chunk_bound = None
+    held = chunk_capacity(mix) * lay.dp
+    if running > held:  # the prompt tokens the requests would bring a step, and the chunk
+        b = running / lay.dp
+        chunk, _, _, P = chunk_load(mix, max(b, 1.0), float(set_load(b, mix.groups)))
+        running, chunk_bound = held, (float(P), chunk)
     f = step_figures(mix, running / lay.dp)
-    queued = max(concurrency - max_batch, 0.0)
+    queued = max(concurrency - running, 0.0)
     requests_per_s = f["rate"] / osl
     queue = queued / requests_per_s if queued else 0.0
-    return Load(f=f, running=running, concurrency=concurrency, queue=queue, queued=queued)
+    return Load(
+        f=f,
+        running=running,
+        concurrency=concurrency,
+        queue=queue,
+        queued=queued,
+        chunk_bound=chunk_bound,
+    )
 
 
 def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
@@ -504,9 +561,12 @@ def open_loop(mix: MixTiming, max_batch: int, request_rate: float) -> Load:
     in_flight = req.mode == "aggregated" and not req.chunked_prefill
     group_rate = request_rate / lay.dp if in_flight else None
     # what the full batch serves (a closed loop there): a rate at or past it never settles
-    capacity = step_figures(mix, max_batch / lay.dp)["rate"] / osl
+    # (under chunked prefill at most the batch whose prompts a chunk a step keeps up with)
+    held = chunk_capacity(mix) * lay.dp
+    capacity = step_figures(mix, min(float(max_batch), held) / lay.dp)["rate"] / osl
     if request_rate >= capacity:  # the requests in flight grow without bound
-        return _overloaded(mix, max_batch, request_rate, math.inf)
+        chunk = chunk_load(mix, max(held / lay.dp, 1.0), 0.0)[0] if held < max_batch else None
+        return _overloaded(mix, max_batch, request_rate, math.inf, chunk=chunk)
 
     def settle(conc: float) -> tuple[dict[str, Any], float, float]:
         # Little's law: the requests in flight are the rate times a request's latency, its
@@ -570,9 +630,13 @@ def _overloaded(
     and TTFT grow without bound, and the server runs saturated, every request that finishes
     replaced by one from the queue (a closed loop at the largest batch), so what it serves is
     its capacity there, not what the arrival rate's prompts per step would leave of it.
-    ``chunk``: chunked prefill's runs of chunk steps saturate first (that chunk, tokens)."""
+    ``chunk``: chunked prefill's runs of chunk steps saturate first (that chunk, tokens); the
+    batch is then the closed loop's whose prompts a chunk a step keeps up with, at most
+    (:func:`chunk_capacity`: timed at the largest batch, its steps carried the prompt tokens
+    of that batch beyond the chunk)."""
     lay, osl = mix.req.lay, mix.req.osl
-    f = step_figures(mix, max_batch / lay.dp)
+    running = min(float(max_batch), chunk_capacity(mix) * lay.dp)
+    f = step_figures(mix, running / lay.dp)
     capacity = f["rate"] / osl
     if chunk is not None:
         warning = (
@@ -593,5 +657,4 @@ def _overloaded(
             f"largest batch ({max_batch:,}) holds: the queue grows without bound in this "
             f"model, while the full batch serves {capacity:.3g}/s (at the limit)"
         )
-    running = float(max_batch)
     return Load(f, running, running, math.inf, math.inf, conc, False, warnings=(warning,))

@@ -42,7 +42,11 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     carrying the prompt tokens the load brings only past one chunk a step
     (:func:`~mlacalc.serving.figures.chunked_figures`). TTFT is the wait for
     the step in progress, or for the rest of another prompt's chunks, then the sum of the
-    prompt's own steps (``prefill_chunks_s``). Disaggregated serving runs the prompt on a
+    prompt's own steps (``prefill_chunks_s``). A closed loop runs at most the requests whose
+    prompts bring a step no more tokens than the chunk (``P = n isl``; an engine's step
+    carries a chunk at most): the others wait in the engine's queue, TTFT growing by their
+    number over the requests/s (Little's law; binding ``"chunked prefill"``; a concurrency
+    not given is that many, or what fits if fewer). Disaggregated serving runs the prompt on a
     separate prefill pool, whose every GPU holds its weights and the cache of one prompt at
     least (a pool that does not is ``fits=False``, binding ``"prefill pool: ..."``); a pass
     batches ``k_max = 16384 // isl`` prompts, or the fewer whose cache fits: with ``d``
@@ -117,6 +121,7 @@ from mlacalc.serving.capacity import (
 )
 from mlacalc.serving.disaggregated import disaggregated_load
 from mlacalc.serving.figures import (
+    chunk_capacity,
     closed_loop,
     draft_seconds,
     mix_timing,
@@ -932,7 +937,7 @@ def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: St
     """The serving figures of ``req``'s request mix: the steady state of its requests in
     flight (or arriving at a rate) on the decode pool and, disaggregated, the prefill pool."""
     concurrency = req.concurrency
-    if req.request_rate is None and concurrency is None:
+    if req.request_rate is None and concurrency is None:  # as many as run at once
         concurrency = float(cap.max_batch)
     if req.disaggregated:
         room = prefill_room(req, cap.usable)
@@ -946,6 +951,8 @@ def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: St
     else:
         mix = mix_timing(req, sm, sm)
         if req.request_rate is None:
+            if req.concurrency is None:  # and whose prompts a chunk a step keeps up with
+                concurrency = min(concurrency, chunk_capacity(mix) * req.lay.dp)
             load = closed_loop(mix, cap.max_batch, concurrency)
         else:
             load = open_loop(mix, cap.max_batch, req.request_rate)
@@ -998,8 +1005,9 @@ def stand_in_warnings(req: PlanRequest, kernels: list[dict[str, Any]]) -> tuple[
 
 
 def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str, ...]:
-    """What the steady state says beyond its figures: a queue that grows, prompts that need
-    more than a chunk, a prefill pool that caps the throughput."""
+    """What the steady state says beyond its figures: a queue that grows (for a place in the
+    batch, the prefill pool, or the chunk a step under chunked prefill), a prefill pool that
+    caps the throughput."""
     warnings = list(load.warnings)
     if load.queued and math.isfinite(load.queued) and load.concurrency is not None:
         held = load.concurrency - load.queued
@@ -1011,20 +1019,21 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
                 f"{load.queued:,.0f} wait for the prefill pool"
                 if load.prefill_bound
                 else f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} "
+                "whose prompts chunked prefill keeps up with (their prompts would need "
+                f"{load.chunk_bound[0]:,.0f} tokens a step, more than the "
+                f"{load.chunk_bound[1]:,}-token chunk a step carries): {load.queued:,.0f} "
+                "wait for prefill in the engine's queue"
+                if load.chunk_bound
+                else f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} "
                 f"the deployment holds at once: {load.queued:,.0f} wait in the queue"
             )
             + " (TTFT includes their wait)"
-        )
-    over = load.f.get("prefill_overloaded")
-    if over:  # the figures time every step with the prompt tokens it needs, beyond the chunk
-        need, chunk = over
-        warnings.append(
-            f"the prompts need {need:,.0f} tokens a step on average, more than the "
-            f"{chunk:,}-token chunk a step carries: an engine would queue requests for "
-            "prefill, a wait these figures leave out (each step is timed with the prompt "
-            "tokens it needs; 'queued' counts only the requests waiting for a place in the batch); "
-            "fewer requests in flight or a larger chunk (--chunked-prefill, --max-tokens) "
-            "avoid it"
+            + (
+                "; fewer requests in flight or a larger chunk (--chunked-prefill, --max-tokens) "
+                "serve them"
+                if load.chunk_bound
+                else ""
+            )
         )
     if load.prefill_bound:
         warnings.append(
@@ -1037,14 +1046,17 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
 def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> str:
     """The resource that binds a request mix: the KV cache when requests queue for it (or
     arrive faster than the batch it holds serves them), the prefill pool when its rate caps
-    the requests served, else the decode step's roof (``bound``)."""
+    the requests served, chunked prefill when requests queue for its chunk a step, else the
+    decode step's roof (``bound``)."""
     queued = load.queued
-    if (queued and math.isfinite(queued) and not load.prefill_bound) or (
+    if (queued and math.isfinite(queued) and not (load.prefill_bound or load.chunk_bound)) or (
         not load.sustainable and load.conc > max_batch
     ):
         return admission
     if load.prefill_bound:
         return "prefill pool"
+    if load.chunk_bound:
+        return "chunked prefill"
     return {"memory": "memory bandwidth"}.get(bound, bound)
 
 
