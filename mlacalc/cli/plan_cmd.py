@@ -102,9 +102,10 @@ def layout_options(f):
 @click.option(
     "--page-size",
     type=COUNT,
-    default=D.PAGE_SIZE,
-    show_default=True,
-    help="Tokens per KV page (block).",
+    default=None,
+    help="Tokens per KV page (block), the unit the prefix cache matches whole (default: the "
+    "engine's whose defaults are taken: SGLang 1, vLLM 16 (64 for MLA: FlashMLA), "
+    "TensorRT-LLM 32; 16 with none). --launch sets it.",
 )
 @click.option(
     "--memory-reserve",
@@ -349,6 +350,7 @@ def command(
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),
             chunked_prefill=chunked_prefill,
             mtp_tokens=mtp_tokens,
+            page_size=p.page_size,
             routed_experts=loaded.n_routed_experts or 0,
             **{k: engine[k] for k in ("max_tokens", "overlap_schedule", "cuda_graph_max_batch")},
         )

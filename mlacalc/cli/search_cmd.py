@@ -620,6 +620,7 @@ def command(
             overlap_schedule=engine["overlap_schedule"],
             chunked_prefill=result.best.get("chunked_prefill"),
             routed_experts=loaded.n_routed_experts or 0,
+            page_size=result.page_size,  # the page the search assumed, said to the engine
             timed_engine=result.engine,
             hardware=hardware,
         )

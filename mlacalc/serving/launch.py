@@ -59,6 +59,8 @@ class Deployment:
     deepep: bool = True
     #: the model's routed experts (TensorRT-LLM's load balancer counts its slots with them)
     routed_experts: int = 0
+    #: tokens per KV page the plan assumed (None: the engine's default, left unsaid)
+    page_size: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -117,6 +119,8 @@ def _sglang(model: str, d: Deployment) -> list[str]:
         f"--mem-fraction-static {d.memory_fraction:.2f}",
         f"--max-running-requests {d.batch_per_group * d.dp}",  # the instance's, all groups
     ]
+    if d.page_size:
+        w.append(f"--page-size {d.page_size}")
     if d.max_tokens:
         w.append(f"--max-prefill-tokens {d.max_tokens}")
     if d.chunked_prefill:
@@ -163,6 +167,8 @@ def _vllm(model: str, d: Deployment) -> list[str]:
         f"--gpu-memory-utilization {d.memory_fraction:.2f}",
         f"--max-num-seqs {d.batch_per_group}",
     ]
+    if d.page_size:
+        w.append(f"--block-size {d.page_size}")
     budget = d.max_tokens or d.chunked_prefill
     if budget:
         w.append(f"--max-num-batched-tokens {budget}")
@@ -195,6 +201,8 @@ def _trtllm(model: str, d: Deployment) -> list[str]:
     extra["kv_cache_config"] = {"free_gpu_memory_fraction": round(d.memory_fraction, 2)}
     if kv:
         extra["kv_cache_config"]["dtype"] = kv
+    if d.page_size:
+        extra["kv_cache_config"]["tokens_per_block"] = d.page_size
     if d.chunked_prefill:
         extra["enable_chunked_prefill"] = True
     extra["cuda_graph_config"] = {
@@ -317,7 +325,9 @@ def deployments(
     only one, aggregated) and, disaggregated, the prefill pool first, running up to
     ``prompts_per_pass`` prompts per group; ``settings``: the engine's options
     (``max_tokens``, ``chunked_prefill``, ``cuda_graph_max_batch``, ``overlap_schedule``,
-    ``mtp_tokens``)."""
+    ``mtp_tokens``, ``page_size``: the plan's tokens per KV page, said to the engine:
+    SGLang's ``--page-size``, vLLM's ``--block-size``, TensorRT-LLM's
+    ``kv_cache_config.tokens_per_block``)."""
     common = dict(gpus_per_node=gpus_per_node, memory_fraction=1.0 - memory_reserve)
     if settings.get("overlap_schedule", True) is None:  # no engine's defaults: on, as planned
         settings["overlap_schedule"] = True

@@ -513,7 +513,7 @@ def plan(
     weight_dtype: str | None = None,
     component_dtypes: dict[str, str] | None = None,
     kv_dtype: str | KVLayout = "bf16",
-    page_size: int = defaults.PAGE_SIZE,
+    page_size: int | None = None,
     memory_reserve: float = defaults.MEMORY_RESERVE,
     seq_len: int | None = None,
     batch: int | None = None,

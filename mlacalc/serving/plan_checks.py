@@ -31,7 +31,7 @@ from mlacalc.serving.precision import (
 )
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
-from mlacalc.serving.scheduler import Scheduler
+from mlacalc.serving.scheduler import Scheduler, engine_page_size
 from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
@@ -220,6 +220,8 @@ def check_request(
     m = as_model(model)
     hw = load_hardware(hardware)
     seq_len, isl, osl = _check_sizes(args)
+    if args["page_size"] is None:  # the page of the engine whose defaults were taken
+        args["page_size"] = engine_page_size(args.get("scheduler_defaults"), m.is_mla)
     concurrency, request_rate = _check_load(args["concurrency"], args["request_rate"])
     prefix_cache_hit = arguments.prefix_hit("prefix_cache_hit", args["prefix_cache_hit"])
     mode = args["mode"]
@@ -500,7 +502,7 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
     context each sequence is sized at (``seq_len``, by default :data:`defaults.SEQ_LEN`),
     ``isl`` and ``osl``."""
     # each back in ``args`` as a Python number (a numpy number given is taken as one)
-    args["page_size"] = check_int("page_size", args["page_size"], allow_none=False)
+    args["page_size"] = check_int("page_size", args.get("page_size"))
     seq_len = check_int("seq_len", args["seq_len"])
     args["batch"] = check_int("batch", args["batch"])
     reserve = check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.words.defaults import PAGE_SIZE
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "EngineDefaults",
     "Scheduler",
     "defaults_words",
+    "engine_page_size",
     "engine_settings",
     "overlap_idle_note",
     "with_engine_defaults",
@@ -113,6 +115,10 @@ class EngineDefaults:
     #: verify step's accepted tokens are read back before the next step is scheduled, so an
     #: engine may turn it off (None: not known; the overlap setting stands)
     overlap_with_drafts: bool | None = None
+    #: tokens per KV page, the unit its prefix cache matches whole (:func:`engine_page_size`)
+    page_size: int = 16
+    #: the page size of an MLA model where its default attention backend requires another
+    mla_page_size: int | None = None
 
 
 #: Each engine's defaults as its server's argument defaults give them at the version named,
@@ -131,6 +137,9 @@ ENGINE_DEFAULTS = {
         source="sglang python/sglang/srt/server_args.py",
         # "Overlap scheduler is disabled because of using eagle speculative decoding"
         overlap_with_drafts=False,
+        # --page-size (ServerArgs.page_size): 1, the radix cache matching token by token
+        # (from recall; its FlashMLA backend needs 64, not its default on Hopper: FA3)
+        page_size=1,
     ),
     "vllm": EngineDefaults(
         name="vllm",
@@ -141,6 +150,11 @@ ENGINE_DEFAULTS = {
         overlap=False,  # --async-scheduling is opt-in
         cuda_graph_max_batch=512,  # the largest captured size
         source="vllm vllm/engine/arg_utils.py (_set_default_args_v1), config cudagraph sizes",
+        # --block-size (CacheConfig.block_size): 16 on CUDA; an MLA model's default backend,
+        # FlashMLA, forces 64 (vllm/platforms/cuda.py's check_and_update_config, from
+        # recall; CUTLASS MLA, chosen on Blackwell, forces 128: not followed here)
+        page_size=16,
+        mla_page_size=64,
     ),
     "trtllm": EngineDefaults(
         name="trtllm",
@@ -151,6 +165,8 @@ ENGINE_DEFAULTS = {
         overlap=True,  # overlap scheduler on unless disable_overlap_scheduler
         cuda_graph_max_batch=None,  # cuda_graph_config: the batch sizes given
         source="TensorRT-LLM tensorrt_llm/llmapi/llm_args.py, trtllm-serve options",
+        # kv_cache_config.tokens_per_block (KvCacheConfig, llm_args.py): 32 (from recall)
+        page_size=32,
     ),
 }
 
@@ -193,6 +209,17 @@ def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:
         "overlap_schedule": overlap,
         "cuda_graph_max_batch": d.cuda_graph_max_batch,
     }
+
+
+def engine_page_size(engine: str | None, mla: bool = False) -> int:
+    """Tokens per KV page an engine's server runs by default (:data:`ENGINE_DEFAULTS`: SGLang
+    1, vLLM 16 (64 for an MLA model, FlashMLA's), TensorRT-LLM 32), the page a plan's KV
+    memory and its prefix cache's whole pages count in; ``engine`` None:
+    :data:`mlacalc.words.defaults.PAGE_SIZE` (16)."""
+    if engine is None:
+        return PAGE_SIZE
+    d = ENGINE_DEFAULTS[check_engine(engine)]
+    return d.mla_page_size if mla and d.mla_page_size else d.page_size
 
 
 def with_engine_defaults(args: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,53 @@
+"""Each engine's own KV page (review9 F3): the prefix cache's whole pages and the KV memory's
+pages in the engine's default page size where ``--page-size`` is not given, and ``--launch``
+lines that set the page the plan assumed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mlacalc
+from mlacalc.serving.scheduler import engine_page_size
+
+MIX = dict(gpus=8, tp=8, ep=8, isl=2000, osl=100, prefix_cache_hit=0.5, concurrency=8)
+
+
+@pytest.mark.parametrize(
+    ("engine", "model", "page", "cached"),
+    [
+        ("sglang", "qwen3-30b-a3b", 1, 1000),
+        ("vllm", "qwen3-30b-a3b", 16, 992),
+        ("vllm", "deepseek-v3", 64, 960),  # MLA: FlashMLA's 64-token blocks
+        ("trtllm", "qwen3-30b-a3b", 32, 992),
+        (None, "qwen3-30b-a3b", 16, 992),
+    ],
+)
+def test_the_prefix_cache_matches_the_engines_own_pages(engine, model, page, cached):
+    """Qwen3-30B-A3B on 8 H200, 2,000-token prompts half cached: 992 tokens found under
+    every engine before (16-token pages for all); SGLang's radix cache matches token by
+    token (page 1: 1,000), TensorRT-LLM's 32-token blocks 992, vLLM's MLA blocks 64 (960)."""
+    p = mlacalc.plan(model, hardware="H200", engine=engine, **MIX)
+    assert p.page_size == page == engine_page_size(engine, model == "deepseek-v3")
+    assert p.prefix_cached_tokens == cached
+    given = mlacalc.plan(model, hardware="H200", engine=engine, page_size=16, **MIX)
+    assert given.page_size == 16 and given.prefix_cached_tokens == 992
+
+
+@pytest.mark.parametrize(
+    ("engine", "said"),
+    [("sglang", "--page-size 1"), ("vllm", "--block-size 16"), ("trtllm", "tokens_per_block: 32")],
+)
+def test_the_launch_lines_set_the_page_the_plan_assumed(run, engine, said):
+    """The launch commands said no page size: SGLang would run its own (1) whatever the plan
+    assumed. They now say the plan's, its engine's default or --page-size."""
+    args = ["plan", "qwen3-30b-a3b", "-H", "H200", "--gpus", 8, "--tp", 8, "--ep", 8,
+            "--isl", 2000, "--osl", 100, "--concurrency", 8, "--engine", engine,
+            "--launch", engine, "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    assert said in doc["launch"]
+    other = "--page-size 64" if engine == "sglang" else "--block-size 64"
+    if engine == "trtllm":
+        other = "tokens_per_block: 64"
+    assert other in json.loads(run(*args, "--page-size", 64)[0])["launch"]
