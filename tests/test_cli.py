@@ -399,15 +399,16 @@ def test_import_hf_names_a_folders_config_by_model_type(run, tmp_path):
     names it as _name_or_path does. As load_model and plan name it
     (tests/test_models_hf_naming.py): import-hf had named it model_type and its size,
     deepseek-v2-16b, which load_model (below the parameter counts, which import it) cannot."""
-    folder = tmp_path / "q"
-    folder.mkdir()
+    folder = tmp_path / "0" / "0" / "q"  # nor do the folders above it, up to two
+    folder.mkdir(parents=True)
     config = json.loads(Path("tests/data/hf-configs/deepseek-v2-lite.config.json").read_text())
     (folder / "config.json").write_text(json.dumps(config))
     out, err = run("import-hf", str(folder / "config.json"))
     assert "\nname: deepseek-v2\n" in out
     assert (
         "mlacalc: config.json: named 'deepseek-v2' after model_type 'deepseek_v2' (no "
-        "repository id in _name_or_path/name_or_path; its folder 'q' says nothing of the model)"
+        "repository id in _name_or_path/name_or_path; its folder 'q' says nothing of the model, "
+        "nor the folders above it)"
     ) in err.splitlines()
     (folder / "config.json").write_text(
         json.dumps({**config, "name_or_path": "deepseek-ai/DeepSeek-V2-Lite"})
@@ -423,9 +424,9 @@ def test_import_hf_names_a_folders_config_by_model_type(run, tmp_path):
     out, err = run("import-hf", str(named / "config.json"))
     assert "\nname: llama-3.3-70b-instruct\n" in out and "llama-71b" not in out + err
     for hashed in ("0123456789abcdef0123456789abcdef01234567", "main", "12"):
-        (tmp_path / hashed).mkdir()
-        (tmp_path / hashed / "config.json").write_text(llama)
-        out, _ = run("import-hf", str(tmp_path / hashed / "config.json"))
+        (folder.parent / hashed).mkdir()
+        (folder.parent / hashed / "config.json").write_text(llama)
+        out, _ = run("import-hf", str(folder.parent / hashed / "config.json"))
         assert "\nname: llama\n" in out, hashed
 
 

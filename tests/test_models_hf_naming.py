@@ -14,22 +14,36 @@ import mlacalc
 
 LLAMA = Path("tests/data/hf-configs/llama-3.3-70b-instruct.config.json").read_text()
 HASH = "0123456789abcdef0123456789abcdef01234567"
-CASES = {  # folder, extra config.json fields -> the name every route gives
+LLAMA_ID = "meta-llama/Llama-3.3-70B-Instruct"
+NAMED = "llama-3.3-70b-instruct"
+CASES = {  # folder(s) under a path that says nothing, extra config.json fields -> the name
     "snapshot hash": (HASH, {}, "llama"),
     "generic folder": ("main", {}, "llama"),
     "short folder": ("12", {}, "llama"),
-    "named folder": ("Llama-3.3-70B-Instruct", {}, "llama-3.3-70b-instruct"),
-    "repository id": (HASH, {"_name_or_path": "meta-llama/Llama-3.3-70B-Instruct"},
-                      "llama-3.3-70b-instruct"),
+    "named folder": ("Llama-3.3-70B-Instruct", {}, NAMED),
+    "repository id": (HASH, {"_name_or_path": LLAMA_ID}, NAMED),
     "bare alias": ("main", {"_name_or_path": "llama_local"}, "llama-local"),
+    # review10 F5: each of these kept its folder's name (ckpt, checkpoint-1000, 1.5b, ...)
+    **{f"folder {f}": (f, {}, "llama") for f in (
+        "ckpt", "weights", "final", "latest", "output", "checkpoint-1000", "global_step500",
+        "global-step500", "step_20", "snapshots", "hf_model", "hf-model", "1.5b", "70B", "8x7b",
+    )},
+    # ... and the folder above names the model where theirs does not
+    "a step under a named run": ("Llama-3.3-70B-Instruct/checkpoint-1000", {}, NAMED),
+    "two folders under it": ("Llama-3.3-70B-Instruct/checkpoints/global_step500", {}, NAMED),
+    "a size under a named folder": ("my-llama-finetune/1.5b", {}, "my-llama-finetune"),
+    "the Hub cache": (f"models--meta-llama--Llama-3.3-70B-Instruct/snapshots/{HASH}", {}, NAMED),
+    "a path to a step": ("ckpt", {"_name_or_path": "/data/Llama-3.3-70B-Instruct/checkpoint-9"},
+                         NAMED),
+    "a path that says nothing": ("final", {"_name_or_path": "/data/ckpt/checkpoint-9"}, "llama"),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_load_model_plan_and_import_hf_name_a_config_alike(case, run, tmp_path):
     folder, extra, name = CASES[case]
-    path = tmp_path / folder / "config.json"
-    path.parent.mkdir()
+    path = tmp_path / "0" / "0" / folder / "config.json"  # "0": no name to find above it
+    path.parent.mkdir(parents=True)
     path.write_text(json.dumps({**json.loads(LLAMA), **extra}))
     loaded = mlacalc.load_model(path).name
     planned = mlacalc.plan(str(path), "H200", 8, isl=100, osl=10, batch=1).to_dict()["model"]
@@ -47,3 +61,11 @@ def test_a_folder_that_says_nothing_is_said():
     assert name == "llama" and f"its folder {HASH!r} says nothing of the model" in how
     name, how = _name({}, "/x/Llama-3.3-70B-Instruct/config.json", "llama")
     assert name == "llama-3.3-70b-instruct" and "its folder" in how
+    name, how = _name({}, f"/x/models--meta-llama--Llama-3.3-70B-Instruct/snapshots/{HASH}/"
+                         "config.json", "llama")  # fmt: skip
+    assert name == NAMED
+    assert "the Hub cache's folder 'models--meta-llama--Llama-3.3-70B-Instruct' above it" in how
+    name, how = _name({}, "/x/run/ckpt/final/checkpoint-1000/config.json", "llama")
+    assert (name, how) == ("llama", "named 'llama' after model_type 'llama' (no repository id in "
+        "_name_or_path/name_or_path; its folder 'checkpoint-1000' says nothing of the model, nor "
+        "the folders above it)")  # fmt: skip

@@ -10,6 +10,7 @@ reports every problem at once.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import MISSING
 from difflib import SequenceMatcher, get_close_matches
 from pathlib import Path
@@ -474,24 +475,56 @@ def _family(data: dict, origin: str) -> tuple[Family, str]:
     return unit, resolve_model_type(model_type)
 
 
-#: folder names that say nothing of the model in them (a download's or a work folder's)
-GENERIC_FOLDERS = frozenset(
-    {"model", "models", "config", "configs", "checkpoint", "checkpoints", "hf", "main", "tmp"}
+#: folder names that say nothing of the model in them (a download's, a training run's or a
+#: work folder's), compared in lower case with "-" and " " read as "_"
+GENERIC_FOLDERS = frozenset({
+    "model", "models", "config", "configs", "checkpoint", "checkpoints", "ckpt", "ckpts", "hf",
+    "hf_model", "hf_models", "hf_checkpoint", "main", "tmp", "temp", "weights",
+    "model_weights", "final", "latest", "last", "best", "output", "outputs", "out", "export",
+    "exported", "merged", "pretrained", "trained", "saved", "saved_model", "snapshot",
+    "snapshots", "hub", "blobs", "cache", "huggingface", "hf_cache", "downloads", "download",
+    "home", "data", "work",
+})  # fmt: skip
+#: a training step's or run's folder (checkpoint-1000, global_step500, step_20, epoch3, v2)
+_STEP_FOLDER = re.compile(
+    r"(checkpoint|checkpoints|ckpt|global_?step|step|steps|iter|iteration|epoch|run|v|version"
+    r"|rev|revision)_?\d+"
 )
+#: a bare size (1.5b, 70B, 8x7b, 125m): which model it is the folder leaves unsaid
+_BARE_SIZE = re.compile(r"(\d+x)?\d+(\.\d+)?[kmbt]")
+#: the Hub cache's folder of one repository, models--<org>--<name> (its / written as --)
+_HUB_REPO = "models--"
+#: how many folders up from a config.json's own one the naming looks (the Hub cache's
+#: models--org--name/snapshots/<hash>/config.json names its model two folders up)
+_FOLDERS_UP = 2
 
 
 def says_nothing(folder: str) -> bool:
     """Whether a folder's (or file's) name says nothing of the model it holds: shorter than
-    three characters, no letter, a snapshot's hex hash (12 hex digits or more), or a generic
-    word (:data:`GENERIC_FOLDERS`)."""
-    name = folder.strip().lower()
+    three characters, no letter, a snapshot's hex hash (12 hex digits or more), a generic
+    word (:data:`GENERIC_FOLDERS`), a training step's folder (checkpoint-1000, global_step500)
+    or a bare size (1.5b, 70B)."""
+    name = folder.strip().lower().replace("-", "_").replace(" ", "_")
     hexadecimal = len(name) >= 12 and all(c in "0123456789abcdef" for c in name)
     return (
         len(name) < 3
         or not any(c.isalpha() for c in name)
         or hexadecimal
         or name in GENERIC_FOLDERS
+        or _STEP_FOLDER.fullmatch(name) is not None
+        or _BARE_SIZE.fullmatch(name) is not None
     )
+
+
+def _named_part(parts: list[str]) -> tuple[str, str] | None:
+    """The nearest of a path's last parts that names the model, looking at most
+    :data:`_FOLDERS_UP` parts past the last, and the part as written; a Hub cache folder
+    ``models--org--name`` names ``name``. None where none of them does."""
+    for part in list(reversed(parts))[: _FOLDERS_UP + 1]:
+        name = part.split("--")[-1] if part.startswith(_HUB_REPO) else part
+        if not says_nothing(name):
+            return name, part
+    return None
 
 
 def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str]:
@@ -499,22 +532,43 @@ def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str
     reads (load_model, plan, search, import-hf): the last part of ``_name_or_path`` (else
     ``name_or_path``) where that is a repository id or a path (``meta-llama/Llama-2-7b-hf``: a
     downloaded ``config.json`` sits in a folder named by a snapshot hash, so its own name says
-    nothing), else the file's folder (or name) where it names the model (:func:`says_nothing`:
-    not a hash, a generic word or a short one), else ``model_type``. A bare word there
-    (``llama_nemotron_super``) is the exporter's alias, not the repository's name."""
-    stem = Path(origin).parent.name if Path(origin).name == "config.json" else Path(origin).stem
+    nothing), else the file's folder (or name) where it names the model, else the nearest of
+    the :data:`_FOLDERS_UP` folders above it that does (``Llama-3.3-70B-Instruct/checkpoint-1000``,
+    the Hub cache's ``models--meta-llama--Llama-3.3-70B-Instruct/snapshots/<hash>``), else a
+    bare ``_name_or_path``, else ``model_type``. A path's part that is a hash, a generic word, a
+    training step's folder or a bare size says nothing (:func:`says_nothing`). A bare word in
+    ``_name_or_path`` (``llama_nemotron_super``) is the exporter's alias, not the repository's
+    name."""
+    own = Path(origin)
+    config = own.name == "config.json"
+    stem = own.parent.name if config else own.stem
     if stem.lower().endswith(".config") and len(stem) > len(".config"):
         stem = stem[: -len(".config")]  # minicpm-2b.config.json names minicpm-2b
-    where = "folder" if Path(origin).name == "config.json" else "file name"
+    where = "folder" if config else "file name"
+    parts = [p for p in own.parent.parts if p not in ("/", "\\")] + ([] if config else [stem])
     tried = [(k, (v or "").strip().rstrip("/")) for k, v in given.items()]
-    picks = [(v.split("/")[-1], f"the last part of {k} {v!r}") for k, v in tried if "/" in v]
+    picks = []
+    for k, v in tried:
+        named = _named_part(v.split("/")) if "/" in v else None
+        if named is not None:
+            last = "the last part" if named[1] == v.split("/")[-1] else f"the part {named[1]!r}"
+            picks.append((named[0], f"{last} of {k} {v!r}"))
     nothing = "(no repository id in _name_or_path/name_or_path"
-    if says_nothing(stem):
-        nothing += f"; its {where} {stem!r} says nothing of the model)" if stem else ")"
+    named = _named_part(parts)
+    if named is None:
+        above = ", nor the folders above it" if len(parts) > 1 else ""
+        nothing += f"; its {where} {stem!r} says nothing of the model{above})" if stem else ")"
     else:
-        picks += [(stem, f"its {where} {stem!r} {nothing})")]
+        if named[1] == stem:
+            picks.append((named[0], f"its {where} {stem!r} {nothing})"))
+        else:
+            hub = "the Hub cache's folder" if named[1].startswith(_HUB_REPO) else "the folder"
+            picks.append(
+                (named[0], f"{hub} {named[1]!r} above it {nothing}; its {where} {stem!r} "
+                 "says nothing of the model)")
+            )  # fmt: skip
         nothing += ")"
-    picks += [(v, f"{k} {v!r}") for k, v in tried]
+    picks += [(v, f"{k} {v!r}") for k, v in tried if "/" not in v and not says_nothing(v)]
     picks += [(model_type, f"model_type {model_type!r} {nothing}")]
     for name, how in picks:
         name = name.strip().lower().replace(" ", "-").replace("_", "-")[:200]
