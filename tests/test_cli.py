@@ -1034,8 +1034,9 @@ def test_report_pattern_of_a_uniform_model_reads_as_one_kind(run):
 
 
 def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
-    """DeepSeek-V3.2 from its config.json: each layer keeps the latent plus a 128-value
-    indexer key per token (bf16 cache)."""
+    """DeepSeek-V3.2 from its config.json: each layer keeps the latent (bf16 cache) plus a
+    128-value indexer key per token, in fp8 with one float32 scale (132 B) whatever the
+    cache's dtype (a318589: 256 B, the cache's bf16, before)."""
     path = HF_CONFIGS / "deepseek-v3.2.config.json"
     doc = json.loads(
         run("report", str(path), "-s", "4096", "--impl", "absorbed", "--format", "json")[0]
@@ -1047,8 +1048,8 @@ def test_report_cache_by_kind_of_a_dsa_model_adds_the_indexer_keys(run):
             "kind": "dsa",
             "layers": 61,
             "tokens_per_layer": 4096,
-            "bytes": 61 * 4096 * (576 + 128) * 2,
-            "bytes_per_token_per_layer": (576 + 128) * 2,
+            "bytes": 61 * 4096 * (576 * 2 + 128 + 4),
+            "bytes_per_token_per_layer": 576 * 2 + 128 + 4,
         }
     ]
     assert row["total_bytes"] == row["by_kind"][0]["bytes"]
