@@ -257,8 +257,12 @@ def test_sglang_prompt_rows_past_65536_cached_tokens_take_their_long_context_flo
     rows are their path's long-context group, fitted on its one-sequence rows as every floor
     is. Before: the rows past 65,536 cached tokens 41.1% / 36.2% short at the median (B200 /
     H100), their rows of at most 64 new tokens 55.8% / 50.9%; after 3.8% / 4.9% and 2.6% /
-    3.2%."""
-    from mlacalc.measured.host_floors import fit_long_sequence_s
+    3.2%. The time a sequence is read on the skip-indexer paths alone
+    (host_floors.HOST_SEQUENCE_PATH: their kernels 6-10% of a row), not pooled with the
+    indexer paths' rows, whose indexer work grows past it: H100 37.3 -> 35.1 us, B200 33.2 ->
+    31.7; the long rows 4.82% -> 4.82% (H100) and 3.77% -> 3.38% (B200), those of at most 64
+    new tokens 3.19% -> 2.98% and 2.62% -> 2.19%."""
+    from mlacalc.measured.host_floors import HOST_SEQUENCE_PATH, fit_long_sequence_s
     from mlacalc.measured.observations import predict_mapped
     from mlacalc.timemodel.host_floor import (
         LONG,
@@ -282,12 +286,17 @@ def test_sglang_prompt_rows_past_65536_cached_tokens_take_their_long_context_flo
     for system in ("h100_sxm", "b200_sxm"):
         t, _, _, _, _, mapped = _attention(system, "sglang", table)
         fitted, rows = fit_long_sequence_s(mapped)
-        assert rows > 1000 and fitted == pytest.approx(LONG_SEQUENCE_S[system, "sglang"], rel=1e-3)
+        assert rows > 500 and fitted == pytest.approx(LONG_SEQUENCE_S[system, "sglang"], rel=1e-3)
+        # read where the row is the host's: the skip-indexer paths' four-token rows alone
+        skip = np.char.startswith(t.columns["kernel_source"].astype(str), HOST_SEQUENCE_PATH)
+        four = skip & (t.columns["step"] > LONG_CACHE_TOKENS["sglang"]) & (t.columns["isl"] == 4)
+        assert rows == (four & (t.columns["batch_size"] >= 2) & mapped.modelled).sum()
         err = predict_mapped(mapped, None, f"fit-{system.replace('_', '-')}-sglang") / t.seconds
         long = t.columns["step"] > LONG_CACHE_TOKENS["sglang"]
         few = long & (t.columns["isl"] <= 64)
         assert long.sum() > 14000 and np.median(np.abs(err[long] - 1)) <= 0.055
-        assert np.median(np.abs(err[few] - 1)) <= 0.035
+        # 0.035 before, the time a sequence pooled over every path: H100 0.0319, B200 0.0262
+        assert np.median(np.abs(err[few] - 1)) <= 0.031
 
 
 @pytest.mark.parametrize("table", ["dsa_context_module_perf", "dsa_generation_module_perf"])

@@ -20,11 +20,23 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable
-from mlacalc.timemodel.host_floor import LONG, floor_sources, graphed, host_floor_seconds
+from mlacalc.timemodel.host_floor import (
+    LONG,
+    floor_sources,
+    floor_structure,
+    graphed,
+    host_floor_seconds,
+)
 from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.profile import Profile
 
-__all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "fit_long_sequence_s", "kernel_seconds"]
+__all__ = [
+    "HOST_BOUND_SHARE",
+    "HOST_SEQUENCE_PATH",
+    "fit_host_floors",
+    "fit_long_sequence_s",
+    "kernel_seconds",
+]
 
 #: A group has a host floor only where the kernels of its fewest-token rows take at most this
 #: share of their measured time (median): above it those rows are the kernels' own time (a
@@ -48,6 +60,20 @@ __all__ = ["HOST_BOUND_SHARE", "fit_host_floors", "fit_long_sequence_s", "kernel
 #: which gave TensorRT-LLM's B200 decode module a floor while its nvfp4 rows had no projections
 #: and its indexer's small kernels were not mapped: share 0.66 then, 0.94-1.05 with them.)
 HOST_BOUND_SHARE = 0.92
+
+#: The module structure (:func:`mlacalc.timemodel.host_floor.floor_structure`) whose long
+#: prompt rows :func:`fit_long_sequence_s` reads the host's time per sequence on: SGLang's
+#: skip-indexer paths, whose predicted kernels are 6-10% of such a row (median, four new
+#: tokens, 2 to 128 sequences) and hidden under its floor (their four-token rows of at most
+#: 65,536 cached tokens add 0.2 us a further sequence on H100 and 0.1 on B200, median, where
+#: their predicted kernels take 11.1 and 5.8 us a sequence), so their rows' growth is the
+#: host's. The indexer
+#: paths' rows (kernels 10-49%) follow it from 8 to 32 sequences (H100 34.7-36.3 us a
+#: further sequence, B200 33.4-35.0, against the skip paths' 33.0-35.1 and 31.0-33.9) but
+#: grow 2-5x faster at 64 and 128 (H100 114 / 171 us, B200 61 / 84, while their predicted
+#: kernels' share falls to 0.10-0.15: GPU work the mapped indexer kernels do not give, not
+#: the host's), and at 2-4 sequences H100's take less (39-41 us) and B200's more (48-52).
+HOST_SEQUENCE_PATH = "sglang_dsa_skip_indexer_"
 
 
 def kernel_seconds(mapped: MappedTable, profile: Profile) -> np.ndarray:
@@ -115,10 +141,10 @@ def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any
 
 def fit_long_sequence_s(mapped: MappedTable) -> tuple[float | None, int]:
     """The host's time per further sequence of a table's long-context prompt rows
-    (:data:`mlacalc.timemodel.host_floor.LONG_SEQUENCE_S`): the median, over the long groups'
-    rows of the table's fewest new tokens a sequence and two sequences or more, of (time -
-    the group's one-sequence floor) / (sequences - 1); and how many rows it is over (None, 0
-    where the table has none)."""
+    (:data:`mlacalc.timemodel.host_floor.LONG_SEQUENCE_S`): the median, over the long
+    skip-indexer groups' rows (:data:`HOST_SEQUENCE_PATH`) of the table's fewest new tokens a
+    sequence and two sequences or more, of (time - the group's one-sequence floor) /
+    (sequences - 1); and how many rows it is over (None, 0 where the table has none)."""
     t = mapped.table
     src, gemm, kv = (_labels(t, c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
     bs = t.column("batch_size").astype(np.float64)
@@ -126,7 +152,8 @@ def fit_long_sequence_s(mapped: MappedTable) -> tuple[float | None, int]:
     src = floor_sources(t.system, t.engine, t.table, src, bs, cached)
     floor = host_floor_seconds(t.system, t.engine, t.table, src, gemm, kv)  # one sequence
     isl = t.column("isl").astype(np.float64)
-    long = np.char.endswith(src, LONG) & mapped.modelled & np.isfinite(floor)
+    path = np.array([floor_structure(t.engine, s) for s in src])
+    long = (path == HOST_SEQUENCE_PATH + LONG) & mapped.modelled & np.isfinite(floor)
     rows = long & (bs >= 2) & (isl == isl[long].min()) if long.any() else long
     if not rows.any():
         return None, 0

@@ -84,8 +84,11 @@ EAGER = "+eager"
 #: ones, so a fixed cost, not the GPU's work on the keys. The host's: SGLang's decode rows of
 #: the same cached lengths, replayed from a CUDA graph, show no step (their median errors at
 #: 65,536 and 131,072 cached tokens within 4 points of each other). Which op it is the tables
-#: do not say (the threshold lies between 65,536 and 131,072: taken at 2^16). TensorRT-LLM's
-#: and vLLM's prompt tables hold no row past 128 cached tokens.
+#: do not say. The threshold is where the rows jump and nothing more: no row lies between
+#: 65,536 and 131,072 cached tokens, 2^16 is the last flat one, and no SGLang setting at that
+#: length is known to us from recall, so a prompt of 65,537-131,071 cached tokens takes the
+#: long group's floor on no row's evidence. TensorRT-LLM's and vLLM's prompt tables hold no
+#: row past 128 cached tokens.
 LONG_CACHE_TOKENS: dict[str, int] = {"sglang": 65_536}
 
 #: The suffix :func:`floor_sources` gives a prompt row's ``kernel_source`` past
@@ -95,17 +98,18 @@ LONG = "+long"
 #: ``(system, engine) ->`` the host's time per sequence, past the first, of a prompt row past
 #: :data:`LONG_CACHE_TOKENS` (seconds): such a row's floor is its long-context group's (fitted
 #: on its one-sequence rows) and this for each further sequence. The rows show it on both
-#: devices, in every path: at four new tokens a sequence the long rows take 31-36 us more a
-#: sequence from 2 to 32 sequences (SGLang's skip-indexer paths, whose kernels are a few per
-#: cent of such a row; the indexer paths 36-51 us, their logits over the long keys on top), flat
-#: in the cached length from 131,072 to 1,048,572 tokens, where the rows of up to 65,536 cached
-#: tokens show none (within 6 us a row from 1 to 16 sequences). Each the median over the long
-#: groups' four-token rows of 2 to 128 sequences of (time - floor) / (sequences - 1)
-#: (:func:`mlacalc.measured.host_floors.fit_long_sequence_s`: 1,456 rows on H100, 1,280 on
-#: B200).
+#: devices, in every path: at four new tokens a sequence the long rows take 30-45 us more a
+#: sequence from 2 to 128 sequences (SGLang's skip-indexer paths, whose kernels are 6-10% of
+#: such a row; the indexer paths the same from 8 to 32 sequences, their indexer's work on top
+#: past that), flat in the cached length from 131,072 to 1,048,572 tokens, where the rows of up
+#: to 65,536 cached tokens show none (within 6 us a row from 1 to 16 sequences). Each the
+#: median over the long skip-indexer groups' four-token rows of 2 to 128 sequences of (time -
+#: floor) / (sequences - 1) (:func:`mlacalc.measured.host_floors.fit_long_sequence_s`, which
+#: says why those paths alone: 574 rows on H100, 667 on B200; pooled with the indexer paths'
+#: rows it was 37.3 and 33.2 us).
 LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
-    (_H100, "sglang"): 3.733e-05,
-    (_B200, "sglang"): 3.317e-05,
+    (_H100, "sglang"): 3.510e-05,
+    (_B200, "sglang"): 3.166e-05,
 }
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
