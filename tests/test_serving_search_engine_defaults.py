@@ -24,7 +24,7 @@ def test_api_search_takes_the_engine_s_defaults_as_the_cli_to_the_digit(run):
     r = search("llama-3-8b", "H100-SXM", [1], **ASK, engine="vllm")
     assert r.best["batch_per_group"] <= 1024  # vLLM's max_num_seqs (before: 1745)
     # TPOT 42.51 ms before vLLM's H100 decode classes were refitted with its window edge
-    # (attention_time.WINDOW_EDGE_DECODE: the fit's call floor no longer held high), 41.73 ms;
+    # (attention_time.LOCAL_WINDOW_DECODE: the fit's call floor no longer held high), 41.73 ms;
     # 41.82 ms with cuBLAS's persistent GEMMs balancing their last wave
     # (gemm_time.BALANCED_WAVES, gemm:bf16 refitted)
     assert r.best["batch_per_group"] == 1024 and r.best["tpot_s"] == pytest.approx(0.04182, 1e-3)

@@ -108,7 +108,7 @@ LEFT_OUT = [
     # with a causal prompt's longest tile 13.9% -> 14.6% and 14.6% -> 14.8% (each device's fit
     # takes its own kernel's tail, FlashAttention-3's longest first on H100, B200's launch
     # order: bounds 0.142 / 0.148 -> 0.15, said in the commit); B200 from H100 14.8% -> 15.0%
-    # with vLLM's Hopper decode window edge (attention_time.WINDOW_EDGE_DECODE: its one-token
+    # with vLLM's Hopper decode window edge (attention_time.LOCAL_WINDOW_DECODE: its one-token
     # prompts run the decode kernel, which H100's refitted decode class times 0.4 us faster
     # at the floor; bound 0.15 -> 0.152, said in the commit). With vLLM's Hopper fp8 prompt's
     # products in bf16 (attention_time.KV_UPCAST_PREFILL; H100's fp8 class refitted): H100 from

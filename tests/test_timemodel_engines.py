@@ -1463,7 +1463,7 @@ ENGINE_ATTENTION = [
                  "fit-b200-sxm-sglang", 0.10, 0.32, marks=pytest.mark.slow),
     # vLLM H100 decode: 8.9% / 41.4%, 13.2% / 32.3% (fp8 12.2% / 27.8% before the first V
     # block's transpose: 10.3% / 23.4%); 8.0% / 24.1%, 10.3% / 23.4% before its window's edge
-    # (attention_time.WINDOW_EDGE_DECODE), now 6.7% / 19.7%, 7.0% / 18.5% (bounds 0.085 / 0.26
+    # (attention_time.LOCAL_WINDOW_DECODE), now 6.7% / 19.7%, 7.0% / 18.5% (bounds 0.085 / 0.26
     # -> 0.07 / 0.205, 0.11 / 0.25 -> 0.073 / 0.195)
     pytest.param("vllm", "h100_sxm", "attention", "generation_attention_perf", "bf16",
                  "fit-h100-sxm-vllm", 0.07, 0.205, marks=pytest.mark.slow),
@@ -1506,7 +1506,7 @@ ENGINE_ATTENTION = [
     # Hopper (attention_time.ALWAYS_COMBINE_DECODE); now 10.2% / 26.3%, 14.0% / 30.0%, 6.2% /
     # 21.3%, 10.7% / 27.2%; with the warm cache in the L2 (mapping.WARM_CACHE_ENGINES) H100
     # bf16 10.5% / 27.7% (bound 0.27 -> 0.28, said in the commit), fp8 13.9% / 29.4%, B200
-    # bf16 6.1% / 20.5%; with vLLM's Hopper window edge (WINDOW_EDGE_DECODE) B200 from H100's
+    # bf16 6.1% / 20.5%; with vLLM's Hopper window edge (LOCAL_WINDOW_DECODE) B200 from H100's
     # refitted classes bf16 6.1% / 20.5% -> 7.3% / 20.1%, fp8 10.7% / 27.2% -> 12.8% / 27.1%
     # (worse: H100's fit no longer holds its in-window rows 10% slow, which had made up for
     # B200's call floor being above H100's; bounds 0.065 -> 0.076, 0.11 -> 0.132, said in the
@@ -1678,13 +1678,14 @@ def test_vllms_hopper_decode_runs_its_combine_kernel_at_every_call():
     assert more[0] == pytest.approx(ALWAYS_COMBINE_S, rel=0.02)
 
 
-def test_vllms_hopper_decode_pays_its_windows_edge_past_the_window():
-    # vLLM's FlashAttention-3 decode on H100 takes more past its window than inside it
-    # (attention_time.WINDOW_EDGE_DECODE): its rows whose cache is longer than the window carry
-    # ``window_edge`` (the ones inside it and SGLang's and B200's rows do not), a model step's
-    # batch is given it past the window, and the class's ``mask_s`` is paid once a unit, the
-    # units an SM runs in turn; the shipped fit puts it at 2-4 us (the tables: +2.7-3.8 us at up
-    # to 128 units, 1.2-1.3x the call inside the window)
+def test_vllms_hopper_decode_runs_its_local_kernel_past_the_window():
+    # vLLM's FlashAttention-3 decode on H100 runs its local (sliding-window) kernel only past
+    # its window (attention_time.LOCAL_WINDOW_DECODE): its rows whose cache is longer than the
+    # window carry ``local_window`` (the ones inside it, which take their unwindowed twins'
+    # time, and SGLang's and B200's rows do not), a model step's batch is given it past the
+    # window, and the class's ``local_unit_s`` (a parameter of its own, not the band's masked
+    # block ``mask_s``) is paid a unit an SM runs in turn; the shipped fit puts it at 2-4 us
+    # (the tables: 2.2-5.6 us a unit in turn at head dim 64)
     pytest.importorskip("pyarrow")
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.measured.mapping import map_table
@@ -1703,7 +1704,7 @@ def test_vllms_hopper_decode_pays_its_windows_edge_past_the_window():
         for p in map_table(t).parts:
             if p.batch.kind == "attention_decode" and not p.batch.variant:
                 past = (win[p.rows] > 0) & (kv[p.rows] > win[p.rows])
-                for k, e in zip(past.tolist(), p.batch.shape["window_edge"].tolist()):
+                for k, e in zip(past.tolist(), p.batch.shape["local_window"].tolist()):
                     out.setdefault(k, set()).add(e)
         return out
 
@@ -1718,16 +1719,28 @@ def test_vllms_hopper_decode_pays_its_windows_edge_past_the_window():
     b = KernelBatch("attention_decode", "bf16", np.ones(n), np.ones(n), np.ones(n), shape)
     h100, b200 = (device_figures(load_hardware(x)) for x in ("H100-SXM", "B200"))
     vllm_h100 = engine_attention_kernel(b, "vllm", h100)
-    assert vllm_h100.shape["window_edge"].tolist() == [0.0, 1.0, 1.0]
-    assert "window_edge" not in engine_attention_kernel(b, "vllm", b200).shape
-    assert "window_edge" not in engine_attention_kernel(b, "sglang", h100).shape
-    prm = {**default_params("attention_decode"), "mask_s": 3e-6}
+    assert vllm_h100.shape["local_window"].tolist() == [0.0, 1.0, 1.0]
+    assert "local_window" not in engine_attention_kernel(b, "vllm", b200).shape
+    assert "local_window" not in engine_attention_kernel(b, "sglang", h100).shape
+    prm = {**default_params("attention_decode"), "local_unit_s": 3e-6}
     t = decode_terms(vllm_h100, h100, prm)["compute_s"]
-    # past the window: the same walk as at the window's 128 keys, and one masked block a unit
+    # past the window: the same walk as at the window's 128 keys, and the local kernel's unit
     assert t[1] - t[0] == pytest.approx(3e-6, rel=0.05) and t[2] == pytest.approx(t[1])
+    # ... a unit an SM runs in turn: 64 sequences x 8 KV heads on 132 SMs, 3.9 units in turn
+    wide = KernelBatch("attention_decode", "bf16", np.ones(n), np.ones(n), np.ones(n),
+                       {**shape, "batch": np.full(n, 64.0)})  # fmt: skip
+    wide = engine_attention_kernel(wide, "vllm", h100)
+    more = (
+        decode_terms(wide, h100, prm)["compute_s"]
+        - decode_terms(wide, h100, {**prm, "local_unit_s": 0.0})["compute_s"]
+    )
+    assert more.tolist() == pytest.approx([0.0, 3e-6 * 512 / 132, 3e-6 * 512 / 132], rel=0.01)
+    # the band's masked block does not time it
+    assert decode_terms(vllm_h100, h100, {**prm, "mask_s": 1e-5})["compute_s"] == pytest.approx(t)
     fitted = load_profile("fit-h100-sxm-vllm").classes
     for dt in ("bf16", "fp8"):
-        assert 2e-6 < fitted[f"attention_decode:{dt}"]["mask_s"] < 4e-6
+        assert 2e-6 < fitted[f"attention_decode:{dt}"]["local_unit_s"] < 4e-6
+        assert "mask_s" not in fitted[f"attention_decode:{dt}"]
 
 
 def test_trtllms_hopper_decode_splits_its_keys_by_key_elements():

@@ -920,10 +920,11 @@ def _combine_kernel(t: MeasuredTable, context: bool) -> np.ndarray:
     return (source.astype(str) == "vllm_flash_attn_fa3").astype(np.float64)
 
 
-def _window_edge(t: MeasuredTable, context: bool, win: np.ndarray, kv: np.ndarray) -> np.ndarray:
-    """1 where a decode row's FlashAttention-3 call pays its window's edge (``window_edge``,
-    :data:`~mlacalc.timemodel.attention_time.WINDOW_EDGE_DECODE`): vLLM's H100 rows (kernel
-    source ``vllm_flash_attn_fa3``) whose cache is longer than the window; 0 elsewhere."""
+def _local_window(t: MeasuredTable, context: bool, win: np.ndarray, kv: np.ndarray) -> np.ndarray:
+    """1 where a decode row's FlashAttention-3 call runs its local (sliding-window) kernel
+    (``local_window``, :data:`~mlacalc.timemodel.attention_time.LOCAL_WINDOW_DECODE`): vLLM's
+    H100 rows (kernel source ``vllm_flash_attn_fa3``) whose cache is longer than the window;
+    0 elsewhere."""
     source = t.columns.get("kernel_source")
     if context or source is None or t.engine != "vllm":
         return np.zeros(len(t))
@@ -1065,7 +1066,7 @@ def _attention_rows(
         head_pack=head_pack,
         q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
-        window_edge=_window_edge(t, context, win, kv),
+        local_window=_local_window(t, context, win, kv),
         hd192_side_call=_hd192_side_call(t, hd),
         cache_bytes=warm_cache,
         preprocess_bytes=pre_bytes,

@@ -241,19 +241,27 @@ QUERY_CAST_BYTES = 3.0
 ALWAYS_COMBINE_DECODE = frozenset({("vllm", "sm90")})
 ALWAYS_COMBINE_S = 2.5e-6
 
-#: (engine, kernel generation) whose packing decode (FlashAttention-3) pays a window's edge once
-#: the cache is longer than the window (``window_edge`` 1): vLLM on Hopper. Its windowed rows
-#: (GPT-OSS's 128-key window, head dim 64) take the same time at every cache past the window,
-#: 256 to 131,072 keys, but more than the same call inside it (127 keys): 1.21-1.27x at up to
-#: 128 units (+2.7-3.8 us, bf16 / fp8 cache), 1.5x past 2,048 units, about the time of two
-#: 128-key blocks where the window's keys fill one; SGLang's FlashAttention-3 rows of the same
-#: shapes take no more past the window than inside it, and vLLM's B200 rows (TensorRT-LLM-gen)
-#: 1.0-1.1x. Timed as a masked block each unit walks (``mask_s`` of the decode class, fitted:
-#: the rows tell it apart from the rest of the call, unlike the combine kernel above), the units
-#: an SM runs in turn; why vLLM's build pays it and SGLang's does not (its window's keys starting
-#: one key before a block boundary at the tables' power-of-two caches is a candidate) is not
-#: settled
-WINDOW_EDGE_DECODE = frozenset({("vllm", "sm90")})
+#: (engine, kernel generation) whose packing decode (FlashAttention-3) runs its local
+#: (sliding-window) kernel only once the cache is longer than the window (``local_window`` 1)
+#: and the non-local one inside it: vLLM on Hopper. As recalled of FlashAttention's
+#: ``mha_fwd`` (flash_api.cpp, not checked against a stored copy): a left window at least the
+#: keys less one is reset to -1, no window, so the call inside the window is the non-local
+#: kernel. Read from vLLM's H100 rows (every window, 128 / 1,024 / 8,192, head dims 64-256):
+#: a windowed row inside its window takes its unwindowed twin's time (-0.04 to +0.03 us,
+#: medians over 240-3,108 pairs a window, head dim and cache dtype); past it the same time at
+#: every cache from twice the window to 131,072 keys, more than at the window: the local
+#: kernel's own cost, not its keys' work (a block's work grows with the head dim; this falls).
+#: Timed as ``local_unit_s`` (the class's, fitted: the rows past the window tell it from the
+#: rest of the call) a unit an SM runs in turn (``max(units / SMs, 1)``). Per unit in turn the
+#: rows give (bf16, window 128) at up to one unit an SM 3.9-5.6 us at head dim 64, 1.0-3.2 at
+#: 128, 0.6-1.2 at 192; past one unit an SM 2.2-3.1 / 0.5-0.9 / 0.7-0.9 (fp8 2.0-2.7 / 1.4-2.6 /
+#: 1.6): a call's part besides, and a head-dim dependence, neither settled (a call's part
+#: fitted beside it, ``local_call_s``, took H100's call floor down and B200's rows from H100 read
+#: worse: docs/time-model.md). SGLang's FlashAttention-3 rows run the local kernel inside the
+#: window too (+0.5 to +2.0 us over their unwindowed twins at windows 128 / 8,192) and take no
+#: more past it: the model gives them nothing, the window's keys either way. vLLM's B200 rows
+#: (TensorRT-LLM-gen) 1.0-1.1x past the window, not given it
+LOCAL_WINDOW_DECODE = frozenset({("vllm", "sm90")})
 
 #: Seconds SGLang's FlashAttention-3 calls at head dim 192 (H100, kernel source ``fa3``; the
 #: ``hd192_side_call`` column) take beyond the attention kernel's own time, prompt and decode,
@@ -343,11 +351,11 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
         and (engine, fig.kernel_generation) in ALWAYS_COMBINE_DECODE
     ):
         cols["combine_kernel"] = np.ones(len(batch))
-    if batch.kind == "attention_decode" and (engine, fig.kernel_generation) in WINDOW_EDGE_DECODE:
-        # its FlashAttention-3 decode pays the window's edge past the window
+    if batch.kind == "attention_decode" and (engine, fig.kernel_generation) in LOCAL_WINDOW_DECODE:
+        # its FlashAttention-3 decode runs the local kernel past the window only
         a = attention_shape(batch)
-        edge = (a["window"] > 0) & (a["kv"] > a["window"])
-        cols["window_edge"] = edge.astype(np.float64)
+        local = (a["window"] > 0) & (a["kv"] > a["window"])
+        cols["local_window"] = local.astype(np.float64)
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
@@ -400,18 +408,20 @@ def attention_time(
     units: np.ndarray,
     unit_blocks: np.ndarray,
     unit_cost: np.ndarray,
-    masked: np.ndarray,
+    masked: np.ndarray | float = 0.0,
     serial: np.ndarray | None = None,
     flops: np.ndarray | None = None,
     nbytes: np.ndarray | None = None,
     sfu: np.ndarray | None = None,
     latency: float | None = None,
     call: float | None = None,
+    local: np.ndarray | float = 0.0,
 ) -> dict[str, np.ndarray]:
     """Compute and memory terms of an attention kernel from its work units: ``units`` spread
     over the SMs in waves, each walking ``unit_blocks`` KV blocks (``masked`` of them on the
     masking path) and paying ``unit_cost`` times the per-unit work once. ``serial``: the units
-    one SM works through in turn (default: its waves)."""
+    one SM works through in turn (default: its waves). ``local``: seconds of a local
+    (sliding-window) kernel beside them (:data:`LOCAL_WINDOW_DECODE`)."""
     sms = fig.sm_count
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
@@ -434,7 +444,7 @@ def attention_time(
     if sfu is not None:
         # the softmax's exponentials on the special-function units, beside the tensor cores
         compute = combine(compute, sfu / occupancy, prm["sfu_overlap"])
-    compute = compute + work
+    compute = compute + work + local
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm))
     # a fixed time per call that is a wait, seconds whatever the SM clock
     extra = np.full(len(batch), call if call is not None else 0.0)
@@ -1237,10 +1247,11 @@ def _call_kernels_s(
     return _further_kernel_s(batch, fig, prm, pack) * kernels + np.where(always, combine_s, 0.0)
 
 
-def _window_edge_blocks(batch: KernelBatch, share: np.ndarray) -> np.ndarray:
-    """Masked blocks of a decode past its window (``window_edge``, vLLM's FlashAttention-3 on
-    Hopper: :data:`WINDOW_EDGE_DECODE`): one a unit, the units an SM runs in turn."""
-    return col(batch, "window_edge", 0) * np.maximum(share, 1.0)
+def _local_window_s(batch: KernelBatch, prm: dict[str, float], share: np.ndarray) -> np.ndarray:
+    """Seconds a decode of a local (sliding-window) kernel adds (``local_window``, vLLM's
+    FlashAttention-3 on Hopper past its window: :data:`LOCAL_WINDOW_DECODE`): ``local_unit_s``
+    a unit an SM runs in turn."""
+    return col(batch, "local_window", 0) * prm["local_unit_s"] * np.maximum(share, 1.0)
 
 
 def decode_terms(
@@ -1346,7 +1357,7 @@ def decode_terms(
         units=busy,
         unit_blocks=unit_blocks * np.maximum(share, 1.0) * walk_scale,
         unit_cost=unit_cost * share * tensor,
-        masked=_window_edge_blocks(batch, share),
+        local=_local_window_s(batch, prm, share),
         serial=np.ones(len(batch)),
         flops=_padded_flops(batch, fig, grouped, rows),
         nbytes=nbytes,
