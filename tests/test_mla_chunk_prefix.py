@@ -71,29 +71,29 @@ def test_served_chunk_prices_the_model_steps_chunk(engine, tp, q, pre, kv):
     route, :func:`step_kernels`): kv_b_proj over prefix and new tokens, the key assembly, the
     core. Before, the templates had no FLOPs per key: kv_b_proj's FLOPs after a 32,512-token
     prefix came out 1.99x the model step's at TP1 (fitted through the prompt steps' pairs).
-    With an fp8 cache the chunk reads its new tokens' latent from the projection and its
-    prefix's from the cache, and its prompt kernel the expanded K/V at the cache's width, as
-    a prompt does: else the prompt steps the templates are read from disagree (a first cut
-    put a 2,000-token prompt's core at 50.4 GB for the model step's 15.0 GB)."""
+    With an fp8 cache the chunk gathers its prefix's rows at bf16 (prefix_gather), kv_b_proj
+    reads every key's latent at bf16 and the core the expanded K/V at bf16, as a prompt's
+    does: else the prompt steps the templates are read from disagree (a first cut put a
+    2,000-token prompt's core at 50.4 GB for the model step's 15.0 GB)."""
     m = load_model("deepseek-v3")
     sm = StepModel(m, make_layout(m, tp, tp=tp), m.weights_dtype, resolve_kv_layout(kv),
                    load_hardware("H100-SXM"), None, engine=engine)  # fmt: skip
-    names = ("kv_b_proj", "k_assemble", "attention")
+    names = ("prefix_gather", "kv_b_proj", "k_assemble", "attention")
     ours = [k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name in names]
     phase = "chunk" if pre else "prefill"
     ref = step_kernels(m, phase, q + pre, 1, q_len=q if pre else None, causal=True,
                        weight_dtype=m.weights_dtype, kv_dtype=kv, engine=engine)  # fmt: skip
-    ref = [k for k in ref if k.name in names]
+    ref = [k for k in ref if k.name in names and (k.bytes or k.flops)]  # no prefix: no gather
     assert [k.name for k in ours] == [k.name for k in ref]
     for a, b in zip(ours, ref):
         assert a.flops * a.calls * tp == pytest.approx(b.flops * b.calls, rel=1e-9), a.name
         if tp == 1:
             assert a.bytes * a.calls == pytest.approx(b.bytes * b.calls, rel=1e-9), a.name
-    kv_b = ours[0]
+    kv_b = next(k for k in ours if k.name == "kv_b_proj")
     assert kv_b.shape["m"] == q + pre  # every key's latent row expanded
     if tp > 1:  # the latent rows read whole on every rank, the expansion split
         new = q * 512 * 2  # the new tokens' latent from the projection (bf16)
-        cached = pre * resolve_kv_layout(kv).row_bytes(512, 64) * 512 / 576
+        cached = pre * 512 * 2  # the prefix's from the gathered, dequantized rows (bf16)
         out = (q + pre) * 128 * 256 * 2
         weights = 512 * 128 * 256 // tp  # fp8 weights
         assert kv_b.bytes == pytest.approx(new + cached + out / tp + weights, rel=1e-6)
@@ -143,7 +143,8 @@ def test_every_served_chunk_kernel_is_the_model_steps(name):
     for q, pre in ((1024, 30720), (2048, 6144), (8192, 0)):
         ref = step_kernels(m, "chunk" if pre else "prefill", q + pre, 1,
                            q_len=q if pre else None, causal=True, engine=sm.engine)  # fmt: skip
-        names = {k.name for k in ref if k.kind != "moe"}
+        # (a prompt without a prefix lists prefix_gather with no work: no kernel runs)
+        names = {k.name for k in ref if k.kind != "moe" and (k.bytes or k.flops)}
         ours = keyed(k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name in names)
         want = keyed(k for k in ref if k.name in names)
         assert ours.keys() == want.keys()
@@ -153,22 +154,39 @@ def test_every_served_chunk_kernel_is_the_model_steps(name):
             assert a.bytes * a.calls == pytest.approx(b.bytes * b.calls, rel=1e-6, abs=1), key
 
 
-@pytest.mark.parametrize(("q", "pre"), [(256, 8192), (4096, 4096)])
-def test_prefix_expansion_is_attended_at_the_width_kv_b_proj_wrote(q, pre):
-    """kv_b_proj writes the cached prefix's expanded K/V in bf16 and no op quantizes them:
-    the core reads the prefix's rows at bf16 whatever the cache (the engines dequantize the
-    gathered latent before kv_b_proj and attend the prefix in bf16, from recall); only the new
-    tokens' rows follow the prompt kernel's cache width. Before, an fp8 cache's core read the
-    prefix's rows at 1 byte: 256 after 8,192, 367,001,600 B a layer for bf16's 713,031,680
-    (now 702,545,920: the 256 new rows at 1 byte)."""
+@pytest.mark.parametrize(("q", "pre"), [(256, 8192), (4096, 4096), (2048, 30720)])
+def test_one_width_a_tensor_along_the_chunk(q, pre):
+    """One op sequence, each tensor at one width (review10 F4): the prefix's cached rows
+    gathered out of the paged cache and written at bf16 (``prefix_gather``: read at the
+    cache's width, 576 B a row with fp8, 1,152 with bf16); kv_b_proj reads every key's latent
+    at bf16 (the new tokens' from the projection, the prefix's from the gathered rows) and
+    writes every key's K/V at bf16; the core reads all of them at bf16. Before, with an fp8
+    cache, kv_b_proj read the prefix's latent at 1 byte straight from the cache (no dequant
+    op) while k_assemble read the same rows' RoPE part at bf16, and the core read the new
+    tokens' K/V at 1 byte though kv_b_proj wrote them at bf16 (2,048 after 30,720: kv_b
+    2,182,090,752 and core 2,768,240,640 B against bf16's 2,197,819,392 and 2,852,126,720)."""
     m = load_model("deepseek-v3")
 
-    def core(kv):
+    def kernels(kv):
         ks = step_kernels(m, "chunk", q + pre, 1, q_len=q, causal=True, kv_dtype=kv)
-        return next(k for k in ks if k.name == "attention").bytes
+        return {k.name: k for k in ks}
 
+    bf16, fp8 = kernels("bf16"), kernels("fp8")
+    assert bf16["prefix_gather"].bytes == pre * (576 * 2 + 576 * 2)
+    assert fp8["prefix_gather"].bytes == pre * (576 + 576 * 2)
+    for name in ("kv_b_proj", "k_assemble", "attention"):
+        assert fp8[name].bytes == bf16[name].bytes, name
+    keys = q + pre
     per_row = 128 * (128 + 64 + 128)  # n_h (d_nope + d_rope + d_v) values a key
-    assert core("fp8") == core("bf16") - q * per_row  # 1 byte a value less, new rows alone
+    q_o = q * 128 * (192 + 128) * 2  # the query in, the output out, bf16
+    assert bf16["attention"].bytes == q_o + keys * per_row * 2
+    if (q, pre) == (2048, 30720):
+        assert bf16["kv_b_proj"].bytes == 2_197_819_392
+        assert bf16["attention"].bytes == 2_852_126_720
+    # a prompt without a prefix: nothing gathered, its core as the chunk's rule reads it
+    prompt = {k.name: k for k in step_kernels(m, "prefill", q, 1, causal=True, kv_dtype="fp8")}
+    assert prompt["prefix_gather"].bytes == 0
+    assert prompt["attention"].bytes == q_o + q * per_row * 2
 
 
 def test_report_says_what_runs_for_this_mla_model():

@@ -141,6 +141,7 @@ KERNEL_STAGES: dict[str, str] = {
     "qkv_a_proj": "kv_proj",
     "kv_b_proj": "kv_up",
     "k_assemble": "layout",
+    "prefix_gather": "layout",
     "q_absorb": "absorb",
     "o_absorb": "absorb",
     "attention": "core",
@@ -301,16 +302,15 @@ def _core_kernel(
         if latent
         else scores.cache_bytes_read + pv.cache_bytes_read
     )
-    if model.is_mla and cost.impl == "compressed" and "kv_b_proj" in ops:
-        # the new tokens' expanded K/V read as a prompt's own are (naive's rows, the cache's
-        # width: the prompt kernel's convention, unchanged); the cached prefix's expansion at
-        # the activations' width, as kv_b_proj wrote it: the engines dequantize the gathered
-        # latent to bf16 before kv_b_proj and attend the prefix in bf16 (from recall: vLLM's
-        # MLACommonImpl._compute_prefill_context, SGLang's MHA_CHUNKED_KV prefix chunks,
-        # TensorRT-LLM's forward_context_with_chunked_prefill), no quantize op between
-        new = cost.batch * cost.q_len
-        act_read -= _expanded_kv(model, new, dtype_bits(act_dtype) / 8)
-        cache_read = _expanded_kv(model, new, kv_dtype)
+    if _expands_latent(model, cost):
+        # every key's expanded K/V (the new tokens' and a cached prefix's) at the activations'
+        # width, as kv_b_proj wrote them: no op quantizes them, and the prompt core is the
+        # bf16 class (mla_prefill) whatever the cache (:func:`_prefix_gather`). They were read
+        # at the cache's width for the new tokens (naive's cached rows), 1 byte with fp8
+        # (the compressed op sequence counts them all as activations already)
+        act_w = dtype_bits(act_dtype) / 8
+        keys = cost.batch * cost.seq_len
+        cache_read = 0 if cost.impl == "compressed" else _expanded_kv(model, keys, act_w)
     if model.is_mla and latent:
         n_kv, d_qk, d_v = 1, model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
     elif model.is_mla:
@@ -384,14 +384,46 @@ def _expanded_kv(model: ModelConfig, keys: int, width: Any) -> int:
     return keys * resolve_kv_layout(width).row_bytes(n)
 
 
-def _prefix_latent_read(op: OpCost, q_tokens: int, model: ModelConfig, act_dtype: str) -> int:
-    """A chunk's kv_b_proj (``compressed``) bytes as the engines run it: the new tokens'
-    latent read from the projection's output (``act_dtype``), as a prompt's own is, and only
-    the cached prefix's latent rows from the cache (the op reads every key's from the cache)."""
+def _expands_latent(model: ModelConfig, cost: AttentionCost) -> bool:
+    """Whether a prompt of an MLA layer expands the latent cache's rows through kv_b_proj and
+    attends the expanded K/V (the default prompt and the ``compressed`` chunk; not a named
+    ``naive`` cache of expanded rows, nor the absorbed paths, nor DSA's sparse core)."""
+    return (
+        model.is_mla
+        and cost.impl not in ABSORBED_IMPLS
+        and cost.cache == "latent"
+        and model.index_topk is None
+        and cost.phase != "decode"
+    )
+
+
+def _prefix_latent_read(op: OpCost, model: ModelConfig, act_dtype: str) -> int:
+    """A chunk's kv_b_proj (``compressed``) bytes as the engines run it: every key's latent
+    at the activations' width, the new tokens' from the projection's output and the cached
+    prefix's from the gathered, dequantized rows (:func:`_prefix_gather`); the op reads every
+    key's from the cache."""
     keys = op.shape[1]
-    per_key = op.cache_bytes_read / keys if keys else 0
     act = model.kv_lora_rank * dtype_bits(act_dtype) // 8
-    return op.bytes + round(q_tokens * (act - per_key))
+    return op.bytes - op.cache_bytes_read + keys * act
+
+
+def _prefix_gather(
+    model: ModelConfig, cost: AttentionCost, act_dtype: str, kv_dtype: Any, calls: int
+) -> Kernel:
+    """A chunk's cached prefix gathered out of the paged latent cache into a contiguous
+    buffer at the activations' width (dequantized where the cache is narrower), before
+    kv_b_proj expands its latent and the key assembly takes its RoPE part: each prefix row
+    (latent and RoPE key) read at the cache's width and written at ``act_dtype``'s. From
+    recall of the engines' sources: vLLM's ``gather_and_maybe_dequant_cache`` in
+    ``MLACommonImpl._compute_prefill_context``, SGLang's prefix-chunk fetch of its MLA pool
+    cast to the query's dtype (``MHA_CHUNKED_KV``), TensorRT-LLM's
+    ``load_chunked_kv_cache_for_mla`` in ``forward_context_with_chunked_prefill``. A prompt
+    without a prefix gathers nothing (0 bytes: no kernel runs)."""
+    rows = cost.batch * (cost.seq_len - cost.q_len) if cost.impl == "compressed" else 0
+    lat, rope = model.kv_lora_rank, model.qk_rope_head_dim
+    cached = resolve_kv_layout(kv_dtype).row_bytes(lat, rope)
+    nbytes = rows * (cached + (lat + rope) * dtype_bits(act_dtype) // 8)
+    return _elementwise("prefix_gather", act_dtype, 0, nbytes, rows * (lat + rope), calls)
 
 
 #: Bytes of one indexer logit (float32) and of one selected key's index (int32).
@@ -645,8 +677,10 @@ def attention_kernels(
                 out.append(_elementwise(op.name, act_dtype, op.flops, nbytes, elements, calls))
             continue
         nbytes = op.bytes
-        if op.name == "kv_b_proj" and model.is_mla and cost.impl == "compressed":
-            nbytes = _prefix_latent_read(op, cost.batch * cost.q_len, model, act_dtype)
+        if op.name == "kv_b_proj" and _expands_latent(model, cost):
+            out.append(_prefix_gather(model, cost, act_dtype, kv_dtype, calls))
+            if cost.impl == "compressed":
+                nbytes = _prefix_latent_read(op, model, act_dtype)
         if op.stage == "kv_proj" and first_kv:
             nbytes += cache_writes  # the new cache rows, written once by the kernel making them
             first_kv = False
