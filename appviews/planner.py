@@ -17,7 +17,7 @@ import mlacalc
 from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.plan import duration_text
-from mlacalc.serving.scheduler import defaults_words
+from mlacalc.serving.scheduler import defaults_words, engine_page_size
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
@@ -269,7 +269,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             help=None if sc.model.is_moe else f"{sc.model.label} has no routed experts.",
         )
         pp = c2.number_input("pipeline stages", 1, 64, 1, key="plan_pp")
-        page = c3.number_input("page size (tokens)", 1, 4096, D.PAGE_SIZE, key="plan_page")
+        page = _page_input(c3, sc)
         moe = sc.model.is_moe  # plan refuses DP-attention and two-batch overlap without experts
         dp_attention = c4.checkbox(
             "DP-attention",
@@ -368,6 +368,13 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         redundant_experts=int(redundant) if moe else 0,
         **pool,
     )
+
+
+def _page_input(column: Any, sc: Scenario) -> int:
+    """The page size box: the engine's own page (``plan --engine``'s default, SGLang 1, vLLM 16
+    or 64 for MLA, TensorRT-LLM 32), one box per engine so that choosing another resets it."""
+    own = engine_page_size(sc.engine, sc.model.is_mla)
+    return column.number_input("page size (tokens)", 1, 4096, own, key=f"plan_page_{sc.engine}")
 
 
 def _prefix_hit_input(column: Any) -> float:

@@ -17,7 +17,10 @@ from mlacalc.words import defaults as D
 
 PLANNER = "Capacity planner"
 #: The default deployment's arguments (8 x H200 at TP8, the app's page size and KV dtype).
-LAYOUT = dict(tp=8, kv_dtype="bf16", page_size=16)
+#: the app's KV page: its default engine's (TensorRT-LLM's 32-token blocks; 16 for every
+#: engine before: plan --engine's default page is the engine's own, and the app's box too)
+PAGE = 32
+LAYOUT = dict(tp=8, kv_dtype="bf16", page_size=PAGE)
 
 
 def _sched(engine: str = "trtllm") -> dict:
@@ -296,7 +299,7 @@ def test_longest_context_stops_at_the_window_and_kv_line_splits_fixed_part():
     """gpt-oss-120b on 8 H100 at batch 8: the longest context is its 131,072-token window,
     with memory's own figure beside it; the KV line names the layers keeping every token."""
     at = _run(model="gpt-oss-120b", hw="H100-SXM")
-    p = mlacalc.plan("gpt-oss-120b", "H100-SXM", 8, tp=8, page_size=16, batch=8)
+    p = mlacalc.plan("gpt-oss-120b", "H100-SXM", 8, tp=8, page_size=PAGE, batch=8)
     assert metrics(at)["longest context at batch 8"] == "131,072"
     # the library's words, as the command line prints them
     assert any(p.longest_context_text() in c.value for c in at.caption)
@@ -311,7 +314,7 @@ def test_context_past_max_position_embeddings_is_one_rule_and_one_sentence():
     a batch that only fits past it (was: largest batch at 131,072 tokens 20 beside longest
     context at batch 8: 8,192)."""
     at = _run(model="llama-3-8b", seq_len="131072", batch="8", gpus="1", tp="1")
-    p = mlacalc.plan("llama-3-8b", "H200", 1, tp=1, page_size=16, seq_len=131072, batch=8)
+    p = mlacalc.plan("llama-3-8b", "H200", 1, tp=1, page_size=PAGE, seq_len=131072, batch=8)
     m = metrics(at)
     assert m["largest batch at 131,072 tokens"] == f"{p.max_batch:,}"
     assert m["longest context at batch 8"] == f"{p.max_context_memory:,}"
@@ -365,7 +368,7 @@ def test_redundant_experts_plan_ep72_on_an_nvl72_from_the_url():
         dp_attention=True,
         redundant_experts=32,
         kv_dtype="bf16",
-        page_size=16,
+        page_size=PAGE,
         seq_len=131072,
     )
     assert metrics(at)["largest batch at 131,072 tokens"] == f"{p.max_batch:,}"
@@ -412,7 +415,7 @@ def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
     at.number_input(key="plan_prefill_gpus").set_value(16)
     at.number_input(key="plan_prefill_ep").set_value(8).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    flags = "--kv-dtype bf16 --page-size 16 --isl 2000 --osl 500 --concurrency 64"
+    flags = "--kv-dtype bf16 --isl 2000 --osl 500 --concurrency 64"
     cli = "plan deepseek-v3 -H H200 --gpus 8 --tp 8 --mode disaggregated --engine trtllm"
     pool = "--prefill-gpus 16 --prefill-ep 8 --format json"
     assert main(f"{cli} {flags} {pool}".split()) == 0
@@ -451,8 +454,9 @@ def _default_plan():
 
 def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     """The plan form's prefix cache hit is ``mlacalc plan --prefix-cache-hit``: 0.5 of the
-    2,000-token prompts found cached (992 tokens in whole 16-token pages) gives the CLI's
-    TTFT and TPOT to the digit, and the answer says the hit and what the KV memory assumes."""
+    2,000-token prompts found cached (992 tokens in whole 32-token pages, TensorRT-LLM's, the
+    CLI's --engine trtllm default too; 16-token pages before) gives the CLI's TTFT and TPOT
+    to the digit, and the answer says the hit and what the KV memory assumes."""
     from mlacalc.cli import main
     from mlacalc.serving.plan import duration_text
 
@@ -460,16 +464,25 @@ def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     at.number_input(key="plan_conc").set_value(64)
     at.number_input(key="plan_prefix_hit").set_value(0.5).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    flags = "--kv-dtype bf16 --page-size 16 --isl 2000 --osl 500 --concurrency 64"
+    flags = "--kv-dtype bf16 --isl 2000 --osl 500 --concurrency 64"
     cli = "plan deepseek-v3 -H H200 --gpus 8 --tp 8 --engine trtllm --format json"
     assert main(f"{cli} {flags} --prefix-cache-hit 0.5".split()) == 0
     p = json.loads(capsys.readouterr().out)
-    assert p["prefix_cached_tokens"] == 992  # 1,000 before the whole 16-token pages
+    assert p["prefix_cached_tokens"] == 992 and p["page_size"] == PAGE  # SGLang, page 1: 1,000
     m = metrics(at)
     assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
     captions = " ".join(c.value for c in at.caption)
-    assert "992 of 2,000 tokens found cached (rounded down to whole 16-token pages)" in captions
+    assert "992 of 2,000 tokens found cached (rounded down to whole 32-token pages)" in captions
     assert "not deduplicated" in captions
+
+
+def test_the_page_size_box_is_the_engines_own_page():
+    """The plan form's page size was 16 whatever the engine; it is plan --engine's default
+    now (scheduler.engine_page_size): TensorRT-LLM 32, SGLang 1 (its radix cache matches token
+    by token), vLLM 64 for DeepSeek-V3 (MLA: FlashMLA's blocks)."""
+    for engine, page in (("trtllm", 32), ("sglang", 1), ("vllm", 64)):
+        at = _run(engine=engine)
+        assert at.number_input(key=f"plan_page_{engine}").value == page, engine
 
 
 def test_the_prefix_cache_hit_box_takes_what_the_cli_takes():
