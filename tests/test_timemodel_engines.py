@@ -500,8 +500,10 @@ POOLED = [
     # wrapper's host work and its kernels (gemm_time._host_floor)
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", 0.076, 0.26),  # 0.080 / 0.260 (0.095 / 0.34)
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", 0.072, 0.26),  # 0.080 / 0.264 (0.095 / 0.31)
-    # 0.174 with vLLM's packing decode unit work at the SM's tensor width (22c7862)
-    ("vllm", "h100_sxm", "fit-b200-sxm-vllm", 0.185, None),  # 0.206 (0.25)
+    # 0.174 with vLLM's packing decode unit work at the SM's tensor width (22c7862); 0.126 ->
+    # 0.124 with TensorRT-LLM's B200 CUTLASS bf16 class standing in for FlashInfer's CUTLASS
+    # block-scaled MoE (its block-scaled class is DeepGEMM's kernel: moe_time.TRTLLM_CUTLASS_MOE)
+    ("vllm", "h100_sxm", "fit-b200-sxm-vllm", 0.13, None),  # 0.206 (0.25)
     # 0.224 (0.275); 0.215 with TensorRT-LLM's MLA decode classes standing in for the kernel
     # vLLM's FLASHINFER_MLA runs on B200 (its generation module 66% -> 12%); 0.197 with the
     # packing decode unit work at the SM's tensor width (22c7862); 0.194 -> 0.193 without the

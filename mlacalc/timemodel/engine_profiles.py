@@ -31,6 +31,7 @@ from mlacalc.timemodel.moe_time import (
     DEEPEP_GROUPED_GEMM,
     DEEPGEMM_MOE,
     ENGINE_MOE_KERNEL,
+    TRTLLM_CUTLASS_MOE,
     TRTLLM_MOE,
     flashinfer_cutlass_moe,
 )
@@ -171,10 +172,12 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
     the device holds apart. A class that on ``hardware``'s generation is FlashInfer's CUTLASS
     MoE (TensorRT-LLM's MoE wrapped: vLLM's Hopper block-scaled fp8,
     :func:`~mlacalc.timemodel.moe_time.flashinfer_cutlass_moe`) and that ``prof``'s tables time
-    no variant of takes ``base``'s class of the dtype. ``prof`` itself where its engine runs no
-    such kernel on ``hardware``, where ``base`` is not TensorRT-LLM's or where a fitted device
-    of ``prof`` is of ``hardware``'s generation. Likewise the MLA decode classes where the
-    engine runs TensorRT-LLM's own MLA decode kernel there
+    no variant of takes ``base``'s class of the dtype where ``base``'s tables time that dtype on
+    the CUTLASS MoE (:data:`~mlacalc.timemodel.moe_time.TRTLLM_CUTLASS_MOE`), else its bf16
+    class (TensorRT-LLM's Blackwell block-scaled class is DeepGEMM's kernel). ``prof`` itself
+    where its engine runs no such kernel on ``hardware``, where ``base`` is not TensorRT-LLM's
+    or where a fitted device of ``prof`` is of ``hardware``'s generation. Likewise the MLA
+    decode classes where the engine runs TensorRT-LLM's own MLA decode kernel there
     (:data:`~mlacalc.timemodel.mla_time.TRTLLM_MLA_DECODE`: SGLang's and vLLM's on Blackwell),
     from ``base``'s classes of the same dtype, and the block-scaled fp8 GEMM class where the
     engine's is DeepGEMM's kernel on both generations
@@ -233,11 +236,15 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"
         )
     for dtype in wrapped:
+        # TensorRT-LLM's class of the dtype where its tables of ``src`` time it on its CUTLASS
+        # MoE, the kernels FlashInfer wraps; else (its Blackwell block-scaled class is
+        # DeepGEMM's kernel) its CUTLASS bf16 class at the dtype's rate and bytes, as above
         name = class_key("moe", dtype)
-        if name in base.classes:
-            classes[name] = base.classes[name]
+        cutlass = name if dtype in TRTLLM_CUTLASS_MOE.get(src, ()) else lent
+        if cutlass in base.classes:
+            classes[name] = base.classes[cutlass]
             notes.append(
-                f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {name} "
+                f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {cutlass} "
                 f"({prof.engine}'s {name} on {gen} is FlashInfer's CUTLASS MoE, TensorRT-LLM's "
                 f"MoE wrapped, which its tables of {src} do not time)"
             )

@@ -56,6 +56,7 @@ __all__ = [
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
     "TRITON_TUNED_MOE",
+    "TRTLLM_CUTLASS_MOE",
     "TRTLLM_GEN_FP4",
     "TRTLLM_GEN_MAX_TILE",
     "TRTLLM_GEN_MIN_TILE",
@@ -544,6 +545,12 @@ TRTLLM_MOE = {
 #: The MoE classes TensorRT-LLM's own tables time on its own kernels on a generation (the
 #: CUTLASS MoE on Hopper; its Hopper MXFP4 class is the Triton MoE, ``moe_torch_flow``).
 TRTLLM_OWN_MOE = {"sm90": ("bf16", "fp8", "fp8_block")}
+
+#: The MoE classes TensorRT-LLM's tables time on its CUTLASS MoE on a generation (``kernel_source``
+#: ``moe_torch_flow_cutlass``; on Blackwell its block-scaled fp8 class is DeepGEMM's kernel,
+#: ``deepgemm``, and its w4a8 MXFP4 one TensorRT-LLM-gen's): the kernels FlashInfer's CUTLASS
+#: MoE wraps (:func:`flashinfer_cutlass_moe`; ``engine_profiles.with_generation_kernels``).
+TRTLLM_CUTLASS_MOE = {"sm90": ("bf16", "fp8", "fp8_block"), "tcgen05": ("bf16", "fp8", "nvfp4")}
 
 #: The kernel an engine's plain MoE class of a dtype was fitted on, by generation (the
 #: ``kernel_source`` of the class's rows in its tables), for the classes TRTLLM_MOE moves: the
