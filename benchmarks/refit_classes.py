@@ -88,7 +88,11 @@ def _systems_of(devices: list[str]) -> list[Path]:
 
 
 def refit(
-    name: str, patterns: list[str], use_scipy: bool = True, record_only: bool = False
+    name: str,
+    patterns: list[str],
+    use_scipy: bool = True,
+    record_only: bool = False,
+    start_current: bool = False,
 ) -> dict:
     """The classes of profile ``name`` matching ``patterns``, refitted: a dict with ``classes``,
     ``devices`` and ``residuals`` holding only those classes, and ``fitted_on``, the record
@@ -121,10 +125,14 @@ def refit(
             if class_key(o.batch.kind, o.batch.dtype, o.batch.variant) in prof.classes
         ]
     fitted = {}
+    # --start-current: each class's fit also starts from the profile's current values
+    starts = dict(prof.classes) if start_current else None
     if obs:
         obs, _ = usable_observations(obs)
         if not record_only:
-            fitted = fit_profile(obs, name=name, use_scipy=use_scipy, engine=prof.engine).to_dict()
+            fitted = fit_profile(
+                obs, name=name, use_scipy=use_scipy, engine=prof.engine, starts=starts
+            ).to_dict()
     direct = {class_key(o.batch.kind, o.batch.dtype, o.batch.variant) for o in obs}
     # classes the profile fitted on composite rows' residuals (its notes say which: vLLM's MLA)
     # are refitted the same way, their direct rows (if any now) pooled with the residuals
@@ -173,7 +181,9 @@ def refit(
             keyed = [(class_key(o.batch.kind, o.batch.dtype, o.batch.variant), o) for o in obs]
             used = [o for k, o in keyed if k not in done] + robs
         if robs and not record_only:
-            extra = fit_profile(robs, name=name, use_scipy=use_scipy, engine=prof.engine)
+            extra = fit_profile(
+                robs, name=name, use_scipy=use_scipy, engine=prof.engine, starts=starts
+            )
             extra_d = extra.to_dict()
             if not fitted:
                 fitted = {"classes": {}, "devices": {}, "residuals": {}}
@@ -363,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
         "and make the device figure notes current",
     )
     ap.add_argument(
+        "--start-current",
+        action="store_true",
+        help="start each class's fit from the profile's current values too (besides the "
+        "defaults and the middle of the ranges): the best of the three is kept",
+    )
+    ap.add_argument(
         "--drop-unfitted",
         action="store_true",
         help="remove matching classes that no row times any more (default: keep old values)",
@@ -378,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"refit_classes: no shipped profile {name!r}", file=sys.stderr)
             return 2
         t0 = time.time()
-        new = refit(name, patterns, record_only=args.record_only)
+        new = refit(name, patterns, record_only=args.record_only, start_current=args.start_current)
         lent = stand_in_classes(load_profile(name).notes) & set(new["classes"])
         if lent:  # a stand-in stays what it was lent as: its notes say where it came from
             print(f"  kept (stand-ins, not refitted): {sorted(lent)}")

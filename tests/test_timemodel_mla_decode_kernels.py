@@ -139,7 +139,13 @@ def test_blackwell_runs_16_row_units_up_to_32_heads(name, heads, rows, units):
 
 
 def test_blackwell_32_heads_cost_more_than_16_and_64():
-    prm = default_params("mla_decode")
+    # B200's fitted class (measured 3,389 / 5,147 / 3,375 us): with the padded tile
+    # (mla_time.PAD_SPLIT_TILES) the defaults' eff_compute 0.6 makes 64 heads, a whole 128-row
+    # tile, compute-bound, which no fit of the rows has
+    from mlacalc.timemodel.profile import load_profile
+
+    prm = {**default_params("mla_decode")}
+    prm.update(load_profile("fit-b200-sxm").classes["mla_decode:bf16"])
     t = kernel_terms(_decode([16.0, 32.0, 64.0], 131072.0, batch=128.0), _fig("B200"), prm)
     s = t["seconds"]
     assert s[1] > 1.2 * s[0] and s[1] > 1.2 * s[2]
@@ -149,8 +155,10 @@ def test_fp8_operands_are_a_byte_on_blackwell_and_converted_to_bf16_on_hopper():
     # at one head the products are nothing and the shared-memory traffic sets the pace: B200's
     # fp8 MMA reads byte-wide latent rows (half bf16's traffic); Hopper's converts each block's
     # rows to bf16 in shared memory first (its fp8 read and bf16 write, HOPPER_FP8_MLA_BYTES)
-    # and reads bf16 operands: more than bf16's traffic. A converted cache is bf16
-    prm = default_params("mla_decode")
+    # and reads bf16 operands: more than bf16's traffic. A converted cache is bf16. (One head
+    # is a whole padded tile of products, mla_time.PAD_SPLIT_TILES: at the fits' eff_compute,
+    # 1.0, the traffic still sets the pace; the defaults' 0.6 would let the products)
+    prm = {**default_params("mla_decode"), "eff_compute": 1.0}
     kv, b = 131072.0, 64.0
     ratio = {}
     for name in ("H100-SXM", "B200"):
@@ -427,3 +435,112 @@ def test_mapping_times_the_wrapper_on_vllms_b200_module_rows_only():
         for p in map_table(t).parts:
             if p.batch.kind == "mla_decode":
                 assert np.all((p.batch.shape["wrapper_row_head_s"] > 0) == want)
+
+
+def _core_ms(hw, heads, keys, q_len, engine="trtllm", batch=128):
+    """DeepSeek-V3's latent decode core (FlashMLA's benchmark shape: 128 sequences), ms."""
+    import mlacalc
+
+    m = mlacalc.load_model("deepseek-v3").with_changes(num_attention_heads=heads)
+    if q_len == 1:
+        p = mlacalc.predict_time(m, hw, "decode", seq_len=keys, batch=batch, engine=engine)
+    else:
+        p = mlacalc.predict_time(
+            m, hw, "chunk", seq_len=keys, batch=batch, q_len=q_len, impl="absorbed", engine=engine
+        )
+    ops = [o for o in p.to_dict()["ops"] if o["stage"] == "core"]
+    return sum(o["seconds"] for o in ops) * 1e3, sum(o["flops"] for o in ops)
+
+
+@pytest.mark.parametrize(
+    "hw, heads, keys, q_len, measured",
+    [
+        # FlashMLA's published rows (128 sequences): H20 from its issue #30, H100 from the
+        # community rows its README links; before the padded tile (mla_time.PAD_SPLIT_TILES)
+        # H20's read 0.229 / 0.350 / 0.634 / 0.793 ms (-62% / -42% / +3% / -32%)
+        ("H20", 16, 4096, 1, 0.601),
+        ("H20", 16, 4096, 2, 0.606),
+        ("H20", 16, 4096, 4, 0.614),
+        ("H20", 16, 4096, 5, 1.168),
+        ("H100-SXM", 16, 4096, 1, 0.215),
+        ("H100-SXM", 16, 4096, 2, 0.218),
+        ("H100-SXM", 32, 4096, 1, 0.218),
+        ("H100-SXM", 32, 4096, 2, 0.223),
+        ("H100-SXM", 64, 4096, 1, 0.223),
+    ],
+)
+def test_flashmla_published_rows_with_the_padded_64_row_tile(hw, heads, keys, q_len, measured):
+    """Every engine's latent decode kernel multiplies whole 64-row tiles of (query token, head)
+    rows: on H20 (a 37 FLOP a byte ridge) 16 to 64 rows take one time, 80 twice it; on H100
+    the cache stream binds either way."""
+    ms, _ = _core_ms(hw, heads, keys, q_len)
+    assert ms == pytest.approx(measured, rel=0.08)
+
+
+def test_padded_tile_is_the_plain_kernels_not_the_indexers():
+    fig = _fig("H20")
+    prm = {**default_params("mla_decode"), "eff_compute": 1.0, "eff_memory": 1.0}
+    one = kernel_terms(_decode([16.0, 64.0], 4096.0, batch=128.0), fig, prm)["compute_s"]
+    assert one[0] == pytest.approx(one[1], rel=0.02)  # 16 heads: a whole 64-row tile
+
+
+@pytest.mark.parametrize(
+    "hw, engine", [("H800", "trtllm"), ("H100-SXM", "sglang"), ("H100-SXM", "vllm"),
+                   ("B200", "trtllm"), ("B200", "sglang"), ("B200", "vllm")]
+)  # fmt: skip
+@pytest.mark.parametrize("keys", [8192, 16384, 131072])
+def test_mtp_decode_no_faster_than_any_measured_mla_decode(hw, engine, keys):
+    """Two query tokens (MTP) at 128 heads are compute-bound past every measured row (the
+    tables time one token): the products take no more than the best rate a measured row of
+    the generation reaches (mla_time.MLA_DECODE_RATE_CAP: H100's TensorRT-LLM bf16 row 668
+    TFLOP/s, FlashMLA's published H800 best 660; B200's 1,460). Before: H800 at 8,192 keys
+    783 TFLOP/s, 16,384 803."""
+    from mlacalc.timemodel.mla_time import MLA_DECODE_RATE_CAP
+
+    fig = _fig(hw)
+    cap = MLA_DECODE_RATE_CAP[fig.kernel_generation, "bf16"] * fig.sm_count * fig.clock_hz
+    ms, flops = _core_ms(hw, 128, keys, 2, engine=engine)
+    assert flops / (ms * 1e-3) <= cap * 1.001
+
+
+def test_rate_cap_is_the_best_measured_row():
+    """MLA_DECODE_RATE_CAP is no tuned figure: the best rate of TensorRT-LLM's bf16 rows on
+    each device, per SM and clock, and no engine's generation_mla_perf row passes it."""
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.mla_time import MLA_DECODE_RATE_CAP
+
+    for system, name in (("h100_sxm", "H100-SXM"), ("b200_sxm", "B200")):
+        fig = _fig(name)
+        best = {}
+        for engine in ("trtllm", "sglang", "vllm"):
+            for t in load_measured(MEASURED / system, engine=engine).tables:
+                if t.table != "generation_mla_perf":
+                    continue
+                c = t.columns
+                keys = c["isl"].astype(float) + c["step"].astype(float)
+                rate = c["batch_size"] * keys * c["num_heads"] * 1088.0 * 2.0 / t.seconds
+                rate = rate / (fig.sm_count * fig.clock_hz)
+                for kv in ("bfloat16", "fp8"):
+                    sel = c["kv_cache_dtype"] == kv
+                    best[engine, kv] = float(rate[sel].max())
+        gen = fig.kernel_generation
+        assert best["trtllm", "bfloat16"] == pytest.approx(MLA_DECODE_RATE_CAP[gen, "bf16"], 0.002)
+        assert best["trtllm", "fp8"] == pytest.approx(MLA_DECODE_RATE_CAP[gen, "fp8"], 0.002)
+        for (_engine, kv), r in best.items():
+            assert r <= MLA_DECODE_RATE_CAP[gen, "fp8" if kv == "fp8" else "bf16"] * 1.002
+
+
+@pytest.mark.parametrize(
+    "system, profile, median, p90",
+    [
+        # SGLang's H100 bf16 rows (FlashAttention-3's 64-row pack_gqa tile): 7.0% / 20.5%
+        # fitted and 10.3% / 23.2% from B200 before the padded tile (mla_time.PAD_SPLIT_TILES),
+        # one head 7.5% fast and 128 heads 7.7% slow; 4.9% / 16.2% and 7.1% / 20.9% after
+        ("h100_sxm", "fit-h100-sxm-sglang", 0.055, 0.175),
+        ("h100_sxm", "fit-b200-sxm-sglang", 0.08, 0.22),
+    ],
+)
+def test_sglang_bf16_decode_with_the_padded_tile(system, profile, median, p90):
+    e = _sglang_decode_errors(system, profile, "bf16")
+    assert e.size > 1000
+    assert np.median(e) <= median and np.percentile(e, 90) <= p90

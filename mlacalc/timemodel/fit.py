@@ -178,9 +178,11 @@ def fit_class(
     *,
     base: dict[str, float] | None = None,
     use_scipy: bool = True,
+    also: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """The fitted parameters of one kernel class over ``observations`` (all of one kind and
-    dtype), each device weighted equally."""
+    dtype), each device weighted equally. ``also``: a third start (a profile's current values
+    of the class, for a refit after a formula change), the best of the three kept."""
     if not observations:
         raise InvalidArgumentError("observations", "nothing to fit")
     kind, dtype = observations[0].batch.kind, observations[0].batch.dtype
@@ -229,8 +231,12 @@ def fit_class(
         return float(np.sum(np.sqrt(1.0 + (r / 0.05) ** 2) - 1.0))
 
     # two starts: the given values, and the middle of every parameter's range; the better wins
+    # (and ``also``'s values, where given)
+    starts = [_to_x(names, start), np.zeros(len(names))]
+    if also:
+        starts.append(_to_x(names, {**start, **also}))
     best_x, best_cost = None, math.inf
-    for x0 in (_to_x(names, start), np.zeros(len(names))):
+    for x0 in starts:
         if least_squares is not None:
             x = least_squares(
                 residuals, x0, loss="soft_l1", f_scale=0.05, x_scale=1.0, max_nfev=300
@@ -253,10 +259,13 @@ def fit_profile(
     notes: Iterable[str] = (),
     progress=None,
     engine: str = DEFAULT_ENGINE,
+    starts: dict[str, dict[str, float]] | None = None,
 ) -> Profile:
     """Fit a profile on kernel observations (:func:`mlacalc.measured.calibrate.calibrate` gathers
     them from measured sets). Records what it was fitted on and the residuals per device and
-    kernel class, with the device's own fit and the pooled one."""
+    kernel class, with the device's own fit and the pooled one. ``starts``: per class key, a
+    further start of its fit (:func:`fit_class`'s ``also``)."""
+    starts = starts or {}
     by_class: dict[str, list[Observations]] = {}
     for o in obs:
         key = class_key(o.batch.kind, o.batch.dtype, o.batch.variant)
@@ -267,7 +276,7 @@ def fit_profile(
     for key, group in sorted(by_class.items()):
         if progress:
             progress(f"fitting {key} on {len(group)} table(s)")
-        pooled = fit_class(group, use_scipy=use_scipy)
+        pooled = fit_class(group, use_scipy=use_scipy, also=starts.get(key))
         classes[key] = pooled
         kind = group[0].batch.kind
         for device in sorted({o.device for o in group}):

@@ -241,6 +241,63 @@ def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     return np.where(own > 0, own, max(64.0, mma_rows(fig)))
 
 
+#: Whether the dense latent decode kernels multiply their whole query tile, padded rows too,
+#: when they split the keys (the plain variant; the sparse ones: :data:`PADDED_PRODUCTS`).
+#: Every engine's MLA decode kernel packs a sequence's (query token, head) rows into the M
+#: side of its MMA and runs whole tiles (from recall: FlashMLA's ``kBlockM`` 64 over ``s_q x
+#: h_q`` rows, TensorRT-LLM's H100 kernel and vLLM's FLASHMLA; FlashAttention-3's ``pack_gqa``
+#: 64-row tile for the 512-wide latent values, SGLang's and vLLM's FLASH_ATTN_MLA on Hopper;
+#: TensorRT-LLM-gen's 128-row ``tcgen05`` tile, or its 16-row unit up to 32 rows, on B200).
+#: FlashMLA's published H20 rows (148 TFLOP/s bf16, 4 TB/s: a ridge of 37 FLOP a byte) take
+#: one time at 16 to 64 rows and about twice it at 80 (issue #30: 128 sequences of 4,096 keys,
+#: 16 heads, 1 / 2 / 4 / 5 query tokens: 0.601 / 0.606 / 0.614 / 1.168 ms), which only whole
+#: 64-row tiles of products explain; on H100 (ridge about 295) the same rows stay bound by the
+#: cache stream. docs/time-model.md ("MLA decode's padded query tile")
+PAD_SPLIT_TILES = True
+
+
+#: (kernel generation, cache dtype) -> the most products a second per SM and clock any MLA
+#: decode kernel of the generation is measured or published to reach, counted as the class
+#: counts them (whole query tiles; an fp8 cache's on Hopper at the bf16 rate, on ``tcgen05``
+#: at the fp8 rate). The tables time one query token, so a longer query (MTP's 2 tokens, whose
+#: 128-head products are 484 FLOP a cached byte) is compute-bound past every measured row, and
+#: the fits leave ``eff_compute`` at its bound (1.0): H800's 2-token decode had read 783 TFLOP/s
+#: (128 sequences of 8,192 keys). The bound, from the tables: TensorRT-LLM's H100 bf16 row of
+#: 128 sequences of 131K keys at 128 heads, 7.00 ms, 668 TFLOP/s, 2,765 FLOP a clock and SM
+#: (FlashMLA's published best on H800, its README: 660 TFLOP/s); its fp8 row of the same shape
+#: 5.91 ms, 791 TFLOP/s at the bf16 rate (3,275); TensorRT-LLM's B200 rows of 512 sequences of
+#: 32K keys at 128 heads, bf16 3.20 ms, 1,460 TFLOP/s (5,315), fp8 1.60 ms, 2,925 TFLOP/s
+#: (10,648). A bound per SM and clock, not a share of the datasheet rate: a part whose tensor
+#: rate is an export cap far below its SMs' (H20: 148 TFLOP/s, 1,037 FLOP a clock and SM at
+#: H100's clock) is bounded by its datasheet rate first, and FlashMLA's H20 rows reach 82-87% of
+#: it. Devices of other generations: no bound beyond the fitted one.
+MLA_DECODE_RATE_CAP = {
+    ("sm90", "bf16"): 2765.0,
+    ("sm90", "fp8"): 3275.0,
+    ("tcgen05", "bf16"): 5315.0,
+    ("tcgen05", "fp8"): 10648.0,
+}
+
+
+def products_floor_s(batch: KernelBatch, fig: DeviceFigures, flops: np.ndarray) -> np.ndarray:
+    """Seconds the plain latent decode kernel's products (``flops``, its whole tiles') take at
+    :data:`MLA_DECODE_RATE_CAP` on ``fig``'s device: a floor under the call's compute and
+    memory time (0 where no bound is known, and for the sparse and indexer variants)."""
+    dtype = "fp8" if batch.dtype.startswith("fp8") else "bf16"
+    cap = MLA_DECODE_RATE_CAP.get((fig.kernel_generation, dtype))
+    if cap is None or batch.variant:
+        return np.zeros(len(batch))
+    return flops / (cap * fig.sm_count * fig.clock_hz)
+
+
+def padded_rows(batch: KernelBatch, splits_allowed: np.ndarray) -> np.ndarray:
+    """Per row whether the kernel's products are of its whole query tiles: a kernel that walks
+    a sequence on one SM (no key split), the sparse kernels (:func:`padded_products`), and the
+    plain latent decode kernels (:data:`PAD_SPLIT_TILES`); not DeepGEMM's indexer logits."""
+    plain = PAD_SPLIT_TILES and not batch.variant
+    return ~splits_allowed | padded_products(batch) | plain
+
+
 def padded_products(batch: KernelBatch) -> np.ndarray:
     """Per row whether the kernel multiplies its padded query rows whether or not it splits
     the keys (:data:`PADDED_PRODUCTS`; not a kernel named by its own unit, ``unit_heads``)."""
@@ -343,11 +400,11 @@ def mla_decode_terms(
     # (one unit a SM: the latent kernels' units fill the SMs by themselves)
     splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, MLA_SPLIT_KEYS)
     units = heads_units * splits
-    # a kernel that cannot split the keys (``kv_split = 0``, the A100 rows) walks all of a
-    # sequence's keys on one SM, multiplying a whole 64-row tile of query heads against each
-    # latent key at that SM's tensor rate (128 heads: two tiles, two units). A splitting
-    # kernel (FlashMLA) is bound by the cache stream below 64 heads: only its real products
-    # are counted
+    # a kernel multiplies a whole tile of (query token, head) rows against each latent key at
+    # its SM's tensor rate, padded rows too (128 heads: two 64-row tiles, two units): the
+    # kernel that walks a sequence on one SM (``kv_split = 0``, the A100 rows) and the
+    # splitting ones alike (:data:`PAD_SPLIT_TILES`); DeepGEMM's indexer logits count their
+    # real products
     padded = tiles * tile_rows / np.maximum(heads * q, 1.0)
     splits_allowed = col(batch, "kv_split", 1) > 0
     # the latent key and value rows of every 64-token block the unit walks pass through the
@@ -430,6 +487,7 @@ def mla_decode_terms(
     serial = np.where(
         splits_allowed, np.maximum(units / fig.sm_count, 1.0), np.ceil(units / fig.sm_count)
     )
+    flops = batch.flops * np.where(padded_rows(batch, splits_allowed), padded, 1.0) * rate
     out = attention_time(
         batch,
         fig,
@@ -439,7 +497,7 @@ def mla_decode_terms(
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
         serial=serial,
-        flops=batch.flops * np.where(splits_allowed & ~padded_products(batch), 1.0, padded) * rate,
+        flops=flops,
         nbytes=np.maximum(batch.bytes - pre_bytes, 0.0)
         + partial
         + np.where(convert, cached * (2.0 - kvb), 0.0),
@@ -466,4 +524,13 @@ def mla_decode_terms(
     both = combine(out["compute_s"], out["memory_s"], prm["walk_overlap"])
     out["compute_s"] = np.where(walk, both, out["compute_s"])
     out["memory_s"] = np.where(walk, 0.0, out["memory_s"])
+    # no call faster than its products at the best rate any measured row of the kernel's
+    # generation reaches (MLA_DECODE_RATE_CAP; the fits, of one query token, leave
+    # ``eff_compute`` at its bound): where the floor binds it is the call's body, as one term
+    # (its real and padded products, not in units of the class dtype's rate)
+    floor = products_floor_s(batch, fig, flops / rate)
+    body = combine(out["compute_s"], out["memory_s"], prm["overlap"])
+    low = floor > body
+    out["compute_s"] = np.where(low, floor, out["compute_s"])
+    out["memory_s"] = np.where(low, 0.0, out["memory_s"])
     return out
