@@ -865,13 +865,14 @@ def _bf16_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.nd
     return np.where(on & (kvd == "bf16"), 1.0, 0.0)
 
 
-def _kv_upcast(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.ndarray:
-    """1 where a prompt row's kernel keeps a bf16 query over an fp8 cache, the K/V blocks
-    converted to bf16 in the kernel (``kv_upcast``,
-    :data:`~mlacalc.timemodel.attention_time.KV_UPCAST_PREFILL`): vLLM's FlashAttention-3 on
-    H100 (kernel source ``vllm_flash_attn_fa3``); 0 elsewhere."""
+def _kv_upcast(t: MeasuredTable, kvd: np.ndarray) -> np.ndarray:
+    """1 where a prompt or decode row's kernel keeps a bf16 query over an fp8 cache, the K/V
+    blocks converted to bf16 in the kernel (``kv_upcast``,
+    :data:`~mlacalc.timemodel.attention_time.KV_UPCAST_PREFILL`, the decode's
+    :data:`~mlacalc.timemodel.attention_time.KV_UPCAST_STREAM_HEAD_DIM`): vLLM's
+    FlashAttention-3 on H100 (kernel source ``vllm_flash_attn_fa3``); 0 elsewhere."""
     source = t.columns.get("kernel_source")
-    if not context or source is None or t.engine != "vllm":
+    if source is None or t.engine != "vllm":
         return np.zeros(len(t))
     return ((source.astype(str) == "vllm_flash_attn_fa3") & (kvd == "fp8")).astype(np.float64)
 
@@ -994,8 +995,8 @@ def _attention_rows(
         # cores): at large batch and short context the bf16-cache rows take 2.2x the time of
         # the fp8-cache rows, more than the halved cache bytes explain
         fmha_dt = np.where(kvd == "fp8", "fp8", attn)
-    # a prompt kernel that upcasts an fp8 cache keeps a bf16 query (``kv_upcast``)
-    upcast = _kv_upcast(t, kvd, context)
+    # a kernel that upcasts an fp8 cache keeps a bf16 query (``kv_upcast``)
+    upcast = _kv_upcast(t, kvd)
     qb = _elem(fmha_dt if context else attn)  # decode queries stay in the attention dtype
     qb = np.where(upcast > 0, 2.0, qb)
     tok = bs * q

@@ -65,6 +65,7 @@ __all__ = [
     "GATHER_DECODE_VARIANTS",
     "HD192_SIDE_CALL_S",
     "KV_UPCAST_PREFILL",
+    "KV_UPCAST_STREAM_HEAD_DIM",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
     "PACKING_DECODE",
@@ -177,6 +178,25 @@ BF16_CACHE_WRITE_HBM = 0.48
 #: products' path (a packed instruction per two elements of every block a tile walks) the rows
 #: read far too slow (H100 from B200 17.9%, +7% signed, against 14.0% without it)
 KV_UPCAST_PREFILL = frozenset({("vllm", "sm90")})
+
+#: Head dim from which a decode kernel that upcasts its fp8 cache (``kv_upcast`` 1: vLLM's
+#: FlashAttention-3 on Hopper, :data:`KV_UPCAST_PREFILL`, whose decode keeps a bf16 query too)
+#: streams the cache in the time of a bf16 cache, 2 bytes an element where it reads 1. Read
+#: from vLLM's H100 rows, not fitted: over 200 MB of cache (no window) its fp8 decode takes
+#: 0.112 / 0.092 / 0.135 / 0.177 SM clocks an element at head dims 64 / 128 / 192 / 256
+#: (medians over 8-128 sequences; its bf16 rows 0.166-0.175 at every head dim), flat in the
+#: query heads a KV head carries (1-16: 0.50-0.51 of the bf16 rows' bandwidth at 256, 0.85-0.91
+#: at 128) and in the sequences: at 256 the fp8 rows take as long as the bf16 rows, at 128 and
+#: below they stream near the fp8 bytes' rate. SGLang's FlashAttention-3 (an fp8 query, fp8
+#: products) takes 0.097 at 256, and B200's kernel 0.84-0.96 of its bf16 bandwidth at every
+#: head dim. The mechanism is not settled: the kernel's K/V blocks converted to bf16 in shared
+#: memory at 256 (2 bytes an element, the bf16 kernel's stages) is a candidate the tables
+#: cannot show; the same kernel's fp8 prompts are slowest against bf16 at 256 too (1.39x). A
+#: per-element conversion cost on the CUDA cores (:data:`CONVERT_PER_CLOCK`) would slow every
+#: head dim alike, which the rows do not show. Without it the H100 fit read the slow rows as an HBM
+#: share of 0.76 (bf16 0.92), which B200's rows from H100's fit carried (their long rows +13
+#: to +29% signed)
+KV_UPCAST_STREAM_HEAD_DIM = 256.0
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to
@@ -359,12 +379,9 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
-    if (
-        batch.kind == "attention_prefill"
-        and (engine, fig.kernel_generation) in KV_UPCAST_PREFILL
-        and batch.dtype.startswith("fp8")
-    ):
-        # its FlashAttention-3 prompt keeps a bf16 query and upcasts the fp8 cache
+    if (engine, fig.kernel_generation) in KV_UPCAST_PREFILL and batch.dtype.startswith("fp8"):
+        # its FlashAttention-3 prompt and decode keep a bf16 query and upcast the fp8 cache
+        # (the decode's stream from head dim 256: KV_UPCAST_STREAM_HEAD_DIM)
         cols["kv_upcast"] = np.ones(len(batch))
     if engine == "sglang" and fig.tcgen05 and batch.dtype.startswith("fp8"):
         # SGLang's TensorRT-LLM-gen backend converts the query to fp8 first
@@ -1193,6 +1210,16 @@ def _fa3_fp8_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
     )
 
 
+def _upcast_stream_bytes(batch: KernelBatch, fig: DeviceFigures, a: dict) -> np.ndarray:
+    """Bytes an fp8 decode that upcasts its cache (``kv_upcast``, Hopper) reads beyond the
+    fp8 cache's from head dim :data:`KV_UPCAST_STREAM_HEAD_DIM`: one an element of K and V."""
+    hd = col(batch, "head_dim_qk", 128)
+    upcast = (col(batch, "kv_upcast", 0) > 0) & (hd >= KV_UPCAST_STREAM_HEAD_DIM)
+    if not (_fa3_fp8_decode(batch, fig) and np.any(upcast)):
+        return np.zeros(len(batch))
+    return np.where(upcast, a["b"] * a["n_kv"] * a["kv_eff"] * hd * 2.0, 0.0)
+
+
 def query_convert_s(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> np.ndarray:
     """Seconds of the kernels that convert a call's query to fp8 before its attention kernel
     (``q_convert`` of them, :data:`QUERY_CONVERT_KERNELS`): a further kernel's launch and
@@ -1337,7 +1364,7 @@ def decode_terms(
     # (the walk of TensorRT-LLM's own decode on Blackwell at the SM's tensor width for either
     # cache: _xqa_walk_scale)
     walk_scale = np.where(walk, tensor, _xqa_walk_scale(batch, fig))
-    nbytes = batch.bytes * _gather_bytes(batch, fig)  # a gathering kernel's per-SM draw
+    nbytes = (batch.bytes + _upcast_stream_bytes(batch, fig, a)) * _gather_bytes(batch, fig)
     # a warm replay on one cache (``warm_l2``, ``cache_bytes``: SGLang's and vLLM's decode
     # rows, mapping.WARM_CACHE_ENGINES) finds it in the L2 while it fits in the share of the L2
     # a kernel's operands keep (the GEMM's and quantize kernels' rule): those bytes come at
