@@ -158,8 +158,11 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     words += component_flags(p.get("component_dtypes"))
     if getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:
         words.append(f"--memory-reserve {float(result.memory_reserve)!r}")
-    if getattr(result, "page_size", D.PAGE_SIZE) != D.PAGE_SIZE:
-        words.append(f"--page-size {result.page_size}")
+    # the page said whenever an engine's defaults chose it: plan's own default follows
+    # --engine-defaults, the command's page does not
+    page = getattr(result, "page_size", D.PAGE_SIZE)
+    if page != D.PAGE_SIZE or getattr(result, "scheduler_defaults", None):
+        words.append(f"--page-size {page}")
     words += [
         f"--kv-dtype {shlex.quote(str(p['kv_dtype']))}",
         f"--isl {result.isl}",

@@ -57,7 +57,12 @@ from mlacalc.serving.plan_checks import (
 )
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
-from mlacalc.serving.scheduler import Scheduler, overlap_idle_note, with_engine_defaults
+from mlacalc.serving.scheduler import (
+    Scheduler,
+    engine_page_size,
+    overlap_idle_note,
+    with_engine_defaults,
+)
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
     NO_LIMITS,
@@ -349,6 +354,7 @@ class SearchResult:
             max(1, PREFILL_TOKENS // self.isl),
             chunked_prefill=p.get("chunked_prefill"),
             routed_experts=self.routed_experts,
+            page_size=self.page_size,  # the page the search assumed, said to the engine
         )
         return launch_commands(engine, model_path or self.model, pools)
 
@@ -455,7 +461,7 @@ def check_search(
     overlaps: Any,
     batches: Any,
     memory_reserve: Any,
-    page_size: int,
+    page_size: Any,
     prefill_pass: Any,
     output_lag_steps: Any,
     profile: Any,
@@ -518,7 +524,7 @@ def check_search(
     )
     # checked before arithmetic, as plan checks them (a page of 0 or a reserve of None was
     # a raw ZeroDivisionError or TypeError)
-    page_size = check_int("page_size", page_size, allow_none=False)
+    page_size = check_int("page_size", page_size, allow_none=True)
     _check_dtypes(weight_dtypes or (), kv_dtypes)
     own = weight_dtypes is None  # the model's own weights are sized as its checkpoint stores them
     if weight_dtypes is None:
@@ -547,6 +553,8 @@ def check_search(
     max_running, max_tokens, scheduler, record = scheduler_of(
         engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
     )
+    if page_size is None:  # the page of the engine whose defaults were taken, as plan's
+        page_size = engine_page_size(record["scheduler_defaults"], m.is_mla)
     return SearchRequest(
         m=m,
         hw=hw,
@@ -1051,7 +1059,7 @@ def search(
     overlaps: tuple[str, ...] = ("none", "tbo"),
     batches: tuple[int, ...] = BATCHES,
     memory_reserve: float = 0.1,
-    page_size: int = 16,
+    page_size: int | None = None,
     prefill_pass: str = "fused",
     output_lag_steps: int = 0,
     profile: Any = None,
@@ -1114,6 +1122,9 @@ def search(
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
     ran under). ``prefix_cache_hit``: the share of each prompt's tokens found cached, every
     prompt of every point timed as :func:`mlacalc.plan` times it at that hit.
+    ``page_size``: tokens per KV page (None: the page of the engine whose defaults are taken,
+    :func:`~mlacalc.serving.scheduler.engine_page_size`, as :func:`mlacalc.plan` takes it; 16
+    with none), which :meth:`SearchResult.launch_commands` sets.
 
     Examples
     --------
@@ -1169,7 +1180,7 @@ def search(
         calibration=calibration + req.engine_note,
         engine=req.engine,
         memory_reserve=memory_reserve,
-        page_size=page_size,
+        page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
         warnings=(req.engine_note.removeprefix("; "),) if req.engine_note else (),
         budget=req.budget,
