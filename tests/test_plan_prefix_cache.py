@@ -276,3 +276,8 @@ def test_the_cli_says_a_disaggregated_transfer_carries_the_whole_prompt(capsys):
     assert "| KV transfer per request (the whole prompt's KV, cached rows too) |" in out
     assert main([*args, *pool]) == 0
     assert "| KV transfer per request |" in capsys.readouterr().out
+    # a hit that rounds to no cached token (review10 F9): no cached rows to carry, not said
+    assert main([*args, *pool, "--prefix-cache-hit", "0.0002"]) == 0
+    out = capsys.readouterr().out
+    assert "found cached (of 4,096 tokens): all computed" in out
+    assert "| KV transfer per request |" in out and "cached rows too" not in out

@@ -678,7 +678,7 @@ def serving_rows(p) -> list[list[str]]:
         if p.output_lag_steps:
             srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
     if p.kv_transfer_s is not None:  # the whole prompt's KV, its cached rows too
-        whole = " (the whole prompt's KV, cached rows too)" if p.prefix_cache_hit else ""
+        whole = " (the whole prompt's KV, cached rows too)" if p.prefix_cached_tokens else ""
         srows.append([f"KV transfer per request{whole}", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
     if p.prefill_pool_requests_per_s is not None:  # the two rates, the lower caps the rest
         srows.append(["prefill pool's rate", f"{p.prefill_pool_requests_per_s:,.1f} prompts/s"])

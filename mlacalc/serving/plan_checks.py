@@ -20,6 +20,7 @@ from mlacalc.cost.model_step import checkpoint_stored, stored_experts
 from mlacalc.cost.params import KeptPart, kept_parts
 from mlacalc.cost.quant import checkpoint_kv_note, component_precision, stored_weight_dtype
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
 from mlacalc.serving.layout import Layout, make_layout
@@ -308,6 +309,7 @@ def check_request(
         + _split_experts(m, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
         + _sglang_chunks(m, engine, chunked_prefill, isl, prefix_cache_hit, args["page_size"])
+        + _recurrent_prefix(m, isl, prefix_cache_hit, args["page_size"])
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -927,6 +929,32 @@ def _sglang_chunks(
     first = cached or (chunk if chunk and chunk < isl else 0)
     note = sglang_chunk_note(m, engine, first)
     return (note,) if note else ()
+
+
+#: Layer kinds that carry a recurrent state rather than every token's keys
+_RECURRENT = ("linear", "mamba", "mamba1")
+
+
+def _recurrent_prefix(m: ModelConfig, isl: int | None, hit: float, page: int) -> tuple[str, ...]:
+    """A prefix hit on a model with linear-attention or Mamba layers (review10 F8): the plan
+    takes the cached tokens in every layer, but those layers' caches are one state a sequence
+    that an engine snapshots only at some boundaries, and the snapshots' memory is not counted:
+    said where some token is found cached."""
+    cached = prefix_cached_tokens(hit, isl, page) if isl else 0
+    layers = layer_pattern(m).layers
+    n = sum(k.attention in _RECURRENT or k.mamba for k in layers)
+    if not cached or not n:
+        return ()
+    return (
+        f"{m.label}'s {n} of {len(layers)} layers keep a linear-attention/Mamba state, not "
+        f"every token's keys: the plan takes the {cached:,} cached tokens of each prompt as "
+        "found in those layers too, but engines keep such a state only at some boundaries "
+        "(from recall, not checked against a release: vLLM's hybrid prefix caching saves it "
+        "at the edges of its enlarged attention blocks, SGLang's Mamba radix cache at cached "
+        "radix nodes, TensorRT-LLM reuses no blocks for such models in most releases), so a "
+        "hit may recompute more than the plan says; the memory of the cached states (each such "
+        "layer's state, a snapshot per cached prefix) is not counted in the KV memory",
+    )
 
 
 def _split_experts(m: ModelConfig, p_lay: Layout | None, args: dict[str, Any]) -> tuple[str, ...]:
