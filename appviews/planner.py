@@ -68,13 +68,15 @@ def _search(
     engine: str = "trtllm",
     limits: tuple[tuple[str, Any], ...] = (),
     prefix_cache_hit: float = 0.0,
+    page_size: int | None = None,
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
     scheduler defaults as ``mlacalc search --engine`` takes them (its running cap, token budget
     and overlap scheduling; chunked prefill it searches): search(engine=) fills them.
     ``limits``: search()'s layout limits (:func:`layout_limits`), none by default;
-    ``prefix_cache_hit``: the plan form's (every point's prompts timed at it)."""
+    ``prefix_cache_hit``: the plan form's (every point's prompts timed at it); ``page_size``:
+    the plan form's page (None: the engine's, as search takes it)."""
     r = search(
         model,
         hardware,
@@ -87,6 +89,7 @@ def _search(
         output_lag_steps=output_lag_steps,
         engine=engine,
         prefix_cache_hit=prefix_cache_hit,
+        page_size=page_size,
         **dict(limits),
     )
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
@@ -849,6 +852,7 @@ def _show_search(
         sc.engine,
         limits,
         inputs.prefix_cache_hit,
+        inputs.page,
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
