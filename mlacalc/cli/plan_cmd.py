@@ -110,9 +110,18 @@ def layout_options(f):
 @click.option(
     "--memory-reserve",
     type=FRACTION,
-    default=D.MEMORY_RESERVE,
-    show_default=True,
-    help="Fraction of each GPU's memory kept for activations and workspace.",
+    default=None,
+    help=f"Fraction of each GPU's memory kept for activations and workspace (default "
+    f"{D.MEMORY_RESERVE}). Or --engine-memory.",
+)
+@click.option(
+    "--engine-memory",
+    type=float,
+    default=None,
+    help="The engine's own memory setting, read by --engine's meaning (from recall): "
+    "TensorRT-LLM's kv_cache_free_gpu_mem_fraction (the KV cache's share of what the weights "
+    "leave), vLLM's gpu_memory_utilization, SGLang's mem_fraction_static (a share of the GPU "
+    "for weights and KV); in (0, 1], not with --memory-reserve. --launch sets it.",
 )
 @click.option(
     "--seq-len",
@@ -234,6 +243,7 @@ def command(
     kv_dtype,
     page_size,
     memory_reserve,
+    engine_memory,
     seq_len,
     batch,
     include_mtp,
@@ -284,6 +294,7 @@ def command(
     _check_request_mix_flags(isl, osl, batch, chunked_prefill)
     _check_layout_flags(gpus, tp, dp, pp, dp_attention)
     # deferred: the planner loads numpy and the time model; `mlacalc --help` stays light
+    from mlacalc.serving.capacity import launch_share
     from mlacalc.serving.plan import plan as make_plan
 
     launch, model_path = launch_values(engine_opts)
@@ -304,6 +315,7 @@ def command(
         kv_dtype=kv_dtype,
         page_size=page_size,
         memory_reserve=memory_reserve,
+        engine_memory=engine_memory,
         # a request mix's context is isl + osl: plan refuses a --seq-len given beside it
         seq_len=seq_len if isl is None or given("seq_len") else None,
         batch=batch,
@@ -346,7 +358,8 @@ def command(
             timed_engine=p.engine,
             hardware=hardware,
             gpus_per_node=p_hardware_node(hardware),
-            memory_reserve=memory_reserve,
+            memory_reserve=D.MEMORY_RESERVE if memory_reserve is None else memory_reserve,
+            memory_fraction=launch_share(p, launch),
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),
             chunked_prefill=chunked_prefill,
             mtp_tokens=mtp_tokens,
@@ -586,6 +599,7 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
             f"{human_bytes(p.memory_per_gpu_bytes)} ({human_si(p.memory_per_gpu_bytes, 'B')})",
         ],
         ["usable after reserve", human_bytes(p.usable_per_gpu_bytes)],
+        ["  memory setting", p.memory_setting],
         [
             f"weights per GPU ({p.weight_format or p.weight_dtype})",
             human_bytes(p.weights_per_gpu_bytes),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from mlacalc.models.loading import ModelConfig, beyond_positions
 from mlacalc.serving.layout import (
@@ -21,22 +22,41 @@ from mlacalc.serving.layout import (
 from mlacalc.serving.plan_checks import PlanRequest
 from mlacalc.serving.precision import component_weight_bytes
 from mlacalc.words.dtypes import KVLayout
+from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.units import human_bytes
 
 __all__ = [
+    "ENGINE_MEMORY",
     "PREFILL_TOKENS",
     "Capacity",
     "PrefillRoom",
     "capacity",
+    "launch_share",
     "longest_context",
+    "memory_setting",
     "prefill_overflow",
     "prefill_room",
     "prompts_per_pass",
+    "usable_bytes",
 ]
 
 #: Prompt tokens a prefill pass batches on one attention group (SGLang's and DeepSeek's
 #: prefill runs use 16K tokens per GPU).
 PREFILL_TOKENS = 16384
+
+#: Each engine's own memory setting (``engine_memory``, ``--engine-memory``): its option and
+#: what it is a share of, from recall of each engine's documentation (not checked against a
+#: release). TensorRT-LLM's ``kv_cache_config.free_gpu_memory_fraction`` (the benchmark's
+#: ``kv_cache_free_gpu_mem_fraction``, default 0.9): a share of the memory free once the
+#: weights (and the activations of a warm-up pass) are loaded, all of it for the KV cache;
+#: vLLM's ``gpu_memory_utilization`` (default 0.9): a share of the whole device for weights,
+#: activations and the KV cache; SGLang's ``mem_fraction_static``: a share of the device for
+#: the weights and the KV pool (its default set by the GPU's memory and the parallel layout).
+ENGINE_MEMORY = {
+    "trtllm": ("kv_cache_free_gpu_mem_fraction", "of what the weights leave, for the KV cache"),
+    "vllm": ("gpu_memory_utilization", "of the GPU for the weights and the KV cache"),
+    "sglang": ("mem_fraction_static", "of the GPU for the weights and the KV pool"),
+}
 
 
 @dataclass(frozen=True)
@@ -92,11 +112,56 @@ def prompts_per_pass(isl: int, fit: int | None = None) -> int:
     return k_max if fit is None else min(k_max, fit)
 
 
+def usable_bytes(req: PlanRequest, weights: int) -> int:
+    """The bytes a GPU holding ``weights`` bytes of weights gives the weights and the KV
+    cache: the memory less ``req.memory_reserve`` of it, or by the engine's own setting
+    (``req.engine_memory``, :data:`ENGINE_MEMORY`): TensorRT-LLM's the weights and that share
+    of what they leave (the planner keeps no activations apart: 0 reserve beside it), vLLM's
+    and SGLang's that share of the GPU."""
+    memory = req.hw.memory_bytes
+    if req.engine_memory is None:
+        return int(memory * (1 - req.memory_reserve))
+    engine, share = req.engine_memory
+    if engine != "trtllm":
+        return int(memory * share)
+    if weights >= memory:  # nothing left: the weights overflow the GPU
+        return memory
+    return weights + int(share * (memory - weights))
+
+
+def memory_setting(req: PlanRequest, usable: int) -> str:
+    """The memory rule a plan ran, in words: the engine's own setting and the planner's
+    reserve it came to, or the planner's reserve."""
+    reserve = 1 - usable / req.hw.memory_bytes
+    if req.engine_memory is None:
+        return f"memory_reserve {req.memory_reserve:.4g} (of each GPU, kept for activations)"
+    engine, share = req.engine_memory
+    option, what = ENGINE_MEMORY[engine]
+    return (
+        f"{ENGINE_LABELS[engine]}'s {option} {share:.4g} ({what}; from recall): "
+        f"{reserve:.2%} of each GPU kept (the planner's memory_reserve {reserve:.4g})"
+    )
+
+
+def launch_share(plan: Any, engine: str) -> float | None:
+    """The memory setting ``engine``'s launch lines give a plan run by an engine's own
+    setting (``plan.engine_memory``; None without one: the launch's ``1 - memory_reserve``):
+    the figure itself under the engine whose meaning it was read by, else the same bytes
+    in ``engine``'s meaning (:data:`ENGINE_MEMORY`)."""
+    if plan.engine_memory is None:
+        return None
+    if engine == check_engine(plan.engine):  # the engine whose meaning it was read by
+        return plan.engine_memory
+    memory, weights = plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes
+    if engine == "trtllm":
+        return (plan.usable_per_gpu_bytes - weights) / max(memory - weights, 1)
+    return plan.usable_per_gpu_bytes / memory
+
+
 def capacity(req: PlanRequest) -> Capacity:
     """The capacity of one GPU of ``req``'s (decode) pool at its context."""
     m, lay, kv, include_mtp = req.m, req.lay, req.kv, req.include_mtp
     memory = req.hw.memory_bytes
-    usable = int(memory * (1 - req.memory_reserve))
     part_bytes = weight_bytes_by_part(m, lay, req.sized, include_mtp)
     weights = weights_per_gpu(m, lay, req.sized, include_mtp)
     w_format = weight_format(m, req.sized)
@@ -104,6 +169,7 @@ def capacity(req: PlanRequest) -> Capacity:
         part_bytes = component_weight_bytes(m, lay, req.sized, req.components, include_mtp)
         weights = sum(part_bytes.values())
         w_format += "".join(f", {c} {f}" for c, f in req.components.items())
+    usable = usable_bytes(req, weights)
     budget = usable - weights
     per_token = kv_bytes_per_token_per_gpu(m, kv, lay, include_mtp)
     context = req.context
@@ -255,6 +321,8 @@ def prefill_room(req: PlanRequest, usable: int) -> PrefillRoom:
     prompt = kv_bytes_per_sequence_per_gpu(
         req.m, req.kv, req.p_lay, req.isl, req.page_size, req.include_mtp
     )
+    if req.engine_memory is not None:  # TensorRT-LLM's share follows the pool's own weights
+        usable = usable_bytes(req, weights)
     return PrefillRoom(weights, prompt, max(usable - weights, 0) // prompt)
 
 

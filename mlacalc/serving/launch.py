@@ -328,7 +328,11 @@ def deployments(
     ``mtp_tokens``, ``page_size``: the plan's tokens per KV page, said to the engine:
     SGLang's ``--page-size``, vLLM's ``--block-size``, TensorRT-LLM's
     ``kv_cache_config.tokens_per_block``)."""
-    common = dict(gpus_per_node=gpus_per_node, memory_fraction=1.0 - memory_reserve)
+    share = settings.pop("memory_fraction", None)  # the engine's own setting, where given
+    common = dict(
+        gpus_per_node=gpus_per_node,
+        memory_fraction=1.0 - memory_reserve if share is None else share,
+    )
     if settings.get("overlap_schedule", True) is None:  # no engine's defaults: on, as planned
         settings["overlap_schedule"] = True
     disaggregated = point.get("mode") == "disaggregated"

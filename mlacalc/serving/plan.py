@@ -116,6 +116,7 @@ from mlacalc.serving.capacity import (
     Capacity,
     PrefillRoom,
     capacity,
+    memory_setting,
     prefill_overflow,
     prefill_room,
 )
@@ -142,7 +143,6 @@ from mlacalc.serving.scheduler import overlap_idle_note, with_engine_defaults
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
-from mlacalc.words import defaults
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
@@ -334,6 +334,10 @@ class Plan:
     prefix_cache_hit: float = 0.0
     prefix_cached_tokens: int = 0
     prefix_cache_memory: str | None = None
+    #: the memory rule, in words: the planner's ``memory_reserve`` or the engine's own setting
+    #: (``engine_memory``, its share as given; None: not given) and the reserve it came to
+    memory_setting: str = ""
+    engine_memory: float | None = None
 
     @property
     def context(self) -> int:
@@ -514,7 +518,8 @@ def plan(
     component_dtypes: dict[str, str] | None = None,
     kv_dtype: str | KVLayout = "bf16",
     page_size: int | None = None,
-    memory_reserve: float = defaults.MEMORY_RESERVE,
+    memory_reserve: float | None = None,
+    engine_memory: float | None = None,
     seq_len: int | None = None,
     batch: int | None = None,
     include_mtp: bool = False,
@@ -559,7 +564,11 @@ def plan(
     scheduler arguments left out (``max_running``, ``max_tokens``, ``chunked_prefill``,
     ``overlap_schedule``, ``cuda_graph_max_batch``), as ``mlacalc plan --engine`` does;
     ``engine_defaults`` names another engine's, or ``"none"`` (``Plan.scheduler_defaults``
-    and ``scheduler_defaults_applied`` say what was taken).
+    and ``scheduler_defaults_applied`` say what was taken). ``memory_reserve``: the share of
+    each GPU kept from the weights and the KV cache (None: :data:`defaults.MEMORY_RESERVE`);
+    or ``engine_memory``, the engine's own memory setting read by ``engine``'s meaning
+    (:data:`mlacalc.serving.capacity.ENGINE_MEMORY`; refused beside a ``memory_reserve``);
+    ``Plan.memory_setting`` says which ran.
 
     Examples
     --------
@@ -803,6 +812,8 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         page_size=req.page_size,
         memory_per_gpu_bytes=cap.memory,
         usable_per_gpu_bytes=cap.usable,
+        memory_setting=memory_setting(req, cap.usable),
+        engine_memory=req.engine_memory and req.engine_memory[1],
         weights_per_gpu_bytes=cap.weights,
         # what the weights leave for the cache: none (0) when they do not fit, never negative
         kv_budget_per_gpu_bytes=max(cap.budget, 0),

@@ -41,7 +41,7 @@ from mlacalc.timemodel.predict import mla_rank_note
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
-from mlacalc.words.engines import ENGINE_LABELS
+from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -131,6 +131,9 @@ class PlanRequest:
     components: dict[str, str] = field(default_factory=dict)
     #: the share of each prompt's tokens whose KV is found cached (prefix caching, in [0, 1))
     prefix_cache_hit: float = 0.0
+    #: the engine's own memory setting, (engine, share) (None: ``memory_reserve``'s rule;
+    #: :data:`mlacalc.serving.capacity.ENGINE_MEMORY`)
+    engine_memory: tuple[str, float] | None = None
 
     def step_model_args(self) -> dict[str, Any]:
         """The routing and scheduler arguments of the request's step models."""
@@ -211,6 +214,31 @@ def check_number(
         span = f"in [{lo}, {hi}{']' if closed_hi else ')'}" if hi is not None else f">= {lo}"
         raise InvalidArgumentError(name, f"must be a number {span}, got {value!r}")
     return number
+
+
+def _check_engine_memory(args: dict[str, Any]) -> None:
+    """``engine_memory``: the engine's own memory setting, a share in (0, 1], read by the
+    meaning of ``engine`` (the default engine where none is given), put in ``args`` as
+    ``(engine, share)``; refused beside a ``memory_reserve`` (two rules for one memory).
+    Without it, ``memory_reserve`` is :data:`defaults.MEMORY_RESERVE` where not given."""
+    share = args.get("engine_memory")
+    if share is None:
+        if args["memory_reserve"] is None:
+            args["memory_reserve"] = defaults.MEMORY_RESERVE
+        return
+    if args["memory_reserve"] is not None:
+        raise InvalidArgumentError(
+            "engine_memory",
+            "is the engine's own memory setting and memory_reserve the planner's: give one "
+            "(--engine-memory or --memory-reserve), not both",
+        )
+    number = arguments.real(share)  # numpy numbers too
+    if number is None or not math.isfinite(number) or not 0 < number <= 1:
+        raise InvalidArgumentError(
+            "engine_memory", f"must be the engine's share, a number in (0, 1], got {share!r}"
+        )
+    args["engine_memory"] = (check_engine(args.get("engine")), number)
+    args["memory_reserve"] = 0.0  # unused: the engine's rule sizes the memory
 
 
 def check_request(
@@ -321,6 +349,7 @@ def check_request(
         # a dtype asked quantizes the layers' linear weights: the embedding and head kept
         components=kept_components(m, weight_dtype and w_dtype, components),
         prefix_cache_hit=prefix_cache_hit,
+        engine_memory=args["engine_memory"],
     )
 
 
@@ -507,6 +536,7 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
     args["page_size"] = check_int("page_size", args.get("page_size"))
     seq_len = check_int("seq_len", args["seq_len"])
     args["batch"] = check_int("batch", args["batch"])
+    _check_engine_memory(args)
     reserve = check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)
     args["memory_reserve"] = reserve
     isl = check_int("isl", args["isl"])

@@ -1,0 +1,74 @@
+"""The engine's own memory setting (trial12 item 7): capacity-bound rows swing with the memory
+rule, and TensorRT-LLM's kv_cache_free_gpu_mem_fraction, vLLM's gpu_memory_utilization and
+SGLang's mem_fraction_static had no spelling. ``engine_memory`` (``--engine-memory``) takes the
+engine's figure and reads it by the engine's meaning."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mlacalc
+from mlacalc.words.errors import InvalidArgumentError
+
+ROW = dict(isl=128, osl=2048, weight_dtype="fp8", kv_dtype="fp8", page_size=16)
+M = "llama-3.1-70b"
+
+
+def test_trtllms_share_is_of_what_the_weights_leave():
+    """The trial's Llama-3.1-70B TP1 H100 128/2048 row at TensorRT-LLM's 0.95: the figure the
+    bench's "5% of what the weights leave" gives (1,068 tok/s; --memory-reserve 0.05, 5% of
+    the GPU, gave 784)."""
+    first = mlacalc.plan(M, "H100-SXM", 1, memory_reserve=0.0, **ROW)
+    free = first.memory_per_gpu_bytes - first.weights_per_gpu_bytes
+    reserve = 0.05 * free / first.memory_per_gpu_bytes  # scenarios.compare_offline's
+    bench = mlacalc.plan(M, "H100-SXM", 1, memory_reserve=reserve, **ROW)
+    got = mlacalc.plan(M, "H100-SXM", 1, engine="trtllm", engine_memory=0.95, **ROW)
+    assert got.max_batch == bench.max_batch
+    assert got.output_tokens_per_s == pytest.approx(bench.output_tokens_per_s, rel=1e-9)
+    assert round(got.output_tokens_per_s) == 1068
+    # by hand: the weights and 0.95 of what they leave
+    w, mem = got.weights_per_gpu_bytes, got.memory_per_gpu_bytes
+    assert got.usable_per_gpu_bytes == w + int(0.95 * (mem - w))
+    assert "kv_cache_free_gpu_mem_fraction 0.95" in got.memory_setting
+    assert got.engine_memory == 0.95
+
+
+@pytest.mark.parametrize(("engine", "option"), [("vllm", "gpu_memory_utilization"),
+                                                ("sglang", "mem_fraction_static")])  # fmt: skip
+def test_vllm_and_sglang_shares_are_of_the_whole_gpu(engine, option):
+    got = mlacalc.plan(M, "H100-SXM", 1, engine=engine, engine_memory=0.85, **ROW)
+    assert got.usable_per_gpu_bytes == int(0.85 * got.memory_per_gpu_bytes)
+    same = mlacalc.plan(M, "H100-SXM", 1, engine=engine, memory_reserve=0.15, **ROW)
+    assert got.max_batch == same.max_batch
+    assert f"{option} 0.85" in got.memory_setting
+    assert "memory_reserve 0.1 " in mlacalc.plan(M, "H100-SXM", 1, **ROW).memory_setting
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -0.1, float("nan"), "x"])
+def test_bad_shares_and_both_rules_are_refused(bad):
+    with pytest.raises(InvalidArgumentError, match=r"engine_memory.*in \(0, 1\]"):
+        mlacalc.plan(M, "H100-SXM", 1, engine="vllm", engine_memory=bad, **ROW)
+
+
+def test_both_rules_are_refused_in_one_line(run):
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        mlacalc.plan(M, "H100-SXM", 1, engine_memory=0.9, memory_reserve=0.1, **ROW)
+    args = ["plan", M, "-H", "H100-SXM", "--gpus", 1, "--isl", 128, "--osl", 2048]
+    _, err = run(*args, "--engine-memory", 0.9, "--memory-reserve", 0.05, code=2)
+    assert "not both" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("launch", "said"),
+    [("trtllm", "free_gpu_memory_fraction: 0.95"), ("sglang", "--mem-fraction-static 0.99")],
+)
+def test_the_launch_lines_set_it(run, launch, said):
+    """Under the engine whose setting it is, the figure itself; another engine's lines the
+    same bytes in its own meaning (the weights and 0.95 of what they leave: 0.99 of the GPU)."""
+    args = ["plan", M, "-H", "H100-SXM", "--gpus", 1, "--weight-dtype", "fp8", "--kv-dtype",
+            "fp8", "--isl", 128, "--osl", 2048, "--engine", "trtllm", "--engine-memory", 0.95,
+            "--launch", launch, "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    assert said in doc["launch"] and doc["engine_memory"] == 0.95
