@@ -475,3 +475,26 @@ def test_a_vision_language_wrapper_is_read_through_its_text_config():
     for s in (1, 4096, 32768):
         assert mlacalc.kv_cache_bytes(model, s) == mlacalc.kv_cache_bytes(direct, s)
     assert any("vision tower is reported apart" in d for d in model.derived)
+
+
+def test_block_sparse_indexer_key_follows_the_cache_dtype_in_kv_memory():
+    """MiniMax-M3's indexer key is cached in the cache's own dtype (unlike a DSA model's, kept
+    in fp8 with scales whatever the cache's): in an fp8 cache a block-sparse layer keeps K and V
+    of 4 heads x 128 plus the 128-value key at one byte each (1,152 B a token), twice that in
+    bf16, in the report and in the planner's per-GPU KV alike (a318589 had sized the key in
+    bf16 beside an fp8 cache in both: 1,280 B, +32% on a TP8 sequence, while the kernels kept
+    one byte)."""
+    from mlacalc.report import cache_by_kind
+    from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu, make_layout
+    from mlacalc.serving.precision import resolve_kv_layout
+
+    m = mlacalc.load_model("minimax-m3")
+    for dtype, width in (("fp8", 1), ("bf16", 2)):
+        row = (2 * 4 * 128 + 128) * width
+        cache = mlacalc.kv_cache(m, 8192, 1, kv_dtype=dtype)
+        kinds = {k["kind"]: k for k in cache_by_kind(m, cache)}
+        assert kinds["msa"]["bytes"] == 57 * 8192 * row, dtype
+    lay = make_layout(m, 8, tp=8)
+    fp8 = kv_bytes_per_sequence_per_gpu(m, resolve_kv_layout("fp8"), lay, 8192, 16)
+    bf16 = kv_bytes_per_sequence_per_gpu(m, resolve_kv_layout("bf16"), lay, 8192, 16)
+    assert 2 * fp8 == bf16 == 371_195_904

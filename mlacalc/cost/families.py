@@ -97,7 +97,7 @@ def kv_by_kind(
     kinds += [(full, seq_len)] * (layers - len(kinds))
     own_row = {k.label: full_row for k in pattern.layers if k.attention == "full"}
     if model.sparse_block_size is not None:  # MiniMax-M3: K, V and the indexer key
-        own_row["msa"] = row_bytes + block_indexer_row_bytes(model)
+        own_row["msa"] = row_bytes + block_indexer_row_bytes(model, layout)
     if model.sliding_key_value_heads is not None:  # MiMo-V2-Flash: sliding layers' own KV heads
         kv_layout = resolve_kv_layout("bf16" if layout is None else layout)
         for k in pattern.layers:

@@ -877,7 +877,7 @@ def kv_bytes_per_sequence_per_gpu(
         per_stage = [math.floor(b * share) for b in per_stage]
     if m.sparse_block_size is not None:  # MiniMax-M3: each block-sparse layer's indexer key,
         # whole on every rank (one key for all the indexer's heads)
-        key = paged(context) * block_indexer_row_bytes(m)
+        key = paged(context) * block_indexer_row_bytes(m, layout)
         for j, stage in enumerate(stages):
             per_stage[j] += key * sum(kinds[i].attention == "msa" for i in stage)
     if m.linear_num_value_heads is not None:  # the state of the rank's linear heads
