@@ -808,3 +808,25 @@ def test_vllm_per_tensor_quantize_moves_at_a_rate_per_sm_and_clock():
     fig = device_figures(load_hardware("B200"))
     assert engine_gemm_kernel(step, "vllm", fig).shape["quant_sm_bound"][0] == 1.0
     assert "quant_sm_bound" not in engine_gemm_kernel(step, "sglang", fig).shape
+
+
+@pytest.mark.parametrize("name", ["L40S", "L4", "RTX-4090", "MI300X", "H100-SXM", "B200"])
+def test_vllm_per_tensor_quantize_is_never_faster_than_its_memory(name):
+    """The rate per SM and clock of vLLM's quantize was read on H100 and B200, where the SMs
+    bind; a device of little memory bandwidth for its SMs (a GDDR card) cannot move the
+    passes' bytes faster than its datasheet rate: the passes take at least their bytes over
+    the HBM (a review: L40S 190.6 us for 671 MB that take 776.7 us at its full bandwidth).
+    On H100 and B200 the rate per SM binds, so their fits do not move."""
+    prm = dict(default_params("gemm"), quant_sm_bytes=1.63, quant_fixed_s=0.0, atomic_cycles=0.0)
+    cols = {"quantize_input": 1, "quant_passes": 2, "quant_launches": 3}
+    m, k = 8192, 16384
+    fig = device_figures(load_hardware(name))
+    sm = kernel_terms(_gemm("fp8", m, 64, k, quant_sm_bound=1, **cols), fig, prm)
+    plain = kernel_terms(_gemm("fp8", m, 64, k, **cols), fig, dict(prm, quant_bytes=0.0))
+    passes = sm["extra_s"][0] - plain["extra_s"][0]
+    bytes_moved = m * k * 5.0
+    assert passes >= bytes_moved / fig.hbm_bytes_per_s * (1 - 1e-12), name
+    per_sm = bytes_moved * 1.63 / (fig.sm_count * fig.clock_hz * 16)
+    assert passes == pytest.approx(max(per_sm, bytes_moved / fig.hbm_bytes_per_s)), name
+    if name in ("H100-SXM", "B200"):
+        assert per_sm > bytes_moved / fig.hbm_bytes_per_s, name

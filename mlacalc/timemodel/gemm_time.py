@@ -811,13 +811,19 @@ def _input_quantization(c: _Call) -> np.ndarray:
     written = 0.5 + 1.0 / 16 if batch.dtype == "nvfp4" else 1.0
     qbytes = c.groups * c.m * c.k * (2.0 * passes + written)
     launches = np.asarray(batch.shape.get("quant_launches", passes), dtype=np.float64)
-    # the passes' bandwidth: the class's share of the HBM at ``quant_bytes``, or for vLLM's
-    # per-tensor quantize a rate per SM and clock at ``quant_sm_bytes``
-    # (QUANT_SM_BYTES_PER_CLOCK)
+    # seconds a byte of the passes: the class's share of the HBM at ``quant_bytes``, or for
+    # vLLM's per-tensor quantize a rate per SM and clock at ``quant_sm_bytes``
+    # (QUANT_SM_BYTES_PER_CLOCK), never faster than the HBM's datasheet rate moves the bytes (a
+    # device of few bytes a clock and SM, a GDDR card, is bound by its memory: the rule was read
+    # on H100 and B200, where the SMs bind)
     sm_bound = col(batch, "quant_sm_bound", 0) > 0
+    hbm = c.fig.hbm_bytes_per_s
     sm_rate = c.fig.sm_count * c.fig.clock_hz * QUANT_SM_BYTES_PER_CLOCK
-    bw = np.where(sm_bound, sm_rate, prm["eff_memory"] * c.fig.hbm_bytes_per_s)
-    cost = np.where(sm_bound, prm.get("quant_sm_bytes", 1.0), prm["quant_bytes"])
+    per_byte = np.where(
+        sm_bound,
+        np.maximum(prm.get("quant_sm_bytes", 1.0) / sm_rate, 1.0 / hbm),
+        prm["quant_bytes"] / (prm["eff_memory"] * hbm),
+    )
     # a per-tensor amax whose blocks (one a token: ``quant_atomics``) each fold their maximum
     # into the one fp32 scale with an atomic: the atomics on one address are served one after
     # another at the L2 (``atomic_cycles`` each), so the reduction lasts at least that chain,
@@ -828,11 +834,11 @@ def _input_quantization(c: _Call) -> np.ndarray:
     # MLA_QUANT_CTA_CYCLES SM cycles each, over all the SMs
     fig = c.fig
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
-    amax_read = cost * c.groups * c.m * c.k * 2.0 / bw
+    amax_read = c.groups * c.m * c.k * 2.0 * per_byte
     return np.where(
         quantized,
         prm["quant_fixed_s"] * launches
-        + cost * qbytes / bw
+        + qbytes * per_byte
         + np.maximum(atomics - amax_read, 0.0)
         + ctas,
         0.0,
