@@ -72,3 +72,24 @@ def test_the_launch_lines_set_it(run, launch, said):
             "--launch", launch, "--format", "json"]  # fmt: skip
     doc = json.loads(run(*args)[0])
     assert said in doc["launch"] and doc["engine_memory"] == 0.95
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm"])
+def test_search_takes_it_as_plan_does(run, engine):
+    """search(engine_memory=) sizes every point as plan does: its plan command carries
+    --engine-memory and gives the best point's figures; the launch lines set it."""
+    args = ["search", "llama-3.1-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 2000, "--osl",
+            500, "--modes", "aggregated", "--kv-dtypes", "bf16", "--weight-dtypes", "bf16",
+            "--chunked-prefills", "none", "--engine", engine,
+            "--engine-memory", 0.8, "--launch", engine, "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    assert doc["engine_memory"] == 0.8 and "--engine-memory 0.8" in doc["plan_command"]
+    assert "--memory-reserve" not in doc["plan_command"]
+    said = {"trtllm": "free_gpu_memory_fraction: 0.8", "vllm": "--gpu-memory-utilization 0.80"}
+    assert said[engine] in doc["launch"]
+    planned = json.loads(run(*doc["plan_command"].split()[1:], "--format", "json")[0])
+    assert planned["engine_memory"] == 0.8
+    for key in ("ttft_s", "tpot_s", "output_tokens_per_s"):
+        assert planned[key] == pytest.approx(doc["best"][key], rel=1e-6), key
+    _, err = run(*args, "--memory-reserve", 0.1, code=2)
+    assert "not both" in err

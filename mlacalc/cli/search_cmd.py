@@ -156,7 +156,9 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     if not str(p["weight_format"]).startswith("checkpoint "):  # a checkpoint: as it stores
         words.append(f"--weight-dtype {shlex.quote(str(p['weight_dtype']))}")
     words += component_flags(p.get("component_dtypes"))
-    if getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:
+    if getattr(result, "engine_memory", None) is not None:  # the engine's own setting
+        words.append(f"--engine-memory {float(result.engine_memory)!r}")
+    elif getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:
         words.append(f"--memory-reserve {float(result.memory_reserve)!r}")
     # the page said whenever an engine's defaults chose it: plan's own default follows
     # --engine-defaults, the command's page does not
@@ -397,9 +399,17 @@ def _split(text: str | None) -> tuple[str, ...] | None:
 @click.option(
     "--memory-reserve",
     type=FRACTION,
-    default=D.MEMORY_RESERVE,
-    show_default=True,
-    help="Fraction of each GPU's memory kept for activations and workspace.",
+    default=None,
+    help=f"Fraction of each GPU's memory kept for activations and workspace (default "
+    f"{D.MEMORY_RESERVE}). Or --engine-memory.",
+)
+@click.option(
+    "--engine-memory",
+    type=float,
+    default=None,
+    help="The engine's own memory setting, read by --engine's meaning, as plan "
+    "--engine-memory takes it (from recall: TensorRT-LLM's kv_cache_free_gpu_mem_fraction, "
+    "vLLM's gpu_memory_utilization, SGLang's mem_fraction_static); not with --memory-reserve.",
 )
 @click.option(
     "--tp",
@@ -503,6 +513,7 @@ def command(
     chunks_text,
     batches_text,
     memory_reserve,
+    engine_memory,
     tp_text,
     pp_text,
     ep_text,
@@ -568,6 +579,7 @@ def command(
         kv_dtypes=_split(kv_dtypes),
         modes=_split(modes),
         memory_reserve=memory_reserve,
+        engine_memory=engine_memory,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         profile=load_profile_option(profile),
@@ -617,7 +629,8 @@ def command(
             model_path or model,
             result.best,
             gpus_per_node=load_hardware(hardware).gpus_per_node,
-            memory_reserve=memory_reserve,
+            memory_reserve=result.memory_reserve,
+            memory_fraction=result.launch_share(launch, result.best),
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // isl),
             max_tokens=engine["max_tokens"],
             overlap_schedule=engine["overlap_schedule"],

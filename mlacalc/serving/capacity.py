@@ -19,7 +19,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
-from mlacalc.serving.plan_checks import PlanRequest
+from mlacalc.serving.plan_checks import PlanRequest, usable_of
 from mlacalc.serving.precision import component_weight_bytes
 from mlacalc.words.dtypes import KVLayout
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
@@ -31,6 +31,7 @@ __all__ = [
     "Capacity",
     "PrefillRoom",
     "capacity",
+    "engine_share",
     "launch_share",
     "longest_context",
     "memory_setting",
@@ -113,20 +114,9 @@ def prompts_per_pass(isl: int, fit: int | None = None) -> int:
 
 
 def usable_bytes(req: PlanRequest, weights: int) -> int:
-    """The bytes a GPU holding ``weights`` bytes of weights gives the weights and the KV
-    cache: the memory less ``req.memory_reserve`` of it, or by the engine's own setting
-    (``req.engine_memory``, :data:`ENGINE_MEMORY`): TensorRT-LLM's the weights and that share
-    of what they leave (the planner keeps no activations apart: 0 reserve beside it), vLLM's
-    and SGLang's that share of the GPU."""
-    memory = req.hw.memory_bytes
-    if req.engine_memory is None:
-        return int(memory * (1 - req.memory_reserve))
-    engine, share = req.engine_memory
-    if engine != "trtllm":
-        return int(memory * share)
-    if weights >= memory:  # nothing left: the weights overflow the GPU
-        return memory
-    return weights + int(share * (memory - weights))
+    """The bytes a GPU of ``req`` holding ``weights`` bytes of weights gives the weights and
+    the KV cache (:func:`~mlacalc.serving.plan_checks.usable_of`)."""
+    return usable_of(req.hw.memory_bytes, weights, req.memory_reserve, req.engine_memory)
 
 
 def memory_setting(req: PlanRequest, usable: int) -> str:
@@ -143,19 +133,28 @@ def memory_setting(req: PlanRequest, usable: int) -> str:
     )
 
 
+def engine_share(engine_memory: Any, engine: str, memory: int, weights: int) -> float:
+    """The setting ``engine``'s launch lines give a GPU of ``memory`` bytes holding
+    ``weights`` bytes sized by ``engine_memory`` (``(engine, share)``): the share itself
+    under the engine whose meaning it was read by, else the same bytes in ``engine``'s
+    meaning (:data:`ENGINE_MEMORY`)."""
+    own, share = engine_memory
+    if engine == own:
+        return share
+    usable = usable_of(memory, weights, 0.0, engine_memory)
+    if engine == "trtllm":
+        return (usable - weights) / max(memory - weights, 1)
+    return usable / memory
+
+
 def launch_share(plan: Any, engine: str) -> float | None:
     """The memory setting ``engine``'s launch lines give a plan run by an engine's own
-    setting (``plan.engine_memory``; None without one: the launch's ``1 - memory_reserve``):
-    the figure itself under the engine whose meaning it was read by, else the same bytes
-    in ``engine``'s meaning (:data:`ENGINE_MEMORY`)."""
+    setting (``plan.engine_memory``, read by ``plan.engine``'s meaning; None without one:
+    the launch's ``1 - memory_reserve``), by :func:`engine_share`."""
     if plan.engine_memory is None:
         return None
-    if engine == check_engine(plan.engine):  # the engine whose meaning it was read by
-        return plan.engine_memory
-    memory, weights = plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes
-    if engine == "trtllm":
-        return (plan.usable_per_gpu_bytes - weights) / max(memory - weights, 1)
-    return plan.usable_per_gpu_bytes / memory
+    em = (check_engine(plan.engine), plan.engine_memory)
+    return engine_share(em, engine, plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes)
 
 
 def capacity(req: PlanRequest) -> Capacity:

@@ -216,7 +216,7 @@ def check_number(
     return number
 
 
-def _check_engine_memory(args: dict[str, Any]) -> None:
+def check_engine_memory(args: dict[str, Any]) -> None:
     """``engine_memory``: the engine's own memory setting, a share in (0, 1], read by the
     meaning of ``engine`` (the default engine where none is given), put in ``args`` as
     ``(engine, share)``; refused beside a ``memory_reserve`` (two rules for one memory).
@@ -239,6 +239,23 @@ def _check_engine_memory(args: dict[str, Any]) -> None:
         )
     args["engine_memory"] = (check_engine(args.get("engine")), number)
     args["memory_reserve"] = 0.0  # unused: the engine's rule sizes the memory
+
+
+def usable_of(memory: int, weights: int, reserve: float, engine_memory: Any = None) -> int:
+    """The bytes of a GPU of ``memory`` bytes holding ``weights`` bytes of weights that the
+    weights and the KV cache may take: the memory less ``reserve`` of it, or by the engine's
+    own setting ``engine_memory`` (``(engine, share)``;
+    :data:`mlacalc.serving.capacity.ENGINE_MEMORY`): TensorRT-LLM's the weights and that
+    share of what they leave (the planner keeps no activations apart beside it), vLLM's and
+    SGLang's that share of the GPU."""
+    if engine_memory is None:
+        return int(memory * (1 - reserve))
+    engine, share = engine_memory
+    if engine != "trtllm":
+        return int(memory * share)
+    if weights >= memory:  # nothing left: the weights overflow the GPU
+        return memory
+    return weights + int(share * (memory - weights))
 
 
 def check_request(
@@ -536,7 +553,7 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
     args["page_size"] = check_int("page_size", args.get("page_size"))
     seq_len = check_int("seq_len", args["seq_len"])
     args["batch"] = check_int("batch", args["batch"])
-    _check_engine_memory(args)
+    check_engine_memory(args)
     reserve = check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)
     args["memory_reserve"] = reserve
     isl = check_int("isl", args["isl"])

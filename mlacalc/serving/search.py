@@ -42,13 +42,14 @@ import numpy as np
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.capacity import PREFILL_TOKENS
+from mlacalc.serving.capacity import PREFILL_TOKENS, engine_share
 from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
 from mlacalc.serving.layout import tp_splits_heads, weight_format
 from mlacalc.serving.plan_checks import (
     check_balanced,
+    check_engine_memory,
     check_int,
     check_number,
     check_routing_args,
@@ -70,6 +71,7 @@ from mlacalc.serving.search_space import (
     SearchRequest,
     candidate_layouts,
     candidates,
+    fit_usable,
     time_candidates,
     weight_key,
 )
@@ -199,6 +201,10 @@ class SearchResult:
     #: the memory options the points were sized with (a plan of a point needs the same)
     memory_reserve: float = 0.1
     page_size: int = 16
+    #: the engine's own memory setting the points were sized by (None: memory_reserve's;
+    #: plan's ``engine_memory``, read by the meaning of :attr:`engine_memory_of`)
+    engine_memory: float | None = None
+    engine_memory_of: str | None = None
     #: how the best point's own kernels were predicted (its decode step and its prompts'
     #: prefill, as :attr:`mlacalc.Plan.calibration` of its plan says it)
     best_calibration: str = ""
@@ -318,6 +324,7 @@ class SearchResult:
             "best_calibration": self.best_calibration,
             "memory_reserve": self.memory_reserve,
             "page_size": self.page_size,
+            "engine_memory": self.engine_memory,
             "budget": self.budget,
             "scheduler_defaults": self.scheduler_defaults,
             "scheduler_defaults_applied": dict(self.scheduler_defaults_applied),
@@ -338,6 +345,15 @@ class SearchResult:
         """Every point as a flat record (for CSV and notebooks)."""
         return [self.row(p) for p in self.points]
 
+    def launch_share(self, engine: str, p: dict[str, Any]) -> float | None:
+        """The memory setting ``engine``'s launch lines give point ``p`` sized by the
+        engine's own setting (None without one; :func:`mlacalc.serving.capacity.engine_share`)."""
+        if self.engine_memory is None:
+            return None
+        memory = load_hardware(self.hardware).memory_bytes
+        em = (self.engine_memory_of, self.engine_memory)
+        return engine_share(em, engine, memory, p["weights_per_gpu_bytes"])
+
     def launch_commands(
         self, engine: str, model_path: str | None = None, point: dict[str, Any] | None = None
     ) -> list[tuple[str, str]]:
@@ -355,6 +371,7 @@ class SearchResult:
             chunked_prefill=p.get("chunked_prefill"),
             routed_experts=self.routed_experts,
             page_size=self.page_size,  # the page the search assumed, said to the engine
+            memory_fraction=self.launch_share(engine, p),
         )
         return launch_commands(engine, model_path or self.model, pools)
 
@@ -487,6 +504,7 @@ def check_search(
     prefill_dp_attention: Any = None,
     prefill_redundant_experts: Any = None,
     prefix_cache_hit: Any = 0.0,
+    engine_memory: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -519,8 +537,11 @@ def check_search(
                 "all-to-all, which the engines run for MoE models only; use none",
             )
         overlaps = tuple(o for o in overlaps if o != "tbo")
+    memory = {"memory_reserve": memory_reserve, "engine_memory": engine_memory, "engine": engine}
+    check_engine_memory(memory)  # plan's rule: the engine's setting or the reserve, not both
+    engine_memory = memory["engine_memory"]
     output_lag_steps, memory_reserve = _check_engine(
-        prefill_pass, output_lag_steps, memory_reserve, modes
+        prefill_pass, output_lag_steps, memory["memory_reserve"], modes
     )
     # checked before arithmetic, as plan checks them (a page of 0 or a reserve of None was
     # a raw ZeroDivisionError or TypeError)
@@ -540,7 +561,7 @@ def check_search(
     moe = _check_moe_options(m, limits, pf_limits, moe)
     tight, cache = None, {}  # cache: each layout's weights, counted once (layout_weights)
     if budget is not None:
-        usable = int(hw.memory_bytes * (1 - memory_reserve))
+        usable = fit_usable(hw.memory_bytes, memory_reserve, engine_memory)
         fit = (m, hw, budget, tuple(weight_dtypes), own, usable, components, cache)
         gpus = budget_pools(fit, limits, pf_limits)
         tight = tight_counts(budget, gpus)
@@ -589,6 +610,7 @@ def check_search(
         prefill_limits=pf_limits,
         routing=tuple(moe.items()),
         prefix_cache_hit=prefix_cache_hit,
+        engine_memory=engine_memory,
     )
 
 
@@ -1058,7 +1080,7 @@ def search(
     modes: tuple[str, ...] = ("aggregated", "disaggregated"),
     overlaps: tuple[str, ...] = ("none", "tbo"),
     batches: tuple[int, ...] = BATCHES,
-    memory_reserve: float = 0.1,
+    memory_reserve: float | None = None,
     page_size: int | None = None,
     prefill_pass: str = "fused",
     output_lag_steps: int = 0,
@@ -1085,6 +1107,7 @@ def search(
     prefill_dp_attention: Any = None,
     prefill_redundant_experts: Any = None,
     prefix_cache_hit: float = 0.0,
+    engine_memory: float | None = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -1124,7 +1147,9 @@ def search(
     prompt of every point timed as :func:`mlacalc.plan` times it at that hit.
     ``page_size``: tokens per KV page (None: the page of the engine whose defaults are taken,
     :func:`~mlacalc.serving.scheduler.engine_page_size`, as :func:`mlacalc.plan` takes it; 16
-    with none), which :meth:`SearchResult.launch_commands` sets.
+    with none), which :meth:`SearchResult.launch_commands` sets. ``memory_reserve`` (None:
+    0.1) or ``engine_memory``, the engine's own memory setting, size every point's memory as
+    :func:`mlacalc.plan` takes them (refused together).
 
     Examples
     --------
@@ -1179,7 +1204,9 @@ def search(
         profile=profile_name,
         calibration=calibration + req.engine_note,
         engine=req.engine,
-        memory_reserve=memory_reserve,
+        memory_reserve=req.memory_reserve,
+        engine_memory=req.engine_memory and req.engine_memory[1],
+        engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
         warnings=(req.engine_note.removeprefix("; "),) if req.engine_note else (),
@@ -1491,7 +1518,7 @@ def _edge_note(
     largest = max(p["batch_per_group"] for p in points if all(p[k] == best[k] for k in same))
     b = best["batch_per_group"]
     per_seq = best["kv_per_gpu_bytes"] // max(b, 1)
-    fit = (req.usable - best["weights_per_gpu_bytes"]) // per_seq if per_seq else b
+    fit = req.room(best["weights_per_gpu_bytes"]) // per_seq if per_seq else b
     if b < largest or fit <= b:
         return ()
     wider = ",".join(str(x) for x in sorted({*req.batches, min(fit, 2 * b), min(fit, 4 * b)}))

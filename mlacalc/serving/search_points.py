@@ -484,7 +484,7 @@ def settles(req: SearchRequest, found: Points, point: dict[str, Any]) -> bool:
         return True
     c, ov, pool, transfer = check
     lay = c.lay
-    cap = (req.usable - c.weights) // c.per_seq  # the largest batch plan admits
+    cap = req.room(c.weights) // c.per_seq  # the largest batch plan admits
     if req.max_running is not None:
         cap = min(cap, req.max_running)
     key = ("whole", id(c), ov)

@@ -28,7 +28,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
-from mlacalc.serving.plan_checks import prefix_cached_tokens
+from mlacalc.serving.plan_checks import prefix_cached_tokens, usable_of
 from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout, kept_components
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
@@ -200,6 +200,15 @@ class SearchRequest:
     #: ``prefix_cache_hit`` (every prompt a point times computes :attr:`computed_tokens`
     #: after :attr:`cached_tokens`, :func:`mlacalc.serving.figures.prompt_args`)
     prefix_cache_hit: float = 0.0
+    #: the engine's own memory setting, ``(engine, share)``, as plan's ``engine_memory``
+    #: (None: ``memory_reserve``'s rule)
+    engine_memory: tuple[str, float] | None = None
+
+    def room(self, weights: int) -> int:
+        """Bytes a GPU holding ``weights`` bytes of weights leaves the KV cache, by plan's
+        rule (:func:`~mlacalc.serving.plan_checks.usable_of`)."""
+        memory = self.hw.memory_bytes
+        return usable_of(memory, weights, self.memory_reserve, self.engine_memory) - weights
 
     @property
     def cached_tokens(self) -> int:
@@ -226,8 +235,8 @@ class SearchRequest:
 
     @property
     def usable(self) -> int:
-        """Bytes of a GPU's memory the weights and the cache may take."""
-        return int(self.hw.memory_bytes * (1 - self.memory_reserve))
+        """Bytes of a GPU's memory the weights may take (:func:`fit_usable`)."""
+        return fit_usable(self.hw.memory_bytes, self.memory_reserve, self.engine_memory)
 
     def layouts(
         self,
@@ -370,6 +379,15 @@ class StepRows:
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def fit_usable(memory: int, reserve: float, engine_memory: Any = None) -> int:
+    """The bytes of a GPU's memory the weights and the cache may take, which the weights must
+    stay below: the memory less ``reserve`` of it, the engine's share of it (vLLM, SGLang), or
+    all of it under TensorRT-LLM's share of what the weights leave (``engine_memory``)."""
+    if engine_memory is not None and engine_memory[0] == "trtllm":
+        return memory
+    return usable_of(memory, 0, reserve, engine_memory)
 
 
 def candidate_layouts(
@@ -626,7 +644,7 @@ def candidate(
     layout = engine_kv_layout(m, resolve_kv_layout(kv), req.engine)[0]
     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
     per_seq = _per_sequence(req, layout, lay, req.context)
-    per_group = (req.usable - weights) // per_seq
+    per_group = req.room(weights) // per_seq
     decode, prefill = req.roles(lay)  # the pools the limits let it run
     B = np.asarray(req.batches if decode else (), dtype=np.float64)
     fit = per_group >= B
@@ -657,7 +675,7 @@ def candidate(
     pairs = req.budget is None or g + min(req.gpus) <= req.budget
     if lay.pp == 1 and "disaggregated" in req.modes and pairs and prefill:
         one = _per_sequence(req, layout, lay, isl)
-        k_fit = int(min(req.k_max, max(req.usable - weights, 0) // one))
+        k_fit = int(min(req.k_max, max(req.room(weights), 0) // one))
     if k_fit >= 1:
         _pool_rows(rows, req, k_fit)
     if not rows.pos:
