@@ -154,7 +154,7 @@ SEARCH_ARGS = dict(ttft=None, tpot=None, weight_dtypes=None, kv_dtypes=("bf16",)
 PLAN_ARGS = ["tp", "dp", "pp", "ep", "seq_len", "batch", "page_size", "memory_reserve",
              "concurrency", "request_rate", "chunked_prefill", "mtp_tokens", "routing_imbalance",
              "redundant_experts", "output_lag_steps", "kv_dtype", "weight_dtype", "dp_attention",
-             "overlap", "mode", "prefill_pass", "profile"]  # fmt: skip
+             "overlap", "mode", "prefill_pass", "profile", "engine_memory"]  # fmt: skip
 
 
 def _answer_or_one_line(call) -> object:

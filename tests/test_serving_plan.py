@@ -86,7 +86,8 @@ def test_plan_bad_input():
     for kwargs, argument in (
         ({"tp": 0}, "tp"),
         ({"tp": "8"}, "tp"),
-        ({"memory_reserve": None}, "memory_reserve"),
+        # memory_reserve None is now its default (0.1), as engine_memory's alternative
+        ({"memory_reserve": "x"}, "memory_reserve"),
         ({"tp": 3}, "tp"),
         ({"pp": 3}, "pp"),
         ({"isl": 100}, "osl"),

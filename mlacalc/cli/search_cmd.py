@@ -565,8 +565,7 @@ def command(
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
-    # search checks every list (an empty one is refused, naming it), which mlacalc.cli.main
-    # reports as its flag
+    # search checks every list (an empty one refused, naming it), mlacalc.cli.main its flag
     result = search(
         loaded := load(model),
         hardware,

@@ -1145,11 +1145,9 @@ def search(
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
     ran under). ``prefix_cache_hit``: the share of each prompt's tokens found cached, every
     prompt of every point timed as :func:`mlacalc.plan` times it at that hit.
-    ``page_size``: tokens per KV page (None: the page of the engine whose defaults are taken,
-    :func:`~mlacalc.serving.scheduler.engine_page_size`, as :func:`mlacalc.plan` takes it; 16
-    with none), which :meth:`SearchResult.launch_commands` sets. ``memory_reserve`` (None:
-    0.1) or ``engine_memory``, the engine's own memory setting, size every point's memory as
-    :func:`mlacalc.plan` takes them (refused together).
+    ``page_size`` (None: the engine's page, as :func:`mlacalc.plan` takes it; 16 with none),
+    ``memory_reserve`` (None: 0.1) or ``engine_memory`` (the engine's own memory setting;
+    not both) size every point as plan does; :meth:`SearchResult.launch_commands` sets them.
 
     Examples
     --------
