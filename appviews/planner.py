@@ -16,6 +16,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
+from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
 from mlacalc.serving.scheduler import defaults_words, engine_page_size
 from mlacalc.serving.search import search
@@ -149,6 +150,9 @@ class PlanInputs:
     prefill_dp_attention: bool | None = None
     #: the share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``)
     prefix_cache_hit: float = 0.0
+    #: the engine's own memory setting in place of ``reserve`` (``mlacalc plan
+    #: --engine-memory``); None: the reserve
+    engine_memory: float | None = None
 
 
 @dataclass(frozen=True)
@@ -330,14 +334,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         )
         # the prefill pool's inputs and, below the mode, the prefix cache's hit
         pool = _read_prefill_pool(sc, mode) | {"prefix_cache_hit": _prefix_hit_input(c2)}
-        reserve = st.slider(
-            "memory reserve (activations, workspace)",
-            0.0,
-            0.5,
-            D.MEMORY_RESERVE,
-            0.01,
-            key="plan_reserve",
-        )
+        reserve, engine_memory = _memory_inputs(sc)
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     # the expert layout goes into the URL where it is not the default (a dense model: none)
@@ -361,6 +358,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         overlap=overlap if moe else "none",
         mode=mode,
         reserve=float(reserve),
+        engine_memory=engine_memory,
         isl=int(isl),
         osl=int(osl),
         conc=int(conc or 0),
@@ -461,8 +459,39 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
         weight_dtype=sc.sized_weight_dtype,
         kv_dtype=sc.kv_dtype,
         page_size=inputs.page,
-        memory_reserve=inputs.reserve,
+        # the engine's own setting, where ticked, in place of the reserve (plan refuses both)
+        memory_reserve=None if inputs.engine_memory is not None else inputs.reserve,
+        engine_memory=inputs.engine_memory,
     )
+
+
+def _memory_inputs(sc: Scenario) -> tuple[float, float | None]:
+    """The memory reserve's slider and the engine's own setting, where ticked."""
+    reserve = st.slider(
+        "memory reserve (activations, workspace)",
+        0.0,
+        0.5,
+        D.MEMORY_RESERVE,
+        0.01,
+        key="plan_reserve",
+    )
+    return reserve, _engine_memory_input(sc)
+
+
+def _engine_memory_input(sc: Scenario) -> float | None:
+    """The engine's own memory setting, where ticked (``mlacalc plan --engine-memory``, read
+    by the engine's meaning; :data:`mlacalc.serving.capacity.ENGINE_MEMORY`), else None."""
+    option, what = ENGINE_MEMORY[sc.engine]
+    own = st.checkbox(
+        f"size the memory by the engine's {option} instead",
+        False,
+        key="plan_engine_memory_on",
+        help=f"The engine's own setting, a share {what} (from recall); in place of the reserve.",
+    )
+    if not own:
+        return None
+    share = st.number_input(option, 0.01, 1.0, 0.9, 0.01, key="plan_engine_memory")
+    return float(share)
 
 
 def _serving_args(inputs: PlanInputs) -> dict:
@@ -639,6 +668,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     )
     for w in result.warnings:
         st.info(w)
+    if result.engine_memory is not None:  # the engine's own setting, and what it came to
+        st.caption(f"Memory: {result.memory_setting}.")
     if result.prefix_cache_memory:  # what the memory assumes of the cached prefixes
         st.caption(f"KV memory with prefix caching: {result.prefix_cache_memory}.")
     _show_provenance(result)

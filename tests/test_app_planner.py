@@ -562,3 +562,23 @@ def test_the_limits_of_a_disaggregated_layout_above_take_its_prefill_pool():
         "prefill_tp": (1,), "prefill_ep": (8,), "prefill_dp_attention": "on",
     }  # fmt: skip
     assert "prefill_tp" not in dict(layout_limits(PlanInputs(mode="aggregated", **form, **pool)))
+
+
+def test_the_engines_own_memory_setting_is_the_clis_engine_memory(capsys):
+    """The plan form's memory could be set only as the planner's reserve; ticked, the engine's
+    own setting (TensorRT-LLM's kv_cache_free_gpu_mem_fraction here) sizes it as
+    ``mlacalc plan --engine-memory`` does: the CLI's TPOT to the digit, the rule said."""
+    from mlacalc.cli import main
+
+    at = _run()
+    at.number_input(key="plan_conc").set_value(64)
+    at.checkbox(key="plan_engine_memory_on").check().run()
+    at.number_input(key="plan_engine_memory").set_value(0.95).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    flags = "--kv-dtype bf16 --isl 2000 --osl 500 --concurrency 64 --engine-memory 0.95"
+    assert main(f"plan deepseek-v3 -H H200 --gpus 8 --tp 8 --engine trtllm {flags} "
+                "--format json".split()) == 0  # fmt: skip
+    p = json.loads(capsys.readouterr().out)
+    assert metrics(at)["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
+    captions = " ".join(c.value for c in at.caption)
+    assert "kv_cache_free_gpu_mem_fraction 0.95" in captions
