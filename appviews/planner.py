@@ -18,7 +18,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
-from mlacalc.serving.scheduler import defaults_words, engine_page_size
+from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
 from mlacalc.words.units import human_bytes
@@ -372,10 +372,12 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
 
 
 def _page_input(column: Any, sc: Scenario) -> int:
-    """The page size box: the engine's own page (``plan --engine``'s default, SGLang 1, vLLM 16
-    or 64 for MLA, TensorRT-LLM 32), one box per engine so that choosing another resets it."""
-    own = engine_page_size(sc.engine, sc.model.is_mla)
-    return column.number_input("page size (tokens)", 1, 4096, own, key=f"plan_page_{sc.engine}")
+    """The page size box: the engine's own page for the model and device (``plan --engine``'s
+    default, SGLang 1 (64 for DSA, and for MLA on datacenter Blackwell), vLLM 16 or 64 for MLA,
+    TensorRT-LLM 32), one box per engine and device so that choosing another resets it."""
+    own = model_page_size(sc.engine, sc.model, sc.device)
+    key = f"plan_page_{sc.engine}_{sc.hardware}"
+    return column.number_input("page size (tokens)", 1, 4096, own, key=key)
 
 
 def _prefix_hit_input(column: Any) -> float:

@@ -246,7 +246,8 @@ def test_the_serving_engine_reaches_every_figure_with_its_scheduler_defaults_as_
     at.number_input(key="plan_isl").set_value(12000)
     at.number_input(key="plan_conc").set_value(190).run()
     assert not at.exception
-    mix = dict(isl=12000, osl=D.OSL, **LAYOUT, engine="sglang")
+    # the page box at SGLang's page for an MLA model on datacenter Blackwell (64: trtllm_mla)
+    mix = dict(isl=12000, osl=D.OSL, **dict(LAYOUT, page_size=64), engine="sglang")
     p = mlacalc.plan(
         "deepseek-v3", "B200", 8, concurrency=190.0, **mix, **engine_settings("sglang")
     )
@@ -480,10 +481,13 @@ def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
 def test_the_page_size_box_is_the_engines_own_page():
     """The plan form's page size was 16 whatever the engine; it is plan --engine's default
     now (scheduler.engine_page_size): TensorRT-LLM 32, SGLang 1 (its radix cache matches token
-    by token), vLLM 64 for DeepSeek-V3 (MLA: FlashMLA's blocks)."""
+    by token; 64 on datacenter Blackwell, its MLA backend's), vLLM 64 for DeepSeek-V3 (MLA:
+    FlashMLA's blocks); one box per engine and device, so choosing another resets it."""
     for engine, page in (("trtllm", 32), ("sglang", 1), ("vllm", 64)):
-        at = _run(engine=engine)
-        assert at.number_input(key=f"plan_page_{engine}").value == page, engine
+        at = _run(engine=engine, hw="H200")
+        assert at.number_input(key=f"plan_page_{engine}_H200").value == page, engine
+    at = _run(engine="sglang", hw="B200")
+    assert at.number_input(key="plan_page_sglang_B200").value == 64
 
 
 def test_the_prefix_cache_hit_box_takes_what_the_cli_takes():

@@ -51,3 +51,22 @@ def test_the_launch_lines_set_the_page_the_plan_assumed(run, engine, said):
     if engine == "trtllm":
         other = "tokens_per_block: 64"
     assert other in json.loads(run(*args, "--page-size", 64)[0])["launch"]
+
+
+@pytest.mark.parametrize(
+    ("model", "hardware", "page"),
+    [
+        ("deepseek-v3", "H200", 1),  # FlashAttention-3's MLA on Hopper: the radix cache's 1
+        ("deepseek-v3", "B200", 64),  # trtllm_mla on datacenter Blackwell takes 32 or 64
+        ("deepseek-v3.2", "H200", 64),  # the NSA (DSA) backend's pages
+        ("qwen3-30b-a3b", "B200", 1),  # not MLA: the radix cache's 1 on every device
+    ],
+)
+def test_sglang_pages_follow_the_backend_its_model_and_device_run(model, hardware, page):
+    """SGLang's default page is 1 (its radix cache) but its DSA backend and its MLA backend on
+    datacenter Blackwell set 64 (from recall of server_args.py): the plan's page, its cached
+    tokens and the launch line say the same page (a review: DeepSeek-V3.2 under SGLang read
+    1,000 of 2,000 tokens cached and `--page-size 1` beside the FlashMLA sparse cache)."""
+    p = mlacalc.plan(model, hardware=hardware, engine="sglang", **MIX)
+    assert p.page_size == page
+    assert p.prefix_cached_tokens == 1000 // page * page

@@ -32,7 +32,7 @@ from mlacalc.serving.precision import (
 )
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.serving.ranks import ROUTINGS
-from mlacalc.serving.scheduler import Scheduler, engine_page_size
+from mlacalc.serving.scheduler import Scheduler, model_page_size
 from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
@@ -267,7 +267,7 @@ def check_request(
     hw = load_hardware(hardware)
     seq_len, isl, osl = _check_sizes(args)
     if args["page_size"] is None:  # the page of the engine whose defaults were taken
-        args["page_size"] = engine_page_size(args.get("scheduler_defaults"), m.is_mla)
+        args["page_size"] = model_page_size(args.get("scheduler_defaults"), m, hw)
     concurrency, request_rate = _check_load(args["concurrency"], args["request_rate"])
     prefix_cache_hit = arguments.prefix_hit("prefix_cache_hit", args["prefix_cache_hit"])
     mode = args["mode"]

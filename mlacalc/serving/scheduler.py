@@ -40,6 +40,7 @@ __all__ = [
     "defaults_words",
     "engine_page_size",
     "engine_settings",
+    "model_page_size",
     "overlap_idle_note",
     "with_engine_defaults",
 ]
@@ -119,6 +120,11 @@ class EngineDefaults:
     page_size: int = 16
     #: the page size of an MLA model where its default attention backend requires another
     mla_page_size: int | None = None
+    #: the page size of a DSA model (its sparse attention backend's)
+    dsa_page_size: int | None = None
+    #: the page size of an MLA model on datacenter Blackwell (compute capability 10.x), where
+    #: the engine's default MLA backend there requires another
+    blackwell_mla_page_size: int | None = None
 
 
 #: Each engine's defaults as its server's argument defaults give them at the version named,
@@ -138,8 +144,13 @@ ENGINE_DEFAULTS = {
         # "Overlap scheduler is disabled because of using eagle speculative decoding"
         overlap_with_drafts=False,
         # --page-size (ServerArgs.page_size): 1, the radix cache matching token by token
-        # (from recall; its FlashMLA backend needs 64, not its default on Hopper: FA3)
+        # (from recall; its FlashMLA backend needs 64, not its default on Hopper: FA3); a DSA
+        # model's NSA backend sets 64, and on datacenter Blackwell the default MLA backend
+        # (TensorRT-LLM's MLA kernels, trtllm_mla) takes 32 or 64 and sets 64 (server_args.py,
+        # from recall)
         page_size=1,
+        dsa_page_size=64,
+        blackwell_mla_page_size=64,
     ),
     "vllm": EngineDefaults(
         name="vllm",
@@ -211,15 +222,33 @@ def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:
     }
 
 
-def engine_page_size(engine: str | None, mla: bool = False) -> int:
+def engine_page_size(
+    engine: str | None, mla: bool = False, dsa: bool = False, blackwell: bool = False
+) -> int:
     """Tokens per KV page an engine's server runs by default (:data:`ENGINE_DEFAULTS`: SGLang
-    1, vLLM 16 (64 for an MLA model, FlashMLA's), TensorRT-LLM 32), the page a plan's KV
-    memory and its prefix cache's whole pages count in; ``engine`` None:
+    1, 64 for a DSA model and for an MLA model on datacenter Blackwell (``blackwell``:
+    compute capability 10.x), vLLM 16 (64 for an MLA model, FlashMLA's), TensorRT-LLM 32), the
+    page a plan's KV memory and its prefix cache's whole pages count in; ``engine`` None:
     :data:`mlacalc.words.defaults.PAGE_SIZE` (16)."""
     if engine is None:
         return PAGE_SIZE
     d = ENGINE_DEFAULTS[check_engine(engine)]
-    return d.mla_page_size if mla and d.mla_page_size else d.page_size
+    for applies, page in (
+        (dsa, d.dsa_page_size),
+        (mla and blackwell, d.blackwell_mla_page_size),
+        (mla, d.mla_page_size),
+    ):
+        if applies and page:
+            return page
+    return d.page_size
+
+
+def model_page_size(engine: str | None, m: Any, hw: Any) -> int:
+    """:func:`engine_page_size` of a model on a device: its MLA and DSA attention, and whether
+    the device is datacenter Blackwell (compute capability 10.x)."""
+    cc = getattr(hw, "compute_capability", None)
+    blackwell = cc is not None and 10.0 <= float(cc) < 11.0
+    return engine_page_size(engine, m.is_mla, m.index_topk is not None, blackwell)
 
 
 def with_engine_defaults(args: dict[str, Any]) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
 from mlacalc.serving.scheduler import (
     Scheduler,
-    engine_page_size,
+    model_page_size,
     overlap_idle_note,
     with_engine_defaults,
 )
@@ -575,7 +575,7 @@ def check_search(
         engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
     )
     if page_size is None:  # the page of the engine whose defaults were taken, as plan's
-        page_size = engine_page_size(record["scheduler_defaults"], m.is_mla)
+        page_size = model_page_size(record["scheduler_defaults"], m, hw)
     return SearchRequest(
         m=m,
         hw=hw,
@@ -1145,7 +1145,8 @@ def search(
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
     ran under). ``prefix_cache_hit``: the share of each prompt's tokens found cached, every
     prompt of every point timed as :func:`mlacalc.plan` times it at that hit.
-    ``page_size`` (None: the engine's page, as :func:`mlacalc.plan` takes it; 16 with none),
+    ``page_size`` (None: the engine's page for the model and device, as :func:`mlacalc.plan`
+    takes it; 16 with none),
     ``memory_reserve`` (None: 0.1) or ``engine_memory`` (the engine's own memory setting;
     not both) size every point as plan does; :meth:`SearchResult.launch_commands` sets them.
 
