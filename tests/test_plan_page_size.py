@@ -70,3 +70,19 @@ def test_sglang_pages_follow_the_backend_its_model_and_device_run(model, hardwar
     p = mlacalc.plan(model, hardware=hardware, engine="sglang", **MIX)
     assert p.page_size == page
     assert p.prefix_cached_tokens == 1000 // page * page
+
+
+@pytest.mark.parametrize(("launch", "noted"), [("sglang", False), ("vllm", True), ("trtllm", True)])
+def test_launching_another_engine_says_its_own_page(run, launch, noted):
+    """A plan timed under SGLang (DeepSeek-V3 on H200: page 1) launched on vLLM or TensorRT-LLM
+    sets `--block-size 1` / `tokens_per_block: 1`, a page those engines page an MLA model by
+    differently (vLLM 64, FlashMLA's; TensorRT-LLM 32): the output says so and how to get the
+    figures at their page (a review found the line passed on without a word)."""
+    args = ["plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 8, "--isl", 2000,
+            "--osl", 200, "--engine", "sglang", "--launch", launch]  # fmt: skip
+    text = run(*args)[0]
+    said = "the figures assume KV pages of 1 token, which the lines below set" in text
+    assert said == noted, text[-600:]
+    if noted:
+        own = {"vllm": 64, "trtllm": 32}[launch]
+        assert f"--page-size {own} gives the figures at its own page" in text

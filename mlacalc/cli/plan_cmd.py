@@ -364,7 +364,7 @@ def command(
             chunked_prefill=chunked_prefill,
             mtp_tokens=mtp_tokens,
             page_size=p.page_size,
-            routed_experts=loaded.n_routed_experts or 0,
+            model_config=loaded,  # its routed experts, and the launched engine's own page
             **{k: engine[k] for k in ("max_tokens", "overlap_schedule", "cuda_graph_max_batch")},
         )
     emit(fmt, doc, lambda: sections(p, loaded))

@@ -634,7 +634,7 @@ def command(
             max_tokens=engine["max_tokens"],
             overlap_schedule=engine["overlap_schedule"],
             chunked_prefill=result.best.get("chunked_prefill"),
-            routed_experts=loaded.n_routed_experts or 0,
+            model_config=loaded,  # its routed experts, and the launched engine's own page
             page_size=result.page_size,  # the page the search assumed, said to the engine
             timed_engine=result.engine,
             hardware=hardware,

@@ -365,9 +365,16 @@ def launch_text(
     a chosen format."""
     # deferred: the launch builder is needed only when --launch is given
     from mlacalc.serving.launch import deployments, launch_commands
+    from mlacalc.serving.scheduler import model_page_size
 
-    pools = deployments(point, **context)
     hardware = hardware or point.get("hardware")
+    m = context.pop("model_config", None)  # the model: its routed experts and MLA / DSA pages
+    own_page = None
+    if m is not None:
+        context.setdefault("routed_experts", m.n_routed_experts or 0)
+        if hardware:
+            own_page = model_page_size(engine, m, load_hardware(hardware))
+    pools = deployments(point, **context)
     vendor = _vendor_of(hardware)
     if vendor not in ("", "nvidia") and engine == "trtllm":
         raise click.BadParameter(
@@ -391,6 +398,15 @@ def launch_text(
             f"# note: the plan splits the dense FFN over each attention group's {split[0].tp} "
             "GPUs; SGLang splits it over every --tp GPU of the server, or holds it whole on "
             "each with --moe-dense-tp-size 1 (from recall): the dense FFN's bytes and time differ"
+        )
+    page = context.get("page_size")
+    if own_page is not None and page is not None and page != own_page:
+        lines.append(
+            f"# note: the figures assume KV pages of {page} token{'s' * (page != 1)}, which "
+            "the lines below set; "
+            f"{ENGINE_LABELS.get(engine, engine)} pages this model by {own_page} by default, and "
+            f"its attention backend may refuse or override {page} (from recall): --engine "
+            f"{engine} or --page-size {own_page} gives the figures at its own page"
         )
     if timed_engine and timed_engine != engine:
         lines.append(
