@@ -8,7 +8,6 @@ import click
 
 from mlacalc.cli.common import (
     COUNT,
-    FRACTION,
     KV_DTYPE,
     PREFIX_HIT,
     RATE,
@@ -33,6 +32,7 @@ from mlacalc.cli.serving_flags import (
     launch_options,
     launch_text,
     launch_values,
+    memory_options,
     plan_engine_options,
     with_kernel_versions,
 )
@@ -107,22 +107,7 @@ def layout_options(f):
     "engine's whose defaults are taken: SGLang 1, vLLM 16 (64 for MLA: FlashMLA), "
     "TensorRT-LLM 32; 16 with none). --launch sets it.",
 )
-@click.option(
-    "--memory-reserve",
-    type=FRACTION,
-    default=None,
-    help=f"Fraction of each GPU's memory kept for activations and workspace (default "
-    f"{D.MEMORY_RESERVE}). Or --engine-memory.",
-)
-@click.option(
-    "--engine-memory",
-    type=float,
-    default=None,
-    help="The engine's own memory setting, read by --engine's meaning (from recall): "
-    "TensorRT-LLM's kv_cache_free_gpu_mem_fraction (the KV cache's share of what the weights "
-    "leave), vLLM's gpu_memory_utilization, SGLang's mem_fraction_static (a share of the GPU "
-    "for weights and KV); in (0, 1], not with --memory-reserve. --launch sets it.",
-)
+@memory_options
 @click.option(
     "--seq-len",
     "-s",

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import click
 
 from mlacalc.cli.common import (
-    FRACTION,
     PREFIX_HIT,
     SIZE,
     Section,
@@ -34,6 +33,7 @@ from mlacalc.cli.serving_flags import (
     launch_options,
     launch_text,
     launch_values,
+    memory_options,
     search_engine_options,
     with_kernel_versions,
 )
@@ -396,21 +396,7 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     help="Running sequences per attention group searched (refined between them near the "
     "best, and up to twice the largest where the best is there).",
 )
-@click.option(
-    "--memory-reserve",
-    type=FRACTION,
-    default=None,
-    help=f"Fraction of each GPU's memory kept for activations and workspace (default "
-    f"{D.MEMORY_RESERVE}). Or --engine-memory.",
-)
-@click.option(
-    "--engine-memory",
-    type=float,
-    default=None,
-    help="The engine's own memory setting, read by --engine's meaning, as plan "
-    "--engine-memory takes it (from recall: TensorRT-LLM's kv_cache_free_gpu_mem_fraction, "
-    "vLLM's gpu_memory_utilization, SGLang's mem_fraction_static); not with --memory-reserve.",
-)
+@memory_options
 @click.option(
     "--tp",
     "tp_text",

@@ -12,8 +12,9 @@ from typing import Any
 
 import click
 
-from mlacalc.cli.common import COUNT, SIZE, EngineType, given
+from mlacalc.cli.common import COUNT, FRACTION, SIZE, EngineType, given
 from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.words import defaults as D
 from mlacalc.words.engines import DEFAULT_ENGINE, ENGINE_LABELS, engine_of_framework
 from mlacalc.words.errors import MlacalcError
 
@@ -28,6 +29,7 @@ __all__ = [
     "launch_options",
     "launch_text",
     "launch_values",
+    "memory_options",
     "plan_engine_options",
     "search_engine_options",
     "with_kernel_versions",
@@ -52,6 +54,32 @@ def _options(f: Callable, options: list[Callable]) -> Callable:
     for decorator in reversed(options):
         f = decorator(f)
     return f
+
+
+def memory_options(f: Callable) -> Callable:
+    """``--memory-reserve`` and ``--engine-memory``, plan's and search's alike."""
+    return _options(
+        f,
+        [
+            click.option(
+                "--memory-reserve",
+                type=FRACTION,
+                default=None,
+                help=f"Fraction of each GPU's memory kept for activations and workspace "
+                f"(default {D.MEMORY_RESERVE}). Or --engine-memory.",
+            ),
+            click.option(
+                "--engine-memory",
+                type=float,
+                default=None,
+                help="The engine's own memory setting, read by --engine's meaning (from "
+                "recall): TensorRT-LLM's kv_cache_free_gpu_mem_fraction (the KV cache's share "
+                "of what the weights leave), vLLM's gpu_memory_utilization, SGLang's "
+                "mem_fraction_static (a share of the GPU for weights and KV); in (0, 1], not "
+                "with --memory-reserve. --launch sets it.",
+            ),
+        ],
+    )
 
 
 def _scheduler_options() -> list[Callable]:
