@@ -774,7 +774,9 @@ def test_one_set_of_defaults(run):
         D.KV_DTYPE,
     )
     app = (Path(__file__).resolve().parent.parent / "appviews" / "planner.py").read_text()
-    assert "D.PAGE_SIZE" in app and "D.MEMORY_RESERVE" in app
+    # the page box opens at the engine's own page for the model and device, as plan --engine's
+    # (scheduler.model_page_size; D.PAGE_SIZE when no engine's defaults are taken)
+    assert "model_page_size" in app and "D.MEMORY_RESERVE" in app
 
 
 def test_custom_bench_grid():
