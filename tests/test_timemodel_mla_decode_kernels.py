@@ -506,6 +506,7 @@ def test_mtp_decode_no_faster_than_any_measured_mla_decode(hw, engine, keys):
 def test_rate_cap_is_the_best_measured_row():
     """MLA_DECODE_RATE_CAP is no tuned figure: the best rate of TensorRT-LLM's bf16 rows on
     each device, per SM and clock, and no engine's generation_mla_perf row passes it."""
+    pytest.importorskip("pyarrow")  # the measured tables are parquet
     from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.mla_time import MLA_DECODE_RATE_CAP
 
