@@ -368,15 +368,14 @@ def kernel_versions(profile: Any) -> str:
     return label + (f" ({', '.join(rest)})" if rest else "")
 
 
-def _vendor_of(hardware: Any) -> str:
-    """The vendor of the point's device ("" where it names none or is not in the
-    catalogue)."""
+def _device_of(hardware: Any) -> Any:
+    """The point's device (None where it names none or is not in the catalogue)."""
     if not hardware:
-        return ""
+        return None
     try:
-        return load_hardware(hardware).vendor
+        return load_hardware(hardware)
     except MlacalcError:
-        return ""
+        return None
 
 
 def launch_text(
@@ -396,14 +395,15 @@ def launch_text(
     from mlacalc.serving.scheduler import model_page_size
 
     hardware = hardware or point.get("hardware")
+    device = _device_of(hardware)
+    vendor = device.vendor if device is not None else ""
     m = context.pop("model_config", None)  # the model: its routed experts and MLA / DSA pages
     own_page = None
     if m is not None:
         context.setdefault("routed_experts", m.n_routed_experts or 0)
-        if hardware:
-            own_page = model_page_size(engine, m, load_hardware(hardware))
+        if device is not None:
+            own_page = model_page_size(engine, m, device)
     pools = deployments(point, **context)
-    vendor = _vendor_of(hardware)
     if vendor not in ("", "nvidia") and engine == "trtllm":
         raise click.BadParameter(
             f"TensorRT-LLM runs on NVIDIA GPUs only ({hardware} is {vendor.upper()}'s): give "
