@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.timemodel.device import device_figures
 from mlacalc.words.defaults import PAGE_SIZE
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 
@@ -245,9 +246,9 @@ def engine_page_size(
 
 def model_page_size(engine: str | None, m: Any, hw: Any) -> int:
     """:func:`engine_page_size` of a model on a device: its MLA and DSA attention, and whether
-    the device is datacenter Blackwell (compute capability 10.x)."""
-    cc = getattr(hw, "compute_capability", None)
-    blackwell = cc is not None and 10.0 <= float(cc) < 11.0
+    the device is datacenter Blackwell (:attr:`DeviceFigures.tcgen05`, the time model's own
+    test, a capability read from the architecture where the file gives none)."""
+    blackwell = device_figures(hw).tcgen05
     return engine_page_size(engine, m.is_mla, m.index_topk is not None, blackwell)
 
 
