@@ -62,11 +62,12 @@ def test_both_rules_are_refused_in_one_line(run):
 
 @pytest.mark.parametrize(
     ("launch", "said"),
-    [("trtllm", "free_gpu_memory_fraction: 0.95"), ("sglang", "--mem-fraction-static 0.99")],
+    [("trtllm", "free_gpu_memory_fraction: 0.95"), ("sglang", "--mem-fraction-static 0.992292 ")],
 )
 def test_the_launch_lines_set_it(run, launch, said):
     """Under the engine whose setting it is, the figure itself; another engine's lines the
-    same bytes in its own meaning (the weights and 0.95 of what they leave: 0.99 of the GPU)."""
+    same bytes in its own meaning (the weights and 0.95 of what they leave: 0.992292 of the
+    GPU, to the decimals that keep the plan's KV tokens and sequences)."""
     args = ["plan", M, "-H", "H100-SXM", "--gpus", 1, "--weight-dtype", "fp8", "--kv-dtype",
             "fp8", "--isl", 128, "--osl", 2048, "--engine", "trtllm", "--engine-memory", 0.95,
             "--launch", launch, "--format", "json"]  # fmt: skip
@@ -93,3 +94,27 @@ def test_search_takes_it_as_plan_does(run, engine):
         assert planned[key] == pytest.approx(doc["best"][key], rel=1e-6), key
     _, err = run(*args, "--memory-reserve", 0.1, code=2)
     assert "not both" in err
+
+
+@pytest.mark.parametrize(
+    ("own", "share", "launch"),
+    [("trtllm", 0.95, "sglang"), ("trtllm", 0.8734, "vllm"), ("vllm", 0.8734, "trtllm"),
+     ("sglang", 0.9, "trtllm"), ("vllm", 0.8734, "vllm")],
+)  # fmt: skip
+def test_the_launch_share_reads_back_to_the_plans_capacity(run, own, share, launch):
+    """The share the launch lines print, given back with --engine-memory under the launched
+    engine, sizes the plan's KV cache: its tokens and sequences per GPU (two decimals did
+    not: TensorRT-LLM's 0.95 printed as SGLang's 0.99, 0.23% of the GPU less than 0.992292)."""
+    common = ["plan", M, "-H", "H100-SXM", "--gpus", 1, "--weight-dtype", "fp8", "--kv-dtype",
+              "fp8", "--isl", 128, "--osl", 2048, "--page-size", 16, "--engine-defaults",
+              "none", "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*common, "--engine", own, "--engine-memory", share, "--launch", launch)[0])
+    option = {"trtllm": "free_gpu_memory_fraction:", "vllm": "--gpu-memory-utilization",
+              "sglang": "--mem-fraction-static"}[launch]  # fmt: skip
+    printed = doc["launch"].split(option)[1].split()[0]
+    assert len(printed.split(".")[1]) <= 12  # never more than the conversion holds
+    back = json.loads(run(*common, "--engine", launch, "--engine-memory", printed)[0])
+    for key in ("kv_tokens_per_gpu", "max_batch"):
+        assert back[key] == doc[key], (key, printed)
+    if own == launch:  # the figure itself, every decimal of it
+        assert float(printed) == share

@@ -38,6 +38,7 @@ __all__ = [
     "prefill_overflow",
     "prefill_room",
     "prompts_per_pass",
+    "round_trip_share",
     "usable_bytes",
 ]
 
@@ -133,28 +134,65 @@ def memory_setting(req: PlanRequest, usable: int) -> str:
     )
 
 
-def engine_share(engine_memory: Any, engine: str, memory: int, weights: int) -> float:
+def engine_share(
+    engine_memory: Any, engine: str, memory: int, weights: int, units: tuple[int, ...] = ()
+) -> float:
     """The setting ``engine``'s launch lines give a GPU of ``memory`` bytes holding
     ``weights`` bytes sized by ``engine_memory`` (``(engine, share)``): the share itself
     under the engine whose meaning it was read by, else the same bytes in ``engine``'s
-    meaning (:data:`ENGINE_MEMORY`)."""
+    meaning (:data:`ENGINE_MEMORY`), to the fewest decimals (:func:`round_trip_share`) that
+    read back under ``engine`` hold as many of each of ``units`` (bytes: a token's KV, a
+    sequence's) in what the weights leave as the plan's own figure."""
     own, share = engine_memory
     if engine == own:
         return share
     usable = usable_of(memory, weights, 0.0, engine_memory)
-    if engine == "trtllm":
-        return (usable - weights) / max(memory - weights, 1)
-    return usable / memory
+    free = max(memory - weights, 1)
+    exact = (usable - weights) / free if engine == "trtllm" else usable / memory
+    return round_trip_share(exact, engine, memory, weights, usable, units)
+
+
+#: the most decimals a converted share is given to (a byte of 10^12 is below any GPU's
+#: granularity here, and well within a float's 15-16 significant digits)
+SHARE_DECIMALS = 12
+
+
+def round_trip_share(
+    exact: float, engine: str, memory: int, weights: int, usable: int, units: tuple[int, ...]
+) -> float:
+    """``exact`` (``engine``'s share giving ``usable`` bytes) to the fewest decimals, from
+    2, whose read-back by ``engine``'s meaning (:func:`usable_of`) leaves as many whole
+    ``units`` for the KV cache as ``usable`` does (whole MiB when no unit is given);
+    nearest first, then down, then up; ``exact`` to :data:`SHARE_DECIMALS` decimals when
+    none does sooner."""
+    units = tuple(u for u in units if u > 0) or (1 << 20,)
+
+    def counts(u_bytes: int) -> tuple[int, ...]:
+        return tuple(max(u_bytes - weights, 0) // u for u in units)
+
+    want = counts(usable)
+    for d in range(2, SHARE_DECIMALS + 1):
+        scale = 10**d
+        for s in (
+            round(exact, d),
+            round(math.floor(exact * scale) / scale, d),
+            round(math.ceil(exact * scale) / scale, d),
+        ):
+            if 0 < s <= 1 and counts(usable_of(memory, weights, 0.0, (engine, s))) == want:
+                return s
+    return round(exact, SHARE_DECIMALS)
 
 
 def launch_share(plan: Any, engine: str) -> float | None:
     """The memory setting ``engine``'s launch lines give a plan run by an engine's own
     setting (``plan.engine_memory``, read by ``plan.engine``'s meaning; None without one:
-    the launch's ``1 - memory_reserve``), by :func:`engine_share`."""
+    the launch's ``1 - memory_reserve``), by :func:`engine_share`: read back, it gives the
+    plan's KV tokens and sequences per GPU."""
     if plan.engine_memory is None:
         return None
     em = (check_engine(plan.engine), plan.engine_memory)
-    return engine_share(em, engine, plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes)
+    units = (plan.kv_bytes_per_token_per_gpu, plan.kv_bytes_per_sequence_per_gpu)
+    return engine_share(em, engine, plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes, units)
 
 
 def capacity(req: PlanRequest) -> Capacity:

@@ -68,6 +68,15 @@ class Deployment:
         return max(1, -(-self.gpus // node))
 
 
+def share_words(share: float) -> str:
+    """A memory share as the launch lines give it: to two decimals where that is the share
+    (0.90), else every decimal it has, to 12 (0.8734, a converted share to the decimals
+    :func:`mlacalc.serving.capacity.round_trip_share` chose): two decimals alone would size
+    another cache than the plan's."""
+    share = round(float(share), 12)  # 1 - 0.07 is 0.9299999999999999 in a float: 0.93
+    return f"{share:.2f}" if round(share, 2) == share else repr(share)
+
+
 def _kv(engine: str, kv: str) -> str | None:
     """The engine's name for a KV dtype (None: its default, the model's own dtype)."""
     if kv in ("bf16", "fp16"):
@@ -116,7 +125,7 @@ def _sglang(model: str, d: Deployment) -> list[str]:
     if kv:
         w.append(f"--kv-cache-dtype {kv}")
     w += [
-        f"--mem-fraction-static {d.memory_fraction:.2f}",
+        f"--mem-fraction-static {share_words(d.memory_fraction)}",
         f"--max-running-requests {d.batch_per_group * d.dp}",  # the instance's, all groups
     ]
     if d.page_size:
@@ -164,7 +173,7 @@ def _vllm(model: str, d: Deployment) -> list[str]:
     if kv:
         w.append(f"--kv-cache-dtype {kv}")
     w += [
-        f"--gpu-memory-utilization {d.memory_fraction:.2f}",
+        f"--gpu-memory-utilization {share_words(d.memory_fraction)}",
         f"--max-num-seqs {d.batch_per_group}",
     ]
     if d.page_size:
@@ -198,7 +207,7 @@ def _vllm(model: str, d: Deployment) -> list[str]:
 def _trtllm(model: str, d: Deployment) -> list[str]:
     extra: dict[str, Any] = {"enable_attention_dp": bool(d.dp_attention and d.dp > 1)}
     kv = _kv("trtllm", d.kv_dtype)
-    extra["kv_cache_config"] = {"free_gpu_memory_fraction": round(d.memory_fraction, 2)}
+    extra["kv_cache_config"] = {"free_gpu_memory_fraction": float(share_words(d.memory_fraction))}
     if kv:
         extra["kv_cache_config"]["dtype"] = kv
     if d.page_size:

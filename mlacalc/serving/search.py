@@ -347,12 +347,14 @@ class SearchResult:
 
     def launch_share(self, engine: str, p: dict[str, Any]) -> float | None:
         """The memory setting ``engine``'s launch lines give point ``p`` sized by the
-        engine's own setting (None without one; :func:`mlacalc.serving.capacity.engine_share`)."""
+        engine's own setting (None without one; :func:`mlacalc.serving.capacity.engine_share`):
+        read back, it holds as many of the point's sequences per GPU."""
         if self.engine_memory is None:
             return None
         memory = load_hardware(self.hardware).memory_bytes
         em = (self.engine_memory_of, self.engine_memory)
-        return engine_share(em, engine, memory, p["weights_per_gpu_bytes"])
+        per_seq = p["kv_per_gpu_bytes"] // max(int(p["batch_per_group"]), 1)
+        return engine_share(em, engine, memory, p["weights_per_gpu_bytes"], (per_seq,))
 
     def launch_commands(
         self, engine: str, model_path: str | None = None, point: dict[str, Any] | None = None
