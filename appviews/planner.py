@@ -21,6 +21,7 @@ from mlacalc.serving.plan import duration_text
 from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search
 from mlacalc.words import defaults as D
+from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.units import human_bytes
 
 from .common import Scenario, context_text, download, engine_words, show_notices, show_table
@@ -70,6 +71,7 @@ def _search(
     limits: tuple[tuple[str, Any], ...] = (),
     prefix_cache_hit: float = 0.0,
     page_size: int | None = None,
+    memory: tuple[tuple[str, Any], ...] = (),
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
@@ -77,7 +79,8 @@ def _search(
     and overlap scheduling; chunked prefill it searches): search(engine=) fills them.
     ``limits``: search()'s layout limits (:func:`layout_limits`), none by default;
     ``prefix_cache_hit``: the plan form's (every point's prompts timed at it); ``page_size``:
-    the plan form's page (None: the engine's, as search takes it)."""
+    the plan form's page (None: the engine's, as search takes it); ``memory``: the plan
+    form's memory rule (:func:`memory_args`; none: search()'s default reserve)."""
     r = search(
         model,
         hardware,
@@ -92,6 +95,7 @@ def _search(
         prefix_cache_hit=prefix_cache_hit,
         page_size=page_size,
         **dict(limits),
+        **dict(memory),
     )
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
     how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration)
@@ -461,10 +465,26 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
         weight_dtype=sc.sized_weight_dtype,
         kv_dtype=sc.kv_dtype,
         page_size=inputs.page,
-        # the engine's own setting, where ticked, in place of the reserve (plan refuses both)
-        memory_reserve=None if inputs.engine_memory is not None else inputs.reserve,
-        engine_memory=inputs.engine_memory,
+        **memory_args(inputs),
     )
+
+
+def memory_words(sc: Scenario, inputs: PlanInputs) -> str:
+    """The plan form's memory rule in the CLI's words (``--engine-memory`` by its option)."""
+    if inputs.engine_memory is None:
+        return f"memory_reserve {inputs.reserve:.4g} of each GPU"
+    option, what = ENGINE_MEMORY[sc.engine]
+    return f"{ENGINE_LABELS[sc.engine]}'s {option} {inputs.engine_memory:.4g} ({what})"
+
+
+def memory_args(inputs: PlanInputs) -> dict:
+    """The plan form's memory rule as :func:`mlacalc.plan` and :func:`search` both take it
+    (``mlacalc plan`` / ``mlacalc search --memory-reserve`` or ``--engine-memory``): the
+    engine's own setting where ticked, in place of the reserve (both refuse the two), else
+    the reserve's slider."""
+    if inputs.engine_memory is not None:
+        return {"memory_reserve": None, "engine_memory": inputs.engine_memory}
+    return {"memory_reserve": inputs.reserve, "engine_memory": None}
 
 
 def _memory_inputs(sc: Scenario) -> tuple[float, float | None]:
@@ -492,7 +512,7 @@ def _engine_memory_input(sc: Scenario) -> float | None:
     )
     if not own:
         return None
-    share = st.number_input(option, 0.01, 1.0, 0.9, 0.01, key="plan_engine_memory")
+    share = st.number_input(option, 0.01, 1.0, 0.9, 0.01, format="%.4f", key="plan_engine_memory")
     return float(share)
 
 
@@ -886,12 +906,14 @@ def _show_search(
         limits,
         inputs.prefix_cache_hit,
         inputs.page,
+        tuple(memory_args(inputs).items()),  # the plan form's reserve or engine's setting
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
     st.markdown(best_text(best, points, inputs.ttft, inputs.tpot))
     if best:
         st.caption(f"The chosen deployment's times: {how}.")
+    st.caption(f"Every deployment sized by the plan form's memory: {memory_words(sc, inputs)}.")
     if best and best.get("prefill_layout"):
         st.caption(
             f"The chosen prefill pool ({best['prefill_gpus']} GPUs "

@@ -586,3 +586,36 @@ def test_the_engines_own_memory_setting_is_the_clis_engine_memory(capsys):
     assert metrics(at)["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
     captions = " ".join(c.value for c in at.caption)
     assert "kv_cache_free_gpu_mem_fraction 0.95" in captions
+
+
+def test_the_search_beside_the_plan_takes_its_engine_memory_setting():
+    """The plan form's engine memory setting (TensorRT-LLM's 0.5 of what the weights leave)
+    sizes the search's points too, as ``mlacalc search --engine-memory 0.5`` does (before: the
+    app's search kept the default 0.1 reserve, whatever the form said), and it says so."""
+    at = _run()
+    at.checkbox(key="plan_engine_memory_on").check().run()
+    at.number_input(key="plan_engine_memory").set_value(0.5).run()
+    at.checkbox(key="plan_search").check().run()
+    at.checkbox(key="plan_search_limited").check().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    from mlacalc.serving.search import search
+
+    args = dict(isl=D.ISL, osl=D.OSL, ttft=2.0, tpot=0.05, tp=8, pp=1, ep="none",
+                dp_attention="off", engine="trtllm")  # fmt: skip
+    r = search("deepseek-v3", "H200", [4, 8, 16], engine_memory=0.5, **args)
+    reserve = search("deepseek-v3", "H200", [4, 8, 16], **args)
+    (drawn,) = [
+        (trace["x"], trace["y"])
+        for el in at.get("plotly_chart")
+        for trace in json.loads(el.proto.spec)["data"]
+        if trace.get("name") == "Pareto frontier"
+    ]
+
+    def xy(frontier):
+        x = [p["output_tokens_per_s_per_user"] for p in frontier]
+        return x + [p["output_tokens_per_s_per_gpu"] for p in frontier]
+
+    assert xy(reserve.frontier) != pytest.approx(xy(r.frontier))  # the setting binds here
+    assert drawn[0] + drawn[1] == pytest.approx(xy(r.frontier))
+    captions = " ".join(c.value for c in at.caption)
+    assert "plan form's memory: TensorRT-LLM's kv_cache_free_gpu_mem_fraction 0.5" in captions
