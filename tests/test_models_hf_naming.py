@@ -36,6 +36,18 @@ CASES = {  # folder(s) under a path that says nothing, extra config.json fields 
     "a path to a step": ("ckpt", {"_name_or_path": "/data/Llama-3.3-70B-Instruct/checkpoint-9"},
                          NAMED),
     "a path that says nothing": ("final", {"_name_or_path": "/data/ckpt/checkpoint-9"}, "llama"),
+    # a folder above one that says nothing names the model only where it names a model (its
+    # family or a size): a user's, a team's or a run's folder does not (alice/ckpt was alice)
+    "a user's folder": ("alice/ckpt", {}, "llama"),
+    "a user's folder two up": ("alice/ckpt/checkpoint-1000", {}, "llama"),
+    "a team's run": ("nlp-team/run-a/final", {}, "llama"),
+    "a user's path": ("final", {"_name_or_path": "/home/alice/ckpt"}, "llama"),
+    "a user's folder, a repository id": ("alice/ckpt", {"_name_or_path": LLAMA_ID}, NAMED),
+    "a user's folder, a named folder": ("alice/Llama-3.3-70B-Instruct", {}, NAMED),
+    "a user's folder, a size": ("alice/finetune-70b/ckpt", {}, "finetune-70b"),
+    "a user's folder, the Hub cache": (f"alice/models--meta-llama--Llama-3.3-70B-Instruct/"
+                                       f"snapshots/{HASH}", {}, NAMED),
+    "the family under a user": ("alice/my-llama/step_20", {}, "my-llama"),
 }  # fmt: skip
 
 
@@ -51,6 +63,17 @@ def test_load_model_plan_and_import_hf_name_a_config_alike(case, run, tmp_path):
     imported = next(x for x in out.splitlines() if x.startswith("name: ")).removeprefix("name: ")
     assert loaded == planned == imported == name, case
     assert f"named {name!r} after " in err
+
+
+def test_a_folder_names_a_model_by_its_family_or_a_size():
+    from mlacalc.models.hf._translate import family_words, names_a_model
+
+    families = family_words("qwen2_moe", ("Qwen2MoeForCausalLM",))
+    assert families == ("qwen",)
+    for folder in ("Qwen1.5-MoE-A2.7B", "my_qwen_run", "Mixtral-8x7B", "bob-70b", "tiny-125m"):
+        assert names_a_model(folder, families), folder
+    for folder in ("alice", "nlp-team", "run-a", "ckpt", "experiments", "70b", "b200"):
+        assert not names_a_model(folder, families), folder
 
 
 def test_a_folder_that_says_nothing_is_said():

@@ -156,7 +156,9 @@ def import_hf_config(
             raw.pop(key, None)
 
     given = {k: data.get(k) for k in ("_name_or_path", "name_or_path") if k not in bad_inputs}
-    raw["name"], named = _name(given, origin, model_type)
+    arch = data.get("architectures")
+    arch = tuple(a for a in arch if isinstance(a, str)) if isinstance(arch, list) else ()
+    raw["name"], named = _name(given, origin, model_type, arch)
     derived.append(NamedAfter(named))
     raw["source"] = f"Hugging Face config.json: {origin}"
     dtype_key = "torch_dtype" if data.get("torch_dtype") is not None else "dtype"
@@ -516,26 +518,64 @@ def says_nothing(folder: str) -> bool:
     )
 
 
-def _named_part(parts: list[str]) -> tuple[str, str] | None:
+#: a model's size in a name (70B, 1.5b, 8x7B, A2.7B, 125m) between separators
+_SIZE_IN_NAME = re.compile(r"(?:^|[-_. ]|a)(\d+x)?\d+(\.\d+)?[bm](?=$|[-_. ])")
+
+
+def family_words(model_type: str, architectures: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The model's family as a name would write it, lower case: the letters ``model_type``
+    and each architecture begin with (``qwen2_moe`` -> ``qwen``, ``LlamaForCausalLM`` ->
+    ``llama``), three letters or more."""
+    out = []
+    for word in (model_type, *architectures):
+        head = re.match(r"[a-z]+", word.lower())
+        if head and len(head.group()) >= 3 and head.group() not in out:
+            out.append(head.group())
+    return tuple(out)
+
+
+def names_a_model(folder: str, families: tuple[str, ...]) -> bool:
+    """Whether a folder above a config.json's own one names a model: it says something
+    (:func:`says_nothing`) and writes the model's family (:func:`family_words`) or a size
+    (Llama-3.3-70B-Instruct, my-llama-finetune, Mixtral-8x7B); a folder of a user, a project
+    or a run (alice, team, exp) names no model, so it does not name this one."""
+    if says_nothing(folder):
+        return False
+    name = folder.strip().lower()
+    squeezed = re.sub(r"[-_. ]", "", name)
+    return any(f in squeezed for f in families) or _SIZE_IN_NAME.search(name) is not None
+
+
+def _named_part(parts: list[str], families: tuple[str, ...] = ()) -> tuple[str, str] | None:
     """The nearest of a path's last parts that names the model, looking at most
-    :data:`_FOLDERS_UP` parts past the last, and the part as written; a Hub cache folder
-    ``models--org--name`` names ``name``. None where none of them does."""
-    for part in list(reversed(parts))[: _FOLDERS_UP + 1]:
-        name = part.split("--")[-1] if part.startswith(_HUB_REPO) else part
-        if not says_nothing(name):
+    :data:`_FOLDERS_UP` parts past the last, and the part as written: the last where it says
+    something (:func:`says_nothing`), a folder above it where it names a model
+    (:func:`names_a_model`: ``alice/ckpt`` is a user's folder, not a model), a Hub cache
+    folder ``models--org--name`` (``name``) at any of them. None where none of them does."""
+    for up, part in enumerate(list(reversed(parts))[: _FOLDERS_UP + 1]):
+        hub = part.startswith(_HUB_REPO)
+        name = part.split("--")[-1] if hub else part
+        if (up == 0 or hub) and not says_nothing(name):
+            return name, part
+        if up and names_a_model(name, families):
             return name, part
     return None
 
 
-def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str]:
+def _name(
+    given: dict[str, Any], origin: str, model_type: str, architectures: tuple[str, ...] = ()
+) -> tuple[str, str]:
     """The model's name and where it came from, the one naming of a config.json every route
     reads (load_model, plan, search, import-hf): the last part of ``_name_or_path`` (else
     ``name_or_path``) where that is a repository id or a path (``meta-llama/Llama-2-7b-hf``: a
     downloaded ``config.json`` sits in a folder named by a snapshot hash, so its own name says
-    nothing), else the file's folder (or name) where it names the model, else the nearest of
-    the :data:`_FOLDERS_UP` folders above it that does (``Llama-3.3-70B-Instruct/checkpoint-1000``,
-    the Hub cache's ``models--meta-llama--Llama-3.3-70B-Instruct/snapshots/<hash>``), else a
-    bare ``_name_or_path``, else ``model_type``. A path's part that is a hash, a generic word, a
+    nothing), else the file's folder (or name) where it says something of the model, else
+    the nearest of the :data:`_FOLDERS_UP` folders above it that names a model: the Hub
+    cache's ``models--meta-llama--Llama-3.3-70B-Instruct/snapshots/<hash>``, or a folder
+    writing the model's family or a size (``Llama-3.3-70B-Instruct/checkpoint-1000``;
+    :func:`names_a_model`: not ``alice/ckpt``, a user's folder), else a bare
+    ``_name_or_path``, else ``model_type``. A path in ``_name_or_path`` is read by the same
+    rules. A path's part that is a hash, a generic word, a
     training step's folder or a bare size says nothing (:func:`says_nothing`). A bare word in
     ``_name_or_path`` (``llama_nemotron_super``) is the exporter's alias, not the repository's
     name."""
@@ -547,14 +587,15 @@ def _name(given: dict[str, Any], origin: str, model_type: str) -> tuple[str, str
     where = "folder" if config else "file name"
     parts = [p for p in own.parent.parts if p not in ("/", "\\")] + ([] if config else [stem])
     tried = [(k, (v or "").strip().rstrip("/")) for k, v in given.items()]
+    families = family_words(model_type, architectures)
     picks = []
     for k, v in tried:
-        named = _named_part(v.split("/")) if "/" in v else None
+        named = _named_part(v.split("/"), families) if "/" in v else None
         if named is not None:
             last = "the last part" if named[1] == v.split("/")[-1] else f"the part {named[1]!r}"
             picks.append((named[0], f"{last} of {k} {v!r}"))
     nothing = "(no repository id in _name_or_path/name_or_path"
-    named = _named_part(parts)
+    named = _named_part(parts, families)
     if named is None:
         above = ", nor the folders above it" if len(parts) > 1 else ""
         nothing += f"; its {where} {stem!r} says nothing of the model{above})" if stem else ")"
