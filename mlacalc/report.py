@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mlacalc.cost.attention import indexer_row_bytes
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.model_step import stored_attention_cost
@@ -157,6 +158,17 @@ def _growth_by_kind(
     return out
 
 
+def _row_elements(m: ModelConfig, kind: str, sixteen: tuple[int, int]) -> int:
+    """Elements of one token's row in one layer of ``kind``, from ``(layers, bytes)`` of the
+    row sized at 16 bits: half the bytes, except a DSA layer's indexer key, kept in fp8 with a
+    float32 scale a 128 values whatever the layout (``indexer_row_bytes``: 132 B for 128
+    values), which counts its ``index_head_dim`` values (DeepSeek-V3.2: 576 + 128 = 704)."""
+    row = sixteen[1]
+    if kind == "dsa" and m.index_topk:  # the label kv_by_kind gives a layer with its own key
+        return (row - indexer_row_bytes(m)) // 2 + m.index_head_dim
+    return row // 2
+
+
 def _kinds(m: ModelConfig, cache: KVCache) -> list[str]:
     return [k["kind"] for k in cache_by_kind(m, cache)]
 
@@ -212,7 +224,7 @@ def kv_rows(
                 "impl": cache.impl,
                 "kv_dtype": cache.layout,
                 "elements_per_token_per_layer": (
-                    next(iter(sixteen.values()))[1] // 2 if one else None
+                    _row_elements(m, *next(iter(sixteen.items()))) if one else None
                 ),
                 "bytes_per_token_per_layer": sizes.pop() if one else None,
                 "layers_per_token": sum(n for n, _b in growth.values()),

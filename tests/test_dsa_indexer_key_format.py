@@ -48,3 +48,23 @@ def test_kv_sizing_model_step_and_kernel_label_agree(kv):
     assert step["indexer_k_proj"].bytes == d * width + 2 * width * 2 + B * d * 2 + B * ROW
     scores = [k for k in p.kernels if k["name"] == "indexer_scores"]
     assert scores and {k["dtype"] for k in scores} == {"fp8"}
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3.2", "glm-5.1"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_report_counts_the_indexer_keys_elements(name, kv):
+    """The report's elements/token/layer counts the indexer key's ``index_head_dim`` values,
+    not half of its fixed 132 B (which read 642 for the latent's 576 + the key's 128 = 704),
+    while bytes/token stays the plan's (DeepSeek-V3.2 at bf16: 61 x 1,284 = 78,324 B)."""
+    from mlacalc.report import kv_rows
+
+    m = mlacalc.load_model(name)
+    rows = {r["impl"]: r for r in kv_rows(m, 8192, 1, kv)}
+    width = m.index_head_dim
+    assert rows["compressed"]["elements_per_token_per_layer"] == 576 + width
+    naive = m.num_attention_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    assert rows["naive"]["elements_per_token_per_layer"] == naive + width
+    latent = mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype=kv) // 61
+    assert rows["compressed"]["bytes_per_token"] == m.num_hidden_layers * (latent + ROW)
+    if name == "deepseek-v3.2" and kv == "bf16":
+        assert rows["compressed"]["bytes_per_token"] == 78_324
