@@ -118,3 +118,45 @@ def test_the_launch_share_reads_back_to_the_plans_capacity(run, own, share, laun
         assert back[key] == doc[key], (key, printed)
     if own == launch:  # the figure itself, every decimal of it
         assert float(printed) == share
+
+
+@pytest.mark.parametrize("reserve", [None, 0.05])
+@pytest.mark.parametrize("launch", ["trtllm", "vllm", "sglang"])
+def test_a_reserves_launch_share_reads_back_to_the_plans_capacity(run, reserve, launch):
+    """A plan sized by the planner's reserve (1 - reserve of the GPU for the weights and the
+    KV cache) launches each engine with the setting that, given back with --engine-memory
+    under that engine, sizes the plan's KV cache. TensorRT-LLM's free_gpu_memory_fraction is a
+    share of what the weights leave: its lines printed 1 - reserve (0.9), about 2.6x the
+    planned KV cache of Llama-3.1-70B fp8 TP1 on H100; vLLM's and SGLang's read 1 - reserve."""
+    common = ["plan", M, "-H", "H100-SXM", "--gpus", 1, "--weight-dtype", "fp8", "--isl", 128,
+              "--osl", 2048, "--page-size", 16, "--engine-defaults", "none", "--format",
+              "json"]  # fmt: skip
+    given = [] if reserve is None else ["--memory-reserve", reserve]
+    doc = json.loads(run(*common, *given, "--engine", "trtllm", "--launch", launch)[0])
+    option = {"trtllm": "free_gpu_memory_fraction:", "vllm": "--gpu-memory-utilization",
+              "sglang": "--mem-fraction-static"}[launch]  # fmt: skip
+    printed = doc["launch"].split(option)[1].split()[0]
+    back = json.loads(run(*common, "--engine", launch, "--engine-memory", printed)[0])
+    for key in ("kv_tokens_per_gpu", "max_batch"):
+        assert back[key] == doc[key], (key, printed)
+    if launch != "trtllm":  # the reserve's own meaning: 1 - reserve of the GPU
+        assert float(printed) == pytest.approx(1 - (reserve or 0.1))
+
+
+def test_a_searchs_reserve_launch_share_holds_its_sequences():
+    """search's launch lines convert the reserve as plan's do: TensorRT-LLM's share, read back
+    by its meaning, holds the best point's sequences per GPU (not 1 - reserve)."""
+    from mlacalc.serving.plan_checks import usable_of
+
+    r = mlacalc.search("llama-3.1-70b", "H100-SXM", 1, isl=128, osl=2048, modes=["aggregated"],
+                       kv_dtypes=["fp8"], weight_dtypes=["fp8"],
+                       engine="trtllm")  # fmt: skip
+    p = r.best
+    share = r.launch_share("trtllm", p)
+    assert share is not None and share < 0.5  # 0.9 would be of what the weights leave
+    assert r.launch_share("vllm", p) is None and r.launch_share("sglang", p) is None
+    memory = mlacalc.load_hardware("H100-SXM").memory_bytes
+    weights, per_seq = p["weights_per_gpu_bytes"], p["kv_per_gpu_bytes"] // p["batch_per_group"]
+    want = (usable_of(memory, weights, r.memory_reserve) - weights) // per_seq
+    assert (usable_of(memory, weights, 0.0, ("trtllm", share)) - weights) // per_seq == want
+    assert "free_gpu_memory_fraction: " + str(share) in r.launch_commands("trtllm")[0][1]

@@ -38,8 +38,10 @@ __all__ = [
     "prefill_overflow",
     "prefill_room",
     "prompts_per_pass",
+    "reserve_share",
     "round_trip_share",
     "usable_bytes",
+    "usable_share",
 ]
 
 #: Prompt tokens a prefill pass batches on one attention group (SGLang's and DeepSeek's
@@ -146,7 +148,19 @@ def engine_share(
     own, share = engine_memory
     if engine == own:
         return share
-    usable = usable_of(memory, weights, 0.0, engine_memory)
+    return usable_share(
+        engine, memory, weights, usable_of(memory, weights, 0.0, engine_memory), units
+    )
+
+
+def usable_share(
+    engine: str, memory: int, weights: int, usable: int, units: tuple[int, ...] = ()
+) -> float:
+    """``engine``'s memory setting (:data:`ENGINE_MEMORY`) that gives a GPU of ``memory``
+    bytes holding ``weights`` bytes of weights ``usable`` bytes for the weights and the KV
+    cache: TensorRT-LLM's a share of what the weights leave, vLLM's and SGLang's a share of
+    the GPU, to the fewest decimals that read back hold as many ``units``
+    (:func:`round_trip_share`)."""
     free = max(memory - weights, 1)
     exact = (usable - weights) / free if engine == "trtllm" else usable / memory
     return round_trip_share(exact, engine, memory, weights, usable, units)
@@ -184,15 +198,34 @@ def round_trip_share(
 
 
 def launch_share(plan: Any, engine: str) -> float | None:
-    """The memory setting ``engine``'s launch lines give a plan run by an engine's own
-    setting (``plan.engine_memory``, read by ``plan.engine``'s meaning; None without one:
-    the launch's ``1 - memory_reserve``), by :func:`engine_share`: read back, it gives the
-    plan's KV tokens and sequences per GPU."""
-    if plan.engine_memory is None:
-        return None
-    em = (check_engine(plan.engine), plan.engine_memory)
+    """The memory setting ``engine``'s launch lines give a plan: read back by ``engine``'s
+    meaning (:data:`ENGINE_MEMORY`), it gives the plan's KV tokens and sequences per GPU.
+    A plan run by an engine's own setting (``plan.engine_memory``, read by ``plan.engine``'s
+    meaning) converts it by :func:`engine_share`; a plan run by the planner's reserve
+    (``1 - memory_reserve`` of each GPU for the weights and the KV cache) gives None under
+    vLLM and SGLang, whose setting is that share of the GPU (the launch's
+    ``1 - memory_reserve``), and converts the plan's usable bytes under TensorRT-LLM, whose
+    setting is a share of what the weights leave (:func:`reserve_share`)."""
     units = (plan.kv_bytes_per_token_per_gpu, plan.kv_bytes_per_sequence_per_gpu)
-    return engine_share(em, engine, plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes, units)
+    memory, weights = plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes
+    if plan.engine_memory is None:
+        return reserve_share(engine, memory, weights, plan.usable_per_gpu_bytes, units)
+    em = (check_engine(plan.engine), plan.engine_memory)
+    return engine_share(em, engine, memory, weights, units)
+
+
+def reserve_share(
+    engine: str, memory: int, weights: int, usable: int, units: tuple[int, ...] = ()
+) -> float | None:
+    """The memory setting that gives ``engine`` the ``usable`` bytes the planner's reserve
+    left: None (the launch's own ``1 - memory_reserve``) where the engine's setting is a
+    share of the GPU as the reserve's is (vLLM, SGLang), else :func:`usable_share`
+    (TensorRT-LLM's ``free_gpu_memory_fraction``, a share of what the weights leave: 0.9 of
+    it would give the KV cache more than the plan sized)."""
+    engine = check_engine(engine)
+    if engine != "trtllm":
+        return None
+    return usable_share(engine, memory, weights, usable, units)
 
 
 def capacity(req: PlanRequest) -> Capacity:

@@ -42,7 +42,7 @@ import numpy as np
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.capacity import PREFILL_TOKENS, engine_share
+from mlacalc.serving.capacity import PREFILL_TOKENS, engine_share, reserve_share
 from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
@@ -55,6 +55,7 @@ from mlacalc.serving.plan_checks import (
     check_routing_args,
     prefix_cached_tokens,
     refuse_without_ranks,
+    usable_of,
 )
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import calibration_of, engine_profile_of
@@ -346,15 +347,19 @@ class SearchResult:
         return [self.row(p) for p in self.points]
 
     def launch_share(self, engine: str, p: dict[str, Any]) -> float | None:
-        """The memory setting ``engine``'s launch lines give point ``p`` sized by the
-        engine's own setting (None without one; :func:`mlacalc.serving.capacity.engine_share`):
-        read back, it holds as many of the point's sequences per GPU."""
-        if self.engine_memory is None:
-            return None
+        """The memory setting ``engine``'s launch lines give point ``p``: read back, it holds
+        as many of the point's sequences per GPU. Sized by the engine's own setting:
+        :func:`mlacalc.serving.capacity.engine_share`; by the reserve:
+        :func:`mlacalc.serving.capacity.reserve_share` (None under vLLM and SGLang, whose
+        setting is the launch's ``1 - memory_reserve``)."""
         memory = load_hardware(self.hardware).memory_bytes
-        em = (self.engine_memory_of, self.engine_memory)
         per_seq = p["kv_per_gpu_bytes"] // max(int(p["batch_per_group"]), 1)
-        return engine_share(em, engine, memory, p["weights_per_gpu_bytes"], (per_seq,))
+        weights = p["weights_per_gpu_bytes"]
+        if self.engine_memory is None:  # the reserve: TensorRT-LLM's share converted
+            usable = usable_of(memory, weights, self.memory_reserve)
+            return reserve_share(engine, memory, weights, usable, (per_seq,))
+        em = (self.engine_memory_of, self.engine_memory)
+        return engine_share(em, engine, memory, weights, (per_seq,))
 
     def launch_commands(
         self, engine: str, model_path: str | None = None, point: dict[str, Any] | None = None
