@@ -72,6 +72,31 @@ def test_sglang_pages_follow_the_backend_its_model_and_device_run(model, hardwar
     assert p.prefix_cached_tokens == 1000 // page * page
 
 
+@pytest.mark.parametrize(
+    ("model", "hardware", "page"),
+    [
+        ("deepseek-v3", "H200", 64),  # FlashMLA on Hopper forces 64-token blocks
+        ("deepseek-v3", "B200", 128),  # CUTLASS MLA, its default on datacenter Blackwell: 128
+        ("deepseek-v3", "GB200", 128),
+        ("deepseek-v3.2", "B200", 64),  # DSA: sparse FlashMLA's 64 on either
+        ("qwen3-30b-a3b", "B200", 16),  # not MLA: the default 16 on every device
+        ("deepseek-v3", "MI355X", 64),  # not NVIDIA's Blackwell: no CUTLASS MLA
+    ],
+)
+def test_vllm_pages_follow_the_backend_its_model_and_device_run(run, model, hardware, page):
+    """vLLM pages an MLA model by 64 (FlashMLA's) but on datacenter Blackwell its default MLA
+    backend, CUTLASS MLA, forces 128-token blocks (from recall of vllm/platforms/cuda.py):
+    the plan's page, its cached tokens and the launch line's --block-size say the same page
+    (the plan assumed 64 on B200 before, a page vLLM does not run there)."""
+    p = mlacalc.plan(model, hardware=hardware, engine="vllm", **MIX)
+    assert p.page_size == page
+    assert p.prefix_cached_tokens == 1000 // page * page
+    args = ["plan", model, "-H", hardware, "--gpus", 8, "--tp", 8, "--ep", 8, "--isl", 2000,
+            "--osl", 100, "--concurrency", 8, "--engine", "vllm", "--launch", "vllm"]  # fmt: skip
+    text = run(*args)[0]
+    assert f"--block-size {page} " in text and "the figures assume KV pages" not in text
+
+
 @pytest.mark.parametrize(("launch", "noted"), [("sglang", False), ("vllm", True), ("trtllm", True)])
 def test_launching_another_engine_says_its_own_page(run, launch, noted):
     """A plan timed under SGLang (DeepSeek-V3 on H200: page 1) launched on vLLM or TensorRT-LLM

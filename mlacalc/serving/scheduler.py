@@ -164,9 +164,13 @@ ENGINE_DEFAULTS = {
         source="vllm vllm/engine/arg_utils.py (_set_default_args_v1), config cudagraph sizes",
         # --block-size (CacheConfig.block_size): 16 on CUDA; an MLA model's default backend,
         # FlashMLA, forces 64 (vllm/platforms/cuda.py's check_and_update_config, from
-        # recall; CUTLASS MLA, chosen on Blackwell, forces 128: not followed here)
+        # recall); on datacenter Blackwell its default MLA backend is CUTLASS MLA, which
+        # forces 128 (the same check, from recall); a DSA model's sparse FlashMLA backend
+        # forces 64 on either (from recall)
         page_size=16,
         mla_page_size=64,
+        dsa_page_size=64,
+        blackwell_mla_page_size=128,
     ),
     "trtllm": EngineDefaults(
         name="trtllm",
@@ -228,7 +232,8 @@ def engine_page_size(
 ) -> int:
     """Tokens per KV page an engine's server runs by default (:data:`ENGINE_DEFAULTS`: SGLang
     1, 64 for a DSA model and for an MLA model on datacenter Blackwell (``blackwell``:
-    compute capability 10.x), vLLM 16 (64 for an MLA model, FlashMLA's), TensorRT-LLM 32), the
+    compute capability 10.x), vLLM 16 (64 for an MLA model, FlashMLA's, and a DSA model; 128
+    for an MLA model on datacenter Blackwell, CUTLASS MLA's), TensorRT-LLM 32), the
     page a plan's KV memory and its prefix cache's whole pages count in; ``engine`` None:
     :data:`mlacalc.words.defaults.PAGE_SIZE` (16)."""
     if engine is None:
