@@ -378,9 +378,12 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
 def _page_input(column: Any, sc: Scenario) -> int:
     """The page size box: the engine's own page for the model and device (``plan --engine``'s
     default, SGLang 1 (64 for DSA, and for MLA on datacenter Blackwell), vLLM 16 or 64 for MLA,
-    TensorRT-LLM 32), one box per engine and device so that choosing another resets it."""
+    TensorRT-LLM 32), one box per engine, device and default page so that choosing another
+    engine or device, or a model whose attention (MLA, DSA) gives another page, resets it
+    (keyed by engine and device only, DeepSeek-V3 -> DeepSeek-V3.2 under SGLang kept page 1
+    where the plan takes 64)."""
     own = model_page_size(sc.engine, sc.model, sc.device)
-    key = f"plan_page_{sc.engine}_{sc.hardware}"
+    key = f"plan_page_{sc.engine}_{sc.hardware}_{own}"
     return column.number_input("page size (tokens)", 1, 4096, own, key=key)
 
 
@@ -512,7 +515,9 @@ def _engine_memory_input(sc: Scenario) -> float | None:
     )
     if not own:
         return None
-    share = st.number_input(option, 0.01, 1.0, 0.9, 0.01, format="%.4f", key="plan_engine_memory")
+    # one box per engine: a share typed under one engine's meaning is not another's
+    key = f"plan_engine_memory_{sc.engine}"
+    share = st.number_input(option, 0.01, 1.0, 0.9, 0.01, format="%.4f", key=key)
     return float(share)
 
 

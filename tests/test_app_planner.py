@@ -485,9 +485,36 @@ def test_the_page_size_box_is_the_engines_own_page():
     FlashMLA's blocks); one box per engine and device, so choosing another resets it."""
     for engine, page in (("trtllm", 32), ("sglang", 1), ("vllm", 64)):
         at = _run(engine=engine, hw="H200")
-        assert at.number_input(key=f"plan_page_{engine}_H200").value == page, engine
+        assert at.number_input(key=f"plan_page_{engine}_H200_{page}").value == page, engine
     at = _run(engine="sglang", hw="B200")
-    assert at.number_input(key="plan_page_sglang_B200").value == 64
+    assert at.number_input(key="plan_page_sglang_B200_64").value == 64
+
+
+def test_the_page_size_box_follows_the_models_page():
+    """The box is keyed by what decides the page, the model's attention too: DeepSeek-V3 ->
+    DeepSeek-V3.2 under SGLang on H200 goes from page 1 to its DSA page, 64, as the plan does
+    (keyed by engine and device alone, the box kept 1 and the plan ran 1-token pages)."""
+    at = _run(engine="sglang", hw="H200")
+    (box,) = [b for b in at.number_input if b.label == "page size (tokens)"]
+    assert box.value == 1
+    at.selectbox(key="model").set_value("deepseek-v3.2").run()
+    assert not at.exception, [e.value for e in at.exception]
+    (box,) = [b for b in at.number_input if b.label == "page size (tokens)"]
+    assert box.value == 64
+
+
+def test_the_engine_memory_box_is_one_per_engine():
+    """A share typed under one engine's meaning (TensorRT-LLM's 0.5 of what the weights leave)
+    is not kept when the engine changes: vLLM's box starts at its own 0.9 (one box for every
+    engine carried 0.5 over, read as half the GPU)."""
+    at = _run()
+    at.checkbox(key="plan_engine_memory_on").check().run()
+    at.number_input(key="plan_engine_memory_trtllm").set_value(0.5).run()
+    at.selectbox(key="engine").set_value("vllm").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="plan_engine_memory_vllm").value == pytest.approx(0.9)
+    captions = " ".join(c.value for c in at.caption)
+    assert "gpu_memory_utilization 0.9" in captions
 
 
 def test_the_prefix_cache_hit_box_takes_what_the_cli_takes():
@@ -577,7 +604,7 @@ def test_the_engines_own_memory_setting_is_the_clis_engine_memory(capsys):
     at = _run()
     at.number_input(key="plan_conc").set_value(64)
     at.checkbox(key="plan_engine_memory_on").check().run()
-    at.number_input(key="plan_engine_memory").set_value(0.95).run()
+    at.number_input(key="plan_engine_memory_trtllm").set_value(0.95).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     flags = "--kv-dtype bf16 --isl 2000 --osl 500 --concurrency 64 --engine-memory 0.95"
     assert main(f"plan deepseek-v3 -H H200 --gpus 8 --tp 8 --engine trtllm {flags} "
@@ -594,7 +621,7 @@ def test_the_search_beside_the_plan_takes_its_engine_memory_setting():
     app's search kept the default 0.1 reserve, whatever the form said), and it says so."""
     at = _run()
     at.checkbox(key="plan_engine_memory_on").check().run()
-    at.number_input(key="plan_engine_memory").set_value(0.5).run()
+    at.number_input(key="plan_engine_memory_trtllm").set_value(0.5).run()
     at.checkbox(key="plan_search").check().run()
     at.checkbox(key="plan_search_limited").check().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
