@@ -111,3 +111,15 @@ def test_launching_another_engine_says_its_own_page(run, launch, noted):
     if noted:
         own = {"vllm": 64, "trtllm": 32}[launch]
         assert f"--page-size {own} gives the figures at its own page" in text
+
+
+def test_model_page_size_takes_names_as_plan_does():
+    """docs/api.md's public ``model_page_size`` took only loaded objects (a name was an
+    AttributeError from deep inside); it takes a model and a device by name, as plan does."""
+    from mlacalc.serving.scheduler import model_page_size
+
+    loaded = (mlacalc.load_model("deepseek-v3"), mlacalc.load_hardware("B200"))
+    assert model_page_size("vllm", "deepseek-v3", "B200") == 128
+    assert model_page_size("vllm", *loaded) == 128
+    with pytest.raises(mlacalc.UnknownHardwareError):
+        model_page_size("vllm", "deepseek-v3", "B201")

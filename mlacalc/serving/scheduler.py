@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.models.loading import model_argument
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words.defaults import PAGE_SIZE
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
@@ -252,7 +254,10 @@ def engine_page_size(
 def model_page_size(engine: str | None, m: Any, hw: Any) -> int:
     """:func:`engine_page_size` of a model on a device: its MLA and DSA attention, and whether
     the device is datacenter Blackwell (:attr:`DeviceFigures.tcgen05`, the time model's own
-    test, a capability read from the architecture where the file gives none)."""
+    test, a capability read from the architecture where the file gives none). ``m``: a
+    :class:`~mlacalc.ModelConfig` or what :func:`mlacalc.load_model` takes; ``hw``: a
+    :class:`~mlacalc.HardwareSpec` or what :func:`mlacalc.load_hardware` takes."""
+    m, hw = model_argument(m), load_hardware(hw)
     blackwell = device_figures(hw).tcgen05
     return engine_page_size(engine, m.is_mla, m.index_topk is not None, blackwell)
 
