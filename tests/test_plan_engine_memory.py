@@ -160,3 +160,23 @@ def test_a_searchs_reserve_launch_share_holds_its_sequences():
     want = (usable_of(memory, weights, r.memory_reserve) - weights) // per_seq
     assert (usable_of(memory, weights, 0.0, ("trtllm", share)) - weights) // per_seq == want
     assert "free_gpu_memory_fraction: " + str(share) in r.launch_commands("trtllm")[0][1]
+
+
+@pytest.mark.parametrize(("own", "launch"), [("trtllm", "vllm"), ("vllm", "trtllm")])
+def test_a_searchs_launch_share_reads_back_to_its_points_batch(run, own, launch):
+    """A search's launch lines convert its engine's setting to the launched engine's (its
+    best point's bytes): its plan command given that share under the launched engine holds as
+    many sequences as under the search's own."""
+    args = ["search", "llama-3.1-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 2000, "--osl",
+            500, "--modes", "aggregated", "--kv-dtypes", "bf16", "--weight-dtypes", "bf16",
+            "--chunked-prefills", "none", "--engine", own, "--engine-memory", 0.8734,
+            "--launch", launch, "--format", "json"]  # fmt: skip
+    doc = json.loads(run(*args)[0])
+    option = {"trtllm": "free_gpu_memory_fraction:", "vllm": "--gpu-memory-utilization"}[launch]
+    printed = doc["launch"].split(option)[1].split()[0]
+    words = [*doc["plan_command"].split()[1:], "--format", "json"]
+    planned = json.loads(run(*words)[0])
+    at = words.index("--engine-memory") + 1
+    words[at], words[words.index("--engine") + 1] = printed, launch
+    back = json.loads(run(*words)[0])
+    assert back["max_batch"] == planned["max_batch"] < 2048, printed  # the KV cache binds
