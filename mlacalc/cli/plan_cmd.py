@@ -679,6 +679,9 @@ def serving_rows(p) -> list[list[str]]:
     if p.kv_transfer_s is not None:  # the whole prompt's KV, its cached rows too
         whole = " (the whole prompt's KV, cached rows too)" if p.prefix_cached_tokens else ""
         srows.append([f"KV transfer per request{whole}", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
+        if p.kv_transfer_link:
+            share = human_bytes(p.kv_transfer_rank_bytes or 0)
+            srows.append(["  link", f"{p.kv_transfer_link}, at most {share} a rank"])
     if p.prefill_pool_requests_per_s is not None:  # the two rates, the lower caps the rest
         srows.append(["prefill pool's rate", f"{p.prefill_pool_requests_per_s:,.1f} prompts/s"])
         srows.append(

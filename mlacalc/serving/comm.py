@@ -31,6 +31,9 @@ actually be achieved)" on H800 NVLink. It is not fitted to any figure the tests 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec
@@ -39,11 +42,13 @@ from mlacalc.words.kernels import Kernel
 
 __all__ = [
     "LINK_EFFICIENCY",
+    "KVTransfer",
     "combine_bytes",
     "comm_seconds",
     "dispatch_bytes",
     "distinct_ranks_per_token",
     "isca_comm_bound_tpot",
+    "kv_transfer",
     "kv_transfer_seconds",
     "remote_nodes_per_token",
 ]
@@ -144,11 +149,14 @@ def isca_comm_bound_tpot(
     return layers * 2 * per_round
 
 
-def kv_transfer_seconds(hw: HardwareSpec, nbytes: float) -> float:
-    """Seconds to hand one request's KV cache (``nbytes``) from a prefill pool to a decode pool:
-    over the scale-out network when the device has one (the link model: the kernel model has no
-    network term), else GPU to GPU over the scale-up link as the kernel model's ``p2p``."""
-    if hw.scale_out_bytes_per_s:  # the pools talk over the network
+def kv_transfer_seconds(hw: HardwareSpec, nbytes: float, network: bool | None = None) -> float:
+    """Seconds to move ``nbytes`` from one prefill rank to one decode rank: over the scale-out
+    network (the link model: the kernel model has no network term) when ``network`` (None:
+    whenever the device has a network figure), else GPU to GPU over the scale-up link as the
+    kernel model's ``p2p``."""
+    if network is None:
+        network = bool(hw.scale_out_bytes_per_s)
+    if network and hw.scale_out_bytes_per_s:  # the pools talk over the network
         bw, lat = hw.scale_out_bytes_per_s, hw.scale_out_latency_s or 0.0
         return lat + nbytes / (bw * LINK_EFFICIENCY)
     hw.link(2)  # a missing scale-up figure: named, with its fix
@@ -162,3 +170,58 @@ def kv_transfer_seconds(hw: HardwareSpec, nbytes: float) -> float:
         shape={"message_bytes": round(nbytes), "n_gpus": 2},
     )
     return predict_kernels([kernel], hw)[0].seconds
+
+
+@dataclass(frozen=True)
+class KVTransfer:
+    """One request's KV cache handed from its prefill group to its decode group."""
+
+    seconds: float
+    #: the link it crosses, in words: the network or the scale-up link, with its name
+    link: str
+    #: the most bytes one rank sends or receives (the ranks move their shares in parallel)
+    rank_bytes: int
+    #: the whole request's cache (every layer, every head once)
+    total_bytes: int
+
+    def describe(self) -> str:
+        return f"over {self.link}; each rank's share in parallel"
+
+
+def kv_transfer(
+    hw: HardwareSpec,
+    m: Any,
+    kv: Any,
+    p_lay: Any,
+    d_lay: Any,
+    context: int,
+) -> KVTransfer:
+    """One request's ``context`` tokens of cache sent from its prefill group (``p_lay``: its
+    ``tp x pp`` ranks) to its decode group (``d_lay``), the ranks' shares in parallel, each
+    rank through its own link (the catalogue's network figures are per GPU: a NIC a GPU).
+
+    A prefill rank sends its stage's cache split over the stage's tensor ranks: a K/V head
+    shard is its own rank's; a part every rank holds (MLA's latent, a K/V head replicated where
+    the ranks outnumber the heads) can go from any of them, so the sending splits too
+    (``stage / tp``). A decode rank receives all it holds (MLA's latent whole on every tensor
+    rank), so a replicated cache is bounded by the receiving side. The time is the larger of
+    the two shares over the link the pools share: the scale-up link when both pools fit in one
+    scale-up domain (a node, or an NVL72 rack's 72 GPUs: :attr:`HardwareSpec.scale_up_gpus`),
+    the network otherwise. From recall, not a shared table: the engines' transfer backends
+    (NIXL, Mooncake) move each rank's pages from its own GPU."""
+    from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu
+
+    whole_stage = kv_bytes_per_sequence_per_gpu(m, kv, replace(p_lay, tp=1), context)
+    send = -(-whole_stage // p_lay.tp)
+    recv = kv_bytes_per_sequence_per_gpu(m, kv, d_lay, context)
+    total = kv_bytes_per_sequence_per_gpu(m, kv, replace(p_lay, tp=1, pp=1), context)
+    per_rank = max(send, recv)
+    domain = hw.scale_up_gpus
+    together = domain is not None and p_lay.gpus + d_lay.gpus <= domain
+    network = bool(hw.scale_out_bytes_per_s) and not together
+    if network:
+        link = f"the network: {hw.scale_out_link}" if hw.scale_out_link else "the network"
+    else:
+        name = hw.scale_up_link
+        link = f"the scale-up link: {name}" if name else "the scale-up link"
+    return KVTransfer(kv_transfer_seconds(hw, per_rank, network), link, per_rank, total)

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.engine import kv_cache
 from mlacalc.serving.arrivals import sample_states, step_chain
 from mlacalc.serving.capacity import prompts_per_pass
-from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.comm import KVTransfer, kv_transfer
 from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.layout import Layout
 from mlacalc.serving.plan_checks import PlanRequest
@@ -68,6 +67,8 @@ class MixTiming:
     pf_capacity: float
     #: the KV transfer of one prompt to the decode pool (disaggregated; None otherwise)
     transfer: float | None = None
+    #: the same, with the link and the bytes a rank moves (None: aggregated)
+    handoff: KVTransfer | None = None
     #: attention groups of the decode pool that meet at every MoE layer's exchange (1: each
     #: runs on its own; :mod:`mlacalc.serving.ranks`)
     groups: int = 1
@@ -126,11 +127,10 @@ def mix_timing(
     if not req.disaggregated and groups > 1:
         one = p_sm.step(overlap=req.overlap, pf_N=1.0, pf_moe=1.0 / groups, **prompt_args(req))
         alone = float(one.seconds[0])
-    transfer = None
+    transfer = handoff = None
     if req.disaggregated:  # the whole prompt's cache, the rows found cached too
-        transfer = kv_transfer_seconds(
-            req.hw, kv_cache(req.m, isl, 1, req.kv, None, False).total_bytes
-        )
+        handoff = kv_transfer(req.hw, req.m, req.kv, p_lay, req.lay, isl)
+        transfer = handoff.seconds
     return MixTiming(
         req=req,
         sm=sm,
@@ -143,6 +143,7 @@ def mix_timing(
         t_pf=t_pf,
         pf_capacity=p_lay.dp * k_max / t_pf[k_max],
         transfer=transfer,
+        handoff=handoff,
         groups=groups,
         prefill_alone=alone,
     )

@@ -247,6 +247,10 @@ class Plan:
     tokens_per_step: float = 1.0
     prefill_gpus: int = 0
     kv_transfer_s: float | None = None
+    #: how the KV transfer goes: its link and each rank's share in parallel (None: aggregated)
+    kv_transfer_link: str | None = None
+    #: the most bytes one rank sends or receives in the KV transfer
+    kv_transfer_rank_bytes: int | None = None
     step_compute_s: float | None = None
     step_comm_s: float | None = None
     #: every pool keeps up with the offered load: no request waits in a queue for a place in
@@ -1133,6 +1137,8 @@ def serving_record(
         tokens_per_step=mix.tau,
         prefill_gpus=req.p_gpus,
         kv_transfer_s=mix.transfer,
+        kv_transfer_link=mix.handoff.describe() if mix.handoff else None,
+        kv_transfer_rank_bytes=mix.handoff.rank_bytes if mix.handoff else None,
         prefill_chunks=chunks[0] if chunks else None,
         prefill_chunk_tokens=chunks[1] if chunks else None,
         prefill_chunks_s=chunks[2] if chunks else None,

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.engine import kv_cache
-from mlacalc.serving.comm import kv_transfer_seconds
+from mlacalc.serving.comm import kv_transfer
 from mlacalc.serving.disaggregated import prefill_pool_seconds
 from mlacalc.serving.figures import chunk_hold, chunked_figures, in_progress, others_share
 from mlacalc.serving.gpu_step import StepModel, StepTimes
+from mlacalc.serving.layout import Layout
 from mlacalc.serving.ranks import synced_prompts
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 from mlacalc.words import defaults
@@ -347,7 +347,6 @@ def _pairings(
     pools: dict[PoolKey, list[PrefillPool]],
     ov: str,
     demand: np.ndarray,
-    transfer: float,
     base: dict[str, Any],
 ) -> tuple[list[tuple], np.ndarray]:
     """The candidate's decode pool with every prefill pool (of the GPU counts given, each of
@@ -367,6 +366,9 @@ def _pairings(
     k = np.where(up.any(axis=2), up.argmax(axis=2) + 1, k_max[:, None])
     t_k = np.take_along_axis(t_pf, k, axis=1)
     rho = np.minimum(d * t_k / k, 1.0)
+    # a prompt's cache sent to the decode pool: the ranks' shares in parallel, over the link
+    # the two pools share (mlacalc.serving.comm.kv_transfer)
+    transfer = np.array([_transfer(req, c, pool.sm.lay) for _, pool in order])[:, None]
     ttft = t_k + rho * t_k / 2 + transfer
     # the requests in flight: the decode batch and, at the request rate, those in the
     # prefill pool and the KV transfer (Little's law), as plan's closed loop counts them
@@ -391,8 +393,27 @@ def _pairings(
             "prefill_gpus": pg,
             **pool.fields(),
         }
-        pairs.append((g + pg, keeps[row].tolist(), ttft[row].tolist(), pool, head, in_flight[row]))
+        pairs.append(
+            (
+                g + pg,
+                keeps[row].tolist(),
+                ttft[row].tolist(),
+                pool,
+                head,
+                in_flight[row],
+                float(transfer[row, 0]),
+            )
+        )
     return pairs, settled
+
+
+def _transfer(req: SearchRequest, c: Candidate, p_lay: Layout) -> float:
+    """Seconds of one prompt's KV transfer from a prefill pool of ``p_lay`` to ``c``'s decode
+    pool (cached per pair of layouts)."""
+    key = ("transfer", c.kv, p_lay, c.lay)
+    if key not in req.step_cache:
+        req.step_cache[key] = kv_transfer(req.hw, req.m, c.kv_layout, p_lay, c.lay, req.isl).seconds
+    return req.step_cache[key]
 
 
 def _disaggregated(
@@ -409,12 +430,7 @@ def _disaggregated(
     is counted in the reasons."""
     total = c.lay.dp * c.Bf / t_step
     demand = total / req.osl  # prompts per second
-    key = ("transfer", c.kv)  # a prompt's cache sent to the decode pool
-    if key not in req.step_cache:
-        row = kv_cache(req.m, req.isl, 1, c.kv_layout, None, False).total_bytes
-        req.step_cache[key] = kv_transfer_seconds(req.hw, row)
-    transfer = req.step_cache[key]
-    pairs, settled = _pairings(req, c, pools, ov, demand, transfer, base)
+    pairs, settled = _pairings(req, c, pools, ov, demand, base)
     # a count given that a prefill pool could have beside this decode pool (within the largest);
     # under a budget any pool size is tried, so the reason below is the pairing's
     listed = req.budget is not None or any(c.gpus + pg <= max(req.gpus) for pg in req.gpus)
@@ -423,7 +439,9 @@ def _disaggregated(
     kvs = context_bytes.tolist()
     for i, b in enumerate(c.Bf.tolist()):
         paired = False
-        for gpus_used, keeps, ttft_s, pool, head, in_flight in _budget_front(req, pairs, i):
+        for gpus_used, keeps, ttft_s, pool, head, in_flight, transfer in _budget_front(
+            req, pairs, i
+        ):
             if not keeps[i]:
                 continue
             paired = True
