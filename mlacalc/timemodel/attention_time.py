@@ -56,6 +56,7 @@ __all__ = [
     "FA3_FP8_FIRST_V_CLOCKS",
     "FA3_FP8_PROMPT_BUILDS",
     "FA3_QUERY_CAST_KERNELS",
+    "FIXED_STAGE_VARIANTS",
     "FLASH_ENCODER_TCGEN05_EXP",
     "FLASH_ENCODER_TCGEN05_RATE",
     "FLASH_HEAD_DIMS",
@@ -960,14 +961,27 @@ def _padded_flops(batch: KernelBatch, fig: DeviceFigures, grouped, rows) -> np.n
     return batch.flops * np.maximum(rows, 16.0) / rows
 
 
+#: Class variants of the block-sparse kernels vLLM picks by device whose class ``fixed_s`` is
+#: the fixed stage of Blackwell's MSA kernel (``MiniMaxM3SparseMSAImpl``), which Hopper's Triton
+#: kernel (``MiniMaxM3SparseTritonImpl``) has not (:func:`call_fixed_s`): MiniMax-M3's prompt
+#: core (``msa_prefill``, about 40 us a call) and its decode core (``msa``). The decode core's
+#: stage, read as the msa decode module rows less their other kernels' predictions at 1-8
+#: query heads, up to 8 sequences and up to 127 cached tokens (112 rows a slice): B200 5.2,
+#: 6.7, 8.2 and 9.9 us (bf16 GEMMs and a bf16 / fp8 cache, fp8 block GEMMs and a bf16 / fp8
+#: cache), H100 -1.7, 0.0, 3.6 and 5.2 us; B200's fit holds it in ``fixed_s`` (9.3 / 9.5 us),
+#: H100's had 0.4 / 0.1 us (docs/time-model.md, "The Blackwell MSA kernel's fixed stage").
+FIXED_STAGE_VARIANTS = frozenset({"msa_prefill", "msa"})
+
+
 def call_fixed_s(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> float:
-    """Fixed seconds of a decode call: the class's ``fixed_s``, but a block-sparse prompt
-    core's (:data:`ROW_PADDED_VARIANTS`) off data-centre Blackwell one launch (``launch_s``):
-    the fixed stage its ``fixed_s`` holds is the Blackwell MSA kernel's own (about 40 us: B200's
-    prompt rows of 16 tokens take 28-48 us more than its one-token rows, which run the decode
-    path, at every head count and one to eight sequences; H100's Triton kernel's rows 0-4 us
-    less), which Hopper's Triton kernel has not."""
-    if batch.variant in ROW_PADDED_VARIANTS and not fig.tcgen05:
+    """Fixed seconds of a decode call: the class's ``fixed_s``, but a block-sparse core's
+    (:data:`FIXED_STAGE_VARIANTS`) off data-centre Blackwell one launch (``launch_s``): the
+    fixed stage its ``fixed_s`` holds is the Blackwell MSA kernel's own (the prompt core's
+    about 40 us: B200's prompt rows of 16 tokens take 28-48 us more than its one-token rows,
+    which run the decode path, at every head count and one to eight sequences; H100's Triton
+    kernel's rows 0-4 us less; the decode core's 5-10 us), which Hopper's Triton kernel has
+    not."""
+    if batch.variant in FIXED_STAGE_VARIANTS and not fig.tcgen05:
         return prm["launch_s"]
     return prm["fixed_s"]
 
