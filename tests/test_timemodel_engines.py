@@ -1539,23 +1539,29 @@ ENGINE_ATTENTION = [
     # 29.6%, 10.4% / 27.7%; H100 10.7% / 29.2% with FlashAttention-3's fp8 192 build
     # (FA3_FP8_PROMPT_BUILDS; bound p90 0.30 -> 0.295); H100 10.6% / 28.9% -> 10.1% / 28.8%
     # with its products in bf16 over the fp8 cache (attention_time.KV_UPCAST_PREFILL; bounds
-    # 0.11 / 0.295 -> 0.105 / 0.29)
+    # 0.11 / 0.295 -> 0.105 / 0.29); 10.1% / 28.8% -> 9.6% / 25.4% with its cache write's
+    # block a token (``token_rows``, ``token_row_s``; bounds 0.105 / 0.29 -> 0.099 / 0.265)
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "fp8",
-                 "fit-h100-sxm-vllm", 0.105, 0.29, marks=pytest.mark.slow),
+                 "fit-h100-sxm-vllm", 0.099, 0.265, marks=pytest.mark.slow),
     # vLLM's bf16 prompts with its bf16 cache write at its share of the HBM (attention_time.
     # BF16_CACHE_WRITE_HBM): 8.7% / 26.0% (H100), 8.7% / 23.8% (B200) before; 7.8% / 23.8%,
     # 8.1% / 21.7%; from the other device 13.3% / 37.1% -> 11.5% / 29.0% (H100) and 11.4% /
     # 25.1% -> 10.1% / 22.8% (B200)
     # With a causal prompt's longest tile (attention_time._causal_tail_s): B200 bf16 8.1% /
     # 21.7% -> 7.0% / 19.8% (bounds 0.085 / 0.225 -> 0.075 / 0.21)
+    # With the cache write's block a token (``token_rows``, ``token_row_s``): H100 bf16 7.7% /
+    # 23.7% -> 7.5% / 22.6% (bounds 0.082 / 0.245 -> 0.078 / 0.235), B200 bf16 7.0% / 19.8%
+    # -> 6.5% / 17.4% (0.075 / 0.21 -> 0.068 / 0.185), fp8 9.8% / 26.4% -> 8.9% / 24.5%
+    # (0.107 / 0.285 -> 0.093 / 0.255); H100 bf16 from B200 10.8% / 26.9% -> 10.5% / 24.6%
+    # (0.12 / 0.30 -> 0.11 / 0.26)
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "bf16",
-                 "fit-h100-sxm-vllm", 0.082, 0.245, marks=pytest.mark.slow),
+                 "fit-h100-sxm-vllm", 0.078, 0.235, marks=pytest.mark.slow),
     pytest.param("vllm", "b200_sxm", "attention", "context_attention_perf", "bf16",
-                 "fit-b200-sxm-vllm", 0.075, 0.21, marks=pytest.mark.slow),
+                 "fit-b200-sxm-vllm", 0.068, 0.185, marks=pytest.mark.slow),
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "bf16",
-                 "fit-b200-sxm-vllm", 0.12, 0.30, marks=pytest.mark.slow),
+                 "fit-b200-sxm-vllm", 0.11, 0.26, marks=pytest.mark.slow),
     pytest.param("vllm", "b200_sxm", "attention", "context_attention_perf", "fp8",
-                 "fit-b200-sxm-vllm", 0.107, 0.285, marks=pytest.mark.slow),
+                 "fit-b200-sxm-vllm", 0.093, 0.255, marks=pytest.mark.slow),
     # SGLang's and vLLM's vision encoders (FlashAttention-3 on H100, -4 on B200) at their
     # padded head dims and tiles, a tile's fixed work at its built head dim
     # (attention_time.encoder_kernel_shape): before [10.3% / 31.5%, 9.1% / 26.7%, 8.6% /
@@ -2143,6 +2149,50 @@ def test_vllms_hopper_fp8_prompt_multiplies_in_bf16():
     assert step("vllm", h100, "fp8").tolist() == [1.0]
     assert step("vllm", h100, "bf16") is None and step("vllm", b200, "fp8") is None
     assert step("sglang", h100, "fp8") is None
+
+
+def test_vllms_prompt_cache_write_takes_a_block_a_token():
+    # vLLM's prompt rows write their new K/V rows by a kernel of one thread block a token:
+    # the mapping gives its prompt rows (either device, either cache) ``token_rows`` (the
+    # row's tokens) and the prompt class times ``token_row_s`` of one SM's work a token at
+    # the reference clock, spread over the SMs; SGLang's and TensorRT-LLM's rows and a decode
+    # row carry none. Fitted (vLLM's profiles, per class): about 6e-8 s a token in bf16 on
+    # both devices, 8e-8 to 1.3e-7 in fp8
+    pytest.importorskip("pyarrow")
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.attention_time import prefill_terms
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.timemodel.terms import REFERENCE_CLOCK_HZ, default_params, scale_params
+    from mlacalc.words.kernels import KernelBatch
+
+    for engine, on in (("vllm", True), ("sglang", False)):
+        tables = load_measured(MEASURED / "b200_sxm" / "attention", engine=engine).tables
+        for t in tables:
+            mapped = map_table(t)
+            parts = [p for p in mapped.parts if p.batch.kind == "attention_prefill"]
+            for p in parts:
+                rows = p.batch.shape.get("token_rows", np.zeros(len(p.batch)))
+                tok = t.column("batch_size")[p.rows] * t.column("isl")[p.rows]
+                want = tok if (on and t.table == "context_attention_perf") else 0 * tok
+                assert np.allclose(rows, want)
+
+    fig = device_figures(load_hardware("H100-SXM"))
+    shape = {"batch": np.full(2, 8.0), "q_len": np.full(2, 512.0), "kv_len": np.full(2, 512.0),
+             "n_heads": np.full(2, 8.0), "n_kv": np.full(2, 8.0),
+             "token_rows": np.array([0.0, 4096.0])}  # fmt: skip
+    prm = {**default_params("attention_prefill"), "token_row_s": 1e-7}
+    b = KernelBatch("attention_prefill", "bf16", np.ones(2), np.ones(2), np.ones(2), shape)
+    extra = prefill_terms(b, fig, prm)["extra_s"]
+    assert extra[1] - extra[0] == pytest.approx(4096 * 1e-7 / fig.sm_count)
+    # SM work: stated at the reference clock, scaled with the device's
+    scaled = scale_params("attention_prefill", prm, fig)["token_row_s"]
+    assert scaled == pytest.approx(1e-7 * REFERENCE_CLOCK_HZ / fig.clock_hz)
+    for name in ("attention_prefill:bf16", "attention_prefill:fp8"):
+        for prof in ("fit-h100-sxm-vllm", "fit-b200-sxm-vllm"):
+            assert 3e-8 < load_profile(prof).classes[name]["token_row_s"] < 2e-7
 
 
 def test_vllms_hopper_fp8_decode_streams_as_bf16_from_head_dim_256():

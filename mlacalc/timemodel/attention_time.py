@@ -719,14 +719,16 @@ def _pre_kernel_s(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pre_bytes: np.ndarray | float
 ) -> np.ndarray:
     """Seconds of the pre-kernel's work beside its launch: its bytes streamed, vLLM's fp8
-    cache write at SM clocks (``cache_quant_elements``, :data:`FP8_CACHE_WRITE_CLOCKS`) and
-    its bf16 cache write at its share of the HBM (``cache_write_elements``,
-    :data:`BF16_CACHE_WRITE_HBM`)."""
+    cache write at SM clocks (``cache_quant_elements``, :data:`FP8_CACHE_WRITE_CLOCKS`), its
+    bf16 cache write at its share of the HBM (``cache_write_elements``,
+    :data:`BF16_CACHE_WRITE_HBM`) and that write's fixed SM work a token (``token_rows`` x
+    ``token_row_s``: a kernel of one thread block a token, spread over the SMs)."""
     stream = pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s)
     quant = col(batch, "cache_quant_elements", 0) * FP8_CACHE_WRITE_CLOCKS
     write = col(batch, "cache_write_elements", 0) * 4.0  # bf16: 2 bytes read, 2 written
     write_s = write / (BF16_CACHE_WRITE_HBM * fig.hbm_bytes_per_s)
-    return stream + quant / (fig.sm_count * fig.clock_hz) + write_s
+    rows_s = col(batch, "token_rows", 0) * prm["token_row_s"] / fig.sm_count
+    return stream + quant / (fig.sm_count * fig.clock_hz) + write_s + rows_s
 
 
 def _tcgen05_fp8_prompt(batch: KernelBatch, fig: DeviceFigures) -> bool:

@@ -73,6 +73,7 @@ CLOCKED = (
     "launch_s",
     "merge_s",
     "wave_s",
+    "token_row_s",
 )
 #: The clocked terms of a collective: its fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol), its bulk copies' synchronisation per step and its per-step wait
@@ -128,6 +129,11 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "expert_s": (0.0, 2e-6, "seconds per expert of the rank of a MoE call (ref. clock)"),
     "pair_passes": (0.0, 16.0, "bf16 passes of a MoE over every routed pair, local or not"),
     "token_s": (0.0, 1e-9, "seconds one SM spends on each hidden element of a MoE's tokens"),
+    "token_row_s": (
+        0.0,
+        2e-6,
+        "seconds one SM spends on each token of a prompt's per-token kernels",
+    ),
     "tuned_rate": (1.0, 4.0, "tensor rate of a MoE call with a tuned config, x the default's"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
@@ -178,6 +184,7 @@ DEFAULTS: dict[str, float] = {
     "expert_s": 0.0,
     "pair_passes": 0.0,
     "token_s": 0.0,
+    "token_row_s": 0.0,
     # a class whose rows run no tuned config (moe_time.TUNED_MOE) keeps the one rate
     "tuned_rate": 1.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
@@ -299,6 +306,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "mask_s",
         "sfu_overlap",
         "eff_exp",
+        "token_row_s",
     ),
     "mla_prefill": (
         "eff_compute",
