@@ -12,6 +12,7 @@ import pytest
 
 from mlacalc.serving.figures import chunked_figures
 from mlacalc.serving.plan import duration_text, plan
+from mlacalc.words.units import request_count
 
 LONG = dict(isl=32000, osl=2000, concurrency=4)  # Llama-3-8B on one H100: 4 long prompts
 
@@ -166,8 +167,30 @@ def test_a_prefill_bound_queue_is_said_as_the_prefill_pools_not_the_memorys(run)
     (said,) = [w for w in doc["warnings"] if "requests in flight exceed" in w]
     held = doc["concurrency"] - doc["queued"]
     assert doc["binding"] == "prefill pool" and doc["max_batch"] > held
-    assert f"exceed the {held:,.0f} the prefill pool's rate keeps served" in said
+    assert f"exceed the {request_count(held)} the prefill pool's rate keeps served" in said
     assert "wait for the prefill pool" in said and "holds at once" not in said
+
+
+def test_a_fractional_prefill_queue_is_said_as_it_is():
+    """DeepSeek-V3 TP8, 8 + 8 B200, 32,000-token prompts, 16 in flight: 0.26 requests wait
+    for the prefill pool on average, which the plan said as '0 of the requests in flight
+    wait' beside 'sustainable: no'. GB200's faster decode pool returns requests sooner: more
+    wait at the prefill pool (0.74), its TTFT higher, which the warning now says."""
+    from mlacalc.cli.plan_cmd import unsustained_words
+
+    kw = dict(tp=8, isl=32000, osl=500, concurrency=16, mode="disaggregated", prefill_gpus=8)
+    b, gb = (plan("deepseek-v3", hw, 8, **kw) for hw in ("B200", "GB200"))
+    for p in (b, gb):
+        assert 0 < p.queued < 1 and not p.sustainable
+        said = unsustained_words(p)
+        assert (
+            said
+            == f"{p.queued:.2f} of the 16 requests in flight wait for the prefill pool on average"
+        )
+        (w,) = [w for w in p.warnings if "requests in flight exceed" in w]
+        assert f"the {16 - p.queued:.2f} the prefill pool's rate keeps served" in w
+    assert gb.queued > b.queued and gb.ttft_s > b.ttft_s
+    assert any("TTFT rises" in w for w in gb.warnings)
 
 
 # ------------------------------------------------ 3: an overloaded deployment saturates

@@ -40,6 +40,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.words import defaults as D
+from mlacalc.words.units import request_count
 
 
 def layout_options(f):
@@ -701,7 +702,10 @@ def unsustained_words(p) -> str:
         return "requests arrive faster than the deployment serves them"
     pool = {"prefill pool": "the prefill pool", "chunked prefill": "prefill (the chunk a step)"}
     pool = pool.get(p.binding, "a place in the batch")
-    return f"{p.queued:,.0f} of the requests in flight wait for {pool}"
+    return (
+        f"{request_count(p.queued)} of the {request_count(p.concurrency)} requests in flight "
+        f"wait for {pool} on average"
+    )
 
 
 def others_prompts_rows(p) -> list[list[str]]:

@@ -146,6 +146,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
+from mlacalc.words.units import request_count
 from mlacalc.words.vocab import SERVING_MODES
 
 if TYPE_CHECKING:
@@ -1029,20 +1030,21 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
         warnings.append(
             (
                 # the decode batch is capped at the prefill pool's rate, not at what it holds
-                f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} the "
-                "prefill pool's rate keeps served: "
-                f"{load.queued:,.0f} wait for the prefill pool"
+                f"{request_count(load.concurrency)} requests in flight exceed the "
+                f"{request_count(held)} the prefill pool's rate keeps served: "
+                f"{request_count(load.queued)} wait for the prefill pool on average"
                 if load.prefill_bound
-                else f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} "
-                "whose prompts chunked prefill keeps up with (their prompts would need "
-                f"{load.chunk_bound[0]:,.0f} tokens a step, more than the "
-                f"{load.chunk_bound[1]:,}-token chunk a step carries): {load.queued:,.0f} "
-                "wait for prefill in the engine's queue"
+                else f"{request_count(load.concurrency)} requests in flight exceed the "
+                f"{request_count(held)} whose prompts chunked prefill keeps up with (their "
+                f"prompts would need {load.chunk_bound[0]:,.0f} tokens a step, more than the "
+                f"{load.chunk_bound[1]:,}-token chunk a step carries): "
+                f"{request_count(load.queued)} wait for prefill in the engine's queue"
                 if load.chunk_bound
-                else f"{load.concurrency:,.0f} requests in flight exceed the {held:,.0f} "
-                f"the deployment holds at once: {load.queued:,.0f} wait in the queue"
+                else f"{request_count(load.concurrency)} requests in flight exceed the "
+                f"{request_count(held)} the deployment holds at once: "
+                f"{request_count(load.queued)} wait in the queue"
             )
-            + " (TTFT includes their wait)"
+            + f" (TTFT includes their wait, {load.queue * 1e3:,.1f} ms)"
             + (
                 "; fewer requests in flight or a larger chunk (--chunked-prefill, --max-tokens) "
                 "serve them"
@@ -1054,6 +1056,12 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
         warnings.append(
             f"the prefill pool finishes {mix.pf_capacity:.3g} prompts/s, fewer than the decode "
             f"pool serves ({load.decode_max:.3g}/s): throughput is prefill-bound"
+            + (
+                "; a faster decode pool would only bring requests back to the prefill pool "
+                "sooner, to wait there: TTFT rises, throughput stays"
+                if load.queued and math.isfinite(load.queued) and load.concurrency is not None
+                else ""
+            )
         )
     return tuple(warnings)
 

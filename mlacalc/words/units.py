@@ -24,3 +24,12 @@ def human_si(n: float, unit: str = "") -> str:
         i += 1
     text = f"{int(value)}" if i == 0 else f"{value:,.2f}"
     return f"{text} {prefixes[i]}{unit}".rstrip()
+
+
+def request_count(n: float) -> str:
+    """A mean count of requests as it is, to two decimals where it is not whole: a queue of
+    0.26 requests is not "0" (1,024; 15.74; 0.26)."""
+    whole = round(n)
+    if abs(n - whole) < 5e-3:
+        return f"{whole:,.0f}"
+    return f"{n:,.2f}"
