@@ -110,6 +110,49 @@ def test_deepep_normal_pays_per_token_work_on_its_sms():
     assert free == pytest.approx(link_t)
 
 
+def test_deepep_normal_combine_ends_with_a_tokens_reduction():
+    """A normal-mode combine ends with one token's reduction, in series: a warp reads the
+    token's copies (``copies / tokens`` ranks) and writes their sum, ``reduce_s`` an element
+    of each of the ``1 + r`` hidden rows; a dispatch has none. The H100 rows show it: a few
+    tokens' combine grows with the hidden size (31 us at 2,048, 49 us at 7,168) whatever its
+    SMs, while the dispatch stays at 25-26 us; without the term the shipped fit was 25% slow
+    at hidden 2,048 and 17-20% fast at 7,168 (the table's combine rows 7.3% -> 4.3%)."""
+    fig = device_figures(load_hardware("H100-SXM"))
+    rows = dict(low_latency=0.0, tokens=4.0, hidden=7168.0, sms=24.0)
+    combine = _batch("combine", [1e3, 1e3], [8, 8], **rows)
+    combine.shape["copies"] = np.array([4.0 * 5.0, 4.0])  # 5 ranks a token, then 1
+    base = kernel_terms(combine, fig, _prm("combine", reduce_s=0.0))["seconds"]
+    with_reduce = kernel_terms(combine, fig, _prm("combine", reduce_s=5e-10))["seconds"]
+    np.testing.assert_allclose(with_reduce - base, [6 * 7168 * 5e-10, 2 * 7168 * 5e-10])
+    dispatch = _batch("dispatch", [1e3], [8], **rows, copies=20.0)
+    d0 = kernel_terms(dispatch, fig, _prm("dispatch", reduce_s=0.0))["seconds"]
+    d1 = kernel_terms(dispatch, fig, _prm("dispatch", reduce_s=5e-10))["seconds"]
+    np.testing.assert_allclose(d0, d1)
+    low = _batch("combine", [1e3], [8], **{**rows, "low_latency": 1.0}, copies=20.0)
+    l0 = kernel_terms(low, fig, _prm("combine", reduce_s=0.0))["seconds"]
+    l1 = kernel_terms(low, fig, _prm("combine", reduce_s=5e-10))["seconds"]
+    np.testing.assert_allclose(l0, l1)
+
+
+def test_deepep_normal_combine_of_few_tokens_follows_the_hidden_size():
+    """The shipped profile on H100's normal combine rows of at most 64 tokens: every hidden
+    size's signed median within 8% (before the reduction term +25% at 2,048, -19% at 7,168)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    path = MEASURED / "h100_sxm" / "comm" / "sglang" / "0.5.12"
+    (t,) = load_measured(path / "wideep_deepep_normal_perf.parquet").tables
+    pred = predict_mapped(map_table(t), "H100-SXM", load_profile("default"))
+    err = pred / t.seconds - 1.0
+    pick = (t.column("measure") == "combine") & (t.column("num_token") <= 64)
+    hidden = t.column("hidden_size")
+    for h in np.unique(hidden[pick]):
+        signed = float(np.median(err[pick & (hidden == h)]))
+        assert abs(signed) < 0.08, (h, signed)
+
+
 def test_deepep_low_latency_runs_on_an_sm_per_expert():
     """DeepEP's low-latency kernels run on as many SMs as the call has experts (a warp group
     each; past the SMs, ``ceil(E / SMs)`` groups share an SM), each SM taking its share of the

@@ -149,6 +149,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "pre_latency_s": (0.0, 2e-5, "seconds of a prefill call's RoPE pre-kernel, not clocked"),
     "epilogue_share": (0.0, 1.0, "share of a GEMM's output write no tile's mainloop hides"),
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
+    "reduce_s": (0.0, 1e-8, "seconds a DeepEP normal combine's warp takes an element it sums"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
@@ -215,6 +216,8 @@ DEFAULTS: dict[str, float] = {
     # a tile's epilogue writes its output after its mainloop, unhidden
     "epilogue_share": 1.0,
     "token_copies": 0.0,
+    # a combine class fitted before the reduction term (comm_time) has none
+    "reduce_s": 0.0,
     "merge_s": 0.0,
     # a further wave of resident decode units costs 1 us per 8 query rows and 1024 of head
     # dim (between the fitted XQA figures)
@@ -376,7 +379,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     **{k: _COMM_FIT for k in COMM_KINDS},
     "all_reduce": (*_COMM_FIT, "switch_eff"),
     "dispatch": (*_DEEPEP_FIT, "unit_latency_s"),
-    "combine": (*_DEEPEP_FIT, "unit_latency_s"),
+    "combine": (*_DEEPEP_FIT, "unit_latency_s", "reduce_s"),
 }
 _FP8_QUANT = ("quant_fixed_s", "quant_bytes")
 
