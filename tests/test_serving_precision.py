@@ -391,3 +391,42 @@ def test_plans_help_says_a_tied_head_takes_the_embeddings_format(run):
         "(--head-dtype fp8 quantizes the head; a head tied to the embedding, --embedding-dtype)"
         in text
     )
+
+
+def test_nvfp4_experts_under_tensorrt_llm_on_blackwell_say_which_moe_kernel_is_timed():
+    """NVFP4 experts under TensorRT-LLM on Blackwell are timed as its CUTLASS NVFP4 MoE (the
+    default backend's kernel); the plan says so and how much faster the TensorRT-LLM-gen MoE
+    measures, a new-user trial having read fp4 slower than fp8 without a word. The figures it
+    quotes are the shipped B200 table's: the median ratio of the two kernels by token count."""
+    fp4 = plan("deepseek-v3", "B200", 8, seq_len=4096, batch=64, weight_dtype="fp4")
+    said = [w for w in fp4.warnings if "TensorRT-LLM-gen" in w]
+    assert len(said) == 1 and "CUTLASS" in said[0] and "0.47-0.72x" in said[0]
+    for other in (
+        plan("deepseek-v3", "B200", 8, seq_len=4096, batch=64, weight_dtype="fp8"),
+        plan("deepseek-v3", "B200", 8, seq_len=4096, batch=64, weight_dtype="fp4", engine="sglang"),
+        plan("deepseek-v3", "H200", 8, seq_len=4096, batch=64, weight_dtype="fp4"),
+    ):
+        assert not [w for w in other.warnings if "TensorRT-LLM-gen" in w]
+    pytest.importorskip("pyarrow")
+    import numpy as np
+    from reference_data import MEASURED
+
+    from mlacalc.measured.tables import load_measured
+
+    (t,) = [t for t in load_measured(MEASURED / "b200_sxm" / "moe").tables if t.engine == "trtllm"]
+    src, dt = t.column("kernel_source").astype(str), t.column("moe_dtype").astype(str)
+    keys = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size", "distribution")  # fmt: skip
+    calls: dict[str, dict[tuple, float]] = {"cutlass": {}, "gen": {}}
+    for name, source in (("cutlass", "moe_torch_flow_cutlass"),
+                         ("gen", "moe_torch_flow_min_latency")):  # fmt: skip
+        pick = np.flatnonzero((src == source) & (dt == "nvfp4"))
+        cols = [t.column(k)[pick].tolist() for k in keys]
+        calls[name] = dict(zip(zip(*cols, strict=True), t.seconds[pick].tolist(), strict=True))
+    both = sorted(set(calls["cutlass"]) & set(calls["gen"]))
+    assert len(both) == 36045
+    by_tokens: dict[float, list[float]] = {}
+    for k in both:
+        by_tokens.setdefault(k[0], []).append(calls["gen"][k] / calls["cutlass"][k])
+    medians = [float(np.median(r)) for r in by_tokens.values()]
+    assert round(min(medians), 2) == 0.47 and round(max(medians), 2) == 0.72
