@@ -41,6 +41,19 @@ def test_past_the_chunk_the_plan_says_it_is_not_sustained():
     p = plan(LLAMA, "H200", isl=2000, request_rate=8.1, **SETUP)
     assert not p.sustainable and math.isinf(p.ttft_s)
     assert any("chunked prefill sustains" in w for w in p.warnings), p.warnings
+    assert p.binding == "chunked prefill"
+
+
+@pytest.mark.parametrize("rate", [30.0, 1000.0])
+def test_an_open_loop_the_chunk_cannot_keep_up_with_binds_on_chunked_prefill(rate):
+    """Llama-3.1-8B on one H100 under vLLM's 8,192-token chunk, 2000 + 20 tokens at 30/s: the
+    chunk steps saturate with ~81 running while the KV cache holds 229; the binding named
+    ``kv capacity`` (the open loop set no chunk bound); past the full batch's rate too."""
+    p = plan("llama-3.1-8b", "H100-SXM", 1, isl=2000, osl=20, engine="vllm", request_rate=rate)
+    assert not p.sustainable
+    assert any("chunked prefill sustains" in w for w in p.warnings), p.warnings
+    assert p.binding == "chunked prefill"
+    assert p.max_batch > 2 * p.decode_running  # the cache holds more than runs
 
 
 def test_closed_loop_ttft_does_not_fall_past_one_chunk_a_step():

@@ -634,12 +634,17 @@ def _overloaded(
     ``chunk``: chunked prefill's runs of chunk steps saturate first (that chunk, tokens); the
     batch is then the closed loop's whose prompts a chunk a step keeps up with, at most
     (:func:`chunk_capacity`: timed at the largest batch, its steps carried the prompt tokens
-    of that batch beyond the chunk)."""
+    of that batch beyond the chunk), and ``chunk_bound`` says so (the prompt tokens the
+    arrivals bring a step, the chunk): chunked prefill binds, not the KV cache (the binding
+    named ``kv capacity`` where the cache held more than twice the requests running)."""
     lay, osl = mix.req.lay, mix.req.osl
     running = min(float(max_batch), chunk_capacity(mix) * lay.dp)
     f = step_figures(mix, running / lay.dp)
     capacity = f["rate"] / osl
-    if chunk is not None:
+    chunk_bound = None
+    if chunk is not None:  # the prompt tokens the arrivals bring a group's step, and the chunk
+        brought = request_rate / lay.dp * f["cycle"] * mix.req.computed_tokens
+        chunk_bound = (float(brought), chunk)
         warning = (
             f"request rate {request_rate:g}/s exceeds what chunked prefill sustains: the "
             f"prompts' runs of {chunk:,}-token chunk steps take the whole time of a group "
@@ -658,4 +663,14 @@ def _overloaded(
             f"largest batch ({max_batch:,}) holds: the queue grows without bound in this "
             f"model, while the full batch serves {capacity:.3g}/s (at the limit)"
         )
-    return Load(f, running, running, math.inf, math.inf, conc, False, warnings=(warning,))
+    return Load(
+        f,
+        running,
+        running,
+        math.inf,
+        math.inf,
+        conc,
+        False,
+        warnings=(warning,),
+        chunk_bound=chunk_bound,
+    )

@@ -1070,8 +1070,11 @@ def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> s
     """The resource that binds a request mix: the KV cache when requests queue for it (or
     arrive faster than the batch it holds serves them), the prefill pool when its rate caps
     the requests served, chunked prefill when requests queue for its chunk a step, else the
-    decode step's roof (``bound``)."""
+    decode step's roof (``bound``); chunked prefill first where it saturates an open loop
+    before the KV cache fills (:func:`~mlacalc.serving.figures.open_loop`)."""
     queued = load.queued
+    if load.chunk_bound and not load.sustainable:
+        return "chunked prefill"
     if (queued and math.isfinite(queued) and not (load.prefill_bound or load.chunk_bound)) or (
         not load.sustainable and load.conc > max_batch
     ):
