@@ -123,3 +123,25 @@ def test_model_page_size_takes_names_as_plan_does():
     assert model_page_size("vllm", *loaded) == 128
     with pytest.raises(mlacalc.UnknownHardwareError):
         model_page_size("vllm", "deepseek-v3", "B201")
+
+
+@pytest.mark.parametrize(
+    ("extra", "helps", "not_said"),
+    [
+        (["--engine", "vllm", "--engine-defaults", "none"], "--engine-defaults vllm or ",
+         "--engine vllm or"),
+        (["--engine", "vllm", "--page-size", 1], "(from recall): --page-size 64 gives",
+         "--engine vllm or"),
+        (["--engine", "sglang"], "--engine vllm or --page-size 64 gives",
+         "--engine-defaults vllm"),
+    ],
+)  # fmt: skip
+def test_the_page_note_names_the_flag_that_helps(run, extra, helps, not_said):
+    """The note under the launch lines names the flag that gives the launched engine's own
+    page: with --engine vllm given, the page came from --engine-defaults none (or --page-size),
+    and advising "--engine vllm" (a review's find) changes nothing."""
+    args = ["plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--isl", 2000, "--osl", 200,
+            "--launch", "vllm", *extra]  # fmt: skip
+    text = run(*args)[0]
+    assert "the figures assume KV pages" in text
+    assert helps in text and not_said not in text, text[-700:]

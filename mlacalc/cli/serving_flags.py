@@ -378,6 +378,17 @@ def _device_of(hardware: Any) -> Any:
         return None
 
 
+def _own_page_flags(engine: str, own_page: int) -> str:
+    """The flags that give the figures at the launched ``engine``'s own page: ``--page-size``
+    always; where the page was not given, the flag that chose the engine whose defaults set it
+    (``--engine-defaults`` where given, else ``--engine``), now naming ``engine``."""
+    flags = [f"--page-size {own_page}"]
+    if click.get_current_context(silent=True) is not None and not given("page_size"):
+        flag = "--engine-defaults" if given("engine_defaults") else "--engine"
+        flags.insert(0, f"{flag} {engine}")
+    return " or ".join(flags)
+
+
 def launch_text(
     engine: str,
     model_path: str,
@@ -433,8 +444,8 @@ def launch_text(
             f"# note: the figures assume KV pages of {page} token{'s' * (page != 1)}, which "
             "the lines below set; "
             f"{ENGINE_LABELS.get(engine, engine)} pages this model by {own_page} by default, and "
-            f"its attention backend may refuse or override {page} (from recall): --engine "
-            f"{engine} or --page-size {own_page} gives the figures at its own page"
+            f"its attention backend may refuse or override {page} (from recall): "
+            f"{_own_page_flags(engine, own_page)} gives the figures at its own page"
         )
     if timed_engine and timed_engine != engine:
         lines.append(
