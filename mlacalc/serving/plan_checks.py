@@ -1000,13 +1000,25 @@ def _recurrent_prefix(m: ModelConfig, isl: int | None, hit: float, page: int) ->
     said where some token is found cached."""
     cached = prefix_cached_tokens(hit, isl, page) if isl else 0
     layers = layer_pattern(m).layers
-    n = sum(k.attention in _RECURRENT or k.mamba for k in layers)
-    if not cached or not n:
+    alone = [k.attention for k in layers if k.attention in _RECURRENT]
+    beside = sum(k.mamba and k.attention not in _RECURRENT for k in layers)
+    if not cached or not (alone or beside):
         return ()
+    said = []
+    if alone:  # the layer's only cache: its state
+        kinds = sorted({"a linear-attention" if a == "linear" else "a Mamba" for a in alone})
+        said.append(
+            f"{len(alone)} of {len(layers)} layers keep {' or '.join(kinds)} state, "
+            "not every token's keys"
+        )
+    if beside:  # a parallel hybrid (Falcon-H1): attention's keys and a Mamba mixer's state
+        said.append(
+            f"{beside} of {len(layers)} layers keep a Mamba state beside their attention's keys"
+        )
     return (
-        f"{m.label}'s {n} of {len(layers)} layers keep a linear-attention/Mamba state, not "
-        f"every token's keys: the plan takes the {cached:,} cached tokens of each prompt as "
-        "found in those layers too, but engines keep such a state only at some boundaries "
+        f"{m.label}'s {' and '.join(said)}: the plan takes the {cached:,} cached tokens of "
+        "each prompt as found in those layers' states too, but engines keep such a state only "
+        "at some boundaries "
         "(from recall, not checked against a release: vLLM's hybrid prefix caching saves it "
         "at the edges of its enlarged attention blocks, SGLang's Mamba radix cache at cached "
         "radix nodes, TensorRT-LLM reuses no blocks for such models in most releases), so a "
