@@ -80,7 +80,9 @@ def test_sglang_pages_follow_the_backend_its_model_and_device_run(model, hardwar
         ("deepseek-v3", "GB200", 128),
         ("deepseek-v3.2", "B200", 64),  # DSA: sparse FlashMLA's 64 on either
         ("qwen3-30b-a3b", "B200", 16),  # not MLA: the default 16 on every device
-        ("deepseek-v3", "MI355X", 64),  # not NVIDIA's Blackwell: no CUTLASS MLA
+        # not NVIDIA's: no CUTLASS MLA, and no FlashMLA (compute capability 9.x, 10.x only):
+        # vLLM's other MLA backends keep 16 (from recall)
+        ("deepseek-v3", "MI355X", 16),
     ],
 )
 def test_vllm_pages_follow_the_backend_its_model_and_device_run(run, model, hardware, page):
@@ -145,3 +147,20 @@ def test_the_page_note_names_the_flag_that_helps(run, extra, helps, not_said):
     text = run(*args)[0]
     assert "the figures assume KV pages" in text
     assert helps in text and not_said not in text, text[-700:]
+
+
+@pytest.mark.parametrize(
+    ("hardware", "page"),
+    [("A100-SXM-80GB", 16), ("L40S", 16), ("MI300X", 16), ("H200", 64), ("H20", 64)],
+)
+def test_vllms_flashmla_page_only_where_flashmla_runs(hardware, page):
+    """vLLM pages an MLA model by FlashMLA's 64 where FlashMLA runs (compute capability 9.x,
+    10.x; from recall); on A100, L40S and MI300X its other MLA backends keep 16, where the
+    plan took 64 on every device."""
+    from mlacalc.serving.scheduler import model_page_size, runs_flashmla
+    from mlacalc.timemodel.device import device_figures
+
+    hw = mlacalc.load_hardware(hardware)
+    assert runs_flashmla(device_figures(hw)) == (page == 64)
+    assert model_page_size("vllm", mlacalc.load_model("deepseek-v3"), hw) == page
+    assert model_page_size("sglang", mlacalc.load_model("deepseek-v3"), hw) == 1

@@ -45,6 +45,7 @@ __all__ = [
     "engine_settings",
     "model_page_size",
     "overlap_idle_note",
+    "runs_flashmla",
     "with_engine_defaults",
 ]
 
@@ -166,9 +167,10 @@ ENGINE_DEFAULTS = {
         source="vllm vllm/engine/arg_utils.py (_set_default_args_v1), config cudagraph sizes",
         # --block-size (CacheConfig.block_size): 16 on CUDA; an MLA model's default backend,
         # FlashMLA, forces 64 (vllm/platforms/cuda.py's check_and_update_config, from
-        # recall); on datacenter Blackwell its default MLA backend is CUTLASS MLA, which
-        # forces 128 (the same check, from recall); a DSA model's sparse FlashMLA backend
-        # forces 64 on either (from recall)
+        # recall) where FlashMLA runs (compute capability 9.x, 10.x: runs_flashmla; its
+        # other MLA backends keep 16, from recall); on datacenter Blackwell its default MLA
+        # backend is CUTLASS MLA, which forces 128 (the same check, from recall); a DSA
+        # model's sparse FlashMLA backend forces 64 on either (from recall)
         page_size=16,
         mla_page_size=64,
         dsa_page_size=64,
@@ -230,21 +232,27 @@ def engine_settings(engine: str, drafts: int | None = 0) -> dict[str, object]:
 
 
 def engine_page_size(
-    engine: str | None, mla: bool = False, dsa: bool = False, blackwell: bool = False
+    engine: str | None,
+    mla: bool = False,
+    dsa: bool = False,
+    blackwell: bool = False,
+    flashmla: bool = True,
 ) -> int:
     """Tokens per KV page an engine's server runs by default (:data:`ENGINE_DEFAULTS`: SGLang
     1, 64 for a DSA model and for an MLA model on datacenter Blackwell (``blackwell``:
     compute capability 10.x), vLLM 16 (64 for an MLA model, FlashMLA's, and a DSA model; 128
     for an MLA model on datacenter Blackwell, CUTLASS MLA's), TensorRT-LLM 32), the
     page a plan's KV memory and its prefix cache's whole pages count in; ``engine`` None:
-    :data:`mlacalc.words.defaults.PAGE_SIZE` (16)."""
+    :data:`mlacalc.words.defaults.PAGE_SIZE` (16). ``flashmla``: whether FlashMLA runs on
+    the device (NVIDIA compute capability 9.x or 10.x); where it does not (A100, L40S,
+    MI300X) vLLM's other MLA backends page an MLA model by its 16 (from recall)."""
     if engine is None:
         return PAGE_SIZE
     d = ENGINE_DEFAULTS[check_engine(engine)]
     for applies, page in (
         (dsa, d.dsa_page_size),
         (mla and blackwell, d.blackwell_mla_page_size),
-        (mla, d.mla_page_size),
+        (mla and flashmla, d.mla_page_size),
     ):
         if applies and page:
             return page
@@ -254,12 +262,23 @@ def engine_page_size(
 def model_page_size(engine: str | None, m: Any, hw: Any) -> int:
     """:func:`engine_page_size` of a model on a device: its MLA and DSA attention, and whether
     the device is datacenter Blackwell (:attr:`DeviceFigures.tcgen05`, the time model's own
-    test, a capability read from the architecture where the file gives none). ``m``: a
-    :class:`~mlacalc.ModelConfig` or what :func:`mlacalc.load_model` takes; ``hw``: a
-    :class:`~mlacalc.HardwareSpec` or what :func:`mlacalc.load_hardware` takes."""
+    test, a capability read from the architecture where the file gives none), and whether
+    FlashMLA runs there (:func:`runs_flashmla`). ``m``: a :class:`~mlacalc.ModelConfig` or
+    what :func:`mlacalc.load_model` takes; ``hw``: a :class:`~mlacalc.HardwareSpec` or what
+    :func:`mlacalc.load_hardware` takes."""
     m, hw = model_argument(m), load_hardware(hw)
-    blackwell = device_figures(hw).tcgen05
-    return engine_page_size(engine, m.is_mla, m.index_topk is not None, blackwell)
+    dev = device_figures(hw)
+    dsa = m.index_topk is not None
+    return engine_page_size(engine, m.is_mla, dsa, dev.tcgen05, runs_flashmla(dev))
+
+
+def runs_flashmla(dev: Any) -> bool:
+    """Whether FlashMLA (DeepSeek's MLA decode kernels) runs on a device's figures
+    (:class:`~mlacalc.timemodel.device.DeviceFigures`): NVIDIA compute capability 9.x (Hopper)
+    or 10.x (datacenter Blackwell) only, from recall of its build targets; not on A100 (8.0),
+    L40S (8.9), consumer Blackwell (12.x) or another vendor's GPU (MI300X)."""
+    cc = dev.compute_capability
+    return dev.vendor.lower() in ("", "nvidia") and 9.0 <= cc < 11.0
 
 
 def with_engine_defaults(args: dict[str, Any]) -> dict[str, Any]:
