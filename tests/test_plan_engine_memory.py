@@ -180,3 +180,20 @@ def test_a_searchs_launch_share_reads_back_to_its_points_batch(run, own, launch)
     words[at], words[words.index("--engine") + 1] = printed, launch
     back = json.loads(run(*words)[0])
     assert back["max_batch"] == planned["max_batch"] < 2048, printed  # the KV cache binds
+
+
+def test_a_prefill_pool_that_holds_no_prompt_quotes_its_own_usable_bytes():
+    """TensorRT-LLM's share follows each pool's weights: a TP2 prefill pool of Llama-3.1-70B
+    (65.71 GiB of weights a GPU) has 65.71 + 0.9 x (80 - 65.71) = 78.57 GiB usable, and its
+    message quoted the TP4 decode pool's 75.29 GiB."""
+    from mlacalc.words.units import human_bytes
+
+    p = mlacalc.plan(M, "H100-SXM", 4, tp=4, isl=100_000, osl=100, mode="disaggregated",
+                     prefill_gpus=2, prefill_tp=2, engine="trtllm", engine_memory=0.9,
+                     concurrency=4)  # fmt: skip
+    assert not p.fits and p.binding == "prefill pool: kv capacity"
+    mem = p.memory_per_gpu_bytes
+    weights = mlacalc.plan(M, "H100-SXM", 2, tp=2, engine="trtllm").weights_per_gpu_bytes
+    usable = weights + int(0.9 * (mem - weights))
+    assert f"exceed the {human_bytes(usable)} usable" in p.overflow
+    assert human_bytes(p.usable_per_gpu_bytes) not in p.overflow

@@ -102,11 +102,14 @@ class Capacity:
 @dataclass(frozen=True)
 class PrefillRoom:
     """A prefill pool's GPU: its weights, one prompt's cache, and the prompts whose cache
-    fits beside the weights (0: the pool cannot hold one)."""
+    fits beside the weights (0: the pool cannot hold one); ``usable``: the bytes its weights
+    and cache may take (the decode pool's under the reserve; TensorRT-LLM's share follows the
+    pool's own weights)."""
 
     weights: int
     prompt_bytes: int
     prompts: int
+    usable: int
 
 
 def prompts_per_pass(isl: int, fit: int | None = None) -> int:
@@ -393,11 +396,13 @@ def prefill_room(req: PlanRequest, usable: int) -> PrefillRoom:
     )
     if req.engine_memory is not None:  # TensorRT-LLM's share follows the pool's own weights
         usable = usable_bytes(req, weights)
-    return PrefillRoom(weights, prompt, max(usable - weights, 0) // prompt)
+    return PrefillRoom(weights, prompt, max(usable - weights, 0) // prompt, usable)
 
 
-def prefill_overflow(req: PlanRequest, room: PrefillRoom, usable: int, w_format: str) -> str:
-    """Why a prefill pool without room for one prompt does not fit, in words."""
+def prefill_overflow(req: PlanRequest, room: PrefillRoom, w_format: str) -> str:
+    """Why a prefill pool without room for one prompt does not fit, in words: its own usable
+    bytes (``room.usable``; the decode pool's were quoted, which differ under TensorRT-LLM's
+    share of what each pool's weights leave)."""
     p_lay, p_gpus = req.p_lay, req.p_gpus
     assert p_lay is not None
     return (
@@ -405,6 +410,6 @@ def prefill_overflow(req: PlanRequest, room: PrefillRoom, usable: int, w_format:
         f"({p_lay.describe()} on {p_gpus} GPU{'s' if p_gpus > 1 else ''}) and the "
         f"KV cache of one prompt of "
         f"{req.isl:,} tokens ({human_bytes(room.prompt_bytes)} per GPU) exceed the "
-        f"{human_bytes(usable)} usable on {req.hw.name}; add prefill GPUs or raise "
+        f"{human_bytes(room.usable)} usable on {req.hw.name}; add prefill GPUs or raise "
         "the prefill pool's tp/ep"
     )

@@ -985,8 +985,8 @@ def unfitted_prefill_pool(
     return unfitted_plan(
         common,
         cap,
-        "prefill pool: " + ("weights" if room.weights > cap.usable else "kv capacity"),
-        prefill_overflow(req, room, cap.usable, cap.weight_format),
+        "prefill pool: " + ("weights" if room.weights > room.usable else "kv capacity"),
+        prefill_overflow(req, room, cap.weight_format),
         prefill_gpus=req.p_gpus,
         prefill_layout=p_lay.describe(),
         prefill_tp=p_lay.tp,
