@@ -156,6 +156,9 @@ def test_blackwell_parts_take_a_b200_fit_when_one_exists():
         text = prof.describe(name, hw)
         assert "from B200" in text and "assumed, not its datasheet's: " in text
         assert "l2_mib" in text  # the L2 is B200's, stated
+        # the clock is derived from the quoted peak, not a datasheet figure: stated too (the
+        # footnote listed the L2 and the latencies, not the clock that sets the fixed costs)
+        assert f"clock_hz = {hw.boost_clock_hz:g} (boost_clock_mhz: derived" in text
     pred = mlacalc.predict_time("deepseek-v3", "B300", "decode", 4096, 8, profile=prof)
     assert "from B200" in pred.calibration and "l2_mib" in pred.calibration
 
