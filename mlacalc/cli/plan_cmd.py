@@ -548,13 +548,23 @@ def links_text(p) -> str:
 def kernels_note(p) -> str:
     """What the kernel table covers, where it is not the whole step of one GPU, and how its
     rows compare with the step."""
+    moe = moe_kernel_note(p)
     if not p.kernels_scope:
-        return ""
+        return moe
     rows = sum(k["seconds"] for k in p.kernels)
     return (
         f"The rows are {p.kernels_scope}. They sum to {rows * 1e3:,.2f} ms; the decode step "
-        f"is {p.decode_step_s * 1e3:,.2f} ms."
+        f"is {p.decode_step_s * 1e3:,.2f} ms." + (f" {moe}" if moe else "")
     )
+
+
+def moe_kernel_note(p) -> str:
+    """The MoE kernel the routed experts were timed as, under TensorRT-LLM (whose MoE backend
+    is a choice: ``--moe-backend``), and the backend asked."""
+    if p.engine != "trtllm" or not getattr(p, "moe_kernel", None):
+        return ""
+    asked = f" (--moe-backend {p.moe_backend})" if p.moe_backend else ""
+    return f"The routed experts are timed as {p.moe_kernel}{asked}."
 
 
 def sections(p, model=None) -> list[Section]:

@@ -74,15 +74,25 @@ from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
+from mlacalc.timemodel.moe_backend import runs_trtllm_gen
 from mlacalc.timemodel.moe_time import DEEPEP_RECEIVED, DEEPEP_ROUTED, ROWS_SPREAD
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import ROOFLINE
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.engines import DEFAULT_ENGINE
-from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
+from mlacalc.words.kernels import TRTLLM_GEN_MOE, Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
 
-__all__ = ["COLUMN", "HEADS", "ROW", "Spec", "StepModel", "StepTimes", "spec_kernels"]
+__all__ = [
+    "COLUMN",
+    "HEADS",
+    "ROW",
+    "Spec",
+    "StepModel",
+    "StepTimes",
+    "routed_experts_class",
+    "spec_kernels",
+]
 
 ACT = 2  # bytes per activation element (bf16)
 #: The kind of the spec that carries a step's host work (not a kernel: never timed by the
@@ -746,6 +756,22 @@ def _arr(x: Any) -> np.ndarray:
     return np.atleast_1d(np.asarray(x, dtype=np.float64))
 
 
+def routed_experts_class(
+    m: ModelConfig, weight_dtype: str | None, component_dtypes: dict[str, str] | None = None
+) -> str | None:
+    """The class of a model step's routed-experts MoE kernel, as :class:`StepModel` builds it
+    (``weight_dtype`` None: as the checkpoint stores them; an ``experts`` component's format
+    over it); None for a model without routed experts."""
+    if not m.num_moe_layers:
+        return None
+    components = kept_components(m, weight_dtype, component_dtypes or {})
+    if "experts" in components:  # the experts in a format of their own
+        return format_class(components["experts"], True)
+    if weight_dtype is None and checkpoint_stored(m):
+        return stored_experts(m)[1]
+    return weight_gemm_class(canonical_dtype(weight_dtype or m.weights_dtype), "bf16")
+
+
 class StepModel:
     """The per-GPU kernels of one model under one layout, weight dtype (None: as a quantized
     checkpoint stores the weights, :func:`mlacalc.cost.model_step.step_kernels`) and KV layout."""
@@ -766,6 +792,7 @@ class StepModel:
         scheduler: Scheduler | None = None,
         component_dtypes: dict[str, str] | None = None,
         engine: str | None = None,
+        moe_backend: str | None = None,
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
         #: the serving engine whose kernels run (None: the profile's, a profile named or given
@@ -812,6 +839,14 @@ class StepModel:
         # the device has for it: a dequantizing weight-only GEMM where its tensor cores lack it)
         self.gemm_dtype = weight_gemm_class(self.w_dtype, "bf16")
         self.imbalance = float(routing_imbalance)
+        #: the routed experts' MoE class (None: no routed experts) and whether TensorRT-LLM
+        #: runs them on TensorRT-LLM-gen's MoE (``moe_backend`` "trtllm-gen" where it applies:
+        #: mlacalc.timemodel.moe_backend; elsewhere the class as it was)
+        self.moe_dtype = routed_experts_class(m, weight_dtype, component_dtypes)
+        self.moe_backend = moe_backend
+        self.gen_moe = self.moe_dtype is not None and runs_trtllm_gen(
+            moe_backend, self.engine, hw, self.moe_dtype
+        )
         self.fp8_dispatch = self.w_dtype.startswith("fp8") if fp8_dispatch is None else fp8_dispatch
         self.d = m.hidden_size
         self.kv_row = kv_cache(m, 1, 1, kv_layout, None, False).row_bytes  # one token, one layer
@@ -1220,6 +1255,8 @@ class StepModel:
                         if self._deepep()
                         else {}
                     ),
+                    # TensorRT-LLM-gen's MoE chosen (words.kernels.TRTLLM_GEN_MOE)
+                    **({TRTLLM_GEN_MOE: np.ones_like(T)} if self.gen_moe else {}),
                 },
                 calls=self.part_calls[part],
             )
@@ -1647,6 +1684,7 @@ def _variant(sp: Spec) -> str:
         "indexer",  # DeepSeek-V4's indexer scores (DeepGEMM's MQA logits)
         "topk_kernel",  # an engine's top-k of an indexer (DeepSeek-V4's, DSA's)
         "deepep",  # routed experts behind DeepEP's exchange
+        TRTLLM_GEN_MOE,  # routed experts on TensorRT-LLM-gen's MoE (moe_backend)
     )
     shape = {f: float(np.max(sp.shape.get(f, 0))) for f in fields}
     return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})

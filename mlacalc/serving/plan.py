@@ -129,7 +129,7 @@ from mlacalc.serving.figures import (
     open_loop,
     prompt_args,
 )
-from mlacalc.serving.gpu_step import StepModel
+from mlacalc.serving.gpu_step import StepModel, routed_experts_class
 from mlacalc.serving.plan_checks import (
     OVERLAPS,
     PREFILL_PASSES,
@@ -143,6 +143,7 @@ from mlacalc.serving.scheduler import overlap_idle_note, with_engine_defaults
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.moe_backend import moe_kernel_label, runs_trtllm_gen
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
@@ -343,6 +344,11 @@ class Plan:
     #: (``engine_memory``, its share as given; None: not given) and the reserve it came to
     memory_setting: str = ""
     engine_memory: float | None = None
+    #: TensorRT-LLM's MoE backend asked (``moe_backend``; None: the engine's default) and the
+    #: MoE kernel the routed experts were timed as, with its class (None: no routed experts;
+    #: :mod:`mlacalc.timemodel.moe_backend`)
+    moe_backend: str | None = None
+    moe_kernel: str | None = None
 
     @property
     def context(self) -> int:
@@ -561,6 +567,7 @@ def plan(
     profile: Any = None,
     engine: str | None = None,
     engine_defaults: str | None = None,
+    moe_backend: str | None = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
     serving figures (see the module docstring). With ``mode="disaggregated"``, ``gpus`` is
@@ -573,7 +580,11 @@ def plan(
     each GPU kept from the weights and the KV cache (None: :data:`defaults.MEMORY_RESERVE`);
     or ``engine_memory``, the engine's own memory setting read by ``engine``'s meaning
     (:data:`mlacalc.serving.capacity.ENGINE_MEMORY`; refused beside a ``memory_reserve``);
-    ``Plan.memory_setting`` says which ran.
+    ``Plan.memory_setting`` says which ran. ``moe_backend`` (TensorRT-LLM's
+    ``moe_config.backend``; None: its default, ``"cutlass"``): ``"trtllm-gen"`` times nvfp4
+    routed experts on data-centre Blackwell with TensorRT-LLM-gen's MoE, its B200 table's
+    min-latency class (:mod:`mlacalc.timemodel.moe_backend`); refused where it does not apply.
+    ``Plan.moe_kernel`` says which kernel the experts were timed as.
 
     Examples
     --------
@@ -801,6 +812,15 @@ def admitted(req: PlanRequest, cap: Capacity) -> Capacity:
     return dataclasses.replace(cap, max_batch=engine, admission="engine max_running")
 
 
+def _moe_kernel(req: PlanRequest) -> str | None:
+    """The MoE kernel a plan's routed experts are timed as (``Plan.moe_kernel``)."""
+    dtype = routed_experts_class(req.m, req.sized, req.components)
+    if dtype is None or req.hw.kind != "gpu":
+        return None
+    gen = runs_trtllm_gen(req.moe_backend, req.engine, req.hw, dtype)
+    return moe_kernel_label(req.engine, req.hw, dtype, gen)
+
+
 def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
     """The fields of a :class:`Plan` that its request and capacity give, whatever is timed."""
     lay = req.lay
@@ -831,6 +851,8 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         seq_len=cap.context,
         batch=req.batch,
         engine=req.engine,
+        moe_backend=req.moe_backend,
+        moe_kernel=_moe_kernel(req),
         max_batch=cap.max_batch,
         max_context=cap.max_context,
         max_context_memory=cap.max_context_memory,

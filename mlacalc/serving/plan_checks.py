@@ -23,6 +23,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import external_quantization, format_dtype
+from mlacalc.serving.gpu_step import routed_experts_class
 from mlacalc.serving.layout import Layout, make_layout
 from mlacalc.serving.precision import (
     check_components,
@@ -37,6 +38,7 @@ from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.timemodel.mla_time import sglang_chunk_note
+from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.timemodel.predict import mla_rank_note
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
@@ -134,6 +136,9 @@ class PlanRequest:
     #: the engine's own memory setting, (engine, share) (None: ``memory_reserve``'s rule;
     #: :data:`mlacalc.serving.capacity.ENGINE_MEMORY`)
     engine_memory: tuple[str, float] | None = None
+    #: TensorRT-LLM's MoE backend chosen (None: the engine's default;
+    #: :mod:`mlacalc.timemodel.moe_backend`)
+    moe_backend: str | None = None
 
     def step_model_args(self) -> dict[str, Any]:
         """The routing and scheduler arguments of the request's step models."""
@@ -145,6 +150,7 @@ class PlanRequest:
             "scheduler": self.scheduler,
             "component_dtypes": self.components,
             "engine": self.engine,
+            "moe_backend": self.moe_backend,
         }
 
     @property
@@ -310,6 +316,8 @@ def check_request(
         else stored_weight_dtype(m) or m.weights_dtype
     )
     kv, kv_note = engine_kv_layout(m, resolve_kv_layout(args["kv_dtype"]), engine)
+    experts = routed_experts_class(m, None if weight_dtype is None else w_dtype, components)
+    moe_backend = check_moe_backend(args.get("moe_backend"), engine, hw, experts)
     return PlanRequest(
         m=m,
         hw=hw,
@@ -341,6 +349,7 @@ def check_request(
         engine_note=engine_note,
         p_gpus=p_gpus,
         p_lay=p_lay,
+        moe_backend=moe_backend,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
         + _kv_warnings(m, kv)
         + _engine_kv_warnings(m, kv, engine)

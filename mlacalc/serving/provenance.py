@@ -20,7 +20,7 @@ from mlacalc.timemodel.moe_time import DEEPEP_STEP
 from mlacalc.timemodel.profile import assumed_figures, load_profile
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import check_engine
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
 
 __all__ = ["calibration_of", "engine_profile_of", "stand_in_kernels"]
 
@@ -67,9 +67,10 @@ def calibration_of(
         # the class the device runs (fp8 weights without fp8 tensor cores: weight-only) and
         # the engine's kernel of it (a step's block-scaled GEMM under SGLang: per-tensor), as
         # the step's times look it up: two of the step's classes run as one are one class.
-        # Only a step's experts behind DeepEP keep their variant (moe_time.DEEPEP_STEP): the
+        # Only a step's experts behind DeepEP (moe_time.DEEPEP_STEP) or on TensorRT-LLM-gen's
+        # MoE (words.kernels.MIN_LATENCY_MOE, chosen) keep their variant: the
         # others are looked up by their plain class, as they always were
-        kept = variant if variant == DEEPEP_STEP else ""
+        kept = variant if variant in (DEEPEP_STEP, MIN_LATENCY_MOE) else ""
         one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {}, kept)
         run, _, _, how = run_class(one, hw, prof)
         runs[(run.kind, run.dtype, run.variant)] = how

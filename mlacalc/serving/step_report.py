@@ -97,6 +97,8 @@ def kernel_rows(kernels: list[dict[str, Any]], i: int = 0) -> tuple[dict[str, An
                 "bytes_per_call": float(k["bytes"][i]),
                 "seconds": float(k["seconds"][i]),
                 "communication": k["communication"],
+                # the class variant it was looked up by ("": the plain class)
+                "variant": k.get("variant", ""),
             }
         )
     return tuple(rows)

@@ -29,7 +29,7 @@ from mlacalc.timemodel.shared import (
     tile_arrays,
     tile_rate,
 )
-from mlacalc.words.kernels import KernelBatch
+from mlacalc.words.kernels import MIN_LATENCY_MOE, TRTLLM_GEN_MOE, KernelBatch
 
 __all__ = [
     "ALL_PAIRS_MOE",
@@ -769,13 +769,24 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         # the copies the rank receives are the kernel's tokens (:data:`DEEPEP_RECEIVED`)
         received = col(batch, DEEPEP_RECEIVED, 0) / col(batch, "topk", 1)
         shape = {**batch.shape, "tokens": np.where(received > 0, received, col(batch, "tokens", 0))}
-        plain = dataclasses.replace(batch, variant="", shape=shape)
+        # TensorRT-LLM-gen's MoE where chosen (words.kernels.TRTLLM_GEN_MOE), else the plain class
+        chosen = MIN_LATENCY_MOE if col(batch, TRTLLM_GEN_MOE, 0).any() else ""
+        plain = dataclasses.replace(batch, variant=chosen, shape=shape)
         kernel = DEEPEP_KERNEL.get((engine, fig.kernel_generation), {}).get(batch.dtype)
         if kernel:
             return dataclasses.replace(plain, variant=kernel)
         if batch.dtype not in DEEPEP_GROUPED_GEMM.get(engine, ()):
             return engine_moe_tiles(plain, engine, fig)
         return dataclasses.replace(engine_moe_tiles(plain, "trtllm", fig), variant=DEEPGEMM_MOE)
+    if batch.kind == "moe" and batch.variant == MIN_LATENCY_MOE and "row_tile" not in batch.shape:
+        # a step's experts on TensorRT-LLM-gen's MoE (moe_backend "trtllm-gen"): the row tile
+        # its min-latency rows were mapped with (measured.mapping), no power-law tiles
+        rows = trtllm_gen_row_tile(
+            col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1),
+            TRTLLM_GEN_MAX_TILE["nvfp4"],
+        )  # fmt: skip
+        shape = {**batch.shape, "row_tile": rows, "col_tile": np.zeros(len(batch))}
+        return dataclasses.replace(batch, shape=shape)
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
     gen = fig.kernel_generation

@@ -66,6 +66,7 @@ from mlacalc.timemodel.eager_time import (
 from mlacalc.timemodel.engine_profiles import chosen_profile
 from mlacalc.timemodel.kernel_time import run_class, run_dtype
 from mlacalc.timemodel.mla_time import sglang_chunk_note, step_decode_path_tokens
+from mlacalc.timemodel.moe_backend import check_moe_backend, runs_trtllm_gen
 from mlacalc.timemodel.profile import check_profile_applies, load_profile
 from mlacalc.timemodel.roofline_time import (
     ROOFLINE,
@@ -82,7 +83,7 @@ from mlacalc.words import arguments
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
-from mlacalc.words.kernels import COMM_KINDS, Kernel, batches_of, roofline_bound
+from mlacalc.words.kernels import COMM_KINDS, TRTLLM_GEN_MOE, Kernel, batches_of, roofline_bound
 from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind
 from mlacalc.words.workload import Workload
 
@@ -650,6 +651,8 @@ class _Step:
     mode: str
     scope: str
     stored: bool
+    #: TensorRT-LLM's MoE backend asked (None: its default; :mod:`mlacalc.timemodel.moe_backend`)
+    moe_backend: str | None = None
 
     def attention_cost(self, causal: bool) -> Any:
         """The attention cost of one layer of the step."""
@@ -741,7 +744,15 @@ def _model_fused(step: _Step, hw: HardwareSpec, prof: Any) -> tuple:
     """The serving kernels of the step timed by the kernel time model, and the step's new
     tokens per sequence."""
     # the kernels the profile's engine runs (as its time rules take them: kernel_time)
-    kernels = step.kernels(step.m, step.scope, step.step_weights, getattr(prof, "engine", ""))
+    engine = getattr(prof, "engine", "")
+    kernels = step.kernels(step.m, step.scope, step.step_weights, engine)
+    # routed experts on the MoE backend asked (TensorRT-LLM-gen's: its class, as a plan's step)
+    kernels = [
+        dataclasses.replace(k, shape={**k.shape, TRTLLM_GEN_MOE: 1})
+        if k.kind == "moe" and runs_trtllm_gen(step.moe_backend, engine, hw, k.dtype)
+        else k
+        for k in kernels
+    ]
     # an element-wise kernel that moves nothing runs none (a DSA layer's top-k where no query
     # has more keys than it selects), as a served step times it (gpu_step.time_jobs)
     kernels = [k for k in kernels if k.kind != "elementwise" or k.bytes]
@@ -1014,6 +1025,7 @@ def predict_time(
     launch_latency_s: float | None = None,
     profile: Any = None,
     engine: str | None = None,
+    moe_backend: str | None = None,
 ) -> Prediction:
     """Predicted time of one attention layer (``scope="attention_layer"``, what the
     microbenchmark times) or of a whole forward step (``scope="model"``: every layer's attention
@@ -1046,6 +1058,9 @@ def predict_time(
     fused kernels are timed, by the shipped profile of that engine fitted on the device where
     one ships, else the engine's default profile, else TensorRT-LLM's standing in (the
     prediction's ``calibration`` says so; ``engine`` on the prediction names it).
+    ``moe_backend`` (``scope="model"``, TensorRT-LLM): its MoE backend, as
+    :func:`mlacalc.plan` takes it (``"trtllm-gen"``: nvfp4 routed experts on data-centre
+    Blackwell timed as TensorRT-LLM-gen's MoE; :mod:`mlacalc.timemodel.moe_backend`).
     ``causal`` (prefill and chunk): the fused kernels skip the masked half; the eager sequence
     computes every score and masks it, so ``causal`` changes nothing there.
     ``profile="roofline"`` gives the plain roofline bound instead (``max(FLOPs / peak,
@@ -1084,6 +1099,7 @@ def predict_time(
         phase, seq_len, batch, q_len, impl, causal, kv_dtype or dtype, weight_dtype, dtype
     )
     step = _Step(m=m, work=work, mode=mode, scope=scope, stored=stored)
+    step = _checked_backend(step, moe_backend, engine_name, hw)
     resolved = resolve_impl(m, impl, phase)
     use_model = (
         not (isinstance(profile, str) and profile == ROOFLINE)
@@ -1121,6 +1137,21 @@ def predict_time(
     return _prediction(
         step, hw, rates, q, resolved, ops, calibrated=calibration is not None, engine=engine_name
     )
+
+
+def _checked_backend(step: _Step, backend: Any, engine: str, hw: HardwareSpec) -> _Step:
+    """The step with ``moe_backend`` checked (:func:`check_moe_backend`): a whole step's
+    routed experts of TensorRT-LLM's fused kernels."""
+    if backend is None:
+        return step
+    if step.mode == "unfused" or step.scope != "model":
+        raise InvalidArgumentError(
+            "moe_backend",
+            "applies to a whole step's routed experts (scope='model', mode='fused')",
+        )
+    moe = [k.dtype for k in step.kernels(step.m, "model", step.step_weights) if k.kind == "moe"]
+    backend = check_moe_backend(backend, engine, hw, moe[0] if moe else None)
+    return dataclasses.replace(step, moe_backend=backend)
 
 
 def _engine_impl(

@@ -87,8 +87,10 @@ __all__ = [
     "KERNEL_KINDS",
     "KERNEL_SET_SHAPE",
     "LINEAR_VARIANTS",
+    "MIN_LATENCY_MOE",
     "OWN_DECODE_TOPK_CODE",
     "TOPK_KERNEL_VARIANTS",
+    "TRTLLM_GEN_MOE",
     "V4_TOPK_VARIANTS",
     "Kernel",
     "KernelBatch",
@@ -262,6 +264,15 @@ V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat", "topk_v1
 #: rows are mapped (:func:`mlacalc.cost.compressed.dsa_topk`); TensorRT-LLM's own decode top-k
 #: (``topk_trtllm_decode``: :data:`mlacalc.cost.compressed.OWN_DECODE_TOPK`).
 TOPK_KERNEL_VARIANTS = (*V4_TOPK_VARIANTS, "topk_flat", "topk_trtllm_decode")
+
+#: The shape column of a model step's routed experts that TensorRT-LLM runs on
+#: TensorRT-LLM-gen's MoE kernels (``moe_backend="trtllm-gen"``, its ``moe_config.backend``
+#: ``TRTLLM``; :mod:`mlacalc.timemodel.moe_backend`): 1 where chosen.
+TRTLLM_GEN_MOE = "trtllm_gen_moe"
+#: The measured class of those experts: the B200 TensorRT-LLM MoE table's nvfp4 rows of
+#: ``kernel_source`` ``moe_torch_flow_min_latency`` (TensorRT-LLM-gen's MoE), a variant beside
+#: its CUTLASS rows (the plain class).
+MIN_LATENCY_MOE = "moe_torch_flow_min_latency"
 #: The ``topk_kernel`` code of a DSA layer's top-k (``topk_flat``).
 DSA_TOPK_CODE = len(V4_TOPK_VARIANTS) + 1
 #: The ``topk_kernel`` code of TensorRT-LLM's decode top-k of a DSA layer (``topk_trtllm_decode``).
@@ -290,7 +301,9 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
     engine's sparse MLA kernel, :mod:`mlacalc.timemodel.dsa_time`), ``"deepep"`` for a model
     step's routed experts behind DeepEP's exchange (shape ``deepep`` 1: a batch of its own, which
     the time model runs as the engine's kernel there,
-    :func:`mlacalc.timemodel.moe_time.engine_moe_tiles`), else ``""``."""
+    :func:`mlacalc.timemodel.moe_time.engine_moe_tiles`), :data:`MIN_LATENCY_MOE` for a model
+    step's experts TensorRT-LLM runs on TensorRT-LLM-gen's MoE (shape :data:`TRTLLM_GEN_MOE` 1:
+    :mod:`mlacalc.timemodel.moe_backend`), else ``""``."""
     if kind == "gemm" and float(shape.get("groups", 1) or 1) > 1:
         return "bmm"
     if kind == "quantize" and float(shape.get("write", 1)) == 0:
@@ -309,6 +322,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return "dsa"  # a DSA core: the engine's sparse MLA kernel, chosen by the time model
     if kind == "moe" and shape.get("deepep"):
         return "deepep"  # experts behind DeepEP's exchange: the engine's kernel, by the time model
+    if kind == "moe" and shape.get(TRTLLM_GEN_MOE):
+        return MIN_LATENCY_MOE  # TensorRT-LLM's experts on TensorRT-LLM-gen's MoE (chosen)
     return ""
 
 

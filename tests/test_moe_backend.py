@@ -1,0 +1,144 @@
+"""TensorRT-LLM's MoE backend as a choice (``moe_backend``, ``--moe-backend``): TensorRT-LLM-gen's
+MoE times nvfp4 experts on data-centre Blackwell with the B200 table's min-latency class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlacalc
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.timemodel.kernel_time import run_class
+from mlacalc.timemodel.moe_time import TRTLLM_GEN_MAX_TILE, trtllm_gen_row_tile
+from mlacalc.timemodel.profile import load_profile
+from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.kernels import MIN_LATENCY_MOE, TRTLLM_GEN_MOE, KernelBatch
+
+TABLE = (
+    Path(mlacalc.__file__).parent / "data/measured/b200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet"
+)
+
+#: DeepSeek-V3 on 8 B200 under TensorRT-LLM, fp4 weights: a decode step of 64 sequences, whose
+#: routed experts see 64 tokens (TP8)
+V3 = dict(seq_len=4096, batch=64, weight_dtype="fp4", engine="trtllm")
+
+
+def _experts(p):
+    return next(k for k in p.kernels if k["name"] == "routed_experts")
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {
+        b: mlacalc.plan("deepseek-v3", "B200", 8, moe_backend=b, **V3)
+        for b in (None, "cutlass", "trtllm-gen")
+    }
+
+
+def test_trtllm_gen_times_the_min_latency_class(plans):
+    gen, cutlass, default = plans["trtllm-gen"], plans["cutlass"], plans[None]
+    assert _experts(gen)["variant"] == MIN_LATENCY_MOE
+    assert _experts(cutlass)["variant"] == "" and _experts(default)["variant"] == ""
+    assert "moe:nvfp4:moe_torch_flow_min_latency" in gen.moe_kernel
+    assert cutlass.moe_kernel == default.moe_kernel == "CUTLASS MoE (moe:nvfp4)"
+    assert gen.moe_backend == "trtllm-gen" and default.moe_backend is None
+    # cutlass is the default: the same step
+    assert cutlass.decode_step_s == default.decode_step_s
+    assert gen.decode_step_s < cutlass.decode_step_s
+
+
+def test_trtllm_gen_is_faster_by_the_tables_ratio(plans):
+    """The routed experts' time with TensorRT-LLM-gen's MoE over CUTLASS's, against the
+    shipped table's ratio of the two kernels over the calls both time of DeepSeek-V3's experts
+    (hidden 7168, 256 experts, top-8) at the step's 64 tokens (median over TP, EP and routing:
+    0.51; the model gives 0.46)."""
+    pd = pytest.importorskip("pandas")
+    pq = pytest.importorskip("pyarrow.parquet")
+    t = pq.read_table(TABLE).to_pandas()
+    t = t[(t.moe_dtype == "nvfp4") & (t.hidden_size == 7168) & (t.num_experts == 256)]
+    t = t[(t.topk == 8) & (t.num_tokens == 64)]
+    keys = ["inter_size", "moe_tp_size", "moe_ep_size", "distribution"]
+    cut = t[t.kernel_source == "moe_torch_flow_cutlass"].set_index(keys).latency
+    gen = t[t.kernel_source == "moe_torch_flow_min_latency"].set_index(keys).latency
+    both = pd.concat([cut.rename("c"), gen.rename("g")], axis=1, join="inner")
+    assert len(both) >= 20
+    table = float(np.median(both.g / both.c))
+    e_gen, e_cut = _experts(plans["trtllm-gen"]), _experts(plans["cutlass"])
+    assert e_gen["calls"] == e_cut["calls"]
+    ratio = e_gen["seconds"] / e_cut["seconds"]
+    assert 0.3 < table < 0.7
+    assert abs(ratio - table) < 0.12, (ratio, table)
+
+
+def test_step_batch_takes_the_mapped_row_tile():
+    """A step's experts marked for TensorRT-LLM-gen run the min-latency class with the row
+    tile its rows were mapped with (the mean load's power of two, 8..256)."""
+    hw = load_hardware("B200")
+    tokens = np.array([1.0, 64.0, 4096.0])
+    n = len(tokens)
+    shape = {
+        "tokens": tokens,
+        "hidden": np.full(n, 7168.0),
+        "inter": np.full(n, 256.0),
+        "experts": np.full(n, 256.0),
+        "topk": np.full(n, 8.0),
+        TRTLLM_GEN_MOE: np.ones(n),
+    }
+    batch = KernelBatch("moe", "fp4", np.ones(n), np.ones(n), np.ones(n), shape, MIN_LATENCY_MOE)
+    run, _, _, how = run_class(batch, hw, load_profile("fit-b200-sxm"))
+    assert (run.dtype, run.variant) == ("nvfp4", MIN_LATENCY_MOE)
+    want = trtllm_gen_row_tile(tokens, np.full(n, 8.0), np.full(n, 256.0), 256.0)
+    assert np.array_equal(run.shape["row_tile"], want)
+    assert list(want) == [8.0, 8.0, 128.0] and TRTLLM_GEN_MAX_TILE["nvfp4"] == 256.0
+    assert how.startswith("calibrated on B200")
+
+
+def test_predict_time_agrees():
+    kw = dict(batch=8, weight_dtype="fp4", scope="model")
+    cut = mlacalc.predict_time("deepseek-v3", "B200", "decode", 4096, moe_backend="cutlass", **kw)
+    dflt = mlacalc.predict_time("deepseek-v3", "B200", "decode", 4096, **kw)
+    gen = mlacalc.predict_time(
+        "deepseek-v3", "B200", "decode", 4096, moe_backend="trtllm-gen", **kw
+    )
+    assert cut.seconds == dflt.seconds and gen.seconds < cut.seconds
+    with pytest.raises(InvalidArgumentError, match=r"^moe_backend: applies to a whole step"):
+        mlacalc.predict_time(
+            "deepseek-v3", "B200", "decode", 4096, batch=8, weight_dtype="fp4",
+            moe_backend="trtllm-gen",
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(engine="sglang"), "TensorRT-LLM's MoE backend"),
+        (dict(engine="vllm"), "vLLM picks its own"),
+        (dict(hardware="H200"), "data-centre Blackwell"),
+        (dict(weight_dtype="fp8"), "not fp8"),
+        (dict(moe_backend="trtllm"), "must be one of cutlass, trtllm-gen"),
+        (dict(model="llama-3.1-70b"), "no routed experts"),
+    ],
+)
+def test_refused_where_it_does_not_apply(change, words):
+    args = dict(model="deepseek-v3", hardware="B200", gpus=8, moe_backend="trtllm-gen", **V3)
+    args.update(change)
+    with pytest.raises(InvalidArgumentError, match=r"^moe_backend: ") as err:
+        mlacalc.plan(**args)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cutlass_refused_where_its_tables_time_another_kernel():
+    """DeepSeek-V3's checkpoint as stored: block-scaled fp8 experts, DeepGEMM's on B200."""
+    with pytest.raises(InvalidArgumentError, match="DeepGEMM"):
+        mlacalc.plan("deepseek-v3", "B200", 8, seq_len=4096, batch=8, moe_backend="cutlass")
+    p = mlacalc.plan("deepseek-v3", "B200", 8, seq_len=4096, batch=8)
+    assert p.moe_kernel == "DeepGEMM's grouped GEMM (moe:fp8_block)"
+
+
+def test_fp8_comparison_step_keeps_its_class():
+    """fp4 weights' warning compares with fp8 weights' step under the same arguments: the
+    choice does not apply there and the fp8 step is timed as before (no error)."""
+    p = mlacalc.plan("deepseek-v3", "B200", 8, moe_backend="trtllm-gen", **V3)
+    assert p.fits
