@@ -3,6 +3,7 @@ MoE times nvfp4 experts on data-centre Blackwell with the B200 table's min-laten
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +143,74 @@ def test_fp8_comparison_step_keeps_its_class():
     choice does not apply there and the fp8 step is timed as before (no error)."""
     p = mlacalc.plan("deepseek-v3", "B200", 8, moe_backend="trtllm-gen", **V3)
     assert p.fits
+
+
+PLAN = ("plan", "deepseek-v3", "-H", "B200", "--gpus", 8, "--seq-len", "4k", "--batch", 64)
+
+
+def test_cli_plan_says_the_kernel_and_launches_it(run):
+    out, _ = run(
+        *PLAN, "--weight-dtype", "fp4", "--moe-backend", "trtllm-gen", "--launch", "trtllm"
+    )
+    assert "moe:nvfp4:moe_torch_flow_min_latency" in out
+    assert "moe_config:\n  backend: TRTLLM\n" in out
+    out, _ = run(*PLAN, "--weight-dtype", "fp4", "--launch", "trtllm")
+    assert "CUTLASS MoE (moe:nvfp4)" in out and "backend:" not in out
+    # beside the load balancer's slots: one moe_config
+    out, _ = run(
+        *PLAN, "--weight-dtype", "fp4", "--moe-backend", "trtllm-gen", "--ep", 8,
+        "--redundant-experts", 32, "--launch", "trtllm", "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert "moe_config:\n  load_balancer:\n    num_slots: 288\n  backend: TRTLLM\n" in doc["launch"]
+    assert doc["moe_backend"] == "trtllm-gen" and "min_latency" in doc["moe_kernel"]
+    _, err = run(
+        *PLAN, "--weight-dtype", "fp4", "--moe-backend", "trtllm-gen", "-H", "H200", code=2
+    )
+    assert "--moe-backend" in err and "data-centre Blackwell" in err
+
+
+def test_cli_help_lists_it(run):
+    for command in ("plan", "search"):
+        out, _ = run(command, "--help")
+        assert "--moe-backend [cutlass|trtllm-gen]" in out
+
+
+def test_search_takes_one_backend_for_every_point():
+    kw = dict(
+        isl=1000, osl=200, weight_dtypes=["fp4"], engine="trtllm", tp=[8], ep="none",
+        modes=["aggregated"], overlaps=["none"], batches=[64],
+    )  # fmt: skip
+    cut = mlacalc.search("deepseek-v3", "B200", [8], **kw)
+    gen = mlacalc.search("deepseek-v3", "B200", [8], moe_backend="trtllm-gen", **kw)
+    assert gen.best["tpot_s"] < cut.best["tpot_s"]
+    assert gen.constraints()["moe_backend"] == "trtllm-gen"
+    assert "--moe-backend trtllm-gen" in gen.constraints_text()
+    assert "backend: TRTLLM" in gen.launch_commands("trtllm")[0][1]
+    assert "backend:" not in cut.launch_commands("trtllm")[0][1]
+    with pytest.raises(InvalidArgumentError, match=r"^moe_backend: .*not fp8"):
+        mlacalc.search(
+            "deepseek-v3", "B200", [8], moe_backend="trtllm-gen", **{**kw, "weight_dtypes": ["fp8"]}
+        )
+
+
+def test_cli_search_plan_command_carries_it(run):
+    out, _ = run(
+        "search", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 1000, "--osl", 200,
+        "--weight-dtypes", "fp4", "--tp", 8, "--ep", "none", "--modes", "aggregated",
+        "--moe-backend", "trtllm-gen", "--tpot", "100ms",
+    )  # fmt: skip
+    assert "mlacalc plan deepseek-v3" in out
+    line = next(s for s in out.splitlines() if "mlacalc plan deepseek-v3" in s)
+    assert "--moe-backend trtllm-gen" in line
+    assert "# searched under: --tp 8 --ep none --moe-backend trtllm-gen" in out
+
+
+def test_experts_behind_deepep_take_it():
+    """EP8 under DP-attention: the experts behind DeepEP's exchange run the chosen class over
+    the copies the rank receives (moe_time.engine_moe_tiles' DeepEP branch)."""
+    kw = dict(tp=1, dp_attention=True, ep=8, seq_len=4096, batch=256, weight_dtype="fp4")
+    cut = _experts(mlacalc.plan("deepseek-v3", "B200", 8, **kw))
+    gen = _experts(mlacalc.plan("deepseek-v3", "B200", 8, moe_backend="trtllm-gen", **kw))
+    assert cut["variant"] == gen["variant"] == "deepep"
+    assert gen["seconds"] < 0.8 * cut["seconds"]

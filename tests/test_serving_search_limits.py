@@ -75,6 +75,7 @@ def test_no_limits_keep_the_search_as_it_was():
         "expert_skew": 0.0,
         "rebalance": None,
         "routing_imbalance": 1.0,
+        "moe_backend": None,
         "prefix_cache_hit": 0.0,
     }
     assert r.constraints_text() == "" and r.row(b)["constraints"] == ""

@@ -351,6 +351,7 @@ def command(
             mtp_tokens=mtp_tokens,
             page_size=p.page_size,
             model_config=loaded,  # its routed experts, and the launched engine's own page
+            moe_backend=p.moe_backend,  # TensorRT-LLM's moe_config.backend where asked
             **{k: engine[k] for k in ("max_tokens", "overlap_schedule", "cuda_graph_max_batch")},
         )
     emit(fmt, doc, lambda: sections(p, loaded))

@@ -207,7 +207,8 @@ def routing_words(result, p: dict[str, Any]) -> list[str]:
     words = []
     ranks = p["ep"] > 1 or (p.get("prefill_ep") or 1) > 1
     for name, value in getattr(result, "routing", {}).items():
-        if value == ROUTING_DEFAULTS[name] or (name != "routing" and not ranks):
+        everywhere = name in ("routing", "moe_backend")  # not the expert ranks' alone
+        if value == ROUTING_DEFAULTS.get(name) or (not everywhere and not ranks):
             continue
         flag = "--" + name.replace("_", "-")
         if name == "rebalance":
@@ -586,6 +587,7 @@ def command(
         rebalance=engine["rebalance"],
         routing_imbalance=routing_imbalance,
         prefix_cache_hit=prefix_cache_hit,
+        moe_backend=engine["moe_backend"],
     )
     engine.update(result.scheduler_defaults_applied)  # what plan and launch are given
     if engine["overlap_schedule"] is None:  # no engine's defaults: on, as search ran it
@@ -622,6 +624,7 @@ def command(
             chunked_prefill=result.best.get("chunked_prefill"),
             model_config=loaded,  # its routed experts, and the launched engine's own page
             page_size=result.page_size,  # the page the search assumed, said to the engine
+            moe_backend=result.routing.get("moe_backend"),  # TensorRT-LLM's, where asked
             timed_engine=result.engine,
             hardware=hardware,
         )

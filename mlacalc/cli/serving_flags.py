@@ -139,6 +139,14 @@ def _routing_options() -> list[Callable]:
             default=None,
             help="Place the experts by their load (EPLB; default: with redundant experts).",
         ),
+        click.option(
+            "--moe-backend",
+            type=click.Choice(["cutlass", "trtllm-gen"]),
+            default=None,
+            help="TensorRT-LLM's MoE backend (moe_config.backend; default CUTLASS): "
+            "trtllm-gen times nvfp4 experts on B200/B300/GB200/GB300 with TensorRT-LLM-gen's "
+            "MoE (the B200 table's min-latency rows). One value for every search point.",
+        ),
     ]
 
 
@@ -287,7 +295,7 @@ def engine_option_values(opts: dict[str, Any], serving_engine: str | None = None
     engine = opts.pop("engine_defaults")
     engine = serving_engine if engine is None else engine
     out["defaults"] = None if engine == "none" else engine
-    for name in ("routing", "expert_skew", "rebalance"):  # plan's and search's
+    for name in ("routing", "expert_skew", "rebalance", "moe_backend"):  # plan's and search's
         if name in opts:
             out[name] = opts.pop(name)
     if "host_per_sequence_ms" in opts:  # plan's

@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mlacalc.timemodel.moe_backend import MOE_BACKEND_SETTING
 from mlacalc.words.engines import check_engine
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -61,6 +62,9 @@ class Deployment:
     routed_experts: int = 0
     #: tokens per KV page the plan assumed (None: the engine's default, left unsaid)
     page_size: int | None = None
+    #: TensorRT-LLM's MoE backend the plan timed (None: its default, left unsaid;
+    #: :mod:`mlacalc.timemodel.moe_backend`), its ``moe_config.backend``
+    moe_backend: str | None = None
 
     @property
     def nodes(self) -> int:
@@ -237,6 +241,8 @@ def _trtllm(model: str, d: Deployment) -> list[str]:
             )
         slots = d.routed_experts + d.redundant_experts
         extra["moe_config"] = {"load_balancer": {"num_slots": slots}}
+    if d.moe_backend:  # the MoE kernels the plan timed (moe_config.backend, from recall)
+        extra.setdefault("moe_config", {})["backend"] = MOE_BACKEND_SETTING[d.moe_backend]
     if d.overlap == "tbo":
         extra["enable_two_batch_overlap"] = True  # recent releases; older ones lack it
     tp = d.tp * d.dp if d.dp_attention else d.tp

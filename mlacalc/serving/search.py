@@ -44,7 +44,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import PREFILL_TOKENS, engine_share, reserve_share
 from mlacalc.serving.figures import prompt_args
-from mlacalc.serving.gpu_step import StepModel, spec_kernels
+from mlacalc.serving.gpu_step import StepModel, routed_experts_class, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
 from mlacalc.serving.layout import tp_splits_heads, weight_format
 from mlacalc.serving.plan_checks import (
@@ -76,6 +76,7 @@ from mlacalc.serving.search_space import (
     time_candidates,
     weight_key,
 )
+from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
@@ -113,6 +114,8 @@ ROUTING_DEFAULTS = {
     "expert_skew": 0.0,
     "rebalance": None,
     "routing_imbalance": 1.0,
+    # TensorRT-LLM's MoE backend of every point (None: its default; not searched over)
+    "moe_backend": None,
 }
 
 #: The schema of :meth:`SearchResult.to_dict` (and ``mlacalc search --format json``)
@@ -235,7 +238,7 @@ class SearchResult:
         """The layouts searched and the routing every point was timed with, as JSON data
         (every key always present: ``tp``, ``pp``, ``ep``, ``dp_attention``,
         ``redundant_experts``, ``routing``, ``expert_skew``, ``rebalance``,
-        ``routing_imbalance``, ``prefix_cache_hit``;
+        ``routing_imbalance``, ``moe_backend``, ``prefix_cache_hit``;
         :class:`~mlacalc.serving.search_space.LayoutLimits`)."""
         prefill = (self.prefill_limits or self.limits).to_dict()
         prefill.pop("pp")  # a prefill pool runs one stage
@@ -262,8 +265,10 @@ class SearchResult:
                 flag = "--" + name.replace("_", "-")
                 if name == "rebalance":
                     words.append(flag if value else "--no-rebalance")
+                elif isinstance(value, str):  # --routing, --moe-backend
+                    words.append(f"{flag} {value}")
                 else:
-                    words.append(f"{flag} {value:g}" if name != "routing" else f"{flag} {value}")
+                    words.append(f"{flag} {value:g}")
         if self.prefix_cache_hit:  # as written: plan reads the decimal (prefix_cached_tokens)
             words.append(f"--prefix-cache-hit {self.prefix_cache_hit!r}")
         return " ".join(words)
@@ -379,6 +384,7 @@ class SearchResult:
             routed_experts=self.routed_experts,
             page_size=self.page_size,  # the page the search assumed, said to the engine
             memory_fraction=self.launch_share(engine, p),
+            moe_backend=self.routing.get("moe_backend"),  # TensorRT-LLM's, where asked
         )
         return launch_commands(engine, model_path or self.model, pools)
 
@@ -512,6 +518,7 @@ def check_search(
     prefill_redundant_experts: Any = None,
     prefix_cache_hit: Any = 0.0,
     engine_memory: Any = None,
+    moe_backend: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -578,6 +585,8 @@ def check_search(
             _check_limits_divide(pf_limits, gpus, None, "prefill_")
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
+    weights = [None] if own else list(weight_dtypes)
+    moe["moe_backend"] = _check_backend(moe_backend, m, hw, engine_name, weights, components)
     max_running, max_tokens, scheduler, record = scheduler_of(
         engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
     )
@@ -809,6 +818,26 @@ def _check_moe_options(
         "rebalance": rebalance,
         "routing_imbalance": imbalance,
     }
+
+
+def _check_backend(
+    backend: Any, m: ModelConfig, hw: Any, engine: str, weights: list, components: tuple
+) -> str | None:
+    """``moe_backend`` (one value for every point, not searched over) checked as
+    :func:`mlacalc.plan` checks it, against the experts of each weight choice the search tries:
+    refused where none of them takes it; a point whose experts it does not apply to keeps
+    their class (as a plan's fp8 comparison step)."""
+    if backend is None:
+        return None
+    first = None
+    for w in weights:
+        for comps in components:
+            try:
+                experts = routed_experts_class(m, w, dict(comps))
+                return check_moe_backend(backend, engine, hw, experts)
+            except InvalidArgumentError as exc:
+                first = first or exc
+    raise first or InvalidArgumentError("moe_backend", "no weight choice to apply it to")
 
 
 def _check_chunks(chunks: Any) -> tuple[int, ...]:
@@ -1115,6 +1144,7 @@ def search(
     prefill_redundant_experts: Any = None,
     prefix_cache_hit: float = 0.0,
     engine_memory: float | None = None,
+    moe_backend: str | None = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -1156,6 +1186,8 @@ def search(
     takes it; 16 with none),
     ``memory_reserve`` (None: 0.1) or ``engine_memory`` (the engine's own memory setting;
     not both) size every point as plan does; :meth:`SearchResult.launch_commands` sets them.
+    ``moe_backend`` (TensorRT-LLM's, as :func:`mlacalc.plan` takes it): one value for every
+    point, not searched over; refused where no weight choice's experts take it.
 
     Examples
     --------
