@@ -214,3 +214,14 @@ def test_experts_behind_deepep_take_it():
     gen = _experts(mlacalc.plan("deepseek-v3", "B200", 8, moe_backend="trtllm-gen", **kw))
     assert cut["variant"] == gen["variant"] == "deepep"
     assert gen["seconds"] < 0.8 * cut["seconds"]
+
+
+def test_the_warning_names_the_option_and_goes_with_it(plans):
+    """The plan's warning that NVFP4 experts are timed as the CUTLASS MoE names the option that
+    times TensorRT-LLM-gen's, and says nothing once it is chosen."""
+    for b in (None, "cutlass"):
+        said = [w for w in plans[b].warnings if "TensorRT-LLM-gen" in w]
+        assert len(said) == 1 and "--moe-backend trtllm-gen" in said[0]
+        assert "moe_backend='trtllm-gen'" in said[0] and "not timed" not in said[0]
+    assert "--moe-backend cutlass" in next(w for w in plans["cutlass"].warnings if "CUTLASS" in w)
+    assert not [w for w in plans["trtllm-gen"].warnings if "TensorRT-LLM-gen" in w]

@@ -356,7 +356,7 @@ def check_request(
         + ((kv_note,) if kv_note else ())
         + _format_warnings(components, hw)
         + _stored_format_warnings(hw, stored, components, m)
-        + _engine_kernel_warnings(m, hw, engine, weight_dtype, components)
+        + _engine_kernel_warnings(m, hw, engine, weight_dtype, components, moe_backend)
         + _dispatch_warnings(m, lay, weight_dtype, components)
         + _kv_head_copies(m, lay, p_lay)
         + _implied_dp_attention(lay, p_lay, args)
@@ -889,14 +889,21 @@ def _dispatch_warnings(
 
 
 def _engine_kernel_warnings(
-    m: ModelConfig, hw: HardwareSpec, engine: str, weight_dtype: str | None, components: dict
+    m: ModelConfig,
+    hw: HardwareSpec,
+    engine: str,
+    weight_dtype: str | None,
+    components: dict,
+    moe_backend: str | None = None,
 ) -> tuple[str, ...]:
     """A measured kernel of the engine far slower than another it runs for the same weights:
     MXFP4 experts (GPT-OSS's checkpoint, or ``--expert-dtype mxfp4``) under TensorRT-LLM on
     Blackwell run its measured weight-only MXFP4 MoE (``w4a16_mxfp4``: B200, 128 experts,
     top-4, 2,880 x 2,880, 0.89 ms at 64 tokens, 2.0 ms at 1,024), where its MXFP4 x MXFP8 MoE
     (``w4a8_mxfp4``) takes 0.21 and 0.39 ms (3-7x less from 1 to 4,096 tokens); SGLang's and
-    vLLM's B200 weight-only MXFP4 MoE is FlashInfer's, 0.38 and 0.68 ms."""
+    vLLM's B200 weight-only MXFP4 MoE is FlashInfer's, 0.38 and 0.68 ms. NVFP4 experts timed
+    as its CUTLASS MoE (``moe_backend`` None or ``"cutlass"``) are said with the option that
+    times TensorRT-LLM-gen's (``moe_backend="trtllm-gen"``, which says nothing)."""
     if engine != "trtllm" or not m.num_moe_layers:
         return ()
     if "experts" in components:
@@ -914,13 +921,18 @@ def _engine_kernel_warnings(
             "--expert-dtype mxfp4_mxfp8 (component_dtypes={'experts': 'mxfp4_mxfp8'}) times "
             "that one",
         )
-    if experts in ("fp4", "nvfp4"):
+    if experts in ("fp4", "nvfp4") and moe_backend != "trtllm-gen":
+        which = (
+            "its CUTLASS MoE backend as asked (--moe-backend cutlass)"
+            if moe_backend == "cutlass"
+            else "its default MoE backend (moe_config backend CUTLASS)"
+        )
         return (
             f"{m.label}'s NVFP4 experts are timed as TensorRT-LLM's CUTLASS NVFP4 MoE, the "
-            "kernel of its default MoE backend (moe_config backend CUTLASS); its TensorRT-LLM-gen "
+            f"kernel of {which}; its TensorRT-LLM-gen "
             "MoE (backend TRTLLM) takes 0.47-0.72x that time in the shipped B200 table (the "
-            "median by token count over 36,045 calls timed both ways, 1-16,384 tokens) and is "
-            "not timed by plan or search",
+            "median by token count over 36,045 calls timed both ways, 1-16,384 tokens): "
+            "--moe-backend trtllm-gen (moe_backend='trtllm-gen') times it",
         )
     return ()
 
