@@ -308,12 +308,35 @@ def chunk_load(mix: MixTiming, B: float, load: float) -> tuple[int, int, float, 
     group on the synced set: the chunk (what the decode tokens leave of ``max_tokens``), a
     prompt's chunk steps, the prompts a group starts per step and the prompt tokens they bring
     a step (``P = n isl``, ``isl`` the tokens a prompt computes)."""
-    req, isl = mix.req, mix.req.computed_tokens
-    chunk = req.chunked_prefill
-    if req.max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
-        chunk = int(max(1, min(chunk, req.max_tokens - math.ceil(B * mix.q))))
-    steps = math.ceil(isl / chunk)
-    n = load / request_steps(steps, req.osl, mix.tau)
+    req = mix.req
+    chunk, steps, n, P = chunk_rule(
+        req.computed_tokens, req.osl, req.chunked_prefill, req.max_tokens, B, load, mix.q, mix.tau
+    )
+    return int(chunk), int(steps), float(n), float(P)
+
+
+def chunk_rule(
+    isl: int,
+    osl: int,
+    chunked_prefill: int,
+    max_tokens: int | None,
+    B: Any,
+    load: Any,
+    q: float = 1.0,
+    tau: float = 1.0,
+) -> tuple[Any, Any, Any, Any]:
+    """Chunked prefill's keep-up rule, on scalars or arrays of ``B`` and ``load``: the chunk
+    (``chunked_prefill``, or what ``B`` running a group's ``q`` decode tokens each leave of
+    ``max_tokens``, at least 1), a prompt's chunk steps (``isl``: the tokens it computes), the
+    prompts a group starts per step (``load`` requests over a request's steps, ``tau`` tokens
+    a decode step) and the prompt tokens they bring a step: the prompts keep up while these
+    are at most the chunk. The plan's (:func:`chunk_load`) and the search's chunked points
+    (``search_space._chunk_rows``) are this one rule."""
+    chunk: Any = chunked_prefill
+    if max_tokens is not None:  # a chunk is what the decode tokens leave of the budget
+        chunk = np.maximum(1.0, np.minimum(float(chunked_prefill), max_tokens - np.ceil(B * q)))
+    steps = np.ceil(isl / chunk)
+    n = load / request_steps(steps, osl, tau)
     return chunk, steps, n, n * isl
 
 

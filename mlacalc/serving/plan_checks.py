@@ -22,6 +22,7 @@ from mlacalc.cost.quant import checkpoint_kv_note, component_precision, stored_w
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.models.quantization import external_quantization, format_dtype
 from mlacalc.serving.gpu_step import routed_experts_class
 from mlacalc.serving.layout import Layout, make_layout
@@ -1010,10 +1011,6 @@ def _sglang_chunks(
     return (note,) if note else ()
 
 
-#: Layer kinds that carry a recurrent state rather than every token's keys
-_RECURRENT = ("linear", "mamba", "mamba1")
-
-
 def _recurrent_prefix(m: ModelConfig, isl: int | None, hit: float, page: int) -> tuple[str, ...]:
     """A prefix hit on a model with linear-attention or Mamba layers (review10 F8): the plan
     takes the cached tokens in every layer, but those layers' caches are one state a sequence
@@ -1021,8 +1018,8 @@ def _recurrent_prefix(m: ModelConfig, isl: int | None, hit: float, page: int) ->
     said where some token is found cached."""
     cached = prefix_cached_tokens(hit, isl, page) if isl else 0
     layers = layer_pattern(m).layers
-    alone = [k.attention for k in layers if k.attention in _RECURRENT]
-    beside = sum(k.mamba and k.attention not in _RECURRENT for k in layers)
+    alone = [k.attention for k in layers if k.attention in STATE_KINDS]
+    beside = sum(k.mamba and k.attention not in STATE_KINDS for k in layers)
     if not cached or not (alone or beside):
         return ()
     said = []

@@ -18,7 +18,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
-from mlacalc.serving.figures import chunk_fluid, prompt_args, request_steps
+from mlacalc.serving.figures import chunk_fluid, chunk_rule, prompt_args, request_steps
 from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     Layout,
@@ -831,13 +831,11 @@ def _chunk_rows(
     parts: list[tuple] = []  # per budget: dec_B, pf_N, pf_q, pf_moe, pf_pre (unscaled)
     pos = 0
     for N in chunks:
-        chunk = np.full(len(Bf), float(N))
-        if req.max_tokens is not None:
-            chunk = np.maximum(1.0, np.minimum(float(N), req.max_tokens - np.ceil(Bf)))
-        steps = np.ceil(isl / chunk)
-        # prompts a group starts per step: a request runs its chunk steps, then osl - 1
-        # decode steps (mlacalc.serving.figures.request_steps)
-        P = Bf * isl / request_steps(steps, req.osl, 1.0)
+        # the plan's keep-up rule (figures.chunk_rule): the chunk, a prompt's chunk steps and
+        # the prompt tokens a group's requests bring a step (no MTP drafts in a search)
+        chunk, steps, _, P = chunk_rule(isl, req.osl, N, req.max_tokens, Bf, Bf)
+        chunk = np.broadcast_to(np.asarray(chunk, dtype=np.float64), Bf.shape)
+        steps = np.broadcast_to(np.asarray(steps, dtype=np.float64), Bf.shape)
         ok = np.flatnonzero((chunk >= P) & (steps <= MOST_CHUNK_STEPS))
         if not len(ok):
             continue
