@@ -105,8 +105,9 @@ def layout_options(f):
     type=COUNT,
     default=None,
     help="Tokens per KV page (block), the unit the prefix cache matches whole (default: the "
-    "engine's whose defaults are taken: SGLang 1, vLLM 16 (64 for MLA: FlashMLA), "
-    "TensorRT-LLM 32; 16 with none). --launch sets it.",
+    "engine's whose defaults are taken: SGLang 1 (64 for DSA, and for MLA on datacenter "
+    "Blackwell), vLLM 16 (64 for MLA where FlashMLA runs and for DSA, 128 for MLA on "
+    "datacenter Blackwell), TensorRT-LLM 32; 16 with none). --launch sets it.",
 )
 @memory_options
 @click.option(
