@@ -48,6 +48,12 @@ CASES = {  # folder(s) under a path that says nothing, extra config.json fields 
     "a user's folder, the Hub cache": (f"alice/models--meta-llama--Llama-3.3-70B-Instruct/"
                                        f"snapshots/{HASH}", {}, NAMED),
     "the family under a user": ("alice/my-llama/step_20", {}, "my-llama"),
+    # a version's folder says nothing alone (Mistral-7B/v0.3 was named v0.3): the folder above
+    # that names the model names it, with the version; a run's folders name nothing (runs)
+    "a version under a named folder": ("Mistral-7B/v0.3", {}, "mistral-7b-v0.3"),
+    "a dotted version alone": ("v1.2.0", {}, "llama"),
+    "a version spelled out": ("Llama-3.3-70B-Instruct/version_2", {}, f"{NAMED}-version-2"),
+    "a run's folders": ("runs/final/weights", {}, "llama"),
 }  # fmt: skip
 
 

@@ -487,11 +487,13 @@ GENERIC_FOLDERS = frozenset({
     "snapshots", "hub", "blobs", "cache", "huggingface", "hf_cache", "downloads", "download",
     "home", "data", "work",
 })  # fmt: skip
-#: a training step's or run's folder (checkpoint-1000, global_step500, step_20, epoch3, v2)
+#: a training step's or run's folder (checkpoint-1000, global_step500, step_20, epoch3)
 _STEP_FOLDER = re.compile(
-    r"(checkpoint|checkpoints|ckpt|global_?step|step|steps|iter|iteration|epoch|run|v|version"
-    r"|rev|revision)_?\d+"
+    r"(checkpoint|checkpoints|ckpt|global_?step|step|steps|iter|iteration|epoch|run)_?\d+"
 )
+#: a version's folder (v2, v0.3, version_1.2.0, rev3): which model it is the folder leaves
+#: unsaid, and a folder above that names the model names it with the version
+_VERSION_FOLDER = re.compile(r"(v|version|rev|revision)_?\d+(\.\d+)*")
 #: a bare size (1.5b, 70B, 8x7b, 125m): which model it is the folder leaves unsaid
 _BARE_SIZE = re.compile(r"(\d+x)?\d+(\.\d+)?[kmbt]")
 #: the Hub cache's folder of one repository, models--<org>--<name> (its / written as --)
@@ -514,6 +516,7 @@ def says_nothing(folder: str) -> bool:
         or hexadecimal
         or name in GENERIC_FOLDERS
         or _STEP_FOLDER.fullmatch(name) is not None
+        or _VERSION_FOLDER.fullmatch(name) is not None
         or _BARE_SIZE.fullmatch(name) is not None
     )
 
@@ -551,14 +554,18 @@ def _named_part(parts: list[str], families: tuple[str, ...] = ()) -> tuple[str, 
     :data:`_FOLDERS_UP` parts past the last, and the part as written: the last where it says
     something (:func:`says_nothing`), a folder above it where it names a model
     (:func:`names_a_model`: ``alice/ckpt`` is a user's folder, not a model), a Hub cache
-    folder ``models--org--name`` (``name``) at any of them. None where none of them does."""
+    folder ``models--org--name`` (``name``) at any of them. None where none of them does. A
+    version's folder under the part that names the model adds its version
+    (``Mistral-7B/v0.3``: ``Mistral-7B-v0.3``; the version alone named it ``v0.3``)."""
+    last = parts[-1].strip() if parts else ""
+    version = f"-{last}" if _VERSION_FOLDER.fullmatch(last.lower().replace("-", "_")) else ""
     for up, part in enumerate(list(reversed(parts))[: _FOLDERS_UP + 1]):
         hub = part.startswith(_HUB_REPO)
         name = part.split("--")[-1] if hub else part
         if (up == 0 or hub) and not says_nothing(name):
-            return name, part
+            return name + (version if up else ""), part
         if up and names_a_model(name, families):
-            return name, part
+            return name + version, part
     return None
 
 
@@ -604,10 +611,11 @@ def _name(
             picks.append((named[0], f"its {where} {stem!r} {nothing})"))
         else:
             hub = "the Hub cache's folder" if named[1].startswith(_HUB_REPO) else "the folder"
+            versioned = named[0] != named[1].split("--")[-1]  # Mistral-7B/v0.3
+            said = "its version" if versioned else "says nothing of the model"
             picks.append(
-                (named[0], f"{hub} {named[1]!r} above it {nothing}; its {where} {stem!r} "
-                 "says nothing of the model)")
-            )  # fmt: skip
+                (named[0], f"{hub} {named[1]!r} above it {nothing}; its {where} {stem!r} {said})")
+            )
         nothing += ")"
     picks += [(v, f"{k} {v!r}") for k, v in tried if "/" not in v and not says_nothing(v)]
     picks += [(model_type, f"model_type {model_type!r} {nothing}")]
