@@ -20,6 +20,7 @@ from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
 from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search
+from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.units import human_bytes
@@ -157,6 +158,8 @@ class PlanInputs:
     #: the engine's own memory setting in place of ``reserve`` (``mlacalc plan
     #: --engine-memory``); None: the reserve
     engine_memory: float | None = None
+    #: TensorRT-LLM's MoE backend (``mlacalc plan --moe-backend``); None: its default
+    moe_backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -339,6 +342,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         # the prefill pool's inputs and, below the mode, the prefix cache's hit
         pool = _read_prefill_pool(sc, mode) | {"prefix_cache_hit": _prefix_hit_input(c2)}
         reserve, engine_memory = _memory_inputs(sc)
+        moe_backend = _moe_backend_input(sc)
     show_notices(sc.url, seen)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     # the expert layout goes into the URL where it is not the default (a dense model: none)
@@ -371,6 +375,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         ttft=float(ttft),
         tpot=float(tpot),
         redundant_experts=int(redundant) if moe else 0,
+        moe_backend=moe_backend,
         **pool,
     )
 
@@ -469,6 +474,7 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
         kv_dtype=sc.kv_dtype,
         page_size=inputs.page,
         **memory_args(inputs),
+        **({"moe_backend": inputs.moe_backend} if inputs.moe_backend else {}),
     )
 
 
@@ -488,6 +494,27 @@ def memory_args(inputs: PlanInputs) -> dict:
     if inputs.engine_memory is not None:
         return {"memory_reserve": None, "engine_memory": inputs.engine_memory}
     return {"memory_reserve": inputs.reserve, "engine_memory": None}
+
+
+#: The MoE backend box's choices and what each passes (``plan(moe_backend=)``)
+MOE_BACKEND_CHOICES = {"CUTLASS (default)": None, "TensorRT-LLM-gen (trtllm-gen)": "trtllm-gen"}
+
+
+def _moe_backend_input(sc: Scenario) -> str | None:
+    """TensorRT-LLM's MoE backend (``mlacalc plan --moe-backend``), a box shown for a MoE model
+    under TensorRT-LLM on data-centre Blackwell only (elsewhere plan refuses it): None, its
+    default CUTLASS MoE, or ``trtllm-gen`` (nvfp4 experts timed as TensorRT-LLM-gen's)."""
+    if sc.engine != "trtllm" or not sc.model.is_moe or not device_figures(sc.device).tcgen05:
+        return None
+    label = st.selectbox(
+        "TensorRT-LLM MoE backend",
+        list(MOE_BACKEND_CHOICES),
+        key="plan_moe_backend",
+        help="moe_config.backend (from recall): TensorRT-LLM-gen's MoE times nvfp4 experts "
+        "(fp4 weights) with the B200 table's min-latency rows, 0.47-0.72x the CUTLASS MoE's "
+        "time; other experts are refused (--moe-backend trtllm-gen).",
+    )
+    return MOE_BACKEND_CHOICES[label]
 
 
 def _memory_inputs(sc: Scenario) -> tuple[float, float | None]:

@@ -646,3 +646,24 @@ def test_the_search_beside_the_plan_takes_its_engine_memory_setting():
     assert drawn[0] + drawn[1] == pytest.approx(xy(r.frontier))
     captions = " ".join(c.value for c in at.caption)
     assert "plan form's memory: TensorRT-LLM's kv_cache_free_gpu_mem_fraction 0.5" in captions
+
+
+def test_the_moe_backend_box_is_tensorrt_llms_on_blackwell():
+    """TensorRT-LLM's MoE backend (``mlacalc plan --moe-backend``): a box under TensorRT-LLM on
+    B200 only; TensorRT-LLM-gen's passes ``moe_backend="trtllm-gen"`` to plan (fp4 experts timed
+    as the min-latency class: more requests meet the targets, 437 -> 794 tokens/s per GPU)."""
+    assert not [b for b in _run(hw="H200").selectbox if b.key == "plan_moe_backend"]
+    assert not [
+        b for b in _run(engine="sglang", hw="B200").selectbox if b.key == "plan_moe_backend"
+    ]
+    at = _run(hw="B200", gpus="8", tp="8", w="fp4")
+    box = at.selectbox(key="plan_moe_backend")
+    assert box.value == "CUTLASS (default)"
+
+    def per_gpu():
+        return float(next(m.value for m in at.metric if m.label == "tokens/s per GPU"))
+
+    before = per_gpu()  # 437.1 on the CUTLASS MoE, the most requests meeting the targets
+    box.set_value("TensorRT-LLM-gen (trtllm-gen)").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert per_gpu() > 1.3 * before  # 794.1
