@@ -409,8 +409,8 @@ def test_cutlass_scaled_mm_on_hopper_runs_its_128_row_tiles_in_pairs():
     two along M (model.CUTLASS_SM90_CLUSTER_M): a call of 256 j + 1 rows runs as many tiles as
     one of 256 (j + 1) (SGLang's H100 rows at k >= 4,096: t(257) / t(512) 1.15, t(513) /
     t(768) 1.17 where t(257) / t(256) is 1.31), where cuBLAS's fp8 (TensorRT-LLM's, 0.74 of
-    t(512) at 257 rows) and Blackwell's kernel (SGLang's B200 rows: 0.93) count 128 rows a
-    tile."""
+    t(512) at 257 rows) and vLLM's Blackwell kernel (its B200 rows step at 257 rows but not at
+    513 or 769) count 128 rows a tile."""
     h100 = device_figures(load_hardware("H100-SXM"))
     prm = {**default_params("gemm"), "eff_compute": 1.0}
     # 40 column tiles: 256 rows fill 80 of the 132 SMs, 257 and 512 rows two waves
@@ -424,6 +424,55 @@ def test_cutlass_scaled_mm_on_hopper_runs_its_128_row_tiles_in_pairs():
     sm100 = kernel_terms(_gemm("fp8", ms, ns, ks, cutlass_dispatch=1), b200, prm)["compute_s"]
     # 120 tiles of 128 rows: one wave, against 160 in two
     assert cublas[1] < cublas[2] and sm100[1] < 0.6 * sm100[2]
+
+
+def test_sglang_cutlass_scaled_mm_on_blackwell_takes_its_own_tiles_in_pairs():
+    """SGLang's B200 fp8 scaled_mm (``cutlass_sm100``, model.CUTLASS_SM100_FP8_TILES): one
+    128-row tile of 64 columns at 65-128 rows (Hopper's list: two 64 x 128 tiles) and above
+    128 rows 128 x 128 tiles in pairs along M, as on Hopper: SGLang's B200 rows take one time
+    across each 256-row step (n = k = 16,384: 71-76 us at 129-256 rows, 113-122 at 257-512,
+    167-173 at 513-768). The field is set for SGLang's rows and steps, not vLLM's."""
+    b200 = device_figures(load_hardware("B200"))
+    prm = {**default_params("gemm"), "eff_compute": 1.0}
+    # 40 column tiles of 128 at 129-512 rows (148 SMs): 257 rows run 512 rows' tiles
+    ms, ns, ks = [256, 257, 512, 129], [128 * 40] * 4, [8192] * 4
+    own = kernel_terms(_gemm("fp8", ms, ns, ks, cutlass_dispatch=1, cutlass_sm100=1), b200, prm)
+    got = own["compute_s"]
+    assert got[1] == pytest.approx(got[2], rel=1e-9) and got[1] > 1.9 * got[0]
+    assert got[3] == pytest.approx(got[0], rel=1e-9)
+    # 100 rows, n = 32: one 128 x 64 tile (Hopper's list: two 64 x 128 tiles), at the rate
+    # its feed allows (2/3 on B200, model.fed_rate), its walk of K the same work
+    one = _gemm("fp8", [100], [32], [65536], cutlass_dispatch=1, cutlass_sm100=1)
+    per_sm = b200.peak("fp8") / b200.sm_count
+    want = 2.0 * 128 * 64 * 65536 / (2.0 / 3.0 * per_sm)
+    assert kernel_terms(one, b200, prm)["compute_s"][0] == pytest.approx(want, rel=1e-9)
+    # Hopper ignores the field
+    h100 = device_figures(load_hardware("H100-SXM"))
+    with_field = _gemm("fp8", ms, ns, ks, cutlass_dispatch=1, cutlass_sm100=1)
+    without = _gemm("fp8", ms, ns, ks, cutlass_dispatch=1)
+    a, b = (kernel_terms(x, h100, prm)["compute_s"] for x in (with_field, without))
+    assert np.allclose(a, b, rtol=1e-12)
+    # the mapping and a served step mark SGLang's kernel, not vLLM's
+    from mlacalc.measured.mapping import _Builder, _gemm_kernels
+    from mlacalc.timemodel.gemm_time import (
+        CUTLASS_FP8_ENGINES as CUTLASS,
+    )
+    from mlacalc.timemodel.gemm_time import (
+        CUTLASS_SM100_ENGINES,
+        CUTLASS_SM100_FIELD,
+        engine_gemm_kernel,
+    )
+
+    bld = _Builder(1)
+    for flag in (1.0, 0.0):
+        _gemm_kernels(bld, "gemm", np.arange(1), "fp8", [16.0], [64.0], [64.0], cutlass_sm100=flag)
+    assert [float(p.batch.shape[CUTLASS_SM100_FIELD][0]) for p in bld.parts] == [1.0, 0.0]
+    assert frozenset({"sglang"}) == CUTLASS_SM100_ENGINES
+    step = _gemm("fp8", [300], [4096], [4096])
+    shape = {c: v for c, v in step.shape.items() if c != "quantize_input"}
+    step = KernelBatch("gemm", "fp8", step.flops, step.bytes, step.calls, shape)
+    marks = {e: engine_gemm_kernel(step, e, b200).shape[CUTLASS_SM100_FIELD][0] for e in CUTLASS}
+    assert marks == {"sglang": 1.0, "vllm": 0.0}
 
 
 def test_cutlass_scaled_mm_tile_runs_at_its_shared_memory_feed():

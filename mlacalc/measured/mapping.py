@@ -123,6 +123,8 @@ from mlacalc.timemodel.dsa_time import (
 from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_conv
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import (
+    CUTLASS_SM100_ENGINES,
+    CUTLASS_SM100_FIELD,
     MLA_QUANT_CTAS,
     PER_TENSOR_BMM,
     QUANT_SM_BOUND_ENGINES,
@@ -429,6 +431,7 @@ def _gemm_kernels(
     quant_sm_bound=0.0,
     quant_ctas=0.0,
     cutlass_dispatch=0.0,
+    cutlass_sm100=0.0,
     scale_convert=0.0,
     scale_unaligned=0.0,
     host_wrapper=0.0,
@@ -441,7 +444,8 @@ def _gemm_kernels(
     ``quant_ctas`` small CTAs a row
     and group, SGLang's MLA BMM's, :data:`~mlacalc.timemodel.gemm_time.MLA_QUANT_CTAS`;
     ``cutlass_dispatch = 1`` where
-    the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks) or 1x128 blocks
+    the GEMM is CUTLASS's ``scaled_mm``, whose tile the row count picks; ``cutlass_sm100 = 1``
+    where its Blackwell kernel takes ``gemm_time.CUTLASS_SM100_FP8_TILES``) or 1x128 blocks
     (``quant_group = 128``, one pass; ``quant_permute = 1`` when the quantize also permutes
     heads and tokens, as the fp8 MLA BMMs do; ``scale_convert = 1`` where the call hands
     DeepGEMM fp32 scales: :data:`FP32_SCALE_DEEPGEMM_SOURCES`; ``scale_unaligned = 1`` where a
@@ -469,6 +473,7 @@ def _gemm_kernels(
             "quant_sm_bound": quant_sm_bound * np.ones_like(m),
             "quant_ctas": quant_ctas * g * m,
             "cutlass_dispatch": cutlass_dispatch * np.ones_like(m),
+            CUTLASS_SM100_FIELD: cutlass_sm100 * np.ones_like(m),
         }
     elif dtype == "fp8_block":
         nbytes = nbytes + 4.0 * g * (
@@ -574,6 +579,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 amax_atomics=atomics,
                 quant_sm_bound=float(t.engine in QUANT_SM_BOUND_ENGINES),
                 cutlass_dispatch=cutlass[sel],
+                cutlass_sm100=cutlass[sel] * float(t.engine in CUTLASS_SM100_ENGINES),
                 scale_convert=convert[sel],
                 scale_unaligned=unaligned[sel],
                 host_wrapper=wrapper[sel],

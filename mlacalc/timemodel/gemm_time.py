@@ -38,6 +38,9 @@ __all__ = [
     "BLOCK_STAND_IN",
     "CONVERT_KERNELS",
     "CUTLASS_FP8_ENGINES",
+    "CUTLASS_SM100_ENGINES",
+    "CUTLASS_SM100_FIELD",
+    "CUTLASS_SM100_FP8_TILES",
     "GEMM_TILES",
     "MLA_QUANT_CTAS",
     "MLA_QUANT_CTA_CYCLES",
@@ -220,26 +223,48 @@ RESIDENT_TILES_BY_DTYPE = {"w4a16": 2.0, "w8a16": 2.0}
 #: ``cutlass_dispatch``): (most rows, tile rows, tile columns), the first that holds m; it never
 #: splits K. The measured H100 rows step where the tile changes: n = 128, k = 65,536 take
 #: 47-54 us at m <= 64, 67-101 us at 65-128 and 167-197 us at 129-257 (cuBLAS's fp8, which
-#: splits K: 18-64 us), one tile walking all of K on each of two SMs. Blackwell's rows do not
-#: show these steps (its sm100 kernels' dispatch is not known here); the same rule is kept
-#: there: it fits B200's rows as well (SGLang 9.4% -> 8.7% median) and the fits carry across
-#: the two devices better than with cuBLAS's rule on B200 (H100 from B200's fit: SGLang 18.4%
-#: -> 11.4%, vLLM 17.5% -> 12.1%).
+#: splits K: 18-64 us), one tile walking all of K on each of two SMs. Blackwell's kernels take
+#: their own list (:data:`CUTLASS_SM100_FP8_TILES`), which this one had stood in for (it fit
+#: B200's rows better than cuBLAS's rule: SGLang 9.4% -> 8.7% median; H100 from B200's fit:
+#: SGLang 18.4% -> 11.4%, vLLM 17.5% -> 12.1%).
 CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128.0, 128.0))
 
-#: Tiles along M a cluster of CUTLASS's Hopper fp8 ``scaled_mm`` holds above
-#: ``CUTLASS_CLUSTER_FROM_M`` rows (its 128 x 128 tile, :data:`CUTLASS_SM90_FP8_TILES`): the
-#: kernel's grid of tiles along M is rounded up to whole clusters, so a call of ``256 j + 1``
-#: rows runs as many 128-row tiles as one of ``256 (j + 1)``, the padded tile walking K on
-#: zero-filled rows (no more HBM bytes). The cluster of two CTAs along M sharing each weight
-#: tile's TMA load (multicast) and the grid's rounding up to whole clusters are from recall of
-#: sgl-kernel's sm90 ``fp8_scaled_mm`` configs and CUTLASS 3's sm90 tile scheduler, not read
-#: from a source here; the rows show it: at k >= 4,096, SGLang's and vLLM's H100 rows take
-#: 1.31 / 1.37 times as long at 257 rows as at 256 and 1.15 / 1.11 times at 257 as at 512
-#: (medians over n; 513 / 768: 1.17 / 1.12), where cuBLAS's fp8 and bf16 (TensorRT-LLM's,
-#: 0.74 of t(512) at 257 rows) count 128 rows a tile, and every odd count within a tile
-#: (49, 81, 97, 113, 161, 225 rows) costs nothing. B200's rows do not show it (SGLang 0.93,
-#: vLLM 0.81 of t(512) at 257 rows): Hopper only.
+#: The same list for sgl-kernel's ``fp8_scaled_mm`` on data-centre Blackwell (``tcgen05``;
+#: the rows of :data:`CUTLASS_SM100_ENGINES`, shape field :data:`CUTLASS_SM100_FIELD`): a call
+#: of 65-128 rows runs one 128-row tile of 64 columns (the MMA's M = 128 shape) where Hopper's
+#: runs two 64-row tiles of 128 columns, and above 128 rows 128 x 128 tiles in pairs along M
+#: (:data:`CUTLASS_SM90_CLUSTER_M`, as on Hopper). Read from the rows, not from the kernel's
+#: source (its sm100 dispatch was not read): at k >= 4,096 SGLang's B200 rows take one time
+#: across each 256-row step above 128 rows (n = k = 16,384: 71-76 us at 129-256 rows, 113-122
+#: at 257-512, 167-173 at 513-768), and medians over n and k step at every 256 j + 1 rows
+#: (t(257) / t(256) 1.39, t(513) / t(512) 1.20, t(769) / t(768) 1.13; t(257) / t(512) 0.93,
+#: predicted 0.87 before and 0.92 with the pairs). vLLM's B200 CUTLASS rows step at 257 rows
+#: (1.30) but not at 513 or 769 (1.02): no pairs above 256 rows, another kernel; they keep
+#: Hopper's list unpaired (the pairs there: vLLM's B200 fitted 7.1% -> 7.0% but from H100
+#: 8.2% -> 8.5%). Tried and not kept: a 128-row tile at every row count (SGLang's B200
+#: fitted median 8.6% -> 10.3%: its few-row rows walk K as a 64 x 64 tile does), a 128 x 64
+#: tile from 129 to 256 rows (fitted 8.3%, but H100 from B200's fit 10.8% -> 11.5%), and
+#: Hopper's list in pairs (H100 from B200's fit 10.6%, where this list gives 8.8%):
+#: docs/time-model.md.
+CUTLASS_SM100_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 128.0, 64.0), (np.inf, 128.0, 128.0))
+CUTLASS_SM100_FIELD = "cutlass_sm100"
+CUTLASS_SM100_ENGINES = frozenset({"sglang"})
+
+#: Tiles along M a cluster of CUTLASS's fp8 ``scaled_mm`` holds above ``CUTLASS_CLUSTER_FROM_M``
+#: rows (its 128 x 128 tile, :data:`CUTLASS_SM90_FP8_TILES`, :data:`CUTLASS_SM100_FP8_TILES`):
+#: the kernel's grid of tiles along M is rounded up to whole clusters, so a call of
+#: ``256 j + 1`` rows runs as many 128-row tiles as one of ``256 (j + 1)``, the padded tile
+#: walking K on zero-filled rows (no more HBM bytes). The cluster of two CTAs along M sharing
+#: each weight tile's TMA load (multicast) and the grid's rounding up to whole clusters are
+#: from recall of sgl-kernel's sm90 ``fp8_scaled_mm`` configs and CUTLASS 3's sm90 tile
+#: scheduler, not read from a source here; the rows show it: at k >= 4,096, SGLang's and
+#: vLLM's H100 rows take 1.31 / 1.37 times as long at 257 rows as at 256 and 1.15 / 1.11
+#: times at 257 as at 512 (medians over n; 513 / 768: 1.17 / 1.12), where cuBLAS's fp8 and
+#: bf16 (TensorRT-LLM's, 0.74 of t(512) at 257 rows) count 128 rows a tile, and every odd
+#: count within a tile (49, 81, 97, 113, 161, 225 rows) costs nothing. SGLang's B200 kernel
+#: pairs its 128-row tiles too (on ``tcgen05`` likely the two-SM MMA, ``cta_group::2``, a
+#: 256-row tile over a pair of SMs; from recall): its rows' times are flat across each 256-row
+#: step (:data:`CUTLASS_SM100_FP8_TILES`); vLLM's B200 rows are not (Hopper only there).
 CUTLASS_SM90_CLUSTER_M = 2.0
 CUTLASS_CLUSTER_FROM_M = 128.0
 
@@ -497,6 +522,8 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
     if "cutlass_dispatch" in batch.shape or engine not in CUTLASS_FP8_ENGINES:
         return batch
     shape = {**batch.shape, "cutlass_dispatch": np.ones(len(batch))}
+    # its kernel's Blackwell tiles where the engine's differ from Hopper's (CUTLASS_SM100_FP8_TILES)
+    shape[CUTLASS_SM100_FIELD] = float(engine in CUTLASS_SM100_ENGINES) * np.ones(len(batch))
     if engine in QUANT_SM_BOUND_ENGINES:  # its quantize's passes per SM and clock
         shape["quant_sm_bound"] = np.ones(len(batch))
     return dataclasses.replace(batch, shape=shape)
@@ -529,6 +556,13 @@ class _Call:
     weight: np.ndarray
     warm: np.ndarray
     resident_share: np.ndarray
+
+
+def _dispatched(listed, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (rows, columns) of the tile a CUTLASS dispatch list (most rows, tile rows, tile
+    columns) gives each row count: the first entry that holds it."""
+    pick = np.searchsorted(np.asarray([t[0] for t in listed]), m, side="left")
+    return np.asarray([t[1] for t in listed])[pick], np.asarray([t[2] for t in listed])[pick]
 
 
 def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Call:
@@ -585,19 +619,20 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         rate = np.where(stand_in, fed_rate(tm, tn, reuse), rate)
     disp = col(batch, "cutlass_dispatch", 0) > 0
     if disp.any():
-        # a kernel whose tile the row count picks (CUTLASS_SM90_FP8_TILES): that tile for
-        # every candidate, K never split
-        most_m = np.asarray([t[0] for t in CUTLASS_SM90_FP8_TILES])
-        pick = np.searchsorted(most_m, m, side="left")
-        dm = np.asarray([t[1] for t in CUTLASS_SM90_FP8_TILES])[pick]
-        dn = np.asarray([t[2] for t in CUTLASS_SM90_FP8_TILES])[pick]
+        # a kernel whose tile the row count picks (CUTLASS_SM90_FP8_TILES; SGLang's on
+        # tcgen05 CUTLASS_SM100_FP8_TILES): that tile for every candidate, K never split
+        sm100 = (col(batch, CUTLASS_SM100_FIELD, 0) > 0) & fig.tcgen05
+        dm, dn = _dispatched(CUTLASS_SM90_FP8_TILES, m)
+        if sm100.any():
+            dm100, dn100 = _dispatched(CUTLASS_SM100_FP8_TILES, m)
+            dm, dn = np.where(sm100, dm100, dm), np.where(sm100, dn100, dn)
         tm, tn = np.where(disp, dm, tm), np.where(disp, dn, tn)
         rate = np.where(disp, fed_rate(dm, dn, reuse), rate)
         can_split = can_split & ~disp
-        if not fig.tcgen05:
-            # Hopper's kernel above 128 rows: its 128-row tiles in clusters along M
-            # (CUTLASS_SM90_CLUSTER_M)
-            cluster_m = np.where(disp & (m > CUTLASS_CLUSTER_FROM_M), CUTLASS_SM90_CLUSTER_M, 1.0)
+        # Hopper's kernel (and SGLang's on tcgen05) above 128 rows: its 128-row tiles in
+        # clusters along M (CUTLASS_SM90_CLUSTER_M)
+        paired = disp & (m > CUTLASS_CLUSTER_FROM_M) & (sm100 | (not fig.tcgen05))
+        cluster_m = np.where(paired, CUTLASS_SM90_CLUSTER_M, 1.0)
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
     weight = groups * n * k * elem_bytes(batch.dtype)
     # a warm replay keeps the weights resident when all the copies the caller cycles through

@@ -45,7 +45,8 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   (atomics by which a per-tensor amax folds its blocks, one a token, into its one scale),
   ``quant_sm_bound`` (1 = the quantize moves its bytes per SM and clock: vLLM's),
   ``cutlass_dispatch`` (1 = CUTLASS's ``scaled_mm``, whose tile the row count picks: SGLang's
-  and vLLM's per-tensor fp8 GEMM);
+  and vLLM's per-tensor fp8 GEMM), ``cutlass_sm100`` (1 = its Blackwell kernel takes its own
+  tiles, ``gemm_time.CUTLASS_SM100_FP8_TILES``: SGLang's);
 - attention classes: ``kv_bytes`` (bytes per cached element), ``page_size``, ``sinks``,
   ``preprocess_bytes`` (RoPE and cache-append traffic inside ``bytes``), ``rope_elements``,
   ``kv_reads`` (cache passes from HBM: 2 = K and V, 1 = K alone), ``head_pack`` (the most
