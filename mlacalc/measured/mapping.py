@@ -1729,7 +1729,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     sg = sg & ~tuned
     row_tile = np.where(sg, sg_rows, row_tile)
     # TensorRT-LLM-gen's MoE kernels (TensorRT-LLM's B200 w4a8 and min-latency nvfp4 rows,
-    # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM, its fp4 and weight-only kernels)
+    # FlashInfer's TensorRT-LLM MoE under SGLang and vLLM, its fp4, weight-only and block-scaled
+    # fp8 kernels)
     # size their row tile by the mean load, from 8 rows up to the dtype's largest tile
     # (:func:`~mlacalc.timemodel.moe_time.trtllm_gen_row_tile`, ``TRTLLM_GEN_MAX_TILE``)
     srcs = source.astype(str)
@@ -1789,9 +1790,10 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
         all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
         # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate, every routed pair streamed
-        # (moe_time.BF16_RATE_MOE, PAIR_STREAM_MOE); its bf16, fp8 ones' 8-row tile (GEN_ROWS8_MOE)
+        # (moe_time.BF16_RATE_MOE, PAIR_STREAM_MOE); its bf16, fp8 ones' 8-row tile (GEN_ROWS8_MOE;
+        # the block-scaled one's row tile is the mean load's, above)
         bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
-        gen_rows8=(flashinfer & np.isin(dt, ["bf16", "fp8", "fp8_block"]))[ok].astype(np.float64),
+        gen_rows8=(flashinfer & np.isin(dt, ["bf16", "fp8"]))[ok].astype(np.float64),
         pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),

@@ -313,9 +313,24 @@ TRTLLM_GEN_FP4 = ("nvfp4", "w4a8_mxfp4")
 #: int4 7.8% / 25.4% -> 6.3% / 21.9%, MXFP4 7.3% / 23.0% -> 7.1% / 22.4%, vLLM's MXFP4 8.1% /
 #: 19.8% -> 6.4% / 21.9%; with 16 alone 7.0%, 7.1%, 7.3%; with 64 6.4%, 9.0%, 7.9%; with 128
 #: 9.1%, 9.5%, 10.8%; with 256 12.5%, 11.9%, 13.3%). The kernels' own lists are not at hand.
-#: The 8- and 16-bit kernels fit better with a cap of 128 too (docs/time-model.md, "Where it is
-#: still off") but are left with the fastest tile: their classes from H100's fit do worse.
-TRTLLM_GEN_MAX_TILE = {"nvfp4": 256.0, "w4a8_mxfp4": 256.0, "w4a16": 32.0, "w4a16_mxfp4": 32.0}
+#: The block-scaled fp8 kernel (SGLang's and vLLM's B200 class of that dtype) 64 rows, the
+#: range its callers clamp ``tile_tokens_dim`` to for it (8-64, as recalled: no copy of their
+#: source at hand) and the cap that fits both engines' rows best (the table kind's median / p90,
+#: SGLang then vLLM: the library's tile 10.0% / 28.8% and 7.9% / 27.4%; with 32 rows 9.8% /
+#: 27.7% and 7.5% / 25.9%; with 64 9.7% / 26.5% and 7.4% / 25.5%; with 128 9.3% / 25.9% and
+#: 7.8% / 27.8%): the rows of
+#: ranks that compute almost nothing grow with the tokens entering the rank as a tile sized by
+#: every routed pair grows (docs/time-model.md, "FlashInfer's block-scaled fp8 MoE sizes its row
+#: tile by the mean load"). Its bf16 and per-tensor fp8 kernels fit better with a cap of 128
+#: too but are left with the fastest tile: their classes from H100's fit do worse
+#: (docs/time-model.md, "Where it is still off").
+TRTLLM_GEN_MAX_TILE = {
+    "nvfp4": 256.0,
+    "w4a8_mxfp4": 256.0,
+    "w4a16": 32.0,
+    "w4a16_mxfp4": 32.0,
+    "fp8_block": 64.0,
+}
 
 #: The smallest row tile of TensorRT-LLM-gen's MoE kernels (:func:`trtllm_gen_row_tile`): 8
 #: rows (``tile_tokens_dim`` clamped to 8 at least, as recalled: no copy of the source at hand;
@@ -329,11 +344,12 @@ TRTLLM_GEN_MAX_TILE = {"nvfp4": 256.0, "w4a8_mxfp4": 256.0, "w4a16": 32.0, "w4a1
 TRTLLM_GEN_MIN_TILE = 8.0
 
 #: The shape column of a MoE of TensorRT-LLM-gen's kernels whose tile the model leaves to the
-#: library's list (not :data:`TRTLLM_GEN_TILE`'s): FlashInfer's TensorRT-LLM MoE of bf16,
-#: per-tensor fp8 and block-scaled fp8 (SGLang's and vLLM's B200 classes of those dtypes,
-#: :data:`TRTLLM_MOE`; set by the mapping on those rows and by :func:`engine_moe_tiles` on a
-#: step). The same kernels' smallest row tile, 8 rows (:data:`TRTLLM_GEN_MIN_TILE`), is among
-#: their tiles (:func:`moe_terms`). Their rows of one token were predicted 15-30% slow (signed
+#: library's list (not :data:`TRTLLM_GEN_TILE`'s): FlashInfer's TensorRT-LLM MoE of bf16 and
+#: per-tensor fp8 (SGLang's and vLLM's B200 classes of those dtypes, :data:`TRTLLM_MOE`; set by
+#: the mapping on those rows and by :func:`engine_moe_tiles` on a step; its block-scaled fp8
+#: kernel had it too until it took the mean-load tile, :data:`TRTLLM_GEN_MAX_TILE`). The same
+#: kernels' smallest row tile, 8 rows (:data:`TRTLLM_GEN_MIN_TILE`), is among their tiles
+#: (:func:`moe_terms`). Their rows of one token were predicted 15-30% slow (signed
 #: median: vLLM bf16 +15.3%, SGLang block-scaled fp8 +29.4%); with the tile and the classes
 #: refitted they move up to 2.5 points (SGLang bf16's 0.3 away: the fixed cost rose), those of
 #: 2-16 tokens 0.7-1.8 points toward 0; the classes' fitted medians fall 0.1-0.5 points,
@@ -351,9 +367,10 @@ def trtllm_gen_row_tile(
     The measured B200 rows of the fp4 kernels step up by 1.2-1.8x where that mean passes 16,
     64 and 128, at every expert count, under TensorRT-LLM (w4a8 MXFP4, min-latency nvfp4),
     SGLang and vLLM (FlashInfer's TensorRT-LLM MoE, nvfp4 and w4a8 MXFP4) alike; the engines'
-    weight-only kernels follow it up to 32 rows. Their bf16 and fp8 kernels keep the fastest
-    tile (with the fp4 kernels' 256 vLLM's bf16 and block-scaled fp8 fits got worse, 7.0% ->
-    9.6% and 9.9% -> 12.6% median; with 128 they fit better, but their H100 stand-ins worse)."""
+    weight-only kernels follow it up to 32 rows, their block-scaled fp8 kernel up to 64. Their
+    bf16 and per-tensor fp8 kernels keep the fastest tile (with the fp4 kernels' 256 vLLM's bf16
+    and block-scaled fp8 fits got worse, 7.0% -> 9.6% and 9.9% -> 12.6% median; with 128 they
+    fit better, but their H100 stand-ins worse)."""
     per_expert = np.maximum(np.floor(tokens * topk / np.maximum(experts, 1.0)), 1.0)
     return np.clip(2.0 ** np.ceil(np.log2(per_expert)), TRTLLM_GEN_MIN_TILE, most)
 
@@ -520,8 +537,8 @@ MARLIN_TILE = {
 
 TRTLLM_GEN_TILE = {
     ("trtllm", "tcgen05"): ("w4a8_mxfp4",),
-    ("sglang", "tcgen05"): (*TRTLLM_GEN_FP4, "w4a16", "w4a16_mxfp4"),
-    ("vllm", "tcgen05"): (*TRTLLM_GEN_FP4, "w4a16_mxfp4"),
+    ("sglang", "tcgen05"): (*TRTLLM_GEN_FP4, "w4a16", "w4a16_mxfp4", "fp8_block"),
+    ("vllm", "tcgen05"): (*TRTLLM_GEN_FP4, "w4a16_mxfp4", "fp8_block"),
 }
 
 
