@@ -17,6 +17,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.words.kernels import KernelBatch
 
 REF = MEASURED
+M_CLOCKS = attention_time.MMHA_FALLBACK_CLOCKS
 H100 = device_figures(load_hardware("H100-SXM"))
 
 
@@ -121,6 +122,64 @@ def test_query_heads_beyond_the_pack_run_in_sm_clocks_whatever_the_cache():
             assert got == pytest.approx(want, rel=0.02)  # the products' FLOPs are beside it
 
 
+def test_trtllm_bf16_grouped_decode_runs_mmha_below_xqa_block_threshold(monkeypatch):
+    # TensorRT-LLM runs its bf16 grouped decode as XQA only where batch x KV heads x
+    # max(1, cached keys // 128) x 4 reaches the SMs (H100: 33 blocks); below, MMHA's units a
+    # query head (the MMHA_FALLBACK_* clocks); Hopper's fp8 XQA and Blackwell's kernel always
+    b200 = device_figures(load_hardware("B200"))
+    prm = _params(seq_s=3e-6, block_s=1e-6, mmha_s=2e-6)
+    rows = _decode("bf16", batch=[8.0, 16.0], n_heads=8.0, n_kv=1.0, kv_len=512.0)
+    assert list(attention_time.xqa_dispatched(rows, H100)) == [False, True]
+    got = M.kernel_terms(rows, H100, prm)
+    units, elements = 8.0 * 8.0, 8.0 * 8.0 * 512.0 * 128.0 * 2.0
+    busy = 2.0 * units  # its keys split in two parts of 256 (32,768 key elements each)
+    want = (
+        attention_time.MMHA_FALLBACK_UNIT_CLOCKS * units / H100.sm_count
+        + attention_time.MMHA_FALLBACK_CLOCKS * elements / min(busy, H100.sm_count)
+    ) / H100.clock_hz
+    assert got["compute_s"][0] == pytest.approx(want, rel=0.02)
+    # the MMHA call's own fixed part (mmha_s, at H100's clock: the reference)
+    assert got["extra_s"][0] - got["extra_s"][1] == pytest.approx(2e-6, rel=0.01)
+    # the same shape with an fp8 cache (Hopper's fp8 XQA) or on B200 keeps its grouped unit:
+    # the MMHA clocks do not reach it
+    others = [(d, f) for d, f in (("fp8", H100), ("bf16", b200), ("fp8", b200))]
+    one = [_decode(d, batch=8.0, n_heads=8.0, n_kv=1.0, kv_len=512.0) for d, _ in others]
+    before = [M.kernel_terms(k, f, prm)["seconds"][0] for k, (_, f) in zip(one, others)]
+    mmha = M.kernel_terms(rows, H100, prm)["seconds"]
+    monkeypatch.setattr(attention_time, "MMHA_FALLBACK_CLOCKS", 10 * M_CLOCKS)
+    after = [M.kernel_terms(k, f, prm)["seconds"][0] for k, (_, f) in zip(one, others)]
+    assert after == pytest.approx(before, rel=1e-12)
+    moved = M.kernel_terms(rows, H100, prm)["seconds"]
+    assert moved[0] > 2.0 * mmha[0] and moved[1] == pytest.approx(mmha[1], rel=1e-12)
+
+
+def test_h100_bf16_grouped_rows_below_xqas_threshold_time_as_mmha(generation_tables):
+    # H100's bf16 grouped rows (2-32 query heads a KV head) under XQA's block threshold whose
+    # MMHA units, a query head each, fill the SMs (batch x query heads 257-512): MMHA's
+    # clocks a unit and element put them at a median 10% fast, where XQA's one unit a KV head
+    # had them 36% fast (one KV head, 512 keys, 8 sequences of 12-16 heads: 25.4 us measured)
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    t, mapped = generation_tables["h100_sxm"]
+    c = t.columns
+    group = c["num_heads"] / c["num_key_value_heads"]
+    blocks = c["batch_size"] * c["num_key_value_heads"] * np.maximum(1, (c["step"] + 1) // 128)
+    units = c["batch_size"] * c["num_heads"]
+    sel = (
+        (group > 1)
+        & (group <= 32)
+        & (blocks * attention_time.XQA_MIN_BLOCK_FACTOR < H100.sm_count)
+        & (units > 256)
+        & (units <= 512)
+        & (c["kv_cache_dtype"] != "fp8")
+    )
+    assert sel.sum() >= 200
+    pred = predict_mapped(mapped, "H100-SXM", load_profile("default"))
+    err = pred[sel] / t.seconds[sel] - 1.0
+    assert np.median(np.abs(err)) < 0.2
+
+
 def test_trtllm_further_kernels_take_a_read_time():
     # B200's rows all run the same three kernels, so its fits split the floor between fixed_s
     # and launch_s at will (fp8 10.8 + 2 x 0 us); a further kernel of TensorRT-LLM's own decode
@@ -199,8 +258,8 @@ def test_head_dim_192_runs_as_256_and_sm90_tiles_of_eight_rows():
     fp8 = _decode("fp8", no_flops=True, batch=1.0, n_kv=1.0, n_heads=heads, kv_len=64.0)
     g = M.kernel_terms(fp8, H100, _params(**prm))["compute_s"]
     assert g[1] == pytest.approx(2.0 * g[0], rel=1e-9)
-    # bf16 (mma.sync XQA): both within one 16-row tile
-    bf16 = _decode("bf16", no_flops=True, batch=1.0, n_kv=1.0, n_heads=heads, kv_len=64.0)
+    # bf16 (mma.sync XQA, at enough sequences to run it): both within one 16-row tile
+    bf16 = _decode("bf16", no_flops=True, batch=64.0, n_kv=1.0, n_heads=heads, kv_len=64.0)
     g = M.kernel_terms(bf16, H100, _params(**prm))["compute_s"]
     assert g[1] == pytest.approx(g[0], rel=1e-9)
 
@@ -615,8 +674,10 @@ def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
     # SM doubles a clock (0.5 of the fitted work), H20's cut tensor cores quarter (4x); A100
     # (other tile rules, other kernels), a kernel the table names as another (a variant) and
     # TensorRT-LLM's XQA (head_pack 32) keep the fitted work
+    # (8 sequences of 8 KV heads at 128 keys: enough blocks for TensorRT-LLM's XQA,
+    # attention_time.xqa_dispatched)
     prm = _params(seq_s=2e-6, block_s=3e-7, wave_s=1e-6)
-    b = _decode(no_flops=True, batch=[1.0, 64.0, 512.0], kv_len=[128.0, 4096.0, 65536.0])
+    b = _decode(no_flops=True, batch=[8.0, 64.0, 512.0], kv_len=[128.0, 4096.0, 65536.0])
     zero = np.zeros(len(b))
     packing = KernelBatch(
         b.kind, b.dtype, b.flops, b.bytes, b.calls, {**b.shape, "head_pack": zero}

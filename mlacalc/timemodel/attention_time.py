@@ -209,6 +209,22 @@ PACKING_DECODE = frozenset({"sglang", "vllm"})
 #: its source); beyond them each query head runs a unit of its own (the masked MHA kernel)
 XQA_HEAD_PACK = 32
 
+#: TensorRT-LLM's choice between its grouped decode kernel (XQA) and the masked MHA kernel
+#: (MMHA, a unit a query head) for a bf16 cache: XQA only where its blocks, ``batch x KV heads
+#: x max(1, floor(cached keys / XQA_HISTORY_TOKENS))``, times ``XQA_MIN_BLOCK_FACTOR`` reach
+#: the SM count (132 on H100: 33 blocks), as recalled of its XQA runner's ``shouldUse``
+#: heuristic (``kMinHistoryTokensPerBlock`` 128, ``kEnableMinBlockFactor`` 4; not checked
+#: against a stored copy of the source). H100's bf16 rows switch there: one KV head, head dim
+#: 128, 2-16 query heads, 512 cached keys, 8 sequences (32 blocks) take 15.3-15.8 us (25.4 at
+#: 12 and 16 heads, as MMHA's units a query head fill the SMs) and 16 sequences (64) 11.9-12.4
+#: at every head count; 2,048 keys, 2 sequences 16.1-16.5 (27.3 at 16 heads), 4 sequences
+#: 13.2-13.9; 128 keys, 32 sequences 11.0-19.2 by head count, 64 sequences 9.6-10.1. Hopper's
+#: fp8-cache XQA kernel runs at every shape (the fp8 rows show no switch: 512 keys, 8 and 16
+#: sequences 7.6-8.3 us alike), and the TensorRT-LLM-gen kernel on data-centre Blackwell is
+#: another dispatch.
+XQA_MIN_BLOCK_FACTOR = 4.0
+XQA_HISTORY_TOKENS = 128.0
+
 #: Elementwise kernels SGLang runs over the query before its TensorRT-LLM-gen attention kernel
 #: (``trtllm_mha``, Blackwell) with an fp8 cache, which takes an fp8 query: read from SGLang's
 #: B200 rows, not from its source. Its fp8 rows take 6.4 us more than its bf16 rows of the same
@@ -1297,6 +1313,22 @@ def _local_window_s(batch: KernelBatch, prm: dict[str, float], share: np.ndarray
     return col(batch, "local_window", 0) * prm["local_unit_s"] * np.maximum(share, 1.0)
 
 
+def _trtllm_own_decode(batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray) -> np.ndarray:
+    """Rows of TensorRT-LLM's own XQA / MMHA decode kernels (``head_pack`` over 0, no variant,
+    not the TensorRT-LLM-gen kernel of data-centre Blackwell)."""
+    return (pack > 0) & (not batch.variant) & (not _trtllm_gen_decode(batch, fig))
+
+
+def xqa_dispatched(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
+    """Per row of a decode batch: whether TensorRT-LLM would run its grouped XQA kernel by
+    its block count (:data:`XQA_MIN_BLOCK_FACTOR`); True for every other kernel."""
+    a = attention_shape(batch)
+    pack = col(batch, "head_pack", XQA_HEAD_PACK)
+    blocks = a["b"] * a["n_kv"] * np.maximum(1.0, np.floor(a["kv"] / XQA_HISTORY_TOKENS))
+    enough = blocks * XQA_MIN_BLOCK_FACTOR >= fig.sm_count
+    return ~_trtllm_own_decode(batch, fig, pack) | enough
+
+
 def decode_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -1314,6 +1346,12 @@ def decode_terms(
     pack = col(batch, "head_pack", XQA_HEAD_PACK)
     within = (pack <= 0) | (group <= pack)
     grouped = (group > 1) & within
+    sm90 = batch.dtype.startswith("fp8") & grouped & fig.sm90_or_later  # CC >= 9.0 (Hopper on)
+    # TensorRT-LLM runs its bf16 grouped decode as MMHA, a unit a query head, where XQA would
+    # have too few blocks (xqa_dispatched; Hopper's fp8 XQA runs at every shape): those rows
+    # take the units beyond ``head_pack`` take (_mmha_fallback_s)
+    within = within & (sm90 | xqa_dispatched(batch, fig))
+    grouped = (group > 1) & within
     heads_units = np.where(grouped, b * n_kv, b * heads)
     # multi-block mode: while the units leave the SMs' resident slots idle, each unit's keys
     # are split into parts of at least DECODE_SPLIT_KEYS keys; a reduction kernel merges them
@@ -1322,7 +1360,6 @@ def decode_terms(
     # their splits before the window finding no keys; the packing kernels, ``head_pack`` 0,
     # find the window's key blocks first and split those: FlashAttention-3's windowed decode
     # takes as long at 131,072 cached keys as at 128)
-    sm90 = batch.dtype.startswith("fp8") & grouped & fig.sm90_or_later  # CC >= 9.0 (Hopper on)
     window_split = sm90 | (pack <= 0)
     sms = fig.sm_count
     split_keys = np.where(window_split, kv_eff, a["kv"])
@@ -1428,6 +1465,10 @@ def decode_terms(
     out["extra_s"] = out["extra_s"] + _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
     out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm)
     out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
+    # TensorRT-LLM's MMHA call (MHA, or grouped queries it does not run as XQA) takes
+    # ``mmha_s`` more than its XQA call
+    mmha = ~grouped & _trtllm_own_decode(batch, fig, pack)
+    out["extra_s"] = out["extra_s"] + np.where(mmha, prm["mmha_s"], 0.0)
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
     # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head

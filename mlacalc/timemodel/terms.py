@@ -74,6 +74,7 @@ CLOCKED = (
     "merge_s",
     "wave_s",
     "token_row_s",
+    "mmha_s",
 )
 #: The clocked terms of a collective: its fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol), its bulk copies' synchronisation per step and its per-step wait
@@ -153,6 +154,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
+    "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
 }
 
@@ -219,6 +221,8 @@ DEFAULTS: dict[str, float] = {
     # a combine class fitted before the reduction term (comm_time) has none
     "reduce_s": 0.0,
     "merge_s": 0.0,
+    # TensorRT-LLM's MMHA decode call as long as its XQA call where no fit saw both
+    "mmha_s": 0.0,
     # a further wave of resident decode units costs 1 us per 8 query rows and 1024 of head
     # dim (between the fitted XQA figures)
     "wave_s": 1e-6,
@@ -333,6 +337,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_share",
         "l2_speedup",
         "local_unit_s",
+        "mmha_s",
     ),
     "mla_decode": (
         "eff_compute",
