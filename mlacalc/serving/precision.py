@@ -34,6 +34,7 @@ from mlacalc.cost.quant import (
 )
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import COMPONENTS, format_dtype
+from mlacalc.models.tensors import tensors
 from mlacalc.serving.layout import (
     NORM_BITS,
     Layout,
@@ -160,6 +161,24 @@ def component_of(name: str, part: str) -> str | None:
     return {"layer": "attention", "dense_ffn": "dense_ffn"}.get(part)
 
 
+#: Bits of a routed expert's bias (GPT-OSS's ``gate_up_proj_bias``, ``down_proj_bias``): bf16
+#: in the checkpoint, kept so under any ``--expert-dtype`` (a bias is added to a GEMM's output,
+#: never block-quantized with its weight).
+BIAS_BITS = 16
+
+
+def expert_bias_share(m: ModelConfig) -> float:
+    """The share of the routed experts' parameters that are biases (0 for a model without
+    them): every expert holds the same, so any GPU's experts hold this share of biases."""
+    weights = biases = 0
+    for t in tensors(m):
+        if t.role == "experts":
+            weights += t.numel
+        elif t.role == "expert_bias":
+            biases += t.numel
+    return biases / (weights + biases) if biases else 0.0
+
+
 def component_weight_bytes(
     m: ModelConfig,
     lay: Layout,
@@ -180,6 +199,9 @@ def component_weight_bytes(
             nbytes = params[_PART[comp]] * bits / 8
             if comp == "attention" and bits < NORM_BITS:  # its norms keep 16 bits
                 nbytes += float(attention_norm_params(m, lay, include_mtp)) * (NORM_BITS - bits) / 8
+            if comp == "experts":  # their biases stay as stored: no format block-quantizes one
+                bias = params[_PART[comp]] * expert_bias_share(m)
+                nbytes += bias * (BIAS_BITS - bits) / 8
             out[_PART[comp]] = math.ceil(nbytes)
     emb, head = components.get("embeddings"), components.get("head")
     if (emb or head) and params.get("embedding_head"):
