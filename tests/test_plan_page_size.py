@@ -164,3 +164,16 @@ def test_vllms_flashmla_page_only_where_flashmla_runs(hardware, page):
     assert runs_flashmla(device_figures(hw)) == (page == 64)
     assert model_page_size("vllm", mlacalc.load_model("deepseek-v3"), hw) == page
     assert model_page_size("sglang", mlacalc.load_model("deepseek-v3"), hw) == 1
+
+
+@pytest.mark.parametrize(
+    ("hardware", "page"), [("MI355X", 16), ("MI300X", 16), ("A100-SXM-80GB", 16), ("H200", 64)]
+)
+def test_vllms_dsa_page_only_where_flashmla_runs(hardware, page):
+    """vLLM's 64-token DSA page is sparse FlashMLA's: where FlashMLA does not run (AMD, A100)
+    a DSA model is paged as an MLA model there, 16, where the plan kept 64; SGLang's NSA
+    backend keeps 64 everywhere."""
+    from mlacalc.serving.scheduler import model_page_size
+
+    assert model_page_size("vllm", "deepseek-v3.2", hardware) == page
+    assert model_page_size("sglang", "deepseek-v3.2", hardware) == 64

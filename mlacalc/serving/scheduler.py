@@ -126,6 +126,9 @@ class EngineDefaults:
     mla_page_size: int | None = None
     #: the page size of a DSA model (its sparse attention backend's)
     dsa_page_size: int | None = None
+    #: whether that DSA page is FlashMLA's (sparse FlashMLA), so holds only where FlashMLA
+    #: runs (:func:`runs_flashmla`); elsewhere the model is paged as an MLA model
+    dsa_page_flashmla: bool = False
     #: the page size of an MLA model on datacenter Blackwell (compute capability 10.x), where
     #: the engine's default MLA backend there requires another
     blackwell_mla_page_size: int | None = None
@@ -170,10 +173,12 @@ ENGINE_DEFAULTS = {
         # recall) where FlashMLA runs (compute capability 9.x, 10.x: runs_flashmla; its
         # other MLA backends keep 16, from recall); on datacenter Blackwell its default MLA
         # backend is CUTLASS MLA, which forces 128 (the same check, from recall); a DSA
-        # model's sparse FlashMLA backend forces 64 on either (from recall)
+        # model's sparse FlashMLA backend forces 64 on either (from recall), so only where
+        # FlashMLA runs: elsewhere (MI300X, MI355X) a DSA model is paged as an MLA one, 16
         page_size=16,
         mla_page_size=64,
         dsa_page_size=64,
+        dsa_page_flashmla=True,
         blackwell_mla_page_size=128,
     ),
     "trtllm": EngineDefaults(
@@ -245,12 +250,13 @@ def engine_page_size(
     page a plan's KV memory and its prefix cache's whole pages count in; ``engine`` None:
     :data:`mlacalc.words.defaults.PAGE_SIZE` (16). ``flashmla``: whether FlashMLA runs on
     the device (NVIDIA compute capability 9.x or 10.x); where it does not (A100, L40S,
-    MI300X) vLLM's other MLA backends page an MLA model by its 16 (from recall)."""
+    MI300X) vLLM's other MLA backends page an MLA model by its 16 (from recall), and a DSA
+    model too (its 64 is sparse FlashMLA's)."""
     if engine is None:
         return PAGE_SIZE
     d = ENGINE_DEFAULTS[check_engine(engine)]
     for applies, page in (
-        (dsa, d.dsa_page_size),
+        (dsa and (flashmla or not d.dsa_page_flashmla), d.dsa_page_size),
         (mla and blackwell, d.blackwell_mla_page_size),
         (mla and flashmla, d.mla_page_size),
     ):
