@@ -273,3 +273,19 @@ def test_plan_launches_overlap_scheduling_as_it_timed_it(run):
     assert "disable_overlap_scheduler" not in out
     out, _ = run(*args, "--launch", "sglang", "--no-overlap-schedule")
     assert "--disable-overlap-schedule" in out
+
+
+def test_a_plans_launch_admits_the_batch_it_ran(run):
+    """A launch line sets the batch the plan ran, not the KV cache's largest: 100 in flight
+    over two DP groups (of a cache holding far more) is 50 a group, TensorRT-LLM's
+    max_batch_size and vLLM's --max-num-seqs per group, SGLang's --max-running-requests over
+    both; --batch 24 is 12 a group. Before, TensorRT-LLM's line read max_batch_size 1500 a
+    rank where a plan ran 128 (DeepSeek-V3.1 16 GPUs, 2,048 in flight)."""
+    base = ("plan", "llama-3.1-8b", "-H", "H100-SXM", "--gpus", 2, "--tp", 1)
+    mix = (*base, "--isl", 2000, "--osl", 500, "--concurrency", 100, "--launch")
+    out = run(*mix, "trtllm")[0]
+    assert "--max_batch_size 50 " in out and "max_batch_size: 50" in out
+    assert "--max-num-seqs 50" in run(*mix, "vllm")[0]
+    assert "--max-running-requests 100" in run(*mix, "sglang")[0]
+    out = run(*base, "--batch", 24, "--seq-len", 2000, "--launch", "trtllm")[0]
+    assert "--max_batch_size 12 " in out

@@ -427,6 +427,22 @@ def _chunked(mode: str, isl: int | None) -> bool | str:
     return mode != "disaggregated" or "none (disaggregated)"
 
 
+def _launch_batch(p) -> int:
+    """The running requests a launch line admits on an attention group: the batch the plan ran
+    (``--batch``), or every request in flight of a group (``--concurrency`` over the groups:
+    the plan's closed loop admits them all), at most what the KV cache holds; under an arrival
+    rate the cache's largest batch (the batch varies with the arrivals). TensorRT-LLM's
+    ``max_batch_size`` and vLLM's ``--max-num-seqs`` take it per group, SGLang's
+    ``--max-running-requests`` over the groups. The cache's largest batch alone (1,500 a rank
+    where a plan ran 128) let the engine batch more than the plan timed."""
+    cap = max(1, -(-p.max_batch // p.dp))
+    if p.concurrency is not None:
+        return max(1, min(cap, math.ceil(p.concurrency / p.dp - 1e-9)))
+    if p.request_rate is None and p.running_batch_per_group:
+        return max(1, min(cap, math.ceil(p.running_batch_per_group - 1e-9)))
+    return cap
+
+
 def _point(p, redundant_experts: int, overlap: str, kv_dtype: str) -> dict:
     """A plan's deployment in a search point's fields (the launch commands read them)."""
     return {
@@ -440,7 +456,7 @@ def _point(p, redundant_experts: int, overlap: str, kv_dtype: str) -> dict:
         "redundant_experts": redundant_experts,
         "overlap": overlap,
         "kv_dtype": p.kv_layout,
-        "batch_per_group": max(1, -(-p.max_batch // p.dp)),
+        "batch_per_group": _launch_batch(p),
         "prefill_gpus": p.prefill_gpus,
         "prefill_tp": p.prefill_tp,
         "prefill_ep": p.prefill_ep,
