@@ -197,3 +197,23 @@ def test_a_prefill_pool_that_holds_no_prompt_quotes_its_own_usable_bytes():
     usable = weights + int(0.9 * (mem - weights))
     assert f"exceed the {human_bytes(usable)} usable" in p.overflow
     assert human_bytes(p.usable_per_gpu_bytes) not in p.overflow
+
+
+def test_a_launch_of_a_plan_that_does_not_fit_says_why(run):
+    """--launch on a plan that does not fit printed nothing (exit 0): it says in one line that
+    there is nothing to launch, and why (the plan's overflow)."""
+    out, _ = run("plan", "llama-3.1-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 2000, "--osl",
+                 20, "--concurrency", 8, "--engine", "trtllm", "--engine-memory", 0.0001,
+                 "--launch", "vllm")  # fmt: skip
+    said = [line for line in out.splitlines() if "launch commands" in line]
+    assert len(said) == 1 and said[0].startswith("# no vllm launch commands")
+    assert "does not fit (kv cache: one sequence" in said[0]
+
+
+def test_a_launch_of_a_search_without_a_best_says_why(run):
+    """search --launch with no deployment meeting the targets printed nothing as well."""
+    out, _ = run("search", "llama-3.1-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 2000,
+                 "--osl", 500, "--modes", "aggregated", "--kv-dtypes", "bf16",
+                 "--weight-dtypes", "bf16", "--chunked-prefills", "none", "--tpot", "0.001ms",
+                 "--launch", "vllm")  # fmt: skip
+    assert "# no vllm launch commands: no deployment meets the targets" in out.splitlines()

@@ -355,6 +355,8 @@ def command(
             moe_backend=p.moe_backend,  # TensorRT-LLM's moe_config.backend where asked
             **{k: engine[k] for k in ("max_tokens", "overlap_schedule", "cuda_graph_max_batch")},
         )
+    elif launch:  # said, not left blank: a plan that does not fit has nothing to launch
+        text = f"# no {launch} launch commands: the deployment does not fit ({p.overflow})\n"
     emit(fmt, doc, lambda: sections(p, loaded))
     if fmt in ("table", "markdown"):
         click.echo(with_kernel_versions(note, p.profile) + text, nl=False)

@@ -629,6 +629,8 @@ def command(
             hardware=hardware,
         )
         doc["launch"] = text
+    elif launch:  # said, not left blank: no point to launch
+        text = f"# no {launch} launch commands: no deployment meets the targets\n"
     if all_points:
         doc["points"] = [with_stored_dtype(r, stored) for r in result.rows()]
     extra = scheduler_words(serving_engine, engine)
