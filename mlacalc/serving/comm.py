@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.words.kernels import Kernel
 
@@ -209,8 +210,6 @@ def kv_transfer(
     scale-up domain (a node, or an NVL72 rack's 72 GPUs: :attr:`HardwareSpec.scale_up_gpus`),
     the network otherwise. From recall, not a shared table: the engines' transfer backends
     (NIXL, Mooncake) move each rank's pages from its own GPU."""
-    from mlacalc.serving.layout import kv_bytes_per_sequence_per_gpu
-
     whole_stage = kv_bytes_per_sequence_per_gpu(m, kv, replace(p_lay, tp=1), context)
     send = -(-whole_stage // p_lay.tp)
     recv = kv_bytes_per_sequence_per_gpu(m, kv, d_lay, context)
