@@ -54,6 +54,12 @@ CASES = {  # folder(s) under a path that says nothing, extra config.json fields 
     "a dotted version alone": ("v1.2.0", {}, "llama"),
     "a version spelled out": ("Llama-3.3-70B-Instruct/version_2", {}, f"{NAMED}-version-2"),
     "a run's folders": ("runs/final/weights", {}, "llama"),
+    # a version's folder joins the name once, or not at all: Mistral-7B-v0.3/v0.3 was named
+    # mistral-7b-v0.3-v0.3, and Mistral-7B/v0.3/snapshots/<hash> llama (the version's folder
+    # took the place of the one above it that names the model)
+    "a version the named folder writes": ("Mistral-7B-v0.3/v0.3", {}, "mistral-7b-v0.3"),
+    "a version over a snapshot": (f"Mistral-7B/v0.3/snapshots/{HASH}", {}, "mistral-7b-v0.3"),
+    "a version over a step": ("Mistral-7B/v2/checkpoints/step_20", {}, "mistral-7b-v2"),
 }  # fmt: skip
 
 

@@ -555,18 +555,33 @@ def _named_part(parts: list[str], families: tuple[str, ...] = ()) -> tuple[str, 
     something (:func:`says_nothing`), a folder above it where it names a model
     (:func:`names_a_model`: ``alice/ckpt`` is a user's folder, not a model), a Hub cache
     folder ``models--org--name`` (``name``) at any of them. None where none of them does. A
-    version's folder under the part that names the model adds its version
-    (``Mistral-7B/v0.3``: ``Mistral-7B-v0.3``; the version alone named it ``v0.3``)."""
-    last = parts[-1].strip() if parts else ""
-    version = f"-{last}" if _VERSION_FOLDER.fullmatch(last.lower().replace("-", "_")) else ""
-    for up, part in enumerate(list(reversed(parts))[: _FOLDERS_UP + 1]):
+    version's folder under the part that names the model adds its version once
+    (``Mistral-7B/v0.3``: ``Mistral-7B-v0.3``; the version alone named it ``v0.3``;
+    ``Mistral-7B-v0.3/v0.3`` keeps ``Mistral-7B-v0.3``), and is not counted among the folders
+    looked at (``Mistral-7B/v0.3/snapshots/<hash>``: ``Mistral-7B-v0.3``)."""
+    version, looked = "", 0
+    for up, part in enumerate(reversed(parts)):
+        if looked > _FOLDERS_UP:
+            break
         hub = part.startswith(_HUB_REPO)
         name = part.split("--")[-1] if hub else part
         if (up == 0 or hub) and not says_nothing(name):
-            return name + (version if up else ""), part
+            return _versioned(name, version if up else ""), part
         if up and names_a_model(name, families):
-            return name + version, part
+            return _versioned(name, version), part
+        if _VERSION_FOLDER.fullmatch(part.strip().lower().replace("-", "_")):
+            version = version or part.strip()  # the nearest version's folder
+            continue
+        looked += 1
     return None
+
+
+def _versioned(name: str, version: str) -> str:
+    """``name`` with ``version`` (a version's folder under it) joined, unless it writes it."""
+    if not version:
+        return name
+    said = re.search(rf"(?:^|[-_. ]){re.escape(version.lower())}(?=$|[-_ ])", name.lower())
+    return name if said else f"{name}-{version}"
 
 
 def _name(
@@ -612,7 +627,10 @@ def _name(
         else:
             hub = "the Hub cache's folder" if named[1].startswith(_HUB_REPO) else "the folder"
             versioned = named[0] != named[1].split("--")[-1]  # Mistral-7B/v0.3
-            said = "its version" if versioned else "says nothing of the model"
+            version = named[0][len(named[1].split("--")[-1]) + 1 :] if versioned else ""
+            said = "its version" if version == stem else "says nothing of the model"
+            if version and version != stem:  # a version's folder between them
+                said += f", the folder {version!r} its version"
             picks.append(
                 (named[0], f"{hub} {named[1]!r} above it {nothing}; its {where} {stem!r} {said})")
             )
