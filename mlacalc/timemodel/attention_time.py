@@ -1329,6 +1329,36 @@ def xqa_dispatched(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     return ~_trtllm_own_decode(batch, fig, pack) | enough
 
 
+def _decode_calls_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    pack: np.ndarray,
+    splits: np.ndarray,
+    sm90: np.ndarray,
+    grouped: np.ndarray,
+    hd: np.ndarray,
+) -> np.ndarray:
+    """The seconds a decode call spends beside its kernel's walk (:func:`decode_terms`): the
+    further kernels of its call, the query's conversion, head dim 192's side call, the MMHA
+    call's own cost and the in-kernel merge of key splits."""
+    gen = _trtllm_gen_decode(batch, fig)
+    xqa_fp8 = sm90 & (pack > 0) & (not gen)
+    extra = _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
+    extra = extra + query_convert_s(batch, fig, prm)
+    extra = extra + hd192_side_call_s(batch)
+    # TensorRT-LLM's MMHA call (MHA, or grouped queries it does not run as XQA) takes
+    # ``mmha_s`` more than its XQA call
+    mmha = ~grouped & _trtllm_own_decode(batch, fig, pack)
+    extra = extra + np.where(mmha, prm["mmha_s"], 0.0)
+    # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
+    # themselves, no reduction kernel: the last part of a unit to finish reads every part's
+    # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head
+    # dim)
+    merged = np.where((xqa_fp8 | (sm90 & gen)) & (splits > 1), splits * hd / 128.0, 0.0)
+    return extra + prm["merge_s"] * merged
+
+
 def decode_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -1460,21 +1490,9 @@ def decode_terms(
         FA3_FP8_FIRST_V_CLOCKS * 64.0 * hd * np.maximum(share, 1.0) / fig.clock_hz,
         0.0,
     )
-    gen = _trtllm_gen_decode(batch, fig)
-    xqa_fp8 = sm90 & (pack > 0) & (not gen)
-    out["extra_s"] = out["extra_s"] + _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
-    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm)
-    out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
-    # TensorRT-LLM's MMHA call (MHA, or grouped queries it does not run as XQA) takes
-    # ``mmha_s`` more than its XQA call
-    mmha = ~grouped & _trtllm_own_decode(batch, fig, pack)
-    out["extra_s"] = out["extra_s"] + np.where(mmha, prm["mmha_s"], 0.0)
-    # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
-    # themselves, no reduction kernel: the last part of a unit to finish reads every part's
-    # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head
-    # dim)
-    merged = np.where((xqa_fp8 | (sm90 & gen)) & (splits > 1), splits * hd / 128.0, 0.0)
-    out["extra_s"] = out["extra_s"] + prm["merge_s"] * merged
+    out["extra_s"] = out["extra_s"] + _decode_calls_s(
+        batch, fig, prm, pack, splits, sm90, grouped, hd
+    )
     # resident units: a grouped (XQA) unit holds one 64-token K and V stage of the cache
     # (64 x head dim x 2 x element bytes) and its query rows' partial output on the SM
     # (DECODE_ROW_BYTES per query row and head-dim element), so the shared memory of an SM
