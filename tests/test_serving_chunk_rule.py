@@ -5,7 +5,6 @@ group's requests bring a step)."""
 
 from __future__ import annotations
 
-import itertools
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,21 +22,35 @@ def _mix(isl, osl, chunk, max_tokens, q, tau):
     return SimpleNamespace(req=req, q=q, tau=tau)
 
 
-@pytest.mark.parametrize(("q", "tau"), [(1.0, 1.0), (2.0, 1.7), (4.0, 2.9)])  # MTP 0, 1, 3
-def test_the_plans_rule_is_the_arrays_rule_on_a_grid(q, tau):
-    """chunk_load (the plan's, scalars) and chunk_rule on arrays (the search's) agree exactly
-    on a grid of prompts, budgets, token caps and batches, with MTP's draft tokens too."""
-    B = np.array([1.0, 3.0, 17.0, 64.0, 250.0, 1000.0])
-    for isl, osl, chunk, cap in itertools.product(
-        (100, 2000, 8000), (2, 500), (256, 2048, 8192), (None, 2048, 8192)
-    ):
-        a_chunk, a_steps, a_n, a_P = chunk_rule(isl, osl, chunk, cap, B, B, q, tau)
-        for i, b in enumerate(B):
-            got = chunk_load(_mix(isl, osl, chunk, cap, q, tau), b, b)
-            want = tuple(
-                float(np.broadcast_to(x, B.shape)[i]) for x in (a_chunk, a_steps, a_n, a_P)
-            )
-            assert got == want, (isl, osl, chunk, cap, b)
+#: (isl, osl, chunked_prefill, max_tokens, B, load, q, tau) -> (chunk, steps, n, P), by hand:
+#: the chunk is chunked_prefill or what B x q decode tokens leave of max_tokens (at least 1),
+#: steps = ceil(isl / chunk), n = load / (steps + (osl - 1) / tau), P = n x isl
+HAND = [
+    # the chunk whole (8,192 - 64 leaves more than 2,048): one step, 64 / (1 + 499)
+    ((2000, 500, 2048, 8192, 64.0, 64.0, 1.0, 1.0), (2048, 1, 0.128, 256.0)),
+    # no token cap: ceil(2000 / 256) = 8 steps, 17 / (8 + 1)
+    ((2000, 2, 256, None, 17.0, 17.0, 1.0, 1.0), (256, 8, 17 / 9, 2000 * 17 / 9)),
+    # MTP 1: 1,000 x 2 decode tokens leave 48 of 2,048; ceil(8000 / 48) = 167 steps
+    ((8000, 2, 8192, 2048, 1000.0, 1000.0, 2.0, 1.7), (48, 167, 1000 / (167 + 1 / 1.7),
+                                                       8000 * 1000 / (167 + 1 / 1.7))),
+    # MTP 3: 4,000 decode tokens over a 2,048 budget leave the floor, 1 token a step
+    ((100, 500, 2048, 2048, 1000.0, 250.0, 4.0, 2.9), (1, 100, 250 / (100 + 499 / 2.9),
+                                                       100 * 250 / (100 + 499 / 2.9))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("given", "want"), HAND)
+def test_the_rule_by_hand_on_scalars_and_arrays(given, want):
+    """The plan's chunk_load and chunk_rule on arrays (the search's) each give the rule's
+    figures worked by hand (the test before compared chunk_load with chunk_rule, which
+    chunk_load calls: it could not fail)."""
+    isl, osl, chunk, cap, b, load, q, tau = given
+    got = chunk_load(_mix(isl, osl, chunk, cap, q, tau), b, load)
+    assert got[:2] == want[:2] and got[2:] == pytest.approx(want[2:], rel=1e-12)
+    B = np.array([b, b])  # the search's arrays, a row each
+    arrays = chunk_rule(isl, osl, chunk, cap, B, np.array([load, load]), q, tau)
+    for x, w in zip(arrays, want):
+        assert np.broadcast_to(x, B.shape) == pytest.approx([w, w], rel=1e-12)
 
 
 def test_the_search_takes_its_chunked_points_by_the_plans_rule(monkeypatch):
