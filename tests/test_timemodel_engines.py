@@ -1451,13 +1451,15 @@ ENGINE_ATTENTION = [
     # 0.26 -> 0.245), from B200's fit 10.2% / 30.9% -> 10.0% / 29.0%; with a causal
     # prompt's longest tile (attention_time._causal_tail_s) 7.3% / 21.6%, 6.7% / 23.5%, from
     # B200's fit 10.1% / 28.1% -> 11.2% / 29.6% (B200's TensorRT-LLM-gen tail taken into
-    # its fit: bound 0.105 -> 0.115, said in the commit)
+    # its fit: bound 0.105 -> 0.115, said in the commit); from B200's fit 11.2% / 29.7% ->
+    # 8.6% / 24.2% with SGLang's B200 fp8 query conversion's fixed work a token (``token_rows``,
+    # ``token_row_s``: B200's fp8 class refitted; bounds 0.115 / 0.30 -> 0.092 / 0.255)
     pytest.param("sglang", "h100_sxm", "attention", "context_attention_perf", "bf16",
                  "fit-h100-sxm-sglang", 0.079, 0.23, marks=pytest.mark.slow),
     pytest.param("sglang", "h100_sxm", "attention", "context_attention_perf", "fp8",
                  "fit-h100-sxm-sglang", 0.073, 0.245, marks=pytest.mark.slow),
     pytest.param("sglang", "h100_sxm", "attention", "context_attention_perf", "fp8",
-                 "fit-b200-sxm-sglang", 0.115, 0.30, marks=pytest.mark.slow),
+                 "fit-b200-sxm-sglang", 0.092, 0.255, marks=pytest.mark.slow),
     # SGLang H100 decode from B200's fit: 11.2% / 43.9% bf16 before the side call, 9.2% / 38.1%;
     # 9.9% / 36.9% with the warm cache in the L2 (B200's fit's larger L2 speed-up: bound 0.097
     # -> 0.10, said in the commit); 9.9% / 34.8% with the Triton decode's 8 parts at most
@@ -1493,6 +1495,10 @@ ENGINE_ATTENTION = [
                  "fit-b200-sxm-sglang", 0.062, 0.19, marks=pytest.mark.slow),
     pytest.param("sglang", "b200_sxm", "attention", "context_attention_perf", "bf16",
                  "fit-b200-sxm-sglang", 0.075, 0.26, marks=pytest.mark.slow),
+    # prompts fp8 7.9% / 32.3% -> 6.9% / 30.7% with the fp8 query conversion's fixed work a
+    # token (``token_rows``, ``token_row_s``; new)
+    pytest.param("sglang", "b200_sxm", "attention", "context_attention_perf", "fp8",
+                 "fit-b200-sxm-sglang", 0.072, 0.315, marks=pytest.mark.slow),
     # TensorRT-LLM's decode from the other device (H100 from fit-b200-sxm, B200 from default):
     # 16.4% / 76.0%, 25.5% / 83.1% (H100 bf16, fp8) and 12.7% / 50.4%, 15.3% / 66.5% (B200)
     # before the MMHA units in clocks, the further kernels' read time and Blackwell's one row
@@ -2171,7 +2177,9 @@ def test_vllms_prompt_cache_write_takes_a_block_a_token():
     from mlacalc.words.kernels import KernelBatch
 
     for engine, on in (("vllm", True), ("sglang", False)):
-        tables = load_measured(MEASURED / "b200_sxm" / "attention", engine=engine).tables
+        # (SGLang's B200 fp8 rows carry it for their query conversion: test_timemodel_
+        # attention_loo; its H100 rows none)
+        tables = load_measured(MEASURED / "h100_sxm" / "attention", engine=engine).tables
         for t in tables:
             mapped = map_table(t)
             parts = [p for p in mapped.parts if p.batch.kind == "attention_prefill"]

@@ -871,13 +871,20 @@ def _bf16_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.nd
     return np.where(on & (kvd == "bf16"), 1.0, 0.0)
 
 
-def _token_rows(t: MeasuredTable, tok: np.ndarray, context: bool) -> np.ndarray:
-    """The tokens of a prompt row whose engine writes its new K/V rows by a kernel of one
-    thread block a token, each block's fixed SM work beside its elements (``token_rows``,
-    the class's fitted ``token_row_s`` a token: :func:`~mlacalc.timemodel.attention_time.
-    _pre_kernel_s`): vLLM's, on either device, with either cache; 0 elsewhere."""
-    on = context and t.engine == "vllm"
-    return tok * 1.0 if on else np.zeros(len(t))
+def _token_rows(
+    t: MeasuredTable, tok: np.ndarray, context: bool, q_convert: np.ndarray
+) -> np.ndarray:
+    """The tokens of a prompt row whose engine runs a kernel of one thread block a token
+    before its attention kernel, each block's fixed SM work beside its elements
+    (``token_rows``, the class's fitted ``token_row_s`` a token:
+    :func:`~mlacalc.timemodel.attention_time._pre_kernel_s`): vLLM's K/V cache write, on
+    either device, with either cache, and SGLang's query conversion to fp8 (``q_convert``,
+    its TensorRT-LLM-gen backend on B200); 0 elsewhere."""
+    if not context:
+        return np.zeros(len(t))
+    if t.engine == "vllm":
+        return tok * 1.0
+    return np.where((t.engine == "sglang") & (q_convert > 0), tok, 0.0)
 
 
 def _kv_upcast(t: MeasuredTable, kvd: np.ndarray) -> np.ndarray:
@@ -1091,7 +1098,7 @@ def _attention_rows(
         kv_upcast=upcast,
         rope_elements=tok * (hq + hkv) * rot,
         kv_reads=kv_reads,
-        token_rows=_token_rows(t, tok, context),
+        token_rows=_token_rows(t, tok, context, _query_convert(t, fmha_dt, context)),
     )
     bad = np.char.startswith(fmha_dt.astype(str), "?") | np.char.startswith(kvd, "?")
     reason[bad] = "unknown_dtype"
