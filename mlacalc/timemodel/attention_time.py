@@ -66,6 +66,7 @@ __all__ = [
     "GATHER_DECODE_VARIANTS",
     "HD192_SIDE_CALL_S",
     "KV_UPCAST_PREFILL",
+    "KV_UPCAST_PROMPT_SLOW",
     "KV_UPCAST_STREAM_HEAD_DIM",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
@@ -198,6 +199,18 @@ KV_UPCAST_PREFILL = frozenset({("vllm", "sm90")})
 #: share of 0.76 (bf16 0.92), which B200's rows from H100's fit carried (their long rows +13
 #: to +29% signed)
 KV_UPCAST_STREAM_HEAD_DIM = 256.0
+
+#: Time an upcasting prompt kernel's products (``kv_upcast``, :data:`KV_UPCAST_PREFILL`) take
+#: from :data:`KV_UPCAST_STREAM_HEAD_DIM` on, against the bf16 peak the rule gives every head
+#: dim: at 256 they slow, where the decode streams its cache as bf16. Read from the tables, not
+#: fitted: vLLM's H100 fp8 prompts take 1.54 / 1.58 / 1.60 times the bf16 rows of the same shape
+#: at head dim 256 (bf16 rows of 0.1-0.3 ms / 0.3-1 ms / over 1 ms: 333 / 315 / 361 shapes)
+#: where at 128 they take 1.26 / 1.19 / 1.10 (1,905 / 1,790 / 1,927 shapes): 1.45 their middle
+#: ratio over a millisecond, where the products are most of the time; under 0.1 ms, where they
+#: are not, 1.24 at 256 and 1.23 at 128. The mechanism is not settled: the K/V blocks held in
+#: bf16 in shared memory at 256 (the decode rule's candidate), which would leave the kernel
+#: fewer pipeline stages beside a 256-wide output, is one the tables cannot show
+KV_UPCAST_PROMPT_SLOW = 1.45
 
 #: engines whose decode kernels pack every query head of a KV head into one unit (FlashAttention
 #: -3, FlashInfer / TensorRT-LLM-gen, Triton); TensorRT-LLM's own XQA packs up to
@@ -563,6 +576,10 @@ def prefill_terms(
     # an upcasting kernel's products at the bf16 peak (counted against the fp8 peak the class
     # divides by)
     flops = np.where(upcast, flops * fig.peak(batch.dtype) / fig.peak("bf16"), flops)
+    if np.any(upcast):
+        # slower from head dim 256 (:data:`KV_UPCAST_PROMPT_SLOW`)
+        wide = upcast & (pad_qk >= KV_UPCAST_STREAM_HEAD_DIM)
+        flops = np.where(wide, flops * KV_UPCAST_PROMPT_SLOW, flops)
     # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
     # walks, once per group of query rows one MMA instruction covers (``mma_rows``: a Hopper
     # warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at the SM's shared-memory
