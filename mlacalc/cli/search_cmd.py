@@ -347,6 +347,31 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
 
 
+def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> str:
+    """The ``launch`` engine's commands for the search's best point, sized as the search
+    sized it (its memory share, page, chunk and the engine values it ran)."""
+    # deferred: the catalogue loads the hardware files; `mlacalc --help` stays light
+    from mlacalc.hardware.catalogue import load_hardware
+
+    return launch_text(
+        launch,
+        model_path,
+        result.best,
+        gpus_per_node=load_hardware(hardware).gpus_per_node,
+        memory_reserve=result.memory_reserve,
+        memory_fraction=result.launch_share(launch, result.best),
+        prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // isl),
+        max_tokens=engine["max_tokens"],
+        overlap_schedule=engine["overlap_schedule"],
+        chunked_prefill=result.best.get("chunked_prefill"),
+        model_config=loaded,  # its routed experts, and the launched engine's own page
+        page_size=result.page_size,  # the page the search assumed, said to the engine
+        moe_backend=result.routing.get("moe_backend"),  # TensorRT-LLM's, where asked
+        timed_engine=result.engine,
+        hardware=hardware,
+    )
+
+
 @click.command("search")
 @click.argument("model")
 @click.option(
@@ -531,7 +556,6 @@ def command(
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
-    from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.serving.scheduler import Scheduler
     from mlacalc.serving.search import MAX_BUDGET, ROW_FIELDS, search
     from mlacalc.words.arguments import MAX_BATCH
@@ -611,24 +635,9 @@ def command(
         doc["plan_command"] += scheduler_words(serving_engine, engine)
     text = ""
     if launch and result.best:
-        text = launch_text(
-            launch,
-            model_path or model,
-            result.best,
-            gpus_per_node=load_hardware(hardware).gpus_per_node,
-            memory_reserve=result.memory_reserve,
-            memory_fraction=result.launch_share(launch, result.best),
-            prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // isl),
-            max_tokens=engine["max_tokens"],
-            overlap_schedule=engine["overlap_schedule"],
-            chunked_prefill=result.best.get("chunked_prefill"),
-            model_config=loaded,  # its routed experts, and the launched engine's own page
-            page_size=result.page_size,  # the page the search assumed, said to the engine
-            moe_backend=result.routing.get("moe_backend"),  # TensorRT-LLM's, where asked
-            timed_engine=result.engine,
-            hardware=hardware,
+        text = doc["launch"] = _launch_lines(
+            launch, model_path or model, hardware, result, engine, isl, loaded
         )
-        doc["launch"] = text
     elif launch:  # said, not left blank: no point to launch
         text = f"# no {launch} launch commands: no deployment meets the targets\n"
     if all_points:

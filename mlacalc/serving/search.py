@@ -476,6 +476,23 @@ def budget_pools(
     return gpus
 
 
+def _lists(
+    gpus: Any, kv_dtypes: Any, modes: Any, overlaps: Any, weight_dtypes: Any, batches: Any
+) -> tuple[Any, ...]:
+    """:func:`check_search`'s list-valued options, each a tuple (one value a list of one; an
+    empty list refused, naming it); ``weight_dtypes`` None stays None (the model's own)."""
+    gpus = one_or_many("gpus", gpus, what="GPU counts")
+    kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
+    modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
+    overlaps = one_or_many("overlaps", overlaps, what="overlaps (none, tbo)")
+    if weight_dtypes is not None:
+        weight_dtypes = one_or_many("weight_dtypes", weight_dtypes, what="weight dtypes")
+    batches = tuple(
+        count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
+    )
+    return gpus, kv_dtypes, modes, overlaps, weight_dtypes, batches
+
+
 def check_search(
     model: ModelConfig | str,
     hardware: HardwareSpec | str,
@@ -532,14 +549,8 @@ def check_search(
         # one number: a budget, split between pools and replicas
         budget = count("gpus", gpus, MAX_BUDGET)
         gpus = (budget,)  # split below, once the weight choices are known
-    gpus = one_or_many("gpus", gpus, what="GPU counts")
-    kv_dtypes = one_or_many("kv_dtypes", kv_dtypes, what="KV dtypes")
-    modes = one_or_many("modes", modes, what="modes (aggregated, disaggregated)")
-    overlaps = one_or_many("overlaps", overlaps, what="overlaps (none, tbo)")
-    if weight_dtypes is not None:
-        weight_dtypes = one_or_many("weight_dtypes", weight_dtypes, what="weight dtypes")
-    batches = tuple(
-        count("batches", b, MAX_BATCH) for b in one_or_many("batches", batches, what="batch sizes")
+    gpus, kv_dtypes, modes, overlaps, weight_dtypes, batches = _lists(
+        gpus, kv_dtypes, modes, overlaps, weight_dtypes, batches
     )
     gpus, isl, osl, ttft, tpot = _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
     prefix_cache_hit = prefix_hit("prefix_cache_hit", prefix_cache_hit)  # plan's check
@@ -1232,10 +1243,7 @@ def search(
         reasons=dict(reasons),
         layouts=found.layouts,
         seconds=time.perf_counter() - t0,
-        notes=_notes(req)
-        + _weights_note(req, ruled_out)
-        + _edge_note(req, best, points)
-        + overlap_idle_note(overlap_schedule, req.scheduler),
+        notes=_all_notes(req, ruled_out, best, points, overlap_schedule),
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
@@ -1254,6 +1262,23 @@ def search(
         prefill_limits=req.prefill_limits,
         routing=dict(req.routing),
         prefix_cache_hit=req.prefix_cache_hit,
+    )
+
+
+def _all_notes(
+    req: SearchRequest,
+    ruled_out: dict[str, int],
+    best: dict | None,
+    points: list[dict],
+    overlap_schedule: bool | None,
+) -> tuple[str, ...]:
+    """A search's notes: the request's, the weights ruled out, the edge of the batches
+    searched and the overlap's idle steps."""
+    return (
+        _notes(req)
+        + _weights_note(req, ruled_out)
+        + _edge_note(req, best, points)
+        + overlap_idle_note(overlap_schedule, req.scheduler)
     )
 
 
