@@ -95,3 +95,25 @@ def test_ttfts_part_is_one_rule_for_the_cli_and_the_app():
     assert s == p.prefill_chunks_s and 0 < s < p.ttft_s
     whole = plan("llama-3-8b", "H100-SXM", gpus=1, isl=2000, osl=100, concurrency=8)
     assert whole.ttft_parts() == []
+
+
+def test_whole_prompts_arriving_past_their_passes_bind_the_prompt_passes():
+    """Unchunked, an open loop whose prompts arrive faster than their passes alone finish them
+    (TensorRT-LLM's 4 prompts of 2,000 tokens a pass on one H100: 24.1/s) is bound by the
+    prompt passes, not the KV cache: 30/s was 'kv capacity' at 228 running (23.4/s served)
+    and, with fp8's cache of 456, still served only 24.3/s. Below the passes' rate and past
+    the full batch's (24/s at 228), the KV cache binds: fp8's larger cache serves 24/s; and
+    the batch binds where it serves under half the passes' rate (their passes do not take
+    most of the time)."""
+    kw = dict(gpus=1, isl=2000, osl=20, engine="trtllm")
+    for kv in ("bf16", "fp8"):
+        p = plan("llama-3.1-8b", "H100-SXM", request_rate=30.0, kv_dtype=kv, **kw)
+        assert not p.sustainable and p.binding == "prompt passes", (kv, p.binding)
+        assert any("prompts' passes sustain" in w for w in p.warnings)
+        assert p.output_tokens_per_s / 20 < 24.5
+    kv_bound = plan("llama-3.1-8b", "H100-SXM", request_rate=24.0, **kw)
+    assert not kv_bound.sustainable and kv_bound.binding == "kv capacity"
+    assert plan("llama-3.1-8b", "H100-SXM", request_rate=24.0, kv_dtype="fp8", **kw).sustainable
+    # a batch of 2 serves 9.2/s, under half the passes' rate: the batch binds, not the passes
+    small = plan("llama-3.1-8b", "H100-SXM", request_rate=30.0, max_running=2, **kw)
+    assert small.binding == "engine max_running"

@@ -1093,10 +1093,13 @@ def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> s
     arrive faster than the batch it holds serves them), the prefill pool when its rate caps
     the requests served, chunked prefill when requests queue for its chunk a step, else the
     decode step's roof (``bound``); chunked prefill first where it saturates an open loop
-    before the KV cache fills (:func:`~mlacalc.serving.figures.open_loop`)."""
+    before the KV cache fills (:func:`~mlacalc.serving.figures.open_loop`), and the prompt
+    passes where whole prompts arrive faster than their passes alone finish them."""
     queued = load.queued
     if load.chunk_bound and not load.sustainable:
         return "chunked prefill"
+    if load.prompt_bound:  # whole prompts' passes saturate an open loop, whatever the cache
+        return "prompt passes"
     if (queued and math.isfinite(queued) and not (load.prefill_bound or load.chunk_bound)) or (
         not load.sustainable and load.conc > max_batch
     ):
