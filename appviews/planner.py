@@ -23,6 +23,7 @@ from mlacalc.serving.search import search
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
 from mlacalc.words.engines import ENGINE_LABELS
+from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 
 from .common import Scenario, context_text, download, engine_words, show_notices, show_table
@@ -73,6 +74,7 @@ def _search(
     prefix_cache_hit: float = 0.0,
     page_size: int | None = None,
     memory: tuple[tuple[str, Any], ...] = (),
+    moe_backend: str | None = None,
 ):
     """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
@@ -81,11 +83,10 @@ def _search(
     ``limits``: search()'s layout limits (:func:`layout_limits`), none by default;
     ``prefix_cache_hit``: the plan form's (every point's prompts timed at it); ``page_size``:
     the plan form's page (None: the engine's, as search takes it); ``memory``: the plan
-    form's memory rule (:func:`memory_args`; none: search()'s default reserve)."""
-    r = search(
-        model,
-        hardware,
-        list(gpus),
+    form's memory rule (:func:`memory_args`; none: search()'s default reserve);
+    ``moe_backend``: the plan form's TensorRT-LLM MoE backend, for the points whose experts
+    take it (none of the searched weights' experts taking it: searched without, and said)."""
+    ask = dict(
         isl=isl,
         osl=osl,
         ttft=ttft,
@@ -98,8 +99,16 @@ def _search(
         **dict(limits),
         **dict(memory),
     )
+    without = ""
+    try:
+        r = search(model, hardware, list(gpus), moe_backend=moe_backend, **ask)
+    except InvalidArgumentError as exc:
+        if moe_backend is None or exc.argument != "moe_backend":
+            raise
+        r = search(model, hardware, list(gpus), **ask)
+        without = f"; the MoE backend {moe_backend} not taken ({exc.message})"
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
-    how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration)
+    how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration) + without
     reasons = (r.point_reasons, r.ruled_out, r.missing_both)
     return r.points, r.frontier, r.best, reasons, r.seconds, how
 
@@ -939,6 +948,7 @@ def _show_search(
         inputs.prefix_cache_hit,
         inputs.page,
         tuple(memory_args(inputs).items()),  # the plan form's reserve or engine's setting
+        inputs.moe_backend,  # the plan form's MoE backend, where the points' experts take it
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")

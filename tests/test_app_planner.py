@@ -667,3 +667,19 @@ def test_the_moe_backend_box_is_tensorrt_llms_on_blackwell():
     box.set_value("TensorRT-LLM-gen (trtllm-gen)").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert per_gpu() > 1.3 * before  # 794.1
+
+
+def test_the_app_search_takes_the_forms_moe_backend_where_its_experts_do():
+    """The planner page's search gets the plan form's MoE backend, as its plan does (a review:
+    the frontier was timed on CUTLASS beside a plan on TensorRT-LLM-gen); where none of the
+    searched weights' experts take it (DeepSeek-V3's own block-scaled fp8 and fp8: DeepGEMM's
+    MoE), it searches without and says so beside how the best was timed."""
+    from appviews import planner
+
+    kw = dict(engine="trtllm")
+    *_, how = planner._search("deepseek-v3", "B200", (8,), 1000, 1000, 2.0, 0.1, **kw)
+    assert "not taken" not in how
+    *_, how = planner._search(
+        "deepseek-v3", "B200", (8,), 1000, 1000, 2.0, 0.1, moe_backend="trtllm-gen", **kw
+    )
+    assert "the MoE backend trtllm-gen not taken (" in how

@@ -194,6 +194,40 @@ def test_search_takes_one_backend_for_every_point():
         )
 
 
+def test_a_search_point_whose_experts_do_not_take_it_goes_without_it(run):
+    """Searched over fp8 and fp4 weights with ``trtllm-gen``, each point carries the backend
+    only where its experts take it (fp4; fp8's are DeepGEMM's block-scaled MoE): an fp8 best
+    point's plan command and launch lines leave it out, and that plan command runs (a review's
+    case gave ``--moe-backend trtllm-gen --weight-dtype fp8``, which plan refuses, and wrote
+    ``backend: TRTLLM`` for experts timed as DeepGEMM's)."""
+    kw = dict(
+        isl=1000, osl=1000, weight_dtypes=["fp8", "fp4"], kv_dtypes=["fp8"], engine="trtllm",
+        tp=[8], modes=["aggregated"], overlaps=["none"], chunked_prefills=None, batches=[1, 2, 4],
+    )  # fmt: skip
+    r = mlacalc.search("deepseek-v3", "B200", [8], moe_backend="trtllm-gen", **kw)
+    assert {p["weight_dtype"] for p in r.points} == {"fp8", "fp4"}
+    for p in r.points:
+        want = "trtllm-gen" if p["weight_dtype"] == "fp4" else None
+        assert p["moe_backend"] == want, p["weight_dtype"]
+    fp8 = next(p for p in r.points if p["weight_dtype"] == "fp8" and p["fits"])
+    assert "backend:" not in r.launch_commands("trtllm", point=fp8)[0][1]
+    fp4 = next(p for p in r.points if p["weight_dtype"] == "fp4" and p["fits"])
+    assert "backend: TRTLLM" in r.launch_commands("trtllm", point=fp4)[0][1]
+    out, _ = run(
+        "search", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 1000, "--osl", 1000,
+        "--weight-dtypes", "fp8,fp4", "--kv-dtypes", "fp8", "--modes", "aggregated",
+        "--chunked-prefills", "none", "--tp", 8, "--batches", "1,2,4", "--engine", "trtllm",
+        "--moe-backend", "trtllm-gen", "--tpot", "8.6ms", "--launch", "trtllm",
+    )  # fmt: skip
+    flat = " ".join(out.split())
+    command = (
+        flat.split("The same figures: mlacalc ", 1)[1].split(" # ")[0].split(" trtllm-serve")[0]
+    )
+    assert "--weight-dtype fp8" in command and "--moe-backend" not in command
+    assert "backend: TRTLLM" not in out
+    run(*command.split()[: command.split().index("--engine") + 2])  # the plan command runs
+
+
 def test_cli_search_plan_command_carries_it(run):
     out, _ = run(
         "search", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 1000, "--osl", 200,

@@ -207,6 +207,8 @@ def routing_words(result, p: dict[str, Any]) -> list[str]:
     words = []
     ranks = p["ep"] > 1 or (p.get("prefill_ep") or 1) > 1
     for name, value in getattr(result, "routing", {}).items():
+        if name == "moe_backend":  # where the point's experts take it (plan refuses it else)
+            value = p.get("moe_backend", value)
         everywhere = name in ("routing", "moe_backend")  # not the expert ranks' alone
         if value == ROUTING_DEFAULTS.get(name) or (not everywhere and not ranks):
             continue
@@ -366,7 +368,7 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
         chunked_prefill=result.best.get("chunked_prefill"),
         model_config=loaded,  # its routed experts, and the launched engine's own page
         page_size=result.page_size,  # the page the search assumed, said to the engine
-        moe_backend=result.routing.get("moe_backend"),  # TensorRT-LLM's, where asked
+        moe_backend=result.best.get("moe_backend"),  # TensorRT-LLM's, where its experts take it
         timed_engine=result.engine,
         hardware=hardware,
     )

@@ -384,7 +384,7 @@ class SearchResult:
             routed_experts=self.routed_experts,
             page_size=self.page_size,  # the page the search assumed, said to the engine
             memory_fraction=self.launch_share(engine, p),
-            moe_backend=self.routing.get("moe_backend"),  # TensorRT-LLM's, where asked
+            moe_backend=p.get("moe_backend"),  # TensorRT-LLM's, where the point's experts take it
         )
         return launch_commands(engine, model_path or self.model, pools)
 
@@ -1226,6 +1226,7 @@ def search(
     mark_targets(found.points, req.ttft, req.tpot)
     best = refined(req, pools, found, settle(req, found))
     points = found.points
+    _backend_of_points(req, points + ([best] if best else []))
     front = pareto(points)
     best_cal = best_calibration(req, best, points, found.models)
     explain(points, front, best, reasons)
@@ -1263,6 +1264,26 @@ def search(
         routing=dict(req.routing),
         prefix_cache_hit=req.prefix_cache_hit,
     )
+
+
+def _backend_of_points(req: SearchRequest, points: list[dict]) -> None:
+    """Each point's ``moe_backend``: the search's where the point's routed experts take it,
+    else None (its experts ran their own class, and a plan of the point refuses the option:
+    a review's fp8 point's plan command carried ``--moe-backend trtllm-gen``)."""
+    backend = dict(req.routing).get("moe_backend")
+    took: dict[tuple, str | None] = {}
+    for p in points:
+        comps = tuple(sorted((p.get("component_dtypes") or {}).items()))
+        key = (None if req.own else p.get("weight_dtype"), comps)
+        if key not in took:
+            took[key] = None
+            if backend is not None:
+                try:
+                    experts = routed_experts_class(req.m, key[0], dict(comps))
+                    took[key] = check_moe_backend(backend, req.engine, req.hw, experts)
+                except InvalidArgumentError:
+                    pass
+        p["moe_backend"] = took[key]
 
 
 def _all_notes(
