@@ -217,3 +217,35 @@ def test_a_launch_of_a_search_without_a_best_says_why(run):
                  "--weight-dtypes", "bf16", "--chunked-prefills", "none", "--tpot", "0.001ms",
                  "--launch", "vllm")  # fmt: skip
     assert "# no vllm launch commands: no deployment meets the targets" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("given", "launch"),
+    [(["--engine", "vllm", "--engine-memory", 0.9], "trtllm"),
+     (["--engine", "vllm", "--memory-reserve", 0.1], "trtllm"),
+     (["--engine", "trtllm", "--engine-memory", 0.9], "vllm")],
+)  # fmt: skip
+def test_each_disaggregated_pools_launch_share_reads_back_to_its_own_cache(run, given, launch):
+    """A disaggregated plan's launch lines give each pool its own memory setting: TensorRT-LLM's
+    share is of what each pool's weights leave, and both pools were given the decode pool's
+    (Llama-3.1-70B, a TP2 prefill pool beside a TP4 decode pool on H100, vLLM's 0.9: 0.830307
+    for both, which reads back as 77,761 KV tokens a GPU on the TP2 pool where the plan sized
+    41,225; its own is 0.44019). Each pool's share, read back under the launched engine on a
+    plan of that pool's layout alone, holds the tokens the plan sized for it."""
+    args = ["plan", "llama-3.1-70b", "-H", "H100-SXM", "--isl", 2000, "--osl", 500,
+            "--format", "json"]  # fmt: skip
+    pools = {"prefill": ["--gpus", 2, "--tp", 2], "decode": ["--gpus", 4, "--tp", 4]}
+    disagg = ["--concurrency", 32, "--mode", "disaggregated", "--prefill-gpus", 2,
+              "--prefill-tp", 2]  # fmt: skip
+    doc = json.loads(run(*args, *pools["decode"], *disagg, *given, "--launch", launch)[0])
+    option = {"trtllm": "free_gpu_memory_fraction:", "vllm": "--gpu-memory-utilization"}[launch]
+    text = doc["launch"]
+    shares = {role: text.split(f"# {role} pool")[1].split(option)[1].split()[0] for role in pools}
+    assert shares["prefill"] != shares["decode"]
+    for role, layout in pools.items():
+        sized = json.loads(run(*args, *layout, *given)[0])["kv_tokens_per_gpu"]
+        back = json.loads(run(*args, *layout, "--engine", launch, "--engine-memory",
+                              shares[role])[0])  # fmt: skip
+        assert back["kv_tokens_per_gpu"] == sized, (role, shares[role])
+    if given[-2:] == ["--engine-memory", 0.9] and launch == "trtllm":
+        assert shares == {"prefill": "0.44019", "decode": "0.830307"}

@@ -347,6 +347,8 @@ def command(
             gpus_per_node=p_hardware_node(hardware),
             memory_reserve=D.MEMORY_RESERVE if memory_reserve is None else memory_reserve,
             memory_fraction=launch_share(p, launch),
+            # each pool's own: TensorRT-LLM's share is of what its weights leave
+            prefill_memory_fraction=launch_share(p, launch, "prefill") if p.prefill_gpus else None,
             prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // (isl or p.seq_len)),
             chunked_prefill=chunked_prefill,
             mtp_tokens=mtp_tokens,

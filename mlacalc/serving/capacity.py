@@ -110,6 +110,8 @@ class PrefillRoom:
     prompt_bytes: int
     prompts: int
     usable: int
+    #: bytes a token adds to the pool's KV cache on a GPU (its own layout's split)
+    per_token: int = 0
 
 
 def prompts_per_pass(isl: int, fit: int | None = None) -> int:
@@ -200,9 +202,11 @@ def round_trip_share(
     return round(exact, SHARE_DECIMALS)
 
 
-def launch_share(plan: Any, engine: str) -> float | None:
-    """The memory setting ``engine``'s launch lines give a plan: read back by ``engine``'s
-    meaning (:data:`ENGINE_MEMORY`), it gives the plan's KV tokens and sequences per GPU.
+def launch_share(plan: Any, engine: str, pool: str = "decode") -> float | None:
+    """The memory setting ``engine``'s launch lines give a plan's ``pool`` (``"decode"``: the
+    decode pool, the only one aggregated; ``"prefill"``: a disaggregated plan's prefill pool,
+    by its own weights, tokens and prompts a GPU): read back by ``engine``'s meaning
+    (:data:`ENGINE_MEMORY`), it gives the pool's KV tokens and sequences per GPU.
     A plan run by an engine's own setting (``plan.engine_memory``, read by ``plan.engine``'s
     meaning) converts it by :func:`engine_share`; a plan run by the planner's reserve
     (``1 - memory_reserve`` of each GPU for the weights and the KV cache) gives None under
@@ -211,6 +215,9 @@ def launch_share(plan: Any, engine: str) -> float | None:
     setting is a share of what the weights leave (:func:`reserve_share`)."""
     units = (plan.kv_bytes_per_token_per_gpu, plan.kv_bytes_per_sequence_per_gpu)
     memory, weights = plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes
+    if pool == "prefill":  # its own weights (TensorRT-LLM's share is of what they leave)
+        units = (plan.prefill_kv_bytes_per_token_per_gpu, plan.prefill_kv_bytes_per_prompt_per_gpu)
+        weights = plan.prefill_weights_per_gpu_bytes
     if plan.engine_memory is None:
         return reserve_share(engine, memory, weights, plan.usable_per_gpu_bytes, units)
     em = (check_engine(plan.engine), plan.engine_memory)
@@ -396,7 +403,8 @@ def prefill_room(req: PlanRequest, usable: int) -> PrefillRoom:
     )
     if req.engine_memory is not None:  # TensorRT-LLM's share follows the pool's own weights
         usable = usable_bytes(req, weights)
-    return PrefillRoom(weights, prompt, max(usable - weights, 0) // prompt, usable)
+    per_token = kv_bytes_per_token_per_gpu(req.m, req.kv, req.p_lay, req.include_mtp)
+    return PrefillRoom(weights, prompt, max(usable - weights, 0) // prompt, usable, per_token)
 
 
 def prefill_overflow(req: PlanRequest, room: PrefillRoom, w_format: str) -> str:

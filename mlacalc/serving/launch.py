@@ -342,8 +342,12 @@ def deployments(
     (``max_tokens``, ``chunked_prefill``, ``cuda_graph_max_batch``, ``overlap_schedule``,
     ``mtp_tokens``, ``page_size``: the plan's tokens per KV page, said to the engine:
     SGLang's ``--page-size``, vLLM's ``--block-size``, TensorRT-LLM's
-    ``kv_cache_config.tokens_per_block``)."""
+    ``kv_cache_config.tokens_per_block``; ``memory_fraction`` the engine's memory setting,
+    ``prefill_memory_fraction`` the prefill pool's where it differs)."""
     share = settings.pop("memory_fraction", None)  # the engine's own setting, where given
+    # the prefill pool's own (TensorRT-LLM's share is of what each pool's weights leave)
+    p_share = settings.pop("prefill_memory_fraction", None)
+    p_share = share if p_share is None else p_share
     common = dict(
         gpus_per_node=gpus_per_node,
         memory_fraction=1.0 - memory_reserve if share is None else share,
@@ -381,7 +385,7 @@ def deployments(
         kv_dtype=point["kv_dtype"],
         batch_per_group=prompts_per_pass,
         role="prefill",
-        **common,
+        **{**common, "memory_fraction": 1.0 - memory_reserve if p_share is None else p_share},
         **{k: v for k, v in settings.items() if k != "mtp_tokens"},
     )
     return [prefill, decode]

@@ -296,6 +296,11 @@ class Plan:
     prefill_ep: int | None = None
     prefill_dp_attention: bool | None = None
     prefill_redundant_experts: int | None = None
+    #: the prefill pool's weights a GPU, and the KV bytes a token and one prompt take there
+    #: (its own layout's; what its launch lines' memory setting is converted by)
+    prefill_weights_per_gpu_bytes: int | None = None
+    prefill_kv_bytes_per_token_per_gpu: int | None = None
+    prefill_kv_bytes_per_prompt_per_gpu: int | None = None
     #: disaggregated: the prompts (requests) per second the prefill pool finishes (passes of
     #: its most prompts), and the requests per second the decode pool serves at its largest
     #: batch; the lower of the two caps the throughput (None aggregated, or where the prefill
@@ -1136,6 +1141,7 @@ def serving_record(
         common["warnings"] + serving_warnings(req, mix, load) + stand_in_warnings(req, dec.kernels)
     )
     chunks = f.get("chunks")
+    room = prefill_room(req, cap.usable) if p_lay else None
     return Plan(
         **{**common, "warnings": warnings, "concurrency": load.concurrency},
         # the step is timed at B_run per group (at least one: a group holding a request runs
@@ -1149,6 +1155,9 @@ def serving_record(
         prefill_ep=p_lay.ep if p_lay else None,
         prefill_dp_attention=p_lay.dp_attention if p_lay else None,
         prefill_redundant_experts=p_lay.redundant_experts if p_lay else None,
+        prefill_weights_per_gpu_bytes=room.weights if room else None,
+        prefill_kv_bytes_per_token_per_gpu=room.per_token if room else None,
+        prefill_kv_bytes_per_prompt_per_gpu=room.prompt_bytes if room else None,
         prefill_pool_requests_per_s=float(mix.pf_capacity) if p_lay else None,
         decode_pool_requests_per_s=float(load.decode_max) if p_lay else None,
         decode_step_s=f["t_dec"],
