@@ -249,3 +249,30 @@ def test_each_disaggregated_pools_launch_share_reads_back_to_its_own_cache(run, 
         assert back["kv_tokens_per_gpu"] == sized, (role, shares[role])
     if given[-2:] == ["--engine-memory", 0.9] and launch == "trtllm":
         assert shares == {"prefill": "0.44019", "decode": "0.830307"}
+
+
+def test_a_searchs_disaggregated_point_gives_each_pool_its_own_share():
+    """search's launch lines likewise: a point whose prefill pool (TP2) and decode pool (TP4)
+    hold different weights a GPU gives each its own TensorRT-LLM share, read back holding the
+    sequences (prompts) the search sized on that pool; both were given the decode pool's."""
+    from mlacalc.serving.plan_checks import usable_of
+
+    r = mlacalc.search("llama-3.1-70b", "H100-SXM", [2, 4, 6], isl=2000, osl=500,
+                       modes=["disaggregated"], kv_dtypes=["bf16"], weight_dtypes=["bf16"],
+                       overlaps=["none"], engine="vllm", engine_memory=0.9)  # fmt: skip
+    p = next(q for q in r.points if q["prefill_tp"] == 2 and q["tp"] == 4)
+    memory = mlacalc.load_hardware("H100-SXM").memory_bytes
+    pools = {
+        "prefill": (p["prefill_weights_per_gpu_bytes"], p["prefill_kv_per_prompt_bytes"]),
+        "decode": (p["weights_per_gpu_bytes"], p["kv_per_gpu_bytes"] // p["batch_per_group"]),
+    }
+    shares = {role: r.launch_share("trtllm", p, role) for role in pools}
+    assert shares["prefill"] < shares["decode"]  # the TP2 pool's weights leave less
+    for role, (weights, unit) in pools.items():
+        want = (usable_of(memory, weights, 0.0, ("vllm", 0.9)) - weights) // unit
+        got = (usable_of(memory, weights, 0.0, ("trtllm", shares[role])) - weights) // unit
+        assert got == want, role
+    lines = dict(r.launch_commands("trtllm", point=p))
+    for role, share in shares.items():
+        line = next(c for what, c in lines.items() if what.startswith(f"{role} pool"))
+        assert f"free_gpu_memory_fraction: {share}\n" in line, role

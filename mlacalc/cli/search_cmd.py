@@ -362,6 +362,12 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
         gpus_per_node=load_hardware(hardware).gpus_per_node,
         memory_reserve=result.memory_reserve,
         memory_fraction=result.launch_share(launch, result.best),
+        # the prefill pool's own: TensorRT-LLM's share is of what each pool's weights leave
+        prefill_memory_fraction=(
+            result.launch_share(launch, result.best, "prefill")
+            if result.best["prefill_gpus"]
+            else None
+        ),
         prompts_per_pass=max(1, (engine["max_tokens"] or 16384) // isl),
         max_tokens=engine["max_tokens"],
         overlap_schedule=engine["overlap_schedule"],

@@ -164,6 +164,8 @@ FIELDS = (
     "budget_output_tokens_per_s",
     "weights_per_gpu_bytes",
     "kv_per_gpu_bytes",
+    "prefill_weights_per_gpu_bytes",
+    "prefill_kv_per_prompt_bytes",
     "fits",
     "meets_targets",
     "on_frontier",
@@ -351,15 +353,19 @@ class SearchResult:
         """Every point as a flat record (for CSV and notebooks)."""
         return [self.row(p) for p in self.points]
 
-    def launch_share(self, engine: str, p: dict[str, Any]) -> float | None:
-        """The memory setting ``engine``'s launch lines give point ``p``: read back, it holds
-        as many of the point's sequences per GPU. Sized by the engine's own setting:
+    def launch_share(self, engine: str, p: dict[str, Any], pool: str = "decode") -> float | None:
+        """The memory setting ``engine``'s launch lines give point ``p``'s ``pool`` (``"decode"``:
+        the decode pool, the only one aggregated; ``"prefill"``: a disaggregated point's prefill
+        pool, by its own weights and prompt): read back, it holds as many of the point's
+        sequences (prompts) per GPU. Sized by the engine's own setting:
         :func:`mlacalc.serving.capacity.engine_share`; by the reserve:
         :func:`mlacalc.serving.capacity.reserve_share` (None under vLLM and SGLang, whose
         setting is the launch's ``1 - memory_reserve``)."""
         memory = load_hardware(self.hardware).memory_bytes
         per_seq = p["kv_per_gpu_bytes"] // max(int(p["batch_per_group"]), 1)
         weights = p["weights_per_gpu_bytes"]
+        if pool == "prefill":  # its own weights (TensorRT-LLM's share is of what they leave)
+            per_seq, weights = p["prefill_kv_per_prompt_bytes"], p["prefill_weights_per_gpu_bytes"]
         if self.engine_memory is None:  # the reserve: TensorRT-LLM's share converted
             usable = usable_of(memory, weights, self.memory_reserve)
             return reserve_share(engine, memory, weights, usable, (per_seq,))
@@ -384,6 +390,9 @@ class SearchResult:
             routed_experts=self.routed_experts,
             page_size=self.page_size,  # the page the search assumed, said to the engine
             memory_fraction=self.launch_share(engine, p),
+            prefill_memory_fraction=self.launch_share(engine, p, "prefill")
+            if p["prefill_gpus"]
+            else None,
             moe_backend=p.get("moe_backend"),  # TensorRT-LLM's, where the point's experts take it
         )
         return launch_commands(engine, model_path or self.model, pools)

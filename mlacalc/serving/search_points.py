@@ -17,7 +17,7 @@ from mlacalc.serving.comm import kv_transfer
 from mlacalc.serving.disaggregated import prefill_pool_seconds
 from mlacalc.serving.figures import chunk_hold, chunked_figures, in_progress, others_share
 from mlacalc.serving.gpu_step import StepModel, StepTimes
-from mlacalc.serving.layout import Layout
+from mlacalc.serving.layout import Layout, kv_bytes_per_sequence_per_gpu
 from mlacalc.serving.ranks import synced_prompts
 from mlacalc.serving.search_space import Candidate, SearchRequest, pool_passes
 from mlacalc.words import defaults
@@ -38,9 +38,14 @@ class PrefillPool:
     rate: float
     t_pf: np.ndarray
     sm: StepModel
+    #: its weights a GPU and one prompt's cache there (what its launch lines' memory setting
+    #: is converted by: TensorRT-LLM's share is of what each pool's weights leave)
+    weights: int = 0
+    prompt_bytes: int = 0
 
     def fields(self) -> dict[str, Any]:
-        """The pool's layout as a point reports it (so that plan reproduces it)."""
+        """The pool's layout as a point reports it (so that plan reproduces it), and its
+        weights and one prompt's cache a GPU."""
         lay = self.sm.lay
         return {
             "prefill_layout": lay.describe(),
@@ -48,6 +53,8 @@ class PrefillPool:
             "prefill_ep": lay.ep,
             "prefill_dp_attention": lay.dp_attention,
             "prefill_redundant_experts": lay.redundant_experts,
+            "prefill_weights_per_gpu_bytes": self.weights,
+            "prefill_kv_per_prompt_bytes": self.prompt_bytes,
         }
 
 
@@ -114,7 +121,11 @@ def prefill_pools(
             t_pf = np.concatenate([[0.0], np.interp(ks, pool_passes(c.k_fit), passes)])
             rate = c.lay.dp * c.k_fit / t_pf[c.k_fit]  # k_fit: plan's k_max
             key = (c.gpus, c.weight, c.kv, ov)
-            rated.setdefault(key, []).append(PrefillPool(float(rate), t_pf, c.sm))
+            prompt = kv_bytes_per_sequence_per_gpu(
+                req.m, c.kv_layout, c.lay, req.isl, req.page_size
+            )
+            pool = PrefillPool(float(rate), t_pf, c.sm, c.weights, prompt)
+            rated.setdefault(key, []).append(pool)
     pools: dict[PoolKey, list[PrefillPool]] = {}
     for key, rivals in rated.items():
         best_t1 = math.inf
@@ -255,6 +266,8 @@ def _aggregated_point(
         "prefill_ep": None,
         "prefill_dp_attention": None,
         "prefill_redundant_experts": None,
+        "prefill_weights_per_gpu_bytes": None,
+        "prefill_kv_per_prompt_bytes": None,
         "batch_per_group": int(b),
         "concurrency": float(b * lay.dp),  # one type: disaggregated counts are fractional
         "ttft_s": ttft_s,
