@@ -1192,4 +1192,7 @@ def test_report_of_a_layer_without_a_mixer_says_it_keeps_nothing(run):
     assert cells[4:6] == ["-", "-"] and "fixed state" not in none
     said = " ".join(out.split())
     assert "its convolution window in the KV dtype" in said
+    # the report's K positions (the reference cache) against plan's K - 1 (the engines'), said
+    assert "K positions, as the reference implementation's cache keeps them" in said
+    assert "the engines keep K - 1, which plan counts" in said
     assert "a linear or Mamba layer's input projections count under kv_proj" in said

@@ -497,7 +497,7 @@ def kv_rows(p, compressed: bool = False) -> list[list[str]]:
             f"{p.kv_bytes_per_token_full_layers_per_gpu:,} B",
         ],
         [
-            "  + fixed per sequence (windows, linear states)",
+            "  + fixed per sequence (windows, linear states: a conv K - 1 positions)",
             f"{human_bytes(p.kv_bytes_fixed_per_sequence_per_gpu)} "
             f"({p.kv_bytes_fixed_per_sequence_per_gpu:,} B)",
         ],
