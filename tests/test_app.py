@@ -321,10 +321,13 @@ def test_roofline_tab_shows_each_kind_of_layer():
             kind_model(model, kind), "H100-SXM", "decode", 131072, 8, mode="fused"
         )
         assert decode[kind.label] == pytest.approx(expected.seconds * 1e6, abs=0.006)
-    # 131,072 keys against 1,024: the full layer's decode far the longer (9.4x since a served
-    # step reads a small cache from the HBM, not the L2 the tables' warm replays found it in,
-    # mapping.WARM_CACHE_ENGINES: the sliding layer's attention 114 -> 129 us; 10.3x before)
-    assert decode["full"] > 9 * decode["sliding(1024)"]
+    # 131,072 keys against 1,024: the full layer's decode far the longer (8.8x since
+    # TensorRT-LLM's bf16 grouped decode runs MMHA below XQA's block threshold, 60f690f: the
+    # sliding layer's 8 sequences x 1,024 keys are below it, 10.1x just before; 9.4x once a
+    # served step read a small cache from the HBM, not the L2 the tables' warm replays found
+    # it in, mapping.WARM_CACHE_ENGINES: the sliding layer's attention 114 -> 129 us; 10.3x
+    # before)
+    assert decode["full"] > 8.5 * decode["sliding(1024)"]
     assert "each kind (full, sliding(1024))" in " ".join(c.value for c in at.caption)
 
 

@@ -22,16 +22,18 @@ from mlacalc.words.errors import InvalidArgumentError
 
 #: plan's figures before prefix caching was added (main at b0c4062), which a hit of 0 keeps;
 #: refreshed when cuBLAS's persistent GEMMs balanced their last wave (gemm_time.BALANCED_WAVES,
-#: gemm:bf16 refitted: llama-3-8b TTFT 60.54 -> 59.93 ms in flight, qwen3 chunked 141.5 -> 137.8)
+#: gemm:bf16 refitted: llama-3-8b TTFT 60.54 -> 59.93 ms in flight, qwen3 chunked 141.5 -> 137.8),
+#: and when TensorRT-LLM's bf16 grouped decode ran MMHA below XQA's block threshold (60f690f,
+#: attention_decode refitted: in flight 59.93 -> 59.99 ms, chunked 137.8 -> 138.3 ms)
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.059932025618450055, tpot_s=0.012457342816798896),
-        dict(output_tokens_per_s=2531.0867288001723, prefill_s=0.04195520477066293),
+        dict(ttft_s=0.059990373616664455, tpot_s=0.012517461445900362),
+        dict(output_tokens_per_s=2519.1093119984357, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.0541521483217864, tpot_s=0.007028566986287151),
+        dict(ttft_s=0.054199658475773016, tpot_s=0.007060253179619804),
         dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
@@ -44,8 +46,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.1377736649633328, tpot_s=0.020271084056989325),
-        dict(output_tokens_per_s=3121.862697904211, prefill_chunks_s=0.1029479517504483),
+        dict(ttft_s=0.13826805852199103, tpot_s=0.02036715370527521),
+        dict(output_tokens_per_s=3107.1839247345374, prefill_chunks_s=0.10333223034359185),
     ),
     "disaggregated": (
         dict(
@@ -61,11 +63,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.06119816698222316,
-            tpot_s=0.015002902836803814,
+            ttft_s=0.06113308106861183,
+            tpot_s=0.015098295134752375,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4232.123928206051, prefill_pool_requests_per_s=24.486915361397067),
+        dict(output_tokens_per_s=4205.630164394124, prefill_pool_requests_per_s=24.486915361397067),
     ),
 }
 

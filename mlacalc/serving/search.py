@@ -1234,8 +1234,7 @@ def search(
     spend(req, found.points)
     mark_targets(found.points, req.ttft, req.tpot)
     best = refined(req, pools, found, settle(req, found))
-    points = found.points
-    _backend_of_points(req, points + ([best] if best else []))
+    _backend_of_points(req, (points := found.points) + ([best] if best else []))
     front = pareto(points)
     best_cal = best_calibration(req, best, points, found.models)
     explain(points, front, best, reasons)
