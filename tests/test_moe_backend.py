@@ -259,3 +259,15 @@ def test_the_warning_names_the_option_and_goes_with_it(plans):
         assert "moe_backend='trtllm-gen'" in said[0] and "not timed" not in said[0]
     assert "--moe-backend cutlass" in next(w for w in plans["cutlass"].warnings if "CUTLASS" in w)
     assert not [w for w in plans["trtllm-gen"].warnings if "TensorRT-LLM-gen" in w]
+
+
+def test_a_profile_without_the_class_says_it_times_its_fallback():
+    """``trtllm-gen`` under a profile that holds no TensorRT-LLM-gen class (H100's fit: no
+    Blackwell table) says the experts were timed with the profile's fallback, not the class it
+    lacks (a review: the words named moe:nvfp4:moe_torch_flow_min_latency under fit-h100-sxm)."""
+    kw = dict(moe_backend="trtllm-gen", **V3)
+    own = mlacalc.plan("deepseek-v3", "B200", 8, **kw)
+    assert own.moe_kernel == f"TensorRT-LLM-gen's MoE (moe:nvfp4:{MIN_LATENCY_MOE})"
+    other = mlacalc.plan("deepseek-v3", "B200", 8, profile="fit-h100-sxm", **kw)
+    assert "which the profile has no fit of" in other.moe_kernel
+    assert "fallback" in other.moe_kernel

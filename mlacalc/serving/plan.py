@@ -144,6 +144,7 @@ from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_second
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.moe_backend import moe_kernel_label, runs_trtllm_gen
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
@@ -823,7 +824,9 @@ def _moe_kernel(req: PlanRequest) -> str | None:
     if dtype is None or req.hw.kind != "gpu":
         return None
     gen = runs_trtllm_gen(req.moe_backend, req.engine, req.hw, dtype)
-    return moe_kernel_label(req.engine, req.hw, dtype, gen)
+    prof = load_profile(req.profile)
+    fitted = frozenset(prof.classes) | {k for c in prof.devices.values() for k in c}
+    return moe_kernel_label(req.engine, req.hw, dtype, gen, frozenset(fitted))
 
 
 def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:

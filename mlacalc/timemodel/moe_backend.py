@@ -125,12 +125,23 @@ def _default_kernel(runs: str) -> str:
     }.get(runs, "another kernel")
 
 
-def moe_kernel_label(engine: str, hw: Any, dtype: str, gen: bool) -> str:
+def moe_kernel_label(
+    engine: str, hw: Any, dtype: str, gen: bool, fitted: frozenset[str] | None = None
+) -> str:
     """The MoE kernel a step's routed experts of class ``dtype`` were timed as under
-    TensorRT-LLM, in words with the class (``gen``: :func:`runs_trtllm_gen`)."""
+    TensorRT-LLM, in words with the class (``gen``: :func:`runs_trtllm_gen`); ``fitted``: the
+    class names the timing profile holds (None: not checked). A profile without the
+    TensorRT-LLM-gen class times those experts with its own fallback, which the words say (a
+    review: ``--profile fit-h100-sxm`` named a class the profile does not hold)."""
     runs = _run_dtype(dtype, hw)
     if gen:
-        return f"TensorRT-LLM-gen's MoE (moe:{runs}:{MIN_LATENCY_MOE})"
+        key = f"moe:{runs}:{MIN_LATENCY_MOE}"
+        if fitted is not None and key not in fitted:
+            return (
+                f"TensorRT-LLM-gen's MoE, which the profile has no fit of ({key}): timed with "
+                "its fallback class for these experts (fit-b200-sxm holds the class)"
+            )
+        return f"TensorRT-LLM-gen's MoE ({key})"
     if engine == "trtllm" and device_figures(hw).tcgen05:
         name = "CUTLASS MoE" if runs in _CUTLASS_TCGEN05 else _default_kernel(runs)
         return f"{name} (moe:{runs})"
