@@ -824,9 +824,7 @@ def _moe_kernel(req: PlanRequest) -> str | None:
     if dtype is None or req.hw.kind != "gpu":
         return None
     gen = runs_trtllm_gen(req.moe_backend, req.engine, req.hw, dtype)
-    prof = load_profile(req.profile)
-    fitted = frozenset(prof.classes) | {k for c in prof.devices.values() for k in c}
-    return moe_kernel_label(req.engine, req.hw, dtype, gen, frozenset(fitted))
+    return moe_kernel_label(req.engine, req.hw, dtype, gen, load_profile(req.profile))
 
 
 def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:

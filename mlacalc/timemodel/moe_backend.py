@@ -125,18 +125,17 @@ def _default_kernel(runs: str) -> str:
     }.get(runs, "another kernel")
 
 
-def moe_kernel_label(
-    engine: str, hw: Any, dtype: str, gen: bool, fitted: frozenset[str] | None = None
-) -> str:
+def moe_kernel_label(engine: str, hw: Any, dtype: str, gen: bool, prof: Any = None) -> str:
     """The MoE kernel a step's routed experts of class ``dtype`` were timed as under
-    TensorRT-LLM, in words with the class (``gen``: :func:`runs_trtllm_gen`); ``fitted``: the
-    class names the timing profile holds (None: not checked). A profile without the
-    TensorRT-LLM-gen class times those experts with its own fallback, which the words say (a
-    review: ``--profile fit-h100-sxm`` named a class the profile does not hold)."""
+    TensorRT-LLM, in words with the class (``gen``: :func:`runs_trtllm_gen`); ``prof``: the
+    timing profile (None: not checked). A profile whose lookup
+    (:meth:`~mlacalc.timemodel.profile.Profile.class_found`) finds no TensorRT-LLM-gen class
+    times those experts with its own fallback, which the words say (a review: ``--profile
+    fit-h100-sxm`` named a class the profile does not hold)."""
     runs = _run_dtype(dtype, hw)
     if gen:
         key = f"moe:{runs}:{MIN_LATENCY_MOE}"
-        if fitted is not None and key not in fitted:
+        if prof is not None and prof.class_found(hw.name, "moe", runs, hw, MIN_LATENCY_MOE) != key:
             return (
                 f"TensorRT-LLM-gen's MoE, which the profile has no fit of ({key}): timed with "
                 "its fallback class for these experts (fit-b200-sxm holds the class)"
