@@ -751,16 +751,8 @@ def pool_figures(result) -> list[tuple[str, str]]:
                 duration_text(result.prefill_s),
             )
         )
-    if result.kv_transfer_s is not None:
-        out.append(("KV transfer per request", f"{result.kv_transfer_s * 1e3:,.2f} ms"))
-    if result.prefill_pool_requests_per_s is not None:
-        out.append(("prefill pool's rate", f"{result.prefill_pool_requests_per_s:,.1f} prompts/s"))
-        out.append(
-            (
-                "decode pool's rate at its largest batch",
-                f"{result.decode_pool_requests_per_s:,.1f} requests/s",
-            )
-        )
+    # a disaggregated plan's KV transfer, its link and the pools' rates: plan's own words
+    out += [("KV transfer " + k if k == "link" else k, v) for k, v in result.disaggregated_parts()]
     return out
 
 

@@ -408,6 +408,7 @@ def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
     --prefill-ep --prefill-dp-attention` sets it. 16 GPUs at EP8: the app's answer is the
     CLI's to the digit (TTFT 89.74 ms, not the default pool's 156.72 ms)."""
     from mlacalc.cli import main
+    from mlacalc.render import human_bytes
     from mlacalc.serving.plan import duration_text
 
     at = _run()
@@ -432,6 +433,14 @@ def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
     assert f"KV transfer per request: {p['kv_transfer_s'] * 1e3:,.2f} ms" in captions
     assert f"prefill pool's rate: {p['prefill_pool_requests_per_s']:,.1f} prompts/s" in captions
     assert f"prefill of one 2,000-token prompt: {duration_text(p['prefill_s'])}" in captions
+    # the KV handed to the decode pool: the link it crosses (8 + 16 GPUs: over the network)
+    # and a rank's bytes, in plan's words (before: the app showed the time alone)
+    link = f"{p['kv_transfer_link']}, at most {human_bytes(p['kv_transfer_rank_bytes'])} a rank"
+    assert p["kv_transfer_link"].startswith("over the network")
+    assert f"KV transfer link: {link}" in captions
+    assert main(f"{cli} {flags} {pool.replace('json', 'markdown')}".split()) == 0
+    table = capsys.readouterr().out
+    assert f"|   link | {link} |" in table
     # the CLI's bounds and errors: a pool its tp does not divide is refused, naming the field
     at.number_input(key="plan_prefill_tp").set_value(3).run()
     assert main(f"{cli} {flags} --prefill-gpus 16 --prefill-ep 8 --prefill-tp 3".split()) != 0

@@ -57,3 +57,25 @@ def test_mla_latent_bounded_by_the_receiving_rank():
     t2 = kv_transfer(hw, m, kv, p_lay, make_layout(m, 16, tp=8, pp=2, ep=8), 1000)
     assert t2.rank_bytes == 1000 * 31 * 576 * 2  # the fuller stage: 31 of 61 layers
     assert t2.seconds < t.seconds
+
+
+def test_the_words_name_the_link_and_a_ranks_bytes():
+    """Plan.disaggregated_parts, the words `mlacalc plan` prints and the app shows: the
+    transfer's time, then its link (NVLink in one NVL72 rack, the NIC across HGX nodes) with
+    a rank's bytes (1,310,720,000 B = 1.22 GiB), then the two pools' rates; nothing
+    aggregated."""
+    for hw, link in (("GB200", "over the scale-up link: NVLink"), ("B200", "over the network")):
+        p = _dis(hw)
+        labels = [k for k, _ in p.disaggregated_parts()]
+        assert labels == [
+            "KV transfer per request",
+            "link",
+            "prefill pool's rate",
+            "decode pool's rate at its largest batch",
+        ]
+        words = dict(p.disaggregated_parts())
+        assert words["KV transfer per request"] == f"{p.kv_transfer_s * 1e3:,.2f} ms"
+        assert words["link"].startswith(link) and words["link"].endswith(
+            ", at most 1.22 GiB a rank"
+        )
+    assert plan("llama-3.1-70b", "B200", 8, **LLAMA).disaggregated_parts() == []

@@ -709,20 +709,8 @@ def serving_rows(p) -> list[list[str]]:
         srows.insert(1, ["prompts' forward pass", p.prefill_pass])
         if p.output_lag_steps:
             srows.insert(2, ["output lag", f"{p.output_lag_steps} step(s)"])
-    if p.kv_transfer_s is not None:  # the whole prompt's KV, its cached rows too
-        whole = " (the whole prompt's KV, cached rows too)" if p.prefix_cached_tokens else ""
-        srows.append([f"KV transfer per request{whole}", f"{p.kv_transfer_s * 1e3:,.2f} ms"])
-        if p.kv_transfer_link:
-            share = human_bytes(p.kv_transfer_rank_bytes or 0)
-            srows.append(["  link", f"{p.kv_transfer_link}, at most {share} a rank"])
-    if p.prefill_pool_requests_per_s is not None:  # the two rates, the lower caps the rest
-        srows.append(["prefill pool's rate", f"{p.prefill_pool_requests_per_s:,.1f} prompts/s"])
-        srows.append(
-            [
-                "decode pool's rate at its largest batch",
-                f"{p.decode_pool_requests_per_s:,.1f} requests/s",
-            ]
-        )
+    # the disaggregated plan's KV transfer (its link indented under it) and the pools' rates
+    srows += [[f"  {k}" if k == "link" else k, v] for k, v in p.disaggregated_parts()]
     if not p.sustainable:
         srows.append(["sustainable", "no: " + unsustained_words(p)])
     return srows

@@ -148,7 +148,7 @@ from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
-from mlacalc.words.units import request_count
+from mlacalc.words.units import human_bytes, request_count
 from mlacalc.words.vocab import SERVING_MODES
 
 if TYPE_CHECKING:
@@ -430,6 +430,31 @@ class Plan:
             f"{self.prefill_chunk_tokens:,} tokens (beside the decode batch)"
         )
         return [(label, self.prefill_chunks_s)]
+
+    def disaggregated_parts(self) -> list[tuple[str, str]]:
+        """A disaggregated plan's own figures in words (none aggregated): one request's KV
+        cache handed from the prefill pool to the decode pool (its time; the link it crosses
+        and the most bytes a rank sends or receives) and the two pools' rates, the lower of
+        which caps the rest. The words ``plan`` prints (the link's row under the transfer's,
+        labelled "link") and the app shows."""
+        out: list[tuple[str, str]] = []
+        if self.kv_transfer_s is not None:  # the whole prompt's KV, its cached rows too
+            whole = " (the whole prompt's KV, cached rows too)" if self.prefix_cached_tokens else ""
+            out.append((f"KV transfer per request{whole}", f"{self.kv_transfer_s * 1e3:,.2f} ms"))
+            if self.kv_transfer_link:
+                share = human_bytes(self.kv_transfer_rank_bytes or 0)
+                out.append(("link", f"{self.kv_transfer_link}, at most {share} a rank"))
+        if self.prefill_pool_requests_per_s is not None:
+            out.append(
+                ("prefill pool's rate", f"{self.prefill_pool_requests_per_s:,.1f} prompts/s")
+            )
+            out.append(
+                (
+                    "decode pool's rate at its largest batch",
+                    f"{self.decode_pool_requests_per_s:,.1f} requests/s",
+                )
+            )
+        return out
 
     def queue_text(self) -> str:
         """Requests in flight and queued, in words ("unbounded" when the queue grows)."""
