@@ -276,3 +276,39 @@ def test_a_searchs_disaggregated_point_gives_each_pool_its_own_share():
     for role, share in shares.items():
         line = next(c for what, c in lines.items() if what.startswith(f"{role} pool"))
         assert f"free_gpu_memory_fraction: {share}\n" in line, role
+
+
+OPTION = {"trtllm": "free_gpu_memory_fraction:", "vllm": "--gpu-memory-utilization",
+          "sglang": "--mem-fraction-static"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "given",
+    [("vllm", 0.9), ("sglang", 0.85), ("trtllm", 0.9), ("trtllm", None), ("vllm", None)],
+)
+def test_a_search_points_launch_share_is_its_plans(run, given):
+    """One route to a launch line's memory share (capacity.pool_launch_share): a search
+    point's launch lines and `mlacalc plan` of the same point (its plan command) print the
+    same share for each pool, under each engine's memory meaning and under the reserve. The
+    search's held only the point's sequences, plan's its tokens too: TensorRT-LLM's 0.9 went
+    to vLLM as 0.98 from the search, 0.982137 from plan (Llama-3.1-70B's TP2 prefill pool
+    beside a TP4 decode pool on H100), the reserve's 0.07 to TensorRT-LLM as 0.61, 0.60814."""
+    from mlacalc.cli.search_cmd import plan_command
+
+    own, share = given
+    memory = {"engine_memory": share} if share is not None else {"memory_reserve": 0.07}
+    r = mlacalc.search(M, "H100-SXM", [2, 4, 6], isl=2000, osl=500, modes=["disaggregated"],
+                       kv_dtypes=["bf16"], weight_dtypes=["bf16"], overlaps=["none"],
+                       engine=own, **memory)  # fmt: skip
+    p = next(q for q in r.points if q["prefill_tp"] == 2 and q["tp"] == 4)
+    words = plan_command(M, "H100-SXM", r, p) + f" --engine {own} --engine-defaults none"
+    assert words.startswith("mlacalc plan ")
+    for launch, option in OPTION.items():
+        lines = dict(r.launch_commands(launch, point=p))
+        planned = run(*words.split()[1:], "--launch", launch)[0]
+        for role in ("prefill", "decode"):
+            line = next(c for what, c in lines.items() if what.startswith(f"{role} pool"))
+            searched = line.split(option)[1].split()[0]
+            assert planned.split(f"# {role} pool")[1].split(option)[1].split()[0] == searched
+            if share is None and launch != "trtllm":  # the reserve's own meaning
+                assert float(searched) == pytest.approx(0.93)

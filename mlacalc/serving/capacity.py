@@ -35,6 +35,7 @@ __all__ = [
     "launch_share",
     "longest_context",
     "memory_setting",
+    "pool_launch_share",
     "prefill_overflow",
     "prefill_room",
     "prompts_per_pass",
@@ -202,26 +203,52 @@ def round_trip_share(
     return round(exact, SHARE_DECIMALS)
 
 
+def pool_launch_share(
+    engine: str,
+    memory: int,
+    weights: int,
+    units: tuple[int, ...],
+    engine_memory: tuple[str, float] | None,
+    usable: int,
+) -> float | None:
+    """The memory setting ``engine``'s launch line gives one pool's GPU of ``memory`` bytes
+    holding ``weights`` bytes of weights, whose KV cache was sized in ``units`` (its bytes a
+    token and a sequence or prompt; read back by ``engine``'s meaning, :data:`ENGINE_MEMORY`,
+    the setting holds as many of each): by the engine's own setting ``engine_memory``
+    (``(engine, share)``) converted by :func:`engine_share`, else by the planner's reserve,
+    which left ``usable`` bytes for the weights and the cache, by :func:`reserve_share` (None
+    under vLLM and SGLang: the launch's ``1 - memory_reserve``). The one route of a plan's
+    launch lines (:func:`launch_share`) and a search point's
+    (:meth:`mlacalc.serving.search.SearchResult.launch_share`)."""
+    if engine_memory is None:
+        return reserve_share(engine, memory, weights, usable, units)
+    return engine_share(
+        (check_engine(engine_memory[0]), engine_memory[1]), engine, memory, weights, units
+    )
+
+
 def launch_share(plan: Any, engine: str, pool: str = "decode") -> float | None:
     """The memory setting ``engine``'s launch lines give a plan's ``pool`` (``"decode"``: the
     decode pool, the only one aggregated; ``"prefill"``: a disaggregated plan's prefill pool,
     by its own weights, tokens and prompts a GPU): read back by ``engine``'s meaning
-    (:data:`ENGINE_MEMORY`), it gives the pool's KV tokens and sequences per GPU.
-    A plan run by an engine's own setting (``plan.engine_memory``, read by ``plan.engine``'s
-    meaning) converts it by :func:`engine_share`; a plan run by the planner's reserve
-    (``1 - memory_reserve`` of each GPU for the weights and the KV cache) gives None under
-    vLLM and SGLang, whose setting is that share of the GPU (the launch's
-    ``1 - memory_reserve``), and converts the plan's usable bytes under TensorRT-LLM, whose
-    setting is a share of what the weights leave (:func:`reserve_share`)."""
+    (:data:`ENGINE_MEMORY`), it gives the pool's KV tokens and sequences per GPU
+    (:func:`pool_launch_share`). A plan run by an engine's own setting
+    (``plan.engine_memory``, read by ``plan.engine``'s meaning) converts it by
+    :func:`engine_share`; a plan run by the planner's reserve (``1 - memory_reserve`` of each
+    GPU for the weights and the KV cache) gives None under vLLM and SGLang, whose setting is
+    that share of the GPU (the launch's ``1 - memory_reserve``), and converts the plan's
+    usable bytes under TensorRT-LLM, whose setting is a share of what the weights leave
+    (:func:`reserve_share`)."""
     units = (plan.kv_bytes_per_token_per_gpu, plan.kv_bytes_per_sequence_per_gpu)
-    memory, weights = plan.memory_per_gpu_bytes, plan.weights_per_gpu_bytes
+    weights = plan.weights_per_gpu_bytes
     if pool == "prefill":  # its own weights (TensorRT-LLM's share is of what they leave)
         units = (plan.prefill_kv_bytes_per_token_per_gpu, plan.prefill_kv_bytes_per_prompt_per_gpu)
         weights = plan.prefill_weights_per_gpu_bytes
-    if plan.engine_memory is None:
-        return reserve_share(engine, memory, weights, plan.usable_per_gpu_bytes, units)
-    em = (check_engine(plan.engine), plan.engine_memory)
-    return engine_share(em, engine, memory, weights, units)
+    em = None if plan.engine_memory is None else (plan.engine, plan.engine_memory)
+    # the reserve's usable bytes are the GPU's less the reserve, whatever the weights
+    return pool_launch_share(
+        engine, plan.memory_per_gpu_bytes, weights, units, em, plan.usable_per_gpu_bytes
+    )
 
 
 def reserve_share(

@@ -42,7 +42,7 @@ import numpy as np
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.capacity import PREFILL_TOKENS, engine_share, reserve_share
+from mlacalc.serving.capacity import PREFILL_TOKENS, pool_launch_share
 from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, routed_experts_class, spec_kernels
 from mlacalc.serving.launch import deployments, launch_commands
@@ -164,8 +164,10 @@ FIELDS = (
     "budget_output_tokens_per_s",
     "weights_per_gpu_bytes",
     "kv_per_gpu_bytes",
+    "kv_per_token_bytes",
     "prefill_weights_per_gpu_bytes",
     "prefill_kv_per_prompt_bytes",
+    "prefill_kv_per_token_bytes",
     "fits",
     "meets_targets",
     "on_frontier",
@@ -356,21 +358,22 @@ class SearchResult:
     def launch_share(self, engine: str, p: dict[str, Any], pool: str = "decode") -> float | None:
         """The memory setting ``engine``'s launch lines give point ``p``'s ``pool`` (``"decode"``:
         the decode pool, the only one aggregated; ``"prefill"``: a disaggregated point's prefill
-        pool, by its own weights and prompt): read back, it holds as many of the point's
-        sequences (prompts) per GPU. Sized by the engine's own setting:
-        :func:`mlacalc.serving.capacity.engine_share`; by the reserve:
+        pool, by its own weights and prompt): read back, it holds as many of the point's KV
+        tokens and sequences (prompts) per GPU, the share plan of the point gives
+        (:func:`mlacalc.serving.capacity.pool_launch_share`, both routes'). Sized by the
+        engine's own setting: :func:`mlacalc.serving.capacity.engine_share`; by the reserve:
         :func:`mlacalc.serving.capacity.reserve_share` (None under vLLM and SGLang, whose
         setting is the launch's ``1 - memory_reserve``)."""
         memory = load_hardware(self.hardware).memory_bytes
         per_seq = p["kv_per_gpu_bytes"] // max(int(p["batch_per_group"]), 1)
+        units = (p["kv_per_token_bytes"], per_seq)
         weights = p["weights_per_gpu_bytes"]
         if pool == "prefill":  # its own weights (TensorRT-LLM's share is of what they leave)
-            per_seq, weights = p["prefill_kv_per_prompt_bytes"], p["prefill_weights_per_gpu_bytes"]
-        if self.engine_memory is None:  # the reserve: TensorRT-LLM's share converted
-            usable = usable_of(memory, weights, self.memory_reserve)
-            return reserve_share(engine, memory, weights, usable, (per_seq,))
-        em = (self.engine_memory_of, self.engine_memory)
-        return engine_share(em, engine, memory, weights, (per_seq,))
+            units = (p["prefill_kv_per_token_bytes"], p["prefill_kv_per_prompt_bytes"])
+            weights = p["prefill_weights_per_gpu_bytes"]
+        em = None if self.engine_memory is None else (self.engine_memory_of, self.engine_memory)
+        usable = usable_of(memory, weights, self.memory_reserve)
+        return pool_launch_share(engine, memory, weights, units, em, usable)
 
     def launch_commands(
         self, engine: str, model_path: str | None = None, point: dict[str, Any] | None = None

@@ -42,6 +42,8 @@ class PrefillPool:
     #: is converted by: TensorRT-LLM's share is of what each pool's weights leave)
     weights: int = 0
     prompt_bytes: int = 0
+    #: a token's cache on one of its GPUs
+    per_token: int = 0
 
     def fields(self) -> dict[str, Any]:
         """The pool's layout as a point reports it (so that plan reproduces it), and its
@@ -55,6 +57,7 @@ class PrefillPool:
             "prefill_redundant_experts": lay.redundant_experts,
             "prefill_weights_per_gpu_bytes": self.weights,
             "prefill_kv_per_prompt_bytes": self.prompt_bytes,
+            "prefill_kv_per_token_bytes": self.per_token,
         }
 
 
@@ -124,7 +127,7 @@ def prefill_pools(
             prompt = kv_bytes_per_sequence_per_gpu(
                 req.m, c.kv_layout, c.lay, req.isl, req.page_size
             )
-            pool = PrefillPool(float(rate), t_pf, c.sm, c.weights, prompt)
+            pool = PrefillPool(float(rate), t_pf, c.sm, c.weights, prompt, c.per_token)
             rated.setdefault(key, []).append(pool)
     pools: dict[PoolKey, list[PrefillPool]] = {}
     for key, rivals in rated.items():
@@ -198,6 +201,7 @@ def _base(c: Candidate, ov: str) -> dict[str, Any]:
         "kv_dtype": c.kv,
         "chunked_prefill": None,
         "weights_per_gpu_bytes": c.weights,
+        "kv_per_token_bytes": c.per_token,
         "fits": True,
     }
 
@@ -268,6 +272,7 @@ def _aggregated_point(
         "prefill_redundant_experts": None,
         "prefill_weights_per_gpu_bytes": None,
         "prefill_kv_per_prompt_bytes": None,
+        "prefill_kv_per_token_bytes": None,
         "batch_per_group": int(b),
         "concurrency": float(b * lay.dp),  # one type: disaggregated counts are fractional
         "ttft_s": ttft_s,

@@ -23,6 +23,7 @@ from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
+    kv_bytes_per_token_per_gpu,
     make_layout,
     tp_splits_heads,
     weight_format,
@@ -337,6 +338,8 @@ class Candidate:
     #: the named components' weight formats (mlacalc.serving.precision)
     components: tuple[tuple[str, str], ...] = ()
     weight_dtype: str = ""
+    #: a token's cache on a GPU (what a launch line's memory setting must hold as many of)
+    per_token: int = 0
     #: per chunked-prefill token budget, its :class:`Chunked` rows (aggregated points)
     chunked: dict[int, Chunked] = field(default_factory=dict)
     #: the attention groups that meet at every MoE layer's exchange (mlacalc.serving.ranks)
@@ -693,6 +696,7 @@ def candidate(
         kv_layout=layout,
         weights=weights,
         per_seq=per_seq,
+        per_token=kv_bytes_per_token_per_gpu(m, layout, lay),
         Bf=Bf,
         n=n,
         k=k,
