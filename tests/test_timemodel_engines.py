@@ -938,9 +938,11 @@ def test_sglang_block_scaled_gemm_of_another_generation_is_trtllms_deepgemm_clas
         # holds the per-call scale conversion), 13.1% / 51% after; B200 from H100 43.9% ->
         # 41.6% (the conversion is not on Hopper) -> 19.4% / p90 38% with the conversion's
         # kernels counted (gemm_time.CONVERT_KERNELS) at TensorRT-LLM's H100 quantize node;
-        # 10.8% / 38% (H100) and 17.3% / 37% (B200) with tcgen05's 128-row block-scaled tiles
+        # 10.8% / 38% (H100) and 17.3% / 37% (B200) with tcgen05's 128-row block-scaled tiles;
+        # B200 12.0% / 32% with the unaligned K blocks' padding kernels
+        # (gemm_time.PAD_CONVERT_KERNELS; bound 0.185 / 0.39 before)
         ("h100_sxm", "fit-b200-sxm-sglang", "fit-b200-sxm", 0.12, 0.42),
-        ("b200_sxm", "fit-h100-sxm-sglang", "default", 0.185, 0.39),
+        ("b200_sxm", "fit-h100-sxm-sglang", "default", 0.125, 0.33),
     ],
 )
 def test_sglang_block_scaled_gemm_leaving_the_device_out(system, own, trt, median, p90):

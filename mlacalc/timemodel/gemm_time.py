@@ -45,6 +45,7 @@ __all__ = [
     "MLA_QUANT_CTAS",
     "MLA_QUANT_CTA_CYCLES",
     "NO_SPLIT_K",
+    "PAD_CONVERT_KERNELS",
     "PAIRED_MMA_DTYPES",
     "PERSISTENT_DTYPES",
     "PER_TENSOR_BMM",
@@ -410,6 +411,19 @@ TRTLLM_BLOCK_FP8_GEMM = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 #: of the same shapes at m <= 16, n <= 1,024 and k <= 10,240 (H100: 0.3-1.1 us less), five
 #: nodes at TensorRT-LLM's H100 quantize node (1.37 us) making 6.9 us.
 CONVERT_KERNELS = 5
+
+#: Kernels more the conversion runs where the K blocks do not pack whole (k / 128 not a
+#: multiple of 4: SGLang's B200 rows of k = 128, 256 and 768): exponents that do not fill whole
+#: int32 words are padded through PyTorch ops (a zero fill, a copy into it, the transposing
+#: copy; from recall of DeepGEMM's layout helper, not read from a source here) in place of the
+#: packing pass per weight row (``convert_row_cycles``). Read from SGLang's B200 rows over
+#: TensorRT-LLM's DeepGEMM rows of the same shapes (m <= 16, k <= 2,048, medians): 9.3-9.7 us
+#: more at n = 1,024-8,192 where k / 128 is 1, 2 or 6, 6.8-7.5 us where it is 4-16; from n =
+#: 8,192 to 65,536 0.05 us more per 1,000 weight rows where the aligned ones take 0.55. These
+#: rows part ``node_s`` from the fixed cost: SGLang's B200 fit reads 1.27 us a node and a fixed
+#: cost of 4.68 us, TensorRT-LLM's own fits of the pieces 1.37 us (its H100 quantize node) and
+#: 4.80 us (its B200 DeepGEMM call); with 2 nodes the fit is as good but parts them 1.91 / 1.49.
+PAD_CONVERT_KERNELS = 3
 
 
 #: Engines whose fp8 MLA absorption BMM is a per-tensor fp8 batched GEMM, whatever the model's
@@ -888,18 +902,21 @@ def _scale_conversion(c: _Call) -> np.ndarray:
     (``index_select`` of ``arange(n) // 128``) and packs four UE8M0 exponents to an int32,
     MN-major (``get_mn_major_tma_aligned_packed_ue8m0_tensor``), the work SGLang's served path
     does once at load (``transform_scale_ue8m0``). Each of its :data:`CONVERT_KERNELS` kernels
-    is one more small node of the call's graph (``node_s``, not fitted: a fit on rows that all
-    run them cannot part it from the call's fixed cost); the packing pass costs
-    ``convert_row_cycles`` SM cycles a weight row over all the SMs, where the K blocks pack
-    whole (``k / 128`` a multiple of 4; SGLang's B200 rows of k = 128, 256 and 768 take about
-    a quarter of it a row, left out). Not on Hopper: DeepGEMM's sm90 kernel reads fp32
-    scales."""
+    is one more small node of the call's graph (``node_s``); the packing pass costs
+    ``convert_row_cycles`` SM cycles a weight row over all the SMs where the K blocks pack
+    whole (``k / 128`` a multiple of 4), and where they do not the padding's
+    :data:`PAD_CONVERT_KERNELS` more nodes take its place (SGLang's B200 rows of k = 128, 256
+    and 768; their small per-row part, about a tenth of the pass's, left out). Those rows part
+    ``node_s`` from the call's fixed cost, so a fit on SGLang's B200 rows reads it. Not on
+    Hopper: DeepGEMM's sm90 kernel reads fp32 scales."""
     convert = (col(c.batch, "scale_convert", 0) > 0) & c.fig.tcgen05
     whole = np.mod(np.ceil(c.k / SCALE_BLOCK_K), 4) == 0
     cycles = c.prm.get("convert_row_cycles", 0.0) * c.groups * c.n
     packing = np.where(convert & whole, cycles / (c.fig.clock_hz * c.fig.sm_count), 0.0)
-    # its kernels: more nodes of the call's graph, ``node_s`` each
-    return packing + np.where(convert, CONVERT_KERNELS * c.prm.get("node_s", 0.0), 0.0)
+    # its kernels: more nodes of the call's graph, ``node_s`` each, and where the K blocks do
+    # not pack whole the padding's (PAD_CONVERT_KERNELS)
+    nodes = CONVERT_KERNELS + np.where(whole, 0.0, PAD_CONVERT_KERNELS)
+    return packing + np.where(convert, nodes * c.prm.get("node_s", 0.0), 0.0)
 
 
 def _host_floor(c: _Call) -> np.ndarray:

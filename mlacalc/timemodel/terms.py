@@ -195,8 +195,10 @@ DEFAULTS: dict[str, float] = {
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
     "convert_row_cycles": 0.0,
     # one more small kernel in a GEMM call's graph (gemm_time.CONVERT_KERNELS): the quantize
-    # kind's assumed 1 us a graph node; a profile composed for another generation takes its
-    # TensorRT-LLM fit's quantize node (engine_profiles.with_generation_kernels)
+    # kind's assumed 1 us a graph node, fitted where rows convert their scales both ways
+    # (SGLang's B200, gemm_time.PAD_CONVERT_KERNELS); a profile composed for another
+    # generation takes its TensorRT-LLM fit's quantize node
+    # (engine_profiles.with_generation_kernels)
     "node_s": 1e-6,
     # the host floor of a wrapper timed eagerly (gemm_time._host_floor; only its rows pay it):
     # a fit's start, about an eager Python call of a few ops (50 us), and 10 us for its scales'
@@ -395,7 +397,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "gemm" and (dtype.startswith("fp8") or dtype == "nvfp4"):
         names = names + _FP8_QUANT  # the GEMM's input quantization (fp8 or nvfp4)
     if kind == "gemm" and dtype == "fp8_block":
-        names = (*names, "promote_cycles", "convert_row_cycles", "host_s", "align_s")
+        names = (*names, "promote_cycles", "convert_row_cycles", "node_s", "host_s", "align_s")
     if kind == "gemm" and dtype == "fp8":
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
         names = (*names, "quant_sm_bytes")  # vLLM's quantize, bound per SM and clock
