@@ -289,3 +289,25 @@ def test_a_plans_launch_admits_the_batch_it_ran(run):
     assert "--max-running-requests 100" in run(*mix, "sglang")[0]
     out = run(*base, "--batch", 24, "--seq-len", 2000, "--launch", "trtllm")[0]
     assert "--max_batch_size 12 " in out
+
+
+def test_vllm_over_several_nodes_says_each_nodes_ranks_or_ray():
+    """vLLM's pool over two 8-GPU nodes: data-parallel ranks get each node's count and first
+    rank from $NODE_RANK, as SGLang's lines do (they were $LOCAL_DP and $START_RANK, named
+    nowhere); a tensor-parallel group wider than a node runs on a Ray cluster, started once on
+    the head node (it was given the data-parallel options of a DP of 1). From recall of
+    vLLM's multi-node docs."""
+    wide = dict(SPLIT, mode="aggregated", decode_gpus=16, tp=1, dp=16, ep=16)
+    ((what, cmd),) = launch_commands("vllm", "m", deployments(wide, 8, 0.1, 8))
+    assert "--data-parallel-size 16 " in cmd and "--data-parallel-size-local 8 " in cmd
+    assert cmd.endswith("--data-parallel-start-rank $((NODE_RANK * 8))")
+    assert "$LOCAL_DP" not in cmd and "ray" not in cmd
+    assert what == "server (run on each of its 2 nodes with its NODE_RANK, 0 on the head node "\
+        "$HEAD; the others add --headless)"  # fmt: skip
+    tp16 = dict(wide, tp=16, dp=1, ep=1, dp_attention=False, redundant_experts=0)
+    ((what, cmd),) = launch_commands("vllm", "m", deployments(tp16, 8, 0.1, 8))
+    assert "data-parallel" not in cmd and cmd.endswith("--distributed-executor-backend ray")
+    assert what.startswith("server (on the head node of a Ray cluster of its 2 nodes")
+    # SGLang's lines are as they were: each node with its --node-rank
+    ((what, _),) = launch_commands("sglang", "m", deployments(wide, 8, 0.1, 8))
+    assert what == "server (run on each of its 2 nodes)"

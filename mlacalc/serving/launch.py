@@ -7,7 +7,8 @@ engine's token budget and chunked prefill, CUDA graphs, overlap scheduling and M
 A disaggregated point is two servers (its prefill pool and its decode pool) and the engine's
 own router or proxy in front of them; each pool's command is given, the router named. A pool
 of more GPUs than a node is one server across nodes: the command is run on each node with its
-rank (the options that say so are given with ``$NODE_RANK`` and ``$HEAD`` to fill).
+rank (the options that say so are given with ``$NODE_RANK`` and ``$HEAD`` to fill); vLLM's
+tensor- or pipeline-parallel group wider than a node is one server on a Ray cluster.
 
 Each engine counts some options its own way, as stated beside them: SGLang's ``--tp`` is the
 GPUs of the instance under DP-attention (its ``--dp`` the attention groups), TensorRT-LLM's
@@ -199,13 +200,44 @@ def _vllm(model: str, d: Deployment) -> list[str]:
     if d.role:
         conn = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
         w.append(f"--kv-transfer-config {shlex.quote(json.dumps(conn))}")
-    if d.nodes > 1:  # data-parallel ranks over nodes; tensor parallelism across them on Ray
+    local = _vllm_local_ranks(d)
+    if local:  # data-parallel ranks over nodes, each node its own (its rank: $NODE_RANK)
         w += [
-            "--data-parallel-size-local $LOCAL_DP",
+            f"--data-parallel-size-local {local}",
             "--data-parallel-address $HEAD",
-            "--data-parallel-start-rank $START_RANK",
+            f"--data-parallel-start-rank $((NODE_RANK * {local}))",
         ]
+    elif d.nodes > 1:  # one rank's GPUs span nodes: one server over a Ray cluster of them
+        w.append("--distributed-executor-backend ray")
     return w
+
+
+def _vllm_local_ranks(d: Deployment) -> int:
+    """vLLM's data-parallel ranks on each node of a pool over several nodes, where its ranks
+    (``tp x pp`` GPUs each) fill whole nodes (0 otherwise: one server on a Ray cluster). From
+    recall of vLLM's data-parallel deployment docs, not a shared table: each node runs
+    ``vllm serve`` with ``--data-parallel-size-local`` ranks from ``--data-parallel-start-rank``,
+    the nodes past the head with ``--headless``; a tensor- or pipeline-parallel group wider
+    than a node runs on Ray (``--distributed-executor-backend ray``), started on the head."""
+    node, rank = d.gpus_per_node or d.gpus, d.tp * d.pp
+    if d.nodes <= 1 or d.dp <= 1 or rank > node or node % rank:
+        return 0
+    return node // rank
+
+
+def _nodes_words(engine: str, d: Deployment) -> str:
+    """How a pool over several nodes is started, beside its command (its nodes)."""
+    if engine == "vllm" and not _vllm_local_ranks(d):
+        return (
+            f" (on the head node of a Ray cluster of its {d.nodes} nodes: `ray start --head` "
+            "there, `ray start --address $HEAD:6379` on the others, first)"
+        )
+    if engine == "vllm":
+        return (
+            f" (run on each of its {d.nodes} nodes with its NODE_RANK, 0 on the head node "
+            "$HEAD; the others add --headless)"
+        )
+    return f" (run on each of its {d.nodes} nodes)"
 
 
 def _trtllm(model: str, d: Deployment) -> list[str]:
@@ -319,7 +351,7 @@ def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tu
                 "balancer in front)"
             )
         if d.nodes > 1:
-            what += f" (run on each of its {d.nodes} nodes)"
+            what += _nodes_words(engine, d)
         words = _BUILDERS[engine](model, d)
         # an options file written first (TensorRT-LLM) stands on its own lines
         first = words[0] if words[0].endswith("\n") else ""
