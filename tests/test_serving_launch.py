@@ -296,7 +296,7 @@ def test_vllm_over_several_nodes_says_each_nodes_ranks_or_ray():
     rank from $NODE_RANK, as SGLang's lines do (they were $LOCAL_DP and $START_RANK, named
     nowhere); a tensor-parallel group wider than a node runs on a Ray cluster, started once on
     the head node (it was given the data-parallel options of a DP of 1). From recall of
-    vLLM's multi-node docs."""
+    vLLM's multi-node docs. TensorRT-LLM's mpirun is run once, not on each node."""
     wide = dict(SPLIT, mode="aggregated", decode_gpus=16, tp=1, dp=16, ep=16)
     ((what, cmd),) = launch_commands("vllm", "m", deployments(wide, 8, 0.1, 8))
     assert "--data-parallel-size 16 " in cmd and "--data-parallel-size-local 8 " in cmd
@@ -311,3 +311,7 @@ def test_vllm_over_several_nodes_says_each_nodes_ranks_or_ray():
     # SGLang's lines are as they were: each node with its --node-rank
     ((what, _),) = launch_commands("sglang", "m", deployments(wide, 8, 0.1, 8))
     assert what == "server (run on each of its 2 nodes)"
+    # TensorRT-LLM's: mpirun once (it said "run on each of its 2 nodes": 32 ranks for 16 GPUs)
+    ((what, cmd),) = launch_commands("trtllm", "m", deployments(wide, 8, 0.1, 8))
+    assert what.startswith("server (run once, on one of its 2 nodes: mpirun starts a rank a GPU")
+    assert "mpirun -n 16 --hostfile $HOSTFILE" in cmd

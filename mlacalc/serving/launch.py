@@ -237,6 +237,11 @@ def _nodes_words(engine: str, d: Deployment) -> str:
             f" (run on each of its {d.nodes} nodes with its NODE_RANK, 0 on the head node "
             "$HEAD; the others add --headless)"
         )
+    if engine == "trtllm":  # mpirun starts every rank itself, over the hostfile's nodes
+        return (
+            f" (run once, on one of its {d.nodes} nodes: mpirun starts a rank a GPU on each "
+            "node $HOSTFILE lists; the options file where every node reads it)"
+        )
     return f" (run on each of its {d.nodes} nodes)"
 
 
