@@ -50,13 +50,13 @@ def test_llama_3_70b_transmla_record():
     assert (m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim) == (
         512,
         64,
-        64,
+        128,  # TransMLA: the source's head width (64 = d_h - rope before: 448 dims lost)
         128,
     )
     assert m.num_key_value_heads == 64 and m.q_lora_rank is None
     assert (c.source_cache_elements, c.cache_elements) == (2048, 576)
     assert c.equivalence_rank == equivalence_rank("llama-3-70b") == 1984
-    assert c.full_rank == 8 * (256 - 64)
+    assert c.full_rank == 8 * 256 - 64  # 960 position-free key dims + 1,024 value dims
     assert ("kv_lora_rank", None, 512) in c.changes
     # every view takes the converted model
     assert mlacalc.kv_cache_bytes(m, 1) == 576 * 2 * 80
@@ -115,19 +115,37 @@ def test_a_falcon_with_alibi_is_refused_for_its_missing_rope():
 # the reference conversion in PyTorch
 
 
-def _reference(torch, n_kv: int, d_c: int, rope: int, svd: str):
-    """Weights of a GQA layer converted by hand: the converted tensors and the served form."""
+def _reference(torch, n_kv: int, d_c: int, rope: int, svd: str, method: str = "mha2mla"):
+    """Weights of a GQA layer converted by hand: the converted tensors and the served form.
+
+    MHA2MLA: the keys replicated to the query heads, ``rope`` dims of each head rotated (the
+    shared form keeps the first head's), the other ``D_H - rope`` position-free. TransMLA: an
+    orthogonal ``R`` on the ``n_kv D_H`` key dims puts the rotation in its first ``rope``
+    (one shared RoPE key); the other ``n_kv D_H - rope`` give each query head a position-free
+    key part of ``D_H`` dims, and the query a ``rope``-wide part that meets the shared key, so
+    without the truncation the scores are the source's exactly."""
     g = torch.Generator().manual_seed(0)
     wq = torch.randn(D, N_H * D_H, generator=g, dtype=torch.float64)
     wk = torch.randn(D, n_kv * D_H, generator=g, dtype=torch.float64)
     wv = torch.randn(D, n_kv * D_H, generator=g, dtype=torch.float64)
     wo = torch.randn(N_H * D_H, D, generator=g, dtype=torch.float64)
     rep = torch.arange(N_H) // (N_H // n_kv)  # the KV head of each query head
-    k_rep = wk.view(D, n_kv, D_H)[:, rep]  # TransMLA: keys replicated to the query heads
     v_rep = wv.view(D, n_kv, D_H)[:, rep]
-    nope = D_H - rope
-    w_kr = k_rep[:, 0, nope:]  # one shared RoPE key (d x rope)
-    k_nope = k_rep[:, :, :nope].reshape(D, N_H * nope)
+    if method == "transmla":
+        nope = D_H
+        rot, _ = torch.linalg.qr(torch.randn(n_kv * D_H, n_kv * D_H, generator=g, dtype=wk.dtype))
+        wk_r = wk @ rot
+        w_kr = wk_r[:, :rope]  # the shared RoPE key
+        back = rot.T.view(n_kv * D_H, n_kv, D_H)[:, rep]  # (n_kv D_H, n_h, D_H): R^T by head
+        k_nope = (wk_r[:, rope:] @ back[rope:].reshape(-1, N_H * D_H)).reshape(D, N_H * D_H)
+        q_rope = torch.einsum("dhe,rhe->dhr", wq.view(D, N_H, D_H), back[:rope])
+        wq_conv = torch.cat([wq.view(D, N_H, D_H), q_rope], -1).reshape(D, -1)
+    else:
+        nope = D_H - rope
+        k_rep = wk.view(D, n_kv, D_H)[:, rep]  # keys replicated to the query heads
+        w_kr = k_rep[:, 0, nope:]  # one shared RoPE key (d x rope)
+        k_nope = k_rep[:, :, :nope].reshape(D, N_H * nope)
+        wq_conv = wq
     v_all = v_rep.reshape(D, N_H * D_H)
 
     def trunc(w, r):
@@ -137,17 +155,17 @@ def _reference(torch, n_kv: int, d_c: int, rope: int, svd: str):
     if svd == "joint":
         down, up = trunc(torch.cat([k_nope, v_all], 1), d_c)
         up_k, up_v = up[:, : N_H * nope], up[:, N_H * nope :]
-        tensors = [wq, down, w_kr, up, wo]
+        tensors = [wq_conv, down, w_kr, up, wo]
         key_lat = val_lat = slice(0, d_c)
     else:
         dk, up_k = trunc(k_nope, d_c // 2)
         dv, up_v = trunc(v_all, d_c // 2)
         down = torch.cat([dk, dv], 1)
-        tensors = [wq, dk, dv, w_kr, up_k, up_v, wo]
+        tensors = [wq_conv, dk, dv, w_kr, up_k, up_v, wo]
         key_lat, val_lat = slice(0, d_c // 2), slice(d_c // 2, d_c)
     return {
         "tensors": tensors,
-        "wq": wq,
+        "wq": wq_conv,
         "down": down,
         "w_kr": w_kr,
         "up_k": up_k,
@@ -156,13 +174,26 @@ def _reference(torch, n_kv: int, d_c: int, rope: int, svd: str):
         "key_lat": key_lat,
         "val_lat": val_lat,
         "nope": nope,
+        "qk": nope + rope,
+        "source": (wq, wk, wv, wo, rep),
     }
+
+
+def _source(torch, r, x):
+    """The source GQA layer (no positions) the reference conversion was made from."""
+    wq, wk, wv, wo, rep = r["source"]
+    t = x.shape[0]
+    q = (x @ wq).view(t, N_H, D_H).transpose(0, 1)
+    k = (x @ wk).view(t, -1, D_H)[:, rep].transpose(0, 1)
+    v = (x @ wv).view(t, -1, D_H)[:, rep].transpose(0, 1)
+    p = torch.softmax(q @ k.transpose(1, 2), -1)
+    return (p @ v).transpose(0, 1).reshape(t, N_H * D_H) @ wo
 
 
 def _expanded(torch, r, x):
     """The converted layer run expanded (``naive`` prefill): K and V from the latent."""
     t, nope = x.shape[0], r["nope"]
-    q = (x @ r["wq"]).view(t, N_H, D_H).transpose(0, 1)
+    q = (x @ r["wq"]).view(t, N_H, r["qk"]).transpose(0, 1)
     c = x @ r["down"]
     kr = x @ r["w_kr"]
     k_nope = (c[:, r["key_lat"]] @ r["up_k"]).view(t, N_H, nope).transpose(0, 1)
@@ -176,7 +207,7 @@ def _absorbed(torch, r, x, cached):
     """The converted layer run absorbed: new tokens ``x`` attend ``cached`` latent rows and
     themselves; W_UK goes into the query and W_UV after the attention."""
     t, nope = x.shape[0], r["nope"]
-    q = (x @ r["wq"]).view(t, N_H, D_H).transpose(0, 1)
+    q = (x @ r["wq"]).view(t, N_H, r["qk"]).transpose(0, 1)
     c_new = x @ r["down"]
     kr_new = x @ r["w_kr"]
     c = torch.cat([cached[0], c_new])
@@ -206,7 +237,7 @@ def test_params_and_cache_equal_the_reference_conversion(method, n_kv, svd):
     d_c, rope = 24, 4
     conv = convert(small(n_kv), method=method, kv_lora_rank=d_c, rope_dim=rope, svd=svd)
     cc = conversion_cost(conv)
-    r = _reference(torch, n_kv, d_c, rope, svd)
+    r = _reference(torch, n_kv, d_c, rope, svd, method)
     assert cc.projection_params == sum(t.numel() for t in r["tensors"])
     served = mlacalc.attention_params(conv.model)
     assert sum(served.values()) == cc.served_projection_params + d_c  # + the latent's norm
@@ -229,7 +260,7 @@ def test_flops_equal_flopcountermode(method, n_kv, svd, impl, phase):
     d_c, rope, s = 24, 4, 12
     conv = convert(small(n_kv), method=method, kv_lora_rank=d_c, rope_dim=rope, svd=svd)
     cc = conversion_cost(conv, phase=phase, seq_len=s, impl=impl)
-    r = _reference(torch, n_kv, d_c, rope, svd)
+    r = _reference(torch, n_kv, d_c, rope, svd, method)
     new = s if phase == "prefill" else 1
     x = torch.randn(new, D, dtype=torch.float64)
     old = torch.randn(s - new, D, dtype=torch.float64)
@@ -244,26 +275,49 @@ def test_flops_equal_flopcountermode(method, n_kv, svd, impl, phase):
         assert cc.stage_flops == cc.served_stage_flops
 
 
-def test_absorbed_reference_equals_expanded():
+@pytest.mark.parametrize("method", ["transmla", "mha2mla"])
+def test_absorbed_reference_equals_expanded(method):
     """The reference layers are one layer: absorbed and expanded give the same output."""
     torch = pytest.importorskip("torch")
-    r = _reference(torch, 2, 24, 4, "split")
+    r = _reference(torch, 2, 24, 4, "split", method)
     x = torch.randn(7, D, dtype=torch.float64)
     empty = (torch.zeros(0, 24, dtype=torch.float64), torch.zeros(0, 4, dtype=torch.float64))
     # causal masks aside, a full (non-causal) pass: both forms give the same output
     assert torch.allclose(_expanded(torch, r, x), _absorbed(torch, r, x, empty), atol=1e-9)
 
 
-def test_equivalence_rank_is_lossless_for_transmla():
-    """At the full rank the truncated SVD reproduces the replicated projections exactly."""
+def test_transmla_same_cache_rank_is_the_full_rank_and_lossless():
+    """TransMLA's layout (a position-free key part of d_h per query head, the rotation in one
+    shared key): the position-free keys and values have rank n_kv 2 d_h - rope, the same-cache
+    rank, and the layer converted at that rank (the default) computes the source's output.
+    Before: qk_nope_head_dim d_h - rope, full rank n_kv (2 d_h - rope) = 56 below the default
+    60, whose 4 extra latent dimensions held nothing."""
     torch = pytest.importorskip("torch")
     conv = convert(small(2), kv_lora_rank=None, rope_dim=4)
-    assert conv.kv_lora_rank == conv.equivalence_rank == 2 * 2 * D_H - 4
-    r = _reference(torch, 2, conv.full_rank, 4, "joint")
-    k_nope_v = r["down"] @ torch.cat([r["up_k"], r["up_v"]], 1)
-    ref = _reference(torch, 2, 200, 4, "joint")  # untruncated
-    full = ref["down"] @ torch.cat([ref["up_k"], ref["up_v"]], 1)
-    assert torch.allclose(k_nope_v, full, atol=1e-9)
+    assert conv.model.qk_nope_head_dim == D_H and conv.model.qk_rope_head_dim == 4
+    assert conv.kv_lora_rank == conv.equivalence_rank == conv.full_rank == 2 * 2 * D_H - 4
+    r = _reference(torch, 2, conv.full_rank, 4, "joint", "transmla")
+    ref = _reference(torch, 2, 200, 4, "joint", "transmla")  # untruncated
+    full = torch.cat([ref["up_k"], ref["up_v"]], 1)
+    assert torch.linalg.matrix_rank(ref["down"] @ full) == conv.full_rank
+    x = torch.randn(9, D, dtype=torch.float64)
+    assert torch.allclose(_expanded(torch, r, x), _source(torch, r, x), atol=1e-9)
+    cut = _reference(torch, 2, conv.full_rank - 8, 4, "joint", "transmla")
+    assert not torch.allclose(_expanded(torch, cut, x), _source(torch, r, x), atol=1e-6)
+
+
+def test_mha2mla_full_rank_is_the_position_free_projections_rank():
+    """MHA2MLA keeps rope dims of each head rotated: the rest, n_kv (2 d_h - rope), is the full
+    rank, and the default rank is not above it (an MHA source's is d, below the same-cache
+    rank)."""
+    torch = pytest.importorskip("torch")
+    conv = convert(small(2), method="mha2mla", rope_dim=4)
+    assert conv.full_rank == 2 * (2 * D_H - 4) == conv.kv_lora_rank < conv.equivalence_rank
+    ref = _reference(torch, 2, 200, 4, "joint", "mha2mla")
+    assert torch.linalg.matrix_rank(ref["down"] @ torch.cat([ref["up_k"], ref["up_v"]], 1)) == 56
+    mha = convert(small(4), method="mha2mla", rope_dim=4)  # 4 x 28 = 112 dims from d = 64
+    assert mha.full_rank == mha.kv_lora_rank == D < mha.equivalence_rank
+    assert not any("hold nothing" in n for n in mha.notes)
 
 
 def test_seed002_transmla_keeps_the_cache_and_rank_is_n_kv_d_h():
@@ -294,18 +348,20 @@ def test_seed002_joint_svd_is_the_standard_mla_form():
     rope_half=st.integers(1, 8),
     rank_half=st.integers(1, 300),
     svd=st.sampled_from(["joint", "split"]),
+    method=st.sampled_from(["transmla", "mha2mla"]),
 )
-def test_conversion_closed_forms(n_kv, group, d_h, rope_half, rank_half, svd):
+def test_conversion_closed_forms(n_kv, group, d_h, rope_half, rank_half, svd, method):
     """Parameters and cache of any conversion against the closed forms of the converted layer."""
     rope, d_c = min(2 * rope_half, d_h - 2), 2 * rank_half
     n_h, d = n_kv * group, 256
     src = small(n_kv).with_changes(
         num_attention_heads=n_h, num_key_value_heads=n_kv, head_dim=d_h, hidden_size=d
     )
-    cc = conversion_cost(convert(src, kv_lora_rank=d_c, rope_dim=rope, svd=svd))
-    nope = d_h - rope
+    cc = conversion_cost(convert(src, method=method, kv_lora_rank=d_c, rope_dim=rope, svd=svd))
+    nope = d_h if method == "transmla" else d_h - rope  # TransMLA: the source's width, + rope
     up = d_c * n_h * (nope + d_h) if svd == "joint" else d_c // 2 * n_h * (nope + d_h)
-    assert cc.projection_params == d * n_h * d_h + d * (d_c + rope) + up + n_h * d_h * d
+    q = d * n_h * (nope + rope)
+    assert cc.projection_params == q + d * (d_c + rope) + up + n_h * d_h * d
     assert cc.cache_elements == d_c + rope
     assert cc.cache_bytes_per_token == (d_c + rope) * 2 * L
     assert cc.source_cache_bytes_per_token == 2 * n_kv * d_h * 2 * L
@@ -339,3 +395,25 @@ def test_refusal_names_the_models_own_reason(name, why):
     turn (its sliding layers' own KV heads)."""
     text = conversion_refusal(mlacalc.load_model(name))
     assert why in text and "linear-attention" not in text
+
+
+def test_transmla_counts_agree_with_the_mla_equivalent_and_the_paper():
+    """Two routes to Llama-3.1-8B in DeepSeek's MLA layout at d_c 512 (nope 128, rope 64, the
+    query kept whole): `convert` (TransMLA) and `compare --as-variants`. Before: 7.94 G against
+    8.24 G parameters (convert's key part was d_h - rope = 64 wide). By hand: the query
+    d x n_h (128 + 64), the latent and RoPE key d x (512 + 64), the up-projection
+    512 x n_h (128 + 128), W_O n_h 128 x d and the latent's norm 512, a layer."""
+    from mlacalc.models.variants import as_variant
+
+    c = convert("llama-3.1-8b", kv_lora_rank=512).model
+    v = as_variant("llama-3.1-8b", "mla")
+    assert v.kv_lora_rank == 512
+    assert mlacalc.param_counts(c).total == mlacalc.param_counts(v).total
+    decode = [mlacalc.attention_flops(m, "decode", 32768, impl="absorbed") for m in (c, v)]
+    assert decode[0] == decode[1]
+    d, n_h = 4096, 32
+    by_hand = d * n_h * 192 + d * 576 + 512 * n_h * 256 + n_h * 128 * d + 512
+    assert mlacalc.param_counts(c).attention_per_layer == by_hand
+    # TransMLA's published Llama-2-7B compression (from recall): 448 + 64 of 8,192 cached
+    llama2 = convert("llama-2-7b", kv_lora_rank=448)
+    assert (llama2.cache_elements, llama2.source_cache_elements) == (512, 8192)

@@ -209,11 +209,28 @@ def reading_notes(cc: ConversionCost) -> list[str]:
         if c.kv_lora_rank < c.full_rank
         else f"the latent keeps all {c.full_rank:,} dimensions of the position-free keys and values"
     )
-    notes.append(
-        f"dropped: {kept}; RoPE stays on one shared {c.rope_dim}-wide key, the other "
-        f"{rotated - c.rope_dim:,} of the source's {rotated:,} rotated key dimensions "
-        f"({n_kv} heads x {d_h}) lose their rotation"
-    )
+    rope = c.rope_dim
+    if c.method == "transmla":
+        rotation = (
+            f"the keys' rotation is concentrated into one shared {rope}-wide RoPE key; the other "
+            f"{rotated - rope:,} of the source's {rotated:,} rotated key dimensions ({n_kv} heads "
+            f"x {d_h}) lose their rotation and enter the latent with the {rotated:,} value "
+            "dimensions"
+        )
+    elif n_kv > 1:
+        rotation = (
+            f"partial RoPE keeps {rope} of each key head's {d_h} dimensions rotated "
+            f"({n_kv} x {rope} = {n_kv * rope:,}) and the other {n_kv * (d_h - rope):,} enter "
+            f"the latent; the shared-RoPE form counted here keeps one {rope}-wide rotated key "
+            f"and drops the other {(n_kv - 1) * rope:,} rotated dimensions"
+        )
+    else:
+        rotation = (
+            f"partial RoPE keeps {rope} of the key head's {d_h} dimensions rotated and the "
+            f"other {d_h - rope} enter the latent"
+        )
+    lost = c.kv_lora_rank < c.full_rank or (c.method == "mha2mla" and n_kv > 1)
+    notes.append(f"{'dropped' if lost else 'nothing dropped'}: {kept}; {rotation}")
     a, b = cc.source_cache_bytes_per_token, cc.cache_bytes_per_token
     if b * n_kv < a:
         where = "at any TP degree"

@@ -6,9 +6,13 @@ any fine-tuning:
 - **TransMLA** (Meng et al., "TransMLA: Multi-Head Latent Attention Is All You Need",
   arXiv:2502.07864): the ``n_kv`` key heads of a GQA layer are replicated to the ``n_h`` query
   heads (on the parameter side: ``W_K' = W_K R``), so each query head has a key of its own;
-  the replicated projection has rank at most ``n_kv d_h`` and factors into a down-projection
-  to a latent and an up-projection back to the heads. Positional information is rotated into
-  one shared RoPE key (the form DeepSeek's kernels serve);
+  the keys' rotation is concentrated into one shared RoPE key of ``rope_dim`` dims, and the
+  other ``n_kv d_h - rope_dim`` key dimensions with the ``n_kv d_h`` value dimensions factor
+  into a down-projection to a latent and an up-projection back to the heads. From recall (the
+  shared seeds give no head widths): the converted model has DeepSeek's layout with a
+  position-free key part of the source's full head width ``d_h`` per query head
+  (``qk_nope_head_dim = d_h``, ``qk_rope_head_dim = rope_dim``), so the latent's full rank is
+  ``n_kv 2 d_h - rope_dim``, the same-cache rank: the same-cache conversion is lossless;
 - **MHA2MLA** (Ji et al., "Towards Economical Inference: Enabling DeepSeek's Multi-Head Latent
   Attention in Any Transformer-based LLMs", arXiv:2502.14837): partial RoPE keeps the rotation
   on ``rope_dim`` dimensions of each head (four ways to choose them: the highest or lowest
@@ -22,14 +26,17 @@ What :func:`convert` returns is the converted model in the form mlacalc's MLA la
 dims shared by all heads, the latent RMS-normed), so every view (report, KV cache, FLOPs,
 roofline, plan, search, app) takes it as it takes any MLA model. The rules:
 
-- each head's query and key keep their width ``d_h``: ``rope_dim`` of it rotated
-  (``qk_rope_head_dim``) and ``d_h - rope_dim`` position-free (``qk_nope_head_dim``); values keep
-  ``d_h`` (``v_head_dim``); the query projection is kept whole (``keep_q_full``) or compressed
-  to ``q_lora_rank``;
+- TransMLA: each head's query and key are ``d_h + rope_dim`` wide, ``d_h`` position-free
+  (``qk_nope_head_dim``) and ``rope_dim`` rotated (``qk_rope_head_dim``, one key shared by the
+  heads); MHA2MLA: each head's query and key keep their width ``d_h``, ``rope_dim`` of it
+  rotated and ``d_h - rope_dim`` position-free; values keep ``d_h`` (``v_head_dim``); the query
+  projection is kept whole (``keep_q_full``) or compressed to ``q_lora_rank``;
 - the cache per token and layer goes from ``2 n_kv d_h`` elements to ``d_c + rope_dim``: the
   two are equal at the *equivalence rank* ``d_c = 2 n_kv d_h - rope_dim`` (TransMLA's claim of
   no larger cache); the position-free key and value projections have rank at most
-  ``n_kv (2 d_h - rope_dim)`` (the *full rank*), so a latent wider than that holds nothing more;
+  ``min(d, n_kv 2 d_h - rope_dim)`` for TransMLA and ``min(d, n_kv (2 d_h - rope_dim))`` for
+  MHA2MLA (the *full rank*), so a latent wider than that holds nothing more; the default rank
+  is the smaller of the two;
 - ``svd="split"`` gives a key latent and a value latent of ``d_c / 2`` each: the up-projection
   is block-diagonal. Served by MLA kernels the two latents sit side by side in one ``c_kv`` and
   the up-projection's zero blocks are multiplied like any other weight, which is the served
@@ -277,11 +284,23 @@ def _checked(m: ModelConfig, to: Any, method: Any, svd: Any, rope_strategy: Any)
     return args.choice("rope_strategy", rope_strategy, ROPE_STRATEGIES)
 
 
+def _full_rank(m: ModelConfig, method: str, rope: int) -> int:
+    """Rank of the position-free key and value projections together: TransMLA's keys give
+    ``n_kv d_h - rope`` dims once their rotation is in the shared RoPE key, MHA2MLA's
+    ``n_kv (d_h - rope)`` (each head keeps ``rope`` rotated); the values ``n_kv d_h``; at most
+    ``d`` (the projections' input)."""
+    n_kv, d_h = m.num_key_value_heads, m.head_dim
+    keys = n_kv * d_h - rope if method == "transmla" else n_kv * (d_h - rope)
+    return min(m.hidden_size, keys + n_kv * d_h)
+
+
 def _ranks(
-    m: ModelConfig, kv_lora_rank: Any, rope: int, svd: str
+    m: ModelConfig, kv_lora_rank: Any, rope: int, svd: str, full: int
 ) -> tuple[int, int | None, int | None]:
-    if kv_lora_rank is None:
-        kv_lora_rank = 2 * m.num_key_value_heads * m.head_dim - rope
+    if kv_lora_rank is None:  # the same cache as the source's, but no rank that holds nothing
+        kv_lora_rank = min(2 * m.num_key_value_heads * m.head_dim - rope, full)
+        if svd == "split":
+            kv_lora_rank -= kv_lora_rank % 2
     d_c = args.count("kv_lora_rank", kv_lora_rank, BOUNDS["kv_lora_rank"])
     if svd == "split":
         if d_c % 2:
@@ -335,10 +354,18 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
             f"split SVD: a key latent and a value latent of {d_c // 2:,} each (a "
             "block-diagonal up-projection)"
         )
-    if c["method"] == "transmla" and n_kv < m.num_attention_heads:
+    if c["method"] == "transmla":
+        replicated = (
+            f"the {n_kv} key heads are replicated to the {m.num_attention_heads} query heads; "
+            if n_kv < m.num_attention_heads
+            else ""
+        )
         notes.append(
-            f"the {n_kv} key heads are replicated to the {m.num_attention_heads} query heads "
-            "before the factorization (rank at most n_kv d_h)"
+            f"{replicated}the keys' rotation is concentrated into one shared {rope}-wide RoPE "
+            f"key, and the other {n_kv * m.head_dim - rope:,} key dimensions with the "
+            f"{n_kv * m.head_dim:,} value dimensions factor into the latent (rank at most "
+            f"{c['full_rank']:,}); each query head's position-free key part keeps the source's "
+            f"width {m.head_dim} (DeepSeek's layout, from recall of TransMLA)"
         )
     if c["method"] == "mha2mla":
         notes.append(
@@ -373,7 +400,8 @@ def convert(
     Parameters
     ----------
     kv_lora_rank
-        ``d_c``, the latent rank; ``None``: the equivalence rank (the source's cache size).
+        ``d_c``, the latent rank; ``None``: the equivalence rank (the source's cache size), or
+        the full rank where that is smaller (a wider latent holds nothing).
     rope_dim
         dimensions of each head that keep RoPE (the shared RoPE key's width); ``None``:
         ``min(64, d_h / 2)``.
@@ -389,13 +417,14 @@ def convert(
     --------
     >>> c = convert("llama-3-70b", kv_lora_rank=512)
     >>> c.model.kv_lora_rank, c.model.qk_nope_head_dim, c.cache_elements, c.source_cache_elements
-    (512, 64, 576, 2048)
+    (512, 128, 576, 2048)
     """
     m = model_argument(model)
     _refuse(m)
     strategy = _checked(m, to, method, svd, rope_strategy)
     rope = _rope_dim(m, rope_dim)
-    d_c, r_k, r_v = _ranks(m, kv_lora_rank, rope, svd)
+    full = _full_rank(m, method, rope)
+    d_c, r_k, r_v = _ranks(m, kv_lora_rank, rope, svd, full)
     keep_q_full = args.flag("keep_q_full", keep_q_full)
     q_lora_rank = args.optional_count("q_lora_rank", q_lora_rank, BOUNDS["q_lora_rank"])
     if keep_q_full and q_lora_rank is not None:
@@ -412,7 +441,7 @@ def convert(
         "head_dim": None,
         "kv_lora_rank": d_c,
         "qk_rope_head_dim": rope,
-        "qk_nope_head_dim": d_h - rope,
+        "qk_nope_head_dim": d_h if method == "transmla" else d_h - rope,
         "v_head_dim": d_h,
         "q_lora_rank": q_lora_rank,
     }
@@ -435,7 +464,7 @@ def convert(
         "kv_lora_rank": d_c,
         "rope_dim": rope,
         "equivalence_rank": 2 * n_kv * d_h - rope,
-        "full_rank": min(m.hidden_size, n_kv * (2 * d_h - rope)),
+        "full_rank": full,
     }
     changes = tuple(
         (f, getattr(m, f), after[f]) for f in _CHANGED if f in after and getattr(m, f) != after[f]
