@@ -129,12 +129,32 @@ def test_cli_says_what_the_figures_are(run):
     assert doc["reading_notes"][0].startswith("counts before any fine-tuning")
 
 
-def test_cli_mha2mla_headline_beside_the_published_cache(run):
-    # before: the headline 0.0391x (320 elements), the published 2,304 only in the last note
-    out, _ = run("convert", "llama-2-7b", "--method", "mha2mla", "--kv-lora-rank", "256")
-    assert "320" in _row(out, "cache elements") and "0.0391x" in _row(out, "cache elements")
-    published = _row(out, "  as MHA2MLA publishes")
-    assert "2304" in published and "0.281x" in published
+def test_cli_mha2mla_headline_is_the_published_cache(run, tmp_path):
+    # before: the headline row 'cache elements / token / layer' 288 (0.0352x), DeepSeek's
+    # shared-RoPE form, with MHA2MLA's own 1,280 (0.156x) on the next row; the TP note and the
+    # --save'd model (llama-2-7b-mha2mla-split-r256) the shared form without a word
+    path = tmp_path / "m.yaml"
+    argv = ["convert", "llama-2-7b", "--method", "mha2mla", "--svd", "split"]
+    out, _ = run(*argv, "--kv-lora-rank", "256", "--rope-dim", "32", "--save", path)
+    first = _row(out, "cache elements")  # 256 + 32 heads x 32 rotated dims
+    assert "MHA2MLA as published" in first and "1280" in first and "0.156x" in first
+    shared = _row(out, "cache elements / token / layer (shared-RoPE form)")
+    assert "288" in shared and "0.0352x" in shared
+    assert "80.00 KiB" in _row(out, "cache / token (all layers) (as published)")  # 1,280 x 2 x 32
+    assert "MLA (mha2mla, shared-RoPE form, split SVD)" in _row(out, "attention")
+    text = " ".join(out.split())
+    assert "the cache ratio of the shared-RoPE form is per token" in text
+    assert "MHA2MLA as published (81,920 B a token) is smaller per GPU only below TP 6.4" in text
+    saved = path.read_text()
+    assert "# MHA2MLA in DeepSeek's shared-RoPE form" in saved and "(1,280)" in saved
+    m = mlacalc.load_model(path)
+    assert m.name == "llama-2-7b-mha2mla-shared-rope-split-r256"
+    assert "shared-RoPE form" in m.label
+    doc = json.loads(run(*argv, "--kv-lora-rank", "256", "--rope-dim", "32", "--format", "json")[0])
+    assert doc["published_cache_bytes_per_token"] == 1280 * 2 * 32
+    assert doc["conversion"]["published_cache_elements_per_token_per_layer"] == 1280
+    # TransMLA and an MQA source: one form, named as before
+    assert convert("llama-3-8b", kv_lora_rank=512).model.name == "llama-3-8b-transmla-joint-r512"
 
 
 def test_cli_split_parameters_are_what_report_counts_on_the_saved_file(run, tmp_path):
@@ -270,8 +290,9 @@ def test_cli_mha2mla_states_the_published_cache_once(run):
     argv = ["convert", "llama-3-8b", "--method", "mha2mla", "--svd", "split"]
     out, _ = run(*argv, "--kv-lora-rank", "512")
     text = " ".join(out.split())
-    assert "1024" in _row(out, "  as MHA2MLA publishes")
-    assert text.count("as published") == 1 and "1,024 elements a token and layer" in text
+    assert "1024" in _row(out, "cache elements / token / layer (MHA2MLA as published)")
+    assert "1,024 elements a token and layer" in text  # the number once, in the notes
+    assert text.count("1,024 elements") == 1
     assert text.count("zero blocks") == 2  # the parameters' note, the FLOPs' caption
     c = convert("llama-3-8b", method="mha2mla", kv_lora_rank=512)
     assert c.published_cache_elements == 512 + 8 * 64

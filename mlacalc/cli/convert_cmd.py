@@ -34,8 +34,10 @@ def _side_by_side(cc, t: dict) -> list[list]:
     """Rows of (quantity, source, converted, converted / source)."""
     c = cc.conversion
     s, m = c.source, c.model
+    published = c.published_cache_elements
+    form = ", shared-RoPE form" if published is not None else ""
     text = [
-        ["attention", s.variant.upper(), f"MLA ({c.method}, {c.svd} SVD)"],
+        ["attention", s.variant.upper(), f"MLA ({c.method}{form}, {c.svd} SVD)"],
         ["KV heads / latent", str(s.num_key_value_heads), f"d_c {c.kv_lora_rank:,}"],
         [
             "head widths (q·k nope + rope, v)",
@@ -44,26 +46,21 @@ def _side_by_side(cc, t: dict) -> list[list]:
         ],
     ]
     split = " (split layer's own)" if c.svd == "split" else ""
-    numbers = [
-        ("cache elements / token / layer", cc.source_cache_elements, cc.cache_elements, str),
-    ]
-    published = c.published_cache_elements
-    if published is not None:
-        numbers.append(
-            (
-                "  as MHA2MLA publishes (every KV head's RoPE)",
-                cc.source_cache_elements,
-                published,
-                str,
-            )
-        )
+    elements, per_token = "cache elements / token / layer", "cache / token (all layers)"
+    a, b = cc.source_cache_elements, cc.source_cache_bytes_per_token
+    if published is None:
+        numbers = [
+            (elements, a, cc.cache_elements, str),
+            (per_token, b, cc.cache_bytes_per_token, human_bytes),
+        ]
+    else:  # MHA2MLA's own cache first; the rest of the table counts the shared-RoPE form
+        numbers = [
+            (f"{elements} (MHA2MLA as published)", a, published, str),
+            (f"{per_token} (as published)", b, cc.published_cache_bytes_per_token, human_bytes),
+            (f"{elements} (shared-RoPE form)", a, cc.cache_elements, str),
+            (f"{per_token} (shared-RoPE form)", b, cc.cache_bytes_per_token, human_bytes),
+        ]
     numbers += [
-        (
-            "cache / token (all layers)",
-            cc.source_cache_bytes_per_token,
-            cc.cache_bytes_per_token,
-            human_bytes,
-        ),
         (
             "attention parameters / layer",
             param_counts(s).attention_per_layer,
@@ -226,6 +223,13 @@ def command(
             )
     if save is not None:
         head = f"# Converted to MLA by mlacalc convert {model} ({method}, {svd} SVD)\n"
+        if c.published_cache_elements is not None:
+            head += (
+                f"# MHA2MLA in DeepSeek's shared-RoPE form: one {c.rope_dim}-wide RoPE key for "
+                f"all heads, {c.cache_elements:,} cached elements a token and layer; MHA2MLA as "
+                f"published caches each of the {src.num_key_value_heads} KV heads' RoPE part "
+                f"({c.published_cache_elements:,})\n"
+            )
         save.write_text(head + model_yaml(c.model))
     by_phase = flops_by_phase(c, seq_len, batch, kv_dtype)
     document = cc.to_dict() | {

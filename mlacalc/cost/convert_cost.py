@@ -48,7 +48,9 @@ class ConversionCost:
     """Source and converted counts of one conversion for one step.
 
     Per layer: ``*_projection_params`` (attention matmul weights), ``*_cache_elements`` (per
-    token). Whole model: ``*_params`` and ``*_cache_bytes_per_token`` (at ``kv_dtype``).
+    token). Whole model: ``*_params`` and ``*_cache_bytes_per_token`` (at ``kv_dtype``);
+    ``published_cache_bytes_per_token``: MHA2MLA as published, every KV head's RoPE part cached
+    (``None`` where that is the counted form: TransMLA, an MQA source).
     ``stage_flops`` are the converted attention blocks of all layers by stage for the step
     (split SVD: the split layer's own; ``served_stage_flops`` the dense form's);
     ``source_stage_flops`` the source model's for the same step.
@@ -69,6 +71,7 @@ class ConversionCost:
     served_params: int
     source_cache_bytes_per_token: int
     cache_bytes_per_token: int
+    published_cache_bytes_per_token: int | None
     source_stage_flops: dict[str, int]
     stage_flops: dict[str, int]
     served_stage_flops: dict[str, int]
@@ -121,6 +124,16 @@ def _split_flops(c: Conversion, cost: Any) -> dict[str, int]:
     return out
 
 
+def _published_bytes(c: Conversion, kv_dtype: str, impl: str) -> int | None:
+    """A token's cache, all layers, of MHA2MLA as published: the latent and each KV head's
+    RoPE part, ``d_c + n_kv rope`` elements a layer, laid out as the latent is."""
+    published = c.published_cache_elements
+    if published is None:
+        return None
+    wider = c.model.with_changes(kv_lora_rank=published - c.rope_dim)
+    return kv_cache(wider, 1, kv_dtype=kv_dtype, impl=impl).bytes_per_token
+
+
 def conversion_cost(
     conversion: Conversion,
     phase: str = "decode",
@@ -168,6 +181,7 @@ def conversion_cost(
         served_params=served_total,
         source_cache_bytes_per_token=kv_cache(src, 1, kv_dtype=kv_dtype).bytes_per_token,
         cache_bytes_per_token=kv_cache(m, 1, kv_dtype=kv_dtype, impl=impl).bytes_per_token,
+        published_cache_bytes_per_token=_published_bytes(c, kv_dtype, impl),
         source_stage_flops=dict(source.stage_flops),
         stage_flops=split,
         served_stage_flops=served_stage,
@@ -191,6 +205,16 @@ def flops_by_phase(
             row[impl] = cc.flops
         rows.append(row)
     return rows
+
+
+def _below(a: int, b: int, n_kv: int) -> str:
+    """The TP degrees at which a cache of ``b`` B a token kept whole on every GPU is smaller
+    than the source's ``a`` B split over its ``n_kv`` heads."""
+    if b * n_kv < a:
+        return "at any TP degree"
+    if b < a:
+        return f"only below TP {a / b:.3g}"
+    return "at no TP degree (" + ("equal" if a == b else "larger") + " at TP 1)"
 
 
 def reading_notes(cc: ConversionCost) -> list[str]:
@@ -232,17 +256,20 @@ def reading_notes(cc: ConversionCost) -> list[str]:
     lost = c.kv_lora_rank < c.full_rank or (c.method == "mha2mla" and n_kv > 1)
     notes.append(f"{'dropped' if lost else 'nothing dropped'}: {kept}; {rotation}")
     a, b = cc.source_cache_bytes_per_token, cc.cache_bytes_per_token
-    if b * n_kv < a:
-        where = "at any TP degree"
-    elif b < a:
-        where = f"only below TP {a / b:.3g}"
-    else:  # the equivalence rank or above: not smaller even unsplit
-        where = "at no TP degree (" + ("equal" if a == b else "larger") + " at TP 1)"
+    form = "" if cc.published_cache_bytes_per_token is None else " of the shared-RoPE form"
+    published = ""
+    if cc.published_cache_bytes_per_token is not None:
+        p = cc.published_cache_bytes_per_token
+        published = (
+            f"; MHA2MLA as published ({p:,} B a token) is smaller per GPU {_below(a, p, n_kv)} "
+            "with its per-head RoPE parts kept whole too"
+        )
     notes.append(
-        "the cache ratio is per token on one GPU: under tensor parallelism over t GPUs the "
-        f"source's {n_kv} KV heads split (its {a:,} B a token over min(t, {n_kv}) GPUs) while "
-        f"the latent ({b:,} B) is kept whole on every GPU, so the converted cache is smaller per "
-        f"GPU {where}; `mlacalc plan` counts a deployment (convert --save, then plan the file)"
+        f"the cache ratio{form} is per token on one GPU: under tensor parallelism over t GPUs "
+        f"the source's {n_kv} KV heads split (its {a:,} B a token over min(t, {n_kv}) GPUs) "
+        f"while the latent ({b:,} B) is kept whole on every GPU, so the converted cache is "
+        f"smaller per GPU {_below(a, b, n_kv)}{published}; `mlacalc plan` counts a deployment "
+        "(convert --save, then plan the file)"
     )
     if c.svd == "split":
         notes.append(

@@ -154,6 +154,7 @@ class Conversion:
             "full_rank": self.full_rank,
             "source_cache_elements_per_token_per_layer": self.source_cache_elements,
             "cache_elements_per_token_per_layer": self.cache_elements,
+            "published_cache_elements_per_token_per_layer": self.published_cache_elements,
             "changes": [{"field": f, "before": b, "after": a} for f, b, a in self.changes],
             "notes": list(self.notes),
         }
@@ -378,8 +379,9 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
             notes.append(
                 f"MHA2MLA as published caches the rotated dimensions of each of the {n_kv} key "
                 f"heads: {published:,} elements a token and layer (d_c + {n_kv} x {rope}; "
-                f"{published / source:.3g}x the source's), not the {d_c + rope:,} "
-                f"({(d_c + rope) / source:.3g}x) of the one shared RoPE key counted here"
+                f"{published / source:.3g}x the source's); the model counted and saved here is "
+                f"DeepSeek's shared-RoPE form ({d_c + rope:,}, {(d_c + rope) / source:.3g}x), "
+                "which the MLA kernels serve"
             )
     return notes
 
@@ -447,13 +449,17 @@ def convert(
     }
     if m.qkv_bias or m.attention_bias:  # DeepSeek's layer has no q/k/v biases (see the notes)
         after |= {"qkv_bias": False, "attention_bias": False}
-    tag = f"{method}-{svd}-r{d_c}"
+    # MHA2MLA as published caches each KV head's rotated part; the model here is DeepSeek's
+    # form with one shared RoPE key, and its name says so wherever it goes (--save, plan, app)
+    shared = _published(method, d_c, rope, m) is not None
+    form = "-shared-rope" if shared else ""
+    how = f"{method} in DeepSeek's shared-RoPE form" if shared else method
     converted = m.with_changes(
-        name=f"{m.name}-{tag}",
-        display_name=f"{m.label} as MLA ({method}, {svd} SVD, d_c {d_c})",
+        name=f"{m.name}-{method}{form}-{svd}-r{d_c}",
+        display_name=f"{m.label} as MLA ({how}, {svd} SVD, d_c {d_c})",
         source=(
             *m.source,
-            f"mlacalc convert: {method}, {svd} SVD, kv_lora_rank {d_c}, rope {rope}",
+            f"mlacalc convert: {how}, {svd} SVD, kv_lora_rank {d_c}, rope {rope}",
         ),
         **after,
     )
