@@ -132,11 +132,14 @@ def render(sc: Scenario) -> None:
             f"{d['time']['step_s']:,.2f} s",
         )
         per_gpu = f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
+        # MFU counts the model's FLOPs (the same under every path), HFU the executed ones
+        hfu = f"HFU {d['hfu']:.1%} (executed FLOPs, recomputation included)"
         if if_fit:
             k[3].metric(f"MFU{if_fit}", f"{d['mfu']:.1%}")
-            k[3].caption(f"{per_gpu}{if_fit}")
+            k[3].caption(f"{hfu}; {per_gpu}{if_fit}")
         else:
             k[3].metric("MFU", f"{d['mfu']:.1%}", per_gpu, delta_color="off")
+            k[3].caption(hfu)
     st.plotly_chart(_flops_figure(d), key="tr_flops_chart", width="stretch")
     show_table(
         [

@@ -64,6 +64,9 @@ def test_training_tab():
     per_token = mlacalc.training_cost("deepseek-v3", 4096).flops.model_flops // 4096
     assert m["model FLOPs per token"] == mlacalc.render.human_si(per_token)
     assert "MFU, if it fit" in m  # 11.15 TiB on one H800: the times are what it would take
+    c = mlacalc.training_cost("deepseek-v3", 4096, hardware="H800")
+    assert m["MFU, if it fit"] == f"{c.mfu:.1%}"
+    assert any(x.value.startswith(f"HFU {c.hfu:.1%} (executed FLOPs") for x in at.caption)
     at.selectbox(key="tr_recompute").set_value("kv_up").run()
     assert not at.exception
     at.radio(key="tr_impl").set_value("absorbed").run()

@@ -231,6 +231,32 @@ def test_step_time_behaviour():
     assert d["time"]["layout"]["gpus"] == 32 and d["mfu"] == none.mfu
 
 
+def test_mfu_counts_the_models_flops_under_every_path_hfu_the_executed(run):
+    """MFU is the model's FLOPs (one count a token, the expanded path's) over the peak; the
+    absorbed path's extra products and the recomputation are executed FLOPs: HFU. Before:
+    `train deepseek-v2-lite -s 16k --impl absorbed --recompute full --hw H100` gave MFU 23.3%
+    at 37.81 GFLOPs a token (the absorbed path's own), expanded 40.4% at 21.50, and no HFU."""
+    base = dict(hardware="H100", recompute="full")
+    ab = training_cost("deepseek-v2-lite", 16384, impl="absorbed", **base)
+    ex = training_cost("deepseek-v2-lite", 16384, impl="expanded", **base)
+    assert ab.model_flops == ex.model_flops == ex.flops.model_flops < ab.flops.model_flops
+    assert ab.flops_per_token == ex.flops_per_token  # 21.50 G either way
+    for c in (ab, ex):  # by hand: tokens/s/GPU x FLOPs a token / peak
+        assert c.mfu == pytest.approx(c.tokens_per_s_per_gpu * c.flops_per_token / 989.5e12)
+        hw = c.tokens_per_s_per_gpu * c.flops.hardware_flops / c.flops.tokens / 989.5e12
+        assert c.hfu == pytest.approx(hw) and c.hfu > c.mfu
+    assert ab.mfu == pytest.approx(ex.mfu * ex.time.step_s / ab.time.step_s)
+    assert round(ab.mfu, 3) == 0.133 and round(ex.mfu, 3) == 0.404
+    argv = ["train", "deepseek-v2-lite", "-s", "16k", "--impl", "absorbed", "--recompute", "full"]
+    doc = json.loads(run(*argv, "--hw", "H100", "--format", "json")[0])
+    assert (doc["mfu"], doc["hfu"]) == (ab.mfu, ab.hfu)
+    assert doc["model_flops_per_token"] == ex.flops.model_flops // 16384
+    assert doc["executed_flops_per_token"] == ab.flops.hardware_flops // 16384
+    text = " ".join(run(*argv, "--hw", "H100")[0].split())
+    assert "MFU 13.3% (model FLOPs, 21.50 G a token), HFU 30.9% (executed FLOPs" in text
+    assert "the absorbed path runs 37.81 G for the same model" in text
+
+
 def test_deepseek_v3_layout_runs():
     c = training_cost(
         "deepseek-v3",

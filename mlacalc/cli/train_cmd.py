@@ -61,10 +61,17 @@ def _sections(c, table) -> list[Section]:
         Section(
             f"{c.model}: FLOPs of one micro-batch ({lay.micro_batch} x {c.seq_len:,} tokens, "
             f"{c.impl}, {c.attention} attention, recompute {c.recompute})",
-            ["stage", "forward", "backward", "recomputed", "model GFLOPs / token"],
+            ["stage", "forward", "backward", "recomputed", "GFLOPs / token (fwd + bwd)"],
             stages,
             note="causal pairs; backward = 2 x forward; recomputed: the flash backward's scores "
-            "and the recompute policy (hardware FLOPs, not in MFU)",
+            "and the recompute policy (hardware FLOPs, in HFU, not in MFU)"
+            + (
+                ""
+                if c.model_flops == f.model_flops
+                else f"; the model's FLOPs, what MFU counts, are {c.flops_per_token / 1e9:,.2f} "
+                f"G a token (the expanded path's count): the {c.impl} path runs "
+                f"{f.per_token / 1e9:,.2f} G for the same model"
+            ),
         ),
         Section(
             "Activations saved for backward (fused kernels: FlashAttention, fused norms and "
@@ -117,8 +124,11 @@ def _sections(c, table) -> list[Section]:
                 f"global batch {lay.global_batch:,} sequences)",
                 ["part", "time"],
                 [[name, human_seconds(getattr(t, key))] for name, key in _PARTS],
-                note=f"MFU {c.mfu:.1%} (dense bf16 peak); {c.tokens_per_s_per_gpu:,.0f} tokens/s "
-                "per GPU; a prediction of the kernel time model and the link model (profile "
+                note=f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
+                f"HFU {c.hfu:.1%} (executed FLOPs, {c.executed_flops_per_token / 1e9:,.2f} G a "
+                "token with the recomputation), both of the dense bf16 peak; "
+                f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
+                "time model and the link model (profile "
                 f"{t.profile}: {t.calibration})",
             )
         )

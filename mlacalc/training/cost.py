@@ -133,6 +133,10 @@ class TrainingCost:
     recomputed_layer_bytes: int = 0
     #: the modelled settings that would lower a GPU's share from this layout (:func:`_levers`)
     levers: tuple[str, ...] = ()
+    #: the model's FLOPs of one micro-batch, forward and backward, whatever path runs them (the
+    #: expanded path's count: absorbed attention executes more for the same model); None: the
+    #: path's own (``flops.model_flops``), which is the expanded path or not MLA
+    model_flops_per_micro_batch: int | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -192,9 +196,22 @@ class TrainingCost:
         return text + "; modelled: " + ", ".join(self.levers)
 
     @property
+    def model_flops(self) -> int:
+        """The model's FLOPs of one micro-batch (forward and backward), what MFU counts: one
+        count per token whichever path computes them (the expanded path's for MLA)."""
+        if self.model_flops_per_micro_batch is None:
+            return self.flops.model_flops
+        return self.model_flops_per_micro_batch
+
+    @property
     def flops_per_token(self) -> float:
-        """Model FLOPs (forward and backward) per token."""
-        return self.flops.per_token
+        """Model FLOPs (forward and backward) per token: MFU's count."""
+        return self.model_flops / self.flops.tokens
+
+    @property
+    def executed_flops_per_token(self) -> float:
+        """FLOPs the path runs per token: forward, backward and recomputation (HFU's count)."""
+        return self.flops.hardware_flops / self.flops.tokens
 
     @property
     def activation_bytes(self) -> int:
@@ -216,13 +233,29 @@ class TrainingCost:
     @property
     def step_flops(self) -> int:
         """Model FLOPs of the whole step (every micro-batch on every data-parallel rank)."""
-        return self.flops.model_flops * self.layout.global_batch // self.layout.micro_batch
+        return self.model_flops * self.layout.global_batch // self.layout.micro_batch
+
+    @property
+    def executed_step_flops(self) -> int:
+        """FLOPs the whole step runs: the path's forward and backward and the recomputation."""
+        return self.flops.hardware_flops * self.layout.global_batch // self.layout.micro_batch
+
+    def _utilisation(self, flops: int) -> float | None:
+        if self.time is None or not self.peak_flops_per_s:
+            return None
+        return flops / (self.time.step_s * self.layout.gpus * self.peak_flops_per_s)
 
     @property
     def mfu(self) -> float | None:
-        if self.time is None or not self.peak_flops_per_s:
-            return None
-        return self.step_flops / (self.time.step_s * self.layout.gpus * self.peak_flops_per_s)
+        """Model FLOPs utilisation: the model's FLOPs (:attr:`model_flops`, the same under
+        every path) over the step time and the GPUs' dense bf16 peak."""
+        return self._utilisation(self.step_flops)
+
+    @property
+    def hfu(self) -> float | None:
+        """Hardware FLOPs utilisation: the FLOPs the path executes (the absorbed path's extra
+        products, the recomputation) over the step time and the GPUs' dense bf16 peak."""
+        return self._utilisation(self.executed_step_flops)
 
     @property
     def tokens_per_s_per_gpu(self) -> float | None:
@@ -242,7 +275,8 @@ class TrainingCost:
             "zero": self.zero,
             "layout": self.layout.to_dict(),
             "flops_per_micro_batch": self.flops.to_dict(),
-            "model_flops_per_token": self.flops.model_flops // self.flops.tokens,
+            "model_flops_per_token": self.model_flops // self.flops.tokens,
+            "executed_flops_per_token": self.flops.hardware_flops // self.flops.tokens,
             "activation_bytes_per_micro_batch": self.activation_bytes,
             "activation_bytes_per_layer": self.activation_bytes_per_layer,
             "activations": [a.to_dict() for a in self.activations],
@@ -259,6 +293,7 @@ class TrainingCost:
             "fit_advice": self.fit_advice,
             "time": None if self.time is None else self.time.to_dict(),
             "mfu": self.mfu,
+            "hfu": self.hfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
         }
 
@@ -447,6 +482,9 @@ def training_cost(
     _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
+    model_flops = None  # the model's count: the expanded path's, whichever path runs
+    if impl != "expanded":
+        model_flops = training_flops(m, seq_len, lay.micro_batch, "expanded").model_flops
     act_dtype = "fp32" if precision == "fp32" else "bf16"
     acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype))
     rerun = (
@@ -505,6 +543,7 @@ def training_cost(
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
         levers=_levers(m, lay, recompute, zero),
+        model_flops_per_micro_batch=model_flops,
     )
 
 

@@ -166,8 +166,10 @@ def score_flops(k: Kernel) -> int:
 class TrainingFlops:
     """Matmul FLOPs of one micro-batch through the whole model, by stage.
 
-    ``model_flops`` (forward and backward) is what MFU counts; ``hardware_flops`` adds the
-    recomputation (the flash backward's score product included). ``elementwise`` is the
+    ``model_flops`` is this path's forward and backward (MFU counts the model's, the expanded
+    path's: :attr:`mlacalc.training.cost.TrainingCost.model_flops`; the absorbed path runs more
+    for the same model); ``hardware_flops`` adds the recomputation (the flash backward's score
+    product included): HFU's count. ``elementwise`` is the
     forward's element-wise FLOPs (not in the totals).
     """
 
