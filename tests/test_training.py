@@ -735,3 +735,17 @@ def test_fp8_mixed_keeps_the_output_head_in_bf16(monkeypatch):
     monkeypatch.setattr(step, "_KEPT_BF16", frozenset({"scores", "pv"}))
     fp8_head = training_cost("llama-3-8b", 4096, **kw).time
     assert fp8_head.forward_s < kept.forward_s
+
+
+def test_fp8_mixed_says_it_halves_the_optimizer_states(run):
+    """fp8-mixed keeps Adam's moments in bf16 (8 -> 4 bytes a parameter); before, `train --help`
+    said only "fp8-mixed FP8 GEMMs" and the memory row only "optimizer states"."""
+    help_text = " ".join(run("train", "--help")[0].split())
+    assert "fp8-mixed FP8 GEMMs and the optimizer states in bf16" in help_text
+    assert "4 bytes a parameter, not bf16-mixed's 8" in help_text
+    fp8 = run("train", "deepseek-v2-lite", "--precision", "fp8-mixed")[0]
+    assert "optimizer states (2 x bf16 = 4 B a parameter; 8 under bf16-mixed)" in fp8
+    assert "optimizer states (2 x fp32 = 8 B a parameter)" in run("train", "deepseek-v2-lite")[0]
+    mixed = training_cost("deepseek-v2-lite", 4096).states_per_gpu["optimizer_states"]
+    half = training_cost("deepseek-v2-lite", 4096, precision="fp8-mixed")
+    assert half.states_per_gpu["optimizer_states"] * 2 == mixed

@@ -96,7 +96,7 @@ def _sections(c, table) -> list[Section]:
             f"Memory per GPU (tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, ep {lay.ep}; "
             f"{c.optimizer}, {c.precision}, ZeRO-{c.zero})",
             ["part", "bytes"],
-            [[k.replace("_", " "), human_bytes(v)] for k, v in c.states_per_gpu.items()]
+            [[_state_label(k, c), human_bytes(v)] for k, v in c.states_per_gpu.items()]
             + [
                 ["activations (micro-batches in flight)", human_bytes(c.activation_bytes_per_gpu)],
                 ["total", human_bytes(c.memory_per_gpu)],
@@ -155,6 +155,20 @@ def _sections(c, table) -> list[Section]:
     return out
 
 
+def _state_label(key: str, c) -> str:
+    """A memory row's name; the optimizer's says its bytes a parameter, in which dtype (fp8-mixed
+    keeps Adam's moments in bf16, as DeepSeek-V3 trained: half of bf16-mixed's fp32)."""
+    label = key.replace("_", " ")
+    if key != "optimizer_states" or not OPTIMIZERS[c.optimizer]:
+        return label
+    n, per = OPTIMIZERS[c.optimizer], PRECISIONS[c.precision][3]
+    dtype = {4: "fp32", 2: "bf16"}[per]
+    text = f"{label} ({n} x {dtype} = {n * per} B a parameter"
+    if c.precision == "fp8-mixed":
+        text += f"; {n * PRECISIONS['bf16-mixed'][3]} under bf16-mixed"
+    return text + ")"
+
+
 def _blocks(c) -> list[tuple[str, int, int]]:
     per: dict[str, list[int]] = {}
     for a in c.activations:
@@ -208,7 +222,8 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     default="bf16-mixed",
     show_default=True,
     help="Weights, gradients and optimizer states; fp32 also 4-byte activations and TF32 "
-    "matmuls (half the bf16 rate), fp8-mixed FP8 GEMMs.",
+    "matmuls (half the bf16 rate); fp8-mixed FP8 GEMMs and the optimizer states in bf16 (Adam: "
+    "4 bytes a parameter, not bf16-mixed's 8, as DeepSeek-V3 trained).",
 )
 @click.option(
     "--zero",
