@@ -137,3 +137,30 @@ def test_open_loop_uses_one_pass_size_from_the_arrival_rate():
     assert p.output_tokens_per_s == pytest.approx(R * 500)
     # the requests in flight: Little's law over the whole request
     assert p.concurrency == pytest.approx(R * (p.ttft_s + 500 * p.tpot_s), rel=1e-6)
+
+
+def test_ttft_says_its_parts_the_wait_for_the_prefill_pool_first():
+    """A disaggregated TTFT is the wait for the prefill pool, the prompt's pass there and the
+    KV transfer (Plan.ttft_parts, printed under TTFT and shown by the app): at 30 requests/s
+    on DeepSeek-V3 (8 + 8 H200, DP-attention) TTFT was 14.7 s beside a prefill row of 275 ms
+    and "queued 0", with nothing saying it is the wait for the pool's passes."""
+    from mlacalc.serving.plan import duration_text
+
+    args = dict(dp_attention=True, ep=8, isl=2000, osl=500, mode="disaggregated")
+    p = plan("deepseek-v3", "H200", 8, request_rate=30, **args)
+    (wait, w), (its, s), (kv, t) = p.ttft_parts()
+    assert wait == "of which the wait for the prefill pool" and kv == "of which the KV transfer"
+    k = p.prefill_pool_pass_prompts
+    assert its == f"of which its pass there ({k} prompt{'' if k == 1 else 's'} a group)"
+    assert w + s + t == pytest.approx(p.ttft_s, rel=1e-12) and t == p.kv_transfer_s
+    assert s == p.prefill_pool_pass_s >= p.prefill_s and w > 10 * s  # the wait binds
+    # a closed loop says the same three; `mlacalc plan` prints them under TTFT
+    c = plan("deepseek-v3", "H200", 8, concurrency=256, **args)
+    assert sum(x for _, x in c.ttft_parts()) == pytest.approx(c.ttft_s, rel=1e-12)
+    rows = [r[0] for r in serving_rows(c)]
+    at = rows.index("TTFT")
+    assert rows[at + 1 : at + 4] == [f"  {label}" for label, _ in c.ttft_parts()]
+    assert duration_text(c.ttft_s) in dict(serving_rows(c))["TTFT"]
+    # aggregated whole prompts: none
+    assert plan("deepseek-v3", "H200", 8, dp_attention=True, ep=8, isl=2000, osl=500,
+                concurrency=256).ttft_parts() == []  # fmt: skip

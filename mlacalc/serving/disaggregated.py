@@ -280,6 +280,8 @@ def _closed_loop(mix: MixTiming, D_cap: float, concurrency: float, prefill_bound
     f, X = served(mix, running)
     X = min(X, mix.pf_capacity)
     f["ttft"] = pool_ttft(mix, X)
+    k = int(prefill_pool_pass(mix.t_pf, X / mix.p_lay.dp)[0][0])
+    f["pool_pass"] = (k, float(mix.t_pf[k]))  # the prompt's own pass: TTFT's part
     # the requests beyond those the cycle at D holds wait their turn: the queued ones, or
     # where in_flight jumps past N (a larger pass), the few between
     queue = max(concurrency - in_flight(mix, running), 0.0) / X
@@ -315,5 +317,6 @@ def _open_loop(
     rho = min(r_in * float(t_pf[k]) / k / dp, 0.999)
     queue = rho / (2 * (1 - rho)) * float(t_pf[k])
     f["ttft"] = float(t_pf[k])
+    f["pool_pass"] = (k, float(t_pf[k]))
     concurrency = r_in * (f["ttft"] + queue + mix.transfer + osl * f["tpot"])
     return Load(f, running, concurrency, queue, 0.0, running)

@@ -325,6 +325,10 @@ class Plan:
     prefill_chunks: int | None = None
     prefill_chunk_tokens: int | None = None
     prefill_chunks_s: float | None = None
+    #: disaggregated: the pass a prompt runs in on the prefill pool, its prompts a group and
+    #: its time, at the load (TTFT is the wait for the pool, this pass and the KV transfer)
+    prefill_pool_pass_prompts: int | None = None
+    prefill_pool_pass_s: float | None = None
     #: the pass ``prefill_s`` times, in words: alone, with the other synced attention groups
     #: idle (aggregated), or with each synced group on a prompt of its own (disaggregated, and
     #: the capacity view: ``t_pf[1]``), :func:`prefill_pass_words`
@@ -419,10 +423,21 @@ class Plan:
         )
 
     def ttft_parts(self) -> list[tuple[str, float]]:
-        """TTFT's part in words and seconds under chunked prefill: the prompt's own chunk
+        """TTFT's parts in words and seconds. Under chunked prefill: the prompt's own chunk
         steps beside the decode batch, which TTFT adds to the wait for the step in progress
-        (one pass of the whole prompt alone is the plan's prefill row). The words ``plan``
-        prints and the app shows."""
+        (one pass of the whole prompt alone is the plan's prefill row). Disaggregated: the
+        wait for the prefill pool (the pass in progress, and the prompts before it), then the
+        prompt's own pass there (with the others of its pass), then the KV transfer. The words
+        ``plan`` prints and the app shows."""
+        k, pass_s = self.prefill_pool_pass_prompts, self.prefill_pool_pass_s
+        if k and pass_s is not None and self.ttft_s is not None and math.isfinite(self.ttft_s):
+            wait = max(self.ttft_s - pass_s - (self.kv_transfer_s or 0.0), 0.0)
+            prompts = f"{k:,} prompt{'' if k == 1 else 's'}"
+            return [
+                ("of which the wait for the prefill pool", wait),
+                (f"of which its pass there ({prompts} a group)", pass_s),
+                ("of which the KV transfer", self.kv_transfer_s or 0.0),
+            ]
         if not self.prefill_chunks:
             return []
         label = (
@@ -1213,6 +1228,8 @@ def serving_record(
         prefill_chunks=chunks[0] if chunks else None,
         prefill_chunk_tokens=chunks[1] if chunks else None,
         prefill_chunks_s=chunks[2] if chunks else None,
+        prefill_pool_pass_prompts=f["pool_pass"][0] if "pool_pass" in f else None,
+        prefill_pool_pass_s=f["pool_pass"][1] if "pool_pass" in f else None,
         step_compute_s=f["compute"],
         step_comm_s=f["comm"],
         step_links_s=links,
