@@ -483,8 +483,8 @@ def test_import_hf(run, tmp_path):
     [
         (["report", "deepseek-v4"], "Did you mean deepseek-v3"),
         (["report", "deepseek-v3", "--seq-len", "12x"], "not a size"),
-        (["report", "deepseek-v3", "--seq-len", "0"], "must be positive"),
-        (["report", "deepseek-v3", "--batch", "-3"], "not a size"),
+        (["report", "deepseek-v3", "--seq-len", "0"], "must be a positive integer"),
+        (["report", "deepseek-v3", "--batch", "-3"], "must be a positive integer"),
         (["report", "deepseek-v3", "--kv-dtype", "fp6"], "fp8_ds_mla"),
         (["report", "deepseek-v3", "--weight-dtype", "fp8_ds_mla"], "unknown dtype"),
         (
@@ -711,7 +711,7 @@ def test_validate_cli(run):
                 "--chunked-prefills",
                 "0",
             ],
-            "--chunked-prefills: '0' must be positive",
+            "--chunked-prefills: '0' must be a positive integer",
         ),
         (["search", "gpt2", "-H", "H200", "--gpus", "1,x", "--isl", "9", "--osl", "9"], "--gpus"),
         (["train", "gpt2", "--absorption", "4k,z"], "--absorption: 'z' is not a size"),

@@ -297,3 +297,23 @@ def test_cli_mha2mla_states_the_published_cache_once(run):
     c = convert("llama-3-8b", method="mha2mla", kv_lora_rank=512)
     assert c.published_cache_elements == 512 + 8 * 64
     assert convert("llama-3-8b", kv_lora_rank=512).published_cache_elements is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "llama-3-8b", "--kv-lora-rank", "-3"],
+        ["convert", "llama-3-8b", "--q-lora-rank", "-1k"],
+        ["convert", "llama-3-8b", "--batch", "-2"],
+        ["convert", "llama-3-8b", "--hw", "H100", "--ranks", "256,-3"],
+        ["convert", "llama-3-8b", "--seq-len", "0"],
+        ["train", "llama-3-8b", "--tp", "-2"],
+        ["train", "llama-3-8b", "--micro-batch", "-1"],
+        ["train", "llama-3-8b", "--absorption", "1k,-4k"],
+    ],
+)
+def test_a_negative_or_zero_size_must_be_a_positive_integer(run, argv):
+    # before: "'-3' is not a size; write 131072, 128k or 1M" (it is a size, only negative)
+    out, err = run(*argv, code=2)
+    assert "must be a positive integer" in err and "is not a size" not in err, err
+    assert err.count("\n") == 1 and not out

@@ -89,6 +89,8 @@ class SizeType(click.ParamType):
             result = value
         else:
             match = self._pattern.match(str(value))
+            if not match and self._pattern.match(str(value).strip().removeprefix("-")):
+                self.fail(f"'{value}' {_POSITIVE}", param, ctx)  # was "'-3' is not a size"
             if not match:
                 shown = f"{str(value)[:20]}..." if len(str(value)) > 24 else value
                 self.fail(f"'{shown}' is not a size; write 131072, 128k or 1M", param, ctx)
@@ -98,10 +100,11 @@ class SizeType(click.ParamType):
                 self.fail(f"'{value}' is not a whole number", param, ctx)
             result = int(scaled) if "." in number else int(number) * self._scale[suffix.lower()]
         if result <= 0:
-            self.fail(f"'{value}' must be positive", param, ctx)
+            self.fail(f"'{value}' {_POSITIVE}", param, ctx)
         return result
 
 
+_POSITIVE = "must be a positive integer"
 SIZE = SizeType()
 
 
