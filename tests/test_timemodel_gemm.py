@@ -882,3 +882,31 @@ def test_vllm_per_tensor_quantize_is_never_faster_than_its_memory(name):
     assert passes == pytest.approx(max(per_sm, bytes_moved / fig.hbm_bytes_per_s)), name
     if name in ("H100-SXM", "B200"):
         assert per_sm > bytes_moved / fig.hbm_bytes_per_s, name
+
+
+def test_nvfp4_quantize_costs_each_input_row_its_cta():
+    """The nvfp4 GEMM's input quantize gives each row its own small CTA: ``quant_row_cycles``
+    SM cycles a row (of every group) over all the SMs, beside its bytes, whatever k; an fp8
+    GEMM's quantize has no such term, nor an nvfp4 call that quantizes nothing."""
+    fig = device_figures(load_hardware("B200"))
+    cyc = 160.0
+    m = np.asarray([4096.0, 4096.0, 32768.0])
+    k = np.asarray([128.0, 4096.0, 128.0])
+    fp4 = _gemm("nvfp4", m, 1024, k, quantize_input=1)
+    with_rows = _terms(fp4, "B200", quant_row_cycles=cyc)["extra_s"]
+    without = _terms(fp4, "B200", quant_row_cycles=0.0)["extra_s"]
+    want = m * cyc / (fig.clock_hz * fig.sm_count)
+    assert with_rows - without == pytest.approx(want, rel=1e-9)
+    # grouped rows: every group's rows
+    grouped = _gemm("nvfp4", 512, 1024, 128, quantize_input=1, groups=8)
+    extra = _terms(grouped, "B200", quant_row_cycles=cyc)["extra_s"]
+    base = _terms(grouped, "B200", quant_row_cycles=0.0)["extra_s"]
+    assert extra - base == pytest.approx(8 * 512 * cyc / (fig.clock_hz * fig.sm_count))
+    fp8 = _gemm("fp8", m, 1024, k, quantize_input=1)
+    assert _terms(fp8, "B200", quant_row_cycles=cyc)["extra_s"] == pytest.approx(
+        _terms(fp8, "B200", quant_row_cycles=0.0)["extra_s"]
+    )
+    plain = _gemm("nvfp4", m, 1024, k)
+    assert _terms(plain, "B200", quant_row_cycles=cyc)["extra_s"] == pytest.approx(
+        _terms(plain, "B200", quant_row_cycles=0.0)["extra_s"]
+    )

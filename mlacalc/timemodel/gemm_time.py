@@ -7,9 +7,10 @@ stream at the bandwidth the busy SMs draw, weights a warm replay keeps in the L2
 ``l2_speedup``; a cost per wave of tiles (``tile_s``); the unhidden share of the output write
 (``epilogue_share``); split-K's fp32 partial sums through HBM and its reduce kernel. GEMV
 kernels take the few-row calls where a library has them. fp8 GEMMs add the quantization of
-their bf16 input (``quant_fixed_s``, ``quant_bytes``), block-scaled fp8 the CUDA-core rescale
-of each K block (``promote_cycles``), weight-only GEMMs the conversion of each weight
-(``dequant_s``). The figures behind each rule are in docs/decisions.md ("Time model").
+their bf16 input (``quant_fixed_s``, ``quant_bytes``; nvfp4's a CTA a row too,
+``quant_row_cycles``), block-scaled fp8 the CUDA-core rescale of each K block
+(``promote_cycles``), weight-only GEMMs the conversion of each weight (``dequant_s``). The
+figures behind each rule are in docs/decisions.md ("Time model").
 """
 
 from __future__ import annotations
@@ -884,12 +885,16 @@ def _input_quantization(c: _Call) -> np.ndarray:
     fig = c.fig
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
     amax_read = c.groups * c.m * c.k * 2.0 * per_byte
+    passes_s = qbytes * per_byte
+    if batch.dtype == "nvfp4":
+        # the nvfp4 quantize gives each input row its own small CTA (a thread a 16-element
+        # block): each row costs its CTA's life, ``quant_row_cycles`` SM cycles over all the
+        # SMs, beside the bytes it moves
+        rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
+        passes_s = passes_s + rows_s
     return np.where(
         quantized,
-        prm["quant_fixed_s"] * launches
-        + qbytes * per_byte
-        + np.maximum(atomics - amax_read, 0.0)
-        + ctas,
+        prm["quant_fixed_s"] * launches + passes_s + np.maximum(atomics - amax_read, 0.0) + ctas,
         0.0,
     )
 

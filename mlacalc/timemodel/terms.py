@@ -138,6 +138,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "tuned_rate": (1.0, 4.0, "tensor rate of a MoE call with a tuned config, x the default's"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
+    "quant_row_cycles": (0.0, 2000.0, "SM cycles per input row of a quantize with a CTA a row"),
     "node_s": (0.0, 2e-5, "seconds of one more small kernel node of a GEMM call's graph"),
     "host_s": (0.0, 5e-4, "host seconds of an eagerly timed wrapper's call, not clocked"),
     "align_s": (0.0, 2e-4, "host seconds a wrapper spends aligning unaligned block scales"),
@@ -194,6 +195,9 @@ DEFAULTS: dict[str, float] = {
     "promote_cycles": 1.0 / 128.0,
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
     "convert_row_cycles": 0.0,
+    # a class fitted where no quantize gives each input row its own CTA (gemm_time.
+    # _input_quantization, nvfp4) has none
+    "quant_row_cycles": 0.0,
     # one more small kernel in a GEMM call's graph (gemm_time.CONVERT_KERNELS): the quantize
     # kind's assumed 1 us a graph node, fitted where rows convert their scales both ways
     # (SGLang's B200, gemm_time.PAD_CONVERT_KERNELS); a profile composed for another
@@ -401,6 +405,8 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "gemm" and dtype == "fp8":
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
         names = (*names, "quant_sm_bytes")  # vLLM's quantize, bound per SM and clock
+    if kind == "gemm" and dtype == "nvfp4":
+        names = (*names, "quant_row_cycles")  # its quantize's CTA a row (gemm_time)
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
         names = (*names, "dequant_s")
     if kind == "mla_decode" and dtype == "fp8":
