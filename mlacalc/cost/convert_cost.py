@@ -149,8 +149,8 @@ def conversion_cost(
     --------
     >>> from mlacalc.models.convert import convert
     >>> cc = conversion_cost(convert("llama-2-7b", kv_lora_rank=512, svd="split"))
-    >>> cc.served_projection_params - cc.projection_params   # zero blocks: 32 x 256 x (128 + 64)
-    1572864
+    >>> cc.served_projection_params - cc.projection_params   # zero blocks: 32 x 256 x (128 + 128)
+    2097152
     """
     if not isinstance(conversion, Conversion):
         raise InvalidArgumentError(
