@@ -176,6 +176,8 @@ def _reference(torch, n_kv: int, d_c: int, rope: int, svd: str, method: str = "m
         "nope": nope,
         "qk": nope + rope,
         "source": (wq, wk, wv, wo, rep),
+        "k_nope": k_nope,
+        "v_all": v_all,
     }
 
 
@@ -417,3 +419,30 @@ def test_transmla_counts_agree_with_the_mla_equivalent_and_the_paper():
     # TransMLA's published Llama-2-7B compression (from recall): 448 + 64 of 8,192 cached
     llama2 = convert("llama-2-7b", kv_lora_rank=448)
     assert (llama2.cache_elements, llama2.source_cache_elements) == (512, 8192)
+
+
+def test_a_split_latent_holds_at_most_each_projections_rank():
+    """A split SVD's key and value latents hold at most the position-free keys' rank and the
+    values' apart: TransMLA of Llama-3.1-8B at its default 1,984 splits 992 + 992 against 960
+    keys and 1,024 values, so 32 key dimensions hold nothing and 32 value dimensions are cut
+    (before: 'the latent keeps all 1,984 dimensions'). The reference SVD in PyTorch has those
+    ranks."""
+    from mlacalc.cost.convert_cost import reading_notes
+    from mlacalc.models.convert import split_ranks
+
+    c = convert("llama-3.1-8b", svd="split")
+    assert (c.key_rank, c.value_rank, split_ranks(c.source, "transmla", 64)) == (
+        992,
+        992,
+        (960, 1024),
+    )
+    text = " ".join(reading_notes(conversion_cost(c)))
+    assert "the latent keeps 1,952 of the 1,984 dimensions" in text
+    assert "the key latent keeps 960 of 960, the value latent 992 of 1,024" in text
+    assert any("key latent of 992 is above the rank 960" in n for n in c.notes)
+    torch = pytest.importorskip("torch")
+    for method, n_kv in (("transmla", 2), ("mha2mla", 2)):
+        ref = _reference(torch, n_kv, 200, 4, "split", method)
+        keys, values = split_ranks(small(n_kv), method, 4)
+        assert torch.linalg.matrix_rank(ref["k_nope"]) == keys  # 28 (TransMLA), 24 (MHA2MLA)
+        assert torch.linalg.matrix_rank(ref["v_all"]) == values

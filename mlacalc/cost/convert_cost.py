@@ -24,7 +24,7 @@ from typing import Any
 
 from mlacalc.cost.engine import attention_cost, attention_params, kv_cache
 from mlacalc.cost.params import param_counts
-from mlacalc.models.convert import Conversion
+from mlacalc.models.convert import Conversion, split_ranks
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -227,10 +227,19 @@ def reading_notes(cc: ConversionCost) -> list[str]:
         "counts before any fine-tuning: the accuracy the conversion loses, and the fine-tuning "
         "that recovers it, are not modelled",
     ]
+    held, how = c.kv_lora_rank, ""
+    if c.svd == "split":  # each half holds at most its own projection's rank
+        keys, values = split_ranks(c.source, c.method, c.rope_dim)
+        held = min(c.key_rank, keys) + min(c.value_rank, values)
+        if held < min(c.kv_lora_rank, c.full_rank):
+            how = (
+                f"split: the key latent keeps {min(c.key_rank, keys):,} of {keys:,}, the value "
+                f"latent {min(c.value_rank, values):,} of {values:,}; "
+            )
     kept = (
-        f"the latent keeps {c.kv_lora_rank:,} of the {c.full_rank:,} dimensions of the "
-        "position-free keys and values (the smallest singular directions are dropped)"
-        if c.kv_lora_rank < c.full_rank
+        f"the latent keeps {held:,} of the {c.full_rank:,} dimensions of the "
+        f"position-free keys and values ({how}the smallest singular directions are dropped)"
+        if held < c.full_rank
         else f"the latent keeps all {c.full_rank:,} dimensions of the position-free keys and values"
     )
     rope = c.rope_dim
@@ -253,7 +262,7 @@ def reading_notes(cc: ConversionCost) -> list[str]:
             f"partial RoPE keeps {rope} of the key head's {d_h} dimensions rotated and the "
             f"other {d_h - rope} enter the latent"
         )
-    lost = c.kv_lora_rank < c.full_rank or (c.method == "mha2mla" and n_kv > 1)
+    lost = held < c.full_rank or (c.method == "mha2mla" and n_kv > 1)
     notes.append(f"{'dropped' if lost else 'nothing dropped'}: {kept}; {rotation}")
     a, b = cc.source_cache_bytes_per_token, cc.cache_bytes_per_token
     form = "" if cc.published_cache_bytes_per_token is None else " of the shared-RoPE form"

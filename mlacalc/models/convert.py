@@ -73,6 +73,7 @@ __all__ = [
     "conversion_refusal",
     "convert",
     "equivalence_rank",
+    "split_ranks",
 ]
 
 CONVERSION_METHODS = ("transmla", "mha2mla")
@@ -295,6 +296,16 @@ def _full_rank(m: ModelConfig, method: str, rope: int) -> int:
     return min(m.hidden_size, keys + n_kv * d_h)
 
 
+def split_ranks(m: ModelConfig, method: str, rope: int) -> tuple[int, int]:
+    """Ranks of the position-free key projection and of the value projection apart (what a
+    split SVD's two latents can hold): TransMLA's keys ``n_kv d_h - rope`` (the rotation is in
+    the shared key), MHA2MLA's ``n_kv (d_h - rope)``; the values ``n_kv d_h``; each at most
+    ``d``."""
+    n_kv, d_h, d = m.num_key_value_heads, m.head_dim, m.hidden_size
+    keys = n_kv * d_h - rope if method == "transmla" else n_kv * (d_h - rope)
+    return min(d, keys), min(d, n_kv * d_h)
+
+
 def _ranks(
     m: ModelConfig, kv_lora_rank: Any, rope: int, svd: str, full: int
 ) -> tuple[int, int | None, int | None]:
@@ -334,6 +345,14 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
             f"rank {d_c:,} is above the full rank {c['full_rank']:,} of the position-free key "
             "and value projections: the extra latent dimensions hold nothing"
         )
+    if c["svd"] == "split":
+        keys, values = split_ranks(m, c["method"], rope)
+        for what, rank in (("key", keys), ("value", values)):
+            if d_c // 2 > rank:
+                notes.append(
+                    f"split SVD: the {what} latent of {d_c // 2:,} is above the rank {rank:,} of "
+                    f"the position-free {what}s: {d_c // 2 - rank:,} of its dimensions hold nothing"
+                )
     q_width = m.num_attention_heads * m.head_dim
     if q_lora_rank is not None and q_lora_rank >= min(m.hidden_size, q_width):
         q, d = q_lora_rank, m.hidden_size
