@@ -445,3 +445,39 @@ def test_the_v1_top_k_calibrations_long_flat_rows_are_a_class_of_their_own():
     for seq, want in ((4 * LONG_ROW, PROMPT_TOPK), (4 * LONG_ROW + 4, PROMPT_LONG_TOPK)):
         shape, _ = engine_topk(1, 4, seq - 4, 4, 512, False)
         assert variant_of("elementwise", shape) == want
+
+
+def test_the_v2_top_k_calibrations_long_rows_are_a_class_of_their_own():
+    """SGLang's v2 top-k takes another path past 16,384 pooled keys a row whatever its logits
+    (10-17 us on H100 where 16,384 flat ones take 82): those calibration rows, flat and top-last,
+    are the ``topk_v2_long`` variant the module rows and a served decode step run
+    (``engine_topk``'s code 2), a class SGLang's profiles fit; the shorter rows keep their
+    mode's class. Timed by the flat class the long flat rows were 4-8x over (H100 and B200)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.cost.compressed import engine_topk
+    from mlacalc.measured.dsv4_modules import FLAT_TOPK, LONG_ROW, LONG_TOPK
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.words.kernels import variant_of
+
+    assert LONG_TOPK == "topk_v2_long"
+    for system, profile in (
+        ("h100_sxm", "fit-h100-sxm-sglang"),
+        ("b200_sxm", "fit-b200-sxm-sglang"),
+    ):
+        path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+        (t,) = load_measured(path / "dsv4_csa_topk_calib_perf.parquet").tables
+        mode = t.column("score_mode").astype(str)
+        last = (t.column("step") + t.column("isl")) // t.column("compress_ratio")
+        m = map_table(t)
+        parts = {p.batch.variant: set(p.rows.tolist()) for p in m.parts}
+        long = np.char.startswith(mode, "v2_") & (last > LONG_ROW)
+        assert parts[LONG_TOPK] == set(np.flatnonzero(long).tolist()) and long.sum() == 28
+        assert max(last[list(parts["topk_v2_flat"])]) <= LONG_ROW
+        err = predict_mapped(m, profile=profile)[long] / t.seconds[long] - 1
+        assert np.all(np.abs(err) < 0.2)  # the flat class had them at +3.1x to +7.2x
+    shape, _ = engine_topk(1, 1, 4 * LONG_ROW + 3, 4, 512, True)
+    assert variant_of("elementwise", shape) == LONG_TOPK
+    shape, _ = engine_topk(1, 1, 4 * LONG_ROW - 1, 4, 512, True)
+    assert variant_of("elementwise", shape) == FLAT_TOPK

@@ -97,19 +97,24 @@ _WEIGHTS = {"fp8_block": "fp8", "bfloat16": "bf16", "bf16": "bf16"}
 #: sequence takes 118-121 us up to 2,048 cached tokens and 201-206 us from 4,096 to 65,536 (the
 #: top-k selects once a query has more than 512 pooled keys), as the calibration's v2 kernel
 #: on flat logits takes 82 us there; DeepSeek-V4-Pro's jump comes at 6,144 (1,024 keys).
-#: Fitted, the class is in effect a constant: three of its four parameters (``eff_memory``,
-#: ``sm_bandwidth``, ``unit_latency_s``) sit at their upper bounds, and it gives 81.6-84.1 us on
-#: H100 (64.7-66.0 us on B200) to every row of up to 128 sequences, as the rows of 4,096 to
-#: 65,536 cached tokens take 81-85 us (65-69 us). Over its 122 rows a device median / p90
-#: |error| 1.0% / 400% on H100, 1.1% / 300% on B200: the p90 is the 14 long rows (10-17 us,
-#: predicted 4-8x; the modules time them by :data:`LONG_TOPK`), without which it is 4.1% / 5.6%;
-#: the rows at 3,072 cached tokens (768 pooled keys) take 39-49 us, predicted 64-70% over.
+#: Fitted, the class is in effect a constant (its ``unit_latency_s`` at its upper bound; with
+#: the long rows in its fit, :data:`LONG_TOPK`, its ``eff_memory`` and ``sm_bandwidth`` were at
+#: theirs too): 81-85 us on H100 (65-69 us on B200) to every row of up to 128 sequences, as the
+#: rows of 4,096 to 65,536 cached tokens take 81-85 us (65-69 us). Over its 108 rows (the
+#: calibration's long rows are :data:`LONG_TOPK`'s) a device median / p90 |error| 0.6% / 1.2% on
+#: H100, 0.5% / 1.3% on B200 (1.0% / 400% and 1.0% / 308% while it took the 14 long flat rows
+#: too, predicted 4-8x); the rows at 3,072 cached tokens (768 pooled keys) take 39-49 us,
+#: predicted 64-70% over.
 FLAT_TOPK = V4_TOPK_VARIANTS[0]
-# Past LONG_ROW pooled keys a row the v2 kernel takes another path, whose time the
-# calibration shows does not depend on the logits' spread: on flat logits 10.0-16.9 us on H100
-# from 32,768 to 262,144 pooled keys against 9.4-14.3 us on top-last ones, where up to 16,384
-# flat logits take 82 us (no calibration row lies between 16,384 and 32,768). Those rows are
-# timed by the top-last variant (LONG_TOPK).
+#: Past LONG_ROW pooled keys a row the v2 kernel takes another path, whose time the
+#: calibration shows does not depend on the logits' spread: on flat logits 9.9-16.9 us on H100
+#: from 32,768 to 262,144 pooled keys against 9.4-14.3 us on top-last ones (B200 9.3-16.9 and
+#: 8.7-14.4), where up to 16,384 flat logits take 82 us (65-69 on B200; no calibration row lies
+#: between 16,384 and 32,768 pooled keys). A class of its own (``topk_v2_long``), fitted on
+#: those 28 rows a device, both modes (H100 3.4% / 7.7%, B200 3.2% / 7.8% median / p90); the
+#: top-last class had timed them (and the module rows, a served step), its fit over the short
+#: rows' keys giving 6.6 us at 32,768 pooled keys and 34.8 us at 262,144 where the top-last
+#: rows take 9.5 and 14.3 (H100): 30% short to 2.4x over.
 LONG_TOPK = V4_TOPK_VARIANTS[1]
 #: SGLang's prompt top-k: ``topk_transform_v1`` over flat logits (the transform the
 #: calibration times at prompt sizes: 31-51 ns a selecting query on H100 from 256 to 8,192

@@ -94,7 +94,7 @@ from mlacalc.cost.compressed import dsa_topk, engine_topk
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
-from mlacalc.measured.dsv4_modules import dsv4_module_parts
+from mlacalc.measured.dsv4_modules import LONG_TOPK, PROMPT_LONG_TOPK, dsv4_module_parts
 from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
 from mlacalc.measured.moe_routing import ROW_TILES, rank_loads
 from mlacalc.measured.msa_modules import msa_module_parts
@@ -2082,7 +2082,10 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     DeepSeek-V4's compressed keys: query ``i`` sees ``floor((step + i) / compress_ratio)``
     pooled keys, and the row is 0 where none has more than the model's ``index_topk``; the
     v1 transform over flat logits past ``LONG_ROW`` pooled keys a row is its other path
-    (``topk_v1_flat_long``, :data:`mlacalc.measured.dsv4_modules.PROMPT_LONG_TOPK`)."""
+    (``topk_v1_flat_long``, :data:`mlacalc.measured.dsv4_modules.PROMPT_LONG_TOPK`), and so is
+    the v2 transform's past it whatever the logits (``topk_v2_long``,
+    :data:`mlacalc.measured.dsv4_modules.LONG_TOPK`), as the module rows and a served step
+    time them."""
     _, _, topk, known = _indexer_geometry(t, reason)
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     ratio = _f(t.column("compress_ratio")) if "compress_ratio" in t.columns else np.ones(len(t))
@@ -2096,10 +2099,13 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     rows = np.arange(len(t))
     none = known & (selecting <= 0)
     reason[none] = NO_KERNEL
-    # the v1 transform's rows past LONG_ROW pooled keys over flat logits: its other path
-    # (dsv4_modules.PROMPT_LONG_TOPK), a class of its own
-    long = (mode == "v1_flat") & (shape["topk_kernel"] == 4)
-    variant = np.where(long, "topk_v1_flat_long", np.char.add("topk_", mode))
+    # past LONG_ROW pooled keys a row each transform takes its other path, a class of its own:
+    # the v1 one over flat logits (dsv4_modules.PROMPT_LONG_TOPK), the v2 one whatever the
+    # logits (dsv4_modules.LONG_TOPK), as a served step and the module rows time them
+    long = shape["topk_kernel"] == 4
+    variant = np.char.add("topk_", mode)
+    variant = np.where(long & (mode == "v1_flat"), PROMPT_LONG_TOPK, variant)
+    variant = np.where(long & np.char.startswith(mode, "v2_"), LONG_TOPK, variant)
     for v in np.unique(variant[known]):
         s = known & (variant == v) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0, nbytes[s], variant=str(v),

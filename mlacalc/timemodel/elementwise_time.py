@@ -59,6 +59,7 @@ CONV_CTA_CHANNELS = 32
 TOPK_VARIANTS = (
     *(f"topk_{v}{m}" for v in ("", "v1_", "v2_") for m in ("flat", "top_last")),
     "topk_v1_flat_long",  # the v1 transform's path past 16,384 keys a row (flat logits)
+    "topk_v2_long",  # the v2 transform's path past 16,384 keys a row (any logits)
     "topk_trtllm_decode",  # TensorRT-LLM's decode top-k of a DSA layer (cost.compressed)
 )
 

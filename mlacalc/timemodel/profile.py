@@ -128,12 +128,14 @@ _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 #: own class is never the walk's: ``fit-b200-sxm``'s put TensorRT-LLM's H100 prompt module
 #: from B200's fit at +103% where the plain class gives -15.6%, docs/time-model.md, "What
 #: stands in for the walk"); TensorRT-LLM's decode top-k (``cost.compressed.OWN_DECODE_TOPK``)
-#: by SGLang's, which its profiles take in
+#: by SGLang's, which its profiles take in; DeepSeek-V4's v2 top-k past ``LONG_ROW`` pooled
+#: keys (``topk_v2_long``) by its top-last class, which timed those rows before they had one
 _PARENT_VARIANTS = {
     "sparse_ragged": "sparse",
     "sparse_walk": "sparse",
     "sparse_gen": "sparse",
     "topk_trtllm_decode": "topk_flat",
+    "topk_v2_long": "topk_v2_top_last",
 }
 
 

@@ -255,10 +255,10 @@ LINEAR_VARIANTS = (
 #: The top-k kernels an engine runs for a DeepSeek-V4 CSA layer's indexer in place of the
 #: step's (``elementwise``, shape ``topk_kernel`` = position + 1): SGLang's ``topk_transform_v2``
 #: over flat logits in decode, that kernel's other path past
-#: :data:`mlacalc.cost.compressed.LONG_ROW` pooled keys a row, its ``topk_transform_v1`` in a
-#: prompt, and the v1 kernel's other path past ``LONG_ROW``
-#: (:func:`mlacalc.cost.compressed.engine_topk`).
-V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_top_last", "topk_v1_flat", "topk_v1_flat_long")
+#: :data:`mlacalc.cost.compressed.LONG_ROW` pooled keys a row (``topk_v2_long``, whatever the
+#: logits), its ``topk_transform_v1`` in a prompt, and the v1 kernel's other path past
+#: ``LONG_ROW`` (:func:`mlacalc.cost.compressed.engine_topk`).
+V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_long", "topk_v1_flat", "topk_v1_flat_long")
 #: Every top-k kernel an engine runs for an indexer (shape ``topk_kernel`` = position + 1):
 #: DeepSeek-V4's (:data:`V4_TOPK_VARIANTS`), then a DSA layer's (DeepSeek-V3.2, GLM-5):
 #: SGLang's ``fast_topk_transform_fused`` over flat logits, in both phases, as the DSA module
