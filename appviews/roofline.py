@@ -31,6 +31,13 @@ TITLE = "Roofline"
 
 MLA_IMPLS = list(MLA_IMPLEMENTATIONS)
 
+#: The prefill pairs the tab offers, and the caption's words for each (causal first: the default)
+CAUSAL = "causal"
+PAIRS = {
+    CAUSAL: "causal: each query attends the keys before it, as decoders run",
+    "all pairs": "all (query, key) pairs (not causal; 'prefill pairs: causal' for a causal kernel)",
+}
+
 
 @st.cache_data(show_spinner=False)
 def roofline_points(
@@ -42,14 +49,18 @@ def roofline_points(
     weight_dtype: str | None,
     kv_dtype: str,
     engine: str = "trtllm",
+    causal: bool = True,
 ) -> list[dict]:
+    """Each attention layer's decode and prefill point per implementation; ``causal``: the
+    prefill's kernel skips the masked half, as decoders run (False: every (query, key) pair,
+    the FLOP counts' default and `mlacalc roofline`'s without --causal)."""
     impls = MLA_IMPLS if model.is_mla else [None]
     points = []
     for phase, b in (("decode", batch), ("prefill", 1)):
         for impl in impls:
             for kind, one in layer_kinds(model):
                 args = (hardware, phase, seq_len, b, impl, dtype, weight_dtype, kv_dtype)
-                points.append(_point(one, kind, *args, engine))
+                points.append(_point(one, kind, *args, engine, causal and phase != "decode"))
     return points
 
 
@@ -79,6 +90,7 @@ def _point(
     weight_dtype: str | None,
     kv_dtype: str,
     engine: str = "trtllm",
+    causal: bool = False,
 ) -> dict:
     p = mlacalc.predict_time(
         model,
@@ -92,6 +104,7 @@ def _point(
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         engine=engine,
+        causal=causal,
     )
     flops, nbytes, ridge = own_work(p)
     return {
@@ -146,6 +159,15 @@ def render(sc: Scenario) -> None:
     device, hardware = sc.device, sc.hardware
     show_context_warning(sc)
     dtype = "fp32" if device.kind == "cpu" else "bf16"
+    pairs = st.selectbox(
+        "prefill pairs",
+        list(PAIRS),
+        key="roof_pairs",
+        help="Which (query, key) pairs the prefill kernel computes: causal, as decoders run "
+        "(each query attends the keys before it), or all of them (the FLOP counts' default, "
+        "`mlacalc roofline` without --causal).",
+    )
+    causal = pairs == CAUSAL
     points = roofline_points(
         sc.model,
         hardware,
@@ -155,6 +177,7 @@ def render(sc: Scenario) -> None:
         sc.sized_weight_dtype,
         sc.kv_dtype,
         sc.engine,
+        causal,
     )
     kinds = sorted({pt["kind"] for pt in points if pt["kind"]})
     which = (
@@ -175,8 +198,8 @@ def render(sc: Scenario) -> None:
     )
     scope = (
         f"{which} (fused kernels): decode of {sc.batch:,} sequences at "
-        f"{sc.seq_len:,} tokens, prefill of one sequence of {sc.seq_len:,} tokens; compute in "
-        f"{dtype}, weights {weights}, KV in {sc.kv_dtype}."
+        f"{sc.seq_len:,} tokens, prefill of one sequence of {sc.seq_len:,} tokens "
+        f"({PAIRS[pairs]}); compute in {dtype}, weights {weights}, KV in {sc.kv_dtype}."
     )
     if points and points[0]["profile"] != "roofline":
         scope += (

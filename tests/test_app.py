@@ -475,3 +475,28 @@ def test_url_model_alias_reads_as_the_command_line():
     assert [w.value for w in at.warning] == ["URL parameter 'model=deepseek-r1' means deepseek-v3."]
     at = run(model="llama-3.1-70b")
     assert at.selectbox(key="model").value == "llama-3.1-70b" and not at.warning
+
+
+def test_roofline_tab_prefill_pairs_default_causal_and_said():
+    """The tab timed the prefill over every (query, key) pair, unsaid, while decoders run it
+    causal: a 'prefill pairs' box, causal by default, and the caption says which."""
+    at = run("Roofline", seq_len="8192", batch="4")
+
+    def prefill_naive(at):
+        table = next(d.value for d in at.dataframe if "attained FLOP/s" in d.value.columns)
+        return table[(table["phase"] == "prefill") & (table["impl"] == "naive")].iloc[0]
+
+    def expected(causal):
+        p = mlacalc.predict_time(
+            "deepseek-v3", "H200", "prefill", 8192, 1, impl="naive", causal=causal, kv_dtype="bf16"
+        )
+        return pytest.approx(p.seconds * 1e6, abs=0.006)
+
+    captions = " ".join(c.value for c in at.caption)
+    assert at.selectbox(key="roof_pairs").value == "causal"
+    assert "causal: each query attends the keys before it" in captions
+    assert prefill_naive(at)["time (us)"] == expected(True)
+    at.selectbox(key="roof_pairs").set_value("all pairs").run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "all (query, key) pairs (not causal;" in captions
+    assert prefill_naive(at)["time (us)"] == expected(False)

@@ -348,3 +348,19 @@ def test_insight_crossover_never_for_a_small_latent(run, tmp_path):
     crossover = [i for i in json.loads(out)["insights"] if i["name"].startswith("absorption")]
     assert len(crossover) == 2 and all(i["value"] is None for i in crossover), crossover
     assert all("absorption pays at every query count" in i["note"] for i in crossover)
+
+
+def test_prefill_heading_and_json_say_which_pairs(run):
+    """A prefill timed every (query, key) pair by default (DeepSeek-V3 naive at 32k on H200:
+    87.96 T in the core, twice the causal 43.98 T) with nothing saying so; the heading, the
+    markdown and the JSON now name the pairs, and decode names none."""
+    base = ("roofline", "deepseek-v3", "-H", "H200", "--impl", "naive", "--seq-len", "4k")
+    out, _ = run(*base, "--phase", "prefill", "--format", "markdown")
+    assert "all (query, key) pairs (not causal; --causal for a causal kernel)" in out
+    out, _ = run(*base, "--phase", "prefill", "--causal", "--format", "markdown")
+    assert "; causal" in out and "not causal" not in out
+    every, decode = _json(run, *base, "--phase", "both")
+    causal = _json(run, *base, "--phase", "prefill", "--causal")[0]
+    assert (every["causal"], causal["causal"], decode["causal"]) == (False, True, False)
+    assert every["pairs"].startswith("all (query, key) pairs") and causal["pairs"] == "causal"
+    assert decode["pairs"] == "" and causal["flops"] < every["flops"]

@@ -243,6 +243,9 @@ def command(
     }
     if len(impls) > 1:
         doc["side_by_side"] = side_by_side(predictions)
+    for d, p in zip(doc["predictions"], predictions):
+        d["causal"] = causal and p.phase != "decode" and mode != "unfused"
+        d["pairs"] = pairs_words(p.phase, causal, mode)
     for d, k in zip(doc["predictions"], kinds):
         if k:
             d["layer_kinds"] = k  # per op, "" outside the attention block
@@ -584,8 +587,8 @@ def _prediction_section(
     return Section(
         f"{p.phase}: {m.label} on {p.hardware}, {p.scope}, {p.mode}, impl {p.impl}, "
         f"seq_len {p.seq_len:,} x batch {p.batch:,} ({p.dtype}"
-        f"{_weights(p)}"
-        f"{', causal' if causal and p.phase != 'decode' else ''})"
+        f"{_weights(p)})"
+        + _pairs_heading(p.phase, causal, p.mode)
         # a model whose layers differ: which one stands for it
         + (
             f"; one {p.layer} ({_other_kinds(whole, p.layer)}--scope model: every layer)"
@@ -728,6 +731,25 @@ def _no_fp8(device, dtype: str, weight_dtype: str | None, p) -> str:
         "experts run as the weight-only w8a16 class (each weight dequantized to bf16 in the "
         "kernel); other fp8 compute runs at the bf16 rate"
     )
+
+
+def pairs_words(phase: str, causal: bool, mode: str = "fused") -> str:
+    """Which (query, key) pairs a prefill or chunk counts and times: "causal", or every pair
+    (the default of the FLOP counts, as DESIGN.md fixes it) said as such, with the flag that
+    changes it; "" for decode (one new token attends every key: no choice to say)."""
+    if phase == "decode":
+        return ""
+    if mode == "unfused":
+        return "all (query, key) pairs (the eager sequence computes every score and masks it)"
+    if causal:
+        return "causal"
+    return "all (query, key) pairs (not causal; --causal for a causal kernel)"
+
+
+def _pairs_heading(phase: str, causal: bool, mode: str) -> str:
+    """The heading's words on the pairs counted (:func:`pairs_words`), after a semicolon."""
+    words = pairs_words(phase, causal, mode)
+    return f"; {words}" if words else ""
 
 
 def _weights(p) -> str:
