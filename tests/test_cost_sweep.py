@@ -125,3 +125,23 @@ def test_sweep_bad_input():
         sweep("deepseek-v3", "kv_cache_bytes", seq_len=5, n_heads=4)
     with pytest.raises(InvalidArgumentError):
         sweep("deepseek-v3", "latency", seq_len=5)
+
+
+def test_sweep_refuses_each_value_loading_refuses():
+    """An odd RoPE width swept gave 70,150 B a token while loading and with_changes refuse it
+    ("RoPE rotates pairs"): each swept value (each combination of several) now goes through
+    with_changes, and the error names the field, the value and where it sits."""
+    m = mlacalc.load_model("deepseek-v3")
+    with pytest.raises(InvalidArgumentError) as err:
+        sweep(m, "kv_cache_bytes", seq_len=1, qk_rope_head_dim=np.array([32, 63, 64]))
+    assert str(err.value).startswith("qk_rope_head_dim: holds 63 at index 1, which loading")
+    assert "RoPE rotates pairs" in str(err.value)
+    with pytest.raises(InvalidArgumentError, match=r"holds 63 at index \(1, 0\) \(with kv_lora"):
+        sweep(
+            m,
+            "kv_cache_bytes",
+            qk_rope_head_dim=np.array([[32], [63]]),
+            kv_lora_rank=np.array([256, 512]),
+        )
+    ok = sweep(m, "kv_cache_bytes", seq_len=1, qk_rope_head_dim=np.array([32, 62]))
+    assert ok[1] == mlacalc.kv_cache_bytes(m.with_changes(qk_rope_head_dim=62), 1)

@@ -15,6 +15,7 @@ arrays, so a sweep agrees with :func:`mlacalc.kv_cache_bytes` and
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.models.schema import BOUNDS
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import KVLayout, dtype_bits
-from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcWarning
 from mlacalc.words.vocab import FIELD_SYMBOLS, PHASES, SWEEP_QUANTITIES, Impl, Phase
 
 __all__ = ["SWEEP_DIMENSIONS", "SWEEP_QUANTITIES", "sweep"]
@@ -116,7 +117,9 @@ def sweep(
 
     Arrays broadcast against each other (numpy rules). ``dimensions`` override
     config fields by their schema names (``num_key_value_heads``, ``kv_lora_rank``,
-    ... see :data:`SWEEP_DIMENSIONS`). Returns float64.
+    ... see :data:`SWEEP_DIMENSIONS`), each value (each combination of several) checked
+    as loading checks it (:meth:`ModelConfig.with_changes`): a value it refuses is an
+    :class:`InvalidArgumentError` naming the field, the value and its index. Returns float64.
     """
     m = model_argument(model)
     args.choice("quantity", quantity, SWEEP_QUANTITIES)
@@ -135,6 +138,7 @@ def sweep(
     for k in dimensions:
         named[k] = layers if SWEEP_DIMENSIONS[k] == "L" else values[SWEEP_DIMENSIONS[k]]
     _check_head_groups(m, values, named)
+    _check_each_value(m, {k: named[k] for k in dimensions})
     if q_len is not None and phase == "chunk":
         named["q_len"] = _counts("q_len", q_len, args.MAX_TOKENS)
     _check_broadcast(named)
@@ -289,6 +293,40 @@ def _check_head_groups(m: ModelConfig, values: dict[str, Any], named: dict[str, 
             f"whole group of query heads), got {n_kv.astype(np.int64).tolist()} KV heads "
             f"for {n_h.astype(np.int64).tolist()} heads",
         )
+
+
+def _check_each_value(m: ModelConfig, swept: dict[str, np.ndarray]) -> None:
+    """Each swept value (each combination, several dimensions swept together) through the
+    validation loading runs (:meth:`ModelConfig.with_changes`, the same function, not a copy
+    of its rules): a value loading refuses (an odd ``qk_rope_head_dim``) is refused here too,
+    named with its position. Warnings loading would give are not repeated per value."""
+    if not swept:
+        return
+    names = list(swept)
+    try:
+        arrays = np.broadcast_arrays(*(np.asarray(swept[n]) for n in names))
+    except ValueError:
+        return  # reported by _check_broadcast, naming the arrays
+    flat = np.stack([a.ravel() for a in arrays], axis=1)
+    combos, first = np.unique(flat, axis=0, return_index=True)
+    for combo, at in sorted(zip(combos.tolist(), first.tolist()), key=lambda c: c[1]):
+        change = {n: int(v) for n, v in zip(names, combo)}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MlacalcWarning)
+                m.with_changes(**change)
+        except ConfigError as err:
+            field = err.field if err.field in names else names[0]
+            where = tuple(int(i) for i in np.unravel_index(at, arrays[0].shape))
+            index = f" at index {where[0] if len(where) == 1 else tuple(where)}" if where else ""
+            others = ", ".join(f"{k}={v}" for k, v in change.items() if k != field)
+            why = err.message + (f" ({err.fix})" if err.fix and err.fix not in err.message else "")
+            raise InvalidArgumentError(
+                field,
+                f"holds {change[field]}{index}"
+                + (f" (with {others})" if others else "")
+                + f", which loading refuses: {why}",
+            ) from None
 
 
 def _layout_bytes(layout: KVLayout, main, rope):
