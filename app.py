@@ -30,6 +30,7 @@ from mlacalc.hardware.catalogue import (
     measured_sets,
     shipped_hardware,
 )
+from mlacalc.models.architecture import count_warnings
 from mlacalc.models.loading import ModelConfig, shipped_aliases
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
@@ -293,6 +294,8 @@ st.subheader(
 )
 if model.derived:
     st.caption("Derived: " + "; ".join(model.derived))
+for sentence in count_warnings(model):  # valid but likely not meant: report's warning lines
+    st.warning(sentence, icon=":material/warning:")
 if invalid_edit:  # every tab shows the unedited model: said where the figures are
     st.warning(
         f"The what-if dimensions are not valid ({invalid_edit}): every figure below is the "

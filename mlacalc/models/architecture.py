@@ -178,13 +178,15 @@ def layer_pattern(model: ModelConfig) -> LayerPattern:
 def count_warnings(model: ModelConfig) -> list[str]:
     """Counts valid as transformers builds them that leave a part the model declares without a
     layer: routed experts but no MoE layer (a dense-layer count, a MoE frequency or offset, a
-    block list), a full-attention interval past the last layer. Each sentence names the field
+    block list), a full-attention interval past the last layer, an MLA width above hidden_size
+    (:meth:`ModelConfig.width_warnings`). Each sentence names the field
     that did it and the fix; loading warns them (:func:`mlacalc.cli.common.load`)."""
     out = []
     n = model.num_hidden_layers
     no_moe = model.no_moe_layer_warning()
     if no_moe:
         out.append(no_moe)
+    out += model.width_warnings()
     interval = model.full_attention_interval
     pattern = layer_pattern(model)
     if interval is not None and interval > n and pattern.is_uniform:

@@ -841,6 +841,33 @@ class ModelConfig:
         first = start + (self.moe_layer_offset - start) % freq
         return 0 if first >= stop else (stop - 1 - first) // freq + 1
 
+    def width_warnings(self) -> list[str]:
+        """MLA widths beyond the hidden state they are computed from, one sentence each (the
+        field, the value, the bound, what it means and the fix): ``kv_lora_rank``,
+        ``q_lora_rank`` or ``qk_rope_head_dim`` above ``hidden_size``. Each is a linear image of
+        the hidden_size-wide hidden state, so it holds at most hidden_size independent
+        dimensions: the rest hold nothing, yet are cached and computed, and counted as given.
+        Computable, so said, not refused (:meth:`no_moe_layer_warning`'s way); [] otherwise."""
+        if not self.is_mla:
+            return []
+        d = self.hidden_size
+        out = []
+        for name, what in (
+            ("kv_lora_rank", "the KV latent"),
+            ("q_lora_rank", "the query latent"),
+            ("qk_rope_head_dim", "the shared RoPE key"),
+        ):
+            value = getattr(self, name)
+            if value is not None and value > d:
+                out.append(
+                    f"{self.label}: {name} {value:,} is above hidden_size {d:,}: {what} is "
+                    f"computed from the {d:,}-wide hidden state, so it holds at most {d:,} "
+                    f"independent dimensions and the extra {value - d:,} hold nothing (they "
+                    f"are still counted: cache, weights, FLOPs); set {name} to at most {d:,} "
+                    "if that is not meant"
+                )
+        return out
+
     def no_moe_layer_warning(self) -> str | None:
         """The sentence for routed experts declared with no MoE layer to hold them (a dense-layer
         count, a MoE frequency or offset, or a block list that leaves none), naming the field
@@ -1964,9 +1991,9 @@ def build(
 def _warned(model: ModelConfig, stacklevel: int) -> ModelConfig:
     """``model``, after warning what it declares but no layer holds (a library user sees what
     the command line says)."""
-    sentence = model.no_moe_layer_warning()
-    if sentence:
-        warnings.warn(sentence, MlacalcWarning, stacklevel=stacklevel)
+    for sentence in [model.no_moe_layer_warning(), *model.width_warnings()]:
+        if sentence:
+            warnings.warn(sentence, MlacalcWarning, stacklevel=stacklevel)
     return model
 
 
