@@ -195,9 +195,10 @@ DEFAULTS: dict[str, float] = {
     "promote_cycles": 1.0 / 128.0,
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
     "convert_row_cycles": 0.0,
-    # a class fitted where no quantize gives each input row its own CTA (gemm_time.
-    # _input_quantization, nvfp4) has none
-    "quant_row_cycles": 0.0,
+    # the nvfp4 quantize's CTA a row (gemm_time._input_quantization) where a class has no fit
+    # of it (a Hopper fit's stand-in on Blackwell): a small CTA's life as SGLang's MLA
+    # quantize reads it (gemm_time.MLA_QUANT_CTA_CYCLES, 175), where the B200 fits read 115-168
+    "quant_row_cycles": 175.0,
     # one more small kernel in a GEMM call's graph (gemm_time.CONVERT_KERNELS): the quantize
     # kind's assumed 1 us a graph node, fitted where rows convert their scales both ways
     # (SGLang's B200, gemm_time.PAD_CONVERT_KERNELS); a profile composed for another
