@@ -597,3 +597,19 @@ def test_engine_kv_formats_offer_the_sparse_layout_to_dsa_models_only():
     assert "fp8_ds_mla" not in w and "fp8_e5m2" in w
     said = plan("deepseek-v3", "H200", 8, kv_dtype="fp8_ds_mla", **kw).warnings
     assert len([w for w in said if "fp8_ds_mla" in w]) == 1
+
+
+def test_dense_dp_attention_refusal_says_the_engines_run_it_with_moe_layers(run):
+    """The refusal said a dense model's DP-attention is plain data parallelism with the same
+    figures, but --tp 1 --dp 8 replicas each hold the whole model (a converted Llama-3.1-70B
+    does not fit where a TP-sharded MLP would): it now says the engines run DP-attention only
+    with MoE layers (from recall) and what to give instead, in plan and in search."""
+    with pytest.raises(InvalidArgumentError) as exc:
+        plan("llama-3.1-70b", "H200", 8, dp_attention=True)
+    words = str(exc.value)
+    assert "run DP-attention only for models with MoE layers" in words and "from recall" in words
+    assert "give tp, or dp replicas where the whole model fits one GPU" in words
+    assert "plain data parallelism" not in words
+    _, err = run("search", "llama-3-8b", "-H", "H200", "--gpus", 8, "--isl", 2000, "--osl", 500,
+                 "--dp-attention", "on", code=2)  # fmt: skip
+    assert "only for models with MoE layers" in err and "plain data parallelism" not in err

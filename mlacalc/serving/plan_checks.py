@@ -460,8 +460,7 @@ def _check_moe_layout(m: ModelConfig, args: dict[str, Any]) -> None:
     """Refuse two-batch overlap and DP-attention on a model without routed experts, naming
     the argument: the engines run them for MoE models (SGLang's two-batch overlap and vLLM's
     dual-batch overlap hide the experts' all-to-all behind the other micro-batch; SGLang's
-    DP-attention shares the experts over attention replicas), and a dense model's
-    DP-attention is plain data parallelism, with the same figures as ``dp``."""
+    DP-attention shares the experts over attention replicas): :func:`dense_dp_attention`."""
     if m.is_moe:
         return
     if args.get("overlap") == "tbo":
@@ -473,12 +472,27 @@ def _check_moe_layout(m: ModelConfig, args: dict[str, Any]) -> None:
         )
     for name in ("dp_attention", "prefill_dp_attention"):
         if args.get(name):
-            plain = "dp" if name == "dp_attention" else "prefill_tp"
-            raise InvalidArgumentError(
-                name,
-                f"{m.label} has no routed experts: DP-attention over dense layers is plain "
-                f"data parallelism (the same figures); leave it out and give {plain} instead",
+            instead = (
+                "tp, or dp replicas where the whole model fits one GPU"
+                if name == "dp_attention"
+                else "prefill_tp"
             )
+            raise InvalidArgumentError(name, dense_dp_attention(m, f"give {instead}"))
+
+
+def dense_dp_attention(m: ModelConfig, fix: str) -> str:
+    """Why DP-attention is refused on a model without routed experts, and ``fix``: the engines
+    run it only with MoE layers (from recall, not the shared tables: SGLang's
+    ``--enable-dp-attention``, TensorRT-LLM's ``enable_attention_dp`` and vLLM's data-parallel
+    attention serve MoE models, a DeepSeek-style model's dense layers keeping their MLP
+    sharded across the attention group). A dense model has nothing for the attention replicas
+    to share, and plain ``dp`` replicas each hold the whole model, which need not fit where
+    the sharded MLP would (a converted Llama-3.1-70B at tp 1, dp 8)."""
+    return (
+        f"{m.label} has no routed experts: the engines run DP-attention only for models with "
+        "MoE layers (SGLang, TensorRT-LLM and vLLM, from recall; a DeepSeek-style model's dense "
+        f"layers keep their MLP sharded across the attention group); {fix}"
+    )
 
 
 def _check_expert_ranks(

@@ -53,6 +53,7 @@ from mlacalc.serving.plan_checks import (
     check_int,
     check_number,
     check_routing_args,
+    dense_dp_attention,
     prefix_cached_tokens,
     refuse_without_ranks,
     usable_of,
@@ -706,8 +707,11 @@ def check_limits(
     if dpa == "on" and not m.is_moe:
         raise InvalidArgumentError(
             name["dp_attention"],
-            f"{m.label} has no routed experts: DP-attention over dense layers is plain data "
-            "parallelism (the same figures); give 'off' or leave it out",
+            dense_dp_attention(
+                m,
+                "give 'off' or leave it out: use tp, or dp replicas where the whole model "
+                "fits one GPU",
+            ),
         )
     red = None if redundant_experts in (None, "auto") else redundant_experts
     red = check_int(name["redundant_experts"], red, minimum=0)
