@@ -417,3 +417,33 @@ def test_a_causal_prompt_ends_a_longest_tile_after_its_balanced_time():
     assert compute(1.0, 1.0) / compute(1.0, 0.0) > 1.3
     # 256 waves: the launch-order kernel's tail is a longest tile more, FlashAttention-3's none
     assert 1.002 < compute(264.0, 1.0) / compute(264.0, 0.0) < 1.01
+
+
+def test_a_window_walking_prompt_tests_every_causal_block():
+    # SGLang's Triton prompt kernel (the ``triton`` variant: attention_time.WINDOW_WALK_VARIANTS)
+    # walks every causal block of a windowed prompt and tests the window's mask on each
+    # (``mask_s`` a block walked); a banding kernel walks the band's blocks, two of them
+    # masked. 16,384 against 8,192 tokens, 128-key window: the mask's time a unit doubles
+    # (64.5 against 32.5 causal blocks a tile) under the walk, stays under the band
+    fig = device_figures(load_hardware("B200"))
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, eff_exp=1.0, unit_latency_s=0.0, block_s=0.0)
+
+    def mask_time(isl: float, variant: str) -> float:
+        batch, _ = _prefill("bf16", 192.0, 192.0, isl=isl, heads=8.0)
+        shape = dict(batch.shape, window=np.array([128.0]))
+        b = KernelBatch(
+            "attention_prefill", "bf16", batch.flops, batch.bytes, batch.calls, shape, variant
+        )
+        with_mask = kernel_terms(b, fig, dict(prm, mask_s=1e-6))["compute_s"][0]
+        return with_mask - kernel_terms(b, fig, dict(prm, mask_s=0.0))["compute_s"][0]
+
+    walk, band = mask_time(16384.0, "triton"), mask_time(16384.0, "")
+    assert walk / band > 25.0  # 64.5 blocks tested a tile against the band's 2 edges
+    # twice the tokens: the band's mask time follows the waves of units (7 against 4 on 148
+    # SMs), the walk's the waves times the causal blocks a tile (64.5 against 32.5)
+    waves = band / mask_time(8192.0, "")
+    assert abs(waves - 7.0 / 4.0) < 1e-6
+    assert abs(walk / mask_time(8192.0, "triton") / waves - 64.5 / 32.5) < 1e-6
+    # inside the window (128 tokens) the walking kernel tests its one block, the band none
+    assert mask_time(128.0, "triton") > 0.0 and mask_time(128.0, "") == 0.0

@@ -83,6 +83,7 @@ __all__ = [
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
     "UNFUSED_SCORE_BYTES",
+    "WINDOW_WALK_VARIANTS",
     "XQA_HEAD_PACK",
     "attention_shape",
     "attention_time",
@@ -498,6 +499,11 @@ def attention_time(
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
+#: Prompt kernels that walk a sliding window's causal blocks rather than only the band's
+#: (SGLang's Triton extend kernel, the ``triton`` variant).
+WINDOW_WALK_VARIANTS = frozenset({"triton"})
+
+
 def prefill_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -530,6 +536,16 @@ def prefill_terms(
     # the blocks between them are whole (a causal tile masks only its diagonal block, which
     # the per-unit work covers)
     masked = np.where(banded, np.minimum(band_blocks, 2.0), 0.0)
+    # a kernel that walks a window's causal blocks (:data:`WINDOW_WALK_VARIANTS`) visits every
+    # block up to the diagonal, computes the band's and skips the others, each block of a
+    # windowed call testing the window's mask first (``mask_s`` a block walked, clocked)
+    walked, tested = unit_blocks, np.zeros(len(batch))
+    if batch.variant in WINDOW_WALK_VARIANTS:
+        blocks = np.ceil(kv / tile_k)
+        blocks = np.where(col(batch, "causal", 1) > 0, (blocks + 1) / 2, blocks)
+        walked = np.where(banded, np.maximum(blocks, band_blocks), unit_blocks)
+        tested = np.where(window > 0, walked, 0.0)
+        masked = np.zeros(len(batch))
     if batch.dtype.startswith("fp8"):
         # an fp8 band's masked blocks wait on HBM: ``mask_s`` is their time at Hopper's HBM
         # bytes per SM and clock, less on a device that draws more (B200 0.50, H100 1).
@@ -603,9 +619,9 @@ def prefill_terms(
         fig,
         prm,
         units=units,
-        unit_blocks=unit_blocks,
+        unit_blocks=walked,
         unit_cost=np.ones(len(batch)),
-        masked=masked,
+        masked=masked + tested,
         flops=flops,
         nbytes=batch.bytes - pre_bytes + _unfused_score_bytes(batch, scores),
         # (an unfused attention's exponentials are its softmax pass's, under its bytes)
