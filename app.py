@@ -17,6 +17,7 @@ st.set_page_config(page_title="mlacalc: what attention costs", page_icon="🧮",
 import mlacalc
 from appviews import convert, flops, kv_cache, measured, parameters, planner, roofline, training
 from appviews.common import (
+    MAX_UPLOAD_BYTES,
     Scenario,
     load_shipped,
     load_uploaded,
@@ -51,6 +52,10 @@ def kv_dtypes_for(m: ModelConfig) -> list[str]:
     """The KV dtypes and layouts that apply to a model (latent layouts only to MLA)."""
     return W_DTYPES + [k for k, lay in KV_LAYOUTS.items() if m.is_mla or lay.rope_bits is None]
 
+
+#: The uploaders' limit in Streamlit's MB (2^20 bytes): what parse_upload accepts, so that
+#: the uploader's label says the app's limit (its default said 200MB)
+UPLOAD_MB = MAX_UPLOAD_BYTES >> 20
 
 #: What-if widgets: (widget key, config field, label, smallest, largest, step), MLA and others.
 WHATIF_MLA = [
@@ -130,6 +135,7 @@ with st.sidebar:
     st.header("Model")
     source = st.radio("Source", ["Shipped model", "Upload a config"], key="source", horizontal=True)
     uploaded = ""  # the uploaded file's name, once it loads
+    upload_error = ""  # why the uploaded file did not load (the shipped model is shown)
     if source == "Shipped model":
         shipped_name = st.selectbox("Shipped model", known_models, key="model")
     else:  # hidden while a file is the model: kept (with the URL's choice) for the way back
@@ -141,6 +147,7 @@ with st.sidebar:
             "YAML model file or Hugging Face config.json",
             type=["yaml", "yml", "json"],
             key="upload",
+            max_upload_size=UPLOAD_MB,
         )
         st.caption(
             "An uploaded file stays in this browser session: a shared link carries the shipped "
@@ -150,6 +157,7 @@ with st.sidebar:
             "Its hf_quant_config.json (optional: a ModelOpt NVFP4 / FP8 export's scheme)",
             type=["json"],
             key="upload_quant",
+            max_upload_size=UPLOAD_MB,
         )
         if upload is not None:
             try:
@@ -158,7 +166,8 @@ with st.sidebar:
                 )
                 uploaded = upload.name
             except mlacalc.MlacalcError as exc:
-                st.error(f"{exc}. Showing {model.label}.")
+                upload_error = f"{upload.name} did not load: {str(exc).rstrip('.')}"
+                st.error(f"{upload_error}. Showing the shipped {model.label}.")
         else:
             st.caption(f"No file yet: showing the shipped {model.label}.")
 
@@ -292,6 +301,12 @@ st.subheader(
     + (f" (uploaded {uploaded})" if uploaded and model.name not in uploaded.lower() else "")
     + f": {model.variant.upper()}, {model.num_hidden_layers} layers, d = {model.hidden_size}"
 )
+if upload_error:  # the sidebar's box is easy to miss: said where the figures are
+    st.error(
+        f"{upload_error}. Every figure below is the shipped {model.label}'s, not the file's: "
+        "fix the file and upload it again, or pick a shipped model.",
+        icon=":material/error:",
+    )
 if model.derived:
     st.caption("Derived: " + "; ".join(model.derived))
 for sentence in count_warnings(model):  # valid but likely not meant: report's warning lines

@@ -500,3 +500,26 @@ def test_roofline_tab_prefill_pairs_default_causal_and_said():
     captions = " ".join(c.value for c in at.caption)
     assert "all (query, key) pairs (not causal;" in captions
     assert prefill_naive(at)["time (us)"] == expected(False)
+
+
+def test_a_failed_upload_is_said_in_the_main_area_and_the_limit_is_the_apps():
+    """A file that did not load was said in the sidebar alone, while the main area showed
+    DeepSeek-V3's title and figures; the uploader's label said 200MB where the app takes
+    1 MiB. The main area now says it, naming the model shown, and the limit is the app's."""
+    import tomllib
+
+    from appviews.common import MAX_UPLOAD_BYTES
+
+    at = run()
+    at.radio(key="source").set_value("Upload a config").run()
+    for key in ("upload", "upload_quant"):
+        assert at.file_uploader(key=key).proto.max_upload_size_mb << 20 == MAX_UPLOAD_BYTES
+    config = tomllib.loads((Path(__file__).parent.parent / ".streamlit/config.toml").read_text())
+    assert config["server"]["maxUploadSize"] << 20 == MAX_UPLOAD_BYTES
+    bad = b"model_type: llama\nhidden_size: 4096\n"
+    at.file_uploader(key="upload").set_value(("mine.yaml", bad, "text/plain")).run()
+    assert not at.exception
+    main = " ".join(e.value for e in at.main.error)
+    assert "mine.yaml did not load" in main and "num_hidden_layers" in main
+    assert "Every figure below is the shipped DeepSeek-V3's, not the file's" in main
+    assert any("Showing the shipped DeepSeek-V3" in e.value for e in at.sidebar.error)

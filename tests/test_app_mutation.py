@@ -217,7 +217,10 @@ UPLOADS = [
 @pytest.mark.parametrize("name,raw", UPLOADS, ids=[u[0] for u in UPLOADS])
 def test_hostile_uploads(name, raw):
     at = run({}, upload=(name, raw))
-    assert any("Showing DeepSeek-V3" in e.value for e in at.error), f"{name}: accepted silently"
+    shown = "Showing the shipped DeepSeek-V3"
+    assert any(shown in e.value for e in at.sidebar.error), f"{name}: accepted silently"
+    # said above the tabs too, where the figures are (the sidebar's box was easy to miss)
+    assert any(f"{name} did not load" in e.value for e in at.main.error), name
     assert all("Traceback" not in e.value for e in at.error)
     assert DEFAULT_KV in "\n".join(m.value for m in at.markdown)  # still showing DeepSeek-V3
 
