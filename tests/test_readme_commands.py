@@ -69,3 +69,63 @@ def test_readme_python_example_prints_what_its_comments_say():
                 assert g == w, (line, g)
         checked += 1
     assert checked >= 3
+
+
+def _examples() -> list[tuple[str, list[tuple[int, str]]]]:
+    """The console blocks whose command is followed by its output (an excerpt: the first table
+    or a section): (command, [(README line number, output line), ...]), blank lines left out."""
+    out: list[tuple[str, list[tuple[int, str]]]] = []
+    block = False
+    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            block = line.strip() == "```console"
+            continue
+        if not block:
+            continue
+        if line.startswith("$ mlacalc "):
+            out.append((line[len("$ mlacalc ") :].split("  #", 1)[0].strip(), []))
+        elif line.strip() and out:
+            out[-1][1].append((number, line))
+    return [(command, lines) for command, lines in out if lines]
+
+
+EXAMPLES = _examples()
+
+
+def _key(line: str) -> str:
+    """What names a line whatever its figures: a table row's first cell, else its first words."""
+    if line.startswith("|"):
+        return line.split("|")[1].strip()
+    return " ".join(line.split()[:4])
+
+
+def test_the_readme_has_examples_with_output():
+    # report's KV table, plan's first table, plan's serving table, search's best deployment
+    assert len(EXAMPLES) >= 4
+
+
+@pytest.mark.parametrize("command, lines", EXAMPLES, ids=[c[:60] for c, _ in EXAMPLES])
+def test_readme_example_prints_what_the_readme_shows(run, command, lines):
+    """Each output line the README shows is printed by its command (the serving
+    example said TTFT 259.9 ms, TPOT 97.44, 2,619 tok/s where the command printed 260.2,
+    97.52, 2,616, and no test ran it). A kernel rule or refit moves these figures: the failure
+    lists each README line to update and what to, so the README follows in the same commit."""
+    printed, _ = run(*shlex.split(command))
+    got = printed.splitlines()
+    at, stale = 0, []
+    for number, line in lines:
+        if line in got:  # an excerpt: a note printed under another table counts too
+            at = got.index(line, at) + 1 if line in got[at:] else at
+            continue
+        # the same row further on (its table's), else anywhere
+        order = list(range(at, len(got))) + list(range(at))
+        same = [i for i in order if _key(got[i]) == _key(line)]
+        if same:
+            at = same[0] + 1
+            now = f"update to {got[same[0]]!r}"
+        else:
+            now = "no such line printed now"
+        stale.append(f"README.md line {number}: {line!r}\n    -> {now}")
+    assert not stale, f"`mlacalc {command}` prints other figures than README.md shows:\n" + (
+        "\n".join(stale)
+    )
