@@ -1590,9 +1590,10 @@ ENGINE_ATTENTION = [
     # 0.11 / 0.295 -> 0.105 / 0.29); 10.1% / 28.8% -> 9.6% / 25.4% with its cache write's
     # block a token (``token_rows``, ``token_row_s``; bounds 0.105 / 0.29 -> 0.099 / 0.265);
     # 9.0% / 24.6% with its products slower from head dim 256 (attention_time.
-    # KV_UPCAST_PROMPT_SLOW; bounds 0.094 / 0.255)
+    # KV_UPCAST_PROMPT_SLOW; bounds 0.094 / 0.255); 8.6% / 22.8% with its one-token rows the
+    # decode call (mapping.DECODE_PATH_ONE_TOKEN_SOURCES; bounds 0.09 / 0.24)
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "fp8",
-                 "fit-h100-sxm-vllm", 0.094, 0.255, marks=pytest.mark.slow),
+                 "fit-h100-sxm-vllm", 0.09, 0.24, marks=pytest.mark.slow),
     # vLLM's bf16 prompts with its bf16 cache write at its share of the HBM (attention_time.
     # BF16_CACHE_WRITE_HBM): 8.7% / 26.0% (H100), 8.7% / 23.8% (B200) before; 7.8% / 23.8%,
     # 8.1% / 21.7%; from the other device 13.3% / 37.1% -> 11.5% / 29.0% (H100) and 11.4% /
@@ -1603,9 +1604,10 @@ ENGINE_ATTENTION = [
     # 23.7% -> 7.5% / 22.6% (bounds 0.082 / 0.245 -> 0.078 / 0.235), B200 bf16 7.0% / 19.8%
     # -> 6.5% / 17.4% (0.075 / 0.21 -> 0.068 / 0.185), fp8 9.8% / 26.4% -> 8.9% / 24.5%
     # (0.107 / 0.285 -> 0.093 / 0.255); H100 bf16 from B200 10.8% / 26.9% -> 10.5% / 24.6%
-    # (0.12 / 0.30 -> 0.11 / 0.26)
+    # (0.12 / 0.30 -> 0.11 / 0.26); H100 bf16 7.5% / 22.6% -> 7.1% / 21.7% with its one-token
+    # rows the decode call (mapping.DECODE_PATH_ONE_TOKEN_SOURCES; bounds 0.074 / 0.225)
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "bf16",
-                 "fit-h100-sxm-vllm", 0.078, 0.235, marks=pytest.mark.slow),
+                 "fit-h100-sxm-vllm", 0.074, 0.225, marks=pytest.mark.slow),
     pytest.param("vllm", "b200_sxm", "attention", "context_attention_perf", "bf16",
                  "fit-b200-sxm-vllm", 0.068, 0.185, marks=pytest.mark.slow),
     pytest.param("vllm", "h100_sxm", "attention", "context_attention_perf", "bf16",
@@ -2073,6 +2075,34 @@ def test_vllms_one_token_prompts_on_blackwell_run_its_decode_kernel():
         np.testing.assert_array_equal(p.batch.shape["kv_len"], np.ones(len(p.rows)))
         np.testing.assert_array_equal(p.batch.shape["q_len"], np.ones(len(p.rows)))
     assert (mapped.reason == "").all()
+
+
+def test_vllms_one_token_prompts_on_hopper_are_its_decode_call():
+    """vLLM's H100 prompt rows of one token (FlashAttention-3, ``vllm_flash_attn_fa3``;
+    mapping.DECODE_PATH_ONE_TOKEN_SOURCES) are its decode call, one query over the prompt's one
+    key, in the decode class of the cache's dtype; its longer prompts and its FlashAttention-4
+    rows stay prompts. Fitted, those rows read 6.3% / 7.2% (bf16 / fp8) in the decode classes,
+    12.6% / 12.5% in the prompt classes before."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.tables import load_measured
+
+    t = next(x for x in load_measured(MEASURED / "h100_sxm" / "attention", engine="vllm").tables
+             if x.table == "context_attention_perf")  # fmt: skip
+    one = (t.column("kernel_source").astype(str) == "vllm_flash_attn_fa3") & (
+        t.column("isl").astype(float) == 1.0
+    )
+    assert one.sum() > 3000
+    mapped, err = _fitted("h100_sxm", "attention", "context_attention_perf",
+                          "fit-h100-sxm-vllm", "vllm")  # fmt: skip
+    dec = [p for p in mapped.parts if p.batch.kind == "attention_decode"]
+    pre = [p for p in mapped.parts if p.batch.kind == "attention_prefill"]
+    assert set(np.concatenate([p.rows for p in dec]).tolist()) == set(np.flatnonzero(one))
+    assert set(np.concatenate([p.rows for p in pre]).tolist()) == set(np.flatnonzero(~one))
+    assert all(p.batch.variant == "" for p in dec)
+    for p in dec:
+        np.testing.assert_array_equal(p.batch.shape["kv_len"], np.ones(len(p.rows)))
+        e = np.abs(err[p.rows])
+        assert np.median(e) <= 0.075, (p.batch.dtype, np.median(e))
 
 
 def test_trtllm_encoder_rows_at_a_head_dim_off_the_mma_k_step_are_another_kernel():

@@ -160,6 +160,7 @@ from mlacalc.words.kernels import DSA_TOPK_CODE, TOPK_KERNEL_VARIANTS, KernelBat
 
 __all__ = [
     "DECODE_PATH_ATTENTION_SOURCES",
+    "DECODE_PATH_ONE_TOKEN_SOURCES",
     "DECODE_PATH_SOURCES",
     "DSV3",
     "NATIVE_NORM_BYTES",
@@ -960,16 +961,23 @@ def _local_window(t: MeasuredTable, context: bool, win: np.ndarray, kv: np.ndarr
 #: its decode path, and its prompt table names the generation table's kernel for exactly those
 #: rows (``isl`` 1; 16 tokens and more ``vllm_flashinfer_trtllmprefill``).
 DECODE_PATH_ATTENTION_SOURCES = frozenset({"vllm_flashinfer_trtllmdecode"})
+#: Prompt kernels whose one-token prompt rows are the decode call (one query over the cache):
+#: vLLM's FlashAttention-3 on H100, whose prompt rows of one token take the time of its decode
+#: rows of the same batch and heads (0.99-1.00x at every batch, 1,690-1,734 shape pairs a dtype)
+DECODE_PATH_ONE_TOKEN_SOURCES = frozenset({"vllm_flash_attn_fa3"})
 
 
 def _attention_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """A prompt or decode attention table; a prompt table's rows that name a decode kernel
-    (:data:`DECODE_PATH_ATTENTION_SOURCES`) are that kernel's call of one query over the
+    (:data:`DECODE_PATH_ATTENTION_SOURCES`), or are one token of a kernel whose decode is the same
+    call (:data:`DECODE_PATH_ONE_TOKEN_SOURCES`), are that kernel's call of one query over the
     prompt's keys, the decode class of the row's dtype (the generation table's kernel)."""
     source = t.columns.get("kernel_source")
     latent = np.zeros(len(t), bool)
     if context and source is not None:
         latent = np.isin(source.astype(str), sorted(DECODE_PATH_ATTENTION_SOURCES))
+        one = np.isin(source.astype(str), sorted(DECODE_PATH_ONE_TOKEN_SOURCES))
+        latent = latent | (one & (_f(t.column("isl")) == 1.0))
     if not latent.any():
         _attention_rows(t, b, reason, context=context)
         return
