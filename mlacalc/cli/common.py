@@ -394,10 +394,12 @@ def with_stored_dtype(point: dict[str, Any], stored: str | None) -> dict[str, An
     return point
 
 
-def load(name: str, flag: str | None = None):
+def load(name: str, flag: str | None = None, changes: dict[str, Any] | None = None):
     """A model by shipped name, YAML file or Hugging Face config.json.
 
-    With ``flag``, an error names that option (``--subs``), not only the model.
+    With ``flag``, an error names that option (``--subs``), not only the model. ``changes``
+    (``--set``: :func:`set_option`) are applied by :meth:`ModelConfig.with_changes`, checked
+    as a file's fields are; a value it refuses is an error naming ``--set`` and the field.
     """
     try:
         with warnings.catch_warnings():  # said below, once, as the command line says warnings
@@ -407,12 +409,66 @@ def load(name: str, flag: str | None = None):
         if flag is None:
             raise
         raise click.BadParameter(str(exc), param_hint=flag) from None
+    if changes:
+        try:
+            with warnings.catch_warnings():  # said below, as loading's
+                warnings.simplefilter("ignore", MlacalcWarning)
+                m = m.with_changes(**changes)
+        except MlacalcError as exc:
+            raise click.BadParameter(str(exc), param_hint="--set") from None
     # valid (transformers builds them), but a typo in a count leaves a declared part without
     # a layer (a MoE model every layer dense): said, not refused (a config cut to fewer layers
     # than its dense ones is one)
     for sentence in count_warnings(m):
         warn(sentence)
     return m
+
+
+def set_option(f: Callable) -> Callable:
+    """``--set FIELD=VALUE``, repeatable: a new design's fields on the loaded model (``--set
+    kv_lora_rank=256 --set qk_rope_head_dim=32``), through :meth:`ModelConfig.with_changes`
+    (:func:`load`'s ``changes``), as ``sets``: a dict of field to value."""
+    return click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="FIELD=VALUE",
+        callback=_parse_sets,
+        help="Change a field of the model's config for a new design (repeat for several: "
+        "--set kv_lora_rank=256 --set num_key_value_heads=4; any schema field, "
+        "docs/config-schema.md), checked as a config file's are.",
+    )(f)
+
+
+def _parse_sets(ctx, param, values) -> dict[str, Any]:
+    """``("kv_lora_rank=256", ...)`` -> ``{"kv_lora_rank": 256}``; null, true and false as
+    YAML writes them, a whole number as an integer, else a number or the text."""
+    out: dict[str, Any] = {}
+    for text in values:
+        field, eq, value = (part.strip() for part in text.partition("="))
+        if not eq or not field or not value:
+            raise click.BadParameter(
+                f"{text!r} is not FIELD=VALUE; write e.g. --set kv_lora_rank=256",
+                param_hint="--set",
+            )
+        if field in out:
+            raise click.BadParameter(f"{field} is set twice; give it once", param_hint="--set")
+        out[field] = _set_value(value)
+    return out
+
+
+def _set_value(text: str) -> Any:
+    """A ``--set`` value: ``null`` -> None, ``true`` / ``false`` -> bool, ``256`` -> 256,
+    ``1e4`` -> 10000.0 (a count refuses it by name), anything else the text itself."""
+    words = {"null": None, "none": None, "true": True, "false": False}
+    if text.lower() in words:
+        return words[text.lower()]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def phases(phase: str) -> list[str]:

@@ -13,6 +13,7 @@ from mlacalc.cli.common import (
     emit,
     format_option,
     load,
+    set_option,
     size_text,
 )
 from mlacalc.models.variants import kept_sparse_note, one_head_shape_note
@@ -56,16 +57,18 @@ from mlacalc.words.errors import InvalidArgumentError
     default=None,
     help="KV heads of the GQA equivalent (with --as-variants).",
 )
+@set_option
 @format_option
-def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_heads, fmt):
+def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_heads, sets, fmt):
     """Compare models side by side (or one model's attention designs with --as-variants).
 
     \b
     Examples:
       mlacalc compare llama-3-70b qwen2.5-72b deepseek-v2 --seq-len 32k
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
+      mlacalc compare llama-3-70b --as-variants --set num_key_value_heads=4   # --set: each model
     """
-    loaded = [load(name) for name in models]
+    loaded = [load(name, changes=sets) for name in models]
     note = ""
     if as_variants:
         if len(loaded) != 1:

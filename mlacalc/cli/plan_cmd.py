@@ -22,6 +22,7 @@ from mlacalc.cli.common import (
     load_profile_option,
     profile_option,
     serving_engine_option,
+    set_option,
     size_text,
     stored_weight_dtype,
     with_stored_dtype,
@@ -215,6 +216,7 @@ def layout_options(f):
 @launch_options
 @profile_option()
 @serving_engine_option
+@set_option
 @format_option
 def command(
     model,
@@ -255,6 +257,7 @@ def command(
     profile,
     engine,
     fmt,
+    sets,
     **engine_opts,
 ):
     """Capacity plan: what fits on the GPUs, the per-GPU step with its communication, and the
@@ -290,7 +293,7 @@ def command(
     engine = engine_option_values(engine_opts, serving_engine)
     defaults, note = defaults_note(engine, chunks)
     p = make_plan(
-        loaded := load(model),
+        loaded := load(model, changes=sets),
         hardware,
         gpus,
         tp=tp,

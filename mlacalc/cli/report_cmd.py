@@ -21,6 +21,7 @@ from mlacalc.cli.common import (
     format_option,
     load,
     phases,
+    set_option,
     size_text,
 )
 from mlacalc.models.patterns import STATE_KINDS
@@ -66,8 +67,9 @@ from mlacalc.words.vocab import MATMUL_STAGES
 @click.option(
     "--causal", is_flag=True, help="Count only the (query, key) pairs a causal kernel needs."
 )
+@set_option
 @format_option
-def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, causal, fmt):
+def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, causal, sets, fmt):
     """Parameters, weights, KV cache and attention FLOPs of one model.
 
     MODEL is a shipped name (see `mlacalc list`), a YAML model file or a Hugging Face config.json.
@@ -78,10 +80,11 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
       mlacalc report deepseek-v3 --seq-len 128k --batch 8 --kv-dtype fp8
       mlacalc report llama-3-70b --phase decode --format json
       mlacalc report ./config.json --phase chunk --q-len 512
+      mlacalc report deepseek-v3 --set kv_lora_rank=256 --set qk_rope_head_dim=32
     """
     check_q_len(phases(phase), q_len)
     check_causal(phases(phase), causal)
-    m = load(model)
+    m = load(model, changes=sets)
     impl = check_impl(m, impl)
     doc = model_report(
         m,

@@ -1,0 +1,58 @@
+"""``--set FIELD=VALUE`` on report, compare and plan: a new design's fields without a YAML file
+(no flag set kv_lora_rank, qk_rope_head_dim or the KV heads before), through with_changes,
+with its validation and one-line errors naming --set and the field."""
+
+import json
+
+import pytest
+
+import mlacalc
+
+V3 = mlacalc.load_model("deepseek-v3")
+
+
+def test_report_with_set_is_the_changed_model(run):
+    out, _ = run("report", "deepseek-v3", "--set", "kv_lora_rank=256", "--set",
+                 "qk_rope_head_dim=32", "--seq-len", "1k", "--format", "json")  # fmt: skip
+    doc = json.loads(out)
+    changed = V3.with_changes(kv_lora_rank=256, qk_rope_head_dim=32)
+    assert doc["model"]["name"] == changed.name and doc["model"]["kv_lora_rank"] == 256
+    absorbed = next(k for k in doc["kv_cache"] if k["impl"] == "absorbed")
+    assert (
+        absorbed["total_bytes"]
+        == mlacalc.kv_cache_bytes(changed, 1024)
+        != (mlacalc.kv_cache_bytes(V3, 1024))
+    )
+
+
+def test_compare_and_plan_take_set(run):
+    out, _ = run("compare", "llama-3-70b", "--as-variants", "--set", "num_key_value_heads=4",
+                 "--format", "json")  # fmt: skip
+    assert "num_key_value_heads=4" in out
+    changed = mlacalc.load_model("llama-3-70b").with_changes(num_key_value_heads=2)
+    out, _ = run("plan", "llama-3-70b", "-H", "H200", "--gpus", 4, "--set",
+                 "num_key_value_heads=2", "--format", "json")  # fmt: skip
+    plan = mlacalc.plan(changed, "H200", 4)
+    assert json.loads(out)["max_batch"] == plan.max_batch
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("qk_rope_head_dim=33", "field 'qk_rope_head_dim': RoPE rotates pairs of dimensions"),
+        ("kv_lora=33", "did you mean 'kv_lora_rank'?"),
+        ("kv_lora_rank", "'kv_lora_rank' is not FIELD=VALUE"),
+        ("kv_lora_rank=2.5", "kv_lora_rank"),
+    ],
+)
+def test_a_bad_set_is_one_line_naming_the_option_and_field(run, value, words):
+    _, err = run("report", "deepseek-v3", "--set", value, code=2)
+    assert err.count("\n") == 1 and "Invalid value for --set" in err and words in err, err
+
+
+def test_set_twice_and_a_wide_rank_are_said(run):
+    _, err = run("report", "deepseek-v3", "--set", "kv_lora_rank=256", "--set",
+                 "kv_lora_rank=512", code=2)  # fmt: skip
+    assert "kv_lora_rank is set twice" in err
+    _, err = run("report", "deepseek-v3", "--set", "kv_lora_rank=8192", "--seq-len", "1k")
+    assert "mlacalc: warning: DeepSeek-V3 with kv_lora_rank=8192: kv_lora_rank 8,192" in err
