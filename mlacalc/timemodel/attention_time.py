@@ -70,6 +70,7 @@ __all__ = [
     "KV_UPCAST_STREAM_HEAD_DIM",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
+    "MMHA_SPLIT_UNITS_PER_SM",
     "PACKING_DECODE",
     "PACKING_PREFILL",
     "QUERY_CAST_BYTES",
@@ -913,6 +914,19 @@ def decode_splits(
 DECODE_SPLIT_UNITS_PER_SM = 4.0
 DECODE_SPLIT_KEYS = 256.0
 
+#: TensorRT-LLM's masked MHA decode (MMHA: a unit a query head, its MHA rows, the grouped bf16
+#: rows it does not run as XQA, :func:`xqa_dispatched`, and the query heads beyond
+#: ``head_pack``) splits a unit's keys into at most this many parts an SM over its units,
+#: ``ceil(SMs x MMHA_SPLIT_UNITS_PER_SM / units)``, where the other decode kernels fill up to
+#: :data:`DECODE_SPLIT_UNITS_PER_SM` resident units an SM: its launcher sizes the split buffer
+#: for one (large) block an SM per sequence and head (as recalled of TensorRT-LLM's
+#: ``getMaxNumSeqLenTile`` and the MMHA grid setup, which clamps the balanced split count
+#: there; not checked against a stored copy of the source). Read from H100's MHA rows: at 16
+#: to 64 query heads over all sequences and 2,048-16,384 cached keys the four-an-SM splits put
+#: them 19.9% / 26.1% fast (bf16 / fp8 medians), one an SM (the class refitted) 8.8% / 18.3%
+#: (docs/time-model.md, "TensorRT-LLM's MMHA splits its keys one part an SM").
+MMHA_SPLIT_UNITS_PER_SM = 1.0
+
 #: Most parts SGLang's Triton decode kernel (the ``triton`` variant, its ``kernel_source``)
 #: splits a sequence's keys into: 8, as recalled of SGLang's ``triton_attention_num_kv_splits``
 #: server argument (default 8; its backend picks a number per sequence up to it), not checked
@@ -1434,6 +1448,10 @@ def decode_terms(
         _split_part_keys(batch, fig),
     )
     splits = np.minimum(splits, _max_splits(batch))  # (SGLang's Triton decode: 8 at most)
+    # TensorRT-LLM's MMHA units (a query head each) split up to one part an SM over them
+    mmha_cap = np.maximum(1.0, np.ceil(sms * MMHA_SPLIT_UNITS_PER_SM / heads_units))
+    mmha_units = ~grouped & _trtllm_own_decode(batch, fig, pack)
+    splits = np.where(mmha_units, np.minimum(splits, mmha_cap), splits)
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
