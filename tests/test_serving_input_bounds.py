@@ -59,6 +59,11 @@ def test_plan_that_does_not_fit_reports_a_kv_budget_of_zero_not_negative():
 
 # ---- the arrivals model: bounded in memory and time for any request mix
 
+# The defects these tests caught ran for minutes (a matrix of (16385)^2, a step table timed at
+# every prompt count): a bound of the defect's size, not a speed figure (speed is measured in
+# benchmarks/), so a busy machine does not fail it. Memory is the tight bound.
+RAN_FOR_MINUTES_S = 120.0
+
 
 def _chain_cost(t, rate):
     """(seconds, peak bytes Python allocated) of one step_chain."""
@@ -82,7 +87,7 @@ def test_arrivals_chain_of_one_token_prompts_is_bounded_in_memory_and_time(rate)
     np = pytest.importorskip("numpy")
     t = 0.01 + 2e-5 * np.arange(16385)
     chain, seconds, peak = _chain_cost(t, rate)
-    assert seconds < 3.0 and peak < 64 * 2**20
+    assert seconds < RAN_FOR_MINUTES_S and peak < 64 * 2**20
     figures = (chain.wait_s, chain.own_step_s, chain.mean_step_s, chain.prompts_per_step)
     assert all(math.isfinite(x) and x >= 0 for x in figures)
     assert t[0] <= chain.mean_step_s <= t[-1]
@@ -129,7 +134,7 @@ def test_plan_with_one_token_prompts_under_a_request_rate_is_bounded_in_memory_a
         seconds, peak = time.perf_counter() - t0, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert seconds < 20 and peak < 128 * 2**20, (seconds, peak)
+    assert seconds < RAN_FOR_MINUTES_S and peak < 128 * 2**20, (seconds, peak)
     assert p.fits and p.sustainable and not _finite_figures(p)
     assert p.tpot_s is None and 0 < p.ttft_s < 1  # one output token: no gap, no TPOT
 
@@ -140,7 +145,7 @@ def test_search_with_one_token_prompts_is_bounded_in_time():
 
     t0 = time.perf_counter()
     r = mlacalc.search("llama-3-8b", "H100-SXM", [1, 2], isl=1, osl=1)
-    assert time.perf_counter() - t0 < 20
+    assert time.perf_counter() - t0 < RAN_FOR_MINUTES_S
     assert r.best and all(not _finite_figures(p) for p in r.points)
 
 
@@ -250,4 +255,4 @@ def test_plan_chunked_prefill_of_one_token_chunks_is_bounded_and_agrees():
     assert sampled.ttft_s == pytest.approx(exact.ttft_s, rel=1e-5)
     t0 = time.perf_counter()
     p = mlacalc.plan("llama-3-8b", "H100-SXM", 2, isl=100000, osl=1, chunked_prefill=1)
-    assert time.perf_counter() - t0 < 10 and not _finite_figures(p) and p.ttft_s > 0
+    assert time.perf_counter() - t0 < 20 and not _finite_figures(p) and p.ttft_s > 0  # defect: 30 s
