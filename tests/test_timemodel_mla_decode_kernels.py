@@ -11,7 +11,7 @@ from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.mla_time import mla_tile_rows, mla_unit_rows
+from mlacalc.timemodel.mla_time import mla_split_keys, mla_tile_rows, mla_unit_rows
 from mlacalc.timemodel.terms import default_params, kernel_terms
 from mlacalc.words.kernels import KernelBatch
 
@@ -545,3 +545,80 @@ def test_sglang_bf16_decode_with_the_padded_tile(system, profile, median, p90):
     e = _sglang_decode_errors(system, profile, "bf16")
     assert e.size > 1000
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
+
+
+@pytest.mark.parametrize(
+    "name, variant, keys",
+    [("B200", "", 256.0), ("B200", "sparse", 128.0), ("H100-SXM", "", 128.0)],
+)
+def test_blackwell_kernel_first_splits_at_512_keys(name, variant, keys):
+    # TensorRT-LLM-gen's MLA decode (the plain kernel on ``tcgen05``) splits a sequence's keys
+    # into parts of 256 and more, FlashMLA into parts of 128: one sequence of 256 keys runs no
+    # combine kernel on B200 and splits on H100
+    fig = _fig(name)
+    assert mla_split_keys(_decode([16.0], 256.0, variant=variant), fig) == keys
+    prm = default_params("mla_decode")
+    if variant:
+        return
+    extra = [kernel_terms(_decode([16.0], kv), fig, prm)["extra_s"][0] for kv in (128.0, 256.0)]
+    merges = extra[1] > extra[0] + 0.5 * prm["launch_s"]
+    assert merges == (name == "H100-SXM")
+
+
+def _b200_step_from_128_to_256_keys(engine: str, profile: str) -> dict[str, float]:
+    """Per cache dtype, the median over B200 ``generation_mla_perf`` shapes of at most 16
+    sequences of the predicted time's ratio from 128 to 256 cached keys over the measured one,
+    less 1."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
+    t = next(x for x in tables if x.table == "generation_mla_perf")
+    pred = predict_mapped(map_table(t), None, load_profile(profile))
+    c, out = t.columns, {}
+    for kv in ("bfloat16", "fp8"):
+        ratios = []
+        for b in (1, 2, 4, 8, 16):
+            for h in np.unique(c["num_heads"]):
+                same = (c["batch_size"] == b) & (c["num_heads"] == h) & (c["kv_cache_dtype"] == kv)
+                hi, lo = same & (c["step"] == 255), same & (c["step"] == 127)
+                if hi.sum() == 1 and lo.sum() == 1:
+                    r = (pred[hi][0] / pred[lo][0]) / (t.seconds[hi][0] / t.seconds[lo][0])
+                    ratios.append(r - 1.0)
+        assert len(ratios) >= 35
+        out[kv] = float(np.median(ratios))
+    return out
+
+
+@pytest.mark.parametrize(
+    "engine, profile", [("trtllm", "fit-b200-sxm"), ("sglang", "fit-b200-sxm-sglang")]
+)
+def test_blackwell_rows_of_256_keys_run_no_combine(engine, profile):
+    # B200's rows take one time from 2 to 256 cached keys and a combine kernel's step at 512;
+    # with FlashMLA's 128-key parts the model stepped up from 128 to 256 keys by 17-20% more
+    # than the rows (median, 1-16 sequences; TensorRT-LLM and SGLang, bf16 and fp8), 2-7% with
+    # the 256-key parts
+    for kv, e in _b200_step_from_128_to_256_keys(engine, profile).items():
+        assert abs(e) <= 0.12, (kv, e)
+
+
+@pytest.mark.parametrize("name", ["H100-SXM", "B200"])
+def test_split_units_wait_beside_their_stream(name):
+    # each unit an SM runs in turn of the key-splitting latent kernels waits ``split_wait_s``
+    # beside its stream, added to the call's time; not the kernel that walks a whole cache on
+    # one SM (A100's, ``kv_split`` 0)
+    fig = _fig(name)
+    prm = default_params("mla_decode")
+    waited = dict(prm, split_wait_s=4e-6)
+    batch = _decode([16.0, 128.0], 65536.0, batch=512.0)
+    added = kernel_terms(batch, fig, waited)["seconds"] - kernel_terms(batch, fig, prm)["seconds"]
+    tiles = np.array([1.0, 128.0 / mla_tile_rows(batch, fig)[1]])
+    assert np.allclose(added, 4e-6 * 512.0 * tiles / fig.sm_count, rtol=1e-9)
+    walk = _decode([16.0], 65536.0, batch=512.0)
+    walk.shape["kv_split"] = np.zeros(1)
+    assert (
+        kernel_terms(walk, fig, waited)["seconds"][0] == kernel_terms(walk, fig, prm)["seconds"][0]
+    )

@@ -33,12 +33,15 @@ __all__ = [
     "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
     "SGLANG_EXPANDED_PREFIX",
+    "SPLIT_WAIT_GENERATIONS",
+    "TCGEN05_MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
     "VLLM_DECODE_PATH_TOKENS",
     "WRAPPER_ROW_HEAD_S",
     "decode_path_tokens",
     "engine_mla_kernel",
     "mla_decode_terms",
+    "mla_split_keys",
     "mla_tile_rows",
     "mla_unit_rows",
     "sglang_chunk_note",
@@ -48,6 +51,39 @@ __all__ = [
 
 #: FlashMLA splits a unit's keys into parts of two 64-token blocks and more.
 MLA_SPLIT_KEYS = 128.0
+
+#: Fewest keys a part of TensorRT-LLM-gen's MLA decode kernel holds (the plain latent kernel on
+#: ``tcgen05`` devices, which SGLang's ``trtllm_mla`` and vLLM's FLASHINFER_MLA call too): it
+#: first splits a sequence's keys at 512 (two parts of 256), where FlashMLA splits at 128. Read
+#: from B200's rows, not recalled: every engine's, bf16 and fp8 caches, take one time from 2 to
+#: 256 cached keys and a step of about 2 us (the combine kernel) at 512 (TensorRT-LLM fp8, one
+#: sequence of 16 heads: 9.05 / 9.01 / 11.07 us at 128 / 256 / 512 keys; bf16 10.7 / 9.7 /
+#: 11.7), where a part of 128 keys had the step at 256 (predicted 12.0 us, 33% over). See
+#: docs/time-model.md ("MLA decode's first split on Blackwell").
+TCGEN05_MLA_SPLIT_KEYS = 256.0
+
+#: Kernel generations whose latent decode kernels split a sequence's keys over the SMs
+#: (FlashMLA and FlashAttention-3 on Hopper, TensorRT-LLM-gen's on data-centre Blackwell): each
+#: unit an SM runs in turn waits ``split_wait_s`` (fitted) beside the stream of its blocks, a
+#: time added to the call's rather than hidden in the p-norm with the cache's stream as
+#: ``unit_latency_s`` is. The tables show such a wait between the short rows' floor and the
+#: long rows' stream: TensorRT-LLM's H100 fp8 rows take 13.3 us at one to 64 keys, and from a
+#: few 64-key blocks an SM on they take about 20 us plus the blocks at 0.88 of the HBM's rate
+#: (64 sequences of 131K keys at one head: 1,662 us, 995 blocks an SM at 1.65 us), where one
+#: p-norm of the stream and a hidden wait had to read those long rows 8% slow (0.84 of the
+#: HBM) to bring the middle ones (2-32 blocks an SM) within 6-8% fast. A kernel that walks a
+#: whole cache on one SM (A100's) keeps its wait in its p-norm. See docs/time-model.md ("A
+#: split unit's wait beside its stream").
+SPLIT_WAIT_GENERATIONS = frozenset({"sm90", "tcgen05"})
+
+
+def mla_split_keys(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Fewest keys a part of a split latent decode unit holds on ``fig``'s device:
+    :data:`TCGEN05_MLA_SPLIT_KEYS` for the plain kernel on ``tcgen05`` devices (TensorRT-LLM-gen's),
+    else :data:`MLA_SPLIT_KEYS` (FlashMLA's; the sparse and indexer variants keep it)."""
+    if fig.tcgen05 and not batch.variant:
+        return TCGEN05_MLA_SPLIT_KEYS
+    return MLA_SPLIT_KEYS
 
 
 #: Shared-memory bytes per latent element of a cached token that Hopper's fp8 MLA decode kernel
@@ -398,7 +434,7 @@ def mla_decode_terms(
     tiles = np.ceil(heads * q / tile_rows)
     heads_units = b * tiles
     # (one unit a SM: the latent kernels' units fill the SMs by themselves)
-    splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, MLA_SPLIT_KEYS)
+    splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, mla_split_keys(batch, fig))
     units = heads_units * splits
     # a kernel multiplies a whole tile of (query token, head) rows against each latent key at
     # its SM's tensor rate, padded rows too (128 heads: two 64-row tiles, two units): the
@@ -512,6 +548,12 @@ def mla_decode_terms(
     out["compute_s"] = np.where(
         wgmma, np.maximum(out["compute_s"], serial * smem), out["compute_s"]
     )
+    # the key-splitting kernels (FlashMLA and FlashAttention-3 on Hopper, TensorRT-LLM-gen's on
+    # Blackwell): each unit an SM runs in turn waits ``split_wait_s`` that its stream does not
+    # hide (SPLIT_WAIT_GENERATIONS; 0 in a class fitted without it, the sparse ones')
+    if fig.kernel_generation in SPLIT_WAIT_GENERATIONS:
+        waits = np.where(splits_allowed, serial * prm["split_wait_s"], 0.0)
+        out["extra_s"] = out["extra_s"] + waits
     # the engine's own time per query row and head around the kernel (``wrapper_row_head_s``,
     # set from :data:`WRAPPER_ROW_HEAD_S`: vLLM's FLASHINFER_MLA on B200)
     wrap = col(batch, "wrapper_row_head_s", 0) * b * q * heads

@@ -153,6 +153,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "reduce_s": (0.0, 1e-8, "seconds a DeepEP normal combine's warp takes an element it sums"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
+    "split_wait_s": (0.0, 2e-5, "seconds a split MLA decode unit waits beside its stream"),
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
@@ -236,6 +237,7 @@ DEFAULTS: dict[str, float] = {
     # no overlap: a kernel that walks a cache on one SM without a producer warp waits for each
     # block's loads before its products
     "walk_overlap": 1.0,
+    "split_wait_s": 0.0,
     # a conv kernel's CTAs wait as long on either load path where no fit saw the slower one
     "scalar_load": 1.0,
 }
@@ -354,6 +356,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "block_s",
         "unit_latency_s",
         "walk_overlap",
+        "split_wait_s",
     ),
     "moe": (
         "eff_compute",
